@@ -1,0 +1,11 @@
+// The one place backends are registered. Adding a vendor: a folder under backends/ and a
+// line here (see docs/adding-a-backend.md).
+#pragma once
+
+#include "hal/backend.h"
+
+namespace ingero::app {
+
+void register_builtin_backends(hal::BackendRegistry& registry);
+
+}  // namespace ingero::app

@@ -1,0 +1,59 @@
+#include <iostream>
+
+#include "app/commands.h"
+#include "app/tracer.h"
+
+namespace ingero::app {
+
+void add_trace_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "trace",
+      "Trace GPU runtime calls (uprobes on every vendor library found) and host context into a\n"
+      "SQLite trace file. Needs root or CAP_BPF+CAP_PERFMON. Stops after --duration, on\n"
+      "SIGINT/SIGTERM, or when COMMAND (after --) exits; the last batch is always flushed.\n"
+      "Examples:\n"
+      "  ingero trace --duration 60s\n"
+      "  ingero trace --pid 4411 --db /tmp/run.db\n"
+      "  ingero trace --db /tmp/run.db -- python3 train.py");
+  auto o = std::make_shared<TraceOptions>();
+  auto duration = std::make_shared<std::string>();
+  auto pids = std::make_shared<std::vector<uint32_t>>();
+  cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow");
+  cmd->add_option("--duration", *duration, "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)");
+  cmd->add_option("--db,--out,-o", o->db_path, "Trace file to write (default ~/.ingero/ingero.db)");
+  cmd->add_option("--node", o->node, "Node name stamped on every event (default: hostname)");
+  cmd->add_option("--backends", o->backends, "Comma-separated backends to enable (default: all)");
+  cmd->add_flag("--all", o->trace_all, "With a COMMAND, trace every process, not only the command");
+  cmd->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
+  cmd->add_flag("--no-live", [o](int64_t) { o->live = false; }, "No live one-line summary on a TTY");
+  cmd->add_option("--ringbuf-mb", o->ringbuf_mb, "Ring buffer size in MiB (power of two)")
+      ->capture_default_str();
+  cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds")->capture_default_str();
+  cmd->add_option("command", o->command, "Command to run and trace (after --)");
+  cmd->positionals_at_end(true);
+  cmd->callback([&ctx, o, duration, pids] {
+    o->pids = *pids;
+    if (!duration->empty()) {
+      o->duration_s = parse_duration_s(*duration);
+      if (o->duration_s <= 0) {
+        std::cerr << "ingero trace: bad --duration '" << *duration << "' (use 30s, 5m, 1h)\n";
+        ctx.exit_code = kExitUsage;
+        return;
+      }
+    }
+    if ((o->ringbuf_mb & (o->ringbuf_mb - 1)) != 0 || o->ringbuf_mb == 0 || o->ringbuf_mb > 1024) {
+      std::cerr << "ingero trace: --ringbuf-mb must be a power of two between 1 and 1024\n";
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    std::string flags;
+    if (!o->pids.empty()) flags += "pid-filter,";
+    if (!o->command.empty()) flags += "command,";
+    if (!o->backends.empty()) flags += "backends=" + o->backends + ",";
+    if (!flags.empty()) flags.pop_back();
+    o->flags = flags;
+    ctx.exit_code = run_trace(*o, ctx.registry);
+  });
+}
+
+}  // namespace ingero::app

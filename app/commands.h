@@ -1,0 +1,32 @@
+// Subcommand registration. Each command adds itself to the CLI and, when run, stores its
+// process exit code in Context::exit_code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "hal/backend.h"
+
+namespace ingero::app {
+
+// Exit codes, documented in docs/cli.md.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,    // bad input file, SQL error, runtime failure
+  kExitUsage = 2,      // bad arguments
+  kExitNoTracing = 3,  // the host cannot trace (check failed, no privilege)
+};
+
+struct Context {
+  hal::BackendRegistry registry;
+  int exit_code = kExitOk;
+};
+
+std::string default_db_path();  // ~/.ingero/ingero.db
+
+void add_version_command(CLI::App& app, Context& ctx);
+void add_query_command(CLI::App& app, Context& ctx);
+void add_check_command(CLI::App& app, Context& ctx);
+void add_trace_command(CLI::App& app, Context& ctx);
+
+}  // namespace ingero::app

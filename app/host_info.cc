@@ -1,0 +1,80 @@
+#include "app/host_info.h"
+
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace ingero::app {
+
+std::string read_small_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return "";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+HostInfo read_host_info() {
+  HostInfo h;
+  utsname u{};
+  if (uname(&u) == 0) {
+    h.hostname = u.nodename;
+    h.kernel = u.release;
+  }
+  std::ifstream os("/etc/os-release");
+  for (std::string line; std::getline(os, line);) {
+    if (line.rfind("PRETTY_NAME=", 0) == 0) {
+      h.os_release = line.substr(12);
+      if (h.os_release.size() >= 2 && h.os_release.front() == '"')
+        h.os_release = h.os_release.substr(1, h.os_release.size() - 2);
+    }
+  }
+  std::ifstream cpu("/proc/cpuinfo");
+  for (std::string line; std::getline(cpu, line);) {
+    if (line.rfind("model name", 0) == 0 && h.cpu_model.empty()) {
+      auto c = line.find(':');
+      if (c != std::string::npos) h.cpu_model = line.substr(c + 2);
+    }
+  }
+  h.cpu_cores = int(sysconf(_SC_NPROCESSORS_ONLN));
+  std::ifstream mem("/proc/meminfo");
+  for (std::string line; std::getline(mem, line);) {
+    if (line.rfind("MemTotal:", 0) == 0) h.mem_total_mib = std::stoll(line.substr(9)) / 1024;
+  }
+  return h;
+}
+
+static int64_t clock_ns(clockid_t c) {
+  timespec ts{};
+  clock_gettime(c, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+int64_t wall_now_ns() { return clock_ns(CLOCK_REALTIME); }
+int64_t mono_now_ns() { return clock_ns(CLOCK_MONOTONIC); }
+
+int64_t mono_to_wall_offset_ns() {
+  int64_t best = 0, best_gap = INT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    int64_t m0 = mono_now_ns(), w = wall_now_ns(), m1 = mono_now_ns();
+    if (m1 - m0 < best_gap) {
+      best_gap = m1 - m0;
+      best = w - (m0 + (m1 - m0) / 2);
+    }
+  }
+  return best;
+}
+
+uint64_t effective_caps() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("CapEff:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  return 0;
+}
+
+}  // namespace ingero::app

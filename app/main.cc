@@ -1,0 +1,49 @@
+#include <cstdlib>
+#include <iostream>
+
+#include "app/builtin_backends.h"
+#include "app/commands.h"
+
+namespace ingero::app {
+
+std::string default_db_path() {
+  const char* home = getenv("HOME");
+  return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
+}
+
+void add_version_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("version", "Print the version and build facts");
+  cmd->callback([&ctx] {
+    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema "
+              << 1 << ")\n";
+    ctx.exit_code = kExitOk;
+  });
+}
+
+}  // namespace ingero::app
+
+int main(int argc, char** argv) {
+  using namespace ingero::app;
+  CLI::App app{
+      "ingero: eBPF GPU debugging agent. Traces CUDA, HIP, NCCL/RCCL and RDMA calls plus the\n"
+      "Linux scheduler, memory, block I/O and TCP, and explains GPU stalls."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  Context ctx;
+  register_builtin_backends(ctx.registry);
+  add_check_command(app, ctx);
+  add_trace_command(app, ctx);
+  add_query_command(app, ctx);
+  add_version_command(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  return ctx.exit_code;
+}

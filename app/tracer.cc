@@ -1,0 +1,454 @@
+#include "app/tracer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_set>
+
+#include "app/commands.h"
+#include "app/host_info.h"
+#include "hal/bpf_session.h"
+#include "hal/probe_manager.h"
+#include "hal/record_decoder.h"
+#include "hal/record_layout.h"
+#include "store/trace_writer.h"
+
+namespace ingero::app {
+namespace {
+
+volatile sig_atomic_t g_stop_signal = 0;
+void on_signal(int sig) { g_stop_signal = sig; }
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+class Trace {
+ public:
+  Trace(const TraceOptions& o, const hal::BackendRegistry& r) : opts_(o), registry_(r) {}
+  int run();
+
+ private:
+  void on_record(const void* data, size_t size);
+  void note_pid(uint32_t pid, const char* comm);
+  void print_libraries(const std::vector<hal::LibraryStatus>& libs);
+  void rescan_pending();
+  void live_line(bool final);
+  bool child_exited();
+  int start_child();
+
+  const TraceOptions& opts_;
+  const hal::BackendRegistry& registry_;
+  std::unique_ptr<hal::BpfSession> session_;
+  std::unique_ptr<hal::ProbeManager> probes_;
+  std::unique_ptr<store::TraceWriter> writer_;
+  std::unique_ptr<hal::CallDecoder> decoder_;
+  hal::LocalHost host_;
+  hal::Event ev_;
+  std::set<int> rescan_;
+  std::unordered_set<uint32_t> seen_pids_;
+  uint64_t calls_ = 0, unknown_probe_ = 0, malformed_ = 0, libwatch_ = 0;
+  uint64_t store_error_reports_ = 0;
+  std::string last_store_error_;
+  pid_t child_ = -1;
+  int child_status_ = 0;
+  bool child_done_ = false;
+  int go_pipe_ = -1;
+  int64_t start_mono_ = 0;
+  bool tty_ = false;
+};
+
+void Trace::note_pid(uint32_t pid, const char* comm) {
+  if (!seen_pids_.insert(pid).second) return;
+  std::string base = "/proc/" + std::to_string(pid);
+  std::string name = read_small_file(base + "/comm");
+  std::string cmdline = read_small_file(base + "/cmdline");
+  for (auto& c : cmdline)
+    if (c == '\0') c = ' ';
+  if (name.empty()) name = comm;  // already exited: keep what the kernel told us
+  if (auto st = writer_->note_process(pid, name, cmdline, wall_now_ns()); !st) {
+    last_store_error_ = st.error().message;
+  }
+}
+
+void Trace::on_record(const void* data, size_t size) {
+  if (size < sizeof(uint32_t)) {
+    ++malformed_;
+    return;
+  }
+  uint32_t type;
+  std::memcpy(&type, data, sizeof(type));
+  switch (type) {
+    case INGERO_REC_CALL: {
+      if (size < sizeof(ingero_call_rec)) {
+        ++malformed_;
+        return;
+      }
+      const auto* rec = static_cast<const ingero_call_rec*>(data);
+      if (!decoder_->decode(*rec, ev_)) {
+        ++unknown_probe_;
+        return;
+      }
+      ++calls_;
+      note_pid(rec->pid, rec->comm);
+      if (auto st = writer_->add(ev_); !st) {
+        if (st.error().message != last_store_error_ || store_error_reports_ == 0)
+          std::cerr << "\ningero: " << st.error().message << "\n";
+        last_store_error_ = st.error().message;
+        ++store_error_reports_;
+      }
+      break;
+    }
+    case INGERO_REC_LIBWATCH: {
+      if (size < sizeof(ingero_libwatch_rec)) {
+        ++malformed_;
+        return;
+      }
+      const auto* rec = static_cast<const ingero_libwatch_rec*>(data);
+      ++libwatch_;
+      rescan_.insert(int(rec->pid));
+      break;
+    }
+    default:
+      ++malformed_;
+  }
+}
+
+void Trace::print_libraries(const std::vector<hal::LibraryStatus>& libs) {
+  if (opts_.quiet) return;
+  for (const auto& l : libs) {
+    if (l.backend.empty()) {
+      std::cerr << "ingero:   skipped " << l.path << ": "
+                << (l.errors.empty() ? "unreadable" : l.errors.front()) << "\n";
+      continue;
+    }
+    std::cerr << "ingero:   " << l.probes_attached << " probes on " << l.path << " (" << l.backend
+              << "/" << l.api << (l.version.empty() ? "" : " " + l.version)
+              << (l.embedded ? ", static copy" : "") << ", " << l.specs_resolved << "/"
+              << l.specs_total << " functions)\n";
+    for (const auto& e : l.errors) std::cerr << "ingero:     attach failed: " << e << "\n";
+  }
+}
+
+void Trace::rescan_pending() {
+  if (rescan_.empty()) return;
+  std::set<int> pids;
+  pids.swap(rescan_);
+  for (int pid : pids) {
+    auto fresh = probes_->scan_pid(pid);
+    if (!fresh.empty()) {
+      if (!opts_.quiet)
+        std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: new libraries in pid " << pid << ":\n";
+      print_libraries(fresh);
+      for (const auto& l : fresh) {
+        store::LibraryRow row{l.backend, l.vendor, l.api, l.path, l.soname, l.version, l.build_id,
+                              l.embedded, l.specs_total, l.specs_resolved, l.probes_attached, "", ""};
+        (void)writer_->add_library(row);
+      }
+    }
+  }
+  probes_->watch_loaders();
+}
+
+void Trace::live_line(bool final) {
+  if (!tty_ || opts_.quiet) return;
+  double secs = double(mono_now_ns() - start_mono_) / 1e9;
+  auto st = session_->stats();
+  std::fprintf(stderr, "\r\033[Kingero: %.1fs  calls %llu (%.0f/s)  stored %llu  drops %llu  probes %zu%s",
+               secs, (unsigned long long)calls_, secs > 0 ? double(calls_) / secs : 0.0,
+               (unsigned long long)writer_->written(),
+               (unsigned long long)(st[INGERO_STAT_RINGBUF_DROPS] + st[INGERO_STAT_HOST_DROPS]),
+               probes_->attached_probes(), final ? "\n" : "");
+  std::fflush(stderr);
+}
+
+bool Trace::child_exited() {
+  if (child_ <= 0 || child_done_) return child_done_;
+  pid_t r = waitpid(child_, &child_status_, WNOHANG);
+  if (r == child_) child_done_ = true;
+  return child_done_;
+}
+
+int Trace::start_child() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    close(fds[1]);
+    char c;
+    // Wait until the tracer has attached; EOF means it died: do not run untraced.
+    if (read(fds[0], &c, 1) != 1) _exit(126);
+    std::vector<char*> argv;
+    for (const auto& a : opts_.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "ingero: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(fds[0]);
+  go_pipe_ = fds[1];
+  child_ = pid;
+  return 0;
+}
+
+int Trace::run() {
+  tty_ = opts_.live && isatty(STDERR_FILENO);
+  auto backends = registry_.select(opts_.backends);
+  if (!backends) {
+    std::cerr << "ingero trace: " << backends.error().message << "\n";
+    return kExitUsage;
+  }
+  std::string db = opts_.db_path.empty() ? default_db_path() : opts_.db_path;
+  std::error_code ec;
+  auto parent = std::filesystem::path(db).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  auto writer = store::TraceWriter::open(db);
+  if (!writer) {
+    std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
+    return kExitFailure;
+  }
+  writer_ = std::move(*writer);
+
+  if (!opts_.command.empty() && start_child() != 0) {
+    std::cerr << "ingero trace: cannot start the command: " << std::strerror(errno) << "\n";
+    return kExitFailure;
+  }
+  hal::BpfConfig cfg;
+  cfg.ringbuf_bytes = opts_.ringbuf_mb << 20;
+  cfg.pids = opts_.pids;
+  if (child_ > 0 && !opts_.trace_all) cfg.pids.push_back(uint32_t(child_));
+  if (!hal::has_uprobe_pmu()) {
+    if (auto t = hal::ensure_tracefs(); !t)
+      std::cerr << "ingero: warning: " << t.error().message << "\n";
+  }
+  auto session = hal::BpfSession::open(cfg);
+  if (!session) {
+    std::cerr << "ingero trace: " << session.error().message << "\n";
+    if (child_ > 0) kill(child_, SIGKILL), waitpid(child_, nullptr, 0);
+    return kExitNoTracing;
+  }
+  session_ = std::move(*session);
+  if (auto st = session_->attach_core(); !st) {
+    std::cerr << "ingero trace: " << st.error().message << "\n";
+    if (child_ > 0) kill(child_, SIGKILL), waitpid(child_, nullptr, 0);
+    return kExitNoTracing;
+  }
+
+  probes_ = std::make_unique<hal::ProbeManager>(session_.get(), *backends, host_);
+  decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
+  auto libs = probes_->scan_all();
+  probes_->watch_loaders();
+  std::set<std::string> files;
+  for (const auto& l : libs)
+    if (l.probes_attached) files.insert(l.path);
+  if (!opts_.quiet) {
+    std::cerr << "ingero: attached " << probes_->attached_probes() << " probes on " << files.size()
+              << " librar" << (files.size() == 1 ? "y" : "ies") << " ("
+              << probes_->loaders_watched() << " dynamic loader"
+              << (probes_->loaders_watched() == 1 ? "" : "s") << " watched for new ones)\n";
+    print_libraries(libs);
+  }
+
+  HostInfo hi = read_host_info();
+  store::SessionInfo si;
+  si.node = opts_.node.empty() ? hi.hostname : opts_.node;
+  si.host = hi.hostname;
+  si.kernel = hi.kernel;
+  si.os_release = hi.os_release;
+  si.cpu_model = hi.cpu_model;
+  si.cpu_cores = hi.cpu_cores;
+  si.mem_total_mib = hi.mem_total_mib;
+  si.started_at_ns = wall_now_ns();
+  si.mono_offset_ns = mono_to_wall_offset_ns();
+  for (auto p : cfg.pids) si.pid_filter += (si.pid_filter.empty() ? "" : ",") + std::to_string(p);
+  si.flags = opts_.flags;
+  for (auto* b : *backends) si.backends += (si.backends.empty() ? "" : ",") + std::string(b->name());
+  if (auto sid = writer_->begin_session(si); !sid) {
+    std::cerr << "ingero trace: " << sid.error().message << "\n";
+    return kExitFailure;
+  }
+  for (const auto& l : libs) {
+    std::string missing;
+    for (auto& m : l.missing_required) missing += (missing.empty() ? "" : ",") + m;
+    std::string errors;
+    for (auto& e : l.errors) errors += (errors.empty() ? "" : "\n") + e;
+    (void)writer_->add_library({l.backend, l.vendor, l.api, l.path, l.soname, l.version,
+                                l.build_id, l.embedded, l.specs_total, l.specs_resolved,
+                                l.probes_attached, missing, errors});
+  }
+  (void)writer_->commit();
+
+  auto reader = hal::RingReader::create(session_->events_fd(),
+                                        [this](const void* d, size_t n) { on_record(d, n); });
+  if (!reader) {
+    std::cerr << "ingero trace: " << reader.error().message << "\n";
+    return kExitNoTracing;
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  start_mono_ = mono_now_ns();
+  if (go_pipe_ >= 0) {
+    if (write(go_pipe_, "g", 1) != 1) std::cerr << "ingero: cannot release the command\n";
+    close(go_pipe_);
+    go_pipe_ = -1;
+  }
+  if (!opts_.quiet && opts_.command.empty())
+    std::cerr << "ingero: tracing" << (opts_.duration_s > 0 ? " for " + std::to_string(int(opts_.duration_s)) + "s" : "")
+              << "; Ctrl-C to stop. Writing " << db << "\n";
+
+  int64_t deadline = opts_.duration_s > 0 ? start_mono_ + int64_t(opts_.duration_s * 1e9) : 0;
+  int64_t next_flush = start_mono_ + int64_t(opts_.flush_ms) * 1000000;
+  int64_t next_live = start_mono_ + 1000000000;
+  int64_t next_full_scan = start_mono_ + 30 * 1000000000LL;
+  std::string exit_reason = "signal";
+  while (true) {
+    if (g_stop_signal) {
+      exit_reason = g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+      break;
+    }
+    int64_t now = mono_now_ns();
+    if (deadline && now >= deadline) {
+      exit_reason = "duration";
+      break;
+    }
+    if (child_exited()) {
+      exit_reason = "command exited";
+      break;
+    }
+    auto n = (*reader)->poll(100);
+    if (!n) {
+      std::cerr << "\ningero trace: " << n.error().message << "\n";
+      exit_reason = "ring buffer error";
+      break;
+    }
+    rescan_pending();
+    now = mono_now_ns();
+    if (now >= next_flush) {
+      (void)writer_->commit();
+      next_flush = now + int64_t(opts_.flush_ms) * 1000000;
+    }
+    if (now >= next_live) {
+      live_line(false);
+      next_live = now + 1000000000;
+    }
+    if (now >= next_full_scan) {
+      print_libraries(probes_->scan_all());
+      probes_->watch_loaders();
+      next_full_scan = now + 30 * 1000000000LL;
+    }
+  }
+  // Drain: records already queued belong to the trace. A second signal is not needed and
+  // would not interrupt this; the drain is bounded by what is in the buffer now.
+  (void)(*reader)->drain();
+  live_line(true);
+  if (child_ > 0 && !child_done_ && exit_reason != "command exited") {
+    // Stopped by duration or signal: the command keeps running untraced; say so.
+    if (!opts_.quiet) std::cerr << "ingero: the traced command (pid " << child_ << ") is still running\n";
+  }
+
+  auto stats = session_->stats();
+  nlohmann::json sj;
+  const char* names[] = {"calls", "ringbuf_drops", "thread_map_full", "depth_overflow",
+                         "unpaired_return", "frames_discarded", "unfinished", "host_drops",
+                         "host_records", "selftest"};
+  for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
+  sj["unknown_probe_records"] = unknown_probe_;
+  sj["malformed_records"] = malformed_;
+  sj["libwatch_records"] = libwatch_;
+  store::SessionEnd end;
+  end.stopped_at_ns = wall_now_ns();
+  end.attached_probes = probes_->attached_probes();
+  end.ringbuf_drops = stats[INGERO_STAT_RINGBUF_DROPS] + stats[INGERO_STAT_HOST_DROPS];
+  end.lost_calls = stats[INGERO_STAT_THREAD_MAP_FULL] + stats[INGERO_STAT_DEPTH_OVERFLOW];
+  end.unfinished_calls = stats[INGERO_STAT_UNFINISHED];
+  end.bpf_stats_json = sj.dump();
+  end.exit_reason = exit_reason;
+  auto fin = writer_->finish(end);
+
+  int code = kExitOk;
+  if (!opts_.quiet) {
+    std::cerr << "ingero: stopped (" << exit_reason << "): " << calls_ << " calls decoded, "
+              << writer_->written() << " events stored in " << db;
+    struct stat st {};
+    if (stat(db.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
+    std::cerr << "\n";
+    if (end.ringbuf_drops)
+      std::cerr << "ingero: " << end.ringbuf_drops
+                << " records were dropped because the ring buffer was full (raise --ringbuf-mb)\n";
+    if (end.lost_calls)
+      std::cerr << "ingero: " << end.lost_calls << " calls were not traced (thread table full or nesting deeper than "
+                << INGERO_MAX_DEPTH << ")\n";
+    if (end.unfinished_calls)
+      std::cerr << "ingero: " << end.unfinished_calls
+                << " calls were still running when their thread exited (stored as unfinished)\n";
+    if (unknown_probe_ || malformed_)
+      std::cerr << "ingero: " << unknown_probe_ + malformed_ << " records could not be decoded\n";
+  }
+  if (writer_->failed() || !fin) {
+    std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db
+              << (last_store_error_.empty() ? "" : ": " + last_store_error_)
+              << (fin ? "" : "; " + fin.error().message) << "\n";
+    code = kExitFailure;
+  }
+  if (child_ > 0 && child_done_ && !opts_.quiet) {
+    if (WIFEXITED(child_status_))
+      std::cerr << "ingero: command exited with status " << WEXITSTATUS(child_status_) << "\n";
+    else if (WIFSIGNALED(child_status_))
+      std::cerr << "ingero: command killed by signal " << WTERMSIG(child_status_) << "\n";
+  }
+  return code;
+}
+
+}  // namespace
+
+double parse_duration_s(const std::string& text) {
+  if (text.empty()) return -1;
+  size_t pos = 0;
+  double v;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    return -1;
+  }
+  std::string unit = text.substr(pos);
+  double mult;
+  if (unit.empty() || unit == "s") mult = 1;
+  else if (unit == "ms") mult = 1e-3;
+  else if (unit == "m") mult = 60;
+  else if (unit == "h") mult = 3600;
+  else return -1;
+  if (v < 0 || !std::isfinite(v)) return -1;
+  return v * mult;
+}
+
+int run_trace(const TraceOptions& opts, const hal::BackendRegistry& registry) {
+  Trace t(opts, registry);
+  return t.run();
+}
+
+}  // namespace ingero::app

@@ -1,0 +1,125 @@
+/* Record layouts shared by the BPF programs and user space.
+ *
+ * One header, two compilers: the BPF side includes it after vmlinux.h, the C++ side after
+ * <linux/types.h>. hal/record_layout.h static_asserts every size and offset the decoder uses,
+ * so a change here that forgets the other side fails the build instead of corrupting data.
+ *
+ * Every record starts with a __u32 type tag (enum ingero_rec_type).
+ */
+#ifndef INGERO_BPF_RECORDS_H
+#define INGERO_BPF_RECORDS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define INGERO_MAX_PROBES 8192      /* attach-cookie ids index the recipe array */
+#define INGERO_MAX_DEPTH 8          /* nested traced calls per thread (runtime -> driver -> ...) */
+#define INGERO_STACK_WORDS 6        /* 8-byte stack arguments copied at entry */
+#define INGERO_ENTRY_READ_MAX 128   /* by-value ncclUniqueId is the largest capture */
+#define INGERO_RETURN_READ_MAX 32   /* output pointers: device pointers, handles, event structs */
+#define INGERO_COMM_LEN 16
+#define INGERO_MAX_THREADS 65536
+
+enum ingero_rec_type {
+  INGERO_REC_CALL = 1,     /* struct ingero_call_rec */
+  INGERO_REC_LIBWATCH = 2, /* struct ingero_libwatch_rec */
+  INGERO_REC_SCHED = 3,    /* struct ingero_sched_rec */
+  INGERO_REC_PROC = 4,     /* struct ingero_proc_rec */
+  INGERO_REC_BLOCK = 5,    /* struct ingero_block_rec */
+  INGERO_REC_TCP = 6,      /* struct ingero_tcp_rec */
+};
+
+/* Where a pointer to read comes from. Stack words and stack addresses are relative to the
+ * stack pointer at function entry, past the return address (System V: the 7th integer
+ * argument is stack word 0; a by-value struct classified MEMORY lives at stack address 0). */
+enum ingero_ptr_src {
+  INGERO_PTR_NONE = 0,
+  INGERO_PTR_REG = 1,        /* register argument `index` (0..5) holds the pointer */
+  INGERO_PTR_STACK_WORD = 2, /* stack word `index` holds the pointer */
+  INGERO_PTR_STACK_ADDR = 3, /* read the argument area itself, at sp + 8 + offset */
+};
+
+struct ingero_ptr_read {
+  __u8 src;     /* enum ingero_ptr_src */
+  __u8 index;   /* register or stack word index */
+  __u16 len;    /* bytes to copy; clamped to the buffer size */
+  __u32 offset; /* added to the pointer before reading */
+};
+
+/* What the generic entry/return pair captures for one probe id. */
+struct ingero_recipe {
+  __u8 stack_words; /* 0..INGERO_STACK_WORDS */
+  __u8 valid;       /* 1 once user space wrote the slot */
+  __u16 pad0;
+  __u32 pad1;
+  struct ingero_ptr_read entry_read;  /* at entry, into entry_buf */
+  struct ingero_ptr_read return_read; /* at return, pointer from entry-time arguments */
+};
+
+/* ingero_call_rec.flags */
+#define INGERO_CALL_UNFINISHED 0x1         /* the thread exited before the function returned */
+#define INGERO_CALL_ENTRY_READ_FAULT 0x2   /* entry pointer read failed (bad/unmapped pointer) */
+#define INGERO_CALL_RETURN_READ_FAULT 0x4  /* return pointer read failed */
+#define INGERO_CALL_FRAMES_DISCARDED 0x8   /* inner frames unwound without a return were dropped */
+#define INGERO_CALL_STACK_READ_FAULT 0x10  /* stack arguments could not be copied */
+
+struct ingero_call_rec {
+  __u32 type; /* INGERO_REC_CALL */
+  __u32 probe_id;
+  __u32 pid;
+  __u32 tid;
+  __u64 cgroup_id;
+  __u64 start_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+  __u64 end_ns;
+  __u64 ret; /* rax at return; 0 for unfinished calls */
+  __u64 regs[6];
+  __u64 stack[INGERO_STACK_WORDS];
+  __u64 off_cpu_ns;       /* time this thread spent off-CPU between entry and return */
+  __u64 preemptor_off_ns; /* the longest single off-CPU interval during the call */
+  __u32 preempts;         /* involuntary switches (thread was runnable) during the call */
+  __u32 switches;         /* all switches away during the call */
+  __u32 preemptor_pid;    /* who took the CPU for the longest involuntary interval */
+  __u32 preemptor_tid;
+  __u16 flags;
+  __u16 depth; /* nesting depth at entry; 0 = outermost traced call */
+  __u16 entry_len;
+  __u16 return_len;
+  char comm[INGERO_COMM_LEN];
+  char preemptor_comm[INGERO_COMM_LEN];
+  __u8 entry_buf[INGERO_ENTRY_READ_MAX];
+  __u8 return_buf[INGERO_RETURN_READ_MAX];
+};
+
+/* A process exec'd or its link map changed (dlopen/dlclose, or the initial load): user
+ * space re-scans its mappings for libraries to attach. */
+enum ingero_libwatch_kind {
+  INGERO_LIBWATCH_EXEC = 1,
+  INGERO_LIBWATCH_LINKMAP = 2,
+};
+
+struct ingero_libwatch_rec {
+  __u32 type; /* INGERO_REC_LIBWATCH */
+  __u32 kind;
+  __u32 pid;
+  __u32 tid;
+  __u64 ts_ns;
+  char comm[INGERO_COMM_LEN];
+};
+
+/* Counters kept per CPU in the `stats` map; user space sums them. */
+enum ingero_stat {
+  INGERO_STAT_CALLS = 0,          /* call records submitted */
+  INGERO_STAT_RINGBUF_DROPS,      /* records lost because the ring buffer was full */
+  INGERO_STAT_THREAD_MAP_FULL,    /* calls not traced: no room for another thread */
+  INGERO_STAT_DEPTH_OVERFLOW,     /* calls nested deeper than INGERO_MAX_DEPTH */
+  INGERO_STAT_UNPAIRED_RETURN,    /* a return with no matching entry */
+  INGERO_STAT_FRAMES_DISCARDED,   /* entries whose return never came (unwound) */
+  INGERO_STAT_UNFINISHED,         /* calls in flight when their thread exited */
+  INGERO_STAT_HOST_DROPS,         /* host-context records lost to a full ring buffer */
+  INGERO_STAT_HOST_RECORDS,       /* host-context records submitted */
+  INGERO_STAT_SELFTEST,           /* hits of the check self-test uprobe */
+  INGERO_STAT_MAX,
+};
+
+#endif /* INGERO_BPF_RECORDS_H */

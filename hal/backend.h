@@ -1,0 +1,100 @@
+// The vendor backend contract.
+//
+// A backend is data plus two small pure functions. hal/ does all I/O (discovery, ELF
+// parsing, attaching, reading the ring buffer); a backend only answers:
+//   * which library files are its own, and what flavour each is      match()
+//   * which functions to trace in that flavour                        probes()
+//   * how a captured call becomes Event fields beyond the FieldRefs   decode()
+// plus hints that keep discovery cheap (file_hints, install_dirs).
+//
+// Backends depend on hal/ only and never on each other. Registration is explicit: the app
+// builds a BackendRegistry and adds each backend once; tests build their own registries.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hal/elf_symbols.h"
+#include "hal/event.h"
+#include "hal/probe_spec.h"
+
+struct ingero_call_rec;
+
+namespace ingero::hal {
+
+// What match() sees of one file. Pure data: hal/ has already parsed the ELF.
+struct MappedFile {
+  std::string path;          // openable path in our mount namespace
+  std::string display_path;  // the path as the process or filesystem names it
+  std::string_view basename; // of display_path
+  const SymbolIndex* symbols = nullptr;  // never null when match() is called
+  bool is_main_executable = false;       // the program a process runs (static runtimes)
+};
+
+// One flavour of a backend found in one file. vendor/api must point at static storage.
+struct LibraryMatch {
+  std::string_view vendor;  // "nvidia", "amd", "rdma", ...
+  std::string_view api;     // "cuda_runtime", "cuda_driver", "hip", "nccl", "rccl", ...
+  int table = 0;            // backend-private: which probe table
+  bool embedded = false;    // found by symbol inside a host object (static copy)
+};
+
+// A captured call as decode() sees it.
+class RawCall {
+ public:
+  explicit RawCall(const ingero_call_rec& rec) : rec_(rec) {}
+  const ingero_call_rec& record() const { return rec_; }
+  // The value an ArgRef names, or nullopt when its capture faulted or is out of range.
+  std::optional<uint64_t> value(const ArgRef& ref) const;
+  std::span<const uint8_t> entry_bytes() const;
+  std::span<const uint8_t> return_bytes() const;
+  uint64_t reg(int i) const;
+  uint64_t ret() const;
+
+ private:
+  const ingero_call_rec& rec_;
+};
+
+class VendorBackend {
+ public:
+  virtual ~VendorBackend() = default;
+  virtual std::string_view name() const = 0;  // "cuda", "hip", "nccl", "rdma"
+  // Basename prefixes worth opening ("libcudart", "libtorch_cuda"). Files outside these
+  // (and outside main executables) are never parsed for this backend.
+  virtual std::vector<std::string_view> file_hints() const = 0;
+  // Directory globs where the vendor installs libraries, from the environment. Pure.
+  virtual std::vector<std::string> install_dirs(
+      const std::function<std::string(const char*)>& getenv) const = 0;
+  virtual std::vector<LibraryMatch> match(const MappedFile& file) const = 0;
+  virtual std::span<const ProbeSpec> probes(const LibraryMatch& match) const = 0;
+  // Every probe table the backend has, for symbol filtering and coverage reports.
+  virtual std::vector<std::span<const ProbeSpec>> tables() const = 0;
+  // Fills what FieldRefs cannot; the generic fields are already set. Pure.
+  virtual void decode(const RawCall& call, const ProbeSpec& spec, Event& ev) const = 0;
+};
+
+class BackendRegistry {
+ public:
+  void add(std::unique_ptr<VendorBackend> backend);
+  const VendorBackend* find(std::string_view name) const;
+  std::vector<const VendorBackend*> all() const;
+  // Backends named in a comma list ("cuda,hip"); unknown names are an Error listing the
+  // known ones. An empty list selects all.
+  Result<std::vector<const VendorBackend*>> select(std::string_view names) const;
+
+ private:
+  std::vector<std::unique_ptr<VendorBackend>> backends_;
+};
+
+// Shared helpers for backends.
+bool basename_matches(std::string_view basename, std::string_view prefix);  // "libcudart" ~ "libcudart.so.13"
+// True if the file defines (dynsym or symtab) every name in `names`.
+bool defines_all(const SymbolIndex& symbols, std::initializer_list<std::string_view> names);
+
+}  // namespace ingero::hal

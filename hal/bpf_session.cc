@@ -1,0 +1,188 @@
+#include "hal/bpf_session.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "ingero.skel.h"
+
+namespace ingero::hal {
+
+void LinkDeleter::operator()(bpf_link* l) const {
+  if (l && bpf_link__destroy(l) != 0) std::fprintf(stderr, "ingero: warning: detaching a probe failed\n");
+}
+
+bool has_uprobe_pmu() {
+  struct stat st {};
+  return stat("/sys/bus/event_source/devices/uprobe/type", &st) == 0;
+}
+
+Result<bool> ensure_tracefs() {
+  std::ifstream mounts("/proc/mounts");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    if (line.find(" tracefs ") != std::string::npos) return true;
+  }
+  if (mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0)
+    return Error::sys("mount tracefs at /sys/kernel/tracing", errno);
+  return true;
+}
+
+namespace {
+
+int libbpf_quiet(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_WARN && getenv("INGERO_LIBBPF_DEBUG") == nullptr) return 0;
+  if (level == LIBBPF_DEBUG && getenv("INGERO_LIBBPF_DEBUG") == nullptr) return 0;
+  return vfprintf(stderr, fmt, args);
+}
+
+Error bpf_error(const std::string& what, int err) {
+  if (err < 0) err = -err;
+  std::string hint;
+  if (err == EPERM || err == EACCES)
+    hint = " (tracing needs root, or CAP_BPF and CAP_PERFMON; run `ingero check`)";
+  return Error{what + ": " + std::strerror(err) + hint, err};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BpfSession>> BpfSession::open(const BpfConfig& config) {
+  libbpf_set_print(libbpf_quiet);
+  std::unique_ptr<BpfSession> s(new BpfSession(config));
+  s->skel_ = ingero_bpf__open();
+  if (!s->skel_) return bpf_error("opening the BPF object", errno);
+  auto* sk = s->skel_;
+  sk->rodata->filter_pids_enabled = config.pids.empty() ? 0 : 1;
+  sk->rodata->filter_cgroup_id = config.cgroup_id;
+  sk->rodata->follow_children = config.follow_children ? 1 : 0;
+  if (config.ringbuf_bytes)
+    bpf_map__set_max_entries(sk->maps.events, config.ringbuf_bytes);
+
+  if (config.selftest_only) {
+    for (bpf_program* p = bpf_object__next_program(sk->obj, nullptr); p;
+         p = bpf_object__next_program(sk->obj, p))
+      bpf_program__set_autoload(p, p == sk->progs.ingero_selftest);
+  }
+  if (int err = ingero_bpf__load(sk)) return bpf_error("loading the BPF programs", err);
+  for (uint32_t pid : config.pids) {
+    if (auto st = s->add_pid(pid); !st) return st.error();
+  }
+  return s;
+}
+
+BpfSession::~BpfSession() {
+  core_links_.clear();
+  if (skel_) ingero_bpf__destroy(skel_);
+}
+
+Status BpfSession::attach_core() {
+  auto attach = [&](bpf_program* p, const char* what) -> Status {
+    bpf_link* l = bpf_program__attach(p);
+    if (!l) return bpf_error(std::string("attaching ") + what, errno);
+    core_links_.emplace_back(l);
+    return {};
+  };
+  if (auto st = attach(skel_->progs.ingero_thread_exit, "tp_btf/sched_process_exit"); !st) return st;
+  if (auto st = attach(skel_->progs.ingero_exec, "tp_btf/sched_process_exec"); !st) return st;
+  if (auto st = attach(skel_->progs.ingero_fork, "tp_btf/sched_process_fork"); !st) return st;
+  return {};
+}
+
+Result<std::pair<Link, Link>> BpfSession::attach_call(const std::string& path,
+                                                      uint64_t file_offset, uint32_t probe_id,
+                                                      const ingero_recipe& recipe) {
+  if (probe_id >= INGERO_MAX_PROBES)
+    return make_error("probe table full (" + std::to_string(INGERO_MAX_PROBES) + " probes)");
+  if (bpf_map__update_elem(skel_->maps.recipes, &probe_id, sizeof(probe_id), &recipe,
+                           sizeof(recipe), BPF_ANY) != 0)
+    return bpf_error("writing the probe recipe", errno);
+  LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = probe_id, .retprobe = false);
+  bpf_link* e = bpf_program__attach_uprobe_opts(skel_->progs.ingero_entry, -1, path.c_str(),
+                                                file_offset, &entry_opts);
+  if (!e) return bpf_error("uprobe on " + path, errno);
+  Link entry(e);
+  LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = probe_id, .retprobe = true);
+  bpf_link* r = bpf_program__attach_uprobe_opts(skel_->progs.ingero_return, -1, path.c_str(),
+                                                file_offset, &ret_opts);
+  if (!r) return bpf_error("uretprobe on " + path, errno);
+  return std::make_pair(std::move(entry), Link(r));
+}
+
+Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t file_offset) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = false);
+  bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_linkmap, -1,
+                                                ldso_path.c_str(), file_offset, &opts);
+  if (!l) return bpf_error("uprobe on " + ldso_path + " _dl_debug_state", errno);
+  return Link(l);
+}
+
+Result<Link> BpfSession::attach_selftest(const std::string& path, uint64_t file_offset) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = false);
+  bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_selftest, -1, path.c_str(),
+                                                file_offset, &opts);
+  if (!l) return bpf_error("self-test uprobe", errno);
+  return Link(l);
+}
+
+Status BpfSession::add_pid(uint32_t tgid) {
+  uint8_t one = 1;
+  if (bpf_map__update_elem(skel_->maps.pid_filter, &tgid, sizeof(tgid), &one, sizeof(one),
+                           BPF_ANY) != 0)
+    return bpf_error("adding pid " + std::to_string(tgid) + " to the filter", errno);
+  return {};
+}
+
+BpfStats BpfSession::stats() const {
+  BpfStats out;
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return out;
+  std::vector<uint64_t> vals(static_cast<size_t>(ncpu));
+  for (uint32_t k = 0; k < INGERO_STAT_MAX; ++k) {
+    if (bpf_map__lookup_elem(skel_->maps.stats, &k, sizeof(k), vals.data(),
+                             vals.size() * sizeof(uint64_t), 0) != 0)
+      continue;
+    for (uint64_t v : vals) out.v[k] += v;
+  }
+  return out;
+}
+
+int BpfSession::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+
+Result<std::unique_ptr<RingReader>> RingReader::create(int map_fd, Callback cb) {
+  std::unique_ptr<RingReader> r(new RingReader());
+  r->cb_ = std::move(cb);
+  r->rb_ = ring_buffer__new(map_fd, &RingReader::trampoline, r.get(), nullptr);
+  if (!r->rb_) return bpf_error("creating the ring buffer reader", errno);
+  return r;
+}
+
+RingReader::~RingReader() {
+  if (rb_) ring_buffer__free(rb_);
+}
+
+int RingReader::trampoline(void* ctx, void* data, size_t size) {
+  static_cast<RingReader*>(ctx)->cb_(data, size);
+  return 0;
+}
+
+Result<int> RingReader::poll(int timeout_ms) {
+  int n = ring_buffer__poll(rb_, timeout_ms);
+  if (n == -EINTR) return 0;
+  if (n < 0) return bpf_error("polling the ring buffer", n);
+  return n;
+}
+
+Result<int> RingReader::drain() {
+  int n = ring_buffer__consume(rb_);
+  if (n < 0) return bpf_error("draining the ring buffer", n);
+  return n;
+}
+
+}  // namespace ingero::hal

@@ -1,0 +1,250 @@
+#include "hal/elf_symbols.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+namespace ingero::hal {
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+struct ElfHandle {
+  Elf* e = nullptr;
+  ~ElfHandle() {
+    if (e) elf_end(e);
+  }
+};
+
+Error elf_error(const std::string& path, const std::string& what) {
+  return make_error(path + ": " + what + ": " + elf_errmsg(-1));
+}
+
+std::string hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  s.reserve(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    s.push_back(d[p[i] >> 4]);
+    s.push_back(d[p[i] & 15]);
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<FileIdentity> identify_file(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return Error::sys("stat " + path, errno);
+  return FileIdentity{st.st_dev, st.st_ino,
+                      int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                      int64_t(st.st_size)};
+}
+
+Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& path,
+                                                             const SymbolFilter& symtab_filter) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error("libelf: version mismatch");
+  Fd fd{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) return Error::sys("open " + path, errno);
+  ElfHandle h{elf_begin(fd.fd, ELF_C_READ, nullptr)};
+  if (!h.e) return elf_error(path, "cannot read as ELF");
+  if (elf_kind(h.e) != ELF_K_ELF) return make_error(path + ": not an ELF file");
+  GElf_Ehdr eh;
+  if (!gelf_getehdr(h.e, &eh)) return elf_error(path, "bad ELF header");
+  if (gelf_getclass(h.e) != ELFCLASS64) return make_error(path + ": not a 64-bit ELF file");
+#if defined(__x86_64__)
+  constexpr int kMachine = EM_X86_64;
+#elif defined(__aarch64__)
+  constexpr int kMachine = EM_AARCH64;
+#endif
+  if (eh.e_machine != kMachine)
+    return make_error(path + ": ELF for another machine (e_machine " +
+                      std::to_string(eh.e_machine) + ")");
+
+  auto idx = std::make_shared<SymbolIndex>();
+  idx->type_ = eh.e_type;
+
+  size_t nph = 0;
+  if (elf_getphdrnum(h.e, &nph) != 0) return elf_error(path, "bad program headers");
+  for (size_t i = 0; i < nph; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(h.e, int(i), &ph)) return elf_error(path, "bad program header");
+    if (ph.p_type == PT_LOAD)
+      idx->loads_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz, ph.p_flags});
+    if (ph.p_type == PT_INTERP) idx->has_interp_ = true;
+  }
+
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(h.e, &shstrndx) != 0) return elf_error(path, "bad section names");
+
+  // First pass: find the sections we need.
+  Elf_Scn* dynsym = nullptr;
+  Elf_Scn* symtab = nullptr;
+  Elf_Scn* versym = nullptr;
+  Elf_Scn* verdef = nullptr;
+  Elf_Scn* dynamic = nullptr;
+  for (Elf_Scn* scn = elf_nextscn(h.e, nullptr); scn; scn = elf_nextscn(h.e, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) return elf_error(path, "bad section header");
+    switch (sh.sh_type) {
+      case SHT_DYNSYM: dynsym = scn; break;
+      case SHT_SYMTAB: symtab = scn; break;
+      case SHT_GNU_versym: versym = scn; break;
+      case SHT_GNU_verdef: verdef = scn; break;
+      case SHT_DYNAMIC: dynamic = scn; break;
+      case SHT_NOTE: {
+        if (!idx->build_id_.empty()) break;
+        Elf_Data* data = elf_getdata(scn, nullptr);
+        if (!data) break;
+        size_t off = 0, name_off = 0, desc_off = 0;
+        GElf_Nhdr nh;
+        while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+          if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+              desc_off + nh.n_descsz <= data->d_size &&
+              std::memcmp(static_cast<char*>(data->d_buf) + name_off, "GNU", 4) == 0) {
+            idx->build_id_ =
+                hex(static_cast<uint8_t*>(data->d_buf) + desc_off, nh.n_descsz);
+            break;
+          }
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  idx->has_symtab_ = symtab != nullptr;
+
+  // Version definitions: index -> name.
+  std::map<unsigned, std::string> ver_names;
+  if (verdef) {
+    GElf_Shdr sh;
+    gelf_getshdr(verdef, &sh);
+    Elf_Data* data = elf_getdata(verdef, nullptr);
+    size_t off = 0;
+    for (size_t n = 0; data && n < sh.sh_info && n < 65536; ++n) {
+      GElf_Verdef vd;
+      if (!gelf_getverdef(data, int(off), &vd)) break;
+      GElf_Verdaux va;
+      if (vd.vd_cnt > 0 && gelf_getverdaux(data, int(off + vd.vd_aux), &va)) {
+        const char* nm = elf_strptr(h.e, sh.sh_link, va.vda_name);
+        if (nm) {
+          ver_names[vd.vd_ndx] = nm;
+          if (!(vd.vd_flags & VER_FLG_BASE)) idx->verdefs_.push_back(nm);
+        }
+      }
+      if (vd.vd_next == 0) break;
+      off += vd.vd_next;
+    }
+  }
+
+  if (dynamic) {
+    GElf_Shdr sh;
+    gelf_getshdr(dynamic, &sh);
+    Elf_Data* data = elf_getdata(dynamic, nullptr);
+    size_t n = data && sh.sh_entsize ? data->d_size / sh.sh_entsize : 0;
+    for (size_t i = 0; i < n; ++i) {
+      GElf_Dyn dyn;
+      if (!gelf_getdyn(data, int(i), &dyn)) break;
+      if (dyn.d_tag == DT_SONAME) {
+        const char* nm = elf_strptr(h.e, sh.sh_link, dyn.d_un.d_val);
+        if (nm) idx->soname_ = nm;
+      }
+      if (dyn.d_tag == DT_NULL) break;
+    }
+  }
+
+  auto read_table = [&](Elf_Scn* scn, bool is_dyn) -> Status {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) return elf_error(path, "bad symbol table header");
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) return elf_error(path, "cannot read symbol table");
+    if (sh.sh_entsize == 0) return make_error(path + ": symbol table with zero entry size");
+    size_t n = data->d_size / sh.sh_entsize;
+    Elf_Data* vdata = (is_dyn && versym) ? elf_getdata(versym, nullptr) : nullptr;
+    for (size_t i = 1; i < n; ++i) {
+      GElf_Sym sym;
+      if (!gelf_getsym(data, int(i), &sym)) return elf_error(path, "bad symbol entry");
+      int type = GELF_ST_TYPE(sym.st_info);
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+          sym.st_value == 0)
+        continue;
+      const char* nm = elf_strptr(h.e, sh.sh_link, sym.st_name);
+      if (!nm || !*nm) continue;
+      std::string_view name(nm);
+      // .symtab spells versions inline ("sym@@VER"); keep the bare name.
+      std::string version;
+      bool is_default = true;
+      if (auto at = name.find('@'); at != std::string_view::npos) {
+        is_default = name.substr(at, 2) == "@@";
+        version = std::string(name.substr(at + (is_default ? 2 : 1)));
+        name = name.substr(0, at);
+      }
+      if (!is_dyn && symtab_filter && !symtab_filter(name)) continue;
+      if (vdata) {
+        GElf_Versym vs;
+        if (gelf_getversym(vdata, int(i), &vs)) {
+          is_default = !(vs & 0x8000);
+          auto it = ver_names.find(vs & 0x7fff);
+          if (it != ver_names.end() && (vs & 0x7fff) > 1) version = it->second;
+        }
+      }
+      ElfSymbol s;
+      s.value = sym.st_value;
+      s.size = sym.st_size;
+      s.bind = GELF_ST_BIND(sym.st_info);
+      s.type = uint8_t(type);
+      s.from_dynsym = is_dyn;
+      s.default_version = is_default;
+      s.version = std::move(version);
+      idx->by_name_[std::string(name)].push_back(std::move(s));
+      ++idx->functions_;
+    }
+    return {};
+  };
+  if (dynsym) {
+    if (auto st = read_table(dynsym, true); !st) return st.error();
+  }
+  if (symtab) {
+    if (auto st = read_table(symtab, false); !st) return st.error();
+  }
+  return std::shared_ptr<const SymbolIndex>(std::move(idx));
+}
+
+const ElfSymbol* SymbolIndex::find_function(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  if (it == by_name_.end()) return nullptr;
+  const ElfSymbol* best = nullptr;
+  auto rank = [](const ElfSymbol& s) { return (s.from_dynsym ? 2 : 0) + (s.default_version ? 1 : 0); };
+  for (const auto& s : it->second)
+    if (!best || rank(s) > rank(*best)) best = &s;
+  return best;
+}
+
+std::optional<uint64_t> SymbolIndex::file_offset(uint64_t vaddr) const {
+  for (const auto& seg : loads_) {
+    if (vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.filesz) return vaddr - seg.vaddr + seg.offset;
+  }
+  return std::nullopt;
+}
+
+Result<std::shared_ptr<const SymbolIndex>> SymbolCache::get(const std::string& path) {
+  auto id = identify_file(path);
+  if (!id) return id.error();
+  if (auto it = cache_.find(*id); it != cache_.end()) return it->second;
+  auto idx = SymbolIndex::load(path, filter_);
+  ++loads_;
+  if (!idx) return idx.error();
+  cache_.emplace(*id, *idx);
+  return idx;
+}
+
+}  // namespace ingero::hal

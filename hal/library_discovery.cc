@@ -1,0 +1,96 @@
+#include "hal/library_discovery.h"
+
+#include "hal/ld_cache.h"
+
+namespace ingero::hal {
+
+std::string_view path_basename(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool LibraryDiscovery::hinted(std::string_view basename) const {
+  for (const auto& h : opts_.hints) {
+    if (basename.substr(0, h.size()) != h) continue;
+    std::string_view rest = basename.substr(h.size());
+    if (rest.empty() || rest[0] == '.' || rest[0] == '-' || rest[0] == '_') return true;
+  }
+  return false;
+}
+
+void LibraryDiscovery::add(std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out,
+                           const std::string& path, const std::string& display,
+                           const std::string& source, int pid, bool main_exe) {
+  auto id = host_.identify(path);
+  if (!id) return;  // vanished, or not ours to read: not an error for discovery
+  auto [it, fresh] = out.try_emplace(*id);
+  DiscoveredFile& f = it->second;
+  if (fresh) {
+    f.path = path;
+    f.display_path = display;
+    f.id = *id;
+  }
+  f.sources.insert(source);
+  if (pid > 0) f.pids.insert(pid);
+  f.main_executable = f.main_executable || main_exe;
+}
+
+void LibraryDiscovery::scan_maps(
+    int pid, std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out) {
+  std::string proc = host_.proc_root() + "/" + std::to_string(pid);
+  auto text = host_.read_text(proc + "/maps");
+  if (!text) return;  // exited or inaccessible
+  std::string exe;
+  if (opts_.main_executables) {
+    if (auto l = host_.readlink(proc + "/exe")) exe = *l;
+  }
+  std::set<std::string_view> done;
+  auto maps = parse_proc_maps(*text);
+  for (const MapEntry& m : maps) {
+    if (!m.executable() || m.path.empty() || m.path[0] != '/' || m.deleted) continue;
+    if (!done.insert(m.path).second) continue;
+    std::string_view base = path_basename(m.path);
+    std::string openable = proc + "/root" + m.path;
+    if (base.substr(0, 9) == "ld-linux-" || base.substr(0, 6) == "ld.so.") {
+      auto id = host_.identify(openable);
+      if (id && loader_ids_.insert({id->dev, id->ino}).second)
+        loaders_.push_back({openable, m.path, *id, {"maps"}, {pid}, false});
+    }
+    bool is_main = !exe.empty() && m.path == exe;
+    if (!is_main && !hinted(base)) continue;
+    add(out, openable, m.path, "maps", pid, is_main);
+  }
+}
+
+std::vector<DiscoveredFile> LibraryDiscovery::scan_process(int pid) {
+  std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash> out;
+  scan_maps(pid, out);
+  std::vector<DiscoveredFile> v;
+  for (auto& [id, f] : out) v.push_back(std::move(f));
+  return v;
+}
+
+std::vector<DiscoveredFile> LibraryDiscovery::scan_all() {
+  std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash> out;
+  for (int pid : host_.pids()) scan_maps(pid, out);
+
+  if (auto bytes = host_.read_text(opts_.ld_cache)) {
+    if (auto entries = parse_ld_cache(*bytes)) {
+      for (const auto& e : *entries)
+        if (hinted(e.soname)) add(out, e.path, e.path, "ld.so.cache", 0, false);
+    }
+  }
+  for (const auto& dir : opts_.dirs) {
+    for (const auto& d : host_.glob(dir)) {
+      for (const auto& h : opts_.hints) {
+        for (const auto& p : host_.glob(d + "/" + h + "*.so*"))
+          if (hinted(path_basename(p))) add(out, p, p, "install-dir", 0, false);
+      }
+    }
+  }
+  std::vector<DiscoveredFile> v;
+  for (auto& [id, f] : out) v.push_back(std::move(f));
+  return v;
+}
+
+}  // namespace ingero::hal

@@ -1,0 +1,66 @@
+// Finds vendor library files on the host, from every source the architecture names:
+//   * the maps of running processes, opened through /proc/PID/root so container paths work;
+//   * the dynamic loader cache;
+//   * vendor install directories (CUDA_HOME, /usr/local/cuda*, pip-wheel layouts, ...),
+//     which backends supply as globs.
+// Files are deduplicated by (device, inode): symlinks and bind mounts of one file are one
+// file. Only names that some backend hints at, and main executables (statically linked
+// runtimes), are reported; everything else is ignored cheaply.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "hal/elf_symbols.h"
+#include "hal/proc_maps.h"
+
+namespace ingero::hal {
+
+struct DiscoveredFile {
+  std::string path;          // openable from here
+  std::string display_path;  // as the process/filesystem names it
+  FileIdentity id;
+  std::set<std::string> sources;  // "maps", "ld.so.cache", "install-dir"
+  std::set<int> pids;             // processes mapping it at scan time
+  bool main_executable = false;
+};
+
+struct DiscoveryOptions {
+  std::vector<std::string> hints;        // basename prefixes ("libcudart")
+  std::vector<std::string> dirs;         // directory globs
+  bool main_executables = true;          // look for statically linked runtimes
+  std::string ld_cache = "/etc/ld.so.cache";
+};
+
+class LibraryDiscovery {
+ public:
+  LibraryDiscovery(const HostView& host, DiscoveryOptions options)
+      : host_(host), opts_(std::move(options)) {}
+
+  // Every source. Results are unique by identity.
+  std::vector<DiscoveredFile> scan_all();
+  // One process's current mappings (after exec or dlopen).
+  std::vector<DiscoveredFile> scan_process(int pid);
+  // Dynamic loaders seen in process maps, for link-map notifications.
+  const std::vector<DiscoveredFile>& loaders() const { return loaders_; }
+
+  bool hinted(std::string_view basename) const;
+
+ private:
+  void add(std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out,
+           const std::string& path, const std::string& display, const std::string& source,
+           int pid, bool main_exe);
+  void scan_maps(int pid, std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out);
+
+  const HostView& host_;
+  DiscoveryOptions opts_;
+  std::vector<DiscoveredFile> loaders_;
+  std::set<std::pair<dev_t, ino_t>> loader_ids_;
+};
+
+std::string_view path_basename(std::string_view path);
+
+}  // namespace ingero::hal

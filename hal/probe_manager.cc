@@ -1,0 +1,151 @@
+#include "hal/probe_manager.h"
+
+#include <climits>
+#include <cstdlib>
+#include <unordered_set>
+
+namespace ingero::hal {
+namespace {
+
+DiscoveryOptions options_for(const std::vector<const VendorBackend*>& backends,
+                             const HostView& host) {
+  DiscoveryOptions o;
+  std::set<std::string> hints, dirs;
+  auto getenv = [&](const char* n) { return host.env(n); };
+  for (const auto* b : backends) {
+    for (auto h : b->file_hints()) hints.insert(std::string(h));
+    for (auto& d : b->install_dirs(getenv)) dirs.insert(d);
+  }
+  o.hints.assign(hints.begin(), hints.end());
+  o.dirs.assign(dirs.begin(), dirs.end());
+  return o;
+}
+
+// Names any backend could ask for, with every variant spelling; .symtab is filtered by it.
+SymbolFilter wanted_names(const std::vector<const VendorBackend*>& backends) {
+  auto names = std::make_shared<std::unordered_set<std::string>>();
+  static constexpr Variant kAll[] = {kBase, kPtsz, kPtds, kV2, kV2Ptsz, kV2Ptds};
+  for (const auto* b : backends) {
+    for (auto table : b->tables()) {
+      for (const auto& spec : table) {
+        for (Variant v : kAll) {
+          std::string n = std::string(spec.symbol) + std::string(variant_suffix(v));
+          names->insert(n);
+          names->insert("p" + n);
+        }
+      }
+    }
+  }
+  return [names](std::string_view n) { return names->count(std::string(n)) > 0; };
+}
+
+}  // namespace
+
+std::string library_version(std::string_view real_name, std::string_view soname) {
+  for (std::string_view n : {real_name, soname}) {
+    size_t at = n.find(".so.");
+    if (at != std::string_view::npos && at + 4 < n.size()) return std::string(n.substr(at + 4));
+  }
+  return "";
+}
+
+ProbeManager::ProbeManager(BpfSession* session, std::vector<const VendorBackend*> backends,
+                           const HostView& host)
+    : session_(session),
+      backends_(std::move(backends)),
+      host_(host),
+      discovery_(host, options_for(backends_, host)),
+      symbols_(wanted_names(backends_)) {}
+
+std::vector<LibraryStatus> ProbeManager::scan_all() { return handle(discovery_.scan_all()); }
+
+std::vector<LibraryStatus> ProbeManager::scan_pid(int pid) {
+  return handle(discovery_.scan_process(pid));
+}
+
+std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> files) {
+  std::vector<LibraryStatus> fresh;
+  for (auto& f : files) {
+    // Pids mapping an already-handled file are still worth remembering for check/trace.
+    if (handled_.count(f.id)) {
+      for (auto& lib : libraries_)
+        if (lib.path == f.display_path) lib.pids.insert(f.pids.begin(), f.pids.end());
+      continue;
+    }
+    handled_.insert(f.id);
+    auto idx = symbols_.get(f.path);
+    if (!idx) {
+      // Only files a backend hinted at by name are worth an error line; an unparsable
+      // main executable is just not a candidate.
+      if (!f.main_executable) {
+        LibraryStatus st;
+        st.path = f.display_path;
+        st.sources = f.sources;
+        st.pids = f.pids;
+        st.errors.push_back(idx.error().message);
+        errors_.push_back(idx.error().message);
+        libraries_.push_back(st);
+        fresh.push_back(std::move(st));
+      }
+      continue;
+    }
+    MappedFile mf{f.path, f.display_path, path_basename(f.display_path), idx->get(),
+                  f.main_executable};
+    char real[PATH_MAX];
+    std::string real_name = realpath(f.path.c_str(), real) ? std::string(path_basename(real))
+                                                           : std::string(mf.basename);
+    for (auto& plan : plan_file(mf, backends_)) {
+      LibraryStatus st;
+      st.backend = std::string(plan.backend->name());
+      st.vendor = std::string(plan.match.vendor);
+      st.api = std::string(plan.match.api);
+      st.path = f.display_path;
+      st.soname = plan.soname;
+      st.version = library_version(real_name, plan.soname);
+      st.build_id = plan.build_id;
+      st.sources = f.sources;
+      st.pids = f.pids;
+      st.embedded = plan.match.embedded;
+      st.stub = f.display_path.find("/stubs/") != std::string::npos;
+      st.specs_total = plan.specs_total;
+      st.specs_resolved = plan.specs_resolved;
+      st.probes_planned = plan.probes.size();
+      for (auto m : plan.missing_required) st.missing_required.emplace_back(m);
+      for (auto m : plan.missing_optional) st.missing_optional.emplace_back(m);
+      if (session_) {
+        for (const ResolvedProbe& rp : plan.probes) {
+          uint32_t id = table_.add({rp.backend, rp.spec, rp.match, f.display_path, rp.symbol});
+          auto links = session_->attach_call(f.path, rp.file_offset, id, make_recipe(*rp.spec));
+          if (!links) {
+            st.errors.push_back(rp.symbol + ": " + links.error().message);
+            continue;
+          }
+          links_.push_back(std::move(links->first));
+          links_.push_back(std::move(links->second));
+          ++st.probes_attached;
+        }
+      }
+      libraries_.push_back(st);
+      fresh.push_back(std::move(st));
+    }
+  }
+  return fresh;
+}
+
+void ProbeManager::watch_loaders() {
+  if (!session_) return;
+  for (const auto& ld : discovery_.loaders()) {
+    if (!loaders_handled_.insert(ld.id).second) continue;
+    auto idx = SymbolIndex::load(ld.path);
+    if (!idx) continue;
+    const ElfSymbol* s = (*idx)->find_function("_dl_debug_state");
+    if (!s) continue;
+    auto off = (*idx)->file_offset(s->value);
+    if (!off) continue;
+    auto link = session_->attach_linkmap(ld.path, *off);
+    if (link) loader_links_.push_back(std::move(*link));
+    else errors_.push_back(link.error().message);
+  }
+}
+
+}  // namespace ingero::hal

@@ -1,0 +1,76 @@
+// Discovery -> ELF lookup -> probe plan -> attach, and the status of every library seen.
+//
+// A library that is absent is not an error. A file that cannot be parsed, a symbol that
+// cannot be resolved, or an attach the kernel refuses becomes a LibraryStatus that `check`
+// and `trace` report; it never stops the tracer. Each file is handled once per identity, so
+// re-scans after exec/dlopen only cost a /proc read and a stat per mapped file.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "hal/backend.h"
+#include "hal/bpf_session.h"
+#include "hal/library_discovery.h"
+#include "hal/probe_plan.h"
+#include "hal/record_decoder.h"
+
+namespace ingero::hal {
+
+struct LibraryStatus {
+  std::string backend;
+  std::string vendor, api;
+  std::string path;          // display path
+  std::string soname, version, build_id;
+  std::set<std::string> sources;
+  std::set<int> pids;
+  bool embedded = false;     // static copy inside a host object
+  bool stub = false;         // a link-time stub (…/stubs/…), not a working driver
+  size_t specs_total = 0, specs_resolved = 0;
+  size_t probes_planned = 0, probes_attached = 0;
+  std::vector<std::string> missing_required, missing_optional;
+  std::vector<std::string> errors;  // parse or attach failures, one line each
+};
+
+// Version from a library's file name or soname: "libamdhip64.so.5.2.21153" -> "5.2.21153".
+std::string library_version(std::string_view real_name, std::string_view soname);
+
+class ProbeManager {
+ public:
+  // session may be null: plan and report only (used by `check`).
+  ProbeManager(BpfSession* session, std::vector<const VendorBackend*> backends,
+               const HostView& host);
+
+  // Scans every discovery source; returns the statuses of files handled for the first time.
+  std::vector<LibraryStatus> scan_all();
+  // Re-scans one process (exec, dlopen); returns statuses of newly handled files.
+  std::vector<LibraryStatus> scan_pid(int pid);
+  // Attaches link-map notification probes to dynamic loaders seen so far.
+  void watch_loaders();
+
+  const ProbeTable& table() const { return table_; }
+  const std::vector<LibraryStatus>& libraries() const { return libraries_; }
+  size_t attached_probes() const { return links_.size() / 2; }
+  size_t loaders_watched() const { return loader_links_.size(); }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<LibraryStatus> handle(std::vector<DiscoveredFile> files);
+
+  BpfSession* session_;
+  std::vector<const VendorBackend*> backends_;
+  const HostView& host_;
+  LibraryDiscovery discovery_;
+  SymbolCache symbols_;
+  ProbeTable table_;
+  std::unordered_set<FileIdentity, FileIdentityHash> handled_;
+  std::unordered_set<FileIdentity, FileIdentityHash> loaders_handled_;
+  std::vector<Link> links_;
+  std::vector<Link> loader_links_;
+  std::vector<LibraryStatus> libraries_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace ingero::hal

@@ -1,0 +1,97 @@
+// How a backend describes the functions it traces: one static constexpr ProbeSpec table per
+// library flavour, read by hal/ to resolve, attach, capture and decode.
+//
+// ArgRecipe says what the generic BPF pair copies (it mirrors struct ingero_recipe); the
+// FieldRef list says which captured value becomes which Event field. Most decoding is
+// therefore data; VendorBackend::decode() only adds what data cannot express (bytes =
+// count x sizeof(datatype), enum translation, hashing).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "hal/event.h"
+
+namespace ingero::hal {
+
+// A value in a captured call.
+struct ArgRef {
+  enum class Src : uint8_t { kNone, kReg, kStack, kRet, kEntryBuf, kReturnBuf, kConst };
+  Src src = Src::kNone;
+  uint8_t index = 0;   // register 0..5 (System V: rdi rsi rdx rcx r8 r9) or stack word
+  uint8_t width = 8;   // bytes to keep: 1, 2, 4 or 8
+  uint8_t shift = 0;   // bits to shift right first (second half of a packed dim3)
+  uint16_t offset = 0; // byte offset in the entry/return buffer
+  uint64_t value = 0;  // for kConst
+};
+
+constexpr ArgRef reg(uint8_t i, uint8_t width = 8, uint8_t shift = 0) {
+  return {ArgRef::Src::kReg, i, width, shift, 0, 0};
+}
+constexpr ArgRef stack_arg(uint8_t word, uint8_t width = 8, uint8_t shift = 0) {
+  return {ArgRef::Src::kStack, word, width, shift, 0, 0};
+}
+constexpr ArgRef entry_buf(uint16_t offset, uint8_t width = 8) {
+  return {ArgRef::Src::kEntryBuf, 0, width, 0, offset, 0};
+}
+constexpr ArgRef return_buf(uint16_t offset, uint8_t width = 8) {
+  return {ArgRef::Src::kReturnBuf, 0, width, 0, offset, 0};
+}
+constexpr ArgRef constant(uint64_t v) { return {ArgRef::Src::kConst, 0, 8, 0, 0, v}; }
+constexpr ArgRef ret_value(uint8_t width = 8) { return {ArgRef::Src::kRet, 0, width, 0, 0, 0}; }
+
+// A bounded read of user memory, mirrored into struct ingero_ptr_read.
+struct PtrRead {
+  enum class Src : uint8_t { kNone = 0, kReg = 1, kStackWord = 2, kStackAddr = 3 };
+  Src src = Src::kNone;
+  uint8_t index = 0;
+  uint16_t len = 0;
+  uint32_t offset = 0;
+};
+// Read `len` bytes at the pointer held in register argument `i`.
+constexpr PtrRead read_at_reg(uint8_t i, uint16_t len, uint32_t offset = 0) {
+  return {PtrRead::Src::kReg, i, len, offset};
+}
+// Read `len` bytes at the pointer held in stack argument word `w`.
+constexpr PtrRead read_at_stack_word(uint8_t w, uint16_t len, uint32_t offset = 0) {
+  return {PtrRead::Src::kStackWord, w, len, offset};
+}
+// Read the stack argument area itself: a by-value struct the ABI passes in memory.
+constexpr PtrRead read_stack_area(uint16_t len, uint32_t offset = 0) {
+  return {PtrRead::Src::kStackAddr, 0, len, offset};
+}
+
+struct ArgRecipe {
+  uint8_t stack_words = 0;  // stack argument words to copy at entry
+  PtrRead entry_read{};     // into the entry buffer (<= 128 bytes)
+  PtrRead return_read{};    // at return, through an entry-time argument (<= 32 bytes)
+};
+
+struct FieldRef {
+  Field field = Field::kCount_;  // kCount_ marks an unused slot
+  ArgRef from{};
+};
+inline constexpr size_t kMaxFieldRefs = 10;
+
+// Exported variants of one API: per-thread default stream (_ptsz/_ptds) and ABI revisions.
+enum Variant : uint16_t {
+  kBase = 1 << 0,
+  kPtsz = 1 << 1,
+  kPtds = 1 << 2,
+  kV2 = 1 << 3,
+  kV2Ptsz = 1 << 4,
+  kV2Ptds = 1 << 5,
+};
+inline constexpr uint16_t kDefaultVariants = kBase | kPtsz | kPtds;
+inline constexpr uint16_t kV2Variants = kV2 | kV2Ptsz | kV2Ptds;
+
+struct ProbeSpec {
+  std::string_view symbol;  // documented API name, without variant suffixes
+  EventKind kind = EventKind::kUnknown;
+  ArgRecipe args{};
+  FieldRef fields[kMaxFieldRefs]{};
+  bool optional = false;    // absent in some library versions: not an error
+  uint16_t variants = kDefaultVariants;
+};
+
+}  // namespace ingero::hal

@@ -1,0 +1,165 @@
+#include "hal/record_decoder.h"
+
+#include <cstring>
+
+#include "hal/record_layout.h"
+
+namespace ingero::hal {
+
+uint32_t ProbeTable::add(AttachedProbe p) {
+  probes_.push_back(std::move(p));
+  return uint32_t(probes_.size() - 1);
+}
+
+ingero_recipe make_recipe(const ProbeSpec& spec) {
+  ingero_recipe r{};
+  r.valid = 1;
+  r.stack_words = spec.args.stack_words;
+  auto conv = [](const PtrRead& p) {
+    ingero_ptr_read o{};
+    o.src = uint8_t(p.src);
+    o.index = p.index;
+    o.len = p.len;
+    o.offset = p.offset;
+    return o;
+  };
+  r.entry_read = conv(spec.args.entry_read);
+  r.return_read = conv(spec.args.return_read);
+  return r;
+}
+
+namespace {
+
+uint64_t extract(uint64_t raw, const ArgRef& ref) {
+  raw >>= ref.shift;
+  if (ref.width < 8) raw &= (uint64_t{1} << (ref.width * 8)) - 1;
+  return raw;
+}
+
+uint64_t read_le(const uint8_t* p, uint8_t width) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, width > 8 ? 8 : width);
+  return v;
+}
+
+}  // namespace
+
+std::optional<uint64_t> RawCall::value(const ArgRef& ref) const {
+  switch (ref.src) {
+    case ArgRef::Src::kNone: return std::nullopt;
+    case ArgRef::Src::kConst: return ref.value;
+    case ArgRef::Src::kReg:
+      if (ref.index >= 6) return std::nullopt;
+      return extract(rec_.regs[ref.index], ref);
+    case ArgRef::Src::kStack:
+      if (ref.index >= INGERO_STACK_WORDS || (rec_.flags & INGERO_CALL_STACK_READ_FAULT))
+        return std::nullopt;
+      return extract(rec_.stack[ref.index], ref);
+    case ArgRef::Src::kRet:
+      if (rec_.flags & INGERO_CALL_UNFINISHED) return std::nullopt;
+      return extract(rec_.ret, ref);
+    case ArgRef::Src::kEntryBuf:
+      if (size_t(ref.offset) + ref.width > rec_.entry_len) return std::nullopt;
+      return read_le(rec_.entry_buf + ref.offset, ref.width);
+    case ArgRef::Src::kReturnBuf:
+      if (size_t(ref.offset) + ref.width > rec_.return_len) return std::nullopt;
+      return read_le(rec_.return_buf + ref.offset, ref.width);
+  }
+  return std::nullopt;
+}
+
+std::span<const uint8_t> RawCall::entry_bytes() const {
+  return {rec_.entry_buf, std::min<size_t>(rec_.entry_len, INGERO_ENTRY_READ_MAX)};
+}
+std::span<const uint8_t> RawCall::return_bytes() const {
+  return {rec_.return_buf, std::min<size_t>(rec_.return_len, INGERO_RETURN_READ_MAX)};
+}
+uint64_t RawCall::reg(int i) const { return i >= 0 && i < 6 ? rec_.regs[i] : 0; }
+uint64_t RawCall::ret() const { return rec_.ret; }
+
+bool CallDecoder::decode(const ingero_call_rec& rec, Event& ev) const {
+  const AttachedProbe* p = table_.find(rec.probe_id);
+  if (!p || !p->spec) return false;
+  const ProbeSpec& spec = *p->spec;
+  ev = Event{};
+  ev.ts_ns = rec.start_ns;
+  ev.dur_ns = rec.end_ns > rec.start_ns ? rec.end_ns - rec.start_ns : 0;
+  ev.pid = rec.pid;
+  ev.tid = rec.tid;
+  ev.cgroup_id = rec.cgroup_id;
+  std::memcpy(ev.comm.data(), rec.comm, sizeof(rec.comm));
+  ev.comm.back() = 0;
+  ev.vendor = p->match.vendor;
+  ev.api = p->match.api;
+  ev.kind = spec.kind;
+  ev.op = spec.symbol;
+  ev.unfinished = rec.flags & INGERO_CALL_UNFINISHED;
+  ev.has_ret = !ev.unfinished;
+  // Vendor APIs return 32-bit status enums; the upper half of rax is not defined.
+  ev.ret = ev.has_ret ? int64_t(int32_t(uint32_t(rec.ret))) : 0;
+  ev.off_cpu_ns = rec.off_cpu_ns;
+  ev.preempts = rec.preempts;
+  ev.switches = rec.switches;
+  if (rec.preemptor_pid) {
+    ev.set(Field::kPeerPid, rec.preemptor_pid);
+    ev.set(Field::kPeerTid, rec.preemptor_tid);
+    std::memcpy(ev.peer_comm.data(), rec.preemptor_comm, sizeof(rec.preemptor_comm));
+    ev.peer_comm.back() = 0;
+  }
+  RawCall raw(rec);
+  for (const FieldRef& f : spec.fields) {
+    if (f.field == Field::kCount_) break;
+    if (auto v = raw.value(f.from)) ev.set(f.field, *v);
+  }
+  p->backend->decode(raw, spec, ev);
+  return true;
+}
+
+bool basename_matches(std::string_view basename, std::string_view prefix) {
+  if (basename.substr(0, prefix.size()) != prefix) return false;
+  std::string_view rest = basename.substr(prefix.size());
+  return rest.empty() || rest[0] == '.' || rest[0] == '-' || rest[0] == '_';
+}
+
+bool defines_all(const SymbolIndex& symbols, std::initializer_list<std::string_view> names) {
+  for (auto n : names)
+    if (!symbols.find_function(n)) return false;
+  return true;
+}
+
+void BackendRegistry::add(std::unique_ptr<VendorBackend> backend) {
+  backends_.push_back(std::move(backend));
+}
+
+const VendorBackend* BackendRegistry::find(std::string_view name) const {
+  for (const auto& b : backends_)
+    if (b->name() == name) return b.get();
+  return nullptr;
+}
+
+std::vector<const VendorBackend*> BackendRegistry::all() const {
+  std::vector<const VendorBackend*> out;
+  for (const auto& b : backends_) out.push_back(b.get());
+  return out;
+}
+
+Result<std::vector<const VendorBackend*>> BackendRegistry::select(std::string_view names) const {
+  if (names.empty()) return all();
+  std::vector<const VendorBackend*> out;
+  while (!names.empty()) {
+    size_t comma = names.find(',');
+    std::string_view n = names.substr(0, comma);
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    if (n.empty()) continue;
+    const VendorBackend* b = find(n);
+    if (!b) {
+      std::string known;
+      for (const auto& x : backends_) known += (known.empty() ? "" : ", ") + std::string(x->name());
+      return make_error("unknown backend '" + std::string(n) + "' (known: " + known + ")");
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace ingero::hal

@@ -1,0 +1,51 @@
+// Turns ring-buffer call records into Events: probe id -> (backend, spec, library), then the
+// spec's FieldRefs, then the backend's decode(). Pure apart from the table it is given.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hal/backend.h"
+#include "hal/event.h"
+#include "ingero_records.h"
+
+namespace ingero::hal {
+
+struct AttachedProbe {
+  const VendorBackend* backend = nullptr;
+  const ProbeSpec* spec = nullptr;
+  LibraryMatch match;
+  std::string library;  // display path of the file
+  std::string symbol;   // exported name attached
+};
+
+// Probe ids are indexes into this table; the BPF attach cookie carries them.
+class ProbeTable {
+ public:
+  uint32_t add(AttachedProbe p);
+  const AttachedProbe* find(uint32_t id) const {
+    return id < probes_.size() ? &probes_[id] : nullptr;
+  }
+  size_t size() const { return probes_.size(); }
+  // Releases the id's slot (library unloaded); records already queued still decode.
+  const std::vector<AttachedProbe>& all() const { return probes_; }
+
+ private:
+  std::vector<AttachedProbe> probes_;
+};
+
+// The recipe the BPF side needs for a spec.
+ingero_recipe make_recipe(const ProbeSpec& spec);
+
+class CallDecoder {
+ public:
+  explicit CallDecoder(const ProbeTable& table) : table_(table) {}
+  // False (and `ev` untouched) when the probe id is unknown: the caller counts it.
+  bool decode(const ingero_call_rec& rec, Event& ev) const;
+
+ private:
+  const ProbeTable& table_;
+};
+
+}  // namespace ingero::hal

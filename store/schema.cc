@@ -1,0 +1,280 @@
+#include "store/schema.h"
+
+#include <ctime>
+
+#include "hal/event.h"
+#include "store/legacy_views.h"
+
+namespace ingero::store {
+namespace {
+
+std::string events_ddl() {
+  std::string s =
+      "CREATE TABLE IF NOT EXISTS events (\n"
+      "  id INTEGER PRIMARY KEY,\n"
+      "  node TEXT NOT NULL DEFAULT '',\n"
+      "  session_id INTEGER NOT NULL DEFAULT 0,\n"
+      "  timestamp INTEGER NOT NULL,          -- start, unix epoch ns\n"
+      "  duration INTEGER NOT NULL DEFAULT 0, -- ns\n"
+      "  pid INTEGER NOT NULL,\n"
+      "  tid INTEGER NOT NULL,\n"
+      "  source INTEGER NOT NULL,             -- sources.id\n"
+      "  op INTEGER NOT NULL,                 -- ops.op_id within source\n"
+      "  ret_code INTEGER,                    -- NULL: host event or call never returned\n"
+      "  status INTEGER NOT NULL DEFAULT 0,   -- 0 complete, 1 unfinished (thread exited)\n"
+      "  cgroup_id INTEGER NOT NULL DEFAULT 0,\n"
+      "  comm TEXT NOT NULL DEFAULT '',\n"
+      "  off_cpu_ns INTEGER,\n"
+      "  preempts INTEGER,\n"
+      "  switches INTEGER,\n"
+      "  peer_comm TEXT,\n"
+      "  detail TEXT,\n"
+      "  saddr TEXT,\n"
+      "  daddr TEXT,\n"
+      "  stack_hash INTEGER NOT NULL DEFAULT 0";
+  for (const auto& c : field_columns()) s += ",\n  " + c + " INTEGER";
+  // Columns the original implementation's users query by name.
+  s +=
+      ",\n  gpu_id INTEGER GENERATED ALWAYS AS (coalesce(device, 0)) VIRTUAL"
+      ",\n  arg0 INTEGER GENERATED ALWAYS AS (coalesce(bytes, func, count, 0)) VIRTUAL"
+      ",\n  arg1 INTEGER GENERATED ALWAYS AS (coalesce(direction, 0)) VIRTUAL"
+      "\n);\n";
+  return s;
+}
+
+const char* kTablesV1 = R"SQL(
+CREATE TABLE IF NOT EXISTS schema_version (
+  version INTEGER NOT NULL,
+  applied_at INTEGER NOT NULL,      -- unix epoch ns
+  ingero_version TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+  id INTEGER PRIMARY KEY,
+  node TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL DEFAULT '',
+  kernel TEXT NOT NULL DEFAULT '',
+  os_release TEXT NOT NULL DEFAULT '',
+  cpu_model TEXT NOT NULL DEFAULT '',
+  cpu_cores INTEGER NOT NULL DEFAULT 0,
+  mem_total INTEGER NOT NULL DEFAULT 0,  -- MiB
+  started_at INTEGER NOT NULL,           -- unix epoch ns
+  stopped_at INTEGER NOT NULL DEFAULT 0,
+  mono_offset_ns INTEGER NOT NULL DEFAULT 0,  -- CLOCK_REALTIME - CLOCK_MONOTONIC at start
+  ingero_ver TEXT NOT NULL DEFAULT '',
+  pid_filter TEXT NOT NULL DEFAULT '',
+  flags TEXT NOT NULL DEFAULT '',
+  backends TEXT NOT NULL DEFAULT '',
+  attached_probes INTEGER NOT NULL DEFAULT 0,
+  events_stored INTEGER NOT NULL DEFAULT 0,
+  ringbuf_drops INTEGER NOT NULL DEFAULT 0,   -- records the kernel could not queue
+  lost_calls INTEGER NOT NULL DEFAULT 0,      -- not traced: thread table full, too deep
+  store_errors INTEGER NOT NULL DEFAULT 0,    -- events decoded but not written
+  unfinished_calls INTEGER NOT NULL DEFAULT 0,
+  bpf_stats TEXT NOT NULL DEFAULT '{}',      -- every in-kernel counter, JSON
+  exit_reason TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS sources (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  description TEXT NOT NULL DEFAULT '',
+  vendor TEXT NOT NULL DEFAULT '',
+  api TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS ops (
+  source_id INTEGER NOT NULL,
+  op_id INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  description TEXT NOT NULL DEFAULT '',
+  kind TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (source_id, op_id)
+);
+CREATE TABLE IF NOT EXISTS process_names (
+  node TEXT NOT NULL DEFAULT '',
+  pid INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  cmdline TEXT NOT NULL DEFAULT '',
+  seen_at INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (node, pid)
+);
+CREATE TABLE IF NOT EXISTS libraries (
+  session_id INTEGER NOT NULL,
+  backend TEXT NOT NULL,
+  vendor TEXT NOT NULL,
+  api TEXT NOT NULL,
+  path TEXT NOT NULL,
+  soname TEXT NOT NULL DEFAULT '',
+  version TEXT NOT NULL DEFAULT '',
+  build_id TEXT NOT NULL DEFAULT '',
+  embedded INTEGER NOT NULL DEFAULT 0,
+  specs_total INTEGER NOT NULL DEFAULT 0,
+  specs_resolved INTEGER NOT NULL DEFAULT 0,
+  probes_attached INTEGER NOT NULL DEFAULT 0,
+  missing TEXT NOT NULL DEFAULT '',
+  errors TEXT NOT NULL DEFAULT ''
+);
+INSERT OR IGNORE INTO sources (id, name, description, vendor, api) VALUES
+  (1, 'CUDA', 'CUDA Runtime API (libcudart) - uprobes', 'nvidia', 'cuda_runtime'),
+  (2, 'NVIDIA', 'NVIDIA kernel driver - reserved, not traced', 'nvidia', 'nvidia_kernel'),
+  (3, 'HOST', 'Host kernel events - tracepoints (scheduler, memory, process lifecycle)', 'host', 'kernel'),
+  (4, 'DRIVER', 'CUDA Driver API (libcuda) - uprobes', 'nvidia', 'cuda_driver'),
+  (5, 'IO', 'Block I/O - tracepoints (block_rq_issue/block_rq_complete)', 'host', 'kernel'),
+  (6, 'TCP', 'TCP - tracepoints (tcp_retransmit_skb)', 'host', 'kernel'),
+  (7, 'NET', 'Network socket events - reserved', 'host', 'kernel');
+)SQL";
+
+std::string views_body(const char* create) {
+  std::string fields;
+  for (const auto& c : field_columns()) {
+    if (c == "direction") continue;
+    fields += ", e." + c;
+  }
+  std::string c = create;
+  return c + " calls AS\n"
+         "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
+         "       e.pid, e.tid, e.comm, e.cgroup_id, s.vendor, s.api, o.kind, o.name AS op,\n"
+         "       e.ret_code AS ret,\n"
+         "       CASE WHEN e.status = 1 THEN 'unfinished' WHEN e.ret_code = 0 THEN 'ok'\n"
+         "            ELSE 'error' END AS status,\n"
+         "       e.off_cpu_ns, e.preempts, e.switches, e.peer_pid AS preemptor_pid,\n"
+         "       e.peer_comm AS preemptor_comm,\n"
+         "       CASE e.direction WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' WHEN 2 THEN 'D2H'\n"
+         "            WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' WHEN 5 THEN 'peer' END AS direction" +
+         fields +
+         ", e.stack_hash\n"
+         "  FROM events e JOIN sources s ON s.id = e.source\n"
+         "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
+         " WHERE s.vendor <> 'host';\n" +
+         c + " cuda_events AS\n"
+         "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
+         " WHERE c.api IN ('cuda_runtime', 'cuda_driver');\n" +
+         c + " hip_events AS\n"
+         "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
+         " WHERE c.api = 'hip';\n" +
+         c + " nccl_events AS\n"
+         "SELECT c.id, c.node, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns,\n"
+         "       CASE c.op WHEN 'ncclAllReduce' THEN 'ALL_REDUCE' WHEN 'ncclAllGather' THEN 'ALL_GATHER'\n"
+         "         WHEN 'ncclReduceScatter' THEN 'REDUCE_SCATTER' WHEN 'ncclBroadcast' THEN 'BROADCAST'\n"
+         "         WHEN 'ncclBcast' THEN 'BROADCAST' WHEN 'ncclReduce' THEN 'REDUCE'\n"
+         "         WHEN 'ncclAllToAll' THEN 'ALL_TO_ALL' WHEN 'ncclSend' THEN 'SEND'\n"
+         "         WHEN 'ncclRecv' THEN 'RECV' WHEN 'ncclGroupStart' THEN 'GROUP_START'\n"
+         "         WHEN 'ncclGroupEnd' THEN 'GROUP_END' WHEN 'ncclCommInitRank' THEN 'COMM_INIT'\n"
+         "         WHEN 'ncclCommInitRankConfig' THEN 'COMM_INIT' WHEN 'ncclCommInitAll' THEN 'COMM_INIT'\n"
+         "         WHEN 'ncclCommSplit' THEN 'COMM_SPLIT' WHEN 'ncclCommDestroy' THEN 'COMM_DESTROY'\n"
+         "         WHEN 'ncclCommAbort' THEN 'COMM_ABORT' ELSE upper(c.op) END AS op,\n"
+         "       c.op AS api_op, c.vendor, c.api, c.rank, c.nranks, c.comm_hash AS comm_id_hash,\n"
+         "       c.communicator, c.pid, c.tid, c.comm, c.count, c.bytes,\n"
+         "       CASE c.datatype WHEN 0 THEN 'int8' WHEN 1 THEN 'uint8' WHEN 2 THEN 'int32'\n"
+         "         WHEN 3 THEN 'uint32' WHEN 4 THEN 'int64' WHEN 5 THEN 'uint64' WHEN 6 THEN 'float16'\n"
+         "         WHEN 7 THEN 'float32' WHEN 8 THEN 'float64' WHEN 9 THEN 'bfloat16'\n"
+         "         WHEN 10 THEN 'float8e4m3' WHEN 11 THEN 'float8e5m2' END AS datatype,\n"
+         "       CASE c.reduce_op WHEN 0 THEN 'sum' WHEN 1 THEN 'prod' WHEN 2 THEN 'max'\n"
+         "         WHEN 3 THEN 'min' WHEN 4 THEN 'avg' END AS reduce_op,\n"
+         "       c.peer, c.stream, c.ret, c.status, c.off_cpu_ns, c.cgroup_id\n"
+         "  FROM calls c WHERE c.api IN ('nccl', 'rccl');\n" +
+         c + " host_events AS\n"
+         "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
+         "       e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, e.comm,\n"
+         "       e.cgroup_id, o.name AS event, o.kind, e.cpu, e.state, e.peer_pid, e.peer_tid,\n"
+         "       e.peer_comm, e.bytes, e.count, e.device, e.sector, e.detail, e.saddr, e.daddr,\n"
+         "       e.sport, e.dport\n"
+         "  FROM events e JOIN sources s ON s.id = e.source\n"
+         "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
+         " WHERE s.vendor = 'host';\n" +
+         c + " tcp_events AS\n"
+         "SELECT e.id, e.node, e.timestamp AS timestamp_ns, e.pid, e.tid, e.comm, e.cgroup_id,\n"
+         "       'tcp_retransmit_skb' AS event, e.saddr, e.daddr, e.sport, e.dport,\n"
+         "       e.state AS tcp_state\n"
+         "  FROM events e WHERE e.source = 6;\n";
+}
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+const std::vector<std::string>& field_columns() {
+  static const std::vector<std::string> cols = [] {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < hal::kFieldCount; ++i)
+      v.emplace_back(hal::field_name(static_cast<hal::Field>(i)));
+    return v;
+  }();
+  return cols;
+}
+
+std::string contract_views_sql(bool temp) {
+  std::string drops;
+  const char* schema = temp ? "temp." : "main.";
+  for (const char* v : {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events"})
+    drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
+  return drops + views_body(temp ? "CREATE TEMP VIEW" : "CREATE VIEW");
+}
+
+ingero::Result<TraceFileInfo> inspect(Db& db) {
+  TraceFileInfo info;
+  auto app = db.query_int("PRAGMA application_id");
+  if (!app) {
+    return ingero::make_error(db.path() + ": not a readable SQLite database (" + app.error().message + ")");
+  }
+  auto uv = db.query_int("PRAGMA user_version");
+  if (!uv) return uv.error();
+  if (app->value_or(0) == kApplicationId) {
+    info.format = TraceFormat::kIngero;
+    info.schema_version = int(uv->value_or(0));
+    if (info.schema_version > kSchemaVersion)
+      return ingero::make_error(db.path() + ": written by a newer ingero (schema " +
+                                std::to_string(info.schema_version) + "; this build reads up to " +
+                                std::to_string(kSchemaVersion) + "). Upgrade ingero to read it.");
+    return info;
+  }
+  auto tables = db.query_int("SELECT count(*) FROM sqlite_master");
+  if (!tables) return ingero::make_error(db.path() + ": " + tables.error().message);
+  if (**tables == 0) return info;  // empty: ours to create
+  if (app->value_or(0) != 0)
+    return ingero::make_error(db.path() + ": not an ingero trace (SQLite application_id " +
+                              std::to_string(**app) + " belongs to another program)");
+  if (auto legacy = detect_legacy(db)) return *legacy;
+  return ingero::make_error(db.path() +
+                            ": not an ingero trace (no ingero schema: expected an events table "
+                            "with sources/ops, as written by `ingero trace`)");
+}
+
+ingero::Status migrate(Db& db) {
+  auto info = inspect(db);
+  if (!info) return info.error();
+  if (info->format == TraceFormat::kLegacyGo)
+    return ingero::make_error(db.path() + ": a trace from the original Go implementation (schema " +
+                              info->legacy_version +
+                              "); it is read-only here. Use `ingero merge` to convert it.");
+  if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st;
+  auto fail = [&](const ingero::Error& e) {
+    (void)db.exec("ROLLBACK");
+    return ingero::make_error(db.path() + ": schema migration failed: " + e.message);
+  };
+  int from = info->format == TraceFormat::kIngero ? info->schema_version : 0;
+  if (from < 1) {
+    if (auto st = db.exec(kTablesV1); !st) return fail(st.error());
+    if (auto st = db.exec(events_ddl()); !st) return fail(st.error());
+    if (auto st = db.exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)"); !st)
+      return fail(st.error());
+  }
+  if (from < kSchemaVersion) {
+    auto ins = db.prepare(
+        "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");
+    if (!ins) return fail(ins.error());
+    ins->bind(1, int64_t(kSchemaVersion)).bind(2, now_ns()).bind(3, std::string_view(INGERO_VERSION));
+    if (auto r = ins->step(); !r) return fail(r.error());
+  }
+  if (auto st = db.exec(contract_views_sql(false)); !st) return fail(st.error());
+  if (auto st = db.exec("PRAGMA application_id = " + std::to_string(kApplicationId)); !st)
+    return fail(st.error());
+  if (auto st = db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !st)
+    return fail(st.error());
+  if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+  return {};
+}
+
+}  // namespace ingero::store

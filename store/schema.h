@@ -1,0 +1,63 @@
+// The trace file format: tables, contract views, versioning and format detection.
+//
+// Our files carry PRAGMA application_id = 'INGR' and PRAGMA user_version = schema version,
+// mirrored in the schema_version table. Opening a file whose version is newer than this
+// build knows is refused with a message naming both versions. Migrations are idempotent
+// and run in one transaction.
+//
+// The contract views (calls, cuda_events, hip_events, nccl_events, host_events, tcp_events)
+// are defined twice: in the file, for external tools, and as TEMP views installed by the
+// reader, which shadow the file's and so always match this build — for our files of any
+// version and for the original Go implementation's files alike (store/legacy_views.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hal/result.h"
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+
+inline constexpr int kSchemaVersion = 1;
+inline constexpr int32_t kApplicationId = 0x494E4752;  // "INGR"
+
+enum class TraceFormat {
+  kIngero,    // ours
+  kLegacyGo,  // original implementation, schema 0.8 / 0.9
+  kEmpty,     // a new or empty SQLite file
+};
+
+struct TraceFileInfo {
+  TraceFormat format = TraceFormat::kEmpty;
+  int schema_version = 0;        // ours
+  std::string legacy_version;    // "0.8", "0.9"
+  bool legacy_has_node = false;  // 0.9 added events.node
+};
+
+// Classifies an open database. A file that is neither ours nor theirs, is not SQLite, or
+// is newer than this build is an Error that says which.
+ingero::Result<TraceFileInfo> inspect(Db& db);
+
+// Creates or migrates our schema (read-write connection). Refuses legacy and foreign files.
+ingero::Status migrate(Db& db);
+
+// Contract views; `temp` creates them as TEMP VIEWs shadowing the file's own.
+std::string contract_views_sql(bool temp);
+
+// Columns of the events table that hold decoded Fields, in Field order.
+const std::vector<std::string>& field_columns();
+
+// Well-known source ids, shared with the original implementation's files.
+enum SourceId : int {
+  kSourceCudaRuntime = 1,
+  kSourceNvidiaKernel = 2,
+  kSourceHost = 3,
+  kSourceCudaDriver = 4,
+  kSourceIo = 5,
+  kSourceTcp = 6,
+  kSourceNet = 7,
+  kFirstDynamicSource = 8,
+};
+
+}  // namespace ingero::store

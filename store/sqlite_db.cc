@@ -1,0 +1,98 @@
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+
+ingero::Result<bool> Stmt::step() {
+  int rc = sqlite3_step(s_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  sqlite3* db = sqlite3_db_handle(s_);
+  return ingero::make_error(std::string(sqlite3_errmsg(db)) + " (" + sqlite3_errstr(rc) + ")");
+}
+
+std::string Stmt::text(int col) const {
+  const unsigned char* t = sqlite3_column_text(s_, col);
+  return t ? std::string(reinterpret_cast<const char*>(t), size_t(sqlite3_column_bytes(s_, col)))
+           : std::string();
+}
+
+ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode) {
+  int flags = SQLITE_OPEN_NOMUTEX;
+  switch (mode) {
+    case Mode::kReadOnly: flags |= SQLITE_OPEN_READONLY; break;
+    case Mode::kReadWrite: flags |= SQLITE_OPEN_READWRITE; break;
+    case Mode::kCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
+  }
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return ingero::make_error(path + ": " + msg);
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, 5000);
+  return std::unique_ptr<Db>(new Db(db, path));
+}
+
+Db::~Db() {
+  if (sqlite3_close(db_) != SQLITE_OK) sqlite3_close_v2(db_);
+}
+
+ingero::Error Db::last_error(std::string_view what) const {
+  return ingero::make_error(std::string(what) + ": " + sqlite3_errmsg(db_));
+}
+
+ingero::Status Db::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    return ingero::make_error(msg);
+  }
+  return {};
+}
+
+ingero::Result<Stmt> Db::prepare(std::string_view sql) {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.data(), int(sql.size()), &s, nullptr) != SQLITE_OK)
+    return last_error("preparing SQL");
+  return Stmt(s);
+}
+
+ingero::Result<std::optional<int64_t>> Db::query_int(std::string_view sql) {
+  auto st = prepare(sql);
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row || st->is_null(0)) return std::optional<int64_t>();
+  return std::optional<int64_t>(st->int64(0));
+}
+
+ingero::Result<std::optional<std::string>> Db::query_text(std::string_view sql) {
+  auto st = prepare(sql);
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row || st->is_null(0)) return std::optional<std::string>();
+  return std::optional<std::string>(st->text(0));
+}
+
+bool Db::table_exists(std::string_view name, std::string_view schema) {
+  auto st = prepare("SELECT 1 FROM " + std::string(schema) +
+                    ".sqlite_master WHERE type IN ('table','view') AND name = ?");
+  if (!st) return false;
+  st->bind(1, name);
+  auto r = st->step();
+  return r && *r;
+}
+
+bool Db::column_exists(std::string_view table, std::string_view column) {
+  auto st = prepare("SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+  if (!st) return false;
+  st->bind(1, table).bind(2, column);
+  auto r = st->step();
+  return r && *r;
+}
+
+}  // namespace ingero::store

@@ -1,0 +1,73 @@
+// Thin RAII over the SQLite C API: a connection, prepared statements, and errors as values.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hal/result.h"
+
+namespace ingero::store {
+
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(sqlite3_stmt* s) : s_(s) {}  // NOLINT
+  Stmt(Stmt&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
+  Stmt& operator=(Stmt&& o) noexcept {
+    std::swap(s_, o.s_);
+    return *this;
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  sqlite3_stmt* get() const { return s_; }
+  explicit operator bool() const { return s_ != nullptr; }
+
+  Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); return *this; }
+  Stmt& bind(int i, double v) { sqlite3_bind_double(s_, i, v); return *this; }
+  Stmt& bind(int i, std::string_view v) {
+    sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind_null(int i) { sqlite3_bind_null(s_, i); return *this; }
+  // SQLITE_ROW -> true, SQLITE_DONE -> false, else Error.
+  ingero::Result<bool> step();
+  void reset() { sqlite3_reset(s_); }
+  int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
+  double real(int col) const { return sqlite3_column_double(s_, col); }
+  std::string text(int col) const;
+  bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+};
+
+class Db {
+ public:
+  enum class Mode { kReadOnly, kReadWrite, kCreate };
+  static ingero::Result<std::unique_ptr<Db>> open(const std::string& path, Mode mode);
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  sqlite3* handle() const { return db_; }
+  const std::string& path() const { return path_; }
+  ingero::Status exec(const std::string& sql);
+  ingero::Result<Stmt> prepare(std::string_view sql);
+  // First column of the first row, if any.
+  ingero::Result<std::optional<int64_t>> query_int(std::string_view sql);
+  ingero::Result<std::optional<std::string>> query_text(std::string_view sql);
+  bool table_exists(std::string_view name, std::string_view schema = "main");
+  bool column_exists(std::string_view table, std::string_view column);
+  ingero::Error last_error(std::string_view what) const;
+
+ private:
+  Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace ingero::store

@@ -1,0 +1,188 @@
+#include "store/trace_reader.h"
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "store/legacy_views.h"
+
+namespace ingero::store {
+namespace {
+
+// Pragmas that only read. Anything else is denied, and these too when given a value.
+const std::set<std::string, std::less<>> kReadPragmas = {
+    "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
+    "foreign_key_list", "collation_list", "function_list", "pragma_list", "user_version",
+    "application_id", "schema_version", "page_count", "page_size", "freelist_count",
+    "encoding", "compile_options", "data_version", "database_list"};
+
+int authorizer(void*, int action, const char* a1, const char* a2, const char*, const char*) {
+  switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_RECURSIVE:
+      return SQLITE_OK;
+    case SQLITE_FUNCTION:
+      // a2 is the function name.
+      if (a2 && (strcasecmp(a2, "load_extension") == 0 || strcasecmp(a2, "readfile") == 0 ||
+                 strcasecmp(a2, "writefile") == 0 || strcasecmp(a2, "edit") == 0 ||
+                 strcasecmp(a2, "fts3_tokenizer") == 0))
+        return SQLITE_DENY;
+      return SQLITE_OK;
+    case SQLITE_PRAGMA:
+      // a1 is the pragma name, a2 its argument (NULL when only read).
+      if (a1 && kReadPragmas.count(a1) &&
+          (a2 == nullptr || (strcmp(a1, "user_version") != 0 && strcmp(a1, "application_id") != 0 &&
+                             strcmp(a1, "schema_version") != 0)))
+        return SQLITE_OK;
+      return SQLITE_DENY;
+    default:
+      return SQLITE_DENY;
+  }
+}
+
+struct Deadline {
+  std::chrono::steady_clock::time_point until;
+  bool expired = false;
+};
+
+int progress(void* p) {
+  auto* d = static_cast<Deadline*>(p);
+  if (std::chrono::steady_clock::now() > d->until) {
+    d->expired = true;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string TraceReader::format_name() const {
+  switch (info_.format) {
+    case TraceFormat::kIngero: return "ingero schema " + std::to_string(info_.schema_version);
+    case TraceFormat::kLegacyGo: return "ingero-go schema " + info_.legacy_version + " (read-only)";
+    case TraceFormat::kEmpty: return "empty";
+  }
+  return "";
+}
+
+ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) {
+  if (access(path.c_str(), F_OK) != 0) return ingero::Error::sys(path, errno);
+  auto db = Db::open(path, Db::Mode::kReadOnly);
+  if (!db) return db.error();
+  auto info = inspect(**db);
+  if (!info) return info.error();
+  if (info->format == TraceFormat::kEmpty)
+    return ingero::make_error(path + ": empty database, not an ingero trace");
+  std::unique_ptr<TraceReader> r(new TraceReader());
+  r->db_ = std::move(*db);
+  r->info_ = *info;
+  ingero::Status st = info->format == TraceFormat::kLegacyGo
+                          ? install_legacy_views(*r->db_, *info)
+                          : r->db_->exec(contract_views_sql(true));
+  if (!st) return ingero::make_error(path + ": " + st.error().message);
+  return r;
+}
+
+ingero::Status confine(Db& db, int max_value_bytes) {
+  if (auto st = db.exec("PRAGMA query_only = 1"); !st) return st;
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, max_value_bytes);
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
+  sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_set_authorizer(db.handle(), authorizer, nullptr);
+  return {};
+}
+
+ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
+                                      const QueryLimits& limits) {
+  Db& db = reader.db();
+  if (auto st = confine(db, limits.max_value_bytes); !st) return st.error();
+  Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms)};
+  sqlite3_progress_handler(db.handle(), 1000, progress, &deadline);
+  struct Restore {
+    sqlite3* h;
+    ~Restore() { sqlite3_progress_handler(h, 0, nullptr, nullptr); }
+  } restore{db.handle()};
+
+  sqlite3_stmt* raw = nullptr;
+  const char* tail = nullptr;
+  int rc = sqlite3_prepare_v2(db.handle(), sql.data(), int(sql.size()), &raw, &tail);
+  Stmt stmt(raw);
+  if (rc != SQLITE_OK) {
+    std::string msg = sqlite3_errmsg(db.handle());
+    if (rc == SQLITE_AUTH || msg.find("not authorized") != std::string::npos)
+      msg += " (the trace is read-only: only SELECT and read-only pragmas are allowed)";
+    return ingero::make_error("SQL rejected: " + msg);
+  }
+  if (!raw) return ingero::make_error("SQL rejected: empty statement");
+  // Anything but whitespace and comments after the first statement is a second statement.
+  if (tail && *tail) {
+    sqlite3_stmt* next = nullptr;
+    const char* rest = nullptr;
+    int rc2 = sqlite3_prepare_v2(db.handle(), tail, -1, &next, &rest);
+    sqlite3_finalize(next);
+    if (rc2 != SQLITE_OK || next != nullptr)
+      return ingero::make_error("SQL rejected: only one statement is allowed per query");
+  }
+  if (!sqlite3_stmt_readonly(raw))
+    return ingero::make_error("SQL rejected: the statement would modify the database");
+
+  QueryResult out;
+  int ncol = sqlite3_column_count(raw);
+  for (int i = 0; i < ncol; ++i) out.columns.emplace_back(sqlite3_column_name(raw, i));
+  size_t bytes = 0;
+  while (true) {
+    rc = sqlite3_step(raw);
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      if (deadline.expired)
+        return ingero::make_error("SQL aborted: time limit of " + std::to_string(limits.timeout_ms) +
+                                  " ms exceeded");
+      return ingero::make_error(std::string("SQL failed: ") + sqlite3_errmsg(db.handle()));
+    }
+    if (out.rows.size() >= limits.max_rows) {
+      out.truncated = true;
+      out.truncated_reason = "row limit " + std::to_string(limits.max_rows);
+      break;
+    }
+    std::vector<Value> row;
+    row.reserve(size_t(ncol));
+    for (int i = 0; i < ncol; ++i) {
+      switch (sqlite3_column_type(raw, i)) {
+        case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
+        case SQLITE_INTEGER: row.emplace_back(int64_t(sqlite3_column_int64(raw, i))); break;
+        case SQLITE_FLOAT: row.emplace_back(sqlite3_column_double(raw, i)); break;
+        case SQLITE_BLOB: {
+          int n = sqlite3_column_bytes(raw, i);
+          bytes += size_t(n) * 2;
+          static const char* hex = "0123456789abcdef";
+          const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(raw, i));
+          std::string s = "x'";
+          for (int k = 0; k < n && bytes <= limits.max_bytes; ++k) {
+            s.push_back(hex[p[k] >> 4]);
+            s.push_back(hex[p[k] & 15]);
+          }
+          s.push_back('\'');
+          row.emplace_back(std::move(s));
+          break;
+        }
+        default: {
+          const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, i));
+          int n = sqlite3_column_bytes(raw, i);
+          bytes += size_t(n);
+          row.emplace_back(std::string(t ? t : "", size_t(n)));
+        }
+      }
+    }
+    if (bytes > limits.max_bytes) {
+      out.truncated = true;
+      out.truncated_reason = "result size limit of " + std::to_string(limits.max_bytes) + " bytes";
+      break;
+    }
+    out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace ingero::store

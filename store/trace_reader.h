@@ -1,0 +1,63 @@
+// Read-only access to a trace file, ours or the original implementation's.
+//
+// open() uses a SQLITE_OPEN_READONLY connection: the input file is never modified. It
+// classifies the file, refuses foreign/corrupt/newer files with a clear message, and
+// installs the TEMP contract views so every reader sees one shape.
+//
+// run_query() is the confinement for user and agent SQL. It is enforced by SQLite, not by
+// inspecting keywords: read-only connection, PRAGMA query_only, an authorizer that allows
+// reads and a short list of read-only pragmas and denies everything else (writes, ATTACH,
+// state-changing pragmas, load_extension), one statement only, a progress-handler time
+// limit, a row limit, a result-size limit and SQLite's own length limit on values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hal/result.h"
+#include "store/schema.h"
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+
+class TraceReader {
+ public:
+  static ingero::Result<std::unique_ptr<TraceReader>> open(const std::string& path);
+  Db& db() { return *db_; }
+  const TraceFileInfo& info() const { return info_; }
+  bool is_legacy() const { return info_.format == TraceFormat::kLegacyGo; }
+  std::string format_name() const;
+
+ private:
+  std::unique_ptr<Db> db_;
+  TraceFileInfo info_;
+};
+
+struct QueryLimits {
+  size_t max_rows = 10000;
+  size_t max_bytes = 16u << 20;  // total text/blob bytes in the result
+  int timeout_ms = 10000;
+  int max_value_bytes = 1 << 20;  // SQLITE_LIMIT_LENGTH: zeroblob(1e9) fails fast
+};
+
+using Value = std::variant<std::monostate, int64_t, double, std::string>;
+
+struct QueryResult {
+  std::vector<std::string> columns;
+  std::vector<std::vector<Value>> rows;
+  bool truncated = false;
+  std::string truncated_reason;  // "row limit 10000", "result size limit"
+};
+
+// Runs one read-only statement with the limits. Any denied operation, second statement,
+// timeout or oversized value is an Error whose message says which.
+ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
+                                      const QueryLimits& limits = {});
+
+// Installs the confinement on a connection (authorizer, query_only, length limit).
+ingero::Status confine(Db& db, int max_value_bytes);
+
+}  // namespace ingero::store

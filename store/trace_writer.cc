@@ -1,0 +1,296 @@
+#include "store/trace_writer.h"
+
+#include <map>
+
+#include "store/schema.h"
+
+namespace ingero::store {
+namespace {
+
+// Legacy numbering for ops the original implementation also wrote, so numeric codes in
+// saved queries keep meaning the same thing. Other ops are numbered from kFirstDynamicOp.
+const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
+  static const std::map<std::pair<int, std::string_view>, int> m = {
+      {{kSourceCudaRuntime, "cudaMalloc"}, 1},           {{kSourceCudaRuntime, "cudaFree"}, 2},
+      {{kSourceCudaRuntime, "cudaLaunchKernel"}, 3},     {{kSourceCudaRuntime, "cudaMemcpy"}, 4},
+      {{kSourceCudaRuntime, "cudaStreamSynchronize"}, 5}, {{kSourceCudaRuntime, "cudaDeviceSynchronize"}, 6},
+      {{kSourceCudaRuntime, "cudaMemcpyAsync"}, 7},      {{kSourceCudaRuntime, "cudaMallocManaged"}, 8},
+      {{kSourceCudaDriver, "cuLaunchKernel"}, 1},        {{kSourceCudaDriver, "cuMemcpy"}, 2},
+      {{kSourceCudaDriver, "cuMemcpyAsync"}, 3},         {{kSourceCudaDriver, "cuCtxSynchronize"}, 4},
+      {{kSourceCudaDriver, "cuMemAlloc"}, 5},            {{kSourceCudaDriver, "cuMemAllocManaged"}, 6},
+      {{kSourceHost, "sched_switch"}, 1},                {{kSourceHost, "sched_wakeup"}, 2},
+      {{kSourceHost, "mm_page_alloc"}, 3},               {{kSourceHost, "oom_kill"}, 4},
+      {{kSourceHost, "process_exec"}, 5},                {{kSourceHost, "process_exit"}, 6},
+      {{kSourceHost, "process_fork"}, 7},                {{kSourceIo, "block_read"}, 1},
+      {{kSourceIo, "block_write"}, 2},                   {{kSourceIo, "block_discard"}, 3},
+      {{kSourceTcp, "tcp_retransmit"}, 1},
+  };
+  return m;
+}
+constexpr int kFirstDynamicOp = 32;
+
+constexpr int kFixedColumns = 20;
+
+}  // namespace
+
+ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path) {
+  auto db = Db::open(path, Db::Mode::kCreate);
+  if (!db) return db.error();
+  std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(*db)));
+  Db& d = *w->db_;
+  // WAL: readers can query a live trace. NORMAL: commits need no fsync; a power cut can lose
+  // the last commits but never corrupts the file.
+  for (const char* p : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
+                        "PRAGMA cache_size = -16384", "PRAGMA wal_autocheckpoint = 4000",
+                        "PRAGMA temp_store = MEMORY"}) {
+    if (auto st = d.exec(p); !st) return ingero::make_error(path + ": " + st.error().message);
+  }
+  if (auto st = migrate(d); !st) return st.error();
+  if (auto st = w->prepare(); !st) return st.error();
+  return w;
+}
+
+TraceWriter::~TraceWriter() {
+  if (in_txn_) (void)db_->exec("COMMIT");
+}
+
+ingero::Status TraceWriter::prepare() {
+  std::string cols =
+      "node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
+      "cgroup_id, comm, off_cpu_ns, preempts, switches, peer_comm, detail, saddr, daddr, "
+      "stack_hash";
+  std::string qs = "?";
+  for (int i = 1; i < kFixedColumns; ++i) qs += ", ?";
+  for (const auto& c : field_columns()) {
+    cols += ", " + c;
+    qs += ", ?";
+  }
+  auto ins = db_->prepare("INSERT INTO events (" + cols + ") VALUES (" + qs + ")");
+  if (!ins) return ins.error();
+  insert_ = std::move(*ins);
+  auto op = db_->prepare("INSERT INTO ops (source_id, op_id, name, description, kind) VALUES (?, ?, ?, '', ?)");
+  if (!op) return op.error();
+  insert_op_ = std::move(*op);
+  auto src = db_->prepare("INSERT INTO sources (id, name, description, vendor, api) VALUES (?, ?, ?, ?, ?)");
+  if (!src) return src.error();
+  insert_source_ = std::move(*src);
+  auto proc = db_->prepare(
+      "INSERT INTO process_names (node, pid, name, cmdline, seen_at) VALUES (?, ?, ?, ?, ?) "
+      "ON CONFLICT (node, pid) DO UPDATE SET name = excluded.name, cmdline = excluded.cmdline, "
+      "seen_at = excluded.seen_at");
+  if (!proc) return proc.error();
+  insert_proc_ = std::move(*proc);
+
+  // Load the dictionaries already in the file (an appended session reuses them).
+  auto s = db_->prepare("SELECT id, vendor, api FROM sources");
+  if (!s) return s.error();
+  while (true) {
+    auto r = s->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    int id = int(s->int64(0));
+    source_by_api_[s->text(1) + '\0' + s->text(2)] = id;
+    next_source_ = std::max(next_source_, id + 1);
+  }
+  next_source_ = std::max<int>(next_source_, kFirstDynamicSource);
+  auto o = db_->prepare("SELECT o.source_id, o.op_id, o.name, s.api FROM ops o JOIN sources s ON s.id = o.source_id");
+  if (!o) return o.error();
+  while (true) {
+    auto r = o->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    int src = int(o->int64(0)), id = int(o->int64(1));
+    op_by_name_[std::to_string(src) + '\0' + o->text(2)] = {src, id};
+    next_op_[src] = std::max(next_op_[src], std::max(id + 1, kFirstDynamicOp));
+  }
+  return {};
+}
+
+ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
+  auto st = db_->prepare(
+      "INSERT INTO sessions (node, host, kernel, os_release, cpu_model, cpu_cores, mem_total, "
+      "started_at, mono_offset_ns, ingero_ver, pid_filter, flags, backends) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!st) return st.error();
+  st->bind(1, info.node).bind(2, info.host).bind(3, info.kernel).bind(4, info.os_release)
+      .bind(5, info.cpu_model).bind(6, int64_t(info.cpu_cores)).bind(7, info.mem_total_mib)
+      .bind(8, info.started_at_ns).bind(9, info.mono_offset_ns)
+      .bind(10, std::string_view(INGERO_VERSION)).bind(11, info.pid_filter).bind(12, info.flags)
+      .bind(13, info.backends);
+  if (auto r = st->step(); !r) return r.error();
+  session_id_ = sqlite3_last_insert_rowid(db_->handle());
+  mono_offset_ns_ = info.mono_offset_ns;
+  node_ = info.node;
+  return session_id_;
+}
+
+ingero::Result<int> TraceWriter::source_id(std::string_view vendor, std::string_view api,
+                                           hal::EventKind kind) {
+  if (vendor == "host") {
+    if (kind == hal::EventKind::kBlockIo) return int(kSourceIo);
+    if (kind == hal::EventKind::kTcpRetransmit) return int(kSourceTcp);
+    return int(kSourceHost);
+  }
+  std::string key = std::string(vendor) + '\0' + std::string(api);
+  if (auto it = source_by_api_.find(key); it != source_by_api_.end()) return it->second;
+  int id = next_source_++;
+  std::string name(api);
+  for (auto& c : name) c = char(toupper(static_cast<unsigned char>(c)));
+  insert_source_.reset();
+  insert_source_.bind(1, int64_t(id)).bind(2, name)
+      .bind(3, std::string(vendor) + " " + std::string(api) + " API - uprobes")
+      .bind(4, vendor).bind(5, api);
+  if (auto r = insert_source_.step(); !r) return r.error();
+  source_by_api_[key] = id;
+  return id;
+}
+
+ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(const hal::Event& ev) {
+  OpKey k{ev.api.data(), ev.op.data()};
+  if (auto it = op_cache_.find(k); it != op_cache_.end()) return it->second;
+  auto src = source_id(ev.vendor, ev.api, ev.kind);
+  if (!src) return src.error();
+  std::string key = std::to_string(*src) + '\0' + std::string(ev.op);
+  OpIds ids;
+  if (auto it = op_by_name_.find(key); it != op_by_name_.end()) {
+    ids = it->second;
+  } else {
+    int id;
+    auto legacy = legacy_op_ids().find({*src, ev.op});
+    if (legacy != legacy_op_ids().end()) {
+      id = legacy->second;
+    } else {
+      int& next = next_op_[*src];
+      if (next < kFirstDynamicOp) next = kFirstDynamicOp;
+      id = next++;
+    }
+    insert_op_.reset();
+    insert_op_.bind(1, int64_t(*src)).bind(2, int64_t(id)).bind(3, ev.op)
+        .bind(4, hal::kind_name(ev.kind));
+    if (auto r = insert_op_.step(); !r) return r.error();
+    ids = {*src, id};
+    op_by_name_[key] = ids;
+  }
+  op_cache_[k] = ids;
+  return ids;
+}
+
+ingero::Status TraceWriter::begin_if_needed() {
+  if (in_txn_) return {};
+  if (auto st = db_->exec("BEGIN"); !st) return st;
+  in_txn_ = true;
+  return {};
+}
+
+ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
+  if (in_txn_) (void)db_->exec("ROLLBACK");
+  in_txn_ = false;
+  failed_ += pending_;
+  pending_ = 0;
+  // Dictionary rows inserted in the lost transaction are gone too.
+  op_cache_.clear();
+  op_by_name_.clear();
+  source_by_api_.clear();
+  next_op_.clear();
+  next_source_ = 0;
+  if (auto st = prepare(); !st) return ingero::make_error(e.message + "; " + st.error().message);
+  return ingero::make_error("writing " + db_->path() + ": " + e.message);
+}
+
+ingero::Status TraceWriter::add(const hal::Event& ev) {
+  if (auto st = begin_if_needed(); !st) return fail_batch(st.error());
+  auto ids = op_ids(ev);
+  ++pending_;
+  if (!ids) return fail_batch(ids.error());
+  sqlite3_stmt* s = insert_.get();
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  auto comm = ev.comm_view();
+  sqlite3_bind_text(s, 1, node_.data(), int(node_.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, session_id_);
+  sqlite3_bind_int64(s, 3, int64_t(ev.ts_ns) + mono_offset_ns_);
+  sqlite3_bind_int64(s, 4, int64_t(ev.dur_ns));
+  sqlite3_bind_int64(s, 5, ev.pid);
+  sqlite3_bind_int64(s, 6, ev.tid);
+  sqlite3_bind_int64(s, 7, ids->source);
+  sqlite3_bind_int64(s, 8, ids->op);
+  if (ev.has_ret) sqlite3_bind_int64(s, 9, ev.ret);
+  sqlite3_bind_int64(s, 10, ev.unfinished ? 1 : 0);
+  sqlite3_bind_int64(s, 11, int64_t(ev.cgroup_id));
+  sqlite3_bind_text(s, 12, comm.data(), int(comm.size()), SQLITE_STATIC);
+  if (!hal::is_host_kind(ev.kind)) {
+    sqlite3_bind_int64(s, 13, int64_t(ev.off_cpu_ns));
+    sqlite3_bind_int64(s, 14, ev.preempts);
+    sqlite3_bind_int64(s, 15, ev.switches);
+  }
+  if (ev.peer_comm[0]) {
+    auto pc = ev.peer_comm_view();
+    sqlite3_bind_text(s, 16, pc.data(), int(pc.size()), SQLITE_STATIC);
+  }
+  if (!ev.detail.empty()) sqlite3_bind_text(s, 17, ev.detail.data(), int(ev.detail.size()), SQLITE_STATIC);
+  if (!ev.saddr.empty()) sqlite3_bind_text(s, 18, ev.saddr.data(), int(ev.saddr.size()), SQLITE_STATIC);
+  if (!ev.daddr.empty()) sqlite3_bind_text(s, 19, ev.daddr.data(), int(ev.daddr.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 20, int64_t(ev.stack_id));
+  for (uint64_t m = ev.present; m; m &= m - 1) {
+    int f = __builtin_ctzll(m);
+    sqlite3_bind_int64(s, kFixedColumns + 1 + f, int64_t(ev.fields[size_t(f)]));
+  }
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_DONE) return fail_batch(db_->last_error("inserting an event"));
+  return {};
+}
+
+ingero::Status TraceWriter::commit() {
+  if (!in_txn_) return {};
+  if (auto st = db_->exec("COMMIT"); !st) return fail_batch(st.error());
+  in_txn_ = false;
+  written_ += pending_;
+  pending_ = 0;
+  return {};
+}
+
+ingero::Status TraceWriter::add_library(const LibraryRow& row) {
+  if (auto st = begin_if_needed(); !st) return st;
+  auto st = db_->prepare(
+      "INSERT INTO libraries (session_id, backend, vendor, api, path, soname, version, build_id, "
+      "embedded, specs_total, specs_resolved, probes_attached, missing, errors) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!st) return st.error();
+  st->bind(1, session_id_).bind(2, row.backend).bind(3, row.vendor).bind(4, row.api)
+      .bind(5, row.path).bind(6, row.soname).bind(7, row.version).bind(8, row.build_id)
+      .bind(9, int64_t(row.embedded)).bind(10, int64_t(row.specs_total))
+      .bind(11, int64_t(row.specs_resolved)).bind(12, int64_t(row.probes_attached))
+      .bind(13, row.missing).bind(14, row.errors);
+  if (auto r = st->step(); !r) return r.error();
+  return {};
+}
+
+ingero::Status TraceWriter::note_process(uint32_t pid, std::string_view name,
+                                         std::string_view cmdline, int64_t seen_at_ns) {
+  if (auto st = begin_if_needed(); !st) return st;
+  insert_proc_.reset();
+  insert_proc_.bind(1, node_).bind(2, int64_t(pid)).bind(3, name).bind(4, cmdline).bind(5, seen_at_ns);
+  if (auto r = insert_proc_.step(); !r) return r.error();
+  return {};
+}
+
+ingero::Status TraceWriter::finish(const SessionEnd& end) {
+  ingero::Status result = commit();
+  auto st = db_->prepare(
+      "UPDATE sessions SET stopped_at = ?, attached_probes = ?, events_stored = ?, "
+      "ringbuf_drops = ?, lost_calls = ?, store_errors = ?, unfinished_calls = ?, bpf_stats = ?, "
+      "exit_reason = ? WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, end.stopped_at_ns).bind(2, int64_t(end.attached_probes)).bind(3, int64_t(written_))
+      .bind(4, int64_t(end.ringbuf_drops)).bind(5, int64_t(end.lost_calls))
+      .bind(6, int64_t(failed_)).bind(7, int64_t(end.unfinished_calls)).bind(8, end.bpf_stats_json)
+      .bind(9, end.exit_reason).bind(10, session_id_);
+  if (auto r = st->step(); !r) return r.error();
+  // Self-contained file: fold the WAL back in so the trace can be copied or opened from
+  // read-only media.
+  (void)db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  (void)db_->exec("PRAGMA journal_mode = DELETE");
+  return result;
+}
+
+}  // namespace ingero::store

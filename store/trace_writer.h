@@ -1,0 +1,114 @@
+// Batched, write-through writer for trace files.
+//
+// Events are inserted inside an open transaction and committed by commit() — the tracer
+// commits on a timer and at shutdown, so SIGINT loses nothing that was decoded. The file is
+// in WAL mode while written (readers may query it live); finish() checkpoints and switches
+// it back to a self-contained rollback-journal file.
+//
+// A failed write (disk full, I/O error) rolls back the open batch, counts every event in it
+// in failed(), and returns the error; committed data is never touched. Callers report it
+// and may keep going (the next batch retries).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hal/event.h"
+#include "hal/result.h"
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+
+struct SessionInfo {
+  std::string node;
+  std::string host, kernel, os_release, cpu_model;
+  int cpu_cores = 0;
+  int64_t mem_total_mib = 0;
+  int64_t started_at_ns = 0;    // unix epoch
+  int64_t mono_offset_ns = 0;   // CLOCK_REALTIME - CLOCK_MONOTONIC
+  std::string pid_filter, flags, backends;
+};
+
+struct SessionEnd {
+  int64_t stopped_at_ns = 0;
+  uint64_t attached_probes = 0;
+  uint64_t ringbuf_drops = 0;
+  uint64_t lost_calls = 0;
+  uint64_t unfinished_calls = 0;
+  std::string bpf_stats_json = "{}";
+  std::string exit_reason;
+};
+
+struct LibraryRow {
+  std::string backend, vendor, api, path, soname, version, build_id;
+  bool embedded = false;
+  uint64_t specs_total = 0, specs_resolved = 0, probes_attached = 0;
+  std::string missing, errors;
+};
+
+class TraceWriter {
+ public:
+  // Creates or migrates the file. Refuses legacy, foreign and newer-schema files.
+  static ingero::Result<std::unique_ptr<TraceWriter>> open(const std::string& path);
+  ~TraceWriter();
+
+  ingero::Result<int64_t> begin_session(const SessionInfo& info);
+  // Buffers one event into the open transaction. ts_ns is monotonic; the session offset
+  // converts it to the wall clock stored in events.timestamp.
+  ingero::Status add(const hal::Event& ev);
+  ingero::Status commit();
+  ingero::Status add_library(const LibraryRow& row);
+  ingero::Status note_process(uint32_t pid, std::string_view name, std::string_view cmdline,
+                              int64_t seen_at_ns);
+  // Commits, records the session's totals, checkpoints and leaves a self-contained file.
+  ingero::Status finish(const SessionEnd& end);
+
+  uint64_t written() const { return written_; }  // committed
+  uint64_t failed() const { return failed_; }    // lost to write errors
+  size_t pending() const { return pending_; }
+  int64_t session_id() const { return session_id_; }
+  Db& db() { return *db_; }
+
+ private:
+  struct OpKey {
+    const void* api;
+    const void* op;
+    bool operator==(const OpKey&) const = default;
+  };
+  struct OpKeyHash {
+    size_t operator()(const OpKey& k) const {
+      return std::hash<const void*>()(k.api) * 31 ^ std::hash<const void*>()(k.op);
+    }
+  };
+  struct OpIds {
+    int source = 0;
+    int op = 0;
+  };
+
+  TraceWriter(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  ingero::Status prepare();
+  ingero::Result<OpIds> op_ids(const hal::Event& ev);
+  ingero::Result<int> source_id(std::string_view vendor, std::string_view api, hal::EventKind kind);
+  ingero::Status begin_if_needed();
+  ingero::Status fail_batch(const ingero::Error& e);
+
+  std::unique_ptr<Db> db_;
+  Stmt insert_, insert_op_, insert_source_, insert_proc_;
+  std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
+  std::unordered_map<std::string, OpIds> op_by_name_;    // "api\0op"
+  std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"
+  std::unordered_map<int, int> next_op_;
+  int next_source_ = 0;
+  int64_t session_id_ = 0;
+  int64_t mono_offset_ns_ = 0;
+  std::string node_;
+  bool in_txn_ = false;
+  size_t pending_ = 0;
+  uint64_t written_ = 0;
+  uint64_t failed_ = 0;
+};
+
+}  // namespace ingero::store
