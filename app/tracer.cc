@@ -1,5 +1,7 @@
 #include "app/tracer.h"
 
+#include "hal/result.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -27,8 +29,26 @@
 namespace ingero::app {
 namespace {
 
+using ingero::Status;
+
 volatile sig_atomic_t g_stop_signal = 0;
 void on_signal(int sig) { g_stop_signal = sig; }
+
+// What execvp would run: argv[0] as a path, or searched along $PATH.
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string cand = (end > start ? p.substr(start, end - start) : ".") + "/" + name;
+    if (access(cand.c_str(), X_OK) == 0) return cand;
+    start = end + 1;
+  }
+  return "";
+}
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -49,6 +69,8 @@ class Trace {
 
  private:
   void on_record(const void* data, size_t size);
+  // Prints a store error once per distinct message; the totals go in the final summary.
+  void report_store(const Status& st);
   void note_pid(uint32_t pid, const char* comm);
   void print_libraries(const std::vector<hal::LibraryStatus>& libs);
   void rescan_pending();
@@ -110,12 +132,7 @@ void Trace::on_record(const void* data, size_t size) {
       }
       ++calls_;
       note_pid(rec->pid, rec->comm);
-      if (auto st = writer_->add(ev_); !st) {
-        if (st.error().message != last_store_error_ || store_error_reports_ == 0)
-          std::cerr << "\ningero: " << st.error().message << "\n";
-        last_store_error_ = st.error().message;
-        ++store_error_reports_;
-      }
+      report_store(writer_->add(ev_));
       break;
     }
     case INGERO_REC_LIBWATCH: {
@@ -131,6 +148,15 @@ void Trace::on_record(const void* data, size_t size) {
     default:
       ++malformed_;
   }
+}
+
+void Trace::report_store(const Status& st) {
+  if (st) return;
+  if (st.error().message != last_store_error_)
+    std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: " << st.error().message
+              << " (events are being lost; the trace keeps what was already committed)\n";
+  last_store_error_ = st.error().message;
+  ++store_error_reports_;
 }
 
 void Trace::print_libraries(const std::vector<hal::LibraryStatus>& libs) {
@@ -257,6 +283,14 @@ int Trace::run() {
   probes_ = std::make_unique<hal::ProbeManager>(session_.get(), *backends, host_);
   decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
   auto libs = probes_->scan_all();
+  if (!opts_.command.empty()) {
+    // The program about to run may carry a static runtime: attach before releasing it.
+    std::string exe = resolve_program(opts_.command[0]);
+    if (!exe.empty()) {
+      auto more = probes_->scan_file(exe, true);
+      libs.insert(libs.end(), more.begin(), more.end());
+    }
+  }
   probes_->watch_loaders();
   std::set<std::string> files;
   for (const auto& l : libs)
@@ -296,7 +330,7 @@ int Trace::run() {
                                 l.build_id, l.embedded, l.specs_total, l.specs_resolved,
                                 l.probes_attached, missing, errors});
   }
-  (void)writer_->commit();
+  report_store(writer_->commit());
 
   auto reader = hal::RingReader::create(session_->events_fd(),
                                         [this](const void* d, size_t n) { on_record(d, n); });
@@ -349,7 +383,7 @@ int Trace::run() {
     rescan_pending();
     now = mono_now_ns();
     if (now >= next_flush) {
-      (void)writer_->commit();
+      report_store(writer_->commit());
       next_flush = now + int64_t(opts_.flush_ms) * 1000000;
     }
     if (now >= next_live) {
@@ -367,8 +401,12 @@ int Trace::run() {
   (void)(*reader)->drain();
   live_line(true);
   if (child_ > 0 && !child_done_ && exit_reason != "command exited") {
-    // Stopped by duration or signal: the command keeps running untraced; say so.
-    if (!opts_.quiet) std::cerr << "ingero: the traced command (pid " << child_ << ") is still running\n";
+    if (g_stop_signal) {
+      // As Ctrl-C in a terminal would: the command gets the same signal.
+      kill(child_, g_stop_signal);
+    } else if (!opts_.quiet) {
+      std::cerr << "ingero: the traced command (pid " << child_ << ") is still running, untraced\n";
+    }
   }
 
   auto stats = session_->stats();

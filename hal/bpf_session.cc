@@ -10,13 +10,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sys/syscall.h>
 
 #include "ingero.skel.h"
 
 namespace ingero::hal {
 
-void LinkDeleter::operator()(bpf_link* l) const {
-  if (l && bpf_link__destroy(l) != 0) std::fprintf(stderr, "ingero: warning: detaching a probe failed\n");
+Link::~Link() {
+  if (link_ && bpf_link__destroy(link_) != 0)
+    std::fprintf(stderr, "ingero: warning: detaching a probe failed\n");
+  if (fd_ >= 0) close(fd_);
 }
 
 bool has_uprobe_pmu() {
@@ -53,13 +56,53 @@ Error bpf_error(const std::string& what, int err) {
 
 }  // namespace
 
+// Not in Debian 12's UAPI headers (Linux 6.1); stable kernel ABI since 6.6.
+constexpr int kBpfTraceUprobeMulti = 48;
+constexpr uint32_t kUprobeMultiReturn = 1;
+
+// BPF_LINK_CREATE attribute layout for uprobe_multi, from linux/bpf.h (6.6+).
+struct UprobeMultiAttr {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint8_t pad[128 - 60];
+};
+static_assert(offsetof(UprobeMultiAttr, cnt) == 48);
+
 Result<std::unique_ptr<BpfSession>> BpfSession::open(const BpfConfig& config) {
   libbpf_set_print(libbpf_quiet);
+  // Prefer uprobe_multi; a kernel that does not know it rejects the load, and the classic
+  // per-function perf-event uprobes are used instead.
   std::unique_ptr<BpfSession> s(new BpfSession(config));
+  s->multi_ = getenv("INGERO_NO_UPROBE_MULTI") == nullptr;
+  if (s->multi_) {
+    if (auto st = s->load(); st) return s;
+    s.reset(new BpfSession(config));
+    s->multi_ = false;
+  }
+  if (auto st = s->load(); !st) return st.error();
+  return s;
+}
+
+Status BpfSession::load() {
+  const BpfConfig& config = config_;
+  BpfSession* s = this;
   s->skel_ = ingero_bpf__open();
   if (!s->skel_) return bpf_error("opening the BPF object", errno);
   auto* sk = s->skel_;
   sk->rodata->filter_pids_enabled = config.pids.empty() ? 0 : 1;
+  if (multi_) {
+    bpf_program__set_expected_attach_type(sk->progs.ingero_entry, bpf_attach_type(kBpfTraceUprobeMulti));
+    bpf_program__set_expected_attach_type(sk->progs.ingero_return, bpf_attach_type(kBpfTraceUprobeMulti));
+  }
   sk->rodata->filter_cgroup_id = config.cgroup_id;
   sk->rodata->follow_children = config.follow_children ? 1 : 0;
   if (config.ringbuf_bytes)
@@ -72,9 +115,9 @@ Result<std::unique_ptr<BpfSession>> BpfSession::open(const BpfConfig& config) {
   }
   if (int err = ingero_bpf__load(sk)) return bpf_error("loading the BPF programs", err);
   for (uint32_t pid : config.pids) {
-    if (auto st = s->add_pid(pid); !st) return st.error();
+    if (auto st = s->add_pid(pid); !st) return st;
   }
-  return s;
+  return {};
 }
 
 BpfSession::~BpfSession() {
@@ -95,24 +138,84 @@ Status BpfSession::attach_core() {
   return {};
 }
 
-Result<std::pair<Link, Link>> BpfSession::attach_call(const std::string& path,
-                                                      uint64_t file_offset, uint32_t probe_id,
-                                                      const ingero_recipe& recipe) {
-  if (probe_id >= INGERO_MAX_PROBES)
-    return make_error("probe table full (" + std::to_string(INGERO_MAX_PROBES) + " probes)");
-  if (bpf_map__update_elem(skel_->maps.recipes, &probe_id, sizeof(probe_id), &recipe,
-                           sizeof(recipe), BPF_ANY) != 0)
-    return bpf_error("writing the probe recipe", errno);
-  LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = probe_id, .retprobe = false);
-  bpf_link* e = bpf_program__attach_uprobe_opts(skel_->progs.ingero_entry, -1, path.c_str(),
-                                                file_offset, &entry_opts);
-  if (!e) return bpf_error("uprobe on " + path, errno);
-  Link entry(e);
-  LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = probe_id, .retprobe = true);
-  bpf_link* r = bpf_program__attach_uprobe_opts(skel_->progs.ingero_return, -1, path.c_str(),
-                                                file_offset, &ret_opts);
-  if (!r) return bpf_error("uretprobe on " + path, errno);
-  return std::make_pair(std::move(entry), Link(r));
+Result<Link> BpfSession::attach_one(const std::string& path, const CallSite& site, bool retprobe) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = site.probe_id, .retprobe = retprobe);
+  bpf_link* l = bpf_program__attach_uprobe_opts(
+      retprobe ? skel_->progs.ingero_return : skel_->progs.ingero_entry, -1, path.c_str(),
+      site.file_offset, &opts);
+  if (!l) return bpf_error(std::string(retprobe ? "uretprobe" : "uprobe") + " on " + path, errno);
+  return Link(l);
+}
+
+Result<Link> BpfSession::attach_multi(const std::string& path, const std::vector<CallSite>& sites,
+                                      const std::vector<size_t>& which, bool retprobe) {
+  std::vector<uint64_t> offsets, cookies;
+  for (size_t i : which) {
+    offsets.push_back(sites[i].file_offset);
+    cookies.push_back(sites[i].probe_id);
+  }
+  UprobeMultiAttr attr{};
+  attr.prog_fd = uint32_t(bpf_program__fd(retprobe ? skel_->progs.ingero_return : skel_->progs.ingero_entry));
+  attr.attach_type = kBpfTraceUprobeMulti;
+  attr.path = uint64_t(uintptr_t(path.c_str()));
+  attr.offsets = uint64_t(uintptr_t(offsets.data()));
+  attr.cookies = uint64_t(uintptr_t(cookies.data()));
+  attr.cnt = uint32_t(offsets.size());
+  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
+  int fd = int(syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr)));
+  if (fd < 0) return bpf_error(std::string(retprobe ? "uretprobe" : "uprobe") + " on " + path, errno);
+  return Link::from_fd(fd);
+}
+
+AttachResult BpfSession::attach_calls(const std::string& path, const std::vector<CallSite>& sites) {
+  AttachResult out;
+  std::vector<size_t> ok;
+  for (size_t i = 0; i < sites.size(); ++i) {
+    uint32_t id = sites[i].probe_id;
+    if (id >= INGERO_MAX_PROBES) {
+      out.failed.push_back({i, "probe table full (" + std::to_string(INGERO_MAX_PROBES) + " probes)"});
+      continue;
+    }
+    if (bpf_map__update_elem(skel_->maps.recipes, &id, sizeof(id), &sites[i].recipe,
+                             sizeof(sites[i].recipe), BPF_ANY) != 0) {
+      out.failed.push_back({i, bpf_error("writing the probe recipe", errno).message});
+      continue;
+    }
+    ok.push_back(i);
+  }
+  if (ok.empty()) return out;
+  if (multi_) {
+    auto e = attach_multi(path, sites, ok, false);
+    auto r = e ? attach_multi(path, sites, ok, true) : Result<Link>(e.error());
+    if (e && r) {
+      out.links.push_back(std::move(*e));
+      out.links.push_back(std::move(*r));
+      return out;
+    }
+    // One bad offset fails the whole batch: isolate it by attaching the sites one by one.
+    for (size_t i : ok) {
+      auto e1 = attach_multi(path, sites, {i}, false);
+      auto r1 = e1 ? attach_multi(path, sites, {i}, true) : Result<Link>(e1.error());
+      if (!e1 || !r1) {
+        out.failed.push_back({i, (!e1 ? e1.error() : r1.error()).message});
+        continue;
+      }
+      out.links.push_back(std::move(*e1));
+      out.links.push_back(std::move(*r1));
+    }
+    return out;
+  }
+  for (size_t i : ok) {
+    auto e = attach_one(path, sites[i], false);
+    auto r = e ? attach_one(path, sites[i], true) : Result<Link>(e.error());
+    if (!e || !r) {
+      out.failed.push_back({i, (!e ? e.error() : r.error()).message});
+      continue;
+    }
+    out.links.push_back(std::move(*e));
+    out.links.push_back(std::move(*r));
+  }
+  return out;
 }
 
 Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t file_offset) {

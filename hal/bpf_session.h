@@ -24,10 +24,46 @@ struct ring_buffer;
 
 namespace ingero::hal {
 
-struct LinkDeleter {
-  void operator()(bpf_link* l) const;
+// One attachment: a libbpf link, or a raw BPF link fd (uprobe_multi). Detaches on destruction.
+class Link {
+ public:
+  Link() = default;
+  explicit Link(bpf_link* l) : link_(l) {}
+  static Link from_fd(int fd) {
+    Link l;
+    l.fd_ = fd;
+    return l;
+  }
+  Link(Link&& o) noexcept : link_(o.link_), fd_(o.fd_) {
+    o.link_ = nullptr;
+    o.fd_ = -1;
+  }
+  Link& operator=(Link&& o) noexcept {
+    std::swap(link_, o.link_);
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+  ~Link();
+  explicit operator bool() const { return link_ || fd_ >= 0; }
+
+ private:
+  bpf_link* link_ = nullptr;
+  int fd_ = -1;
 };
-using Link = std::unique_ptr<bpf_link, LinkDeleter>;
+
+// One function to trace in one file.
+struct CallSite {
+  uint64_t file_offset = 0;
+  uint32_t probe_id = 0;
+  ingero_recipe recipe{};
+};
+
+struct AttachResult {
+  std::vector<Link> links;
+  std::vector<std::pair<size_t, std::string>> failed;  // index into sites, reason
+};
 
 struct BpfConfig {
   uint32_t ringbuf_bytes = 64u << 20;  // power of two
@@ -57,9 +93,12 @@ class BpfSession {
 
   // Thread-exit flushing and exec notification. Call once after open().
   Status attach_core();
-  // The generic entry/return pair on one function, cookie = probe_id.
-  Result<std::pair<Link, Link>> attach_call(const std::string& path, uint64_t file_offset,
-                                            uint32_t probe_id, const ingero_recipe& recipe);
+  // The generic entry/return pair on every site of one file, cookie = probe_id. With
+  // uprobe_multi (Linux 6.6+) that is two links per file, attached and detached in one
+  // kernel operation each; otherwise two perf-event uprobes per site. A site the kernel
+  // refuses is reported in `failed`; the others stay attached.
+  AttachResult attach_calls(const std::string& path, const std::vector<CallSite>& sites);
+  bool uses_uprobe_multi() const { return multi_; }
   // Link-map notifications from a dynamic loader's _dl_debug_state.
   Result<Link> attach_linkmap(const std::string& ldso_path, uint64_t file_offset);
   // The check self-test: attach to a function in this process and count hits.
@@ -73,8 +112,14 @@ class BpfSession {
 
  private:
   explicit BpfSession(BpfConfig c) : config_(std::move(c)) {}
+  Status load();
+  Result<Link> attach_one(const std::string& path, const CallSite& site, bool retprobe);
+  Result<Link> attach_multi(const std::string& path, const std::vector<CallSite>& sites,
+                            const std::vector<size_t>& which, bool retprobe);
+
   BpfConfig config_;
   ingero_bpf* skel_ = nullptr;
+  bool multi_ = false;
   std::vector<Link> core_links_;
 };
 

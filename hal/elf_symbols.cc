@@ -55,6 +55,10 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
   if (elf_version(EV_CURRENT) == EV_NONE) return make_error("libelf: version mismatch");
   Fd fd{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) return Error::sys("open " + path, errno);
+  struct stat st {};
+  if (fstat(fd.fd, &st) != 0) return Error::sys("stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return make_error(path + ": not a regular file");
+  if (st.st_size == 0) return make_error(path + ": empty file, not an ELF object");
   ElfHandle h{elf_begin(fd.fd, ELF_C_READ, nullptr)};
   if (!h.e) return elf_error(path, "cannot read as ELF");
   if (elf_kind(h.e) != ELF_K_ELF) return make_error(path + ": not an ELF file");
@@ -69,6 +73,14 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
   if (eh.e_machine != kMachine)
     return make_error(path + ": ELF for another machine (e_machine " +
                       std::to_string(eh.e_machine) + ")");
+
+  // libelf trusts the headers; a truncated or corrupted file must not read as "no symbols".
+  const uint64_t file_size = uint64_t(st.st_size);
+  auto past_end = [&](uint64_t off, uint64_t len) { return off > file_size || len > file_size - off; };
+  if (past_end(eh.e_phoff, uint64_t(eh.e_phnum) * eh.e_phentsize))
+    return make_error(path + ": truncated or corrupt (program headers past end of file)");
+  if (past_end(eh.e_shoff, uint64_t(eh.e_shnum) * eh.e_shentsize))
+    return make_error(path + ": truncated or corrupt (section headers past end of file)");
 
   auto idx = std::make_shared<SymbolIndex>();
   idx->type_ = eh.e_type;
@@ -95,6 +107,9 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
   for (Elf_Scn* scn = elf_nextscn(h.e, nullptr); scn; scn = elf_nextscn(h.e, scn)) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) return elf_error(path, "bad section header");
+    if (sh.sh_type != SHT_NOBITS && past_end(sh.sh_offset, sh.sh_size))
+      return make_error(path + ": truncated or corrupt (section " + std::to_string(elf_ndxscn(scn)) +
+                        " extends past end of file)");
     switch (sh.sh_type) {
       case SHT_DYNSYM: dynsym = scn; break;
       case SHT_SYMTAB: symtab = scn; break;

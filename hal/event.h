@@ -109,6 +109,7 @@ struct Event {
   std::string_view api;
   EventKind kind = EventKind::kUnknown;
   std::string_view op;
+  std::string_view library;  // file the probe sits in (display path); "" for host events
   // result
   int64_t ret = 0;
   bool has_ret = false;   // false for host events and calls that never returned

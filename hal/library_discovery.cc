@@ -44,13 +44,18 @@ void LibraryDiscovery::scan_maps(
   if (opts_.main_executables) {
     if (auto l = host_.readlink(proc + "/exe")) exe = *l;
   }
+  // A process in our own mount namespace: its paths are ours, and stay valid after it exits
+  // (attach needs a path the kernel can resolve; /proc/PID/root/... dies with the process).
+  auto self_root = host_.identify("/");
+  auto its_root = host_.identify(proc + "/root");
+  bool same_root = self_root && its_root && self_root->dev == its_root->dev && self_root->ino == its_root->ino;
   std::set<std::string_view> done;
   auto maps = parse_proc_maps(*text);
   for (const MapEntry& m : maps) {
     if (!m.executable() || m.path.empty() || m.path[0] != '/' || m.deleted) continue;
     if (!done.insert(m.path).second) continue;
     std::string_view base = path_basename(m.path);
-    std::string openable = proc + "/root" + m.path;
+    std::string openable = same_root ? m.path : proc + "/root" + m.path;
     if (base.substr(0, 9) == "ld-linux-" || base.substr(0, 6) == "ld.so.") {
       auto id = host_.identify(openable);
       if (id && loader_ids_.insert({id->dev, id->ino}).second)
@@ -65,6 +70,14 @@ void LibraryDiscovery::scan_maps(
 std::vector<DiscoveredFile> LibraryDiscovery::scan_process(int pid) {
   std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash> out;
   scan_maps(pid, out);
+  std::vector<DiscoveredFile> v;
+  for (auto& [id, f] : out) v.push_back(std::move(f));
+  return v;
+}
+
+std::vector<DiscoveredFile> LibraryDiscovery::scan_file(const std::string& path, bool main_exe) {
+  std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash> out;
+  add(out, path, path, main_exe ? "command" : "file", 0, main_exe);
   std::vector<DiscoveredFile> v;
   for (auto& [id, f] : out) v.push_back(std::move(f));
   return v;

@@ -44,6 +44,8 @@ class LibraryDiscovery {
   std::vector<DiscoveredFile> scan_all();
   // One process's current mappings (after exec or dlopen).
   std::vector<DiscoveredFile> scan_process(int pid);
+  // One file named directly (the command `ingero trace -- CMD` is about to run).
+  std::vector<DiscoveredFile> scan_file(const std::string& path, bool main_executable);
   // Dynamic loaders seen in process maps, for link-map notifications.
   const std::vector<DiscoveredFile>& loaders() const { return loaders_; }
 

@@ -63,6 +63,10 @@ std::vector<LibraryStatus> ProbeManager::scan_pid(int pid) {
   return handle(discovery_.scan_process(pid));
 }
 
+std::vector<LibraryStatus> ProbeManager::scan_file(const std::string& path, bool main_executable) {
+  return handle(discovery_.scan_file(path, main_executable));
+}
+
 std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> files) {
   std::vector<LibraryStatus> fresh;
   for (auto& f : files) {
@@ -112,18 +116,17 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
       st.probes_planned = plan.probes.size();
       for (auto m : plan.missing_required) st.missing_required.emplace_back(m);
       for (auto m : plan.missing_optional) st.missing_optional.emplace_back(m);
-      if (session_) {
+      if (session_ && !plan.probes.empty()) {
+        std::vector<CallSite> sites;
         for (const ResolvedProbe& rp : plan.probes) {
           uint32_t id = table_.add({rp.backend, rp.spec, rp.match, f.display_path, rp.symbol});
-          auto links = session_->attach_call(f.path, rp.file_offset, id, make_recipe(*rp.spec));
-          if (!links) {
-            st.errors.push_back(rp.symbol + ": " + links.error().message);
-            continue;
-          }
-          links_.push_back(std::move(links->first));
-          links_.push_back(std::move(links->second));
-          ++st.probes_attached;
+          sites.push_back({rp.file_offset, id, make_recipe(*rp.spec)});
         }
+        auto res = session_->attach_calls(f.path, sites);
+        for (auto& [i, why] : res.failed) st.errors.push_back(plan.probes[i].symbol + ": " + why);
+        st.probes_attached = sites.size() - res.failed.size();
+        attached_ += st.probes_attached;
+        for (auto& l : res.links) links_.push_back(std::move(l));
       }
       libraries_.push_back(st);
       fresh.push_back(std::move(st));

@@ -47,12 +47,14 @@ class ProbeManager {
   std::vector<LibraryStatus> scan_all();
   // Re-scans one process (exec, dlopen); returns statuses of newly handled files.
   std::vector<LibraryStatus> scan_pid(int pid);
+  // Handles one file directly, e.g. the program a command will exec (static runtimes).
+  std::vector<LibraryStatus> scan_file(const std::string& path, bool main_executable);
   // Attaches link-map notification probes to dynamic loaders seen so far.
   void watch_loaders();
 
   const ProbeTable& table() const { return table_; }
   const std::vector<LibraryStatus>& libraries() const { return libraries_; }
-  size_t attached_probes() const { return links_.size() / 2; }
+  size_t attached_probes() const { return attached_; }
   size_t loaders_watched() const { return loader_links_.size(); }
   const std::vector<std::string>& errors() const { return errors_; }
 
@@ -71,6 +73,7 @@ class ProbeManager {
   std::vector<Link> loader_links_;
   std::vector<LibraryStatus> libraries_;
   std::vector<std::string> errors_;
+  size_t attached_ = 0;
 };
 
 }  // namespace ingero::hal

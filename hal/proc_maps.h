@@ -40,7 +40,7 @@ class HostView {
 };
 
 // The real host.
-class LocalHost final : public HostView {
+class LocalHost : public HostView {
  public:
   explicit LocalHost(std::string proc = "/proc") : proc_(std::move(proc)) {}
   std::vector<int> pids() const override;

@@ -93,6 +93,7 @@ bool CallDecoder::decode(const ingero_call_rec& rec, Event& ev) const {
   ev.api = p->match.api;
   ev.kind = spec.kind;
   ev.op = spec.symbol;
+  ev.library = p->library;
   ev.unfinished = rec.flags & INGERO_CALL_UNFINISHED;
   ev.has_ret = !ev.unfinished;
   // Vendor APIs return 32-bit status enums; the upper half of rax is not defined.

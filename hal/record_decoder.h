@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,10 @@ class ProbeTable {
     return id < probes_.size() ? &probes_[id] : nullptr;
   }
   size_t size() const { return probes_.size(); }
-  // Releases the id's slot (library unloaded); records already queued still decode.
-  const std::vector<AttachedProbe>& all() const { return probes_; }
+  const std::deque<AttachedProbe>& all() const { return probes_; }
 
  private:
-  std::vector<AttachedProbe> probes_;
+  std::deque<AttachedProbe> probes_;  // stable addresses: Events point into it
 };
 
 // The recipe the BPF side needs for a spec.

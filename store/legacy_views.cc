@@ -71,6 +71,7 @@ std::string calls_select(const TraceFileInfo& info) {
   for (const auto& c : field_columns())
     if (c != "direction") cols.push_back(c);
   cols.push_back("stack_hash");
+  cols.push_back("library_id");
   std::string s = "SELECT ";
   for (size_t i = 0; i < cols.size(); ++i) {
     auto it = expr.find(cols[i]);

@@ -31,7 +31,8 @@ std::string events_ddl() {
       "  detail TEXT,\n"
       "  saddr TEXT,\n"
       "  daddr TEXT,\n"
-      "  stack_hash INTEGER NOT NULL DEFAULT 0";
+      "  stack_hash INTEGER NOT NULL DEFAULT 0,\n"
+      "  library_id INTEGER                   -- libraries.id of the traced file\n";
   for (const auto& c : field_columns()) s += ",\n  " + c + " INTEGER";
   // Columns the original implementation's users query by name.
   s +=
@@ -97,6 +98,7 @@ CREATE TABLE IF NOT EXISTS process_names (
   PRIMARY KEY (node, pid)
 );
 CREATE TABLE IF NOT EXISTS libraries (
+  id INTEGER PRIMARY KEY,
   session_id INTEGER NOT NULL,
   backend TEXT NOT NULL,
   vendor TEXT NOT NULL,
@@ -140,7 +142,7 @@ std::string views_body(const char* create) {
          "       CASE e.direction WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' WHEN 2 THEN 'D2H'\n"
          "            WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' WHEN 5 THEN 'peer' END AS direction" +
          fields +
-         ", e.stack_hash\n"
+         ", e.stack_hash, e.library_id\n"
          "  FROM events e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
          " WHERE s.vendor <> 'host';\n" +

@@ -14,7 +14,8 @@ const std::set<std::string, std::less<>> kReadPragmas = {
     "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
     "foreign_key_list", "collation_list", "function_list", "pragma_list", "user_version",
     "application_id", "schema_version", "page_count", "page_size", "freelist_count",
-    "encoding", "compile_options", "data_version", "database_list"};
+    "encoding", "compile_options", "data_version", "database_list", "integrity_check",
+    "quick_check"};
 
 int authorizer(void*, int action, const char* a1, const char* a2, const char*, const char*) {
   switch (action) {
@@ -22,6 +23,13 @@ int authorizer(void*, int action, const char* a1, const char* a2, const char*, c
     case SQLITE_READ:
     case SQLITE_RECURSIVE:
       return SQLITE_OK;
+    case SQLITE_UPDATE:
+      // Table-valued pragma functions (pragma_table_info('x')) make SQLite report an UPDATE
+      // of sqlite_master while it loads the schema. A real write to it is still refused
+      // three times over: read-only connection, query_only, and no writable_schema.
+      if (a1 && (strcmp(a1, "sqlite_master") == 0 || strcmp(a1, "sqlite_temp_master") == 0))
+        return SQLITE_OK;
+      return SQLITE_DENY;
     case SQLITE_FUNCTION:
       // a2 is the function name.
       if (a2 && (strcasecmp(a2, "load_extension") == 0 || strcasecmp(a2, "readfile") == 0 ||
@@ -94,10 +102,20 @@ ingero::Status confine(Db& db, int max_value_bytes) {
   return {};
 }
 
+ingero::Status TraceReader::confine(int max_value_bytes) {
+  if (confined_) {
+    sqlite3_limit(db_->handle(), SQLITE_LIMIT_LENGTH, max_value_bytes);
+    return {};
+  }
+  if (auto st = store::confine(*db_, max_value_bytes); !st) return st;
+  confined_ = true;
+  return {};
+}
+
 ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
                                       const QueryLimits& limits) {
   Db& db = reader.db();
-  if (auto st = confine(db, limits.max_value_bytes); !st) return st.error();
+  if (auto st = reader.confine(limits.max_value_bytes); !st) return st.error();
   Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms)};
   sqlite3_progress_handler(db.handle(), 1000, progress, &deadline);
   struct Restore {

@@ -30,9 +30,12 @@ class TraceReader {
   const TraceFileInfo& info() const { return info_; }
   bool is_legacy() const { return info_.format == TraceFormat::kLegacyGo; }
   std::string format_name() const;
+  // Installs the query confinement once; later calls are no-ops.
+  ingero::Status confine(int max_value_bytes);
 
  private:
   std::unique_ptr<Db> db_;
+  bool confined_ = false;
   TraceFileInfo info_;
 };
 

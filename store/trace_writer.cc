@@ -29,13 +29,19 @@ const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
 }
 constexpr int kFirstDynamicOp = 32;
 
-constexpr int kFixedColumns = 20;
+constexpr int kFixedColumns = 21;
 
 }  // namespace
 
 ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path) {
   auto db = Db::open(path, Db::Mode::kCreate);
   if (!db) return db.error();
+  // Classify before touching anything: a foreign or legacy file is refused unmodified.
+  auto info = inspect(**db);
+  if (!info) return info.error();
+  if (info->format == TraceFormat::kLegacyGo)
+    return ingero::make_error(path + ": a trace from the original Go implementation (schema " +
+                              info->legacy_version + "); it is opened read-only, never written");
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(*db)));
   Db& d = *w->db_;
   // WAL: readers can query a live trace. NORMAL: commits need no fsync; a power cut can lose
@@ -58,7 +64,7 @@ ingero::Status TraceWriter::prepare() {
   std::string cols =
       "node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
       "cgroup_id, comm, off_cpu_ns, preempts, switches, peer_comm, detail, saddr, daddr, "
-      "stack_hash";
+      "stack_hash, library_id";
   std::string qs = "?";
   for (int i = 1; i < kFixedColumns; ++i) qs += ", ?";
   for (const auto& c : field_columns()) {
@@ -93,6 +99,14 @@ ingero::Status TraceWriter::prepare() {
     next_source_ = std::max(next_source_, id + 1);
   }
   next_source_ = std::max<int>(next_source_, kFirstDynamicSource);
+  auto libs = db_->prepare("SELECT id, path FROM libraries ORDER BY id");
+  if (!libs) return libs.error();
+  while (true) {
+    auto r = libs->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    library_ids_[libs->text(1)] = libs->int64(0);
+  }
   auto o = db_->prepare("SELECT o.source_id, o.op_id, o.name, s.api FROM ops o JOIN sources s ON s.id = o.source_id");
   if (!o) return o.error();
   while (true) {
@@ -192,6 +206,8 @@ ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   op_by_name_.clear();
   source_by_api_.clear();
   next_op_.clear();
+  library_ids_.clear();
+  library_by_ptr_.clear();
   next_source_ = 0;
   if (auto st = prepare(); !st) return ingero::make_error(e.message + "; " + st.error().message);
   return ingero::make_error("writing " + db_->path() + ": " + e.message);
@@ -231,6 +247,10 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
   if (!ev.saddr.empty()) sqlite3_bind_text(s, 18, ev.saddr.data(), int(ev.saddr.size()), SQLITE_STATIC);
   if (!ev.daddr.empty()) sqlite3_bind_text(s, 19, ev.daddr.data(), int(ev.daddr.size()), SQLITE_STATIC);
   sqlite3_bind_int64(s, 20, int64_t(ev.stack_id));
+  if (!ev.library.empty()) {
+    int64_t lib = library_id(ev.library);
+    if (lib) sqlite3_bind_int64(s, 21, lib);
+  }
   for (uint64_t m = ev.present; m; m &= m - 1) {
     int f = __builtin_ctzll(m);
     sqlite3_bind_int64(s, kFixedColumns + 1 + f, int64_t(ev.fields[size_t(f)]));
@@ -249,8 +269,25 @@ ingero::Status TraceWriter::commit() {
   return {};
 }
 
-ingero::Status TraceWriter::add_library(const LibraryRow& row) {
-  if (auto st = begin_if_needed(); !st) return st;
+int64_t TraceWriter::library_id(std::string_view path) {
+  if (auto it = library_by_ptr_.find(path.data()); it != library_by_ptr_.end()) return it->second;
+  std::string key(path);
+  int64_t id = 0;
+  if (auto it = library_ids_.find(key); it != library_ids_.end()) {
+    id = it->second;
+  } else {
+    LibraryRow row;
+    row.path = key;
+    auto r = add_library(row);
+    if (!r) return 0;
+    id = *r;
+  }
+  library_by_ptr_[path.data()] = id;
+  return id;
+}
+
+ingero::Result<int64_t> TraceWriter::add_library(const LibraryRow& row) {
+  if (auto st = begin_if_needed(); !st) return st.error();
   auto st = db_->prepare(
       "INSERT INTO libraries (session_id, backend, vendor, api, path, soname, version, build_id, "
       "embedded, specs_total, specs_resolved, probes_attached, missing, errors) "
@@ -262,7 +299,9 @@ ingero::Status TraceWriter::add_library(const LibraryRow& row) {
       .bind(11, int64_t(row.specs_resolved)).bind(12, int64_t(row.probes_attached))
       .bind(13, row.missing).bind(14, row.errors);
   if (auto r = st->step(); !r) return r.error();
-  return {};
+  int64_t id = sqlite3_last_insert_rowid(db_->handle());
+  library_ids_[row.path] = id;
+  return id;
 }
 
 ingero::Status TraceWriter::note_process(uint32_t pid, std::string_view name,

@@ -60,7 +60,8 @@ class TraceWriter {
   // converts it to the wall clock stored in events.timestamp.
   ingero::Status add(const hal::Event& ev);
   ingero::Status commit();
-  ingero::Status add_library(const LibraryRow& row);
+  // Records a traced library file; events whose Event::library equals row.path link to it.
+  ingero::Result<int64_t> add_library(const LibraryRow& row);
   ingero::Status note_process(uint32_t pid, std::string_view name, std::string_view cmdline,
                               int64_t seen_at_ns);
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
@@ -93,6 +94,7 @@ class TraceWriter {
   ingero::Result<OpIds> op_ids(const hal::Event& ev);
   ingero::Result<int> source_id(std::string_view vendor, std::string_view api, hal::EventKind kind);
   ingero::Status begin_if_needed();
+  int64_t library_id(std::string_view path);
   ingero::Status fail_batch(const ingero::Error& e);
 
   std::unique_ptr<Db> db_;
@@ -101,6 +103,8 @@ class TraceWriter {
   std::unordered_map<std::string, OpIds> op_by_name_;    // "api\0op"
   std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"
   std::unordered_map<int, int> next_op_;
+  std::unordered_map<std::string, int64_t> library_ids_;
+  std::unordered_map<const void*, int64_t> library_by_ptr_;
   int next_source_ = 0;
   int64_t session_id_ = 0;
   int64_t mono_offset_ns_ = 0;

@@ -1,0 +1,323 @@
+// Real uprobes on real CUDA libraries (and the fake runtime for planted scenarios), traced
+// end to end through `ingero trace` into SQLite. Every assertion is an exact outcome.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+const char* kStub = INGERO_CUDA_ROOT "/lib64/stubs/libcuda.so";
+// With these, ingero discovers the fake runtime (a pip-wheel layout under VIRTUAL_ENV) and the
+// fake driver (CUDA_HOME/lib64) at start-up, before the workload loads them.
+const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
+                                           "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
+
+struct WorkloadLine {
+  std::string op;
+  int tid;
+  int ret;
+};
+
+// Parses "<op> <tid> <ret>" lines and "pid <n>".
+std::vector<WorkloadLine> parse_workload(const std::string& out, int* pid) {
+  std::vector<WorkloadLine> v;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string op;
+    ls >> op;
+    if (op == "pid") {
+      ls >> *pid;
+      continue;
+    }
+    WorkloadLine w{op, 0, 0};
+    if (ls >> w.tid >> w.ret) v.push_back(w);
+  }
+  return v;
+}
+
+TEST(TraceCuda, RealRuntimeAndDriverStubExactCalls) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CUDA_CALLS);
+  REQUIRE_FILE(kStub);
+  std::string db = temp_path("real.db");
+  auto run = trace_command(db, {INGERO_CUDA_CALLS, kStub});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = 0;
+  auto lines = parse_workload(run.out, &pid);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(lines.size(), 47u) << run.out;  // the workload's fixed sequence
+
+  // Every call the workload made, and nothing else: (op, tid, ret) multisets are equal.
+  std::map<std::tuple<std::string, int, int>, int> expected, got;
+  for (const auto& l : lines) expected[{l.op, l.tid, l.ret}]++;
+  for (const auto& r : query_rows(db, "SELECT op, tid, ret FROM calls WHERE pid = " + std::to_string(pid)))
+    got[{r[0], std::stoi(r[1]), std::stoi(r[2])}]++;
+  EXPECT_EQ(got, expected);
+
+  // Decoded sizes: cudaMalloc 1024..7168 in call order.
+  auto sizes = query_rows(db, "SELECT bytes FROM calls WHERE op = 'cudaMalloc' ORDER BY ts_ns");
+  ASSERT_EQ(sizes.size(), 7u);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(sizes[i][0], std::to_string(1024 * (i + 1)));
+
+  // cudaLaunchKernel: dim3 by value in registers, shared memory and stream on the stack.
+  auto k = query_rows(db,
+                      "SELECT func, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, "
+                      "stream, count(*) FROM calls WHERE op = 'cudaLaunchKernel' GROUP BY 1,2,3,4,5,6,7,8,9");
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_EQ(k[0], (std::vector<std::string>{std::to_string(0xf00d), "8", "4", "2", "128", "2", "1",
+                                           "256", std::to_string(0x5151), "4"}));
+  auto kx = query_rows(db,
+                       "SELECT func, grid_x, grid_y, grid_z, block_x, shared_mem, stream FROM calls "
+                       "WHERE op = 'cudaLaunchKernelExC'");
+  ASSERT_EQ(kx.size(), 1u);
+  EXPECT_EQ(kx[0], (std::vector<std::string>{std::to_string(0xf00e), "16", "1", "1", "256", "1024",
+                                            std::to_string(0x5151)}));
+  // Driver launch: blockDimZ, sharedMemBytes and the stream are stack arguments.
+  auto dk = query_rows(db,
+                       "SELECT func, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, "
+                       "stream, count(*) FROM calls WHERE op = 'cuLaunchKernel' GROUP BY 1,2,3,4,5,6,7,8,9");
+  ASSERT_EQ(dk.size(), 1u);
+  EXPECT_EQ(dk[0], (std::vector<std::string>{std::to_string(0xbeef), "1", "2", "3", "4", "5", "6",
+                                            "512", std::to_string(0x9999), "3"}));
+
+  // Copies: size, direction (the 2D copy's kind is the 7th argument, on the stack), stream.
+  auto cp = query_rows(db,
+                       "SELECT op, bytes, direction, coalesce(stream, 0), count(*) FROM calls "
+                       "WHERE kind IN ('memcpy', 'memset') GROUP BY 1,2,3,4 ORDER BY 1");
+  std::vector<std::vector<std::string>> want_cp = {
+      {"cuMemcpyHtoD", "1000", "H2D", "0", "1"},
+      {"cudaMemcpy", "4096", "H2D", "0", "3"},
+      {"cudaMemcpy2D", "2048", "H2D", "0", "1"},
+      {"cudaMemcpyAsync", "8192", "D2H", std::to_string(0x5151), "2"},
+      {"cudaMemset", "2048", "NULL", "0", "1"},
+  };
+  EXPECT_EQ(cp, want_cp);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cuMemAlloc' AND bytes = 4096"), 2);
+
+  // The second thread's syncs carry its tid, not the main thread's.
+  int tid2 = 0;
+  for (const auto& l : lines)
+    if (l.op == "cudaStreamSynchronize" && l.tid != pid) tid2 = l.tid;
+  ASSERT_GT(tid2, 0);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSynchronize' AND tid = " +
+                              std::to_string(tid2) + " AND stream = " + std::to_string(0x7777) +
+                              " AND pid = " + std::to_string(pid)),
+            3);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSynchronize' AND tid = " +
+                              std::to_string(pid) + " AND stream = " + std::to_string(0x5151)),
+            5);
+  // Vendor classification and nothing lost.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE vendor = 'nvidia' AND api = 'cuda_driver'"), 8);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM cuda_events WHERE api = 'cuda_runtime'"), 39);
+  EXPECT_EQ(query_int(db, "SELECT ringbuf_drops + lost_calls + store_errors FROM sessions"), 0);
+  EXPECT_EQ(query_int(db, "SELECT events_stored FROM sessions"), 47);
+  EXPECT_EQ(query_rows(db, "SELECT DISTINCT comm FROM calls")[0][0], "cuda_calls");
+}
+
+TEST(TraceCuda, NestedRuntimeToDriverAndConcurrentThreadsPair) {
+  REQUIRE_BPF();
+  std::string db = temp_path("nested.db");
+  const int kThreads = 8, kCalls = 50;
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART,
+                                std::to_string(kThreads), std::to_string(kCalls)}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  // Thread index -> tid, from the workload.
+  std::map<int, int> tid_of;
+  std::istringstream in(run.out);
+  for (std::string w; in >> w;) {
+    if (w == "tid") {
+      int tid, idx;
+      in >> tid >> idx;
+      tid_of[idx] = tid;
+    }
+  }
+  ASSERT_EQ(tid_of.size(), size_t(kThreads));
+  for (auto [idx, tid] : tid_of) {
+    // Each thread: kCalls allocations of its own size, each with the pointer written back.
+    auto rows = query_rows(db, "SELECT count(*), min(bytes), max(bytes), min(dptr - bytes), max(dptr - bytes) "
+                               "FROM calls WHERE op = 'cudaMalloc' AND tid = " + std::to_string(tid));
+    EXPECT_EQ(rows[0], (std::vector<std::string>{std::to_string(kCalls), std::to_string(4096 * (idx + 1)),
+                                                 std::to_string(4096 * (idx + 1)),
+                                                 std::to_string(0xd0000000u), std::to_string(0xd0000000u)}));
+  }
+  // Each cudaDeviceSynchronize contains exactly one nested cuCtxSynchronize on the same thread.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaDeviceSynchronize'"), kThreads);
+  EXPECT_EQ(query_int(db,
+                      "SELECT count(*) FROM calls o JOIN calls i ON i.tid = o.tid "
+                      "AND i.op = 'cuCtxSynchronize' AND o.op = 'cudaDeviceSynchronize' "
+                      "AND i.ts_ns >= o.ts_ns AND i.ts_ns + i.dur_ns <= o.ts_ns + o.dur_ns"),
+            kThreads);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE api = 'cuda_driver'"), kThreads);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE ret <> 0"), 0);
+  auto stats = query_rows(db, "SELECT bpf_stats FROM sessions")[0][0];
+  EXPECT_NE(stats.find("\"unpaired_return\":0"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("\"frames_discarded\":0"), std::string::npos) << stats;
+}
+
+TEST(TraceCuda, ProcessStartedLaterLoadingPipWheelRuntime) {
+  REQUIRE_BPF();
+  std::string db = temp_path("late.db");
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--duration", "60s"});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
+  // The fake runtime lives at .../site-packages/nvidia/cuda_runtime/lib/libcudart.so.13,
+  // which no scan at start-up could have seen mapped.
+  auto wl = Subprocess::spawn({INGERO_FAKE_CALLS, "late", INGERO_FAKE_CUDART});
+  std::string pid_line;
+  ASSERT_TRUE(wl.wait_stdout_line("pid", std::chrono::seconds(10), &pid_line));
+  int pid = std::stoi(pid_line.substr(4));
+  ASSERT_TRUE(wl.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  // The dynamic loader's link-map hook tells ingero to re-scan this pid.
+  ASSERT_TRUE(tracer.wait_stderr_line("new libraries in pid " + std::to_string(pid), std::chrono::seconds(10)))
+      << tracer.err();
+  wl.write_stdin("go\n");
+  ASSERT_EQ(wl.wait(), 0);
+  tracer.signal(SIGINT);
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  auto rows = query_rows(db,
+                         "SELECT count(*), min(bytes), max(bytes), min(l.path LIKE "
+                         "'%/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13') FROM calls c "
+                         "JOIN libraries l ON l.id = c.library_id WHERE c.pid = " + std::to_string(pid));
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"5", "1048576", "1048576", "1"}));
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGINT'"), 1);
+}
+
+TEST(TraceCuda, TwoRuntimeCopiesAtOnce) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CUDA_CALLS);
+  std::string db = temp_path("two.db");
+  std::string script = std::string(INGERO_CUDA_CALLS) + " '' & " + INGERO_FAKE_CALLS + " threads " +
+                       INGERO_FAKE_CUDART + " 2 10 & wait";
+  auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  auto rows = query_rows(db,
+                         "SELECT l.path, c.comm, count(*) FROM calls c JOIN libraries l ON l.id = c.library_id "
+                         "WHERE c.api = 'cuda_runtime' GROUP BY 1, 2 ORDER BY 1");
+  ASSERT_EQ(rows.size(), 2u);
+  // The toolkit's runtime served cuda_calls (39 runtime calls) and the wheel copy served
+  // fake_calls (2 threads x (10 mallocs + 1 device sync)).
+  EXPECT_NE(rows[0][0].find("/usr/local/cuda"), std::string::npos);
+  EXPECT_EQ(rows[0][1], "cuda_calls");
+  EXPECT_EQ(rows[0][2], "39");
+  EXPECT_NE(rows[1][0].find("site-packages/nvidia/cuda_runtime"), std::string::npos);
+  EXPECT_EQ(rows[1][1], "fake_calls");
+  EXPECT_EQ(rows[1][2], "22");
+}
+
+TEST(TraceCuda, WorkloadExitingWithCallInFlight) {
+  REQUIRE_BPF();
+  std::string db = temp_path("exit.db");
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "exit-midcall", INGERO_FAKE_CUDART}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  auto pos = run.out.find("tid ");
+  ASSERT_NE(pos, std::string::npos);
+  int tid = std::stoi(run.out.substr(pos + 4));
+  auto rows = query_rows(db,
+                         "SELECT op, status, ret, dur_ns >= 250000000, stream FROM calls WHERE tid = " +
+                             std::to_string(tid));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"cudaStreamSynchronize", "unfinished", "NULL", "1",
+                                              std::to_string(0xabc)}));
+  EXPECT_EQ(query_int(db, "SELECT unfinished_calls FROM sessions"), 1);
+}
+
+TEST(TraceCuda, StaticallyLinkedRuntimeFoundBySymbol) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STATIC_RUNTIME);
+  std::string db = temp_path("static.db");
+  auto run = trace_command(db, {INGERO_STATIC_RUNTIME});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_NE(run.err.find("static copy"), std::string::npos) << run.err;
+  auto rows = query_rows(db,
+                         "SELECT c.op, count(*), min(coalesce(c.bytes, c.stream)), l.embedded FROM calls c "
+                         "JOIN libraries l ON l.id = c.library_id GROUP BY 1 ORDER BY 1");
+  std::vector<std::vector<std::string>> want = {{"cudaMalloc", "3", "512", "1"},
+                                                {"cudaStreamSynchronize", "2", "66", "1"}};
+  EXPECT_EQ(rows, want);
+}
+
+TEST(TraceCuda, PidFilterRunsInsideBpf) {
+  REQUIRE_BPF();
+  std::string db = temp_path("filter.db");
+  auto a = Subprocess::spawn({INGERO_FAKE_CALLS, "late", INGERO_FAKE_CUDART});
+  auto b = Subprocess::spawn({INGERO_FAKE_CALLS, "late", INGERO_FAKE_CUDART});
+  std::string la, lb;
+  ASSERT_TRUE(a.wait_stdout_line("pid", std::chrono::seconds(10), &la));
+  ASSERT_TRUE(b.wait_stdout_line("pid", std::chrono::seconds(10), &lb));
+  ASSERT_TRUE(a.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  ASSERT_TRUE(b.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  std::string pa = la.substr(4);
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--pid", pa});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
+  a.write_stdin("go\n");
+  b.write_stdin("go\n");
+  ASSERT_EQ(a.wait(), 0);
+  ASSERT_EQ(b.wait(), 0);
+  tracer.signal(SIGTERM);
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
+            (std::vector<std::string>{pa, "5"}));
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGTERM' AND pid_filter = '" + pa + "'"), 1);
+}
+
+TEST(TraceCuda, LibraryUnloadedWhileAttached) {
+  REQUIRE_BPF();
+  std::string db = temp_path("unload.db");
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "unload", INGERO_FAKE_CUDART}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_EQ(query_rows(db, "SELECT group_concat(bytes) FROM (SELECT bytes FROM calls ORDER BY ts_ns)")[0][0],
+            "100,100,100,200,200");
+}
+
+TEST(TraceCuda, SigintWhileStreamingFlushesEverything) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CUDA_CALLS);
+  std::string db = temp_path("sigint.db");
+  // A long stream of calls; SIGINT lands while batches are being committed.
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--flush-ms", "20",
+                                   "--", INGERO_CUDA_CALLS, "", "100000"});
+  ASSERT_TRUE(tracer.wait_stderr_line("attached", std::chrono::seconds(30))) << tracer.err();
+  usleep(1500 * 1000);
+  tracer.signal(SIGINT);
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  int64_t stored = query_int(db, "SELECT events_stored FROM sessions");
+  EXPECT_GT(stored, 1000);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM events"), stored);
+  EXPECT_EQ(query_int(db, "SELECT ringbuf_drops + store_errors FROM sessions"), 0);
+  EXPECT_EQ(query_rows(db, "PRAGMA integrity_check")[0][0], "ok");
+  EXPECT_EQ(query_rows(db, "SELECT exit_reason FROM sessions")[0][0], "SIGINT");
+}
+
+TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CUDA_CALLS);
+  std::string dir = temp_path("tiny");
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m"), 0) << strerror(errno);
+  struct Unmount {
+    std::string d;
+    ~Unmount() { umount2(d.c_str(), MNT_DETACH); }
+  } um{dir};
+  std::string db = dir + "/full.db";
+  auto run = trace_command(db, {INGERO_CUDA_CALLS, "", "1000"}, {"--flush-ms", "5"});
+  EXPECT_EQ(run.rc, 1) << run.err;
+  EXPECT_NE(run.err.find("could not be written"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("full"), std::string::npos) << run.err;
+  // What was committed before the disk filled is intact and readable.
+  EXPECT_EQ(query_rows(db, "PRAGMA integrity_check")[0][0], "ok");
+  EXPECT_GT(query_int(db, "SELECT count(*) FROM calls"), 0);
+}
+
+}  // namespace
+}  // namespace ingero::test

@@ -1,0 +1,47 @@
+/* A stand-in libcudart.so.13 with the real exported names and signatures, for hosts without
+ * the CUDA toolkit and for planted-fault scenarios. Unlike the real runtime without a GPU,
+ * it succeeds and writes its output pointers, and its behaviour is steerable:
+ *   INGERO_FAKE_SYNC_US=N     cudaStreamSynchronize spins/sleeps N microseconds
+ *   INGERO_FAKE_SYNC_BLOCK=1  cudaStreamSynchronize never returns (exit-mid-call tests)
+ * cudaDeviceSynchronize calls the driver's cuCtxSynchronize, giving a nested call. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct { unsigned x, y, z; } dim3;
+extern int cuCtxSynchronize(void);
+extern int cuMemAlloc_v2(unsigned long long* p, size_t n);
+
+__attribute__((visibility("default"))) int cudaMalloc(void** p, size_t n) {
+  *p = (void*)(uintptr_t)(0xd0000000u + n);
+  return 0;
+}
+__attribute__((visibility("default"))) int cudaFree(void* p) { return p ? 0 : 1; }
+__attribute__((visibility("default"))) int cudaMemcpyAsync(void* d, const void* s, size_t n, int kind,
+                                                             void* stream) {
+  (void)d, (void)s, (void)n, (void)kind, (void)stream;
+  return 0;
+}
+__attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** a,
+                                                              size_t shm, void* stream) {
+  (void)f, (void)g, (void)b, (void)a, (void)shm, (void)stream;
+  return 0;
+}
+__attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
+  (void)stream;
+  if (getenv("INGERO_FAKE_SYNC_BLOCK")) {
+    for (;;) pause();
+  }
+  const char* us = getenv("INGERO_FAKE_SYNC_US");
+  if (us) usleep((useconds_t)atoi(us));
+  return 0;
+}
+__attribute__((visibility("default"))) int cudaDeviceSynchronize(void) { return cuCtxSynchronize(); }
+__attribute__((visibility("default"))) int cudaMallocManaged(void** p, size_t n, unsigned flags) {
+  (void)flags;
+  unsigned long long d = 0;
+  int r = cuMemAlloc_v2(&d, n);
+  *p = (void*)(uintptr_t)d;
+  return r;
+}

@@ -1,0 +1,106 @@
+#include "tests/support/trace_db.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "store/trace_reader.h"
+#include "test_paths.h"
+
+namespace ingero::test {
+
+std::vector<std::vector<std::string>> query_rows(const std::string& db, const std::string& sql) {
+  std::vector<std::vector<std::string>> out;
+  auto r = store::TraceReader::open(db);
+  if (!r) {
+    ADD_FAILURE() << r.error().message;
+    return out;
+  }
+  store::QueryLimits lim;
+  lim.max_rows = 1000000;
+  auto res = store::run_query(**r, sql, lim);
+  if (!res) {
+    ADD_FAILURE() << sql << ": " << res.error().message;
+    return out;
+  }
+  for (const auto& row : res->rows) {
+    std::vector<std::string> cells;
+    for (const auto& v : row) {
+      if (std::holds_alternative<std::monostate>(v)) cells.push_back("NULL");
+      else if (auto* i = std::get_if<int64_t>(&v)) cells.push_back(std::to_string(*i));
+      else if (auto* d = std::get_if<double>(&v)) cells.push_back(std::to_string(*d));
+      else cells.push_back(std::get<std::string>(v));
+    }
+    out.push_back(std::move(cells));
+  }
+  return out;
+}
+
+int64_t query_int(const std::string& db, const std::string& sql) {
+  auto rows = query_rows(db, sql);
+  if (rows.empty() || rows[0].empty() || rows[0][0] == "NULL") return -1;
+  return std::stoll(rows[0][0]);
+}
+
+TraceRun trace_command(const std::string& db, const std::vector<std::string>& command,
+                       const std::vector<std::string>& extra, const std::vector<std::string>& env) {
+  std::vector<std::string> argv = {INGERO_BIN, "trace", "--no-live", "--db", db};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), command.begin(), command.end());
+  TraceRun r;
+  r.rc = run_command(argv, &r.out, &r.err, env, std::chrono::seconds(180));
+  return r;
+}
+
+std::string temp_path(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string dir = "/tmp/ingero-tests/" + std::to_string(getpid()) + "/" +
+                    (info ? std::string(info->test_suite_name()) + "." + info->name() : "x");
+  std::filesystem::create_directories(dir);
+  std::string p = dir + "/" + name;
+  std::filesystem::remove(p);
+  return p;
+}
+
+std::string sha256_file(const std::string& path) {
+  std::string out;
+  run_command({"/usr/bin/sha256sum", path}, &out);
+  return out.substr(0, 64);
+}
+
+bool running_in_ci() {
+  const char* ci = getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+
+bool bpf_available(std::string* why) {
+  static int cached = -1;
+  static std::string reason;
+  if (cached < 0) {
+    if (geteuid() != 0) {
+      cached = 0;
+      reason = "not running as root";
+    } else {
+      std::string out;
+      int rc = run_command({INGERO_BIN, "check", "--json", "--backends", "cuda"}, &out);
+      try {
+        auto j = nlohmann::json::parse(out);
+        cached = j.value("can_trace", false) ? 1 : 0;
+        if (!cached) {
+          for (auto& c : j["checks"])
+            if (c["status"] == "fail") reason += c["name"].get<std::string>() + ": " + c["detail"].get<std::string>() + "; ";
+        }
+      } catch (...) {
+        cached = 0;
+        reason = "ingero check failed (rc " + std::to_string(rc) + ")";
+      }
+    }
+  }
+  if (why) *why = reason;
+  return cached == 1;
+}
+
+}  // namespace ingero::test

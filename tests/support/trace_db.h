@@ -1,0 +1,53 @@
+// Test helpers: query a trace file, run `ingero trace` around a command, and the BPF gate.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/subprocess.h"
+
+namespace ingero::test {
+
+// Rows of a read-only query, every value rendered as text ("NULL" for NULL).
+std::vector<std::vector<std::string>> query_rows(const std::string& db, const std::string& sql);
+int64_t query_int(const std::string& db, const std::string& sql);
+
+struct TraceRun {
+  int rc = -1;
+  std::string out;  // the command's stdout (inherited through ingero)
+  std::string err;  // ingero's stderr
+};
+// ingero trace --no-live --db DB [extra...] -- command...
+TraceRun trace_command(const std::string& db, const std::vector<std::string>& command,
+                       const std::vector<std::string>& extra = {},
+                       const std::vector<std::string>& env = {});
+
+// A fresh path under a per-test temporary directory.
+std::string temp_path(const std::string& name);
+std::string sha256_file(const std::string& path);
+
+// Whether this process can load and attach BPF (root, BTF, working uprobes), cached.
+bool bpf_available(std::string* why);
+bool running_in_ci();
+
+}  // namespace ingero::test
+
+// BPF tests: skip loudly without BPF, but fail under CI=true, where BPF must work.
+#define REQUIRE_BPF()                                                                  \
+  do {                                                                                 \
+    std::string why_;                                                                  \
+    if (!::ingero::test::bpf_available(&why_)) {                                       \
+      if (::ingero::test::running_in_ci()) FAIL() << "CI=true but BPF unavailable: " << why_; \
+      GTEST_SKIP() << "*** BPF TEST SKIPPED (not CI): " << why_ << " ***";             \
+    }                                                                                  \
+  } while (0)
+
+// Real vendor libraries: skip loudly when this host lacks them (the fake covers the logic).
+#define REQUIRE_FILE(path)                                                             \
+  do {                                                                                 \
+    if (access((path), R_OK) != 0) GTEST_SKIP() << "*** SKIPPED: " << (path) << " not present ***"; \
+  } while (0)

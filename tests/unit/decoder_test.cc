@@ -1,0 +1,159 @@
+// The record decoder: synthetic ring-buffer records through the same CallDecoder the tracer
+// uses, with the real CUDA backend tables.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_driver_probes.h"
+#include "backends/cuda/cuda_runtime_probes.h"
+#include "hal/record_decoder.h"
+#include "hal/record_layout.h"
+
+namespace ingero::hal {
+namespace {
+
+const ProbeSpec& spec_named(std::span<const ProbeSpec> t, std::string_view name) {
+  for (const auto& s : t)
+    if (s.symbol == name) return s;
+  throw std::runtime_error("no spec " + std::string(name));
+}
+
+class DecoderTest : public ::testing::Test {
+ protected:
+  void SetUp() override { cuda_ = backends::make_cuda_backend(); }
+  uint32_t add(std::string_view api, std::span<const ProbeSpec> t, std::string_view sym) {
+    return table_.add({cuda_.get(), &spec_named(t, sym), {"nvidia", api, 0, false}, "/lib/x.so", std::string(sym)});
+  }
+  ingero_call_rec rec(uint32_t id) {
+    ingero_call_rec r{};
+    r.type = INGERO_REC_CALL;
+    r.probe_id = id;
+    r.pid = 4242;
+    r.tid = 4243;
+    r.start_ns = 1000;
+    r.end_ns = 6000;
+    r.ret = 0xffffffff00000023ull;  // garbage in the upper half, 35 in eax
+    std::strcpy(r.comm, "trainer");
+    return r;
+  }
+  std::unique_ptr<VendorBackend> cuda_;
+  ProbeTable table_;
+};
+
+TEST_F(DecoderTest, LaunchUnpacksDim3RegistersAndStackArguments) {
+  uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaLaunchKernel");
+  auto r = rec(id);
+  r.regs[0] = 0xf00d;
+  r.regs[1] = (uint64_t(4) << 32) | 8;  // grid x=8 y=4
+  r.regs[2] = 2;                        // grid z
+  r.regs[3] = (uint64_t(2) << 32) | 128;
+  r.regs[4] = 1;
+  r.stack[0] = 256;
+  r.stack[1] = 0x5151;
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  EXPECT_EQ(ev.kind, EventKind::kLaunch);
+  EXPECT_EQ(ev.op, "cudaLaunchKernel");
+  EXPECT_EQ(ev.api, "cuda_runtime");
+  EXPECT_EQ(ev.dur_ns, 5000u);
+  EXPECT_EQ(ev.ret, 35);
+  EXPECT_TRUE(ev.has_ret);
+  EXPECT_EQ(ev.comm_view(), "trainer");
+  EXPECT_EQ(ev.get(Field::kFunc), 0xf00du);
+  EXPECT_EQ(ev.get(Field::kGridX), 8u);
+  EXPECT_EQ(ev.get(Field::kGridY), 4u);
+  EXPECT_EQ(ev.get(Field::kGridZ), 2u);
+  EXPECT_EQ(ev.get(Field::kBlockX), 128u);
+  EXPECT_EQ(ev.get(Field::kBlockY), 2u);
+  EXPECT_EQ(ev.get(Field::kBlockZ), 1u);
+  EXPECT_EQ(ev.get(Field::kSharedMem), 256u);
+  EXPECT_EQ(ev.get(Field::kStream), 0x5151u);
+  EXPECT_FALSE(ev.has(Field::kBytes));
+}
+
+TEST_F(DecoderTest, MallocReadsOutputPointerAtReturn) {
+  uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaMalloc");
+  auto r = rec(id);
+  r.ret = 0;
+  r.regs[1] = 7168;
+  uint64_t p = 0x7f0012340000;
+  std::memcpy(r.return_buf, &p, 8);
+  r.return_len = 8;
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  EXPECT_EQ(ev.get(Field::kBytes), 7168u);
+  EXPECT_EQ(ev.get(Field::kDptr), p);
+  // A faulted output read leaves the field absent rather than inventing zero.
+  r.return_len = 0;
+  r.flags = INGERO_CALL_RETURN_READ_FAULT;
+  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  EXPECT_FALSE(ev.has(Field::kDptr));
+}
+
+TEST_F(DecoderTest, Memcpy2DMultipliesAndReadsKindFromStack) {
+  uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaMemcpy2DAsync");
+  auto r = rec(id);
+  r.regs[4] = 64;
+  r.regs[5] = 32;
+  r.stack[0] = 2;  // cudaMemcpyDeviceToHost
+  r.stack[1] = 0xabc;
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  EXPECT_EQ(ev.get(Field::kBytes), 2048u);
+  EXPECT_EQ(direction_name(*ev.get(Field::kDirection)), "D2H");
+  EXPECT_EQ(ev.get(Field::kStream), 0xabcu);
+}
+
+TEST_F(DecoderTest, DriverCopyDirectionIsImpliedByTheFunction) {
+  uint32_t id = add("cuda_driver", backends::cuda::kDriverProbes, "cuMemcpyDtoHAsync");
+  auto r = rec(id);
+  r.regs[2] = 1000;
+  r.regs[3] = 0x9;
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  EXPECT_EQ(ev.get(Field::kDirection), uint64_t(CopyDirection::kDeviceToHost));
+  EXPECT_EQ(ev.get(Field::kBytes), 1000u);
+}
+
+TEST_F(DecoderTest, UnfinishedCallHasNoReturnValueAndUnknownIdsAreRejected) {
+  uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaStreamSynchronize");
+  auto r = rec(id);
+  r.flags = INGERO_CALL_UNFINISHED;
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  EXPECT_TRUE(ev.unfinished);
+  EXPECT_FALSE(ev.has_ret);
+  r.probe_id = 999;
+  EXPECT_FALSE(CallDecoder(table_).decode(r, ev));
+}
+
+TEST_F(DecoderTest, StackFaultDropsOnlyStackFields) {
+  uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaLaunchKernel");
+  auto r = rec(id);
+  r.regs[0] = 1;
+  r.flags = INGERO_CALL_STACK_READ_FAULT;
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  EXPECT_TRUE(ev.has(Field::kFunc));
+  EXPECT_FALSE(ev.has(Field::kStream));
+  EXPECT_FALSE(ev.has(Field::kSharedMem));
+}
+
+TEST(Recipes, MirrorTheSpec) {
+  const auto& s = spec_named(backends::cuda::kRuntimeProbes, "cudaLaunchKernelExC");
+  auto r = make_recipe(s);
+  EXPECT_EQ(r.valid, 1);
+  EXPECT_EQ(r.entry_read.src, INGERO_PTR_REG);
+  EXPECT_EQ(r.entry_read.index, 0);
+  EXPECT_EQ(r.entry_read.len, 40);
+  EXPECT_EQ(r.return_read.src, INGERO_PTR_NONE);
+  const auto& m = spec_named(backends::cuda::kRuntimeProbes, "cudaMalloc");
+  auto rm = make_recipe(m);
+  EXPECT_EQ(rm.return_read.src, INGERO_PTR_REG);
+  EXPECT_EQ(rm.return_read.len, 8);
+  EXPECT_EQ(make_recipe(spec_named(backends::cuda::kDriverProbes, "cuLaunchKernel")).stack_words, 3);
+}
+
+}  // namespace
+}  // namespace ingero::hal

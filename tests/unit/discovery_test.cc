@@ -1,0 +1,111 @@
+// Library discovery through the HostView seam: a fake /proc over real files.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backends/cuda/cuda_backend.h"
+#include "hal/library_discovery.h"
+#include "hal/probe_manager.h"
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::hal {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fake host: /proc lives under a temp dir; files are real so identities are real.
+class FakeHost : public LocalHost {
+ public:
+  explicit FakeHost(std::string proc) : LocalHost(proc), proc_(proc) {}
+  std::vector<int> pids() const override { return pids_; }
+  std::string env(const char* n) const override {
+    auto it = env_.find(n);
+    return it == env_.end() ? "" : it->second;
+  }
+  Result<std::string> readlink(const std::string& p) const override {
+    auto it = links_.find(p);
+    if (it == links_.end()) return make_error("no link");
+    return it->second;
+  }
+  std::vector<int> pids_;
+  std::map<std::string, std::string> env_, links_;
+  std::string proc_;
+};
+
+TEST(Discovery, FindsMappedFilesThroughProcRootDedupedByInode) {
+  std::string root = test::temp_path("host");
+  fs::create_directories(root + "/proc/100/root/opt/wheel");
+  fs::create_directories(root + "/proc/200/root/opt/wheel");
+  // One real file, reached as two paths (a container bind mount and a symlink).
+  fs::copy_file(INGERO_FAKE_CUDART, root + "/proc/100/root/opt/wheel/libcudart.so.13");
+  fs::create_symlink(root + "/proc/100/root/opt/wheel/libcudart.so.13",
+                     root + "/proc/200/root/opt/wheel/libcudart.so.13");
+  std::ofstream(root + "/proc/100/maps")
+      << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 1 /opt/wheel/libcudart.so.13\n"
+         "7f0000002000-7f0000003000 r-xp 00001000 fd:01 2 /usr/lib/libnotinteresting.so\n";
+  std::ofstream(root + "/proc/200/maps")
+      << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 1 /opt/wheel/libcudart.so.13\n";
+  FakeHost host(root + "/proc");
+  host.pids_ = {100, 200, 300 /* exited: no maps */};
+  DiscoveryOptions o;
+  o.hints = {"libcudart"};
+  o.ld_cache = root + "/none";
+  LibraryDiscovery d(host, o);
+  auto files = d.scan_all();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].display_path, "/opt/wheel/libcudart.so.13");
+  EXPECT_EQ(files[0].pids, (std::set<int>{100, 200}));
+  EXPECT_EQ(files[0].sources, (std::set<std::string>{"maps"}));
+  EXPECT_EQ(files[0].path.rfind(root + "/proc/", 0), 0u) << files[0].path;
+}
+
+TEST(Discovery, InstallDirsFromEnvironmentAndPipWheelLayouts) {
+  std::string root = test::temp_path("cudahome");
+  fs::create_directories(root + "/lib64");
+  fs::copy_file(INGERO_FAKE_CUDART, root + "/lib64/libcudart.so.13");
+  fs::create_directories(root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib");
+  fs::copy_file(INGERO_FAKE_CUDART, root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13");
+  FakeHost host(root + "/proc");
+  host.env_["CUDA_HOME"] = root;
+  host.env_["VIRTUAL_ENV"] = root + "/venv";
+  auto cuda = backends::make_cuda_backend();
+  ProbeManager pm(nullptr, {cuda.get()}, host);
+  pm.scan_all();
+  std::set<std::string> paths;
+  for (const auto& l : pm.libraries()) paths.insert(l.path);
+  EXPECT_TRUE(paths.count(root + "/lib64/libcudart.so.13"));
+  EXPECT_TRUE(paths.count(root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13"));
+  for (const auto& l : pm.libraries()) {
+    if (l.path.rfind(root, 0) != 0) continue;
+    EXPECT_EQ(l.api, "cuda_runtime");
+    // The fake defines 7 of the 25 runtime functions.
+    EXPECT_EQ(l.specs_resolved, 7u);
+    EXPECT_EQ(l.missing_required.size(), 18u);
+    EXPECT_EQ(l.sources, (std::set<std::string>{"install-dir"}));
+  }
+}
+
+TEST(Discovery, UnparsableHintedFileIsAStatusNotACrash) {
+  std::string root = test::temp_path("bad");
+  fs::create_directories(root + "/lib64");
+  std::ofstream(root + "/lib64/libcudart.so.13") << "this is not ELF";
+  FakeHost host(root + "/proc");
+  host.env_["CUDA_HOME"] = root;
+  auto cuda = backends::make_cuda_backend();
+  ProbeManager pm(nullptr, {cuda.get()}, host);
+  pm.scan_all();
+  bool seen = false;
+  for (const auto& l : pm.libraries()) {
+    if (l.path != root + "/lib64/libcudart.so.13") continue;
+    seen = true;
+    ASSERT_EQ(l.errors.size(), 1u);
+    EXPECT_NE(l.errors[0].find("not an ELF file"), std::string::npos);
+  }
+  EXPECT_TRUE(seen);
+}
+
+}  // namespace
+}  // namespace ingero::hal

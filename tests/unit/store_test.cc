@@ -1,0 +1,226 @@
+// Trace store: writer -> reader round trip, versioning, and files that are not ours.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/schema.h"
+#include "store/trace_reader.h"
+#include "store/trace_writer.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::store {
+namespace {
+
+using hal::Event;
+using hal::EventKind;
+using hal::Field;
+
+Event call(std::string_view op, EventKind kind, uint64_t ts, uint64_t dur, uint32_t tid) {
+  Event e;
+  e.ts_ns = ts;
+  e.dur_ns = dur;
+  e.pid = 100;
+  e.tid = tid;
+  e.set_comm("trainer");
+  e.vendor = "nvidia";
+  e.api = "cuda_runtime";
+  e.kind = kind;
+  e.op = op;
+  e.has_ret = true;
+  return e;
+}
+
+std::string write_sample(const std::string& path, int n = 3) {
+  auto w = TraceWriter::open(path);
+  EXPECT_TRUE(w) << (w ? "" : w.error().message);
+  SessionInfo si;
+  si.node = "gpu-node-07";
+  si.mono_offset_ns = 1'000'000'000'000;
+  EXPECT_TRUE((*w)->begin_session(si));
+  for (int i = 0; i < n; ++i) {
+    Event e = call("cudaMalloc", EventKind::kAlloc, 10 + i, 5, 101);
+    e.set(Field::kBytes, 1024 * (i + 1));
+    e.set(Field::kDptr, 0x7000 + i);
+    e.library = "/usr/lib/libcudart.so.13";
+    EXPECT_TRUE((*w)->add(e));
+  }
+  Event s = call("cudaStreamSynchronize", EventKind::kSync, 100, 900, 102);
+  s.set(Field::kStream, 0x5151);
+  s.ret = 35;
+  s.off_cpu_ns = 800;
+  s.preempts = 2;
+  s.set_peer_comm("hog");
+  s.set(Field::kPeerPid, 4411);
+  EXPECT_TRUE((*w)->add(s));
+  Event u = call("cudaStreamSynchronize", EventKind::kSync, 200, 50, 103);
+  u.unfinished = true;
+  u.has_ret = false;
+  EXPECT_TRUE((*w)->add(u));
+  SessionEnd end;
+  end.exit_reason = "test";
+  EXPECT_TRUE((*w)->finish(end));
+  return path;
+}
+
+TEST(Store, RoundTripThroughContractViews) {
+  std::string db = write_sample(test::temp_path("rt.db"));
+  using V = std::vector<std::string>;
+  auto rows = test::query_rows(db, "SELECT op, kind, bytes, dptr, ts_ns, node, comm, ret, status, vendor, api FROM calls WHERE op = 'cudaMalloc' ORDER BY ts_ns");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], (V{"cudaMalloc", "alloc", "1024", std::to_string(0x7000), "1000000000010",
+                        "gpu-node-07", "trainer", "0", "ok", "nvidia", "cuda_runtime"}));
+  auto s = test::query_rows(db, "SELECT ret, status, off_cpu_ns, preempts, preemptor_pid, preemptor_comm, stream FROM calls WHERE tid = 102");
+  EXPECT_EQ(s[0], (V{"35", "error", "800", "2", "4411", "hog", std::to_string(0x5151)}));
+  auto u = test::query_rows(db, "SELECT ret, status FROM calls WHERE tid = 103");
+  EXPECT_EQ(u[0], (V{"NULL", "unfinished"}));
+  // Legacy-shaped columns work on our files too.
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM events WHERE source = 1 AND op = 1 AND arg0 = 2048"), 1);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM cuda_events WHERE duration_ns > 100"), 1);
+  EXPECT_EQ(test::query_rows(db, "SELECT path FROM libraries l JOIN calls c ON c.library_id = l.id LIMIT 1")[0][0],
+            "/usr/lib/libcudart.so.13");
+  EXPECT_EQ(test::query_rows(db, "SELECT name FROM ops WHERE source_id = 1 AND op_id = 5")[0][0],
+            "cudaStreamSynchronize");
+  // The finished file is self-contained (not WAL) and versioned.
+  EXPECT_EQ(test::query_rows(db, "PRAGMA user_version")[0][0], std::to_string(kSchemaVersion));
+  EXPECT_EQ(test::query_int(db, "SELECT version FROM schema_version"), kSchemaVersion);
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+}
+
+TEST(Store, AppendingASecondSessionReusesDictionaries) {
+  std::string db = write_sample(test::temp_path("two.db"));
+  write_sample(db);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM sessions"), 2);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM ops WHERE name = 'cudaMalloc'"), 1);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaMalloc'"), 6);
+}
+
+TEST(Store, NewerSchemaIsRefusedWithBothVersions) {
+  std::string db = write_sample(test::temp_path("newer.db"));
+  sqlite3* h;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_exec(h, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
+  sqlite3_close(h);
+  auto r = TraceReader::open(db);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("newer ingero (schema 99"), std::string::npos) << r.error().message;
+  auto w = TraceWriter::open(db);
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("schema 99"), std::string::npos);
+}
+
+TEST(Store, ForeignCorruptAndMissingFilesAreClearErrors) {
+  std::string foreign = test::temp_path("foreign.db");
+  sqlite3* h;
+  ASSERT_EQ(sqlite3_open(foreign.c_str(), &h), SQLITE_OK);
+  sqlite3_exec(h, "CREATE TABLE recipes (name TEXT)", nullptr, nullptr, nullptr);
+  sqlite3_close(h);
+  std::string before = test::sha256_file(foreign);
+  auto r = TraceReader::open(foreign);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not an ingero trace"), std::string::npos) << r.error().message;
+  auto w = TraceWriter::open(foreign);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(test::sha256_file(foreign), before);  // refused, untouched
+
+  std::string corrupt = test::temp_path("corrupt.db");
+  std::ofstream(corrupt, std::ios::binary) << std::string(8192, '\x5a');
+  auto c = TraceReader::open(corrupt);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("not a"), std::string::npos) << c.error().message;
+
+  std::string half = test::temp_path("half.db");
+  write_sample(half);
+  std::filesystem::resize_file(half, 2048);  // header page only
+  auto hr = TraceReader::open(half);
+  if (hr) {
+    auto q = run_query(**hr, "SELECT count(*) FROM events");
+    EXPECT_FALSE(q);
+  }
+
+  auto m = TraceReader::open("/nonexistent/trace.db");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("No such file"), std::string::npos);
+}
+
+// run_sql / ingero query confinement: every hostile statement fails cleanly and the file's
+// bytes do not change.
+TEST(QueryConfinement, HostileSqlFailsAndLeavesTheFileUnchanged) {
+  std::string db = write_sample(test::temp_path("hostile.db"));
+  std::string other = test::temp_path("other.db");
+  std::string before = test::sha256_file(db);
+  auto reader = TraceReader::open(db);
+  ASSERT_TRUE(reader);
+  QueryLimits lim;
+  lim.timeout_ms = 1500;
+  const std::vector<std::string> hostile = {
+      "DELETE FROM events",
+      "UPDATE events SET pid = 0",
+      "INSERT INTO events (timestamp, pid, tid, source, op) VALUES (1,1,1,1,1)",
+      "WITH x AS (SELECT 1) DELETE FROM events",
+      "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i FROM c) INSERT INTO ops SELECT 1, i, 'x', '', '' FROM c",
+      "DROP TABLE events",
+      "CREATE TABLE evil (x)",
+      "CREATE TEMP TABLE evil (x)",
+      "ALTER TABLE events ADD COLUMN evil",
+      "ATTACH DATABASE '" + other + "' AS o",
+      "PRAGMA writable_schema = 1",
+      "UPDATE sqlite_master SET sql = 'x'",
+      "UPDATE sqlite_temp_master SET sql = 'x'",
+      "PRAGMA journal_mode = DELETE",
+      "PRAGMA user_version = 7",
+      "PRAGMA query_only = 0",
+      "SELECT load_extension('/tmp/evil.so')",
+      "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT count(*) FROM c",
+      "SELECT zeroblob(1000000000)",
+      "SELECT length(randomblob(1000000000))",
+      "SELECT 1; DELETE FROM events",
+      "SELECT 1; SELECT 2",
+      "/* comment */ DELETE FROM events -- SELECT",
+      "SELECT 1 -- ; DELETE FROM events\n; DROP TABLE events",
+      "VACUUM",
+      "REINDEX",
+      "ANALYZE",
+      "BEGIN",
+      "SAVEPOINT a",
+  };
+  for (const auto& sql : hostile) {
+    auto r = run_query(**reader, sql, lim);
+    EXPECT_FALSE(r) << "should have failed: " << sql;
+    if (!r) {
+      EXPECT_FALSE(r.error().message.empty());
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(other));
+  // Reads still work, with comments and read-only pragmas.
+  auto ok = run_query(**reader, "/* ok */ SELECT count(*) FROM events -- trailing", lim);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(std::get<int64_t>(ok->rows[0][0]), 5);
+  EXPECT_TRUE(run_query(**reader, "PRAGMA table_info(events)", lim));
+  EXPECT_TRUE(run_query(**reader, "SELECT * FROM pragma_table_info('calls')", lim));
+  reader->reset();
+  EXPECT_EQ(test::sha256_file(db), before);
+}
+
+TEST(QueryConfinement, RowAndSizeLimitsTruncateWithAReason) {
+  std::string db = write_sample(test::temp_path("limits.db"), 50);
+  auto reader = TraceReader::open(db);
+  ASSERT_TRUE(reader);
+  QueryLimits lim;
+  lim.max_rows = 10;
+  auto r = run_query(**reader, "SELECT * FROM events", lim);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rows.size(), 10u);
+  EXPECT_TRUE(r->truncated);
+  EXPECT_EQ(r->truncated_reason, "row limit 10");
+  lim.max_rows = 1000;
+  lim.max_bytes = 100;
+  auto s = run_query(**reader, "SELECT printf('%.50c', 'x') FROM events", lim);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->truncated);
+  EXPECT_EQ(s->rows.size(), 2u);
+}
+
+}  // namespace
+}  // namespace ingero::store

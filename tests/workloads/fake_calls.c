@@ -1,0 +1,95 @@
+/* Drives the fake runtime (tests/fake_vendor) loaded with dlopen from argv[2].
+ *   fake_calls threads PATH NTHREADS NCALLS  each thread: NCALLS cudaMalloc(4096*(i+1)),
+ *                                            then one cudaDeviceSynchronize (nests a driver call)
+ *   fake_calls exit-midcall PATH             a thread blocks in cudaStreamSynchronize; the
+ *                                            process exits while it is in flight
+ *   fake_calls late PATH                     load, print "loaded", wait for a line on stdin,
+ *                                            then 5 x cudaMalloc(1 MiB)
+ *   fake_calls unload PATH                   3 calls, dlclose, dlopen again, 2 calls
+ * Prints "tid <n>" for every thread that makes calls. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef int (*malloc_t)(void**, size_t);
+typedef int (*sync_t)(void*);
+typedef int (*devsync_t)(void);
+
+static void* lib;
+static int ncalls;
+
+static void* sym(const char* n) {
+  void* s = dlsym(lib, n);
+  if (!s) {
+    fprintf(stderr, "missing %s\n", n);
+    exit(2);
+  }
+  return s;
+}
+
+static void* worker(void* arg) {
+  long idx = (long)arg;
+  printf("tid %ld %ld\n", (long)syscall(SYS_gettid), idx);
+  malloc_t m = (malloc_t)sym("cudaMalloc");
+  devsync_t ds = (devsync_t)sym("cudaDeviceSynchronize");
+  for (int i = 0; i < ncalls; i++) {
+    void* p;
+    m(&p, 4096 * (size_t)(idx + 1));
+  }
+  ds();
+  return NULL;
+}
+
+static void* blocker(void* arg) {
+  (void)arg;
+  printf("tid %ld blocked\n", (long)syscall(SYS_gettid));
+  ((sync_t)sym("cudaStreamSynchronize"))((void*)0xabc);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 3) return 2;
+  lib = dlopen(argv[2], RTLD_NOW);
+  if (!lib) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 2;
+  }
+  printf("pid %d\n", getpid());
+  if (!strcmp(argv[1], "threads")) {
+    int n = argc > 3 ? atoi(argv[3]) : 4;
+    ncalls = argc > 4 ? atoi(argv[4]) : 10;
+    pthread_t t[64];
+    for (long i = 0; i < n && i < 64; i++) pthread_create(&t[i], NULL, worker, (void*)i);
+    for (long i = 0; i < n && i < 64; i++) pthread_join(t[i], NULL);
+  } else if (!strcmp(argv[1], "exit-midcall")) {
+    pthread_t t;
+    setenv("INGERO_FAKE_SYNC_BLOCK", "1", 1);
+    pthread_create(&t, NULL, blocker, NULL);
+    usleep(300 * 1000);
+    exit(0);
+  } else if (!strcmp(argv[1], "late")) {
+    printf("loaded\n");
+    char line[64];
+    if (!fgets(line, sizeof(line), stdin)) return 3;
+    malloc_t m = (malloc_t)sym("cudaMalloc");
+    for (int i = 0; i < 5; i++) {
+      void* p;
+      m(&p, 1 << 20);
+    }
+  } else if (!strcmp(argv[1], "unload")) {
+    malloc_t m = (malloc_t)sym("cudaMalloc");
+    void* p;
+    for (int i = 0; i < 3; i++) m(&p, 100);
+    dlclose(lib);
+    lib = dlopen(argv[2], RTLD_NOW);
+    m = (malloc_t)sym("cudaMalloc");
+    for (int i = 0; i < 2; i++) m(&p, 200);
+  }
+  return 0;
+}
