@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "app/commands.h"
+#include "app/event_pipeline.h"
 #include "app/host_info.h"
 #include "hal/bpf_session.h"
 #include "hal/probe_manager.h"
@@ -68,10 +69,6 @@ class Trace {
   int run();
 
  private:
-  void on_record(const void* data, size_t size);
-  // Prints a store error once per distinct message; the totals go in the final summary.
-  void report_store(const Status& st);
-  void note_pid(uint32_t pid, const char* comm);
   void print_libraries(const std::vector<hal::LibraryStatus>& libs);
   void rescan_pending();
   void live_line(bool final);
@@ -85,12 +82,8 @@ class Trace {
   std::unique_ptr<store::TraceWriter> writer_;
   std::unique_ptr<hal::CallDecoder> decoder_;
   hal::LocalHost host_;
-  hal::Event ev_;
+  std::unique_ptr<EventPipeline> pipeline_;
   std::set<int> rescan_;
-  std::unordered_set<uint32_t> seen_pids_;
-  uint64_t calls_ = 0, unknown_probe_ = 0, malformed_ = 0, libwatch_ = 0;
-  uint64_t store_error_reports_ = 0;
-  std::string last_store_error_;
   pid_t child_ = -1;
   int child_status_ = 0;
   bool child_done_ = false;
@@ -98,66 +91,6 @@ class Trace {
   int64_t start_mono_ = 0;
   bool tty_ = false;
 };
-
-void Trace::note_pid(uint32_t pid, const char* comm) {
-  if (!seen_pids_.insert(pid).second) return;
-  std::string base = "/proc/" + std::to_string(pid);
-  std::string name = read_small_file(base + "/comm");
-  std::string cmdline = read_small_file(base + "/cmdline");
-  for (auto& c : cmdline)
-    if (c == '\0') c = ' ';
-  if (name.empty()) name = comm;  // already exited: keep what the kernel told us
-  if (auto st = writer_->note_process(pid, name, cmdline, wall_now_ns()); !st) {
-    last_store_error_ = st.error().message;
-  }
-}
-
-void Trace::on_record(const void* data, size_t size) {
-  if (size < sizeof(uint32_t)) {
-    ++malformed_;
-    return;
-  }
-  uint32_t type;
-  std::memcpy(&type, data, sizeof(type));
-  switch (type) {
-    case INGERO_REC_CALL: {
-      if (size < sizeof(ingero_call_rec)) {
-        ++malformed_;
-        return;
-      }
-      const auto* rec = static_cast<const ingero_call_rec*>(data);
-      if (!decoder_->decode(*rec, ev_)) {
-        ++unknown_probe_;
-        return;
-      }
-      ++calls_;
-      note_pid(rec->pid, rec->comm);
-      report_store(writer_->add(ev_));
-      break;
-    }
-    case INGERO_REC_LIBWATCH: {
-      if (size < sizeof(ingero_libwatch_rec)) {
-        ++malformed_;
-        return;
-      }
-      const auto* rec = static_cast<const ingero_libwatch_rec*>(data);
-      ++libwatch_;
-      rescan_.insert(int(rec->pid));
-      break;
-    }
-    default:
-      ++malformed_;
-  }
-}
-
-void Trace::report_store(const Status& st) {
-  if (st) return;
-  if (st.error().message != last_store_error_)
-    std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: " << st.error().message
-              << " (events are being lost; the trace keeps what was already committed)\n";
-  last_store_error_ = st.error().message;
-  ++store_error_reports_;
-}
 
 void Trace::print_libraries(const std::vector<hal::LibraryStatus>& libs) {
   if (opts_.quiet) return;
@@ -200,7 +133,8 @@ void Trace::live_line(bool final) {
   double secs = double(mono_now_ns() - start_mono_) / 1e9;
   auto st = session_->stats();
   std::fprintf(stderr, "\r\033[Kingero: %.1fs  calls %llu (%.0f/s)  stored %llu  drops %llu  probes %zu%s",
-               secs, (unsigned long long)calls_, secs > 0 ? double(calls_) / secs : 0.0,
+               secs, (unsigned long long)pipeline_->counters().calls,
+               secs > 0 ? double(pipeline_->counters().calls) / secs : 0.0,
                (unsigned long long)writer_->written(),
                (unsigned long long)(st[INGERO_STAT_RINGBUF_DROPS] + st[INGERO_STAT_HOST_DROPS]),
                probes_->attached_probes(), final ? "\n" : "");
@@ -282,6 +216,12 @@ int Trace::run() {
 
   probes_ = std::make_unique<hal::ProbeManager>(session_.get(), *backends, host_);
   decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
+  pipeline_ = std::make_unique<EventPipeline>(*decoder_, *writer_);
+  pipeline_->on_libwatch = [this](int pid) { rescan_.insert(pid); };
+  pipeline_->on_store_error = [this](const std::string& m) {
+    std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: " << m
+              << " (events are being lost; the trace keeps what was already committed)\n";
+  };
   auto libs = probes_->scan_all();
   if (!opts_.command.empty()) {
     // The program about to run may carry a static runtime: attach before releasing it.
@@ -330,10 +270,10 @@ int Trace::run() {
                                 l.build_id, l.embedded, l.specs_total, l.specs_resolved,
                                 l.probes_attached, missing, errors});
   }
-  report_store(writer_->commit());
+  pipeline_->commit();
 
   auto reader = hal::RingReader::create(session_->events_fd(),
-                                        [this](const void* d, size_t n) { on_record(d, n); });
+                                        [this](const void* d, size_t n) { pipeline_->on_record(d, n); });
   if (!reader) {
     std::cerr << "ingero trace: " << reader.error().message << "\n";
     return kExitNoTracing;
@@ -383,7 +323,7 @@ int Trace::run() {
     rescan_pending();
     now = mono_now_ns();
     if (now >= next_flush) {
-      report_store(writer_->commit());
+      pipeline_->commit();
       next_flush = now + int64_t(opts_.flush_ms) * 1000000;
     }
     if (now >= next_live) {
@@ -415,9 +355,10 @@ int Trace::run() {
                          "unpaired_return", "frames_discarded", "unfinished", "host_drops",
                          "host_records", "selftest"};
   for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
-  sj["unknown_probe_records"] = unknown_probe_;
-  sj["malformed_records"] = malformed_;
-  sj["libwatch_records"] = libwatch_;
+  const auto& pc = pipeline_->counters();
+  sj["unknown_probe_records"] = pc.unknown_probe;
+  sj["malformed_records"] = pc.malformed;
+  sj["libwatch_records"] = pc.libwatch;
   store::SessionEnd end;
   end.stopped_at_ns = wall_now_ns();
   end.attached_probes = probes_->attached_probes();
@@ -430,7 +371,7 @@ int Trace::run() {
 
   int code = kExitOk;
   if (!opts_.quiet) {
-    std::cerr << "ingero: stopped (" << exit_reason << "): " << calls_ << " calls decoded, "
+    std::cerr << "ingero: stopped (" << exit_reason << "): " << pc.calls << " calls decoded, "
               << writer_->written() << " events stored in " << db;
     struct stat st {};
     if (stat(db.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
@@ -444,12 +385,12 @@ int Trace::run() {
     if (end.unfinished_calls)
       std::cerr << "ingero: " << end.unfinished_calls
                 << " calls were still running when their thread exited (stored as unfinished)\n";
-    if (unknown_probe_ || malformed_)
-      std::cerr << "ingero: " << unknown_probe_ + malformed_ << " records could not be decoded\n";
+    if (pc.unknown_probe || pc.malformed)
+      std::cerr << "ingero: " << pc.unknown_probe + pc.malformed << " records could not be decoded\n";
   }
   if (writer_->failed() || !fin) {
     std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db
-              << (last_store_error_.empty() ? "" : ": " + last_store_error_)
+              << (pipeline_->last_store_error().empty() ? "" : ": " + pipeline_->last_store_error())
               << (fin ? "" : "; " + fin.error().message) << "\n";
     code = kExitFailure;
   }

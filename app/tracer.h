@@ -23,7 +23,7 @@ struct TraceOptions {
   bool live = true;                  // live one-line summary when stderr is a TTY
   bool quiet = false;
   int flush_ms = 200;
-  uint32_t ringbuf_mb = 64;
+  uint32_t ringbuf_mb = 16;
   std::string flags;                 // recorded in the session row
 };
 

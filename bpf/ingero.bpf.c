@@ -102,6 +102,15 @@ struct {
   __type(value, __u64);
 } stats SEC(".maps");
 
+/* Waking the reader for every record costs an irq_work + IPI per call, which dominated the
+ * per-call cost in measurement (bench/). The reader polls with a short timeout anyway, so wake
+ * it only when enough data is queued to be worth it. */
+#define INGERO_WAKEUP_BYTES (256 * 1024)
+static __always_inline __u64 wakeup_flags(void) {
+  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= INGERO_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
+                                                                           : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void stat_inc(__u32 which) {
   __u64* v = bpf_map_lookup_elem(&stats, &which);
   if (v) *v += 1;
@@ -201,11 +210,15 @@ int ingero_entry(struct pt_regs* ctx) {
   return 0;
 }
 
-/* Fills and submits one call record from frame f. */
-static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f,
-                                      __u32 depth, __u32 tid, __u64 end_ns, __u64 ret,
-                                      __u16 extra_flags, struct ingero_recipe* r) {
-  struct ingero_call_rec* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+/* Fills and submits one call record from frame f. `full` is a compile-time constant at each
+ * call site: the verifier needs constant reservation sizes, so the short record (no entry
+ * buffer) and the full one are two inlined copies. */
+static __always_inline void emit_call_sized(struct ingero_thread* t, struct ingero_frame* f,
+                                            __u32 depth, __u32 tid, __u64 end_ns, __u64 ret,
+                                            __u16 extra_flags, struct ingero_recipe* r,
+                                            const bool full) {
+  struct ingero_call_rec* e =
+      bpf_ringbuf_reserve(&events, full ? sizeof(*e) : INGERO_CALL_REC_SHORT, 0);
   if (!e) {
     stat_inc(INGERO_STAT_RINGBUF_DROPS);
     return;
@@ -232,7 +245,7 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
   e->return_len = 0;
   bpf_get_current_comm(e->comm, sizeof(e->comm));
   __builtin_memcpy(e->preemptor_comm, f->preemptor_comm, sizeof(e->preemptor_comm));
-  __builtin_memcpy(e->entry_buf, f->entry_buf, sizeof(e->entry_buf));
+  if (full) __builtin_memcpy(e->entry_buf, f->entry_buf, sizeof(e->entry_buf));
 
   if (r && r->return_read.src != INGERO_PTR_NONE) {
     __u32 len = r->return_read.len;
@@ -248,8 +261,17 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
       e->flags |= INGERO_CALL_RETURN_READ_FAULT;
     }
   }
-  bpf_ringbuf_submit(e, 0);
+  bpf_ringbuf_submit(e, wakeup_flags());
   stat_inc(INGERO_STAT_CALLS);
+}
+
+static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f,
+                                      __u32 depth, __u32 tid, __u64 end_ns, __u64 ret,
+                                      __u16 extra_flags, struct ingero_recipe* r) {
+  if (f->entry_len)
+    emit_call_sized(t, f, depth, tid, end_ns, ret, extra_flags, r, true);
+  else
+    emit_call_sized(t, f, depth, tid, end_ns, ret, extra_flags, r, false);
 }
 
 SEC("uretprobe")
@@ -331,7 +353,8 @@ static __always_inline void emit_libwatch(__u32 kind) {
   e->tid = (__u32)id;
   e->ts_ns = bpf_ktime_get_ns();
   bpf_get_current_comm(e->comm, sizeof(e->comm));
-  bpf_ringbuf_submit(e, 0);
+  /* Rare and latency-sensitive: the process may be about to call into a new library. */
+  bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 /* With a pid filter, children of traced processes are traced too (DataLoader workers,

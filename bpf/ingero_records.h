@@ -87,9 +87,12 @@ struct ingero_call_rec {
   __u16 return_len;
   char comm[INGERO_COMM_LEN];
   char preemptor_comm[INGERO_COMM_LEN];
-  __u8 entry_buf[INGERO_ENTRY_READ_MAX];
   __u8 return_buf[INGERO_RETURN_READ_MAX];
+  /* Last, so probes without an entry capture submit a shorter record
+   * (INGERO_CALL_REC_SHORT bytes); user space must not read past the record size. */
+  __u8 entry_buf[INGERO_ENTRY_READ_MAX];
 };
+#define INGERO_CALL_REC_SHORT (sizeof(struct ingero_call_rec) - INGERO_ENTRY_READ_MAX)
 
 /* A process exec'd or its link map changed (dlopen/dlclose, or the initial load): user
  * space re-scans its mappings for libraries to attach. */

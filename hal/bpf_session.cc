@@ -277,9 +277,13 @@ int RingReader::trampoline(void* ctx, void* data, size_t size) {
 
 Result<int> RingReader::poll(int timeout_ms) {
   int n = ring_buffer__poll(rb_, timeout_ms);
-  if (n == -EINTR) return 0;
+  if (n == -EINTR) n = 0;
   if (n < 0) return bpf_error("polling the ring buffer", n);
-  return n;
+  // The BPF side skips wake-ups for small amounts of data (they cost more than the call
+  // being traced), so a timeout does not mean the buffer is empty: consume regardless.
+  int m = ring_buffer__consume(rb_);
+  if (m < 0) return bpf_error("draining the ring buffer", m);
+  return n + m;
 }
 
 Result<int> RingReader::drain() {

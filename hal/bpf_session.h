@@ -66,7 +66,7 @@ struct AttachResult {
 };
 
 struct BpfConfig {
-  uint32_t ringbuf_bytes = 64u << 20;  // power of two
+  uint32_t ringbuf_bytes = 16u << 20;  // power of two; mapped twice, so counts 2x in RSS
   std::vector<uint32_t> pids;          // tgid filter; empty traces every process
   uint64_t cgroup_id = 0;              // 0 = any cgroup
   bool host_context = true;            // scheduler/memory/block/TCP programs

@@ -260,8 +260,6 @@ ingero::Status migrate(Db& db) {
   if (from < 1) {
     if (auto st = db.exec(kTablesV1); !st) return fail(st.error());
     if (auto st = db.exec(events_ddl()); !st) return fail(st.error());
-    if (auto st = db.exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)"); !st)
-      return fail(st.error());
   }
   if (from < kSchemaVersion) {
     auto ins = db.prepare(

@@ -46,8 +46,14 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string
   Db& d = *w->db_;
   // WAL: readers can query a live trace. NORMAL: commits need no fsync; a power cut can lose
   // the last commits but never corrupts the file.
+  // 16 KiB pages: fewer B-tree splits and WAL frames per event than 4 KiB (bench/: 661k vs
+  // ~470k events/s), while an empty trace stays small. Only takes effect on a new file.
+  if (info->format == TraceFormat::kEmpty) (void)d.exec("PRAGMA page_size = 16384");
+  // The time index is dropped while writing and rebuilt by finish(): maintaining it per insert
+  // costs a third of the write path, and events arrive almost in time order anyway.
+  (void)d.exec("DROP INDEX IF EXISTS idx_events_timestamp");
   for (const char* p : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
-                        "PRAGMA cache_size = -16384", "PRAGMA wal_autocheckpoint = 4000",
+                        "PRAGMA cache_size = -8192", "PRAGMA wal_autocheckpoint = 4000",
                         "PRAGMA temp_store = MEMORY"}) {
     if (auto st = d.exec(p); !st) return ingero::make_error(path + ": " + st.error().message);
   }
@@ -325,6 +331,8 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
       .bind(6, int64_t(failed_)).bind(7, int64_t(end.unfinished_calls)).bind(8, end.bpf_stats_json)
       .bind(9, end.exit_reason).bind(10, session_id_);
   if (auto r = st->step(); !r) return r.error();
+  if (auto ix = db_->exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)"); !ix && result)
+    result = ix;
   // Self-contained file: fold the WAL back in so the trace can be copied or opened from
   // read-only media.
   (void)db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");

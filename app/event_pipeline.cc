@@ -1,0 +1,81 @@
+#include "app/event_pipeline.h"
+
+#include <cstring>
+
+#include "app/host_info.h"
+#include "hal/record_layout.h"
+
+namespace ingero::app {
+
+void EventPipeline::report(const ingero::Status& st) {
+  if (st) return;
+  ++counters_.store_errors;
+  if (st.error().message != last_store_error_ && on_store_error) on_store_error(st.error().message);
+  last_store_error_ = st.error().message;
+}
+
+void EventPipeline::note_pid(uint32_t pid, const char* comm) {
+  if (!seen_pids_.insert(pid).second) return;
+  std::string name, cmdline;
+  if (read_proc) {
+    std::string base = "/proc/" + std::to_string(pid);
+    name = read_small_file(base + "/comm");
+    cmdline = read_small_file(base + "/cmdline");
+    for (auto& c : cmdline)
+      if (c == '\0') c = ' ';
+  }
+  if (name.empty()) name = std::string(comm, strnlen(comm, INGERO_COMM_LEN));  // already exited
+  report(writer_.note_process(pid, name, cmdline, wall_now_ns()));
+}
+
+void EventPipeline::on_record(const void* data, size_t size) {
+  if (size < sizeof(uint32_t)) {
+    ++counters_.malformed;
+    return;
+  }
+  uint32_t type;
+  std::memcpy(&type, data, sizeof(type));
+  switch (type) {
+    case INGERO_REC_CALL: {
+      if (size < INGERO_CALL_REC_SHORT) {
+        ++counters_.malformed;
+        return;
+      }
+      const ingero_call_rec* rec = static_cast<const ingero_call_rec*>(data);
+      ingero_call_rec full;
+      if (size < sizeof(ingero_call_rec)) {
+        // A short record: no entry capture. Copy into a full-size struct so no reader can
+        // run past the end of the ring-buffer sample.
+        std::memcpy(&full, data, INGERO_CALL_REC_SHORT);
+        full.entry_len = 0;
+        rec = &full;
+      } else if (rec->entry_len > INGERO_ENTRY_READ_MAX) {
+        ++counters_.malformed;
+        return;
+      }
+      if (!decoder_.decode(*rec, ev_)) {
+        ++counters_.unknown_probe;
+        return;
+      }
+      ++counters_.calls;
+      note_pid(rec->pid, rec->comm);
+      report(writer_.add(ev_));
+      break;
+    }
+    case INGERO_REC_LIBWATCH: {
+      if (size < sizeof(ingero_libwatch_rec)) {
+        ++counters_.malformed;
+        return;
+      }
+      ++counters_.libwatch;
+      if (on_libwatch) on_libwatch(int(static_cast<const ingero_libwatch_rec*>(data)->pid));
+      break;
+    }
+    default:
+      ++counters_.malformed;
+  }
+}
+
+void EventPipeline::commit() { report(writer_.commit()); }
+
+}  // namespace ingero::app

@@ -1,0 +1,53 @@
+// Ring-buffer records -> decoded Events -> the trace file. The one path every record takes,
+// live (`ingero trace`) and synthetic (bench/pipeline_bench), so the benchmark measures
+// what ships.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_set>
+
+#include "hal/record_decoder.h"
+#include "store/trace_writer.h"
+
+namespace ingero::app {
+
+class EventPipeline {
+ public:
+  struct Counters {
+    uint64_t calls = 0;          // decoded vendor calls
+    uint64_t unknown_probe = 0;  // call records whose probe id is not in the table
+    uint64_t malformed = 0;      // records too short or of an unknown type
+    uint64_t libwatch = 0;       // exec / link-map notifications
+    uint64_t store_errors = 0;   // add/commit failures reported
+  };
+
+  EventPipeline(const hal::CallDecoder& decoder, store::TraceWriter& writer)
+      : decoder_(decoder), writer_(writer) {}
+
+  // Called for exec and link-map notifications (re-scan that pid for libraries).
+  std::function<void(int pid)> on_libwatch;
+  // Called once per distinct store error message.
+  std::function<void(const std::string& message)> on_store_error;
+  // Whether to read /proc/PID/{comm,cmdline} for each new pid (off in benchmarks).
+  bool read_proc = true;
+
+  void on_record(const void* data, size_t size);
+  void commit();
+  const Counters& counters() const { return counters_; }
+  const std::string& last_store_error() const { return last_store_error_; }
+
+ private:
+  void report(const ingero::Status& st);
+  void note_pid(uint32_t pid, const char* comm);
+
+  const hal::CallDecoder& decoder_;
+  store::TraceWriter& writer_;
+  hal::Event ev_;
+  std::unordered_set<uint32_t> seen_pids_;
+  Counters counters_;
+  std::string last_store_error_;
+};
+
+}  // namespace ingero::app

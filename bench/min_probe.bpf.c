@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The smallest useful probes, as the baseline for ingero's per-call cost: count entries,
+ * and count entries + returns. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, __u64);
+} counts SEC(".maps");
+
+static __always_inline void bump(__u32 k) {
+  __u64* v = bpf_map_lookup_elem(&counts, &k);
+  if (v) *v += 1;
+}
+
+SEC("uprobe")
+int min_entry(void* ctx) {
+  bump(0);
+  return 0;
+}
+
+SEC("uretprobe")
+int min_return(void* ctx) {
+  bump(1);
+  return 0;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and prints ratios (docs/performance.md explains each target).
+#   bench/run_benchmarks.sh [BUILD_DIR]
+# Per-call overhead and memory need root (BPF); the pipeline benchmark does not.
+set -euo pipefail
+B=${1:-build}
+ING=$B/app/ingero
+FAKE_VENV=$B/tests/fake/venv
+LIB=$FAKE_VENV/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13
+SYM=cudaFree
+N=${CALLS:-200000}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+ns() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["ns_per_call"])'; }
+
+echo "== pipeline: ring-buffer record -> decode -> SQLite, one core"
+$B/bench/pipeline_bench 2000000 "$out/pipe.db"
+
+if [[ $EUID -ne 0 ]]; then echo "(not root: skipping the BPF benchmarks)"; exit 0; fi
+
+echo "== per-call overhead: $SYM in a tight loop, $N calls (median of 5 runs each)"
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+run_plain() { for i in 1 2 3 4 5; do $B/bench/call_loop "$LIB" $SYM "$N" | ns; done | median; }
+run_min() {
+  local mode=$1
+  for i in 1 2 3 4 5; do
+    coproc MP { $B/bench/min_probe "$LIB" $SYM "$mode"; }
+    read -r line <&"${MP[0]}"
+    $B/bench/call_loop "$LIB" $SYM "$N" | ns
+    eval "exec ${MP[1]}>&-"
+    wait "$MP_PID" 2>/dev/null || true
+  done | median
+}
+run_ingero() {
+  for i in 1 2 3 4 5; do
+    VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live --db "$out/ovh$i.db" -- $B/bench/call_loop "$LIB" $SYM "$N" | ns
+  done | median
+}
+base=$(run_plain)
+minE=$(run_min entry)
+minP=$(run_min pair)
+ing=$(run_ingero)
+python3 - "$base" "$minE" "$minP" "$ing" <<'PY'
+import sys
+base, e, p, i = map(float, sys.argv[1:])
+print(f"untraced            {base:8.1f} ns/call")
+print(f"min counting entry  {e:8.1f} ns/call  (+{e-base:.1f})")
+print(f"min counting pair   {p:8.1f} ns/call  (+{p-base:.1f})")
+print(f"ingero trace        {i:8.1f} ns/call  (+{i-base:.1f})")
+print(f"ratio ingero / min pair  (cost over untraced): {(i-base)/(p-base):.2f}x   target <= 1.25x")
+print(f"ratio ingero / min entry (cost over untraced): {(i-base)/(e-base):.2f}x")
+PY
+
+echo "== memory: ingero trace RSS with >=100 probes attached and 50,000 calls/s for 20 s"
+CUDA_HOME=$B/tests/fake/cuda_home VIRTUAL_ENV=$FAKE_VENV $ING trace --no-live --db "$out/mem.db" \
+  -- $B/bench/call_loop "$LIB" $SYM 1000000 50000 > "$out/mem.out" 2>"$out/mem.err" &
+tpid=$!
+sleep 10
+peak=0
+for i in $(seq 1 10); do
+  rss=$(awk '/VmRSS/ {print $2}' /proc/$tpid/status 2>/dev/null || echo 0)
+  (( rss > peak )) && peak=$rss
+  sleep 1
+done
+wait $tpid || true
+stored=$($ING query --db "$out/mem.db" "select events_stored || ' events, ' || attached_probes || ' probes attached' from sessions" | sed -n 3p)
+echo "peak RSS $((peak / 1024)) MiB (target < 64 MiB); $stored"

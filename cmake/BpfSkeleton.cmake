@@ -1,0 +1,39 @@
+# BPF objects: clang -target bpf, CO-RE against a vmlinux.h dumped from the running kernel's
+# BTF at build time, then a libbpf skeleton header (NAME.skel.h, struct NAME_bpf).
+find_program(BPF_CLANG NAMES clang clang-14 REQUIRED)
+find_program(BPFTOOL NAMES bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
+set(INGERO_VMLINUX_BTF "/sys/kernel/btf/vmlinux" CACHE FILEPATH "BTF used to generate vmlinux.h")
+set(INGERO_BPF_GEN_DIR ${CMAKE_BINARY_DIR}/bpf)
+
+execute_process(COMMAND uname -m OUTPUT_VARIABLE _arch OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(_arch STREQUAL "x86_64")
+  set(BPF_TARGET_ARCH x86)
+elseif(_arch STREQUAL "aarch64")
+  set(BPF_TARGET_ARCH arm64)
+else()
+  message(FATAL_ERROR "unsupported architecture ${_arch}")
+endif()
+
+add_custom_command(
+  OUTPUT ${INGERO_BPF_GEN_DIR}/vmlinux.h
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${INGERO_BPF_GEN_DIR}
+  COMMAND ${BPFTOOL} btf dump file ${INGERO_VMLINUX_BTF} format c > ${INGERO_BPF_GEN_DIR}/vmlinux.h.tmp
+  COMMAND ${CMAKE_COMMAND} -E rename ${INGERO_BPF_GEN_DIR}/vmlinux.h.tmp ${INGERO_BPF_GEN_DIR}/vmlinux.h
+  COMMENT "Generating vmlinux.h from ${INGERO_VMLINUX_BTF}")
+
+# ingero_bpf_skeleton(NAME SRC_DIR OUT_VAR): SRC_DIR/NAME.bpf.c -> NAME.skel.h
+function(ingero_bpf_skeleton name src_dir out_var)
+  set(src ${src_dir}/${name}.bpf.c)
+  set(out ${INGERO_BPF_GEN_DIR})
+  file(GLOB _hdrs ${src_dir}/*.h ${PROJECT_SOURCE_DIR}/bpf/*.h)
+  add_custom_command(
+    OUTPUT ${out}/${name}.skel.h
+    COMMAND ${BPF_CLANG} -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_${BPF_TARGET_ARCH}
+            -I${out} -I${src_dir} -I${PROJECT_SOURCE_DIR}/bpf -c ${src} -o ${out}/${name}.bpf.o
+    COMMAND ${BPFTOOL} gen object ${out}/${name}.linked.o ${out}/${name}.bpf.o
+    COMMAND ${BPFTOOL} gen skeleton ${out}/${name}.linked.o name ${name}_bpf > ${out}/${name}.skel.h.tmp
+    COMMAND ${CMAKE_COMMAND} -E rename ${out}/${name}.skel.h.tmp ${out}/${name}.skel.h
+    DEPENDS ${src} ${_hdrs} ${out}/vmlinux.h
+    COMMENT "BPF skeleton ${name}")
+  set(${out_var} ${out}/${name}.skel.h PARENT_SCOPE)
+endfunction()
