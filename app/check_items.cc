@@ -4,9 +4,12 @@ namespace ingero::app {
 
 std::string_view status_name(CheckStatus s) {
   switch (s) {
-    case CheckStatus::kPass: return "pass";
-    case CheckStatus::kOptional: return "optional";
-    case CheckStatus::kFail: return "fail";
+    case CheckStatus::kPass:
+      return "pass";
+    case CheckStatus::kOptional:
+      return "optional";
+    case CheckStatus::kFail:
+      return "fail";
   }
   return "";
 }
@@ -18,22 +21,34 @@ bool CheckReport::can_trace() const {
 }
 
 nlohmann::json library_json(const hal::LibraryStatus& lib) {
-  nlohmann::json j = {
-      {"backend", lib.backend}, {"vendor", lib.vendor}, {"api", lib.api}, {"path", lib.path},
-      {"soname", lib.soname}, {"version", lib.version}, {"build_id", lib.build_id},
-      {"embedded", lib.embedded}, {"stub", lib.stub},
-      {"sources", lib.sources}, {"pids", lib.pids},
-      {"probes_resolved", lib.specs_resolved}, {"probes_total", lib.specs_total},
-      {"probes_attached", lib.probes_attached}, {"missing", lib.missing_required},
-      {"missing_optional", lib.missing_optional}, {"errors", lib.errors}};
+  nlohmann::json j = {{"backend", lib.backend},
+                      {"vendor", lib.vendor},
+                      {"api", lib.api},
+                      {"path", lib.path},
+                      {"soname", lib.soname},
+                      {"version", lib.version},
+                      {"build_id", lib.build_id},
+                      {"embedded", lib.embedded},
+                      {"stub", lib.stub},
+                      {"sources", lib.sources},
+                      {"pids", lib.pids},
+                      {"probes_resolved", lib.specs_resolved},
+                      {"probes_total", lib.specs_total},
+                      {"probes_attached", lib.probes_attached},
+                      {"missing", lib.missing_required},
+                      {"missing_optional", lib.missing_optional},
+                      {"errors", lib.errors}};
   return j;
 }
 
 nlohmann::json check_report_json(const CheckReport& rep) {
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& i : rep.items)
-    checks.push_back({{"name", i.name}, {"status", status_name(i.status)}, {"value", i.value},
-                      {"detail", i.detail}, {"fix", i.fix}});
+    checks.push_back({{"name", i.name},
+                      {"status", status_name(i.status)},
+                      {"value", i.value},
+                      {"detail", i.detail},
+                      {"fix", i.fix}});
   nlohmann::json libs = nlohmann::json::array();
   for (const auto& l : rep.libraries) libs.push_back(library_json(l));
   return {{"can_trace", rep.can_trace()}, {"checks", checks}, {"libraries", libs}};
@@ -48,7 +63,8 @@ void print_check_report(std::ostream& out, const CheckReport& rep) {
         << std::string(w + 2 - i.name.size(), ' ') << i.value;
     if (!i.detail.empty()) out << "  (" << i.detail << ")";
     out << "\n";
-    if (!i.fix.empty() && i.status != CheckStatus::kPass) out << std::string(13 + w + 2, ' ') << "fix: " << i.fix << "\n";
+    if (!i.fix.empty() && i.status != CheckStatus::kPass)
+      out << std::string(13 + w + 2, ' ') << "fix: " << i.fix << "\n";
   }
   if (!rep.libraries.empty()) out << "\nLibraries:\n";
   for (const auto& l : rep.libraries) {
@@ -77,7 +93,10 @@ void print_check_report(std::ostream& out, const CheckReport& rep) {
       out << "\n";
     }
   }
-  out << "\n" << (rep.can_trace() ? "Tracing can work on this host." : "Tracing cannot work on this host: see the failed lines.") << "\n";
+  out << "\n"
+      << (rep.can_trace() ? "Tracing can work on this host."
+                          : "Tracing cannot work on this host: see the failed lines.")
+      << "\n";
 }
 
 }  // namespace ingero::app

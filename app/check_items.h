@@ -23,7 +23,8 @@ struct CheckItem {
 struct CheckReport {
   std::vector<CheckItem> items;
   std::vector<hal::LibraryStatus> libraries;
-  void add(std::string name, CheckStatus s, std::string value, std::string detail, std::string fix) {
+  void add(std::string name, CheckStatus s, std::string value, std::string detail,
+           std::string fix) {
     items.push_back({std::move(name), s, std::move(value), std::move(detail), std::move(fix)});
   }
   bool can_trace() const;

@@ -32,7 +32,8 @@ void check_uprobe(hal::BpfSession& session, CheckReport& rep) {
   }
   exe[n] = 0;
   auto idx = hal::SymbolIndex::load(exe);
-  const hal::ElfSymbol* sym = idx ? (*idx)->find_function("ingero_uprobe_selftest_target") : nullptr;
+  const hal::ElfSymbol* sym =
+      idx ? (*idx)->find_function("ingero_uprobe_selftest_target") : nullptr;
   auto off = sym ? (*idx)->file_offset(sym->value) : std::nullopt;
   if (!off) {
     rep.add("uprobes", CheckStatus::kFail, "", "self-test symbol not found in " + std::string(exe),
@@ -50,7 +51,8 @@ void check_uprobe(hal::BpfSession& session, CheckReport& rep) {
   (void)v;
   uint64_t hits = session.stats()[INGERO_STAT_SELFTEST] - before;
   if (hits == 1)
-    rep.add("uprobes", CheckStatus::kPass, "fired", "a uprobe on this binary fired exactly once", "");
+    rep.add("uprobes", CheckStatus::kPass, "fired", "a uprobe on this binary fired exactly once",
+            "");
   else
     rep.add("uprobes", CheckStatus::kFail, std::to_string(hits) + " hits",
             "a uprobe attached but did not fire as expected", "check kernel uprobe support");
@@ -58,7 +60,8 @@ void check_uprobe(hal::BpfSession& session, CheckReport& rep) {
 
 }  // namespace
 
-CheckReport run_checks(const hal::BackendRegistry& registry, const std::vector<const hal::VendorBackend*>& backends) {
+CheckReport run_checks(const hal::BackendRegistry& registry,
+                       const std::vector<const hal::VendorBackend*>& backends) {
   CheckReport rep;
   HostInfo host = read_host_info();
   rep.add("kernel", CheckStatus::kPass, host.kernel, host.os_release, "");
@@ -78,7 +81,8 @@ CheckReport run_checks(const hal::BackendRegistry& registry, const std::vector<c
     rep.add("privileges", CheckStatus::kPass, root ? "root" : "CAP_BPF+CAP_PERFMON",
             "may load BPF programs and open perf events", "");
   else
-    rep.add("privileges", CheckStatus::kFail, "unprivileged", "tracing needs root or CAP_BPF+CAP_PERFMON",
+    rep.add("privileges", CheckStatus::kFail, "unprivileged",
+            "tracing needs root or CAP_BPF+CAP_PERFMON",
             "run as root, or: setcap cap_bpf,cap_perfmon+ep $(command -v ingero)");
 
   std::string paranoid = read_small_file("/proc/sys/kernel/perf_event_paranoid");
@@ -87,14 +91,18 @@ CheckReport run_checks(const hal::BackendRegistry& registry, const std::vector<c
 
   bool pmu = hal::has_uprobe_pmu();
   bool tracefs = read_small_file("/proc/mounts").find(" tracefs ") != std::string::npos;
-  rep.add("uprobe_pmu", pmu ? CheckStatus::kPass : CheckStatus::kOptional, pmu ? "present" : "missing",
+  rep.add("uprobe_pmu", pmu ? CheckStatus::kPass : CheckStatus::kOptional,
+          pmu ? "present" : "missing",
           pmu ? "uprobes attach through perf_event_open without tracefs"
               : "uprobes fall back to tracefs",
           pmu ? "" : "ingero trace mounts tracefs itself when needed");
-  rep.add("tracefs", tracefs ? CheckStatus::kPass : CheckStatus::kOptional,
-          tracefs ? "mounted" : "not mounted",
-          pmu ? "not needed: BTF tracepoints and the uprobe PMU are used" : "needed for uprobes",
-          tracefs ? "" : "mount -t tracefs tracefs /sys/kernel/tracing (ingero trace does this when needed)");
+  rep.add(
+      "tracefs", tracefs ? CheckStatus::kPass : CheckStatus::kOptional,
+      tracefs ? "mounted" : "not mounted",
+      pmu ? "not needed: BTF tracepoints and the uprobe PMU are used" : "needed for uprobes",
+      tracefs
+          ? ""
+          : "mount -t tracefs tracefs /sys/kernel/tracing (ingero trace does this when needed)");
 
   hal::BpfConfig cfg;
   cfg.ringbuf_bytes = 1u << 16;
@@ -122,12 +130,14 @@ CheckReport run_checks(const hal::BackendRegistry& registry, const std::vector<c
     size_t found = 0;
     for (const auto& lib : pm.libraries())
       if (lib.backend == b->name()) ++found;
-    rep.add("backend:" + std::string(b->name()), !enabled ? CheckStatus::kOptional
-                                                  : found ? CheckStatus::kPass
-                                                          : CheckStatus::kOptional,
-            !enabled ? "disabled" : std::to_string(found) + " libraries",
-            found ? "libraries found; see below" : "no library of this vendor found on this host",
-            found || !enabled ? "" : "install the vendor runtime, or start the workload and re-run");
+    rep.add(
+        "backend:" + std::string(b->name()),
+        !enabled ? CheckStatus::kOptional
+        : found  ? CheckStatus::kPass
+                 : CheckStatus::kOptional,
+        !enabled ? "disabled" : std::to_string(found) + " libraries",
+        found ? "libraries found; see below" : "no library of this vendor found on this host",
+        found || !enabled ? "" : "install the vendor runtime, or start the workload and re-run");
   }
   rep.libraries = pm.libraries();
   return rep;

@@ -61,7 +61,8 @@ void add_query_command(CLI::App& app, Context& ctx) {
     if (o->json) {
       std::cout << to_json(*res).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 << "\n";
-      if (res->truncated) std::cerr << "ingero query: truncated at " << res->truncated_reason << "\n";
+      if (res->truncated)
+        std::cerr << "ingero query: truncated at " << res->truncated_reason << "\n";
     } else {
       print_table(std::cout, *res);
     }

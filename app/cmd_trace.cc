@@ -19,16 +19,19 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto duration = std::make_shared<std::string>();
   auto pids = std::make_shared<std::vector<uint32_t>>();
   cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow");
-  cmd->add_option("--duration", *duration, "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)");
+  cmd->add_option("--duration", *duration,
+                  "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)");
   cmd->add_option("--db,--out,-o", o->db_path, "Trace file to write (default ~/.ingero/ingero.db)");
   cmd->add_option("--node", o->node, "Node name stamped on every event (default: hostname)");
   cmd->add_option("--backends", o->backends, "Comma-separated backends to enable (default: all)");
   cmd->add_flag("--all", o->trace_all, "With a COMMAND, trace every process, not only the command");
   cmd->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
-  cmd->add_flag("--no-live", [o](int64_t) { o->live = false; }, "No live one-line summary on a TTY");
+  cmd->add_flag(
+      "--no-live", [o](int64_t) { o->live = false; }, "No live one-line summary on a TTY");
   cmd->add_option("--ringbuf-mb", o->ringbuf_mb, "Ring buffer size in MiB (power of two)")
       ->capture_default_str();
-  cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds")->capture_default_str();
+  cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds")
+      ->capture_default_str();
   cmd->add_option("command", o->command, "Command to run and trace (after --)");
   cmd->positionals_at_end(true);
   cmd->callback([&ctx, o, duration, pids] {

@@ -14,8 +14,7 @@ std::string default_db_path() {
 void add_version_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("version", "Print the version and build facts");
   cmd->callback([&ctx] {
-    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema "
-              << 1 << ")\n";
+    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema " << 1 << ")\n";
     ctx.exit_code = kExitOk;
   });
 }

@@ -1,7 +1,5 @@
 #include "app/tracer.h"
 
-#include "hal/result.h"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,6 +23,7 @@
 #include "hal/probe_manager.h"
 #include "hal/record_decoder.h"
 #include "hal/record_layout.h"
+#include "hal/result.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app {
@@ -119,8 +118,10 @@ void Trace::rescan_pending() {
         std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: new libraries in pid " << pid << ":\n";
       print_libraries(fresh);
       for (const auto& l : fresh) {
-        store::LibraryRow row{l.backend, l.vendor, l.api, l.path, l.soname, l.version, l.build_id,
-                              l.embedded, l.specs_total, l.specs_resolved, l.probes_attached, "", ""};
+        store::LibraryRow row{
+            l.backend,         l.vendor,   l.api,      l.path,        l.soname,
+            l.version,         l.build_id, l.embedded, l.specs_total, l.specs_resolved,
+            l.probes_attached, "",         ""};
         (void)writer_->add_library(row);
       }
     }
@@ -132,7 +133,8 @@ void Trace::live_line(bool final) {
   if (!tty_ || opts_.quiet) return;
   double secs = double(mono_now_ns() - start_mono_) / 1e9;
   auto st = session_->stats();
-  std::fprintf(stderr, "\r\033[Kingero: %.1fs  calls %llu (%.0f/s)  stored %llu  drops %llu  probes %zu%s",
+  std::fprintf(stderr,
+               "\r\033[Kingero: %.1fs  calls %llu (%.0f/s)  stored %llu  drops %llu  probes %zu%s",
                secs, (unsigned long long)pipeline_->counters().calls,
                secs > 0 ? double(pipeline_->counters().calls) / secs : 0.0,
                (unsigned long long)writer_->written(),
@@ -256,7 +258,8 @@ int Trace::run() {
   si.mono_offset_ns = mono_to_wall_offset_ns();
   for (auto p : cfg.pids) si.pid_filter += (si.pid_filter.empty() ? "" : ",") + std::to_string(p);
   si.flags = opts_.flags;
-  for (auto* b : *backends) si.backends += (si.backends.empty() ? "" : ",") + std::string(b->name());
+  for (auto* b : *backends)
+    si.backends += (si.backends.empty() ? "" : ",") + std::string(b->name());
   if (auto sid = writer_->begin_session(si); !sid) {
     std::cerr << "ingero trace: " << sid.error().message << "\n";
     return kExitFailure;
@@ -266,14 +269,14 @@ int Trace::run() {
     for (auto& m : l.missing_required) missing += (missing.empty() ? "" : ",") + m;
     std::string errors;
     for (auto& e : l.errors) errors += (errors.empty() ? "" : "\n") + e;
-    (void)writer_->add_library({l.backend, l.vendor, l.api, l.path, l.soname, l.version,
-                                l.build_id, l.embedded, l.specs_total, l.specs_resolved,
-                                l.probes_attached, missing, errors});
+    (void)writer_->add_library({l.backend, l.vendor, l.api, l.path, l.soname, l.version, l.build_id,
+                                l.embedded, l.specs_total, l.specs_resolved, l.probes_attached,
+                                missing, errors});
   }
   pipeline_->commit();
 
-  auto reader = hal::RingReader::create(session_->events_fd(),
-                                        [this](const void* d, size_t n) { pipeline_->on_record(d, n); });
+  auto reader = hal::RingReader::create(
+      session_->events_fd(), [this](const void* d, size_t n) { pipeline_->on_record(d, n); });
   if (!reader) {
     std::cerr << "ingero trace: " << reader.error().message << "\n";
     return kExitNoTracing;
@@ -292,7 +295,8 @@ int Trace::run() {
     go_pipe_ = -1;
   }
   if (!opts_.quiet && opts_.command.empty())
-    std::cerr << "ingero: tracing" << (opts_.duration_s > 0 ? " for " + std::to_string(int(opts_.duration_s)) + "s" : "")
+    std::cerr << "ingero: tracing"
+              << (opts_.duration_s > 0 ? " for " + std::to_string(int(opts_.duration_s)) + "s" : "")
               << "; Ctrl-C to stop. Writing " << db << "\n";
 
   int64_t deadline = opts_.duration_s > 0 ? start_mono_ + int64_t(opts_.duration_s * 1e9) : 0;
@@ -351,9 +355,9 @@ int Trace::run() {
 
   auto stats = session_->stats();
   nlohmann::json sj;
-  const char* names[] = {"calls", "ringbuf_drops", "thread_map_full", "depth_overflow",
-                         "unpaired_return", "frames_discarded", "unfinished", "host_drops",
-                         "host_records", "selftest"};
+  const char* names[] = {"calls",           "ringbuf_drops",    "thread_map_full", "depth_overflow",
+                         "unpaired_return", "frames_discarded", "unfinished",      "host_drops",
+                         "host_records",    "selftest"};
   for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
   const auto& pc = pipeline_->counters();
   sj["unknown_probe_records"] = pc.unknown_probe;
@@ -380,13 +384,15 @@ int Trace::run() {
       std::cerr << "ingero: " << end.ringbuf_drops
                 << " records were dropped because the ring buffer was full (raise --ringbuf-mb)\n";
     if (end.lost_calls)
-      std::cerr << "ingero: " << end.lost_calls << " calls were not traced (thread table full or nesting deeper than "
+      std::cerr << "ingero: " << end.lost_calls
+                << " calls were not traced (thread table full or nesting deeper than "
                 << INGERO_MAX_DEPTH << ")\n";
     if (end.unfinished_calls)
       std::cerr << "ingero: " << end.unfinished_calls
                 << " calls were still running when their thread exited (stored as unfinished)\n";
     if (pc.unknown_probe || pc.malformed)
-      std::cerr << "ingero: " << pc.unknown_probe + pc.malformed << " records could not be decoded\n";
+      std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
+                << " records could not be decoded\n";
   }
   if (writer_->failed() || !fin) {
     std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db
@@ -416,11 +422,16 @@ double parse_duration_s(const std::string& text) {
   }
   std::string unit = text.substr(pos);
   double mult;
-  if (unit.empty() || unit == "s") mult = 1;
-  else if (unit == "ms") mult = 1e-3;
-  else if (unit == "m") mult = 60;
-  else if (unit == "h") mult = 3600;
-  else return -1;
+  if (unit.empty() || unit == "s")
+    mult = 1;
+  else if (unit == "ms")
+    mult = 1e-3;
+  else if (unit == "m")
+    mult = 60;
+  else if (unit == "h")
+    mult = 3600;
+  else
+    return -1;
   if (v < 0 || !std::isfinite(v)) return -1;
   return v * mult;
 }

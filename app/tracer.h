@@ -17,14 +17,14 @@ struct TraceOptions {
   double duration_s = 0;  // 0: until SIGINT/SIGTERM or the command exits
   std::string db_path;
   std::string node;
-  std::string backends;  // comma list; "" = all
+  std::string backends;              // comma list; "" = all
   std::vector<std::string> command;  // run this and trace it (and its children)
   bool trace_all = false;            // with a command: trace every process, not just it
   bool live = true;                  // live one-line summary when stderr is a TTY
   bool quiet = false;
   int flush_ms = 200;
   uint32_t ringbuf_mb = 16;
-  std::string flags;                 // recorded in the session row
+  std::string flags;  // recorded in the session row
 };
 
 // Runs the trace; returns the process exit code (see commands.h).

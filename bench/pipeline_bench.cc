@@ -31,11 +31,15 @@ int main(int argc, char** argv) {
   auto cuda = backends::make_cuda_backend();
   hal::ProbeTable table;
   std::vector<uint32_t> ids;
-  for (const char* op : {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize", "cudaMalloc",
-                         "cudaFree", "cudaLaunchKernel", "cudaLaunchKernel"}) {
+  for (const char* op : {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize",
+                         "cudaMalloc", "cudaFree", "cudaLaunchKernel", "cudaLaunchKernel"}) {
     for (const auto& s : backends::cuda::kRuntimeProbes)
       if (s.symbol == op)
-        ids.push_back(table.add({cuda.get(), &s, {"nvidia", "cuda_runtime", 0, false}, "/usr/lib/libcudart.so.13", op}));
+        ids.push_back(table.add({cuda.get(),
+                                 &s,
+                                 {"nvidia", "cuda_runtime", 0, false},
+                                 "/usr/lib/libcudart.so.13",
+                                 op}));
   }
   // A realistic mix: 8 threads of 2 processes, launch-heavy.
   std::vector<ingero_call_rec> recs(65536);
@@ -89,9 +93,11 @@ int main(int argc, char** argv) {
   store::SessionEnd end;
   (void)(*writer)->finish(end);  // rebuilds the time index once
   double finish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-  std::printf("{\"events\": %zu, \"seconds\": %.3f, \"events_per_s\": %.0f, \"finish_seconds\": %.3f, \"stored\": %llu, \"store_errors\": %llu, \"db_bytes\": %llu}\n",
-              n, secs, double(n) / secs, finish_s, (unsigned long long)(*writer)->written(),
-              (unsigned long long)pipe.counters().store_errors,
-              (unsigned long long)std::filesystem::file_size(db));
+  std::printf(
+      "{\"events\": %zu, \"seconds\": %.3f, \"events_per_s\": %.0f, \"finish_seconds\": %.3f, "
+      "\"stored\": %llu, \"store_errors\": %llu, \"db_bytes\": %llu}\n",
+      n, secs, double(n) / secs, finish_s, (unsigned long long)(*writer)->written(),
+      (unsigned long long)pipe.counters().store_errors,
+      (unsigned long long)std::filesystem::file_size(db));
   return pipe.counters().store_errors ? 1 : 0;
 }

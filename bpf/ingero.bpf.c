@@ -108,7 +108,7 @@ struct {
 #define INGERO_WAKEUP_BYTES (256 * 1024)
 static __always_inline __u64 wakeup_flags(void) {
   return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= INGERO_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
-                                                                           : BPF_RB_NO_WAKEUP;
+                                                                              : BPF_RB_NO_WAKEUP;
 }
 
 static __always_inline void stat_inc(__u32 which) {
@@ -265,9 +265,9 @@ static __always_inline void emit_call_sized(struct ingero_thread* t, struct inge
   stat_inc(INGERO_STAT_CALLS);
 }
 
-static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f,
-                                      __u32 depth, __u32 tid, __u64 end_ns, __u64 ret,
-                                      __u16 extra_flags, struct ingero_recipe* r) {
+static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 depth,
+                                      __u32 tid, __u64 end_ns, __u64 ret, __u16 extra_flags,
+                                      struct ingero_recipe* r) {
   if (f->entry_len)
     emit_call_sized(t, f, depth, tid, end_ns, ret, extra_flags, r, true);
   else

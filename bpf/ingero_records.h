@@ -13,11 +13,11 @@
 #include <linux/types.h>
 #endif
 
-#define INGERO_MAX_PROBES 8192      /* attach-cookie ids index the recipe array */
-#define INGERO_MAX_DEPTH 8          /* nested traced calls per thread (runtime -> driver -> ...) */
-#define INGERO_STACK_WORDS 6        /* 8-byte stack arguments copied at entry */
-#define INGERO_ENTRY_READ_MAX 128   /* by-value ncclUniqueId is the largest capture */
-#define INGERO_RETURN_READ_MAX 32   /* output pointers: device pointers, handles, event structs */
+#define INGERO_MAX_PROBES 8192    /* attach-cookie ids index the recipe array */
+#define INGERO_MAX_DEPTH 8        /* nested traced calls per thread (runtime -> driver -> ...) */
+#define INGERO_STACK_WORDS 6      /* 8-byte stack arguments copied at entry */
+#define INGERO_ENTRY_READ_MAX 128 /* by-value ncclUniqueId is the largest capture */
+#define INGERO_RETURN_READ_MAX 32 /* output pointers: device pointers, handles, event structs */
 #define INGERO_COMM_LEN 16
 #define INGERO_MAX_THREADS 65536
 
@@ -58,11 +58,11 @@ struct ingero_recipe {
 };
 
 /* ingero_call_rec.flags */
-#define INGERO_CALL_UNFINISHED 0x1         /* the thread exited before the function returned */
-#define INGERO_CALL_ENTRY_READ_FAULT 0x2   /* entry pointer read failed (bad/unmapped pointer) */
-#define INGERO_CALL_RETURN_READ_FAULT 0x4  /* return pointer read failed */
-#define INGERO_CALL_FRAMES_DISCARDED 0x8   /* inner frames unwound without a return were dropped */
-#define INGERO_CALL_STACK_READ_FAULT 0x10  /* stack arguments could not be copied */
+#define INGERO_CALL_UNFINISHED 0x1        /* the thread exited before the function returned */
+#define INGERO_CALL_ENTRY_READ_FAULT 0x2  /* entry pointer read failed (bad/unmapped pointer) */
+#define INGERO_CALL_RETURN_READ_FAULT 0x4 /* return pointer read failed */
+#define INGERO_CALL_FRAMES_DISCARDED 0x8  /* inner frames unwound without a return were dropped */
+#define INGERO_CALL_STACK_READ_FAULT 0x10 /* stack arguments could not be copied */
 
 struct ingero_call_rec {
   __u32 type; /* INGERO_REC_CALL */
@@ -112,16 +112,16 @@ struct ingero_libwatch_rec {
 
 /* Counters kept per CPU in the `stats` map; user space sums them. */
 enum ingero_stat {
-  INGERO_STAT_CALLS = 0,          /* call records submitted */
-  INGERO_STAT_RINGBUF_DROPS,      /* records lost because the ring buffer was full */
-  INGERO_STAT_THREAD_MAP_FULL,    /* calls not traced: no room for another thread */
-  INGERO_STAT_DEPTH_OVERFLOW,     /* calls nested deeper than INGERO_MAX_DEPTH */
-  INGERO_STAT_UNPAIRED_RETURN,    /* a return with no matching entry */
-  INGERO_STAT_FRAMES_DISCARDED,   /* entries whose return never came (unwound) */
-  INGERO_STAT_UNFINISHED,         /* calls in flight when their thread exited */
-  INGERO_STAT_HOST_DROPS,         /* host-context records lost to a full ring buffer */
-  INGERO_STAT_HOST_RECORDS,       /* host-context records submitted */
-  INGERO_STAT_SELFTEST,           /* hits of the check self-test uprobe */
+  INGERO_STAT_CALLS = 0,        /* call records submitted */
+  INGERO_STAT_RINGBUF_DROPS,    /* records lost because the ring buffer was full */
+  INGERO_STAT_THREAD_MAP_FULL,  /* calls not traced: no room for another thread */
+  INGERO_STAT_DEPTH_OVERFLOW,   /* calls nested deeper than INGERO_MAX_DEPTH */
+  INGERO_STAT_UNPAIRED_RETURN,  /* a return with no matching entry */
+  INGERO_STAT_FRAMES_DISCARDED, /* entries whose return never came (unwound) */
+  INGERO_STAT_UNFINISHED,       /* calls in flight when their thread exited */
+  INGERO_STAT_HOST_DROPS,       /* host-context records lost to a full ring buffer */
+  INGERO_STAT_HOST_RECORDS,     /* host-context records submitted */
+  INGERO_STAT_SELFTEST,         /* hits of the check self-test uprobe */
   INGERO_STAT_MAX,
 };
 

@@ -13,8 +13,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,9 +30,9 @@ namespace ingero::hal {
 
 // What match() sees of one file. Pure data: hal/ has already parsed the ELF.
 struct MappedFile {
-  std::string path;          // openable path in our mount namespace
-  std::string display_path;  // the path as the process or filesystem names it
-  std::string_view basename; // of display_path
+  std::string path;                      // openable path in our mount namespace
+  std::string display_path;              // the path as the process or filesystem names it
+  std::string_view basename;             // of display_path
   const SymbolIndex* symbols = nullptr;  // never null when match() is called
   bool is_main_executable = false;       // the program a process runs (static runtimes)
 };
@@ -93,7 +93,8 @@ class BackendRegistry {
 };
 
 // Shared helpers for backends.
-bool basename_matches(std::string_view basename, std::string_view prefix);  // "libcudart" ~ "libcudart.so.13"
+bool basename_matches(std::string_view basename,
+                      std::string_view prefix);  // "libcudart" ~ "libcudart.so.13"
 // True if the file defines (dynsym or symtab) every name in `names`.
 bool defines_all(const SymbolIndex& symbols, std::initializer_list<std::string_view> names);
 

@@ -4,13 +4,13 @@
 #include <bpf/libbpf.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sys/syscall.h>
 
 #include "ingero.skel.h"
 
@@ -100,13 +100,14 @@ Status BpfSession::load() {
   auto* sk = s->skel_;
   sk->rodata->filter_pids_enabled = config.pids.empty() ? 0 : 1;
   if (multi_) {
-    bpf_program__set_expected_attach_type(sk->progs.ingero_entry, bpf_attach_type(kBpfTraceUprobeMulti));
-    bpf_program__set_expected_attach_type(sk->progs.ingero_return, bpf_attach_type(kBpfTraceUprobeMulti));
+    bpf_program__set_expected_attach_type(sk->progs.ingero_entry,
+                                          bpf_attach_type(kBpfTraceUprobeMulti));
+    bpf_program__set_expected_attach_type(sk->progs.ingero_return,
+                                          bpf_attach_type(kBpfTraceUprobeMulti));
   }
   sk->rodata->filter_cgroup_id = config.cgroup_id;
   sk->rodata->follow_children = config.follow_children ? 1 : 0;
-  if (config.ringbuf_bytes)
-    bpf_map__set_max_entries(sk->maps.events, config.ringbuf_bytes);
+  if (config.ringbuf_bytes) bpf_map__set_max_entries(sk->maps.events, config.ringbuf_bytes);
 
   if (config.selftest_only) {
     for (bpf_program* p = bpf_object__next_program(sk->obj, nullptr); p;
@@ -132,7 +133,8 @@ Status BpfSession::attach_core() {
     core_links_.emplace_back(l);
     return {};
   };
-  if (auto st = attach(skel_->progs.ingero_thread_exit, "tp_btf/sched_process_exit"); !st) return st;
+  if (auto st = attach(skel_->progs.ingero_thread_exit, "tp_btf/sched_process_exit"); !st)
+    return st;
   if (auto st = attach(skel_->progs.ingero_exec, "tp_btf/sched_process_exec"); !st) return st;
   if (auto st = attach(skel_->progs.ingero_fork, "tp_btf/sched_process_fork"); !st) return st;
   return {};
@@ -155,7 +157,8 @@ Result<Link> BpfSession::attach_multi(const std::string& path, const std::vector
     cookies.push_back(sites[i].probe_id);
   }
   UprobeMultiAttr attr{};
-  attr.prog_fd = uint32_t(bpf_program__fd(retprobe ? skel_->progs.ingero_return : skel_->progs.ingero_entry));
+  attr.prog_fd =
+      uint32_t(bpf_program__fd(retprobe ? skel_->progs.ingero_return : skel_->progs.ingero_entry));
   attr.attach_type = kBpfTraceUprobeMulti;
   attr.path = uint64_t(uintptr_t(path.c_str()));
   attr.offsets = uint64_t(uintptr_t(offsets.data()));
@@ -163,7 +166,8 @@ Result<Link> BpfSession::attach_multi(const std::string& path, const std::vector
   attr.cnt = uint32_t(offsets.size());
   attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
   int fd = int(syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr)));
-  if (fd < 0) return bpf_error(std::string(retprobe ? "uretprobe" : "uprobe") + " on " + path, errno);
+  if (fd < 0)
+    return bpf_error(std::string(retprobe ? "uretprobe" : "uprobe") + " on " + path, errno);
   return Link::from_fd(fd);
 }
 
@@ -173,7 +177,8 @@ AttachResult BpfSession::attach_calls(const std::string& path, const std::vector
   for (size_t i = 0; i < sites.size(); ++i) {
     uint32_t id = sites[i].probe_id;
     if (id >= INGERO_MAX_PROBES) {
-      out.failed.push_back({i, "probe table full (" + std::to_string(INGERO_MAX_PROBES) + " probes)"});
+      out.failed.push_back(
+          {i, "probe table full (" + std::to_string(INGERO_MAX_PROBES) + " probes)"});
       continue;
     }
     if (bpf_map__update_elem(skel_->maps.recipes, &id, sizeof(id), &sites[i].recipe,
@@ -220,8 +225,8 @@ AttachResult BpfSession::attach_calls(const std::string& path, const std::vector
 
 Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t file_offset) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = false);
-  bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_linkmap, -1,
-                                                ldso_path.c_str(), file_offset, &opts);
+  bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_linkmap, -1, ldso_path.c_str(),
+                                                file_offset, &opts);
   if (!l) return bpf_error("uprobe on " + ldso_path + " _dl_debug_state", errno);
   return Link(l);
 }

@@ -76,7 +76,9 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
 
   // libelf trusts the headers; a truncated or corrupted file must not read as "no symbols".
   const uint64_t file_size = uint64_t(st.st_size);
-  auto past_end = [&](uint64_t off, uint64_t len) { return off > file_size || len > file_size - off; };
+  auto past_end = [&](uint64_t off, uint64_t len) {
+    return off > file_size || len > file_size - off;
+  };
   if (past_end(eh.e_phoff, uint64_t(eh.e_phnum) * eh.e_phentsize))
     return make_error(path + ": truncated or corrupt (program headers past end of file)");
   if (past_end(eh.e_shoff, uint64_t(eh.e_shnum) * eh.e_shentsize))
@@ -108,14 +110,24 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) return elf_error(path, "bad section header");
     if (sh.sh_type != SHT_NOBITS && past_end(sh.sh_offset, sh.sh_size))
-      return make_error(path + ": truncated or corrupt (section " + std::to_string(elf_ndxscn(scn)) +
-                        " extends past end of file)");
+      return make_error(path + ": truncated or corrupt (section " +
+                        std::to_string(elf_ndxscn(scn)) + " extends past end of file)");
     switch (sh.sh_type) {
-      case SHT_DYNSYM: dynsym = scn; break;
-      case SHT_SYMTAB: symtab = scn; break;
-      case SHT_GNU_versym: versym = scn; break;
-      case SHT_GNU_verdef: verdef = scn; break;
-      case SHT_DYNAMIC: dynamic = scn; break;
+      case SHT_DYNSYM:
+        dynsym = scn;
+        break;
+      case SHT_SYMTAB:
+        symtab = scn;
+        break;
+      case SHT_GNU_versym:
+        versym = scn;
+        break;
+      case SHT_GNU_verdef:
+        verdef = scn;
+        break;
+      case SHT_DYNAMIC:
+        dynamic = scn;
+        break;
       case SHT_NOTE: {
         if (!idx->build_id_.empty()) break;
         Elf_Data* data = elf_getdata(scn, nullptr);
@@ -126,14 +138,14 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
           if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
               desc_off + nh.n_descsz <= data->d_size &&
               std::memcmp(static_cast<char*>(data->d_buf) + name_off, "GNU", 4) == 0) {
-            idx->build_id_ =
-                hex(static_cast<uint8_t*>(data->d_buf) + desc_off, nh.n_descsz);
+            idx->build_id_ = hex(static_cast<uint8_t*>(data->d_buf) + desc_off, nh.n_descsz);
             break;
           }
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   idx->has_symtab_ = symtab != nullptr;
@@ -238,7 +250,9 @@ const ElfSymbol* SymbolIndex::find_function(std::string_view name) const {
   auto it = by_name_.find(std::string(name));
   if (it == by_name_.end()) return nullptr;
   const ElfSymbol* best = nullptr;
-  auto rank = [](const ElfSymbol& s) { return (s.from_dynsym ? 2 : 0) + (s.default_version ? 1 : 0); };
+  auto rank = [](const ElfSymbol& s) {
+    return (s.from_dynsym ? 2 : 0) + (s.default_version ? 1 : 0);
+  };
   for (const auto& s : it->second)
     if (!best || rank(s) > rank(*best)) best = &s;
   return best;

@@ -32,8 +32,8 @@ namespace ingero::hal {
 struct ElfSymbol {
   uint64_t value = 0;  // st_value: virtual address
   uint64_t size = 0;
-  uint8_t bind = 0;    // STB_*
-  uint8_t type = 0;    // STT_*
+  uint8_t bind = 0;  // STB_*
+  uint8_t type = 0;  // STT_*
   bool from_dynsym = false;
   bool default_version = true;  // false for a hidden `sym@VER`
   std::string version;          // "" when unversioned

@@ -7,23 +7,21 @@ namespace ingero::hal {
 namespace {
 
 constexpr std::string_view kKindNames[] = {
-    "unknown",        "launch",          "memcpy",           "memset",
-    "sync",           "stream_wait",     "alloc",            "free",
-    "graph_capture",  "graph_end_capture", "graph_instantiate", "graph_launch",
-    "collective",     "p2p",             "group",            "comm_init",
-    "comm_destroy",   "rdma_event",      "sched_switch",     "sched_wakeup",
-    "process_fork",   "process_exec",    "process_exit",     "page_alloc",
-    "block_io",       "tcp_retransmit",  "oom_kill",
+    "unknown",           "launch",       "memcpy",       "memset",        "sync",
+    "stream_wait",       "alloc",        "free",         "graph_capture", "graph_end_capture",
+    "graph_instantiate", "graph_launch", "collective",   "p2p",           "group",
+    "comm_init",         "comm_destroy", "rdma_event",   "sched_switch",  "sched_wakeup",
+    "process_fork",      "process_exec", "process_exit", "page_alloc",    "block_io",
+    "tcp_retransmit",    "oom_kill",
 };
 static_assert(std::size(kKindNames) == static_cast<size_t>(EventKind::kCount_));
 
 constexpr std::string_view kFieldNames[] = {
-    "bytes",     "direction", "stream",  "device",    "func",        "dptr",
-    "grid_x",    "grid_y",    "grid_z",  "block_x",   "block_y",     "block_z",
-    "shared_mem", "count",    "datatype", "reduce_op", "peer",       "rank",
-    "nranks",    "communicator", "comm_hash", "graph", "graph_exec", "flags",       "rdma_event",
-    "fabric_error", "width",  "height",  "cpu",       "state",       "peer_pid",
-    "peer_tid",  "sport",     "dport",   "sector",
+    "bytes",    "direction",  "stream",   "device",     "func",         "dptr",         "grid_x",
+    "grid_y",   "grid_z",     "block_x",  "block_y",    "block_z",      "shared_mem",   "count",
+    "datatype", "reduce_op",  "peer",     "rank",       "nranks",       "communicator", "comm_hash",
+    "graph",    "graph_exec", "flags",    "rdma_event", "fabric_error", "width",        "height",
+    "cpu",      "state",      "peer_pid", "peer_tid",   "sport",        "dport",        "sector",
 };
 static_assert(std::size(kFieldNames) == kFieldCount);
 
@@ -53,13 +51,20 @@ bool is_host_kind(EventKind k) { return k >= EventKind::kSchedSwitch && k < Even
 
 std::string_view direction_name(uint64_t raw) {
   switch (raw) {
-    case 0: return "H2H";
-    case 1: return "H2D";
-    case 2: return "D2H";
-    case 3: return "D2D";
-    case 4: return "default";
-    case 5: return "peer";
-    default: return "unknown";
+    case 0:
+      return "H2H";
+    case 1:
+      return "H2D";
+    case 2:
+      return "D2H";
+    case 3:
+      return "D2D";
+    case 4:
+      return "default";
+    case 5:
+      return "peer";
+    default:
+      return "unknown";
   }
 }
 

@@ -20,31 +20,31 @@ namespace ingero::hal {
 enum class EventKind : uint8_t {
   kUnknown = 0,
   // vendor API calls
-  kLaunch,            // kernel launch
-  kMemcpy,            // memory copy (direction in Field::kDirection)
+  kLaunch,  // kernel launch
+  kMemcpy,  // memory copy (direction in Field::kDirection)
   kMemset,
-  kSync,              // the calling thread blocks until device work completes
-  kStreamWait,        // device-side wait on an event; does not block the host
-  kAlloc,             // device/managed/pinned allocation (pointer in Field::kDptr)
+  kSync,        // the calling thread blocks until device work completes
+  kStreamWait,  // device-side wait on an event; does not block the host
+  kAlloc,       // device/managed/pinned allocation (pointer in Field::kDptr)
   kFree,
   kGraphBeginCapture,
   kGraphEndCapture,
   kGraphInstantiate,
   kGraphLaunch,
-  kCollective,        // all-reduce, all-gather, broadcast, ...
-  kP2P,               // point-to-point send/recv
-  kGroup,             // group start/end
+  kCollective,  // all-reduce, all-gather, broadcast, ...
+  kP2P,         // point-to-point send/recv
+  kGroup,       // group start/end
   kCommInit,
   kCommDestroy,
-  kRdmaAsyncEvent,    // fabric/device asynchronous event
+  kRdmaAsyncEvent,  // fabric/device asynchronous event
   // host context
-  kSchedSwitch,       // a traced thread went off-CPU; dur = off-CPU interval
+  kSchedSwitch,  // a traced thread went off-CPU; dur = off-CPU interval
   kSchedWakeup,
   kProcessFork,
   kProcessExec,
   kProcessExit,
-  kPageAlloc,         // aggregated per pid per interval
-  kBlockIo,           // one request: issue -> complete
+  kPageAlloc,  // aggregated per pid per interval
+  kBlockIo,    // one request: issue -> complete
   kTcpRetransmit,
   kOomKill,
   kCount_,
@@ -55,8 +55,14 @@ std::optional<EventKind> kind_from_name(std::string_view name);
 bool is_host_kind(EventKind k);
 
 // Memory copy direction. Numbered as cudaMemcpyKind and hipMemcpyKind, which agree.
-enum class CopyDirection : uint8_t { kHostToHost = 0, kHostToDevice = 1, kDeviceToHost = 2,
-                                     kDeviceToDevice = 3, kDefault = 4, kPeer = 5 };
+enum class CopyDirection : uint8_t {
+  kHostToHost = 0,
+  kHostToDevice = 1,
+  kDeviceToHost = 2,
+  kDeviceToDevice = 3,
+  kDefault = 4,
+  kPeer = 5
+};
 std::string_view direction_name(uint64_t raw);  // "H2D", ... "unknown"
 
 // Decoded numeric fields. Each maps to one column of the events table.
@@ -65,31 +71,36 @@ enum class Field : uint8_t {
   kDirection,
   kStream,
   kDevice,
-  kFunc,          // kernel function address / handle
-  kDptr,          // device pointer returned (alloc) or released (free)
-  kGridX, kGridY, kGridZ,
-  kBlockX, kBlockY, kBlockZ,
+  kFunc,  // kernel function address / handle
+  kDptr,  // device pointer returned (alloc) or released (free)
+  kGridX,
+  kGridY,
+  kGridZ,
+  kBlockX,
+  kBlockY,
+  kBlockZ,
   kSharedMem,
-  kCount,         // element count (collectives)
-  kDatatype,      // vendor datatype enum (ncclDataType_t)
+  kCount,     // element count (collectives)
+  kDatatype,  // vendor datatype enum (ncclDataType_t)
   kReduceOp,
-  kPeer,          // root or peer rank
+  kPeer,  // root or peer rank
   kRank,
   kNranks,
-  kComm,          // communicator handle
-  kCommHash,      // splitmix64 fold of the unique id
-  kGraph,         // graph handle (cudaGraph_t / hipGraph_t)
-  kGraphExec,     // instantiated graph handle
+  kComm,       // communicator handle
+  kCommHash,   // splitmix64 fold of the unique id
+  kGraph,      // graph handle (cudaGraph_t / hipGraph_t)
+  kGraphExec,  // instantiated graph handle
   kFlags,
-  kRdmaEvent,     // ibv_event_type
-  kFabricError,   // 1 if the RDMA event is a fabric error
-  kWidth,         // 2D copy width/height before multiplying into bytes
+  kRdmaEvent,    // ibv_event_type
+  kFabricError,  // 1 if the RDMA event is a fabric error
+  kWidth,        // 2D copy width/height before multiplying into bytes
   kHeight,
   kCpu,
-  kState,         // prev_state (sched_switch), tcp state
-  kPeerPid,       // preemptor / waker / child / peer process
+  kState,    // prev_state (sched_switch), tcp state
+  kPeerPid,  // preemptor / waker / child / peer process
   kPeerTid,
-  kSport, kDport,
+  kSport,
+  kDport,
   kSector,
   kCount_,
 };
@@ -98,7 +109,7 @@ std::string_view field_name(Field f);  // column name, e.g. "grid_x"
 
 struct Event {
   // identity
-  uint64_t ts_ns = 0;   // CLOCK_MONOTONIC start; the session records the wall-clock offset
+  uint64_t ts_ns = 0;  // CLOCK_MONOTONIC start; the session records the wall-clock offset
   uint64_t dur_ns = 0;
   uint32_t pid = 0;
   uint32_t tid = 0;
@@ -112,19 +123,19 @@ struct Event {
   std::string_view library;  // file the probe sits in (display path); "" for host events
   // result
   int64_t ret = 0;
-  bool has_ret = false;   // false for host events and calls that never returned
+  bool has_ret = false;  // false for host events and calls that never returned
   bool unfinished = false;
   // off-CPU during the call
   uint64_t off_cpu_ns = 0;
-  uint32_t preempts = 0;           // involuntary switches during the call
+  uint32_t preempts = 0;  // involuntary switches during the call
   uint32_t switches = 0;
   std::array<char, 16> peer_comm{};  // preemptor (calls) or peer task (host events)
   // decoded fields
   std::array<uint64_t, kFieldCount> fields{};
-  uint64_t present = 0;            // bit per Field
-  std::string detail;              // free text: exec filename, block rwbs, ...
-  std::string saddr, daddr;        // network endpoints, printable
-  uint64_t stack_id = 0;           // 0 = no stack
+  uint64_t present = 0;      // bit per Field
+  std::string detail;        // free text: exec filename, block rwbs, ...
+  std::string saddr, daddr;  // network endpoints, printable
+  uint64_t stack_id = 0;     // 0 = no stack
 
   void set(Field f, uint64_t v) {
     fields[static_cast<size_t>(f)] = v;

@@ -48,7 +48,8 @@ void LibraryDiscovery::scan_maps(
   // (attach needs a path the kernel can resolve; /proc/PID/root/... dies with the process).
   auto self_root = host_.identify("/");
   auto its_root = host_.identify(proc + "/root");
-  bool same_root = self_root && its_root && self_root->dev == its_root->dev && self_root->ino == its_root->ino;
+  bool same_root =
+      self_root && its_root && self_root->dev == its_root->dev && self_root->ino == its_root->ino;
   std::set<std::string_view> done;
   auto maps = parse_proc_maps(*text);
   for (const MapEntry& m : maps) {

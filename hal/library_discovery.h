@@ -29,9 +29,9 @@ struct DiscoveredFile {
 };
 
 struct DiscoveryOptions {
-  std::vector<std::string> hints;        // basename prefixes ("libcudart")
-  std::vector<std::string> dirs;         // directory globs
-  bool main_executables = true;          // look for statically linked runtimes
+  std::vector<std::string> hints;  // basename prefixes ("libcudart")
+  std::vector<std::string> dirs;   // directory globs
+  bool main_executables = true;    // look for statically linked runtimes
   std::string ld_cache = "/etc/ld.so.cache";
 };
 
@@ -53,8 +53,8 @@ class LibraryDiscovery {
 
  private:
   void add(std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out,
-           const std::string& path, const std::string& display, const std::string& source,
-           int pid, bool main_exe);
+           const std::string& path, const std::string& display, const std::string& source, int pid,
+           bool main_exe);
   void scan_maps(int pid, std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out);
 
   const HostView& host_;

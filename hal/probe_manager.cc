@@ -146,8 +146,10 @@ void ProbeManager::watch_loaders() {
     auto off = (*idx)->file_offset(s->value);
     if (!off) continue;
     auto link = session_->attach_linkmap(ld.path, *off);
-    if (link) loader_links_.push_back(std::move(*link));
-    else errors_.push_back(link.error().message);
+    if (link)
+      loader_links_.push_back(std::move(*link));
+    else
+      errors_.push_back(link.error().message);
   }
 }
 

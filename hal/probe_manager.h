@@ -22,12 +22,12 @@ namespace ingero::hal {
 struct LibraryStatus {
   std::string backend;
   std::string vendor, api;
-  std::string path;          // display path
+  std::string path;  // display path
   std::string soname, version, build_id;
   std::set<std::string> sources;
   std::set<int> pids;
-  bool embedded = false;     // static copy inside a host object
-  bool stub = false;         // a link-time stub (…/stubs/…), not a working driver
+  bool embedded = false;  // static copy inside a host object
+  bool stub = false;      // a link-time stub (…/stubs/…), not a working driver
   size_t specs_total = 0, specs_resolved = 0;
   size_t probes_planned = 0, probes_attached = 0;
   std::vector<std::string> missing_required, missing_optional;

@@ -7,12 +7,18 @@ namespace ingero::hal {
 
 std::string_view variant_suffix(Variant v) {
   switch (v) {
-    case kBase: return "";
-    case kPtsz: return "_ptsz";
-    case kPtds: return "_ptds";
-    case kV2: return "_v2";
-    case kV2Ptsz: return "_v2_ptsz";
-    case kV2Ptds: return "_v2_ptds";
+    case kBase:
+      return "";
+    case kPtsz:
+      return "_ptsz";
+    case kPtds:
+      return "_ptds";
+    case kV2:
+      return "_v2";
+    case kV2Ptsz:
+      return "_v2_ptsz";
+    case kV2Ptds:
+      return "_v2_ptds";
   }
   return "";
 }
@@ -34,7 +40,8 @@ std::vector<std::pair<std::string, const ElfSymbol*>> resolve_spec(const SymbolI
     // Profiling-interface aliases: libnccl defines pncclX strongly and ncclX weakly; a
     // build may strip the weak one.
     for (Variant v : kOrder)
-      if (spec.variants & v) try_name("p" + std::string(spec.symbol) + std::string(variant_suffix(v)));
+      if (spec.variants & v)
+        try_name("p" + std::string(spec.symbol) + std::string(variant_suffix(v)));
   }
   return out;
 }

@@ -18,11 +18,11 @@ namespace ingero::hal {
 struct ArgRef {
   enum class Src : uint8_t { kNone, kReg, kStack, kRet, kEntryBuf, kReturnBuf, kConst };
   Src src = Src::kNone;
-  uint8_t index = 0;   // register 0..5 (System V: rdi rsi rdx rcx r8 r9) or stack word
-  uint8_t width = 8;   // bytes to keep: 1, 2, 4 or 8
-  uint8_t shift = 0;   // bits to shift right first (second half of a packed dim3)
-  uint16_t offset = 0; // byte offset in the entry/return buffer
-  uint64_t value = 0;  // for kConst
+  uint8_t index = 0;    // register 0..5 (System V: rdi rsi rdx rcx r8 r9) or stack word
+  uint8_t width = 8;    // bytes to keep: 1, 2, 4 or 8
+  uint8_t shift = 0;    // bits to shift right first (second half of a packed dim3)
+  uint16_t offset = 0;  // byte offset in the entry/return buffer
+  uint64_t value = 0;   // for kConst
 };
 
 constexpr ArgRef reg(uint8_t i, uint8_t width = 8, uint8_t shift = 0) {
@@ -90,7 +90,7 @@ struct ProbeSpec {
   EventKind kind = EventKind::kUnknown;
   ArgRecipe args{};
   FieldRef fields[kMaxFieldRefs]{};
-  bool optional = false;    // absent in some library versions: not an error
+  bool optional = false;  // absent in some library versions: not an error
   uint16_t variants = kDefaultVariants;
 };
 

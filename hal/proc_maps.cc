@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -49,9 +49,8 @@ std::vector<MapEntry> parse_proc_maps(std::string_view text) {
       continue;
     for (int i = 0; i < 4; ++i) m.perms[i] = line[i];
     line.remove_prefix(4);
-    if (!eat(line, ' ') || !parse_hex(line, m.offset) || !eat(line, ' ') ||
-        !parse_hex(line, maj) || !eat(line, ':') || !parse_hex(line, min) || !eat(line, ' ') ||
-        !parse_dec(line, m.inode))
+    if (!eat(line, ' ') || !parse_hex(line, m.offset) || !eat(line, ' ') || !parse_hex(line, maj) ||
+        !eat(line, ':') || !parse_hex(line, min) || !eat(line, ' ') || !parse_dec(line, m.inode))
       continue;
     m.dev_major = uint32_t(maj);
     m.dev_minor = uint32_t(min);

@@ -16,8 +16,8 @@ struct MapEntry {
   char perms[5] = {};
   uint32_t dev_major = 0, dev_minor = 0;
   uint64_t inode = 0;
-  std::string path;     // as the process sees it; "" for anonymous mappings
-  bool deleted = false; // " (deleted)" suffix: the file was replaced or removed
+  std::string path;      // as the process sees it; "" for anonymous mappings
+  bool deleted = false;  // " (deleted)" suffix: the file was replaced or removed
   bool executable() const { return perms[2] == 'x'; }
 };
 

@@ -46,8 +46,10 @@ uint64_t read_le(const uint8_t* p, uint8_t width) {
 
 std::optional<uint64_t> RawCall::value(const ArgRef& ref) const {
   switch (ref.src) {
-    case ArgRef::Src::kNone: return std::nullopt;
-    case ArgRef::Src::kConst: return ref.value;
+    case ArgRef::Src::kNone:
+      return std::nullopt;
+    case ArgRef::Src::kConst:
+      return ref.value;
     case ArgRef::Src::kReg:
       if (ref.index >= 6) return std::nullopt;
       return extract(rec_.regs[ref.index], ref);

@@ -8,24 +8,42 @@ namespace {
 
 // Op names the original implementation wrote, and their kinds.
 constexpr std::pair<std::string_view, std::string_view> kLegacyKinds[] = {
-    {"cudaMalloc", "alloc"},          {"cudaMallocManaged", "alloc"},
-    {"cudaFree", "free"},             {"cudaLaunchKernel", "launch"},
-    {"cudaMemcpy", "memcpy"},         {"cudaMemcpyAsync", "memcpy"},
-    {"cudaStreamSync", "sync"},       {"cudaDeviceSync", "sync"},
-    {"cudaStreamSynchronize", "sync"}, {"cudaDeviceSynchronize", "sync"},
-    {"cuLaunchKernel", "launch"},     {"cuMemcpy", "memcpy"},
-    {"cuMemcpyAsync", "memcpy"},      {"cuCtxSynchronize", "sync"},
-    {"cuMemAlloc", "alloc"},          {"cuMemAllocManaged", "alloc"},
-    {"graphBeginCapture", "graph_capture"}, {"graphEndCapture", "graph_end_capture"},
-    {"graphInstantiate", "graph_instantiate"}, {"graphLaunch", "graph_launch"},
-    {"cudaGraphLaunch", "graph_launch"}, {"cudaGraphInstantiate", "graph_instantiate"},
-    {"cudaStreamBeginCapture", "graph_capture"}, {"cudaStreamEndCapture", "graph_end_capture"},
-    {"sched_switch", "sched_switch"}, {"sched_wakeup", "sched_wakeup"},
-    {"mm_page_alloc", "page_alloc"},  {"oom_kill", "oom_kill"},
-    {"process_exec", "process_exec"}, {"process_exit", "process_exit"},
-    {"process_fork", "process_fork"}, {"pod_oom_kill", "oom_kill"},
-    {"block_read", "block_io"},       {"block_write", "block_io"},
-    {"block_discard", "block_io"},    {"tcp_retransmit", "tcp_retransmit"},
+    {"cudaMalloc", "alloc"},
+    {"cudaMallocManaged", "alloc"},
+    {"cudaFree", "free"},
+    {"cudaLaunchKernel", "launch"},
+    {"cudaMemcpy", "memcpy"},
+    {"cudaMemcpyAsync", "memcpy"},
+    {"cudaStreamSync", "sync"},
+    {"cudaDeviceSync", "sync"},
+    {"cudaStreamSynchronize", "sync"},
+    {"cudaDeviceSynchronize", "sync"},
+    {"cuLaunchKernel", "launch"},
+    {"cuMemcpy", "memcpy"},
+    {"cuMemcpyAsync", "memcpy"},
+    {"cuCtxSynchronize", "sync"},
+    {"cuMemAlloc", "alloc"},
+    {"cuMemAllocManaged", "alloc"},
+    {"graphBeginCapture", "graph_capture"},
+    {"graphEndCapture", "graph_end_capture"},
+    {"graphInstantiate", "graph_instantiate"},
+    {"graphLaunch", "graph_launch"},
+    {"cudaGraphLaunch", "graph_launch"},
+    {"cudaGraphInstantiate", "graph_instantiate"},
+    {"cudaStreamBeginCapture", "graph_capture"},
+    {"cudaStreamEndCapture", "graph_end_capture"},
+    {"sched_switch", "sched_switch"},
+    {"sched_wakeup", "sched_wakeup"},
+    {"mm_page_alloc", "page_alloc"},
+    {"oom_kill", "oom_kill"},
+    {"process_exec", "process_exec"},
+    {"process_exit", "process_exit"},
+    {"process_fork", "process_fork"},
+    {"pod_oom_kill", "oom_kill"},
+    {"block_read", "block_io"},
+    {"block_write", "block_io"},
+    {"block_discard", "block_io"},
+    {"tcp_retransmit", "tcp_retransmit"},
 };
 
 std::string kind_case(const char* name_expr) {
@@ -56,18 +74,20 @@ std::string calls_select(const TraceFileInfo& info) {
       {"op", "coalesce(o.name, 'op' || e.op)"},
       {"ret", "e.ret_code"},
       {"status", "CASE WHEN e.ret_code = 0 THEN 'ok' ELSE 'error' END"},
-      {"direction",
-       "CASE WHEN " + kind + " = 'memcpy' THEN CASE e.arg1 WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' "
-       "WHEN 2 THEN 'D2H' WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' END END"},
+      {"direction", "CASE WHEN " + kind +
+                        " = 'memcpy' THEN CASE e.arg1 WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' "
+                        "WHEN 2 THEN 'D2H' WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' END END"},
       {"bytes", "CASE WHEN " + kind + " IN ('alloc', 'memcpy', 'memset') THEN e.arg0 END"},
       {"func", "CASE WHEN " + kind + " = 'launch' THEN e.arg0 END"},
       {"device", "e.gpu_id"},
       {"stack_hash", "e.stack_hash"},
   };
-  std::vector<std::string> cols = {"id", "node", "session_id", "ts_ns", "dur_ns", "pid", "tid",
-                                   "comm", "cgroup_id", "vendor", "api", "kind", "op", "ret",
-                                   "status", "off_cpu_ns", "preempts", "switches",
-                                   "preemptor_pid", "preemptor_comm", "direction"};
+  std::vector<std::string> cols = {"id",        "node",     "session_id",    "ts_ns",
+                                   "dur_ns",    "pid",      "tid",           "comm",
+                                   "cgroup_id", "vendor",   "api",           "kind",
+                                   "op",        "ret",      "status",        "off_cpu_ns",
+                                   "preempts",  "switches", "preemptor_pid", "preemptor_comm",
+                                   "direction"};
   for (const auto& c : field_columns())
     if (c != "direction") cols.push_back(c);
   cols.push_back("stack_hash");
@@ -111,11 +131,13 @@ ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info) {
   const std::string node = info.legacy_has_node ? "e.node" : "''";
   const std::string host_kind = kind_case("o.name");
   std::string sql;
-  for (const char* v : {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events"})
+  for (const char* v :
+       {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events"})
     sql += std::string("DROP VIEW IF EXISTS temp.") + v + ";\n";
   sql += "CREATE TEMP VIEW calls AS " + calls_select(info) + ";\n";
   sql +=
-      "CREATE TEMP VIEW cuda_events AS SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns "
+      "CREATE TEMP VIEW cuda_events AS SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS "
+      "duration_ns "
       "FROM calls c;\n"
       "CREATE TEMP VIEW hip_events AS SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns "
       "FROM calls c WHERE 0;\n"

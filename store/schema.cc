@@ -35,11 +35,10 @@ std::string events_ddl() {
       "  library_id INTEGER                   -- libraries.id of the traced file\n";
   for (const auto& c : field_columns()) s += ",\n  " + c + " INTEGER";
   // Columns the original implementation's users query by name.
-  s +=
-      ",\n  gpu_id INTEGER GENERATED ALWAYS AS (coalesce(device, 0)) VIRTUAL"
-      ",\n  arg0 INTEGER GENERATED ALWAYS AS (coalesce(bytes, func, count, 0)) VIRTUAL"
-      ",\n  arg1 INTEGER GENERATED ALWAYS AS (coalesce(direction, 0)) VIRTUAL"
-      "\n);\n";
+  s += ",\n  gpu_id INTEGER GENERATED ALWAYS AS (coalesce(device, 0)) VIRTUAL"
+       ",\n  arg0 INTEGER GENERATED ALWAYS AS (coalesce(bytes, func, count, 0)) VIRTUAL"
+       ",\n  arg1 INTEGER GENERATED ALWAYS AS (coalesce(direction, 0)) VIRTUAL"
+       "\n);\n";
   return s;
 }
 
@@ -131,7 +130,8 @@ std::string views_body(const char* create) {
     fields += ", e." + c;
   }
   std::string c = create;
-  return c + " calls AS\n"
+  return c +
+         " calls AS\n"
          "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
          "       e.pid, e.tid, e.comm, e.cgroup_id, s.vendor, s.api, o.kind, o.name AS op,\n"
          "       e.ret_code AS ret,\n"
@@ -146,34 +146,43 @@ std::string views_body(const char* create) {
          "  FROM events e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
          " WHERE s.vendor <> 'host';\n" +
-         c + " cuda_events AS\n"
+         c +
+         " cuda_events AS\n"
          "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
          " WHERE c.api IN ('cuda_runtime', 'cuda_driver');\n" +
-         c + " hip_events AS\n"
+         c +
+         " hip_events AS\n"
          "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
          " WHERE c.api = 'hip';\n" +
-         c + " nccl_events AS\n"
+         c +
+         " nccl_events AS\n"
          "SELECT c.id, c.node, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns,\n"
-         "       CASE c.op WHEN 'ncclAllReduce' THEN 'ALL_REDUCE' WHEN 'ncclAllGather' THEN 'ALL_GATHER'\n"
-         "         WHEN 'ncclReduceScatter' THEN 'REDUCE_SCATTER' WHEN 'ncclBroadcast' THEN 'BROADCAST'\n"
+         "       CASE c.op WHEN 'ncclAllReduce' THEN 'ALL_REDUCE' WHEN 'ncclAllGather' THEN "
+         "'ALL_GATHER'\n"
+         "         WHEN 'ncclReduceScatter' THEN 'REDUCE_SCATTER' WHEN 'ncclBroadcast' THEN "
+         "'BROADCAST'\n"
          "         WHEN 'ncclBcast' THEN 'BROADCAST' WHEN 'ncclReduce' THEN 'REDUCE'\n"
          "         WHEN 'ncclAllToAll' THEN 'ALL_TO_ALL' WHEN 'ncclSend' THEN 'SEND'\n"
          "         WHEN 'ncclRecv' THEN 'RECV' WHEN 'ncclGroupStart' THEN 'GROUP_START'\n"
          "         WHEN 'ncclGroupEnd' THEN 'GROUP_END' WHEN 'ncclCommInitRank' THEN 'COMM_INIT'\n"
-         "         WHEN 'ncclCommInitRankConfig' THEN 'COMM_INIT' WHEN 'ncclCommInitAll' THEN 'COMM_INIT'\n"
-         "         WHEN 'ncclCommSplit' THEN 'COMM_SPLIT' WHEN 'ncclCommDestroy' THEN 'COMM_DESTROY'\n"
+         "         WHEN 'ncclCommInitRankConfig' THEN 'COMM_INIT' WHEN 'ncclCommInitAll' THEN "
+         "'COMM_INIT'\n"
+         "         WHEN 'ncclCommSplit' THEN 'COMM_SPLIT' WHEN 'ncclCommDestroy' THEN "
+         "'COMM_DESTROY'\n"
          "         WHEN 'ncclCommAbort' THEN 'COMM_ABORT' ELSE upper(c.op) END AS op,\n"
          "       c.op AS api_op, c.vendor, c.api, c.rank, c.nranks, c.comm_hash AS comm_id_hash,\n"
          "       c.communicator, c.pid, c.tid, c.comm, c.count, c.bytes,\n"
          "       CASE c.datatype WHEN 0 THEN 'int8' WHEN 1 THEN 'uint8' WHEN 2 THEN 'int32'\n"
-         "         WHEN 3 THEN 'uint32' WHEN 4 THEN 'int64' WHEN 5 THEN 'uint64' WHEN 6 THEN 'float16'\n"
+         "         WHEN 3 THEN 'uint32' WHEN 4 THEN 'int64' WHEN 5 THEN 'uint64' WHEN 6 THEN "
+         "'float16'\n"
          "         WHEN 7 THEN 'float32' WHEN 8 THEN 'float64' WHEN 9 THEN 'bfloat16'\n"
          "         WHEN 10 THEN 'float8e4m3' WHEN 11 THEN 'float8e5m2' END AS datatype,\n"
          "       CASE c.reduce_op WHEN 0 THEN 'sum' WHEN 1 THEN 'prod' WHEN 2 THEN 'max'\n"
          "         WHEN 3 THEN 'min' WHEN 4 THEN 'avg' END AS reduce_op,\n"
          "       c.peer, c.stream, c.ret, c.status, c.off_cpu_ns, c.cgroup_id\n"
          "  FROM calls c WHERE c.api IN ('nccl', 'rccl');\n" +
-         c + " host_events AS\n"
+         c +
+         " host_events AS\n"
          "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
          "       e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, e.comm,\n"
          "       e.cgroup_id, o.name AS event, o.kind, e.cpu, e.state, e.peer_pid, e.peer_tid,\n"
@@ -182,7 +191,8 @@ std::string views_body(const char* create) {
          "  FROM events e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
          " WHERE s.vendor = 'host';\n" +
-         c + " tcp_events AS\n"
+         c +
+         " tcp_events AS\n"
          "SELECT e.id, e.node, e.timestamp AS timestamp_ns, e.pid, e.tid, e.comm, e.cgroup_id,\n"
          "       'tcp_retransmit_skb' AS event, e.saddr, e.daddr, e.sport, e.dport,\n"
          "       e.state AS tcp_state\n"
@@ -210,7 +220,8 @@ const std::vector<std::string>& field_columns() {
 std::string contract_views_sql(bool temp) {
   std::string drops;
   const char* schema = temp ? "temp." : "main.";
-  for (const char* v : {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events"})
+  for (const char* v :
+       {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events"})
     drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
   return drops + views_body(temp ? "CREATE TEMP VIEW" : "CREATE VIEW");
 }
@@ -219,7 +230,8 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
   TraceFileInfo info;
   auto app = db.query_int("PRAGMA application_id");
   if (!app) {
-    return ingero::make_error(db.path() + ": not a readable SQLite database (" + app.error().message + ")");
+    return ingero::make_error(db.path() + ": not a readable SQLite database (" +
+                              app.error().message + ")");
   }
   auto uv = db.query_int("PRAGMA user_version");
   if (!uv) return uv.error();
@@ -265,7 +277,9 @@ ingero::Status migrate(Db& db) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");
     if (!ins) return fail(ins.error());
-    ins->bind(1, int64_t(kSchemaVersion)).bind(2, now_ns()).bind(3, std::string_view(INGERO_VERSION));
+    ins->bind(1, int64_t(kSchemaVersion))
+        .bind(2, now_ns())
+        .bind(3, std::string_view(INGERO_VERSION));
     if (auto r = ins->step(); !r) return fail(r.error());
   }
   if (auto st = db.exec(contract_views_sql(false)); !st) return fail(st.error());

@@ -26,13 +26,22 @@ class Stmt {
   sqlite3_stmt* get() const { return s_; }
   explicit operator bool() const { return s_ != nullptr; }
 
-  Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); return *this; }
-  Stmt& bind(int i, double v) { sqlite3_bind_double(s_, i, v); return *this; }
+  Stmt& bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& bind(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
   Stmt& bind(int i, std::string_view v) {
     sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
-  Stmt& bind_null(int i) { sqlite3_bind_null(s_, i); return *this; }
+  Stmt& bind_null(int i) {
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
   // SQLITE_ROW -> true, SQLITE_DONE -> false, else Error.
   ingero::Result<bool> step();
   void reset() { sqlite3_reset(s_); }

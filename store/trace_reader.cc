@@ -11,11 +11,11 @@ namespace {
 
 // Pragmas that only read. Anything else is denied, and these too when given a value.
 const std::set<std::string, std::less<>> kReadPragmas = {
-    "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
-    "foreign_key_list", "collation_list", "function_list", "pragma_list", "user_version",
-    "application_id", "schema_version", "page_count", "page_size", "freelist_count",
-    "encoding", "compile_options", "data_version", "database_list", "integrity_check",
-    "quick_check"};
+    "table_info",      "table_xinfo",      "table_list",      "index_list",    "index_info",
+    "index_xinfo",     "foreign_key_list", "collation_list",  "function_list", "pragma_list",
+    "user_version",    "application_id",   "schema_version",  "page_count",    "page_size",
+    "freelist_count",  "encoding",         "compile_options", "data_version",  "database_list",
+    "integrity_check", "quick_check"};
 
 int authorizer(void*, int action, const char* a1, const char* a2, const char*, const char*) {
   switch (action) {
@@ -67,9 +67,12 @@ int progress(void* p) {
 
 std::string TraceReader::format_name() const {
   switch (info_.format) {
-    case TraceFormat::kIngero: return "ingero schema " + std::to_string(info_.schema_version);
-    case TraceFormat::kLegacyGo: return "ingero-go schema " + info_.legacy_version + " (read-only)";
-    case TraceFormat::kEmpty: return "empty";
+    case TraceFormat::kIngero:
+      return "ingero schema " + std::to_string(info_.schema_version);
+    case TraceFormat::kLegacyGo:
+      return "ingero-go schema " + info_.legacy_version + " (read-only)";
+    case TraceFormat::kEmpty:
+      return "empty";
   }
   return "";
 }
@@ -116,7 +119,8 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
                                       const QueryLimits& limits) {
   Db& db = reader.db();
   if (auto st = reader.confine(limits.max_value_bytes); !st) return st.error();
-  Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms)};
+  Deadline deadline{std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(limits.timeout_ms)};
   sqlite3_progress_handler(db.handle(), 1000, progress, &deadline);
   struct Restore {
     sqlite3* h;
@@ -155,8 +159,8 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) {
       if (deadline.expired)
-        return ingero::make_error("SQL aborted: time limit of " + std::to_string(limits.timeout_ms) +
-                                  " ms exceeded");
+        return ingero::make_error("SQL aborted: time limit of " +
+                                  std::to_string(limits.timeout_ms) + " ms exceeded");
       return ingero::make_error(std::string("SQL failed: ") + sqlite3_errmsg(db.handle()));
     }
     if (out.rows.size() >= limits.max_rows) {
@@ -168,9 +172,15 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
     row.reserve(size_t(ncol));
     for (int i = 0; i < ncol; ++i) {
       switch (sqlite3_column_type(raw, i)) {
-        case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
-        case SQLITE_INTEGER: row.emplace_back(int64_t(sqlite3_column_int64(raw, i))); break;
-        case SQLITE_FLOAT: row.emplace_back(sqlite3_column_double(raw, i)); break;
+        case SQLITE_NULL:
+          row.emplace_back(std::monostate{});
+          break;
+        case SQLITE_INTEGER:
+          row.emplace_back(int64_t(sqlite3_column_int64(raw, i)));
+          break;
+        case SQLITE_FLOAT:
+          row.emplace_back(sqlite3_column_double(raw, i));
+          break;
         case SQLITE_BLOB: {
           int n = sqlite3_column_bytes(raw, i);
           bytes += size_t(n) * 2;

@@ -11,18 +11,30 @@ namespace {
 // saved queries keep meaning the same thing. Other ops are numbered from kFirstDynamicOp.
 const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
   static const std::map<std::pair<int, std::string_view>, int> m = {
-      {{kSourceCudaRuntime, "cudaMalloc"}, 1},           {{kSourceCudaRuntime, "cudaFree"}, 2},
-      {{kSourceCudaRuntime, "cudaLaunchKernel"}, 3},     {{kSourceCudaRuntime, "cudaMemcpy"}, 4},
-      {{kSourceCudaRuntime, "cudaStreamSynchronize"}, 5}, {{kSourceCudaRuntime, "cudaDeviceSynchronize"}, 6},
-      {{kSourceCudaRuntime, "cudaMemcpyAsync"}, 7},      {{kSourceCudaRuntime, "cudaMallocManaged"}, 8},
-      {{kSourceCudaDriver, "cuLaunchKernel"}, 1},        {{kSourceCudaDriver, "cuMemcpy"}, 2},
-      {{kSourceCudaDriver, "cuMemcpyAsync"}, 3},         {{kSourceCudaDriver, "cuCtxSynchronize"}, 4},
-      {{kSourceCudaDriver, "cuMemAlloc"}, 5},            {{kSourceCudaDriver, "cuMemAllocManaged"}, 6},
-      {{kSourceHost, "sched_switch"}, 1},                {{kSourceHost, "sched_wakeup"}, 2},
-      {{kSourceHost, "mm_page_alloc"}, 3},               {{kSourceHost, "oom_kill"}, 4},
-      {{kSourceHost, "process_exec"}, 5},                {{kSourceHost, "process_exit"}, 6},
-      {{kSourceHost, "process_fork"}, 7},                {{kSourceIo, "block_read"}, 1},
-      {{kSourceIo, "block_write"}, 2},                   {{kSourceIo, "block_discard"}, 3},
+      {{kSourceCudaRuntime, "cudaMalloc"}, 1},
+      {{kSourceCudaRuntime, "cudaFree"}, 2},
+      {{kSourceCudaRuntime, "cudaLaunchKernel"}, 3},
+      {{kSourceCudaRuntime, "cudaMemcpy"}, 4},
+      {{kSourceCudaRuntime, "cudaStreamSynchronize"}, 5},
+      {{kSourceCudaRuntime, "cudaDeviceSynchronize"}, 6},
+      {{kSourceCudaRuntime, "cudaMemcpyAsync"}, 7},
+      {{kSourceCudaRuntime, "cudaMallocManaged"}, 8},
+      {{kSourceCudaDriver, "cuLaunchKernel"}, 1},
+      {{kSourceCudaDriver, "cuMemcpy"}, 2},
+      {{kSourceCudaDriver, "cuMemcpyAsync"}, 3},
+      {{kSourceCudaDriver, "cuCtxSynchronize"}, 4},
+      {{kSourceCudaDriver, "cuMemAlloc"}, 5},
+      {{kSourceCudaDriver, "cuMemAllocManaged"}, 6},
+      {{kSourceHost, "sched_switch"}, 1},
+      {{kSourceHost, "sched_wakeup"}, 2},
+      {{kSourceHost, "mm_page_alloc"}, 3},
+      {{kSourceHost, "oom_kill"}, 4},
+      {{kSourceHost, "process_exec"}, 5},
+      {{kSourceHost, "process_exit"}, 6},
+      {{kSourceHost, "process_fork"}, 7},
+      {{kSourceIo, "block_read"}, 1},
+      {{kSourceIo, "block_write"}, 2},
+      {{kSourceIo, "block_discard"}, 3},
       {{kSourceTcp, "tcp_retransmit"}, 1},
   };
   return m;
@@ -52,9 +64,9 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string
   // The time index is dropped while writing and rebuilt by finish(): maintaining it per insert
   // costs a third of the write path, and events arrive almost in time order anyway.
   (void)d.exec("DROP INDEX IF EXISTS idx_events_timestamp");
-  for (const char* p : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
-                        "PRAGMA cache_size = -8192", "PRAGMA wal_autocheckpoint = 4000",
-                        "PRAGMA temp_store = MEMORY"}) {
+  for (const char* p :
+       {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA cache_size = -8192",
+        "PRAGMA wal_autocheckpoint = 4000", "PRAGMA temp_store = MEMORY"}) {
     if (auto st = d.exec(p); !st) return ingero::make_error(path + ": " + st.error().message);
   }
   if (auto st = migrate(d); !st) return st.error();
@@ -80,10 +92,12 @@ ingero::Status TraceWriter::prepare() {
   auto ins = db_->prepare("INSERT INTO events (" + cols + ") VALUES (" + qs + ")");
   if (!ins) return ins.error();
   insert_ = std::move(*ins);
-  auto op = db_->prepare("INSERT INTO ops (source_id, op_id, name, description, kind) VALUES (?, ?, ?, '', ?)");
+  auto op = db_->prepare(
+      "INSERT INTO ops (source_id, op_id, name, description, kind) VALUES (?, ?, ?, '', ?)");
   if (!op) return op.error();
   insert_op_ = std::move(*op);
-  auto src = db_->prepare("INSERT INTO sources (id, name, description, vendor, api) VALUES (?, ?, ?, ?, ?)");
+  auto src = db_->prepare(
+      "INSERT INTO sources (id, name, description, vendor, api) VALUES (?, ?, ?, ?, ?)");
   if (!src) return src.error();
   insert_source_ = std::move(*src);
   auto proc = db_->prepare(
@@ -113,7 +127,8 @@ ingero::Status TraceWriter::prepare() {
     if (!*r) break;
     library_ids_[libs->text(1)] = libs->int64(0);
   }
-  auto o = db_->prepare("SELECT o.source_id, o.op_id, o.name, s.api FROM ops o JOIN sources s ON s.id = o.source_id");
+  auto o = db_->prepare(
+      "SELECT o.source_id, o.op_id, o.name, s.api FROM ops o JOIN sources s ON s.id = o.source_id");
   if (!o) return o.error();
   while (true) {
     auto r = o->step();
@@ -132,10 +147,18 @@ ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
       "started_at, mono_offset_ns, ingero_ver, pid_filter, flags, backends) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
-  st->bind(1, info.node).bind(2, info.host).bind(3, info.kernel).bind(4, info.os_release)
-      .bind(5, info.cpu_model).bind(6, int64_t(info.cpu_cores)).bind(7, info.mem_total_mib)
-      .bind(8, info.started_at_ns).bind(9, info.mono_offset_ns)
-      .bind(10, std::string_view(INGERO_VERSION)).bind(11, info.pid_filter).bind(12, info.flags)
+  st->bind(1, info.node)
+      .bind(2, info.host)
+      .bind(3, info.kernel)
+      .bind(4, info.os_release)
+      .bind(5, info.cpu_model)
+      .bind(6, int64_t(info.cpu_cores))
+      .bind(7, info.mem_total_mib)
+      .bind(8, info.started_at_ns)
+      .bind(9, info.mono_offset_ns)
+      .bind(10, std::string_view(INGERO_VERSION))
+      .bind(11, info.pid_filter)
+      .bind(12, info.flags)
       .bind(13, info.backends);
   if (auto r = st->step(); !r) return r.error();
   session_id_ = sqlite3_last_insert_rowid(db_->handle());
@@ -157,9 +180,11 @@ ingero::Result<int> TraceWriter::source_id(std::string_view vendor, std::string_
   std::string name(api);
   for (auto& c : name) c = char(toupper(static_cast<unsigned char>(c)));
   insert_source_.reset();
-  insert_source_.bind(1, int64_t(id)).bind(2, name)
+  insert_source_.bind(1, int64_t(id))
+      .bind(2, name)
       .bind(3, std::string(vendor) + " " + std::string(api) + " API - uprobes")
-      .bind(4, vendor).bind(5, api);
+      .bind(4, vendor)
+      .bind(5, api);
   if (auto r = insert_source_.step(); !r) return r.error();
   source_by_api_[key] = id;
   return id;
@@ -185,7 +210,9 @@ ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(const hal::Event& ev) {
       id = next++;
     }
     insert_op_.reset();
-    insert_op_.bind(1, int64_t(*src)).bind(2, int64_t(id)).bind(3, ev.op)
+    insert_op_.bind(1, int64_t(*src))
+        .bind(2, int64_t(id))
+        .bind(3, ev.op)
         .bind(4, hal::kind_name(ev.kind));
     if (auto r = insert_op_.step(); !r) return r.error();
     ids = {*src, id};
@@ -249,9 +276,12 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
     auto pc = ev.peer_comm_view();
     sqlite3_bind_text(s, 16, pc.data(), int(pc.size()), SQLITE_STATIC);
   }
-  if (!ev.detail.empty()) sqlite3_bind_text(s, 17, ev.detail.data(), int(ev.detail.size()), SQLITE_STATIC);
-  if (!ev.saddr.empty()) sqlite3_bind_text(s, 18, ev.saddr.data(), int(ev.saddr.size()), SQLITE_STATIC);
-  if (!ev.daddr.empty()) sqlite3_bind_text(s, 19, ev.daddr.data(), int(ev.daddr.size()), SQLITE_STATIC);
+  if (!ev.detail.empty())
+    sqlite3_bind_text(s, 17, ev.detail.data(), int(ev.detail.size()), SQLITE_STATIC);
+  if (!ev.saddr.empty())
+    sqlite3_bind_text(s, 18, ev.saddr.data(), int(ev.saddr.size()), SQLITE_STATIC);
+  if (!ev.daddr.empty())
+    sqlite3_bind_text(s, 19, ev.daddr.data(), int(ev.daddr.size()), SQLITE_STATIC);
   sqlite3_bind_int64(s, 20, int64_t(ev.stack_id));
   if (!ev.library.empty()) {
     int64_t lib = library_id(ev.library);
@@ -299,11 +329,20 @@ ingero::Result<int64_t> TraceWriter::add_library(const LibraryRow& row) {
       "embedded, specs_total, specs_resolved, probes_attached, missing, errors) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
-  st->bind(1, session_id_).bind(2, row.backend).bind(3, row.vendor).bind(4, row.api)
-      .bind(5, row.path).bind(6, row.soname).bind(7, row.version).bind(8, row.build_id)
-      .bind(9, int64_t(row.embedded)).bind(10, int64_t(row.specs_total))
-      .bind(11, int64_t(row.specs_resolved)).bind(12, int64_t(row.probes_attached))
-      .bind(13, row.missing).bind(14, row.errors);
+  st->bind(1, session_id_)
+      .bind(2, row.backend)
+      .bind(3, row.vendor)
+      .bind(4, row.api)
+      .bind(5, row.path)
+      .bind(6, row.soname)
+      .bind(7, row.version)
+      .bind(8, row.build_id)
+      .bind(9, int64_t(row.embedded))
+      .bind(10, int64_t(row.specs_total))
+      .bind(11, int64_t(row.specs_resolved))
+      .bind(12, int64_t(row.probes_attached))
+      .bind(13, row.missing)
+      .bind(14, row.errors);
   if (auto r = st->step(); !r) return r.error();
   int64_t id = sqlite3_last_insert_rowid(db_->handle());
   library_ids_[row.path] = id;
@@ -314,7 +353,11 @@ ingero::Status TraceWriter::note_process(uint32_t pid, std::string_view name,
                                          std::string_view cmdline, int64_t seen_at_ns) {
   if (auto st = begin_if_needed(); !st) return st;
   insert_proc_.reset();
-  insert_proc_.bind(1, node_).bind(2, int64_t(pid)).bind(3, name).bind(4, cmdline).bind(5, seen_at_ns);
+  insert_proc_.bind(1, node_)
+      .bind(2, int64_t(pid))
+      .bind(3, name)
+      .bind(4, cmdline)
+      .bind(5, seen_at_ns);
   if (auto r = insert_proc_.step(); !r) return r.error();
   return {};
 }
@@ -326,12 +369,19 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
       "ringbuf_drops = ?, lost_calls = ?, store_errors = ?, unfinished_calls = ?, bpf_stats = ?, "
       "exit_reason = ? WHERE id = ?");
   if (!st) return st.error();
-  st->bind(1, end.stopped_at_ns).bind(2, int64_t(end.attached_probes)).bind(3, int64_t(written_))
-      .bind(4, int64_t(end.ringbuf_drops)).bind(5, int64_t(end.lost_calls))
-      .bind(6, int64_t(failed_)).bind(7, int64_t(end.unfinished_calls)).bind(8, end.bpf_stats_json)
-      .bind(9, end.exit_reason).bind(10, session_id_);
+  st->bind(1, end.stopped_at_ns)
+      .bind(2, int64_t(end.attached_probes))
+      .bind(3, int64_t(written_))
+      .bind(4, int64_t(end.ringbuf_drops))
+      .bind(5, int64_t(end.lost_calls))
+      .bind(6, int64_t(failed_))
+      .bind(7, int64_t(end.unfinished_calls))
+      .bind(8, end.bpf_stats_json)
+      .bind(9, end.exit_reason)
+      .bind(10, session_id_);
   if (auto r = st->step(); !r) return r.error();
-  if (auto ix = db_->exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)"); !ix && result)
+  if (auto ix = db_->exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)");
+      !ix && result)
     result = ix;
   // Self-contained file: fold the WAL back in so the trace can be copied or opened from
   // read-only media.

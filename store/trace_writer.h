@@ -27,8 +27,8 @@ struct SessionInfo {
   std::string host, kernel, os_release, cpu_model;
   int cpu_cores = 0;
   int64_t mem_total_mib = 0;
-  int64_t started_at_ns = 0;    // unix epoch
-  int64_t mono_offset_ns = 0;   // CLOCK_REALTIME - CLOCK_MONOTONIC
+  int64_t started_at_ns = 0;   // unix epoch
+  int64_t mono_offset_ns = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC
   std::string pid_filter, flags, backends;
 };
 
@@ -100,7 +100,7 @@ class TraceWriter {
   std::unique_ptr<Db> db_;
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
-  std::unordered_map<std::string, OpIds> op_by_name_;    // "api\0op"
+  std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"
   std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"
   std::unordered_map<int, int> next_op_;
   std::unordered_map<std::string, int64_t> library_ids_;

@@ -35,12 +35,12 @@ class CudaBackend final : public VendorBackend {
     dirs.push_back("/usr/lib/x86_64-linux-gnu");
     dirs.push_back("/usr/lib64");
     // pip wheels: nvidia-cuda-runtime-cu12 and friends unpack to site-packages/nvidia/*/lib.
-    for (const char* root : {"/usr/lib/python3*/site-packages", "/usr/lib/python3/dist-packages",
-                             "/usr/local/lib/python3*/dist-packages",
-                             "/usr/local/lib/python3*/site-packages",
-                             "/root/.local/lib/python3*/site-packages",
-                             "/root/.pyenv/versions/*/lib/python3*/site-packages",
-                             "/home/*/.local/lib/python3*/site-packages", "/opt/conda/lib/python3*/site-packages"})
+    for (const char* root :
+         {"/usr/lib/python3*/site-packages", "/usr/lib/python3/dist-packages",
+          "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+          "/root/.local/lib/python3*/site-packages",
+          "/root/.pyenv/versions/*/lib/python3*/site-packages",
+          "/home/*/.local/lib/python3*/site-packages", "/opt/conda/lib/python3*/site-packages"})
       dirs.push_back(std::string(root) + "/nvidia/*/lib");
     for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
       std::string v = getenv(var);
@@ -52,8 +52,7 @@ class CudaBackend final : public VendorBackend {
   std::vector<LibraryMatch> match(const MappedFile& f) const override {
     if (basename_matches(f.basename, "libcudart"))
       return {{"nvidia", "cuda_runtime", kRuntime, false}};
-    if (basename_matches(f.basename, "libcuda"))
-      return {{"nvidia", "cuda_driver", kDriver, false}};
+    if (basename_matches(f.basename, "libcuda")) return {{"nvidia", "cuda_driver", kDriver, false}};
     // A statically linked runtime (nvcc's default) inside a program or host object.
     if (defines_all(*f.symbols, {"cudaLaunchKernel", "cudaMalloc", "cudaStreamSynchronize"}))
       return {{"nvidia", "cuda_runtime", kRuntime, true}};

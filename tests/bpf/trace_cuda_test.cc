@@ -62,7 +62,8 @@ TEST(TraceCuda, RealRuntimeAndDriverStubExactCalls) {
   // Every call the workload made, and nothing else: (op, tid, ret) multisets are equal.
   std::map<std::tuple<std::string, int, int>, int> expected, got;
   for (const auto& l : lines) expected[{l.op, l.tid, l.ret}]++;
-  for (const auto& r : query_rows(db, "SELECT op, tid, ret FROM calls WHERE pid = " + std::to_string(pid)))
+  for (const auto& r :
+       query_rows(db, "SELECT op, tid, ret FROM calls WHERE pid = " + std::to_string(pid)))
     got[{r[0], std::stoi(r[1]), std::stoi(r[2])}]++;
   EXPECT_EQ(got, expected);
 
@@ -72,25 +73,28 @@ TEST(TraceCuda, RealRuntimeAndDriverStubExactCalls) {
   for (int i = 0; i < 7; ++i) EXPECT_EQ(sizes[i][0], std::to_string(1024 * (i + 1)));
 
   // cudaLaunchKernel: dim3 by value in registers, shared memory and stream on the stack.
-  auto k = query_rows(db,
-                      "SELECT func, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, "
-                      "stream, count(*) FROM calls WHERE op = 'cudaLaunchKernel' GROUP BY 1,2,3,4,5,6,7,8,9");
+  auto k = query_rows(
+      db,
+      "SELECT func, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, "
+      "stream, count(*) FROM calls WHERE op = 'cudaLaunchKernel' GROUP BY 1,2,3,4,5,6,7,8,9");
   ASSERT_EQ(k.size(), 1u);
   EXPECT_EQ(k[0], (std::vector<std::string>{std::to_string(0xf00d), "8", "4", "2", "128", "2", "1",
-                                           "256", std::to_string(0x5151), "4"}));
-  auto kx = query_rows(db,
-                       "SELECT func, grid_x, grid_y, grid_z, block_x, shared_mem, stream FROM calls "
-                       "WHERE op = 'cudaLaunchKernelExC'");
+                                            "256", std::to_string(0x5151), "4"}));
+  auto kx =
+      query_rows(db,
+                 "SELECT func, grid_x, grid_y, grid_z, block_x, shared_mem, stream FROM calls "
+                 "WHERE op = 'cudaLaunchKernelExC'");
   ASSERT_EQ(kx.size(), 1u);
   EXPECT_EQ(kx[0], (std::vector<std::string>{std::to_string(0xf00e), "16", "1", "1", "256", "1024",
-                                            std::to_string(0x5151)}));
+                                             std::to_string(0x5151)}));
   // Driver launch: blockDimZ, sharedMemBytes and the stream are stack arguments.
-  auto dk = query_rows(db,
-                       "SELECT func, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, "
-                       "stream, count(*) FROM calls WHERE op = 'cuLaunchKernel' GROUP BY 1,2,3,4,5,6,7,8,9");
+  auto dk = query_rows(
+      db,
+      "SELECT func, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, "
+      "stream, count(*) FROM calls WHERE op = 'cuLaunchKernel' GROUP BY 1,2,3,4,5,6,7,8,9");
   ASSERT_EQ(dk.size(), 1u);
   EXPECT_EQ(dk[0], (std::vector<std::string>{std::to_string(0xbeef), "1", "2", "3", "4", "5", "6",
-                                            "512", std::to_string(0x9999), "3"}));
+                                             "512", std::to_string(0x9999), "3"}));
 
   // Copies: size, direction (the 2D copy's kind is the 7th argument, on the stack), stream.
   auto cp = query_rows(db,
@@ -104,22 +108,27 @@ TEST(TraceCuda, RealRuntimeAndDriverStubExactCalls) {
       {"cudaMemset", "2048", "NULL", "0", "1"},
   };
   EXPECT_EQ(cp, want_cp);
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cuMemAlloc' AND bytes = 4096"), 2);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cuMemAlloc' AND bytes = 4096"),
+            2);
 
   // The second thread's syncs carry its tid, not the main thread's.
   int tid2 = 0;
   for (const auto& l : lines)
     if (l.op == "cudaStreamSynchronize" && l.tid != pid) tid2 = l.tid;
   ASSERT_GT(tid2, 0);
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSynchronize' AND tid = " +
-                              std::to_string(tid2) + " AND stream = " + std::to_string(0x7777) +
-                              " AND pid = " + std::to_string(pid)),
-            3);
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSynchronize' AND tid = " +
-                              std::to_string(pid) + " AND stream = " + std::to_string(0x5151)),
-            5);
+  EXPECT_EQ(
+      query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSynchronize' AND tid = " +
+                        std::to_string(tid2) + " AND stream = " + std::to_string(0x7777) +
+                        " AND pid = " + std::to_string(pid)),
+      3);
+  EXPECT_EQ(
+      query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSynchronize' AND tid = " +
+                        std::to_string(pid) + " AND stream = " + std::to_string(0x5151)),
+      5);
   // Vendor classification and nothing lost.
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE vendor = 'nvidia' AND api = 'cuda_driver'"), 8);
+  EXPECT_EQ(
+      query_int(db, "SELECT count(*) FROM calls WHERE vendor = 'nvidia' AND api = 'cuda_driver'"),
+      8);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM cuda_events WHERE api = 'cuda_runtime'"), 39);
   EXPECT_EQ(query_int(db, "SELECT ringbuf_drops + lost_calls + store_errors FROM sessions"), 0);
   EXPECT_EQ(query_int(db, "SELECT events_stored FROM sessions"), 47);
@@ -130,8 +139,10 @@ TEST(TraceCuda, NestedRuntimeToDriverAndConcurrentThreadsPair) {
   REQUIRE_BPF();
   std::string db = temp_path("nested.db");
   const int kThreads = 8, kCalls = 50;
-  auto run = trace_command(db, {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART,
-                                std::to_string(kThreads), std::to_string(kCalls)}, {}, kFakeEnv);
+  auto run = trace_command(db,
+                           {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART,
+                            std::to_string(kThreads), std::to_string(kCalls)},
+                           {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
   // Thread index -> tid, from the workload.
   std::map<int, int> tid_of;
@@ -146,14 +157,19 @@ TEST(TraceCuda, NestedRuntimeToDriverAndConcurrentThreadsPair) {
   ASSERT_EQ(tid_of.size(), size_t(kThreads));
   for (auto [idx, tid] : tid_of) {
     // Each thread: kCalls allocations of its own size, each with the pointer written back.
-    auto rows = query_rows(db, "SELECT count(*), min(bytes), max(bytes), min(dptr - bytes), max(dptr - bytes) "
-                               "FROM calls WHERE op = 'cudaMalloc' AND tid = " + std::to_string(tid));
-    EXPECT_EQ(rows[0], (std::vector<std::string>{std::to_string(kCalls), std::to_string(4096 * (idx + 1)),
-                                                 std::to_string(4096 * (idx + 1)),
-                                                 std::to_string(0xd0000000u), std::to_string(0xd0000000u)}));
+    auto rows =
+        query_rows(db,
+                   "SELECT count(*), min(bytes), max(bytes), min(dptr - bytes), max(dptr - bytes) "
+                   "FROM calls WHERE op = 'cudaMalloc' AND tid = " +
+                       std::to_string(tid));
+    EXPECT_EQ(rows[0],
+              (std::vector<std::string>{std::to_string(kCalls), std::to_string(4096 * (idx + 1)),
+                                        std::to_string(4096 * (idx + 1)),
+                                        std::to_string(0xd0000000u), std::to_string(0xd0000000u)}));
   }
   // Each cudaDeviceSynchronize contains exactly one nested cuCtxSynchronize on the same thread.
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaDeviceSynchronize'"), kThreads);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaDeviceSynchronize'"),
+            kThreads);
   EXPECT_EQ(query_int(db,
                       "SELECT count(*) FROM calls o JOIN calls i ON i.tid = o.tid "
                       "AND i.op = 'cuCtxSynchronize' AND o.op = 'cudaDeviceSynchronize' "
@@ -169,7 +185,8 @@ TEST(TraceCuda, NestedRuntimeToDriverAndConcurrentThreadsPair) {
 TEST(TraceCuda, ProcessStartedLaterLoadingPipWheelRuntime) {
   REQUIRE_BPF();
   std::string db = temp_path("late.db");
-  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--duration", "60s"});
+  auto tracer =
+      Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--duration", "60s"});
   ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
   // The fake runtime lives at .../site-packages/nvidia/cuda_runtime/lib/libcudart.so.13,
   // which no scan at start-up could have seen mapped.
@@ -179,7 +196,8 @@ TEST(TraceCuda, ProcessStartedLaterLoadingPipWheelRuntime) {
   int pid = std::stoi(pid_line.substr(4));
   ASSERT_TRUE(wl.wait_stdout_line("loaded", std::chrono::seconds(10)));
   // The dynamic loader's link-map hook tells ingero to re-scan this pid.
-  ASSERT_TRUE(tracer.wait_stderr_line("new libraries in pid " + std::to_string(pid), std::chrono::seconds(10)))
+  ASSERT_TRUE(tracer.wait_stderr_line("new libraries in pid " + std::to_string(pid),
+                                      std::chrono::seconds(10)))
       << tracer.err();
   wl.write_stdin("go\n");
   ASSERT_EQ(wl.wait(), 0);
@@ -188,7 +206,8 @@ TEST(TraceCuda, ProcessStartedLaterLoadingPipWheelRuntime) {
   auto rows = query_rows(db,
                          "SELECT count(*), min(bytes), max(bytes), min(l.path LIKE "
                          "'%/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13') FROM calls c "
-                         "JOIN libraries l ON l.id = c.library_id WHERE c.pid = " + std::to_string(pid));
+                         "JOIN libraries l ON l.id = c.library_id WHERE c.pid = " +
+                             std::to_string(pid));
   EXPECT_EQ(rows[0], (std::vector<std::string>{"5", "1048576", "1048576", "1"}));
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGINT'"), 1);
 }
@@ -201,9 +220,10 @@ TEST(TraceCuda, TwoRuntimeCopiesAtOnce) {
                        INGERO_FAKE_CUDART + " 2 10 & wait";
   auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
-  auto rows = query_rows(db,
-                         "SELECT l.path, c.comm, count(*) FROM calls c JOIN libraries l ON l.id = c.library_id "
-                         "WHERE c.api = 'cuda_runtime' GROUP BY 1, 2 ORDER BY 1");
+  auto rows = query_rows(
+      db,
+      "SELECT l.path, c.comm, count(*) FROM calls c JOIN libraries l ON l.id = c.library_id "
+      "WHERE c.api = 'cuda_runtime' GROUP BY 1, 2 ORDER BY 1");
   ASSERT_EQ(rows.size(), 2u);
   // The toolkit's runtime served cuda_calls (39 runtime calls) and the wheel copy served
   // fake_calls (2 threads x (10 mallocs + 1 device sync)).
@@ -218,17 +238,18 @@ TEST(TraceCuda, TwoRuntimeCopiesAtOnce) {
 TEST(TraceCuda, WorkloadExitingWithCallInFlight) {
   REQUIRE_BPF();
   std::string db = temp_path("exit.db");
-  auto run = trace_command(db, {INGERO_FAKE_CALLS, "exit-midcall", INGERO_FAKE_CUDART}, {}, kFakeEnv);
+  auto run =
+      trace_command(db, {INGERO_FAKE_CALLS, "exit-midcall", INGERO_FAKE_CUDART}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
   auto pos = run.out.find("tid ");
   ASSERT_NE(pos, std::string::npos);
   int tid = std::stoi(run.out.substr(pos + 4));
-  auto rows = query_rows(db,
-                         "SELECT op, status, ret, dur_ns >= 250000000, stream FROM calls WHERE tid = " +
-                             std::to_string(tid));
+  auto rows =
+      query_rows(db, "SELECT op, status, ret, dur_ns >= 250000000, stream FROM calls WHERE tid = " +
+                         std::to_string(tid));
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"cudaStreamSynchronize", "unfinished", "NULL", "1",
-                                              std::to_string(0xabc)}));
+                                               std::to_string(0xabc)}));
   EXPECT_EQ(query_int(db, "SELECT unfinished_calls FROM sessions"), 1);
 }
 
@@ -239,9 +260,10 @@ TEST(TraceCuda, StaticallyLinkedRuntimeFoundBySymbol) {
   auto run = trace_command(db, {INGERO_STATIC_RUNTIME});
   ASSERT_EQ(run.rc, 0) << run.err;
   EXPECT_NE(run.err.find("static copy"), std::string::npos) << run.err;
-  auto rows = query_rows(db,
-                         "SELECT c.op, count(*), min(coalesce(c.bytes, c.stream)), l.embedded FROM calls c "
-                         "JOIN libraries l ON l.id = c.library_id GROUP BY 1 ORDER BY 1");
+  auto rows =
+      query_rows(db,
+                 "SELECT c.op, count(*), min(coalesce(c.bytes, c.stream)), l.embedded FROM calls c "
+                 "JOIN libraries l ON l.id = c.library_id GROUP BY 1 ORDER BY 1");
   std::vector<std::vector<std::string>> want = {{"cudaMalloc", "3", "512", "1"},
                                                 {"cudaStreamSynchronize", "2", "66", "1"}};
   EXPECT_EQ(rows, want);
@@ -268,7 +290,11 @@ TEST(TraceCuda, PidFilterRunsInsideBpf) {
   ASSERT_EQ(tracer.wait(), 0) << tracer.err();
   EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
             (std::vector<std::string>{pa, "5"}));
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGTERM' AND pid_filter = '" + pa + "'"), 1);
+  EXPECT_EQ(
+      query_int(db,
+                "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGTERM' AND pid_filter = '" +
+                    pa + "'"),
+      1);
 }
 
 TEST(TraceCuda, LibraryUnloadedWhileAttached) {
@@ -276,8 +302,10 @@ TEST(TraceCuda, LibraryUnloadedWhileAttached) {
   std::string db = temp_path("unload.db");
   auto run = trace_command(db, {INGERO_FAKE_CALLS, "unload", INGERO_FAKE_CUDART}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
-  EXPECT_EQ(query_rows(db, "SELECT group_concat(bytes) FROM (SELECT bytes FROM calls ORDER BY ts_ns)")[0][0],
-            "100,100,100,200,200");
+  EXPECT_EQ(
+      query_rows(db,
+                 "SELECT group_concat(bytes) FROM (SELECT bytes FROM calls ORDER BY ts_ns)")[0][0],
+      "100,100,100,200,200");
 }
 
 TEST(TraceCuda, SigintWhileStreamingFlushesEverything) {

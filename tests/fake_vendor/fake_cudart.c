@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct { unsigned x, y, z; } dim3;
+typedef struct {
+  unsigned x, y, z;
+} dim3;
 extern int cuCtxSynchronize(void);
 extern int cuMemAlloc_v2(unsigned long long* p, size_t n);
 
@@ -18,13 +20,13 @@ __attribute__((visibility("default"))) int cudaMalloc(void** p, size_t n) {
   return 0;
 }
 __attribute__((visibility("default"))) int cudaFree(void* p) { return p ? 0 : 1; }
-__attribute__((visibility("default"))) int cudaMemcpyAsync(void* d, const void* s, size_t n, int kind,
-                                                             void* stream) {
+__attribute__((visibility("default"))) int cudaMemcpyAsync(void* d, const void* s, size_t n,
+                                                           int kind, void* stream) {
   (void)d, (void)s, (void)n, (void)kind, (void)stream;
   return 0;
 }
 __attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** a,
-                                                              size_t shm, void* stream) {
+                                                            size_t shm, void* stream) {
   (void)f, (void)g, (void)b, (void)a, (void)shm, (void)stream;
   return 0;
 }
@@ -37,7 +39,9 @@ __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
   if (us) usleep((useconds_t)atoi(us));
   return 0;
 }
-__attribute__((visibility("default"))) int cudaDeviceSynchronize(void) { return cuCtxSynchronize(); }
+__attribute__((visibility("default"))) int cudaDeviceSynchronize(void) {
+  return cuCtxSynchronize();
+}
 __attribute__((visibility("default"))) int cudaMallocManaged(void** p, size_t n, unsigned flags) {
   (void)flags;
   unsigned long long d = 0;

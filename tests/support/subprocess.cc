@@ -95,16 +95,19 @@ bool Subprocess::wait_line(int which, const std::string& needle, std::chrono::mi
       }
     }
     if ((which == 1 ? outfd_ : errfd_) < 0) return false;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pump(int(std::min<long>(left.count(), 100)));
   }
 }
 
-bool Subprocess::wait_stdout_line(const std::string& n, std::chrono::milliseconds t, std::string* l) {
+bool Subprocess::wait_stdout_line(const std::string& n, std::chrono::milliseconds t,
+                                  std::string* l) {
   return wait_line(1, n, t, l);
 }
-bool Subprocess::wait_stderr_line(const std::string& n, std::chrono::milliseconds t, std::string* l) {
+bool Subprocess::wait_stderr_line(const std::string& n, std::chrono::milliseconds t,
+                                  std::string* l) {
   return wait_line(2, n, t, l);
 }
 

@@ -28,10 +28,14 @@ std::vector<std::vector<std::string>> query_rows(const std::string& db, const st
   for (const auto& row : res->rows) {
     std::vector<std::string> cells;
     for (const auto& v : row) {
-      if (std::holds_alternative<std::monostate>(v)) cells.push_back("NULL");
-      else if (auto* i = std::get_if<int64_t>(&v)) cells.push_back(std::to_string(*i));
-      else if (auto* d = std::get_if<double>(&v)) cells.push_back(std::to_string(*d));
-      else cells.push_back(std::get<std::string>(v));
+      if (std::holds_alternative<std::monostate>(v))
+        cells.push_back("NULL");
+      else if (auto* i = std::get_if<int64_t>(&v))
+        cells.push_back(std::to_string(*i));
+      else if (auto* d = std::get_if<double>(&v))
+        cells.push_back(std::to_string(*d));
+      else
+        cells.push_back(std::get<std::string>(v));
     }
     out.push_back(std::move(cells));
   }
@@ -91,7 +95,8 @@ bool bpf_available(std::string* why) {
         cached = j.value("can_trace", false) ? 1 : 0;
         if (!cached) {
           for (auto& c : j["checks"])
-            if (c["status"] == "fail") reason += c["name"].get<std::string>() + ": " + c["detail"].get<std::string>() + "; ";
+            if (c["status"] == "fail")
+              reason += c["name"].get<std::string>() + ": " + c["detail"].get<std::string>() + "; ";
         }
       } catch (...) {
         cached = 0;

@@ -37,17 +37,18 @@ bool running_in_ci();
 }  // namespace ingero::test
 
 // BPF tests: skip loudly without BPF, but fail under CI=true, where BPF must work.
-#define REQUIRE_BPF()                                                                  \
-  do {                                                                                 \
-    std::string why_;                                                                  \
-    if (!::ingero::test::bpf_available(&why_)) {                                       \
+#define REQUIRE_BPF()                                                                         \
+  do {                                                                                        \
+    std::string why_;                                                                         \
+    if (!::ingero::test::bpf_available(&why_)) {                                              \
       if (::ingero::test::running_in_ci()) FAIL() << "CI=true but BPF unavailable: " << why_; \
-      GTEST_SKIP() << "*** BPF TEST SKIPPED (not CI): " << why_ << " ***";             \
-    }                                                                                  \
+      GTEST_SKIP() << "*** BPF TEST SKIPPED (not CI): " << why_ << " ***";                    \
+    }                                                                                         \
   } while (0)
 
 // Real vendor libraries: skip loudly when this host lacks them (the fake covers the logic).
-#define REQUIRE_FILE(path)                                                             \
-  do {                                                                                 \
-    if (access((path), R_OK) != 0) GTEST_SKIP() << "*** SKIPPED: " << (path) << " not present ***"; \
+#define REQUIRE_FILE(path)                                             \
+  do {                                                                 \
+    if (access((path), R_OK) != 0)                                     \
+      GTEST_SKIP() << "*** SKIPPED: " << (path) << " not present ***"; \
   } while (0)

@@ -23,7 +23,11 @@ class DecoderTest : public ::testing::Test {
  protected:
   void SetUp() override { cuda_ = backends::make_cuda_backend(); }
   uint32_t add(std::string_view api, std::span<const ProbeSpec> t, std::string_view sym) {
-    return table_.add({cuda_.get(), &spec_named(t, sym), {"nvidia", api, 0, false}, "/lib/x.so", std::string(sym)});
+    return table_.add({cuda_.get(),
+                       &spec_named(t, sym),
+                       {"nvidia", api, 0, false},
+                       "/lib/x.so",
+                       std::string(sym)});
   }
   ingero_call_rec rec(uint32_t id) {
     ingero_call_rec r{};
@@ -152,7 +156,8 @@ TEST(Recipes, MirrorTheSpec) {
   auto rm = make_recipe(m);
   EXPECT_EQ(rm.return_read.src, INGERO_PTR_REG);
   EXPECT_EQ(rm.return_read.len, 8);
-  EXPECT_EQ(make_recipe(spec_named(backends::cuda::kDriverProbes, "cuLaunchKernel")).stack_words, 3);
+  EXPECT_EQ(make_recipe(spec_named(backends::cuda::kDriverProbes, "cuLaunchKernel")).stack_words,
+            3);
 }
 
 }  // namespace

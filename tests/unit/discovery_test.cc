@@ -67,7 +67,9 @@ TEST(Discovery, InstallDirsFromEnvironmentAndPipWheelLayouts) {
   fs::create_directories(root + "/lib64");
   fs::copy_file(INGERO_FAKE_CUDART, root + "/lib64/libcudart.so.13");
   fs::create_directories(root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib");
-  fs::copy_file(INGERO_FAKE_CUDART, root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13");
+  fs::copy_file(
+      INGERO_FAKE_CUDART,
+      root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13");
   FakeHost host(root + "/proc");
   host.env_["CUDA_HOME"] = root;
   host.env_["VIRTUAL_ENV"] = root + "/venv";
@@ -77,7 +79,8 @@ TEST(Discovery, InstallDirsFromEnvironmentAndPipWheelLayouts) {
   std::set<std::string> paths;
   for (const auto& l : pm.libraries()) paths.insert(l.path);
   EXPECT_TRUE(paths.count(root + "/lib64/libcudart.so.13"));
-  EXPECT_TRUE(paths.count(root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13"));
+  EXPECT_TRUE(paths.count(
+      root + "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13"));
   for (const auto& l : pm.libraries()) {
     if (l.path.rfind(root, 0) != 0) continue;
     EXPECT_EQ(l.api, "cuda_runtime");

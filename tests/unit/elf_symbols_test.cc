@@ -1,4 +1,6 @@
 // ELF lookup against the real vendor libraries, checked against readelf, plus hostile files.
+#include "hal/elf_symbols.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,7 +9,6 @@
 #include <sstream>
 
 #include "backends/cuda/cuda_backend.h"
-#include "hal/elf_symbols.h"
 #include "hal/probe_plan.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
@@ -103,7 +104,8 @@ TEST(ElfSymbols, IbverbsPicksDefaultVersionOverOlder) {
 
 TEST(ElfSymbols, NcclWeakAliasAndProfilingName) {
   REQUIRE_FILE(kNccl);
-  auto idx = SymbolIndex::load(kNccl, [](std::string_view n) { return n.find("AllReduce") != n.npos; });
+  auto idx =
+      SymbolIndex::load(kNccl, [](std::string_view n) { return n.find("AllReduce") != n.npos; });
   ASSERT_TRUE(idx) << idx.error().message;
   const ElfSymbol* weak = (*idx)->find_function("ncclAllReduce");
   const ElfSymbol* strong = (*idx)->find_function("pncclAllReduce");
@@ -120,7 +122,8 @@ TEST(ElfSymbols, DriverVariantsResolveToDistinctAddresses) {
   auto idx = SymbolIndex::load(kStub);
   ASSERT_TRUE(idx) << idx.error().message;
   auto re = readelf_dynsyms(kStub);
-  ProbeSpec launch{.symbol = "cuLaunchKernel", .kind = EventKind::kLaunch, .variants = kBase | kPtsz};
+  ProbeSpec launch{
+      .symbol = "cuLaunchKernel", .kind = EventKind::kLaunch, .variants = kBase | kPtsz};
   auto found = resolve_spec(**idx, launch);
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].first, "cuLaunchKernel");
@@ -143,7 +146,8 @@ TEST(ElfSymbols, CudaBackendPlansEveryRuntimeAndDriverFunction) {
   REQUIRE_FILE(kStub);
   auto cuda = backends::make_cuda_backend();
   const VendorBackend* bs[] = {cuda.get()};
-  for (auto [path, api, total] : {std::tuple{kCudart, "cuda_runtime", 25}, {kStub, "cuda_driver", 17}}) {
+  for (auto [path, api, total] :
+       {std::tuple{kCudart, "cuda_runtime", 25}, {kStub, "cuda_driver", 17}}) {
     auto idx = SymbolIndex::load(path);
     ASSERT_TRUE(idx);
     MappedFile f{path, path, "", idx->get(), false};
@@ -174,7 +178,8 @@ TEST_F(HostileFiles, NotElfEmptyTruncatedForeignAreClearErrors) {
   EXPECT_NE(empty.error().message.find("empty"), std::string::npos) << empty.error().message;
   auto text = SymbolIndex::load(write("text.so", "#!/bin/sh\necho not a library\n"));
   ASSERT_FALSE(text);
-  EXPECT_NE(text.error().message.find("not an ELF file"), std::string::npos) << text.error().message;
+  EXPECT_NE(text.error().message.find("not an ELF file"), std::string::npos)
+      << text.error().message;
   auto missing = SymbolIndex::load("/nonexistent/libcudart.so.13");
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("No such file"), std::string::npos);
@@ -184,7 +189,8 @@ TEST_F(HostileFiles, NotElfEmptyTruncatedForeignAreClearErrors) {
   REQUIRE_FILE(kCudart);
   std::ifstream in(kCudart, std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(in)), {});
-  for (size_t cut : {size_t(16), size_t(64), size_t(700), size_t(4096), all.size() / 2, all.size() - 100}) {
+  for (size_t cut :
+       {size_t(16), size_t(64), size_t(700), size_t(4096), all.size() / 2, all.size() - 100}) {
     auto r = SymbolIndex::load(write("trunc" + std::to_string(cut), all.substr(0, cut)));
     EXPECT_FALSE(r) << "cut at " << cut;
     if (!r) {
@@ -196,7 +202,8 @@ TEST_F(HostileFiles, NotElfEmptyTruncatedForeignAreClearErrors) {
   arm[19] = 0;
   auto foreign = SymbolIndex::load(write("arm.so", arm));
   ASSERT_FALSE(foreign);
-  EXPECT_NE(foreign.error().message.find("another machine"), std::string::npos) << foreign.error().message;
+  EXPECT_NE(foreign.error().message.find("another machine"), std::string::npos)
+      << foreign.error().message;
   // Corrupted section headers: garbage over e_shoff.
   std::string bad = all;
   for (int i = 0; i < 8; ++i) bad[40 + i] = char(0xff);

@@ -1,7 +1,8 @@
+#include "hal/proc_maps.h"
+
 #include <gtest/gtest.h>
 
 #include "hal/ld_cache.h"
-#include "hal/proc_maps.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::hal {
@@ -9,10 +10,13 @@ namespace {
 
 TEST(ProcMaps, ParsesFileAnonymousDeletedAndSpacedPaths) {
   const char* text =
-      "55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1234                       /usr/bin/python3.11\n"
-      "7f3a00000000-7f3a00100000 r-xp 00028000 fd:01 98765                      /opt/my libs/libcudart.so.13\n"
+      "55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1234                       "
+      "/usr/bin/python3.11\n"
+      "7f3a00000000-7f3a00100000 r-xp 00028000 fd:01 98765                      /opt/my "
+      "libs/libcudart.so.13\n"
       "7f3a00200000-7f3a00300000 rw-p 00000000 00:00 0 \n"
-      "7f3a00400000-7f3a00500000 r-xp 00001000 08:02 555                        /tmp/libx.so (deleted)\n"
+      "7f3a00400000-7f3a00500000 r-xp 00001000 08:02 555                        /tmp/libx.so "
+      "(deleted)\n"
       "garbage line\n"
       "7ffd1000-7ffd2000 r-xp 00000000 00:00 0                                  [vdso]";
   auto m = parse_proc_maps(text);
@@ -39,7 +43,8 @@ TEST(LdCache, ParsesTheHostCache) {
   auto entries = parse_ld_cache(*bytes);
   ASSERT_TRUE(entries) << entries.error().message;
   bool libc = false;
-  for (const auto& e : *entries) libc |= e.soname == "libc.so.6" && e.path.find("libc.so.6") != std::string::npos;
+  for (const auto& e : *entries)
+    libc |= e.soname == "libc.so.6" && e.path.find("libc.so.6") != std::string::npos;
   EXPECT_TRUE(libc);
 }
 

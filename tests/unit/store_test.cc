@@ -67,19 +67,27 @@ std::string write_sample(const std::string& path, int n = 3) {
 TEST(Store, RoundTripThroughContractViews) {
   std::string db = write_sample(test::temp_path("rt.db"));
   using V = std::vector<std::string>;
-  auto rows = test::query_rows(db, "SELECT op, kind, bytes, dptr, ts_ns, node, comm, ret, status, vendor, api FROM calls WHERE op = 'cudaMalloc' ORDER BY ts_ns");
+  auto rows = test::query_rows(db,
+                               "SELECT op, kind, bytes, dptr, ts_ns, node, comm, ret, status, "
+                               "vendor, api FROM calls WHERE op = 'cudaMalloc' ORDER BY ts_ns");
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0], (V{"cudaMalloc", "alloc", "1024", std::to_string(0x7000), "1000000000010",
                         "gpu-node-07", "trainer", "0", "ok", "nvidia", "cuda_runtime"}));
-  auto s = test::query_rows(db, "SELECT ret, status, off_cpu_ns, preempts, preemptor_pid, preemptor_comm, stream FROM calls WHERE tid = 102");
+  auto s = test::query_rows(db,
+                            "SELECT ret, status, off_cpu_ns, preempts, preemptor_pid, "
+                            "preemptor_comm, stream FROM calls WHERE tid = 102");
   EXPECT_EQ(s[0], (V{"35", "error", "800", "2", "4411", "hog", std::to_string(0x5151)}));
   auto u = test::query_rows(db, "SELECT ret, status FROM calls WHERE tid = 103");
   EXPECT_EQ(u[0], (V{"NULL", "unfinished"}));
   // Legacy-shaped columns work on our files too.
-  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM events WHERE source = 1 AND op = 1 AND arg0 = 2048"), 1);
+  EXPECT_EQ(test::query_int(
+                db, "SELECT count(*) FROM events WHERE source = 1 AND op = 1 AND arg0 = 2048"),
+            1);
   EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM cuda_events WHERE duration_ns > 100"), 1);
-  EXPECT_EQ(test::query_rows(db, "SELECT path FROM libraries l JOIN calls c ON c.library_id = l.id LIMIT 1")[0][0],
-            "/usr/lib/libcudart.so.13");
+  EXPECT_EQ(
+      test::query_rows(
+          db, "SELECT path FROM libraries l JOIN calls c ON c.library_id = l.id LIMIT 1")[0][0],
+      "/usr/lib/libcudart.so.13");
   EXPECT_EQ(test::query_rows(db, "SELECT name FROM ops WHERE source_id = 1 AND op_id = 5")[0][0],
             "cudaStreamSynchronize");
   // The finished file is self-contained (not WAL) and versioned.
@@ -104,7 +112,8 @@ TEST(Store, NewerSchemaIsRefusedWithBothVersions) {
   sqlite3_close(h);
   auto r = TraceReader::open(db);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("newer ingero (schema 99"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("newer ingero (schema 99"), std::string::npos)
+      << r.error().message;
   auto w = TraceWriter::open(db);
   ASSERT_FALSE(w);
   EXPECT_NE(w.error().message.find("schema 99"), std::string::npos);
@@ -159,7 +168,8 @@ TEST(QueryConfinement, HostileSqlFailsAndLeavesTheFileUnchanged) {
       "UPDATE events SET pid = 0",
       "INSERT INTO events (timestamp, pid, tid, source, op) VALUES (1,1,1,1,1)",
       "WITH x AS (SELECT 1) DELETE FROM events",
-      "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i FROM c) INSERT INTO ops SELECT 1, i, 'x', '', '' FROM c",
+      "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i FROM c) INSERT INTO ops SELECT 1, i, "
+      "'x', '', '' FROM c",
       "DROP TABLE events",
       "CREATE TABLE evil (x)",
       "CREATE TEMP TABLE evil (x)",

@@ -23,7 +23,8 @@ static cudaStream_t kStream = (cudaStream_t)0x5151;
 
 static void* second_thread(void* arg) {
   (void)arg;
-  for (int i = 0; i < 3; i++) LOG("cudaStreamSynchronize", cudaStreamSynchronize((cudaStream_t)0x7777));
+  for (int i = 0; i < 3; i++)
+    LOG("cudaStreamSynchronize", cudaStreamSynchronize((cudaStream_t)0x7777));
   return NULL;
 }
 
@@ -46,12 +47,14 @@ static void driver_calls(const char* path) {
   cuLaunchKernel_t cuLaunchKernel = (cuLaunchKernel_t)dlsym(h, "cuLaunchKernel");
   cuMemcpyHtoD_t cuMemcpyHtoD = (cuMemcpyHtoD_t)dlsym(h, "cuMemcpyHtoD_v2");
   cuCtxSynchronize_t cuCtxSynchronize = (cuCtxSynchronize_t)dlsym(h, "cuCtxSynchronize");
-  cuStreamSynchronize_t cuStreamSynchronize = (cuStreamSynchronize_t)dlsym(h, "cuStreamSynchronize");
+  cuStreamSynchronize_t cuStreamSynchronize =
+      (cuStreamSynchronize_t)dlsym(h, "cuStreamSynchronize");
   (void)cuInit(0);
   unsigned long long d = 0;
   for (int i = 0; i < 2; i++) LOG("cuMemAlloc", cuMemAlloc(&d, 4096));
   for (int i = 0; i < 3; i++)
-    LOG("cuLaunchKernel", cuLaunchKernel((void*)0xbeef, 1, 2, 3, 4, 5, 6, 512, (void*)0x9999, NULL, NULL));
+    LOG("cuLaunchKernel",
+        cuLaunchKernel((void*)0xbeef, 1, 2, 3, 4, 5, 6, 512, (void*)0x9999, NULL, NULL));
   char buf[1000];
   LOG("cuMemcpyHtoD", cuMemcpyHtoD(0x1000, buf, sizeof(buf)));
   LOG("cuCtxSynchronize", cuCtxSynchronize());
@@ -63,9 +66,11 @@ static void runtime_calls(void) {
   for (int i = 1; i <= 7; i++) LOG("cudaMalloc", cudaMalloc(&p[i], (size_t)1024 * i));
   for (int i = 1; i <= 7; i++) LOG("cudaFree", cudaFree((void*)(uintptr_t)(0x100000 * i)));
   static char host[8192];
-  for (int i = 0; i < 3; i++) LOG("cudaMemcpy", cudaMemcpy((void*)0x200000, host, 4096, cudaMemcpyHostToDevice));
+  for (int i = 0; i < 3; i++)
+    LOG("cudaMemcpy", cudaMemcpy((void*)0x200000, host, 4096, cudaMemcpyHostToDevice));
   for (int i = 0; i < 2; i++)
-    LOG("cudaMemcpyAsync", cudaMemcpyAsync(host, (void*)0x200000, 8192, cudaMemcpyDeviceToHost, kStream));
+    LOG("cudaMemcpyAsync",
+        cudaMemcpyAsync(host, (void*)0x200000, 8192, cudaMemcpyDeviceToHost, kStream));
   LOG("cudaMemcpy2D", cudaMemcpy2D((void*)0x300000, 128, host, 64, 64, 32, cudaMemcpyHostToDevice));
   LOG("cudaMemset", cudaMemset((void*)0x400000, 0, 2048));
   dim3 grid = {8, 4, 2}, block = {128, 2, 1};

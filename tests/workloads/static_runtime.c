@@ -9,6 +9,7 @@ int main(void) {
   printf("pid %d\n", getpid());
   void* p;
   for (int i = 0; i < 3; i++) printf("cudaMalloc %d\n", cudaMalloc(&p, 512));
-  for (int i = 0; i < 2; i++) printf("cudaStreamSynchronize %d\n", cudaStreamSynchronize((cudaStream_t)0x42));
+  for (int i = 0; i < 2; i++)
+    printf("cudaStreamSynchronize %d\n", cudaStreamSynchronize((cudaStream_t)0x42));
   return 0;
 }

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds ingero into ./build (or $BUILD_DIR). Warnings are errors.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINGERO_WERROR=ON >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
