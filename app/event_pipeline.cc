@@ -4,6 +4,7 @@
 
 #include "app/host_info.h"
 #include "hal/record_layout.h"
+#include "kernelside/host_decoder.h"
 
 namespace ingero::app {
 
@@ -59,6 +60,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
       }
       ++counters_.calls;
       note_pid(rec->pid, rec->comm);
+      gpu_pids_.insert(rec->pid);
       report(writer_.add(ev_));
       break;
     }
@@ -69,6 +71,21 @@ void EventPipeline::on_record(const void* data, size_t size) {
       }
       ++counters_.libwatch;
       if (on_libwatch) on_libwatch(int(static_cast<const ingero_libwatch_rec*>(data)->pid));
+      break;
+    }
+    case INGERO_REC_SCHED:
+    case INGERO_REC_PROC:
+    case INGERO_REC_BLOCK:
+    case INGERO_REC_TCP: {
+      if (!kernelside::decode_host_record(data, size, ev_)) {
+        ++counters_.malformed;
+        return;
+      }
+      ++counters_.host;
+      if (ev_.pid) note_pid(ev_.pid, ev_.comm.data());
+      // Name the preemptors and children too: "who took the CPU" needs a name.
+      if (auto peer = ev_.get(hal::Field::kPeerPid); peer && *peer) note_pid(uint32_t(*peer), ev_.peer_comm.data());
+      report(writer_.add(ev_));
       break;
     }
     default:

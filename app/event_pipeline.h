@@ -17,6 +17,7 @@ class EventPipeline {
  public:
   struct Counters {
     uint64_t calls = 0;          // decoded vendor calls
+    uint64_t host = 0;           // decoded host-context events
     uint64_t unknown_probe = 0;  // call records whose probe id is not in the table
     uint64_t malformed = 0;      // records too short or of an unknown type
     uint64_t libwatch = 0;       // exec / link-map notifications
@@ -36,6 +37,10 @@ class EventPipeline {
   void on_record(const void* data, size_t size);
   void commit();
   const Counters& counters() const { return counters_; }
+  // Stores an event built elsewhere (page-allocation aggregates).
+  void add(const hal::Event& ev) { report(writer_.add(ev)); }
+  // Processes that made traced calls (for per-process aggregates).
+  const std::unordered_set<uint32_t>& gpu_pids() const { return gpu_pids_; }
   const std::string& last_store_error() const { return last_store_error_; }
 
  private:
@@ -46,6 +51,7 @@ class EventPipeline {
   store::TraceWriter& writer_;
   hal::Event ev_;
   std::unordered_set<uint32_t> seen_pids_;
+  std::unordered_set<uint32_t> gpu_pids_;
   Counters counters_;
   std::string last_store_error_;
 };

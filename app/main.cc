@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   register_builtin_backends(ctx.registry);
   add_check_command(app, ctx);
   add_trace_command(app, ctx);
+  add_explain_command(app, ctx);
   add_query_command(app, ctx);
   add_version_command(app, ctx);
   try {

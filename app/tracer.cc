@@ -23,6 +23,9 @@
 #include "hal/probe_manager.h"
 #include "hal/record_decoder.h"
 #include "hal/record_layout.h"
+#include "kernelside/host_decoder.h"
+#include "kernelside/system_snapshot.h"
+#include "app/session_chains.h"
 #include "hal/result.h"
 #include "store/trace_writer.h"
 
@@ -73,6 +76,7 @@ class Trace {
   void live_line(bool final);
   bool child_exited();
   int start_child();
+  void sample_host(bool final);
 
   const TraceOptions& opts_;
   const hal::BackendRegistry& registry_;
@@ -82,6 +86,9 @@ class Trace {
   std::unique_ptr<hal::CallDecoder> decoder_;
   hal::LocalHost host_;
   std::unique_ptr<EventPipeline> pipeline_;
+  kernelside::SnapshotSampler sampler_;
+  std::unique_ptr<kernelside::ProcessStatsReader> pstats_;
+  int64_t pstats_wall_ = 0, pstats_mono_ = 0, next_pstats_ = 0, next_snapshot_ = 0;
   std::set<int> rescan_;
   pid_t child_ = -1;
   int child_status_ = 0;
@@ -141,6 +148,35 @@ void Trace::live_line(bool final) {
                (unsigned long long)(st[INGERO_STAT_RINGBUF_DROPS] + st[INGERO_STAT_HOST_DROPS]),
                probes_->attached_probes(), final ? "\n" : "");
   std::fflush(stderr);
+}
+
+// Once a second a system snapshot; every 5 s the kernel's per-process aggregates (and, for
+// GPU processes, their page-allocation totals as events).
+void Trace::sample_host(bool final) {
+  int64_t mono = mono_now_ns();
+  if (final || mono >= next_snapshot_) {
+    auto s = sampler_.sample(wall_now_ns());
+    pipeline_->commit();
+    (void)writer_->add_snapshot({s.ts_ns, s.cpu_pct, s.mem_pct, s.load_avg, s.mem_avail_mb, s.swap_used_mb,
+                                 s.procs_running});
+    next_snapshot_ = mono + 1'000'000'000;
+  }
+  if (!pstats_ || (!final && mono < next_pstats_)) return;
+  auto deltas = pstats_->read_deltas();
+  int64_t wall = wall_now_ns();
+  if (deltas) {
+    for (const auto& d : *deltas) {
+      store::ProcessStatsRow r{pstats_wall_, wall - pstats_wall_, d.pid, d.comm, d.cgroup_id, d.switches,
+                               d.involuntary, d.off_cpu_ns, d.max_off_cpu_ns, d.wakeups, d.page_allocs,
+                               d.page_bytes, d.forks, d.block_ios, d.block_bytes, d.block_ns};
+      (void)writer_->add_process_stats(r);
+      if (d.page_allocs && pipeline_->gpu_pids().count(d.pid))
+        pipeline_->add(kernelside::page_alloc_event(d, uint64_t(pstats_mono_), uint64_t(mono - pstats_mono_)));
+    }
+  }
+  pstats_wall_ = wall;
+  pstats_mono_ = mono;
+  next_pstats_ = mono + 5'000'000'000LL;
 }
 
 bool Trace::child_exited() {
@@ -289,6 +325,15 @@ int Trace::run() {
   sigaction(SIGTERM, &sa, nullptr);
 
   start_mono_ = mono_now_ns();
+  if (cfg.host_context) {
+    pstats_ = std::make_unique<kernelside::ProcessStatsReader>(session_->pid_stats_fd());
+    (void)pstats_->read_deltas();  // baseline: activity before the trace is not ours
+  }
+  sampler_.sample(wall_now_ns());  // primes the CPU counters
+  pstats_wall_ = wall_now_ns();
+  pstats_mono_ = start_mono_;
+  next_snapshot_ = start_mono_ + 1'000'000'000;
+  next_pstats_ = start_mono_ + 5'000'000'000LL;
   if (go_pipe_ >= 0) {
     if (write(go_pipe_, "g", 1) != 1) std::cerr << "ingero: cannot release the command\n";
     close(go_pipe_);
@@ -330,6 +375,7 @@ int Trace::run() {
       pipeline_->commit();
       next_flush = now + int64_t(opts_.flush_ms) * 1000000;
     }
+    sample_host(false);
     if (now >= next_live) {
       live_line(false);
       next_live = now + 1000000000;
@@ -343,6 +389,8 @@ int Trace::run() {
   // Drain: records already queued belong to the trace. A second signal is not needed and
   // would not interrupt this; the drain is bounded by what is in the buffer now.
   (void)(*reader)->drain();
+  sample_host(true);
+  pipeline_->commit();
   live_line(true);
   if (child_ > 0 && !child_done_ && exit_reason != "command exited") {
     if (g_stop_signal) {
@@ -371,11 +419,17 @@ int Trace::run() {
   end.unfinished_calls = stats[INGERO_STAT_UNFINISHED];
   end.bpf_stats_json = sj.dump();
   end.exit_reason = exit_reason;
+  size_t nchains = 0;
+  if (auto c = store_session_chains(*writer_, db, si.node, si.started_at_ns, end.stopped_at_ns); c)
+    nchains = *c;
+  else if (!opts_.quiet)
+    std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
   auto fin = writer_->finish(end);
 
   int code = kExitOk;
   if (!opts_.quiet) {
-    std::cerr << "ingero: stopped (" << exit_reason << "): " << pc.calls << " calls decoded, "
+    std::cerr << "ingero: stopped (" << exit_reason << "): " << pc.calls << " calls and " << pc.host
+              << " host events decoded, " << nchains << " causal chains, "
               << writer_->written() << " events stored in " << db;
     struct stat st {};
     if (stat(db.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";

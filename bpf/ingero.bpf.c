@@ -6,7 +6,8 @@
  *   ingero_thread_exit             flushes calls still in flight when a thread dies.
  *   ingero_exec / ingero_linkmap   tell user space to re-scan a process for new libraries.
  *   ingero_selftest                used by `ingero check` to prove uprobes fire.
- * Host-context programs (scheduler, memory, block, TCP) live in host.bpf.h.
+ * Host-context programs (scheduler, memory, block, TCP, OOM) live in host.bpf.h, included
+ * below so that they share the thread and ring-buffer maps.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -145,6 +146,8 @@ static __always_inline __u64 arg_word(struct ingero_frame* f, __u8 src, __u32 in
   return 0;
 }
 
+#include "host.bpf.h"
+
 SEC("uprobe")
 int ingero_entry(struct pt_regs* ctx) {
   __u64 id = bpf_get_current_pid_tgid();
@@ -155,6 +158,10 @@ int ingero_entry(struct pt_regs* ctx) {
   if (!r || !r->valid) return 0;
   struct ingero_thread* t = thread_get_or_create(tid, tgid);
   if (!t) return 0;
+  if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) {
+    __u8 gpu = INGERO_WATCH_GPU;
+    bpf_map_update_elem(&watched_pids, &tgid, &gpu, BPF_ANY);
+  }
 
   __u32 d = t->depth;
   if (d >= INGERO_MAX_DEPTH) {
@@ -321,6 +328,7 @@ int ingero_return(struct pt_regs* ctx) {
  * rather than losing them, then free the thread's state. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ingero_thread_exit, struct task_struct* p) {
+  host_exit(p);
   __u32 tid = BPF_CORE_READ(p, pid);
   struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
   if (!t) return 0;
@@ -363,6 +371,7 @@ const volatile __u32 follow_children = 1;
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ingero_fork, struct task_struct* parent, struct task_struct* child) {
+  host_fork(parent, child);
   if (!filter_pids_enabled || !follow_children) return 0;
   __u32 ptgid = BPF_CORE_READ(parent, tgid);
   __u32 ctgid = BPF_CORE_READ(child, tgid);
@@ -373,7 +382,8 @@ int BPF_PROG(ingero_fork, struct task_struct* parent, struct task_struct* child)
 }
 
 SEC("tp_btf/sched_process_exec")
-int BPF_PROG(ingero_exec, struct task_struct* p) {
+int BPF_PROG(ingero_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
+  host_exec(p, bprm);
   emit_libwatch(INGERO_LIBWATCH_EXEC);
   return 0;
 }

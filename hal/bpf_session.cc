@@ -107,6 +107,14 @@ Status BpfSession::load() {
   }
   sk->rodata->filter_cgroup_id = config.cgroup_id;
   sk->rodata->follow_children = config.follow_children ? 1 : 0;
+  sk->rodata->host_context = config.host_context ? 1 : 0;
+  if (!config.host_context) {
+    for (bpf_program* p : {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_wakeup,
+                           sk->progs.ingero_oom_victim, sk->progs.ingero_page_alloc,
+                           sk->progs.ingero_block_issue, sk->progs.ingero_block_complete,
+                           sk->progs.ingero_tcp_retransmit})
+      bpf_program__set_autoload(p, false);
+  }
   if (config.ringbuf_bytes) bpf_map__set_max_entries(sk->maps.events, config.ringbuf_bytes);
 
   if (config.selftest_only) {
@@ -137,6 +145,20 @@ Status BpfSession::attach_core() {
     return st;
   if (auto st = attach(skel_->progs.ingero_exec, "tp_btf/sched_process_exec"); !st) return st;
   if (auto st = attach(skel_->progs.ingero_fork, "tp_btf/sched_process_fork"); !st) return st;
+  if (!config_.host_context || config_.selftest_only) return {};
+  struct {
+    bpf_program* prog;
+    const char* name;
+  } host[] = {{skel_->progs.ingero_sched_switch, "tp_btf/sched_switch"},
+              {skel_->progs.ingero_sched_wakeup, "tp_btf/sched_wakeup"},
+              {skel_->progs.ingero_oom_victim, "tp_btf/mark_victim"},
+              {skel_->progs.ingero_page_alloc, "tp_btf/mm_page_alloc"},
+              {skel_->progs.ingero_block_issue, "tp_btf/block_rq_issue"},
+              {skel_->progs.ingero_block_complete, "tp_btf/block_rq_complete"},
+              {skel_->progs.ingero_tcp_retransmit, "tp_btf/tcp_retransmit_skb"}};
+  for (auto& h : host) {
+    if (auto st = attach(h.prog, h.name); !st) return st;
+  }
   return {};
 }
 
@@ -262,6 +284,7 @@ BpfStats BpfSession::stats() const {
 }
 
 int BpfSession::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+int BpfSession::pid_stats_fd() const { return bpf_map__fd(skel_->maps.pid_stats); }
 
 Result<std::unique_ptr<RingReader>> RingReader::create(int map_fd, Callback cb) {
   std::unique_ptr<RingReader> r(new RingReader());

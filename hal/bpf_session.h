@@ -108,6 +108,7 @@ class BpfSession {
   BpfStats stats() const;
   ingero_bpf* skeleton() { return skel_; }
   int events_fd() const;
+  int pid_stats_fd() const;  // per-process host aggregates (kernelside::ProcessStatsReader)
   const BpfConfig& config() const { return config_; }
 
  private:

@@ -22,6 +22,7 @@ constexpr std::string_view kFieldNames[] = {
     "datatype", "reduce_op",  "peer",     "rank",       "nranks",       "communicator", "comm_hash",
     "graph",    "graph_exec", "flags",    "rdma_event", "fabric_error", "width",        "height",
     "cpu",      "state",      "peer_pid", "peer_tid",   "sport",        "dport",        "sector",
+    "peer_cgroup", "err_class",
 };
 static_assert(std::size(kFieldNames) == kFieldCount);
 

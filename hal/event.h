@@ -65,6 +65,9 @@ enum class CopyDirection : uint8_t {
 };
 std::string_view direction_name(uint64_t raw);  // "H2D", ... "unknown"
 
+// What a failed call's return code means, whatever the vendor (backends translate).
+enum class ErrorClass : uint8_t { kNone = 0, kOutOfMemory = 1, kOther = 2 };
+
 // Decoded numeric fields. Each maps to one column of the events table.
 enum class Field : uint8_t {
   kBytes = 0,
@@ -102,6 +105,8 @@ enum class Field : uint8_t {
   kSport,
   kDport,
   kSector,
+  kPeerCgroup,    // cgroup of the preemptor / peer task
+  kErrClass,      // vendor-neutral error class of `ret`, set by the backend (ErrorClass)
   kCount_,
 };
 inline constexpr size_t kFieldCount = static_cast<size_t>(Field::kCount_);

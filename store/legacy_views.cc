@@ -156,7 +156,7 @@ ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info) {
          "NULL AS peer_comm, CASE WHEN o.name IN ('mm_page_alloc', 'block_read', 'block_write', "
          "'block_discard') THEN e.arg0 END AS bytes, NULL AS count, NULL AS device, "
          "NULL AS sector, NULL AS detail, NULL AS saddr, NULL AS daddr, NULL AS sport, "
-         "NULL AS dport FROM main.events e "
+         "NULL AS dport, e.ret_code AS code, NULL AS flags, NULL AS peer_cgroup FROM main.events e "
          "LEFT JOIN main.ops o ON o.source_id = e.source AND o.op_id = e.op "
          "LEFT JOIN main.process_names pn ON pn.pid = e.pid "
          "WHERE e.source NOT IN (1, 4);\n";

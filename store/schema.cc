@@ -123,6 +123,73 @@ INSERT OR IGNORE INTO sources (id, name, description, vendor, api) VALUES
   (7, 'NET', 'Network socket events - reserved', 'host', 'kernel');
 )SQL";
 
+// Version 2: host context and causal chains.
+const char* kTablesV2 = R"SQL(
+CREATE TABLE IF NOT EXISTS system_snapshots (
+  id INTEGER PRIMARY KEY,
+  node TEXT NOT NULL DEFAULT '',
+  timestamp INTEGER NOT NULL,      -- unix epoch ns
+  cpu_pct REAL NOT NULL,           -- busy share of all CPUs over the last interval
+  mem_pct REAL NOT NULL,           -- (total - available) / total
+  mem_avail INTEGER NOT NULL,      -- MiB
+  swap_mb INTEGER NOT NULL,        -- MiB in use
+  load_avg REAL NOT NULL,          -- 1-minute
+  procs_running INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS idx_snapshots_ts ON system_snapshots(timestamp);
+CREATE TABLE IF NOT EXISTS process_stats (
+  id INTEGER PRIMARY KEY,
+  node TEXT NOT NULL DEFAULT '',
+  session_id INTEGER NOT NULL DEFAULT 0,
+  timestamp INTEGER NOT NULL,      -- interval start, unix epoch ns
+  duration INTEGER NOT NULL,       -- interval length, ns
+  pid INTEGER NOT NULL,
+  comm TEXT NOT NULL DEFAULT '',
+  cgroup_id INTEGER NOT NULL DEFAULT 0,
+  switches INTEGER NOT NULL DEFAULT 0,
+  involuntary INTEGER NOT NULL DEFAULT 0,
+  off_cpu_ns INTEGER NOT NULL DEFAULT 0,
+  max_off_cpu_ns INTEGER NOT NULL DEFAULT 0,
+  wakeups INTEGER NOT NULL DEFAULT 0,
+  page_allocs INTEGER NOT NULL DEFAULT 0,
+  page_bytes INTEGER NOT NULL DEFAULT 0,
+  forks INTEGER NOT NULL DEFAULT 0,
+  block_ios INTEGER NOT NULL DEFAULT 0,
+  block_bytes INTEGER NOT NULL DEFAULT 0,
+  block_ns INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS idx_process_stats_ts ON process_stats(timestamp);
+CREATE TABLE IF NOT EXISTS cgroup_metadata (
+  cgroup_id INTEGER PRIMARY KEY,   -- bpf_get_current_cgroup_id(): the cgroup v2 inode
+  container_id TEXT NOT NULL DEFAULT '',
+  cgroup_path TEXT NOT NULL DEFAULT '',
+  pod_name TEXT NOT NULL DEFAULT '',
+  namespace TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS causal_chains (
+  id TEXT PRIMARY KEY,             -- "{node}:{rule}:{op}:{pid}"
+  detected_at INTEGER NOT NULL,    -- unix epoch ns
+  severity TEXT NOT NULL,          -- HIGH, MEDIUM, LOW
+  summary TEXT NOT NULL,
+  root_cause TEXT NOT NULL,
+  explanation TEXT NOT NULL,
+  recommendations TEXT NOT NULL DEFAULT '[]',  -- JSON array of strings
+  cuda_op TEXT NOT NULL DEFAULT '',            -- the affected op (any vendor)
+  cuda_p99_us INTEGER NOT NULL DEFAULT 0,
+  cuda_p50_us INTEGER NOT NULL DEFAULT 0,
+  tail_ratio REAL NOT NULL DEFAULT 0,
+  timeline TEXT NOT NULL DEFAULT '[]',         -- JSON array of {layer, op, detail, dur_us}
+  node TEXT NOT NULL DEFAULT '',
+  session_id INTEGER NOT NULL DEFAULT 0,
+  rule TEXT NOT NULL DEFAULT '',
+  vendor TEXT NOT NULL DEFAULT '',
+  api TEXT NOT NULL DEFAULT '',
+  pids TEXT NOT NULL DEFAULT '[]',             -- JSON array
+  window_start INTEGER NOT NULL DEFAULT 0,
+  window_end INTEGER NOT NULL DEFAULT 0
+);
+)SQL";
+
 std::string views_body(const char* create) {
   std::string fields;
   for (const auto& c : field_columns()) {
@@ -187,7 +254,7 @@ std::string views_body(const char* create) {
          "       e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, e.comm,\n"
          "       e.cgroup_id, o.name AS event, o.kind, e.cpu, e.state, e.peer_pid, e.peer_tid,\n"
          "       e.peer_comm, e.bytes, e.count, e.device, e.sector, e.detail, e.saddr, e.daddr,\n"
-         "       e.sport, e.dport\n"
+         "       e.sport, e.dport, e.ret_code AS code, e.flags, e.peer_cgroup\n"
          "  FROM events e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
          " WHERE s.vendor = 'host';\n" +
@@ -272,6 +339,9 @@ ingero::Status migrate(Db& db) {
   if (from < 1) {
     if (auto st = db.exec(kTablesV1); !st) return fail(st.error());
     if (auto st = db.exec(events_ddl()); !st) return fail(st.error());
+  }
+  if (from < 2) {
+    if (auto st = db.exec(kTablesV2); !st) return fail(st.error());
   }
   if (from < kSchemaVersion) {
     auto ins = db.prepare(

@@ -49,6 +49,30 @@ struct LibraryRow {
   std::string missing, errors;
 };
 
+struct SnapshotRow {
+  int64_t ts_ns = 0;  // wall clock
+  double cpu_pct = 0, mem_pct = 0, load_avg = 0;
+  int64_t mem_avail_mb = 0, swap_mb = 0, procs_running = 0;
+};
+
+struct ProcessStatsRow {
+  int64_t ts_ns = 0, dur_ns = 0;  // interval (wall clock)
+  uint32_t pid = 0;
+  std::string comm;
+  uint64_t cgroup_id = 0;
+  uint64_t switches = 0, involuntary = 0, off_cpu_ns = 0, max_off_cpu_ns = 0, wakeups = 0;
+  uint64_t page_allocs = 0, page_bytes = 0, forks = 0, block_ios = 0, block_bytes = 0, block_ns = 0;
+};
+
+// A causal chain as stored (engine output, serialized by the caller).
+struct ChainRow {
+  std::string id, severity, summary, root_cause, explanation;
+  std::string recommendations_json = "[]", timeline_json = "[]", pids_json = "[]";
+  std::string op, rule, vendor, api;
+  int64_t detected_at_ns = 0, p99_us = 0, p50_us = 0, window_start_ns = 0, window_end_ns = 0;
+  double tail_ratio = 0;
+};
+
 class TraceWriter {
  public:
   // Creates or migrates the file. Refuses legacy, foreign and newer-schema files.
@@ -64,6 +88,13 @@ class TraceWriter {
   ingero::Result<int64_t> add_library(const LibraryRow& row);
   ingero::Status note_process(uint32_t pid, std::string_view name, std::string_view cmdline,
                               int64_t seen_at_ns);
+  ingero::Status add_snapshot(const SnapshotRow& row);
+  ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
+  ingero::Status add_process_stats(const ProcessStatsRow& row);
+  // Replaces this session's chains (the live engine re-derives them as the trace grows).
+  ingero::Status replace_chains(const std::vector<ChainRow>& chains);
+  // Converts a monotonic timestamp with the session's offset.
+  int64_t to_wall(uint64_t mono_ns) const { return int64_t(mono_ns) + mono_offset_ns_; }
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 

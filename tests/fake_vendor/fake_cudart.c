@@ -3,10 +3,13 @@
  * it succeeds and writes its output pointers, and its behaviour is steerable:
  *   INGERO_FAKE_SYNC_US=N     cudaStreamSynchronize spins/sleeps N microseconds
  *   INGERO_FAKE_SYNC_BLOCK=1  cudaStreamSynchronize never returns (exit-mid-call tests)
+ *   INGERO_FAKE_SYNC_SPIN_US=N cudaStreamSynchronize busy-waits N microseconds on the CPU, as a
+ *                             spinning sync does (planted CPU-contention scenarios)
  * cudaDeviceSynchronize calls the driver's cuCtxSynchronize, giving a nested call. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -37,6 +40,15 @@ __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
   }
   const char* us = getenv("INGERO_FAKE_SYNC_US");
   if (us) usleep((useconds_t)atoi(us));
+  const char* spin = getenv("INGERO_FAKE_SYNC_SPIN_US");
+  if (spin) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long limit = atol(spin) * 1000L;
+    do {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < limit);
+  }
   return 0;
 }
 __attribute__((visibility("default"))) int cudaDeviceSynchronize(void) {

@@ -6,9 +6,13 @@
  *   fake_calls late PATH                     load, print "loaded", wait for a line on stdin,
  *                                            then 5 x cudaMalloc(1 MiB)
  *   fake_calls unload PATH                   3 calls, dlclose, dlopen again, 2 calls
+ *   fake_calls steps PATH N [CPU]            N training steps: 16 launches then one
+ *                                            cudaStreamSynchronize (set INGERO_FAKE_SYNC_SPIN_US
+ *                                            to make the sync spin); pinned to CPU if given
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +85,24 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 5; i++) {
       void* p;
       m(&p, 1 << 20);
+    }
+  } else if (!strcmp(argv[1], "steps")) {
+    int n = argc > 3 ? atoi(argv[3]) : 100;
+    if (argc > 4) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(atoi(argv[4]), &set);
+      sched_setaffinity(0, sizeof(set), &set);
+    }
+    typedef struct { unsigned x, y, z; } dim3;
+    typedef int (*launch_t)(const void*, dim3, dim3, void**, size_t, void*);
+    launch_t launch = (launch_t)sym("cudaLaunchKernel");
+    sync_t sync = (sync_t)sym("cudaStreamSynchronize");
+    dim3 g = {64, 1, 1}, b = {256, 1, 1};
+    printf("tid %ld steps\n", (long)syscall(SYS_gettid));
+    for (int i = 0; i < n; i++) {
+      for (int k = 0; k < 16; k++) launch((const void*)0x1234, g, b, NULL, 0, (void*)0x5151);
+      sync((void*)0x5151);
     }
   } else if (!strcmp(argv[1], "unload")) {
     malloc_t m = (malloc_t)sym("cudaMalloc");

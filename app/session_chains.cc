@@ -1,0 +1,94 @@
+#include "app/session_chains.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "app/host_info.h"
+#include "app/sql_trace_source.h"
+
+namespace ingero::app {
+
+std::map<uint64_t, std::string> cgroup_paths(const std::string& root) {
+  std::map<uint64_t, std::string> out;
+  std::error_code ec;
+  struct stat st {};
+  if (stat(root.c_str(), &st) == 0) out[st.st_ino] = "/";
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           root, std::filesystem::directory_options::skip_permission_denied, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    if (stat(it->path().c_str(), &st) == 0)
+      out[st.st_ino] = "/" + std::filesystem::relative(it->path(), root, ec).string();
+  }
+  return out;
+}
+
+store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64_t detected_at) {
+  store::ChainRow r;
+  r.id = (node.empty() ? "" : node + ":") + c.id;
+  r.severity = engine::severity_name(c.severity);
+  r.summary = c.summary;
+  r.root_cause = c.root_cause;
+  r.explanation = c.explanation;
+  r.recommendations_json = nlohmann::json(c.fixes).dump();
+  nlohmann::json tl = nlohmann::json::array();
+  for (const auto& t : c.timeline) tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
+  r.timeline_json = tl.dump();
+  r.pids_json = nlohmann::json(c.pids).dump();
+  r.op = c.op;
+  r.rule = c.rule;
+  r.vendor = c.vendor;
+  r.api = c.api;
+  r.detected_at_ns = detected_at;
+  r.p99_us = int64_t(c.p99_ns / 1000);
+  r.p50_us = int64_t(c.p50_ns / 1000);
+  r.tail_ratio = c.tail_ratio;
+  r.window_start_ns = c.window_start;
+  r.window_end_ns = c.window_end;
+  return r;
+}
+
+ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const std::string& db_path,
+                                            const std::string& node, int64_t from_ns, int64_t to_ns) {
+  if (auto st = writer.commit(); !st) return st.error();
+  auto reader = store::TraceReader::open(db_path);
+  if (!reader) return reader.error();
+  // Name the cgroups this session saw.
+  std::set<uint64_t> ids;
+  auto q = (*reader)->db().prepare(
+      "SELECT DISTINCT cgroup_id FROM events WHERE session_id = ? UNION "
+      "SELECT DISTINCT peer_cgroup FROM events WHERE session_id = ? AND peer_cgroup IS NOT NULL");
+  if (q) {
+    q->bind(1, writer.session_id()).bind(2, writer.session_id());
+    while (true) {
+      auto r = q->step();
+      if (!r || !*r) break;
+      ids.insert(uint64_t(q->int64(0)));
+    }
+  }
+  if (!ids.empty()) {
+    auto paths = cgroup_paths();
+    for (uint64_t id : ids)
+      if (auto p = paths.find(id); p != paths.end()) (void)writer.add_cgroup_path(id, p->second);
+  }
+  if (auto st = writer.commit(); !st) return st.error();
+  SqlTraceSource source(**reader);
+  engine::Window w;
+  w.from_ns = from_ns;
+  w.to_ns = to_ns;
+  if (!node.empty()) w.node = node;
+  engine::EngineOptions eo;
+  eo.breakdown = false;
+  engine::Analysis a = engine::analyze(source, w, eo);
+  std::vector<store::ChainRow> rows;
+  int64_t now = wall_now_ns();
+  for (const auto& c : a.chains) rows.push_back(chain_row(c, node, now));
+  if (auto st = writer.replace_chains(rows); !st) return st.error();
+  if (auto st = writer.commit(); !st) return st.error();
+  return rows.size();
+}
+
+}  // namespace ingero::app

@@ -1,0 +1,101 @@
+#include "engine/analysis.h"
+
+#include <algorithm>
+#include <set>
+
+namespace ingero::engine {
+
+std::string layer_of(std::string_view api) {
+  std::string s(api);
+  constexpr std::string_view kRuntime = "_runtime";
+  if (s.size() > kRuntime.size() && s.compare(s.size() - kRuntime.size(), kRuntime.size(), kRuntime) == 0)
+    s.resize(s.size() - kRuntime.size());
+  for (auto& c : s) c = char(toupper(static_cast<unsigned char>(c)));
+  return s.empty() ? "GPU" : s;
+}
+
+std::string Analysis::process_name(uint32_t pid) const {
+  if (auto it = names.find(pid); it != names.end() && !it->second.name.empty()) return it->second.name;
+  if (auto it = host.per_pid.find(pid); it != host.per_pid.end() && !it->second.comm.empty())
+    return it->second.comm;
+  return "pid " + std::to_string(pid);
+}
+
+namespace {
+
+void build_breakdown(Analysis& a) {
+  std::map<uint32_t, ProcessReport> rep;
+  for (const OpStats& s : a.stats.per_process) {
+    ProcessReport& r = rep[s.key.pid];
+    r.pid = s.key.pid;
+    r.role = "gpu";
+    r.ops.push_back(&s);
+    r.calls += s.count;
+  }
+  // Children forked by GPU processes (DataLoader workers and the like).
+  for (const ForkEdge& f : a.host.forks) {
+    if (!rep.count(f.parent) || rep.count(f.child)) continue;
+    ProcessReport& r = rep[f.child];
+    r.pid = f.child;
+    r.parent = f.parent;
+    r.role = "worker of " + std::to_string(f.parent);
+    if (r.name.empty()) r.name = f.child_comm;
+  }
+  for (auto& [pid, r] : rep) {
+    if (auto it = a.host.per_pid.find(pid); it != a.host.per_pid.end()) {
+      const PidHost& h = it->second;
+      r.off_cpu_ns = h.off_cpu_ns;
+      r.max_off_cpu_ns = h.max_off_cpu_ns;
+      r.switches = h.switches;
+      r.involuntary = h.involuntary;
+      r.page_allocs = h.page_allocs;
+      r.page_bytes = h.page_bytes;
+      r.forks = h.forks;
+      r.block_ios = h.block_ios;
+    }
+    std::string n = a.process_name(pid);
+    if (r.name.empty() || n.rfind("pid ", 0) != 0) r.name = n;
+    std::sort(r.ops.begin(), r.ops.end(), [](const OpStats* x, const OpStats* y) { return x->sum_ns > y->sum_ns; });
+    a.processes.push_back(std::move(r));
+  }
+  std::sort(a.processes.begin(), a.processes.end(), [](const ProcessReport& x, const ProcessReport& y) {
+    if ((x.role == "gpu") != (y.role == "gpu")) return x.role == "gpu";
+    return x.calls != y.calls ? x.calls > y.calls : x.switches > y.switches;
+  });
+}
+
+}  // namespace
+
+Analysis analyze(TraceSource& source, const Window& window, const EngineOptions& opts) {
+  Analysis a;
+  a.window = window;
+  a.names = source.processes();
+  a.events = source.event_count(window);
+  a.stats = compute_op_stats(source, window);
+  a.host = collect_host_context(source, window);
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const auto* set : {&a.stats.per_process}) {
+    for (const OpStats& s : *set) {
+      first = std::min(first, s.first_ts);
+      last = std::max(last, s.last_ts);
+    }
+  }
+  auto span = source.time_span();
+  a.span = {std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
+            std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};
+  rule_tail_latency(a, a.chains);
+  rule_launch_collapse(source, a, a.chains);
+  rule_repeated_sync(source, a, a.chains);
+  rule_graph_lifecycle(source, a, a.chains);
+  rule_noisy_neighbour(a, a.chains);
+  rule_process_contention(a, a.chains);
+  rule_oom(a, a.chains);
+  std::stable_sort(a.chains.begin(), a.chains.end(), [](const Chain& x, const Chain& y) {
+    if (x.severity != y.severity) return x.severity > y.severity;
+    return x.score > y.score;
+  });
+  if (opts.breakdown) build_breakdown(a);
+  return a;
+}
+
+}  // namespace ingero::engine

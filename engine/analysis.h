@@ -1,0 +1,57 @@
+// The engine's entry point: statistics, host context, causal chains and the per-process
+// breakdown for a window of a trace. Vendor-neutral: it reasons about event kinds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/chain.h"
+#include "engine/host_context.h"
+#include "engine/op_stats.h"
+#include "engine/trace_source.h"
+
+namespace ingero::engine {
+
+struct ProcessReport {
+  uint32_t pid = 0;
+  std::string name, role;  // role: "gpu", "worker of <pid>", "preemptor", "host"
+  uint32_t parent = 0;     // for workers
+  std::vector<const OpStats*> ops;
+  uint64_t calls = 0;
+  uint64_t off_cpu_ns = 0, max_off_cpu_ns = 0, switches = 0, involuntary = 0;
+  uint64_t page_allocs = 0, page_bytes = 0, forks = 0, block_ios = 0;
+};
+
+struct Analysis {
+  Window window;
+  std::pair<int64_t, int64_t> span;  // of the events in the window
+  uint64_t events = 0;
+  OpStatsSet stats;
+  HostContext host;
+  std::vector<Chain> chains;  // HIGH first, then by score
+  std::vector<ProcessReport> processes;
+  std::map<uint32_t, ProcessInfo> names;
+  std::string process_name(uint32_t pid) const;
+};
+
+struct EngineOptions {
+  bool breakdown = true;
+};
+
+Analysis analyze(TraceSource& source, const Window& window, const EngineOptions& opts = {});
+
+// Individual rule families, exposed for tests.
+void rule_tail_latency(const Analysis& a, std::vector<Chain>& out);
+void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out);
+void rule_process_contention(const Analysis& a, std::vector<Chain>& out);
+void rule_oom(const Analysis& a, std::vector<Chain>& out);
+
+// Display name of a vendor layer from the api string: "cuda_runtime" -> "CUDA".
+std::string layer_of(std::string_view api);
+
+}  // namespace ingero::engine

@@ -1,0 +1,43 @@
+// A causal chain: a symptom on a GPU call path, the host evidence layered under it, the root
+// cause, and what to do about it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ingero::engine {
+
+enum class Severity { kLow = 0, kMedium = 1, kHigh = 2 };
+const char* severity_name(Severity s);  // "LOW", "MEDIUM", "HIGH"
+
+struct TimelineEntry {
+  std::string layer;   // "SYSTEM", "HOST", "IO", "NET", or the vendor layer ("CUDA", "HIP", ...)
+  std::string op;      // what the line is about: "cpu", "sched_switch", "cudaStreamSynchronize"
+  std::string detail;  // human-readable evidence
+  uint64_t dur_us = 0; // the duration the line is about, when there is one
+};
+
+struct Chain {
+  std::string id;    // stable within a trace: "{rule}:{pid}:{op}"
+  std::string rule;  // "cpu_contention", "io_pressure", "launch_collapse", ...
+  Severity severity = Severity::kLow;
+  std::string vendor, api, op;
+  std::vector<uint32_t> pids;
+  std::string summary;      // one line
+  std::string root_cause;   // one sentence
+  std::string explanation;  // a paragraph with the numbers
+  std::vector<std::string> fixes;
+  std::vector<TimelineEntry> timeline;
+  uint64_t p50_ns = 0, p99_ns = 0;
+  double tail_ratio = 0;
+  int64_t window_start = 0, window_end = 0;
+  double score = 0;  // ordering within a severity: larger first
+};
+
+// Duration as people read it: "410us", "5.1ms", "3.2s".
+std::string format_duration(uint64_t ns);
+std::string format_bytes(uint64_t bytes);
+std::string format_count(uint64_t n);  // "3,676"
+
+}  // namespace ingero::engine

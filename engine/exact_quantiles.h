@@ -1,0 +1,58 @@
+// Exact nearest-rank quantiles over a stream that can be replayed, in bounded memory.
+//
+// Definition (docs/engine.md): for n values sorted ascending v[1..n], the q-quantile is
+// v[ceil(q * n)] (nearest rank; q = 0.5 of {1,2,3,4} is 2). Always an observed value.
+//
+// Algorithm: pass 1 counts each group and its min/max. Each further pass narrows, for every
+// unresolved (group, q), the value range known to hold the target rank: a 4096-bucket
+// histogram over the range, or — once at most kCollectMax values remain in it — collecting
+// and sorting them. Durations are integers, so each histogram pass shrinks the range 4096x:
+// two or three passes in practice, memory O(groups x quantiles x 4096) plus at most
+// kCollectMax values per target. No pass holds all values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace ingero::engine {
+
+class ExactQuantiles {
+ public:
+  static constexpr size_t kBuckets = 4096;
+  static constexpr size_t kCollectMax = 65536;
+
+  explicit ExactQuantiles(std::vector<double> quantiles) : qs_(std::move(quantiles)) {}
+
+  // Pass 1: every value of every group.
+  void add(size_t group, uint64_t value);
+  // Further passes: `replay(sink)` must call sink(group, value) for every value again.
+  using Sink = std::function<void(size_t, uint64_t)>;
+  void resolve(const std::function<void(const Sink&)>& replay);
+
+  uint64_t count(size_t group) const { return group < groups_.size() ? groups_[group].n : 0; }
+  // The resolved quantile `qi` of `group` (0 for an empty group).
+  uint64_t value(size_t group, size_t qi) const;
+  int passes() const { return passes_; }
+
+ private:
+  struct Target {
+    uint64_t rank = 0;    // 1-based
+    uint64_t lo = 0, hi = 0;
+    uint64_t below = 0;   // values < lo
+    uint64_t inside = 0;  // values in [lo, hi]
+    bool done = false;
+    uint64_t value = 0;
+    std::vector<uint32_t> hist;
+    std::vector<uint64_t> collected;
+  };
+  struct Group {
+    uint64_t n = 0, min = UINT64_MAX, max = 0;
+    std::vector<Target> targets;
+  };
+  std::vector<double> qs_;
+  std::vector<Group> groups_;
+  int passes_ = 1;
+};
+
+}  // namespace ingero::engine

@@ -1,0 +1,49 @@
+#include <cstdio>
+#include <string>
+
+#include "engine/chain.h"
+
+namespace ingero::engine {
+
+const char* severity_name(Severity s) {
+  switch (s) {
+    case Severity::kHigh: return "HIGH";
+    case Severity::kMedium: return "MEDIUM";
+    case Severity::kLow: return "LOW";
+  }
+  return "LOW";
+}
+
+std::string format_duration(uint64_t ns) {
+  char buf[32];
+  if (ns < 1000) std::snprintf(buf, sizeof(buf), "%lluns", (unsigned long long)ns);
+  else if (ns < 1000000) std::snprintf(buf, sizeof(buf), "%.0fus", double(ns) / 1e3);
+  else if (ns < 1000000000) std::snprintf(buf, sizeof(buf), ns < 100000000 ? "%.1fms" : "%.0fms", double(ns) / 1e6);
+  else std::snprintf(buf, sizeof(buf), "%.1fs", double(ns) / 1e9);
+  return buf;
+}
+
+std::string format_bytes(uint64_t b) {
+  const char* u[] = {"B", "KB", "MB", "GB", "TB"};
+  double v = double(b);
+  int i = 0;
+  while (v >= 1000 && i < 4) {
+    v /= 1000;
+    ++i;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), i ? "%.1f %s" : "%.0f %s", v, u[i]);
+  return buf;
+}
+
+std::string format_count(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  out.reserve(digits.size() + digits.size() / 3);
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+}  // namespace ingero::engine

@@ -1,0 +1,171 @@
+#include "engine/host_context.h"
+
+#include <algorithm>
+
+namespace ingero::engine {
+namespace {
+// Sweeps skip intervals that start this long before a window (they cannot reach it unless
+// longer than this; an off-CPU interval or I/O of more than 60 s is counted from its start).
+constexpr int64_t kMaxIntervalNs = 60'000'000'000;
+}  // namespace
+
+uint32_t HostContext::intern_comm(std::string_view c) {
+  for (uint32_t i = 0; i < comms.size() && i < 4096; ++i)
+    if (comms[i] == c) return i;
+  comms.emplace_back(c);
+  return uint32_t(comms.size() - 1);
+}
+
+HostContext collect_host_context(TraceSource& source, const Window& w) {
+  HostContext h;
+  h.comms.emplace_back("");
+  Window all = w;
+  all.pid.reset();
+  source.host_events(all, [&](const hal::Event& e) {
+    HostOpStat& os = h.ops[std::string(e.op)];
+    ++os.count;
+    // Durations mean latency for these; a page-allocation row's duration is its window.
+    if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
+      os.sum_ns += e.dur_ns;
+      os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
+    }
+    PidHost& p = h.per_pid[e.pid];
+    if (p.comm.empty()) p.comm = std::string(e.comm_view());
+    if (!p.cgroup_id) p.cgroup_id = e.cgroup_id;
+    switch (e.kind) {
+      case hal::EventKind::kSchedSwitch: {
+        h.has_sched_events = true;
+        bool preempted = e.get_or(hal::Field::kFlags, 1) == 1;
+        ++p.switches;
+        if (preempted) ++p.involuntary;
+        p.off_cpu_ns += e.dur_ns;
+        p.max_off_cpu_ns = std::max<uint64_t>(p.max_off_cpu_ns, e.dur_ns);
+        auto& v = h.offcpu[e.pid];
+        if (v.size() + h.offcpu.size() < kMaxOffCpuIntervals) {
+          v.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid,
+                       uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
+                       e.get_or(hal::Field::kPeerCgroup, 0), h.intern_comm(e.peer_comm_view()),
+                       preempted});
+        } else {
+          ++h.offcpu_dropped;
+        }
+        break;
+      }
+      case hal::EventKind::kSchedWakeup: ++p.wakeups; break;
+      case hal::EventKind::kProcessFork:
+        ++p.forks;
+        h.forks.push_back({int64_t(e.ts_ns), e.pid, uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
+                           std::string(e.peer_comm_view())});
+        break;
+      case hal::EventKind::kProcessExec: ++p.execs; break;
+      case hal::EventKind::kProcessExit: ++p.exits; break;
+      case hal::EventKind::kPageAlloc:
+        p.page_allocs += e.get_or(hal::Field::kCount, 1);
+        p.page_bytes += e.get_or(hal::Field::kBytes, 0);
+        break;
+      case hal::EventKind::kBlockIo: {
+        ++h.block_ios;
+        if (e.op == "block_read") ++h.block_reads;
+        if (e.op == "block_write") ++h.block_writes;
+        uint64_t b = e.get_or(hal::Field::kBytes, 0);
+        h.block_bytes += b;
+        h.block_ns += e.dur_ns;
+        h.block_max_ns = std::max<uint64_t>(h.block_max_ns, e.dur_ns);
+        ++p.block_ios;
+        p.block_bytes += b;
+        p.block_ns += e.dur_ns;
+        if (h.block_intervals.size() < kMaxBlockIntervals)
+          h.block_intervals.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns)});
+        break;
+      }
+      case hal::EventKind::kTcpRetransmit:
+        ++h.tcp_retransmits;
+        if (h.tcp_times.size() < kMaxBlockIntervals) h.tcp_times.push_back(int64_t(e.ts_ns));
+        break;
+      case hal::EventKind::kOomKill:
+        h.ooms.push_back({int64_t(e.ts_ns), e.pid, std::string(e.comm_view()),
+                          uint32_t(e.get_or(hal::Field::kPeerPid, 0)), std::string(e.peer_comm_view())});
+        break;
+      default: break;
+    }
+  });
+  // Kernel aggregates cover every process, including ones without stored events; they
+  // replace event-derived counts where present (they are complete, events are sampled).
+  auto act = source.process_activity(all);
+  h.has_activity = !act.empty();
+  for (const auto& [pid, a] : act) {
+    PidHost& p = h.per_pid[pid];
+    if (p.comm.empty()) p.comm = a.comm;
+    p.switches = std::max(p.switches, a.switches);
+    p.involuntary = std::max(p.involuntary, a.involuntary);
+    p.off_cpu_ns = std::max(p.off_cpu_ns, a.off_cpu_ns);
+    p.max_off_cpu_ns = std::max(p.max_off_cpu_ns, a.max_off_cpu_ns);
+    p.wakeups = std::max(p.wakeups, a.wakeups);
+    p.forks = std::max(p.forks, a.forks);
+    p.page_allocs = std::max(p.page_allocs, a.page_allocs);
+    p.page_bytes = std::max(p.page_bytes, a.page_bytes);
+    p.block_ios = std::max(p.block_ios, a.block_ios);
+    p.block_bytes = std::max(p.block_bytes, a.block_bytes);
+    p.block_ns = std::max(p.block_ns, a.block_ns);
+  }
+  h.snapshots = source.snapshots(all);
+  double sum = 0;
+  h.mem_avail_min_mb = h.snapshots.empty() ? 0 : INT64_MAX;
+  for (const auto& s : h.snapshots) {
+    h.cpu_max = std::max(h.cpu_max, s.cpu_pct);
+    sum += s.cpu_pct;
+    h.mem_pct_max = std::max(h.mem_pct_max, s.mem_pct);
+    h.swap_max_mb = std::max(h.swap_max_mb, s.swap_mb);
+    h.mem_avail_min_mb = std::min(h.mem_avail_min_mb, s.mem_avail_mb);
+  }
+  if (!h.snapshots.empty()) h.cpu_avg = sum / double(h.snapshots.size());
+  h.cgroup_paths = source.cgroup_paths();
+  return h;
+}
+
+Overlap overlap_offcpu(const HostContext& h, uint32_t pid, const std::vector<TailWindow>& windows) {
+  Overlap o;
+  auto it = h.offcpu.find(pid);
+  if (it == h.offcpu.end() || windows.empty()) return o;
+  const auto& iv = it->second;
+  // Both lists are in start-time order; windows of one group rarely overlap each other.
+  // Intervals are in start order; a slow call on one thread is only charged with its own
+  // thread's off-CPU time.
+  size_t j = 0;
+  for (const auto& w : windows) {
+    while (j < iv.size() && iv[j].start + kMaxIntervalNs < w.start) ++j;
+    for (size_t k = j; k < iv.size() && iv[k].start <= w.end; ++k) {
+      const auto& x = iv[k];
+      if (x.tid != w.tid) continue;
+      int64_t lo = std::max(x.start, w.start), hi = std::min(x.end, w.end);
+      if (hi < lo) continue;
+      ++o.intervals;
+      if (x.preempted) ++o.preempted;
+      uint64_t d = uint64_t(hi - lo);
+      o.off_ns += d;
+      if (x.by_pid) {
+        Preemptor& p = o.by[x.by_pid];
+        p.pid = x.by_pid;
+        p.comm = h.comm_name(x.by_comm);
+        p.cgroup_id = x.by_cgroup;
+        ++p.count;
+        p.off_ns += d;
+      }
+    }
+  }
+  return o;
+}
+
+uint64_t overlap_count(const std::vector<std::pair<int64_t, int64_t>>& intervals,
+                       const std::vector<TailWindow>& windows) {
+  uint64_t n = 0;
+  size_t j = 0;
+  for (const auto& w : windows) {
+    while (j < intervals.size() && intervals[j].first + kMaxIntervalNs < w.start) ++j;
+    for (size_t k = j; k < intervals.size() && intervals[k].first <= w.end; ++k)
+      if (intervals[k].second >= w.start) ++n;
+  }
+  return n;
+}
+
+}  // namespace ingero::engine

@@ -1,0 +1,96 @@
+// Everything the kernel side saw, summarised for the rules: per-process scheduling, lifecycle,
+// memory and I/O, host-wide block I/O and TCP, OOM kills, and the system snapshots.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/op_stats.h"
+#include "engine/trace_source.h"
+
+namespace ingero::engine {
+
+struct OffCpuInterval {
+  int64_t start = 0, end = 0;
+  uint32_t tid = 0;
+  uint32_t by_pid = 0;
+  uint64_t by_cgroup = 0;
+  uint32_t by_comm = 0;  // index into HostContext::comms
+  bool preempted = false;
+};
+
+struct PidHost {
+  uint64_t switches = 0, involuntary = 0, off_cpu_ns = 0, max_off_cpu_ns = 0;
+  uint64_t wakeups = 0, forks = 0, execs = 0, exits = 0;
+  uint64_t page_allocs = 0, page_bytes = 0;
+  uint64_t block_ios = 0, block_bytes = 0, block_ns = 0;
+  uint64_t cgroup_id = 0;
+  std::string comm;
+};
+
+struct ForkEdge {
+  int64_t ts = 0;
+  uint32_t parent = 0, child = 0;
+  std::string child_comm;
+};
+
+struct OomKill {
+  int64_t ts = 0;
+  uint32_t pid = 0;
+  std::string comm;
+  uint32_t by_pid = 0;
+  std::string by_comm;
+};
+
+struct HostOpStat {
+  uint64_t count = 0, sum_ns = 0, max_ns = 0;
+};
+
+struct HostContext {
+  std::map<std::string, HostOpStat> ops;  // host events by name (sched_switch, process_fork, ...)
+  // Off-CPU intervals of traced (GPU-calling) processes' threads, time order, capped.
+  std::map<uint32_t, std::vector<OffCpuInterval>> offcpu;
+  uint64_t offcpu_dropped = 0;
+  std::vector<std::string> comms;  // interned preemptor names
+  std::map<uint32_t, PidHost> per_pid;
+  std::vector<ForkEdge> forks;
+  std::vector<OomKill> ooms;
+  // Host-wide block I/O.
+  uint64_t block_ios = 0, block_reads = 0, block_writes = 0, block_bytes = 0, block_ns = 0;
+  uint64_t block_max_ns = 0;
+  std::vector<std::pair<int64_t, int64_t>> block_intervals;  // capped
+  // TCP retransmits.
+  uint64_t tcp_retransmits = 0;
+  std::vector<int64_t> tcp_times;  // capped
+  // System snapshots.
+  std::vector<SnapshotRow> snapshots;
+  double cpu_max = 0, cpu_avg = 0, mem_pct_max = 0;
+  int64_t swap_max_mb = 0, mem_avail_min_mb = 0;
+  bool has_sched_events = false;
+  bool has_activity = false;  // kernel per-process aggregates were recorded
+  std::map<uint64_t, std::string> cgroup_paths;
+
+  uint32_t intern_comm(std::string_view c);
+  const std::string& comm_name(uint32_t i) const { return comms[i]; }
+};
+
+inline constexpr size_t kMaxOffCpuIntervals = 1'000'000;
+inline constexpr size_t kMaxBlockIntervals = 200'000;
+
+HostContext collect_host_context(TraceSource& source, const Window& w);
+
+// Evidence for one set of time windows (a call group's tail) from one process's off-CPU
+// intervals: how many intervals overlap, and the off-CPU time inside the windows.
+struct Overlap {
+  uint64_t intervals = 0, preempted = 0;
+  uint64_t off_ns = 0;
+  std::map<uint32_t, Preemptor> by;  // preemptor pid -> tally
+};
+Overlap overlap_offcpu(const HostContext& h, uint32_t pid, const std::vector<TailWindow>& windows);
+// Intervals (start order) overlapping any of the windows.
+uint64_t overlap_count(const std::vector<std::pair<int64_t, int64_t>>& intervals,
+                       const std::vector<TailWindow>& windows);
+
+}  // namespace ingero::engine

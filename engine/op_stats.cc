@@ -1,0 +1,131 @@
+#include "engine/op_stats.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "engine/exact_quantiles.h"
+
+namespace ingero::engine {
+namespace {
+
+struct FastKey {
+  uint32_t pid;
+  const char* api;
+  const char* op;
+  bool operator==(const FastKey&) const = default;
+};
+struct FastKeyHash {
+  size_t operator()(const FastKey& k) const {
+    return std::hash<const void*>()(k.op) * 31 ^ std::hash<const void*>()(k.api) ^ k.pid;
+  }
+};
+
+struct Grouper {
+  std::map<OpKey, size_t> index;
+  std::vector<OpStats> stats;
+  // TraceSource strings live as long as the source, so their addresses identify them.
+  std::unordered_map<FastKey, std::pair<size_t, size_t>, FastKeyHash> fast;
+
+  // Group ids of an event: its (pid, op) group and its all-processes group.
+  std::pair<size_t, size_t> groups_of(const hal::Event& e) {
+    FastKey fk{e.pid, e.api.data(), e.op.data()};
+    if (auto it = fast.find(fk); it != fast.end()) return it->second;
+    OpKey k{e.pid, std::string(e.vendor), std::string(e.api), std::string(e.op), e.kind};
+    size_t a = intern(k);
+    k.pid = 0;
+    size_t b = intern(k);
+    fast.emplace(fk, std::make_pair(a, b));
+    return {a, b};
+  }
+  size_t intern(const OpKey& k) {
+    auto [it, fresh] = index.try_emplace(k, stats.size());
+    if (fresh) {
+      stats.emplace_back();
+      stats.back().key = k;
+    }
+    return it->second;
+  }
+};
+
+}  // namespace
+
+OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
+  Grouper g;
+  ExactQuantiles q({0.50, 0.95, 0.99});
+  // A per-event cache of group ids would hold all events; re-deriving them per pass keeps
+  // memory bounded at the cost of a map lookup.
+  source.calls(w, [&](const hal::Event& e) {
+    auto [a, b] = g.groups_of(e);
+    for (size_t gi : {a, b}) {
+      OpStats& s = g.stats[gi];
+      if (s.count == 0) {
+        s.min_ns = e.dur_ns;
+        s.first_ts = int64_t(e.ts_ns);
+      }
+      ++s.count;
+      s.sum_ns += e.dur_ns;
+      s.min_ns = std::min<uint64_t>(s.min_ns, e.dur_ns);
+      s.max_ns = std::max<uint64_t>(s.max_ns, e.dur_ns);
+      s.last_ts = int64_t(e.ts_ns);
+      if (e.unfinished) ++s.unfinished;
+      else if (e.has_ret && e.ret != 0) ++s.errors;
+      if (e.get_or(hal::Field::kErrClass, 0) == uint64_t(hal::ErrorClass::kOutOfMemory)) ++s.oom_errors;
+      s.bytes += e.get_or(hal::Field::kBytes, 0);
+      s.off_cpu_ns += e.off_cpu_ns;
+      s.preempts += e.preempts;
+      if (e.off_cpu_ns || e.switches || e.preempts) s.per_call_off_cpu = true;
+      s.pids.insert(e.pid);
+      if (s.tids.size() < 4096) s.tids.insert(e.tid);
+      q.add(gi, e.dur_ns);
+    }
+  });
+  q.resolve([&](const ExactQuantiles::Sink& sink) {
+    source.calls(w, [&](const hal::Event& e) {
+      auto [a, b] = g.groups_of(e);
+      sink(a, e.dur_ns);
+      sink(b, e.dur_ns);
+    });
+  });
+  for (size_t i = 0; i < g.stats.size(); ++i) {
+    g.stats[i].p50 = q.value(i, 0);
+    g.stats[i].p95 = q.value(i, 1);
+    g.stats[i].p99 = q.value(i, 2);
+  }
+  // Tail pass: the slowest 5%, who was off-CPU and who took the CPU.
+  std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());
+  source.calls(w, [&](const hal::Event& e) {
+    auto [a, b] = g.groups_of(e);
+    for (size_t gi : {a, b}) {
+      OpStats& s = g.stats[gi];
+      if (e.dur_ns < s.p95 || s.count < 2) continue;
+      ++s.tail_count;
+      s.tail_dur_ns += e.dur_ns;
+      s.tail_off_cpu_ns += e.off_cpu_ns;
+      s.tail_preempts += e.preempts;
+      if (auto pid = e.get(hal::Field::kPeerPid); pid && *pid) {
+        auto& p = pre[gi][{uint32_t(*pid), std::string(e.peer_comm_view())}];
+        p.pid = uint32_t(*pid);
+        p.comm = std::string(e.peer_comm_view());
+        p.count += e.preempts ? e.preempts : 1;
+        p.off_ns += e.off_cpu_ns;
+      }
+      if (s.tail_windows.size() < kMaxTailWindowsPerOp)
+        s.tail_windows.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid});
+      else
+        ++s.tail_windows_dropped;
+    }
+  });
+  OpStatsSet out;
+  out.quantile_passes = q.passes() + 1;
+  for (size_t i = 0; i < g.stats.size(); ++i) {
+    OpStats& s = g.stats[i];
+    for (auto& [k, p] : pre[i]) s.preemptors.push_back(p);
+    std::sort(s.preemptors.begin(), s.preemptors.end(), [](const Preemptor& a, const Preemptor& b) {
+      return a.off_ns != b.off_ns ? a.off_ns > b.off_ns : a.count > b.count;
+    });
+    (s.key.pid ? out.per_process : out.overall).push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace ingero::engine

@@ -1,0 +1,72 @@
+// Latency statistics per (process, op) and per op across processes, with exact nearest-rank
+// p50/p95/p99 (engine/exact_quantiles.h), and what happened to the slowest 5% of calls.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/trace_source.h"
+
+namespace ingero::engine {
+
+struct OpKey {
+  uint32_t pid = 0;  // 0: all processes
+  std::string vendor, api, op;
+  hal::EventKind kind = hal::EventKind::kUnknown;
+  auto operator<=>(const OpKey&) const = default;
+};
+
+// A task that took the CPU from a traced thread during a slow call.
+struct Preemptor {
+  uint32_t pid = 0;
+  std::string comm;
+  uint64_t cgroup_id = 0;
+  uint64_t count = 0;   // slow calls it preempted (per-call data) or off-CPU intervals
+  uint64_t off_ns = 0;  // off-CPU time attributed to it
+};
+
+struct TailWindow {
+  int64_t start = 0, end = 0;
+  uint32_t tid = 0;
+};
+
+struct OpStats {
+  OpKey key;
+  uint64_t count = 0, errors = 0, unfinished = 0;
+  uint64_t oom_errors = 0;  // failures the backend classified as out of memory
+  uint64_t sum_ns = 0, min_ns = 0, max_ns = 0;
+  uint64_t p50 = 0, p95 = 0, p99 = 0;
+  uint64_t bytes = 0;
+  uint64_t off_cpu_ns = 0, preempts = 0;
+  bool per_call_off_cpu = false;  // the trace carries per-call off-CPU time
+  int64_t first_ts = 0, last_ts = 0;
+  std::set<uint32_t> pids, tids;
+  // The tail: calls with duration >= p95.
+  uint64_t tail_count = 0, tail_dur_ns = 0, tail_off_cpu_ns = 0, tail_preempts = 0;
+  std::vector<Preemptor> preemptors;                      // by off_ns, descending
+  std::vector<TailWindow> tail_windows;  // capped, time order
+  uint64_t tail_windows_dropped = 0;
+
+  double avg_ns() const { return count ? double(sum_ns) / double(count) : 0; }
+  double tail_ratio() const { return p50 ? double(p99) / double(p50) : (p99 ? 1e9 : 0); }
+  // Share of the tail's time spent off-CPU (per-call data only).
+  double tail_off_cpu_share() const {
+    return tail_dur_ns ? double(tail_off_cpu_ns) / double(tail_dur_ns) : 0;
+  }
+};
+
+struct OpStatsSet {
+  std::vector<OpStats> per_process;  // pid != 0
+  std::vector<OpStats> overall;      // pid == 0, one per (vendor, api, op)
+  int quantile_passes = 0;
+};
+
+// Four or so passes over the calls in `w`; memory bounded by the number of groups.
+OpStatsSet compute_op_stats(TraceSource& source, const Window& w);
+
+inline constexpr size_t kMaxTailWindowsPerOp = 20000;
+
+}  // namespace ingero::engine

@@ -1,0 +1,219 @@
+// Rules about the host as a whole: a noisy neighbour cgroup taking the GPU threads' CPU, and
+// out-of-memory events (host OOM killer, GPU allocation failures).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "engine/analysis.h"
+#include "engine/thresholds.h"
+
+namespace ingero::engine {
+
+void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
+  // Involuntary off-CPU time of GPU processes' threads, by the preemptor's cgroup.
+  struct Tally {
+    uint64_t ns = 0, n = 0;
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> tasks;  // (pid, comm) -> ns
+  };
+  std::map<uint64_t, Tally> by_cgroup;
+  uint64_t total = 0;
+  std::vector<uint32_t> victims;
+  for (const auto& [pid, ivs] : a.host.offcpu) {
+    auto ph = a.host.per_pid.find(pid);
+    uint64_t own = ph == a.host.per_pid.end() ? 0 : ph->second.cgroup_id;
+    bool hit = false;
+    for (const auto& iv : ivs) {
+      if (!iv.preempted || !iv.by_pid) continue;
+      uint64_t d = uint64_t(iv.end - iv.start);
+      total += d;
+      if (!iv.by_cgroup || iv.by_cgroup == own) continue;
+      Tally& t = by_cgroup[iv.by_cgroup];
+      t.ns += d;
+      ++t.n;
+      t.tasks[{iv.by_pid, iv.by_comm}] += d;
+      hit = true;
+    }
+    if (hit) victims.push_back(pid);
+  }
+  if (by_cgroup.empty() || total == 0) return;
+  auto top = std::max_element(by_cgroup.begin(), by_cgroup.end(),
+                              [](auto& x, auto& y) { return x.second.ns < y.second.ns; });
+  double share = double(top->second.ns) / double(total);
+  if (share < kNeighbourShareMedium || top->second.ns < kNeighbourMinNs) return;
+  auto task = std::max_element(top->second.tasks.begin(), top->second.tasks.end(),
+                               [](auto& x, auto& y) { return x.second < y.second; });
+  std::string cg = "cgroup " + std::to_string(top->first);
+  if (auto p = a.host.cgroup_paths.find(top->first); p != a.host.cgroup_paths.end() && !p->second.empty())
+    cg = p->second;
+  std::string name = a.host.comm_name(task->first.second);
+  Chain c;
+  c.rule = "noisy_neighbour";
+  c.op = "sched_switch";
+  c.vendor = "host";
+  c.api = "kernel";
+  c.pids = victims;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%.0f%%", share * 100);
+  c.summary = "Noisy neighbour: " + cg + " took " + buf + " of the GPU threads' preempted time (" +
+              format_duration(top->second.ns) + ", " + format_count(top->second.n) +
+              " preemptions), mostly " + name + " (pid " + std::to_string(task->first.first) + ")";
+  c.root_cause = "A workload in another cgroup (" + cg + ") competes for the cores the GPU threads run on";
+  c.explanation = "Of " + format_duration(total) + " that GPU-calling threads spent preempted, " +
+                  format_duration(top->second.ns) + " went to tasks in " + cg + ".";
+  c.timeline.push_back({"HOST", "sched_switch", format_count(top->second.n) + " preemptions by " + cg, top->second.ns / 1000});
+  c.severity = share >= kNeighbourShareHigh && top->second.ns >= kNeighbourHighNs ? Severity::kHigh : Severity::kMedium;
+  c.fixes = {"Give the GPU job exclusive cores: a cpuset for its cgroup that excludes " + cg,
+             "Cap the neighbour: cpu.max / cpu.weight on " + cg};
+  c.id = c.rule + ":" + std::to_string(top->first);
+  c.score = double(top->second.ns) / 1e6;
+  out.push_back(std::move(c));
+}
+
+void rule_process_contention(const Analysis& a, std::vector<Chain>& out) {
+  std::map<uint32_t, std::pair<int64_t, int64_t>> active;  // GPU pid -> first/last call
+  std::map<uint32_t, std::string> api_of;
+  for (const OpStats& s : a.stats.per_process) {
+    auto& w = active[s.key.pid];
+    w.first = w.first ? std::min(w.first, s.first_ts) : s.first_ts;
+    w.second = std::max(w.second, s.last_ts);
+    api_of.emplace(s.key.pid, s.key.api);
+  }
+  bool busy = a.host.cpu_avg >= kCpuBusyAvgPct || a.host.cpu_max >= kCpuSaturatedPct;
+  for (const auto& [pid, w] : active) {
+    auto it = a.host.per_pid.find(pid);
+    if (it == a.host.per_pid.end() || !it->second.switches) continue;
+    const PidHost& p = it->second;
+    double secs = std::max(1.0, double(std::max(w.second, a.span.second) - w.first) / 1e9);
+    double rate = double(p.switches) / secs;
+    double off_share = double(p.off_cpu_ns) / (secs * 1e9);
+    if (!busy || rate < kMinSwitchRate || off_share < kProcessOffCpuShareMedium) continue;
+    // Workers this process forked, and what they cost.
+    std::map<std::string, uint64_t> worker_names;
+    uint64_t workers = 0, worker_switches = 0, worker_pages = 0;
+    for (const ForkEdge& f : a.host.forks) {
+      if (f.parent != pid) continue;
+      ++workers;
+      std::string n = f.child_comm.empty() ? a.process_name(f.child) : f.child_comm;
+      ++worker_names[n.rfind("pid ", 0) == 0 ? "child" : n];
+      if (auto c = a.host.per_pid.find(f.child); c != a.host.per_pid.end()) {
+        worker_switches += c->second.switches;
+        worker_pages += c->second.page_allocs;
+      }
+    }
+    std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
+    char cpu[96];
+    std::snprintf(cpu, sizeof(cpu), "CPU %.0f%% avg, %.0f%% peak", a.host.cpu_avg, a.host.cpu_max);
+    Chain c;
+    c.rule = "host_cpu_contention";
+    c.op = "sched_switch";
+    c.vendor = "host";
+    c.api = "kernel";
+    c.pids = {pid};
+    c.window_start = w.first;
+    c.window_end = w.second;
+    c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) + " times (" +
+                format_duration(p.off_cpu_ns) + " off-CPU, worst stall " + format_duration(p.max_off_cpu_ns) +
+                ") with " + cpu;
+    std::string workers_txt;
+    if (workers) {
+      for (const auto& [n, k] : worker_names)
+        workers_txt += (workers_txt.empty() ? "" : ", ") + n + (k > 1 ? " x" + std::to_string(k) : "");
+      c.summary += "; " + format_count(workers) + " worker process" + (workers == 1 ? "" : "es") +
+                   " forked (" + workers_txt + ")";
+    }
+    c.root_cause = workers ? "CPU scheduling contention between " + who + " and the " + format_count(workers) +
+                                 " worker processes it forked, on a busy host: the GPU waits for the host"
+                           : "CPU scheduling contention on a busy host: " + who +
+                                 " keeps losing the CPU, so the GPU waits for the host";
+    c.explanation = who + " was switched out " + engine::format_count(uint64_t(rate)) + " times a second on average (" +
+                    format_count(p.involuntary) + " preempted while runnable).";
+    if (workers)
+      c.explanation += " Its workers were switched out " + format_count(worker_switches) + " times and allocated " +
+                       format_count(worker_pages) + " pages.";
+    c.timeline.push_back({"SYSTEM", "cpu", cpu, 0});
+    c.timeline.push_back({"HOST", "sched_switch",
+                          format_count(p.switches) + " context switches (" + format_duration(p.off_cpu_ns) +
+                              " off-CPU, worst " + format_duration(p.max_off_cpu_ns) + ")",
+                          p.off_cpu_ns / 1000});
+    if (workers)
+      c.timeline.push_back({"HOST", "process_fork", format_count(workers) + " workers forked: " + workers_txt, 0});
+    // The GPU-side symptom: the op with the worst tail in this process.
+    const OpStats* worst = nullptr;
+    for (const OpStats& s : a.stats.per_process)
+      if (s.key.pid == pid && s.count >= 3 && (!worst || s.tail_ratio() > worst->tail_ratio())) worst = &s;
+    if (worst) {
+      char r[32];
+      std::snprintf(r, sizeof(r), "%.1fx", worst->tail_ratio());
+      c.timeline.push_back({layer_of(worst->key.api), worst->key.op,
+                            "p99=" + format_duration(worst->p99) + " (" + r + " p50=" + format_duration(worst->p50) +
+                                "), avg " + format_duration(uint64_t(worst->avg_ns())),
+                            worst->p99 / 1000});
+    }
+    c.severity = off_share >= kProcessOffCpuShareHigh && a.host.cpu_avg >= kCpuSaturatedPct ? Severity::kHigh
+                                                                                          : Severity::kMedium;
+    if (workers)
+      c.fixes.push_back("Reduce DataLoader num_workers to (cores - 1) or fewer; add persistent_workers=True "
+                        "to avoid re-forking every epoch");
+    c.fixes.push_back("Pin the training process to dedicated cores (taskset -c), apart from workers and background jobs");
+    c.fixes.push_back("For in-memory datasets, index tensors directly instead of going through worker processes");
+    c.id = c.rule + ":" + std::to_string(pid);
+    c.score = off_share * 1000;
+    out.push_back(std::move(c));
+  }
+}
+
+void rule_oom(const Analysis& a, std::vector<Chain>& out) {
+  for (const auto& k : a.host.ooms) {
+    Chain c;
+    c.rule = "oom_kill";
+    c.op = "oom_kill";
+    c.vendor = "host";
+    c.api = "kernel";
+    c.pids = {k.pid};
+    c.severity = Severity::kHigh;
+    c.window_start = c.window_end = k.ts;
+    c.summary = "OOM killer killed " + k.comm + " (pid " + std::to_string(k.pid) + ")";
+    c.root_cause = "Host memory exhausted; the kernel killed a process to recover";
+    c.explanation = "Triggered by " + k.by_comm + " (pid " + std::to_string(k.by_pid) + ").";
+    if (a.host.mem_avail_min_mb || a.host.mem_pct_max) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), "memory %.0f%% used at peak, %lld MB available at minimum, swap %lld MB",
+                    a.host.mem_pct_max, (long long)a.host.mem_avail_min_mb, (long long)a.host.swap_max_mb);
+      c.timeline.push_back({"SYSTEM", "memory", buf, 0});
+    }
+    c.timeline.push_back({"HOST", "oom_kill", c.summary, 0});
+    c.fixes = {"Bound host memory: fewer DataLoader workers, smaller prefetch_factor, pinned-memory limits",
+               "Set a memory.max for neighbours so the training job is not the victim"};
+    c.id = c.rule + ":" + std::to_string(k.pid) + ":" + std::to_string(k.ts);
+    c.score = 1e9;
+    out.push_back(std::move(c));
+  }
+  // GPU allocations that failed with out-of-memory (the backend classifies return codes).
+  for (const OpStats& s : a.stats.per_process) {
+    if (s.oom_errors == 0) continue;
+    Chain c;
+    c.rule = "gpu_oom";
+    c.vendor = s.key.vendor;
+    c.api = s.key.api;
+    c.op = s.key.op;
+    c.pids = {s.key.pid};
+    c.severity = Severity::kHigh;
+    c.window_start = s.first_ts;
+    c.window_end = s.last_ts;
+    std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
+    c.summary = format_count(s.oom_errors) + " of " + format_count(s.count) + " " + s.key.op +
+                " calls failed with out-of-memory in " + who;
+    c.root_cause = "Device memory exhausted: allocations fail";
+    c.explanation = "Requested " + format_bytes(s.bytes) + " across " + format_count(s.count) +
+                    " calls; " + format_count(s.oom_errors) + " returned an out-of-memory error.";
+    c.timeline.push_back({layer_of(s.key.api), s.key.op, c.summary, 0});
+    c.fixes = {"Lower the batch size or sequence length, or shard the model",
+               "Release cached blocks between phases (torch.cuda.empty_cache()) and check for "
+               "tensors kept alive by references"};
+    c.id = c.rule + ":" + std::to_string(s.key.pid) + ":" + s.key.op;
+    c.score = double(s.oom_errors);
+    out.push_back(std::move(c));
+  }
+}
+
+}  // namespace ingero::engine

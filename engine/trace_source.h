@@ -1,0 +1,73 @@
+// What the engine reads, and nothing more. The engine is vendor-neutral and does no I/O:
+// app/ implements TraceSource over a trace file (ours or the original implementation's),
+// tests implement it over synthetic events. Every method may be called several times (the
+// exact-percentile passes re-read the calls), and must return the same data each time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hal/event.h"
+
+namespace ingero::engine {
+
+// A time window in wall-clock Unix ns, optionally restricted to one process.
+struct Window {
+  int64_t from_ns = std::numeric_limits<int64_t>::min();
+  int64_t to_ns = std::numeric_limits<int64_t>::max();
+  std::optional<uint32_t> pid;
+  std::optional<std::string> node;  // merged multi-node traces are analysed node by node
+  bool contains(int64_t ts) const { return ts >= from_ns && ts <= to_ns; }
+};
+
+struct SnapshotRow {
+  int64_t ts_ns = 0;
+  double cpu_pct = 0, mem_pct = 0, load_avg = 0;
+  int64_t mem_avail_mb = 0, swap_mb = 0;
+};
+
+// Per-process host activity summed over the window (kernel aggregates, or derived from
+// stored host events for files that have no aggregates).
+struct ProcessActivity {
+  uint32_t pid = 0;
+  std::string comm;
+  uint64_t switches = 0, involuntary = 0, off_cpu_ns = 0, max_off_cpu_ns = 0;
+  uint64_t wakeups = 0, page_allocs = 0, page_bytes = 0, forks = 0;
+  uint64_t block_ios = 0, block_bytes = 0, block_ns = 0;
+};
+
+struct ProcessInfo {
+  uint32_t pid = 0;
+  std::string name, cmdline;
+};
+
+// The string_views inside events (vendor, api, op, library) must point at storage that lives
+// as long as the source: the engine keys its groups by their addresses.
+using EventFn = std::function<void(const hal::Event&)>;
+
+class TraceSource {
+ public:
+  virtual ~TraceSource() = default;
+  // Vendor calls in the window, in start-time order. ts_ns is wall-clock Unix ns.
+  virtual void calls(const Window& w, const EventFn& fn) = 0;
+  // Host events (sched_switch, wakeups, lifecycle, page allocation aggregates, block I/O,
+  // TCP retransmits, OOM kills) in the window, in time order. The pid restriction of the
+  // window does not apply: host context is about everybody.
+  virtual void host_events(const Window& w, const EventFn& fn) = 0;
+  virtual std::vector<SnapshotRow> snapshots(const Window& w) = 0;
+  virtual std::map<uint32_t, ProcessActivity> process_activity(const Window& w) = 0;
+  virtual std::map<uint32_t, ProcessInfo> processes() = 0;
+  // First and last event timestamps of the whole trace; {0, 0} when empty.
+  virtual std::pair<int64_t, int64_t> time_span() = 0;
+  // Number of events (calls and host events) in the window.
+  virtual uint64_t event_count(const Window& w) = 0;
+  // cgroup id -> path, where the trace recorded it.
+  virtual std::map<uint64_t, std::string> cgroup_paths() { return {}; }
+};
+
+}  // namespace ingero::engine

@@ -1,0 +1,28 @@
+/* A planted noisy neighbour: burns one CPU for SECONDS, named NAME.
+ *   cpu_hog CPU SECONDS [NAME]   (NAME defaults to noisy_neighbor) */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(atoi(argv[1]), &set);
+  sched_setaffinity(0, sizeof(set), &set);
+  prctl(PR_SET_NAME, argc > 3 ? argv[3] : "noisy_neighbor");
+  printf("hog %d\n", getpid());
+  fflush(stdout);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  volatile unsigned long x = 0;
+  do {
+    for (int i = 0; i < 100000; i++) x += (unsigned long)i;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while (t.tv_sec - t0.tv_sec < atol(argv[2]));
+  return 0;
+}
