@@ -29,5 +29,6 @@ void add_query_command(CLI::App& app, Context& ctx);
 void add_check_command(CLI::App& app, Context& ctx);
 void add_trace_command(CLI::App& app, Context& ctx);
 void add_explain_command(CLI::App& app, Context& ctx);
+void add_demo_command(CLI::App& app, Context& ctx);
 
 }  // namespace ingero::app

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add_trace_command(app, ctx);
   add_explain_command(app, ctx);
   add_query_command(app, ctx);
+  add_demo_command(app, ctx);
   add_version_command(app, ctx);
   try {
     app.parse(argc, argv);

@@ -49,7 +49,8 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
   std::string sql =
       "SELECT ts_ns, dur_ns, pid, tid, comm, cgroup_id, vendor, api, kind, op, ret, status, "
       "off_cpu_ns, preempts, switches, preemptor_pid, preemptor_comm, bytes, direction, graph, "
-      "graph_exec, err_class, stream, stack_hash, library_id FROM calls" +
+      "graph_exec, err_class, stream, stack_hash, library_id, rank, nranks, comm_hash, communicator, "
+      "count, datatype, peer FROM calls" +
       window_sql(w, "ts_ns", true) + " ORDER BY ts_ns";
   store::Stmt st = prepare(sql);
   if (!st) return;
@@ -83,6 +84,11 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
     if (!st.is_null(21)) e.set(hal::Field::kErrClass, uint64_t(sqlite3_column_int64(s, 21)));
     if (!st.is_null(22)) e.set(hal::Field::kStream, uint64_t(sqlite3_column_int64(s, 22)));
     e.stack_id = uint64_t(sqlite3_column_int64(s, 23));
+    static constexpr hal::Field kTail[] = {hal::Field::kRank, hal::Field::kNranks, hal::Field::kCommHash,
+                                           hal::Field::kComm, hal::Field::kCount, hal::Field::kDatatype,
+                                           hal::Field::kPeer};
+    for (int i = 0; i < 7; ++i)
+      if (!st.is_null(25 + i)) e.set(kTail[i], uint64_t(sqlite3_column_int64(s, 25 + i)));
     fn(e);
   }
 }

@@ -50,6 +50,7 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
 void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out);
 void rule_process_contention(const Analysis& a, std::vector<Chain>& out);
 void rule_oom(const Analysis& a, std::vector<Chain>& out);
+void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 
 // Display name of a vendor layer from the api string: "cuda_runtime" -> "CUDA".
 std::string layer_of(std::string_view api);

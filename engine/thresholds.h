@@ -70,6 +70,14 @@ inline constexpr uint64_t kRecaptureHigh = 20;
 inline constexpr double kGraphRateDropFraction = 0.10;
 inline constexpr double kMinGraphLaunchRate = 10.0;
 
+// --- collectives ---------------------------------------------------------------------
+// Enough matched collectives to call a pattern; a rank last in at least 40% of them (with
+// 8 ranks chance is 12.5%) and a median lag of 10 ms (100 ms: HIGH) is a straggler.
+inline constexpr size_t kMinCollectives = 5;
+inline constexpr double kStragglerLastShare = 0.40;
+inline constexpr int64_t kStragglerMinLagNs = 10'000'000;
+inline constexpr int64_t kStragglerHighLagNs = 100'000'000;
+
 // --- noisy neighbour --------------------------------------------------------------------
 // A foreign cgroup taking >= 30% (60%) of the GPU threads' involuntary off-CPU time, and at
 // least 100 ms (1 s) of it.

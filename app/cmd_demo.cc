@@ -1,0 +1,100 @@
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "app/commands.h"
+#include "app/demo_scenarios.h"
+#include "app/explain_report.h"
+#include "app/sql_trace_source.h"
+
+namespace ingero::app {
+
+void add_demo_command(CLI::App& app, Context& ctx) {
+  std::string help =
+      "Explain a synthetic incident end to end, with no root and no GPU: the scenario is\n"
+      "written through the same trace store and explained by the same engine as a real trace.\n"
+      "Scenarios:";
+  for (const auto& s : demo_scenarios()) help += "\n  " + s.name + ": " + s.description;
+  auto* cmd = app.add_subcommand("demo", help);
+  struct Opts {
+    std::string scenario = "incident", db;
+    bool no_gpu = false, json = false, per_process = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("scenario", o->scenario, "Scenario name")->capture_default_str();
+  cmd->add_flag("--no-gpu", o->no_gpu, "Accepted for compatibility: the demo never needs a GPU");
+  cmd->add_flag("--json", o->json, "Print the report as JSON");
+  cmd->add_flag("--per-process", o->per_process, "Add the per-process breakdown");
+  cmd->add_option("--db", o->db, "Keep the synthetic trace at this path (default: a temporary file)");
+  cmd->callback([&ctx, o] {
+    std::string path = o->db;
+    bool temp = path.empty();
+    if (temp) {
+      char tmpl[] = "/tmp/ingero-demo-XXXXXX";
+      int fd = mkstemp(tmpl);
+      if (fd < 0) {
+        std::cerr << "ingero demo: cannot create a temporary file\n";
+        ctx.exit_code = kExitFailure;
+        return;
+      }
+      close(fd);
+      std::filesystem::remove(tmpl);
+      path = std::string(tmpl) + ".db";
+    } else if (std::filesystem::exists(path)) {
+      std::cerr << "ingero demo: " << path << " exists; give a new path\n";
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    struct Cleanup {
+      std::string p;
+      bool on;
+      ~Cleanup() {
+        if (on) {
+          std::error_code ec;
+          for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(p + suffix, ec);
+        }
+      }
+    } cleanup{path, temp};
+    {
+      auto w = store::TraceWriter::open(path);
+      if (!w) {
+        std::cerr << "ingero demo: " << w.error().message << "\n";
+        ctx.exit_code = kExitFailure;
+        return;
+      }
+      if (auto st = write_demo(o->scenario, **w); !st) {
+        std::cerr << "ingero demo: " << st.error().message << "\n";
+        ctx.exit_code = kExitUsage;
+        return;
+      }
+      (void)(*w)->finish({});
+    }
+    auto reader = store::TraceReader::open(path);
+    if (!reader) {
+      std::cerr << "ingero demo: " << reader.error().message << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
+    SqlTraceSource source(**reader);
+    engine::Analysis a = engine::analyze(source, engine::Window{});
+    std::string desc;
+    for (const auto& s : demo_scenarios())
+      if (s.name == o->scenario) desc = s.description;
+    ReportOptions ro{"demo: " + o->scenario,
+                     "SYNTHETIC DEMO DATA (" + desc + "). Generated, not measured on this machine.",
+                     o->per_process};
+    if (o->json) {
+      auto j = report_json(a, ro);
+      j["synthetic"] = true;
+      j["scenario"] = o->scenario;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_report(std::cout, a, ro);
+    }
+    ctx.exit_code = kExitOk;
+  });
+}
+
+}  // namespace ingero::app
