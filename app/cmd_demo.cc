@@ -27,7 +27,8 @@ void add_demo_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-gpu", o->no_gpu, "Accepted for compatibility: the demo never needs a GPU");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->add_flag("--per-process", o->per_process, "Add the per-process breakdown");
-  cmd->add_option("--db", o->db, "Keep the synthetic trace at this path (default: a temporary file)");
+  cmd->add_option("--db", o->db,
+                  "Keep the synthetic trace at this path (default: a temporary file)");
   cmd->callback([&ctx, o] {
     std::string path = o->db;
     bool temp = path.empty();

@@ -18,8 +18,8 @@ class Demo {
  public:
   explicit Demo(store::TraceWriter& w) : w_(w), rng_(20261122) {}
 
-  Event call(uint32_t pid, uint32_t tid, const char* comm, std::string_view api, std::string_view op,
-             EventKind kind, uint64_t ts, uint64_t dur) {
+  Event call(uint32_t pid, uint32_t tid, const char* comm, std::string_view api,
+             std::string_view op, EventKind kind, uint64_t ts, uint64_t dur) {
     Event e;
     e.ts_ns = ts;
     e.dur_ns = dur;
@@ -33,7 +33,8 @@ class Demo {
     e.has_ret = true;
     e.cgroup_id = 1000;
     e.library = api == "cuda_runtime" ? "/usr/local/cuda/lib64/libcudart.so.13 (synthetic)"
-                                      : api == "nccl" ? "/usr/lib/libnccl.so.2 (synthetic)" : "";
+                : api == "nccl"       ? "/usr/lib/libnccl.so.2 (synthetic)"
+                                      : "";
     return e;
   }
   // The call lost the CPU for `off` to by_pid; `foreign`: the preemptor is in another cgroup.
@@ -89,7 +90,8 @@ class Demo {
   void snapshot(uint64_t ts, double cpu, double mem) {
     (void)w_.add_snapshot({w_.to_wall(ts), cpu, mem, cpu / 25, 16000, 0, 4});
   }
-  void stats(uint32_t pid, const char* comm, uint64_t ts, uint64_t switches, uint64_t off, uint64_t pages) {
+  void stats(uint32_t pid, const char* comm, uint64_t ts, uint64_t switches, uint64_t off,
+             uint64_t pages) {
     store::ProcessStatsRow r;
     r.ts_ns = w_.to_wall(ts);
     r.dur_ns = int64_t(5 * kS);
@@ -138,14 +140,15 @@ void incident(Demo& d) {
   d.proc(kHog, "noisy_neighbor");
   d.cgroup(1000, "/kubepods/burstable/pod-trainer");
   d.cgroup(2000, "/system.slice/batch-reindex.service");
-  for (uint64_t s = 0; s < 60; ++s) d.snapshot(kT0 + s * kS, s >= 20 && s < 40 ? 100.0 : 35.0, 41.0);
+  for (uint64_t s = 0; s < 60; ++s)
+    d.snapshot(kT0 + s * kS, s >= 20 && s < 40 ? 100.0 : 35.0, 41.0);
   for (uint64_t i = 0; i < 3000; ++i) {  // 50 steps/s for 60 s
     uint64_t t = kT0 + i * 20 * kMs;
     step(d, kTrainer, t);
     bool contended = t >= kT0 + 20 * kS && t < kT0 + 40 * kS;
     uint64_t dur = d.jitter(410 * kUs, 0.15);
-    Event s = d.call(kTrainer, kTrainer, "python3", "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync,
-                     t + 1 * kMs, dur);
+    Event s = d.call(kTrainer, kTrainer, "python3", "cuda_runtime", "cudaStreamSynchronize",
+                     EventKind::kSync, t + 1 * kMs, dur);
     s.set(Field::kStream, 0x5151);
     if (contended && d.chance(0.4)) {
       uint64_t off = d.jitter(4500 * kUs, 0.5);
@@ -172,8 +175,8 @@ void dataloader(Demo& d) {
   for (uint64_t i = 0; i < 130; ++i) {  // ~3 batches/s
     uint64_t t = t0 + 200 * kMs + i * 300 * kMs;
     uint32_t by = kWorkers[i % 4];
-    Event c = d.call(kMain, kMain, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy, t,
-                     d.jitter(1 * kMs, 0.3));
+    Event c = d.call(kMain, kMain, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy,
+                     t, d.jitter(1 * kMs, 0.3));
     c.set(Field::kBytes, 400 << 20);
     c.set(Field::kDirection, 1);
     if (d.chance(0.6)) {
@@ -183,8 +186,9 @@ void dataloader(Demo& d) {
     }
     d.add(c);
     for (int k = 0; k < 6; ++k) {
-      Event l = d.call(kMain, kMain, "python3", "cuda_runtime", "cudaLaunchKernel", EventKind::kLaunch,
-                       t + c.dur_ns + uint64_t(k) * 100 * kUs, d.jitter(70 * kUs, 0.2));
+      Event l =
+          d.call(kMain, kMain, "python3", "cuda_runtime", "cudaLaunchKernel", EventKind::kLaunch,
+                 t + c.dur_ns + uint64_t(k) * 100 * kUs, d.jitter(70 * kUs, 0.2));
       if (d.chance(0.03)) {
         uint64_t off = d.jitter(20 * kMs, 0.5);
         l.dur_ns += off;
@@ -192,8 +196,8 @@ void dataloader(Demo& d) {
       }
       d.add(l);
     }
-    Event s = d.call(kMain, kMain, "python3", "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync,
-                     t + c.dur_ns + 2 * kMs, d.jitter(25 * kUs, 0.2));
+    Event s = d.call(kMain, kMain, "python3", "cuda_runtime", "cudaStreamSynchronize",
+                     EventKind::kSync, t + c.dur_ns + 2 * kMs, d.jitter(25 * kUs, 0.2));
     d.add(s);
   }
 }
@@ -205,19 +209,20 @@ void hidden_sync(Demo& d) {
   uint64_t t = kT0;
   for (int it = 0; it < 60; ++it) {  // forward passes
     for (int k = 0; k < 12; ++k) {
-      d.add(d.call(kPid, kPid, "python3", "cuda_runtime", "cudaLaunchKernel", EventKind::kLaunch, t, 9 * kUs));
+      d.add(d.call(kPid, kPid, "python3", "cuda_runtime", "cudaLaunchKernel", EventKind::kLaunch, t,
+                   9 * kUs));
       t += 15 * kUs;
     }
     // window_masking(): B x 2 .cpu().numpy() round-trips, B = 64.
     for (int b = 0; b < 128; ++b) {
-      Event c = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy, t,
-                       d.jitter(40 * kUs, 0.2));
+      Event c = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy,
+                       t, d.jitter(40 * kUs, 0.2));
       c.set(Field::kBytes, 256);
       c.set(Field::kDirection, 2);
       d.add(c);
       t += c.dur_ns + 5 * kUs;
-      Event s = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync, t,
-                       d.jitter(1800 * kUs, 0.3));
+      Event s = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaStreamSynchronize",
+                       EventKind::kSync, t, d.jitter(1800 * kUs, 0.3));
       d.add(s);
       t += s.dur_ns + 20 * kUs;
     }
@@ -228,7 +233,8 @@ void graph_recapture(Demo& d) {
   const uint32_t kPid = 8100, kHog = 8200;
   d.proc(kPid, "python3");
   d.proc(kHog, "logrotate");
-  for (uint64_t s = 0; s < 60; ++s) d.snapshot(kT0 + s * kS, s >= 30 && s < 36 ? 100.0 : 50.0, 40.0);
+  for (uint64_t s = 0; s < 60; ++s)
+    d.snapshot(kT0 + s * kS, s >= 30 && s < 36 ? 100.0 : 50.0, 40.0);
   auto graph_op = [&](std::string_view op, EventKind k, uint64_t t, uint64_t dur, uint64_t exec) {
     Event e = d.call(kPid, kPid, "python3", "cuda_runtime", op, k, t, dur);
     if (exec) e.set(Field::kGraphExec, exec);
@@ -249,8 +255,8 @@ void graph_recapture(Demo& d) {
       t += 90 * kMs;
       continue;
     }
-    Event l = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaGraphLaunch", EventKind::kGraphLaunch, t,
-                     d.jitter(10 * kUs, 0.2));
+    Event l = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaGraphLaunch",
+                     EventKind::kGraphLaunch, t, d.jitter(10 * kUs, 0.2));
     l.set(Field::kGraphExec, exec);
     if (storm) {
       uint64_t off = d.jitter(300 * kMs, 0.3);
@@ -268,8 +274,8 @@ void nccl_straggler(Demo& d) {
   const uint64_t kComm = 0x9e3779b97f4a7c15ull;
   for (int r = 0; r < kRanks; ++r) {
     d.proc(kBase + uint32_t(r), "torchrun-rank");
-    Event init = d.call(kBase + uint32_t(r), kBase + uint32_t(r), "python3", "nccl", "ncclCommInitRank",
-                        EventKind::kCommInit, kT0, 80 * kMs);
+    Event init = d.call(kBase + uint32_t(r), kBase + uint32_t(r), "python3", "nccl",
+                        "ncclCommInitRank", EventKind::kCommInit, kT0, 80 * kMs);
     init.set(Field::kRank, uint64_t(r));
     init.set(Field::kNranks, kRanks);
     init.set(Field::kCommHash, kComm);
@@ -284,7 +290,8 @@ void nccl_straggler(Demo& d) {
     for (int r = 0; r < kRanks; ++r) {
       uint64_t enter = t + (r == kStraggler ? late : d.jitter(2 * kMs, 0.8));
       uint32_t pid = kBase + uint32_t(r);
-      Event c = d.call(pid, pid, "python3", "nccl", "ncclAllReduce", EventKind::kCollective, enter, done - enter);
+      Event c = d.call(pid, pid, "python3", "nccl", "ncclAllReduce", EventKind::kCollective, enter,
+                       done - enter);
       c.set(Field::kCount, 1 << 20);
       c.set(Field::kDatatype, 7);
       c.set(Field::kBytes, 4 << 20);
@@ -305,10 +312,14 @@ void nccl_straggler(Demo& d) {
 
 const std::vector<DemoScenario>& demo_scenarios() {
   static const std::vector<DemoScenario> s = {
-      {"incident", "a training loop whose cudaStreamSynchronize tail explodes while a noisy neighbour preempts it"},
-      {"dataloader-starvation", "DataLoader workers fighting the main process for CPU; H2D copies starve"},
+      {"incident",
+       "a training loop whose cudaStreamSynchronize tail explodes while a noisy neighbour preempts "
+       "it"},
+      {"dataloader-starvation",
+       "DataLoader workers fighting the main process for CPU; H2D copies starve"},
       {"hidden-sync", "a .cpu().numpy() inside the forward pass: 128 host round-trips per step"},
-      {"graph-recapture", "CUDA graph re-capture storm after a batch-size change, launch rate collapses"},
+      {"graph-recapture",
+       "CUDA graph re-capture storm after a batch-size change, launch rate collapses"},
       {"nccl-straggler", "8 ranks all-reduce; rank 5 enters every collective ~290 ms late"},
   };
   return s;
@@ -323,11 +334,16 @@ ingero::Status write_demo(const std::string& scenario, store::TraceWriter& w) {
   si.flags = "demo," + scenario + ",synthetic";
   if (auto s = w.begin_session(si); !s) return s.error();
   Demo d(w);
-  if (scenario == "incident") incident(d);
-  else if (scenario == "dataloader-starvation") dataloader(d);
-  else if (scenario == "hidden-sync") hidden_sync(d);
-  else if (scenario == "graph-recapture") graph_recapture(d);
-  else if (scenario == "nccl-straggler") nccl_straggler(d);
+  if (scenario == "incident")
+    incident(d);
+  else if (scenario == "dataloader-starvation")
+    dataloader(d);
+  else if (scenario == "hidden-sync")
+    hidden_sync(d);
+  else if (scenario == "graph-recapture")
+    graph_recapture(d);
+  else if (scenario == "nccl-straggler")
+    nccl_straggler(d);
   else {
     std::string known;
     for (const auto& s : demo_scenarios()) known += (known.empty() ? "" : ", ") + s.name;

@@ -84,7 +84,8 @@ void EventPipeline::on_record(const void* data, size_t size) {
       ++counters_.host;
       if (ev_.pid) note_pid(ev_.pid, ev_.comm.data());
       // Name the preemptors and children too: "who took the CPU" needs a name.
-      if (auto peer = ev_.get(hal::Field::kPeerPid); peer && *peer) note_pid(uint32_t(*peer), ev_.peer_comm.data());
+      if (auto peer = ev_.get(hal::Field::kPeerPid); peer && *peer)
+        note_pid(uint32_t(*peer), ev_.peer_comm.data());
       report(writer_.add(ev_));
       break;
     }

@@ -7,7 +7,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "app/commands.h"
+
 namespace ingero::app {
+
+std::string default_db_path() {
+  const char* home = getenv("HOME");
+  return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
+}
 
 std::string read_small_file(const std::string& path) {
   std::ifstream f(path);

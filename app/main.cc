@@ -6,11 +6,6 @@
 
 namespace ingero::app {
 
-std::string default_db_path() {
-  const char* home = getenv("HOME");
-  return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
-}
-
 void add_version_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("version", "Print the version and build facts");
   cmd->callback([&ctx] {
@@ -35,6 +30,8 @@ int main(int argc, char** argv) {
   add_explain_command(app, ctx);
   add_query_command(app, ctx);
   add_demo_command(app, ctx);
+  add_merge_command(app, ctx);
+  add_export_command(app, ctx);
   add_version_command(app, ctx);
   try {
     app.parse(argc, argv);

@@ -35,7 +35,8 @@ store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64
   r.explanation = c.explanation;
   r.recommendations_json = nlohmann::json(c.fixes).dump();
   nlohmann::json tl = nlohmann::json::array();
-  for (const auto& t : c.timeline) tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
+  for (const auto& t : c.timeline)
+    tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
   r.timeline_json = tl.dump();
   r.pids_json = nlohmann::json(c.pids).dump();
   r.op = c.op;
@@ -52,7 +53,8 @@ store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64
 }
 
 ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const std::string& db_path,
-                                            const std::string& node, int64_t from_ns, int64_t to_ns) {
+                                            const std::string& node, int64_t from_ns,
+                                            int64_t to_ns) {
   if (auto st = writer.commit(); !st) return st.error();
   auto reader = store::TraceReader::open(db_path);
   if (!reader) return reader.error();

@@ -16,7 +16,8 @@ std::map<uint64_t, std::string> cgroup_paths(const std::string& root = "/sys/fs/
 // Records cgroup paths for the ids in this session's events, then runs the engine over the
 // session's window and replaces the session's chains. Returns the number of chains.
 ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const std::string& db_path,
-                                            const std::string& node, int64_t from_ns, int64_t to_ns);
+                                            const std::string& node, int64_t from_ns,
+                                            int64_t to_ns);
 
 store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64_t detected_at);
 

@@ -24,7 +24,8 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-std::string window_sql(const engine::Window& w, const char* ts, bool with_pid, bool with_node = true) {
+std::string window_sql(const engine::Window& w, const char* ts, bool with_pid,
+                       bool with_node = true) {
   std::string s = std::string(" WHERE ") + ts + " BETWEEN " + std::to_string(w.from_ns) + " AND " +
                   std::to_string(w.to_ns);
   if (with_pid && w.pid) s += " AND pid = " + std::to_string(*w.pid);
@@ -34,7 +35,9 @@ std::string window_sql(const engine::Window& w, const char* ts, bool with_pid, b
 
 }  // namespace
 
-std::string_view SqlTraceSource::intern(std::string s) { return *strings_.insert(std::move(s)).first; }
+std::string_view SqlTraceSource::intern(std::string s) {
+  return *strings_.insert(std::move(s)).first;
+}
 
 store::Stmt SqlTraceSource::prepare(const std::string& sql) {
   auto st = reader_.db().prepare(sql);
@@ -49,7 +52,8 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
   std::string sql =
       "SELECT ts_ns, dur_ns, pid, tid, comm, cgroup_id, vendor, api, kind, op, ret, status, "
       "off_cpu_ns, preempts, switches, preemptor_pid, preemptor_comm, bytes, direction, graph, "
-      "graph_exec, err_class, stream, stack_hash, library_id, rank, nranks, comm_hash, communicator, "
+      "graph_exec, err_class, stream, stack_hash, library_id, rank, nranks, comm_hash, "
+      "communicator, "
       "count, datatype, peer FROM calls" +
       window_sql(w, "ts_ns", true) + " ORDER BY ts_ns";
   store::Stmt st = prepare(sql);
@@ -84,9 +88,9 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
     if (!st.is_null(21)) e.set(hal::Field::kErrClass, uint64_t(sqlite3_column_int64(s, 21)));
     if (!st.is_null(22)) e.set(hal::Field::kStream, uint64_t(sqlite3_column_int64(s, 22)));
     e.stack_id = uint64_t(sqlite3_column_int64(s, 23));
-    static constexpr hal::Field kTail[] = {hal::Field::kRank, hal::Field::kNranks, hal::Field::kCommHash,
-                                           hal::Field::kComm, hal::Field::kCount, hal::Field::kDatatype,
-                                           hal::Field::kPeer};
+    static constexpr hal::Field kTail[] = {
+        hal::Field::kRank,  hal::Field::kNranks,   hal::Field::kCommHash, hal::Field::kComm,
+        hal::Field::kCount, hal::Field::kDatatype, hal::Field::kPeer};
     for (int i = 0; i < 7; ++i)
       if (!st.is_null(25 + i)) e.set(kTail[i], uint64_t(sqlite3_column_int64(s, 25 + i)));
     fn(e);
@@ -139,8 +143,9 @@ std::vector<engine::SnapshotRow> SqlTraceSource::snapshots(const engine::Window&
   std::vector<engine::SnapshotRow> out;
   if (!reader_.db().table_exists("system_snapshots")) return out;
   bool node_col = reader_.db().column_exists("system_snapshots", "node");
-  store::Stmt st = prepare("SELECT timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg FROM system_snapshots" +
-                           window_sql(w, "timestamp", false, node_col) + " ORDER BY timestamp");
+  store::Stmt st = prepare(
+      "SELECT timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg FROM system_snapshots" +
+      window_sql(w, "timestamp", false, node_col) + " ORDER BY timestamp");
   if (!st) return out;
   while (sqlite3_step(st.get()) == SQLITE_ROW) {
     engine::SnapshotRow r;
@@ -155,13 +160,17 @@ std::vector<engine::SnapshotRow> SqlTraceSource::snapshots(const engine::Window&
   return out;
 }
 
-std::map<uint32_t, engine::ProcessActivity> SqlTraceSource::process_activity(const engine::Window& w) {
+std::map<uint32_t, engine::ProcessActivity> SqlTraceSource::process_activity(
+    const engine::Window& w) {
   std::map<uint32_t, engine::ProcessActivity> out;
   if (reader_.db().table_exists("process_stats")) {
     store::Stmt st = prepare(
-        "SELECT pid, max(comm), sum(switches), sum(involuntary), sum(off_cpu_ns), max(max_off_cpu_ns), "
-        "sum(wakeups), sum(page_allocs), sum(page_bytes), sum(forks), sum(block_ios), sum(block_bytes), "
-        "sum(block_ns) FROM process_stats" + window_sql(w, "timestamp", false) + " GROUP BY pid");
+        "SELECT pid, max(comm), sum(switches), sum(involuntary), sum(off_cpu_ns), "
+        "max(max_off_cpu_ns), "
+        "sum(wakeups), sum(page_allocs), sum(page_bytes), sum(forks), sum(block_ios), "
+        "sum(block_bytes), "
+        "sum(block_ns) FROM process_stats" +
+        window_sql(w, "timestamp", false) + " GROUP BY pid");
     if (!st) return out;
     while (sqlite3_step(st.get()) == SQLITE_ROW) {
       engine::ProcessActivity a;
@@ -185,10 +194,12 @@ std::map<uint32_t, engine::ProcessActivity> SqlTraceSource::process_activity(con
     // op 3: mm_page_alloc; sum_arg0 = bytes).
     std::string from = std::to_string(w.from_ns - 60'000'000'000LL), to = std::to_string(w.to_ns);
     store::Stmt st = prepare(
-        "SELECT a.pid, coalesce(max(pn.name), ''), sum(a.count), sum(a.sum_arg0) FROM event_aggregates a "
+        "SELECT a.pid, coalesce(max(pn.name), ''), sum(a.count), sum(a.sum_arg0) FROM "
+        "event_aggregates a "
         "JOIN ops o ON o.source_id = a.source AND o.op_id = a.op "
         "LEFT JOIN process_names pn ON pn.pid = a.pid "
-        "WHERE o.name = 'mm_page_alloc' AND a.bucket BETWEEN " + from + " AND " + to + " GROUP BY a.pid");
+        "WHERE o.name = 'mm_page_alloc' AND a.bucket BETWEEN " +
+        from + " AND " + to + " GROUP BY a.pid");
     if (!st) return out;
     while (sqlite3_step(st.get()) == SQLITE_ROW) {
       engine::ProcessActivity a;
@@ -205,7 +216,8 @@ std::map<uint32_t, engine::ProcessActivity> SqlTraceSource::process_activity(con
 std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes() {
   std::map<uint32_t, engine::ProcessInfo> out;
   bool has_cmd = reader_.db().column_exists("process_names", "cmdline");
-  store::Stmt st = prepare(std::string("SELECT pid, name, ") + (has_cmd ? "cmdline" : "''") + " FROM process_names");
+  store::Stmt st = prepare(std::string("SELECT pid, name, ") + (has_cmd ? "cmdline" : "''") +
+                           " FROM process_names");
   if (!st) return out;
   while (sqlite3_step(st.get()) == SQLITE_ROW) {
     engine::ProcessInfo p;
@@ -279,7 +291,9 @@ ingero::Result<engine::Window> resolve_window(engine::TraceSource& source, const
   }
   if (!spec.from.empty()) {
     auto t = parse_time(spec.from);
-    if (!t) return ingero::make_error("bad --from '" + spec.from + "' (use 2026-04-03T12:18:02 or Unix seconds)");
+    if (!t)
+      return ingero::make_error("bad --from '" + spec.from +
+                                "' (use 2026-04-03T12:18:02 or Unix seconds)");
     w.from_ns = *t;
   }
   if (!spec.to.empty()) {

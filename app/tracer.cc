@@ -19,14 +19,14 @@
 #include "app/commands.h"
 #include "app/event_pipeline.h"
 #include "app/host_info.h"
+#include "app/session_chains.h"
 #include "hal/bpf_session.h"
 #include "hal/probe_manager.h"
 #include "hal/record_decoder.h"
 #include "hal/record_layout.h"
+#include "hal/result.h"
 #include "kernelside/host_decoder.h"
 #include "kernelside/system_snapshot.h"
-#include "app/session_chains.h"
-#include "hal/result.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app {
@@ -157,8 +157,8 @@ void Trace::sample_host(bool final) {
   if (final || mono >= next_snapshot_) {
     auto s = sampler_.sample(wall_now_ns());
     pipeline_->commit();
-    (void)writer_->add_snapshot({s.ts_ns, s.cpu_pct, s.mem_pct, s.load_avg, s.mem_avail_mb, s.swap_used_mb,
-                                 s.procs_running});
+    (void)writer_->add_snapshot({s.ts_ns, s.cpu_pct, s.mem_pct, s.load_avg, s.mem_avail_mb,
+                                 s.swap_used_mb, s.procs_running});
     next_snapshot_ = mono + 1'000'000'000;
   }
   if (!pstats_ || (!final && mono < next_pstats_)) return;
@@ -166,12 +166,14 @@ void Trace::sample_host(bool final) {
   int64_t wall = wall_now_ns();
   if (deltas) {
     for (const auto& d : *deltas) {
-      store::ProcessStatsRow r{pstats_wall_, wall - pstats_wall_, d.pid, d.comm, d.cgroup_id, d.switches,
-                               d.involuntary, d.off_cpu_ns, d.max_off_cpu_ns, d.wakeups, d.page_allocs,
-                               d.page_bytes, d.forks, d.block_ios, d.block_bytes, d.block_ns};
+      store::ProcessStatsRow r{pstats_wall_,     wall - pstats_wall_, d.pid,         d.comm,
+                               d.cgroup_id,      d.switches,          d.involuntary, d.off_cpu_ns,
+                               d.max_off_cpu_ns, d.wakeups,           d.page_allocs, d.page_bytes,
+                               d.forks,          d.block_ios,         d.block_bytes, d.block_ns};
       (void)writer_->add_process_stats(r);
       if (d.page_allocs && pipeline_->gpu_pids().count(d.pid))
-        pipeline_->add(kernelside::page_alloc_event(d, uint64_t(pstats_mono_), uint64_t(mono - pstats_mono_)));
+        pipeline_->add(
+            kernelside::page_alloc_event(d, uint64_t(pstats_mono_), uint64_t(mono - pstats_mono_)));
     }
   }
   pstats_wall_ = wall;
@@ -429,8 +431,8 @@ int Trace::run() {
   int code = kExitOk;
   if (!opts_.quiet) {
     std::cerr << "ingero: stopped (" << exit_reason << "): " << pc.calls << " calls and " << pc.host
-              << " host events decoded, " << nchains << " causal chains, "
-              << writer_->written() << " events stored in " << db;
+              << " host events decoded, " << nchains << " causal chains, " << writer_->written()
+              << " events stored in " << db;
     struct stat st {};
     if (stat(db.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
     std::cerr << "\n";

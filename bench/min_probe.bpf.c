@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* The smallest useful probes, as the baseline for ingero's per-call cost: count entries,
  * and count entries + returns. */
+/* vmlinux.h must come first. */
+// clang-format off
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+// clang-format on
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 

@@ -38,7 +38,7 @@ struct {
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 8192);
-  __type(key, __u32); /* tgid */
+  __type(key, __u32);  /* tgid */
   __type(value, __u8); /* INGERO_WATCH_* */
 } watched_pids SEC(".maps");
 

@@ -9,12 +9,15 @@
  * Host-context programs (scheduler, memory, block, TCP, OOM) live in host.bpf.h, included
  * below so that they share the thread and ring-buffer maps.
  */
+/* vmlinux.h must come first. */
+// clang-format off
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
 #include "ingero_records.h"
+// clang-format on
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 

@@ -187,8 +187,8 @@ struct ingero_tcp_rec {
 /* Per-process host aggregates, maintained in-kernel for every process (LRU) and read out
  * periodically: the volume policy stores individual events only for GPU processes. */
 struct ingero_pid_stats {
-  __u64 switches;     /* times a thread of this process went off-CPU */
-  __u64 involuntary;  /* ... while runnable (preempted) */
+  __u64 switches;    /* times a thread of this process went off-CPU */
+  __u64 involuntary; /* ... while runnable (preempted) */
   __u64 off_cpu_ns;
   __u64 max_off_cpu_ns;
   __u64 wakeups;

@@ -8,14 +8,16 @@ namespace ingero::engine {
 std::string layer_of(std::string_view api) {
   std::string s(api);
   constexpr std::string_view kRuntime = "_runtime";
-  if (s.size() > kRuntime.size() && s.compare(s.size() - kRuntime.size(), kRuntime.size(), kRuntime) == 0)
+  if (s.size() > kRuntime.size() &&
+      s.compare(s.size() - kRuntime.size(), kRuntime.size(), kRuntime) == 0)
     s.resize(s.size() - kRuntime.size());
   for (auto& c : s) c = char(toupper(static_cast<unsigned char>(c)));
   return s.empty() ? "GPU" : s;
 }
 
 std::string Analysis::process_name(uint32_t pid) const {
-  if (auto it = names.find(pid); it != names.end() && !it->second.name.empty()) return it->second.name;
+  if (auto it = names.find(pid); it != names.end() && !it->second.name.empty())
+    return it->second.name;
   if (auto it = host.per_pid.find(pid); it != host.per_pid.end() && !it->second.comm.empty())
     return it->second.comm;
   return "pid " + std::to_string(pid);
@@ -55,13 +57,15 @@ void build_breakdown(Analysis& a) {
     }
     std::string n = a.process_name(pid);
     if (r.name.empty() || n.rfind("pid ", 0) != 0) r.name = n;
-    std::sort(r.ops.begin(), r.ops.end(), [](const OpStats* x, const OpStats* y) { return x->sum_ns > y->sum_ns; });
+    std::sort(r.ops.begin(), r.ops.end(),
+              [](const OpStats* x, const OpStats* y) { return x->sum_ns > y->sum_ns; });
     a.processes.push_back(std::move(r));
   }
-  std::sort(a.processes.begin(), a.processes.end(), [](const ProcessReport& x, const ProcessReport& y) {
-    if ((x.role == "gpu") != (y.role == "gpu")) return x.role == "gpu";
-    return x.calls != y.calls ? x.calls > y.calls : x.switches > y.switches;
-  });
+  std::sort(a.processes.begin(), a.processes.end(),
+            [](const ProcessReport& x, const ProcessReport& y) {
+              if ((x.role == "gpu") != (y.role == "gpu")) return x.role == "gpu";
+              return x.calls != y.calls ? x.calls > y.calls : x.switches > y.switches;
+            });
 }
 
 }  // namespace

@@ -12,10 +12,10 @@ enum class Severity { kLow = 0, kMedium = 1, kHigh = 2 };
 const char* severity_name(Severity s);  // "LOW", "MEDIUM", "HIGH"
 
 struct TimelineEntry {
-  std::string layer;   // "SYSTEM", "HOST", "IO", "NET", or the vendor layer ("CUDA", "HIP", ...)
-  std::string op;      // what the line is about: "cpu", "sched_switch", "cudaStreamSynchronize"
-  std::string detail;  // human-readable evidence
-  uint64_t dur_us = 0; // the duration the line is about, when there is one
+  std::string layer;    // "SYSTEM", "HOST", "IO", "NET", or the vendor layer ("CUDA", "HIP", ...)
+  std::string op;       // what the line is about: "cpu", "sched_switch", "cudaStreamSynchronize"
+  std::string detail;   // human-readable evidence
+  uint64_t dur_us = 0;  // the duration the line is about, when there is one
 };
 
 struct Chain {

@@ -53,8 +53,10 @@ void ExactQuantiles::resolve(const std::function<void(const Sink&)>& replay) {
         if (t.done) continue;
         t.collected.clear();
         t.hist.clear();
-        if (t.inside <= kCollectMax) t.collected.reserve(t.inside);
-        else t.hist.assign(kBuckets, 0);
+        if (t.inside <= kCollectMax)
+          t.collected.reserve(t.inside);
+        else
+          t.hist.assign(kBuckets, 0);
       }
     }
     replay([&](size_t group, uint64_t v) {

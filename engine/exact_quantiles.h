@@ -37,7 +37,7 @@ class ExactQuantiles {
 
  private:
   struct Target {
-    uint64_t rank = 0;    // 1-based
+    uint64_t rank = 0;  // 1-based
     uint64_t lo = 0, hi = 0;
     uint64_t below = 0;   // values < lo
     uint64_t inside = 0;  // values in [lo, hi]

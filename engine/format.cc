@@ -7,19 +7,26 @@ namespace ingero::engine {
 
 const char* severity_name(Severity s) {
   switch (s) {
-    case Severity::kHigh: return "HIGH";
-    case Severity::kMedium: return "MEDIUM";
-    case Severity::kLow: return "LOW";
+    case Severity::kHigh:
+      return "HIGH";
+    case Severity::kMedium:
+      return "MEDIUM";
+    case Severity::kLow:
+      return "LOW";
   }
   return "LOW";
 }
 
 std::string format_duration(uint64_t ns) {
   char buf[32];
-  if (ns < 1000) std::snprintf(buf, sizeof(buf), "%lluns", (unsigned long long)ns);
-  else if (ns < 1000000) std::snprintf(buf, sizeof(buf), "%.0fus", double(ns) / 1e3);
-  else if (ns < 1000000000) std::snprintf(buf, sizeof(buf), ns < 100000000 ? "%.1fms" : "%.0fms", double(ns) / 1e6);
-  else std::snprintf(buf, sizeof(buf), "%.1fs", double(ns) / 1e9);
+  if (ns < 1000)
+    std::snprintf(buf, sizeof(buf), "%lluns", (unsigned long long)ns);
+  else if (ns < 1000000)
+    std::snprintf(buf, sizeof(buf), "%.0fus", double(ns) / 1e3);
+  else if (ns < 1000000000)
+    std::snprintf(buf, sizeof(buf), ns < 100000000 ? "%.1fms" : "%.0fms", double(ns) / 1e6);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1fs", double(ns) / 1e9);
   return buf;
 }
 

@@ -51,14 +51,20 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
         }
         break;
       }
-      case hal::EventKind::kSchedWakeup: ++p.wakeups; break;
+      case hal::EventKind::kSchedWakeup:
+        ++p.wakeups;
+        break;
       case hal::EventKind::kProcessFork:
         ++p.forks;
         h.forks.push_back({int64_t(e.ts_ns), e.pid, uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
                            std::string(e.peer_comm_view())});
         break;
-      case hal::EventKind::kProcessExec: ++p.execs; break;
-      case hal::EventKind::kProcessExit: ++p.exits; break;
+      case hal::EventKind::kProcessExec:
+        ++p.execs;
+        break;
+      case hal::EventKind::kProcessExit:
+        ++p.exits;
+        break;
       case hal::EventKind::kPageAlloc:
         p.page_allocs += e.get_or(hal::Field::kCount, 1);
         p.page_bytes += e.get_or(hal::Field::kBytes, 0);
@@ -84,9 +90,11 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
         break;
       case hal::EventKind::kOomKill:
         h.ooms.push_back({int64_t(e.ts_ns), e.pid, std::string(e.comm_view()),
-                          uint32_t(e.get_or(hal::Field::kPeerPid, 0)), std::string(e.peer_comm_view())});
+                          uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
+                          std::string(e.peer_comm_view())});
         break;
-      default: break;
+      default:
+        break;
     }
   });
   // Kernel aggregates cover every process, including ones without stored events; they

@@ -67,9 +67,12 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
       s.min_ns = std::min<uint64_t>(s.min_ns, e.dur_ns);
       s.max_ns = std::max<uint64_t>(s.max_ns, e.dur_ns);
       s.last_ts = int64_t(e.ts_ns);
-      if (e.unfinished) ++s.unfinished;
-      else if (e.has_ret && e.ret != 0) ++s.errors;
-      if (e.get_or(hal::Field::kErrClass, 0) == uint64_t(hal::ErrorClass::kOutOfMemory)) ++s.oom_errors;
+      if (e.unfinished)
+        ++s.unfinished;
+      else if (e.has_ret && e.ret != 0)
+        ++s.errors;
+      if (e.get_or(hal::Field::kErrClass, 0) == uint64_t(hal::ErrorClass::kOutOfMemory))
+        ++s.oom_errors;
       s.bytes += e.get_or(hal::Field::kBytes, 0);
       s.off_cpu_ns += e.off_cpu_ns;
       s.preempts += e.preempts;

@@ -46,7 +46,7 @@ struct OpStats {
   std::set<uint32_t> pids, tids;
   // The tail: calls with duration >= p95.
   uint64_t tail_count = 0, tail_dur_ns = 0, tail_off_cpu_ns = 0, tail_preempts = 0;
-  std::vector<Preemptor> preemptors;                      // by off_ns, descending
+  std::vector<Preemptor> preemptors;     // by off_ns, descending
   std::vector<TailWindow> tail_windows;  // capped, time order
   uint64_t tail_windows_dropped = 0;
 

@@ -13,7 +13,9 @@ namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
 
-bool is_launch(hal::EventKind k) { return k == hal::EventKind::kLaunch || k == hal::EventKind::kGraphLaunch; }
+bool is_launch(hal::EventKind k) {
+  return k == hal::EventKind::kLaunch || k == hal::EventKind::kGraphLaunch;
+}
 
 std::string fmt(const char* f, double a, double b = 0) {
   char buf[128];
@@ -37,17 +39,20 @@ void host_lines(const Analysis& a, uint32_t pid, int64_t from, int64_t to, Chain
     }
   }
   if (n) {
-    std::string line = format_count(n) + " context switches (" + format_duration(off) + " off-CPU, " +
-                       format_count(pre) + " preempted)";
+    std::string line = format_count(n) + " context switches (" + format_duration(off) +
+                       " off-CPU, " + format_count(pre) + " preempted)";
     if (!by.empty()) {
-      auto top = std::max_element(by.begin(), by.end(), [](auto& x, auto& y) { return x.second < y.second; });
-      line += "; mostly by " + a.host.comm_name(top->first.second) + " (pid " + std::to_string(top->first.first) + ")";
+      auto top = std::max_element(by.begin(), by.end(),
+                                  [](auto& x, auto& y) { return x.second < y.second; });
+      line += "; mostly by " + a.host.comm_name(top->first.second) + " (pid " +
+              std::to_string(top->first.first) + ")";
     }
     c.timeline.push_back({"HOST", "sched_switch", line, off / 1000});
   }
   if (a.host.cpu_max > 0)
-    c.timeline.insert(c.timeline.begin(),
-                      {"SYSTEM", "cpu", fmt("CPU %.0f%% peak, %.0f%% avg", a.host.cpu_max, a.host.cpu_avg), 0});
+    c.timeline.insert(
+        c.timeline.begin(),
+        {"SYSTEM", "cpu", fmt("CPU %.0f%% peak, %.0f%% avg", a.host.cpu_max, a.host.cpu_avg), 0});
 }
 
 }  // namespace
@@ -102,7 +107,8 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
     for (size_t i = 0; i + 1 < s.per_sec.size();) {
       if (s.per_sec[i] <= kCollapseFraction * baseline && busy(i)) {
         size_t j = i;
-        while (j + 1 < s.per_sec.size() && s.per_sec[j] <= kCollapseFraction * baseline && busy(j)) ++j;
+        while (j + 1 < s.per_sec.size() && s.per_sec[j] <= kCollapseFraction * baseline && busy(j))
+          ++j;
         if (j - i > best_len) {
           best_len = j - i;
           best_start = i;
@@ -144,14 +150,17 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
                              " off-CPU during the " + std::to_string(best_len) + " s collapse"
                        : "The process stopped submitting work: no host contention explains it "
                          "(look for a Python-side stall, a lock, or a blocking call)";
-    c.explanation = "Median launch rate " + fmt("%.0f/s", baseline) + " fell to " + fmt("%.0f/s", low) +
-                    " for " + std::to_string(best_len) + " consecutive seconds while " + who +
-                    " kept launching afterwards.";
-    c.timeline.push_back({layer_of(s.api), "launch", fmt("%.0f -> %.0f launches/s", baseline, low), 0});
+    c.explanation = "Median launch rate " + fmt("%.0f/s", baseline) + " fell to " +
+                    fmt("%.0f/s", low) + " for " + std::to_string(best_len) +
+                    " consecutive seconds while " + who + " kept launching afterwards.";
+    c.timeline.push_back(
+        {layer_of(s.api), "launch", fmt("%.0f -> %.0f launches/s", baseline, low), 0});
     c.severity = drop >= 0.9 && cpu ? Severity::kHigh : Severity::kMedium;
     c.fixes = cpu ? std::vector<std::string>{"Pin the launching thread to a dedicated core",
-                                             "Move CPU-heavy neighbours (tokenizers, data workers) to other cores"}
-                  : std::vector<std::string>{"Profile the host thread in the collapse window (py-spy dump, perf)"};
+                                             "Move CPU-heavy neighbours (tokenizers, data workers) "
+                                             "to other cores"}
+                  : std::vector<std::string>{
+                        "Profile the host thread in the collapse window (py-spy dump, perf)"};
     c.id = c.rule + ":" + std::to_string(pid);
     c.score = drop * double(best_len);
     out.push_back(std::move(c));
@@ -197,12 +206,14 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
     double rate = double(n) / (span / 1e9);
     double share = double(c.blocked_ns) / span;
     double per_launch = c.launches ? double(n) / double(c.launches) : double(n);
-    if (rate < kMinSyncRate || share < kSyncBlockedShareLow || per_launch < kMinSyncPerLaunch) continue;
+    if (rate < kMinSyncRate || share < kSyncBlockedShareLow || per_launch < kMinSyncPerLaunch)
+      continue;
     Chain ch;
     ch.rule = "repeated_sync";
     ch.vendor = c.vendor;
     ch.api = c.api;
-    auto top = std::max_element(c.ops.begin(), c.ops.end(), [](auto& x, auto& y) { return x.second < y.second; });
+    auto top = std::max_element(c.ops.begin(), c.ops.end(),
+                                [](auto& x, auto& y) { return x.second < y.second; });
     ch.op = top->first;
     ch.pids = {c.pid};
     ch.window_start = c.first;
@@ -219,16 +230,20 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
                      format_count(n) + " times for " + format_duration(c.blocked_ns) +
                      " in total. Each round-trip drains the GPU queue and idles the device while "
                      "the host catches up; faster GPUs make it worse.";
-    ch.timeline.push_back({layer_of(c.api), ch.op,
-                           format_count(n) + " blocking calls, " + format_duration(c.blocked_ns) + " blocked", c.blocked_ns / 1000});
+    ch.timeline.push_back(
+        {layer_of(c.api), ch.op,
+         format_count(n) + " blocking calls, " + format_duration(c.blocked_ns) + " blocked",
+         c.blocked_ns / 1000});
     host_lines(a, c.pid, c.first, c.last, ch);
-    ch.severity = share >= kSyncBlockedShareHigh ? Severity::kHigh
+    ch.severity = share >= kSyncBlockedShareHigh     ? Severity::kHigh
                   : share >= kSyncBlockedShareMedium ? Severity::kMedium
                                                      : Severity::kLow;
-    ch.fixes = {"Keep the computation on the GPU: replace .cpu().numpy() / .item() in the loop with tensor ops "
-                "(e.g. scatter_/gather instead of NumPy set operations)",
-                "If the value is needed on the host, copy it asynchronously (non_blocking=True into pinned "
-                "memory) and read it once per step, not per element"};
+    ch.fixes = {
+        "Keep the computation on the GPU: replace .cpu().numpy() / .item() in the loop with tensor "
+        "ops "
+        "(e.g. scatter_/gather instead of NumPy set operations)",
+        "If the value is needed on the host, copy it asynchronously (non_blocking=True into pinned "
+        "memory) and read it once per step, not per element"};
     ch.id = ch.rule + ":" + std::to_string(c.pid) + ":" + std::to_string(key.first);
     ch.score = share * double(n);
     out.push_back(std::move(ch));
@@ -239,7 +254,7 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
   struct GraphUse {
     int64_t first_launch = 0;
     uint64_t captures_after = 0, instantiates_after = 0;
-    std::vector<int64_t> launches;       // capped
+    std::vector<int64_t> launches;  // capped
     std::vector<int64_t> instantiates;
     std::set<uint64_t> execs_instantiated, execs_launched;
     uint64_t instantiate_ns = 0;
@@ -287,10 +302,11 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
       c.window_end = g.launches.empty() ? g.first_launch : g.launches.back();
       c.severity = recaptures >= kRecaptureHigh ? Severity::kHigh : Severity::kMedium;
       c.summary = "Graph re-capture storm: " + format_count(recaptures) +
-                  " captures/instantiations after the first graph launch in " + who +
-                  " (" + format_duration(g.instantiate_ns) + " instantiating)";
-      c.root_cause = "Graphs are re-captured after warm-up: new input shapes (batch sizes, sequence "
-                     "lengths) miss the captured set and each miss blocks on capture + instantiate";
+                  " captures/instantiations after the first graph launch in " + who + " (" +
+                  format_duration(g.instantiate_ns) + " instantiating)";
+      c.root_cause =
+          "Graphs are re-captured after warm-up: new input shapes (batch sizes, sequence "
+          "lengths) miss the captured set and each miss blocks on capture + instantiate";
       c.explanation = format_count(g.launches.size()) + " graph launches, " +
                       format_count(g.instantiates.size()) + " instantiations.";
       c.timeline.push_back({layer_of(g.api), "graph_instantiate",
@@ -322,15 +338,19 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
       c.window_end = inst + 5 * kSecond;
       c.severity = Severity::kMedium;
       c.summary = "Graph launch rate dropped " + fmt("%.0f%%", (1 - after / before) * 100) +
-                  " after an instantiate (" + fmt("%.0f -> %.0f launches/s", before, after) + ") in " + who;
-      c.root_cause = "Graph pool churn: a new instantiation replaced the working set and launches "
-                     "stalled behind re-capture";
+                  " after an instantiate (" + fmt("%.0f -> %.0f launches/s", before, after) +
+                  ") in " + who;
+      c.root_cause =
+          "Graph pool churn: a new instantiation replaced the working set and launches "
+          "stalled behind re-capture";
       c.explanation = "Launches in the 5 s before the instantiate: " + fmt("%.0f/s", before) +
                       "; in the 5 s after: " + fmt("%.0f/s", after) + ".";
       host_lines(a, pid, inst, inst + 5 * kSecond, c);
-      c.timeline.push_back({layer_of(g.api), "graph_launch", fmt("%.0f -> %.0f launches/s", before, after), 0});
-      c.fixes = {"Pre-warm all expected batch sizes during start-up",
-                 "Set max_num_batched_tokens (or the framework's equivalent) to limit shape variability"};
+      c.timeline.push_back(
+          {layer_of(g.api), "graph_launch", fmt("%.0f -> %.0f launches/s", before, after), 0});
+      c.fixes = {
+          "Pre-warm all expected batch sizes during start-up",
+          "Set max_num_batched_tokens (or the framework's equivalent) to limit shape variability"};
       c.id = c.rule + ":" + std::to_string(pid) + ":" + std::to_string(inst);
       c.score = before - after;
       out.push_back(std::move(c));
@@ -350,8 +370,9 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
       c.severity = unused >= kRecaptureMedium ? Severity::kMedium : Severity::kLow;
       c.summary = format_count(unused) + " instantiated graph" + (unused == 1 ? "" : "s") +
                   " never launched in " + who;
-      c.root_cause = "Captured work that is never replayed: capture and instantiate cost without the "
-                     "launch-overhead savings";
+      c.root_cause =
+          "Captured work that is never replayed: capture and instantiate cost without the "
+          "launch-overhead savings";
       c.explanation = format_count(g.execs_instantiated.size()) + " graphs instantiated, " +
                       format_count(g.execs_launched.size()) + " launched.";
       c.fixes = {"Capture only the shapes that are served; drop speculative captures"};

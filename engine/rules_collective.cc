@@ -38,7 +38,7 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
     if (e.kind == hal::EventKind::kCommInit) {
       if (auto c = e.get(hal::Field::kComm))
         comm_of[{e.pid, *c}] = {e.get_or(hal::Field::kRank, 0), e.get_or(hal::Field::kNranks, 0),
-                                 e.get_or(hal::Field::kCommHash, *c)};
+                                e.get_or(hal::Field::kCommHash, *c)};
       return;
     }
     if (e.kind != hal::EventKind::kCollective) return;
@@ -52,7 +52,8 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
     if (!rank) rank = e.pid;  // unknown rank: processes stand in for ranks
     Rank& r = groups[group][std::string(e.op)][*rank];
     r.pid = e.pid;
-    if (r.entries.size() < 1'000'000) r.entries.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns)});
+    if (r.entries.size() < 1'000'000)
+      r.entries.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns)});
     if (api.empty()) {
       api = std::string(e.api);
       vendor = std::string(e.vendor);
@@ -66,7 +67,8 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
       if (n < kMinCollectives) continue;
       std::map<uint64_t, std::vector<int64_t>> lags;
       std::map<uint64_t, uint64_t> last_count;
-      std::map<uint64_t, int64_t> wait_imposed;  // sum over collectives of (its entry - others' entries)
+      std::map<uint64_t, int64_t>
+          wait_imposed;  // sum over collectives of (its entry - others' entries)
       for (size_t i = 0; i < n; ++i) {
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         uint64_t last_rank = 0;
@@ -103,12 +105,14 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
       c.api = api;
       c.op = op;
       for (auto& [k, r] : ranks) c.pids.push_back(r.pid);
-      std::string who = "rank " + std::to_string(rk) + " (" + a.process_name(pid) + ", pid " + std::to_string(pid) + ")";
+      std::string who = "rank " + std::to_string(rk) + " (" + a.process_name(pid) + ", pid " +
+                        std::to_string(pid) + ")";
       char share[16];
       std::snprintf(share, sizeof(share), "%.0f%%", last_share * 100);
-      c.summary = op + " straggler: " + who + " arrives last in " + share + " of " + format_count(n) +
-                  " collectives, median " + format_duration(uint64_t(median_lag)) + " behind its peers (peers: " +
-                  format_duration(uint64_t(peer_lag)) + ")";
+      c.summary = op + " straggler: " + who + " arrives last in " + share + " of " +
+                  format_count(n) + " collectives, median " +
+                  format_duration(uint64_t(median_lag)) +
+                  " behind its peers (peers: " + format_duration(uint64_t(peer_lag)) + ")";
       c.window_start = ranks[rk].entries.front().ts;
       c.window_end = ranks[rk].entries[n - 1].end;
       // Host evidence on the straggler before it entered: was it off-CPU?
@@ -130,22 +134,38 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
       for (int64_t t : a.host.tcp_times)
         for (const auto& w : windows)
           if (t >= w.start && t <= w.end) ++tcp;
-      c.root_cause = "Rank " + std::to_string(rk) + " reaches the collective late and every other rank waits for it";
-      if (off) c.root_cause += "; it was off-CPU for " + format_duration(off) + " of its lag (" + format_count(sw) + " switches)";
-      if (tcp) c.root_cause += "; " + format_count(tcp) + " TCP retransmits fell inside the lag windows";
-      c.explanation = "Across " + format_count(n) + " matched " + op + " calls, " + who + " entered last " +
-                      format_count(top->second) + " times and imposed " +
+      c.root_cause = "Rank " + std::to_string(rk) +
+                     " reaches the collective late and every other rank waits for it";
+      if (off)
+        c.root_cause += "; it was off-CPU for " + format_duration(off) + " of its lag (" +
+                        format_count(sw) + " switches)";
+      if (tcp)
+        c.root_cause += "; " + format_count(tcp) + " TCP retransmits fell inside the lag windows";
+      c.explanation = "Across " + format_count(n) + " matched " + op + " calls, " + who +
+                      " entered last " + format_count(top->second) + " times and imposed " +
                       format_duration(uint64_t(wait_imposed[rk])) + " of waiting on its peers.";
-      c.timeline.push_back({layer_of(api), op,
-                            who + ": median lag " + format_duration(uint64_t(median_lag)) + ", last in " + share, 0});
-      if (off) c.timeline.push_back({"HOST", "sched_switch", format_count(sw) + " context switches of the straggler, " + format_duration(off) + " off-CPU while peers waited", off / 1000});
-      if (tcp) c.timeline.push_back({"NET", "tcp_retransmit", format_count(tcp) + " retransmits during the lag", 0});
+      c.timeline.push_back(
+          {layer_of(api), op,
+           who + ": median lag " + format_duration(uint64_t(median_lag)) + ", last in " + share,
+           0});
+      if (off)
+        c.timeline.push_back({"HOST", "sched_switch",
+                              format_count(sw) + " context switches of the straggler, " +
+                                  format_duration(off) + " off-CPU while peers waited",
+                              off / 1000});
+      if (tcp)
+        c.timeline.push_back(
+            {"NET", "tcp_retransmit", format_count(tcp) + " retransmits during the lag", 0});
       c.severity = median_lag >= kStragglerHighLagNs ? Severity::kHigh : Severity::kMedium;
-      c.fixes = {"Inspect what rank " + std::to_string(rk) + " does before the collective: data loading, "
-                 "host preemption, a slower GPU or link",
-                 "Compare its step time with peers (ingero explain --pid " + std::to_string(pid) + ")"};
-      if (off) c.fixes.push_back("Pin rank " + std::to_string(rk) + "'s process to dedicated cores");
-      if (tcp) c.fixes.push_back("Check the rank's NIC and fabric path: retransmits point at the network");
+      c.fixes = {
+          "Inspect what rank " + std::to_string(rk) +
+              " does before the collective: data loading, "
+              "host preemption, a slower GPU or link",
+          "Compare its step time with peers (ingero explain --pid " + std::to_string(pid) + ")"};
+      if (off)
+        c.fixes.push_back("Pin rank " + std::to_string(rk) + "'s process to dedicated cores");
+      if (tcp)
+        c.fixes.push_back("Check the rank's NIC and fabric path: retransmits point at the network");
       c.id = c.rule + ":" + std::to_string(group) + ":" + op;
       c.score = double(median_lag) / 1e6;
       out.push_back(std::move(c));

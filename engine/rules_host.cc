@@ -43,7 +43,8 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
   auto task = std::max_element(top->second.tasks.begin(), top->second.tasks.end(),
                                [](auto& x, auto& y) { return x.second < y.second; });
   std::string cg = "cgroup " + std::to_string(top->first);
-  if (auto p = a.host.cgroup_paths.find(top->first); p != a.host.cgroup_paths.end() && !p->second.empty())
+  if (auto p = a.host.cgroup_paths.find(top->first);
+      p != a.host.cgroup_paths.end() && !p->second.empty())
     cg = p->second;
   std::string name = a.host.comm_name(task->first.second);
   Chain c;
@@ -57,11 +58,16 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
   c.summary = "Noisy neighbour: " + cg + " took " + buf + " of the GPU threads' preempted time (" +
               format_duration(top->second.ns) + ", " + format_count(top->second.n) +
               " preemptions), mostly " + name + " (pid " + std::to_string(task->first.first) + ")";
-  c.root_cause = "A workload in another cgroup (" + cg + ") competes for the cores the GPU threads run on";
+  c.root_cause =
+      "A workload in another cgroup (" + cg + ") competes for the cores the GPU threads run on";
   c.explanation = "Of " + format_duration(total) + " that GPU-calling threads spent preempted, " +
                   format_duration(top->second.ns) + " went to tasks in " + cg + ".";
-  c.timeline.push_back({"HOST", "sched_switch", format_count(top->second.n) + " preemptions by " + cg, top->second.ns / 1000});
-  c.severity = share >= kNeighbourShareHigh && top->second.ns >= kNeighbourHighNs ? Severity::kHigh : Severity::kMedium;
+  c.timeline.push_back({"HOST", "sched_switch",
+                        format_count(top->second.n) + " preemptions by " + cg,
+                        top->second.ns / 1000});
+  c.severity = share >= kNeighbourShareHigh && top->second.ns >= kNeighbourHighNs
+                   ? Severity::kHigh
+                   : Severity::kMedium;
   c.fixes = {"Give the GPU job exclusive cores: a cpuset for its cgroup that excludes " + cg,
              "Cap the neighbour: cpu.max / cpu.weight on " + cg};
   c.id = c.rule + ":" + std::to_string(top->first);
@@ -111,51 +117,63 @@ void rule_process_contention(const Analysis& a, std::vector<Chain>& out) {
     c.pids = {pid};
     c.window_start = w.first;
     c.window_end = w.second;
-    c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) + " times (" +
-                format_duration(p.off_cpu_ns) + " off-CPU, worst stall " + format_duration(p.max_off_cpu_ns) +
-                ") with " + cpu;
+    c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) +
+                " times (" + format_duration(p.off_cpu_ns) + " off-CPU, worst stall " +
+                format_duration(p.max_off_cpu_ns) + ") with " + cpu;
     std::string workers_txt;
     if (workers) {
       for (const auto& [n, k] : worker_names)
-        workers_txt += (workers_txt.empty() ? "" : ", ") + n + (k > 1 ? " x" + std::to_string(k) : "");
+        workers_txt +=
+            (workers_txt.empty() ? "" : ", ") + n + (k > 1 ? " x" + std::to_string(k) : "");
       c.summary += "; " + format_count(workers) + " worker process" + (workers == 1 ? "" : "es") +
                    " forked (" + workers_txt + ")";
     }
-    c.root_cause = workers ? "CPU scheduling contention between " + who + " and the " + format_count(workers) +
-                                 " worker processes it forked, on a busy host: the GPU waits for the host"
-                           : "CPU scheduling contention on a busy host: " + who +
-                                 " keeps losing the CPU, so the GPU waits for the host";
-    c.explanation = who + " was switched out " + engine::format_count(uint64_t(rate)) + " times a second on average (" +
-                    format_count(p.involuntary) + " preempted while runnable).";
+    c.root_cause =
+        workers ? "CPU scheduling contention between " + who + " and the " + format_count(workers) +
+                      " worker processes it forked, on a busy host: the GPU waits for the host"
+                : "CPU scheduling contention on a busy host: " + who +
+                      " keeps losing the CPU, so the GPU waits for the host";
+    c.explanation = who + " was switched out " + engine::format_count(uint64_t(rate)) +
+                    " times a second on average (" + format_count(p.involuntary) +
+                    " preempted while runnable).";
     if (workers)
-      c.explanation += " Its workers were switched out " + format_count(worker_switches) + " times and allocated " +
-                       format_count(worker_pages) + " pages.";
+      c.explanation += " Its workers were switched out " + format_count(worker_switches) +
+                       " times and allocated " + format_count(worker_pages) + " pages.";
     c.timeline.push_back({"SYSTEM", "cpu", cpu, 0});
     c.timeline.push_back({"HOST", "sched_switch",
-                          format_count(p.switches) + " context switches (" + format_duration(p.off_cpu_ns) +
-                              " off-CPU, worst " + format_duration(p.max_off_cpu_ns) + ")",
+                          format_count(p.switches) + " context switches (" +
+                              format_duration(p.off_cpu_ns) + " off-CPU, worst " +
+                              format_duration(p.max_off_cpu_ns) + ")",
                           p.off_cpu_ns / 1000});
     if (workers)
-      c.timeline.push_back({"HOST", "process_fork", format_count(workers) + " workers forked: " + workers_txt, 0});
+      c.timeline.push_back(
+          {"HOST", "process_fork", format_count(workers) + " workers forked: " + workers_txt, 0});
     // The GPU-side symptom: the op with the worst tail in this process.
     const OpStats* worst = nullptr;
     for (const OpStats& s : a.stats.per_process)
-      if (s.key.pid == pid && s.count >= 3 && (!worst || s.tail_ratio() > worst->tail_ratio())) worst = &s;
+      if (s.key.pid == pid && s.count >= 3 && (!worst || s.tail_ratio() > worst->tail_ratio()))
+        worst = &s;
     if (worst) {
       char r[32];
       std::snprintf(r, sizeof(r), "%.1fx", worst->tail_ratio());
       c.timeline.push_back({layer_of(worst->key.api), worst->key.op,
-                            "p99=" + format_duration(worst->p99) + " (" + r + " p50=" + format_duration(worst->p50) +
-                                "), avg " + format_duration(uint64_t(worst->avg_ns())),
+                            "p99=" + format_duration(worst->p99) + " (" + r +
+                                " p50=" + format_duration(worst->p50) + "), avg " +
+                                format_duration(uint64_t(worst->avg_ns())),
                             worst->p99 / 1000});
     }
-    c.severity = off_share >= kProcessOffCpuShareHigh && a.host.cpu_avg >= kCpuSaturatedPct ? Severity::kHigh
-                                                                                          : Severity::kMedium;
+    c.severity = off_share >= kProcessOffCpuShareHigh && a.host.cpu_avg >= kCpuSaturatedPct
+                     ? Severity::kHigh
+                     : Severity::kMedium;
     if (workers)
-      c.fixes.push_back("Reduce DataLoader num_workers to (cores - 1) or fewer; add persistent_workers=True "
-                        "to avoid re-forking every epoch");
-    c.fixes.push_back("Pin the training process to dedicated cores (taskset -c), apart from workers and background jobs");
-    c.fixes.push_back("For in-memory datasets, index tensors directly instead of going through worker processes");
+      c.fixes.push_back(
+          "Reduce DataLoader num_workers to (cores - 1) or fewer; add persistent_workers=True "
+          "to avoid re-forking every epoch");
+    c.fixes.push_back(
+        "Pin the training process to dedicated cores (taskset -c), apart from workers and "
+        "background jobs");
+    c.fixes.push_back(
+        "For in-memory datasets, index tensors directly instead of going through worker processes");
     c.id = c.rule + ":" + std::to_string(pid);
     c.score = off_share * 1000;
     out.push_back(std::move(c));
@@ -177,13 +195,17 @@ void rule_oom(const Analysis& a, std::vector<Chain>& out) {
     c.explanation = "Triggered by " + k.by_comm + " (pid " + std::to_string(k.by_pid) + ").";
     if (a.host.mem_avail_min_mb || a.host.mem_pct_max) {
       char buf[128];
-      std::snprintf(buf, sizeof(buf), "memory %.0f%% used at peak, %lld MB available at minimum, swap %lld MB",
-                    a.host.mem_pct_max, (long long)a.host.mem_avail_min_mb, (long long)a.host.swap_max_mb);
+      std::snprintf(buf, sizeof(buf),
+                    "memory %.0f%% used at peak, %lld MB available at minimum, swap %lld MB",
+                    a.host.mem_pct_max, (long long)a.host.mem_avail_min_mb,
+                    (long long)a.host.swap_max_mb);
       c.timeline.push_back({"SYSTEM", "memory", buf, 0});
     }
     c.timeline.push_back({"HOST", "oom_kill", c.summary, 0});
-    c.fixes = {"Bound host memory: fewer DataLoader workers, smaller prefetch_factor, pinned-memory limits",
-               "Set a memory.max for neighbours so the training job is not the victim"};
+    c.fixes = {
+        "Bound host memory: fewer DataLoader workers, smaller prefetch_factor, pinned-memory "
+        "limits",
+        "Set a memory.max for neighbours so the training job is not the victim"};
     c.id = c.rule + ":" + std::to_string(k.pid) + ":" + std::to_string(k.ts);
     c.score = 1e9;
     out.push_back(std::move(c));

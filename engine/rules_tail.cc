@@ -37,9 +37,9 @@ bool process_pressure(const Analysis& a, uint32_t pid, int64_t from, int64_t to,
 struct Evidence {
   // CPU
   bool per_call = false;
-  double off_share = 0;      // off-CPU share of the tail's time
-  uint64_t preempts = 0;     // involuntary switches during slow calls
-  uint64_t sched_hits = 0;   // scheduler off-CPU intervals overlapping slow calls
+  double off_share = 0;     // off-CPU share of the tail's time
+  uint64_t preempts = 0;    // involuntary switches during slow calls
+  uint64_t sched_hits = 0;  // scheduler off-CPU intervals overlapping slow calls
   uint64_t sched_off_ns = 0;
   std::vector<Preemptor> preemptors;
   int cpu = 0;  // 0 none, 1 contributes, 2 explains
@@ -74,15 +74,19 @@ Evidence gather(const Analysis& a, const OpStats& s) {
               [](const Preemptor& x, const Preemptor& y) { return x.off_ns > y.off_ns; });
   }
   bool saturated = h.cpu_max >= kCpuSaturatedPct;
-  if (ev.off_share >= kOffCpuShareHigh) ev.cpu = 2;
-  else if (ev.off_share >= kOffCpuShareMedium) ev.cpu = 1;
+  if (ev.off_share >= kOffCpuShareHigh)
+    ev.cpu = 2;
+  else if (ev.off_share >= kOffCpuShareMedium)
+    ev.cpu = 1;
   // Scheduler events during the slow calls, without per-call accounting (older traces):
   // at least one switch per two slow calls is contention worth naming.
-  if (!ev.per_call && ev.sched_hits * 2 >= s.tail_count && ev.sched_hits > 0) ev.cpu = std::max(ev.cpu, 1);
+  if (!ev.per_call && ev.sched_hits * 2 >= s.tail_count && ev.sched_hits > 0)
+    ev.cpu = std::max(ev.cpu, 1);
   if (ev.cpu && saturated) ev.cpu = 2;
   if (!ev.per_call && !ev.cpu) {
     auto span = a.span;
-    ev.process_level = process_pressure(a, s.key.pid, span.first, span.second, &ev.proc_switches, &ev.proc_off_ns);
+    ev.process_level =
+        process_pressure(a, s.key.pid, span.first, span.second, &ev.proc_switches, &ev.proc_off_ns);
     if (ev.process_level) ev.cpu = 1;
   }
 
@@ -126,11 +130,12 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
     c.tail_ratio = ratio;
     c.window_start = s.first_ts;
     c.window_end = s.last_ts;
-    std::string head = tail ? s.key.op + " p99=" + format_duration(s.p99) + " (" + ratio_str(ratio) +
-                                  " p50=" + format_duration(s.p50) + ")"
-                            : s.key.op + " avg=" + format_duration(uint64_t(s.avg_ns())) + " (p50=" +
-                                  format_duration(s.p50) + ", p99=" + format_duration(s.p99) + ", " +
-                                  pct(all_share) + " of it off-CPU)";
+    std::string head = tail ? s.key.op + " p99=" + format_duration(s.p99) + " (" +
+                                  ratio_str(ratio) + " p50=" + format_duration(s.p50) + ")"
+                            : s.key.op + " avg=" + format_duration(uint64_t(s.avg_ns())) +
+                                  " (p50=" + format_duration(s.p50) +
+                                  ", p99=" + format_duration(s.p99) + ", " + pct(all_share) +
+                                  " of it off-CPU)";
     std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
 
     std::vector<std::string> causes;
@@ -146,18 +151,23 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
         const Preemptor& top = ev.preemptors[0];
         cpu_line = format_count(ev.preempts) + " preemptions by " + top.comm + " (pid " +
                    std::to_string(top.pid) + "), " +
-                   format_duration(!tail ? s.off_cpu_ns : ev.per_call ? s.tail_off_cpu_ns : ev.sched_off_ns) +
+                   format_duration(!tail         ? s.off_cpu_ns
+                                   : ev.per_call ? s.tail_off_cpu_ns
+                                                 : ev.sched_off_ns) +
                    " off-CPU";
       } else {
-        cpu_line = format_count(ev.per_call ? ev.preempts : ev.sched_hits) + " sched_switch events, " +
+        cpu_line = format_count(ev.per_call ? ev.preempts : ev.sched_hits) +
+                   " sched_switch events, " +
                    format_duration(ev.per_call ? s.tail_off_cpu_ns : ev.sched_off_ns) + " off-CPU";
       }
       causes.push_back("CPU contention");
     }
     if (ev.io_heavy) causes.push_back("block I/O");
     if (ev.mem) causes.push_back("memory pressure");
-    if (causes.empty()) c.rule = "tail_latency";
-    else if (!ev.cpu) c.rule = ev.io_heavy ? "io_pressure" : "memory_pressure";
+    if (causes.empty())
+      c.rule = "tail_latency";
+    else if (!ev.cpu)
+      c.rule = ev.io_heavy ? "io_pressure" : "memory_pressure";
 
     std::string evidence = cpu_line;
     if (ev.io_heavy) evidence += std::string(evidence.empty() ? "" : " + ") + "heavy block I/O";
@@ -167,10 +177,13 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
 
     // Severity means something: HIGH needs an order-of-magnitude tail and a host cause that
     // explains it; a tail without a host cause is LOW however large.
-    if (causes.empty()) c.severity = Severity::kLow;
-    else if ((ratio >= kTailRatioHigh || !tail) && (ev.cpu == 2 || ev.io_heavy || (ev.mem && ev.cpu)))
+    if (causes.empty())
+      c.severity = Severity::kLow;
+    else if ((ratio >= kTailRatioHigh || !tail) &&
+             (ev.cpu == 2 || ev.io_heavy || (ev.mem && ev.cpu)))
       c.severity = Severity::kHigh;
-    else c.severity = Severity::kMedium;
+    else
+      c.severity = Severity::kMedium;
 
     // Root cause and explanation.
     if (ev.cpu) {
@@ -183,16 +196,17 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
                        format_count(ev.proc_switches) + " times while the host ran at " +
                        pct(h.cpu_avg / 100) + " CPU on average; the GPU waits on a starved host";
       else
-        c.root_cause = "CPU contention: " + who + " was off-CPU for " + pct(ev.off_share) + " of its " +
-                       (tail ? "slowest " : "") + s.key.op + " time" + by;
+        c.root_cause = "CPU contention: " + who + " was off-CPU for " + pct(ev.off_share) +
+                       " of its " + (tail ? "slowest " : "") + s.key.op + " time" + by;
     } else if (ev.io_heavy) {
       c.root_cause = "Block I/O contention: " + format_count(ev.io_hits) +
                      " slow block requests overlapped the slowest " + s.key.op + " calls";
     } else if (ev.mem) {
       c.root_cause = "Host memory pressure while " + s.key.op + " ran";
     } else {
-      c.root_cause = "Tail latency inside the runtime or device: the host shows no contention "
-                     "during the slow calls";
+      c.root_cause =
+          "Tail latency inside the runtime or device: the host shows no contention "
+          "during the slow calls";
     }
     char buf[512];
     std::snprintf(buf, sizeof(buf),
@@ -204,16 +218,18 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
                   format_duration(s.tail_dur_ns).c_str());
     c.explanation = buf;
     if (!tail) {
-      std::snprintf(buf, sizeof(buf), "%s took %s over %llu calls (p50=%s, p99=%s), %s of it off-CPU",
-                    s.key.op.c_str(), format_duration(s.sum_ns).c_str(), (unsigned long long)s.count,
-                    format_duration(s.p50).c_str(), format_duration(s.p99).c_str(),
-                    format_duration(s.off_cpu_ns).c_str());
+      std::snprintf(buf, sizeof(buf),
+                    "%s took %s over %llu calls (p50=%s, p99=%s), %s of it off-CPU",
+                    s.key.op.c_str(), format_duration(s.sum_ns).c_str(),
+                    (unsigned long long)s.count, format_duration(s.p50).c_str(),
+                    format_duration(s.p99).c_str(), format_duration(s.off_cpu_ns).c_str());
       c.explanation = std::string(buf) + " (" + format_count(s.preempts) + " preemptions)";
     } else if (ev.per_call)
       c.explanation += ", of which " + format_duration(s.tail_off_cpu_ns) + " off-CPU (" +
                        format_count(s.tail_preempts) + " preemptions)";
     else if (ev.sched_hits)
-      c.explanation += ", overlapped by " + format_duration(ev.sched_off_ns) + " of scheduler off-CPU time";
+      c.explanation +=
+          ", overlapped by " + format_duration(ev.sched_off_ns) + " of scheduler off-CPU time";
     else
       c.explanation += " (this trace has no per-call off-CPU time; the evidence is process-level)";
     if (!ev.per_call && ev.sched_hits)
@@ -221,62 +237,78 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
     c.explanation += ".";
     if (ev.io_heavy)
       c.explanation += " Block I/O: " + format_count(h.block_ios) + " requests, " +
-                       format_bytes(h.block_bytes) + ", peak " + format_duration(h.block_max_ns) + ".";
+                       format_bytes(h.block_bytes) + ", peak " + format_duration(h.block_max_ns) +
+                       ".";
     if (h.cpu_max > 0) {
-      std::snprintf(buf, sizeof(buf), " System CPU peaked at %.0f%% (avg %.0f%%).", h.cpu_max, h.cpu_avg);
+      std::snprintf(buf, sizeof(buf), " System CPU peaked at %.0f%% (avg %.0f%%).", h.cpu_max,
+                    h.cpu_avg);
       c.explanation += buf;
     }
 
     // Layered timeline.
     if (!h.snapshots.empty()) {
-      std::snprintf(buf, sizeof(buf), "CPU %.0f%% peak, %.0f%% avg; memory %.0f%% used; swap %lld MB",
-                    h.cpu_max, h.cpu_avg, h.mem_pct_max, (long long)h.swap_max_mb);
+      std::snprintf(buf, sizeof(buf),
+                    "CPU %.0f%% peak, %.0f%% avg; memory %.0f%% used; swap %lld MB", h.cpu_max,
+                    h.cpu_avg, h.mem_pct_max, (long long)h.swap_max_mb);
       c.timeline.push_back({"SYSTEM", "cpu", buf, 0});
     }
     if (ph.switches || ev.sched_hits)
-      c.timeline.push_back({"HOST", "sched_switch",
-                            format_count(ph.switches) + " context switches (" +
-                                format_duration(ph.off_cpu_ns) + " off-CPU, worst " +
-                                format_duration(ph.max_off_cpu_ns) + ")" +
-                                (cpu_line.empty() || ev.process_level
-                                     ? ""
-                                     : std::string(tail ? "; during the slow calls: " : "; during the calls: ") + cpu_line),
-                            ph.off_cpu_ns / 1000});
+      c.timeline.push_back(
+          {"HOST", "sched_switch",
+           format_count(ph.switches) + " context switches (" + format_duration(ph.off_cpu_ns) +
+               " off-CPU, worst " + format_duration(ph.max_off_cpu_ns) + ")" +
+               (cpu_line.empty() || ev.process_level
+                    ? ""
+                    : std::string(tail ? "; during the slow calls: " : "; during the calls: ") +
+                          cpu_line),
+           ph.off_cpu_ns / 1000});
     if (ph.page_allocs)
-      c.timeline.push_back({"HOST", "mm_page_alloc",
-                            format_count(ph.page_allocs) + " page allocations (" + format_bytes(ph.page_bytes) + ")", 0});
+      c.timeline.push_back(
+          {"HOST", "mm_page_alloc",
+           format_count(ph.page_allocs) + " page allocations (" + format_bytes(ph.page_bytes) + ")",
+           0});
     if (h.block_ios)
       c.timeline.push_back({"IO", "block_io",
                             format_count(h.block_ios) + " I/O ops (" + format_count(h.block_reads) +
                                 " reads, " + format_count(h.block_writes) + " writes), " +
-                                format_bytes(h.block_bytes) + ", peak " + format_duration(h.block_max_ns),
+                                format_bytes(h.block_bytes) + ", peak " +
+                                format_duration(h.block_max_ns),
                             h.block_ns / 1000});
     if (h.tcp_retransmits)
-      c.timeline.push_back({"NET", "tcp_retransmit", format_count(h.tcp_retransmits) + " TCP retransmits", 0});
+      c.timeline.push_back(
+          {"NET", "tcp_retransmit", format_count(h.tcp_retransmits) + " TCP retransmits", 0});
     c.timeline.push_back({layer_of(s.key.api), s.key.op,
                           "p99=" + format_duration(s.p99) + " (" + ratio_str(ratio) +
                               " p50=" + format_duration(s.p50) + ")",
                           s.p99 / 1000});
 
     if (ev.cpu) {
-      c.fixes.push_back("Pin the GPU-feeding threads of " + who +
-                        " to dedicated cores (taskset -c, or a cgroup cpuset) away from other work");
+      c.fixes.push_back(
+          "Pin the GPU-feeding threads of " + who +
+          " to dedicated cores (taskset -c, or a cgroup cpuset) away from other work");
       if (!ev.preemptors.empty() && ev.preemptors[0].pid)
         c.fixes.push_back("Lower the priority of " + ev.preemptors[0].comm + " (pid " +
                           std::to_string(ev.preemptors[0].pid) +
                           "): nice -n 19, or move it to another cpuset");
       else
-        c.fixes.push_back("Add nice -n 19 to background jobs sharing these cores (logrotate, cron, agents)");
-      if (ph.forks) c.fixes.push_back("If these are DataLoader workers: num_workers <= cores - 1, persistent_workers=True");
+        c.fixes.push_back(
+            "Add nice -n 19 to background jobs sharing these cores (logrotate, cron, agents)");
+      if (ph.forks)
+        c.fixes.push_back(
+            "If these are DataLoader workers: num_workers <= cores - 1, persistent_workers=True");
     }
     if (ev.io_heavy)
-      c.fixes.push_back("Move checkpoint and dataset I/O off the training path: async checkpointing, "
-                        "a separate fast volume, or pre-load data to /dev/shm");
+      c.fixes.push_back(
+          "Move checkpoint and dataset I/O off the training path: async checkpointing, "
+          "a separate fast volume, or pre-load data to /dev/shm");
     if (ev.mem)
-      c.fixes.push_back("Relieve host memory pressure: smaller prefetch_factor, fewer pinned buffers, no swap for the job");
+      c.fixes.push_back(
+          "Relieve host memory pressure: smaller prefetch_factor, fewer pinned buffers, no swap "
+          "for the job");
     if (causes.empty())
-      c.fixes.push_back("The host was not the bottleneck here: inspect device-side work (kernel durations, "
-                        "stream dependencies) with the vendor profiler");
+      c.fixes.push_back(
+          "The host was not the bottleneck here: inspect device-side work (kernel durations, "
+          "stream dependencies) with the vendor profiler");
     c.id = c.rule + ":" + std::to_string(s.key.pid) + ":" + s.key.op;
     c.score = ratio * double(s.tail_count);
     out.push_back(std::move(c));

@@ -109,10 +109,10 @@ Status BpfSession::load() {
   sk->rodata->follow_children = config.follow_children ? 1 : 0;
   sk->rodata->host_context = config.host_context ? 1 : 0;
   if (!config.host_context) {
-    for (bpf_program* p : {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_wakeup,
-                           sk->progs.ingero_oom_victim, sk->progs.ingero_page_alloc,
-                           sk->progs.ingero_block_issue, sk->progs.ingero_block_complete,
-                           sk->progs.ingero_tcp_retransmit})
+    for (bpf_program* p :
+         {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_wakeup, sk->progs.ingero_oom_victim,
+          sk->progs.ingero_page_alloc, sk->progs.ingero_block_issue,
+          sk->progs.ingero_block_complete, sk->progs.ingero_tcp_retransmit})
       bpf_program__set_autoload(p, false);
   }
   if (config.ringbuf_bytes) bpf_map__set_max_entries(sk->maps.events, config.ringbuf_bytes);

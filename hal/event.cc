@@ -17,12 +17,13 @@ constexpr std::string_view kKindNames[] = {
 static_assert(std::size(kKindNames) == static_cast<size_t>(EventKind::kCount_));
 
 constexpr std::string_view kFieldNames[] = {
-    "bytes",    "direction",  "stream",   "device",     "func",         "dptr",         "grid_x",
-    "grid_y",   "grid_z",     "block_x",  "block_y",    "block_z",      "shared_mem",   "count",
-    "datatype", "reduce_op",  "peer",     "rank",       "nranks",       "communicator", "comm_hash",
-    "graph",    "graph_exec", "flags",    "rdma_event", "fabric_error", "width",        "height",
-    "cpu",      "state",      "peer_pid", "peer_tid",   "sport",        "dport",        "sector",
-    "peer_cgroup", "err_class",
+    "bytes",      "direction",    "stream",    "device",    "func",       "dptr",
+    "grid_x",     "grid_y",       "grid_z",    "block_x",   "block_y",    "block_z",
+    "shared_mem", "count",        "datatype",  "reduce_op", "peer",       "rank",
+    "nranks",     "communicator", "comm_hash", "graph",     "graph_exec", "flags",
+    "rdma_event", "fabric_error", "width",     "height",    "cpu",        "state",
+    "peer_pid",   "peer_tid",     "sport",     "dport",     "sector",     "peer_cgroup",
+    "err_class",
 };
 static_assert(std::size(kFieldNames) == kFieldCount);
 

@@ -105,8 +105,8 @@ enum class Field : uint8_t {
   kSport,
   kDport,
   kSector,
-  kPeerCgroup,    // cgroup of the preemptor / peer task
-  kErrClass,      // vendor-neutral error class of `ret`, set by the backend (ErrorClass)
+  kPeerCgroup,  // cgroup of the preemptor / peer task
+  kErrClass,    // vendor-neutral error class of `ret`, set by the backend (ErrorClass)
   kCount_,
 };
 inline constexpr size_t kFieldCount = static_cast<size_t>(Field::kCount_);

@@ -23,18 +23,25 @@ std::string comm_str(const char* c) { return std::string(c, strnlen(c, INGERO_CO
 
 std::string addr_str(uint16_t family, const uint8_t* a) {
   char buf[INET6_ADDRSTRLEN] = {};
-  if (family == AF_INET) inet_ntop(AF_INET, a, buf, sizeof(buf));
-  else if (family == AF_INET6) inet_ntop(AF_INET6, a, buf, sizeof(buf));
+  if (family == AF_INET)
+    inet_ntop(AF_INET, a, buf, sizeof(buf));
+  else if (family == AF_INET6)
+    inet_ntop(AF_INET6, a, buf, sizeof(buf));
   return buf;
 }
 
 std::string_view block_op(uint32_t op) {
   switch (op) {
-    case 0: return "block_read";
-    case 1: return "block_write";
-    case 2: return "block_flush";
-    case 3: return "block_discard";
-    default: return "block_io";
+    case 0:
+      return "block_read";
+    case 1:
+      return "block_write";
+    case 2:
+      return "block_flush";
+    case 3:
+      return "block_discard";
+    default:
+      return "block_io";
   }
 }
 
@@ -68,12 +75,23 @@ bool decode_host_record(const void* data, size_t size, hal::Event& ev) {
       if (size < sizeof(ingero_proc_rec)) return false;
       const auto* r = static_cast<const ingero_proc_rec*>(data);
       switch (r->kind) {
-        case INGERO_PROC_FORK: base(ev, hal::EventKind::kProcessFork, "process_fork"); break;
-        case INGERO_PROC_EXEC: base(ev, hal::EventKind::kProcessExec, "process_exec"); break;
-        case INGERO_PROC_EXIT: base(ev, hal::EventKind::kProcessExit, "process_exit"); break;
-        case INGERO_PROC_WAKEUP: base(ev, hal::EventKind::kSchedWakeup, "sched_wakeup"); break;
-        case INGERO_PROC_OOM: base(ev, hal::EventKind::kOomKill, "oom_kill"); break;
-        default: return false;
+        case INGERO_PROC_FORK:
+          base(ev, hal::EventKind::kProcessFork, "process_fork");
+          break;
+        case INGERO_PROC_EXEC:
+          base(ev, hal::EventKind::kProcessExec, "process_exec");
+          break;
+        case INGERO_PROC_EXIT:
+          base(ev, hal::EventKind::kProcessExit, "process_exit");
+          break;
+        case INGERO_PROC_WAKEUP:
+          base(ev, hal::EventKind::kSchedWakeup, "sched_wakeup");
+          break;
+        case INGERO_PROC_OOM:
+          base(ev, hal::EventKind::kOomKill, "oom_kill");
+          break;
+        default:
+          return false;
       }
       ev.ts_ns = r->ts_ns;
       ev.pid = r->pid;
@@ -91,7 +109,8 @@ bool decode_host_record(const void* data, size_t size, hal::Event& ev) {
         ev.has_ret = true;
         ev.ret = r->code;
       }
-      if (r->kind == INGERO_PROC_EXEC) ev.detail = std::string(r->detail, strnlen(r->detail, sizeof(r->detail)));
+      if (r->kind == INGERO_PROC_EXEC)
+        ev.detail = std::string(r->detail, strnlen(r->detail, sizeof(r->detail)));
       return true;
     }
     case INGERO_REC_BLOCK: {

@@ -24,9 +24,7 @@ struct ProcessStats {
   uint64_t switches = 0, involuntary = 0, off_cpu_ns = 0, max_off_cpu_ns = 0, wakeups = 0;
   uint64_t page_allocs = 0, page_bytes = 0, forks = 0;
   uint64_t block_ios = 0, block_bytes = 0, block_ns = 0;
-  bool empty() const {
-    return !switches && !wakeups && !page_allocs && !forks && !block_ios;
-  }
+  bool empty() const { return !switches && !wakeups && !page_allocs && !forks && !block_ios; }
 };
 
 // Turns cumulative in-kernel counters into per-interval deltas.

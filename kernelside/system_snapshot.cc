@@ -15,7 +15,8 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-bool parse_proc_stat_cpu(const std::string& text, uint64_t* busy, uint64_t* total, int64_t* running) {
+bool parse_proc_stat_cpu(const std::string& text, uint64_t* busy, uint64_t* total,
+                         int64_t* running) {
   std::istringstream in(text);
   std::string line;
   bool ok = false;
@@ -48,10 +49,14 @@ void parse_meminfo(const std::string& text, SystemSnapshot* s) {
   int64_t total = 0, avail = 0, swap_total = 0, swap_free = 0;
   while (in >> key >> v) {
     std::getline(in, unit);
-    if (key == "MemTotal:") total = v;
-    else if (key == "MemAvailable:") avail = v;
-    else if (key == "SwapTotal:") swap_total = v;
-    else if (key == "SwapFree:") swap_free = v;
+    if (key == "MemTotal:")
+      total = v;
+    else if (key == "MemAvailable:")
+      avail = v;
+    else if (key == "SwapTotal:")
+      swap_total = v;
+    else if (key == "SwapFree:")
+      swap_free = v;
   }
   s->mem_avail_mb = avail / 1024;
   s->mem_pct = total ? 100.0 * double(total - avail) / double(total) : 0;

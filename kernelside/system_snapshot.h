@@ -7,12 +7,12 @@
 namespace ingero::kernelside {
 
 struct SystemSnapshot {
-  int64_t ts_ns = 0;       // wall clock
-  double cpu_pct = 0;      // busy share of all CPUs since the previous sample
-  double mem_pct = 0;      // (total - available) / total
+  int64_t ts_ns = 0;   // wall clock
+  double cpu_pct = 0;  // busy share of all CPUs since the previous sample
+  double mem_pct = 0;  // (total - available) / total
   int64_t mem_avail_mb = 0;
   int64_t swap_used_mb = 0;
-  double load_avg = 0;     // 1-minute
+  double load_avg = 0;  // 1-minute
   int64_t procs_running = 0;
 };
 
@@ -28,7 +28,8 @@ class SnapshotSampler {
 };
 
 // Pure parsers, for tests.
-bool parse_proc_stat_cpu(const std::string& text, uint64_t* busy, uint64_t* total, int64_t* running);
+bool parse_proc_stat_cpu(const std::string& text, uint64_t* busy, uint64_t* total,
+                         int64_t* running);
 void parse_meminfo(const std::string& text, SystemSnapshot* s);
 
 }  // namespace ingero::kernelside

@@ -9,19 +9,24 @@ cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 DB=${INGERO_DB:-/tmp/ingero-quickstart.db}
 rm -f "$DB"
+FAKE_VENV=$B/tests/fake/venv
+FAKE_RT=$FAKE_VENV/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13
+# The bundled workload:
+#  1. cuda_calls drives the installed CUDA 13 runtime (and the driver API through the toolkit's
+#     stub libcuda). Without a GPU every call fails fast, but each enters the library with
+#     real arguments, which is what is traced.
+#  2. A planted incident, so the report has a stall to explain: a training loop whose
+#     cudaStreamSynchronize spins 2 ms per step (the bundled stand-in runtime), sharing CPU 1
+#     with a CPU hog named noisy_neighbor.
+STEPS="INGERO_FAKE_SYNC_SPIN_US=2000 $B/tests/fake_calls steps $FAKE_RT 1500 1"
+HOG="$B/tests/cpu_hog 1 8"
 if [[ -x $B/tests/cuda_calls ]]; then
-  # The real CUDA 13 runtime, and the driver API through the toolkit's stub libcuda.
-  WORKLOAD=("$B/tests/cuda_calls" /usr/local/cuda/lib64/stubs/libcuda.so 20)
-  ENV=()
+  REAL="$B/tests/cuda_calls /usr/local/cuda/lib64/stubs/libcuda.so 20"
 else
-  echo "quickstart: no CUDA toolkit found; tracing the bundled fake runtime instead" >&2
-  WORKLOAD=("$B/tests/fake_calls" threads "$B/tests/fake/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13" 4 200)
-  ENV=(VIRTUAL_ENV="$B/tests/fake/venv" CUDA_HOME="$B/tests/fake/cuda_home")
+  echo "quickstart: no CUDA toolkit found; tracing the bundled stand-in runtime only" >&2
+  REAL=true
 fi
-env "${ENV[@]}" "$B/app/ingero" trace --db "$DB" -- "${WORKLOAD[@]}" >/dev/null
+VIRTUAL_ENV=$FAKE_VENV CUDA_HOME=$B/tests/fake/cuda_home \
+  "$B/app/ingero" trace --db "$DB" -- /bin/sh -c "$REAL; $HOG & $STEPS; wait" >/dev/null
 echo
-echo "== What was captured ($DB)"
-"$B/app/ingero" query "$DB" \
-  "SELECT vendor, api, kind, op, count(*) AS calls, sum(bytes) AS bytes,
-          round(avg(dur_ns) / 1000.0, 1) AS avg_us, ret
-     FROM calls GROUP BY vendor, api, kind, op, ret ORDER BY api, calls DESC"
+"$B/app/ingero" explain --db "$DB"

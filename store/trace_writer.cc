@@ -368,15 +368,22 @@ ingero::Status TraceWriter::add_snapshot(const SnapshotRow& r) {
       "INSERT INTO system_snapshots (node, timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, "
       "load_avg, procs_running) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
-  st->bind(1, node_).bind(2, r.ts_ns).bind(3, r.cpu_pct).bind(4, r.mem_pct).bind(5, r.mem_avail_mb)
-      .bind(6, r.swap_mb).bind(7, r.load_avg).bind(8, r.procs_running);
+  st->bind(1, node_)
+      .bind(2, r.ts_ns)
+      .bind(3, r.cpu_pct)
+      .bind(4, r.mem_pct)
+      .bind(5, r.mem_avail_mb)
+      .bind(6, r.swap_mb)
+      .bind(7, r.load_avg)
+      .bind(8, r.procs_running);
   if (auto x = st->step(); !x) return x.error();
   return {};
 }
 
 ingero::Status TraceWriter::add_cgroup_path(uint64_t cgroup_id, std::string_view path) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st = db_->prepare("INSERT OR REPLACE INTO cgroup_metadata (cgroup_id, cgroup_path) VALUES (?, ?)");
+  auto st =
+      db_->prepare("INSERT OR REPLACE INTO cgroup_metadata (cgroup_id, cgroup_path) VALUES (?, ?)");
   if (!st) return st.error();
   st->bind(1, int64_t(cgroup_id)).bind(2, path);
   if (auto x = st->step(); !x) return x.error();
@@ -388,13 +395,26 @@ ingero::Status TraceWriter::add_process_stats(const ProcessStatsRow& r) {
   auto st = db_->prepare(
       "INSERT INTO process_stats (node, session_id, timestamp, duration, pid, comm, cgroup_id, "
       "switches, involuntary, off_cpu_ns, max_off_cpu_ns, wakeups, page_allocs, page_bytes, forks, "
-      "block_ios, block_bytes, block_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "block_ios, block_bytes, block_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "?, ?)");
   if (!st) return st.error();
-  st->bind(1, node_).bind(2, session_id_).bind(3, r.ts_ns).bind(4, r.dur_ns).bind(5, int64_t(r.pid))
-      .bind(6, r.comm).bind(7, int64_t(r.cgroup_id)).bind(8, int64_t(r.switches))
-      .bind(9, int64_t(r.involuntary)).bind(10, int64_t(r.off_cpu_ns)).bind(11, int64_t(r.max_off_cpu_ns))
-      .bind(12, int64_t(r.wakeups)).bind(13, int64_t(r.page_allocs)).bind(14, int64_t(r.page_bytes))
-      .bind(15, int64_t(r.forks)).bind(16, int64_t(r.block_ios)).bind(17, int64_t(r.block_bytes))
+  st->bind(1, node_)
+      .bind(2, session_id_)
+      .bind(3, r.ts_ns)
+      .bind(4, r.dur_ns)
+      .bind(5, int64_t(r.pid))
+      .bind(6, r.comm)
+      .bind(7, int64_t(r.cgroup_id))
+      .bind(8, int64_t(r.switches))
+      .bind(9, int64_t(r.involuntary))
+      .bind(10, int64_t(r.off_cpu_ns))
+      .bind(11, int64_t(r.max_off_cpu_ns))
+      .bind(12, int64_t(r.wakeups))
+      .bind(13, int64_t(r.page_allocs))
+      .bind(14, int64_t(r.page_bytes))
+      .bind(15, int64_t(r.forks))
+      .bind(16, int64_t(r.block_ios))
+      .bind(17, int64_t(r.block_bytes))
       .bind(18, int64_t(r.block_ns));
   if (auto x = st->step(); !x) return x.error();
   return {};
@@ -408,17 +428,33 @@ ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) 
   if (auto x = del->step(); !x) return x.error();
   auto st = db_->prepare(
       "INSERT OR REPLACE INTO causal_chains (id, detected_at, severity, summary, root_cause, "
-      "explanation, recommendations, cuda_op, cuda_p99_us, cuda_p50_us, tail_ratio, timeline, node, "
+      "explanation, recommendations, cuda_op, cuda_p99_us, cuda_p50_us, tail_ratio, timeline, "
+      "node, "
       "session_id, rule, vendor, api, pids, window_start, window_end) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
   for (const auto& c : chains) {
     st->reset();
-    st->bind(1, c.id).bind(2, c.detected_at_ns).bind(3, c.severity).bind(4, c.summary)
-        .bind(5, c.root_cause).bind(6, c.explanation).bind(7, c.recommendations_json).bind(8, c.op)
-        .bind(9, c.p99_us).bind(10, c.p50_us).bind(11, c.tail_ratio).bind(12, c.timeline_json)
-        .bind(13, node_).bind(14, session_id_).bind(15, c.rule).bind(16, c.vendor).bind(17, c.api)
-        .bind(18, c.pids_json).bind(19, c.window_start_ns).bind(20, c.window_end_ns);
+    st->bind(1, c.id)
+        .bind(2, c.detected_at_ns)
+        .bind(3, c.severity)
+        .bind(4, c.summary)
+        .bind(5, c.root_cause)
+        .bind(6, c.explanation)
+        .bind(7, c.recommendations_json)
+        .bind(8, c.op)
+        .bind(9, c.p99_us)
+        .bind(10, c.p50_us)
+        .bind(11, c.tail_ratio)
+        .bind(12, c.timeline_json)
+        .bind(13, node_)
+        .bind(14, session_id_)
+        .bind(15, c.rule)
+        .bind(16, c.vendor)
+        .bind(17, c.api)
+        .bind(18, c.pids_json)
+        .bind(19, c.window_start_ns)
+        .bind(20, c.window_end_ns);
     if (auto x = st->step(); !x) return x.error();
   }
   return {};

@@ -12,8 +12,8 @@
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <sched.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
       CPU_SET(atoi(argv[4]), &set);
       sched_setaffinity(0, sizeof(set), &set);
     }
-    typedef struct { unsigned x, y, z; } dim3;
+    typedef struct {
+      unsigned x, y, z;
+    } dim3;
     typedef int (*launch_t)(const void*, dim3, dim3, void**, size_t, void*);
     launch_t launch = (launch_t)sym("cudaLaunchKernel");
     sync_t sync = (sync_t)sym("cudaStreamSynchronize");

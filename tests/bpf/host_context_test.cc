@@ -1,0 +1,114 @@
+// Host context for real: scheduler events, off-CPU time inside calls, preemptors, process
+// lifecycle, and a planted CPU contention that `ingero explain` must name.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
+                                           "CUDA_HOME=" INGERO_FAKE_CUDA_HOME,
+                                           "INGERO_FAKE_SYNC_SPIN_US=2000"};
+
+int field_after(const std::string& out, const std::string& key) {
+  auto pos = out.find(key + " ");
+  return pos == std::string::npos ? -1 : std::stoi(out.substr(pos + key.size() + 1));
+}
+
+nlohmann::json explain_json(const std::string& db) {
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;
+  return nlohmann::json::parse(out);
+}
+
+TEST(HostContext, PlantedCpuContentionNamesOpPidAndHog) {
+  REQUIRE_BPF();
+  std::string db = temp_path("contention.db");
+  // The workload and the hog share CPU 1.
+  std::string script = std::string(INGERO_CPU_HOG) + " 1 6 & " + INGERO_FAKE_CALLS + " steps " +
+                       INGERO_FAKE_CUDART + " 800 1; wait";
+  auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = field_after(run.out, "pid"), hog = field_after(run.out, "hog");
+  ASSERT_GT(pid, 0);
+  ASSERT_GT(hog, 0);
+  // Per-call off-CPU time and the preemptor are in the calls themselves.
+  EXPECT_GT(
+      query_int(db,
+                "SELECT sum(off_cpu_ns) FROM calls WHERE op = 'cudaStreamSynchronize' AND pid = " +
+                    std::to_string(pid)),
+      200'000'000);
+  EXPECT_EQ(
+      query_rows(db,
+                 "SELECT preemptor_comm, preemptor_pid FROM calls WHERE preemptor_pid IS NOT NULL "
+                 "GROUP BY 1, 2 ORDER BY count(*) DESC LIMIT 1")[0],
+      (std::vector<std::string>{"noisy_neighbor", std::to_string(hog)}));
+  // Individual scheduler events for the GPU process, preempted by the hog.
+  EXPECT_GT(
+      query_int(db, "SELECT count(*) FROM host_events WHERE event = 'sched_switch' AND pid = " +
+                        std::to_string(pid) + " AND peer_pid = " + std::to_string(hog) +
+                        " AND flags = 1"),
+      50);
+  // explain names the op, the workload's pid and the hog.
+  auto j = explain_json(db);
+  bool found = false;
+  for (const auto& c : j["chains"]) {
+    if (c["rule"] != "cpu_contention") continue;
+    found = true;
+    EXPECT_EQ(c["op"], "cudaStreamSynchronize");
+    EXPECT_EQ(c["pids"], nlohmann::json::array({pid}));
+    EXPECT_NE(
+        c["summary"].get<std::string>().find("noisy_neighbor (pid " + std::to_string(hog) + ")"),
+        std::string::npos)
+        << c["summary"];
+    EXPECT_EQ(c["severity"], "HIGH");
+  }
+  EXPECT_TRUE(found) << j["chains"].dump(2);
+  // The live trace stored its chains too.
+  EXPECT_GE(
+      query_int(
+          db,
+          "SELECT count(*) FROM causal_chains WHERE rule = 'cpu_contention' AND severity = 'HIGH'"),
+      1);
+  EXPECT_GT(query_int(db, "SELECT count(*) FROM system_snapshots"), 3);
+  EXPECT_GT(query_int(db, "SELECT count(*) FROM process_stats WHERE pid = " + std::to_string(hog)),
+            0);
+}
+
+TEST(HostContext, SameWorkloadAloneRaisesNoHighChain) {
+  REQUIRE_BPF();
+  std::string db = temp_path("alone.db");
+  auto run =
+      trace_command(db, {INGERO_FAKE_CALLS, "steps", INGERO_FAKE_CUDART, "800", "1"}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  auto j = explain_json(db);
+  for (const auto& c : j["chains"]) EXPECT_NE(c["severity"], "HIGH") << c["summary"];
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM causal_chains WHERE severity = 'HIGH'"), 0);
+}
+
+TEST(HostContext, LifecycleOfATracedProcess) {
+  REQUIRE_BPF();
+  std::string db = temp_path("life.db");
+  auto run =
+      trace_command(db, {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART, "3", "5"}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = field_after(run.out, "pid");
+  // Exactly one process exit for the workload, status 0, and its name on record.
+  EXPECT_EQ(
+      query_rows(
+          db,
+          "SELECT count(*), max(code) FROM host_events WHERE event = 'process_exit' AND pid = " +
+              std::to_string(pid))[0],
+      (std::vector<std::string>{"1", "0"}));
+  EXPECT_EQ(
+      query_rows(db, "SELECT name FROM process_names WHERE pid = " + std::to_string(pid))[0][0],
+      "fake_calls");
+}
+
+}  // namespace
+}  // namespace ingero::test

@@ -1,0 +1,270 @@
+// Every engine rule, through the replay path: synthetic events are written by the same
+// TraceWriter the tracer uses and read back through the same TraceSource `explain` uses.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "app/demo_scenarios.h"
+#include "app/sql_trace_source.h"
+#include "engine/analysis.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::app {
+namespace {
+
+using engine::Severity;
+using hal::Event;
+using hal::EventKind;
+using hal::Field;
+
+constexpr uint64_t kMs = 1'000'000, kUs = 1'000, kS = 1'000'000'000;
+
+// Writes events, then analyses them.
+class Replay {
+ public:
+  Replay() : path_(test::temp_path("replay.db")) {
+    auto w = store::TraceWriter::open(path_);
+    EXPECT_TRUE(w);
+    w_ = std::move(*w);
+    store::SessionInfo si;
+    si.node = "test";
+    si.mono_offset_ns = 1'700'000'000'000'000'000;
+    EXPECT_TRUE(w_->begin_session(si));
+  }
+  Event call(uint32_t pid, std::string_view op, EventKind k, uint64_t ts, uint64_t dur,
+             std::string_view api = "cuda_runtime") {
+    Event e;
+    e.ts_ns = ts;
+    e.dur_ns = dur;
+    e.pid = pid;
+    e.tid = pid;
+    e.set_comm("trainer");
+    e.vendor = api == "hip" ? "amd" : "nvidia";
+    e.api = api;
+    e.op = op;
+    e.kind = k;
+    e.has_ret = true;
+    return e;
+  }
+  Event host(uint32_t pid, std::string_view op, EventKind k, uint64_t ts, uint64_t dur) {
+    Event e;
+    e.ts_ns = ts;
+    e.dur_ns = dur;
+    e.pid = pid;
+    e.tid = pid;
+    e.set_comm("kworker");
+    e.vendor = "host";
+    e.api = "kernel";
+    e.op = op;
+    e.kind = k;
+    return e;
+  }
+  void add(const Event& e) { ASSERT_TRUE(w_->add(e)); }
+  store::TraceWriter& writer() { return *w_; }
+  engine::Analysis analyze() {
+    EXPECT_TRUE(w_->finish({}));
+    w_.reset();
+    reader_ = std::move(*store::TraceReader::open(path_));
+    source_ = std::make_unique<SqlTraceSource>(*reader_);
+    return engine::analyze(*source_, engine::Window{});
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<store::TraceWriter> w_;
+  std::unique_ptr<store::TraceReader> reader_;
+  std::unique_ptr<SqlTraceSource> source_;
+};
+
+const engine::Chain* find(const engine::Analysis& a, const std::string& rule) {
+  for (const auto& c : a.chains)
+    if (c.rule == rule) return &c;
+  return nullptr;
+}
+size_t count_severity(const engine::Analysis& a, Severity s) {
+  size_t n = 0;
+  for (const auto& c : a.chains) n += c.severity == s;
+  return n;
+}
+
+engine::Analysis demo(const std::string& name) {
+  std::string path = test::temp_path(name + ".db");
+  {
+    auto w = store::TraceWriter::open(path);
+    EXPECT_TRUE(w);
+    EXPECT_TRUE(write_demo(name, **w));
+    EXPECT_TRUE((*w)->finish({}));
+  }
+  static std::vector<std::unique_ptr<store::TraceReader>> keep;
+  keep.push_back(std::move(*store::TraceReader::open(path)));
+  SqlTraceSource src(*keep.back());
+  return engine::analyze(src, engine::Window{});
+}
+
+TEST(EngineRules, CpuContentionNamesOpProcessAndPreemptor) {
+  auto a = demo("incident");
+  const auto* c = find(a, "cpu_contention");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_EQ(c->op, "cudaStreamSynchronize");
+  EXPECT_EQ(c->pids, std::vector<uint32_t>{4242});
+  EXPECT_NE(c->summary.find("by noisy_neighbor (pid 4411)"), std::string::npos) << c->summary;
+  EXPECT_GE(c->tail_ratio, 10.0);
+  std::vector<std::string> layers;
+  for (const auto& t : c->timeline) layers.push_back(t.layer);
+  EXPECT_EQ(layers, (std::vector<std::string>{"SYSTEM", "HOST", "CUDA"}));
+  EXPECT_FALSE(c->fixes.empty());
+  // The neighbour runs in another cgroup: named with its path.
+  const auto* n = find(a, "noisy_neighbour");
+  ASSERT_NE(n, nullptr);
+  EXPECT_NE(n->summary.find("/system.slice/batch-reindex.service"), std::string::npos)
+      << n->summary;
+}
+
+TEST(EngineRules, DataloaderStarvationIsHostContentionWithWorkers) {
+  auto a = demo("dataloader-starvation");
+  const auto* c = find(a, "host_cpu_contention");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->pids, std::vector<uint32_t>{2233});
+  EXPECT_NE(c->summary.find("4 worker processes forked (pt_data_worker x4)"), std::string::npos)
+      << c->summary;
+  const auto* t = find(a, "cpu_contention");
+  ASSERT_NE(t, nullptr);
+  EXPECT_NE(t->summary.find("pt_data_worker"), std::string::npos);
+  // The breakdown names the workers separately.
+  size_t workers = 0;
+  for (const auto& p : a.processes) workers += p.role == "worker of 2233";
+  EXPECT_EQ(workers, 4u);
+}
+
+TEST(EngineRules, HiddenSyncIsRepeatedSynchronisation) {
+  auto a = demo("hidden-sync");
+  const auto* c = find(a, "repeated_sync");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_NE(c->summary.find("15,360 host round-trips (7,680 syncs, 7,680 small D2H copies)"),
+            std::string::npos)
+      << c->summary;
+}
+
+TEST(EngineRules, GraphRecaptureStormAndCollapse) {
+  auto a = demo("graph-recapture");
+  ASSERT_NE(find(a, "graph_recapture"), nullptr);
+  ASSERT_NE(find(a, "graph_launch_collapse"), nullptr);
+  ASSERT_NE(find(a, "launch_collapse"), nullptr);
+  EXPECT_EQ(find(a, "launch_collapse")->pids, std::vector<uint32_t>{8100});
+}
+
+TEST(EngineRules, CollectiveStraggler) {
+  auto a = demo("nccl-straggler");
+  const auto* c = find(a, "collective_straggler");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_NE(
+      c->summary.find("rank 5 (torchrun-rank, pid 5005) arrives last in 100% of 100 collectives"),
+      std::string::npos)
+      << c->summary;
+  EXPECT_NE(c->root_cause.find("off-CPU"), std::string::npos) << c->root_cause;
+}
+
+// Severity means something: a steady loop on an idle machine raises nothing HIGH (nothing at all).
+TEST(EngineRules, SteadyWorkloadOnIdleHostHasNoHighChain) {
+  Replay r;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 5000; ++i) {
+    uint64_t t = uint64_t(i) * 10 * kMs;
+    for (int k = 0; k < 8; ++k)
+      r.add(r.call(100, "cudaLaunchKernel", EventKind::kLaunch, t + uint64_t(k) * 20 * kUs,
+                   8 * kUs + rng() % (2 * kUs)));
+    r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, t + 200 * kUs,
+                 2 * kMs + rng() % (200 * kUs)));
+  }
+  for (int s = 0; s < 50; ++s)
+    ASSERT_TRUE(r.writer().add_snapshot(
+        {int64_t(1'700'000'000 + s) * int64_t(kS), 12.0, 30.0, 0.3, 16000, 0, 1}));
+  auto a = r.analyze();
+  EXPECT_EQ(count_severity(a, Severity::kHigh), 0u);
+  EXPECT_TRUE(a.chains.empty()) << a.chains[0].summary;
+}
+
+TEST(EngineRules, TailWithoutHostCauseIsLow) {
+  Replay r;
+  for (int i = 0; i < 200; ++i)
+    r.add(r.call(100, "cudaMalloc", EventKind::kAlloc, uint64_t(i) * kMs,
+                 i % 50 == 0 ? 5 * kMs : 100 * kUs));
+  auto a = r.analyze();
+  ASSERT_EQ(a.chains.size(), 1u);
+  EXPECT_EQ(a.chains[0].rule, "tail_latency");
+  EXPECT_EQ(a.chains[0].severity, Severity::kLow);
+}
+
+TEST(EngineRules, BlockIoDuringTheTail) {
+  Replay r;
+  for (int i = 0; i < 200; ++i) {
+    uint64_t t = uint64_t(i) * 10 * kMs;
+    bool slow = i % 20 == 0;
+    r.add(
+        r.call(100, "cuMemAlloc", EventKind::kAlloc, t, slow ? 8 * kMs : 100 * kUs, "cuda_driver"));
+    if (slow) {
+      for (int k = 0; k < 12; ++k) {
+        Event b =
+            r.host(0, "block_write", EventKind::kBlockIo, t + uint64_t(k) * 500 * kUs, 15 * kMs);
+        b.set(Field::kBytes, 1 << 20);
+        r.add(b);
+      }
+    }
+  }
+  auto a = r.analyze();
+  const auto* c = find(a, "io_pressure");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->op, "cuMemAlloc");
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_NE(c->summary.find("heavy block I/O"), std::string::npos);
+  bool io_layer = false;
+  for (const auto& t : c->timeline) io_layer |= t.layer == "IO";
+  EXPECT_TRUE(io_layer);
+}
+
+TEST(EngineRules, OomKillAndGpuOutOfMemory) {
+  Replay r;
+  Event k = r.host(300, "oom_kill", EventKind::kOomKill, kS, 0);
+  k.set_comm("python3");
+  k.set(Field::kPeerPid, 301);
+  k.set_peer_comm("pt_data_worker");
+  r.add(k);
+  for (int i = 0; i < 5; ++i) {
+    Event m = r.call(300, "cudaMalloc", EventKind::kAlloc, uint64_t(i) * kMs, 50 * kUs);
+    m.set(Field::kBytes, 8ull << 30);
+    if (i >= 3) {
+      m.ret = 2;
+      m.set(Field::kErrClass, uint64_t(hal::ErrorClass::kOutOfMemory));
+    }
+    r.add(m);
+  }
+  auto a = r.analyze();
+  const auto* oom = find(a, "oom_kill");
+  ASSERT_NE(oom, nullptr);
+  EXPECT_EQ(oom->severity, Severity::kHigh);
+  EXPECT_EQ(oom->pids, std::vector<uint32_t>{300});
+  const auto* gpu = find(a, "gpu_oom");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_NE(gpu->summary.find("2 of 5 cudaMalloc calls failed with out-of-memory"),
+            std::string::npos)
+      << gpu->summary;
+}
+
+TEST(EngineRules, LaunchCollapseIgnoresIdleGaps) {
+  // 200 launches/s with a 5 s gap where the process makes no GPU call at all: idle, no chain.
+  Replay r;
+  for (uint64_t s = 0; s < 20; ++s) {
+    if (s >= 8 && s < 13) continue;
+    for (int k = 0; k < 200; ++k)
+      r.add(r.call(100, "cudaLaunchKernel", EventKind::kLaunch, s * kS + uint64_t(k) * 5 * kMs,
+                   10 * kUs));
+  }
+  auto a = r.analyze();
+  EXPECT_EQ(find(a, "launch_collapse"), nullptr);
+}
+
+}  // namespace
+}  // namespace ingero::app

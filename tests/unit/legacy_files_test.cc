@@ -1,0 +1,226 @@
+// The original implementation's trace files, opened as they are: the published statistics
+// and diagnoses must come out of them, and the files must not change.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "app/explain_report.h"
+#include "app/sql_trace_source.h"
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::app {
+namespace {
+
+const std::string kDir = INGERO_FIXTURES_DIR "/ingero-go/";
+
+struct Analyzed {
+  std::unique_ptr<store::TraceReader> reader;
+  engine::Analysis a;
+};
+
+Analyzed analyze_file(const std::string& path) {
+  auto r = store::TraceReader::open(path);
+  EXPECT_TRUE(r) << (r ? "" : r.error().message);
+  Analyzed out{std::move(*r), {}};
+  SqlTraceSource src(*out.reader);
+  out.a = engine::analyze(src, engine::Window{});
+  EXPECT_EQ(src.error(), "");
+  return out;
+}
+
+const engine::OpStats& overall(const engine::Analysis& a, const std::string& op) {
+  for (const auto& s : a.stats.overall)
+    if (s.key.op == op) return s;
+  throw std::runtime_error("no op " + op);
+}
+
+TEST(LegacyFiles, DataloaderStatsReproduceTheArticle) {
+  std::string path = kDir + "pytorch-dataloader-starvation.db";
+  std::string before = test::sha256_file(path);
+  {
+    auto f = analyze_file(path);
+    const auto& a = f.a;
+    EXPECT_EQ(a.events, 3807u);
+    EXPECT_EQ(std::lround(double(a.span.second - a.span.first) / 1e9), 77);
+    auto ss = a.host.ops.at("sched_switch");
+    EXPECT_EQ(ss.count, 3676u);
+    EXPECT_EQ(std::lround(double(ss.sum_ns) / double(ss.count) / 1000), 401);  // ~401 us
+    EXPECT_EQ(std::lround(double(ss.max_ns) / 1e5), 239);                      // 23.9 ms
+    EXPECT_EQ(a.host.ops.at("process_fork").count, 11u);
+    EXPECT_EQ(a.host.ops.at("process_exit").count, 5u);
+    struct Want {
+      const char* op;
+      uint64_t calls;
+      double avg_us;
+    } want[] = {{"cudaMemcpyAsync", 14, 31511.1}, {"cudaLaunchKernel", 16, 1686.7},
+                {"cudaStreamSync", 21, 31.1},     {"cudaDeviceSync", 3, 17234.3},
+                {"cuLaunchKernel", 41, 39.6},     {"cuMemAlloc", 10, 306.6},
+                {"cudaMalloc", 7, 461.7},         {"cuCtxSynchronize", 3, 17178.9}};
+    for (const auto& w : want) {
+      const auto& s = overall(a, w.op);
+      EXPECT_EQ(s.count, w.calls) << w.op;
+      EXPECT_NEAR(s.avg_ns() / 1000, w.avg_us, 0.1) << w.op;
+    }
+    EXPECT_EQ(overall(a, "cudaLaunchKernel").max_ns, 25799899u);  // 25.8 ms
+    EXPECT_EQ(overall(a, "cudaMemcpyAsync").max_ns, 65000369u);   // 65 ms
+    // Diagnosis: host CPU contention, naming the main process and its workers.
+    bool found = false;
+    for (const auto& c : a.chains) {
+      if (c.rule != "host_cpu_contention") continue;
+      found = true;
+      EXPECT_EQ(c.pids, std::vector<uint32_t>{2233});
+      EXPECT_NE(c.root_cause.find("CPU scheduling contention"), std::string::npos) << c.root_cause;
+      EXPECT_NE(c.summary.find("3,676"), std::string::npos) << c.summary;
+      EXPECT_NE(c.summary.find("pt_data_worker"), std::string::npos) << c.summary;
+    }
+    EXPECT_TRUE(found);
+    // Every tail chain on this file points at the host CPU too.
+    for (const auto& c : a.chains) EXPECT_NE(c.rule, "tail_latency") << c.summary;
+  }
+  EXPECT_EQ(test::sha256_file(path), before);
+}
+
+TEST(LegacyFiles, VllmEnginePreemptionStallsLaunches) {
+  std::string path = kDir + "vllm-37343-logprobs-amplification.db";
+  std::string before = test::sha256_file(path);
+  {
+    auto f = analyze_file(path);
+    const auto& a = f.a;
+    EXPECT_EQ(a.events, 10869u);
+    EXPECT_EQ(a.host.ops.at("sched_switch").count, 7757u);
+    EXPECT_EQ(overall(a, "cudaLaunchKernel").count, 550u);
+    EXPECT_EQ(overall(a, "cuLaunchKernel").count, 1672u);
+    EXPECT_EQ(overall(a, "cudaMemcpyAsync").count, 734u);
+    EXPECT_EQ(overall(a, "cudaDeviceSync").count, 10u);
+    // Exact nearest-rank percentiles, checked against SQL.
+    for (const char* op : {"cudaLaunchKernel", "cudaDeviceSync"}) {
+      int64_t n =
+          test::query_int(path, std::string("SELECT count(*) FROM calls WHERE op = '") + op + "'");
+      for (auto [q, v] :
+           {std::pair{0.5, overall(a, op).p50}, std::pair{0.99, overall(a, op).p99}}) {
+        int64_t rank = int64_t(std::ceil(q * double(n)));
+        EXPECT_EQ(int64_t(v),
+                  test::query_int(path, std::string("SELECT dur_ns FROM calls WHERE op = '") + op +
+                                            "' ORDER BY dur_ns LIMIT 1 OFFSET " +
+                                            std::to_string(rank - 1)))
+            << op << " q=" << q;
+      }
+    }
+    EXPECT_EQ(overall(a, "cudaLaunchKernel").p50 / 1000, 20u);    // 20 us
+    EXPECT_EQ(overall(a, "cudaLaunchKernel").p99 / 1000, 5079u);  // 5,079 us
+    // The engine thread lost the CPU while it should have been launching.
+    bool launch_cpu = false;
+    for (const auto& c : a.chains) {
+      bool launch = c.op == "launch" || c.op == "cudaLaunchKernel" || c.op == "cuLaunchKernel";
+      bool cpu = c.root_cause.find("CPU") != std::string::npos;
+      if (launch && cpu && c.pids == std::vector<uint32_t>{72801} &&
+          (c.severity == engine::Severity::kHigh || c.severity == engine::Severity::kMedium))
+        launch_cpu = true;
+    }
+    EXPECT_TRUE(launch_cpu);
+    EXPECT_EQ(f.a.process_name(72801), "VLLM::EngineCor");
+  }
+  EXPECT_EQ(test::sha256_file(path), before);
+}
+
+TEST(LegacyFiles, PublishedQueriesRunVerbatim) {
+  std::string path = kDir + "pytorch-dataloader-starvation.db";
+  auto rows = test::query_rows(path,
+                               "SELECT pn.name, COUNT(*) as events\n"
+                               "FROM events e\n"
+                               "JOIN process_names pn ON e.pid = pn.pid\n"
+                               "GROUP BY pn.name\n"
+                               "ORDER BY events DESC");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0][0], "python3");
+  auto cluster =
+      test::query_rows(kDir + "sample-cluster.db",
+                       "SELECT node, source, count(*) as cnt, avg(duration)/1000 as avg_us\n"
+                       "     FROM events GROUP BY node, source");
+  ASSERT_EQ(cluster.size(), 8u);
+  EXPECT_EQ(cluster[0][0], "gpu-node-01");
+  EXPECT_EQ(cluster[0][2], "99");
+  // Independently: events of sources 1 and 4 longer than 1 ms in the raw table.
+  EXPECT_EQ(test::query_int(path, "SELECT COUNT(*) FROM cuda_events WHERE duration_ns > 1000000"),
+            15);
+  EXPECT_EQ(
+      test::query_int(path, "SELECT COUNT(*) FROM tcp_events WHERE event = 'tcp_retransmit_skb'"),
+      0);
+  EXPECT_EQ(test::query_int(path, "SELECT COUNT(*) FROM host_events WHERE event = 'sched_switch'"),
+            3676);
+}
+
+TEST(LegacyFiles, NodeFilesAndTheMergedFileAgree) {
+  std::string merged = test::temp_path("merged.db");
+  std::vector<std::string> argv = {INGERO_BIN, "merge"};
+  for (int i = 1; i <= 3; ++i)
+    argv.push_back(kDir + "sample-gpu-node-0" + std::to_string(i) + ".db");
+  argv.push_back("-o");
+  argv.push_back(merged);
+  std::string err;
+  ASSERT_EQ(test::run_command(argv, nullptr, &err), 0) << err;
+  const char* q =
+      "SELECT node, source, count(*), round(avg(duration)) FROM events GROUP BY 1, 2 ORDER BY 1, 2";
+  EXPECT_EQ(test::query_rows(merged, q), test::query_rows(kDir + "sample-cluster.db", q));
+  EXPECT_EQ(test::query_int(merged, "SELECT count(DISTINCT node) FROM sessions"), 3);
+  // Merging the same stacks twice keeps one copy of each.
+  std::string twice = test::temp_path("twice.db");
+  ASSERT_EQ(test::run_command({INGERO_BIN, "merge", kDir + "sample-cluster.db",
+                               kDir + "sample-cluster.db", "-o", twice},
+                              nullptr, &err),
+            0)
+      << err;
+  EXPECT_EQ(test::query_int(twice, "SELECT count(*) FROM stack_traces"),
+            test::query_int(kDir + "sample-cluster.db", "SELECT count(*) FROM stack_traces"));
+  // 0.8 files carry no node: the file name stands in.
+  std::string old = test::temp_path("old.db");
+  ASSERT_EQ(
+      test::run_command({INGERO_BIN, "merge", kDir + "pytorch-dataloader-starvation.db", "-o", old},
+                        nullptr, &err),
+      0);
+  EXPECT_EQ(test::query_rows(old, "SELECT DISTINCT node FROM events")[0][0],
+            "pytorch-dataloader-starvation");
+  EXPECT_EQ(test::query_int(old, "SELECT count(*) FROM events"), 3807);
+}
+
+TEST(LegacyFiles, PerfettoExportHasATrackPerNodeAndPid) {
+  std::string out = test::temp_path("trace.json");
+  std::string err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--format", "perfetto", "--db",
+                               kDir + "sample-cluster.db", "-o", out},
+                              nullptr, &err),
+            0)
+      << err;
+  std::ifstream f(out);
+  auto j = nlohmann::json::parse(f);
+  ASSERT_TRUE(j.is_array());
+  size_t meta = 0, complete = 0;
+  std::set<std::string> names;
+  for (const auto& e : j) {
+    if (e["ph"] == "M") {
+      ++meta;
+      names.insert(e["args"]["name"].get<std::string>());
+    }
+    if (e["ph"] == "X") ++complete;
+  }
+  EXPECT_EQ(complete, 600u);  // every event of the file
+  EXPECT_EQ(meta, size_t(test::query_int(
+                      kDir + "sample-cluster.db",
+                      "SELECT count(*) FROM (SELECT DISTINCT node, pid FROM events)")));
+  EXPECT_TRUE(names.count("gpu-node-02 / pid 4599 (pid 4599)") || names.size() == meta);
+}
+
+TEST(LegacyFiles, ForeignFileIsAClearError) {
+  std::string err;
+  int rc = test::run_command({INGERO_BIN, "explain", "--db", kDir + "sample-cluster-trace.json"},
+                             nullptr, &err);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("not a"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace ingero::app
