@@ -1,11 +1,17 @@
 #include "app/builtin_backends.h"
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/hip/hip_backend.h"
+#include "backends/nccl/nccl_backend.h"
+#include "backends/rdma/rdma_backend.h"
 
 namespace ingero::app {
 
-void register_builtin_backends(hal::BackendRegistry& registry) {
+void register_builtin_backends(hal::BackendRegistry& registry, const BackendOptions& opts) {
   registry.add(backends::make_cuda_backend());
+  registry.add(backends::make_hip_backend());
+  registry.add(backends::make_nccl_backend());
+  registry.add(backends::make_rdma_backend(opts.rdma_verbs));
 }
 
 }  // namespace ingero::app

@@ -6,6 +6,9 @@
 
 namespace ingero::app {
 
-void register_builtin_backends(hal::BackendRegistry& registry);
+struct BackendOptions {
+  bool rdma_verbs = false;  // attach to libibverbs (ingero trace --rdma-verbs)
+};
+void register_builtin_backends(hal::BackendRegistry& registry, const BackendOptions& opts = {});
 
 }  // namespace ingero::app

@@ -14,6 +14,12 @@ std::string_view status_name(CheckStatus s) {
   return "";
 }
 
+const CheckItem* CheckReport::find(std::string_view name) const {
+  for (const auto& i : items)
+    if (i.name == name) return &i;
+  return nullptr;
+}
+
 bool CheckReport::can_trace() const {
   for (const auto& i : items)
     if (i.status == CheckStatus::kFail) return false;
@@ -79,7 +85,17 @@ void print_check_report(std::ostream& out, const CheckReport& rep) {
     out << "\n    probes " << l.specs_resolved << "/" << l.specs_total << " resolved";
     if (!l.build_id.empty()) out << "  build-id " << l.build_id;
     if (!l.pids.empty()) {
-      out << "  mapped by " << l.pids.size() << " process" << (l.pids.size() == 1 ? "" : "es");
+      out << "  mapped by " << l.pids.size() << " process" << (l.pids.size() == 1 ? "" : "es")
+          << " (pid";
+      size_t k = 0;
+      for (int p : l.pids) {
+        if (k++ == 8) {
+          out << " ...";
+          break;
+        }
+        out << " " << p;
+      }
+      out << ")";
     }
     out << "\n";
     if (!l.missing_required.empty()) {

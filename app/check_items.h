@@ -28,8 +28,20 @@ struct CheckReport {
     items.push_back({std::move(name), s, std::move(value), std::move(detail), std::move(fix)});
   }
   bool can_trace() const;
+  const CheckItem* find(std::string_view name) const;
 };
 
+// Where the host checks read from: "" is the real host; tests point it at a fake tree with
+// proc/, sys/, dev/ and etc/ under it.
+struct CheckInputs {
+  std::string root;
+};
+
+// Checks that only read files: kernel, BTF, privileges, perf_event_paranoid, uprobe PMU,
+// tracefs, cgroup v2, ptrace_scope, NVIDIA driver, AMD KFD, InfiniBand devices.
+void host_checks(const CheckInputs& in, CheckReport& rep);
+// Everything: host checks, then loading BPF, each BTF tracepoint, a live uprobe, and the
+// libraries of each backend.
 CheckReport run_checks(const hal::BackendRegistry& registry,
                        const std::vector<const hal::VendorBackend*>& backends);
 void print_check_report(std::ostream& out, const CheckReport& rep);

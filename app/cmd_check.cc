@@ -1,15 +1,20 @@
-// `ingero check`: can this host trace, and what would be traced? Every capability is tried,
-// not guessed: the BPF object is loaded, the BTF tracepoints attached, and a uprobe is
+// `ingero check`: can this host trace, and what would be traced? Capabilities are tried,
+// not guessed: the BPF object is loaded, every BTF tracepoint attached, and a uprobe is
 // placed on a function of this binary and called once.
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "app/check_items.h"
 #include "app/commands.h"
 #include "app/host_info.h"
+#include "backends/rdma/rdma_backend.h"
 #include "hal/bpf_session.h"
 #include "hal/elf_symbols.h"
 #include "hal/probe_manager.h"
@@ -22,6 +27,11 @@ extern "C" __attribute__((noinline, used, visibility("default"))) int ingero_upr
 
 namespace ingero::app {
 namespace {
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0;
+}
 
 void check_uprobe(hal::BpfSession& session, CheckReport& rep) {
   char exe[4096];
@@ -56,41 +66,61 @@ void check_uprobe(hal::BpfSession& session, CheckReport& rep) {
   else
     rep.add("uprobes", CheckStatus::kFail, std::to_string(hits) + " hits",
             "a uprobe attached but did not fire as expected", "check kernel uprobe support");
+  rep.add("uprobe_multi", session.uses_uprobe_multi() ? CheckStatus::kPass : CheckStatus::kOptional,
+          session.uses_uprobe_multi() ? "supported" : "not supported",
+          session.uses_uprobe_multi()
+              ? "one link per library; attach/detach in one kernel operation"
+              : "one perf-event uprobe per function (slower attach/detach)",
+          session.uses_uprobe_multi() ? "" : "Linux 6.6+ attaches faster");
 }
 
 }  // namespace
 
-CheckReport run_checks(const hal::BackendRegistry& registry,
-                       const std::vector<const hal::VendorBackend*>& backends) {
-  CheckReport rep;
-  HostInfo host = read_host_info();
-  rep.add("kernel", CheckStatus::kPass, host.kernel, host.os_release, "");
+void host_checks(const CheckInputs& in, CheckReport& rep) {
+  const std::string& r = in.root;
+  utsname u{};
+  std::string release = read_small_file(r + "/proc/sys/kernel/osrelease");
+  if (release.empty() && r.empty() && uname(&u) == 0) release = u.release;
+  rep.add("kernel", release.empty() ? CheckStatus::kFail : CheckStatus::kPass,
+          release.empty() ? "unknown" : release, read_host_info().os_release, "");
 
   struct stat st {};
-  if (stat("/sys/kernel/btf/vmlinux", &st) == 0)
+  if (stat((r + "/sys/kernel/btf/vmlinux").c_str(), &st) == 0)
     rep.add("btf", CheckStatus::kPass, "/sys/kernel/btf/vmlinux",
             std::to_string(st.st_size / 1024) + " KiB of kernel BTF", "");
   else
     rep.add("btf", CheckStatus::kFail, "missing", "CO-RE programs need kernel BTF",
             "use a kernel built with CONFIG_DEBUG_INFO_BTF=y");
 
-  uint64_t caps = effective_caps();
-  bool root = geteuid() == 0;
+  uint64_t caps = 0;
+  {
+    std::ifstream f(r.empty() ? "/proc/self/status" : r + "/proc/self/status");
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind("CapEff:", 0) == 0) caps = std::stoull(line.substr(7), nullptr, 16);
+  }
+  bool root = r.empty() ? geteuid() == 0 : caps == 0x1ffffffffffULL || caps == 0x3ffffffffffULL;
   bool bpf_cap = caps & (1ull << 39), perfmon = caps & (1ull << 38), sysadmin = caps & (1ull << 21);
   if (root || sysadmin || (bpf_cap && perfmon))
-    rep.add("privileges", CheckStatus::kPass, root ? "root" : "CAP_BPF+CAP_PERFMON",
+    rep.add("privileges", CheckStatus::kPass,
+            root       ? "root"
+            : sysadmin ? "CAP_SYS_ADMIN"
+                       : "CAP_BPF+CAP_PERFMON",
             "may load BPF programs and open perf events", "");
   else
     rep.add("privileges", CheckStatus::kFail, "unprivileged",
             "tracing needs root or CAP_BPF+CAP_PERFMON",
             "run as root, or: setcap cap_bpf,cap_perfmon+ep $(command -v ingero)");
 
-  std::string paranoid = read_small_file("/proc/sys/kernel/perf_event_paranoid");
-  rep.add("perf_event_paranoid", CheckStatus::kPass, paranoid.empty() ? "unknown" : paranoid,
-          root || perfmon ? "not limiting: privileged" : "unprivileged perf use is limited", "");
+  std::string paranoid = read_small_file(r + "/proc/sys/kernel/perf_event_paranoid");
+  bool privileged = root || perfmon || sysadmin;
+  rep.add("perf_event_paranoid", paranoid.empty() ? CheckStatus::kOptional : CheckStatus::kPass,
+          paranoid.empty() ? "unknown" : paranoid,
+          privileged ? "not limiting: ingero runs privileged"
+                     : "limits unprivileged perf events (uprobes need CAP_PERFMON regardless)",
+          "");
 
-  bool pmu = hal::has_uprobe_pmu();
-  bool tracefs = read_small_file("/proc/mounts").find(" tracefs ") != std::string::npos;
+  bool pmu = exists(r + "/sys/bus/event_source/devices/uprobe/type");
+  bool tracefs = read_small_file(r + "/proc/mounts").find(" tracefs ") != std::string::npos;
   rep.add("uprobe_pmu", pmu ? CheckStatus::kPass : CheckStatus::kOptional,
           pmu ? "present" : "missing",
           pmu ? "uprobes attach through perf_event_open without tracefs"
@@ -104,6 +134,61 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
           ? ""
           : "mount -t tracefs tracefs /sys/kernel/tracing (ingero trace does this when needed)");
 
+  bool cg2 = exists(r + "/sys/fs/cgroup/cgroup.controllers");
+  rep.add("cgroup_v2", cg2 ? CheckStatus::kPass : CheckStatus::kOptional,
+          cg2 ? "unified hierarchy" : "not mounted",
+          cg2 ? "cgroup ids on events resolve to paths (noisy-neighbour attribution)"
+              : "events carry no usable cgroup id; per-container attribution is off",
+          cg2 ? "" : "boot with systemd.unified_cgroup_hierarchy=1");
+
+  std::string ptrace = read_small_file(r + "/proc/sys/kernel/yama/ptrace_scope");
+  rep.add("ptrace_scope", ptrace == "3" ? CheckStatus::kOptional : CheckStatus::kPass,
+          ptrace.empty() ? "no Yama" : ptrace,
+          ptrace == "3"
+              ? "no process may read another's memory: Python stack frames cannot be walked"
+              : "root may read traced processes' memory (Python stacks)",
+          ptrace == "3" ? "set kernel.yama.ptrace_scope <= 2 for Python frames" : "");
+
+  std::string nv = read_small_file(r + "/proc/driver/nvidia/version");
+  rep.add("nvidia_driver", nv.empty() ? CheckStatus::kOptional : CheckStatus::kPass,
+          nv.empty() ? "absent" : nv.substr(0, nv.find('\n')),
+          nv.empty() ? "no NVIDIA kernel driver: CUDA calls fail, but they are still traced"
+                     : "CUDA calls reach a GPU",
+          "");
+  bool kfd = exists(r + "/dev/kfd"), kfd_sys = exists(r + "/sys/class/kfd");
+  rep.add("amd_kfd", kfd && kfd_sys ? CheckStatus::kPass : CheckStatus::kOptional,
+          std::string("/dev/kfd ") + (kfd ? "present" : "absent") + ", /sys/class/kfd " +
+              (kfd_sys ? "present" : "absent"),
+          kfd && kfd_sys ? "ROCm's kernel driver (KFD) is loaded"
+                         : "no AMD KFD: HIP calls fail, but they are still traced",
+          "");
+  auto ports = backends::read_rdma_counters(r.empty() ? "/sys" : r + "/sys");
+  if (ports.empty()) {
+    rep.add("infiniband", CheckStatus::kOptional, "no devices",
+            "no InfiniBand/RoCE HCA: RDMA counters are not collected (not an error)", "");
+  } else {
+    std::set<std::string> devs;
+    size_t counters = 0, unreadable = 0;
+    std::string list;
+    for (const auto& p : ports) {
+      devs.insert(p.device);
+      counters += p.counters.size() + p.hw_counters.size();
+      unreadable += p.unreadable.size();
+      list += (list.empty() ? "" : ", ") + p.device + "/" + std::to_string(p.port) + " " +
+              p.transport + " " + p.state;
+    }
+    rep.add("infiniband", unreadable ? CheckStatus::kOptional : CheckStatus::kPass,
+            std::to_string(devs.size()) + " devices, " + std::to_string(ports.size()) + " ports",
+            list + "; " + std::to_string(counters) + " counters readable" +
+                (unreadable ? ", " + std::to_string(unreadable) + " unreadable" : ""),
+            unreadable ? "run as root to read every counter" : "");
+  }
+}
+
+CheckReport run_checks(const hal::BackendRegistry& registry,
+                       const std::vector<const hal::VendorBackend*>& backends) {
+  CheckReport rep;
+  host_checks(CheckInputs{}, rep);
   hal::BpfConfig cfg;
   cfg.ringbuf_bytes = 1u << 16;
   auto session = hal::BpfSession::open(cfg);
@@ -112,32 +197,44 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
             "run `ingero check` as root; see the privileges line");
   } else {
     rep.add("bpf_load", CheckStatus::kPass, "ok", "all BPF programs passed the verifier", "");
-    auto core = (*session)->attach_core();
-    if (core)
-      rep.add("tp_btf", CheckStatus::kPass, "attached",
-              "sched_process_exit/exec/fork BTF tracepoints attached", "");
-    else
-      rep.add("tp_btf", CheckStatus::kFail, "failed", core.error().message,
-              "the kernel needs BTF-enabled tracepoints (5.5+)");
+    for (auto& [tp, st] : (*session)->attach_core_report()) {
+      // Lifecycle tracepoints are required (exec re-scan, unfinished calls); the rest only
+      // remove host context.
+      bool required = tp.rfind("sched_process", 0) == 0 || tp == "sched_switch";
+      rep.add("tp_btf:" + tp,
+              st         ? CheckStatus::kPass
+              : required ? CheckStatus::kFail
+                         : CheckStatus::kOptional,
+              st ? "attached" : "failed", st ? "BTF tracepoint attached" : st.error().message,
+              st ? "" : "the kernel needs this tracepoint with BTF (Linux 5.5+)");
+    }
     check_uprobe(**session, rep);
   }
-
   hal::LocalHost hostview;
   hal::ProbeManager pm(nullptr, backends, hostview);
   pm.scan_all();
   for (const auto* b : registry.all()) {
     bool enabled = std::find(backends.begin(), backends.end(), b) != backends.end();
-    size_t found = 0;
+    size_t found = 0, resolved = 0, total = 0;
     for (const auto& lib : pm.libraries())
-      if (lib.backend == b->name()) ++found;
-    rep.add(
-        "backend:" + std::string(b->name()),
-        !enabled ? CheckStatus::kOptional
-        : found  ? CheckStatus::kPass
-                 : CheckStatus::kOptional,
-        !enabled ? "disabled" : std::to_string(found) + " libraries",
-        found ? "libraries found; see below" : "no library of this vendor found on this host",
-        found || !enabled ? "" : "install the vendor runtime, or start the workload and re-run");
+      if (lib.backend == b->name()) {
+        ++found;
+        resolved += lib.specs_resolved;
+        total += lib.specs_total;
+      }
+    rep.add("backend:" + std::string(b->name()),
+            !enabled ? CheckStatus::kOptional
+            : found  ? CheckStatus::kPass
+                     : CheckStatus::kOptional,
+            !enabled ? "disabled" : std::to_string(found) + " libraries",
+            found ? std::to_string(resolved) + "/" + std::to_string(total) +
+                        " probes resolved; see below"
+            : b->file_hints().empty()
+                ? "nothing to attach unless enabled (rdma: ingero trace --rdma-verbs)"
+                : "no library of this vendor found on this host",
+            found || !enabled || b->file_hints().empty()
+                ? ""
+                : "install the vendor runtime, or start the workload and re-run");
   }
   rep.libraries = pm.libraries();
   return rep;
@@ -146,9 +243,12 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
 void add_check_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "check",
-      "Audit whether this host can trace: kernel, BTF, privileges, BPF load, BTF tracepoints\n"
-      "and a live uprobe are all tried. Lists each backend's library files, versions,\n"
-      "build-ids and probe coverage. Exit code 3 when tracing cannot work.");
+      "Audit whether this host can trace. Tried, not guessed: kernel and BTF, privileges,\n"
+      "perf_event_paranoid, uprobe PMU and tracefs, cgroup v2, ptrace_scope, loading the BPF\n"
+      "object, each BTF tracepoint, and a live uprobe. Reports the NVIDIA driver, AMD KFD and\n"
+      "InfiniBand devices, then per backend the library files (path, soname, version,\n"
+      "build-id, processes mapping them) and probe coverage. Exit code 3 when tracing\n"
+      "cannot work.");
   auto json = std::make_shared<bool>(false);
   auto backends = std::make_shared<std::string>();
   cmd->add_flag("--json", *json, "Print the report as JSON");

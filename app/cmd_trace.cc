@@ -1,5 +1,6 @@
 #include <iostream>
 
+#include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/tracer.h"
 
@@ -32,6 +33,11 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds")
       ->capture_default_str();
+  cmd->add_option(
+      "--sysfs-root", o->sysfs_root,
+      "Root under which InfiniBand counters are read: ROOT/class/infiniband (default /sys)");
+  cmd->add_flag("--rdma-verbs", o->rdma_verbs,
+                "Also trace libibverbs asynchronous events (ibv_get_async_event)");
   cmd->add_option("command", o->command, "Command to run and trace (after --)");
   cmd->positionals_at_end(true);
   cmd->callback([&ctx, o, duration, pids] {
@@ -55,6 +61,14 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!o->backends.empty()) flags += "backends=" + o->backends + ",";
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
+    if (o->rdma_verbs) {
+      flags += std::string(flags.empty() ? "" : ",") + "rdma-verbs";
+      o->flags = flags;
+      hal::BackendRegistry with_verbs;
+      register_builtin_backends(with_verbs, {.rdma_verbs = true});
+      ctx.exit_code = run_trace(*o, with_verbs);
+      return;
+    }
     ctx.exit_code = run_trace(*o, ctx.registry);
   });
 }

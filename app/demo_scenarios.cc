@@ -300,7 +300,13 @@ void nccl_straggler(Demo& d) {
       c.set(Field::kCommHash, kComm);
       c.set(Field::kRank, uint64_t(r));
       c.set(Field::kNranks, kRanks);
+      c.set(Field::kStream, 0x5000 + uint64_t(r));
       d.add(c);
+      // The host waits for the collective in the next stream sync (the barrier).
+      Event sync = d.call(pid, pid, "python3", "cuda_runtime", "cudaStreamSynchronize",
+                          EventKind::kSync, done, r == kStraggler ? 2 * kMs : 20 * kMs);
+      sync.set(Field::kStream, 0x5000 + uint64_t(r));
+      d.add(sync);
       if (r == kStraggler && i % 3 == 0)
         d.sched(pid, pid, "python3", t + 10 * kMs, 120 * kMs, 5100, "ckpt_writer", true);
     }

@@ -59,6 +59,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
         return;
       }
       ++counters_.calls;
+      comms_.observe(ev_);
       note_pid(rec->pid, rec->comm);
       gpu_pids_.insert(rec->pid);
       report(writer_.add(ev_));

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "hal/comm_join.h"
 #include "hal/record_decoder.h"
 #include "store/trace_writer.h"
 
@@ -50,6 +51,7 @@ class EventPipeline {
   const hal::CallDecoder& decoder_;
   store::TraceWriter& writer_;
   hal::Event ev_;
+  hal::CommunicatorJoin comms_;
   std::unordered_set<uint32_t> seen_pids_;
   std::unordered_set<uint32_t> gpu_pids_;
   Counters counters_;

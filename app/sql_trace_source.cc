@@ -252,6 +252,22 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   return uint64_t(st.int64(0));
 }
 
+std::vector<engine::RdmaSample> SqlTraceSource::rdma_error_samples(const engine::Window& w) {
+  std::vector<engine::RdmaSample> out;
+  if (!reader_.db().table_exists("rdma_counters")) return out;
+  // One sample before the window too, so an increase right at its start is seen.
+  engine::Window wide = w;
+  wide.from_ns = w.from_ns == INT64_MIN ? w.from_ns : w.from_ns - 10'000'000'000LL;
+  store::Stmt st =
+      prepare("SELECT timestamp, device, port, counter, value FROM rdma_counters" +
+              window_sql(wide, "timestamp", false) + " AND is_error = 1 ORDER BY timestamp");
+  if (!st) return out;
+  while (sqlite3_step(st.get()) == SQLITE_ROW)
+    out.push_back(
+        {st.int64(0), st.text(1), uint32_t(st.int64(2)), st.text(3), uint64_t(st.int64(4))});
+  return out;
+}
+
 std::map<uint64_t, std::string> SqlTraceSource::cgroup_paths() {
   std::map<uint64_t, std::string> out;
   if (!reader_.db().table_exists("cgroup_metadata")) return out;

@@ -22,6 +22,7 @@ class SqlTraceSource final : public engine::TraceSource {
   std::pair<int64_t, int64_t> time_span() override;
   uint64_t event_count(const engine::Window& w) override;
   std::map<uint64_t, std::string> cgroup_paths() override;
+  std::vector<engine::RdmaSample> rdma_error_samples(const engine::Window& w) override;
   // Distinct node names in the trace (merged files hold several).
   std::vector<std::string> nodes();
   // The first error met while reading (queries keep going with what they have).

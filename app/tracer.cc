@@ -20,6 +20,7 @@
 #include "app/event_pipeline.h"
 #include "app/host_info.h"
 #include "app/session_chains.h"
+#include "backends/rdma/rdma_backend.h"
 #include "hal/bpf_session.h"
 #include "hal/probe_manager.h"
 #include "hal/record_decoder.h"
@@ -77,6 +78,7 @@ class Trace {
   bool child_exited();
   int start_child();
   void sample_host(bool final);
+  void sample_rdma();
 
   const TraceOptions& opts_;
   const hal::BackendRegistry& registry_;
@@ -161,7 +163,10 @@ void Trace::sample_host(bool final) {
                                  s.swap_used_mb, s.procs_running});
     next_snapshot_ = mono + 1'000'000'000;
   }
-  if (!pstats_ || (!final && mono < next_pstats_)) return;
+  if (!final && mono < next_pstats_) return;
+  sample_rdma();
+  next_pstats_ = mono + 5'000'000'000LL;
+  if (!pstats_) return;
   auto deltas = pstats_->read_deltas();
   int64_t wall = wall_now_ns();
   if (deltas) {
@@ -178,7 +183,31 @@ void Trace::sample_host(bool final) {
   }
   pstats_wall_ = wall;
   pstats_mono_ = mono;
-  next_pstats_ = mono + 5'000'000'000LL;
+}
+
+// InfiniBand / RoCE port counters, every 5 s with the process aggregates. A host without an
+// HCA has no rows.
+void Trace::sample_rdma() {
+  int64_t ts = wall_now_ns();
+  for (const auto& s : backends::read_rdma_counters(opts_.sysfs_root)) {
+    auto emit = [&](const std::string& name, uint64_t v) {
+      auto [factor, unit] = backends::rdma_counter_unit(name);
+      store::RdmaCounterRow r{ts,
+                              s.device,
+                              s.transport,
+                              s.state,
+                              s.rate,
+                              name,
+                              std::string(unit),
+                              s.port,
+                              v,
+                              v * factor,
+                              backends::rdma_counter_is_error(name)};
+      (void)writer_->add_rdma_counter(r);
+    };
+    for (const auto& [n, v] : s.counters) emit(n, v);
+    for (const auto& [n, v] : s.hw_counters) emit("hw_counters/" + n, v);
+  }
 }
 
 bool Trace::child_exited() {
@@ -332,6 +361,7 @@ int Trace::run() {
     (void)pstats_->read_deltas();  // baseline: activity before the trace is not ours
   }
   sampler_.sample(wall_now_ns());  // primes the CPU counters
+  sample_rdma();
   pstats_wall_ = wall_now_ns();
   pstats_mono_ = start_mono_;
   next_snapshot_ = start_mono_ + 1'000'000'000;

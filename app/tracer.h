@@ -24,7 +24,9 @@ struct TraceOptions {
   bool quiet = false;
   int flush_ms = 200;
   uint32_t ringbuf_mb = 16;
-  std::string flags;  // recorded in the session row
+  std::string flags;                // recorded in the session row
+  std::string sysfs_root = "/sys";  // InfiniBand counters are read under SYSFS/class/infiniband
+  bool rdma_verbs = false;          // also trace libibverbs async events
 };
 
 // Runs the trace; returns the process exit code (see commands.h).

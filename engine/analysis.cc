@@ -95,6 +95,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   rule_process_contention(a, a.chains);
   rule_oom(a, a.chains);
   rule_collective_straggler(source, a, a.chains);
+  rule_fabric_errors(source, a, a.chains);
   std::stable_sort(a.chains.begin(), a.chains.end(), [](const Chain& x, const Chain& y) {
     if (x.severity != y.severity) return x.severity > y.severity;
     return x.score > y.score;

@@ -2,6 +2,7 @@
 // breakdown for a window of a trace. Vendor-neutral: it reasons about event kinds.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -51,6 +52,31 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out);
 void rule_process_contention(const Analysis& a, std::vector<Chain>& out);
 void rule_oom(const Analysis& a, std::vector<Chain>& out);
 void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+
+// Collectives per communicator, op and rank: matched by sequence number across ranks, with
+// each rank's lag behind the first arrival and the barrier wait (the stream sync after the
+// collective). Used by the straggler rule and the MCP get_collectives tool.
+struct CollectiveRank {
+  uint64_t rank = 0, nranks = 0;
+  uint32_t pid = 0;
+  std::vector<int64_t> starts, ends, lags;
+  uint64_t bytes = 0, last_count = 0, wait_imposed_ns = 0;
+  uint64_t barrier_wait_ns = 0, barrier_syncs = 0;
+  size_t matched = 0;
+  int64_t median_lag() const {
+    if (lags.empty()) return 0;
+    std::vector<int64_t> v = lags;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
+};
+struct CollectiveReport {
+  // comm hash (or handle) -> op -> rank
+  std::map<uint64_t, std::map<std::string, std::map<uint64_t, CollectiveRank>>> groups;
+  std::string api, vendor;
+};
+CollectiveReport compute_collectives(TraceSource& source, const Window& window);
 
 // Display name of a vendor layer from the api string: "cuda_runtime" -> "CUDA".
 std::string layer_of(std::string_view api);

@@ -10,95 +10,125 @@
 #include "engine/thresholds.h"
 
 namespace ingero::engine {
-namespace {
+namespace {}  // namespace
 
-struct RankKey {
-  std::string node;
-  uint32_t pid = 0;
-  auto operator<=>(const RankKey&) const = default;
-};
-
-struct Entry {
-  int64_t ts = 0, end = 0;
-};
-
-}  // namespace
-
-void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
-  // (pid, communicator) -> (rank, nranks, comm_hash) from init calls.
+CollectiveReport compute_collectives(TraceSource& source, const Window& window) {
+  // (pid, communicator) -> (rank, nranks, comm_hash) from init calls, for traces whose
+  // collectives were not joined at capture time.
   std::map<std::pair<uint32_t, uint64_t>, std::tuple<uint64_t, uint64_t, uint64_t>> comm_of;
-  // comm_hash/communicator -> op -> rank -> entries (in call order)
-  struct Rank {
-    uint32_t pid = 0;
-    std::vector<Entry> entries;
+  struct Pending {
+    size_t index;  // into the rank's entries
+    int64_t end;
   };
-  std::map<uint64_t, std::map<std::string, std::map<uint64_t, Rank>>> groups;
-  std::string api, vendor;
-  source.calls(a.window, [&](const hal::Event& e) {
+  // Collectives waiting for the next sync on their (pid, stream).
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<std::pair<CollectiveRank*, Pending>>> pending;
+  CollectiveReport rep;
+  source.calls(window, [&](const hal::Event& e) {
     if (e.kind == hal::EventKind::kCommInit) {
       if (auto c = e.get(hal::Field::kComm))
         comm_of[{e.pid, *c}] = {e.get_or(hal::Field::kRank, 0), e.get_or(hal::Field::kNranks, 0),
                                 e.get_or(hal::Field::kCommHash, *c)};
       return;
     }
+    if (e.kind == hal::EventKind::kSync) {
+      // Barrier correlator: the first sync after a collective on the same stream (or a
+      // device-wide sync) is where the host waits for it to complete.
+      uint64_t stream = e.get_or(hal::Field::kStream, UINT64_MAX);
+      for (auto it = pending.lower_bound({e.pid, 0});
+           it != pending.end() && it->first.first == e.pid;) {
+        if (stream != UINT64_MAX && it->first.second != stream) {
+          ++it;
+          continue;
+        }
+        for (auto& [rank, p] : it->second) {
+          if (int64_t(e.ts_ns) < p.end) continue;
+          rank->barrier_wait_ns += e.dur_ns;
+          ++rank->barrier_syncs;
+        }
+        it = pending.erase(it);
+      }
+      return;
+    }
     if (e.kind != hal::EventKind::kCollective) return;
     uint64_t comm = e.get_or(hal::Field::kComm, 0);
     std::optional<uint64_t> rank = e.get(hal::Field::kRank);
     uint64_t group = e.get_or(hal::Field::kCommHash, comm);
+    uint64_t nranks = e.get_or(hal::Field::kNranks, 0);
     if (auto it = comm_of.find({e.pid, comm}); it != comm_of.end()) {
       if (!rank) rank = std::get<0>(it->second);
+      if (!nranks) nranks = std::get<1>(it->second);
       group = std::get<2>(it->second);
     }
     if (!rank) rank = e.pid;  // unknown rank: processes stand in for ranks
-    Rank& r = groups[group][std::string(e.op)][*rank];
+    CollectiveRank& r = rep.groups[group][std::string(e.op)][*rank];
+    r.rank = *rank;
     r.pid = e.pid;
-    if (r.entries.size() < 1'000'000)
-      r.entries.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns)});
-    if (api.empty()) {
-      api = std::string(e.api);
-      vendor = std::string(e.vendor);
+    r.nranks = nranks;
+    if (rep.api.empty()) {
+      rep.api = std::string(e.api);
+      rep.vendor = std::string(e.vendor);
     }
+    if (r.starts.size() >= 1'000'000) return;
+    r.starts.push_back(int64_t(e.ts_ns));
+    r.ends.push_back(int64_t(e.ts_ns + e.dur_ns));
+    r.bytes += e.get_or(hal::Field::kBytes, 0);
+    pending[{e.pid, e.get_or(hal::Field::kStream, 0)}].push_back(
+        {&r, {r.starts.size() - 1, int64_t(e.ts_ns + e.dur_ns)}});
   });
-  for (auto& [group, ops] : groups) {
+  // Lags: the i-th call of every rank is the same collective.
+  for (auto& [group, ops] : rep.groups) {
     for (auto& [op, ranks] : ops) {
-      if (ranks.size() < 2) continue;
       size_t n = SIZE_MAX;
-      for (auto& [rk, r] : ranks) n = std::min(n, r.entries.size());
-      if (n < kMinCollectives) continue;
-      std::map<uint64_t, std::vector<int64_t>> lags;
-      std::map<uint64_t, uint64_t> last_count;
-      std::map<uint64_t, int64_t>
-          wait_imposed;  // sum over collectives of (its entry - others' entries)
+      for (auto& [rk, r] : ranks) n = std::min(n, r.starts.size());
+      if (ranks.size() < 2 || n == SIZE_MAX) continue;
       for (size_t i = 0; i < n; ++i) {
         int64_t lo = INT64_MAX, hi = INT64_MIN;
-        uint64_t last_rank = 0;
+        CollectiveRank* last = nullptr;
         for (auto& [rk, r] : ranks) {
-          lo = std::min(lo, r.entries[i].ts);
-          if (r.entries[i].ts > hi) {
-            hi = r.entries[i].ts;
-            last_rank = rk;
+          lo = std::min(lo, r.starts[i]);
+          if (r.starts[i] > hi) {
+            hi = r.starts[i];
+            last = &r;
           }
         }
-        for (auto& [rk, r] : ranks) lags[rk].push_back(r.entries[i].ts - lo);
-        ++last_count[last_rank];
-        wait_imposed[last_rank] += hi - lo;
+        for (auto& [rk, r] : ranks) r.lags.push_back(r.starts[i] - lo);
+        ++last->last_count;
+        last->wait_imposed_ns += uint64_t(hi - lo);
       }
-      // The rank that is last most often, with its median lag.
-      auto top = std::max_element(last_count.begin(), last_count.end(),
-                                  [](auto& x, auto& y) { return x.second < y.second; });
+      for (auto& [rk, r] : ranks) r.matched = n;
+    }
+  }
+  return rep;
+}
+
+void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
+  CollectiveReport rep = compute_collectives(source, a.window);
+  const std::string& api = rep.api;
+  const std::string& vendor = rep.vendor;
+  for (auto& [group, ops] : rep.groups) {
+    for (auto& [op, ranks] : ops) {
+      if (ranks.size() < 2) continue;
+      size_t n = ranks.begin()->second.matched;
+      if (n < kMinCollectives) continue;
+      auto top = std::max_element(ranks.begin(), ranks.end(), [](auto& x, auto& y) {
+        return x.second.last_count < y.second.last_count;
+      });
       uint64_t rk = top->first;
-      auto& lv = lags[rk];
-      std::nth_element(lv.begin(), lv.begin() + lv.size() / 2, lv.end());
-      int64_t median_lag = lv[lv.size() / 2];
-      double last_share = double(top->second) / double(n);
+      CollectiveRank& s = top->second;
+      int64_t median_lag = s.median_lag();
+      double last_share = double(s.last_count) / double(n);
       if (last_share < kStragglerLastShare || median_lag < kStragglerMinLagNs) continue;
-      // Peers' median lag, for contrast.
       std::vector<int64_t> peers;
-      for (auto& [k, v] : lags)
-        if (k != rk) peers.insert(peers.end(), v.begin(), v.end());
+      uint64_t peer_barrier = 0, peer_syncs = 0;
+      for (auto& [k, r] : ranks) {
+        if (k == rk) continue;
+        peers.insert(peers.end(), r.lags.begin(), r.lags.end());
+        peer_barrier += r.barrier_wait_ns;
+        peer_syncs += r.barrier_syncs;
+      }
       std::nth_element(peers.begin(), peers.begin() + peers.size() / 2, peers.end());
       int64_t peer_lag = peers.empty() ? 0 : peers[peers.size() / 2];
-      uint32_t pid = ranks[rk].pid;
+      uint32_t pid = s.pid;
       Chain c;
       c.rule = "collective_straggler";
       c.vendor = vendor;
@@ -113,14 +143,14 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
                   format_count(n) + " collectives, median " +
                   format_duration(uint64_t(median_lag)) +
                   " behind its peers (peers: " + format_duration(uint64_t(peer_lag)) + ")";
-      c.window_start = ranks[rk].entries.front().ts;
-      c.window_end = ranks[rk].entries[n - 1].end;
+      c.window_start = s.starts.front();
+      c.window_end = s.ends[n - 1];
       // Host evidence on the straggler before it entered: was it off-CPU?
       std::vector<TailWindow> windows;
       for (size_t i = 0; i < n && windows.size() < kMaxTailWindowsPerOp; ++i) {
         int64_t lo = INT64_MAX;
-        for (auto& [k, r] : ranks) lo = std::min(lo, r.entries[i].ts);
-        if (ranks[rk].entries[i].ts > lo) windows.push_back({lo, ranks[rk].entries[i].ts, 0});
+        for (auto& [k, r] : ranks) lo = std::min(lo, r.starts[i]);
+        if (s.starts[i] > lo) windows.push_back({lo, s.starts[i], 0});
       }
       uint64_t off = 0, sw = 0;
       if (auto it = a.host.offcpu.find(pid); it != a.host.offcpu.end())
@@ -142,8 +172,12 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
       if (tcp)
         c.root_cause += "; " + format_count(tcp) + " TCP retransmits fell inside the lag windows";
       c.explanation = "Across " + format_count(n) + " matched " + op + " calls, " + who +
-                      " entered last " + format_count(top->second) + " times and imposed " +
-                      format_duration(uint64_t(wait_imposed[rk])) + " of waiting on its peers.";
+                      " entered last " + format_count(s.last_count) + " times and imposed " +
+                      format_duration(s.wait_imposed_ns) + " of waiting on its peers.";
+      if (peer_syncs)
+        c.explanation += " Its peers then spent " + format_duration(peer_barrier) + " in " +
+                         format_count(peer_syncs) +
+                         " stream synchronisations after their collectives (barrier wait).";
       c.timeline.push_back(
           {layer_of(api), op,
            who + ": median lag " + format_duration(uint64_t(median_lag)) + ", last in " + share,
@@ -170,6 +204,82 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
       c.score = double(median_lag) / 1e6;
       out.push_back(std::move(c));
     }
+  }
+}
+
+void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
+  auto samples = source.rdma_error_samples(a.window);
+  if (samples.empty()) return;
+  // Increases per (device, port, counter), with the interval in which each happened.
+  struct Increase {
+    int64_t from, to;
+    uint64_t delta;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, std::vector<Increase>> incs;
+  std::map<std::tuple<std::string, uint32_t, std::string>, std::pair<int64_t, uint64_t>> last;
+  for (const auto& s : samples) {
+    auto key = std::make_tuple(s.device, s.port, s.counter);
+    auto it = last.find(key);
+    if (it != last.end() && s.value > it->second.second)
+      incs[key].push_back({it->second.first, s.ts_ns, s.value - it->second.second});
+    last[key] = {s.ts_ns, s.value};
+  }
+  if (incs.empty()) return;
+  // Collective tails that fall in an interval where error counters rose.
+  for (const OpStats& s : a.stats.per_process) {
+    if (s.key.kind != hal::EventKind::kCollective && s.key.kind != hal::EventKind::kP2P) continue;
+    if (s.count < kMinCallsForTail || s.tail_ratio() < kTailRatioMedium) continue;
+    uint64_t hits = 0;
+    std::map<std::string, uint64_t> counters;  // "mlx5_0/1 port_rcv_errors" -> increase
+    bool severe = false;
+    for (const auto& [key, list] : incs) {
+      for (const auto& inc : list) {
+        bool overlap = false;
+        for (const auto& w : s.tail_windows)
+          if (w.end >= inc.from && w.start <= inc.to) {
+            overlap = true;
+            ++hits;
+          }
+        if (!overlap) continue;
+        const auto& [dev, port, counter] = key;
+        counters[dev + "/" + std::to_string(port) + " " + counter] += inc.delta;
+        severe |= counter == "link_downed" || counter == "symbol_error" ||
+                  counter == "link_error_recovery";
+      }
+    }
+    if (counters.empty()) continue;
+    std::string list;
+    for (const auto& [k, d] : counters)
+      list += (list.empty() ? "" : ", ") + k + " +" + format_count(d);
+    Chain c;
+    c.rule = "fabric_errors";
+    c.vendor = s.key.vendor;
+    c.api = s.key.api;
+    c.op = s.key.op;
+    c.pids = {s.key.pid};
+    c.p50_ns = s.p50;
+    c.p99_ns = s.p99;
+    c.tail_ratio = s.tail_ratio();
+    c.window_start = s.first_ts;
+    c.window_end = s.last_ts;
+    char r[32];
+    std::snprintf(r, sizeof(r), "%.1fx", s.tail_ratio());
+    c.summary = s.key.op + " p99=" + format_duration(s.p99) + " (" + r +
+                " p50=" + format_duration(s.p50) + ") while fabric error counters rose: " + list;
+    c.root_cause = "Network fabric errors on this host's RDMA ports during the slow collectives";
+    c.explanation = format_count(hits) + " slow " + s.key.op +
+                    " calls overlapped counter increases (" + list + ").";
+    c.timeline.push_back({"NET", "rdma_counters", list, 0});
+    c.timeline.push_back({layer_of(s.key.api), s.key.op,
+                          "p99=" + format_duration(s.p99) + " (" + r + " p50)", s.p99 / 1000});
+    c.severity = severe ? Severity::kHigh : Severity::kMedium;
+    c.fixes = {
+        "Check the cable/transceiver and switch port of the listed HCA port (symbol errors and "
+        "link downs are physical)",
+        "Compare with peers' counters; reseat or replace the link before tuning NCCL"};
+    c.id = c.rule + ":" + std::to_string(s.key.pid) + ":" + s.key.op;
+    c.score = double(hits);
+    out.push_back(std::move(c));
   }
 }
 

@@ -41,6 +41,15 @@ struct ProcessActivity {
   uint64_t block_ios = 0, block_bytes = 0, block_ns = 0;
 };
 
+// One sample of an RDMA port error counter (the sysfs poller stores one every 5 s).
+struct RdmaSample {
+  int64_t ts_ns = 0;
+  std::string device;
+  uint32_t port = 0;
+  std::string counter;
+  uint64_t value = 0;
+};
+
 struct ProcessInfo {
   uint32_t pid = 0;
   std::string name, cmdline;
@@ -66,6 +75,8 @@ class TraceSource {
   virtual std::pair<int64_t, int64_t> time_span() = 0;
   // Number of events (calls and host events) in the window.
   virtual uint64_t event_count(const Window& w) = 0;
+  // RDMA error-counter samples in the window, in time order.
+  virtual std::vector<RdmaSample> rdma_error_samples(const Window&) { return {}; }
   // cgroup id -> path, where the trace recorded it.
   virtual std::map<uint64_t, std::string> cgroup_paths() { return {}; }
 };

@@ -134,6 +134,35 @@ BpfSession::~BpfSession() {
   if (skel_) ingero_bpf__destroy(skel_);
 }
 
+std::vector<std::pair<std::string, Status>> BpfSession::attach_core_report() {
+  std::vector<std::pair<std::string, Status>> out;
+  struct {
+    bpf_program* prog;
+    const char* name;
+    bool host;
+  } all[] = {{skel_->progs.ingero_thread_exit, "sched_process_exit", false},
+             {skel_->progs.ingero_exec, "sched_process_exec", false},
+             {skel_->progs.ingero_fork, "sched_process_fork", false},
+             {skel_->progs.ingero_sched_switch, "sched_switch", true},
+             {skel_->progs.ingero_sched_wakeup, "sched_wakeup", true},
+             {skel_->progs.ingero_oom_victim, "mark_victim", true},
+             {skel_->progs.ingero_page_alloc, "mm_page_alloc", true},
+             {skel_->progs.ingero_block_issue, "block_rq_issue", true},
+             {skel_->progs.ingero_block_complete, "block_rq_complete", true},
+             {skel_->progs.ingero_tcp_retransmit, "tcp_retransmit_skb", true}};
+  for (auto& a : all) {
+    if (a.host && !config_.host_context) continue;
+    bpf_link* l = bpf_program__attach(a.prog);
+    if (!l) {
+      out.push_back({a.name, bpf_error(std::string("attaching tp_btf/") + a.name, errno)});
+      continue;
+    }
+    core_links_.emplace_back(l);
+    out.push_back({a.name, Status{}});
+  }
+  return out;
+}
+
 Status BpfSession::attach_core() {
   auto attach = [&](bpf_program* p, const char* what) -> Status {
     bpf_link* l = bpf_program__attach(p);

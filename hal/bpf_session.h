@@ -91,8 +91,12 @@ class BpfSession {
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
 
-  // Thread-exit flushing and exec notification. Call once after open().
+  // Thread-exit flushing and exec notification, plus the host-context tracepoints. Call once
+  // after open(). Fails on the first tracepoint the kernel refuses.
   Status attach_core();
+  // The same, attaching every tracepoint it can and reporting each one ("sched_switch" ->
+  // ok or the error). Used by `ingero check`.
+  std::vector<std::pair<std::string, Status>> attach_core_report();
   // The generic entry/return pair on every site of one file, cookie = probe_id. With
   // uprobe_multi (Linux 6.6+) that is two links per file, attached and detached in one
   // kernel operation each; otherwise two perf-event uprobes per site. A site the kernel

@@ -190,6 +190,27 @@ CREATE TABLE IF NOT EXISTS causal_chains (
 );
 )SQL";
 
+// Version 3: RDMA port counters.
+const char* kTablesV3 = R"SQL(
+CREATE TABLE IF NOT EXISTS rdma_counters (
+  id INTEGER PRIMARY KEY,
+  node TEXT NOT NULL DEFAULT '',
+  session_id INTEGER NOT NULL DEFAULT 0,
+  timestamp INTEGER NOT NULL,       -- unix epoch ns of the sample
+  device TEXT NOT NULL,             -- mlx5_0
+  port INTEGER NOT NULL,
+  transport TEXT NOT NULL,          -- InfiniBand, Ethernet (RoCE)
+  state TEXT NOT NULL DEFAULT '',
+  rate TEXT NOT NULL DEFAULT '',
+  counter TEXT NOT NULL,            -- port_rcv_errors, hw_counters/out_of_buffer, ...
+  value INTEGER NOT NULL,           -- as read from sysfs
+  base_value INTEGER NOT NULL,      -- in `unit`: data counters converted from 4-byte words to bytes
+  unit TEXT NOT NULL,               -- bytes, packets, events
+  is_error INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS idx_rdma_counters_ts ON rdma_counters(timestamp);
+)SQL";
+
 std::string views_body(const char* create) {
   std::string fields;
   for (const auto& c : field_columns()) {
@@ -342,6 +363,9 @@ ingero::Status migrate(Db& db) {
   }
   if (from < 2) {
     if (auto st = db.exec(kTablesV2); !st) return fail(st.error());
+  }
+  if (from < 3) {
+    if (auto st = db.exec(kTablesV3); !st) return fail(st.error());
   }
   if (from < kSchemaVersion) {
     auto ins = db.prepare(

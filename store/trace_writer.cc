@@ -380,6 +380,30 @@ ingero::Status TraceWriter::add_snapshot(const SnapshotRow& r) {
   return {};
 }
 
+ingero::Status TraceWriter::add_rdma_counter(const RdmaCounterRow& r) {
+  if (auto st = begin_if_needed(); !st) return st;
+  auto st = db_->prepare(
+      "INSERT INTO rdma_counters (node, session_id, timestamp, device, port, transport, state, "
+      "rate, counter, "
+      "value, base_value, unit, is_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!st) return st.error();
+  st->bind(1, node_)
+      .bind(2, session_id_)
+      .bind(3, r.ts_ns)
+      .bind(4, r.device)
+      .bind(5, int64_t(r.port))
+      .bind(6, r.transport)
+      .bind(7, r.state)
+      .bind(8, r.rate)
+      .bind(9, r.counter)
+      .bind(10, int64_t(r.value))
+      .bind(11, int64_t(r.base_value))
+      .bind(12, r.unit)
+      .bind(13, int64_t(r.is_error));
+  if (auto x = st->step(); !x) return x.error();
+  return {};
+}
+
 ingero::Status TraceWriter::add_cgroup_path(uint64_t cgroup_id, std::string_view path) {
   if (auto st = begin_if_needed(); !st) return st;
   auto st =

@@ -73,6 +73,14 @@ struct ChainRow {
   double tail_ratio = 0;
 };
 
+struct RdmaCounterRow {
+  int64_t ts_ns = 0;
+  std::string device, transport, state, rate, counter, unit;
+  uint32_t port = 0;
+  uint64_t value = 0, base_value = 0;
+  bool is_error = false;
+};
+
 class TraceWriter {
  public:
   // Creates or migrates the file. Refuses legacy, foreign and newer-schema files.
@@ -90,6 +98,7 @@ class TraceWriter {
                               int64_t seen_at_ns);
   ingero::Status add_snapshot(const SnapshotRow& row);
   ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
+  ingero::Status add_rdma_counter(const RdmaCounterRow& row);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
   // Replaces this session's chains (the live engine re-derives them as the trace grows).
   ingero::Status replace_chains(const std::vector<ChainRow>& chains);

@@ -71,7 +71,8 @@ class CudaBackend final : public VendorBackend {
   void decode(const RawCall&, const ProbeSpec&, Event& ev) const override {
     // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
     if (ev.has_ret && ev.ret != 0)
-      ev.set(Field::kErrClass, uint64_t(ev.ret == 2 ? ErrorClass::kOutOfMemory : ErrorClass::kOther));
+      ev.set(Field::kErrClass,
+             uint64_t(ev.ret == 2 ? ErrorClass::kOutOfMemory : ErrorClass::kOther));
     if (ev.has(Field::kWidth) && ev.has(Field::kHeight))
       ev.set(Field::kBytes, ev.get_or(Field::kWidth, 0) * ev.get_or(Field::kHeight, 0));
   }

@@ -132,7 +132,8 @@ TEST(TraceCuda, RealRuntimeAndDriverStubExactCalls) {
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM cuda_events WHERE api = 'cuda_runtime'"), 39);
   EXPECT_EQ(query_int(db, "SELECT ringbuf_drops + lost_calls + store_errors FROM sessions"), 0);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 47);
-  EXPECT_EQ(query_int(db, "SELECT events_stored FROM sessions"), query_int(db, "SELECT count(*) FROM events"));
+  EXPECT_EQ(query_int(db, "SELECT events_stored FROM sessions"),
+            query_int(db, "SELECT count(*) FROM events"));
   EXPECT_EQ(query_rows(db, "SELECT DISTINCT comm FROM calls")[0][0], "cuda_calls");
 }
 

@@ -24,7 +24,7 @@ Subprocess Subprocess::spawn(const std::vector<std::string>& argv,
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
-    execv(a[0], a.data());
+    execvp(a[0], a.data());
     dprintf(2, "exec %s: %s\n", a[0], strerror(errno));
     _exit(127);
   }

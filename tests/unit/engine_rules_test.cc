@@ -253,6 +253,38 @@ TEST(EngineRules, OomKillAndGpuOutOfMemory) {
       << gpu->summary;
 }
 
+TEST(EngineRules, CollectiveTailWithFabricErrors) {
+  Replay r;
+  for (int i = 0; i < 100; ++i) {
+    bool slow = i >= 60 && i < 65;
+    Event c = r.call(100, "ncclAllReduce", EventKind::kCollective, uint64_t(i) * 100 * kMs,
+                     slow ? 80 * kMs : 2 * kMs, "nccl");
+    r.add(c);
+  }
+  // port_rcv_errors rises between the samples at 5 s and 10 s, when the slow calls ran.
+  int64_t base = 1'700'000'000'000'000'000;
+  for (int s = 0; s <= 10; s += 5) {
+    store::RdmaCounterRow row{base + int64_t(s) * int64_t(kS),
+                              "mlx5_0",
+                              "InfiniBand",
+                              "4: ACTIVE",
+                              "",
+                              "port_rcv_errors",
+                              "events",
+                              1,
+                              uint64_t(s >= 10 ? 42 : 0),
+                              uint64_t(s >= 10 ? 42 : 0),
+                              true};
+    ASSERT_TRUE(r.writer().add_rdma_counter(row));
+  }
+  auto a = r.analyze();
+  const auto* c = find(a, "fabric_errors");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->op, "ncclAllReduce");
+  EXPECT_NE(c->summary.find("mlx5_0/1 port_rcv_errors +42"), std::string::npos) << c->summary;
+  EXPECT_EQ(c->severity, Severity::kMedium);
+}
+
 TEST(EngineRules, LaunchCollapseIgnoresIdleGaps) {
   // 200 launches/s with a 5 s gap where the process makes no GPU call at all: idle, no chain.
   Replay r;

@@ -6,9 +6,10 @@
  *   fake_calls late PATH                     load, print "loaded", wait for a line on stdin,
  *                                            then 5 x cudaMalloc(1 MiB)
  *   fake_calls unload PATH                   3 calls, dlclose, dlopen again, 2 calls
- *   fake_calls steps PATH N [CPU]            N training steps: 16 launches then one
- *                                            cudaStreamSynchronize (set INGERO_FAKE_SYNC_SPIN_US
- *                                            to make the sync spin); pinned to CPU if given
+ *   fake_calls steps PATH N [CPU [API]]      N training steps: 16 launches then one stream
+ *                                            sync (set INGERO_FAKE_SYNC_SPIN_US to make the sync
+ *                                            spin); pinned to CPU if given; API cuda (default)
+ *                                            or hip selects the function names
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -98,8 +99,9 @@ int main(int argc, char** argv) {
       unsigned x, y, z;
     } dim3;
     typedef int (*launch_t)(const void*, dim3, dim3, void**, size_t, void*);
-    launch_t launch = (launch_t)sym("cudaLaunchKernel");
-    sync_t sync = (sync_t)sym("cudaStreamSynchronize");
+    int hip = argc > 5 && !strcmp(argv[5], "hip");
+    launch_t launch = (launch_t)sym(hip ? "hipLaunchKernel" : "cudaLaunchKernel");
+    sync_t sync = (sync_t)sym(hip ? "hipStreamSynchronize" : "cudaStreamSynchronize");
     dim3 g = {64, 1, 1}, b = {256, 1, 1};
     printf("tid %ld steps\n", (long)syscall(SYS_gettid));
     for (int i = 0; i < n; i++) {
