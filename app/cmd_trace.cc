@@ -38,6 +38,12 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       "Root under which InfiniBand counters are read: ROOT/class/infiniband (default /sys)");
   cmd->add_flag("--rdma-verbs", o->rdma_verbs,
                 "Also trace libibverbs asynchronous events (ibv_get_async_event)");
+  cmd->add_option("--prometheus", o->prometheus,
+                  "Serve Prometheus metrics at ADDR while tracing: :9090, 127.0.0.1:9464 (see "
+                  "docs/metrics.md)");
+  cmd->add_flag(
+      "--prometheus-per-process", o->prometheus_per_process,
+      "Add pid and comm labels to the GPU API metrics (one series per process: watch cardinality)");
   cmd->add_option("command", o->command, "Command to run and trace (after --)");
   cmd->positionals_at_end(true);
   cmd->callback([&ctx, o, duration, pids] {

@@ -62,6 +62,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
       comms_.observe(ev_);
       note_pid(rec->pid, rec->comm);
       gpu_pids_.insert(rec->pid);
+      if (on_event) on_event(ev_);
       report(writer_.add(ev_));
       break;
     }
@@ -87,12 +88,18 @@ void EventPipeline::on_record(const void* data, size_t size) {
       // Name the preemptors and children too: "who took the CPU" needs a name.
       if (auto peer = ev_.get(hal::Field::kPeerPid); peer && *peer)
         note_pid(uint32_t(*peer), ev_.peer_comm.data());
+      if (on_event) on_event(ev_);
       report(writer_.add(ev_));
       break;
     }
     default:
       ++counters_.malformed;
   }
+}
+
+void EventPipeline::add(const hal::Event& ev) {
+  if (on_event) on_event(ev);
+  report(writer_.add(ev));
 }
 
 void EventPipeline::commit() { report(writer_.commit()); }

@@ -30,6 +30,8 @@ class EventPipeline {
 
   // Called for exec and link-map notifications (re-scan that pid for libraries).
   std::function<void(int pid)> on_libwatch;
+  // Sees every decoded event (metrics).
+  std::function<void(const hal::Event&)> on_event;
   // Called once per distinct store error message.
   std::function<void(const std::string& message)> on_store_error;
   // Whether to read /proc/PID/{comm,cmdline} for each new pid (off in benchmarks).
@@ -39,7 +41,7 @@ class EventPipeline {
   void commit();
   const Counters& counters() const { return counters_; }
   // Stores an event built elsewhere (page-allocation aggregates).
-  void add(const hal::Event& ev) { report(writer_.add(ev)); }
+  void add(const hal::Event& ev);
   // Processes that made traced calls (for per-process aggregates).
   const std::unordered_set<uint32_t>& gpu_pids() const { return gpu_pids_; }
   const std::string& last_store_error() const { return last_store_error_; }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,7 +20,9 @@
 #include "app/commands.h"
 #include "app/event_pipeline.h"
 #include "app/host_info.h"
+#include "app/metrics.h"
 #include "app/session_chains.h"
+#include "app/sql_trace_source.h"
 #include "backends/rdma/rdma_backend.h"
 #include "hal/bpf_session.h"
 #include "hal/probe_manager.h"
@@ -79,6 +82,7 @@ class Trace {
   int start_child();
   void sample_host(bool final);
   void sample_rdma();
+  void update_metrics(bool final);
 
   const TraceOptions& opts_;
   const hal::BackendRegistry& registry_;
@@ -88,6 +92,11 @@ class Trace {
   std::unique_ptr<hal::CallDecoder> decoder_;
   hal::LocalHost host_;
   std::unique_ptr<EventPipeline> pipeline_;
+  std::unique_ptr<Metrics> metrics_;
+  std::future<std::map<std::string, uint64_t>> live_chains_;
+  int64_t next_metrics_ = 0, next_chains_ = 0;
+  uint64_t events_at_last_metrics_ = 0;
+  std::string db_path_;
   kernelside::SnapshotSampler sampler_;
   std::unique_ptr<kernelside::ProcessStatsReader> pstats_;
   int64_t pstats_wall_ = 0, pstats_mono_ = 0, next_pstats_ = 0, next_snapshot_ = 0;
@@ -169,6 +178,7 @@ void Trace::sample_host(bool final) {
   if (!pstats_) return;
   auto deltas = pstats_->read_deltas();
   int64_t wall = wall_now_ns();
+  if (deltas && metrics_) metrics_->on_process_stats(*deltas);
   if (deltas) {
     for (const auto& d : *deltas) {
       store::ProcessStatsRow r{pstats_wall_,     wall - pstats_wall_, d.pid,         d.comm,
@@ -189,7 +199,9 @@ void Trace::sample_host(bool final) {
 // HCA has no rows.
 void Trace::sample_rdma() {
   int64_t ts = wall_now_ns();
-  for (const auto& s : backends::read_rdma_counters(opts_.sysfs_root)) {
+  auto ports = backends::read_rdma_counters(opts_.sysfs_root);
+  if (metrics_) metrics_->on_rdma(ports);
+  for (const auto& s : ports) {
     auto emit = [&](const std::string& name, uint64_t v) {
       auto [factor, unit] = backends::rdma_counter_unit(name);
       store::RdmaCounterRow r{ts,
@@ -207,6 +219,52 @@ void Trace::sample_rdma() {
     };
     for (const auto& [n, v] : s.counters) emit(n, v);
     for (const auto& [n, v] : s.hw_counters) emit("hw_counters/" + n, v);
+  }
+}
+
+// Agent metrics every second; the active causal chains (last 5 minutes) every 30 s, computed
+// off the event loop on a read-only connection.
+void Trace::update_metrics(bool final) {
+  if (!metrics_) return;
+  int64_t mono = mono_now_ns();
+  if (final || mono >= next_metrics_) {
+    const auto& pc = pipeline_->counters();
+    uint64_t total = pc.calls + pc.host;
+    double secs = next_metrics_ ? double(mono - (next_metrics_ - 1'000'000'000)) / 1e9 : 1.0;
+    std::map<std::string, uint64_t> probes;
+    for (const auto& l : probes_->libraries())
+      if (!l.backend.empty()) probes[l.backend] += l.probes_attached;
+    auto st = session_->stats();
+    struct stat sb {};
+    uint64_t bytes = stat(db_path_.c_str(), &sb) == 0 ? uint64_t(sb.st_size) : 0;
+    metrics_->set_agent(total, secs > 0 ? double(total - events_at_last_metrics_) / secs : 0,
+                        st[INGERO_STAT_RINGBUF_DROPS] + st[INGERO_STAT_HOST_DROPS], probes, bytes);
+    events_at_last_metrics_ = total;
+    metrics_->retire_exited(int64_t(mono));
+    next_metrics_ = mono + 1'000'000'000;
+  }
+  if (live_chains_.valid() &&
+      live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+    metrics_->set_chains(live_chains_.get());
+  if (!live_chains_.valid() && mono >= next_chains_) {
+    pipeline_->commit();
+    std::string db = db_path_;
+    int64_t to = wall_now_ns(), from = to - 300'000'000'000LL;
+    live_chains_ = std::async(std::launch::async, [db, from, to] {
+      std::map<std::string, uint64_t> counts;
+      auto reader = store::TraceReader::open(db);
+      if (!reader) return counts;
+      SqlTraceSource source(**reader);
+      engine::Window w;
+      w.from_ns = from;
+      w.to_ns = to;
+      engine::EngineOptions eo;
+      eo.breakdown = false;
+      for (const auto& c : engine::analyze(source, w, eo).chains)
+        ++counts[engine::severity_name(c.severity)];
+      return counts;
+    });
+    next_chains_ = mono + 30'000'000'000LL;
   }
 }
 
@@ -251,6 +309,18 @@ int Trace::run() {
   std::error_code ec;
   auto parent = std::filesystem::path(db).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  db_path_ = db;
+  if (!opts_.prometheus.empty()) {
+    // Before anything is attached: a taken port is a clear error, not a half-started tracer.
+    metrics_ = std::make_unique<Metrics>(opts_.prometheus_per_process);
+    if (auto st = metrics_->serve(opts_.prometheus); !st) {
+      std::cerr << "ingero trace: " << st.error().message << "\n";
+      return kExitUsage;
+    }
+    if (!opts_.quiet)
+      std::cerr << "ingero: serving Prometheus metrics at http://" << opts_.prometheus
+                << "/metrics\n";
+  }
   auto writer = store::TraceWriter::open(db);
   if (!writer) {
     std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
@@ -287,6 +357,7 @@ int Trace::run() {
   decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
   pipeline_ = std::make_unique<EventPipeline>(*decoder_, *writer_);
   pipeline_->on_libwatch = [this](int pid) { rescan_.insert(pid); };
+  if (metrics_) pipeline_->on_event = [this](const hal::Event& e) { metrics_->on_event(e); };
   pipeline_->on_store_error = [this](const std::string& m) {
     std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: " << m
               << " (events are being lost; the trace keeps what was already committed)\n";
@@ -408,6 +479,7 @@ int Trace::run() {
       next_flush = now + int64_t(opts_.flush_ms) * 1000000;
     }
     sample_host(false);
+    update_metrics(false);
     if (now >= next_live) {
       live_line(false);
       next_live = now + 1000000000;
@@ -423,6 +495,8 @@ int Trace::run() {
   (void)(*reader)->drain();
   sample_host(true);
   pipeline_->commit();
+  update_metrics(true);
+  if (live_chains_.valid()) live_chains_.wait();
   live_line(true);
   if (child_ > 0 && !child_done_ && exit_reason != "command exited") {
     if (g_stop_signal) {

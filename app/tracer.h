@@ -27,6 +27,8 @@ struct TraceOptions {
   std::string flags;                // recorded in the session row
   std::string sysfs_root = "/sys";  // InfiniBand counters are read under SYSFS/class/infiniband
   bool rdma_verbs = false;          // also trace libibverbs async events
+  std::string prometheus;           // serve /metrics here while tracing ("" = off)
+  bool prometheus_per_process = false;
 };
 
 // Runs the trace; returns the process exit code (see commands.h).

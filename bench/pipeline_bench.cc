@@ -1,6 +1,7 @@
 // Pipeline throughput: synthetic ring-buffer call records through the same EventPipeline
 // (decode -> SQLite batch writer) that `ingero trace` runs, pinned to one CPU.
 // Prints events/s. Target (docs/performance.md): >= 500,000 events/s on one core.
+//   pipeline_bench [N] [DB] [metrics]   "metrics": also update the Prometheus registry per event
 #include <sched.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "app/event_pipeline.h"
+#include "app/metrics.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_runtime_probes.h"
 #include "hal/record_layout.h"
@@ -75,6 +77,9 @@ int main(int argc, char** argv) {
   hal::CallDecoder decoder(table);
   app::EventPipeline pipe(decoder, **writer);
   pipe.read_proc = false;
+  bool with_metrics = argc > 3 && std::string(argv[3]) == "metrics";
+  app::Metrics metrics(false);
+  if (with_metrics) pipe.on_event = [&metrics](const hal::Event& e) { metrics.on_event(e); };
 
   auto t0 = std::chrono::steady_clock::now();
   auto next_commit = t0 + std::chrono::milliseconds(200);
@@ -95,9 +100,9 @@ int main(int argc, char** argv) {
   double finish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   std::printf(
       "{\"events\": %zu, \"seconds\": %.3f, \"events_per_s\": %.0f, \"finish_seconds\": %.3f, "
-      "\"stored\": %llu, \"store_errors\": %llu, \"db_bytes\": %llu}\n",
+      "\"stored\": %llu, \"store_errors\": %llu, \"db_bytes\": %llu, \"metrics\": %s}\n",
       n, secs, double(n) / secs, finish_s, (unsigned long long)(*writer)->written(),
       (unsigned long long)pipe.counters().store_errors,
-      (unsigned long long)std::filesystem::file_size(db));
+      (unsigned long long)std::filesystem::file_size(db), with_metrics ? "true" : "false");
   return pipe.counters().store_errors ? 1 : 0;
 }

@@ -15,7 +15,14 @@ trap 'rm -rf "$out"' EXIT
 ns() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["ns_per_call"])'; }
 
 echo "== pipeline: ring-buffer record -> decode -> SQLite, one core"
-$B/bench/pipeline_bench 2000000 "$out/pipe.db"
+$B/bench/pipeline_bench 2000000 "$out/pipe.db" | tee "$out/pipe.json"
+echo "== pipeline with the Prometheus registry updated per event (--prometheus)"
+$B/bench/pipeline_bench 2000000 "$out/pipe_m.db" metrics | tee "$out/pipe_m.json"
+python3 - "$out/pipe.json" "$out/pipe_m.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["events_per_s"] for p in sys.argv[1:])
+print(f"ratio with metrics / without: {b/a:.2f}x events/s   target >= 0.85x")
+PY
 
 if [[ $EUID -ne 0 ]]; then echo "(not root: skipping the BPF benchmarks)"; exit 0; fi
 

@@ -1,0 +1,341 @@
+#include "app/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <cctype>
+#include <sstream>
+
+namespace ingero::app {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+const std::vector<double>& Metrics::latency_buckets() {
+  static const std::vector<double> b = {1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4,
+                                        5e-4, 1e-3,   2.5e-3, 5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,
+                                        0.25, 0.5,    1.0,    2.5,  5.0,    10.0};
+  return b;
+}
+
+Metrics::Metrics(bool per_process)
+    : per_process_(per_process), registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  call_duration_ = &BuildHistogram()
+                        .Name("ingero_gpu_api_call_duration_seconds")
+                        .Help("Duration of traced GPU runtime/driver/collective API calls")
+                        .Register(r);
+  calls_ =
+      &BuildCounter().Name("ingero_gpu_api_calls_total").Help("Traced GPU API calls").Register(r);
+  call_errors_ = &BuildCounter()
+                      .Name("ingero_gpu_api_errors_total")
+                      .Help("Traced GPU API calls that returned an error, by return code")
+                      .Register(r);
+  off_cpu_ = &BuildCounter()
+                  .Name("ingero_gpu_api_off_cpu_seconds_total")
+                  .Help("Time threads spent off-CPU while inside GPU API calls")
+                  .Register(r);
+  preempted_ = &BuildCounter()
+                    .Name("ingero_gpu_api_preempted_calls_total")
+                    .Help("GPU API calls during which the calling thread was preempted")
+                    .Register(r);
+  collectives_ = &BuildCounter()
+                      .Name("ingero_collectives_total")
+                      .Help("NCCL/RCCL collective and p2p calls")
+                      .Register(r);
+  collective_bytes_ = &BuildCounter()
+                           .Name("ingero_collective_bytes_total")
+                           .Help("Bytes moved by collective calls")
+                           .Register(r);
+  collective_duration_ = &BuildHistogram()
+                              .Name("ingero_collective_duration_seconds")
+                              .Help("Duration of collective calls")
+                              .Register(r);
+  barrier_wait_ = &BuildCounter()
+                       .Name("ingero_collective_barrier_wait_seconds_total")
+                       .Help("Time hosts waited in the stream sync that follows a collective")
+                       .Register(r);
+  switches_ =
+      &BuildCounter()
+           .Name("ingero_gpu_thread_context_switches_total")
+           .Help(
+               "Context switches of threads of GPU-calling processes (preempted=true: involuntary)")
+           .Register(r);
+  page_allocs_ = &BuildCounter()
+                      .Name("ingero_page_allocations_total")
+                      .Help("Kernel page allocations, all processes")
+                      .Register(r);
+  page_bytes_ = &BuildCounter()
+                     .Name("ingero_page_allocated_bytes_total")
+                     .Help("Bytes of kernel page allocations")
+                     .Register(r);
+  block_duration_ =
+      &BuildHistogram()
+           .Name("ingero_block_io_duration_seconds")
+           .Help("Block I/O request latency (requests of GPU processes, or slower than 1 ms)")
+           .Register(r);
+  tcp_retransmits_ = &BuildCounter()
+                          .Name("ingero_tcp_retransmits_total")
+                          .Help("TCP segment retransmissions")
+                          .Register(r);
+  rdma_async_ = &BuildCounter()
+                     .Name("ingero_rdma_async_event_total")
+                     .Help("libibverbs asynchronous events (--rdma-verbs)")
+                     .Register(r);
+  chains_ = &BuildGauge()
+                 .Name("ingero_causal_chains_active")
+                 .Help("Causal chains over the last 5 minutes of the trace, by severity")
+                 .Register(r);
+  events_ =
+      &BuildCounter().Name("ingero_events_total").Help("Events decoded by the tracer").Register(r);
+  events_rate_ = &BuildGauge()
+                      .Name("ingero_events_per_second")
+                      .Help("Events decoded per second, last interval")
+                      .Register(r);
+  drops_ = &BuildCounter()
+                .Name("ingero_ringbuf_drops_total")
+                .Help("Records lost because the ring buffer was full")
+                .Register(r);
+  probes_ = &BuildGauge()
+                 .Name("ingero_attached_probes")
+                 .Help("Functions with uprobes attached, per backend")
+                 .Register(r);
+  db_bytes_ = &BuildGauge().Name("ingero_db_bytes").Help("Size of the trace file").Register(r);
+  BuildGauge()
+      .Name("ingero_build_info")
+      .Help("ingero build")
+      .Register(r)
+      .Add({{"version", INGERO_VERSION}})
+      .Set(1);
+  for (const char* s : {"HIGH", "MEDIUM", "LOW"}) chains_->Add({{"severity", s}}).Set(0);
+}
+
+ingero::Status Metrics::serve(const std::string& addr) {
+  std::string a = addr;
+  if (!a.empty() && a[0] == ':') a = "0.0.0.0" + a;
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(a, 2);
+  } catch (const std::exception& e) {
+    return ingero::make_error("cannot serve Prometheus metrics on " + addr + ": " + e.what() +
+                              " (is the port in use?)");
+  }
+  exposer_->RegisterCollectable(registry_);
+  return {};
+}
+
+uint64_t Metrics::process_key(const hal::Event& ev) {
+  if (!per_process_) return 0;
+  if (processes_.count(ev.pid)) return ev.pid;
+  size_t live = 0;
+  for (const auto& [pid, p] : processes_) live += p.exited_ns == 0;
+  if (live >= kMaxProcesses) return kOtherProcess;
+  processes_[ev.pid];
+  return ev.pid;
+}
+
+prometheus::Labels Metrics::call_labels(const hal::Event& ev, uint64_t process) const {
+  prometheus::Labels l = {{"vendor", std::string(ev.vendor)},
+                          {"api", std::string(ev.api)},
+                          {"op", std::string(ev.op)},
+                          {"kind", std::string(hal::kind_name(ev.kind))}};
+  if (per_process_) {
+    bool other = process == kOtherProcess;
+    l["pid"] = other ? "other" : std::to_string(process);
+    l["comm"] = other ? "other" : std::string(ev.comm_view());
+  }
+  return l;
+}
+
+Metrics::CallMetrics& Metrics::call_metrics(const hal::Event& ev) {
+  CallKey key{ev.api.data(), ev.op.data(), process_key(ev)};
+  auto it = call_cache_.find(key);
+  if (it != call_cache_.end()) return it->second;
+  auto labels = call_labels(ev, key.process);
+  prometheus::Labels short_labels = labels;
+  short_labels.erase("kind");
+  CallMetrics m{&call_duration_->Add(labels, latency_buckets()),
+                &calls_->Add(labels),
+                &off_cpu_->Add(short_labels),
+                &preempted_->Add(short_labels),
+                {}};
+  if (per_process_ && key.process != kOtherProcess) processes_[ev.pid].keys.push_back(key);
+  return call_cache_.emplace(key, std::move(m)).first->second;
+}
+
+void Metrics::retire_exited(int64_t now_ns, int64_t retention_ns) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto it = processes_.begin(); it != processes_.end();) {
+    if (it->second.exited_ns == 0 || now_ns - it->second.exited_ns < retention_ns) {
+      ++it;
+      continue;
+    }
+    for (const auto& key : it->second.keys) {
+      auto c = call_cache_.find(key);
+      if (c == call_cache_.end()) continue;
+      call_duration_->Remove(c->second.duration);
+      calls_->Remove(c->second.calls);
+      off_cpu_->Remove(c->second.off_cpu);
+      preempted_->Remove(c->second.preempted);
+      call_cache_.erase(c);
+    }
+    it = processes_.erase(it);
+  }
+}
+
+void Metrics::on_event(const hal::Event& ev) {
+  std::lock_guard<std::mutex> g(mu_);
+  double secs = double(ev.dur_ns) / 1e9;
+  if (!hal::is_host_kind(ev.kind)) {
+    CallMetrics& m = call_metrics(ev);
+    m.duration->Observe(secs);
+    m.calls->Increment();
+    if (ev.off_cpu_ns) m.off_cpu->Increment(double(ev.off_cpu_ns) / 1e9);
+    if (ev.preempts) m.preempted->Increment();
+    if (ev.has_ret && ev.ret != 0) {
+      prometheus::Counter* counter = nullptr;
+      if (auto e = m.errors.find(ev.ret); e != m.errors.end()) {
+        counter = e->second;
+      } else {
+        std::string code = std::to_string(ev.ret);
+        if (!codes_.count(code))
+          code = codes_.size() < kMaxCodes ? *codes_.insert(code).first : "other";
+        // Errors carry the code, not the process: per-process mode keeps its pid labels off them.
+        counter = &call_errors_->Add({{"vendor", std::string(ev.vendor)},
+                                      {"api", std::string(ev.api)},
+                                      {"op", std::string(ev.op)},
+                                      {"code", code}});
+        // "other" is not cached: a stream of new codes must not grow the map.
+        if (code != "other") m.errors.emplace(ev.ret, counter);
+      }
+      counter->Increment();
+    }
+    uint64_t stream = ev.get_or(hal::Field::kStream, 0);
+    if (ev.kind == hal::EventKind::kCollective || ev.kind == hal::EventKind::kP2P) {
+      prometheus::Labels l = {{"vendor", std::string(ev.vendor)}, {"op", std::string(ev.op)}};
+      collectives_->Add(l).Increment();
+      collective_bytes_->Add(l).Increment(double(ev.get_or(hal::Field::kBytes, 0)));
+      collective_duration_->Add(l, latency_buckets()).Observe(secs);
+      open_collectives_[{ev.pid, stream}] = {std::string(ev.vendor), std::string(ev.op)};
+    } else if (ev.kind == hal::EventKind::kSync) {
+      // Barrier correlator, live: the first sync after a collective on the same stream.
+      auto it = open_collectives_.find({ev.pid, stream});
+      if (it == open_collectives_.end() && !ev.has(hal::Field::kStream))
+        it = open_collectives_.lower_bound({ev.pid, 0});
+      if (it != open_collectives_.end() && it->first.first == ev.pid) {
+        barrier_wait_->Add({{"vendor", it->second.first}, {"op", it->second.second}})
+            .Increment(secs);
+        open_collectives_.erase(it);
+      }
+    } else if (ev.kind == hal::EventKind::kRdmaAsyncEvent && ev.has(hal::Field::kRdmaEvent)) {
+      rdma_async_
+          ->Add({{"rdma_event_type",
+                  std::string(backends::rdma_event_name(*ev.get(hal::Field::kRdmaEvent)))},
+                 {"rdma_fabric_error", ev.get_or(hal::Field::kFabricError, 0) ? "true" : "false"}})
+          .Increment();
+    }
+    return;
+  }
+  switch (ev.kind) {
+    case hal::EventKind::kSchedSwitch:
+      switches_->Add({{"preempted", ev.get_or(hal::Field::kFlags, 0) ? "true" : "false"}})
+          .Increment();
+      break;
+    case hal::EventKind::kBlockIo:
+      block_duration_->Add({{"op", std::string(ev.op)}}, latency_buckets()).Observe(secs);
+      break;
+    case hal::EventKind::kProcessExit:
+      if (auto it = processes_.find(ev.pid); it != processes_.end())
+        it->second.exited_ns = ev.ts_ns ? ev.ts_ns : 1;
+      open_collectives_.erase(open_collectives_.lower_bound({ev.pid, 0}),
+                              open_collectives_.lower_bound({ev.pid + 1, 0}));
+      break;
+    case hal::EventKind::kTcpRetransmit:
+      tcp_retransmits_->Add({}).Increment();
+      break;
+    default:
+      break;
+  }
+}
+
+void Metrics::on_process_stats(const std::vector<kernelside::ProcessStats>& deltas) {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t n = 0, b = 0;
+  for (const auto& d : deltas) {
+    n += d.page_allocs;
+    b += d.page_bytes;
+  }
+  page_allocs_->Add({}).Increment(double(n));
+  page_bytes_->Add({}).Increment(double(b));
+}
+
+void Metrics::on_rdma(const std::vector<backends::RdmaPortSample>& ports) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (const auto& p : ports) {
+    prometheus::Labels l = {{"rdma_device", p.device},
+                            {"rdma_port", std::to_string(p.port)},
+                            {"rdma_transport", p.transport}};
+    auto emit = [&](const std::string& raw_name, uint64_t value, bool hw) {
+      auto [factor, unit] = backends::rdma_counter_unit(raw_name);
+      std::string name = std::string("ingero_rdma_") + (hw ? "hw_" : "") + raw_name;
+      if (unit == "bytes") name += "_bytes";
+      name += "_total";
+      for (auto& c : name)  // VL15_dropped -> vl15_dropped; anything odd -> '_'
+        c = isalnum(static_cast<unsigned char>(c)) ? char(tolower(static_cast<unsigned char>(c)))
+                                                   : '_';
+      auto fit = rdma_families_.find(name);
+      if (fit == rdma_families_.end())
+        fit =
+            rdma_families_
+                .emplace(name,
+                         &BuildCounter()
+                              .Name(name)
+                              .Help("InfiniBand/RoCE port counter " + raw_name +
+                                    (unit == "bytes" ? " (bytes; sysfs counts 4-byte words)" : ""))
+                              .Register(*registry_))
+                .first;
+      uint64_t v = value * factor;
+      std::string key = name + '\0' + p.device + '\0' + std::to_string(p.port);
+      auto& last = rdma_last_[key];
+      // Sysfs counters are cumulative: export the increase since the last read (the first
+      // read exports the whole value; a reset restarts from it).
+      uint64_t inc = v >= last ? v - last : v;
+      fit->second->Add(l).Increment(double(inc));
+      last = v;
+    };
+    for (const auto& [n, v] : p.counters) emit(n, v, false);
+    for (const auto& [n, v] : p.hw_counters) emit(n, v, true);
+  }
+}
+
+void Metrics::set_agent(uint64_t events_total, double events_per_s, uint64_t ringbuf_drops,
+                        const std::map<std::string, uint64_t>& probes_by_backend,
+                        uint64_t db_bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (events_total > events_last_) events_->Add({}).Increment(double(events_total - events_last_));
+  events_last_ = std::max(events_last_, events_total);
+  if (ringbuf_drops > drops_last_)
+    drops_->Add({}).Increment(double(ringbuf_drops - drops_last_));
+  else
+    drops_->Add({});
+  drops_last_ = std::max(drops_last_, ringbuf_drops);
+  events_rate_->Add({}).Set(events_per_s);
+  for (const auto& [b, n] : probes_by_backend) probes_->Add({{"backend", b}}).Set(double(n));
+  db_bytes_->Add({}).Set(double(db_bytes));
+}
+
+void Metrics::set_chains(const std::map<std::string, uint64_t>& active) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (const char* s : {"HIGH", "MEDIUM", "LOW"}) {
+    auto it = active.find(s);
+    chains_->Add({{"severity", s}}).Set(it == active.end() ? 0.0 : double(it->second));
+  }
+}
+
+std::string Metrics::exposition() const {
+  prometheus::TextSerializer ser;
+  std::ostringstream out;
+  ser.Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace ingero::app

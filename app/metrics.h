@@ -1,0 +1,127 @@
+// Prometheus metrics while tracing (`ingero trace --prometheus ADDR`), with prometheus-cpp's
+// registry and pull exposer. Names follow the Prometheus conventions (base units, _total
+// counters, _seconds, _bytes); labels stay bounded: vendor/api/op/kind, never pid or tid
+// unless --prometheus-per-process. Every metric is listed in docs/metrics.md.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/rdma/rdma_backend.h"
+#include "hal/event.h"
+#include "hal/result.h"
+#include "kernelside/host_decoder.h"
+
+namespace ingero::app {
+
+class Metrics {
+ public:
+  explicit Metrics(bool per_process);
+  // Binds the pull endpoint (/metrics) at ADDR ("127.0.0.1:9464", ":9090"). A port already
+  // in use is an Error, so the tracer can refuse to start half-way.
+  ingero::Status serve(const std::string& addr);
+
+  void on_event(const hal::Event& ev);  // calls and host events
+  // Per-process mode: drops the series of processes that exited more than `retention_ns`
+  // before `now_ns` (monotonic clock of the events), so short-lived processes do not pile up.
+  void retire_exited(int64_t now_ns, int64_t retention_ns = kExitedRetentionNs);
+  void on_process_stats(const std::vector<kernelside::ProcessStats>& deltas);
+  void on_rdma(const std::vector<backends::RdmaPortSample>& ports);
+  void set_agent(uint64_t events_total, double events_per_s, uint64_t ringbuf_drops,
+                 const std::map<std::string, uint64_t>& probes_by_backend, uint64_t db_bytes);
+  void set_chains(const std::map<std::string, uint64_t>& active_by_severity);
+
+  std::string exposition() const;  // the text format, as /metrics serves it
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // Histogram bucket boundaries in seconds: 1 us .. 10 s.
+  static const std::vector<double>& latency_buckets();
+
+  // Label bounds. Per-process mode keeps at most kMaxProcesses processes with their own
+  // series; later ones share pid="other". Return codes beyond kMaxCodes distinct values are
+  // counted as code="other".
+  static constexpr size_t kMaxProcesses = 512;
+  static constexpr size_t kMaxCodes = 64;
+  static constexpr int64_t kExitedRetentionNs = 120'000'000'000LL;
+
+ private:
+  prometheus::Labels call_labels(const hal::Event& ev, uint64_t process) const;
+  uint64_t process_key(const hal::Event& ev);
+  struct CallMetrics {
+    prometheus::Histogram* duration;
+    prometheus::Counter* calls;
+    prometheus::Counter* off_cpu;
+    prometheus::Counter* preempted;
+    std::map<int64_t, prometheus::Counter*> errors;  // by return code (bounded by kMaxCodes)
+  };
+  // Event api/op views point at static or interned storage, so the cache keys on the
+  // pointers (no string building per event); equal names at two addresses only cost a
+  // second cache entry, as Family::Add returns the existing series.
+  struct CallKey {
+    const char* api;
+    const char* op;
+    uint64_t process;  // pid, kOtherProcess, or 0 when not per-process
+    bool operator==(const CallKey& o) const {
+      return api == o.api && op == o.op && process == o.process;
+    }
+  };
+  struct CallKeyHash {
+    size_t operator()(const CallKey& k) const {
+      return std::hash<const void*>()(k.api) ^ (std::hash<const void*>()(k.op) << 1) ^
+             (k.process * 0x9e3779b97f4a7c15ULL);
+    }
+  };
+  static constexpr uint64_t kOtherProcess = ~uint64_t{0};
+  CallMetrics& call_metrics(const hal::Event& ev);
+
+  bool per_process_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::mutex mu_;
+  prometheus::Family<prometheus::Histogram>* call_duration_;
+  prometheus::Family<prometheus::Counter>* calls_;
+  prometheus::Family<prometheus::Counter>* call_errors_;
+  prometheus::Family<prometheus::Counter>* off_cpu_;
+  prometheus::Family<prometheus::Counter>* preempted_;
+  prometheus::Family<prometheus::Counter>* collectives_;
+  prometheus::Family<prometheus::Counter>* collective_bytes_;
+  prometheus::Family<prometheus::Histogram>* collective_duration_;
+  prometheus::Family<prometheus::Counter>* barrier_wait_;
+  prometheus::Family<prometheus::Counter>* switches_;
+  prometheus::Family<prometheus::Counter>* page_allocs_;
+  prometheus::Family<prometheus::Counter>* page_bytes_;
+  prometheus::Family<prometheus::Histogram>* block_duration_;
+  prometheus::Family<prometheus::Counter>* tcp_retransmits_;
+  prometheus::Family<prometheus::Counter>* rdma_async_;
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> rdma_families_;
+  prometheus::Family<prometheus::Gauge>* chains_;
+  prometheus::Family<prometheus::Counter>* events_;
+  prometheus::Family<prometheus::Gauge>* events_rate_;
+  prometheus::Family<prometheus::Counter>* drops_;
+  prometheus::Family<prometheus::Gauge>* probes_;
+  prometheus::Family<prometheus::Gauge>* db_bytes_;
+  std::unordered_map<CallKey, CallMetrics, CallKeyHash> call_cache_;
+  struct ProcessSeries {
+    std::vector<CallKey> keys;  // call_cache_ keys
+    int64_t exited_ns = 0;      // 0 while running
+  };
+  std::unordered_map<uint32_t, ProcessSeries> processes_;  // per-process mode only
+  std::set<std::string> codes_;
+  std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, std::string>>
+      open_collectives_;  // (pid, stream) -> vendor, op
+  std::map<std::string, uint64_t> rdma_last_;
+  uint64_t events_last_ = 0, drops_last_ = 0;
+};
+
+}  // namespace ingero::app

@@ -1,0 +1,149 @@
+#include "tests/support/http_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+
+namespace ingero::test {
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Decodes a chunked body; false if it is not well formed.
+bool dechunk(const std::string& in, std::string* out) {
+  size_t pos = 0;
+  out->clear();
+  while (true) {
+    size_t eol = in.find("\r\n", pos);
+    if (eol == std::string::npos) return false;
+    size_t n = std::stoul(in.substr(pos, eol - pos), nullptr, 16);
+    pos = eol + 2;
+    if (n == 0) return true;
+    if (pos + n > in.size()) return false;
+    out->append(in, pos, n);
+    pos += n + 2;
+  }
+}
+
+}  // namespace
+
+std::string url_encode(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string o;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      o += char(c);
+    } else {
+      o += '%';
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  return o;
+}
+
+int free_tcp_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+HttpResponse http_request(const std::string& host, int port, const std::string& method,
+                          const std::string& target, const std::string& body,
+                          const std::map<std::string, std::string>& headers,
+                          std::chrono::milliseconds timeout) {
+  HttpResponse r;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
+    close(fd);
+    r.error = "bad host " + host;
+    return r;
+  }
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    r.error = std::string("connect: ") + std::strerror(errno);
+    close(fd);
+    return r;
+  }
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: " + host + ":" +
+                    std::to_string(port) + "\r\nConnection: close\r\n";
+  for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
+  if (!body.empty() || method == "POST")
+    req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
+  for (size_t off = 0; off < req.size();) {
+    ssize_t n = send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) {
+      r.error = "send failed";
+      close(fd);
+      return r;
+    }
+    off += size_t(n);
+  }
+  std::string raw;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[16384];
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.error = "timeout";
+      close(fd);
+      return r;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, int(left.count())) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    raw.append(buf, size_t(n));
+  }
+  close(fd);
+  size_t hend = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.", 0) != 0 || hend == std::string::npos) {
+    r.error = "not an HTTP response: " + raw.substr(0, 80);
+    return r;
+  }
+  size_t eol = raw.find("\r\n");
+  r.status = std::atoi(raw.c_str() + 9);
+  for (size_t pos = eol + 2; pos < hend;) {
+    size_t e = raw.find("\r\n", pos);
+    std::string line = raw.substr(pos, e - pos);
+    size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      size_t v = line.find_first_not_of(' ', colon + 1);
+      r.headers[lower(line.substr(0, colon))] = v == std::string::npos ? "" : line.substr(v);
+    }
+    pos = e + 2;
+  }
+  std::string payload = raw.substr(hend + 4);
+  if (lower(r.headers["transfer-encoding"]) == "chunked") {
+    if (!dechunk(payload, &r.body)) {
+      r.status = 0;
+      r.error = "bad chunked body";
+    }
+  } else {
+    r.body = std::move(payload);
+  }
+  return r;
+}
+
+}  // namespace ingero::test

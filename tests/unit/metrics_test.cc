@@ -1,0 +1,317 @@
+// Prometheus exposition: exact values, promtool's verdict on the text format, label bounds.
+#include "app/metrics.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::app {
+namespace {
+
+hal::Event call(std::string_view vendor, std::string_view api, hal::EventKind kind,
+                std::string_view op, uint64_t dur_ns, int64_t ret, uint32_t pid = 100) {
+  hal::Event e;
+  e.vendor = vendor;
+  e.api = api;
+  e.kind = kind;
+  e.op = op;
+  e.dur_ns = dur_ns;
+  e.ret = ret;
+  e.has_ret = true;
+  e.pid = pid;
+  e.tid = pid;
+  e.set_comm("train.py");
+  return e;
+}
+
+// The value of the one sample line that starts with `series` ("name{labels}").
+double sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  int found = 0;
+  double v = -1;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(series + " ", 0) == 0) {
+      ++found;
+      v = std::stod(line.substr(series.size() + 1));
+    }
+  EXPECT_EQ(found, 1) << series << "\n" << text;
+  return v;
+}
+
+// Distinct label sets of one metric name (histograms: of its _count line).
+size_t series_count(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::set<std::string> s;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0)
+      s.insert(line.substr(0, line.rfind(' ')));
+  return s.size();
+}
+
+void feed_workload(Metrics& m) {
+  using K = hal::EventKind;
+  for (int i = 0; i < 3; ++i)
+    m.on_event(call("nvidia", "cuda_runtime", K::kLaunch, "cudaLaunchKernel", 4'000, 0));
+  auto sync = call("nvidia", "cuda_runtime", K::kSync, "cudaStreamSynchronize", 2'000'000, 0);
+  sync.off_cpu_ns = 1'500'000;
+  sync.preempts = 2;
+  m.on_event(sync);
+  m.on_event(call("amd", "hip", K::kMemcpy, "hipMemcpy", 30'000, 101));
+  m.on_event(call("amd", "hip", K::kMemcpy, "hipMemcpy", 30'000, 101));
+  auto ar = call("nvidia", "nccl", K::kCollective, "ncclAllReduce", 50'000, 0);
+  ar.set(hal::Field::kBytes, 4096);
+  ar.set(hal::Field::kStream, 7);
+  m.on_event(ar);
+  auto wait = call("nvidia", "cuda_runtime", K::kSync, "cudaStreamSynchronize", 3'000'000, 0);
+  wait.set(hal::Field::kStream, 7);
+  m.on_event(wait);
+  hal::Event sw;
+  sw.kind = K::kSchedSwitch;
+  sw.set(hal::Field::kFlags, 1);
+  m.on_event(sw);
+  hal::Event blk;
+  blk.kind = K::kBlockIo;
+  blk.op = "read";
+  blk.dur_ns = 2'000'000;
+  m.on_event(blk);
+  auto async = call("rdma", "ibverbs", K::kRdmaAsyncEvent, "ibv_get_async_event", 1'000, 0);
+  async.set(hal::Field::kRdmaEvent, 10);  // IBV_EVENT_PORT_ERR
+  async.set(hal::Field::kFabricError, 1);
+  m.on_event(async);
+  hal::Event tcp;
+  tcp.kind = K::kTcpRetransmit;
+  m.on_event(tcp);
+  kernelside::ProcessStats ps;
+  ps.pid = 100;
+  ps.page_allocs = 10;
+  ps.page_bytes = 40960;
+  m.on_process_stats({ps});
+  backends::RdmaPortSample p;
+  p.device = "mlx5_0";
+  p.port = 1;
+  p.transport = "InfiniBand";
+  p.counters = {{"port_rcv_data", 1000}, {"port_rcv_errors", 3}, {"symbol_error", 0}};
+  p.hw_counters = {{"out_of_buffer", 7}};
+  m.on_rdma({p});
+  p.counters["port_rcv_errors"] = 5;
+  p.counters["port_rcv_data"] = 1500;
+  m.on_rdma({p});
+  m.set_agent(12, 12.0, 0, {{"cuda", 40}, {"hip", 30}}, 65536);
+  m.set_chains({{"HIGH", 1}});
+}
+
+TEST(Metrics, ExactValuesForAKnownWorkload) {
+  Metrics m(false);
+  feed_workload(m);
+  std::string t = m.exposition();
+  const std::string l =
+      R"({api="cuda_runtime",kind="launch",op="cudaLaunchKernel",vendor="nvidia"})";
+  EXPECT_EQ(sample(t, "ingero_gpu_api_calls_total" + l), 3);
+  EXPECT_EQ(sample(t, "ingero_gpu_api_call_duration_seconds_count" + l), 3);
+  EXPECT_DOUBLE_EQ(sample(t, "ingero_gpu_api_call_duration_seconds_sum" + l), 12e-6);
+  // 4 us falls in the 5 us bucket, not the 2.5 us one.
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_call_duration_seconds_bucket{api="cuda_runtime",kind="launch",op="cudaLaunchKernel",vendor="nvidia",le="2.5e-06"})"),
+      0);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_call_duration_seconds_bucket{api="cuda_runtime",kind="launch",op="cudaLaunchKernel",vendor="nvidia",le="5e-06"})"),
+      3);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_calls_total{api="cuda_runtime",kind="sync",op="cudaStreamSynchronize",vendor="nvidia"})"),
+      2);
+  EXPECT_EQ(
+      sample(t, R"(ingero_gpu_api_errors_total{api="hip",code="101",op="hipMemcpy",vendor="amd"})"),
+      2);
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_errors_total"), 1u);
+  EXPECT_DOUBLE_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_off_cpu_seconds_total{api="cuda_runtime",op="cudaStreamSynchronize",vendor="nvidia"})"),
+      0.0015);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_preempted_calls_total{api="cuda_runtime",op="cudaStreamSynchronize",vendor="nvidia"})"),
+      1);
+  EXPECT_EQ(sample(t, R"(ingero_collectives_total{op="ncclAllReduce",vendor="nvidia"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_collective_bytes_total{op="ncclAllReduce",vendor="nvidia"})"),
+            4096);
+  // Only the sync on the collective's stream is barrier wait; the earlier one is not.
+  EXPECT_DOUBLE_EQ(
+      sample(t,
+             R"(ingero_collective_barrier_wait_seconds_total{op="ncclAllReduce",vendor="nvidia"})"),
+      0.003);
+  EXPECT_EQ(sample(t, R"(ingero_gpu_thread_context_switches_total{preempted="true"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_block_io_duration_seconds_count{op="read"})"), 1);
+  EXPECT_EQ(sample(t, "ingero_tcp_retransmits_total"), 1);
+  EXPECT_EQ(sample(t, "ingero_page_allocations_total"), 10);
+  EXPECT_EQ(sample(t, "ingero_page_allocated_bytes_total"), 40960);
+  const std::string port = R"({rdma_device="mlx5_0",rdma_port="1",rdma_transport="InfiniBand"})";
+  // Words to bytes; the second read adds only the increase.
+  EXPECT_EQ(sample(t, "ingero_rdma_port_rcv_data_bytes_total" + port), 6000);
+  EXPECT_EQ(sample(t, "ingero_rdma_port_rcv_errors_total" + port), 5);
+  EXPECT_EQ(sample(t, "ingero_rdma_symbol_error_total" + port), 0);
+  EXPECT_EQ(sample(t, "ingero_rdma_hw_out_of_buffer_total" + port), 7);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_rdma_async_event_total{rdma_event_type="IBV_EVENT_PORT_ERR",rdma_fabric_error="true"})"),
+      1);
+  EXPECT_EQ(sample(t, R"(ingero_causal_chains_active{severity="HIGH"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_causal_chains_active{severity="LOW"})"), 0);
+  EXPECT_EQ(sample(t, "ingero_events_total"), 12);
+  EXPECT_EQ(sample(t, "ingero_ringbuf_drops_total"), 0);
+  EXPECT_EQ(sample(t, R"(ingero_attached_probes{backend="hip"})"), 30);
+  EXPECT_EQ(sample(t, "ingero_db_bytes"), 65536);
+  EXPECT_EQ(sample(t, "ingero_build_info{version=\"" INGERO_VERSION "\"}"), 1);
+  // No pid or tid label anywhere by default.
+  EXPECT_EQ(t.find("pid="), std::string::npos);
+  EXPECT_EQ(t.find("tid="), std::string::npos);
+}
+
+TEST(Metrics, RdmaCounterResetRestartsFromTheNewValue) {
+  Metrics m(false);
+  backends::RdmaPortSample p;
+  p.device = "mlx5_1";
+  p.port = 2;
+  p.transport = "Ethernet";
+  p.counters = {{"link_downed", 4}, {"VL15_dropped", 2}};
+  m.on_rdma({p});
+  p.counters["link_downed"] = 1;  // the HCA was reset
+  m.on_rdma({p});
+  std::string t = m.exposition();
+  const std::string l = R"({rdma_device="mlx5_1",rdma_port="2",rdma_transport="Ethernet"})";
+  EXPECT_EQ(sample(t, "ingero_rdma_link_downed_total" + l), 5);
+  EXPECT_EQ(sample(t, "ingero_rdma_vl15_dropped_total" + l), 2);  // names are lower-case
+}
+
+TEST(Metrics, ExpositionPassesPromtool) {
+  const char* promtool = "/usr/bin/promtool";
+  if (access(promtool, X_OK) != 0) {
+    if (test::running_in_ci())
+      FAIL() << "CI=true but promtool is missing (Debian package prometheus)";
+    GTEST_SKIP() << "*** SKIPPED: promtool not installed (apt-get install prometheus) ***";
+  }
+  for (bool per_process : {false, true}) {
+    Metrics m(per_process);
+    feed_workload(m);
+    std::string path = test::temp_path(per_process ? "pp.prom" : "metrics.prom");
+    std::ofstream(path) << m.exposition();
+    std::string out, err;
+    int rc = test::run_command(
+        {"/bin/sh", "-c", std::string(promtool) + " check metrics < " + path}, &out, &err);
+    EXPECT_EQ(rc, 0) << out << err;
+    // promtool prints lint findings (naming, units, help) even when it exits 0: none allowed.
+    EXPECT_EQ(out + err, "") << "per_process=" << per_process;
+  }
+}
+
+TEST(Metrics, FiftyShortLivedProcessesDoNotGrowTheLabelSets) {
+  Metrics m(false);
+  for (uint32_t pid = 1000; pid < 1050; ++pid) {
+    m.on_event(
+        call("nvidia", "cuda_runtime", hal::EventKind::kAlloc, "cudaMalloc", 10'000, 2, pid));
+    m.on_event(call("nvidia", "cuda_runtime", hal::EventKind::kSync, "cudaDeviceSynchronize",
+                    10'000, 0, pid));
+    hal::Event exit;
+    exit.kind = hal::EventKind::kProcessExit;
+    exit.pid = pid;
+    m.on_event(exit);
+  }
+  std::string t = m.exposition();
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_calls_total"), 2u);
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_call_duration_seconds_count"), 2u);
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_errors_total"), 1u);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_calls_total{api="cuda_runtime",kind="alloc",op="cudaMalloc",vendor="nvidia"})"),
+      50);
+}
+
+TEST(Metrics, PerProcessSeriesAreCappedAndRetiredAfterExit) {
+  Metrics m(true);
+  const uint32_t n = Metrics::kMaxProcesses + 10;
+  for (uint32_t pid = 1; pid <= n; ++pid)
+    m.on_event(
+        call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1'000, 0, pid));
+  std::string t = m.exposition();
+  // kMaxProcesses own series, and the overflow shares one.
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_calls_total"), Metrics::kMaxProcesses + 1);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_calls_total{api="cuda_runtime",comm="other",kind="launch",op="cudaLaunchKernel",pid="other",vendor="nvidia"})"),
+      10);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_calls_total{api="cuda_runtime",comm="train.py",kind="launch",op="cudaLaunchKernel",pid="7",vendor="nvidia"})"),
+      1);
+  // 50 of them exit at t=1s; their series survive the retention window, then go.
+  for (uint32_t pid = 1; pid <= 50; ++pid) {
+    hal::Event exit;
+    exit.kind = hal::EventKind::kProcessExit;
+    exit.pid = pid;
+    exit.ts_ns = 1'000'000'000;
+    m.on_event(exit);
+  }
+  m.retire_exited(1'000'000'000 + Metrics::kExitedRetentionNs - 1);
+  EXPECT_EQ(series_count(m.exposition(), "ingero_gpu_api_calls_total"), Metrics::kMaxProcesses + 1);
+  m.retire_exited(1'000'000'000 + Metrics::kExitedRetentionNs);
+  t = m.exposition();
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_calls_total"), Metrics::kMaxProcesses + 1 - 50);
+  EXPECT_EQ(t.find("pid=\"7\""), std::string::npos);
+  // Freed slots go to new processes again.
+  m.on_event(
+      call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1'000, 0, 9999));
+  EXPECT_EQ(
+      sample(
+          m.exposition(),
+          R"(ingero_gpu_api_calls_total{api="cuda_runtime",comm="train.py",kind="launch",op="cudaLaunchKernel",pid="9999",vendor="nvidia"})"),
+      1);
+}
+
+TEST(Metrics, ErrorCodesAreBounded) {
+  Metrics m(false);
+  for (int code = 1; code <= int(Metrics::kMaxCodes) + 20; ++code)
+    m.on_event(
+        call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1'000, code));
+  std::string t = m.exposition();
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_errors_total"), Metrics::kMaxCodes + 1);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_errors_total{api="cuda_runtime",code="other",op="cudaLaunchKernel",vendor="nvidia"})"),
+      20);
+}
+
+TEST(Metrics, BusyPortIsAClearError) {
+  Metrics first(false), second(false);
+  int port = 0;
+  for (int p = 39100; p < 39200 && !port; ++p)
+    if (first.serve("127.0.0.1:" + std::to_string(p))) port = p;
+  ASSERT_NE(port, 0);
+  auto st = second.serve("127.0.0.1:" + std::to_string(port));
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("cannot serve Prometheus metrics on 127.0.0.1:" +
+                                    std::to_string(port)),
+            std::string::npos)
+      << st.error().message;
+}
+
+}  // namespace
+}  // namespace ingero::app
