@@ -32,5 +32,6 @@ void add_explain_command(CLI::App& app, Context& ctx);
 void add_demo_command(CLI::App& app, Context& ctx);
 void add_merge_command(CLI::App& app, Context& ctx);
 void add_export_command(CLI::App& app, Context& ctx);
+void add_mcp_command(CLI::App& app, Context& ctx);
 
 }  // namespace ingero::app

@@ -7,7 +7,7 @@ BUILD_PKGS=(build-essential cmake pkg-config clang llvm libbpf-dev bpftool libel
             libsqlite3-dev sqlite3 prometheus-cpp-dev libcli11-dev nlohmann-json3-dev
             libssl-dev zlib1g-dev)
 TEST_PKGS=(googletest libgtest-dev libgmock-dev libbenchmark-dev libamdhip64-5 libibverbs1
-           prometheus python3 clang-format)
+           prometheus python3 clang-format openssl)
 
 want=("${BUILD_PKGS[@]}")
 if [[ "${1:-}" == "--with-tests" ]]; then want+=("${TEST_PKGS[@]}"); fi
@@ -30,6 +30,18 @@ else
 fi
 # Node.js (for the MCP SDK integration tests) may come from another repository with npm
 # bundled; install Debian's only when no node is present at all.
-if [[ "${1:-}" == "--with-tests" ]] && ! command -v npm >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+if [[ "${1:-}" == "--with-tests" ]]; then
+  if ! command -v npm >/dev/null; then
+    echo "setup: installing nodejs npm"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  # The official MCP TypeScript SDK, pinned by tests/mcp/package-lock.json.
+  mcp_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/mcp
+  if [[ ! -f $mcp_dir/node_modules/@modelcontextprotocol/sdk/package.json ||
+        $mcp_dir/package-lock.json -nt $mcp_dir/node_modules/.package-lock.json ]]; then
+    echo "setup: installing the MCP TypeScript SDK (npm ci in tests/mcp)"
+    npm ci --prefix "$mcp_dir" --no-audit --no-fund --loglevel=error
+  fi
 fi

@@ -51,11 +51,16 @@ int authorizer(void*, int action, const char* a1, const char* a2, const char*, c
 
 struct Deadline {
   std::chrono::steady_clock::time_point until;
-  bool expired = false;
+  const std::atomic<bool>* cancel = nullptr;
+  bool expired = false, cancelled = false;
 };
 
 int progress(void* p) {
   auto* d = static_cast<Deadline*>(p);
+  if (d->cancel && d->cancel->load(std::memory_order_relaxed)) {
+    d->cancelled = true;
+    return 1;
+  }
   if (std::chrono::steady_clock::now() > d->until) {
     d->expired = true;
     return 1;
@@ -119,8 +124,8 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
                                       const QueryLimits& limits) {
   Db& db = reader.db();
   if (auto st = reader.confine(limits.max_value_bytes); !st) return st.error();
-  Deadline deadline{std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(limits.timeout_ms)};
+  Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms),
+                    limits.cancel};
   sqlite3_progress_handler(db.handle(), 1000, progress, &deadline);
   struct Restore {
     sqlite3* h;
@@ -158,6 +163,7 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
     rc = sqlite3_step(raw);
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) {
+      if (deadline.cancelled) return ingero::make_error("SQL aborted: the request was cancelled");
       if (deadline.expired)
         return ingero::make_error("SQL aborted: time limit of " +
                                   std::to_string(limits.timeout_ms) + " ms exceeded");

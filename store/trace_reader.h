@@ -11,6 +11,7 @@
 // limit, a row limit, a result-size limit and SQLite's own length limit on values.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,7 +44,8 @@ struct QueryLimits {
   size_t max_rows = 10000;
   size_t max_bytes = 16u << 20;  // total text/blob bytes in the result
   int timeout_ms = 10000;
-  int max_value_bytes = 1 << 20;  // SQLITE_LIMIT_LENGTH: zeroblob(1e9) fails fast
+  int max_value_bytes = 1 << 20;              // SQLITE_LIMIT_LENGTH: zeroblob(1e9) fails fast
+  const std::atomic<bool>* cancel = nullptr;  // set (by another thread) to abort the query
 };
 
 using Value = std::variant<std::monostate, int64_t, double, std::string>;

@@ -61,3 +61,28 @@ __attribute__((visibility("default"))) int cudaMallocManaged(void** p, size_t n,
   *p = (void*)(uintptr_t)d;
   return r;
 }
+
+/* CUDA graphs: handles are distinct fake addresses; capture, instantiate and launch succeed. */
+static uintptr_t next_graph = 0x6a000000u, next_exec = 0x6e000000u;
+__attribute__((visibility("default"))) int cudaStreamBeginCapture(void* stream, int mode) {
+  (void)stream, (void)mode;
+  return 0;
+}
+__attribute__((visibility("default"))) int cudaStreamEndCapture(void* stream, void** graph) {
+  (void)stream;
+  next_graph += 0x100;
+  *graph = (void*)next_graph;
+  return 0;
+}
+__attribute__((visibility("default"))) int cudaGraphInstantiate(void** exec, void* graph,
+                                                                unsigned long long flags) {
+  (void)flags;
+  if (!graph) return 1; /* cudaErrorInvalidValue */
+  next_exec += 0x100;
+  *exec = (void*)next_exec;
+  return 0;
+}
+__attribute__((visibility("default"))) int cudaGraphLaunch(void* exec, void* stream) {
+  (void)stream;
+  return exec ? 0 : 400; /* cudaErrorInvalidResourceHandle */
+}

@@ -2,12 +2,16 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cstring>
+#include <memory>
 
 namespace ingero::test {
 namespace {
@@ -68,7 +72,7 @@ int free_tcp_port() {
 HttpResponse http_request(const std::string& host, int port, const std::string& method,
                           const std::string& target, const std::string& body,
                           const std::map<std::string, std::string>& headers,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout, const std::string& tls_ca) {
   HttpResponse r;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -84,14 +88,40 @@ HttpResponse http_request(const std::string& host, int port, const std::string& 
     close(fd);
     return r;
   }
-  std::string req = method + " " + target + " HTTP/1.1\r\nHost: " + host + ":" +
-                    std::to_string(port) + "\r\nConnection: close\r\n";
+  timeval tv{int(timeout.count() / 1000), int((timeout.count() % 1000) * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx(nullptr, SSL_CTX_free);
+  std::unique_ptr<SSL, void (*)(SSL*)> ssl(nullptr, SSL_free);
+  if (!tls_ca.empty()) {
+    ctx.reset(SSL_CTX_new(TLS_client_method()));
+    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+    if (SSL_CTX_load_verify_locations(ctx.get(), tls_ca.c_str(), nullptr) != 1) {
+      r.error = "cannot load CA " + tls_ca;
+      close(fd);
+      return r;
+    }
+    ssl.reset(SSL_new(ctx.get()));
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), host.c_str());
+    SSL_set_fd(ssl.get(), fd);
+    if (SSL_connect(ssl.get()) != 1) {
+      char b[256];
+      ERR_error_string_n(ERR_get_error(), b, sizeof b);
+      r.error = std::string("TLS handshake failed: ") + b;
+      close(fd);
+      return r;
+    }
+  }
+  std::string req = method + " " + target + " HTTP/1.1\r\n";
+  if (!headers.count("Host")) req += "Host: " + host + ":" + std::to_string(port) + "\r\n";
+  req += "Connection: close\r\n";
   for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
-  if (!body.empty() || method == "POST")
+  if ((!body.empty() || method == "POST") && !headers.count("Content-Length"))
     req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   req += "\r\n" + body;
   for (size_t off = 0; off < req.size();) {
-    ssize_t n = send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    ssize_t n = ssl ? SSL_write(ssl.get(), req.data() + off, int(req.size() - off))
+                    : send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
     if (n <= 0) {
       r.error = "send failed";
       close(fd);
@@ -111,8 +141,8 @@ HttpResponse http_request(const std::string& host, int port, const std::string& 
       return r;
     }
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, int(left.count())) <= 0) continue;
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (!(ssl && SSL_pending(ssl.get()) > 0) && poll(&p, 1, int(left.count())) <= 0) continue;
+    ssize_t n = ssl ? SSL_read(ssl.get(), buf, int(sizeof buf)) : recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     raw.append(buf, size_t(n));
   }

@@ -15,10 +15,13 @@ struct HttpResponse {
   std::string error;  // why status is 0
 };
 
+// `headers` may override Host. With `tls_ca` set the connection is HTTPS, verified against
+// that CA file (and the IP address `host`).
 HttpResponse http_request(const std::string& host, int port, const std::string& method,
                           const std::string& target, const std::string& body = "",
                           const std::map<std::string, std::string>& headers = {},
-                          std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                          std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                          const std::string& tls_ca = "");
 inline HttpResponse http_get(const std::string& host, int port, const std::string& target) {
   return http_request(host, port, "GET", target);
 }

@@ -108,6 +108,38 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 16; k++) launch((const void*)0x1234, g, b, NULL, 0, (void*)0x5151);
       sync((void*)0x5151);
     }
+  } else if (!strcmp(argv[1], "graphs")) {
+    /* A known graph lifecycle: graph A captured, instantiated and launched 40 times on stream
+     * 0x5151; graph B captured and instantiated, never launched; A re-instantiated 3 times
+     * (a re-capture storm) and launched 10 more times; one failed instantiation. Prints the
+     * handles: "graph <graph> exec <exec>". */
+    typedef int (*begin_t)(void*, int);
+    typedef int (*end_t)(void*, void**);
+    typedef int (*inst_t)(void**, void*, unsigned long long);
+    typedef int (*glaunch_t)(void*, void*);
+    begin_t begin = (begin_t)sym("cudaStreamBeginCapture");
+    end_t end = (end_t)sym("cudaStreamEndCapture");
+    inst_t inst = (inst_t)sym("cudaGraphInstantiate");
+    glaunch_t glaunch = (glaunch_t)sym("cudaGraphLaunch");
+    void *ga, *gb, *ea, *eb;
+    begin((void*)0x5151, 0);
+    end((void*)0x5151, &ga);
+    inst(&ea, ga, 0);
+    printf("graph %p exec %p\n", ga, ea);
+    for (int i = 0; i < 40; i++) glaunch(ea, (void*)0x5151);
+    begin((void*)0x6161, 0);
+    end((void*)0x6161, &gb);
+    inst(&eb, gb, 0);
+    printf("graph %p exec %p\n", gb, eb);
+    for (int r = 0; r < 3; r++) {
+      begin((void*)0x5151, 0);
+      end((void*)0x5151, &ga);
+      inst(&ea, ga, 0);
+      printf("graph %p exec %p\n", ga, ea);
+    }
+    for (int i = 0; i < 10; i++) glaunch(ea, (void*)0x5151);
+    void* none;
+    printf("failed %d\n", inst(&none, NULL, 0));
   } else if (!strcmp(argv[1], "unload")) {
     malloc_t m = (malloc_t)sym("cudaMalloc");
     void* p;

@@ -1,0 +1,168 @@
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "app/mcp/transport.h"
+
+namespace ingero::app::mcp {
+
+ThreadPool::ThreadPool(size_t threads, size_t max_queue) : max_queue_(max_queue) {
+  for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
+    threads_.emplace_back([this] { worker(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::submit(std::function<void()> job) {
+  std::unique_lock<std::mutex> l(mu_);
+  space_.wait(l, [&] { return q_.size() < max_queue_; });
+  q_.push_back(std::move(job));
+  cv_.notify_one();
+}
+
+bool ThreadPool::try_submit(std::function<void()> job) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (q_.size() >= max_queue_) return false;
+  q_.push_back(std::move(job));
+  cv_.notify_one();
+  return true;
+}
+
+void ThreadPool::drain() {
+  std::unique_lock<std::mutex> l(mu_);
+  idle_.wait(l, [&] { return q_.empty() && running_ == 0; });
+}
+
+void ThreadPool::worker() {
+  while (true) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || !q_.empty(); });
+      if (q_.empty()) return;  // stopping, nothing left
+      job = std::move(q_.front());
+      q_.pop_front();
+      ++running_;
+      space_.notify_one();
+    }
+    try {
+      job();
+    } catch (const std::exception& e) {
+      std::cerr << "ingero mcp: request failed: " << e.what() << "\n";
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      --running_;
+      if (q_.empty() && running_ == 0) idle_.notify_all();
+    }
+  }
+}
+
+namespace {
+
+class StdoutWriter {
+ public:
+  // One message per line; writes never interleave. False once stdout is gone.
+  bool write(const Json& msg) {
+    std::string line = msg.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    std::lock_guard<std::mutex> g(mu_);
+    if (broken_) return false;
+    for (size_t off = 0; off < line.size();) {
+      ssize_t n = ::write(1, line.data() + off, line.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        broken_ = true;
+        return false;
+      }
+      off += size_t(n);
+    }
+    return true;
+  }
+  bool broken() {
+    std::lock_guard<std::mutex> g(mu_);
+    return broken_;
+  }
+
+ private:
+  std::mutex mu_;
+  bool broken_ = false;
+};
+
+}  // namespace
+
+int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
+  StdoutWriter out;
+  Session session;
+  session.id = "stdio";
+  ThreadPool pool(threads, 64);
+  Notify notify = [&out](const Json& m) { out.write(m); };
+  std::string buf;
+  bool discarding = false;  // inside an over-long line: drop until its newline
+  char chunk[65536];
+  auto process = [&](std::string line) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) return;
+    // initialize and notifications run in order, here; requests run on the pool, so a slow
+    // query does not hold up ping or cancellation.
+    Json msg = Json::parse(line, nullptr, false);
+    // Until initialize is answered everything runs in order, so the lifecycle check sees the
+    // state at arrival.
+    bool inline_ = !session.initialized || msg.is_discarded() || !Server::is_request(msg) ||
+                   Server::is_initialize(msg) || json_depth(line) > kMaxJsonDepth ||
+                   line.size() > kMaxMessageBytes;
+    if (inline_) {
+      if (auto r = server.handle(line, session, notify)) out.write(*r);
+      return;
+    }
+    pool.submit([&server, &session, &out, &notify, m = std::move(msg)] {
+      if (auto r = server.handle_message(m, session, notify)) out.write(*r);
+    });
+  };
+  while (!stop && !out.broken()) {
+    pollfd p{0, POLLIN, 0};
+    int pr = poll(&p, 1, 200);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) continue;
+    ssize_t n = read(0, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the client is done
+    size_t start = 0;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (chunk[i] != '\n') continue;
+      if (discarding) {
+        discarding = false;
+      } else {
+        buf.append(chunk + start, size_t(i) - start);
+        process(std::move(buf));
+      }
+      buf.clear();
+      start = size_t(i) + 1;
+    }
+    if (!discarding) buf.append(chunk + start, size_t(n) - start);
+    if (buf.size() > kMaxMessageBytes) {
+      out.write({{"jsonrpc", "2.0"},
+                 {"id", nullptr},
+                 {"error",
+                  {{"code", kInvalidRequest},
+                   {"message", "message exceeds the limit of " + std::to_string(kMaxMessageBytes) +
+                                   " bytes"}}}});
+      buf.clear();
+      discarding = true;
+    }
+  }
+  if (!buf.empty() && !discarding) process(std::move(buf));  // a last message without newline
+  pool.drain();
+  return 0;
+}
+
+}  // namespace ingero::app::mcp

@@ -1,0 +1,71 @@
+// MCP transports: stdio (newline-delimited JSON-RPC on stdin/stdout, logs on stderr) and
+// Streamable HTTP (POST /mcp, sessions, Origin/Host checks, optional TLS and bearer token).
+// Both run requests on a small pool of threads (docs/mcp.md).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "app/mcp/server.h"
+
+namespace ingero::app::mcp {
+
+class ThreadPool {
+ public:
+  ThreadPool(size_t threads, size_t max_queue);
+  ~ThreadPool();  // finishes queued work, then joins
+  // Queues `job`; blocks while the queue is full.
+  void submit(std::function<void()> job);
+  // Queues `job` unless the queue is full.
+  bool try_submit(std::function<void()> job);
+  void drain();  // waits until the queue is empty and no job runs
+
+ private:
+  void worker();
+  std::mutex mu_;
+  std::condition_variable cv_, space_, idle_;
+  std::deque<std::function<void()>> q_;
+  size_t max_queue_, running_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// Serves until stdin closes (or `stop` is set); returns the process exit code.
+int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop);
+
+struct HttpOptions {
+  std::string addr = "127.0.0.1:8081";   // host:port; ":port" or "port" binds loopback
+  std::string tls_cert, tls_key;         // both or neither
+  std::string token;                     // required bearer token ("" = none); from the environment
+  std::vector<std::string> allow_hosts;  // extra Host names accepted (DNS-rebinding check)
+  std::vector<std::string> allow_origins;  // extra Origins accepted, exactly ("https://x.example")
+  size_t threads = 4;
+  size_t max_sessions = 1024;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Server& server, HttpOptions opts);
+  ~HttpServer();
+  // Binds and prepares TLS; a busy port or a bad certificate is an Error.
+  ingero::Status start();
+  int port() const { return port_; }
+  const std::string& url() const { return url_; }
+  // Accepts until `stop` is set; returns the process exit code.
+  int run(std::atomic<bool>& stop);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+  std::string url_;
+};
+
+}  // namespace ingero::app::mcp

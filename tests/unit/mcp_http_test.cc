@@ -1,0 +1,305 @@
+// Streamable HTTP transport, in process on loopback: sessions and protocol headers, the
+// DNS-rebinding Host/Origin checks, bearer token, status codes for bad requests, SSE for
+// requests that log, session deletion, TLS, and 20 clients at once.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "app/mcp/transport.h"
+#include "test_paths.h"
+#include "tests/support/http_client.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::app::mcp {
+namespace {
+
+using test::http_request;
+using test::HttpResponse;
+
+const std::map<std::string, std::string> kPost = {
+    {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
+
+Json init_msg(int id = 1) {
+  return {{"jsonrpc", "2.0"},
+          {"id", id},
+          {"method", "initialize"},
+          {"params",
+           {{"protocolVersion", "2025-11-25"},
+            {"capabilities", Json::object()},
+            {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
+}
+
+class McpHttp : public ::testing::Test {
+ protected:
+  void start(HttpOptions o = {}) {
+    db_ = test::temp_path("trace.db");
+    std::filesystem::copy_file(
+        std::string(INGERO_FIXTURES_DIR) + "/ingero-go/pytorch-dataloader-starvation.db", db_,
+        std::filesystem::copy_options::overwrite_existing);
+    ctx_ = std::make_unique<ToolContext>(db_, nullptr);
+    server_ = std::make_unique<Server>(*ctx_);
+    if (o.addr == HttpOptions{}.addr) o.addr = "127.0.0.1:0";
+    http_ = std::make_unique<HttpServer>(*server_, o);
+    auto st = http_->start();
+    ASSERT_TRUE(st) << st.error().message;
+    port_ = http_->port();
+    runner_ = std::thread([this] { http_->run(stop_); });
+  }
+  void TearDown() override {
+    stop_ = true;
+    if (runner_.joinable()) runner_.join();
+  }
+  HttpResponse post(const Json& msg, std::map<std::string, std::string> extra = {},
+                    const std::string& ca = "") {
+    auto h = kPost;
+    for (auto& [k, v] : extra) h[k] = v;
+    return http_request("127.0.0.1", port_, "POST", "/mcp", msg.dump(), h, std::chrono::seconds(30),
+                        ca);
+  }
+  std::string session(const std::string& ca = "") {
+    auto r = post(init_msg(), {}, ca);
+    EXPECT_EQ(r.status, 200) << r.error << r.body;
+    post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}},
+         {{"MCP-Session-Id", r.headers["mcp-session-id"]}, {"MCP-Protocol-Version", "2025-11-25"}},
+         ca);
+    return r.headers["mcp-session-id"];
+  }
+  std::string db_;
+  std::unique_ptr<ToolContext> ctx_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<HttpServer> http_;
+  std::atomic<bool> stop_{false};
+  std::thread runner_;
+  int port_ = 0;
+};
+
+TEST_F(McpHttp, SessionLifecycleAndProtocolHeaders) {
+  start();
+  auto r = post(init_msg());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  std::string sid = r.headers["mcp-session-id"];
+  EXPECT_EQ(sid.size(), 32u);
+  EXPECT_EQ(sid.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(Json::parse(r.body)["result"]["protocolVersion"], "2025-11-25");
+
+  Json list = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}};
+  EXPECT_EQ(post(list).status, 400);                                              // no session
+  EXPECT_EQ(post(list, {{"MCP-Session-Id", std::string(32, 'a')}}).status, 404);  // unknown session
+  EXPECT_EQ(post(list, {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "1999-01-01"}}).status,
+            400);
+  auto ok = post(list, {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "2025-11-25"}});
+  ASSERT_EQ(ok.status, 200);
+  EXPECT_EQ(Json::parse(ok.body)["result"]["tools"].size(), 11u);
+  // Notifications and responses: 202, no body.
+  auto n = post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}},
+                {{"MCP-Session-Id", sid}});
+  EXPECT_EQ(n.status, 202);
+  EXPECT_EQ(n.body, "");
+  // DELETE ends the session.
+  EXPECT_EQ(
+      http_request("127.0.0.1", port_, "DELETE", "/mcp", "", {{"MCP-Session-Id", sid}}).status,
+      200);
+  EXPECT_EQ(post(list, {{"MCP-Session-Id", sid}}).status, 404);
+  // A failed initialize leaves no session behind.
+  Json bad = init_msg();
+  bad["params"].erase("protocolVersion");
+  auto b = post(bad);
+  EXPECT_EQ(b.status, 200);
+  EXPECT_EQ(Json::parse(b.body)["error"]["code"], kInvalidParams);
+  EXPECT_FALSE(b.headers.count("mcp-session-id"));
+}
+
+TEST_F(McpHttp, DnsRebindingHostAndOriginChecks) {
+  start();
+  std::string p = std::to_string(port_);
+  EXPECT_EQ(post(init_msg(), {{"Host", "evil.example:" + p}}).status, 403);
+  EXPECT_EQ(post(init_msg(), {{"Host", "localhost:" + p}}).status, 200);
+  EXPECT_EQ(post(init_msg(), {{"Host", "[::1]:" + p}}).status, 200);
+  EXPECT_EQ(post(init_msg(), {{"Origin", "http://evil.example"}}).status, 403);
+  EXPECT_EQ(post(init_msg(), {{"Origin", "null"}}).status, 403);
+  EXPECT_EQ(post(init_msg(), {{"Origin", "http://localhost:3000"}}).status, 200);
+  EXPECT_EQ(post(init_msg(), {{"Origin", "http://127.0.0.1:" + p}}).status, 200);
+}
+
+TEST_F(McpHttp, ExtraHostsAndOriginsAreOptIn) {
+  HttpOptions o;
+  o.allow_hosts = {"gpu-node-01"};
+  o.allow_origins = {"https://dash.example"};
+  start(o);
+  EXPECT_EQ(post(init_msg(), {{"Host", "gpu-node-01:8081"}}).status, 200);
+  EXPECT_EQ(post(init_msg(), {{"Host", "gpu-node-02:8081"}}).status, 403);
+  EXPECT_EQ(post(init_msg(), {{"Origin", "https://dash.example"}}).status, 200);
+  EXPECT_EQ(post(init_msg(), {{"Origin", "http://dash.example"}}).status, 403);
+}
+
+TEST_F(McpHttp, BearerToken) {
+  HttpOptions o;
+  o.token = "s3cret-token";
+  start(o);
+  auto r = post(init_msg());
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.headers["www-authenticate"], "Bearer realm=\"ingero\"");
+  EXPECT_EQ(post(init_msg(), {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(post(init_msg(), {{"Authorization", "Bearer s3cret-token-longer"}}).status, 401);
+  EXPECT_EQ(post(init_msg(), {{"Authorization", "Basic czNjcmV0LXRva2Vu"}}).status, 401);
+  EXPECT_EQ(post(init_msg(), {{"Authorization", "Bearer s3cret-token"}}).status, 200);
+}
+
+TEST_F(McpHttp, BadRequestsGetTheirStatusCodes) {
+  start();
+  auto raw = [&](const std::string& method, const std::string& path, const std::string& body,
+                 std::map<std::string, std::string> h) {
+    return http_request("127.0.0.1", port_, method, path, body, h);
+  };
+  auto g = raw("GET", "/mcp", "", {{"Accept", "text/event-stream"}});
+  EXPECT_EQ(g.status, 405);
+  EXPECT_EQ(g.headers["allow"], "POST, DELETE");
+  EXPECT_EQ(raw("PUT", "/mcp", "{}", kPost).status, 405);
+  EXPECT_EQ(raw("POST", "/other", init_msg().dump(), kPost).status, 404);
+  EXPECT_EQ(raw("POST", "/mcp", init_msg().dump(), {{"Content-Type", "text/plain"}}).status, 415);
+  EXPECT_EQ(raw("POST", "/mcp", init_msg().dump(),
+                {{"Content-Type", "application/json"}, {"Accept", "text/html"}})
+                .status,
+            406);
+  auto pe = raw("POST", "/mcp", "{nope", kPost);
+  EXPECT_EQ(pe.status, 400);
+  EXPECT_EQ(Json::parse(pe.body)["error"]["code"], kParseError);
+  auto big = kPost;
+  big["Content-Length"] = std::to_string(64u << 20);
+  auto bigr = raw("POST", "/mcp", "", big);
+  EXPECT_EQ(bigr.status, 413) << bigr.body << bigr.error << bigr.headers["content-length"];
+  auto deep = raw("POST", "/mcp", std::string(5000, '[') + std::string(5000, ']'), kPost);
+  EXPECT_EQ(deep.status, 400);
+  EXPECT_EQ(
+      raw("POST", "/mcp", init_msg().dump(), {{"Content-Type", "application/json"}, {"Host", ""}})
+          .status,
+      400);
+  // The server still answers after all of that.
+  EXPECT_EQ(raw("POST", "/mcp", init_msg().dump(), kPost).status, 200);
+}
+
+TEST_F(McpHttp, LoggingRequestsStreamNotificationsAsSse) {
+  start();
+  std::string sid = session();
+  std::map<std::string, std::string> h = {{"MCP-Session-Id", sid},
+                                          {"MCP-Protocol-Version", "2025-11-25"}};
+  ASSERT_EQ(post({{"jsonrpc", "2.0"},
+                  {"id", 5},
+                  {"method", "logging/setLevel"},
+                  {"params", {{"level", "debug"}}}},
+                 h)
+                .status,
+            200);
+  auto r = post({{"jsonrpc", "2.0"},
+                 {"id", 6},
+                 {"method", "tools/call"},
+                 {"params", {{"name", "get_trace_stats"}, {"arguments", Json::object()}}}},
+                h);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["content-type"], "text/event-stream");
+  auto first = r.body.find("data: ");
+  auto second = r.body.find("data: ", first + 1);
+  ASSERT_NE(second, std::string::npos) << r.body;
+  Json note = Json::parse(r.body.substr(first + 6, r.body.find('\n', first) - first - 6));
+  Json resp = Json::parse(r.body.substr(second + 6, r.body.find('\n', second) - second - 6));
+  EXPECT_EQ(note["method"], "notifications/message");
+  EXPECT_EQ(resp["id"], 6);
+  EXPECT_EQ(resp["result"]["isError"], false);
+  // A client that only accepts JSON gets JSON.
+  auto j =
+      http_request("127.0.0.1", port_, "POST", "/mcp",
+                   Json{{"jsonrpc", "2.0"},
+                        {"id", 7},
+                        {"method", "tools/call"},
+                        {"params", {{"name", "get_trace_stats"}, {"arguments", Json::object()}}}}
+                       .dump(),
+                   {{"Content-Type", "application/json"},
+                    {"Accept", "application/json"},
+                    {"MCP-Session-Id", sid}});
+  EXPECT_EQ(j.headers["content-type"], "application/json");
+  EXPECT_EQ(Json::parse(j.body)["id"], 7);
+}
+
+TEST_F(McpHttp, TwentyConcurrentClientsGetCorrectAnswers) {
+  HttpOptions o;
+  o.threads = 4;
+  start(o);
+  int64_t want = test::query_int(db_, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSync'");
+  std::vector<std::future<std::string>> clients;
+  for (int c = 0; c < 20; ++c)
+    clients.push_back(std::async(std::launch::async, [&, c]() -> std::string {
+      std::string sid = session();
+      if (sid.empty()) return "no session";
+      std::map<std::string, std::string> h = {{"MCP-Session-Id", sid},
+                                              {"MCP-Protocol-Version", "2025-11-25"}};
+      for (int i = 0; i < 5; ++i) {
+        auto r = post({{"jsonrpc", "2.0"},
+                       {"id", 100 + i},
+                       {"method", "tools/call"},
+                       {"params",
+                        {{"name", "run_sql"},
+                         {"arguments",
+                          {{"sql", "SELECT count(*) FROM calls WHERE op = 'cudaStreamSync' AND " +
+                                       std::to_string(c) + " = " + std::to_string(c)}}}}}},
+                      h);
+        if (r.status != 200) return "status " + std::to_string(r.status) + " " + r.error;
+        Json j = Json::parse(r.body);
+        if (j["id"] != 100 + i) return "wrong id";
+        if (j["result"]["structuredContent"]["rows"][0][0] != want) return "wrong answer " + r.body;
+      }
+      return "";
+    }));
+  for (auto& f : clients) EXPECT_EQ(f.get(), "");
+}
+
+TEST_F(McpHttp, Tls) {
+  std::string dir = test::temp_path("tls");
+  std::filesystem::create_directories(dir);
+  std::string out, err;
+  ASSERT_EQ(
+      test::run_command({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                         "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"},
+                        &out, &err),
+      0)
+      << err;
+  HttpOptions o;
+  o.tls_cert = dir + "/cert.pem";
+  o.tls_key = dir + "/key.pem";
+  start(o);
+  EXPECT_EQ(http_->url(), "https://127.0.0.1:" + std::to_string(port_) + "/mcp");
+  std::string sid = session(dir + "/cert.pem");
+  ASSERT_EQ(sid.size(), 32u);
+  auto r = post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}}, {{"MCP-Session-Id", sid}},
+                dir + "/cert.pem");
+  EXPECT_EQ(r.status, 200);
+  // Plain HTTP to a TLS port gets no answer.
+  EXPECT_EQ(post(init_msg()).status, 0);
+  // Mismatched key and certificate are refused at start.
+  ASSERT_EQ(
+      test::run_command({"openssl", "genrsa", "-out", dir + "/other.pem", "2048"}, &out, &err), 0);
+  HttpOptions bad = o;
+  bad.tls_key = dir + "/other.pem";
+  bad.addr = "127.0.0.1:0";
+  HttpServer s2(*server_, bad);
+  auto st = s2.start();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("does not match"), std::string::npos) << st.error().message;
+}
+
+TEST_F(McpHttp, BusyPortIsAClearError) {
+  start();
+  HttpOptions o;
+  o.addr = "127.0.0.1:" + std::to_string(port_);
+  HttpServer other(*server_, o);
+  auto st = other.start();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("cannot listen on 127.0.0.1:" + std::to_string(port_)),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ingero::app::mcp
