@@ -20,6 +20,11 @@ add_custom_command(
   COMMAND ${BPFTOOL} btf dump file ${INGERO_VMLINUX_BTF} format c > ${INGERO_BPF_GEN_DIR}/vmlinux.h.tmp
   COMMAND ${CMAKE_COMMAND} -E rename ${INGERO_BPF_GEN_DIR}/vmlinux.h.tmp ${INGERO_BPF_GEN_DIR}/vmlinux.h
   COMMENT "Generating vmlinux.h from ${INGERO_VMLINUX_BTF}")
+# With the Makefile generator a custom command's OUTPUT is only known to rules of the
+# directory that declares it, so skeletons in other directories reach vmlinux.h through this
+# target: every target building a skeleton must depend on ingero_vmlinux (a clean build
+# otherwise fails with "No rule to make target vmlinux.h").
+add_custom_target(ingero_vmlinux DEPENDS ${INGERO_BPF_GEN_DIR}/vmlinux.h)
 
 # ingero_bpf_skeleton(NAME SRC_DIR OUT_VAR): SRC_DIR/NAME.bpf.c -> NAME.skel.h
 function(ingero_bpf_skeleton name src_dir out_var)
