@@ -44,6 +44,15 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_flag(
       "--prometheus-per-process", o->prometheus_per_process,
       "Add pid and comm labels to the GPU API metrics (one series per process: watch cardinality)");
+  cmd->add_flag(
+      "--stack,!--no-stack", o->stacks,
+      "Capture the user call stack of traced calls, with Python frames for CPython 3.10-3.13 "
+      "(default on; --no-stack turns it off)");
+  cmd->add_option("--stack-samples", o->stack_samples,
+                  "Calls per process and unique stack that ship the stack; later ones reference it "
+                  "by hash. Errors, off-CPU and calls slower than 1 ms always ship theirs")
+      ->check(CLI::Range(1u, 1000000u))
+      ->capture_default_str();
   cmd->add_option("command", o->command, "Command to run and trace (after --)");
   cmd->positionals_at_end(true);
   cmd->callback([&ctx, o, duration, pids] {
@@ -65,6 +74,8 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!o->pids.empty()) flags += "pid-filter,";
     if (!o->command.empty()) flags += "command,";
     if (!o->backends.empty()) flags += "backends=" + o->backends + ",";
+    flags +=
+        o->stacks ? "stack,stack-samples=" + std::to_string(o->stack_samples) + "," : "no-stack,";
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
     if (o->rdma_verbs) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "app/host_info.h"
+#include "app/stack_collector.h"
 #include "hal/record_layout.h"
 #include "kernelside/host_decoder.h"
 
@@ -17,6 +18,7 @@ void EventPipeline::report(const ingero::Status& st) {
 
 void EventPipeline::note_pid(uint32_t pid, const char* comm) {
   if (!seen_pids_.insert(pid).second) return;
+  if (stacks) stacks->process_seen(pid);
   std::string name, cmdline;
   if (read_proc) {
     std::string base = "/proc/" + std::to_string(pid);
@@ -59,6 +61,12 @@ void EventPipeline::on_record(const void* data, size_t size) {
         return;
       }
       ++counters_.calls;
+      if ((counters_.calls & 63) == 0 && read_proc) {
+        int64_t lag = mono_now_ns() - int64_t(rec->end_ns);
+        ++lag_log2_[lag > 0 ? 63 - __builtin_clzll(uint64_t(lag)) : 0];
+        ++lag_samples_;
+      }
+      ev_.stack_id = stacks ? stacks->stack_id(rec->pid, rec->stack_hash) : 0;
       comms_.observe(ev_);
       note_pid(rec->pid, rec->comm);
       gpu_pids_.insert(rec->pid);
@@ -90,6 +98,24 @@ void EventPipeline::on_record(const void* data, size_t size) {
         note_pid(uint32_t(*peer), ev_.peer_comm.data());
       if (on_event) on_event(ev_);
       report(writer_.add(ev_));
+      if (stacks && ev_.kind == hal::EventKind::kProcessExit) stacks->process_exited(ev_.pid);
+      break;
+    }
+    case INGERO_REC_PYCODE: {
+      if (size < sizeof(ingero_py_code_rec)) {
+        ++counters_.malformed;
+        return;
+      }
+      if (stacks) stacks->on_py_code(*static_cast<const ingero_py_code_rec*>(data));
+      break;
+    }
+    case INGERO_REC_STACK: {
+      if (size < sizeof(ingero_stack_rec)) {
+        ++counters_.malformed;
+        return;
+      }
+      ++counters_.stacks;
+      if (stacks) stacks->on_stack(*static_cast<const ingero_stack_rec*>(data));
       break;
     }
     default:
@@ -100,6 +126,16 @@ void EventPipeline::on_record(const void* data, size_t size) {
 void EventPipeline::add(const hal::Event& ev) {
   if (on_event) on_event(ev);
   report(writer_.add(ev));
+}
+
+uint64_t EventPipeline::delivery_lag_quantile_ns(double q) const {
+  if (!lag_samples_) return 0;
+  uint64_t rank = uint64_t(q * double(lag_samples_) + 0.999999), seen = 0;
+  for (size_t b = 0; b < lag_log2_.size(); ++b) {
+    seen += lag_log2_[b];
+    if (seen >= rank) return uint64_t(1) << (b + 1);  // the bucket's upper bound
+  }
+  return 0;
 }
 
 void EventPipeline::commit() { report(writer_.commit()); }

@@ -3,6 +3,7 @@
 // what ships.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,6 +15,8 @@
 
 namespace ingero::app {
 
+class StackCollector;
+
 class EventPipeline {
  public:
   struct Counters {
@@ -22,6 +25,7 @@ class EventPipeline {
     uint64_t unknown_probe = 0;  // call records whose probe id is not in the table
     uint64_t malformed = 0;      // records too short or of an unknown type
     uint64_t libwatch = 0;       // exec / link-map notifications
+    uint64_t stacks = 0;         // stack records
     uint64_t store_errors = 0;   // add/commit failures reported
   };
 
@@ -36,10 +40,15 @@ class EventPipeline {
   std::function<void(const std::string& message)> on_store_error;
   // Whether to read /proc/PID/{comm,cmdline} for each new pid (off in benchmarks).
   bool read_proc = true;
+  // Stack records and call-to-stack links (null: stacks are not collected).
+  StackCollector* stacks = nullptr;
 
   void on_record(const void* data, size_t size);
   void commit();
   const Counters& counters() const { return counters_; }
+  // How long call records waited between the call's return and their decoding here, sampled
+  // on one record in 64: the window in which a process may exit before user space sees it.
+  uint64_t delivery_lag_quantile_ns(double q) const;
   // Stores an event built elsewhere (page-allocation aggregates).
   void add(const hal::Event& ev);
   // Processes that made traced calls (for per-process aggregates).
@@ -57,6 +66,8 @@ class EventPipeline {
   std::unordered_set<uint32_t> seen_pids_;
   std::unordered_set<uint32_t> gpu_pids_;
   Counters counters_;
+  std::array<uint64_t, 64> lag_log2_{};  // histogram of sampled delivery lags, log2 ns buckets
+  uint64_t lag_samples_ = 0;
   std::string last_store_error_;
 };
 

@@ -91,6 +91,11 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
       for (const auto& t : c.timeline)
         out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
     }
+    for (const auto& st : c.stacks) {
+      out << "  Stack (" << st.calls << " of the " << st.examined << " slowest calls, worst "
+          << format_duration(st.worst_ns) << ", pid " << st.pid << " tid " << st.tid << "):\n";
+      for (const auto& f : st.frames) out << "    " << f << "\n";
+    }
     out << "  Root cause: " << c.root_cause << "\n";
     if (!c.explanation.empty()) out << "  Why: " << c.explanation << "\n";
     for (size_t i = 0; i < c.fixes.size(); ++i)
@@ -131,6 +136,15 @@ nlohmann::json op_stats_json(const engine::OpStats& s) {
 }
 
 nlohmann::json chain_json(const engine::Chain& c) {
+  nlohmann::json stacks = nlohmann::json::array();
+  for (const auto& s : c.stacks)
+    stacks.push_back({{"stack_id", s.stack_id},
+                      {"calls", s.calls},
+                      {"examined", s.examined},
+                      {"worst_ns", s.worst_ns},
+                      {"pid", s.pid},
+                      {"tid", s.tid},
+                      {"frames", s.frames}});
   nlohmann::json tl = nlohmann::json::array();
   for (const auto& t : c.timeline)
     tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
@@ -146,6 +160,7 @@ nlohmann::json chain_json(const engine::Chain& c) {
           {"explanation", c.explanation},
           {"fixes", c.fixes},
           {"timeline", tl},
+          {"stacks", stacks},
           {"p50_ns", c.p50_ns},
           {"p99_ns", c.p99_ns},
           {"tail_ratio", c.tail_ratio},

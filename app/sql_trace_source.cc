@@ -4,6 +4,8 @@
 #include <ctime>
 
 #include "app/tracer.h"
+#include "hal/symbolizer.h"
+#include "store/stacks.h"
 
 namespace ingero::app {
 namespace {
@@ -295,6 +297,22 @@ std::optional<int64_t> parse_time(const std::string& s) {
 }
 
 }  // namespace
+
+bool SqlTraceSource::has_stacks() { return store::has_stacks(reader_.db()); }
+
+std::vector<engine::StackFrameInfo> SqlTraceSource::stack(uint64_t stack_id) {
+  std::vector<engine::StackFrameInfo> out;
+  auto frames = store::read_stack(reader_.db(), int64_t(stack_id));
+  if (!frames) {
+    if (error_.empty()) error_ = frames.error().message;
+    return out;
+  }
+  if (!*frames) return out;
+  for (const auto& f : **frames)
+    out.push_back({f.python, f.python ? f.function : hal::demangle(f.function), f.file, f.line,
+                   f.module, f.address});
+  return out;
+}
 
 ingero::Result<engine::Window> resolve_window(engine::TraceSource& source, const WindowSpec& spec) {
   engine::Window w;

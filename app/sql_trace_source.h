@@ -23,6 +23,8 @@ class SqlTraceSource final : public engine::TraceSource {
   uint64_t event_count(const engine::Window& w) override;
   std::map<uint64_t, std::string> cgroup_paths() override;
   std::vector<engine::RdmaSample> rdma_error_samples(const engine::Window& w) override;
+  bool has_stacks() override;
+  std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
   // Distinct node names in the trace (merged files hold several).
   std::vector<std::string> nodes();
   // The first error met while reading (queries keep going with what they have).

@@ -23,6 +23,7 @@
 #include "app/metrics.h"
 #include "app/session_chains.h"
 #include "app/sql_trace_source.h"
+#include "app/stack_collector.h"
 #include "backends/rdma/rdma_backend.h"
 #include "hal/bpf_session.h"
 #include "hal/probe_manager.h"
@@ -92,6 +93,7 @@ class Trace {
   std::unique_ptr<hal::CallDecoder> decoder_;
   hal::LocalHost host_;
   std::unique_ptr<EventPipeline> pipeline_;
+  std::unique_ptr<StackCollector> stacks_;
   std::unique_ptr<Metrics> metrics_;
   std::future<std::map<std::string, uint64_t>> live_chains_;
   int64_t next_metrics_ = 0, next_chains_ = 0;
@@ -130,6 +132,7 @@ void Trace::rescan_pending() {
   std::set<int> pids;
   pids.swap(rescan_);
   for (int pid : pids) {
+    if (stacks_) stacks_->process_changed(uint32_t(pid));
     auto fresh = probes_->scan_pid(pid);
     if (!fresh.empty()) {
       if (!opts_.quiet)
@@ -335,6 +338,8 @@ int Trace::run() {
   hal::BpfConfig cfg;
   cfg.ringbuf_bytes = opts_.ringbuf_mb << 20;
   cfg.pids = opts_.pids;
+  cfg.stacks = opts_.stacks;
+  cfg.stack_samples = opts_.stack_samples;
   if (child_ > 0 && !opts_.trace_all) cfg.pids.push_back(uint32_t(child_));
   if (!hal::has_uprobe_pmu()) {
     if (auto t = hal::ensure_tracefs(); !t)
@@ -357,6 +362,14 @@ int Trace::run() {
   decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
   pipeline_ = std::make_unique<EventPipeline>(*decoder_, *writer_);
   pipeline_->on_libwatch = [this](int pid) { rescan_.insert(pid); };
+  if (opts_.stacks) {
+    stacks_ = std::make_unique<StackCollector>(*writer_, session_.get());
+    stacks_->on_warning = [this](const std::string& m) {
+      if (!opts_.quiet) std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: stacks: " << m << "\n";
+    };
+    pipeline_->stacks = stacks_.get();
+    stacks_->scan_existing(host_.pids());
+  }
   if (metrics_) pipeline_->on_event = [this](const hal::Event& e) { metrics_->on_event(e); };
   pipeline_->on_store_error = [this](const std::string& m) {
     std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: " << m
@@ -511,16 +524,32 @@ int Trace::run() {
   nlohmann::json sj;
   const char* names[] = {"calls",           "ringbuf_drops",    "thread_map_full", "depth_overflow",
                          "unpaired_return", "frames_discarded", "unfinished",      "host_drops",
-                         "host_records",    "selftest"};
+                         "host_records",    "selftest",         "stacks_shipped",  "stacks_sampled",
+                         "stack_drops",     "py_walks",         "py_faults"};
+  static_assert(std::size(names) == INGERO_STAT_MAX, "name every BPF counter");
   for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
   const auto& pc = pipeline_->counters();
   sj["unknown_probe_records"] = pc.unknown_probe;
   sj["malformed_records"] = pc.malformed;
   sj["libwatch_records"] = pc.libwatch;
+  sj["delivery_lag_p50_us"] = pipeline_->delivery_lag_quantile_ns(0.50) / 1000;
+  sj["delivery_lag_p99_us"] = pipeline_->delivery_lag_quantile_ns(0.99) / 1000;
+  if (stacks_) {
+    const auto& sc = stacks_->counters();
+    sj["stacks_distinct"] = sc.stored;
+    sj["stack_unknown_refs"] = sc.unknown_refs;
+    sj["stack_native_frames"] = sc.native_frames;
+    sj["stack_unresolved_frames"] = sc.unresolved;
+    sj["stack_python_frames"] = sc.python_frames;
+    sj["stack_python_invalid"] = sc.python_invalid;
+    sj["stack_python_gone"] = sc.python_gone;
+    sj["stack_python_processes"] = sc.python_processes;
+  }
   store::SessionEnd end;
   end.stopped_at_ns = wall_now_ns();
   end.attached_probes = probes_->attached_probes();
-  end.ringbuf_drops = stats[INGERO_STAT_RINGBUF_DROPS] + stats[INGERO_STAT_HOST_DROPS];
+  end.ringbuf_drops = stats[INGERO_STAT_RINGBUF_DROPS] + stats[INGERO_STAT_HOST_DROPS] +
+                      stats[INGERO_STAT_STACK_DROPS];
   end.lost_calls = stats[INGERO_STAT_THREAD_MAP_FULL] + stats[INGERO_STAT_DEPTH_OVERFLOW];
   end.unfinished_calls = stats[INGERO_STAT_UNFINISHED];
   end.bpf_stats_json = sj.dump();
@@ -550,6 +579,23 @@ int Trace::run() {
     if (end.unfinished_calls)
       std::cerr << "ingero: " << end.unfinished_calls
                 << " calls were still running when their thread exited (stored as unfinished)\n";
+    if (stacks_) {
+      const auto& sc = stacks_->counters();
+      std::cerr << "ingero: stacks: " << sc.stored << " distinct from " << sc.received
+                << " records (" << stats[INGERO_STAT_STACKS_SAMPLED]
+                << " calls referenced a stack already shipped)";
+      if (sc.python_frames) std::cerr << ", " << sc.python_frames << " Python frames";
+      if (sc.native_frames)
+        std::cerr << ", " << sc.unresolved << " of " << sc.native_frames
+                  << " native frames unresolved";
+      if (sc.python_invalid)
+        std::cerr << ", " << sc.python_invalid << " Python frames dropped (unverified)";
+      if (sc.python_gone)
+        std::cerr << ", " << sc.python_gone
+                  << " Python frames lost (the process exited before they were read)";
+      if (sc.unknown_refs) std::cerr << ", " << sc.unknown_refs << " calls lost their stack record";
+      std::cerr << "\n";
+    }
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";

@@ -39,24 +39,47 @@ run_min() {
     wait "$MP_PID" 2>/dev/null || true
   done | median
 }
-run_ingero() {
+run_ingero() {  # extra flags: --no-stack, or nothing (stacks are on by default)
   for i in 1 2 3 4 5; do
-    VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live --db "$out/ovh$i.db" -- $B/bench/call_loop "$LIB" $SYM "$N" | ns
+    VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live "$@" --db "$out/ovh$i.db" -- $B/bench/call_loop "$LIB" $SYM "$N" | ns
   done | median
 }
 base=$(run_plain)
 minE=$(run_min entry)
 minP=$(run_min pair)
-ing=$(run_ingero)
-python3 - "$base" "$minE" "$minP" "$ing" <<'PY'
+ing=$(run_ingero --no-stack)
+ings=$(run_ingero)
+python3 - "$base" "$minE" "$minP" "$ing" "$ings" <<'PY'
 import sys
-base, e, p, i = map(float, sys.argv[1:])
+base, e, p, i, s = map(float, sys.argv[1:])
 print(f"untraced            {base:8.1f} ns/call")
 print(f"min counting entry  {e:8.1f} ns/call  (+{e-base:.1f})")
 print(f"min counting pair   {p:8.1f} ns/call  (+{p-base:.1f})")
-print(f"ingero trace        {i:8.1f} ns/call  (+{i-base:.1f})")
+print(f"ingero --no-stack   {i:8.1f} ns/call  (+{i-base:.1f})")
+print(f"ingero (stacks)     {s:8.1f} ns/call  (+{s-base:.1f})")
 print(f"ratio ingero / min pair  (cost over untraced): {(i-base)/(p-base):.2f}x   target <= 1.25x")
 print(f"ratio ingero / min entry (cost over untraced): {(i-base)/(e-base):.2f}x")
+print(f"ratio stacks on / off    (cost over untraced): {(s-base)/(i-base):.2f}x   target <= 2x")
+PY
+
+PYN=${PY_CALLS:-50000}
+echo "== Python stacks: ctypes loop (2 Python frames deep), $PYN calls, median of 5"
+pyloop() { for i in 1 2 3 4 5; do "$@" python3 bench/py_call_loop.py "$LIB" $SYM "$PYN" | ns; done | median; }
+pbase=$(pyloop env)
+pno=$(pyloop env VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live --no-stack --db "$out/pyno.db" --)
+pst=$(pyloop env VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live --db "$out/pyst.db" --)
+lag=$($ING query --db "$out/pyst.db" --json "select bpf_stats from sessions" | python3 -c 'import json,sys; s=json.loads(json.load(sys.stdin)[0]["bpf_stats"]); print(s["delivery_lag_p50_us"], s["delivery_lag_p99_us"], s["stack_python_frames"], s["stacks_shipped"], s["stacks_sampled"])')
+python3 - "$pbase" "$pno" "$pst" $lag <<'PY'
+import sys
+b, n, s = map(float, sys.argv[1:4])
+p50, p99, frames, shipped, sampled = sys.argv[4:]
+print(f"untraced            {b:8.1f} ns/call")
+print(f"ingero --no-stack   {n:8.1f} ns/call  (+{n-b:.1f})")
+print(f"ingero (stacks)     {s:8.1f} ns/call  (+{s-b:.1f}): in-kernel native + Python walk")
+print(f"ratio stacks on / off (cost over untraced): {(s-b)/(n-b):.2f}x   target <= 2x")
+print(f"record delivery lag: p50 <= {p50} us, p99 <= {p99} us after the call returned "
+      f"(a user-space walk would read frames that much later); {shipped} stacks shipped, {sampled} by reference, "
+      f"{frames} Python frames resolved")
 PY
 
 echo "== memory: ingero trace RSS with >=100 probes attached and 50,000 calls/s for 20 s"

@@ -150,6 +150,7 @@ static __always_inline __u64 arg_word(struct ingero_frame* f, __u8 src, __u32 in
 }
 
 #include "host.bpf.h"
+#include "stacks.bpf.h"
 
 SEC("uprobe")
 int ingero_entry(struct pt_regs* ctx) {
@@ -226,7 +227,7 @@ int ingero_entry(struct pt_regs* ctx) {
 static __always_inline void emit_call_sized(struct ingero_thread* t, struct ingero_frame* f,
                                             __u32 depth, __u32 tid, __u64 end_ns, __u64 ret,
                                             __u16 extra_flags, struct ingero_recipe* r,
-                                            const bool full) {
+                                            __u64 stack_hash, const bool full) {
   struct ingero_call_rec* e =
       bpf_ringbuf_reserve(&events, full ? sizeof(*e) : INGERO_CALL_REC_SHORT, 0);
   if (!e) {
@@ -253,6 +254,7 @@ static __always_inline void emit_call_sized(struct ingero_thread* t, struct inge
   e->depth = depth;
   e->entry_len = f->entry_len;
   e->return_len = 0;
+  e->stack_hash = stack_hash;
   bpf_get_current_comm(e->comm, sizeof(e->comm));
   __builtin_memcpy(e->preemptor_comm, f->preemptor_comm, sizeof(e->preemptor_comm));
   if (full) __builtin_memcpy(e->entry_buf, f->entry_buf, sizeof(e->entry_buf));
@@ -277,11 +279,11 @@ static __always_inline void emit_call_sized(struct ingero_thread* t, struct inge
 
 static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 depth,
                                       __u32 tid, __u64 end_ns, __u64 ret, __u16 extra_flags,
-                                      struct ingero_recipe* r) {
+                                      struct ingero_recipe* r, __u64 stack_hash) {
   if (f->entry_len)
-    emit_call_sized(t, f, depth, tid, end_ns, ret, extra_flags, r, true);
+    emit_call_sized(t, f, depth, tid, end_ns, ret, extra_flags, r, stack_hash, true);
   else
-    emit_call_sized(t, f, depth, tid, end_ns, ret, extra_flags, r, false);
+    emit_call_sized(t, f, depth, tid, end_ns, ret, extra_flags, r, stack_hash, false);
 }
 
 SEC("uretprobe")
@@ -322,7 +324,14 @@ int ingero_return(struct pt_regs* ctx) {
   if (d >= INGERO_MAX_DEPTH) return 0;
   struct ingero_frame* f = &t->frames[d];
   struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
-  emit_call(t, f, d, tid, now, PT_REGS_RC(ctx), extra, r);
+  __u64 ret = PT_REGS_RC(ctx);
+  __u64 stack_hash = 0;
+  if (stacks_enabled) {
+    bool anomalous = (__u32)ret != 0 || t->off_cpu_total_ns != f->off_cpu_at_entry ||
+                     now - f->start_ns >= stack_slow_ns;
+    stack_hash = capture_stack(ctx, t->tgid, tid, anomalous, &extra);
+  }
+  emit_call(t, f, d, tid, now, ret, extra, r, stack_hash);
   t->depth = d;
   return 0;
 }
@@ -343,7 +352,7 @@ int BPF_PROG(ingero_thread_exit, struct task_struct* p) {
       struct ingero_frame* f = &t->frames[i];
       struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &f->probe_id);
       (void)r;
-      emit_call(t, f, i, tid, now, 0, INGERO_CALL_UNFINISHED, 0);
+      emit_call(t, f, i, tid, now, 0, INGERO_CALL_UNFINISHED, 0, 0);
       stat_inc(INGERO_STAT_UNFINISHED);
     }
   }

@@ -20,6 +20,8 @@
 #define INGERO_RETURN_READ_MAX 32 /* output pointers: device pointers, handles, event structs */
 #define INGERO_COMM_LEN 16
 #define INGERO_MAX_THREADS 65536
+#define INGERO_STACK_MAX 64 /* native user frames kept per stack */
+#define INGERO_PY_MAX 32    /* Python frames kept per stack */
 
 enum ingero_rec_type {
   INGERO_REC_CALL = 1,     /* struct ingero_call_rec */
@@ -28,6 +30,8 @@ enum ingero_rec_type {
   INGERO_REC_PROC = 4,     /* struct ingero_proc_rec */
   INGERO_REC_BLOCK = 5,    /* struct ingero_block_rec */
   INGERO_REC_TCP = 6,      /* struct ingero_tcp_rec */
+  INGERO_REC_STACK = 7,    /* struct ingero_stack_rec; precedes the call record naming it */
+  INGERO_REC_PYCODE = 8,   /* struct ingero_py_code_rec; precedes the first stack using it */
 };
 
 /* Where a pointer to read comes from. Stack words and stack addresses are relative to the
@@ -63,6 +67,7 @@ struct ingero_recipe {
 #define INGERO_CALL_RETURN_READ_FAULT 0x4 /* return pointer read failed */
 #define INGERO_CALL_FRAMES_DISCARDED 0x8  /* inner frames unwound without a return were dropped */
 #define INGERO_CALL_STACK_READ_FAULT 0x10 /* stack arguments could not be copied */
+#define INGERO_CALL_STACK_SHIPPED 0x20    /* an INGERO_REC_STACK for stack_hash came just before */
 
 struct ingero_call_rec {
   __u32 type; /* INGERO_REC_CALL */
@@ -85,6 +90,7 @@ struct ingero_call_rec {
   __u16 depth; /* nesting depth at entry; 0 = outermost traced call */
   __u16 entry_len;
   __u16 return_len;
+  __u64 stack_hash; /* 0: no stack; else the call's user stack (INGERO_REC_STACK) */
   char comm[INGERO_COMM_LEN];
   char preemptor_comm[INGERO_COMM_LEN];
   __u8 return_buf[INGERO_RETURN_READ_MAX];
@@ -93,6 +99,96 @@ struct ingero_call_rec {
   __u8 entry_buf[INGERO_ENTRY_READ_MAX];
 };
 #define INGERO_CALL_REC_SHORT (sizeof(struct ingero_call_rec) - INGERO_ENTRY_READ_MAX)
+
+/* One Python frame as the interpreter had it at the call: the code object and the raw
+ * instruction position (3.11/3.12: prev_instr pointer; 3.13: instr_ptr; 3.10: f_lasti).
+ * User space turns it into file:line via the code object's line table. */
+struct ingero_py_frame {
+  __u64 code;
+  __u64 instr;
+};
+
+/* ingero_py_frame flags */
+#define INGERO_PY_ENTRY 0x1 /* the frame an eval loop was entered with (3.10/3.11 boundary) */
+#define INGERO_PY_SHIM 0x2  /* a C-stack shim frame (3.12+): the next frame starts a new loop */
+#define INGERO_PY_NOT_CODE 0x4 /* the frame's code pointer is not a PyCodeObject: drop it */
+
+/* ingero_stack_rec.py_status */
+enum ingero_py_status {
+  INGERO_PY_NONE = 0,     /* not a configured Python process */
+  INGERO_PY_OK = 1,       /* frames walked to the bottom */
+  INGERO_PY_TRUNCATED = 2, /* more than INGERO_PY_MAX frames */
+  INGERO_PY_NO_THREAD = 3, /* no thread state for this thread (not a Python thread, or exiting) */
+  INGERO_PY_FAULT = 4,     /* a read of interpreter memory failed */
+};
+
+/* A call's user stack. Shipped once per (process, stack) up to the sample cap, and always
+ * for anomalous calls; later calls with the same stack carry only stack_hash. */
+struct ingero_stack_rec {
+  __u32 type; /* INGERO_REC_STACK */
+  __u32 pid;
+  __u32 tid;
+  __u16 n_ips;    /* native frames in ips[] */
+  __u8 n_py;      /* Python frames in py[] */
+  __u8 py_status; /* enum ingero_py_status */
+  __u64 hash;     /* of pid, ips and py frames: the call record's stack_hash */
+  __u64 ips[INGERO_STACK_MAX];
+  struct ingero_py_frame py[INGERO_PY_MAX];
+  __u8 py_flags[INGERO_PY_MAX];
+};
+
+/* A code object, shipped the first time a process's stack shows it, so its frames resolve
+ * to file:line even after the process has exited. Strings are copied when they are compact
+ * ASCII (almost always); lengths are the full lengths, so a cut copy is visible. */
+#define INGERO_PY_FILE_MAX 128
+#define INGERO_PY_NAME_MAX 64
+#define INGERO_PY_TABLE_MAX 512
+struct ingero_py_code_rec {
+  __u32 type; /* INGERO_REC_PYCODE */
+  __u32 pid;
+  __u64 code;
+  __s32 firstlineno;
+  __u32 file_len;  /* 0xffffffff: not compact ASCII, not copied */
+  __u32 name_len;
+  __u32 table_len; /* bytes of the line table */
+  char file[INGERO_PY_FILE_MAX];
+  char name[INGERO_PY_NAME_MAX];
+  __u8 table[INGERO_PY_TABLE_MAX];
+};
+
+/* Where the interpreter keeps its threads and frames, per Python process (map py_procs,
+ * written by user space from a verified layout). Offsets in bytes; 0xffff = absent. */
+struct ingero_py_config {
+  __u64 runtime;    /* address of _PyRuntime in the process */
+  __u64 code_type;  /* address of PyCode_Type: a frame whose code is not one is dropped */
+  __u32 version;    /* (major << 8) | minor */
+  __u16 runtime_interp_head;
+  __u16 interp_threads_head;
+  __u16 tstate_next;
+  __u16 tstate_thread_id;   /* native_thread_id (3.11+), or thread_id = pthread_self (3.10) */
+  __u16 tstate_frame;       /* 3.10 frame, 3.11/3.12 cframe, 3.13 current_frame */
+  __u16 cframe_current_frame;
+  __u16 frame_code;
+  __u16 frame_previous;
+  __u16 frame_instr;
+  __u16 frame_owner;
+  __u16 frame_is_entry;
+  __u8 thread_id_is_pthread; /* compare with the thread's fsbase instead of its tid */
+  __u8 instr_is_int;         /* 3.10: f_lasti is an int */
+  __u8 owner_cstack;         /* owner value of a C-stack shim frame (3.12+: 3), 0xff = none */
+  __u8 pad[7];
+  /* Code objects and strings, for shipping code records. */
+  __u16 code_filename;
+  __u16 code_name; /* co_qualname where it exists, else co_name */
+  __u16 code_firstlineno;
+  __u16 code_linetable;
+  __u16 unicode_state;
+  __u16 unicode_length;
+  __u16 ascii_data; /* sizeof(PyASCIIObject) */
+  __u16 bytes_size; /* ob_size */
+  __u16 bytes_data; /* ob_sval */
+  __u16 pad2[3];
+};
 
 /* A process exec'd or its link map changed (dlopen/dlclose, or the initial load): user
  * space re-scans its mappings for libraries to attach. */
@@ -218,6 +314,11 @@ enum ingero_stat {
   INGERO_STAT_HOST_DROPS,       /* host-context records lost to a full ring buffer */
   INGERO_STAT_HOST_RECORDS,     /* host-context records submitted */
   INGERO_STAT_SELFTEST,         /* hits of the check self-test uprobe */
+  INGERO_STAT_STACKS_SHIPPED,   /* stack records submitted */
+  INGERO_STAT_STACKS_SAMPLED,   /* calls whose stack was known already: hash only */
+  INGERO_STAT_STACK_DROPS,      /* stack records lost to a full ring buffer */
+  INGERO_STAT_PY_WALKS,         /* Python frame walks attempted */
+  INGERO_STAT_PY_FAULTS,        /* ... that hit an unreadable address */
   INGERO_STAT_MAX,
 };
 

@@ -100,6 +100,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     if (x.severity != y.severity) return x.severity > y.severity;
     return x.score > y.score;
   });
+  attribute_stacks(source, a);
   if (opts.breakdown) build_breakdown(a);
   return a;
 }

@@ -53,6 +53,8 @@ void rule_process_contention(const Analysis& a, std::vector<Chain>& out);
 void rule_oom(const Analysis& a, std::vector<Chain>& out);
 void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+// Fills Chain::stacks: the call stacks of each chain's slowest calls (engine/attribution.cc).
+void attribute_stacks(TraceSource& source, Analysis& a);
 
 // Collectives per communicator, op and rank: matched by sequence number across ranks, with
 // each rank's lag behind the first arrival and the barrier wait (the stream sync after the

@@ -18,6 +18,16 @@ struct TimelineEntry {
   uint64_t dur_us = 0;  // the duration the line is about, when there is one
 };
 
+// Where a chain's slowest calls came from: one of their call stacks, as the user reads it.
+struct ChainStack {
+  uint64_t stack_id = 0;
+  uint64_t calls = 0;     // of the slowest calls examined, how many had this stack
+  uint64_t examined = 0;  // slowest calls examined (those with a stack)
+  uint64_t worst_ns = 0;  // the slowest of them
+  uint32_t pid = 0, tid = 0;
+  std::vector<std::string> frames;  // top user frames, innermost first: "[Python] f.py:12 in g()"
+};
+
 struct Chain {
   std::string id;    // stable within a trace: "{rule}:{pid}:{op}"
   std::string rule;  // "cpu_contention", "io_pressure", "launch_collapse", ...
@@ -32,7 +42,8 @@ struct Chain {
   uint64_t p50_ns = 0, p99_ns = 0;
   double tail_ratio = 0;
   int64_t window_start = 0, window_end = 0;
-  double score = 0;  // ordering within a severity: larger first
+  double score = 0;                // ordering within a severity: larger first
+  std::vector<ChainStack> stacks;  // up to two, the most common among the slowest calls first
 };
 
 // Duration as people read it: "410us", "5.1ms", "3.2s".

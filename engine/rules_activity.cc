@@ -176,15 +176,21 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
     std::map<std::string, uint64_t> ops;
     std::string api, vendor;
   };
+  // A caller is a thread and the call site of its blocking calls (its stack, when the trace
+  // has stacks); the launches it waits for come from the same thread, any call site.
   std::map<std::pair<uint32_t, uint64_t>, Caller> callers;  // (tid, stack) -> caller
+  std::map<uint32_t, uint64_t> launches_by_tid;
   source.calls(a.window, [&](const hal::Event& e) {
+    if (is_launch(e.kind)) {
+      ++launches_by_tid[e.tid];
+      return;
+    }
     Caller& c = callers[{e.tid, e.stack_id}];
     if (!c.first) {
       c.first = int64_t(e.ts_ns);
       c.pid = e.pid;
     }
     c.last = int64_t(e.ts_ns + e.dur_ns);
-    if (is_launch(e.kind)) ++c.launches;
     bool d2h = e.kind == hal::EventKind::kMemcpy &&
                e.get_or(hal::Field::kDirection, 0) == uint64_t(hal::CopyDirection::kDeviceToHost) &&
                e.get_or(hal::Field::kBytes, 0) <= kSmallCopyBytes;
@@ -198,8 +204,9 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
       }
     }
   });
-  // Aggregate per thread (callers with different stacks on one thread add up).
+  // Each caller: its blocking calls against all launches of its thread.
   for (auto& [key, c] : callers) {
+    c.launches = launches_by_tid[key.first];
     uint64_t n = c.syncs + c.small_d2h;
     if (n < kMinSyncCalls || c.last <= c.first) continue;
     double span = double(c.last - c.first);

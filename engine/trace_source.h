@@ -50,6 +50,15 @@ struct RdmaSample {
   uint64_t value = 0;
 };
 
+// One frame of a stored call stack, innermost first.
+struct StackFrameInfo {
+  bool python = false;
+  std::string function, file;  // file "" when there is no source location
+  int64_t line = 0;
+  std::string module;   // native: the mapped file
+  std::string address;  // "libx.so+0x1a2b"
+};
+
 struct ProcessInfo {
   uint32_t pid = 0;
   std::string name, cmdline;
@@ -79,6 +88,9 @@ class TraceSource {
   virtual std::vector<RdmaSample> rdma_error_samples(const Window&) { return {}; }
   // cgroup id -> path, where the trace recorded it.
   virtual std::map<uint64_t, std::string> cgroup_paths() { return {}; }
+  // Whether calls carry stacks (Event::stack_id), and a stack's frames.
+  virtual bool has_stacks() { return false; }
+  virtual std::vector<StackFrameInfo> stack(uint64_t /*stack_id*/) { return {}; }
 };
 
 }  // namespace ingero::engine

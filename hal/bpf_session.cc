@@ -108,6 +108,9 @@ Status BpfSession::load() {
   sk->rodata->filter_cgroup_id = config.cgroup_id;
   sk->rodata->follow_children = config.follow_children ? 1 : 0;
   sk->rodata->host_context = config.host_context ? 1 : 0;
+  sk->rodata->stacks_enabled = config.stacks ? 1 : 0;
+  sk->rodata->stack_samples = config.stack_samples;
+  sk->rodata->stack_slow_ns = config.stack_slow_ns;
   if (!config.host_context) {
     for (bpf_program* p :
          {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_wakeup, sk->progs.ingero_oom_victim,
@@ -313,6 +316,17 @@ BpfStats BpfSession::stats() const {
 }
 
 int BpfSession::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+
+Status BpfSession::set_python(uint32_t tgid, const ingero_py_config* config) {
+  int fd = bpf_map__fd(skel_->maps.py_procs);
+  if (!config) {
+    bpf_map_delete_elem(fd, &tgid);
+    return {};
+  }
+  if (bpf_map_update_elem(fd, &tgid, config, BPF_ANY) != 0)
+    return bpf_error("configuring Python frames for pid " + std::to_string(tgid), errno);
+  return {};
+}
 int BpfSession::pid_stats_fd() const { return bpf_map__fd(skel_->maps.pid_stats); }
 
 Result<std::unique_ptr<RingReader>> RingReader::create(int map_fd, Callback cb) {

@@ -72,6 +72,9 @@ struct BpfConfig {
   bool host_context = true;            // scheduler/memory/block/TCP programs
   bool follow_children = true;         // with a pid filter, children of traced pids join it
   bool selftest_only = false;          // load only what `ingero check` exercises
+  bool stacks = false;                 // capture user stacks (and Python frames) at return
+  uint32_t stack_samples = 100;        // calls per (process, stack) that ship the stack
+  uint64_t stack_slow_ns = 1000000;    // calls at least this slow always ship theirs
 };
 
 struct BpfStats {
@@ -109,6 +112,8 @@ class BpfSession {
   Result<Link> attach_selftest(const std::string& path, uint64_t file_offset);
 
   Status add_pid(uint32_t tgid);
+  // Where the Python interpreter of `tgid` keeps its frames (nullptr: forget the process).
+  Status set_python(uint32_t tgid, const ingero_py_config* config);
   BpfStats stats() const;
   ingero_bpf* skeleton() { return skel_; }
   int events_fd() const;

@@ -197,10 +197,26 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
     if (sh.sh_entsize == 0) return make_error(path + ": symbol table with zero entry size");
     size_t n = data->d_size / sh.sh_entsize;
     Elf_Data* vdata = (is_dyn && versym) ? elf_getdata(versym, nullptr) : nullptr;
+    auto symbol_of = [](const GElf_Sym& sym, bool dyn) {
+      ElfSymbol e;
+      e.value = sym.st_value;
+      e.size = sym.st_size;
+      e.bind = GELF_ST_BIND(sym.st_info);
+      e.type = uint8_t(GELF_ST_TYPE(sym.st_info));
+      e.from_dynsym = dyn;
+      return e;
+    };
     for (size_t i = 1; i < n; ++i) {
       GElf_Sym sym;
       if (!gelf_getsym(data, int(i), &sym)) return elf_error(path, "bad symbol entry");
       int type = GELF_ST_TYPE(sym.st_info);
+      if (is_dyn && type == STT_OBJECT && sym.st_shndx != SHN_UNDEF && sym.st_value != 0) {
+        const char* on = elf_strptr(h.e, sh.sh_link, sym.st_name);
+        if (on && *on)
+          idx->objects_.emplace(std::string(on).substr(0, std::string_view(on).find('@')),
+                                symbol_of(sym, true));
+        continue;
+      }
       if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
           sym.st_value == 0)
         continue;
@@ -224,12 +240,7 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
           if (it != ver_names.end() && (vs & 0x7fff) > 1) version = it->second;
         }
       }
-      ElfSymbol s;
-      s.value = sym.st_value;
-      s.size = sym.st_size;
-      s.bind = GELF_ST_BIND(sym.st_info);
-      s.type = uint8_t(type);
-      s.from_dynsym = is_dyn;
+      ElfSymbol s = symbol_of(sym, is_dyn);
       s.default_version = is_default;
       s.version = std::move(version);
       idx->by_name_[std::string(name)].push_back(std::move(s));
@@ -244,6 +255,11 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
     if (auto st = read_table(symtab, false); !st) return st.error();
   }
   return std::shared_ptr<const SymbolIndex>(std::move(idx));
+}
+
+const ElfSymbol* SymbolIndex::find_object(std::string_view name) const {
+  auto it = objects_.find(std::string(name));
+  return it == objects_.end() ? nullptr : &it->second;
 }
 
 const ElfSymbol* SymbolIndex::find_function(std::string_view name) const {

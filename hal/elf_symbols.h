@@ -54,6 +54,8 @@ class SymbolIndex {
                                                          const SymbolFilter& symtab_filter = {});
 
   const ElfSymbol* find_function(std::string_view name) const;
+  // Defined data objects (STT_OBJECT) of .dynsym: _PyRuntime, PyCode_Type, ...
+  const ElfSymbol* find_object(std::string_view name) const;
   // Translates a symbol's virtual address to the file offset uprobes need, via PT_LOAD.
   std::optional<uint64_t> file_offset(uint64_t vaddr) const;
 
@@ -69,6 +71,7 @@ class SymbolIndex {
 
  private:
   std::unordered_map<std::string, std::vector<ElfSymbol>> by_name_;
+  std::unordered_map<std::string, ElfSymbol> objects_;
   std::vector<ElfSegment> loads_;
   std::vector<std::string> verdefs_;
   std::string soname_, build_id_;

@@ -7,7 +7,7 @@ BUILD_PKGS=(build-essential cmake pkg-config clang llvm libbpf-dev bpftool libel
             libsqlite3-dev sqlite3 prometheus-cpp-dev libcli11-dev nlohmann-json3-dev
             libssl-dev zlib1g-dev)
 TEST_PKGS=(googletest libgtest-dev libgmock-dev libbenchmark-dev libamdhip64-5 libibverbs1
-           prometheus python3 clang-format openssl)
+           prometheus python3 python3-dev clang-format openssl)
 
 want=("${BUILD_PKGS[@]}")
 if [[ "${1:-}" == "--with-tests" ]]; then want+=("${TEST_PKGS[@]}"); fi

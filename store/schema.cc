@@ -191,6 +191,24 @@ CREATE TABLE IF NOT EXISTS causal_chains (
 )SQL";
 
 // Version 3: RDMA port counters.
+// Call stacks, deduplicated: a stack's id is a hash of its frames (module + offset for native
+// frames, file/function/line for Python ones), so the same code path in many processes is
+// one stack. events.stack_hash references stack_id.
+const char* kTablesV4 = R"SQL(
+CREATE TABLE IF NOT EXISTS stack_frames (
+  stack_id INTEGER NOT NULL,
+  frame INTEGER NOT NULL,              -- 0 = innermost
+  kind TEXT NOT NULL,                  -- native | python
+  module TEXT NOT NULL DEFAULT '',     -- native: the mapped file
+  module_offset INTEGER,               -- native: file offset of the instruction
+  build_id TEXT NOT NULL DEFAULT '',
+  function TEXT NOT NULL DEFAULT '',   -- demangled; '' when unresolved
+  file TEXT NOT NULL DEFAULT '',       -- native: DWARF source file; python: co_filename
+  line INTEGER,                        -- native: DWARF line; python: the current line
+  PRIMARY KEY (stack_id, frame)
+) WITHOUT ROWID;
+)SQL";
+
 const char* kTablesV3 = R"SQL(
 CREATE TABLE IF NOT EXISTS rdma_counters (
   id INTEGER PRIMARY KEY,
@@ -305,13 +323,37 @@ const std::vector<std::string>& field_columns() {
   return cols;
 }
 
-std::string contract_views_sql(bool temp) {
+std::string stacks_view_sql(const char* create, bool stack_table) {
+  std::string c = create;
+  if (!stack_table)
+    return c +
+           " stacks AS SELECT 0 AS stack_id, 0 AS frame, '' AS kind, '' AS function, '' AS file,\n"
+           "  0 AS line, '' AS module, 0 AS module_offset, '' AS build_id, '' AS address,\n"
+           "  '' AS location WHERE 0;\n";
+  return c +
+         " stacks AS\n"
+         "SELECT stack_id, frame, kind, function, file, line, module, module_offset, build_id,\n"
+         "       CASE WHEN module_offset IS NULL THEN '' ELSE printf('%s+0x%x', module, "
+         "module_offset)\n"
+         "       END AS address,\n"
+         "       CASE kind WHEN 'python' THEN '[Python] ' || file || ':' || coalesce(line, '?') || "
+         "' in ' ||\n"
+         "                                    function || '()'\n"
+         "            ELSE coalesce(nullif(function, ''), '?\?') ||\n"
+         "                 CASE WHEN file <> '' THEN ' at ' || file || ':' || coalesce(line, '?') "
+         "ELSE '' END ||\n"
+         "                 printf(' (%s+0x%x)', module, module_offset) END AS location\n"
+         "  FROM stack_frames;\n";
+}
+
+std::string contract_views_sql(bool temp, bool stack_table) {
   std::string drops;
   const char* schema = temp ? "temp." : "main.";
   for (const char* v :
-       {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events"})
+       {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events", "stacks"})
     drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
-  return drops + views_body(temp ? "CREATE TEMP VIEW" : "CREATE VIEW");
+  const char* create = temp ? "CREATE TEMP VIEW" : "CREATE VIEW";
+  return drops + views_body(create) + stacks_view_sql(create, stack_table);
 }
 
 ingero::Result<TraceFileInfo> inspect(Db& db) {
@@ -367,6 +409,15 @@ ingero::Status migrate(Db& db) {
   if (from < 3) {
     if (auto st = db.exec(kTablesV3); !st) return fail(st.error());
   }
+  if (from < 4) {
+    if (auto st = db.exec(kTablesV4); !st) return fail(st.error());
+  }
+  // Every decoded field has a column, whatever build created the file: fields added since
+  // are appended (a no-op for files this build created).
+  for (const auto& c : field_columns())
+    if (!db.column_exists("events", c))
+      if (auto st = db.exec("ALTER TABLE events ADD COLUMN " + c + " INTEGER"); !st)
+        return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");

@@ -19,7 +19,7 @@
 
 namespace ingero::store {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 inline constexpr int32_t kApplicationId = 0x494E4752;  // "INGR"
 
 enum class TraceFormat {
@@ -43,7 +43,11 @@ ingero::Result<TraceFileInfo> inspect(Db& db);
 ingero::Status migrate(Db& db);
 
 // Contract views; `temp` creates them as TEMP VIEWs shadowing the file's own.
-std::string contract_views_sql(bool temp);
+// `stack_table`: the file has stack_frames (schema 4+); otherwise the stacks view is empty.
+std::string contract_views_sql(bool temp, bool stack_table = true);
+// The `stacks` view: one row per frame, innermost first, joinable as
+// stacks.stack_id = calls.stack_hash. Over stack_frames, or empty with the same columns.
+std::string stacks_view_sql(const char* create, bool stack_table);
 
 // Columns of the events table that hold decoded Fields, in Field order.
 const std::vector<std::string>& field_columns();

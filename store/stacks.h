@@ -1,6 +1,6 @@
-// Call stacks stored with a trace, keyed by the stack hash events carry (`stack_hash`).
-// Reads the original implementation's `stack_traces` table (frames as JSON: native frames
-// {i, s, f} and Python frames {pf, pfn, pl}) and, from schema v4, our `stacks` table.
+// Call stacks stored with a trace, read through the `stacks` view (one row per frame,
+// innermost first), which covers our stack_frames table and the original implementation's
+// stack_traces alike. Events reference a stack by calls.stack_hash = stacks.stack_id.
 #pragma once
 
 #include <cstdint>
@@ -14,21 +14,19 @@
 namespace ingero::store {
 
 struct StackFrame {
-  uint64_t ip = 0;
-  std::string symbol;  // "cudaLaunchKernel+0x2eb" ("" when unresolved)
-  std::string file;    // the mapped file (basename or path)
-  // Python frames (interpreter frames resolved to source): file, function, line.
-  std::string py_file, py_func;
-  uint32_t py_line = 0;
-  bool is_python() const { return !py_file.empty() || !py_func.empty(); }
+  bool python = false;
+  std::string function;  // demangled native symbol (ours), "sym+0x1f" (legacy), or Python func
+  std::string file;      // source file (DWARF or co_filename); "" when unknown
+  int64_t line = 0;      // 0 when unknown
+  std::string module;    // native: mapped file
+  std::optional<int64_t> module_offset;
+  std::string address;   // "libx.so+0x1a2b" (ours) or the raw "0x7f..." (legacy)
+  std::string location;  // one line, as the view renders it
 };
 
-// Whether the trace has a table of stacks at all (a trace recorded without stacks has none,
-// or an empty one).
+// Whether the trace holds any stack.
 bool has_stacks(Db& db);
-// The frames of one stack, innermost first; nullopt when the hash is unknown.
-ingero::Result<std::optional<std::vector<StackFrame>>> read_stack(Db& db, int64_t hash);
-// Parses the original implementation's frames JSON. Malformed text is an error, not a crash.
-ingero::Result<std::vector<StackFrame>> parse_legacy_frames(std::string_view json);
+// The frames of one stack, innermost first; nullopt when the id is unknown.
+ingero::Result<std::optional<std::vector<StackFrame>>> read_stack(Db& db, int64_t stack_id);
 
 }  // namespace ingero::store

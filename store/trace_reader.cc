@@ -93,9 +93,10 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
   std::unique_ptr<TraceReader> r(new TraceReader());
   r->db_ = std::move(*db);
   r->info_ = *info;
-  ingero::Status st = info->format == TraceFormat::kLegacyGo
-                          ? install_legacy_views(*r->db_, *info)
-                          : r->db_->exec(contract_views_sql(true));
+  ingero::Status st =
+      info->format == TraceFormat::kLegacyGo
+          ? install_legacy_views(*r->db_, *info)
+          : r->db_->exec(contract_views_sql(true, r->db_->table_exists("stack_frames")));
   if (!st) return ingero::make_error(path + ": " + st.error().message);
   return r;
 }

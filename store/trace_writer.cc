@@ -404,6 +404,34 @@ ingero::Status TraceWriter::add_rdma_counter(const RdmaCounterRow& r) {
   return {};
 }
 
+ingero::Status TraceWriter::add_stack(uint64_t stack_id, const std::vector<StackFrameRow>& frames) {
+  if (auto st = begin_if_needed(); !st) return st;
+  auto st = db_->prepare(
+      "INSERT OR IGNORE INTO stack_frames (stack_id, frame, kind, module, module_offset, build_id, "
+      "function, "
+      "file, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!st) return st.error();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const auto& f = frames[i];
+    sqlite3_reset(st->get());
+    st->bind(1, int64_t(stack_id))
+        .bind(2, int64_t(i))
+        .bind(3, std::string_view(f.python ? "python" : "native"));
+    st->bind(4, f.module);
+    if (f.module_offset)
+      st->bind(5, int64_t(*f.module_offset));
+    else
+      st->bind_null(5);
+    st->bind(6, f.build_id).bind(7, f.function).bind(8, f.file);
+    if (f.line > 0)
+      st->bind(9, f.line);
+    else
+      st->bind_null(9);
+    if (auto x = st->step(); !x) return x.error();
+  }
+  return {};
+}
+
 ingero::Status TraceWriter::add_cgroup_path(uint64_t cgroup_id, std::string_view path) {
   if (auto st = begin_if_needed(); !st) return st;
   auto st =

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -73,6 +74,15 @@ struct ChainRow {
   double tail_ratio = 0;
 };
 
+// One frame of a stored stack (stack_frames), innermost first.
+struct StackFrameRow {
+  bool python = false;
+  std::string module;  // native: mapped file
+  std::optional<uint64_t> module_offset;
+  std::string build_id, function, file;
+  int64_t line = 0;  // 0 = unknown
+};
+
 struct RdmaCounterRow {
   int64_t ts_ns = 0;
   std::string device, transport, state, rate, counter, unit;
@@ -100,6 +110,8 @@ class TraceWriter {
   ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
   ingero::Status add_rdma_counter(const RdmaCounterRow& row);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
+  // Stores a stack under its id (no-op if that id is stored already).
+  ingero::Status add_stack(uint64_t stack_id, const std::vector<StackFrameRow>& frames);
   // Replaces this session's chains (the live engine re-derives them as the trace grows).
   ingero::Status replace_chains(const std::vector<ChainRow>& chains);
   // Converts a monotonic timestamp with the session's offset.

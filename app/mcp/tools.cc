@@ -1,6 +1,5 @@
 #include "app/mcp/tools.h"
 
-#include <cxxabi.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "engine/analysis.h"
 #include "engine/exact_quantiles.h"
 #include "engine/graphs.h"
+#include "hal/symbolizer.h"
 #include "store/stacks.h"
 #include "store/trace_writer.h"
 
@@ -489,33 +489,35 @@ ToolOutput get_process_breakdown(ToolContext& ctx, const ToolCall& call) {
 
 // ---- get_stacks -----------------------------------------------------------------------------
 
-// "_Z18fused_add_rms_normRN2at6TensorES1_S1_d+0x1066" -> "fused_add_rms_norm(at::Tensor&,
-// ...)+0x1066"
-std::string demangled(const std::string& sym) {
-  size_t plus = sym.rfind('+');
-  std::string name = sym.substr(0, plus), off = plus == std::string::npos ? "" : sym.substr(plus);
-  size_t dot = name.find('.');  // .localalias, .isra.0, .cold
-  std::string suffix = dot == std::string::npos ? "" : name.substr(dot);
-  if (dot != std::string::npos) name.resize(dot);
-  if (name.rfind("_Z", 0) != 0) return sym;
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(
-      abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
-  return status == 0 && d ? std::string(d.get()) + suffix + off : sym;
-}
-
 std::string frame_text(const store::StackFrame& f) {
-  if (f.is_python())
-    return "py " + as_data(f.py_file, 120) + ":" + std::to_string(f.py_line) + " " +
-           as_data(f.py_func, 80);
-  std::string s = f.symbol.empty() ? "?" : as_data(demangled(f.symbol), 160);
-  if (!f.file.empty()) s += " in " + as_data(f.file, 120);
-  if (f.ip && f.symbol.empty()) {
+  if (f.python)
+    return "[Python] " +
+           as_data(f.file + ":" + std::to_string(f.line) + " in " + f.function + "()", 200);
+  std::string s = as_data(f.function.empty() ? "??" : hal::demangle(f.function), 160);
+  if (!f.file.empty()) s += " at " + as_data(f.file + ":" + std::to_string(f.line), 160);
+  std::string mod =
+      f.module.substr(f.module.rfind('/') == std::string::npos ? 0 : f.module.rfind('/') + 1);
+  if (f.module_offset) {
     char b[32];
-    std::snprintf(b, sizeof b, " @0x%llx", (unsigned long long)f.ip);
-    s += b;
+    std::snprintf(b, sizeof b, "+0x%llx", (unsigned long long)*f.module_offset);
+    s += " in " + as_data(mod + b, 120);
+  } else if (!mod.empty()) {
+    s += " in " + as_data(mod, 120);
+    if (f.function.empty() && !f.address.empty()) s += " @" + as_data(f.address, 40);
   }
   return s;
+}
+
+Json frame_json(const store::StackFrame& f) {
+  Json x = {{"kind", f.python ? "python" : "native"},
+            {"function", f.python ? f.function : hal::demangle(f.function)},
+            {"file", f.file},
+            {"line", f.line},
+            {"module", f.module},
+            {"address", f.address}};
+  if (!f.python && x["function"] != f.function) x["symbol"] = f.function;
+  if (f.module_offset) x["module_offset"] = *f.module_offset;
+  return x;
 }
 
 ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
@@ -580,12 +582,7 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
           ++omitted;
           continue;
         }
-        Json x = {{"symbol", f.symbol}, {"file", f.file}};
-        if (std::string d = demangled(f.symbol); d != f.symbol) x["function"] = d;
-        if (f.ip) x["ip"] = f.ip;
-        if (f.is_python())
-          x["py_file"] = f.py_file, x["py_func"] = f.py_func, x["py_line"] = f.py_line;
-        jf.push_back(std::move(x));
+        jf.push_back(frame_json(f));
         ft << "    " << frame_text(f) << "\n";
       }
     }

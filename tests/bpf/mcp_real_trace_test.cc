@@ -27,7 +27,7 @@ class McpRealTrace : public ::testing::Test {
   static void SetUpTestSuite() {
     std::string why;
     if (!bpf_available(&why) || !mcp_sdk_unavailable().empty()) return;
-    for (const char* f : {INGERO_CUDA_CALLS, kHip, kNccl, kStub})
+    for (const char* f : {INGERO_CUDA_CALLS, INGERO_STACK_CALLS, kHip, kNccl, kStub})
       if (access(f, R_OK) != 0) return;
     dir_ = new std::string(temp_path("mcp-real"));
     std::filesystem::create_directories(*dir_);
@@ -42,7 +42,7 @@ class McpRealTrace : public ::testing::Test {
                          INGERO_HIP_CALLS + " " + kHip + " > " + d + "/hip.out; " +
                          INGERO_NCCL_CALLS + " " + kNccl + " > " + d + "/nccl.out; " +
                          INGERO_FAKE_CALLS + " graphs " + INGERO_FAKE_CUDART + " > " + d +
-                         "/graphs.out";
+                         "/graphs.out; " + INGERO_STACK_CALLS + " > " + d + "/stack.out";
     db_ = new std::string(d + "/real.db");
     auto run = trace_command(*db_, {"/bin/sh", "-c", script}, {"--sysfs-root", d + "/sys"},
                              {"VIRTUAL_ENV=" INGERO_FAKE_VENV, "CUDA_HOME=" INGERO_FAKE_CUDA_HOME});
@@ -52,16 +52,20 @@ class McpRealTrace : public ::testing::Test {
   void SetUp() override {
     REQUIRE_BPF();
     REQUIRE_MCP_SDK();
-    for (const char* f : {INGERO_CUDA_CALLS, kHip, kNccl, kStub}) REQUIRE_FILE(f);
+    for (const char* f : {INGERO_CUDA_CALLS, INGERO_STACK_CALLS, kHip, kNccl, kStub})
+      REQUIRE_FILE(f);
     ASSERT_NE(db_, nullptr);
     ASSERT_EQ(trace_rc_, 0) << *trace_err_;
   }
-  static int graphs_pid() {
-    std::ifstream in(*dir_ + "/graphs.out");
+  static int graphs_pid() { return printed(*dir_ + "/graphs.out", "pid"); }
+  // "KEY N" lines a workload printed.
+  static int printed(const std::string& file, const std::string& key) {
+    std::ifstream in(file);
     std::string word;
-    int pid = 0;
-    in >> word >> pid;
-    return pid;
+    int v = 0;
+    while (in >> word >> v)
+      if (word == key) return v;
+    return 0;
   }
   static std::string* dir_;
   static std::string* db_;
@@ -74,9 +78,9 @@ std::string* McpRealTrace::trace_err_ = nullptr;
 int McpRealTrace::trace_rc_ = -1;
 
 const std::string kArgs =
-    R"({"get_stacks":{"op":"cudaMalloc"},"run_sql":{"sql":"SELECT count(*) FROM calls WHERE vendor = 'amd'"},"run_demo":{"scenario":"graph-recapture"},"get_trace_stats":{"limit":200},"get_causal_chains":{"limit":50}})";
+    R"({"get_stacks":{"op":"cudaMalloc","limit":20},"run_sql":{"sql":"SELECT count(*) FROM calls WHERE vendor = 'amd'"},"run_demo":{"scenario":"graph-recapture"},"get_trace_stats":{"limit":200},"get_causal_chains":{"limit":50}})";
 
-void check(const Json& r, const std::string& db, int graphs_pid) {
+void check(const Json& r, const std::string& db, int graphs_pid, int stack_pid, int alloc_line) {
   ASSERT_FALSE(r.contains("fatal")) << r["fatal"];
   EXPECT_EQ(r["schemaErrors"], Json::array());
   for (auto it = r["results"].begin(); it != r["results"].end(); ++it) {
@@ -132,14 +136,38 @@ void check(const Json& r, const std::string& db, int graphs_pid) {
   EXPECT_EQ(s["events_stored"].get<int64_t>(), query_int(db, "SELECT events_stored FROM sessions"));
   EXPECT_EQ(res["run_sql"]["structured"]["rows"][0][0].get<int64_t>(),
             query_int(db, "SELECT count(*) FROM calls WHERE vendor = 'amd'"));
-  // No stacks were recorded: said, not invented.
-  EXPECT_EQ(res["get_stacks"]["structured"]["captured"], false);
+  // Stacks (captured by default): every cudaMalloc has one, and stack_calls' five calls share
+  // one stack whose innermost user frame is alloc_weights at the line the program printed.
+  const Json& st = res["get_stacks"]["structured"];
+  ASSERT_EQ(st["captured"], true) << res["get_stacks"]["text"];
+  EXPECT_EQ(st["calls"].get<int64_t>(),
+            query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaMalloc'"));
+  EXPECT_EQ(
+      st["calls_with_stack"].get<int64_t>(),
+      query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaMalloc' AND stack_hash != 0"));
+  Json alloc;
+  for (const auto& s : st["stacks"])
+    for (const auto& f : s["frames"])
+      if (f["function"] == "alloc_weights") alloc = s;
+  ASSERT_TRUE(alloc.is_object()) << res["get_stacks"]["text"];
+  EXPECT_EQ(alloc["calls"], 5);
+  EXPECT_EQ(alloc["pids"], 1);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaMalloc' AND pid = " +
+                              std::to_string(stack_pid) + " AND printf('%016x', stack_hash) = '" +
+                              alloc["hash"].get<std::string>() + "'"),
+            5);
+  bool at_line = false;
+  for (const auto& f : alloc["frames"])
+    if (f["function"] == "alloc_weights")
+      at_line = f["file"] == INGERO_STACK_CALLS_SRC && f["line"] == alloc_line;
+  EXPECT_TRUE(at_line) << alloc.dump();
 }
 
 TEST_F(McpRealTrace, StdioEveryTool) {
   std::string before = sha256_file(*db_);
   check(run_mcp_sdk({"tools", "--ingero", INGERO_BIN, "--db", *db_, "--args", kArgs}), *db_,
-        graphs_pid());
+        graphs_pid(), printed(*dir_ + "/stack.out", "pid"),
+        printed(*dir_ + "/stack.out", "alloc_line"));
   EXPECT_EQ(sha256_file(*db_), before);
 }
 
@@ -150,7 +178,8 @@ TEST_F(McpRealTrace, HttpEveryTool) {
   ASSERT_TRUE(server.wait_stderr_line("serving", std::chrono::seconds(20))) << server.err();
   check(run_mcp_sdk({"tools", "--url", "http://127.0.0.1:" + std::to_string(port) + "/mcp",
                      "--args", kArgs}),
-        *db_, graphs_pid());
+        *db_, graphs_pid(), printed(*dir_ + "/stack.out", "pid"),
+        printed(*dir_ + "/stack.out", "alloc_line"));
   server.signal(SIGINT);
   EXPECT_EQ(server.wait(std::chrono::seconds(20)), 0);
 }

@@ -1,0 +1,261 @@
+#include "app/stack_collector.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "app/host_info.h"
+#include "hal/bpf_session.h"
+
+namespace ingero::app {
+namespace {
+
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL, kFnvPrime = 0x100000001b3ULL;
+
+void mix(uint64_t& h, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
+}
+void mix(uint64_t& h, const std::string& s) {
+  mix(h, s.data(), s.size());
+  h = (h ^ 0xff) * kFnvPrime;  // separator: "ab"+"c" differs from "a"+"bc"
+}
+void mix(uint64_t& h, uint64_t v) { mix(h, &v, sizeof v); }
+
+bool is_eval_loop(const std::string& fn) {
+  return fn == "_PyEval_EvalFrameDefault" || fn.rfind("_PyEval_EvalFrameDefault.", 0) == 0;
+}
+
+}  // namespace
+
+StackCollector::StackCollector(store::TraceWriter& writer, hal::BpfSession* session,
+                               std::string proc_root)
+    : writer_(writer), session_(session), proc_root_(std::move(proc_root)) {}
+
+StackCollector::~StackCollector() = default;
+
+StackCollector::Process& StackCollector::process(uint32_t pid) {
+  auto it = procs_.find(pid);
+  if (it != procs_.end()) return it->second;
+  Process& p = procs_[pid];
+  snapshot(pid, p);
+  setup_python(pid, p);
+  return p;
+}
+
+bool StackCollector::snapshot(uint32_t pid, Process& p) {
+  std::string text = read_small_file(proc_root_ + "/" + std::to_string(pid) + "/maps");
+  if (text.empty()) return false;
+  auto maps = hal::parse_proc_maps(text);
+  std::sort(maps.begin(), maps.end(),
+            [](const auto& a, const auto& b) { return a.start < b.start; });
+  p.maps = std::move(maps);
+  return true;
+}
+
+void StackCollector::setup_python(uint32_t pid, Process& p) {
+  if (p.python) return;
+  auto py = hal::PythonProcess::inspect(int(pid), p.maps, proc_root_);
+  if (!py) {
+    p.python_checked = true;
+    std::string key = py.error().message.substr(0, py.error().message.find(':'));
+    if (warned_.insert(key).second && on_warning) on_warning(py.error().message);
+    return;
+  }
+  if (!*py) return;  // not (yet) a Python process
+  p.python = std::move(**py);
+  p.python_checked = true;
+  ++counters_.python_processes;
+  if (session_) {
+    ingero_py_config cfg = p.python->bpf_config();
+    if (auto st = session_->set_python(pid, &cfg); !st && on_warning)
+      on_warning(st.error().message);
+  }
+}
+
+void StackCollector::process_changed(uint32_t pid) {
+  Process& p = procs_[pid];
+  if (!snapshot(pid, p)) return;
+  setup_python(pid, p);
+}
+
+void StackCollector::process_seen(uint32_t pid) { (void)process(pid); }
+
+void StackCollector::process_exited(uint32_t pid) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return;
+  if (it->second.python && session_) (void)session_->set_python(pid, nullptr);
+  procs_.erase(it);
+}
+
+void StackCollector::scan_existing(const std::vector<int>& pids) {
+  for (int pid : pids) {
+    std::string text = read_small_file(proc_root_ + "/" + std::to_string(pid) + "/maps");
+    if (text.find("python") == std::string::npos) continue;
+    process_changed(uint32_t(pid));
+  }
+}
+
+const hal::MapEntry* StackCollector::find(const Process& p, uint64_t ip) const {
+  auto it = std::upper_bound(p.maps.begin(), p.maps.end(), ip,
+                             [](uint64_t v, const hal::MapEntry& m) { return v < m.start; });
+  if (it == p.maps.begin()) return nullptr;
+  --it;
+  return ip < it->end ? &*it : nullptr;
+}
+
+void StackCollector::on_stack(const ingero_stack_rec& rec) {
+  ++counters_.received;
+  Process& p = process(rec.pid);
+  uint32_t n_ips = std::min<uint32_t>(rec.n_ips, INGERO_STACK_MAX);
+  // Refresh once if an address is outside the snapshot (a library loaded since), while the
+  // process still lives.
+  bool refreshed = false;
+  for (uint32_t i = 0; i < n_ips && !refreshed; ++i)
+    if (!find(p, rec.ips[i]) && kill(pid_t(rec.pid), 0) == 0) {
+      snapshot(rec.pid, p);
+      refreshed = true;
+    }
+
+  std::vector<store::StackFrameRow> native;
+  native.reserve(n_ips);
+  std::string root = proc_root_ + "/" + std::to_string(rec.pid) + "/root";
+  for (uint32_t i = 0; i < n_ips; ++i) {
+    uint64_t ip = rec.ips[i];
+    store::StackFrameRow f;
+    const hal::MapEntry* m = find(p, ip);
+    // A return address lies in executable memory. One that does not means the frame-pointer
+    // chain broke (code built without frame pointers): what follows is not a stack.
+    // Unmapped: garbage if the process is alive (its maps were refreshed) or the address is not
+    // even a canonical user address; otherwise a library the exited process loaded after our
+    // snapshot, kept as a raw address.
+    if ((m && !m->executable()) ||
+        (!m && (refreshed || ip >= (1ULL << 47) || kill(pid_t(rec.pid), 0) == 0)))
+      break;
+    ++counters_.native_frames;
+    if (!m || m->path.empty() || m->path[0] != '/') {
+      f.module = m ? m->path : "";
+      f.module_offset = m ? ip - m->start + m->offset : ip;
+      ++counters_.unresolved;
+      native.push_back(std::move(f));
+      continue;
+    }
+    f.module = m->path;
+    f.module_offset = ip - m->start + m->offset;
+    std::string key = m->inode ? std::to_string(m->dev_major) + ":" + std::to_string(m->dev_minor) +
+                                     ":" + std::to_string(m->inode)
+                               : m->path;
+    std::string open_path = access((root + m->path).c_str(), R_OK) == 0 ? root + m->path : m->path;
+    // Every frame of a stack taken at a return is a return address: look up the call.
+    hal::NativeSymbol s = symbolizer_.symbolize(key, open_path, *f.module_offset, true);
+    f.function = s.function;
+    f.file = s.file;
+    f.line = s.line;
+    f.build_id = s.build_id;
+    if (f.function.empty()) ++counters_.unresolved;
+    native.push_back(std::move(f));
+  }
+
+  // Python frames, grouped by the eval loop that runs them (innermost first).
+  std::vector<std::vector<store::StackFrameRow>> groups;
+  if (p.python && rec.n_py) {
+    const hal::PyLayout& l = p.python->layout();
+    std::vector<store::StackFrameRow> group;
+    uint32_t n_py = std::min<uint32_t>(rec.n_py, INGERO_PY_MAX);
+    for (uint32_t i = 0; i < n_py; ++i) {
+      uint8_t flags = rec.py_flags[i];
+      if (flags & INGERO_PY_SHIM) {  // 3.12+: a shim closes the group before it
+        if (!group.empty()) groups.push_back(std::move(group));
+        group.clear();
+        continue;
+      }
+      if (flags & INGERO_PY_NOT_CODE) {  // BPF saw no PyCodeObject there: never a frame
+        ++counters_.python_invalid;
+        continue;
+      }
+      uint64_t gone_before = p.python->unreadable_frames();
+      auto info = p.python->resolve(rec.py[i].code, rec.py[i].instr);
+      if (info) {
+        store::StackFrameRow f;
+        f.python = true;
+        f.function = info->function;
+        f.file = info->file;
+        f.line = info->line;
+        group.push_back(std::move(f));
+        ++counters_.python_frames;
+      } else if (p.python->unreadable_frames() != gone_before) {
+        ++counters_.python_gone;
+      } else {
+        ++counters_.python_invalid;
+      }
+      if ((flags & INGERO_PY_ENTRY) && l.owner_cstack == 0xff) {  // 3.10/3.11: entry frame ends it
+        groups.push_back(std::move(group));
+        group.clear();
+      }
+    }
+    if (!group.empty()) groups.push_back(std::move(group));
+  } else if (p.python) {
+    ++counters_.python_missing;
+  }
+
+  // Merge: each eval-loop frame of the native stack becomes its Python frames; groups the
+  // native stack does not reach (no frame pointers in the interpreter) go outermost.
+  std::vector<store::StackFrameRow> frames;
+  size_t g = 0;
+  for (auto& f : native) {
+    if (g < groups.size() && is_eval_loop(f.function)) {
+      for (auto& x : groups[g]) frames.push_back(x);
+      ++g;
+      continue;
+    }
+    frames.push_back(std::move(f));
+  }
+  for (; g < groups.size(); ++g)
+    for (auto& x : groups[g]) frames.push_back(std::move(x));
+  if (frames.empty()) return;
+
+  uint64_t id = kFnvBasis;
+  for (const auto& f : frames) {
+    if (f.python) {
+      mix(id, std::string("P"));
+      mix(id, f.file);
+      mix(id, f.function);
+      mix(id, uint64_t(f.line));
+    } else {
+      mix(id, std::string("N"));
+      mix(id, f.build_id.empty() ? f.module : f.build_id);
+      mix(id, f.module_offset.value_or(0));
+    }
+  }
+  id &= 0x7fffffffffffffffULL;  // SQLite integers are signed: keep ids positive
+  if (!id) id = 1;
+  if (stored_.insert(id).second) {
+    if (auto st = writer_.add_stack(id, frames); !st) {
+      stored_.erase(id);
+      if (on_warning) on_warning("storing a stack: " + st.error().message);
+    } else {
+      ++counters_.stored;
+    }
+  }
+  p.ids[rec.hash] = id;
+}
+
+void StackCollector::on_py_code(const ingero_py_code_rec& rec) {
+  Process& p = process(rec.pid);
+  if (p.python) p.python->add_code(rec);
+}
+
+uint64_t StackCollector::stack_id(uint32_t pid, uint64_t hash) {
+  if (!hash) return 0;
+  auto it = procs_.find(pid);
+  if (it != procs_.end()) {
+    auto s = it->second.ids.find(hash);
+    if (s != it->second.ids.end()) return s->second;
+  }
+  ++counters_.unknown_refs;
+  return 0;
+}
+
+}  // namespace ingero::app

@@ -1,0 +1,94 @@
+// Turns the stacks BPF captures into stored, symbolized, deduplicated stacks.
+//
+// For each process it keeps a snapshot of /proc/PID/maps, taken when the process is first
+// seen, when it execs or changes its link map, and again when an address falls outside it,
+// so a process that exits before its stack is resolved still resolves. Native frames become
+// (module, file offset) and are symbolized with libdwfl; Python frames (CPython 3.10-3.13) are
+// read from the process's code objects while it lives and merged into the native stack where
+// the interpreter's eval loop sits. A stack's id hashes its resolved frames, so one code
+// path in many processes is stored once; call records name their stack by the hash BPF
+// computed, which maps to that id per process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "hal/proc_maps.h"
+#include "hal/python.h"
+#include "hal/symbolizer.h"
+#include "ingero_records.h"
+#include "store/trace_writer.h"
+
+namespace ingero::hal {
+class BpfSession;
+}
+
+namespace ingero::app {
+
+class StackCollector {
+ public:
+  struct Counters {
+    uint64_t received = 0;        // stack records
+    uint64_t stored = 0;          // distinct stacks written
+    uint64_t unknown_refs = 0;    // calls naming a stack that never arrived (dropped record)
+    uint64_t native_frames = 0;   // in received stacks
+    uint64_t unresolved = 0;      // native frames with no symbol (module + offset kept)
+    uint64_t python_frames = 0;   // Python frames merged
+    uint64_t python_invalid = 0;  // Python frames dropped: their code object did not check out
+    uint64_t python_gone = 0;     // Python frames lost: the process exited before they were read
+    uint64_t python_missing = 0;  // stacks of Python processes without Python frames
+    uint64_t python_processes = 0;
+  };
+
+  // `session` may be null (tests): Python processes are then resolved but not configured.
+  StackCollector(store::TraceWriter& writer, hal::BpfSession* session,
+                 std::string proc_root = "/proc");
+  ~StackCollector();
+
+  // A process appeared, exec'd or changed its mappings: snapshot its maps and, for CPython,
+  // tell BPF where its frames are.
+  void process_changed(uint32_t pid);
+  // First record from a pid: the same, unless already known.
+  void process_seen(uint32_t pid);
+  void process_exited(uint32_t pid);
+  // Processes already running when tracing starts: set up the Python ones.
+  void scan_existing(const std::vector<int>& pids);
+
+  void on_stack(const ingero_stack_rec& rec);
+  void on_py_code(const ingero_py_code_rec& rec);
+  // The stored stack of a call record's stack_hash; 0 when it has none or is unknown.
+  uint64_t stack_id(uint32_t pid, uint64_t hash);
+
+  const Counters& counters() const { return counters_; }
+  // Warnings worth a line on stderr (a Python build whose layout does not check out).
+  std::function<void(const std::string&)> on_warning;
+
+ private:
+  struct Process {
+    std::vector<hal::MapEntry> maps;  // sorted by start
+    std::optional<hal::PythonProcess> python;
+    bool python_checked = false;
+    std::unordered_map<uint64_t, uint64_t> ids;  // BPF hash -> stored stack id
+  };
+  Process& process(uint32_t pid);
+  bool snapshot(uint32_t pid, Process& p);
+  const hal::MapEntry* find(const Process& p, uint64_t ip) const;
+  void setup_python(uint32_t pid, Process& p);
+
+  store::TraceWriter& writer_;
+  hal::BpfSession* session_;
+  std::string proc_root_;
+  hal::Symbolizer symbolizer_;
+  std::unordered_map<uint32_t, Process> procs_;
+  std::unordered_set<uint64_t> stored_;
+  std::unordered_set<std::string> warned_;
+  Counters counters_;
+};
+
+}  // namespace ingero::app

@@ -1,0 +1,118 @@
+// Attribution of chains to code: the call stacks of each chain's slowest calls.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "engine/analysis.h"
+
+namespace ingero::engine {
+namespace {
+
+constexpr size_t kSlowestCalls = 20;  // per chain: the slowest calls whose stacks are compared
+constexpr size_t kFramesShown = 6;
+
+std::string frame_line(const StackFrameInfo& f) {
+  if (f.python)
+    return "[Python] " + f.file + ":" + std::to_string(f.line) + " in " + f.function + "()";
+  std::string s = f.function.empty() ? "??" : f.function;
+  if (!f.file.empty()) s += " at " + f.file + ":" + std::to_string(f.line);
+  if (!f.address.empty()) s += " (" + f.address + ")";
+  return s;
+}
+
+// The frames a user acts on: those with a source location (Python lines, DWARF file:line);
+// without any, those with a function name; without those, the raw frames.
+std::vector<std::string> user_frames(const std::vector<StackFrameInfo>& frames) {
+  std::vector<std::string> out;
+  for (int pass = 0; pass < 3 && out.empty(); ++pass)
+    for (const auto& f : frames) {
+      bool take = pass == 0   ? (f.python || !f.file.empty())
+                  : pass == 1 ? !f.function.empty()
+                              : true;
+      if (take && out.size() < kFramesShown) out.push_back(frame_line(f));
+    }
+  return out;
+}
+
+struct Slow {
+  uint64_t dur = 0;
+  uint64_t stack = 0;
+  uint32_t pid = 0, tid = 0;
+};
+
+}  // namespace
+
+void attribute_stacks(TraceSource& source, Analysis& a) {
+  if (a.chains.empty() || !source.has_stacks()) return;
+  // (op, pid) -> chains that name them; pid 0 = the chain names no process.
+  std::map<std::pair<std::string, uint32_t>, std::vector<size_t>> want;
+  for (size_t i = 0; i < a.chains.size(); ++i) {
+    const Chain& c = a.chains[i];
+    if (c.op.empty()) continue;
+    if (c.pids.empty()) want[{c.op, 0}].push_back(i);
+    for (uint32_t p : c.pids) want[{c.op, p}].push_back(i);
+  }
+  if (want.empty()) return;
+  std::vector<std::vector<Slow>> slow(a.chains.size());
+  source.calls(a.window, [&](const hal::Event& e) {
+    if (!e.stack_id) return;
+    std::string op(e.op);
+    for (uint32_t pid : {e.pid, 0u}) {
+      auto it = want.find({op, pid});
+      if (it == want.end()) continue;
+      for (size_t ci : it->second) {
+        const Chain& c = a.chains[ci];
+        if (c.window_end > c.window_start &&
+            (int64_t(e.ts_ns) < c.window_start || int64_t(e.ts_ns) > c.window_end))
+          continue;
+        auto& v = slow[ci];
+        Slow s{e.dur_ns, e.stack_id, e.pid, e.tid};
+        // Keep the kSlowestCalls slowest: a min-heap on duration.
+        auto cmp = [](const Slow& x, const Slow& y) { return x.dur > y.dur; };
+        if (v.size() < kSlowestCalls) {
+          v.push_back(s);
+          std::push_heap(v.begin(), v.end(), cmp);
+        } else if (s.dur > v.front().dur) {
+          std::pop_heap(v.begin(), v.end(), cmp);
+          v.back() = s;
+          std::push_heap(v.begin(), v.end(), cmp);
+        }
+      }
+    }
+  });
+  std::map<uint64_t, std::vector<std::string>> frames_of;
+  for (size_t ci = 0; ci < a.chains.size(); ++ci) {
+    auto& v = slow[ci];
+    if (v.empty()) continue;
+    std::map<uint64_t, ChainStack> by;
+    for (const auto& s : v) {
+      ChainStack& cs = by[s.stack];
+      cs.stack_id = s.stack;
+      ++cs.calls;
+      if (s.dur >= cs.worst_ns) {
+        cs.worst_ns = s.dur;
+        cs.pid = s.pid;
+        cs.tid = s.tid;
+      }
+    }
+    std::vector<ChainStack> ranked;
+    for (auto& [id, cs] : by) {
+      cs.examined = v.size();
+      ranked.push_back(cs);
+    }
+    std::sort(ranked.begin(), ranked.end(), [](const ChainStack& x, const ChainStack& y) {
+      return std::tie(x.calls, x.worst_ns) > std::tie(y.calls, y.worst_ns);
+    });
+    if (ranked.size() > 2) ranked.resize(2);
+    for (auto& cs : ranked) {
+      auto it = frames_of.find(cs.stack_id);
+      if (it == frames_of.end())
+        it = frames_of.emplace(cs.stack_id, user_frames(source.stack(cs.stack_id))).first;
+      cs.frames = it->second;
+      if (!cs.frames.empty()) a.chains[ci].stacks.push_back(cs);
+    }
+  }
+}
+
+}  // namespace ingero::engine

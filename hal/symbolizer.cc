@@ -1,0 +1,126 @@
+#include "hal/symbolizer.h"
+
+#include <cxxabi.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace ingero::hal {
+
+std::string demangle(const std::string& sym) {
+  // "name+0x1f" and "name.isra.0" (how stacks spell them) keep their suffixes.
+  size_t plus = sym.rfind("+0x");
+  std::string name = sym.substr(0, plus), off = plus == std::string::npos ? "" : sym.substr(plus);
+  if (name.rfind("_Z", 0) != 0) return sym;
+  size_t dot = name.find('.');
+  std::string suffix = dot == std::string::npos ? "" : name.substr(dot);
+  if (dot != std::string::npos) name.resize(dot);
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? std::string(d) + suffix + off : sym;
+  std::free(d);
+  return out;
+}
+
+struct Symbolizer::Callbacks {
+  std::string path;
+  char* path_ptr = nullptr;
+  Dwfl_Callbacks cb{};
+};
+
+struct Symbolizer::Module {
+  Dwfl* dwfl = nullptr;
+  Dwfl_Module* mod = nullptr;
+  GElf_Addr bias = 0;
+  struct Load {
+    uint64_t vaddr, offset, filesz;
+  };
+  std::vector<Load> loads;
+  std::string build_id;
+  ~Module() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+  // File offset -> the address libdwfl uses for this module.
+  bool address(uint64_t offset, GElf_Addr* out) const {
+    for (const auto& l : loads)
+      if (offset >= l.offset && offset < l.offset + l.filesz) {
+        *out = l.vaddr + (offset - l.offset) + bias;
+        return true;
+      }
+    return false;
+  }
+};
+
+Symbolizer::Symbolizer(std::string debug_path) : callbacks_(std::make_unique<Callbacks>()) {
+  callbacks_->path = std::move(debug_path);
+  callbacks_->path_ptr = callbacks_->path.data();
+  callbacks_->cb.find_elf = dwfl_build_id_find_elf;
+  callbacks_->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+  callbacks_->cb.section_address = dwfl_offline_section_address;
+  callbacks_->cb.debuginfo_path = &callbacks_->path_ptr;
+}
+Symbolizer::~Symbolizer() = default;
+
+Symbolizer::Module* Symbolizer::module(const std::string& key, const std::string& open_path) {
+  auto it = modules_.find(key);
+  if (it != modules_.end()) return it->second.get();
+  auto m = std::make_unique<Module>();
+  m->dwfl = dwfl_begin(&callbacks_->cb);
+  if (m->dwfl) {
+    m->mod = dwfl_report_offline(m->dwfl, open_path.c_str(), open_path.c_str(), -1);
+    dwfl_report_end(m->dwfl, nullptr, nullptr);
+  }
+  if (m->mod) {
+    Elf* elf = dwfl_module_getelf(m->mod, &m->bias);
+    size_t n = 0;
+    if (elf && elf_getphdrnum(elf, &n) == 0) {
+      for (size_t i = 0; i < n; ++i) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, int(i), &ph) && ph.p_type == PT_LOAD)
+          m->loads.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz});
+      }
+    }
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    int len = dwfl_module_build_id(m->mod, &bits, &vaddr);
+    static const char* hex = "0123456789abcdef";
+    for (int i = 0; i < len; ++i) {
+      m->build_id += hex[bits[i] >> 4];
+      m->build_id += hex[bits[i] & 15];
+    }
+  }
+  return modules_.emplace(key, std::move(m)).first->second.get();
+}
+
+NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& open_path,
+                                   uint64_t offset, bool return_address) {
+  auto ck = std::make_pair(key, offset * 2 + (return_address ? 1 : 0));
+  if (auto it = cache_.find(ck); it != cache_.end()) return it->second;
+  NativeSymbol s;
+  Module* m = module(key, open_path);
+  GElf_Addr addr = 0;
+  if (m->mod && m->address(return_address && offset > 0 ? offset - 1 : offset, &addr)) {
+    s.build_id = m->build_id;
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    const char* name = dwfl_module_addrinfo(m->mod, addr, &off, &sym, nullptr, nullptr, nullptr);
+    if (name) s.function = demangle(name);
+    if (Dwfl_Line* line = dwfl_module_getsrc(m->mod, addr)) {
+      int lineno = 0;
+      const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
+      if (src && lineno > 0) {
+        s.file = src;
+        s.line = lineno;
+      }
+    }
+  } else if (m->mod) {
+    s.build_id = m->build_id;
+  }
+  cache_.emplace(ck, s);
+  return s;
+}
+
+}  // namespace ingero::hal

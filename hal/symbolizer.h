@@ -1,0 +1,54 @@
+// Native frame symbolization with libdwfl: (module file, file offset) -> function, source
+// file and line. One Dwfl per module, opened offline on first use and cached with every
+// answer; separate debug info is found the standard way (build-id under
+// /usr/lib/debug/.build-id, .gnu_debuglink next to the file or under /usr/lib/debug). A frame
+// that cannot be resolved keeps its module and offset; it never disappears.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace ingero::hal {
+
+struct NativeSymbol {
+  std::string function;  // demangled when it was a C++ name; "" when unknown
+  std::string file;      // source file from DWARF; "" when there is no line info
+  int line = 0;
+  std::string build_id;  // lowercase hex of the module's build-id, "" if none
+};
+
+class Symbolizer {
+ public:
+  // `debug_path`: where separate debug files are looked for, in libdwfl's syntax
+  // (":.debug:/usr/lib/debug" by default: next to the file, its .debug/, and the global
+  // directory with its .build-id/ tree). Tests point it at a directory of their own.
+  explicit Symbolizer(std::string debug_path = ":.debug:/usr/lib/debug");
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // `key` identifies the file (dev:inode, or the path); `open_path` is where to read it from
+  // (through /proc/PID/root for a process in another mount namespace). `offset` is the file
+  // offset of the instruction; `return_address` looks up offset - 1, the call instruction.
+  NativeSymbol symbolize(const std::string& key, const std::string& open_path, uint64_t offset,
+                         bool return_address);
+  size_t modules() const { return modules_.size(); }
+
+ private:
+  struct Module;
+  Module* module(const std::string& key, const std::string& open_path);
+  struct Callbacks;  // libdwfl keeps a pointer to them: they live as long as the modules
+  std::unique_ptr<Callbacks> callbacks_;
+  std::unordered_map<std::string, std::unique_ptr<Module>> modules_;
+  std::map<std::pair<std::string, uint64_t>, NativeSymbol> cache_;
+};
+
+// "_ZN3foo3barEv" -> "foo::bar()", keeping "+0x1f" and ".isra.0" suffixes; anything else
+// unchanged.
+std::string demangle(const std::string& name);
+
+}  // namespace ingero::hal

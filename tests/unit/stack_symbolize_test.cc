@@ -1,0 +1,189 @@
+// Native symbolization (libdwfl) and the stack collector, without BPF: a -g program built here,
+// this test binary's own functions as a captured stack, deduplication across processes, and
+// frames that must not survive (garbage past a broken frame-pointer chain).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "app/stack_collector.h"
+#include "hal/elf_symbols.h"
+#include "hal/symbolizer.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+// Outside any namespace, so their symbols are plain.
+extern "C" __attribute__((noinline, used)) int ingero_stack_marker_a(int x) {
+  asm volatile("" ::: "memory");
+  return x + 1;
+}
+extern "C" __attribute__((noinline, used)) int ingero_stack_marker_b(int x) {
+  asm volatile("" ::: "memory");
+  return x * 2;
+}
+
+namespace ingero::app {
+namespace {
+
+TEST(Symbolizer, FunctionFileAndLineFromDwarf) {
+  std::string src = test::temp_path("sym.c");
+  std::ofstream(src) << "int helper(int x) { return x + 1; }\n"
+                        "\n"
+                        "int target_fn(int y)\n"
+                        "{\n"
+                        "  return helper(y) * 3;\n"
+                        "}\n"
+                        "int main(void) { return target_fn(1) == 6 ? 0 : 1; }\n";
+  std::string exe = test::temp_path("sym");
+  std::string out, err;
+  ASSERT_EQ(test::run_command({"cc", "-g", "-O0", src, "-o", exe}, &out, &err), 0) << err;
+  auto idx = hal::SymbolIndex::load(exe);
+  ASSERT_TRUE(idx);
+  const hal::ElfSymbol* s = (*idx)->find_function("target_fn");
+  ASSERT_NE(s, nullptr);
+  auto off = (*idx)->file_offset(s->value);
+  ASSERT_TRUE(off);
+  hal::Symbolizer sym;
+  hal::NativeSymbol r = sym.symbolize("k1", exe, *off, false);
+  EXPECT_EQ(r.function, "target_fn");
+  EXPECT_EQ(r.file, src);
+  EXPECT_EQ(r.line, 4);  // the body's opening brace: where the function's code starts
+  EXPECT_EQ(r.build_id, (*idx)->build_id());
+  // Cached: the same answer without reopening.
+  EXPECT_EQ(sym.symbolize("k1", "/nonexistent", *off, false).function, "target_fn");
+  EXPECT_EQ(sym.modules(), 1u);
+}
+
+// A stripped program whose DWARF lives in a separate file: found through .gnu_debuglink next
+// to it, or through the build-id tree of the debug directory; without either, the symbol
+// table still names the function and the frame keeps no line.
+TEST(Symbolizer, SeparateDebugFilesByDebuglinkAndBuildId) {
+  std::string dir = test::temp_path("debugsplit");
+  std::filesystem::create_directories(dir);
+  std::string src = dir + "/split.c";
+  std::ofstream(src) << "int split_fn(int y)\n"
+                        "{\n"
+                        "  return y * 3;\n"
+                        "}\n"
+                        "int main(void) { return split_fn(2) == 6 ? 0 : 1; }\n";
+  std::string exe = dir + "/split", dbg = dir + "/split.debug";
+  auto sh = [&](std::vector<std::string> argv) {
+    std::string out, err;
+    int rc = test::run_command(argv, &out, &err);
+    EXPECT_EQ(rc, 0) << argv[0] << ": " << err;
+    return rc == 0;
+  };
+  ASSERT_TRUE(sh({"cc", "-g", "-O0", "-Wl,--build-id", src, "-o", exe}));
+  ASSERT_TRUE(sh({"objcopy", "--only-keep-debug", exe, dbg}));
+  ASSERT_TRUE(sh({"objcopy", "--strip-debug", "--add-gnu-debuglink=" + dbg, exe}));
+  auto idx = hal::SymbolIndex::load(exe);
+  ASSERT_TRUE(idx);
+  const hal::ElfSymbol* s = (*idx)->find_function("split_fn");
+  ASSERT_NE(s, nullptr);
+  auto off = (*idx)->file_offset(s->value);
+  ASSERT_TRUE(off);
+  std::string bid = (*idx)->build_id();
+  ASSERT_GT(bid.size(), 2u);
+
+  // .gnu_debuglink: the debug file sits next to the program.
+  hal::Symbolizer by_link;
+  auto r = by_link.symbolize("link", exe, *off, false);
+  EXPECT_EQ(r.function, "split_fn");
+  EXPECT_EQ(r.file, src);
+  EXPECT_EQ(r.line, 2);
+  EXPECT_EQ(r.build_id, bid);
+
+  // Build-id: the debug file only under DIR/.build-id/xx/rest.debug.
+  std::string global = dir + "/global";
+  std::filesystem::create_directories(global + "/.build-id/" + bid.substr(0, 2));
+  std::filesystem::rename(
+      dbg, global + "/.build-id/" + bid.substr(0, 2) + "/" + bid.substr(2) + ".debug");
+  hal::Symbolizer by_id(global);
+  r = by_id.symbolize("id", exe, *off, false);
+  EXPECT_EQ(r.function, "split_fn");
+  EXPECT_EQ(r.file, src);
+  EXPECT_EQ(r.line, 2);
+
+  // Neither: the symbol table still names the function; no line is invented.
+  hal::Symbolizer none(dir + "/nowhere");
+  r = none.symbolize("none", exe, *off, false);
+  EXPECT_EQ(r.function, "split_fn");
+  EXPECT_EQ(r.file, "");
+  EXPECT_EQ(r.line, 0);
+}
+
+TEST(Symbolizer, UnreadableOrForeignFilesGiveEmptyAnswersNotCrashes) {
+  hal::Symbolizer sym;
+  EXPECT_EQ(sym.symbolize("missing", "/nonexistent/lib.so", 0x1000, true).function, "");
+  std::string junk = test::temp_path("junk.so");
+  std::ofstream(junk) << std::string(4096, 'x');
+  auto r = sym.symbolize("junk", junk, 0x10, true);
+  EXPECT_EQ(r.function, "");
+  EXPECT_EQ(r.file, "");
+  std::string trunc = test::temp_path("trunc.so");
+  {
+    std::ifstream in("/proc/self/exe", std::ios::binary);
+    std::string head(200, '\0');
+    in.read(head.data(), 200);
+    std::ofstream(trunc, std::ios::binary) << head;
+  }
+  EXPECT_EQ(sym.symbolize("trunc", trunc, 0x10, true).function, "");
+}
+
+TEST(Symbolizer, Demangle) {
+  EXPECT_EQ(hal::demangle("_ZN3foo3barEv"), "foo::bar()");
+  EXPECT_EQ(hal::demangle("_ZN3foo3barEv+0x1f"), "foo::bar()+0x1f");
+  EXPECT_EQ(hal::demangle("_ZN3foo3barEv.isra.0+0x5"), "foo::bar().isra.0+0x5");
+  EXPECT_EQ(hal::demangle("cudaMalloc+0x2eb"), "cudaMalloc+0x2eb");
+  EXPECT_EQ(hal::demangle("_Znot-valid"), "_Znot-valid");
+}
+
+ingero_stack_rec record(uint32_t pid, uint64_t hash, std::vector<uint64_t> ips) {
+  ingero_stack_rec r{};
+  r.type = INGERO_REC_STACK;
+  r.pid = pid;
+  r.tid = pid;
+  r.hash = hash;
+  r.n_ips = uint16_t(ips.size());
+  for (size_t i = 0; i < ips.size(); ++i) r.ips[i] = ips[i];
+  return r;
+}
+
+TEST(StackCollector, ResolvesDeduplicatesAndStopsAtGarbage) {
+  std::string db = test::temp_path("stacks.db");
+  auto w = store::TraceWriter::open(db);
+  ASSERT_TRUE(w);
+  store::SessionInfo si;
+  si.node = "t";
+  ASSERT_TRUE((*w)->begin_session(si));
+  StackCollector c(**w, nullptr);
+  uint32_t me = uint32_t(getpid());
+  // Return addresses inside the two markers, then a non-canonical "address" (what a broken
+  // frame-pointer chain yields), then another valid one that must not survive it.
+  uint64_t a = uint64_t(&ingero_stack_marker_a) + 4, b = uint64_t(&ingero_stack_marker_b) + 4;
+  c.on_stack(record(me, 0x1111, {a, b, 0x633d8d4828ec8348ULL, a}));
+  c.on_stack(record(me, 0x2222, {a, b}));  // another BPF hash, same frames: one stored stack
+  uint64_t id1 = c.stack_id(me, 0x1111), id2 = c.stack_id(me, 0x2222);
+  EXPECT_NE(id1, 0u);
+  EXPECT_EQ(id1, id2);
+  EXPECT_EQ(c.counters().stored, 1u);
+  EXPECT_EQ(c.stack_id(me, 0x3333), 0u);  // never shipped
+  EXPECT_EQ(c.counters().unknown_refs, 1u);
+  EXPECT_EQ(c.stack_id(me, 0), 0u);  // no stack is not an unknown one
+  EXPECT_EQ(c.counters().unknown_refs, 1u);
+  ASSERT_TRUE((*w)->commit());
+  auto rows =
+      test::query_rows(db, "SELECT frame, kind, function, module = '" +
+                               std::filesystem::read_symlink("/proc/self/exe").string() +
+                               "', module_offset IS NOT NULL FROM stacks WHERE stack_id = " +
+                               std::to_string(int64_t(id1)) + " ORDER BY frame");
+  using V = std::vector<std::string>;
+  EXPECT_EQ(rows, (std::vector<V>{{"0", "native", "ingero_stack_marker_a", "1", "1"},
+                                  {"1", "native", "ingero_stack_marker_b", "1", "1"}}));
+  c.process_exited(me);
+  EXPECT_EQ(c.stack_id(me, 0x1111), 0u);  // forgotten with the process
+}
+
+}  // namespace
+}  // namespace ingero::app
