@@ -56,18 +56,29 @@ bool StackCollector::snapshot(uint32_t pid, Process& p) {
 }
 
 void StackCollector::setup_python(uint32_t pid, Process& p) {
-  if (p.python) return;
+  // Inspected again until verified: a process seen at exec has no interpreter state yet, and
+  // only a populated thread list can prove (or disprove) the layout.
+  if (p.python && p.python->verified()) return;
   auto py = hal::PythonProcess::inspect(int(pid), p.maps, proc_root_);
   if (!py) {
-    p.python_checked = true;
+    // Exited before it could be read: nothing to verify against. What BPF walked under the
+    // configuration it already has stands (every frame passed the code-object type check).
+    // (A zombie's maps read empty too.)
+    if (read_small_file(proc_root_ + "/" + std::to_string(pid) + "/maps").empty()) return;
+    if (p.python) {  // configured before its state existed; now refused: stop walking it
+      if (session_) (void)session_->set_python(pid, nullptr);
+      p.python.reset();
+      --counters_.python_processes;
+    }
+    if (!p.refused) ++counters_.python_refused;
+    p.refused = true;
     std::string key = py.error().message.substr(0, py.error().message.find(':'));
     if (warned_.insert(key).second && on_warning) on_warning(py.error().message);
     return;
   }
   if (!*py) return;  // not (yet) a Python process
+  if (!p.python) ++counters_.python_processes;
   p.python = std::move(**py);
-  p.python_checked = true;
-  ++counters_.python_processes;
   if (session_) {
     ingero_py_config cfg = p.python->bpf_config();
     if (auto st = session_->set_python(pid, &cfg); !st && on_warning)
@@ -109,6 +120,11 @@ const hal::MapEntry* StackCollector::find(const Process& p, uint64_t ip) const {
 void StackCollector::on_stack(const ingero_stack_rec& rec) {
   ++counters_.received;
   Process& p = process(rec.pid);
+  // A Python process inspected before its interpreter was up: check it now, once.
+  if (p.python && !p.python->verified() && !p.rechecked) {
+    p.rechecked = true;
+    setup_python(rec.pid, p);
+  }
   uint32_t n_ips = std::min<uint32_t>(rec.n_ips, INGERO_STACK_MAX);
   // Refresh once if an address is outside the snapshot (a library loaded since), while the
   // process still lives.

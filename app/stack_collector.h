@@ -44,6 +44,7 @@ class StackCollector {
     uint64_t python_gone = 0;     // Python frames lost: the process exited before they were read
     uint64_t python_missing = 0;  // stacks of Python processes without Python frames
     uint64_t python_processes = 0;
+    uint64_t python_refused = 0;  // interpreters whose layout did not check out
   };
 
   // `session` may be null (tests): Python processes are then resolved but not configured.
@@ -73,7 +74,8 @@ class StackCollector {
   struct Process {
     std::vector<hal::MapEntry> maps;  // sorted by start
     std::optional<hal::PythonProcess> python;
-    bool python_checked = false;
+    bool rechecked = false;                      // an unverified interpreter was inspected again
+    bool refused = false;                        // its layout did not check out: native frames only
     std::unordered_map<uint64_t, uint64_t> ids;  // BPF hash -> stored stack id
   };
   Process& process(uint32_t pid);

@@ -544,6 +544,7 @@ int Trace::run() {
     sj["stack_python_invalid"] = sc.python_invalid;
     sj["stack_python_gone"] = sc.python_gone;
     sj["stack_python_processes"] = sc.python_processes;
+    sj["stack_python_refused"] = sc.python_refused;
   }
   store::SessionEnd end;
   end.stopped_at_ns = wall_now_ns();
@@ -588,6 +589,9 @@ int Trace::run() {
       if (sc.native_frames)
         std::cerr << ", " << sc.unresolved << " of " << sc.native_frames
                   << " native frames unresolved";
+      if (sc.python_refused)
+        std::cerr << ", " << sc.python_refused
+                  << " Python processes with native frames only (interpreter not verified)";
       if (sc.python_invalid)
         std::cerr << ", " << sc.python_invalid << " Python frames dropped (unverified)";
       if (sc.python_gone)

@@ -9,7 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hal/python.h"
+#include "store/trace_reader.h"
 #include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -154,6 +157,75 @@ TEST(Stacks, PythonFramesOfOtherCPythonVersions) {
   // Debian 12 ships only 3.11; other versions are checked where a host has them.
   if (!found)
     GTEST_SKIP() << "*** SKIPPED: no CPython 3.10/3.12/3.13 under /root/.pyenv on this host ***";
+}
+
+// An interpreter whose layout does not check out (the stand-in python3.11 whose thread state
+// points at another interpreter) is named on stderr and counted; its calls keep their native
+// stacks and get no Python frame at all. The stand-in stays alive until the test has seen its
+// stacks stored, so the verdict is about its layout, never about its having exited.
+TEST(Stacks, UnverifiableInterpreterIsReportedAndGetsNoPythonFrames) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(kCudart);
+  REQUIRE_FILE(INGERO_FAKE_PYTHON);
+  auto l = hal::python_layout(3, 11);
+  ASSERT_TRUE(l);
+  for (std::string mode : {"patched", "clean"}) {
+    SCOPED_TRACE(mode);
+    std::string db = temp_path("fakepy-" + mode + ".db");
+    auto tracer = Subprocess::spawn(
+        {INGERO_BIN, "trace", "--no-live", "--db", db, "--flush-ms", "20", "--duration", "120s"});
+    ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
+    auto fake = Subprocess::spawn({INGERO_FAKE_PYTHON, mode, std::to_string(l->runtime_interp_head),
+                                   std::to_string(l->interp_threads_head),
+                                   std::to_string(l->tstate_interp), kCudart, "4"});
+    std::string line;
+    ASSERT_TRUE(fake.wait_stdout_line("calls", std::chrono::seconds(20), &line)) << fake.err();
+    EXPECT_EQ(line, "calls 4 ret 35");
+    std::string pid = std::to_string(fake.pid());
+    std::string stored = "SELECT count(*) FROM calls WHERE op = 'cudaMalloc' AND pid = " + pid +
+                         " AND stack_hash > 0";
+    // The stacks are stored once the collector has handled them (WAL: readable while written).
+    auto count_now = [&]() -> int64_t {
+      auto r = store::TraceReader::open(db);
+      if (!r) return -1;
+      auto res = store::run_query(**r, stored, {});
+      if (!res || res->rows.empty()) return -1;
+      auto* n = std::get_if<int64_t>(&res->rows[0][0]);
+      return n ? *n : -1;
+    };
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (count_now() != 4 && std::chrono::steady_clock::now() < deadline) usleep(50 * 1000);
+    fake.close_stdin();
+    EXPECT_EQ(fake.wait(), 0);
+    tracer.signal(SIGINT);
+    ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+    std::string err = tracer.err();
+    bool patched = mode == "patched";
+    EXPECT_EQ(err.find(std::string(INGERO_FAKE_PYTHON) +
+                       " (Python 3.11): the thread list does not lead back to the interpreter") !=
+                  std::string::npos,
+              patched)
+        << err;
+    EXPECT_EQ(err.find("1 Python processes with native frames only") != std::string::npos, patched)
+        << err;
+    EXPECT_EQ(query_rows(db,
+                         "SELECT count(*), count(DISTINCT stack_hash), min(stack_hash) > 0 "
+                         "FROM calls WHERE op = 'cudaMalloc' AND pid = " +
+                             pid),
+              (std::vector<std::vector<std::string>>{{"4", "1", "1"}}));
+    std::string stack =
+        "(SELECT stack_hash FROM calls WHERE op = 'cudaMalloc' AND pid = " + pid + " LIMIT 1)";
+    EXPECT_EQ(
+        query_int(db, "SELECT count(*) FROM stacks WHERE kind = 'python' AND stack_id = " + stack),
+        0);
+    auto top = query_rows(db, "SELECT function, file FROM stacks WHERE stack_id = " + stack +
+                                  " AND frame < 2 ORDER BY frame");
+    EXPECT_EQ(top, (std::vector<std::vector<std::string>>{{"call_lib", INGERO_FAKE_PYTHON_SRC},
+                                                          {"main", INGERO_FAKE_PYTHON_SRC}}));
+    auto s = session_stats(db);
+    EXPECT_EQ(s["stack_python_refused"], patched ? 1 : 0);
+    EXPECT_EQ(s["stack_python_frames"], 0);
+  }
 }
 
 TEST(Stacks, SampleCapShipsEachStackOnceOrForAnomalies) {

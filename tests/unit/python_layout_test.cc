@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "hal/python.h"
+#include "test_paths.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -253,6 +254,43 @@ TEST(PythonProcess, ANonPythonProcessIsNotPython) {
   auto p = PythonProcess::inspect(getpid(), parse_proc_maps(ss.str()));
   ASSERT_TRUE(p);
   EXPECT_FALSE(*p);
+}
+
+// The stand-in "python3.11" with its thread state pointing at another interpreter (a build
+// whose struct layout differs from CPython's) is refused with a message that says so; the
+// same binary with the chain intact is accepted and verified.
+TEST(PythonProcess, AnInterpreterWhoseLayoutDoesNotCheckOutIsRefused) {
+  if (geteuid() != 0)
+    GTEST_SKIP() << "*** SKIPPED: reading another process's memory needs root ***";
+  auto l = python_layout(3, 11);
+  ASSERT_TRUE(l);
+  auto run = [&](const char* mode) {
+    auto fake = test::Subprocess::spawn(
+        {INGERO_FAKE_PYTHON, mode, std::to_string(l->runtime_interp_head),
+         std::to_string(l->interp_threads_head), std::to_string(l->tstate_interp)});
+    EXPECT_TRUE(fake.wait_stdout_line("ready", std::chrono::seconds(10))) << fake.err();
+    std::ifstream f("/proc/" + std::to_string(fake.pid()) + "/maps");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto p = PythonProcess::inspect(fake.pid(), parse_proc_maps(ss.str()));
+    fake.close_stdin();
+    EXPECT_EQ(fake.wait(), 0);
+    return p;
+  };
+  auto patched = run("patched");
+  ASSERT_FALSE(patched);
+  EXPECT_NE(patched.error().message.find(std::string(INGERO_FAKE_PYTHON) +
+                                         " (Python 3.11): the "
+                                         "thread list does not lead back to the interpreter"),
+            std::string::npos)
+      << patched.error().message;
+  EXPECT_NE(patched.error().message.find("Python frames are off for pid"), std::string::npos);
+  auto clean = run("clean");
+  ASSERT_TRUE(clean) << clean.error().message;
+  ASSERT_TRUE(*clean);
+  EXPECT_TRUE((*clean)->verified());
+  EXPECT_EQ((*clean)->layout().version(), "3.11");
+  EXPECT_EQ((*clean)->interpreter(), INGERO_FAKE_PYTHON);
 }
 
 TEST(PythonProcess, ALivePython311IsFoundVerifiedAndResolvesItsOwnFrame) {
