@@ -180,6 +180,40 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
       }
     }
   }
+  // Ours: stack_frames, keyed by a hash of their resolved frames, so the same stack on two
+  // nodes is stored once.
+  if (db.table_exists("stack_frames")) {
+    auto st = db.prepare(
+        "SELECT stack_id, kind, module, module_offset, build_id, function, file, line "
+        "FROM stack_frames ORDER BY stack_id, frame");
+    if (!st) return st.error();
+    int64_t current = 0;
+    std::vector<store::StackFrameRow> frames;
+    auto flush = [&]() -> ingero::Status {
+      if (frames.empty()) return {};
+      auto s = w.add_stack(uint64_t(current), frames);
+      frames.clear();
+      return s;
+    };
+    while (true) {
+      auto r = st->step();
+      if (!r) return r.error();
+      if (!*r) break;
+      if (st->int64(0) != current)
+        if (auto s = flush(); !s) return s;
+      current = st->int64(0);
+      store::StackFrameRow f;
+      f.python = st->text(1) == "python";
+      f.module = st->text(2);
+      if (!st->is_null(3)) f.module_offset = uint64_t(st->int64(3));
+      f.build_id = st->text(4);
+      f.function = st->text(5);
+      f.file = st->text(6);
+      f.line = st->is_null(7) ? 0 : st->int64(7);
+      frames.push_back(std::move(f));
+    }
+    if (auto s = flush(); !s) return s;
+  }
   return w.commit();
 }
 

@@ -134,30 +134,7 @@ ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info) {
   for (const char* v :
        {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events", "stacks"})
     sql += std::string("DROP VIEW IF EXISTS temp.") + v + ";\n";
-  // The original implementation's stack_traces (frames as JSON: native {i, s, f}, Python
-  // {pf, pfn, pl}) as our per-frame stacks view.
-  if (db.table_exists("stack_traces"))
-    sql +=
-        "CREATE TEMP VIEW stacks AS SELECT st.hash AS stack_id, CAST(j.key AS INTEGER) AS frame,\n"
-        "  CASE WHEN json_extract(j.value, '$.pf') IS NOT NULL THEN 'python' ELSE 'native' END AS "
-        "kind,\n"
-        "  coalesce(json_extract(j.value, '$.pfn'), json_extract(j.value, '$.s'), '') AS "
-        "function,\n"
-        "  coalesce(json_extract(j.value, '$.pf'), '') AS file, json_extract(j.value, '$.pl') AS "
-        "line,\n"
-        "  coalesce(json_extract(j.value, '$.f'), '') AS module, NULL AS module_offset, '' AS "
-        "build_id,\n"
-        "  coalesce(json_extract(j.value, '$.i'), '') AS address,\n"
-        "  CASE WHEN json_extract(j.value, '$.pf') IS NOT NULL THEN '[Python] ' ||\n"
-        "    json_extract(j.value, '$.pf') || ':' || json_extract(j.value, '$.pl') || ' in ' ||\n"
-        "    json_extract(j.value, '$.pfn') || '()'\n"
-        "  ELSE coalesce(json_extract(j.value, '$.s'), json_extract(j.value, '$.i'), '?\?') || ' "
-        "(' ||\n"
-        "    coalesce(json_extract(j.value, '$.f'), '?') || ')' END AS location\n"
-        "  FROM main.stack_traces st, json_each(CASE WHEN json_valid(st.frames) THEN st.frames "
-        "ELSE '[]' END) j;\n";
-  else
-    sql += stacks_view_sql("CREATE TEMP VIEW", false);
+  sql += stacks_view_sql("CREATE TEMP VIEW", false, db.table_exists("stack_traces"));
   sql += "CREATE TEMP VIEW calls AS " + calls_select(info) + ";\n";
   sql +=
       "CREATE TEMP VIEW cuda_events AS SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS "

@@ -323,37 +323,58 @@ const std::vector<std::string>& field_columns() {
   return cols;
 }
 
-std::string stacks_view_sql(const char* create, bool stack_table) {
-  std::string c = create;
-  if (!stack_table)
-    return c +
-           " stacks AS SELECT 0 AS stack_id, 0 AS frame, '' AS kind, '' AS function, '' AS file,\n"
-           "  0 AS line, '' AS module, 0 AS module_offset, '' AS build_id, '' AS address,\n"
-           "  '' AS location WHERE 0;\n";
-  return c +
-         " stacks AS\n"
-         "SELECT stack_id, frame, kind, function, file, line, module, module_offset, build_id,\n"
-         "       CASE WHEN module_offset IS NULL THEN '' ELSE printf('%s+0x%x', module, "
-         "module_offset)\n"
-         "       END AS address,\n"
-         "       CASE kind WHEN 'python' THEN '[Python] ' || file || ':' || coalesce(line, '?') || "
-         "' in ' ||\n"
-         "                                    function || '()'\n"
-         "            ELSE coalesce(nullif(function, ''), '?\?') ||\n"
-         "                 CASE WHEN file <> '' THEN ' at ' || file || ':' || coalesce(line, '?') "
-         "ELSE '' END ||\n"
-         "                 printf(' (%s+0x%x)', module, module_offset) END AS location\n"
-         "  FROM stack_frames;\n";
+std::string stacks_view_sql(const char* create, bool stack_table, bool legacy_table) {
+  // Ours: one row per frame in stack_frames.
+  const char* ours =
+      "SELECT stack_id, frame, kind, function, file, line, module, module_offset, build_id,\n"
+      "       CASE WHEN module_offset IS NULL THEN '' ELSE printf('%s+0x%x', module, "
+      "module_offset) END AS address,\n"
+      "       CASE kind WHEN 'python' THEN '[Python] ' || file || ':' || coalesce(line, '?') || "
+      "' in ' || function || '()'\n"
+      "            ELSE coalesce(nullif(function, ''), '?\?') ||\n"
+      "                 CASE WHEN file <> '' THEN ' at ' || file || ':' || coalesce(line, '?') "
+      "ELSE '' END ||\n"
+      "                 printf(' (%s+0x%x)', module, module_offset) END AS location\n"
+      "  FROM stack_frames";
+  // The original implementation's stack_traces: frames as a JSON array, native {i, s, f},
+  // Python {pf, pfn, pl}. `address` is its raw instruction pointer; there is no file offset.
+  const char* legacy =
+      "SELECT st.hash AS stack_id, CAST(j.key AS INTEGER) AS frame,\n"
+      "  CASE WHEN json_extract(j.value, '$.pf') IS NOT NULL THEN 'python' ELSE 'native' END AS "
+      "kind,\n"
+      "  coalesce(json_extract(j.value, '$.pfn'), json_extract(j.value, '$.s'), '') AS function,\n"
+      "  coalesce(json_extract(j.value, '$.pf'), '') AS file, json_extract(j.value, '$.pl') AS "
+      "line,\n"
+      "  coalesce(json_extract(j.value, '$.f'), '') AS module, NULL AS module_offset, '' AS "
+      "build_id,\n"
+      "  coalesce(json_extract(j.value, '$.i'), '') AS address,\n"
+      "  CASE WHEN json_extract(j.value, '$.pf') IS NOT NULL THEN '[Python] ' ||\n"
+      "    json_extract(j.value, '$.pf') || ':' || json_extract(j.value, '$.pl') || ' in ' ||\n"
+      "    json_extract(j.value, '$.pfn') || '()'\n"
+      "  ELSE coalesce(json_extract(j.value, '$.s'), json_extract(j.value, '$.i'), '?\?') || ' ('"
+      " ||\n"
+      "    coalesce(json_extract(j.value, '$.f'), '?') || ')' END AS location\n"
+      "  FROM stack_traces st,\n"
+      "       json_each(CASE WHEN json_valid(st.frames) THEN st.frames ELSE '[]' END) j";
+  std::string body;
+  if (stack_table) body = ours;
+  if (legacy_table) body += std::string(body.empty() ? "" : "\nUNION ALL\n") + legacy;
+  if (body.empty())
+    body =
+        "SELECT 0 AS stack_id, 0 AS frame, '' AS kind, '' AS function, '' AS file, 0 AS line,\n"
+        "  '' AS module, 0 AS module_offset, '' AS build_id, '' AS address, '' AS location "
+        "WHERE 0";
+  return std::string(create) + " stacks AS\n" + body + ";\n";
 }
 
-std::string contract_views_sql(bool temp, bool stack_table) {
+std::string contract_views_sql(bool temp, bool stack_table, bool legacy_stack_table) {
   std::string drops;
   const char* schema = temp ? "temp." : "main.";
   for (const char* v :
        {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events", "stacks"})
     drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
   const char* create = temp ? "CREATE TEMP VIEW" : "CREATE VIEW";
-  return drops + views_body(create) + stacks_view_sql(create, stack_table);
+  return drops + views_body(create) + stacks_view_sql(create, stack_table, legacy_stack_table);
 }
 
 ingero::Result<TraceFileInfo> inspect(Db& db) {

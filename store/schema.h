@@ -43,11 +43,14 @@ ingero::Result<TraceFileInfo> inspect(Db& db);
 ingero::Status migrate(Db& db);
 
 // Contract views; `temp` creates them as TEMP VIEWs shadowing the file's own.
-// `stack_table`: the file has stack_frames (schema 4+); otherwise the stacks view is empty.
-std::string contract_views_sql(bool temp, bool stack_table = true);
+// `stack_table`: the file has stack_frames (schema 4+); `legacy_stack_table`: it has the
+// original implementation's stack_traces (its own files, or merged ones). Neither: the stacks
+// view is empty.
+std::string contract_views_sql(bool temp, bool stack_table = true, bool legacy_stack_table = false);
 // The `stacks` view: one row per frame, innermost first, joinable as
-// stacks.stack_id = calls.stack_hash. Over stack_frames, or empty with the same columns.
-std::string stacks_view_sql(const char* create, bool stack_table);
+// stacks.stack_id = calls.stack_hash. Over stack_frames and/or stack_traces, or empty with the
+// same columns.
+std::string stacks_view_sql(const char* create, bool stack_table, bool legacy_table);
 
 // Columns of the events table that hold decoded Fields, in Field order.
 const std::vector<std::string>& field_columns();

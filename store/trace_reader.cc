@@ -96,7 +96,8 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
   ingero::Status st =
       info->format == TraceFormat::kLegacyGo
           ? install_legacy_views(*r->db_, *info)
-          : r->db_->exec(contract_views_sql(true, r->db_->table_exists("stack_frames")));
+          : r->db_->exec(contract_views_sql(true, r->db_->table_exists("stack_frames"),
+                                            r->db_->table_exists("stack_traces")));
   if (!st) return ingero::make_error(path + ": " + st.error().message);
   return r;
 }
