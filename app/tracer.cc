@@ -543,6 +543,7 @@ int Trace::run() {
     sj["stack_python_frames"] = sc.python_frames;
     sj["stack_python_invalid"] = sc.python_invalid;
     sj["stack_python_gone"] = sc.python_gone;
+    sj["stack_python_missing"] = sc.python_missing;
     sj["stack_python_processes"] = sc.python_processes;
     sj["stack_python_refused"] = sc.python_refused;
   }
