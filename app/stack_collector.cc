@@ -1,6 +1,8 @@
 #include "app/stack_collector.h"
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +47,23 @@ StackCollector::Process& StackCollector::process(uint32_t pid) {
   return p;
 }
 
+namespace {
+
+std::string module_key(const hal::MapEntry& m) {
+  return m.inode ? std::to_string(m.dev_major) + ":" + std::to_string(m.dev_minor) + ":" +
+                       std::to_string(m.inode)
+                 : m.path;
+}
+
+// Whether `path` on this host is the very file the process mapped.
+bool same_file(const std::string& path, const hal::MapEntry& m) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
+         minor(st.st_dev) == m.dev_minor;
+}
+
+}  // namespace
+
 bool StackCollector::snapshot(uint32_t pid, Process& p) {
   std::string text = read_small_file(proc_root_ + "/" + std::to_string(pid) + "/maps");
   if (text.empty()) return false;
@@ -52,6 +71,14 @@ bool StackCollector::snapshot(uint32_t pid, Process& p) {
   std::sort(maps.begin(), maps.end(),
             [](const auto& a, const auto& b) { return a.start < b.start; });
   p.maps = std::move(maps);
+  // Code the host cannot reach by the same path (a container's files, a file replaced since)
+  // is opened now, through the process's root, while it lives: the symbolizer keeps it open,
+  // so the stacks of a container process that exits first still resolve.
+  std::string root = proc_root_ + "/" + std::to_string(pid) + "/root";
+  for (const auto& m : p.maps)
+    if (m.executable() && m.inode && !m.path.empty() && m.path[0] == '/' && !m.deleted &&
+        !symbolizer_.has(module_key(m)) && !same_file(m.path, m))
+      symbolizer_.preload(module_key(m), root + m.path);
   return true;
 }
 
@@ -160,10 +187,13 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
     }
     f.module = m->path;
     f.module_offset = ip - m->start + m->offset;
-    std::string key = m->inode ? std::to_string(m->dev_major) + ":" + std::to_string(m->dev_minor) +
-                                     ":" + std::to_string(m->inode)
-                               : m->path;
-    std::string open_path = access((root + m->path).c_str(), R_OK) == 0 ? root + m->path : m->path;
+    std::string key = module_key(*m);
+    // Through the process's root while it lives; after that only a host file that is the same
+    // inode (never a different file at the same path: a container's libc is not the host's).
+    // Files the host cannot reach were opened when the maps were taken.
+    std::string open_path = access((root + m->path).c_str(), R_OK) == 0 ? root + m->path
+                            : same_file(m->path, *m)                    ? m->path
+                                                                        : "";
     // Every frame of a stack taken at a return is a return address: look up the call.
     hal::NativeSymbol s = symbolizer_.symbolize(key, open_path, *f.module_offset, true);
     f.function = s.function;

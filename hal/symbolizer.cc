@@ -40,6 +40,7 @@ struct Symbolizer::Module {
   };
   std::vector<Load> loads;
   std::string build_id;
+  std::string tried;  // the path that failed to open (mod == nullptr)
   ~Module() {
     if (dwfl) dwfl_end(dwfl);
   }
@@ -64,12 +65,22 @@ Symbolizer::Symbolizer(std::string debug_path) : callbacks_(std::make_unique<Cal
 }
 Symbolizer::~Symbolizer() = default;
 
-Symbolizer::Module* Symbolizer::module(const std::string& key, const std::string& open_path) {
+bool Symbolizer::has(const std::string& key) const {
   auto it = modules_.find(key);
-  if (it != modules_.end()) return it->second.get();
+  return it != modules_.end() && it->second->mod;
+}
+
+Symbolizer::Module* Symbolizer::module(const std::string& key, const std::string& open_path) {
+  // A module that opened is kept for good. One that did not is tried again from another
+  // path (the same file reached through a live process's root).
+  auto it = modules_.find(key);
+  if (it != modules_.end() &&
+      (it->second->mod || open_path.empty() || it->second->tried == open_path))
+    return it->second.get();
   auto m = std::make_unique<Module>();
+  m->tried = open_path;
   m->dwfl = dwfl_begin(&callbacks_->cb);
-  if (m->dwfl) {
+  if (m->dwfl && !open_path.empty()) {
     m->mod = dwfl_report_offline(m->dwfl, open_path.c_str(), open_path.c_str(), -1);
     dwfl_report_end(m->dwfl, nullptr, nullptr);
   }
@@ -92,7 +103,9 @@ Symbolizer::Module* Symbolizer::module(const std::string& key, const std::string
       m->build_id += hex[bits[i] & 15];
     }
   }
-  return modules_.emplace(key, std::move(m)).first->second.get();
+  auto& slot = modules_[key];
+  slot = std::move(m);
+  return slot.get();
 }
 
 NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& open_path,
@@ -119,7 +132,7 @@ NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& op
   } else if (m->mod) {
     s.build_id = m->build_id;
   }
-  cache_.emplace(ck, s);
+  if (m->mod) cache_.emplace(ck, s);  // a file not opened yet may open from another path
   return s;
 }
 

@@ -37,6 +37,13 @@ class Symbolizer {
   NativeSymbol symbolize(const std::string& key, const std::string& open_path, uint64_t offset,
                          bool return_address);
   size_t modules() const { return modules_.size(); }
+  // Opens the module now (kept open: it stays readable after the path stops resolving, e.g.
+  // once the process whose /proc/PID/root led to it has exited).
+  void preload(const std::string& key, const std::string& open_path) {
+    (void)module(key, open_path);
+  }
+  // Whether `key` is open (a failed attempt does not count).
+  bool has(const std::string& key) const;
 
  private:
   struct Module;

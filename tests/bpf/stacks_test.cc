@@ -91,6 +91,36 @@ TEST(Stacks, NativeStackOfARealRuntimeCallHasFileAndLine) {
             0u);
 }
 
+// A container-like process: its program lives at a path only its own mount namespace has, and
+// it exits right after its calls. Its frames still resolve (the file was opened through
+// /proc/PID/root while it lived) and keep the path the process saw.
+TEST(Stacks, ProcessInAnotherMountNamespaceThatExitsStillResolves) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STACK_CALLS);
+  REQUIRE_FILE("/usr/bin/unshare");
+  std::string image = temp_path("ns-image"), mnt = temp_path("ns-mnt");
+  std::filesystem::create_directories(image);
+  std::filesystem::create_directories(mnt);
+  std::filesystem::copy_file(INGERO_STACK_CALLS, image + "/app",
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_FALSE(std::filesystem::exists(mnt + "/app"));  // the host never sees it there
+  std::string db = temp_path("ns.db");
+  auto run = trace_command(db, {"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                                "mount --bind " + image + " " + mnt + " && exec " + mnt + "/app"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  auto k = keyed(run.out);
+  ASSERT_EQ(k["calls"], "5") << run.out;
+  EXPECT_FALSE(std::filesystem::exists(mnt + "/app"));
+  auto frames = query_rows(
+      db,
+      "SELECT function, file, line, module FROM stacks WHERE stack_id = (SELECT stack_hash "
+      "FROM calls WHERE op = 'cudaMalloc' AND pid = " +
+          k["pid"] + " LIMIT 1) AND frame < 2 ORDER BY frame");
+  EXPECT_EQ(frames, (std::vector<std::vector<std::string>>{
+                        {"alloc_weights", INGERO_STACK_CALLS_SRC, k["alloc_line"], mnt + "/app"},
+                        {"main", INGERO_STACK_CALLS_SRC, k["main_line"], mnt + "/app"}}));
+}
+
 // Python: [Python] script:LINE in load_weights() / warmup(), main() below, for one interpreter.
 void check_python(const std::string& python, const std::vector<std::string>& env) {
   std::string db = temp_path("py.db");

@@ -113,6 +113,35 @@ TEST(Symbolizer, SeparateDebugFilesByDebuglinkAndBuildId) {
   EXPECT_EQ(r.line, 0);
 }
 
+// A module that could not be opened is not remembered as unresolvable: the same file reached
+// by another path later (a live process's root) resolves; once open, it stays open.
+TEST(Symbolizer, FailedOpenIsRetriedFromAnotherPathAndPreloadKeepsTheFile) {
+  std::string src = test::temp_path("retry.c"), exe = test::temp_path("retry");
+  std::ofstream(src) << "int retry_fn(int y) { return y + 7; }\n"
+                        "int main(void) { return retry_fn(0) == 7 ? 0 : 1; }\n";
+  std::string out, err;
+  ASSERT_EQ(test::run_command({"cc", "-g", "-O0", src, "-o", exe}, &out, &err), 0) << err;
+  auto idx = hal::SymbolIndex::load(exe);
+  ASSERT_TRUE(idx);
+  auto off = (*idx)->file_offset((*idx)->find_function("retry_fn")->value);
+  ASSERT_TRUE(off);
+  hal::Symbolizer sym;
+  EXPECT_EQ(sym.symbolize("k", "/nonexistent/retry", *off, false).function, "");
+  EXPECT_FALSE(sym.has("k"));
+  EXPECT_EQ(sym.symbolize("k", exe, *off, false).function, "retry_fn");
+  EXPECT_TRUE(sym.has("k"));
+  // Preloaded, then the file is gone: still answered from the open module.
+  std::string copy = test::temp_path("retry-copy");
+  std::filesystem::copy_file(exe, copy, std::filesystem::copy_options::overwrite_existing);
+  sym.preload("copy", copy);
+  ASSERT_TRUE(sym.has("copy"));
+  std::filesystem::remove(copy);
+  hal::NativeSymbol r = sym.symbolize("copy", copy, *off, false);
+  EXPECT_EQ(r.function, "retry_fn");
+  EXPECT_EQ(r.file, src);
+  EXPECT_EQ(r.line, 1);
+}
+
 TEST(Symbolizer, UnreadableOrForeignFilesGiveEmptyAnswersNotCrashes) {
   hal::Symbolizer sym;
   EXPECT_EQ(sym.symbolize("missing", "/nonexistent/lib.so", 0x1000, true).function, "");
