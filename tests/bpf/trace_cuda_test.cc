@@ -225,7 +225,8 @@ TEST(TraceCuda, TwoRuntimeCopiesAtOnce) {
   auto rows = query_rows(
       db,
       "SELECT l.path, c.comm, count(*) FROM calls c JOIN libraries l ON l.id = c.library_id "
-      "WHERE c.api = 'cuda_runtime' GROUP BY 1, 2 ORDER BY 2");  // by comm: paths depend on the build dir
+      "WHERE c.api = 'cuda_runtime' GROUP BY 1, 2 ORDER BY 2");  // by comm: paths depend on the
+                                                                 // build dir
   ASSERT_EQ(rows.size(), 2u);
   // The toolkit's runtime served cuda_calls (39 runtime calls) and the wheel copy served
   // fake_calls (2 threads x (10 mallocs + 1 device sync)).
