@@ -222,11 +222,11 @@ TEST(TraceCuda, TwoRuntimeCopiesAtOnce) {
                        INGERO_FAKE_CUDART + " 2 10 & wait";
   auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
+  // Ordered by comm: the paths depend on where the build directory is.
   auto rows = query_rows(
       db,
       "SELECT l.path, c.comm, count(*) FROM calls c JOIN libraries l ON l.id = c.library_id "
-      "WHERE c.api = 'cuda_runtime' GROUP BY 1, 2 ORDER BY 2");  // by comm: paths depend on the
-                                                                 // build dir
+      "WHERE c.api = 'cuda_runtime' GROUP BY 1, 2 ORDER BY 2");
   ASSERT_EQ(rows.size(), 2u);
   // The toolkit's runtime served cuda_calls (39 runtime calls) and the wheel copy served
   // fake_calls (2 threads x (10 mallocs + 1 device sync)).
