@@ -135,6 +135,22 @@ nlohmann::json op_stats_json(const engine::OpStats& s) {
   return j;
 }
 
+nlohmann::json process_json(const engine::ProcessReport& p) {
+  return {{"pid", p.pid},
+          {"name", p.name},
+          {"role", p.role},
+          {"parent", p.parent},
+          {"calls", p.calls},
+          {"switches", p.switches},
+          {"involuntary", p.involuntary},
+          {"off_cpu_ns", p.off_cpu_ns},
+          {"max_off_cpu_ns", p.max_off_cpu_ns},
+          {"page_allocs", p.page_allocs},
+          {"page_bytes", p.page_bytes},
+          {"forks", p.forks},
+          {"block_ios", p.block_ios}};
+}
+
 nlohmann::json chain_json(const engine::Chain& c) {
   nlohmann::json stacks = nlohmann::json::array();
   for (const auto& s : c.stacks)
@@ -191,20 +207,9 @@ nlohmann::json report_json(const engine::Analysis& a, const ReportOptions& o) {
     for (const auto& p : a.processes) {
       nlohmann::json ops = nlohmann::json::array();
       for (const auto* s : p.ops) ops.push_back(op_stats_json(*s));
-      j["processes"].push_back({{"pid", p.pid},
-                                {"name", p.name},
-                                {"role", p.role},
-                                {"parent", p.parent},
-                                {"calls", p.calls},
-                                {"ops", ops},
-                                {"switches", p.switches},
-                                {"involuntary", p.involuntary},
-                                {"off_cpu_ns", p.off_cpu_ns},
-                                {"max_off_cpu_ns", p.max_off_cpu_ns},
-                                {"page_allocs", p.page_allocs},
-                                {"page_bytes", p.page_bytes},
-                                {"forks", p.forks},
-                                {"block_ios", p.block_ios}});
+      nlohmann::json pj = process_json(p);
+      pj["ops"] = std::move(ops);
+      j["processes"].push_back(std::move(pj));
     }
   }
   return j;

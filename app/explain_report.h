@@ -20,6 +20,8 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
 nlohmann::json report_json(const engine::Analysis& a, const ReportOptions& o);
 nlohmann::json chain_json(const engine::Chain& c);
 nlohmann::json op_stats_json(const engine::OpStats& s);
+// A process of the per-process breakdown, without its ops (each caller lists those its way).
+nlohmann::json process_json(const engine::ProcessReport& p);
 std::string format_wall(int64_t ns);  // "2026-03-20 13:52:53 UTC"
 
 }  // namespace ingero::app

@@ -453,20 +453,9 @@ ToolOutput get_process_breakdown(ToolContext& ctx, const ToolCall& call) {
                      {"p50_ns", s->p50},
                      {"p99_ns", s->p99},
                      {"errors", s->errors}});
-    procs.push_back({{"pid", p.pid},
-                     {"name", p.name},
-                     {"role", p.role},
-                     {"parent", p.parent},
-                     {"calls", p.calls},
-                     {"top_ops", ops},
-                     {"switches", p.switches},
-                     {"involuntary", p.involuntary},
-                     {"off_cpu_ns", p.off_cpu_ns},
-                     {"max_off_cpu_ns", p.max_off_cpu_ns},
-                     {"page_allocs", p.page_allocs},
-                     {"page_bytes", p.page_bytes},
-                     {"forks", p.forks},
-                     {"block_ios", p.block_ios}});
+    Json pj = process_json(p);
+    pj["top_ops"] = ops;
+    procs.push_back(std::move(pj));
     t << "pid " << p.pid << " " << as_data(p.name) << " (" << as_data(p.role)
       << "): " << format_count(p.calls) << " GPU calls, " << format_count(p.switches)
       << " switches (" << format_count(p.involuntary) << " preempted), " << dur(p.off_cpu_ns)
