@@ -1,0 +1,103 @@
+// Internal: what the acceptor (server.cc) and the connections (connection.cc) share. Includes
+// Asio; only the library's own translation units include it.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "serve/http/host_policy.h"
+#include "serve/http/server.h"
+#include "serve/http/worker_pool.h"
+
+namespace ingero::serve::http::detail {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct Route {
+  std::string method, path;
+  bool prefix = false;  // path was "/x/*": matches "/x/" and below
+  Handler handler;
+  RouteOptions options;
+};
+
+// Posts to an io_context for as long as it exists: Streams keep a wake-up that may be called
+// from a producer thread after the server is gone.
+struct PostGate {
+  std::mutex mu;
+  bool open = true;
+};
+
+class ConnectionBase {
+ public:
+  virtual ~ConnectionBase() = default;
+  // Both post to the connection's strand; safe from any thread.
+  virtual void stop_gracefully() = 0;  // see Server::stop
+  virtual void stop_now() = 0;
+};
+
+struct Counters {
+  std::atomic<uint64_t> accepted{0}, refused_per_peer{0}, refused_total{0}, requests{0},
+      timeouts{0}, bad_requests{0}, forbidden{0}, unauthorized{0}, too_large{0}, busy{0},
+      handler_errors{0}, body_bytes{0};
+};
+
+struct Core {
+  Core(ServerOptions o);
+
+  struct Match {
+    const Route* route = nullptr;
+    std::string allow;  // methods of the path, when the path matched under other methods
+  };
+  Match find(const std::string& method, const std::string& path) const;
+  // The route's Authenticator, or null when it needs none.
+  const Authenticator* auth_for(const Route& r) const;
+  size_t max_body(const Route& r) const;
+  void log(const std::string& msg) const;
+
+  // Admission of a new connection from `peer`: false (and counted) when over a cap.
+  bool admit(const std::string& peer);
+  // A connection from `peer` is closed (exactly once per admitted connection).
+  void release(const std::string& peer);
+  void track(const std::shared_ptr<ConnectionBase>& c, uint64_t& id);
+  void untrack(uint64_t id);
+  std::vector<std::shared_ptr<ConnectionBase>> live_connections();
+  size_t open_connections();
+  // Waits until no connection is open, or `until`.
+  bool wait_closed(std::chrono::steady_clock::time_point until);
+
+  ServerOptions opts;
+  std::vector<Route> routes;
+  std::optional<HostChecker> hosts;
+  std::unique_ptr<WorkerPool> pool;
+  std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
+  std::atomic<bool> stopping{false};
+  bool tls = false;
+  Counters counters;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable closed_cv_;
+  std::unordered_map<std::string, size_t> per_peer_;
+  size_t open_ = 0;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, std::weak_ptr<ConnectionBase>> live_;
+};
+
+// Starts serving an admitted socket. `ssl` is null for plain HTTP.
+void start_connection(Core& core, tcp::socket socket, net::ssl::context* ssl, std::string peer,
+                      uint16_t peer_port);
+
+// "::ffff:1.2.3.4" -> "1.2.3.4".
+std::string peer_address(const tcp::endpoint& ep);
+
+}  // namespace ingero::serve::http::detail
