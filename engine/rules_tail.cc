@@ -92,9 +92,15 @@ Evidence gather(const Analysis& a, const OpStats& s) {
 
   ev.io_hits = overlap_count(h.block_intervals, s.tail_windows);
   ev.io_heavy = ev.io_hits > 0 && (h.block_ios >= kHeavyIoOps || h.block_max_ns >= kSlowIoNs);
-  auto pit = h.per_pid.find(s.key.pid);
-  uint64_t page_bytes = pit == h.per_pid.end() ? 0 : pit->second.page_bytes;
-  ev.mem = page_bytes >= kHeavyPageBytes || h.swap_max_mb > 0 || h.mem_pct_max >= kMemPressurePct;
+  // Memory pressure only on real pressure signals: memory nearly full, swap growing, the OOM
+  // killer. Page allocations are what every process does; they are not pressure.
+  int64_t swap_min = INT64_MAX, swap_max = 0;
+  for (const auto& snap : h.snapshots) {
+    swap_min = std::min(swap_min, snap.swap_mb);
+    swap_max = std::max(swap_max, snap.swap_mb);
+  }
+  bool swap_grew = !h.snapshots.empty() && swap_max > swap_min;
+  ev.mem = h.mem_pct_max >= kMemPressurePct || swap_grew || !h.ooms.empty();
   return ev;
 }
 
