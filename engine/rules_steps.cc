@@ -26,8 +26,7 @@ std::string library_function(const std::vector<StackFrameInfo>& frames) {
 // Many blocking round trips per step from one site: the hidden .item()/.cpu() in a loop.
 void hidden_sync(const Context& x, std::vector<Chain>& out) {
   for (const SiteCount& site : x.s.sites) {
-    if (site.kind != hal::EventKind::kSync || site.median_per_step < kHiddenSyncPerStep) continue;
-    if (double(site.steps_with) < kEveryStepShare * double(x.m.steps)) continue;
+    if (!step_rules::hidden_sync_site(site, x.m)) continue;
     double share = x.share(site.host_ns + site.gap_after_ns);
     Chain c = x.chain("hidden_sync", site.op, share);
     c.id += ":" + std::to_string(site.stack);
@@ -75,8 +74,9 @@ void allocator_churn(const Context& x, std::vector<Chain>& out) {
     allocs += st.allocs;
     frees += st.frees;
   }
+  // The pattern is the finding (a caching allocator never does this); its cost sets the severity.
   double share = x.share(ns);
-  if (double(steps_with) < kEveryStepShare * double(x.m.steps) || share < kChurnShareLow) return;
+  if (double(steps_with) < kEveryStepShare * double(x.m.steps)) return;
   const SiteCount* free_site = top_site_of(x.s, hal::EventKind::kFree);
   const SiteCount* alloc_site = top_site_of(x.s, hal::EventKind::kAlloc);
   Chain c = x.chain("allocator_churn", free_site ? free_site->op : "free", share);
@@ -166,8 +166,8 @@ void rule_step_faults(TraceSource& source, const Analysis& a, std::vector<Chain>
     if (s.cadence != Cadence::kSync && s.cadence != Cadence::kBursts) continue;
     if (s.summary.steps < kMinSteadySteps || !s.summary.total_ns) continue;
     Context x{
-        a,  source, s, s.summary, a.process_name(s.pid) + " (pid " + std::to_string(s.pid) + ")",
-        "", "",     {}};
+        a,  source, s,  s.summary, a.process_name(s.pid) + " (pid " + std::to_string(s.pid) + ")",
+        "", "",     {}, {}};
     uint64_t most = 0;
     for (const OpStats& st : a.stats.per_process)
       if (st.key.pid == s.pid && st.count > most) {
@@ -177,6 +177,8 @@ void rule_step_faults(TraceSource& source, const Analysis& a, std::vector<Chain>
       }
     for (const ForkEdge& f : a.host.forks)
       if (f.parent == s.pid) x.workers.push_back(f.child_comm);
+    for (const SiteCount& site : s.sites)
+      x.hidden_site.push_back(step_rules::hidden_sync_site(site, s.summary));
     step_rules::gap_rules(x, out);
     hidden_sync(x, out);
     allocator_churn(x, out);
@@ -228,6 +230,7 @@ void apply_step_phases(Analysis& a) {
     }
     if (!warm) continue;
     c.severity = Severity::kLow;
+    c.score *= 1e-6;  // below the steady-phase findings of the same severity
     c.summary += " (warm-up)";
     c.root_cause =
         "During warm-up (imports, model load, first iterations), not the training "

@@ -10,7 +10,11 @@ namespace {
 // On-CPU gaps: the host's own code keeps the GPU idle. When most of that time ends with a
 // host-to-device copy (the next batch going up), the code is the data pipeline.
 void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
-  double share = x.share(x.m.gap.on_cpu_ns);
+  uint64_t on_cpu = x.m.gap.on_cpu_ns;
+  for (const HostGap& g : x.s.gaps)
+    if (g.step != kNoStep && !x.s.steps[g.step].warmup && x.charged_elsewhere(g))
+      on_cpu -= std::min(on_cpu, g.time.on_cpu_ns);
+  double share = x.share(on_cpu);
   if (share < kGapShareLow) return;
   auto sites = gap_sites(x.s, false, false);
   uint64_t h2d = 0, all = 0;
@@ -25,7 +29,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
                           : (x.m.gap_where_sampled ? "in " : "before ") + x.m.gap_where;
   Chain c = x.chain(data ? "data_loader_starvation" : "host_bound", "host_gap", share);
   c.severity = band(share, kGapShareMedium, kGapShareHigh);
-  std::string per = x.per_step(x.m.gap.on_cpu_ns);
+  std::string per = x.per_step(on_cpu);
   c.summary = std::string(data ? "Data-loader starvation" : "Host-bound steps") +
               ": the GPU is idle " + pct(share) + " of each " + format_duration(x.m.median_ns) +
               " step while " + x.who + " runs on-CPU " + where;
@@ -36,7 +40,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
   c.explanation = "Over " + format_count(x.m.steps) + " steady steps the GPU had no work for " +
                   pct(x.m.host_gap) +
                   " of the time while no thread was in a GPU call; the thread " +
-                  "was running for " + pct(double(x.m.gap.on_cpu_ns) / double(x.m.gap.total())) +
+                  "was running for " + pct(double(on_cpu) / double(x.m.gap.total())) +
                   " of that (not preempted, not blocked). The host waited for the GPU " +
                   pct(x.m.wait) + " of the step.";
   if (top)
@@ -45,7 +49,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
                      top->second.op + x.at(top->first) +
                      (data ? ", a host-to-device copy: the next batch going up." : ".");
   c.timeline.push_back({"HOST", "host_gap", per + " per step on-CPU with the GPU idle, " + where,
-                        x.m.gap.on_cpu_ns / std::max<uint64_t>(1, x.m.steps) / 1000});
+                        on_cpu / std::max<uint64_t>(1, x.m.steps) / 1000});
   if (x.m.gap_where_sampled && x.m.gap_stack)
     c.stacks.push_back(x.located(x.m.gap_stack, 0, 0, 0, x.s.anchor_tid));
   if (top && top->first) {
@@ -131,7 +135,16 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
   bool host_bound = x.m.wait < kHostBoundMaxWait;
   double share = host_bound ? x.m.preempted : x.share(x.m.gap.preempted_ns);
   if (share < kPreemptedShareLow) return;
-  Chain c = x.chain("cpu_contention", "sched_switch", share);
+  // The op whose calls lost the most time off-CPU: its slowest calls' stacks show where the
+  // threads were when they lost the CPU (attribute_stacks fills them).
+  std::string op = "sched_switch";
+  uint64_t most = 0;
+  for (const OpStats& st : x.a.stats.per_process)
+    if (st.key.pid == x.s.pid && st.off_cpu_ns > most) {
+      most = st.off_cpu_ns;
+      op = st.key.op;
+    }
+  Chain c = x.chain("cpu_contention", op, share);
   c.id = "cpu_contention:steps:" + std::to_string(x.s.pid);
   c.severity = band(share, kPreemptedShareMedium, kPreemptedShareHigh);
   const Preemptor* top = x.m.preemptors.empty() ? nullptr : &x.m.preemptors[0];

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/analysis.h"
+#include "engine/thresholds_steps.h"
 
 namespace ingero::engine::step_rules {
 
@@ -29,6 +30,14 @@ struct Context {
   const StepSummary& m;
   std::string who, api, vendor;
   std::vector<std::string> workers;  // processes it forked (DataLoader-style)
+  std::vector<bool> hidden_site;     // per StepSeries::sites entry: a hidden-sync site
+
+  // Whether a steady gap belongs to another finding: it follows a hidden-sync read, or the
+  // thread blocked on I/O in it (its on-CPU part is the write itself).
+  bool charged_elsewhere(const HostGap& g) const {
+    return g.time.io_ns || (g.before_site >= 0 && size_t(g.before_site) < hidden_site.size() &&
+                            hidden_site[size_t(g.before_site)]);
+  }
 
   std::string per_step(uint64_t total_ns) const {
     return format_duration(total_ns / std::max<uint64_t>(1, m.steps));
@@ -78,10 +87,13 @@ struct GapSite {
   uint32_t tid = 0;
   std::string op;
 };
-inline std::map<uint64_t, GapSite> gap_sites(const StepSeries& s, bool before, bool io_only) {
+// `own`: leave out the gaps another finding explains (Context::charged_elsewhere).
+inline std::map<uint64_t, GapSite> gap_sites(const StepSeries& s, bool before, bool io_only,
+                                             const Context* own = nullptr) {
   std::map<uint64_t, GapSite> out;
   for (const HostGap& g : s.gaps) {
     if (g.step == kNoStep || s.steps[g.step].warmup || (io_only && !g.time.io_ns)) continue;
+    if (own && own->charged_elsewhere(g)) continue;
     GapSite& x = out[before ? g.before_stack : g.after_stack];
     uint64_t d = io_only ? g.time.io_ns : g.duration();
     x.ns += d;
@@ -103,6 +115,12 @@ inline const std::pair<const uint64_t, GapSite>* top_site(const std::map<uint64_
   for (const auto& e : m)
     if (!best || e.second.ns > best->second.ns) best = &e;
   return best;
+}
+
+// A round-trip site that reads back many times in nearly every step: the hidden sync.
+inline bool hidden_sync_site(const SiteCount& site, const StepSummary& m) {
+  return site.kind == hal::EventKind::kSync && site.median_per_step >= kHiddenSyncPerStep &&
+         double(site.steps_with) >= kEveryStepShare * double(m.steps);
 }
 
 // Host-gap rules: on-CPU (data-loader starvation / host-bound), blocked on I/O, preempted,

@@ -77,9 +77,11 @@ Call make_call(const hal::Event& e, uint32_t op) {
   c.op = op;
   c.kind = e.kind;
   c.cat = category(e);
-  c.work = puts_work(e.kind);
   uint64_t dir = e.get_or(hal::Field::kDirection, 99);
   c.d2h = e.kind == hal::EventKind::kMemcpy && dir == uint64_t(hal::CopyDirection::kDeviceToHost);
+  // A device-to-host copy is the host waiting for data, not work left running: whether it is
+  // synchronous is not visible, so it neither keeps its stream busy nor drains it.
+  c.work = puts_work(e.kind) && !c.d2h;
   c.h2d = e.kind == hal::EventKind::kMemcpy && dir == uint64_t(hal::CopyDirection::kHostToDevice);
   // Work without a stream argument goes to the default stream.
   c.stream = e.get_or(hal::Field::kStream, c.work ? 0 : kNoStream);
@@ -182,6 +184,30 @@ Periodicity periodicity(const std::vector<int64_t>& t) {
   return r;
 }
 
+// Whether the times `a` (a finer periodic site) are an inner loop of `b`: several per b-period,
+// and in most periods one interval far longer than the rest (the rest of the step). A sync
+// per row repeats inside each step; a sync per step under a log line every 10 steps does not
+// (its intervals stay the same size across the coarser period).
+bool inner_loop(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  if (a.size() < 2 * b.size() || b.size() < 2) return false;
+  std::vector<uint64_t> d;
+  for (size_t i = 1; i < a.size(); ++i) d.push_back(uint64_t(a[i] - a[i - 1]));
+  double median = double(quantile(d, 0.5));
+  size_t periods = 0, with_long = 0, j = 1;
+  for (size_t k = 1; k < b.size(); ++k) {
+    uint64_t longest = 0, n = 0;
+    for (; j < a.size() && a[j] <= b[k]; ++j) {
+      if (a[j] <= b[k - 1]) continue;
+      longest = std::max(longest, uint64_t(a[j] - a[j - 1]));
+      ++n;
+    }
+    if (n < 2) continue;
+    ++periods;
+    if (double(longest) > kRegularHi * median) ++with_long;
+  }
+  return periods && double(with_long) >= kEveryPeriodShare * double(periods);
+}
+
 // The round-trip site that marks steps; false when none is periodic. Among periodic sites the
 // training loop is the one that runs longest; among those spanning about as long, the finest
 // (a sync every 10 steps for logging is periodic too); among the same count, the one that
@@ -196,21 +222,21 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
     int64_t span = 0;
     bool d2h = false;
     uint64_t wait = 0;
+    std::vector<int64_t> t;
   };
   std::vector<Cand> periodic;
   size_t considered = 0;
   for (const auto& [key, idx] : groups) {
     if (idx.size() < kMinCadenceIntervals + 1) continue;
     ++considered;
-    Cand c{key, idx.size(), 0, false, 0};
-    std::vector<int64_t> t;
+    Cand c{key, idx.size(), 0, false, 0, {}};
     for (size_t i : idx) {
-      t.push_back(trips[i].end);
+      c.t.push_back(trips[i].end);
       c.d2h = c.d2h || trips[i].d2h;
       c.wait += trips[i].wait_ns;
     }
-    c.span = t.back() - t.front();
-    if (periodicity(t).periodic) periodic.push_back(c);
+    c.span = c.t.back() - c.t.front();
+    if (periodicity(c.t).periodic) periodic.push_back(std::move(c));
   }
   if (periodic.empty()) {
     why = considered ? std::to_string(considered) + " repeating round-trip site(s), none periodic"
@@ -219,9 +245,16 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
   }
   int64_t longest = 0;
   for (const Cand& c : periodic) longest = std::max(longest, c.span);
+  auto inner = [&](const Cand& c) {
+    for (const Cand& o : periodic)
+      if (&o != &c && o.n < c.n && double(o.span) >= kSameLoopSpan * double(longest) &&
+          inner_loop(c.t, o.t))
+        return true;
+    return false;
+  };
   const Cand* best = nullptr;
   for (const Cand& c : periodic) {
-    if (double(c.span) < kSameLoopSpan * double(longest)) continue;
+    if (double(c.span) < kSameLoopSpan * double(longest) || inner(c)) continue;
     if (!best) {
       best = &c;
       continue;

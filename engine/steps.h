@@ -58,6 +58,7 @@ struct HostGap {
   uint32_t step = 0;          // index into StepSeries::steps; kNoStep in the warm-up prefix
   uint32_t tid = 0;           // the thread whose GPU call ended the gap (else the one before)
   uint64_t before_stack = 0;  // stack of the last GPU call before the gap; 0 when none/unknown
+  int32_t before_site = -1;   // StepSeries::sites index of that call's round-trip site, or -1
   uint64_t after_stack = 0;   // stack of the GPU call that ended the gap
   hal::EventKind after_kind = hal::EventKind::kUnknown;
   uint64_t after_direction = UINT64_MAX;  // copy direction of that call (hal::CopyDirection)

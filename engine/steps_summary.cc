@@ -147,6 +147,15 @@ void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trip
     if (v.size() > kSitesPerClass) v.resize(kSitesPerClass);
     s.sites.insert(s.sites.end(), v.begin(), v.end());
   }
+  // Each gap's round-trip site, for rules that charge a gap to the read before it.
+  std::map<std::string, int32_t> trip_site;
+  for (size_t i = 0; i < s.sites.size(); ++i)
+    if (s.sites[i].kind == hal::EventKind::kSync) trip_site[s.sites[i].site] = int32_t(i);
+  for (HostGap& g : s.gaps) {
+    if (!g.before_stack) continue;
+    auto it = trip_site.find(sites.key(sites.of(g.before_stack, "")));
+    if (it != trip_site.end()) g.before_site = it->second;
+  }
 }
 
 namespace {

@@ -24,6 +24,10 @@ inline constexpr double kRegularTimeShare = 0.50;
 // sites within 10% of the same count are the same cadence at another phase: the one that
 // reads data back (a D2H copy) marks the end of a step.
 inline constexpr double kSameLoopSpan = 0.50;
+// A finer periodic site is an inner loop of a coarser one (a sync per row inside each step)
+// when it repeats within >= 80% of the coarser periods with one interval > 2x its median:
+// the rest of the step.
+inline constexpr double kEveryPeriodShare = 0.80;
 inline constexpr double kSameCadenceCount = 0.10;
 // Bursts: GPU calls separated by a host gap of at least 1 ms and 20x the median gap
 // between calls.
@@ -60,10 +64,9 @@ inline constexpr double kEveryStepShare = 0.80;
 // Its cost: the round trips plus the host gaps after them, as a share of step time.
 inline constexpr double kHiddenSyncMedium = 0.10;
 inline constexpr double kHiddenSyncHigh = 0.30;
-// Allocator churn: allocations and frees in >= 80% of steady steps; their host time (plus the
-// implicit synchronisation a device free does) as a share of step time: 2% LOW, 5% MEDIUM,
+// Allocator churn: allocations and frees in >= 80% of steady steps (a caching allocator never
+// does this, so the pattern alone is LOW); their host time as a share of step time: 5% MEDIUM,
 // 20% HIGH.
-inline constexpr double kChurnShareLow = 0.02;
 inline constexpr double kChurnShareMedium = 0.05;
 inline constexpr double kChurnShareHigh = 0.20;
 // Blocking I/O: gap time in uninterruptible sleep (disk I/O, fsync) as a share of steady step
