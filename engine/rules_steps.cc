@@ -43,11 +43,12 @@ void hidden_sync(const Context& x, std::vector<Chain>& out) {
                     format_count(site.max_per_step) + " in one): " + format_duration(site.host_ns) +
                     " waiting in them and " + format_duration(site.gap_after_ns) +
                     " of GPU-idle host time right after them. " + x.m.text + ".";
-    c.timeline.push_back({layer_of(x.api), site.op,
+    c.timeline.push_back({x.layer(site.op), site.op,
                           format_count(site.median_per_step) + " round trips per step" + at,
                           site.host_ns / std::max<uint64_t>(1, site.calls) / 1000});
     if (site.stack)
-      c.stacks.push_back(x.located(site.stack, site.calls, site.calls, 0, x.s.anchor_tid));
+      c.stacks.push_back(
+          x.located(site.stack, site.calls, site.calls, site.max_ns, x.s.anchor_tid));
     c.fixes = {"Keep the values on the device: replace the per-element read" + at +
                    " (.item(), .cpu(), .tolist(), Python branches on tensors) with tensor ops "
                    "over the whole batch",
@@ -85,8 +86,9 @@ void allocator_churn(const Context& x, std::vector<Chain>& out) {
   std::string alloc_at = alloc_site ? x.at(alloc_site->stack) : "";
   std::string via = free_site ? library_function(x.source.stack(free_site->stack)) : "";
   c.summary = "Allocator churn: " + x.who + " frees and re-allocates device memory every step (" +
-              format_count(frees / x.m.steps) + " frees, " + format_count(allocs / x.m.steps) +
-              " allocations per step" + free_at + "), " + pct(share) + " of the step time";
+              format_count(frees / x.m.steps) + " frees per step" + free_at + ", " +
+              format_count(allocs / x.m.steps) + " allocations" + alloc_at + "), " + pct(share) +
+              " of the step time";
   c.root_cause = "Device memory is released inside the loop" +
                  (via.empty() ? std::string() : " by " + via + "()") + free_at +
                  " and allocated again in the next step; device allocation and release are slow, "
@@ -96,16 +98,18 @@ void allocator_churn(const Context& x, std::vector<Chain>& out) {
                   " allocations, " + format_duration(ns) + " inside them (" + x.per_step(ns) +
                   " per step of a " + format_duration(x.m.median_ns) + " median step).";
   if (free_site) {
-    c.timeline.push_back({layer_of(x.api), free_site->op,
+    c.timeline.push_back({x.layer(free_site->op), free_site->op,
                           format_count(free_site->calls) + " frees" + free_at,
                           free_site->host_ns / 1000});
-    c.stacks.push_back(x.located(free_site->stack, free_site->calls, frees, 0, x.s.anchor_tid));
+    c.stacks.push_back(
+        x.located(free_site->stack, free_site->calls, frees, free_site->max_ns, x.s.anchor_tid));
   }
   if (alloc_site) {
-    c.timeline.push_back({layer_of(x.api), alloc_site->op,
+    c.timeline.push_back({x.layer(alloc_site->op), alloc_site->op,
                           format_count(alloc_site->calls) + " allocations" + alloc_at,
                           alloc_site->host_ns / 1000});
-    c.stacks.push_back(x.located(alloc_site->stack, alloc_site->calls, allocs, 0, x.s.anchor_tid));
+    c.stacks.push_back(x.located(alloc_site->stack, alloc_site->calls, allocs, alloc_site->max_ns,
+                                 x.s.anchor_tid));
   }
   if (!via.empty())
     c.fixes.push_back("Remove the " + via + "() call" + free_at +
@@ -142,7 +146,7 @@ void launch_bound(const Context& x, std::vector<Chain>& out) {
                   " in its own code between them; it waited for "
                   "the GPU " +
                   pct(x.m.wait) + ".";
-  c.timeline.push_back({layer_of(x.api), "launch",
+  c.timeline.push_back({x.layer(""), "launch",
                         format_count(x.m.launches_per_step) + " launches per step, " +
                             pct(x.m.enqueue) + " of the step enqueueing",
                         0});
@@ -168,13 +172,10 @@ void rule_step_faults(TraceSource& source, const Analysis& a, std::vector<Chain>
     Context x{
         a,  source, s,  s.summary, a.process_name(s.pid) + " (pid " + std::to_string(s.pid) + ")",
         "", "",     {}, {}};
-    uint64_t most = 0;
+    // The process's main layer: the api of its most frequent top-level call.
+    if (!s.ops.empty()) x.api = s.ops.front().api;
     for (const OpStats& st : a.stats.per_process)
-      if (st.key.pid == s.pid && st.count > most) {
-        most = st.count;
-        x.api = st.key.api;
-        x.vendor = st.key.vendor;
-      }
+      if (st.key.pid == s.pid && st.key.api == x.api) x.vendor = st.key.vendor;
     for (const ForkEdge& f : a.host.forks)
       if (f.parent == s.pid) x.workers.push_back(f.child_comm);
     for (const SiteCount& site : s.sites)

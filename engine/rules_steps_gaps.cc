@@ -55,7 +55,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
   if (top && top->first) {
     c.stacks.push_back(
         x.located(top->first, top->second.count, x.m.steps, top->second.worst, top->second.tid));
-    c.timeline.push_back({layer_of(x.api), top->second.op,
+    c.timeline.push_back({x.layer(top->second.op), top->second.op,
                           "ends " + format_count(top->second.count) + " gaps" + x.at(top->first),
                           0});
   }

@@ -42,6 +42,13 @@ struct Context {
   std::string per_step(uint64_t total_ns) const {
     return format_duration(total_ns / std::max<uint64_t>(1, m.steps));
   }
+  // The vendor layer of an op as the process called it ("CUDA" for cudaFree), else the
+  // process's main layer.
+  std::string layer(const std::string& op) const {
+    for (const TopLevelOp& o : s.ops)
+      if (o.op == op) return layer_of(o.api);
+    return layer_of(api);
+  }
   double share(uint64_t ns) const { return double(ns) / double(std::max<uint64_t>(1, m.total_ns)); }
   std::string at(uint64_t stack) const {
     std::string w = stack ? code_location(source.stack(stack)) : "";

@@ -118,6 +118,7 @@ struct SiteCount {
   uint64_t max_per_step = 0;
   uint64_t median_per_step = 0;
   uint64_t host_ns = 0;       // host time inside these calls in steady steps
+  uint64_t max_ns = 0;        // the longest of them (a round trip: its copy and sync)
   uint64_t gap_after_ns = 0;  // host-gap time right after them (GPU idle until new work)
   uint64_t bytes = 0;
 };

@@ -101,6 +101,7 @@ void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trip
     ++a.per_step[size_t(steady_pos[size_t(k)])];
     ++a.c.calls;
     a.c.host_ns += ns;
+    a.c.max_ns = std::max(a.c.max_ns, ns);
     a.c.bytes += bytes;
   };
   for (const RoundTrip& r : trips) {
