@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "app/demo_scenarios.h"
 #include "app/sql_trace_source.h"
 #include "engine/analysis.h"
 #include "test_paths.h"
@@ -210,6 +211,36 @@ TEST(StepsFixtures, NcclOneRankCountsCollectivesOnceAndHasNoCadence) {
   for (const auto& st : s.steps) collectives += st.collectives;
   EXPECT_EQ(collectives, 55u);
   EXPECT_TRUE(f.a.chains.empty()) << f.a.chains[0].summary;
+}
+
+// A straggler rank's own step findings say why it is late: they join its straggler chain
+// instead of competing with it (demo: rank 5, pid 5005, ~290 ms late every collective).
+TEST(StepsFixtures, StragglerStepFindingsJoinTheStragglerChain) {
+  std::string path = test::temp_path("straggler.db");
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(write_demo("nccl-straggler", **w));
+    ASSERT_TRUE((*w)->finish({}));
+  }
+  auto r = store::TraceReader::open(path);
+  ASSERT_TRUE(r);
+  SqlTraceSource src(**r);
+  auto a = engine::analyze(src, engine::Window{});
+  ASSERT_FALSE(a.chains.empty());
+  const auto& c = a.chains[0];
+  EXPECT_EQ(c.rule, "collective_straggler");
+  size_t steps = 0;
+  for (const auto& t : c.timeline) {
+    if (t.layer != "STEPS") continue;
+    ++steps;
+    EXPECT_TRUE(has(t.detail, "(pid 5005)")) << t.detail;
+  }
+  EXPECT_GE(steps, 1u);
+  for (const auto& x : a.chains) {
+    if (x.rule == "collective_straggler") continue;
+    EXPECT_NE(x.pids, std::vector<uint32_t>{5005}) << x.summary;
+  }
 }
 
 }  // namespace
