@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "engine/rules_steps.h"
+
 namespace ingero::engine {
 
 std::string layer_of(std::string_view api) {
@@ -77,6 +79,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   a.events = source.event_count(window);
   a.stats = compute_op_stats(source, window);
   a.host = collect_host_context(source, window);
+  a.steps = compute_steps(source, window, a.host);
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (const auto* set : {&a.stats.per_process}) {
     for (const OpStats& s : *set) {
@@ -96,6 +99,8 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   rule_oom(a, a.chains);
   rule_collective_straggler(source, a, a.chains);
   rule_fabric_errors(source, a, a.chains);
+  rule_step_faults(source, a, a.chains);
+  apply_step_phases(a);
   std::stable_sort(a.chains.begin(), a.chains.end(), [](const Chain& x, const Chain& y) {
     if (x.severity != y.severity) return x.severity > y.severity;
     return x.score > y.score;

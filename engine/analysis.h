@@ -11,6 +11,7 @@
 #include "engine/chain.h"
 #include "engine/host_context.h"
 #include "engine/op_stats.h"
+#include "engine/steps.h"
 #include "engine/trace_source.h"
 
 namespace ingero::engine {
@@ -31,6 +32,7 @@ struct Analysis {
   uint64_t events = 0;
   OpStatsSet stats;
   HostContext host;
+  StepModel steps;            // per GPU process: step cadence, per-step breakdown, host gaps
   std::vector<Chain> chains;  // HIGH first, then by score
   std::vector<ProcessReport> processes;
   std::map<uint32_t, ProcessInfo> names;
@@ -54,7 +56,10 @@ void rule_oom(const Analysis& a, std::vector<Chain>& out);
 void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 // Fills Chain::stacks: the call stacks of each chain's slowest calls (engine/attribution.cc).
+// Chains that already carry stacks keep them.
 void attribute_stacks(TraceSource& source, Analysis& a);
+// A stack's frames as a user reads them, innermost first (up to six).
+std::vector<std::string> user_frames(const std::vector<StackFrameInfo>& frames);
 
 // Collectives per communicator, op and rank: matched by sequence number across ranks, with
 // each rank's lag behind the first arrival and the barrier wait (the stream sync after the

@@ -21,6 +21,8 @@ std::string frame_line(const StackFrameInfo& f) {
   return s;
 }
 
+}  // namespace
+
 // The frames a user acts on: those with a source location (Python lines, DWARF file:line);
 // without any, those with a function name; without those, the raw frames.
 std::vector<std::string> user_frames(const std::vector<StackFrameInfo>& frames) {
@@ -34,6 +36,8 @@ std::vector<std::string> user_frames(const std::vector<StackFrameInfo>& frames) 
     }
   return out;
 }
+
+namespace {
 
 struct Slow {
   uint64_t dur = 0;
@@ -49,7 +53,7 @@ void attribute_stacks(TraceSource& source, Analysis& a) {
   std::map<std::pair<std::string, uint32_t>, std::vector<size_t>> want;
   for (size_t i = 0; i < a.chains.size(); ++i) {
     const Chain& c = a.chains[i];
-    if (c.op.empty()) continue;
+    if (c.op.empty() || !c.stacks.empty()) continue;  // rules that located their evidence
     if (c.pids.empty()) want[{c.op, 0}].push_back(i);
     for (uint32_t p : c.pids) want[{c.op, p}].push_back(i);
   }

@@ -45,7 +45,7 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
           v.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid,
                        uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
                        e.get_or(hal::Field::kPeerCgroup, 0), h.intern_comm(e.peer_comm_view()),
-                       preempted});
+                       preempted, uint32_t(e.get_or(hal::Field::kState, 0))});
         } else {
           ++h.offcpu_dropped;
         }
@@ -80,8 +80,11 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
         ++p.block_ios;
         p.block_bytes += b;
         p.block_ns += e.dur_ns;
-        if (h.block_intervals.size() < kMaxBlockIntervals)
+        if (h.block_intervals.size() < kMaxBlockIntervals) {
           h.block_intervals.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns)});
+          h.block_by_pid[e.pid].push_back(
+              {int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), b, e.op == "block_write"});
+        }
         break;
       }
       case hal::EventKind::kTcpRetransmit:

@@ -19,6 +19,14 @@ struct OffCpuInterval {
   uint64_t by_cgroup = 0;
   uint32_t by_comm = 0;  // index into HostContext::comms
   bool preempted = false;
+  uint32_t state = 0;  // prev_state when it went off-CPU: 1 interruptible, 2 uninterruptible
+};
+
+// One block request, for the process that issued it.
+struct BlockRequest {
+  int64_t start = 0, end = 0;
+  uint64_t bytes = 0;
+  bool write = false;
 };
 
 struct PidHost {
@@ -60,7 +68,8 @@ struct HostContext {
   // Host-wide block I/O.
   uint64_t block_ios = 0, block_reads = 0, block_writes = 0, block_bytes = 0, block_ns = 0;
   uint64_t block_max_ns = 0;
-  std::vector<std::pair<int64_t, int64_t>> block_intervals;  // capped
+  std::vector<std::pair<int64_t, int64_t>> block_intervals;    // capped
+  std::map<uint32_t, std::vector<BlockRequest>> block_by_pid;  // issuer -> requests, capped
   // TCP retransmits.
   uint64_t tcp_retransmits = 0;
   std::vector<int64_t> tcp_times;  // capped

@@ -90,8 +90,17 @@ void rule_process_contention(const Analysis& a, std::vector<Chain>& out) {
     if (it == a.host.per_pid.end() || !it->second.switches) continue;
     const PidHost& p = it->second;
     double secs = std::max(1.0, double(std::max(w.second, a.span.second) - w.first) / 1e9);
-    double rate = double(p.switches) / secs;
-    double off_share = double(p.off_cpu_ns) / (secs * 1e9);
+    // Contention is being preempted, not sleeping: a thread blocked in fsync or on a lock is
+    // off-CPU without anybody taking its CPU. With scheduler intervals, count the preempted
+    // ones; without (aggregates only), the involuntary switches and all off-CPU time.
+    uint64_t preempted_ns = p.off_cpu_ns;
+    if (auto iv = a.host.offcpu.find(pid); iv != a.host.offcpu.end()) {
+      preempted_ns = 0;
+      for (const OffCpuInterval& x : iv->second)
+        if (x.preempted) preempted_ns += uint64_t(x.end - x.start);
+    }
+    double rate = double(p.involuntary) / secs;
+    double off_share = double(preempted_ns) / (secs * 1e9);
     if (!busy || rate < kMinSwitchRate || off_share < kProcessOffCpuShareMedium) continue;
     // Workers this process forked, and what they cost.
     std::map<std::string, uint64_t> worker_names;

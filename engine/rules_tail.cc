@@ -46,12 +46,34 @@ struct Evidence {
   // IO
   uint64_t io_hits = 0;
   bool io_heavy = false;
+  bool io_saturated = false;  // other processes' I/O saturating the device
+  bool io_writes = false;     // the process's own requests include writes
   // memory
   bool mem = false;
   // process-level scheduling pressure (no per-call data)
   bool process_level = false;
   uint64_t proc_switches = 0, proc_off_ns = 0;
 };
+
+// Share of the windows' time during which at least one of the intervals (start order) ran.
+double busy_share(const std::vector<std::pair<int64_t, int64_t>>& intervals,
+                  const std::vector<TailWindow>& windows) {
+  constexpr int64_t kLookbackNs = 60'000'000'000;  // requests longer than 60 s are not seen
+  int64_t total = 0, busy = 0;
+  size_t j = 0;
+  for (const auto& w : windows) {
+    total += w.end - w.start;
+    while (j < intervals.size() && intervals[j].first + kLookbackNs < w.start) ++j;
+    int64_t reach = w.start;
+    for (size_t k = j; k < intervals.size() && intervals[k].first < w.end; ++k) {
+      int64_t e = std::min(intervals[k].second, w.end);
+      if (e <= reach) continue;
+      busy += e - std::max(intervals[k].first, reach);
+      reach = e;
+    }
+  }
+  return total > 0 ? double(busy) / double(total) : 0;
+}
 
 Evidence gather(const Analysis& a, const OpStats& s) {
   Evidence ev;
@@ -90,11 +112,33 @@ Evidence gather(const Analysis& a, const OpStats& s) {
     if (ev.process_level) ev.cpu = 1;
   }
 
-  ev.io_hits = overlap_count(h.block_intervals, s.tail_windows);
-  ev.io_heavy = ev.io_hits > 0 && (h.block_ios >= kHeavyIoOps || h.block_max_ns >= kSlowIoNs);
-  auto pit = h.per_pid.find(s.key.pid);
-  uint64_t page_bytes = pit == h.per_pid.end() ? 0 : pit->second.page_bytes;
-  ev.mem = page_bytes >= kHeavyPageBytes || h.swap_max_mb > 0 || h.mem_pct_max >= kMemPressurePct;
+  // Block I/O only when the process's own requests overlap its slow calls, or the device is
+  // saturated during them (requests in flight nearly all of the slow calls' time, some of
+  // them slow): somebody else's I/O at the same time is not a cause.
+  std::vector<std::pair<int64_t, int64_t>> own;
+  uint64_t own_max = 0;
+  if (auto it = h.block_by_pid.find(s.key.pid); it != h.block_by_pid.end())
+    for (const BlockRequest& b : it->second) {
+      own.push_back({b.start, b.end});
+      own_max = std::max<uint64_t>(own_max, uint64_t(b.end - b.start));
+      ev.io_writes = ev.io_writes || b.write;
+    }
+  ev.io_hits = overlap_count(own, s.tail_windows);
+  ev.io_heavy = ev.io_hits > 0 && (own.size() >= kHeavyIoOps || own_max >= kSlowIoNs);
+  if (!ev.io_heavy && h.block_max_ns >= kSlowIoNs &&
+      busy_share(h.block_intervals, s.tail_windows) >= kIoSaturatedShare) {
+    ev.io_heavy = ev.io_saturated = true;
+    ev.io_hits = overlap_count(h.block_intervals, s.tail_windows);
+  }
+  // Memory pressure only on real pressure signals: memory nearly full, swap growing, the OOM
+  // killer. Page allocations are what every process does; they are not pressure.
+  int64_t swap_min = INT64_MAX, swap_max = 0;
+  for (const auto& snap : h.snapshots) {
+    swap_min = std::min(swap_min, snap.swap_mb);
+    swap_max = std::max(swap_max, snap.swap_mb);
+  }
+  bool swap_grew = !h.snapshots.empty() && swap_max > swap_min;
+  ev.mem = h.mem_pct_max >= kMemPressurePct || swap_grew || !h.ooms.empty();
   return ev;
 }
 
@@ -297,10 +341,18 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
         c.fixes.push_back(
             "If these are DataLoader workers: num_workers <= cores - 1, persistent_workers=True");
     }
-    if (ev.io_heavy)
+    if (ev.io_saturated)
       c.fixes.push_back(
-          "Move checkpoint and dataset I/O off the training path: async checkpointing, "
-          "a separate fast volume, or pre-load data to /dev/shm");
+          "Move the other I/O on this device away from the training volume, or cap it "
+          "(io.max on its cgroup)");
+    else if (ev.io_heavy && ev.io_writes)
+      c.fixes.push_back(
+          "Move the process's writes (checkpoints, logs) off the training path: async "
+          "checkpointing or a separate fast volume");
+    else if (ev.io_heavy)
+      c.fixes.push_back(
+          "Stop reading from disk during the steps: pre-load or cache the data (/dev/shm, "
+          "page cache, faster storage)");
     if (ev.mem)
       c.fixes.push_back(
           "Relieve host memory pressure: smaller prefetch_factor, fewer pinned buffers, no swap "

@@ -36,9 +36,11 @@ inline constexpr double kProcessOffCpuShareHigh = 0.05;
 // saturated queue) to hold up a thread that waits on it.
 inline constexpr uint64_t kHeavyIoOps = 100;
 inline constexpr uint64_t kSlowIoNs = 10'000'000;
-// Memory pressure: a process allocating >= 1 GiB of pages in the window, swap in use, or
-// memory 90% used.
-inline constexpr uint64_t kHeavyPageBytes = 1ull << 30;
+// Block I/O of other processes counts only when it saturates the device during the slow calls:
+// requests in flight for >= 90% of their time (and some request >= kSlowIoNs).
+inline constexpr double kIoSaturatedShare = 0.90;
+// Memory pressure: memory 90% used, swap use growing in the window, or an OOM kill. Never a
+// count of page allocations: every process allocates pages.
 inline constexpr double kMemPressurePct = 90.0;
 
 // --- launch throughput collapse -------------------------------------------------------

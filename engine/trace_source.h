@@ -59,6 +59,15 @@ struct StackFrameInfo {
   std::string address;  // "libx.so+0x1a2b"
 };
 
+// One on-CPU sample of a thread (perf-event CPU-clock sampling of GPU processes): where the
+// thread was running at ts_ns. stack_id names a stack readable with TraceSource::stack().
+struct CpuSample {
+  int64_t ts_ns = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t stack_id = 0;
+};
+using CpuSampleFn = std::function<void(const CpuSample&)>;
+
 struct ProcessInfo {
   uint32_t pid = 0;
   std::string name, cmdline;
@@ -91,6 +100,11 @@ class TraceSource {
   // Whether calls carry stacks (Event::stack_id), and a stack's frames.
   virtual bool has_stacks() { return false; }
   virtual std::vector<StackFrameInfo> stack(uint64_t /*stack_id*/) { return {}; }
+  // On-CPU samples in the window (pid restriction applies), in time order. Traces recorded
+  // without on-CPU sampling have none; the step model then locates host gaps by the GPU calls
+  // around them instead.
+  virtual bool has_cpu_samples() { return false; }
+  virtual void cpu_samples(const Window& /*w*/, const CpuSampleFn& /*fn*/) {}
 };
 
 }  // namespace ingero::engine

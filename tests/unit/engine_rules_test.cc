@@ -198,6 +198,7 @@ TEST(EngineRules, TailWithoutHostCauseIsLow) {
   EXPECT_EQ(a.chains[0].severity, Severity::kLow);
 }
 
+// The process's own writes during its slow calls.
 TEST(EngineRules, BlockIoDuringTheTail) {
   Replay r;
   for (int i = 0; i < 200; ++i) {
@@ -208,7 +209,7 @@ TEST(EngineRules, BlockIoDuringTheTail) {
     if (slow) {
       for (int k = 0; k < 12; ++k) {
         Event b =
-            r.host(0, "block_write", EventKind::kBlockIo, t + uint64_t(k) * 500 * kUs, 15 * kMs);
+            r.host(100, "block_write", EventKind::kBlockIo, t + uint64_t(k) * 500 * kUs, 15 * kMs);
         b.set(Field::kBytes, 1 << 20);
         r.add(b);
       }
@@ -223,6 +224,28 @@ TEST(EngineRules, BlockIoDuringTheTail) {
   bool io_layer = false;
   for (const auto& t : c->timeline) io_layer |= t.layer == "IO";
   EXPECT_TRUE(io_layer);
+}
+
+// Another process's I/O at the same time is not a cause unless it saturates the device.
+TEST(EngineRules, OtherProcessIoIsNotACause) {
+  Replay r;
+  for (int i = 0; i < 200; ++i) {
+    uint64_t t = uint64_t(i) * 10 * kMs;
+    bool slow = i % 20 == 0;
+    r.add(
+        r.call(100, "cuMemAlloc", EventKind::kAlloc, t, slow ? 8 * kMs : 100 * kUs, "cuda_driver"));
+    if (slow) {
+      Event b = r.host(200, "block_write", EventKind::kBlockIo, t + 500 * kUs, 15 * kMs);
+      b.set(Field::kBytes, 1 << 20);
+      r.add(b);
+    }
+  }
+  auto a = r.analyze();
+  EXPECT_EQ(find(a, "io_pressure"), nullptr);
+  for (const auto& c : a.chains) {
+    EXPECT_EQ(c.summary.find("block I/O"), std::string::npos) << c.summary;
+    for (const auto& f : c.fixes) EXPECT_EQ(f.find("checkpoint"), std::string::npos) << f;
+  }
 }
 
 TEST(EngineRules, OomKillAndGpuOutOfMemory) {

@@ -1,0 +1,236 @@
+// Step rules over host gaps: the GPU idle while the thread that feeds it runs its own code
+// (data-loader starvation, host-bound), waits for the disk (blocking I/O), is preempted (CPU
+// contention) or sleeps. Thresholds: engine/thresholds_steps.h.
+#include "engine/rules_steps_internal.h"
+#include "engine/thresholds_steps.h"
+
+namespace ingero::engine::step_rules {
+namespace {
+
+// On-CPU gaps: the host's own code keeps the GPU idle. When most of that time ends with a
+// host-to-device copy (the next batch going up), the code is the data pipeline.
+void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
+  uint64_t on_cpu = x.m.gap.on_cpu_ns;
+  for (const HostGap& g : x.s.gaps)
+    if (g.step != kNoStep && !x.s.steps[g.step].warmup && x.charged_elsewhere(g))
+      on_cpu -= std::min(on_cpu, g.time.on_cpu_ns);
+  double share = x.share(on_cpu);
+  if (share < kGapShareLow) return;
+  auto sites = gap_sites(x.s, false, false);
+  uint64_t h2d = 0, all = 0;
+  for (auto& [st, g] : sites) {
+    h2d += g.h2d_ns;
+    all += g.ns;
+  }
+  bool data = h2d * 2 >= all;
+  const auto* top = top_site(sites);
+  std::string where = x.m.gap_where.empty()
+                          ? std::string("in its own code")
+                          : (x.m.gap_where_sampled ? "in " : "before ") + x.m.gap_where;
+  Chain c = x.chain(data ? "data_loader_starvation" : "host_bound", "host_gap", share);
+  c.severity = band(share, kGapShareMedium, kGapShareHigh);
+  std::string per = x.per_step(on_cpu);
+  c.summary = std::string(data ? "Data-loader starvation" : "Host-bound steps") +
+              ": the GPU is idle " + pct(share) + " of each " + format_duration(x.m.median_ns) +
+              " step while " + x.who + " runs on-CPU " + where;
+  c.root_cause = data ? "The training thread builds each batch itself" +
+                            std::string(x.workers.empty() ? " (it forked no worker process)" : "") +
+                            ": the GPU waits " + per + " per step for the next batch"
+                      : "Host code between GPU calls keeps the GPU idle " + per + " per step";
+  c.explanation = "Over " + format_count(x.m.steps) + " steady steps the GPU had no work for " +
+                  pct(x.m.host_gap) +
+                  " of the time while no thread was in a GPU call; the thread " +
+                  "was running for " + pct(double(on_cpu) / double(x.m.gap.total())) +
+                  " of that (not preempted, not blocked). The host waited for the GPU " +
+                  pct(x.m.wait) + " of the step.";
+  if (top)
+    c.explanation += " " + format_count(top->second.count) + " gaps (" +
+                     pct(double(top->second.ns) / double(all)) + " of gap time) ended with " +
+                     top->second.op + x.at(top->first) +
+                     (data ? ", a host-to-device copy: the next batch going up." : ".");
+  c.timeline.push_back({"HOST", "host_gap", per + " per step on-CPU with the GPU idle, " + where,
+                        on_cpu / std::max<uint64_t>(1, x.m.steps) / 1000});
+  if (x.m.gap_where_sampled && x.m.gap_stack)
+    c.stacks.push_back(x.located(x.m.gap_stack, 0, 0, 0, x.s.anchor_tid));
+  if (top && top->first) {
+    c.stacks.push_back(
+        x.located(top->first, top->second.count, x.m.steps, top->second.worst, top->second.tid));
+    c.timeline.push_back({x.layer(top->second.op), top->second.op,
+                          "ends " + format_count(top->second.count) + " gaps" + x.at(top->first),
+                          0});
+  }
+  if (data) {
+    if (x.workers.empty())
+      c.fixes.push_back("Build batches in worker processes (DataLoader num_workers > 0): " + x.who +
+                        " forked none, so each batch is built on the training thread");
+    else
+      c.fixes.push_back("Add data workers or prefetch deeper (num_workers, prefetch_factor): its " +
+                        format_count(x.workers.size()) + " worker process(es) do not keep up");
+    c.fixes.push_back(
+        "Overlap the upload with compute: pinned host memory (pin_memory=True) and an "
+        "asynchronous copy (non_blocking=True)");
+  }
+  c.fixes.push_back(x.m.gap_where_sampled
+                        ? "Make " + x.m.gap_where + " cheaper, or move it off the training thread"
+                        : "Find the host code that runs " +
+                              (x.m.gap_where.empty() ? "between the GPU calls" : where) +
+                              " (py-spy, or record on-CPU samples) and move it off the training "
+                              "thread or make it cheaper");
+  out.push_back(std::move(c));
+}
+
+// Uninterruptible sleep in the gaps: the training thread waits for the disk (a synchronous
+// checkpoint: write + fsync).
+void gap_io(const Context& x, std::vector<Chain>& out) {
+  double share = x.share(x.m.gap.io_ns);
+  if (share < kIoShareLow) return;
+  auto sites = gap_sites(x.s, true, true);
+  const auto* top = top_site(sites);
+  uint64_t writes = 0, ios = 0, steps_with = 0;
+  for (const auto& [st, g] : sites) {
+    writes += g.write_bytes;
+    ios += g.ios;
+  }
+  for (const Step& st : x.s.steps)
+    if (!st.warmup && st.gap.io_ns) ++steps_with;
+  std::string after =
+      top && top->first ? " after " + code_location(x.source.stack(top->first)) : "";
+  Chain c = x.chain("blocking_io", "host_gap", share);
+  c.severity = band(share, kIoShareMedium, kIoShareHigh);
+  c.summary = "Blocking I/O on the training thread: " + x.who + " is blocked on I/O " + pct(share) +
+              " of the step time, with the GPU idle" + after + " (" + format_count(steps_with) +
+              " of " + format_count(x.m.steps) + " steps)";
+  c.root_cause =
+      "The training thread waits for the disk (a synchronous write + fsync, such as a "
+      "checkpoint) while the GPU has no work";
+  c.explanation = "In " + format_count(steps_with) +
+                  " steady steps the thread slept in "
+                  "uninterruptible I/O waits for " +
+                  x.per_step(x.m.gap.io_ns) + " per step on average with no GPU work queued; " +
+                  format_count(ios) + " block requests of the process (" + format_bytes(writes) +
+                  " written) ran inside those gaps.";
+  c.timeline.push_back(
+      {"IO", "block_io",
+       format_count(ios) + " block requests, " + format_bytes(writes) + " written, inside the gaps",
+       0});
+  c.timeline.push_back({"HOST", "host_gap",
+                        x.per_step(x.m.gap.io_ns) + " per step blocked on I/O" + after,
+                        x.m.gap.io_ns / std::max<uint64_t>(1, x.m.steps) / 1000});
+  if (top && top->first)
+    c.stacks.push_back(
+        x.located(top->first, top->second.count, x.m.steps, top->second.worst, top->second.tid));
+  c.fixes.push_back(
+      "Take the write off the training thread: asynchronous checkpointing (copy "
+      "the state, then write and fsync it in a background thread or process)");
+  if (steps_with * 2 > x.m.steps)
+    c.fixes.push_back("Write less often: it blocks " + format_count(steps_with) + " of " +
+                      format_count(x.m.steps) + " steps");
+  out.push_back(std::move(c));
+}
+
+// The threads that feed the GPU lose their CPU. In a host-bound step (the host hardly waits
+// for the GPU) every preempted millisecond is a step millisecond; otherwise only the
+// preemption inside host gaps (the GPU idle) costs step time.
+void step_contention(const Context& x, std::vector<Chain>& out) {
+  bool host_bound = x.m.wait < kHostBoundMaxWait;
+  double share = host_bound ? x.m.preempted : x.share(x.m.gap.preempted_ns);
+  if (share < kPreemptedShareLow) return;
+  // The op whose calls lost the most time off-CPU: its slowest calls' stacks show where the
+  // threads were when they lost the CPU (attribute_stacks fills them).
+  std::string op = "sched_switch";
+  uint64_t most = 0;
+  for (const OpStats& st : x.a.stats.per_process)
+    if (st.key.pid == x.s.pid && st.off_cpu_ns > most) {
+      most = st.off_cpu_ns;
+      op = st.key.op;
+    }
+  Chain c = x.chain("cpu_contention", op, share);
+  c.id = "cpu_contention:steps:" + std::to_string(x.s.pid);
+  c.severity = band(share, kPreemptedShareMedium, kPreemptedShareHigh);
+  const Preemptor* top = x.m.preemptors.empty() ? nullptr : &x.m.preemptors[0];
+  std::string by =
+      top ? (top->pid == x.s.pid ? "its own threads (" + top->comm + ")"
+                                 : top->comm + " (pid " + std::to_string(top->pid) + ")")
+          : "other tasks";
+  c.summary = "CPU contention in the training steps: the threads of " + x.who +
+              " that feed the GPU were preempted " + pct(share) + " of the step time" +
+              (host_bound ? "" : " while the GPU was idle") + ", mostly by " + by;
+  c.root_cause = "The threads that feed the GPU are runnable but not running: " + by +
+                 " holds their CPU" +
+                 (host_bound ? ", and the host sets the step time (it waits for the GPU only " +
+                                   pct(x.m.wait) + " of the step)"
+                             : " while the GPU has no work");
+  c.explanation = "Over " + format_count(x.m.steps) + " steady steps (median " +
+                  format_duration(x.m.median_ns) + ") a GPU-feeding thread was preempted " +
+                  pct(x.m.preempted) + " of the time, " + pct(x.share(x.m.gap.preempted_ns)) +
+                  " with the GPU idle. Preempted by: " + x.m.preempted_by + ".";
+  uint64_t ns = host_bound ? uint64_t(x.m.preempted * double(x.m.total_ns)) : x.m.gap.preempted_ns;
+  c.timeline.push_back({"HOST", "sched_switch",
+                        x.per_step(ns) + " per step preempted; by " + x.m.preempted_by,
+                        ns / std::max<uint64_t>(1, x.m.steps) / 1000});
+  c.fixes.push_back("Give the GPU-feeding threads cores of their own (taskset -c, a cpuset)" +
+                    std::string(top && top->pid != x.s.pid ? ", away from " + by : ""));
+  for (const Preemptor& p : x.m.preemptors) {
+    if (p.pid == x.s.pid) {
+      c.fixes.push_back(
+          "Run fewer CPU threads than the cores it has (torch.set_num_threads, "
+          "OMP_NUM_THREADS): its own threads (" +
+          p.comm + ") preempt each other");
+    } else if (std::find(x.workers.begin(), x.workers.end(), p.comm) != x.workers.end()) {
+      c.fixes.push_back("Give its worker processes (" + p.comm +
+                        ") other cores than the "
+                        "training thread, or fewer of them (num_workers <= cores - 1)");
+    } else {
+      c.fixes.push_back("Lower the priority of " + p.comm + " (pid " + std::to_string(p.pid) +
+                        "): nice -n 19, or move it to other cores");
+      break;  // the largest foreign preemptor is the one to name
+    }
+  }
+  out.push_back(std::move(c));
+}
+
+// Sleeping in the gaps: waiting on a queue, a lock or a timer; with worker processes, on them.
+void gap_sleep(const Context& x, std::vector<Chain>& out) {
+  double share = x.share(x.m.gap.sleep_ns);
+  if (share < kGapShareLow) return;
+  bool workers = !x.workers.empty();
+  auto sites = gap_sites(x.s, false, false);
+  const auto* top = top_site(sites);
+  std::string before =
+      top && top->first ? " before " + code_location(x.source.stack(top->first)) : "";
+  Chain c = x.chain(workers ? "data_loader_starvation" : "host_wait", "host_gap", share);
+  c.severity = band(share, kGapShareMedium, kGapShareHigh);
+  c.summary =
+      std::string(workers ? "Data-loader starvation" : "Host waiting") + ": the GPU is idle " +
+      pct(share) + " of the step time while " + x.who + " sleeps" + before +
+      (workers ? " waiting for its " + format_count(x.workers.size()) + " worker process(es)" : "");
+  c.root_cause = workers ? "The training thread waits for batches its workers have not finished"
+                         : "The training thread sleeps (a lock, a queue, a timer) while the GPU "
+                           "has no work";
+  c.explanation = x.m.text + ".";
+  c.timeline.push_back({"HOST", "host_gap",
+                        x.per_step(x.m.gap.sleep_ns) + " per step asleep" + before,
+                        x.m.gap.sleep_ns / std::max<uint64_t>(1, x.m.steps) / 1000});
+  if (top && top->first)
+    c.stacks.push_back(
+        x.located(top->first, top->second.count, x.m.steps, top->second.worst, top->second.tid));
+  if (workers)
+    c.fixes.push_back(
+        "Add workers or prefetch deeper (num_workers, prefetch_factor, "
+        "persistent_workers=True)");
+  else
+    c.fixes.push_back("Find what the thread waits for" + before +
+                      " (py-spy dump) and take it off the training path");
+  out.push_back(std::move(c));
+}
+
+}  // namespace
+
+void gap_rules(const Context& x, std::vector<Chain>& out) {
+  gap_on_cpu(x, out);
+  gap_io(x, out);
+  step_contention(x, out);
+  gap_sleep(x, out);
+}
+
+}  // namespace ingero::engine::step_rules

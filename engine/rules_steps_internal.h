@@ -1,0 +1,137 @@
+// Internals shared by the step rules (rules_steps.cc, rules_steps_gaps.cc).
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/analysis.h"
+#include "engine/thresholds_steps.h"
+
+namespace ingero::engine::step_rules {
+
+inline std::string pct(double x) {
+  char b[16];
+  std::snprintf(b, sizeof(b), "%.0f%%", x * 100);
+  return b;
+}
+
+inline Severity band(double share, double medium, double high) {
+  return share >= high ? Severity::kHigh : share >= medium ? Severity::kMedium : Severity::kLow;
+}
+
+// One process's steps, with what every rule needs about it.
+struct Context {
+  const Analysis& a;
+  TraceSource& source;
+  const StepSeries& s;
+  const StepSummary& m;
+  std::string who, api, vendor;
+  std::vector<std::string> workers;  // processes it forked (DataLoader-style)
+  std::vector<bool> hidden_site;     // per StepSeries::sites entry: a hidden-sync site
+
+  // Whether a steady gap belongs to another finding: it follows a hidden-sync read, or the
+  // thread blocked on I/O in it (its on-CPU part is the write itself).
+  bool charged_elsewhere(const HostGap& g) const {
+    return g.time.io_ns || (g.before_site >= 0 && size_t(g.before_site) < hidden_site.size() &&
+                            hidden_site[size_t(g.before_site)]);
+  }
+
+  std::string per_step(uint64_t total_ns) const {
+    return format_duration(total_ns / std::max<uint64_t>(1, m.steps));
+  }
+  // The vendor layer of an op as the process called it ("CUDA" for cudaFree), else the
+  // process's main layer.
+  std::string layer(const std::string& op) const {
+    for (const TopLevelOp& o : s.ops)
+      if (o.op == op) return layer_of(o.api);
+    return layer_of(api);
+  }
+  double share(uint64_t ns) const { return double(ns) / double(std::max<uint64_t>(1, m.total_ns)); }
+  std::string at(uint64_t stack) const {
+    std::string w = stack ? code_location(source.stack(stack)) : "";
+    return w.empty() ? "" : " at " + w;
+  }
+  std::string step_line() const {
+    return format_count(m.steps) + " steady steps, median " + format_duration(m.median_ns) +
+           " (p90 " + format_duration(m.p90_ns) + "), " + format_count(m.warmup_steps) +
+           " warm-up; GPU idle " + pct(m.gpu_idle) + ", host gaps " + pct(m.host_gap) +
+           ", waiting for the GPU " + pct(m.wait) + ", enqueueing " + pct(m.enqueue);
+  }
+  ChainStack located(uint64_t stack, uint64_t calls, uint64_t examined, uint64_t worst_ns,
+                     uint32_t tid) const {
+    ChainStack cs;
+    cs.stack_id = stack;
+    cs.calls = calls;
+    cs.examined = examined;
+    cs.worst_ns = worst_ns;
+    cs.pid = s.pid;
+    cs.tid = tid;
+    cs.frames = user_frames(source.stack(stack));
+    return cs;
+  }
+  Chain chain(const std::string& rule, const std::string& op, double score) const {
+    Chain c;
+    c.rule = rule;
+    c.vendor = vendor;
+    c.api = api;
+    c.op = op;
+    c.pids = {s.pid};
+    c.window_start = s.warmup_end_ns;
+    c.window_end = s.steps.back().end_ns;
+    c.id = rule + ":" + std::to_string(s.pid);
+    c.score = score * 1000;
+    c.timeline.push_back({"STEPS", "step", step_line(), m.median_ns / 1000});
+    return c;
+  }
+};
+
+// Steady gaps grouped by the stack of the call that ended them (or the one before them).
+struct GapSite {
+  uint64_t ns = 0, count = 0, worst = 0, h2d_ns = 0, io_ns = 0, write_bytes = 0, ios = 0;
+  uint32_t tid = 0;
+  std::string op;
+};
+// `own`: leave out the gaps another finding explains (Context::charged_elsewhere).
+inline std::map<uint64_t, GapSite> gap_sites(const StepSeries& s, bool before, bool io_only,
+                                             const Context* own = nullptr) {
+  std::map<uint64_t, GapSite> out;
+  for (const HostGap& g : s.gaps) {
+    if (g.step == kNoStep || s.steps[g.step].warmup || (io_only && !g.time.io_ns)) continue;
+    if (own && own->charged_elsewhere(g)) continue;
+    GapSite& x = out[before ? g.before_stack : g.after_stack];
+    uint64_t d = io_only ? g.time.io_ns : g.duration();
+    x.ns += d;
+    ++x.count;
+    x.io_ns += g.time.io_ns;
+    x.write_bytes += g.block_write_bytes;
+    x.ios += g.block_ios;
+    if (d >= x.worst) {
+      x.worst = d;
+      x.tid = g.tid;
+    }
+    if (g.after_direction == uint64_t(hal::CopyDirection::kHostToDevice)) x.h2d_ns += d;
+    if (x.op.empty()) x.op = g.after_op;
+  }
+  return out;
+}
+inline const std::pair<const uint64_t, GapSite>* top_site(const std::map<uint64_t, GapSite>& m) {
+  const std::pair<const uint64_t, GapSite>* best = nullptr;
+  for (const auto& e : m)
+    if (!best || e.second.ns > best->second.ns) best = &e;
+  return best;
+}
+
+// A round-trip site that reads back many times in nearly every step: the hidden sync.
+inline bool hidden_sync_site(const SiteCount& site, const StepSummary& m) {
+  return site.kind == hal::EventKind::kSync && site.median_per_step >= kHiddenSyncPerStep &&
+         double(site.steps_with) >= kEveryStepShare * double(m.steps);
+}
+
+// Host-gap rules: on-CPU (data-loader starvation / host-bound), blocked on I/O, preempted,
+// sleeping. rules_steps_gaps.cc.
+void gap_rules(const Context& x, std::vector<Chain>& out);
+
+}  // namespace ingero::engine::step_rules

@@ -1,0 +1,389 @@
+// The step model, part 1: top-level calls, the cadence, the steps and the warm-up phase.
+#include "engine/steps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "engine/chain.h"
+#include "engine/steps_internal.h"
+#include "engine/thresholds_steps.h"
+
+namespace ingero::engine {
+
+const char* cadence_name(Cadence c) {
+  switch (c) {
+    case Cadence::kSync:
+      return "sync";
+    case Cadence::kBursts:
+      return "bursts";
+    case Cadence::kWindows:
+      return "windows";
+    case Cadence::kNone:
+      break;
+  }
+  return "none";
+}
+
+namespace steps_detail {
+
+Cat category(const hal::Event& e) {
+  using K = hal::EventKind;
+  switch (e.kind) {
+    case K::kSync:
+      return kWait;
+    case K::kMemcpy:
+      // The host needs the data: a device-to-host copy waits for the work queued before it.
+      return e.get_or(hal::Field::kDirection, 99) == uint64_t(hal::CopyDirection::kDeviceToHost)
+                 ? kWait
+                 : kEnqueue;
+    case K::kLaunch:
+    case K::kGraphLaunch:
+    case K::kMemset:
+    case K::kCollective:
+    case K::kP2P:
+    case K::kStreamWait:
+    case K::kGroup:
+      return kEnqueue;
+    default:
+      return kApi;
+  }
+}
+
+bool puts_work(hal::EventKind k) {
+  using K = hal::EventKind;
+  return k == K::kLaunch || k == K::kGraphLaunch || k == K::kMemcpy || k == K::kMemset ||
+         k == K::kCollective || k == K::kP2P;
+}
+
+uint64_t quantile(std::vector<uint64_t> v, double q) {
+  if (v.empty()) return 0;
+  size_t rank = size_t(std::max(1.0, std::ceil(q * double(v.size()))));
+  std::nth_element(v.begin(), v.begin() + long(rank - 1), v.end());
+  return v[rank - 1];
+}
+
+}  // namespace steps_detail
+
+using namespace steps_detail;
+
+namespace {
+
+Call make_call(const hal::Event& e, uint32_t op) {
+  Call c;
+  c.start = int64_t(e.ts_ns);
+  c.end = c.start + int64_t(e.dur_ns);
+  c.tid = e.tid;
+  c.op = op;
+  c.kind = e.kind;
+  c.cat = category(e);
+  uint64_t dir = e.get_or(hal::Field::kDirection, 99);
+  c.d2h = e.kind == hal::EventKind::kMemcpy && dir == uint64_t(hal::CopyDirection::kDeviceToHost);
+  // A device-to-host copy is the host waiting for data, not work left running: whether it is
+  // synchronous is not visible, so it neither keeps its stream busy nor drains it.
+  c.work = puts_work(e.kind) && !c.d2h;
+  c.h2d = e.kind == hal::EventKind::kMemcpy && dir == uint64_t(hal::CopyDirection::kHostToDevice);
+  // Work without a stream argument goes to the default stream.
+  c.stream = e.get_or(hal::Field::kStream, c.work ? 0 : kNoStream);
+  c.stack = e.stack_id;
+  c.bytes = e.get_or(hal::Field::kBytes, 0);
+  return c;
+}
+
+// A call nested in time inside another call of the same thread (a runtime call's driver call,
+// a collective's internal copies) is part of it: only the outermost call is modelled.
+void collect(const hal::Event& e, Proc& p, size_t& budget) {
+  auto [it, fresh] = p.op_index.try_emplace({e.op.data(), e.api.data()}, uint32_t(p.ops.size()));
+  if (fresh) {
+    TopLevelOp o;
+    o.op = std::string(e.op);
+    o.api = std::string(e.api);
+    o.kind = e.kind;
+    p.ops.push_back(std::move(o));
+  }
+  uint32_t op = it->second;
+  Call c = make_call(e, op);
+  if (auto open = p.open.find(e.tid); open != p.open.end()) {
+    Call& outer = p.calls[open->second];
+    if (c.start == outer.start && c.end > outer.end) {
+      // Same start and longer: this is the caller, recorded after its callee.
+      TopLevelOp& was = p.ops[outer.op];
+      --was.calls;
+      was.sum_ns -= uint64_t(outer.end - outer.start);
+      ++was.nested;
+      outer = c;
+      ++p.ops[op].calls;
+      p.ops[op].sum_ns += e.dur_ns;
+      return;
+    }
+    if (c.start < outer.end || (c.start == outer.start && c.end <= outer.end)) {
+      ++p.ops[op].nested;
+      return;
+    }
+  }
+  if (budget == 0) {
+    ++p.dropped;
+    return;
+  }
+  --budget;
+  p.open[e.tid] = p.calls.size();
+  p.calls.push_back(c);
+  ++p.ops[op].calls;
+  p.ops[op].sum_ns += e.dur_ns;
+}
+
+// Consecutive waits of one thread from one site are one round trip (a D2H copy and its sync).
+std::vector<RoundTrip> round_trips(const Proc& p, Sites& sites) {
+  std::vector<RoundTrip> out;
+  std::map<uint32_t, size_t> open;  // tid -> its round trip, while its last call was a wait
+  for (const Call& c : p.calls) {
+    if (c.cat != kWait) {
+      open.erase(c.tid);
+      continue;
+    }
+    uint32_t site = sites.of(c.stack, p.ops[c.op].op);
+    uint64_t d = uint64_t(c.end - c.start);
+    if (auto it = open.find(c.tid); it != open.end() && out[it->second].site == site) {
+      RoundTrip& r = out[it->second];
+      r.end = std::max(r.end, c.end);
+      r.d2h = r.d2h || c.d2h;
+      r.wait_ns += d;
+      continue;
+    }
+    open[c.tid] = out.size();
+    out.push_back({c.start, c.end, c.tid, site, c.stack, c.d2h, d});
+  }
+  return out;
+}
+
+struct Periodicity {
+  bool periodic = false;
+  int64_t median = 0;
+  double count_share = 0, time_share = 0;
+};
+
+// Is this series of times (ascending) a cadence? See thresholds_steps.h.
+Periodicity periodicity(const std::vector<int64_t>& t) {
+  Periodicity r;
+  if (t.size() < kMinCadenceIntervals + 1) return r;
+  std::vector<uint64_t> d;
+  for (size_t i = 1; i < t.size(); ++i) d.push_back(uint64_t(t[i] - t[i - 1]));
+  r.median = int64_t(quantile(d, 0.5));
+  if (r.median <= 0) return r;
+  uint64_t regular = 0, regular_ns = 0, total = 0;
+  for (uint64_t x : d) {
+    total += x;
+    if (double(x) >= kRegularLo * double(r.median) && double(x) <= kRegularHi * double(r.median)) {
+      ++regular;
+      regular_ns += x;
+    }
+  }
+  r.count_share = double(regular) / double(d.size());
+  r.time_share = total ? double(regular_ns) / double(total) : 0;
+  r.periodic = r.count_share >= kRegularCountShare && r.time_share >= kRegularTimeShare;
+  return r;
+}
+
+// Whether the times `a` (a finer periodic site) are an inner loop of `b`: several per b-period,
+// and in most periods one interval far longer than the rest (the rest of the step). A sync
+// per row repeats inside each step; a sync per step under a log line every 10 steps does not
+// (its intervals stay the same size across the coarser period).
+bool inner_loop(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  if (a.size() < 2 * b.size() || b.size() < 2) return false;
+  std::vector<uint64_t> d;
+  for (size_t i = 1; i < a.size(); ++i) d.push_back(uint64_t(a[i] - a[i - 1]));
+  double median = double(quantile(d, 0.5));
+  size_t periods = 0, with_long = 0, j = 1;
+  for (size_t k = 1; k < b.size(); ++k) {
+    uint64_t longest = 0, n = 0;
+    for (; j < a.size() && a[j] <= b[k]; ++j) {
+      if (a[j] <= b[k - 1]) continue;
+      longest = std::max(longest, uint64_t(a[j] - a[j - 1]));
+      ++n;
+    }
+    if (n < 2) continue;
+    ++periods;
+    if (double(longest) > kRegularHi * median) ++with_long;
+  }
+  return periods && double(with_long) >= kEveryPeriodShare * double(periods);
+}
+
+// The round-trip site that marks steps; false when none is periodic. Among periodic sites the
+// training loop is the one that runs longest; among those spanning about as long, the finest
+// (a sync every 10 steps for logging is periodic too); among the same count, the one that
+// reads data back.
+bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites& sites,
+                       StepSeries& s, std::vector<int64_t>& bounds, std::string& why) {
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> groups;  // (tid, site) -> trips
+  for (size_t i = 0; i < trips.size(); ++i) groups[{trips[i].tid, trips[i].site}].push_back(i);
+  struct Cand {
+    std::pair<uint32_t, uint32_t> key;
+    size_t n = 0;
+    int64_t span = 0;
+    bool d2h = false;
+    uint64_t wait = 0;
+    std::vector<int64_t> t;
+  };
+  std::vector<Cand> periodic;
+  size_t considered = 0;
+  for (const auto& [key, idx] : groups) {
+    if (idx.size() < kMinCadenceIntervals + 1) continue;
+    ++considered;
+    Cand c{key, idx.size(), 0, false, 0, {}};
+    for (size_t i : idx) {
+      c.t.push_back(trips[i].end);
+      c.d2h = c.d2h || trips[i].d2h;
+      c.wait += trips[i].wait_ns;
+    }
+    c.span = c.t.back() - c.t.front();
+    if (periodicity(c.t).periodic) periodic.push_back(std::move(c));
+  }
+  if (periodic.empty()) {
+    why = considered ? std::to_string(considered) + " repeating round-trip site(s), none periodic"
+                     : "no call site blocks for the GPU repeatedly";
+    return false;
+  }
+  int64_t longest = 0;
+  for (const Cand& c : periodic) longest = std::max(longest, c.span);
+  auto inner = [&](const Cand& c) {
+    for (const Cand& o : periodic)
+      if (&o != &c && o.n < c.n && double(o.span) >= kSameLoopSpan * double(longest) &&
+          inner_loop(c.t, o.t))
+        return true;
+    return false;
+  };
+  const Cand* best = nullptr;
+  for (const Cand& c : periodic) {
+    if (double(c.span) < kSameLoopSpan * double(longest) || inner(c)) continue;
+    if (!best) {
+      best = &c;
+      continue;
+    }
+    double lo = double(std::min(c.n, best->n)), hi = double(std::max(c.n, best->n));
+    bool same = hi - lo <= kSameCadenceCount * hi;
+    if (same ? std::tie(c.d2h, c.wait) > std::tie(best->d2h, best->wait) : c.n > best->n) best = &c;
+  }
+  const auto& idx = groups[best->key];
+  for (size_t i : idx) bounds.push_back(trips[i].end);
+  const RoundTrip& first = trips[idx.front()];
+  s.cadence = Cadence::kSync;
+  s.anchor_tid = best->key.first;
+  s.anchor_stack = first.stack;
+  s.anchor_site = sites.key(best->key.second);
+  std::string where = sites.where(first.stack);
+  std::string op;
+  for (const Call& c : p.calls)
+    if (c.tid == first.tid && c.start == first.start) op = p.ops[c.op].op;
+  s.cadence_note = "one blocking round trip per step (" + op +
+                   (where.empty() ? "" : " at " + where) + ", thread " + std::to_string(first.tid) +
+                   "): " + std::to_string(idx.size()) + " round trips";
+  return true;
+}
+
+// Bursts of GPU calls separated by host gaps; false when they are not periodic.
+bool find_burst_cadence(const Proc& p, StepSeries& s, std::vector<int64_t>& bounds) {
+  if (p.calls.size() < 2) return false;
+  std::vector<uint64_t> gaps;
+  int64_t reach = p.calls.front().end;
+  for (size_t i = 1; i < p.calls.size(); ++i) {
+    gaps.push_back(uint64_t(std::max<int64_t>(0, p.calls[i].start - reach)));
+    reach = std::max(reach, p.calls[i].end);
+  }
+  double threshold =
+      std::max(double(kBurstGapMinNs), kBurstGapFactor * double(quantile(gaps, 0.5)));
+  std::vector<int64_t> starts{p.calls.front().start};
+  for (size_t i = 1; i < p.calls.size(); ++i)
+    if (double(gaps[i - 1]) >= threshold) starts.push_back(p.calls[i].start);
+  if (!periodicity(starts).periodic) return false;
+  bounds = starts;
+  s.cadence = Cadence::kBursts;
+  s.cadence_note = "no round trip marks the steps; " + std::to_string(starts.size()) +
+                   " periodic bursts of GPU calls separated by host gaps of at least " +
+                   format_duration(uint64_t(threshold));
+  return true;
+}
+
+void mark_warmup(StepSeries& s) {
+  s.warmup_end_ns = s.steps.empty() ? s.last_call_ns : s.steps.front().start_ns;
+  if (s.cadence == Cadence::kWindows || s.steps.empty()) return;
+  std::vector<uint64_t> d;
+  for (const Step& st : s.steps) d.push_back(st.duration());
+  double median = double(quantile(d, 0.5));
+  for (Step& st : s.steps) {
+    if (double(st.duration()) <= kWarmupStepFactor * median) break;
+    st.warmup = true;
+  }
+  for (const Step& st : s.steps)
+    if (!st.warmup) {
+      s.warmup_end_ns = st.start_ns;
+      break;
+    }
+}
+
+StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host,
+                         const std::map<uint32_t, std::vector<CpuSample>>& samples) {
+  StepSeries s;
+  s.pid = p.pid;
+  s.calls_dropped = p.dropped;
+  s.ops = p.ops;
+  std::sort(s.ops.begin(), s.ops.end(), [](const TopLevelOp& x, const TopLevelOp& y) {
+    return x.calls != y.calls ? x.calls > y.calls : x.op < y.op;
+  });
+  if (p.calls.empty()) return s;
+  s.first_call_ns = p.calls.front().start;
+  for (const Call& c : p.calls) s.last_call_ns = std::max(s.last_call_ns, c.end);
+  std::vector<RoundTrip> trips = round_trips(p, sites);
+  std::vector<int64_t> bounds;
+  std::string why;
+  if (!find_sync_cadence(p, trips, sites, s, bounds, why) && !find_burst_cadence(p, s, bounds)) {
+    s.cadence = Cadence::kWindows;
+    s.cadence_note = "no periodic step: " + why + ", and GPU calls come in no periodic bursts; " +
+                     format_duration(uint64_t(kFallbackWindowNs)) + " windows";
+    for (int64_t t = s.first_call_ns; t < s.last_call_ns; t += kFallbackWindowNs)
+      bounds.push_back(t);
+    bounds.push_back(s.last_call_ns);
+  }
+  for (size_t i = 0; i + 1 < bounds.size(); ++i)
+    if (bounds[i + 1] > bounds[i]) {
+      Step st;
+      st.start_ns = bounds[i];
+      st.end_ns = bounds[i + 1];
+      s.steps.push_back(st);
+    }
+  mark_warmup(s);
+  Tallies tally;
+  build_timeline(p, host, samples, s, tally);
+  count_sites(p, sites, trips, s);
+  summarize(s, sites, tally);
+  return s;
+}
+
+}  // namespace
+
+StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host) {
+  StepModel m;
+  std::map<uint32_t, Proc> procs;
+  size_t budget = kMaxModelledCalls;
+  source.calls(w, [&](const hal::Event& e) {
+    if (hal::is_host_kind(e.kind)) return;
+    Proc& p = procs[e.pid];
+    p.pid = e.pid;
+    collect(e, p, budget);
+  });
+  std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
+  m.cpu_samples = source.has_cpu_samples();
+  if (m.cpu_samples)
+    source.cpu_samples(w, [&](const CpuSample& cs) {
+      if (procs.count(cs.pid)) samples[cs.pid][cs.tid].push_back(cs);
+    });
+  Sites sites(source);
+  for (auto& [pid, p] : procs) {
+    for (auto& [tid, v] : samples[pid])
+      std::sort(v.begin(), v.end(),
+                [](const CpuSample& x, const CpuSample& y) { return x.ts_ns < y.ts_ns; });
+    m.processes.push_back(model_process(p, sites, host, samples[pid]));
+  }
+  return m;
+}
+
+}  // namespace ingero::engine

@@ -1,0 +1,99 @@
+// Internals of the step model shared by steps.cc (calls, cadence), steps_timeline.cc (the
+// sweep, gaps, attribution) and steps_summary.cc (sites, locations, the summary).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/steps.h"
+
+namespace ingero::engine::steps_detail {
+
+// What the host is doing inside a top-level call.
+enum Cat : uint8_t { kWait = 0, kEnqueue = 1, kApi = 2 };
+inline constexpr uint64_t kNoStream = UINT64_MAX;
+
+struct Call {
+  int64_t start = 0, end = 0;
+  uint32_t tid = 0;
+  uint32_t op = 0;  // index into Proc::ops
+  hal::EventKind kind = hal::EventKind::kUnknown;
+  Cat cat = kApi;
+  bool work = false;  // queues device work on `stream`
+  bool d2h = false;
+  bool h2d = false;
+  uint64_t stream = kNoStream;
+  uint64_t stack = 0;
+  uint64_t bytes = 0;
+};
+
+struct Proc {
+  uint32_t pid = 0;
+  std::vector<Call> calls;  // top-level, start order
+  std::vector<TopLevelOp> ops;
+  std::map<std::pair<const char*, const char*>, uint32_t> op_index;  // (op, api) storage
+  std::map<uint32_t, size_t> open;                                   // tid -> its last call
+  uint64_t dropped = 0;
+};
+
+// A blocking round trip: consecutive waits of one thread from one site.
+struct RoundTrip {
+  int64_t start = 0, end = 0;
+  uint32_t tid = 0;
+  uint32_t site = 0;  // index into Sites
+  uint64_t stack = 0;
+  bool d2h = false;
+  uint64_t wait_ns = 0;
+};
+
+// Call sites: a stack's user frames, interned. The stack ids of one site differ where native
+// unwinding differs (an unresolved frame); its Python lines do not.
+class Sites {
+ public:
+  explicit Sites(TraceSource& source) : source_(source) {}
+  uint32_t of(uint64_t stack, std::string_view op);
+  const std::string& key(uint32_t site) const { return keys_[site]; }
+  uint64_t stack(uint32_t site) const { return stacks_[site]; }
+  // "function (file:line)" of the innermost user frame of a stack ("" without frames).
+  std::string where(uint64_t stack);
+
+ private:
+  TraceSource& source_;
+  std::map<uint64_t, uint32_t> by_stack_;
+  std::map<std::string, uint32_t> by_key_;
+  std::vector<std::string> keys_;
+  std::vector<uint64_t> stacks_;
+  std::map<uint64_t, std::string> where_;
+};
+
+Cat category(const hal::Event& e);
+// A file of an installed package (site-packages, dist-packages, the standard library).
+bool library_file(const std::string& f);
+std::string basename(const std::string& f);
+bool puts_work(hal::EventKind k);
+
+// Where the steady steps' host gaps went, for the summary.
+struct Tallies {
+  std::map<uint64_t, uint64_t> samples;       // on-CPU sample stack -> samples
+  std::map<uint64_t, uint64_t> after_ns;      // stack of the call ending a gap -> gap ns
+  std::map<uint64_t, uint64_t> before_io_ns;  // stack of the call before an I/O gap -> io ns
+  std::map<std::pair<uint32_t, std::string>, uint64_t> preemptor_ns;  // (pid, comm) -> ns
+  // Who preempted GPU-feeding threads anywhere in steady steps: (pid, comm) -> ns.
+  std::map<std::pair<uint32_t, std::string>, uint64_t> step_preemptor_ns;
+};
+
+// steps_timeline.cc: fills the breakdown, counts and gaps of every step in `s`, from the calls
+// and the step boundaries already in `s.steps`.
+void build_timeline(const Proc& p, const HostContext& host,
+                    const std::map<uint32_t, std::vector<CpuSample>>& samples, StepSeries& s,
+                    Tallies& tally);
+
+// steps_summary.cc
+void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trips, StepSeries& s);
+void summarize(StepSeries& s, Sites& sites, const Tallies& tally);
+// Nearest-rank quantile of an unsorted vector (copied).
+uint64_t quantile(std::vector<uint64_t> v, double q);
+
+}  // namespace ingero::engine::steps_detail

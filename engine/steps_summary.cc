@@ -1,0 +1,347 @@
+// The step model, part 3: call sites, code locations, repeating sites per step, and the
+// summary of the steady steps.
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/chain.h"
+#include "engine/steps_internal.h"
+#include "engine/thresholds_steps.h"
+
+namespace ingero::engine::steps_detail {
+
+bool library_file(const std::string& f) {
+  return f.find("/site-packages/") != std::string::npos ||
+         f.find("/dist-packages/") != std::string::npos ||
+         f.find("/lib/python3") != std::string::npos;
+}
+
+std::string basename(const std::string& f) {
+  auto slash = f.rfind('/');
+  return slash == std::string::npos ? f : f.substr(slash + 1);
+}
+
+namespace {
+
+constexpr size_t kSitesPerClass = 32;
+
+std::string site_key(const std::vector<StackFrameInfo>& frames, uint64_t stack) {
+  std::string py, native, names;
+  for (const auto& f : frames) {
+    std::string loc = f.file + ":" + std::to_string(f.line);
+    if (f.python)
+      py += (py.empty() ? "" : " < ") + loc;
+    else if (!f.file.empty())
+      native += (native.empty() ? "" : " < ") + loc;
+    else if (!f.function.empty())
+      names += (names.empty() ? "" : " < ") + f.function;
+  }
+  if (!py.empty()) return "py:" + py;
+  if (!native.empty()) return "src:" + native;
+  if (!names.empty()) return "fn:" + names;
+  return "stack:" + std::to_string(stack);
+}
+
+std::string pct(double x) {
+  char b[16];
+  std::snprintf(b, sizeof(b), "%.0f%%", x * 100);
+  return b;
+}
+
+}  // namespace
+
+uint32_t Sites::of(uint64_t stack, std::string_view op) {
+  if (stack)
+    if (auto it = by_stack_.find(stack); it != by_stack_.end()) return it->second;
+  std::string key = stack ? site_key(source_.stack(stack), stack) : "op:" + std::string(op);
+  auto [it, fresh] = by_key_.try_emplace(key, uint32_t(keys_.size()));
+  if (fresh) {
+    keys_.push_back(key);
+    stacks_.push_back(stack);
+  }
+  if (stack) by_stack_[stack] = it->second;
+  return it->second;
+}
+
+std::string Sites::where(uint64_t stack) {
+  if (!stack) return "";
+  if (auto it = where_.find(stack); it != where_.end()) return it->second;
+  return where_[stack] = code_location(source_.stack(stack));
+}
+
+void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trips, StepSeries& s) {
+  if (s.steps.empty()) return;
+  std::vector<int64_t> starts;
+  std::vector<int32_t> steady_pos;
+  int32_t n_steady = 0;
+  for (const Step& st : s.steps) {
+    starts.push_back(st.start_ns);
+    steady_pos.push_back(st.warmup ? -1 : n_steady++);
+  }
+  int64_t last = s.steps.back().end_ns;
+  auto step_of = [&](int64_t t) -> int64_t {
+    if (t < starts.front() || t >= last) return -1;
+    return std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1;
+  };
+  struct Acc {
+    SiteCount c;
+    std::vector<uint64_t> per_step;
+  };
+  std::map<std::pair<int, uint32_t>, Acc> acc;
+  auto add = [&](int cls, uint32_t site, int64_t k, hal::EventKind kind, const std::string& op,
+                 uint64_t stack, uint64_t ns, uint64_t bytes) {
+    if (k < 0 || steady_pos[size_t(k)] < 0) return;
+    Acc& a = acc[{cls, site}];
+    if (a.per_step.empty()) {
+      a.per_step.resize(size_t(n_steady));
+      a.c.stack = stack;
+      a.c.site = sites.key(site);
+      a.c.kind = kind;
+      a.c.op = op;
+    }
+    ++a.per_step[size_t(steady_pos[size_t(k)])];
+    ++a.c.calls;
+    a.c.host_ns += ns;
+    a.c.max_ns = std::max(a.c.max_ns, ns);
+    a.c.bytes += bytes;
+  };
+  for (const RoundTrip& r : trips) {
+    int64_t k = step_of(r.start);
+    if (k < 0) continue;
+    ++s.steps[size_t(k)].round_trips;
+    std::string op;
+    add(0, r.site, k, hal::EventKind::kSync, "", r.stack, r.wait_ns, 0);
+  }
+  for (const Call& c : p.calls) {
+    if (c.kind != hal::EventKind::kAlloc && c.kind != hal::EventKind::kFree) continue;
+    const std::string& op = p.ops[c.op].op;
+    add(c.kind == hal::EventKind::kAlloc ? 1 : 2, sites.of(c.stack, op), step_of(c.start), c.kind,
+        op, c.stack, uint64_t(c.end - c.start), c.bytes);
+  }
+  // Host gaps that follow a call of a site: what a round trip leaves idle after it returns.
+  for (const HostGap& g : s.gaps) {
+    if (!g.before_stack || g.step == kNoStep || s.steps[g.step].warmup) continue;
+    auto it = acc.find({0, sites.of(g.before_stack, "")});
+    if (it != acc.end()) it->second.c.gap_after_ns += g.duration();
+  }
+  // Name round-trip sites by the op of their first call (the copy or the sync).
+  for (auto& [key, a] : acc) {
+    if (key.first != 0) continue;
+    for (const Call& c : p.calls)
+      if (c.cat == kWait && c.stack == a.c.stack) {
+        a.c.op = p.ops[c.op].op;
+        break;
+      }
+  }
+  std::map<int, std::vector<SiteCount>> by_class;
+  for (auto& [key, a] : acc) {
+    for (uint64_t n : a.per_step) {
+      if (n) ++a.c.steps_with;
+      a.c.max_per_step = std::max(a.c.max_per_step, n);
+    }
+    a.c.median_per_step = quantile(a.per_step, 0.5);
+    by_class[key.first].push_back(a.c);
+  }
+  for (auto& [cls, v] : by_class) {
+    std::sort(v.begin(), v.end(), [](const SiteCount& x, const SiteCount& y) {
+      return x.calls != y.calls ? x.calls > y.calls : x.site < y.site;
+    });
+    if (v.size() > kSitesPerClass) v.resize(kSitesPerClass);
+    s.sites.insert(s.sites.end(), v.begin(), v.end());
+  }
+  // Each gap's round-trip site, for rules that charge a gap to the read before it.
+  std::map<std::string, int32_t> trip_site;
+  for (size_t i = 0; i < s.sites.size(); ++i)
+    if (s.sites[i].kind == hal::EventKind::kSync) trip_site[s.sites[i].site] = int32_t(i);
+  for (HostGap& g : s.gaps) {
+    if (!g.before_stack) continue;
+    auto it = trip_site.find(sites.key(sites.of(g.before_stack, "")));
+    if (it != trip_site.end()) g.before_site = it->second;
+  }
+}
+
+namespace {
+
+// Who took the CPU, another process's tasks first (those a user can move away), then the
+// process's own threads as one entry: "noisy_neighbor (pid 579) 34%, its own threads
+// (python3, pt_autograd_0) 66%".
+std::vector<Preemptor> rank_preemptors(
+    const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own,
+    std::string* text) {
+  std::vector<Preemptor> foreign;
+  Preemptor mine;
+  uint64_t total = 0;
+  for (const auto& [key, ns] : by) {
+    total += ns;
+    if (key.first == own) {
+      mine.pid = own;
+      mine.off_ns += ns;
+      mine.comm += (mine.comm.empty() ? "" : ", ") + key.second;
+      continue;
+    }
+    Preemptor p;
+    p.pid = key.first;
+    p.comm = key.second;
+    p.off_ns = ns;
+    foreign.push_back(p);
+  }
+  std::sort(foreign.begin(), foreign.end(),
+            [](const Preemptor& x, const Preemptor& y) { return x.off_ns > y.off_ns; });
+  if (foreign.size() > 3) foreign.resize(3);
+  if (mine.off_ns) foreign.push_back(mine);
+  text->clear();
+  for (const Preemptor& p : foreign)
+    *text += (text->empty() ? "" : ", ") +
+             (p.pid == own ? "its own threads (" + p.comm + ")"
+                           : p.comm + " (pid " + std::to_string(p.pid) + ")") +
+             " " + pct(total ? double(p.off_ns) / double(total) : 0);
+  return foreign;
+}
+
+uint64_t top_of(const std::map<uint64_t, uint64_t>& t) {
+  return t.empty() ? 0 : std::max_element(t.begin(), t.end(), [](auto& x, auto& y) {
+                           return x.second < y.second;
+                         })->first;
+}
+
+// Shares of steady step time, medians, and who preempted the GPU-feeding threads.
+void totals(StepSeries& s, const Tallies& tally) {
+  StepSummary& m = s.summary;
+  std::vector<uint64_t> dur, idle_share_pm, launches, trips;
+  Step sum;
+  for (const Step& st : s.steps) {
+    if (st.warmup) {
+      ++m.warmup_steps;
+      continue;
+    }
+    ++m.steps;
+    uint64_t d = st.duration();
+    dur.push_back(d);
+    idle_share_pm.push_back(d ? st.gpu_idle_ns * 1'000'000 / d : 0);
+    launches.push_back(st.launches);
+    trips.push_back(st.round_trips);
+    m.total_ns += d;
+    sum.wait_ns += st.wait_ns;
+    sum.enqueue_ns += st.enqueue_ns;
+    sum.api_ns += st.api_ns;
+    sum.host_ns += st.host_ns;
+    sum.gpu_idle_ns += st.gpu_idle_ns;
+    sum.host_gap_ns += st.host_gap_ns;
+    sum.preempted_ns += st.preempted_ns;
+    m.gap += st.gap;
+  }
+  if (!m.steps || !m.total_ns) return;
+  m.median_ns = quantile(dur, 0.5);
+  m.p90_ns = quantile(dur, 0.9);
+  m.min_ns = *std::min_element(dur.begin(), dur.end());
+  m.max_ns = *std::max_element(dur.begin(), dur.end());
+  double total = double(m.total_ns);
+  m.wait = double(sum.wait_ns) / total;
+  m.enqueue = double(sum.enqueue_ns) / total;
+  m.api = double(sum.api_ns) / total;
+  m.host = double(sum.host_ns) / total;
+  m.gpu_idle = double(sum.gpu_idle_ns) / total;
+  m.host_gap = double(sum.host_gap_ns) / total;
+  m.preempted = double(sum.preempted_ns) / total;
+  m.median_gpu_idle = double(quantile(idle_share_pm, 0.5)) / 1e6;
+  m.launches_per_step = uint32_t(quantile(launches, 0.5));
+  m.round_trips_per_step = uint32_t(quantile(trips, 0.5));
+  m.preemptors = rank_preemptors(tally.step_preemptor_ns, s.pid, &m.preempted_by);
+}
+
+// The gaps' dominant use of time, and where in the code; returns the text after the cause.
+std::string gap_cause(StepSeries& s, Sites& sites, const Tallies& tally) {
+  StepSummary& m = s.summary;
+  const GapTime& g = m.gap;
+  uint64_t top = std::max({g.on_cpu_ns, g.preempted_ns, g.io_ns, g.sleep_ns, g.unknown_ns});
+  auto locate = [&](uint64_t stack, const char* how) -> std::string {
+    if (!stack) return "";
+    m.gap_stack = stack;
+    m.gap_where = sites.where(stack);
+    return m.gap_where.empty() ? "" : how + m.gap_where;
+  };
+  if (top == 0) return "";
+  if (top == g.unknown_ns) {
+    m.gap_cause = "unattributed";
+    return " (the trace has no scheduler events)";
+  }
+  if (top == g.on_cpu_ns) {
+    m.gap_cause = "on-CPU";
+    if (uint64_t st = top_of(tally.samples)) {
+      m.gap_where_sampled = true;
+      return locate(st, " in ");
+    }
+    return locate(top_of(tally.after_ns), " before ");
+  }
+  if (top == g.preempted_ns) {
+    m.gap_cause = "preempted";
+    std::string by;
+    auto ranked = rank_preemptors(tally.preemptor_ns, s.pid, &by);
+    if (!ranked.empty()) {
+      m.preemptor_pid = ranked[0].pid;
+      m.preemptor = ranked[0].comm;
+    }
+    return by.empty() ? "" : " by " + by;
+  }
+  if (top == g.io_ns) {
+    m.gap_cause = "blocked on I/O";
+    return locate(top_of(tally.before_io_ns), " after ");
+  }
+  m.gap_cause = "sleeping";
+  return locate(top_of(tally.after_ns), " before ");
+}
+
+}  // namespace
+
+void summarize(StepSeries& s, Sites& sites, const Tallies& tally) {
+  StepSummary& m = s.summary;
+  totals(s, tally);
+  if (!m.steps || !m.total_ns) {
+    m.text = s.cadence_note;
+    return;
+  }
+  std::string where = gap_cause(s, sites, tally);
+  std::string head =
+      (s.cadence == Cadence::kWindows
+           ? "no periodic step (" + std::to_string(m.steps) + " windows), median window "
+           : "median step ") +
+      format_duration(m.median_ns) + ": GPU idle " + pct(m.gpu_idle);
+  // The larger of the two host-side stories: the GPU idle waiting for the host (gaps), or the
+  // threads feeding it losing their CPU.
+  if (m.preempted >= kGapShareLow && m.preempted >= m.host_gap)
+    m.text = head + ": host preempted " + pct(m.preempted) + " of the step, by " + m.preempted_by;
+  else if (m.host_gap >= kGapShareLow && m.gap_cause == "unattributed")
+    m.text = head + ": waiting for the host" + where;
+  else if (m.host_gap >= kGapShareLow && !m.gap_cause.empty())
+    m.text = head + ": host " + m.gap_cause + where;
+  else
+    m.text = head + ": host waiting for the GPU " + pct(m.wait) + ", enqueueing " + pct(m.enqueue) +
+             ", in other GPU calls " + pct(m.api) + ", in its own code " + pct(m.host);
+}
+
+}  // namespace ingero::engine::steps_detail
+
+namespace ingero::engine {
+
+std::string code_location(const std::vector<StackFrameInfo>& frames) {
+  using steps_detail::basename;
+  using steps_detail::library_file;
+  const StackFrameInfo* pick = nullptr;
+  for (int pass = 0; pass < 4 && !pick; ++pass)
+    for (const auto& f : frames) {
+      bool take = pass == 0   ? f.python && !library_file(f.file)
+                  : pass == 1 ? f.python
+                  : pass == 2 ? !f.file.empty()
+                              : !f.function.empty();
+      if (take) {
+        pick = &f;
+        break;
+      }
+    }
+  if (!pick) return "";
+  std::string out = pick->function.empty() ? "??" : pick->function;
+  if (!pick->file.empty())
+    out += " (" + basename(pick->file) + ":" + std::to_string(pick->line) + ")";
+  return out;
+}
+
+}  // namespace ingero::engine

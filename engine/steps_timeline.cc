@@ -1,0 +1,365 @@
+// The step model, part 2: one sweep over a process's top-level calls (all threads) that
+// splits each step into host categories, estimates when the GPU had no work, and cuts out
+// the host gaps; each gap is then attributed to what its thread did.
+#include <algorithm>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "engine/steps_internal.h"
+#include "engine/thresholds_steps.h"
+
+namespace ingero::engine::steps_detail {
+namespace {
+
+// Off-CPU intervals longer than this are not looked for before a gap's start.
+constexpr int64_t kMaxLookbackNs = 60'000'000'000;
+
+class Attributor {
+ public:
+  Attributor(uint32_t pid, const HostContext& host,
+             const std::map<uint32_t, std::vector<CpuSample>>& samples)
+      : host_(host), samples_(samples) {
+    if (auto it = host.offcpu.find(pid); it != host.offcpu.end())
+      for (const auto& iv : it->second) by_tid_[iv.tid].push_back(&iv);
+    if (auto it = host.block_by_pid.find(pid); it != host.block_by_pid.end()) blocks_ = &it->second;
+  }
+
+  // `tally`: null for warm-up gaps, which the summary leaves out.
+  void attribute(HostGap& g, Tallies* tally) {
+    int64_t a = g.start_ns, b = g.end_ns;
+    uint64_t off = 0;
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> by;  // preemptor (pid, comm) -> ns
+    if (auto it = by_tid_.find(g.tid); it != by_tid_.end()) {
+      const auto& v = it->second;
+      // One thread's intervals do not overlap: ordered by start, they are ordered by end.
+      auto k = std::lower_bound(v.begin(), v.end(), a,
+                                [](const OffCpuInterval* x, int64_t t) { return x->end <= t; });
+      for (; k != v.end() && (*k)->start < b; ++k) {
+        const OffCpuInterval& x = **k;
+        int64_t lo = std::max(x.start, a), hi = std::min(x.end, b);
+        if (hi <= lo) continue;
+        uint64_t d = uint64_t(hi - lo);
+        off += d;
+        if (x.preempted) {
+          g.time.preempted_ns += d;
+          if (x.by_pid) by[{x.by_pid, x.by_comm}] += d;
+        } else if (x.state & 2) {
+          g.time.io_ns += d;
+        } else {
+          g.time.sleep_ns += d;
+        }
+      }
+    }
+    uint64_t len = uint64_t(b - a);
+    if (!host_.has_sched_events) {  // nothing says whether the thread ran
+      g.time.unknown_ns = len;
+      return;
+    }
+    g.time.on_cpu_ns = off >= len ? 0 : len - off;
+    if (off > len) {  // rounding at the edges: keep the parts summing to the gap
+      double f = double(len) / double(off);
+      g.time.preempted_ns = uint64_t(double(g.time.preempted_ns) * f);
+      g.time.io_ns = uint64_t(double(g.time.io_ns) * f);
+      g.time.sleep_ns = len - g.time.preempted_ns - g.time.io_ns;
+    }
+    if (!by.empty()) {
+      auto top = std::max_element(by.begin(), by.end(),
+                                  [](auto& x, auto& y) { return x.second < y.second; });
+      g.preemptor_pid = top->first.first;
+      g.preemptor = host_.comm_name(top->first.second);
+      if (tally)
+        for (const auto& [key, ns] : by)
+          tally->preemptor_ns[{key.first, host_.comm_name(key.second)}] += ns;
+    }
+    if (blocks_) {
+      auto k = std::lower_bound(blocks_->begin(), blocks_->end(), a - kMaxLookbackNs,
+                                [](const BlockRequest& x, int64_t t) { return x.start < t; });
+      for (; k != blocks_->end() && k->start < b; ++k) {
+        if (k->end <= a) continue;
+        ++g.block_ios;
+        if (k->write) g.block_write_bytes += k->bytes;
+      }
+    }
+    if (auto it = samples_.find(g.tid); it != samples_.end()) {
+      const auto& v = it->second;
+      auto k = std::lower_bound(v.begin(), v.end(), a,
+                                [](const CpuSample& x, int64_t t) { return x.ts_ns < t; });
+      std::map<uint64_t, uint32_t> n;
+      for (; k != v.end() && k->ts_ns < b; ++k) {
+        ++n[k->stack_id];
+        ++g.samples;
+        if (tally) ++tally->samples[k->stack_id];
+      }
+      if (!n.empty())
+        g.sample_stack = std::max_element(n.begin(), n.end(), [](auto& x, auto& y) {
+                           return x.second < y.second;
+                         })->first;
+    }
+  }
+
+ private:
+  const HostContext& host_;
+  const std::map<uint32_t, std::vector<CpuSample>>& samples_;
+  std::map<uint32_t, std::vector<const OffCpuInterval*>> by_tid_;
+  const std::vector<BlockRequest>* blocks_ = nullptr;
+};
+
+struct StreamState {
+  bool busy = false;
+  int64_t last_work = 0;  // end of the last call that queued work on it
+};
+
+class Sweep {
+ public:
+  Sweep(const Proc& p, StepSeries& s, Attributor& attr, Tallies& tally)
+      : p_(p), s_(s), attr_(attr), tally_(tally) {
+    for (const Step& st : s.steps) bounds_.push_back(st.start_ns);
+    bounds_.push_back(s.steps.back().end_ns);
+  }
+
+  void run() {
+    using End = std::pair<int64_t, size_t>;
+    std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
+    size_t next = 0;
+    int64_t now = p_.calls.front().start;
+    while (next < p_.calls.size() || !ends.empty()) {
+      // Calls that end close before calls that start at the same instant.
+      bool close =
+          !ends.empty() && (next == p_.calls.size() || ends.top().first <= p_.calls[next].start);
+      int64_t t = close ? ends.top().first : p_.calls[next].start;
+      account(now, t);
+      now = t;
+      if (close) {
+        size_t i = ends.top().second;
+        ends.pop();
+        on_close(i);
+      } else {
+        on_open(next);
+        ends.push({p_.calls[next].end, next});
+        ++next;
+      }
+      update_gap(t);
+    }
+    if (in_gap_) close_gap(now, SIZE_MAX);
+  }
+
+ private:
+  uint32_t step_of(int64_t t) const {
+    auto it = std::upper_bound(bounds_.begin(), bounds_.end(), t);
+    if (it == bounds_.begin() || it == bounds_.end()) return kNoStep;
+    return uint32_t(it - bounds_.begin() - 1);
+  }
+
+  // [a, b) in the current state, split at step boundaries.
+  void account(int64_t a, int64_t b) {
+    bool idle = busy_streams_ == 0;
+    int top = active_[kWait] ? kWait : active_[kEnqueue] ? kEnqueue : active_[kApi] ? kApi : 3;
+    while (a < b) {
+      uint32_t k = step_of(a);
+      int64_t end = b;
+      if (k != kNoStep)
+        end = std::min(b, bounds_[k + 1]);
+      else if (a < bounds_.front())
+        end = std::min(b, bounds_.front());
+      if (k != kNoStep) {
+        Step& st = s_.steps[k];
+        uint64_t d = uint64_t(end - a);
+        (top == kWait      ? st.wait_ns
+         : top == kEnqueue ? st.enqueue_ns
+         : top == kApi     ? st.api_ns
+                           : st.host_ns) += d;
+        if (idle) st.gpu_idle_ns += d;
+        if (idle && top == 3) st.host_gap_ns += d;
+      }
+      a = end;
+    }
+  }
+
+  void on_open(size_t i) {
+    ++active_[p_.calls[i].cat];
+    last_open_ = i;
+  }
+
+  void on_close(size_t i) {
+    const Call& c = p_.calls[i];
+    --active_[c.cat];
+    last_closed_ = i;
+    if (c.work) {
+      StreamState& st = streams_[c.stream];
+      st.last_work = std::max(st.last_work, c.end);
+      if (!st.busy) {
+        st.busy = true;
+        ++busy_streams_;
+      }
+    }
+    if (c.kind == hal::EventKind::kSync) {
+      // The sync returned: the work queued before it started is done. A sync without a
+      // stream (device, context, event) is taken to drain every stream.
+      for (auto& [id, st] : streams_) {
+        if (c.stream != kNoStream && id != c.stream) continue;
+        if (st.busy && st.last_work <= c.start) {
+          st.busy = false;
+          --busy_streams_;
+        }
+      }
+    }
+  }
+
+  void update_gap(int64_t t) {
+    bool gap = busy_streams_ == 0 && !active_[kWait] && !active_[kEnqueue] && !active_[kApi];
+    if (gap && !in_gap_) {
+      in_gap_ = true;
+      gap_start_ = t;
+      gap_before_ = last_closed_;
+    } else if (!gap && in_gap_) {
+      close_gap(t, last_open_);
+    }
+  }
+
+  void close_gap(int64_t t, size_t after) {
+    in_gap_ = false;
+    if (t <= gap_start_) return;
+    const Call* before = gap_before_ == SIZE_MAX ? nullptr : &p_.calls[gap_before_];
+    const Call* next = after == SIZE_MAX ? nullptr : &p_.calls[after];
+    HostGap g;
+    g.tid = next ? next->tid : before ? before->tid : 0;
+    g.before_stack = before ? before->stack : 0;
+    if (next) {
+      g.after_stack = next->stack;
+      g.after_kind = next->kind;
+      g.after_op = p_.ops[next->op].op;
+      if (next->h2d) g.after_direction = uint64_t(hal::CopyDirection::kHostToDevice);
+      if (next->d2h) g.after_direction = uint64_t(hal::CopyDirection::kDeviceToHost);
+    }
+    // One record per step the gap falls in.
+    for (int64_t a = gap_start_; a < t;) {
+      uint32_t k = step_of(a);
+      int64_t end = t;
+      if (k != kNoStep)
+        end = std::min(t, bounds_[k + 1]);
+      else if (a < bounds_.front())
+        end = std::min(t, bounds_.front());
+      if (k != kNoStep) {
+        HostGap piece = g;
+        piece.start_ns = a;
+        piece.end_ns = end;
+        piece.step = k;
+        Step& st = s_.steps[k];
+        bool steady = !st.warmup;
+        attr_.attribute(piece, steady ? &tally_ : nullptr);
+        st.gap += piece.time;
+        if (steady) {
+          tally_.after_ns[piece.after_stack] += piece.duration();
+          if (piece.time.io_ns) tally_.before_io_ns[piece.before_stack] += piece.time.io_ns;
+        }
+        if (s_.gaps.size() < kMaxStoredGaps)
+          s_.gaps.push_back(std::move(piece));
+        else
+          ++s_.gaps_dropped;
+      }
+      a = end;
+    }
+  }
+
+  const Proc& p_;
+  StepSeries& s_;
+  Attributor& attr_;
+  Tallies& tally_;
+  std::vector<int64_t> bounds_;
+  int active_[3] = {0, 0, 0};
+  std::unordered_map<uint64_t, StreamState> streams_;
+  int busy_streams_ = 0;
+  bool in_gap_ = false;
+  int64_t gap_start_ = 0;
+  size_t gap_before_ = SIZE_MAX, last_closed_ = SIZE_MAX, last_open_ = SIZE_MAX;
+};
+
+void count_calls(const Proc& p, StepSeries& s) {
+  std::vector<int64_t> starts;
+  for (const Step& st : s.steps) starts.push_back(st.start_ns);
+  int64_t last = s.steps.back().end_ns;
+  for (const Call& c : p.calls) {
+    if (c.start < starts.front() || c.start >= last) continue;
+    Step& st = s.steps[size_t(std::upper_bound(starts.begin(), starts.end(), c.start) -
+                              starts.begin() - 1)];
+    using K = hal::EventKind;
+    switch (c.kind) {
+      case K::kLaunch:
+      case K::kGraphLaunch:
+        ++st.launches;
+        break;
+      case K::kMemcpy:
+        ++st.copies;
+        if (c.h2d) st.h2d_bytes += c.bytes;
+        if (c.d2h) st.d2h_bytes += c.bytes;
+        break;
+      case K::kSync:
+        ++st.syncs;
+        break;
+      case K::kAlloc:
+        ++st.allocs;
+        st.alloc_free_ns += uint64_t(c.end - c.start);
+        break;
+      case K::kFree:
+        ++st.frees;
+        st.alloc_free_ns += uint64_t(c.end - c.start);
+        break;
+      case K::kCollective:
+        ++st.collectives;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// Preempted time of the threads that feed the GPU, per step (union over the threads), and
+// who took their CPU in steady steps.
+void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tallies& tally) {
+  auto it = host.offcpu.find(p.pid);
+  if (it == host.offcpu.end()) return;
+  std::set<uint32_t> feeding;
+  for (const Call& c : p.calls) feeding.insert(c.tid);
+  std::vector<int64_t> starts;
+  for (const Step& st : s.steps) starts.push_back(st.start_ns);
+  int64_t first = starts.front(), last = s.steps.back().end_ns;
+  // Split [a, b) at step boundaries; fn(step, lo, hi).
+  auto split = [&](int64_t a, int64_t b, auto&& fn) {
+    a = std::max(a, first);
+    b = std::min(b, last);
+    while (a < b) {
+      size_t k = size_t(std::upper_bound(starts.begin(), starts.end(), a) - starts.begin() - 1);
+      int64_t end = std::min(b, s.steps[k].end_ns);
+      fn(s.steps[k], a, end);
+      a = end;
+    }
+  };
+  int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
+  for (const OffCpuInterval& iv : it->second) {
+    if (!iv.preempted || !feeding.count(iv.tid) || iv.end <= first || iv.start >= last) continue;
+    split(iv.start, iv.end, [&](Step& st, int64_t lo, int64_t hi) {
+      if (st.warmup || !iv.by_pid) return;
+      tally.step_preemptor_ns[{iv.by_pid, host.comm_name(iv.by_comm)}] += uint64_t(hi - lo);
+    });
+    int64_t from = std::max(iv.start, reach);
+    if (iv.end > from)
+      split(from, iv.end,
+            [](Step& st, int64_t lo, int64_t hi) { st.preempted_ns += uint64_t(hi - lo); });
+    reach = std::max(reach, iv.end);
+  }
+}
+
+}  // namespace
+
+void build_timeline(const Proc& p, const HostContext& host,
+                    const std::map<uint32_t, std::vector<CpuSample>>& samples, StepSeries& s,
+                    Tallies& tally) {
+  if (s.steps.empty() || p.calls.empty()) return;
+  count_calls(p, s);
+  Attributor attr(p.pid, host, samples);
+  Sweep(p, s, attr, tally).run();
+  count_preemption(p, host, s, tally);
+}
+
+}  // namespace ingero::engine::steps_detail

@@ -1,0 +1,267 @@
+// The step model on synthetic call streams, through an in-memory TraceSource: the cadence,
+// nested runtime->driver calls, return codes, host-gap attribution from scheduler intervals and
+// from on-CPU samples, the windows fallback.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "engine/analysis.h"
+#include "engine/steps.h"
+
+namespace ingero::engine {
+namespace {
+
+using hal::Event;
+using hal::EventKind;
+using hal::Field;
+
+constexpr uint64_t kUs = 1'000, kMs = 1'000'000;
+
+class Source : public TraceSource {
+ public:
+  void calls(const Window&, const EventFn& fn) override {
+    std::stable_sort(calls_.begin(), calls_.end(),
+                     [](const Event& x, const Event& y) { return x.ts_ns < y.ts_ns; });
+    for (const auto& e : calls_) fn(e);
+  }
+  void host_events(const Window&, const EventFn& fn) override {
+    std::stable_sort(host_.begin(), host_.end(),
+                     [](const Event& x, const Event& y) { return x.ts_ns < y.ts_ns; });
+    for (const auto& e : host_) fn(e);
+  }
+  std::vector<SnapshotRow> snapshots(const Window&) override { return {}; }
+  std::map<uint32_t, ProcessActivity> process_activity(const Window&) override { return {}; }
+  std::map<uint32_t, ProcessInfo> processes() override { return {{1, {1, "trainer", ""}}}; }
+  std::pair<int64_t, int64_t> time_span() override { return {0, 0}; }
+  uint64_t event_count(const Window&) override { return calls_.size() + host_.size(); }
+  bool has_stacks() override { return !frames_.empty(); }
+  std::vector<StackFrameInfo> stack(uint64_t id) override { return frames_[id]; }
+  bool has_cpu_samples() override { return !samples_.empty(); }
+  void cpu_samples(const Window&, const CpuSampleFn& fn) override {
+    for (const auto& s : samples_) fn(s);
+  }
+
+  Event& call(std::string_view op, EventKind k, uint64_t ts, uint64_t dur, uint64_t stack = 0,
+              std::string_view api = "cuda_runtime") {
+    Event e;
+    e.ts_ns = ts;
+    e.dur_ns = dur;
+    e.pid = e.tid = 1;
+    e.vendor = "nvidia";
+    e.api = api;
+    e.op = op;
+    e.kind = k;
+    e.has_ret = true;
+    e.stack_id = stack;
+    if (k != EventKind::kAlloc && k != EventKind::kFree) e.set(Field::kStream, 0);
+    calls_.push_back(e);
+    return calls_.back();
+  }
+  void offcpu(uint64_t ts, uint64_t dur, bool preempted, uint32_t state, uint32_t by = 0) {
+    Event e;
+    e.ts_ns = ts;
+    e.dur_ns = dur;
+    e.pid = e.tid = 1;
+    e.vendor = "host";
+    e.api = "kernel";
+    e.op = "sched_switch";
+    e.kind = EventKind::kSchedSwitch;
+    e.set(Field::kFlags, preempted ? 1 : 0);
+    e.set(Field::kState, state);
+    if (by) {
+      e.set(Field::kPeerPid, by);
+      e.set_peer_comm("hog");
+    }
+    host_.push_back(e);
+  }
+
+  std::vector<Event> calls_, host_;
+  std::map<uint64_t, std::vector<StackFrameInfo>> frames_;
+  std::vector<CpuSample> samples_;
+};
+
+constexpr uint64_t kLossStack = 11, kUploadStack = 12, kRowStack = 13;
+
+// A loop of `steps` steps of `step` ns: `host` ns of host work, an upload, 10 launches, a loss
+// read (D2H copy + sync). Optionally each runtime call has a driver call nested inside.
+void loop(Source& s, int steps, uint64_t step, uint64_t host, bool nested, int64_t ret = 0) {
+  for (int i = 0; i < steps; ++i) {
+    uint64_t t = uint64_t(i) * step + host;
+    s.call("cudaMemcpy", EventKind::kMemcpy, t, 20 * kUs, kUploadStack)
+        .set(Field::kDirection, uint64_t(hal::CopyDirection::kHostToDevice));
+    if (nested)
+      s.call("cuMemcpyHtoD", EventKind::kMemcpy, t + kUs, 18 * kUs, 0, "cuda_driver")
+          .set(Field::kDirection, uint64_t(hal::CopyDirection::kHostToDevice));
+    for (int k = 0; k < 10; ++k) {
+      uint64_t l = t + 30 * kUs + uint64_t(k) * 10 * kUs;
+      s.call("cudaLaunchKernel", EventKind::kLaunch, l, 8 * kUs).ret = ret;
+      if (nested) s.call("cuLaunchKernel", EventKind::kLaunch, l + kUs, 6 * kUs, 0, "cuda_driver");
+    }
+    uint64_t r = t + 200 * kUs;
+    s.call("cudaMemcpyAsync", EventKind::kMemcpy, r, 10 * kUs, kLossStack)
+        .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    s.call("cudaStreamSynchronize", EventKind::kSync, r + 12 * kUs, 100 * kUs, kLossStack).ret =
+        ret;
+  }
+  s.frames_[kLossStack] = {{true, "<module>", "/w/train.py", 43, "", ""}};
+  s.frames_[kUploadStack] = {{true, "<module>", "/w/train.py", 35, "", ""}};
+}
+
+const StepSeries& only(const Analysis& a) { return a.steps.processes.at(0); }
+
+TEST(StepModel, CadenceBreakdownAndGapsOfASteadyLoop) {
+  Source s;
+  loop(s, 50, 10 * kMs, 8 * kMs, false);
+  s.offcpu(0, 10 * kUs, false, 1);  // the trace has scheduler events
+  auto a = analyze(s, Window{});
+  const auto& st = only(a);
+  EXPECT_EQ(st.cadence, Cadence::kSync);
+  EXPECT_EQ(st.anchor_site, "py:/w/train.py:43");
+  EXPECT_EQ(st.steps.size(), 49u);
+  EXPECT_EQ(st.summary.median_ns, 10 * kMs);
+  const Step& x = st.steps[10];
+  EXPECT_EQ(x.wait_ns, 10 * kUs + 100 * kUs);        // the loss copy and its sync
+  EXPECT_EQ(x.enqueue_ns, 20 * kUs + 10 * 8 * kUs);  // the upload and 10 launches
+  EXPECT_EQ(x.host_ns, 10 * kMs - x.wait_ns - x.enqueue_ns);
+  // The GPU has no work from the sync's return until the upload; the host gap ends when the
+  // upload call starts, the GPU idle when it returns.
+  EXPECT_EQ(x.host_gap_ns, 10 * kMs - 312 * kUs);
+  EXPECT_EQ(x.gpu_idle_ns, 10 * kMs - 312 * kUs + 20 * kUs);
+  EXPECT_EQ(x.gap.on_cpu_ns, x.host_gap_ns);
+  EXPECT_EQ(st.summary.gap_where, "<module> (train.py:35)");
+  EXPECT_EQ(st.summary.text.rfind("median step 10.0ms: GPU idle ", 0), 0u) << st.summary.text;
+}
+
+// Runtime calls with their driver calls nested inside count once: the same steps and the same
+// breakdown as without them; nested calls are counted as nested.
+TEST(StepModel, NestedDriverCallsAreFoldedIntoTheirCaller) {
+  Source flat, nested;
+  loop(flat, 20, 10 * kMs, 8 * kMs, false);
+  loop(nested, 20, 10 * kMs, 8 * kMs, true);
+  auto a = analyze(flat, Window{}), b = analyze(nested, Window{});
+  const auto &x = only(a), &y = only(b);
+  ASSERT_EQ(x.steps.size(), y.steps.size());
+  for (size_t i = 0; i < x.steps.size(); ++i) {
+    EXPECT_EQ(x.steps[i].enqueue_ns, y.steps[i].enqueue_ns);
+    EXPECT_EQ(x.steps[i].launches, y.steps[i].launches);
+    EXPECT_EQ(x.steps[i].host_gap_ns, y.steps[i].host_gap_ns);
+  }
+  for (const auto& op : y.ops)
+    if (op.op == "cuLaunchKernel") {
+      EXPECT_EQ(op.calls, 0u);
+      EXPECT_EQ(op.nested, 200u);
+    }
+}
+
+// Without a GPU every call fails: the model reads time, not return codes.
+TEST(StepModel, FailedCallsGiveTheSameSteps) {
+  Source ok, failed;
+  loop(ok, 20, 10 * kMs, 8 * kMs, false);
+  loop(failed, 20, 10 * kMs, 8 * kMs, false, 35);
+  auto a = analyze(ok, Window{}), b = analyze(failed, Window{});
+  EXPECT_EQ(only(a).steps.size(), only(b).steps.size());
+  EXPECT_EQ(only(a).summary.median_ns, only(b).summary.median_ns);
+  EXPECT_EQ(only(a).summary.host_gap, only(b).summary.host_gap);
+}
+
+// Gap time goes to what the thread did: preempted (by whom), blocked on I/O, asleep, on-CPU.
+TEST(StepModel, GapsAreAttributedFromSchedulerIntervals) {
+  Source s;
+  loop(s, 20, 10 * kMs, 8 * kMs, false);
+  for (int i = 0; i < 20; ++i) {
+    uint64_t t = uint64_t(i) * 10 * kMs;          // the gap runs from t-9.688 ms to t+8.02 ms
+    s.offcpu(t + 1 * kMs, 2 * kMs, true, 0, 99);  // preempted by "hog"
+    s.offcpu(t + 4 * kMs, 1 * kMs, false, 2);     // uninterruptible: I/O
+    s.offcpu(t + 6 * kMs, 500 * kUs, false, 1);   // interruptible: asleep
+  }
+  auto a = analyze(s, Window{});
+  const Step& x = only(a).steps[5];
+  EXPECT_EQ(x.gap.preempted_ns, 2 * kMs);
+  EXPECT_EQ(x.gap.io_ns, 1 * kMs);
+  EXPECT_EQ(x.gap.sleep_ns, 500 * kUs);
+  EXPECT_EQ(x.gap.total(), x.host_gap_ns);
+  EXPECT_EQ(x.preempted_ns, 2 * kMs);
+  ASSERT_FALSE(only(a).summary.preemptors.empty());
+  EXPECT_EQ(only(a).summary.preemptors[0].comm, "hog");
+}
+
+// With on-CPU samples the gap is located where the thread ran, not by the next GPU call.
+TEST(StepModel, CpuSamplesLocateTheGap) {
+  Source s;
+  loop(s, 20, 10 * kMs, 8 * kMs, false);
+  s.offcpu(0, 10 * kUs, false, 1);
+  constexpr uint64_t kGetItem = 21;
+  s.frames_[kGetItem] = {{true, "SlowDS.__getitem__", "/w/faults.py", 15, "", ""},
+                         {true, "<module>", "/w/faults.py", 35, "", ""}};
+  for (int i = 0; i < 20; ++i)
+    for (int k = 0; k < 5; ++k)
+      s.samples_.push_back({int64_t(uint64_t(i) * 10 * kMs + uint64_t(k) * kMs), 1, 1, kGetItem});
+  auto a = analyze(s, Window{});
+  const auto& m = only(a).summary;
+  EXPECT_TRUE(m.gap_where_sampled);
+  EXPECT_EQ(m.gap_where, "SlowDS.__getitem__ (faults.py:15)");
+  EXPECT_NE(m.text.find("host on-CPU in SlowDS.__getitem__ (faults.py:15)"), std::string::npos)
+      << m.text;
+  ASSERT_FALSE(a.chains.empty());
+  EXPECT_EQ(a.chains[0].rule, "data_loader_starvation");
+  EXPECT_NE(a.chains[0].summary.find("on-CPU in SlowDS.__getitem__ (faults.py:15)"),
+            std::string::npos)
+      << a.chains[0].summary;
+}
+
+// A sync per row inside each step is periodic too, but it is an inner loop: the step is the
+// loss read, and the rows are a hidden sync.
+TEST(StepModel, PerRowSyncIsAnInnerLoopNotTheStep) {
+  Source s;
+  s.offcpu(0, 10 * kUs, false, 1);
+  for (int i = 0; i < 30; ++i) {
+    uint64_t t = uint64_t(i) * 10 * kMs;
+    for (int r = 0; r < 16; ++r) {
+      uint64_t u = t + 2 * kMs + uint64_t(r) * 400 * kUs;
+      s.call("cudaLaunchKernel", EventKind::kLaunch, u, 8 * kUs);
+      s.call("cudaMemcpyAsync", EventKind::kMemcpy, u + 20 * kUs, 10 * kUs, kRowStack)
+          .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+      s.call("cudaStreamSynchronize", EventKind::kSync, u + 32 * kUs, 20 * kUs, kRowStack);
+    }
+    s.call("cudaMemcpyAsync", EventKind::kMemcpy, t + 9 * kMs, 10 * kUs, kLossStack)
+        .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    s.call("cudaStreamSynchronize", EventKind::kSync, t + 9 * kMs + 12 * kUs, 50 * kUs, kLossStack);
+  }
+  s.frames_[kLossStack] = {{true, "<module>", "/w/train.py", 43, "", ""}};
+  s.frames_[kRowStack] = {{true, "mask_tokens", "/w/train.py", 21, "", ""}};
+  auto a = analyze(s, Window{});
+  EXPECT_EQ(only(a).anchor_site, "py:/w/train.py:43");
+  EXPECT_EQ(only(a).steps.size(), 29u);
+  bool hidden = false;
+  for (const auto& c : a.chains)
+    if (c.rule == "hidden_sync") {
+      hidden = true;
+      EXPECT_NE(c.summary.find("16 blocking round trips per step at mask_tokens (train.py:21)"),
+                std::string::npos)
+          << c.summary;
+    }
+  EXPECT_TRUE(hidden);
+}
+
+// Nothing periodic: 1 s windows, said so; no step rule runs on windows.
+TEST(StepModel, NoCadenceFallsBackToWindows) {
+  Source s;
+  uint64_t t = 0, lcg = 12345;
+  for (int i = 0; i < 60; ++i) {
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    t += (1ull << ((lcg >> 33) % 8)) * kMs;  // 1 to 128 ms apart, at random
+    s.call("cudaLaunchKernel", EventKind::kLaunch, t, 8 * kUs);
+    s.call("cudaStreamSynchronize", EventKind::kSync, t + 10 * kUs, 5 * kUs);
+  }
+  auto a = analyze(s, Window{});
+  const auto& st = only(a);
+  EXPECT_EQ(st.cadence, Cadence::kWindows);
+  EXPECT_EQ(st.cadence_note.rfind("no periodic step: ", 0), 0u) << st.cadence_note;
+  int64_t span = st.last_call_ns - st.first_call_ns;
+  EXPECT_EQ(st.steps.size(), size_t((span + 999'999'999) / 1'000'000'000));
+  EXPECT_TRUE(a.chains.empty()) << a.chains[0].summary;
+}
+
+}  // namespace
+}  // namespace ingero::engine
