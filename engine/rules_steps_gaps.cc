@@ -135,16 +135,13 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
   bool host_bound = x.m.wait < kHostBoundMaxWait;
   double share = host_bound ? x.m.preempted : x.share(x.m.gap.preempted_ns);
   if (share < kPreemptedShareLow) return;
-  // The op whose calls lost the most time off-CPU: its slowest calls' stacks show where the
-  // threads were when they lost the CPU (attribute_stacks fills them).
-  std::string op = "sched_switch";
-  uint64_t most = 0;
-  for (const OpStats& st : x.a.stats.per_process)
-    if (st.key.pid == x.s.pid && st.off_cpu_ns > most) {
-      most = st.off_cpu_ns;
-      op = st.key.op;
-    }
+  // Where the threads lost the CPU: the GPU call they made next after being preempted (host
+  // code runs between calls, so that is where a preemption usually lands), with its stack.
+  std::string op = x.m.preempted_op.empty() ? "sched_switch" : x.m.preempted_op;
   Chain c = x.chain("cpu_contention", op, share);
+  if (x.m.preempted_stack)
+    c.stacks.push_back(
+        x.located(x.m.preempted_stack, 0, x.m.steps, x.m.preempted_before_ns, x.m.preempted_tid));
   c.id = "cpu_contention:steps:" + std::to_string(x.s.pid);
   c.severity = band(share, kPreemptedShareMedium, kPreemptedShareHigh);
   const Preemptor* top = x.m.preemptors.empty() ? nullptr : &x.m.preemptors[0];

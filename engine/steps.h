@@ -140,7 +140,12 @@ struct StepSummary {
   std::string gap_where;           // "SlowDS.__getitem__ (faults.py:15)" or "before <module> (...)"
   uint64_t gap_stack = 0;          // the stack gap_where comes from
   bool gap_where_sampled = false;  // gap_where comes from on-CPU samples
-  uint32_t preemptor_pid = 0;      // top preemptor in the gaps
+  // Where GPU-feeding threads lost the CPU in steady steps: the GPU call each made next after
+  // being preempted, the one with the most preempted time before it (stack 0: no stack).
+  std::string preempted_op;
+  uint64_t preempted_stack = 0, preempted_before_ns = 0;
+  uint32_t preempted_tid = 0;
+  uint32_t preemptor_pid = 0;  // top preemptor in the gaps
   std::string preemptor;
   std::string text;  // "median step 16.1 ms: GPU idle 80%: host on-CPU in f (file.py:15)"
 };

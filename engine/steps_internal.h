@@ -82,6 +82,10 @@ struct Tallies {
   std::map<std::pair<uint32_t, std::string>, uint64_t> preemptor_ns;  // (pid, comm) -> ns
   // Who preempted GPU-feeding threads anywhere in steady steps: (pid, comm) -> ns.
   std::map<std::pair<uint32_t, std::string>, uint64_t> step_preemptor_ns;
+  // Steady preempted time by the stack of the GPU call the thread made next: the code it was
+  // running toward when it lost the CPU. (stack, op) -> ns, and the thread of the longest.
+  std::map<std::pair<uint64_t, std::string>, uint64_t> preempted_before_ns;
+  std::map<std::pair<uint64_t, std::string>, uint32_t> preempted_before_tid;
 };
 
 // steps_timeline.cc: fills the breakdown, counts and gaps of every step in `s`, from the calls

@@ -246,6 +246,13 @@ void totals(StepSeries& s, const Tallies& tally) {
   m.launches_per_step = uint32_t(quantile(launches, 0.5));
   m.round_trips_per_step = uint32_t(quantile(trips, 0.5));
   m.preemptors = rank_preemptors(tally.step_preemptor_ns, s.pid, &m.preempted_by);
+  for (const auto& [key, ns] : tally.preempted_before_ns)
+    if (ns > m.preempted_before_ns) {
+      m.preempted_before_ns = ns;
+      m.preempted_stack = key.first;
+      m.preempted_op = key.second;
+      m.preempted_tid = tally.preempted_before_tid.at(key);
+    }
 }
 
 // The gaps' dominant use of time, and where in the code; returns the text after the cause.

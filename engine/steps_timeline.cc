@@ -335,11 +335,28 @@ void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tal
       a = end;
     }
   };
+  // Each feeding thread's calls in start order, to find the call it made after a preemption.
+  std::map<uint32_t, std::vector<const Call*>> by_tid;
+  for (const Call& c : p.calls) by_tid[c.tid].push_back(&c);
+  auto next_call = [&](uint32_t tid, int64_t t) -> const Call* {
+    const auto& v = by_tid[tid];
+    auto at = std::lower_bound(v.begin(), v.end(), t,
+                               [](const Call* c, int64_t x) { return c->start < x; });
+    return at == v.end() ? nullptr : *at;
+  };
   int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
   for (const OffCpuInterval& iv : it->second) {
     if (!iv.preempted || !feeding.count(iv.tid) || iv.end <= first || iv.start >= last) continue;
+    const Call* next = next_call(iv.tid, iv.end);
     split(iv.start, iv.end, [&](Step& st, int64_t lo, int64_t hi) {
-      if (st.warmup || !iv.by_pid) return;
+      if (st.warmup) return;
+      if (next) {
+        auto key = std::make_pair(next->stack, p.ops[next->op].op);
+        uint64_t& ns = tally.preempted_before_ns[key];
+        ns += uint64_t(hi - lo);
+        tally.preempted_before_tid.try_emplace(key, iv.tid);
+      }
+      if (!iv.by_pid) return;
       tally.step_preemptor_ns[{iv.by_pid, host.comm_name(iv.by_comm)}] += uint64_t(hi - lo);
     });
     int64_t from = std::max(iv.start, reach);
