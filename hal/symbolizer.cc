@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 namespace ingero::hal {
@@ -125,7 +126,12 @@ NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& op
       int lineno = 0;
       const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
       if (src && lineno > 0) {
-        s.file = src;
+        // A file compiled by a relative path (ccache's base_dir, out-of-tree builds) is
+        // named relative to its unit's compilation directory.
+        const char* dir = src[0] == '/' ? nullptr : dwfl_line_comp_dir(line);
+        s.file =
+            dir ? std::filesystem::path(std::string(dir) + "/" + src).lexically_normal().string()
+                : std::string(src);
         s.line = lineno;
       }
     }
