@@ -13,8 +13,8 @@
 
 #include "app/check_items.h"
 #include "app/commands.h"
-#include "app/host_info.h"
 #include "backends/rdma/rdma_backend.h"
+#include "capture/host_info.h"
 #include "hal/bpf_session.h"
 #include "hal/elf_symbols.h"
 #include "hal/probe_manager.h"
@@ -27,6 +27,9 @@ extern "C" __attribute__((noinline, used, visibility("default"))) int ingero_upr
 
 namespace ingero::app {
 namespace {
+
+using capture::read_host_info;
+using capture::read_small_file;
 
 bool exists(const std::string& p) {
   struct stat st {};

@@ -188,7 +188,7 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
         "FROM stack_frames ORDER BY stack_id, frame");
     if (!st) return st.error();
     int64_t current = 0;
-    std::vector<store::StackFrameRow> frames;
+    std::vector<hal::StackFrame> frames;
     auto flush = [&]() -> ingero::Status {
       if (frames.empty()) return {};
       auto s = w.add_stack(uint64_t(current), frames);
@@ -202,7 +202,7 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
       if (st->int64(0) != current)
         if (auto s = flush(); !s) return s;
       current = st->int64(0);
-      store::StackFrameRow f;
+      hal::StackFrame f;
       f.python = st->text(1) == "python";
       f.module = st->text(2);
       if (!st->is_null(3)) f.module_offset = uint64_t(st->int64(3));

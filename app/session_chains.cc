@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "app/host_info.h"
 #include "app/sql_trace_source.h"
+#include "capture/host_info.h"
 
 namespace ingero::app {
 
@@ -86,7 +86,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   eo.breakdown = false;
   engine::Analysis a = engine::analyze(source, w, eo);
   std::vector<store::ChainRow> rows;
-  int64_t now = wall_now_ns();
+  int64_t now = capture::wall_now_ns();
   for (const auto& c : a.chains) rows.push_back(chain_row(c, node, now));
   if (auto st = writer.replace_chains(rows); !st) return st.error();
   if (auto st = writer.commit(); !st) return st.error();

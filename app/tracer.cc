@@ -18,13 +18,13 @@
 #include <unordered_set>
 
 #include "app/commands.h"
-#include "app/event_pipeline.h"
-#include "app/host_info.h"
-#include "app/metrics.h"
 #include "app/session_chains.h"
 #include "app/sql_trace_source.h"
-#include "app/stack_collector.h"
 #include "backends/rdma/rdma_backend.h"
+#include "capture/event_pipeline.h"
+#include "capture/host_info.h"
+#include "capture/sink_set.h"
+#include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
 #include "hal/probe_manager.h"
 #include "hal/record_decoder.h"
@@ -32,10 +32,14 @@
 #include "hal/result.h"
 #include "kernelside/host_decoder.h"
 #include "kernelside/system_snapshot.h"
+#include "serve/metrics/metrics.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app {
 namespace {
+
+using capture::mono_now_ns;
+using capture::wall_now_ns;
 
 using ingero::Status;
 
@@ -92,9 +96,10 @@ class Trace {
   std::unique_ptr<store::TraceWriter> writer_;
   std::unique_ptr<hal::CallDecoder> decoder_;
   hal::LocalHost host_;
-  std::unique_ptr<EventPipeline> pipeline_;
-  std::unique_ptr<StackCollector> stacks_;
-  std::unique_ptr<Metrics> metrics_;
+  capture::SinkSet sinks_;
+  std::unique_ptr<capture::EventPipeline> pipeline_;
+  std::unique_ptr<capture::StackCollector> stacks_;
+  std::unique_ptr<serve::Metrics> metrics_;
   std::future<std::map<std::string, uint64_t>> live_chains_;
   int64_t next_metrics_ = 0, next_chains_ = 0;
   uint64_t events_at_last_metrics_ = 0;
@@ -315,7 +320,7 @@ int Trace::run() {
   db_path_ = db;
   if (!opts_.prometheus.empty()) {
     // Before anything is attached: a taken port is a clear error, not a half-started tracer.
-    metrics_ = std::make_unique<Metrics>(opts_.prometheus_per_process);
+    metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process);
     if (auto st = metrics_->serve(opts_.prometheus); !st) {
       std::cerr << "ingero trace: " << st.error().message << "\n";
       return kExitUsage;
@@ -360,21 +365,22 @@ int Trace::run() {
 
   probes_ = std::make_unique<hal::ProbeManager>(session_.get(), *backends, host_);
   decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
-  pipeline_ = std::make_unique<EventPipeline>(*decoder_, *writer_);
+  sinks_.add(writer_.get());
+  if (metrics_) sinks_.add(metrics_.get());
+  sinks_.on_error = [this](const std::string& m) {
+    std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: " << m
+              << " (events are being lost; the trace keeps what was already committed)\n";
+  };
+  pipeline_ = std::make_unique<capture::EventPipeline>(*decoder_, sinks_);
   pipeline_->on_libwatch = [this](int pid) { rescan_.insert(pid); };
   if (opts_.stacks) {
-    stacks_ = std::make_unique<StackCollector>(*writer_, session_.get());
+    stacks_ = std::make_unique<capture::StackCollector>(sinks_, session_.get());
     stacks_->on_warning = [this](const std::string& m) {
       if (!opts_.quiet) std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: stacks: " << m << "\n";
     };
     pipeline_->stacks = stacks_.get();
     stacks_->scan_existing(host_.pids());
   }
-  if (metrics_) pipeline_->on_event = [this](const hal::Event& e) { metrics_->on_event(e); };
-  pipeline_->on_store_error = [this](const std::string& m) {
-    std::cerr << (tty_ ? "\r\033[K" : "") << "ingero: " << m
-              << " (events are being lost; the trace keeps what was already committed)\n";
-  };
   auto libs = probes_->scan_all();
   if (!opts_.command.empty()) {
     // The program about to run may carry a static runtime: attach before releasing it.
@@ -396,7 +402,7 @@ int Trace::run() {
     print_libraries(libs);
   }
 
-  HostInfo hi = read_host_info();
+  capture::HostInfo hi = capture::read_host_info();
   store::SessionInfo si;
   si.node = opts_.node.empty() ? hi.hostname : opts_.node;
   si.host = hi.hostname;
@@ -406,7 +412,7 @@ int Trace::run() {
   si.cpu_cores = hi.cpu_cores;
   si.mem_total_mib = hi.mem_total_mib;
   si.started_at_ns = wall_now_ns();
-  si.mono_offset_ns = mono_to_wall_offset_ns();
+  si.mono_offset_ns = capture::mono_to_wall_offset_ns();
   for (auto p : cfg.pids) si.pid_filter += (si.pid_filter.empty() ? "" : ",") + std::to_string(p);
   si.flags = opts_.flags;
   for (auto* b : *backends)
@@ -607,7 +613,7 @@ int Trace::run() {
   }
   if (writer_->failed() || !fin) {
     std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db
-              << (pipeline_->last_store_error().empty() ? "" : ": " + pipeline_->last_store_error())
+              << (sinks_.last_error().empty() ? "" : ": " + sinks_.last_error())
               << (fin ? "" : "; " + fin.error().message) << "\n";
     code = kExitFailure;
   }
@@ -621,6 +627,11 @@ int Trace::run() {
 }
 
 }  // namespace
+
+std::string default_db_path() {
+  const char* home = getenv("HOME");
+  return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
+}
 
 double parse_duration_s(const std::string& text) {
   if (text.empty()) return -1;

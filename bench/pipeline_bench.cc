@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "app/event_pipeline.h"
-#include "app/metrics.h"
+#include "capture/event_pipeline.h"
+#include "capture/sink_set.h"
+#include "store/trace_writer.h"
+#include "serve/metrics/metrics.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_runtime_probes.h"
 #include "hal/record_layout.h"
@@ -75,11 +77,12 @@ int main(int argc, char** argv) {
   si.node = "bench";
   (void)(*writer)->begin_session(si);
   hal::CallDecoder decoder(table);
-  app::EventPipeline pipe(decoder, **writer);
-  pipe.read_proc = false;
   bool with_metrics = argc > 3 && std::string(argv[3]) == "metrics";
-  app::Metrics metrics(false);
-  if (with_metrics) pipe.on_event = [&metrics](const hal::Event& e) { metrics.on_event(e); };
+  serve::Metrics metrics(false);
+  capture::SinkSet sinks({writer->get()});
+  if (with_metrics) sinks.add(&metrics);
+  capture::EventPipeline pipe(decoder, sinks);
+  pipe.read_proc = false;
 
   auto t0 = std::chrono::steady_clock::now();
   auto next_commit = t0 + std::chrono::milliseconds(200);
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
       "{\"events\": %zu, \"seconds\": %.3f, \"events_per_s\": %.0f, \"finish_seconds\": %.3f, "
       "\"stored\": %llu, \"store_errors\": %llu, \"db_bytes\": %llu, \"metrics\": %s}\n",
       n, secs, double(n) / secs, finish_s, (unsigned long long)(*writer)->written(),
-      (unsigned long long)pipe.counters().store_errors,
-      (unsigned long long)std::filesystem::file_size(db), with_metrics ? "true" : "false");
-  return pipe.counters().store_errors ? 1 : 0;
+      (unsigned long long)sinks.errors(), (unsigned long long)std::filesystem::file_size(db),
+      with_metrics ? "true" : "false");
+  return sinks.errors() ? 1 : 0;
 }

@@ -1,20 +1,13 @@
-#include "app/event_pipeline.h"
+#include "capture/event_pipeline.h"
 
 #include <cstring>
 
-#include "app/host_info.h"
-#include "app/stack_collector.h"
+#include "capture/host_info.h"
+#include "capture/stack_collector.h"
 #include "hal/record_layout.h"
 #include "kernelside/host_decoder.h"
 
-namespace ingero::app {
-
-void EventPipeline::report(const ingero::Status& st) {
-  if (st) return;
-  ++counters_.store_errors;
-  if (st.error().message != last_store_error_ && on_store_error) on_store_error(st.error().message);
-  last_store_error_ = st.error().message;
-}
+namespace ingero::capture {
 
 void EventPipeline::note_pid(uint32_t pid, const char* comm) {
   if (!seen_pids_.insert(pid).second) return;
@@ -28,7 +21,7 @@ void EventPipeline::note_pid(uint32_t pid, const char* comm) {
       if (c == '\0') c = ' ';
   }
   if (name.empty()) name = std::string(comm, strnlen(comm, INGERO_COMM_LEN));  // already exited
-  report(writer_.note_process(pid, name, cmdline, wall_now_ns()));
+  (void)out_.on_process(pid, name, cmdline, wall_now_ns());
 }
 
 void EventPipeline::on_record(const void* data, size_t size) {
@@ -70,8 +63,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
       comms_.observe(ev_);
       note_pid(rec->pid, rec->comm);
       gpu_pids_.insert(rec->pid);
-      if (on_event) on_event(ev_);
-      report(writer_.add(ev_));
+      (void)out_.on_event(ev_);
       break;
     }
     case INGERO_REC_LIBWATCH: {
@@ -96,8 +88,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
       // Name the preemptors and children too: "who took the CPU" needs a name.
       if (auto peer = ev_.get(hal::Field::kPeerPid); peer && *peer)
         note_pid(uint32_t(*peer), ev_.peer_comm.data());
-      if (on_event) on_event(ev_);
-      report(writer_.add(ev_));
+      (void)out_.on_event(ev_);
       if (stacks && ev_.kind == hal::EventKind::kProcessExit) stacks->process_exited(ev_.pid);
       break;
     }
@@ -123,10 +114,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
   }
 }
 
-void EventPipeline::add(const hal::Event& ev) {
-  if (on_event) on_event(ev);
-  report(writer_.add(ev));
-}
+void EventPipeline::add(const hal::Event& ev) { (void)out_.on_event(ev); }
 
 uint64_t EventPipeline::delivery_lag_quantile_ns(double q) const {
   if (!lag_samples_) return 0;
@@ -138,6 +126,6 @@ uint64_t EventPipeline::delivery_lag_quantile_ns(double q) const {
   return 0;
 }
 
-void EventPipeline::commit() { report(writer_.commit()); }
+void EventPipeline::commit() { (void)out_.commit(); }
 
-}  // namespace ingero::app
+}  // namespace ingero::capture

@@ -1,6 +1,6 @@
-// Ring-buffer records -> decoded Events -> the trace file. The one path every record takes,
-// live (`ingero trace`) and synthetic (bench/pipeline_bench), so the benchmark measures
-// what ships.
+// Ring-buffer records -> decoded Events -> the sinks (the trace file, metrics, the shipper).
+// The one path every record takes, live (`ingero trace`) and synthetic
+// (bench/pipeline_bench), so the benchmark measures what ships.
 #pragma once
 
 #include <array>
@@ -10,10 +10,10 @@
 #include <unordered_set>
 
 #include "hal/comm_join.h"
+#include "hal/event_sink.h"
 #include "hal/record_decoder.h"
-#include "store/trace_writer.h"
 
-namespace ingero::app {
+namespace ingero::capture {
 
 class StackCollector;
 
@@ -26,18 +26,15 @@ class EventPipeline {
     uint64_t malformed = 0;      // records too short or of an unknown type
     uint64_t libwatch = 0;       // exec / link-map notifications
     uint64_t stacks = 0;         // stack records
-    uint64_t store_errors = 0;   // add/commit failures reported
   };
 
-  EventPipeline(const hal::CallDecoder& decoder, store::TraceWriter& writer)
-      : decoder_(decoder), writer_(writer) {}
+  // `out` receives every decoded event and process (a SinkSet fans them out and reports
+  // sink errors).
+  EventPipeline(const hal::CallDecoder& decoder, hal::EventSink& out)
+      : decoder_(decoder), out_(out) {}
 
   // Called for exec and link-map notifications (re-scan that pid for libraries).
   std::function<void(int pid)> on_libwatch;
-  // Sees every decoded event (metrics).
-  std::function<void(const hal::Event&)> on_event;
-  // Called once per distinct store error message.
-  std::function<void(const std::string& message)> on_store_error;
   // Whether to read /proc/PID/{comm,cmdline} for each new pid (off in benchmarks).
   bool read_proc = true;
   // Stack records and call-to-stack links (null: stacks are not collected).
@@ -53,14 +50,12 @@ class EventPipeline {
   void add(const hal::Event& ev);
   // Processes that made traced calls (for per-process aggregates).
   const std::unordered_set<uint32_t>& gpu_pids() const { return gpu_pids_; }
-  const std::string& last_store_error() const { return last_store_error_; }
 
  private:
-  void report(const ingero::Status& st);
   void note_pid(uint32_t pid, const char* comm);
 
   const hal::CallDecoder& decoder_;
-  store::TraceWriter& writer_;
+  hal::EventSink& out_;
   hal::Event ev_;
   hal::CommunicatorJoin comms_;
   std::unordered_set<uint32_t> seen_pids_;
@@ -68,7 +63,6 @@ class EventPipeline {
   Counters counters_;
   std::array<uint64_t, 64> lag_log2_{};  // histogram of sampled delivery lags, log2 ns buckets
   uint64_t lag_samples_ = 0;
-  std::string last_store_error_;
 };
 
-}  // namespace ingero::app
+}  // namespace ingero::capture

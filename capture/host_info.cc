@@ -1,4 +1,4 @@
-#include "app/host_info.h"
+#include "capture/host_info.h"
 
 #include <sys/utsname.h>
 #include <time.h>
@@ -7,14 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "app/commands.h"
-
-namespace ingero::app {
-
-std::string default_db_path() {
-  const char* home = getenv("HOME");
-  return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
-}
+namespace ingero::capture {
 
 std::string read_small_file(const std::string& path) {
   std::ifstream f(path);
@@ -84,4 +77,4 @@ uint64_t effective_caps() {
   return 0;
 }
 
-}  // namespace ingero::app
+}  // namespace ingero::capture

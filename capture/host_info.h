@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ingero::app {
+namespace ingero::capture {
 
 struct HostInfo {
   std::string hostname, kernel, os_release, cpu_model;
@@ -21,4 +21,4 @@ std::string read_small_file(const std::string& path);  // "" if unreadable; trai
 // Effective capabilities of this process (bit per CAP_*).
 uint64_t effective_caps();
 
-}  // namespace ingero::app
+}  // namespace ingero::capture

@@ -1,4 +1,4 @@
-#include "app/stack_collector.h"
+#include "capture/stack_collector.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "app/host_info.h"
+#include "capture/host_info.h"
 #include "hal/bpf_session.h"
 
-namespace ingero::app {
+namespace ingero::capture {
 namespace {
 
 constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL, kFnvPrime = 0x100000001b3ULL;
@@ -32,9 +32,8 @@ bool is_eval_loop(const std::string& fn) {
 
 }  // namespace
 
-StackCollector::StackCollector(store::TraceWriter& writer, hal::BpfSession* session,
-                               std::string proc_root)
-    : writer_(writer), session_(session), proc_root_(std::move(proc_root)) {}
+StackCollector::StackCollector(hal::EventSink& out, hal::BpfSession* session, std::string proc_root)
+    : out_(out), session_(session), proc_root_(std::move(proc_root)) {}
 
 StackCollector::~StackCollector() = default;
 
@@ -162,12 +161,12 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
       refreshed = true;
     }
 
-  std::vector<store::StackFrameRow> native;
+  std::vector<hal::StackFrame> native;
   native.reserve(n_ips);
   std::string root = proc_root_ + "/" + std::to_string(rec.pid) + "/root";
   for (uint32_t i = 0; i < n_ips; ++i) {
     uint64_t ip = rec.ips[i];
-    store::StackFrameRow f;
+    hal::StackFrame f;
     const hal::MapEntry* m = find(p, ip);
     // A return address lies in executable memory. One that does not means the frame-pointer
     // chain broke (code built without frame pointers): what follows is not a stack.
@@ -205,10 +204,10 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
   }
 
   // Python frames, grouped by the eval loop that runs them (innermost first).
-  std::vector<std::vector<store::StackFrameRow>> groups;
+  std::vector<std::vector<hal::StackFrame>> groups;
   if (p.python && rec.n_py) {
     const hal::PyLayout& l = p.python->layout();
-    std::vector<store::StackFrameRow> group;
+    std::vector<hal::StackFrame> group;
     uint32_t n_py = std::min<uint32_t>(rec.n_py, INGERO_PY_MAX);
     for (uint32_t i = 0; i < n_py; ++i) {
       uint8_t flags = rec.py_flags[i];
@@ -224,7 +223,7 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
       uint64_t gone_before = p.python->unreadable_frames();
       auto info = p.python->resolve(rec.py[i].code, rec.py[i].instr);
       if (info) {
-        store::StackFrameRow f;
+        hal::StackFrame f;
         f.python = true;
         f.function = info->function;
         f.file = info->file;
@@ -248,7 +247,7 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
 
   // Merge: each eval-loop frame of the native stack becomes its Python frames; groups the
   // native stack does not reach (no frame pointers in the interpreter) go outermost.
-  std::vector<store::StackFrameRow> frames;
+  std::vector<hal::StackFrame> frames;
   size_t g = 0;
   for (auto& f : native) {
     if (g < groups.size() && is_eval_loop(f.function)) {
@@ -278,7 +277,7 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
   id &= 0x7fffffffffffffffULL;  // SQLite integers are signed: keep ids positive
   if (!id) id = 1;
   if (stored_.insert(id).second) {
-    if (auto st = writer_.add_stack(id, frames); !st) {
+    if (auto st = out_.on_stack(id, frames); !st) {
       stored_.erase(id);
       if (on_warning) on_warning("storing a stack: " + st.error().message);
     } else {
@@ -304,4 +303,4 @@ uint64_t StackCollector::stack_id(uint32_t pid, uint64_t hash) {
   return 0;
 }
 
-}  // namespace ingero::app
+}  // namespace ingero::capture

@@ -19,17 +19,17 @@
 #include <unordered_set>
 #include <vector>
 
+#include "hal/event_sink.h"
 #include "hal/proc_maps.h"
 #include "hal/python.h"
 #include "hal/symbolizer.h"
 #include "ingero_records.h"
-#include "store/trace_writer.h"
 
 namespace ingero::hal {
 class BpfSession;
 }
 
-namespace ingero::app {
+namespace ingero::capture {
 
 class StackCollector {
  public:
@@ -47,9 +47,9 @@ class StackCollector {
     uint64_t python_refused = 0;  // interpreters whose layout did not check out
   };
 
-  // `session` may be null (tests): Python processes are then resolved but not configured.
-  StackCollector(store::TraceWriter& writer, hal::BpfSession* session,
-                 std::string proc_root = "/proc");
+  // New stacks go to `out`. `session` may be null (tests): Python processes are then resolved
+  // but not configured.
+  StackCollector(hal::EventSink& out, hal::BpfSession* session, std::string proc_root = "/proc");
   ~StackCollector();
 
   // A process appeared, exec'd or changed its mappings: snapshot its maps and, for CPython,
@@ -83,7 +83,7 @@ class StackCollector {
   const hal::MapEntry* find(const Process& p, uint64_t ip) const;
   void setup_python(uint32_t pid, Process& p);
 
-  store::TraceWriter& writer_;
+  hal::EventSink& out_;
   hal::BpfSession* session_;
   std::string proc_root_;
   hal::Symbolizer symbolizer_;
@@ -93,4 +93,4 @@ class StackCollector {
   Counters counters_;
 };
 
-}  // namespace ingero::app
+}  // namespace ingero::capture

@@ -404,7 +404,8 @@ ingero::Status TraceWriter::add_rdma_counter(const RdmaCounterRow& r) {
   return {};
 }
 
-ingero::Status TraceWriter::add_stack(uint64_t stack_id, const std::vector<StackFrameRow>& frames) {
+ingero::Status TraceWriter::add_stack(uint64_t stack_id,
+                                      const std::vector<hal::StackFrame>& frames) {
   if (auto st = begin_if_needed(); !st) return st;
   auto st = db_->prepare(
       "INSERT OR IGNORE INTO stack_frames (stack_id, frame, kind, module, module_offset, build_id, "

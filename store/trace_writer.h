@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hal/event.h"
+#include "hal/event_sink.h"
 #include "hal/result.h"
 #include "store/sqlite_db.h"
 
@@ -74,15 +75,6 @@ struct ChainRow {
   double tail_ratio = 0;
 };
 
-// One frame of a stored stack (stack_frames), innermost first.
-struct StackFrameRow {
-  bool python = false;
-  std::string module;  // native: mapped file
-  std::optional<uint64_t> module_offset;
-  std::string build_id, function, file;
-  int64_t line = 0;  // 0 = unknown
-};
-
 struct RdmaCounterRow {
   int64_t ts_ns = 0;
   std::string device, transport, state, rate, counter, unit;
@@ -91,7 +83,9 @@ struct RdmaCounterRow {
   bool is_error = false;
 };
 
-class TraceWriter {
+// The store's side of the capture seam: events, processes and stacks go into the open batch;
+// commit() makes them durable.
+class TraceWriter final : public hal::EventSink {
  public:
   // Creates or migrates the file. Refuses legacy, foreign and newer-schema files.
   static ingero::Result<std::unique_ptr<TraceWriter>> open(const std::string& path);
@@ -101,7 +95,7 @@ class TraceWriter {
   // Buffers one event into the open transaction. ts_ns is monotonic; the session offset
   // converts it to the wall clock stored in events.timestamp.
   ingero::Status add(const hal::Event& ev);
-  ingero::Status commit();
+  ingero::Status commit() override;
   // Records a traced library file; events whose Event::library equals row.path link to it.
   ingero::Result<int64_t> add_library(const LibraryRow& row);
   ingero::Status note_process(uint32_t pid, std::string_view name, std::string_view cmdline,
@@ -111,7 +105,16 @@ class TraceWriter {
   ingero::Status add_rdma_counter(const RdmaCounterRow& row);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
   // Stores a stack under its id (no-op if that id is stored already).
-  ingero::Status add_stack(uint64_t stack_id, const std::vector<StackFrameRow>& frames);
+  ingero::Status add_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames);
+  // hal::EventSink
+  ingero::Status on_event(const hal::Event& ev) override { return add(ev); }
+  ingero::Status on_process(uint32_t pid, std::string_view name, std::string_view cmdline,
+                            int64_t seen_at_ns) override {
+    return note_process(pid, name, cmdline, seen_at_ns);
+  }
+  ingero::Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override {
+    return add_stack(stack_id, frames);
+  }
   // Replaces this session's chains (the live engine re-derives them as the trace grows).
   ingero::Status replace_chains(const std::vector<ChainRow>& chains);
   // Converts a monotonic timestamp with the session's offset.

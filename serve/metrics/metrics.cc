@@ -1,11 +1,11 @@
-#include "app/metrics.h"
+#include "serve/metrics/metrics.h"
 
 #include <prometheus/text_serializer.h>
 
 #include <cctype>
 #include <sstream>
 
-namespace ingero::app {
+namespace ingero::serve {
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
@@ -182,7 +182,7 @@ void Metrics::retire_exited(int64_t now_ns, int64_t retention_ns) {
   }
 }
 
-void Metrics::on_event(const hal::Event& ev) {
+void Metrics::observe(const hal::Event& ev) {
   std::lock_guard<std::mutex> g(mu_);
   double secs = double(ev.dur_ns) / 1e9;
   if (!hal::is_host_kind(ev.kind)) {
@@ -338,4 +338,4 @@ std::string Metrics::exposition() const {
   return out.str();
 }
 
-}  // namespace ingero::app
+}  // namespace ingero::serve

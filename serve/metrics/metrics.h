@@ -21,19 +21,25 @@
 
 #include "backends/rdma/rdma_backend.h"
 #include "hal/event.h"
+#include "hal/event_sink.h"
 #include "hal/result.h"
 #include "kernelside/host_decoder.h"
 
-namespace ingero::app {
+namespace ingero::serve {
 
-class Metrics {
+// A sink of the capture seam: every event updates the registry.
+class Metrics final : public hal::EventSink {
  public:
   explicit Metrics(bool per_process);
   // Binds the pull endpoint (/metrics) at ADDR ("127.0.0.1:9464", ":9090"). A port already
   // in use is an Error, so the tracer can refuse to start half-way.
   ingero::Status serve(const std::string& addr);
 
-  void on_event(const hal::Event& ev);  // calls and host events
+  void observe(const hal::Event& ev);  // calls and host events
+  ingero::Status on_event(const hal::Event& ev) override {
+    observe(ev);
+    return {};
+  }
   // Per-process mode: drops the series of processes that exited more than `retention_ns`
   // before `now_ns` (monotonic clock of the events), so short-lived processes do not pile up.
   void retire_exited(int64_t now_ns, int64_t retention_ns = kExitedRetentionNs);
@@ -124,4 +130,4 @@ class Metrics {
   uint64_t events_last_ = 0, drops_last_ = 0;
 };
 
-}  // namespace ingero::app
+}  // namespace ingero::serve

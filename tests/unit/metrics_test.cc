@@ -1,5 +1,5 @@
 // Prometheus exposition: exact values, promtool's verdict on the text format, label bounds.
-#include "app/metrics.h"
+#include "serve/metrics/metrics.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
-namespace ingero::app {
+namespace ingero::serve {
 namespace {
 
 hal::Event call(std::string_view vendor, std::string_view api, hal::EventKind kind,
@@ -58,36 +58,36 @@ size_t series_count(const std::string& text, const std::string& name) {
 void feed_workload(Metrics& m) {
   using K = hal::EventKind;
   for (int i = 0; i < 3; ++i)
-    m.on_event(call("nvidia", "cuda_runtime", K::kLaunch, "cudaLaunchKernel", 4'000, 0));
+    m.observe(call("nvidia", "cuda_runtime", K::kLaunch, "cudaLaunchKernel", 4'000, 0));
   auto sync = call("nvidia", "cuda_runtime", K::kSync, "cudaStreamSynchronize", 2'000'000, 0);
   sync.off_cpu_ns = 1'500'000;
   sync.preempts = 2;
-  m.on_event(sync);
-  m.on_event(call("amd", "hip", K::kMemcpy, "hipMemcpy", 30'000, 101));
-  m.on_event(call("amd", "hip", K::kMemcpy, "hipMemcpy", 30'000, 101));
+  m.observe(sync);
+  m.observe(call("amd", "hip", K::kMemcpy, "hipMemcpy", 30'000, 101));
+  m.observe(call("amd", "hip", K::kMemcpy, "hipMemcpy", 30'000, 101));
   auto ar = call("nvidia", "nccl", K::kCollective, "ncclAllReduce", 50'000, 0);
   ar.set(hal::Field::kBytes, 4096);
   ar.set(hal::Field::kStream, 7);
-  m.on_event(ar);
+  m.observe(ar);
   auto wait = call("nvidia", "cuda_runtime", K::kSync, "cudaStreamSynchronize", 3'000'000, 0);
   wait.set(hal::Field::kStream, 7);
-  m.on_event(wait);
+  m.observe(wait);
   hal::Event sw;
   sw.kind = K::kSchedSwitch;
   sw.set(hal::Field::kFlags, 1);
-  m.on_event(sw);
+  m.observe(sw);
   hal::Event blk;
   blk.kind = K::kBlockIo;
   blk.op = "read";
   blk.dur_ns = 2'000'000;
-  m.on_event(blk);
+  m.observe(blk);
   auto async = call("rdma", "ibverbs", K::kRdmaAsyncEvent, "ibv_get_async_event", 1'000, 0);
   async.set(hal::Field::kRdmaEvent, 10);  // IBV_EVENT_PORT_ERR
   async.set(hal::Field::kFabricError, 1);
-  m.on_event(async);
+  m.observe(async);
   hal::Event tcp;
   tcp.kind = K::kTcpRetransmit;
-  m.on_event(tcp);
+  m.observe(tcp);
   kernelside::ProcessStats ps;
   ps.pid = 100;
   ps.page_allocs = 10;
@@ -222,14 +222,13 @@ TEST(Metrics, ExpositionPassesPromtool) {
 TEST(Metrics, FiftyShortLivedProcessesDoNotGrowTheLabelSets) {
   Metrics m(false);
   for (uint32_t pid = 1000; pid < 1050; ++pid) {
-    m.on_event(
-        call("nvidia", "cuda_runtime", hal::EventKind::kAlloc, "cudaMalloc", 10'000, 2, pid));
-    m.on_event(call("nvidia", "cuda_runtime", hal::EventKind::kSync, "cudaDeviceSynchronize",
-                    10'000, 0, pid));
+    m.observe(call("nvidia", "cuda_runtime", hal::EventKind::kAlloc, "cudaMalloc", 10'000, 2, pid));
+    m.observe(call("nvidia", "cuda_runtime", hal::EventKind::kSync, "cudaDeviceSynchronize", 10'000,
+                   0, pid));
     hal::Event exit;
     exit.kind = hal::EventKind::kProcessExit;
     exit.pid = pid;
-    m.on_event(exit);
+    m.observe(exit);
   }
   std::string t = m.exposition();
   EXPECT_EQ(series_count(t, "ingero_gpu_api_calls_total"), 2u);
@@ -246,7 +245,7 @@ TEST(Metrics, PerProcessSeriesAreCappedAndRetiredAfterExit) {
   Metrics m(true);
   const uint32_t n = Metrics::kMaxProcesses + 10;
   for (uint32_t pid = 1; pid <= n; ++pid)
-    m.on_event(
+    m.observe(
         call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1'000, 0, pid));
   std::string t = m.exposition();
   // kMaxProcesses own series, and the overflow shares one.
@@ -267,7 +266,7 @@ TEST(Metrics, PerProcessSeriesAreCappedAndRetiredAfterExit) {
     exit.kind = hal::EventKind::kProcessExit;
     exit.pid = pid;
     exit.ts_ns = 1'000'000'000;
-    m.on_event(exit);
+    m.observe(exit);
   }
   m.retire_exited(1'000'000'000 + Metrics::kExitedRetentionNs - 1);
   EXPECT_EQ(series_count(m.exposition(), "ingero_gpu_api_calls_total"), Metrics::kMaxProcesses + 1);
@@ -276,7 +275,7 @@ TEST(Metrics, PerProcessSeriesAreCappedAndRetiredAfterExit) {
   EXPECT_EQ(series_count(t, "ingero_gpu_api_calls_total"), Metrics::kMaxProcesses + 1 - 50);
   EXPECT_EQ(t.find("pid=\"7\""), std::string::npos);
   // Freed slots go to new processes again.
-  m.on_event(
+  m.observe(
       call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1'000, 0, 9999));
   EXPECT_EQ(
       sample(
@@ -288,7 +287,7 @@ TEST(Metrics, PerProcessSeriesAreCappedAndRetiredAfterExit) {
 TEST(Metrics, ErrorCodesAreBounded) {
   Metrics m(false);
   for (int code = 1; code <= int(Metrics::kMaxCodes) + 20; ++code)
-    m.on_event(
+    m.observe(
         call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1'000, code));
   std::string t = m.exposition();
   EXPECT_EQ(series_count(t, "ingero_gpu_api_errors_total"), Metrics::kMaxCodes + 1);
@@ -314,4 +313,4 @@ TEST(Metrics, BusyPortIsAClearError) {
 }
 
 }  // namespace
-}  // namespace ingero::app
+}  // namespace ingero::serve

@@ -7,9 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/stack_collector.h"
+#include "capture/stack_collector.h"
 #include "hal/elf_symbols.h"
 #include "hal/symbolizer.h"
+#include "store/trace_writer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -23,7 +24,7 @@ extern "C" __attribute__((noinline, used)) int ingero_stack_marker_b(int x) {
   return x * 2;
 }
 
-namespace ingero::app {
+namespace ingero::capture {
 namespace {
 
 TEST(Symbolizer, FunctionFileAndLineFromDwarf) {
@@ -215,4 +216,4 @@ TEST(StackCollector, ResolvesDeduplicatesAndStopsAtGarbage) {
 }
 
 }  // namespace
-}  // namespace ingero::app
+}  // namespace ingero::capture

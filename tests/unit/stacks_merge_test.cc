@@ -14,8 +14,8 @@ namespace {
 
 using V = std::vector<std::string>;
 
-StackFrameRow native(std::string fn, std::string file, int line, uint64_t off) {
-  StackFrameRow f;
+hal::StackFrame native(std::string fn, std::string file, int line, uint64_t off) {
+  hal::StackFrame f;
   f.module = "/opt/train/bin/trainer";
   f.module_offset = off;
   f.build_id = "ab12";
@@ -25,8 +25,8 @@ StackFrameRow native(std::string fn, std::string file, int line, uint64_t off) {
   return f;
 }
 
-StackFrameRow python(std::string fn, std::string file, int line) {
-  StackFrameRow f;
+hal::StackFrame python(std::string fn, std::string file, int line) {
+  hal::StackFrame f;
   f.python = true;
   f.function = std::move(fn);
   f.file = std::move(file);
@@ -36,7 +36,7 @@ StackFrameRow python(std::string fn, std::string file, int line) {
 
 // One node's trace: `calls` cudaMalloc calls, call i naming stacks[i % stacks.size()].
 void write_node(const std::string& path, const std::string& node,
-                const std::vector<std::pair<uint64_t, std::vector<StackFrameRow>>>& stacks,
+                const std::vector<std::pair<uint64_t, std::vector<hal::StackFrame>>>& stacks,
                 int calls) {
   auto w = TraceWriter::open(path);
   ASSERT_TRUE(w) << w.error().message;
@@ -64,10 +64,10 @@ void write_node(const std::string& path, const std::string& node,
 
 TEST(StacksMerge, OurStacksFromTwoNodesAreKeptAndSharedOnesStoredOnce) {
   const uint64_t shared = 0x1111, only_b = 0x2222;
-  std::vector<StackFrameRow> s1 = {native("alloc_weights", "/src/train.c", 41, 0x1189),
+  std::vector<hal::StackFrame> s1 = {native("alloc_weights", "/src/train.c", 41, 0x1189),
                                    python("forward", "/src/train.py", 142),
                                    python("<module>", "/src/train.py", 200)};
-  std::vector<StackFrameRow> s2 = {native("", "", 0, 0x2000)};  // unresolved: kept as offset
+  std::vector<hal::StackFrame> s2 = {native("", "", 0, 0x2000)};  // unresolved: kept as offset
   std::string a = test::temp_path("node-a.db"), b = test::temp_path("node-b.db");
   write_node(a, "node-a", {{shared, s1}}, 3);
   write_node(b, "node-b", {{shared, s1}, {only_b, s2}}, 4);
