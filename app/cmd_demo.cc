@@ -7,7 +7,7 @@
 #include "app/commands.h"
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
-#include "app/sql_trace_source.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app {
 
@@ -78,7 +78,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitFailure;
       return;
     }
-    SqlTraceSource source(**reader);
+    store::SqlTraceSource source(**reader);
     engine::Analysis a = engine::analyze(source, engine::Window{});
     std::string desc;
     for (const auto& s : demo_scenarios())

@@ -2,7 +2,8 @@
 
 #include "app/commands.h"
 #include "app/explain_report.h"
-#include "app/sql_trace_source.h"
+#include "engine/window_spec.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app {
 
@@ -15,7 +16,7 @@ void add_explain_command(CLI::App& app, Context& ctx) {
       "original implementation's. --since counts back from the trace's last event.");
   struct Opts {
     std::string db;
-    WindowSpec w;
+    engine::WindowSpec w;
     uint32_t pid = 0;
     bool per_process = false, json = false;
   };
@@ -35,10 +36,10 @@ void add_explain_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitFailure;
       return;
     }
-    SqlTraceSource source(**reader);
-    WindowSpec spec = o->w;
+    store::SqlTraceSource source(**reader);
+    engine::WindowSpec spec = o->w;
     if (o->pid) spec.pid = o->pid;
-    auto w = resolve_window(source, spec);
+    auto w = engine::resolve_window(source, spec);
     if (!w) {
       std::cerr << "ingero explain: " << w.error().message << "\n";
       ctx.exit_code = kExitUsage;

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
-#include "app/sql_trace_source.h"
 #include "engine/analysis.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app {
 namespace {
@@ -77,7 +77,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
       }
     }
     std::ostream& out = o->out.empty() ? std::cout : file;
-    SqlTraceSource source(**reader);
+    store::SqlTraceSource source(**reader);
     std::vector<std::string> nodes = source.nodes();
     if (nodes.empty()) nodes = {""};
     auto names = source.processes();

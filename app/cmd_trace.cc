@@ -3,6 +3,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/tracer.h"
+#include "engine/window_spec.h"
 
 namespace ingero::app {
 
@@ -58,7 +59,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx, o, duration, pids] {
     o->pids = *pids;
     if (!duration->empty()) {
-      o->duration_s = parse_duration_s(*duration);
+      o->duration_s = engine::parse_duration_s(*duration);
       if (o->duration_s <= 0) {
         std::cerr << "ingero trace: bad --duration '" << *duration << "' (use 30s, 5m, 1h)\n";
         ctx.exit_code = kExitUsage;

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "app/sql_trace_source.h"
 #include "capture/host_info.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app {
 
@@ -77,7 +77,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
       if (auto p = paths.find(id); p != paths.end()) (void)writer.add_cgroup_path(id, p->second);
   }
   if (auto st = writer.commit(); !st) return st.error();
-  SqlTraceSource source(**reader);
+  store::SqlTraceSource source(**reader);
   engine::Window w;
   w.from_ns = from_ns;
   w.to_ns = to_ns;

@@ -19,7 +19,6 @@
 
 #include "app/commands.h"
 #include "app/session_chains.h"
-#include "app/sql_trace_source.h"
 #include "backends/rdma/rdma_backend.h"
 #include "capture/event_pipeline.h"
 #include "capture/host_info.h"
@@ -33,6 +32,7 @@
 #include "kernelside/host_decoder.h"
 #include "kernelside/system_snapshot.h"
 #include "serve/metrics/metrics.h"
+#include "store/sql_trace_source.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app {
@@ -262,7 +262,7 @@ void Trace::update_metrics(bool final) {
       std::map<std::string, uint64_t> counts;
       auto reader = store::TraceReader::open(db);
       if (!reader) return counts;
-      SqlTraceSource source(**reader);
+      store::SqlTraceSource source(**reader);
       engine::Window w;
       w.from_ns = from;
       w.to_ns = to;
@@ -631,31 +631,6 @@ int Trace::run() {
 std::string default_db_path() {
   const char* home = getenv("HOME");
   return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
-}
-
-double parse_duration_s(const std::string& text) {
-  if (text.empty()) return -1;
-  size_t pos = 0;
-  double v;
-  try {
-    v = std::stod(text, &pos);
-  } catch (...) {
-    return -1;
-  }
-  std::string unit = text.substr(pos);
-  double mult;
-  if (unit.empty() || unit == "s")
-    mult = 1;
-  else if (unit == "ms")
-    mult = 1e-3;
-  else if (unit == "m")
-    mult = 60;
-  else if (unit == "h")
-    mult = 3600;
-  else
-    return -1;
-  if (v < 0 || !std::isfinite(v)) return -1;
-  return v * mult;
 }
 
 int run_trace(const TraceOptions& opts, const hal::BackendRegistry& registry) {

@@ -36,7 +36,4 @@ struct TraceOptions {
 // Runs the trace; returns the process exit code (see commands.h).
 int run_trace(const TraceOptions& opts, const hal::BackendRegistry& registry);
 
-// Parses "30s", "5m", "1h", "250ms", "2.5s"; plain numbers are seconds. Negative on error.
-double parse_duration_s(const std::string& text);
-
 }  // namespace ingero::app

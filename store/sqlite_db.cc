@@ -7,7 +7,15 @@ ingero::Result<bool> Stmt::step() {
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   sqlite3* db = sqlite3_db_handle(s_);
-  return ingero::make_error(std::string(sqlite3_errmsg(db)) + " (" + sqlite3_errstr(rc) + ")");
+  const char* file = sqlite3_db_filename(db, "main");
+  std::string where = file && *file ? std::string(file) + ": " : "";
+  std::string detail = sqlite3_errmsg(db), kind = sqlite3_errstr(rc);
+  std::string msg = where + detail + (detail == kind ? "" : " (" + kind + ")");
+  if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB)
+    msg +=
+        "; the file is damaged: `sqlite3 FILE 'PRAGMA quick_check'` lists the damage, and "
+        "no answer read from it is complete";
+  return ingero::make_error(msg);
 }
 
 std::string Stmt::text(int col) const {

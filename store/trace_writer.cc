@@ -404,6 +404,20 @@ ingero::Status TraceWriter::add_rdma_counter(const RdmaCounterRow& r) {
   return {};
 }
 
+ingero::Status TraceWriter::add_legacy_stack(int64_t hash, std::string_view ips,
+                                             std::string_view frames) {
+  if (auto st = begin_if_needed(); !st) return st;
+  if (auto st = db_->exec("CREATE TABLE IF NOT EXISTS stack_traces (hash INTEGER PRIMARY KEY, "
+                          "ips TEXT NOT NULL, frames TEXT NOT NULL DEFAULT '')");
+      !st)
+    return st;
+  auto st = db_->prepare("INSERT OR IGNORE INTO stack_traces (hash, ips, frames) VALUES (?, ?, ?)");
+  if (!st) return st.error();
+  st->bind(1, hash).bind(2, ips).bind(3, frames);
+  if (auto x = st->step(); !x) return x.error();
+  return {};
+}
+
 ingero::Status TraceWriter::add_stack(uint64_t stack_id,
                                       const std::vector<hal::StackFrame>& frames) {
   if (auto st = begin_if_needed(); !st) return st;

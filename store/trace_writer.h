@@ -115,6 +115,9 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override {
     return add_stack(stack_id, frames);
   }
+  // A stack in the original implementation's format (merged files keep them), by its hash;
+  // creates its table on first use.
+  ingero::Status add_legacy_stack(int64_t hash, std::string_view ips, std::string_view frames);
   // Replaces this session's chains (the live engine re-derives them as the trace grows).
   ingero::Status replace_chains(const std::vector<ChainRow>& chains);
   // Converts a monotonic timestamp with the session's offset.

@@ -4,8 +4,8 @@
 
 #include "app/explain_report.h"
 #include "app/mcp/tools.h"
-#include "app/sql_trace_source.h"
 #include "engine/chain.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app::mcp {
 
@@ -41,7 +41,7 @@ ingero::Result<std::string> read_resource(ToolContext& ctx, const std::string& u
   nlohmann::json j;
   j["trace"] = ctx.db_path();
   j["format"] = (*r)->format_name();
-  SqlTraceSource src(**r);
+  store::SqlTraceSource src(**r);
   auto span = src.time_span();
   j["span"] = {
       {"start_ns", span.first},

@@ -16,12 +16,13 @@
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
 #include "app/result_printer.h"
-#include "app/sql_trace_source.h"
 #include "backends/rdma/rdma_backend.h"
 #include "engine/analysis.h"
 #include "engine/exact_quantiles.h"
 #include "engine/graphs.h"
+#include "engine/window_spec.h"
 #include "hal/symbolizer.h"
+#include "store/sql_trace_source.h"
 #include "store/stacks.h"
 #include "store/trace_writer.h"
 
@@ -124,7 +125,7 @@ std::string arg_str(const Json& a, const char* k) {
 
 struct Opened {
   store::TraceReader* reader = nullptr;
-  std::unique_ptr<SqlTraceSource> source;
+  std::unique_ptr<store::SqlTraceSource> source;
 };
 
 ingero::Result<Opened> open_source(ToolContext& ctx) {
@@ -132,15 +133,15 @@ ingero::Result<Opened> open_source(ToolContext& ctx) {
   if (!r) return r.error();
   Opened o;
   o.reader = *r;
-  o.source = std::make_unique<SqlTraceSource>(**r);
+  o.source = std::make_unique<store::SqlTraceSource>(**r);
   return o;
 }
 
 ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src,
                                          bool with_pid = true) {
-  WindowSpec spec{arg_str(a, "since"), arg_str(a, "from"), arg_str(a, "to"), std::nullopt};
+  engine::WindowSpec spec{arg_str(a, "since"), arg_str(a, "from"), arg_str(a, "to"), std::nullopt};
   if (with_pid && a.contains("pid")) spec.pid = a["pid"].get<uint32_t>();
-  auto w = resolve_window(src, spec);
+  auto w = engine::resolve_window(src, spec);
   if (!w) return w.error();
   if (a.contains("node")) w->node = a["node"].get<std::string>();
   return w;
@@ -523,7 +524,7 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
         {"op", opname}, {"captured", false}, {"stacks", Json::array()}, {"note", o.text}};
     return o;
   }
-  SqlTraceSource src(**r);
+  store::SqlTraceSource src(**r);
   auto w = window_of(call.args, src);
   if (!w) return error_output(w.error().message);
   size_t limit = size_t(arg_int(call.args, "limit", 5));
@@ -977,7 +978,7 @@ ToolOutput run_demo(ToolContext&, const ToolCall& call) {
   }
   auto reader = store::TraceReader::open(db);
   if (!reader) return error_output(reader.error().message);
-  SqlTraceSource src(**reader);
+  store::SqlTraceSource src(**reader);
   engine::Window w;
   auto a = engine::analyze(src, w, {});
   std::ostringstream t;

@@ -5,8 +5,8 @@
 #include <random>
 
 #include "app/demo_scenarios.h"
-#include "app/sql_trace_source.h"
 #include "engine/analysis.h"
+#include "store/sql_trace_source.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::app {
@@ -65,7 +65,7 @@ class Replay {
     EXPECT_TRUE(w_->finish({}));
     w_.reset();
     reader_ = std::move(*store::TraceReader::open(path_));
-    source_ = std::make_unique<SqlTraceSource>(*reader_);
+    source_ = std::make_unique<store::SqlTraceSource>(*reader_);
     return engine::analyze(*source_, engine::Window{});
   }
 
@@ -73,7 +73,7 @@ class Replay {
   std::string path_;
   std::unique_ptr<store::TraceWriter> w_;
   std::unique_ptr<store::TraceReader> reader_;
-  std::unique_ptr<SqlTraceSource> source_;
+  std::unique_ptr<store::SqlTraceSource> source_;
 };
 
 const engine::Chain* find(const engine::Analysis& a, const std::string& rule) {
@@ -97,7 +97,7 @@ engine::Analysis demo(const std::string& name) {
   }
   static std::vector<std::unique_ptr<store::TraceReader>> keep;
   keep.push_back(std::move(*store::TraceReader::open(path)));
-  SqlTraceSource src(*keep.back());
+  store::SqlTraceSource src(*keep.back());
   return engine::analyze(src, engine::Window{});
 }
 

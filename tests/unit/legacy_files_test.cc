@@ -8,7 +8,7 @@
 #include <set>
 
 #include "app/explain_report.h"
-#include "app/sql_trace_source.h"
+#include "store/sql_trace_source.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 
@@ -26,7 +26,7 @@ Analyzed analyze_file(const std::string& path) {
   auto r = store::TraceReader::open(path);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
   Analyzed out{std::move(*r), {}};
-  SqlTraceSource src(*out.reader);
+  store::SqlTraceSource src(*out.reader);
   out.a = engine::analyze(src, engine::Window{});
   EXPECT_EQ(src.error(), "");
   return out;

@@ -65,8 +65,8 @@ void write_node(const std::string& path, const std::string& node,
 TEST(StacksMerge, OurStacksFromTwoNodesAreKeptAndSharedOnesStoredOnce) {
   const uint64_t shared = 0x1111, only_b = 0x2222;
   std::vector<hal::StackFrame> s1 = {native("alloc_weights", "/src/train.c", 41, 0x1189),
-                                   python("forward", "/src/train.py", 142),
-                                   python("<module>", "/src/train.py", 200)};
+                                     python("forward", "/src/train.py", 142),
+                                     python("<module>", "/src/train.py", 200)};
   std::vector<hal::StackFrame> s2 = {native("", "", 0, 0x2000)};  // unresolved: kept as offset
   std::string a = test::temp_path("node-a.db"), b = test::temp_path("node-b.db");
   write_node(a, "node-a", {{shared, s1}}, 3);

@@ -1,5 +1,5 @@
 // The step model and the step rules on the real H100 traces (tests/fixtures/h100; ground truth
-// in its README), replayed through the real SqlTraceSource. The traces are exact, so are the
+// in its README), replayed through the real store::SqlTraceSource. The traces are exact, so are the
 // expectations: step counts, median steps, the breakdown, the first chain.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "app/demo_scenarios.h"
-#include "app/sql_trace_source.h"
 #include "engine/analysis.h"
+#include "store/sql_trace_source.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 
@@ -29,7 +29,7 @@ std::string fixture(const std::string& name) {
 
 struct Fixture {
   std::unique_ptr<store::TraceReader> reader;
-  std::unique_ptr<SqlTraceSource> source;
+  std::unique_ptr<store::SqlTraceSource> source;
   engine::Analysis a;
   const engine::StepSeries& only() const {
     EXPECT_EQ(a.steps.processes.size(), 1u);
@@ -43,7 +43,7 @@ Fixture analyze_fixture(const std::string& name) {
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
   Fixture f;
   f.reader = std::move(*r);
-  f.source = std::make_unique<SqlTraceSource>(*f.reader);
+  f.source = std::make_unique<store::SqlTraceSource>(*f.reader);
   f.a = engine::analyze(*f.source, engine::Window{});
   EXPECT_EQ(f.source->error(), "");
   return f;
@@ -225,7 +225,7 @@ TEST(StepsFixtures, StragglerStepFindingsJoinTheStragglerChain) {
   }
   auto r = store::TraceReader::open(path);
   ASSERT_TRUE(r);
-  SqlTraceSource src(**r);
+  store::SqlTraceSource src(**r);
   auto a = engine::analyze(src, engine::Window{});
   ASSERT_FALSE(a.chains.empty());
   const auto& c = a.chains[0];

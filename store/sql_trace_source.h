@@ -1,19 +1,21 @@
 // engine::TraceSource over a trace file: ours or the original implementation's, through the
-// contract views the reader installs.
+// contract views the reader installs. Events come through store::EventCursor.
+//
+// A read that fails part-way (a damaged file) stops that read and is kept in error(): the
+// answer computed from it is incomplete, so callers must check error() before reporting it.
 #pragma once
 
-#include <deque>
-#include <set>
 #include <string>
 
 #include "engine/trace_source.h"
+#include "store/event_rows.h"
 #include "store/trace_reader.h"
 
-namespace ingero::app {
+namespace ingero::store {
 
 class SqlTraceSource final : public engine::TraceSource {
  public:
-  explicit SqlTraceSource(store::TraceReader& reader) : reader_(reader) {}
+  explicit SqlTraceSource(TraceReader& reader) : reader_(reader) {}
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
   void host_events(const engine::Window& w, const engine::EventFn& fn) override;
   std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override;
@@ -27,23 +29,20 @@ class SqlTraceSource final : public engine::TraceSource {
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
   // Distinct node names in the trace (merged files hold several).
   std::vector<std::string> nodes();
-  // The first error met while reading (queries keep going with what they have).
+  // The first error met while reading ("" when none): any answer computed after it is
+  // incomplete.
   const std::string& error() const { return error_; }
 
  private:
-  std::string_view intern(std::string s);
-  store::Stmt prepare(const std::string& sql);
-  store::TraceReader& reader_;
-  std::set<std::string, std::less<>> strings_;
+  // Prepares `sql`; records the error and returns nullopt on failure.
+  std::optional<Stmt> prepare(const std::string& sql);
+  // Steps `st` once: true on a row; false at the end or on an error (recorded).
+  bool row(Stmt& st);
+  void fail(const ingero::Error& e);
+  EventFilter filter(const engine::Window& w, bool with_pid) const;
+  TraceReader& reader_;
+  StringPool strings_;
   std::string error_;
 };
 
-// --since/--from/--to resolution against a trace: relative times count back from the
-// trace's last event (a stored trace is read long after it was written).
-struct WindowSpec {
-  std::string since, from, to;
-  std::optional<uint32_t> pid;
-};
-ingero::Result<engine::Window> resolve_window(engine::TraceSource& source, const WindowSpec& spec);
-
-}  // namespace ingero::app
+}  // namespace ingero::store

@@ -1,0 +1,26 @@
+// What a user asked for (--since/--from/--to, a tool's arguments) resolved against a trace:
+// relative times count back from the trace's last event, since a stored trace is read long
+// after it was written.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/trace_source.h"
+#include "hal/result.h"
+
+namespace ingero::engine {
+
+struct WindowSpec {
+  std::string since, from, to;
+  std::optional<uint32_t> pid;
+};
+ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec);
+
+// "30s", "5m", "1h", "250ms", "2.5s"; plain numbers are seconds. Negative on error.
+double parse_duration_s(const std::string& text);
+// "2026-04-03T12:18:02Z", "2026-04-03 12:18:02", or Unix seconds / ns as digits; UTC.
+std::optional<int64_t> parse_time_ns(const std::string& text);
+
+}  // namespace ingero::engine

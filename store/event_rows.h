@@ -1,0 +1,78 @@
+// Events read back from a trace file: the one mapping from rows of the contract views
+// (`calls`, `host_events`) to hal::Event. (The writer's mapping, the other way, is
+// TraceWriter::add.) The engine's source, `merge` and the MCP tools read events only through
+// this cursor, so a column added to the views is decoded in one place.
+//
+// Columns are matched by name when the statement is prepared: the views of our files and the
+// original implementation's files differ in which optional columns exist, never in meaning.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "hal/event.h"
+#include "hal/result.h"
+
+namespace ingero::store {
+
+class Db;
+class Stmt;
+
+// Storage for the strings events point at (vendor, api, op): an Event's string_views stay
+// valid as long as the pool.
+class StringPool {
+ public:
+  std::string_view intern(std::string_view s) { return *strings_.emplace(s).first; }
+
+ private:
+  std::set<std::string, std::less<>> strings_;
+};
+
+// Which rows: a time window on ts_ns (wall-clock Unix ns, inclusive), optionally one process
+// (calls only: host context is about every process) and one node.
+struct EventFilter {
+  int64_t from_ns = std::numeric_limits<int64_t>::min();
+  int64_t to_ns = std::numeric_limits<int64_t>::max();
+  std::optional<uint32_t> pid;
+  std::optional<std::string> node;
+};
+
+class EventCursor {
+ public:
+  enum class Rows { kCalls, kHostEvents };
+  // Prepares the query over `db`'s contract views, in ts_ns order. An unknown view or a
+  // malformed file is an Error naming the file.
+  static ingero::Result<std::unique_ptr<EventCursor>> open(Db& db, Rows rows,
+                                                           const EventFilter& filter,
+                                                           StringPool& strings);
+  ~EventCursor();
+  EventCursor(const EventCursor&) = delete;
+  EventCursor& operator=(const EventCursor&) = delete;
+
+  // The next row into `e` (reset first): true; false at the end; an Error when SQLite
+  // reports one (corruption in the middle of the file is an error, never a short read).
+  ingero::Result<bool> next(hal::Event& e);
+
+ private:
+  struct Columns;
+  EventCursor(Db& db, Rows rows, StringPool& strings);
+  Db& db_;
+  Rows rows_;
+  StringPool& strings_;
+  std::unique_ptr<Stmt> stmt_;
+  std::unique_ptr<Columns> cols_;
+};
+
+// Reads every row of `rows` matching `filter` into `fn`; stops at the first Error (a read
+// error, or one `fn` returns).
+ingero::Status for_each_event(Db& db, EventCursor::Rows rows, const EventFilter& filter,
+                              StringPool& strings,
+                              const std::function<ingero::Status(const hal::Event&)>& fn);
+
+}  // namespace ingero::store

@@ -1,0 +1,228 @@
+#include "store/sql_trace_source.h"
+
+#include "hal/symbolizer.h"
+#include "store/stacks.h"
+
+namespace ingero::store {
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string window_sql(const engine::Window& w, const char* ts, bool with_pid,
+                       bool with_node = true) {
+  std::string s = std::string(" WHERE ") + ts + " BETWEEN " + std::to_string(w.from_ns) + " AND " +
+                  std::to_string(w.to_ns);
+  if (with_pid && w.pid) s += " AND pid = " + std::to_string(*w.pid);
+  if (with_node && w.node) s += " AND node = " + quote(*w.node);
+  return s;
+}
+
+}  // namespace
+
+void SqlTraceSource::fail(const ingero::Error& e) {
+  if (error_.empty()) error_ = e.message;
+}
+
+std::optional<Stmt> SqlTraceSource::prepare(const std::string& sql) {
+  auto st = reader_.db().prepare(sql);
+  if (!st) {
+    fail(st.error());
+    return std::nullopt;
+  }
+  return std::move(*st);
+}
+
+bool SqlTraceSource::row(Stmt& st) {
+  auto r = st.step();
+  if (!r) {
+    fail(r.error());
+    return false;
+  }
+  return *r;
+}
+
+EventFilter SqlTraceSource::filter(const engine::Window& w, bool with_pid) const {
+  EventFilter f;
+  f.from_ns = w.from_ns;
+  f.to_ns = w.to_ns;
+  if (with_pid) f.pid = w.pid;
+  f.node = w.node;
+  return f;
+}
+
+void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
+  auto st = for_each_event(reader_.db(), EventCursor::Rows::kCalls, filter(w, true), strings_,
+                           [&](const hal::Event& e) -> ingero::Status {
+                             fn(e);
+                             return {};
+                           });
+  if (!st) fail(st.error());
+}
+
+void SqlTraceSource::host_events(const engine::Window& w, const engine::EventFn& fn) {
+  auto st = for_each_event(reader_.db(), EventCursor::Rows::kHostEvents, filter(w, false), strings_,
+                           [&](const hal::Event& e) -> ingero::Status {
+                             fn(e);
+                             return {};
+                           });
+  if (!st) fail(st.error());
+}
+
+std::vector<engine::SnapshotRow> SqlTraceSource::snapshots(const engine::Window& w) {
+  std::vector<engine::SnapshotRow> out;
+  if (!reader_.db().table_exists("system_snapshots")) return out;
+  bool node_col = reader_.db().column_exists("system_snapshots", "node");
+  auto st = prepare(
+      "SELECT timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg FROM system_snapshots" +
+      window_sql(w, "timestamp", false, node_col) + " ORDER BY timestamp");
+  if (!st) return out;
+  while (row(*st)) {
+    engine::SnapshotRow r;
+    r.ts_ns = st->int64(0);
+    r.cpu_pct = st->real(1);
+    r.mem_pct = st->real(2);
+    r.mem_avail_mb = st->int64(3);
+    r.swap_mb = st->int64(4);
+    r.load_avg = st->real(5);
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::map<uint32_t, engine::ProcessActivity> SqlTraceSource::process_activity(
+    const engine::Window& w) {
+  std::map<uint32_t, engine::ProcessActivity> out;
+  if (reader_.db().table_exists("process_stats")) {
+    auto st = prepare(
+        "SELECT pid, max(comm), sum(switches), sum(involuntary), sum(off_cpu_ns), "
+        "max(max_off_cpu_ns), "
+        "sum(wakeups), sum(page_allocs), sum(page_bytes), sum(forks), sum(block_ios), "
+        "sum(block_bytes), "
+        "sum(block_ns) FROM process_stats" +
+        window_sql(w, "timestamp", false) + " GROUP BY pid");
+    if (!st) return out;
+    while (row(*st)) {
+      engine::ProcessActivity a;
+      a.pid = uint32_t(st->int64(0));
+      a.comm = st->text(1);
+      a.switches = uint64_t(st->int64(2));
+      a.involuntary = uint64_t(st->int64(3));
+      a.off_cpu_ns = uint64_t(st->int64(4));
+      a.max_off_cpu_ns = uint64_t(st->int64(5));
+      a.wakeups = uint64_t(st->int64(6));
+      a.page_allocs = uint64_t(st->int64(7));
+      a.page_bytes = uint64_t(st->int64(8));
+      a.forks = uint64_t(st->int64(9));
+      a.block_ios = uint64_t(st->int64(10));
+      a.block_bytes = uint64_t(st->int64(11));
+      a.block_ns = uint64_t(st->int64(12));
+      out[a.pid] = a;
+    }
+  } else if (reader_.is_legacy() && reader_.db().table_exists("event_aggregates")) {
+    // The original implementation counted page allocations per pid and minute (source 3,
+    // op 3: mm_page_alloc; sum_arg0 = bytes).
+    std::string from = std::to_string(w.from_ns - 60'000'000'000LL), to = std::to_string(w.to_ns);
+    auto st = prepare(
+        "SELECT a.pid, coalesce(max(pn.name), ''), sum(a.count), sum(a.sum_arg0) FROM "
+        "event_aggregates a "
+        "JOIN ops o ON o.source_id = a.source AND o.op_id = a.op "
+        "LEFT JOIN process_names pn ON pn.pid = a.pid "
+        "WHERE o.name = 'mm_page_alloc' AND a.bucket BETWEEN " +
+        from + " AND " + to + " GROUP BY a.pid");
+    if (!st) return out;
+    while (row(*st)) {
+      engine::ProcessActivity a;
+      a.pid = uint32_t(st->int64(0));
+      a.comm = st->text(1);
+      a.page_allocs = uint64_t(st->int64(2));
+      a.page_bytes = uint64_t(st->int64(3));
+      out[a.pid] = a;
+    }
+  }
+  return out;
+}
+
+std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes() {
+  std::map<uint32_t, engine::ProcessInfo> out;
+  bool has_cmd = reader_.db().column_exists("process_names", "cmdline");
+  auto st = prepare(std::string("SELECT pid, name, ") + (has_cmd ? "cmdline" : "''") +
+                    " FROM process_names");
+  if (!st) return out;
+  while (row(*st)) {
+    engine::ProcessInfo p;
+    p.pid = uint32_t(st->int64(0));
+    p.name = st->text(1);
+    p.cmdline = st->text(2);
+    out[p.pid] = p;
+  }
+  return out;
+}
+
+std::vector<std::string> SqlTraceSource::nodes() {
+  std::vector<std::string> out;
+  if (!reader_.db().column_exists("events", "node")) return out;
+  auto st = prepare("SELECT DISTINCT node FROM events ORDER BY node");
+  if (!st) return out;
+  while (row(*st)) out.push_back(st->text(0));
+  return out;
+}
+
+std::pair<int64_t, int64_t> SqlTraceSource::time_span() {
+  auto st = prepare("SELECT min(timestamp), max(timestamp + duration) FROM events");
+  if (!st || !row(*st) || st->is_null(0)) return {0, 0};
+  return {st->int64(0), st->int64(1)};
+}
+
+uint64_t SqlTraceSource::event_count(const engine::Window& w) {
+  std::string sql = "SELECT count(*) FROM events" +
+                    window_sql(w, "timestamp", false, reader_.db().column_exists("events", "node"));
+  auto st = prepare(sql);
+  if (!st || !row(*st)) return 0;
+  return uint64_t(st->int64(0));
+}
+
+std::vector<engine::RdmaSample> SqlTraceSource::rdma_error_samples(const engine::Window& w) {
+  std::vector<engine::RdmaSample> out;
+  if (!reader_.db().table_exists("rdma_counters")) return out;
+  // One sample before the window too, so an increase right at its start is seen.
+  engine::Window wide = w;
+  wide.from_ns = w.from_ns == INT64_MIN ? w.from_ns : w.from_ns - 10'000'000'000LL;
+  auto st = prepare("SELECT timestamp, device, port, counter, value FROM rdma_counters" +
+                    window_sql(wide, "timestamp", false) + " AND is_error = 1 ORDER BY timestamp");
+  if (!st) return out;
+  while (row(*st))
+    out.push_back(
+        {st->int64(0), st->text(1), uint32_t(st->int64(2)), st->text(3), uint64_t(st->int64(4))});
+  return out;
+}
+
+std::map<uint64_t, std::string> SqlTraceSource::cgroup_paths() {
+  std::map<uint64_t, std::string> out;
+  if (!reader_.db().table_exists("cgroup_metadata")) return out;
+  auto st = prepare("SELECT cgroup_id, cgroup_path FROM cgroup_metadata");
+  if (!st) return out;
+  while (row(*st)) out[uint64_t(st->int64(0))] = st->text(1);
+  return out;
+}
+
+bool SqlTraceSource::has_stacks() { return store::has_stacks(reader_.db()); }
+
+std::vector<engine::StackFrameInfo> SqlTraceSource::stack(uint64_t stack_id) {
+  std::vector<engine::StackFrameInfo> out;
+  auto frames = read_stack(reader_.db(), int64_t(stack_id));
+  if (!frames) {
+    fail(frames.error());
+    return out;
+  }
+  if (!*frames) return out;
+  for (const auto& f : **frames)
+    out.push_back({f.python, f.python ? f.function : hal::demangle(f.function), f.file, f.line,
+                   f.module, f.address});
+  return out;
+}
+
+}  // namespace ingero::store

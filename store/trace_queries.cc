@@ -1,0 +1,116 @@
+#include "store/trace_queries.h"
+
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+namespace {
+
+// Runs `sql` (with `node` bound as parameter 1 when given) and hands each row to `fn`.
+ingero::Status each_row(Db& db, const std::string& sql, const NodeFilter& node,
+                        const std::function<ingero::Status(const Stmt&)>& fn) {
+  auto st = db.prepare(sql);
+  if (!st) return st.error();
+  if (node) st->bind(1, *node);
+  while (true) {
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) return {};
+    if (auto s = fn(*st); !s) return s;
+  }
+}
+
+std::string where_node(Db& db, const char* table, const NodeFilter& node) {
+  return node && db.column_exists(table, "node") ? " WHERE node = ?" : "";
+}
+
+}  // namespace
+
+ingero::Result<std::vector<std::string>> read_nodes(Db& db) {
+  std::vector<std::string> out;
+  if (!db.column_exists("events", "node")) return out;
+  auto st = each_row(db, "SELECT DISTINCT node FROM events ORDER BY node", std::nullopt,
+                     [&](const Stmt& s) -> ingero::Status {
+                       out.push_back(s.text(0));
+                       return {};
+                     });
+  if (!st) return st.error();
+  return out;
+}
+
+ingero::Result<std::optional<int64_t>> first_event_ns(Db& db) {
+  return db.query_int("SELECT min(timestamp) FROM events");
+}
+
+ingero::Result<std::vector<ProcessNameRow>> read_process_names(Db& db, const NodeFilter& node) {
+  std::vector<ProcessNameRow> out;
+  std::string where = where_node(db, "process_names", node);
+  std::string cmd = db.column_exists("process_names", "cmdline") ? "cmdline" : "''";
+  auto st = each_row(db, "SELECT pid, name, " + cmd + " FROM process_names" + where,
+                     where.empty() ? std::nullopt : node, [&](const Stmt& s) -> ingero::Status {
+                       out.push_back({uint32_t(s.int64(0)), s.text(1), s.text(2)});
+                       return {};
+                     });
+  if (!st) return st.error();
+  return out;
+}
+
+ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter& node) {
+  std::vector<SnapshotRow> out;
+  if (!db.table_exists("system_snapshots")) return out;
+  std::string where = where_node(db, "system_snapshots", node);
+  auto st = each_row(
+      db,
+      "SELECT timestamp, cpu_pct, mem_pct, load_avg, mem_avail, swap_mb FROM system_snapshots" +
+          where + " ORDER BY timestamp",
+      where.empty() ? std::nullopt : node, [&](const Stmt& s) -> ingero::Status {
+        out.push_back({s.int64(0), s.real(1), s.real(2), s.real(3), s.int64(4), s.int64(5), 0});
+        return {};
+      });
+  if (!st) return st.error();
+  return out;
+}
+
+ingero::Status for_each_stack(
+    Db& db,
+    const std::function<ingero::Status(uint64_t, const std::vector<hal::StackFrame>&)>& fn) {
+  if (!db.table_exists("stack_frames")) return {};
+  int64_t current = 0;
+  std::vector<hal::StackFrame> frames;
+  auto flush = [&]() -> ingero::Status {
+    if (frames.empty()) return {};
+    auto s = fn(uint64_t(current), frames);
+    frames.clear();
+    return s;
+  };
+  auto st = each_row(db,
+                     "SELECT stack_id, kind, module, module_offset, build_id, function, file, "
+                     "line FROM stack_frames ORDER BY stack_id, frame",
+                     std::nullopt, [&](const Stmt& s) -> ingero::Status {
+                       if (s.int64(0) != current)
+                         if (auto x = flush(); !x) return x;
+                       current = s.int64(0);
+                       hal::StackFrame f;
+                       f.python = s.text(1) == "python";
+                       f.module = s.text(2);
+                       if (!s.is_null(3)) f.module_offset = uint64_t(s.int64(3));
+                       f.build_id = s.text(4);
+                       f.function = s.text(5);
+                       f.file = s.text(6);
+                       f.line = s.is_null(7) ? 0 : s.int64(7);
+                       frames.push_back(std::move(f));
+                       return {};
+                     });
+  if (!st) return st;
+  return flush();
+}
+
+ingero::Status for_each_legacy_stack(
+    Db& db, const std::function<ingero::Status(const LegacyStackRow&)>& fn) {
+  if (!db.table_exists("stack_traces")) return {};
+  return each_row(db, "SELECT hash, ips, frames FROM stack_traces", std::nullopt,
+                  [&](const Stmt& s) {
+                    return fn({s.int64(0), s.text(1), s.text(2)});
+                  });
+}
+
+}  // namespace ingero::store

@@ -1,0 +1,45 @@
+// Named reads of a trace file besides its events (store/event_rows.h): what merge, the MCP
+// tools and the report read. SQL about the file's tables stays in store/; every loop checks
+// SQLite's final code, so a damaged file is an Error, never a short answer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hal/result.h"
+#include "hal/stack_frame.h"
+#include "store/trace_writer.h"
+
+namespace ingero::store {
+
+class Db;
+
+using NodeFilter = std::optional<std::string>;  // nullopt: every node
+
+// Distinct node names of the events (files without a node column: none).
+ingero::Result<std::vector<std::string>> read_nodes(Db& db);
+// The first event's timestamp (Unix ns), if any.
+ingero::Result<std::optional<int64_t>> first_event_ns(Db& db);
+
+struct ProcessNameRow {
+  uint32_t pid = 0;
+  std::string name, cmdline;
+};
+ingero::Result<std::vector<ProcessNameRow>> read_process_names(Db& db, const NodeFilter& node);
+ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter& node);
+
+// Our stacks (stack_frames), each with its frames innermost first, in id order.
+ingero::Status for_each_stack(
+    Db& db, const std::function<ingero::Status(uint64_t, const std::vector<hal::StackFrame>&)>& fn);
+// The original implementation's stack_traces rows (hash, ips, frames as stored).
+struct LegacyStackRow {
+  int64_t hash = 0;
+  std::string ips, frames;
+};
+ingero::Status for_each_legacy_stack(
+    Db& db, const std::function<ingero::Status(const LegacyStackRow&)>& fn);
+
+}  // namespace ingero::store
