@@ -6,11 +6,14 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "app/mcp/server.h"
-#include "app/mcp/transport.h"
+#include "app/mcp_host.h"
+#include "serve/mcp/server.h"
+#include "serve/mcp/transport.h"
 
 namespace ingero::app {
 namespace {
+
+namespace mcp = serve::mcp;
 
 std::atomic<bool> g_mcp_stop{false};
 void on_signal(int) { g_mcp_stop = true; }
@@ -25,7 +28,7 @@ struct McpOptions {
 };
 
 int run_mcp(Context& ctx, const McpOptions& o) {
-  mcp::ToolContext tools(o.db, &ctx.registry);
+  mcp::ToolContext tools(o.db, mcp_tool_host(ctx.registry));
   if (auto st = tools.validate(); !st) {
     std::cerr << "ingero mcp: " << st.error().message << "\n";
     return kExitFailure;

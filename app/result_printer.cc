@@ -1,48 +1,13 @@
 #include "app/result_printer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
+
+#include "store/query_json.h"
 
 namespace ingero::app {
 
-std::string to_text(const store::Value& v) {
-  if (std::holds_alternative<std::monostate>(v)) return "NULL";
-  if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  if (auto* d = std::get_if<double>(&v)) {
-    char buf[64];
-    if (std::fabs(*d) >= 1e15 || (std::fabs(*d) < 1e-4 && *d != 0))
-      std::snprintf(buf, sizeof(buf), "%.6g", *d);
-    else
-      std::snprintf(buf, sizeof(buf), "%.6f", *d);
-    std::string s = buf;
-    if (s.find('.') != std::string::npos && s.find('e') == std::string::npos) {
-      while (s.back() == '0') s.pop_back();
-      if (s.back() == '.') s.pop_back();
-    }
-    return s;
-  }
-  return std::get<std::string>(v);
-}
-
-nlohmann::json to_json(const store::Value& v) {
-  if (std::holds_alternative<std::monostate>(v)) return nullptr;
-  if (auto* i = std::get_if<int64_t>(&v)) return *i;
-  if (auto* d = std::get_if<double>(&v)) return *d;
-  // Traced strings may hold anything; invalid UTF-8 is replaced, not fatal.
-  const auto& s = std::get<std::string>(v);
-  return nlohmann::json(s);
-}
-
-nlohmann::json to_json(const store::QueryResult& r) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& row : r.rows) {
-    nlohmann::json o = nlohmann::json::object();
-    for (size_t i = 0; i < r.columns.size(); ++i) o[r.columns[i]] = to_json(row[i]);
-    rows.push_back(std::move(o));
-  }
-  return rows;
-}
+using store::to_text;
 
 void print_table(std::ostream& out, const store::QueryResult& r) {
   std::vector<size_t> w(r.columns.size());

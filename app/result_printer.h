@@ -1,4 +1,4 @@
-// Printing query results: an aligned text table, or a JSON array of row objects.
+// Printing query results as an aligned text table (JSON: store/query_json.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,8 +9,5 @@
 namespace ingero::app {
 
 void print_table(std::ostream& out, const store::QueryResult& r);
-nlohmann::json to_json(const store::QueryResult& r);
-nlohmann::json to_json(const store::Value& v);
-std::string to_text(const store::Value& v);
 
 }  // namespace ingero::app

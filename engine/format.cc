@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "engine/chain.h"
@@ -51,6 +52,15 @@ std::string format_count(uint64_t n) {
     out.push_back(digits[i]);
   }
   return out;
+}
+
+std::string format_wall(int64_t ns) {
+  time_t t = time_t(ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
 }
 
 }  // namespace ingero::engine

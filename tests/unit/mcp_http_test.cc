@@ -7,13 +7,25 @@
 #include <future>
 #include <thread>
 
-#include "app/mcp/transport.h"
+#include "app/builtin_backends.h"
+#include "app/mcp_host.h"
+#include "serve/mcp/transport.h"
 #include "test_paths.h"
 #include "tests/support/http_client.h"
 #include "tests/support/trace_db.h"
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
 namespace {
+
+// The host `ingero mcp` supplies: the real audit and demo scenarios.
+ToolHost test_host() {
+  static hal::BackendRegistry registry = [] {
+    hal::BackendRegistry r;
+    app::register_builtin_backends(r);
+    return r;
+  }();
+  return app::mcp_tool_host(registry);
+}
 
 using test::http_request;
 using test::HttpResponse;
@@ -38,7 +50,7 @@ class McpHttp : public ::testing::Test {
     std::filesystem::copy_file(
         std::string(INGERO_FIXTURES_DIR) + "/ingero-go/pytorch-dataloader-starvation.db", db_,
         std::filesystem::copy_options::overwrite_existing);
-    ctx_ = std::make_unique<ToolContext>(db_, nullptr);
+    ctx_ = std::make_unique<ToolContext>(db_, test_host());
     server_ = std::make_unique<Server>(*ctx_);
     if (o.addr == HttpOptions{}.addr) o.addr = "127.0.0.1:0";
     http_ = std::make_unique<HttpServer>(*server_, o);
@@ -302,4 +314,4 @@ TEST_F(McpHttp, BusyPortIsAClearError) {
 }
 
 }  // namespace
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

@@ -24,9 +24,9 @@
 #include <iostream>
 #include <set>
 
-#include "app/mcp/transport.h"
+#include "serve/mcp/transport.h"
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
 
 namespace {
 
@@ -519,4 +519,4 @@ int HttpServer::run(std::atomic<bool>& stop) {
   return 0;
 }
 
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "app/mcp/server.h"
+#include "serve/mcp/server.h"
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
 
 class ThreadPool {
  public:
@@ -68,4 +68,4 @@ class HttpServer {
   std::string url_;
 };
 
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

@@ -14,30 +14,46 @@
 #include <string>
 #include <vector>
 
-#include "hal/backend.h"
 #include "hal/result.h"
 #include "store/trace_reader.h"
+#include "store/trace_writer.h"
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
+
+// What the server needs from the program hosting it: the tools that audit the host or build a
+// synthetic trace run code that lives with the commands owning it (app/), handed in here.
+struct ToolHost {
+  // The host capability audit, as `ingero check --json` prints it; null: get_check reports
+  // the trace only.
+  std::function<nlohmann::json()> audit;
+  struct Demo {
+    std::string name, description;
+  };
+  std::vector<Demo> demos;  // run_demo's scenarios
+  // Writes a synthetic trace of one scenario (run_demo); null: no run_demo tool.
+  std::function<ingero::Status(const std::string& scenario, store::TraceWriter& out)> write_demo;
+};
 
 // The trace file the server answers about, and what its tools share. Readers are opened per
 // thread (SQLite connections are not shared across threads): one for the engine, one
 // confined connection for run_sql.
 class ToolContext {
  public:
-  ToolContext(std::string db_path, const hal::BackendRegistry* registry);
+  ToolContext(std::string db_path, ToolHost host);
   // Opens the file once to report a clear error at start (missing, foreign, corrupt, newer).
   ingero::Status validate();
   const std::string& db_path() const { return db_path_; }
   ingero::Result<store::TraceReader*> engine_reader();
   ingero::Result<store::TraceReader*> sql_reader();
-  // The host capability audit, cached for 10 s (it loads BPF and places a uprobe).
+  // The host capability audit, cached for 10 s (it loads BPF and places a uprobe); null when
+  // the host supplied none.
   nlohmann::json host_check();
+  const ToolHost& host() const { return host_; }
 
  private:
   ingero::Result<store::TraceReader*> reader(int which);
   std::string db_path_;
-  const hal::BackendRegistry* registry_;
+  ToolHost host_;
   uint64_t generation_;
   std::mutex check_mu_;
   nlohmann::json check_;
@@ -62,7 +78,7 @@ struct Tool {
   std::function<ToolOutput(ToolContext&, const ToolCall&)> run;
 };
 
-std::vector<Tool> make_tools();
+std::vector<Tool> make_tools(const ToolHost& host);
 
 // Validates `value` against the subset of JSON Schema our input schemas use (type, properties,
 // required, additionalProperties, enum, minimum/maximum, minLength/maxLength, pattern). Returns
@@ -87,4 +103,4 @@ ingero::Result<std::string> read_resource(ToolContext& ctx, const std::string& u
 // The investigate prompt.
 std::string investigate_prompt(const std::string& question, const std::string& since);
 
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

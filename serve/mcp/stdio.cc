@@ -5,9 +5,9 @@
 #include <cstring>
 #include <iostream>
 
-#include "app/mcp/transport.h"
+#include "serve/mcp/transport.h"
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
 
 ThreadPool::ThreadPool(size_t threads, size_t max_queue) : max_queue_(max_queue) {
   for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
@@ -165,4 +165,4 @@ int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
   return 0;
 }
 
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

@@ -1,9 +1,9 @@
-#include "app/mcp/server.h"
+#include "serve/mcp/server.h"
 
 #include <chrono>
 #include <set>
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
 namespace {
 
 const char* kLevels[] = {"debug", "info",     "notice", "warning",
@@ -72,7 +72,7 @@ int json_depth(std::string_view text) {
   return max;
 }
 
-Server::Server(ToolContext& ctx) : ctx_(ctx), tools_(make_tools()) {}
+Server::Server(ToolContext& ctx) : ctx_(ctx), tools_(make_tools(ctx.host())) {}
 
 bool Server::is_request(const Json& msg) {
   return msg.is_object() && msg.contains("method") && msg.contains("id");
@@ -334,4 +334,4 @@ Json Server::read_resource(const Json& params) {
   return {{"contents", {{{"uri", uri}, {"mimeType", r->mime}, {"text", *text}}}}};
 }
 
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

@@ -2,12 +2,14 @@
 // investigate prompt.
 #include <sstream>
 
-#include "app/explain_report.h"
-#include "app/mcp/tools.h"
 #include "engine/chain.h"
+#include "engine/result_json.h"
+#include "serve/mcp/tools.h"
 #include "store/sql_trace_source.h"
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
+
+using engine::format_wall;
 
 extern const char* const kSchemaDoc;  // docs/schema.md, embedded at build time
 
@@ -119,4 +121,4 @@ std::string investigate_prompt(const std::string& question, const std::string& s
   return p.str();
 }
 
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "app/mcp/tools.h"
+#include "serve/mcp/tools.h"
 
-namespace ingero::app::mcp {
+namespace ingero::serve::mcp {
 
 using Json = nlohmann::json;
 
@@ -98,4 +98,4 @@ struct RpcError {
 // Nesting depth of a JSON text (brackets outside strings); a cheap guard run before parsing.
 int json_depth(std::string_view text);
 
-}  // namespace ingero::app::mcp
+}  // namespace ingero::serve::mcp

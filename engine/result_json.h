@@ -1,0 +1,23 @@
+// The engine's results as JSON: one shape for `explain --json`, the MCP tools and the report.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/analysis.h"
+
+namespace ingero::engine {
+
+struct ReportHeader {
+  std::string title;     // e.g. the trace path
+  std::string subtitle;  // e.g. "ingero-go schema 0.8 (read-only)" or "SYNTHETIC DEMO DATA"
+  bool per_process = false;
+};
+
+nlohmann::json report_json(const Analysis& a, const ReportHeader& o);
+nlohmann::json chain_json(const Chain& c);
+nlohmann::json op_stats_json(const OpStats& s);
+// A process of the per-process breakdown, without its ops (each caller lists those its way).
+nlohmann::json process_json(const ProcessReport& p);
+
+}  // namespace ingero::engine

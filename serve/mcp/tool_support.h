@@ -1,0 +1,65 @@
+// What the MCP tool families share: argument and schema helpers, trace access, and the text
+// conventions (names print bare, anything else is quoted data). Internal to serve/mcp.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/chain.h"
+#include "engine/trace_source.h"
+#include "serve/mcp/tools.h"
+#include "store/sql_trace_source.h"
+
+namespace ingero::serve::mcp {
+
+using Json = nlohmann::json;
+using engine::format_count;
+using engine::format_duration;
+using engine::format_wall;
+
+// Names from backend tables and well-formed files print bare; anything else is quoted.
+std::string ident(std::string_view s);
+std::string dur(uint64_t ns);
+std::string fmt(const char* f, double v);
+std::string hex(uint64_t v);
+
+// Schemas.
+Json window_props();
+// window_props() plus `extra`.
+Json with_window(Json extra);
+Json pid_prop();
+Json limit_prop(int dflt, int max, const char* what);
+Json object_schema(Json props, std::vector<std::string> required = {});
+// Output schemas: the top level the SDKs validate structuredContent against.
+Json out_schema(Json props, std::vector<std::string> required);
+extern const Json kArr, kObj, kInt, kNum, kStr, kBool;
+// Appended to every description that returns traced strings.
+extern const std::string kDataNote;
+
+int arg_int(const Json& a, const char* k, int dflt);
+std::string arg_str(const Json& a, const char* k);
+
+// Trace access.
+struct Opened {
+  store::TraceReader* reader = nullptr;
+  std::unique_ptr<store::SqlTraceSource> source;
+};
+ingero::Result<Opened> open_source(ToolContext& ctx);
+ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src,
+                                         bool with_pid = true);
+Json window_json(const engine::Window& w, std::pair<int64_t, int64_t> span);
+ToolOutput error_output(const std::string& msg);
+std::string window_line(const engine::Window& w, std::pair<int64_t, int64_t> span, uint64_t events);
+
+// The tool families: each adds its tools (name, schemas, handler) to `t`.
+void add_overview_tools(std::vector<Tool>& t);  // get_check, get_trace_stats, processes
+void add_chain_tools(std::vector<Tool>& t, const ToolHost& host);  // chains, run_demo
+void add_stack_tools(std::vector<Tool>& t);                        // get_stacks
+void add_collective_tools(std::vector<Tool>& t);                   // collectives, RDMA counters
+void add_graph_tools(std::vector<Tool>& t);                        // graph lifecycle and frequency
+void add_sql_tools(std::vector<Tool>& t);                          // run_sql
+
+}  // namespace ingero::serve::mcp
