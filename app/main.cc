@@ -3,6 +3,7 @@
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/man_page.h"
 
 namespace ingero::app {
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   add_export_command(app, ctx);
   add_mcp_command(app, ctx);
   add_version_command(app, ctx);
+  add_man_page_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
