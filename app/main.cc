@@ -4,13 +4,15 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/man_page.h"
+#include "store/schema.h"
 
 namespace ingero::app {
 
 void add_version_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("version", "Print the version and build facts");
   cmd->callback([&ctx] {
-    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema " << 1 << ")\n";
+    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema "
+              << store::kSchemaVersion << ")\n";
     ctx.exit_code = kExitOk;
   });
 }

@@ -3,6 +3,10 @@
 # docs/deploy.md describes what the package holds and how it is tested
 # (tests/deploy/package_test.sh).
 include(GNUInstallDirs)
+# `install` and cpack's preinstall step do not rebuild everything (tests included) first:
+# they need only the binary and the man page, which a normal build makes. `--target package`
+# still builds all.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY TRUE)
 
 # The manual page, generated from the CLI definitions by the binary itself.
 set(INGERO_MAN ${CMAKE_BINARY_DIR}/ingero.1.gz)
@@ -30,8 +34,8 @@ set(CPACK_PACKAGE_NAME ingero)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "ingero maintainers")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "eBPF agent for GPU debugging")
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-  "eBPF agent for GPU debugging\n"
+# The synopsis line is CPACK_PACKAGE_DESCRIPTION_SUMMARY; this is the extended description.
+string(CONCAT CPACK_DEBIAN_PACKAGE_DESCRIPTION
   "Traces CUDA, HIP, NCCL/RCCL and RDMA calls with uprobes, and the Linux\n"
   "scheduler, memory, block I/O and TCP with BTF tracepoints, into a local SQLite\n"
   "file; explains GPU stalls, serves Prometheus metrics and an MCP server. Ships a\n"
