@@ -13,9 +13,12 @@
 namespace ingero::app {
 namespace {
 
-bool is_config_table(std::string_view name) {
-  return std::find(std::begin(kConfigTables), std::end(kConfigTables), name) !=
-         std::end(kConfigTables);
+// The subcommands a config file may configure: those add_config_option gave --config.
+std::vector<const CLI::App*> config_tables(const CLI::App& app) {
+  std::vector<const CLI::App*> out;
+  for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (s->get_option_no_throw("--config")) out.push_back(s);
+  return out;
 }
 
 std::string scalar_text(const toml::node& v) {
@@ -169,11 +172,13 @@ std::vector<ConfigProblem> check_config(const ParsedConfig& parsed, const CliSch
     auto problem = [&](std::string msg) {
       out.push_back({e.line, e.column, e.table, e.key, std::move(msg)});
     };
-    CLI::App* sub = is_config_table(e.table) ? find_subcommand(*app, e.table) : nullptr;
+    CLI::App* sub = find_subcommand(*app, e.table);
+    if (sub && !sub->get_option_no_throw("--config")) sub = nullptr;
     if (!sub) {
       if (!bad_tables[e.table]) {
         std::string known;
-        for (auto t : kConfigTables) known += (known.empty() ? "[" : ", [") + std::string(t) + "]";
+        for (const auto* t : config_tables(*app))
+          known += (known.empty() ? "[" : ", [") + t->get_name() + "]";
         problem("unknown table [" + e.table + "]: a config file holds " + known);
       }
       bad_tables[e.table] = true;
@@ -232,11 +237,7 @@ std::vector<CLI::ConfigItem> TomlConfig::from_config(std::istream& input) const 
 
 std::string TomlConfig::to_config(const CLI::App* app, bool default_also, bool, std::string) const {
   toml::table root;
-  for (auto name : kConfigTables) {
-    const CLI::App* sub = nullptr;
-    for (const auto* s : app->get_subcommands([](const CLI::App*) { return true; }))
-      if (s->get_name() == name) sub = s;
-    if (!sub) continue;
+  for (const CLI::App* sub : config_tables(*app)) {
     toml::table t;
     for (const auto* op : sub->get_options()) {
       if (op->get_lnames().empty() || !op->get_configurable() || op == sub->get_help_ptr() ||
@@ -256,7 +257,7 @@ std::string TomlConfig::to_config(const CLI::App* app, bool default_also, bool, 
         t.insert(key, std::move(arr));
       }
     }
-    if (!t.empty()) root.insert(std::string(name), std::move(t));
+    if (!t.empty()) root.insert(sub->get_name(), std::move(t));
   }
   std::ostringstream out;
   out << root << "\n";
@@ -264,8 +265,12 @@ std::string TomlConfig::to_config(const CLI::App* app, bool default_also, bool, 
 }
 
 void add_config_option(CLI::App& root, CLI::App& sub, CliSchema schema) {
-  auto fmt = std::make_shared<TomlConfig>(std::move(schema));
-  root.config_formatter(fmt);
+  // One formatter per root, shared by every subcommand that takes --config.
+  auto fmt = std::dynamic_pointer_cast<TomlConfig>(root.get_config_formatter());
+  if (!fmt) {
+    fmt = std::make_shared<TomlConfig>(std::move(schema));
+    root.config_formatter(fmt);
+  }
   root.allow_config_extras(CLI::config_extras_mode::error);
   if (!root.get_config_ptr())
     root.set_config("--config", "", "Read flags from a TOML config file")->group("");

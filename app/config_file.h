@@ -52,17 +52,14 @@ ParsedConfig parse_config_text(std::string_view text, const std::string& source)
 // Reads and parses a file; an unreadable file is one problem naming the path and errno.
 ParsedConfig parse_config_file(const std::string& path);
 
-// Checks every entry against the CLI: the table must name a configurable subcommand, the
-// key one of its long flags (not --config, --help or a positional), at most one key per
-// flag, and the value must pass the flag's own conversion and validators. Returns every
-// problem, in file order, after the parse problems.
+// Checks every entry against the CLI: the table must name a subcommand that takes --config
+// (add_config_option), the key one of its long flags (not --config, --help or a positional), at
+// most one key per flag, and the value must pass the flag's own conversion and validators. Returns
+// every problem, in file order, after the parse problems.
 std::vector<ConfigProblem> check_config(const ParsedConfig& parsed, const CliSchema& schema);
 
 // "FILE:LINE:COL: [trace] key: message"
 std::string format_problem(const std::string& file, const ConfigProblem& p);
-
-// Subcommands a config file may configure: the tables it may hold.
-inline constexpr std::string_view kConfigTables[] = {"trace"};
 
 class TomlConfig final : public CLI::Config {
  public:
