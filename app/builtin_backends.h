@@ -11,4 +11,13 @@ struct BackendOptions {
 };
 void register_builtin_backends(hal::BackendRegistry& registry, const BackendOptions& opts = {});
 
+// Backends `trace` attaches only when a flag asks. `check` audits them anyway (registering
+// them with every opt-in on) and says which flag turns each on.
+struct OptInBackend {
+  std::string_view backend;  // "rdma"
+  std::string_view flag;     // "--rdma-verbs"
+};
+inline constexpr OptInBackend kOptInBackends[] = {{"rdma", "--rdma-verbs"}};
+inline constexpr BackendOptions kAllOptInsOn{.rdma_verbs = true};
+
 }  // namespace ingero::app

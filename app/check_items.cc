@@ -26,7 +26,7 @@ bool CheckReport::can_trace() const {
   return true;
 }
 
-nlohmann::json library_json(const hal::LibraryStatus& lib) {
+nlohmann::json library_json(const hal::LibraryStatus& lib, const std::string& opt_in_flag) {
   nlohmann::json j = {{"backend", lib.backend},
                       {"vendor", lib.vendor},
                       {"api", lib.api},
@@ -44,6 +44,8 @@ nlohmann::json library_json(const hal::LibraryStatus& lib) {
                       {"missing", lib.missing_required},
                       {"missing_optional", lib.missing_optional},
                       {"errors", lib.errors}};
+  // Libraries of an opt-in backend: the trace flag that attaches to them.
+  j["opt_in"] = opt_in_flag.empty() ? nlohmann::json() : nlohmann::json(opt_in_flag);
   return j;
 }
 
@@ -56,7 +58,10 @@ nlohmann::json check_report_json(const CheckReport& rep) {
                       {"detail", i.detail},
                       {"fix", i.fix}});
   nlohmann::json libs = nlohmann::json::array();
-  for (const auto& l : rep.libraries) libs.push_back(library_json(l));
+  for (const auto& l : rep.libraries) {
+    auto it = rep.opt_in.find(l.backend);
+    libs.push_back(library_json(l, it == rep.opt_in.end() ? "" : it->second));
+  }
   return {{"can_trace", rep.can_trace()}, {"checks", checks}, {"libraries", libs}};
 }
 
@@ -82,6 +87,8 @@ void print_check_report(std::ostream& out, const CheckReport& rep) {
     if (!l.version.empty()) out << "  v" << l.version;
     if (l.embedded) out << "  (static copy)";
     if (l.stub) out << "  (link stub: calls fail without a real driver)";
+    if (auto it = rep.opt_in.find(l.backend); it != rep.opt_in.end())
+      out << "  (opt-in: traced with `ingero trace " << it->second << "`)";
     out << "\n    probes " << l.specs_resolved << "/" << l.specs_total << " resolved";
     if (!l.build_id.empty()) out << "  build-id " << l.build_id;
     if (!l.pids.empty()) {

@@ -1,6 +1,7 @@
 // The capability audit's data: one line per check, plus the libraries each backend found.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -23,6 +24,8 @@ struct CheckItem {
 struct CheckReport {
   std::vector<CheckItem> items;
   std::vector<hal::LibraryStatus> libraries;
+  // Backends trace attaches only on request: backend name -> the trace flag.
+  std::map<std::string, std::string> opt_in;
   void add(std::string name, CheckStatus s, std::string value, std::string detail,
            std::string fix) {
     items.push_back({std::move(name), s, std::move(value), std::move(detail), std::move(fix)});
@@ -46,6 +49,6 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
                        const std::vector<const hal::VendorBackend*>& backends);
 void print_check_report(std::ostream& out, const CheckReport& rep);
 nlohmann::json check_report_json(const CheckReport& rep);
-nlohmann::json library_json(const hal::LibraryStatus& lib);
+nlohmann::json library_json(const hal::LibraryStatus& lib, const std::string& opt_in_flag = "");
 
 }  // namespace ingero::app

@@ -11,6 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "app/builtin_backends.h"
+#include "app/check_bench.h"
+#include "app/check_config.h"
 #include "app/check_items.h"
 #include "app/commands.h"
 #include "backends/rdma/rdma_backend.h"
@@ -30,6 +33,12 @@ namespace {
 
 using capture::read_host_info;
 using capture::read_small_file;
+
+std::string opt_in_flag(std::string_view backend) {
+  for (const auto& o : kOptInBackends)
+    if (o.backend == backend) return std::string(o.flag);
+  return "";
+}
 
 bool exists(const std::string& p) {
   struct stat st {};
@@ -225,21 +234,22 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
         resolved += lib.specs_resolved;
         total += lib.specs_total;
       }
-    rep.add("backend:" + std::string(b->name()),
-            !enabled ? CheckStatus::kOptional
-            : found  ? CheckStatus::kPass
-                     : CheckStatus::kOptional,
-            !enabled ? "disabled" : std::to_string(found) + " libraries",
-            found ? std::to_string(resolved) + "/" + std::to_string(total) +
-                        " probes resolved; see below"
-            : b->file_hints().empty()
-                ? "nothing to attach unless enabled (rdma: ingero trace --rdma-verbs)"
-                : "no library of this vendor found on this host",
-            found || !enabled || b->file_hints().empty()
-                ? ""
-                : "install the vendor runtime, or start the workload and re-run");
+    std::string opt_in = opt_in_flag(b->name());
+    std::string value = !enabled ? "disabled" : std::to_string(found) + " libraries";
+    std::string detail = found ? std::to_string(resolved) + "/" + std::to_string(total) +
+                                     " probes resolved; see below"
+                               : "no library of this vendor found on this host";
+    if (enabled && !opt_in.empty()) {
+      value += ", opt-in";
+      detail += "; traced only with `ingero trace " + opt_in + "`";
+    }
+    rep.add(
+        "backend:" + std::string(b->name()),
+        enabled && found ? CheckStatus::kPass : CheckStatus::kOptional, value, detail,
+        found || !enabled ? "" : "install the vendor runtime, or start the workload and re-run");
   }
   rep.libraries = pm.libraries();
+  for (const auto& o : kOptInBackends) rep.opt_in[std::string(o.backend)] = std::string(o.flag);
   return rep;
 }
 
@@ -254,21 +264,52 @@ void add_check_command(CLI::App& app, Context& ctx) {
       "cannot work.");
   auto json = std::make_shared<bool>(false);
   auto backends = std::make_shared<std::string>();
+  auto config = std::make_shared<std::string>();
+  auto bench = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print the report as JSON");
   cmd->add_option("--backends", *backends, "Comma-separated backends to audit (default: all)");
-  cmd->callback([&ctx, json, backends] {
-    auto sel = ctx.registry.select(*backends);
+  cmd->add_option("--config", *config,
+                  "Only validate this config file (e.g. /etc/ingero/ingero.toml): every unknown "
+                  "key and bad value, with its line. Exit 0 valid, 1 not")
+      ->type_name("FILE");
+  cmd->add_flag("--bench", *bench,
+                "Also measure for ~2 s what a traced call costs on this kernel (a private "
+                "function: untraced, a minimal uprobe pair, ingero's probes with and without "
+                "stacks) and predict the overhead at 10k/50k/200k calls/s. Needs root");
+  cmd->callback([&ctx, json, backends, config, bench] {
+    if (!config->empty()) {
+      ctx.exit_code = run_config_check(*config, *json, std::cout);
+      return;
+    }
+    // Opt-in backends are audited too: their libraries, versions and coverage are listed
+    // and marked with the flag that turns them on.
+    hal::BackendRegistry audit;
+    register_builtin_backends(audit, kAllOptInsOn);
+    auto sel = audit.select(*backends);
     if (!sel) {
       std::cerr << "ingero check: " << sel.error().message << "\n";
       ctx.exit_code = kExitUsage;
       return;
     }
-    CheckReport rep = run_checks(ctx.registry, *sel);
-    if (*json)
-      std::cout << check_report_json(rep).dump(2) << "\n";
-    else
-      print_check_report(std::cout, rep);
+    CheckReport rep = run_checks(audit, *sel);
     ctx.exit_code = rep.can_trace() ? kExitOk : kExitNoTracing;
+    nlohmann::json j = check_report_json(rep);
+    if (!*json) print_check_report(std::cout, rep);
+    if (*bench && rep.can_trace()) {
+      auto cost = measure_probe_cost(2.0);
+      if (!cost) {
+        std::cerr << "ingero check --bench: " << cost.error().message << "\n";
+        ctx.exit_code = kExitFailure;
+      } else {
+        if (!cost->exact()) ctx.exit_code = kExitFailure;
+        j["probe_cost"] = probe_cost_json(*cost);
+        if (!*json) {
+          std::cout << "\n";
+          print_probe_cost(std::cout, *cost);
+        }
+      }
+    }
+    if (*json) std::cout << j.dump(2) << "\n";
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/config_file.h"
 #include "app/tracer.h"
 #include "engine/window_spec.h"
 
@@ -22,15 +23,31 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto pids = std::make_shared<std::vector<uint32_t>>();
   cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow");
   cmd->add_option("--duration", *duration,
-                  "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)");
+                  "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return engine::parse_duration_s(s) > 0 ? "" : "bad duration '" + s + "' (use 30s, 5m, 1h)";
+          },
+          "DURATION"));
   cmd->add_option("--db,--out,-o", o->db_path, "Trace file to write (default ~/.ingero/ingero.db)");
   cmd->add_option("--node", o->node, "Node name stamped on every event (default: hostname)");
   cmd->add_option("--backends", o->backends, "Comma-separated backends to enable (default: all)");
   cmd->add_flag("--all", o->trace_all, "With a COMMAND, trace every process, not only the command");
   cmd->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
-  cmd->add_flag(
-      "--no-live", [o](int64_t) { o->live = false; }, "No live one-line summary on a TTY");
+  cmd->add_flag("!--no-live", o->live, "No live one-line summary on a TTY");
   cmd->add_option("--ringbuf-mb", o->ringbuf_mb, "Ring buffer size in MiB (power of two)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            unsigned long v = 0;
+            try {
+              v = std::stoul(s);
+            } catch (const std::exception&) {
+            }
+            return v >= 1 && v <= 1024 && (v & (v - 1)) == 0
+                       ? ""
+                       : "must be a power of two between 1 and 1024, not " + s;
+          },
+          "POW2"))
       ->capture_default_str();
   cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds")
       ->capture_default_str();
@@ -54,23 +71,15 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "by hash. Errors, off-CPU and calls slower than 1 ms always ship theirs")
       ->check(CLI::Range(1u, 1000000u))
       ->capture_default_str();
-  cmd->add_option("command", o->command, "Command to run and trace (after --)");
+  cmd->add_option("command", o->command, "Command to run and trace (after --)")
+      ->configurable(false);
   cmd->positionals_at_end(true);
+  add_config_option(app, *cmd, config_cli_schema);
   cmd->callback([&ctx, o, duration, pids] {
     o->pids = *pids;
-    if (!duration->empty()) {
-      o->duration_s = engine::parse_duration_s(*duration);
-      if (o->duration_s <= 0) {
-        std::cerr << "ingero trace: bad --duration '" << *duration << "' (use 30s, 5m, 1h)\n";
-        ctx.exit_code = kExitUsage;
-        return;
-      }
-    }
-    if ((o->ringbuf_mb & (o->ringbuf_mb - 1)) != 0 || o->ringbuf_mb == 0 || o->ringbuf_mb > 1024) {
-      std::cerr << "ingero trace: --ringbuf-mb must be a power of two between 1 and 1024\n";
-      ctx.exit_code = kExitUsage;
-      return;
-    }
+    // --duration and --ringbuf-mb are checked by their validators, on the command line and
+    // in a config file alike.
+    if (!duration->empty()) o->duration_s = engine::parse_duration_s(*duration);
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";
     if (!o->command.empty()) flags += "command,";

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "hal/backend.h"
@@ -33,5 +34,9 @@ void add_demo_command(CLI::App& app, Context& ctx);
 void add_merge_command(CLI::App& app, Context& ctx);
 void add_export_command(CLI::App& app, Context& ctx);
 void add_mcp_command(CLI::App& app, Context& ctx);
+
+// A CLI tree holding every subcommand a config file may configure (config_file.h), for
+// validating a file without running anything.
+std::unique_ptr<CLI::App> config_cli_schema();
 
 }  // namespace ingero::app

@@ -3,13 +3,16 @@
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/man_page.h"
+#include "store/schema.h"
 
 namespace ingero::app {
 
 void add_version_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("version", "Print the version and build facts");
   cmd->callback([&ctx] {
-    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema " << 1 << ")\n";
+    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema "
+              << store::kSchemaVersion << ")\n";
     ctx.exit_code = kExitOk;
   });
 }
@@ -34,6 +37,7 @@ int main(int argc, char** argv) {
   add_export_command(app, ctx);
   add_mcp_command(app, ctx);
   add_version_command(app, ctx);
+  add_man_page_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hal/elf_symbols.h"
-#include "min_probe.skel.h"
+#include "probe_cost.skel.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   auto* s = (*idx)->find_function(argv[2]);
   if (!s) return 2;
   auto off = (*idx)->file_offset(s->value);
-  auto* skel = min_probe_bpf__open_and_load();
+  auto* skel = probe_cost_bpf__open_and_load();
   if (!skel) return 3;
   LIBBPF_OPTS(bpf_uprobe_opts, eo, .retprobe = false);
   bpf_link* e = bpf_program__attach_uprobe_opts(skel->progs.min_entry, -1, argv[1], *off, &eo);
@@ -33,6 +33,6 @@ int main(int argc, char** argv) {
   }
   bpf_link__destroy(e);
   if (r) bpf_link__destroy(r);
-  min_probe_bpf__destroy(skel);
+  probe_cost_bpf__destroy(skel);
   return 0;
 }

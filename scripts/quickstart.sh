@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# The main job, from a fresh Debian 12 machine (as root): install what is needed, build,
-# trace the bundled workload calling the installed vendor libraries, and print what was
-# captured.
+# The main job, from a fresh Debian 12 machine (as root; no sudo needed): install what is
+# needed, build ingero and the workloads it traces here (not the tests: scripts/test.sh
+# builds those), trace the bundled workload calling the installed vendor libraries, and
+# print what was captured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ $EUID -ne 0 ]]; then
+  echo "quickstart: run as root (it installs packages and attaches BPF probes)" >&2
+  exit 1
+fi
 ./scripts/setup.sh
-./scripts/build.sh
+./scripts/build.sh quickstart
 B=${BUILD_DIR:-build}
 DB=${INGERO_DB:-/tmp/ingero-quickstart.db}
 rm -f "$DB"

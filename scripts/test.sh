@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests need, builds, and runs the whole suite: unit tests (no
-# privilege) and BPF tests (root, real vendor libraries). Under CI=true a BPF test that
-# cannot get BPF fails instead of skipping.
+# privilege), BPF tests (root, real vendor libraries), and deploy tests (the Debian package
+# installed and removed, the systemd unit, the DaemonSet and Prometheus files). Run as root;
+# under CI=true a test that cannot get BPF or root fails instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --with-tests
@@ -11,3 +12,4 @@ B=${BUILD_DIR:-build}
 cd "$B"
 ctest --output-on-failure -j"$(nproc)" -L unit
 ctest --output-on-failure -L bpf
+ctest --output-on-failure -L deploy

@@ -1,6 +1,6 @@
 // The MCP server's protocol core, independent of the transport: JSON-RPC 2.0 messages in,
 // responses and notifications out, per the MCP specification revisions 2025-06-18 and
-// 2025-11-25 (docs/mcp.md). stdio (app/mcp/stdio.cc) and Streamable HTTP (app/mcp/http.cc)
+// 2025-11-25 (docs/mcp.md). stdio (serve/mcp/stdio.cc) and Streamable HTTP (serve/mcp/http.cc)
 // only move bytes; every protocol rule lives here, so both transports behave the same.
 //
 // Thread safety: handle() may run concurrently for different requests of the same or of

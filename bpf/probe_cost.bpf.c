@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* The smallest useful probes, as the baseline for ingero's per-call cost: count entries,
- * and count entries + returns. */
+/* The smallest useful uprobe pair: count entries and returns. The baseline against which
+ * `ingero check --bench` (hal/probe_cost.h) and bench/ measure what ingero's own programs
+ * add per call. */
 /* vmlinux.h must come first. */
 // clang-format off
 #include "vmlinux.h"

@@ -1,0 +1,243 @@
+// The agent's TOML config file (app/config_file.h): parsing, checking every key against the
+// trace command's own CLI definition, applying it through CLI11 with flags winning, and the
+// sample deploy/ingero.toml documenting every flag.
+#include "app/config_file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "app/check_config.h"
+#include "app/commands.h"
+#include "app/man_page.h"
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::app {
+namespace {
+
+std::string write(const std::string& name, const std::string& text) {
+  std::string p = test::temp_path(name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::vector<std::string> problem_lines(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& p : check_config(parse_config_text(text, "f.toml"), config_cli_schema))
+    out.push_back(format_problem("f.toml", p));
+  return out;
+}
+
+// A CLI tree with `trace`, parsed up to the point where the trace would start: the config
+// file is applied and the option callbacks have run, then the root's parse-complete callback
+// (which CLI11 runs before any subcommand's) stops it. The trace callback itself is kept, as
+// it owns the flags' storage.
+struct TraceCli {
+  struct Stop {};
+  std::unique_ptr<CLI::App> app = config_cli_schema();
+  CLI::App* trace = nullptr;
+  TraceCli() {
+    for (auto* s : app->get_subcommands([](CLI::App*) { return true; }))
+      if (s->get_name() == "trace") trace = s;
+    app->parse_complete_callback([] { throw Stop{}; });
+  }
+  // Parses a command line given in order (CLI11's vector overload takes it reversed).
+  void parse(std::vector<std::string> args) {
+    std::reverse(args.begin(), args.end());
+    try {
+      app->parse(args);
+    } catch (const Stop&) {
+      return;
+    }
+    ADD_FAILURE() << "the parse did not reach the point where trace starts";
+  }
+  std::string value(const std::string& flag) {
+    auto r = trace->get_option(flag)->results();
+    return r.empty() ? "<unset>" : r.front();
+  }
+};
+
+TEST(ConfigFile, ValuesBecomeFlagStringsWithTheirLines) {
+  auto parsed = parse_config_text(
+      "# comment\n[trace]\nringbuf_mb = 32\nstack = false\nnode = \"gpu-01\"\n"
+      "pid = [4411, 4412]\nflush_ms = 2.5e2\n",
+      "f.toml");
+  ASSERT_TRUE(parsed.problems.empty());
+  ASSERT_EQ(parsed.entries.size(), 5u);
+  const auto& e = parsed.entries;
+  EXPECT_EQ(e[0].key, "ringbuf_mb");
+  EXPECT_EQ(e[0].values, std::vector<std::string>{"32"});
+  EXPECT_EQ(e[0].line, 3);
+  EXPECT_EQ(e[1].values, std::vector<std::string>{"false"});
+  EXPECT_EQ(e[2].values, std::vector<std::string>{"gpu-01"});
+  EXPECT_EQ(e[3].values, (std::vector<std::string>{"4411", "4412"}));
+  EXPECT_EQ(e[3].line, 6);
+  EXPECT_EQ(e[4].values, std::vector<std::string>{"250"});
+  EXPECT_EQ(e[4].table, "trace");
+}
+
+TEST(ConfigFile, SyntaxErrorNamesItsLine) {
+  auto parsed = parse_config_text("[trace]\nringbuf_mb = 32\nnode = \"unterminated\n", "f.toml");
+  ASSERT_EQ(parsed.problems.size(), 1u);
+  EXPECT_EQ(parsed.problems[0].line, 3);
+  EXPECT_TRUE(parsed.entries.empty());
+}
+
+TEST(ConfigFile, EveryUnknownKeyAndBadValueIsNamedWithItsLine) {
+  auto lines = problem_lines(
+      "top = 1\n"                    // 1
+      "[trace]\n"                    // 2
+      "ringbuf_mb = 17\n"            // 3
+      "colour = \"red\"\n"           // 4
+      "duration = \"soon\"\n"        // 5
+      "stack_samples = 0\n"          // 6
+      "ringbuf-mb = 4\n"             // 7
+      "command = [\"ls\"]\n"         // 8
+      "config = \"x.toml\"\n"        // 9
+      "stack = true\n"               // 10
+      "no_stack = true\n"            // 11
+      "pid = [\"abc\"]\n"            // 12
+      "prometheus = { a = 1 }\n"     // 13
+      "help = true\n"                // 14
+      "quiet = \"maybe\"\n"          // 15
+      "[explain]\nsince = \"5m\"\n"  // 17
+      "[explain_more]\nx = 1\n");    // 19
+  std::vector<std::string> want = {
+      "f.toml:1:1: top: key outside a table: put it under a [table] such as [trace]",
+      "f.toml:3:1: [trace] ringbuf_mb: bad value: --ringbuf-mb: must be a power of two between 1 "
+      "and 1024, not 17",
+      "f.toml:4:1: [trace] colour: unknown key: `ingero trace` has no flag --colour (keys are its "
+      "long flags with '_' for '-')",
+      "f.toml:5:1: [trace] duration: bad value: --duration: bad duration 'soon' (use 30s, 5m, 1h)",
+      "f.toml:6:1: [trace] stack_samples: bad value: --stack-samples: Value 0 not in range 1 to "
+      "1000000",
+      "f.toml:7:1: [trace] ringbuf-mb: unknown key: write flags with '_' for '-' (ringbuf_mb)",
+      "f.toml:8:1: [trace] command: unknown key: `ingero trace` has no flag --command (keys are "
+      "its "
+      "long flags with '_' for '-')",
+      "f.toml:9:1: [trace] config: --config cannot be set in a config file",
+      "f.toml:11:1: [trace] no_stack: sets --stack again (already set by 'stack' on line 10)",
+      "f.toml:12:1: [trace] pid: bad value: Could not convert: --pid = abc",
+      "f.toml:13:1: [trace] prometheus: a nested table is not a flag value",
+      "f.toml:14:1: [trace] help: unknown key: `ingero trace` has no flag --help (keys are its "
+      "long "
+      "flags with '_' for '-')",
+      "f.toml:15:1: [trace] quiet: bad value: Could not convert: --quiet = maybe",
+      "f.toml:17:1: [explain] since: unknown table [explain]: a config file holds [trace]",
+      "f.toml:19:1: [explain_more] x: unknown table [explain_more]: a config file holds [trace]",
+  };
+  EXPECT_EQ(lines, want);
+}
+
+TEST(ConfigFile, TheSampleIsValidAndDocumentsEveryTraceFlag) {
+  std::string sample = std::string(INGERO_SOURCE_DIR) + "/deploy/ingero.toml";
+  std::ostringstream out;
+  EXPECT_EQ(run_config_check(sample, false, out), kExitOk) << out.str();
+  std::ifstream f(sample);
+  std::stringstream text;
+  text << f.rdbuf();
+  TraceCli cli;
+  size_t flags = 0;
+  for (const auto* op : cli.trace->get_options()) {
+    if (op->get_lnames().empty() || !op->get_configurable() || op == cli.trace->get_help_ptr() ||
+        op == cli.trace->get_help_all_ptr())
+      continue;
+    std::string key = op->get_lnames().front();
+    std::replace(key.begin(), key.end(), '-', '_');
+    std::regex line("(^|\n)#? ?" + key + " = ");
+    EXPECT_TRUE(std::regex_search(text.str(), line))
+        << "deploy/ingero.toml does not document --" << op->get_lnames().front() << " (add `# "
+        << key << " = ...` with a comment)";
+    ++flags;
+  }
+  EXPECT_GE(flags, 16u);  // as of this writing; more as trace grows
+}
+
+TEST(ConfigFile, FlagsOverrideTheFileAndTheFileOverridesDefaults) {
+  std::string cfg = write("precedence.toml",
+                          "[trace]\ndb = \"/var/lib/ingero/ingero.db\"\nringbuf_mb = 64\n"
+                          "stack = false\npid = [7, 8]\n");
+  TraceCli cli;
+  cli.parse({"trace", "--config", cfg, "--ringbuf-mb", "8"});
+  EXPECT_EQ(cli.value("--db"), "/var/lib/ingero/ingero.db");  // from the file
+  EXPECT_EQ(cli.value("--ringbuf-mb"), "8");                  // the flag wins
+  EXPECT_EQ(cli.trace->get_option("--stack")->as<bool>(), false);
+  EXPECT_EQ(cli.trace->get_option("--pid")->as<std::vector<uint32_t>>(),
+            (std::vector<uint32_t>{7, 8}));
+  EXPECT_EQ(cli.value("--flush-ms"), "<unset>");  // neither: the default stays
+  EXPECT_EQ(cli.trace->get_option("--flush-ms")->as<int>(), 200);
+
+  TraceCli again;
+  again.parse({"trace", "--config", cfg, "--stack"});
+  EXPECT_EQ(again.trace->get_option("--stack")->as<bool>(), true);
+}
+
+TEST(ConfigFile, ApplyingABadFileThrowsEveryProblem) {
+  std::string cfg = write("bad.toml", "[trace]\nringbuf_mb = 3\ncolour = 1\n");
+  TraceCli cli;
+  try {
+    cli.parse({"trace", "--config", cfg});
+    FAIL() << "a bad config file was accepted";
+  } catch (const CLI::ConfigError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("2 problems in config file " + cfg), std::string::npos) << msg;
+    EXPECT_NE(msg.find(cfg + ":2:1: [trace] ringbuf_mb: bad value"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(cfg + ":3:1: [trace] colour: unknown key"), std::string::npos) << msg;
+  }
+  TraceCli missing;
+  EXPECT_THROW(missing.parse({"trace", "--config", "/nonexistent/ingero.toml"}),
+               CLI::ValidationError);
+}
+
+TEST(ConfigFile, ToConfigRoundTrips) {
+  TraceCli cli;
+  cli.parse({"trace", "--ringbuf-mb", "32", "--pid", "4", "--pid", "3"});
+  TomlConfig fmt(config_cli_schema);
+  std::string toml = fmt.to_config(cli.app.get(), false, false, "");
+  auto parsed = parse_config_text(toml, "rt.toml");
+  EXPECT_TRUE(check_config(parsed, config_cli_schema).empty()) << toml;
+  std::set<std::string> keys;
+  for (const auto& e : parsed.entries) keys.insert(e.key + "=" + e.values.back());
+  EXPECT_EQ(keys, (std::set<std::string>{"pid=3", "ringbuf_mb=32"})) << toml;
+}
+
+TEST(ConfigFile, CheckCommandJson) {
+  std::string cfg = write("json.toml", "[trace]\nnode = \"n1\"\nbogus = 1\n");
+  std::ostringstream out;
+  EXPECT_EQ(run_config_check(cfg, true, out), kExitFailure);
+  auto j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["valid"], false);
+  ASSERT_EQ(j["problems"].size(), 1u);
+  EXPECT_EQ(j["problems"][0]["line"], 3);
+  EXPECT_EQ(j["problems"][0]["key"], "bogus");
+  EXPECT_EQ(j["settings"].size(), 2u);
+}
+
+TEST(ManPage, ListsEveryVisibleCommandAndTraceFlag) {
+  CLI::App app{"ingero: test description"};
+  Context ctx;
+  add_check_command(app, ctx);
+  add_trace_command(app, ctx);
+  add_man_page_command(app, ctx);
+  std::string page = render_man_page(app, "9.9.9");
+  EXPECT_EQ(page.rfind(".TH INGERO 1 \"\" \"ingero 9.9.9\"", 0), 0u);
+  EXPECT_NE(page.find(".SS \"ingero trace\""), std::string::npos);
+  EXPECT_NE(page.find(".SS \"ingero check\""), std::string::npos);
+  EXPECT_EQ(page.find("ingero man-page"), std::string::npos);  // hidden
+  EXPECT_NE(page.find("\\fB\\-\\-ringbuf\\-mb\\fR"), std::string::npos);
+  EXPECT_NE(page.find("\\fB\\-\\-config\\fR"), std::string::npos);
+  EXPECT_NE(page.find("\\fB\\-\\-bench\\fR"), std::string::npos);
+  // No line may start with a control character that is not a request.
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '\'') ADD_FAILURE() << line;
+}
+
+}  // namespace
+}  // namespace ingero::app
