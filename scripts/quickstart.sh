@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine (as root): install what is needed, build,
-# trace the bundled workload calling the installed vendor libraries, and print what was
-# captured.
+# trace the bundled workload calling the installed vendor libraries, print what was captured,
+# and write the one-file HTML report (its path is the last line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build.sh
 B=${BUILD_DIR:-build}
 DB=${INGERO_DB:-/tmp/ingero-quickstart.db}
+REPORT=${INGERO_REPORT:-/tmp/ingero-quickstart.html}
 rm -f "$DB"
 FAKE_VENV=$B/tests/fake/venv
 FAKE_RT=$FAKE_VENV/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13
@@ -30,3 +31,7 @@ VIRTUAL_ENV=$FAKE_VENV CUDA_HOME=$B/tests/fake/cuda_home \
   "$B/app/ingero" trace --db "$DB" -- /bin/sh -c "$REAL; $HOG & $STEPS; wait" >/dev/null
 echo
 "$B/app/ingero" explain --db "$DB"
+"$B/app/ingero" report --db "$DB" -o "$REPORT"
+echo
+echo "Report: $REPORT (one file: open it in a browser, offline; or run"
+echo "  $B/app/ingero dashboard --db $DB   and open http://127.0.0.1:8080/)"

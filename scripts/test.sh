@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need, builds, and runs the whole suite: unit tests (no
-# privilege) and BPF tests (root, real vendor libraries). Under CI=true a BPF test that
-# cannot get BPF fails instead of skipping.
+# privilege), BPF tests (root, real vendor libraries) and browser tests (Debian's chromium).
+# Under CI=true a BPF or browser test that cannot get what it needs fails instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --with-tests
@@ -11,3 +11,4 @@ B=${BUILD_DIR:-build}
 cd "$B"
 ctest --output-on-failure -j"$(nproc)" -L unit
 ctest --output-on-failure -L bpf
+ctest --output-on-failure -L browser -LE bpf
