@@ -1,5 +1,7 @@
 #include "serve/report/flame_tree.h"
 
+#include <algorithm>
+
 namespace ingero::serve::report {
 namespace {
 
@@ -82,9 +84,19 @@ void FlameTree::add(const std::vector<engine::StackFrameInfo>& frames, const std
     else
       path.push_back(SIZE_MAX);  // folded: the rest stays in the deepest node reached
   };
-  if (frames.empty()) descend("[no stack]", "none", "calls recorded without a stack");
+  // A native frame with no symbol, file or module ("+0x0": the end of an unwound stack) says
+  // nothing: left out.
+  auto informative = [](const engine::StackFrameInfo& f) {
+    return f.python || !f.function.empty() || !f.file.empty() || !f.module.empty() ||
+           (!f.address.empty() && f.address != "+0x0");
+  };
+  if (std::none_of(frames.begin(), frames.end(), informative)) {
+    without_stack_ += count;
+    descend("[no stack]", "none", "calls recorded without a stack");
+  }
   for (auto it = frames.rbegin(); it != frames.rend(); ++it)
-    descend(frame_label(*it), it->python ? "py" : "native", frame_detail(*it));
+    if (informative(*it))
+      descend(frame_label(*it), it->python ? "py" : "native", frame_detail(*it));
   if (!leaf.empty()) descend(leaf, leaf_kind, "");
   for (size_t i : path) {
     if (i == SIZE_MAX) break;

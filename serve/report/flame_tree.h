@@ -38,6 +38,7 @@ class FlameTree {
   nlohmann::json to_json() const;
   nlohmann::json locations() const { return locations_; }
   uint64_t total() const { return nodes_[0].value; }
+  uint64_t without_stack() const { return without_stack_; }  // under "[no stack]"
   size_t size() const { return nodes_.size(); }
   bool truncated() const { return truncated_; }
 
@@ -56,6 +57,7 @@ class FlameTree {
   std::map<std::string, int64_t> location_index_;
   size_t max_nodes_;
   bool truncated_ = false;
+  uint64_t without_stack_ = 0;
 };
 
 }  // namespace ingero::serve::report

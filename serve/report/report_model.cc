@@ -178,7 +178,6 @@ json flame_json(engine::TraceSource& source, const CallPassInput& in, const Call
                 size_t max_nodes) {
   FlameTree tree("slow calls", max_nodes);
   std::map<uint64_t, std::vector<engine::StackFrameInfo>> frames;
-  uint64_t without = 0;
   for (const auto& [key, agg] : r.slow) {
     auto [stack, op] = key;
     auto it = frames.find(stack);
@@ -186,11 +185,11 @@ json flame_json(engine::TraceSource& source, const CallPassInput& in, const Call
       it =
           frames.emplace(stack, stack ? source.stack(stack) : std::vector<engine::StackFrameInfo>{})
               .first;
-    if (it->second.empty()) without += agg.calls;
     tree.add(it->second, in.ops[op].op, "op", agg.calls, agg.sum_ns);
   }
-  json j = {{"tree", tree.to_json()},   {"total", tree.total()},         {"stacks", frames.size()},
-            {"without_stack", without}, {"truncated", tree.truncated()}, {"threshold", "p95"}};
+  json j = {{"tree", tree.to_json()},        {"total", tree.total()},
+            {"stacks", frames.size()},       {"without_stack", tree.without_stack()},
+            {"truncated", tree.truncated()}, {"threshold", "p95"}};
   return j;
 }
 

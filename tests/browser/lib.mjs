@@ -128,13 +128,13 @@ export async function testValue(page, id) {
 
 // Checks a PNG screenshot: its size, and that it is a picture (decoded by the browser
 // itself: most pixels differ from the page background, and there are many colours).
-export async function checkScreenshot(browser, file, minWidth, minHeight) {
+export async function checkScreenshot(browser, file, minWidth, minHeight, minKiB) {
   const png = fs.readFileSync(file);
   check(png.slice(1, 4).toString() === 'PNG', 'screenshot is a PNG');
   const w = png.readUInt32BE(16);
   const hgt = png.readUInt32BE(20);
   check(w >= minWidth && hgt >= minHeight, 'screenshot is at least ' + minWidth + 'x' + minHeight, w + 'x' + hgt);
-  check(png.length > 50 * 1024, 'screenshot holds more than 50 KiB of picture', png.length + ' bytes');
+  check(png.length > minKiB * 1024, 'screenshot holds more than ' + minKiB + ' KiB of picture', png.length + ' bytes');
   const page = await browser.newPage();
   const stats = await page.evaluate(async (b64) => {
     const img = new Image();

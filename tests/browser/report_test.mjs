@@ -118,6 +118,18 @@ try {
   }
   if (a['expect-nodes']) equal(nodeRows.length, a['expect-nodes'], 'nodes');
 
+  // Collectives per rank: each (op, rank)'s calls equal SQL.
+  const collSql = ingero.query("SELECT op, rank, count(*) AS n FROM calls WHERE kind = 'collective' GROUP BY op, rank");
+  const collDom = await page.$$eval('[data-testid="collective"]', (groups) => groups.flatMap((g) =>
+    [...g.querySelectorAll('tbody tr')].map((tr) => [g.getAttribute('data-op'), tr.getAttribute('data-key'),
+      Number(tr.querySelector('[data-col="calls"]').getAttribute('data-value'))])));
+  if (a['expect-collectives']) check(collSql.length > 0 && collDom.length > 0, 'collectives shown', collDom);
+  for (const c of collSql) {
+    const n = collDom.filter(([op, rank]) => op === c.op && rank === String(c.rank)).reduce((s2, r2) => s2 + r2[2], 0);
+    equal(n, c.n, 'collective ' + c.op + ' rank ' + c.rank + ' calls');
+  }
+  check(collDom.length === 0 || collSql.length > 0, 'no collectives table without collective calls');
+
   // Causal chains: the engine's, as explain reports them.
   const cards = await page.$$eval('[data-testid="chain"]', (els) => els.map((e) => e.getAttribute('data-severity') + ':' + e.getAttribute('data-rule')));
   equal(cards.join(' '), chains.map((c) => c.severity + ':' + c.rule).join(' '), 'chain cards (severity:rule) equal explain --json');
@@ -157,6 +169,11 @@ try {
   await page.type('#flame input[type=search]', 'cuda');
   await new Promise((res) => setTimeout(res, 300));
   await page.evaluate(() => [...document.querySelectorAll('#flame button')].find((b) => b.textContent === 'width: calls').click());
+  await page.$eval('#flame input[type=search]', (i) => {
+    i.value = '';
+    i.dispatchEvent(new Event('input'));
+  });
+  await page.evaluate(() => [...document.querySelectorAll('#flame button')].find((b) => b.textContent === 'reset zoom').click());
 
   check(page.errors.length === 0, 'no console errors or exceptions', page.errors);
   const foreign = page.requests.filter((u) => !u.startsWith('file://') && !u.startsWith('data:') && !u.startsWith('about:'));
@@ -164,12 +181,15 @@ try {
 
   const shot = path.join(out, a.name + '.png');
   await page.screenshot({ path: shot, fullPage: true });
-  await checkScreenshot(browser, shot, 1400, 2000);
+  await checkScreenshot(browser, shot, 1400, 2000, 50);
   // The first screenful (header and timeline), as docs/ shows it.
   await page.evaluate(() => window.scrollTo(0, 0));
   const top = path.join(out, a.name + '-top.png');
   await page.screenshot({ path: top });
-  await checkScreenshot(browser, top, 1400, 1000);
+  await checkScreenshot(browser, top, 1400, 1000, 50);
+  const flameShot = path.join(out, a.name + '-flame.png');
+  await (await page.$('#flame')).screenshot({ path: flameShot });
+  await checkScreenshot(browser, flameShot, 1000, 300, 10);
   log('screenshot: ' + shot + ' (op rows checked: ' + opOk + ')');
 } finally {
   await closeBrowser(browser);

@@ -9,10 +9,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "app/sql_trace_source.h"
 #include "engine/analysis.h"
 #include "serve/report/call_pass.h"
+#include "serve/report/flame_tree.h"
 #include "serve/report/report_html.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
@@ -156,6 +158,25 @@ TEST(ReportModel, MergedClusterIsAnalysedNodeByNode) {
   for (const auto& p : m["processes"]) EXPECT_NE(p["node"], "");
 }
 
+TEST(ReportModel, NcclCollectivesPerRank) {
+  // Ground truth (tests/fixtures/h100/README.md): one rank, 40 all_reduce of 1,048,576
+  // floats, 10 broadcast (ncclBroadcast, and ncclBcast calling it), 5 all_gather.
+  std::string path = h100("nccl-1rank");
+  json m = model_of(path);
+  expect_consistent(path, m);
+  std::map<std::string, json> by_op;
+  for (const auto& g : m["collectives"]) by_op[g["op"]] = g;
+  ASSERT_EQ(by_op.size(), 4u);
+  const json& ar = by_op["ncclAllReduce"];
+  EXPECT_EQ(ar["ranks"], 1);
+  ASSERT_EQ(ar["rows"].size(), 1u);
+  EXPECT_EQ(ar["rows"][0]["rank"], 0);
+  EXPECT_EQ(ar["rows"][0]["calls"], 40);
+  EXPECT_EQ(ar["rows"][0]["bytes"], 40ull * 1048576 * 4);
+  EXPECT_EQ(by_op["ncclBroadcast"]["rows"][0]["calls"], 10);
+  EXPECT_EQ(by_op["ncclAllGather"]["rows"][0]["calls"], 5);
+}
+
 TEST(ReportModel, ArraysAreBounded) {
   std::string path = h100("resnet-contended");
   ReportOptions o;
@@ -219,6 +240,48 @@ TEST(ReportBins, QuarterOctaveBinsCoverEveryValue) {
   EXPECT_NEAR(p100, 1'000'000, 125'000);
   EXPECT_EQ(bucket_width_ns(40'000'000'000LL, 600), 1'000'000'000LL);
   EXPECT_EQ(bucket_width_ns(3'600'000'000'000LL, 600), 10'000'000'000LL);
+}
+
+TEST(ReportFlame, TreeGrowsFromTheOutermostFrameAndKeepsTotalsUnderTheCap) {
+  using F = engine::StackFrameInfo;
+  std::vector<F> a = {
+      {false, "cudaMalloc", "", 0, "/usr/lib/libcudart.so.13", "libcudart.so.13+0x10"},
+      {true, "step", "/src/train.py", 57, "", ""},
+      {true, "<module>", "/src/train.py", 80, "", ""},
+      {false, "", "", 0, "", "+0x0"}};
+  std::vector<F> b = a;
+  b[1].line = 58;
+  FlameTree t("slow calls", 100);
+  t.add(a, "cudaMalloc", "op", 3, 3000);
+  t.add(b, "cudaMalloc", "op", 2, 5000);
+  t.add({}, "cudaFree", "op", 4, 400);
+  json j = t.to_json();
+  EXPECT_EQ(j["value"], 9);
+  EXPECT_EQ(t.without_stack(), 4u);
+  ASSERT_EQ(j["children"].size(), 2u);  // <module> (5 calls), [no stack] (4): widest first
+  const json& mod = j["children"][0];
+  EXPECT_EQ(mod["name"], "<module> (train.py:80)");
+  EXPECT_EQ(mod["k"], "py");
+  EXPECT_EQ(mod["value"], 5);
+  EXPECT_EQ(mod["t"], 8000);
+  EXPECT_EQ(t.locations()[mod["li"].get<size_t>()], "/src/train.py:80");
+  ASSERT_EQ(mod["children"].size(), 2u);  // step at line 57 and at line 58
+  const json& leaf = mod["children"][0]["children"][0]["children"][0];
+  EXPECT_EQ(leaf["name"], "cudaMalloc");
+  EXPECT_EQ(leaf["k"], "op");
+  EXPECT_EQ(j["children"][1]["name"], "[no stack]");
+  // Under a cap of 3 nodes, later stacks fold; the root's children still total every call.
+  FlameTree small("slow calls", 3);
+  small.add(a, "cudaMalloc", "op", 3, 3000);
+  std::vector<F> c = a;
+  c[2].function = "main";
+  small.add(c, "cudaMalloc", "op", 7, 7000);
+  json s = small.to_json();
+  EXPECT_TRUE(small.truncated());
+  uint64_t roots = 0;
+  for (const auto& r : s["children"]) roots += r["value"].get<uint64_t>();
+  EXPECT_EQ(roots, 10u);
+  EXPECT_EQ(s["value"], 10);
 }
 
 TEST(ReportHtml, TheCspAllowsExactlyTheInlineScript) {
