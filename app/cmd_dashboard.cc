@@ -11,16 +11,13 @@
 #include <thread>
 
 #include "app/commands.h"
-#include "app/sql_trace_source.h"
+#include "app/report_file.h"
 #include "serve/http/auth.h"
 #include "serve/report/dashboard.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 
 namespace ingero::app {
-
-Result<nlohmann::json> build_report_model(const std::string& path, const WindowSpec& spec,
-                                          const std::string& title);
 
 namespace {
 

@@ -6,14 +6,12 @@
 #include <iostream>
 
 #include "app/commands.h"
-#include "app/sql_trace_source.h"
+#include "app/report_file.h"
 #include "serve/report/report_html.h"
 #include "serve/report/report_model.h"
 
 namespace ingero::app {
 
-// Builds the report model of `path` over the window `spec` (resolved against the trace).
-// Shared with `ingero dashboard`.
 Result<nlohmann::json> build_report_model(const std::string& path, const WindowSpec& spec,
                                           const std::string& title) {
   auto reader = store::TraceReader::open(path);

@@ -97,9 +97,14 @@ try {
   const status = await page.$eval('[data-testid="live-status"]', (e) => e.textContent);
   check(/^live/.test(status), 'live status shown', status);
 
-  // Replace the file under the running dashboard: the page follows.
+  // Replace the file under the running dashboard while updates are paused: the page keeps
+  // what it shows; resumed, it follows.
+  await page.click('[data-testid="pause"]');
   fs.copyFileSync(a.second, db + '.next');
   fs.renameSync(db + '.next', db);
+  await new Promise((r) => setTimeout(r, 2500));
+  equal(await testValue(page, 'calls'), first, 'paused: the page still shows the first file');
+  await page.click('[data-testid="pause"]');
   await page.waitForFunction((want) => {
     const el = document.querySelector('[data-testid="calls"]');
     return el && el.getAttribute('data-value') === String(want);

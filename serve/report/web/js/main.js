@@ -43,7 +43,20 @@ function startLive(live) {
     history.replaceState(null, '', location.pathname + location.search);
   }
   let etag = '';
+  // Updates re-draw every chart (and reset a zoomed flame graph): the user may pause them.
+  let paused = false;
+  const pause = h('button', { type: 'button', class: 'pause', 'data-testid': 'pause' }, 'pause updates');
+  pause.addEventListener('click', () => {
+    paused = !paused;
+    pause.textContent = paused ? 'resume updates' : 'pause updates';
+    if (paused) document.getElementById('live-status').textContent = 'live \u00b7 paused';
+  });
+  document.querySelector('header.top').appendChild(pause);
   const poll = async () => {
+    if (paused) {
+      setTimeout(poll, live.refresh_ms);
+      return;
+    }
     try {
       const headers = {};
       if (token) headers.Authorization = 'Bearer ' + token;
