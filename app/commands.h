@@ -34,6 +34,8 @@ void add_demo_command(CLI::App& app, Context& ctx);
 void add_merge_command(CLI::App& app, Context& ctx);
 void add_export_command(CLI::App& app, Context& ctx);
 void add_mcp_command(CLI::App& app, Context& ctx);
+void add_report_command(CLI::App& app, Context& ctx);
+void add_dashboard_command(CLI::App& app, Context& ctx);
 
 // A CLI tree holding every subcommand a config file may configure (config_file.h), for
 // validating a file without running anything.

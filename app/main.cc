@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   add_trace_command(app, ctx);
   add_explain_command(app, ctx);
   add_query_command(app, ctx);
+  add_report_command(app, ctx);
+  add_dashboard_command(app, ctx);
   add_demo_command(app, ctx);
   add_merge_command(app, ctx);
   add_export_command(app, ctx);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine (as root; no sudo needed): install what is
 # needed, build ingero and the workloads it traces here (not the tests: scripts/test.sh
-# builds those), trace the bundled workload calling the installed vendor libraries, and
-# print what was captured.
+# builds those), trace the bundled workload calling the installed vendor libraries, print what
+# was captured, and write the one-file HTML report (its path is the last line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ $EUID -ne 0 ]]; then
@@ -13,6 +13,7 @@ fi
 ./scripts/build.sh quickstart
 B=${BUILD_DIR:-build}
 DB=${INGERO_DB:-/tmp/ingero-quickstart.db}
+REPORT=${INGERO_REPORT:-/tmp/ingero-quickstart.html}
 rm -f "$DB"
 FAKE_VENV=$B/tests/fake/venv
 FAKE_RT=$FAKE_VENV/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13
@@ -35,3 +36,7 @@ VIRTUAL_ENV=$FAKE_VENV CUDA_HOME=$B/tests/fake/cuda_home \
   "$B/app/ingero" trace --db "$DB" -- /bin/sh -c "$REAL; $HOG & $STEPS; wait" >/dev/null
 echo
 "$B/app/ingero" explain --db "$DB"
+"$B/app/ingero" report --db "$DB" -o "$REPORT"
+echo
+echo "Report: $REPORT (one file: open it in a browser, offline; or run"
+echo "  $B/app/ingero dashboard --db $DB   and open http://127.0.0.1:8080/)"

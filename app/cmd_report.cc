@@ -1,0 +1,101 @@
+// `ingero report`: one self-contained HTML file (or the model as JSON) from a trace.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "app/commands.h"
+#include "app/report_file.h"
+#include "serve/report/report_html.h"
+#include "serve/report/report_model.h"
+
+namespace ingero::app {
+
+Result<nlohmann::json> build_report_model(const std::string& path, const engine::WindowSpec& spec,
+                                          const std::string& title) {
+  auto reader = store::TraceReader::open(path);
+  if (!reader) return reader.error();
+  store::SqlTraceSource source(**reader);
+  auto w = engine::resolve_window(source, spec);
+  if (!w) return w.error();
+  serve::report::ReportOptions o;
+  o.title = title;
+  o.window = *w;
+  auto model = serve::report::build_report(**reader, source, o);
+  if (!model) return make_error(path + ": " + model.error().message);
+  if (!source.error().empty()) return make_error("reading " + path + ": " + source.error());
+  return model;
+}
+
+namespace {
+
+struct ReportOpts {
+  std::string db, out = "ingero-report.html";
+  engine::WindowSpec w;
+  bool json = false;
+};
+
+int run_report(const ReportOpts& o) {
+  std::string path = o.db.empty() ? default_db_path() : o.db;
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = build_report_model(path, o.w, path);
+  if (!model) {
+    std::cerr << "ingero report: " << model.error().message << "\n";
+    return kExitFailure;
+  }
+  std::string text = o.json ? model->dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+                            : serve::report::render_report_html(*model, path);
+  if (o.out == "-") {
+    std::cout << text << (o.json ? "\n" : "");
+    return std::cout.good() ? kExitOk : kExitFailure;
+  }
+  std::string tmp = o.out + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (o.json) f << "\n";
+    f.close();
+    if (!f) {
+      std::cerr << "ingero report: cannot write " << tmp << "\n";
+      std::filesystem::remove(tmp);
+      return kExitFailure;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, o.out, ec);
+  if (ec) {
+    std::cerr << "ingero report: cannot write " << o.out << ": " << ec.message() << "\n";
+    return kExitFailure;
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " (%.1f KiB, %llu calls, %.1f s)", double(text.size()) / 1024,
+                static_cast<unsigned long long>((*model)["header"]["calls"].get<uint64_t>()), secs);
+  std::cerr << "ingero report: wrote " << std::filesystem::absolute(o.out).string() << buf << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "report",
+      "Write a one-file HTML report of a trace, viewable offline in any browser: header (nodes,\n"
+      "span, processes, calls, drops), step timeline with its breakdown (or per-op call rates\n"
+      "and latency percentiles), causal chains, a flame graph of the slow calls' stacks, per-op\n"
+      "latency histograms, per-process and per-node tables, NCCL collectives per rank.");
+  auto o = std::make_shared<ReportOpts>();
+  cmd->add_option(
+      "--db,-d", o->db,
+      "Trace file, ours or the original implementation's (default ~/.ingero/ingero.db)");
+  cmd->add_option("--output,-o", o->out, "Where to write the report; - for stdout")
+      ->capture_default_str();
+  cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
+  cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
+  cmd->add_option("--to", o->w.to, "Window end");
+  cmd->add_flag("--json", o->json, "Write the report's data model as JSON instead of HTML");
+  cmd->callback([&ctx, o] { ctx.exit_code = run_report(*o); });
+}
+
+}  // namespace ingero::app

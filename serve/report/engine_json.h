@@ -1,0 +1,29 @@
+// The engine's results in the report model: step series (columnar, averaged in groups when
+// long), causal chains, collectives per rank, and the per-process host activity.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/analysis.h"
+
+namespace ingero::serve::report {
+
+// One process's steps. Times are seconds since `t0_ns` (the report's start), durations in µs;
+// at most `max_points` points: beyond, consecutive steps are averaged in equal groups
+// (`group` says how many per point; a group is warm-up if any of its steps is).
+nlohmann::json step_series_json(const engine::StepSeries& s, const std::string& node,
+                                const std::string& name, int64_t t0_ns, size_t max_points);
+
+nlohmann::json chain_json(const engine::Chain& c, const std::string& node);
+
+// Per (communicator, op): each rank's calls, bytes, lag behind the first arrival (median),
+// the wait it imposed on the others and its barrier wait; at most `max_ranks` ranks each.
+nlohmann::json collectives_json(const engine::CollectiveReport& r, const std::string& node,
+                                size_t max_ranks);
+
+// Host activity of one process as the engine summarised it (role, off-CPU, switches, ...).
+nlohmann::json process_activity_json(const engine::ProcessReport& p);
+
+}  // namespace ingero::serve::report

@@ -1,0 +1,369 @@
+#include "serve/report/report_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/analysis.h"
+#include "serve/report/call_pass.h"
+#include "serve/report/engine_json.h"
+#include "serve/report/flame_tree.h"
+#include "serve/report/report_sql.h"
+
+namespace ingero::serve::report {
+namespace {
+
+using nlohmann::json;
+
+// Every read of one report sees one snapshot of the file: a trace being written (WAL) keeps
+// growing while the report is built, and the sections must agree with each other.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(store::Db& db) : db_(db) { ok_ = bool(db_.exec("BEGIN")); }
+  ~ReadSnapshot() {
+    if (ok_) (void)db_.exec("COMMIT");
+  }
+
+ private:
+  store::Db& db_;
+  bool ok_ = false;
+};
+
+struct NodeAnalysis {
+  std::string node;
+  engine::Analysis a;
+};
+
+double seconds_since(int64_t ts, int64_t t0) { return std::round(double(ts - t0) / 1e3) / 1e6; }
+
+Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotals& calls,
+                         json sessions, const std::vector<NodeAnalysis>& analyses) {
+  json h;
+  h["sessions"] = std::move(sessions);
+  auto events = query_count(db, "SELECT count(*) FROM events" + window_where(w, "timestamp"),
+                            "counting events");
+  if (!events) return events.error();
+  auto host = query_count(db, "SELECT count(*) FROM host_events" + window_where(w, "ts_ns"),
+                          "counting host events");
+  if (!host) return host.error();
+  h["events"] = *events;
+  h["host_events"] = *host;
+  h["calls"] = calls.calls;
+  h["processes"] = calls.processes;
+  h["errors"] = calls.errors;
+  h["unfinished"] = calls.unfinished;
+  uint64_t loss[4] = {};
+  static constexpr const char* kLoss[] = {"ringbuf_drops", "lost_calls", "store_errors",
+                                          "unfinished_calls"};
+  bool live = false, has_loss = false;
+  for (const auto& s : h["sessions"]) {
+    for (int i = 0; i < 4; ++i)
+      if (s.contains(kLoss[i]) && s[kLoss[i]].is_number_integer()) {
+        loss[i] += s[kLoss[i]].get<uint64_t>();
+        has_loss = true;
+      }
+    if (s.contains("stopped_at") && s["stopped_at"] == 0) live = true;
+  }
+  json l = json::object();
+  for (int i = 0; i < 4; ++i) l[kLoss[i]] = loss[i];
+  h["loss"] = std::move(l);
+  h["loss_recorded"] = has_loss;
+  h["live"] = live;
+  // Loud: what the trace lost. Each is {level: "error"|"notice", text}.
+  json warn = json::array();
+  auto add = [&](const char* level, std::string text) {
+    warn.push_back({{"level", level}, {"text", std::move(text)}});
+  };
+  if (loss[0])
+    add("error", std::to_string(loss[0]) +
+                     " records were dropped by the kernel ring buffer: calls are missing from "
+                     "this trace (trace again with a larger --ringbuf-mb)");
+  if (loss[1])
+    add("error", std::to_string(loss[1]) +
+                     " calls were not traced (thread table full, or nesting deeper than 8)");
+  if (loss[2])
+    add("error", std::to_string(loss[2]) + " events were decoded but could not be stored");
+  if (loss[3])
+    add("notice", std::to_string(loss[3]) +
+                      " calls were still running when their thread exited (stored as unfinished)");
+  if (!has_loss) add("notice", "this file records no loss counters: drops, if any, are unknown");
+  if (live)
+    add("notice",
+        "a session has not finished: the trace is being written (or its tracer did not stop "
+        "cleanly)");
+  h["warnings"] = std::move(warn);
+  json host_ops = json::object();
+  for (const auto& na : analyses)
+    for (const auto& [name, st] : na.a.host.ops) {
+      json& o = host_ops[name];
+      if (o.is_null()) o = {{"count", 0}, {"sum_ns", 0}, {"max_ns", 0}};
+      o["count"] = o.value("count", uint64_t(0)) + st.count;
+      o["sum_ns"] = o.value("sum_ns", uint64_t(0)) + st.sum_ns;
+      o["max_ns"] = std::max(o.value("max_ns", uint64_t(0)), st.max_ns);
+    }
+  h["host_ops"] = std::move(host_ops);
+  return h;
+}
+
+json op_json(const engine::OpStats& s, const OpAccum& acc) {
+  json j = {{"vendor", s.key.vendor},
+            {"api", s.key.api},
+            {"op", s.key.op},
+            {"kind", std::string(hal::kind_name(s.key.kind))},
+            {"calls", s.count},
+            {"errors", s.errors},
+            {"unfinished", s.unfinished},
+            {"sum_ns", s.sum_ns},
+            {"avg_ns", uint64_t(s.avg_ns())},
+            {"min_ns", s.min_ns},
+            {"p50_ns", s.p50},
+            {"p95_ns", s.p95},
+            {"p99_ns", s.p99},
+            {"max_ns", s.max_ns},
+            {"bytes", s.bytes},
+            {"off_cpu_ns", s.off_cpu_ns},
+            {"slow_calls", s.count >= 2 ? s.tail_count : 0}};
+  size_t lo = kLatencyBins, hi = 0;
+  for (size_t b = 0; b < kLatencyBins; ++b)
+    if (acc.hist[b]) {
+      lo = std::min(lo, b);
+      hi = b;
+    }
+  json edges = json::array(), counts = json::array();
+  if (lo <= hi) {
+    for (size_t b = lo; b <= hi; ++b) {
+      edges.push_back(bin_lower_edge(b));
+      counts.push_back(acc.hist[b]);
+    }
+    edges.push_back(bin_lower_edge(hi + 1));
+  }
+  j["hist"] = {{"edges_ns", std::move(edges)}, {"counts", std::move(counts)}};
+  return j;
+}
+
+json rates_json(const CallPassInput& in, const CallPassResult& r, int64_t t0) {
+  json t = json::array();
+  for (size_t b = 0; b < r.buckets; ++b)
+    t.push_back(seconds_since(r.t0 + int64_t(b) * r.bucket_ns, t0));
+  double width_s = double(r.bucket_ns) / 1e9;
+  json series = json::array();
+  std::vector<uint64_t> other(r.buckets, 0);
+  for (size_t i = 0; i < in.ops.size(); ++i) {
+    const OpAccum& a = r.ops[i];
+    if (!in.ops[i].rated) {
+      for (size_t b = 0; b < r.buckets; ++b) other[b] += a.buckets[b];
+      continue;
+    }
+    json calls = json::array(), p50 = json::array(), p99 = json::array();
+    for (size_t b = 0; b < r.buckets; ++b) {
+      calls.push_back(a.buckets[b]);
+      const uint32_t* h = a.bucket_hist.data() + b * kLatencyBins;
+      double q50 = hist_quantile(h, kLatencyBins, 0.50), q99 = hist_quantile(h, kLatencyBins, 0.99);
+      p50.push_back(q50 < 0 ? json(nullptr) : json(std::round(q50 / 100) / 10));
+      p99.push_back(q99 < 0 ? json(nullptr) : json(std::round(q99 / 100) / 10));
+    }
+    series.push_back({{"op", in.ops[i].op},
+                      {"api", in.ops[i].api},
+                      {"calls", std::move(calls)},
+                      {"p50_us", std::move(p50)},
+                      {"p99_us", std::move(p99)}});
+  }
+  return {{"bucket_s", width_s},
+          {"t", std::move(t)},
+          {"series", std::move(series)},
+          {"other_calls", other}};
+}
+
+json flame_json(engine::TraceSource& source, const CallPassInput& in, const CallPassResult& r,
+                size_t max_nodes) {
+  FlameTree tree("slow calls", max_nodes);
+  std::map<uint64_t, std::vector<engine::StackFrameInfo>> frames;
+  for (const auto& [key, agg] : r.slow) {
+    auto [stack, op] = key;
+    auto it = frames.find(stack);
+    if (it == frames.end())
+      it =
+          frames.emplace(stack, stack ? source.stack(stack) : std::vector<engine::StackFrameInfo>{})
+              .first;
+    tree.add(it->second, in.ops[op].op, "op", agg.calls, agg.sum_ns);
+  }
+  json j = {{"tree", tree.to_json()},        {"total", tree.total()},
+            {"stacks", frames.size()},       {"without_stack", tree.without_stack()},
+            {"truncated", tree.truncated()}, {"threshold", "p95"}};
+  return j;
+}
+
+json samples_json(engine::TraceSource& source, const engine::Window& w, size_t max_nodes) {
+  if (!source.has_cpu_samples()) return nullptr;
+  std::map<uint64_t, uint64_t> by_stack;
+  source.cpu_samples(w, [&](const engine::CpuSample& s) { ++by_stack[s.stack_id]; });
+  FlameTree tree("on-CPU samples", max_nodes);
+  for (const auto& [stack, n] : by_stack)
+    tree.add(stack ? source.stack(stack) : std::vector<engine::StackFrameInfo>{}, "", "", n, 0);
+  return {{"tree", tree.to_json()},
+          {"locations", tree.locations()},
+          {"total", tree.total()},
+          {"stacks", by_stack.size()},
+          {"truncated", tree.truncated()}};
+}
+
+// Steps, chains and collectives from each node's analysis.
+Status engine_sections(store::Db& db, engine::TraceSource& source, const ReportOptions& o,
+                       std::vector<NodeAnalysis>& analyses, int64_t t0, json& j) {
+  json steps = json::array(), chains = json::array(), colls = json::array();
+  auto n = query_count(
+      db, "SELECT count(*) FROM calls WHERE kind = 'collective'" + window_and(o.window, "ts_ns"),
+      "counting collectives");
+  if (!n) return n.error();
+  for (auto& na : analyses) {
+    for (const auto& s : na.a.steps.processes)
+      if (!s.steps.empty())
+        steps.push_back(
+            step_series_json(s, na.node, na.a.process_name(s.pid), t0, o.max_step_points));
+    for (const auto& c : na.a.chains) chains.push_back(chain_json(c, na.node));
+    if (*n > 0)
+      for (auto& c : collectives_json(engine::compute_collectives(source, na.a.window), na.node,
+                                      o.max_collective_ranks))
+        colls.push_back(std::move(c));
+  }
+  std::stable_sort(chains.begin(), chains.end(), [](const json& a, const json& b) {
+    auto rank = [](const json& c) {
+      const std::string& s = c["severity"].get_ref<const std::string&>();
+      return s == "HIGH" ? 0 : s == "MEDIUM" ? 1 : 2;
+    };
+    return rank(a) < rank(b);
+  });
+  j["chains_total"] = chains.size();
+  if (chains.size() > o.max_chains) chains.erase(chains.begin() + long(o.max_chains), chains.end());
+  j["steps"] = std::move(steps);
+  j["chains"] = std::move(chains);
+  j["collectives"] = std::move(colls);
+  return {};
+}
+
+// The per-process table: SQL totals of the processes with calls, joined with the engine's
+// host activity; processes the engine knows without calls (DataLoader workers) are added.
+Status process_section(store::Db& db, const ReportOptions& o,
+                       const std::vector<NodeAnalysis>& analyses, json& j) {
+  uint64_t total = 0;
+  auto procs = processes_json(db, o.window, o.max_processes, &total);
+  if (!procs) return procs.error();
+  for (const auto& na : analyses)
+    for (const auto& p : na.a.processes) {
+      auto it = std::find_if(procs->begin(), procs->end(), [&](const json& r) {
+        return r["node"] == na.node && r["pid"] == p.pid;
+      });
+      if (it != procs->end()) {
+        it->update(process_activity_json(p));
+      } else {
+        ++total;
+        if (procs->size() >= o.max_processes) continue;
+        json r = {{"node", na.node}, {"pid", p.pid}, {"calls", 0}, {"name", p.name}};
+        r.update(process_activity_json(p));
+        procs->push_back(std::move(r));
+      }
+    }
+  j["processes"] = std::move(*procs);
+  j["processes_total"] = total;
+  std::vector<std::string> names;
+  for (const auto& na : analyses) names.push_back(na.node);
+  auto nodes = nodes_json(db, o.window, names);
+  if (!nodes) return nodes.error();
+  j["nodes"] = std::move(*nodes);
+  return {};
+}
+
+// Ops (by total time), their histograms and rates, and the slow calls' flame graph: one pass
+// over the calls. The busiest ops by calls get their own rate series.
+Status call_sections(store::Db& db, engine::TraceSource& source, const ReportOptions& o,
+                     const engine::OpStatsSet& whole, const CallTotals& totals, int64_t t0,
+                     json& j) {
+  std::vector<const engine::OpStats*> ops;
+  for (const auto& s : whole.overall) ops.push_back(&s);
+  std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) {
+    return a->sum_ns != b->sum_ns ? a->sum_ns > b->sum_ns : a->key < b->key;
+  });
+  std::vector<const engine::OpStats*> busiest = ops;
+  std::stable_sort(busiest.begin(), busiest.end(),
+                   [](auto* a, auto* b) { return a->count > b->count; });
+  busiest.resize(std::min(o.max_rate_ops, busiest.size()));
+  CallPassInput in;
+  in.window = o.window;
+  in.first_ns = totals.first_ns;
+  in.last_ns = totals.last_end_ns;
+  in.max_buckets = o.max_rate_buckets;
+  for (const auto* s : ops) {
+    bool rated = std::find(busiest.begin(), busiest.end(), s) != busiest.end();
+    in.ops.push_back({s->key.vendor, s->key.api, s->key.op, s->p95, s->count, rated});
+  }
+  auto pass = run_call_pass(db, in);
+  if (!pass) return pass.error();
+  json ops_json = json::array();
+  for (size_t i = 0; i < ops.size(); ++i) ops_json.push_back(op_json(*ops[i], pass->ops[i]));
+  j["ops"] = std::move(ops_json);
+  j["rates"] = rates_json(in, *pass, t0);
+  j["flame"] = {{"calls", flame_json(source, in, *pass, o.max_flame_nodes)},
+                {"samples", samples_json(source, o.window, o.max_flame_nodes)}};
+  return {};
+}
+
+Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& source,
+                            const ReportOptions& o) {
+  store::Db& db = reader.db();
+  const engine::Window& w = o.window;
+  auto totals = call_totals(db, w);
+  if (!totals) return totals.error();
+  auto sessions = sessions_json(db);
+  if (!sessions) return sessions.error();
+  auto nodes = node_names(db);
+  if (!nodes) return nodes.error();
+  // A merged trace holds several nodes whose pids may collide: the engine runs per node.
+  std::vector<NodeAnalysis> analyses;
+  if (nodes->size() < 2) {
+    analyses.push_back({nodes->empty() ? "" : nodes->front(), engine::analyze(source, w)});
+  } else {
+    for (const auto& n : *nodes) {
+      engine::Window nw = w;
+      nw.node = n;
+      analyses.push_back({n, engine::analyze(source, nw)});
+    }
+  }
+  json j;
+  j["format"] = "ingero-report";
+  j["version"] = kModelVersion;
+  j["generated_at_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  j["ingero_version"] = INGERO_VERSION;
+  j["trace"] = {
+      {"path", o.title}, {"format", reader.format_name()}, {"legacy", reader.is_legacy()}};
+  auto span = db.prepare("SELECT min(timestamp), max(timestamp + duration) FROM events" +
+                         window_where(w, "timestamp"));
+  if (!span) return make_error("trace span: " + span.error().message);
+  int64_t t0 = 0, t1 = 0;
+  if (auto r = span->step(); r && *r && !span->is_null(0)) {
+    t0 = span->int64(0);
+    t1 = span->int64(1);
+  }
+  j["window"] = {{"start_ns", t0}, {"end_ns", t1}, {"seconds", double(t1 - t0) / 1e9}};
+  auto header = header_json(db, w, *totals, std::move(*sessions), analyses);
+  if (!header) return header.error();
+  j["header"] = std::move(*header);
+  engine::OpStatsSet merged;
+  if (analyses.size() > 1) merged = engine::compute_op_stats(source, w);
+  const engine::OpStatsSet& whole = analyses.size() > 1 ? merged : analyses[0].a.stats;
+  if (auto s = call_sections(db, source, o, whole, *totals, t0, j); !s) return s.error();
+  if (auto s = engine_sections(db, source, o, analyses, t0, j); !s) return s.error();
+  if (auto s = process_section(db, o, analyses, j); !s) return s.error();
+  return j;
+}
+
+}  // namespace
+
+Result<json> build_report(store::TraceReader& reader, engine::TraceSource& source,
+                          const ReportOptions& o) {
+  ReadSnapshot snapshot(reader.db());
+  return build_sections(reader, source, o);
+}
+
+}  // namespace ingero::serve::report

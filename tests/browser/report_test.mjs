@@ -1,0 +1,197 @@
+// `ingero report` in a real browser: the one-file report of a real trace renders offline with
+// no console errors, its numbers equal the SQL answers on the same file, the flame graph's
+// root frames total the slow calls, and a full-page screenshot is a picture.
+//   run.sh report_test.mjs --ingero BIN --out DIR --name NAME (--xz FILE.db.xz | --db FILE)
+//          [--expect-steps] [--expect-nodes N]
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  Ingero, check, equal, chartInk, checkScreenshot, closeBrowser, exitWith, freshDir, launch, log,
+  parseArgs, quantileSql, testValue, unxz, watchedPage,
+} from './lib.mjs';
+
+const a = parseArgs(process.argv.slice(2));
+const out = freshDir(a.out);
+const db = a.xz ? unxz(a.xz, path.join(out, a.name + '.db')) : a.db;
+const html = path.join(out, a.name + '.html');
+const ingero = new Ingero(a.ingero, db);
+
+// 1. The report file.
+const t0 = Date.now();
+const r = ingero.run(['report', '--db', db, '-o', html]);
+check(r.status === 0, 'ingero report exits 0', r.stderr);
+const size = fs.statSync(html).size;
+log('report: ' + size + ' bytes in ' + (Date.now() - t0) + ' ms: ' + r.stderr.trim());
+check(size < 5 * 1024 * 1024, 'report is under 5 MiB', size);
+
+// 2. SQL answers on the same file.
+const sql = {
+  calls: ingero.scalar('SELECT count(*) FROM calls'),
+  processes: ingero.scalar('SELECT count(*) FROM (SELECT DISTINCT node, pid FROM calls)'),
+  events: ingero.scalar('SELECT count(*) FROM events'),
+  host: ingero.scalar('SELECT count(*) FROM host_events'),
+  errors: ingero.scalar("SELECT count(*) FROM calls WHERE status = 'error'"),
+  unfinished: ingero.scalar("SELECT count(*) FROM calls WHERE status = 'unfinished'"),
+};
+const hasLoss = ingero.hasColumn('sessions', 'ringbuf_drops');
+if (hasLoss) {
+  sql.drops = ingero.scalar('SELECT coalesce(sum(ringbuf_drops), 0) FROM sessions');
+  sql.storeErrors = ingero.scalar('SELECT coalesce(sum(store_errors), 0) FROM sessions');
+  sql.lost = ingero.scalar('SELECT coalesce(sum(lost_calls), 0) FROM sessions');
+}
+const perOp = ingero.query('SELECT vendor, api, op, count(*) AS calls, sum(dur_ns) AS sum, max(dur_ns) AS max, ' +
+  "sum(status = 'error') AS errors FROM calls GROUP BY vendor, api, op");
+const q = {};
+for (const p of [50, 95, 99]) for (const row of ingero.query(quantileSql(p))) q[row.api + '/' + row.op + '/' + p] = row.v;
+// Slow calls: at or above their op's p95, for ops with at least two calls.
+const slow = ingero.scalar('SELECT count(*) FROM calls c JOIN (' + quantileSql(95) +
+  ') p ON p.vendor = c.vendor AND p.api = c.api AND p.op = c.op WHERE p.n >= 2 AND c.dur_ns >= p.v');
+const perProc = ingero.query('SELECT node, pid, count(*) AS calls FROM calls GROUP BY node, pid');
+const perNode = ingero.query('SELECT node, count(*) AS calls FROM calls GROUP BY node');
+const nodes = ingero.scalar('SELECT count(*) FROM (SELECT node FROM calls UNION SELECT node FROM host_events)');
+const explain = JSON.parse(ingero.run(['explain', '--json', '--db', db]).stdout);
+const chains = explain.nodes ? explain.nodes.flatMap((n) => n.chains) : explain.chains;
+log('SQL: ' + JSON.stringify(sql) + ', slow calls ' + slow + ', chains ' + chains.length);
+
+// 3. The page, offline.
+const browser = await launch(a.chromium);
+try {
+  const page = await watchedPage(browser);
+  await page.goto('file://' + html, { waitUntil: 'load' });
+  await page.waitForSelector('body[data-renders="1"]', { timeout: 30000 });
+  await page.waitForSelector('[data-testid="flame-calls"] svg g', { timeout: 30000 });
+  await new Promise((res) => setTimeout(res, 300));  // d3's zero-length transitions settle
+
+  equal(await testValue(page, 'calls'), sql.calls, 'header calls');
+  equal(await testValue(page, 'processes'), sql.processes, 'header processes');
+  equal(await testValue(page, 'events'), sql.events, 'header events');
+  equal(await testValue(page, 'host-events'), sql.host, 'header host events');
+  equal(await testValue(page, 'errors'), sql.errors, 'header errors');
+  equal(await testValue(page, 'unfinished'), sql.unfinished, 'header unfinished');
+  if (hasLoss) {
+    equal(await testValue(page, 'drops'), sql.drops, 'header ring-buffer drops');
+    equal(await testValue(page, 'store-errors'), sql.storeErrors, 'header store errors');
+    equal(await testValue(page, 'lost-calls'), sql.lost, 'header calls not traced');
+    const loud = await page.$$('[data-testid="warning-error"]');
+    check((loud.length > 0) === (sql.drops + sql.storeErrors + sql.lost > 0), 'a loss banner shows exactly when something was lost');
+  } else {
+    const text = await page.$eval('[data-testid="drops"]', (e) => e.textContent);
+    equal(text, 'not recorded', 'legacy file: drops are "not recorded"');
+  }
+
+  // Per-op table: calls, errors, total and max time, exact percentiles.
+  const rows = await page.$$eval('[data-testid="ops-table"] tbody tr', (trs) => trs.map((tr) => {
+    const o = { key: tr.getAttribute('data-key') };
+    for (const td of tr.children) o[td.getAttribute('data-col')] = td.getAttribute('data-value');
+    return o;
+  }));
+  equal(rows.length, perOp.length, 'op table rows');
+  let opOk = 0;
+  for (const e of perOp) {
+    const row = rows.find((x) => x.key === e.api + '/' + e.op);
+    if (!check(row, 'op row ' + e.op)) continue;
+    const want = { calls: e.calls, sum_ns: e.sum, max_ns: e.max, errors: e.errors,
+      p50_ns: q[e.api + '/' + e.op + '/50'], p95_ns: q[e.api + '/' + e.op + '/95'], p99_ns: q[e.api + '/' + e.op + '/99'] };
+    const bad = Object.entries(want).filter(([k, v]) => String(row[k]) !== String(v));
+    if (check(!bad.length, e.op + ': calls, errors, total, max, p50/p95/p99 equal SQL', bad.map(([k, v]) => k + ' ' + row[k] + ' != ' + v).join(', '))) opOk++;
+  }
+  // Histograms total their op's calls.
+  const hists = await page.$$eval('[data-testid="histogram"]', (els) => els.map((e) => [e.getAttribute('data-op'), e.getAttribute('data-total')]));
+  check(hists.length > 0, 'latency histograms drawn', hists.length);
+  for (const [op, total] of hists) {
+    const want = perOp.filter((e) => e.op === op).reduce((s, e) => s + e.calls, 0);
+    equal(total, want, 'histogram of ' + op + ' totals its calls');
+  }
+  // Per process and per node.
+  const procRows = await page.$$eval('[data-testid="process-table"] tbody tr', (trs) => trs.map((tr) => [tr.getAttribute('data-key'),
+    tr.querySelector('[data-col="calls"]').getAttribute('data-value')]));
+  for (const p of perProc) {
+    const row = procRows.find(([k]) => k === p.node + ':' + p.pid);
+    equal(row ? row[1] : 'missing', p.calls, 'process ' + p.pid + ' calls');
+  }
+  const nodeRows = await page.$$eval('[data-testid="node-table"] tbody tr', (trs) => trs.map((tr) => [tr.getAttribute('data-key'),
+    tr.querySelector('[data-col="calls"]').getAttribute('data-value')]));
+  equal(nodeRows.length, nodes, 'node table rows (every node with events)');
+  for (const n of perNode) {
+    const row = nodeRows.find(([k]) => k === n.node);
+    equal(row ? row[1] : 'missing', n.calls, 'node ' + (n.node || '(unnamed)') + ' calls');
+  }
+  if (a['expect-nodes']) equal(nodeRows.length, a['expect-nodes'], 'nodes');
+
+  // Collectives per rank: each (op, rank)'s calls equal SQL.
+  const collSql = ingero.query("SELECT op, rank, count(*) AS n FROM calls WHERE kind = 'collective' GROUP BY op, rank");
+  const collDom = await page.$$eval('[data-testid="collective"]', (groups) => groups.flatMap((g) =>
+    [...g.querySelectorAll('tbody tr')].map((tr) => [g.getAttribute('data-op'), tr.getAttribute('data-key'),
+      Number(tr.querySelector('[data-col="calls"]').getAttribute('data-value'))])));
+  if (a['expect-collectives']) check(collSql.length > 0 && collDom.length > 0, 'collectives shown', collDom);
+  for (const c of collSql) {
+    const n = collDom.filter(([op, rank]) => op === c.op && rank === String(c.rank)).reduce((s2, r2) => s2 + r2[2], 0);
+    equal(n, c.n, 'collective ' + c.op + ' rank ' + c.rank + ' calls');
+  }
+  check(collDom.length === 0 || collSql.length > 0, 'no collectives table without collective calls');
+
+  // Causal chains: the engine's, as explain reports them.
+  const cards = await page.$$eval('[data-testid="chain"]', (els) => els.map((e) => e.getAttribute('data-severity') + ':' + e.getAttribute('data-rule')));
+  equal(cards.join(' '), chains.map((c) => c.severity + ':' + c.rule).join(' '), 'chain cards (severity:rule) equal explain --json');
+
+  // Flame graph: the drawn hierarchy's root frames total the slow calls.
+  equal(await testValue(page, 'flame-total'), slow, 'flame graph total (slow calls)');
+  const roots = await page.$eval('[data-testid="flame-calls"] svg', (svg) => {
+    const root = [...svg.querySelectorAll('g')].map((g) => g.__data__).find((d) => d && d.depth === 0);
+    return root ? { children: root.children.length, sum: root.children.reduce((s, c) => s + c.value, 0), value: root.value } : null;
+  });
+  check(roots && roots.children > 0, 'flame graph has root frames', roots);
+  equal(roots.sum, slow, 'flame graph: the root frames total the slow calls');
+  const pyFrames = await page.$eval('[data-testid="flame-calls"] svg', (svg) =>
+    [...svg.querySelectorAll('g')].filter((g) => g.__data__ && g.__data__.data.k === 'py').length);
+  if (a['expect-python']) check(pyFrames > 0, 'flame graph shows Python frames', pyFrames);
+
+  // Step timeline (or rates).
+  const series = await page.$$('[data-testid="step-series"]');
+  if (a['expect-steps']) check(series.length > 0, 'step timeline drawn', series.length);
+  if (series.length) {
+    const steps = await testValue(page, 'step-count');
+    check(Number(steps) > 0, 'steps counted', steps);
+    check((await page.$$('[data-testid="step-series"] canvas')).length > 0, 'step chart drawn');
+    // The rates wait behind a disclosure: opening it draws them.
+    check((await page.$$('[data-testid="rate-chart"] canvas')).length === 0, 'rates not drawn while folded');
+    await page.$eval('#rates-details > summary', (s) => s.click());
+    await page.waitForSelector('[data-testid="rate-chart"] canvas', { timeout: 10000 });
+  }
+  check((await page.$$('[data-testid="rate-chart"] canvas')).length > 0, 'call-rate chart drawn');
+  check((await page.$$('[data-testid="latency-chart"] canvas')).length > 0, 'latency chart drawn');
+  const ink = await chartInk(page);
+  check(ink.length > 0 && ink.every((n) => n > 0), 'every chart canvas has drawn pixels', ink);
+
+  // Use it: zoom into a frame, switch the flame to time, search; nothing may throw.
+  await page.$eval('[data-testid="flame-calls"] svg g:nth-of-type(2)', (g) => g.dispatchEvent(new MouseEvent('click', { bubbles: true })));
+  await page.evaluate(() => [...document.querySelectorAll('#flame button')].find((b) => b.textContent === 'width: time').click());
+  await page.type('#flame input[type=search]', 'cuda');
+  await new Promise((res) => setTimeout(res, 300));
+  await page.evaluate(() => [...document.querySelectorAll('#flame button')].find((b) => b.textContent === 'width: calls').click());
+  await page.$eval('#flame input[type=search]', (i) => {
+    i.value = '';
+    i.dispatchEvent(new Event('input'));
+  });
+  await page.evaluate(() => [...document.querySelectorAll('#flame button')].find((b) => b.textContent === 'reset zoom').click());
+
+  check(page.errors.length === 0, 'no console errors or exceptions', page.errors);
+  const foreign = page.requests.filter((u) => !u.startsWith('file://') && !u.startsWith('data:') && !u.startsWith('about:'));
+  check(foreign.length === 0, 'no network requests (offline)', foreign);
+
+  const shot = path.join(out, a.name + '.png');
+  await page.screenshot({ path: shot, fullPage: true });
+  await checkScreenshot(browser, shot, 1400, 2000, 50);
+  // The first screenful (header and timeline), as docs/ shows it.
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const top = path.join(out, a.name + '-top.png');
+  await page.screenshot({ path: top });
+  await checkScreenshot(browser, top, 1400, 1000, 50);
+  const flameShot = path.join(out, a.name + '-flame.png');
+  await (await page.$('#flame')).screenshot({ path: flameShot });
+  await checkScreenshot(browser, flameShot, 1000, 300, 10);
+  log('screenshot: ' + shot + ' (op rows checked: ' + opOk + ')');
+} finally {
+  await closeBrowser(browser);
+}
+exitWith();

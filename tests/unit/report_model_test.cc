@@ -1,0 +1,320 @@
+// The report's data model on real traces (the H100 fixtures and the original implementation's
+// files), checked against SQL on the same file and against the engine: totals agree section
+// by section, the flame graph totals the slow calls, every array is bounded.
+#include "serve/report/report_model.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "engine/analysis.h"
+#include "engine/window_spec.h"
+#include "serve/report/call_pass.h"
+#include "serve/report/flame_tree.h"
+#include "serve/report/report_html.h"
+#include "store/sql_trace_source.h"
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::serve::report {
+namespace {
+
+using nlohmann::json;
+
+std::string h100(const std::string& name) {
+  std::string out = test::temp_path("report-" + name + ".db");
+  if (!std::filesystem::exists(out)) {
+    std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/" + name + ".db.xz' > '" + out + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  return out;
+}
+
+std::string legacy(const std::string& name) {
+  return std::string(INGERO_FIXTURES_DIR) + "/ingero-go/" + name + ".db";
+}
+
+json model_of(const std::string& path, ReportOptions o = {}) {
+  auto reader = store::TraceReader::open(path);
+  EXPECT_TRUE(reader) << (reader ? "" : reader.error().message);
+  store::SqlTraceSource source(**reader);
+  o.title = path;
+  auto m = build_report(**reader, source, o);
+  EXPECT_TRUE(m) << (m ? "" : m.error().message);
+  EXPECT_EQ(source.error(), "");
+  return m ? *m : json();
+}
+
+uint64_t sum(const json& arr) {
+  uint64_t s = 0;
+  for (const auto& v : arr) s += v.get<uint64_t>();
+  return s;
+}
+
+// The sections that must agree with each other and with SQL, on any trace.
+void expect_consistent(const std::string& path, const json& m) {
+  uint64_t calls = uint64_t(test::query_int(path, "SELECT count(*) FROM calls"));
+  EXPECT_EQ(m["header"]["calls"], calls);
+  EXPECT_EQ(m["header"]["events"], test::query_int(path, "SELECT count(*) FROM events"));
+  uint64_t op_calls = 0, slow = 0, hist = 0;
+  for (const auto& op : m["ops"]) {
+    op_calls += op["calls"].get<uint64_t>();
+    slow += op["slow_calls"].get<uint64_t>();
+    EXPECT_EQ(sum(op["hist"]["counts"]), op["calls"].get<uint64_t>()) << op["op"];
+    EXPECT_EQ(op["hist"]["edges_ns"].size(), op["hist"]["counts"].size() + 1);
+    hist += sum(op["hist"]["counts"]);
+  }
+  EXPECT_EQ(op_calls, calls);
+  EXPECT_EQ(hist, calls);
+  // The flame graph holds exactly the engine's tail: calls at or above their op's p95.
+  EXPECT_EQ(m["flame"]["calls"]["total"], slow);
+  EXPECT_EQ(m["flame"]["calls"]["tree"]["value"], slow);
+  uint64_t roots = 0;
+  for (const auto& c : m["flame"]["calls"]["tree"].value("children", json::array()))
+    roots += c["value"].get<uint64_t>();
+  EXPECT_EQ(roots, slow);
+  uint64_t rated = sum(m["rates"]["other_calls"]);
+  for (const auto& s : m["rates"]["series"]) rated += sum(s["calls"]);
+  EXPECT_EQ(rated, calls);
+  uint64_t per_node = 0;
+  for (const auto& n : m["nodes"]) per_node += n["calls"].get<uint64_t>();
+  EXPECT_EQ(per_node, calls);
+}
+
+TEST(ReportModel, H100ContendedAgreesWithSqlAndTheEngine) {
+  std::string path = h100("resnet-contended");
+  json m = model_of(path);
+  expect_consistent(path, m);
+  EXPECT_EQ(m["format"], "ingero-report");
+  EXPECT_EQ(m["trace"]["format"], "ingero schema 4");
+  EXPECT_EQ(m["header"]["loss"]["ringbuf_drops"], 0);
+  EXPECT_TRUE(m["header"]["loss_recorded"]);
+  ASSERT_EQ(m["nodes"].size(), 1u);
+  EXPECT_EQ(m["nodes"][0]["node"], "h100-a");
+  // The training process's steps: the engine's series, every step drawn (150 + warm-up).
+  auto reader = store::TraceReader::open(path);
+  store::SqlTraceSource source(**reader);
+  engine::Analysis a = engine::analyze(source, engine::Window{});
+  ASSERT_EQ(m["steps"].size(), a.steps.processes.size());
+  const json& s = m["steps"][0];
+  const engine::StepSeries* es = a.steps.find(s["pid"].get<uint32_t>());
+  ASSERT_NE(es, nullptr);
+  EXPECT_EQ(s["steps"], es->steps.size());
+  EXPECT_EQ(s["group"], 1);
+  EXPECT_EQ(s["points"]["t"].size(), es->steps.size());
+  // Stacked components sum to the step's duration (0.1 µs rounding per component).
+  const json& p = s["points"];
+  for (size_t i = 0; i < p["t"].size(); ++i) {
+    double parts = 0;
+    for (const char* k : {"wait_us", "enqueue_us", "api_us", "gap_on_cpu_us", "gap_preempted_us",
+                          "gap_io_us", "gap_sleep_us", "gap_unknown_us", "host_other_us"})
+      parts += p[k][i].get<double>();
+    EXPECT_NEAR(parts, p["dur_us"][i].get<double>(), 1.0) << "step " << i;
+  }
+  EXPECT_EQ(m["chains"].size(), a.chains.size());
+  EXPECT_EQ(m["chains"][0]["severity"], engine::severity_name(a.chains[0].severity));
+  EXPECT_EQ(m["chains"][0]["summary"], a.chains[0].summary);
+  // Python frames reach the flame graph.
+  bool python = false;
+  std::function<void(const json&)> walk = [&](const json& n) {
+    if (n["k"] == "py") python = true;
+    for (const auto& c : n.value("children", json::array())) walk(c);
+  };
+  walk(m["flame"]["calls"]["tree"]);
+  EXPECT_TRUE(python);
+  EXPECT_GT(m["flame"]["calls"]["stacks"].get<uint64_t>(), 10u);
+  // Small: no raw rows.
+  std::string html = render_report_html(m, path);
+  EXPECT_LT(html.size(), 2u << 20) << "report of a 98,686-event trace";
+}
+
+TEST(ReportModel, LegacyFileHasNoLossCountersAndSaysSo) {
+  std::string path = legacy("pytorch-dataloader-starvation");
+  json m = model_of(path);
+  expect_consistent(path, m);
+  EXPECT_TRUE(m["trace"]["legacy"]);
+  EXPECT_FALSE(m["header"]["loss_recorded"]);
+  bool notice = false;
+  for (const auto& w : m["header"]["warnings"])
+    if (w["level"] == "notice" &&
+        w["text"].get<std::string>().find("no loss counters") != std::string::npos)
+      notice = true;
+  EXPECT_TRUE(notice);
+  EXPECT_EQ(m["header"]["sessions"].size(), 1u);
+  EXPECT_EQ(m["header"]["sessions"][0]["gpu_model"], "NVIDIA GeForce RTX 4090, 24564 MiB");
+}
+
+TEST(ReportModel, MergedClusterIsAnalysedNodeByNode) {
+  std::string path = legacy("sample-cluster");
+  json m = model_of(path);
+  expect_consistent(path, m);
+  ASSERT_EQ(m["nodes"].size(), 3u);
+  for (const auto& n : m["nodes"])
+    EXPECT_EQ(n["calls"], test::query_int(path, "SELECT count(*) FROM calls WHERE node = '" +
+                                                    n["node"].get<std::string>() + "'"));
+  for (const auto& p : m["processes"]) EXPECT_NE(p["node"], "");
+}
+
+TEST(ReportModel, NcclCollectivesPerRank) {
+  // Ground truth (tests/fixtures/h100/README.md): one rank, 40 all_reduce of 1,048,576
+  // floats, 10 broadcast (ncclBroadcast, and ncclBcast calling it), 5 all_gather.
+  std::string path = h100("nccl-1rank");
+  json m = model_of(path);
+  expect_consistent(path, m);
+  std::map<std::string, json> by_op;
+  for (const auto& g : m["collectives"]) by_op[g["op"]] = g;
+  ASSERT_EQ(by_op.size(), 4u);
+  const json& ar = by_op["ncclAllReduce"];
+  EXPECT_EQ(ar["ranks"], 1);
+  ASSERT_EQ(ar["rows"].size(), 1u);
+  EXPECT_EQ(ar["rows"][0]["rank"], 0);
+  EXPECT_EQ(ar["rows"][0]["calls"], 40);
+  EXPECT_EQ(ar["rows"][0]["bytes"], 40ull * 1048576 * 4);
+  EXPECT_EQ(by_op["ncclBroadcast"]["rows"][0]["calls"], 10);
+  EXPECT_EQ(by_op["ncclAllGather"]["rows"][0]["calls"], 5);
+}
+
+TEST(ReportModel, ArraysAreBounded) {
+  std::string path = h100("resnet-contended");
+  ReportOptions o;
+  o.max_step_points = 40;
+  o.max_rate_buckets = 5;
+  o.max_rate_ops = 2;
+  o.max_processes = 1;
+  o.max_chains = 1;
+  o.max_flame_nodes = 50;
+  json m = model_of(path, o);
+  const json& s = m["steps"][0];
+  EXPECT_LE(s["points"]["t"].size(), 40u);
+  EXPECT_GT(s["group"].get<size_t>(), 1u);
+  EXPECT_LE(m["rates"]["t"].size(), 5u);
+  EXPECT_EQ(m["rates"]["series"].size(), 2u);
+  EXPECT_EQ(m["processes"].size(), 1u);
+  EXPECT_GT(m["processes_total"].get<uint64_t>(), 1u);
+  EXPECT_EQ(m["chains"].size(), 1u);
+  EXPECT_GT(m["chains_total"].get<uint64_t>(), 1u);
+  EXPECT_TRUE(m["flame"]["calls"]["truncated"]);
+  // Folded, not lost: the totals stay exact.
+  expect_consistent(path, m);
+}
+
+TEST(ReportModel, WindowRestrictsEverySection) {
+  std::string path = h100("resnet-contended");
+  int64_t first = test::query_int(path, "SELECT min(ts_ns) FROM calls");
+  int64_t last = test::query_int(path, "SELECT max(ts_ns) FROM calls");
+  int64_t from = first + (last - first) / 4, to = from + (last - first) / 2;
+  ReportOptions o;
+  o.window.from_ns = from;
+  o.window.to_ns = to;
+  json m = model_of(path, o);
+  std::string where = " WHERE ts_ns BETWEEN " + std::to_string(from) + " AND " + std::to_string(to);
+  uint64_t calls = uint64_t(test::query_int(path, "SELECT count(*) FROM calls" + where));
+  EXPECT_GT(calls, 1000u);
+  EXPECT_EQ(m["header"]["calls"], calls);
+  uint64_t op_calls = 0;
+  for (const auto& op : m["ops"]) op_calls += sum(op["hist"]["counts"]);
+  EXPECT_EQ(op_calls, calls);
+  EXPECT_GE(m["window"]["start_ns"].get<int64_t>(), from);
+  EXPECT_LE(m["window"]["end_ns"].get<int64_t>(), to + 1'000'000'000LL);  // + the last duration
+}
+
+TEST(ReportBins, QuarterOctaveBinsCoverEveryValue) {
+  for (uint64_t v : {0ull, 1ull, 7ull, 8ull, 9ull, 10ull, 15ull, 16ull, 1000ull, 123456789ull,
+                     (1ull << 40) + 12345, (1ull << 62) + 1}) {
+    size_t b = latency_bin(v);
+    EXPECT_LE(bin_lower_edge(b), v) << v;
+    EXPECT_GT(bin_lower_edge(b + 1), v) << v;
+  }
+  EXPECT_LT(latency_bin(UINT64_MAX), kLatencyBins);
+  uint32_t bins[kLatencyBins] = {};
+  bins[latency_bin(1000)] = 99;
+  bins[latency_bin(1'000'000)] = 1;
+  double p50 = hist_quantile(bins, kLatencyBins, 0.5),
+         p99 = hist_quantile(bins, kLatencyBins, 0.99);
+  double p100 = hist_quantile(bins, kLatencyBins, 1.0);
+  EXPECT_NEAR(p50, 1000, 125);
+  EXPECT_NEAR(p99, 1000, 125);  // rank 99 of 100
+  EXPECT_NEAR(p100, 1'000'000, 125'000);
+  EXPECT_EQ(bucket_width_ns(40'000'000'000LL, 600), 1'000'000'000LL);
+  EXPECT_EQ(bucket_width_ns(3'600'000'000'000LL, 600), 10'000'000'000LL);
+}
+
+TEST(ReportFlame, TreeGrowsFromTheOutermostFrameAndKeepsTotalsUnderTheCap) {
+  using F = engine::StackFrameInfo;
+  std::vector<F> a = {
+      {false, "cudaMalloc", "", 0, "/usr/lib/libcudart.so.13", "libcudart.so.13+0x10"},
+      {true, "step", "/src/train.py", 57, "", ""},
+      {true, "<module>", "/src/train.py", 80, "", ""},
+      {false, "", "", 0, "", "+0x0"}};
+  std::vector<F> b = a;
+  b[1].line = 58;
+  FlameTree t("slow calls", 100);
+  t.add(a, "cudaMalloc", "op", 3, 3000);
+  t.add(b, "cudaMalloc", "op", 2, 5000);
+  t.add({}, "cudaFree", "op", 4, 400);
+  json j = t.to_json();
+  EXPECT_EQ(j["value"], 9);
+  EXPECT_EQ(t.without_stack(), 4u);
+  ASSERT_EQ(j["children"].size(), 2u);  // <module> (5 calls), [no stack] (4): widest first
+  const json& mod = j["children"][0];
+  EXPECT_EQ(mod["name"], "<module> (train.py:80)");
+  EXPECT_EQ(mod["k"], "py");
+  EXPECT_EQ(mod["value"], 5);
+  EXPECT_EQ(mod["t"], 8000);
+  EXPECT_EQ(t.locations()[mod["li"].get<size_t>()], "/src/train.py:80");
+  ASSERT_EQ(mod["children"].size(), 2u);  // step at line 57 and at line 58
+  const json& leaf = mod["children"][0]["children"][0]["children"][0];
+  EXPECT_EQ(leaf["name"], "cudaMalloc");
+  EXPECT_EQ(leaf["k"], "op");
+  EXPECT_EQ(j["children"][1]["name"], "[no stack]");
+  // Under a cap of 3 nodes, later stacks fold; the root's children still total every call.
+  FlameTree small("slow calls", 3);
+  small.add(a, "cudaMalloc", "op", 3, 3000);
+  std::vector<F> c = a;
+  c[2].function = "main";
+  small.add(c, "cudaMalloc", "op", 7, 7000);
+  json s = small.to_json();
+  EXPECT_TRUE(small.truncated());
+  uint64_t roots = 0;
+  for (const auto& r : s["children"]) roots += r["value"].get<uint64_t>();
+  EXPECT_EQ(roots, 10u);
+  EXPECT_EQ(s["value"], 10);
+}
+
+TEST(ReportHtml, TheCspAllowsExactlyTheInlineScript) {
+  std::string html = render_report_html(json{{"x", 1}}, "t");
+  size_t data = html.find("id=\"ingero-data\"");
+  ASSERT_NE(data, std::string::npos);
+  size_t open = html.find("<script>", data);
+  size_t close = html.find("</script>", open);
+  ASSERT_NE(close, std::string::npos);
+  std::string script = html.substr(open + 8, close - open - 8);
+  unsigned char md[32];
+  SHA256(reinterpret_cast<const unsigned char*>(script.data()), script.size(), md);
+  unsigned char b64[64];
+  int n = EVP_EncodeBlock(b64, md, 32);
+  std::string hash = "'sha256-" + std::string(reinterpret_cast<char*>(b64), size_t(n)) + "'";
+  size_t csp = html.find("Content-Security-Policy");
+  ASSERT_NE(csp, std::string::npos);
+  std::string meta = html.substr(csp, html.find('>', csp) - csp);
+  for (size_t q; (q = meta.find("&#39;")) != std::string::npos;) meta.replace(q, 5, "'");
+  EXPECT_NE(meta.find("script-src " + hash), std::string::npos) << meta;
+  EXPECT_NE(meta.find("connect-src 'none'"), std::string::npos) << meta;
+  EXPECT_NE(meta.find("default-src 'none'"), std::string::npos) << meta;
+  // One executable script only.
+  EXPECT_EQ(html.find("<script>", close), std::string::npos);
+}
+
+TEST(ReportHtml, TraceStringsCannotEscapeTheDataElement) {
+  json m = {{"name", "</script><script>alert(1)</script><!--"}};
+  std::string s = json_for_html(m);
+  EXPECT_EQ(s.find('<'), std::string::npos);
+  EXPECT_EQ(json::parse(s), m);
+}
+
+}  // namespace
+}  // namespace ingero::serve::report
