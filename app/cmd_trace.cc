@@ -3,6 +3,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/tracer.h"
+#include "fleet/clickhouse_endpoint.h"
 
 namespace ingero::app {
 
@@ -53,6 +54,12 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "by hash. Errors, off-CPU and calls slower than 1 ms always ship theirs")
       ->check(CLI::Range(1u, 1000000u))
       ->capture_default_str();
+  cmd->add_option("--clickhouse", o->clickhouse,
+                  "Also ship the trace to ClickHouse while tracing: http://HOST:8123/DB (https:// "
+                  "for TLS; user as http://USER@HOST..., password in INGERO_CLICKHOUSE_PASSWORD). "
+                  "The trace file is the spool: rows ClickHouse has not stored are retried, and "
+                  "what is left at exit ships on the next start or with `ingero ship` (see "
+                  "docs/fleet.md)");
   cmd->add_option("command", o->command, "Command to run and trace (after --)");
   cmd->positionals_at_end(true);
   cmd->callback([&ctx, o, duration, pids] {
@@ -69,6 +76,13 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       std::cerr << "ingero trace: --ringbuf-mb must be a power of two between 1 and 1024\n";
       ctx.exit_code = kExitUsage;
       return;
+    }
+    if (!o->clickhouse.empty()) {
+      if (auto ep = fleet::parse_endpoint(o->clickhouse, false); !ep) {
+        std::cerr << "ingero trace: " << ep.error().message << "\n";
+        ctx.exit_code = kExitUsage;
+        return;
+      }
     }
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";

@@ -33,5 +33,6 @@ void add_demo_command(CLI::App& app, Context& ctx);
 void add_merge_command(CLI::App& app, Context& ctx);
 void add_export_command(CLI::App& app, Context& ctx);
 void add_mcp_command(CLI::App& app, Context& ctx);
+void add_ship_command(CLI::App& app, Context& ctx);
 
 }  // namespace ingero::app

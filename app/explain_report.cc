@@ -43,6 +43,23 @@ std::string format_wall(int64_t ns) {
   return buf;
 }
 
+void print_chain(std::ostream& out, const engine::Chain& c) {
+  out << "\n[" << engine::severity_name(c.severity) << "] " << c.summary << "\n";
+  if (!c.timeline.empty()) {
+    out << "  Timeline:\n";
+    for (const auto& t : c.timeline) out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
+  }
+  for (const auto& st : c.stacks) {
+    out << "  Stack (" << st.calls << " of the " << st.examined << " slowest calls, worst "
+        << format_duration(st.worst_ns) << ", pid " << st.pid << " tid " << st.tid << "):\n";
+    for (const auto& f : st.frames) out << "    " << f << "\n";
+  }
+  out << "  Root cause: " << c.root_cause << "\n";
+  if (!c.explanation.empty()) out << "  Why: " << c.explanation << "\n";
+  for (size_t i = 0; i < c.fixes.size(); ++i)
+    out << (i ? "       " : "  Fix: ") << c.fixes[i] << "\n";
+}
+
 void print_report(std::ostream& out, const engine::Analysis& a, const ReportOptions& o) {
   out << "INGERO INCIDENT REPORT";
   if (!o.title.empty()) out << " \u2014 " << o.title;
@@ -84,23 +101,7 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
   out << "CAUSAL CHAINS \u2014 " << a.chains.size() << " (" << high << " HIGH, " << med
       << " MEDIUM, " << low << " LOW)\n";
   if (a.chains.empty()) out << "  No causal chain: nothing in this window needs explaining.\n";
-  for (const auto& c : a.chains) {
-    out << "\n[" << engine::severity_name(c.severity) << "] " << c.summary << "\n";
-    if (!c.timeline.empty()) {
-      out << "  Timeline:\n";
-      for (const auto& t : c.timeline)
-        out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
-    }
-    for (const auto& st : c.stacks) {
-      out << "  Stack (" << st.calls << " of the " << st.examined << " slowest calls, worst "
-          << format_duration(st.worst_ns) << ", pid " << st.pid << " tid " << st.tid << "):\n";
-      for (const auto& f : st.frames) out << "    " << f << "\n";
-    }
-    out << "  Root cause: " << c.root_cause << "\n";
-    if (!c.explanation.empty()) out << "  Why: " << c.explanation << "\n";
-    for (size_t i = 0; i < c.fixes.size(); ++i)
-      out << (i ? "       " : "  Fix: ") << c.fixes[i] << "\n";
-  }
+  for (const auto& c : a.chains) print_chain(out, c);
   if (o.per_process && !a.processes.empty()) {
     out << "\nPER-PROCESS BREAKDOWN\n";
     for (const auto& p : a.processes) {
@@ -164,24 +165,26 @@ nlohmann::json chain_json(const engine::Chain& c) {
   nlohmann::json tl = nlohmann::json::array();
   for (const auto& t : c.timeline)
     tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
-  return {{"id", c.id},
-          {"severity", engine::severity_name(c.severity)},
-          {"rule", c.rule},
-          {"op", c.op},
-          {"vendor", c.vendor},
-          {"api", c.api},
-          {"pids", c.pids},
-          {"summary", c.summary},
-          {"root_cause", c.root_cause},
-          {"explanation", c.explanation},
-          {"fixes", c.fixes},
-          {"timeline", tl},
-          {"stacks", stacks},
-          {"p50_ns", c.p50_ns},
-          {"p99_ns", c.p99_ns},
-          {"tail_ratio", c.tail_ratio},
-          {"window_start_ns", c.window_start},
-          {"window_end_ns", c.window_end}};
+  nlohmann::json j = {{"id", c.id},
+                      {"severity", engine::severity_name(c.severity)},
+                      {"rule", c.rule},
+                      {"op", c.op},
+                      {"vendor", c.vendor},
+                      {"api", c.api},
+                      {"pids", c.pids},
+                      {"summary", c.summary},
+                      {"root_cause", c.root_cause},
+                      {"explanation", c.explanation},
+                      {"fixes", c.fixes},
+                      {"timeline", tl},
+                      {"stacks", stacks},
+                      {"p50_ns", c.p50_ns},
+                      {"p99_ns", c.p99_ns},
+                      {"tail_ratio", c.tail_ratio},
+                      {"window_start_ns", c.window_start},
+                      {"window_end_ns", c.window_end}};
+  if (!c.node.empty()) j["node"] = c.node;
+  return j;
 }
 
 nlohmann::json report_json(const engine::Analysis& a, const ReportOptions& o) {

@@ -17,6 +17,7 @@ struct ReportOptions {
 };
 
 void print_report(std::ostream& out, const engine::Analysis& a, const ReportOptions& o);
+void print_chain(std::ostream& out, const engine::Chain& c);
 nlohmann::json report_json(const engine::Analysis& a, const ReportOptions& o);
 nlohmann::json chain_json(const engine::Chain& c);
 nlohmann::json op_stats_json(const engine::OpStats& s);

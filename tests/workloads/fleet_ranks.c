@@ -1,0 +1,136 @@
+/* A data-parallel job of NRANKS ranks on the real libnccl and libcudart, spread over several
+ * traced "nodes": this process forks one process per rank it is given. There is no GPU, so the
+ * communicator cannot be created and every call fails, but every call enters the library:
+ * ncclCommInitRank carries the (fabricated, shared) unique id and the rank, ncclAllReduce its
+ * count and datatype. The ranks synchronise for real through a futex barrier in a shared file,
+ * which is what a collective does: nobody leaves it before the last rank arrived.
+ *
+ *   fleet_ranks BARRIER_FILE NRANKS RANKS STEPS WORK_US LIBNCCL LIBCUDART [CPU]
+ *     RANKS    comma-separated ranks to run here ("0,1")
+ *     WORK_US  CPU time each rank burns per step before the collective (its "compute")
+ *     CPU      pin the ranks to this CPU (a CPU hog there delays them)
+ * Per step each rank: burn WORK_US of CPU, ncclAllReduce, barrier, cudaStreamSynchronize (the
+ * host waiting for the collective to complete). Prints "rank R pid P" at start and
+ * "rank R done STEPS" at the end. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+
+struct barrier {
+  _Atomic uint32_t count;
+  _Atomic uint32_t gen;
+};
+
+static void futex(_Atomic uint32_t* addr, int op, uint32_t val) {
+  syscall(SYS_futex, (uint32_t*)addr, op, val, NULL, NULL, 0);
+}
+
+/* Sense by generation: the last arrival resets the count and bumps the generation. */
+static void barrier_wait(struct barrier* b, uint32_t n) {
+  uint32_t gen = atomic_load(&b->gen);
+  if (atomic_fetch_add(&b->count, 1) + 1 == n) {
+    atomic_store(&b->count, 0);
+    atomic_fetch_add(&b->gen, 1);
+    futex(&b->gen, FUTEX_WAKE, INT32_MAX);
+    return;
+  }
+  while (atomic_load(&b->gen) == gen) futex(&b->gen, FUTEX_WAIT, gen);
+}
+
+static int64_t cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Burns `us` of this thread's CPU time: preemption stretches it in wall time. */
+static void work(long us) {
+  int64_t end = cpu_ns() + (int64_t)us * 1000;
+  volatile unsigned long x = 0;
+  while (cpu_ns() < end)
+    for (int i = 0; i < 2000; i++) x += (unsigned long)i;
+}
+
+static int run_rank(struct barrier* b, int nranks, int rank, int steps, long work_us,
+                    const char* nccl, const char* cudart) {
+  void* hn = dlopen(nccl, RTLD_NOW);
+  void* hc = dlopen(cudart, RTLD_NOW);
+  if (!hn || !hc) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 2;
+  }
+  int (*init)(void**, int, ncclUniqueId, int) = dlsym(hn, "ncclCommInitRank");
+  int (*allreduce)(const void*, void*, size_t, int, int, void*, void*) = dlsym(hn, "ncclAllReduce");
+  int (*sync)(void*) = dlsym(hc, "cudaStreamSynchronize");
+  if (!init || !allreduce || !sync) return 3;
+  char name[16];
+  snprintf(name, sizeof(name), "rank%d", rank);
+  prctl(PR_SET_NAME, name);
+  printf("rank %d pid %d\n", rank, getpid());
+  ncclUniqueId id;
+  for (int i = 0; i < 128; i++) id.internal[i] = (char)(i * 13 + 5); /* shared by all ranks */
+  void* comm = NULL;
+  init(&comm, nranks, id, rank);
+  for (int s = 0; s < steps; s++) {
+    work(work_us);
+    allreduce((void*)0x1000, (void*)0x2000, 1 << 20, 7 /* float32 */, 0 /* sum */, comm,
+              (void*)0x5a);
+    barrier_wait(b, (uint32_t)nranks);
+    sync((void*)0x5a);
+  }
+  printf("rank %d done %d\n", rank, steps);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 8) {
+    fprintf(stderr,
+            "usage: fleet_ranks BARRIER_FILE NRANKS RANKS STEPS WORK_US LIBNCCL LIBCUDART [CPU]\n");
+    return 2;
+  }
+  int fd = open(argv[1], O_RDWR);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) {
+    perror(argv[1]);
+    return 2;
+  }
+  struct barrier* b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (b == MAP_FAILED) return 2;
+  if (argc > 8) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(atoi(argv[8]), &set);
+    sched_setaffinity(0, sizeof(set), &set);
+  }
+  int nranks = atoi(argv[2]), steps = atoi(argv[4]);
+  long work_us = atol(argv[5]);
+  char* ranks = strdup(argv[3]);
+  int children = 0;
+  for (char* tok = strtok(ranks, ","); tok; tok = strtok(NULL, ",")) {
+    int rank = atoi(tok);
+    pid_t pid = fork();
+    if (pid == 0) _exit(run_rank(b, nranks, rank, steps, work_us, argv[6], argv[7]));
+    if (pid > 0) children++;
+  }
+  int rc = 0, status;
+  while (children-- > 0)
+    if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  return rc;
+}
