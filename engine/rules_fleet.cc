@@ -291,11 +291,13 @@ void rule_fleet_straggler(const std::vector<FleetComm>& comms,
     ch.api = "nccl";
     ch.op = op;
     ch.pids = {r.pid};
-    ch.summary = op + " straggler across nodes: " + who + " (" + name + ", pid " +
-                 std::to_string(r.pid) + ") arrives last in " + share + " of " +
-                 format_count(s->matched) + " collectives on communicator " + hex(c.hash) + " (" +
-                 std::to_string(c.ranks.size()) + " ranks on " + std::to_string(c.node_count()) +
-                 " nodes), median " + format_duration(uint64_t(s->median_lag)) +
+    std::string proc =
+        (name.rfind("pid ", 0) == 0 ? "" : name + ", ") + "pid " + std::to_string(r.pid);
+    ch.summary = op + " straggler across nodes: " + who + " (" + proc + ") arrives last in " +
+                 share + " of " + format_count(s->matched) + " collectives on communicator " +
+                 hex(c.hash) + " (" + std::to_string(c.ranks.size()) + " ranks on " +
+                 std::to_string(c.node_count()) + " nodes), median " +
+                 format_duration(uint64_t(s->median_lag)) +
                  " behind the first rank (peers: " + format_duration(uint64_t(s->peer_lag)) + ")";
     add_cause(ch, r, who, me, avg);
     ch.timeline.insert(

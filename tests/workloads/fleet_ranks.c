@@ -9,8 +9,11 @@
  *     RANKS    comma-separated ranks to run here ("0,1")
  *     WORK_US  CPU time each rank burns per step before the collective (its "compute")
  *     CPU      pin the ranks to this CPU (a CPU hog there delays them)
- * Per step each rank: burn WORK_US of CPU, ncclAllReduce, barrier, cudaStreamSynchronize (the
- * host waiting for the collective to complete). Prints "rank R pid P" at start and
+ * Per step each rank: burn WORK_US of CPU, ncclAllReduce, barrier (the collective completes
+ * when the last rank arrives), cudaStreamSynchronize (the host sees the completion), and a
+ * second barrier, so that on a shared core no rank's next compute delays a peer's view of the
+ * completion. Prints "rank R pid P" at start, then "rank R arrivals T0,T1,..." (CLOCK_REALTIME
+ * ns at each ncclAllReduce: the truth a skewed tracer clock is checked against) and
  * "rank R done STEPS" at the end. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -54,6 +57,12 @@ static void barrier_wait(struct barrier* b, uint32_t n) {
   while (atomic_load(&b->gen) == gen) futex(&b->gen, FUTEX_WAIT, gen);
 }
 
+static int64_t wall_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 static int64_t cpu_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -88,14 +97,19 @@ static int run_rank(struct barrier* b, int nranks, int rank, int steps, long wor
   for (int i = 0; i < 128; i++) id.internal[i] = (char)(i * 13 + 5); /* shared by all ranks */
   void* comm = NULL;
   init(&comm, nranks, id, rank);
+  int64_t* arrivals = calloc((size_t)steps, sizeof(int64_t));
   for (int s = 0; s < steps; s++) {
     work(work_us);
+    arrivals[s] = wall_ns();
     allreduce((void*)0x1000, (void*)0x2000, 1 << 20, 7 /* float32 */, 0 /* sum */, comm,
               (void*)0x5a);
-    barrier_wait(b, (uint32_t)nranks);
+    barrier_wait(&b[0], (uint32_t)nranks);
     sync((void*)0x5a);
+    barrier_wait(&b[1], (uint32_t)nranks);
   }
-  printf("rank %d done %d\n", rank, steps);
+  printf("rank %d arrivals ", rank);
+  for (int s = 0; s < steps; s++) printf("%s%lld", s ? "," : "", (long long)arrivals[s]);
+  printf("\nrank %d done %d\n", rank, steps);
   return 0;
 }
 
