@@ -158,9 +158,9 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
   if (rc == CURLE_OPERATION_TIMEDOUT)
     return ingero::make_error(where + ": no complete answer within " + std::to_string(timeout_ms) +
                               " ms (" + what + ")");
-  return ingero::make_error(
-      where + ": " +
-      (last_failure_ == Failure::kUnreachable ? "cannot connect (" + what + ")" : what));
+  bool connect = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+                 rc == CURLE_COULDNT_RESOLVE_PROXY;
+  return ingero::make_error(where + ": " + (connect ? "cannot connect (" + what + ")" : what));
 }
 
 ingero::Result<std::string> ClickHouseClient::execute(const std::string& sql,

@@ -7,6 +7,8 @@
  *
  *   fleet_ranks BARRIER_FILE NRANKS RANKS STEPS WORK_US LIBNCCL LIBCUDART [CPU]
  *     RANKS    comma-separated ranks to run here ("0,1")
+ *     STEPS    steps to run, or "30s": rank 0 stops the job after 30 s (every rank stops at
+ *              the same step)
  *     WORK_US  CPU time each rank burns per step before the collective (its "compute")
  *     CPU      pin the ranks to this CPU (a CPU hog there delays them)
  * Per step each rank: burn WORK_US of CPU, ncclAllReduce, barrier (the collective completes
@@ -39,6 +41,11 @@ typedef struct {
 struct barrier {
   _Atomic uint32_t count;
   _Atomic uint32_t gen;
+};
+
+struct shared {
+  struct barrier b[2];
+  _Atomic int stop; /* set by rank 0 before the second barrier: read after it */
 };
 
 static void futex(_Atomic uint32_t* addr, int op, uint32_t val) {
@@ -77,7 +84,7 @@ static void work(long us) {
     for (int i = 0; i < 2000; i++) x += (unsigned long)i;
 }
 
-static int run_rank(struct barrier* b, int nranks, int rank, int steps, long work_us,
+static int run_rank(struct shared* sh, int nranks, int rank, int steps, int seconds, long work_us,
                     const char* nccl, const char* cudart) {
   void* hn = dlopen(nccl, RTLD_NOW);
   void* hc = dlopen(cudart, RTLD_NOW);
@@ -97,16 +104,22 @@ static int run_rank(struct barrier* b, int nranks, int rank, int steps, long wor
   for (int i = 0; i < 128; i++) id.internal[i] = (char)(i * 13 + 5); /* shared by all ranks */
   void* comm = NULL;
   init(&comm, nranks, id, rank);
-  int64_t* arrivals = calloc((size_t)steps, sizeof(int64_t));
-  for (int s = 0; s < steps; s++) {
+  size_t cap = 1024;
+  int64_t* arrivals = malloc(cap * sizeof(int64_t));
+  int64_t until = wall_ns() + (int64_t)seconds * 1000000000;
+  int s = 0;
+  for (; seconds ? !atomic_load(&sh->stop) : s < steps; s++) {
     work(work_us);
+    if ((size_t)s == cap) arrivals = realloc(arrivals, (cap *= 2) * sizeof(int64_t));
     arrivals[s] = wall_ns();
     allreduce((void*)0x1000, (void*)0x2000, 1 << 20, 7 /* float32 */, 0 /* sum */, comm,
               (void*)0x5a);
-    barrier_wait(&b[0], (uint32_t)nranks);
+    barrier_wait(&sh->b[0], (uint32_t)nranks);
     sync((void*)0x5a);
-    barrier_wait(&b[1], (uint32_t)nranks);
+    if (seconds && rank == 0 && wall_ns() >= until) atomic_store(&sh->stop, 1);
+    barrier_wait(&sh->b[1], (uint32_t)nranks);
   }
+  steps = s;
   printf("rank %d arrivals ", rank);
   for (int s = 0; s < steps; s++) printf("%s%lld", s ? "," : "", (long long)arrivals[s]);
   printf("\nrank %d done %d\n", rank, steps);
@@ -125,8 +138,8 @@ int main(int argc, char** argv) {
     perror(argv[1]);
     return 2;
   }
-  struct barrier* b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (b == MAP_FAILED) return 2;
+  struct shared* sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (sh == MAP_FAILED) return 2;
   if (argc > 8) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -134,13 +147,14 @@ int main(int argc, char** argv) {
     sched_setaffinity(0, sizeof(set), &set);
   }
   int nranks = atoi(argv[2]), steps = atoi(argv[4]);
+  int seconds = argv[4][strlen(argv[4]) - 1] == 's' ? steps : 0;
   long work_us = atol(argv[5]);
   char* ranks = strdup(argv[3]);
   int children = 0;
   for (char* tok = strtok(ranks, ","); tok; tok = strtok(NULL, ",")) {
     int rank = atoi(tok);
     pid_t pid = fork();
-    if (pid == 0) _exit(run_rank(b, nranks, rank, steps, work_us, argv[6], argv[7]));
+    if (pid == 0) _exit(run_rank(sh, nranks, rank, steps, seconds, work_us, argv[6], argv[7]));
     if (pid > 0) children++;
   }
   int rc = 0, status;
