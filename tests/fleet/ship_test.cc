@@ -210,7 +210,7 @@ TEST(FleetShip, ServerDownKeepsEveryRowInTheFileUntilItIsBack) {
             std::string::npos);
 }
 
-TEST(FleetSource, ExplainOverClickHouseEqualsExplainOverTheFile) {
+TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {
   START_SERVERS(ch, 1);
   std::string db = temp_path("demo.db"), out, err;
   ASSERT_EQ(run_command({INGERO_BIN, "demo", "nccl-straggler", "--db", db}, &out, &err), 0) << err;
@@ -233,6 +233,13 @@ TEST(FleetSource, ExplainOverClickHouseEqualsExplainOverTheFile) {
   }
   EXPECT_EQ(a, b);
   EXPECT_EQ(b["chains"][0]["rule"], "collective_straggler");
+  // The Perfetto export too, byte for byte.
+  ASSERT_EQ(run_command({INGERO_BIN, "export", "--db", db}, &from_file, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "export", "--source", ch.source(0, "ingero")}, &from_ch, &err),
+            0)
+      << err;
+  EXPECT_GT(from_file.size(), 100000u);
+  EXPECT_EQ(from_file, from_ch);
 }
 
 TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
