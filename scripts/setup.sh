@@ -5,9 +5,11 @@ set -euo pipefail
 
 BUILD_PKGS=(build-essential cmake pkg-config clang llvm libbpf-dev bpftool libelf-dev libdw-dev
             libsqlite3-dev sqlite3 prometheus-cpp-dev libcli11-dev nlohmann-json3-dev
-            libssl-dev zlib1g-dev libboost1.74-dev libyaml-cpp-dev libcrypt-dev)
+            libssl-dev zlib1g-dev libboost1.74-dev libyaml-cpp-dev libcrypt-dev
+            libcurl4-openssl-dev)
 TEST_PKGS=(googletest libgtest-dev libgmock-dev libbenchmark-dev libamdhip64-5 libibverbs1
-           prometheus python3 python3-dev clang-format openssl)
+           prometheus python3 python3-dev clang-format openssl clickhouse-server clickhouse-client
+           victoria-metrics)
 
 want=("${BUILD_PKGS[@]}")
 if [[ "${1:-}" == "--with-tests" ]]; then want+=("${TEST_PKGS[@]}"); fi
