@@ -186,6 +186,17 @@ TEST(FleetTrace, ThreeAgentsTwoShardsNameTheStragglerItsNodeAndTheHog) {
                      "SELECT node, count() FROM fleet.calls WHERE op = 'ncclAllReduce' "
                      "GROUP BY node ORDER BY node"),
             "node-1\t120\nnode-2\t60\nnode-3\t60\n");
+
+  // `ingero merge` of the same three files: the same fleet findings from one file.
+  std::string merged = temp_path("merged.db");
+  ASSERT_EQ(run_command({INGERO_BIN, "merge", d1, d2, d3, "-o", merged}, &out, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", merged, "--json"}, &out, &err), 0) << err;
+  auto m = nlohmann::json::parse(out)["fleet"];
+  EXPECT_EQ(m["clocks"], fleet["clocks"]);
+  ASSERT_FALSE(m["chains"].empty());
+  EXPECT_EQ(m["chains"][0]["rule"], "fleet_straggler");
+  EXPECT_EQ(m["chains"][0]["node"], "node-3");
+  EXPECT_EQ(m["chains"][0]["summary"], straggler["summary"]);
 }
 
 TEST(FleetTrace, ClickHouseDownFor20sLosesAndDuplicatesNothing) {
