@@ -52,6 +52,7 @@ struct FleetRank {
 struct FleetComm {
   uint64_t hash = 0;  // the unique id's hash: the same on every rank
   uint64_t nranks = 0;
+  std::string vendor, api;              // of its collectives ("nvidia"/"nccl", "amd"/"rccl")
   std::map<uint64_t, FleetRank> ranks;  // by rank
   std::vector<std::string> conflicts;   // a rank number claimed by two processes
   size_t node_count() const;

@@ -87,6 +87,7 @@ std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Windo
       if (!hash || !rank) return;  // not matchable across processes
       FleetComm& fc = comms[hash];
       fc.hash = hash;
+      if (fc.api.empty()) fc.vendor = std::string(e.vendor), fc.api = std::string(e.api);
       FleetRank& r = fc.ranks[*rank];
       if (r.node.empty()) {
         r.node = node;

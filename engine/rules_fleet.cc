@@ -287,8 +287,8 @@ void rule_fleet_straggler(const std::vector<FleetComm>& comms,
     Chain ch;
     ch.rule = "fleet_straggler";
     ch.node = r.node;
-    ch.vendor = "nvidia";
-    ch.api = "nccl";
+    ch.vendor = c.vendor;
+    ch.api = c.api;
     ch.op = op;
     ch.pids = {r.pid};
     std::string proc =
@@ -338,92 +338,107 @@ void rule_fleet_straggler(const std::vector<FleetComm>& comms,
   }
 }
 
-void rule_mismatched_collectives(const std::vector<FleetComm>& comms, std::vector<Chain>& out) {
-  for (const FleetComm& c : comms) {
-    if (c.ranks.size() < 2) continue;
-    uint64_t max_seq = 0;
-    for (const auto& [rk, r] : c.ranks)
-      if (!r.calls.empty()) max_seq = std::max(max_seq, r.calls.back().seq + 1);
-    for (uint64_t seq = 0; seq < max_seq; ++seq) {
-      std::map<std::string, std::vector<uint64_t>> groups;  // signature -> ranks
-      std::map<std::string, std::string> shown;
-      std::vector<uint64_t> missing;
-      int64_t latest = INT64_MIN;
-      for (const auto& [rk, r] : c.ranks) {
-        const RankCall* x = at_seq(r, seq);
-        if (!x) {
-          missing.push_back(rk);
-          continue;
-        }
-        latest = std::max(latest, x->start);
-        std::string sig =
-            x->op + "|" + std::to_string(x->count) + "|" + std::to_string(x->datatype);
-        groups[sig].push_back(rk);
-        shown[sig] = x->op + " count " + std::to_string(x->count) +
-                     (x->datatype == UINT64_MAX ? "" : " datatype " + std::to_string(x->datatype));
-      }
-      std::vector<uint64_t> truly_missing;
-      for (uint64_t rk : missing)
-        if (c.ranks.at(rk).node_last_ts > latest + kMissingGraceNs) truly_missing.push_back(rk);
-      if (groups.size() < 2 && truly_missing.empty()) {
-        if (!missing.empty()) break;  // some traces ended: nothing more to compare
+namespace {
+
+struct Divergence {
+  uint64_t seq = 0;
+  std::map<std::string, std::vector<uint64_t>> groups;  // call signature -> ranks
+  std::map<std::string, std::string> shown;             // signature -> as people read it
+  std::vector<uint64_t> missing;                        // ranks that never issued it
+  int64_t latest = 0;                                   // the last arrival at it
+};
+
+// The first sequence number where the ranks disagree on the call, or where a rank never
+// issued one its peers entered while its own trace went on.
+std::optional<Divergence> first_divergence(const FleetComm& c) {
+  uint64_t max_seq = 0;
+  for (const auto& [rk, r] : c.ranks)
+    if (!r.calls.empty()) max_seq = std::max(max_seq, r.calls.back().seq + 1);
+  for (uint64_t seq = 0; seq < max_seq; ++seq) {
+    Divergence d;
+    d.seq = seq;
+    d.latest = INT64_MIN;
+    std::vector<uint64_t> absent;
+    for (const auto& [rk, r] : c.ranks) {
+      const RankCall* x = at_seq(r, seq);
+      if (!x) {
+        absent.push_back(rk);
         continue;
       }
-      auto ranks_text = [&](const std::vector<uint64_t>& v) {
-        std::string s;
-        for (uint64_t rk : v)
-          s += (s.empty() ? "" : ", ") + std::to_string(rk) + " (" + c.ranks.at(rk).node + ")";
-        return s;
-      };
-      auto majority = std::max_element(groups.begin(), groups.end(), [](auto& x, auto& y) {
-        return x.second.size() < y.second.size();
-      });
-      Chain ch;
-      ch.rule = "mismatched_collectives";
-      ch.severity = Severity::kHigh;
-      ch.vendor = "nvidia";
-      ch.api = "nccl";
-      ch.op = majority->first.substr(0, majority->first.find('|'));
-      std::string what;
-      std::vector<uint64_t> odd;
-      for (const auto& [sig, ranks] : groups) {
-        if (sig == majority->first) continue;
-        what += (what.empty() ? "" : "; ") + std::string("rank") + (ranks.size() > 1 ? "s " : " ") +
-                ranks_text(ranks) + " issued " + shown[sig];
-        odd.insert(odd.end(), ranks.begin(), ranks.end());
-      }
-      if (!truly_missing.empty()) {
-        what += (what.empty() ? "" : "; ") + std::string("rank") +
-                (truly_missing.size() > 1 ? "s " : " ") + ranks_text(truly_missing) +
-                " never issued it although " + (truly_missing.size() > 1 ? "their" : "its") +
-                " trace goes on";
-        odd.insert(odd.end(), truly_missing.begin(), truly_missing.end());
-      }
-      for (uint64_t rk : odd) ch.pids.push_back(c.ranks.at(rk).pid);
-      ch.node = c.ranks.at(odd.front()).node;
-      ch.summary = "Collective #" + std::to_string(seq) + " on communicator " + hex(c.hash) +
-                   " diverges: ranks " + ranks_text(majority->second) + " issued " +
-                   shown[majority->first] + "; " + what;
-      ch.root_cause = "The ranks' programs diverged at collective #" + std::to_string(seq) +
-                      ": NCCL matches collectives by order, so from here the job hangs or "
-                      "reduces mismatched buffers";
-      ch.explanation =
-          "Each rank's collectives on the communicator are numbered from its init "
-          "(as PyTorch's Flight Recorder does); #" +
-          std::to_string(seq) + " is the first where they differ.";
-      ch.timeline.push_back({"NCCL", ch.op, ch.summary, 0});
-      ch.fixes = {
-          "Find the code path that issues a different collective (or skips one) on "
-          "the odd rank: a condition on the rank, uneven data, a different model",
-          "Run with TORCH_NCCL_TRACE_BUFFER_SIZE set to compare with PyTorch's own "
-          "Flight Recorder dump"};
-      ch.window_start = ch.window_end = latest;
-      ch.id = ch.rule + ":" + hex(c.hash) + ":" + std::to_string(seq);
-      ch.score = 1e6;
-      out.push_back(std::move(ch));
-      break;  // the first divergence only: later ones follow from it
+      d.latest = std::max(d.latest, x->start);
+      std::string sig = x->op + "|" + std::to_string(x->count) + "|" + std::to_string(x->datatype);
+      d.groups[sig].push_back(rk);
+      d.shown[sig] = x->op + " count " + std::to_string(x->count) +
+                     (x->datatype == UINT64_MAX ? "" : " datatype " + std::to_string(x->datatype));
     }
+    if (d.groups.empty()) continue;
+    for (uint64_t rk : absent)
+      if (c.ranks.at(rk).node_last_ts > d.latest + kMissingGraceNs) d.missing.push_back(rk);
+    if (d.groups.size() >= 2 || !d.missing.empty()) return d;
+    if (!absent.empty()) break;  // some traces ended here: nothing more to compare
   }
+  return std::nullopt;
+}
+
+Chain divergence_chain(const FleetComm& c, const Divergence& d) {
+  auto ranks_text = [&](const std::vector<uint64_t>& v) {
+    std::string s = v.size() > 1 ? "ranks " : "rank ";
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(v[i]) + " (" + c.ranks.at(v[i]).node + ")";
+    return s;
+  };
+  auto majority = std::max_element(d.groups.begin(), d.groups.end(), [](auto& x, auto& y) {
+    return x.second.size() < y.second.size();
+  });
+  std::string what;
+  std::vector<uint64_t> odd;
+  for (const auto& [sig, ranks] : d.groups) {
+    if (sig == majority->first) continue;
+    what += "; " + ranks_text(ranks) + " issued " + d.shown.at(sig);
+    odd.insert(odd.end(), ranks.begin(), ranks.end());
+  }
+  if (!d.missing.empty()) {
+    what += "; " + ranks_text(d.missing) + " never issued it although " +
+            (d.missing.size() > 1 ? "their" : "its") + " trace goes on";
+    odd.insert(odd.end(), d.missing.begin(), d.missing.end());
+  }
+  const std::string seq = "#" + std::to_string(d.seq);
+  Chain ch;
+  ch.rule = "mismatched_collectives";
+  ch.severity = Severity::kHigh;
+  ch.vendor = c.vendor;
+  ch.api = c.api;
+  ch.op = majority->first.substr(0, majority->first.find('|'));
+  for (uint64_t rk : odd) ch.pids.push_back(c.ranks.at(rk).pid);
+  ch.node = c.ranks.at(odd.front()).node;
+  ch.summary = "Collective " + seq + " on communicator " + hex(c.hash) +
+               " diverges: " + ranks_text(majority->second) + " issued " +
+               d.shown.at(majority->first) + what;
+  ch.root_cause = "The ranks' programs diverged at collective " + seq +
+                  ": collectives are matched by their order, so from here the job hangs or "
+                  "reduces mismatched buffers";
+  ch.explanation =
+      "Each rank's collectives on the communicator are numbered from its init "
+      "(as PyTorch's Flight Recorder does); " +
+      seq + " is the first where they differ.";
+  ch.timeline.push_back({layer_of(c.api), ch.op, ch.summary, 0});
+  ch.fixes = {
+      "Find the code path that issues a different collective (or skips one) on the odd "
+      "rank: a condition on the rank, uneven data, a different model",
+      "Run with TORCH_NCCL_TRACE_BUFFER_SIZE set to compare with PyTorch's own Flight "
+      "Recorder dump"};
+  ch.window_start = ch.window_end = d.latest;
+  ch.id = ch.rule + ":" + hex(c.hash) + ":" + std::to_string(d.seq);
+  ch.score = 1e6;
+  return ch;
+}
+
+}  // namespace
+
+void rule_mismatched_collectives(const std::vector<FleetComm>& comms, std::vector<Chain>& out) {
+  for (const FleetComm& c : comms)
+    if (c.ranks.size() >= 2)
+      if (auto d = first_divergence(c)) out.push_back(divergence_chain(c, *d));
 }
 
 }  // namespace ingero::engine
