@@ -37,6 +37,7 @@ struct RankCall {
   // When the host saw it complete: the end of the first sync of the same process after it
   // (the host waits there for the device), else the call's own end.
   int64_t done = 0;
+  bool synced = false;  // `done` is a sync's end (else the call's own end)
   uint32_t tid = 0;
   bool in_window = true;  // read from before the window only to number the sequence
 };
@@ -74,9 +75,10 @@ struct NodeClock {
   std::string method;  // how it was estimated, or why it was not
 };
 
-// Offsets from collective completions: per node, the median over shared collectives of its
-// completion time minus the reference node's; then centred on the median node, so that a
-// majority of agreeing nodes keeps offset 0 and the odd one carries the skew.
+// Offsets from collective completions (the end of the first sync after each collective): per
+// node, the median over shared collectives of its completion time minus the reference node's; then
+// centred on the median node, so that a majority of agreeing nodes keeps offset 0 and the odd one
+// carries the skew.
 std::vector<NodeClock> estimate_clock_offsets(const std::vector<FleetComm>& comms,
                                               const std::vector<std::string>& nodes);
 ClockShift clock_shift(const std::vector<NodeClock>& clocks);

@@ -2,7 +2,9 @@
 //
 // A collective completes on every rank at nearly the same instant: when the last rank has
 // arrived and the data has moved. The host sees it at the end of the first sync after the
-// collective (where it waits for the device), or at the collective's own return. For each
+// collective (where it waits for the device). Only such completions count: a collective's own
+// return is its enqueue on a GPU, as late as its rank arrived, and using it would turn a
+// consistent straggler into a clock offset. For each
 // collective shared by node n and the reference node R, d = (n's completion) - (R's
 // completion) = offset(n) - offset(R) + (the difference of the two hosts' observation
 // delays). The estimate is the median of d over all shared collectives: observation delays
@@ -50,7 +52,8 @@ std::vector<NodeClock> estimate_clock_offsets(const std::vector<FleetComm>& comm
     if (c.node_count() < 2) continue;
     std::map<std::string, std::map<uint64_t, std::vector<int64_t>>> by_node;
     for (const auto& [rk, r] : c.ranks)
-      for (const RankCall& call : r.calls) by_node[r.node][call.seq].push_back(call.done);
+      for (const RankCall& call : r.calls)
+        if (call.synced) by_node[r.node][call.seq].push_back(call.done);
     for (auto& [node, seqs] : by_node)
       for (auto& [seq, times] : seqs) done[node][{c.hash, seq}] = median_of(std::move(times));
   }
@@ -64,7 +67,7 @@ std::vector<NodeClock> estimate_clock_offsets(const std::vector<FleetComm>& comm
     NodeClock nc;
     nc.node = n;
     if (ref.empty()) {
-      nc.method = "not estimated: no collective spans nodes";
+      nc.method = "not estimated: no synced collective spans nodes";
       out.push_back(nc);
       continue;
     }

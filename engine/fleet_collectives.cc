@@ -72,6 +72,7 @@ std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Windo
           RankCall& c = comms[p->hash].ranks[p->rank].calls[p->index];
           if (c.end <= ts) {
             c.done = end;
+            c.synced = true;
             p = list.erase(p);
           } else {
             ++p;

@@ -71,6 +71,7 @@ struct Job {
   int mismatch_at = -1;     // rank 3 issues an all-gather there
   int rank2_stops_at = -1;  // rank 2 issues no collective from there on
   bool hog = true;
+  bool syncs = true;  // a sync after each collective: where the host sees it complete
 
   void build(FleetSource& s) const {
     for (const auto& [rank, node] : node_of) {
@@ -99,8 +100,9 @@ struct Job {
         c.set(Field::kCount, gather ? 1024 : 262144);
         c.set(Field::kDatatype, 7);
         s.add(node, false, c);
-        s.add(node, false,
-              call(pid, "cudaStreamSynchronize", EventKind::kSync, done + off, 5 * kUs));
+        if (syncs)
+          s.add(node, false,
+                call(pid, "cudaStreamSynchronize", EventKind::kSync, done + off, 5 * kUs));
         if (rank == 3 && hog) {
           Event sw;
           sw.ts_ns = uint64_t(arrive - 25 * kMs + off);
@@ -201,6 +203,25 @@ TEST(FleetEngine, StragglerNamesRankNodeAndPreemptorOnlyWithCorrectedClocks) {
   const Chain* w = find(raw.fleet, "fleet_straggler");
   ASSERT_TRUE(w);
   EXPECT_EQ(w->node, "b");
+}
+
+// Without a sync the host never sees a collective complete: its return is the enqueue, as late
+// as the rank. Using it would turn the straggler's lag into a clock offset.
+TEST(FleetEngine, WithoutSyncsClocksAreNotEstimatedAndTheStragglerStays) {
+  FleetSource s;
+  Job j;
+  j.syncs = false;
+  j.skew.clear();
+  j.build(s);
+  Outcome r = analyse(s, true);
+  for (const auto& c : r.clocks) {
+    EXPECT_EQ(c.offset_ns, 0) << c.node;
+    EXPECT_EQ(c.method, "not estimated: no synced collective spans nodes") << c.node;
+  }
+  const Chain* c = find(r.fleet, "fleet_straggler");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->node, "c");
+  EXPECT_NE(c->summary.find("median 30.0ms behind"), std::string::npos) << c->summary;
 }
 
 TEST(FleetEngine, FirstMismatchedCollective) {
