@@ -31,6 +31,7 @@ struct TraceOptions {
   bool prometheus_per_process = false;
   bool stacks = true;            // user stacks (native + Python frames) of traced calls
   uint32_t stack_samples = 100;  // calls per (process, stack) that ship it; anomalous always
+  std::string clickhouse;        // ship the trace file to this ClickHouse URL ("" = off)
 };
 
 // Runs the trace; returns the process exit code (see commands.h).
