@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "hal/python.h"
 #include "test_paths.h"
@@ -304,6 +305,17 @@ TEST(PythonProcess, ALivePython311IsFoundVerifiedAndResolvesItsOwnFrame) {
       {"/usr/bin/python3.11", "-c",
        "import sys, time\nprint('ready', flush=True)\nsys.stdin.readline()\n"});
   ASSERT_TRUE(py.wait_stdout_line("ready", std::chrono::seconds(10)));
+  // "ready" is printed from line 2; the frame reaches line 3 only once the process sits in
+  // read(2) (syscall number 0 in /proc/PID/syscall), so wait for that rather than racing it.
+  bool in_read = false;
+  for (int i = 0; i < 1000 && !in_read; ++i) {
+    std::ifstream sc("/proc/" + std::to_string(py.pid()) + "/syscall");
+    std::string nr;
+    sc >> nr;
+    in_read = nr == "0";
+    if (!in_read) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(in_read) << "python3.11 never blocked in read(2)";
   std::ifstream f("/proc/" + std::to_string(py.pid()) + "/maps");
   std::stringstream ss;
   ss << f.rdbuf();
