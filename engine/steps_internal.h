@@ -71,6 +71,8 @@ class Sites {
 Cat category(const hal::Event& e);
 // A file of an installed package (site-packages, dist-packages, the standard library).
 bool library_file(const std::string& f);
+// A native module of the system or a vendor runtime (libc, the vDSO, libcuda, site-packages).
+bool library_module(const std::string& m);
 std::string basename(const std::string& f);
 bool puts_work(hal::EventKind k);
 

@@ -15,6 +15,14 @@ bool library_file(const std::string& f) {
          f.find("/lib/python3") != std::string::npos;
 }
 
+bool library_module(const std::string& m) {
+  static constexpr std::string_view kSystemDirs[] = {"/lib/",       "/lib64/",         "/usr/lib/",
+                                                     "/usr/lib64/", "/usr/local/cuda", "/opt/rocm"};
+  for (std::string_view d : kSystemDirs)
+    if (m.starts_with(d)) return true;
+  return m.empty() || m.front() == '[' || library_file(m);
+}
+
 std::string basename(const std::string& f) {
   auto slash = f.rfind('/');
   return slash == std::string::npos ? f : f.substr(slash + 1);
@@ -332,12 +340,18 @@ namespace ingero::engine {
 std::string code_location(const std::vector<StackFrameInfo>& frames) {
   using steps_detail::basename;
   using steps_detail::library_file;
+  using steps_detail::library_module;
   const StackFrameInfo* pick = nullptr;
-  for (int pass = 0; pass < 4 && !pick; ++pass)
+  // The program's own code first (Python, then native outside system and vendor libraries),
+  // so a sample that lands in libc's clock_gettime names the loop that called it.
+  for (int pass = 0; pass < 6 && !pick; ++pass)
     for (const auto& f : frames) {
+      bool native_own = !f.python && !library_module(f.module);
       bool take = pass == 0   ? f.python && !library_file(f.file)
                   : pass == 1 ? f.python
-                  : pass == 2 ? !f.file.empty()
+                  : pass == 2 ? native_own && !f.file.empty()
+                  : pass == 3 ? !f.python && !f.file.empty()
+                  : pass == 4 ? native_own && !f.function.empty()
                               : !f.function.empty();
       if (take) {
         pick = &f;

@@ -58,12 +58,13 @@ struct Planted {
   nlohmann::json chains;
 };
 
-Planted plant(const std::string& mode, int steps, const std::vector<std::string>& extra = {}) {
+Planted plant(const std::string& mode, int steps, const std::vector<std::string>& extra = {},
+              const std::vector<std::string>& flags = {}) {
   std::string db = temp_path(mode + ".db");
   std::vector<std::string> cmd = {
       "chrt", "-f", "20", INGERO_STEP_FAULTS, mode, std::to_string(steps)};
   cmd.insert(cmd.end(), extra.begin(), extra.end());
-  auto run = trace_command(db, cmd);
+  auto run = trace_command(db, cmd, flags);
   EXPECT_EQ(run.rc, 0) << run.err;
   Planted p{keyed(run.out), nlohmann::json::array()};
   EXPECT_EQ(p.lines["steps"], std::to_string(steps)) << run.out;
@@ -78,13 +79,28 @@ Planted plant(const std::string& mode, int steps, const std::vector<std::string>
     REQUIRE_FILE("/usr/bin/chrt");    \
   } while (0)
 
-TEST(Faults, DataLoaderBusyLoopIsStarvationBeforeTheUpload) {
+// The default trace samples on-CPU stacks: the gap is located at the decode loop itself (the
+// samples land in libc's clock_gettime; the engine names the program's own frame). With
+// sampling off, the gap is located by the call that ends it: the upload.
+TEST(Faults, DataLoaderBusyLoopIsStarvationInTheDecodeLoop) {
   REQUIRE_PLANTED();
   auto p = plant("loader", 30);
   ASSERT_FALSE(p.chains.empty());
   const auto& c = p.chains[0];
   EXPECT_EQ(c["rule"], "data_loader_starvation") << c.dump(2);
   EXPECT_EQ(c["severity"], "HIGH");
+  EXPECT_TRUE(has(c["summary"], "on-CPU in " + at("next_batch", p.lines["decode_line"])))
+      << c["summary"];
+  EXPECT_TRUE(stack_names(c, "next_batch", p.lines["upload_line"])) << c["stacks"].dump(2);
+  EXPECT_TRUE(has(c["fixes"][0], "forked none")) << c["fixes"];
+}
+
+TEST(Faults, DataLoaderBusyLoopWithoutSamplesIsLocatedBeforeTheUpload) {
+  REQUIRE_PLANTED();
+  auto p = plant("loader", 30, {}, {"--cpu-sample-hz", "0"});
+  ASSERT_FALSE(p.chains.empty());
+  const auto& c = p.chains[0];
+  EXPECT_EQ(c["rule"], "data_loader_starvation") << c.dump(2);
   EXPECT_TRUE(has(c["summary"], "on-CPU before " + at("next_batch", p.lines["upload_line"])))
       << c["summary"];
   EXPECT_TRUE(stack_names(c, "next_batch", p.lines["upload_line"])) << c["stacks"].dump(2);

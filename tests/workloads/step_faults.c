@@ -65,7 +65,7 @@ __attribute__((noinline)) static void read_loss(void) {
 }
 
 __attribute__((noinline)) static void next_batch(void) {
-  burn_us(8000); /* decode + augment, on the training thread */
+  line("decode", __LINE__), burn_us(8000); /* decode + augment, on the training thread */
   CALL("upload", cudaMemcpy(dev_buf, host_buf, 256 << 10, cudaMemcpyHostToDevice));
 }
 
