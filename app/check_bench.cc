@@ -8,6 +8,7 @@
 #include "hal/bpf_session.h"
 #include "hal/probe_cost.h"
 #include "hal/record_decoder.h"
+#include "hal/ring_reader.h"
 
 namespace ingero::app {
 namespace {
@@ -41,7 +42,7 @@ struct IngeroProbe {
 
 Result<std::unique_ptr<IngeroProbe>> attach_ingero(const hal::PrivateFunction& f, bool stacks) {
   auto p = std::make_unique<IngeroProbe>();
-  hal::BpfConfig cfg;  // the trace defaults: 16 MiB ring, host-context programs loaded
+  hal::BpfConfig cfg;  // the trace defaults: rings sized by CPU count, host programs loaded
   cfg.stacks = stacks;
   auto session = hal::BpfSession::open(cfg);
   if (!session) return session.error();
@@ -57,9 +58,11 @@ Result<std::unique_ptr<IngeroProbe>> attach_ingero(const hal::PrivateFunction& f
   if (!att.failed.empty()) return Error{"attaching ingero's probes: " + att.failed[0].second, 0};
   p->links = std::move(att.links);
   uint64_t* records = &p->records;
-  auto reader = hal::RingReader::create(p->session->events_fd(), [records](const void* d, size_t) {
-    if (*static_cast<const uint32_t*>(d) == INGERO_REC_CALL) ++*records;
-  });
+  auto reader = hal::RingReader::create(p->session->calls_fd(), p->session->aux_fd(), -1,
+                                        [records](const void* d, size_t) {
+                                          if (*static_cast<const uint32_t*>(d) == INGERO_REC_CALL)
+                                            ++*records;
+                                        });
   if (!reader) return reader.error();
   p->reader = std::move(*reader);
   return p;

@@ -21,6 +21,7 @@
 #include "hal/bpf_session.h"
 #include "hal/elf_symbols.h"
 #include "hal/probe_manager.h"
+#include "kernelside/host_programs.h"
 
 extern "C" __attribute__((noinline, used, visibility("default"))) int ingero_uprobe_selftest_target(
     int x) {
@@ -202,14 +203,35 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
   CheckReport rep;
   host_checks(CheckInputs{}, rep);
   hal::BpfConfig cfg;
-  cfg.ringbuf_bytes = 1u << 16;
+  cfg.rings = {1u << 16, 1u << 16, 1u << 16};
+  cfg.stacks = true;  // every program the trace defaults load passes the verifier
+  cfg.cpu_samples = true;
   auto session = hal::BpfSession::open(cfg);
   if (!session) {
     rep.add("bpf_load", CheckStatus::kFail, "failed", session.error().message,
             "run `ingero check` as root; see the privileges line");
   } else {
     rep.add("bpf_load", CheckStatus::kPass, "ok", "all BPF programs passed the verifier", "");
-    for (auto& [tp, st] : (*session)->attach_core_report()) {
+    hal::CallAttach mode = (*session)->call_attach();
+    rep.add("call_probes",
+            mode == hal::CallAttach::kSession ? CheckStatus::kPass : CheckStatus::kOptional,
+            hal::call_attach_name(mode),
+            mode == hal::CallAttach::kSession
+                ? "a nested call (cudaLaunchKernel -> cuLaunchKernel) arms no return probe"
+                : "nested calls pay a return probe too",
+            mode == hal::CallAttach::kSession ? "" : "Linux 6.12+ has uprobe sessions");
+    kernelside::HostPrograms host(**session);
+    // The call side and the host context attach to some tracepoints alike (process exit, fork,
+    // exec): one line each, failed if either failed.
+    auto tps = (*session)->attach_core();
+    for (auto& t : host.attach()) {
+      auto same = std::find_if(tps.begin(), tps.end(), [&](auto& x) { return x.first == t.first; });
+      if (same == tps.end())
+        tps.push_back(std::move(t));
+      else if (!t.second)
+        same->second = t.second;
+    }
+    for (auto& [tp, st] : tps) {
       // Lifecycle tracepoints are required (exec re-scan, unfinished calls); the rest only
       // remove host context.
       bool required = tp.rfind("sched_process", 0) == 0 || tp == "sched_switch";

@@ -4,8 +4,8 @@
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
 #include "engine/window_spec.h"
-#include "store/sql_trace_source.h"
 #include "fleet/clickhouse_source.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app {
 namespace {

@@ -10,10 +10,10 @@
 #include <optional>
 
 #include "app/commands.h"
-#include "store/sql_trace_source.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
 #include "fleet/clickhouse_source.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app {
 namespace {

@@ -142,7 +142,8 @@ void add_query_command(CLI::App& app, Context& ctx) {
       return;
     }
     if (o->json) {
-      std::cout << store::to_json(*res).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+      std::cout << store::to_json(*res).dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace)
                 << "\n";
       if (res->truncated)
         std::cerr << "ingero query: truncated at " << res->truncated_reason << "\n";

@@ -3,8 +3,8 @@
 #include <iostream>
 
 #include "app/commands.h"
-#include "engine/window_spec.h"
 #include "app/tracer.h"
+#include "engine/window_spec.h"
 #include "fleet/ch_schema.h"
 #include "fleet/shipper.h"
 

@@ -27,7 +27,8 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)")
       ->check(CLI::Validator(
           [](std::string& s) {
-            return engine::parse_duration_s(s) > 0 ? "" : "bad duration '" + s + "' (use 30s, 5m, 1h)";
+            return engine::parse_duration_s(s) > 0 ? ""
+                                                   : "bad duration '" + s + "' (use 30s, 5m, 1h)";
           },
           "DURATION"));
   cmd->add_option("--db,--out,-o", o->db_path, "Trace file to write (default ~/.ingero/ingero.db)");
@@ -36,7 +37,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--all", o->trace_all, "With a COMMAND, trace every process, not only the command");
   cmd->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
   cmd->add_flag("!--no-live", o->live, "No live one-line summary on a TTY");
-  cmd->add_option("--ringbuf-mb", o->ringbuf_mb, "Ring buffer size in MiB (power of two)")
+  cmd->add_option("--ringbuf-mb", o->ringbuf_mb,
+                  "Calls ring buffer in MiB (power of two; 0 = 1 MiB per CPU, 8..64); the stack "
+                  "and host rings get a quarter of it (2..16 MiB)")
       ->check(CLI::Validator(
           [](std::string& s) {
             unsigned long v = 0;
@@ -44,9 +47,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
               v = std::stoul(s);
             } catch (const std::exception&) {
             }
-            return v >= 1 && v <= 1024 && (v & (v - 1)) == 0
+            return v <= 1024 && (v & (v - 1)) == 0
                        ? ""
-                       : "must be a power of two between 1 and 1024, not " + s;
+                       : "must be 0 (automatic) or a power of two up to 1024, not " + s;
           },
           "POW2"))
       ->capture_default_str();
@@ -68,9 +71,20 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       "Capture the user call stack of traced calls, with Python frames for CPython 3.10-3.13 "
       "(default on; --no-stack turns it off)");
   cmd->add_option("--stack-samples", o->stack_samples,
-                  "Calls per process and unique stack that ship the stack; later ones reference it "
-                  "by hash. Errors, off-CPU and calls slower than 1 ms always ship theirs")
+                  "Calls per call site (return address + innermost Python frame) that walk "
+                  "their stack; later calls of the site walk once per --stack-interval per "
+                  "thread and otherwise take the site's stack. Slow (>= 1 ms) and off-CPU calls "
+                  "always get their own")
       ->check(CLI::Range(1u, 1000000u))
+      ->capture_default_str();
+  cmd->add_option("--stack-interval", o->stack_interval_ms,
+                  "Milliseconds between stack walks of one thread at known call sites")
+      ->check(CLI::Range(1u, 3600000u))
+      ->capture_default_str();
+  cmd->add_option("--cpu-sample-hz", o->cpu_sample_hz,
+                  "On-CPU samples per second of the threads of GPU processes and their workers, "
+                  "with stacks (0: off; needs stacks)")
+      ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
   cmd->add_option("--clickhouse", o->clickhouse,
                   "Also ship the trace to ClickHouse while tracing: http://HOST:8123/DB (https:// "

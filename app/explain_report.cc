@@ -52,6 +52,8 @@ void print_chain(std::ostream& out, const engine::Chain& c) {
 }
 
 void print_report(std::ostream& out, const engine::Analysis& a, const ReportOptions& o) {
+  // Losses come first: every figure below is a lower bound when calls are missing.
+  if (std::string lost = engine::losses_line(a.losses); !lost.empty()) out << lost << "\n";
   out << "INGERO INCIDENT REPORT";
   if (!o.title.empty()) out << " \u2014 " << o.title;
   out << "\n";

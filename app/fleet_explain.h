@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "store/sql_trace_source.h"
 #include "engine/fleet.h"
+#include "store/sql_trace_source.h"
 
 namespace ingero::app {
 

@@ -1,6 +1,8 @@
-// `ingero trace`: attach, consume the ring buffer, decode, store; until a duration passes,
-// a signal arrives, or the command it launched exits. Nothing decoded is lost on
-// SIGINT/SIGTERM: the ring buffer is drained and the last batch committed before exit.
+// `ingero trace`: attach, consume the ring buffers, decode, store; until a duration passes,
+// a signal arrives, or the command it launched exits. On SIGINT/SIGTERM the command is
+// stopped first (it gets the signal and a grace period while the tracer keeps reading), then
+// the probes are detached and everything recorded is read and committed: what BPF recorded
+// and the tracer never read is counted (calls_lost_at_exit), never silently lost.
 #pragma once
 
 #include <chrono>
@@ -23,18 +25,21 @@ struct TraceOptions {
   bool live = true;                  // live one-line summary when stderr is a TTY
   bool quiet = false;
   int flush_ms = 200;
-  uint32_t ringbuf_mb = 16;
+  uint32_t ringbuf_mb = 0;          // calls ring in MiB (a power of two); 0: sized by CPU count
   std::string flags;                // recorded in the session row
   std::string sysfs_root = "/sys";  // InfiniBand counters are read under SYSFS/class/infiniband
   bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;
-  bool stacks = true;            // user stacks (native + Python frames) of traced calls
-  uint32_t stack_samples = 100;  // calls per (process, stack) that ship it; anomalous always
-  std::string clickhouse;        // ship the trace file to this ClickHouse URL ("" = off)
+  bool stacks = true;               // user stacks (native + Python frames) of traced calls
+  uint32_t stack_samples = 2;       // calls per call site that walk their stack
+  uint32_t stack_interval_ms = 20;  // then one walk per thread per interval
+  uint32_t cpu_sample_hz = 49;      // on-CPU sampling of GPU processes (0: off; needs stacks)
+  std::string clickhouse;           // ship the trace file to this ClickHouse URL ("" = off)
 };
 
-// Runs the trace; returns the process exit code (see commands.h).
+// Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended
+// it), else the tracer's exit code (see commands.h).
 int run_trace(const TraceOptions& opts, const hal::BackendRegistry& registry);
 
 }  // namespace ingero::app

@@ -1,5 +1,9 @@
 // Attaches the minimal counting probe(s) to LIB:SYMBOL and holds them until stdin closes.
-//   min_probe LIB SYMBOL entry|pair
+//   min_probe LIB SYMBOL entry|pair|session|session-skip
+// entry and pair are perf-event uprobes (an entry program; entry + return programs); session is
+// one uprobe-session program that runs at entry and return (Linux 6.12+), session-skip the same
+// program returning 1 at entry, so no return probe is armed. bench/run_benchmarks.sh compares
+// them with ingero's own probes on the same function.
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
@@ -7,32 +11,57 @@
 #include <string>
 
 #include "hal/elf_symbols.h"
+#include "hal/uprobe_multi.h"
 #include "probe_cost.skel.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
+  std::string mode = argv[3];
   auto idx = ingero::hal::SymbolIndex::load(argv[1]);
   if (!idx) return 2;
   auto* s = (*idx)->find_function(argv[2]);
   if (!s) return 2;
   auto off = (*idx)->file_offset(s->value);
-  auto* skel = probe_cost_bpf__open_and_load();
+  if (!off) return 2;
+  auto* skel = probe_cost_bpf__open();
   if (!skel) return 3;
-  LIBBPF_OPTS(bpf_uprobe_opts, eo, .retprobe = false);
-  bpf_link* e = bpf_program__attach_uprobe_opts(skel->progs.min_entry, -1, argv[1], *off, &eo);
+  bool session = mode == "session" || mode == "session-skip";
+  bpf_program* sess = mode == "session" ? skel->progs.min_session : skel->progs.min_session_skip;
+  for (bpf_program* p : {skel->progs.min_session, skel->progs.min_session_skip})
+    bpf_program__set_autoload(p, session && p == sess);
+  if (session)
+    bpf_program__set_expected_attach_type(sess,
+                                          bpf_attach_type(ingero::hal::kBpfTraceUprobeSession));
+  if (probe_cost_bpf__load(skel)) return 3;
+  bpf_link* e = nullptr;
   bpf_link* r = nullptr;
-  if (std::string(argv[3]) == "pair") {
-    LIBBPF_OPTS(bpf_uprobe_opts, ro, .retprobe = true);
-    r = bpf_program__attach_uprobe_opts(skel->progs.min_return, -1, argv[1], *off, &ro);
+  int session_fd = -1;
+  if (session) {
+    const uint64_t offsets[] = {*off};
+    auto fd = ingero::hal::link_uprobe_multi(bpf_program__fd(sess), argv[1], offsets, {},
+                                             ingero::hal::UprobeMode::kSession);
+    if (!fd) {
+      std::fprintf(stderr, "%s\n", fd.error().message.c_str());
+      return 4;
+    }
+    session_fd = *fd;
+  } else {
+    LIBBPF_OPTS(bpf_uprobe_opts, eo, .retprobe = false);
+    e = bpf_program__attach_uprobe_opts(skel->progs.min_entry, -1, argv[1], *off, &eo);
+    if (mode == "pair") {
+      LIBBPF_OPTS(bpf_uprobe_opts, ro, .retprobe = true);
+      r = bpf_program__attach_uprobe_opts(skel->progs.min_return, -1, argv[1], *off, &ro);
+    }
+    if (!e || (mode == "pair" && !r)) return 4;
   }
-  if (!e || (std::string(argv[3]) == "pair" && !r)) return 4;
   std::printf("attached\n");
   std::fflush(stdout);
   char buf[16];
   while (read(0, buf, sizeof(buf)) > 0) {
   }
+  if (session_fd >= 0) close(session_fd);
   bpf_link__destroy(e);
-  if (r) bpf_link__destroy(r);
+  bpf_link__destroy(r);
   probe_cost_bpf__destroy(skel);
   return 0;
 }

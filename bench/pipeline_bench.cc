@@ -46,26 +46,36 @@ int main(int argc, char** argv) {
                                  op}));
   }
   // A realistic mix: 8 threads of 2 processes, launch-heavy.
-  std::vector<ingero_call_rec> recs(65536);
+  // Records as the calls ring carries them (hal::pack_call), each thread's first call with
+  // its name, as BPF ships it.
+  std::vector<std::vector<uint8_t>> recs(65536);
   std::mt19937_64 rng(42);
   for (size_t i = 0; i < recs.size(); ++i) {
-    auto& r = recs[i];
-    std::memset(&r, 0, sizeof(r));
+    hal::CallRecord c;
+    auto& r = c.hdr;
     r.type = INGERO_REC_CALL;
     r.probe_id = ids[i % ids.size()];
     r.pid = 1000 + uint32_t(i % 2);
     r.tid = r.pid + uint32_t(i % 8);
     r.start_ns = 1'000'000'000 + i * 2000;
     r.end_ns = r.start_ns + 500 + rng() % 20000;
-    r.regs[0] = 0x7f0000001000 + (i % 64) * 64;
-    r.regs[1] = (uint64_t(4) << 32) | 128;
-    r.regs[2] = 1;
-    r.regs[3] = (uint64_t(1) << 32) | 256;
-    r.regs[4] = 1;
-    r.stack[0] = 0;
-    r.stack[1] = 0x5151;
+    r.nregs = 6;
+    r.nstack = 2;
+    c.regs[0] = 0x7f0000001000 + (i % 64) * 64;
+    c.regs[1] = (uint64_t(4) << 32) | 128;
+    c.regs[2] = 1;
+    c.regs[3] = (uint64_t(1) << 32) | 256;
+    c.regs[4] = 1;
+    c.stack[0] = 0;
+    c.stack[1] = 0x5151;
     r.return_len = 8;
-    std::strcpy(r.comm, "python3");
+    r.nested = 1;
+    r.nested_probe = r.probe_id;
+    if (i < 16) {
+      r.flags |= INGERO_CALL_IDENT;
+      std::strcpy(c.ident.comm, "python3");
+    }
+    recs[i] = hal::pack_call(c);
   }
 
   auto writer = store::TraceWriter::open(db);
@@ -88,8 +98,8 @@ int main(int argc, char** argv) {
   auto next_commit = t0 + std::chrono::milliseconds(200);
   for (size_t i = 0; i < n; ++i) {
     auto& r = recs[i & (recs.size() - 1)];
-    r.start_ns += 1;  // distinct timestamps
-    pipe.on_record(&r, sizeof(r));
+    reinterpret_cast<ingero_call_rec*>(r.data())->start_ns += 1;  // distinct timestamps
+    pipe.on_record(r.data(), r.size());
     if ((i & 4095) == 0 && std::chrono::steady_clock::now() >= next_commit) {
       pipe.commit();
       next_commit = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);

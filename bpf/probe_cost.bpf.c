@@ -33,3 +33,20 @@ int min_return(void* ctx) {
   bump(1);
   return 0;
 }
+
+/* The same count as one uprobe session program (Linux 6.12+): it runs at entry and, unless the
+ * entry run returned non-zero, again at return. min_session_skip returns 1 at entry, so no
+ * return probe is armed: the cost of a probe whose entry decides the return is not needed. */
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+SEC("uprobe")
+int min_session(void* ctx) {
+  bump(bpf_session_is_return() ? 1 : 0);
+  return 0;
+}
+
+SEC("uprobe")
+int min_session_skip(void* ctx) {
+  bump(bpf_session_is_return() ? 1 : 0);
+  return 1;
+}

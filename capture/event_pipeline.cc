@@ -24,6 +24,81 @@ void EventPipeline::note_pid(uint32_t pid, const char* comm) {
   (void)out_.on_process(pid, name, cmdline, wall_now_ns());
 }
 
+uint64_t EventPipeline::resolve_stack(uint32_t pid, uint64_t hash) {
+  if (!stacks || !hash) return 0;
+  if (!stacks->knows(pid, hash) && catch_up_stacks) catch_up_stacks();
+  return stacks->stack_id(pid, hash);
+}
+
+// A call carries its thread's name and cgroup only when they changed since the thread last
+// shipped them; the others take them from here.
+void EventPipeline::identify(hal::Event& ev, bool shipped) {
+  if (shipped) {
+    auto [it, fresh] = idents_.try_emplace(ev.tid);
+    it->second.comm = ev.comm;
+    it->second.cgroup_id = ev.cgroup_id;
+    if (fresh) tids_of_[ev.pid].push_back(ev.tid);
+    return;
+  }
+  if (auto it = idents_.find(ev.tid); it != idents_.end()) {
+    ev.comm = it->second.comm;
+    ev.cgroup_id = it->second.cgroup_id;
+    return;
+  }
+  // The record that carried it was lost: ask the kernel while the thread lives.
+  ++counters_.no_ident;
+  if (read_proc)
+    ev.set_comm(read_small_file("/proc/" + std::to_string(ev.pid) + "/task/" +
+                                std::to_string(ev.tid) + "/comm"));
+  identify(ev, true);
+}
+
+void EventPipeline::forget_process(uint32_t pid) {
+  auto it = tids_of_.find(pid);
+  if (it == tids_of_.end()) return;
+  for (uint32_t tid : it->second) idents_.erase(tid);
+  tids_of_.erase(it);
+}
+
+// A process's exit record (host ring) may be read before its last calls (calls ring) when they
+// arrive while the rings are being read: what is kept for it goes one read cycle later.
+void EventPipeline::end_cycle() {
+  for (uint32_t pid : exited_prev_) {
+    if (stacks) stacks->process_exited(pid);
+    forget_process(pid);
+  }
+  exited_prev_.swap(exited_now_);
+  exited_now_.clear();
+}
+
+void EventPipeline::on_call(const void* data, size_t size) {
+  ++counters_.call_records;
+  if (!hal::unpack_call(data, size, rec_)) {
+    ++counters_.malformed;
+    return;
+  }
+  const ingero_call_rec& h = rec_.hdr;
+  // Before decoding: catching up may deliver other records through this pipeline.
+  uint64_t stack = resolve_stack(h.pid, h.stack_hash);
+  if (!decoder_.decode(rec_, ev_)) {
+    ++counters_.unknown_probe;
+    return;
+  }
+  ++counters_.calls;
+  counters_.nested += h.nested;
+  if ((counters_.calls & 63) == 0 && read_proc) {
+    int64_t lag = mono_now_ns() - int64_t(h.end_ns);
+    ++lag_log2_[lag > 0 ? 63 - __builtin_clzll(uint64_t(lag)) : 0];
+    ++lag_samples_;
+  }
+  identify(ev_, rec_.has_ident());
+  ev_.stack_id = stack;
+  comms_.observe(ev_);
+  note_pid(h.pid, ev_.comm.data());
+  gpu_pids_.insert(h.pid);
+  (void)out_.on_event(ev_);
+}
+
 void EventPipeline::on_record(const void* data, size_t size) {
   if (size < sizeof(uint32_t)) {
     ++counters_.malformed;
@@ -32,40 +107,9 @@ void EventPipeline::on_record(const void* data, size_t size) {
   uint32_t type;
   std::memcpy(&type, data, sizeof(type));
   switch (type) {
-    case INGERO_REC_CALL: {
-      if (size < INGERO_CALL_REC_SHORT) {
-        ++counters_.malformed;
-        return;
-      }
-      const ingero_call_rec* rec = static_cast<const ingero_call_rec*>(data);
-      ingero_call_rec full;
-      if (size < sizeof(ingero_call_rec)) {
-        // A short record: no entry capture. Copy into a full-size struct so no reader can
-        // run past the end of the ring-buffer sample.
-        std::memcpy(&full, data, INGERO_CALL_REC_SHORT);
-        full.entry_len = 0;
-        rec = &full;
-      } else if (rec->entry_len > INGERO_ENTRY_READ_MAX) {
-        ++counters_.malformed;
-        return;
-      }
-      if (!decoder_.decode(*rec, ev_)) {
-        ++counters_.unknown_probe;
-        return;
-      }
-      ++counters_.calls;
-      if ((counters_.calls & 63) == 0 && read_proc) {
-        int64_t lag = mono_now_ns() - int64_t(rec->end_ns);
-        ++lag_log2_[lag > 0 ? 63 - __builtin_clzll(uint64_t(lag)) : 0];
-        ++lag_samples_;
-      }
-      ev_.stack_id = stacks ? stacks->stack_id(rec->pid, rec->stack_hash) : 0;
-      comms_.observe(ev_);
-      note_pid(rec->pid, rec->comm);
-      gpu_pids_.insert(rec->pid);
-      (void)out_.on_event(ev_);
+    case INGERO_REC_CALL:
+      on_call(data, size);
       break;
-    }
     case INGERO_REC_LIBWATCH: {
       if (size < sizeof(ingero_libwatch_rec)) {
         ++counters_.malformed;
@@ -88,8 +132,24 @@ void EventPipeline::on_record(const void* data, size_t size) {
       // Name the preemptors and children too: "who took the CPU" needs a name.
       if (auto peer = ev_.get(hal::Field::kPeerPid); peer && *peer)
         note_pid(uint32_t(*peer), ev_.peer_comm.data());
+      // An exec replaces the process's mappings: snapshot them now, while it runs, so a short
+      // program's stacks still resolve after it exits.
+      if (ev_.kind == hal::EventKind::kProcessExec && stacks) stacks->process_changed(ev_.pid);
       (void)out_.on_event(ev_);
-      if (stacks && ev_.kind == hal::EventKind::kProcessExit) stacks->process_exited(ev_.pid);
+      if (ev_.kind == hal::EventKind::kProcessExit) exited_now_.push_back(ev_.pid);
+      break;
+    }
+    case INGERO_REC_CPU_SAMPLE: {
+      if (!kernelside::decode_cpu_sample(data, size, ev_)) {
+        ++counters_.malformed;
+        return;
+      }
+      ++counters_.cpu_samples;
+      uint64_t hash = static_cast<const ingero_cpu_sample_rec*>(data)->stack_hash;
+      ev_.stack_id = stacks && hash ? stacks->stack_id(ev_.pid, hash) : 0;
+      if (auto it = idents_.find(ev_.tid); it != idents_.end()) ev_.comm = it->second.comm;
+      note_pid(ev_.pid, ev_.comm.data());
+      (void)out_.on_event(ev_);
       break;
     }
     case INGERO_REC_PYCODE: {

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "hal/comm_join.h"
 #include "hal/event_sink.h"
@@ -20,12 +22,16 @@ class StackCollector;
 class EventPipeline {
  public:
   struct Counters {
+    uint64_t call_records = 0;   // call records read (decoded or not)
     uint64_t calls = 0;          // decoded vendor calls
     uint64_t host = 0;           // decoded host-context events
     uint64_t unknown_probe = 0;  // call records whose probe id is not in the table
     uint64_t malformed = 0;      // records too short or of an unknown type
     uint64_t libwatch = 0;       // exec / link-map notifications
     uint64_t stacks = 0;         // stack records
+    uint64_t cpu_samples = 0;    // on-CPU samples
+    uint64_t nested = 0;         // calls folded into the call they were made in
+    uint64_t no_ident = 0;       // calls of a thread whose name was never shipped (read /proc)
   };
 
   // `out` receives every decoded event and process (a SinkSet fans them out and reports
@@ -39,8 +45,13 @@ class EventPipeline {
   bool read_proc = true;
   // Stack records and call-to-stack links (null: stacks are not collected).
   StackCollector* stacks = nullptr;
+  // Consumes the aux ring now: a call naming a stack not seen yet (shipped while the calls ring
+  // was being read) catches up once before the stack counts as lost.
+  std::function<void()> catch_up_stacks;
 
   void on_record(const void* data, size_t size);
+  // After each read of the rings: forgets the processes that exited a cycle ago.
+  void end_cycle();
   void commit();
   const Counters& counters() const { return counters_; }
   // How long call records waited between the call's return and their decoding here, sampled
@@ -52,11 +63,24 @@ class EventPipeline {
   const std::unordered_set<uint32_t>& gpu_pids() const { return gpu_pids_; }
 
  private:
+  // What a thread last shipped about itself (calls carry it only when it changes).
+  struct Ident {
+    std::array<char, 16> comm{};
+    uint64_t cgroup_id = 0;
+  };
+  void on_call(const void* data, size_t size);
   void note_pid(uint32_t pid, const char* comm);
+  void identify(hal::Event& ev, bool shipped);
+  uint64_t resolve_stack(uint32_t pid, uint64_t hash);
+  void forget_process(uint32_t pid);
 
   const hal::CallDecoder& decoder_;
   hal::EventSink& out_;
   hal::Event ev_;
+  hal::CallRecord rec_;
+  std::unordered_map<uint32_t, Ident> idents_;                   // by tid
+  std::unordered_map<uint32_t, std::vector<uint32_t>> tids_of_;  // pid -> tids in idents_
+  std::vector<uint32_t> exited_now_, exited_prev_;
   hal::CommunicatorJoin comms_;
   std::unordered_set<uint32_t> seen_pids_;
   std::unordered_set<uint32_t> gpu_pids_;

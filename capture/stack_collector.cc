@@ -292,6 +292,11 @@ void StackCollector::on_py_code(const ingero_py_code_rec& rec) {
   if (p.python) p.python->add_code(rec);
 }
 
+bool StackCollector::knows(uint32_t pid, uint64_t hash) const {
+  auto it = procs_.find(pid);
+  return it != procs_.end() && it->second.ids.count(hash);
+}
+
 uint64_t StackCollector::stack_id(uint32_t pid, uint64_t hash) {
   if (!hash) return 0;
   auto it = procs_.find(pid);

@@ -63,8 +63,11 @@ class StackCollector {
 
   void on_stack(const ingero_stack_rec& rec);
   void on_py_code(const ingero_py_code_rec& rec);
-  // The stored stack of a call record's stack_hash; 0 when it has none or is unknown.
+  // The stored stack of a call record's stack_hash; 0 when it has none or is unknown (counted
+  // in unknown_refs).
   uint64_t stack_id(uint32_t pid, uint64_t hash);
+  // Whether that stack arrived already (no counting).
+  bool knows(uint32_t pid, uint64_t hash) const;
 
   const Counters& counters() const { return counters_; }
   // Warnings worth a line on stderr (a Python build whose layout does not check out).

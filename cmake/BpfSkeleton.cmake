@@ -26,19 +26,34 @@ add_custom_command(
 # otherwise fails with "No rule to make target vmlinux.h").
 add_custom_target(ingero_vmlinux DEPENDS ${INGERO_BPF_GEN_DIR}/vmlinux.h)
 
-# ingero_bpf_skeleton(NAME SRC_DIR OUT_VAR): SRC_DIR/NAME.bpf.c -> NAME.skel.h
+# ingero_bpf_skeleton(NAME SRC_DIR OUT_VAR [SOURCES...]): SRC_DIR/NAME.bpf.c, or the listed
+# *.bpf.c files compiled one by one and linked into one object (bpftool gen object: extern maps
+# and functions resolve across them) -> NAME.skel.h
 function(ingero_bpf_skeleton name src_dir out_var)
-  set(src ${src_dir}/${name}.bpf.c)
+  set(srcs ${ARGN})
+  if(NOT srcs)
+    set(srcs ${name}.bpf.c)
+  endif()
   set(out ${INGERO_BPF_GEN_DIR})
   file(GLOB _hdrs ${src_dir}/*.h ${PROJECT_SOURCE_DIR}/bpf/*.h)
+  set(_objs)
+  set(_cmds)
+  foreach(src ${srcs})
+    get_filename_component(_base ${src} NAME_WE)
+    set(_obj ${out}/${name}.${_base}.bpf.o)
+    list(APPEND _objs ${_obj})
+    list(APPEND _cmds COMMAND ${BPF_CLANG} -g -O2 -Wall -Werror -target bpf
+         -D__TARGET_ARCH_${BPF_TARGET_ARCH} -I${out} -I${src_dir} -I${PROJECT_SOURCE_DIR}/bpf
+         -c ${src_dir}/${src} -o ${_obj})
+    list(APPEND _deps ${src_dir}/${src})
+  endforeach()
   add_custom_command(
     OUTPUT ${out}/${name}.skel.h
-    COMMAND ${BPF_CLANG} -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_${BPF_TARGET_ARCH}
-            -I${out} -I${src_dir} -I${PROJECT_SOURCE_DIR}/bpf -c ${src} -o ${out}/${name}.bpf.o
-    COMMAND ${BPFTOOL} gen object ${out}/${name}.linked.o ${out}/${name}.bpf.o
+    ${_cmds}
+    COMMAND ${BPFTOOL} gen object ${out}/${name}.linked.o ${_objs}
     COMMAND ${BPFTOOL} gen skeleton ${out}/${name}.linked.o name ${name}_bpf > ${out}/${name}.skel.h.tmp
     COMMAND ${CMAKE_COMMAND} -E rename ${out}/${name}.skel.h.tmp ${out}/${name}.skel.h
-    DEPENDS ${src} ${_hdrs} ${out}/vmlinux.h
+    DEPENDS ${_deps} ${_hdrs} ${out}/vmlinux.h
     COMMENT "BPF skeleton ${name}")
   set(${out_var} ${out}/${name}.skel.h PARENT_SCOPE)
 endfunction()

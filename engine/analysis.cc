@@ -80,6 +80,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   a.stats = compute_op_stats(source, window);
   a.host = collect_host_context(source, window);
   a.steps = compute_steps(source, window, a.host);
+  a.losses = source.losses();
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (const auto* set : {&a.stats.per_process}) {
     for (const OpStats& s : *set) {
@@ -108,6 +109,35 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   attribute_stacks(source, a);
   if (opts.breakdown) build_breakdown(a);
   return a;
+}
+
+std::string losses_line(const std::optional<TraceLosses>& l) {
+  if (!l || !l->any()) return "";
+  std::vector<std::string> parts;
+  if (uint64_t calls = l->calls_lost()) {
+    std::vector<std::string> why;
+    uint64_t dropped = l->by_kind ? l->call_drops : l->ringbuf_drops;
+    if (dropped)
+      why.push_back(format_count(dropped) +
+                    (l->by_kind ? " ring buffer full" : " records dropped, kind unknown"));
+    if (l->lost_calls) why.push_back(format_count(l->lost_calls) + " untraced");
+    if (l->calls_lost_at_exit)
+      why.push_back(format_count(l->calls_lost_at_exit) + " unread when the tracer stopped");
+    std::string joined;
+    for (const auto& w : why) joined += (joined.empty() ? "" : ", ") + w;
+    parts.push_back(format_count(calls) + (calls == 1 ? " call" : " calls") + " lost (" + joined +
+                    "): figures are lower bounds");
+  }
+  if (l->by_kind) {
+    if (l->stack_drops) parts.push_back(format_count(l->stack_drops) + " stack records lost");
+    if (l->host_drops) parts.push_back(format_count(l->host_drops) + " host events lost");
+    if (l->sample_drops) parts.push_back(format_count(l->sample_drops) + " CPU samples lost");
+  }
+  if (l->store_errors)
+    parts.push_back(format_count(l->store_errors) + " events not written (store errors)");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
 }
 
 }  // namespace ingero::engine

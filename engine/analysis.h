@@ -36,8 +36,13 @@ struct Analysis {
   std::vector<Chain> chains;  // HIGH first, then by score
   std::vector<ProcessReport> processes;
   std::map<uint32_t, ProcessInfo> names;
+  std::optional<TraceLosses> losses;  // the whole trace's, not the window's
   std::string process_name(uint32_t pid) const;
 };
+
+// The report's first line about losses, "" when nothing was lost: "1,204 calls lost (ring
+// buffer full): figures are lower bounds", then the other kinds.
+std::string losses_line(const std::optional<TraceLosses>& l);
 
 struct EngineOptions {
   bool breakdown = true;

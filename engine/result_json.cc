@@ -52,24 +52,40 @@ nlohmann::json chain_json(const Chain& c) {
   for (const auto& t : c.timeline)
     tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
   nlohmann::json j = {{"id", c.id},
-          {"severity", severity_name(c.severity)},
-          {"rule", c.rule},
-          {"op", c.op},
-          {"vendor", c.vendor},
-          {"api", c.api},
-          {"pids", c.pids},
-          {"summary", c.summary},
-          {"root_cause", c.root_cause},
-          {"explanation", c.explanation},
-          {"fixes", c.fixes},
-          {"timeline", tl},
-          {"stacks", stacks},
-          {"p50_ns", c.p50_ns},
-          {"p99_ns", c.p99_ns},
-          {"tail_ratio", c.tail_ratio},
-          {"window_start_ns", c.window_start},
-          {"window_end_ns", c.window_end}};
+                      {"severity", severity_name(c.severity)},
+                      {"rule", c.rule},
+                      {"op", c.op},
+                      {"vendor", c.vendor},
+                      {"api", c.api},
+                      {"pids", c.pids},
+                      {"summary", c.summary},
+                      {"root_cause", c.root_cause},
+                      {"explanation", c.explanation},
+                      {"fixes", c.fixes},
+                      {"timeline", tl},
+                      {"stacks", stacks},
+                      {"p50_ns", c.p50_ns},
+                      {"p99_ns", c.p99_ns},
+                      {"tail_ratio", c.tail_ratio},
+                      {"window_start_ns", c.window_start},
+                      {"window_end_ns", c.window_end}};
   if (!c.node.empty()) j["node"] = c.node;
+  return j;
+}
+
+nlohmann::json losses_json(const TraceLosses& l) {
+  nlohmann::json j = {
+      {"calls_lost", l.calls_lost()},   {"ringbuf_drops", l.ringbuf_drops},
+      {"lost_calls", l.lost_calls},     {"calls_lost_at_exit", l.calls_lost_at_exit},
+      {"store_errors", l.store_errors}, {"lower_bounds", l.calls_lost() > 0}};
+  if (l.by_kind) {
+    j["call_drops"] = l.call_drops;
+    j["stack_drops"] = l.stack_drops;
+    j["host_drops"] = l.host_drops;
+    j["sample_drops"] = l.sample_drops;
+  }
+  std::string line = losses_line(l);
+  if (!line.empty()) j["summary"] = line;
   return j;
 }
 
@@ -78,6 +94,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   j["trace"] = o.title;
   if (!o.subtitle.empty()) j["note"] = o.subtitle;
   j["events"] = a.events;
+  if (a.losses) j["losses"] = losses_json(*a.losses);
   j["window"] = {
       {"start_ns", a.span.first},
       {"end_ns", a.span.second},

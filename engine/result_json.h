@@ -14,6 +14,9 @@ struct ReportHeader {
   bool per_process = false;
 };
 
+// Losses as the session rows counted them: calls_lost, per-kind drops (schema v5 files),
+// lower_bounds (true when calls are missing) and the report's one-line summary.
+nlohmann::json losses_json(const TraceLosses& l);
 nlohmann::json report_json(const Analysis& a, const ReportHeader& o);
 nlohmann::json chain_json(const Chain& c);
 nlohmann::json op_stats_json(const OpStats& s);

@@ -59,6 +59,22 @@ struct StackFrameInfo {
   std::string address;  // "libx.so+0x1a2b"
 };
 
+// Records the tracer lost, as its sessions counted them. by_kind is false for files written
+// before the per-kind counters (schema < 5): only ringbuf_drops (every kind) is known then.
+struct TraceLosses {
+  bool by_kind = false;
+  uint64_t ringbuf_drops = 0;  // every kind of record
+  uint64_t call_drops = 0, stack_drops = 0, host_drops = 0, sample_drops = 0;
+  uint64_t lost_calls = 0;          // never traced: thread table full, nesting too deep
+  uint64_t calls_lost_at_exit = 0;  // in flight in a process that exited
+  uint64_t store_errors = 0;        // decoded but not written
+  // Calls missing from the trace; when the kind of a drop is unknown, every drop counts.
+  uint64_t calls_lost() const {
+    return (by_kind ? call_drops : ringbuf_drops) + lost_calls + calls_lost_at_exit;
+  }
+  uint64_t any() const { return ringbuf_drops + lost_calls + calls_lost_at_exit + store_errors; }
+};
+
 // One on-CPU sample of a thread (perf-event CPU-clock sampling of GPU processes): where the
 // thread was running at ts_ns. stack_id names a stack readable with TraceSource::stack().
 struct CpuSample {
@@ -105,6 +121,9 @@ class TraceSource {
   // around them instead.
   virtual bool has_cpu_samples() { return false; }
   virtual void cpu_samples(const Window& /*w*/, const CpuSampleFn& /*fn*/) {}
+  // What the tracer lost while recording, summed over the sessions (nullopt: the source does
+  // not record it, e.g. the original implementation's files).
+  virtual std::optional<TraceLosses> losses() { return std::nullopt; }
 };
 
 }  // namespace ingero::engine

@@ -20,11 +20,10 @@
 #include <string_view>
 #include <vector>
 
+#include "hal/call_record.h"
 #include "hal/elf_symbols.h"
 #include "hal/event.h"
 #include "hal/probe_spec.h"
-
-struct ingero_call_rec;
 
 namespace ingero::hal {
 
@@ -48,8 +47,8 @@ struct LibraryMatch {
 // A captured call as decode() sees it.
 class RawCall {
  public:
-  explicit RawCall(const ingero_call_rec& rec) : rec_(rec) {}
-  const ingero_call_rec& record() const { return rec_; }
+  explicit RawCall(const CallRecord& rec) : rec_(rec) {}
+  const CallRecord& record() const { return rec_; }
   // The value an ArgRef names, or nullopt when its capture faulted or is out of range.
   std::optional<uint64_t> value(const ArgRef& ref) const;
   std::span<const uint8_t> entry_bytes() const;
@@ -58,7 +57,7 @@ class RawCall {
   uint64_t ret() const;
 
  private:
-  const ingero_call_rec& rec_;
+  const CallRecord& rec_;
 };
 
 class VendorBackend {

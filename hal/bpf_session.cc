@@ -7,11 +7,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
+#include "hal/uprobe_multi.h"
 #include "ingero.skel.h"
 
 namespace ingero::hal {
@@ -56,69 +58,90 @@ Error bpf_error(const std::string& what, int err) {
 
 }  // namespace
 
-// Not in Debian 12's UAPI headers (Linux 6.1); stable kernel ABI since 6.6.
-constexpr int kBpfTraceUprobeMulti = 48;
-constexpr uint32_t kUprobeMultiReturn = 1;
+RingSizes ring_sizes(int ncpus, uint32_t calls_mb) {
+  auto pow2 = [](uint64_t v) {
+    uint64_t p = 1;
+    while (p < v) p <<= 1;
+    return p;
+  };
+  uint64_t calls = calls_mb ? uint64_t(calls_mb) << 20
+                            : std::clamp<uint64_t>(pow2(uint64_t(std::max(ncpus, 1))) << 20,
+                                                   8u << 20, 64u << 20);
+  uint64_t rest = std::clamp<uint64_t>(calls / 4, 2u << 20, 16u << 20);
+  return {uint32_t(calls), uint32_t(rest), uint32_t(rest)};
+}
 
-// BPF_LINK_CREATE attribute layout for uprobe_multi, from linux/bpf.h (6.6+).
-struct UprobeMultiAttr {
-  uint32_t prog_fd;
-  uint32_t target_fd;
-  uint32_t attach_type;
-  uint32_t flags;
-  uint64_t path;
-  uint64_t offsets;
-  uint64_t ref_ctr_offsets;
-  uint64_t cookies;
-  uint32_t cnt;
-  uint32_t multi_flags;
-  uint32_t pid;
-  uint8_t pad[128 - 60];
-};
-static_assert(offsetof(UprobeMultiAttr, cnt) == 48);
+const char* call_attach_name(CallAttach a) {
+  switch (a) {
+    case CallAttach::kSession:
+      return "uprobe session";
+    case CallAttach::kMultiPair:
+      return "uprobe_multi pair";
+    case CallAttach::kPerfPair:
+      return "perf-event uprobe pair";
+  }
+  return "?";
+}
 
 Result<std::unique_ptr<BpfSession>> BpfSession::open(const BpfConfig& config) {
   libbpf_set_print(libbpf_quiet);
-  // Prefer uprobe_multi; a kernel that does not know it rejects the load, and the classic
-  // per-function perf-event uprobes are used instead.
-  std::unique_ptr<BpfSession> s(new BpfSession(config));
-  s->multi_ = getenv("INGERO_NO_UPROBE_MULTI") == nullptr;
-  if (s->multi_) {
-    if (auto st = s->load(); st) return s;
-    s.reset(new BpfSession(config));
-    s->multi_ = false;
+  // The best mode the kernel loads: a kernel that does not know an attach type rejects the
+  // load, and the next one is tried. The environment may narrow the choice (tests, bench).
+  std::vector<CallAttach> modes = {CallAttach::kSession, CallAttach::kMultiPair,
+                                   CallAttach::kPerfPair};
+  std::string want = getenv("INGERO_CALL_ATTACH") ? getenv("INGERO_CALL_ATTACH") : "";
+  if (getenv("INGERO_NO_UPROBE_MULTI") || want == "perf")
+    modes = {CallAttach::kPerfPair};
+  else if (want == "multi")
+    modes = {CallAttach::kMultiPair, CallAttach::kPerfPair};
+  Status last;
+  for (CallAttach m : modes) {
+    std::unique_ptr<BpfSession> s(new BpfSession(config, m));
+    last = s->load();
+    if (last) return s;
   }
-  if (auto st = s->load(); !st) return st.error();
-  return s;
+  return last.error();
 }
 
 Status BpfSession::load() {
   const BpfConfig& config = config_;
-  BpfSession* s = this;
-  s->skel_ = ingero_bpf__open();
-  if (!s->skel_) return bpf_error("opening the BPF object", errno);
-  auto* sk = s->skel_;
-  sk->rodata->filter_pids_enabled = config.pids.empty() ? 0 : 1;
-  if (multi_) {
-    bpf_program__set_expected_attach_type(sk->progs.ingero_entry,
-                                          bpf_attach_type(kBpfTraceUprobeMulti));
-    bpf_program__set_expected_attach_type(sk->progs.ingero_return,
-                                          bpf_attach_type(kBpfTraceUprobeMulti));
-  }
-  sk->rodata->filter_cgroup_id = config.cgroup_id;
-  sk->rodata->follow_children = config.follow_children ? 1 : 0;
-  sk->rodata->host_context = config.host_context ? 1 : 0;
-  sk->rodata->stacks_enabled = config.stacks ? 1 : 0;
-  sk->rodata->stack_samples = config.stack_samples;
-  sk->rodata->stack_slow_ns = config.stack_slow_ns;
+  skel_ = ingero_bpf__open();
+  if (!skel_) return bpf_error("opening the BPF object", errno);
+  auto* sk = skel_;
+  auto* ro = sk->rodata;
+  ro->filter_pids_enabled = config.pids.empty() ? 0 : 1;
+  ro->filter_cgroup_id = config.cgroup_id;
+  ro->follow_children = config.follow_children ? 1 : 0;
+  ro->host_context = config.host_context ? 1 : 0;
+  ro->stacks_enabled = config.stacks ? 1 : 0;
+  ro->stack_slow_ns = config.stack_slow_ns;
+  ro->site_walks = config.stack_site_walks;
+  ro->walk_interval_ns = config.stack_walk_interval_ns;
+
+  bool session = attach_ == CallAttach::kSession;
+  bpf_program__set_autoload(sk->progs.ingero_call, session);
+  bpf_program__set_autoload(sk->progs.ingero_entry, !session);
+  bpf_program__set_autoload(sk->progs.ingero_return, !session);
+  if (session)
+    bpf_program__set_expected_attach_type(sk->progs.ingero_call,
+                                          bpf_attach_type(kBpfTraceUprobeSession));
+  if (attach_ == CallAttach::kMultiPair)
+    for (bpf_program* p : {sk->progs.ingero_entry, sk->progs.ingero_return})
+      bpf_program__set_expected_attach_type(p, bpf_attach_type(kBpfTraceUprobeMulti));
   if (!config.host_context) {
     for (bpf_program* p :
          {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_wakeup, sk->progs.ingero_oom_victim,
           sk->progs.ingero_page_alloc, sk->progs.ingero_block_issue,
-          sk->progs.ingero_block_complete, sk->progs.ingero_tcp_retransmit})
+          sk->progs.ingero_block_complete, sk->progs.ingero_tcp_retransmit,
+          sk->progs.ingero_host_fork, sk->progs.ingero_host_exec, sk->progs.ingero_host_exit})
       bpf_program__set_autoload(p, false);
   }
-  if (config.ringbuf_bytes) bpf_map__set_max_entries(sk->maps.events, config.ringbuf_bytes);
+  bpf_program__set_autoload(sk->progs.ingero_cpu_sample, config.cpu_samples);
+  RingSizes rings = config.rings;
+  RingSizes dflt = ring_sizes(libbpf_num_possible_cpus());
+  bpf_map__set_max_entries(sk->maps.calls_rb, rings.calls ? rings.calls : dflt.calls);
+  bpf_map__set_max_entries(sk->maps.aux_rb, rings.aux ? rings.aux : dflt.aux);
+  bpf_map__set_max_entries(sk->maps.host_rb, rings.host ? rings.host : dflt.host);
 
   if (config.selftest_only) {
     for (bpf_program* p = bpf_object__next_program(sk->obj, nullptr); p;
@@ -127,7 +150,7 @@ Status BpfSession::load() {
   }
   if (int err = ingero_bpf__load(sk)) return bpf_error("loading the BPF programs", err);
   for (uint32_t pid : config.pids) {
-    if (auto st = s->add_pid(pid); !st) return st;
+    if (auto st = add_pid(pid); !st) return st;
   }
   return {};
 }
@@ -137,24 +160,15 @@ BpfSession::~BpfSession() {
   if (skel_) ingero_bpf__destroy(skel_);
 }
 
-std::vector<std::pair<std::string, Status>> BpfSession::attach_core_report() {
+std::vector<std::pair<std::string, Status>> BpfSession::attach_core() {
   std::vector<std::pair<std::string, Status>> out;
   struct {
     bpf_program* prog;
     const char* name;
-    bool host;
-  } all[] = {{skel_->progs.ingero_thread_exit, "sched_process_exit", false},
-             {skel_->progs.ingero_exec, "sched_process_exec", false},
-             {skel_->progs.ingero_fork, "sched_process_fork", false},
-             {skel_->progs.ingero_sched_switch, "sched_switch", true},
-             {skel_->progs.ingero_sched_wakeup, "sched_wakeup", true},
-             {skel_->progs.ingero_oom_victim, "mark_victim", true},
-             {skel_->progs.ingero_page_alloc, "mm_page_alloc", true},
-             {skel_->progs.ingero_block_issue, "block_rq_issue", true},
-             {skel_->progs.ingero_block_complete, "block_rq_complete", true},
-             {skel_->progs.ingero_tcp_retransmit, "tcp_retransmit_skb", true}};
+  } all[] = {{skel_->progs.ingero_thread_exit, "sched_process_exit"},
+             {skel_->progs.ingero_follow_fork, "sched_process_fork"},
+             {skel_->progs.ingero_exec, "sched_process_exec"}};
   for (auto& a : all) {
-    if (a.host && !config_.host_context) continue;
     bpf_link* l = bpf_program__attach(a.prog);
     if (!l) {
       out.push_back({a.name, bpf_error(std::string("attaching tp_btf/") + a.name, errno)});
@@ -166,63 +180,43 @@ std::vector<std::pair<std::string, Status>> BpfSession::attach_core_report() {
   return out;
 }
 
-Status BpfSession::attach_core() {
-  auto attach = [&](bpf_program* p, const char* what) -> Status {
-    bpf_link* l = bpf_program__attach(p);
-    if (!l) return bpf_error(std::string("attaching ") + what, errno);
-    core_links_.emplace_back(l);
-    return {};
-  };
-  if (auto st = attach(skel_->progs.ingero_thread_exit, "tp_btf/sched_process_exit"); !st)
-    return st;
-  if (auto st = attach(skel_->progs.ingero_exec, "tp_btf/sched_process_exec"); !st) return st;
-  if (auto st = attach(skel_->progs.ingero_fork, "tp_btf/sched_process_fork"); !st) return st;
-  if (!config_.host_context || config_.selftest_only) return {};
-  struct {
-    bpf_program* prog;
-    const char* name;
-  } host[] = {{skel_->progs.ingero_sched_switch, "tp_btf/sched_switch"},
-              {skel_->progs.ingero_sched_wakeup, "tp_btf/sched_wakeup"},
-              {skel_->progs.ingero_oom_victim, "tp_btf/mark_victim"},
-              {skel_->progs.ingero_page_alloc, "tp_btf/mm_page_alloc"},
-              {skel_->progs.ingero_block_issue, "tp_btf/block_rq_issue"},
-              {skel_->progs.ingero_block_complete, "tp_btf/block_rq_complete"},
-              {skel_->progs.ingero_tcp_retransmit, "tp_btf/tcp_retransmit_skb"}};
-  for (auto& h : host) {
-    if (auto st = attach(h.prog, h.name); !st) return st;
+// Links for `which` of `sites`: one session link, or an entry and a return uprobe_multi link,
+// for all of them; or two perf-event uprobes each.
+Result<std::vector<Link>> BpfSession::attach_sites(const std::string& path,
+                                                   const std::vector<CallSite>& sites,
+                                                   const std::vector<size_t>& which) {
+  std::vector<Link> links;
+  if (attach_ == CallAttach::kPerfPair) {
+    for (size_t i : which) {
+      for (bool ret : {false, true}) {
+        LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = sites[i].probe_id, .retprobe = ret);
+        bpf_link* l = bpf_program__attach_uprobe_opts(
+            ret ? skel_->progs.ingero_return : skel_->progs.ingero_entry, -1, path.c_str(),
+            sites[i].file_offset, &opts);
+        if (!l) return bpf_error(std::string(ret ? "uretprobe" : "uprobe") + " on " + path, errno);
+        links.emplace_back(l);
+      }
+    }
+    return links;
   }
-  return {};
-}
-
-Result<Link> BpfSession::attach_one(const std::string& path, const CallSite& site, bool retprobe) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = site.probe_id, .retprobe = retprobe);
-  bpf_link* l = bpf_program__attach_uprobe_opts(
-      retprobe ? skel_->progs.ingero_return : skel_->progs.ingero_entry, -1, path.c_str(),
-      site.file_offset, &opts);
-  if (!l) return bpf_error(std::string(retprobe ? "uretprobe" : "uprobe") + " on " + path, errno);
-  return Link(l);
-}
-
-Result<Link> BpfSession::attach_multi(const std::string& path, const std::vector<CallSite>& sites,
-                                      const std::vector<size_t>& which, bool retprobe) {
   std::vector<uint64_t> offsets, cookies;
   for (size_t i : which) {
     offsets.push_back(sites[i].file_offset);
     cookies.push_back(sites[i].probe_id);
   }
-  UprobeMultiAttr attr{};
-  attr.prog_fd =
-      uint32_t(bpf_program__fd(retprobe ? skel_->progs.ingero_return : skel_->progs.ingero_entry));
-  attr.attach_type = kBpfTraceUprobeMulti;
-  attr.path = uint64_t(uintptr_t(path.c_str()));
-  attr.offsets = uint64_t(uintptr_t(offsets.data()));
-  attr.cookies = uint64_t(uintptr_t(cookies.data()));
-  attr.cnt = uint32_t(offsets.size());
-  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
-  int fd = int(syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr)));
-  if (fd < 0)
-    return bpf_error(std::string(retprobe ? "uretprobe" : "uprobe") + " on " + path, errno);
-  return Link::from_fd(fd);
+  auto link = [&](bpf_program* prog, UprobeMode mode) -> Status {
+    auto fd = link_uprobe_multi(bpf_program__fd(prog), path, offsets, cookies, mode);
+    if (!fd) return fd.error();
+    links.push_back(Link::from_fd(*fd));
+    return {};
+  };
+  if (attach_ == CallAttach::kSession) {
+    if (auto st = link(skel_->progs.ingero_call, UprobeMode::kSession); !st) return st.error();
+    return links;
+  }
+  if (auto st = link(skel_->progs.ingero_entry, UprobeMode::kEntry); !st) return st.error();
+  if (auto st = link(skel_->progs.ingero_return, UprobeMode::kReturn); !st) return st.error();
+  return links;
 }
 
 AttachResult BpfSession::attach_calls(const std::string& path, const std::vector<CallSite>& sites) {
@@ -243,36 +237,20 @@ AttachResult BpfSession::attach_calls(const std::string& path, const std::vector
     ok.push_back(i);
   }
   if (ok.empty()) return out;
-  if (multi_) {
-    auto e = attach_multi(path, sites, ok, false);
-    auto r = e ? attach_multi(path, sites, ok, true) : Result<Link>(e.error());
-    if (e && r) {
-      out.links.push_back(std::move(*e));
-      out.links.push_back(std::move(*r));
+  if (attach_ != CallAttach::kPerfPair) {
+    if (auto links = attach_sites(path, sites, ok)) {
+      for (auto& l : *links) out.links.push_back(std::move(l));
       return out;
     }
     // One bad offset fails the whole batch: isolate it by attaching the sites one by one.
-    for (size_t i : ok) {
-      auto e1 = attach_multi(path, sites, {i}, false);
-      auto r1 = e1 ? attach_multi(path, sites, {i}, true) : Result<Link>(e1.error());
-      if (!e1 || !r1) {
-        out.failed.push_back({i, (!e1 ? e1.error() : r1.error()).message});
-        continue;
-      }
-      out.links.push_back(std::move(*e1));
-      out.links.push_back(std::move(*r1));
-    }
-    return out;
   }
   for (size_t i : ok) {
-    auto e = attach_one(path, sites[i], false);
-    auto r = e ? attach_one(path, sites[i], true) : Result<Link>(e.error());
-    if (!e || !r) {
-      out.failed.push_back({i, (!e ? e.error() : r.error()).message});
+    auto links = attach_sites(path, sites, {i});
+    if (!links) {
+      out.failed.push_back({i, links.error().message});
       continue;
     }
-    out.links.push_back(std::move(*e));
-    out.links.push_back(std::move(*r));
+    for (auto& l : *links) out.links.push_back(std::move(l));
   }
   return out;
 }
@@ -315,7 +293,9 @@ BpfStats BpfSession::stats() const {
   return out;
 }
 
-int BpfSession::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+int BpfSession::calls_fd() const { return bpf_map__fd(skel_->maps.calls_rb); }
+int BpfSession::aux_fd() const { return bpf_map__fd(skel_->maps.aux_rb); }
+int BpfSession::host_fd() const { return bpf_map__fd(skel_->maps.host_rb); }
 
 Status BpfSession::set_python(uint32_t tgid, const ingero_py_config* config) {
   int fd = bpf_map__fd(skel_->maps.py_procs);
@@ -328,39 +308,5 @@ Status BpfSession::set_python(uint32_t tgid, const ingero_py_config* config) {
   return {};
 }
 int BpfSession::pid_stats_fd() const { return bpf_map__fd(skel_->maps.pid_stats); }
-
-Result<std::unique_ptr<RingReader>> RingReader::create(int map_fd, Callback cb) {
-  std::unique_ptr<RingReader> r(new RingReader());
-  r->cb_ = std::move(cb);
-  r->rb_ = ring_buffer__new(map_fd, &RingReader::trampoline, r.get(), nullptr);
-  if (!r->rb_) return bpf_error("creating the ring buffer reader", errno);
-  return r;
-}
-
-RingReader::~RingReader() {
-  if (rb_) ring_buffer__free(rb_);
-}
-
-int RingReader::trampoline(void* ctx, void* data, size_t size) {
-  static_cast<RingReader*>(ctx)->cb_(data, size);
-  return 0;
-}
-
-Result<int> RingReader::poll(int timeout_ms) {
-  int n = ring_buffer__poll(rb_, timeout_ms);
-  if (n == -EINTR) n = 0;
-  if (n < 0) return bpf_error("polling the ring buffer", n);
-  // The BPF side skips wake-ups for small amounts of data (they cost more than the call
-  // being traced), so a timeout does not mean the buffer is empty: consume regardless.
-  int m = ring_buffer__consume(rb_);
-  if (m < 0) return bpf_error("draining the ring buffer", m);
-  return n + m;
-}
-
-Result<int> RingReader::drain() {
-  int n = ring_buffer__consume(rb_);
-  if (n < 0) return bpf_error("draining the ring buffer", n);
-  return n;
-}
 
 }  // namespace ingero::hal

@@ -1,12 +1,20 @@
-// Owns the one BPF object (bpf/ingero.bpf.c) and every kernel object made from it.
+// Owns the one BPF object (bpf/calls.bpf.c, stacks.bpf.c and host.bpf.c linked together) and
+// every kernel object made from it.
 //
 // Lifecycle, in the libbpf order: open() -> configure (globals, map sizes, which programs
 // load) -> load -> attach. Everything is RAII: destroying a Link detaches its probe, and
 // destroying the session detaches everything and frees the maps; destructors log, never
 // throw.
 //
-// Attaching a uprobe pair is per library *file* (pid -1): every process mapping the file,
-// now or later, is covered. Filtering by pid or cgroup happens inside BPF.
+// Call probes attach per library *file* (pid -1): every process mapping the file, now or
+// later, is covered. Filtering by pid or cgroup happens inside BPF. The host-context programs
+// are attached by kernelside/ (HostPrograms), the on-CPU sampler by kernelside/CpuSampler.
+//
+// How call probes attach, best first (the kernel decides which load succeeds):
+//   session     one uprobe-session program per file (Linux 6.12+): a nested call's entry
+//               arms no return probe at all;
+//   multi pair  an entry and a return uprobe_multi link per file (Linux 6.6+);
+//   perf pair   two perf-event uprobes per function (older kernels; detaching is slow).
 #pragma once
 
 #include <cstdint>
@@ -65,16 +73,35 @@ struct AttachResult {
   std::vector<std::pair<size_t, std::string>> failed;  // index into sites, reason
 };
 
+// Ring buffer sizes in bytes (powers of two). Each is mapped twice by the reader (wrap
+// around), so it counts twice in RSS once written through.
+struct RingSizes {
+  uint32_t calls = 0;  // call records and library-watch notifications
+  uint32_t aux = 0;    // stacks, Python code objects, on-CPU samples
+  uint32_t host = 0;   // scheduler, lifecycle, block I/O, TCP
+};
+// The default for a machine with `ncpus` CPUs: the calls ring grows with the CPUs that can
+// call at once (1 MiB each, 8..64 MiB); aux and host take a quarter of it (2..16 MiB).
+// `calls_mb` (a power of two, or 0 for the default) sets the calls ring and scales the rest.
+RingSizes ring_sizes(int ncpus, uint32_t calls_mb = 0);
+
+enum class CallAttach { kSession, kMultiPair, kPerfPair };
+const char* call_attach_name(CallAttach a);  // "uprobe session", "uprobe_multi pair", ...
+
 struct BpfConfig {
-  uint32_t ringbuf_bytes = 16u << 20;  // power of two; mapped twice, so counts 2x in RSS
-  std::vector<uint32_t> pids;          // tgid filter; empty traces every process
-  uint64_t cgroup_id = 0;              // 0 = any cgroup
-  bool host_context = true;            // scheduler/memory/block/TCP programs
-  bool follow_children = true;         // with a pid filter, children of traced pids join it
-  bool selftest_only = false;          // load only what `ingero check` exercises
-  bool stacks = false;                 // capture user stacks (and Python frames) at return
-  uint32_t stack_samples = 100;        // calls per (process, stack) that ship the stack
-  uint64_t stack_slow_ns = 1000000;    // calls at least this slow always ship theirs
+  RingSizes rings;                // 0 fields: ring_sizes(this machine)
+  std::vector<uint32_t> pids;     // tgid filter; empty traces every process
+  uint64_t cgroup_id = 0;         // 0 = any cgroup
+  bool host_context = true;       // scheduler/memory/block/TCP programs
+  bool follow_children = true;    // with a pid filter, children of traced pids join it
+  bool selftest_only = false;     // load only what `ingero check` exercises
+  bool stacks = false;            // capture user stacks (and Python frames) at return
+  bool cpu_samples = false;       // load the on-CPU sampling program
+  uint32_t stack_site_walks = 2;  // calls per call site that walk their stack
+  uint64_t stack_walk_interval_ns = 20'000'000;  // then one walk per thread per interval
+  uint64_t stack_slow_ns = 1000000;  // calls at least this slow always get their own stack
+  // The best attach mode the kernel loads, unless the environment narrows it for tests and
+  // benchmarks: INGERO_CALL_ATTACH=session|multi|perf (INGERO_NO_UPROBE_MULTI=1 means perf).
 };
 
 struct BpfStats {
@@ -94,18 +121,15 @@ class BpfSession {
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
 
-  // Thread-exit flushing and exec notification, plus the host-context tracepoints. Call once
-  // after open(). Fails on the first tracepoint the kernel refuses.
-  Status attach_core();
-  // The same, attaching every tracepoint it can and reporting each one ("sched_switch" ->
-  // ok or the error). Used by `ingero check`.
-  std::vector<std::pair<std::string, Status>> attach_core_report();
-  // The generic entry/return pair on every site of one file, cookie = probe_id. With
-  // uprobe_multi (Linux 6.6+) that is two links per file, attached and detached in one
-  // kernel operation each; otherwise two perf-event uprobes per site. A site the kernel
-  // refuses is reported in `failed`; the others stay attached.
+  // The call side's tracepoints: thread-exit flushing, children joining a pid filter, exec
+  // notification. Call once after open(); reports each one (kernelside::HostPrograms attaches
+  // the host context).
+  std::vector<std::pair<std::string, Status>> attach_core();
+  // The call program(s) on every site of one file, cookie = probe_id. A site the kernel refuses
+  // is reported in `failed`; the others stay attached.
   AttachResult attach_calls(const std::string& path, const std::vector<CallSite>& sites);
-  bool uses_uprobe_multi() const { return multi_; }
+  CallAttach call_attach() const { return attach_; }
+  bool uses_uprobe_multi() const { return attach_ != CallAttach::kPerfPair; }
   // Link-map notifications from a dynamic loader's _dl_debug_state.
   Result<Link> attach_linkmap(const std::string& ldso_path, uint64_t file_offset);
   // The check self-test: attach to a function in this process and count hits.
@@ -116,39 +140,23 @@ class BpfSession {
   Status set_python(uint32_t tgid, const ingero_py_config* config);
   BpfStats stats() const;
   ingero_bpf* skeleton() { return skel_; }
-  int events_fd() const;
+  int calls_fd() const;
+  int aux_fd() const;
+  int host_fd() const;
   int pid_stats_fd() const;  // per-process host aggregates (kernelside::ProcessStatsReader)
   const BpfConfig& config() const { return config_; }
 
  private:
-  explicit BpfSession(BpfConfig c) : config_(std::move(c)) {}
+  explicit BpfSession(BpfConfig c, CallAttach a) : config_(std::move(c)), attach_(a) {}
   Status load();
-  Result<Link> attach_one(const std::string& path, const CallSite& site, bool retprobe);
-  Result<Link> attach_multi(const std::string& path, const std::vector<CallSite>& sites,
-                            const std::vector<size_t>& which, bool retprobe);
+  Result<std::vector<Link>> attach_sites(const std::string& path,
+                                         const std::vector<CallSite>& sites,
+                                         const std::vector<size_t>& which);
 
   BpfConfig config_;
+  CallAttach attach_;
   ingero_bpf* skel_ = nullptr;
-  bool multi_ = false;
   std::vector<Link> core_links_;
-};
-
-// Polls the session's ring buffer, handing each record to `on_record`.
-class RingReader {
- public:
-  using Callback = std::function<void(const void* data, size_t size)>;
-  static Result<std::unique_ptr<RingReader>> create(int map_fd, Callback cb);
-  ~RingReader();
-  // Waits up to timeout_ms; returns records consumed or an Error (EINTR is not an error).
-  Result<int> poll(int timeout_ms);
-  // Consumes everything currently queued without waiting.
-  Result<int> drain();
-
- private:
-  RingReader() = default;
-  static int trampoline(void* ctx, void* data, size_t size);
-  ring_buffer* rb_ = nullptr;
-  Callback cb_;
 };
 
 }  // namespace ingero::hal

@@ -12,7 +12,7 @@ constexpr std::string_view kKindNames[] = {
     "graph_instantiate", "graph_launch", "collective",   "p2p",           "group",
     "comm_init",         "comm_destroy", "rdma_event",   "sched_switch",  "sched_wakeup",
     "process_fork",      "process_exec", "process_exit", "page_alloc",    "block_io",
-    "tcp_retransmit",    "oom_kill",
+    "tcp_retransmit",    "oom_kill",     "cpu_sample",
 };
 static_assert(std::size(kKindNames) == static_cast<size_t>(EventKind::kCount_));
 

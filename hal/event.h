@@ -47,6 +47,7 @@ enum class EventKind : uint8_t {
   kBlockIo,    // one request: issue -> complete
   kTcpRetransmit,
   kOomKill,
+  kCpuSample,  // an on-CPU sample of a GPU process's thread: where it ran (stack_id)
   kCount_,
 };
 
@@ -137,10 +138,16 @@ struct Event {
   std::array<char, 16> peer_comm{};  // preemptor (calls) or peer task (host events)
   // decoded fields
   std::array<uint64_t, kFieldCount> fields{};
-  uint64_t present = 0;      // bit per Field
-  std::string detail;        // free text: exec filename, block rwbs, ...
-  std::string saddr, daddr;  // network endpoints, printable
-  uint64_t stack_id = 0;     // 0 = no stack
+  uint64_t present = 0;        // bit per Field
+  std::string detail;          // free text: exec filename, block rwbs, ...
+  std::string saddr, daddr;    // network endpoints, printable
+  uint64_t stack_id = 0;       // 0 = no stack
+  bool stack_of_site = false;  // stack_id is its call site's last captured stack, not its own
+  // Traced calls made inside this one on the same thread (a runtime call's driver call, an
+  // API alias), folded into it; nested_op is the first of them.
+  uint32_t nested = 0;
+  std::string_view nested_api, nested_op;
+  EventKind nested_kind = EventKind::kUnknown;
 
   void set(Field f, uint64_t v) {
     fields[static_cast<size_t>(f)] = v;

@@ -100,6 +100,8 @@ Result<std::unique_ptr<MinimalProbePair>> MinimalProbePair::attach(const std::st
 Status MinimalProbePair::load_and_attach(const std::string& path, uint64_t file_offset) {
   skel_ = probe_cost_bpf__open();
   if (!skel_) return sys_error("opening the minimal probe pair", errno);
+  for (bpf_program* prog : {skel_->progs.min_session, skel_->progs.min_session_skip})
+    bpf_program__set_autoload(prog, false);  // bench/min_probe's session modes only
   if (multi_) {
     for (bpf_program* prog : {skel_->progs.min_entry, skel_->progs.min_return})
       bpf_program__set_expected_attach_type(prog, bpf_attach_type(kBpfTraceUprobeMulti));
@@ -110,7 +112,8 @@ Status MinimalProbePair::load_and_attach(const std::string& path, uint64_t file_
     bpf_program* prog = ret ? skel_->progs.min_return : skel_->progs.min_entry;
     if (multi_) {
       const uint64_t offsets[] = {file_offset};
-      auto fd = link_uprobe_multi(bpf_program__fd(prog), path, offsets, {}, ret);
+      auto fd = link_uprobe_multi(bpf_program__fd(prog), path, offsets, {},
+                                  ret ? UprobeMode::kReturn : UprobeMode::kEntry);
       if (!fd) return fd.error();
       links_.push_back(Link::from_fd(*fd));
       continue;

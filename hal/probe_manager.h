@@ -51,6 +51,11 @@ class ProbeManager {
   std::vector<LibraryStatus> scan_file(const std::string& path, bool main_executable);
   // Attaches link-map notification probes to dynamic loaders seen so far.
   void watch_loaders();
+  // Detaches every probe; the table stays, so records already in the rings still decode.
+  void detach() {
+    links_.clear();
+    loader_links_.clear();
+  }
 
   const ProbeTable& table() const { return table_; }
   const std::vector<LibraryStatus>& libraries() const { return libraries_; }

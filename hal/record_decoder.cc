@@ -1,5 +1,6 @@
 #include "hal/record_decoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hal/record_layout.h"
@@ -15,6 +16,15 @@ ingero_recipe make_recipe(const ProbeSpec& spec) {
   ingero_recipe r{};
   r.valid = 1;
   r.stack_words = spec.args.stack_words;
+  // User space decodes register arguments only through the spec's FieldRefs (backends'
+  // decode() reads Event fields), so only those are shipped.
+  uint8_t nregs = 0;
+  for (const FieldRef& f : spec.fields) {
+    if (f.field == Field::kCount_) break;
+    if (f.from.src == ArgRef::Src::kReg && f.from.index < INGERO_REG_WORDS)
+      nregs = std::max<uint8_t>(nregs, uint8_t(f.from.index + 1));
+  }
+  r.nregs = nregs;
   auto conv = [](const PtrRead& p) {
     ingero_ptr_read o{};
     o.src = uint8_t(p.src);
@@ -51,64 +61,77 @@ std::optional<uint64_t> RawCall::value(const ArgRef& ref) const {
     case ArgRef::Src::kConst:
       return ref.value;
     case ArgRef::Src::kReg:
-      if (ref.index >= 6) return std::nullopt;
+      if (ref.index >= rec_.hdr.nregs) return std::nullopt;
       return extract(rec_.regs[ref.index], ref);
     case ArgRef::Src::kStack:
-      if (ref.index >= INGERO_STACK_WORDS || (rec_.flags & INGERO_CALL_STACK_READ_FAULT))
+      if (ref.index >= rec_.hdr.nstack || (rec_.hdr.flags & INGERO_CALL_STACK_READ_FAULT))
         return std::nullopt;
       return extract(rec_.stack[ref.index], ref);
     case ArgRef::Src::kRet:
-      if (rec_.flags & INGERO_CALL_UNFINISHED) return std::nullopt;
-      return extract(rec_.ret, ref);
+      if (rec_.hdr.flags & INGERO_CALL_UNFINISHED) return std::nullopt;
+      return extract(rec_.hdr.ret, ref);
     case ArgRef::Src::kEntryBuf:
-      if (size_t(ref.offset) + ref.width > rec_.entry_len) return std::nullopt;
+      if (size_t(ref.offset) + ref.width > rec_.hdr.entry_len) return std::nullopt;
       return read_le(rec_.entry_buf + ref.offset, ref.width);
     case ArgRef::Src::kReturnBuf:
-      if (size_t(ref.offset) + ref.width > rec_.return_len) return std::nullopt;
+      if (size_t(ref.offset) + ref.width > rec_.hdr.return_len) return std::nullopt;
       return read_le(rec_.return_buf + ref.offset, ref.width);
   }
   return std::nullopt;
 }
 
 std::span<const uint8_t> RawCall::entry_bytes() const {
-  return {rec_.entry_buf, std::min<size_t>(rec_.entry_len, INGERO_ENTRY_READ_MAX)};
+  return {rec_.entry_buf, std::min<size_t>(rec_.hdr.entry_len, INGERO_ENTRY_READ_MAX)};
 }
 std::span<const uint8_t> RawCall::return_bytes() const {
-  return {rec_.return_buf, std::min<size_t>(rec_.return_len, INGERO_RETURN_READ_MAX)};
+  return {rec_.return_buf, std::min<size_t>(rec_.hdr.return_len, INGERO_RETURN_READ_MAX)};
 }
-uint64_t RawCall::reg(int i) const { return i >= 0 && i < 6 ? rec_.regs[i] : 0; }
-uint64_t RawCall::ret() const { return rec_.ret; }
+uint64_t RawCall::reg(int i) const { return i >= 0 && i < rec_.hdr.nregs ? rec_.regs[i] : 0; }
+uint64_t RawCall::ret() const { return rec_.hdr.ret; }
 
-bool CallDecoder::decode(const ingero_call_rec& rec, Event& ev) const {
-  const AttachedProbe* p = table_.find(rec.probe_id);
+bool CallDecoder::decode(const CallRecord& rec, Event& ev) const {
+  const ingero_call_rec& h = rec.hdr;
+  const AttachedProbe* p = table_.find(h.probe_id);
   if (!p || !p->spec) return false;
   const ProbeSpec& spec = *p->spec;
   ev = Event{};
-  ev.ts_ns = rec.start_ns;
-  ev.dur_ns = rec.end_ns > rec.start_ns ? rec.end_ns - rec.start_ns : 0;
-  ev.pid = rec.pid;
-  ev.tid = rec.tid;
-  ev.cgroup_id = rec.cgroup_id;
-  std::memcpy(ev.comm.data(), rec.comm, sizeof(rec.comm));
-  ev.comm.back() = 0;
+  ev.ts_ns = h.start_ns;
+  ev.dur_ns = h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0;
+  ev.pid = h.pid;
+  ev.tid = h.tid;
+  if (rec.has_ident()) {
+    ev.cgroup_id = rec.ident.cgroup_id;
+    std::memcpy(ev.comm.data(), rec.ident.comm, sizeof(rec.ident.comm));
+    ev.comm.back() = 0;
+  }
   ev.vendor = p->match.vendor;
   ev.api = p->match.api;
   ev.kind = spec.kind;
   ev.op = spec.symbol;
   ev.library = p->library;
-  ev.unfinished = rec.flags & INGERO_CALL_UNFINISHED;
+  ev.unfinished = h.flags & INGERO_CALL_UNFINISHED;
   ev.has_ret = !ev.unfinished;
   // Vendor APIs return 32-bit status enums; the upper half of rax is not defined.
-  ev.ret = ev.has_ret ? int64_t(int32_t(uint32_t(rec.ret))) : 0;
-  ev.off_cpu_ns = rec.off_cpu_ns;
-  ev.preempts = rec.preempts;
-  ev.switches = rec.switches;
-  if (rec.preemptor_pid) {
-    ev.set(Field::kPeerPid, rec.preemptor_pid);
-    ev.set(Field::kPeerTid, rec.preemptor_tid);
-    std::memcpy(ev.peer_comm.data(), rec.preemptor_comm, sizeof(rec.preemptor_comm));
+  ev.ret = ev.has_ret ? int64_t(int32_t(uint32_t(h.ret))) : 0;
+  ev.off_cpu_ns = rec.offcpu.off_cpu_ns;
+  ev.preempts = rec.offcpu.preempts;
+  ev.switches = rec.offcpu.switches;
+  if (rec.offcpu.preemptor_pid) {
+    ev.set(Field::kPeerPid, rec.offcpu.preemptor_pid);
+    ev.set(Field::kPeerTid, rec.offcpu.preemptor_tid);
+    std::memcpy(ev.peer_comm.data(), rec.offcpu.preemptor_comm, sizeof(rec.offcpu.preemptor_comm));
     ev.peer_comm.back() = 0;
   }
+  ev.nested = h.nested;
+  if (h.nested) {
+    const AttachedProbe* n = table_.find(h.nested_probe);
+    if (n && n->spec) {
+      ev.nested_api = n->match.api;
+      ev.nested_op = n->spec->symbol;
+      ev.nested_kind = n->spec->kind;
+    }
+  }
+  ev.stack_of_site = h.flags & INGERO_CALL_STACK_OF_SITE;
   RawCall raw(rec);
   for (const FieldRef& f : spec.fields) {
     if (f.field == Field::kCount_) break;

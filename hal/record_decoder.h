@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hal/backend.h"
+#include "hal/call_record.h"
 #include "hal/event.h"
 #include "ingero_records.h"
 
@@ -42,7 +43,7 @@ class CallDecoder {
  public:
   explicit CallDecoder(const ProbeTable& table) : table_(table) {}
   // False (and `ev` untouched) when the probe id is unknown: the caller counts it.
-  bool decode(const ingero_call_rec& rec, Event& ev) const;
+  bool decode(const CallRecord& rec, Event& ev) const;
 
  private:
   const ProbeTable& table_;

@@ -6,21 +6,18 @@
 
 #include "ingero_records.h"
 
-static_assert(sizeof(ingero_call_rec) == 384, "ingero_call_rec layout changed");
+static_assert(sizeof(ingero_call_rec) == 64, "ingero_call_rec layout changed");
 static_assert(offsetof(ingero_call_rec, probe_id) == 4);
 static_assert(offsetof(ingero_call_rec, pid) == 8);
-static_assert(offsetof(ingero_call_rec, cgroup_id) == 16);
-static_assert(offsetof(ingero_call_rec, start_ns) == 24);
-static_assert(offsetof(ingero_call_rec, ret) == 40);
-static_assert(offsetof(ingero_call_rec, regs) == 48);
-static_assert(offsetof(ingero_call_rec, stack) == 96);
-static_assert(offsetof(ingero_call_rec, off_cpu_ns) == 144);
-static_assert(offsetof(ingero_call_rec, flags) == 176);
-static_assert(offsetof(ingero_call_rec, stack_hash) == 184);
-static_assert(offsetof(ingero_call_rec, comm) == 192);
-static_assert(offsetof(ingero_call_rec, return_buf) == 224);
-static_assert(offsetof(ingero_call_rec, entry_buf) == 256);
-static_assert(INGERO_CALL_REC_SHORT == 256);
+static_assert(offsetof(ingero_call_rec, start_ns) == 16);
+static_assert(offsetof(ingero_call_rec, ret) == 32);
+static_assert(offsetof(ingero_call_rec, stack_hash) == 40);
+static_assert(offsetof(ingero_call_rec, flags) == 48);
+static_assert(offsetof(ingero_call_rec, nested_probe) == 56);
+static_assert(sizeof(ingero_call_offcpu) == 48);
+static_assert(sizeof(ingero_call_ident) == 24);
+static_assert(INGERO_CALL_REC_MAX == 392);
+static_assert(sizeof(ingero_cpu_sample_rec) == 32);
 static_assert(sizeof(ingero_stack_rec) == 1080, "ingero_stack_rec layout changed");
 static_assert(offsetof(ingero_stack_rec, hash) == 16);
 static_assert(offsetof(ingero_stack_rec, ips) == 24);
@@ -29,6 +26,7 @@ static_assert(sizeof(ingero_py_config) == 80, "ingero_py_config layout changed")
 static_assert(sizeof(ingero_py_code_rec) ==
               32 + INGERO_PY_FILE_MAX + INGERO_PY_NAME_MAX + INGERO_PY_TABLE_MAX);
 static_assert(sizeof(ingero_recipe) == 24, "ingero_recipe layout changed");
+static_assert(offsetof(ingero_recipe, nregs) == 2);
 static_assert(offsetof(ingero_recipe, entry_read) == 8);
 static_assert(offsetof(ingero_recipe, return_read) == 16);
 static_assert(sizeof(ingero_ptr_read) == 8);

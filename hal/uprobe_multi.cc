@@ -35,12 +35,13 @@ static_assert(offsetof(UprobeMultiAttr, cnt) == 48);
 
 Result<int> link_uprobe_multi(int prog_fd, const std::string& path,
                               std::span<const uint64_t> offsets, std::span<const uint64_t> cookies,
-                              bool retprobe) {
+                              UprobeMode mode) {
   if (!cookies.empty() && cookies.size() != offsets.size())
     return Error{"uprobe_multi: one cookie per offset", EINVAL};
   UprobeMultiAttr attr{};
   attr.prog_fd = uint32_t(prog_fd);
-  attr.attach_type = kBpfTraceUprobeMulti;
+  bool retprobe = mode == UprobeMode::kReturn;
+  attr.attach_type = mode == UprobeMode::kSession ? kBpfTraceUprobeSession : kBpfTraceUprobeMulti;
   attr.path = uint64_t(uintptr_t(path.c_str()));
   attr.offsets = uint64_t(uintptr_t(offsets.data()));
   attr.cookies = cookies.empty() ? 0 : uint64_t(uintptr_t(cookies.data()));
@@ -48,8 +49,10 @@ Result<int> link_uprobe_multi(int prog_fd, const std::string& path,
   attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
   int fd = int(syscall(__NR_bpf, kBpfLinkCreate, &attr, sizeof(attr)));
   if (fd < 0)
-    return Error{std::string(retprobe ? "uretprobe" : "uprobe") + "_multi on " + path + ": " +
-                     std::strerror(errno),
+    return Error{std::string(retprobe                       ? "uretprobe_multi"
+                             : mode == UprobeMode::kSession ? "uprobe session"
+                                                            : "uprobe_multi") +
+                     " on " + path + ": " + std::strerror(errno),
                  errno};
   return fd;
 }

@@ -15,11 +15,19 @@
 
 namespace ingero::hal {
 
-inline constexpr int kBpfTraceUprobeMulti = 48;  // BPF_TRACE_UPROBE_MULTI, stable since 6.6
+inline constexpr int kBpfTraceUprobeMulti = 48;    // BPF_TRACE_UPROBE_MULTI, stable since 6.6
+inline constexpr int kBpfTraceUprobeSession = 57;  // BPF_TRACE_UPROBE_SESSION, since 6.12
 
-// Returns the link fd (the caller closes it to detach). cookies may be empty.
+enum class UprobeMode {
+  kEntry,    // runs at function entry
+  kReturn,   // runs at function return
+  kSession,  // one program at entry and, unless the entry run returned non-zero, at return
+};
+
+// Returns the link fd (the caller closes it to detach). cookies may be empty. A kSession link
+// needs a program loaded with expected attach type kBpfTraceUprobeSession.
 Result<int> link_uprobe_multi(int prog_fd, const std::string& path,
                               std::span<const uint64_t> offsets, std::span<const uint64_t> cookies,
-                              bool retprobe);
+                              UprobeMode mode);
 
 }  // namespace ingero::hal

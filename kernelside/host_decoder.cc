@@ -202,4 +202,17 @@ hal::Event page_alloc_event(const ProcessStats& s, uint64_t window_start_ns, uin
   return ev;
 }
 
+bool decode_cpu_sample(const void* data, size_t size, hal::Event& ev) {
+  if (size < sizeof(ingero_cpu_sample_rec)) return false;
+  ingero_cpu_sample_rec r;
+  std::memcpy(&r, data, sizeof(r));
+  if (r.type != INGERO_REC_CPU_SAMPLE) return false;
+  base(ev, hal::EventKind::kCpuSample, "cpu_sample");
+  ev.ts_ns = r.ts_ns;
+  ev.pid = r.pid;
+  ev.tid = r.tid;
+  ev.set(hal::Field::kCpu, r.cpu);
+  return true;
+}
+
 }  // namespace ingero::kernelside

@@ -15,6 +15,9 @@ namespace ingero::kernelside {
 
 // Decodes INGERO_REC_SCHED/PROC/BLOCK/TCP. False for other types or short records.
 bool decode_host_record(const void* data, size_t size, hal::Event& ev);
+// Decodes INGERO_REC_CPU_SAMPLE into a kCpuSample event (its stack hash is the caller's to
+// resolve: ingero_cpu_sample_rec::stack_hash).
+bool decode_cpu_sample(const void* data, size_t size, hal::Event& ev);
 
 // One process's activity over one read-out interval.
 struct ProcessStats {

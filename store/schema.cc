@@ -1,6 +1,7 @@
 #include "store/schema.h"
 
 #include <ctime>
+#include <functional>
 
 #include "hal/event.h"
 #include "store/legacy_views.h"
@@ -32,7 +33,11 @@ std::string events_ddl() {
       "  saddr TEXT,\n"
       "  daddr TEXT,\n"
       "  stack_hash INTEGER NOT NULL DEFAULT 0,\n"
-      "  library_id INTEGER                   -- libraries.id of the traced file\n";
+      "  library_id INTEGER,                  -- libraries.id of the traced file\n"
+      "  stack_of_site INTEGER,               -- 1: stack_hash is its call site's last stack\n"
+      "  nested_calls INTEGER,                -- traced calls made inside this one (folded)\n"
+      "  nested_source INTEGER,               -- sources.id / ops.op_id of the first of them\n"
+      "  nested_op INTEGER\n";
   for (const auto& c : field_columns()) s += ",\n  " + c + " INTEGER";
   // Columns the original implementation's users query by name.
   s += ",\n  gpu_id INTEGER GENERATED ALWAYS AS (coalesce(device, 0)) VIRTUAL"
@@ -66,7 +71,7 @@ CREATE TABLE IF NOT EXISTS sessions (
   backends TEXT NOT NULL DEFAULT '',
   attached_probes INTEGER NOT NULL DEFAULT 0,
   events_stored INTEGER NOT NULL DEFAULT 0,
-  ringbuf_drops INTEGER NOT NULL DEFAULT 0,   -- records the kernel could not queue
+  ringbuf_drops INTEGER NOT NULL DEFAULT 0,   -- records the kernel could not queue (all kinds)
   lost_calls INTEGER NOT NULL DEFAULT 0,      -- not traced: thread table full, too deep
   store_errors INTEGER NOT NULL DEFAULT 0,    -- events decoded but not written
   unfinished_calls INTEGER NOT NULL DEFAULT 0,
@@ -209,6 +214,12 @@ CREATE TABLE IF NOT EXISTS stack_frames (
 ) WITHOUT ROWID;
 )SQL";
 
+// v5: one launch = one event (nested calls folded into their caller), calls that took their
+// call site's stack, and losses counted per kind.
+const char* kV5EventColumns[] = {"stack_of_site", "nested_calls", "nested_source", "nested_op"};
+const char* kV5SessionColumns[] = {"call_drops", "stack_drops", "host_drops", "sample_drops",
+                                   "calls_lost_at_exit"};
+
 const char* kTablesV3 = R"SQL(
 CREATE TABLE IF NOT EXISTS rdma_counters (
   id INTEGER PRIMARY KEY,
@@ -229,12 +240,21 @@ CREATE TABLE IF NOT EXISTS rdma_counters (
 CREATE INDEX IF NOT EXISTS idx_rdma_counters_ts ON rdma_counters(timestamp);
 )SQL";
 
-std::string views_body(const char* create) {
+// `has` says which optional events columns the file has (a file written by an older build and
+// opened read-only cannot gain them): a missing one reads as NULL, or 0 for the v5 counts.
+std::string views_body(const char* create, const std::function<bool(const std::string&)>& has) {
   std::string fields;
   for (const auto& c : field_columns()) {
     if (c == "direction") continue;
-    fields += ", e." + c;
+    fields += has(c) ? ", e." + c : ", NULL AS " + c;
   }
+  bool v5 = has("nested_calls");
+  std::string v5_cols =
+      v5 ? ", coalesce(e.stack_of_site, 0) AS stack_of_site,\n"
+           "       coalesce(e.nested_calls, 0) AS nested_calls, no.name AS nested_op\n"
+         : ", 0 AS stack_of_site, 0 AS nested_calls, NULL AS nested_op\n";
+  std::string v5_join =
+      v5 ? "  LEFT JOIN ops no ON no.source_id = e.nested_source AND no.op_id = e.nested_op\n" : "";
   std::string c = create;
   return c +
          " calls AS\n"
@@ -247,12 +267,10 @@ std::string views_body(const char* create) {
          "       e.peer_comm AS preemptor_comm,\n"
          "       CASE e.direction WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' WHEN 2 THEN 'D2H'\n"
          "            WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' WHEN 5 THEN 'peer' END AS direction" +
-         fields +
-         ", e.stack_hash, e.library_id\n"
+         fields + ", e.stack_hash, e.library_id" + v5_cols +
          "  FROM events e JOIN sources s ON s.id = e.source\n"
-         "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
-         " WHERE s.vendor <> 'host';\n" +
-         c +
+         "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n" +
+         v5_join + " WHERE s.vendor <> 'host';\n" + c +
          " cuda_events AS\n"
          "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
          " WHERE c.api IN ('cuda_runtime', 'cuda_driver');\n" +
@@ -367,14 +385,17 @@ std::string stacks_view_sql(const char* create, bool stack_table, bool legacy_ta
   return std::string(create) + " stacks AS\n" + body + ";\n";
 }
 
-std::string contract_views_sql(bool temp, bool stack_table, bool legacy_stack_table) {
+std::string contract_views_sql(bool temp, bool stack_table, bool legacy_stack_table,
+                               const std::function<bool(const std::string&)>& has_column) {
   std::string drops;
   const char* schema = temp ? "temp." : "main.";
   for (const char* v :
        {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events", "stacks"})
     drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
   const char* create = temp ? "CREATE TEMP VIEW" : "CREATE VIEW";
-  return drops + views_body(create) + stacks_view_sql(create, stack_table, legacy_stack_table);
+  auto all = [](const std::string&) { return true; };
+  return drops + views_body(create, has_column ? has_column : all) +
+         stacks_view_sql(create, stack_table, legacy_stack_table);
 }
 
 ingero::Result<TraceFileInfo> inspect(Db& db) {
@@ -433,6 +454,16 @@ ingero::Status migrate(Db& db) {
   if (from < 4) {
     if (auto st = db.exec(kTablesV4); !st) return fail(st.error());
   }
+  for (const char* c : kV5EventColumns)
+    if (!db.column_exists("events", c))
+      if (auto st = db.exec(std::string("ALTER TABLE events ADD COLUMN ") + c + " INTEGER"); !st)
+        return fail(st.error());
+  for (const char* c : kV5SessionColumns)
+    if (!db.column_exists("sessions", c))
+      if (auto st = db.exec(std::string("ALTER TABLE sessions ADD COLUMN ") + c +
+                            " INTEGER NOT NULL DEFAULT 0");
+          !st)
+        return fail(st.error());
   // Every decoded field has a column, whatever build created the file: fields added since
   // are appended (a no-op for files this build created).
   for (const auto& c : field_columns())

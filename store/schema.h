@@ -11,6 +11,7 @@
 // version and for the original Go implementation's files alike (store/legacy_views.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@
 
 namespace ingero::store {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 inline constexpr int32_t kApplicationId = 0x494E4752;  // "INGR"
 
 enum class TraceFormat {
@@ -46,7 +47,10 @@ ingero::Status migrate(Db& db);
 // `stack_table`: the file has stack_frames (schema 4+); `legacy_stack_table`: it has the
 // original implementation's stack_traces (its own files, or merged ones). Neither: the stacks
 // view is empty.
-std::string contract_views_sql(bool temp, bool stack_table = true, bool legacy_stack_table = false);
+// `has_column` (default: all) says which events columns exist: older files opened read-only
+// lack the newer optional ones, which the views then read as NULL.
+std::string contract_views_sql(bool temp, bool stack_table = true, bool legacy_stack_table = false,
+                               const std::function<bool(const std::string&)>& has_column = {});
 // The `stacks` view: one row per frame, innermost first, joinable as
 // stacks.stack_id = calls.stack_hash. Over stack_frames and/or stack_traces, or empty with the
 // same columns.

@@ -225,4 +225,49 @@ std::vector<engine::StackFrameInfo> SqlTraceSource::stack(uint64_t stack_id) {
   return out;
 }
 
+// On-CPU samples are host events (`cpu_sample`, v5), with their stack in stack_hash.
+bool SqlTraceSource::has_cpu_samples() {
+  if (reader_.is_legacy()) return false;
+  auto st = prepare(
+      "SELECT 1 FROM events e JOIN ops o ON o.source_id = e.source AND "
+      "o.op_id = e.op WHERE o.name = 'cpu_sample' LIMIT 1");
+  return st && row(*st);
+}
+
+void SqlTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) {
+  if (reader_.is_legacy()) return;
+  auto st = prepare(
+      "SELECT e.timestamp, e.pid, e.tid, e.stack_hash FROM events e JOIN ops o ON "
+      "o.source_id = e.source AND o.op_id = e.op WHERE o.name = 'cpu_sample' AND "
+      "e.timestamp BETWEEN " +
+      std::to_string(w.from_ns) + " AND " + std::to_string(w.to_ns) +
+      (w.pid ? " AND e.pid = " + std::to_string(*w.pid) : "") +
+      (w.node && reader_.db().column_exists("events", "node") ? " AND e.node = " + quote(*w.node)
+                                                              : "") +
+      " ORDER BY e.timestamp");
+  if (!st) return;
+  while (row(*st))
+    fn({st->int64(0), uint32_t(st->int64(1)), uint32_t(st->int64(2)), uint64_t(st->int64(3))});
+}
+
+std::optional<engine::TraceLosses> SqlTraceSource::losses() {
+  if (reader_.is_legacy()) return std::nullopt;
+  Db& db = reader_.db();
+  engine::TraceLosses l;
+  l.by_kind = db.column_exists("sessions", "call_drops");
+  auto col = [&](const char* c) {
+    return db.column_exists("sessions", c) ? "coalesce(sum(" + std::string(c) + "), 0)"
+                                           : std::string("0");
+  };
+  auto st = prepare("SELECT " + col("ringbuf_drops") + ", " + col("call_drops") + ", " +
+                    col("stack_drops") + ", " + col("host_drops") + ", " + col("sample_drops") +
+                    ", " + col("lost_calls") + ", " + col("calls_lost_at_exit") + ", " +
+                    col("store_errors") + " FROM sessions");
+  if (!st || !row(*st)) return std::nullopt;
+  uint64_t* out[] = {&l.ringbuf_drops, &l.call_drops, &l.stack_drops,        &l.host_drops,
+                     &l.sample_drops,  &l.lost_calls, &l.calls_lost_at_exit, &l.store_errors};
+  for (int i = 0; i < 8; ++i) *out[i] = uint64_t(st->int64(i));
+  return l;
+}
+
 }  // namespace ingero::store

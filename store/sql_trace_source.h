@@ -27,6 +27,9 @@ class SqlTraceSource final : public engine::TraceSource {
   std::vector<engine::RdmaSample> rdma_error_samples(const engine::Window& w) override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
+  bool has_cpu_samples() override;
+  void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override;
+  std::optional<engine::TraceLosses> losses() override;
   // Distinct node names in the trace (merged files hold several).
   std::vector<std::string> nodes();
   // The first error met while reading ("" when none): any answer computed after it is

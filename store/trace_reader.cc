@@ -96,8 +96,9 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
   ingero::Status st =
       info->format == TraceFormat::kLegacyGo
           ? install_legacy_views(*r->db_, *info)
-          : r->db_->exec(contract_views_sql(true, r->db_->table_exists("stack_frames"),
-                                            r->db_->table_exists("stack_traces")));
+          : r->db_->exec(contract_views_sql(
+                true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
+                [&](const std::string& c) { return r->db_->column_exists("events", c); }));
   if (!st) return ingero::make_error(path + ": " + st.error().message);
   return r;
 }

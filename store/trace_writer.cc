@@ -41,7 +41,7 @@ const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
 }
 constexpr int kFirstDynamicOp = 32;
 
-constexpr int kFixedColumns = 21;
+constexpr int kFixedColumns = 25;
 
 }  // namespace
 
@@ -82,7 +82,7 @@ ingero::Status TraceWriter::prepare() {
   std::string cols =
       "node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
       "cgroup_id, comm, off_cpu_ns, preempts, switches, peer_comm, detail, saddr, daddr, "
-      "stack_hash, library_id";
+      "stack_hash, library_id, stack_of_site, nested_calls, nested_source, nested_op";
   std::string qs = "?";
   for (int i = 1; i < kFixedColumns; ++i) qs += ", ?";
   for (const auto& c : field_columns()) {
@@ -191,17 +191,23 @@ ingero::Result<int> TraceWriter::source_id(std::string_view vendor, std::string_
 }
 
 ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(const hal::Event& ev) {
-  OpKey k{ev.api.data(), ev.op.data()};
+  return op_ids(ev.vendor, ev.api, ev.op, ev.kind);
+}
+
+ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(std::string_view vendor,
+                                                       std::string_view api, std::string_view op,
+                                                       hal::EventKind kind) {
+  OpKey k{api.data(), op.data()};
   if (auto it = op_cache_.find(k); it != op_cache_.end()) return it->second;
-  auto src = source_id(ev.vendor, ev.api, ev.kind);
+  auto src = source_id(vendor, api, kind);
   if (!src) return src.error();
-  std::string key = std::to_string(*src) + '\0' + std::string(ev.op);
+  std::string key = std::to_string(*src) + '\0' + std::string(op);
   OpIds ids;
   if (auto it = op_by_name_.find(key); it != op_by_name_.end()) {
     ids = it->second;
   } else {
     int id;
-    auto legacy = legacy_op_ids().find({*src, ev.op});
+    auto legacy = legacy_op_ids().find({*src, op});
     if (legacy != legacy_op_ids().end()) {
       id = legacy->second;
     } else {
@@ -212,8 +218,8 @@ ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(const hal::Event& ev) {
     insert_op_.reset();
     insert_op_.bind(1, int64_t(*src))
         .bind(2, int64_t(id))
-        .bind(3, ev.op)
-        .bind(4, hal::kind_name(ev.kind));
+        .bind(3, op)
+        .bind(4, hal::kind_name(kind));
     if (auto r = insert_op_.step(); !r) return r.error();
     ids = {*src, id};
     op_by_name_[key] = ids;
@@ -286,6 +292,16 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
   if (!ev.library.empty()) {
     int64_t lib = library_id(ev.library);
     if (lib) sqlite3_bind_int64(s, 21, lib);
+  }
+  if (ev.stack_of_site) sqlite3_bind_int64(s, 22, 1);
+  if (ev.nested) {
+    sqlite3_bind_int64(s, 23, ev.nested);
+    if (!ev.nested_op.empty()) {
+      auto nid = op_ids(ev.vendor, ev.nested_api, ev.nested_op, ev.nested_kind);
+      if (!nid) return fail_batch(nid.error());
+      sqlite3_bind_int64(s, 24, nid->source);
+      sqlite3_bind_int64(s, 25, nid->op);
+    }
   }
   for (uint64_t m = ev.present; m; m &= m - 1) {
     int f = __builtin_ctzll(m);
@@ -527,23 +543,39 @@ ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) 
   return {};
 }
 
+ingero::Status TraceWriter::update_counters(const SessionCounters& c) {
+  auto st = db_->prepare(
+      "UPDATE sessions SET ringbuf_drops = ?, call_drops = ?, stack_drops = ?, host_drops = ?, "
+      "sample_drops = ?, lost_calls = ?, calls_lost_at_exit = ?, unfinished_calls = ?, "
+      "store_errors = ?, events_stored = ? WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, int64_t(c.call_drops + c.stack_drops + c.host_drops + c.sample_drops))
+      .bind(2, int64_t(c.call_drops))
+      .bind(3, int64_t(c.stack_drops))
+      .bind(4, int64_t(c.host_drops))
+      .bind(5, int64_t(c.sample_drops))
+      .bind(6, int64_t(c.lost_calls))
+      .bind(7, int64_t(c.calls_lost_at_exit))
+      .bind(8, int64_t(c.unfinished_calls))
+      .bind(9, int64_t(failed_))
+      .bind(10, int64_t(written_))
+      .bind(11, session_id_);
+  if (auto r = st->step(); !r) return r.error();
+  return {};
+}
+
 ingero::Status TraceWriter::finish(const SessionEnd& end) {
   ingero::Status result = commit();
+  if (auto st = update_counters(end.counters); !st && result) result = st;
   auto st = db_->prepare(
-      "UPDATE sessions SET stopped_at = ?, attached_probes = ?, events_stored = ?, "
-      "ringbuf_drops = ?, lost_calls = ?, store_errors = ?, unfinished_calls = ?, bpf_stats = ?, "
-      "exit_reason = ? WHERE id = ?");
+      "UPDATE sessions SET stopped_at = ?, attached_probes = ?, bpf_stats = ?, exit_reason = ? "
+      "WHERE id = ?");
   if (!st) return st.error();
   st->bind(1, end.stopped_at_ns)
       .bind(2, int64_t(end.attached_probes))
-      .bind(3, int64_t(written_))
-      .bind(4, int64_t(end.ringbuf_drops))
-      .bind(5, int64_t(end.lost_calls))
-      .bind(6, int64_t(failed_))
-      .bind(7, int64_t(end.unfinished_calls))
-      .bind(8, end.bpf_stats_json)
-      .bind(9, end.exit_reason)
-      .bind(10, session_id_);
+      .bind(3, end.bpf_stats_json)
+      .bind(4, end.exit_reason)
+      .bind(5, session_id_);
   if (auto r = st->step(); !r) return r.error();
   if (auto ix = db_->exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)");
       !ix && result)

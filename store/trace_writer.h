@@ -34,12 +34,23 @@ struct SessionInfo {
   std::string pid_filter, flags, backends;
 };
 
+// What a session lost, by kind (the sessions row; docs/schema.md). Updated while tracing and
+// at the end.
+struct SessionCounters {
+  uint64_t call_drops = 0;          // call records the calls ring could not take
+  uint64_t stack_drops = 0;         // stack and code records the aux ring could not take
+  uint64_t host_drops = 0;          // host-context records the host ring could not take
+  uint64_t sample_drops = 0;        // on-CPU samples the aux ring could not take
+  uint64_t lost_calls = 0;          // calls never traced: thread table full, nesting too deep
+  uint64_t calls_lost_at_exit = 0;  // recorded by BPF but never read (the tracer stopped first)
+  uint64_t unfinished_calls = 0;
+  uint64_t calls_lost() const { return call_drops + lost_calls + calls_lost_at_exit; }
+};
+
 struct SessionEnd {
   int64_t stopped_at_ns = 0;
   uint64_t attached_probes = 0;
-  uint64_t ringbuf_drops = 0;
-  uint64_t lost_calls = 0;
-  uint64_t unfinished_calls = 0;
+  SessionCounters counters;
   std::string bpf_stats_json = "{}";
   std::string exit_reason;
 };
@@ -122,6 +133,8 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status replace_chains(const std::vector<ChainRow>& chains);
   // Converts a monotonic timestamp with the session's offset.
   int64_t to_wall(uint64_t mono_ns) const { return int64_t(mono_ns) + mono_offset_ns_; }
+  // Records the session's loss counters (and events stored, store errors) so far.
+  ingero::Status update_counters(const SessionCounters& c);
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 
@@ -150,6 +163,8 @@ class TraceWriter final : public hal::EventSink {
   TraceWriter(std::unique_ptr<Db> db) : db_(std::move(db)) {}
   ingero::Status prepare();
   ingero::Result<OpIds> op_ids(const hal::Event& ev);
+  ingero::Result<OpIds> op_ids(std::string_view vendor, std::string_view api, std::string_view op,
+                               hal::EventKind kind);
   ingero::Result<int> source_id(std::string_view vendor, std::string_view api, hal::EventKind kind);
   ingero::Status begin_if_needed();
   int64_t library_id(std::string_view path);

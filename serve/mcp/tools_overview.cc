@@ -91,6 +91,9 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
 
   Json jops = Json::array();
   std::ostringstream t;
+  // Losses first: with calls missing, every count below is a lower bound.
+  auto losses = src.losses();
+  if (std::string lost = engine::losses_line(losses); !lost.empty()) t << lost << "\n";
   t << window_line(*w, span, events) << "\n";
   if (ops.empty()) t << "no GPU API calls in this window\n";
   for (const auto* s : ops) {
@@ -139,6 +142,7 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
   ToolOutput o;
   o.structured = {{"window", window_json(*w, span)}, {"events", events}, {"ops", jops},
                   {"ops_omitted", omitted},          {"host", jhost},    {"nodes", nodes}};
+  if (losses) o.structured["losses"] = engine::losses_json(*losses);
   o.text = t.str();
   return o;
 }

@@ -94,8 +94,24 @@ Metrics::Metrics(bool per_process)
                       .Register(r);
   drops_ = &BuildCounter()
                 .Name("ingero_ringbuf_drops_total")
-                .Help("Records lost because the ring buffer was full")
+                .Help(
+                    "Records lost because a ring buffer was full, every kind (the sum of "
+                    "ingero_dropped_records_total)")
                 .Register(r);
+  dropped_ = &BuildCounter()
+                  .Name("ingero_dropped_records_total")
+                  .Help(
+                      "Records lost because their ring buffer was full, by kind: calls (the "
+                      "counts are lower bounds), stacks, host, samples")
+                  .Register(r);
+  untraced_ = &BuildCounter()
+                   .Name("ingero_untraced_calls_total")
+                   .Help("Calls never traced: thread table full or nesting too deep")
+                   .Register(r);
+  store_errors_ = &BuildCounter()
+                       .Name("ingero_store_errors_total")
+                       .Help("Events decoded but not written to the trace file (disk full, I/O)")
+                       .Register(r);
   probes_ = &BuildGauge()
                  .Name("ingero_attached_probes")
                  .Help("Functions with uprobes attached, per backend")
@@ -307,17 +323,25 @@ void Metrics::on_rdma(const std::vector<backends::RdmaPortSample>& ports) {
   }
 }
 
-void Metrics::set_agent(uint64_t events_total, double events_per_s, uint64_t ringbuf_drops,
+void Metrics::set_agent(uint64_t events_total, double events_per_s,
+                        const store::SessionCounters& lost, uint64_t store_errors,
                         const std::map<std::string, uint64_t>& probes_by_backend,
                         uint64_t db_bytes) {
   std::lock_guard<std::mutex> g(mu_);
-  if (events_total > events_last_) events_->Add({}).Increment(double(events_total - events_last_));
-  events_last_ = std::max(events_last_, events_total);
-  if (ringbuf_drops > drops_last_)
-    drops_->Add({}).Increment(double(ringbuf_drops - drops_last_));
-  else
-    drops_->Add({});
-  drops_last_ = std::max(drops_last_, ringbuf_drops);
+  // Counters from cumulative totals: add what grew since the last call (they never shrink).
+  auto grow = [](prometheus::Counter& c, uint64_t& last, uint64_t now) {
+    if (now > last) c.Increment(double(now - last));
+    last = std::max(last, now);
+  };
+  grow(events_->Add({}), events_last_, events_total);
+  grow(drops_->Add({}), drops_last_,
+       lost.call_drops + lost.stack_drops + lost.host_drops + lost.sample_drops);
+  grow(dropped_->Add({{"kind", "calls"}}), lost_last_[0], lost.call_drops);
+  grow(dropped_->Add({{"kind", "stacks"}}), lost_last_[1], lost.stack_drops);
+  grow(dropped_->Add({{"kind", "host"}}), lost_last_[2], lost.host_drops);
+  grow(dropped_->Add({{"kind", "samples"}}), lost_last_[3], lost.sample_drops);
+  grow(untraced_->Add({}), lost_last_[4], lost.lost_calls);
+  grow(store_errors_->Add({}), lost_last_[5], store_errors);
   events_rate_->Add({}).Set(events_per_s);
   for (const auto& [b, n] : probes_by_backend) probes_->Add({{"backend", b}}).Set(double(n));
   db_bytes_->Add({}).Set(double(db_bytes));

@@ -24,6 +24,7 @@
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "kernelside/host_decoder.h"
+#include "store/trace_writer.h"
 
 namespace ingero::serve {
 
@@ -45,8 +46,10 @@ class Metrics final : public hal::EventSink {
   void retire_exited(int64_t now_ns, int64_t retention_ns = kExitedRetentionNs);
   void on_process_stats(const std::vector<kernelside::ProcessStats>& deltas);
   void on_rdma(const std::vector<backends::RdmaPortSample>& ports);
-  void set_agent(uint64_t events_total, double events_per_s, uint64_t ringbuf_drops,
-                 const std::map<std::string, uint64_t>& probes_by_backend, uint64_t db_bytes);
+  // The agent's own counters, as cumulative totals since the trace began.
+  void set_agent(uint64_t events_total, double events_per_s, const store::SessionCounters& lost,
+                 uint64_t store_errors, const std::map<std::string, uint64_t>& probes_by_backend,
+                 uint64_t db_bytes);
   void set_chains(const std::map<std::string, uint64_t>& active_by_severity);
 
   std::string exposition() const;  // the text format, as /metrics serves it
@@ -115,6 +118,9 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Counter>* events_;
   prometheus::Family<prometheus::Gauge>* events_rate_;
   prometheus::Family<prometheus::Counter>* drops_;
+  prometheus::Family<prometheus::Counter>* dropped_;
+  prometheus::Family<prometheus::Counter>* untraced_;
+  prometheus::Family<prometheus::Counter>* store_errors_;
   prometheus::Family<prometheus::Gauge>* probes_;
   prometheus::Family<prometheus::Gauge>* db_bytes_;
   std::unordered_map<CallKey, CallMetrics, CallKeyHash> call_cache_;
@@ -128,6 +134,7 @@ class Metrics final : public hal::EventSink {
       open_collectives_;  // (pid, stream) -> vendor, op
   std::map<std::string, uint64_t> rdma_last_;
   uint64_t events_last_ = 0, drops_last_ = 0;
+  uint64_t lost_last_[6] = {};
 };
 
 }  // namespace ingero::serve

@@ -52,20 +52,25 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
   h["processes"] = calls.processes;
   h["errors"] = calls.errors;
   h["unfinished"] = calls.unfinished;
-  uint64_t loss[4] = {};
-  static constexpr const char* kLoss[] = {"ringbuf_drops", "lost_calls", "store_errors",
-                                          "unfinished_calls"};
-  bool live = false, has_loss = false;
+  // Indexes into kLoss; 4.. are the per-kind counters of schema v5 files.
+  enum { kRing, kUntraced, kStore, kUnfinished, kCalls, kStacks, kHost, kSamples, kAtExit, kN };
+  uint64_t loss[kN] = {};
+  static constexpr const char* kLoss[] = {"ringbuf_drops",    "lost_calls",   "store_errors",
+                                          "unfinished_calls", "call_drops",   "stack_drops",
+                                          "host_drops",       "sample_drops", "calls_lost_at_exit"};
+  bool live = false, has_loss = false, by_kind = false;
   for (const auto& s : h["sessions"]) {
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < kN; ++i)
       if (s.contains(kLoss[i]) && s[kLoss[i]].is_number_integer()) {
         loss[i] += s[kLoss[i]].get<uint64_t>();
         has_loss = true;
+        if (i == kCalls) by_kind = true;
       }
     if (s.contains("stopped_at") && s["stopped_at"] == 0) live = true;
   }
   json l = json::object();
-  for (int i = 0; i < 4; ++i) l[kLoss[i]] = loss[i];
+  for (int i = 0; i < kN; ++i)
+    if (i < kCalls || by_kind) l[kLoss[i]] = loss[i];
   h["loss"] = std::move(l);
   h["loss_recorded"] = has_loss;
   h["live"] = live;
@@ -74,11 +79,28 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
   auto add = [&](const char* level, std::string text) {
     warn.push_back({{"level", level}, {"text", std::move(text)}});
   };
-  if (loss[0])
-    add("error", std::to_string(loss[0]) +
+  if (by_kind) {
+    if (loss[kCalls] + loss[kAtExit] + loss[kUntraced])
+      add("error", std::to_string(loss[kCalls] + loss[kAtExit] + loss[kUntraced]) +
+                       " calls lost: figures are lower bounds (" + std::to_string(loss[kCalls]) +
+                       " dropped with the calls ring full, " + std::to_string(loss[kAtExit]) +
+                       " unread when the tracer stopped, " + std::to_string(loss[kUntraced]) +
+                       " untraced)");
+    if (loss[kStacks])
+      add("notice",
+          std::to_string(loss[kStacks]) + " stack records were dropped: some calls show no stack");
+    if (loss[kHost])
+      add("error", std::to_string(loss[kHost]) +
+                       " host events (scheduler, I/O, process) were dropped: host context is "
+                       "incomplete");
+    if (loss[kSamples])
+      add("notice", std::to_string(loss[kSamples]) + " on-CPU samples were dropped");
+  } else if (loss[kRing]) {
+    add("error", std::to_string(loss[kRing]) +
                      " records were dropped by the kernel ring buffer: calls are missing from "
                      "this trace (trace again with a larger --ringbuf-mb)");
-  if (loss[1])
+  }
+  if (loss[kUntraced] && !by_kind)
     add("error", std::to_string(loss[1]) +
                      " calls were not traced (thread table full, or nesting deeper than 8)");
   if (loss[2])

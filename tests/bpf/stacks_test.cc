@@ -258,29 +258,41 @@ TEST(Stacks, UnverifiableInterpreterIsReportedAndGetsNoPythonFrames) {
   }
 }
 
-TEST(Stacks, SampleCapShipsEachStackOnceOrForAnomalies) {
+// Cheap stacks: the first --stack-samples calls of a call site walk their stack; later calls
+// of the site take its stack without a walk (no time-based walks here: the interval is an
+// hour); a slow or off-CPU call always walks; each stack is shipped once.
+TEST(Stacks, CallSitesWalkAFewTimesThenShareTheirStack) {
   REQUIRE_BPF();
   std::string db = temp_path("samples.db");
   auto run = trace_command(db, {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART, "1", "200"},
-                           {"--stack-samples", "3"}, kFakeEnv);
+                           {"--stack-samples", "3", "--stack-interval", "3600000",
+                            "--cpu-sample-hz", "0"},  // on-CPU samples ship stacks too
+                           kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
-  // Every call still names its stack.
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaMalloc' AND stack_hash = 0"),
-            0);
+  // Every call names the stack of its site.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE stack_hash = 0"), 0);
   EXPECT_EQ(query_int(db, "SELECT count(DISTINCT stack_hash) FROM calls WHERE op = 'cudaMalloc'"),
             1);
-  // Shipped: the first three calls of each stack, then only the anomalous ones (an error, time
-  // off-CPU, or 1 ms and slower).
-  int64_t expect = query_int(
-      db,
-      "SELECT count(*) FROM (SELECT ret, off_cpu_ns, dur_ns, row_number() OVER "
-      "(PARTITION BY pid, stack_hash ORDER BY ts_ns, id) AS k FROM calls WHERE stack_hash != 0) "
-      "WHERE k <= 3 OR ret != 0 OR off_cpu_ns > 0 OR dur_ns >= 1000000");
-  int64_t total = query_int(db, "SELECT count(*) FROM calls WHERE stack_hash != 0");
+  // Walked: 3 of the 200 cudaMalloc and the one cudaDeviceSynchronize, plus any call that was
+  // preempted (off-CPU) or slow; the rest took their site's stack.
   auto s = session_stats(db);
-  EXPECT_EQ(s["stacks_shipped"].get<int64_t>(), expect);
-  EXPECT_EQ(s["stacks_sampled"].get<int64_t>(), total - expect);
-  EXPECT_LT(expect, 100);  // 202 calls, most of them referencing a stack already shipped
+  int64_t anomalies =
+      query_int(db, "SELECT count(*) FROM calls WHERE off_cpu_ns > 0 OR dur_ns >= 1000000");
+  int64_t walked_normal =
+      query_int(db,
+                "SELECT count(*) FROM calls WHERE stack_of_site = 0 AND off_cpu_ns = 0 AND "
+                "dur_ns < 1000000");
+  EXPECT_EQ(walked_normal + anomalies, s["stack_walks"].get<int64_t>());
+  EXPECT_EQ(walked_normal, 4 - query_int(db,
+                                         "SELECT count(*) FROM (SELECT * FROM calls WHERE "
+                                         "op = 'cudaMalloc' ORDER BY ts_ns LIMIT 3) WHERE "
+                                         "off_cpu_ns > 0 OR dur_ns >= 1000000"));
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE stack_of_site = 1"),
+            201 - s["stack_walks"].get<int64_t>());
+  EXPECT_EQ(s["stacks_of_site"].get<int64_t>(), 201 - s["stack_walks"].get<int64_t>());
+  // Each distinct stack was shipped once.
+  EXPECT_EQ(s["stacks_shipped"].get<int64_t>(),
+            query_int(db, "SELECT count(DISTINCT stack_hash) FROM calls"));
   EXPECT_EQ(s["stack_unknown_refs"], 0);
   EXPECT_EQ(s["stack_drops"], 0);
 }
@@ -291,7 +303,8 @@ TEST(Stacks, NoStackTurnsCaptureOff) {
   auto run = trace_command(db, {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART, "1", "5"},
                            {"--no-stack"}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 7);
+  // 5 cudaMalloc and a cudaDeviceSynchronize (its driver call folded into it).
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 6);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE stack_hash != 0"), 0);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM stacks"), 0);
   EXPECT_NE(query_rows(db, "SELECT flags FROM sessions")[0][0].find("no-stack"), std::string::npos);

@@ -5,7 +5,8 @@
  *   INGERO_FAKE_SYNC_BLOCK=1  cudaStreamSynchronize never returns (exit-mid-call tests)
  *   INGERO_FAKE_SYNC_SPIN_US=N cudaStreamSynchronize busy-waits N microseconds on the CPU, as a
  *                             spinning sync does (planted CPU-contention scenarios)
- * cudaDeviceSynchronize calls the driver's cuCtxSynchronize, giving a nested call. */
+ * cudaDeviceSynchronize calls the driver's cuCtxSynchronize and cudaLaunchKernel its
+ * cuLaunchKernel, as the real runtime does: nested calls. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@ typedef struct {
 } dim3;
 extern int cuCtxSynchronize(void);
 extern int cuMemAlloc_v2(unsigned long long* p, size_t n);
+extern int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned shm, void* stream, void** params, void** extra);
 
 __attribute__((visibility("default"))) int cudaMalloc(void** p, size_t n) {
   *p = (void*)(uintptr_t)(0xd0000000u + n);
@@ -30,10 +33,9 @@ __attribute__((visibility("default"))) int cudaMemcpyAsync(void* d, const void* 
 }
 __attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** a,
                                                             size_t shm, void* stream) {
-  (void)f, (void)g, (void)b, (void)a, (void)shm, (void)stream;
   const char* us = getenv("INGERO_FAKE_LAUNCH_US");  // a slow launch path (fleet metrics test)
   if (us) usleep((useconds_t)atoi(us));
-  return 0;
+  return cuLaunchKernel((void*)f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shm, stream, a, 0);
 }
 __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
   (void)stream;

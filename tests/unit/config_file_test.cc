@@ -110,8 +110,8 @@ TEST(ConfigFile, EveryUnknownKeyAndBadValueIsNamedWithItsLine) {
       "[explain_more]\nx = 1\n");    // 19
   std::vector<std::string> want = {
       "f.toml:1:1: top: key outside a table: put it under a [table] such as [trace]",
-      "f.toml:3:1: [trace] ringbuf_mb: bad value: --ringbuf-mb: must be a power of two between 1 "
-      "and 1024, not 17",
+      "f.toml:3:1: [trace] ringbuf_mb: bad value: --ringbuf-mb: must be 0 (automatic) or a power "
+      "of two up to 1024, not 17",
       "f.toml:4:1: [trace] colour: unknown key: `ingero trace` has no flag --colour (keys are its "
       "long flags with '_' for '-')",
       "f.toml:5:1: [trace] duration: bad value: --duration: bad duration 'soon' (use 30s, 5m, 1h)",

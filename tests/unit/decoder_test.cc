@@ -29,17 +29,30 @@ class DecoderTest : public ::testing::Test {
                        "/lib/x.so",
                        std::string(sym)});
   }
-  ingero_call_rec rec(uint32_t id) {
-    ingero_call_rec r{};
-    r.type = INGERO_REC_CALL;
-    r.probe_id = id;
-    r.pid = 4242;
-    r.tid = 4243;
-    r.start_ns = 1000;
-    r.end_ns = 6000;
-    r.ret = 0xffffffff00000023ull;  // garbage in the upper half, 35 in eax
-    std::strcpy(r.comm, "trainer");
+  // A call record as BPF ships it for this probe: the registers and stack words its recipe
+  // keeps, the thread's name on its first call.
+  CallRecord rec(uint32_t id) {
+    CallRecord r;
+    r.hdr.type = INGERO_REC_CALL;
+    r.hdr.probe_id = id;
+    r.hdr.pid = 4242;
+    r.hdr.tid = 4243;
+    r.hdr.start_ns = 1000;
+    r.hdr.end_ns = 6000;
+    r.hdr.ret = 0xffffffff00000023ull;  // garbage in the upper half, 35 in eax
+    auto recipe = make_recipe(*table_.find(id)->spec);
+    r.hdr.nregs = recipe.nregs;
+    r.hdr.nstack = recipe.stack_words;
+    r.hdr.flags = INGERO_CALL_IDENT;
+    std::strcpy(r.ident.comm, "trainer");
     return r;
+  }
+  // Through the wire format and back, as the pipeline receives it.
+  static CallRecord wire(const CallRecord& r) {
+    auto bytes = pack_call(r);
+    CallRecord out;
+    EXPECT_TRUE(unpack_call(bytes.data(), bytes.size(), out));
+    return out;
   }
   std::unique_ptr<VendorBackend> cuda_;
   ProbeTable table_;
@@ -56,7 +69,7 @@ TEST_F(DecoderTest, LaunchUnpacksDim3RegistersAndStackArguments) {
   r.stack[0] = 256;
   r.stack[1] = 0x5151;
   Event ev;
-  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
   EXPECT_EQ(ev.kind, EventKind::kLaunch);
   EXPECT_EQ(ev.op, "cudaLaunchKernel");
   EXPECT_EQ(ev.api, "cuda_runtime");
@@ -79,19 +92,19 @@ TEST_F(DecoderTest, LaunchUnpacksDim3RegistersAndStackArguments) {
 TEST_F(DecoderTest, MallocReadsOutputPointerAtReturn) {
   uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaMalloc");
   auto r = rec(id);
-  r.ret = 0;
+  r.hdr.ret = 0;
   r.regs[1] = 7168;
   uint64_t p = 0x7f0012340000;
   std::memcpy(r.return_buf, &p, 8);
-  r.return_len = 8;
+  r.hdr.return_len = 8;
   Event ev;
-  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
   EXPECT_EQ(ev.get(Field::kBytes), 7168u);
   EXPECT_EQ(ev.get(Field::kDptr), p);
   // A faulted output read leaves the field absent rather than inventing zero.
-  r.return_len = 0;
-  r.flags = INGERO_CALL_RETURN_READ_FAULT;
-  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  r.hdr.return_len = 0;
+  r.hdr.flags |= INGERO_CALL_RETURN_READ_FAULT;
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
   EXPECT_FALSE(ev.has(Field::kDptr));
 }
 
@@ -103,7 +116,7 @@ TEST_F(DecoderTest, Memcpy2DMultipliesAndReadsKindFromStack) {
   r.stack[0] = 2;  // cudaMemcpyDeviceToHost
   r.stack[1] = 0xabc;
   Event ev;
-  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
   EXPECT_EQ(ev.get(Field::kBytes), 2048u);
   EXPECT_EQ(direction_name(*ev.get(Field::kDirection)), "D2H");
   EXPECT_EQ(ev.get(Field::kStream), 0xabcu);
@@ -115,7 +128,7 @@ TEST_F(DecoderTest, DriverCopyDirectionIsImpliedByTheFunction) {
   r.regs[2] = 1000;
   r.regs[3] = 0x9;
   Event ev;
-  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
   EXPECT_EQ(ev.get(Field::kDirection), uint64_t(CopyDirection::kDeviceToHost));
   EXPECT_EQ(ev.get(Field::kBytes), 1000u);
 }
@@ -123,22 +136,22 @@ TEST_F(DecoderTest, DriverCopyDirectionIsImpliedByTheFunction) {
 TEST_F(DecoderTest, UnfinishedCallHasNoReturnValueAndUnknownIdsAreRejected) {
   uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaStreamSynchronize");
   auto r = rec(id);
-  r.flags = INGERO_CALL_UNFINISHED;
+  r.hdr.flags |= INGERO_CALL_UNFINISHED;
   Event ev;
-  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
   EXPECT_TRUE(ev.unfinished);
   EXPECT_FALSE(ev.has_ret);
-  r.probe_id = 999;
-  EXPECT_FALSE(CallDecoder(table_).decode(r, ev));
+  r.hdr.probe_id = 999;
+  EXPECT_FALSE(CallDecoder(table_).decode(wire(r), ev));
 }
 
 TEST_F(DecoderTest, StackFaultDropsOnlyStackFields) {
   uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaLaunchKernel");
   auto r = rec(id);
   r.regs[0] = 1;
-  r.flags = INGERO_CALL_STACK_READ_FAULT;
+  r.hdr.flags |= INGERO_CALL_STACK_READ_FAULT;
   Event ev;
-  ASSERT_TRUE(CallDecoder(table_).decode(r, ev));
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
   EXPECT_TRUE(ev.has(Field::kFunc));
   EXPECT_FALSE(ev.has(Field::kStream));
   EXPECT_FALSE(ev.has(Field::kSharedMem));

@@ -103,7 +103,7 @@ void feed_workload(Metrics& m) {
   p.counters["port_rcv_errors"] = 5;
   p.counters["port_rcv_data"] = 1500;
   m.on_rdma({p});
-  m.set_agent(12, 12.0, 0, {{"cuda", 40}, {"hip", 30}}, 65536);
+  m.set_agent(12, 12.0, store::SessionCounters{}, 0, {{"cuda", 40}, {"hip", 30}}, 65536);
   m.set_chains({{"HIGH", 1}});
 }
 
@@ -282,6 +282,30 @@ TEST(Metrics, PerProcessSeriesAreCappedAndRetiredAfterExit) {
           m.exposition(),
           R"(ingero_gpu_api_calls_total{api="cuda_runtime",comm="train.py",kind="launch",op="cudaLaunchKernel",pid="9999",vendor="nvidia"})"),
       1);
+}
+
+// Losses by kind, from the tracer's cumulative session counters: each kind grows by what it
+// grew, the total is their sum, and counters never go down when a figure is re-published.
+TEST(Metrics, LossesAreCountedByKind) {
+  Metrics m(false);
+  store::SessionCounters c;
+  c.call_drops = 1200;
+  c.stack_drops = 30;
+  c.host_drops = 4;
+  c.sample_drops = 2;
+  c.lost_calls = 7;
+  m.set_agent(100, 0, c, 3, {}, 0);
+  c.call_drops = 1500;
+  m.set_agent(100, 0, c, 3, {}, 0);
+  m.set_agent(100, 0, store::SessionCounters{}, 0, {}, 0);
+  std::string t = m.exposition();
+  EXPECT_EQ(sample(t, R"(ingero_dropped_records_total{kind="calls"})"), 1500);
+  EXPECT_EQ(sample(t, R"(ingero_dropped_records_total{kind="stacks"})"), 30);
+  EXPECT_EQ(sample(t, R"(ingero_dropped_records_total{kind="host"})"), 4);
+  EXPECT_EQ(sample(t, R"(ingero_dropped_records_total{kind="samples"})"), 2);
+  EXPECT_EQ(sample(t, "ingero_ringbuf_drops_total"), 1536);
+  EXPECT_EQ(sample(t, "ingero_untraced_calls_total"), 7);
+  EXPECT_EQ(sample(t, "ingero_store_errors_total"), 3);
 }
 
 TEST(Metrics, ErrorCodesAreBounded) {

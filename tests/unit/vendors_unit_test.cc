@@ -15,6 +15,15 @@
 namespace ingero::backends {
 namespace {
 
+// A call record with every register and stack word kept (what a probe's recipe narrows).
+hal::CallRecord all_words() {
+  hal::CallRecord r;
+  r.hdr.type = INGERO_REC_CALL;
+  r.hdr.nregs = INGERO_REG_WORDS;
+  r.hdr.nstack = INGERO_STACK_WORDS;
+  return r;
+}
+
 using namespace ingero::hal;
 
 const ProbeSpec& spec_of(const VendorBackend& b, std::string_view name) {
@@ -32,14 +41,14 @@ TEST(RdmaVerbs, AsyncEventTypeIsDecodedWithItsFabricErrorFlag) {
                            {"rdma", "ibverbs", 0, false},
                            "/lib/libibverbs.so.1",
                            "ibv_get_async_event"});
-  ingero_call_rec r{};
-  r.probe_id = id;
-  r.ret = 0;
+  hal::CallRecord r = all_words();
+  r.hdr.probe_id = id;
+  r.hdr.ret = 0;
   uint64_t element = 1;  // port 1
   uint32_t type = 10;    // IBV_EVENT_PORT_ERR
   std::memcpy(r.return_buf, &element, 8);
   std::memcpy(r.return_buf + 8, &type, 4);
-  r.return_len = 16;
+  r.hdr.return_len = 16;
   Event ev;
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_EQ(ev.kind, EventKind::kRdmaAsyncEvent);
@@ -50,7 +59,7 @@ TEST(RdmaVerbs, AsyncEventTypeIsDecodedWithItsFabricErrorFlag) {
   std::memcpy(r.return_buf + 8, &type, 4);
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_EQ(ev.get(Field::kFabricError), 0u);
-  r.ret = uint64_t(-1);  // failed: nothing was written
+  r.hdr.ret = uint64_t(-1);  // failed: nothing was written
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_FALSE(ev.has(Field::kRdmaEvent));
   for (uint64_t t : {0, 1, 2, 3, 7, 8, 10, 14, 19}) EXPECT_TRUE(rdma_event_is_fabric_error(t)) << t;
@@ -104,16 +113,16 @@ TEST(Nccl, BytesCommHashAndCommunicatorJoin) {
                              "ncclCommInitRank"});
   uint32_t ar = table.add(
       {b.get(), &spec_of(*b, "ncclAllReduce"), {"nvidia", "nccl", 0, false}, "x", "ncclAllReduce"});
-  ingero_call_rec r{};
-  r.probe_id = init;
-  r.pid = 9;
+  hal::CallRecord r = all_words();
+  r.hdr.probe_id = init;
+  r.hdr.pid = 9;
   r.regs[1] = 8;  // nranks
   r.regs[2] = 3;  // rank
   for (int i = 0; i < 128; ++i) r.entry_buf[i] = uint8_t(i);
-  r.entry_len = 128;
+  r.hdr.entry_len = 128;
   uint64_t comm = 0xc0ffee;
   std::memcpy(r.return_buf, &comm, 8);
-  r.return_len = 8;
+  r.hdr.return_len = 8;
   Event ev;
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_EQ(ev.get(Field::kRank), 3u);
@@ -126,9 +135,9 @@ TEST(Nccl, BytesCommHashAndCommunicatorJoin) {
   EXPECT_NE(nccl_comm_hash(std::span<const uint8_t>(r.entry_buf, 128)), h);
   CommunicatorJoin join;
   join.observe(ev);
-  ingero_call_rec c{};
-  c.probe_id = ar;
-  c.pid = 9;
+  hal::CallRecord c = all_words();
+  c.hdr.probe_id = ar;
+  c.hdr.pid = 9;
   c.regs[2] = 1000;  // count
   c.regs[3] = 6;     // float16
   c.regs[4] = 0;

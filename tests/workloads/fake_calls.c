@@ -9,7 +9,12 @@
  *   fake_calls steps PATH N [CPU [API]]      N training steps: 16 launches then one stream
  *                                            sync (set INGERO_FAKE_SYNC_SPIN_US to make the sync
  *                                            spin); pinned to CPU if given; API cuda (default)
- *                                            or hip selects the function names
+ *                                            or hip selects the function names; with
+ *                                            INGERO_FAKE_GATE=P, each quarter K>0 starts once
+ *                                            the file P.K exists (a test paces the run)
+ *   fake_calls launches PATH N M             N cudaLaunchKernel (each nests the driver's
+ *                                            cuLaunchKernel), then M direct cuLaunchKernel
+ *                                            calls from the program, as cuBLAS makes them
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -22,6 +27,13 @@
 #include <unistd.h>
 
 typedef int (*malloc_t)(void**, size_t);
+
+/* Waits (10 ms polls) until the file GATE.K exists. */
+static void wait_gate(const char* gate, int k) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s.%d", gate, k);
+  while (access(path, F_OK) != 0) usleep(10000);
+}
 typedef int (*sync_t)(void*);
 typedef int (*devsync_t)(void);
 
@@ -72,6 +84,24 @@ int main(int argc, char** argv) {
     pthread_t t[64];
     for (long i = 0; i < n && i < 64; i++) pthread_create(&t[i], NULL, worker, (void*)i);
     for (long i = 0; i < n && i < 64; i++) pthread_join(t[i], NULL);
+  } else if (!strcmp(argv[1], "launches")) {
+    typedef struct {
+      unsigned x, y, z;
+    } dim3;
+    typedef int (*rt_launch_t)(const void*, dim3, dim3, void**, size_t, void*);
+    typedef int (*drv_launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, void*, void**, void**);
+    rt_launch_t rt = (rt_launch_t)sym("cudaLaunchKernel");
+    void* drv_lib = dlopen("libcuda.so.1", RTLD_NOW);
+    drv_launch_t drv = drv_lib ? (drv_launch_t)dlsym(drv_lib, "cuLaunchKernel") : NULL;
+    if (!drv) {
+      fprintf(stderr, "no libcuda.so.1 cuLaunchKernel\n");
+      return 2;
+    }
+    int n = argc > 3 ? atoi(argv[3]) : 10, m = argc > 4 ? atoi(argv[4]) : 5;
+    dim3 g = {8, 4, 1}, b = {128, 1, 1};
+    for (int i = 0; i < n; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+    for (int i = 0; i < m; i++) drv((void*)0xbeef, 2, 1, 1, 64, 1, 1, 0, (void*)0x5151, NULL, NULL);
   } else if (!strcmp(argv[1], "exit-midcall")) {
     pthread_t t;
     setenv("INGERO_FAKE_SYNC_BLOCK", "1", 1);
@@ -104,7 +134,9 @@ int main(int argc, char** argv) {
     sync_t sync = (sync_t)sym(hip ? "hipStreamSynchronize" : "cudaStreamSynchronize");
     dim3 g = {64, 1, 1}, b = {256, 1, 1};
     printf("tid %ld steps\n", (long)syscall(SYS_gettid));
+    const char* gate = getenv("INGERO_FAKE_GATE");
     for (int i = 0; i < n; i++) {
+      if (gate && i && i % (n / 4 ? n / 4 : 1) == 0) wait_gate(gate, i / (n / 4 ? n / 4 : 1));
       for (int k = 0; k < 16; k++) launch((const void*)0x1234, g, b, NULL, 0, (void*)0x5151);
       sync((void*)0x5151);
     }

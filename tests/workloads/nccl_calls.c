@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   int (*allreduce)(const void*, void*, size_t, int, int, void*, void*) = dlsym(h, "ncclAllReduce");
   int (*allgather)(const void*, void*, size_t, int, void*, void*) = dlsym(h, "ncclAllGather");
   int (*bcast)(const void*, void*, size_t, int, int, void*, void*) = dlsym(h, "ncclBroadcast");
+  int (*bcast_alias)(void*, size_t, int, int, void*, void*) = dlsym(h, "ncclBcast");
   int (*reduce)(const void*, void*, size_t, int, int, int, void*, void*) = dlsym(h, "ncclReduce");
   int (*send)(const void*, size_t, int, int, void*, void*) = dlsym(h, "ncclSend");
   int (*recv)(void*, size_t, int, int, void*, void*) = dlsym(h, "ncclRecv");
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {
       allgather((void*)0x1000, (void*)0x2000, 1024, 9 /* bfloat16 */, NULL, (void*)0x57a7));
   LOG("ncclBroadcast",
       bcast((void*)0x1000, (void*)0x2000, 4096, 4 /* int64 */, 1, NULL, (void*)0x57a8));
+  // The in-place alias calls ncclBroadcast: one collective each, not two.
+  for (int i = 0; i < 2; i++)
+    LOG("ncclBcast", bcast_alias((void*)0x1000, 2048, 4 /* int64 */, 0, NULL, (void*)0x57a8));
   LOG("ncclReduce", reduce((void*)0x1000, (void*)0x2000, 100, 8 /* float64 */, 2 /* max */, 3, NULL,
                            (void*)0x57a9));
   LOG("ncclGroupStart", gstart());

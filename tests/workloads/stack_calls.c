@@ -8,6 +8,8 @@
 
 #define CALLS 5
 
+// The call and __LINE__ share a line: clang-format must leave them so.
+// clang-format off
 __attribute__((noinline)) static int alloc_weights(size_t bytes) {
   void* p = NULL;
   int rc = (int)cudaMalloc(&p, bytes); int line = __LINE__;
@@ -24,6 +26,10 @@ int main(void) {
     rc = alloc_weights((size_t)4096 * (i + 1)); int line = __LINE__;
     if (i == 0) printf("main_line %d\n", line);
   }
+  // clang-format on
   printf("calls %d ret %d\n", CALLS, rc);
+  /* The tracer reads a process's maps when its first call wakes it; on a saturated test host
+   * that wake-up can lag the whole program. Staying a moment keeps the frames resolvable. */
+  usleep(300 * 1000);
   return 0;
 }

@@ -1,0 +1,98 @@
+#include "app/trace_summary.h"
+
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+namespace ingero::app {
+
+store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_read, bool drained) {
+  store::SessionCounters c;
+  c.call_drops = s[INGERO_STAT_RINGBUF_DROPS];
+  c.stack_drops = s[INGERO_STAT_STACK_DROPS];
+  c.host_drops = s[INGERO_STAT_HOST_DROPS];
+  c.sample_drops = s[INGERO_STAT_SAMPLE_DROPS];
+  c.lost_calls = s[INGERO_STAT_THREAD_MAP_FULL] + s[INGERO_STAT_DEPTH_OVERFLOW];
+  c.unfinished_calls = s[INGERO_STAT_UNFINISHED];
+  uint64_t submitted = s[INGERO_STAT_CALLS];
+  if (drained && submitted > calls_read) c.calls_lost_at_exit = submitted - calls_read;
+  return c;
+}
+
+std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline& pipeline,
+                       const capture::StackCollector* stacks) {
+  nlohmann::json sj;
+  const char* names[] = {"calls",           "ringbuf_drops",    "thread_map_full", "depth_overflow",
+                         "unpaired_return", "frames_discarded", "unfinished",      "host_drops",
+                         "host_records",    "selftest",         "stacks_shipped",  "stacks_sampled",
+                         "stack_drops",     "py_walks",         "py_faults",       "nested",
+                         "stacks_of_site",  "stack_walks",      "cpu_samples",     "sample_drops",
+                         "libwatch_drops"};
+  static_assert(std::size(names) == INGERO_STAT_MAX, "name every BPF counter");
+  for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
+  const auto& pc = pipeline.counters();
+  sj["call_records_read"] = pc.call_records;
+  sj["unknown_probe_records"] = pc.unknown_probe;
+  sj["malformed_records"] = pc.malformed;
+  sj["libwatch_records"] = pc.libwatch;
+  sj["threads_without_ident"] = pc.no_ident;
+  sj["delivery_lag_p50_us"] = pipeline.delivery_lag_quantile_ns(0.50) / 1000;
+  sj["delivery_lag_p99_us"] = pipeline.delivery_lag_quantile_ns(0.99) / 1000;
+  if (stacks) {
+    const auto& sc = stacks->counters();
+    sj["stacks_distinct"] = sc.stored;
+    sj["stack_unknown_refs"] = sc.unknown_refs;
+    sj["stack_native_frames"] = sc.native_frames;
+    sj["stack_unresolved_frames"] = sc.unresolved;
+    sj["stack_python_frames"] = sc.python_frames;
+    sj["stack_python_invalid"] = sc.python_invalid;
+    sj["stack_python_gone"] = sc.python_gone;
+    sj["stack_python_missing"] = sc.python_missing;
+    sj["stack_python_processes"] = sc.python_processes;
+    sj["stack_python_refused"] = sc.python_refused;
+  }
+  return sj.dump();
+}
+
+void print_losses(std::ostream& out, const store::SessionCounters& c) {
+  if (c.call_drops)
+    out << "ingero: " << c.call_drops
+        << " calls lost: the calls ring was full (counts are lower bounds; raise --ringbuf-mb)\n";
+  if (c.lost_calls)
+    out << "ingero: " << c.lost_calls
+        << " calls not traced: thread table full or nesting deeper than " << INGERO_MAX_DEPTH
+        << "\n";
+  if (c.calls_lost_at_exit)
+    out << "ingero: " << c.calls_lost_at_exit
+        << " calls recorded by the kernel were never read before the tracer stopped\n";
+  if (c.stack_drops)
+    out << "ingero: " << c.stack_drops << " stack records lost: the aux ring was full\n";
+  if (c.sample_drops)
+    out << "ingero: " << c.sample_drops << " on-CPU samples lost: the aux ring was full\n";
+  if (c.host_drops)
+    out << "ingero: " << c.host_drops << " host-context records lost: the host ring was full\n";
+  if (c.unfinished_calls)
+    out << "ingero: " << c.unfinished_calls
+        << " calls were still running when their thread exited (stored as unfinished)\n";
+}
+
+void print_stacks_summary(std::ostream& out, const hal::BpfStats& stats,
+                          const capture::StackCollector& stacks) {
+  const auto& sc = stacks.counters();
+  out << "ingero: stacks: " << sc.stored << " distinct from " << stats[INGERO_STAT_STACK_WALKS]
+      << " walks; " << stats[INGERO_STAT_STACKS_OF_SITE]
+      << " calls took their call site's stack without a walk";
+  if (sc.python_frames) out << ", " << sc.python_frames << " Python frames";
+  if (sc.native_frames)
+    out << ", " << sc.unresolved << " of " << sc.native_frames << " native frames unresolved";
+  if (sc.python_refused)
+    out << ", " << sc.python_refused
+        << " Python processes with native frames only (interpreter not verified)";
+  if (sc.python_invalid) out << ", " << sc.python_invalid << " Python frames dropped (unverified)";
+  if (sc.python_gone)
+    out << ", " << sc.python_gone
+        << " Python frames lost (the process exited before they were read)";
+  if (sc.unknown_refs) out << ", " << sc.unknown_refs << " calls lost their stack record";
+  out << "\n";
+}
+
+}  // namespace ingero::app

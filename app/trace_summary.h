@@ -1,0 +1,31 @@
+// What `ingero trace` says about a session: its losses by kind (the session row, stderr even
+// with -q), every in-kernel counter as JSON, and the closing summary.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "capture/event_pipeline.h"
+#include "capture/stack_collector.h"
+#include "hal/bpf_session.h"
+#include "store/trace_writer.h"
+
+namespace ingero::app {
+
+// Losses so far. `calls_read`: call records the pipeline read; what BPF submitted beyond them
+// and never reached it is lost at exit (only meaningful once the rings were drained).
+store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_read, bool drained);
+
+// Every counter of the BPF side and the pipeline, for sessions.bpf_stats.
+std::string stats_json(const hal::BpfStats& s, const capture::EventPipeline& p,
+                       const capture::StackCollector* stacks);
+
+// One line per kind of loss ("12 calls lost (calls ring full): counts are lower bounds; raise
+// --ringbuf-mb"), nothing when nothing was lost. Printed even with -q.
+void print_losses(std::ostream& out, const store::SessionCounters& c);
+
+// The closing summary (not with -q).
+void print_stacks_summary(std::ostream& out, const hal::BpfStats& s,
+                          const capture::StackCollector& stacks);
+
+}  // namespace ingero::app

@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Host-context programs: scheduler, process lifecycle, memory, block I/O, TCP, OOM. All BTF
+ * tracepoints; kernelside/ attaches them.
+ *
+ * Volume policy (docs/host-context.md): individual sched/wakeup records only for processes
+ * that made traced GPU calls; fork/exec/exit for those and their children; block requests
+ * for those, or slower than INGERO_SLOW_BLOCK_NS; TCP retransmits and OOM kills always.
+ * Everything else is aggregated per process in `pid_stats` and read out periodically.
+ * Records go to the host ring: a burst of them never costs a call record. */
+/* vmlinux.h must come first. */
+// clang-format off
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "shared.bpf.h"
+// clang-format on
+
+#define INGERO_SLOW_BLOCK_NS (1000ull * 1000) /* 1 ms: slow enough to matter to a GPU stall */
+#define TASK_RUNNING_STATE 0
+
+const volatile __u32 host_context = 1;
+
+struct offcpu_start {
+  __u64 ts;
+  __u64 by_cgroup;
+  __u32 preempted;
+  __u32 prev_state;
+  __u32 by_pid;
+  __u32 by_tid;
+  char by_comm[INGERO_COMM_LEN];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32); /* tid */
+  __type(value, struct offcpu_start);
+} offcpu SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32); /* tgid */
+  __type(value, struct ingero_pid_stats);
+} pid_stats SEC(".maps");
+
+struct block_start {
+  __u64 ts;
+  __u32 pid;
+  __u32 tid;
+  char comm[INGERO_COMM_LEN];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64); /* struct request * */
+  __type(value, struct block_start);
+} block_inflight SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 2 << 20); /* resized by user space before load */
+} host_rb SEC(".maps");
+
+static __always_inline void host_submit(void* e) {
+  bpf_ringbuf_submit(e, ingero_wakeup_flags(&host_rb));
+  stat_inc(INGERO_STAT_HOST_RECORDS);
+}
+
+/* Forks and execs of watched processes wake the reader at once: it reads the new program's
+ * maps while the program still runs. They are rare. */
+static __always_inline void host_submit_now(void* e) {
+  bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+  stat_inc(INGERO_STAT_HOST_RECORDS);
+}
+
+static __always_inline void* host_reserve(__u64 size) {
+  void* e = bpf_ringbuf_reserve(&host_rb, size, 0);
+  if (!e) stat_inc(INGERO_STAT_HOST_DROPS);
+  return e;
+}
+
+static __always_inline struct ingero_pid_stats* pid_stats_of(__u32 tgid, struct task_struct* t) {
+  struct ingero_pid_stats* s = bpf_map_lookup_elem(&pid_stats, &tgid);
+  if (s) return s;
+  struct ingero_pid_stats zero = {};
+  if (t) {
+    BPF_CORE_READ_STR_INTO(&zero.comm, t, group_leader, comm);
+    zero.cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+  }
+  bpf_map_update_elem(&pid_stats, &tgid, &zero, BPF_NOEXIST);
+  return bpf_map_lookup_elem(&pid_stats, &tgid);
+}
+
+static __always_inline __u64 task_cgroup(struct task_struct* t) {
+  return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
+             unsigned int prev_state) {
+  if (!host_context) return 0;
+  __u64 now = bpf_ktime_get_ns();
+  __u32 prev_tid = BPF_CORE_READ(prev, pid);
+  __u32 next_tid = BPF_CORE_READ(next, pid);
+
+  /* prev goes off-CPU: remember when, why, and who takes over. The idle task (pid 0) is
+   * never tracked. */
+  if (prev_tid) {
+    struct offcpu_start st = {};
+    st.ts = now;
+    st.preempted = prev_state == TASK_RUNNING_STATE;
+    st.prev_state = prev_state;
+    st.by_pid = BPF_CORE_READ(next, tgid);
+    st.by_tid = next_tid;
+    st.by_cgroup = task_cgroup(next);
+    BPF_CORE_READ_STR_INTO(&st.by_comm, next, comm);
+    bpf_map_update_elem(&offcpu, &prev_tid, &st, BPF_ANY);
+  }
+  if (!next_tid) return 0;
+
+  struct offcpu_start* st = bpf_map_lookup_elem(&offcpu, &next_tid);
+  if (!st) return 0;
+  __u64 delta = now > st->ts ? now - st->ts : 0;
+  __u32 tgid = BPF_CORE_READ(next, tgid);
+
+  struct ingero_pid_stats* ps = pid_stats_of(tgid, next);
+  if (ps) {
+    __sync_fetch_and_add(&ps->switches, 1);
+    if (st->preempted) __sync_fetch_and_add(&ps->involuntary, 1);
+    __sync_fetch_and_add(&ps->off_cpu_ns, delta);
+    if (delta > ps->max_off_cpu_ns) ps->max_off_cpu_ns = delta;
+  }
+
+  /* Per-call attribution for threads with traced calls in flight. */
+  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &next_tid);
+  if (t) {
+    t->off_cpu_total_ns += delta;
+    __u32 depth = t->depth;
+#pragma unroll
+    for (__u32 i = 0; i < INGERO_MAX_DEPTH; i++) {
+      if (i < depth) {
+        struct ingero_frame* f = &t->frames[i];
+        f->switches += 1;
+        if (st->preempted) {
+          f->preempts += 1;
+          if (delta > f->preemptor_off_ns) {
+            f->preemptor_off_ns = delta;
+            f->preemptor_pid = st->by_pid;
+            f->preemptor_tid = st->by_tid;
+            __builtin_memcpy(f->preemptor_comm, st->by_comm, sizeof(f->preemptor_comm));
+          }
+        }
+      }
+    }
+  }
+
+  if (watch_flags(tgid) & INGERO_WATCH_GPU) {
+    struct ingero_sched_rec* e = host_reserve(sizeof(*e));
+    if (e) {
+      e->type = INGERO_REC_SCHED;
+      e->pid = tgid;
+      e->tid = next_tid;
+      e->cpu = bpf_get_smp_processor_id();
+      e->start_ns = st->ts;
+      e->end_ns = now;
+      e->cgroup_id = task_cgroup(next);
+      e->by_cgroup_id = st->by_cgroup;
+      e->preempted = st->preempted;
+      e->prev_state = st->prev_state;
+      e->by_pid = st->by_pid;
+      e->by_tid = st->by_tid;
+      BPF_CORE_READ_STR_INTO(&e->comm, next, comm);
+      __builtin_memcpy(e->by_comm, st->by_comm, sizeof(e->by_comm));
+      host_submit(e);
+    }
+  }
+  bpf_map_delete_elem(&offcpu, &next_tid);
+  return 0;
+}
+
+static __always_inline struct ingero_proc_rec* proc_rec(__u32 kind, __u32 pid, __u32 tid) {
+  struct ingero_proc_rec* e = host_reserve(sizeof(*e));
+  if (!e) return 0;
+  e->type = INGERO_REC_PROC;
+  e->kind = kind;
+  e->pid = pid;
+  e->tid = tid;
+  e->ts_ns = bpf_ktime_get_ns();
+  e->cgroup_id = bpf_get_current_cgroup_id();
+  e->peer_pid = 0;
+  e->peer_tid = 0;
+  e->code = 0;
+  e->cpu = bpf_get_smp_processor_id();
+  e->peer_comm[0] = 0;
+  e->detail[0] = 0;
+  return e;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(ingero_sched_wakeup, struct task_struct* p) {
+  if (!host_context) return 0;
+  __u32 tgid = BPF_CORE_READ(p, tgid);
+  struct ingero_pid_stats* ps = pid_stats_of(tgid, p);
+  if (ps) __sync_fetch_and_add(&ps->wakeups, 1);
+  if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) return 0;
+  struct ingero_proc_rec* e = proc_rec(INGERO_PROC_WAKEUP, tgid, BPF_CORE_READ(p, pid));
+  if (!e) return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  e->peer_pid = id >> 32;
+  e->peer_tid = (__u32)id;
+  BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
+  bpf_get_current_comm(e->peer_comm, sizeof(e->peer_comm));
+  host_submit(e);
+  return 0;
+}
+
+/* Lifecycle of watched processes (and their children, which join them). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(ingero_host_fork, struct task_struct* parent, struct task_struct* child) {
+  if (!host_context) return 0;
+  __u32 ptgid = BPF_CORE_READ(parent, tgid);
+  __u32 ctgid = BPF_CORE_READ(child, tgid);
+  if (ptgid == ctgid) return 0; /* a new thread, not a process */
+  struct ingero_pid_stats* ps = pid_stats_of(ptgid, parent);
+  if (ps) __sync_fetch_and_add(&ps->forks, 1);
+  __u8 w = watch_flags(ptgid);
+  if (!w) return 0;
+  __u8 child_flag = INGERO_WATCH_CHILD;
+  bpf_map_update_elem(&watched_pids, &ctgid, &child_flag, BPF_NOEXIST);
+  struct ingero_proc_rec* e = proc_rec(INGERO_PROC_FORK, ptgid, BPF_CORE_READ(parent, pid));
+  if (!e) return 0;
+  e->peer_pid = ctgid;
+  e->peer_tid = BPF_CORE_READ(child, pid);
+  BPF_CORE_READ_STR_INTO(&e->comm, parent, comm);
+  BPF_CORE_READ_STR_INTO(&e->peer_comm, child, comm);
+  host_submit_now(e);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ingero_host_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
+  if (!host_context) return 0;
+  __u32 tgid = BPF_CORE_READ(p, tgid);
+  if (!watch_flags(tgid)) return 0;
+  struct ingero_proc_rec* e = proc_rec(INGERO_PROC_EXEC, tgid, BPF_CORE_READ(p, pid));
+  if (!e) return 0;
+  BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
+  const char* fn = BPF_CORE_READ(bprm, filename);
+  bpf_probe_read_kernel_str(e->detail, sizeof(e->detail), fn);
+  host_submit_now(e);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ingero_host_exit, struct task_struct* p) {
+  __u32 tid = BPF_CORE_READ(p, pid);
+  __u32 tgid = BPF_CORE_READ(p, tgid);
+  bpf_map_delete_elem(&offcpu, &tid);
+  if (!host_context || tid != tgid) return 0; /* report processes, not threads */
+  __u8 w = watch_flags(tgid);
+  if (!w) return 0;
+  struct ingero_proc_rec* e = proc_rec(INGERO_PROC_EXIT, tgid, tid);
+  if (e) {
+    e->code = BPF_CORE_READ(p, exit_code);
+    BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
+    host_submit(e);
+  }
+  bpf_map_delete_elem(&watched_pids, &tgid);
+  return 0;
+}
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(ingero_oom_victim, struct task_struct* victim) {
+  if (!host_context) return 0;
+  struct ingero_proc_rec* e =
+      proc_rec(INGERO_PROC_OOM, BPF_CORE_READ(victim, tgid), BPF_CORE_READ(victim, pid));
+  if (!e) return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  e->peer_pid = id >> 32;
+  e->peer_tid = (__u32)id;
+  e->cgroup_id = task_cgroup(victim);
+  BPF_CORE_READ_STR_INTO(&e->comm, victim, comm);
+  bpf_get_current_comm(e->peer_comm, sizeof(e->peer_comm));
+  host_submit(e);
+  return 0;
+}
+
+SEC("tp_btf/mm_page_alloc")
+int BPF_PROG(ingero_page_alloc, struct page* page, unsigned int order) {
+  if (!host_context) return 0;
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (!tgid) return 0;
+  struct ingero_pid_stats* ps = bpf_map_lookup_elem(&pid_stats, &tgid);
+  if (!ps) ps = pid_stats_of(tgid, bpf_get_current_task_btf());
+  if (!ps) return 0;
+  __sync_fetch_and_add(&ps->page_allocs, 1);
+  __sync_fetch_and_add(&ps->page_bytes, 4096ull << (order & 31));
+  return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(ingero_block_issue, struct request* rq) {
+  if (!host_context) return 0;
+  __u64 key = (__u64)rq;
+  struct block_start b = {};
+  b.ts = bpf_ktime_get_ns();
+  __u64 id = bpf_get_current_pid_tgid();
+  b.pid = id >> 32;
+  b.tid = (__u32)id;
+  bpf_get_current_comm(b.comm, sizeof(b.comm));
+  bpf_map_update_elem(&block_inflight, &key, &b, BPF_ANY);
+  return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(ingero_block_complete, struct request* rq, blk_status_t error, unsigned int nr_bytes) {
+  if (!host_context) return 0;
+  __u64 key = (__u64)rq;
+  struct block_start* b = bpf_map_lookup_elem(&block_inflight, &key);
+  if (!b) return 0;
+  __u64 now = bpf_ktime_get_ns();
+  __u64 lat = now > b->ts ? now - b->ts : 0;
+  __u32 pid = b->pid;
+  if (pid) {
+    struct ingero_pid_stats* ps = bpf_map_lookup_elem(&pid_stats, &pid);
+    if (ps) {
+      __sync_fetch_and_add(&ps->block_ios, 1);
+      __sync_fetch_and_add(&ps->block_bytes, nr_bytes);
+      __sync_fetch_and_add(&ps->block_ns, lat);
+    }
+  }
+  if (lat >= INGERO_SLOW_BLOCK_NS || watch_flags(pid)) {
+    struct ingero_block_rec* e = host_reserve(sizeof(*e));
+    if (e) {
+      e->type = INGERO_REC_BLOCK;
+      e->pid = pid;
+      e->tid = b->tid;
+      struct gendisk* disk = BPF_CORE_READ(rq, q, disk);
+      __u32 major = BPF_CORE_READ(disk, major), minor = BPF_CORE_READ(disk, first_minor);
+      e->dev = (major << 20) | minor;
+      e->sector = BPF_CORE_READ(rq, __sector);
+      e->issue_ns = b->ts;
+      e->complete_ns = now;
+      e->bytes = nr_bytes;
+      e->op = BPF_CORE_READ(rq, cmd_flags) & 0xff;
+      e->error = error;
+      e->pad = 0;
+      __builtin_memcpy(e->comm, b->comm, sizeof(e->comm));
+      host_submit(e);
+    }
+  }
+  bpf_map_delete_elem(&block_inflight, &key);
+  return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(ingero_tcp_retransmit, const struct sock* sk) {
+  if (!host_context) return 0;
+  struct ingero_tcp_rec* e = host_reserve(sizeof(*e));
+  if (!e) return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  e->type = INGERO_REC_TCP;
+  e->pid = id >> 32;
+  e->tid = (__u32)id;
+  e->ts_ns = bpf_ktime_get_ns();
+  e->cgroup_id = bpf_get_current_cgroup_id();
+  e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  e->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+  e->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+  e->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+  e->pad = 0;
+  __builtin_memset(e->saddr, 0, sizeof(e->saddr));
+  __builtin_memset(e->daddr, 0, sizeof(e->daddr));
+  if (e->family == 2 /* AF_INET */) {
+    __u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+    __u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+    __builtin_memcpy(e->saddr, &s, 4);
+    __builtin_memcpy(e->daddr, &d, 4);
+  } else {
+    BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+    BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+  }
+  bpf_get_current_comm(e->comm, sizeof(e->comm));
+  host_submit(e);
+  return 0;
+}

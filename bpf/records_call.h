@@ -1,0 +1,118 @@
+/* Call records: one per top-level traced call, with what its probe's recipe captured. Part of
+ * ingero_records.h; shipped on the calls ring, which carries nothing else but library-watch
+ * notifications, so stacks and host context can never crowd out a call. */
+#ifndef INGERO_RECORDS_CALL_H
+#define INGERO_RECORDS_CALL_H
+
+#define INGERO_MAX_PROBES 8192    /* attach-cookie ids index the recipe array */
+#define INGERO_MAX_DEPTH 8        /* traced calls in flight per thread */
+#define INGERO_STACK_WORDS 6      /* 8-byte stack arguments copied at entry */
+#define INGERO_REG_WORDS 6        /* register arguments (System V) */
+#define INGERO_ENTRY_READ_MAX 128 /* by-value ncclUniqueId is the largest capture */
+#define INGERO_RETURN_READ_MAX 32 /* output pointers: device pointers, handles, event structs */
+#define INGERO_MAX_THREADS 65536
+
+/* Where a pointer to read comes from. Stack words and stack addresses are relative to the
+ * stack pointer at function entry, past the return address (System V: the 7th integer
+ * argument is stack word 0; a by-value struct classified MEMORY lives at stack address 0). */
+enum ingero_ptr_src {
+  INGERO_PTR_NONE = 0,
+  INGERO_PTR_REG = 1,        /* register argument `index` (0..5) holds the pointer */
+  INGERO_PTR_STACK_WORD = 2, /* stack word `index` holds the pointer */
+  INGERO_PTR_STACK_ADDR = 3, /* read the argument area itself, at sp + 8 + offset */
+};
+
+struct ingero_ptr_read {
+  __u8 src;     /* enum ingero_ptr_src */
+  __u8 index;   /* register or stack word index */
+  __u16 len;    /* bytes to copy; clamped to the buffer size */
+  __u32 offset; /* added to the pointer before reading */
+};
+
+/* What the generic call program captures for one probe id. */
+struct ingero_recipe {
+  __u8 stack_words; /* 0..INGERO_STACK_WORDS: copied at entry and shipped */
+  __u8 valid;       /* 1 once user space wrote the slot */
+  __u8 nregs;       /* 0..INGERO_REG_WORDS: register arguments user space decodes (shipped) */
+  __u8 pad0;
+  __u32 pad1;
+  struct ingero_ptr_read entry_read;  /* at entry, into entry_buf */
+  struct ingero_ptr_read return_read; /* at return, pointer from entry-time arguments */
+};
+
+/* ingero_call_rec.flags */
+#define INGERO_CALL_UNFINISHED 0x1        /* the thread exited before the function returned */
+#define INGERO_CALL_ENTRY_READ_FAULT 0x2  /* entry pointer read failed (bad/unmapped pointer) */
+#define INGERO_CALL_RETURN_READ_FAULT 0x4 /* return pointer read failed */
+#define INGERO_CALL_FRAMES_DISCARDED 0x8  /* inner frames unwound without a return were dropped */
+#define INGERO_CALL_STACK_READ_FAULT 0x10 /* stack arguments could not be copied */
+#define INGERO_CALL_STACK_SHIPPED 0x20    /* the stack record for stack_hash was just shipped */
+#define INGERO_CALL_OFFCPU 0x40           /* an ingero_call_offcpu block follows the words */
+#define INGERO_CALL_IDENT 0x80            /* an ingero_call_ident block follows */
+#define INGERO_CALL_STACK_OF_SITE                             \
+  0x100 /* stack_hash is the stack last captured at this call \
+         * site (return address + innermost Python frame),    \
+         * not captured for this call */
+
+/* A call record on the wire: this header, then `nregs` register and `nstack` stack argument
+ * words, then the optional blocks its flags name, in this order: ingero_call_offcpu
+ * (INGERO_CALL_OFFCPU: the thread went off-CPU during the call), ingero_call_ident
+ * (INGERO_CALL_IDENT: the thread's name or cgroup differ from what it last shipped, or it is
+ * the thread's first call), return_len bytes, entry_len bytes (each rounded up to 8). A call
+ * made inside another traced call of the same thread (a runtime call's driver call, an API
+ * alias) is not a record: it is counted in its caller's `nested`. */
+struct ingero_call_rec {
+  __u32 type; /* INGERO_REC_CALL */
+  __u32 probe_id;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+  __u64 end_ns;
+  __u64 ret;        /* rax at return; 0 for unfinished calls */
+  __u64 stack_hash; /* 0: no stack; else a stack shipped on the aux ring */
+  __u16 flags;
+  __u8 nregs;
+  __u8 nstack;
+  __u16 entry_len;
+  __u16 return_len;
+  __u32 nested_probe; /* probe id of the first traced call made inside this one */
+  __u32 nested;       /* traced calls made inside this one (folded into it) */
+};
+
+struct ingero_call_offcpu {
+  __u64 off_cpu_ns;       /* time this thread spent off-CPU between entry and return */
+  __u64 preemptor_off_ns; /* the longest single involuntary off-CPU interval during the call */
+  __u32 preempts;         /* involuntary switches (thread was runnable) during the call */
+  __u32 switches;         /* all switches away during the call */
+  __u32 preemptor_pid;    /* who took the CPU for the longest involuntary interval */
+  __u32 preemptor_tid;
+  char preemptor_comm[INGERO_COMM_LEN];
+};
+
+struct ingero_call_ident {
+  __u64 cgroup_id;
+  char comm[INGERO_COMM_LEN];
+};
+
+#define INGERO_CALL_REC_MAX                                                                        \
+  (sizeof(struct ingero_call_rec) + 8 * (INGERO_REG_WORDS + INGERO_STACK_WORDS) +                  \
+   sizeof(struct ingero_call_offcpu) + sizeof(struct ingero_call_ident) + INGERO_RETURN_READ_MAX + \
+   INGERO_ENTRY_READ_MAX)
+
+/* A process exec'd or its link map changed (dlopen/dlclose, or the initial load): user
+ * space re-scans its mappings for libraries to attach. */
+enum ingero_libwatch_kind {
+  INGERO_LIBWATCH_EXEC = 1,
+  INGERO_LIBWATCH_LINKMAP = 2,
+};
+
+struct ingero_libwatch_rec {
+  __u32 type; /* INGERO_REC_LIBWATCH */
+  __u32 kind;
+  __u32 pid;
+  __u32 tid;
+  __u64 ts_ns;
+  char comm[INGERO_COMM_LEN];
+};
+
+#endif /* INGERO_RECORDS_CALL_H */

@@ -1,0 +1,103 @@
+/* What the BPF files share once linked into one object (bpftool gen object): the per-thread
+ * state of traced calls, the maps more than one file uses (defined in the file named beside
+ * each, declared extern here) and small inline helpers. Declarations only: programs live in
+ * calls.bpf.c, stacks.bpf.c and host.bpf.c. */
+#ifndef INGERO_SHARED_BPF_H
+#define INGERO_SHARED_BPF_H
+
+#include "ingero_records.h"
+
+/* One traced call in flight. */
+struct ingero_frame {
+  __u32 probe_id;
+  __u32 preempts;
+  __u32 switches;
+  __u32 preemptor_pid;
+  __u32 preemptor_tid;
+  __u16 entry_len;
+  __u16 flags;
+  __u32 nested;       /* traced calls made inside this one */
+  __u32 nested_probe; /* the first of them */
+  __u32 is_nested;    /* pair fallback only: a call folded into the frame below */
+  __u32 pad;
+  __u64 sp; /* stack pointer at entry: a frame below the current one was unwound */
+  __u64 start_ns;
+  __u64 off_cpu_at_entry;
+  __u64 preemptor_off_ns;
+  __u64 regs[INGERO_REG_WORDS];
+  __u64 stack[INGERO_STACK_WORDS];
+  char preemptor_comm[INGERO_COMM_LEN];
+  __u8 entry_buf[INGERO_ENTRY_READ_MAX];
+};
+
+/* Per-thread state of a thread that made a traced call: its calls in flight, its off-CPU
+ * clock (kept by sched_switch in host.bpf.c), what it last shipped about itself, where its
+ * Python thread state is, and its stack-sampling clock. */
+struct ingero_thread {
+  __u32 tgid;
+  __u32 depth;
+  __u64 off_cpu_total_ns;
+  __u64 ident_cgroup;               /* cgroup last shipped in an ident block */
+  char ident_comm[INGERO_COMM_LEN]; /* name last shipped; "" = nothing shipped yet */
+  __u64 py_tstate;                  /* this thread's PyThreadState, 0 = unknown */
+  __u64 next_walk_ns;               /* time-based stack sampling: next walk not before */
+  struct ingero_frame frames[INGERO_MAX_DEPTH];
+};
+
+/* Maps defined in calls.bpf.c and used by every file. Named types, so the definition and
+ * these extern declarations are one type. */
+struct ingero_threads_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, INGERO_MAX_THREADS);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, __u32);
+  __type(value, struct ingero_thread);
+};
+extern struct ingero_threads_map threads SEC(".maps");
+
+struct ingero_stats_map {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, INGERO_STAT_MAX);
+  __type(key, __u32);
+  __type(value, __u64);
+};
+extern struct ingero_stats_map stats SEC(".maps");
+
+struct ingero_watched_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u32);  /* tgid */
+  __type(value, __u8); /* INGERO_WATCH_* */
+};
+extern struct ingero_watched_map watched_pids SEC(".maps");
+
+static __always_inline void stat_inc(__u32 which) {
+  __u64* v = bpf_map_lookup_elem(&stats, &which);
+  if (v) *v += 1;
+}
+
+static __always_inline __u8 watch_flags(__u32 tgid) {
+  __u8* w = bpf_map_lookup_elem(&watched_pids, &tgid);
+  return w ? *w : 0;
+}
+
+/* Waking the reader for every record costs an irq_work + IPI per record, which dominated the
+ * per-call cost in measurement (bench/). The reader polls with a short timeout anyway, so wake
+ * it only when enough data is queued to be worth it. */
+#define INGERO_WAKEUP_BYTES (256 * 1024)
+#define ingero_wakeup_flags(ring)                                                          \
+  (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= INGERO_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP \
+                                                                     : BPF_RB_NO_WAKEUP)
+
+/* stacks.bpf.c: the stack of the call returning in `ctx` (a uprobe session or uretprobe
+ * context). Returns its hash (0: none) with INGERO_STACK_RET_* bits on top. Anomalous calls
+ * always get a walk; others walk only while their call site is new, or when the thread's
+ * sampling clock allows, and otherwise take the site's last stack. `extra`: bit 0 = always
+ * walk; above it, a failing call's return code (part of its site). */
+#define INGERO_STACK_RET_SHIPPED (1ull << 63)
+#define INGERO_STACK_RET_OF_SITE (1ull << 62)
+#define INGERO_STACK_HASH_MASK ((1ull << 62) - 1)
+extern __u64 ingero_call_stack(struct pt_regs* ctx, __u32 tgid, __u32 tid, __u32 probe,
+                               __u64 extra);
+
+#endif /* INGERO_SHARED_BPF_H */

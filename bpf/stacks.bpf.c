@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* User stacks: of traced calls (ingero_call_stack, called by the call programs at return) and
+ * of on-CPU samples of GPU processes (ingero_cpu_sample, a perf-event program), with the
+ * Python frames of CPython processes walked from the interpreter's own thread and frame
+ * lists.
+ *
+ * Cost control. A full capture (the native stack plus ~25 Python frames in a training loop)
+ * costs microseconds, so a call pays for one only when it matters:
+ *   - slow and off-CPU calls always get their own stack;
+ *   - otherwise the call's site is keyed cheaply: its return address, its innermost Python
+ *     frame (code object and instruction, read through the thread state cached per thread)
+ *     and, for a failing call, its return code. The first `site_walks` calls of a site walk;
+ *   - later calls of a known site walk only when their thread's sampling clock allows (one
+ *     walk per `walk_interval_ns` per thread); the rest take the site's last stack without
+ *     walking (the call record says so: INGERO_CALL_STACK_OF_SITE).
+ * A stack is shipped once per process (user space deduplicates across processes); calls and
+ * samples name it by hash. Records go to the aux ring, never crowding out call records.
+ *
+ * The walks run under bpf_loop, so the verifier checks each step once instead of unrolling
+ * every path through them.
+ */
+/* vmlinux.h must come first. */
+// clang-format off
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "shared.bpf.h"
+// clang-format on
+
+#define __arg_ctx __attribute__((btf_decl_tag("arg:ctx")))
+
+const volatile __u32 site_walks = 2;
+const volatile __u64 walk_interval_ns = 20 * 1000 * 1000;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 2 << 20); /* resized by user space before load */
+} aux_rb SEC(".maps");
+
+/* tgid -> where its interpreter keeps threads and frames (user space, verified layouts). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct ingero_py_config);
+} py_procs SEC(".maps");
+
+struct ingero_stack_key {
+  __u32 tgid;
+  __u32 pad;
+  __u64 hash;
+};
+
+/* (process, stack) pairs whose stack record was shipped. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct ingero_stack_key);
+  __type(value, __u8);
+} stack_shipped SEC(".maps");
+
+/* (process, call site) -> how many calls of the site walked, and the last stack they found. */
+struct site_val {
+  __u64 stack_hash;
+  __u32 walks;
+  __u32 pad;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct ingero_stack_key);
+  __type(value, struct site_val);
+} sites SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ingero_stack_rec);
+} stack_scratch SEC(".maps");
+
+/* (process, code object) pairs whose code record was shipped. */
+struct ingero_code_key {
+  __u32 tgid;
+  __u32 pad;
+  __u64 code;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct ingero_code_key);
+  __type(value, __u8);
+} py_codes_sent SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ingero_py_code_rec);
+} code_scratch SEC(".maps");
+
+#define INGERO_PY_MAX_THREADS 256
+#define INGERO_FNV_BASIS 0xcbf29ce484222325ULL
+#define INGERO_FNV_PRIME 0x100000001b3ULL
+
+static __always_inline __u64 fnv(__u64 h, __u64 v) { return (h ^ v) * INGERO_FNV_PRIME; }
+
+static __always_inline __u64 read_u64(__u64 addr) {
+  __u64 v = 0;
+  if (bpf_probe_read_user(&v, sizeof(v), (void*)addr)) return 0;
+  return v;
+}
+
+static __always_inline struct ingero_stack_rec* scratch(void) {
+  __u32 zero = 0;
+  return bpf_map_lookup_elem(&stack_scratch, &zero);
+}
+
+/* ---- the thread list: find this thread's PyThreadState ---- */
+
+struct py_thread_walk {
+  struct ingero_py_config c;
+  __u64 ts;
+  __u64 want;
+  __u64 found;
+};
+
+static __always_inline __u64 thread_id_at(struct ingero_py_config* c, __u64 ts) {
+  __u64 id = 0;
+  if (c->thread_id_is_pthread)
+    id = read_u64(ts + c->tstate_thread_id);
+  else
+    bpf_probe_read_user(&id, 4, (void*)(ts + c->tstate_thread_id));
+  return id;
+}
+
+static long py_thread_step(__u32 i, void* arg) {
+  struct py_thread_walk* w = arg;
+  if (!w->ts) return 1;
+  if (thread_id_at(&w->c, w->ts) == w->want) {
+    w->found = w->ts;
+    return 1;
+  }
+  w->ts = read_u64(w->ts + w->c.tstate_next);
+  return 0;
+}
+
+/* The id the interpreter records for the current thread. */
+static __always_inline __u64 current_thread_id(struct ingero_py_config* c, __u32 tid) {
+#if defined(__TARGET_ARCH_x86)
+  if (c->thread_id_is_pthread) {
+    struct task_struct* task = bpf_get_current_task_btf();
+    return BPF_CORE_READ(task, thread.fsbase);
+  }
+#else
+  if (c->thread_id_is_pthread) return 0;
+#endif
+  return tid;
+}
+
+/* This thread's PyThreadState: the one cached in its thread state when it still names this
+ * thread (one read), else found on the interpreter's thread list and cached. */
+static __always_inline __u64 py_tstate(struct ingero_py_config* c, struct ingero_thread* t,
+                                       __u32 tid) {
+  __u64 want = current_thread_id(c, tid);
+  if (!want) return 0;
+  if (t && t->py_tstate && thread_id_at(c, t->py_tstate) == want) return t->py_tstate;
+  struct py_thread_walk tw = {};
+  __builtin_memcpy(&tw.c, c, sizeof(tw.c));
+  __u64 interp = read_u64(tw.c.runtime + tw.c.runtime_interp_head);
+  tw.ts = interp ? read_u64(interp + tw.c.interp_threads_head) : 0;
+  tw.want = want;
+  bpf_loop(INGERO_PY_MAX_THREADS, py_thread_step, &tw, 0);
+  if (t) t->py_tstate = tw.found;
+  return tw.found;
+}
+
+/* The innermost Python frame of a thread state. */
+static __always_inline __u64 py_top_frame(struct ingero_py_config* c, __u64 tstate) {
+  __u64 frame = read_u64(tstate + c->tstate_frame);
+  if (frame && c->cframe_current_frame != 0xffff) frame = read_u64(frame + c->cframe_current_frame);
+  return frame;
+}
+
+/* ---- the frame list ---- */
+
+struct py_frame_walk {
+  struct ingero_py_config c;
+  __u64 frame;
+  __u32 n;
+  __u32 fault;
+  __u32 tgid;
+};
+
+/* Copies a compact ASCII str; returns its length, or 0xffffffff if it is not one. */
+static __always_inline __u32 read_ascii(struct ingero_py_config* c, __u64 obj, char* out,
+                                        __u32 max) {
+  __u32 state = 0;
+  __u64 len = 0;
+  if (!obj || bpf_probe_read_user(&state, 4, (void*)(obj + c->unicode_state))) return 0xffffffff;
+  if (!((state >> 5) & 1) || !((state >> 6) & 1)) return 0xffffffff; /* compact, ascii */
+  if (bpf_probe_read_user(&len, 8, (void*)(obj + c->unicode_length))) return 0xffffffff;
+  __u32 n = len > max ? max : (__u32)len;
+  asm volatile("" : "+r"(n));
+  if (n > max) n = max;
+  if (n && bpf_probe_read_user(out, n, (void*)(obj + c->ascii_data))) return 0xffffffff;
+  return len > 0xfffffffe ? 0xfffffffe : (__u32)len;
+}
+
+/* Ships a code object's file, name, first line and line table once per process. */
+static __always_inline void ship_code(struct py_frame_walk* w, __u64 code) {
+  struct ingero_code_key key = {.tgid = w->tgid, .code = code};
+  if (bpf_map_lookup_elem(&py_codes_sent, &key)) return;
+  __u32 zero = 0;
+  struct ingero_py_code_rec* r = bpf_map_lookup_elem(&code_scratch, &zero);
+  if (!r) return;
+  r->type = INGERO_REC_PYCODE;
+  r->pid = w->tgid;
+  r->code = code;
+  r->firstlineno = 0;
+  bpf_probe_read_user(&r->firstlineno, 4, (void*)(code + w->c.code_firstlineno));
+  __u64 fn = read_u64(code + w->c.code_filename);
+  __u64 nm = read_u64(code + w->c.code_name);
+  __u64 lt = read_u64(code + w->c.code_linetable);
+  r->file_len = read_ascii(&w->c, fn, r->file, INGERO_PY_FILE_MAX);
+  r->name_len = read_ascii(&w->c, nm, r->name, INGERO_PY_NAME_MAX);
+  __u64 tlen = lt ? read_u64(lt + w->c.bytes_size) : 0;
+  __u32 n = tlen > INGERO_PY_TABLE_MAX ? INGERO_PY_TABLE_MAX : (__u32)tlen;
+  asm volatile("" : "+r"(n));
+  if (n > INGERO_PY_TABLE_MAX) n = INGERO_PY_TABLE_MAX;
+  r->table_len = tlen > 0xffffffff ? 0xffffffff : (__u32)tlen;
+  if (n && bpf_probe_read_user(r->table, n, (void*)(lt + w->c.bytes_data)))
+    r->table_len = 0xffffffff;
+  if (bpf_ringbuf_output(&aux_rb, r, sizeof(*r), BPF_RB_NO_WAKEUP) == 0) {
+    __u8 one = 1;
+    bpf_map_update_elem(&py_codes_sent, &key, &one, BPF_ANY);
+  } else {
+    stat_inc(INGERO_STAT_STACK_DROPS);
+  }
+}
+
+static long py_frame_step(__u32 i, void* arg) {
+  struct py_frame_walk* w = arg;
+  if (!w->frame) return 1;
+  struct ingero_stack_rec* e = scratch();
+  if (!e) return 1;
+  __u64 code = 0, instr = 0;
+  __u8 flags = 0;
+  if (bpf_probe_read_user(&code, 8, (void*)(w->frame + w->c.frame_code))) {
+    w->fault = 1;
+    return 1;
+  }
+  __u64 type = code ? read_u64(code + 8) : 0; /* ob_type */
+  if (type != w->c.code_type)
+    flags |= INGERO_PY_NOT_CODE;
+  else
+    ship_code(w, code);
+  if (w->c.instr_is_int)
+    bpf_probe_read_user(&instr, 4, (void*)(w->frame + w->c.frame_instr));
+  else
+    bpf_probe_read_user(&instr, 8, (void*)(w->frame + w->c.frame_instr));
+  if (w->c.frame_owner != 0xffff) {
+    __u8 owner = 0;
+    bpf_probe_read_user(&owner, 1, (void*)(w->frame + w->c.frame_owner));
+    if (owner == w->c.owner_cstack) flags |= INGERO_PY_SHIM;
+  }
+  if (w->c.frame_is_entry != 0xffff) {
+    __u8 entry = 0;
+    bpf_probe_read_user(&entry, 1, (void*)(w->frame + w->c.frame_is_entry));
+    if (entry) flags |= INGERO_PY_ENTRY;
+  } else if (w->c.instr_is_int) {
+    flags |= INGERO_PY_ENTRY; /* 3.10: every frame object is its own eval loop */
+  }
+  __u32 k = w->n;
+  asm volatile("" : "+r"(k));
+  if (k >= INGERO_PY_MAX) return 1;
+  w->n = k + 1;
+  e->py[k].code = code;
+  e->py[k].instr = instr;
+  e->py_flags[k] = flags;
+  w->frame = read_u64(w->frame + w->c.frame_previous);
+  return 0;
+}
+
+static __always_inline void py_walk(struct ingero_stack_rec* e, struct ingero_py_config* c,
+                                    struct ingero_thread* t, __u32 tgid, __u32 tid) {
+  stat_inc(INGERO_STAT_PY_WALKS);
+  __u64 ts = py_tstate(c, t, tid);
+  if (!ts) {
+    e->py_status = INGERO_PY_NO_THREAD;
+    return;
+  }
+  struct py_frame_walk fw = {};
+  __builtin_memcpy(&fw.c, c, sizeof(fw.c));
+  fw.tgid = tgid;
+  fw.frame = py_top_frame(c, ts);
+  bpf_loop(INGERO_PY_MAX, py_frame_step, &fw, 0);
+  e->n_py = fw.n > INGERO_PY_MAX ? INGERO_PY_MAX : fw.n;
+  if (fw.fault) {
+    e->py_status = INGERO_PY_FAULT;
+    stat_inc(INGERO_STAT_PY_FAULTS);
+  } else {
+    e->py_status = fw.frame ? INGERO_PY_TRUNCATED : INGERO_PY_OK;
+  }
+}
+
+/* ---- the hash: FNV-1a over the pid, native frames and Python frames ---- */
+
+struct stack_hash_walk {
+  __u64 h;
+  __u32 n_ips;
+  __u32 n_py;
+};
+
+static long hash_step(__u32 i, void* arg) {
+  struct stack_hash_walk* w = arg;
+  struct ingero_stack_rec* e = scratch();
+  if (!e) return 1;
+  if (i < w->n_ips) {
+    __u32 idx = i;
+    asm volatile("" : "+r"(idx)); /* keep the bound check on the register that indexes */
+    if (idx >= INGERO_STACK_MAX) return 1;
+    w->h = fnv(w->h, e->ips[idx]);
+    return 0;
+  }
+  __u32 k = i - w->n_ips;
+  if (k >= w->n_py) return 1;
+  asm volatile("" : "+r"(k));
+  if (k >= INGERO_PY_MAX) return 1;
+  w->h = fnv(w->h, e->py[k].code);
+  w->h = fnv(w->h, e->py[k].instr);
+  return 0;
+}
+
+/* A full capture into the scratch record, shipped unless this process shipped it already.
+ * Returns the hash (0: no frames) with INGERO_STACK_RET_SHIPPED when shipped now. `ctx` is the
+ * program's own context (uprobe or perf event): bpf_get_stack reads its user registers. */
+static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, __u32 tgid,
+                                           __u32 tid) {
+  struct ingero_stack_rec* e = scratch();
+  if (!e) return 0;
+  e->type = INGERO_REC_STACK;
+  e->pid = tgid;
+  e->tid = tid;
+  e->n_py = 0;
+  e->py_status = INGERO_PY_NONE;
+  long got = bpf_get_stack(ctx, e->ips, sizeof(e->ips), BPF_F_USER_STACK);
+  __u32 n_ips = got > 0 ? (__u32)got / 8 : 0;
+  if (n_ips > INGERO_STACK_MAX) n_ips = INGERO_STACK_MAX;
+  e->n_ips = n_ips;
+  struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
+  if (c) py_walk(e, c, t, tgid, tid);
+  if (n_ips == 0 && e->n_py == 0) return 0;
+
+  struct stack_hash_walk hw = {.h = INGERO_FNV_BASIS ^ tgid, .n_ips = n_ips, .n_py = e->n_py};
+  bpf_loop(INGERO_STACK_MAX + INGERO_PY_MAX, hash_step, &hw, 0);
+  __u64 h = hw.h & INGERO_STACK_HASH_MASK;
+  if (!h) h = 1;
+  e->hash = h;
+  struct ingero_stack_key key = {.tgid = tgid, .hash = h};
+  if (bpf_map_lookup_elem(&stack_shipped, &key)) {
+    stat_inc(INGERO_STAT_STACKS_SAMPLED);
+    return h;
+  }
+  if (bpf_ringbuf_output(&aux_rb, e, sizeof(*e), ingero_wakeup_flags(&aux_rb))) {
+    stat_inc(INGERO_STAT_STACK_DROPS);
+    return h; /* the call still names it; user space counts the missing stack */
+  }
+  __u8 one = 1;
+  bpf_map_update_elem(&stack_shipped, &key, &one, BPF_ANY);
+  stat_inc(INGERO_STAT_STACKS_SHIPPED);
+  return h | INGERO_STACK_RET_SHIPPED;
+}
+
+/* The call site of the call returning in `ctx`: its return address, its innermost Python
+ * frame and the extra key (a failing call's return code). */
+static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread* t, __u32 tgid,
+                                      __u32 tid, __u32 probe, __u64 extra) {
+  __u64 h = fnv(fnv(fnv(INGERO_FNV_BASIS ^ tgid, probe), PT_REGS_IP(ctx)), extra);
+  struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
+  if (!c) return h;
+  __u64 ts = py_tstate(c, t, tid);
+  __u64 frame = ts ? py_top_frame(c, ts) : 0;
+  if (!frame) return h;
+  __u64 code = read_u64(frame + c->frame_code);
+  __u64 instr = 0;
+  if (c->instr_is_int)
+    bpf_probe_read_user(&instr, 4, (void*)(frame + c->frame_instr));
+  else
+    instr = read_u64(frame + c->frame_instr);
+  return fnv(fnv(h, code), instr);
+}
+
+__noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, __u32 tgid, __u32 tid,
+                                   __u32 probe, __u64 extra) {
+  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
+  __u64 now = bpf_ktime_get_ns();
+  bool always = extra & 1;
+  struct ingero_stack_key sk = {.tgid = tgid};
+  if (!always) {
+    sk.hash = site_key(ctx, t, tgid, tid, probe, extra >> 1);
+    struct site_val* sv = bpf_map_lookup_elem(&sites, &sk);
+    if (sv && sv->walks >= site_walks && (!t || now < t->next_walk_ns)) {
+      stat_inc(INGERO_STAT_STACKS_OF_SITE);
+      return sv->stack_hash ? sv->stack_hash | INGERO_STACK_RET_OF_SITE : 0;
+    }
+  }
+  __u64 r = walk_and_ship(ctx, t, tgid, tid);
+  stat_inc(INGERO_STAT_STACK_WALKS);
+  if (t) t->next_walk_ns = now + walk_interval_ns;
+  if (!always) {
+    struct site_val* sv = bpf_map_lookup_elem(&sites, &sk);
+    if (sv) {
+      sv->walks += 1;
+      sv->stack_hash = r & INGERO_STACK_HASH_MASK;
+    } else {
+      struct site_val nv = {.stack_hash = r & INGERO_STACK_HASH_MASK, .walks = 1};
+      bpf_map_update_elem(&sites, &sk, &nv, BPF_ANY);
+    }
+  }
+  return r;
+}
+
+/* On-CPU sampling of GPU processes and the processes they forked (DataLoader workers): a
+ * perf-event CPU-clock program on every CPU (user space opens the events, ~49 Hz). A sample
+ * walks the full stack (the rate is low) and names it by hash. */
+SEC("perf_event")
+int ingero_cpu_sample(struct bpf_perf_event_data* ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32, tid = (__u32)id;
+  if (!tgid || !watch_flags(tgid)) return 0;
+  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
+  __u64 h = walk_and_ship(ctx, t, tgid, tid) & INGERO_STACK_HASH_MASK;
+  struct ingero_cpu_sample_rec* s = bpf_ringbuf_reserve(&aux_rb, sizeof(*s), 0);
+  if (!s) {
+    stat_inc(INGERO_STAT_SAMPLE_DROPS);
+    return 0;
+  }
+  s->type = INGERO_REC_CPU_SAMPLE;
+  s->pid = tgid;
+  s->tid = tid;
+  s->cpu = bpf_get_smp_processor_id();
+  s->ts_ns = bpf_ktime_get_ns();
+  s->stack_hash = h;
+  bpf_ringbuf_submit(s, ingero_wakeup_flags(&aux_rb));
+  stat_inc(INGERO_STAT_CPU_SAMPLES);
+  return 0;
+}

@@ -1,0 +1,33 @@
+// A call record as it arrives (records_call.h: a header, the words its recipe shipped, then the
+// optional blocks its flags name) unpacked into fixed fields, so decoding never depends on
+// where in the wire record a value sat. Pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ingero_records.h"
+
+namespace ingero::hal {
+
+struct CallRecord {
+  ingero_call_rec hdr{};
+  uint64_t regs[INGERO_REG_WORDS] = {};     // the first hdr.nregs are captured, the rest 0
+  uint64_t stack[INGERO_STACK_WORDS] = {};  // the first hdr.nstack
+  ingero_call_offcpu offcpu{};              // zero without INGERO_CALL_OFFCPU
+  ingero_call_ident ident{};                // valid with INGERO_CALL_IDENT
+  uint8_t return_buf[INGERO_RETURN_READ_MAX] = {};
+  uint8_t entry_buf[INGERO_ENTRY_READ_MAX] = {};
+  bool has_ident() const { return hdr.flags & INGERO_CALL_IDENT; }
+};
+
+// The wire form of `r` (the BPF side's layout): for replay sources, benchmarks and tests.
+// The header's counts and flags say what goes in.
+std::vector<uint8_t> pack_call(const CallRecord& r);
+
+// False when the record is shorter than its header says, or its counts are out of range:
+// the caller counts it as malformed. Never reads past `size`.
+bool unpack_call(const void* data, size_t size, CallRecord& out);
+
+}  // namespace ingero::hal

@@ -1,0 +1,78 @@
+#include "hal/ring_reader.h"
+
+#include <bpf/libbpf.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ingero::hal {
+namespace {
+
+Error ring_error(const std::string& what, int err) {
+  if (err < 0) err = -err;
+  return Error{what + ": " + std::strerror(err), err};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RingReader>> RingReader::create(int calls_fd, int aux_fd, int host_fd,
+                                                       Callback cb) {
+  std::unique_ptr<RingReader> r(new RingReader());
+  r->cb_ = std::move(cb);
+  r->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (r->epoll_fd_ < 0) return ring_error("creating the ring buffer poller", errno);
+  auto add = [&](int fd, ring_buffer** out) -> Status {
+    if (fd < 0) return {};
+    *out = ring_buffer__new(fd, &RingReader::trampoline, r.get(), nullptr);
+    if (!*out) return ring_error("creating the ring buffer reader", errno);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, ring_buffer__epoll_fd(*out), &ev) != 0)
+      return ring_error("polling the ring buffer", errno);
+    return {};
+  };
+  for (auto [fd, out] : {std::pair{aux_fd, &r->aux_}, std::pair{calls_fd, &r->calls_},
+                         std::pair{host_fd, &r->host_}})
+    if (auto st = add(fd, out); !st) return st.error();
+  return r;
+}
+
+RingReader::~RingReader() {
+  for (ring_buffer* rb : {calls_, aux_, host_})
+    if (rb) ring_buffer__free(rb);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+int RingReader::trampoline(void* ctx, void* data, size_t size) {
+  static_cast<RingReader*>(ctx)->cb_(data, size);
+  return 0;
+}
+
+Result<int> RingReader::consume_aux() {
+  if (!aux_) return 0;
+  int n = ring_buffer__consume(aux_);
+  if (n < 0) return ring_error("draining the aux ring buffer", n);
+  return n;
+}
+
+Result<int> RingReader::drain() {
+  int total = 0;
+  for (ring_buffer* rb : {aux_, calls_, host_}) {
+    if (!rb) continue;
+    int n = ring_buffer__consume(rb);
+    if (n < 0) return ring_error("draining the ring buffers", n);
+    total += n;
+  }
+  return total;
+}
+
+Result<int> RingReader::poll(int timeout_ms) {
+  epoll_event evs[3];
+  int n = epoll_wait(epoll_fd_, evs, 3, timeout_ms);
+  if (n < 0 && errno != EINTR) return ring_error("polling the ring buffers", errno);
+  return drain();
+}
+
+}  // namespace ingero::hal

@@ -1,0 +1,44 @@
+// Reads the session's three ring buffers (calls, aux, host) and hands every record to one
+// callback, aux first: a call's stack record is submitted before the call record, on the aux
+// ring, so consuming aux before calls finds the stack already known. consume_aux() lets a
+// consumer that still meets an unknown stack (submitted while calls were being read) catch up.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "hal/result.h"
+
+struct ring_buffer;
+
+namespace ingero::hal {
+
+class RingReader {
+ public:
+  using Callback = std::function<void(const void* data, size_t size)>;
+  // A negative fd leaves that ring out.
+  static Result<std::unique_ptr<RingReader>> create(int calls_fd, int aux_fd, int host_fd,
+                                                    Callback cb);
+  ~RingReader();
+  RingReader(const RingReader&) = delete;
+  RingReader& operator=(const RingReader&) = delete;
+  // Waits up to timeout_ms for a wake-up, then consumes everything queued (the BPF side skips
+  // wake-ups for small amounts of data, so a timeout does not mean the rings are empty).
+  // Returns the records consumed; EINTR is not an error.
+  Result<int> poll(int timeout_ms);
+  // Consumes everything currently queued without waiting.
+  Result<int> drain();
+  // Consumes what the aux ring holds now (stacks arriving while calls are read).
+  Result<int> consume_aux();
+
+ private:
+  RingReader() = default;
+  static int trampoline(void* ctx, void* data, size_t size);
+  ring_buffer* calls_ = nullptr;
+  ring_buffer* aux_ = nullptr;
+  ring_buffer* host_ = nullptr;
+  int epoll_fd_ = -1;
+  Callback cb_;
+};
+
+}  // namespace ingero::hal

@@ -1,0 +1,128 @@
+// Losses are reported wherever a user reads the trace: a calls ring too small for a burst
+// (the reader held back by the test-only INGERO_TEST_READ_PAUSE_MS, so the overflow does not
+// depend on machine speed) drops call records, and the exact number missing appears in the
+// session row, on stderr under -q, on the first line of `explain` and in its JSON, in MCP
+// get_trace_stats and in the HTML report's data. (The Prometheus counter is checked in
+// tests/unit/metrics_test.cc (Metrics.LossesAreCountedByKind) from the same SessionCounters.)
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/chain.h"
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
+                                           "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
+
+// Two threads, each 20,000 cudaMalloc and one cudaDeviceSynchronize (its driver call is folded).
+constexpr int64_t kMade = 2 * (20000 + 1);
+
+std::string run_ingero(const std::vector<std::string>& args, int* rc) {
+  std::vector<std::string> argv = {INGERO_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string out;
+  *rc = run_command(argv, &out);
+  return out;
+}
+
+nlohmann::json mcp_trace_stats(const std::string& db) {
+  auto p = Subprocess::spawn({INGERO_BIN, "mcp", "--db", db});
+  p.write_stdin(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
+      R"("capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_trace_stats",)"
+      R"("arguments":{}}})"
+      "\n");
+  EXPECT_TRUE(p.wait_stdout_line(R"("id":2)", std::chrono::seconds(30))) << p.err();
+  p.close_stdin();
+  p.wait();
+  std::string out = p.out();
+  size_t at = out.find(R"("id":2)");
+  size_t begin = out.rfind('\n', at);
+  size_t end = out.find('\n', at);
+  return nlohmann::json::parse(
+      out.substr(begin == std::string::npos ? 0 : begin + 1,
+                 end == std::string::npos ? std::string::npos : end - begin - 1));
+}
+
+TEST(Losses, AnOverflowingCallsRingIsReportedInEveryPlace) {
+  REQUIRE_BPF();
+  std::string db = temp_path("losses.db");
+  auto env = kFakeEnv;
+  env.push_back("INGERO_TEST_READ_PAUSE_MS=3000");
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART, "2", "20000"},
+                           {"-q", "--ringbuf-mb", "1", "--no-stack"}, env);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int64_t stored = query_int(db, "SELECT count(*) FROM calls");
+  int64_t lost = kMade - stored;
+  ASSERT_GT(lost, 0) << "a 1 MiB ring held " << stored << " calls";
+  // 1. The session row: exactly the missing calls, and nothing else lost.
+  EXPECT_EQ(query_rows(db,
+                       "SELECT call_drops, lost_calls, calls_lost_at_exit, ringbuf_drops >= "
+                       "call_drops FROM sessions"),
+            (std::vector<std::vector<std::string>>{{std::to_string(lost), "0", "0", "1"}}));
+  // 2. stderr, even with -q.
+  EXPECT_NE(
+      run.err.find("ingero: " + std::to_string(lost) + " calls lost: the calls ring was full"),
+      std::string::npos)
+      << run.err;
+  // 3. The first line of explain, and its JSON.
+  int rc = 0;
+  std::string text = run_ingero({"explain", "--db", db}, &rc);
+  ASSERT_EQ(rc, 0) << text;
+  std::string n = engine::format_count(uint64_t(lost));
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            n + " calls lost (" + n + " ring buffer full): figures are lower bounds")
+      << text;
+  auto j = nlohmann::json::parse(run_ingero({"explain", "--db", db, "--json"}, &rc));
+  EXPECT_EQ(j["losses"]["calls_lost"], lost);
+  EXPECT_EQ(j["losses"]["call_drops"], lost);
+  EXPECT_EQ(j["losses"]["lower_bounds"], true);
+  // 4. MCP get_trace_stats: structured and in the text the agent reads first.
+  auto r = mcp_trace_stats(db);
+  ASSERT_EQ(r["result"]["isError"], false) << r.dump();
+  EXPECT_EQ(r["result"]["structuredContent"]["losses"]["calls_lost"], lost) << r.dump();
+  std::string first = r["result"]["content"][0]["text"];
+  EXPECT_EQ(first.substr(0, first.find('\n')),
+            n + " calls lost (" + n + " ring buffer full): figures are lower bounds");
+  // 5. The report's header data: the loss and a loud warning.
+  std::string html = temp_path("losses.html");
+  run_ingero({"report", "--db", db, "-o", html}, &rc);
+  ASSERT_EQ(rc, 0);
+  std::ifstream in(html);
+  std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find(R"("call_drops":)" + std::to_string(lost)), std::string::npos);
+  EXPECT_NE(page.find(std::to_string(lost) + " calls lost: figures are lower bounds"),
+            std::string::npos);
+}
+
+// Without losses, no line claims any: the report starts with its title.
+TEST(Losses, ACompleteTraceSaysNothingAboutLosses) {
+  REQUIRE_BPF();
+  std::string db = temp_path("complete.db");
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "threads", INGERO_FAKE_CUDART, "2", "200"},
+                           {"-q"}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 402);
+  EXPECT_EQ(run.err.find("lost"), std::string::npos) << run.err;
+  int rc = 0;
+  std::string text = run_ingero({"explain", "--db", db}, &rc);
+  EXPECT_EQ(text.rfind("INGERO INCIDENT REPORT", 0), 0u) << text;
+  auto j = nlohmann::json::parse(run_ingero({"explain", "--db", db, "--json"}, &rc));
+  EXPECT_EQ(j["losses"]["calls_lost"], 0);
+  EXPECT_EQ(j["losses"]["lower_bounds"], false);
+}
+
+}  // namespace
+}  // namespace ingero::test
