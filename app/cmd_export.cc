@@ -2,32 +2,42 @@
 // chrome://tracing open. One process track per (node, pid), one thread track per tid, calls
 // and host intervals as complete events, causal chains as global instant markers coloured by
 // severity.
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "engine/analysis.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
 namespace {
 
+// Writes the JSON array, one event per line. After a write error it only counts: the error
+// is reported once, by finish().
 class Emitter {
  public:
-  explicit Emitter(std::ostream& out) : out_(out) { out_ << "[\n"; }
+  explicit Emitter(OutputFile& out) : out_(out) { status_ = out_.write("[\n"); }
   void emit(const nlohmann::json& j) {
-    out_ << (first_ ? "" : ",\n")
-         << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (!status_) return;
+    line_.assign(first_ ? "" : ",\n");
+    line_ += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    status_ = out_.write(line_);
     first_ = false;
     ++count_;
   }
-  ~Emitter() { out_ << "\n]\n"; }
+  Status finish() {
+    if (!status_) return status_;
+    if (auto st = out_.write("\n]\n"); !st) return st;
+    return out_.commit();
+  }
   size_t count() const { return count_; }
 
  private:
-  std::ostream& out_;
+  OutputFile& out_;
+  Status status_;
+  std::string line_;
   bool first_ = true;
   size_t count_ = 0;
 };
@@ -43,6 +53,84 @@ const char* severity_color(engine::Severity s) {
   }
 }
 
+// The trace as trace events: process tracks, calls and host events, and the causal chains as
+// markers. Read errors are left in `source.error()`.
+void emit_trace(store::SqlTraceSource& source, Emitter& em) {
+  std::vector<std::string> nodes = source.nodes();
+  if (nodes.empty()) nodes = {""};
+  auto names = source.processes();
+  // Track ids: Perfetto wants small integers; (node, pid) -> track.
+  std::map<std::pair<std::string, uint32_t>, int> tracks;
+  std::map<std::string, int> node_tracks;
+  auto track = [&](const std::string& node, uint32_t pid, std::string_view comm) {
+    auto [it, fresh] = tracks.try_emplace({node, pid}, int(tracks.size()) + 1);
+    if (fresh) {
+      std::string name = (node.empty() ? "" : node + " / ") +
+                         (names.count(pid) ? names[pid].name : std::string(comm)) + " (pid " +
+                         std::to_string(pid) + ")";
+      em.emit({{"name", "process_name"},
+               {"ph", "M"},
+               {"ts", 0},
+               {"pid", it->second},
+               {"args", {{"name", name}}}});
+    }
+    return it->second;
+  };
+  for (const std::string& node : nodes) {
+    engine::Window w;
+    if (!node.empty() && nodes.size() > 1) w.node = node;
+    auto emit_event = [&](const hal::Event& e, const char* cat) {
+      int pid = track(node, e.pid, e.comm_view());
+      nlohmann::json j = {{"name", std::string(e.op)},
+                          {"cat", cat},
+                          {"ts", double(e.ts_ns) / 1000.0},
+                          {"pid", pid},
+                          {"tid", e.tid}};
+      if (e.dur_ns || !hal::is_host_kind(e.kind)) {
+        j["ph"] = "X";
+        j["dur"] = double(e.dur_ns) / 1000.0;
+      } else {
+        j["ph"] = "i";
+        j["s"] = "t";
+      }
+      nlohmann::json args = nlohmann::json::object();
+      if (e.has_ret) args["ret"] = e.ret;
+      if (auto b = e.get(hal::Field::kBytes)) args["bytes"] = *b;
+      if (e.off_cpu_ns) args["off_cpu_us"] = double(e.off_cpu_ns) / 1000.0;
+      if (e.peer_comm[0]) args["peer"] = std::string(e.peer_comm_view());
+      if (!args.empty()) j["args"] = args;
+      em.emit(j);
+    };
+    source.calls(w, [&](const hal::Event& e) {
+      emit_event(e, std::string(e.api) == "cuda_driver" ? "driver" : "cuda");
+    });
+    source.host_events(w, [&](const hal::Event& e) {
+      emit_event(e, e.kind == hal::EventKind::kBlockIo         ? "io"
+                    : e.kind == hal::EventKind::kTcpRetransmit ? "net"
+                                                               : "host");
+    });
+    engine::EngineOptions eo;
+    eo.breakdown = false;
+    engine::Analysis a = engine::analyze(source, w, eo);
+    for (const auto& c : a.chains) {
+      int pid = c.pids.empty() ? track(node, 0, "host") : track(node, c.pids.front(), "");
+      int64_t ts = c.window_start ? c.window_start : a.span.first;
+      em.emit({{"name", std::string(engine::severity_name(c.severity)) + ": " + c.summary},
+               {"cat", "causal_chain"},
+               {"ph", "i"},
+               {"ts", double(ts) / 1000.0},
+               {"pid", pid},
+               {"s", "g"},
+               {"cname", severity_color(c.severity)},
+               {"args",
+                {{"severity", engine::severity_name(c.severity)},
+                 {"root_cause", c.root_cause},
+                 {"recommendations", c.fixes},
+                 {"rule", c.rule}}}});
+    }
+  }
+}
+
 }  // namespace
 
 void add_export_command(CLI::App& app, Context& ctx) {
@@ -52,13 +140,17 @@ void add_export_command(CLI::App& app, Context& ctx) {
       "that ui.perfetto.dev opens (one process track per node and pid, chains as markers).");
   struct Opts {
     std::string format = "perfetto", db, out;
+    bool force = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--format", o->format, "Output format")
       ->check(CLI::IsMember({"perfetto"}))
       ->capture_default_str();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
-  cmd->add_option("-o,--out", o->out, "Output file (default: stdout)");
+  cmd->add_option("-o,--out", o->out,
+                  "Output file (default: stdout). Written to a temporary file in the same folder "
+                  "and renamed over it when complete; never the input trace");
+  cmd->add_flag("--force", o->force, "Replace the output file if it exists");
   cmd->callback([&ctx, o] {
     std::string path = o->db.empty() ? default_db_path() : o->db;
     auto reader = store::TraceReader::open(path);
@@ -67,102 +159,28 @@ void add_export_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitFailure;
       return;
     }
-    std::ofstream file;
-    if (!o->out.empty()) {
-      file.open(o->out);
-      if (!file) {
-        std::cerr << "ingero export: cannot write " << o->out << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-    }
-    std::ostream& out = o->out.empty() ? std::cout : file;
-    store::SqlTraceSource source(**reader);
-    std::vector<std::string> nodes = source.nodes();
-    if (nodes.empty()) nodes = {""};
-    auto names = source.processes();
-    size_t emitted = 0;
-    {
-      Emitter em(out);
-      // Track ids: Perfetto wants small integers; (node, pid) -> track.
-      std::map<std::pair<std::string, uint32_t>, int> tracks;
-      std::map<std::string, int> node_tracks;
-      auto track = [&](const std::string& node, uint32_t pid, std::string_view comm) {
-        auto [it, fresh] = tracks.try_emplace({node, pid}, int(tracks.size()) + 1);
-        if (fresh) {
-          std::string name = (node.empty() ? "" : node + " / ") +
-                             (names.count(pid) ? names[pid].name : std::string(comm)) + " (pid " +
-                             std::to_string(pid) + ")";
-          em.emit({{"name", "process_name"},
-                   {"ph", "M"},
-                   {"ts", 0},
-                   {"pid", it->second},
-                   {"args", {{"name", name}}}});
-        }
-        return it->second;
-      };
-      for (const std::string& node : nodes) {
-        engine::Window w;
-        if (!node.empty() && nodes.size() > 1) w.node = node;
-        auto emit_event = [&](const hal::Event& e, const char* cat) {
-          int pid = track(node, e.pid, e.comm_view());
-          nlohmann::json j = {{"name", std::string(e.op)},
-                              {"cat", cat},
-                              {"ts", double(e.ts_ns) / 1000.0},
-                              {"pid", pid},
-                              {"tid", e.tid}};
-          if (e.dur_ns || !hal::is_host_kind(e.kind)) {
-            j["ph"] = "X";
-            j["dur"] = double(e.dur_ns) / 1000.0;
-          } else {
-            j["ph"] = "i";
-            j["s"] = "t";
-          }
-          nlohmann::json args = nlohmann::json::object();
-          if (e.has_ret) args["ret"] = e.ret;
-          if (auto b = e.get(hal::Field::kBytes)) args["bytes"] = *b;
-          if (e.off_cpu_ns) args["off_cpu_us"] = double(e.off_cpu_ns) / 1000.0;
-          if (e.peer_comm[0]) args["peer"] = std::string(e.peer_comm_view());
-          if (!args.empty()) j["args"] = args;
-          em.emit(j);
-        };
-        source.calls(w, [&](const hal::Event& e) {
-          emit_event(e, std::string(e.api) == "cuda_driver" ? "driver" : "cuda");
-        });
-        source.host_events(w, [&](const hal::Event& e) {
-          emit_event(e, e.kind == hal::EventKind::kBlockIo         ? "io"
-                        : e.kind == hal::EventKind::kTcpRetransmit ? "net"
-                                                                   : "host");
-        });
-        engine::EngineOptions eo;
-        eo.breakdown = false;
-        engine::Analysis a = engine::analyze(source, w, eo);
-        for (const auto& c : a.chains) {
-          int pid = c.pids.empty() ? track(node, 0, "host") : track(node, c.pids.front(), "");
-          int64_t ts = c.window_start ? c.window_start : a.span.first;
-          em.emit({{"name", std::string(engine::severity_name(c.severity)) + ": " + c.summary},
-                   {"cat", "causal_chain"},
-                   {"ph", "i"},
-                   {"ts", double(ts) / 1000.0},
-                   {"pid", pid},
-                   {"s", "g"},
-                   {"cname", severity_color(c.severity)},
-                   {"args",
-                    {{"severity", engine::severity_name(c.severity)},
-                     {"root_cause", c.root_cause},
-                     {"recommendations", c.fixes},
-                     {"rule", c.rule}}}});
-        }
-      }
-      emitted = em.count();
-    }
-    if (!source.error().empty()) {
-      std::cerr << "ingero export: " << source.error() << "\n";
+    auto out = OutputFile::open(o->out, o->force, {path});
+    if (!out) {
+      std::cerr << "ingero export: " << out.error().message << "\n";
       ctx.exit_code = kExitFailure;
       return;
     }
-    if (!o->out.empty())
-      std::cerr << "ingero export: " << emitted << " trace events written to " << o->out << "\n";
+    store::SqlTraceSource source(**reader);
+    Emitter em(**out);
+    emit_trace(source, em);
+    // A read error leaves no output file: the temporary file goes with `out`.
+    if (!source.error().empty()) {
+      std::cerr << "ingero export: reading " << path << ": " << source.error() << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
+    if (auto st = em.finish(); !st) {
+      std::cerr << "ingero export: " << st.error().message << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
+    if (!o->out.empty() && o->out != "-")
+      std::cerr << "ingero export: " << em.count() << " trace events written to " << o->out << "\n";
     ctx.exit_code = kExitOk;
   });
 }

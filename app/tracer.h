@@ -29,8 +29,9 @@ struct TraceOptions {
   bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;
-  bool stacks = true;            // user stacks (native + Python frames) of traced calls
-  uint32_t stack_samples = 100;  // calls per (process, stack) that ship it; anomalous always
+  std::string prometheus_web_config;  // Prometheus web-config file: TLS, basic auth ("" = none)
+  bool stacks = true;                 // user stacks (native + Python frames) of traced calls
+  uint32_t stack_samples = 100;       // calls per (process, stack) that ship it; anomalous always
 };
 
 // Runs the trace; returns the process exit code (see commands.h).
