@@ -2,10 +2,113 @@
 
 #include "app/commands.h"
 #include "app/explain_report.h"
+#include "app/fleet_explain.h"
 #include "engine/window_spec.h"
 #include "store/sql_trace_source.h"
+#include "fleet/clickhouse_source.h"
 
 namespace ingero::app {
+namespace {
+
+struct Opts {
+  std::string db, source;
+  std::vector<std::string> nodes;
+  engine::WindowSpec w;
+  uint32_t pid = 0;
+  bool per_process = false, json = false;
+};
+
+// The nodes to analyse: all the source has, or the ones asked for (each must exist).
+ingero::Result<std::vector<std::string>> pick_nodes(std::vector<std::string> have,
+                                                    const std::vector<std::string>& asked) {
+  if (asked.empty()) return have;
+  for (const auto& n : asked)
+    if (std::find(have.begin(), have.end(), n) == have.end()) {
+      std::string list;
+      for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
+      return ingero::make_error("no node '" + n + "' in this trace (nodes: " + list + ")");
+    }
+  return asked;
+}
+
+int explain_clickhouse(const Opts& o) {
+  auto ep = fleet::parse_endpoint(o.source, true);
+  if (!ep) {
+    std::cerr << "ingero explain: " << ep.error().message << "\n";
+    return kExitUsage;
+  }
+  fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
+  auto have = source.nodes();
+  if (!source.error().empty()) {
+    std::cerr << "ingero explain: " << source.error() << "\n";
+    return kExitFailure;
+  }
+  if (have.empty()) {
+    std::cerr << "ingero explain: no events in " << ep->display() << "\n";
+    return kExitFailure;
+  }
+  auto nodes = pick_nodes(have, o.nodes);
+  if (!nodes) {
+    std::cerr << "ingero explain: " << nodes.error().message << "\n";
+    return kExitUsage;
+  }
+  engine::WindowSpec spec = o.w;
+  if (o.pid) spec.pid = o.pid;
+  auto w = engine::resolve_window(source, spec);
+  if (!w) {
+    std::cerr << "ingero explain: " << w.error().message << "\n";
+    return kExitUsage;
+  }
+  // Pin the end: rows still arriving must not change the data between the engine's passes.
+  if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
+  FleetExplainOptions fo;
+  fo.title = ep->display();
+  fo.nodes = *nodes;
+  fo.window = *w;
+  fo.per_process = o.per_process;
+  fo.json = o.json;
+  fo.apply_offsets = [&](const engine::ClockShift& s) { source.set_clock_offsets(s); };
+  fo.scope = [&](const std::optional<std::string>& n) { source.set_scope(n); };
+  fo.error = [&] { return source.error(); };
+  return explain_nodes(source, fo, std::cout);
+}
+
+int explain_file(const Opts& o) {
+  std::string path = o.db.empty() ? default_db_path() : o.db;
+  auto reader = store::TraceReader::open(path);
+  if (!reader) {
+    std::cerr << "ingero explain: " << reader.error().message << "\n";
+    return kExitFailure;
+  }
+  store::SqlTraceSource source(**reader);
+  engine::WindowSpec spec = o.w;
+  if (o.pid) spec.pid = o.pid;
+  auto w = engine::resolve_window(source, spec);
+  if (!w) {
+    std::cerr << "ingero explain: " << w.error().message << "\n";
+    return kExitUsage;
+  }
+  // A merged trace holds several nodes whose pids may collide: one analysis per node, and the
+  // fleet rules across them.
+  std::vector<std::string> have = source.nodes();
+  auto nodes =
+      pick_nodes(have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
+  if (!nodes) {
+    std::cerr << "ingero explain: " << nodes.error().message << "\n";
+    return kExitUsage;
+  }
+  FleetExplainOptions fo;
+  fo.title = path;
+  fo.subtitle = (*reader)->is_legacy() ? (*reader)->format_name() : "";
+  fo.nodes = *nodes;
+  fo.window = *w;
+  fo.per_process = o.per_process;
+  fo.json = o.json;
+  fo.error = [&] { return source.error(); };
+  return explain_nodes(source, fo, std::cout);
+}
+
+}  // namespace
 
 void add_explain_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
@@ -13,15 +116,16 @@ void add_explain_command(CLI::App& app, Context& ctx) {
       "Explain why GPU calls were slow: latency statistics, causal chains (CPU contention,\n"
       "I/O and memory pressure, launch collapse, repeated syncs, graph lifecycle, noisy\n"
       "neighbours, OOM) with their evidence, root cause and fixes. Works on our traces and the\n"
-      "original implementation's. --since counts back from the trace's last event.");
-  struct Opts {
-    std::string db;
-    engine::WindowSpec w;
-    uint32_t pid = 0;
-    bool per_process = false, json = false;
-  };
+      "original implementation's, and on a fleet in ClickHouse (--source): several nodes get\n"
+      "their clocks aligned and a fleet report (cross-node collective stragglers, mismatched\n"
+      "collectives, outlier nodes) before their own reports. --since counts back from the\n"
+      "last event.");
   auto o = std::make_shared<Opts>();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
+  cmd->add_option("--source", o->source,
+                  "Read a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
+                  "(clickhouses:// for TLS; password in INGERO_CLICKHOUSE_PASSWORD)");
+  cmd->add_option("--node", o->nodes, "Only this node (repeatable; default: every node)");
   cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
   cmd->add_option("--to", o->w.to, "Window end");
@@ -29,51 +133,12 @@ void add_explain_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--per-process", o->per_process, "Add the per-process breakdown");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([&ctx, o] {
-    std::string path = o->db.empty() ? default_db_path() : o->db;
-    auto reader = store::TraceReader::open(path);
-    if (!reader) {
-      std::cerr << "ingero explain: " << reader.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    store::SqlTraceSource source(**reader);
-    engine::WindowSpec spec = o->w;
-    if (o->pid) spec.pid = o->pid;
-    auto w = engine::resolve_window(source, spec);
-    if (!w) {
-      std::cerr << "ingero explain: " << w.error().message << "\n";
+    if (!o->source.empty() && !o->db.empty()) {
+      std::cerr << "ingero explain: give either --db or --source\n";
       ctx.exit_code = kExitUsage;
       return;
     }
-    // A merged trace holds several nodes whose pids may collide: one analysis per node.
-    std::vector<std::string> nodes = source.nodes();
-    if (nodes.size() < 2) nodes = {""};
-    nlohmann::json all = nlohmann::json::array();
-    for (const std::string& node : nodes) {
-      engine::Window nw = *w;
-      if (!node.empty()) nw.node = node;
-      engine::Analysis a = engine::analyze(source, nw);
-      if (!source.error().empty()) {
-        std::cerr << "ingero explain: reading " << path << ": " << source.error() << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-      ReportOptions ro{node.empty() ? path : path + " [node " + node + "]",
-                       (*reader)->is_legacy() ? (*reader)->format_name() : "", o->per_process};
-      if (o->json) {
-        auto j = report_json(a, ro);
-        if (!node.empty()) j["node"] = node;
-        all.push_back(std::move(j));
-      } else {
-        if (&node != &nodes.front()) std::cout << "\n";
-        print_report(std::cout, a, ro);
-      }
-    }
-    if (o->json)
-      std::cout << (all.size() == 1 ? all[0] : nlohmann::json{{"nodes", all}})
-                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-                << "\n";
-    ctx.exit_code = kExitOk;
+    ctx.exit_code = o->source.empty() ? explain_file(*o) : explain_clickhouse(*o);
   });
 }
 

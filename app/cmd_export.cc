@@ -2,13 +2,17 @@
 // chrome://tracing open. One process track per (node, pid), one thread track per tid, calls
 // and host intervals as complete events, causal chains as global instant markers coloured by
 // severity.
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "app/commands.h"
 #include "app/output_file.h"
 #include "engine/analysis.h"
+#include "engine/fleet.h"
+#include "fleet/clickhouse_source.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -27,6 +31,7 @@ class Emitter {
     first_ = false;
     ++count_;
   }
+  // Ends the array and commits the file (fsync, rename); the first write error otherwise.
   Status finish() {
     if (!status_) return status_;
     if (auto st = out_.write("\n]\n"); !st) return st;
@@ -53,82 +58,159 @@ const char* severity_color(engine::Severity s) {
   }
 }
 
-// The trace as trace events: process tracks, calls and host events, and the causal chains as
-// markers. Read errors are left in `source.error()`.
-void emit_trace(store::SqlTraceSource& source, Emitter& em) {
-  std::vector<std::string> nodes = source.nodes();
-  if (nodes.empty()) nodes = {""};
-  auto names = source.processes();
-  // Track ids: Perfetto wants small integers; (node, pid) -> track.
-  std::map<std::pair<std::string, uint32_t>, int> tracks;
-  std::map<std::string, int> node_tracks;
-  auto track = [&](const std::string& node, uint32_t pid, std::string_view comm) {
-    auto [it, fresh] = tracks.try_emplace({node, pid}, int(tracks.size()) + 1);
-    if (fresh) {
-      std::string name = (node.empty() ? "" : node + " / ") +
-                         (names.count(pid) ? names[pid].name : std::string(comm)) + " (pid " +
-                         std::to_string(pid) + ")";
-      em.emit({{"name", "process_name"},
-               {"ph", "M"},
-               {"ts", 0},
-               {"pid", it->second},
-               {"args", {{"name", name}}}});
-    }
-    return it->second;
-  };
-  for (const std::string& node : nodes) {
-    engine::Window w;
-    if (!node.empty() && nodes.size() > 1) w.node = node;
-    auto emit_event = [&](const hal::Event& e, const char* cat) {
-      int pid = track(node, e.pid, e.comm_view());
-      nlohmann::json j = {{"name", std::string(e.op)},
-                          {"cat", cat},
-                          {"ts", double(e.ts_ns) / 1000.0},
-                          {"pid", pid},
-                          {"tid", e.tid}};
-      if (e.dur_ns || !hal::is_host_kind(e.kind)) {
-        j["ph"] = "X";
-        j["dur"] = double(e.dur_ns) / 1000.0;
-      } else {
-        j["ph"] = "i";
-        j["s"] = "t";
+// Writes the nodes' calls, host events and chains into `em`. Read errors are left in the
+// source's error().
+void write_perfetto(engine::TraceSource& source, const std::vector<std::string>& nodes,
+                    const std::function<void(const std::optional<std::string>&)>& scope,
+                    Emitter& em) {
+  std::map<uint32_t, engine::ProcessInfo> names;
+  {
+    // Track ids: Perfetto wants small integers; (node, pid) -> track.
+    std::map<std::pair<std::string, uint32_t>, int> tracks;
+    std::map<std::string, int> node_tracks;
+    auto track = [&](const std::string& node, uint32_t pid, std::string_view comm) {
+      auto [it, fresh] = tracks.try_emplace({node, pid}, int(tracks.size()) + 1);
+      if (fresh) {
+        std::string name = (node.empty() ? "" : node + " / ") +
+                           (names.count(pid) ? names[pid].name : std::string(comm)) + " (pid " +
+                           std::to_string(pid) + ")";
+        em.emit({{"name", "process_name"},
+                 {"ph", "M"},
+                 {"ts", 0},
+                 {"pid", it->second},
+                 {"args", {{"name", name}}}});
       }
-      nlohmann::json args = nlohmann::json::object();
-      if (e.has_ret) args["ret"] = e.ret;
-      if (auto b = e.get(hal::Field::kBytes)) args["bytes"] = *b;
-      if (e.off_cpu_ns) args["off_cpu_us"] = double(e.off_cpu_ns) / 1000.0;
-      if (e.peer_comm[0]) args["peer"] = std::string(e.peer_comm_view());
-      if (!args.empty()) j["args"] = args;
-      em.emit(j);
+      return it->second;
     };
-    source.calls(w, [&](const hal::Event& e) {
-      emit_event(e, std::string(e.api) == "cuda_driver" ? "driver" : "cuda");
-    });
-    source.host_events(w, [&](const hal::Event& e) {
-      emit_event(e, e.kind == hal::EventKind::kBlockIo         ? "io"
-                    : e.kind == hal::EventKind::kTcpRetransmit ? "net"
-                                                               : "host");
-    });
-    engine::EngineOptions eo;
-    eo.breakdown = false;
-    engine::Analysis a = engine::analyze(source, w, eo);
-    for (const auto& c : a.chains) {
-      int pid = c.pids.empty() ? track(node, 0, "host") : track(node, c.pids.front(), "");
-      int64_t ts = c.window_start ? c.window_start : a.span.first;
-      em.emit({{"name", std::string(engine::severity_name(c.severity)) + ": " + c.summary},
-               {"cat", "causal_chain"},
-               {"ph", "i"},
-               {"ts", double(ts) / 1000.0},
-               {"pid", pid},
-               {"s", "g"},
-               {"cname", severity_color(c.severity)},
-               {"args",
-                {{"severity", engine::severity_name(c.severity)},
-                 {"root_cause", c.root_cause},
-                 {"recommendations", c.fixes},
-                 {"rule", c.rule}}}});
+    for (const std::string& node : nodes) {
+      engine::Window w;
+      if (!node.empty() && nodes.size() > 1) w.node = node;
+      if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
+      names = source.processes();
+      auto emit_event = [&](const hal::Event& e, const char* cat) {
+        int pid = track(node, e.pid, e.comm_view());
+        nlohmann::json j = {{"name", std::string(e.op)},
+                            {"cat", cat},
+                            {"ts", double(e.ts_ns) / 1000.0},
+                            {"pid", pid},
+                            {"tid", e.tid}};
+        if (e.dur_ns || !hal::is_host_kind(e.kind)) {
+          j["ph"] = "X";
+          j["dur"] = double(e.dur_ns) / 1000.0;
+        } else {
+          j["ph"] = "i";
+          j["s"] = "t";
+        }
+        nlohmann::json args = nlohmann::json::object();
+        if (e.has_ret) args["ret"] = e.ret;
+        if (auto b = e.get(hal::Field::kBytes)) args["bytes"] = *b;
+        if (e.off_cpu_ns) args["off_cpu_us"] = double(e.off_cpu_ns) / 1000.0;
+        if (e.peer_comm[0]) args["peer"] = std::string(e.peer_comm_view());
+        if (!args.empty()) j["args"] = args;
+        em.emit(j);
+      };
+      source.calls(w, [&](const hal::Event& e) {
+        emit_event(e, std::string(e.api) == "cuda_driver" ? "driver" : "cuda");
+      });
+      source.host_events(w, [&](const hal::Event& e) {
+        emit_event(e, e.kind == hal::EventKind::kBlockIo         ? "io"
+                      : e.kind == hal::EventKind::kTcpRetransmit ? "net"
+                                                                 : "host");
+      });
+      engine::EngineOptions eo;
+      eo.breakdown = false;
+      engine::Analysis a = engine::analyze(source, w, eo);
+      for (const auto& c : a.chains) {
+        int pid = c.pids.empty() ? track(node, 0, "host") : track(node, c.pids.front(), "");
+        int64_t ts = c.window_start ? c.window_start : a.span.first;
+        em.emit({{"name", std::string(engine::severity_name(c.severity)) + ": " + c.summary},
+                 {"cat", "causal_chain"},
+                 {"ph", "i"},
+                 {"ts", double(ts) / 1000.0},
+                 {"pid", pid},
+                 {"s", "g"},
+                 {"cname", severity_color(c.severity)},
+                 {"args",
+                  {{"severity", engine::severity_name(c.severity)},
+                   {"root_cause", c.root_cause},
+                   {"recommendations", c.fixes},
+                   {"rule", c.rule}}}});
+      }
     }
   }
+  if (scope) scope(std::nullopt);
+}
+
+struct ExportOpts {
+  std::string format = "perfetto", db, out, source;
+  bool force = false;
+};
+
+// The fleet in ClickHouse, on one timeline: each node's clock offset removed (engine/fleet.h).
+std::string export_fleet(const ExportOpts& o, Emitter& em) {
+  auto ep = fleet::parse_endpoint(o.source, true);
+  if (!ep) return ep.error().message;
+  fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
+  std::vector<std::string> nodes = source.nodes();
+  if (nodes.size() > 1 && source.error().empty())
+    source.set_clock_offsets(engine::clock_shift(engine::estimate_clock_offsets(
+        engine::gather_fleet_collectives(source, engine::Window{}, nodes), nodes)));
+  if (source.error().empty())
+    write_perfetto(
+        source, nodes, [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
+  return source.error();
+}
+
+int run_export(const ExportOpts& o) {
+  if (!o.source.empty() && !o.db.empty()) {
+    std::cerr << "ingero export: give either --db or --source\n";
+    return kExitUsage;
+  }
+  if (!o.source.empty())
+    if (auto ep = fleet::parse_endpoint(o.source, true); !ep) {
+      std::cerr << "ingero export: " << ep.error().message << "\n";
+      return kExitUsage;
+    }
+  std::string path = o.db.empty() ? default_db_path() : o.db;
+  std::unique_ptr<store::TraceReader> reader;
+  if (o.source.empty()) {
+    auto r = store::TraceReader::open(path);
+    if (!r) {
+      std::cerr << "ingero export: " << r.error().message << "\n";
+      return kExitFailure;
+    }
+    reader = std::move(*r);
+  }
+  auto out = OutputFile::open(
+      o.out, o.force,
+      o.source.empty() ? std::vector<std::string>{path} : std::vector<std::string>{});
+  if (!out) {
+    std::cerr << "ingero export: " << out.error().message << "\n";
+    return kExitFailure;
+  }
+  Emitter em(**out);
+  std::string error;
+  if (!o.source.empty()) {
+    error = export_fleet(o, em);
+  } else {
+    store::SqlTraceSource source(*reader);
+    std::vector<std::string> nodes = source.nodes();
+    if (nodes.empty()) nodes = {""};
+    write_perfetto(source, nodes, nullptr, em);
+    if (!source.error().empty()) error = "reading " + path + ": " + source.error();
+  }
+  // A read error leaves no output file: the temporary file goes with `out`.
+  if (!error.empty()) {
+    std::cerr << "ingero export: " << error << "\n";
+    return kExitFailure;
+  }
+  if (auto st = em.finish(); !st) {
+    std::cerr << "ingero export: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  if (!o.out.empty() && o.out != "-")
+    std::cerr << "ingero export: " << em.count() << " trace events written to " << o.out << "\n";
+  return kExitOk;
 }
 
 }  // namespace
@@ -138,51 +220,19 @@ void add_export_command(CLI::App& app, Context& ctx) {
       "export",
       "Export a trace for visual timelines: --format perfetto writes Chrome trace-event JSON\n"
       "that ui.perfetto.dev opens (one process track per node and pid, chains as markers).");
-  struct Opts {
-    std::string format = "perfetto", db, out;
-    bool force = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ExportOpts>();
   cmd->add_option("--format", o->format, "Output format")
       ->check(CLI::IsMember({"perfetto"}))
       ->capture_default_str();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
+  cmd->add_option("--source", o->source,
+                  "Export a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
+                  "(one timeline: node clock offsets removed)");
   cmd->add_option("-o,--out", o->out,
                   "Output file (default: stdout). Written to a temporary file in the same folder "
                   "and renamed over it when complete; never the input trace");
   cmd->add_flag("--force", o->force, "Replace the output file if it exists");
-  cmd->callback([&ctx, o] {
-    std::string path = o->db.empty() ? default_db_path() : o->db;
-    auto reader = store::TraceReader::open(path);
-    if (!reader) {
-      std::cerr << "ingero export: " << reader.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    auto out = OutputFile::open(o->out, o->force, {path});
-    if (!out) {
-      std::cerr << "ingero export: " << out.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    store::SqlTraceSource source(**reader);
-    Emitter em(**out);
-    emit_trace(source, em);
-    // A read error leaves no output file: the temporary file goes with `out`.
-    if (!source.error().empty()) {
-      std::cerr << "ingero export: reading " << path << ": " << source.error() << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    if (auto st = em.finish(); !st) {
-      std::cerr << "ingero export: " << st.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    if (!o->out.empty() && o->out != "-")
-      std::cerr << "ingero export: " << em.count() << " trace events written to " << o->out << "\n";
-    ctx.exit_code = kExitOk;
-  });
+  cmd->callback([&ctx, o] { ctx.exit_code = run_export(*o); });
 }
 
 }  // namespace ingero::app

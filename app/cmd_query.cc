@@ -2,10 +2,78 @@
 
 #include "app/commands.h"
 #include "app/result_printer.h"
+#include "fleet/clickhouse_client.h"
 #include "store/query_json.h"
 #include "store/trace_reader.h"
 
 namespace ingero::app {
+
+namespace {
+
+// One statement against ClickHouse, read-only (readonly=1, enforced by the server), streamed
+// to stdout as it arrives: TSVWithNames, or a JSON array of row objects (from JSONEachRow).
+int query_clickhouse(const std::string& url, const std::string& sql, bool json, size_t limit,
+                     int timeout_s) {
+  auto ep = fleet::parse_endpoint(url, true);
+  if (!ep) {
+    std::cerr << "ingero query: " << ep.error().message << "\n";
+    return kExitUsage;
+  }
+  fleet::ClientOptions co;
+  co.request_timeout_ms = (timeout_s + 5) * 1000;
+  fleet::ClickHouseClient client(*ep, co);
+  fleet::Settings s = {{"database", ep->database},
+                       {"default_format", json ? "JSONEachRow" : "TSVWithNames"},
+                       {"output_format_json_quote_64bit_integers", "0"},
+                       {"max_execution_time", std::to_string(timeout_s)},
+                       {"max_result_rows", std::to_string(limit + 1)},
+                       {"result_overflow_mode", "break"},
+                       {"readonly", "1"}};
+  size_t lines = 0, max_lines = limit + (json ? 0 : 1);  // TSVWithNames: the header line
+  bool truncated = false, first = true;
+  std::string partial;
+  if (json) std::cout << "[";
+  auto emit = [&](std::string_view line) {  // one complete line, newline excluded
+    if (json) {
+      std::cout << (first ? "" : ",") << line;
+      first = false;
+    } else {
+      std::cout << line << "\n";
+    }
+  };
+  auto st = client.stream(
+      sql, s,
+      [&](std::string_view chunk) {
+        size_t start = 0;
+        while (true) {
+          size_t nl = chunk.find('\n', start);
+          if (nl == std::string_view::npos) break;
+          if (lines == max_lines) {
+            truncated = true;
+            return false;
+          }
+          partial.append(chunk.substr(start, nl - start));
+          emit(partial);
+          partial.clear();
+          ++lines;
+          start = nl + 1;
+        }
+        partial.append(chunk.substr(start));
+        return true;
+      },
+      0);
+  if (!partial.empty() && !truncated) emit(partial);
+  if (json) std::cout << "]\n";
+  std::cout.flush();
+  if (!st) {
+    std::cerr << "ingero query: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  if (truncated) std::cerr << "ingero query: truncated at row limit " << limit << "\n";
+  return kExitOk;
+}
+
+}  // namespace
 
 void add_query_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
@@ -13,9 +81,12 @@ void add_query_command(CLI::App& app, Context& ctx) {
       "Run one read-only SQL statement against a trace file (ours or the original Go\n"
       "implementation's). Writes, ATTACH, state-changing pragmas and extensions are refused\n"
       "by SQLite itself. Views: calls, cuda_events, hip_events, nccl_events, host_events,\n"
-      "tcp_events; tables: events, sessions, ops, sources, process_names, libraries.");
+      "tcp_events; tables: events, sessions, ops, sources, process_names, libraries.\n"
+      "With --source clickhouse://HOST:8123/DB the statement runs in ClickHouse with\n"
+      "readonly=1 (views calls, host_events; tables in docs/fleet.md), and rows stream out as\n"
+      "TSVWithNames (or a JSON array with --json) as they arrive.");
   struct Opts {
-    std::string db;
+    std::string db, source;
     std::vector<std::string> args;
     bool json = false;
     size_t limit = 10000;
@@ -23,6 +94,8 @@ void add_query_command(CLI::App& app, Context& ctx) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
+  cmd->add_option("--source", o->source,
+                  "Query a fleet in ClickHouse instead of a file: clickhouse://HOST:8123/DB");
   cmd->add_option("args", o->args, "[PATH] SQL")->required()->expected(1, 2);
   cmd->add_flag("--json", o->json, "Print a JSON array of row objects");
   cmd->add_option("--limit", o->limit, "Stop after this many rows")->capture_default_str();
@@ -40,6 +113,15 @@ void add_query_command(CLI::App& app, Context& ctx) {
       sql = o->args[1];
     } else {
       sql = o->args[0];
+    }
+    if (!o->source.empty()) {
+      if (!path.empty()) {
+        std::cerr << "ingero query: give either a trace file or --source\n";
+        ctx.exit_code = kExitUsage;
+        return;
+      }
+      ctx.exit_code = query_clickhouse(o->source, sql, o->json, o->limit, o->timeout_s);
+      return;
     }
     if (path.empty()) path = default_db_path();
     auto reader = store::TraceReader::open(path);
@@ -60,8 +142,7 @@ void add_query_command(CLI::App& app, Context& ctx) {
       return;
     }
     if (o->json) {
-      std::cout << store::to_json(*res).dump(-1, ' ', false,
-                                             nlohmann::json::error_handler_t::replace)
+      std::cout << store::to_json(*res).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 << "\n";
       if (res->truncated)
         std::cerr << "ingero query: truncated at " << res->truncated_reason << "\n";

@@ -5,6 +5,7 @@
 #include "app/config_file.h"
 #include "app/tracer.h"
 #include "engine/window_spec.h"
+#include "fleet/clickhouse_endpoint.h"
 
 namespace ingero::app {
 
@@ -77,6 +78,16 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "by hash. Errors, off-CPU and calls slower than 1 ms always ship theirs")
       ->check(CLI::Range(1u, 1000000u))
       ->capture_default_str();
+  cmd->add_option("--clickhouse", o->clickhouse,
+                  "Also ship the trace to ClickHouse while tracing: http://HOST:8123/DB (https:// "
+                  "for TLS; user as http://USER@HOST..., password in INGERO_CLICKHOUSE_PASSWORD). "
+                  "The trace file is the spool: rows ClickHouse has not stored are retried, and "
+                  "what is left at exit ships on the next start or with `ingero ship` (see "
+                  "docs/fleet.md)")
+      ->check([](const std::string& url) -> std::string {
+        auto ep = fleet::parse_endpoint(url, false);
+        return ep ? "" : ep.error().message;
+      });
   cmd->add_option("command", o->command, "Command to run and trace (after --)")
       ->configurable(false);
   cmd->positionals_at_end(true);

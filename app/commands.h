@@ -40,5 +40,6 @@ void add_dashboard_command(CLI::App& app, Context& ctx);
 // A CLI tree holding every subcommand a config file may configure (config_file.h), for
 // validating a file without running anything.
 std::unique_ptr<CLI::App> config_cli_schema();
+void add_ship_command(CLI::App& app, Context& ctx);
 
 }  // namespace ingero::app

@@ -34,6 +34,23 @@ void print_op_table(std::ostream& out, const std::vector<const engine::OpStats*>
 
 }  // namespace
 
+void print_chain(std::ostream& out, const engine::Chain& c) {
+  out << "\n[" << engine::severity_name(c.severity) << "] " << c.summary << "\n";
+  if (!c.timeline.empty()) {
+    out << "  Timeline:\n";
+    for (const auto& t : c.timeline) out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
+  }
+  for (const auto& st : c.stacks) {
+    out << "  Stack (" << st.calls << " of the " << st.examined << " slowest calls, worst "
+        << format_duration(st.worst_ns) << ", pid " << st.pid << " tid " << st.tid << "):\n";
+    for (const auto& f : st.frames) out << "    " << f << "\n";
+  }
+  out << "  Root cause: " << c.root_cause << "\n";
+  if (!c.explanation.empty()) out << "  Why: " << c.explanation << "\n";
+  for (size_t i = 0; i < c.fixes.size(); ++i)
+    out << (i ? "       " : "  Fix: ") << c.fixes[i] << "\n";
+}
+
 void print_report(std::ostream& out, const engine::Analysis& a, const ReportOptions& o) {
   out << "INGERO INCIDENT REPORT";
   if (!o.title.empty()) out << " \u2014 " << o.title;
@@ -75,23 +92,7 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
   out << "CAUSAL CHAINS \u2014 " << a.chains.size() << " (" << high << " HIGH, " << med
       << " MEDIUM, " << low << " LOW)\n";
   if (a.chains.empty()) out << "  No causal chain: nothing in this window needs explaining.\n";
-  for (const auto& c : a.chains) {
-    out << "\n[" << engine::severity_name(c.severity) << "] " << c.summary << "\n";
-    if (!c.timeline.empty()) {
-      out << "  Timeline:\n";
-      for (const auto& t : c.timeline)
-        out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
-    }
-    for (const auto& st : c.stacks) {
-      out << "  Stack (" << st.calls << " of the " << st.examined << " slowest calls, worst "
-          << format_duration(st.worst_ns) << ", pid " << st.pid << " tid " << st.tid << "):\n";
-      for (const auto& f : st.frames) out << "    " << f << "\n";
-    }
-    out << "  Root cause: " << c.root_cause << "\n";
-    if (!c.explanation.empty()) out << "  Why: " << c.explanation << "\n";
-    for (size_t i = 0; i < c.fixes.size(); ++i)
-      out << (i ? "       " : "  Fix: ") << c.fixes[i] << "\n";
-  }
+  for (const auto& c : a.chains) print_chain(out, c);
   if (o.per_process && !a.processes.empty()) {
     out << "\nPER-PROCESS BREAKDOWN\n";
     for (const auto& p : a.processes) {

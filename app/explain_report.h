@@ -19,5 +19,7 @@ using engine::format_wall;
 using engine::op_stats_json;
 using engine::process_json;
 using engine::report_json;
+// One chain as the text report prints it.
+void print_chain(std::ostream& out, const engine::Chain& c);
 
 }  // namespace ingero::app

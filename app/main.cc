@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   add_merge_command(app, ctx);
   add_export_command(app, ctx);
   add_mcp_command(app, ctx);
+  add_ship_command(app, ctx);
   add_version_command(app, ctx);
   add_man_page_command(app, ctx);
   try {

@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "app/commands.h"
+#include "app/fleet_hook.h"
 #include "app/session_chains.h"
 #include "backends/rdma/rdma_backend.h"
 #include "capture/event_pipeline.h"
@@ -101,6 +102,7 @@ class Trace {
   std::unique_ptr<capture::EventPipeline> pipeline_;
   std::unique_ptr<capture::StackCollector> stacks_;
   std::unique_ptr<serve::Metrics> metrics_;
+  std::unique_ptr<fleet::Shipper> shipper_;
   std::future<std::map<std::string, uint64_t>> live_chains_;
   int64_t next_metrics_ = 0, next_chains_ = 0;
   uint64_t events_at_last_metrics_ = 0;
@@ -345,6 +347,8 @@ int Trace::run() {
     return kExitFailure;
   }
   writer_ = std::move(*writer);
+  if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db, opts_.clickhouse, opts_.quiet)))
+    return kExitFailure;
 
   if (!opts_.command.empty() && start_child() != 0) {
     std::cerr << "ingero trace: cannot start the command: " << std::strerror(errno) << "\n";
@@ -431,6 +435,7 @@ int Trace::run() {
     std::cerr << "ingero trace: " << sid.error().message << "\n";
     return kExitFailure;
   }
+  if (shipper_) shipper_->start();
   for (const auto& l : libs) {
     std::string missing;
     for (auto& m : l.missing_required) missing += (missing.empty() ? "" : ",") + m;
@@ -577,7 +582,9 @@ int Trace::run() {
     nchains = *c;
   else if (!opts_.quiet)
     std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
+  if (shipper_) shipper_->stop();  // finish() checkpoints: no reader may hold the file
   auto fin = writer_->finish(end);
+  if (shipper_) finish_shipping(*shipper_, db, opts_.quiet);
 
   int code = kExitOk;
   if (!opts_.quiet) {

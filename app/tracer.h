@@ -32,6 +32,7 @@ struct TraceOptions {
   std::string prometheus_web_config;  // Prometheus web-config file: TLS, basic auth ("" = none)
   bool stacks = true;                 // user stacks (native + Python frames) of traced calls
   uint32_t stack_samples = 100;       // calls per (process, stack) that ship it; anomalous always
+  std::string clickhouse;             // ship the trace file to this ClickHouse URL ("" = off)
 };
 
 // Runs the trace; returns the process exit code (see commands.h).

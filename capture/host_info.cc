@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -54,7 +55,12 @@ static int64_t clock_ns(clockid_t c) {
   clock_gettime(c, &ts);
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
-int64_t wall_now_ns() { return clock_ns(CLOCK_REALTIME); }
+int64_t wall_now_ns() {
+  // Test-only: INGERO_TEST_CLOCK_SKEW_NS skews this host's wall clock (tests/fleet).
+  static const int64_t skew =
+      getenv("INGERO_TEST_CLOCK_SKEW_NS") ? atoll(getenv("INGERO_TEST_CLOCK_SKEW_NS")) : 0;
+  return clock_ns(CLOCK_REALTIME) + skew;
+}
 int64_t mono_now_ns() { return clock_ns(CLOCK_MONOTONIC); }
 
 int64_t mono_to_wall_offset_ns() {

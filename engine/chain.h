@@ -34,6 +34,7 @@ struct Chain {
   Severity severity = Severity::kLow;
   std::string vendor, api, op;
   std::vector<uint32_t> pids;
+  std::string node;         // fleet chains: the node the finding is about ("" otherwise)
   std::string summary;      // one line
   std::string root_cause;   // one sentence
   std::string explanation;  // a paragraph with the numbers

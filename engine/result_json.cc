@@ -51,7 +51,7 @@ nlohmann::json chain_json(const Chain& c) {
   nlohmann::json tl = nlohmann::json::array();
   for (const auto& t : c.timeline)
     tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
-  return {{"id", c.id},
+  nlohmann::json j = {{"id", c.id},
           {"severity", severity_name(c.severity)},
           {"rule", c.rule},
           {"op", c.op},
@@ -69,6 +69,8 @@ nlohmann::json chain_json(const Chain& c) {
           {"tail_ratio", c.tail_ratio},
           {"window_start_ns", c.window_start},
           {"window_end_ns", c.window_end}};
+  if (!c.node.empty()) j["node"] = c.node;
+  return j;
 }
 
 nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {

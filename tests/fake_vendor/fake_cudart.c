@@ -31,6 +31,8 @@ __attribute__((visibility("default"))) int cudaMemcpyAsync(void* d, const void* 
 __attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** a,
                                                             size_t shm, void* stream) {
   (void)f, (void)g, (void)b, (void)a, (void)shm, (void)stream;
+  const char* us = getenv("INGERO_FAKE_LAUNCH_US");  // a slow launch path (fleet metrics test)
+  if (us) usleep((useconds_t)atoi(us));
   return 0;
 }
 __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {

@@ -1,0 +1,121 @@
+// `ingero ship`: ship a trace file's rows that ClickHouse does not have yet (after an agent
+// exited with rows left, or for a file traced without --clickhouse), and the DDL.
+#include <iostream>
+
+#include "app/commands.h"
+#include "engine/window_spec.h"
+#include "app/tracer.h"
+#include "fleet/ch_schema.h"
+#include "fleet/shipper.h"
+
+namespace ingero::app {
+namespace {
+
+struct Opts {
+  std::string db, url, timeout = "5m", cluster, shard_db = "ingero";
+  bool ddl = false, create = false;
+};
+
+int print_or_create_ddl(const Opts& o) {
+  std::string database = "ingero";
+  std::optional<fleet::Endpoint> ep;
+  if (!o.url.empty()) {
+    auto e = fleet::parse_endpoint(o.url, false);
+    if (!e) {
+      std::cerr << "ingero ship: " << e.error().message << "\n";
+      return kExitUsage;
+    }
+    ep = *e;
+    database = e->database;
+  }
+  if (!o.cluster.empty() &&
+      (!fleet::is_identifier(o.cluster) || !fleet::is_identifier(o.shard_db))) {
+    std::cerr << "ingero ship: --cluster and --shard-db must be plain names\n";
+    return kExitUsage;
+  }
+  auto ddl = o.cluster.empty() ? fleet::local_ddl(database)
+                               : fleet::distributed_ddl(database, o.cluster, o.shard_db);
+  if (!o.create) {
+    for (const auto& s : ddl) std::cout << s << ";\n\n";
+    return kExitOk;
+  }
+  if (!ep) {
+    std::cerr << "ingero ship: --create needs --clickhouse URL\n";
+    return kExitUsage;
+  }
+  fleet::ClickHouseClient client(*ep);
+  for (const auto& s : ddl)
+    if (auto r = client.execute(s); !r) {
+      std::cerr << "ingero ship: " << r.error().message << "\n";
+      return kExitFailure;
+    }
+  std::cerr << "ingero ship: " << ddl.size() << " statements run on " << ep->display() << "\n";
+  return kExitOk;
+}
+
+int ship(const Opts& o) {
+  if (o.db.empty() || o.url.empty()) {
+    std::cerr << "ingero ship: give --db FILE and --clickhouse URL (or --ddl)\n";
+    return kExitUsage;
+  }
+  auto ep = fleet::parse_endpoint(o.url, false);
+  if (!ep) {
+    std::cerr << "ingero ship: " << ep.error().message << "\n";
+    return kExitUsage;
+  }
+  double secs = engine::parse_duration_s(o.timeout);
+  if (secs <= 0) {
+    std::cerr << "ingero ship: bad --timeout '" << o.timeout << "' (use 30s, 5m)\n";
+    return kExitUsage;
+  }
+  fleet::ShipperOptions so;
+  so.log = [](const std::string& m) { std::cerr << "ingero ship: " << m << "\n"; };
+  auto shipper = fleet::Shipper::create(o.db, *ep, so);
+  if (!shipper) {
+    std::cerr << "ingero ship: " << shipper.error().message << "\n";
+    return kExitFailure;
+  }
+  auto r = (*shipper)->drain(std::chrono::milliseconds(int64_t(secs * 1000)));
+  auto t = (*shipper)->totals();
+  std::cout << "shipped " << t.rows << " rows of " << o.db << " to " << ep->display() << " in "
+            << t.batches << " inserts (" << t.bytes_sent / 1024 << " KiB compressed from "
+            << t.bytes_raw / 1024 << " KiB)";
+  if (r.caught_up) {
+    std::cout << "; ClickHouse has every row of the file\n";
+    return kExitOk;
+  }
+  std::cout << "; " << r.unshipped << " rows left\n";
+  std::cerr << "ingero ship: " << r.last_error << "\n";
+  return kExitFailure;
+}
+
+}  // namespace
+
+void add_ship_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "ship",
+      "Ship a trace file to ClickHouse: every row the database does not hold yet (resuming\n"
+      "where the last agent or `ship` stopped; nothing is sent twice), then exit. Exit 1 when\n"
+      "rows are left (ClickHouse down past --timeout). With --ddl, print the CREATE statements\n"
+      "instead (local tables; with --cluster, Distributed tables over every shard), or run them\n"
+      "with --create. Examples:\n"
+      "  ingero ship --db /var/lib/ingero/run.db --clickhouse http://ch1:8123/ingero\n"
+      "  ingero ship --ddl --clickhouse http://ch1:8123/fleet --cluster fleet --shard-db ingero "
+      "--create");
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--db,-d", o->db, "Trace file to ship");
+  cmd->add_option("--clickhouse", o->url,
+                  "ClickHouse database: http://HOST:8123/DB (https:// for TLS; password in "
+                  "INGERO_CLICKHOUSE_PASSWORD)");
+  cmd->add_option("--timeout", o->timeout, "Give up after this long: 30s, 5m (default 5m)");
+  cmd->add_flag("--ddl", o->ddl, "Print the DDL for the database of --clickhouse (default ingero)");
+  cmd->add_option("--cluster", o->cluster,
+                  "With --ddl: Distributed tables over this cluster (remote_servers) instead");
+  cmd->add_option("--shard-db", o->shard_db,
+                  "With --cluster: the database holding the local tables on every shard "
+                  "(default ingero)");
+  cmd->add_flag("--create", o->create, "With --ddl: run the statements on --clickhouse");
+  cmd->callback([&ctx, o] { ctx.exit_code = o->ddl ? print_or_create_ddl(*o) : ship(*o); });
+}
+
+}  // namespace ingero::app

@@ -1,0 +1,192 @@
+#include "fleet/clickhouse_client.h"
+
+#include <curl/curl.h>
+
+#include <mutex>
+
+#include "fleet/gzip.h"
+
+namespace ingero::fleet {
+namespace {
+
+constexpr size_t kMaxErrorBody = 8192;
+
+struct Call {
+  CURL* h = nullptr;
+  const ChunkFn* on_chunk = nullptr;
+  long status = 0;
+  std::string error_body;
+  bool stopped = false;
+};
+
+size_t on_write(char* data, size_t size, size_t n, void* user) {
+  auto* c = static_cast<Call*>(user);
+  size_t len = size * n;
+  if (!c->status) curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &c->status);
+  if (c->status != 200) {
+    if (c->error_body.size() < kMaxErrorBody)
+      c->error_body.append(data, std::min(len, kMaxErrorBody - c->error_body.size()));
+    return len;
+  }
+  if (c->on_chunk && !(*c->on_chunk)(std::string_view(data, len))) {
+    c->stopped = true;
+    return 0;  // aborts the transfer: CURLE_WRITE_ERROR, which perform() knows we asked for
+  }
+  return len;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  // ClickHouse appends ", e.what() = DB::Exception" to every message: noise for people.
+  if (size_t p = s.rfind(", e.what() = "); p != std::string::npos) s.resize(p);
+  return s;
+}
+
+}  // namespace
+
+const char* failure_name(Failure f) {
+  switch (f) {
+    case Failure::kNone:
+      return "none";
+    case Failure::kUnreachable:
+      return "unreachable";
+    case Failure::kRejected:
+      return "rejected";
+    case Failure::kAmbiguous:
+      return "ambiguous";
+  }
+  return "?";
+}
+
+std::string sql_quote(std::string_view text) {
+  std::string q = "'";
+  for (char c : text) {
+    if (c == '\'' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "'";
+}
+
+ClickHouseClient::ClickHouseClient(Endpoint endpoint, ClientOptions options)
+    : endpoint_(std::move(endpoint)), options_(options) {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  curl_ = curl_easy_init();
+}
+
+ClickHouseClient::~ClickHouseClient() {
+  if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+std::string ClickHouseClient::url(const Settings& params) const {
+  std::string u = endpoint_.base + "/";
+  char sep = '?';
+  for (const auto& [k, v] : params) {
+    char* esc = curl_easy_escape(static_cast<CURL*>(curl_), v.data(), int(v.size()));
+    u += sep + k + "=" + (esc ? esc : "");
+    curl_free(esc);
+    sep = '&';
+  }
+  return u;
+}
+
+ingero::Status ClickHouseClient::perform(const Settings& params, std::string_view body,
+                                         bool gzip_body, const ChunkFn* on_chunk, int timeout_ms) {
+  last_failure_ = Failure::kNone;
+  auto* h = static_cast<CURL*>(curl_);
+  const std::string where = "ClickHouse at " + endpoint_.display();
+  if (!h) {
+    last_failure_ = Failure::kUnreachable;
+    return ingero::make_error(where + ": cannot initialise libcurl");
+  }
+  std::string compressed;
+  if (gzip_body) {
+    auto z = gzip_compress(body, options_.gzip_level);
+    if (!z) {
+      last_failure_ = Failure::kUnreachable;
+      return ingero::make_error(where + ": " + z.error().message);
+    }
+    compressed = std::move(*z);
+    bytes_raw_ += body.size();
+    body = compressed;
+  }
+  curl_easy_reset(h);
+  std::string u = url(params);
+  Call call;
+  call.h = h;
+  call.on_chunk = on_chunk;
+  curl_slist* headers = curl_slist_append(nullptr, "Expect:");
+  if (gzip_body) headers = curl_slist_append(headers, "Content-Encoding: gzip");
+  headers = curl_slist_append(headers, "Content-Type: text/plain; charset=UTF-8");
+  curl_easy_setopt(h, CURLOPT_URL, u.c_str());
+  curl_easy_setopt(h, CURLOPT_POST, 1L);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.size()));
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &call);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, long(options_.connect_timeout_ms));
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, long(timeout_ms));
+  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip/deflate answers are decoded
+  if (!endpoint_.user.empty() || !endpoint_.password.empty()) {
+    curl_easy_setopt(h, CURLOPT_HTTPAUTH, long(CURLAUTH_BASIC));
+    curl_easy_setopt(h, CURLOPT_USERNAME,
+                     endpoint_.user.empty() ? "default" : endpoint_.user.c_str());
+    curl_easy_setopt(h, CURLOPT_PASSWORD, endpoint_.password.c_str());
+  }
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  CURLcode rc = curl_easy_perform(h);
+  curl_slist_free_all(headers);
+  curl_off_t uploaded = 0;
+  long request_size = 0;
+  curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &uploaded);
+  curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_size);
+  bytes_sent_ += uint64_t(uploaded);
+  if (!call.status) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &call.status);
+  if (rc == CURLE_WRITE_ERROR && call.stopped) return {};
+  if (rc == CURLE_OK && call.status == 200) return {};
+  if (rc == CURLE_OK) {
+    last_failure_ = Failure::kRejected;
+    return ingero::make_error(where + " answered HTTP " + std::to_string(call.status) + ": " +
+                              trim(call.error_body));
+  }
+  std::string what = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+  // Nothing left this host: the statement cannot have run.
+  last_failure_ = request_size == 0 && uploaded == 0 ? Failure::kUnreachable : Failure::kAmbiguous;
+  if (rc == CURLE_OPERATION_TIMEDOUT)
+    return ingero::make_error(where + ": no complete answer within " + std::to_string(timeout_ms) +
+                              " ms (" + what + ")");
+  bool connect = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+                 rc == CURLE_COULDNT_RESOLVE_PROXY;
+  return ingero::make_error(where + ": " + (connect ? "cannot connect (" + what + ")" : what));
+}
+
+ingero::Result<std::string> ClickHouseClient::execute(const std::string& sql,
+                                                      const Settings& settings) {
+  std::string out;
+  ChunkFn keep = [&](std::string_view c) {
+    if (out.size() < (64u << 20)) out.append(c);
+    return true;
+  };
+  if (auto st = perform(settings, sql, false, &keep, options_.request_timeout_ms); !st)
+    return st.error();
+  return out;
+}
+
+ingero::Status ClickHouseClient::stream(const std::string& sql, const Settings& settings,
+                                        const ChunkFn& on_chunk, int timeout_ms) {
+  Settings s = settings;
+  s.insert(s.begin(), {"enable_http_compression", "1"});
+  return perform(s, sql, false, &on_chunk, timeout_ms);
+}
+
+ingero::Status ClickHouseClient::insert(const std::string& table, const std::string& columns,
+                                        std::string_view tsv) {
+  Settings s = {{"query", "INSERT INTO " + endpoint_.database + "." + table + " (" + columns +
+                              ") FORMAT TabSeparated"}};
+  return perform(s, tsv, true, nullptr, options_.request_timeout_ms);
+}
+
+}  // namespace ingero::fleet

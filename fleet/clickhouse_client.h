@@ -1,0 +1,90 @@
+// A ClickHouse client over its HTTP interface, with libcurl. One client per thread: it owns
+// one curl handle and reuses its keep-alive connection.
+//
+// Every request POSTs to ENDPOINT/?params: a query in the body (execute, stream), or rows in
+// the body with the INSERT statement in the `query` parameter (insert; gzip-compressed,
+// "Content-Encoding: gzip"). Names are always qualified with the database, so the database
+// need not exist for `CREATE DATABASE IF NOT EXISTS`.
+//
+// Failures are values whose message names the URL and, when ClickHouse answered, its own
+// message ("Code: 60, ... Table x.y doesn't exist"). last_failure() says what the failure
+// means for an INSERT, which is what the shipper needs to stay exactly-once:
+//   kUnreachable: nothing was sent (no connection): the statement did not run;
+//   kRejected:    ClickHouse answered with an error: the statement failed (an INSERT of one
+//                 block into one partition is atomic: nothing of it was stored);
+//   kAmbiguous:   the request went out and no complete answer came back (timeout, reset):
+//                 it may or may not have run. The caller must ask the server.
+// Timeouts: connecting, and the whole request (a stream() may pass its own).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fleet/clickhouse_endpoint.h"
+#include "hal/result.h"
+
+namespace ingero::fleet {
+
+enum class Failure : uint8_t { kNone = 0, kUnreachable, kRejected, kAmbiguous };
+const char* failure_name(Failure f);  // "none", "unreachable", "rejected", "ambiguous"
+
+// ClickHouse settings passed as URL parameters, in order ("readonly" should come last: once
+// it is 1, later settings are refused by current ClickHouse versions).
+using Settings = std::vector<std::pair<std::string, std::string>>;
+// Receives a response body as it arrives; false stops reading (not an error).
+using ChunkFn = std::function<bool(std::string_view)>;
+
+struct ClientOptions {
+  int connect_timeout_ms = 3000;
+  int request_timeout_ms = 30000;  // whole request; 0 = none
+  int gzip_level = 1;
+};
+
+class ClickHouseClient {
+ public:
+  ClickHouseClient(Endpoint endpoint, ClientOptions options = {});
+  virtual ~ClickHouseClient();
+  ClickHouseClient(const ClickHouseClient&) = delete;
+  ClickHouseClient& operator=(const ClickHouseClient&) = delete;
+
+  const Endpoint& endpoint() const { return endpoint_; }
+  const ClientOptions& options() const { return options_; }
+  void set_request_timeout_ms(int ms) { options_.request_timeout_ms = ms; }
+
+  // A statement with a small answer (DDL, max(), count()): the whole body.
+  virtual ingero::Result<std::string> execute(const std::string& sql,
+                                              const Settings& settings = {});
+  // A SELECT whose answer is handed over in chunks (bounded memory); the response is
+  // gzip-compressed by the server. timeout_ms overrides the request timeout (0 = none).
+  virtual ingero::Status stream(const std::string& sql, const Settings& settings,
+                                const ChunkFn& on_chunk, int timeout_ms);
+  // INSERT INTO db.table (columns) FORMAT TabSeparated, body = TSV rows (compressed here).
+  virtual ingero::Status insert(const std::string& table, const std::string& columns,
+                                std::string_view tsv);
+
+  Failure last_failure() const { return last_failure_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }         // request bodies, compressed
+  uint64_t bytes_uncompressed() const { return bytes_raw_; }  // request bodies before gzip
+
+ protected:
+  Failure last_failure_ = Failure::kNone;
+
+ private:
+  ingero::Status perform(const Settings& params, std::string_view body, bool gzip_body,
+                         const ChunkFn* on_chunk, int timeout_ms);
+  std::string url(const Settings& params) const;
+  Endpoint endpoint_;
+  ClientOptions options_;
+  void* curl_ = nullptr;  // CURL*
+  uint64_t bytes_sent_ = 0, bytes_raw_ = 0;
+};
+
+// 'text' as a ClickHouse string literal.
+std::string sql_quote(std::string_view text);
+
+}  // namespace ingero::fleet

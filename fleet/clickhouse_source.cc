@@ -1,0 +1,292 @@
+#include "fleet/clickhouse_source.h"
+
+#include <cstdio>
+
+#include "hal/symbolizer.h"
+#include "store/schema.h"
+
+namespace ingero::fleet {
+namespace {
+
+int64_t i64(const TsvField& f) { return f.null || f.text.empty() ? 0 : std::stoll(f.text); }
+uint64_t u64(const TsvField& f) { return uint64_t(i64(f)); }
+double f64(const TsvField& f) { return f.null || f.text.empty() ? 0 : std::stod(f.text); }
+
+// Columns of an event read, in this order; the decoded fields follow.
+constexpr const char* kEventColumns =
+    "dur_ns, pid, tid, comm, cgroup_id, vendor, api, kind, op, ret, status, "
+    "ifNull(off_cpu_ns, 0), ifNull(preempts, 0), ifNull(switches, 0), peer_comm, detail, saddr, "
+    "daddr, stack_hash";
+constexpr size_t kEventFixed = 20;  // the corrected ts and the columns above
+
+}  // namespace
+
+ClickHouseTraceSource::ClickHouseTraceSource(std::unique_ptr<ClickHouseClient> client,
+                                             int timeout_ms)
+    : client_(std::move(client)), timeout_ms_(timeout_ms) {}
+
+void ClickHouseTraceSource::set_clock_offsets(std::map<std::string, int64_t> offsets_ns) {
+  offsets_ = std::move(offsets_ns);
+  max_offset_ = 0;
+  for (const auto& [n, o] : offsets_) max_offset_ = std::max(max_offset_, o < 0 ? -o : o);
+}
+
+std::string_view ClickHouseTraceSource::intern(const std::string& s) {
+  auto it = strings_.find(s);
+  if (it == strings_.end()) it = strings_.insert(s).first;
+  return *it;
+}
+
+bool ClickHouseTraceSource::rows(const std::string& sql, size_t columns, const RowFn& fn) {
+  std::string failure;
+  TsvStream parser(columns, [&](const std::vector<TsvField>& f) {
+    try {
+      return fn(f);
+    } catch (const std::exception& e) {
+      failure = std::string("unexpected value in a row (") + e.what() + ")";
+      return false;
+    }
+  });
+  auto st = client_->stream(
+      sql + "\nFORMAT TabSeparated", {{"readonly", "1"}},
+      [&](std::string_view c) { return parser.feed(c); }, timeout_ms_);
+  if (st && parser.finish() && failure.empty()) return true;
+  if (error_.empty()) {
+    error_ = !st ? st.error().message
+                 : "ClickHouse at " + client_->endpoint().display() + ": " +
+                       (failure.empty() ? parser.error() : failure);
+  }
+  return false;
+}
+
+std::string ClickHouseTraceSource::ts(const std::string& column) const {
+  if (offsets_.empty()) return "toInt64(" + column + ")";
+  std::string nodes, values;
+  for (const auto& [n, o] : offsets_) {
+    nodes += (nodes.empty() ? "" : ", ") + sql_quote(n);
+    values += (values.empty() ? "" : ", ") + std::string("toInt64(") + std::to_string(o) + ")";
+  }
+  return "(toInt64(" + column + ") - transform(node, [" + nodes + "], [" + values +
+         "], toInt64(0)))";
+}
+
+std::string ClickHouseTraceSource::where(const engine::Window& w, const std::string& ts_column,
+                                         bool with_pid) const {
+  std::string s = " WHERE 1";
+  const std::string t = ts(ts_column);
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(),
+                    kMax = std::numeric_limits<int64_t>::max();
+  if (w.from_ns != kMin) {
+    s += " AND " + t + " >= " + std::to_string(w.from_ns);
+    int64_t raw = w.from_ns - max_offset_;
+    if (raw > 0) s += " AND " + ts_column + " >= " + std::to_string(raw);
+  }
+  if (w.to_ns != kMax) {
+    s += " AND " + t + " <= " + std::to_string(w.to_ns);
+    if (w.to_ns < kMax - max_offset_ && w.to_ns + max_offset_ >= 0)
+      s += " AND " + ts_column + " <= " + std::to_string(w.to_ns + max_offset_);
+  }
+  if (auto node = w.node ? w.node : scope_) s += " AND node = " + sql_quote(*node);
+  if (with_pid && w.pid) s += " AND pid = " + std::to_string(*w.pid);
+  return s;
+}
+
+void ClickHouseTraceSource::events(const engine::Window& w, bool host, const engine::EventFn& fn) {
+  const auto& fields = store::field_columns();
+  std::string cols;
+  for (const auto& f : fields) cols += ", " + f;
+  std::string sql = "SELECT " + ts("ts_ns") + " AS t, " + kEventColumns + cols + " FROM " +
+                    table("events") + where(w, "ts_ns", !host) + " AND vendor " +
+                    (host ? "= 'host'" : "!= 'host'") + " ORDER BY t, node, session_start, src_id";
+  hal::Event e;
+  rows(sql, kEventFixed + fields.size(), [&](const std::vector<TsvField>& f) {
+    e = hal::Event{};
+    e.ts_ns = uint64_t(i64(f[0]));
+    e.dur_ns = u64(f[1]);
+    e.pid = uint32_t(u64(f[2]));
+    e.tid = uint32_t(u64(f[3]));
+    e.set_comm(f[4].text);
+    e.cgroup_id = u64(f[5]);
+    e.vendor = intern(f[6].text);
+    e.api = intern(f[7].text);
+    e.kind = hal::kind_from_name(f[8].text).value_or(hal::EventKind::kUnknown);
+    e.op = intern(f[9].text);
+    e.has_ret = !f[10].null;
+    e.ret = i64(f[10]);
+    e.unfinished = u64(f[11]) == 1;
+    e.off_cpu_ns = u64(f[12]);
+    e.preempts = uint32_t(u64(f[13]));
+    e.switches = uint32_t(u64(f[14]));
+    e.set_peer_comm(f[15].text);
+    e.detail = f[16].text;
+    e.saddr = f[17].text;
+    e.daddr = f[18].text;
+    e.stack_id = u64(f[19]);
+    for (size_t i = 0; i < fields.size(); ++i)
+      if (!f[kEventFixed + i].null) e.set(hal::Field(i), u64(f[kEventFixed + i]));
+    fn(e);
+    return true;
+  });
+}
+
+void ClickHouseTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
+  events(w, false, fn);
+}
+
+void ClickHouseTraceSource::host_events(const engine::Window& w, const engine::EventFn& fn) {
+  events(w, true, fn);
+}
+
+std::vector<engine::SnapshotRow> ClickHouseTraceSource::snapshots(const engine::Window& w) {
+  std::vector<engine::SnapshotRow> out;
+  rows("SELECT " + ts("timestamp") + " AS t, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg FROM " +
+           table("system_snapshots") + where(w, "timestamp", false) + " ORDER BY t, node",
+       6, [&](const auto& f) {
+         engine::SnapshotRow r;
+         r.ts_ns = i64(f[0]);
+         r.cpu_pct = f64(f[1]);
+         r.mem_pct = f64(f[2]);
+         r.mem_avail_mb = i64(f[3]);
+         r.swap_mb = i64(f[4]);
+         r.load_avg = f64(f[5]);
+         out.push_back(r);
+         return true;
+       });
+  return out;
+}
+
+std::map<uint32_t, engine::ProcessActivity> ClickHouseTraceSource::process_activity(
+    const engine::Window& w) {
+  std::map<uint32_t, engine::ProcessActivity> out;
+  rows(
+      "SELECT pid, any(comm), sum(switches), sum(involuntary), sum(off_cpu_ns), "
+      "max(max_off_cpu_ns), sum(wakeups), sum(page_allocs), sum(page_bytes), sum(forks), "
+      "sum(block_ios), sum(block_bytes), sum(block_ns) FROM " +
+          table("process_stats") + where(w, "timestamp", false) + " GROUP BY pid",
+      13, [&](const auto& f) {
+        engine::ProcessActivity a;
+        a.pid = uint32_t(u64(f[0]));
+        a.comm = f[1].text;
+        uint64_t* dst[] = {&a.switches,  &a.involuntary, &a.off_cpu_ns, &a.max_off_cpu_ns,
+                           &a.wakeups,   &a.page_allocs, &a.page_bytes, &a.forks,
+                           &a.block_ios, &a.block_bytes, &a.block_ns};
+        for (size_t i = 0; i < std::size(dst); ++i) *dst[i] = u64(f[2 + i]);
+        out[a.pid] = a;
+        return true;
+      });
+  return out;
+}
+
+std::map<uint32_t, engine::ProcessInfo> ClickHouseTraceSource::processes() {
+  std::map<uint32_t, engine::ProcessInfo> out;
+  std::string filter = scope_ ? " WHERE node = " + sql_quote(*scope_) : "";
+  rows("SELECT pid, argMax(name, seen_at), argMax(cmdline, seen_at) FROM " +
+           table("process_names") + filter + " GROUP BY pid",
+       3, [&](const auto& f) {
+         engine::ProcessInfo p;
+         p.pid = uint32_t(u64(f[0]));
+         p.name = f[1].text;
+         p.cmdline = f[2].text;
+         out[p.pid] = p;
+         return true;
+       });
+  return out;
+}
+
+std::vector<std::string> ClickHouseTraceSource::nodes() {
+  std::vector<std::string> out;
+  rows("SELECT DISTINCT node FROM " + table("events") + " ORDER BY node", 1, [&](const auto& f) {
+    out.push_back(f[0].text);
+    return true;
+  });
+  return out;
+}
+
+std::pair<int64_t, int64_t> ClickHouseTraceSource::time_span() {
+  std::pair<int64_t, int64_t> span{0, 0};
+  engine::Window all;
+  rows("SELECT count(), min(" + ts("ts_ns") + "), max(" + ts("ts_ns") +
+           " + toInt64(dur_ns)) FROM " + table("events") + where(all, "ts_ns", false),
+       3, [&](const auto& f) {
+         if (u64(f[0])) span = {i64(f[1]), i64(f[2])};
+         return true;
+       });
+  return span;
+}
+
+uint64_t ClickHouseTraceSource::event_count(const engine::Window& w) {
+  uint64_t n = 0;
+  rows("SELECT count() FROM " + table("events") + where(w, "ts_ns", false), 1, [&](const auto& f) {
+    n = u64(f[0]);
+    return true;
+  });
+  return n;
+}
+
+std::vector<engine::RdmaSample> ClickHouseTraceSource::rdma_error_samples(const engine::Window& w) {
+  std::vector<engine::RdmaSample> out;
+  engine::Window wide = w;
+  // One sample before the window too, so an increase right at its start is seen.
+  if (w.from_ns != std::numeric_limits<int64_t>::min()) wide.from_ns = w.from_ns - 10'000'000'000LL;
+  rows("SELECT " + ts("timestamp") + " AS t, device, port, counter, value FROM " +
+           table("rdma_counters") + where(wide, "timestamp", false) +
+           " AND is_error = 1 ORDER BY t, node, device, port, counter",
+       5, [&](const auto& f) {
+         out.push_back({i64(f[0]), f[1].text, uint32_t(u64(f[2])), f[3].text, u64(f[4])});
+         return true;
+       });
+  return out;
+}
+
+std::map<uint64_t, std::string> ClickHouseTraceSource::cgroup_paths() {
+  std::map<uint64_t, std::string> out;
+  std::string filter = scope_ ? " WHERE node = " + sql_quote(*scope_) : "";
+  rows("SELECT cgroup_id, any(cgroup_path) FROM " + table("cgroup_metadata") + filter +
+           " GROUP BY cgroup_id",
+       2, [&](const auto& f) {
+         out[u64(f[0])] = f[1].text;
+         return true;
+       });
+  return out;
+}
+
+bool ClickHouseTraceSource::has_stacks() {
+  if (!has_stacks_) {
+    bool any = false;
+    rows("SELECT count() FROM (SELECT 1 FROM " + table("stack_frames") + " LIMIT 1)", 1,
+         [&](const auto& f) {
+           any = u64(f[0]) > 0;
+           return true;
+         });
+    has_stacks_ = any;
+  }
+  return *has_stacks_;
+}
+
+std::vector<engine::StackFrameInfo> ClickHouseTraceSource::stack(uint64_t stack_id) {
+  if (auto it = stack_cache_.find(stack_id); it != stack_cache_.end()) return it->second;
+  std::vector<engine::StackFrameInfo> out;
+  // The same stack may have been shipped by several nodes: one copy of each frame.
+  rows("SELECT frame, kind, function, file, line, module, module_offset FROM " +
+           table("stack_frames") + " WHERE stack_id = " + std::to_string(int64_t(stack_id)) +
+           " ORDER BY frame LIMIT 1 BY frame",
+       7, [&](const auto& f) {
+         engine::StackFrameInfo s;
+         s.python = f[1].text == "python";
+         s.function = s.python ? f[2].text : hal::demangle(f[2].text);
+         s.file = f[3].text;
+         s.line = i64(f[4]);
+         s.module = f[5].text;
+         if (!f[6].null) {
+           char buf[64];
+           std::snprintf(buf, sizeof(buf), "+0x%llx", (unsigned long long)u64(f[6]));
+           s.address = s.module + buf;
+         }
+         out.push_back(std::move(s));
+         return true;
+       });
+  if (stack_cache_.size() < 100000) stack_cache_[stack_id] = out;
+  return out;
+}
+
+}  // namespace ingero::fleet

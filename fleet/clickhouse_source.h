@@ -1,0 +1,80 @@
+// engine::TraceSource over a ClickHouse database that agents ship to (ch_schema.h): local
+// tables on one server, or Distributed tables spanning the shards. Every read is one SELECT
+// whose TabSeparated answer is parsed as it streams in (memory stays bounded by one row);
+// filters, ordering and aggregations run in ClickHouse. All reads use readonly=1.
+//
+// Fleet specifics:
+//  - set_scope(node): every read is limited to that node (a fleet's pids collide across
+//    nodes; the engine analyses one node at a time, and the fleet rules read node by node).
+//  - set_clock_offsets(): each node's clock offset (engine/fleet.h estimates them) is
+//    subtracted from its timestamps in the SELECT, so windows, ordering and every time the
+//    engine sees are on the reference clock. Nodes without an offset are read as stored.
+//
+// Adding an aggregate pushed down to ClickHouse (per-op quantiles, counts per step) is one
+// method: build the SQL with where() and ts(), run it with rows(), convert the fields.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/trace_source.h"
+#include "fleet/clickhouse_client.h"
+#include "fleet/tsv.h"
+
+namespace ingero::fleet {
+
+class ClickHouseTraceSource final : public engine::TraceSource {
+ public:
+  // timeout_ms bounds each SELECT (0 = none).
+  explicit ClickHouseTraceSource(std::unique_ptr<ClickHouseClient> client, int timeout_ms = 600000);
+
+  void calls(const engine::Window& w, const engine::EventFn& fn) override;
+  void host_events(const engine::Window& w, const engine::EventFn& fn) override;
+  std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override;
+  std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override;
+  std::map<uint32_t, engine::ProcessInfo> processes() override;
+  std::pair<int64_t, int64_t> time_span() override;
+  uint64_t event_count(const engine::Window& w) override;
+  std::vector<engine::RdmaSample> rdma_error_samples(const engine::Window& w) override;
+  std::map<uint64_t, std::string> cgroup_paths() override;
+  bool has_stacks() override;
+  std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
+
+  // Nodes that shipped events, sorted.
+  std::vector<std::string> nodes();
+  void set_scope(std::optional<std::string> node) { scope_ = std::move(node); }
+  void set_clock_offsets(std::map<std::string, int64_t> offsets_ns);
+  const std::map<std::string, int64_t>& clock_offsets() const { return offsets_; }
+  // The first error met (reads go on with what they have, as over SQLite); "" when none.
+  const std::string& error() const { return error_; }
+  const Endpoint& endpoint() const { return client_->endpoint(); }
+
+ private:
+  using RowFn = std::function<bool(const std::vector<TsvField>&)>;
+  // Runs `sql` (without FORMAT) and calls fn per row; false on error (recorded).
+  bool rows(const std::string& sql, size_t columns, const RowFn& fn);
+  // The corrected time of `column` as Int64 SQL.
+  std::string ts(const std::string& column) const;
+  // " WHERE ..." for a window over `ts_column`: time (corrected, plus a raw pre-filter on the
+  // stored column so ClickHouse prunes partitions), node (window or scope), pid if asked.
+  std::string where(const engine::Window& w, const std::string& ts_column, bool with_pid) const;
+  std::string table(const char* name) const { return client_->endpoint().database + "." + name; }
+  void events(const engine::Window& w, bool host, const engine::EventFn& fn);
+  std::string_view intern(const std::string& s);
+
+  std::unique_ptr<ClickHouseClient> client_;
+  int timeout_ms_;
+  std::optional<std::string> scope_;
+  std::map<std::string, int64_t> offsets_;
+  int64_t max_offset_ = 0;
+  std::set<std::string, std::less<>> strings_;
+  std::map<uint64_t, std::vector<engine::StackFrameInfo>> stack_cache_;
+  std::optional<bool> has_stacks_;
+  std::string error_;
+};
+
+}  // namespace ingero::fleet

@@ -1,0 +1,95 @@
+#include "fleet/ship_state.h"
+
+#include "fleet/tsv.h"
+
+namespace ingero::fleet {
+namespace {
+
+// Runs a small SELECT and parses its TabSeparated rows.
+ingero::Status rows(ClickHouseClient& client, const std::string& sql, size_t columns,
+                    const std::function<void(const std::vector<TsvField>&)>& fn) {
+  std::string error;
+  TsvStream parser(columns, [&](const std::vector<TsvField>& f) {
+    fn(f);
+    return true;
+  });
+  auto st = client.stream(
+      sql + " FORMAT TabSeparated", {}, [&](std::string_view c) { return parser.feed(c); },
+      client.options().request_timeout_ms);
+  if (!st) return st;
+  if (!parser.finish() || !parser.error().empty())
+    return ingero::make_error("ClickHouse at " + client.endpoint().display() + ": " +
+                              parser.error());
+  return {};
+}
+
+int64_t to_i64(const TsvField& f) { return f.null ? 0 : std::stoll(f.text); }
+uint64_t to_u64(const TsvField& f) { return f.null ? 0 : std::stoull(f.text); }
+
+}  // namespace
+
+std::string sql_string_list(const std::vector<std::string>& values) {
+  std::string s = "(";
+  for (const auto& v : values) s += (s.size() > 1 ? ", " : "") + sql_quote(v);
+  return s + (values.empty() ? "''" : "") + ")";
+}
+
+ingero::Status ensure_schema(ClickHouseClient& client) {
+  for (const std::string& ddl : local_ddl(client.endpoint().database))
+    if (auto r = client.execute(ddl); !r) return r.error();
+  return {};
+}
+
+ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool& spool) {
+  ShipState s;
+  const std::string db = client.endpoint().database + ".";
+  const std::string nodes = sql_string_list(spool.nodes());
+  const std::string file = std::to_string(spool.file_start());
+  const std::string mine = " WHERE node IN " + nodes + " AND file_start = " + file;
+  try {
+    for (const TableSpec& t : fleet_tables()) {
+      if (t.mode != ShipMode::kRowid) continue;
+      ingero::Status st = rows(client, "SELECT max(src_id) FROM " + db + t.name + mine, 1,
+                               [&](const auto& f) { s.high_water[t.name] = to_i64(f[0]); });
+      if (!st) return st.error();
+    }
+    auto st = rows(client,
+                   "SELECT node, started_at, max(stopped_at) FROM " + db + "sessions" + mine +
+                       " GROUP BY node, started_at",
+                   3, [&](const auto& f) {
+                     s.sessions[{f[0].text, to_u64(f[1])}] = to_u64(f[2]);
+                   });
+    if (!st) return st.error();
+    st = rows(client, "SELECT DISTINCT node, session_start FROM " + db + "causal_chains" + mine, 2,
+              [&](const auto& f) {
+                s.chains.insert({f[0].text, to_u64(f[1])});
+              });
+    if (!st) return st.error();
+    st = rows(client,
+              "SELECT DISTINCT stack_id FROM " + db +
+                  "stack_frames WHERE node = " + sql_quote(spool.origin_node()),
+              1, [&](const auto& f) { s.stacks.insert(to_i64(f[0])); });
+    if (!st) return st.error();
+    st = rows(client,
+              "SELECT node, pid, max(seen_at) FROM " + db + "process_names WHERE node IN " + nodes +
+                  " GROUP BY node, pid",
+              3, [&](const auto& f) {
+                s.processes[{f[0].text, uint32_t(to_u64(f[1]))}] = to_u64(f[2]);
+              });
+    if (!st) return st.error();
+    st = rows(client,
+              "SELECT DISTINCT node, cgroup_id, cgroup_path FROM " + db +
+                  "cgroup_metadata WHERE node = " + sql_quote(spool.origin_node()),
+              3, [&](const auto& f) {
+                s.cgroups.insert({f[0].text, to_i64(f[1]), f[2].text});
+              });
+    if (!st) return st.error();
+  } catch (const std::exception& e) {
+    return ingero::make_error("ClickHouse at " + client.endpoint().display() +
+                              ": unexpected answer reading the shipped state (" + e.what() + ")");
+  }
+  s.valid = true;
+  return s;
+}
+
+}  // namespace ingero::fleet

@@ -1,0 +1,40 @@
+// What ClickHouse already holds of one trace file: the shipper's resume point. It is never
+// stored locally: it is read back from ClickHouse when the shipper starts and after any failed
+// insert, so an insert whose answer was lost (it may or may not have been stored) is neither
+// repeated nor skipped. An INSERT of one block into one partition is atomic in ClickHouse, so
+// "max(src_id) of this file" is exactly where the stored rows end.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fleet/clickhouse_client.h"
+#include "fleet/spool.h"
+#include "hal/result.h"
+
+namespace ingero::fleet {
+
+struct ShipState {
+  bool valid = false;
+  std::map<std::string, int64_t> high_water;  // kRowid table -> max src_id stored
+  // (node, started_at) -> the largest stopped_at stored (0: stored while running).
+  std::map<std::pair<std::string, uint64_t>, uint64_t> sessions;
+  std::set<std::pair<std::string, uint64_t>> chains;  // sessions whose chains are stored
+  std::set<int64_t> stacks;                           // stack ids stored for the origin node
+  std::map<std::pair<std::string, uint32_t>, uint64_t> processes;   // (node, pid) -> seen_at
+  std::set<std::tuple<std::string, int64_t, std::string>> cgroups;  // (node, id, path)
+};
+
+// Creates the database and tables if absent (DDL from ch_schema.h), then reads the state of
+// `spool`'s file. Errors name the URL and ClickHouse's message.
+ingero::Status ensure_schema(ClickHouseClient& client);
+ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool& spool);
+
+// SQL list literal of strings: ('a', 'b').
+std::string sql_string_list(const std::vector<std::string>& values);
+
+}  // namespace ingero::fleet

@@ -1,0 +1,104 @@
+// Ships a trace file to ClickHouse, in the background while `ingero trace` writes it, or once
+// (`ingero ship`). The trace file is the spool: nothing is queued in memory, so a slow or
+// absent ClickHouse never holds up the BPF consumer (the tracer only writes SQLite), and
+// nothing is lost while ClickHouse is down: rows wait in the file.
+//
+// Exactly once: rows are shipped in batches from a resume point read back from ClickHouse
+// (ship_state.h) when the shipper starts and after any failure, and a batch never spans two
+// partitions (an INSERT of one block into one partition is atomic). Failures are retried with
+// exponential backoff. One shipper per file at a time: a lock file FILE.ship.lock says so.
+//
+// Threads: start() runs the loop on its own thread; stop() ends it (interrupting a backoff
+// wait) and closes the read connection, which the tracer needs before it checkpoints the file.
+// drain() runs in the caller's thread, only while the loop is stopped.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "fleet/clickhouse_client.h"
+#include "fleet/ship_state.h"
+#include "fleet/spool.h"
+
+namespace ingero::fleet {
+
+struct ShipperOptions {
+  int interval_ms = 1000;          // between passes once caught up
+  size_t batch_rows = 10000;       // rows per INSERT, at most
+  size_t batch_bytes = 16u << 20;  // TSV bytes per INSERT, at most (before compression)
+  int backoff_min_ms = 500, backoff_max_ms = 10000;
+  ClientOptions client;
+  // Messages for people (a failure, recovery); nullptr = none.
+  std::function<void(const std::string&)> log;
+};
+
+struct ShipTotals {
+  uint64_t rows = 0, batches = 0, failures = 0, resyncs = 0;
+  uint64_t bytes_sent = 0, bytes_raw = 0;  // request bodies after / before gzip
+  std::string last_error;                  // of the latest failure; "" after a success
+};
+
+struct DrainReport {
+  bool caught_up = false;  // everything in the file is in ClickHouse
+  uint64_t unshipped = 0;  // rows of the file not (known to be) in ClickHouse
+  std::string last_error;  // why not, when not caught up
+};
+
+class Shipper {
+ public:
+  // The file must exist. `client` may be a test double; nullptr = a real client.
+  static ingero::Result<std::unique_ptr<Shipper>> create(
+      const std::string& db_path, const Endpoint& endpoint, ShipperOptions options = {},
+      std::unique_ptr<ClickHouseClient> client = nullptr);
+  ~Shipper();
+
+  void start();
+  void stop();
+  // Ships until caught up or `budget` has passed (retrying with backoff), then counts what is
+  // left. An error only when the file itself cannot be read.
+  DrainReport drain(std::chrono::milliseconds budget);
+  ShipTotals totals() const;
+  const Endpoint& endpoint() const { return client_->endpoint(); }
+
+ private:
+  Shipper(std::string path, ShipperOptions o, std::unique_ptr<ClickHouseClient> c, int lock_fd)
+      : path_(std::move(path)), opts_(std::move(o)), client_(std::move(c)), lock_fd_(lock_fd) {}
+  using Deadline = std::chrono::steady_clock::time_point;
+  void loop();
+  // One pass: true when caught up, false when the deadline cut it short.
+  ingero::Result<bool> pass(Deadline deadline);
+  ingero::Status ship_sessions();
+  ingero::Status ship_rowid(const TableSpec& t, Deadline deadline, bool& done);
+  ingero::Status ship_stacks(Deadline deadline, bool& done);
+  ingero::Status ship_processes();
+  ingero::Status ship_cgroups();
+  ingero::Status ship_chains();
+  ingero::Status insert(const TableSpec& t, const std::string& tsv, size_t rows);
+  ingero::Result<uint64_t> pending();
+  void note_failure(const std::string& message);
+  void note_success();
+
+  std::string path_;
+  ShipperOptions opts_;
+  std::unique_ptr<ClickHouseClient> client_;
+  int lock_fd_ = -1;
+  std::unique_ptr<Spool> spool_;
+  ShipState state_;
+  uint64_t state_file_ = 0;          // file_start the state belongs to
+  int64_t stacks_seen_frames_ = -1;  // frame count when stacks were last caught up
+  bool failing_ = false;
+
+  mutable std::mutex mu_;
+  ShipTotals totals_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ingero::fleet

@@ -1,0 +1,172 @@
+#include "fleet/spool.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <set>
+
+#include "fleet/tsv.h"
+#include "store/schema.h"
+
+namespace ingero::fleet {
+namespace {
+
+// "events e JOIN ..." -> "events"
+std::string main_table(const TableSpec& t) {
+  return t.source_from.substr(0, t.source_from.find(' '));
+}
+
+}  // namespace
+
+std::string SpoolRow::text(int col) const {
+  const unsigned char* p = sqlite3_column_text(s_, col);
+  return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(s_, col)))
+           : std::string();
+}
+
+void SpoolRow::append_tsv(std::string& out) const {
+  char num[32];
+  for (size_t i = 0; i < t_.columns.size(); ++i) {
+    if (i) out += '\t';
+    const std::string& type = t_.columns[i].type;
+    int col = int(i);
+    bool nullable = type.rfind("Nullable(", 0) == 0;
+    if (sqlite3_column_type(s_, col) == SQLITE_NULL && nullable) {
+      out.append(kTsvNull);
+      continue;
+    }
+    std::string_view base = nullable ? std::string_view(type).substr(9, type.size() - 10) : type;
+    if (base == "String") {
+      const unsigned char* p = sqlite3_column_text(s_, col);
+      if (p)
+        append_tsv_escaped(out, std::string_view(reinterpret_cast<const char*>(p),
+                                                 size_t(sqlite3_column_bytes(s_, col))));
+    } else if (base == "Float64") {
+      std::snprintf(num, sizeof(num), "%.17g", sqlite3_column_double(s_, col));
+      out += num;
+    } else {
+      // Integers; a NULL in a non-Nullable integer column (an older file) is 0.
+      std::snprintf(num, sizeof(num), "%lld", (long long)sqlite3_column_int64(s_, col));
+      out += num;
+    }
+  }
+  out += '\n';
+}
+
+ingero::Result<std::unique_ptr<Spool>> Spool::open(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return ingero::Error::sys(path + ": cannot read the trace file", errno);
+  auto db = store::Db::open(path, store::Db::Mode::kReadOnly);
+  if (!db) return db.error();
+  auto info = store::inspect(**db);
+  if (!info) return info.error();
+  if (info->format != store::TraceFormat::kIngero)
+    return ingero::make_error(
+        path + ": " +
+        (info->format == store::TraceFormat::kLegacyGo
+             ? "a trace from the original Go implementation: only files written by `ingero "
+               "trace` are shipped (convert it with `ingero merge`)"
+             : "not a trace file yet (no ingero schema)"));
+  std::unique_ptr<Spool> s(new Spool(std::move(*db), path, st.st_dev, st.st_ino));
+  if (auto r = s->refresh(); !r) return r.error();
+  return s;
+}
+
+ingero::Status Spool::refresh() {
+  auto st = db_->prepare("SELECT id, node, started_at, stopped_at FROM sessions ORDER BY id");
+  if (!st) return ingero::make_error(path_ + ": " + st.error().message);
+  std::vector<SpoolSession> out;
+  while (true) {
+    auto r = st->step();
+    if (!r) return ingero::make_error(path_ + ": reading sessions: " + r.error().message);
+    if (!*r) break;
+    out.push_back({st->int64(0), st->text(1), uint64_t(st->int64(2)), uint64_t(st->int64(3))});
+  }
+  sessions_ = std::move(out);
+  return {};
+}
+
+const std::string& Spool::origin_node() const {
+  static const std::string empty;
+  return sessions_.empty() ? empty : sessions_.front().node;
+}
+
+std::vector<std::string> Spool::nodes() const {
+  std::set<std::string> s;
+  for (const auto& x : sessions_) s.insert(x.node);
+  return {s.begin(), s.end()};
+}
+
+bool Spool::replaced() const {
+  struct stat st {};
+  return stat(path_.c_str(), &st) != 0 || st.st_ino != ino_ || st.st_dev != dev_;
+}
+
+bool Spool::has_table(const TableSpec& t) const { return db_->table_exists(main_table(t)); }
+
+std::string Spool::select_sql(const TableSpec& t) const {
+  std::string cols;
+  bool events = main_table(t) == "events";
+  for (const auto& c : t.columns) {
+    std::string src = c.source;
+    // Decoded-field columns added by later schema versions: NULL in older files.
+    if (events && src.rfind("e.", 0) == 0 && !db_->column_exists("events", src.substr(2)))
+      src = "NULL";
+    cols += (cols.empty() ? "" : ", ") + src;
+  }
+  return "SELECT " + cols + " FROM " + t.source_from;
+}
+
+ingero::Status Spool::select(const TableSpec& t, const std::string& tail,
+                             const std::map<std::string, int64_t>& params, const RowFn& fn) {
+  auto it = select_cache_.find(t.name);
+  if (it == select_cache_.end()) it = select_cache_.emplace(t.name, select_sql(t)).first;
+  auto st = db_->prepare(it->second + " " + tail);
+  if (!st) return ingero::make_error(path_ + ": reading " + t.name + ": " + st.error().message);
+  sqlite3_stmt* s = st->get();
+  auto bind = [&](const char* name, int64_t v) {
+    if (int i = sqlite3_bind_parameter_index(s, name)) sqlite3_bind_int64(s, i, v);
+  };
+  bind(":file_start", int64_t(file_start()));
+  if (int i = sqlite3_bind_parameter_index(s, ":node"))
+    sqlite3_bind_text(s, i, origin_node().c_str(), -1, SQLITE_TRANSIENT);
+  for (const auto& [k, v] : params) bind(k.c_str(), v);
+  SpoolRow row(s, t);
+  while (true) {
+    auto r = st->step();
+    if (!r) return ingero::make_error(path_ + ": reading " + t.name + ": " + r.error().message);
+    if (!*r || !fn(row)) break;
+  }
+  return {};
+}
+
+ingero::Result<uint64_t> Spool::count_after(const TableSpec& t, int64_t after) {
+  auto st = db_->prepare("SELECT count(*) FROM " + main_table(t) + " WHERE rowid > ?");
+  if (!st) return ingero::make_error(path_ + ": " + st.error().message);
+  st->bind(1, after);
+  auto r = st->step();
+  if (!r) return ingero::make_error(path_ + ": " + r.error().message);
+  return uint64_t(st->int64(0));
+}
+
+ingero::Result<std::vector<int64_t>> Spool::stack_ids() {
+  std::vector<int64_t> out;
+  auto st = db_->prepare("SELECT DISTINCT stack_id FROM stack_frames ORDER BY stack_id");
+  if (!st) return ingero::make_error(path_ + ": " + st.error().message);
+  while (true) {
+    auto r = st->step();
+    if (!r) return ingero::make_error(path_ + ": reading stacks: " + r.error().message);
+    if (!*r) break;
+    out.push_back(st->int64(0));
+  }
+  return out;
+}
+
+ingero::Result<int64_t> Spool::frame_count() {
+  auto n = db_->query_int("SELECT count(*) FROM stack_frames");
+  if (!n) return ingero::make_error(path_ + ": " + n.error().message);
+  return n->value_or(0);
+}
+
+}  // namespace ingero::fleet

@@ -1,0 +1,46 @@
+// Helpers of the fleet tests: trace files with known rows, a ClickHouse client that loses
+// answers on purpose, and row counts on both sides.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fleet/clickhouse_client.h"
+#include "tests/support/clickhouse_server.h"
+
+namespace ingero::test {
+
+// A trace file session with `events` calls of node `node`, starting at `start_wall_ns` and
+// one every `step_ns`; every third call carries stack 77 (two frames, a quote and a tab in
+// the function name), three processes, two snapshots, one cgroup, one chain, then finish().
+void write_session(const std::string& path, const std::string& node, int64_t start_wall_ns,
+                   int events, int64_t step_ns);
+
+// Inserts pass through to ClickHouse except the ones numbered (from 1) in `lose_answer`
+// (stored, then reported as a lost answer: kAmbiguous) and `refuse` (not sent: kUnreachable).
+class FlakyClient : public fleet::ClickHouseClient {
+ public:
+  using fleet::ClickHouseClient::ClickHouseClient;
+  std::set<int> lose_answer, refuse;
+  int inserts = 0;
+  std::vector<std::pair<std::string, size_t>> stored;  // (table, rows) of each stored insert
+  ingero::Status insert(const std::string& table, const std::string& columns,
+                        std::string_view tsv) override;
+};
+
+// Per table: rows of the trace file; the rows ClickHouse holds for them (versioned tables,
+// sessions and process_names, count one per key); and rows ClickHouse holds twice (the same
+// row, or the same version of a row).
+struct Counts {
+  long long file = 0, rows = 0, duplicates = 0;
+};
+// `node`: only that node's rows in ClickHouse (several files shipped to one database).
+std::vector<std::pair<std::string, Counts>> compare_counts(const ClickHouseServers& ch, size_t i,
+                                                           const std::string& db,
+                                                           const std::string& file,
+                                                           const std::string& node = "");
+
+}  // namespace ingero::test

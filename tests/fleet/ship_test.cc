@@ -1,0 +1,277 @@
+// The shipper and the ClickHouse source against real ClickHouse servers (the Debian 12
+// package, 18.16): DDL, escaping, exactly-once shipping through lost answers, refused
+// connections, a stopped server and an agent restart, day-partitioned batches, the lock, and
+// explain/query over ClickHouse.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "fleet/ch_schema.h"
+#include "fleet/shipper.h"
+#include "fleet/tsv.h"
+#include "test_paths.h"
+#include "tests/fleet/fleet_support.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+// 2026-03-31 23:59:59 UTC: a session that crosses midnight.
+constexpr int64_t kBeforeMidnight = 1775001599LL * 1'000'000'000;
+constexpr int64_t kMs = 1'000'000;
+
+#define START_SERVERS(ch, n)                 \
+  REQUIRE_CLICKHOUSE();                      \
+  ClickHouseServers ch;                      \
+  do {                                       \
+    std::string why_;                        \
+    ASSERT_TRUE(ch.start(n, &why_)) << why_; \
+  } while (0)
+
+fleet::Endpoint endpoint(const ClickHouseServers& ch, size_t i, const std::string& db) {
+  auto e = fleet::parse_endpoint(ch.url(i, db), false);
+  EXPECT_TRUE(e);
+  return *e;
+}
+
+void expect_exact(const ClickHouseServers& ch, size_t i, const std::string& db,
+                  const std::string& file, const std::string& node = "") {
+  long long total = 0;
+  for (const auto& [table, c] : compare_counts(ch, i, db, file, node)) {
+    EXPECT_EQ(c.rows, c.file) << table << ": rows in ClickHouse vs the file";
+    EXPECT_EQ(c.duplicates, 0) << table;
+    total += c.file;
+  }
+  EXPECT_GT(total, 0);
+}
+
+TEST(FleetClickHouse, LocalAndDistributedDdlRunOnTwoShards) {
+  START_SERVERS(ch, 2);
+  for (size_t i = 0; i < 2; ++i) {
+    fleet::ClickHouseClient c(endpoint(ch, i, "ingero"));
+    for (const auto& s : fleet::local_ddl("ingero")) ASSERT_TRUE(c.execute(s)) << s;
+    // Idempotent: the shipper runs it on every (re)connection.
+    for (const auto& s : fleet::local_ddl("ingero")) ASSERT_TRUE(c.execute(s)) << s;
+  }
+  fleet::ClickHouseClient c0(endpoint(ch, 0, "fleet"));
+  for (const auto& s : fleet::distributed_ddl("fleet", ClickHouseServers::kClusterName, "ingero"))
+    ASSERT_TRUE(c0.execute(s)) << s;
+  std::string a = temp_path("a.db"), b = temp_path("b.db");
+  write_session(a, "node-a", kBeforeMidnight, 300, kMs);
+  write_session(b, "node-b", kBeforeMidnight, 1200, kMs);  // crosses midnight
+  for (auto [file, i] : {std::pair{a, 0}, std::pair{b, 1}}) {
+    auto s = fleet::Shipper::create(file, endpoint(ch, size_t(i), "ingero"));
+    ASSERT_TRUE(s);
+    EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
+  }
+  EXPECT_EQ(ch.query(0, "SELECT node, count() FROM fleet.events GROUP BY node ORDER BY node"),
+            "node-a\t300\nnode-b\t1200\n");
+  EXPECT_EQ(ch.query(0, "SELECT status, count() FROM fleet.calls GROUP BY status ORDER BY status"),
+            "error\t300\nok\t1200\n");
+  EXPECT_EQ(ch.query(0, "SELECT count() FROM fleet.host_events"), "0\n");
+  // One partition per UTC day on each shard.
+  EXPECT_EQ(ch.query(1,
+                     "SELECT DISTINCT partition FROM system.parts WHERE database = 'ingero' "
+                     "AND table = 'events' AND active ORDER BY partition"),
+            "20260331\n20260401\n");
+}
+
+TEST(FleetClickHouse, EveryByteOfAStringSurvivesTheRoundTrip) {
+  START_SERVERS(ch, 1);
+  fleet::ClickHouseClient c(endpoint(ch, 0, "ingero"));
+  ASSERT_TRUE(c.execute("CREATE DATABASE IF NOT EXISTS ingero"));
+  ASSERT_TRUE(
+      c.execute("CREATE TABLE ingero.s (i UInt32, s String, n Nullable(String)) "
+                "ENGINE = MergeTree ORDER BY i"));
+  std::vector<std::string> values = {"plain",
+                                     "tab\there",
+                                     "new\nline",
+                                     "back\\slash",
+                                     std::string("nul\0byte", 8),
+                                     "\\N",
+                                     "'quoted' \"x\"",
+                                     "\r\b\f",
+                                     "\xff\xfe invalid utf-8",
+                                     ""};
+  std::string tsv;
+  for (size_t i = 0; i < values.size(); ++i) {
+    tsv += std::to_string(i) + "\t";
+    fleet::append_tsv_escaped(tsv, values[i]);
+    tsv += "\t";
+    if (i % 2)
+      tsv += fleet::kTsvNull;
+    else
+      fleet::append_tsv_escaped(tsv, values[i]);
+    tsv += "\n";
+  }
+  ASSERT_TRUE(c.insert("s", "i, s, n", tsv));
+  std::vector<std::vector<fleet::TsvField>> rows;
+  fleet::TsvStream parse(3, [&](const std::vector<fleet::TsvField>& f) {
+    rows.push_back(f);
+    return true;
+  });
+  ASSERT_TRUE(c.stream(
+      "SELECT i, s, n FROM ingero.s ORDER BY i FORMAT TabSeparated", {},
+      [&](std::string_view x) { return parse.feed(x); }, 10000));
+  ASSERT_TRUE(parse.finish());
+  ASSERT_EQ(rows.size(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(rows[i][1].text, values[i]) << i;
+    EXPECT_EQ(rows[i][2].null, i % 2 == 1) << i;
+    if (i % 2 == 0) {
+      EXPECT_EQ(rows[i][2].text, values[i]) << i;
+    }
+  }
+  EXPECT_EQ(ch.query_int(0, "SELECT length(s) FROM ingero.s WHERE i = 4"), 8);
+  // ClickHouse's own message and the URL when it refuses.
+  auto bad = c.execute("SELECT * FROM ingero.nope");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(c.last_failure(), fleet::Failure::kRejected);
+  EXPECT_NE(bad.error().message.find(ch.url(0, "ingero")), std::string::npos);
+  EXPECT_NE(bad.error().message.find("Table ingero.nope doesn't exist"), std::string::npos)
+      << bad.error().message;
+}
+
+TEST(FleetShip, ExactlyOnceThroughLostAnswersRefusalsDaysAndARestart) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("trace.db");
+  write_session(db, "node-a", kBeforeMidnight, 2500, kMs);  // midnight after the 1000th call
+  fleet::ShipperOptions o;
+  o.batch_rows = 400;
+  o.backoff_min_ms = 10;
+  auto flaky = std::make_unique<FlakyClient>(endpoint(ch, 0, "ingero"));
+  FlakyClient* f = flaky.get();
+  // Insert 4 (events 1-400) is stored but its answer is lost; insert 6 is never sent.
+  f->lose_answer = {4};
+  f->refuse = {6};
+  auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"), o, std::move(flaky));
+  ASSERT_TRUE(s) << s.error().message;
+  auto r = (*s)->drain(std::chrono::seconds(60));
+  EXPECT_TRUE(r.caught_up) << r.last_error;
+  EXPECT_EQ(r.unshipped, 0u);
+  expect_exact(ch, 0, "ingero", db);
+  // Batches of 400 calls, cut where the UTC day changes: one INSERT, one partition.
+  std::vector<size_t> event_batches;
+  for (const auto& [t, n] : f->stored)
+    if (t == "events") event_batches.push_back(n);
+  EXPECT_EQ(event_batches, (std::vector<size_t>{400, 400, 200, 400, 400, 400, 300}));
+  auto t = (*s)->totals();
+  EXPECT_EQ(t.failures, 2u);
+  EXPECT_EQ(t.resyncs, 3u);  // at start, and after each failure
+  EXPECT_EQ(ch.query(0,
+                     "SELECT count(), min(src_id), max(src_id), sum(src_id) FROM "
+                     "ingero.events"),
+            "2500\t1\t2500\t3126250\n");
+  // The values as stored: escaping, NULLs, the stack, the chain.
+  EXPECT_EQ(ch.query(0, "SELECT comm, op, ret, stream, bytes FROM ingero.events WHERE src_id = 7"),
+            "rank\\t\"x\"\tcudaStreamSynchronize\t0\t90\t\\N\n");
+  EXPECT_EQ(ch.query(0,
+                     "SELECT frame, function, file, line, module_offset FROM "
+                     "ingero.stack_frames ORDER BY frame"),
+            "0\tstep(\\'x\\'\\t)\tt.c\t41\t4489\n1\tmain\ttrain.py\t9\t\\N\n");
+  EXPECT_EQ(ch.query(0, "SELECT summary FROM ingero.causal_chains"), "a chain with a\\nnewline\n");
+  s->reset();  // the agent exits
+
+  // The agent starts again on the same file and appends a session: only the new rows ship.
+  write_session(db, "node-a", kBeforeMidnight + 3600 * 1'000'000'000LL, 700, kMs);
+  long long before = ch.query_int(0, "SELECT count() FROM ingero.events");
+  auto again = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"), o);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE((*again)->drain(std::chrono::seconds(60)).caught_up);
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events") - before, 700);
+  expect_exact(ch, 0, "ingero", db);
+}
+
+TEST(FleetShip, ServerDownKeepsEveryRowInTheFileUntilItIsBack) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("trace.db");
+  write_session(db, "node-a", kBeforeMidnight, 1000, kMs);
+  ASSERT_TRUE(ch.stop(0));
+  fleet::ShipperOptions o;
+  o.client.connect_timeout_ms = 500;
+  auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"), o);
+  ASSERT_TRUE(s);
+  auto r = (*s)->drain(std::chrono::seconds(2));
+  EXPECT_FALSE(r.caught_up);
+  // Every row of the file: 1000 calls, session, 2 frames, 3 processes, 2 snapshots, a cgroup,
+  // a chain.
+  EXPECT_EQ(r.unshipped, 1010u);
+  EXPECT_NE(r.last_error.find(ch.url(0, "ingero") + ": cannot connect"), std::string::npos)
+      << r.last_error;
+  std::string why;
+  ASSERT_TRUE(ch.restart(0, &why)) << why;
+  r = (*s)->drain(std::chrono::seconds(60));
+  EXPECT_TRUE(r.caught_up) << r.last_error;
+  expect_exact(ch, 0, "ingero", db);
+  // Another process may not ship the same file at the same time.
+  auto second = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"));
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message.find("is being shipped by another ingero process"),
+            std::string::npos);
+}
+
+TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("demo.db"), out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "demo", "nccl-straggler", "--db", db}, &out, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("ClickHouse has every row of the file"), std::string::npos) << out;
+  std::string from_file, from_ch;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &from_file, &err), 0);
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"},
+                        &from_ch, &err),
+            0)
+      << err;
+  auto a = nlohmann::json::parse(from_file), b = nlohmann::json::parse(from_ch);
+  EXPECT_EQ(b["node"], "demo");
+  for (auto* j : {&a, &b}) {
+    j->erase("trace");
+    j->erase("node");
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(b["chains"][0]["rule"], "collective_straggler");
+  // The Perfetto export too, byte for byte.
+  ASSERT_EQ(run_command({INGERO_BIN, "export", "--db", db}, &from_file, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "export", "--source", ch.source(0, "ingero")}, &from_ch, &err),
+            0)
+      << err;
+  EXPECT_GT(from_file.size(), 100000u);
+  EXPECT_EQ(from_file, from_ch);
+}
+
+TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("trace.db"), out, err;
+  write_session(db, "node-a", kBeforeMidnight, 10, kMs);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  std::string src = ch.source(0, "ingero");
+  ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src,
+                         "SELECT op, count() AS n FROM calls GROUP BY op ORDER BY op"},
+                        &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "op\tn\ncudaLaunchKernel\t5\ncudaStreamSynchronize\t5\n");
+  ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src, "--json", "--limit", "2",
+                         "SELECT src_id, comm FROM events ORDER BY src_id"},
+                        &out, &err),
+            0);
+  EXPECT_EQ(nlohmann::json::parse(out),
+            nlohmann::json::parse(R"([{"src_id":1,"comm":"rank\t\"x\""},)"
+                                  R"({"src_id":2,"comm":"rank\t\"x\""}])"));
+  EXPECT_NE(err.find("truncated at row limit 2"), std::string::npos);
+  for (const char* sql : {"DROP TABLE events", "INSERT INTO events (node) VALUES ('x')",
+                          "SELECT 1 SETTINGS readonly = 0"}) {
+    EXPECT_EQ(run_command({INGERO_BIN, "query", "--source", src, sql}, &out, &err), 1) << sql;
+    EXPECT_NE(err.find("readonly"), std::string::npos) << sql << ": " << err;
+  }
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 10);
+}
+
+}  // namespace
+}  // namespace ingero::test

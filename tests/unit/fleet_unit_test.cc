@@ -1,0 +1,148 @@
+// fleet/ without a server: TabSeparated escaping and the streaming parser, ClickHouse URLs,
+// the DDL's shape (what 18.16 and current versions both accept), gzip bodies.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "fleet/ch_schema.h"
+#include "fleet/clickhouse_endpoint.h"
+#include "fleet/gzip.h"
+#include "fleet/tsv.h"
+
+namespace ingero::fleet {
+namespace {
+
+TEST(FleetTsv, EscapesEverySpecialByteAndRoundTrips) {
+  std::string nasty = std::string("a\tb\nc\\d\re") + '\0' + "f\bg\fh\\N 'q' \xff\xfe";
+  std::string out;
+  append_tsv_escaped(out, nasty);
+  EXPECT_EQ(out, std::string("a\\tb\\nc\\\\d\\re\\0f\\bg\\fh\\\\N 'q' \xff\xfe"));
+  EXPECT_EQ(out.find('\t'), std::string::npos);
+  EXPECT_EQ(out.find('\n'), std::string::npos);
+  std::vector<TsvField> f;
+  ASSERT_TRUE(parse_tsv_line(out + "\t\\N\t", f));
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].text, nasty);
+  EXPECT_FALSE(f[0].null);
+  EXPECT_TRUE(f[1].null);
+  EXPECT_EQ(f[2].text, "");
+  EXPECT_FALSE(f[2].null);
+  EXPECT_FALSE(parse_tsv_line("dangling\\", f));
+}
+
+TEST(FleetTsv, StreamParsesRowsSplitAnywhereAndStops) {
+  std::string body = "1\tx\\ty\n22\t\\N\n333\tz\n";
+  for (size_t cut = 0; cut <= body.size(); ++cut) {
+    std::vector<std::string> got;
+    TsvStream s(2, [&](const std::vector<TsvField>& f) {
+      got.push_back(f[0].text + "|" + (f[1].null ? "NULL" : f[1].text));
+      return true;
+    });
+    ASSERT_TRUE(s.feed(body.substr(0, cut)));
+    ASSERT_TRUE(s.feed(body.substr(cut)));
+    ASSERT_TRUE(s.finish());
+    EXPECT_EQ(got, (std::vector<std::string>{"1|x\ty", "22|NULL", "333|z"})) << cut;
+  }
+  size_t n = 0;
+  TsvStream stop(2, [&](const std::vector<TsvField>&) { return ++n < 2; });
+  EXPECT_FALSE(stop.feed(body));
+  EXPECT_TRUE(stop.finish());  // stopped on purpose: not an error
+  EXPECT_EQ(n, 2u);
+  // A ClickHouse exception written into a streamed body is a malformed row, named.
+  TsvStream bad(2, [](const std::vector<TsvField>&) { return true; });
+  EXPECT_FALSE(bad.feed("1\tx\nCode: 241, e.displayText() = DB::Exception: Memory limit\n"));
+  EXPECT_NE(bad.error().find("Code: 241"), std::string::npos);
+  TsvStream cut(2, [](const std::vector<TsvField>&) { return true; });
+  EXPECT_TRUE(cut.feed("1\tx\n2\t"));
+  EXPECT_FALSE(cut.finish());
+  EXPECT_NE(cut.error().find("truncated"), std::string::npos);
+}
+
+TEST(FleetEndpoint, ParsesWhatUsersTypeAndRefusesTheRest) {
+  unsetenv(kPasswordEnv);
+  auto e = parse_endpoint("http://ch1.example:8124/fleet", false);
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_EQ(e->base, "http://ch1.example:8124");
+  EXPECT_EQ(e->database, "fleet");
+  EXPECT_EQ(e->display(), "http://ch1.example:8124/fleet");
+  e = parse_endpoint("clickhouse://reader@10.0.0.5", true);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->base, "http://10.0.0.5:8123");
+  EXPECT_EQ(e->database, "ingero");
+  EXPECT_EQ(e->user, "reader");
+  e = parse_endpoint("clickhouses://h/db/", true);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->base, "https://h:8443");
+  setenv(kPasswordEnv, "s3cret", 1);
+  EXPECT_EQ(parse_endpoint("https://h/db", false)->password, "s3cret");
+  unsetenv(kPasswordEnv);
+  struct Bad {
+    const char* url;
+    bool source;
+    const char* says;
+  };
+  for (const Bad& b :
+       {Bad{"clickhouse://h/db", false, "expected http://HOST:8123/DB"},
+        Bad{"http://h/db", true, "expected clickhouse://"},
+        Bad{"http://u:pw@h/db", false, "no password in the URL"},
+        Bad{"http://h:99999/db", false, "bad port"},
+        Bad{"http://h/db;drop", false, "must be a plain name"},
+        Bad{"http://h/db?x=1", false, "no query string"}, Bad{"http:///db", false, "no host"}}) {
+    auto r = parse_endpoint(b.url, b.source);
+    ASSERT_FALSE(r) << b.url;
+    EXPECT_NE(r.error().message.find(b.says), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(b.url), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(FleetSchema, DdlUsesOnlyWhatClickHouse1816Has) {
+  auto ddl = local_ddl("ingero");
+  ASSERT_EQ(ddl.size(), 1 + fleet_tables().size() + 2);
+  EXPECT_EQ(ddl[0], "CREATE DATABASE IF NOT EXISTS ingero");
+  for (const auto& s : ddl) {
+    EXPECT_EQ(s.find("DateTime64"), std::string::npos) << s;
+    EXPECT_EQ(s.find("LowCardinality"), std::string::npos) << s;
+    EXPECT_EQ(s.find("TTL"), std::string::npos) << s;
+  }
+  for (const TableSpec& t : fleet_tables()) {
+    EXPECT_EQ(t.columns.front().name, "node") << t.name;
+    if (t.mode == ShipMode::kRowid) {
+      EXPECT_GE(t.column_index("file_start"), 0) << t.name;
+      EXPECT_GE(t.column_index("src_id"), 0) << t.name;
+      EXPECT_FALSE(t.source_id.empty()) << t.name;
+    }
+    if (!t.day_column.empty()) {
+      EXPECT_NE(t.partition.find(t.day_column), std::string::npos) << t.name;
+      EXPECT_EQ(t.columns[size_t(t.column_index(t.day_column))].type, "UInt64") << t.name;
+    }
+  }
+  const TableSpec* ev = find_table("events");
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->order_by, "(node, pid, ts_ns)");
+  EXPECT_EQ(ev->partition, "toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000), 'UTC'))");
+  auto dist = distributed_ddl("fleet", "ingero_cluster", "ingero");
+  ASSERT_EQ(dist.size(), ddl.size());
+  EXPECT_NE(dist[4].find("ENGINE = Distributed(ingero_cluster, ingero, events, cityHash64(node))"),
+            std::string::npos)
+      << dist[4];
+  EXPECT_NE(dist.back().find("FROM fleet.events WHERE vendor = 'host'"), std::string::npos);
+}
+
+TEST(FleetGzip, RoundTripsAndShrinksTraceRows) {
+  std::string tsv;
+  for (int i = 0; i < 2000; ++i)
+    tsv += "node-1\t" + std::to_string(1800000000000000000LL + i * 1000) +
+           "\tnvidia\tcuda_runtime\tlaunch\tcudaLaunchKernel\t\\N\n";
+  auto z = gzip_compress(tsv);
+  ASSERT_TRUE(z);
+  EXPECT_EQ(uint8_t((*z)[0]), 0x1f);  // gzip magic
+  EXPECT_EQ(uint8_t((*z)[1]), 0x8b);
+  EXPECT_LT(z->size() * 8, tsv.size());
+  auto back = gzip_decompress(*z);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, tsv);
+  EXPECT_FALSE(gzip_decompress(z->substr(0, z->size() / 2)));
+}
+
+}  // namespace
+}  // namespace ingero::fleet
