@@ -80,6 +80,11 @@ void add_demo_command(CLI::App& app, Context& ctx) {
     }
     store::SqlTraceSource source(**reader);
     engine::Analysis a = engine::analyze(source, engine::Window{});
+    if (!source.error().empty()) {
+      std::cerr << "ingero demo: reading " << path << ": " << source.error() << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
     std::string desc;
     for (const auto& s : demo_scenarios())
       if (s.name == o->scenario) desc = s.description;

@@ -2,7 +2,6 @@
 // chrome://tracing open. One process track per (node, pid), one thread track per tid, calls
 // and host intervals as complete events, causal chains as global instant markers coloured by
 // severity.
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -10,6 +9,7 @@
 #include <optional>
 
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
 #include "fleet/clickhouse_source.h"
@@ -18,20 +18,31 @@
 namespace ingero::app {
 namespace {
 
+// Writes the JSON array, one event per line. After a write error it only counts: the error
+// is reported once, by finish().
 class Emitter {
  public:
-  explicit Emitter(std::ostream& out) : out_(out) { out_ << "[\n"; }
+  explicit Emitter(OutputFile& out) : out_(out) { status_ = out_.write("[\n"); }
   void emit(const nlohmann::json& j) {
-    out_ << (first_ ? "" : ",\n")
-         << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (!status_) return;
+    line_.assign(first_ ? "" : ",\n");
+    line_ += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    status_ = out_.write(line_);
     first_ = false;
     ++count_;
   }
-  ~Emitter() { out_ << "\n]\n"; }
+  // Ends the array and commits the file (fsync, rename); the first write error otherwise.
+  Status finish() {
+    if (!status_) return status_;
+    if (auto st = out_.write("\n]\n"); !st) return st;
+    return out_.commit();
+  }
   size_t count() const { return count_; }
 
  private:
-  std::ostream& out_;
+  OutputFile& out_;
+  Status status_;
+  std::string line_;
   bool first_ = true;
   size_t count_ = 0;
 };
@@ -47,14 +58,13 @@ const char* severity_color(engine::Severity s) {
   }
 }
 
-// Writes the nodes' calls, host events and chains; returns the number of trace events.
-size_t write_perfetto(engine::TraceSource& source, const std::vector<std::string>& nodes,
-                      const std::function<void(const std::optional<std::string>&)>& scope,
-                      std::ostream& out) {
-  size_t emitted = 0;
+// Writes the nodes' calls, host events and chains into `em`. Read errors are left in the
+// source's error().
+void write_perfetto(engine::TraceSource& source, const std::vector<std::string>& nodes,
+                    const std::function<void(const std::optional<std::string>&)>& scope,
+                    Emitter& em) {
   std::map<uint32_t, engine::ProcessInfo> names;
   {
-    Emitter em(out);
     // Track ids: Perfetto wants small integers; (node, pid) -> track.
     std::map<std::pair<std::string, uint32_t>, int> tracks;
     std::map<std::string, int> node_tracks;
@@ -127,10 +137,80 @@ size_t write_perfetto(engine::TraceSource& source, const std::vector<std::string
                    {"rule", c.rule}}}});
       }
     }
-    emitted = em.count();
   }
   if (scope) scope(std::nullopt);
-  return emitted;
+}
+
+struct ExportOpts {
+  std::string format = "perfetto", db, out, source;
+  bool force = false;
+};
+
+// The fleet in ClickHouse, on one timeline: each node's clock offset removed (engine/fleet.h).
+std::string export_fleet(const ExportOpts& o, Emitter& em) {
+  auto ep = fleet::parse_endpoint(o.source, true);
+  if (!ep) return ep.error().message;
+  fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
+  std::vector<std::string> nodes = source.nodes();
+  if (nodes.size() > 1 && source.error().empty())
+    source.set_clock_offsets(engine::clock_shift(engine::estimate_clock_offsets(
+        engine::gather_fleet_collectives(source, engine::Window{}, nodes), nodes)));
+  if (source.error().empty())
+    write_perfetto(
+        source, nodes, [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
+  return source.error();
+}
+
+int run_export(const ExportOpts& o) {
+  if (!o.source.empty() && !o.db.empty()) {
+    std::cerr << "ingero export: give either --db or --source\n";
+    return kExitUsage;
+  }
+  if (!o.source.empty())
+    if (auto ep = fleet::parse_endpoint(o.source, true); !ep) {
+      std::cerr << "ingero export: " << ep.error().message << "\n";
+      return kExitUsage;
+    }
+  std::string path = o.db.empty() ? default_db_path() : o.db;
+  std::unique_ptr<store::TraceReader> reader;
+  if (o.source.empty()) {
+    auto r = store::TraceReader::open(path);
+    if (!r) {
+      std::cerr << "ingero export: " << r.error().message << "\n";
+      return kExitFailure;
+    }
+    reader = std::move(*r);
+  }
+  auto out = OutputFile::open(
+      o.out, o.force,
+      o.source.empty() ? std::vector<std::string>{path} : std::vector<std::string>{});
+  if (!out) {
+    std::cerr << "ingero export: " << out.error().message << "\n";
+    return kExitFailure;
+  }
+  Emitter em(**out);
+  std::string error;
+  if (!o.source.empty()) {
+    error = export_fleet(o, em);
+  } else {
+    store::SqlTraceSource source(*reader);
+    std::vector<std::string> nodes = source.nodes();
+    if (nodes.empty()) nodes = {""};
+    write_perfetto(source, nodes, nullptr, em);
+    if (!source.error().empty()) error = "reading " + path + ": " + source.error();
+  }
+  // A read error leaves no output file: the temporary file goes with `out`.
+  if (!error.empty()) {
+    std::cerr << "ingero export: " << error << "\n";
+    return kExitFailure;
+  }
+  if (auto st = em.finish(); !st) {
+    std::cerr << "ingero export: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  if (!o.out.empty() && o.out != "-")
+    std::cerr << "ingero export: " << em.count() << " trace events written to " << o.out << "\n";
+  return kExitOk;
 }
 
 }  // namespace
@@ -140,10 +220,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
       "export",
       "Export a trace for visual timelines: --format perfetto writes Chrome trace-event JSON\n"
       "that ui.perfetto.dev opens (one process track per node and pid, chains as markers).");
-  struct Opts {
-    std::string format = "perfetto", db, out, source;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ExportOpts>();
   cmd->add_option("--format", o->format, "Output format")
       ->check(CLI::IsMember({"perfetto"}))
       ->capture_default_str();
@@ -151,65 +228,11 @@ void add_export_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--source", o->source,
                   "Export a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
                   "(one timeline: node clock offsets removed)");
-  cmd->add_option("-o,--out", o->out, "Output file (default: stdout)");
-  cmd->callback([&ctx, o] {
-    if (!o->source.empty() && !o->db.empty()) {
-      std::cerr << "ingero export: give either --db or --source\n";
-      ctx.exit_code = kExitUsage;
-      return;
-    }
-    std::ofstream file;
-    if (!o->out.empty()) {
-      file.open(o->out);
-      if (!file) {
-        std::cerr << "ingero export: cannot write " << o->out << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-    }
-    std::ostream& out = o->out.empty() ? std::cout : file;
-    size_t emitted = 0;
-    std::string error;
-    if (!o->source.empty()) {
-      auto ep = fleet::parse_endpoint(o->source, true);
-      if (!ep) {
-        std::cerr << "ingero export: " << ep.error().message << "\n";
-        ctx.exit_code = kExitUsage;
-        return;
-      }
-      fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
-      std::vector<std::string> nodes = source.nodes();
-      // One timeline: each node's clock offset is removed (engine/fleet.h).
-      if (nodes.size() > 1 && source.error().empty())
-        source.set_clock_offsets(engine::clock_shift(engine::estimate_clock_offsets(
-            engine::gather_fleet_collectives(source, engine::Window{}, nodes), nodes)));
-      if (source.error().empty())
-        emitted = write_perfetto(
-            source, nodes, [&](const std::optional<std::string>& n) { source.set_scope(n); }, out);
-      error = source.error();
-    } else {
-      std::string path = o->db.empty() ? default_db_path() : o->db;
-      auto reader = store::TraceReader::open(path);
-      if (!reader) {
-        std::cerr << "ingero export: " << reader.error().message << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-      store::SqlTraceSource source(**reader);
-      std::vector<std::string> nodes = source.nodes();
-      if (nodes.empty()) nodes = {""};
-      emitted = write_perfetto(source, nodes, nullptr, out);
-      error = source.error();
-    }
-    if (!error.empty()) {
-      std::cerr << "ingero export: " << error << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    if (!o->out.empty())
-      std::cerr << "ingero export: " << emitted << " trace events written to " << o->out << "\n";
-    ctx.exit_code = kExitOk;
-  });
+  cmd->add_option("-o,--out", o->out,
+                  "Output file (default: stdout). Written to a temporary file in the same folder "
+                  "and renamed over it when complete; never the input trace");
+  cmd->add_flag("--force", o->force, "Replace the output file if it exists");
+  cmd->callback([&ctx, o] { ctx.exit_code = run_export(*o); });
 }
 
 }  // namespace ingero::app

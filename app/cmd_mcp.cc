@@ -61,14 +61,12 @@ int run_mcp(Context& ctx, const McpOptions& o) {
             << (h.token.empty() ? " (no token: set " + o.token_env + " to require one)"
                                 : " (bearer token required)")
             << "\n";
-  bool loopback = o.http.rfind("127.", 0) == 0 || o.http.rfind("localhost", 0) == 0 ||
-                  o.http.rfind("[::1]", 0) == 0 || o.http[0] == ':' ||
-                  o.http.find(':') == std::string::npos;
-  if (!loopback && h.token.empty())
-    std::cerr << "ingero mcp: WARNING: listening beyond loopback without a bearer token: anyone "
-                 "who can reach "
-                 "this port can read the trace. Set "
-              << o.token_env << " and use --tls-cert/--tls-key.\n";
+  if (!http.loopback_only())
+    std::cerr << "ingero mcp: WARNING: " << o.http << " is reachable from other hosts"
+              << (h.token.empty() ? " and there is no bearer token: anyone who can reach this "
+                                    "port can read the trace. Set " +
+                                        o.token_env + " and use --tls-cert/--tls-key.\n"
+                                  : ".\n");
   return http.run(g_mcp_stop);
 }
 

@@ -61,8 +61,13 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--rdma-verbs", o->rdma_verbs,
                 "Also trace libibverbs asynchronous events (ibv_get_async_event)");
   cmd->add_option("--prometheus", o->prometheus,
-                  "Serve Prometheus metrics at ADDR while tracing: :9090, 127.0.0.1:9464 (see "
+                  "Serve Prometheus metrics at ADDR/metrics while tracing: :9090 and 9090 mean "
+                  "127.0.0.1:9090 (loopback); 0.0.0.0:9090 every interface, with a warning (see "
                   "docs/metrics.md)");
+  cmd->add_option("--prometheus-web-config", o->prometheus_web_config,
+                  "Prometheus web-config file for the metrics endpoint: tls_server_config, "
+                  "basic_auth_users (bcrypt), http_server_config.headers (docs/security.md)")
+      ->check(CLI::ExistingFile);
   cmd->add_flag(
       "--prometheus-per-process", o->prometheus_per_process,
       "Add pid and comm labels to the GPU API metrics (one series per process: watch cardinality)");

@@ -4,6 +4,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/man_page.h"
+#include "app/stdout_check.h"
 #include "store/schema.h"
 
 namespace ingero::app {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
       "Linux scheduler, memory, block I/O and TCP, and explains GPU stalls."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  CheckedStdout out;
   Context ctx;
   register_builtin_backends(ctx.registry);
   add_check_command(app, ctx);
@@ -50,6 +52,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
+  }
+  // Output that did not reach its reader (a full disk, /dev/full, a closed pipe) is a failure:
+  // `query` and `explain` must not exit 0 with their answer lost.
+  if (auto st = out.finish(); !st) {
+    std::cerr << "ingero: " << st.error().message << "\n";
+    return ctx.exit_code == kExitOk ? kExitFailure : ctx.exit_code;
   }
   return ctx.exit_code;
 }

@@ -63,13 +63,13 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   auto q = (*reader)->db().prepare(
       "SELECT DISTINCT cgroup_id FROM events WHERE session_id = ? UNION "
       "SELECT DISTINCT peer_cgroup FROM events WHERE session_id = ? AND peer_cgroup IS NOT NULL");
-  if (q) {
-    q->bind(1, writer.session_id()).bind(2, writer.session_id());
-    while (true) {
-      auto r = q->step();
-      if (!r || !*r) break;
-      ids.insert(uint64_t(q->int64(0)));
-    }
+  if (!q) return q.error();
+  q->bind(1, writer.session_id()).bind(2, writer.session_id());
+  while (true) {
+    auto r = q->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    ids.insert(uint64_t(q->int64(0)));
   }
   if (!ids.empty()) {
     auto paths = cgroup_paths();
@@ -85,6 +85,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   engine::EngineOptions eo;
   eo.breakdown = false;
   engine::Analysis a = engine::analyze(source, w, eo);
+  if (!source.error().empty()) return ingero::make_error(source.error());
   std::vector<store::ChainRow> rows;
   int64_t now = capture::wall_now_ns();
   for (const auto& c : a.chains) rows.push_back(chain_row(c, node, now));

@@ -32,6 +32,8 @@
 #include "hal/ring_reader.h"
 #include "kernelside/cpu_sampler.h"
 #include "kernelside/host_programs.h"
+#include "serve/metrics/metrics.h"
+#include "store/file_access.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_writer.h"
 
@@ -340,19 +342,28 @@ int Trace::open() {
   }
   backends_ = *backends;
   db_ = opts_.db_path.empty() ? default_db_path() : opts_.db_path;
-  std::error_code ec;
-  auto parent = std::filesystem::path(db_).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  // A folder it creates (~/.ingero) is private (0700), as is the file (0600): a trace holds
+  // every traced process's command line.
+  if (auto st = store::make_private_dirs(std::filesystem::path(db_).parent_path().string()); !st) {
+    std::cerr << "ingero trace: " << st.error().message << "\n";
+    return kExitFailure;
+  }
   if (!opts_.prometheus.empty()) {
     // Before anything is attached: a taken port is a clear error, not a half-started tracer.
     metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process);
-    if (auto st = metrics_->serve(opts_.prometheus); !st) {
+    if (auto st = metrics_->serve(opts_.prometheus, opts_.prometheus_web_config); !st) {
       std::cerr << "ingero trace: " << st.error().message << "\n";
       return kExitUsage;
     }
     if (!opts_.quiet)
-      std::cerr << "ingero: serving Prometheus metrics at http://" << opts_.prometheus
-                << "/metrics\n";
+      std::cerr << "ingero: serving Prometheus metrics at " << metrics_->url() << "\n";
+    if (!metrics_->loopback_only())
+      std::cerr << "ingero trace: WARNING: Prometheus metrics at " << opts_.prometheus
+                << " are reachable from other hosts"
+                << (metrics_->authenticated()
+                        ? ""
+                        : " without authentication (see --prometheus-web-config)")
+                << "\n";
   }
   auto writer = store::TraceWriter::open(db_);
   if (!writer) {

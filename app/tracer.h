@@ -31,11 +31,12 @@ struct TraceOptions {
   bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;
-  bool stacks = true;               // user stacks (native + Python frames) of traced calls
-  uint32_t stack_samples = 2;       // calls per call site that walk their stack
-  uint32_t stack_interval_ms = 20;  // then one walk per thread per interval
-  uint32_t cpu_sample_hz = 49;      // on-CPU sampling of GPU processes (0: off; needs stacks)
-  std::string clickhouse;           // ship the trace file to this ClickHouse URL ("" = off)
+  std::string prometheus_web_config;  // Prometheus web-config file: TLS, basic auth ("" = none)
+  bool stacks = true;                 // user stacks (native + Python frames) of traced calls
+  uint32_t stack_samples = 2;         // calls per call site that walk their stack
+  uint32_t stack_interval_ms = 20;    // then one walk per thread per interval
+  uint32_t cpu_sample_hz = 49;        // on-CPU sampling of GPU processes (0: off; needs stacks)
+  std::string clickhouse;             // ship the trace file to this ClickHouse URL ("" = off)
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended

@@ -39,6 +39,10 @@ TableSpec sessions() {
   for (const char* c : {"attached_probes", "events_stored", "ringbuf_drops", "lost_calls",
                         "store_errors", "unfinished_calls"})
     t.columns.push_back({c, "Int64", std::string("s.") + c});
+  // Losses by kind (trace schema v5); -1 when the file predates them (Spool::select_sql).
+  for (const char* c :
+       {"call_drops", "stack_drops", "host_drops", "sample_drops", "calls_lost_at_exit"})
+    t.columns.push_back({c, "Int64", std::string("s.") + c});
   t.columns.push_back({"bpf_stats", "String", "s.bpf_stats"});
   t.columns.push_back({"exit_reason", "String", "s.exit_reason"});
   t.columns.push_back({"file_start", "UInt64", ":file_start"});

@@ -250,6 +250,33 @@ std::map<uint64_t, std::string> ClickHouseTraceSource::cgroup_paths() {
   return out;
 }
 
+std::optional<engine::TraceLosses> ClickHouseTraceSource::losses() {
+  // A session's row is shipped at start and at stop: the latest version of each counts.
+  std::string filter = scope_ ? " WHERE node = " + sql_quote(*scope_) : "";
+  const char* cols[] = {"ringbuf_drops", "call_drops", "stack_drops",        "host_drops",
+                        "sample_drops",  "lost_calls", "calls_lost_at_exit", "store_errors"};
+  std::string inner, outer;
+  for (const char* c : cols) {
+    inner += std::string(inner.empty() ? "" : ", ") + "argMax(" + c + ", stopped_at) AS " + c;
+    outer += std::string(outer.empty() ? "" : ", ") + "sum(" + c + ")";
+  }
+  std::optional<engine::TraceLosses> out;
+  rows("SELECT " + outer + ", min(call_drops) FROM (SELECT " + inner + " FROM " +
+           table("sessions") + filter + " GROUP BY node, started_at)",
+       9, [&](const auto& f) {
+         engine::TraceLosses l;
+         uint64_t* dst[] = {&l.ringbuf_drops,      &l.call_drops,   &l.stack_drops,
+                            &l.host_drops,         &l.sample_drops, &l.lost_calls,
+                            &l.calls_lost_at_exit, &l.store_errors};
+         l.by_kind = i64(f[8]) >= 0;  // -1: a session from a file without per-kind counters
+         for (int i = 0; i < 8; ++i) *dst[i] = uint64_t(std::max<int64_t>(0, i64(f[i])));
+         if (!l.by_kind) l.call_drops = l.stack_drops = l.host_drops = l.sample_drops = 0;
+         out = l;
+         return true;
+       });
+  return out;
+}
+
 bool ClickHouseTraceSource::has_stacks() {
   if (!has_stacks_) {
     bool any = false;

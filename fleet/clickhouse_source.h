@@ -41,6 +41,7 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   uint64_t event_count(const engine::Window& w) override;
   std::vector<engine::RdmaSample> rdma_error_samples(const engine::Window& w) override;
   std::map<uint64_t, std::string> cgroup_paths() override;
+  std::optional<engine::TraceLosses> losses() override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
 

@@ -1,5 +1,7 @@
 #include "store/sqlite_db.h"
 
+#include "store/file_access.h"
+
 namespace ingero::store {
 
 ingero::Result<bool> Stmt::step() {
@@ -25,6 +27,12 @@ std::string Stmt::text(int col) const {
 }
 
 ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode) {
+  // A directory, a missing file or a permission SQLite would report as "disk I/O error" or
+  // "unable to open database file" is an Error naming the path and the cause.
+  if (auto st = mode == Mode::kReadOnly ? check_readable(path)
+                                        : prepare_writable(path, mode == Mode::kCreate);
+      !st)
+    return st.error();
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
     case Mode::kReadOnly:

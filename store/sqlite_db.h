@@ -57,6 +57,9 @@ class Stmt {
 class Db {
  public:
   enum class Mode { kReadOnly, kReadWrite, kCreate };
+  // Checks the path first (store/file_access.h): a directory, a missing file (but for
+  // kCreate, which creates it with mode 0600) or a permission problem is an Error naming the
+  // path and the cause.
   static ingero::Result<std::unique_ptr<Db>> open(const std::string& path, Mode mode);
   ~Db();
   Db(const Db&) = delete;

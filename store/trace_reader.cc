@@ -1,6 +1,7 @@
 #include "store/trace_reader.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -68,6 +69,77 @@ int progress(void* p) {
   return 0;
 }
 
+// What a value costs in a result rendered as JSON: its text, quotes and escapes, and one
+// separator. Every type counts, so 2 million small integers are as limited as 2 MB of text.
+size_t json_cost(sqlite3_stmt* s, int col) {
+  switch (sqlite3_column_type(s, col)) {
+    case SQLITE_NULL:
+      return 5;  // null,
+    case SQLITE_INTEGER: {
+      char b[24];
+      return size_t(std::snprintf(b, sizeof b, "%lld", sqlite3_column_int64(s, col))) + 1;
+    }
+    case SQLITE_FLOAT:
+      return 25;  // the longest a double prints
+    case SQLITE_BLOB:
+      return size_t(sqlite3_column_bytes(s, col)) * 2 + 6;  // "x'...'",
+    default: {
+      const auto* t = sqlite3_column_text(s, col);
+      size_t n = size_t(sqlite3_column_bytes(s, col)), cost = n + 3;
+      for (size_t i = 0; t && i < n; ++i)
+        if (t[i] < 0x20)
+          cost += 5;  // \u00XX
+        else if (t[i] == '"' || t[i] == '\\')
+          cost += 1;
+      return cost;
+    }
+  }
+}
+
+// Reads the current row into `row`, adding its cost to `bytes`; false (and `row` left
+// incomplete) when the row would take `bytes` past `max_bytes`: nothing of it is kept.
+bool read_row(sqlite3_stmt* raw, int ncol, size_t max_bytes, size_t& bytes,
+              std::vector<Value>& row) {
+  size_t cost = 0;
+  for (int i = 0; i < ncol; ++i) cost += json_cost(raw, i);
+  if (bytes + cost > max_bytes) return false;
+  bytes += cost;
+  row.reserve(size_t(ncol));
+  for (int i = 0; i < ncol; ++i) {
+    switch (sqlite3_column_type(raw, i)) {
+      case SQLITE_NULL:
+        row.emplace_back(std::monostate{});
+        break;
+      case SQLITE_INTEGER:
+        row.emplace_back(int64_t(sqlite3_column_int64(raw, i)));
+        break;
+      case SQLITE_FLOAT:
+        row.emplace_back(sqlite3_column_double(raw, i));
+        break;
+      case SQLITE_BLOB: {
+        int n = sqlite3_column_bytes(raw, i);
+        static const char* hex = "0123456789abcdef";
+        const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(raw, i));
+        std::string s = "x'";
+        s.reserve(size_t(n) * 2 + 3);
+        for (int k = 0; k < n; ++k) {
+          s.push_back(hex[p[k] >> 4]);
+          s.push_back(hex[p[k] & 15]);
+        }
+        s.push_back('\'');
+        row.emplace_back(std::move(s));
+        break;
+      }
+      default: {
+        const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, i));
+        int n = sqlite3_column_bytes(raw, i);
+        row.emplace_back(std::string(t ? t : "", size_t(n)));
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string TraceReader::format_name() const {
@@ -83,7 +155,6 @@ std::string TraceReader::format_name() const {
 }
 
 ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) {
-  if (access(path.c_str(), F_OK) != 0) return ingero::Error::sys(path, errno);
   auto db = Db::open(path, Db::Mode::kReadOnly);
   if (!db) return db.error();
   auto info = inspect(**db);
@@ -178,41 +249,7 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
       break;
     }
     std::vector<Value> row;
-    row.reserve(size_t(ncol));
-    for (int i = 0; i < ncol; ++i) {
-      switch (sqlite3_column_type(raw, i)) {
-        case SQLITE_NULL:
-          row.emplace_back(std::monostate{});
-          break;
-        case SQLITE_INTEGER:
-          row.emplace_back(int64_t(sqlite3_column_int64(raw, i)));
-          break;
-        case SQLITE_FLOAT:
-          row.emplace_back(sqlite3_column_double(raw, i));
-          break;
-        case SQLITE_BLOB: {
-          int n = sqlite3_column_bytes(raw, i);
-          bytes += size_t(n) * 2;
-          static const char* hex = "0123456789abcdef";
-          const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(raw, i));
-          std::string s = "x'";
-          for (int k = 0; k < n && bytes <= limits.max_bytes; ++k) {
-            s.push_back(hex[p[k] >> 4]);
-            s.push_back(hex[p[k] & 15]);
-          }
-          s.push_back('\'');
-          row.emplace_back(std::move(s));
-          break;
-        }
-        default: {
-          const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, i));
-          int n = sqlite3_column_bytes(raw, i);
-          bytes += size_t(n);
-          row.emplace_back(std::string(t ? t : "", size_t(n)));
-        }
-      }
-    }
-    if (bytes > limits.max_bytes) {
+    if (!read_row(raw, ncol, limits.max_bytes, bytes, row)) {
       out.truncated = true;
       out.truncated_reason = "result size limit of " + std::to_string(limits.max_bytes) + " bytes";
       break;

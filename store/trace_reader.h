@@ -42,7 +42,9 @@ class TraceReader {
 
 struct QueryLimits {
   size_t max_rows = 10000;
-  size_t max_bytes = 16u << 20;  // total text/blob bytes in the result
+  // The result's size as JSON text, every value type counted (its rendering, quotes, escapes
+  // and a separator): a row that would pass it is not read, and the result is truncated.
+  size_t max_bytes = 16u << 20;
   int timeout_ms = 10000;
   int max_value_bytes = 1 << 20;              // SQLITE_LIMIT_LENGTH: zeroblob(1e9) fails fast
   const std::atomic<bool>* cancel = nullptr;  // set (by another thread) to abort the query

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "store/file_access.h"
 #include "store/schema.h"
 
 namespace ingero::store {
@@ -43,17 +44,30 @@ constexpr int kFirstDynamicOp = 32;
 
 constexpr int kFixedColumns = 25;
 
-}  // namespace
-
-ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path) {
-  auto db = Db::open(path, Db::Mode::kCreate);
+ingero::Status validate_before_writing(const std::string& path) {
+  if (auto st = prepare_writable(path, true); !st) return st;
+  auto db = Db::open(path, Db::Mode::kReadOnly);
   if (!db) return db.error();
-  // Classify before touching anything: a foreign or legacy file is refused unmodified.
   auto info = inspect(**db);
   if (!info) return info.error();
   if (info->format == TraceFormat::kLegacyGo)
     return ingero::make_error(path + ": a trace from the original Go implementation (schema " +
                               info->legacy_version + "); it is opened read-only, never written");
+  if (info->format == TraceFormat::kIngero) return check_intact(**db);
+  return {};
+}
+
+}  // namespace
+
+ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path) {
+  // Classify and check on a read-only connection before the first write: a foreign, legacy,
+  // newer or damaged file is refused byte-identical (closing a read-write connection would
+  // already checkpoint its WAL into it).
+  if (auto st = validate_before_writing(path); !st) return st.error();
+  auto db = Db::open(path, Db::Mode::kCreate);
+  if (!db) return db.error();
+  auto info = inspect(**db);
+  if (!info) return info.error();
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(*db)));
   Db& d = *w->db_;
   // WAL: readers can query a live trace. NORMAL: commits need no fsync; a power cut can lose

@@ -38,6 +38,8 @@ class Authenticator {
   }
   // The WWW-Authenticate value sent with 401 ("Bearer realm=\"ingero\"").
   virtual std::string challenge() const = 0;
+  // The 401's body: what the client must send.
+  virtual std::string refusal() const { return "authentication required"; }
 };
 
 // `Authorization: Bearer <token>`, compared in constant time against each token. The
@@ -54,6 +56,9 @@ class BearerAuth : public Authenticator {
                                                     std::string realm = "ingero");
   AuthDecision check(const Request& head) const override;
   std::string challenge() const override;
+  std::string refusal() const override {
+    return "a bearer token is required (Authorization: Bearer TOKEN)";
+  }
 
  private:
   BearerAuth(std::vector<BearerToken> t, std::string realm)

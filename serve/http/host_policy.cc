@@ -49,6 +49,9 @@ std::optional<Response> HostChecker::check(const Request& head) const {
   if (n == 0) {
     // HTTP/1.0 clients may omit Host; browsers never do.
     if (head.version >= 11) return Response::text(400, "missing Host header");
+  } else if (head.headers.value("host").empty()) {
+    // An origin-form request names no authority of its own: an empty Host names nothing.
+    return Response::text(400, "empty Host header");
   } else if (policy_.check_host) {
     std::string h = host_name(head.headers.value("host"));
     if (!hosts_.count(h))

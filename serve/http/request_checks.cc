@@ -41,7 +41,7 @@ std::optional<Response> check_admission(Core& core, const Route& route, const Au
                                         const Request& head) {
   if (auth && !d.ok) {
     ++core.counters.unauthorized;
-    auto r = Response::text(401, "authentication required");
+    auto r = Response::text(401, auth->refusal());
     r.headers.add("WWW-Authenticate", auth->challenge());
     return r;
   }

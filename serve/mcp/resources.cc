@@ -1,5 +1,6 @@
 // MCP resources (the schema documentation, the trace's session summary) and the
 // investigate prompt.
+#include <functional>
 #include <sstream>
 
 #include "engine/chain.h"
@@ -52,27 +53,36 @@ ingero::Result<std::string> read_resource(ToolContext& ctx, const std::string& u
       {"end", span.second ? format_wall(span.second) : ""},
       {"seconds", span.second > span.first ? double(span.second - span.first) / 1e9 : 0.0}};
   j["events"] = src.event_count({});
-  nlohmann::json by_api = nlohmann::json::array();
-  if (auto st = db.prepare("SELECT vendor, api, count(*), count(DISTINCT pid) FROM calls GROUP BY "
-                           "1, 2 ORDER BY 3 DESC")) {
+  // Every row or none: a read error is the resource's error, never a shorter summary.
+  auto each = [&](const char* sql, const std::function<void(const store::Stmt&)>& fn) {
+    auto st = db.prepare(sql);
+    if (!st) return ingero::Status(st.error());
     while (true) {
       auto row = st->step();
-      if (!row || !*row) break;
-      by_api.push_back({{"vendor", st->text(0)},
-                        {"api", st->text(1)},
-                        {"calls", st->int64(2)},
-                        {"processes", st->int64(3)}});
+      if (!row) return ingero::Status(row.error());
+      if (!*row) return ingero::Status();
+      fn(*st);
     }
-  }
+  };
+  nlohmann::json by_api = nlohmann::json::array();
+  if (auto st = each("SELECT vendor, api, count(*), count(DISTINCT pid) FROM calls GROUP BY 1, 2 "
+                     "ORDER BY 3 DESC",
+                     [&](const store::Stmt& st) {
+                       by_api.push_back({{"vendor", st.text(0)},
+                                         {"api", st.text(1)},
+                                         {"calls", st.int64(2)},
+                                         {"processes", st.int64(3)}});
+                     });
+      !st)
+    return st.error();
   j["calls_by_api"] = by_api;
   nlohmann::json host = nlohmann::json::array();
-  if (auto st = db.prepare("SELECT event, count(*) FROM host_events GROUP BY 1 ORDER BY 2 DESC")) {
-    while (true) {
-      auto row = st->step();
-      if (!row || !*row) break;
-      host.push_back({{"event", st->text(0)}, {"count", st->int64(1)}});
-    }
-  }
+  if (auto st = each("SELECT event, count(*) FROM host_events GROUP BY 1 ORDER BY 2 DESC",
+                     [&](const store::Stmt& st) {
+                       host.push_back({{"event", st.text(0)}, {"count", st.int64(1)}});
+                     });
+      !st)
+    return st.error();
   j["host_events"] = host;
   nlohmann::json procs = nlohmann::json::array();
   for (const auto& [pid, p] : src.processes()) {
@@ -81,8 +91,10 @@ ingero::Result<std::string> read_resource(ToolContext& ctx, const std::string& u
   }
   j["processes"] = procs;
   j["nodes"] = src.nodes();
-  j["sessions"] = sessions_json(**r);
-  if (!src.error().empty()) j["read_error"] = src.error();
+  auto sessions = sessions_json(**r);
+  if (!sessions) return sessions.error();
+  j["sessions"] = std::move(*sessions);
+  if (!src.error().empty()) return ingero::make_error("reading the trace failed: " + src.error());
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

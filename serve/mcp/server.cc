@@ -146,7 +146,6 @@ std::optional<Json> Server::handle_message(const Json& msg, Session& s, const No
       return error_response(id, kMethodNotFound, "Method not found: " + method);
     if (method != "initialize" && method != "ping" && !s.initialized)
       return error_response(id, kInvalidRequest, "Server not initialized: send initialize first");
-    s.last_used = std::chrono::steady_clock::now();
     return Json{
         {"jsonrpc", "2.0"}, {"id", id}, {"result", dispatch(method, params, id, s, notify)}};
   } catch (const RpcError& e) {
@@ -290,7 +289,13 @@ Json Server::call_tool(const Json& params, const Json& id, Session& s, const Not
              {{"level", log_level_name(level)}, {"logger", "ingero." + name}, {"data", msg}}}});
   };
   auto t0 = std::chrono::steady_clock::now();
-  ToolOutput out = it->run(ctx_, ToolCall{args, cancel.get(), log});
+  ToolOutput out =
+      it->cacheable
+          ? ctx_.cached(name + " " + args.dump(-1, ' ', false, Json::error_handler_t::replace),
+                        [&ctx = ctx_, run = it->run, args] {
+                          return run(ctx, ToolCall{args, nullptr, {}});
+                        })
+          : it->run(ctx_, ToolCall{args, cancel.get(), log});
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   log(0, name + " took " + std::to_string(int64_t(ms)) + " ms");

@@ -46,7 +46,6 @@ struct Session {
   std::atomic<bool> initialized{false};  // initialize answered
   std::atomic<int> log_level{4};         // warning and above until logging/setLevel
   Json client_info;
-  std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
   // In-flight requests that notifications/cancelled can abort.
   std::mutex mu;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight;

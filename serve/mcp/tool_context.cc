@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <map>
 
 #include "serve/mcp/tool_support.h"
+#include "store/trace_cache.h"
 
 namespace ingero::serve::mcp {
 namespace {
@@ -49,5 +51,56 @@ Json ToolContext::host_check() {
   check_at_ = now;
   return check_;
 }
+
+struct ToolContext::CacheSlot {
+  std::string key;
+  std::unique_ptr<store::TraceCache> cache;
+};
+
+ToolOutput ToolContext::cached(const std::string& key, std::function<ToolOutput()> run) {
+  std::shared_ptr<CacheSlot> slot;
+  {
+    std::lock_guard<std::mutex> g(cache_mu_);
+    auto it = std::find_if(cache_lru_.begin(), cache_lru_.end(),
+                           [&](const auto& s) { return s->key == key; });
+    if (it != cache_lru_.end()) {
+      cache_lru_.splice(cache_lru_.begin(), cache_lru_, it);
+      slot = cache_lru_.front();
+    } else {
+      slot = std::make_shared<CacheSlot>();
+      slot->key = key;
+      slot->cache = std::make_unique<store::TraceCache>(
+          db_path_,
+          [this, run = std::move(run)]() -> Result<std::string> {
+            ++cache_computations_;
+            auto t0 = std::chrono::steady_clock::now();
+            ToolOutput o = run();
+            last_computation_s_ =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return Json{{"text", o.text}, {"structured", o.structured}, {"is_error", o.is_error}}
+                .dump(-1, ' ', false, Json::error_handler_t::replace);
+          },
+          std::chrono::milliseconds(0));
+      cache_lru_.push_front(slot);
+      if (cache_lru_.size() > kMaxCachedCalls) cache_lru_.pop_back();
+    }
+  }
+  // Outside the lock: a computation blocks only the calls that wait for the same key.
+  store::TraceCache::Entry e = slot->cache->get();
+  ToolOutput o;
+  Json j = Json::parse(*e.body, nullptr, false);
+  if (!e.ok || j.is_discarded() || !j.contains("text")) {
+    o.is_error = true;
+    o.text = j.is_object() && j.contains("error") ? j["error"].get<std::string>() : *e.body;
+    return o;
+  }
+  o.text = j["text"].get<std::string>();
+  o.structured = std::move(j["structured"]);
+  o.is_error = j["is_error"].get<bool>();
+  return o;
+}
+
+uint64_t ToolContext::cache_computations() const { return cache_computations_; }
+double ToolContext::last_computation_seconds() const { return last_computation_s_; }
 
 }  // namespace ingero::serve::mcp

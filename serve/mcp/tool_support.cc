@@ -147,7 +147,7 @@ std::string hex(uint64_t v) {
   return b;
 }
 
-Json sessions_json(store::TraceReader& r) {
+ingero::Result<Json> sessions_json(store::TraceReader& r) {
   Json out = Json::array();
   if (!r.db().table_exists("sessions")) return out;
   bool ours = !r.is_legacy();
@@ -156,10 +156,11 @@ Json sessions_json(store::TraceReader& r) {
              "ringbuf_drops, lost_calls, store_errors, unfinished_calls, exit_reason"
            : "id, '', '', kernel, started_at, stopped_at, ingero_ver, flags, 0, 0, 0, 0, 0, ''";
   auto st = r.db().prepare("SELECT " + cols + " FROM sessions ORDER BY id LIMIT 50");
-  if (!st) return out;
+  if (!st) return ingero::make_error("reading the sessions: " + st.error().message);
   while (true) {
     auto row = st->step();
-    if (!row || !*row) break;
+    if (!row) return ingero::make_error("reading the sessions: " + row.error().message);
+    if (!*row) break;
     Json s = {{"id", st->int64(0)},
               {"node", st->text(1)},
               {"host", st->text(2)},

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,12 @@ struct ToolHost {
   std::function<ingero::Status(const std::string& scenario, store::TraceWriter& out)> write_demo;
 };
 
+struct ToolOutput {
+  std::string text;
+  nlohmann::json structured = nlohmann::json::object();
+  bool is_error = false;
+};
+
 // The trace file the server answers about, and what its tools share. Readers are opened per
 // thread (SQLite connections are not shared across threads): one for the engine, one
 // confined connection for run_sql.
@@ -50,6 +57,15 @@ class ToolContext {
   nlohmann::json host_check();
   const ToolHost& host() const { return host_; }
 
+  // The output of a cacheable tool call, by `key` (tool name and arguments): computed by
+  // `run` once per change of the trace file (store::TraceCache: size and mtime of the file and
+  // its -wal), shared by concurrent identical calls, which wait for the one computation. At
+  // most kMaxCachedCalls keys are kept, the least recently used dropped. Thread-safe.
+  ToolOutput cached(const std::string& key, std::function<ToolOutput()> run);
+  uint64_t cache_computations() const;      // tool runs made by cached(), for tests
+  double last_computation_seconds() const;  // how long the last of them took
+  static constexpr size_t kMaxCachedCalls = 64;
+
  private:
   ingero::Result<store::TraceReader*> reader(int which);
   std::string db_path_;
@@ -58,6 +74,11 @@ class ToolContext {
   std::mutex check_mu_;
   nlohmann::json check_;
   std::chrono::steady_clock::time_point check_at_{};
+  struct CacheSlot;
+  mutable std::mutex cache_mu_;
+  std::list<std::shared_ptr<CacheSlot>> cache_lru_;  // most recently used first
+  std::atomic<uint64_t> cache_computations_{0};
+  std::atomic<double> last_computation_s_{0};
 };
 
 struct ToolCall {
@@ -66,16 +87,13 @@ struct ToolCall {
   std::function<void(int level, const std::string&)> log;  // notifications/message
 };
 
-struct ToolOutput {
-  std::string text;
-  nlohmann::json structured = nlohmann::json::object();
-  bool is_error = false;
-};
-
 struct Tool {
   std::string name, title, description;
   nlohmann::json input_schema, output_schema;
   std::function<ToolOutput(ToolContext&, const ToolCall&)> run;
+  // The answer depends on the trace file and the arguments only (not on the host, the time
+  // or cancellation): served from ToolContext::cached.
+  bool cacheable = false;
 };
 
 std::vector<Tool> make_tools(const ToolHost& host);
@@ -90,8 +108,8 @@ std::string validate_arguments(const nlohmann::json& schema, const nlohmann::jso
 std::string as_data(std::string_view s, size_t max = 64);
 
 // The trace's sessions (host, kernel, start/stop, drops, lost calls), for get_check and the
-// summary resource.
-nlohmann::json sessions_json(store::TraceReader& reader);
+// summary resource; an Error when the file cannot be read.
+ingero::Result<nlohmann::json> sessions_json(store::TraceReader& reader);
 
 // Resources: the schema documentation and the trace's session summary.
 struct Resource {

@@ -168,7 +168,7 @@ void add_chain_tools(std::vector<Tool>& t, const ToolHost& host) {
             {"verbose", {{"type", "boolean"}, {"description", "Full timeline and explanation"}}}})),
        out_schema({{"window", kObj}, {"total", kInt}, {"shown", kInt}, {"chains", kArr}},
                   {"window", "total", "chains"}),
-       get_causal_chains});
+       get_causal_chains, /*cacheable=*/true});
   if (!host.write_demo) return;
   t.push_back(
       {"run_demo", "Synthetic demo incident",

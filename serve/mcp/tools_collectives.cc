@@ -148,20 +148,20 @@ ToolOutput get_rdma_counters(ToolContext& ctx, const ToolCall& call) {
         "SELECT rdma_event, fabric_error, count(*), min(ts_ns), max(ts_ns) FROM calls WHERE kind = "
         "'rdma_event' "
         "GROUP BY 1, 2 ORDER BY 3 DESC");
-    if (st) {
-      while (true) {
-        auto row = st->step();
-        if (!row || !*row) break;
-        uint64_t type = uint64_t(st->int64(0));
-        std::string name(backends::rdma_event_name(type));
-        events.push_back({{"event", name},
-                          {"fabric_error", st->int64(1) != 0},
-                          {"count", st->int64(2)},
-                          {"first_ns", st->int64(3)},
-                          {"last_ns", st->int64(4)}});
-        t << "async " << name << ": " << st->int64(2) << (st->int64(1) ? " [fabric error]" : "")
-          << "\n";
-      }
+    if (!st) return error_output(st.error().message);
+    while (true) {
+      auto row = st->step();
+      if (!row) return error_output(row.error().message);
+      if (!*row) break;
+      uint64_t type = uint64_t(st->int64(0));
+      std::string name(backends::rdma_event_name(type));
+      events.push_back({{"event", name},
+                        {"fabric_error", st->int64(1) != 0},
+                        {"count", st->int64(2)},
+                        {"first_ns", st->int64(3)},
+                        {"last_ns", st->int64(4)}});
+      t << "async " << name << ": " << st->int64(2) << (st->int64(1) ? " [fabric error]" : "")
+        << "\n";
     }
   }
   o.text = t.str();
@@ -183,7 +183,7 @@ void add_collective_tools(std::vector<Tool>& t) {
                    kDataNote,
                object_schema(with_window({})),
                out_schema({{"vendor", kStr}, {"api", kStr}, {"groups", kArr}}, {"groups"}),
-               get_collectives});
+               get_collectives, /*cacheable=*/true});
   t.push_back(
       {"get_rdma_counters", "InfiniBand / RoCE counters",
        "Port counters sampled from sysfs during the trace (first/last value and increase, in bytes "
@@ -196,7 +196,7 @@ void add_collective_tools(std::vector<Tool>& t) {
            {{"device", {{"type", "string"}, {"maxLength", 64}, {"description", "e.g. mlx5_0"}}},
             {"errors_only", {{"type", "boolean"}}}}),
        out_schema({{"counters", kArr}, {"async_events", kArr}}, {"counters", "async_events"}),
-       get_rdma_counters});
+       get_rdma_counters, /*cacheable=*/true});
 }
 
 }  // namespace ingero::serve::mcp

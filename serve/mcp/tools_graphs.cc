@@ -21,6 +21,8 @@ ToolOutput graph_lifecycle(ToolContext& ctx, const ToolCall& call) {
   Json procs = Json::array(), execs = Json::array();
   if (!rep.any()) t << "no CUDA/HIP graph calls in this window\n";
   auto names = op->source->processes();
+  if (!op->source->error().empty())
+    return error_output("reading the trace failed: " + op->source->error());
   for (const auto& [pid, p] : rep.processes) {
     std::string name = names.count(pid) ? names[pid].name : "";
     procs.push_back({{"pid", pid},
@@ -100,6 +102,8 @@ ToolOutput graph_frequency(ToolContext& ctx, const ToolCall& call) {
   auto w = window_of(call.args, *op->source);
   if (!w) return error_output(w.error().message);
   auto rep = engine::compute_graphs(*op->source, *w);
+  if (!op->source->error().empty())
+    return error_output("reading the trace failed: " + op->source->error());
   size_t limit = size_t(arg_int(call.args, "limit", 10));
   std::vector<const engine::GraphExecUse*> execs;
   for (const auto& e : rep.execs)
@@ -152,7 +156,7 @@ void add_graph_tools(std::vector<Tool>& t) {
        object_schema(with_window({{"pid", pid_prop()}, {"limit", limit_prop(20, 200, "graphs")}})),
        out_schema({{"processes", kArr}, {"graphs", kArr}, {"graphs_total", kInt}},
                   {"processes", "graphs"}),
-       graph_lifecycle});
+       graph_lifecycle, /*cacheable=*/true});
   t.push_back(
       {"graph_frequency", "CUDA/HIP graph launch frequency",
        "Launch rate per executable graph, and captures / instantiations / launches per "
@@ -162,7 +166,7 @@ void add_graph_tools(std::vector<Tool>& t) {
        object_schema(with_window({{"pid", pid_prop()}, {"limit", limit_prop(10, 100, "graphs")}})),
        out_schema({{"graphs", kArr}, {"bucket_ns", kInt}, {"timeline", kArr}},
                   {"graphs", "timeline"}),
-       graph_frequency});
+       graph_frequency, /*cacheable=*/true});
 }
 
 }  // namespace ingero::serve::mcp

@@ -20,10 +20,12 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
             {"libraries", Json::array()}};
   auto r = ctx.engine_reader();
   if (!r) return error_output(r.error().message);
+  auto sessions = sessions_json(**r);
+  if (!sessions) return error_output(sessions.error().message);
   Json trace = {{"path", ctx.db_path()},
                 {"format", (*r)->format_name()},
                 {"read_only", true},
-                {"sessions", sessions_json(**r)}};
+                {"sessions", std::move(*sessions)}};
   o.structured = {{"host", host}, {"trace", trace}};
   std::ostringstream t;
   t << "host: " << (host.value("can_trace", false) ? "can trace" : "CANNOT trace") << "\n";
@@ -233,7 +235,7 @@ void add_overview_tools(std::vector<Tool>& t) {
                    {"host", kArr},
                    {"nodes", kArr}},
                   {"window", "events", "ops", "host"}),
-       get_trace_stats});
+       get_trace_stats, /*cacheable=*/true});
   t.push_back({"get_process_breakdown", "Per-process breakdown",
                "Every process in the window with its role (GPU process, its workers, preemptors), "
                "GPU calls, top ops "
@@ -243,7 +245,7 @@ void add_overview_tools(std::vector<Tool>& t) {
                object_schema(with_window({{"limit", limit_prop(20, 200, "processes")}})),
                out_schema({{"window", kObj}, {"total", kInt}, {"processes", kArr}},
                           {"window", "processes"}),
-               get_process_breakdown});
+               get_process_breakdown, /*cacheable=*/true});
 }
 
 }  // namespace ingero::serve::mcp

@@ -1,5 +1,4 @@
 // The MCP run_sql tool: one confined read-only statement.
-#include <sstream>
 
 #include "serve/mcp/tool_support.h"
 #include "store/query_json.h"
@@ -8,12 +7,56 @@
 namespace ingero::serve::mcp {
 namespace {
 
+// docs/mcp.md promises at most 256 KiB per run_sql response, whatever the values' types:
+// the rows are read under a budget for their JSON size (store::QueryLimits::max_bytes, every
+// type counted), and the response (text for the model plus structuredContent, both carrying
+// the rows) is measured once built and cut further if it still passes the limit.
+constexpr size_t kMaxResponseBytes = 256u << 10;
+constexpr size_t kEnvelopeBytes = 4u << 10;     // JSON-RPC envelope, columns, counts
+constexpr size_t kRowBudgetBytes = 100u << 10;  // rows as JSON; the text repeats them
+
+std::string cell_text(const store::Value& v) {
+  if (std::holds_alternative<std::string>(v)) return as_data(std::get<std::string>(v), 200);
+  return store::to_text(v);
+}
+
+// Builds the output from the first `n` rows; returns its size as sent (both renderings).
+size_t render(const store::QueryResult& res, size_t n, bool truncated, const std::string& reason,
+              ToolOutput& o) {
+  Json rows = Json::array();
+  std::string t;
+  for (size_t i = 0; i < res.columns.size(); ++i) t += (i ? "\t" : "") + ident(res.columns[i]);
+  t += "\n";
+  for (size_t r = 0; r < n; ++r) {
+    Json jr = Json::array();
+    for (size_t i = 0; i < res.rows[r].size(); ++i) {
+      jr.push_back(store::to_json(res.rows[r][i]));
+      t += (i ? "\t" : "") + cell_text(res.rows[r][i]);
+    }
+    t += "\n";
+    rows.push_back(std::move(jr));
+  }
+  t += "(" + std::to_string(n) + " row" + (n == 1 ? "" : "s");
+  if (truncated) t += "; truncated: " + reason;
+  t += ")\n";
+  o.structured = {{"columns", res.columns},
+                  {"rows", std::move(rows)},
+                  {"row_count", n},
+                  {"truncated", truncated},
+                  {"truncated_reason", reason}};
+  o.text = std::move(t);
+  auto size = [](const Json& j) {
+    return j.dump(-1, ' ', false, Json::error_handler_t::replace).size();
+  };
+  return size(o.structured) + size(Json(o.text));
+}
+
 ToolOutput run_sql(ToolContext& ctx, const ToolCall& call) {
   auto r = ctx.sql_reader();
   if (!r) return error_output(r.error().message);
   store::QueryLimits lim;
   lim.max_rows = size_t(arg_int(call.args, "limit", 100));
-  lim.max_bytes = 256u << 10;
+  lim.max_bytes = kRowBudgetBytes;
   lim.timeout_ms = 5000;
   lim.max_value_bytes = 64 << 10;
   lim.cancel = call.cancel;
@@ -24,34 +67,15 @@ ToolOutput run_sql(ToolContext& ctx, const ToolCall& call) {
     return error_output(res.error().message +
                         ". Tables and views: read resource ingero://docs/schema");
   }
-  Json rows = Json::array();
-  std::ostringstream t;
-  for (size_t i = 0; i < res->columns.size(); ++i) t << (i ? "\t" : "") << ident(res->columns[i]);
-  t << "\n";
-  for (const auto& row : res->rows) {
-    Json jr = Json::array();
-    for (size_t i = 0; i < row.size(); ++i) {
-      jr.push_back(store::to_json(row[i]));
-      const auto& v = row[i];
-      t << (i ? "\t" : "");
-      if (std::holds_alternative<std::string>(v))
-        t << as_data(std::get<std::string>(v), 200);
-      else
-        t << store::to_text(v);
-    }
-    t << "\n";
-    rows.push_back(std::move(jr));
-  }
-  t << "(" << res->rows.size() << " row" << (res->rows.size() == 1 ? "" : "s");
-  if (res->truncated) t << "; truncated: " << res->truncated_reason;
-  t << ")\n";
   ToolOutput o;
-  o.text = t.str();
-  o.structured = {{"columns", res->columns},
-                  {"rows", rows},
-                  {"row_count", res->rows.size()},
-                  {"truncated", res->truncated},
-                  {"truncated_reason", res->truncated_reason}};
+  size_t n = res->rows.size();
+  const std::string cut = "response size limit of " + std::to_string(kMaxResponseBytes) + " bytes";
+  size_t bytes = render(*res, n, res->truncated, res->truncated_reason, o);
+  // Rows of many columns whose text needs escaping may still pass: halve until it fits.
+  while (bytes + kEnvelopeBytes > kMaxResponseBytes && n > 0) {
+    n /= 2;
+    bytes = render(*res, n, true, cut, o);
+  }
   return o;
 }
 

@@ -94,10 +94,11 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
     uint64_t n = uint64_t(st->int64(1)), total = uint64_t(st->int64(2)),
              mx = uint64_t(st->int64(3));
     auto frames = store::read_stack(db, hash);
+    if (!frames) return error_output(frames.error().message);
     Json jf = Json::array();
     size_t omitted = 0;
     std::ostringstream ft;
-    if (frames && *frames) {
+    if (*frames) {
       for (const auto& f : **frames) {
         if (jf.size() >= max_frames) {
           ++omitted;
@@ -118,16 +119,13 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
               {"pids", st->int64(4)},
               {"frames", jf},
               {"frames_omitted", omitted}};
-    if (!frames) s["error"] = frames.error().message;
-    if (frames && !*frames)
-      s["error"] = "stack " + std::string(hex) + " is referenced but not stored";
+    if (!*frames) s["error"] = "stack " + std::string(hex) + " is referenced but not stored";
     stacks.push_back(std::move(s));
     t << "#" << ++rank << " " << format_count(n) << " calls ("
       << fmt("%.0f", with_stack ? 100.0 * double(n) / double(with_stack) : 0.0) << "%), avg "
       << dur(n ? total / n : 0) << ", max " << dur(mx) << "\n"
       << ft.str();
     if (omitted) t << "    (" << omitted << " outer frames omitted)\n";
-    if (!frames) t << "    (frames unreadable: " << as_data(frames.error().message) << ")\n";
   }
   if (stacks.empty()) t << "no stacks for this op in the window\n";
   o.text = t.str();
@@ -165,7 +163,7 @@ void add_stack_tools(std::vector<Tool>& t) {
            {"op"}),
        out_schema({{"op", kStr}, {"captured", kBool}, {"stacks", kArr}},
                   {"op", "captured", "stacks"}),
-       get_stacks});
+       get_stacks, /*cacheable=*/true});
 }
 
 }  // namespace ingero::serve::mcp

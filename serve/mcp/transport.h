@@ -1,6 +1,7 @@
 // MCP transports: stdio (newline-delimited JSON-RPC on stdin/stdout, logs on stderr) and
-// Streamable HTTP (POST /mcp, sessions, Origin/Host checks, optional TLS and bearer token).
-// Both run requests on a small pool of threads (docs/mcp.md).
+// Streamable HTTP (POST /mcp, sessions, Origin/Host checks, optional TLS and bearer token) on
+// the shared HTTP server library serve/http. Both run requests on a small pool of threads
+// (docs/mcp.md).
 #pragma once
 
 #include <atomic>
@@ -12,7 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "serve/http/server.h"
 #include "serve/mcp/server.h"
+#include "serve/mcp/session_store.h"
 
 namespace ingero::serve::mcp {
 
@@ -45,26 +48,39 @@ struct HttpOptions {
   std::string token;                     // required bearer token ("" = none); from the environment
   std::vector<std::string> allow_hosts;  // extra Host names accepted (DNS-rebinding check)
   std::vector<std::string> allow_origins;  // extra Origins accepted, exactly ("https://x.example")
-  size_t threads = 4;
-  size_t max_sessions = 1024;
+  size_t threads = 4;                      // workers running requests (serve/http's pool)
+  size_t max_queued = 256;                 // requests waiting for a worker; beyond: 503
+  SessionLimits sessions;
+  // Deadlines, connection caps and sizes (serve/http); the body limit is kMaxMessageBytes.
+  // Every local agent shares 127.0.0.1, and an HTTP client library keeps several kept-alive
+  // connections per client: 128 per address rather than the library's 32.
+  http::Limits limits = [] {
+    http::Limits l;
+    l.max_connections_per_peer = 128;
+    return l;
+  }();
 };
 
+// Streamable HTTP on serve/http (serve/mcp/http.cc has the protocol rules).
 class HttpServer {
  public:
   HttpServer(Server& server, HttpOptions opts);
   ~HttpServer();
   // Binds and prepares TLS; a busy port or a bad certificate is an Error.
   ingero::Status start();
-  int port() const { return port_; }
+  int port() const;
   const std::string& url() const { return url_; }
-  // Accepts until `stop` is set; returns the process exit code.
+  // False when reachable from other hosts (0.0.0.0, [::], a non-loopback address).
+  bool loopback_only() const;
+  http::Stats stats() const;
+  const SessionStore& sessions() const;
+  // Serves until `stop` is set, then stops the server (grace: 5 s); returns the exit code.
   int run(std::atomic<bool>& stop);
 
   struct Impl;
 
  private:
   std::unique_ptr<Impl> impl_;
-  int port_ = 0;
   std::string url_;
 };
 

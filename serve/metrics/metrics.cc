@@ -5,6 +5,8 @@
 #include <cctype>
 #include <sstream>
 
+#include "serve/http/web_config.h"
+
 namespace ingero::serve {
 
 using prometheus::BuildCounter;
@@ -126,18 +128,35 @@ Metrics::Metrics(bool per_process)
   for (const char* s : {"HIGH", "MEDIUM", "LOW"}) chains_->Add({{"severity", s}}).Set(0);
 }
 
-ingero::Status Metrics::serve(const std::string& addr) {
-  std::string a = addr;
-  if (!a.empty() && a[0] == ':') a = "0.0.0.0" + a;
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(a, 2);
-  } catch (const std::exception& e) {
-    return ingero::make_error("cannot serve Prometheus metrics on " + addr + ": " + e.what() +
-                              " (is the port in use?)");
+ingero::Status Metrics::serve(const std::string& addr, const std::string& web_config) {
+  http::ServerOptions o;
+  o.listen = addr;
+  o.hosts.check_host = false;  // scraped by name from other hosts; no page a browser could use
+  o.workers = 2;
+  o.max_queued = 16;
+  if (!web_config.empty()) {
+    auto wc = http::load_web_config(web_config);
+    if (!wc) return ingero::make_error("--prometheus-web-config: " + wc.error().message);
+    if (auto st = http::apply_web_config(*wc, o, "ingero metrics"); !st) return st;
+    authenticated_ = o.auth != nullptr;
   }
-  exposer_->RegisterCollectable(registry_);
+  auto server = std::make_unique<http::Server>(std::move(o));
+  server->route("GET", "/metrics", [this](const http::Request&) {
+    http::Response r;
+    r.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    r.body = exposition();
+    return r;
+  });
+  if (auto st = server->start(); !st)
+    return ingero::make_error("cannot serve Prometheus metrics on " + addr + ": " +
+                              st.error().message);
+  server_ = std::move(server);
   return {};
 }
+
+bool Metrics::loopback_only() const { return server_ && server_->loopback_only(); }
+
+std::string Metrics::url() const { return server_ ? server_->url("/metrics") : ""; }
 
 uint64_t Metrics::process_key(const hal::Event& ev) {
   if (!per_process_) return 0;

@@ -1,11 +1,12 @@
-// Prometheus metrics while tracing (`ingero trace --prometheus ADDR`), with prometheus-cpp's
-// registry and pull exposer. Names follow the Prometheus conventions (base units, _total
+// Prometheus metrics while tracing (`ingero trace --prometheus ADDR`): prometheus-cpp's
+// registry, served as the text exposition format at /metrics by ingero's HTTP server
+// (serve/http: the listen rule of every ingero endpoint, and TLS and basic auth from the
+// Prometheus web-config file). Names follow the Prometheus conventions (base units, _total
 // counters, _seconds, _bytes); labels stay bounded: vendor/api/op/kind, never pid or tid
 // unless --prometheus-per-process. Every metric is listed in docs/metrics.md.
 #pragma once
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -24,6 +25,7 @@
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "kernelside/host_decoder.h"
+#include "serve/http/server.h"
 #include "store/trace_writer.h"
 
 namespace ingero::serve {
@@ -32,9 +34,16 @@ namespace ingero::serve {
 class Metrics final : public hal::EventSink {
  public:
   explicit Metrics(bool per_process);
-  // Binds the pull endpoint (/metrics) at ADDR ("127.0.0.1:9464", ":9090"). A port already
-  // in use is an Error, so the tracer can refuse to start half-way.
-  ingero::Status serve(const std::string& addr);
+  // Serves GET /metrics at ADDR: "PORT" and ":PORT" listen on 127.0.0.1 only, as for
+  // `mcp --http`; "0.0.0.0:PORT" or another address as written (loopback_only() is then false
+  // and the caller warns). `web_config`: a Prometheus web-config file (tls_server_config,
+  // basic_auth_users, http_server_config.headers; serve/http/web_config.h), "" for plain HTTP
+  // without authentication. A port in use or a bad web-config file is an Error, so the tracer
+  // can refuse to start half-way. Host names are not checked: Prometheus scrapes by any name.
+  ingero::Status serve(const std::string& addr, const std::string& web_config = "");
+  bool loopback_only() const;
+  bool authenticated() const { return authenticated_; }  // basic auth from the web config
+  std::string url() const;  // "http(s)://HOST:PORT/metrics", "" before serve()
 
   void observe(const hal::Event& ev);  // calls and host events
   ingero::Status on_event(const hal::Event& ev) override {
@@ -96,7 +105,6 @@ class Metrics final : public hal::EventSink {
 
   bool per_process_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
   std::mutex mu_;
   prometheus::Family<prometheus::Histogram>* call_duration_;
   prometheus::Family<prometheus::Counter>* calls_;
@@ -135,6 +143,9 @@ class Metrics final : public hal::EventSink {
   std::map<std::string, uint64_t> rdma_last_;
   uint64_t events_last_ = 0, drops_last_ = 0;
   uint64_t lost_last_[6] = {};
+  bool authenticated_ = false;
+  // Last: stopped (its handlers done) before the registry and the families go.
+  std::unique_ptr<http::Server> server_;
 };
 
 }  // namespace ingero::serve

@@ -363,7 +363,9 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
                          window_where(w, "timestamp"));
   if (!span) return make_error("trace span: " + span.error().message);
   int64_t t0 = 0, t1 = 0;
-  if (auto r = span->step(); r && *r && !span->is_null(0)) {
+  auto r = span->step();
+  if (!r) return make_error("trace span: " + r.error().message);
+  if (*r && !span->is_null(0)) {
     t0 = span->int64(0);
     t1 = span->int64(1);
   }

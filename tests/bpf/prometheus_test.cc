@@ -14,12 +14,12 @@
 
 #include "test_paths.h"
 #include "tests/support/http_client.h"
+#include "tests/support/prometheus_server.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
 namespace {
 
-const char* kPrometheus = "/usr/bin/prometheus";
 const char* kHip = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 const char* kStub = INGERO_CUDA_ROOT "/lib64/stubs/libcuda.so";
 
@@ -45,65 +45,6 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-class PrometheusServer {
- public:
-  // Scrapes 127.0.0.1:target_port every second into a temporary storage dir.
-  bool start(int target_port, std::string* why) {
-    port_ = free_tcp_port();
-    std::string dir = temp_path("prometheus");
-    std::filesystem::create_directories(dir + "/data");
-    std::ofstream(dir + "/prometheus.yml")
-        << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-           "scrape_configs:\n  - job_name: ingero\n    static_configs:\n"
-           "      - targets: ['127.0.0.1:"
-        << target_port << "']\n";
-    proc_ = Subprocess::spawn({kPrometheus, "--config.file=" + dir + "/prometheus.yml",
-                               "--storage.tsdb.path=" + dir + "/data",
-                               "--web.listen-address=127.0.0.1:" + std::to_string(port_)});
-    for (int i = 0; i < 300; ++i) {
-      if (http_get("127.0.0.1", port_, "/-/ready").status == 200) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    proc_.signal(SIGTERM);
-    proc_.wait(std::chrono::seconds(10));
-    *why = "prometheus did not become ready: " + proc_.err().substr(0, 2000);
-    return false;
-  }
-  ~PrometheusServer() {
-    if (proc_.ok()) {
-      proc_.signal(SIGTERM);
-      proc_.wait(std::chrono::seconds(20));
-    }
-  }
-  // Instant query: metric labels -> value, as Prometheus stored them.
-  std::vector<std::pair<Json, double>> query(const std::string& promql) {
-    auto r = http_get("127.0.0.1", port_, "/api/v1/query?query=" + url_encode(promql));
-    std::vector<std::pair<Json, double>> v;
-    if (r.status != 200) return v;
-    auto j = Json::parse(r.body, nullptr, false);
-    if (j.is_discarded() || j["status"] != "success") return v;
-    for (const auto& s : j["data"]["result"])
-      v.emplace_back(s["metric"], std::stod(s["value"][1].get<std::string>()));
-    return v;
-  }
-  // Polls `promql` until `done` holds for its result or the timeout passes.
-  template <typename Pred>
-  std::vector<std::pair<Json, double>> wait_for(const std::string& promql, Pred done,
-                                                int seconds = 30) {
-    std::vector<std::pair<Json, double>> v;
-    for (int i = 0; i < seconds * 5; ++i) {
-      v = query(promql);
-      if (done(v)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return v;
-  }
-
- private:
-  int port_ = 0;
-  Subprocess proc_;
-};
-
 void write_ib_tree(const std::string& root, uint64_t rcv_errors) {
   std::string port = root + "/class/infiniband/mlx5_0/ports/1";
   std::filesystem::create_directories(port + "/counters");
@@ -123,11 +64,7 @@ TEST(Prometheus, RealServerScrapesCallsAndInfinibandCounters) {
   REQUIRE_FILE(INGERO_CUDA_CALLS);
   REQUIRE_FILE(kStub);
   REQUIRE_FILE(kHip);
-  if (access(kPrometheus, X_OK) != 0) {
-    if (running_in_ci())
-      FAIL() << "CI=true but " << kPrometheus << " is missing (Debian package prometheus)";
-    GTEST_SKIP() << "*** SKIPPED: " << kPrometheus << " not installed ***";
-  }
+  REQUIRE_PROMETHEUS();
   std::string sys = temp_path("sys");
   write_ib_tree(sys, 3);
   std::string dir = temp_path("work");

@@ -224,12 +224,24 @@ TEST(QueryConfinement, RowAndSizeLimitsTruncateWithAReason) {
   EXPECT_EQ(r->rows.size(), 10u);
   EXPECT_TRUE(r->truncated);
   EXPECT_EQ(r->truncated_reason, "row limit 10");
+  // The size limit counts each value as JSON renders it: 50 characters cost 53 (quotes and a
+  // separator), so 110 bytes hold two rows; a third would pass the limit and is not read.
   lim.max_rows = 1000;
-  lim.max_bytes = 100;
+  lim.max_bytes = 110;
   auto s = run_query(**reader, "SELECT printf('%.50c', 'x') FROM events", lim);
   ASSERT_TRUE(s);
   EXPECT_TRUE(s->truncated);
   EXPECT_EQ(s->rows.size(), 2u);
+  EXPECT_EQ(s->truncated_reason, "result size limit of 110 bytes");
+  // Every type counts, not only text: 9 digits and a separator, 10 bytes per integer.
+  lim.max_bytes = 100;
+  auto i = run_query(**reader, "SELECT 123456789 FROM events", lim);
+  ASSERT_TRUE(i);
+  EXPECT_TRUE(i->truncated);
+  EXPECT_EQ(i->rows.size(), 10u);
+  auto n = run_query(**reader, "SELECT NULL, 0.5 FROM events", lim);  // 5 + 25 bytes a row
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->rows.size(), 3u);
 }
 
 }  // namespace

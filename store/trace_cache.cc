@@ -1,10 +1,10 @@
-#include "serve/report/report_cache.h"
+#include "store/trace_cache.h"
 
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
-namespace ingero::serve::report {
+namespace ingero::store {
 
 FileStamp file_stamp(const std::string& path) {
   FileStamp s;
@@ -21,15 +21,15 @@ FileStamp file_stamp(const std::string& path) {
   return s;
 }
 
-ReportCache::ReportCache(std::string path, Compute compute, std::chrono::milliseconds min_age)
+TraceCache::TraceCache(std::string path, Compute compute, std::chrono::milliseconds min_age)
     : path_(std::move(path)), compute_(std::move(compute)), min_age_(min_age) {}
 
-uint64_t ReportCache::computations() const {
+uint64_t TraceCache::computations() const {
   std::lock_guard<std::mutex> g(mu_);
   return entry_.generation;
 }
 
-ReportCache::Entry ReportCache::get() {
+TraceCache::Entry TraceCache::get() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     auto now = std::chrono::steady_clock::now();
@@ -47,7 +47,7 @@ ReportCache::Entry ReportCache::get() {
   try {
     r = compute_();
   } catch (const std::exception& e) {
-    r = make_error(std::string("building the report failed: ") + e.what());
+    r = make_error(std::string("computing the result failed: ") + e.what());
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   lock.lock();
@@ -67,4 +67,4 @@ ReportCache::Entry ReportCache::get() {
   return entry_;
 }
 
-}  // namespace ingero::serve::report
+}  // namespace ingero::store

@@ -1,0 +1,122 @@
+#include "app/output_file.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+namespace ingero::app {
+namespace {
+
+constexpr size_t kBufferBytes = 64 << 10;
+
+bool same_file(const struct stat& a, const std::string& other) {
+  struct stat b {};
+  return stat(other.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OutputFile>> OutputFile::open(const std::string& path, bool force,
+                                                     const std::vector<std::string>& inputs) {
+  std::unique_ptr<OutputFile> f(new OutputFile());
+  if (path.empty() || path == "-") {
+    f->path_ = "standard output";
+    f->fd_ = STDOUT_FILENO;
+    return f;
+  }
+  f->path_ = path;
+  f->force_ = force;
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return make_error(path + ": is a directory, not a file to write");
+    for (const auto& in : inputs)
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+        if (same_file(st, in + suffix))
+          return make_error(path + ": is the input " + in + suffix +
+                            "; writing it would destroy the trace (choose another output file)");
+    if (!S_ISREG(st.st_mode)) {
+      // A device, a FIFO, /dev/stdout: written in place, there is nothing to rename.
+      f->fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (f->fd_ < 0) return Error::sys("cannot open " + path + " for writing", errno);
+      f->owns_fd_ = true;
+      return f;
+    }
+    if (!force) return make_error(path + ": exists; pass --force to replace it");
+  } else if (errno != ENOENT) {
+    return Error::sys(path, errno);
+  }
+  std::filesystem::path p(path);
+  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  std::string tmpl = dir + "/." + p.filename().string() + ".tmp-XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  f->fd_ = mkostemp(name.data(), O_CLOEXEC);  // mode 0600
+  if (f->fd_ < 0) return Error::sys("cannot create a temporary file in " + dir, errno);
+  f->tmp_ = name.data();
+  f->owns_fd_ = true;
+  f->regular_ = true;
+  return f;
+}
+
+OutputFile::~OutputFile() {
+  if (owns_fd_ && fd_ >= 0) ::close(fd_);
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+Status OutputFile::flush() {
+  if (!error_) return error_;
+  size_t off = 0;
+  while (off < buf_.size()) {
+    ssize_t n = ::write(fd_, buf_.data() + off, buf_.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error_ = Error::sys("writing " + path_, n < 0 ? errno : EIO);
+      return error_;
+    }
+    off += size_t(n);
+  }
+  buf_.clear();
+  return {};
+}
+
+Status OutputFile::write(std::string_view data) {
+  if (!error_) return error_;
+  buf_.append(data);
+  return buf_.size() >= kBufferBytes ? flush() : Status();
+}
+
+Status OutputFile::commit() {
+  if (auto st = flush(); !st) return st;
+  if (!regular_) {
+    if (owns_fd_) {
+      int fd = fd_;
+      fd_ = -1;
+      if (::close(fd) != 0) return Error::sys("closing " + path_, errno);
+    }
+    committed_ = true;
+    return {};
+  }
+  if (fsync(fd_) != 0) return Error::sys("writing " + path_ + " (fsync)", errno);
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) return Error::sys("writing " + path_ + " (close)", errno);
+  // Without --force, a file that appeared at the target meanwhile is not overwritten.
+  int rc = force_ ? ::rename(tmp_.c_str(), path_.c_str())
+                  : renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+  if (rc != 0) return Error::sys("renaming " + tmp_ + " to " + path_, errno);
+  committed_ = true;
+  std::filesystem::path p(path_);
+  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);  // the rename's durability; the data itself is already synced
+    ::close(dfd);
+  }
+  return {};
+}
+
+}  // namespace ingero::app

@@ -1,0 +1,70 @@
+// Issue 12 through `ingero trace` itself (root + BPF): a damaged --db is refused before the
+// first write and left byte-identical; the default trace folder and file are private; a
+// Prometheus endpoint reachable from other hosts is warned about, a loopback one is not.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "test_paths.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/http_client.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+TEST(HardeningBpf, TraceRefusesADamagedFileByteIdentical) {
+  REQUIRE_BPF();
+  std::string db = write_free_calls(temp_path("damaged.db"), 20'000);
+  flip_byte(db, damage_spots(db).record_header, 0x80);
+  std::string before = sha256_file(db);
+  auto run = trace_command(db, {"/bin/true"});
+  EXPECT_EQ(run.rc, 1) << run.err;
+  EXPECT_NE(run.err.find(db + ": the file is damaged (PRAGMA quick_check"), std::string::npos)
+      << run.err;
+  EXPECT_EQ(sha256_file(db), before);
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+}
+
+TEST(HardeningBpf, DefaultTraceFolderIsPrivate) {
+  REQUIRE_BPF();
+  std::string home = temp_path("home");
+  std::filesystem::create_directories(home);
+  std::string out, err;
+  int rc = run_command({INGERO_BIN, "trace", "--no-live", "--", "/bin/true"}, &out, &err,
+                       {"HOME=" + home}, std::chrono::seconds(120));
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_EQ(mode_of(home + "/.ingero"), 0700u);
+  EXPECT_EQ(mode_of(home + "/.ingero/ingero.db"), 0600u);
+}
+
+TEST(HardeningBpf, PrometheusOnEveryInterfaceIsWarnedAbout) {
+  REQUIRE_BPF();
+  int port = free_tcp_port();
+  auto wide = trace_command(temp_path("wide.db"), {"/bin/true"},
+                            {"--prometheus", "0.0.0.0:" + std::to_string(port)});
+  EXPECT_EQ(wide.rc, 0) << wide.err;
+  EXPECT_NE(wide.err.find("WARNING: Prometheus metrics at 0.0.0.0:" + std::to_string(port) +
+                          " are reachable from other hosts without authentication"),
+            std::string::npos)
+      << wide.err;
+  port = free_tcp_port();
+  auto local = trace_command(temp_path("local.db"), {"/bin/true"},
+                             {"--prometheus", ":" + std::to_string(port)});
+  EXPECT_EQ(local.rc, 0) << local.err;
+  EXPECT_NE(local.err.find("serving Prometheus metrics at http://127.0.0.1:" +
+                           std::to_string(port) + "/metrics"),
+            std::string::npos)
+      << local.err;
+  EXPECT_EQ(local.err.find("WARNING"), std::string::npos) << local.err;
+}
+
+}  // namespace
+}  // namespace ingero::test

@@ -1,0 +1,92 @@
+#include "tests/support/damaged_trace.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <vector>
+
+#include "store/trace_writer.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+// A SQLite varint at `p`; advances `p`.
+uint64_t varint(const std::vector<char>& b, size_t& p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 9; ++i) {
+    auto c = static_cast<uint8_t>(b.at(p++));
+    if (i == 8) return (v << 8) | c;
+    v = (v << 7) | (c & 0x7f);
+    if (!(c & 0x80)) break;
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string write_free_calls(const std::string& path, int calls) {
+  auto w = store::TraceWriter::open(path);
+  EXPECT_TRUE(w) << (w ? "" : w.error().message);
+  if (!w) return path;
+  store::SessionInfo si;
+  si.node = "gpu-node-01";
+  si.mono_offset_ns = 1'700'000'000'000'000'000;
+  EXPECT_TRUE((*w)->begin_session(si));
+  for (int i = 0; i < calls; ++i) {
+    hal::Event e;
+    e.ts_ns = uint64_t(i) * 1000;
+    e.dur_ns = 500 + uint64_t(i % 7);
+    e.pid = 100;
+    e.tid = 101;
+    e.set_comm("trainer");
+    e.vendor = "nvidia";
+    e.api = "cuda_runtime";
+    e.kind = hal::EventKind::kFree;
+    e.op = "cudaFree";
+    e.has_ret = true;
+    e.set(hal::Field::kDptr, 0x7000'0000 + uint64_t(i));
+    EXPECT_TRUE((*w)->add(e));
+  }
+  store::SessionEnd end;
+  end.exit_reason = "test";
+  EXPECT_TRUE((*w)->finish(end));
+  return path;
+}
+
+DamageSpots damage_spots(const std::string& path) {
+  DamageSpots d;
+  int64_t page_size = query_int(path, "PRAGMA page_size");
+  auto pages = query_rows(path,
+                          "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' "
+                          "ORDER BY pageno");
+  EXPECT_GT(pages.size(), 10u);
+  if (pages.empty()) return d;
+  d.page = std::stoll(pages[pages.size() / 2][0]);
+  int64_t base = (d.page - 1) * page_size;
+  d.page_type = base;
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> b(static_cast<size_t>(page_size));
+  in.seekg(base);
+  in.read(b.data(), page_size);
+  auto u16 = [&](size_t at) { return (size_t(uint8_t(b[at])) << 8) | uint8_t(b[at + 1]); };
+  size_t cells = u16(3);
+  size_t cell = u16(8 + 2 * (cells / 2));  // the middle row's cell
+  varint(b, cell);                         // payload length
+  varint(b, cell);                         // rowid
+  d.record_header = base + int64_t(cell);  // the record's header-size varint
+  return d;
+}
+
+void flip_byte(const std::string& path, int64_t offset, uint8_t mask) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(offset);
+  char c = 0;
+  f.read(&c, 1);
+  c = char(uint8_t(c) ^ mask);
+  f.seekp(offset);
+  f.write(&c, 1);
+  ASSERT_TRUE(f.good()) << "cannot damage " << path;
+}
+
+}  // namespace ingero::test

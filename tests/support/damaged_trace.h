@@ -1,0 +1,26 @@
+// Traces for the hardening tests: a large synthetic trace written the way `ingero trace`
+// writes one (store::TraceWriter), and byte flips that damage it the way a bad disk or a torn
+// copy would, at places SQLite is able to detect.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ingero::test {
+
+// `calls` cudaFree calls (pid 100, tid 101, comm "trainer", 1 us apart, 500..506 ns long) in
+// one session; returns `path`.
+std::string write_free_calls(const std::string& path, int calls);
+
+// Offsets in a trace file, from SQLite's dbstat table (the file must be intact).
+struct DamageSpots {
+  int64_t page = 0;           // the middle leaf page of the events table (1-based)
+  int64_t page_type = 0;      // its page-type byte (the first byte of its b-tree header)
+  int64_t record_header = 0;  // the record-header-size byte of its middle row
+};
+DamageSpots damage_spots(const std::string& path);
+
+// XORs the byte at `offset` with `mask`.
+void flip_byte(const std::string& path, int64_t offset, uint8_t mask);
+
+}  // namespace ingero::test

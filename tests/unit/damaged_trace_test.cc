@@ -1,0 +1,175 @@
+// Issue 12, items 1-3: a damaged trace is a clear error everywhere, never a short answer.
+// A 100,000-call trace gets one byte flipped, in one of two places SQLite can detect:
+//   - the record header of the middle row of a data page in the middle of the file (the page
+//     is fine; one row's header now claims more bytes than the row has);
+//   - the page-type byte of that page's b-tree header.
+// explain, export and the MCP get_trace_stats tool must fail naming the damage (MCP with
+// isError: true); merge must leave no output and no temporary file; and trace must refuse the
+// file without changing one byte of it.
+//
+// Not covered, because no reader can tell: a flip inside a stored value (a duration, a pid)
+// leaves a well-formed file that says something else. SQLite pages carry no checksums.
+#include "tests/support/damaged_trace.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "serve/mcp/server.h"
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kCalls = 100'000;
+
+// The intact trace, written once; each test damages a copy.
+const std::string& intact_trace() {
+  static const std::string path = [] {
+    std::string p = temp_path("intact-100k.db");
+    write_free_calls(p, kCalls);
+    return p;
+  }();
+  return path;
+}
+
+enum class Damage { kRecordHeader, kPageHeader };
+
+std::string damaged_copy(const std::string& name, Damage d) {
+  std::string dst = temp_path(name);
+  std::filesystem::copy_file(intact_trace(), dst,
+                             std::filesystem::copy_options::overwrite_existing);
+  DamageSpots s = damage_spots(intact_trace());
+  if (d == Damage::kRecordHeader)
+    flip_byte(dst, s.record_header, 0x80);  // a 1-byte header size becomes a 2-byte varint
+  else
+    flip_byte(dst, s.page_type, 0xff);  // 0x0d (table leaf) becomes 0xf2: no such page type
+  return dst;
+}
+
+struct Run {
+  int rc = -1;
+  std::string out, err;
+};
+Run ingero(const std::vector<std::string>& args) {
+  Run r;
+  std::vector<std::string> argv = {INGERO_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  r.rc = run_command(argv, &r.out, &r.err);
+  return r;
+}
+
+// get_trace_stats through the MCP protocol core, as any transport runs it.
+Json trace_stats(const std::string& db) {
+  serve::mcp::ToolContext ctx(db, {});
+  serve::mcp::Server server(ctx);
+  serve::mcp::Session s;
+  auto init = server.handle(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{)"
+                            R"("protocolVersion":"2025-11-25","capabilities":{},)"
+                            R"("clientInfo":{"name":"t","version":"1"}}})",
+                            s, nullptr);
+  EXPECT_TRUE(init && init->contains("result"));
+  auto r = server.handle(R"({"jsonrpc":"2.0","id":2,"method":"tools/call",)"
+                         R"("params":{"name":"get_trace_stats","arguments":{}}})",
+                         s, nullptr);
+  return r ? (*r)["result"] : Json();
+}
+
+class DamagedTrace : public ::testing::TestWithParam<Damage> {};
+
+TEST(DamagedTraceBaseline, TheIntactTraceAnswersInFull) {
+  auto ex = ingero({"explain", "--db", intact_trace(), "--json"});
+  ASSERT_EQ(ex.rc, 0) << ex.err;
+  EXPECT_NE(ex.out.find("\"cudaFree\""), std::string::npos);
+  EXPECT_NE(ex.out.find("\"calls\": 100000"), std::string::npos) << ex.out.substr(0, 3000);
+  Json stats = trace_stats(intact_trace());
+  EXPECT_EQ(stats["isError"], false) << stats.dump();
+  EXPECT_EQ(stats["structuredContent"]["ops"][0]["calls"], kCalls) << stats.dump();
+}
+
+TEST_P(DamagedTrace, ExplainFailsNamingTheDamage) {
+  std::string db = damaged_copy("explain.db", GetParam());
+  auto r = ingero({"explain", "--db", db});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.err.find(db), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("malformed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("quick_check"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("cudaFree"), std::string::npos) << "a partial report was printed";
+}
+
+TEST_P(DamagedTrace, ExportFailsAndLeavesNoFile) {
+  std::string db = damaged_copy("export.db", GetParam());
+  std::string dir = temp_path("export-out");
+  std::filesystem::create_directories(dir);
+  auto r = ingero({"export", "--db", db, "-o", dir + "/trace.json"});
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("malformed"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("written"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "export left a file behind";
+}
+
+TEST_P(DamagedTrace, McpTraceStatsIsAnError) {
+  std::string db = damaged_copy("mcp.db", GetParam());
+  Json res = trace_stats(db);
+  EXPECT_EQ(res["isError"], true) << res.dump();
+  std::string text = res["content"][0]["text"];
+  EXPECT_NE(text.find("malformed"), std::string::npos) << text;
+  EXPECT_FALSE(res.contains("structuredContent")) << res.dump();
+}
+
+TEST_P(DamagedTrace, MergeFailingPartWayLeavesNoOutputAndNoTemporaryFile) {
+  std::string good = temp_path("merge-good.db");
+  write_free_calls(good, 1000);
+  std::string bad = damaged_copy("merge-bad.db", GetParam());
+  std::string dir = temp_path("merge-out");
+  std::filesystem::create_directories(dir);
+  // The first input is merged into the temporary file before the second fails.
+  auto r = ingero({"merge", good, bad, "-o", dir + "/cluster.db"});
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("malformed"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "merge left a file behind";
+}
+
+TEST_P(DamagedTrace, TheWriterRefusesItByteIdentical) {
+  std::string db = damaged_copy("append.db", GetParam());
+  std::string before = sha256_file(db);
+  auto w = store::TraceWriter::open(db);
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find(db), std::string::npos) << w.error().message;
+  EXPECT_NE(w.error().message.find("damaged"), std::string::npos) << w.error().message;
+  EXPECT_EQ(sha256_file(db), before);
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(db + "-journal"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Flips, DamagedTrace,
+                         ::testing::Values(Damage::kRecordHeader, Damage::kPageHeader),
+                         [](const auto& info) {
+                           return info.param == Damage::kRecordHeader ? "RecordHeaderInADataPage"
+                                                                      : "PageHeader";
+                         });
+
+TEST(DamagedTraceBaseline, MergeSucceedsAndRenamesIntoPlace) {
+  std::string a = temp_path("merge-a.db"), b = temp_path("merge-b.db");
+  write_free_calls(a, 1000);
+  write_free_calls(b, 2000);
+  std::string dir = temp_path("merge-ok");
+  std::filesystem::create_directories(dir);
+  auto r = ingero({"merge", a, b, "-o", dir + "/cluster.db"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(query_int(dir + "/cluster.db", "SELECT count(*) FROM calls"), 3000);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1u) << "a temporary file was left beside the output";
+}
+
+}  // namespace
+}  // namespace ingero::test

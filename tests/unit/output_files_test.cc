@@ -1,0 +1,158 @@
+// Issue 12, item 4: what export writes, and what query and explain print, either arrives whole
+// or the command fails. export refuses to overwrite without --force, refuses to write over
+// its input (same inode, whatever the name), writes a temporary file renamed into place, and
+// checks every write, fsync and close: -o /dev/full and a full disk (a 64 KiB tmpfs in a
+// private mount namespace) are errors that leave nothing behind. query and explain writing
+// into a full standard output exit non-zero.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_paths.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+struct Run {
+  int rc = -1;
+  std::string out, err;
+};
+Run ingero(const std::vector<std::string>& args) {
+  Run r;
+  std::vector<std::string> argv = {INGERO_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  r.rc = run_command(argv, &r.out, &r.err);
+  return r;
+}
+Run shell(const std::string& script) {
+  Run r;
+  r.rc = run_command({"/bin/sh", "-c", script}, &r.out, &r.err);
+  return r;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+size_t entries(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+class OutputFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_path("out");
+    std::filesystem::create_directories(dir_);
+    db_ = write_free_calls(temp_path("t.db"), 2000);
+  }
+  std::string dir_, db_;
+};
+
+TEST_F(OutputFiles, ExportWritesAWholeFileWithPrivateMode) {
+  auto r = ingero({"export", "--db", db_, "-o", dir_ + "/t.json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(dir_ + "/t.json"));
+  size_t calls = 0;
+  for (const auto& e : j) calls += e.value("name", "") == "cudaFree";
+  EXPECT_EQ(calls, 2000u);
+  EXPECT_NE(r.err.find(std::to_string(j.size()) + " trace events written"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(entries(dir_), 1u) << "a temporary file was left behind";
+  EXPECT_EQ(std::filesystem::status(dir_ + "/t.json").permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+TEST_F(OutputFiles, ExportRefusesToOverwriteWithoutForce) {
+  std::string out = dir_ + "/t.json";
+  std::ofstream(out) << "keep me";
+  auto r = ingero({"export", "--db", db_, "-o", out});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find(out + ": exists; pass --force"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(out), "keep me");
+  EXPECT_EQ(entries(dir_), 1u);
+  auto f = ingero({"export", "--db", db_, "-o", out, "--force"});
+  ASSERT_EQ(f.rc, 0) << f.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(out)).size(), 2000u + 1u);  // calls + process track
+  EXPECT_EQ(entries(dir_), 1u);
+}
+
+TEST_F(OutputFiles, ExportRefusesToWriteOverItsInput) {
+  std::string before = sha256_file(db_);
+  for (bool force : {false, true}) {
+    std::vector<std::string> args = {"export", "--db", db_, "-o", db_};
+    if (force) args.push_back("--force");
+    auto r = ingero(args);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("is the input " + db_), std::string::npos) << r.err;
+    EXPECT_EQ(sha256_file(db_), before);
+  }
+  // Another name for the same file (a hard link, a path through a symlinked folder).
+  std::string link = dir_ + "/same.db";
+  std::filesystem::create_hard_link(db_, link);
+  auto r = ingero({"export", "--db", db_, "-o", link, "--force"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("is the input"), std::string::npos) << r.err;
+  EXPECT_EQ(sha256_file(db_), before);
+  std::filesystem::create_directory_symlink(std::filesystem::path(db_).parent_path(),
+                                            dir_ + "/alias");
+  auto s = ingero({"export", "--db", db_, "-o",
+                   dir_ + "/alias/" + std::filesystem::path(db_).filename().string(), "--force"});
+  EXPECT_EQ(s.rc, 1);
+  EXPECT_EQ(sha256_file(db_), before);
+}
+
+TEST_F(OutputFiles, ExportIntoDevFullFails) {
+  auto r = ingero({"export", "--db", db_, "-o", "/dev/full"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("writing /dev/full: No space left on device"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("written"), std::string::npos) << r.err;
+  auto s = shell(std::string(INGERO_BIN) + " export --db " + db_ + " > /dev/full");
+  EXPECT_EQ(s.rc, 1);
+  EXPECT_NE(s.err.find("No space left on device"), std::string::npos) << s.err;
+}
+
+TEST_F(OutputFiles, ExportOntoAFullDiskFailsAndLeavesNothing) {
+  // A 64 KiB tmpfs in a private mount namespace (unprivileged through a user namespace; the
+  // trace's export is ~200 KiB). The listing runs inside, before the mount goes away.
+  std::string mnt = dir_ + "/tiny";
+  std::filesystem::create_directories(mnt);
+  auto r = shell("unshare -rm /bin/sh -c 'mount -t tmpfs -o size=64k tmpfs " + mnt +
+                 " || exit 99; " + INGERO_BIN + " export --db " + db_ + " -o " + mnt +
+                 "/t.json; rc=$?; ls -A " + mnt + "; exit $rc'");
+  if (r.rc == 99) {
+    if (running_in_ci()) FAIL() << "CI=true but no private tmpfs mount: " << r.err;
+    GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << r.err << " ***";
+  }
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(mnt + "/t.json"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "left on the full disk: " << r.out;
+}
+
+TEST_F(OutputFiles, QueryAndExplainIntoAFullStdoutFail) {
+  for (const std::string& cmd : {"query " + db_ + " 'SELECT ts_ns, op FROM calls'",
+                                 "query --json " + db_ + " 'SELECT ts_ns FROM calls'",
+                                 "explain --db " + db_, "explain --json --db " + db_}) {
+    auto ok = shell(std::string(INGERO_BIN) + " " + cmd + " > /dev/null");
+    EXPECT_EQ(ok.rc, 0) << cmd << ": " << ok.err;
+    auto r = shell(std::string(INGERO_BIN) + " " + cmd + " > /dev/full");
+    EXPECT_EQ(r.rc, 1) << cmd;
+    EXPECT_NE(r.err.find("writing to standard output failed: No space left on device"),
+              std::string::npos)
+        << cmd << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace ingero::test

@@ -1,0 +1,181 @@
+// Issue 12, items 12 and 14. Trace files are private (0600, also their -wal and -shm) and the
+// folder ingero creates for them is 0700, because a trace holds every traced process's
+// command line. A path that cannot be a trace (a directory, no permission, a missing folder)
+// gets a message naming the path and the cause from every command that takes --db, instead of
+// SQLite's "disk I/O error" or "unable to open database file".
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "store/file_access.h"
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+struct Run {
+  int rc = -1;
+  std::string out, err;
+};
+const std::vector<std::string> kAsNobody = {"setpriv", "--reuid=65534", "--regid=65534",
+                                            "--clear-groups", "--"};
+
+// The binary as nobody may run it: the build folder may sit where only root can enter (a CI
+// checkout under /root), then a copy in the test's folder.
+std::string binary_for_nobody() {
+  static const std::string bin = [] {
+    std::vector<std::string> argv = kAsNobody;
+    argv.push_back(INGERO_BIN);
+    argv.push_back("version");
+    if (run_command(argv) == 0) return std::string(INGERO_BIN);
+    std::string copy = temp_path("ingero");
+    std::filesystem::copy_file(INGERO_BIN, copy);
+    std::filesystem::permissions(copy, std::filesystem::perms(0755));
+    return copy;
+  }();
+  return bin;
+}
+
+// As this user, or as nobody when root (root reads anything: permission tests need a user
+// the permissions apply to).
+Run ingero(const std::vector<std::string>& args, bool unprivileged = false) {
+  Run r;
+  std::vector<std::string> argv;
+  bool as_nobody = unprivileged && geteuid() == 0;
+  if (as_nobody) argv = kAsNobody;
+  argv.push_back(as_nobody ? binary_for_nobody() : std::string(INGERO_BIN));
+  argv.insert(argv.end(), args.begin(), args.end());
+  r.rc = run_command(argv, &r.out, &r.err, {"HOME=/nonexistent"});
+  return r;
+}
+
+// The read-side commands, each given `db` (and `trace`'s writer, tested through TraceWriter).
+std::vector<std::vector<std::string>> readers(const std::string& db, const std::string& out) {
+  return {{"explain", "--db", db},
+          {"query", db, "SELECT 1"},
+          {"export", "--db", db, "-o", out + "/export.json"},
+          {"report", "--db", db, "-o", out + "/report.html"},
+          {"mcp", "--db", db}};
+}
+
+TEST(TraceFiles, NewTracesAre0600InA0700Folder) {
+  std::string home = temp_path("home");
+  std::filesystem::create_directories(home);
+  std::string dir = home + "/.ingero/sub";
+  mode_t home_mode = mode_of(home);
+  ASSERT_TRUE(store::make_private_dirs(dir));
+  EXPECT_EQ(mode_of(home + "/.ingero"), 0700u);
+  EXPECT_EQ(mode_of(dir), 0700u);
+  EXPECT_EQ(mode_of(home), home_mode) << "an existing folder is left alone";
+  std::string db = dir + "/ingero.db";
+  auto w = store::TraceWriter::open(db);
+  ASSERT_TRUE(w) << w.error().message;
+  store::SessionInfo si;
+  ASSERT_TRUE((*w)->begin_session(si));
+  ASSERT_TRUE((*w)->commit());
+  EXPECT_EQ(mode_of(db), 0600u);
+  ASSERT_TRUE(std::filesystem::exists(db + "-wal"));
+  EXPECT_EQ(mode_of(db + "-wal"), 0600u);
+  EXPECT_EQ(mode_of(db + "-shm"), 0600u);
+  // A file in a folder that is not a folder.
+  auto bad = store::make_private_dirs(db + "/x");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find(db + " is not a directory"), std::string::npos)
+      << bad.error().message;
+}
+
+TEST(TraceFiles, ADirectoryAsDbIsNamed) {
+  std::string dir = temp_path("a-folder.db");
+  std::string out = temp_path("out");
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(out);
+  auto all = readers(dir, out);
+  // The dashboard waits for a missing file (trace may be about to create it), not for these.
+  all.push_back({"dashboard", "--db", dir, "--http", "127.0.0.1:0"});
+  for (const auto& args : all) {
+    auto r = ingero(args);
+    EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(dir + ": is a directory, not a trace file"), std::string::npos)
+        << args[0] << ": " << r.err;
+  }
+  auto w = store::TraceWriter::open(dir);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().message, dir + ": is a directory, not a trace file");
+}
+
+TEST(TraceFiles, AMissingFileOrFolderIsNamed) {
+  std::string missing = temp_path("nope.db");
+  std::string out = temp_path("out");
+  std::filesystem::create_directories(out);
+  for (const auto& args : readers(missing, out)) {
+    auto r = ingero(args);
+    EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(missing + ": No such file or directory"), std::string::npos)
+        << args[0] << ": " << r.err;
+  }
+  auto w = store::TraceWriter::open(temp_path("no-folder") + "/x/t.db");
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("No such file or directory"), std::string::npos)
+      << w.error().message;
+}
+
+TEST(TraceFiles, NoPermissionIsNamed) {
+  // A trace only its owner may read, and an output folder anyone may write to.
+  std::string db = write_free_calls(temp_path("private.db"), 10);
+  ASSERT_EQ(chmod(db.c_str(), 0600), 0);
+  if (geteuid() != 0) {
+    ASSERT_EQ(chmod(db.c_str(), 0000), 0);
+  }
+  std::string out = temp_path("out");
+  std::filesystem::create_directories(out);
+  for (const auto& p : {std::filesystem::path(db).parent_path(), std::filesystem::path(out)})
+    std::filesystem::permissions(p, std::filesystem::perms::all);
+  auto all = readers(db, out);
+  all.push_back({"dashboard", "--db", db, "--http", "127.0.0.1:0"});
+  for (const auto& args : all) {
+    auto r = ingero(args, true);
+    EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot read " + db + ": Permission denied"), std::string::npos)
+        << args[0] << ": " << r.err;
+  }
+  // A trace in a folder this user may not enter.
+  std::string locked = temp_path("locked");
+  std::filesystem::create_directories(locked);
+  std::string inside = write_free_calls(locked + "/t.db", 10);
+  ASSERT_EQ(chmod(locked.c_str(), 0700), 0);
+  if (geteuid() != 0) {
+    ASSERT_EQ(chmod(locked.c_str(), 0000), 0);
+  }
+  auto r = ingero({"explain", "--db", inside}, true);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find(inside + ": Permission denied"), std::string::npos) << r.err;
+  if (geteuid() != 0) {
+    ASSERT_EQ(chmod(locked.c_str(), 0700), 0);
+  }
+}
+
+TEST(TraceFiles, AReadOnlyTraceIsRefusedForWritingBeforeAnyChange) {
+  if (geteuid() == 0) GTEST_SKIP() << "root writes read-only files; covered by setpriv above";
+  std::string db = write_free_calls(temp_path("ro.db"), 10);
+  ASSERT_EQ(chmod(db.c_str(), 0400), 0);
+  std::string before = sha256_file(db);
+  auto w = store::TraceWriter::open(db);
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("cannot write " + db + ": Permission denied"), std::string::npos)
+      << w.error().message;
+  EXPECT_EQ(sha256_file(db), before);
+}
+
+}  // namespace
+}  // namespace ingero::test
