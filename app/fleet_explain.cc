@@ -1,5 +1,6 @@
 #include "app/fleet_explain.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -7,6 +8,70 @@
 #include "app/explain_report.h"
 
 namespace ingero::app {
+
+namespace {
+
+// explain --json has one shape whatever the number of nodes: the top level always holds the
+// whole trace's events, window, losses, stats, host, steps and chains (rows tagged with their
+// node when there are several), and `nodes` lists each node with its events and window.
+nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& title) {
+  auto node_entry = [](const nlohmann::json& r) {
+    return nlohmann::json{
+        {"node", r.value("node", "")}, {"events", r["events"]}, {"window", r["window"]}};
+  };
+  if (per_node.size() == 1) {
+    nlohmann::json j = per_node[0];
+    j["nodes"] = nlohmann::json::array({node_entry(j)});
+    return j;
+  }
+  nlohmann::json j = {{"trace", title},
+                      {"events", 0},
+                      {"stats", nlohmann::json::array()},
+                      {"host", nlohmann::json::object()},
+                      {"steps", nlohmann::json::array()},
+                      {"chains", nlohmann::json::array()},
+                      {"nodes", nlohmann::json::array()}};
+  int64_t start = 0, end = 0;
+  uint64_t events = 0;
+  for (const auto& r : per_node) {
+    std::string node = r.value("node", "");
+    events += r["events"].get<uint64_t>();
+    int64_t s = r["window"]["start_ns"], e = r["window"]["end_ns"];
+    if (s && (!start || s < start)) start = s;
+    end = std::max(end, e);
+    if (r.contains("losses")) j["losses"] = r["losses"];  // the file's, the same for every node
+    for (const char* list : {"stats", "steps", "chains"})
+      for (auto row : r.value(list, nlohmann::json::array())) {
+        row["node"] = node;
+        j[list].push_back(std::move(row));
+      }
+    for (const auto& [name, h] : r["host"].items()) {
+      auto& m = j["host"][name];
+      if (m.is_null()) m = nlohmann::json::object();
+      uint64_t n0 = m.value("count", uint64_t(0)), n1 = h["count"];
+      uint64_t a0 = m.value("avg_ns", uint64_t(0)), a1 = h["avg_ns"];
+      m["count"] = n0 + n1;
+      m["avg_ns"] = n0 + n1 ? (a0 * n0 + a1 * n1) / (n0 + n1) : 0;
+      m["max_ns"] = std::max(m.value("max_ns", uint64_t(0)), h["max_ns"].get<uint64_t>());
+    }
+    j["nodes"].push_back(node_entry(r));
+  }
+  j["events"] = events;
+  j["window"] = {{"start_ns", start},
+                 {"end_ns", end},
+                 {"seconds", end > start ? double(end - start) / 1e9 : 0.0}};
+  // Chains HIGH first across nodes, each node's own order kept within a severity.
+  auto rank = [](const nlohmann::json& c) {
+    std::string s = c.value("severity", "");
+    return s == "HIGH" ? 0 : s == "MEDIUM" ? 1 : 2;
+  };
+  auto& chains = j["chains"];
+  std::stable_sort(chains.begin(), chains.end(),
+                   [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  return j;
+}
+
+}  // namespace
 namespace {
 
 std::string offset_text(const engine::NodeClock& c) {
@@ -125,7 +190,7 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
     }
   }
   if (o.json) {
-    nlohmann::json j = all.size() == 1 && !f ? all[0] : nlohmann::json{{"nodes", all}};
+    nlohmann::json j = one_shape(all, o.title);
     if (f) j["fleet"] = fleet_json(*f);
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }

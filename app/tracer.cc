@@ -134,7 +134,13 @@ class Trace {
   std::unique_ptr<fleet::Shipper> shipper_;
   std::unique_ptr<HostSamplers> samplers_;
   std::vector<Periodic> periodic_;
-  std::future<std::map<std::string, uint64_t>> live_chains_;
+  // The periodic analysis for /metrics: chains by severity, and the steady steps that ended.
+  struct LiveAnalysis {
+    std::map<std::string, uint64_t> chains;
+    std::vector<std::pair<int64_t, serve::Metrics::StepSample>> steps;  // (end_ns, sample)
+  };
+  std::future<LiveAnalysis> live_chains_;
+  int64_t steps_observed_to_ = 0;  // steps ending after this are new to the histograms
   int64_t next_chains_ = 0;
   uint64_t events_at_last_metrics_ = 0;
   int64_t last_metrics_ = 0;
@@ -236,25 +242,42 @@ void Trace::update_metrics(int64_t mono, bool final) {
   last_metrics_ = mono;
   metrics_->retire_exited(mono);
   if (live_chains_.valid() &&
-      live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
-    metrics_->set_chains(live_chains_.get());
+      live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    LiveAnalysis la = live_chains_.get();
+    metrics_->set_chains(la.chains);
+    std::vector<serve::Metrics::StepSample> fresh;
+    int64_t last = steps_observed_to_;
+    for (const auto& [end, sample] : la.steps)
+      if (end > steps_observed_to_) {
+        fresh.push_back(sample);
+        last = std::max(last, end);
+      }
+    steps_observed_to_ = last;
+    metrics_->observe_steps(fresh);
+  }
   if (final || live_chains_.valid() || mono < next_chains_) return;
   pipeline_->commit();
   std::string db = db_;
   int64_t to = wall_now_ns(), from = to - 300'000'000'000LL;
   live_chains_ = std::async(std::launch::async, [db, from, to] {
-    std::map<std::string, uint64_t> counts;
+    LiveAnalysis out;
     auto reader = store::TraceReader::open(db);
-    if (!reader) return counts;
+    if (!reader) return out;
     store::SqlTraceSource source(**reader);
     engine::Window w;
     w.from_ns = from;
     w.to_ns = to;
     engine::EngineOptions eo;
     eo.breakdown = false;
-    for (const auto& c : engine::analyze(source, w, eo).chains)
-      ++counts[engine::severity_name(c.severity)];
-    return counts;
+    auto a = engine::analyze(source, w, eo);
+    for (const auto& c : a.chains) ++out.chains[engine::severity_name(c.severity)];
+    for (const auto& s : a.steps.processes)
+      for (const auto& st : s.steps)
+        if (!st.warmup && st.duration())
+          out.steps.push_back(
+              {st.end_ns,
+               {double(st.duration()) / 1e9, double(st.gpu_idle_ns) / double(st.duration())}});
+    return out;
   });
   next_chains_ = mono + 30'000'000'000LL;
 }

@@ -5,9 +5,11 @@
 set -euo pipefail
 B=${1:-build}
 ING=$B/app/ingero
-FAKE_VENV=$B/tests/fake/venv
-LIB=$FAKE_VENV/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13
-SYM=cudaFree
+# Every per-call figure is taken on the installed, real libcudart: its prologue is emulated by
+# the kernel (~1 us), where the stand-in's first instruction is single-stepped (~16 us here),
+# which hid a 4x stack cost once. Without a GPU the call fails at once, after entering it.
+LIB=${LIB:-/usr/local/cuda/lib64/libcudart.so.13}
+SYM=${SYM:-cudaStreamSynchronize}
 N=${CALLS:-200000}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -41,7 +43,7 @@ run_min() {
 }
 run_ingero() {  # extra flags: --no-stack, or nothing (stacks are on by default)
   for i in 1 2 3 4 5; do
-    VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live "$@" --db "$out/ovh$i.db" -- $B/bench/call_loop "$LIB" $SYM "$N" | ns
+    $ING trace -q --no-live "$@" --db "$out/ovh$i.db" -- $B/bench/call_loop "$LIB" $SYM "$N" | ns
   done | median
 }
 base=$(run_plain)
@@ -66,8 +68,8 @@ PYN=${PY_CALLS:-50000}
 echo "== Python stacks: ctypes loop (2 Python frames deep), $PYN calls, median of 5"
 pyloop() { for i in 1 2 3 4 5; do "$@" python3 bench/py_call_loop.py "$LIB" $SYM "$PYN" | ns; done | median; }
 pbase=$(pyloop env)
-pno=$(pyloop env VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live --no-stack --db "$out/pyno.db" --)
-pst=$(pyloop env VIRTUAL_ENV=$FAKE_VENV $ING trace -q --no-live --db "$out/pyst.db" --)
+pno=$(pyloop env $ING trace -q --no-live --no-stack --db "$out/pyno.db" --)
+pst=$(pyloop env $ING trace -q --no-live --db "$out/pyst.db" --)
 lag=$($ING query --db "$out/pyst.db" --json "select bpf_stats from sessions" | python3 -c 'import json,sys; s=json.loads(json.load(sys.stdin)[0]["bpf_stats"]); print(s["delivery_lag_p50_us"], s["delivery_lag_p99_us"], s["stack_python_frames"], s["stacks_shipped"], s["stacks_sampled"])')
 python3 - "$pbase" "$pno" "$pst" $lag <<'PY'
 import sys
@@ -96,7 +98,7 @@ else
 fi
 
 echo "== memory: ingero trace RSS with >=100 probes attached and 50,000 calls/s for 20 s"
-CUDA_HOME=$B/tests/fake/cuda_home VIRTUAL_ENV=$FAKE_VENV $ING trace --no-live --db "$out/mem.db" \
+$ING trace --no-live --db "$out/mem.db" \
   -- $B/bench/call_loop "$LIB" $SYM 1000000 50000 > "$out/mem.out" 2>"$out/mem.err" &
 tpid=$!
 sleep 10
@@ -109,3 +111,6 @@ done
 wait $tpid || true
 stored=$($ING query --db "$out/mem.db" "select events_stored || ' events, ' || attached_probes || ' probes attached' from sessions" | sed -n 3p)
 echo "peak RSS $((peak / 1024)) MiB (target < 64 MiB); $stored"
+
+echo "== step proxy: a launch-bound training step on the real libcudart (bench/step_proxy.sh)"
+"$(dirname "$0")/step_proxy.sh" "$B"

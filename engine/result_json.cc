@@ -73,6 +73,66 @@ nlohmann::json chain_json(const Chain& c) {
   return j;
 }
 
+nlohmann::json step_summary_json(const StepSummary& s) {
+  return {{"text", s.text},
+          {"steps", s.steps},
+          {"warmup_steps", s.warmup_steps},
+          {"median_ns", s.median_ns},
+          {"p90_ns", s.p90_ns},
+          {"min_ns", s.min_ns},
+          {"max_ns", s.max_ns},
+          {"wait", s.wait},
+          {"enqueue", s.enqueue},
+          {"api", s.api},
+          {"host", s.host},
+          {"gpu_idle", s.gpu_idle},
+          {"host_gap", s.host_gap},
+          {"preempted", s.preempted},
+          {"preempted_by", s.preempted_by},
+          {"gap_cause", s.gap_cause},
+          {"gap_where", s.gap_where},
+          {"launches_per_step", s.launches_per_step},
+          {"round_trips_per_step", s.round_trips_per_step}};
+}
+
+nlohmann::json step_json(const Step& s) {
+  return {{"start_ns", s.start_ns},
+          {"dur_ns", s.duration()},
+          {"warmup", s.warmup},
+          {"wait_ns", s.wait_ns},
+          {"enqueue_ns", s.enqueue_ns},
+          {"api_ns", s.api_ns},
+          {"host_ns", s.host_ns},
+          {"gpu_idle_ns", s.gpu_idle_ns},
+          {"host_gap_ns", s.host_gap_ns},
+          {"gap",
+           {{"on_cpu_ns", s.gap.on_cpu_ns},
+            {"preempted_ns", s.gap.preempted_ns},
+            {"io_ns", s.gap.io_ns},
+            {"sleep_ns", s.gap.sleep_ns},
+            {"unknown_ns", s.gap.unknown_ns}}},
+          {"preempted_ns", s.preempted_ns},
+          {"launches", s.launches},
+          {"copies", s.copies},
+          {"syncs", s.syncs},
+          {"allocs", s.allocs},
+          {"frees", s.frees},
+          {"collectives", s.collectives},
+          {"round_trips", s.round_trips}};
+}
+
+nlohmann::json steps_overview_json(const Analysis& a) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : a.steps.processes)
+    out.push_back({{"pid", s.pid},
+                   {"name", a.process_name(s.pid)},
+                   {"cadence", cadence_name(s.cadence)},
+                   {"cadence_note", s.cadence_note},
+                   {"anchor_site", s.anchor_site},
+                   {"summary", step_summary_json(s.summary)}});
+  return out;
+}
+
 nlohmann::json losses_json(const TraceLosses& l) {
   nlohmann::json j = {
       {"calls_lost", l.calls_lost()},   {"ringbuf_drops", l.ringbuf_drops},
@@ -95,6 +155,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   if (!o.subtitle.empty()) j["note"] = o.subtitle;
   j["events"] = a.events;
   if (a.losses) j["losses"] = losses_json(*a.losses);
+  j["steps"] = steps_overview_json(a);
   j["window"] = {
       {"start_ns", a.span.first},
       {"end_ns", a.span.second},

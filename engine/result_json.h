@@ -14,6 +14,15 @@ struct ReportHeader {
   bool per_process = false;
 };
 
+// A process's step summary (median, shares of wait/enqueue/api/host, GPU idle, the gap's cause
+// and where): one shape for explain --json, MCP get_step_breakdown and the HTML report.
+nlohmann::json step_summary_json(const StepSummary& s);
+// One step: start, duration, the exclusive host breakdown, GPU idle, the host gap by cause,
+// and its calls.
+nlohmann::json step_json(const Step& s);
+// Per GPU process: pid, name, cadence (how steps were found, or why none) and summary.
+nlohmann::json steps_overview_json(const Analysis& a);
+
 // Losses as the session rows counted them: calls_lost, per-kind drops (schema v5 files),
 // lower_bounds (true when calls are missing) and the report's one-line summary.
 nlohmann::json losses_json(const TraceLosses& l);

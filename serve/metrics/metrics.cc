@@ -84,6 +84,16 @@ Metrics::Metrics(bool per_process)
                      .Name("ingero_rdma_async_event_total")
                      .Help("libibverbs asynchronous events (--rdma-verbs)")
                      .Register(r);
+  step_duration_ = &BuildHistogram()
+                        .Name("ingero_step_duration_seconds")
+                        .Help(
+                            "Duration of the steady training steps of GPU processes (the step "
+                            "model of ingero explain)")
+                        .Register(r);
+  step_gpu_idle_ = &BuildHistogram()
+                        .Name("ingero_step_gpu_idle_ratio")
+                        .Help("Share of each steady training step with no GPU work outstanding")
+                        .Register(r);
   chains_ = &BuildGauge()
                  .Name("ingero_causal_chains_active")
                  .Help("Causal chains over the last 5 minutes of the trace, by severity")
@@ -364,6 +374,24 @@ void Metrics::set_agent(uint64_t events_total, double events_per_s,
   events_rate_->Add({}).Set(events_per_s);
   for (const auto& [b, n] : probes_by_backend) probes_->Add({{"backend", b}}).Set(double(n));
   db_bytes_->Add({}).Set(double(db_bytes));
+}
+
+void Metrics::observe_steps(const std::vector<StepSample>& steps) {
+  // 1 ms .. ~16 s, doubling; idle share in tenths.
+  static const prometheus::Histogram::BucketBoundaries kSeconds = [] {
+    prometheus::Histogram::BucketBoundaries b;
+    for (double v = 0.001; v < 20; v *= 2) b.push_back(v);
+    return b;
+  }();
+  static const prometheus::Histogram::BucketBoundaries kShare = {0.1, 0.2, 0.3, 0.4, 0.5,
+                                                                 0.6, 0.7, 0.8, 0.9, 1.0};
+  std::lock_guard<std::mutex> g(mu_);
+  auto& dur = step_duration_->Add({}, kSeconds);
+  auto& idle = step_gpu_idle_->Add({}, kShare);
+  for (const auto& s : steps) {
+    dur.Observe(s.seconds);
+    idle.Observe(s.gpu_idle);
+  }
 }
 
 void Metrics::set_chains(const std::map<std::string, uint64_t>& active) {

@@ -60,6 +60,12 @@ class Metrics final : public hal::EventSink {
                  uint64_t store_errors, const std::map<std::string, uint64_t>& probes_by_backend,
                  uint64_t db_bytes);
   void set_chains(const std::map<std::string, uint64_t>& active_by_severity);
+  // Steady training steps that ended since the last call (the tracer's periodic analysis):
+  // each step's duration and GPU-idle share.
+  struct StepSample {
+    double seconds = 0, gpu_idle = 0;
+  };
+  void observe_steps(const std::vector<StepSample>& steps);
 
   std::string exposition() const;  // the text format, as /metrics serves it
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -123,6 +129,8 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Counter>* rdma_async_;
   std::map<std::string, prometheus::Family<prometheus::Counter>*> rdma_families_;
   prometheus::Family<prometheus::Gauge>* chains_;
+  prometheus::Family<prometheus::Histogram>* step_duration_;
+  prometheus::Family<prometheus::Histogram>* step_gpu_idle_;
   prometheus::Family<prometheus::Counter>* events_;
   prometheus::Family<prometheus::Gauge>* events_rate_;
   prometheus::Family<prometheus::Counter>* drops_;

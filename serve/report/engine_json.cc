@@ -18,29 +18,6 @@ std::string hex(uint64_t v) {
   return b;
 }
 
-json summary_json(const engine::StepSummary& s) {
-  json j = {{"text", s.text},
-            {"steps", s.steps},
-            {"warmup_steps", s.warmup_steps},
-            {"median_ns", s.median_ns},
-            {"p90_ns", s.p90_ns},
-            {"min_ns", s.min_ns},
-            {"max_ns", s.max_ns},
-            {"wait", s.wait},
-            {"enqueue", s.enqueue},
-            {"api", s.api},
-            {"host", s.host},
-            {"gpu_idle", s.gpu_idle},
-            {"host_gap", s.host_gap},
-            {"preempted", s.preempted},
-            {"preempted_by", s.preempted_by},
-            {"gap_cause", s.gap_cause},
-            {"gap_where", s.gap_where},
-            {"launches_per_step", s.launches_per_step},
-            {"round_trips_per_step", s.round_trips_per_step}};
-  return j;
-}
-
 // The columns of the step timeline, each a stacked component of a step's duration except
 // gpu_idle (an overlay: the GPU had no work) and warmup (0/1).
 constexpr const char* kColumns[] = {"wait",          "enqueue", "api",       "gap_on_cpu",
@@ -75,7 +52,7 @@ json step_series_json(const engine::StepSeries& s, const std::string& node, cons
             {"anchor_site", s.anchor_site},
             {"steps", s.steps.size()},
             {"calls_dropped", s.calls_dropped},
-            {"summary", summary_json(s.summary)}};
+            {"summary", engine::step_summary_json(s.summary)}};
   size_t n = s.steps.size();
   size_t group = max_points && n > max_points ? (n + max_points - 1) / max_points : 1;
   json t = json::array(), warm = json::array();

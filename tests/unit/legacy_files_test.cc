@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "app/explain_report.h"
@@ -185,6 +186,39 @@ TEST(LegacyFiles, NodeFilesAndTheMergedFileAgree) {
   EXPECT_EQ(test::query_rows(old, "SELECT DISTINCT node FROM events")[0][0],
             "pytorch-dataloader-starvation");
   EXPECT_EQ(test::query_int(old, "SELECT count(*) FROM events"), 3807);
+}
+
+// explain --json has one shape for one node or several: the merged three-node file has the
+// same top-level keys as a one-node file, its rows tagged with their node, and `nodes` lists
+// each node; the events add up.
+TEST(LegacyFiles, ExplainJsonHasOneShapeForOneNodeOrSeveral) {
+  auto explain = [](const std::string& file) {
+    std::string out;
+    EXPECT_EQ(test::run_command({INGERO_BIN, "explain", "--db", kDir + file, "--json"}, &out), 0);
+    return nlohmann::json::parse(out);
+  };
+  auto one = explain("sample-gpu-node-02.db");
+  auto many = explain("sample-cluster.db");
+  std::set<std::string> keys_one, keys_many;
+  for (const auto& [k, v] : one.items()) keys_one.insert(k);
+  for (const auto& [k, v] : many.items()) keys_many.insert(k);
+  keys_many.erase("fleet");  // several nodes add the cross-node analysis
+  EXPECT_EQ(keys_one, keys_many);
+  EXPECT_TRUE(many.contains("fleet"));
+  ASSERT_EQ(one["nodes"].size(), 1u);
+  EXPECT_EQ(one["nodes"][0]["events"], one["events"]);
+  ASSERT_EQ(many["nodes"].size(), 3u);
+  uint64_t events = 0;
+  std::set<std::string> nodes;
+  for (const auto& n : many["nodes"]) {
+    events += n["events"].get<uint64_t>();
+    nodes.insert(n["node"].get<std::string>());
+  }
+  EXPECT_EQ(many["events"], events);
+  EXPECT_EQ(nodes.size(), 3u);
+  for (const char* list : {"stats", "chains"})
+    for (const auto& row : many[list]) EXPECT_EQ(nodes.count(row["node"]), 1u) << row.dump();
+  EXPECT_EQ(many["stats"].size() > 0, true);
 }
 
 TEST(LegacyFiles, PerfettoExportHasATrackPerNodeAndPid) {

@@ -3,6 +3,7 @@
 // SQL, prompts, resources, logging, cancellation and hostile run_sql (file bytes unchanged).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <set>
@@ -40,7 +41,10 @@ std::string fixture_copy(const std::string& name) {
 class Mcp : public ::testing::Test {
  protected:
   void open(const std::string& fixture, const std::string& version = kLatestVersion) {
-    db_ = fixture_copy(fixture);
+    open_path(fixture_copy(fixture), version);
+  }
+  void open_path(const std::string& path, const std::string& version = kLatestVersion) {
+    db_ = path;
     ctx_ = std::make_unique<ToolContext>(db_, test_host());
     ASSERT_TRUE(ctx_->validate());
     server_ = std::make_unique<Server>(*ctx_);
@@ -184,10 +188,11 @@ TEST_F(Mcp, ToolsListHasAValidSchemaForEveryTool) {
     for (const auto& req : t["inputSchema"].value("required", Json::array()))
       EXPECT_TRUE(t["inputSchema"]["properties"].contains(req)) << t["name"] << " " << req;
   }
-  EXPECT_EQ(names, (std::set<std::string>{"get_check", "get_trace_stats", "get_causal_chains",
-                                          "get_process_breakdown", "get_stacks", "get_collectives",
-                                          "get_rdma_counters", "graph_lifecycle", "graph_frequency",
-                                          "run_sql", "run_demo"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"get_check", "get_trace_stats", "get_causal_chains",
+                                   "get_step_breakdown", "get_process_breakdown", "get_stacks",
+                                   "get_collectives", "get_rdma_counters", "graph_lifecycle",
+                                   "graph_frequency", "run_sql", "run_demo"}));
 }
 
 TEST_F(Mcp, BadArgumentsAreToolErrorsIn20251125AndProtocolErrorsIn20250618) {
@@ -211,6 +216,39 @@ TEST_F(Mcp, BadArgumentsAreToolErrorsIn20251125AndProtocolErrorsIn20250618) {
   open("sample-gpu-node-02.db", "2025-06-18");
   auto e = rpc("tools/call", {{"name", "get_trace_stats"}, {"arguments", {{"limit", 0}}}});
   EXPECT_EQ(e["error"]["code"], kInvalidParams);
+}
+
+// get_step_breakdown is the engine's step model of the H100 starve trace: its summary line,
+// step count and the exact breakdown of each listed step.
+TEST_F(Mcp, StepBreakdownOfTheStarveTrace) {
+  std::string db = test::temp_path("mcp-starve.db");
+  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/starve.db.xz' > '" + db + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  open_path(db);
+  auto r = tool("get_step_breakdown", {{"order", "slowest"}, {"limit", 3}});
+  ASSERT_EQ(r["isError"], false) << r.dump();
+  const Json& p = r["structuredContent"]["processes"];
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0]["cadence"], "sync");
+  EXPECT_EQ(p[0]["steps_total"], 39);
+  EXPECT_EQ(p[0]["steps_omitted"], 36);
+  EXPECT_EQ(p[0]["summary"]["median_ns"], 15'986'544);
+  EXPECT_EQ(p[0]["summary"]["text"],
+            "median step 16.0ms: GPU idle 86%: host on-CPU before <module> (faults.py:35)");
+  ASSERT_EQ(p[0]["steps"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const Json& st = p[0]["steps"][i];
+    EXPECT_EQ(st["launches"], 26);
+    EXPECT_EQ(st["wait_ns"].get<uint64_t>() + st["enqueue_ns"].get<uint64_t>() +
+                  st["api_ns"].get<uint64_t>() + st["host_ns"].get<uint64_t>(),
+              st["dur_ns"].get<uint64_t>());
+    if (i) {
+      EXPECT_LE(st["dur_ns"], p[0]["steps"][i - 1]["dur_ns"]);
+    }
+  }
+  std::string text = r["content"][0]["text"];
+  EXPECT_NE(text.find("median step 16.0ms: GPU idle 86%"), std::string::npos) << text;
+  EXPECT_NE(text.find("[39 steps, sync cadence]"), std::string::npos) << text;
 }
 
 TEST_F(Mcp, TraceStatsMatchSql) {

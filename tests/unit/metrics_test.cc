@@ -308,6 +308,21 @@ TEST(Metrics, LossesAreCountedByKind) {
   EXPECT_EQ(sample(t, "ingero_store_errors_total"), 3);
 }
 
+TEST(Metrics, StepHistograms) {
+  Metrics m(false);
+  m.observe_steps({{0.016, 0.8}, {0.016, 0.85}, {0.040, 0.05}});
+  m.observe_steps({});
+  std::string t = m.exposition();
+  EXPECT_EQ(sample(t, "ingero_step_duration_seconds_count"), 3);
+  EXPECT_DOUBLE_EQ(sample(t, "ingero_step_duration_seconds_sum"), 0.072);
+  EXPECT_EQ(sample(t, R"(ingero_step_duration_seconds_bucket{le="0.016"})"), 2);
+  EXPECT_EQ(sample(t, R"(ingero_step_duration_seconds_bucket{le="0.032"})"), 2);
+  EXPECT_EQ(sample(t, R"(ingero_step_duration_seconds_bucket{le="0.064"})"), 3);
+  EXPECT_EQ(sample(t, R"(ingero_step_gpu_idle_ratio_bucket{le="0.1"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_step_gpu_idle_ratio_bucket{le="0.8"})"), 2);
+  EXPECT_EQ(sample(t, R"(ingero_step_gpu_idle_ratio_bucket{le="0.9"})"), 3);
+}
+
 TEST(Metrics, ErrorCodesAreBounded) {
   Metrics m(false);
   for (int code = 1; code <= int(Metrics::kMaxCodes) + 20; ++code)

@@ -5,8 +5,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "app/demo_scenarios.h"
+#include "app/explain_report.h"
 #include "engine/analysis.h"
 #include "store/sql_trace_source.h"
 #include "test_paths.h"
@@ -72,6 +74,21 @@ void no_false_causes(const engine::Analysis& a) {
 
 // DataLoader without workers, 0.2 ms of CPU per sample: the GPU idles ~80% of each ~16 ms step
 // while the host builds the batch that next(dl).to(dev) at faults.py:35 uploads.
+// `explain` opens with the step summary, before the call tables and chains.
+TEST(StepsFixtures, ExplainOpensWithTheStepSummary) {
+  auto f = analyze_fixture("starve");
+  std::ostringstream out;
+  print_report(out, f.a, ReportOptions{"starve", "", false});
+  std::string text = out.str();
+  size_t steps = text.find("Training steps\n");
+  ASSERT_NE(steps, std::string::npos) << text;
+  EXPECT_LT(steps, text.find("GPU API calls"));
+  std::string line = text.substr(steps + 15, text.find('\n', steps + 15) - steps - 15);
+  EXPECT_EQ(line, "  " + f.a.process_name(f.only().pid) + " (pid " + std::to_string(f.only().pid) +
+                      "): median step 16.0ms: GPU idle 86%: host on-CPU before <module> "
+                      "(faults.py:35)");
+}
+
 TEST(StepsFixtures, StarveIsDataLoaderStarvationAtTheUploadLine) {
   auto f = analyze_fixture("starve");
   const auto& s = f.only();

@@ -1,0 +1,113 @@
+"""A CPU-only proxy of a launch-bound PyTorch training step, on the real libcudart.
+
+Each of THREADS threads runs STEPS steps. A step is what the H100 ResNet-18 (64 px) trace
+shows per step: 330 cudaLaunchKernel, 4 cudaMemcpyAsync and one cudaStreamSynchronize, each
+launch preceded by ~20 us of Python work, all called ~25 Python frames deep (the depth of a
+torch.nn forward). Without a GPU the runtime returns an error at once, but every call enters
+the library, so the probes fire as they would in training.
+
+Prints one JSON line: the median and p90 step time over the steady steps (the first WARMUP
+steps of each thread are dropped), and the calls made per function, for comparison with what
+a tracer stored.
+   python3 step_proxy.py LIBCUDART [STEPS [THREADS [WORK_US]]]"""
+import ctypes
+import json
+import statistics
+import sys
+import threading
+import time
+
+LAUNCHES, COPIES, DEPTH, WARMUP = 330, 4, 25, 5
+
+
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+def calibrate(work_us):
+    """Iterations of the Python work loop that take work_us microseconds."""
+    n = 1000
+    while True:
+        t0 = time.perf_counter_ns()
+        python_work(n)
+        dt = time.perf_counter_ns() - t0
+        if dt > 20_000_000:
+            return max(1, int(n * work_us * 1000 / dt))
+        n *= 2
+
+
+def python_work(n):
+    acc = 0
+    for i in range(n):
+        acc += i * i & 7
+    return acc
+
+
+class Step:
+    def __init__(self, lib, work_iters):
+        self.launch = lib.cudaLaunchKernel
+        self.launch.argtypes = [ctypes.c_void_p, Dim3, Dim3, ctypes.c_void_p, ctypes.c_size_t,
+                                ctypes.c_void_p]
+        self.copy = lib.cudaMemcpyAsync
+        self.copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                              ctypes.c_void_p]
+        self.sync = lib.cudaStreamSynchronize
+        self.sync.argtypes = [ctypes.c_void_p]
+        self.grid, self.block = Dim3(64, 1, 1), Dim3(256, 1, 1)
+        self.buf = ctypes.create_string_buffer(4096)
+        self.work_iters = work_iters
+
+    def run(self):
+        for _ in range(LAUNCHES):
+            python_work(self.work_iters)
+            self.launch(0x1000, self.grid, self.block, None, 0, None)
+        for _ in range(COPIES):
+            self.copy(self.buf, self.buf, 4096, 1, None)
+        self.sync(None)
+
+
+def nest(depth, fn):
+    """Calls fn() depth Python frames below this one."""
+    if depth <= 0:
+        return fn()
+    return nest(depth - 1, fn)
+
+
+def main():
+    lib = ctypes.CDLL(sys.argv[1])
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    work_us = float(sys.argv[4]) if len(sys.argv) > 4 else 20.0
+    iters = calibrate(work_us)
+    times = [[] for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def worker(k):
+        step = Step(lib, iters)
+        start.wait()
+
+        def loop():
+            for _ in range(steps):
+                t0 = time.perf_counter_ns()
+                step.run()
+                times[k].append(time.perf_counter_ns() - t0)
+
+        nest(DEPTH - 4, loop)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    steady = sorted(x for per in times for x in per[WARMUP:])
+    print(json.dumps({
+        "steps": steps, "threads": threads, "work_us": work_us,
+        "step_ms_median": statistics.median(steady) / 1e6,
+        "step_ms_p90": steady[int(len(steady) * 0.9)] / 1e6,
+        "made": {"cudaLaunchKernel": LAUNCHES * steps * threads,
+                 "cudaMemcpyAsync": COPIES * steps * threads,
+                 "cudaStreamSynchronize": steps * threads},
+    }))
+
+
+main()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The step proxy (bench/step_proxy.py) on the real libcudart: step time untraced, under the
+# smallest probe that counts the same three functions (a uprobe+uretprobe pair each), under
+# `ingero trace --no-stack` and under the default `ingero trace`; rounds interleaved, medians
+# of ROUNDS. For ingero, calls stored vs made per function and every loss counter.
+#   bench/step_proxy.sh [BUILD_DIR]     (root: BPF)
+# Environment: ROUNDS (3), STEPS (60), THREADS (2), WORK_US (20), LIB (real libcudart).
+set -euo pipefail
+B=${1:-build}
+ING=$B/app/ingero
+LIB=${LIB:-/usr/local/cuda/lib64/libcudart.so.13}
+SYMS=cudaLaunchKernel,cudaMemcpyAsync,cudaStreamSynchronize
+ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-60} THREADS=${THREADS:-2} WORK_US=${WORK_US:-20}
+HERE=$(cd "$(dirname "$0")" && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+[[ -e $LIB ]] || { echo "step_proxy: $LIB is missing (set LIB)" >&2; exit 2; }
+[[ $EUID -eq 0 ]] || { echo "step_proxy: needs root (BPF)" >&2; exit 2; }
+
+proxy() { python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" "$THREADS" "$WORK_US"; }
+run_untraced() { proxy > "$out/$1.json"; }
+run_min() {
+  coproc MP { "$B/bench/min_probe" "$LIB" "$SYMS" pair; }
+  read -r _ <&"${MP[0]}"
+  proxy > "$out/$1.json"
+  eval "exec ${MP[1]}>&-"
+  wait "$MP_PID" 2>/dev/null || true
+}
+run_ingero() {  # NAME [flags...]
+  local name=$1; shift
+  "$ING" trace -q --no-live "$@" --db "$out/$name.db" -- \
+    python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" "$THREADS" "$WORK_US" > "$out/$name.json"
+  "$ING" query --db "$out/$name.db" --json \
+    "SELECT op, count(*) AS n FROM calls GROUP BY op" > "$out/$name.calls.json"
+  "$ING" query --db "$out/$name.db" --json \
+    "SELECT ringbuf_drops, call_drops, stack_drops, host_drops, sample_drops, lost_calls,
+            calls_lost_at_exit, store_errors FROM sessions" > "$out/$name.loss.json"
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  run_untraced "untraced.$r"
+  run_min "minimal.$r"
+  run_ingero "nostack.$r" --no-stack
+  run_ingero "default.$r"
+done
+
+python3 - "$out" "$ROUNDS" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def load(name, r, ext="json"):
+    with open(f"{out}/{name}.{r}.{ext}") as f:
+        return json.load(f) if ext != "json" else json.loads(f.read().strip().splitlines()[-1])
+configs = [("untraced", "untraced"), ("minimal", "minimal counting pair on the 3 functions"),
+           ("nostack", "ingero --no-stack"), ("default", "ingero (default: stacks on)")]
+med = {}
+for key, label in configs:
+    runs = [load(key, r) for r in range(1, rounds + 1)]
+    med[key] = statistics.median(x["step_ms_median"] for x in runs)
+base = med["untraced"]
+print(f"step proxy: {runs[0]['threads']} threads x {runs[0]['steps']} steps, 330 launches + 4 copies"
+      f" + 1 sync per step, {runs[0]['work_us']:.0f} us of Python per launch, ~25 frames deep")
+for key, label in configs:
+    print(f"  {label:44s} {med[key]:7.2f} ms/step  {100 * (med[key] / base - 1):+6.1f}%")
+for key in ("nostack", "default"):
+    for r in range(1, rounds + 1):
+        made = load(key, r)["made"]
+        stored = {row["op"]: row["n"] for row in json.load(open(f"{out}/{key}.{r}.calls.json"))}
+        loss = json.load(open(f"{out}/{key}.{r}.loss.json"))[0]
+        exact = all(stored.get(op, 0) == n for op, n in made.items()) and len(stored) == len(made)
+        print(f"  {key} round {r}: stored/made " +
+              ", ".join(f"{op} {stored.get(op, 0)}/{n}" for op, n in made.items()) +
+              f" -> {'exact' if exact else 'NOT EXACT'}; losses " +
+              ", ".join(f"{k} {v}" for k, v in loss.items() if v))
+print(f"targets on this VM: default <= +10%, --no-stack <= +6%, exact counts")
+PY
