@@ -19,6 +19,7 @@ nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& titl
     return nlohmann::json{
         {"node", r.value("node", "")}, {"events", r["events"]}, {"window", r["window"]}};
   };
+  if (per_node.empty()) return nlohmann::json::object();
   if (per_node.size() == 1) {
     nlohmann::json j = per_node[0];
     j["nodes"] = nlohmann::json::array({node_entry(j)});
@@ -56,6 +57,7 @@ nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& titl
     }
     j["nodes"].push_back(node_entry(r));
   }
+  if (per_node[0].contains("note")) j["note"] = per_node[0]["note"];  // the file's, not a node's
   j["events"] = events;
   j["window"] = {{"start_ns", start},
                  {"end_ns", end},
