@@ -86,6 +86,11 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "Milliseconds between stack walks of one thread at known call sites")
       ->check(CLI::Range(1u, 3600000u))
       ->capture_default_str();
+  cmd->add_option("--nice", o->nice,
+                  "Run the tracer at this nice value when it is lower than the current one "
+                  "(default -10), so it drains the rings ahead of a saturating workload; the "
+                  "command keeps the priority ingero started with. 0 or more: leave it")
+      ->check(CLI::Range(-20, 19));
   cmd->add_option("--cpu-sample-hz", o->cpu_sample_hz,
                   "On-CPU samples per second of the threads of GPU processes and their workers, "
                   "with stacks (0: off; needs stacks)")

@@ -35,8 +35,9 @@ struct TraceOptions {
   bool stacks = true;                 // user stacks (native + Python frames) of traced calls
   uint32_t stack_samples = 2;         // calls per call site that walk their stack
   uint32_t stack_interval_ms = 20;    // then one walk per thread per interval
-  uint32_t cpu_sample_hz = 49;        // on-CPU sampling of GPU processes (0: off; needs stacks)
-  std::string clickhouse;             // ship the trace file to this ClickHouse URL ("" = off)
+  int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
+  uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
+  std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended

@@ -70,17 +70,17 @@ pyloop() { for i in 1 2 3 4 5; do "$@" python3 bench/py_call_loop.py "$LIB" $SYM
 pbase=$(pyloop env)
 pno=$(pyloop env $ING trace -q --no-live --no-stack --db "$out/pyno.db" --)
 pst=$(pyloop env $ING trace -q --no-live --db "$out/pyst.db" --)
-lag=$($ING query --db "$out/pyst.db" --json "select bpf_stats from sessions" | python3 -c 'import json,sys; s=json.loads(json.load(sys.stdin)[0]["bpf_stats"]); print(s["delivery_lag_p50_us"], s["delivery_lag_p99_us"], s["stack_python_frames"], s["stacks_shipped"], s["stacks_sampled"])')
+lag=$($ING query --db "$out/pyst.db" --json "select bpf_stats from sessions" | python3 -c 'import json,sys; s=json.loads(json.load(sys.stdin)[0]["bpf_stats"]); print(s["delivery_lag_p50_us"], s["delivery_lag_p99_us"], s["stack_python_frames"], s["stacks_shipped"], s["stacks_of_site"], s["stack_walks"])')
 python3 - "$pbase" "$pno" "$pst" $lag <<'PY'
 import sys
 b, n, s = map(float, sys.argv[1:4])
-p50, p99, frames, shipped, sampled = sys.argv[4:]
+p50, p99, frames, shipped, of_site, walks = sys.argv[4:]
 print(f"untraced            {b:8.1f} ns/call")
 print(f"ingero --no-stack   {n:8.1f} ns/call  (+{n-b:.1f})")
 print(f"ingero (stacks)     {s:8.1f} ns/call  (+{s-b:.1f}): in-kernel native + Python walk")
 print(f"ratio stacks on / off (cost over untraced): {(s-b)/(n-b):.2f}x   target <= 2x")
 print(f"record delivery lag: p50 <= {p50} us, p99 <= {p99} us after the call returned "
-      f"(a user-space walk would read frames that much later); {shipped} stacks shipped, {sampled} by reference, "
+      f"(a user-space walk would read frames that much later); {walks} of the calls walked their stack, {of_site} took their call site's; {shipped} stacks shipped, "
       f"{frames} Python frames resolved")
 PY
 

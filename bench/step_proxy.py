@@ -6,9 +6,11 @@ launch preceded by ~20 us of Python work, all called ~25 Python frames deep (the
 torch.nn forward). Without a GPU the runtime returns an error at once, but every call enters
 the library, so the probes fire as they would in training.
 
-Prints one JSON line: the median and p90 step time over the steady steps (the first WARMUP
-steps of each thread are dropped), and the calls made per function, for comparison with what
-a tracer stored.
+Prints one JSON line: the step time (the wall time from the first steady step's start to
+the last step's end, divided by the steady steps per thread: the threads share the GIL, so
+a per-thread median would depend on how the GIL happens to be handed over), the median and
+p90 of single steps, and the calls made per function, for comparison with what a tracer
+stored. The first WARMUP steps of each thread are dropped.
    python3 step_proxy.py LIBCUDART [STEPS [THREADS [WORK_US]]]"""
 import ctypes
 import json
@@ -25,15 +27,14 @@ class Dim3(ctypes.Structure):
 
 
 def calibrate(work_us):
-    """Iterations of the Python work loop that take work_us microseconds."""
-    n = 1000
-    while True:
-        t0 = time.perf_counter_ns()
+    """Iterations of the Python work loop that take work_us microseconds, timed the way the
+    step calls it: many short runs (long runs would reach big integers and cost more)."""
+    n, reps = 100, 2000
+    t0 = time.perf_counter_ns()
+    for _ in range(reps):
         python_work(n)
-        dt = time.perf_counter_ns() - t0
-        if dt > 20_000_000:
-            return max(1, int(n * work_us * 1000 / dt))
-        n *= 2
+    per_iter = (time.perf_counter_ns() - t0) / (reps * n)
+    return max(1, int(work_us * 1000 / per_iter))
 
 
 def python_work(n):
@@ -78,6 +79,7 @@ def main():
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     work_us = float(sys.argv[4]) if len(sys.argv) > 4 else 20.0
+    calibrate(work_us)  # the interpreter specialises the loop on its first runs: warm it up
     iters = calibrate(work_us)
     times = [[] for _ in range(threads)]
     start = threading.Barrier(threads)
@@ -90,7 +92,7 @@ def main():
             for _ in range(steps):
                 t0 = time.perf_counter_ns()
                 step.run()
-                times[k].append(time.perf_counter_ns() - t0)
+                times[k].append((t0, time.perf_counter_ns()))
 
         nest(DEPTH - 4, loop)
 
@@ -99,9 +101,12 @@ def main():
         t.start()
     for t in ts:
         t.join()
-    steady = sorted(x for per in times for x in per[WARMUP:])
+    steady = sorted(t1 - t0 for per in times for t0, t1 in per[WARMUP:])
+    first = min(per[WARMUP][0] for per in times)
+    last = max(per[-1][1] for per in times)
     print(json.dumps({
         "steps": steps, "threads": threads, "work_us": work_us,
+        "step_ms": (last - first) / (steps - WARMUP) / 1e6,
         "step_ms_median": statistics.median(steady) / 1e6,
         "step_ms_p90": steady[int(len(steady) * 0.9)] / 1e6,
         "made": {"cudaLaunchKernel": LAUNCHES * steps * threads,

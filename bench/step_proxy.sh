@@ -55,12 +55,18 @@ configs = [("untraced", "untraced"), ("minimal", "minimal counting pair on the 3
 med = {}
 for key, label in configs:
     runs = [load(key, r) for r in range(1, rounds + 1)]
-    med[key] = statistics.median(x["step_ms_median"] for x in runs)
+    med[key] = statistics.median(x["step_ms"] for x in runs)
 base = med["untraced"]
 print(f"step proxy: {runs[0]['threads']} threads x {runs[0]['steps']} steps, 330 launches + 4 copies"
       f" + 1 sync per step, {runs[0]['work_us']:.0f} us of Python per launch, ~25 frames deep")
+calls = sum(runs[0]["made"].values()) / runs[0]["threads"] / runs[0]["steps"]  # per thread-step
 for key, label in configs:
-    print(f"  {label:44s} {med[key]:7.2f} ms/step  {100 * (med[key] / base - 1):+6.1f}%")
+    added = (med[key] - base) * 1000 / (calls * runs[0]["threads"])  # all threads' calls
+    print(f"  {label:44s} {med[key]:7.2f} ms/step  {100 * (med[key] / base - 1):+6.1f}%"
+          + (f"  (+{added:.2f} us of wall per call)" if key != "untraced" else ""))
+m = med["minimal"] - base
+for key in ("nostack", "default"):
+    print(f"  {key}: cost over untraced / the minimal pair's = {(med[key] - base) / m:.2f}x")
 for key in ("nostack", "default"):
     for r in range(1, rounds + 1):
         made = load(key, r)["made"]

@@ -1,12 +1,18 @@
 #include "store/trace_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <map>
 
 #include "store/file_access.h"
 #include "store/schema.h"
 
 namespace ingero::store {
+
 namespace {
+
+constexpr off_t kReserveBytes = 256 * 1024;  // a few 16 KiB WAL frames, with room
 
 // Legacy numbering for ops the original implementation also wrote, so numeric codes in
 // saved queries keep meaning the same thing. Other ops are numbered from kFirstDynamicOp.
@@ -85,11 +91,19 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string
   }
   if (auto st = migrate(d); !st) return st.error();
   if (auto st = w->prepare(); !st) return st.error();
+  // Best effort: without the reserve a full disk may also lose the session's final counters.
+  w->reserve_path_ = path + "-reserve";
+  int fd = ::open(w->reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    if (posix_fallocate(fd, 0, kReserveBytes) != 0) (void)::unlink(w->reserve_path_.c_str());
+    ::close(fd);
+  }
   return w;
 }
 
 TraceWriter::~TraceWriter() {
   if (in_txn_) (void)db_->exec("COMMIT");
+  if (!reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
 }
 
 ingero::Status TraceWriter::prepare() {
@@ -580,6 +594,9 @@ ingero::Status TraceWriter::update_counters(const SessionCounters& c) {
 
 ingero::Status TraceWriter::finish(const SessionEnd& end) {
   ingero::Status result = commit();
+  // Events were lost to a full disk (or I/O): free the reserve so the session row can still
+  // say how many, and when the session stopped.
+  if (failed_ && !reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
   if (auto st = update_counters(end.counters); !st && result) result = st;
   auto st = db_->prepare(
       "UPDATE sessions SET stopped_at = ?, attached_probes = ?, bpf_stats = ?, exit_reason = ? "
@@ -598,6 +615,7 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
   // read-only media.
   (void)db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
   (void)db_->exec("PRAGMA journal_mode = DELETE");
+  if (!reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
   return result;
 }
 

@@ -98,7 +98,8 @@ struct RdmaCounterRow {
 // commit() makes them durable.
 class TraceWriter final : public hal::EventSink {
  public:
-  // Creates or migrates the file. Refuses legacy, foreign and newer-schema files.
+  // Creates or migrates the file. Refuses legacy, foreign and newer-schema files. Sets aside
+  // 256 KiB next to it (PATH-reserve) for the final session update on a full disk.
   static ingero::Result<std::unique_ptr<TraceWriter>> open(const std::string& path);
   ~TraceWriter();
 
@@ -171,6 +172,9 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status fail_batch(const ingero::Error& e);
 
   std::unique_ptr<Db> db_;
+  // PATH-reserve: space set aside at open and freed when the disk fills, so the session row can
+  // still record the loss (store_errors) and the stop. Removed by finish() and the destructor.
+  std::string reserve_path_;
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"

@@ -11,7 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "engine/chain.h"
 #include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -382,6 +384,17 @@ TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
   // What was committed before the disk filled is intact and readable.
   EXPECT_EQ(query_rows(db, "PRAGMA integrity_check")[0][0], "ok");
   EXPECT_GT(query_int(db, "SELECT count(*) FROM calls"), 0);
+  // The space set aside at open let the session row record the loss and the stop, so the
+  // surviving file says what it lacks: explain's first line, the session row.
+  int64_t lost = query_int(db, "SELECT store_errors FROM sessions");
+  EXPECT_GT(lost, 0);
+  EXPECT_GT(query_int(db, "SELECT stopped_at FROM sessions"), 0);
+  EXPECT_FALSE(std::filesystem::exists(db + "-reserve"));
+  std::string out;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out), 0);
+  EXPECT_EQ(out.substr(0, out.find('\n')),
+            engine::format_count(uint64_t(lost)) + " events not written (store errors)")
+      << out;
 }
 
 // `ingero trace -- CMD` exits as CMD did, as time(1) and strace(1) do: its status, or
