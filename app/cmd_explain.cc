@@ -101,6 +101,7 @@ int explain_file(const Opts& o) {
   fo.title = path;
   fo.subtitle = (*reader)->is_legacy() ? (*reader)->format_name() : "";
   fo.nodes = *nodes;
+  if (have.size() == 1) fo.only_node = have[0];
   fo.window = *w;
   fo.per_process = o.per_process;
   fo.json = o.json;

@@ -8,6 +8,30 @@
 #include "fleet/clickhouse_endpoint.h"
 
 namespace ingero::app {
+namespace {
+
+// "2GiB", "500MiB", "64KiB" (binary), "1GB", "500MB" (decimal), "4096" (bytes); 0 if malformed.
+uint64_t parse_size(const std::string& text) {
+  size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &end);
+  } catch (...) {
+    return 0;
+  }
+  std::string unit = text.substr(end);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},          {"B", 1},
+      {"KiB", 1024.0},  {"MiB", 1048576.0},
+      {"GiB", 1 << 30}, {"TiB", 1099511627776.0},
+      {"KB", 1e3},      {"MB", 1e6},
+      {"GB", 1e9},      {"TB", 1e12}};
+  for (const auto& [u, mult] : kUnits)
+    if (unit == u) return v > 0 ? uint64_t(v * mult) : 0;
+  return 0;
+}
+
+}  // namespace
 
 void add_trace_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
@@ -21,6 +45,8 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       "  ingero trace --db /tmp/run.db -- python3 train.py");
   auto o = std::make_shared<TraceOptions>();
   auto duration = std::make_shared<std::string>();
+  auto retain = std::make_shared<std::string>();
+  auto max_size = std::make_shared<std::string>();
   auto pids = std::make_shared<std::vector<uint32_t>>();
   cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow");
   cmd->add_option("--duration", *duration,
@@ -86,6 +112,22 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "Milliseconds between stack walks of one thread at known call sites")
       ->check(CLI::Range(1u, 3600000u))
       ->capture_default_str();
+  cmd->add_option("--retain", *retain,
+                  "Keep only the last DURATION of events, snapshots and counters (24h, 30m): "
+                  "older rows are deleted in bounded batches while tracing")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 30m, 24h, 7d";
+          },
+          "DURATION"));
+  cmd->add_option("--max-db-size", *max_size,
+                  "Keep the trace's data under SIZE (500MiB, 2GiB, 1GB): the oldest events, "
+                  "snapshots and counters are deleted in bounded batches while tracing")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return parse_size(s) > 0 ? "" : "expected a size: 500MiB, 2GiB, 1GB";
+          },
+          "SIZE"));
   cmd->add_option("--nice", o->nice,
                   "Run the tracer at this nice value when it is lower than the current one "
                   "(default -10), so it drains the rings ahead of a saturating workload; the "
@@ -110,11 +152,13 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       ->configurable(false);
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
-  cmd->callback([&ctx, o, duration, pids] {
+  cmd->callback([&ctx, o, duration, retain, max_size, pids] {
     o->pids = *pids;
     // --duration and --ringbuf-mb are checked by their validators, on the command line and
     // in a config file alike.
     if (!duration->empty()) o->duration_s = engine::parse_duration_s(*duration);
+    if (!retain->empty()) o->retain_s = engine::parse_duration_s(*retain);
+    if (!max_size->empty()) o->max_db_bytes = parse_size(*max_size);
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";
     if (!o->command.empty()) flags += "command,";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <vector>
 
 #include "app/commands.h"
 #include "app/explain_report.h"
@@ -14,10 +15,13 @@ namespace {
 // explain --json has one shape whatever the number of nodes: the top level always holds the
 // whole trace's events, window, losses, stats, host, steps and chains (rows tagged with their
 // node when there are several), and `nodes` lists each node with its events and window.
-nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& title) {
-  auto node_entry = [](const nlohmann::json& r) {
-    return nlohmann::json{
-        {"node", r.value("node", "")}, {"events", r["events"]}, {"window", r["window"]}};
+nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& title,
+                         const std::vector<std::string>& names) {
+  size_t at = 0;
+  auto node_entry = [&](const nlohmann::json& r) {
+    std::string name = at < names.size() ? names[at] : r.value("node", "");
+    ++at;
+    return nlohmann::json{{"node", name}, {"events", r["events"]}, {"window", r["window"]}};
   };
   if (per_node.empty()) return nlohmann::json::object();
   if (per_node.size() == 1) {
@@ -62,14 +66,6 @@ nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& titl
   j["window"] = {{"start_ns", start},
                  {"end_ns", end},
                  {"seconds", end > start ? double(end - start) / 1e9 : 0.0}};
-  // Chains HIGH first across nodes, each node's own order kept within a severity.
-  auto rank = [](const nlohmann::json& c) {
-    std::string s = c.value("severity", "");
-    return s == "HIGH" ? 0 : s == "MEDIUM" ? 1 : 2;
-  };
-  auto& chains = j["chains"];
-  std::stable_sort(chains.begin(), chains.end(),
-                   [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   return j;
 }
 
@@ -192,7 +188,10 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
     }
   }
   if (o.json) {
-    nlohmann::json j = one_shape(all, o.title);
+    // A one-node file is analysed without a node filter; nodes[] still names its node.
+    std::vector<std::string> names = o.nodes;
+    if (names.size() == 1 && names[0].empty()) names[0] = o.only_node;
+    nlohmann::json j = one_shape(all, o.title, names);
     if (f) j["fleet"] = fleet_json(*f);
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }

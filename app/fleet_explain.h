@@ -19,6 +19,7 @@ struct FleetExplainOptions {
   std::string title;               // the file or the URL
   std::string subtitle;            // e.g. the legacy format
   std::vector<std::string> nodes;  // the nodes to analyse (at least one)
+  std::string only_node;           // nodes == {""}: the one node the trace holds, if named
   engine::Window window;
   bool per_process = false, json = false;
   // The source applies clock offsets itself (ClickHouse): called with them once estimated.

@@ -107,6 +107,7 @@ class Trace {
   void store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors);
   void rescan_pending();
   void live_line(bool final);
+  void apply_retention(bool final);
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   bool child_exited();
@@ -142,6 +143,7 @@ class Trace {
   };
   std::future<LiveAnalysis> live_chains_;
   int64_t steps_observed_to_ = 0;
+  bool retention_warned_ = false;
   int base_nice_ = 0;  // the priority ingero started with (the command's)
   bool raised_priority_ =
       false;  // the tracer runs at opts_.nice  // steps ending after this are new to the histograms
@@ -227,6 +229,25 @@ void Trace::update_counters() {
 
 // Agent metrics every second; the active causal chains (last 5 minutes) every 30 s, computed
 // off the event loop on a read-only connection.
+// --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
+// while rows past the policy remain, and at the end the policy is met before the file closes.
+void Trace::apply_retention(bool final) {
+  store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes};
+  if (!p.active()) return;
+  // At most 4 batches a tick while tracing (a bounded stall); at the end, until it holds.
+  for (int i = 0; final || i < 4; ++i) {
+    auto pass = writer_->apply_retention(p, wall_now_ns());
+    if (!pass) {
+      if (!retention_warned_)
+        std::cerr << "ingero: retention failed (the trace keeps growing): " << pass.error().message
+                  << "\n";
+      retention_warned_ = true;
+      return;
+    }
+    if (!pass->more) return;
+  }
+}
+
 void Trace::update_metrics(int64_t mono, bool final) {
   if (!metrics_) return;
   const auto& pc = pipeline_->counters();
@@ -544,6 +565,7 @@ void Trace::loop() {
       {5 * sec, true, [this](int64_t, bool) { update_counters(); }},
       {sec, true, [this](int64_t m, bool f) { update_metrics(m, f); }},
       {sec, false, [this](int64_t, bool) { live_line(false); }},
+      {2 * sec, true, [this](int64_t, bool final) { apply_retention(final); }},
       {30 * sec, false,
        [this](int64_t, bool) {
          print_libraries(probes_->scan_all());
@@ -636,6 +658,9 @@ int Trace::finish() {
     if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
     std::cerr << "\n";
     if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
+    if (writer_->retention_deleted())
+      std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
+                << " rows older than the policy (--retain/--max-db-size)\n";
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";

@@ -35,6 +35,8 @@ struct TraceOptions {
   bool stacks = true;                 // user stacks (native + Python frames) of traced calls
   uint32_t stack_samples = 2;         // calls per call site that walk their stack
   uint32_t stack_interval_ms = 20;    // then one walk per thread per interval
+  double retain_s = 0;                // delete rows older than this while tracing (0: keep)
+  uint64_t max_db_bytes = 0;          // keep the trace's used pages under this (0: no limit)
   int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)

@@ -81,6 +81,8 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string
   // 16 KiB pages: fewer B-tree splits and WAL frames per event than 4 KiB (bench/: 661k vs
   // ~470k events/s), while an empty trace stays small. Only takes effect on a new file.
   if (info->format == TraceFormat::kEmpty) (void)d.exec("PRAGMA page_size = 16384");
+  // Pages freed by retention go back to the file system (only before the first table).
+  if (info->format == TraceFormat::kEmpty) (void)d.exec("PRAGMA auto_vacuum = INCREMENTAL");
   // The time index is dropped while writing and rebuilt by finish(): maintaining it per insert
   // costs a third of the write path, and events arrive almost in time order anyway.
   (void)d.exec("DROP INDEX IF EXISTS idx_events_timestamp");
@@ -569,6 +571,17 @@ ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) 
     if (auto x = st->step(); !x) return x.error();
   }
   return {};
+}
+
+ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy& p,
+                                                           int64_t now_ns) {
+  if (auto st = commit(); !st) return st.error();
+  auto pass = store::apply_retention(*db_, p, now_ns);
+  if (!pass) return pass.error();
+  retention_deleted_ += pass->deleted;
+  // In WAL mode the file shrinks when the freed pages are checkpointed.
+  if (pass->deleted) (void)db_->exec("PRAGMA wal_checkpoint(PASSIVE)");
+  return pass;
 }
 
 ingero::Status TraceWriter::update_counters(const SessionCounters& c) {

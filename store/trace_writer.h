@@ -20,6 +20,7 @@
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
+#include "store/retention.h"
 #include "store/sqlite_db.h"
 
 namespace ingero::store {
@@ -136,6 +137,10 @@ class TraceWriter final : public hal::EventSink {
   int64_t to_wall(uint64_t mono_ns) const { return int64_t(mono_ns) + mono_offset_ns_; }
   // Records the session's loss counters (and events stored, store errors) so far.
   ingero::Status update_counters(const SessionCounters& c);
+  // Commits what is pending, then one bounded retention pass (store/retention.h); rows it
+  // deleted add to retention_deleted().
+  ingero::Result<RetentionPass> apply_retention(const RetentionPolicy& p, int64_t now_ns);
+  uint64_t retention_deleted() const { return retention_deleted_; }
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 
@@ -175,6 +180,7 @@ class TraceWriter final : public hal::EventSink {
   // PATH-reserve: space set aside at open and freed when the disk fills, so the session row can
   // still record the loss (store_errors) and the stop. Removed by finish() and the destructor.
   std::string reserve_path_;
+  uint64_t retention_deleted_ = 0;
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"

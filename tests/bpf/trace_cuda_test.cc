@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -395,6 +396,48 @@ TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
   EXPECT_EQ(out.substr(0, out.find('\n')),
             engine::format_count(uint64_t(lost)) + " events not written (store errors)")
       << out;
+}
+
+// --max-db-size: a trace of 200,000 calls (about 20 MiB of rows) kept under 2 MiB while it
+// runs; the oldest rows go, the newest stay, and the tracer says how many it deleted.
+TEST(TraceCuda, MaxDbSizeKeepsTheNewestRowsUnderTheLimit) {
+  REQUIRE_BPF();
+  std::string db = temp_path("capped.db");
+  auto run = trace_command(
+      db, {INGERO_FAKE_CALLS, "threads", INGERO_CUDA_ROOT "/lib64/libcudart.so.13", "2", "100000"},
+      {"--max-db-size", "2MiB", "--no-stack"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  uint64_t limit = 2u << 20;
+  int64_t kept = query_int(db, "SELECT count(*) FROM calls");
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 200002);
+  // The data fits the limit; the time index built at the end comes on top (a few hundred KiB).
+  EXPECT_LE(std::filesystem::file_size(db), limit + limit / 2) << kept << " calls kept";
+  // What is kept is the newest: the last call of each thread is there.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaDeviceSynchronize'"), 2);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.err, m, std::regex("retention deleted ([0-9]+) rows")))
+      << run.err;
+  EXPECT_GE(std::stoll(m[1]), 200002 - kept);
+}
+
+// --retain: rows older than the window are deleted while tracing.
+TEST(TraceCuda, RetainKeepsOnlyTheLastWindow) {
+  REQUIRE_BPF();
+  std::string db = temp_path("retained.db");
+  // Four bursts of calls 2 s apart; with --retain 3s only the last bursts can remain.
+  std::string script = "for i in 1 2 3 4; do " + std::string(INGERO_FAKE_CALLS) +
+                       " threads " INGERO_CUDA_ROOT "/lib64/libcudart.so.13 1 1000; sleep 2; done";
+  auto run = trace_command(db, {"/bin/sh", "-c", script}, {"--retain", "3s", "--no-stack"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int64_t kept = query_int(db, "SELECT count(*) FROM calls");
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 4 * 1001);
+  // Nothing older than the window (plus one 2 s retention tick) before the session stopped.
+  EXPECT_EQ(query_int(db,
+                      "SELECT count(*) FROM calls WHERE ts_ns < (SELECT stopped_at FROM sessions) "
+                      "- 5000000000"),
+            0);
 }
 
 // `ingero trace -- CMD` exits as CMD did, as time(1) and strace(1) do: its status, or

@@ -50,7 +50,8 @@ const perProc = ingero.query('SELECT node, pid, count(*) AS calls FROM calls GRO
 const perNode = ingero.query('SELECT node, count(*) AS calls FROM calls GROUP BY node');
 const nodes = ingero.scalar('SELECT count(*) FROM (SELECT node FROM calls UNION SELECT node FROM host_events)');
 const explain = JSON.parse(ingero.run(['explain', '--json', '--db', db]).stdout);
-const chains = explain.nodes ? explain.nodes.flatMap((n) => n.chains) : explain.chains;
+// explain --json has one shape: every node's chains at the top level, node by node.
+const chains = explain.chains;
 log('SQL: ' + JSON.stringify(sql) + ', slow calls ' + slow + ', chains ' + chains.length);
 
 // 3. The page, offline.

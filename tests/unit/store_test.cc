@@ -64,6 +64,55 @@ std::string write_sample(const std::string& path, int n = 3) {
   return path;
 }
 
+// Retention deletes the oldest rows in bounded passes: by age exactly at the cut, and by size
+// until the used pages fit, always keeping the newest; freed pages go back to the file.
+TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
+  std::string db = test::temp_path("retention.db");
+  constexpr int64_t kOffset = 1'000'000'000'000;
+  auto w = TraceWriter::open(db);
+  ASSERT_TRUE(w) << w.error().message;
+  SessionInfo si;
+  si.mono_offset_ns = kOffset;
+  ASSERT_TRUE((*w)->begin_session(si));
+  for (int i = 0; i < 60000; ++i)  // one call per ms for 60 s
+    ASSERT_TRUE((*w)->add(
+        call("cudaLaunchKernel", EventKind::kLaunch, uint64_t(i) * 1'000'000, 1000, 101)));
+  ASSERT_TRUE((*w)->commit());
+  // By age: keep the last 10 s. Passes of at most 20,000 rows; the first says more remain.
+  RetentionPolicy age{10'000'000'000, 0};
+  int64_t now = kOffset + 60'000'000'000;
+  auto p1 = (*w)->apply_retention(age, now);
+  ASSERT_TRUE(p1) << p1.error().message;
+  EXPECT_EQ(p1->deleted, 20000u);
+  EXPECT_TRUE(p1->more);
+  while (true) {
+    auto p = (*w)->apply_retention(age, now);
+    ASSERT_TRUE(p);
+    if (!p->deleted) break;
+  }
+  EXPECT_EQ((*w)->retention_deleted(), 50000u);
+  EXPECT_EQ(test::query_rows(
+                db, "SELECT count(*), min(ts_ns) - " + std::to_string(kOffset) + " FROM calls"),
+            (std::vector<std::vector<std::string>>{{"10000", "50000000000"}}));
+  // By size: half of what is used now; passes until it fits, the newest rows stay.
+  auto used = used_bytes((*w)->db());
+  ASSERT_TRUE(used);
+  RetentionPolicy size{0, *used / 2};
+  for (int i = 0; i < 20; ++i) {
+    auto p = (*w)->apply_retention(size, now);
+    ASSERT_TRUE(p);
+    if (p->used_bytes <= size.max_bytes) break;
+  }
+  auto after = used_bytes((*w)->db());
+  ASSERT_TRUE(after);
+  EXPECT_LE(*after, size.max_bytes);
+  EXPECT_EQ(test::query_int(db, "SELECT max(ts_ns) - " + std::to_string(kOffset) + " FROM calls"),
+            59'999'000'000);
+  EXPECT_LT(test::query_int(db, "SELECT count(*) FROM calls"), 10000);
+  // Incremental auto-vacuum: the freelist was handed back.
+  EXPECT_EQ(test::query_int(db, "PRAGMA freelist_count"), 0);
+}
+
 TEST(Store, RoundTripThroughContractViews) {
   std::string db = write_sample(test::temp_path("rt.db"));
   using V = std::vector<std::string>;

@@ -1,0 +1,83 @@
+#include "store/retention.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <string>
+
+namespace ingero::store {
+namespace {
+
+// The time-series tables and their time column; rows arrive nearly in time order, so rowid
+// order is the age order the batches follow (no time index is needed while writing).
+constexpr const char* kTables[] = {"events", "system_snapshots", "process_stats", "rdma_counters"};
+
+ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
+  auto st = db.prepare(sql);
+  if (!st) return st.error();
+  auto r = st->step();
+  if (!r) return r.error();
+  return *r && !st->is_null(0) ? st->int64(0) : 0;
+}
+
+}  // namespace
+
+ingero::Result<uint64_t> used_bytes(Db& db) {
+  auto pages = scalar(db, "PRAGMA page_count");
+  if (!pages) return pages.error();
+  auto free = scalar(db, "PRAGMA freelist_count");
+  if (!free) return free.error();
+  auto size = scalar(db, "PRAGMA page_size");
+  if (!size) return size.error();
+  return uint64_t(*pages - *free) * uint64_t(*size);
+}
+
+ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, int64_t now_ns,
+                                              uint64_t budget) {
+  RetentionPass out;
+  if (!p.active()) return out;
+  auto used = used_bytes(db);
+  if (!used) return used.error();
+  // The newest time any table may keep: by age, and, over the size, the time of the oldest
+  // `budget` events (a pass frees about that much; the next pass checks again).
+  int64_t cut = p.retain_ns > 0 ? now_ns - p.retain_ns : INT64_MIN;
+  if (p.max_bytes && *used > p.max_bytes && db.table_exists("events")) {
+    // A tenth of the events at most per pass (the rowid span counts them without a scan:
+    // rows only ever go from the start), so a small overshoot costs a small deletion.
+    auto span = scalar(db, "SELECT max(rowid) - min(rowid) + 1 FROM events");
+    if (!span) return span.error();
+    uint64_t step = std::min<uint64_t>(budget, std::max<int64_t>(1, *span / 10));
+    auto t = scalar(db, "SELECT timestamp FROM events ORDER BY rowid LIMIT 1 OFFSET " +
+                            std::to_string(step - 1));
+    if (!t) return t.error();
+    if (*t) cut = std::max(cut, *t + 1);
+  }
+  if (cut == INT64_MIN) return out;
+  if (auto st = db.exec("BEGIN"); !st) return st.error();
+  for (const char* table : kTables) {
+    if (!db.table_exists(table)) continue;
+    std::string sql = std::string("DELETE FROM ") + table + " WHERE rowid IN (SELECT rowid FROM " +
+                      table + " WHERE timestamp < " + std::to_string(cut) +
+                      " ORDER BY rowid LIMIT " + std::to_string(budget) + ")";
+    if (auto st = db.exec(sql); !st) {
+      (void)db.exec("ROLLBACK");
+      return st.error();
+    }
+    uint64_t n = uint64_t(sqlite3_changes(db.handle()));
+    out.deleted += n;
+    if (n == budget) out.more = true;
+  }
+  if (auto st = db.exec("COMMIT"); !st) {
+    (void)db.exec("ROLLBACK");
+    return st.error();
+  }
+  // Hand the freed pages back (files created with auto_vacuum = INCREMENTAL; a no-op on others).
+  (void)db.exec("PRAGMA incremental_vacuum");
+  auto after = used_bytes(db);
+  if (!after) return after.error();
+  out.used_bytes = *after;
+  if (p.max_bytes && *after > p.max_bytes && out.deleted) out.more = true;
+  return out;
+}
+
+}  // namespace ingero::store

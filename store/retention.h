@@ -1,0 +1,35 @@
+// Retention for a long-running trace: the oldest time-series rows (events, system snapshots,
+// process stats, RDMA counters) are deleted in bounded batches, by age (--retain) and while
+// the data outgrows a size (--max-db-size). Sessions, dictionaries and stacks stay. Files
+// created with incremental auto-vacuum give the freed pages back; older files reuse them, so
+// they stop growing instead of shrinking.
+#pragma once
+
+#include <cstdint>
+
+#include "hal/result.h"
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+
+struct RetentionPolicy {
+  int64_t retain_ns = 0;   // keep rows newer than this (0: by age, keep everything)
+  uint64_t max_bytes = 0;  // keep the used pages under this (0: no limit)
+  bool active() const { return retain_ns > 0 || max_bytes > 0; }
+};
+
+struct RetentionPass {
+  uint64_t deleted = 0;     // rows deleted by this pass, every table
+  uint64_t used_bytes = 0;  // used pages after it
+  bool more = false;        // the budget ran out: rows past the policy remain for the next pass
+};
+
+// One bounded pass on the writer's connection, outside a transaction: at most `budget` rows
+// per table, then up to the freed pages are handed back. `now_ns` is wall time (epoch ns).
+ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, int64_t now_ns,
+                                              uint64_t budget = 20000);
+
+// Used bytes of the database: (page_count - freelist_count) * page_size.
+ingero::Result<uint64_t> used_bytes(Db& db);
+
+}  // namespace ingero::store
