@@ -27,6 +27,7 @@
 #include "capture/host_info.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
+#include "engine/chain.h"
 #include "hal/bpf_session.h"
 #include "hal/probe_manager.h"
 #include "hal/record_decoder.h"
@@ -144,7 +145,8 @@ class Trace {
   std::future<LiveAnalysis> live_chains_;
   int64_t steps_observed_to_ = 0;
   bool retention_warned_ = false;
-  int base_nice_ = 0;  // the priority ingero started with (the command's)
+  int64_t retention_pause_max_ns_ = 0;  // the longest single retention pass while tracing
+  int base_nice_ = 0;                   // the priority ingero started with (the command's)
   bool raised_priority_ =
       false;  // the tracer runs at opts_.nice  // steps ending after this are new to the histograms
   int64_t next_chains_ = 0;
@@ -234,9 +236,13 @@ void Trace::update_counters() {
 void Trace::apply_retention(bool final) {
   store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes};
   if (!p.active()) return;
-  // At most 4 batches a tick while tracing (a bounded stall); at the end, until it holds.
-  for (int i = 0; final || i < 4; ++i) {
-    auto pass = writer_->apply_retention(p, wall_now_ns());
+  // Passes of at most 5,000 rows per table while 40 ms of this tick remain (the writer's
+  // pause stays under 50 ms; the rings absorb it); at the end, until the policy holds.
+  int64_t t0 = mono_now_ns();
+  while (final || mono_now_ns() - t0 < 40'000'000) {
+    int64_t p0 = mono_now_ns();
+    auto pass = writer_->apply_retention(p, wall_now_ns(), final ? 20000 : 5000);
+    if (!final) retention_pause_max_ns_ = std::max(retention_pause_max_ns_, mono_now_ns() - p0);
     if (!pass) {
       if (!retention_warned_)
         std::cerr << "ingero: retention failed (the trace keeps growing): " << pass.error().message
@@ -565,7 +571,7 @@ void Trace::loop() {
       {5 * sec, true, [this](int64_t, bool) { update_counters(); }},
       {sec, true, [this](int64_t m, bool f) { update_metrics(m, f); }},
       {sec, false, [this](int64_t, bool) { live_line(false); }},
-      {2 * sec, true, [this](int64_t, bool final) { apply_retention(final); }},
+      {sec / 2, true, [this](int64_t, bool final) { apply_retention(final); }},
       {30 * sec, false,
        [this](int64_t, bool) {
          print_libraries(probes_->scan_all());
@@ -660,7 +666,8 @@ int Trace::finish() {
     if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
     if (writer_->retention_deleted())
       std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
-                << " rows older than the policy (--retain/--max-db-size)\n";
+                << " rows past the policy (--retain/--max-db-size); longest pass "
+                << engine::format_duration(uint64_t(retention_pause_max_ns_)) << "\n";
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";

@@ -573,14 +573,14 @@ ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) 
   return {};
 }
 
-ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy& p,
-                                                           int64_t now_ns) {
+ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy& p, int64_t now_ns,
+                                                           uint64_t budget) {
   if (auto st = commit(); !st) return st.error();
-  auto pass = store::apply_retention(*db_, p, now_ns);
+  auto pass = store::apply_retention(*db_, p, now_ns, budget);
   if (!pass) return pass.error();
   retention_deleted_ += pass->deleted;
-  // In WAL mode the file shrinks when the freed pages are checkpointed.
-  if (pass->deleted) (void)db_->exec("PRAGMA wal_checkpoint(PASSIVE)");
+  // In WAL mode the file shrinks when the freed pages are checkpointed: SQLite's automatic
+  // checkpoint does it with the writes (an explicit one here cost tens of ms per pass).
   return pass;
 }
 

@@ -139,7 +139,8 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status update_counters(const SessionCounters& c);
   // Commits what is pending, then one bounded retention pass (store/retention.h); rows it
   // deleted add to retention_deleted().
-  ingero::Result<RetentionPass> apply_retention(const RetentionPolicy& p, int64_t now_ns);
+  ingero::Result<RetentionPass> apply_retention(const RetentionPolicy& p, int64_t now_ns,
+                                                uint64_t budget = 20000);
   uint64_t retention_deleted() const { return retention_deleted_; }
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
