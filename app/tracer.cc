@@ -23,6 +23,7 @@
 #include "app/session_chains.h"
 #include "app/trace_samplers.h"
 #include "app/trace_summary.h"
+#include "app/traced_command.h"
 #include "capture/event_pipeline.h"
 #include "capture/host_info.h"
 #include "capture/sink_set.h"
@@ -52,22 +53,6 @@ volatile sig_atomic_t g_signal_from_tty = 0;
 void on_signal(int sig, siginfo_t* info, void*) {
   g_stop_signal = sig;
   g_signal_from_tty = info && info->si_code == SI_KERNEL;
-}
-
-// What execvp would run: argv[0] as a path, or searched along $PATH.
-std::string resolve_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
-  const char* path = getenv("PATH");
-  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= p.size()) {
-    size_t end = p.find(':', start);
-    if (end == std::string::npos) end = p.size();
-    std::string cand = (end > start ? p.substr(start, end - start) : ".") + "/" + name;
-    if (access(cand.c_str(), X_OK) == 0) return cand;
-    start = end + 1;
-  }
-  return "";
 }
 
 std::string human_bytes(double b) {
@@ -111,11 +96,7 @@ class Trace {
   void apply_retention(bool final);
   void update_metrics(int64_t mono, bool final);
   void update_counters();
-  bool child_exited();
-  int start_child();
-  void release_child();
   void stop_child();
-  int exit_status(int tracer_code) const;
   std::string cr() const { return tty_ ? "\r\033[K" : ""; }
 
   const TraceOptions& opts_;
@@ -155,10 +136,7 @@ class Trace {
   std::map<std::string, uint64_t> probe_counts_;  // attached probes by backend
   store::SessionInfo si_;
   std::set<int> rescan_;
-  pid_t child_ = -1;
-  int child_status_ = 0;
-  bool child_done_ = false;
-  int go_pipe_ = -1;
+  TracedCommand cmd_;  // with -- COMMAND
   int64_t start_mono_ = 0;
   bool tty_ = false;
   std::string exit_reason_ = "signal";
@@ -313,68 +291,21 @@ void Trace::update_metrics(int64_t mono, bool final) {
   next_chains_ = mono + 30'000'000'000LL;
 }
 
-bool Trace::child_exited() {
-  if (child_ <= 0 || child_done_) return child_done_;
-  pid_t r = waitpid(child_, &child_status_, WNOHANG);
-  if (r == child_) child_done_ = true;
-  return child_done_;
-}
-
-int Trace::start_child() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    close(fds[1]);
-    char c;
-    // Wait until the tracer has attached; EOF means it died: do not run untraced.
-    if (read(fds[0], &c, 1) != 1) _exit(126);
-    // The command runs at the priority ingero was started with, not the tracer's.
-    if (raised_priority_) (void)setpriority(PRIO_PROCESS, 0, base_nice_);
-    std::vector<char*> argv;
-    for (const auto& a : opts_.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "ingero: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  close(fds[0]);
-  go_pipe_ = fds[1];
-  child_ = pid;
-  return 0;
-}
-
-void Trace::release_child() {
-  if (go_pipe_ < 0) return;
-  if (write(go_pipe_, "g", 1) != 1) std::cerr << "ingero: cannot release the command\n";
-  close(go_pipe_);
-  go_pipe_ = -1;
-}
-
 // Stopped by a signal while the command runs: it gets the signal too (unless the terminal
 // already sent it to the whole group), and the tracer keeps reading until it has exited, so
 // the calls it makes on its way out are stored. After a grace period it is left running.
 void Trace::stop_child() {
-  if (child_ <= 0 || child_done_ || !g_stop_signal) return;
-  if (!g_signal_from_tty) kill(child_, g_stop_signal);
+  if (!cmd_.started() || cmd_.done() || !g_stop_signal) return;
+  if (!g_signal_from_tty) cmd_.signal(g_stop_signal);
   int64_t until = mono_now_ns() + int64_t(kChildGraceSeconds) * 1'000'000'000;
-  while (!child_exited() && mono_now_ns() < until) {
+  while (!cmd_.exited() && mono_now_ns() < until) {
     (void)reader_->poll(50);
     pipeline_->end_cycle();
   }
-  if (!child_done_ && !opts_.quiet)
-    std::cerr << cr() << "ingero: the traced command (pid " << child_ << ") did not exit within "
-              << kChildGraceSeconds << " s of the signal; it keeps running, untraced\n";
-}
-
-// With a command, its status (128 + N when a signal ended it), as time(1) and strace(1) do;
-// the tracer's own failures are on stderr and in the session row. Without one, the tracer's.
-int Trace::exit_status(int tracer_code) const {
-  if (child_ <= 0 || !child_done_) return tracer_code;
-  if (WIFEXITED(child_status_)) return WEXITSTATUS(child_status_);
-  if (WIFSIGNALED(child_status_)) return 128 + WTERMSIG(child_status_);
-  return tracer_code;
+  if (!cmd_.done() && !opts_.quiet)
+    std::cerr << cr() << "ingero: the traced command (pid " << cmd_.pid()
+              << ") did not exit within " << kChildGraceSeconds
+              << " s of the signal; it keeps running, untraced\n";
 }
 
 hal::BpfConfig Trace::bpf_config() {
@@ -385,7 +316,7 @@ hal::BpfConfig Trace::bpf_config() {
   cfg.stack_site_walks = opts_.stack_samples;
   cfg.stack_walk_interval_ns = uint64_t(opts_.stack_interval_ms) * 1'000'000;
   cfg.cpu_samples = opts_.stacks && opts_.cpu_sample_hz > 0;
-  if (child_ > 0 && !opts_.trace_all) cfg.pids.push_back(uint32_t(child_));
+  if (cmd_.started() && !opts_.trace_all) cfg.pids.push_back(uint32_t(cmd_.pid()));
   return cfg;
 }
 
@@ -442,7 +373,9 @@ int Trace::open() {
   writer_ = std::move(*writer);
   if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
     return kExitFailure;
-  if (!opts_.command.empty() && start_child() != 0) {
+  if (!opts_.command.empty() &&
+      cmd_.start(opts_.command, raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt) !=
+          0) {
     std::cerr << "ingero trace: cannot start the command: " << std::strerror(errno) << "\n";
     return kExitFailure;
   }
@@ -580,7 +513,7 @@ void Trace::loop() {
   };
   for (auto& p : periodic_) p.next = start_mono_ + p.period_ns;
 
-  release_child();
+  cmd_.release();
   if (!opts_.quiet && opts_.command.empty())
     std::cerr << "ingero: tracing"
               << (opts_.duration_s > 0 ? " for " + std::to_string(int(opts_.duration_s)) + "s" : "")
@@ -601,7 +534,7 @@ void Trace::loop() {
       exit_reason_ = "duration";
       break;
     }
-    if (child_exited()) {
+    if (cmd_.exited()) {
       exit_reason_ = "command exited";
       break;
     }
@@ -635,8 +568,9 @@ int Trace::finish() {
     if (p.at_end) p.run(mono, true);
   if (live_chains_.valid()) live_chains_.wait();
   live_line(true);
-  if (child_ > 0 && !child_done_ && !g_stop_signal && !opts_.quiet)
-    std::cerr << "ingero: the traced command (pid " << child_ << ") is still running, untraced\n";
+  if (cmd_.started() && !cmd_.done() && !g_stop_signal && !opts_.quiet)
+    std::cerr << "ingero: the traced command (pid " << cmd_.pid()
+              << ") is still running, untraced\n";
 
   auto stats = session_->stats();
   const auto& pc = pipeline_->counters();
@@ -679,22 +613,19 @@ int Trace::finish() {
               << (fin ? "" : "; " + fin.error().message) << "\n";
     code = kExitFailure;
   }
-  if (child_ > 0 && child_done_ && !opts_.quiet) {
-    if (WIFEXITED(child_status_))
-      std::cerr << "ingero: command exited with status " << WEXITSTATUS(child_status_) << "\n";
-    else if (WIFSIGNALED(child_status_))
-      std::cerr << "ingero: command killed by signal " << WTERMSIG(child_status_) << "\n";
-  }
-  return exit_status(code);
+  if (!opts_.quiet) cmd_.describe_end(std::cerr);
+  // With a command, its status (128 + N when a signal ended it), as time(1) and strace(1) do;
+  // the tracer's own failures are on stderr and in the session row. Without one, the tracer's.
+  return cmd_.exit_code(code);
 }
 
 int Trace::run() {
   if (int rc = open(); rc != kExitOk) {
-    if (child_ > 0) kill(child_, SIGKILL), waitpid(child_, nullptr, 0);
+    cmd_.kill_and_reap();
     return rc;
   }
   if (int rc = attach(); rc != kExitOk) {
-    if (child_ > 0) kill(child_, SIGKILL), waitpid(child_, nullptr, 0);
+    cmd_.kill_and_reap();
     return rc;
   }
   loop();

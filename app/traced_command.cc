@@ -1,0 +1,99 @@
+#include "app/traced_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+namespace ingero::app {
+
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string cand = (end > start ? p.substr(start, end - start) : ".") + "/" + name;
+    if (access(cand.c_str(), X_OK) == 0) return cand;
+    start = end + 1;
+  }
+  return "";
+}
+
+TracedCommand::~TracedCommand() {
+  if (go_pipe_ >= 0) close(go_pipe_);  // an unreleased child reads EOF and exits, never run
+}
+
+int TracedCommand::start(const std::vector<std::string>& argv, std::optional<int> nice) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    close(fds[1]);
+    char c;
+    // Wait until the tracer has attached; EOF means it died: do not run untraced.
+    if (read(fds[0], &c, 1) != 1) _exit(126);
+    if (nice) (void)setpriority(PRIO_PROCESS, 0, *nice);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "ingero: cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(fds[0]);
+  go_pipe_ = fds[1];
+  pid_ = pid;
+  return 0;
+}
+
+void TracedCommand::release() {
+  if (go_pipe_ < 0) return;
+  if (write(go_pipe_, "g", 1) != 1) std::cerr << "ingero: cannot release the command\n";
+  close(go_pipe_);
+  go_pipe_ = -1;
+}
+
+bool TracedCommand::exited() {
+  if (pid_ <= 0 || done_) return done_;
+  if (waitpid(pid_, &status_, WNOHANG) == pid_) done_ = true;
+  return done_;
+}
+
+void TracedCommand::signal(int sig) const {
+  if (pid_ > 0 && !done_) kill(pid_, sig);
+}
+
+void TracedCommand::kill_and_reap() {
+  if (pid_ <= 0 || done_) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status_, 0);
+  done_ = true;
+}
+
+int TracedCommand::exit_code(int fallback) const {
+  if (pid_ <= 0 || !done_) return fallback;
+  if (WIFEXITED(status_)) return WEXITSTATUS(status_);
+  if (WIFSIGNALED(status_)) return 128 + WTERMSIG(status_);
+  return fallback;
+}
+
+void TracedCommand::describe_end(std::ostream& out) const {
+  if (pid_ <= 0 || !done_) return;
+  if (WIFEXITED(status_))
+    out << "ingero: command exited with status " << WEXITSTATUS(status_) << "\n";
+  else if (WIFSIGNALED(status_))
+    out << "ingero: command killed by signal " << WTERMSIG(status_) << "\n";
+}
+
+}  // namespace ingero::app

@@ -1,0 +1,51 @@
+// The command `ingero trace -- CMD ARGS` runs: forked before the probes are attached and held
+// on a pipe until they are (a command that would run untraced is never exec'd), then exec'd
+// at the priority ingero started with. Its status becomes the tracer's exit status, as with
+// time(1) and strace(1).
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ingero::app {
+
+// What execvp would run: argv[0] as a path, or searched along $PATH ("" if nothing).
+std::string resolve_program(const std::string& name);
+
+class TracedCommand {
+ public:
+  TracedCommand() = default;
+  TracedCommand(const TracedCommand&) = delete;
+  TracedCommand& operator=(const TracedCommand&) = delete;
+  ~TracedCommand();
+
+  // Forks; the child waits for release(), sets `nice` if given, and execs argv. -1 on failure.
+  int start(const std::vector<std::string>& argv, std::optional<int> nice);
+  // Lets the child exec (the probes are attached).
+  void release();
+  // Reaps the command if it exited (non-blocking); true once it has.
+  bool exited();
+  void signal(int sig) const;
+  // Kills and reaps a command that must not run (the tracer failed before it was released).
+  void kill_and_reap();
+
+  pid_t pid() const { return pid_; }
+  bool started() const { return pid_ > 0; }
+  bool done() const { return done_; }
+  // Its status (128 + N when signal N ended it) once done, else `fallback`.
+  int exit_code(int fallback) const;
+  // "ingero: command exited with status N" / "... killed by signal N", once done.
+  void describe_end(std::ostream& out) const;
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool done_ = false;
+  int go_pipe_ = -1;
+};
+
+}  // namespace ingero::app
