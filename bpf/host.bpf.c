@@ -65,17 +65,18 @@ struct {
   __uint(max_entries, 2 << 20); /* resized by user space before load */
 } host_rb SEC(".maps");
 
-static __always_inline void host_submit(void* e) {
-  bpf_ringbuf_submit(e, ingero_wakeup_flags(&host_rb));
+static __always_inline void host_submit_flags(void* e, __u64 flags) {
+  bpf_ringbuf_submit(e, flags);
   stat_inc(INGERO_STAT_HOST_RECORDS);
+}
+
+static __always_inline void host_submit(void* e) {
+  host_submit_flags(e, ingero_wakeup_flags(&host_rb));
 }
 
 /* Forks and execs of watched processes wake the reader at once: it reads the new program's
  * maps while the program still runs. They are rare. */
-static __always_inline void host_submit_now(void* e) {
-  bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
-  stat_inc(INGERO_STAT_HOST_RECORDS);
-}
+static __always_inline void host_submit_now(void* e) { host_submit_flags(e, BPF_RB_FORCE_WAKEUP); }
 
 static __always_inline void* host_reserve(__u64 size) {
   void* e = bpf_ringbuf_reserve(&host_rb, size, 0);

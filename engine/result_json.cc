@@ -121,15 +121,18 @@ nlohmann::json step_json(const Step& s) {
           {"round_trips", s.round_trips}};
 }
 
+nlohmann::json step_series_json(const StepSeries& s, const std::string& name) {
+  return {{"pid", s.pid},
+          {"name", name},
+          {"cadence", cadence_name(s.cadence)},
+          {"cadence_note", s.cadence_note},
+          {"anchor_site", s.anchor_site},
+          {"summary", step_summary_json(s.summary)}};
+}
+
 nlohmann::json steps_overview_json(const Analysis& a) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : a.steps.processes)
-    out.push_back({{"pid", s.pid},
-                   {"name", a.process_name(s.pid)},
-                   {"cadence", cadence_name(s.cadence)},
-                   {"cadence_note", s.cadence_note},
-                   {"anchor_site", s.anchor_site},
-                   {"summary", step_summary_json(s.summary)}});
+  for (const auto& s : a.steps.processes) out.push_back(step_series_json(s, a.process_name(s.pid)));
   return out;
 }
 

@@ -20,7 +20,9 @@ nlohmann::json step_summary_json(const StepSummary& s);
 // One step: start, duration, the exclusive host breakdown, GPU idle, the host gap by cause,
 // and its calls.
 nlohmann::json step_json(const Step& s);
-// Per GPU process: pid, name, cadence (how steps were found, or why none) and summary.
+// One GPU process: pid, name, cadence (how steps were found, or why none) and summary.
+nlohmann::json step_series_json(const StepSeries& s, const std::string& name);
+// step_series_json for every GPU process of the analysis.
 nlohmann::json steps_overview_json(const Analysis& a);
 
 // Losses as the session rows counted them: calls_lost, per-kind drops (schema v5 files),

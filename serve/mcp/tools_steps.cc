@@ -27,12 +27,7 @@ ToolOutput get_step_breakdown(ToolContext& ctx, const ToolCall& call) {
   if (std::string lost = engine::losses_line(a.losses); !lost.empty()) t << lost << "\n";
   Json procs = Json::array();
   for (const auto& s : a.steps.processes) {
-    Json p = {{"pid", s.pid},
-              {"name", a.process_name(s.pid)},
-              {"cadence", engine::cadence_name(s.cadence)},
-              {"cadence_note", s.cadence_note},
-              {"anchor_site", s.anchor_site},
-              {"summary", engine::step_summary_json(s.summary)}};
+    Json p = engine::step_series_json(s, a.process_name(s.pid));
     std::vector<const engine::Step*> shown;
     for (const auto& st : s.steps) shown.push_back(&st);
     if (slowest)
