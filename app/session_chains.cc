@@ -78,6 +78,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   }
   if (auto st = writer.commit(); !st) return st.error();
   store::SqlTraceSource source(**reader);
+  source.set_call_cache(0);  // the tracer's memory stays bounded (docs/performance.md)
   engine::Window w;
   w.from_ns = from_ns;
   w.to_ns = to_ns;

@@ -273,6 +273,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
     auto reader = store::TraceReader::open(db);
     if (!reader) return out;
     store::SqlTraceSource source(**reader);
+    source.set_call_cache(0);  // the tracer's memory stays bounded (docs/performance.md)
     engine::Window w;
     w.from_ns = from;
     w.to_ns = to;

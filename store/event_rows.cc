@@ -3,6 +3,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <unordered_map>
 
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -37,6 +38,105 @@ struct EventCursor::Columns {
   std::array<int, hal::kFieldCount> fields{};
 };
 
+// The dictionaries of a direct read: (source, op) -> names, for the calls' sources only.
+struct EventCursor::OpNames {
+  struct Names {
+    std::string_view vendor, api, op;
+    hal::EventKind kind = hal::EventKind::kUnknown;
+  };
+  std::unordered_map<uint64_t, Names> by_id;  // source << 32 | op
+};
+
+bool EventCursor::open_direct(const EventFilter& f) {
+  static const char* kNeeded[] = {"timestamp", "duration",  "pid",        "tid",
+                                  "comm",      "cgroup_id", "source",     "op",
+                                  "ret_code",  "status",    "off_cpu_ns", "preempts",
+                                  "switches",  "peer_comm", "stack_hash", "node"};
+  for (const char* c : kNeeded)
+    if (!db_.column_exists("events", c)) return false;
+  if (!db_.column_exists("sources", "vendor") || !db_.column_exists("ops", "kind")) return false;
+  auto dict = db_.prepare(
+      "SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops o ON "
+      "o.source_id = s.id WHERE s.vendor <> 'host'");
+  if (!dict) return false;
+  names_ = std::make_unique<OpNames>();
+  std::string sources;
+  while (true) {
+    auto r = dict->step();
+    if (!r) return false;
+    if (!*r) break;
+    uint64_t id = uint64_t(dict->int64(0)), op = uint64_t(dict->int64(1));
+    OpNames::Names n{strings_.intern(dict->text_view(2)), strings_.intern(dict->text_view(3)),
+                     strings_.intern(dict->text_view(4)),
+                     hal::kind_from_name(dict->text_view(5)).value_or(hal::EventKind::kUnknown)};
+    if (!names_->by_id.count(id << 32))
+      sources += (sources.empty() ? "" : ",") + std::to_string(id);
+    names_->by_id[id << 32 | op] = n;
+    names_->by_id.emplace(id << 32, OpNames::Names{});  // marks the source as seen
+  }
+  std::string sql =
+      "SELECT timestamp, duration, pid, tid, comm, cgroup_id, source, op, ret_code, status, "
+      "off_cpu_ns, preempts, switches, peer_comm, stack_hash";
+  cols_ = std::make_unique<Columns>();
+  Columns& k = *cols_;
+  k.fields.fill(kNone);
+  int next = 15;
+  const auto& fields = field_columns();
+  for (size_t i = 0; i < hal::kFieldCount; ++i)
+    if (db_.column_exists("events", fields[i])) {
+      sql += ", " + fields[i];
+      k.fields[i] = next++;
+    }
+  sql += " FROM events WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
+         std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
+  if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
+  if (f.node) sql += " AND node = " + quote(*f.node);
+  sql += " ORDER BY timestamp";
+  auto st = db_.prepare(sql);
+  if (!st) return false;
+  stmt_ = std::make_unique<Stmt>(std::move(*st));
+  return true;
+}
+
+ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
+  while (true) {
+    auto r = stmt_->step();
+    if (!r) return r.error();
+    if (!*r) return false;
+    const Stmt& st = *stmt_;
+    auto it = names_->by_id.find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
+    if (it == names_->by_id.end())
+      continue;  // an op missing from the dictionary: the view
+                 // (an inner join) leaves it out too
+    const OpNames::Names& n = it->second;
+    e = hal::Event{};
+    e.ts_ns = uint64_t(st.int64(0));
+    e.dur_ns = uint64_t(st.int64(1));
+    e.pid = uint32_t(st.int64(2));
+    e.tid = uint32_t(st.int64(3));
+    e.set_comm(st.text_view(4));
+    e.cgroup_id = uint64_t(st.int64(5));
+    e.vendor = n.vendor;
+    e.api = n.api;
+    e.op = n.op;
+    e.kind = n.kind;
+    if (!st.is_null(8)) {
+      e.has_ret = true;
+      e.ret = st.int64(8);
+    }
+    e.unfinished = st.int64(9) == 1;
+    e.off_cpu_ns = uint64_t(st.int64(10));
+    e.preempts = uint32_t(st.int64(11));
+    e.switches = uint32_t(st.int64(12));
+    if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
+    e.stack_id = uint64_t(st.int64(14));
+    for (size_t i = 0; i < hal::kFieldCount; ++i)
+      if (int c = cols_->fields[i]; c != kNone && !st.is_null(c))
+        e.set(static_cast<hal::Field>(i), uint64_t(st.int64(c)));
+    return true;
+  }
+}
+
 EventCursor::EventCursor(Db& db, Rows rows, StringPool& strings)
     : db_(db), rows_(rows), strings_(strings) {}
 EventCursor::~EventCursor() = default;
@@ -45,6 +145,12 @@ ingero::Result<std::unique_ptr<EventCursor>> EventCursor::open(Db& db, Rows rows
                                                                const EventFilter& f,
                                                                StringPool& strings) {
   bool calls = rows == Rows::kCalls;
+  if (calls) {
+    // The original implementation's files (no ops.kind, no events.status) go through the
+    // views.
+    std::unique_ptr<EventCursor> c(new EventCursor(db, rows, strings));
+    if (c->open_direct(f)) return c;
+  }
   const char* view = calls ? "calls" : "host_events";
   std::string sql = std::string("SELECT * FROM ") + view + " WHERE ts_ns BETWEEN " +
                     std::to_string(f.from_ns) + " AND " + std::to_string(f.to_ns);
@@ -102,6 +208,7 @@ ingero::Result<std::unique_ptr<EventCursor>> EventCursor::open(Db& db, Rows rows
 }
 
 ingero::Result<bool> EventCursor::next(hal::Event& e) {
+  if (names_) return next_direct(e);
   auto r = stmt_->step();
   if (!r) return r.error();
   if (!*r) return false;

@@ -61,12 +61,19 @@ class EventCursor {
 
  private:
   struct Columns;
+  struct OpNames;
   EventCursor(Db& db, Rows rows, StringPool& strings);
+  // Our own files: calls straight from the events table, (source, op) resolved through the
+  // dictionaries once (the view joins them on every row). False when the file lacks a column
+  // the direct read needs; the view is used then.
+  bool open_direct(const EventFilter& f);
+  ingero::Result<bool> next_direct(hal::Event& e);
   Db& db_;
   Rows rows_;
   StringPool& strings_;
   std::unique_ptr<Stmt> stmt_;
   std::unique_ptr<Columns> cols_;
+  std::unique_ptr<OpNames> names_;  // set when reading directly
 };
 
 // Reads every row of `rows` matching `filter` into `fn`; stops at the first Error (a read

@@ -54,13 +54,45 @@ EventFilter SqlTraceSource::filter(const engine::Window& w, bool with_pid) const
   return f;
 }
 
+void SqlTraceSource::set_call_cache(size_t max_bytes) {
+  cache_.clear();
+  cache_.set_limit(max_bytes);
+  cache_state_ = max_bytes ? CacheState::kEmpty : CacheState::kOff;
+}
+
+bool SqlTraceSource::cache_covers(const engine::Window& w) const {
+  return cache_state_ == CacheState::kFull && w.from_ns >= cached_.from_ns &&
+         w.to_ns <= cached_.to_ns && (!cached_.pid || cached_.pid == w.pid) &&
+         cached_.node == w.node;
+}
+
 void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
+  if (cache_covers(w)) {
+    cache_.for_each([&](const hal::Event& e) {
+      if (int64_t(e.ts_ns) < w.from_ns || int64_t(e.ts_ns) > w.to_ns) return;
+      if (w.pid && e.pid != *w.pid) return;
+      fn(e);
+    });
+    return;
+  }
+  bool fill = cache_state_ == CacheState::kEmpty;
   auto st = for_each_event(reader_.db(), EventCursor::Rows::kCalls, filter(w, true), strings_,
                            [&](const hal::Event& e) -> ingero::Status {
+                             if (fill && !cache_.add(e)) {
+                               fill = false;
+                               cache_.clear();
+                               cache_state_ = CacheState::kTooBig;
+                             }
                              fn(e);
                              return {};
                            });
   if (!st) fail(st.error());
+  if (fill && st) {
+    cache_state_ = CacheState::kFull;
+    cached_ = w;
+  } else if (fill) {
+    cache_.clear();  // a read that failed part-way is not kept
+  }
 }
 
 void SqlTraceSource::host_events(const engine::Window& w, const engine::EventFn& fn) {

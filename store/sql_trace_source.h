@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/trace_source.h"
+#include "store/call_cache.h"
 #include "store/event_rows.h"
 #include "store/trace_reader.h"
 
@@ -15,7 +16,9 @@ namespace ingero::store {
 
 class SqlTraceSource final : public engine::TraceSource {
  public:
-  explicit SqlTraceSource(TraceReader& reader) : reader_(reader) {}
+  explicit SqlTraceSource(TraceReader& reader) : reader_(reader) {
+    cache_.set_limit(kDefaultCallCacheBytes);
+  }
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
   void host_events(const engine::Window& w, const engine::EventFn& fn) override;
   std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override;
@@ -35,6 +38,13 @@ class SqlTraceSource final : public engine::TraceSource {
   // The first error met while reading ("" when none): any answer computed after it is
   // incomplete.
   const std::string& error() const { return error_; }
+  // The first read of calls is kept in memory (store/call_cache.h) for the later reads of
+  // the same window or a part of it, up to `max_bytes` (0: never). A window whose calls do
+  // not fit is read from the file every time. Default: kDefaultCallCacheBytes.
+  void set_call_cache(size_t max_bytes);
+  static constexpr size_t kDefaultCallCacheBytes = size_t(512) << 20;
+  // Calls held in memory now (0 when nothing is cached).
+  size_t cached_calls() const { return cache_state_ == CacheState::kFull ? cache_.calls() : 0; }
 
  private:
   // Prepares `sql`; records the error and returns nullopt on failure.
@@ -43,8 +53,12 @@ class SqlTraceSource final : public engine::TraceSource {
   bool row(Stmt& st);
   void fail(const ingero::Error& e);
   EventFilter filter(const engine::Window& w, bool with_pid) const;
+  bool cache_covers(const engine::Window& w) const;
   TraceReader& reader_;
   StringPool strings_;
+  enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;
+  CallCache cache_;
+  engine::Window cached_;
   std::string error_;
 };
 

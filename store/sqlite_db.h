@@ -48,6 +48,13 @@ class Stmt {
   int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
   double real(int col) const { return sqlite3_column_double(s_, col); }
   std::string text(int col) const;
+  // The column's text without a copy: valid until the next step or column call on this row.
+  std::string_view text_view(int col) const {
+    const unsigned char* t = sqlite3_column_text(s_, col);
+    return t ? std::string_view(reinterpret_cast<const char*>(t),
+                                size_t(sqlite3_column_bytes(s_, col)))
+             : std::string_view();
+  }
   bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
 
  private:
