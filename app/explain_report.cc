@@ -60,6 +60,10 @@ static void print_steps(std::ostream& out, const engine::Analysis& a) {
     if (!any) out << "Training steps\n";
     any = true;
     out << "  " << a.process_name(s.pid) << " (pid " << s.pid << "): " << s.summary.text << "\n";
+    if (s.calls_dropped)
+      out << "    steps modelled until " << format_wall(s.last_call_ns)
+          << " only: " << format_count(s.calls_dropped)
+          << " later GPU calls are over the model's memory cap (explain --from covers them)\n";
   }
   if (any) out << "\n";
 }

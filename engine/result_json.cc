@@ -127,6 +127,8 @@ nlohmann::json step_series_json(const StepSeries& s, const std::string& name) {
           {"cadence", cadence_name(s.cadence)},
           {"cadence_note", s.cadence_note},
           {"anchor_site", s.anchor_site},
+          {"calls_not_modelled", s.calls_dropped},
+          {"modelled_until_ns", s.last_call_ns},
           {"summary", step_summary_json(s.summary)}};
 }
 

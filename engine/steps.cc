@@ -360,10 +360,11 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host,
 
 }  // namespace
 
-StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host) {
+StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
+                        size_t max_calls) {
   StepModel m;
   std::map<uint32_t, Proc> procs;
-  size_t budget = kMaxModelledCalls;
+  size_t budget = max_calls;
   source.calls(w, [&](const hal::Event& e) {
     if (hal::is_host_kind(e.kind)) return;
     Proc& p = procs[e.pid];

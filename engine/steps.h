@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/host_context.h"
+#include "engine/thresholds_steps.h"
 #include "engine/trace_source.h"
 
 namespace ingero::engine {
@@ -186,6 +187,7 @@ std::string code_location(const std::vector<StackFrameInfo>& frames);
 
 // One pass over the calls (and the CPU samples, when there are any) of `w`; host context
 // supplies off-CPU intervals and block requests.
-StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host);
+StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
+                        size_t max_calls = kMaxModelledCalls);
 
 }  // namespace ingero::engine

@@ -57,7 +57,8 @@ uint32_t CallCache::stack_index(uint64_t stack) {
 }
 
 bool CallCache::add(const hal::Event& e) {
-  if (bytes() > max_bytes_) return false;
+  std::vector<uint8_t>& buf_ = one_;
+  buf_.clear();
   uint8_t flags = (e.has_ret ? kHasRet : 0) | (e.unfinished ? kUnfinished : 0) |
                   (e.peer_comm[0] ? kPeerComm : 0) |
                   (e.off_cpu_ns || e.preempts || e.switches ? kOffCpu : 0) |
@@ -81,6 +82,11 @@ bool CallCache::add(const hal::Event& e) {
   if (flags & kCgroup) put(buf_, e.cgroup_id);
   put(buf_, e.present);
   for (uint64_t m = e.present; m; m &= m - 1) put(buf_, e.fields[size_t(std::countr_zero(m))]);
+  if (chunks_.empty() || chunks_.back().size() + buf_.size() > kChunkBytes) {
+    if (bytes() + kChunkBytes > max_bytes_) return false;
+    chunks_.emplace_back().reserve(kChunkBytes);
+  }
+  chunks_.back().insert(chunks_.back().end(), buf_.begin(), buf_.end());
   ++calls_;
   return true;
 }
@@ -141,11 +147,12 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) 
 }
 
 size_t CallCache::bytes() const {
-  return buf_.capacity() + comms_.size() * 48 + stacks_.size() * 40 + names_.size() * 64;
+  return chunks_.size() * kChunkBytes + comms_.size() * 48 + stacks_.size() * 40 +
+         names_.size() * 64;
 }
 
 void CallCache::clear() {
-  std::vector<uint8_t>().swap(buf_);
+  std::vector<std::vector<uint8_t>>().swap(chunks_);
   calls_ = 0;
   last_ts_ = 0;
   names_.clear();

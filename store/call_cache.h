@@ -28,12 +28,14 @@ class CallCache {
   template <class Fn>
   void for_each(Fn&& fn) const {
     hal::Event e;
-    const uint8_t* p = buf_.data();
-    const uint8_t* end = p + buf_.size();
     uint64_t ts = 0;
-    while (p < end) {
-      p = decode(p, ts, e);
-      fn(e);
+    for (const auto& chunk : chunks_) {
+      const uint8_t* p = chunk.data();
+      const uint8_t* end = p + chunk.size();
+      while (p < end) {
+        p = decode(p, ts, e);
+        fn(e);
+      }
     }
   }
   size_t bytes() const;
@@ -51,7 +53,10 @@ class CallCache {
   uint32_t stack_index(uint64_t stack);
   const uint8_t* decode(const uint8_t* p, uint64_t& ts, hal::Event& e) const;
 
-  std::vector<uint8_t> buf_;
+  // Encoded calls in chunks of kChunkBytes: no reallocation copies, no doubling overshoot.
+  static constexpr size_t kChunkBytes = size_t(4) << 20;
+  std::vector<std::vector<uint8_t>> chunks_;
+  std::vector<uint8_t> one_;  // the call being encoded
   size_t max_bytes_ = SIZE_MAX;
   size_t calls_ = 0;
   uint64_t last_ts_ = 0;

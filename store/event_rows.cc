@@ -130,9 +130,14 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
     e.switches = uint32_t(st.int64(12));
     if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
     e.stack_id = uint64_t(st.int64(14));
-    for (size_t i = 0; i < hal::kFieldCount; ++i)
-      if (int c = cols_->fields[i]; c != kNone && !st.is_null(c))
-        e.set(static_cast<hal::Field>(i), uint64_t(st.int64(c)));
+    for (size_t i = 0; i < hal::kFieldCount; ++i) {
+      int c = cols_->fields[i];
+      if (c == kNone) continue;
+      // NULL reads as 0: the type is looked up only then (most fields of a call are NULL,
+      // and a type lookup decodes the column again).
+      int64_t v = st.int64(c);
+      if (v != 0 || !st.is_null(c)) e.set(static_cast<hal::Field>(i), uint64_t(v));
+    }
     return true;
   }
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "engine/analysis.h"
+#include "engine/result_json.h"
 #include "engine/steps.h"
 
 namespace ingero::engine {
@@ -131,6 +132,24 @@ TEST(StepModel, CadenceBreakdownAndGapsOfASteadyLoop) {
   EXPECT_EQ(x.gap.on_cpu_ns, x.host_gap_ns);
   EXPECT_EQ(st.summary.gap_where, "<module> (train.py:35)");
   EXPECT_EQ(st.summary.text.rfind("median step 10.0ms: GPU idle ", 0), 0u) << st.summary.text;
+}
+
+// Over the memory cap the model stops at a point in time and says so: later calls are counted,
+// and the JSON (explain --json, MCP) carries both the count and where the model stops.
+TEST(StepModel, CallsOverTheCapAreCountedAndTheStopIsReported) {
+  Source s;
+  loop(s, 50, 10 * kMs, 8 * kMs, false);  // 13 top-level calls per step
+  HostContext host = collect_host_context(s, Window{});
+  StepModel m = compute_steps(s, Window{}, host, 13 * 20);
+  const StepSeries& st = m.processes.at(0);
+  EXPECT_EQ(st.calls_dropped, 13u * 30);
+  // The 20th step's sync is the last modelled call: it returns 312 us into the step.
+  EXPECT_EQ(st.last_call_ns, int64_t(19 * 10 * kMs + 8 * kMs + 312 * kUs));
+  auto j = step_series_json(st, "python3");
+  EXPECT_EQ(j["calls_not_modelled"], 13u * 30);
+  EXPECT_EQ(j["modelled_until_ns"], st.last_call_ns);
+  StepModel all = compute_steps(s, Window{}, host);
+  EXPECT_EQ(all.processes.at(0).calls_dropped, 0u);
 }
 
 // Runtime calls with their driver calls nested inside count once: the same steps and the same
