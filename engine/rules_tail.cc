@@ -96,7 +96,13 @@ Evidence gather(const Analysis& a, const OpStats& s) {
               [](const Preemptor& x, const Preemptor& y) { return x.off_ns > y.off_ns; });
   }
   bool saturated = h.cpu_max >= kCpuSaturatedPct;
-  if (ev.off_share >= kOffCpuShareHigh)
+  // Per-call data tells a preempted thread from one that blocked: off-CPU time without a single
+  // involuntary switch is the call sleeping (a sync or a device-to-host copy waiting for the
+  // GPU, a lock), which no other task caused.
+  bool blocked_only = ev.per_call && ev.preempts == 0;
+  if (blocked_only)
+    ev.cpu = 0;
+  else if (ev.off_share >= kOffCpuShareHigh)
     ev.cpu = 2;
   else if (ev.off_share >= kOffCpuShareMedium)
     ev.cpu = 1;
@@ -157,8 +163,8 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
     if (!tail) {
       // Judge the whole distribution: the evidence is the share of all calls' time.
       ev.off_share = all_share;
-      ev.cpu = all_share >= kOffCpuShareHigh ? 2 : 1;
       ev.preempts = s.preempts;
+      ev.cpu = s.preempts == 0 ? 0 : all_share >= kOffCpuShareHigh ? 2 : 1;
     }
     const HostContext& h = a.host;
     auto pit = h.per_pid.find(s.key.pid);

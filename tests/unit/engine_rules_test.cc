@@ -198,6 +198,38 @@ TEST(EngineRules, TailWithoutHostCauseIsLow) {
   EXPECT_EQ(a.chains[0].severity, Severity::kLow);
 }
 
+// A sync whose slow calls sleep (off-CPU, never preempted) is waiting for the GPU: that is
+// no CPU contention. The same calls preempted are.
+TEST(EngineRules, BlockedWaitsAreNotCpuContentionPreemptedOnesAre) {
+  for (uint32_t preempts : {0u, 1u}) {
+    Replay r;
+    for (int i = 0; i < 200; ++i) {
+      bool slow = i % 10 == 0;
+      Event e = r.call(100, "cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * kMs,
+                       slow ? 4 * kMs : 20 * kUs);
+      if (slow) {
+        e.off_cpu_ns = 4 * kMs - 10 * kUs;
+        e.switches = 1;
+        e.preempts = preempts;
+      }
+      r.add(e);
+    }
+    auto a = r.analyze();
+    SCOPED_TRACE(preempts);
+    const engine::Chain* cpu = find(a, "cpu_contention");
+    const engine::Chain* tail = find(a, "tail_latency");
+    if (preempts) {
+      ASSERT_NE(cpu, nullptr);
+      EXPECT_EQ(cpu->severity, Severity::kHigh);
+      EXPECT_EQ(tail, nullptr);
+    } else {
+      EXPECT_EQ(cpu, nullptr);
+      ASSERT_NE(tail, nullptr);
+      EXPECT_EQ(tail->severity, Severity::kLow);
+    }
+  }
+}
+
 // The process's own writes during its slow calls.
 TEST(EngineRules, BlockIoDuringTheTail) {
   Replay r;
