@@ -33,11 +33,11 @@ ToolOutput get_collectives(ToolContext& ctx, const ToolCall& call) {
   Json groups = Json::array();
   std::ostringstream t;
   if (rep.groups.empty()) t << "no NCCL/RCCL collectives in this window\n";
-  for (auto& [comm, ops] : rep.groups) {
+  for (auto& [communicator, ops] : rep.groups) {
     for (auto& [opname, ranks] : ops) {
       Json jr = Json::array();
       char hex[24];
-      std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)comm);
+      std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)communicator);
       size_t matched = ranks.empty() ? 0 : ranks.begin()->second.matched;
       t << "comm " << hex << " " << ident(opname) << ": " << ranks.size() << " ranks, " << matched
         << " matched calls\n";
