@@ -209,7 +209,7 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
 }
 
 void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
-  auto samples = source.rdma_error_samples(a.window);
+  auto samples = source.device_error_samples(a.window);
   if (samples.empty()) return;
   // Increases per (device, port, counter), with the interval in which each happened.
   struct Increase {
