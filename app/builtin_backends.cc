@@ -14,4 +14,10 @@ void register_builtin_backends(hal::BackendRegistry& registry, const BackendOpti
   registry.add(backends::make_rdma_backend(opts.rdma_verbs));
 }
 
+std::vector<hal::SqlView> builtin_views() {
+  hal::BackendRegistry r;
+  register_builtin_backends(r);
+  return r.views();  // static storage: they outlive r
+}
+
 }  // namespace ingero::app

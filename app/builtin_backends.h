@@ -10,6 +10,9 @@ struct BackendOptions {
   bool rdma_verbs = false;  // attach to libibverbs (ingero trace --rdma-verbs)
 };
 void register_builtin_backends(hal::BackendRegistry& registry, const BackendOptions& opts = {});
+// The builtin backends' SQL views (hal::BackendRegistry::views()), for the commands that open
+// trace files.
+std::vector<hal::SqlView> builtin_views();
 
 // Backends `trace` attaches only when a flag asks. `check` audits them anyway (registering
 // them with every opt-in on) and says which flag turns each on.

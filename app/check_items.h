@@ -38,10 +38,13 @@ struct CheckReport {
 // proc/, sys/, dev/ and etc/ under it.
 struct CheckInputs {
   std::string root;
+  // Backends whose check() lines (hal/side_channel.h) join the report, read under root/sys.
+  std::vector<const hal::VendorBackend*> backends;
 };
 
 // Checks that only read files: kernel, BTF, privileges, perf_event_paranoid, uprobe PMU,
-// tracefs, cgroup v2, ptrace_scope, NVIDIA driver, AMD KFD, InfiniBand devices.
+// tracefs, cgroup v2, ptrace_scope, NVIDIA driver, AMD KFD, then each backend's side channel
+// (the rdma backend: InfiniBand devices).
 void host_checks(const CheckInputs& in, CheckReport& rep);
 // Everything: host checks, then loading BPF, each BTF tracepoint, a live uprobe, and the
 // libraries of each backend.

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "app/builtin_backends.h"
@@ -16,7 +15,6 @@
 #include "app/check_config.h"
 #include "app/check_items.h"
 #include "app/commands.h"
-#include "backends/rdma/rdma_backend.h"
 #include "capture/host_info.h"
 #include "hal/bpf_session.h"
 #include "hal/elf_symbols.h"
@@ -39,6 +37,18 @@ std::string opt_in_flag(std::string_view backend) {
   for (const auto& o : kOptInBackends)
     if (o.backend == backend) return std::string(o.flag);
   return "";
+}
+
+CheckStatus check_status(hal::CheckLine::Status s) {
+  switch (s) {
+    case hal::CheckLine::Status::kPass:
+      return CheckStatus::kPass;
+    case hal::CheckLine::Status::kOptional:
+      return CheckStatus::kOptional;
+    case hal::CheckLine::Status::kFail:
+      return CheckStatus::kFail;
+  }
+  return CheckStatus::kFail;
 }
 
 bool exists(const std::string& p) {
@@ -175,33 +185,17 @@ void host_checks(const CheckInputs& in, CheckReport& rep) {
           kfd && kfd_sys ? "ROCm's kernel driver (KFD) is loaded"
                          : "no AMD KFD: HIP calls fail, but they are still traced",
           "");
-  auto ports = backends::read_rdma_counters(r.empty() ? "/sys" : r + "/sys");
-  if (ports.empty()) {
-    rep.add("infiniband", CheckStatus::kOptional, "no devices",
-            "no InfiniBand/RoCE HCA: RDMA counters are not collected (not an error)", "");
-  } else {
-    std::set<std::string> devs;
-    size_t counters = 0, unreadable = 0;
-    std::string list;
-    for (const auto& p : ports) {
-      devs.insert(p.device);
-      counters += p.counters.size() + p.hw_counters.size();
-      unreadable += p.unreadable.size();
-      list += (list.empty() ? "" : ", ") + p.device + "/" + std::to_string(p.port) + " " +
-              p.transport + " " + p.state;
-    }
-    rep.add("infiniband", unreadable ? CheckStatus::kOptional : CheckStatus::kPass,
-            std::to_string(devs.size()) + " devices, " + std::to_string(ports.size()) + " ports",
-            list + "; " + std::to_string(counters) + " counters readable" +
-                (unreadable ? ", " + std::to_string(unreadable) + " unreadable" : ""),
-            unreadable ? "run as root to read every counter" : "");
-  }
+  // Each backend's side channel (InfiniBand/RoCE ports, ...), as the backend judges it.
+  for (const hal::VendorBackend* b : in.backends)
+    for (auto& l : b->check(r.empty() ? "/sys" : r + "/sys"))
+      rep.add(std::move(l.name), check_status(l.status), std::move(l.value), std::move(l.detail),
+              std::move(l.fix));
 }
 
 CheckReport run_checks(const hal::BackendRegistry& registry,
                        const std::vector<const hal::VendorBackend*>& backends) {
   CheckReport rep;
-  host_checks(CheckInputs{}, rep);
+  host_checks(CheckInputs{"", registry.all()}, rep);
   hal::BpfConfig cfg;
   cfg.rings = {1u << 16, 1u << 16, 1u << 16};
   cfg.stacks = true;  // every program the trace defaults load passes the verifier

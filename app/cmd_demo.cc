@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
@@ -59,7 +60,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       }
     } cleanup{path, temp};
     {
-      auto w = store::TraceWriter::open(path);
+      auto w = store::TraceWriter::open(path, builtin_views());
       if (!w) {
         std::cerr << "ingero demo: " << w.error().message << "\n";
         ctx.exit_code = kExitFailure;
@@ -72,7 +73,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       }
       (void)(*w)->finish({});
     }
-    auto reader = store::TraceReader::open(path);
+    auto reader = store::TraceReader::open(path, builtin_views());
     if (!reader) {
       std::cerr << "ingero demo: " << reader.error().message << "\n";
       ctx.exit_code = kExitFailure;

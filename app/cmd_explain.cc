@@ -1,5 +1,6 @@
 #include <iostream>
 
+#include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
@@ -75,7 +76,7 @@ int explain_clickhouse(const Opts& o) {
 
 int explain_file(const Opts& o) {
   std::string path = o.db.empty() ? default_db_path() : o.db;
-  auto reader = store::TraceReader::open(path);
+  auto reader = store::TraceReader::open(path, builtin_views());
   if (!reader) {
     std::cerr << "ingero explain: " << reader.error().message << "\n";
     return kExitFailure;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/output_file.h"
 #include "engine/analysis.h"
@@ -174,7 +175,7 @@ int run_export(const ExportOpts& o) {
   std::string path = o.db.empty() ? default_db_path() : o.db;
   std::unique_ptr<store::TraceReader> reader;
   if (o.source.empty()) {
-    auto r = store::TraceReader::open(path);
+    auto r = store::TraceReader::open(path, builtin_views());
     if (!r) {
       std::cerr << "ingero export: " << r.error().message << "\n";
       return kExitFailure;

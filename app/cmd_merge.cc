@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "hal/event.h"
 #include "store/event_rows.h"
@@ -26,7 +27,7 @@ std::string stem(const std::string& path) { return std::filesystem::path(path).s
 
 ingero::Status merge_one(const std::string& in, const std::string& force_node,
                          store::TraceWriter& w, store::StringPool& strings, size_t* events) {
-  auto reader = store::TraceReader::open(in);
+  auto reader = store::TraceReader::open(in, builtin_views());
   if (!reader) return reader.error();
   store::Db& db = (*reader)->db();
   std::vector<std::string> nodes;
@@ -90,7 +91,7 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
 // Merges into `tmp`; the caller renames it over the output only when everything succeeded.
 ingero::Status merge_all(const std::vector<std::string>& inputs, const std::string& force_node,
                          const std::string& tmp, size_t* events) {
-  auto w = store::TraceWriter::open(tmp);
+  auto w = store::TraceWriter::open(tmp, builtin_views());
   if (!w) return w.error();
   store::StringPool strings;
   for (const auto& in : inputs)
@@ -122,7 +123,7 @@ void add_merge_command(CLI::App& app, Context& ctx) {
       return;
     }
     for (const auto& in : o->inputs) {
-      auto r = store::TraceReader::open(in);
+      auto r = store::TraceReader::open(in, builtin_views());
       if (!r) {
         std::cerr << "ingero merge: " << r.error().message << "\n";
         ctx.exit_code = kExitFailure;

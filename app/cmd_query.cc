@@ -1,5 +1,6 @@
 #include <iostream>
 
+#include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/result_printer.h"
 #include "fleet/clickhouse_client.h"
@@ -124,7 +125,7 @@ void add_query_command(CLI::App& app, Context& ctx) {
       return;
     }
     if (path.empty()) path = default_db_path();
-    auto reader = store::TraceReader::open(path);
+    auto reader = store::TraceReader::open(path, builtin_views());
     if (!reader) {
       std::cerr << "ingero query: " << reader.error().message << "\n";
       ctx.exit_code = kExitFailure;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/report_file.h"
 #include "serve/report/report_html.h"
@@ -14,7 +15,7 @@ namespace ingero::app {
 
 Result<nlohmann::json> build_report_model(const std::string& path, const engine::WindowSpec& spec,
                                           const std::string& title) {
-  auto reader = store::TraceReader::open(path);
+  auto reader = store::TraceReader::open(path, builtin_views());
   if (!reader) return reader.error();
   store::SqlTraceSource source(**reader);
   auto w = engine::resolve_window(source, spec);

@@ -271,15 +271,15 @@ void graph_recapture(Demo& d) {
 void nccl_straggler(Demo& d) {
   const uint32_t kBase = 5000;
   const int kRanks = 8, kStraggler = 5;
-  const uint64_t kComm = 0x9e3779b97f4a7c15ull;
+  const uint64_t kCommunicatorHash = 0x9e3779b97f4a7c15ull;
   for (int r = 0; r < kRanks; ++r) {
     d.proc(kBase + uint32_t(r), "torchrun-rank");
     Event init = d.call(kBase + uint32_t(r), kBase + uint32_t(r), "python3", "nccl",
                         "ncclCommInitRank", EventKind::kCommInit, kT0, 80 * kMs);
     init.set(Field::kRank, uint64_t(r));
     init.set(Field::kNranks, kRanks);
-    init.set(Field::kCommHash, kComm);
-    init.set(Field::kComm, 0xc0000 + uint64_t(r));
+    init.set(Field::kCommHash, kCommunicatorHash);
+    init.set(Field::kCommunicator, 0xc0000 + uint64_t(r));
     d.add(init);
   }
   for (uint64_t s = 0; s < 40; ++s) d.snapshot(kT0 + s * kS, 60.0, 50.0);
@@ -296,8 +296,8 @@ void nccl_straggler(Demo& d) {
       c.set(Field::kDatatype, 7);
       c.set(Field::kBytes, 4 << 20);
       c.set(Field::kReduceOp, 0);
-      c.set(Field::kComm, 0xc0000 + uint64_t(r));
-      c.set(Field::kCommHash, kComm);
+      c.set(Field::kCommunicator, 0xc0000 + uint64_t(r));
+      c.set(Field::kCommHash, kCommunicatorHash);
       c.set(Field::kRank, uint64_t(r));
       c.set(Field::kNranks, kRanks);
       c.set(Field::kStream, 0x5000 + uint64_t(r));

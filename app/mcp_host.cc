@@ -10,6 +10,10 @@ serve::mcp::ToolHost mcp_tool_host(const hal::BackendRegistry& registry) {
   h.audit = [&registry] { return check_report_json(run_checks(registry, registry.all())); };
   for (const auto& d : demo_scenarios()) h.demos.push_back({d.name, d.description});
   h.write_demo = write_demo;
+  h.views = registry.views();
+  h.device_event_name = [&registry](std::string_view api, uint64_t type) {
+    return registry.device_event_name(api, type);
+  };
   return h;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "app/builtin_backends.h"
 #include "capture/host_info.h"
 #include "store/sql_trace_source.h"
 
@@ -56,7 +57,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
                                             const std::string& node, int64_t from_ns,
                                             int64_t to_ns) {
   if (auto st = writer.commit(); !st) return st.error();
-  auto reader = store::TraceReader::open(db_path);
+  auto reader = store::TraceReader::open(db_path, builtin_views());
   if (!reader) return reader.error();
   // Name the cgroups this session saw.
   std::set<uint64_t> ids;

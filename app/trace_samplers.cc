@@ -1,13 +1,17 @@
 #include "app/trace_samplers.h"
 
-#include "backends/rdma/rdma_backend.h"
 #include "capture/host_info.h"
 
 namespace ingero::app {
 
 HostSamplers::HostSamplers(store::TraceWriter& writer, capture::EventPipeline& pipeline,
-                           serve::Metrics* metrics, int pid_stats_fd, std::string sysfs_root)
-    : writer_(writer), pipeline_(pipeline), metrics_(metrics), sysfs_root_(std::move(sysfs_root)) {
+                           serve::Metrics* metrics, int pid_stats_fd, std::string sysfs_root,
+                           std::vector<const hal::VendorBackend*> pollers)
+    : writer_(writer),
+      pipeline_(pipeline),
+      metrics_(metrics),
+      sysfs_root_(std::move(sysfs_root)),
+      pollers_(std::move(pollers)) {
   if (pid_stats_fd >= 0) pstats_ = std::make_unique<kernelside::ProcessStatsReader>(pid_stats_fd);
 }
 
@@ -60,28 +64,18 @@ void HostSamplers::process_stats(int64_t mono, int64_t wall) {
   pstats_mono_ = mono;
 }
 
-// InfiniBand / RoCE port counters. A host without an HCA has no rows.
+// Each backend's device counters (InfiniBand/RoCE ports, ...). A host without the devices has
+// no rows.
 void HostSamplers::device_counters(int64_t ts) {
-  auto ports = backends::read_rdma_counters(sysfs_root_);
-  if (metrics_) metrics_->on_rdma(ports);
-  for (const auto& s : ports) {
-    auto emit = [&](const std::string& name, uint64_t v) {
-      auto [factor, unit] = backends::rdma_counter_unit(name);
-      store::RdmaCounterRow r{ts,
-                              s.device,
-                              s.transport,
-                              s.state,
-                              s.rate,
-                              name,
-                              std::string(unit),
-                              s.port,
-                              v,
-                              v * factor,
-                              backends::rdma_counter_is_error(name)};
-      (void)writer_.add_rdma_counter(r);
-    };
-    for (const auto& [n, v] : s.counters) emit(n, v);
-    for (const auto& [n, v] : s.hw_counters) emit("hw_counters/" + n, v);
+  for (const hal::VendorBackend* b : pollers_) {
+    auto ports = b->poll_counters(sysfs_root_);
+    if (ports.empty()) continue;
+    if (metrics_) metrics_->on_device_counters(b->name(), ports);
+    for (const auto& p : ports)
+      for (const auto& c : p.counters)
+        (void)writer_.add_device_counter({ts, std::string(b->name()), p.device, c.counter, c.unit,
+                                          p.port, c.value, c.value * c.factor, c.is_error,
+                                          p.attributes});
   }
 }
 

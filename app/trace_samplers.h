@@ -1,14 +1,17 @@
 // What `ingero trace` samples besides the rings: a system snapshot every second, and every
 // 5 s the kernel's per-process aggregates (with, for GPU processes, their page-allocation
-// totals as events) and the InfiniBand/RoCE port counters. Each writes to the trace file and,
-// when serving, to the Prometheus registry.
+// totals as events) and the device counters of every backend with a poller (InfiniBand/RoCE
+// ports, ...; hal/side_channel.h). Each writes to the trace file and, when serving, to the
+// Prometheus registry.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "capture/event_pipeline.h"
+#include "hal/backend.h"
 #include "kernelside/host_decoder.h"
 #include "kernelside/system_snapshot.h"
 #include "serve/metrics/metrics.h"
@@ -19,8 +22,10 @@ namespace ingero::app {
 class HostSamplers {
  public:
   // `pid_stats_fd` < 0: no per-process aggregates (host context off). `metrics` may be null.
+  // `pollers`: the backends whose poll_counters() read under `sysfs_root`.
   HostSamplers(store::TraceWriter& writer, capture::EventPipeline& pipeline,
-               serve::Metrics* metrics, int pid_stats_fd, std::string sysfs_root);
+               serve::Metrics* metrics, int pid_stats_fd, std::string sysfs_root,
+               std::vector<const hal::VendorBackend*> pollers);
   // Primes the counters: activity before the trace is not ours.
   void start(int64_t mono_ns, int64_t wall_ns);
   // Samples what is due at `mono_ns`; `final` samples everything.
@@ -35,6 +40,7 @@ class HostSamplers {
   capture::EventPipeline& pipeline_;
   serve::Metrics* metrics_;
   std::string sysfs_root_;
+  std::vector<const hal::VendorBackend*> pollers_;
   kernelside::SnapshotSampler snapshots_;
   std::unique_ptr<kernelside::ProcessStatsReader> pstats_;
   int64_t pstats_wall_ = 0, pstats_mono_ = 0, next_pstats_ = 0, next_snapshot_ = 0;

@@ -351,7 +351,7 @@ int Trace::open() {
   }
   if (!opts_.prometheus.empty()) {
     // Before anything is attached: a taken port is a clear error, not a half-started tracer.
-    metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process);
+    metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
     if (auto st = metrics_->serve(opts_.prometheus, opts_.prometheus_web_config); !st) {
       std::cerr << "ingero trace: " << st.error().message << "\n";
       return kExitUsage;
@@ -366,7 +366,7 @@ int Trace::open() {
                         : " without authentication (see --prometheus-web-config)")
                 << "\n";
   }
-  auto writer = store::TraceWriter::open(db_);
+  auto writer = store::TraceWriter::open(db_, registry_.views());
   if (!writer) {
     std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
     return kExitFailure;
@@ -495,7 +495,8 @@ void Trace::loop() {
   start_mono_ = mono_now_ns();
   samplers_ = std::make_unique<HostSamplers>(
       *writer_, *pipeline_, metrics_.get(),
-      session_->config().host_context ? session_->pid_stats_fd() : -1, opts_.sysfs_root);
+      session_->config().host_context ? session_->pid_stats_fd() : -1, opts_.sysfs_root,
+      registry_.all());
   samplers_->start(start_mono_, wall_now_ns());
   next_chains_ = start_mono_;
   const int64_t sec = 1'000'000'000;

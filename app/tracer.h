@@ -27,7 +27,7 @@ struct TraceOptions {
   int flush_ms = 200;
   uint32_t ringbuf_mb = 0;          // calls ring in MiB (a power of two); 0: sized by CPU count
   std::string flags;                // recorded in the session row
-  std::string sysfs_root = "/sys";  // InfiniBand counters are read under SYSFS/class/infiniband
+  std::string sysfs_root = "/sys";  // backends poll their device counters under it
   bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;

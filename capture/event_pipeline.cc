@@ -93,7 +93,7 @@ void EventPipeline::on_call(const void* data, size_t size) {
   }
   identify(ev_, rec_.has_ident());
   ev_.stack_id = stack;
-  comms_.observe(ev_);
+  communicators_.observe(ev_);
   note_pid(h.pid, ev_.comm.data());
   gpu_pids_.insert(h.pid);
   (void)out_.on_event(ev_);

@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "hal/comm_join.h"
+#include "hal/communicator_join.h"
 #include "hal/event_sink.h"
 #include "hal/record_decoder.h"
 
@@ -81,7 +81,7 @@ class EventPipeline {
   std::unordered_map<uint32_t, Ident> idents_;                   // by tid
   std::unordered_map<uint32_t, std::vector<uint32_t>> tids_of_;  // pid -> tids in idents_
   std::vector<uint32_t> exited_now_, exited_prev_;
-  hal::CommunicatorJoin comms_;
+  hal::CommunicatorJoin communicators_;
   std::unordered_set<uint32_t> seen_pids_;
   std::unordered_set<uint32_t> gpu_pids_;
   Counters counters_;

@@ -50,7 +50,7 @@ struct FleetRank {
   int64_t node_last_ts = 0;     // the node's last call in the window: its trace went on until then
 };
 
-struct FleetComm {
+struct FleetCommunicator {
   uint64_t hash = 0;  // the unique id's hash: the same on every rank
   uint64_t nranks = 0;
   std::string vendor, api;              // of its collectives ("nvidia"/"nccl", "amd"/"rccl")
@@ -62,9 +62,9 @@ struct FleetComm {
 // Reads every node's calls in the window (and before it, to number the sequences) and groups
 // collectives by communicator hash. Only collectives whose communicator init was seen (it
 // carries the hash and rank) can be matched across nodes.
-std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Window& w,
-                                                const std::vector<std::string>& nodes,
-                                                const ClockShift& shift = {});
+std::vector<FleetCommunicator> gather_fleet_collectives(TraceSource& source, const Window& w,
+                                                        const std::vector<std::string>& nodes,
+                                                        const ClockShift& shift = {});
 
 struct NodeClock {
   std::string node;
@@ -79,7 +79,7 @@ struct NodeClock {
 // node, the median over shared collectives of its completion time minus the reference node's; then
 // centred on the median node, so that a majority of agreeing nodes keeps offset 0 and the odd one
 // carries the skew.
-std::vector<NodeClock> estimate_clock_offsets(const std::vector<FleetComm>& comms,
+std::vector<NodeClock> estimate_clock_offsets(const std::vector<FleetCommunicator>& communicators,
                                               const std::vector<std::string>& nodes);
 ClockShift clock_shift(const std::vector<NodeClock>& clocks);
 
@@ -107,11 +107,12 @@ FleetAnalysis analyze_fleet(TraceSource& source, const Window& w,
                             std::vector<NodeClock> clocks, const ClockShift& shift = {});
 
 // Rule families, exposed for tests.
-void rule_fleet_straggler(const std::vector<FleetComm>& comms,
+void rule_fleet_straggler(const std::vector<FleetCommunicator>& communicators,
                           const std::map<std::string, const Analysis*>& per_node,
                           const ClockShift& shift, const std::vector<NodeClock>& clocks,
                           std::vector<Chain>& out);
-void rule_mismatched_collectives(const std::vector<FleetComm>& comms, std::vector<Chain>& out);
+void rule_mismatched_collectives(const std::vector<FleetCommunicator>& communicators,
+                                 std::vector<Chain>& out);
 std::vector<NodeProfile> node_profiles(const std::map<std::string, const Analysis*>& per_node);
 void rule_node_outliers(const std::vector<NodeProfile>& profiles, std::vector<Chain>& out);
 

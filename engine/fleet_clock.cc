@@ -43,12 +43,12 @@ int64_t spread(const std::vector<int64_t>& v, int64_t med) {
 
 }  // namespace
 
-std::vector<NodeClock> estimate_clock_offsets(const std::vector<FleetComm>& comms,
+std::vector<NodeClock> estimate_clock_offsets(const std::vector<FleetCommunicator>& communicators,
                                               const std::vector<std::string>& nodes) {
   // node -> (comm hash, seq) -> median completion of the node's ranks.
   using Instance = std::pair<uint64_t, uint64_t>;
   std::map<std::string, std::map<Instance, int64_t>> done;
-  for (const FleetComm& c : comms) {
+  for (const FleetCommunicator& c : communicators) {
     if (c.node_count() < 2) continue;
     std::map<std::string, std::map<uint64_t, std::vector<int64_t>>> by_node;
     for (const auto& [rk, r] : c.ranks)

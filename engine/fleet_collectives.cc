@@ -28,16 +28,16 @@ int64_t shift_of(const ClockShift& shift, const std::string& node) {
 
 }  // namespace
 
-size_t FleetComm::node_count() const {
+size_t FleetCommunicator::node_count() const {
   std::set<std::string> nodes;
   for (const auto& [r, fr] : ranks) nodes.insert(fr.node);
   return nodes.size();
 }
 
-std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Window& w,
-                                                const std::vector<std::string>& nodes,
-                                                const ClockShift& shift) {
-  std::map<uint64_t, FleetComm> comms;
+std::vector<FleetCommunicator> gather_fleet_collectives(TraceSource& source, const Window& w,
+                                                        const std::vector<std::string>& nodes,
+                                                        const ClockShift& shift) {
+  std::map<uint64_t, FleetCommunicator> communicators;
   std::set<std::pair<uint64_t, uint64_t>> conflicted;
   for (const std::string& node : nodes) {
     const int64_t off = shift_of(shift, node);
@@ -53,7 +53,7 @@ std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Windo
     source.calls(nw, [&](const hal::Event& e) {
       const int64_t ts = int64_t(e.ts_ns) - off, end = ts + int64_t(e.dur_ns);
       node_last = std::max(node_last, end);
-      const std::pair<uint32_t, uint64_t> key{e.pid, e.get_or(hal::Field::kComm, 0)};
+      const std::pair<uint32_t, uint64_t> key{e.pid, e.get_or(hal::Field::kCommunicator, 0)};
       if (e.kind == hal::EventKind::kCommInit) {
         Init in;
         in.hash = e.get_or(hal::Field::kCommHash, 0);
@@ -69,7 +69,7 @@ std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Windo
         if (it == pending.end()) return;
         auto& list = it->second;
         for (auto p = list.begin(); p != list.end();) {
-          RankCall& c = comms[p->hash].ranks[p->rank].calls[p->index];
+          RankCall& c = communicators[p->hash].ranks[p->rank].calls[p->index];
           if (c.end <= ts) {
             c.done = end;
             c.synced = true;
@@ -86,7 +86,7 @@ std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Windo
       std::optional<uint64_t> rank = e.get(hal::Field::kRank);
       if (!rank && in != inits.end() && in->second.has_rank) rank = in->second.rank;
       if (!hash || !rank) return;  // not matchable across processes
-      FleetComm& fc = comms[hash];
+      FleetCommunicator& fc = communicators[hash];
       fc.hash = hash;
       if (fc.api.empty()) fc.vendor = std::string(e.vendor), fc.api = std::string(e.api);
       FleetRank& r = fc.ranks[*rank];
@@ -120,8 +120,8 @@ std::vector<FleetComm> gather_fleet_collectives(TraceSource& source, const Windo
     });
     for (FleetRank* r : touched) r->node_last_ts = node_last;
   }
-  std::vector<FleetComm> out;
-  for (auto& [h, c] : comms) out.push_back(std::move(c));
+  std::vector<FleetCommunicator> out;
+  for (auto& [h, c] : communicators) out.push_back(std::move(c));
   return out;
 }
 

@@ -114,11 +114,11 @@ FleetAnalysis analyze_fleet(TraceSource& source, const Window& w,
   FleetAnalysis f;
   f.nodes = nodes;
   f.clocks = std::move(clocks);
-  auto comms = gather_fleet_collectives(source, w, nodes, shift);
-  f.communicators = comms.size();
-  for (const auto& c : comms) f.cross_node_communicators += c.node_count() > 1;
-  rule_mismatched_collectives(comms, f.chains);
-  rule_fleet_straggler(comms, per_node, shift, f.clocks, f.chains);
+  auto communicators = gather_fleet_collectives(source, w, nodes, shift);
+  f.communicators = communicators.size();
+  for (const auto& c : communicators) f.cross_node_communicators += c.node_count() > 1;
+  rule_mismatched_collectives(communicators, f.chains);
+  rule_fleet_straggler(communicators, per_node, shift, f.clocks, f.chains);
   f.profiles = node_profiles(per_node);
   rule_node_outliers(f.profiles, f.chains);
   std::stable_sort(f.chains.begin(), f.chains.end(), [](const Chain& x, const Chain& y) {

@@ -15,7 +15,7 @@ namespace {}  // namespace
 CollectiveReport compute_collectives(TraceSource& source, const Window& window) {
   // (pid, communicator) -> (rank, nranks, comm_hash) from init calls, for traces whose
   // collectives were not joined at capture time.
-  std::map<std::pair<uint32_t, uint64_t>, std::tuple<uint64_t, uint64_t, uint64_t>> comm_of;
+  std::map<std::pair<uint32_t, uint64_t>, std::tuple<uint64_t, uint64_t, uint64_t>> communicator_of;
   struct Pending {
     size_t index;  // into the rank's entries
     int64_t end;
@@ -25,9 +25,10 @@ CollectiveReport compute_collectives(TraceSource& source, const Window& window) 
   CollectiveReport rep;
   source.calls(window, [&](const hal::Event& e) {
     if (e.kind == hal::EventKind::kCommInit) {
-      if (auto c = e.get(hal::Field::kComm))
-        comm_of[{e.pid, *c}] = {e.get_or(hal::Field::kRank, 0), e.get_or(hal::Field::kNranks, 0),
-                                e.get_or(hal::Field::kCommHash, *c)};
+      if (auto c = e.get(hal::Field::kCommunicator))
+        communicator_of[{e.pid, *c}] = {e.get_or(hal::Field::kRank, 0),
+                                        e.get_or(hal::Field::kNranks, 0),
+                                        e.get_or(hal::Field::kCommHash, *c)};
       return;
     }
     if (e.kind == hal::EventKind::kSync) {
@@ -50,11 +51,11 @@ CollectiveReport compute_collectives(TraceSource& source, const Window& window) 
       return;
     }
     if (e.kind != hal::EventKind::kCollective) return;
-    uint64_t comm = e.get_or(hal::Field::kComm, 0);
+    uint64_t communicator = e.get_or(hal::Field::kCommunicator, 0);
     std::optional<uint64_t> rank = e.get(hal::Field::kRank);
-    uint64_t group = e.get_or(hal::Field::kCommHash, comm);
+    uint64_t group = e.get_or(hal::Field::kCommHash, communicator);
     uint64_t nranks = e.get_or(hal::Field::kNranks, 0);
-    if (auto it = comm_of.find({e.pid, comm}); it != comm_of.end()) {
+    if (auto it = communicator_of.find({e.pid, communicator}); it != communicator_of.end()) {
       if (!rank) rank = std::get<0>(it->second);
       if (!nranks) nranks = std::get<1>(it->second);
       group = std::get<2>(it->second);
@@ -208,7 +209,7 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
 }
 
 void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
-  auto samples = source.rdma_error_samples(a.window);
+  auto samples = source.device_error_samples(a.window);
   if (samples.empty()) return;
   // Increases per (device, port, counter), with the interval in which each happened.
   struct Increase {

@@ -117,7 +117,7 @@ struct Straggler {
 };
 
 // The rank last into most matched instances of the communicator, if it is a straggler.
-std::optional<Straggler> find_straggler(const FleetComm& c) {
+std::optional<Straggler> find_straggler(const FleetCommunicator& c) {
   std::map<uint64_t, size_t> last_count;
   std::map<uint64_t, std::vector<int64_t>> lags;
   std::map<uint64_t, uint64_t> imposed;
@@ -252,11 +252,11 @@ void add_cause(Chain& c, const FleetRank& r, const std::string& who, const Phase
 
 }  // namespace
 
-void rule_fleet_straggler(const std::vector<FleetComm>& comms,
+void rule_fleet_straggler(const std::vector<FleetCommunicator>& communicators,
                           const std::map<std::string, const Analysis*>& per_node,
                           const ClockShift& shift, const std::vector<NodeClock>& clocks,
                           std::vector<Chain>& out) {
-  for (const FleetComm& c : comms) {
+  for (const FleetCommunicator& c : communicators) {
     if (c.ranks.size() < 2 || c.node_count() < 2) continue;
     auto s = find_straggler(c);
     if (!s) continue;
@@ -350,7 +350,7 @@ struct Divergence {
 
 // The first sequence number where the ranks disagree on the call, or where a rank never
 // issued one its peers entered while its own trace went on.
-std::optional<Divergence> first_divergence(const FleetComm& c) {
+std::optional<Divergence> first_divergence(const FleetCommunicator& c) {
   uint64_t max_seq = 0;
   for (const auto& [rk, r] : c.ranks)
     if (!r.calls.empty()) max_seq = std::max(max_seq, r.calls.back().seq + 1);
@@ -380,7 +380,7 @@ std::optional<Divergence> first_divergence(const FleetComm& c) {
   return std::nullopt;
 }
 
-Chain divergence_chain(const FleetComm& c, const Divergence& d) {
+Chain divergence_chain(const FleetCommunicator& c, const Divergence& d) {
   auto ranks_text = [&](const std::vector<uint64_t>& v) {
     std::string s = v.size() > 1 ? "ranks " : "rank ";
     for (size_t i = 0; i < v.size(); ++i)
@@ -435,8 +435,9 @@ Chain divergence_chain(const FleetComm& c, const Divergence& d) {
 
 }  // namespace
 
-void rule_mismatched_collectives(const std::vector<FleetComm>& comms, std::vector<Chain>& out) {
-  for (const FleetComm& c : comms)
+void rule_mismatched_collectives(const std::vector<FleetCommunicator>& communicators,
+                                 std::vector<Chain>& out) {
+  for (const FleetCommunicator& c : communicators)
     if (c.ranks.size() >= 2)
       if (auto d = first_divergence(c)) out.push_back(divergence_chain(c, *d));
 }

@@ -41,9 +41,11 @@ struct ProcessActivity {
   uint64_t block_ios = 0, block_bytes = 0, block_ns = 0;
 };
 
-// One sample of an RDMA port error counter (the sysfs poller stores one every 5 s).
-struct RdmaSample {
+// One sample of a device port's error counter (a backend's side-channel poller stores one
+// every 5 s; hal/side_channel.h).
+struct DeviceCounterSample {
   int64_t ts_ns = 0;
+  std::string backend;  // "rdma"
   std::string device;
   uint32_t port = 0;
   std::string counter;
@@ -109,8 +111,8 @@ class TraceSource {
   virtual std::pair<int64_t, int64_t> time_span() = 0;
   // Number of events (calls and host events) in the window.
   virtual uint64_t event_count(const Window& w) = 0;
-  // RDMA error-counter samples in the window, in time order.
-  virtual std::vector<RdmaSample> rdma_error_samples(const Window&) { return {}; }
+  // Device error-counter samples in the window, in time order.
+  virtual std::vector<DeviceCounterSample> device_error_samples(const Window&) { return {}; }
   // cgroup id -> path, where the trace recorded it.
   virtual std::map<uint64_t, std::string> cgroup_paths() { return {}; }
   // Whether calls carry stacks (Event::stack_id), and a stack's frames.

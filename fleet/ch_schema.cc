@@ -154,23 +154,26 @@ TableSpec process_stats() {
   return t;
 }
 
-TableSpec rdma_counters() {
+// Every backend's polled counters (SQLite device_counters, schema 6+); the rdma_counters view
+// keeps the columns of the table shipped before.
+TableSpec device_counters() {
   TableSpec t;
-  t.name = "rdma_counters";
+  t.name = "device_counters";
   t.columns = rowid_head("r.node", "coalesce(ss.started_at, 0)", "r.id");
   t.columns.push_back({"timestamp", "UInt64", "r.timestamp"});
+  t.columns.push_back({"backend", "String", "r.backend"});
   t.columns.push_back({"device", "String", "r.device"});
   t.columns.push_back({"port", "UInt32", "r.port"});
-  for (const char* c : {"transport", "state", "rate", "counter"})
-    t.columns.push_back({c, "String", std::string("r.") + c});
+  t.columns.push_back({"counter", "String", "r.counter"});
   t.columns.push_back({"value", "Int64", "r.value"});
   t.columns.push_back({"base_value", "Int64", "r.base_value"});
   t.columns.push_back({"unit", "String", "r.unit"});
   t.columns.push_back({"is_error", "UInt8", "r.is_error"});
+  t.columns.push_back({"attributes", "String", "r.attributes"});
   t.partition = day_partition("timestamp");
   t.order_by = "(node, timestamp)";
   t.day_column = "timestamp";
-  t.source_from = "rdma_counters r LEFT JOIN sessions ss ON ss.id = r.session_id";
+  t.source_from = "device_counters r LEFT JOIN sessions ss ON ss.id = r.session_id";
   t.source_id = "r.id";
   return t;
 }
@@ -265,8 +268,8 @@ int TableSpec::column_index(std::string_view column) const {
 
 const std::vector<TableSpec>& fleet_tables() {
   static const std::vector<TableSpec> tables = {
-      sessions(),      libraries(),     stack_frames(),  events(),  snapshots(),
-      process_stats(), rdma_counters(), process_names(), cgroups(), causal_chains()};
+      sessions(),      libraries(),       stack_frames(),  events(),  snapshots(),
+      process_stats(), device_counters(), process_names(), cgroups(), causal_chains()};
   return tables;
 }
 
@@ -317,6 +320,16 @@ std::vector<std::string> views_ddl(const std::string& db) {
           "'peer'],\n"
           "          '')) AS direction" +
           fields + ", stack_hash, library_id\n  FROM " + db + ".events WHERE vendor != 'host'",
+      // The columns of the trace file's rdma_counters.
+      "CREATE VIEW IF NOT EXISTS " + db +
+          ".rdma_counters AS\n"
+          "SELECT node, session_start, file_start, src_id, timestamp, device, port,\n"
+          "       visitParamExtractString(attributes, 'transport') AS transport,\n"
+          "       visitParamExtractString(attributes, 'state') AS state,\n"
+          "       visitParamExtractString(attributes, 'rate') AS rate, counter, value, base_value, "
+          "unit,\n"
+          "       is_error\n  FROM " +
+          db + ".device_counters WHERE backend = 'rdma'",
       "CREATE VIEW IF NOT EXISTS " + db +
           ".host_events AS\n"
           "SELECT src_id AS id, node, session_start, ts_ns, dur_ns, ts_ns AS timestamp_ns,\n"

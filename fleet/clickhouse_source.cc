@@ -223,18 +223,20 @@ uint64_t ClickHouseTraceSource::event_count(const engine::Window& w) {
   return n;
 }
 
-std::vector<engine::RdmaSample> ClickHouseTraceSource::rdma_error_samples(const engine::Window& w) {
-  std::vector<engine::RdmaSample> out;
+std::vector<engine::DeviceCounterSample> ClickHouseTraceSource::device_error_samples(
+    const engine::Window& w) {
+  std::vector<engine::DeviceCounterSample> out;
   engine::Window wide = w;
   // One sample before the window too, so an increase right at its start is seen.
   if (w.from_ns != std::numeric_limits<int64_t>::min()) wide.from_ns = w.from_ns - 10'000'000'000LL;
-  rows("SELECT " + ts("timestamp") + " AS t, device, port, counter, value FROM " +
-           table("rdma_counters") + where(wide, "timestamp", false) +
-           " AND is_error = 1 ORDER BY t, node, device, port, counter",
-       5, [&](const auto& f) {
-         out.push_back({i64(f[0]), f[1].text, uint32_t(u64(f[2])), f[3].text, u64(f[4])});
-         return true;
-       });
+  rows(
+      "SELECT " + ts("timestamp") + " AS t, backend, device, port, counter, value FROM " +
+          table("device_counters") + where(wide, "timestamp", false) +
+          " AND is_error = 1 ORDER BY t, node, backend, device, port, counter",
+      6, [&](const auto& f) {
+        out.push_back({i64(f[0]), f[1].text, f[2].text, uint32_t(u64(f[3])), f[4].text, u64(f[5])});
+        return true;
+      });
   return out;
 }
 

@@ -39,7 +39,7 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   std::map<uint32_t, engine::ProcessInfo> processes() override;
   std::pair<int64_t, int64_t> time_span() override;
   uint64_t event_count(const engine::Window& w) override;
-  std::vector<engine::RdmaSample> rdma_error_samples(const engine::Window& w) override;
+  std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
   std::map<uint64_t, std::string> cgroup_paths() override;
   std::optional<engine::TraceLosses> losses() override;
   bool has_stacks() override;

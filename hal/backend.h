@@ -6,6 +6,9 @@
 //   * which functions to trace in that flavour                        probes()
 //   * how a captured call becomes Event fields beyond the FieldRefs   decode()
 // plus hints that keep discovery cheap (file_hints, install_dirs).
+// Optionally (hal/side_channel.h), a side channel beside the probes: device counters polled
+// from sysfs, names for its device asynchronous events, its lines in `ingero check`, and SQL
+// views over the trace file. The defaults offer none.
 //
 // Backends depend on hal/ only and never on each other. Registration is explicit: the app
 // builds a BackendRegistry and adds each backend once; tests build their own registries.
@@ -24,6 +27,7 @@
 #include "hal/elf_symbols.h"
 #include "hal/event.h"
 #include "hal/probe_spec.h"
+#include "hal/side_channel.h"
 
 namespace ingero::hal {
 
@@ -76,6 +80,24 @@ class VendorBackend {
   virtual std::vector<std::span<const ProbeSpec>> tables() const = 0;
   // Fills what FieldRefs cannot; the generic fields are already set. Pure.
   virtual void decode(const RawCall& call, const ProbeSpec& spec, Event& ev) const = 0;
+
+  // --- optional side channel --------------------------------------------------------------
+  // Reads the device counters under SYSFS_ROOT (a directory laid out as /sys; tests point it
+  // at a fake tree). The tracer calls it every 5 s; it may do I/O but never blocks for long.
+  // A host without the devices returns an empty list: not an error.
+  virtual std::vector<DevicePortSample> poll_counters(const std::string& /*sysfs_root*/) const {
+    return {};
+  }
+  // The name of a device asynchronous event (an Event of kind kRdmaAsyncEvent whose kRdmaEvent
+  // field holds TYPE) captured from API; "" when API is not this backend's. Pure.
+  virtual std::string_view device_event_name(std::string_view /*api*/, uint64_t /*type*/) const {
+    return {};
+  }
+  // What `ingero check` says of the side channel on the host whose /sys is SYSFS_ROOT: one
+  // line per device class, e.g. "infiniband: 1 devices, 2 ports". None by default.
+  virtual std::vector<CheckLine> check(const std::string& /*sysfs_root*/) const { return {}; }
+  // Views this backend adds to every trace file (hal/side_channel.h SqlView). Pure.
+  virtual std::span<const SqlView> views() const { return {}; }
 };
 
 class BackendRegistry {
@@ -86,6 +108,11 @@ class BackendRegistry {
   // Backends named in a comma list ("cuda,hip"); unknown names are an Error listing the
   // known ones. An empty list selects all.
   Result<std::vector<const VendorBackend*>> select(std::string_view names) const;
+  // Every backend's views, in registration order. They point at static storage: they
+  // outlive the registry.
+  std::vector<SqlView> views() const;
+  // The first non-empty device_event_name() among the backends; "" when none knows it.
+  std::string_view device_event_name(std::string_view api, uint64_t type) const;
 
  private:
   std::vector<std::unique_ptr<VendorBackend>> backends_;

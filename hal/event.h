@@ -90,10 +90,10 @@ enum class Field : uint8_t {
   kPeer,  // root or peer rank
   kRank,
   kNranks,
-  kComm,       // communicator handle
-  kCommHash,   // splitmix64 fold of the unique id
-  kGraph,      // graph handle (cudaGraph_t / hipGraph_t)
-  kGraphExec,  // instantiated graph handle
+  kCommunicator,  // communicator handle
+  kCommHash,      // splitmix64 fold of the unique id
+  kGraph,         // graph handle (cudaGraph_t / hipGraph_t)
+  kGraphExec,     // instantiated graph handle
   kFlags,
   kRdmaEvent,    // ibv_event_type
   kFabricError,  // 1 if the RDMA event is a fabric error

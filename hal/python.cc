@@ -13,82 +13,102 @@
 
 namespace ingero::hal {
 
+namespace {
+
+// The layouts of the CPython versions without _Py_DebugOffsets.
+constexpr PyLayout kLayouts[] = {
+    // _PyRuntimeState.interpreters.head, PyInterpreterState.tstate_head; PyFrameObject.
+    {.major = 3,
+     .minor = 10,
+     .runtime_interp_head = 32,
+     .interp_threads_head = 8,
+     .tstate_next = 8,
+     .tstate_interp = 16,
+     .tstate_thread_id = 176,  // thread_id (pthread_self): 3.10 has no native_thread_id
+     .thread_id_is_pthread = true,
+     .tstate_frame = 24,    // PyThreadState.frame
+     .frame_code = 32,      // PyFrameObject.f_code
+     .frame_previous = 24,  // f_back
+     .frame_instr = 96,     // f_lasti (instruction index)
+     .instr_is_index = true,
+     .code_filename = 104,
+     .code_name = 112,
+     .code_firstlineno = 40,
+     .code_linetable = 120,
+     .ascii_size = 48,
+     .compact_size = 72,
+     .location_table = false},
+    {.major = 3,
+     .minor = 11,
+     .runtime_interp_head = 40,
+     .interp_threads_head = 16,
+     .tstate_next = 8,
+     .tstate_interp = 16,
+     .tstate_thread_id = 160,  // native_thread_id
+     .tstate_frame = 56,       // cframe
+     .cframe_current_frame = 8,
+     .frame_code = 32,
+     .frame_previous = 48,
+     .frame_instr = 56,  // prev_instr
+     .frame_owner = 69,
+     .frame_is_entry = 68,
+     .code_filename = 112,
+     .code_name = 120,
+     .code_qualname = 128,
+     .code_firstlineno = 72,
+     .code_linetable = 136,
+     .code_adaptive = 184,
+     .ascii_size = 48,
+     .compact_size = 72,
+     .location_table = true},
+    {.major = 3,
+     .minor = 12,
+     .runtime_interp_head = 40,
+     .interp_threads_head = 72,
+     .tstate_next = 8,
+     .tstate_interp = 16,
+     .tstate_thread_id = 144,
+     .tstate_frame = 56,  // cframe
+     .cframe_current_frame = 0,
+     .frame_code = 0,
+     .frame_previous = 8,
+     .frame_instr = 56,  // prev_instr
+     .frame_owner = 70,
+     .owner_cstack = 3,  // FRAME_OWNED_BY_CSTACK
+     .code_filename = 112,
+     .code_name = 120,
+     .code_qualname = 128,
+     .code_firstlineno = 68,
+     .code_linetable = 136,
+     .code_adaptive = 192,
+     .ascii_size = 40,
+     .compact_size = 56,
+     .location_table = true},
+};
+
+// Where 3.13's _Py_DebugOffsets keeps each offset we read (a uint64_t at that byte).
+constexpr std::pair<uint32_t PyLayout::*, size_t> kDebugOffsets313[] = {
+    {&PyLayout::runtime_interp_head, 40}, {&PyLayout::interp_threads_head, 72},
+    {&PyLayout::tstate_next, 168},        {&PyLayout::tstate_interp, 176},
+    {&PyLayout::tstate_frame, 184},                                      // current_frame
+    {&PyLayout::tstate_thread_id, 200},                                  // native_thread_id
+    {&PyLayout::frame_previous, 232},     {&PyLayout::frame_code, 240},  // f_executable
+    {&PyLayout::frame_instr, 248},                                       // instr_ptr
+    {&PyLayout::frame_owner, 264},        {&PyLayout::code_filename, 280},
+    {&PyLayout::code_name, 288},          {&PyLayout::code_qualname, 296},
+    {&PyLayout::code_linetable, 304},     {&PyLayout::code_firstlineno, 312},
+    {&PyLayout::code_adaptive, 344},      {&PyLayout::ob_type, 360},
+    {&PyLayout::var_size, 520},           {&PyLayout::bytes_sval, 528},
+    {&PyLayout::unicode_state, 544},      {&PyLayout::unicode_length, 552},
+    {&PyLayout::ascii_size, 560},
+};
+
+}  // namespace
+
 std::optional<PyLayout> python_layout(int major, int minor) {
-  if (major != 3) return std::nullopt;
-  PyLayout l;
-  l.major = 3;
-  l.minor = minor;
-  switch (minor) {
-    case 10:
-      // _PyRuntimeState.interpreters.head, PyInterpreterState.tstate_head; PyFrameObject.
-      l.runtime_interp_head = 32;
-      l.interp_threads_head = 8;
-      l.tstate_next = 8;
-      l.tstate_interp = 16;
-      l.tstate_thread_id = 176;  // thread_id (pthread_self): 3.10 has no native_thread_id
-      l.thread_id_is_pthread = true;
-      l.tstate_frame = 24;    // PyThreadState.frame
-      l.frame_code = 32;      // PyFrameObject.f_code
-      l.frame_previous = 24;  // f_back
-      l.frame_instr = 96;     // f_lasti (instruction index)
-      l.instr_is_index = true;
-      l.code_filename = 104;
-      l.code_name = 112;
-      l.code_firstlineno = 40;
-      l.code_linetable = 120;
-      l.ascii_size = 48;
-      l.compact_size = 72;
-      l.location_table = false;
-      return l;
-    case 11:
-      l.runtime_interp_head = 40;
-      l.interp_threads_head = 16;
-      l.tstate_next = 8;
-      l.tstate_interp = 16;
-      l.tstate_thread_id = 160;  // native_thread_id
-      l.tstate_frame = 56;       // cframe
-      l.cframe_current_frame = 8;
-      l.frame_code = 32;
-      l.frame_previous = 48;
-      l.frame_instr = 56;  // prev_instr
-      l.frame_owner = 69;
-      l.frame_is_entry = 68;
-      l.code_filename = 112;
-      l.code_name = 120;
-      l.code_qualname = 128;
-      l.code_firstlineno = 72;
-      l.code_linetable = 136;
-      l.code_adaptive = 184;
-      l.ascii_size = 48;
-      l.compact_size = 72;
-      l.location_table = true;
-      return l;
-    case 12:
-      l.runtime_interp_head = 40;
-      l.interp_threads_head = 72;
-      l.tstate_next = 8;
-      l.tstate_interp = 16;
-      l.tstate_thread_id = 144;
-      l.tstate_frame = 56;  // cframe
-      l.cframe_current_frame = 0;
-      l.frame_code = 0;
-      l.frame_previous = 8;
-      l.frame_instr = 56;  // prev_instr
-      l.frame_owner = 70;
-      l.owner_cstack = 3;  // FRAME_OWNED_BY_CSTACK
-      l.code_filename = 112;
-      l.code_name = 120;
-      l.code_qualname = 128;
-      l.code_firstlineno = 68;
-      l.code_linetable = 136;
-      l.code_adaptive = 192;
-      l.ascii_size = 40;
-      l.compact_size = 56;
-      l.location_table = true;
-      return l;
-    default:
-      return std::nullopt;
-  }
+  for (const auto& l : kLayouts)
+    if (l.major == major && l.minor == minor) return l;
+  return std::nullopt;
 }
 
 Result<PyLayout> python_layout_from_debug_offsets(const uint8_t* d, size_t size) {
@@ -110,30 +130,11 @@ Result<PyLayout> python_layout_from_debug_offsets(const uint8_t* d, size_t size)
   PyLayout l;
   l.major = 3;
   l.minor = 13;
-  auto fit = [](uint64_t v) { return v < kNoOffset ? uint32_t(v) : kNoOffset; };
-  l.runtime_interp_head = fit(u(40));
-  l.interp_threads_head = fit(u(72));
-  l.tstate_next = fit(u(168));
-  l.tstate_interp = fit(u(176));
-  l.tstate_frame = fit(u(184));      // current_frame
-  l.tstate_thread_id = fit(u(200));  // native_thread_id
-  l.frame_previous = fit(u(232));
-  l.frame_code = fit(u(240));   // f_executable
-  l.frame_instr = fit(u(248));  // instr_ptr
-  l.frame_owner = fit(u(264));
+  for (const auto& [member, at] : kDebugOffsets313) {
+    uint64_t v = u(at);
+    l.*member = v < kNoOffset ? uint32_t(v) : kNoOffset;
+  }
   l.owner_cstack = 3;
-  l.code_filename = fit(u(280));
-  l.code_name = fit(u(288));
-  l.code_qualname = fit(u(296));
-  l.code_linetable = fit(u(304));
-  l.code_firstlineno = fit(u(312));
-  l.code_adaptive = fit(u(344));
-  l.ob_type = fit(u(360));
-  l.var_size = fit(u(520));
-  l.bytes_sval = fit(u(528));
-  l.unicode_state = fit(u(544));
-  l.unicode_length = fit(u(552));
-  l.ascii_size = fit(u(560));
   l.compact_size = l.ascii_size + 16;  // utf8_length, utf8
   l.location_table = true;
   for (uint32_t v :

@@ -188,4 +188,17 @@ Result<std::vector<const VendorBackend*>> BackendRegistry::select(std::string_vi
   return out;
 }
 
+std::vector<SqlView> BackendRegistry::views() const {
+  std::vector<SqlView> out;
+  for (const auto& b : backends_)
+    for (const auto& v : b->views()) out.push_back(v);
+  return out;
+}
+
+std::string_view BackendRegistry::device_event_name(std::string_view api, uint64_t type) const {
+  for (const auto& b : backends_)
+    if (auto n = b->device_event_name(api, type); !n.empty()) return n;
+  return {};
+}
+
 }  // namespace ingero::hal

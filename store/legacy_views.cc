@@ -3,6 +3,8 @@
 #include <map>
 #include <string>
 
+#include "store/contract_views.h"
+
 namespace ingero::store {
 namespace {
 
@@ -131,22 +133,10 @@ ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info) {
   const std::string node = info.legacy_has_node ? "e.node" : "''";
   const std::string host_kind = kind_case("o.name");
   std::string sql;
-  for (const char* v :
-       {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events", "stacks"})
+  for (const char* v : {"calls", "host_events", "tcp_events", "stacks"})
     sql += std::string("DROP VIEW IF EXISTS temp.") + v + ";\n";
   sql += stacks_view_sql("CREATE TEMP VIEW", false, db.table_exists("stack_traces"));
   sql += "CREATE TEMP VIEW calls AS " + calls_select(info) + ";\n";
-  sql +=
-      "CREATE TEMP VIEW cuda_events AS SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS "
-      "duration_ns "
-      "FROM calls c;\n"
-      "CREATE TEMP VIEW hip_events AS SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns "
-      "FROM calls c WHERE 0;\n"
-      "CREATE TEMP VIEW nccl_events AS SELECT c.id, c.node, c.ts_ns AS timestamp_ns, "
-      "c.dur_ns AS duration_ns, c.op, c.op AS api_op, c.vendor, c.api, c.rank, c.nranks, "
-      "c.comm_hash AS comm_id_hash, c.communicator, c.pid, c.tid, c.comm, c.count, c.bytes, "
-      "c.datatype, c.reduce_op, c.peer, c.stream, c.ret, c.status, c.off_cpu_ns, c.cgroup_id "
-      "FROM calls c WHERE 0;\n";
   sql += "CREATE TEMP VIEW host_events AS SELECT e.rowid AS id, " + node +
          " AS node, 0 AS session_id, e.timestamp AS ts_ns, e.duration AS dur_ns, "
          "e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, "

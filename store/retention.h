@@ -1,5 +1,5 @@
 // Retention for a long-running trace: the oldest time-series rows (events, system snapshots,
-// process stats, RDMA counters) are deleted in bounded batches, by age (--retain) and while
+// process stats, device counters) are deleted in bounded batches, by age (--retain) and while
 // the data outgrows a size (--max-db-size). Sessions, dictionaries and stacks stay. Files
 // created with incremental auto-vacuum give the freed pages back; older files reuse them, so
 // they stop growing instead of shrinking.

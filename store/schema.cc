@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "hal/event.h"
+#include "store/contract_views.h"
 #include "store/legacy_views.h"
 
 namespace ingero::store {
@@ -195,7 +196,7 @@ CREATE TABLE IF NOT EXISTS causal_chains (
 );
 )SQL";
 
-// Version 3: RDMA port counters.
+// Version 3 added rdma_counters, which version 6 replaces with device_counters (below).
 // Call stacks, deduplicated: a stack's id is a hash of its frames (module + offset for native
 // frames, file/function/line for Python ones), so the same code path in many processes is
 // one stack. events.stack_hash references stack_id.
@@ -220,107 +221,37 @@ const char* kV5EventColumns[] = {"stack_of_site", "nested_calls", "nested_source
 const char* kV5SessionColumns[] = {"call_drops", "stack_drops", "host_drops", "sample_drops",
                                    "calls_lost_at_exit"};
 
-const char* kTablesV3 = R"SQL(
-CREATE TABLE IF NOT EXISTS rdma_counters (
+// v6: counters polled by any backend's side channel (hal/side_channel.h), one row per counter
+// and sample. Schema 3-5 had an rdma_counters table instead; its rows move here, and the rdma
+// backend's rdma_counters view gives them back with their old columns.
+const char* kTablesV6 = R"SQL(
+CREATE TABLE IF NOT EXISTS device_counters (
   id INTEGER PRIMARY KEY,
   node TEXT NOT NULL DEFAULT '',
   session_id INTEGER NOT NULL DEFAULT 0,
   timestamp INTEGER NOT NULL,       -- unix epoch ns of the sample
+  backend TEXT NOT NULL,            -- the backend that polled it: rdma, ...
   device TEXT NOT NULL,             -- mlx5_0
   port INTEGER NOT NULL,
-  transport TEXT NOT NULL,          -- InfiniBand, Ethernet (RoCE)
-  state TEXT NOT NULL DEFAULT '',
-  rate TEXT NOT NULL DEFAULT '',
   counter TEXT NOT NULL,            -- port_rcv_errors, hw_counters/out_of_buffer, ...
-  value INTEGER NOT NULL,           -- as read from sysfs
-  base_value INTEGER NOT NULL,      -- in `unit`: data counters converted from 4-byte words to bytes
+  value INTEGER NOT NULL,           -- as read
+  base_value INTEGER NOT NULL,      -- in `unit`: value times the backend's factor
   unit TEXT NOT NULL,               -- bytes, packets, events
-  is_error INTEGER NOT NULL DEFAULT 0
+  is_error INTEGER NOT NULL DEFAULT 0,
+  attributes TEXT NOT NULL DEFAULT '{}'  -- the port's properties, JSON: {"transport": ...}
 );
-CREATE INDEX IF NOT EXISTS idx_rdma_counters_ts ON rdma_counters(timestamp);
+CREATE INDEX IF NOT EXISTS idx_device_counters_ts ON device_counters(timestamp);
 )SQL";
 
-// `has` says which optional events columns the file has (a file written by an older build and
-// opened read-only cannot gain them): a missing one reads as NULL, or 0 for the v5 counts.
-std::string views_body(const char* create, const std::function<bool(const std::string&)>& has) {
-  std::string fields;
-  for (const auto& c : field_columns()) {
-    if (c == "direction") continue;
-    fields += has(c) ? ", e." + c : ", NULL AS " + c;
-  }
-  bool v5 = has("nested_calls");
-  std::string v5_cols =
-      v5 ? ", coalesce(e.stack_of_site, 0) AS stack_of_site,\n"
-           "       coalesce(e.nested_calls, 0) AS nested_calls, no.name AS nested_op\n"
-         : ", 0 AS stack_of_site, 0 AS nested_calls, NULL AS nested_op\n";
-  std::string v5_join =
-      v5 ? "  LEFT JOIN ops no ON no.source_id = e.nested_source AND no.op_id = e.nested_op\n" : "";
-  std::string c = create;
-  return c +
-         " calls AS\n"
-         "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
-         "       e.pid, e.tid, e.comm, e.cgroup_id, s.vendor, s.api, o.kind, o.name AS op,\n"
-         "       e.ret_code AS ret,\n"
-         "       CASE WHEN e.status = 1 THEN 'unfinished' WHEN e.ret_code = 0 THEN 'ok'\n"
-         "            ELSE 'error' END AS status,\n"
-         "       e.off_cpu_ns, e.preempts, e.switches, e.peer_pid AS preemptor_pid,\n"
-         "       e.peer_comm AS preemptor_comm,\n"
-         "       CASE e.direction WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' WHEN 2 THEN 'D2H'\n"
-         "            WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' WHEN 5 THEN 'peer' END AS direction" +
-         fields + ", e.stack_hash, e.library_id" + v5_cols +
-         "  FROM events e JOIN sources s ON s.id = e.source\n"
-         "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n" +
-         v5_join + " WHERE s.vendor <> 'host';\n" + c +
-         " cuda_events AS\n"
-         "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
-         " WHERE c.api IN ('cuda_runtime', 'cuda_driver');\n" +
-         c +
-         " hip_events AS\n"
-         "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
-         " WHERE c.api = 'hip';\n" +
-         c +
-         " nccl_events AS\n"
-         "SELECT c.id, c.node, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns,\n"
-         "       CASE c.op WHEN 'ncclAllReduce' THEN 'ALL_REDUCE' WHEN 'ncclAllGather' THEN "
-         "'ALL_GATHER'\n"
-         "         WHEN 'ncclReduceScatter' THEN 'REDUCE_SCATTER' WHEN 'ncclBroadcast' THEN "
-         "'BROADCAST'\n"
-         "         WHEN 'ncclBcast' THEN 'BROADCAST' WHEN 'ncclReduce' THEN 'REDUCE'\n"
-         "         WHEN 'ncclAllToAll' THEN 'ALL_TO_ALL' WHEN 'ncclSend' THEN 'SEND'\n"
-         "         WHEN 'ncclRecv' THEN 'RECV' WHEN 'ncclGroupStart' THEN 'GROUP_START'\n"
-         "         WHEN 'ncclGroupEnd' THEN 'GROUP_END' WHEN 'ncclCommInitRank' THEN 'COMM_INIT'\n"
-         "         WHEN 'ncclCommInitRankConfig' THEN 'COMM_INIT' WHEN 'ncclCommInitAll' THEN "
-         "'COMM_INIT'\n"
-         "         WHEN 'ncclCommSplit' THEN 'COMM_SPLIT' WHEN 'ncclCommDestroy' THEN "
-         "'COMM_DESTROY'\n"
-         "         WHEN 'ncclCommAbort' THEN 'COMM_ABORT' ELSE upper(c.op) END AS op,\n"
-         "       c.op AS api_op, c.vendor, c.api, c.rank, c.nranks, c.comm_hash AS comm_id_hash,\n"
-         "       c.communicator, c.pid, c.tid, c.comm, c.count, c.bytes,\n"
-         "       CASE c.datatype WHEN 0 THEN 'int8' WHEN 1 THEN 'uint8' WHEN 2 THEN 'int32'\n"
-         "         WHEN 3 THEN 'uint32' WHEN 4 THEN 'int64' WHEN 5 THEN 'uint64' WHEN 6 THEN "
-         "'float16'\n"
-         "         WHEN 7 THEN 'float32' WHEN 8 THEN 'float64' WHEN 9 THEN 'bfloat16'\n"
-         "         WHEN 10 THEN 'float8e4m3' WHEN 11 THEN 'float8e5m2' END AS datatype,\n"
-         "       CASE c.reduce_op WHEN 0 THEN 'sum' WHEN 1 THEN 'prod' WHEN 2 THEN 'max'\n"
-         "         WHEN 3 THEN 'min' WHEN 4 THEN 'avg' END AS reduce_op,\n"
-         "       c.peer, c.stream, c.ret, c.status, c.off_cpu_ns, c.cgroup_id\n"
-         "  FROM calls c WHERE c.api IN ('nccl', 'rccl');\n" +
-         c +
-         " host_events AS\n"
-         "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
-         "       e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, e.comm,\n"
-         "       e.cgroup_id, o.name AS event, o.kind, e.cpu, e.state, e.peer_pid, e.peer_tid,\n"
-         "       e.peer_comm, e.bytes, e.count, e.device, e.sector, e.detail, e.saddr, e.daddr,\n"
-         "       e.sport, e.dport, e.ret_code AS code, e.flags, e.peer_cgroup\n"
-         "  FROM events e JOIN sources s ON s.id = e.source\n"
-         "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
-         " WHERE s.vendor = 'host';\n" +
-         c +
-         " tcp_events AS\n"
-         "SELECT e.id, e.node, e.timestamp AS timestamp_ns, e.pid, e.tid, e.comm, e.cgroup_id,\n"
-         "       'tcp_retransmit_skb' AS event, e.saddr, e.daddr, e.sport, e.dport,\n"
-         "       e.state AS tcp_state\n"
-         "  FROM events e WHERE e.source = 6;\n";
+ingero::Status move_rdma_counters(Db& db) {
+  auto has = db.query_int(
+      "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'rdma_counters'");
+  if (!has) return has.error();
+  if (has->value_or(0) == 0) return {};
+  return db.exec(
+      std::string("INSERT INTO device_counters (id, node, session_id, timestamp, backend, device, "
+                  "port, counter, value, base_value, unit, is_error, attributes)\n") +
+      kRdmaCountersAsDeviceCounters + ";\nDROP TABLE rdma_counters;\n");
 }
 
 int64_t now_ns() {
@@ -339,63 +270,6 @@ const std::vector<std::string>& field_columns() {
     return v;
   }();
   return cols;
-}
-
-std::string stacks_view_sql(const char* create, bool stack_table, bool legacy_table) {
-  // Ours: one row per frame in stack_frames.
-  const char* ours =
-      "SELECT stack_id, frame, kind, function, file, line, module, module_offset, build_id,\n"
-      "       CASE WHEN module_offset IS NULL THEN '' ELSE printf('%s+0x%x', module, "
-      "module_offset) END AS address,\n"
-      "       CASE kind WHEN 'python' THEN '[Python] ' || file || ':' || coalesce(line, '?') || "
-      "' in ' || function || '()'\n"
-      "            ELSE coalesce(nullif(function, ''), '?\?') ||\n"
-      "                 CASE WHEN file <> '' THEN ' at ' || file || ':' || coalesce(line, '?') "
-      "ELSE '' END ||\n"
-      "                 printf(' (%s+0x%x)', module, module_offset) END AS location\n"
-      "  FROM stack_frames";
-  // The original implementation's stack_traces: frames as a JSON array, native {i, s, f},
-  // Python {pf, pfn, pl}. `address` is its raw instruction pointer; there is no file offset.
-  const char* legacy =
-      "SELECT st.hash AS stack_id, CAST(j.key AS INTEGER) AS frame,\n"
-      "  CASE WHEN json_extract(j.value, '$.pf') IS NOT NULL THEN 'python' ELSE 'native' END AS "
-      "kind,\n"
-      "  coalesce(json_extract(j.value, '$.pfn'), json_extract(j.value, '$.s'), '') AS function,\n"
-      "  coalesce(json_extract(j.value, '$.pf'), '') AS file, json_extract(j.value, '$.pl') AS "
-      "line,\n"
-      "  coalesce(json_extract(j.value, '$.f'), '') AS module, NULL AS module_offset, '' AS "
-      "build_id,\n"
-      "  coalesce(json_extract(j.value, '$.i'), '') AS address,\n"
-      "  CASE WHEN json_extract(j.value, '$.pf') IS NOT NULL THEN '[Python] ' ||\n"
-      "    json_extract(j.value, '$.pf') || ':' || json_extract(j.value, '$.pl') || ' in ' ||\n"
-      "    json_extract(j.value, '$.pfn') || '()'\n"
-      "  ELSE coalesce(json_extract(j.value, '$.s'), json_extract(j.value, '$.i'), '?\?') || ' ('"
-      " ||\n"
-      "    coalesce(json_extract(j.value, '$.f'), '?') || ')' END AS location\n"
-      "  FROM stack_traces st,\n"
-      "       json_each(CASE WHEN json_valid(st.frames) THEN st.frames ELSE '[]' END) j";
-  std::string body;
-  if (stack_table) body = ours;
-  if (legacy_table) body += std::string(body.empty() ? "" : "\nUNION ALL\n") + legacy;
-  if (body.empty())
-    body =
-        "SELECT 0 AS stack_id, 0 AS frame, '' AS kind, '' AS function, '' AS file, 0 AS line,\n"
-        "  '' AS module, 0 AS module_offset, '' AS build_id, '' AS address, '' AS location "
-        "WHERE 0";
-  return std::string(create) + " stacks AS\n" + body + ";\n";
-}
-
-std::string contract_views_sql(bool temp, bool stack_table, bool legacy_stack_table,
-                               const std::function<bool(const std::string&)>& has_column) {
-  std::string drops;
-  const char* schema = temp ? "temp." : "main.";
-  for (const char* v :
-       {"calls", "cuda_events", "hip_events", "nccl_events", "host_events", "tcp_events", "stacks"})
-    drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
-  const char* create = temp ? "CREATE TEMP VIEW" : "CREATE VIEW";
-  auto all = [](const std::string&) { return true; };
-  return drops + views_body(create, has_column ? has_column : all) +
-         stacks_view_sql(create, stack_table, legacy_stack_table);
 }
 
 ingero::Result<TraceFileInfo> inspect(Db& db) {
@@ -428,7 +302,7 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
                             "with sources/ops, as written by `ingero trace`)");
 }
 
-ingero::Status migrate(Db& db) {
+ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   auto info = inspect(db);
   if (!info) return info.error();
   if (info->format == TraceFormat::kLegacyGo)
@@ -447,9 +321,6 @@ ingero::Status migrate(Db& db) {
   }
   if (from < 2) {
     if (auto st = db.exec(kTablesV2); !st) return fail(st.error());
-  }
-  if (from < 3) {
-    if (auto st = db.exec(kTablesV3); !st) return fail(st.error());
   }
   if (from < 4) {
     if (auto st = db.exec(kTablesV4); !st) return fail(st.error());
@@ -470,6 +341,10 @@ ingero::Status migrate(Db& db) {
     if (!db.column_exists("events", c))
       if (auto st = db.exec("ALTER TABLE events ADD COLUMN " + c + " INTEGER"); !st)
         return fail(st.error());
+  if (from < 6) {
+    if (auto st = db.exec(kTablesV6); !st) return fail(st.error());
+    if (auto st = move_rdma_counters(db); !st) return fail(st.error());
+  }
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");
@@ -480,6 +355,7 @@ ingero::Status migrate(Db& db) {
     if (auto r = ins->step(); !r) return fail(r.error());
   }
   if (auto st = db.exec(contract_views_sql(false)); !st) return fail(st.error());
+  if (auto st = install_vendor_views(db, false, views); !st) return fail(st.error());
   if (auto st = db.exec("PRAGMA application_id = " + std::to_string(kApplicationId)); !st)
     return fail(st.error());
   if (auto st = db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !st)

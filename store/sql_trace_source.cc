@@ -217,18 +217,22 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   return uint64_t(st->int64(0));
 }
 
-std::vector<engine::RdmaSample> SqlTraceSource::rdma_error_samples(const engine::Window& w) {
-  std::vector<engine::RdmaSample> out;
-  if (!reader_.db().table_exists("rdma_counters")) return out;
+std::vector<engine::DeviceCounterSample> SqlTraceSource::device_error_samples(
+    const engine::Window& w) {
+  std::vector<engine::DeviceCounterSample> out;
+  // Files of schema 3-5 read through a TEMP view over their rdma_counters table.
+  if (!reader_.db().table_exists("device_counters") &&
+      !reader_.db().table_exists("device_counters", "temp"))
+    return out;
   // One sample before the window too, so an increase right at its start is seen.
   engine::Window wide = w;
   wide.from_ns = w.from_ns == INT64_MIN ? w.from_ns : w.from_ns - 10'000'000'000LL;
-  auto st = prepare("SELECT timestamp, device, port, counter, value FROM rdma_counters" +
+  auto st = prepare("SELECT timestamp, backend, device, port, counter, value FROM device_counters" +
                     window_sql(wide, "timestamp", false) + " AND is_error = 1 ORDER BY timestamp");
   if (!st) return out;
   while (row(*st))
-    out.push_back(
-        {st->int64(0), st->text(1), uint32_t(st->int64(2)), st->text(3), uint64_t(st->int64(4))});
+    out.push_back({st->int64(0), st->text(1), st->text(2), uint32_t(st->int64(3)), st->text(4),
+                   uint64_t(st->int64(5))});
   return out;
 }
 

@@ -27,7 +27,7 @@ class SqlTraceSource final : public engine::TraceSource {
   std::pair<int64_t, int64_t> time_span() override;
   uint64_t event_count(const engine::Window& w) override;
   std::map<uint64_t, std::string> cgroup_paths() override;
-  std::vector<engine::RdmaSample> rdma_error_samples(const engine::Window& w) override;
+  std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
   bool has_cpu_samples() override;

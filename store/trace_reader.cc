@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "store/contract_views.h"
 #include "store/legacy_views.h"
 
 namespace ingero::store {
@@ -154,7 +155,8 @@ std::string TraceReader::format_name() const {
   return "";
 }
 
-ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) {
+ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
+    const std::string& path, std::span<const hal::SqlView> views) {
   auto db = Db::open(path, Db::Mode::kReadOnly);
   if (!db) return db.error();
   auto info = inspect(**db);
@@ -170,6 +172,8 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
           : r->db_->exec(contract_views_sql(
                 true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
                 [&](const std::string& c) { return r->db_->column_exists("events", c); }));
+  if (st) st = install_device_counters_compat(*r->db_);
+  if (st) st = install_vendor_views(*r->db_, true, views);
   if (!st) return ingero::make_error(path + ": " + st.error().message);
   return r;
 }

@@ -2,7 +2,8 @@
 //
 // open() uses a SQLITE_OPEN_READONLY connection: the input file is never modified. It
 // classifies the file, refuses foreign/corrupt/newer files with a clear message, and
-// installs the TEMP contract views so every reader sees one shape.
+// installs the TEMP contract views and the backends' `views` (store/contract_views.h) so
+// every reader sees one shape. Without `views`, only the views the file itself holds exist.
 //
 // run_query() is the confinement for user and agent SQL. It is enforced by SQLite, not by
 // inspecting keywords: read-only connection, PRAGMA query_only, an authorizer that allows
@@ -14,11 +15,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "hal/result.h"
+#include "hal/side_channel.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 
@@ -26,7 +29,8 @@ namespace ingero::store {
 
 class TraceReader {
  public:
-  static ingero::Result<std::unique_ptr<TraceReader>> open(const std::string& path);
+  static ingero::Result<std::unique_ptr<TraceReader>> open(
+      const std::string& path, std::span<const hal::SqlView> views = {});
   Db& db() { return *db_; }
   const TraceFileInfo& info() const { return info_; }
   bool is_legacy() const { return info_.format == TraceFormat::kLegacyGo; }

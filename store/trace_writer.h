@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
+#include "hal/side_channel.h"
 #include "store/retention.h"
 #include "store/sqlite_db.h"
 
@@ -87,21 +89,25 @@ struct ChainRow {
   double tail_ratio = 0;
 };
 
-struct RdmaCounterRow {
+// One counter of one device port, as a backend's poller read it (hal/side_channel.h).
+struct DeviceCounterRow {
   int64_t ts_ns = 0;
-  std::string device, transport, state, rate, counter, unit;
+  std::string backend, device, counter, unit;
   uint32_t port = 0;
   uint64_t value = 0, base_value = 0;
   bool is_error = false;
+  std::vector<hal::DeviceAttribute> attributes;  // stored as a JSON object
 };
 
 // The store's side of the capture seam: events, processes and stacks go into the open batch;
 // commit() makes them durable.
 class TraceWriter final : public hal::EventSink {
  public:
-  // Creates or migrates the file. Refuses legacy, foreign and newer-schema files. Sets aside
+  // Creates or migrates the file, with the backends' `views` (store/contract_views.h).
+  // Refuses legacy, foreign and newer-schema files. Sets aside
   // 256 KiB next to it (PATH-reserve) for the final session update on a full disk.
-  static ingero::Result<std::unique_ptr<TraceWriter>> open(const std::string& path);
+  static ingero::Result<std::unique_ptr<TraceWriter>> open(
+      const std::string& path, std::span<const hal::SqlView> views = {});
   ~TraceWriter();
 
   ingero::Result<int64_t> begin_session(const SessionInfo& info);
@@ -115,7 +121,7 @@ class TraceWriter final : public hal::EventSink {
                               int64_t seen_at_ns);
   ingero::Status add_snapshot(const SnapshotRow& row);
   ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
-  ingero::Status add_rdma_counter(const RdmaCounterRow& row);
+  ingero::Status add_device_counter(const DeviceCounterRow& row);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
   // Stores a stack under its id (no-op if that id is stored already).
   ingero::Status add_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames);

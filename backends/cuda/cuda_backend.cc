@@ -10,6 +10,13 @@ using namespace ingero::hal;
 
 enum Table { kRuntime = 0, kDriver = 1 };
 
+// The original implementation's view: every CUDA call, with its column names.
+constexpr SqlView kViews[] = {
+    {.name = "cuda_events",
+     .select = "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
+               " WHERE c.api IN ('cuda_runtime', 'cuda_driver')"},
+};
+
 class CudaBackend final : public VendorBackend {
  public:
   std::string_view name() const override { return "cuda"; }
@@ -67,6 +74,8 @@ class CudaBackend final : public VendorBackend {
   std::vector<std::span<const ProbeSpec>> tables() const override {
     return {cuda::kRuntimeProbes, cuda::kDriverProbes};
   }
+
+  std::span<const SqlView> views() const override { return kViews; }
 
   void decode(const RawCall&, const ProbeSpec&, Event& ev) const override {
     // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.

@@ -7,6 +7,12 @@ namespace {
 
 using namespace ingero::hal;
 
+constexpr SqlView kViews[] = {
+    {.name = "hip_events",
+     .select = "SELECT c.*, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns FROM calls c\n"
+               " WHERE c.api = 'hip'"},
+};
+
 class HipBackend final : public VendorBackend {
  public:
   std::string_view name() const override { return "hip"; }
@@ -31,6 +37,7 @@ class HipBackend final : public VendorBackend {
   }
   std::span<const ProbeSpec> probes(const LibraryMatch&) const override { return hip::kHipProbes; }
   std::vector<std::span<const ProbeSpec>> tables() const override { return {hip::kHipProbes}; }
+  std::span<const SqlView> views() const override { return kViews; }
   void decode(const RawCall&, const ProbeSpec&, Event& ev) const override {
     // hipErrorOutOfMemory (and hipErrorMemoryAllocation) is 2.
     if (ev.has_ret && ev.ret != 0)

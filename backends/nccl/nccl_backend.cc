@@ -16,6 +16,32 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The original implementation's collective view: its op names (ALL_REDUCE, ...) and decoded
+// datatype and reduce-op names.
+constexpr SqlView kViews[] = {
+    {.name = "nccl_events",
+     .select = R"SQL(SELECT c.id, c.node, c.ts_ns AS timestamp_ns, c.dur_ns AS duration_ns,
+       CASE c.op WHEN 'ncclAllReduce' THEN 'ALL_REDUCE' WHEN 'ncclAllGather' THEN 'ALL_GATHER'
+         WHEN 'ncclReduceScatter' THEN 'REDUCE_SCATTER' WHEN 'ncclBroadcast' THEN 'BROADCAST'
+         WHEN 'ncclBcast' THEN 'BROADCAST' WHEN 'ncclReduce' THEN 'REDUCE'
+         WHEN 'ncclAllToAll' THEN 'ALL_TO_ALL' WHEN 'ncclSend' THEN 'SEND'
+         WHEN 'ncclRecv' THEN 'RECV' WHEN 'ncclGroupStart' THEN 'GROUP_START'
+         WHEN 'ncclGroupEnd' THEN 'GROUP_END' WHEN 'ncclCommInitRank' THEN 'COMM_INIT'
+         WHEN 'ncclCommInitRankConfig' THEN 'COMM_INIT' WHEN 'ncclCommInitAll' THEN 'COMM_INIT'
+         WHEN 'ncclCommSplit' THEN 'COMM_SPLIT' WHEN 'ncclCommDestroy' THEN 'COMM_DESTROY'
+         WHEN 'ncclCommAbort' THEN 'COMM_ABORT' ELSE upper(c.op) END AS op,
+       c.op AS api_op, c.vendor, c.api, c.rank, c.nranks, c.comm_hash AS comm_id_hash,
+       c.communicator, c.pid, c.tid, c.comm, c.count, c.bytes,
+       CASE c.datatype WHEN 0 THEN 'int8' WHEN 1 THEN 'uint8' WHEN 2 THEN 'int32'
+         WHEN 3 THEN 'uint32' WHEN 4 THEN 'int64' WHEN 5 THEN 'uint64' WHEN 6 THEN 'float16'
+         WHEN 7 THEN 'float32' WHEN 8 THEN 'float64' WHEN 9 THEN 'bfloat16'
+         WHEN 10 THEN 'float8e4m3' WHEN 11 THEN 'float8e5m2' END AS datatype,
+       CASE c.reduce_op WHEN 0 THEN 'sum' WHEN 1 THEN 'prod' WHEN 2 THEN 'max'
+         WHEN 3 THEN 'min' WHEN 4 THEN 'avg' END AS reduce_op,
+       c.peer, c.stream, c.ret, c.status, c.off_cpu_ns, c.cgroup_id
+  FROM calls c WHERE c.api IN ('nccl', 'rccl'))SQL"},
+};
+
 class NcclBackend final : public VendorBackend {
  public:
   std::string_view name() const override { return "nccl"; }
@@ -61,6 +87,7 @@ class NcclBackend final : public VendorBackend {
     return nccl::kNcclProbes;
   }
   std::vector<std::span<const ProbeSpec>> tables() const override { return {nccl::kNcclProbes}; }
+  std::span<const SqlView> views() const override { return kViews; }
   void decode(const RawCall& call, const ProbeSpec& spec, Event& ev) const override {
     if (auto n = ev.get(Field::kCount), t = ev.get(Field::kDatatype); n && t) {
       if (uint64_t sz = nccl_datatype_size(*t)) ev.set(Field::kBytes, *n * sz);

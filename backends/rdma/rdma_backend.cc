@@ -21,6 +21,17 @@ constexpr ProbeSpec kVerbsProbes[] = {
      .fields = {{Field::kRdmaEvent, return_buf(8, 4)}, {Field::kFlags, return_buf(0, 8)}}},
 };
 
+// The table this backend wrote before device_counters existed, with its exact columns.
+constexpr SqlView kViews[] = {
+    {.name = "rdma_counters",
+     .select = "SELECT id, node, session_id, timestamp, device, port,\n"
+               "       coalesce(json_extract(attributes, '$.transport'), '') AS transport,\n"
+               "       coalesce(json_extract(attributes, '$.state'), '') AS state,\n"
+               "       coalesce(json_extract(attributes, '$.rate'), '') AS rate,\n"
+               "       counter, value, base_value, unit, is_error\n"
+               "  FROM device_counters WHERE backend = 'rdma'"},
+};
+
 class RdmaBackend final : public VendorBackend {
  public:
   explicit RdmaBackend(bool verbs) : verbs_(verbs) {}
@@ -41,6 +52,16 @@ class RdmaBackend final : public VendorBackend {
   }
   std::span<const ProbeSpec> probes(const LibraryMatch&) const override { return kVerbsProbes; }
   std::vector<std::span<const ProbeSpec>> tables() const override { return {kVerbsProbes}; }
+  std::vector<DevicePortSample> poll_counters(const std::string& sysfs_root) const override {
+    std::vector<DevicePortSample> out;
+    for (const auto& p : read_rdma_counters(sysfs_root)) out.push_back(to_device_sample(p));
+    return out;
+  }
+  std::string_view device_event_name(std::string_view api, uint64_t type) const override {
+    return api == "ibverbs" ? rdma_event_name(type) : std::string_view();
+  }
+  std::vector<CheckLine> check(const std::string& sysfs_root) const override;
+  std::span<const SqlView> views() const override { return kViews; }
   void decode(const RawCall&, const ProbeSpec&, Event& ev) const override {
     if (auto t = ev.get(Field::kRdmaEvent))
       ev.set(Field::kFabricError, rdma_event_is_fabric_error(*t) ? 1 : 0);
@@ -95,6 +116,52 @@ void read_counter_dir(const std::string& dir, std::map<std::string, uint64_t>& o
 }
 
 }  // namespace
+
+std::vector<CheckLine> RdmaBackend::check(const std::string& sysfs_root) const {
+  auto ports = read_rdma_counters(sysfs_root);
+  if (ports.empty())
+    return {{"infiniband", CheckLine::Status::kOptional, "no devices",
+             "no InfiniBand/RoCE HCA: RDMA counters are not collected (not an error)", ""}};
+  std::set<std::string> devs;
+  size_t counters = 0, unreadable = 0;
+  std::string list;
+  for (const auto& p : ports) {
+    devs.insert(p.device);
+    counters += p.counters.size() + p.hw_counters.size();
+    unreadable += p.unreadable.size();
+    list += (list.empty() ? "" : ", ") + p.device + "/" + std::to_string(p.port) + " " +
+            p.transport + " " + p.state;
+  }
+  return {{"infiniband", unreadable ? CheckLine::Status::kOptional : CheckLine::Status::kPass,
+           std::to_string(devs.size()) + " devices, " + std::to_string(ports.size()) + " ports",
+           list + "; " + std::to_string(counters) + " counters readable" +
+               (unreadable ? ", " + std::to_string(unreadable) + " unreadable" : ""),
+           unreadable ? "run as root to read every counter" : ""}};
+}
+
+hal::DevicePortSample to_device_sample(const RdmaPortSample& p) {
+  hal::DevicePortSample out;
+  out.device = p.device;
+  out.port = p.port;
+  out.attributes = {{"transport", p.transport, true}, {"state", p.state}, {"rate", p.rate}};
+  out.unreadable = p.unreadable;
+  auto add = [&](const std::string& raw, uint64_t v, bool hw) {
+    auto [factor, unit] = rdma_counter_unit(raw);
+    hal::CounterSample c;
+    c.counter = (hw ? "hw_counters/" : "") + raw;
+    c.metric = (hw ? "hw_" : "") + raw;
+    c.help = "InfiniBand/RoCE port counter " + raw +
+             (unit == "bytes" ? " (bytes; sysfs counts 4-byte words)" : "");
+    c.value = v;
+    c.factor = factor;
+    c.unit = std::string(unit);
+    c.is_error = rdma_counter_is_error(raw);
+    out.counters.push_back(std::move(c));
+  };
+  for (const auto& [n, v] : p.counters) add(n, v, false);
+  for (const auto& [n, v] : p.hw_counters) add(n, v, true);
+  return out;
+}
 
 std::unique_ptr<VendorBackend> make_rdma_backend(bool verbs) {
   return std::make_unique<RdmaBackend>(verbs);

@@ -49,4 +49,9 @@ std::pair<uint64_t, std::string_view> rdma_counter_unit(std::string_view counter
 // Error counters: an increase means something went wrong on the fabric.
 bool rdma_counter_is_error(std::string_view counter);
 
+// A port as the backend's poll_counters() returns it: every counter with its unit, error flag
+// and Prometheus name (hw_counters/X -> "hw_X"); transport (a metric label), state and rate as
+// attributes.
+hal::DevicePortSample to_device_sample(const RdmaPortSample& port);
+
 }  // namespace ingero::backends

@@ -15,7 +15,7 @@ ToolContext::ToolContext(std::string db_path, ToolHost host)
     : db_path_(std::move(db_path)), host_(std::move(host)), generation_(g_generation++) {}
 
 ingero::Status ToolContext::validate() {
-  auto r = store::TraceReader::open(db_path_);
+  auto r = store::TraceReader::open(db_path_, host_.views);
   if (!r) return r.error();
   return {};
 }
@@ -32,7 +32,7 @@ ingero::Result<store::TraceReader*> ToolContext::reader(int which) {
     s.generation = generation_;
   }
   if (!s.r[which]) {
-    auto r = store::TraceReader::open(db_path_);
+    auto r = store::TraceReader::open(db_path_, host_.views);
     if (!r) return r.error();
     s.r[which] = std::move(*r);
   }

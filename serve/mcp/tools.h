@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hal/result.h"
+#include "hal/side_channel.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
 
@@ -33,6 +34,12 @@ struct ToolHost {
   std::vector<Demo> demos;  // run_demo's scenarios
   // Writes a synthetic trace of one scenario (run_demo); null: no run_demo tool.
   std::function<ingero::Status(const std::string& scenario, store::TraceWriter& out)> write_demo;
+  // The backends' views (hal::BackendRegistry::views()): every trace file the tools open or
+  // write gets them. Empty: only the views a file holds itself.
+  std::vector<hal::SqlView> views;
+  // The name of a device asynchronous event (hal::BackendRegistry::device_event_name); null
+  // or "": get_rdma_counters names it by number.
+  std::function<std::string_view(std::string_view api, uint64_t type)> device_event_name;
 };
 
 struct ToolOutput {

@@ -107,12 +107,12 @@ ToolOutput run_demo(ToolContext& ctx, const ToolCall& call) {
   } cleanup{dir};
   std::string db = std::string(dir) + "/demo.db";
   {
-    auto w = store::TraceWriter::open(db);
+    auto w = store::TraceWriter::open(db, ctx.host().views);
     if (!w) return error_output(w.error().message);
     if (auto st = ctx.host().write_demo(scenario, **w); !st)
       return error_output(st.error().message);
   }
-  auto reader = store::TraceReader::open(db);
+  auto reader = store::TraceReader::open(db, ctx.host().views);
   if (!reader) return error_output(reader.error().message);
   store::SqlTraceSource src(**reader);
   engine::Window w;

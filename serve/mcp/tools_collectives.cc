@@ -3,7 +3,6 @@
 #include <map>
 #include <sstream>
 
-#include "backends/rdma/rdma_backend.h"
 #include "engine/analysis.h"
 #include "engine/exact_quantiles.h"
 #include "engine/graphs.h"
@@ -33,11 +32,11 @@ ToolOutput get_collectives(ToolContext& ctx, const ToolCall& call) {
   Json groups = Json::array();
   std::ostringstream t;
   if (rep.groups.empty()) t << "no NCCL/RCCL collectives in this window\n";
-  for (auto& [comm, ops] : rep.groups) {
+  for (auto& [communicator, ops] : rep.groups) {
     for (auto& [opname, ranks] : ops) {
       Json jr = Json::array();
       char hex[24];
-      std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)comm);
+      std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)communicator);
       size_t matched = ranks.empty() ? 0 : ranks.begin()->second.matched;
       t << "comm " << hex << " " << ident(opname) << ": " << ranks.size() << " ranks, " << matched
         << " matched calls\n";
@@ -88,7 +87,8 @@ ToolOutput get_rdma_counters(ToolContext& ctx, const ToolCall& call) {
   std::ostringstream t;
   std::string device = arg_str(call.args, "device");
   bool errors_only = call.args.value("errors_only", false);
-  if (!db.table_exists("rdma_counters")) {
+  // The rdma backend's view over device_counters, or the table of files of schema 3-5.
+  if (!db.table_exists("rdma_counters") && !db.table_exists("rdma_counters", "temp")) {
     t << "no RDMA counters in this trace (" << (*r)->format_name() << ")\n";
   } else {
     std::string sql =
@@ -145,16 +145,17 @@ ToolOutput get_rdma_counters(ToolContext& ctx, const ToolCall& call) {
   // Asynchronous events (--rdma-verbs), by type.
   if (!(*r)->is_legacy()) {
     auto st = db.prepare(
-        "SELECT rdma_event, fabric_error, count(*), min(ts_ns), max(ts_ns) FROM calls WHERE kind = "
-        "'rdma_event' "
-        "GROUP BY 1, 2 ORDER BY 3 DESC");
+        "SELECT rdma_event, fabric_error, count(*), min(ts_ns), max(ts_ns), api FROM calls WHERE "
+        "kind = 'rdma_event' GROUP BY api, 1, 2 ORDER BY 3 DESC");
     if (!st) return error_output(st.error().message);
     while (true) {
       auto row = st->step();
       if (!row) return error_output(row.error().message);
       if (!*row) break;
       uint64_t type = uint64_t(st->int64(0));
-      std::string name(backends::rdma_event_name(type));
+      const auto& event_name = ctx.host().device_event_name;
+      std::string name(event_name ? event_name(st->text(5), type) : "");
+      if (name.empty()) name = "event " + std::to_string(type);
       events.push_back({{"event", name},
                         {"fabric_error", st->int64(1) != 0},
                         {"count", st->int64(2)},

@@ -20,8 +20,10 @@ const std::vector<double>& Metrics::latency_buckets() {
   return b;
 }
 
-Metrics::Metrics(bool per_process)
-    : per_process_(per_process), registry_(std::make_shared<prometheus::Registry>()) {
+Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
+    : per_process_(per_process),
+      backends_(backends),
+      registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   call_duration_ = &BuildHistogram()
                         .Name("ingero_gpu_api_call_duration_seconds")
@@ -80,10 +82,6 @@ Metrics::Metrics(bool per_process)
                           .Name("ingero_tcp_retransmits_total")
                           .Help("TCP segment retransmissions")
                           .Register(r);
-  rdma_async_ = &BuildCounter()
-                     .Name("ingero_rdma_async_event_total")
-                     .Help("libibverbs asynchronous events (--rdma-verbs)")
-                     .Register(r);
   step_duration_ = &BuildHistogram()
                         .Name("ingero_step_duration_seconds")
                         .Help(
@@ -272,11 +270,7 @@ void Metrics::observe(const hal::Event& ev) {
         open_collectives_.erase(it);
       }
     } else if (ev.kind == hal::EventKind::kRdmaAsyncEvent && ev.has(hal::Field::kRdmaEvent)) {
-      rdma_async_
-          ->Add({{"rdma_event_type",
-                  std::string(backends::rdma_event_name(*ev.get(hal::Field::kRdmaEvent)))},
-                 {"rdma_fabric_error", ev.get_or(hal::Field::kFabricError, 0) ? "true" : "false"}})
-          .Increment();
+      observe_device_event(ev);
     }
     return;
   }
@@ -311,45 +305,6 @@ void Metrics::on_process_stats(const std::vector<kernelside::ProcessStats>& delt
   }
   page_allocs_->Add({}).Increment(double(n));
   page_bytes_->Add({}).Increment(double(b));
-}
-
-void Metrics::on_rdma(const std::vector<backends::RdmaPortSample>& ports) {
-  std::lock_guard<std::mutex> g(mu_);
-  for (const auto& p : ports) {
-    prometheus::Labels l = {{"rdma_device", p.device},
-                            {"rdma_port", std::to_string(p.port)},
-                            {"rdma_transport", p.transport}};
-    auto emit = [&](const std::string& raw_name, uint64_t value, bool hw) {
-      auto [factor, unit] = backends::rdma_counter_unit(raw_name);
-      std::string name = std::string("ingero_rdma_") + (hw ? "hw_" : "") + raw_name;
-      if (unit == "bytes") name += "_bytes";
-      name += "_total";
-      for (auto& c : name)  // VL15_dropped -> vl15_dropped; anything odd -> '_'
-        c = isalnum(static_cast<unsigned char>(c)) ? char(tolower(static_cast<unsigned char>(c)))
-                                                   : '_';
-      auto fit = rdma_families_.find(name);
-      if (fit == rdma_families_.end())
-        fit =
-            rdma_families_
-                .emplace(name,
-                         &BuildCounter()
-                              .Name(name)
-                              .Help("InfiniBand/RoCE port counter " + raw_name +
-                                    (unit == "bytes" ? " (bytes; sysfs counts 4-byte words)" : ""))
-                              .Register(*registry_))
-                .first;
-      uint64_t v = value * factor;
-      std::string key = name + '\0' + p.device + '\0' + std::to_string(p.port);
-      auto& last = rdma_last_[key];
-      // Sysfs counters are cumulative: export the increase since the last read (the first
-      // read exports the whole value; a reset restarts from it).
-      uint64_t inc = v >= last ? v - last : v;
-      fit->second->Add(l).Increment(double(inc));
-      last = v;
-    };
-    for (const auto& [n, v] : p.counters) emit(n, v, false);
-    for (const auto& [n, v] : p.hw_counters) emit(n, v, true);
-  }
 }
 
 void Metrics::set_agent(uint64_t events_total, double events_per_s,

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/rdma/rdma_backend.h"
+#include "hal/backend.h"
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
@@ -33,7 +33,9 @@ namespace ingero::serve {
 // A sink of the capture seam: every event updates the registry.
 class Metrics final : public hal::EventSink {
  public:
-  explicit Metrics(bool per_process);
+  // `backends` names device asynchronous events (hal::BackendRegistry::device_event_name);
+  // null: they are counted as "unknown". It must outlive the Metrics.
+  explicit Metrics(bool per_process, const hal::BackendRegistry* backends = nullptr);
   // Serves GET /metrics at ADDR: "PORT" and ":PORT" listen on 127.0.0.1 only, as for
   // `mcp --http`; "0.0.0.0:PORT" or another address as written (loopback_only() is then false
   // and the caller warns). `web_config`: a Prometheus web-config file (tls_server_config,
@@ -54,7 +56,11 @@ class Metrics final : public hal::EventSink {
   // before `now_ns` (monotonic clock of the events), so short-lived processes do not pile up.
   void retire_exited(int64_t now_ns, int64_t retention_ns = kExitedRetentionNs);
   void on_process_stats(const std::vector<kernelside::ProcessStats>& deltas);
-  void on_rdma(const std::vector<backends::RdmaPortSample>& ports);
+  // A backend's counter poll (hal/side_channel.h): each counter is the family
+  // ingero_<backend>_<metric>[_bytes]_total, labelled <backend>_device, <backend>_port and the
+  // port's metric_label attributes; it grows by the increase since the last poll.
+  void on_device_counters(std::string_view backend,
+                          const std::vector<hal::DevicePortSample>& ports);
   // The agent's own counters, as cumulative totals since the trace began.
   void set_agent(uint64_t events_total, double events_per_s, const store::SessionCounters& lost,
                  uint64_t store_errors, const std::map<std::string, uint64_t>& probes_by_backend,
@@ -82,6 +88,11 @@ class Metrics final : public hal::EventSink {
  private:
   prometheus::Labels call_labels(const hal::Event& ev, uint64_t process) const;
   uint64_t process_key(const hal::Event& ev);
+  // Device asynchronous events: ingero_<vendor>_async_event_total by event type.
+  void observe_device_event(const hal::Event& ev);
+  // A counter family registered on first use (device counters and events).
+  prometheus::Family<prometheus::Counter>* counter_family(const std::string& name,
+                                                          const std::string& help);
   struct CallMetrics {
     prometheus::Histogram* duration;
     prometheus::Counter* calls;
@@ -110,6 +121,7 @@ class Metrics final : public hal::EventSink {
   CallMetrics& call_metrics(const hal::Event& ev);
 
   bool per_process_;
+  const hal::BackendRegistry* backends_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;
   prometheus::Family<prometheus::Histogram>* call_duration_;
@@ -126,8 +138,7 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Counter>* page_bytes_;
   prometheus::Family<prometheus::Histogram>* block_duration_;
   prometheus::Family<prometheus::Counter>* tcp_retransmits_;
-  prometheus::Family<prometheus::Counter>* rdma_async_;
-  std::map<std::string, prometheus::Family<prometheus::Counter>*> rdma_families_;
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> device_families_;
   prometheus::Family<prometheus::Gauge>* chains_;
   prometheus::Family<prometheus::Histogram>* step_duration_;
   prometheus::Family<prometheus::Histogram>* step_gpu_idle_;
@@ -147,8 +158,8 @@ class Metrics final : public hal::EventSink {
   std::unordered_map<uint32_t, ProcessSeries> processes_;  // per-process mode only
   std::set<std::string> codes_;
   std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, std::string>>
-      open_collectives_;  // (pid, stream) -> vendor, op
-  std::map<std::string, uint64_t> rdma_last_;
+      open_collectives_;                         // (pid, stream) -> vendor, op
+  std::map<std::string, uint64_t> device_last_;  // family, device, port -> last value
   uint64_t events_last_ = 0, drops_last_ = 0;
   uint64_t lost_last_[6] = {};
   bool authenticated_ = false;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "app/builtin_backends.h"
 #include "store/trace_reader.h"
 #include "test_paths.h"
 
@@ -13,7 +14,8 @@ namespace ingero::test {
 
 std::vector<std::vector<std::string>> query_rows(const std::string& db, const std::string& sql) {
   std::vector<std::vector<std::string>> out;
-  auto r = store::TraceReader::open(db);
+  // As `ingero query` opens it: with the builtin backends' views.
+  auto r = store::TraceReader::open(db, app::builtin_views());
   if (!r) {
     ADD_FAILURE() << r.error().message;
     return out;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/builtin_backends.h"
 #include "app/check_items.h"
 #include "tests/support/trace_db.h"
 
@@ -33,7 +34,9 @@ TEST(Check, HealthyGpuHostFromFixtures) {
   put(r + "/sys/class/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand\n");
   put(r + "/sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n");
   CheckReport rep;
-  host_checks({r}, rep);
+  hal::BackendRegistry backends;
+  register_builtin_backends(backends);
+  host_checks({r, backends.all()}, rep);
   auto st = [&](const char* n) { return rep.find(n) ? rep.find(n)->status : CheckStatus::kFail; };
   for (const char* n :
        {"kernel", "btf", "privileges", "perf_event_paranoid", "uprobe_pmu", "tracefs", "cgroup_v2",
@@ -53,7 +56,9 @@ TEST(Check, UnprivilegedHostWithoutBtfCannotTrace) {
   put(r + "/proc/self/status", "CapEff:\t0000000000000000\n");
   put(r + "/proc/sys/kernel/yama/ptrace_scope", "3\n");
   CheckReport rep;
-  host_checks({r}, rep);
+  hal::BackendRegistry backends;
+  register_builtin_backends(backends);
+  host_checks({r, backends.all()}, rep);
   EXPECT_EQ(rep.find("btf")->status, CheckStatus::kFail);
   EXPECT_EQ(rep.find("privileges")->status, CheckStatus::kFail);
   EXPECT_NE(rep.find("privileges")->fix.find("setcap cap_bpf,cap_perfmon"), std::string::npos);

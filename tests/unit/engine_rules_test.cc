@@ -319,18 +319,17 @@ TEST(EngineRules, CollectiveTailWithFabricErrors) {
   // port_rcv_errors rises between the samples at 5 s and 10 s, when the slow calls ran.
   int64_t base = 1'700'000'000'000'000'000;
   for (int s = 0; s <= 10; s += 5) {
-    store::RdmaCounterRow row{base + int64_t(s) * int64_t(kS),
-                              "mlx5_0",
-                              "InfiniBand",
-                              "4: ACTIVE",
-                              "",
-                              "port_rcv_errors",
-                              "events",
-                              1,
-                              uint64_t(s >= 10 ? 42 : 0),
-                              uint64_t(s >= 10 ? 42 : 0),
-                              true};
-    ASSERT_TRUE(r.writer().add_rdma_counter(row));
+    store::DeviceCounterRow row{base + int64_t(s) * int64_t(kS),
+                                "rdma",
+                                "mlx5_0",
+                                "port_rcv_errors",
+                                "events",
+                                1,
+                                uint64_t(s >= 10 ? 42 : 0),
+                                uint64_t(s >= 10 ? 42 : 0),
+                                true,
+                                {{"transport", "InfiniBand"}, {"state", "4: ACTIVE"}}};
+    ASSERT_TRUE(r.writer().add_device_counter(row));
   }
   auto a = r.analyze();
   const auto* c = find(a, "fabric_errors");

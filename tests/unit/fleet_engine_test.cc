@@ -79,7 +79,7 @@ struct Job {
       uint32_t pid = rank == 2 ? 101 : uint32_t(100 + rank);
       int64_t off = skew.count(node) ? skew.at(node) : 0;
       Event init = call(pid, "ncclCommInitRank", EventKind::kCommInit, kBase + off, 2 * kMs);
-      init.set(Field::kComm, 0);
+      init.set(Field::kCommunicator, 0);
       init.set(Field::kRank, rank);
       init.set(Field::kNranks, 4);
       init.set(Field::kCommHash, kHash);
@@ -96,7 +96,7 @@ struct Job {
         bool gather = rank == 3 && i == mismatch_at;
         Event c = call(pid, gather ? "ncclAllGather" : "ncclAllReduce", EventKind::kCollective,
                        arrive + off, 10 * kUs);
-        c.set(Field::kComm, 0);
+        c.set(Field::kCommunicator, 0);
         c.set(Field::kCount, gather ? 1024 : 262144);
         c.set(Field::kDatatype, 7);
         s.add(node, false, c);
@@ -157,17 +157,17 @@ const Chain* find(const FleetAnalysis& f, const std::string& rule) {
 TEST(FleetEngine, ClockOffsetsFromCollectiveCompletions) {
   FleetSource s;
   Job().build(s);
-  auto comms = gather_fleet_collectives(s, Window{}, kNodes);
-  ASSERT_EQ(comms.size(), 1u);
-  EXPECT_EQ(comms[0].hash, kHash);
-  EXPECT_EQ(comms[0].ranks.size(), 4u);
-  EXPECT_EQ(comms[0].node_count(), 3u);
-  EXPECT_TRUE(comms[0].conflicts.empty());
-  for (const auto& [rk, r] : comms[0].ranks) {
+  auto communicators = gather_fleet_collectives(s, Window{}, kNodes);
+  ASSERT_EQ(communicators.size(), 1u);
+  EXPECT_EQ(communicators[0].hash, kHash);
+  EXPECT_EQ(communicators[0].ranks.size(), 4u);
+  EXPECT_EQ(communicators[0].node_count(), 3u);
+  EXPECT_TRUE(communicators[0].conflicts.empty());
+  for (const auto& [rk, r] : communicators[0].ranks) {
     EXPECT_EQ(r.calls.size(), 40u) << rk;
     EXPECT_EQ(r.calls.back().seq, 39u);
   }
-  auto clocks = estimate_clock_offsets(comms, kNodes);
+  auto clocks = estimate_clock_offsets(communicators, kNodes);
   ASSERT_EQ(clocks.size(), 3u);
   std::map<std::string, NodeClock> by;
   for (auto& c : clocks) by[c.node] = c;

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "backends/rdma/rdma_backend.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -29,6 +30,16 @@ hal::Event call(std::string_view vendor, std::string_view api, hal::EventKind ki
   e.tid = pid;
   e.set_comm("train.py");
   return e;
+}
+
+// Names the RDMA asynchronous events, as the tracer's registry does.
+const hal::BackendRegistry& rdma_registry() {
+  static const hal::BackendRegistry r = [] {
+    hal::BackendRegistry reg;
+    reg.add(backends::make_rdma_backend(false));
+    return reg;
+  }();
+  return r;
 }
 
 // The value of the one sample line that starts with `series` ("name{labels}").
@@ -99,16 +110,16 @@ void feed_workload(Metrics& m) {
   p.transport = "InfiniBand";
   p.counters = {{"port_rcv_data", 1000}, {"port_rcv_errors", 3}, {"symbol_error", 0}};
   p.hw_counters = {{"out_of_buffer", 7}};
-  m.on_rdma({p});
+  m.on_device_counters("rdma", {backends::to_device_sample(p)});
   p.counters["port_rcv_errors"] = 5;
   p.counters["port_rcv_data"] = 1500;
-  m.on_rdma({p});
+  m.on_device_counters("rdma", {backends::to_device_sample(p)});
   m.set_agent(12, 12.0, store::SessionCounters{}, 0, {{"cuda", 40}, {"hip", 30}}, 65536);
   m.set_chains({{"HIGH", 1}});
 }
 
 TEST(Metrics, ExactValuesForAKnownWorkload) {
-  Metrics m(false);
+  Metrics m(false, &rdma_registry());
   feed_workload(m);
   std::string t = m.exposition();
   const std::string l =
@@ -189,9 +200,9 @@ TEST(Metrics, RdmaCounterResetRestartsFromTheNewValue) {
   p.port = 2;
   p.transport = "Ethernet";
   p.counters = {{"link_downed", 4}, {"VL15_dropped", 2}};
-  m.on_rdma({p});
+  m.on_device_counters("rdma", {backends::to_device_sample(p)});
   p.counters["link_downed"] = 1;  // the HCA was reset
-  m.on_rdma({p});
+  m.on_device_counters("rdma", {backends::to_device_sample(p)});
   std::string t = m.exposition();
   const std::string l = R"({rdma_device="mlx5_1",rdma_port="2",rdma_transport="Ethernet"})";
   EXPECT_EQ(sample(t, "ingero_rdma_link_downed_total" + l), 5);
@@ -206,7 +217,7 @@ TEST(Metrics, ExpositionPassesPromtool) {
     GTEST_SKIP() << "*** SKIPPED: promtool not installed (apt-get install prometheus) ***";
   }
   for (bool per_process : {false, true}) {
-    Metrics m(per_process);
+    Metrics m(per_process, &rdma_registry());
     feed_workload(m);
     std::string path = test::temp_path(per_process ? "pp.prom" : "metrics.prom");
     std::ofstream(path) << m.exposition();

@@ -7,7 +7,7 @@
 
 #include "backends/nccl/nccl_backend.h"
 #include "backends/rdma/rdma_backend.h"
-#include "hal/comm_join.h"
+#include "hal/communicator_join.h"
 #include "hal/record_decoder.h"
 #include "hal/record_layout.h"
 #include "tests/support/trace_db.h"
@@ -127,7 +127,7 @@ TEST(Nccl, BytesCommHashAndCommunicatorJoin) {
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_EQ(ev.get(Field::kRank), 3u);
   EXPECT_EQ(ev.get(Field::kNranks), 8u);
-  EXPECT_EQ(ev.get(Field::kComm), comm);
+  EXPECT_EQ(ev.get(Field::kCommunicator), comm);
   uint64_t h = *ev.get(Field::kCommHash);
   EXPECT_EQ(h, nccl_comm_hash(std::span<const uint8_t>(r.entry_buf, 128)));
   // Every byte matters: change the last one, the hash changes.

@@ -16,14 +16,14 @@ class CommunicatorJoin {
   // Learns from comm_init events; fills rank/nranks/comm_hash into later calls on the same
   // (pid, communicator). Forgets on comm_destroy.
   void observe(Event& ev);
-  size_t size() const { return comms_.size(); }
+  size_t size() const { return communicators_.size(); }
 
  private:
   struct Info {
     uint64_t rank = 0, nranks = 0, hash = 0;
     bool has_rank = false, has_hash = false;
   };
-  std::map<std::pair<uint32_t, uint64_t>, Info> comms_;
+  std::map<std::pair<uint32_t, uint64_t>, Info> communicators_;
 };
 
 }  // namespace ingero::hal
