@@ -1,0 +1,36 @@
+#!/bin/sh
+# explain at scale: generated long traces (bench/trace_gen: two training ranks, ~38,000 calls
+# per second, a DataLoader stall planted in rank 1 from 60% to 75% of the steps), explain's
+# wall time and peak memory, the file's size, and whether the planted fault is found.
+#   bench/explain_scale.sh [BUILD_DIR] [EVENTS...]     default: build 1000000 10000000
+# With INGERO_NO_FAULT=1 nothing is planted and the fault must not be reported. Exits 1 when
+# the answer is wrong either way (ctest Bench.PlantedFaultFoundOnlyWhenPlanted runs both).
+set -eu
+build=${1:-build}
+[ $# -gt 0 ] && shift
+sizes=${*:-1000000 10000000}
+dir=${TMPDIR:-/tmp}/ingero-explain-scale
+mkdir -p "$dir"
+printf '%-11s %9s %12s %9s %10s %8s  %s\n' events seconds "file MB" "B/event" "peak MiB" found chain
+for n in $sizes; do
+  db="$dir/gen-$n.db"
+  "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} >"$dir/gen-$n.json"
+  python3 - "$build/app/ingero" "$db" "$dir/gen-$n.json" "$dir/explain-$n.json" <<'PY'
+import json, os, resource, subprocess, sys, time
+ingero, db, gen, out = sys.argv[1:5]
+g = json.load(open(gen))
+t0 = time.monotonic()
+with open(out, "w") as f:
+    subprocess.run([ingero, "explain", "--db", db, "--json"], stdout=f, check=True)
+secs = time.monotonic() - t0
+peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+j = json.load(open(out))
+hit = [c for c in j["chains"] if c["rule"] == "data_loader_starvation" and c["pids"] == [5001]]
+size = os.path.getsize(db)
+print("%-11d %9.1f %12.0f %9.0f %10.0f %8s  %s" % (
+    g["events"], secs, size / 1e6, size / g["events"], peak_kib / 1024,
+    "yes" if hit else "no", (hit[0]["summary"] if hit else "-")[:70]))
+sys.exit(0 if bool(hit) == g["fault"] else 1)
+PY
+  rm -f "$db" "$db-reserve"
+done
