@@ -11,7 +11,9 @@
 
 #include <cctype>
 #include <cstring>
+#include <ctime>
 #include <memory>
+#include <random>
 
 namespace ingero::test {
 namespace {
@@ -55,18 +57,25 @@ std::string url_encode(const std::string& s) {
 }
 
 int free_tcp_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
+  // A port below the kernel's ephemeral range (32768-60999 by default): a port the kernel
+  // hands out could be taken as the local port of any outgoing connection (another test's
+  // HTTP client) between this check and the server's bind. Bindable on every interface, with
+  // the TIME_WAIT tolerance servers use (SO_REUSEADDR).
+  static std::mt19937 rng(uint32_t(getpid()) * 2654435761u ^ uint32_t(time(nullptr)));
+  for (int tries = 0; tries < 1000; ++tries) {
+    int port = 20000 + int(rng() % 12000);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(uint16_t(port));
+    bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 HttpResponse http_request(const std::string& host, int port, const std::string& method,
