@@ -12,6 +12,10 @@
 
 namespace ingero::app {
 
+namespace {
+constexpr size_t kSessionCallCacheBytes = size_t(16) << 20;
+}  // namespace
+
 std::map<uint64_t, std::string> cgroup_paths(const std::string& root) {
   std::map<uint64_t, std::string> out;
   std::error_code ec;
@@ -79,7 +83,9 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   }
   if (auto st = writer.commit(); !st) return st.error();
   store::SqlTraceSource source(**reader);
-  source.set_call_cache(0);  // the tracer's memory stays bounded (docs/performance.md)
+  // A small copy of the calls (~34 bytes each): the analysis of a short session reads the
+  // file once; a long one is read pass by pass and the tracer's memory stays bounded.
+  source.set_call_cache(kSessionCallCacheBytes);
   engine::Window w;
   w.from_ns = from_ns;
   w.to_ns = to_ns;

@@ -582,6 +582,10 @@ int Trace::finish() {
   end.counters = session_counters(stats, pc.call_records, true);
   end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get());
   end.exit_reason = exit_reason_;
+  // The rings are read out: unmapping them before the session's analysis makes the peak
+  // memory the larger of tracing and analysing, not their sum.
+  pipeline_->catch_up_stacks = nullptr;
+  reader_.reset();
   size_t nchains = 0;
   if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns))
     nchains = *c;

@@ -457,6 +457,10 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
       .bind(4, end.exit_reason)
       .bind(5, session_id_);
   if (auto r = st->step(); !r) return r.error();
+  // The index's sort spills to a temporary file past the page cache: with temp_store MEMORY
+  // (right for a session's small temporary tables) its spill stays in memory too, ~16 bytes a
+  // row, which for an hour of training is gigabytes.
+  (void)db_->exec("PRAGMA temp_store = FILE");
   if (auto ix = db_->exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)");
       !ix && result)
     result = ix;
