@@ -47,6 +47,21 @@ struct Chain {
   std::vector<ChainStack> stacks;  // up to two, the most common among the slowest calls first
 };
 
+// What every rule fills first: the rule, the vendor layer and op it is about, the processes,
+// and the time window of its evidence.
+inline Chain new_chain(std::string rule, std::string vendor, std::string api, std::string op,
+                       std::vector<uint32_t> pids, int64_t from, int64_t to) {
+  Chain c;
+  c.rule = std::move(rule);
+  c.vendor = std::move(vendor);
+  c.api = std::move(api);
+  c.op = std::move(op);
+  c.pids = std::move(pids);
+  c.window_start = from;
+  c.window_end = to;
+  return c;
+}
+
 // Duration as people read it: "410us", "5.1ms", "3.2s".
 std::string format_duration(uint64_t ns);
 std::string format_bytes(uint64_t bytes);

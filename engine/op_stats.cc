@@ -131,4 +131,13 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
   return out;
 }
 
+Chain chain_for_op(std::string rule, const OpStats& s) {
+  Chain c = new_chain(std::move(rule), s.key.vendor, s.key.api, s.key.op, {s.key.pid}, s.first_ts,
+                      s.last_ts);
+  c.p50_ns = s.p50;
+  c.p99_ns = s.p99;
+  c.tail_ratio = s.tail_ratio();
+  return c;
+}
+
 }  // namespace ingero::engine

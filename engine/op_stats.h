@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chain.h"
 #include "engine/trace_source.h"
 
 namespace ingero::engine {
@@ -68,5 +69,9 @@ struct OpStatsSet {
 OpStatsSet compute_op_stats(TraceSource& source, const Window& w);
 
 inline constexpr size_t kMaxTailWindowsPerOp = 20000;
+
+// A chain about one op of one process: its layer, the process, its latency figures and the
+// span of its calls.
+Chain chain_for_op(std::string rule, const OpStats& s);
 
 }  // namespace ingero::engine

@@ -123,14 +123,7 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
     for (size_t i = best_start; i < best_start + best_len; ++i) low += s.per_sec[i];
     low /= double(best_len);
     int64_t from = s.first + int64_t(best_start) * kSecond, to = from + int64_t(best_len) * kSecond;
-    Chain c;
-    c.rule = "launch_collapse";
-    c.vendor = s.vendor;
-    c.api = s.api;
-    c.op = "launch";
-    c.pids = {pid};
-    c.window_start = from;
-    c.window_end = to;
+    Chain c = new_chain("launch_collapse", s.vendor, s.api, "launch", {pid}, from, to);
     double drop = 1.0 - low / baseline;
     std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
     c.summary = "Kernel launch rate dropped " + fmt("%.0f%%", drop * 100) + " for " +
@@ -299,14 +292,8 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
     std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
     uint64_t recaptures = std::max(g.captures_after, g.instantiates_after);
     if (recaptures >= kRecaptureMedium) {
-      Chain c;
-      c.rule = "graph_recapture";
-      c.vendor = g.vendor;
-      c.api = g.api;
-      c.op = "graph_capture";
-      c.pids = {pid};
-      c.window_start = g.first_launch;
-      c.window_end = g.launches.empty() ? g.first_launch : g.launches.back();
+      Chain c = new_chain("graph_recapture", g.vendor, g.api, "graph_capture", {pid},
+                          g.first_launch, g.launches.empty() ? g.first_launch : g.launches.back());
       c.severity = recaptures >= kRecaptureHigh ? Severity::kHigh : Severity::kMedium;
       c.summary = "Graph re-capture storm: " + format_count(recaptures) +
                   " captures/instantiations after the first graph launch in " + who + " (" +
@@ -335,14 +322,8 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
       double before = double(mid - lo) / 5.0, after = double(hi - mid) / 5.0;
       if (before < kMinGraphLaunchRate || after > kGraphRateDropFraction * before) continue;
       if (g.launches.back() < inst + 5 * kSecond) continue;  // the trace ended, not the rate
-      Chain c;
-      c.rule = "graph_launch_collapse";
-      c.vendor = g.vendor;
-      c.api = g.api;
-      c.op = "graph_launch";
-      c.pids = {pid};
-      c.window_start = inst;
-      c.window_end = inst + 5 * kSecond;
+      Chain c = new_chain("graph_launch_collapse", g.vendor, g.api, "graph_launch", {pid}, inst,
+                          inst + 5 * kSecond);
       c.severity = Severity::kMedium;
       c.summary = "Graph launch rate dropped " + fmt("%.0f%%", (1 - after / before) * 100) +
                   " after an instantiate (" + fmt("%.0f -> %.0f launches/s", before, after) +
@@ -368,12 +349,8 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
     for (uint64_t x : g.execs_instantiated)
       if (!g.execs_launched.count(x)) ++unused;
     if (unused > 0) {
-      Chain c;
-      c.rule = "graph_never_launched";
-      c.vendor = g.vendor;
-      c.api = g.api;
-      c.op = "graph_instantiate";
-      c.pids = {pid};
+      Chain c =
+          new_chain("graph_never_launched", g.vendor, g.api, "graph_instantiate", {pid}, 0, 0);
       c.severity = unused >= kRecaptureMedium ? Severity::kMedium : Severity::kLow;
       c.summary = format_count(unused) + " instantiated graph" + (unused == 1 ? "" : "s") +
                   " never launched in " + who;

@@ -130,11 +130,7 @@ void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vect
       std::nth_element(peers.begin(), peers.begin() + peers.size() / 2, peers.end());
       int64_t peer_lag = peers.empty() ? 0 : peers[peers.size() / 2];
       uint32_t pid = s.pid;
-      Chain c;
-      c.rule = "collective_straggler";
-      c.vendor = vendor;
-      c.api = api;
-      c.op = op;
+      Chain c = new_chain("collective_straggler", vendor, api, op, {}, 0, 0);
       for (auto& [k, r] : ranks) c.pids.push_back(r.pid);
       std::string who = "rank " + std::to_string(rk) + " (" + a.process_name(pid) + ", pid " +
                         std::to_string(pid) + ")";
@@ -252,17 +248,7 @@ void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chai
     std::string list;
     for (const auto& [k, d] : counters)
       list += (list.empty() ? "" : ", ") + k + " +" + format_count(d);
-    Chain c;
-    c.rule = "fabric_errors";
-    c.vendor = s.key.vendor;
-    c.api = s.key.api;
-    c.op = s.key.op;
-    c.pids = {s.key.pid};
-    c.p50_ns = s.p50;
-    c.p99_ns = s.p99;
-    c.tail_ratio = s.tail_ratio();
-    c.window_start = s.first_ts;
-    c.window_end = s.last_ts;
+    Chain c = chain_for_op("fabric_errors", s);
     char r[32];
     std::snprintf(r, sizeof(r), "%.1fx", s.tail_ratio());
     c.summary = s.key.op + " p99=" + format_duration(s.p99) + " (" + r +

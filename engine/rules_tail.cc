@@ -170,16 +170,7 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
     auto pit = h.per_pid.find(s.key.pid);
     PidHost ph = pit == h.per_pid.end() ? PidHost{} : pit->second;
 
-    Chain c;
-    c.vendor = s.key.vendor;
-    c.api = s.key.api;
-    c.op = s.key.op;
-    c.pids = {s.key.pid};
-    c.p50_ns = s.p50;
-    c.p99_ns = s.p99;
-    c.tail_ratio = ratio;
-    c.window_start = s.first_ts;
-    c.window_end = s.last_ts;
+    Chain c = chain_for_op("", s);  // the rule follows from the evidence
     std::string head = tail ? s.key.op + " p99=" + format_duration(s.p99) + " (" +
                                   ratio_str(ratio) + " p50=" + format_duration(s.p50) + ")"
                             : s.key.op + " avg=" + format_duration(uint64_t(s.avg_ns())) +
