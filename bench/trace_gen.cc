@@ -51,34 +51,31 @@ struct Gen {
     }
     if (++events % 20000 == 0) (void)w->commit();
   }
-  hal::Event call(uint32_t pid, uint64_t ts, uint64_t dur, const char* op, hal::EventKind kind,
-                  uint64_t stack) {
+  // An event of the training thread `pid` (its only thread here).
+  static hal::Event event(uint32_t pid, uint64_t ts, uint64_t dur, const char* vendor,
+                          const char* api, const char* op, hal::EventKind kind, uint64_t stack) {
     hal::Event e;
     e.ts_ns = ts;
     e.dur_ns = dur;
     e.pid = e.tid = pid;
     e.set_comm("python3");
-    e.vendor = "nvidia";
-    e.api = "cuda_runtime";
+    e.vendor = vendor;
+    e.api = api;
     e.op = op;
     e.kind = kind;
-    e.has_ret = true;
     e.stack_id = stack;
+    return e;
+  }
+  hal::Event call(uint32_t pid, uint64_t ts, uint64_t dur, const char* op, hal::EventKind kind,
+                  uint64_t stack) {
+    hal::Event e = event(pid, ts, dur, "nvidia", "cuda_runtime", op, kind, stack);
+    e.has_ret = true;
     e.set(hal::Field::kStream, kStream);
     return e;
   }
   void host(uint32_t pid, uint64_t ts, uint64_t dur, const char* op, hal::EventKind kind,
             uint64_t stack = 0) {
-    hal::Event e;
-    e.ts_ns = ts;
-    e.dur_ns = dur;
-    e.pid = e.tid = pid;
-    e.set_comm("python3");
-    e.vendor = "host";
-    e.api = "kernel";
-    e.op = op;
-    e.kind = kind;
-    e.stack_id = stack;
+    hal::Event e = event(pid, ts, dur, "host", "kernel", op, kind, stack);
     if (kind == hal::EventKind::kSchedSwitch) e.set(hal::Field::kState, 1);  // sleeping
     add(e);
   }
