@@ -76,7 +76,10 @@ struct Gen {
   void host(uint32_t pid, uint64_t ts, uint64_t dur, const char* op, hal::EventKind kind,
             uint64_t stack = 0) {
     hal::Event e = event(pid, ts, dur, "host", "kernel", op, kind, stack);
-    if (kind == hal::EventKind::kSchedSwitch) e.set(hal::Field::kState, 1);  // sleeping
+    if (kind == hal::EventKind::kSchedSwitch) {
+      e.set(hal::Field::kFlags, 0);  // not preempted: the thread went to sleep
+      e.set(hal::Field::kState, 1);  // TASK_INTERRUPTIBLE
+    }
     add(e);
   }
 };

@@ -323,7 +323,8 @@ void summarize(StepSeries& s, Sites& sites, const Tallies& tally) {
   // The larger of the two host-side stories: the GPU idle waiting for the host (gaps), or the
   // threads feeding it losing their CPU.
   if (m.preempted >= kGapShareLow && m.preempted >= m.host_gap)
-    m.text = head + ": host preempted " + pct(m.preempted) + " of the step, by " + m.preempted_by;
+    m.text = head + ": host preempted " + pct(m.preempted) + " of the step" +
+             (m.preempted_by.empty() ? "" : ", by " + m.preempted_by);
   else if (m.host_gap >= kGapShareLow && m.gap_cause == "unattributed")
     m.text = head + ": waiting for the host" + where;
   else if (m.host_gap >= kGapShareLow && !m.gap_cause.empty())
