@@ -3,6 +3,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "store/schema.h"
@@ -60,20 +61,20 @@ bool EventCursor::open_direct(const EventFilter& f) {
       "o.source_id = s.id WHERE s.vendor <> 'host'");
   if (!dict) return false;
   names_ = std::make_unique<OpNames>();
-  std::string sources;
+  std::set<uint64_t> source_ids;
   while (true) {
     auto r = dict->step();
     if (!r) return false;
     if (!*r) break;
     uint64_t id = uint64_t(dict->int64(0)), op = uint64_t(dict->int64(1));
-    OpNames::Names n{strings_.intern(dict->text_view(2)), strings_.intern(dict->text_view(3)),
-                     strings_.intern(dict->text_view(4)),
-                     hal::kind_from_name(dict->text_view(5)).value_or(hal::EventKind::kUnknown)};
-    if (!names_->by_id.count(id << 32))
-      sources += (sources.empty() ? "" : ",") + std::to_string(id);
-    names_->by_id[id << 32 | op] = n;
-    names_->by_id.emplace(id << 32, OpNames::Names{});  // marks the source as seen
+    names_->by_id[id << 32 | op] = {
+        strings_.intern(dict->text_view(2)), strings_.intern(dict->text_view(3)),
+        strings_.intern(dict->text_view(4)),
+        hal::kind_from_name(dict->text_view(5)).value_or(hal::EventKind::kUnknown)};
+    source_ids.insert(id);
   }
+  std::string sources;
+  for (uint64_t id : source_ids) sources += (sources.empty() ? "" : ",") + std::to_string(id);
   std::string sql =
       "SELECT timestamp, duration, pid, tid, comm, cgroup_id, source, op, ret_code, status, "
       "off_cpu_ns, preempts, switches, peer_comm, stack_hash";

@@ -93,7 +93,8 @@ std::vector<Event> sample_calls(size_t n) {
   return out;
 }
 
-std::string write_trace(const std::vector<Event>& calls) {
+// Writes `calls` to a new trace and opens it for reading.
+std::unique_ptr<TraceReader> write_trace(const std::vector<Event>& calls) {
   std::string path = test::temp_path("call-reads.db");
   auto w = TraceWriter::open(path);
   EXPECT_TRUE(w) << (w ? "" : w.error().message);
@@ -102,7 +103,9 @@ std::string write_trace(const std::vector<Event>& calls) {
   EXPECT_TRUE((*w)->begin_session(si));
   for (const Event& e : calls) EXPECT_TRUE((*w)->add(e));
   EXPECT_TRUE((*w)->finish(SessionEnd{}));
-  return path;
+  auto reader = TraceReader::open(path);
+  EXPECT_TRUE(reader) << (reader ? "" : reader.error().message);
+  return reader ? std::move(*reader) : nullptr;
 }
 
 std::vector<std::string> read_all(SqlTraceSource& src, const engine::Window& w) {
@@ -125,10 +128,9 @@ std::vector<std::string> expected(const std::vector<Event>& calls, const engine:
 
 TEST(CallReads, EveryMemberOfEveryCallComesBackFromTheFile) {
   auto calls = sample_calls(5000);
-  std::string db = write_trace(calls);
-  auto reader = TraceReader::open(db);
+  auto reader = write_trace(calls);
   ASSERT_TRUE(reader);
-  SqlTraceSource src(**reader);
+  SqlTraceSource src(*reader);
   src.set_call_cache(0);
   EXPECT_EQ(read_all(src, {}), expected(calls, {}));
   EXPECT_EQ(src.cached_calls(), 0u);
@@ -136,10 +138,9 @@ TEST(CallReads, EveryMemberOfEveryCallComesBackFromTheFile) {
 
 TEST(CallReads, LaterPassesComeFromMemoryAndMatchTheFileExactly) {
   auto calls = sample_calls(20000);
-  std::string db = write_trace(calls);
-  auto reader = TraceReader::open(db);
+  auto reader = write_trace(calls);
   ASSERT_TRUE(reader);
-  SqlTraceSource src(**reader);
+  SqlTraceSource src(*reader);
   engine::Window whole;
   EXPECT_EQ(read_all(src, whole), expected(calls, whole));
   EXPECT_EQ(src.cached_calls(), calls.size());
@@ -155,7 +156,7 @@ TEST(CallReads, LaterPassesComeFromMemoryAndMatchTheFileExactly) {
     EXPECT_EQ(got, expected(calls, w));
   }
   // A window the copy does not cover is read from the file, and the copy stays.
-  SqlTraceSource first_part(**reader);
+  SqlTraceSource first_part(*reader);
   EXPECT_EQ(read_all(first_part, part), expected(calls, part));
   EXPECT_EQ(first_part.cached_calls(), expected(calls, part).size());
   EXPECT_EQ(read_all(first_part, whole), expected(calls, whole));
@@ -164,10 +165,9 @@ TEST(CallReads, LaterPassesComeFromMemoryAndMatchTheFileExactly) {
 
 TEST(CallReads, AWindowOverTheMemoryLimitIsReadFromTheFileEveryTime) {
   auto calls = sample_calls(20000);
-  std::string db = write_trace(calls);
-  auto reader = TraceReader::open(db);
+  auto reader = write_trace(calls);
   ASSERT_TRUE(reader);
-  SqlTraceSource src(**reader);
+  SqlTraceSource src(*reader);
   src.set_call_cache(64 << 10);  // 64 KiB: a few thousand calls
   EXPECT_EQ(read_all(src, {}), expected(calls, {}));
   EXPECT_EQ(src.cached_calls(), 0u);
