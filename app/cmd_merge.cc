@@ -30,6 +30,17 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
   auto reader = store::TraceReader::open(in, builtin_views());
   if (!reader) return reader.error();
   store::Db& db = (*reader)->db();
+  // Folded launches have no rows to re-encode, and summaries rebuilt from the rows left would
+  // undercount them: refused rather than merged short.
+  if (db.table_exists("call_runs")) {
+    auto runs = db.query_int("SELECT count(*) FROM call_runs");
+    if (!runs) return runs.error();
+    if (runs->value_or(0) > 0)
+      return ingero::make_error(in + ": " + std::to_string(**runs) +
+                                " runs of folded launches (tiered retention); merge keeps "
+                                "every call's row, so it takes traces recorded with --keep-all "
+                                "or before folding began");
+  }
   std::vector<std::string> nodes;
   if (force_node.empty()) {
     auto n = store::read_nodes(db);

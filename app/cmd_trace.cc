@@ -46,6 +46,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<TraceOptions>();
   auto duration = std::make_shared<std::string>();
   auto retain = std::make_shared<std::string>();
+  auto full_rows = std::make_shared<std::string>();
   auto max_size = std::make_shared<std::string>();
   auto pids = std::make_shared<std::vector<uint32_t>>();
   cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow");
@@ -128,6 +129,17 @@ void add_trace_command(CLI::App& app, Context& ctx) {
             return parse_size(s) > 0 ? "" : "expected a size: 500MiB, 2GiB, 1GB";
           },
           "SIZE"));
+  cmd->add_option("--full-rows", *full_rows,
+                  "Every call keeps its own row for this long (default 10m); then launches that "
+                  "succeeded, stayed on-CPU and were not slow are folded into runs, with "
+                  "per-second summaries of every call kept for the whole trace (docs/schema.md)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 10m, 1h";
+          },
+          "DURATION"));
+  cmd->add_flag("--keep-all", o->keep_all,
+                "Keep every call's row for the whole trace (no folding; for short investigations)");
   cmd->add_option("--nice", o->nice,
                   "Run the tracer at this nice value when it is lower than the current one "
                   "(default -10), so it drains the rings ahead of a saturating workload; the "
@@ -152,12 +164,13 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       ->configurable(false);
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
-  cmd->callback([&ctx, o, duration, retain, max_size, pids] {
+  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, pids] {
     o->pids = *pids;
     // --duration and --ringbuf-mb are checked by their validators, on the command line and
     // in a config file alike.
     if (!duration->empty()) o->duration_s = engine::parse_duration_s(*duration);
     if (!retain->empty()) o->retain_s = engine::parse_duration_s(*retain);
+    if (!full_rows->empty()) o->full_rows_s = engine::parse_duration_s(*full_rows);
     if (!max_size->empty()) o->max_db_bytes = parse_size(*max_size);
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";

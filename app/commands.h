@@ -41,5 +41,6 @@ void add_dashboard_command(CLI::App& app, Context& ctx);
 // validating a file without running anything.
 std::unique_ptr<CLI::App> config_cli_schema();
 void add_ship_command(CLI::App& app, Context& ctx);
+void add_compact_command(CLI::App& app, Context& ctx);
 
 }  // namespace ingero::app

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   add_dashboard_command(app, ctx);
   add_demo_command(app, ctx);
   add_merge_command(app, ctx);
+  add_compact_command(app, ctx);
   add_export_command(app, ctx);
   add_mcp_command(app, ctx);
   add_ship_command(app, ctx);

@@ -94,6 +94,7 @@ class Trace {
   void rescan_pending();
   void live_line(bool final);
   void apply_retention(bool final);
+  void fold_calls();
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   void stop_child();
@@ -126,6 +127,7 @@ class Trace {
   std::future<LiveAnalysis> live_chains_;
   int64_t steps_observed_to_ = 0;
   bool retention_warned_ = false;
+  bool fold_warned_ = false;
   int64_t retention_pause_max_ns_ = 0;  // the longest single retention pass while tracing
   int base_nice_ = 0;                   // the priority ingero started with (the command's)
   bool raised_priority_ =
@@ -212,6 +214,7 @@ void Trace::update_counters() {
 // --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
 // while rows past the policy remain, and at the end the policy is met before the file closes.
 void Trace::apply_retention(bool final) {
+  if (!opts_.keep_all) fold_calls();
   store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes};
   if (!p.active()) return;
   // Passes of at most 5,000 rows per table while 40 ms of this tick remain (the writer's
@@ -226,6 +229,25 @@ void Trace::apply_retention(bool final) {
         std::cerr << "ingero: retention failed (the trace keeps growing): " << pass.error().message
                   << "\n";
       retention_warned_ = true;
+      return;
+    }
+    if (!pass->more) return;
+  }
+}
+
+// Tiered retention (store/tiers.h): launches older than --full-rows are folded into runs, in
+// passes of at most 20,000 rows for at most 20 ms a tick. The session's end leaves the last
+// --full-rows of calls as they are.
+void Trace::fold_calls() {
+  int64_t t0 = mono_now_ns();
+  int64_t now = wall_now_ns(), before = now - int64_t(opts_.full_rows_s * 1e9);
+  while (mono_now_ns() - t0 < 20'000'000) {
+    auto pass = writer_->fold_calls(before, now, 20000);
+    if (!pass) {
+      if (!fold_warned_)
+        std::cerr << "ingero: folding old calls failed (every call keeps its row): "
+                  << pass.error().message << "\n";
+      fold_warned_ = true;
       return;
     }
     if (!pass->more) return;

@@ -37,6 +37,8 @@ struct TraceOptions {
   uint32_t stack_interval_ms = 20;    // then one walk per thread per interval
   double retain_s = 0;                // delete rows older than this while tracing (0: keep)
   uint64_t max_db_bytes = 0;          // keep the trace's used pages under this (0: no limit)
+  double full_rows_s = 600;           // launches older than this are folded (store/tiers.h)
+  bool keep_all = false;              // never fold: every call keeps its row
   int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)

@@ -47,6 +47,31 @@ struct Grouper {
   }
 };
 
+// Where calls were folded (tiered retention), their durations are approximate: the quantiles
+// come from the per-second sketches of every call instead, within the sketch's relative error.
+// The ops are the same (vendor, api, op names); per-process groups take their process's
+// sketches, the all-processes group every process's.
+void quantiles_from_sketches(std::vector<OpStats>& stats, const std::vector<CallSketch>& sketches) {
+  std::map<std::tuple<uint32_t, std::string_view, std::string_view, std::string_view>,
+           QuantileSketch>
+      merged;
+  for (const CallSketch& c : sketches) {
+    merged[{c.pid, c.vendor, c.api, c.op}].merge(c.sketch);
+    merged[{0, c.vendor, c.api, c.op}].merge(c.sketch);
+  }
+  for (OpStats& s : stats) {
+    auto it = merged.find({s.key.pid, s.key.vendor, s.key.api, s.key.op});
+    if (it == merged.end() || it->second.empty()) continue;
+    // Clamped to the extremes of the calls in the window (the sketches cover whole seconds).
+    auto at = [&](double q) {
+      return std::clamp<uint64_t>(it->second.quantile(q), s.min_ns, s.max_ns);
+    };
+    s.p50 = at(0.50);
+    s.p95 = at(0.95);
+    s.p99 = at(0.99);
+  }
+}
+
 }  // namespace
 
 OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
@@ -82,17 +107,21 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
       q.add(gi, e.dur_ns);
     }
   });
-  q.resolve([&](const ExactQuantiles::Sink& sink) {
-    source.calls(w, [&](const hal::Event& e) {
-      auto [a, b] = g.groups_of(e);
-      sink(a, e.dur_ns);
-      sink(b, e.dur_ns);
+  if (auto sketches = source.folded_call_sketches(w)) {
+    quantiles_from_sketches(g.stats, *sketches);
+  } else {
+    q.resolve([&](const ExactQuantiles::Sink& sink) {
+      source.calls(w, [&](const hal::Event& e) {
+        auto [a, b] = g.groups_of(e);
+        sink(a, e.dur_ns);
+        sink(b, e.dur_ns);
+      });
     });
-  });
-  for (size_t i = 0; i < g.stats.size(); ++i) {
-    g.stats[i].p50 = q.value(i, 0);
-    g.stats[i].p95 = q.value(i, 1);
-    g.stats[i].p99 = q.value(i, 2);
+    for (size_t i = 0; i < g.stats.size(); ++i) {
+      g.stats[i].p50 = q.value(i, 0);
+      g.stats[i].p95 = q.value(i, 1);
+      g.stats[i].p99 = q.value(i, 2);
+    }
   }
   // Tail pass: the slowest 5%, who was off-CPU and who took the CPU.
   std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/quantile_sketch.h"
 #include "hal/event.h"
 
 namespace ingero::engine {
@@ -86,6 +87,14 @@ struct CpuSample {
 };
 using CpuSampleFn = std::function<void(const CpuSample&)>;
 
+// The latency sketch of one process's calls of one op over a window (per-second summaries
+// merged; engine/quantile_sketch.h gives the error bound).
+struct CallSketch {
+  uint32_t pid = 0;
+  std::string vendor, api, op;
+  QuantileSketch sketch;
+};
+
 struct ProcessInfo {
   uint32_t pid = 0;
   std::string name, cmdline;
@@ -123,6 +132,13 @@ class TraceSource {
   // around them instead.
   virtual bool has_cpu_samples() { return false; }
   virtual void cpu_samples(const Window& /*w*/, const CpuSampleFn& /*fn*/) {}
+  // Where some of the window's calls were folded by tiered retention (store/tiers.h), calls()
+  // gives them back with approximate durations: the sketches of every call of the window, per
+  // (pid, op), for the latency quantiles. nullopt when every call has its own row (quantiles
+  // are then exact).
+  virtual std::optional<std::vector<CallSketch>> folded_call_sketches(const Window& /*w*/) {
+    return std::nullopt;
+  }
   // What the tracer lost while recording, summed over the sessions (nullopt: the source does
   // not record it, e.g. the original implementation's files).
   virtual std::optional<TraceLosses> losses() { return std::nullopt; }

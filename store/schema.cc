@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "hal/event.h"
+#include "store/call_summaries.h"
 #include "store/contract_views.h"
 #include "store/legacy_views.h"
 
@@ -243,6 +244,67 @@ CREATE TABLE IF NOT EXISTS device_counters (
 CREATE INDEX IF NOT EXISTS idx_device_counters_ts ON device_counters(timestamp);
 )SQL";
 
+// Tiered retention (store/tiers.h): per-second call summaries written as the trace grows, and
+// the runs that launches older than the full-row window are folded into.
+const char* kTablesV7 = R"SQL(
+CREATE TABLE IF NOT EXISTS call_seconds (
+  node TEXT NOT NULL DEFAULT '',
+  session_id INTEGER NOT NULL DEFAULT 0,
+  timestamp INTEGER NOT NULL,       -- unix epoch ns of the second's start
+  pid INTEGER NOT NULL,
+  tid INTEGER NOT NULL,
+  source INTEGER NOT NULL,          -- sources.id
+  op INTEGER NOT NULL,              -- ops.op_id within source
+  calls INTEGER NOT NULL,
+  errors INTEGER NOT NULL,          -- returned an error code
+  unfinished INTEGER NOT NULL,      -- never returned
+  sum_ns INTEGER NOT NULL,
+  min_ns INTEGER NOT NULL,
+  max_ns INTEGER NOT NULL,
+  off_cpu_ns INTEGER NOT NULL,
+  preempts INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  sketch BLOB NOT NULL              -- durations: sketch_quantile(sketch, q), sketch_merge(sketch)
+);
+CREATE INDEX IF NOT EXISTS idx_call_seconds_ts ON call_seconds(timestamp);
+CREATE VIEW IF NOT EXISTS call_summaries AS
+SELECT c.node, c.session_id, c.timestamp, c.timestamp / 1000000000 AS second, c.pid, c.tid,
+       s.vendor, s.api, o.name AS op, o.kind, c.calls, c.errors, c.unfinished, c.sum_ns,
+       c.min_ns, c.max_ns, c.off_cpu_ns, c.preempts, c.bytes, c.sketch
+  FROM call_seconds c JOIN sources s ON s.id = c.source
+  JOIN ops o ON o.source_id = c.source AND o.op_id = c.op;
+CREATE TABLE IF NOT EXISTS call_runs (
+  id INTEGER PRIMARY KEY,
+  node TEXT NOT NULL DEFAULT '',
+  session_id INTEGER NOT NULL DEFAULT 0,
+  timestamp INTEGER NOT NULL,       -- unix epoch ns: start of the first call
+  span_ns INTEGER NOT NULL,         -- to the end of the last call
+  pid INTEGER NOT NULL,
+  tid INTEGER NOT NULL,
+  comm TEXT NOT NULL DEFAULT '',
+  cgroup_id INTEGER NOT NULL DEFAULT 0,
+  source INTEGER NOT NULL,
+  op INTEGER NOT NULL,
+  library_id INTEGER,
+  stream INTEGER,
+  device INTEGER,
+  calls INTEGER NOT NULL,
+  sum_ns INTEGER NOT NULL,
+  min_ns INTEGER NOT NULL,
+  max_ns INTEGER NOT NULL,
+  nested_calls INTEGER NOT NULL DEFAULT 0,
+  stack_hash INTEGER NOT NULL DEFAULT 0  -- the first call's stack
+);
+CREATE INDEX IF NOT EXISTS idx_call_runs_ts ON call_runs(timestamp);
+CREATE TABLE IF NOT EXISTS call_folding (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  last_event_id INTEGER NOT NULL,   -- events up to this id were considered
+  folded_before INTEGER NOT NULL,   -- unix epoch ns: launches before it may be folded
+  folded_calls INTEGER NOT NULL,
+  runs INTEGER NOT NULL
+);
+)SQL";
+
 ingero::Status move_rdma_counters(Db& db) {
   auto has = db.query_int(
       "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'rdma_counters'");
@@ -344,6 +406,11 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   if (from < 6) {
     if (auto st = db.exec(kTablesV6); !st) return fail(st.error());
     if (auto st = move_rdma_counters(db); !st) return fail(st.error());
+  }
+  if (from < 7) {
+    if (auto st = db.exec(kTablesV7); !st) return fail(st.error());
+    if (from > 0)
+      if (auto st = summarize_existing_calls(db); !st) return fail(st.error());
   }
   if (from < kSchemaVersion) {
     auto ins = db.prepare(

@@ -1,6 +1,7 @@
 #include "store/sql_trace_source.h"
 
 #include "hal/symbolizer.h"
+#include "store/folded_calls.h"
 #include "store/stacks.h"
 
 namespace ingero::store {
@@ -76,16 +77,31 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
     return;
   }
   bool fill = cache_state_ == CacheState::kEmpty;
+  auto emit = [&](const hal::Event& e) {
+    if (fill && !cache_.add(e)) {
+      fill = false;
+      cache_.clear();
+      cache_state_ = CacheState::kTooBig;
+    }
+    fn(e);
+  };
+  // Calls folded into runs by tiered retention come back in time order among the others.
+  auto folded = FoldedCalls::load(reader_.db(), filter(w, true), strings_);
+  if (!folded) {
+    fail(folded.error());
+    return;
+  }
+  hal::Event f;
   auto st = for_each_event(reader_.db(), EventCursor::Rows::kCalls, filter(w, true), strings_,
                            [&](const hal::Event& e) -> ingero::Status {
-                             if (fill && !cache_.add(e)) {
-                               fill = false;
-                               cache_.clear();
-                               cache_state_ = CacheState::kTooBig;
-                             }
-                             fn(e);
+                             while (folded->next_ts() <= int64_t(e.ts_ns))
+                               if (folded->next(f)) emit(f);
+                             emit(e);
                              return {};
                            });
+  if (st)
+    while (folded->next_ts() != INT64_MAX)
+      if (folded->next(f)) emit(f);
   if (!st) fail(st.error());
   if (fill && st) {
     cache_state_ = CacheState::kFull;
@@ -204,7 +220,12 @@ std::vector<std::string> SqlTraceSource::nodes() {
 }
 
 std::pair<int64_t, int64_t> SqlTraceSource::time_span() {
-  auto st = prepare("SELECT min(timestamp), max(timestamp + duration) FROM events");
+  std::string sql = "SELECT min(timestamp) AS a, max(timestamp + duration) AS b FROM events";
+  // Folded calls (tiered retention) are part of the trace's span too.
+  if (reader_.db().table_exists("call_runs"))
+    sql = "SELECT min(a), max(b) FROM (" + sql +
+          " UNION ALL SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs)";
+  auto st = prepare(sql);
   if (!st || !row(*st) || st->is_null(0)) return {0, 0};
   return {st->int64(0), st->int64(1)};
 }
@@ -214,7 +235,15 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
                     window_sql(w, "timestamp", false, reader_.db().column_exists("events", "node"));
   auto st = prepare(sql);
   if (!st || !row(*st)) return 0;
-  return uint64_t(st->int64(0));
+  uint64_t n = uint64_t(st->int64(0));
+  // Calls folded into runs (tiered retention) are events of the trace all the same; a run
+  // counts where it starts.
+  if (reader_.db().table_exists("call_runs"))
+    if (auto runs = prepare("SELECT coalesce(sum(calls), 0) FROM call_runs" +
+                            window_sql(w, "timestamp", false));
+        runs && row(*runs))
+      n += uint64_t(runs->int64(0));
+  return n;
 }
 
 std::vector<engine::DeviceCounterSample> SqlTraceSource::device_error_samples(
@@ -304,6 +333,46 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses() {
                      &l.sample_drops,  &l.lost_calls, &l.calls_lost_at_exit, &l.store_errors};
   for (int i = 0; i < 8; ++i) *out[i] = uint64_t(st->int64(i));
   return l;
+}
+
+bool SqlTraceSource::has_folded_calls(const engine::Window& w) {
+  if (!reader_.db().table_exists("call_runs")) return false;
+  std::string sql = "SELECT 1 FROM call_runs WHERE timestamp <= " + std::to_string(w.to_ns) +
+                    " AND timestamp + span_ns >= " + std::to_string(w.from_ns);
+  if (w.pid) sql += " AND pid = " + std::to_string(*w.pid);
+  if (w.node) sql += " AND node = " + quote(*w.node);
+  auto st = prepare(sql + " LIMIT 1");
+  return st && row(*st);
+}
+
+std::optional<std::vector<engine::CallSketch>> SqlTraceSource::folded_call_sketches(
+    const engine::Window& w) {
+  if (!has_folded_calls(w) || !reader_.db().table_exists("call_seconds")) return std::nullopt;
+  // The seconds that overlap the window: a summary covers the calls that started in its second.
+  engine::Window secs = w;
+  secs.from_ns = w.from_ns == INT64_MIN ? w.from_ns : w.from_ns - 999999999;
+  auto st = prepare(
+      "SELECT c.pid, s.vendor, s.api, o.name, c.sketch FROM call_seconds c "
+      "JOIN sources s ON s.id = c.source JOIN ops o ON o.source_id = c.source AND o.op_id = c.op" +
+      window_sql(secs, "c.timestamp", false, false) +
+      (w.pid ? " AND c.pid = " + std::to_string(*w.pid) : std::string()) +
+      (w.node ? " AND c.node = " + quote(*w.node) : std::string()));
+  if (!st) return std::nullopt;
+  std::map<std::tuple<uint32_t, std::string, std::string, std::string>, engine::QuantileSketch> m;
+  while (row(*st)) {
+    const void* b = sqlite3_column_blob(st->get(), 4);
+    auto sk = engine::QuantileSketch::deserialize(
+        std::string_view(static_cast<const char*>(b), size_t(sqlite3_column_bytes(st->get(), 4))));
+    if (!sk) {
+      fail(ingero::make_error(reader_.db().path() + ": a damaged call_seconds sketch"));
+      return std::nullopt;
+    }
+    m[{uint32_t(st->int64(0)), st->text(1), st->text(2), st->text(3)}].merge(*sk);
+  }
+  std::vector<engine::CallSketch> out;
+  for (auto& [k, sk] : m)
+    out.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), std::move(sk)});
+  return out;
 }
 
 }  // namespace ingero::store

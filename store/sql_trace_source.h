@@ -33,6 +33,8 @@ class SqlTraceSource final : public engine::TraceSource {
   bool has_cpu_samples() override;
   void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override;
   std::optional<engine::TraceLosses> losses() override;
+  std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
+      const engine::Window& w) override;
   // Distinct node names in the trace (merged files hold several).
   std::vector<std::string> nodes();
   // The first error met while reading ("" when none): any answer computed after it is
@@ -54,6 +56,8 @@ class SqlTraceSource final : public engine::TraceSource {
   void fail(const ingero::Error& e);
   EventFilter filter(const engine::Window& w, bool with_pid) const;
   bool cache_covers(const engine::Window& w) const;
+  // Whether any call of the window was folded into a run.
+  bool has_folded_calls(const engine::Window& w);
   TraceReader& reader_;
   StringPool strings_;
   enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;

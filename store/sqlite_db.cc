@@ -1,6 +1,7 @@
 #include "store/sqlite_db.h"
 
 #include "store/file_access.h"
+#include "store/sketch_sql.h"
 
 namespace ingero::store {
 
@@ -54,6 +55,7 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
   }
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 5000);
+  register_sketch_functions(db);
   return std::unique_ptr<Db>(new Db(db, path));
 }
 

@@ -49,6 +49,7 @@ const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
 constexpr int kFirstDynamicOp = 32;
 
 constexpr int kFixedColumns = 25;
+constexpr int64_t kSummaryLagNs = 2000000000;
 
 ingero::Status validate_before_writing(const std::string& path) {
   if (auto st = prepare_writable(path, true); !st) return st;
@@ -340,11 +341,30 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
   }
   int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE) return fail_batch(db_->last_error("inserting an event"));
+  if (!hal::is_host_kind(ev.kind)) {
+    SummarizedCall c;
+    c.ts_ns = int64_t(ev.ts_ns) + mono_offset_ns_;
+    c.dur_ns = ev.dur_ns;
+    c.pid = ev.pid;
+    c.tid = ev.tid;
+    c.source = ids->source;
+    c.op = ids->op;
+    c.unfinished = ev.unfinished;
+    c.error = ev.has_ret && ev.ret != 0;
+    c.off_cpu_ns = ev.off_cpu_ns;
+    c.preempts = ev.preempts;
+    c.bytes = ev.get_or(hal::Field::kBytes, 0);
+    summaries_.add(node_, session_id_, c);
+  }
   return {};
 }
 
 ingero::Status TraceWriter::commit() {
   if (!in_txn_) return {};
+  // Seconds 2 s behind the newest call are complete (events reach the writer nearly in time
+  // order); a late call for one of them starts a second row.
+  if (auto st = summaries_.flush(*db_, summaries_.newest_ns() - kSummaryLagNs); !st)
+    return fail_batch(st.error());
   if (auto st = db_->exec("COMMIT"); !st) return fail_batch(st.error());
   in_txn_ = false;
   written_ += pending_;
@@ -420,6 +440,21 @@ ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy
   return pass;
 }
 
+ingero::Result<FoldPass> TraceWriter::fold_calls(int64_t before_ns, int64_t now_ns,
+                                                 uint64_t budget) {
+  // Seconds 2 s behind the wall clock are complete even when no call came since.
+  if (summaries_.open_seconds()) {
+    if (auto st = begin_if_needed(); !st) return st.error();
+    if (auto st = summaries_.flush(*db_, now_ns - kSummaryLagNs); !st)
+      return fail_batch(st.error()).error();
+  }
+  if (auto st = commit(); !st) return st.error();
+  // Only calls whose seconds are summarised: the summaries give each op's p95, and count the
+  // calls that folding takes out of `events`.
+  return store::fold_calls(*db_, std::min(before_ns, now_ns - kSummaryLagNs - 1000000000), budget,
+                           &fold_limits_);
+}
+
 ingero::Status TraceWriter::update_counters(const SessionCounters& c) {
   auto st = db_->prepare(
       "UPDATE sessions SET ringbuf_drops = ?, call_drops = ?, stack_drops = ?, host_drops = ?, "
@@ -442,7 +477,12 @@ ingero::Status TraceWriter::update_counters(const SessionCounters& c) {
 }
 
 ingero::Status TraceWriter::finish(const SessionEnd& end) {
-  ingero::Status result = commit();
+  ingero::Status result = {};
+  if (summaries_.open_seconds()) {
+    if (auto st = begin_if_needed(); !st) result = st;
+    if (auto st = summaries_.flush(*db_, INT64_MAX); !st && result) result = st;
+  }
+  if (auto st = commit(); !st && result) result = st;
   // Events were lost to a full disk (or I/O): free the reserve so the session row can still
   // say how many, and when the session stopped.
   if (failed_ && !reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());

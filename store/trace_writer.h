@@ -22,8 +22,10 @@
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "hal/side_channel.h"
+#include "store/call_summaries.h"
 #include "store/retention.h"
 #include "store/sqlite_db.h"
+#include "store/tiers.h"
 
 namespace ingero::store {
 
@@ -148,6 +150,9 @@ class TraceWriter final : public hal::EventSink {
   ingero::Result<RetentionPass> apply_retention(const RetentionPolicy& p, int64_t now_ns,
                                                 uint64_t budget = 20000);
   uint64_t retention_deleted() const { return retention_deleted_; }
+  // Writes the summaries of the seconds before `now_ns` - 2 s (wall clock), commits, then one
+  // bounded folding pass (store/tiers.h) of the calls before `before_ns` already summarised.
+  ingero::Result<FoldPass> fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget);
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 
@@ -184,6 +189,8 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status fail_batch(const ingero::Error& e);
 
   std::unique_ptr<Db> db_;
+  CallSummarizer summaries_;  // per-second call summaries not yet written
+  FoldLimits fold_limits_;
   // PATH-reserve: space set aside at open and freed when the disk fills, so the session row can
   // still record the loss (store_errors) and the stop. Removed by finish() and the destructor.
   std::string reserve_path_;

@@ -441,6 +441,30 @@ TEST(TraceCuda, RetainKeepsOnlyTheLastWindow) {
             0);
 }
 
+// --full-rows: launches older than the window are folded into runs while tracing; the recent
+// ones keep their rows, and the per-second summaries count every call either way.
+TEST(TraceCuda, FullRowsFoldsOldLaunchesWhileTracingAndCountsEveryCall) {
+  REQUIRE_BPF();
+  std::string db = temp_path("tiered.db");
+  std::string steps = std::string(INGERO_FAKE_CALLS) + " steps " INGERO_FAKE_CUDART;
+  std::string script = steps + " 300; sleep 4; " + steps + " 10";
+  auto run = trace_command(db, {"/bin/sh", "-c", script}, {"--full-rows", "1s", "--no-stack"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  // Both processes' launches and syncs: 310 steps of 16 launches and a sync.
+  int64_t rows = query_int(db, "SELECT count(*) FROM calls");
+  int64_t folded = query_int(db, "SELECT coalesce(sum(calls), 0) FROM call_runs");
+  EXPECT_EQ(rows + folded, 310 * 17);
+  EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_seconds"), 310 * 17);
+  // The first process's launches are older than the window by the end: most were folded.
+  EXPECT_GT(folded, 300 * 16 / 2);
+  // The last process ran within the window: every one of its calls has its row.
+  int64_t last = query_int(db, "SELECT pid FROM calls ORDER BY ts_ns DESC LIMIT 1");
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE pid = " + std::to_string(last)),
+            10 * 17);
+  // Syncs are never folded.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE kind = 'sync'"), 310);
+}
+
 // `ingero trace -- CMD` exits as CMD did, as time(1) and strace(1) do: its status, or
 // 128 + N when signal N ended it.
 TEST(TraceCuda, ExitStatusIsTheCommands) {

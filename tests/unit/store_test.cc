@@ -78,19 +78,22 @@ TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
     ASSERT_TRUE((*w)->add(
         call("cudaLaunchKernel", EventKind::kLaunch, uint64_t(i) * 1'000'000, 1000, 101)));
   ASSERT_TRUE((*w)->commit());
-  // By age: keep the last 10 s. Passes of at most 20,000 rows; the first says more remain.
+  // By age: keep the last 10 s. Passes of at most 20,000 rows per table; the first says more
+  // remain. The per-second summaries of the 50 seconds past the policy go in the first.
   RetentionPolicy age{10'000'000'000, 0};
   int64_t now = kOffset + 60'000'000'000;
   auto p1 = (*w)->apply_retention(age, now);
   ASSERT_TRUE(p1) << p1.error().message;
-  EXPECT_EQ(p1->deleted, 20000u);
+  EXPECT_EQ(p1->deleted, 20000u + 50);
   EXPECT_TRUE(p1->more);
   while (true) {
     auto p = (*w)->apply_retention(age, now);
     ASSERT_TRUE(p);
     if (!p->deleted) break;
   }
-  EXPECT_EQ((*w)->retention_deleted(), 50000u);
+  EXPECT_EQ((*w)->retention_deleted(), 50000u + 50);
+  // Summaries of the kept seconds, but for the last three: written 2 s behind the newest call.
+  EXPECT_EQ(test::query_int(db, "SELECT sum(calls) FROM call_seconds"), 7000);
   EXPECT_EQ(test::query_rows(
                 db, "SELECT count(*), min(ts_ns) - " + std::to_string(kOffset) + " FROM calls"),
             (std::vector<std::vector<std::string>>{{"10000", "50000000000"}}));

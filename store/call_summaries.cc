@@ -1,0 +1,112 @@
+#include "store/call_summaries.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ingero::store {
+
+namespace {
+constexpr int64_t kSecond = 1000000000;
+}  // namespace
+
+void CallSummarizer::add(std::string_view node, int64_t session_id, const SummarizedCall& c) {
+  int64_t second = c.ts_ns >= 0 ? c.ts_ns / kSecond : (c.ts_ns - kSecond + 1) / kSecond;
+  Acc& a = open_[Key{second, std::string(node), session_id, c.pid, c.tid, c.source, c.op}];
+  ++a.calls;
+  if (c.unfinished)
+    ++a.unfinished;
+  else if (c.error)
+    ++a.errors;
+  a.sum_ns += c.dur_ns;
+  a.min_ns = std::min(a.min_ns, c.dur_ns);
+  a.max_ns = std::max(a.max_ns, c.dur_ns);
+  a.off_cpu_ns += c.off_cpu_ns;
+  a.preempts += c.preempts;
+  a.bytes += c.bytes;
+  a.sketch.add(c.dur_ns);
+  newest_ns_ = std::max(newest_ns_, c.ts_ns);
+}
+
+ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
+  if (open_.empty()) return {};
+  auto ins = db.prepare(
+      "INSERT INTO call_seconds (node, session_id, timestamp, pid, tid, source, op, calls, "
+      "errors, unfinished, sum_ns, min_ns, max_ns, off_cpu_ns, preempts, bytes, sketch) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!ins) return ins.error();
+  auto it = open_.begin();
+  for (; it != open_.end(); ++it) {
+    const Key& k = it->first;
+    if (before_ns != INT64_MAX && (k.second + 1) * kSecond > before_ns) break;
+    const Acc& a = it->second;
+    std::string blob = a.sketch.serialize();
+    ins->reset();
+    ins->bind(1, std::string_view(k.node))
+        .bind(2, k.session_id)
+        .bind(3, k.second * kSecond)
+        .bind(4, int64_t(k.pid))
+        .bind(5, int64_t(k.tid))
+        .bind(6, int64_t(k.source))
+        .bind(7, int64_t(k.op))
+        .bind(8, int64_t(a.calls))
+        .bind(9, int64_t(a.errors))
+        .bind(10, int64_t(a.unfinished))
+        .bind(11, int64_t(a.sum_ns))
+        .bind(12, int64_t(a.min_ns))
+        .bind(13, int64_t(a.max_ns))
+        .bind(14, int64_t(a.off_cpu_ns))
+        .bind(15, int64_t(a.preempts))
+        .bind(16, int64_t(a.bytes));
+    sqlite3_bind_blob(ins->get(), 17, blob.data(), int(blob.size()), SQLITE_TRANSIENT);
+    if (auto r = ins->step(); !r) return r.error();
+  }
+  open_.erase(open_.begin(), it);
+  return {};
+}
+
+ingero::Status summarize_existing_calls(Db& db) {
+  auto sources = db.prepare("SELECT id FROM sources WHERE vendor <> 'host'");
+  if (!sources) return sources.error();
+  std::string ids;
+  while (true) {
+    auto r = sources->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    ids += (ids.empty() ? "" : ",") + std::to_string(sources->int64(0));
+  }
+  if (ids.empty()) return {};
+  bool has_bytes = db.column_exists("events", "bytes");
+  auto st = db.prepare(
+      "SELECT node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
+      "coalesce(off_cpu_ns, 0), coalesce(preempts, 0), " +
+      std::string(has_bytes ? "coalesce(bytes, 0)" : "0") + " FROM events WHERE source IN (" + ids +
+      ") ORDER BY id");
+  if (!st) return st.error();
+  CallSummarizer s;
+  uint64_t n = 0;
+  while (true) {
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    SummarizedCall c;
+    c.ts_ns = st->int64(2);
+    c.dur_ns = uint64_t(std::max<int64_t>(0, st->int64(3)));
+    c.pid = uint32_t(st->int64(4));
+    c.tid = uint32_t(st->int64(5));
+    c.source = int(st->int64(6));
+    c.op = int(st->int64(7));
+    c.unfinished = st->int64(9) != 0;
+    c.error = !st->is_null(8) && st->int64(8) != 0;
+    c.off_cpu_ns = uint64_t(st->int64(10));
+    c.preempts = uint64_t(st->int64(11));
+    c.bytes = uint64_t(st->int64(12));
+    s.add(st->text_view(0), st->int64(1), c);
+    // Bounded memory over a long file: rows arrive nearly in time order, so seconds well
+    // behind the newest are complete.
+    if (++n % 65536 == 0)
+      if (auto f = s.flush(db, s.newest_ns() - 10 * kSecond); !f) return f;
+  }
+  return s.flush(db, INT64_MAX);
+}
+
+}  // namespace ingero::store

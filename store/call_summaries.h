@@ -1,0 +1,62 @@
+// Per-second call summaries (the `call_seconds` table): for every (node, session, second, pid,
+// tid, op), the count, errors, sums, extremes and a latency sketch (engine/quantile_sketch.h)
+// of the calls that started in that second. The writer keeps them as the trace grows, so a
+// question about counts, rates or latency quantiles over a long trace reads a few rows per
+// second instead of every call, and the summaries outlive the calls that tiered retention
+// folds (store/tiers.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "engine/quantile_sketch.h"
+#include "hal/result.h"
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+
+struct SummarizedCall {
+  int64_t ts_ns = 0;  // wall clock, unix epoch ns
+  uint64_t dur_ns = 0;
+  uint32_t pid = 0, tid = 0;
+  int source = 0, op = 0;
+  bool error = false, unfinished = false;
+  uint64_t off_cpu_ns = 0, preempts = 0, bytes = 0;
+};
+
+class CallSummarizer {
+ public:
+  void add(std::string_view node, int64_t session_id, const SummarizedCall& c);
+  // Inserts the seconds that started before `before_ns` (every second: INT64_MAX) on `db`,
+  // inside the caller's transaction, and forgets them. A call arriving later for a second
+  // already written starts a second row for it: readers sum and merge over rows.
+  ingero::Status flush(Db& db, int64_t before_ns);
+  // The newest call start added so far (0 before the first).
+  int64_t newest_ns() const { return newest_ns_; }
+  size_t open_seconds() const { return open_.size(); }
+
+ private:
+  struct Key {
+    int64_t second = 0;  // first: flushing goes in time order
+    std::string node;
+    int64_t session_id = 0;
+    uint32_t pid = 0, tid = 0;
+    int source = 0, op = 0;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Acc {
+    uint64_t calls = 0, errors = 0, unfinished = 0, sum_ns = 0, min_ns = UINT64_MAX, max_ns = 0;
+    uint64_t off_cpu_ns = 0, preempts = 0, bytes = 0;
+    engine::QuantileSketch sketch;
+  };
+  std::map<Key, Acc> open_;
+  int64_t newest_ns_ = 0;
+};
+
+// Writes `call_seconds` for every call already in `events` (a file written before summaries
+// existed, migrated to schema 7). Runs inside the migration's transaction.
+ingero::Status summarize_existing_calls(Db& db);
+
+}  // namespace ingero::store
