@@ -5,6 +5,9 @@
 #   bench/explain_scale.sh [BUILD_DIR] [EVENTS...]     default: build 1000000 10000000
 # With INGERO_NO_FAULT=1 nothing is planted and the fault must not be reported. Exits 1 when
 # the answer is wrong either way (ctest Bench.PlantedFaultFoundOnlyWhenPlanted runs both).
+# With INGERO_TIERED=1 the trace is folded first as `ingero trace` folds it by default
+# (`ingero compact --full-rows 10m`). Traces of up to 10M events span less than 10 minutes:
+# INGERO_FULL_ROWS=1s folds all but their last second.
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -15,6 +18,9 @@ printf '%-11s %9s %12s %9s %10s %8s  %s\n' events seconds "file MB" "B/event" "p
 for n in $sizes; do
   db="$dir/gen-$n.db"
   "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} >"$dir/gen-$n.json"
+  if [ -n "${INGERO_TIERED:-}" ]; then
+    "$build/app/ingero" compact "$db" --full-rows "${INGERO_FULL_ROWS:-10m}" >&2
+  fi
   python3 - "$build/app/ingero" "$db" "$dir/gen-$n.json" "$dir/explain-$n.json" <<'PY'
 import json, os, resource, subprocess, sys, time
 ingero, db, gen, out = sys.argv[1:5]

@@ -9,9 +9,17 @@ namespace {
 constexpr int64_t kSecond = 1000000000;
 }  // namespace
 
+size_t CallSummarizer::node_index(std::string_view node) {
+  // One node per writer; merged files' backfill sees a few.
+  for (size_t i = nodes_.size(); i-- > 0;)
+    if (nodes_[i] == node) return i;
+  nodes_.emplace_back(node);
+  return nodes_.size() - 1;
+}
+
 void CallSummarizer::add(std::string_view node, int64_t session_id, const SummarizedCall& c) {
   int64_t second = c.ts_ns >= 0 ? c.ts_ns / kSecond : (c.ts_ns - kSecond + 1) / kSecond;
-  Acc& a = open_[Key{second, std::string(node), session_id, c.pid, c.tid, c.source, c.op}];
+  Acc& a = open_[Key{second, node_index(node), session_id, c.pid, c.tid, c.source, c.op}];
   ++a.calls;
   if (c.unfinished)
     ++a.unfinished;
@@ -41,7 +49,7 @@ ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
     const Acc& a = it->second;
     std::string blob = a.sketch.serialize();
     ins->reset();
-    ins->bind(1, std::string_view(k.node))
+    ins->bind(1, std::string_view(nodes_[k.node]))
         .bind(2, k.session_id)
         .bind(3, k.second * kSecond)
         .bind(4, int64_t(k.pid))

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/quantile_sketch.h"
 #include "hal/result.h"
@@ -40,7 +41,7 @@ class CallSummarizer {
  private:
   struct Key {
     int64_t second = 0;  // first: flushing goes in time order
-    std::string node;
+    size_t node = 0;     // index into nodes_ (no string copy per call)
     int64_t session_id = 0;
     uint32_t pid = 0, tid = 0;
     int source = 0, op = 0;
@@ -51,7 +52,9 @@ class CallSummarizer {
     uint64_t off_cpu_ns = 0, preempts = 0, bytes = 0;
     engine::QuantileSketch sketch;
   };
+  size_t node_index(std::string_view node);
   std::map<Key, Acc> open_;
+  std::vector<std::string> nodes_;
   int64_t newest_ns_ = 0;
 };
 
