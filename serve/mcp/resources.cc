@@ -65,8 +65,15 @@ ingero::Result<std::string> read_resource(ToolContext& ctx, const std::string& u
     }
   };
   nlohmann::json by_api = nlohmann::json::array();
-  if (auto st = each("SELECT vendor, api, count(*), count(DISTINCT pid) FROM calls GROUP BY 1, 2 "
-                     "ORDER BY 3 DESC",
+  // Launches folded by tiered retention (store/tiers.h) count as the calls they were.
+  std::string rows = "SELECT vendor, api, pid, 1 AS n FROM calls";
+  if (db.table_exists("call_runs"))
+    rows +=
+        " UNION ALL SELECT s.vendor, s.api, r.pid, r.calls FROM call_runs r JOIN sources s ON "
+        "s.id = r.source";
+  std::string by_api_sql = "SELECT vendor, api, sum(n), count(DISTINCT pid) FROM (" + rows +
+                           ") GROUP BY 1, 2 ORDER BY 3 DESC";
+  if (auto st = each(by_api_sql.c_str(),
                      [&](const store::Stmt& st) {
                        by_api.push_back({{"vendor", st.text(0)},
                                          {"api", st.text(1)},

@@ -80,6 +80,58 @@ class OpIndex {
   std::string buf_;
 };
 
+// Launches folded into runs by tiered retention (store/tiers.h): counted in their op's rate
+// bucket (a run lasts milliseconds: the bucket of its start) and histogram, the run's minimum
+// and maximum in their bins and the rest at the run's mean. Folded calls were below their op's
+// p95 when folded: none is a slow call.
+Status add_folded_calls(store::Db& db, const CallPassInput& in, OpIndex& index,
+                        CallPassResult& out) {
+  if (!db.table_exists("call_runs")) return {};
+  const std::string what = "aggregating folded calls";
+  auto st = db.prepare(
+      "SELECT s.vendor, s.api, o.name, r.timestamp, r.calls, r.sum_ns, r.min_ns, r.max_ns "
+      "FROM call_runs r JOIN sources s ON s.id = r.source "
+      "JOIN ops o ON o.source_id = r.source AND o.op_id = r.op" +
+      window_where(in.window, "r.timestamp"));
+  if (!st) return make_error(what + ": " + st.error().message);
+  sqlite3_stmt* s = st->get();
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    uint64_t n = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 4)));
+    size_t i =
+        index.find(sqlite3_column_text(s, 0), sqlite3_column_text(s, 1), sqlite3_column_text(s, 2));
+    if (i == SIZE_MAX) {
+      out.other_calls += n;
+      continue;
+    }
+    if (n == 0) continue;
+    uint64_t sum = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 5)));
+    uint64_t mn = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 6)));
+    uint64_t mx = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 7)));
+    OpAccum& a = out.ops[i];
+    int64_t rel = sqlite3_column_int64(s, 3) - out.t0;
+    size_t b = rel <= 0 ? 0 : std::min(out.buckets - 1, size_t(rel / out.bucket_ns));
+    auto add = [&](uint64_t dur, uint64_t count) {
+      if (!count) return;
+      size_t bin = latency_bin(dur);
+      a.hist[bin] += count;
+      if (!a.bucket_hist.empty()) a.bucket_hist[b * kLatencyBins + bin] += uint32_t(count);
+    };
+    if (n == 1) {
+      add(sum, 1);
+    } else {
+      add(mn, 1);
+      add(mx, 1);
+      uint64_t rest = sum >= mn + mx ? sum - mn - mx : 0;
+      if (n > 2) add(rest / (n - 2), n - 2);
+    }
+    a.calls += n;
+    a.buckets[b] += n;
+  }
+  if (rc != SQLITE_DONE) return make_error(what + ": " + db.last_error("step").message);
+  return {};
+}
+
 }  // namespace
 
 Result<CallPassResult> run_call_pass(store::Db& db, const CallPassInput& in) {
@@ -126,6 +178,7 @@ Result<CallPassResult> run_call_pass(store::Db& db, const CallPassInput& in) {
     }
   }
   if (rc != SQLITE_DONE) return make_error(what + ": " + db.last_error("step").message);
+  if (auto st = add_folded_calls(db, in, index, out); !st) return st.error();
   return out;
 }
 

@@ -109,6 +109,22 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
     add("notice", std::to_string(loss[3]) +
                       " calls were still running when their thread exited (stored as unfinished)");
   if (!has_loss) add("notice", "this file records no loss counters: drops, if any, are unknown");
+  // Tiered retention: folded launches have no rows, and the tables of this page count rows.
+  uint64_t folded = 0;
+  if (db.table_exists("call_runs")) {
+    auto n = query_count(
+        db, "SELECT coalesce(sum(calls), 0) FROM call_runs" + window_where(w, "timestamp"),
+        "counting folded calls");
+    if (!n) return n.error();
+    folded = uint64_t(*n);
+  }
+  h["folded_calls"] = folded;
+  if (folded)
+    add("notice", std::to_string(folded) +
+                      " launches in this window were folded into runs (tiered retention, "
+                      "--full-rows): every count, rate and chain includes them; in the latency "
+                      "histograms each run's calls sit at its minimum, maximum and mean, and "
+                      "percentiles come from 1%-accurate sketches");
   if (live)
     add("notice",
         "a session has not finished: the trace is being written (or its tracer did not stop "

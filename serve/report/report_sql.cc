@@ -94,13 +94,29 @@ Result<int64_t> query_count(store::Db& db, const std::string& sql, const std::st
   return *r && !st->is_null(0) ? st->int64(0) : 0;
 }
 
+// The window's calls as rows to aggregate: one per call that has its row (n = 1), and one per
+// run of launches folded by tiered retention standing for its calls (n of them, dur_ns their
+// total, end_ns the end of the last).
+std::string counted_calls(store::Db& db, const engine::Window& w) {
+  std::string rows =
+      "SELECT node, pid, tid, comm, status, ts_ns, dur_ns, ts_ns + dur_ns AS end_ns, 1 AS n "
+      "FROM calls" +
+      window_where(w, "ts_ns");
+  if (db.table_exists("call_runs"))
+    rows +=
+        " UNION ALL SELECT node, pid, tid, comm, 'ok', timestamp, sum_ns, timestamp + span_ns, "
+        "calls FROM call_runs" +
+        window_where(w, "timestamp");
+  return " FROM (" + rows + ")";
+}
+
 Result<CallTotals> call_totals(store::Db& db, const engine::Window& w) {
   const std::string what = "counting calls";
   auto st = prepare(db,
-                    "SELECT count(*), count(DISTINCT node || ':' || pid), "
+                    "SELECT coalesce(sum(n), 0), count(DISTINCT node || ':' || pid), "
                     "coalesce(sum(status = 'error'), 0), coalesce(sum(status = 'unfinished'), 0), "
-                    "min(ts_ns), max(ts_ns + dur_ns) FROM calls" +
-                        window_where(w, "ts_ns"),
+                    "min(ts_ns), max(end_ns)" +
+                        counted_calls(db, w),
                     what);
   if (!st) return st.error();
   CallTotals t;
@@ -142,13 +158,12 @@ Result<json> sessions_json(store::Db& db) {
 Result<json> nodes_json(store::Db& db, const engine::Window& w,
                         const std::vector<std::string>& names) {
   const std::string what = "per-node totals";
-  auto st =
-      prepare(db,
-              "SELECT node, count(*), count(DISTINCT pid), coalesce(sum(status = 'error'), 0), "
-              "coalesce(sum(status = 'unfinished'), 0), coalesce(sum(dur_ns), 0), "
-              "min(ts_ns), max(ts_ns + dur_ns) FROM calls" +
-                  window_where(w, "ts_ns") + " GROUP BY node ORDER BY node",
-              what);
+  auto st = prepare(db,
+                    "SELECT node, sum(n), count(DISTINCT pid), coalesce(sum(status = 'error'), 0), "
+                    "coalesce(sum(status = 'unfinished'), 0), coalesce(sum(dur_ns), 0), "
+                    "min(ts_ns), max(end_ns)" +
+                        counted_calls(db, w) + " GROUP BY node ORDER BY node",
+                    what);
   if (!st) return st.error();
   std::map<std::string, json> rows;
   for (const auto& n : names)
@@ -167,9 +182,8 @@ Result<json> nodes_json(store::Db& db, const engine::Window& w,
 }
 
 Result<json> processes_json(store::Db& db, const engine::Window& w, size_t limit, uint64_t* total) {
-  auto n = query_count(
-      db, "SELECT count(DISTINCT node || ':' || pid) FROM calls" + window_where(w, "ts_ns"),
-      "counting processes");
+  auto n = query_count(db, "SELECT count(DISTINCT node || ':' || pid)" + counted_calls(db, w),
+                       "counting processes");
   if (!n) return n.error();
   *total = uint64_t(*n);
   // Names: process_names has (pid, name) in every file; cmdline and node in ours.
@@ -189,12 +203,12 @@ Result<json> processes_json(store::Db& db, const engine::Window& w, size_t limit
       "SELECT c.node, c.pid, c.calls, c.threads, c.errors, c.unfinished, c.busy, c.first, c.last, "
       "c.comm" +
           name_cols +
-          " FROM (SELECT node, pid, count(*) AS calls, count(DISTINCT tid) AS threads, "
+          " FROM (SELECT node, pid, sum(n) AS calls, count(DISTINCT tid) AS threads, "
           "coalesce(sum(status = 'error'), 0) AS errors, "
           "coalesce(sum(status = 'unfinished'), 0) AS unfinished, coalesce(sum(dur_ns), 0) AS "
           "busy, "
-          "min(ts_ns) AS first, max(ts_ns + dur_ns) AS last, max(comm) AS comm FROM calls" +
-          window_where(w, "ts_ns") + " GROUP BY node, pid ORDER BY calls DESC, node, pid LIMIT " +
+          "min(ts_ns) AS first, max(end_ns) AS last, max(comm) AS comm" +
+          counted_calls(db, w) + " GROUP BY node, pid ORDER BY calls DESC, node, pid LIMIT " +
           std::to_string(limit) + ") c" + join +
           " GROUP BY c.node, c.pid ORDER BY c.calls DESC, c.node, c.pid",
       what);

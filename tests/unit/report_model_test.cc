@@ -11,12 +11,14 @@
 #include <filesystem>
 #include <map>
 
+#include "app/builtin_backends.h"
 #include "engine/analysis.h"
 #include "engine/window_spec.h"
 #include "serve/report/call_pass.h"
 #include "serve/report/flame_tree.h"
 #include "serve/report/report_html.h"
 #include "store/sql_trace_source.h"
+#include "store/tiers.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 
@@ -314,6 +316,43 @@ TEST(ReportHtml, TraceStringsCannotEscapeTheDataElement) {
   std::string s = json_for_html(m);
   EXPECT_EQ(s.find('<'), std::string::npos);
   EXPECT_EQ(json::parse(s), m);
+}
+
+// A folded trace (tiered retention): every count and rate is the same as with every row, and
+// the header says how many launches were folded.
+TEST(ReportModel, FoldedLaunchesCountAsTheCallsTheyWere) {
+  std::string full = h100("resnet-clean");
+  std::string folded_path = test::temp_path("report-resnet-clean-folded.db");
+  std::filesystem::copy_file(full, folded_path);
+  auto folded = store::compact_trace(folded_path, 1, app::builtin_views());
+  ASSERT_TRUE(folded) << folded.error().message;
+  ASSERT_GT(folded->folded, 1000u);
+  json a = model_of(full), b = model_of(folded_path);
+  EXPECT_EQ(a["header"]["folded_calls"], 0);
+  EXPECT_EQ(b["header"]["folded_calls"], folded->folded);
+  for (const char* k : {"calls", "processes", "errors", "unfinished"})
+    EXPECT_EQ(b["header"][k], a["header"][k]) << k;
+  EXPECT_EQ(b["nodes"], a["nodes"]);
+  EXPECT_EQ(b["processes"], a["processes"]);
+  // Per op: the same calls in every rate bucket, and the same number in the histogram.
+  ASSERT_EQ(b["ops"].size(), a["ops"].size());
+  for (size_t i = 0; i < a["ops"].size(); ++i) {
+    EXPECT_EQ(b["ops"][i]["op"], a["ops"][i]["op"]);
+    EXPECT_EQ(b["ops"][i]["calls"], a["ops"][i]["calls"]) << a["ops"][i]["op"];
+    EXPECT_EQ(sum(b["ops"][i]["hist"]["counts"]), b["ops"][i]["calls"].get<uint64_t>());
+  }
+  auto rated = [](const json& m) {
+    uint64_t n = sum(m["rates"]["other_calls"]);
+    for (const auto& s : m["rates"]["series"]) n += sum(s["calls"]);
+    return n;
+  };
+  EXPECT_EQ(rated(b), rated(a));
+  EXPECT_EQ(rated(b), b["header"]["calls"].get<uint64_t>());
+  std::string notice;
+  for (const auto& w : b["header"]["warnings"]) notice += w["text"].get<std::string>();
+  EXPECT_NE(notice.find(std::to_string(folded->folded) + " launches in this window were folded"),
+            std::string::npos)
+      << b["header"]["warnings"].dump();
 }
 
 }  // namespace
