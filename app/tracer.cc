@@ -128,6 +128,8 @@ class Trace {
   int64_t steps_observed_to_ = 0;
   bool retention_warned_ = false;
   bool fold_warned_ = false;
+  uint64_t folded_ = 0;                 // launches folded into runs while tracing
+  int64_t fold_pause_max_ns_ = 0;       // the longest single folding pass
   int64_t retention_pause_max_ns_ = 0;  // the longest single retention pass while tracing
   int base_nice_ = 0;                   // the priority ingero started with (the command's)
   bool raised_priority_ =
@@ -236,13 +238,16 @@ void Trace::apply_retention(bool final) {
 }
 
 // Tiered retention (store/tiers.h): launches older than --full-rows are folded into runs, in
-// passes of at most 20,000 rows for at most 20 ms a tick. The session's end leaves the last
-// --full-rows of calls as they are.
+// passes of at most 5,000 rows (~20 ms) while 100 ms of this 0.5 s tick remain: up to ~100,000
+// rows a second, above the highest call rate a training loop makes (the rings absorb the
+// pauses). The session's end leaves the last --full-rows of calls as they are.
 void Trace::fold_calls() {
   int64_t t0 = mono_now_ns();
   int64_t now = wall_now_ns(), before = now - int64_t(opts_.full_rows_s * 1e9);
-  while (mono_now_ns() - t0 < 20'000'000) {
-    auto pass = writer_->fold_calls(before, now, 20000);
+  while (mono_now_ns() - t0 < 100'000'000) {
+    int64_t p0 = mono_now_ns();
+    auto pass = writer_->fold_calls(before, now, 5000);
+    fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
     if (!pass) {
       if (!fold_warned_)
         std::cerr << "ingero: folding old calls failed (every call keeps its row): "
@@ -250,6 +255,7 @@ void Trace::fold_calls() {
       fold_warned_ = true;
       return;
     }
+    folded_ += pass->folded;
     if (!pass->more) return;
   }
 }
@@ -630,6 +636,11 @@ int Trace::finish() {
       std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
                 << " rows past the policy (--retain/--max-db-size); longest pass "
                 << engine::format_duration(uint64_t(retention_pause_max_ns_)) << "\n";
+    if (folded_)
+      std::cerr << "ingero: folded " << folded_
+                << " launches older than --full-rows into runs (per-second summaries keep every "
+                   "call); longest pass "
+                << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";
