@@ -85,7 +85,18 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
     }
     fn(e);
   };
-  // Calls folded into runs by tiered retention come back in time order among the others.
+  // Calls folded into runs by tiered retention come back in time order among the others. The
+  // runs and the rows are read in one snapshot: a trace being written folds while it is read,
+  // and a call moved from its row into a run between two reads would be missed.
+  bool snapshot =
+      sqlite3_get_autocommit(reader_.db().handle()) != 0 && reader_.db().exec("BEGIN").ok();
+  struct EndSnapshot {
+    Db& db;
+    bool on;
+    ~EndSnapshot() {
+      if (on) (void)db.exec("COMMIT");
+    }
+  } end_snapshot{reader_.db(), snapshot};
   auto folded = FoldedCalls::load(reader_.db(), filter(w, true), strings_);
   if (!folded) {
     fail(folded.error());

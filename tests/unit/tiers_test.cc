@@ -397,6 +397,28 @@ TEST(Tiers, DamagedRunsAreAnErrorNotInventedCalls) {
   EXPECT_NE(src.error().find("damaged call_runs row"), std::string::npos) << src.error();
 }
 
+TEST(Tiers, ADamagedSketchIsAnErrorNotAQuantile) {
+  Loop l = training_loop(20);
+  std::string db = write_trace("damaged-sketch.db", l.calls);
+  fold_everything(db);
+  {
+    auto w = Db::open(db, Db::Mode::kReadWrite);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE((*w)->exec("UPDATE call_seconds SET sketch = x'01ff' WHERE rowid = 1"));
+  }
+  auto reader = TraceReader::open(db, app::builtin_views());
+  ASSERT_TRUE(reader);
+  SqlTraceSource src(**reader);
+  EXPECT_FALSE(src.folded_call_sketches({}).has_value());
+  EXPECT_NE(src.error().find("damaged call_seconds sketch"), std::string::npos) << src.error();
+  // Folding more of it refuses too, rather than folding with a wrong p95.
+  auto more = Db::open(db, Db::Mode::kReadWrite);
+  ASSERT_TRUE(more);
+  auto pass = fold_calls(**more, INT64_MAX);
+  ASSERT_FALSE(pass);
+  EXPECT_NE(pass.error().message.find("damaged call_seconds sketch"), std::string::npos);
+}
+
 TEST(Tiers, CompactRefusesTheOriginalImplementationsFilesAndLeavesThemAsTheyWere) {
   std::string go =
       copy_of(INGERO_FIXTURES_DIR "/ingero-go/pytorch-dataloader-starvation.db", "go-compact.db");
