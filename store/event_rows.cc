@@ -14,12 +14,6 @@ namespace {
 
 constexpr int kNone = -1;
 
-std::string quote(std::string_view s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
-
 uint64_t direction_code(std::string_view s) {
   static const std::map<std::string_view, uint64_t> kDir = {
       {"H2H", 0}, {"H2D", 1}, {"D2H", 2}, {"D2D", 3}, {"default", 4}, {"peer", 5}};
@@ -91,7 +85,7 @@ bool EventCursor::open_direct(const EventFilter& f) {
   sql += " FROM events WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
          std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
-  if (f.node) sql += " AND node = " + quote(*f.node);
+  if (f.node) sql += " AND node = " + sql_quote(*f.node);
   sql += " ORDER BY timestamp";
   auto st = db_.prepare(sql);
   if (!st) return false;
@@ -161,7 +155,7 @@ ingero::Result<std::unique_ptr<EventCursor>> EventCursor::open(Db& db, Rows rows
   std::string sql = std::string("SELECT * FROM ") + view + " WHERE ts_ns BETWEEN " +
                     std::to_string(f.from_ns) + " AND " + std::to_string(f.to_ns);
   if (calls && f.pid) sql += " AND pid = " + std::to_string(*f.pid);
-  if (f.node && db.column_exists("events", "node")) sql += " AND node = " + quote(*f.node);
+  if (f.node && db.column_exists("events", "node")) sql += " AND node = " + sql_quote(*f.node);
   sql += " ORDER BY ts_ns";
   auto st = db.prepare(sql);
   if (!st) return st.error();

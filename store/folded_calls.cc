@@ -7,16 +7,6 @@
 
 namespace ingero::store {
 
-namespace {
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
-
-}  // namespace
-
 ingero::Result<FoldedCalls> FoldedCalls::load(Db& db, const EventFilter& f, StringPool& strings) {
   FoldedCalls out;
   out.from_ns_ = f.from_ns;
@@ -59,7 +49,7 @@ ingero::Result<FoldedCalls> FoldedCalls::load(Db& db, const EventFilter& f, Stri
       "timestamp <= " +
       std::to_string(f.to_ns) + " AND timestamp + span_ns >= " + std::to_string(f.from_ns);
   if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
-  if (f.node) sql += " AND node = " + quote(*f.node);
+  if (f.node) sql += " AND node = " + sql_quote(*f.node);
   sql += " ORDER BY timestamp";
   auto st = db.prepare(sql);
   if (!st) return st.error();

@@ -128,4 +128,10 @@ void register_sketch_functions(sqlite3* db) {
                              sketch_merge_final, nullptr);
 }
 
+std::optional<engine::QuantileSketch> sketch_column(sqlite3_stmt* st, int col) {
+  const void* b = sqlite3_column_blob(st, col);
+  return engine::QuantileSketch::deserialize(
+      std::string_view(static_cast<const char*>(b), size_t(sqlite3_column_bytes(st, col))));
+}
+
 }  // namespace ingero::store

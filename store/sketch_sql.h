@@ -21,11 +21,18 @@
 
 #include <sqlite3.h>
 
+#include <optional>
+
+#include "engine/quantile_sketch.h"
+
 namespace ingero::store {
 
 // Registers the functions above on `db`. Registration fails only when SQLite is out of
 // memory; the functions are then missing, and a query that uses them fails with "no such
 // function".
 void register_sketch_functions(sqlite3* db);
+
+// The sketch in column `col` of the current row of `st`; nullopt when it is not a valid one.
+std::optional<engine::QuantileSketch> sketch_column(sqlite3_stmt* st, int col);
 
 }  // namespace ingero::store

@@ -2,23 +2,18 @@
 
 #include "hal/symbolizer.h"
 #include "store/folded_calls.h"
+#include "store/sketch_sql.h"
 #include "store/stacks.h"
 
 namespace ingero::store {
 namespace {
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
 
 std::string window_sql(const engine::Window& w, const char* ts, bool with_pid,
                        bool with_node = true) {
   std::string s = std::string(" WHERE ") + ts + " BETWEEN " + std::to_string(w.from_ns) + " AND " +
                   std::to_string(w.to_ns);
   if (with_pid && w.pid) s += " AND pid = " + std::to_string(*w.pid);
-  if (with_node && w.node) s += " AND node = " + quote(*w.node);
+  if (with_node && w.node) s += " AND node = " + sql_quote(*w.node);
   return s;
 }
 
@@ -318,8 +313,9 @@ void SqlTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampl
       "e.timestamp BETWEEN " +
       std::to_string(w.from_ns) + " AND " + std::to_string(w.to_ns) +
       (w.pid ? " AND e.pid = " + std::to_string(*w.pid) : "") +
-      (w.node && reader_.db().column_exists("events", "node") ? " AND e.node = " + quote(*w.node)
-                                                              : "") +
+      (w.node && reader_.db().column_exists("events", "node")
+           ? " AND e.node = " + sql_quote(*w.node)
+           : "") +
       " ORDER BY e.timestamp");
   if (!st) return;
   while (row(*st))
@@ -351,7 +347,7 @@ bool SqlTraceSource::has_folded_calls(const engine::Window& w) {
   std::string sql = "SELECT 1 FROM call_runs WHERE timestamp <= " + std::to_string(w.to_ns) +
                     " AND timestamp + span_ns >= " + std::to_string(w.from_ns);
   if (w.pid) sql += " AND pid = " + std::to_string(*w.pid);
-  if (w.node) sql += " AND node = " + quote(*w.node);
+  if (w.node) sql += " AND node = " + sql_quote(*w.node);
   auto st = prepare(sql + " LIMIT 1");
   return st && row(*st);
 }
@@ -367,13 +363,11 @@ std::optional<std::vector<engine::CallSketch>> SqlTraceSource::folded_call_sketc
       "JOIN sources s ON s.id = c.source JOIN ops o ON o.source_id = c.source AND o.op_id = c.op" +
       window_sql(secs, "c.timestamp", false, false) +
       (w.pid ? " AND c.pid = " + std::to_string(*w.pid) : std::string()) +
-      (w.node ? " AND c.node = " + quote(*w.node) : std::string()));
+      (w.node ? " AND c.node = " + sql_quote(*w.node) : std::string()));
   if (!st) return std::nullopt;
   std::map<std::tuple<uint32_t, std::string, std::string, std::string>, engine::QuantileSketch> m;
   while (row(*st)) {
-    const void* b = sqlite3_column_blob(st->get(), 4);
-    auto sk = engine::QuantileSketch::deserialize(
-        std::string_view(static_cast<const char*>(b), size_t(sqlite3_column_bytes(st->get(), 4))));
+    auto sk = sketch_column(st->get(), 4);
     if (!sk) {
       fail(ingero::make_error(reader_.db().path() + ": a damaged call_seconds sketch"));
       return std::nullopt;

@@ -5,6 +5,12 @@
 
 namespace ingero::store {
 
+std::string sql_quote(std::string_view s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
 ingero::Result<bool> Stmt::step() {
   int rc = sqlite3_step(s_);
   if (rc == SQLITE_ROW) return true;

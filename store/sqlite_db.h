@@ -61,6 +61,9 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
 };
 
+// `s` as an SQL string literal: 'it''s'.
+std::string sql_quote(std::string_view s);
+
 class Db {
  public:
   enum class Mode { kReadOnly, kReadWrite, kCreate };

@@ -9,6 +9,7 @@
 #include "engine/quantile_sketch.h"
 #include "store/file_access.h"
 #include "store/schema.h"
+#include "store/sketch_sql.h"
 
 namespace ingero::store {
 
@@ -53,9 +54,7 @@ ingero::Status read_limits(Db& db, FoldLimits& f) {
     if (!*r) break;
     int source = int(sums->int64(1)), op = int(sums->int64(2));
     if (!f.launch_ops.count({source, op})) continue;
-    const void* b = sqlite3_column_blob(sums->get(), 3);
-    auto sk = engine::QuantileSketch::deserialize(std::string_view(
-        static_cast<const char*>(b), size_t(sqlite3_column_bytes(sums->get(), 3))));
+    auto sk = sketch_column(sums->get(), 3);
     if (!sk) return ingero::make_error(db.path() + ": a damaged call_seconds sketch");
     sketches[{uint32_t(sums->int64(0)), source, op}].merge(*sk);
   }

@@ -13,6 +13,7 @@
 #include "app/builtin_backends.h"
 #include "engine/analysis.h"
 #include "store/call_summaries.h"
+#include "store/sketch_sql.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -238,9 +239,7 @@ TEST(Tiers, SummariesAddUpToTheRowsTheyCoverEverySecond) {
   ASSERT_TRUE(st);
   size_t n = 0;
   while (*st->step()) {
-    const void* b = sqlite3_column_blob(st->get(), 3);
-    auto sk = engine::QuantileSketch::deserialize(
-        std::string_view(static_cast<const char*>(b), size_t(sqlite3_column_bytes(st->get(), 3))));
+    auto sk = sketch_column(st->get(), 3);
     ASSERT_TRUE(sk);
     EXPECT_EQ(int64_t(sk->count()), st->int64(0));
     EXPECT_EQ(int64_t(sk->min()), st->int64(1));
