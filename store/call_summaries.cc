@@ -17,9 +17,20 @@ size_t CallSummarizer::node_index(std::string_view node) {
   return nodes_.size() - 1;
 }
 
+CallSummarizer::Acc& CallSummarizer::find(const Key& k) {
+  size_t h = size_t(k.second) * 0x9E3779B97F4A7C15ull ^ size_t(k.tid) * 0xC2B2AE3D27D4EB4Full ^
+             size_t(k.op) * 31 ^ size_t(k.source) * 131 ^ size_t(k.pid) ^ k.node ^
+             size_t(k.session_id) * 7;
+  auto& slot = recent_[(h ^ (h >> 29)) % kRecent];
+  if (slot.acc && slot.key == k) return *slot.acc;
+  Acc& a = open_[k];
+  slot = {k, &a};
+  return a;
+}
+
 void CallSummarizer::add(std::string_view node, int64_t session_id, const SummarizedCall& c) {
   int64_t second = c.ts_ns >= 0 ? c.ts_ns / kSecond : (c.ts_ns - kSecond + 1) / kSecond;
-  Acc& a = open_[Key{second, node_index(node), session_id, c.pid, c.tid, c.source, c.op}];
+  Acc& a = find(Key{second, node_index(node), session_id, c.pid, c.tid, c.source, c.op});
   ++a.calls;
   if (c.unfinished)
     ++a.unfinished;
@@ -68,6 +79,7 @@ ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
     sqlite3_bind_blob(ins->get(), 17, blob.data(), int(blob.size()), SQLITE_TRANSIENT);
     if (auto r = ins->step(); !r) return r.error();
   }
+  if (it != open_.begin()) recent_.fill(Slot{});
   open_.erase(open_.begin(), it);
   return {};
 }

@@ -6,6 +6,7 @@
 // folds (store/tiers.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -53,7 +54,17 @@ class CallSummarizer {
     engine::QuantileSketch sketch;
   };
   size_t node_index(std::string_view node);
+  Acc& find(const Key& k);
   std::map<Key, Acc> open_;
+  // The accumulators of the keys seen last, by a hash of the key: a call is nearly always of a
+  // (second, thread, op) seen a few calls before, and the map's lookup is most of the cost.
+  // Cleared when seconds are flushed (their accumulators go).
+  static constexpr size_t kRecent = 64;
+  struct Slot {
+    Key key;
+    Acc* acc = nullptr;
+  };
+  std::array<Slot, kRecent> recent_;
   std::vector<std::string> nodes_;
   int64_t newest_ns_ = 0;
 };
