@@ -361,17 +361,20 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host,
 }  // namespace
 
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
-                        size_t max_calls) {
+                        size_t max_calls, const std::map<uint32_t, uint64_t>& calls_per_pid) {
   StepModel m;
   std::map<uint32_t, Proc> procs;
   size_t budget = max_calls;
+  for (const auto& [pid, n] : calls_per_pid)
+    procs[pid].calls.reserve(size_t(std::min<uint64_t>(n, max_calls)));
   source.calls(w, [&](const hal::Event& e) {
     if (hal::is_host_kind(e.kind)) return;
     Proc& p = procs[e.pid];
     p.pid = e.pid;
     collect(e, p, budget);
   });
-  std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
+  std::erase_if(procs, [](const auto& kv) { return kv.second.pid == 0; });  // hinted, no calls
+  std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;   // pid -> tid -> samples
   m.cpu_samples = source.has_cpu_samples();
   if (m.cpu_samples)
     source.cpu_samples(w, [&](const CpuSample& cs) {

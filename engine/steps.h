@@ -186,8 +186,10 @@ struct StepModel {
 std::string code_location(const std::vector<StackFrameInfo>& frames);
 
 // One pass over the calls (and the CPU samples, when there are any) of `w`; host context
-// supplies off-CPU intervals and block requests.
+// supplies off-CPU intervals and block requests. `calls_per_pid`, when known (the op
+// statistics count them), sizes each process's call list once instead of growing it.
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
-                        size_t max_calls = kMaxModelledCalls);
+                        size_t max_calls = kMaxModelledCalls,
+                        const std::map<uint32_t, uint64_t>& calls_per_pid = {});
 
 }  // namespace ingero::engine
