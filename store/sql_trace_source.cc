@@ -83,8 +83,13 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
   // Calls folded into runs by tiered retention come back in time order among the others. The
   // runs and the rows are read in one snapshot: a trace being written folds while it is read,
   // and a call moved from its row into a run between two reads would be missed.
-  bool snapshot =
-      sqlite3_get_autocommit(reader_.db().handle()) != 0 && reader_.db().exec("BEGIN").ok();
+  // Only when no statement of the connection is running: its COMMIT would fail, and the
+  // connection would keep an old snapshot.
+  sqlite3* h = reader_.db().handle();
+  bool busy = false;
+  for (sqlite3_stmt* st = sqlite3_next_stmt(h, nullptr); st; st = sqlite3_next_stmt(h, st))
+    busy = busy || sqlite3_stmt_busy(st);
+  bool snapshot = !busy && sqlite3_get_autocommit(h) != 0 && reader_.db().exec("BEGIN").ok();
   struct EndSnapshot {
     Db& db;
     bool on;
