@@ -212,19 +212,24 @@ TEST(Vendors, HipFlavouredPlantedFaultGivesTheSameChain) {
     std::string out;
     ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out), 0);
     auto report = nlohmann::json::parse(out);
-    // The call-level chain (the spinning sync lost its CPU), not the step-level one.
+    // The call-level chain of the spinning sync (it lost its CPU), not the step-level one. The
+    // launches may lose their CPU too and have chains of their own: pick the sync's by its op.
+    std::string sync = api + "StreamSynchronize";
     for (const auto& c : report["chains"])
-      if (c["rule"] == "cpu_contention" &&
+      if (c["rule"] == "cpu_contention" && c["op"] == sync &&
           c["id"].get<std::string>().rfind("cpu_contention:steps:", 0) != 0)
         chain[api] = c;
     ASSERT_TRUE(chain.count(api)) << api << ":\n" << out << "\n" << run.err;
   }
-  EXPECT_EQ(chain["cuda"]["op"], "cudaStreamSynchronize");
-  EXPECT_EQ(chain["hip"]["op"], "hipStreamSynchronize");
+  EXPECT_EQ(chain["cuda"]["vendor"], "nvidia");
   EXPECT_EQ(chain["hip"]["vendor"], "amd");
-  for (const char* k : {"rule", "severity"}) EXPECT_EQ(chain["cuda"][k], chain["hip"][k]) << k;
-  EXPECT_NE(chain["hip"]["summary"].get<std::string>().find("by noisy_neighbor"),
-            std::string::npos);
+  // The same diagnosis: the rule, the culprit, and a host cause found (never LOW). How much CPU
+  // the sync lost is measured anew in each run, so MEDIUM against HIGH is not a difference.
+  for (const std::string api : {"cuda", "hip"}) {
+    EXPECT_NE(chain[api]["summary"].get<std::string>().find("by noisy_neighbor"), std::string::npos)
+        << chain[api].dump();
+    EXPECT_NE(chain[api]["severity"], "LOW") << chain[api].dump();
+  }
   std::vector<std::string> layers;
   for (const auto& t : chain["hip"]["timeline"]) layers.push_back(t["layer"]);
   EXPECT_EQ(layers.back(), "HIP");
