@@ -28,9 +28,13 @@ struct Grouper {
 
   // Group ids of an event: its (pid, op) group and its all-processes group.
   std::pair<size_t, size_t> groups_of(const hal::Event& e) {
-    FastKey fk{e.pid, e.api.data(), e.op.data()};
+    return groups_of(e.pid, e.vendor, e.api, e.op, e.kind);
+  }
+  std::pair<size_t, size_t> groups_of(uint32_t pid, std::string_view vendor, std::string_view api,
+                                      std::string_view op, hal::EventKind kind) {
+    FastKey fk{pid, api.data(), op.data()};
     if (auto it = fast.find(fk); it != fast.end()) return it->second;
-    OpKey k{e.pid, std::string(e.vendor), std::string(e.api), std::string(e.op), e.kind};
+    OpKey k{pid, std::string(vendor), std::string(api), std::string(op), kind};
     size_t a = intern(k);
     k.pid = 0;
     size_t b = intern(k);
@@ -72,26 +76,27 @@ void quantiles_from_sketches(std::vector<OpStats>& stats, const std::vector<Call
   }
 }
 
-}  // namespace
-
-OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
-  Grouper g;
-  ExactQuantiles q({0.50, 0.95, 0.99});
-  // A per-event cache of group ids would hold all events; re-deriving them per pass keeps
-  // memory bounded at the cost of a map lookup.
-  source.calls(w, [&](const hal::Event& e) {
+// First pass: counts, totals, extremes, spans, errors, off-CPU; every duration into `q` when
+// the quantiles are exact (no sketches).
+void add_calls(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles* q) {
+  auto first_seen = [](OpStats& s, int64_t first, int64_t last, uint64_t min) {
+    if (s.count == 0) {
+      s.min_ns = min;
+      s.first_ts = first;
+      s.last_ts = last;
+    }
+    s.first_ts = std::min(s.first_ts, first);  // a run's calls can come after later calls
+    s.last_ts = std::max(s.last_ts, last);
+  };
+  auto add = [&](const hal::Event& e) {
     auto [a, b] = g.groups_of(e);
     for (size_t gi : {a, b}) {
       OpStats& s = g.stats[gi];
-      if (s.count == 0) {
-        s.min_ns = e.dur_ns;
-        s.first_ts = int64_t(e.ts_ns);
-      }
+      first_seen(s, int64_t(e.ts_ns), int64_t(e.ts_ns), e.dur_ns);
       ++s.count;
       s.sum_ns += e.dur_ns;
       s.min_ns = std::min<uint64_t>(s.min_ns, e.dur_ns);
       s.max_ns = std::max<uint64_t>(s.max_ns, e.dur_ns);
-      s.last_ts = int64_t(e.ts_ns);
       if (e.unfinished)
         ++s.unfinished;
       else if (e.has_ret && e.ret != 0)
@@ -104,10 +109,41 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
       if (e.off_cpu_ns || e.switches || e.preempts) s.per_call_off_cpu = true;
       s.pids.insert(e.pid);
       if (s.tids.size() < 4096) s.tids.insert(e.tid);
-      q.add(gi, e.dur_ns);
+      if (q) q->add(gi, e.dur_ns);
     }
-  });
-  if (auto sketches = source.folded_call_sketches(w)) {
+  };
+  // A run's calls all succeeded on one thread, on the CPU, with no bytes: its totals suffice.
+  auto add_run = [&](const CallRun& r) {
+    if (q) {  // exact quantiles need every duration
+      r.for_each_call(add);
+      return;
+    }
+    auto [a, b] = g.groups_of(r.pid, r.vendor, r.api, r.op, r.kind);
+    for (size_t gi : {a, b}) {
+      OpStats& s = g.stats[gi];
+      first_seen(s, r.ts_ns, r.last_start(), r.min_ns);
+      s.count += r.calls;
+      s.sum_ns += r.sum_ns;
+      s.min_ns = std::min(s.min_ns, r.min_ns);
+      s.max_ns = std::max(s.max_ns, r.max_ns);
+      s.pids.insert(r.pid);
+      if (s.tids.size() < 4096) s.tids.insert(r.tid);
+    }
+  };
+  source.call_runs(w, add, add_run);
+}
+
+}  // namespace
+
+OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
+  Grouper g;
+  ExactQuantiles q({0.50, 0.95, 0.99});
+  // A per-event cache of group ids would hold all events; re-deriving them per pass keeps
+  // memory bounded at the cost of a map lookup. Where calls were folded, the quantiles come
+  // from the sketches.
+  auto sketches = source.folded_call_sketches(w);
+  add_calls(source, w, g, sketches ? nullptr : &q);
+  if (sketches) {
     quantiles_from_sketches(g.stats, *sketches);
   } else {
     q.resolve([&](const ExactQuantiles::Sink& sink) {
@@ -125,7 +161,7 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
   }
   // Tail pass: the slowest 5%, who was off-CPU and who took the CPU.
   std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());
-  source.calls(w, [&](const hal::Event& e) {
+  auto tail = [&](const hal::Event& e) {
     auto [a, b] = g.groups_of(e);
     for (size_t gi : {a, b}) {
       OpStats& s = g.stats[gi];
@@ -146,7 +182,17 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
       else
         ++s.tail_windows_dropped;
     }
+  };
+  source.call_runs(w, tail, [&](const CallRun& r) {
+    // Only a run whose slowest call reaches an op's p95 has calls in a tail.
+    auto [a, b] = g.groups_of(r.pid, r.vendor, r.api, r.op, r.kind);
+    const OpStats &x = g.stats[a], &y = g.stats[b];
+    if ((r.max_ns >= x.p95 && x.count >= 2) || (r.max_ns >= y.p95 && y.count >= 2))
+      r.for_each_call(tail);
   });
+  for (OpStats& s : g.stats)  // runs' calls may come after later calls
+    std::sort(s.tail_windows.begin(), s.tail_windows.end(),
+              [](const TailWindow& x, const TailWindow& y) { return x.start < y.start; });
   OpStatsSet out;
   out.quantile_passes = q.passes() + 1;
   for (size_t i = 0; i < g.stats.size(); ++i) {

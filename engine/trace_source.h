@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/call_run.h"
 #include "engine/quantile_sketch.h"
 #include "hal/event.h"
 
@@ -103,12 +104,20 @@ struct ProcessInfo {
 // The string_views inside events (vendor, api, op, library) must point at storage that lives
 // as long as the source: the engine keys its groups by their addresses.
 using EventFn = std::function<void(const hal::Event&)>;
+using CallRunFn = std::function<void(const CallRun&)>;
 
 class TraceSource {
  public:
   virtual ~TraceSource() = default;
   // Vendor calls in the window, in start-time order. ts_ns is wall-clock Unix ns.
   virtual void calls(const Window& w, const EventFn& fn) = 0;
+  // The same calls, but a run of calls folded by tiered retention whose calls all start in
+  // the window comes whole through `run` (engine/call_run.h), for passes that add calls up.
+  // Items come in order of their start; a run's later calls may start after the calls given
+  // after it. Sources without runs give every call through `fn`.
+  virtual void call_runs(const Window& w, const EventFn& fn, const CallRunFn& /*run*/) {
+    calls(w, fn);
+  }
   // Host events (sched_switch, wakeups, lifecycle, page allocation aggregates, block I/O,
   // TCP retransmits, OOM kills) in the window, in time order. The pid restriction of the
   // window does not apply: host context is about everybody.

@@ -1,6 +1,8 @@
 #include "store/call_cache.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 
 namespace ingero::store {
 namespace {
@@ -32,14 +34,14 @@ const uint8_t* get(const uint8_t* p, uint64_t& v) {
 
 }  // namespace
 
-uint32_t CallCache::name_index(const hal::Event& e) {
-  auto& ids = name_ids_[e.op.data()];
+uint32_t CallCache::name_index(std::string_view vendor, std::string_view api, std::string_view op,
+                               hal::EventKind kind) {
+  auto& ids = name_ids_[op.data()];
   for (uint32_t i : ids) {
     const Names& n = names_[i];
-    if (n.vendor == e.vendor && n.api == e.api && n.op.size() == e.op.size() && n.kind == e.kind)
-      return i;
+    if (n.vendor == vendor && n.api == api && n.op.size() == op.size() && n.kind == kind) return i;
   }
-  names_.push_back({e.vendor, e.api, e.op, e.kind});
+  names_.push_back({vendor, api, op, kind});
   ids.push_back(uint32_t(names_.size() - 1));
   return ids.back();
 }
@@ -69,7 +71,7 @@ bool CallCache::add(const hal::Event& e) {
   put(buf_, e.dur_ns);
   put(buf_, e.pid);
   put(buf_, e.tid);
-  put(buf_, name_index(e));
+  put(buf_, name_index(e.vendor, e.api, e.op, e.kind));
   put(buf_, comm_index(e.comm_view()));
   put(buf_, stack_index(e.stack_id));
   if (flags & kHasRet) put(buf_, zigzag(e.ret));
@@ -82,12 +84,43 @@ bool CallCache::add(const hal::Event& e) {
   if (flags & kCgroup) put(buf_, e.cgroup_id);
   put(buf_, e.present);
   for (uint64_t m = e.present; m; m &= m - 1) put(buf_, e.fields[size_t(std::countr_zero(m))]);
-  if (chunks_.empty() || chunks_.back().size() + buf_.size() > kChunkBytes) {
+  if (!append()) return false;
+  ++calls_;
+  return true;
+}
+
+bool CallCache::add_run(const engine::CallRun& r) {
+  std::vector<uint8_t>& b = one_;
+  b.clear();
+  b.push_back(kRunFlag | (r.cgroup_id ? kCgroup : 0));
+  put(b, zigzag(r.ts_ns - int64_t(last_ts_)));
+  last_ts_ = uint64_t(r.ts_ns);
+  put(b, r.span_ns);
+  put(b, r.pid);
+  put(b, r.tid);
+  put(b, name_index(r.vendor, r.api, r.op, r.kind));
+  std::string_view comm(r.comm.data(), strnlen(r.comm.data(), r.comm.size()));
+  put(b, comm_index(comm));
+  put(b, stack_index(r.stack_id));
+  put(b, r.calls);
+  put(b, r.sum_ns);
+  put(b, r.min_ns);
+  put(b, r.max_ns);
+  put(b, r.nested);
+  put(b, r.stream ? *r.stream + 1 : 0);
+  put(b, r.device ? *r.device + 1 : 0);
+  if (r.cgroup_id) put(b, r.cgroup_id);
+  if (!append()) return false;
+  calls_ += r.calls;
+  return true;
+}
+
+bool CallCache::append() {
+  if (chunks_.empty() || chunks_.back().size() + one_.size() > kChunkBytes) {
     if (bytes() + kChunkBytes > max_bytes_) return false;
     chunks_.emplace_back().reserve(kChunkBytes);
   }
-  chunks_.back().insert(chunks_.back().end(), buf_.begin(), buf_.end());
-  ++calls_;
+  chunks_.back().insert(chunks_.back().end(), one_.begin(), one_.end());
   return true;
 }
 
@@ -143,6 +176,44 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) 
     p = get(p, v);
     e.set(static_cast<hal::Field>(std::countr_zero(m)), v);
   }
+  return p;
+}
+
+const uint8_t* CallCache::decode_run(const uint8_t* p, uint64_t& ts, engine::CallRun& r) const {
+  uint8_t flags = *p++;
+  uint64_t v = 0;
+  p = get(p, v);
+  ts += uint64_t(unzigzag(v));
+  r.ts_ns = int64_t(ts);
+  p = get(p, r.span_ns);
+  p = get(p, v);
+  r.pid = uint32_t(v);
+  p = get(p, v);
+  r.tid = uint32_t(v);
+  p = get(p, v);
+  const Names& n = names_[v];
+  r.vendor = n.vendor;
+  r.api = n.api;
+  r.op = n.op;
+  r.kind = n.kind;
+  r.library = {};
+  p = get(p, v);
+  r.comm = {};
+  const std::string& comm = comms_[v];
+  std::copy_n(comm.data(), std::min(comm.size(), r.comm.size() - 1), r.comm.data());
+  p = get(p, v);
+  r.stack_id = stacks_[v];
+  p = get(p, r.calls);
+  p = get(p, r.sum_ns);
+  p = get(p, r.min_ns);
+  p = get(p, r.max_ns);
+  p = get(p, r.nested);
+  p = get(p, v);
+  r.stream = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
+  p = get(p, v);
+  r.device = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
+  r.cgroup_id = 0;
+  if (flags & kCgroup) p = get(p, r.cgroup_id);
   return p;
 }
 

@@ -15,30 +15,40 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/call_run.h"
 #include "hal/event.h"
 
 namespace ingero::store {
 
 class CallCache {
  public:
-  // Appends one call (calls arrive in start-time order). Returns false, and keeps nothing
-  // more, once the buffer would exceed `max_bytes`.
+  // Appends one call, or one run of folded calls (engine/call_run.h), in start-time order.
+  // Returns false, and keeps nothing more, once the buffer would exceed `max_bytes`.
   bool add(const hal::Event& e);
-  // Every kept call, in the order added, decoded into a reused Event.
-  template <class Fn>
-  void for_each(Fn&& fn) const {
+  bool add_run(const engine::CallRun& r);
+  // Every kept call and run, in the order added: fn(const hal::Event&) for a call, decoded
+  // into a reused Event; run(const engine::CallRun&) for a run.
+  template <class Fn, class RunFn>
+  void for_each(Fn&& fn, RunFn&& run) const {
     hal::Event e;
+    engine::CallRun r;
     uint64_t ts = 0;
     for (const auto& chunk : chunks_) {
       const uint8_t* p = chunk.data();
       const uint8_t* end = p + chunk.size();
       while (p < end) {
-        p = decode(p, ts, e);
-        fn(e);
+        if (*p & kRunFlag) {
+          p = decode_run(p, ts, r);
+          run(static_cast<const engine::CallRun&>(r));
+        } else {
+          p = decode(p, ts, e);
+          fn(static_cast<const hal::Event&>(e));
+        }
       }
     }
   }
   size_t bytes() const;
+  // Calls held, a run's calls included.
   size_t calls() const { return calls_; }
   void set_limit(size_t max_bytes) { max_bytes_ = max_bytes; }
   void clear();
@@ -48,10 +58,14 @@ class CallCache {
     std::string_view vendor, api, op;
     hal::EventKind kind;
   };
-  uint32_t name_index(const hal::Event& e);
+  static constexpr uint8_t kRunFlag = 32;  // in an item's first byte: a run, not a call
+  uint32_t name_index(std::string_view vendor, std::string_view api, std::string_view op,
+                      hal::EventKind kind);
   uint32_t comm_index(std::string_view comm);
   uint32_t stack_index(uint64_t stack);
   const uint8_t* decode(const uint8_t* p, uint64_t& ts, hal::Event& e) const;
+  const uint8_t* decode_run(const uint8_t* p, uint64_t& ts, engine::CallRun& r) const;
+  bool append();  // one_ into the chunks
 
   // Encoded calls in chunks of kChunkBytes: no reallocation copies, no doubling overshoot.
   static constexpr size_t kChunkBytes = size_t(4) << 20;

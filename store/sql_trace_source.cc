@@ -62,25 +62,37 @@ bool SqlTraceSource::cache_covers(const engine::Window& w) const {
          cached_.node == w.node;
 }
 
-void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
+void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& fn,
+                                const engine::CallRunFn& run) {
   if (cache_covers(w)) {
-    cache_.for_each([&](const hal::Event& e) {
-      if (int64_t(e.ts_ns) < w.from_ns || int64_t(e.ts_ns) > w.to_ns) return;
-      if (w.pid && e.pid != *w.pid) return;
-      fn(e);
-    });
+    cache_.for_each(
+        [&](const hal::Event& e) {
+          if (int64_t(e.ts_ns) < w.from_ns || int64_t(e.ts_ns) > w.to_ns) return;
+          if (w.pid && e.pid != *w.pid) return;
+          fn(e);
+        },
+        [&](const engine::CallRun& r) {
+          if (r.ts_ns > w.to_ns || r.last_start() < w.from_ns) return;
+          if (w.pid && r.pid != *w.pid) return;
+          run(r);
+        });
     return;
   }
   bool fill = cache_state_ == CacheState::kEmpty;
-  auto emit = [&](const hal::Event& e) {
-    if (fill && !cache_.add(e)) {
-      fill = false;
-      cache_.clear();
-      cache_state_ = CacheState::kTooBig;
-    }
+  auto too_big = [&] {
+    fill = false;
+    cache_.clear();
+    cache_state_ = CacheState::kTooBig;
+  };
+  auto keep_call = [&](const hal::Event& e) {
+    if (fill && !cache_.add(e)) too_big();
     fn(e);
   };
-  // Calls folded into runs by tiered retention come back in time order among the others. The
+  auto keep_run = [&](const engine::CallRun& r) {
+    if (fill && !cache_.add_run(r)) too_big();
+    run(r);
+  };
+  // Calls folded into runs by tiered retention come in start order among the others. The
   // runs and the rows are read in one snapshot: a trace being written folds while it is read,
   // and a call moved from its row into a run between two reads would be missed.
   // Only when no statement of the connection is running: its COMMIT would fail, and the
@@ -97,22 +109,21 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
       if (on) (void)db.exec("COMMIT");
     }
   } end_snapshot{reader_.db(), snapshot};
-  auto folded = FoldedCalls::load(reader_.db(), filter(w, true), strings_);
-  if (!folded) {
-    fail(folded.error());
+  auto runs = load_call_runs(reader_.db(), filter(w, true), strings_);
+  if (!runs) {
+    fail(runs.error());
     return;
   }
-  hal::Event f;
+  size_t next = 0;
   auto st = for_each_event(reader_.db(), EventCursor::Rows::kCalls, filter(w, true), strings_,
                            [&](const hal::Event& e) -> ingero::Status {
-                             while (folded->next_ts() <= int64_t(e.ts_ns))
-                               if (folded->next(f)) emit(f);
-                             emit(e);
+                             while (next < runs->size() && (*runs)[next].ts_ns <= int64_t(e.ts_ns))
+                               keep_run((*runs)[next++]);
+                             keep_call(e);
                              return {};
                            });
   if (st)
-    while (folded->next_ts() != INT64_MAX)
-      if (folded->next(f)) emit(f);
+    while (next < runs->size()) keep_run((*runs)[next++]);
   if (!st) fail(st.error());
   if (fill && st) {
     cache_state_ = CacheState::kFull;
@@ -120,6 +131,35 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
   } else if (fill) {
     cache_.clear();  // a read that failed part-way is not kept
   }
+}
+
+void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
+  // Runs are expanded into their calls, merged in time order with the rows.
+  RunExpander folded(w.from_ns, w.to_ns);
+  hal::Event f;
+  read_calls(
+      w,
+      [&](const hal::Event& e) {
+        while (folded.next_ts() <= int64_t(e.ts_ns))
+          if (folded.next(f)) fn(f);
+        fn(e);
+      },
+      [&](const engine::CallRun& r) { folded.add(r); });
+  while (folded.next_ts() != INT64_MAX)
+    if (folded.next(f)) fn(f);
+}
+
+void SqlTraceSource::call_runs(const engine::Window& w, const engine::EventFn& fn,
+                               const engine::CallRunFn& run) {
+  read_calls(w, fn, [&](const engine::CallRun& r) {
+    if (r.inside(w.from_ns, w.to_ns)) {
+      run(r);
+      return;
+    }
+    r.for_each_call([&](const hal::Event& e) {  // a run straddling an edge of the window
+      if (w.contains(int64_t(e.ts_ns))) fn(e);
+    });
+  });
 }
 
 void SqlTraceSource::host_events(const engine::Window& w, const engine::EventFn& fn) {

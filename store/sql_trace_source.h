@@ -20,6 +20,8 @@ class SqlTraceSource final : public engine::TraceSource {
     cache_.set_limit(kDefaultCallCacheBytes);
   }
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
+  void call_runs(const engine::Window& w, const engine::EventFn& fn,
+                 const engine::CallRunFn& run) override;
   void host_events(const engine::Window& w, const engine::EventFn& fn) override;
   std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override;
   std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override;
@@ -56,6 +58,9 @@ class SqlTraceSource final : public engine::TraceSource {
   void fail(const ingero::Error& e);
   EventFilter filter(const engine::Window& w, bool with_pid) const;
   bool cache_covers(const engine::Window& w) const;
+  // Every call and run of the window in start order (runs: those with a call starting in it),
+  // from the cache when it holds the window, else from the file (filling an empty cache).
+  void read_calls(const engine::Window& w, const engine::EventFn& fn, const engine::CallRunFn& run);
   // Whether any call of the window was folded into a run.
   bool has_folded_calls(const engine::Window& w);
   TraceReader& reader_;

@@ -1,0 +1,66 @@
+#include "engine/call_run.h"
+
+#include <bit>
+
+namespace ingero::engine {
+
+// CallRun::call sets every field of hal::Event: one added there must be set there too.
+static_assert(sizeof(hal::Event) == 624 || sizeof(void*) != 8,
+              "hal::Event changed: set the new field in CallRun::call");
+
+uint64_t CallRun::duration(uint64_t k) const {
+  if (calls == 1) return sum_ns;
+  if (k == 0) return min_ns;
+  if (k == calls - 1) return max_ns;
+  uint64_t rest = sum_ns - min_ns - max_ns, middle = calls - 2;
+  return rest / middle + (k - 1 < rest % middle ? 1 : 0);
+}
+
+uint64_t CallRun::gap(uint64_t k) const {
+  if (calls < 2) return 0;
+  uint64_t idle = span_ns > sum_ns ? span_ns - sum_ns : 0;
+  uint64_t gaps = calls - 1;
+  return idle / gaps + (k < idle % gaps ? 1 : 0);
+}
+
+int64_t CallRun::last_start() const {
+  // Every call but the last with its gap: the total less the last call, and all the idle time.
+  uint64_t idle = span_ns > sum_ns ? span_ns - sum_ns : 0;
+  return ts_ns + int64_t(sum_ns - duration(calls - 1) + (calls > 1 ? idle : 0));
+}
+
+void CallRun::call(uint64_t k, int64_t ts, hal::Event& e) const {
+  // Every field set, none left from the event's last use: a fresh Event costs more than the
+  // rest of the expansion.
+  e.ts_ns = uint64_t(ts);
+  e.dur_ns = duration(k);
+  e.pid = pid;
+  e.tid = tid;
+  e.cgroup_id = cgroup_id;
+  e.comm = comm;
+  e.vendor = vendor;
+  e.api = api;
+  e.kind = kind;
+  e.op = op;
+  e.library = library;
+  e.ret = 0;
+  e.has_ret = true;
+  e.unfinished = false;
+  e.off_cpu_ns = 0;
+  e.preempts = e.switches = 0;
+  e.peer_comm = {};
+  for (uint64_t m = e.present; m; m &= m - 1) e.fields[size_t(std::countr_zero(m))] = 0;
+  e.present = 0;
+  e.detail.clear();
+  e.saddr.clear();
+  e.daddr.clear();
+  e.stack_id = stack_id;
+  e.stack_of_site = k > 0;  // the run's first stack stands for its site
+  e.nested = uint32_t(nested / calls + (k < nested % calls ? 1 : 0));
+  e.nested_api = e.nested_op = {};
+  e.nested_kind = hal::EventKind::kUnknown;
+  if (stream) e.set(hal::Field::kStream, *stream);
+  if (device) e.set(hal::Field::kDevice, *device);
+}
+
+}  // namespace ingero::engine

@@ -1,0 +1,176 @@
+// Runs of folded calls read back whole (TraceSource::call_runs, engine/call_run.h): the same
+// calls as TraceSource::calls gives, from the file and from the call cache, in any window, and
+// the same op statistics as when every run is expanded call by call.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "engine/op_stats.h"
+#include "tests/unit/tiers_fixture.h"
+
+namespace ingero::store {
+namespace {
+
+using namespace tiers_fixture;
+
+using Key = std::tuple<uint64_t, uint64_t, uint32_t, std::string, uint64_t, bool>;
+Key key(const Event& e) {
+  return {e.ts_ns,        e.dur_ns, e.tid, std::string(e.op), e.get_or(Field::kStream, 0),
+          e.stack_of_site};
+}
+
+struct Both {
+  std::vector<Key> calls;      // calls()
+  std::vector<Key> runs_read;  // call_runs(), runs expanded
+  size_t whole = 0;            // runs given whole
+  int64_t earliest_whole = INT64_MAX, latest_whole = INT64_MIN;
+};
+
+Both read_both(SqlTraceSource& src, const engine::Window& w) {
+  Both b;
+  src.calls(w, [&](const Event& e) { b.calls.push_back(key(e)); });
+  src.call_runs(
+      w, [&](const Event& e) { b.runs_read.push_back(key(e)); },
+      [&](const engine::CallRun& r) {
+        ++b.whole;
+        b.earliest_whole = std::min(b.earliest_whole, r.ts_ns);
+        b.latest_whole = std::max(b.latest_whole, r.last_start());
+        r.for_each_call([&](const Event& e) { b.runs_read.push_back(key(e)); });
+      });
+  std::sort(b.runs_read.begin(), b.runs_read.end());
+  EXPECT_TRUE(std::is_sorted(b.calls.begin(), b.calls.end()));  // calls() is in time order
+  return b;
+}
+
+struct Folded {
+  std::string path;
+  std::unique_ptr<TraceReader> reader;
+};
+
+Folded folded_loop(const std::string& name) {
+  Loop l = training_loop(200);
+  Folded f;
+  f.path = copy_of(write_trace(name + "-full.db", l.calls), name + ".db");
+  fold_everything(f.path);
+  auto reader = TraceReader::open(f.path, app::builtin_views());
+  EXPECT_TRUE(reader);
+  f.reader = std::move(*reader);
+  return f;
+}
+
+TEST(CallRuns, RunsComeWholeAndReadBackAsTheCallsTheyReplaced) {
+  Folded f = folded_loop("runs-whole");
+  int64_t runs = test::query_int(f.path, "SELECT count(*) FROM call_runs");
+  int64_t calls =
+      test::query_int(f.path,
+                      "SELECT (SELECT count(*) FROM calls WHERE kind != 'cpu_sample' "
+                      "AND kind != 'sched_switch') + (SELECT sum(calls) FROM call_runs)");
+  ASSERT_GT(runs, 1000);
+  SqlTraceSource src(*f.reader);
+  // The first read comes from the file and fills the cache; the second from the cache.
+  Both file = read_both(src, {});
+  EXPECT_GT(src.cached_calls(), 0u);
+  Both cached = read_both(src, {});
+  EXPECT_EQ(src.error(), "");
+  for (const Both* b : {&file, &cached}) {
+    EXPECT_EQ(b->runs_read, b->calls);
+    EXPECT_EQ(b->whole, size_t(runs));
+  }
+  EXPECT_EQ(cached.calls, file.calls);
+  EXPECT_EQ(int64_t(file.calls.size()), calls);
+}
+
+TEST(CallRuns, ARunAcrossTheWindowsEdgeComesAsItsCallsInsideTheWindow) {
+  Folded f = folded_loop("runs-edge");
+  auto edge = test::query_rows(
+      f.path,
+      "SELECT timestamp + span_ns / 2, timestamp FROM call_runs ORDER BY timestamp "
+      "LIMIT 1 OFFSET 300");
+  auto last = test::query_rows(
+      f.path,
+      "SELECT timestamp + span_ns / 3, timestamp FROM call_runs ORDER BY timestamp "
+      "LIMIT 1 OFFSET 900");
+  engine::Window w;
+  w.from_ns = std::stoll(edge[0][0]);
+  w.to_ns = std::stoll(last[0][0]);
+  for (size_t cache : {size_t(0), SqlTraceSource::kDefaultCallCacheBytes}) {
+    SqlTraceSource src(*f.reader);
+    src.set_call_cache(cache);
+    Both whole_trace = read_both(src, {});  // with a cache: what the window is read from
+    Both b = read_both(src, w);
+    EXPECT_EQ(src.error(), "");
+    EXPECT_EQ(b.runs_read, b.calls) << cache;
+    EXPECT_FALSE(b.calls.empty());
+    for (const Key& k : b.calls) {
+      EXPECT_GE(int64_t(std::get<0>(k)), w.from_ns);
+      EXPECT_LE(int64_t(std::get<0>(k)), w.to_ns);
+    }
+    // The two runs cut by the edges came as calls; every run given whole lies inside.
+    EXPECT_GE(b.earliest_whole, w.from_ns);
+    EXPECT_LE(b.latest_whole, w.to_ns);
+    EXPECT_EQ(b.whole, 900u - 300u - 1u) << cache;
+    EXPECT_GT(whole_trace.calls.size(), b.calls.size());
+  }
+}
+
+// A source that reads every run call by call (TraceSource's default call_runs).
+class CallByCall final : public engine::TraceSource {
+ public:
+  explicit CallByCall(engine::TraceSource& s) : s_(s) {}
+  void calls(const engine::Window& w, const engine::EventFn& fn) override { s_.calls(w, fn); }
+  void host_events(const engine::Window& w, const engine::EventFn& fn) override {
+    s_.host_events(w, fn);
+  }
+  std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override {
+    return s_.snapshots(w);
+  }
+  std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override {
+    return s_.process_activity(w);
+  }
+  std::map<uint32_t, engine::ProcessInfo> processes() override { return s_.processes(); }
+  std::pair<int64_t, int64_t> time_span() override { return s_.time_span(); }
+  uint64_t event_count(const engine::Window& w) override { return s_.event_count(w); }
+  std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
+      const engine::Window& w) override {
+    return s_.folded_call_sketches(w);
+  }
+
+ private:
+  engine::TraceSource& s_;
+};
+
+TEST(CallRuns, OpStatisticsFromWholeRunsEqualThoseCallByCall) {
+  Folded f = folded_loop("runs-stats");
+  SqlTraceSource src(*f.reader);
+  CallByCall slow(src);
+  auto whole = engine::compute_op_stats(src, {});
+  auto by_call = engine::compute_op_stats(slow, {});
+  EXPECT_EQ(src.error(), "");
+  ASSERT_EQ(whole.per_process.size(), by_call.per_process.size());
+  ASSERT_EQ(whole.overall.size(), by_call.overall.size());
+  size_t launches = 0;
+  for (auto [x, y] : {std::pair{&whole.per_process, &by_call.per_process},
+                      std::pair{&whole.overall, &by_call.overall}})
+    for (size_t i = 0; i < x->size(); ++i) {
+      const engine::OpStats &a = (*x)[i], &b = (*y)[i];
+      SCOPED_TRACE(a.key.op);
+      EXPECT_EQ(a.key, b.key);
+      EXPECT_EQ(std::tie(a.count, a.errors, a.sum_ns, a.min_ns, a.max_ns, a.first_ts, a.last_ts),
+                std::tie(b.count, b.errors, b.sum_ns, b.min_ns, b.max_ns, b.first_ts, b.last_ts));
+      EXPECT_EQ(std::tie(a.p50, a.p95, a.p99), std::tie(b.p50, b.p95, b.p99));
+      EXPECT_EQ(std::tie(a.off_cpu_ns, a.preempts, a.pids, a.tids),
+                std::tie(b.off_cpu_ns, b.preempts, b.pids, b.tids));
+      EXPECT_EQ(std::tie(a.tail_count, a.tail_dur_ns, a.tail_off_cpu_ns, a.tail_preempts),
+                std::tie(b.tail_count, b.tail_dur_ns, b.tail_off_cpu_ns, b.tail_preempts));
+      ASSERT_EQ(a.tail_windows.size(), b.tail_windows.size());
+      for (size_t k = 0; k < a.tail_windows.size(); ++k)
+        EXPECT_EQ(std::tie(a.tail_windows[k].start, a.tail_windows[k].end),
+                  std::tie(b.tail_windows[k].start, b.tail_windows[k].end));
+      if (a.key.op == "cudaLaunchKernel") launches += a.count;
+    }
+  EXPECT_EQ(launches, 2u * 200u * 120u);  // per process and overall
+}
+
+}  // namespace
+}  // namespace ingero::store

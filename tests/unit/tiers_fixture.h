@@ -1,0 +1,190 @@
+// Traces for the tiered-retention tests (tiers_test.cc, call_runs_test.cc): a synthetic
+// training loop, written to a file, copied and folded, and analysed.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "app/builtin_backends.h"
+#include "engine/analysis.h"
+#include "store/sql_trace_source.h"
+#include "store/tiers.h"
+#include "store/trace_reader.h"
+#include "store/trace_writer.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::store::tiers_fixture {
+
+using hal::Event;
+using hal::EventKind;
+using hal::Field;
+
+inline constexpr int64_t kOffset = 1'800'000'000'000'000'000;  // wall = mono + offset
+inline constexpr uint64_t kUs = 1000, kMs = 1000000;
+
+inline Event call(uint64_t ts, uint64_t dur, const char* api, const char* op, EventKind kind,
+                  uint32_t pid = 10, uint32_t tid = 10) {
+  Event e;
+  e.ts_ns = ts;
+  e.dur_ns = dur;
+  e.pid = pid;
+  e.tid = tid;
+  e.set_comm("python3");
+  e.vendor = "nvidia";
+  e.api = api;
+  e.op = op;
+  e.kind = kind;
+  e.has_ret = true;
+  e.set(Field::kStream, 0x7f0000001000);
+  return e;
+}
+
+inline Event launch(uint64_t ts, uint64_t dur, uint32_t tid = 10) {
+  Event e = call(ts, dur, "cuda_runtime", "cudaLaunchKernel", EventKind::kLaunch, 10, tid);
+  e.stack_id = 0x1111;
+  return e;
+}
+
+// A training loop on one thread: per step 120 launches 20 us apart, some slow, failed or
+// preempted ones, a device-to-host copy and a sync that waits 3 ms (the GPU is busy), then
+// 8 ms of host work before the next step (the GPU idles: the step rules have something to
+// find), 17 ms in steps 120-159.
+inline constexpr uint64_t kDatasetStack = 0x3333;
+
+struct Loop {
+  std::vector<Event> calls;
+  uint64_t launches = 0, kept_launches = 0, others = 0;
+};
+
+inline Loop training_loop(int steps) {
+  std::mt19937_64 rng(11);
+  Loop l;
+  uint64_t t = 1000;
+  for (int s = 0; s < steps; ++s) {
+    for (int i = 0; i < 120; ++i) {
+      uint64_t dur = 4 * kUs + rng() % (2 * kUs);
+      Event e = launch(t, dur);
+      if (i == 7 && s % 10 == 0) e.dur_ns = 400 * kUs;  // slow
+      if (i == 9 && s % 20 == 0) e.ret = 1;             // failed
+      if (i == 11 && s % 25 == 0) {                     // preempted
+        e.off_cpu_ns = 50 * kUs;
+        e.preempts = 1;
+        e.switches = 1;
+        e.dur_ns = 60 * kUs;
+      }
+      l.calls.push_back(e);
+      ++l.launches;
+      t += e.dur_ns + 20 * kUs;
+    }
+    Event copy = call(t, 3 * kMs, "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy);
+    copy.set(Field::kBytes, 4);
+    copy.set(Field::kDirection, 2);  // D2H
+    copy.stack_id = 0x2222;
+    l.calls.push_back(copy);
+    Event sleep;  // the copy waits for the GPU off-CPU, as the tracer records it
+    sleep.ts_ns = copy.ts_ns + 100 * kUs;
+    sleep.dur_ns = 2500 * kUs;
+    sleep.pid = sleep.tid = 10;
+    sleep.set_comm("python3");
+    sleep.vendor = "host";
+    sleep.api = "kernel";
+    sleep.op = "sched_switch";
+    sleep.kind = EventKind::kSchedSwitch;
+    sleep.set(Field::kFlags, 0);
+    sleep.set(Field::kState, 1);
+    l.calls.push_back(sleep);
+    t += copy.dur_ns + 5 * kUs;
+    Event sync = call(t, 20 * kUs, "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync);
+    sync.stack_id = 0x2222;
+    l.calls.push_back(sync);
+    l.others += 2;
+    t += sync.dur_ns;
+    // The host works on-CPU in the dataset (on-CPU samples every millisecond) while the GPU idles.
+    uint64_t work = (s >= 120 && s < 160 ? 17 : 8) * kMs;
+    for (uint64_t at = 500 * kUs; at < work; at += kMs) {
+      Event sample;
+      sample.ts_ns = t + at;
+      sample.pid = sample.tid = 10;
+      sample.set_comm("python3");
+      sample.vendor = "host";
+      sample.api = "kernel";
+      sample.op = "cpu_sample";
+      sample.kind = EventKind::kCpuSample;
+      sample.stack_id = kDatasetStack;
+      l.calls.push_back(sample);
+    }
+    t += work;
+  }
+  return l;
+}
+
+inline std::string write_trace(const std::string& name, const std::vector<Event>& calls) {
+  std::string path = test::temp_path(name);
+  auto w = TraceWriter::open(path);
+  EXPECT_TRUE(w) << (w ? "" : w.error().message);
+  SessionInfo si;
+  si.node = "n1";
+  si.mono_offset_ns = kOffset;
+  EXPECT_TRUE((*w)->begin_session(si));
+  hal::StackFrame f;
+  f.python = true;
+  f.function = "SlowDS.__getitem__";
+  f.file = "train.py";
+  f.line = 15;
+  EXPECT_TRUE((*w)->add_stack(kDatasetStack, {f}));
+  size_t n = 0;
+  for (const Event& e : calls) {
+    EXPECT_TRUE((*w)->add(e));
+    if (++n % 5000 == 0) {  // summaries are flushed as it goes
+      EXPECT_TRUE((*w)->commit());
+    }
+  }
+  EXPECT_TRUE((*w)->finish(SessionEnd{}));
+  return path;
+}
+
+inline std::string copy_of(const std::string& path, const std::string& name) {
+  std::string out = test::temp_path(name);
+  std::filesystem::copy_file(path, out, std::filesystem::copy_options::overwrite_existing);
+  return out;
+}
+
+// Folds every launch the policy allows (the whole trace is older than the full-row window).
+inline Compacted fold_everything(const std::string& path) {
+  auto r = compact_trace(path, 1, app::builtin_views());
+  EXPECT_TRUE(r) << (r ? "" : r.error().message);
+  return r ? *r : Compacted{};
+}
+
+struct Read {
+  std::unique_ptr<TraceReader> reader;
+  std::unique_ptr<SqlTraceSource> source;
+  engine::Analysis a;
+};
+
+inline Read analyze(const std::string& path) {
+  Read r;
+  auto reader = TraceReader::open(path, app::builtin_views());
+  EXPECT_TRUE(reader) << (reader ? "" : reader.error().message);
+  r.reader = std::move(*reader);
+  r.source = std::make_unique<SqlTraceSource>(*r.reader);
+  r.a = engine::analyze(*r.source, engine::Window{});
+  EXPECT_EQ(r.source->error(), "");
+  return r;
+}
+
+// The chains' ids and severities. Chains of one severity are ranked by their figures, which
+// move within the quantiles' error: the set is compared, and the first chain exactly.
+inline std::set<std::string> chain_keys(const engine::Analysis& a) {
+  std::set<std::string> out;
+  for (const auto& c : a.chains) out.insert(c.id + " " + engine::severity_name(c.severity));
+  return out;
+}
+
+}  // namespace ingero::store::tiers_fixture
