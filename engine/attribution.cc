@@ -59,7 +59,7 @@ void attribute_stacks(TraceSource& source, Analysis& a) {
   }
   if (want.empty()) return;
   std::vector<std::vector<Slow>> slow(a.chains.size());
-  source.calls(a.window, [&](const hal::Event& e) {
+  auto consider = [&](const hal::Event& e) {
     if (!e.stack_id) return;
     std::string op(e.op);
     for (uint32_t pid : {e.pid, 0u}) {
@@ -84,6 +84,11 @@ void attribute_stacks(TraceSource& source, Analysis& a) {
         }
       }
     }
+  };
+  // A run's calls count only where a chain is about its op.
+  source.call_runs(a.window, consider, [&](const CallRun& r) {
+    std::string op(r.op);
+    if (want.count({op, r.pid}) || want.count({op, 0u})) r.for_each_call(consider);
   });
   std::map<uint64_t, std::vector<std::string>> frames_of;
   for (size_t ci = 0; ci < a.chains.size(); ++ci) {

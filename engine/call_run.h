@@ -1,5 +1,6 @@
 // A run of calls that tiered retention folded (store/tiers.h), read back whole: `calls`
-// successful calls of one op on one thread and stream, none nested in another call. Read back
+// successful launches (kind kLaunch) of one op on one thread and stream, none nested in
+// another call. Read back
 // as calls, a run's calls are spread evenly from its first start to its last end, with its
 // minimum first, its maximum last and the rest of its total in between, so counts, sums,
 // extremes, rates and the gaps between runs are those of the calls it replaced.

@@ -32,7 +32,7 @@ GraphReport compute_graphs(TraceSource& source, const Window& window) {
   std::map<std::pair<uint32_t, uint64_t>, Capture> open_captures;  // (pid, stream)
   std::map<std::pair<uint32_t, uint64_t>, Capture> graphs;         // (pid, graph) -> capture
   int64_t first = 0, last = 0;
-  source.calls(window, [&](const hal::Event& e) {
+  auto on_call = [&](const hal::Event& e) {
     if (!is_graph_kind(e.kind)) return;
     int64_t ts = int64_t(e.ts_ns);
     if (!first) first = ts;
@@ -121,13 +121,15 @@ GraphReport compute_graphs(TraceSource& source, const Window& window) {
       default:
         return;
     }
-  });
+  };
+  source.call_runs(window, on_call, ignore_runs);
   launch_q.resolve([&](const ExactQuantiles::Sink& sink) {
-    source.calls(window, [&](const hal::Event& e) {
+    auto on_call = [&](const hal::Event& e) {
       if (e.kind != K::kGraphLaunch || failed(e)) return;
       auto g = launch_group.find({e.pid, e.get_or(hal::Field::kGraphExec, 0)});
       if (g != launch_group.end()) sink(g->second, e.dur_ns);
-    });
+    };
+    source.call_runs(window, on_call, ignore_runs);
   });
   for (auto& [k, u] : execs) {
     if (auto g = launch_group.find(k); g != launch_group.end()) {
@@ -152,13 +154,14 @@ GraphReport compute_graphs(TraceSource& source, const Window& window) {
     rep.bucket_ns = bucket;
     rep.timeline.resize(n);
     for (size_t i = 0; i < n; ++i) rep.timeline[i].start = first + int64_t(i) * bucket;
-    source.calls(window, [&](const hal::Event& e) {
+    auto on_call = [&](const hal::Event& e) {
       if (!is_graph_kind(e.kind) || failed(e)) return;
       size_t i = std::min(size_t((int64_t(e.ts_ns) - first) / bucket), n - 1);
       if (e.kind == K::kGraphBeginCapture) ++rep.timeline[i].captures;
       if (e.kind == K::kGraphInstantiate) ++rep.timeline[i].instantiations;
       if (e.kind == K::kGraphLaunch) ++rep.timeline[i].launches;
-    });
+    };
+    source.call_runs(window, on_call, ignore_runs);
   }
   return rep;
 }

@@ -66,7 +66,19 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
     std::string api, vendor;
   };
   std::map<uint32_t, Series> by_pid;
-  source.calls(a.window, [&](const hal::Event& e) {
+  auto count_launch = [&](uint32_t pid, std::string_view api, std::string_view vendor, int64_t ts) {
+    Series& s = by_pid[pid];
+    if (s.per_sec.empty()) {
+      s.first = ts;
+      s.api = std::string(api);
+      s.vendor = std::string(vendor);
+    }
+    size_t sec = size_t((ts - s.first) / kSecond);
+    if (sec > 7 * 24 * 3600) return;
+    if (s.per_sec.size() <= sec) s.per_sec.resize(sec + 1);
+    ++s.per_sec[sec];
+  };
+  auto on_call = [&](const hal::Event& e) {
     if (!is_launch(e.kind)) {
       auto it = by_pid.find(e.pid);
       if (it == by_pid.end() || it->second.per_sec.empty()) return;
@@ -76,16 +88,13 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
       ++it->second.other_per_sec[sec];
       return;
     }
-    Series& s = by_pid[e.pid];
-    if (s.per_sec.empty()) {
-      s.first = int64_t(e.ts_ns);
-      s.api = std::string(e.api);
-      s.vendor = std::string(e.vendor);
-    }
-    size_t sec = size_t((int64_t(e.ts_ns) - s.first) / kSecond);
-    if (sec > 7 * 24 * 3600) return;
-    if (s.per_sec.size() <= sec) s.per_sec.resize(sec + 1);
-    ++s.per_sec[sec];
+    count_launch(e.pid, e.api, e.vendor, int64_t(e.ts_ns));
+  };
+  // Each call of a run in its second, without making it an event.
+  source.call_runs(a.window, on_call, [&](const CallRun& r) {
+    int64_t ts = r.ts_ns;
+    for (uint64_t k = 0; k < r.calls; ts += int64_t(r.duration(k) + r.gap(k)), ++k)
+      count_launch(r.pid, r.api, r.vendor, ts);
   });
   for (auto& [pid, s] : by_pid) {
     if (s.per_sec.size() < 4) continue;
@@ -173,7 +182,7 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
   // has stacks); the launches it waits for come from the same thread, any call site.
   std::map<std::pair<uint32_t, uint64_t>, Caller> callers;  // (tid, stack) -> caller
   std::map<uint32_t, uint64_t> launches_by_tid;
-  source.calls(a.window, [&](const hal::Event& e) {
+  auto on_call = [&](const hal::Event& e) {
     if (is_launch(e.kind)) {
       ++launches_by_tid[e.tid];
       return;
@@ -196,7 +205,8 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
         c.vendor = std::string(e.vendor);
       }
     }
-  });
+  };
+  source.call_runs(a.window, on_call, [&](const CallRun& r) { launches_by_tid[r.tid] += r.calls; });
   // Each caller: its blocking calls against all launches of its thread.
   for (auto& [key, c] : callers) {
     c.launches = launches_by_tid[key.first];
@@ -261,7 +271,7 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
     std::string api, vendor;
   };
   std::map<uint32_t, GraphUse> by_pid;
-  source.calls(a.window, [&](const hal::Event& e) {
+  auto on_call = [&](const hal::Event& e) {
     using K = hal::EventKind;
     if (e.kind != K::kGraphBeginCapture && e.kind != K::kGraphEndCapture &&
         e.kind != K::kGraphInstantiate && e.kind != K::kGraphLaunch)
@@ -287,7 +297,8 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
       if (g.first_launch) ++g.instantiates_after;
     }
     if (e.kind == K::kGraphBeginCapture && g.first_launch) ++g.captures_after;
-  });
+  };
+  source.call_runs(a.window, on_call, ignore_runs);
   for (auto& [pid, g] : by_pid) {
     std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
     uint64_t recaptures = std::max(g.captures_after, g.instantiates_after);

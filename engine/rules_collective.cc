@@ -23,7 +23,7 @@ CollectiveReport compute_collectives(TraceSource& source, const Window& window) 
   // Collectives waiting for the next sync on their (pid, stream).
   std::map<std::pair<uint32_t, uint64_t>, std::vector<std::pair<CollectiveRank*, Pending>>> pending;
   CollectiveReport rep;
-  source.calls(window, [&](const hal::Event& e) {
+  auto on_call = [&](const hal::Event& e) {
     if (e.kind == hal::EventKind::kCommInit) {
       if (auto c = e.get(hal::Field::kCommunicator))
         communicator_of[{e.pid, *c}] = {e.get_or(hal::Field::kRank, 0),
@@ -75,7 +75,8 @@ CollectiveReport compute_collectives(TraceSource& source, const Window& window) 
     r.bytes += e.get_or(hal::Field::kBytes, 0);
     pending[{e.pid, e.get_or(hal::Field::kStream, 0)}].push_back(
         {&r, {r.starts.size() - 1, int64_t(e.ts_ns + e.dur_ns)}});
-  });
+  };
+  source.call_runs(window, on_call, ignore_runs);
   // Lags: the i-th call of every rank is the same collective.
   for (auto& [group, ops] : rep.groups) {
     for (auto& [op, ranks] : ops) {

@@ -105,6 +105,8 @@ struct ProcessInfo {
 // as long as the source: the engine keys its groups by their addresses.
 using EventFn = std::function<void(const hal::Event&)>;
 using CallRunFn = std::function<void(const CallRun&)>;
+// For a pass that looks at no launch: runs hold launches only.
+inline void ignore_runs(const CallRun&) {}
 
 class TraceSource {
  public:
