@@ -42,6 +42,25 @@ struct CallRun {
   // Call k, starting at `ts` (the previous call's start + its duration + its gap), as
   // TraceSource::calls gives it. Sets every field a call row would.
   void call(uint64_t k, int64_t ts, hal::Event& e) const;
+  // Every call's start and duration in order, without making events:
+  // fn(uint64_t k, int64_t start, uint64_t duration).
+  template <class Fn>
+  void for_each_span(Fn&& fn) const {
+    // duration(k) and gap(k) with their quotients taken once.
+    uint64_t middle = calls > 2 ? calls - 2 : 1, gaps = calls > 1 ? calls - 1 : 1;
+    uint64_t rest = calls > 2 ? sum_ns - min_ns - max_ns : 0;
+    uint64_t idle = calls > 1 && span_ns > sum_ns ? span_ns - sum_ns : 0;
+    uint64_t d = rest / middle, d_extra = rest % middle, g = idle / gaps, g_extra = idle % gaps;
+    int64_t ts = ts_ns;
+    for (uint64_t k = 0; k < calls; ++k) {
+      uint64_t dur = calls == 1       ? sum_ns
+                     : k == 0         ? min_ns
+                     : k == calls - 1 ? max_ns
+                                      : d + (k - 1 < d_extra ? 1 : 0);
+      fn(k, ts, dur);
+      ts += int64_t(dur + g + (k < g_extra ? 1 : 0));
+    }
+  }
   // Every call in order: fn(const hal::Event&).
   template <class Fn>
   void for_each_call(Fn&& fn) const {

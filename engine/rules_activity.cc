@@ -92,9 +92,8 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
   };
   // Each call of a run in its second, without making it an event.
   source.call_runs(a.window, on_call, [&](const CallRun& r) {
-    int64_t ts = r.ts_ns;
-    for (uint64_t k = 0; k < r.calls; ts += int64_t(r.duration(k) + r.gap(k)), ++k)
-      count_launch(r.pid, r.api, r.vendor, ts);
+    r.for_each_span(
+        [&](uint64_t, int64_t start, uint64_t) { count_launch(r.pid, r.api, r.vendor, start); });
   });
   for (auto& [pid, s] : by_pid) {
     if (s.per_sec.size() < 4) continue;

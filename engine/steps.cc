@@ -367,14 +367,56 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
   size_t budget = max_calls;
   for (const auto& [pid, n] : calls_per_pid)
     procs[pid].calls.reserve(size_t(std::min<uint64_t>(n, max_calls)));
-  source.calls(w, [&](const hal::Event& e) {
+  auto on_call = [&](const hal::Event& e) {
     if (hal::is_host_kind(e.kind)) return;
     Proc& p = procs[e.pid];
     p.pid = e.pid;
     collect(e, p, budget);
+  };
+  hal::Event first;
+  source.call_runs(w, on_call, [&](const CallRun& r) {
+    Proc& p = procs[r.pid];
+    p.pid = r.pid;
+    r.call(0, r.ts_ns, first);
+    size_t at = p.calls.size();
+    collect(first, p, budget);
+    if (p.calls.size() != at + 1) {  // not top-level, unlike what folding leaves: call by call
+      r.for_each_span([&](uint64_t k, int64_t start, uint64_t) {
+        if (k == 0) return;
+        r.call(k, start, first);
+        collect(first, p, budget);
+      });
+      return;
+    }
+    // The rest follow the first on its thread without overlapping: each is top-level too.
+    uint64_t added = 0, added_ns = 0;
+    Call c = p.calls[at];
+    r.for_each_span([&](uint64_t k, int64_t start, uint64_t dur) {
+      if (k == 0) return;
+      if (budget == 0) {
+        ++p.dropped;
+        return;
+      }
+      --budget;
+      c.start = start;
+      c.end = start + int64_t(dur);
+      p.calls.push_back(c);
+      ++added;
+      added_ns += dur;
+    });
+    if (added) p.open[r.tid] = p.calls.size() - 1;
+    p.ops[c.op].calls += added;
+    p.ops[c.op].sum_ns += added_ns;
   });
   std::erase_if(procs, [](const auto& kv) { return kv.second.pid == 0; });  // hinted, no calls
-  std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;   // pid -> tid -> samples
+  // A run's calls came at its start, before the calls of other threads that started
+  // meanwhile: back into start order.
+  for (auto& [pid, p] : procs) {
+    auto by_start = [](const Call& x, const Call& y) { return x.start < y.start; };
+    if (!std::is_sorted(p.calls.begin(), p.calls.end(), by_start))
+      std::stable_sort(p.calls.begin(), p.calls.end(), by_start);
+  }
+  std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
   m.cpu_samples = source.has_cpu_samples();
   if (m.cpu_samples)
     source.cpu_samples(w, [&](const CpuSample& cs) {

@@ -2,21 +2,17 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "store/sqlite_db.h"
 
 namespace ingero::store {
 
-ingero::Result<std::vector<engine::CallRun>> load_call_runs(Db& db, const EventFilter& f,
-                                                            StringPool& strings) {
-  std::vector<engine::CallRun> out;
+ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFilter& f,
+                                                          StringPool& strings) {
+  std::unique_ptr<RunCursor> out(new RunCursor(db));
   if (!db.table_exists("call_runs")) return out;
-  struct Names {
-    std::string_view vendor, api, op;
-    hal::EventKind kind;
-  };
-  std::map<std::pair<int64_t, int64_t>, Names> names;
   auto dict = db.prepare(
       "SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops o ON "
       "o.source_id = s.id");
@@ -25,12 +21,11 @@ ingero::Result<std::vector<engine::CallRun>> load_call_runs(Db& db, const EventF
     auto r = dict->step();
     if (!r) return r.error();
     if (!*r) break;
-    names[{dict->int64(0), dict->int64(1)}] = {
+    out->names_[{dict->int64(0), dict->int64(1)}] = {
         strings.intern(dict->text_view(2)), strings.intern(dict->text_view(3)),
         strings.intern(dict->text_view(4)),
         hal::kind_from_name(dict->text_view(5)).value_or(hal::EventKind::kUnknown)};
   }
-  std::map<int64_t, std::string_view> libraries;
   if (db.table_exists("libraries")) {
     auto libs = db.prepare("SELECT id, path FROM libraries");
     if (!libs) return libs.error();
@@ -38,11 +33,10 @@ ingero::Result<std::vector<engine::CallRun>> load_call_runs(Db& db, const EventF
       auto r = libs->step();
       if (!r) return r.error();
       if (!*r) break;
-      libraries[libs->int64(0)] = strings.intern(libs->text_view(1));
+      out->libraries_[libs->int64(0)] = strings.intern(libs->text_view(1));
     }
   }
-  // A run overlaps the window when it starts before its end and ends after its start; runs
-  // are shorter than a step, so the start index bounds the scan.
+  // A run overlaps the window when it starts before its end and ends after its start.
   std::string sql =
       "SELECT timestamp, span_ns, pid, tid, comm, cgroup_id, source, op, library_id, stream, "
       "device, calls, sum_ns, min_ns, max_ns, nested_calls, stack_hash FROM call_runs WHERE "
@@ -53,13 +47,23 @@ ingero::Result<std::vector<engine::CallRun>> load_call_runs(Db& db, const EventF
   sql += " ORDER BY timestamp";
   auto st = db.prepare(sql);
   if (!st) return st.error();
+  out->stmt_ = std::make_unique<Stmt>(std::move(*st));
+  return out;
+}
+
+RunCursor::RunCursor(Db& db) : db_(db) {}
+RunCursor::~RunCursor() = default;
+
+ingero::Result<bool> RunCursor::next(engine::CallRun& w) {
+  if (!stmt_) return false;
   while (true) {
-    auto r = st->step();
+    auto r = stmt_->step();
     if (!r) return r.error();
-    if (!*r) break;
-    auto n = names.find({st->int64(6), st->int64(7)});
-    if (n == names.end()) continue;  // as the calls view: an op missing from the dictionary
-    engine::CallRun w;
+    if (!*r) return false;
+    Stmt* st = stmt_.get();
+    auto n = names_.find({st->int64(6), st->int64(7)});
+    if (n == names_.end()) continue;  // as the calls view: an op missing from the dictionary
+    w = engine::CallRun{};
     w.ts_ns = st->int64(0);
     w.span_ns = uint64_t(std::max<int64_t>(0, st->int64(1)));
     w.pid = uint32_t(st->int64(2));
@@ -72,7 +76,7 @@ ingero::Result<std::vector<engine::CallRun>> load_call_runs(Db& db, const EventF
     w.op = n->second.op;
     w.kind = n->second.kind;
     if (!st->is_null(8))
-      if (auto l = libraries.find(st->int64(8)); l != libraries.end()) w.library = l->second;
+      if (auto l = libraries_.find(st->int64(8)); l != libraries_.end()) w.library = l->second;
     if (!st->is_null(9)) w.stream = uint64_t(st->int64(9));
     if (!st->is_null(10)) w.device = uint64_t(st->int64(10));
     w.calls = uint64_t(std::max<int64_t>(0, st->int64(11)));
@@ -85,12 +89,11 @@ ingero::Result<std::vector<engine::CallRun>> load_call_runs(Db& db, const EventF
     // invented calls.
     if (w.calls == 0 || w.min_ns > w.max_ns || w.sum_ns < w.min_ns + (w.calls > 1 ? w.max_ns : 0) ||
         (w.calls > 1 && w.sum_ns > w.max_ns * w.calls))
-      return ingero::make_error(db.path() +
+      return ingero::make_error(db_.path() +
                                 ": a damaged call_runs row (its count, total and "
                                 "extremes do not fit together)");
-    out.push_back(w);
+    return true;
   }
-  return out;
 }
 
 void RunExpander::add(const engine::CallRun& r) {

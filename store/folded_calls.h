@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <queue>
 #include <vector>
 
@@ -16,12 +18,30 @@
 namespace ingero::store {
 
 class Db;
+class Stmt;
 
-// The runs overlapping `f` (its pid and node restrictions apply), by start. Empty for files
-// without runs. A damaged row (no calls, or extremes that do not fit the total) is an error,
-// never expanded into invented calls.
-ingero::Result<std::vector<engine::CallRun>> load_call_runs(Db& db, const EventFilter& f,
-                                                            StringPool& strings);
+// The runs overlapping `f` (its pid and node restrictions apply), by start, one at a time.
+// None for files without runs. A damaged row (no calls, or extremes that do not fit the
+// total) is an error, never expanded into invented calls.
+class RunCursor {
+ public:
+  static ingero::Result<std::unique_ptr<RunCursor>> open(Db& db, const EventFilter& f,
+                                                         StringPool& strings);
+  ~RunCursor();
+  // The next run into `r`: true, or false after the last.
+  ingero::Result<bool> next(engine::CallRun& r);
+
+ private:
+  explicit RunCursor(Db& db);
+  struct Names {
+    std::string_view vendor, api, op;
+    hal::EventKind kind;
+  };
+  Db& db_;
+  std::map<std::pair<int64_t, int64_t>, Names> names_;  // (source, op)
+  std::map<int64_t, std::string_view> libraries_;
+  std::unique_ptr<Stmt> stmt_;
+};
 
 class RunExpander {
  public:

@@ -109,21 +109,34 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
       if (on) (void)db.exec("COMMIT");
     }
   } end_snapshot{reader_.db(), snapshot};
-  auto runs = load_call_runs(reader_.db(), filter(w, true), strings_);
+  auto runs = RunCursor::open(reader_.db(), filter(w, true), strings_);
   if (!runs) {
     fail(runs.error());
     return;
   }
-  size_t next = 0;
-  auto st = for_each_event(reader_.db(), EventCursor::Rows::kCalls, filter(w, true), strings_,
-                           [&](const hal::Event& e) -> ingero::Status {
-                             while (next < runs->size() && (*runs)[next].ts_ns <= int64_t(e.ts_ns))
-                               keep_run((*runs)[next++]);
-                             keep_call(e);
-                             return {};
-                           });
+  // The runs are read alongside the rows: the next one waits in `r` until its start is due.
+  engine::CallRun r;
+  ingero::Status st;
+  auto advance = [&]() -> bool {
+    auto more = (*runs)->next(r);
+    if (!more) st = more.error();
+    return more && *more;
+  };
+  bool pending = advance();
   if (st)
-    while (next < runs->size()) keep_run((*runs)[next++]);
+    st = for_each_event(reader_.db(), EventCursor::Rows::kCalls, filter(w, true), strings_,
+                        [&](const hal::Event& e) -> ingero::Status {
+                          while (pending && r.ts_ns <= int64_t(e.ts_ns)) {
+                            keep_run(r);
+                            pending = advance();
+                          }
+                          keep_call(e);
+                          return st;
+                        });
+  while (st && pending) {
+    keep_run(r);
+    pending = advance();
+  }
   if (!st) fail(st.error());
   if (fill && st) {
     cache_state_ = CacheState::kFull;

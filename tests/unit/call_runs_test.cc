@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <tuple>
 
 #include "engine/op_stats.h"
@@ -135,6 +136,13 @@ class CallByCall final : public engine::TraceSource {
       const engine::Window& w) override {
     return s_.folded_call_sketches(w);
   }
+  bool has_stacks() override { return s_.has_stacks(); }
+  std::vector<engine::StackFrameInfo> stack(uint64_t id) override { return s_.stack(id); }
+  bool has_cpu_samples() override { return s_.has_cpu_samples(); }
+  void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override {
+    s_.cpu_samples(w, fn);
+  }
+  std::optional<engine::TraceLosses> losses() override { return s_.losses(); }
 
  private:
   engine::TraceSource& s_;
@@ -170,6 +178,87 @@ TEST(CallRuns, OpStatisticsFromWholeRunsEqualThoseCallByCall) {
       if (a.key.op == "cudaLaunchKernel") launches += a.count;
     }
   EXPECT_EQ(launches, 2u * 200u * 120u);  // per process and overall
+}
+
+TEST(CallRuns, SpansWalkTheSameCallsAsTheEventsOneByOne) {
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    engine::CallRun r;
+    r.ts_ns = int64_t(rng() % 1000000);
+    r.calls = 1 + rng() % 40;
+    r.min_ns = 100 + rng() % 1000;
+    r.max_ns = r.min_ns + rng() % 5000;
+    uint64_t middle = r.calls > 2 ? r.calls - 2 : 0;
+    r.sum_ns = r.calls == 1   ? r.min_ns
+               : r.calls == 2 ? r.min_ns + r.max_ns
+                              : r.min_ns + r.max_ns + middle * r.min_ns +
+                                    rng() % (middle * (r.max_ns - r.min_ns) + 1);
+    // Sometimes no idle time; a single call spans its duration.
+    r.span_ns = r.sum_ns + (r.calls > 1 ? rng() % 3 * (rng() % 100000) : 0);
+    std::vector<std::pair<int64_t, uint64_t>> spans, events;
+    r.for_each_span([&](uint64_t k, int64_t start, uint64_t dur) {
+      EXPECT_EQ(k, spans.size());
+      spans.push_back({start, dur});
+    });
+    r.for_each_call([&](const Event& e) { events.push_back({int64_t(e.ts_ns), e.dur_ns}); });
+    ASSERT_EQ(spans, events) << i;
+    EXPECT_EQ(spans.back().first, r.last_start());
+    uint64_t sum = 0;
+    for (auto [start, dur] : spans) sum += dur;
+    EXPECT_EQ(sum, r.sum_ns);
+    EXPECT_EQ(uint64_t(spans.back().first - r.ts_ns) + spans.back().second,
+              std::max(r.span_ns, r.sum_ns));
+  }
+}
+
+// Two threads launching into one stream, interleaved: runs of one thread come before the
+// other thread's calls that started meanwhile, and the step model puts them back in order.
+TEST(CallRuns, ExplainFromWholeRunsEqualsExplainCallByCall) {
+  Loop l = training_loop(200);
+  std::vector<Event> calls;
+  for (const Event& e : l.calls) {
+    calls.push_back(e);
+    if (e.kind != EventKind::kLaunch) continue;
+    Event twin = e;
+    twin.tid = 11;
+    twin.ts_ns += 7 * kUs;
+    twin.dur_ns = 3 * kUs;
+    calls.push_back(twin);
+  }
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+  std::string path = copy_of(write_trace("runs-explain-full.db", calls), "runs-explain.db");
+  fold_everything(path);
+  ASSERT_GT(test::query_int(path, "SELECT count(DISTINCT tid) FROM call_runs"), 1);
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader);
+  SqlTraceSource src(**reader);
+  CallByCall slow(src);
+  engine::Analysis a = engine::analyze(src, {}), b = engine::analyze(slow, {});
+  EXPECT_EQ(src.error(), "");
+  ASSERT_FALSE(a.chains.empty());
+  ASSERT_EQ(a.chains.size(), b.chains.size());
+  for (size_t i = 0; i < a.chains.size(); ++i) {
+    EXPECT_EQ(a.chains[i].id, b.chains[i].id);
+    EXPECT_EQ(a.chains[i].summary, b.chains[i].summary);
+  }
+  ASSERT_EQ(a.steps.processes.size(), 1u);
+  ASSERT_EQ(b.steps.processes.size(), 1u);
+  const auto &x = a.steps.processes[0], &y = b.steps.processes[0];
+  EXPECT_EQ(x.summary.text, y.summary.text);
+  ASSERT_EQ(x.steps.size(), y.steps.size());
+  ASSERT_GE(x.steps.size(), 190u);
+  for (size_t i = 0; i < x.steps.size(); ++i) {
+    const engine::Step &p = x.steps[i], &q = y.steps[i];
+    ASSERT_EQ(std::tie(p.start_ns, p.end_ns, p.launches, p.syncs, p.copies),
+              std::tie(q.start_ns, q.end_ns, q.launches, q.syncs, q.copies))
+        << i;
+    ASSERT_EQ(std::tie(p.wait_ns, p.enqueue_ns, p.api_ns, p.host_ns, p.gpu_idle_ns, p.host_gap_ns),
+              std::tie(q.wait_ns, q.enqueue_ns, q.api_ns, q.host_ns, q.gpu_idle_ns, q.host_gap_ns))
+        << i;
+  }
+  EXPECT_EQ(x.steps[150].launches, 240u);  // both threads' launches, one step of the slow phase
+  EXPECT_EQ(x.gaps.size(), y.gaps.size());
 }
 
 }  // namespace
