@@ -65,12 +65,10 @@ struct CallRun {
   template <class Fn>
   void for_each_call(Fn&& fn) const {
     hal::Event e;
-    int64_t ts = ts_ns;
-    for (uint64_t k = 0; k < calls; ++k) {
-      call(k, ts, e);
+    for_each_span([&](uint64_t k, int64_t start, uint64_t) {
+      call(k, start, e);
       fn(static_cast<const hal::Event&>(e));
-      ts += int64_t(duration(k) + gap(k));
-    }
+    });
   }
 };
 
