@@ -54,26 +54,33 @@ TEST(HostContext, PlantedCpuContentionNamesOpPidAndHog) {
                         std::to_string(pid) + " AND peer_pid = " + std::to_string(hog) +
                         " AND flags = 1"),
       50);
-  // explain names the op, the workload's pid and the hog.
+  // explain names the op, the workload's pid and the hog. The launches lose their CPU to the
+  // hog too, and any chain about them names the same pid and hog. The severity is not fixed:
+  // sharing one CPU with the hog, the sync spends about half its time off-CPU, right at the
+  // 50% line between MEDIUM and HIGH (engine/thresholds.h; the unit tests pin the thresholds),
+  // so which side it lands on depends on the scheduler. It is never LOW: the cause was found.
   auto j = explain_json(db);
   bool found = false;
   for (const auto& c : j["chains"]) {
     if (c["rule"] != "cpu_contention") continue;
-    found = true;
-    EXPECT_EQ(c["op"], "cudaStreamSynchronize");
     EXPECT_EQ(c["pids"], nlohmann::json::array({pid}));
     EXPECT_NE(
         c["summary"].get<std::string>().find("noisy_neighbor (pid " + std::to_string(hog) + ")"),
         std::string::npos)
         << c["summary"];
-    EXPECT_EQ(c["severity"], "HIGH");
+    if (c["op"] != "cudaStreamSynchronize") {
+      EXPECT_EQ(c["op"], "cudaLaunchKernel");
+      continue;
+    }
+    found = true;
+    EXPECT_NE(c["severity"], "LOW");
   }
   EXPECT_TRUE(found) << j["chains"].dump(2);
   // The live trace stored its chains too.
   EXPECT_GE(
-      query_int(
-          db,
-          "SELECT count(*) FROM causal_chains WHERE rule = 'cpu_contention' AND severity = 'HIGH'"),
+      query_int(db,
+                "SELECT count(*) FROM causal_chains WHERE rule = 'cpu_contention' AND severity IN "
+                "('HIGH', 'MEDIUM') AND cuda_op = 'cudaStreamSynchronize'"),
       1);
   EXPECT_GT(query_int(db, "SELECT count(*) FROM system_snapshots"), 3);
   EXPECT_GT(query_int(db, "SELECT count(*) FROM process_stats WHERE pid = " + std::to_string(hog)),

@@ -455,12 +455,22 @@ TEST(TraceCuda, FullRowsFoldsOldLaunchesWhileTracingAndCountsEveryCall) {
   int64_t folded = query_int(db, "SELECT coalesce(sum(calls), 0) FROM call_runs");
   EXPECT_EQ(rows + folded, 310 * 17);
   EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_seconds"), 310 * 17);
-  // The first process's launches are older than the window by the end: most were folded.
-  EXPECT_GT(folded, 300 * 16 / 2);
-  // The last process ran within the window: every one of its calls has its row.
+  // The first process's launches are older than the window by the end: those under the
+  // fold limit (0.99 x their p95) were folded. How many that is depends on how the launches'
+  // timings spread on this machine, not a fixed share: a third or more keep their rows when
+  // they all take about the same time.
+  EXPECT_GT(folded, 0);
+  // The last process ran within the window: every one of its calls has its row, and every
+  // run is the first process's.
   int64_t last = query_int(db, "SELECT pid FROM calls ORDER BY ts_ns DESC LIMIT 1");
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE pid = " + std::to_string(last)),
             10 * 17);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM call_runs WHERE pid = " + std::to_string(last)), 0);
+  // The first process's 4,800 launches: each either kept its row or is in a run.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE kind = 'launch' AND pid != " +
+                              std::to_string(last)) +
+                folded,
+            300 * 16);
   // Syncs are never folded.
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE kind = 'sync'"), 310);
 }
