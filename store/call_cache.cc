@@ -60,20 +60,12 @@ uint32_t CallCache::stack_index(uint64_t stack) {
 
 bool CallCache::add(const hal::Event& e) {
   std::vector<uint8_t>& buf_ = one_;
-  buf_.clear();
   uint8_t flags = (e.has_ret ? kHasRet : 0) | (e.unfinished ? kUnfinished : 0) |
                   (e.peer_comm[0] ? kPeerComm : 0) |
                   (e.off_cpu_ns || e.preempts || e.switches ? kOffCpu : 0) |
                   (e.cgroup_id ? kCgroup : 0);
-  buf_.push_back(flags);
-  put(buf_, zigzag(int64_t(e.ts_ns - last_ts_)));
-  last_ts_ = e.ts_ns;
-  put(buf_, e.dur_ns);
-  put(buf_, e.pid);
-  put(buf_, e.tid);
-  put(buf_, name_index(e.vendor, e.api, e.op, e.kind));
-  put(buf_, comm_index(e.comm_view()));
-  put(buf_, stack_index(e.stack_id));
+  put_head({flags, e.ts_ns, e.dur_ns, e.pid, e.tid, name_index(e.vendor, e.api, e.op, e.kind),
+            comm_index(e.comm_view()), stack_index(e.stack_id)});
   if (flags & kHasRet) put(buf_, zigzag(e.ret));
   if (flags & kPeerComm) put(buf_, comm_index(e.peer_comm_view()));
   if (flags & kOffCpu) {
@@ -90,18 +82,11 @@ bool CallCache::add(const hal::Event& e) {
 }
 
 bool CallCache::add_run(const engine::CallRun& r) {
-  std::vector<uint8_t>& b = one_;
-  b.clear();
-  b.push_back(kRunFlag | (r.cgroup_id ? kCgroup : 0));
-  put(b, zigzag(r.ts_ns - int64_t(last_ts_)));
-  last_ts_ = uint64_t(r.ts_ns);
-  put(b, r.span_ns);
-  put(b, r.pid);
-  put(b, r.tid);
-  put(b, name_index(r.vendor, r.api, r.op, r.kind));
   std::string_view comm(r.comm.data(), strnlen(r.comm.data(), r.comm.size()));
-  put(b, comm_index(comm));
-  put(b, stack_index(r.stack_id));
+  put_head({uint8_t(kRunFlag | (r.cgroup_id ? kCgroup : 0)), uint64_t(r.ts_ns), r.span_ns, r.pid,
+            r.tid, name_index(r.vendor, r.api, r.op, r.kind), comm_index(comm),
+            stack_index(r.stack_id)});
+  std::vector<uint8_t>& b = one_;
   put(b, r.calls);
   put(b, r.sum_ns);
   put(b, r.min_ns);
@@ -115,6 +100,34 @@ bool CallCache::add_run(const engine::CallRun& r) {
   return true;
 }
 
+void CallCache::put_head(const Head& h) {
+  one_.clear();
+  one_.push_back(h.flags);
+  put(one_, zigzag(int64_t(h.ts - last_ts_)));
+  last_ts_ = h.ts;
+  put(one_, h.length);
+  put(one_, h.pid);
+  put(one_, h.tid);
+  put(one_, h.name);
+  put(one_, h.comm);
+  put(one_, h.stack);
+}
+
+const uint8_t* CallCache::get_head(const uint8_t* p, uint64_t& ts, Head& h) const {
+  uint64_t v = 0;
+  h.flags = *p++;
+  p = get(p, v);
+  ts += uint64_t(unzigzag(v));
+  h.ts = ts;
+  p = get(p, h.length);
+  uint32_t* small[] = {&h.pid, &h.tid, &h.name, &h.comm, &h.stack};
+  for (uint32_t* x : small) {
+    p = get(p, v);
+    *x = uint32_t(v);
+  }
+  return p;
+}
+
 bool CallCache::append() {
   if (chunks_.empty() || chunks_.back().size() + one_.size() > kChunkBytes) {
     if (bytes() + kChunkBytes > max_bytes_) return false;
@@ -125,28 +138,23 @@ bool CallCache::append() {
 }
 
 const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) const {
-  uint8_t flags = *p++;
+  Head h;
+  p = get_head(p, ts, h);
+  uint8_t flags = h.flags;
   uint64_t v = 0;
   e.fields = {};
   e.present = 0;
-  p = get(p, v);
-  ts += uint64_t(unzigzag(v));
-  e.ts_ns = ts;
-  p = get(p, e.dur_ns);
-  p = get(p, v);
-  e.pid = uint32_t(v);
-  p = get(p, v);
-  e.tid = uint32_t(v);
-  p = get(p, v);
-  const Names& n = names_[v];
+  e.ts_ns = h.ts;
+  e.dur_ns = h.length;
+  e.pid = h.pid;
+  e.tid = h.tid;
+  const Names& n = names_[h.name];
   e.vendor = n.vendor;
   e.api = n.api;
   e.op = n.op;
   e.kind = n.kind;
-  p = get(p, v);
-  e.set_comm(comms_[v]);
-  p = get(p, v);
-  e.stack_id = stacks_[v];
+  e.set_comm(comms_[h.comm]);
+  e.stack_id = stacks_[h.stack];
   e.has_ret = flags & kHasRet;
   e.ret = 0;
   if (e.has_ret) {
@@ -180,29 +188,24 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) 
 }
 
 const uint8_t* CallCache::decode_run(const uint8_t* p, uint64_t& ts, engine::CallRun& r) const {
-  uint8_t flags = *p++;
+  Head h;
+  p = get_head(p, ts, h);
+  uint8_t flags = h.flags;
   uint64_t v = 0;
-  p = get(p, v);
-  ts += uint64_t(unzigzag(v));
-  r.ts_ns = int64_t(ts);
-  p = get(p, r.span_ns);
-  p = get(p, v);
-  r.pid = uint32_t(v);
-  p = get(p, v);
-  r.tid = uint32_t(v);
-  p = get(p, v);
-  const Names& n = names_[v];
+  r.ts_ns = int64_t(h.ts);
+  r.span_ns = h.length;
+  r.pid = h.pid;
+  r.tid = h.tid;
+  const Names& n = names_[h.name];
   r.vendor = n.vendor;
   r.api = n.api;
   r.op = n.op;
   r.kind = n.kind;
   r.library = {};
-  p = get(p, v);
   r.comm = {};
-  const std::string& comm = comms_[v];
+  const std::string& comm = comms_[h.comm];
   std::copy_n(comm.data(), std::min(comm.size(), r.comm.size() - 1), r.comm.data());
-  p = get(p, v);
-  r.stack_id = stacks_[v];
+  r.stack_id = stacks_[h.stack];
   p = get(p, r.calls);
   p = get(p, r.sum_ns);
   p = get(p, r.min_ns);

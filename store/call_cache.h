@@ -63,6 +63,15 @@ class CallCache {
                       hal::EventKind kind);
   uint32_t comm_index(std::string_view comm);
   uint32_t stack_index(uint64_t stack);
+  // What a call and a run begin with: flags, the start (a delta from the previous item's), a
+  // duration (the call's, or the run's span), who, what, and the stack.
+  struct Head {
+    uint8_t flags = 0;
+    uint64_t ts = 0, length = 0;
+    uint32_t pid = 0, tid = 0, name = 0, comm = 0, stack = 0;
+  };
+  void put_head(const Head& h);  // starts one_
+  const uint8_t* get_head(const uint8_t* p, uint64_t& ts, Head& h) const;
   const uint8_t* decode(const uint8_t* p, uint64_t& ts, hal::Event& e) const;
   const uint8_t* decode_run(const uint8_t* p, uint64_t& ts, engine::CallRun& r) const;
   bool append();  // one_ into the chunks
