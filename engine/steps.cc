@@ -1,6 +1,8 @@
 // The step model, part 1: top-level calls, the cadence, the steps and the warm-up phase.
 #include "engine/steps.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -88,6 +90,18 @@ Call make_call(const hal::Event& e, uint32_t op) {
   c.stack = e.stack_id;
   c.bytes = e.get_or(hal::Field::kBytes, 0);
   return c;
+}
+
+// Room for n calls. A list of millions is first touched page by page as it fills; asking for
+// huge pages where the kernel gives them on request (transparent_hugepage=madvise) takes one
+// fault per 2 MiB instead of per 4 KiB: explain at 10 M folded events 7.4-7.7 s -> 6.6-6.7 s
+// on the 2-vCPU VM.
+void reserve_calls(std::vector<Call>& v, size_t n) {
+  v.reserve(n);
+  size_t bytes = v.capacity() * sizeof(Call);
+  if (bytes < (size_t(4) << 20)) return;
+  uintptr_t begin = uintptr_t(v.data()), page = (begin + 4095) & ~uintptr_t(4095);
+  (void)madvise(reinterpret_cast<void*>(page), bytes - (page - begin), MADV_HUGEPAGE);
 }
 
 // A call nested in time inside another call of the same thread (a runtime call's driver call,
@@ -366,7 +380,7 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
   std::map<uint32_t, Proc> procs;
   size_t budget = max_calls;
   for (const auto& [pid, n] : calls_per_pid)
-    procs[pid].calls.reserve(size_t(std::min<uint64_t>(n, max_calls)));
+    reserve_calls(procs[pid].calls, size_t(std::min<uint64_t>(n, max_calls)));
   auto on_call = [&](const hal::Event& e) {
     if (hal::is_host_kind(e.kind)) return;
     Proc& p = procs[e.pid];
