@@ -94,7 +94,7 @@ Call make_call(const hal::Event& e, uint32_t op) {
 
 // Room for n calls. A list of millions is first touched page by page as it fills; asking for
 // huge pages where the kernel gives them on request (transparent_hugepage=madvise) takes one
-// fault per 2 MiB instead of per 4 KiB: explain at 10 M folded events 7.4-7.7 s -> 6.6-6.7 s
+// fault per 2 MiB instead of per 4 KiB: explain at 10 M folded events 7.4-7.7 s -> 6.6-6.8 s
 // on the 2-vCPU VM.
 void reserve_calls(std::vector<Call>& v, size_t n) {
   v.reserve(n);
