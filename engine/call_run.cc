@@ -8,7 +8,7 @@ namespace ingero::engine {
 static_assert(sizeof(hal::Event) == 624 || sizeof(void*) != 8,
               "hal::Event changed: set the new field in CallRun::call");
 
-uint64_t CallRun::duration(uint64_t k) const {
+uint64_t RunShape::duration(uint64_t k) const {
   if (calls == 1) return sum_ns;
   if (k == 0) return min_ns;
   if (k == calls - 1) return max_ns;
@@ -16,14 +16,14 @@ uint64_t CallRun::duration(uint64_t k) const {
   return rest / middle + (k - 1 < rest % middle ? 1 : 0);
 }
 
-uint64_t CallRun::gap(uint64_t k) const {
+uint64_t RunShape::gap(uint64_t k) const {
   if (calls < 2) return 0;
   uint64_t idle = span_ns > sum_ns ? span_ns - sum_ns : 0;
   uint64_t gaps = calls - 1;
   return idle / gaps + (k < idle % gaps ? 1 : 0);
 }
 
-int64_t CallRun::last_start() const {
+int64_t RunShape::last_start() const {
   // Every call but the last with its gap: the total less the last call, and all the idle time.
   uint64_t idle = span_ns > sum_ns ? span_ns - sum_ns : 0;
   return ts_ns + int64_t(sum_ns - duration(calls - 1) + (calls > 1 ? idle : 0));

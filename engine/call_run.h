@@ -19,18 +19,12 @@
 
 namespace ingero::engine {
 
-struct CallRun {
+// Where a run's calls lie, without what they are: enough to spread them (and for the step
+// model, which keeps a run as one item).
+struct RunShape {
   int64_t ts_ns = 0;     // start of the first call
   uint64_t span_ns = 0;  // to the end of the last call
-  uint32_t pid = 0, tid = 0;
-  std::array<char, 16> comm{};
-  uint64_t cgroup_id = 0;
-  std::string_view vendor, api, op, library;  // storage that lives as long as the source
-  hal::EventKind kind = hal::EventKind::kUnknown;
-  std::optional<uint64_t> stream, device;
   uint64_t calls = 1, sum_ns = 0, min_ns = 0, max_ns = 0;
-  uint64_t nested = 0;    // traced calls made inside the run's calls, in all
-  uint64_t stack_id = 0;  // the first call's stack; the others share it
 
   // Call k's duration (k < calls) and the idle time after it.
   uint64_t duration(uint64_t k) const;
@@ -39,9 +33,6 @@ struct CallRun {
   int64_t last_start() const;
   // Whether every call of the run starts inside [from, to].
   bool inside(int64_t from, int64_t to) const { return ts_ns >= from && last_start() <= to; }
-  // Call k, starting at `ts` (the previous call's start + its duration + its gap), as
-  // TraceSource::calls gives it. Sets every field a call row would.
-  void call(uint64_t k, int64_t ts, hal::Event& e) const;
   // Every call's start and duration in order, without making events:
   // fn(uint64_t k, int64_t start, uint64_t duration).
   template <class Fn>
@@ -61,6 +52,21 @@ struct CallRun {
       ts += int64_t(dur + g + (k < g_extra ? 1 : 0));
     }
   }
+};
+
+struct CallRun : RunShape {
+  uint32_t pid = 0, tid = 0;
+  std::array<char, 16> comm{};
+  uint64_t cgroup_id = 0;
+  std::string_view vendor, api, op, library;  // storage that lives as long as the source
+  hal::EventKind kind = hal::EventKind::kUnknown;
+  std::optional<uint64_t> stream, device;
+  uint64_t nested = 0;    // traced calls made inside the run's calls, in all
+  uint64_t stack_id = 0;  // the first call's stack; the others share it
+
+  // Call k, starting at `ts` (the previous call's start + its duration + its gap), as
+  // TraceSource::calls gives it. Sets every field a call row would.
+  void call(uint64_t k, int64_t ts, hal::Event& e) const;
   // Every call in order: fn(const hal::Event&).
   template <class Fn>
   void for_each_call(Fn&& fn) const {

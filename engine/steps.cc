@@ -119,7 +119,7 @@ void collect(const hal::Event& e, Proc& p, size_t& budget) {
   Call c = make_call(e, op);
   if (auto open = p.open.find(e.tid); open != p.open.end()) {
     Call& outer = p.calls[open->second];
-    if (c.start == outer.start && c.end > outer.end) {
+    if (c.start == outer.start && c.end > outer.end && outer.run == kNoRun) {
       // Same start and longer: this is the caller, recorded after its callee.
       TopLevelOp& was = p.ops[outer.op];
       --was.calls;
@@ -144,6 +144,37 @@ void collect(const hal::Event& e, Proc& p, size_t& budget) {
   p.calls.push_back(c);
   ++p.ops[op].calls;
   p.ops[op].sum_ns += e.dur_ns;
+}
+
+// A folded run: its calls are top-level launches (folding takes no nested call), kept as one
+// item. A run of one call is that call.
+void collect_run(const CallRun& r, Proc& p, size_t& budget, hal::Event& scratch) {
+  r.call(0, r.ts_ns, scratch);
+  if (r.calls == 1) {
+    collect(scratch, p, budget);
+    return;
+  }
+  if (budget == 0) {
+    p.dropped += r.calls;
+    return;
+  }
+  --budget;
+  auto [it, fresh] = p.op_index.try_emplace({r.op.data(), r.api.data()}, uint32_t(p.ops.size()));
+  if (fresh) {
+    TopLevelOp o;
+    o.op = std::string(r.op);
+    o.api = std::string(r.api);
+    o.kind = r.kind;
+    p.ops.push_back(std::move(o));
+  }
+  Call c = make_call(scratch, it->second);
+  c.end = r.ts_ns + int64_t(r.span_ns);
+  c.run = uint32_t(p.runs.size());
+  p.runs.push_back(r);
+  p.open[r.tid] = p.calls.size();
+  p.calls.push_back(c);
+  p.ops[c.op].calls += r.calls;
+  p.ops[c.op].sum_ns += r.sum_ns;
 }
 
 // Consecutive waits of one thread from one site are one round trip (a D2H copy and its sync).
@@ -296,18 +327,22 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
 
 // Bursts of GPU calls separated by host gaps; false when they are not periodic.
 bool find_burst_cadence(const Proc& p, StepSeries& s, std::vector<int64_t>& bounds) {
-  if (p.calls.size() < 2) return false;
+  if (p.calls.size() < 2 && (p.calls.empty() || p.calls.front().run == kNoRun)) return false;
+  // The idle time before each call (after the first), from the furthest end before it.
   std::vector<uint64_t> gaps;
-  int64_t reach = p.calls.front().end;
-  for (size_t i = 1; i < p.calls.size(); ++i) {
-    gaps.push_back(uint64_t(std::max<int64_t>(0, p.calls[i].start - reach)));
-    reach = std::max(reach, p.calls[i].end);
-  }
+  int64_t reach = INT64_MIN;
+  each_call(p, [&](int64_t start, int64_t end, size_t) {
+    if (reach != INT64_MIN) gaps.push_back(uint64_t(std::max<int64_t>(0, start - reach)));
+    reach = std::max(reach, end);
+  });
   double threshold =
       std::max(double(kBurstGapMinNs), kBurstGapFactor * double(quantile(gaps, 0.5)));
-  std::vector<int64_t> starts{p.calls.front().start};
-  for (size_t i = 1; i < p.calls.size(); ++i)
-    if (double(gaps[i - 1]) >= threshold) starts.push_back(p.calls[i].start);
+  std::vector<int64_t> starts;
+  size_t i = 0;
+  each_call(p, [&](int64_t start, int64_t, size_t) {
+    if (i == 0 || double(gaps[i - 1]) >= threshold) starts.push_back(start);
+    ++i;
+  });
   if (!periodicity(starts).periodic) return false;
   bounds = starts;
   s.cadence = Cadence::kBursts;
@@ -387,44 +422,14 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
     p.pid = e.pid;
     collect(e, p, budget);
   };
-  hal::Event first;
+  hal::Event scratch;
   source.call_runs(w, on_call, [&](const CallRun& r) {
     Proc& p = procs[r.pid];
     p.pid = r.pid;
-    r.call(0, r.ts_ns, first);
-    size_t at = p.calls.size();
-    collect(first, p, budget);
-    if (p.calls.size() != at + 1) {  // not top-level, unlike what folding leaves: call by call
-      r.for_each_span([&](uint64_t k, int64_t start, uint64_t) {
-        if (k == 0) return;
-        r.call(k, start, first);
-        collect(first, p, budget);
-      });
-      return;
-    }
-    // The rest follow the first on its thread without overlapping: each is top-level too.
-    uint64_t added = 0, added_ns = 0;
-    Call c = p.calls[at];
-    r.for_each_span([&](uint64_t k, int64_t start, uint64_t dur) {
-      if (k == 0) return;
-      if (budget == 0) {
-        ++p.dropped;
-        return;
-      }
-      --budget;
-      c.start = start;
-      c.end = start + int64_t(dur);
-      p.calls.push_back(c);
-      ++added;
-      added_ns += dur;
-    });
-    if (added) p.open[r.tid] = p.calls.size() - 1;
-    p.ops[c.op].calls += added;
-    p.ops[c.op].sum_ns += added_ns;
+    collect_run(r, p, budget, scratch);
   });
   std::erase_if(procs, [](const auto& kv) { return kv.second.pid == 0; });  // hinted, no calls
-  // A run's calls came at its start, before the calls of other threads that started
-  // meanwhile: back into start order.
+  // Start order, whatever order the source gave rows and runs in.
   for (auto& [pid, p] : procs) {
     auto by_start = [](const Call& x, const Call& y) { return x.start < y.start; };
     if (!std::is_sorted(p.calls.begin(), p.calls.end(), by_start))

@@ -121,25 +121,51 @@ class Sweep {
   void run() {
     using End = std::pair<int64_t, size_t>;
     std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
+    // The next call of each run taken call by call: (start, item, k).
+    using Next = std::tuple<int64_t, size_t, uint64_t>;
+    std::priority_queue<Next, std::vector<Next>, std::greater<Next>> pending;
+    const size_t n = p_.calls.size();
     size_t next = 0;
     int64_t now = p_.calls.front().start;
-    while (next < p_.calls.size() || !ends.empty()) {
+    while (next < n || !pending.empty() || !ends.empty()) {
+      bool from_run =
+          !pending.empty() && (next == n || std::get<0>(pending.top()) < p_.calls[next].start);
+      int64_t start = from_run   ? std::get<0>(pending.top())
+                      : next < n ? p_.calls[next].start
+                                 : INT64_MAX;
       // Calls that end close before calls that start at the same instant.
-      bool close =
-          !ends.empty() && (next == p_.calls.size() || ends.top().first <= p_.calls[next].start);
-      int64_t t = close ? ends.top().first : p_.calls[next].start;
+      bool close = !ends.empty() && ends.top().first <= start;
+      int64_t t = close ? ends.top().first : start;
       account(now, t);
       now = t;
       if (close) {
-        size_t i = ends.top().second;
+        auto [end, i] = ends.top();
         ends.pop();
-        on_close(i);
+        on_close(i, end);
+      } else if (from_run) {
+        auto [at, i, k] = pending.top();
+        pending.pop();
+        const RunShape& r = p_.runs[p_.calls[i].run];
+        int64_t end = at + int64_t(r.duration(k));
+        on_open(i);
+        ends.push({end, i});
+        if (k + 1 < r.calls) pending.push({end + int64_t(r.gap(k)), i, k + 1});
       } else {
-        on_open(next);
-        ends.push({p_.calls[next].end, next});
-        ++next;
+        size_t i = next++;
+        const Call& c = p_.calls[i];
+        if (c.run == kNoRun) {
+          on_open(i);
+          ends.push({c.end, i});
+        } else if (ends.empty() && pending.empty() &&
+                   (next == n || p_.calls[next].start >= c.end) && c.work &&
+                   p_.runs[c.run].span_ns >= p_.runs[c.run].sum_ns && within_step(c.start, c.end)) {
+          whole(i);
+          now = c.end;
+        } else {
+          pending.push({c.start, i, 0});  // opened in start order with the calls around it
+        }
       }
-      update_gap(t);
+      update_gap(now);
     }
     if (in_gap_) close_gap(now, SIZE_MAX);
   }
@@ -181,13 +207,13 @@ class Sweep {
     last_open_ = i;
   }
 
-  void on_close(size_t i) {
+  void on_close(size_t i, int64_t end) {
     const Call& c = p_.calls[i];
     --active_[c.cat];
     last_closed_ = i;
     if (c.work) {
       StreamState& st = streams_[c.stream];
-      st.last_work = std::max(st.last_work, c.end);
+      st.last_work = std::max(st.last_work, end);
       if (!st.busy) {
         st.busy = true;
         ++busy_streams_;
@@ -204,6 +230,35 @@ class Sweep {
         }
       }
     }
+  }
+
+  // Whether [a, b) lies in one step (or wholly outside the steps).
+  bool within_step(int64_t a, int64_t b) const {
+    auto it = std::upper_bound(bounds_.begin(), bounds_.end(), a);
+    return it == bounds_.end() || *it >= b;
+  }
+
+  // A run alone: no other call of the process open or starting before its end, and no step
+  // boundary inside it. Its first call is taken as any call; after it the stream has work and
+  // no sync comes before the run ends, so the GPU is busy, no gap opens, and the rest of the
+  // run is its launches (enqueue) and the host time between them, exactly as call by call.
+  void whole(size_t i) {
+    const Call& c = p_.calls[i];
+    const RunShape& r = p_.runs[c.run];
+    int64_t first_end = c.start + int64_t(r.duration(0));
+    on_open(i);
+    update_gap(c.start);
+    account(c.start, first_end);
+    on_close(i, first_end);
+    update_gap(first_end);
+    uint64_t rest = r.sum_ns - r.duration(0);
+    if (uint32_t k = step_of(first_end); k != kNoStep && c.end > first_end) {
+      Step& st = s_.steps[k];
+      st.enqueue_ns += rest;
+      st.host_ns += uint64_t(c.end - first_end) - rest;
+    }
+    StreamState& st = streams_[c.stream];
+    st.last_work = std::max(st.last_work, c.end);
   }
 
   void update_gap(int64_t t) {
@@ -279,10 +334,25 @@ void count_calls(const Proc& p, StepSeries& s) {
   std::vector<int64_t> starts;
   for (const Step& st : s.steps) starts.push_back(st.start_ns);
   int64_t last = s.steps.back().end_ns;
+  auto step_of = [&](int64_t t) -> Step* {
+    if (t < starts.front() || t >= last) return nullptr;
+    return &s.steps[size_t(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1)];
+  };
   for (const Call& c : p.calls) {
-    if (c.start < starts.front() || c.start >= last) continue;
-    Step& st = s.steps[size_t(std::upper_bound(starts.begin(), starts.end(), c.start) -
-                              starts.begin() - 1)];
+    if (c.run != kNoRun) {  // launches: all in one step, or counted one by one
+      Step* st = step_of(c.start);
+      if (st && st == step_of(p.last_start(c))) {
+        st->launches += uint32_t(p.calls_in(c));
+        continue;
+      }
+      p.for_each_span(c, [&](uint64_t, int64_t start, uint64_t) {
+        if (Step* in = step_of(start)) ++in->launches;
+      });
+      continue;
+    }
+    Step* in = step_of(c.start);
+    if (!in) continue;
+    Step& st = *in;
     using K = hal::EventKind;
     switch (c.kind) {
       case K::kLaunch:
@@ -342,6 +412,8 @@ void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tal
     const auto& v = by_tid[tid];
     auto at = std::lower_bound(v.begin(), v.end(), t,
                                [](const Call* c, int64_t x) { return c->start < x; });
+    // A run started before t may have calls left after it: they share its op and stack.
+    if (at != v.begin() && p.last_start(**std::prev(at)) >= t) return *std::prev(at);
     return at == v.end() ? nullptr : *at;
   };
   int64_t reach = INT64_MIN;  // union over threads: intervals come in start order

@@ -213,10 +213,71 @@ TEST(CallRuns, SpansWalkTheSameCallsAsTheEventsOneByOne) {
 
 // Two threads launching into one stream, interleaved: runs of one thread come before the
 // other thread's calls that started meanwhile, and the step model puts them back in order.
+// explain on a folded copy of `calls`, with runs whole and call by call: the same chains, and
+// every step's breakdown and counts. Returns the first process's steps.
+engine::StepSeries expect_same_explain(const std::string& name, std::vector<Event> calls) {
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+  std::string path = copy_of(write_trace(name + "-full.db", calls), name + ".db");
+  fold_everything(path);
+  EXPECT_GT(test::query_int(path, "SELECT count(*) FROM call_runs"), 10);
+  auto reader = TraceReader::open(path, app::builtin_views());
+  if (!reader) {
+    ADD_FAILURE() << reader.error().message;
+    return {};
+  }
+  SqlTraceSource src(**reader);
+  CallByCall slow(src);
+  engine::Analysis a = engine::analyze(src, {}), b = engine::analyze(slow, {});
+  EXPECT_EQ(src.error(), "");
+  EXPECT_EQ(a.chains.size(), b.chains.size());
+  for (size_t i = 0; i < std::min(a.chains.size(), b.chains.size()); ++i) {
+    EXPECT_EQ(a.chains[i].id, b.chains[i].id);
+    EXPECT_EQ(a.chains[i].summary, b.chains[i].summary);
+  }
+  if (a.steps.processes.size() != 1 || b.steps.processes.size() != 1) {
+    ADD_FAILURE() << a.steps.processes.size() << " " << b.steps.processes.size();
+    return {};
+  }
+  const auto &x = a.steps.processes[0], &y = b.steps.processes[0];
+  EXPECT_EQ(x.cadence_note, y.cadence_note);
+  EXPECT_EQ(x.summary.text, y.summary.text);
+  EXPECT_EQ(x.steps.size(), y.steps.size());
+  for (size_t i = 0; i < std::min(x.steps.size(), y.steps.size()); ++i) {
+    const engine::Step &p = x.steps[i], &q = y.steps[i];
+    EXPECT_EQ(std::tie(p.start_ns, p.end_ns, p.launches, p.syncs, p.copies, p.warmup),
+              std::tie(q.start_ns, q.end_ns, q.launches, q.syncs, q.copies, q.warmup))
+        << i;
+    EXPECT_EQ(std::tie(p.wait_ns, p.enqueue_ns, p.api_ns, p.host_ns, p.gpu_idle_ns, p.host_gap_ns),
+              std::tie(q.wait_ns, q.enqueue_ns, q.api_ns, q.host_ns, q.gpu_idle_ns, q.host_gap_ns))
+        << i;
+  }
+  EXPECT_EQ(x.gaps.size(), y.gaps.size());
+  for (size_t i = 0; i < std::min(x.gaps.size(), y.gaps.size()); ++i)
+    EXPECT_EQ(std::tie(x.gaps[i].start_ns, x.gaps[i].end_ns, x.gaps[i].after_op),
+              std::tie(y.gaps[i].start_ns, y.gaps[i].end_ns, y.gaps[i].after_op))
+        << i;
+  EXPECT_EQ(x.ops.size(), y.ops.size());
+  for (size_t i = 0; i < std::min(x.ops.size(), y.ops.size()); ++i)
+    EXPECT_EQ(std::tie(x.ops[i].op, x.ops[i].calls, x.ops[i].sum_ns),
+              std::tie(y.ops[i].op, y.ops[i].calls, y.ops[i].sum_ns));
+  return x;
+}
+
+// Runs of one thread with nothing else of the process inside them: the step model takes each
+// as one item (its launches and the host time between them, the GPU busy after the first).
+TEST(CallRuns, ARunAloneInItsStepIsModelledWholeAsItsCallsWouldBe) {
+  engine::StepSeries s = expect_same_explain("runs-alone", training_loop(200).calls);
+  ASSERT_GE(s.steps.size(), 190u);
+  EXPECT_EQ(s.steps[150].launches, 120u);
+  EXPECT_EQ(s.cadence, engine::Cadence::kSync);
+}
+
+// Launches of two threads interleaved: every run overlaps the other thread's calls, so the
+// step model takes them call by call.
 TEST(CallRuns, ExplainFromWholeRunsEqualsExplainCallByCall) {
-  Loop l = training_loop(200);
   std::vector<Event> calls;
-  for (const Event& e : l.calls) {
+  for (const Event& e : training_loop(200).calls) {
     calls.push_back(e);
     if (e.kind != EventKind::kLaunch) continue;
     Event twin = e;
@@ -225,40 +286,47 @@ TEST(CallRuns, ExplainFromWholeRunsEqualsExplainCallByCall) {
     twin.dur_ns = 3 * kUs;
     calls.push_back(twin);
   }
-  std::stable_sort(calls.begin(), calls.end(),
-                   [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
-  std::string path = copy_of(write_trace("runs-explain-full.db", calls), "runs-explain.db");
-  fold_everything(path);
-  ASSERT_GT(test::query_int(path, "SELECT count(DISTINCT tid) FROM call_runs"), 1);
-  auto reader = TraceReader::open(path, app::builtin_views());
-  ASSERT_TRUE(reader);
-  SqlTraceSource src(**reader);
-  CallByCall slow(src);
-  engine::Analysis a = engine::analyze(src, {}), b = engine::analyze(slow, {});
-  EXPECT_EQ(src.error(), "");
-  ASSERT_FALSE(a.chains.empty());
-  ASSERT_EQ(a.chains.size(), b.chains.size());
-  for (size_t i = 0; i < a.chains.size(); ++i) {
-    EXPECT_EQ(a.chains[i].id, b.chains[i].id);
-    EXPECT_EQ(a.chains[i].summary, b.chains[i].summary);
+  engine::StepSeries s = expect_same_explain("runs-explain", calls);
+  ASSERT_GE(s.steps.size(), 190u);
+  EXPECT_EQ(s.steps[150].launches, 240u);  // both threads' launches, one step of the slow phase
+}
+
+// Another thread's allocation open across some runs of every third step: those runs go call
+// by call, the others whole, and the steps are the same.
+TEST(CallRuns, RunsOverlappedByAnotherThreadsCallGoCallByCall) {
+  std::vector<Event> calls;
+  int step = 0;
+  for (const Event& e : training_loop(200).calls) {
+    calls.push_back(e);
+    if (e.kind == EventKind::kSync) ++step;
+    if (e.kind != EventKind::kLaunch || step % 3 != 0) continue;
+    if (calls.size() % 40 != 0) continue;
+    Event alloc =
+        call(e.ts_ns + 2 * kUs, 300 * kUs, "cuda_runtime", "cudaMalloc", EventKind::kAlloc, 10, 12);
+    alloc.stack_id = 0x4444;
+    calls.push_back(alloc);
   }
-  ASSERT_EQ(a.steps.processes.size(), 1u);
-  ASSERT_EQ(b.steps.processes.size(), 1u);
-  const auto &x = a.steps.processes[0], &y = b.steps.processes[0];
-  EXPECT_EQ(x.summary.text, y.summary.text);
-  ASSERT_EQ(x.steps.size(), y.steps.size());
-  ASSERT_GE(x.steps.size(), 190u);
-  for (size_t i = 0; i < x.steps.size(); ++i) {
-    const engine::Step &p = x.steps[i], &q = y.steps[i];
-    ASSERT_EQ(std::tie(p.start_ns, p.end_ns, p.launches, p.syncs, p.copies),
-              std::tie(q.start_ns, q.end_ns, q.launches, q.syncs, q.copies))
-        << i;
-    ASSERT_EQ(std::tie(p.wait_ns, p.enqueue_ns, p.api_ns, p.host_ns, p.gpu_idle_ns, p.host_gap_ns),
-              std::tie(q.wait_ns, q.enqueue_ns, q.api_ns, q.host_ns, q.gpu_idle_ns, q.host_gap_ns))
-        << i;
+  engine::StepSeries s = expect_same_explain("runs-overlapped", calls);
+  ASSERT_GE(s.steps.size(), 190u);
+  EXPECT_EQ(s.steps[150].launches, 120u);
+}
+
+// Launches and nothing else: no cadence, one-second windows, and runs across the windows' edges
+// are split there.
+TEST(CallRuns, RunsAcrossFixedWindowsAreCountedInEachWindow) {
+  std::mt19937_64 rng(5);
+  std::vector<Event> calls;
+  for (uint64_t t = 1000; t < 3500 * kMs;) {
+    uint64_t dur = 4 * kUs + rng() % (3 * kUs);
+    calls.push_back(launch(t, dur));
+    t += dur + 20 * kUs + rng() % (10 * kUs);
   }
-  EXPECT_EQ(x.steps[150].launches, 240u);  // both threads' launches, one step of the slow phase
-  EXPECT_EQ(x.gaps.size(), y.gaps.size());
+  engine::StepSeries s = expect_same_explain("runs-windows", calls);
+  EXPECT_EQ(s.cadence, engine::Cadence::kWindows);
+  ASSERT_EQ(s.steps.size(), 4u);
+  uint64_t launches = 0;
+  for (const engine::Step& st : s.steps) launches += st.launches;
+  EXPECT_EQ(launches, calls.size());
 }
 
 }  // namespace
