@@ -1,6 +1,7 @@
 #include "hal/event.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace ingero::hal {
@@ -71,6 +72,33 @@ std::string_view direction_name(uint64_t raw) {
 }
 
 std::string_view field_name(Field f) { return kFieldNames[static_cast<size_t>(f)]; }
+
+// reset() sets every member: one added to Event must be reset there too.
+static_assert(sizeof(Event) == 624 || sizeof(void*) != 8, "Event changed: reset the new member");
+
+void Event::reset() {
+  ts_ns = dur_ns = 0;
+  pid = tid = 0;
+  cgroup_id = 0;
+  comm = {};
+  vendor = api = op = library = {};
+  kind = EventKind::kUnknown;
+  ret = 0;
+  has_ret = unfinished = false;
+  off_cpu_ns = 0;
+  preempts = switches = 0;
+  peer_comm = {};
+  for (uint64_t m = present; m; m &= m - 1) fields[size_t(std::countr_zero(m))] = 0;
+  present = 0;
+  detail.clear();
+  saddr.clear();
+  daddr.clear();
+  stack_id = 0;
+  stack_of_site = false;
+  nested = 0;
+  nested_api = nested_op = {};
+  nested_kind = EventKind::kUnknown;
+}
 
 std::string_view Event::comm_view() const { return comm_of(comm); }
 std::string_view Event::peer_comm_view() const { return comm_of(peer_comm); }

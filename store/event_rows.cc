@@ -104,7 +104,7 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
       continue;  // an op missing from the dictionary: the view
                  // (an inner join) leaves it out too
     const OpNames::Names& n = it->second;
-    e = hal::Event{};
+    e.reset();
     e.ts_ns = uint64_t(st.int64(0));
     e.dur_ns = uint64_t(st.int64(1));
     e.pid = uint32_t(st.int64(2));
@@ -128,10 +128,9 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
     for (size_t i = 0; i < hal::kFieldCount; ++i) {
       int c = cols_->fields[i];
       if (c == kNone) continue;
-      // NULL reads as 0: the type is looked up only then (most fields of a call are NULL,
-      // and a type lookup decodes the column again).
-      int64_t v = st.int64(c);
-      if (v != 0 || !st.is_null(c)) e.set(static_cast<hal::Field>(i), uint64_t(v));
+      // Most fields of a call are NULL: one type lookup each (the value is fetched only when
+      // there is one), not a fetch and then a type lookup for every 0.
+      if (!st.is_null(c)) e.set(static_cast<hal::Field>(i), uint64_t(st.int64(c)));
     }
     return true;
   }
