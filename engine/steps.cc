@@ -104,70 +104,136 @@ void reserve_calls(std::vector<Call>& v, size_t n) {
   (void)madvise(reinterpret_cast<void*>(page), bytes - (page - begin), MADV_HUGEPAGE);
 }
 
-// A call nested in time inside another call of the same thread (a runtime call's driver call,
-// a collective's internal copies) is part of it: only the outermost call is modelled.
-void collect(const hal::Event& e, Proc& p, size_t& budget) {
-  auto [it, fresh] = p.op_index.try_emplace({e.op.data(), e.api.data()}, uint32_t(p.ops.size()));
+// What the model may still hold, in bytes: an item takes 56, a grouped call 16. Once it is spent
+// the model stops at that point in time: every later call is dropped, so what is modelled is a
+// prefix of the trace.
+struct Budget {
+  size_t bytes = 0;
+  bool full = false;
+  bool take(size_t n) {
+    if (full || bytes < n) return !(full = true);
+    bytes -= n;
+    return true;
+  }
+  bool take_item() { return take(sizeof(Call)); }
+  bool take_grouped(size_t n) { return take(n * sizeof(Grouped)); }
+};
+
+uint32_t op_of(Proc& p, std::string_view op, std::string_view api, hal::EventKind kind) {
+  auto [it, fresh] = p.op_index.try_emplace({op.data(), api.data()}, uint32_t(p.ops.size()));
   if (fresh) {
     TopLevelOp o;
-    o.op = std::string(e.op);
-    o.api = std::string(e.api);
-    o.kind = e.kind;
+    o.op = std::string(op);
+    o.api = std::string(api);
+    o.kind = kind;
     p.ops.push_back(std::move(o));
   }
-  uint32_t op = it->second;
+  return it->second;
+}
+
+// Whether launch c may join `last`, the thread's previous item, as its next call: the same op
+// on the same stream, after it ends, its start and duration within 32 bits of the item's.
+bool joins(const Proc& p, const Call& last, const Call& c) {
+  if (!group_launches || c.kind != hal::EventKind::kLaunch || !c.work || last.kind != c.kind ||
+      last.op != c.op || last.stream != c.stream || last.bytes != c.bytes || last.cat != c.cat ||
+      c.start < last.end)
+    return false;
+  if (last.run != kNoRun && !Proc::grouped(last)) return false;  // a folded run stays as read
+  return uint64_t(c.start - last.start) <= UINT32_MAX && uint64_t(c.end - c.start) <= UINT32_MAX &&
+         uint64_t(p.first(last).dur) <= UINT32_MAX;
+}
+
+// Adds top-level launch c to the thread's previous item: a group of exact calls.
+bool join(Proc& p, Call& last, const Call& c, Budget& b) {
+  if (last.run == kNoRun) {
+    if (p.groups.size() >= kGroupBit || !b.take_grouped(2)) return false;
+    p.groups.push_back({{0, uint32_t(last.end - last.start), last.stack}});
+    last.run = kGroupBit | uint32_t(p.groups.size() - 1);
+  } else if (!b.take_grouped(1)) {
+    return false;
+  }
+  p.groups[last.run & ~kGroupBit].push_back(
+      {uint32_t(c.start - last.start), uint32_t(c.end - c.start), c.stack});
+  last.end = c.end;
+  return true;
+}
+
+// A caller recorded after its callee (same start, longer): the callee, the last call of the
+// thread's item, is part of the caller.
+void drop_last(Proc& p, Call& item) {
+  TopLevelOp& was = p.ops[item.op];
+  --was.calls;
+  ++was.nested;
+  if (!Proc::grouped(item)) {
+    was.sum_ns -= uint64_t(item.end - item.start);
+    return;
+  }
+  auto& g = p.groups[item.run & ~kGroupBit];
+  was.sum_ns -= g.back().dur;
+  g.pop_back();
+  item.end = item.start + int64_t(g.back().delta) + int64_t(g.back().dur);
+}
+
+// A call nested in time inside another call of the same thread (a runtime call's driver call,
+// a collective's internal copies) is part of it: only the outermost call is modelled.
+// Consecutive launches of one op on a thread are grouped into one item.
+void collect(const hal::Event& e, Proc& p, Budget& b) {
+  uint32_t op = op_of(p, e.op, e.api, e.kind);
   Call c = make_call(e, op);
-  if (auto open = p.open.find(e.tid); open != p.open.end()) {
+  auto open = p.open.find(e.tid);
+  if (open != p.open.end()) {
     Call& outer = p.calls[open->second];
-    if (c.start == outer.start && c.end > outer.end && outer.run == kNoRun) {
+    bool folded = outer.run != kNoRun && !Proc::grouped(outer);
+    int64_t last = p.last_start(outer);
+    if (c.start == last && c.end > outer.end && !folded) {
       // Same start and longer: this is the caller, recorded after its callee.
-      TopLevelOp& was = p.ops[outer.op];
-      --was.calls;
-      was.sum_ns -= uint64_t(outer.end - outer.start);
-      ++was.nested;
-      outer = c;
-      ++p.ops[op].calls;
-      p.ops[op].sum_ns += e.dur_ns;
-      return;
-    }
-    if (c.start < outer.end || (c.start == outer.start && c.end <= outer.end)) {
+      drop_last(p, outer);
+      if (outer.run == kNoRun || p.group(outer).empty()) {
+        outer = c;
+        outer.run = kNoRun;
+        ++p.ops[op].calls;
+        p.ops[op].sum_ns += e.dur_ns;
+        return;
+      }
+    } else if (c.start < outer.end || (c.start == last && c.end <= outer.end)) {
       ++p.ops[op].nested;
       return;
     }
   }
-  if (budget == 0) {
+  if (b.full) {
     ++p.dropped;
     return;
   }
-  --budget;
-  p.open[e.tid] = p.calls.size();
-  p.calls.push_back(c);
+  if (open != p.open.end() && joins(p, p.calls[open->second], c)) {
+    if (!join(p, p.calls[open->second], c, b)) {
+      ++p.dropped;
+      return;
+    }
+  } else {
+    if (!b.take_item()) {
+      ++p.dropped;
+      return;
+    }
+    p.open[e.tid] = p.calls.size();
+    p.calls.push_back(c);
+  }
   ++p.ops[op].calls;
   p.ops[op].sum_ns += e.dur_ns;
 }
 
 // A folded run: its calls are top-level launches (folding takes no nested call), kept as one
 // item. A run of one call is that call.
-void collect_run(const CallRun& r, Proc& p, size_t& budget, hal::Event& scratch) {
+void collect_run(const CallRun& r, Proc& p, Budget& b, hal::Event& scratch) {
   r.call(0, r.ts_ns, scratch);
   if (r.calls == 1) {
-    collect(scratch, p, budget);
+    collect(scratch, p, b);
     return;
   }
-  if (budget == 0) {
+  if (!b.take_item()) {
     p.dropped += r.calls;
     return;
   }
-  --budget;
-  auto [it, fresh] = p.op_index.try_emplace({r.op.data(), r.api.data()}, uint32_t(p.ops.size()));
-  if (fresh) {
-    TopLevelOp o;
-    o.op = std::string(r.op);
-    o.api = std::string(r.api);
-    o.kind = r.kind;
-    p.ops.push_back(std::move(o));
-  }
-  Call c = make_call(scratch, it->second);
+  Call c = make_call(scratch, op_of(p, r.op, r.api, r.kind));
   c.end = r.ts_ns + int64_t(r.span_ns);
   c.run = uint32_t(p.runs.size());
   p.runs.push_back(r);
@@ -327,20 +393,20 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
 
 // Bursts of GPU calls separated by host gaps; false when they are not periodic.
 bool find_burst_cadence(const Proc& p, StepSeries& s, std::vector<int64_t>& bounds) {
-  if (p.calls.size() < 2 && (p.calls.empty() || p.calls.front().run == kNoRun)) return false;
+  if (p.calls.empty() || (p.calls.size() == 1 && p.calls.front().run == kNoRun)) return false;
   // The idle time before each call (after the first), from the furthest end before it.
   std::vector<uint64_t> gaps;
   int64_t reach = INT64_MIN;
-  each_call(p, [&](int64_t start, int64_t end, size_t) {
-    if (reach != INT64_MIN) gaps.push_back(uint64_t(std::max<int64_t>(0, start - reach)));
-    reach = std::max(reach, end);
+  each_call(p, [&](const Span& c, size_t) {
+    if (reach != INT64_MIN) gaps.push_back(uint64_t(std::max<int64_t>(0, c.start - reach)));
+    reach = std::max(reach, c.end());
   });
   double threshold =
       std::max(double(kBurstGapMinNs), kBurstGapFactor * double(quantile(gaps, 0.5)));
   std::vector<int64_t> starts;
   size_t i = 0;
-  each_call(p, [&](int64_t start, int64_t, size_t) {
-    if (i == 0 || double(gaps[i - 1]) >= threshold) starts.push_back(start);
+  each_call(p, [&](const Span& c, size_t) {
+    if (i == 0 || double(gaps[i - 1]) >= threshold) starts.push_back(c.start);
     ++i;
   });
   if (!periodicity(starts).periodic) return false;
@@ -410,12 +476,12 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host,
 }  // namespace
 
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
-                        size_t max_calls, const std::map<uint32_t, uint64_t>& calls_per_pid) {
+                        size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid) {
   StepModel m;
   std::map<uint32_t, Proc> procs;
-  size_t budget = max_calls;
+  Budget budget{max_bytes};
   for (const auto& [pid, n] : calls_per_pid)
-    reserve_calls(procs[pid].calls, size_t(std::min<uint64_t>(n, max_calls)));
+    reserve_calls(procs[pid].calls, size_t(std::min<uint64_t>(n, max_bytes / sizeof(Call))));
   auto on_call = [&](const hal::Event& e) {
     if (hal::is_host_kind(e.kind)) return;
     Proc& p = procs[e.pid];
@@ -429,6 +495,8 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
     collect_run(r, p, budget, scratch);
   });
   std::erase_if(procs, [](const auto& kv) { return kv.second.pid == 0; });  // hinted, no calls
+  for (auto& [pid, p] : procs)
+    for (auto& g : p.groups) g.shrink_to_fit();
   // Start order, whatever order the source gave rows and runs in.
   for (auto& [pid, p] : procs) {
     auto by_start = [](const Call& x, const Call& y) { return x.start < y.start; };

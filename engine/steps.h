@@ -189,7 +189,7 @@ std::string code_location(const std::vector<StackFrameInfo>& frames);
 // supplies off-CPU intervals and block requests. `calls_per_pid`, when known (the op
 // statistics count them), sizes each process's call list once instead of growing it.
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
-                        size_t max_calls = kMaxModelledCalls,
+                        size_t max_bytes = kMaxModelledBytes,
                         const std::map<uint32_t, uint64_t>& calls_per_pid = {});
 
 }  // namespace ingero::engine

@@ -19,17 +19,19 @@ enum Cat : uint8_t { kWait = 0, kEnqueue = 1, kApi = 2 };
 inline constexpr uint64_t kNoStream = UINT64_MAX;
 
 inline constexpr uint32_t kNoRun = UINT32_MAX;
+inline constexpr uint32_t kGroupBit = 1u << 31;  // Call::run: an index into Proc::groups
 
 struct Call {
   int64_t start = 0, end = 0;
   uint64_t stream = kNoStream;
-  uint64_t stack = 0;
+  uint64_t stack = 0;  // of the item's first call
   uint64_t bytes = 0;
   uint32_t tid = 0;
   uint32_t op = 0;  // index into Proc::ops
-  // A folded run of launches (engine/call_run.h) kept as one item: its index in Proc::runs.
-  // Its calls lie from `start` to `end` on this thread and stream, none nested, spread as the
-  // run reads back. Else kNoRun: one call.
+  // kNoRun: one call. Else the item holds several launches of one op on this thread and
+  // stream, none nested, from `start` to the end of the last at `end`:
+  //  - a folded run (engine/call_run.h), its index in Proc::runs, spread as it reads back;
+  //  - kGroupBit | its index in Proc::groups: consecutive launches read from rows, exact.
   uint32_t run = kNoRun;
   hal::EventKind kind = hal::EventKind::kUnknown;
   Cat cat = kApi;
@@ -38,60 +40,112 @@ struct Call {
   bool h2d : 1 = false;
 };
 
+// Whether consecutive launches are grouped (see Call::run). Tests turn it off to check that
+// groups change nothing.
+inline bool group_launches = true;
+
+// A call of a group: its start from the item's start, its duration and its stack. 16 bytes, not
+// a 56-byte item: a launch-bound process's launches come one after another on their thread.
+struct Grouped {
+  uint32_t delta = 0, dur = 0;
+  uint64_t stack = 0;
+};
+
+// One call of an item.
+struct Span {
+  int64_t start = 0;
+  uint64_t dur = 0;
+  uint64_t stack = 0;
+  int64_t end() const { return start + int64_t(dur); }
+};
+
 struct Proc {
   uint32_t pid = 0;
   std::vector<Call> calls;  // top-level, start order
   std::vector<RunShape> runs;
+  std::vector<std::vector<Grouped>> groups;
   std::vector<TopLevelOp> ops;
   std::map<std::pair<const char*, const char*>, uint32_t> op_index;  // (op, api) storage
   std::map<uint32_t, size_t> open;                                   // tid -> its last call
   uint64_t dropped = 0;
 
-  uint64_t calls_in(const Call& c) const { return c.run == kNoRun ? 1 : runs[c.run].calls; }
-  int64_t last_start(const Call& c) const {
-    return c.run == kNoRun ? c.start : runs[c.run].last_start();
+  static bool grouped(const Call& c) { return c.run != kNoRun && (c.run & kGroupBit); }
+  const std::vector<Grouped>& group(const Call& c) const { return groups[c.run & ~kGroupBit]; }
+  uint64_t calls_in(const Call& c) const {
+    return c.run == kNoRun ? 1 : grouped(c) ? group(c).size() : runs[c.run].calls;
   }
-  // Each call of item c: fn(uint64_t k, int64_t start, uint64_t duration).
+  int64_t last_start(const Call& c) const {
+    return c.run == kNoRun ? c.start
+           : grouped(c)    ? c.start + int64_t(group(c).back().delta)
+                           : runs[c.run].last_start();
+  }
+  // Time inside the item's calls.
+  uint64_t busy_ns(const Call& c) const {
+    if (c.run == kNoRun) return uint64_t(c.end - c.start);
+    if (!grouped(c)) return runs[c.run].sum_ns;
+    uint64_t n = 0;
+    for (const Grouped& g : group(c)) n += g.dur;
+    return n;
+  }
+  // The item's first call, and call k + 1 after call k (`at`).
+  Span first(const Call& c) const {
+    if (c.run == kNoRun) return {c.start, uint64_t(c.end - c.start), c.stack};
+    if (grouped(c)) return span_of(c, group(c)[0]);
+    return {c.start, runs[c.run].duration(0), c.stack};
+  }
+  Span next(const Call& c, uint64_t k, const Span& at) const {
+    if (grouped(c)) return span_of(c, group(c)[k + 1]);
+    const RunShape& r = runs[c.run];
+    return {at.end() + int64_t(r.gap(k)), r.duration(k + 1), c.stack};
+  }
+  // Each call of item c: fn(uint64_t k, const Span&).
   template <class Fn>
   void for_each_span(const Call& c, Fn&& fn) const {
-    if (c.run == kNoRun)
-      fn(uint64_t(0), c.start, uint64_t(c.end - c.start));
-    else
-      runs[c.run].for_each_span(fn);
+    uint64_t n = calls_in(c);
+    Span s = first(c);
+    for (uint64_t k = 0;; ++k) {
+      fn(k, static_cast<const Span&>(s));
+      if (k + 1 == n) break;
+      s = next(c, k, s);
+    }
+  }
+
+ private:
+  static Span span_of(const Call& c, const Grouped& g) {
+    return {c.start + int64_t(g.delta), g.dur, g.stack};
   }
 };
 
-// Every call of p.calls in start order, each run's calls one by one (a run's calls interleave
-// with those of other threads): fn(int64_t start, int64_t end, size_t item). Ties: the item
-// listed first, then a run's earlier call.
+// Every call of p.calls in start order, the calls of runs and groups one by one (they interleave
+// with those of other threads): fn(const Span&, size_t item). Ties: the item listed first, then
+// an item's earlier call.
 template <class Fn>
 void each_call(const Proc& p, Fn&& fn) {
   struct Next {
-    int64_t start;
+    Span s;
     uint64_t k;
     size_t item;
     bool operator>(const Next& o) const {
-      return std::tie(start, item, k) > std::tie(o.start, o.item, o.k);
+      return std::tie(s.start, item, k) > std::tie(o.s.start, o.item, o.k);
     }
   };
-  std::priority_queue<Next, std::vector<Next>, std::greater<Next>> runs;
+  std::priority_queue<Next, std::vector<Next>, std::greater<Next>> pending;
   size_t i = 0;
-  while (i < p.calls.size() || !runs.empty()) {
-    if (runs.empty() || (i < p.calls.size() && p.calls[i].start <= runs.top().start)) {
+  while (i < p.calls.size() || !pending.empty()) {
+    if (pending.empty() || (i < p.calls.size() && p.calls[i].start <= pending.top().s.start)) {
       const Call& c = p.calls[i];
       if (c.run == kNoRun)
-        fn(c.start, c.end, i);
+        fn(p.first(c), i);
       else
-        runs.push({c.start, 0, i});
+        pending.push({p.first(c), 0, i});
       ++i;
       continue;
     }
-    Next n = runs.top();
-    runs.pop();
-    const RunShape& r = p.runs[p.calls[n.item].run];
-    int64_t end = n.start + int64_t(r.duration(n.k));
-    fn(n.start, end, n.item);
-    if (n.k + 1 < r.calls) runs.push({end + int64_t(r.gap(n.k)), n.k + 1, n.item});
+    Next n = pending.top();
+    pending.pop();
+    const Call& c = p.calls[n.item];
+    fn(static_cast<const Span&>(n.s), n.item);
+    if (n.k + 1 < p.calls_in(c)) pending.push({p.next(c, n.k, n.s), n.k + 1, n.item});
   }
 }
 

@@ -2,6 +2,7 @@
 // splits each step into host categories, estimates when the GPU had no work, and cuts out
 // the host gaps; each gap is then attributed to what its thread did.
 #include <algorithm>
+#include <optional>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -119,55 +120,62 @@ class Sweep {
   }
 
   void run() {
-    using End = std::pair<int64_t, size_t>;
+    // Open calls by end: (end, item, stack).
+    using End = std::tuple<int64_t, size_t, uint64_t>;
     std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
-    // The next call of each run taken call by call: (start, item, k).
-    using Next = std::tuple<int64_t, size_t, uint64_t>;
+    // The next call of each run or group taken call by call, by start.
+    struct Next {
+      Span s;
+      size_t item;
+      uint64_t k;
+      bool operator>(const Next& o) const {
+        return std::tie(s.start, item, k) > std::tie(o.s.start, o.item, o.k);
+      }
+    };
     std::priority_queue<Next, std::vector<Next>, std::greater<Next>> pending;
     const size_t n = p_.calls.size();
     size_t next = 0;
     int64_t now = p_.calls.front().start;
     while (next < n || !pending.empty() || !ends.empty()) {
-      bool from_run =
-          !pending.empty() && (next == n || std::get<0>(pending.top()) < p_.calls[next].start);
-      int64_t start = from_run   ? std::get<0>(pending.top())
+      bool from_item =
+          !pending.empty() && (next == n || pending.top().s.start < p_.calls[next].start);
+      int64_t start = from_item  ? pending.top().s.start
                       : next < n ? p_.calls[next].start
                                  : INT64_MAX;
       // Calls that end close before calls that start at the same instant.
-      bool close = !ends.empty() && ends.top().first <= start;
-      int64_t t = close ? ends.top().first : start;
+      bool close = !ends.empty() && std::get<0>(ends.top()) <= start;
+      int64_t t = close ? std::get<0>(ends.top()) : start;
       account(now, t);
       now = t;
       if (close) {
-        auto [end, i] = ends.top();
+        auto [end, i, stack] = ends.top();
         ends.pop();
-        on_close(i, end);
-      } else if (from_run) {
-        auto [at, i, k] = pending.top();
+        on_close(i, end, stack);
+      } else if (from_item) {
+        Next x = pending.top();
         pending.pop();
-        const RunShape& r = p_.runs[p_.calls[i].run];
-        int64_t end = at + int64_t(r.duration(k));
-        on_open(i);
-        ends.push({end, i});
-        if (k + 1 < r.calls) pending.push({end + int64_t(r.gap(k)), i, k + 1});
+        const Call& c = p_.calls[x.item];
+        on_open(x.item, x.s.stack);
+        ends.push({x.s.end(), x.item, x.s.stack});
+        if (x.k + 1 < p_.calls_in(c)) pending.push({p_.next(c, x.k, x.s), x.item, x.k + 1});
       } else {
         size_t i = next++;
         const Call& c = p_.calls[i];
         if (c.run == kNoRun) {
-          on_open(i);
-          ends.push({c.end, i});
+          on_open(i, c.stack);
+          ends.push({c.end, i, c.stack});
         } else if (ends.empty() && pending.empty() &&
                    (next == n || p_.calls[next].start >= c.end) && c.work &&
-                   p_.runs[c.run].span_ns >= p_.runs[c.run].sum_ns && within_step(c.start, c.end)) {
+                   p_.busy_ns(c) <= uint64_t(c.end - c.start) && within_step(c.start, c.end)) {
           whole(i);
           now = c.end;
         } else {
-          pending.push({c.start, i, 0});  // opened in start order with the calls around it
+          pending.push({p_.first(c), i, 0});  // opened in start order with the calls around it
         }
       }
       update_gap(now);
     }
-    if (in_gap_) close_gap(now, SIZE_MAX);
+    if (in_gap_) close_gap(now, SIZE_MAX, 0);
   }
 
  private:
@@ -202,15 +210,17 @@ class Sweep {
     }
   }
 
-  void on_open(size_t i) {
+  void on_open(size_t i, uint64_t stack) {
     ++active_[p_.calls[i].cat];
     last_open_ = i;
+    last_open_stack_ = stack;
   }
 
-  void on_close(size_t i, int64_t end) {
+  void on_close(size_t i, int64_t end, uint64_t stack) {
     const Call& c = p_.calls[i];
     --active_[c.cat];
     last_closed_ = i;
+    last_closed_stack_ = stack;
     if (c.work) {
       StreamState& st = streams_[c.stream];
       st.last_work = std::max(st.last_work, end);
@@ -238,27 +248,28 @@ class Sweep {
     return it == bounds_.end() || *it >= b;
   }
 
-  // A run alone: no other call of the process open or starting before its end, and no step
-  // boundary inside it. Its first call is taken as any call; after it the stream has work and
-  // no sync comes before the run ends, so the GPU is busy, no gap opens, and the rest of the
-  // run is its launches (enqueue) and the host time between them, exactly as call by call.
+  // A run or group alone: no other call of the process open or starting before its end, and
+  // no step boundary inside it. Its first call is taken as any call; after it the stream has
+  // work and no sync comes before the item ends, so the GPU is busy, no gap opens, and the rest
+  // of the item is its launches (enqueue) and the host time between them, exactly as call by
+  // call.
   void whole(size_t i) {
     const Call& c = p_.calls[i];
-    const RunShape& r = p_.runs[c.run];
-    int64_t first_end = c.start + int64_t(r.duration(0));
-    on_open(i);
+    Span first = p_.first(c);
+    on_open(i, first.stack);
     update_gap(c.start);
-    account(c.start, first_end);
-    on_close(i, first_end);
-    update_gap(first_end);
-    uint64_t rest = r.sum_ns - r.duration(0);
-    if (uint32_t k = step_of(first_end); k != kNoStep && c.end > first_end) {
+    account(c.start, first.end());
+    on_close(i, first.end(), first.stack);
+    update_gap(first.end());
+    uint64_t rest = p_.busy_ns(c) - first.dur;
+    if (uint32_t k = step_of(first.end()); k != kNoStep && c.end > first.end()) {
       Step& st = s_.steps[k];
       st.enqueue_ns += rest;
-      st.host_ns += uint64_t(c.end - first_end) - rest;
+      st.host_ns += uint64_t(c.end - first.end()) - rest;
     }
     StreamState& st = streams_[c.stream];
     st.last_work = std::max(st.last_work, c.end);
+    if (Proc::grouped(c)) last_closed_stack_ = p_.group(c).back().stack;
   }
 
   void update_gap(int64_t t) {
@@ -267,21 +278,22 @@ class Sweep {
       in_gap_ = true;
       gap_start_ = t;
       gap_before_ = last_closed_;
+      gap_before_stack_ = last_closed_stack_;
     } else if (!gap && in_gap_) {
-      close_gap(t, last_open_);
+      close_gap(t, last_open_, last_open_stack_);
     }
   }
 
-  void close_gap(int64_t t, size_t after) {
+  void close_gap(int64_t t, size_t after, uint64_t after_stack) {
     in_gap_ = false;
     if (t <= gap_start_) return;
     const Call* before = gap_before_ == SIZE_MAX ? nullptr : &p_.calls[gap_before_];
     const Call* next = after == SIZE_MAX ? nullptr : &p_.calls[after];
     HostGap g;
     g.tid = next ? next->tid : before ? before->tid : 0;
-    g.before_stack = before ? before->stack : 0;
+    g.before_stack = before ? gap_before_stack_ : 0;
     if (next) {
-      g.after_stack = next->stack;
+      g.after_stack = after_stack;
       g.after_kind = next->kind;
       g.after_op = p_.ops[next->op].op;
       if (next->h2d) g.after_direction = uint64_t(hal::CopyDirection::kHostToDevice);
@@ -328,6 +340,8 @@ class Sweep {
   bool in_gap_ = false;
   int64_t gap_start_ = 0;
   size_t gap_before_ = SIZE_MAX, last_closed_ = SIZE_MAX, last_open_ = SIZE_MAX;
+  // The stacks of those calls (the calls of a group have their own).
+  uint64_t gap_before_stack_ = 0, last_closed_stack_ = 0, last_open_stack_ = 0;
 };
 
 void count_calls(const Proc& p, StepSeries& s) {
@@ -345,8 +359,8 @@ void count_calls(const Proc& p, StepSeries& s) {
         st->launches += uint32_t(p.calls_in(c));
         continue;
       }
-      p.for_each_span(c, [&](uint64_t, int64_t start, uint64_t) {
-        if (Step* in = step_of(start)) ++in->launches;
+      p.for_each_span(c, [&](uint64_t, const Span& x) {
+        if (Step* in = step_of(x.start)) ++in->launches;
       });
       continue;
     }
@@ -408,22 +422,31 @@ void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tal
   // Each feeding thread's calls in start order, to find the call it made after a preemption.
   std::map<uint32_t, std::vector<const Call*>> by_tid;
   for (const Call& c : p.calls) by_tid[c.tid].push_back(&c);
-  auto next_call = [&](uint32_t tid, int64_t t) -> const Call* {
+  // The first call of the thread starting at or after t: (its stack, its op), or none.
+  auto next_call = [&](uint32_t tid, int64_t t) -> std::optional<std::pair<uint64_t, uint32_t>> {
     const auto& v = by_tid[tid];
     auto at = std::lower_bound(v.begin(), v.end(), t,
                                [](const Call* c, int64_t x) { return c->start < x; });
-    // A run started before t may have calls left after it: they share its op and stack.
-    if (at != v.begin() && p.last_start(**std::prev(at)) >= t) return *std::prev(at);
-    return at == v.end() ? nullptr : *at;
+    // A run or group started before t may have calls left after it.
+    if (at != v.begin() && p.last_start(**std::prev(at)) >= t) {
+      const Call& c = **std::prev(at);
+      std::optional<std::pair<uint64_t, uint32_t>> found;
+      p.for_each_span(c, [&](uint64_t, const Span& x) {
+        if (!found && x.start >= t) found.emplace(x.stack, c.op);
+      });
+      return found;
+    }
+    if (at == v.end()) return std::nullopt;
+    return std::make_pair(p.first(**at).stack, (*at)->op);
   };
   int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
   for (const OffCpuInterval& iv : it->second) {
     if (!iv.preempted || !feeding.count(iv.tid) || iv.end <= first || iv.start >= last) continue;
-    const Call* next = next_call(iv.tid, iv.end);
+    auto next = next_call(iv.tid, iv.end);
     split(iv.start, iv.end, [&](Step& st, int64_t lo, int64_t hi) {
       if (st.warmup) return;
       if (next) {
-        auto key = std::make_pair(next->stack, p.ops[next->op].op);
+        auto key = std::make_pair(next->first, p.ops[next->second].op);
         uint64_t& ns = tally.preempted_before_ns[key];
         ns += uint64_t(hi - lo);
         tally.preempted_before_tid.try_emplace(key, iv.tid);

@@ -9,6 +9,7 @@
 #include "engine/analysis.h"
 #include "engine/result_json.h"
 #include "engine/steps.h"
+#include "engine/steps_internal.h"
 
 namespace ingero::engine {
 namespace {
@@ -140,7 +141,10 @@ TEST(StepModel, CallsOverTheCapAreCountedAndTheStopIsReported) {
   Source s;
   loop(s, 50, 10 * kMs, 8 * kMs, false);  // 13 top-level calls per step
   HostContext host = collect_host_context(s, Window{});
-  StepModel m = compute_steps(s, Window{}, host, 13 * 20);
+  // Per step: the upload, the copy and the sync are items; the 10 launches one item, 9 of them
+  // grouped with the first.
+  using steps_detail::Call, steps_detail::Grouped;
+  StepModel m = compute_steps(s, Window{}, host, 20 * (4 * sizeof(Call) + 10 * sizeof(Grouped)));
   const StepSeries& st = m.processes.at(0);
   EXPECT_EQ(st.calls_dropped, 13u * 30);
   // The 20th step's sync is the last modelled call: it returns 312 us into the step.
