@@ -168,7 +168,7 @@ void drop_last(Proc& p, Call& item) {
     was.sum_ns -= uint64_t(item.end - item.start);
     return;
   }
-  auto& g = p.groups[item.run & ~kGroupBit];
+  auto& g = p.groups[item.run & ~kGroupBit];  // two calls or more: one stays
   was.sum_ns -= g.back().dur;
   g.pop_back();
   item.end = item.start + int64_t(g.back().delta) + int64_t(g.back().dur);
@@ -182,18 +182,27 @@ void collect(const hal::Event& e, Proc& p, Budget& b) {
   Call c = make_call(e, op);
   auto open = p.open.find(e.tid);
   if (open != p.open.end()) {
-    Call& outer = p.calls[open->second];
+    Call& outer = p.calls[open->second.last];
     bool folded = outer.run != kNoRun && !Proc::grouped(outer);
     int64_t last = p.last_start(outer);
     if (c.start == last && c.end > outer.end && !folded) {
       // Same start and longer: this is the caller, recorded after its callee.
       drop_last(p, outer);
-      if (outer.run == kNoRun || p.group(outer).empty()) {
-        outer = c;
-        outer.run = kNoRun;
-        ++p.ops[op].calls;
-        p.ops[op].sum_ns += e.dur_ns;
-        return;
+      if (outer.run == kNoRun) {
+        if (b.full || open->second.last + 1 != p.calls.size()) {  // in its place
+          outer = c;
+          ++p.ops[op].calls;
+          p.ops[op].sum_ns += e.dur_ns;
+          return;
+        }
+        // The callee is the newest item: out, so that the caller can join the item before it.
+        p.calls.pop_back();
+        b.bytes += sizeof(Call);
+        open->second = {open->second.prev, SIZE_MAX};
+        if (open->second.last == SIZE_MAX) {
+          p.open.erase(open);
+          open = p.open.end();
+        }
       }
     } else if (c.start < outer.end || (c.start == last && c.end <= outer.end)) {
       ++p.ops[op].nested;
@@ -204,8 +213,8 @@ void collect(const hal::Event& e, Proc& p, Budget& b) {
     ++p.dropped;
     return;
   }
-  if (open != p.open.end() && joins(p, p.calls[open->second], c)) {
-    if (!join(p, p.calls[open->second], c, b)) {
+  if (open != p.open.end() && joins(p, p.calls[open->second.last], c)) {
+    if (!join(p, p.calls[open->second.last], c, b)) {
       ++p.dropped;
       return;
     }
@@ -214,7 +223,8 @@ void collect(const hal::Event& e, Proc& p, Budget& b) {
       ++p.dropped;
       return;
     }
-    p.open[e.tid] = p.calls.size();
+    size_t prev = open != p.open.end() ? open->second.last : SIZE_MAX;
+    p.open[e.tid] = {p.calls.size(), prev};
     p.calls.push_back(c);
   }
   ++p.ops[op].calls;
@@ -237,7 +247,8 @@ void collect_run(const CallRun& r, Proc& p, Budget& b, hal::Event& scratch) {
   c.end = r.ts_ns + int64_t(r.span_ns);
   c.run = uint32_t(p.runs.size());
   p.runs.push_back(r);
-  p.open[r.tid] = p.calls.size();
+  auto open = p.open.find(r.tid);
+  p.open[r.tid] = {p.calls.size(), open != p.open.end() ? open->second.last : SIZE_MAX};
   p.calls.push_back(c);
   p.ops[c.op].calls += r.calls;
   p.ops[c.op].sum_ns += r.sum_ns;

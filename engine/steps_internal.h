@@ -66,7 +66,10 @@ struct Proc {
   std::vector<std::vector<Grouped>> groups;
   std::vector<TopLevelOp> ops;
   std::map<std::pair<const char*, const char*>, uint32_t> op_index;  // (op, api) storage
-  std::map<uint32_t, size_t> open;                                   // tid -> its last call
+  struct Open {
+    size_t last = SIZE_MAX, prev = SIZE_MAX;  // the thread's last item and the one before
+  };
+  std::map<uint32_t, Open> open;  // by tid, while collecting
   uint64_t dropped = 0;
 
   static bool grouped(const Call& c) { return c.run != kNoRun && (c.run & kGroupBit); }

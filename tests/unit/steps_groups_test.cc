@@ -58,12 +58,14 @@ void expect_same(const engine::Analysis& a, const engine::Analysis& b) {
 // The trace analysed with launches grouped, then one by one.
 struct Both {
   engine::Analysis grouped, single;
+  std::string path;
 };
 Both analyze_both(const std::string& name, std::vector<Event> calls) {
   std::stable_sort(calls.begin(), calls.end(),
                    [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
   std::string path = write_trace(name + ".db", calls);
   Both b;
+  b.path = path;
   b.grouped = std::move(analyze(path).a);
   engine::steps_detail::group_launches = false;
   b.single = std::move(analyze(path).a);
@@ -136,42 +138,51 @@ TEST(StepGroups, InterleavedThreadsGroupedGiveTheSameSteps) {
   EXPECT_EQ(b.grouped.steps.processes.at(0).steps[150].launches, 240u);
 }
 
-// A driver launch recorded before the runtime launch that made it (same start, shorter): it is
-// part of its caller, also when it was already grouped with the launches before it.
+// A driver launch recorded before the runtime launch that made it (same start, shorter) is part
+// of its caller. In each step the first 60 launches call the driver directly (cuBLAS does) and
+// group; the next 60 go through the runtime, and the first of their driver calls joins the
+// direct ones' group before its caller comes.
 TEST(StepGroups, ACalleeRecordedBeforeItsCallerLeavesItsGroup) {
   std::vector<Event> calls;
-  uint64_t launches = 0;
-  for (const Event& e : training_loop(60).calls) {
+  uint64_t direct = 0, runtime = 0;
+  int in_step = 0;
+  for (Event e : training_loop(60).calls) {
+    if (e.kind == EventKind::kSync) in_step = 0;
     if (e.kind == EventKind::kLaunch) {
-      Event callee = e;
-      callee.api = "cuda_driver";
-      callee.op = "cuLaunchKernel";
-      callee.dur_ns = e.dur_ns - kUs;
-      calls.push_back(callee);
-      ++launches;
+      Event driver = e;
+      driver.api = "cuda_driver";
+      driver.op = "cuLaunchKernel";
+      if (in_step++ < 60) {
+        calls.push_back(driver);
+        ++direct;
+        continue;
+      }
+      driver.dur_ns = e.dur_ns - kUs;
+      calls.push_back(driver);
+      ++runtime;
     }
     calls.push_back(e);
   }
   Both b = analyze_both("groups-callee-first", calls);
   expect_same(b.grouped, b.single);
   const engine::StepSeries& s = b.grouped.steps.processes.at(0);
-  bool runtime = false, driver = false;
-  for (const engine::TopLevelOp& op : s.ops) {
-    if (op.op == "cudaLaunchKernel") {
-      runtime = true;
-      EXPECT_EQ(op.calls, launches);
-      EXPECT_EQ(op.nested, 0u);
-    }
-    if (op.op == "cuLaunchKernel") {
-      driver = true;
-      EXPECT_EQ(op.calls, 0u);
-      EXPECT_EQ(op.nested, launches);
-      EXPECT_EQ(op.sum_ns, 0u);
-    }
-  }
-  EXPECT_TRUE(runtime);
-  EXPECT_TRUE(driver);
+  ASSERT_EQ(s.ops.size(), 4u);  // and the copy and the sync
+  EXPECT_EQ(std::tie(s.ops[0].op, s.ops[0].calls, s.ops[0].nested),
+            std::make_tuple(std::string("cuLaunchKernel"), direct, runtime));
+  EXPECT_EQ(std::tie(s.ops[1].op, s.ops[1].calls, s.ops[1].nested),
+            std::make_tuple(std::string("cudaLaunchKernel"), runtime, uint64_t(0)));
   EXPECT_EQ(s.steps[30].launches, 120u);
+  // In memory, per step: two groups of 60 launches (an item, and its 60 calls in the group),
+  // the copy and the sync; and the runtime launches' first driver call, which joined the direct
+  // group before its caller came.
+  Read r = analyze(b.path);
+  engine::HostContext host = engine::collect_host_context(*r.source, {});
+  using engine::steps_detail::Call, engine::steps_detail::Grouped;
+  size_t need = 60 * (4 * sizeof(Call) + (2 * 60 + 1) * sizeof(Grouped));
+  auto m = engine::compute_steps(*r.source, {}, host, need);
+  EXPECT_EQ(m.processes.at(0).calls_dropped, 0u);
+  m = engine::compute_steps(*r.source, {}, host, need - 1);
+  EXPECT_EQ(m.processes.at(0).calls_dropped, 1u);  // the last sync
 }
 
 }  // namespace
