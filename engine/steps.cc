@@ -104,7 +104,8 @@ void reserve_calls(std::vector<Call>& v, size_t n) {
   (void)madvise(reinterpret_cast<void*>(page), bytes - (page - begin), MADV_HUGEPAGE);
 }
 
-// What the model may still hold, in bytes: an item takes 56, a grouped call 16. Once it is spent
+// What the model may still hold, in bytes: an item takes 56, a grouped call 16 (and a group 24
+// for its list), a folded run's counts 32 more. Once it is spent
 // the model stops at that point in time: every later call is dropped, so what is modelled is a
 // prefix of the trace.
 struct Budget {
@@ -146,7 +147,8 @@ bool joins(const Proc& p, const Call& last, const Call& c) {
 // Adds top-level launch c to the thread's previous item: a group of exact calls.
 bool join(Proc& p, Call& last, const Call& c, Budget& b) {
   if (last.run == kNoRun) {
-    if (p.groups.size() >= kGroupBit || !b.take_grouped(2)) return false;
+    if (p.groups.size() >= kGroupBit || !b.take(2 * sizeof(Grouped) + sizeof(std::vector<Grouped>)))
+      return false;
     p.groups.push_back({{0, uint32_t(last.end - last.start), last.stack}});
     last.run = kGroupBit | uint32_t(p.groups.size() - 1);
   } else if (!b.take_grouped(1)) {
@@ -239,14 +241,14 @@ void collect_run(const CallRun& r, Proc& p, Budget& b, hal::Event& scratch) {
     collect(scratch, p, b);
     return;
   }
-  if (!b.take_item()) {
+  if (!b.take(sizeof(Call) + sizeof(RunCounts))) {
     p.dropped += r.calls;
     return;
   }
   Call c = make_call(scratch, op_of(p, r.op, r.api, r.kind));
   c.end = r.ts_ns + int64_t(r.span_ns);
   c.run = uint32_t(p.runs.size());
-  p.runs.push_back(r);
+  p.runs.push_back({r.calls, r.sum_ns, r.min_ns, r.max_ns});
   auto open = p.open.find(r.tid);
   p.open[r.tid] = {p.calls.size(), open != p.open.end() ? open->second.last : SIZE_MAX};
   p.calls.push_back(c);

@@ -59,10 +59,15 @@ struct Span {
   int64_t end() const { return start + int64_t(dur); }
 };
 
+// A folded run's counts; its first start and last end are its item's start and end.
+struct RunCounts {
+  uint64_t calls = 0, sum_ns = 0, min_ns = 0, max_ns = 0;
+};
+
 struct Proc {
   uint32_t pid = 0;
   std::vector<Call> calls;  // top-level, start order
-  std::vector<RunShape> runs;
+  std::vector<RunCounts> runs;
   std::vector<std::vector<Grouped>> groups;
   std::vector<TopLevelOp> ops;
   std::map<std::pair<const char*, const char*>, uint32_t> op_index;  // (op, api) storage
@@ -77,10 +82,21 @@ struct Proc {
   uint64_t calls_in(const Call& c) const {
     return c.run == kNoRun ? 1 : grouped(c) ? group(c).size() : runs[c.run].calls;
   }
+  RunShape run(const Call& c) const {
+    const RunCounts& r = runs[c.run];
+    RunShape s;
+    s.ts_ns = c.start;
+    s.span_ns = uint64_t(c.end - c.start);
+    s.calls = r.calls;
+    s.sum_ns = r.sum_ns;
+    s.min_ns = r.min_ns;
+    s.max_ns = r.max_ns;
+    return s;
+  }
   int64_t last_start(const Call& c) const {
     return c.run == kNoRun ? c.start
            : grouped(c)    ? c.start + int64_t(group(c).back().delta)
-                           : runs[c.run].last_start();
+                           : run(c).last_start();
   }
   // Time inside the item's calls.
   uint64_t busy_ns(const Call& c) const {
@@ -94,11 +110,11 @@ struct Proc {
   Span first(const Call& c) const {
     if (c.run == kNoRun) return {c.start, uint64_t(c.end - c.start), c.stack};
     if (grouped(c)) return span_of(c, group(c)[0]);
-    return {c.start, runs[c.run].duration(0), c.stack};
+    return {c.start, run(c).duration(0), c.stack};
   }
   Span next(const Call& c, uint64_t k, const Span& at) const {
     if (grouped(c)) return span_of(c, group(c)[k + 1]);
-    const RunShape& r = runs[c.run];
+    RunShape r = run(c);
     return {at.end() + int64_t(r.gap(k)), r.duration(k + 1), c.stack};
   }
   // Each call of item c: fn(uint64_t k, const Span&).

@@ -38,8 +38,8 @@ inline constexpr int64_t kFallbackWindowNs = 1'000'000'000;
 // Warm-up: the first iteration (before the first round trip) and the leading steps slower
 // than 2x the median step (autotuning, lazy init, allocator growth).
 inline constexpr double kWarmupStepFactor = 2.0;
-// Memory bounds: what the step model holds per analysis (a call or a folded run is a 56-byte
-// item, a launch grouped with the one before it on its thread 16 bytes; later calls are
+// Memory bounds: what the step model holds per analysis (a call is a 56-byte item, a folded run
+// 88 bytes, a launch grouped with the one before it on its thread 16 bytes; later calls are
 // counted in StepSeries::calls_dropped and the report says where the model stops), gaps stored
 // per process.
 inline constexpr size_t kMaxModelledBytes = 560'000'000;

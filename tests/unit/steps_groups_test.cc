@@ -172,13 +172,14 @@ TEST(StepGroups, ACalleeRecordedBeforeItsCallerLeavesItsGroup) {
   EXPECT_EQ(std::tie(s.ops[1].op, s.ops[1].calls, s.ops[1].nested),
             std::make_tuple(std::string("cudaLaunchKernel"), runtime, uint64_t(0)));
   EXPECT_EQ(s.steps[30].launches, 120u);
-  // In memory, per step: two groups of 60 launches (an item, and its 60 calls in the group),
+  // In memory, per step: two groups of 60 launches (an item, and its 60 calls in its list),
   // the copy and the sync; and the runtime launches' first driver call, which joined the direct
   // group before its caller came.
   Read r = analyze(b.path);
   engine::HostContext host = engine::collect_host_context(*r.source, {});
   using engine::steps_detail::Call, engine::steps_detail::Grouped;
-  size_t need = 60 * (4 * sizeof(Call) + (2 * 60 + 1) * sizeof(Grouped));
+  size_t need =
+      60 * (4 * sizeof(Call) + (2 * 60 + 1) * sizeof(Grouped) + 2 * sizeof(std::vector<Grouped>));
   auto m = engine::compute_steps(*r.source, {}, host, need);
   EXPECT_EQ(m.processes.at(0).calls_dropped, 0u);
   m = engine::compute_steps(*r.source, {}, host, need - 1);
