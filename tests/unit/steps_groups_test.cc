@@ -186,5 +186,22 @@ TEST(StepGroups, ACalleeRecordedBeforeItsCallerLeavesItsGroup) {
   EXPECT_EQ(m.processes.at(0).calls_dropped, 1u);  // the last sync
 }
 
+// A group holds 32-bit offsets and durations: launches seconds apart, or one that hangs for
+// five seconds, start new items, and nothing changes.
+TEST(StepGroups, LaunchesPastThirtyTwoBitsStartNewItems) {
+  std::vector<Event> calls;
+  uint64_t t = 1000;
+  for (int i = 0; i < 40; ++i) {
+    Event e = launch(t, i == 20 ? 5'000 * kMs : 5 * kUs);
+    calls.push_back(e);
+    t += e.dur_ns + (i % 4 == 0 ? 1'500 * kMs : 30 * kUs);
+  }
+  Both b = analyze_both("groups-far-apart", calls);
+  expect_same(b.grouped, b.single);
+  const engine::StepSeries& s = b.grouped.steps.processes.at(0);
+  EXPECT_EQ(s.ops.at(0).calls, 40u);
+  EXPECT_EQ(s.ops.at(0).sum_ns, 39 * 5 * kUs + 5'000 * kMs);
+}
+
 }  // namespace
 }  // namespace ingero::store
