@@ -138,17 +138,21 @@ struct Proc {
 // Every call of p.calls in start order, the calls of runs and groups one by one (they interleave
 // with those of other threads): fn(const Span&, size_t item). Ties: the item listed first, then
 // an item's earlier call.
+// Call k of a run or group yet to start, for the walks that take them call by call: by start,
+// then item, then k.
+struct Pending {
+  Span s;
+  size_t item = 0;
+  uint64_t k = 0;
+  bool operator>(const Pending& o) const {
+    return std::tie(s.start, item, k) > std::tie(o.s.start, o.item, o.k);
+  }
+};
+using PendingQueue = std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>>;
+
 template <class Fn>
 void each_call(const Proc& p, Fn&& fn) {
-  struct Next {
-    Span s;
-    uint64_t k;
-    size_t item;
-    bool operator>(const Next& o) const {
-      return std::tie(s.start, item, k) > std::tie(o.s.start, o.item, o.k);
-    }
-  };
-  std::priority_queue<Next, std::vector<Next>, std::greater<Next>> pending;
+  PendingQueue pending;
   size_t i = 0;
   while (i < p.calls.size() || !pending.empty()) {
     if (pending.empty() || (i < p.calls.size() && p.calls[i].start <= pending.top().s.start)) {
@@ -156,15 +160,15 @@ void each_call(const Proc& p, Fn&& fn) {
       if (c.run == kNoRun)
         fn(p.first(c), i);
       else
-        pending.push({p.first(c), 0, i});
+        pending.push({p.first(c), i, 0});
       ++i;
       continue;
     }
-    Next n = pending.top();
+    Pending n = pending.top();
     pending.pop();
     const Call& c = p.calls[n.item];
     fn(static_cast<const Span&>(n.s), n.item);
-    if (n.k + 1 < p.calls_in(c)) pending.push({p.next(c, n.k, n.s), n.k + 1, n.item});
+    if (n.k + 1 < p.calls_in(c)) pending.push({p.next(c, n.k, n.s), n.item, n.k + 1});
   }
 }
 
@@ -219,6 +223,13 @@ struct Tallies {
   std::map<std::pair<uint64_t, std::string>, uint64_t> preempted_before_ns;
   std::map<std::pair<uint64_t, std::string>, uint32_t> preempted_before_tid;
 };
+
+// steps_collect.cc: the top-level calls of every GPU process in `w`, in start order: calls
+// nested in another call of their thread folded into it, folded runs and consecutive launches
+// grouped into items, up to `max_bytes` (past it, calls are counted in Proc::dropped).
+// `calls_per_pid` sizes each process's list once.
+std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, size_t max_bytes,
+                                       const std::map<uint32_t, uint64_t>& calls_per_pid);
 
 // steps_timeline.cc: fills the breakdown, counts and gaps of every step in `s`, from the calls
 // and the step boundaries already in `s.steps`.

@@ -123,16 +123,7 @@ class Sweep {
     // Open calls by end: (end, item, stack).
     using End = std::tuple<int64_t, size_t, uint64_t>;
     std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
-    // The next call of each run or group taken call by call, by start.
-    struct Next {
-      Span s;
-      size_t item;
-      uint64_t k;
-      bool operator>(const Next& o) const {
-        return std::tie(s.start, item, k) > std::tie(o.s.start, o.item, o.k);
-      }
-    };
-    std::priority_queue<Next, std::vector<Next>, std::greater<Next>> pending;
+    PendingQueue pending;  // the next call of each run or group taken call by call
     const size_t n = p_.calls.size();
     size_t next = 0;
     int64_t now = p_.calls.front().start;
@@ -152,7 +143,7 @@ class Sweep {
         ends.pop();
         on_close(i, end, stack);
       } else if (from_item) {
-        Next x = pending.top();
+        Pending x = pending.top();
         pending.pop();
         const Call& c = p_.calls[x.item];
         on_open(x.item, x.s.stack);

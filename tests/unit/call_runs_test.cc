@@ -276,17 +276,8 @@ TEST(CallRuns, ARunAloneInItsStepIsModelledWholeAsItsCallsWouldBe) {
 // Launches of two threads interleaved: every run overlaps the other thread's calls, so the
 // step model takes them call by call.
 TEST(CallRuns, ExplainFromWholeRunsEqualsExplainCallByCall) {
-  std::vector<Event> calls;
-  for (const Event& e : training_loop(200).calls) {
-    calls.push_back(e);
-    if (e.kind != EventKind::kLaunch) continue;
-    Event twin = e;
-    twin.tid = 11;
-    twin.ts_ns += 7 * kUs;
-    twin.dur_ns = 3 * kUs;
-    calls.push_back(twin);
-  }
-  engine::StepSeries s = expect_same_explain("runs-explain", calls);
+  engine::StepSeries s =
+      expect_same_explain("runs-explain", with_twin_thread(training_loop(200).calls));
   ASSERT_GE(s.steps.size(), 190u);
   EXPECT_EQ(s.steps[150].launches, 240u);  // both threads' launches, one step of the slow phase
 }

@@ -85,23 +85,8 @@ std::vector<Event> loop_with_preemptions() {
     }
     if (e.kind == EventKind::kLaunch) {
       e.stack_id = 0x1110 + uint64_t(in_step % 8);
-      if (++in_step == 50 && step >= 100 && step < 110) {
-        Event sw;
-        sw.ts_ns = e.ts_ns + e.dur_ns + 5 * kUs;
-        sw.dur_ns = 10 * kUs;
-        sw.pid = sw.tid = 10;
-        sw.set_comm("python3");
-        sw.vendor = "host";
-        sw.api = "kernel";
-        sw.op = "sched_switch";
-        sw.kind = EventKind::kSchedSwitch;
-        sw.set(Field::kFlags, 1);
-        sw.set(Field::kState, 0);
-        sw.set(Field::kPeerPid, 999);
-        sw.set(Field::kPeerTid, 999);
-        sw.set_peer_comm("hog");
-        out.push_back(sw);
-      }
+      if (++in_step == 50 && step >= 100 && step < 110)
+        out.push_back(switch_out(e.ts_ns + e.dur_ns + 5 * kUs, 10 * kUs, true));
     }
     out.push_back(e);
   }
@@ -122,18 +107,7 @@ TEST(StepGroups, OneThreadsLaunchesGroupedGiveTheSameSteps) {
 // Two threads' launches interleaved: every group overlaps the other thread's calls and is
 // swept call by call.
 TEST(StepGroups, InterleavedThreadsGroupedGiveTheSameSteps) {
-  std::vector<Event> calls;
-  for (const Event& e : loop_with_preemptions()) {
-    calls.push_back(e);
-    if (e.kind != EventKind::kLaunch) continue;
-    Event twin = e;
-    twin.tid = 11;
-    twin.ts_ns += 7 * kUs;
-    twin.dur_ns = 3 * kUs;
-    twin.stack_id = 0x2220;
-    calls.push_back(twin);
-  }
-  Both b = analyze_both("groups-two-threads", calls);
+  Both b = analyze_both("groups-two-threads", with_twin_thread(loop_with_preemptions(), 0x2220));
   expect_same(b.grouped, b.single);
   EXPECT_EQ(b.grouped.steps.processes.at(0).steps[150].launches, 240u);
 }

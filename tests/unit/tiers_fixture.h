@@ -57,6 +57,50 @@ inline Event launch(uint64_t ts, uint64_t dur, uint32_t tid = 10) {
 // find), 17 ms in steps 120-159.
 inline constexpr uint64_t kDatasetStack = 0x3333;
 
+// A kernel event of the thread pid 10 at ts.
+inline Event host_event(uint64_t ts, const char* op, EventKind kind) {
+  Event e;
+  e.ts_ns = ts;
+  e.pid = e.tid = 10;
+  e.set_comm("python3");
+  e.vendor = "host";
+  e.api = "kernel";
+  e.op = op;
+  e.kind = kind;
+  return e;
+}
+
+// The thread off the CPU from ts for dur: asleep, or preempted by "hog" (pid 999).
+inline Event switch_out(uint64_t ts, uint64_t dur, bool preempted) {
+  Event e = host_event(ts, "sched_switch", EventKind::kSchedSwitch);
+  e.dur_ns = dur;
+  e.set(Field::kFlags, preempted ? 1 : 0);
+  e.set(Field::kState, preempted ? 0 : 1);
+  if (preempted) {
+    e.set(Field::kPeerPid, 999);
+    e.set(Field::kPeerTid, 999);
+    e.set_peer_comm("hog");
+  }
+  return e;
+}
+
+// `calls` with a second thread (tid 11) launching 7 us after each launch, for 3 us; `stack`,
+// when not 0, is its launches' stack.
+inline std::vector<Event> with_twin_thread(const std::vector<Event>& calls, uint64_t stack = 0) {
+  std::vector<Event> out;
+  for (const Event& e : calls) {
+    out.push_back(e);
+    if (e.kind != EventKind::kLaunch) continue;
+    Event twin = e;
+    twin.tid = 11;
+    twin.ts_ns += 7 * kUs;
+    twin.dur_ns = 3 * kUs;
+    if (stack) twin.stack_id = stack;
+    out.push_back(twin);
+  }
+  return out;
+}
+
 struct Loop {
   std::vector<Event> calls;
   uint64_t launches = 0, kept_launches = 0, others = 0;
@@ -87,18 +131,8 @@ inline Loop training_loop(int steps) {
     copy.set(Field::kDirection, 2);  // D2H
     copy.stack_id = 0x2222;
     l.calls.push_back(copy);
-    Event sleep;  // the copy waits for the GPU off-CPU, as the tracer records it
-    sleep.ts_ns = copy.ts_ns + 100 * kUs;
-    sleep.dur_ns = 2500 * kUs;
-    sleep.pid = sleep.tid = 10;
-    sleep.set_comm("python3");
-    sleep.vendor = "host";
-    sleep.api = "kernel";
-    sleep.op = "sched_switch";
-    sleep.kind = EventKind::kSchedSwitch;
-    sleep.set(Field::kFlags, 0);
-    sleep.set(Field::kState, 1);
-    l.calls.push_back(sleep);
+    // The copy waits for the GPU off-CPU, as the tracer records it.
+    l.calls.push_back(switch_out(copy.ts_ns + 100 * kUs, 2500 * kUs, false));
     t += copy.dur_ns + 5 * kUs;
     Event sync = call(t, 20 * kUs, "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync);
     sync.stack_id = 0x2222;
@@ -108,14 +142,7 @@ inline Loop training_loop(int steps) {
     // The host works on-CPU in the dataset (on-CPU samples every millisecond) while the GPU idles.
     uint64_t work = (s >= 120 && s < 160 ? 17 : 8) * kMs;
     for (uint64_t at = 500 * kUs; at < work; at += kMs) {
-      Event sample;
-      sample.ts_ns = t + at;
-      sample.pid = sample.tid = 10;
-      sample.set_comm("python3");
-      sample.vendor = "host";
-      sample.api = "kernel";
-      sample.op = "cpu_sample";
-      sample.kind = EventKind::kCpuSample;
+      Event sample = host_event(t + at, "cpu_sample", EventKind::kCpuSample);
       sample.stack_id = kDatasetStack;
       l.calls.push_back(sample);
     }
