@@ -447,8 +447,11 @@ TEST(TraceCuda, FullRowsFoldsOldLaunchesWhileTracingAndCountsEveryCall) {
   REQUIRE_BPF();
   std::string db = temp_path("tiered.db");
   std::string steps = std::string(INGERO_FAKE_CALLS) + " steps " INGERO_FAKE_CUDART;
-  std::string script = steps + " 300; sleep 4; " + steps + " 10";
-  auto run = trace_command(db, {"/bin/sh", "-c", script}, {"--full-rows", "1s", "--no-stack"});
+  // The window is 2 s and the first process ends 5 s before the second starts: folding ticks
+  // every 0.5 s, so the second's calls would need to wait 2 s for the end of the session to be
+  // folded (with a 1 s window, a loaded machine once folded some).
+  std::string script = steps + " 300; sleep 5; " + steps + " 10";
+  auto run = trace_command(db, {"/bin/sh", "-c", script}, {"--full-rows", "2s", "--no-stack"});
   ASSERT_EQ(run.rc, 0) << run.err;
   // Both processes' launches and syncs: 310 steps of 16 launches and a sync.
   int64_t rows = query_int(db, "SELECT count(*) FROM calls");
