@@ -73,9 +73,8 @@ void reserve_calls(std::vector<Call>& v, size_t n) {
 }
 
 // What the model may still hold, in bytes: an item takes 56, a grouped call 16 (and a group 24
-// for its list), a folded run's counts 32 more. Once it is spent
-// the model stops at that point in time: every later call is dropped, so what is modelled is a
-// prefix of the trace.
+// for its list), a folded run's counts 32 more. Once it is spent the model stops at that point
+// in time: every later call is dropped, so what is modelled is a prefix of the trace.
 struct Budget {
   size_t bytes = 0;
   bool full = false;

@@ -120,13 +120,15 @@ struct Proc {
   // Each call of item c: fn(uint64_t k, const Span&).
   template <class Fn>
   void for_each_span(const Call& c, Fn&& fn) const {
-    uint64_t n = calls_in(c);
-    Span s = first(c);
-    for (uint64_t k = 0;; ++k) {
-      fn(k, static_cast<const Span&>(s));
-      if (k + 1 == n) break;
-      s = next(c, k, s);
+    if (c.run != kNoRun && !grouped(c)) {  // a run spreads its calls itself
+      run(c).for_each_span([&](uint64_t k, int64_t start, uint64_t dur) {
+        fn(k, static_cast<const Span&>(Span{start, dur, c.stack}));
+      });
+      return;
     }
+    uint64_t n = calls_in(c);
+    for (uint64_t k = 0; k < n; ++k)
+      fn(k, static_cast<const Span&>(c.run == kNoRun ? first(c) : span_of(c, group(c)[k])));
   }
 
  private:
@@ -135,9 +137,6 @@ struct Proc {
   }
 };
 
-// Every call of p.calls in start order, the calls of runs and groups one by one (they interleave
-// with those of other threads): fn(const Span&, size_t item). Ties: the item listed first, then
-// an item's earlier call.
 // Call k of a run or group yet to start, for the walks that take them call by call: by start,
 // then item, then k.
 struct Pending {
@@ -150,6 +149,9 @@ struct Pending {
 };
 using PendingQueue = std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>>;
 
+// Every call of p.calls in start order, the calls of runs and groups one by one (they interleave
+// with those of other threads): fn(const Span&, size_t item). Ties: the item listed first, then
+// an item's earlier call.
 template <class Fn>
 void each_call(const Proc& p, Fn&& fn) {
   PendingQueue pending;

@@ -142,8 +142,7 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) 
   p = get_head(p, ts, h);
   uint8_t flags = h.flags;
   uint64_t v = 0;
-  e.fields = {};
-  e.present = 0;
+  e.reset();
   e.ts_ns = h.ts;
   e.dur_ns = h.length;
   e.pid = h.pid;
@@ -156,19 +155,15 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) 
   e.set_comm(comms_[h.comm]);
   e.stack_id = stacks_[h.stack];
   e.has_ret = flags & kHasRet;
-  e.ret = 0;
   if (e.has_ret) {
     p = get(p, v);
     e.ret = unzigzag(v);
   }
   e.unfinished = flags & kUnfinished;
-  e.peer_comm = {};
   if (flags & kPeerComm) {
     p = get(p, v);
     e.set_peer_comm(comms_[v]);
   }
-  e.off_cpu_ns = 0;
-  e.preempts = e.switches = 0;
   if (flags & kOffCpu) {
     p = get(p, e.off_cpu_ns);
     p = get(p, v);
@@ -176,7 +171,6 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) 
     p = get(p, v);
     e.switches = uint32_t(v);
   }
-  e.cgroup_id = 0;
   if (flags & kCgroup) p = get(p, e.cgroup_id);
   uint64_t present = 0;
   p = get(p, present);
