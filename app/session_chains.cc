@@ -1,5 +1,6 @@
 #include "app/session_chains.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -82,6 +83,9 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
       if (auto p = paths.find(id); p != paths.end()) (void)writer.add_cgroup_path(id, p->second);
   }
   if (auto st = writer.commit(); !st) return st.error();
+  // The writer's page cache (8 MiB while tracing) is not needed for the few rows left to
+  // write: handed back before the analysis, the session's peak memory is not their sum.
+  sqlite3_db_release_memory(writer.db().handle());
   store::SqlTraceSource source(**reader);
   // A small copy of the calls (~34 bytes each): the analysis of a short session reads the
   // file once; a long one is read pass by pass and the tracer's memory stays bounded.

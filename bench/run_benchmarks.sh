@@ -112,5 +112,17 @@ wait $tpid || true
 stored=$($ING query --db "$out/mem.db" "select events_stored || ' events, ' || attached_probes || ' probes attached' from sessions" | sed -n 3p)
 echo "peak RSS $((peak / 1024)) MiB (target < 64 MiB); $stored"
 
+echo "== memory at full rate: 16 threads x 50,000 cudaMalloc on $LIB, default settings"
+# The whole run's peak RSS (VmHWM) of the tracer: tracing, then the session's analysis.
+python3 - "$ING" "$B/tests/fake_calls" "$LIB" "$out/full.db" <<'PY'
+import resource, subprocess, sys
+ing, calls, lib, db = sys.argv[1:5]
+subprocess.run([ing, "trace", "-q", "--db", db, "--", calls, "threads", lib, "16", "50000"],
+               stdout=subprocess.DEVNULL, check=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(f"peak RSS {peak:.0f} MiB (target <= 64 MiB)")
+PY
+$ING query --db "$out/full.db" "select count(*) || ' calls stored (800,016 made)' from calls" | sed -n 3p
+
 echo "== step proxy: a launch-bound training step on the real libcudart (bench/step_proxy.sh)"
 "$(dirname "$0")/step_proxy.sh" "$B"

@@ -194,7 +194,8 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
                             : same_file(m->path, *m)                    ? m->path
                                                                         : "";
     // Every frame of a stack taken at a return is a return address: look up the call.
-    hal::NativeSymbol s = symbolizer_.symbolize(key, open_path, *f.module_offset, true);
+    hal::NativeSymbol s = symbolizer_.symbolize(key, open_path, *f.module_offset, true,
+                                                !hal::system_library(m->path));
     f.function = s.function;
     f.file = s.file;
     f.line = s.line;

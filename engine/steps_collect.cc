@@ -72,9 +72,10 @@ void reserve_calls(std::vector<Call>& v, size_t n) {
   (void)madvise(reinterpret_cast<void*>(page), bytes - (page - begin), MADV_HUGEPAGE);
 }
 
-// What the model may still hold, in bytes: an item takes 56, a grouped call 16 (and a group 24
-// for its list), a folded run's counts 32 more. Once it is spent the model stops at that point
-// in time: every later call is dropped, so what is modelled is a prefix of the trace.
+// What the model may still hold, in bytes: an item takes 56; a grouped call 12, a group 24 for
+// its list and a stack grouped calls share 48 (interned); a folded run's counts 32 more. Once it is
+// spent the model stops at that point in time: every later call is dropped, so what is
+// modelled is a prefix of the trace.
 struct Budget {
   size_t bytes = 0;
   bool full = false;
@@ -84,7 +85,6 @@ struct Budget {
     return true;
   }
   bool take_item() { return take(sizeof(Call)); }
-  bool take_grouped(size_t n) { return take(n * sizeof(Grouped)); }
 };
 
 uint32_t op_of(Proc& p, std::string_view op, std::string_view api, hal::EventKind kind) {
@@ -99,30 +99,47 @@ uint32_t op_of(Proc& p, std::string_view op, std::string_view api, hal::EventKin
   return it->second;
 }
 
-// Whether launch c may join `last`, the thread's previous item, as its next call: the same op
-// on the same stream, after it ends, its start and duration within 32 bits of the item's.
+// Whether call c may join `last`, the thread's previous item, as its next call: alike in every
+// field of an item but time and stack, not a wait, after it ends, its start and duration
+// within 32 bits of the item's.
 bool joins(const Proc& p, const Call& last, const Call& c) {
-  if (!group_launches || c.kind != hal::EventKind::kLaunch || !c.work || last.kind != c.kind ||
-      last.op != c.op || last.stream != c.stream || last.bytes != c.bytes || last.cat != c.cat ||
-      c.start < last.end)
+  if (!group_calls || c.cat == kWait || last.kind != c.kind || last.op != c.op ||
+      last.stream != c.stream || last.bytes != c.bytes || last.cat != c.cat ||
+      last.work != c.work || last.d2h != c.d2h || last.h2d != c.h2d || c.start < last.end)
     return false;
   if (last.run != kNoRun && !Proc::grouped(last)) return false;  // a folded run stays as read
   return uint64_t(c.start - last.start) <= UINT32_MAX && uint64_t(c.end - c.start) <= UINT32_MAX &&
          uint64_t(p.first(last).dur) <= UINT32_MAX;
 }
 
-// Adds top-level launch c to the thread's previous item: a group of exact calls.
-bool join(Proc& p, Call& last, const Call& c, Budget& b) {
-  if (last.run == kNoRun) {
-    if (p.groups.size() >= kGroupBit || !b.take(2 * sizeof(Grouped) + sizeof(std::vector<Grouped>)))
-      return false;
-    p.groups.push_back({{0, uint32_t(last.end - last.start), last.stack}});
-    last.run = kGroupBit | uint32_t(p.groups.size() - 1);
-  } else if (!b.take_grouped(1)) {
-    return false;
+// The index of `stack` in p.stacks, interned on first use.
+constexpr size_t kInternedStackBytes = 48;  // the id and its hash-table node
+bool intern(Proc& p, uint64_t stack, Budget& b, uint32_t& out) {
+  if (auto it = p.stack_index.find(stack); it != p.stack_index.end()) {
+    out = it->second;
+    return true;
   }
+  if (p.stacks.size() >= UINT32_MAX || !b.take(kInternedStackBytes)) return false;
+  out = uint32_t(p.stacks.size());
+  p.stack_index.emplace(stack, out);
+  p.stacks.push_back(stack);
+  return true;
+}
+
+// Adds call c to the thread's previous item: a group of exact calls.
+bool join(Proc& p, Call& last, const Call& c, Budget& b) {
+  uint32_t stack = 0;
+  if (last.run == kNoRun) {
+    uint32_t first = 0;
+    if (p.groups.size() >= kGroupBit || !intern(p, last.stack, b, first) ||
+        !b.take(sizeof(Grouped) + sizeof(std::vector<Grouped>)))
+      return false;
+    p.groups.push_back({{0, uint32_t(last.end - last.start), first}});
+    last.run = kGroupBit | uint32_t(p.groups.size() - 1);
+  }
+  if (!intern(p, c.stack, b, stack) || !b.take(sizeof(Grouped))) return false;
   p.groups[last.run & ~kGroupBit].push_back(
-      {uint32_t(c.start - last.start), uint32_t(c.end - c.start), c.stack});
+      {uint32_t(c.start - last.start), uint32_t(c.end - c.start), stack});
   last.end = c.end;
   return true;
 }
@@ -145,7 +162,7 @@ void drop_last(Proc& p, Call& item) {
 
 // A call nested in time inside another call of the same thread (a runtime call's driver call,
 // a collective's internal copies) is part of it: only the outermost call is modelled.
-// Consecutive launches of one op on a thread are grouped into one item.
+// Consecutive calls of one op on a thread, alike but for their times, are grouped into one item.
 void collect(const hal::Event& e, Proc& p, Budget& b) {
   uint32_t op = op_of(p, e.op, e.api, e.kind);
   Call c = make_call(e, op);

@@ -2,11 +2,13 @@
 // sweep, gaps, attribution) and steps_summary.cc (sites, locations, the summary).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <queue>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/call_run.h"
@@ -28,10 +30,13 @@ struct Call {
   uint64_t bytes = 0;
   uint32_t tid = 0;
   uint32_t op = 0;  // index into Proc::ops
-  // kNoRun: one call. Else the item holds several launches of one op on this thread and
-  // stream, none nested, from `start` to the end of the last at `end`:
-  //  - a folded run (engine/call_run.h), its index in Proc::runs, spread as it reads back;
-  //  - kGroupBit | its index in Proc::groups: consecutive launches read from rows, exact.
+  // kNoRun: one call. Else the item holds several calls of one op on this thread, alike in
+  // every field here but their times and stacks, none nested, from `start` to the end of the
+  // last at `end`:
+  //  - a folded run of launches (engine/call_run.h), its index in Proc::runs, spread as it
+  //    reads back;
+  //  - kGroupBit | its index in Proc::groups: consecutive calls read from rows, exact. Waits
+  //    are never grouped: round trips and the step cadence read them as items.
   uint32_t run = kNoRun;
   hal::EventKind kind = hal::EventKind::kUnknown;
   Cat cat = kApi;
@@ -40,15 +45,15 @@ struct Call {
   bool h2d : 1 = false;
 };
 
-// Whether consecutive launches are grouped (see Call::run). Tests turn it off to check that
+// Whether consecutive calls are grouped (see Call::run). Tests turn it off to check that
 // groups change nothing.
-inline bool group_launches = true;
+inline bool group_calls = true;
 
-// A call of a group: its start from the item's start, its duration and its stack. 16 bytes, not
-// a 56-byte item: a launch-bound process's launches come one after another on their thread.
+// A call of a group: its start from the item's start, its duration and its stack (an index
+// into Proc::stacks). 12 bytes, not a 56-byte item: a launch-bound process's launches, or an
+// allocating loop's allocations, come one after another on their thread.
 struct Grouped {
-  uint32_t delta = 0, dur = 0;
-  uint64_t stack = 0;
+  uint32_t delta = 0, dur = 0, stack = 0;
 };
 
 // One call of an item.
@@ -69,6 +74,8 @@ struct Proc {
   std::vector<Call> calls;  // top-level, start order
   std::vector<RunCounts> runs;
   std::vector<std::vector<Grouped>> groups;
+  std::vector<uint64_t> stacks;  // the stacks of grouped calls, interned
+  std::unordered_map<uint64_t, uint32_t> stack_index;
   std::vector<TopLevelOp> ops;
   std::map<std::pair<const char*, const char*>, uint32_t> op_index;  // (op, api) storage
   struct Open {
@@ -109,11 +116,11 @@ struct Proc {
   // The item's first call, and call k + 1 after call k (`at`).
   Span first(const Call& c) const {
     if (c.run == kNoRun) return {c.start, uint64_t(c.end - c.start), c.stack};
-    if (grouped(c)) return span_of(c, group(c)[0]);
+    if (grouped(c)) return span_of(c, 0);
     return {c.start, run(c).duration(0), c.stack};
   }
   Span next(const Call& c, uint64_t k, const Span& at) const {
-    if (grouped(c)) return span_of(c, group(c)[k + 1]);
+    if (grouped(c)) return span_of(c, k + 1);
     RunShape r = run(c);
     return {at.end() + int64_t(r.gap(k)), r.duration(k + 1), c.stack};
   }
@@ -128,12 +135,13 @@ struct Proc {
     }
     uint64_t n = calls_in(c);
     for (uint64_t k = 0; k < n; ++k)
-      fn(k, static_cast<const Span&>(c.run == kNoRun ? first(c) : span_of(c, group(c)[k])));
+      fn(k, static_cast<const Span&>(c.run == kNoRun ? first(c) : span_of(c, k)));
   }
 
  private:
-  static Span span_of(const Call& c, const Grouped& g) {
-    return {c.start + int64_t(g.delta), g.dur, g.stack};
+  Span span_of(const Call& c, uint64_t k) const {
+    const Grouped& g = group(c)[k];
+    return {c.start + int64_t(g.delta), g.dur, stacks[g.stack]};
   }
 };
 

@@ -6,6 +6,7 @@
 #include "engine/chain.h"
 #include "engine/steps_internal.h"
 #include "engine/thresholds_steps.h"
+#include "hal/symbolizer.h"
 
 namespace ingero::engine::steps_detail {
 
@@ -16,11 +17,7 @@ bool library_file(const std::string& f) {
 }
 
 bool library_module(const std::string& m) {
-  static constexpr std::string_view kSystemDirs[] = {"/lib/",       "/lib64/",         "/usr/lib/",
-                                                     "/usr/lib64/", "/usr/local/cuda", "/opt/rocm"};
-  for (std::string_view d : kSystemDirs)
-    if (m.starts_with(d)) return true;
-  return m.empty() || m.front() == '[' || library_file(m);
+  return m.empty() || m.front() == '[' || hal::system_library(m) || library_file(m);
 }
 
 std::string basename(const std::string& f) {
@@ -122,8 +119,10 @@ void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trip
   for (const Call& c : p.calls) {
     if (c.kind != hal::EventKind::kAlloc && c.kind != hal::EventKind::kFree) continue;
     const std::string& op = p.ops[c.op].op;
-    add(c.kind == hal::EventKind::kAlloc ? 1 : 2, sites.of(c.stack, op), step_of(c.start), c.kind,
-        op, c.stack, uint64_t(c.end - c.start), c.bytes);
+    p.for_each_span(c, [&](uint64_t, const Span& x) {
+      add(c.kind == hal::EventKind::kAlloc ? 1 : 2, sites.of(x.stack, op), step_of(x.start), c.kind,
+          op, x.stack, x.dur, c.bytes);
+    });
   }
   // Host gaps that follow a call of a site: what a round trip leaves idle after it returns.
   for (const HostGap& g : s.gaps) {

@@ -260,7 +260,7 @@ class Sweep {
     }
     StreamState& st = streams_[c.stream];
     st.last_work = std::max(st.last_work, c.end);
-    if (Proc::grouped(c)) last_closed_stack_ = p_.group(c).back().stack;
+    if (Proc::grouped(c)) last_closed_stack_ = p_.stacks[p_.group(c).back().stack];
   }
 
   void update_gap(int64_t t) {
@@ -335,6 +335,38 @@ class Sweep {
   uint64_t gap_before_stack_ = 0, last_closed_stack_ = 0, last_open_stack_ = 0;
 };
 
+// Adds n calls of item c, `ns` inside them, to step st.
+void add_calls(Step& st, const Call& c, uint32_t n, uint64_t ns) {
+  using K = hal::EventKind;
+  switch (c.kind) {
+    case K::kLaunch:
+    case K::kGraphLaunch:
+      st.launches += n;
+      break;
+    case K::kMemcpy:
+      st.copies += n;
+      if (c.h2d) st.h2d_bytes += n * c.bytes;
+      if (c.d2h) st.d2h_bytes += n * c.bytes;
+      break;
+    case K::kSync:
+      st.syncs += n;
+      break;
+    case K::kAlloc:
+      st.allocs += n;
+      st.alloc_free_ns += ns;
+      break;
+    case K::kFree:
+      st.frees += n;
+      st.alloc_free_ns += ns;
+      break;
+    case K::kCollective:
+      st.collectives += n;
+      break;
+    default:
+      break;
+  }
+}
+
 void count_calls(const Proc& p, StepSeries& s) {
   std::vector<int64_t> starts;
   for (const Step& st : s.steps) starts.push_back(st.start_ns);
@@ -344,48 +376,14 @@ void count_calls(const Proc& p, StepSeries& s) {
     return &s.steps[size_t(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1)];
   };
   for (const Call& c : p.calls) {
-    if (c.run != kNoRun) {  // launches: all in one step, or counted one by one
-      Step* st = step_of(c.start);
-      if (st && st == step_of(p.last_start(c))) {
-        st->launches += uint32_t(p.calls_in(c));
-        continue;
-      }
-      p.for_each_span(c, [&](uint64_t, const Span& x) {
-        if (Step* in = step_of(x.start)) ++in->launches;
-      });
+    Step* st = step_of(c.start);
+    if (c.run == kNoRun || (st && st == step_of(p.last_start(c)))) {  // all in one step
+      if (st) add_calls(*st, c, uint32_t(p.calls_in(c)), p.busy_ns(c));
       continue;
     }
-    Step* in = step_of(c.start);
-    if (!in) continue;
-    Step& st = *in;
-    using K = hal::EventKind;
-    switch (c.kind) {
-      case K::kLaunch:
-      case K::kGraphLaunch:
-        ++st.launches;
-        break;
-      case K::kMemcpy:
-        ++st.copies;
-        if (c.h2d) st.h2d_bytes += c.bytes;
-        if (c.d2h) st.d2h_bytes += c.bytes;
-        break;
-      case K::kSync:
-        ++st.syncs;
-        break;
-      case K::kAlloc:
-        ++st.allocs;
-        st.alloc_free_ns += uint64_t(c.end - c.start);
-        break;
-      case K::kFree:
-        ++st.frees;
-        st.alloc_free_ns += uint64_t(c.end - c.start);
-        break;
-      case K::kCollective:
-        ++st.collectives;
-        break;
-      default:
-        break;
-    }
+    p.for_each_span(c, [&](uint64_t, const Span& x) {
+      if (Step* in = step_of(x.start)) add_calls(*in, c, 1, x.dur);
+    });
   }
 }
 

@@ -109,8 +109,16 @@ Symbolizer::Module* Symbolizer::module(const std::string& key, const std::string
   return slot.get();
 }
 
+bool system_library(std::string_view path) {
+  static constexpr std::string_view kDirs[] = {"/lib/",       "/lib64/",         "/usr/lib/",
+                                               "/usr/lib64/", "/usr/local/cuda", "/opt/rocm"};
+  for (std::string_view d : kDirs)
+    if (path.starts_with(d)) return true;
+  return false;
+}
+
 NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& open_path,
-                                   uint64_t offset, bool return_address) {
+                                   uint64_t offset, bool return_address, bool lines) {
   auto ck = std::make_pair(key, offset * 2 + (return_address ? 1 : 0));
   if (auto it = cache_.find(ck); it != cache_.end()) return it->second;
   NativeSymbol s;
@@ -122,7 +130,7 @@ NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& op
     GElf_Sym sym;
     const char* name = dwfl_module_addrinfo(m->mod, addr, &off, &sym, nullptr, nullptr, nullptr);
     if (name) s.function = demangle(name);
-    if (Dwfl_Line* line = dwfl_module_getsrc(m->mod, addr)) {
+    if (Dwfl_Line* line = lines ? dwfl_module_getsrc(m->mod, addr) : nullptr) {
       int lineno = 0;
       const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
       if (src && lineno > 0) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -34,8 +35,10 @@ class Symbolizer {
   // `key` identifies the file (dev:inode, or the path); `open_path` is where to read it from
   // (through /proc/PID/root for a process in another mount namespace). `offset` is the file
   // offset of the instruction; `return_address` looks up offset - 1, the call instruction.
+  // `lines`: also the source file and line, from the module's DWARF (false: the function name
+  // only; see system_library).
   NativeSymbol symbolize(const std::string& key, const std::string& open_path, uint64_t offset,
-                         bool return_address);
+                         bool return_address, bool lines = true);
   size_t modules() const { return modules_.size(); }
   // Opens the module now (kept open: it stays readable after the path stops resolving, e.g.
   // once the process whose /proc/PID/root led to it has exited).
@@ -53,6 +56,12 @@ class Symbolizer {
   std::unordered_map<std::string, std::unique_ptr<Module>> modules_;
   std::map<std::pair<std::string, uint64_t>, NativeSymbol> cache_;
 };
+
+// A file of the system's or a vendor's libraries (/lib, /usr/lib, /usr/local/cuda, /opt/rocm):
+// its frames are named by their functions, without source lines. Reading a line decompresses
+// the module's DWARF and keeps it: libc's debug package alone costs ~10 MiB, held for the
+// whole session, and no explanation points into these files.
+bool system_library(std::string_view path);
 
 // "_ZN3foo3barEv" -> "foo::bar()", keeping "+0x1f" and ".isra.0" suffixes; anything else
 // unchanged.

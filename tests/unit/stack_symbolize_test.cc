@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "capture/stack_collector.h"
 #include "hal/elf_symbols.h"
@@ -54,6 +55,35 @@ TEST(Symbolizer, FunctionFileAndLineFromDwarf) {
   // Cached: the same answer without reopening.
   EXPECT_EQ(sym.symbolize("k1", "/nonexistent", *off, false).function, "target_fn");
   EXPECT_EQ(sym.modules(), 1u);
+}
+
+// System and vendor libraries are named by function only: their DWARF is not read (the tracer
+// would keep it decompressed for the whole session).
+TEST(Symbolizer, SystemLibrariesAreNamedWithoutLines) {
+  for (const char* p : {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libz.so.1",
+                        "/usr/lib64/libfoo.so", "/lib64/ld-linux-x86-64.so.2",
+                        "/usr/local/cuda/lib64/libcudart.so.13", "/opt/rocm/lib/libamdhip64.so"})
+    EXPECT_TRUE(hal::system_library(p)) << p;
+  for (const char* p : {"/home/u/train/libmine.so", "/usr/local/lib/python3.12/x.so",
+                        "/opt/venv/lib/python3.12/site-packages/torch/lib/libtorch.so",
+                        "/work/build/app", "/library/x.so", ""})
+    EXPECT_FALSE(hal::system_library(p)) << p;
+  std::string src = test::temp_path("nolines.c");
+  std::ofstream(src) << "int target_fn(int y) { return y * 3; }\n"
+                        "int main(void) { return target_fn(1) == 3 ? 0 : 1; }\n";
+  std::string exe = test::temp_path("nolines");
+  std::string out, err;
+  ASSERT_EQ(test::run_command({"cc", "-g", "-O0", src, "-o", exe}, &out, &err), 0) << err;
+  auto idx = hal::SymbolIndex::load(exe);
+  ASSERT_TRUE(idx);
+  auto off = (*idx)->file_offset((*idx)->find_function("target_fn")->value);
+  ASSERT_TRUE(off);
+  hal::Symbolizer sym;
+  hal::NativeSymbol r = sym.symbolize("k1", exe, *off, false, false);
+  EXPECT_EQ(std::tie(r.function, r.file, r.line),
+            std::make_tuple(std::string("target_fn"), std::string(), 0));
+  r = hal::Symbolizer().symbolize("k1", exe, *off, false, true);
+  EXPECT_EQ(std::tie(r.file, r.line), std::make_tuple(src, 1));
 }
 
 // A stripped program whose DWARF lives in a separate file: found through .gnu_debuglink next

@@ -1,9 +1,10 @@
-// The step model groups consecutive launches of one op on a thread into one item
-// (engine/steps_internal.h, Call::run): 16 bytes a launch instead of 56. Groups change nothing:
-// each test analyses one trace with groups and without, and compares every step, gap, op count
-// and tally the rules read.
+// The step model groups consecutive calls of one op on a thread into one item
+// (engine/steps_internal.h, Call::run): 12 bytes a call instead of 56. Groups change nothing:
+// each test analyses one trace with groups and without, and compares every step, gap, op count,
+// call site and tally the rules read.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <tuple>
 
 #include "engine/steps_internal.h"
@@ -40,6 +41,20 @@ void expect_same(const engine::Analysis& a, const engine::Analysis& b) {
           std::tie(s.wait_ns, s.enqueue_ns, s.api_ns, s.host_ns, s.gpu_idle_ns, s.host_gap_ns),
           std::tie(t.wait_ns, t.enqueue_ns, t.api_ns, t.host_ns, t.gpu_idle_ns, t.host_gap_ns))
           << i;
+      EXPECT_EQ(std::tie(s.allocs, s.frees, s.alloc_free_ns, s.h2d_bytes, s.d2h_bytes,
+                         s.collectives, s.round_trips),
+                std::tie(t.allocs, t.frees, t.alloc_free_ns, t.h2d_bytes, t.d2h_bytes,
+                         t.collectives, t.round_trips))
+          << i;
+    }
+    ASSERT_EQ(x.sites.size(), y.sites.size());
+    for (size_t i = 0; i < x.sites.size(); ++i) {
+      const engine::SiteCount &u = x.sites[i], &v = y.sites[i];
+      EXPECT_EQ(std::tie(u.site, u.stack, u.op, u.calls, u.host_ns, u.max_ns, u.bytes, u.steps_with,
+                         u.max_per_step, u.median_per_step),
+                std::tie(v.site, v.stack, v.op, v.calls, v.host_ns, v.max_ns, v.bytes, v.steps_with,
+                         v.max_per_step, v.median_per_step))
+          << i;
     }
     ASSERT_EQ(x.gaps.size(), y.gaps.size());
     for (size_t i = 0; i < x.gaps.size(); ++i) {
@@ -67,9 +82,9 @@ Both analyze_both(const std::string& name, std::vector<Event> calls) {
   Both b;
   b.path = path;
   b.grouped = std::move(analyze(path).a);
-  engine::steps_detail::group_launches = false;
+  engine::steps_detail::group_calls = false;
   b.single = std::move(analyze(path).a);
-  engine::steps_detail::group_launches = true;
+  engine::steps_detail::group_calls = true;
   return b;
 }
 
@@ -151,13 +166,114 @@ TEST(StepGroups, ACalleeRecordedBeforeItsCallerLeavesItsGroup) {
   // group before its caller came.
   Read r = analyze(b.path);
   engine::HostContext host = engine::collect_host_context(*r.source, {});
+  // One stack, interned once.
   using engine::steps_detail::Call, engine::steps_detail::Grouped;
-  size_t need =
-      60 * (4 * sizeof(Call) + (2 * 60 + 1) * sizeof(Grouped) + 2 * sizeof(std::vector<Grouped>));
+  size_t need = 48 + 60 * (4 * sizeof(Call) + (2 * 60 + 1) * sizeof(Grouped) +
+                           2 * sizeof(std::vector<Grouped>));
   auto m = engine::compute_steps(*r.source, {}, host, need);
   EXPECT_EQ(m.processes.at(0).calls_dropped, 0u);
   m = engine::compute_steps(*r.source, {}, host, need - 1);
   EXPECT_EQ(m.processes.at(0).calls_dropped, 1u);  // the last sync
+}
+
+// A step that uploads its batch in two host-to-device copies, launches, and allocates and frees
+// 30 buffers from three sites (cudaMalloc of one size is a group, whatever its stacks), then
+// reads the loss back. Steps 40-59 allocate 60 more: the allocator-churn rule has something to
+// find.
+std::vector<Event> allocating_loop(int steps) {
+  std::vector<Event> out;
+  uint64_t t = 1000;
+  auto add = [&](Event e, uint64_t gap) {
+    out.push_back(e);
+    t += e.dur_ns + gap;
+  };
+  for (int s = 0; s < steps; ++s) {
+    for (int i = 0; i < 2; ++i) {
+      Event up = call(t, 30 * kUs, "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy);
+      up.set(Field::kBytes, 1 << 20);
+      up.set(Field::kDirection, 1);  // H2D
+      up.stack_id = 0x4444;
+      add(up, 10 * kUs);
+    }
+    for (int i = 0; i < 40; ++i) add(launch(t, 5 * kUs + uint64_t(i % 3) * kUs), 15 * kUs);
+    int allocs = s >= 40 && s < 60 ? 90 : 30;
+    for (int i = 0; i < allocs; ++i) {
+      Event m = call(t, 40 * kUs + uint64_t(i % 7) * kUs, "cuda_runtime", "cudaMalloc",
+                     EventKind::kAlloc);
+      m.set(Field::kBytes, 1 << 20);
+      m.stack_id = i < 10 ? 0x5551 : 0x5552;
+      add(m, 5 * kUs);
+    }
+    for (int i = 0; i < allocs; ++i) {
+      Event f = call(t, 20 * kUs, "cuda_runtime", "cudaFree", EventKind::kFree);
+      f.stack_id = 0x5553;
+      add(f, 5 * kUs);
+    }
+    Event copy = call(t, 2 * kMs, "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy);
+    copy.set(Field::kBytes, 4);
+    copy.set(Field::kDirection, 2);  // D2H
+    copy.stack_id = 0x2222;
+    add(copy, 5 * kUs);
+    Event sync = call(t, 20 * kUs, "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync);
+    sync.stack_id = 0x2222;
+    add(sync, 3 * kMs);
+  }
+  return out;
+}
+
+TEST(StepGroups, AllocationsAndCopiesGroupedGiveTheSameStepsAndSites) {
+  Both b = analyze_both("groups-allocs", allocating_loop(100));
+  expect_same(b.grouped, b.single);
+  const engine::StepSeries& s = b.grouped.steps.processes.at(0);
+  ASSERT_GE(s.steps.size(), 95u);
+  EXPECT_EQ(std::tie(s.steps[20].allocs, s.steps[20].frees, s.steps[20].copies,
+                     s.steps[20].h2d_bytes, s.steps[20].launches),
+            std::make_tuple(30u, 30u, 3u, uint64_t(2 << 20), 40u));
+  EXPECT_EQ(s.steps[50].allocs, 90u);
+  // The three allocation sites keep their own counts: 10 a step from the first, the other 20
+  // (80 in the 20 churning steps) from the second, all of them freed from the third.
+  std::map<uint64_t, uint64_t> by_stack;
+  for (const engine::SiteCount& c : s.sites)
+    if (c.kind == EventKind::kAlloc || c.kind == EventKind::kFree) by_stack[c.stack] = c.calls;
+  ASSERT_EQ(by_stack.size(), 3u);
+  EXPECT_EQ(by_stack[0x5551], 10 * s.summary.steps);
+  EXPECT_EQ(by_stack[0x5552], 20 * s.summary.steps + 20 * 60);
+  EXPECT_EQ(by_stack[0x5553], by_stack[0x5551] + by_stack[0x5552]);
+}
+
+// With a second thread launching between the first's calls, every group is swept call by call.
+TEST(StepGroups, AllocationsInterleavedWithAnotherThreadGiveTheSameSteps) {
+  Both b = analyze_both("groups-allocs-twin", with_twin_thread(allocating_loop(100), 0x2220));
+  expect_same(b.grouped, b.single);
+  EXPECT_EQ(b.grouped.steps.processes.at(0).steps[20].launches, 80u);
+}
+
+// 16 threads calling cudaMalloc in a loop (issue 10's load): each thread's calls are one group of
+// 12 bytes a call, one stack interned per thread.
+TEST(StepGroups, AnAllocatingLoopTakesTwelveBytesACall) {
+  std::vector<Event> calls;
+  for (uint32_t tid = 100; tid < 116; ++tid) {
+    uint64_t t = 1000 + tid * 3;
+    for (int i = 0; i < 2000; ++i) {
+      Event m = call(t, 2 * kUs, "cuda_runtime", "cudaMalloc", EventKind::kAlloc, 10, tid);
+      m.set(Field::kBytes, 4096 * (tid - 99));
+      m.stack_id = 0x7000 + tid;
+      calls.push_back(m);
+      t += 50 * kUs;
+    }
+  }
+  Both b = analyze_both("groups-alloc-threads", calls);
+  expect_same(b.grouped, b.single);
+  Read r = analyze(b.path);
+  engine::HostContext host = engine::collect_host_context(*r.source, {});
+  using engine::steps_detail::Call, engine::steps_detail::Grouped;
+  size_t need = 16 * (sizeof(Call) + 48 + sizeof(std::vector<Grouped>) + 2000 * sizeof(Grouped));
+  EXPECT_EQ(sizeof(Grouped), 12u);
+  auto m = engine::compute_steps(*r.source, {}, host, need);
+  EXPECT_EQ(m.processes.at(0).calls_dropped, 0u);
+  EXPECT_EQ(m.processes.at(0).ops.at(0).calls, 32000u);
+  m = engine::compute_steps(*r.source, {}, host, need - 1);
+  EXPECT_EQ(m.processes.at(0).calls_dropped, 1u);  // the last thread's last call
 }
 
 // A group holds 32-bit offsets and durations: launches seconds apart, or one that hangs for

@@ -142,11 +142,11 @@ TEST(StepModel, CallsOverTheCapAreCountedAndTheStopIsReported) {
   loop(s, 50, 10 * kMs, 8 * kMs, false);  // 13 top-level calls per step
   HostContext host = collect_host_context(s, Window{});
   // Per step: the upload, the copy and the sync are items; the 10 launches one item and their
-  // list.
+  // list. The launches' one stack is interned once.
   using steps_detail::Call, steps_detail::Grouped;
-  StepModel m =
-      compute_steps(s, Window{}, host,
-                    20 * (4 * sizeof(Call) + 10 * sizeof(Grouped) + sizeof(std::vector<Grouped>)));
+  StepModel m = compute_steps(
+      s, Window{}, host,
+      48 + 20 * (4 * sizeof(Call) + 10 * sizeof(Grouped) + sizeof(std::vector<Grouped>)));
   const StepSeries& st = m.processes.at(0);
   EXPECT_EQ(st.calls_dropped, 13u * 30);
   // The 20th step's sync is the last modelled call: it returns 312 us into the step.
