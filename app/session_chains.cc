@@ -1,5 +1,6 @@
 #include "app/session_chains.h"
 
+#include <malloc.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -16,6 +17,14 @@ namespace ingero::app {
 namespace {
 constexpr size_t kSessionCallCacheBytes = size_t(16) << 20;
 }  // namespace
+
+engine::EngineOptions tracer_engine_options() {
+  engine::EngineOptions eo;
+  eo.breakdown = false;
+  eo.model_bytes = 16'000'000;
+  eo.model_calls = 1'000'000;
+  return eo;
+}
 
 std::map<uint64_t, std::string> cgroup_paths(const std::string& root) {
   std::map<uint64_t, std::string> out;
@@ -86,6 +95,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   // The writer's page cache (8 MiB while tracing) is not needed for the few rows left to
   // write: handed back before the analysis, the session's peak memory is not their sum.
   sqlite3_db_release_memory(writer.db().handle());
+  malloc_trim(0);  // and what tracing freed goes back to the system, not only to malloc
   store::SqlTraceSource source(**reader);
   // A small copy of the calls (~34 bytes each): the analysis of a short session reads the
   // file once; a long one is read pass by pass and the tracer's memory stays bounded.
@@ -94,9 +104,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   w.from_ns = from_ns;
   w.to_ns = to_ns;
   if (!node.empty()) w.node = node;
-  engine::EngineOptions eo;
-  eo.breakdown = false;
-  engine::Analysis a = engine::analyze(source, w, eo);
+  engine::Analysis a = engine::analyze(source, w, tracer_engine_options());
   if (!source.error().empty()) return ingero::make_error(source.error());
   std::vector<store::ChainRow> rows;
   int64_t now = capture::wall_now_ns();

@@ -81,7 +81,9 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   a.host = collect_host_context(source, window);
   std::map<uint32_t, uint64_t> calls_per_pid;
   for (const OpStats& s : a.stats.per_process) calls_per_pid[s.key.pid] += s.count;
-  a.steps = compute_steps(source, window, a.host, kMaxModelledBytes, calls_per_pid);
+  Window recent = window;
+  if (opts.model_calls) recent.from_ns = source.recent_start(window, opts.model_calls);
+  a.steps = compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid);
   a.losses = source.losses();
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (const auto* set : {&a.stats.per_process}) {

@@ -46,6 +46,12 @@ std::string losses_line(const std::optional<TraceLosses>& l);
 
 struct EngineOptions {
   bool breakdown = true;
+  // The step model's memory cap (engine/steps.h), and, when not 0, the most calls it is given:
+  // it then models the window's last whole seconds holding at most that many calls
+  // (TraceSource::recent_start), and the other rules the whole window. The tracer's own
+  // analyses (the session's end, the live chains behind --prometheus) bound their memory so.
+  size_t model_bytes = kMaxModelledBytes;
+  uint64_t model_calls = 0;
 };
 
 Analysis analyze(TraceSource& source, const Window& window, const EngineOptions& opts = {});

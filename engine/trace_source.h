@@ -153,6 +153,10 @@ class TraceSource {
   // What the tracer lost while recording, summed over the sessions (nullopt: the source does
   // not record it, e.g. the original implementation's files).
   virtual std::optional<TraceLosses> losses() { return std::nullopt; }
+  // The latest start of a whole second of `w` such that at most `max_calls` calls start
+  // between it and the window's end, from per-second call counts; w.from_ns when the whole
+  // window fits or the source keeps no such counts.
+  virtual int64_t recent_start(const Window& w, uint64_t /*max_calls*/) { return w.from_ns; }
 };
 
 }  // namespace ingero::engine

@@ -438,4 +438,21 @@ std::optional<std::vector<engine::CallSketch>> SqlTraceSource::folded_call_sketc
   return out;
 }
 
+int64_t SqlTraceSource::recent_start(const engine::Window& w, uint64_t max_calls) {
+  if (!reader_.db().table_exists("call_seconds")) return w.from_ns;
+  auto st =
+      prepare("SELECT timestamp, sum(calls) FROM call_seconds" + window_sql(w, "timestamp", true) +
+              " GROUP BY timestamp ORDER BY timestamp DESC");
+  if (!st) return w.from_ns;
+  uint64_t n = 0;
+  std::optional<int64_t> later;  // the start of the second after this one
+  while (row(*st)) {
+    int64_t second = st->int64(0);
+    n += uint64_t(st->int64(1));
+    if (n > max_calls) return std::max(w.from_ns, later.value_or(second));
+    later = second;
+  }
+  return w.from_ns;
+}
+
 }  // namespace ingero::store

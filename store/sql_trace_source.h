@@ -35,6 +35,7 @@ class SqlTraceSource final : public engine::TraceSource {
   bool has_cpu_samples() override;
   void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override;
   std::optional<engine::TraceLosses> losses() override;
+  int64_t recent_start(const engine::Window& w, uint64_t max_calls) override;
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
       const engine::Window& w) override;
   // Distinct node names in the trace (merged files hold several).
