@@ -1,0 +1,104 @@
+// The end of a trace session (app/trace_session.h): the command stopped, the rings drained, the
+// session's chains and row stored, the summary printed.
+#include <sys/stat.h>
+
+#include <iostream>
+
+#include "app/commands.h"
+#include "app/session_chains.h"
+#include "app/trace_session.h"
+#include "app/trace_summary.h"
+
+namespace ingero::app::trace_detail {
+
+// Stopped by a signal while the command runs: it gets the signal too (unless the terminal
+// already sent it to the whole group), and the tracer keeps reading until it has exited, so
+// the calls it makes on its way out are stored. After a grace period it is left running.
+void Trace::stop_child() {
+  if (!cmd_.started() || cmd_.done() || !g_stop_signal) return;
+  if (!g_signal_from_tty) cmd_.signal(g_stop_signal);
+  int64_t until = mono_now_ns() + int64_t(kChildGraceSeconds) * 1'000'000'000;
+  while (!cmd_.exited() && mono_now_ns() < until) {
+    (void)reader_->poll(50);
+    pipeline_->end_cycle();
+  }
+  if (!cmd_.done() && !opts_.quiet)
+    std::cerr << cr() << "ingero: the traced command (pid " << cmd_.pid()
+              << ") did not exit within " << kChildGraceSeconds
+              << " s of the signal; it keeps running, untraced\n";
+}
+
+int Trace::finish() {
+  stop_child();
+  // No call can start after this: the probes go, then everything already recorded is read.
+  // The probe table outlives the detach: records still in the rings name their probes by it.
+  uint64_t attached = probes_->attached_probes();
+  probes_->detach();
+  (void)reader_->drain();
+  pipeline_->end_cycle();
+  int64_t mono = mono_now_ns();
+  for (auto& p : periodic_)
+    if (p.at_end) p.run(mono, true);
+  if (live_chains_.valid()) live_chains_.wait();
+  live_line(true);
+  if (cmd_.started() && !cmd_.done() && !g_stop_signal && !opts_.quiet)
+    std::cerr << "ingero: the traced command (pid " << cmd_.pid()
+              << ") is still running, untraced\n";
+
+  auto stats = session_->stats();
+  const auto& pc = pipeline_->counters();
+  store::SessionEnd end;
+  end.stopped_at_ns = wall_now_ns();
+  end.attached_probes = attached;
+  end.counters = session_counters(stats, pc.call_records, true);
+  end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get());
+  end.exit_reason = exit_reason_;
+  // The rings are read out: unmapping them before the session's analysis makes the peak
+  // memory the larger of tracing and analysing, not their sum.
+  pipeline_->catch_up_stacks = nullptr;
+  reader_.reset();
+  size_t nchains = 0;
+  if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns))
+    nchains = *c;
+  else if (!opts_.quiet)
+    std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
+  if (shipper_) shipper_->stop();  // finish() checkpoints: no reader may hold the file
+  auto fin = writer_->finish(end);
+  if (shipper_) finish_shipping(*shipper_, db_, opts_.quiet);
+
+  int code = kExitOk;
+  if (!opts_.quiet) {
+    std::cerr << "ingero: stopped (" << exit_reason_ << "): " << pc.calls << " calls (" << pc.nested
+              << " nested calls folded into them) and " << pc.host << " host events decoded, "
+              << nchains << " causal chains, " << writer_->written() << " events stored in " << db_;
+    struct stat st {};
+    if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
+    std::cerr << "\n";
+    if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
+    if (writer_->retention_deleted())
+      std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
+                << " rows past the policy (--retain/--max-db-size); longest pass "
+                << engine::format_duration(uint64_t(retention_pause_max_ns_)) << "\n";
+    if (folded_)
+      std::cerr << "ingero: folded " << folded_
+                << " launches older than --full-rows into runs (per-second summaries keep every "
+                   "call); longest pass "
+                << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
+    if (pc.unknown_probe || pc.malformed)
+      std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
+                << " records could not be decoded\n";
+  }
+  print_losses(std::cerr, end.counters);  // even with -q: the figures are lower bounds
+  if (writer_->failed() || !fin) {
+    std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db_
+              << (sinks_.last_error().empty() ? "" : ": " + sinks_.last_error())
+              << (fin ? "" : "; " + fin.error().message) << "\n";
+    code = kExitFailure;
+  }
+  if (!opts_.quiet) cmd_.describe_end(std::cerr);
+  // With a command, its status (128 + N when a signal ended it), as time(1) and strace(1) do;
+  // the tracer's own failures are on stderr and in the session row. Without one, the tracer's.
+  return cmd_.exit_code(code);
+}
+
+}  // namespace ingero::app::trace_detail

@@ -1,0 +1,144 @@
+// What the trace loop does every tick (app/trace_session.h): the live status line, the session
+// row's loss counters, retention and folding passes, agent metrics and the live chains.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "app/session_chains.h"
+#include "app/trace_session.h"
+#include "app/trace_summary.h"
+#include "engine/chain.h"
+#include "store/sql_trace_source.h"
+
+namespace ingero::app::trace_detail {
+
+void Trace::live_line(bool final) {
+  if (!tty_ || opts_.quiet) return;
+  double secs = double(mono_now_ns() - start_mono_) / 1e9;
+  auto c = session_counters(session_->stats(), pipeline_->counters().call_records, false);
+  std::fprintf(stderr,
+               "\r\033[Kingero: %.1fs  calls %llu (%.0f/s)  stored %llu  lost %llu  probes %zu%s",
+               secs, (unsigned long long)pipeline_->counters().calls,
+               secs > 0 ? double(pipeline_->counters().calls) / secs : 0.0,
+               (unsigned long long)writer_->written(), (unsigned long long)c.calls_lost(),
+               probes_->attached_probes(), final ? "\n" : "");
+  std::fflush(stderr);
+}
+
+// The session row's loss counters, kept current so a live reader (explain, MCP, the dashboard)
+// says what was lost so far.
+void Trace::update_counters() {
+  pipeline_->commit();
+  (void)writer_->update_counters(
+      session_counters(session_->stats(), pipeline_->counters().call_records, false));
+}
+
+// --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
+// while rows past the policy remain, and at the end the policy is met before the file closes.
+void Trace::apply_retention(bool final) {
+  if (!opts_.keep_all) fold_calls();
+  store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes};
+  if (!p.active()) return;
+  // Passes of at most 5,000 rows per table while 40 ms of this tick remain (the writer's
+  // pause stays under 50 ms; the rings absorb it); at the end, until the policy holds.
+  int64_t t0 = mono_now_ns();
+  while (final || mono_now_ns() - t0 < 40'000'000) {
+    int64_t p0 = mono_now_ns();
+    auto pass = writer_->apply_retention(p, wall_now_ns(), final ? 20000 : 5000);
+    if (!final) retention_pause_max_ns_ = std::max(retention_pause_max_ns_, mono_now_ns() - p0);
+    if (!pass) {
+      if (!retention_warned_)
+        std::cerr << "ingero: retention failed (the trace keeps growing): " << pass.error().message
+                  << "\n";
+      retention_warned_ = true;
+      return;
+    }
+    if (!pass->more) return;
+  }
+}
+
+// Tiered retention (store/tiers.h): launches older than --full-rows are folded into runs, in
+// passes of at most 5,000 rows (~20 ms) while 100 ms of this 0.5 s tick remain: up to ~100,000
+// rows a second, above the highest call rate a training loop makes (the rings absorb the
+// pauses). The session's end leaves the last --full-rows of calls as they are.
+void Trace::fold_calls() {
+  int64_t t0 = mono_now_ns();
+  int64_t now = wall_now_ns(), before = now - int64_t(opts_.full_rows_s * 1e9);
+  while (mono_now_ns() - t0 < 100'000'000) {
+    int64_t p0 = mono_now_ns();
+    auto pass = writer_->fold_calls(before, now, 5000);
+    fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
+    if (!pass) {
+      if (!fold_warned_)
+        std::cerr << "ingero: folding old calls failed (every call keeps its row): "
+                  << pass.error().message << "\n";
+      fold_warned_ = true;
+      return;
+    }
+    folded_ += pass->folded;
+    if (!pass->more) return;
+  }
+}
+
+// Agent metrics every second; the active causal chains (last 5 minutes) every 30 s, computed
+// off the event loop on a read-only connection.
+void Trace::update_metrics(int64_t mono, bool final) {
+  if (!metrics_) return;
+  const auto& pc = pipeline_->counters();
+  uint64_t total = pc.calls + pc.host;
+  double secs = last_metrics_ ? double(mono - last_metrics_) / 1e9 : 1.0;
+  if (probes_) {  // after the detach at the end, the last counts stand
+    probe_counts_.clear();
+    for (const auto& l : probes_->libraries())
+      if (!l.backend.empty()) probe_counts_[l.backend] += l.probes_attached;
+  }
+  struct stat sb {};
+  uint64_t bytes = stat(db_.c_str(), &sb) == 0 ? uint64_t(sb.st_size) : 0;
+  auto c = session_counters(session_->stats(), pc.call_records, false);
+  metrics_->set_agent(total, secs > 0 ? double(total - events_at_last_metrics_) / secs : 0, c,
+                      writer_->failed(), probe_counts_, bytes);
+  events_at_last_metrics_ = total;
+  last_metrics_ = mono;
+  metrics_->retire_exited(mono);
+  if (live_chains_.valid() &&
+      live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    LiveAnalysis la = live_chains_.get();
+    metrics_->set_chains(la.chains);
+    std::vector<serve::Metrics::StepSample> fresh;
+    int64_t last = steps_observed_to_;
+    for (const auto& [end, sample] : la.steps)
+      if (end > steps_observed_to_) {
+        fresh.push_back(sample);
+        last = std::max(last, end);
+      }
+    steps_observed_to_ = last;
+    metrics_->observe_steps(fresh);
+  }
+  if (final || live_chains_.valid() || mono < next_chains_) return;
+  pipeline_->commit();
+  std::string db = db_;
+  int64_t to = wall_now_ns(), from = to - 300'000'000'000LL;
+  live_chains_ = std::async(std::launch::async, [db, from, to] {
+    LiveAnalysis out;
+    auto reader = store::TraceReader::open(db);
+    if (!reader) return out;
+    store::SqlTraceSource source(**reader);
+    source.set_call_cache(0);  // the tracer's memory stays bounded (docs/performance.md)
+    engine::Window w;
+    w.from_ns = from;
+    w.to_ns = to;
+    auto a = engine::analyze(source, w, tracer_engine_options());
+    for (const auto& c : a.chains) ++out.chains[engine::severity_name(c.severity)];
+    for (const auto& s : a.steps.processes)
+      for (const auto& st : s.steps)
+        if (!st.warmup && st.duration())
+          out.steps.push_back(
+              {st.end_ns,
+               {double(st.duration()) / 1e9, double(st.gpu_idle_ns) / double(st.duration())}});
+    return out;
+  });
+  next_chains_ = mono + 30'000'000'000LL;
+}
+
+}  // namespace ingero::app::trace_detail

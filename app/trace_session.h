@@ -1,0 +1,126 @@
+// The trace command's session (app/tracer.h: run_trace), shared by its parts: tracer.cc (open,
+// attach, the loop), trace_periodic.cc (what the loop does every tick: the live line, loss
+// counters, retention, folding, metrics and live chains) and trace_finish.cc (the session's
+// end). Internal to app/.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "app/fleet_hook.h"
+#include "app/trace_samplers.h"
+#include "app/traced_command.h"
+#include "app/tracer.h"
+#include "capture/event_pipeline.h"
+#include "capture/host_info.h"
+#include "capture/sink_set.h"
+#include "capture/stack_collector.h"
+#include "hal/bpf_session.h"
+#include "hal/probe_manager.h"
+#include "hal/record_decoder.h"
+#include "hal/ring_reader.h"
+#include "kernelside/cpu_sampler.h"
+#include "kernelside/host_programs.h"
+#include "serve/metrics/metrics.h"
+#include "store/trace_writer.h"
+
+namespace ingero::app::trace_detail {
+
+using capture::mono_now_ns;
+using capture::wall_now_ns;
+
+// The signal that stops the session (0: none yet), and whether a terminal sent it to the whole
+// foreground group (the command got it too).
+extern volatile sig_atomic_t g_stop_signal;
+extern volatile sig_atomic_t g_signal_from_tty;
+
+std::string human_bytes(double b);
+
+// How long a command stopped by a forwarded signal gets to exit while the tracer keeps reading.
+constexpr int kChildGraceSeconds = 5;
+
+// Something the loop does every `period` (and once more at the end when `at_end`).
+struct Periodic {
+  int64_t period_ns;
+  bool at_end;
+  std::function<void(int64_t mono, bool final)> run;
+  int64_t next = 0;
+};
+
+class Trace {
+ public:
+  Trace(const TraceOptions& o, const hal::BackendRegistry& r) : opts_(o), registry_(r) {}
+  int run();
+
+ private:
+  int open();    // the trace file, the command (held), the BPF object, the pipeline
+  int attach();  // tracepoints, sampler, call probes, the session row; releases the command
+  void loop();   // reads the rings until a duration passes, a signal arrives or the command exits
+  int finish();  // stops the command first, drains, records the session, reports
+  hal::BpfConfig bpf_config();
+  bool serve_metrics();
+  void make_pipeline();
+  void print_libraries(const std::vector<hal::LibraryStatus>& libs);
+  void store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors);
+  void rescan_pending();
+  void live_line(bool final);
+  void apply_retention(bool final);
+  void fold_calls();
+  void update_metrics(int64_t mono, bool final);
+  void update_counters();
+  void stop_child();
+  std::string cr() const { return tty_ ? "\r\033[K" : ""; }
+
+  const TraceOptions& opts_;
+  const hal::BackendRegistry& registry_;
+  std::vector<const hal::VendorBackend*> backends_;
+  std::string db_;
+  std::unique_ptr<hal::BpfSession> session_;
+  std::unique_ptr<hal::ProbeManager> probes_;
+  std::unique_ptr<kernelside::HostPrograms> host_;
+  std::unique_ptr<kernelside::CpuSampler> sampler_;
+  std::unique_ptr<store::TraceWriter> writer_;
+  std::unique_ptr<hal::CallDecoder> decoder_;
+  hal::LocalHost local_;
+  capture::SinkSet sinks_;
+  std::unique_ptr<capture::EventPipeline> pipeline_;
+  std::unique_ptr<capture::StackCollector> stacks_;
+  std::unique_ptr<hal::RingReader> reader_;
+  std::unique_ptr<serve::Metrics> metrics_;
+  std::unique_ptr<fleet::Shipper> shipper_;
+  std::unique_ptr<HostSamplers> samplers_;
+  std::vector<Periodic> periodic_;
+  // The periodic analysis for /metrics: chains by severity, and the steady steps that ended.
+  struct LiveAnalysis {
+    std::map<std::string, uint64_t> chains;
+    std::vector<std::pair<int64_t, serve::Metrics::StepSample>> steps;  // (end_ns, sample)
+  };
+  std::future<LiveAnalysis> live_chains_;
+  int64_t steps_observed_to_ = 0;  // steps ending after this are new to the histograms
+  bool retention_warned_ = false;
+  bool fold_warned_ = false;
+  uint64_t folded_ = 0;                 // launches folded into runs while tracing
+  int64_t fold_pause_max_ns_ = 0;       // the longest single folding pass
+  int64_t retention_pause_max_ns_ = 0;  // the longest single retention pass while tracing
+  int base_nice_ = 0;                   // the priority ingero started with (the command's)
+  bool raised_priority_ = false;        // the tracer runs at opts_.nice
+  int64_t next_chains_ = 0;
+  uint64_t events_at_last_metrics_ = 0;
+  int64_t last_metrics_ = 0;
+  std::map<std::string, uint64_t> probe_counts_;  // attached probes by backend
+  store::SessionInfo si_;
+  std::set<int> rescan_;
+  TracedCommand cmd_;  // with -- COMMAND
+  int64_t start_mono_ = 0;
+  bool tty_ = false;
+  std::string exit_reason_ = "signal";
+};
+
+}  // namespace ingero::app::trace_detail
