@@ -198,13 +198,16 @@ bool find_burst_cadence(const Proc& p, StepSeries& s, std::vector<int64_t>& boun
     if (reach != INT64_MIN) gaps.push_back(uint64_t(std::max<int64_t>(0, c.start - reach)));
     reach = std::max(reach, c.end());
   });
+  // The gaps are given up to their median (not copied: a million calls are 8 MB) and taken
+  // again in the second walk.
   double threshold =
-      std::max(double(kBurstGapMinNs), kBurstGapFactor * double(quantile(gaps, 0.5)));
+      std::max(double(kBurstGapMinNs), kBurstGapFactor * double(quantile(std::move(gaps), 0.5)));
   std::vector<int64_t> starts;
-  size_t i = 0;
+  reach = INT64_MIN;
   each_call(p, [&](const Span& c, size_t) {
-    if (i == 0 || double(gaps[i - 1]) >= threshold) starts.push_back(c.start);
-    ++i;
+    if (reach == INT64_MIN || double(std::max<int64_t>(0, c.start - reach)) >= threshold)
+      starts.push_back(c.start);
+    reach = std::max(reach, c.end());
   });
   if (!periodicity(starts).periodic) return false;
   bounds = starts;
@@ -232,7 +235,7 @@ void mark_warmup(StepSeries& s) {
     }
 }
 
-StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host,
+StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, size_t max_gaps,
                          const std::map<uint32_t, std::vector<CpuSample>>& samples) {
   StepSeries s;
   s.pid = p.pid;
@@ -264,7 +267,7 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host,
     }
   mark_warmup(s);
   Tallies tally;
-  build_timeline(p, host, samples, s, tally);
+  build_timeline(p, host, samples, s, tally, max_gaps);
   count_sites(p, sites, trips, s);
   summarize(s, sites, tally);
   return s;
@@ -276,6 +279,7 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
                         size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid) {
   StepModel m;
   std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid);
+  size_t max_gaps = std::min(kMaxStoredGaps, max_bytes / 4 / sizeof(HostGap));
   std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
   m.cpu_samples = source.has_cpu_samples();
   if (m.cpu_samples)
@@ -287,7 +291,7 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
     for (auto& [tid, v] : samples[pid])
       std::sort(v.begin(), v.end(),
                 [](const CpuSample& x, const CpuSample& y) { return x.ts_ns < y.ts_ns; });
-    m.processes.push_back(model_process(p, sites, host, samples[pid]));
+    m.processes.push_back(model_process(p, sites, host, max_gaps, samples[pid]));
   }
   return m;
 }

@@ -242,10 +242,11 @@ std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, siz
                                        const std::map<uint32_t, uint64_t>& calls_per_pid);
 
 // steps_timeline.cc: fills the breakdown, counts and gaps of every step in `s`, from the calls
-// and the step boundaries already in `s.steps`.
+// and the step boundaries already in `s.steps`; stores at most `max_gaps` gaps (the others are
+// counted in s.gaps_dropped and still add to every total).
 void build_timeline(const Proc& p, const HostContext& host,
                     const std::map<uint32_t, std::vector<CpuSample>>& samples, StepSeries& s,
-                    Tallies& tally);
+                    Tallies& tally, size_t max_gaps);
 
 // steps_summary.cc
 void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trips, StepSeries& s);

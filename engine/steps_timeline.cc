@@ -113,8 +113,8 @@ struct StreamState {
 
 class Sweep {
  public:
-  Sweep(const Proc& p, StepSeries& s, Attributor& attr, Tallies& tally)
-      : p_(p), s_(s), attr_(attr), tally_(tally) {
+  Sweep(const Proc& p, StepSeries& s, Attributor& attr, Tallies& tally, size_t max_gaps)
+      : p_(p), s_(s), attr_(attr), tally_(tally), max_gaps_(max_gaps) {
     for (const Step& st : s.steps) bounds_.push_back(st.start_ns);
     bounds_.push_back(s.steps.back().end_ns);
   }
@@ -311,7 +311,7 @@ class Sweep {
           tally_.after_ns[piece.after_stack] += piece.duration();
           if (piece.time.io_ns) tally_.before_io_ns[piece.before_stack] += piece.time.io_ns;
         }
-        if (s_.gaps.size() < kMaxStoredGaps)
+        if (s_.gaps.size() < max_gaps_)
           s_.gaps.push_back(std::move(piece));
         else
           ++s_.gaps_dropped;
@@ -324,6 +324,7 @@ class Sweep {
   StepSeries& s_;
   Attributor& attr_;
   Tallies& tally_;
+  size_t max_gaps_;
   std::vector<int64_t> bounds_;
   int active_[3] = {0, 0, 0};
   std::unordered_map<uint64_t, StreamState> streams_;
@@ -455,11 +456,11 @@ void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tal
 
 void build_timeline(const Proc& p, const HostContext& host,
                     const std::map<uint32_t, std::vector<CpuSample>>& samples, StepSeries& s,
-                    Tallies& tally) {
+                    Tallies& tally, size_t max_gaps) {
   if (s.steps.empty() || p.calls.empty()) return;
   count_calls(p, s);
   Attributor attr(p.pid, host, samples);
-  Sweep(p, s, attr, tally).run();
+  Sweep(p, s, attr, tally, max_gaps).run();
   count_preemption(p, host, s, tally);
 }
 

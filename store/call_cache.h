@@ -51,6 +51,7 @@ class CallCache {
   // Calls held, a run's calls included.
   size_t calls() const { return calls_; }
   void set_limit(size_t max_bytes) { max_bytes_ = max_bytes; }
+  size_t limit() const { return max_bytes_; }
   void clear();
 
  private:

@@ -79,6 +79,10 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
     return;
   }
   bool fill = cache_state_ == CacheState::kEmpty;
+  if (fill && !may_fit_cache(w)) {  // not filled only to be thrown away
+    fill = false;
+    cache_state_ = CacheState::kTooBig;
+  }
   auto too_big = [&] {
     fill = false;
     cache_.clear();
@@ -398,6 +402,16 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses() {
                      &l.sample_drops,  &l.lost_calls, &l.calls_lost_at_exit, &l.store_errors};
   for (int i = 0; i < 8; ++i) *out[i] = uint64_t(st->int64(i));
   return l;
+}
+
+bool SqlTraceSource::may_fit_cache(const engine::Window& w) {
+  constexpr uint64_t kMinBytesPerCall = 8;
+  if (cache_.limit() == SIZE_MAX || !reader_.db().table_exists("call_seconds") ||
+      has_folded_calls(w))
+    return true;
+  auto st = prepare("SELECT coalesce(sum(calls), 0) FROM call_seconds" +
+                    window_sql(w, "timestamp", true));
+  return !st || !row(*st) || uint64_t(st->int64(0)) * kMinBytesPerCall <= cache_.limit();
 }
 
 bool SqlTraceSource::has_folded_calls(const engine::Window& w) {

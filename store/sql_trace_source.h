@@ -64,6 +64,9 @@ class SqlTraceSource final : public engine::TraceSource {
   void read_calls(const engine::Window& w, const engine::EventFn& fn, const engine::CallRunFn& run);
   // Whether any call of the window was folded into a run.
   bool has_folded_calls(const engine::Window& w);
+  // Whether the window's calls may fit the cache: false when they all have rows and, at 8
+  // bytes a call (less than any call takes there), the per-second summaries' count exceeds it.
+  bool may_fit_cache(const engine::Window& w);
   TraceReader& reader_;
   StringPool strings_;
   enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;

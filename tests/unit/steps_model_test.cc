@@ -158,6 +158,34 @@ TEST(StepModel, CallsOverTheCapAreCountedAndTheStopIsReported) {
   EXPECT_EQ(all.processes.at(0).calls_dropped, 0u);
 }
 
+// A small memory cap also caps the gaps kept as records (a quarter of the bytes, ~230 bytes a
+// gap): the others are counted, and every step's totals still include them.
+TEST(StepModel, GapsPastAQuarterOfTheCapAreCountedNotKept) {
+  Source s;
+  loop(s, 50, 10 * kMs, 8 * kMs, false);  // one host gap per step
+  HostContext host = collect_host_context(s, Window{});
+  StepModel all = compute_steps(s, Window{}, host);
+  const StepSeries& a = all.processes.at(0);
+  ASSERT_GE(a.gaps.size(), 45u);
+  EXPECT_EQ(a.gaps_dropped, 0u);
+  // Room for the calls, exactly (the 13 calls of a step are 3 items and a group of 10
+  // launches, and their one stack), and so for n gaps.
+  using steps_detail::Call, steps_detail::Grouped;
+  size_t bytes = 48 + 50 * (4 * sizeof(Call) + 10 * sizeof(Grouped) + sizeof(std::vector<Grouped>));
+  size_t n = bytes / 4 / sizeof(HostGap);
+  ASSERT_GT(n, 5u);
+  ASSERT_LT(n, a.gaps.size());
+  StepModel few = compute_steps(s, Window{}, host, bytes);
+  const StepSeries& f = few.processes.at(0);
+  EXPECT_EQ(f.calls_dropped, 0u);
+  ASSERT_EQ(f.gaps.size(), n);
+  EXPECT_EQ(f.gaps_dropped, a.gaps.size() - n);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(f.gaps[i].start_ns, a.gaps[i].start_ns);
+  ASSERT_EQ(f.steps.size(), a.steps.size());
+  for (size_t i = 0; i < a.steps.size(); ++i)
+    EXPECT_EQ(f.steps[i].host_gap_ns, a.steps[i].host_gap_ns) << i;
+}
+
 // Runtime calls with their driver calls nested inside count once: the same steps and the same
 // breakdown as without them; nested calls are counted as nested.
 TEST(StepModel, NestedDriverCallsAreFoldedIntoTheirCaller) {
