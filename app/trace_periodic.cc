@@ -133,6 +133,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
     // those hold over 1,000,000 calls.
     engine::EngineOptions eo = tracer_engine_options();
     w.from_ns = source.recent_start(w, eo.model_calls);
+    eo.model_calls = 0;  // the whole window is those seconds already: no second look-up
     auto a = engine::analyze(source, w, eo);
     for (const auto& c : a.chains) ++out.chains[engine::severity_name(c.severity)];
     for (const auto& s : a.steps.processes)

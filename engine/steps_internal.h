@@ -2,7 +2,6 @@
 // sweep, gaps, attribution) and steps_summary.cc (sites, locations, the summary).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <queue>
