@@ -1,6 +1,8 @@
 #include "engine/analysis.h"
 
 #include <algorithm>
+#include <future>
+#include <memory>
 #include <set>
 
 #include "engine/rules_steps.h"
@@ -76,14 +78,31 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   Analysis a;
   a.window = window;
   a.names = source.processes();
-  a.events = source.event_count(window);
-  a.stats = compute_op_stats(source, window);
-  a.host = collect_host_context(source, window);
   std::map<uint32_t, uint64_t> calls_per_pid;
-  for (const OpStats& s : a.stats.per_process) calls_per_pid[s.key.pid] += s.count;
   Window recent = window;
   if (opts.model_calls) recent.from_ns = source.recent_start(window, opts.model_calls);
-  a.steps = compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid);
+  // Host context, the on-CPU samples and the event count do not depend on the calls: where
+  // the source allows it, they are read on a second connection while the calls are read.
+  struct HostReads {
+    HostContext host;
+    CpuSamples samples;
+    uint64_t events = 0;
+  };
+  auto read_host = [&window, &recent](TraceSource& s) {
+    return HostReads{collect_host_context(s, window), read_cpu_samples(s, recent),
+                     s.event_count(window)};
+  };
+  std::unique_ptr<TraceSource> other = source.open_another();
+  std::future<HostReads> ahead;
+  if (other) ahead = std::async(std::launch::async, [&] { return read_host(*other); });
+  a.stats = compute_op_stats(source, window);
+  HostReads h = other ? ahead.get() : read_host(source);
+  other.reset();  // its errors become the source's
+  a.host = std::move(h.host);
+  a.events = h.events;
+  for (const OpStats& s : a.stats.per_process) calls_per_pid[s.key.pid] += s.count;
+  a.steps = compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples);
+  h.samples = {};
   a.losses = source.losses();
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (const auto* set : {&a.stats.per_process}) {

@@ -275,17 +275,30 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
 
 }  // namespace
 
+CpuSamples read_cpu_samples(TraceSource& source, const Window& w) {
+  CpuSamples out;
+  out.present = source.has_cpu_samples();
+  if (out.present) source.cpu_samples(w, [&](const CpuSample& cs) { out.all.push_back(cs); });
+  return out;
+}
+
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
-                        size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid) {
+                        size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid,
+                        const CpuSamples* ahead) {
   StepModel m;
   std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid);
   size_t max_gaps = std::min(kMaxStoredGaps, max_bytes / 4 / sizeof(HostGap));
   std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
-  m.cpu_samples = source.has_cpu_samples();
-  if (m.cpu_samples)
-    source.cpu_samples(w, [&](const CpuSample& cs) {
-      if (procs.count(cs.pid)) samples[cs.pid][cs.tid].push_back(cs);
-    });
+  auto keep = [&](const CpuSample& cs) {
+    if (procs.count(cs.pid)) samples[cs.pid][cs.tid].push_back(cs);
+  };
+  if (ahead) {
+    m.cpu_samples = ahead->present;
+    for (const CpuSample& cs : ahead->all) keep(cs);
+  } else {
+    m.cpu_samples = source.has_cpu_samples();
+    if (m.cpu_samples) source.cpu_samples(w, keep);
+  }
   Sites sites(source);
   for (auto& [pid, p] : procs) {
     for (auto& [tid, v] : samples[pid])

@@ -185,11 +185,21 @@ struct StepModel {
 // innermost named function: "SlowDS.__getitem__ (faults.py:15)". "" without frames.
 std::string code_location(const std::vector<StackFrameInfo>& frames);
 
+// The on-CPU samples of a window, in time order; `present` when the trace has any.
+struct CpuSamples {
+  bool present = false;
+  std::vector<CpuSample> all;
+};
+CpuSamples read_cpu_samples(TraceSource& source, const Window& w);
+
 // One pass over the calls (and the CPU samples, when there are any) of `w`; host context
 // supplies off-CPU intervals and block requests. `calls_per_pid`, when known (the op
 // statistics count them), sizes each process's call list once instead of growing it.
+// `samples`, when given, are `w`'s samples read already (analyze reads them beside host
+// context); else they are read here.
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes = kMaxModelledBytes,
-                        const std::map<uint32_t, uint64_t>& calls_per_pid = {});
+                        const std::map<uint32_t, uint64_t>& calls_per_pid = {},
+                        const CpuSamples* samples = nullptr);
 
 }  // namespace ingero::engine

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,6 +112,9 @@ inline void ignore_runs(const CallRun&) {}
 class TraceSource {
  public:
   virtual ~TraceSource() = default;
+  // Another source over the same trace that another thread may read while this one is read
+  // (its own connection); nullptr when there is none. Destroy it on this source's thread.
+  virtual std::unique_ptr<TraceSource> open_another() { return nullptr; }
   // Vendor calls in the window, in start-time order. ts_ns is wall-clock Unix ns.
   virtual void calls(const Window& w, const EventFn& fn) = 0;
   // The same calls, but a run of calls folded by tiered retention whose calls all start in

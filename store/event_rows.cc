@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -13,6 +14,29 @@ namespace ingero::store {
 namespace {
 
 constexpr int kNone = -1;
+
+// pack_fields(a, b, ...): the arguments that are not NULL, each as its position (one byte)
+// and its value as an unsigned LEB128 varint; NULL when all are. A call has ~40 optional
+// field columns and uses a few: fetching each through the C API cost about as much as the
+// rest of the row (docs/performance.md), one blob costs one fetch.
+void pack_fields(sqlite3_context* ctx, int n, sqlite3_value** v) {
+  uint8_t buf[hal::kFieldCount * 11];
+  size_t k = 0;
+  for (int i = 0; i < n && i < int(hal::kFieldCount); ++i) {
+    if (sqlite3_value_type(v[i]) == SQLITE_NULL) continue;
+    uint64_t x = uint64_t(sqlite3_value_int64(v[i]));
+    buf[k++] = uint8_t(i);
+    do {
+      uint8_t b = x & 0x7f;
+      x >>= 7;
+      buf[k++] = uint8_t(b | (x ? 0x80 : 0));
+    } while (x);
+  }
+  if (k == 0)
+    sqlite3_result_null(ctx);
+  else
+    sqlite3_result_blob(ctx, buf, int(k), SQLITE_TRANSIENT);
+}
 
 uint64_t direction_code(std::string_view s) {
   static const std::map<std::string_view, uint64_t> kDir = {
@@ -31,6 +55,9 @@ struct EventCursor::Columns {
   int peer_comm = kNone, direction = kNone, stack = kNone, detail = kNone, saddr = kNone;
   int daddr = kNone;
   std::array<int, hal::kFieldCount> fields{};
+  // A direct read: the column of pack_fields(...), and the Field of each of its arguments.
+  int packed = kNone;
+  std::vector<uint8_t> packed_fields;
 };
 
 // The dictionaries of a direct read: (source, op) -> names, for the calls' sources only.
@@ -75,13 +102,21 @@ bool EventCursor::open_direct(const EventFilter& f) {
   cols_ = std::make_unique<Columns>();
   Columns& k = *cols_;
   k.fields.fill(kNone);
-  int next = 15;
+  std::string args;
   const auto& fields = field_columns();
   for (size_t i = 0; i < hal::kFieldCount; ++i)
     if (db_.column_exists("events", fields[i])) {
-      sql += ", " + fields[i];
-      k.fields[i] = next++;
+      args += (args.empty() ? "" : ", ") + fields[i];
+      k.packed_fields.push_back(uint8_t(i));
     }
+  if (!args.empty()) {
+    if (sqlite3_create_function_v2(db_.handle(), "pack_fields", -1,
+                                   SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
+                                   pack_fields, nullptr, nullptr, nullptr) != SQLITE_OK)
+      return false;
+    sql += ", pack_fields(" + args + ")";
+    k.packed = 15;
+  }
   sql += " FROM events WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
          std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
@@ -125,15 +160,33 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
     e.switches = uint32_t(st.int64(12));
     if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
     e.stack_id = uint64_t(st.int64(14));
-    for (size_t i = 0; i < hal::kFieldCount; ++i) {
-      int c = cols_->fields[i];
-      if (c == kNone) continue;
-      // Most fields of a call are NULL: one type lookup each (the value is fetched only when
-      // there is one), not a fetch and then a type lookup for every 0.
-      if (!st.is_null(c)) e.set(static_cast<hal::Field>(i), uint64_t(st.int64(c)));
-    }
+    if (cols_->packed != kNone && !unpack_fields(st, e)) return bad_fields();
     return true;
   }
+}
+
+bool EventCursor::unpack_fields(const Stmt& st, hal::Event& e) const {
+  sqlite3_stmt* raw = st.get();
+  const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(raw, cols_->packed));
+  const uint8_t* end = p + sqlite3_column_bytes(raw, cols_->packed);
+  const auto& to_field = cols_->packed_fields;
+  while (p < end) {
+    size_t arg = *p++;
+    uint64_t x = 0;
+    for (int shift = 0;; shift += 7) {
+      if (p == end || shift > 63) return false;
+      uint8_t b = *p++;
+      x |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) break;
+    }
+    if (arg >= to_field.size()) return false;
+    e.set(static_cast<hal::Field>(to_field[arg]), x);
+  }
+  return true;
+}
+
+ingero::Error EventCursor::bad_fields() const {
+  return ingero::make_error(db_.path() + ": pack_fields returned a malformed value");
 }
 
 EventCursor::EventCursor(Db& db, Rows rows, StringPool& strings)

@@ -68,6 +68,9 @@ class EventCursor {
   // the direct read needs; the view is used then.
   bool open_direct(const EventFilter& f);
   ingero::Result<bool> next_direct(hal::Event& e);
+  // The direct read's optional fields, from one pack_fields() blob; false if it is malformed.
+  bool unpack_fields(const Stmt& st, hal::Event& e) const;
+  ingero::Error bad_fields() const;
   Db& db_;
   Rows rows_;
   StringPool& strings_;

@@ -19,6 +19,21 @@ std::string window_sql(const engine::Window& w, const char* ts, bool with_pid,
 
 }  // namespace
 
+SqlTraceSource::SqlTraceSource(std::unique_ptr<TraceReader> own, SqlTraceSource* parent)
+    : own_reader_(std::move(own)), parent_(parent), reader_(*own_reader_) {
+  set_call_cache(0);  // it reads host context, never the calls twice
+}
+
+SqlTraceSource::~SqlTraceSource() {
+  if (parent_ && !error_.empty()) parent_->fail(ingero::make_error(error_));
+}
+
+std::unique_ptr<engine::TraceSource> SqlTraceSource::open_another() {
+  auto r = reader_.reopen();
+  if (!r) return nullptr;  // the caller reads on this connection instead
+  return std::unique_ptr<SqlTraceSource>(new SqlTraceSource(std::move(*r), this));
+}
+
 void SqlTraceSource::fail(const ingero::Error& e) {
   if (error_.empty()) error_ = e.message;
 }
@@ -278,25 +293,45 @@ std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes() {
   return out;
 }
 
-std::vector<std::string> SqlTraceSource::nodes() {
-  std::vector<std::string> out;
-  if (!reader_.db().column_exists("events", "node")) return out;
-  auto st = prepare("SELECT DISTINCT node FROM events ORDER BY node");
-  if (!st) return out;
-  while (row(*st)) out.push_back(st->text(0));
-  return out;
+const SqlTraceSource::Extent& SqlTraceSource::extent() {
+  Db& db = reader_.db();
+  auto version = db.query_int("PRAGMA data_version");
+  int64_t v = version && *version ? **version : -1;
+  if (extent_ && extent_->data_version == v && v != -1) return *extent_;
+  // One pass over the events gives the span and, unless the file was merged from several,
+  // the node: they were three passes (two each time the span was asked for), a third of
+  // explain's start on 10 M events.
+  Extent x;
+  x.data_version = v;
+  bool by_node = db.column_exists("events", "node");
+  auto st = prepare(std::string("SELECT min(timestamp), max(timestamp + duration)") +
+                    (by_node ? ", min(node), max(node)" : "") + " FROM events");
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  if (st && row(*st) && !st->is_null(0)) {
+    first = st->int64(0);
+    last = st->int64(1);
+    if (by_node && st->text(2) == st->text(3)) {
+      x.nodes.push_back(st->text(2));
+    } else if (by_node) {
+      auto names = prepare("SELECT DISTINCT node FROM events ORDER BY node");
+      while (names && row(*names)) x.nodes.push_back(names->text(0));
+    }
+  }
+  // Folded calls (tiered retention) are part of the trace's span too.
+  if (db.table_exists("call_runs"))
+    if (auto runs = prepare("SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs");
+        runs && row(*runs) && !runs->is_null(0)) {
+      first = std::min(first, runs->int64(0));
+      last = std::max(last, runs->int64(1));
+    }
+  if (first != INT64_MAX) x.span = {first, last};
+  extent_ = std::move(x);
+  return *extent_;
 }
 
-std::pair<int64_t, int64_t> SqlTraceSource::time_span() {
-  std::string sql = "SELECT min(timestamp) AS a, max(timestamp + duration) AS b FROM events";
-  // Folded calls (tiered retention) are part of the trace's span too.
-  if (reader_.db().table_exists("call_runs"))
-    sql = "SELECT min(a), max(b) FROM (" + sql +
-          " UNION ALL SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs)";
-  auto st = prepare(sql);
-  if (!st || !row(*st) || st->is_null(0)) return {0, 0};
-  return {st->int64(0), st->int64(1)};
-}
+std::vector<std::string> SqlTraceSource::nodes() { return extent().nodes; }
+
+std::pair<int64_t, int64_t> SqlTraceSource::time_span() { return extent().span; }
 
 uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   std::string sql = "SELECT count(*) FROM events" +
@@ -358,27 +393,35 @@ std::vector<engine::StackFrameInfo> SqlTraceSource::stack(uint64_t stack_id) {
   return out;
 }
 
-// On-CPU samples are host events (`cpu_sample`, v5), with their stack in stack_hash.
+// On-CPU samples are host events (`cpu_sample`, v5), with their stack in stack_hash. Their
+// (source, op) pairs are looked up once: joining every row of the window with `ops` cost
+// more than reading the rows.
+std::string SqlTraceSource::cpu_sample_ops() {
+  std::string where;
+  auto st = prepare("SELECT source_id, op_id FROM ops WHERE name = 'cpu_sample'");
+  while (st && row(*st))
+    where += std::string(where.empty() ? "" : " OR ") +
+             "(source = " + std::to_string(st->int64(0)) +
+             " AND op = " + std::to_string(st->int64(1)) + ")";
+  return where;
+}
+
 bool SqlTraceSource::has_cpu_samples() {
   if (reader_.is_legacy()) return false;
-  auto st = prepare(
-      "SELECT 1 FROM events e JOIN ops o ON o.source_id = e.source AND "
-      "o.op_id = e.op WHERE o.name = 'cpu_sample' LIMIT 1");
+  std::string ops = cpu_sample_ops();
+  if (ops.empty()) return false;
+  auto st = prepare("SELECT 1 FROM events WHERE " + ops + " LIMIT 1");
   return st && row(*st);
 }
 
 void SqlTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) {
   if (reader_.is_legacy()) return;
-  auto st = prepare(
-      "SELECT e.timestamp, e.pid, e.tid, e.stack_hash FROM events e JOIN ops o ON "
-      "o.source_id = e.source AND o.op_id = e.op WHERE o.name = 'cpu_sample' AND "
-      "e.timestamp BETWEEN " +
-      std::to_string(w.from_ns) + " AND " + std::to_string(w.to_ns) +
-      (w.pid ? " AND e.pid = " + std::to_string(*w.pid) : "") +
-      (w.node && reader_.db().column_exists("events", "node")
-           ? " AND e.node = " + sql_quote(*w.node)
-           : "") +
-      " ORDER BY e.timestamp");
+  std::string ops = cpu_sample_ops();
+  if (ops.empty()) return;
+  auto st = prepare("SELECT timestamp, pid, tid, stack_hash FROM events" +
+                    window_sql(w, "timestamp", true,
+                               w.node.has_value() && reader_.db().column_exists("events", "node")) +
+                    " AND (" + ops + ") ORDER BY timestamp");
   if (!st) return;
   while (row(*st))
     fn({st->int64(0), uint32_t(st->int64(1)), uint32_t(st->int64(2)), uint64_t(st->int64(3))});

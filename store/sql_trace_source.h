@@ -5,7 +5,10 @@
 // answer computed from it is incomplete, so callers must check error() before reporting it.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/trace_source.h"
 #include "store/call_cache.h"
@@ -19,6 +22,10 @@ class SqlTraceSource final : public engine::TraceSource {
   explicit SqlTraceSource(TraceReader& reader) : reader_(reader) {
     cache_.set_limit(kDefaultCallCacheBytes);
   }
+  ~SqlTraceSource() override;
+  // A source on a second connection to the file. Its first error is also this source's when
+  // it is destroyed (destroy it on this source's thread, after its last read).
+  std::unique_ptr<engine::TraceSource> open_another() override;
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
   void call_runs(const engine::Window& w, const engine::EventFn& fn,
                  const engine::CallRunFn& run) override;
@@ -67,8 +74,22 @@ class SqlTraceSource final : public engine::TraceSource {
   // Whether the window's calls may fit the cache: false when they all have rows and, at 8
   // bytes a call (less than any call takes there), the per-second summaries' count exceeds it.
   bool may_fit_cache(const engine::Window& w);
+  // The nodes and the time span, kept while the file is unchanged (PRAGMA data_version: a
+  // trace being written is read again after each commit).
+  struct Extent {
+    int64_t data_version = -1;
+    std::vector<std::string> nodes;
+    std::pair<int64_t, int64_t> span{0, 0};
+  };
+  SqlTraceSource(std::unique_ptr<TraceReader> own, SqlTraceSource* parent);
+  const Extent& extent();
+  // An SQL condition on events' (source, op) matching on-CPU samples; "" when there are none.
+  std::string cpu_sample_ops();
+  std::unique_ptr<TraceReader> own_reader_;  // set for a source made by open_another()
+  SqlTraceSource* parent_ = nullptr;         // the source it reports its error to
   TraceReader& reader_;
   StringPool strings_;
+  std::optional<Extent> extent_;
   enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;
   CallCache cache_;
   engine::Window cached_;

@@ -166,6 +166,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
   std::unique_ptr<TraceReader> r(new TraceReader());
   r->db_ = std::move(*db);
   r->info_ = *info;
+  r->views_.assign(views.begin(), views.end());
   ingero::Status st =
       info->format == TraceFormat::kLegacyGo
           ? install_legacy_views(*r->db_, *info)
@@ -176,6 +177,10 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
   if (st) st = install_vendor_views(*r->db_, true, views);
   if (!st) return ingero::make_error(path + ": " + st.error().message);
   return r;
+}
+
+ingero::Result<std::unique_ptr<TraceReader>> TraceReader::reopen() const {
+  return open(db_->path(), views_);
 }
 
 ingero::Status confine(Db& db, int max_value_bytes) {

@@ -37,9 +37,13 @@ class TraceReader {
   std::string format_name() const;
   // Installs the query confinement once; later calls are no-ops.
   ingero::Status confine(int max_value_bytes);
+  // A second reader of the same file with the same views (its own connection, for another
+  // thread). The views' text must outlive both: backends' views are static.
+  ingero::Result<std::unique_ptr<TraceReader>> reopen() const;
 
  private:
   std::unique_ptr<Db> db_;
+  std::vector<hal::SqlView> views_;
   bool confined_ = false;
   TraceFileInfo info_;
 };

@@ -16,6 +16,8 @@
 #include <filesystem>
 
 #include "serve/mcp/server.h"
+#include "store/sql_trace_source.h"
+#include "store/trace_reader.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
@@ -145,6 +147,24 @@ TEST_P(DamagedTrace, TheWriterRefusesItByteIdentical) {
   EXPECT_EQ(sha256_file(db), before);
   EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
   EXPECT_FALSE(std::filesystem::exists(db + "-journal"));
+}
+
+// explain reads host context on a second connection while it reads the calls: an error met
+// there is the source's too, so the report is refused as for any other read.
+TEST_P(DamagedTrace, AnErrorOnTheSecondConnectionIsTheSources) {
+  std::string db = damaged_copy("second.db", GetParam());
+  auto reader = store::TraceReader::open(db);
+  ASSERT_TRUE(reader) << reader.error().message;
+  store::SqlTraceSource source(**reader);
+  {
+    auto other = source.open_another();
+    ASSERT_TRUE(other);
+    uint64_t host = 0;
+    other->host_events({}, [&](const hal::Event&) { ++host; });
+    EXPECT_EQ(host, 0u);
+    EXPECT_EQ(source.error(), "");  // not before the second source is gone
+  }
+  EXPECT_NE(source.error().find("malformed"), std::string::npos) << source.error();
 }
 
 INSTANTIATE_TEST_SUITE_P(Flips, DamagedTrace,
