@@ -174,5 +174,16 @@ TEST(CallReads, AWindowOverTheMemoryLimitIsReadFromTheFileEveryTime) {
   EXPECT_EQ(read_all(src, {}), expected(calls, {}));
 }
 
+TEST(CallReads, TheMemoryLimitFollowsTheMachinesMemory) {
+  constexpr uint64_t kG = uint64_t(1) << 30;
+  constexpr size_t kMin = SqlTraceSource::kMinCallCacheBytes;
+  EXPECT_EQ(SqlTraceSource::call_cache_bytes(0, 0), kMin);  // /proc/meminfo unreadable
+  EXPECT_EQ(SqlTraceSource::call_cache_bytes(2 * kG, kG), kMin);
+  EXPECT_EQ(SqlTraceSource::call_cache_bytes(24 * kG, 23 * kG), 3 * kG);  // an eighth of it
+  EXPECT_EQ(SqlTraceSource::call_cache_bytes(24 * kG, 4 * kG), kG);  // a quarter of what is free
+  EXPECT_EQ(SqlTraceSource::call_cache_bytes(1024 * kG, 900 * kG),
+            SqlTraceSource::kMaxCallCacheBytes);
+}
+
 }  // namespace
 }  // namespace ingero::store

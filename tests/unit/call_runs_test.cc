@@ -95,7 +95,7 @@ TEST(CallRuns, ARunAcrossTheWindowsEdgeComesAsItsCallsInsideTheWindow) {
   engine::Window w;
   w.from_ns = std::stoll(edge[0][0]);
   w.to_ns = std::stoll(last[0][0]);
-  for (size_t cache : {size_t(0), SqlTraceSource::kDefaultCallCacheBytes}) {
+  for (size_t cache : {size_t(0), SqlTraceSource::kMinCallCacheBytes}) {
     SqlTraceSource src(*f.reader);
     src.set_call_cache(cache);
     Both whole_trace = read_both(src, {});  // with a cache: what the window is read from
