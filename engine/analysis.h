@@ -50,7 +50,7 @@ struct EngineOptions {
   // it then models the window's last whole seconds holding at most that many calls
   // (TraceSource::recent_start), and the other rules the whole window. The tracer's own
   // analyses (the session's end, the live chains behind --prometheus) bound their memory so.
-  size_t model_bytes = kMaxModelledBytes;
+  size_t model_bytes = default_model_bytes();
   uint64_t model_calls = 0;
 };
 

@@ -8,6 +8,7 @@
 #include "engine/chain.h"
 #include "engine/steps_internal.h"
 #include "engine/thresholds_steps.h"
+#include "hal/memory.h"
 
 namespace ingero::engine {
 
@@ -274,6 +275,10 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
 }
 
 }  // namespace
+
+size_t default_model_bytes() {
+  return hal::memory_share(hal::read_memory_info(), kMinModelledBytes, kMaxModelledBytes);
+}
 
 CpuSamples read_cpu_samples(TraceSource& source, const Window& w) {
   CpuSamples out;

@@ -185,6 +185,10 @@ struct StepModel {
 // innermost named function: "SlowDS.__getitem__ (faults.py:15)". "" without frames.
 std::string code_location(const std::vector<StackFrameInfo>& frames);
 
+// The step model's default memory cap: hal::memory_share between kMinModelledBytes and
+// kMaxModelledBytes.
+size_t default_model_bytes();
+
 // The on-CPU samples of a window, in time order; `present` when the trace has any.
 struct CpuSamples {
   bool present = false;
@@ -198,7 +202,7 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w);
 // `samples`, when given, are `w`'s samples read already (analyze reads them beside host
 // context); else they are read here.
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
-                        size_t max_bytes = kMaxModelledBytes,
+                        size_t max_bytes = kMinModelledBytes,
                         const std::map<uint32_t, uint64_t>& calls_per_pid = {},
                         const CpuSamples* samples = nullptr);
 

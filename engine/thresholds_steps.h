@@ -42,8 +42,11 @@ inline constexpr double kWarmupStepFactor = 2.0;
 // 88 bytes, a call grouped with the one before it on its thread 12 bytes; later calls are
 // counted in StepSeries::calls_dropped and the report says where the model stops), and gaps
 // stored per process: at most 200,000, and at most a quarter of the model's bytes (a gap is
-// ~230 bytes; the tracer's own analyses, with 16 MB, keep ~17,000).
-inline constexpr size_t kMaxModelledBytes = 560'000'000;
+// ~230 bytes; the tracer's own analyses, with 16 MB, keep ~17,000). By default the model may
+// take hal::memory_share between the two bounds: an hour of training at 50,000 calls/s, folded,
+// needs ~1.6 GB, and a model that stops before a fault does not find it.
+inline constexpr size_t kMinModelledBytes = 560'000'000;
+inline constexpr size_t kMaxModelledBytes = size_t(4) << 30;
 inline constexpr size_t kMaxStoredGaps = 200'000;
 
 // --- step rules -----------------------------------------------------------------------------

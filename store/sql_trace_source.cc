@@ -1,8 +1,6 @@
 #include "store/sql_trace_source.h"
 
-#include <algorithm>
-#include <fstream>
-
+#include "hal/memory.h"
 #include "hal/symbolizer.h"
 #include "store/folded_calls.h"
 #include "store/sketch_sql.h"
@@ -68,21 +66,8 @@ EventFilter SqlTraceSource::filter(const engine::Window& w, bool with_pid) const
   return f;
 }
 
-size_t SqlTraceSource::call_cache_bytes(uint64_t mem_total, uint64_t mem_available) {
-  uint64_t b = std::min(mem_total / 8, mem_available / 4);
-  return size_t(std::clamp<uint64_t>(b, kMinCallCacheBytes, kMaxCallCacheBytes));
-}
-
 size_t SqlTraceSource::default_call_cache_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kib = 0, total = 0, available = 0;
-  while (in >> key >> kib) {
-    std::getline(in, unit);
-    if (key == "MemTotal:") total = kib << 10;
-    if (key == "MemAvailable:") available = kib << 10;
-  }
-  return call_cache_bytes(total, available);  // unreadable: the minimum
+  return hal::memory_share(hal::read_memory_info(), kMinCallCacheBytes, kMaxCallCacheBytes);
 }
 
 void SqlTraceSource::set_call_cache(size_t max_bytes) {

@@ -54,12 +54,11 @@ class SqlTraceSource final : public engine::TraceSource {
   // the same window or a part of it, up to `max_bytes` (0: never). A window whose calls do
   // not fit is read from the file every time. Default: default_call_cache_bytes().
   void set_call_cache(size_t max_bytes);
-  // The default limit: a quarter of the memory available and an eighth of the machine's, at
-  // least kMinCallCacheBytes, at most kMaxCallCacheBytes. A window that does not fit is read
-  // from the file by every pass: the last 10 minutes of full rows of an hour of training
-  // (~31 M calls, ~1.1 GB) took explain 457 s that way.
+  // The default limit: hal::memory_share, at least kMinCallCacheBytes, at most
+  // kMaxCallCacheBytes. A window that does not fit is read from the file by every pass: the
+  // last 10 minutes of full rows of an hour of training (~31 M calls, ~1.1 GB) took explain
+  // 457 s that way.
   static size_t default_call_cache_bytes();
-  static size_t call_cache_bytes(uint64_t mem_total, uint64_t mem_available);
   static constexpr size_t kMinCallCacheBytes = size_t(512) << 20;
   static constexpr size_t kMaxCallCacheBytes = size_t(4) << 30;
   // Calls held in memory now (0 when nothing is cached).

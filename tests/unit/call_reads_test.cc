@@ -3,9 +3,11 @@
 // in-memory copy). Both must give exactly what was written.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 #include <sstream>
 
+#include "hal/memory.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -177,12 +179,27 @@ TEST(CallReads, AWindowOverTheMemoryLimitIsReadFromTheFileEveryTime) {
 TEST(CallReads, TheMemoryLimitFollowsTheMachinesMemory) {
   constexpr uint64_t kG = uint64_t(1) << 30;
   constexpr size_t kMin = SqlTraceSource::kMinCallCacheBytes;
-  EXPECT_EQ(SqlTraceSource::call_cache_bytes(0, 0), kMin);  // /proc/meminfo unreadable
-  EXPECT_EQ(SqlTraceSource::call_cache_bytes(2 * kG, kG), kMin);
-  EXPECT_EQ(SqlTraceSource::call_cache_bytes(24 * kG, 23 * kG), 3 * kG);  // an eighth of it
-  EXPECT_EQ(SqlTraceSource::call_cache_bytes(24 * kG, 4 * kG), kG);  // a quarter of what is free
-  EXPECT_EQ(SqlTraceSource::call_cache_bytes(1024 * kG, 900 * kG),
-            SqlTraceSource::kMaxCallCacheBytes);
+  constexpr size_t kMax = SqlTraceSource::kMaxCallCacheBytes;
+  auto share = [&](uint64_t total, uint64_t available) {
+    return hal::memory_share({total, available}, kMin, kMax);
+  };
+  EXPECT_EQ(share(0, 0), kMin);  // /proc/meminfo unreadable
+  EXPECT_EQ(share(2 * kG, kG), kMin);
+  EXPECT_EQ(share(24 * kG, 23 * kG), 3 * kG);  // an eighth of it
+  EXPECT_EQ(share(24 * kG, 4 * kG), kG);       // a quarter of what is free
+  EXPECT_EQ(share(1024 * kG, 900 * kG), kMax);
+  std::string path = ::testing::TempDir() + "/meminfo";
+  {
+    std::ofstream f(path);
+    f << "MemTotal:       24598712 kB\nMemFree:        21000000 kB\n"
+         "MemAvailable:   23097408 kB\nSwapTotal:             0 kB\n";
+  }
+  hal::MemoryInfo m = hal::read_memory_info(path);
+  EXPECT_EQ(m.total, uint64_t(24598712) << 10);
+  EXPECT_EQ(m.available, uint64_t(23097408) << 10);
+  EXPECT_EQ(hal::read_memory_info(path + ".missing").total, 0u);
+  EXPECT_EQ(SqlTraceSource::default_call_cache_bytes(),
+            hal::memory_share(hal::read_memory_info(), kMin, kMax));
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // The tracer's own analyses (the session's end, the live chains) give the step model only the
 // last whole seconds of the window that hold at most a number of calls, so that the tracer's
-// memory does not grow with the session (engine::EngineOptions::model_calls).
+// memory does not grow with the session (engine::EngineOptions::model_calls); the others give
+// it a share of the machine's memory.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "app/session_chains.h"
+#include "engine/thresholds_steps.h"
+#include "hal/memory.h"
 #include "tests/unit/tiers_fixture.h"
 
 namespace ingero::store {
@@ -82,3 +86,21 @@ TEST(RecentSteps, OnlyTheStepModelIsLimitedToThem) {
 
 }  // namespace
 }  // namespace ingero::store
+
+namespace ingero::engine {
+namespace {
+
+// Other analyses (explain, report, the MCP tools) give the step model a share of the machine's
+// memory: a model that stops before a fault does not find it.
+TEST(RecentSteps, OtherAnalysesModelWithAShareOfTheMachinesMemory) {
+  EXPECT_EQ(EngineOptions{}.model_bytes,
+            hal::memory_share(hal::read_memory_info(), kMinModelledBytes, kMaxModelledBytes));
+  EXPECT_EQ(hal::memory_share({}, kMinModelledBytes, kMaxModelledBytes), kMinModelledBytes);
+  EXPECT_EQ(hal::memory_share({uint64_t(1) << 40, uint64_t(1) << 40}, kMinModelledBytes,
+                              kMaxModelledBytes),
+            kMaxModelledBytes);
+  EXPECT_EQ(app::tracer_engine_options().model_bytes, 16'000'000u);  // the tracer's: bounded
+}
+
+}  // namespace
+}  // namespace ingero::engine
