@@ -116,36 +116,11 @@ std::optional<int64_t> opt(const Stmt& st, int col) {
   return st.int64(col);
 }
 
-}  // namespace
-
-ingero::Result<FoldState> fold_state(Db& db) {
-  FoldState s;
-  if (!db.table_exists("call_folding")) return s;
-  auto st = db.prepare(
-      "SELECT last_event_id, folded_before, folded_calls, runs FROM call_folding WHERE id = 1");
-  if (!st) return st.error();
-  auto r = st->step();
-  if (!r) return r.error();
-  if (*r) {
-    s.last_event_id = st->int64(0);
-    s.folded_before_ns = st->int64(1);
-    s.folded_calls = uint64_t(st->int64(2));
-    s.runs = uint64_t(st->int64(3));
-  }
-  return s;
-}
-
-ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, FoldLimits* cache) {
-  FoldPass out;
-  auto state = fold_state(db);
-  if (!state) return state.error();
-  FoldLimits local;
-  FoldLimits& lim = cache ? *cache : local;
-  constexpr int64_t kReread = int64_t(30) * 1000000000;
-  if (!cache || lim.read_for_ns == INT64_MIN || before_ns - lim.read_for_ns > kReread) {
-    if (auto st = read_limits(db, lim); !st) return st.error();
-    lim.read_for_ns = before_ns;
-  }
+// The next `budget` event rows after row `after_id`, up to the first call that started at or
+// after `before_ns`, in start order; `last_id` is the last row considered.
+ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t before_ns,
+                                           uint64_t budget, FoldLimits& lim, FoldPass& out,
+                                           int64_t& last_id) {
   bool reread = false;
   auto sel = db.prepare(
       "SELECT id, timestamp, duration, pid, tid, source, op, ret_code, status, "
@@ -153,9 +128,9 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
       "stack_hash, coalesce(nested_calls, 0), library_id, stream, device FROM events "
       "WHERE id > ? ORDER BY id LIMIT ?");
   if (!sel) return sel.error();
-  sel->bind(1, state->last_event_id).bind(2, int64_t(budget));
+  sel->bind(1, after_id).bind(2, int64_t(budget));
   std::vector<Row> rows;
-  int64_t last_id = state->last_event_id;
+  last_id = after_id;
   bool reached_cut = false;
   while (true) {
     auto r = sel->step();
@@ -202,10 +177,14 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
   out.more = !reached_cut && out.considered == budget;
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.ts < b.ts; });
-  // Calls inside another call of their thread (files from before nested calls were folded at
-  // capture, schema < 5, store a runtime launch and its driver launch as two rows) keep their
-  // rows, both of them: spread over a run, the inner one would no longer be inside the outer
-  // and would count as a launch of its own.
+  return rows;
+}
+
+// Calls inside another call of their thread (files from before nested calls were folded at
+// capture, schema < 5, store a runtime launch and its driver launch as two rows) keep their
+// rows, both of them: spread over a run, the inner one would no longer be inside the outer
+// and would count as a launch of its own.
+void keep_nested(std::vector<Row>& rows) {
   std::map<std::tuple<std::string_view, int64_t, uint32_t, uint32_t>, Row*> outer;
   for (Row& w : rows) {
     if (!w.call) continue;
@@ -216,19 +195,18 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
     }
     o = &w;
   }
+}
 
-  if (auto st = db.exec("BEGIN"); !st) return st.error();
-  auto fail = [&](const ingero::Error& e) -> ingero::Result<FoldPass> {
-    (void)db.exec("ROLLBACK");
-    return e;
-  };
+// Folds the foldable rows into runs (call_runs) and deletes their rows, counting them in `out`.
+ingero::Status write_runs(Db& db, const std::vector<Row>& rows, const FoldLimits& lim,
+                          FoldPass& out) {
   auto ins = db.prepare(
       "INSERT INTO call_runs (node, session_id, timestamp, span_ns, pid, tid, comm, cgroup_id, "
       "source, op, library_id, stream, device, calls, sum_ns, min_ns, max_ns, nested_calls, "
       "stack_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!ins) return fail(ins.error());
+  if (!ins) return ins.error();
   auto del = db.prepare("DELETE FROM events WHERE id = ?");
-  if (!del) return fail(del.error());
+  if (!del) return del.error();
   // Open runs by (node, session, pid, tid); any kept call of the process closes its runs.
   // Open runs by (node, session, pid, tid, source, op): launches of different ops interleaved
   // on a thread (cudaLaunchKernel, cuLaunchKernelEx) each make their own run. A kept call
@@ -251,14 +229,14 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
       for (auto it = open.lower_bound({w.node, w.session, w.pid, w.tid, 0, 0});
            it != open.end() && std::get<3>(it->first) == w.tid && std::get<2>(it->first) == w.pid &&
            std::get<0>(it->first) == w.node && std::get<1>(it->first) == w.session;) {
-        if (auto st = close(it); !st) return fail(st.error());
+        if (auto st = close(it); !st) return st.error();
         it = open.erase(it);
       }
       if (lim.launch_ops.count({w.source, w.op})) continue;
       for (auto it = open.lower_bound({w.node, w.session, w.pid, 0, 0, 0});
            it != open.end() && std::get<2>(it->first) == w.pid &&
            std::get<0>(it->first) == w.node && std::get<1>(it->first) == w.session;) {
-        if (auto st = close(it); !st) return fail(st.error());
+        if (auto st = close(it); !st) return st.error();
         it = open.erase(it);
       }
       continue;
@@ -269,7 +247,7 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
       bool same = f.stream == w.stream && f.device == w.device && f.library == w.library &&
                   f.comm == w.comm && f.cgroup == w.cgroup;
       if (!same || w.ts - it->second.end > kMaxRunGapNs || w.ts < it->second.end) {
-        if (auto st = close(it); !st) return fail(st.error());
+        if (auto st = close(it); !st) return st.error();
         open.erase(it);
         it = open.end();
       }
@@ -285,17 +263,67 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
     r.nested += w.nested;
   }
   for (auto it = open.begin(); it != open.end(); ++it)
-    if (auto st = close(it); !st) return fail(st.error());
+    if (auto st = close(it); !st) return st.error();
+  return {};
+}
+
+}  // namespace
+
+ingero::Result<FoldState> fold_state(Db& db) {
+  FoldState s;
+  if (!db.table_exists("call_folding")) return s;
+  auto st = db.prepare(
+      "SELECT last_event_id, folded_before, folded_calls, runs FROM call_folding WHERE id = 1");
+  if (!st) return st.error();
+  auto r = st->step();
+  if (!r) return r.error();
+  if (*r) {
+    s.last_event_id = st->int64(0);
+    s.folded_before_ns = st->int64(1);
+    s.folded_calls = uint64_t(st->int64(2));
+    s.runs = uint64_t(st->int64(3));
+  }
+  return s;
+}
+
+ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, FoldLimits* cache) {
+  FoldPass out;
+  // The whole pass is one write transaction, the reads included: two folders of one file (a
+  // `compact` beside another, or beside the tracer) that both read the same rows before either
+  // deleted them would each write their runs, and the calls would count twice.
+  if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
+  struct Rollback {
+    Db& db;
+    bool on = true;
+    ~Rollback() {
+      if (on) (void)db.exec("ROLLBACK");
+    }
+  } rollback{db};
+  auto state = fold_state(db);
+  if (!state) return state.error();
+  FoldLimits local;
+  FoldLimits& lim = cache ? *cache : local;
+  constexpr int64_t kReread = int64_t(30) * 1000000000;
+  if (!cache || lim.read_for_ns == INT64_MIN || before_ns - lim.read_for_ns > kReread) {
+    if (auto st = read_limits(db, lim); !st) return st.error();
+    lim.read_for_ns = before_ns;
+  }
+  int64_t last_id = 0;
+  auto rows = read_rows(db, state->last_event_id, before_ns, budget, lim, out, last_id);
+  if (!rows) return rows.error();
+  keep_nested(*rows);
+  if (auto st = write_runs(db, *rows, lim, out); !st) return st.error();
   auto upd = db.prepare(
       "INSERT INTO call_folding (id, last_event_id, folded_before, folded_calls, runs) "
       "VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET last_event_id = "
       "excluded.last_event_id, "
       "folded_before = max(folded_before, excluded.folded_before), "
       "folded_calls = folded_calls + excluded.folded_calls, runs = runs + excluded.runs");
-  if (!upd) return fail(upd.error());
+  if (!upd) return upd.error();
   upd->bind(1, last_id).bind(2, before_ns).bind(3, int64_t(out.folded)).bind(4, int64_t(out.runs));
-  if (auto s = upd->step(); !s) return fail(s.error());
-  if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+  if (auto s = upd->step(); !s) return s.error();
+  if (auto st = db.exec("COMMIT"); !st) return st.error();
+  rollback.on = false;
   return out;
 }
 

@@ -54,7 +54,8 @@ struct FoldLimits {
   int64_t read_for_ns = INT64_MIN;                          // the `before_ns` they were read at
 };
 
-// One bounded pass on the writer's connection, outside a transaction: folds the launches
+// One bounded pass on the writer's connection, outside a transaction (the pass is one write
+// transaction of its own: folders of one file take turns): folds the launches
 // that started before `before_ns` (wall clock, epoch ns) among the next `budget` event rows
 // not yet considered. Needs the file's call summaries for the p95s.
 ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget = 50000,

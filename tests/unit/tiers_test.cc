@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "app/builtin_backends.h"
 #include "engine/analysis.h"
@@ -256,6 +258,54 @@ TEST(Tiers, ADamagedSketchIsAnErrorNotAQuantile) {
   auto pass = fold_calls(**more, INT64_MAX);
   ASSERT_FALSE(pass);
   EXPECT_NE(pass.error().message.find("damaged call_seconds sketch"), std::string::npos);
+}
+
+// Two folders of one file (two `ingero compact`, or one beside the tracer) take turns, pass
+// by pass: each pass reads its rows inside its own write transaction, so no call is folded
+// twice. Both are made to start while a third connection holds the write lock: before the fix
+// both read the same rows then, and the file ended with their calls counted twice.
+TEST(Tiers, TwoFoldersOfOneFileTakeTurnsAndFoldEachCallOnce) {
+  Loop l = training_loop(200);
+  std::string db = write_trace("two-folders.db", l.calls);
+  std::string alone = copy_of(db, "two-folders-alone.db");
+  const std::string calls_sql =
+      "SELECT (SELECT count(*) FROM events e JOIN sources s ON s.id = e.source WHERE s.vendor <> "
+      "'host') + (SELECT coalesce(sum(calls), 0) FROM call_runs)";
+  const int64_t written = int64_t(l.launches + l.others);
+  ASSERT_EQ(test::query_int(db, calls_sql), written);
+  auto holder = Db::open(db, Db::Mode::kReadWrite);
+  ASSERT_TRUE(holder);
+  ASSERT_TRUE((*holder)->exec("BEGIN IMMEDIATE"));
+  std::vector<std::string> errors(2);
+  std::vector<uint64_t> folded(2);
+  std::vector<std::thread> folders;
+  for (int i = 0; i < 2; ++i)
+    folders.emplace_back([&, i] {
+      auto d = Db::open(db, Db::Mode::kReadWrite);
+      if (!d) {
+        errors[i] = d.error().message;
+        return;
+      }
+      while (true) {
+        auto pass = fold_calls(**d, INT64_MAX, 200000);  // as compact: runs cut alike
+        if (!pass) {
+          errors[i] = pass.error().message;
+          return;
+        }
+        folded[i] += pass->folded;
+        if (!pass->more) return;
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE((*holder)->exec("COMMIT"));
+  for (auto& t : folders) t.join();
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  EXPECT_EQ(test::query_int(db, calls_sql), written);
+  // The same as one folder alone.
+  Compacted one = fold_everything(alone);
+  EXPECT_EQ(folded[0] + folded[1], one.folded);
+  EXPECT_GT(one.folded, l.launches / 2);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM call_runs"), int64_t(one.runs));
 }
 
 TEST(Tiers, CompactRefusesTheOriginalImplementationsFilesAndLeavesThemAsTheyWere) {
