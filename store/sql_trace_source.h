@@ -65,6 +65,9 @@ class SqlTraceSource final : public engine::TraceSource {
   size_t cached_calls() const { return cache_state_ == CacheState::kFull ? cache_.calls() : 0; }
 
  private:
+  // " WHERE ts BETWEEN from AND to", and the window's pid and node where asked for.
+  static std::string window_sql(const engine::Window& w, const char* ts, bool with_pid,
+                                bool with_node = true);
   // Prepares `sql`; records the error and returns nullopt on failure.
   std::optional<Stmt> prepare(const std::string& sql);
   // Steps `st` once: true on a row; false at the end or on an error (recorded).
