@@ -1,6 +1,4 @@
 // The step model, part 0: the top-level calls of each GPU process, as compact items.
-#include <cstdio>
-#include <cstdlib>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -263,7 +261,6 @@ std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, siz
     collect_run(r, p, budget, scratch);
   });
   std::erase_if(procs, [](const auto& kv) { return kv.second.pid == 0; });  // hinted, no calls
-  if (getenv("STEPDBG")) { size_t items=0, runs=0, groups=0, gcalls=0; for (auto& [pid,p]:procs){items+=p.calls.size(); runs+=p.runs.size(); groups+=p.groups.size(); for(auto&g:p.groups) gcalls+=g.size();} fprintf(stderr,"STEPDBG used=%zu items=%zu runs=%zu groups=%zu grouped_calls=%zu\n", max_bytes-budget.bytes, items, runs, groups, gcalls); }
   for (auto& [pid, p] : procs)
     for (auto& g : p.groups) g.shrink_to_fit();
   // Start order, whatever order the source gave rows and runs in.
