@@ -294,16 +294,11 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
   std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid);
   size_t max_gaps = std::min(kMaxStoredGaps, max_bytes / 4 / sizeof(HostGap));
   std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
-  auto keep = [&](const CpuSample& cs) {
+  CpuSamples read_here;
+  if (!ahead) ahead = &(read_here = read_cpu_samples(source, w));
+  m.cpu_samples = ahead->present;
+  for (const CpuSample& cs : ahead->all)
     if (procs.count(cs.pid)) samples[cs.pid][cs.tid].push_back(cs);
-  };
-  if (ahead) {
-    m.cpu_samples = ahead->present;
-    for (const CpuSample& cs : ahead->all) keep(cs);
-  } else {
-    m.cpu_samples = source.has_cpu_samples();
-    if (m.cpu_samples) source.cpu_samples(w, keep);
-  }
   Sites sites(source);
   for (auto& [pid, p] : procs) {
     for (auto& [tid, v] : samples[pid])
