@@ -101,8 +101,6 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   a.host = std::move(h.host);
   a.events = h.events;
   for (const OpStats& s : a.stats.per_process) calls_per_pid[s.key.pid] += s.count;
-  a.steps = compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples);
-  h.samples = {};
   a.losses = source.losses();
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (const auto* set : {&a.stats.per_process}) {
@@ -114,6 +112,17 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   auto span = source.time_span();
   a.span = {std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
             std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};
+  // Where the window's calls are in memory, the step model (which reads them, and stacks)
+  // runs beside the rules that need no steps and read nothing but the calls; the others wait
+  // for it.
+  auto model = [&] {
+    return compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples);
+  };
+  std::future<StepModel> steps;
+  if (source.concurrent_call_reads(window))
+    steps = std::async(std::launch::async, model);
+  else
+    a.steps = model();
   rule_tail_latency(a, a.chains);
   rule_launch_collapse(source, a, a.chains);
   rule_repeated_sync(source, a, a.chains);
@@ -122,6 +131,8 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   rule_process_contention(a, a.chains);
   rule_oom(a, a.chains);
   rule_collective_straggler(source, a, a.chains);
+  if (steps.valid()) a.steps = steps.get();
+  h.samples = {};
   rule_fabric_errors(source, a, a.chains);
   rule_step_faults(source, a, a.chains);
   apply_step_phases(a);

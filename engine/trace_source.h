@@ -115,6 +115,10 @@ class TraceSource {
   // Another source over the same trace that another thread may read while this one is read
   // (its own connection); nullptr when there is none. Destroy it on this source's thread.
   virtual std::unique_ptr<TraceSource> open_another() { return nullptr; }
+  // Whether calls() and call_runs() of `w` may run on several threads at once, beside one
+  // thread making any other read (the window's calls are held in memory): the step model,
+  // which also reads stacks, then runs beside the rules that read only the calls.
+  virtual bool concurrent_call_reads(const Window& /*w*/) { return false; }
   // Vendor calls in the window, in start-time order. ts_ns is wall-clock Unix ns.
   virtual void calls(const Window& w, const EventFn& fn) = 0;
   // The same calls, but a run of calls folded by tiered retention whose calls all start in

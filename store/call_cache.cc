@@ -214,6 +214,15 @@ const uint8_t* CallCache::decode_run(const uint8_t* p, uint64_t& ts, engine::Cal
   return p;
 }
 
+void CallCache::intern_names(StringPool& strings) {
+  name_ids_.clear();
+  for (uint32_t i = 0; i < names_.size(); ++i) {
+    Names& n = names_[i];
+    n = {strings.intern(n.vendor), strings.intern(n.api), strings.intern(n.op), n.kind};
+    name_ids_[n.op.data()].push_back(i);
+  }
+}
+
 size_t CallCache::bytes() const {
   return chunks_.size() * kChunkBytes + comms_.size() * 48 + stacks_.size() * 40 +
          names_.size() * 64;

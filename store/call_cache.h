@@ -17,6 +17,7 @@
 
 #include "engine/call_run.h"
 #include "hal/event.h"
+#include "store/event_rows.h"
 
 namespace ingero::store {
 
@@ -47,6 +48,9 @@ class CallCache {
       }
     }
   }
+  // Points the kept names (vendor, api, op) at `strings`' copies: a cache filled on another
+  // thread from that thread's pool, then read where events point into `strings`.
+  void intern_names(StringPool& strings);
   size_t bytes() const;
   // Calls held, a run's calls included.
   size_t calls() const { return calls_; }

@@ -70,16 +70,26 @@ struct EventCursor::OpNames {
 };
 
 bool EventCursor::open_direct(const EventFilter& f) {
-  static const char* kNeeded[] = {"timestamp", "duration",  "pid",        "tid",
-                                  "comm",      "cgroup_id", "source",     "op",
-                                  "ret_code",  "status",    "off_cpu_ns", "preempts",
-                                  "switches",  "peer_comm", "stack_hash", "node"};
+  static const char* kNeeded[] = {"timestamp",  "duration", "pid",      "tid",       "comm",
+                                  "cgroup_id",  "source",   "op",       "ret_code",  "status",
+                                  "off_cpu_ns", "preempts", "switches", "peer_comm", "stack_hash",
+                                  "node",       "detail",   "saddr",    "daddr"};
   for (const char* c : kNeeded)
     if (!db_.column_exists("events", c)) return false;
   if (!db_.column_exists("sources", "vendor") || !db_.column_exists("ops", "kind")) return false;
+  bool calls = rows_ == Rows::kCalls;
+  // The view's columns: a host event has the fields host_events shows, as through the view.
+  std::set<std::string> shown;
+  if (!calls) {
+    auto view = db_.prepare("SELECT * FROM host_events LIMIT 0");
+    if (!view) return false;
+    for (int i = 0, n = sqlite3_column_count(view->get()); i < n; ++i)
+      shown.insert(sqlite3_column_name(view->get(), i));
+  }
   auto dict = db_.prepare(
-      "SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops o ON "
-      "o.source_id = s.id WHERE s.vendor <> 'host'");
+      std::string("SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops "
+                  "o ON o.source_id = s.id WHERE s.vendor ") +
+      (calls ? "<> 'host'" : "= 'host'"));
   if (!dict) return false;
   names_ = std::make_unique<OpNames>();
   std::set<uint64_t> source_ids;
@@ -89,8 +99,8 @@ bool EventCursor::open_direct(const EventFilter& f) {
     if (!*r) break;
     uint64_t id = uint64_t(dict->int64(0)), op = uint64_t(dict->int64(1));
     names_->by_id[id << 32 | op] = {
-        strings_.intern(dict->text_view(2)), strings_.intern(dict->text_view(3)),
-        strings_.intern(dict->text_view(4)),
+        strings_.intern(calls ? dict->text_view(2) : "host"),
+        strings_.intern(calls ? dict->text_view(3) : "kernel"), strings_.intern(dict->text_view(4)),
         hal::kind_from_name(dict->text_view(5)).value_or(hal::EventKind::kUnknown)};
     source_ids.insert(id);
   }
@@ -99,13 +109,14 @@ bool EventCursor::open_direct(const EventFilter& f) {
   std::string sql =
       "SELECT timestamp, duration, pid, tid, comm, cgroup_id, source, op, ret_code, status, "
       "off_cpu_ns, preempts, switches, peer_comm, stack_hash";
+  if (!calls) sql += ", detail, saddr, daddr";
   cols_ = std::make_unique<Columns>();
   Columns& k = *cols_;
   k.fields.fill(kNone);
   std::string args;
   const auto& fields = field_columns();
   for (size_t i = 0; i < hal::kFieldCount; ++i)
-    if (db_.column_exists("events", fields[i])) {
+    if (db_.column_exists("events", fields[i]) && (calls || shown.count(fields[i]))) {
       args += (args.empty() ? "" : ", ") + fields[i];
       k.packed_fields.push_back(uint8_t(i));
     }
@@ -115,13 +126,15 @@ bool EventCursor::open_direct(const EventFilter& f) {
                                    pack_fields, nullptr, nullptr, nullptr) != SQLITE_OK)
       return false;
     sql += ", pack_fields(" + args + ")";
-    k.packed = 15;
+    k.packed = calls ? 15 : 18;
   }
-  sql += " FROM events WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
+  // Ties in start time come in the order written, as along the time index.
+  sql += std::string(f.scan ? " FROM events NOT INDEXED" : " FROM events") +
+         " WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
          std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
   if (f.node) sql += " AND node = " + sql_quote(*f.node);
-  sql += " ORDER BY timestamp";
+  sql += " ORDER BY timestamp, id";
   auto st = db_.prepare(sql);
   if (!st) return false;
   stmt_ = std::make_unique<Stmt>(std::move(*st));
@@ -154,12 +167,18 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
       e.has_ret = true;
       e.ret = st.int64(8);
     }
-    e.unfinished = st.int64(9) == 1;
-    e.off_cpu_ns = uint64_t(st.int64(10));
-    e.preempts = uint32_t(st.int64(11));
-    e.switches = uint32_t(st.int64(12));
     if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
-    e.stack_id = uint64_t(st.int64(14));
+    if (rows_ == Rows::kCalls) {
+      e.unfinished = st.int64(9) == 1;
+      e.off_cpu_ns = uint64_t(st.int64(10));
+      e.preempts = uint32_t(st.int64(11));
+      e.switches = uint32_t(st.int64(12));
+      e.stack_id = uint64_t(st.int64(14));
+    } else {  // what the host_events view shows of them
+      if (!st.is_null(15)) e.detail = st.text(15);
+      if (!st.is_null(16)) e.saddr = st.text(16);
+      if (!st.is_null(17)) e.daddr = st.text(17);
+    }
     if (cols_->packed != kNone && !unpack_fields(st, e)) return bad_fields();
     return true;
   }
@@ -195,9 +214,9 @@ EventCursor::~EventCursor() = default;
 
 ingero::Result<std::unique_ptr<EventCursor>> EventCursor::open(Db& db, Rows rows,
                                                                const EventFilter& f,
-                                                               StringPool& strings) {
+                                                               StringPool& strings, bool direct) {
   bool calls = rows == Rows::kCalls;
-  if (calls) {
+  if (direct) {
     // The original implementation's files (no ops.kind, no events.status) go through the
     // views.
     std::unique_ptr<EventCursor> c(new EventCursor(db, rows, strings));

@@ -41,16 +41,21 @@ struct EventFilter {
   int64_t to_ns = std::numeric_limits<int64_t>::max();
   std::optional<uint32_t> pid;
   std::optional<std::string> node;
+  // Our own files: read the table in order and sort what matches, instead of walking the
+  // time index (which looks every row up): for a window that covers the file.
+  bool scan = false;
 };
 
 class EventCursor {
  public:
   enum class Rows { kCalls, kHostEvents };
   // Prepares the query over `db`'s contract views, in ts_ns order. An unknown view or a
-  // malformed file is an Error naming the file.
+  // malformed file is an Error naming the file. Our own files are read straight from the
+  // events table, with what the views would give; `direct` false reads through the views
+  // (tests compare the two).
   static ingero::Result<std::unique_ptr<EventCursor>> open(Db& db, Rows rows,
                                                            const EventFilter& filter,
-                                                           StringPool& strings);
+                                                           StringPool& strings, bool direct = true);
   ~EventCursor();
   EventCursor(const EventCursor&) = delete;
   EventCursor& operator=(const EventCursor&) = delete;
@@ -63,8 +68,8 @@ class EventCursor {
   struct Columns;
   struct OpNames;
   EventCursor(Db& db, Rows rows, StringPool& strings);
-  // Our own files: calls straight from the events table, (source, op) resolved through the
-  // dictionaries once (the view joins them on every row). False when the file lacks a column
+  // Our own files: rows straight from the events table, (source, op) resolved through the
+  // dictionaries once (the views join them on every row). False when the file lacks a column
   // the direct read needs; the view is used then.
   bool open_direct(const EventFilter& f);
   ingero::Result<bool> next_direct(hal::Event& e);

@@ -10,7 +10,7 @@
 namespace ingero::store {
 
 ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFilter& f,
-                                                          StringPool& strings) {
+                                                           StringPool& strings, int64_t min_start) {
   std::unique_ptr<RunCursor> out(new RunCursor(db));
   if (!db.table_exists("call_runs")) return out;
   auto dict = db.prepare(
@@ -42,6 +42,8 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
       "device, calls, sum_ns, min_ns, max_ns, nested_calls, stack_hash FROM call_runs WHERE "
       "timestamp <= " +
       std::to_string(f.to_ns) + " AND timestamp + span_ns >= " + std::to_string(f.from_ns);
+  if (min_start != std::numeric_limits<int64_t>::min())
+    sql += " AND timestamp >= " + std::to_string(min_start);
   if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
   if (f.node) sql += " AND node = " + sql_quote(*f.node);
   sql += " ORDER BY timestamp";

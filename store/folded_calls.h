@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <queue>
@@ -20,13 +21,14 @@ namespace ingero::store {
 class Db;
 class Stmt;
 
-// The runs overlapping `f` (its pid and node restrictions apply), by start, one at a time.
-// None for files without runs. A damaged row (no calls, or extremes that do not fit the
-// total) is an error, never expanded into invented calls.
+// The runs overlapping `f` (its pid and node restrictions apply) that start at or after
+// `min_start`, by start, one at a time. None for files without runs. A damaged row (no calls,
+// or extremes that do not fit the total) is an error, never expanded into invented calls.
 class RunCursor {
  public:
-  static ingero::Result<std::unique_ptr<RunCursor>> open(Db& db, const EventFilter& f,
-                                                         StringPool& strings);
+  static ingero::Result<std::unique_ptr<RunCursor>> open(
+      Db& db, const EventFilter& f, StringPool& strings,
+      int64_t min_start = std::numeric_limits<int64_t>::min());
   ~RunCursor();
   // The next run into `r`: true, or false after the last.
   ingero::Result<bool> next(engine::CallRun& r);

@@ -6,7 +6,9 @@
 namespace ingero::store {
 
 void SqlTraceSource::host_events(const engine::Window& w, const engine::EventFn& fn) {
-  auto st = for_each_event(reader_.db(), EventCursor::Rows::kHostEvents, filter(w, false), strings_,
+  EventFilter f = filter(w, false);
+  f.scan = covers_file(w);
+  auto st = for_each_event(reader_.db(), EventCursor::Rows::kHostEvents, f, strings_,
                            [&](const hal::Event& e) -> ingero::Status {
                              fn(e);
                              return {};
@@ -141,10 +143,12 @@ void SqlTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampl
   if (reader_.is_legacy()) return;
   std::string ops = cpu_sample_ops();
   if (ops.empty()) return;
-  auto st = prepare("SELECT timestamp, pid, tid, stack_hash FROM events" +
+  // Ties in start time come in the order written, as along the time index.
+  auto st = prepare(std::string("SELECT timestamp, pid, tid, stack_hash FROM events") +
+                    (covers_file(w) ? " NOT INDEXED" : "") +
                     window_sql(w, "timestamp", true,
                                w.node.has_value() && reader_.db().column_exists("events", "node")) +
-                    " AND (" + ops + ") ORDER BY timestamp");
+                    " AND (" + ops + ") ORDER BY timestamp, id");
   if (!st) return;
   while (row(*st))
     fn({st->int64(0), uint32_t(st->int64(1)), uint32_t(st->int64(2)), uint64_t(st->int64(3))});

@@ -1,5 +1,7 @@
 #include "store/sql_trace_source.h"
 
+#include <future>
+
 #include "hal/memory.h"
 #include "hal/symbolizer.h"
 #include "store/folded_calls.h"
@@ -20,6 +22,7 @@ std::string SqlTraceSource::window_sql(const engine::Window& w, const char* ts, 
 SqlTraceSource::SqlTraceSource(std::unique_ptr<TraceReader> own, SqlTraceSource* parent)
     : own_reader_(std::move(own)), parent_(parent), reader_(*own_reader_) {
   set_call_cache(0);  // it reads host context, never the calls twice
+  if (parent->extent_) plan_span_ = parent->extent_->span;
 }
 
 SqlTraceSource::~SqlTraceSource() {
@@ -63,139 +66,6 @@ EventFilter SqlTraceSource::filter(const engine::Window& w, bool with_pid) const
   return f;
 }
 
-size_t SqlTraceSource::default_call_cache_bytes() {
-  return hal::memory_share(hal::read_memory_info(), kMinCallCacheBytes, kMaxCallCacheBytes);
-}
-
-void SqlTraceSource::set_call_cache(size_t max_bytes) {
-  cache_.clear();
-  cache_.set_limit(max_bytes);
-  cache_state_ = max_bytes ? CacheState::kEmpty : CacheState::kOff;
-}
-
-bool SqlTraceSource::cache_covers(const engine::Window& w) const {
-  return cache_state_ == CacheState::kFull && w.from_ns >= cached_.from_ns &&
-         w.to_ns <= cached_.to_ns && (!cached_.pid || cached_.pid == w.pid) &&
-         cached_.node == w.node;
-}
-
-void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& fn,
-                                const engine::CallRunFn& run) {
-  if (cache_covers(w)) {
-    cache_.for_each(
-        [&](const hal::Event& e) {
-          if (int64_t(e.ts_ns) < w.from_ns || int64_t(e.ts_ns) > w.to_ns) return;
-          if (w.pid && e.pid != *w.pid) return;
-          fn(e);
-        },
-        [&](const engine::CallRun& r) {
-          if (r.ts_ns > w.to_ns || r.last_start() < w.from_ns) return;
-          if (w.pid && r.pid != *w.pid) return;
-          run(r);
-        });
-    return;
-  }
-  bool fill = cache_state_ == CacheState::kEmpty;
-  if (fill && !may_fit_cache(w)) {  // not filled only to be thrown away
-    fill = false;
-    cache_state_ = CacheState::kTooBig;
-  }
-  auto too_big = [&] {
-    fill = false;
-    cache_.clear();
-    cache_state_ = CacheState::kTooBig;
-  };
-  auto keep_call = [&](const hal::Event& e) {
-    if (fill && !cache_.add(e)) too_big();
-    fn(e);
-  };
-  auto keep_run = [&](const engine::CallRun& r) {
-    if (fill && !cache_.add_run(r)) too_big();
-    run(r);
-  };
-  // Calls folded into runs by tiered retention come in start order among the others. The
-  // runs and the rows are read in one snapshot: a trace being written folds while it is read,
-  // and a call moved from its row into a run between two reads would be missed.
-  // Only when no statement of the connection is running: its COMMIT would fail, and the
-  // connection would keep an old snapshot.
-  sqlite3* h = reader_.db().handle();
-  bool busy = false;
-  for (sqlite3_stmt* st = sqlite3_next_stmt(h, nullptr); st; st = sqlite3_next_stmt(h, st))
-    busy = busy || sqlite3_stmt_busy(st);
-  bool snapshot = !busy && sqlite3_get_autocommit(h) != 0 && reader_.db().exec("BEGIN").ok();
-  struct EndSnapshot {
-    Db& db;
-    bool on;
-    ~EndSnapshot() {
-      if (on) (void)db.exec("COMMIT");
-    }
-  } end_snapshot{reader_.db(), snapshot};
-  auto runs = RunCursor::open(reader_.db(), filter(w, true), strings_);
-  if (!runs) {
-    fail(runs.error());
-    return;
-  }
-  // The runs are read alongside the rows: the next one waits in `r` until its start is due.
-  engine::CallRun r;
-  ingero::Status st;
-  auto advance = [&]() -> bool {
-    auto more = (*runs)->next(r);
-    if (!more) st = more.error();
-    return more && *more;
-  };
-  bool pending = advance();
-  if (st)
-    st = for_each_event(reader_.db(), EventCursor::Rows::kCalls, filter(w, true), strings_,
-                        [&](const hal::Event& e) -> ingero::Status {
-                          while (pending && r.ts_ns <= int64_t(e.ts_ns)) {
-                            keep_run(r);
-                            pending = advance();
-                          }
-                          keep_call(e);
-                          return st;
-                        });
-  while (st && pending) {
-    keep_run(r);
-    pending = advance();
-  }
-  if (!st) fail(st.error());
-  if (fill && st) {
-    cache_state_ = CacheState::kFull;
-    cached_ = w;
-  } else if (fill) {
-    cache_.clear();  // a read that failed part-way is not kept
-  }
-}
-
-void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
-  // Runs are expanded into their calls, merged in time order with the rows.
-  RunExpander folded(w.from_ns, w.to_ns);
-  hal::Event f;
-  read_calls(
-      w,
-      [&](const hal::Event& e) {
-        while (folded.next_ts() <= int64_t(e.ts_ns))
-          if (folded.next(f)) fn(f);
-        fn(e);
-      },
-      [&](const engine::CallRun& r) { folded.add(r); });
-  while (folded.next_ts() != INT64_MAX)
-    if (folded.next(f)) fn(f);
-}
-
-void SqlTraceSource::call_runs(const engine::Window& w, const engine::EventFn& fn,
-                               const engine::CallRunFn& run) {
-  read_calls(w, fn, [&](const engine::CallRun& r) {
-    if (r.inside(w.from_ns, w.to_ns)) {
-      run(r);
-      return;
-    }
-    r.for_each_call([&](const hal::Event& e) {  // a run straddling an edge of the window
-      if (w.contains(int64_t(e.ts_ns))) fn(e);
-    });
-  });
-}
-
 std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes() {
   std::map<uint32_t, engine::ProcessInfo> out;
   bool has_cmd = reader_.db().column_exists("process_names", "cmdline");
@@ -212,6 +82,41 @@ std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes() {
   return out;
 }
 
+namespace {
+
+// The span and the range of node names of the events `where` picks, and the runs' span.
+struct ExtentPart {
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  std::optional<std::pair<std::string, std::string>> nodes;  // min, max
+};
+
+ingero::Result<ExtentPart> scan_extent(Db& db, bool by_node, const std::string& where, bool runs) {
+  ExtentPart p;
+  auto st = db.prepare(std::string("SELECT min(timestamp), max(timestamp + duration)") +
+                       (by_node ? ", min(node), max(node)" : "") + " FROM events" + where);
+  if (!st) return st.error();
+  auto r = st->step();
+  if (!r) return r.error();
+  if (*r && !st->is_null(0)) {
+    p.first = st->int64(0);
+    p.last = st->int64(1);
+    if (by_node) p.nodes.emplace(st->text(2), st->text(3));
+  }
+  if (!runs) return p;
+  // Folded calls (tiered retention) are part of the trace's span too.
+  auto rs = db.prepare("SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs");
+  if (!rs) return rs.error();
+  auto rr = rs->step();
+  if (!rr) return rr.error();
+  if (*rr && !rs->is_null(0)) {
+    p.first = std::min(p.first, rs->int64(0));
+    p.last = std::max(p.last, rs->int64(1));
+  }
+  return p;
+}
+
+}  // namespace
+
 const SqlTraceSource::Extent& SqlTraceSource::extent() {
   Db& db = reader_.db();
   auto version = db.query_int("PRAGMA data_version");
@@ -219,36 +124,63 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   if (extent_ && extent_->data_version == v && v != -1) return *extent_;
   // One pass over the events gives the span and, unless the file was merged from several,
   // the node: they were three passes (two each time the span was asked for), a third of
-  // explain's start on 10 M events.
+  // explain's start on 10 M events. A large file's later half of the rows (by id) and its
+  // runs are read on a second connection meanwhile.
+  constexpr int64_t kSplitRows = 200000;
   Extent x;
   x.data_version = v;
   bool by_node = db.column_exists("events", "node");
-  auto st = prepare(std::string("SELECT min(timestamp), max(timestamp + duration)") +
-                    (by_node ? ", min(node), max(node)" : "") + " FROM events");
-  int64_t first = INT64_MAX, last = INT64_MIN;
-  if (st && row(*st) && !st->is_null(0)) {
-    first = st->int64(0);
-    last = st->int64(1);
-    if (by_node && st->text(2) == st->text(3)) {
-      x.nodes.push_back(st->text(2));
-    } else if (by_node) {
-      auto names = prepare("SELECT DISTINCT node FROM events ORDER BY node");
-      while (names && row(*names)) x.nodes.push_back(names->text(0));
+  bool runs = db.table_exists("call_runs");
+  std::optional<int64_t> mid;
+  if (!reader_.is_legacy())
+    if (auto ids = prepare("SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events)");
+        ids && row(*ids) && !ids->is_null(0) && ids->int64(1) - ids->int64(0) > kSplitRows)
+      mid = ids->int64(0) + (ids->int64(1) - ids->int64(0)) / 2;
+  std::unique_ptr<TraceReader> other;
+  if (mid)
+    if (auto r = reader_.reopen()) other = std::move(*r);
+  std::future<ingero::Result<ExtentPart>> later;
+  if (other)
+    later = std::async(std::launch::async, [&db = other->db(), by_node, runs, m = *mid] {
+      return scan_extent(db, by_node, " WHERE id > " + std::to_string(m), runs);
+    });
+  std::vector<ingero::Result<ExtentPart>> parts;
+  parts.push_back(scan_extent(db, by_node, other ? " WHERE id <= " + std::to_string(*mid) : "",
+                              runs && !other));
+  if (other) parts.push_back(later.get());
+  ExtentPart all;
+  for (auto& p : parts) {
+    if (!p) {
+      fail(p.error());
+      continue;
+    }
+    all.first = std::min(all.first, p->first);
+    all.last = std::max(all.last, p->last);
+    if (p->nodes && all.nodes) {
+      all.nodes->first = std::min(all.nodes->first, p->nodes->first);
+      all.nodes->second = std::max(all.nodes->second, p->nodes->second);
+    } else if (p->nodes) {
+      all.nodes = p->nodes;
     }
   }
-  // Folded calls (tiered retention) are part of the trace's span too.
-  if (db.table_exists("call_runs"))
-    if (auto runs = prepare("SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs");
-        runs && row(*runs) && !runs->is_null(0)) {
-      first = std::min(first, runs->int64(0));
-      last = std::max(last, runs->int64(1));
-    }
-  if (first != INT64_MAX) x.span = {first, last};
+  if (all.nodes && all.nodes->first == all.nodes->second) {
+    x.nodes.push_back(all.nodes->first);
+  } else if (all.nodes) {
+    auto names = prepare("SELECT DISTINCT node FROM events ORDER BY node");
+    while (names && row(*names)) x.nodes.push_back(names->text(0));
+  }
+  if (all.first != INT64_MAX) x.span = {all.first, all.last};
   extent_ = std::move(x);
   return *extent_;
 }
 
 std::vector<std::string> SqlTraceSource::nodes() { return extent().nodes; }
+
+bool SqlTraceSource::covers_file(const engine::Window& w) {
+  if (reader_.is_legacy()) return false;
+  auto [first, last] = plan_span_ ? *plan_span_ : extent().span;
+  return w.from_ns <= first && w.to_ns >= last;
+}
 
 std::pair<int64_t, int64_t> SqlTraceSource::time_span() { return extent().span; }
 
@@ -261,8 +193,9 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   // Calls folded into runs (tiered retention) are events of the trace all the same; a run
   // counts where it starts.
   if (reader_.db().table_exists("call_runs"))
-    if (auto runs = prepare("SELECT coalesce(sum(calls), 0) FROM call_runs" +
-                            window_sql(w, "timestamp", false));
+    if (auto runs =
+            prepare(std::string("SELECT coalesce(sum(calls), 0) FROM call_runs") +
+                    (covers_file(w) ? " NOT INDEXED" : "") + window_sql(w, "timestamp", false));
         runs && row(*runs))
       n += uint64_t(runs->int64(0));
   return n;
@@ -302,26 +235,6 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses() {
                      &l.sample_drops,  &l.lost_calls, &l.calls_lost_at_exit, &l.store_errors};
   for (int i = 0; i < 8; ++i) *out[i] = uint64_t(st->int64(i));
   return l;
-}
-
-bool SqlTraceSource::may_fit_cache(const engine::Window& w) {
-  constexpr uint64_t kMinBytesPerCall = 8;
-  if (cache_.limit() == SIZE_MAX || !reader_.db().table_exists("call_seconds") ||
-      has_folded_calls(w))
-    return true;
-  auto st = prepare("SELECT coalesce(sum(calls), 0) FROM call_seconds" +
-                    window_sql(w, "timestamp", true));
-  return !st || !row(*st) || uint64_t(st->int64(0)) * kMinBytesPerCall <= cache_.limit();
-}
-
-bool SqlTraceSource::has_folded_calls(const engine::Window& w) {
-  if (!reader_.db().table_exists("call_runs")) return false;
-  std::string sql = "SELECT 1 FROM call_runs WHERE timestamp <= " + std::to_string(w.to_ns) +
-                    " AND timestamp + span_ns >= " + std::to_string(w.from_ns);
-  if (w.pid) sql += " AND pid = " + std::to_string(*w.pid);
-  if (w.node) sql += " AND node = " + sql_quote(*w.node);
-  auto st = prepare(sql + " LIMIT 1");
-  return st && row(*st);
 }
 
 std::optional<std::vector<engine::CallSketch>> SqlTraceSource::folded_call_sketches(

@@ -5,6 +5,8 @@
 // answer computed from it is incomplete, so callers must check error() before reporting it.
 #pragma once
 
+#include <functional>
+#include <future>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,6 +28,9 @@ class SqlTraceSource final : public engine::TraceSource {
   // A source on a second connection to the file. Its first error is also this source's when
   // it is destroyed (destroy it on this source's thread, after its last read).
   std::unique_ptr<engine::TraceSource> open_another() override;
+  // True once the window's calls are in the cache: reading them then touches neither the
+  // connection nor anything another read changes.
+  bool concurrent_call_reads(const engine::Window& w) override { return cache_covers(w); }
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
   void call_runs(const engine::Window& w, const engine::EventFn& fn,
                  const engine::CallRunFn& run) override;
@@ -62,7 +67,20 @@ class SqlTraceSource final : public engine::TraceSource {
   static constexpr size_t kMinCallCacheBytes = size_t(512) << 20;
   static constexpr size_t kMaxCallCacheBytes = size_t(4) << 30;
   // Calls held in memory now (0 when nothing is cached).
-  size_t cached_calls() const { return cache_state_ == CacheState::kFull ? cache_.calls() : 0; }
+  size_t cached_calls() const {
+    return cache_state_ == CacheState::kFull ? cache_.calls() + later_.calls() : 0;
+  }
+  // The first read of a window estimated (from the per-second summaries) to hold at least
+  // `min_items` rows and runs is split in two by time: the later part is read on a second
+  // connection, on another thread, while this one reads the earlier part, each filling up to
+  // half the cache. 0: never split. Default kSplitItems.
+  void set_split_reads(uint64_t min_items) { split_items_ = min_items; }
+  static constexpr uint64_t kSplitItems = 200000;
+  // Where the last read that filled the cache was split (the later part's start), if it was.
+  std::optional<int64_t> last_split() const { return last_split_; }
+  // Called between the two snapshots of a split read, before the second begins (tests: a fold
+  // committed there must not count a call twice).
+  void set_between_snapshots(std::function<void()> fn) { between_snapshots_ = std::move(fn); }
 
  private:
   // " WHERE ts BETWEEN from AND to", and the window's pid and node where asked for.
@@ -78,6 +96,37 @@ class SqlTraceSource final : public engine::TraceSource {
   // Every call and run of the window in start order (runs: those with a call starting in it),
   // from the cache when it holds the window, else from the file (filling an empty cache).
   void read_calls(const engine::Window& w, const engine::EventFn& fn, const engine::CallRunFn& run);
+  // Where the first read of `w` is split: the start of the second by which about half of its
+  // rows and runs have started (a call older than the folding counts as the share of an item
+  // that folded calls took); nullopt for a window under split_items_ or a file without
+  // summaries.
+  std::optional<int64_t> split_point(const engine::Window& w);
+  // What a fold or an append changes (schema version, last event and run ids, the folding
+  // counters): two snapshots in the same state hold the same calls. nullopt if unreadable.
+  std::optional<std::string> folding_state();
+  // A source on a second connection whose read transaction is begun in `state`; nullptr when
+  // the file changed under each of three tries, or it cannot be opened.
+  std::unique_ptr<SqlTraceSource> open_matching(const std::string& state);
+  // On a source from open_matching: the rows of `w` and its runs starting at or after
+  // `runs_from`, into `into`, then the transaction ends. Errors are recorded (fail()).
+  enum class PartRead { kDone, kTooBig, kFailed };
+  PartRead fill_part(const engine::Window& w, int64_t runs_from, CallCache& into);
+  // A later part being read on another thread: `window` from its first second.
+  struct LaterRead {
+    std::unique_ptr<SqlTraceSource> other;
+    std::future<PartRead> part;
+    engine::Window window;
+    size_t limit = 0;  // the cache's, restored when it is read
+  };
+  struct Fill;
+  // Starts reading the later part of a window worth splitting (split_point) on a second
+  // connection in this one's state; nullopt when it is not split.
+  std::optional<LaterRead> start_later(const engine::Window& w);
+  // Gives the later part to the pass after the earlier (read again here if it did not fit).
+  ingero::Status finish_later(LaterRead& l, Fill& fill);
+  // The cached calls and runs of `w`.
+  void replay_cache(const engine::Window& w, const engine::EventFn& fn,
+                    const engine::CallRunFn& run);
   // Whether any call of the window was folded into a run.
   bool has_folded_calls(const engine::Window& w);
   // Whether the window's calls may fit the cache: false when they all have rows and, at 8
@@ -92,6 +141,9 @@ class SqlTraceSource final : public engine::TraceSource {
   };
   SqlTraceSource(std::unique_ptr<TraceReader> own, SqlTraceSource* parent);
   const Extent& extent();
+  // Whether `w` holds the whole of one of our files: its reads then scan the table and sort
+  // what they keep rather than walk the time index, which looks each row up (a third faster).
+  bool covers_file(const engine::Window& w);
   // An SQL condition on events' (source, op) matching on-CPU samples; "" when there are none.
   std::string cpu_sample_ops();
   std::unique_ptr<TraceReader> own_reader_;  // set for a source made by open_another()
@@ -99,9 +151,17 @@ class SqlTraceSource final : public engine::TraceSource {
   TraceReader& reader_;
   StringPool strings_;
   std::optional<Extent> extent_;
+  // On a second connection, the first's span where it had read it, to choose plans by
+  // (covers_file) without a pass of its own; a plan chosen on a span that has since grown
+  // reads the same rows.
+  std::optional<std::pair<int64_t, int64_t>> plan_span_;
   enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;
   CallCache cache_;
+  CallCache later_;  // the cached window's later part, when its read was split
   engine::Window cached_;
+  uint64_t split_items_ = kSplitItems;
+  std::optional<int64_t> last_split_;
+  std::function<void()> between_snapshots_;
   std::string error_;
 };
 

@@ -1,0 +1,345 @@
+// SqlTraceSource's reads of the calls: the first read of a window fills the call cache
+// (store/call_cache.h) that the engine's later passes read; a large window's first read is
+// split in two by time and its later part read on a second connection, on another thread.
+#include <algorithm>
+#include <functional>
+#include <future>
+
+#include "hal/memory.h"
+#include "store/folded_calls.h"
+#include "store/sql_trace_source.h"
+
+namespace ingero::store {
+namespace {
+
+// The rows of `f` and the runs overlapping it that start at or after `runs_from`, in start
+// order: each run waits until its start is due. `call` and `run` return false to stop.
+ingero::Status merge_rows_and_runs(Db& db, StringPool& strings, const EventFilter& f,
+                                   int64_t runs_from,
+                                   const std::function<bool(const hal::Event&)>& call,
+                                   const std::function<bool(const engine::CallRun&)>& run) {
+  auto runs = RunCursor::open(db, f, strings, runs_from);
+  if (!runs) return runs.error();
+  engine::CallRun r;
+  ingero::Status st;
+  bool stop = false;
+  auto advance = [&]() -> bool {
+    auto more = (*runs)->next(r);
+    if (!more) st = more.error();
+    return more && *more;
+  };
+  bool pending = advance();
+  if (!st) return st;
+  auto rows = for_each_event(db, EventCursor::Rows::kCalls, f, strings,
+                             [&](const hal::Event& e) -> ingero::Status {
+                               while (!stop && pending && r.ts_ns <= int64_t(e.ts_ns)) {
+                                 stop = !run(r);
+                                 pending = advance();
+                               }
+                               stop = stop || !call(e);
+                               if (!st) return st;
+                               return stop ? ingero::make_error("stopped") : ingero::Status{};
+                             });
+  if (!st) return st;  // reading a run failed
+  if (stop) return {};
+  if (!rows) return rows;
+  while (st && pending && run(r)) pending = advance();
+  return st;
+}
+
+// A read transaction ended when the read is.
+struct Snapshot {
+  Db& db;
+  bool on = false;
+  ~Snapshot() {
+    if (on) (void)db.exec("COMMIT");
+  }
+};
+
+}  // namespace
+
+size_t SqlTraceSource::default_call_cache_bytes() {
+  return hal::memory_share(hal::read_memory_info(), kMinCallCacheBytes, kMaxCallCacheBytes);
+}
+
+void SqlTraceSource::set_call_cache(size_t max_bytes) {
+  cache_.clear();
+  later_.clear();
+  cache_.set_limit(max_bytes);
+  cache_state_ = max_bytes ? CacheState::kEmpty : CacheState::kOff;
+}
+
+bool SqlTraceSource::cache_covers(const engine::Window& w) const {
+  return cache_state_ == CacheState::kFull && w.from_ns >= cached_.from_ns &&
+         w.to_ns <= cached_.to_ns && (!cached_.pid || cached_.pid == w.pid) &&
+         cached_.node == w.node;
+}
+
+std::optional<std::string> SqlTraceSource::folding_state() {
+  Db& db = reader_.db();
+  auto version = db.query_int("PRAGMA schema_version");
+  if (!version || !*version) return std::nullopt;
+  std::string sql = "SELECT (SELECT max(id) FROM events)";
+  sql += db.table_exists("call_runs") ? ", (SELECT max(id) FROM call_runs)" : ", NULL";
+  sql += db.table_exists("call_folding")
+             ? ", (SELECT folded_calls || '/' || runs || '/' || last_event_id FROM call_folding)"
+             : ", NULL";
+  auto st = db.prepare(sql);
+  if (!st) return std::nullopt;
+  auto r = st->step();
+  if (!r || !*r) return std::nullopt;
+  std::string out = std::to_string(**version);
+  for (int i = 0; i < 3; ++i) out += "," + (st->is_null(i) ? std::string("-") : st->text(i));
+  return out;
+}
+
+std::optional<int64_t> SqlTraceSource::split_point(const engine::Window& w) {
+  Db& db = reader_.db();
+  if (!split_items_ || reader_.is_legacy() || !db.table_exists("call_seconds")) return std::nullopt;
+  // Calls older than folded_before were mostly folded: they take (runs + kept rows) / calls
+  // items each, the others one.
+  int64_t folded_before = INT64_MIN;
+  double folded_items = 1;
+  if (db.table_exists("call_folding"))
+    if (auto f = db.prepare(
+            "SELECT f.folded_before, f.folded_calls, f.runs, (SELECT coalesce(sum(calls), 0) "
+            "FROM call_seconds WHERE timestamp < f.folded_before) FROM call_folding f");
+        f && row(*f) && f->int64(3) > 0) {
+      folded_before = f->int64(0);
+      double calls = double(f->int64(3));
+      double items = double(f->int64(2)) + std::max(0.0, calls - double(f->int64(1)));
+      folded_items = std::clamp(items / calls, 0.0, 1.0);
+    }
+  auto st = db.prepare("SELECT timestamp, sum(calls) FROM call_seconds" +
+                       window_sql(w, "timestamp", true) + " GROUP BY timestamp ORDER BY timestamp");
+  if (!st) return std::nullopt;
+  std::vector<std::pair<int64_t, double>> seconds;
+  double total = 0;
+  while (row(*st)) {
+    double items = double(st->int64(1)) * (st->int64(0) < folded_before ? folded_items : 1.0);
+    seconds.emplace_back(st->int64(0), items);
+    total += items;
+  }
+  if (total < double(split_items_)) return std::nullopt;
+  double before = 0;
+  for (const auto& [second, items] : seconds) {
+    if (before >= total / 2)
+      return second > w.from_ns && second <= w.to_ns ? std::optional(second) : std::nullopt;
+    before += items;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<SqlTraceSource> SqlTraceSource::open_matching(const std::string& state) {
+  auto r = reader_.reopen();
+  if (!r) return nullptr;
+  std::unique_ptr<SqlTraceSource> other(new SqlTraceSource(std::move(*r), this));
+  // A fold or an append committed between the two snapshots shows in their states: begin
+  // again (a fold pass holds the file for at most a few hundred ms; the tracer commits a
+  // batch at a time).
+  constexpr int kTries = 3;
+  for (int i = 0; i < kTries; ++i) {
+    Db& db = other->reader_.db();
+    if (!db.exec("BEGIN")) return nullptr;
+    if (other->folding_state() == state) return other;
+    (void)db.exec("COMMIT");
+  }
+  return nullptr;
+}
+
+SqlTraceSource::PartRead SqlTraceSource::fill_part(const engine::Window& w, int64_t runs_from,
+                                                   CallCache& into) {
+  Snapshot end{reader_.db(), true};  // begun by open_matching
+  bool fits = true;
+  auto st = merge_rows_and_runs(
+      reader_.db(), strings_, filter(w, true), runs_from,
+      [&](const hal::Event& e) { return fits = into.add(e); },
+      [&](const engine::CallRun& r) { return fits = into.add_run(r); });
+  if (!st) {
+    fail(st.error());
+    return PartRead::kFailed;
+  }
+  return fits ? PartRead::kDone : PartRead::kTooBig;
+}
+
+// Where the first read of a window goes: to the pass that asked for it, and into the cache
+// while it fits.
+struct SqlTraceSource::Fill {
+  SqlTraceSource& s;
+  const engine::EventFn& fn;
+  const engine::CallRunFn& run;
+  bool on;
+  bool call(const hal::Event& e) {
+    if (on && !s.cache_.add(e)) too_big();
+    fn(e);
+    return true;
+  }
+  bool add_run(const engine::CallRun& r) {
+    if (on && !s.cache_.add_run(r)) too_big();
+    run(r);
+    return true;
+  }
+  void too_big() {  // later_, perhaps being filled meanwhile, is cleared once it is read
+    on = false;
+    s.cache_.clear();
+    s.cache_state_ = CacheState::kTooBig;
+  }
+};
+
+void SqlTraceSource::replay_cache(const engine::Window& w, const engine::EventFn& fn,
+                                  const engine::CallRunFn& run) {
+  for (const CallCache* part : {&cache_, &later_})
+    part->for_each(
+        [&](const hal::Event& e) {
+          if (int64_t(e.ts_ns) < w.from_ns || int64_t(e.ts_ns) > w.to_ns) return;
+          if (w.pid && e.pid != *w.pid) return;
+          fn(e);
+        },
+        [&](const engine::CallRun& r) {
+          if (r.ts_ns > w.to_ns || r.last_start() < w.from_ns) return;
+          if (w.pid && r.pid != *w.pid) return;
+          run(r);
+        });
+}
+
+std::optional<SqlTraceSource::LaterRead> SqlTraceSource::start_later(const engine::Window& w) {
+  auto mid = split_point(w);
+  if (!mid) return std::nullopt;
+  auto state = folding_state();
+  if (!state) return std::nullopt;
+  if (between_snapshots_) between_snapshots_();
+  LaterRead l;
+  l.other = open_matching(*state);
+  if (!l.other) return std::nullopt;
+  l.window = w;
+  l.window.from_ns = *mid;
+  l.limit = cache_.limit();
+  cache_.set_limit(l.limit / 2);
+  later_.clear();
+  later_.set_limit(l.limit - l.limit / 2);
+  l.part = std::async(std::launch::async, [this, o = l.other.get(), part = l.window] {
+    return o->fill_part(part, part.from_ns, later_);
+  });
+  last_split_ = mid;
+  return l;
+}
+
+ingero::Status SqlTraceSource::finish_later(LaterRead& l, Fill& fill) {
+  PartRead part = l.part.get();
+  cache_.set_limit(l.limit);
+  if (part == PartRead::kDone) {
+    later_.intern_names(strings_);  // before `other`, whose strings they point at, goes
+    later_.for_each(fill.fn, fill.run);
+    if (!fill.on) later_.clear();
+  } else {
+    later_.clear();
+    if (part == PartRead::kTooBig && fill.on) fill.too_big();
+  }
+  l.other.reset();  // its error, if any, becomes this source's
+  if (part == PartRead::kFailed) return ingero::make_error(error_);
+  if (part == PartRead::kDone) return {};
+  // It did not fit: read here, in this connection's snapshot.
+  return merge_rows_and_runs(
+      reader_.db(), strings_, filter(l.window, true), l.window.from_ns,
+      [&](const hal::Event& e) { return fill.call(e); },
+      [&](const engine::CallRun& r) { return fill.add_run(r); });
+}
+
+void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& fn,
+                                const engine::CallRunFn& run) {
+  if (cache_covers(w)) {
+    replay_cache(w, fn, run);
+    return;
+  }
+  Fill fill{*this, fn, run, cache_state_ == CacheState::kEmpty};
+  if (fill.on && !may_fit_cache(w)) {  // not filled only to be thrown away
+    fill.on = false;
+    cache_state_ = CacheState::kTooBig;
+  }
+  // Calls folded into runs by tiered retention come in start order among the others. The
+  // runs and the rows are read in one snapshot: a trace being written folds while it is read,
+  // and a call moved from its row into a run between two reads would be missed.
+  // Only when no statement of the connection is running: its COMMIT would fail, and the
+  // connection would keep an old snapshot.
+  sqlite3* h = reader_.db().handle();
+  bool busy = false;
+  for (sqlite3_stmt* st = sqlite3_next_stmt(h, nullptr); st; st = sqlite3_next_stmt(h, st))
+    busy = busy || sqlite3_stmt_busy(st);
+  Snapshot snapshot{reader_.db(),
+                    !busy && sqlite3_get_autocommit(h) != 0 && reader_.db().exec("BEGIN").ok()};
+  // A large window's later part is read on a second connection whose snapshot holds the
+  // same calls, into `later_`, while this one reads the earlier part; each may fill half the
+  // cache.
+  if (fill.on) last_split_.reset();
+  std::optional<LaterRead> later;
+  if (fill.on && snapshot.on) later = start_later(w);
+  engine::Window first = w;
+  if (later) first.to_ns = later->window.from_ns - 1;
+  auto st = merge_rows_and_runs(
+      reader_.db(), strings_, filter(first, true), INT64_MIN,
+      [&](const hal::Event& e) { return fill.call(e); },
+      [&](const engine::CallRun& r) { return fill.add_run(r); });
+  if (later) {
+    auto rest = finish_later(*later, fill);
+    if (st) st = rest;
+  }
+  if (!st) fail(st.error());
+  if (fill.on && st) {
+    cache_state_ = CacheState::kFull;
+    cached_ = w;
+  } else if (fill.on) {
+    cache_.clear();  // a read that failed part-way is not kept
+    later_.clear();
+  }
+}
+
+void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
+  // Runs are expanded into their calls, merged in time order with the rows.
+  RunExpander folded(w.from_ns, w.to_ns);
+  hal::Event f;
+  read_calls(
+      w,
+      [&](const hal::Event& e) {
+        while (folded.next_ts() <= int64_t(e.ts_ns))
+          if (folded.next(f)) fn(f);
+        fn(e);
+      },
+      [&](const engine::CallRun& r) { folded.add(r); });
+  while (folded.next_ts() != INT64_MAX)
+    if (folded.next(f)) fn(f);
+}
+
+void SqlTraceSource::call_runs(const engine::Window& w, const engine::EventFn& fn,
+                               const engine::CallRunFn& run) {
+  read_calls(w, fn, [&](const engine::CallRun& r) {
+    if (r.inside(w.from_ns, w.to_ns)) {
+      run(r);
+      return;
+    }
+    r.for_each_call([&](const hal::Event& e) {  // a run straddling an edge of the window
+      if (w.contains(int64_t(e.ts_ns))) fn(e);
+    });
+  });
+}
+
+bool SqlTraceSource::may_fit_cache(const engine::Window& w) {
+  constexpr uint64_t kMinBytesPerCall = 8;
+  if (cache_.limit() == SIZE_MAX || !reader_.db().table_exists("call_seconds") ||
+      has_folded_calls(w))
+    return true;
+  auto st = prepare("SELECT coalesce(sum(calls), 0) FROM call_seconds" +
+                    window_sql(w, "timestamp", true));
+  return !st || !row(*st) || uint64_t(st->int64(0)) * kMinBytesPerCall <= cache_.limit();
+}
+
+bool SqlTraceSource::has_folded_calls(const engine::Window& w) {
+  if (!reader_.db().table_exists("call_runs")) return false;
+  std::string sql = "SELECT 1 FROM call_runs WHERE timestamp <= " + std::to_string(w.to_ns) +
+                    " AND timestamp + span_ns >= " + std::to_string(w.from_ns);
+  if (w.pid) sql += " AND pid = " + std::to_string(*w.pid);
+  if (w.node) sql += " AND node = " + sql_quote(*w.node);
+  auto st = prepare(sql + " LIMIT 1");
+  return st && row(*st);
+}
+
+}  // namespace ingero::store

@@ -1,0 +1,264 @@
+// A large window's first read is split in two by time (SqlTraceSource::set_split_reads): the
+// later part is read on a second connection, on another thread. Every call and run must come
+// once, in order, as one read gives them, whatever falls on the cut, whatever fits the cache,
+// and whatever is folded meanwhile. Host events read straight from the events table must be
+// what the host_events view gives.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+#include "store/event_rows.h"
+#include "store/tiers.h"
+#include "tests/unit/tiers_fixture.h"
+
+namespace ingero::store {
+namespace {
+
+using namespace tiers_fixture;
+
+// Every member the engine reads of an event, as text.
+std::string describe(const Event& e) {
+  std::ostringstream o;
+  o << e.ts_ns << ' ' << e.dur_ns << ' ' << e.pid << ' ' << e.tid << ' ' << e.comm_view() << ' '
+    << e.cgroup_id << ' ' << e.vendor << ' ' << e.api << ' ' << e.op << ' ' << int(e.kind) << ' '
+    << e.has_ret << ' ' << e.ret << ' ' << e.unfinished << ' ' << e.off_cpu_ns << ' ' << e.preempts
+    << ' ' << e.switches << ' ' << e.peer_comm_view() << ' ' << e.stack_id << " [" << e.detail
+    << "] [" << e.saddr << "] [" << e.daddr << "]";
+  for (size_t i = 0; i < hal::kFieldCount; ++i)
+    if (e.has(Field(i))) o << ' ' << hal::field_name(Field(i)) << '=' << e.fields[i];
+  return o.str();
+}
+
+std::string describe(const engine::CallRun& r) {
+  std::ostringstream o;
+  o << "run " << r.ts_ns << ' ' << r.span_ns << ' ' << r.pid << ' ' << r.tid << ' ' << r.op << ' '
+    << r.calls << ' ' << r.sum_ns << ' ' << r.min_ns << ' ' << r.max_ns << ' ' << r.stack_id;
+  return o.str();
+}
+
+// Two threads launching every ~30 us for `seconds` (durations spread so that ~6% keep their
+// rows and the rest fold into runs of ~20), a sync every 100 launches: runs straddle every
+// second, where reads are cut.
+std::string busy_trace(const std::string& name, double seconds) {
+  std::mt19937_64 rng(5);
+  std::vector<Event> calls;
+  for (uint64_t t = 1000; t < uint64_t(seconds * 1e9); t += 30 * kUs) {
+    Event e = launch(t, 2 * kUs + rng() % (8 * kUs));
+    calls.push_back(e);
+    Event twin = launch(t + 11 * kUs, 2 * kUs + rng() % (8 * kUs), 11);
+    calls.push_back(twin);
+    if (calls.size() % 200 == 0)
+      calls.push_back(
+          call(t + 25 * kUs, 2 * kUs, "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync));
+  }
+  return write_trace(name, calls);
+}
+
+struct Items {
+  std::vector<std::string> calls;  // calls(): runs expanded
+  std::vector<std::string> items;  // call_runs(): calls and whole runs, as given
+};
+
+Items read(SqlTraceSource& src, const engine::Window& w) {
+  Items out;
+  src.call_runs(
+      w, [&](const Event& e) { out.items.push_back(describe(e)); },
+      [&](const engine::CallRun& r) { out.items.push_back(describe(r)); });
+  src.calls(w, [&](const Event& e) { out.calls.push_back(describe(e)); });
+  EXPECT_EQ(src.error(), "");
+  return out;
+}
+
+struct Folded {
+  std::string path;
+  std::unique_ptr<TraceReader> reader;
+};
+
+Folded folded_busy(const std::string& name) {
+  Folded f;
+  f.path = copy_of(busy_trace(name + "-full.db", 2.5), name + ".db");
+  Compacted c = fold_everything(f.path);
+  EXPECT_GT(c.runs, 3000u);
+  auto reader = TraceReader::open(f.path, app::builtin_views());
+  EXPECT_TRUE(reader);
+  f.reader = std::move(*reader);
+  return f;
+}
+
+TEST(SplitReads, EveryCallAndRunComesOnceInOrderFromBothParts) {
+  Folded f = folded_busy("split-runs");
+  SqlTraceSource one(*f.reader);
+  one.set_split_reads(0);
+  Items want = read(one, {});
+  EXPECT_FALSE(one.last_split());
+  ASSERT_GT(want.calls.size(), 160000u);
+
+  SqlTraceSource two(*f.reader);
+  two.set_split_reads(1000);
+  Items first = read(two, {});  // fills the cache from two connections
+  ASSERT_TRUE(two.last_split());
+  int64_t cut = *two.last_split();
+  // The cut falls inside a run, which the earlier part gives whole.
+  EXPECT_GE(test::query_int(f.path, "SELECT count(*) FROM call_runs WHERE timestamp < " +
+                                        std::to_string(cut) +
+                                        " AND timestamp + span_ns >= " + std::to_string(cut)),
+            1);
+  EXPECT_EQ(first.items, want.items);
+  EXPECT_EQ(first.calls, want.calls);
+  EXPECT_EQ(two.cached_calls(), one.cached_calls());
+  EXPECT_EQ(read(two, {}).items, want.items);  // from memory
+  // Parts of the window and one thread's process, from memory, as from one read.
+  engine::Window part;
+  part.from_ns = cut - 300000000;
+  part.to_ns = cut + 200000000;
+  part.pid = 10;
+  SqlTraceSource part_one(*f.reader);
+  part_one.set_call_cache(0);
+  Items want_part = read(part_one, part);
+  ASSERT_FALSE(want_part.items.empty());
+  Items got_part = read(two, part);
+  EXPECT_EQ(got_part.items, want_part.items);
+  EXPECT_EQ(got_part.calls, want_part.calls);
+}
+
+TEST(SplitReads, AWindowsFirstReadIsSplitInsideTheWindow) {
+  Folded f = folded_busy("split-window");
+  engine::Window w;
+  w.from_ns = kOffset + 300000000;
+  w.to_ns = kOffset + 2200000000;
+  SqlTraceSource one(*f.reader);
+  one.set_split_reads(0);
+  SqlTraceSource two(*f.reader);
+  two.set_split_reads(1000);
+  Items want = read(one, w), got = read(two, w);
+  ASSERT_TRUE(two.last_split());
+  EXPECT_GT(*two.last_split(), w.from_ns);
+  EXPECT_LE(*two.last_split(), w.to_ns);
+  EXPECT_EQ(got.items, want.items);
+  EXPECT_EQ(got.calls, want.calls);
+}
+
+TEST(SplitReads, PartsThatDoNotFitTheCacheAreReadFromTheFileEveryTime) {
+  Folded f = folded_busy("split-small");
+  SqlTraceSource one(*f.reader);
+  one.set_split_reads(0);
+  Items want = read(one, {});
+  // Half of 1 MiB a part: neither holds one 4 MiB chunk. The later part, read on the second
+  // connection, is then read again on the first, in its snapshot.
+  SqlTraceSource two(*f.reader);
+  two.set_split_reads(1000);
+  two.set_call_cache(1 << 20);
+  Items got = read(two, {});
+  EXPECT_TRUE(two.last_split());
+  EXPECT_EQ(got.items, want.items);
+  EXPECT_EQ(got.calls, want.calls);
+  EXPECT_EQ(two.cached_calls(), 0u);
+  EXPECT_EQ(read(two, {}).items, want.items);
+}
+
+// A fold committed after the first connection's snapshot began: the second connection would
+// see those calls in runs that the first still sees as rows. The read is not split then.
+TEST(SplitReads, AFoldBetweenTheTwoSnapshotsIsNotSplit) {
+  std::string path = busy_trace("split-fold.db", 2.5);
+  // As while it is traced: in WAL mode, a fold commits beside readers' snapshots (in rollback
+  // mode it waits until the first connection's read ends).
+  {
+    auto db = Db::open(path, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE((*db)->exec("PRAGMA journal_mode = WAL"));
+  }
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader);
+  std::vector<std::string> before;
+  {
+    SqlTraceSource one(**reader);
+    one.set_split_reads(0);
+    before = read(one, {}).calls;
+  }
+  SqlTraceSource two(**reader);
+  two.set_split_reads(1000);
+  uint64_t folded = 0;
+  two.set_between_snapshots([&] {
+    auto db = Db::open(path, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db);
+    auto pass = fold_calls(**db, INT64_MAX, 10000000);
+    ASSERT_TRUE(pass) << pass.error().message;
+    folded = pass->folded;
+  });
+  Items got = read(two, {});
+  EXPECT_GT(folded, 100000u);
+  EXPECT_FALSE(two.last_split());
+  EXPECT_EQ(got.calls, before);  // the first snapshot's calls, each once
+}
+
+// What a host event reads as, straight from the table and through the view, along the time
+// index and by a scan of the table.
+std::vector<std::string> host_rows(Db& db, bool direct, bool scan) {
+  StringPool strings;
+  EventFilter f;
+  f.scan = scan;
+  auto c = EventCursor::open(db, EventCursor::Rows::kHostEvents, f, strings, direct);
+  EXPECT_TRUE(c) << (c ? "" : c.error().message);
+  std::vector<std::string> out;
+  Event e;
+  while (true) {
+    auto more = (*c)->next(e);
+    EXPECT_TRUE(more);
+    if (!more || !*more) break;
+    out.push_back(describe(e));
+  }
+  return out;
+}
+
+TEST(SplitReads, HostEventsReadDirectlyAreWhatTheViewGives) {
+  std::vector<Event> events = training_loop(30).calls;  // switches and on-CPU samples
+  uint64_t t = 500 * kMs;
+  auto add = [&](const char* op, EventKind kind) -> Event& {
+    events.push_back(host_event(t += kMs, op, kind));
+    return events.back();
+  };
+  add("sched_wakeup", EventKind::kSchedWakeup).set(Field::kCpu, 3);
+  Event& fork = add("process_fork", EventKind::kProcessFork);
+  fork.set(Field::kPeerPid, 77);
+  fork.set_peer_comm("pt_data_worker");
+  add("process_exec", EventKind::kProcessExec).detail = "/usr/bin/python3";
+  add("process_exit", EventKind::kProcessExit).ret = 0;
+  Event& pages = add("page_alloc", EventKind::kPageAlloc);
+  pages.set(Field::kCount, 512);
+  pages.set(Field::kBytes, 2 << 20);
+  Event& io = add("block_read", EventKind::kBlockIo);
+  io.dur_ns = 3 * kMs;
+  io.set(Field::kDevice, 259);
+  io.set(Field::kSector, 123456789);
+  io.set(Field::kBytes, 1 << 20);
+  io.detail = "R";
+  Event& tcp = add("tcp_retransmit", EventKind::kTcpRetransmit);
+  tcp.saddr = "10.0.0.1";
+  tcp.daddr = "10.0.0.2";
+  tcp.set(Field::kSport, 40000);
+  tcp.set(Field::kDport, 29500);
+  Event& oom = add("oom_kill", EventKind::kOomKill);
+  oom.cgroup_id = 0xabc;
+  oom.set(Field::kPeerPid, 10);
+  oom.set_peer_comm("python3");
+  // Equal start times: the order written is kept either way.
+  for (int i = 0; i < 3; ++i) add("sched_wakeup", EventKind::kSchedWakeup).ts_ns = t;
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+  std::string path = write_trace("host-direct.db", events);
+  auto db = Db::open(path, Db::Mode::kReadOnly);
+  ASSERT_TRUE(db);
+  std::vector<std::string> view = host_rows(**db, false, false);
+  ASSERT_EQ(view.size(), 30u * 9 + 11);  // a switch and 8 samples a step, and the 11 added
+  for (const char* op : {"process_fork", "block_read", "tcp_retransmit", "oom_kill"})
+    EXPECT_EQ(std::count_if(view.begin(), view.end(),
+                            [&](const std::string& s) { return s.find(op) != s.npos; }),
+              1)
+        << op;
+  EXPECT_EQ(host_rows(**db, true, false), view);
+  EXPECT_EQ(host_rows(**db, true, true), view);
+}
+
+}  // namespace
+}  // namespace ingero::store
