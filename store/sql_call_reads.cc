@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <future>
+#include <mutex>
 
 #include "hal/memory.h"
 #include "store/folded_calls.h"
@@ -93,11 +94,11 @@ std::optional<std::string> SqlTraceSource::folding_state() {
   return out;
 }
 
-std::optional<int64_t> SqlTraceSource::split_point(const engine::Window& w) {
+std::vector<int64_t> SqlTraceSource::slice_starts(const engine::Window& w) {
   Db& db = reader_.db();
-  if (!split_items_ || reader_.is_legacy() || !db.table_exists("call_seconds")) return std::nullopt;
+  if (!split_items_ || reader_.is_legacy() || !db.table_exists("call_seconds")) return {};
   // Calls older than folded_before were mostly folded: they take (runs + kept rows) / calls
-  // items each, the others one.
+  // items each, the others one. An estimate: the slices are shared out as they are read.
   int64_t folded_before = INT64_MIN;
   double folded_items = 1;
   if (db.table_exists("call_folding"))
@@ -110,9 +111,9 @@ std::optional<int64_t> SqlTraceSource::split_point(const engine::Window& w) {
       double items = double(f->int64(2)) + std::max(0.0, calls - double(f->int64(1)));
       folded_items = std::clamp(items / calls, 0.0, 1.0);
     }
-  auto st = db.prepare("SELECT timestamp, sum(calls) FROM call_seconds" +
-                       window_sql(w, "timestamp", true) + " GROUP BY timestamp ORDER BY timestamp");
-  if (!st) return std::nullopt;
+  auto st = prepare("SELECT timestamp, sum(calls) FROM call_seconds" +
+                    window_sql(w, "timestamp", true) + " GROUP BY timestamp ORDER BY timestamp");
+  if (!st) return {};
   std::vector<std::pair<int64_t, double>> seconds;
   double total = 0;
   while (row(*st)) {
@@ -120,14 +121,18 @@ std::optional<int64_t> SqlTraceSource::split_point(const engine::Window& w) {
     seconds.emplace_back(st->int64(0), items);
     total += items;
   }
-  if (total < double(split_items_)) return std::nullopt;
+  if (total < double(split_items_)) return {};
+  constexpr size_t kMaxSlices = 32;  // of about half split_items_ or more each
+  size_t n = std::clamp(size_t(total / double(split_items_ / 2 + 1)), size_t(2), kMaxSlices);
+  std::vector<int64_t> out{w.from_ns};
   double before = 0;
   for (const auto& [second, items] : seconds) {
-    if (before >= total / 2)
-      return second > w.from_ns && second <= w.to_ns ? std::optional(second) : std::nullopt;
+    if (before >= total * double(out.size()) / double(n) && second > out.back() &&
+        second <= w.to_ns)
+      out.push_back(second);
     before += items;
   }
-  return std::nullopt;
+  return out.size() > 1 ? out : std::vector<int64_t>{};
 }
 
 std::unique_ptr<SqlTraceSource> SqlTraceSource::open_matching(const std::string& state) {
@@ -149,7 +154,6 @@ std::unique_ptr<SqlTraceSource> SqlTraceSource::open_matching(const std::string&
 
 SqlTraceSource::PartRead SqlTraceSource::fill_part(const engine::Window& w, int64_t runs_from,
                                                    CallCache& into) {
-  Snapshot end{reader_.db(), true};  // begun by open_matching
   bool fits = true;
   auto st = merge_rows_and_runs(
       reader_.db(), strings_, filter(w, true), runs_from,
@@ -188,7 +192,9 @@ struct SqlTraceSource::Fill {
 
 void SqlTraceSource::replay_cache(const engine::Window& w, const engine::EventFn& fn,
                                   const engine::CallRunFn& run) {
-  for (const CallCache* part : {&cache_, &later_})
+  std::vector<const CallCache*> parts{&cache_};
+  for (const CallCache& part : later_) parts.push_back(&part);
+  for (const CallCache* part : parts)
     part->for_each(
         [&](const hal::Event& e) {
           if (int64_t(e.ts_ns) < w.from_ns || int64_t(e.ts_ns) > w.to_ns) return;
@@ -202,47 +208,90 @@ void SqlTraceSource::replay_cache(const engine::Window& w, const engine::EventFn
         });
 }
 
-std::optional<SqlTraceSource::LaterRead> SqlTraceSource::start_later(const engine::Window& w) {
-  auto mid = split_point(w);
-  if (!mid) return std::nullopt;
-  auto state = folding_state();
-  if (!state) return std::nullopt;
-  if (between_snapshots_) between_snapshots_();
-  LaterRead l;
-  l.other = open_matching(*state);
-  if (!l.other) return std::nullopt;
-  l.window = w;
-  l.window.from_ns = *mid;
-  l.limit = cache_.limit();
-  cache_.set_limit(l.limit / 2);
-  later_.clear();
-  later_.set_limit(l.limit - l.limit / 2);
-  l.part = std::async(std::launch::async, [this, o = l.other.get(), part = l.window] {
-    return o->fill_part(part, part.from_ns, later_);
-  });
-  last_split_ = mid;
-  return l;
+engine::Window SqlTraceSource::Slices::window(size_t i) const {
+  engine::Window w = whole;
+  w.from_ns = starts[i];
+  if (i + 1 < starts.size()) w.to_ns = starts[i + 1] - 1;
+  return w;
 }
 
-ingero::Status SqlTraceSource::finish_later(LaterRead& l, Fill& fill) {
-  PartRead part = l.part.get();
-  cache_.set_limit(l.limit);
-  if (part == PartRead::kDone) {
-    later_.intern_names(strings_);  // before `other`, whose strings they point at, goes
-    later_.for_each(fill.fn, fill.run);
-    if (!fill.on) later_.clear();
-  } else {
-    later_.clear();
-    if (part == PartRead::kTooBig && fill.on) fill.too_big();
+int64_t SqlTraceSource::Slices::runs_from(size_t i) const {
+  return i == 0 ? INT64_MIN : starts[i];  // the first takes the runs begun before the window
+}
+
+std::optional<size_t> SqlTraceSource::Slices::take(bool first) {
+  std::lock_guard lock(m);
+  if (lo > hi) return std::nullopt;
+  return first ? lo++ : hi--;
+}
+
+std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engine::Window& w) {
+  auto starts = slice_starts(w);
+  if (starts.empty()) return nullptr;
+  auto state = folding_state();
+  if (!state) return nullptr;
+  if (between_snapshots_) between_snapshots_();
+  auto s = std::make_unique<Slices>();
+  s->other = open_matching(*state);
+  if (!s->other) return nullptr;
+  s->whole = w;
+  s->starts = std::move(starts);
+  s->hi = s->starts.size() - 1;
+  s->state.assign(s->starts.size(), PartRead::kFailed);
+  s->limit = cache_.limit();
+  cache_.set_limit(s->limit / 2);
+  later_.clear();
+  later_.resize(s->starts.size());
+  // The other connection reads slices from the end, each into its own part of the cache, this
+  // one from the start, until they meet.
+  s->done = std::async(std::launch::async, [this, sl = s.get()] {
+    SqlTraceSource& o = *sl->other;
+    Snapshot end{o.reader_.db(), true};  // begun by open_matching
+    size_t budget = sl->limit - sl->limit / 2;
+    while (auto i = sl->take(false)) {
+      CallCache& part = later_[*i];
+      part.set_limit(budget);
+      sl->state[*i] = o.fill_part(sl->window(*i), sl->runs_from(*i), part);
+      if (sl->state[*i] != PartRead::kDone) return;
+      budget -= std::min(budget, part.bytes());
+    }
+  });
+  last_slices_ = s->starts;
+  return s;
+}
+
+ingero::Status SqlTraceSource::read_slices(Slices& s, Fill& fill) {
+  auto keep_call = [&](const hal::Event& e) { return fill.call(e); };
+  auto keep_run = [&](const engine::CallRun& r) { return fill.add_run(r); };
+  ingero::Status st;
+  size_t mine = 0;
+  while (auto i = s.take(true)) {
+    mine = *i + 1;
+    if (st)
+      st = merge_rows_and_runs(reader_.db(), strings_, filter(s.window(*i), true), s.runs_from(*i),
+                               keep_call, keep_run);
   }
-  l.other.reset();  // its error, if any, becomes this source's
-  if (part == PartRead::kFailed) return ingero::make_error(error_);
-  if (part == PartRead::kDone) return {};
-  // It did not fit: read here, in this connection's snapshot.
-  return merge_rows_and_runs(
-      reader_.db(), strings_, filter(l.window, true), l.window.from_ns,
-      [&](const hal::Event& e) { return fill.call(e); },
-      [&](const engine::CallRun& r) { return fill.add_run(r); });
+  s.done.get();
+  cache_.set_limit(s.limit);
+  // The other's slices, in order: from memory, or read here (in this connection's snapshot)
+  // where they did not fit or were never read.
+  for (size_t i = mine; i < s.starts.size(); ++i) {
+    CallCache& part = later_[i];
+    if (s.state[i] == PartRead::kDone) {
+      part.intern_names(strings_);  // before the other source, whose strings they point at, goes
+      part.for_each(fill.fn, fill.run);
+      continue;
+    }
+    part.clear();
+    if (fill.on) fill.too_big();
+    if (st)
+      st = merge_rows_and_runs(reader_.db(), strings_, filter(s.window(i), true), s.runs_from(i),
+                               keep_call, keep_run);
+  }
+  if (!fill.on) later_.clear();
+  s.other.reset();  // its error, if any, becomes this source's
+  if (st && !error_.empty()) return ingero::make_error(error_);
+  return st;
 }
 
 void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& fn,
@@ -270,19 +319,14 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   // A large window's later part is read on a second connection whose snapshot holds the
   // same calls, into `later_`, while this one reads the earlier part; each may fill half the
   // cache.
-  if (fill.on) last_split_.reset();
-  std::optional<LaterRead> later;
-  if (fill.on && snapshot.on) later = start_later(w);
-  engine::Window first = w;
-  if (later) first.to_ns = later->window.from_ns - 1;
-  auto st = merge_rows_and_runs(
-      reader_.db(), strings_, filter(first, true), INT64_MIN,
-      [&](const hal::Event& e) { return fill.call(e); },
-      [&](const engine::CallRun& r) { return fill.add_run(r); });
-  if (later) {
-    auto rest = finish_later(*later, fill);
-    if (st) st = rest;
-  }
+  if (fill.on) last_slices_.clear();
+  std::unique_ptr<Slices> slices;
+  if (fill.on && snapshot.on) slices = start_slices(w);
+  ingero::Status st = slices ? read_slices(*slices, fill)
+                             : merge_rows_and_runs(
+                                   reader_.db(), strings_, filter(w, true), INT64_MIN,
+                                   [&](const hal::Event& e) { return fill.call(e); },
+                                   [&](const engine::CallRun& r) { return fill.add_run(r); });
   if (!st) fail(st.error());
   if (fill.on && st) {
     cache_state_ = CacheState::kFull;

@@ -1,5 +1,6 @@
 #include "store/sql_trace_source.h"
 
+#include <atomic>
 #include <future>
 
 #include "hal/memory.h"
@@ -84,14 +85,26 @@ std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes() {
 
 namespace {
 
-// The span and the range of node names of the events `where` picks, and the runs' span.
+// The span and the range of node names of the events `where` picks.
 struct ExtentPart {
   int64_t first = INT64_MAX, last = INT64_MIN;
   std::optional<std::pair<std::string, std::string>> nodes;  // min, max
 };
 
+// `runs`: the runs' span instead.
 ingero::Result<ExtentPart> scan_extent(Db& db, bool by_node, const std::string& where, bool runs) {
   ExtentPart p;
+  if (runs) {  // folded calls (tiered retention) are part of the trace's span too
+    auto rs = db.prepare("SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs");
+    if (!rs) return rs.error();
+    auto rr = rs->step();
+    if (!rr) return rr.error();
+    if (*rr && !rs->is_null(0)) {
+      p.first = rs->int64(0);
+      p.last = rs->int64(1);
+    }
+    return p;
+  }
   auto st = db.prepare(std::string("SELECT min(timestamp), max(timestamp + duration)") +
                        (by_node ? ", min(node), max(node)" : "") + " FROM events" + where);
   if (!st) return st.error();
@@ -101,16 +114,6 @@ ingero::Result<ExtentPart> scan_extent(Db& db, bool by_node, const std::string& 
     p.first = st->int64(0);
     p.last = st->int64(1);
     if (by_node) p.nodes.emplace(st->text(2), st->text(3));
-  }
-  if (!runs) return p;
-  // Folded calls (tiered retention) are part of the trace's span too.
-  auto rs = db.prepare("SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs");
-  if (!rs) return rs.error();
-  auto rr = rs->step();
-  if (!rr) return rr.error();
-  if (*rr && !rs->is_null(0)) {
-    p.first = std::min(p.first, rs->int64(0));
-    p.last = std::max(p.last, rs->int64(1));
   }
   return p;
 }
@@ -124,30 +127,40 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   if (extent_ && extent_->data_version == v && v != -1) return *extent_;
   // One pass over the events gives the span and, unless the file was merged from several,
   // the node: they were three passes (two each time the span was asked for), a third of
-  // explain's start on 10 M events. A large file's later half of the rows (by id) and its
-  // runs are read on a second connection meanwhile.
+  // explain's start on 10 M events. A large file's rows are read in ranges of ids that this
+  // connection and a second one take in turn (folding leaves the older ids sparse), and the
+  // runs as one more range.
   constexpr int64_t kSplitRows = 200000;
+  constexpr int64_t kRanges = 16;
   Extent x;
   x.data_version = v;
   bool by_node = db.column_exists("events", "node");
   bool runs = db.table_exists("call_runs");
-  std::optional<int64_t> mid;
+  std::vector<std::string> ranges{""};  // an events range each, then the runs
   if (!reader_.is_legacy())
     if (auto ids = prepare("SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events)");
-        ids && row(*ids) && !ids->is_null(0) && ids->int64(1) - ids->int64(0) > kSplitRows)
-      mid = ids->int64(0) + (ids->int64(1) - ids->int64(0)) / 2;
+        ids && row(*ids) && !ids->is_null(0) && ids->int64(1) - ids->int64(0) > kSplitRows) {
+      int64_t lo = ids->int64(0), step = (ids->int64(1) - lo) / kRanges + 1;
+      ranges.clear();
+      for (int64_t k = 0; k < kRanges; ++k)
+        ranges.push_back(" WHERE id >= " + std::to_string(lo + k * step) + " AND id < " +
+                         std::to_string(lo + (k + 1) * step));
+    }
   std::unique_ptr<TraceReader> other;
-  if (mid)
+  if (ranges.size() > 1)
     if (auto r = reader_.reopen()) other = std::move(*r);
-  std::future<ingero::Result<ExtentPart>> later;
-  if (other)
-    later = std::async(std::launch::async, [&db = other->db(), by_node, runs, m = *mid] {
-      return scan_extent(db, by_node, " WHERE id > " + std::to_string(m), runs);
-    });
-  std::vector<ingero::Result<ExtentPart>> parts;
-  parts.push_back(scan_extent(db, by_node, other ? " WHERE id <= " + std::to_string(*mid) : "",
-                              runs && !other));
-  if (other) parts.push_back(later.get());
+  size_t tasks = ranges.size() + (runs ? 1 : 0);
+  std::vector<ingero::Result<ExtentPart>> parts(tasks, ExtentPart{});
+  std::atomic<size_t> next{0};
+  auto work = [&](Db& on) {
+    for (size_t i = next++; i < tasks; i = next++)
+      parts[i] = i < ranges.size() ? scan_extent(on, by_node, ranges[i], false)
+                                   : scan_extent(on, by_node, "", true);
+  };
+  std::future<void> helper;
+  if (other) helper = std::async(std::launch::async, [&] { work(other->db()); });
+  work(db);
+  if (helper.valid()) helper.get();
   ExtentPart all;
   for (auto& p : parts) {
     if (!p) {

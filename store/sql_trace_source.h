@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -68,16 +69,19 @@ class SqlTraceSource final : public engine::TraceSource {
   static constexpr size_t kMaxCallCacheBytes = size_t(4) << 30;
   // Calls held in memory now (0 when nothing is cached).
   size_t cached_calls() const {
-    return cache_state_ == CacheState::kFull ? cache_.calls() + later_.calls() : 0;
+    size_t n = cache_.calls();
+    for (const CallCache& c : later_) n += c.calls();
+    return cache_state_ == CacheState::kFull ? n : 0;
   }
   // The first read of a window estimated (from the per-second summaries) to hold at least
-  // `min_items` rows and runs is split in two by time: the later part is read on a second
-  // connection, on another thread, while this one reads the earlier part, each filling up to
-  // half the cache. 0: never split. Default kSplitItems.
+  // `min_items` rows and runs is cut in slices by time, read by this connection from the
+  // first and by a second one, on another thread, from the last, until they meet; each fills
+  // up to half the cache. 0: never cut. Default kSplitItems.
   void set_split_reads(uint64_t min_items) { split_items_ = min_items; }
   static constexpr uint64_t kSplitItems = 200000;
-  // Where the last read that filled the cache was split (the later part's start), if it was.
-  std::optional<int64_t> last_split() const { return last_split_; }
+  // Where the last read that was to fill the cache was cut: its slices' starts (empty: it
+  // was read in one).
+  const std::vector<int64_t>& last_slices() const { return last_slices_; }
   // Called between the two snapshots of a split read, before the second begins (tests: a fold
   // committed there must not count a call twice).
   void set_between_snapshots(std::function<void()> fn) { between_snapshots_ = std::move(fn); }
@@ -96,11 +100,12 @@ class SqlTraceSource final : public engine::TraceSource {
   // Every call and run of the window in start order (runs: those with a call starting in it),
   // from the cache when it holds the window, else from the file (filling an empty cache).
   void read_calls(const engine::Window& w, const engine::EventFn& fn, const engine::CallRunFn& run);
-  // Where the first read of `w` is split: the start of the second by which about half of its
-  // rows and runs have started (a call older than the folding counts as the share of an item
-  // that folded calls took); nullopt for a window under split_items_ or a file without
-  // summaries.
-  std::optional<int64_t> split_point(const engine::Window& w);
+  // Where the first read of `w` is cut into slices: their starts (the first is the window's),
+  // at whole seconds, holding about equal numbers of rows and runs by the per-second summaries
+  // (a call older than the folding counts as the share of an item folded calls took), 2 to 32
+  // of them, of at least half split_items_ each; none for a window under split_items_ or a
+  // file without summaries.
+  std::vector<int64_t> slice_starts(const engine::Window& w);
   // What a fold or an append changes (schema version, last event and run ids, the folding
   // counters): two snapshots in the same state hold the same calls. nullopt if unreadable.
   std::optional<std::string> folding_state();
@@ -111,19 +116,28 @@ class SqlTraceSource final : public engine::TraceSource {
   // `runs_from`, into `into`, then the transaction ends. Errors are recorded (fail()).
   enum class PartRead { kDone, kTooBig, kFailed };
   PartRead fill_part(const engine::Window& w, int64_t runs_from, CallCache& into);
-  // A later part being read on another thread: `window` from its first second.
-  struct LaterRead {
-    std::unique_ptr<SqlTraceSource> other;
-    std::future<PartRead> part;
-    engine::Window window;
-    size_t limit = 0;  // the cache's, restored when it is read
-  };
   struct Fill;
-  // Starts reading the later part of a window worth splitting (split_point) on a second
-  // connection in this one's state; nullopt when it is not split.
-  std::optional<LaterRead> start_later(const engine::Window& w);
-  // Gives the later part to the pass after the earlier (read again here if it did not fit).
-  ingero::Status finish_later(LaterRead& l, Fill& fill);
+  // A first read cut in slices: this connection takes them from the first, a second one
+  // (in the same state) from the last, each the next one not taken, until they meet.
+  struct Slices {
+    std::unique_ptr<SqlTraceSource> other;
+    engine::Window whole;
+    std::vector<int64_t> starts;
+    std::vector<PartRead> state;  // of the slices the other read
+    std::mutex m;
+    size_t lo = 0, hi = 0;  // the next slice from the start, from the end
+    std::future<void> done;
+    size_t limit = 0;  // the cache's, restored once read
+    engine::Window window(size_t i) const;
+    int64_t runs_from(size_t i) const;  // the runs of slice i start at or after it
+    std::optional<size_t> take(bool first);
+  };
+  // Starts the second connection on the slices of a window worth cutting; nullptr when it
+  // is read in one.
+  std::unique_ptr<Slices> start_slices(const engine::Window& w);
+  // Reads this connection's slices into the pass, then the other's in order (from memory, or
+  // here where they did not fit).
+  ingero::Status read_slices(Slices& s, Fill& fill);
   // The cached calls and runs of `w`.
   void replay_cache(const engine::Window& w, const engine::EventFn& fn,
                     const engine::CallRunFn& run);
@@ -157,10 +171,10 @@ class SqlTraceSource final : public engine::TraceSource {
   std::optional<std::pair<int64_t, int64_t>> plan_span_;
   enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;
   CallCache cache_;
-  CallCache later_;  // the cached window's later part, when its read was split
+  std::vector<CallCache> later_;  // the slices the second connection read, by index
   engine::Window cached_;
   uint64_t split_items_ = kSplitItems;
-  std::optional<int64_t> last_split_;
+  std::vector<int64_t> last_slices_;
   std::function<void()> between_snapshots_;
   std::string error_;
 };
