@@ -289,8 +289,9 @@ ingero::Status SqlTraceSource::read_slices(Slices& s, Fill& fill) {
                                keep_call, keep_run);
   }
   if (!fill.on) later_.clear();
-  s.other.reset();  // its error, if any, becomes this source's
-  if (st && !error_.empty()) return ingero::make_error(error_);
+  std::string other_error = s.other->error();
+  s.other.reset();  // its error becomes this source's too
+  if (st && !other_error.empty()) return ingero::make_error(other_error);
   return st;
 }
 

@@ -91,25 +91,18 @@ struct ExtentPart {
   std::optional<std::pair<std::string, std::string>> nodes;  // min, max
 };
 
-// `runs`: the runs' span instead.
+// `runs`: the span of the runs instead (folded calls are part of the trace's span too).
 ingero::Result<ExtentPart> scan_extent(Db& db, bool by_node, const std::string& where, bool runs) {
-  ExtentPart p;
-  if (runs) {  // folded calls (tiered retention) are part of the trace's span too
-    auto rs = db.prepare("SELECT min(timestamp), max(timestamp + span_ns) FROM call_runs");
-    if (!rs) return rs.error();
-    auto rr = rs->step();
-    if (!rr) return rr.error();
-    if (*rr && !rs->is_null(0)) {
-      p.first = rs->int64(0);
-      p.last = rs->int64(1);
-    }
-    return p;
-  }
-  auto st = db.prepare(std::string("SELECT min(timestamp), max(timestamp + duration)") +
-                       (by_node ? ", min(node), max(node)" : "") + " FROM events" + where);
+  by_node = by_node && !runs;
+  auto st =
+      db.prepare(runs ? std::string("SELECT min(timestamp), max(timestamp + span_ns) "
+                                    "FROM call_runs")
+                      : std::string("SELECT min(timestamp), max(timestamp + duration)") +
+                            (by_node ? ", min(node), max(node)" : "") + " FROM events" + where);
   if (!st) return st.error();
   auto r = st->step();
   if (!r) return r.error();
+  ExtentPart p;
   if (*r && !st->is_null(0)) {
     p.first = st->int64(0);
     p.last = st->int64(1);
