@@ -112,8 +112,8 @@ class SqlTraceSource final : public engine::TraceSource {
   // A source on a second connection whose read transaction is begun in `state`; nullptr when
   // the file changed under each of three tries, or it cannot be opened.
   std::unique_ptr<SqlTraceSource> open_matching(const std::string& state);
-  // On a source from open_matching: the rows of `w` and its runs starting at or after
-  // `runs_from`, into `into`, then the transaction ends. Errors are recorded (fail()).
+  // On a source from open_matching, in its snapshot: the rows of `w` and its runs starting at
+  // or after `runs_from`, into `into`. Errors are recorded (fail()).
   enum class PartRead { kDone, kTooBig, kFailed };
   PartRead fill_part(const engine::Window& w, int64_t runs_from, CallCache& into);
   struct Fill;
