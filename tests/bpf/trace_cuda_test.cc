@@ -451,7 +451,11 @@ TEST(TraceCuda, FullRowsFoldsOldLaunchesWhileTracingAndCountsEveryCall) {
   // every 0.5 s, so the second's calls would need to wait 2 s for the end of the session to be
   // folded (with a 1 s window, a loaded machine once folded some).
   std::string script = steps + " 300; sleep 5; " + steps + " 10";
-  auto run = trace_command(db, {"/bin/sh", "-c", script}, {"--full-rows", "2s", "--no-stack"});
+  // The fake runtime is found at the start (VIRTUAL_ENV), not when the first process maps it:
+  // a library found by its mapping is attached while the process runs on, and 300 quick steps
+  // can be over before that on a loaded machine (CI once lost them all).
+  auto run =
+      trace_command(db, {"/bin/sh", "-c", script}, {"--full-rows", "2s", "--no-stack"}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
   // Both processes' launches and syncs: 310 steps of 16 launches and a sync.
   int64_t rows = query_int(db, "SELECT count(*) FROM calls");
