@@ -61,13 +61,15 @@ void Trace::apply_retention(bool final) {
 // Tiered retention (store/tiers.h): launches older than --full-rows are folded into runs, in
 // passes of at most 5,000 rows (~20 ms) while 100 ms of this 0.5 s tick remain: up to ~100,000
 // rows a second, above the highest call rate a training loop makes (the rings absorb the
-// pauses). The session's end leaves the last --full-rows of calls as they are.
+// pauses). The session's end leaves the last --full-rows of calls as they are. With
+// --clickhouse, rows not yet in ClickHouse wait there: it receives rows, not runs.
 void Trace::fold_calls() {
   int64_t t0 = mono_now_ns();
   int64_t now = wall_now_ns(), before = now - int64_t(opts_.full_rows_s * 1e9);
+  int64_t through = shipper_ ? shipper_->events_shipped_through() : INT64_MAX;
   while (mono_now_ns() - t0 < 100'000'000) {
     int64_t p0 = mono_now_ns();
-    auto pass = writer_->fold_calls(before, now, 5000);
+    auto pass = writer_->fold_calls(before, now, 5000, through);
     fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
     if (!pass) {
       if (!fold_warned_)

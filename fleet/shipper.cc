@@ -85,6 +85,21 @@ void Shipper::note_success() {
   totals_.last_error.clear();
 }
 
+// ClickHouse receives `events` rows, not runs: calls folded (store/tiers.h) before they were
+// shipped, by a trace that was not shipping or by `ingero compact`, are not in it. Said once
+// per file; "up to" since ClickHouse may have had some of them before they were folded.
+void Shipper::warn_folded_unshipped() {
+  if (!opts_.log || folding_warned_for_ == state_file_) return;
+  auto f = spool_->folding();
+  if (!f || f->calls == 0 || f->through_id <= events_through_) return;
+  folding_warned_for_ = state_file_;
+  opts_.log(path_ + ": up to " + std::to_string(f->calls) +
+            " calls were folded into runs (tiered retention) before they were shipped; "
+            "ClickHouse receives event rows only, so those calls are not in it (its per-second "
+            "summaries stay in the file). Ship while tracing (ingero trace --clickhouse) to send "
+            "every call before it is folded");
+}
+
 void Shipper::loop() {
   int backoff = 0;
   while (true) {
@@ -139,6 +154,8 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
     state_ = std::move(*s);
     state_file_ = spool_->file_start();
     stacks_seen_frames_ = -1;
+    events_through_ = state_.high_water["events"];
+    warn_folded_unshipped();
     std::lock_guard<std::mutex> g(mu_);
     ++totals_.resyncs;
   }
@@ -215,6 +232,7 @@ ingero::Status Shipper::ship_rowid(const TableSpec& t, Deadline deadline, bool& 
     if (n == 0) return {};
     if (auto s = insert(t, tsv, n); !s) return s;
     high = last;
+    if (t.name == "events") events_through_ = high;
     if (!more) return {};
   }
 }

@@ -13,6 +13,7 @@
 // drain() runs in the caller's thread, only while the loop is stopped.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -64,6 +65,10 @@ class Shipper {
   // left. An error only when the file itself cannot be read.
   DrainReport drain(std::chrono::milliseconds budget);
   ShipTotals totals() const;
+  // The file's `events` rows up to this id are in ClickHouse (0 until ClickHouse answered).
+  // The tracer folds no row above it (store/tiers.h): every call reaches ClickHouse as its own
+  // row before it can be folded into a run, however long ClickHouse was away.
+  int64_t events_shipped_through() const { return events_through_.load(); }
   const Endpoint& endpoint() const { return client_->endpoint(); }
 
  private:
@@ -83,6 +88,7 @@ class Shipper {
   ingero::Result<uint64_t> pending();
   void note_failure(const std::string& message);
   void note_success();
+  void warn_folded_unshipped();
 
   std::string path_;
   ShipperOptions opts_;
@@ -93,6 +99,8 @@ class Shipper {
   uint64_t state_file_ = 0;          // file_start the state belongs to
   int64_t stacks_seen_frames_ = -1;  // frame count when stacks were last caught up
   bool failing_ = false;
+  uint64_t folding_warned_for_ = 0;  // file_start of the file last warned about
+  std::atomic<int64_t> events_through_{0};
 
   mutable std::mutex mu_;
   ShipTotals totals_;

@@ -173,4 +173,15 @@ ingero::Result<int64_t> Spool::frame_count() {
   return n->value_or(0);
 }
 
+ingero::Result<Spool::Folding> Spool::folding() {
+  Folding f;
+  if (!db_->table_exists("call_folding")) return f;
+  auto st = db_->prepare("SELECT folded_calls, last_event_id FROM call_folding WHERE id = 1");
+  if (!st) return ingero::make_error(path_ + ": " + st.error().message);
+  auto r = st->step();
+  if (!r) return ingero::make_error(path_ + ": " + r.error().message);
+  if (*r) f = {uint64_t(st->int64(0)), st->int64(1)};
+  return f;
+}
+
 }  // namespace ingero::fleet

@@ -68,6 +68,13 @@ class Spool {
   // Distinct stack ids in the file, and the number of frames (cheap change detection).
   ingero::Result<std::vector<int64_t>> stack_ids();
   ingero::Result<int64_t> frame_count();
+  // What tiered retention folded (store/tiers.h): calls taken out of `events` into runs, and
+  // the last event row it looked at; zeros when it folded nothing.
+  struct Folding {
+    uint64_t calls = 0;
+    int64_t through_id = 0;
+  };
+  ingero::Result<Folding> folding();
   const std::string& path() const { return path_; }
 
  private:

@@ -116,19 +116,19 @@ std::optional<int64_t> opt(const Stmt& st, int col) {
   return st.int64(col);
 }
 
-// The next `budget` event rows after row `after_id`, up to the first call that started at or
-// after `before_ns`, in start order; `last_id` is the last row considered.
-ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t before_ns,
-                                           uint64_t budget, FoldLimits& lim, FoldPass& out,
-                                           int64_t& last_id) {
+// The next `budget` event rows after row `after_id`, up to row `through_id` and the first call
+// that started at or after `before_ns`, in start order; `last_id` is the last row considered.
+ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t through_id,
+                                           int64_t before_ns, uint64_t budget, FoldLimits& lim,
+                                           FoldPass& out, int64_t& last_id) {
   bool reread = false;
   auto sel = db.prepare(
       "SELECT id, timestamp, duration, pid, tid, source, op, ret_code, status, "
       "coalesce(off_cpu_ns, 0), coalesce(preempts, 0), node, session_id, comm, cgroup_id, "
       "stack_hash, coalesce(nested_calls, 0), library_id, stream, device FROM events "
-      "WHERE id > ? ORDER BY id LIMIT ?");
+      "WHERE id > ? AND id <= ? ORDER BY id LIMIT ?");
   if (!sel) return sel.error();
-  sel->bind(1, after_id).bind(2, int64_t(budget));
+  sel->bind(1, after_id).bind(2, through_id).bind(3, int64_t(budget));
   std::vector<Row> rows;
   last_id = after_id;
   bool reached_cut = false;
@@ -286,7 +286,8 @@ ingero::Result<FoldState> fold_state(Db& db) {
   return s;
 }
 
-ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, FoldLimits* cache) {
+ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, FoldLimits* cache,
+                                    int64_t through_id) {
   FoldPass out;
   // The whole pass is one write transaction, the reads included: two folders of one file (a
   // `compact` beside another, or beside the tracer) that both read the same rows before either
@@ -309,7 +310,7 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
     lim.read_for_ns = before_ns;
   }
   int64_t last_id = 0;
-  auto rows = read_rows(db, state->last_event_id, before_ns, budget, lim, out, last_id);
+  auto rows = read_rows(db, state->last_event_id, through_id, before_ns, budget, lim, out, last_id);
   if (!rows) return rows.error();
   keep_nested(*rows);
   if (auto st = write_runs(db, *rows, lim, out); !st) return st.error();

@@ -57,9 +57,10 @@ struct FoldLimits {
 // One bounded pass on the writer's connection, outside a transaction (the pass is one write
 // transaction of its own: folders of one file take turns): folds the launches
 // that started before `before_ns` (wall clock, epoch ns) among the next `budget` event rows
-// not yet considered. Needs the file's call summaries for the p95s.
+// not yet considered, up to row `through_id` (the tracer's shipper: rows not yet in ClickHouse
+// keep their rows until they are). Needs the file's call summaries for the p95s.
 ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget = 50000,
-                                    FoldLimits* cache = nullptr);
+                                    FoldLimits* cache = nullptr, int64_t through_id = INT64_MAX);
 
 // Totals of the file's folding so far (zeros when nothing was folded).
 struct FoldState {

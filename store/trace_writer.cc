@@ -440,8 +440,8 @@ ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy
   return pass;
 }
 
-ingero::Result<FoldPass> TraceWriter::fold_calls(int64_t before_ns, int64_t now_ns,
-                                                 uint64_t budget) {
+ingero::Result<FoldPass> TraceWriter::fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget,
+                                                 int64_t through_id) {
   // Seconds 2 s behind the wall clock are complete even when no call came since.
   if (summaries_.open_seconds()) {
     if (auto st = begin_if_needed(); !st) return st.error();
@@ -452,7 +452,7 @@ ingero::Result<FoldPass> TraceWriter::fold_calls(int64_t before_ns, int64_t now_
   // Only calls whose seconds are summarised: the summaries give each op's p95, and count the
   // calls that folding takes out of `events`.
   return store::fold_calls(*db_, std::min(before_ns, now_ns - kSummaryLagNs - 1000000000), budget,
-                           &fold_limits_);
+                           &fold_limits_, through_id);
 }
 
 ingero::Status TraceWriter::update_counters(const SessionCounters& c) {

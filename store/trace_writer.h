@@ -151,8 +151,10 @@ class TraceWriter final : public hal::EventSink {
                                                 uint64_t budget = 20000);
   uint64_t retention_deleted() const { return retention_deleted_; }
   // Writes the summaries of the seconds before `now_ns` - 2 s (wall clock), commits, then one
-  // bounded folding pass (store/tiers.h) of the calls before `before_ns` already summarised.
-  ingero::Result<FoldPass> fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget);
+  // bounded folding pass (store/tiers.h) of the calls before `before_ns` already summarised,
+  // in the rows up to `through_id`.
+  ingero::Result<FoldPass> fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget,
+                                      int64_t through_id = INT64_MAX);
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 

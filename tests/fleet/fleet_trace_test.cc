@@ -3,11 +3,13 @@
 //  - three agents, two shards, a 4-rank job: one rank next to a CPU hog, one node's clock 50 ms
 //    off; explain over the Distributed tables names the straggler, its node and the hog, on
 //    corrected clocks (checked against the job's own clock);
-//  - a ClickHouse server stopped for 20 s in the middle of a trace: every row arrives once.
+//  - a ClickHouse server stopped for 20 s in the middle of a trace: every row arrives once;
+//  - tiered retention while ClickHouse is away: no call is folded before it was shipped.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -233,6 +235,67 @@ TEST(FleetTrace, ClickHouseDownFor20sLosesAndDuplicatesNothing) {
   // The trace went on through the outage: far more rows than before it.
   EXPECT_GT(events, before * 2);
   EXPECT_EQ(ch.query(0, "SELECT count() = max(src_id), min(src_id) FROM ingero.events"), "1\t1\n");
+}
+
+// Polls `done` every 100 ms for up to `seconds`.
+template <typename F>
+bool eventually(F done, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return done();
+}
+
+// ClickHouse receives rows, not runs: while it is away the tracer folds no row it does not
+// have (--full-rows 2s would fold the launches 3 s after they ran), so every call arrives once
+// it is back, and folding catches up after that.
+TEST(FleetTrace, FoldingWaitsForClickHouseSoEveryCallArrives) {
+  REQUIRE_FLEET_TRACE();
+  ClickHouseServers ch;
+  std::string why;
+  ASSERT_TRUE(ch.start(1, &why)) << why;
+  ASSERT_TRUE(ch.stop(0));
+  std::string db = temp_path("node-f.db"), gate = temp_path("gate");
+  std::filesystem::remove(gate);
+  // 300 steps of 16 launches and a sync, then idle until the test opens the gate.
+  std::string script = std::string(INGERO_FAKE_CALLS) +
+                       " steps " INGERO_FAKE_CUDART " 300; while [ ! -e " + gate +
+                       " ]; do sleep 0.1; done";
+  Subprocess a = Subprocess::spawn(
+      {INGERO_BIN, "trace", "--no-live", "--node", "node-f", "--db", db, "--clickhouse",
+       ch.url(0, "ingero"), "--full-rows", "2s", "--no-stack", "--", "/bin/sh", "-c", script},
+      {"VIRTUAL_ENV=" INGERO_FAKE_VENV});
+  ASSERT_TRUE(a.wait_stderr_line("ingero: shipping", std::chrono::seconds(60))) << a.err();
+  const std::string calls = "SELECT coalesce(sum(calls), 0) FROM call_seconds";
+  const std::string folded = "SELECT coalesce(sum(calls), 0) FROM call_runs";
+  // Every call summarised (2 s behind the clock), then 5 s more: past the fold's cut.
+  ASSERT_TRUE(eventually([&] { return query_int(db, calls) == 300 * 17; }, 60)) << a.err();
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  EXPECT_EQ(query_int(db, folded), 0);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 300 * 17);
+  ASSERT_TRUE(ch.restart(0, &why)) << why;
+  const std::string launches =
+      "SELECT count(), uniqExact(src_id) FROM ingero.events WHERE kind = 'launch'";
+  // Until the shipper has created the database, ClickHouse answers 404.
+  auto answer = [&](const std::string& sql) {
+    auto r = http_request("127.0.0.1", ch.http_port(0), "POST", "/", sql);
+    return r.status == 200 ? r.body : "";
+  };
+  EXPECT_TRUE(eventually([&] { return answer(launches) == "4800\t4800\n"; }, 90))
+      << answer(launches) << a.err();
+  // Shipped: folding goes on.
+  EXPECT_TRUE(eventually([&] { return query_int(db, folded) > 0; }, 30)) << a.err();
+  std::ofstream(gate).put('\n');
+  EXPECT_EQ(a.wait(std::chrono::seconds(60)), 0) << a.err();
+  EXPECT_NE(a.err().find("nothing left to ship"), std::string::npos) << a.err();
+  EXPECT_EQ(a.err().find("before they were shipped"), std::string::npos) << a.err();
+  // Every call once in ClickHouse; in the file each launch is a row or in a run.
+  EXPECT_EQ(ch.query(0, launches), "4800\t4800\n");
+  EXPECT_EQ(ch.query(0, "SELECT count() FROM ingero.events WHERE kind = 'sync'"), "300\n");
+  EXPECT_EQ(
+      query_int(db, "SELECT count(*) FROM calls WHERE kind = 'launch'") + query_int(db, folded),
+      4800);
 }
 
 }  // namespace

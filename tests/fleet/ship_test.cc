@@ -9,6 +9,8 @@
 #include "fleet/ch_schema.h"
 #include "fleet/shipper.h"
 #include "fleet/tsv.h"
+#include "store/tiers.h"
+#include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/fleet/fleet_support.h"
 #include "tests/support/trace_db.h"
@@ -208,6 +210,88 @@ TEST(FleetShip, ServerDownKeepsEveryRowInTheFileUntilItIsBack) {
   ASSERT_FALSE(second);
   EXPECT_NE(second.error().message.find("is being shipped by another ingero process"),
             std::string::npos);
+}
+
+// A trace of `n` launches on one thread, 10 us apart, most of them foldable (tiered
+// retention folds those under 0.99 x the op's p95).
+void write_launches(const std::string& path, int n) {
+  auto w = store::TraceWriter::open(path);
+  ASSERT_TRUE(w) << w.error().message;
+  store::SessionInfo si;
+  si.node = si.host = "node-f";
+  si.started_at_ns = kBeforeMidnight - 3600 * 1'000'000'000LL;
+  si.mono_offset_ns = si.started_at_ns;
+  ASSERT_TRUE((*w)->begin_session(si));
+  for (int i = 0; i < n; ++i) {
+    hal::Event e;
+    e.ts_ns = uint64_t(1'000'000 + int64_t(i) * 10'000);
+    e.dur_ns = 1000 + uint64_t(i % 100) * 10;
+    e.pid = e.tid = 4001;
+    e.set_comm("python3");
+    e.vendor = "nvidia";
+    e.api = "cuda_runtime";
+    e.op = "cudaLaunchKernel";
+    e.kind = hal::EventKind::kLaunch;
+    e.has_ret = true;
+    e.set(hal::Field::kStream, 0x5a);
+    ASSERT_TRUE((*w)->add(e));
+  }
+  store::SessionEnd end;
+  end.stopped_at_ns = si.started_at_ns + 2'000'000'000;
+  end.exit_reason = "duration";
+  ASSERT_TRUE((*w)->finish(end));
+}
+
+// ClickHouse receives event rows, not runs: calls folded before they were shipped are not in
+// it, and the shipper says how many at most. A file folded only up to what was shipped (as the
+// tracer folds while it ships) gets no such warning.
+TEST(FleetShip, CallsFoldedBeforeTheyWereShippedAreSaidToBeMissing) {
+  START_SERVERS(ch, 1);
+  std::vector<std::string> said;
+  fleet::ShipperOptions o;
+  o.log = [&](const std::string& m) { said.push_back(m); };
+
+  std::string early = temp_path("folded-early.db");
+  write_launches(early, 1000);
+  auto fold = [](const std::string& path, int64_t through) {
+    auto db = store::Db::open(path, store::Db::Mode::kReadWrite);
+    EXPECT_TRUE(db);
+    auto pass = store::fold_calls(**db, INT64_MAX, 1000000, nullptr, through);
+    EXPECT_TRUE(pass) << pass.error().message;
+    return pass ? pass->folded : 0;
+  };
+  uint64_t folded = fold(early, INT64_MAX);
+  ASSERT_GT(folded, 0u);
+  {
+    auto s = fleet::Shipper::create(early, endpoint(ch, 0, "ingero"), o);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ((*s)->events_shipped_through(), 0);
+    EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
+    EXPECT_EQ((*s)->events_shipped_through(), query_int(early, "SELECT max(id) FROM events"));
+  }
+  EXPECT_EQ(said, (std::vector<std::string>{
+                      early + ": up to " + std::to_string(folded) +
+                      " calls were folded into runs (tiered retention) before they were shipped; "
+                      "ClickHouse receives event rows only, so those calls are not in it (its "
+                      "per-second summaries stay in the file). Ship while tracing (ingero trace "
+                      "--clickhouse) to send every call before it is folded"}));
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 1000 - int64_t(folded));
+
+  // Shipped first, folded after, up to what ClickHouse has: every call is in it, nothing said.
+  said.clear();
+  std::string late = temp_path("folded-late.db");
+  write_launches(late, 1000);
+  {
+    auto s = fleet::Shipper::create(late, endpoint(ch, 0, "other"), o);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
+    EXPECT_EQ(fold(late, (*s)->events_shipped_through()), folded);
+  }
+  auto again = fleet::Shipper::create(late, endpoint(ch, 0, "other"), o);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE((*again)->drain(std::chrono::seconds(60)).caught_up);
+  EXPECT_EQ(said, std::vector<std::string>{});
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM other.events"), 1000);
 }
 
 TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {

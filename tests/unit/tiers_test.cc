@@ -118,6 +118,40 @@ TEST(Tiers, FoldingKeepsWhatTheRulesNeedAndRunsHoldTheRest) {
             int64_t(l.launches + l.others));
 }
 
+// A fold bounded by a row id (the tracer's shipper: rows not yet in ClickHouse) leaves every
+// row above it as it was, and the next pass without the bound folds them as if there had been
+// none.
+TEST(Tiers, AFoldUpToARowLeavesTheRowsAfterItForLater) {
+  Loop l = training_loop(200);
+  std::string full = write_trace("bound-full.db", l.calls);
+  std::string once = copy_of(full, "bound-once.db"), twice = copy_of(full, "bound-twice.db");
+  auto one = Db::open(once, Db::Mode::kReadWrite);
+  ASSERT_TRUE(one);
+  auto all = fold_calls(**one, INT64_MAX, 10000000);
+  ASSERT_TRUE(all) << all.error().message;
+  int64_t rows = test::query_int(full, "SELECT count(*) FROM events");
+  int64_t middle = test::query_int(
+      full, "SELECT id FROM events ORDER BY id LIMIT 1 OFFSET " + std::to_string(rows / 2));
+  auto db = Db::open(twice, Db::Mode::kReadWrite);
+  ASSERT_TRUE(db);
+  auto first = fold_calls(**db, INT64_MAX, 10000000, nullptr, middle);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_FALSE(first->more);
+  EXPECT_GT(first->folded, 0u);
+  EXPECT_LT(first->folded, all->folded);
+  // Not one row after `middle` was folded, nor looked at.
+  EXPECT_EQ(
+      test::query_int(twice, "SELECT count(*) FROM events WHERE id > " + std::to_string(middle)),
+      test::query_int(full, "SELECT count(*) FROM events WHERE id > " + std::to_string(middle)));
+  EXPECT_EQ(test::query_int(twice, "SELECT last_event_id FROM call_folding"), middle);
+  auto rest = fold_calls(**db, INT64_MAX, 10000000);
+  ASSERT_TRUE(rest) << rest.error().message;
+  EXPECT_EQ(first->folded + rest->folded, all->folded);
+  EXPECT_EQ(test::query_int(twice, "SELECT count(*) FROM events"),
+            test::query_int(once, "SELECT count(*) FROM events"));
+  EXPECT_EQ(test::query_int(twice, "SELECT sum(calls) FROM call_runs"), int64_t(all->folded));
+}
+
 TEST(Tiers, FoldedCallsReadBackWithTheirCountsSumsExtremesAndGaps) {
   Loop l = training_loop(200);
   std::string full = write_trace("gaps-full.db", l.calls);
