@@ -95,34 +95,36 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   std::unique_ptr<TraceSource> other = source.open_another();
   std::future<HostReads> ahead;
   if (other) ahead = std::async(std::launch::async, [&] { return read_host(*other); });
-  a.stats = compute_op_stats(source, window);
-  HostReads h = other ? ahead.get() : read_host(source);
-  other.reset();  // its errors become the source's
-  a.host = std::move(h.host);
-  a.events = h.events;
-  for (const OpStats& s : a.stats.per_process) calls_per_pid[s.key.pid] += s.count;
-  a.losses = source.losses();
-  int64_t first = INT64_MAX, last = INT64_MIN;
-  for (const auto* set : {&a.stats.per_process}) {
-    for (const OpStats& s : *set) {
-      first = std::min(first, s.first_ts);
-      last = std::max(last, s.last_ts);
-    }
-  }
-  auto span = source.time_span();
-  a.span = {std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
-            std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};
+  HostReads h;
   // Where the window's calls are in memory, the step model (which reads them, and stacks)
-  // runs beside the rules that need no steps and read nothing but the calls; the others wait
-  // for it.
+  // runs beside the op statistics' tail pass and the rules that need no steps and read nothing
+  // but the calls; the others wait for it. It needs the calls' counts per process: it starts
+  // once they are known.
   auto model = [&] {
     return compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples);
   };
   std::future<StepModel> steps;
-  if (source.concurrent_call_reads(window))
-    steps = std::async(std::launch::async, model);
-  else
-    a.steps = model();
+  a.stats = compute_op_stats(source, window, [&](const std::vector<OpStats>& groups) {
+    h = other ? ahead.get() : read_host(source);
+    other.reset();  // its errors become the source's
+    a.host = std::move(h.host);
+    a.events = h.events;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const OpStats& s : groups) {
+      if (!s.key.pid) continue;  // all processes
+      calls_per_pid[s.key.pid] += s.count;
+      first = std::min(first, s.first_ts);
+      last = std::max(last, s.last_ts);
+    }
+    // Read here: the step model reads stacks on this connection once it runs.
+    a.losses = source.losses();
+    auto span = source.time_span();
+    a.span = {
+        std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
+        std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};
+    if (source.concurrent_call_reads(window)) steps = std::async(std::launch::async, model);
+  });
+  if (!steps.valid()) a.steps = model();
   rule_tail_latency(a, a.chains);
   rule_launch_collapse(source, a, a.chains);
   rule_repeated_sync(source, a, a.chains);

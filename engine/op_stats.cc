@@ -135,7 +135,8 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles*
 
 }  // namespace
 
-OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
+OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
+                            const std::function<void(const std::vector<OpStats>&)>& counted) {
   Grouper g;
   ExactQuantiles q({0.50, 0.95, 0.99});
   // A per-event cache of group ids would hold all events; re-deriving them per pass keeps
@@ -159,6 +160,7 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w) {
       g.stats[i].p99 = q.value(i, 2);
     }
   }
+  if (counted) counted(g.stats);
   // Tail pass: the slowest 5%, who was off-CPU and who took the CPU.
   std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());
   auto tail = [&](const hal::Event& e) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -65,8 +66,12 @@ struct OpStatsSet {
   int quantile_passes = 0;
 };
 
-// Four or so passes over the calls in `w`; memory bounded by the number of groups.
-OpStatsSet compute_op_stats(TraceSource& source, const Window& w);
+// Four or so passes over the calls in `w`; memory bounded by the number of groups. Between the
+// passes that count and the tail pass, `counted` (when given) sees every group with its counts,
+// totals, extremes, first and last calls and quantiles final (pid 0: all processes).
+OpStatsSet compute_op_stats(
+    TraceSource& source, const Window& w,
+    const std::function<void(const std::vector<OpStats>&)>& counted = nullptr);
 
 inline constexpr size_t kMaxTailWindowsPerOp = 20000;
 
