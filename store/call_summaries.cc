@@ -80,8 +80,31 @@ ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
     if (auto r = ins->step(); !r) return r.error();
   }
   if (it != open_.begin()) recent_.fill(Slot{});
-  open_.erase(open_.begin(), it);
+  while (open_.begin() != it) {
+    auto node = open_.extract(open_.begin());
+    if (auto [pos, fresh, rest] = written_.insert(std::move(node)); !fresh)
+      merge(pos->second, rest.mapped());  // a late call's second, flushed twice
+  }
   return {};
+}
+
+void CallSummarizer::merge(Acc& into, const Acc& a) {
+  into.calls += a.calls;
+  into.errors += a.errors;
+  into.unfinished += a.unfinished;
+  into.sum_ns += a.sum_ns;
+  into.min_ns = std::min(into.min_ns, a.min_ns);
+  into.max_ns = std::max(into.max_ns, a.max_ns);
+  into.off_cpu_ns += a.off_cpu_ns;
+  into.preempts += a.preempts;
+  into.bytes += a.bytes;
+  into.sketch.merge(a.sketch);
+}
+
+void CallSummarizer::rolled_back() {
+  for (auto& [k, a] : written_) merge(open_[k], a);
+  written_.clear();
+  recent_.fill(Slot{});
 }
 
 ingero::Status summarize_existing_calls(Db& db) {

@@ -28,6 +28,10 @@ struct SummarizedCall {
   uint64_t off_cpu_ns = 0, preempts = 0, bytes = 0;
 };
 
+// A second is summarised once calls 2 s later have come: events reach the writer nearly in
+// time order.
+inline constexpr int64_t kSummaryLagNs = 2000000000;
+
 class CallSummarizer {
  public:
   void add(std::string_view node, int64_t session_id, const SummarizedCall& c);
@@ -35,6 +39,11 @@ class CallSummarizer {
   // inside the caller's transaction, and forgets them. A call arriving later for a second
   // already written starts a second row for it: readers sum and merge over rows.
   ingero::Status flush(Db& db, int64_t before_ns);
+  // The end of the transaction `flush` wrote in: committed() forgets the seconds written;
+  // rolled_back() takes them back (a COMMIT that failed on a full disk), and the next flush
+  // writes them again.
+  void committed() { written_.clear(); }
+  void rolled_back();
   // The newest call start added so far (0 before the first).
   int64_t newest_ns() const { return newest_ns_; }
   size_t open_seconds() const { return open_.size(); }
@@ -53,9 +62,11 @@ class CallSummarizer {
     uint64_t off_cpu_ns = 0, preempts = 0, bytes = 0;
     engine::QuantileSketch sketch;
   };
+  static void merge(Acc& into, const Acc& a);
   size_t node_index(std::string_view node);
   Acc& find(const Key& k);
   std::map<Key, Acc> open_;
+  std::map<Key, Acc> written_;  // flushed in the transaction still open
   // The accumulators of the keys seen last, by a hash of the key: a call is nearly always of a
   // (second, thread, op) seen a few calls before, and the map's lookup is most of the cost.
   // Cleared when seconds are flushed (their accumulators go).

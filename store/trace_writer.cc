@@ -49,7 +49,6 @@ const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
 constexpr int kFirstDynamicOp = 32;
 
 constexpr int kFixedColumns = 25;
-constexpr int64_t kSummaryLagNs = 2000000000;
 
 ingero::Status validate_before_writing(const std::string& path) {
   if (auto st = prepare_writable(path, true); !st) return st;
@@ -270,6 +269,7 @@ ingero::Status TraceWriter::begin_if_needed() {
 ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   if (in_txn_) (void)db_->exec("ROLLBACK");
   in_txn_ = false;
+  summaries_.rolled_back();  // the seconds it wrote are written again with the next batch
   failed_ += pending_;
   pending_ = 0;
   // Dictionary rows inserted in the lost transaction are gone too.
@@ -367,6 +367,7 @@ ingero::Status TraceWriter::commit() {
     return fail_batch(st.error());
   if (auto st = db_->exec("COMMIT"); !st) return fail_batch(st.error());
   in_txn_ = false;
+  summaries_.committed();
   written_ += pending_;
   pending_ = 0;
   return {};
@@ -427,89 +428,6 @@ ingero::Status TraceWriter::note_process(uint32_t pid, std::string_view name,
       .bind(5, seen_at_ns);
   if (auto r = insert_proc_.step(); !r) return r.error();
   return {};
-}
-
-ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy& p, int64_t now_ns,
-                                                           uint64_t budget) {
-  if (auto st = commit(); !st) return st.error();
-  auto pass = store::apply_retention(*db_, p, now_ns, budget);
-  if (!pass) return pass.error();
-  retention_deleted_ += pass->deleted;
-  // In WAL mode the file shrinks when the freed pages are checkpointed: SQLite's automatic
-  // checkpoint does it with the writes (an explicit one here cost tens of ms per pass).
-  return pass;
-}
-
-ingero::Result<FoldPass> TraceWriter::fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget,
-                                                 int64_t through_id) {
-  // Seconds 2 s behind the wall clock are complete even when no call came since.
-  if (summaries_.open_seconds()) {
-    if (auto st = begin_if_needed(); !st) return st.error();
-    if (auto st = summaries_.flush(*db_, now_ns - kSummaryLagNs); !st)
-      return fail_batch(st.error()).error();
-  }
-  if (auto st = commit(); !st) return st.error();
-  // Only calls whose seconds are summarised: the summaries give each op's p95, and count the
-  // calls that folding takes out of `events`.
-  return store::fold_calls(*db_, std::min(before_ns, now_ns - kSummaryLagNs - 1000000000), budget,
-                           &fold_limits_, through_id);
-}
-
-ingero::Status TraceWriter::update_counters(const SessionCounters& c) {
-  auto st = db_->prepare(
-      "UPDATE sessions SET ringbuf_drops = ?, call_drops = ?, stack_drops = ?, host_drops = ?, "
-      "sample_drops = ?, lost_calls = ?, calls_lost_at_exit = ?, unfinished_calls = ?, "
-      "store_errors = ?, events_stored = ? WHERE id = ?");
-  if (!st) return st.error();
-  st->bind(1, int64_t(c.call_drops + c.stack_drops + c.host_drops + c.sample_drops))
-      .bind(2, int64_t(c.call_drops))
-      .bind(3, int64_t(c.stack_drops))
-      .bind(4, int64_t(c.host_drops))
-      .bind(5, int64_t(c.sample_drops))
-      .bind(6, int64_t(c.lost_calls))
-      .bind(7, int64_t(c.calls_lost_at_exit))
-      .bind(8, int64_t(c.unfinished_calls))
-      .bind(9, int64_t(failed_))
-      .bind(10, int64_t(written_))
-      .bind(11, session_id_);
-  if (auto r = st->step(); !r) return r.error();
-  return {};
-}
-
-ingero::Status TraceWriter::finish(const SessionEnd& end) {
-  ingero::Status result = {};
-  if (summaries_.open_seconds()) {
-    if (auto st = begin_if_needed(); !st) result = st;
-    if (auto st = summaries_.flush(*db_, INT64_MAX); !st && result) result = st;
-  }
-  if (auto st = commit(); !st && result) result = st;
-  // Events were lost to a full disk (or I/O): free the reserve so the session row can still
-  // say how many, and when the session stopped.
-  if (failed_ && !reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
-  if (auto st = update_counters(end.counters); !st && result) result = st;
-  auto st = db_->prepare(
-      "UPDATE sessions SET stopped_at = ?, attached_probes = ?, bpf_stats = ?, exit_reason = ? "
-      "WHERE id = ?");
-  if (!st) return st.error();
-  st->bind(1, end.stopped_at_ns)
-      .bind(2, int64_t(end.attached_probes))
-      .bind(3, end.bpf_stats_json)
-      .bind(4, end.exit_reason)
-      .bind(5, session_id_);
-  if (auto r = st->step(); !r) return r.error();
-  // The index's sort spills to a temporary file past the page cache: with temp_store MEMORY
-  // (right for a session's small temporary tables) its spill stays in memory too, ~16 bytes a
-  // row, which for an hour of training is gigabytes.
-  (void)db_->exec("PRAGMA temp_store = FILE");
-  if (auto ix = db_->exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)");
-      !ix && result)
-    result = ix;
-  // Self-contained file: fold the WAL back in so the trace can be copied or opened from
-  // read-only media.
-  (void)db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  (void)db_->exec("PRAGMA journal_mode = DELETE");
-  if (!reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
-  return result;
 }
 
 }  // namespace ingero::store
