@@ -122,33 +122,39 @@ hal::Event launch(uint64_t ts) {
   return e;
 }
 
-TEST(CallSummaries, AFailedCommitWritesItsSecondsWithTheNextBatch) {
-  std::string path = test::temp_path("failed-commit.db");
-  FullDisk disk;
-  auto w = TraceWriter::open(path);
-  ASSERT_TRUE(w) << w.error().message;
+// A session of 20 calls in seconds 0 and 1, committed. Their seconds are written once
+// complete: 2 s behind the newest call.
+void twenty_calls(const std::string& path, std::unique_ptr<TraceWriter>& w) {
+  auto opened = TraceWriter::open(path);
+  ASSERT_TRUE(opened) << opened.error().message;
+  w = std::move(*opened);
   SessionInfo si;
   si.node = si.host = "n";
   si.started_at_ns = si.mono_offset_ns = kStart;
-  ASSERT_TRUE((*w)->begin_session(si));
-  // Seconds 0 and 1: 20 calls, committed. Their seconds are written once complete: 2 s behind
-  // the newest call.
-  for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE((*w)->add(launch(i * 100 * kMs)));
-  ASSERT_TRUE((*w)->commit());
+  ASSERT_TRUE(w->begin_session(si));
+  for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(w->add(launch(i * 100 * kMs)));
+  ASSERT_TRUE(w->commit());
+}
+
+TEST(CallSummaries, AFailedCommitWritesItsSecondsWithTheNextBatch) {
+  std::string path = test::temp_path("failed-commit.db");
+  FullDisk disk;
+  std::unique_ptr<TraceWriter> w;
+  ASSERT_NO_FATAL_FAILURE(twenty_calls(path, w));
   // A call at 5 s completes them: this batch writes them, and its COMMIT finds the disk full.
-  ASSERT_TRUE((*w)->add(launch(5000 * kMs)));
+  ASSERT_TRUE(w->add(launch(5000 * kMs)));
   FullDisk::failing_writes = 1;
-  auto failed = (*w)->commit();
+  auto failed = w->commit();
   ASSERT_FALSE(failed);
   EXPECT_EQ(FullDisk::failing_writes, 0);
-  EXPECT_EQ((*w)->failed(), 1u);
+  EXPECT_EQ(w->failed(), 1u);
   // The next batch writes them again.
-  ASSERT_TRUE((*w)->add(launch(6000 * kMs)));
-  ASSERT_TRUE((*w)->commit());
+  ASSERT_TRUE(w->add(launch(6000 * kMs)));
+  ASSERT_TRUE(w->commit());
   SessionEnd end;
   end.stopped_at_ns = kStart + 7000 * int64_t(kMs);
-  ASSERT_TRUE((*w)->finish(end));
-  w->reset();
+  ASSERT_TRUE(w->finish(end));
+  w.reset();
   const std::string before_2s =
       " WHERE timestamp < " + std::to_string(kStart + 2000 * int64_t(kMs));
   EXPECT_EQ(test::query_int(path, "SELECT sum(calls) FROM call_seconds" + before_2s), 20);
@@ -167,21 +173,15 @@ TEST(CallSummaries, AFailedCommitWritesItsSecondsWithTheNextBatch) {
 TEST(CallSummaries, SecondsTheEndCouldNotCommitGoIntoTheReserve) {
   std::string path = test::temp_path("failed-end.db");
   FullDisk disk;
-  auto w = TraceWriter::open(path);
-  ASSERT_TRUE(w) << w.error().message;
-  SessionInfo si;
-  si.node = si.host = "n";
-  si.started_at_ns = si.mono_offset_ns = kStart;
-  ASSERT_TRUE((*w)->begin_session(si));
-  for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE((*w)->add(launch(i * 100 * kMs)));
-  ASSERT_TRUE((*w)->commit());
+  std::unique_ptr<TraceWriter> w;
+  ASSERT_NO_FATAL_FAILURE(twenty_calls(path, w));
   ASSERT_TRUE(std::filesystem::exists(path + "-reserve"));
   FullDisk::failing_writes = 1;
   SessionEnd end;
   end.stopped_at_ns = kStart + 3000 * int64_t(kMs);
-  EXPECT_FALSE((*w)->finish(end));  // a write failed, and says so
+  EXPECT_FALSE(w->finish(end));  // a write failed, and says so
   EXPECT_EQ(FullDisk::failing_writes, 0);
-  w->reset();
+  w.reset();
   EXPECT_FALSE(std::filesystem::exists(path + "-reserve"));
   EXPECT_EQ(test::query_int(path, "SELECT sum(calls) FROM call_seconds"), 20);
   EXPECT_EQ(test::query_int(path, "SELECT count(*) FROM calls"), 20);
