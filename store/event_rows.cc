@@ -184,6 +184,8 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
   }
 }
 
+uint64_t EventCursor::row_stack() const { return uint64_t(stmt_->int64(14)); }
+
 bool EventCursor::unpack_fields(const Stmt& st, hal::Event& e) const {
   sqlite3_stmt* raw = st.get();
   const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(raw, cols_->packed));

@@ -63,6 +63,10 @@ class EventCursor {
   // The next row into `e` (reset first): true; false at the end; an Error when SQLite
   // reports one (corruption in the middle of the file is an error, never a short read).
   ingero::Result<bool> next(hal::Event& e);
+  // Read straight from the events table (not through the views). Then row_stack() is the
+  // current row's stack_hash, which host_events does not show (on-CPU samples have one).
+  bool direct() const { return names_ != nullptr; }
+  uint64_t row_stack() const;
 
  private:
   struct Columns;

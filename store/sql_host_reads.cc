@@ -8,12 +8,27 @@ namespace ingero::store {
 void SqlTraceSource::host_events(const engine::Window& w, const engine::EventFn& fn) {
   EventFilter f = filter(w, false);
   f.scan = covers_file(w);
-  auto st = for_each_event(reader_.db(), EventCursor::Rows::kHostEvents, f, strings_,
-                           [&](const hal::Event& e) -> ingero::Status {
-                             fn(e);
-                             return {};
-                           });
-  if (!st) fail(st.error());
+  ahead_samples_.reset();
+  auto cursor = EventCursor::open(reader_.db(), EventCursor::Rows::kHostEvents, f, strings_);
+  if (!cursor) return fail(cursor.error());
+  // On-CPU samples are host events: read directly, they come with their stacks, and the
+  // cpu_samples() that follows (engine::read_cpu_samples) need not read the table again.
+  std::optional<AheadSamples> ahead;
+  if ((*cursor)->direct()) ahead.emplace(AheadSamples{w, {}});
+  hal::Event e;
+  while (true) {
+    auto more = (*cursor)->next(e);
+    if (!more) return fail(more.error());
+    if (!*more) break;
+    if (ahead && e.op == "cpu_sample") {
+      if (ahead->samples.size() < kMaxAheadSamples)
+        ahead->samples.push_back({int64_t(e.ts_ns), e.pid, e.tid, (*cursor)->row_stack()});
+      else
+        ahead.reset();  // too many to hold: cpu_samples() reads them
+    }
+    fn(e);
+  }
+  ahead_samples_ = std::move(ahead);
 }
 
 std::vector<engine::SnapshotRow> SqlTraceSource::snapshots(const engine::Window& w) {
@@ -141,6 +156,17 @@ bool SqlTraceSource::has_cpu_samples() {
 
 void SqlTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) {
   if (reader_.is_legacy()) return;
+  if (ahead_samples_) {
+    AheadSamples a = std::move(*ahead_samples_);
+    ahead_samples_.reset();
+    // The host events' read covered every process of its window: the same rows, in the same
+    // (time, id) order, as the query below would give for a window inside it.
+    if (a.window.from_ns <= w.from_ns && a.window.to_ns >= w.to_ns && a.window.node == w.node) {
+      for (const engine::CpuSample& s : a.samples)
+        if (w.contains(s.ts_ns) && (!w.pid || s.pid == *w.pid)) fn(s);
+      return;
+    }
+  }
   std::string ops = cpu_sample_ops();
   if (ops.empty()) return;
   // Ties in start time come in the order written, as along the time index.

@@ -160,8 +160,15 @@ class SqlTraceSource final : public engine::TraceSource {
   bool covers_file(const engine::Window& w);
   // An SQL condition on events' (source, op) matching on-CPU samples; "" when there are none.
   std::string cpu_sample_ops();
-  std::unique_ptr<TraceReader> own_reader_;  // set for a source made by open_another()
-  SqlTraceSource* parent_ = nullptr;         // the source it reports its error to
+  // The on-CPU samples a direct read of host events (they are host events) brought along, with
+  // the window read, for cpu_samples() to take instead of reading the table again.
+  struct AheadSamples {
+    engine::Window window;
+    std::vector<engine::CpuSample> samples;
+  };
+  static constexpr size_t kMaxAheadSamples = 4u << 20;  // 96 MiB
+  std::unique_ptr<TraceReader> own_reader_;             // set for a source made by open_another()
+  SqlTraceSource* parent_ = nullptr;                    // the source it reports its error to
   TraceReader& reader_;
   StringPool strings_;
   std::optional<Extent> extent_;
@@ -169,6 +176,7 @@ class SqlTraceSource final : public engine::TraceSource {
   // (covers_file) without a pass of its own; a plan chosen on a span that has since grown
   // reads the same rows.
   std::optional<std::pair<int64_t, int64_t>> plan_span_;
+  std::optional<AheadSamples> ahead_samples_;
   enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;
   CallCache cache_;
   std::vector<CallCache> later_;  // the slices the second connection read, by index

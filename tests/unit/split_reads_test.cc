@@ -215,6 +215,57 @@ std::vector<std::string> host_rows(Db& db, bool direct, bool scan) {
   return out;
 }
 
+// On-CPU samples are host events: a direct read of host events brings them along, and the
+// cpu_samples() after it gives, for any window inside the one read, exactly what a read of its
+// own gives (every process's samples of the window, their stacks, in (time, id) order).
+TEST(SplitReads, OnCpuSamplesBroughtByTheHostReadAreWhatTheirOwnReadGives) {
+  std::vector<Event> events = training_loop(30).calls;  // pid 10's samples, one stack
+  for (uint64_t i = 0; i < 50; ++i) {  // another process's, on other stacks, some at equal times
+    Event e = host_event(events[i * 37].ts_ns, "cpu_sample", EventKind::kCpuSample);
+    e.pid = e.tid = 11;
+    e.stack_id = 0x5000 + i % 7;
+    events.push_back(e);
+  }
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+  std::string path = write_trace("samples-ahead.db", events);
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader);
+  using Row = std::tuple<int64_t, uint32_t, uint32_t, uint64_t>;
+  auto samples = [](SqlTraceSource& s, const engine::Window& w) {
+    std::vector<Row> v;
+    s.cpu_samples(w, [&](const engine::CpuSample& c) {
+      v.push_back({c.ts_ns, c.pid, c.tid, c.stack_id});
+    });
+    return v;
+  };
+  engine::Window all, part, one;
+  SqlTraceSource probe(**reader);
+  auto span = probe.time_span();
+  part.from_ns = span.first + (span.second - span.first) / 3;
+  part.to_ns = span.second - (span.second - span.first) / 3;
+  one = part;
+  one.pid = 11;
+  size_t pid11 = 0;
+  for (const engine::Window& w : {all, part, one}) {
+    SqlTraceSource alone(**reader);
+    std::vector<Row> expected = samples(alone, w);
+    SqlTraceSource s(**reader);
+    s.host_events(all, [](const hal::Event&) {});
+    EXPECT_EQ(samples(s, w), expected);
+    EXPECT_EQ(samples(s, w), expected);  // taken once; then read from the table
+    EXPECT_TRUE(s.error().empty()) << s.error();
+    if (w.pid) pid11 = expected.size();
+  }
+  EXPECT_GT(pid11, 5u);
+  EXPECT_LT(pid11, 50u);
+  // A window the host read did not cover is read from the table.
+  SqlTraceSource alone(**reader), s(**reader);
+  s.host_events(part, [](const hal::Event&) {});
+  EXPECT_EQ(samples(s, all), samples(alone, all));
+  EXPECT_EQ(samples(alone, all).size(), 30u * 8 + 50);
+}
+
 TEST(SplitReads, HostEventsReadDirectlyAreWhatTheViewGives) {
   std::vector<Event> events = training_loop(30).calls;  // switches and on-CPU samples
   uint64_t t = 500 * kMs;
