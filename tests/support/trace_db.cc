@@ -61,13 +61,56 @@ TraceRun trace_command(const std::string& db, const std::vector<std::string>& co
   return r;
 }
 
+namespace {
+
+bool scratch_made = false;
+
+std::string test_dir_name(const ::testing::TestInfo& info) {
+  return std::string(info.test_suite_name()) + "." + info.name();
+}
+
+// A passed test's files go; a failed test's stay for whoever reads the failure.
+class ScratchCleaner : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (!scratch_made || !info.result()->Passed()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(scratch_root() + "/" + test_dir_name(info), ec);
+  }
+  void OnTestProgramEnd(const ::testing::UnitTest& unit) override {
+    if (!scratch_made || !unit.Passed()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(scratch_root(), ec);
+  }
+};
+
+const bool cleaner_registered = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new ScratchCleaner);
+  return true;
+}();
+
+}  // namespace
+
+std::string scratch_root() {
+  static const std::string root = [] {
+    (void)cleaner_registered;
+    std::string r = "/tmp/ingero-tests/" + std::to_string(getpid());
+    // Whatever is there was left by an earlier process that had this pid: in a fresh
+    // container, pids repeat from run to run, and /tmp may outlive the run.
+    std::error_code ec;
+    std::filesystem::remove_all(r, ec);
+    std::filesystem::create_directories(r);
+    scratch_made = true;
+    return r;
+  }();
+  return root;
+}
+
 std::string temp_path(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string dir = "/tmp/ingero-tests/" + std::to_string(getpid()) + "/" +
-                    (info ? std::string(info->test_suite_name()) + "." + info->name() : "x");
+  std::string dir = scratch_root() + "/" + (info ? test_dir_name(*info) : "x");
   std::filesystem::create_directories(dir);
   std::string p = dir + "/" + name;
-  std::filesystem::remove(p);
+  std::filesystem::remove_all(p);
   return p;
 }
 

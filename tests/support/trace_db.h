@@ -26,7 +26,10 @@ TraceRun trace_command(const std::string& db, const std::vector<std::string>& co
                        const std::vector<std::string>& extra = {},
                        const std::vector<std::string>& env = {});
 
-// A fresh path under a per-test temporary directory.
+// This process's scratch directory, /tmp/ingero-tests/PID, emptied on first use (an
+// earlier process with the same pid may have left files there).
+std::string scratch_root();
+// A fresh path under a per-test directory of scratch_root(), removed when the test passes.
 std::string temp_path(const std::string& name);
 std::string sha256_file(const std::string& path);
 

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
 #include "tests/unit/http/server_fixture.h"
 
 namespace ingero::serve::http::test {
@@ -23,7 +24,7 @@ struct Pki {
 const Pki& pki() {
   static const Pki p = [] {
     Pki k;
-    k.dir = "/tmp/ingero-tests/" + std::to_string(getpid()) + "/pki";
+    k.dir = ingero::test::scratch_root() + "/pki";
     std::filesystem::create_directories(k.dir);
     auto f = [&](const std::string& n) { return k.dir + "/" + n; };
     k.ca = f("ca.crt");
