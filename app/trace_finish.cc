@@ -77,8 +77,12 @@ int Trace::finish() {
     if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
     if (writer_->retention_deleted())
       std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
-                << " rows past the policy (--retain/--max-db-size); longest pass "
-                << engine::format_duration(uint64_t(retention_pause_max_ns_)) << "\n";
+                << " rows past the policy (--retain/--max-db-size)"
+                << (shipper_ ? ", " + std::to_string(writer_->retention_unshipped()) +
+                                   " of them before ClickHouse had them"
+                             : "")
+                << "; longest pass " << engine::format_duration(uint64_t(retention_pause_max_ns_))
+                << "\n";
     if (folded_)
       std::cerr << "ingero: folded " << folded_
                 << " launches older than --full-rows into runs (per-second summaries keep every "

@@ -38,8 +38,9 @@ void Trace::update_counters() {
 // while rows past the policy remain, and at the end the policy is met before the file closes.
 void Trace::apply_retention(bool final) {
   if (!opts_.keep_all) fold_calls();
-  store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes};
+  store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes, {}};
   if (!p.active()) return;
+  if (shipper_) p.shipped_through = shipper_->shipped_through_all();
   // Passes of at most 5,000 rows per table while 40 ms of this tick remain (the writer's
   // pause stays under 50 ms; the rings absorb it); at the end, until the policy holds.
   int64_t t0 = mono_now_ns();

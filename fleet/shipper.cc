@@ -35,6 +35,24 @@ ingero::Result<std::unique_ptr<Shipper>> Shipper::create(const std::string& db_p
   return std::unique_ptr<Shipper>(new Shipper(db_path, std::move(options), std::move(client), fd));
 }
 
+Shipper::Shipper(std::string path, ShipperOptions o, std::unique_ptr<ClickHouseClient> c,
+                 int lock_fd)
+    : path_(std::move(path)), opts_(std::move(o)), client_(std::move(c)), lock_fd_(lock_fd) {
+  for (const TableSpec& t : fleet_tables())
+    if (t.mode == ShipMode::kRowid) through_[t.name] = 0;
+}
+
+int64_t Shipper::shipped_through(const std::string& table) const {
+  auto it = through_.find(table);
+  return it == through_.end() ? 0 : it->second.load();
+}
+
+std::map<std::string, int64_t> Shipper::shipped_through_all() const {
+  std::map<std::string, int64_t> out;
+  for (const auto& [table, through] : through_) out[table] = through.load();
+  return out;
+}
+
 Shipper::~Shipper() {
   stop();
   if (lock_fd_ >= 0) close(lock_fd_);
@@ -91,7 +109,7 @@ void Shipper::note_success() {
 void Shipper::warn_folded_unshipped() {
   if (!opts_.log || folding_warned_for_ == state_file_) return;
   auto f = spool_->folding();
-  if (!f || f->calls == 0 || f->through_id <= events_through_) return;
+  if (!f || f->calls == 0 || f->through_id <= events_shipped_through()) return;
   folding_warned_for_ = state_file_;
   opts_.log(path_ + ": up to " + std::to_string(f->calls) +
             " calls were folded into runs (tiered retention) before they were shipped; "
@@ -154,7 +172,7 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
     state_ = std::move(*s);
     state_file_ = spool_->file_start();
     stacks_seen_frames_ = -1;
-    events_through_ = state_.high_water["events"];
+    for (auto& [table, through] : through_) through = state_.high_water[table];
     warn_folded_unshipped();
     std::lock_guard<std::mutex> g(mu_);
     ++totals_.resyncs;
@@ -232,7 +250,7 @@ ingero::Status Shipper::ship_rowid(const TableSpec& t, Deadline deadline, bool& 
     if (n == 0) return {};
     if (auto s = insert(t, tsv, n); !s) return s;
     high = last;
-    if (t.name == "events") events_through_ = high;
+    through_.at(t.name) = high;
     if (!more) return {};
   }
 }

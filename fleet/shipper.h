@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,12 +69,15 @@ class Shipper {
   // The file's `events` rows up to this id are in ClickHouse (0 until ClickHouse answered).
   // The tracer folds no row above it (store/tiers.h): every call reaches ClickHouse as its own
   // row before it can be folded into a run, however long ClickHouse was away.
-  int64_t events_shipped_through() const { return events_through_.load(); }
+  int64_t events_shipped_through() const { return shipped_through("events"); }
+  // The same for each table shipped by id (events, system_snapshots, process_stats,
+  // device_counters); 0 for the others. Retention counts the rows it deletes above it.
+  int64_t shipped_through(const std::string& table) const;
+  std::map<std::string, int64_t> shipped_through_all() const;
   const Endpoint& endpoint() const { return client_->endpoint(); }
 
  private:
-  Shipper(std::string path, ShipperOptions o, std::unique_ptr<ClickHouseClient> c, int lock_fd)
-      : path_(std::move(path)), opts_(std::move(o)), client_(std::move(c)), lock_fd_(lock_fd) {}
+  Shipper(std::string path, ShipperOptions o, std::unique_ptr<ClickHouseClient> c, int lock_fd);
   using Deadline = std::chrono::steady_clock::time_point;
   void loop();
   // One pass: true when caught up, false when the deadline cut it short.
@@ -100,7 +104,9 @@ class Shipper {
   int64_t stacks_seen_frames_ = -1;  // frame count when stacks were last caught up
   bool failing_ = false;
   uint64_t folding_warned_for_ = 0;  // file_start of the file last warned about
-  std::atomic<int64_t> events_through_{0};
+  // Per table shipped by id: the high water, readable from other threads (the map's keys are
+  // fixed at construction).
+  std::map<std::string, std::atomic<int64_t>> through_;
 
   mutable std::mutex mu_;
   ShipTotals totals_;

@@ -57,9 +57,21 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
   if (auto st = db.exec("BEGIN"); !st) return st.error();
   for (const char* table : kTables) {
     if (!db.table_exists(table)) continue;
-    std::string sql = std::string("DELETE FROM ") + table + " WHERE rowid IN (SELECT rowid FROM " +
-                      table + " WHERE timestamp < " + std::to_string(cut) +
-                      " ORDER BY rowid LIMIT " + std::to_string(budget) + ")";
+    // The newest row stays, whatever its age: SQLite gives the next row max(rowid) + 1, so an
+    // emptied table would hand out its ids again, below a shipper's resume point.
+    std::string doomed = std::string("SELECT rowid FROM ") + table + " WHERE timestamp < " +
+                         std::to_string(cut) + " AND rowid < (SELECT max(rowid) FROM " + table +
+                         ") ORDER BY rowid LIMIT " + std::to_string(budget);
+    if (auto s = p.shipped_through.find(table); s != p.shipped_through.end()) {
+      auto n = scalar(
+          db, "SELECT count(*) FROM (" + doomed + ") WHERE rowid > " + std::to_string(s->second));
+      if (!n) {
+        (void)db.exec("ROLLBACK");
+        return n.error();
+      }
+      out.unshipped += uint64_t(*n);
+    }
+    std::string sql = std::string("DELETE FROM ") + table + " WHERE rowid IN (" + doomed + ")";
     if (auto st = db.exec(sql); !st) {
       (void)db.exec("ROLLBACK");
       return st.error();

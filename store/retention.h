@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "hal/result.h"
 #include "store/sqlite_db.h"
@@ -15,11 +17,15 @@ namespace ingero::store {
 struct RetentionPolicy {
   int64_t retain_ns = 0;   // keep rows newer than this (0: by age, keep everything)
   uint64_t max_bytes = 0;  // keep the used pages under this (0: no limit)
+  // Tables a shipper copies elsewhere, each with the id up to which it has: the policy holds
+  // all the same, and the rows deleted above it are counted (RetentionPass::unshipped).
+  std::map<std::string, int64_t> shipped_through;
   bool active() const { return retain_ns > 0 || max_bytes > 0; }
 };
 
 struct RetentionPass {
   uint64_t deleted = 0;     // rows deleted by this pass, every table
+  uint64_t unshipped = 0;   // of them, rows of a shipped table above its shipped_through
   uint64_t used_bytes = 0;  // used pages after it
   bool more = false;        // the budget ran out: rows past the policy remain for the next pass
 };

@@ -122,6 +122,11 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
                                            int64_t before_ns, uint64_t budget, FoldLimits& lim,
                                            FoldPass& out, int64_t& last_id) {
   bool reread = false;
+  // The newest row keeps its row: SQLite gives the next row max(id) + 1, and an id handed out
+  // again would be below the fold's and the shipper's resume points, never folded nor shipped.
+  auto newest = db.query_int("SELECT max(id) FROM events");
+  if (!newest) return newest.error();
+  int64_t newest_id = newest->value_or(0);
   auto sel = db.prepare(
       "SELECT id, timestamp, duration, pid, tid, source, op, ret_code, status, "
       "coalesce(off_cpu_ns, 0), coalesce(preempts, 0), node, session_id, comm, cgroup_id, "
@@ -162,7 +167,8 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
       reread = true;
       l = lim.limit.find({w.pid, w.source, w.op});
     }
-    w.foldable = ok && on_cpu && launch && l != lim.limit.end() && w.dur < l->second;
+    w.foldable =
+        ok && on_cpu && launch && l != lim.limit.end() && w.dur < l->second && w.id != newest_id;
     w.node = sel->text(11);
     w.session = sel->int64(12);
     w.comm = sel->text(13);

@@ -146,10 +146,11 @@ class TraceWriter final : public hal::EventSink {
   // Records the session's loss counters (and events stored, store errors) so far.
   ingero::Status update_counters(const SessionCounters& c);
   // Commits what is pending, then one bounded retention pass (store/retention.h); rows it
-  // deleted add to retention_deleted().
+  // deleted add to retention_deleted(), those not yet shipped to retention_unshipped().
   ingero::Result<RetentionPass> apply_retention(const RetentionPolicy& p, int64_t now_ns,
                                                 uint64_t budget = 20000);
   uint64_t retention_deleted() const { return retention_deleted_; }
+  uint64_t retention_unshipped() const { return retention_unshipped_; }
   // Writes the summaries of the seconds before `now_ns` - 2 s (wall clock), commits, then one
   // bounded folding pass (store/tiers.h) of the calls before `before_ns` already summarised,
   // in the rows up to `through_id`.
@@ -197,6 +198,7 @@ class TraceWriter final : public hal::EventSink {
   // still record the loss (store_errors) and the stop. Removed by finish() and the destructor.
   std::string reserve_path_;
   uint64_t retention_deleted_ = 0;
+  uint64_t retention_unshipped_ = 0;
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"

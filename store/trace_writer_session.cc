@@ -12,6 +12,7 @@ ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy
   auto pass = store::apply_retention(*db_, p, now_ns, budget);
   if (!pass) return pass.error();
   retention_deleted_ += pass->deleted;
+  retention_unshipped_ += pass->unshipped;
   // In WAL mode the file shrinks when the freed pages are checkpointed: SQLite's automatic
   // checkpoint does it with the writes (an explicit one here cost tens of ms per pass).
   return pass;

@@ -298,5 +298,43 @@ TEST(FleetTrace, FoldingWaitsForClickHouseSoEveryCallArrives) {
       4800);
 }
 
+// --max-db-size holds while ClickHouse is away: the oldest rows go, shipped or not. The tracer
+// says how many of them ClickHouse never had, and that count is exact: with what ClickHouse
+// has once the file is shipped, it adds up to every row the shipped tables ever held.
+TEST(FleetTrace, RowsDeletedBeforeTheyWereShippedAreCountedExactly) {
+  REQUIRE_FLEET_TRACE();
+  ClickHouseServers ch;
+  std::string why;
+  ASSERT_TRUE(ch.start(1, &why)) << why;
+  ASSERT_TRUE(ch.stop(0));
+  std::string db = temp_path("node-r.db");
+  std::string out, err;
+  int rc = run_command({INGERO_BIN, "trace", "--no-live", "--node", "node-r", "--db", db,
+                        "--clickhouse", ch.url(0, "ingero"), "--max-db-size", "256KiB",
+                        "--no-stack", "--", INGERO_FAKE_CALLS, "steps", INGERO_FAKE_CUDART, "300"},
+                       &out, &err, {"VIRTUAL_ENV=" INGERO_FAKE_VENV}, std::chrono::seconds(120));
+  ASSERT_EQ(rc, 0) << err;
+  const std::string said = " of them before ClickHouse had them";
+  auto at = err.find(said);
+  ASSERT_NE(at, std::string::npos) << err;
+  auto from = err.rfind(", ", at);
+  ASSERT_NE(from, std::string::npos) << err;
+  long long unshipped = std::stoll(err.substr(from + 2, at - from - 2));
+  EXPECT_GT(unshipped, 0) << err;
+  ASSERT_TRUE(ch.restart(0, &why)) << why;
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  long long in_clickhouse = 0, ever = 0;
+  for (const char* t : {"events", "system_snapshots", "process_stats", "device_counters"}) {
+    in_clickhouse += ch.query_int(0, std::string("SELECT count() FROM ingero.") + t);
+    ever += query_int(db, std::string("SELECT coalesce(max(id), 0) FROM ") + t);
+  }
+  EXPECT_EQ(in_clickhouse + unshipped, ever);
+  // The events table's newest row stayed: ids were never given twice.
+  EXPECT_EQ(ch.query(0, "SELECT count() = uniqExact(src_id) FROM ingero.events"), "1\n");
+}
+
 }  // namespace
 }  // namespace ingero::test

@@ -66,47 +66,57 @@ std::string write_sample(const std::string& path, int n = 3) {
 
 // Retention deletes the oldest rows in bounded passes: by age exactly at the cut, and by size
 // until the used pages fit, always keeping the newest; freed pages go back to the file.
+constexpr int64_t kRetentionOffset = 1'000'000'000'000;
+
+// One call per ms for 60 s, committed: event ids 1 to 60,000 in time order.
+std::unique_ptr<TraceWriter> minute_of_calls(const std::string& db) {
+  auto w = TraceWriter::open(db);
+  EXPECT_TRUE(w) << w.error().message;
+  if (!w) return nullptr;
+  SessionInfo si;
+  si.mono_offset_ns = kRetentionOffset;
+  EXPECT_TRUE((*w)->begin_session(si));
+  for (int i = 0; i < 60000; ++i)
+    EXPECT_TRUE((*w)->add(
+        call("cudaLaunchKernel", EventKind::kLaunch, uint64_t(i) * 1'000'000, 1000, 101)));
+  EXPECT_TRUE((*w)->commit());
+  return std::move(*w);
+}
+
 TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
   std::string db = test::temp_path("retention.db");
-  constexpr int64_t kOffset = 1'000'000'000'000;
-  auto w = TraceWriter::open(db);
-  ASSERT_TRUE(w) << w.error().message;
-  SessionInfo si;
-  si.mono_offset_ns = kOffset;
-  ASSERT_TRUE((*w)->begin_session(si));
-  for (int i = 0; i < 60000; ++i)  // one call per ms for 60 s
-    ASSERT_TRUE((*w)->add(
-        call("cudaLaunchKernel", EventKind::kLaunch, uint64_t(i) * 1'000'000, 1000, 101)));
-  ASSERT_TRUE((*w)->commit());
+  constexpr int64_t kOffset = kRetentionOffset;
+  auto w = minute_of_calls(db);
+  ASSERT_TRUE(w);
   // By age: keep the last 10 s. Passes of at most 20,000 rows per table; the first says more
   // remain. The per-second summaries of the 50 seconds past the policy go in the first.
-  RetentionPolicy age{10'000'000'000, 0};
+  RetentionPolicy age{10'000'000'000, 0, {}};
   int64_t now = kOffset + 60'000'000'000;
-  auto p1 = (*w)->apply_retention(age, now);
+  auto p1 = w->apply_retention(age, now);
   ASSERT_TRUE(p1) << p1.error().message;
   EXPECT_EQ(p1->deleted, 20000u + 50);
   EXPECT_TRUE(p1->more);
   while (true) {
-    auto p = (*w)->apply_retention(age, now);
+    auto p = w->apply_retention(age, now);
     ASSERT_TRUE(p);
     if (!p->deleted) break;
   }
-  EXPECT_EQ((*w)->retention_deleted(), 50000u + 50);
+  EXPECT_EQ(w->retention_deleted(), 50000u + 50);
   // Summaries of the kept seconds, but for the last three: written 2 s behind the newest call.
   EXPECT_EQ(test::query_int(db, "SELECT sum(calls) FROM call_seconds"), 7000);
   EXPECT_EQ(test::query_rows(
                 db, "SELECT count(*), min(ts_ns) - " + std::to_string(kOffset) + " FROM calls"),
             (std::vector<std::vector<std::string>>{{"10000", "50000000000"}}));
   // By size: half of what is used now; passes until it fits, the newest rows stay.
-  auto used = used_bytes((*w)->db());
+  auto used = used_bytes(w->db());
   ASSERT_TRUE(used);
-  RetentionPolicy size{0, *used / 2};
+  RetentionPolicy size{0, *used / 2, {}};
   for (int i = 0; i < 20; ++i) {
-    auto p = (*w)->apply_retention(size, now);
+    auto p = w->apply_retention(size, now);
     ASSERT_TRUE(p);
     if (p->used_bytes <= size.max_bytes) break;
   }
-  auto after = used_bytes((*w)->db());
+  auto after = used_bytes(w->db());
   ASSERT_TRUE(after);
   EXPECT_LE(*after, size.max_bytes);
   EXPECT_EQ(test::query_int(db, "SELECT max(ts_ns) - " + std::to_string(kOffset) + " FROM calls"),
@@ -114,6 +124,59 @@ TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
   EXPECT_LT(test::query_int(db, "SELECT count(*) FROM calls"), 10000);
   // Incremental auto-vacuum: the freelist was handed back.
   EXPECT_EQ(test::query_int(db, "PRAGMA freelist_count"), 0);
+}
+
+// A shipper that lags does not stop retention (the disk limit holds), but every row deleted
+// before it was shipped is counted, per shipped table; tables not shipped count nothing.
+TEST(Store, RetentionCountsTheRowsItDeletesBeforeTheyWereShipped) {
+  std::string db = test::temp_path("retention-shipped.db");
+  auto w = minute_of_calls(db);
+  ASSERT_TRUE(w);
+  // Keep the last 10 s: events 1 to 50,000 go, and the summaries of 50 seconds. The shipper
+  // has events up to 30,000, and no summary (call_seconds is not shipped).
+  RetentionPolicy age{10'000'000'000, 0, {{"events", 30000}, {"system_snapshots", 0}}};
+  int64_t now = kRetentionOffset + 60'000'000'000;
+  while (true) {
+    auto p = w->apply_retention(age, now);
+    ASSERT_TRUE(p) << p.error().message;
+    if (!p->deleted) break;
+  }
+  EXPECT_EQ(w->retention_deleted(), 50000u + 50);
+  EXPECT_EQ(w->retention_unshipped(), 20000u);
+  EXPECT_EQ(test::query_int(db, "SELECT min(id) FROM events"), 50001);
+  // Shipped past what goes: nothing unshipped.
+  age.retain_ns = 5'000'000'000;
+  age.shipped_through = {{"events", 60000}};
+  while (true) {
+    auto p = w->apply_retention(age, now);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->unshipped, 0u);
+    if (!p->deleted) break;
+  }
+  EXPECT_EQ(w->retention_deleted(), 55000u + 55);
+  EXPECT_EQ(w->retention_unshipped(), 20000u);
+}
+
+// Ids only grow: a shipper resumes above the last id it shipped (fleet.md), so retention
+// keeps each table's newest row even past the policy. An emptied table would hand out its
+// ids again from 1.
+TEST(Store, RetentionNeverLetsAnIdBeGivenTwice) {
+  std::string db = test::temp_path("retention-ids.db");
+  auto w = minute_of_calls(db);
+  ASSERT_TRUE(w);
+  // Everything is a minute older than the policy.
+  RetentionPolicy age{1'000'000'000, 0, {}};
+  int64_t now = kRetentionOffset + 120'000'000'000;
+  while (true) {
+    auto p = w->apply_retention(age, now);
+    ASSERT_TRUE(p) << p.error().message;
+    if (!p->deleted) break;
+  }
+  EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(id) FROM events"),
+            (std::vector<std::vector<std::string>>{{"1", "60000"}}));
+  ASSERT_TRUE(w->add(call("cudaLaunchKernel", EventKind::kLaunch, 61'000'000'000, 1000, 101)));
+  ASSERT_TRUE(w->commit());
+  EXPECT_EQ(test::query_int(db, "SELECT max(id) FROM events"), 60001);
 }
 
 TEST(Store, RoundTripThroughContractViews) {

@@ -118,6 +118,27 @@ TEST(Tiers, FoldingKeepsWhatTheRulesNeedAndRunsHoldTheRest) {
             int64_t(l.launches + l.others));
 }
 
+// The newest row is never folded: SQLite gives the next row max(id) + 1, and an id handed out
+// again would lie below the fold's and the shipper's resume points.
+TEST(Tiers, TheNewestRowKeepsItsRowSoNoIdIsGivenTwice) {
+  std::mt19937_64 rng(11);
+  std::vector<Event> calls;
+  for (int i = 0; i < 2000; ++i)  // launches only, 10-30 us, 5 us apart
+    calls.push_back(launch(uint64_t(i) * 40 * kUs, (10 + rng() % 21) * kUs));
+  calls.back().dur_ns = 10 * kUs;  // foldable: far under the p95
+  std::string db = write_trace("newest.db", calls);
+  int64_t newest = test::query_int(db, "SELECT max(id) FROM events");
+  auto d = Db::open(db, Db::Mode::kReadWrite);
+  ASSERT_TRUE(d);
+  auto pass = fold_calls(**d, INT64_MAX, 10000000);
+  ASSERT_TRUE(pass) << pass.error().message;
+  EXPECT_GT(pass->folded, 1000u);
+  EXPECT_EQ(test::query_int(db, "SELECT max(id) FROM events"), newest);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM calls") +
+                test::query_int(db, "SELECT sum(calls) FROM call_runs"),
+            2000);
+}
+
 // A fold bounded by a row id (the tracer's shipper: rows not yet in ClickHouse) leaves every
 // row above it as it was, and the next pass without the bound folds them as if there had been
 // none.
