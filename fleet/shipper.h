@@ -70,7 +70,7 @@ class Shipper {
   // The tracer folds no row above it (store/tiers.h): every call reaches ClickHouse as its own
   // row before it can be folded into a run, however long ClickHouse was away.
   int64_t events_shipped_through() const { return shipped_through("events"); }
-  // The same for each table shipped by id (events, system_snapshots, process_stats,
+  // The same for each table shipped by id (events, libraries, system_snapshots, process_stats,
   // device_counters); 0 for the others. Retention counts the rows it deletes above it.
   int64_t shipped_through(const std::string& table) const;
   std::map<std::string, int64_t> shipped_through_all() const;
