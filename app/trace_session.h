@@ -68,8 +68,12 @@ class Trace {
   bool serve_metrics();
   void make_pipeline();
   void print_libraries(const std::vector<hal::LibraryStatus>& libs);
-  void store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors);
+  // late_pid: found while that process had them mapped, late_ns after its loader said so (0:
+  // unknown).
+  void store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors,
+                       uint32_t late_pid = 0, int64_t late_ns = 0);
   void rescan_pending();
+  void rescan_all();  // the periodic safety net
   void live_line(bool final);
   void apply_retention(bool final);
   void fold_calls();
@@ -116,8 +120,8 @@ class Trace {
   int64_t last_metrics_ = 0;
   std::map<std::string, uint64_t> probe_counts_;  // attached probes by backend
   store::SessionInfo si_;
-  std::set<int> rescan_;
-  TracedCommand cmd_;  // with -- COMMAND
+  std::map<int, uint64_t> rescan_;  // pid -> its first notification since the last re-scan
+  TracedCommand cmd_;               // with -- COMMAND
   int64_t start_mono_ = 0;
   bool tty_ = false;
   std::string exit_reason_ = "signal";

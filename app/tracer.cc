@@ -86,31 +86,69 @@ void Trace::print_libraries(const std::vector<hal::LibraryStatus>& libs) {
   }
 }
 
-void Trace::store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors) {
+void Trace::store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors,
+                            uint32_t late_pid, int64_t late_ns) {
   for (const auto& l : libs) {
     std::string missing, errors;
     if (with_errors) {
       for (auto& m : l.missing_required) missing += (missing.empty() ? "" : ",") + m;
       for (auto& e : l.errors) errors += (errors.empty() ? "" : "\n") + e;
     }
-    (void)writer_->add_library({l.backend, l.vendor, l.api, l.path, l.soname, l.version, l.build_id,
-                                l.embedded, l.specs_total, l.specs_resolved, l.probes_attached,
-                                missing, errors});
+    store::LibraryRow row{l.backend,
+                          l.vendor,
+                          l.api,
+                          l.path,
+                          l.soname,
+                          l.version,
+                          l.build_id,
+                          l.embedded,
+                          l.specs_total,
+                          l.specs_resolved,
+                          l.probes_attached,
+                          missing,
+                          errors,
+                          0,
+                          0};
+    if (late_pid && l.probes_attached) {
+      row.late_pid = late_pid;
+      row.late_ns = late_ns;
+    }
+    (void)writer_->add_library(row);
   }
 }
 
+// A library found while a process already has it mapped is attached late for that process:
+// the calls it made into it before the attach are not traced. Said here and recorded
+// (libraries.late_pid, late_ns), so that explain says it too.
 void Trace::rescan_pending() {
   if (rescan_.empty()) return;
-  std::set<int> pids;
+  std::map<int, uint64_t> pids;
   pids.swap(rescan_);
-  for (int pid : pids) {
+  for (const auto& [pid, noticed] : pids) {
     if (stacks_) stacks_->process_changed(uint32_t(pid));
     auto fresh = probes_->scan_pid(pid);
     if (fresh.empty()) continue;
-    if (!opts_.quiet) std::cerr << cr() << "ingero: new libraries in pid " << pid << ":\n";
+    int64_t late = std::max<int64_t>(1, mono_now_ns() - int64_t(noticed));
+    if (!opts_.quiet)
+      std::cerr << cr() << "ingero: new libraries in pid " << pid << ", attached "
+                << engine::format_duration(uint64_t(late))
+                << " after its loader reported them (calls into them before that are not "
+                   "traced):\n";
     print_libraries(fresh);
-    store_libraries(fresh, false);
+    store_libraries(fresh, false, uint32_t(pid), late);
   }
+  probes_->watch_loaders();
+}
+
+void Trace::rescan_all() {
+  auto fresh = probes_->scan_all();
+  if (!fresh.empty() && !opts_.quiet)
+    std::cerr << cr()
+              << "ingero: new libraries found by the periodic scan (calls into them before now "
+                 "are not traced):\n";
+  print_libraries(fresh);
+  for (const auto& l : fresh)
+    store_libraries({l}, false, l.pids.empty() ? 0 : uint32_t(*l.pids.begin()), 0);
   probes_->watch_loaders();
 }
 
@@ -158,7 +196,7 @@ void Trace::make_pipeline() {
               << " (events are being lost; the trace keeps what was already committed)\n";
   };
   pipeline_ = std::make_unique<capture::EventPipeline>(*decoder_, sinks_);
-  pipeline_->on_libwatch = [this](int pid) { rescan_.insert(pid); };
+  pipeline_->on_libwatch = [this](int pid, uint64_t mono_ns) { rescan_.emplace(pid, mono_ns); };
   if (opts_.stacks) {
     stacks_ = std::make_unique<capture::StackCollector>(sinks_, session_.get());
     stacks_->on_warning = [this](const std::string& m) {
@@ -322,11 +360,7 @@ void Trace::loop() {
       {sec, true, [this](int64_t m, bool f) { update_metrics(m, f); }},
       {sec, false, [this](int64_t, bool) { live_line(false); }},
       {sec / 2, true, [this](int64_t, bool final) { apply_retention(final); }},
-      {30 * sec, false,
-       [this](int64_t, bool) {
-         print_libraries(probes_->scan_all());
-         probes_->watch_loaders();
-       }},
+      {30 * sec, false, [this](int64_t, bool) { rescan_all(); }},
   };
   for (auto& p : periodic_) p.next = start_mono_ + p.period_ns;
 

@@ -116,7 +116,10 @@ void EventPipeline::on_record(const void* data, size_t size) {
         return;
       }
       ++counters_.libwatch;
-      if (on_libwatch) on_libwatch(int(static_cast<const ingero_libwatch_rec*>(data)->pid));
+      if (on_libwatch) {
+        const auto* w = static_cast<const ingero_libwatch_rec*>(data);
+        on_libwatch(int(w->pid), w->ts_ns);
+      }
       break;
     }
     case INGERO_REC_SCHED:

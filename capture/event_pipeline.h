@@ -39,8 +39,9 @@ class EventPipeline {
   EventPipeline(const hal::CallDecoder& decoder, hal::EventSink& out)
       : decoder_(decoder), out_(out) {}
 
-  // Called for exec and link-map notifications (re-scan that pid for libraries).
-  std::function<void(int pid)> on_libwatch;
+  // Called for exec and link-map notifications (re-scan that pid for libraries), with the
+  // notification's CLOCK_MONOTONIC time.
+  std::function<void(int pid, uint64_t mono_ns)> on_libwatch;
   // Whether to read /proc/PID/{comm,cmdline} for each new pid (off in benchmarks).
   bool read_proc = true;
   // Stack records and call-to-stack links (null: stacks are not collected).

@@ -171,6 +171,15 @@ std::string losses_line(const std::optional<TraceLosses>& l) {
   }
   if (l->store_errors)
     parts.push_back(format_count(l->store_errors) + " events not written (store errors)");
+  for (const auto& late : l->late_libraries) {
+    auto slash = late.path.rfind('/');
+    std::string name = slash == std::string::npos ? late.path : late.path.substr(slash + 1);
+    parts.push_back(name + " attached " +
+                    (late.late_ns > 0 ? format_duration(uint64_t(late.late_ns)) + " after"
+                                      : "some time after") +
+                    " pid " + std::to_string(late.pid) +
+                    " loaded it: its calls into it before then are not traced");
+  }
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;

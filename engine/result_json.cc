@@ -142,7 +142,12 @@ nlohmann::json losses_json(const TraceLosses& l) {
   nlohmann::json j = {
       {"calls_lost", l.calls_lost()},   {"ringbuf_drops", l.ringbuf_drops},
       {"lost_calls", l.lost_calls},     {"calls_lost_at_exit", l.calls_lost_at_exit},
-      {"store_errors", l.store_errors}, {"lower_bounds", l.calls_lost() > 0}};
+      {"store_errors", l.store_errors}, {"lower_bounds", l.lower_bounds()}};
+  if (!l.late_libraries.empty()) {
+    auto& late = j["late_libraries"] = nlohmann::json::array();
+    for (const auto& x : l.late_libraries)
+      late.push_back({{"path", x.path}, {"pid", x.pid}, {"late_ns", x.late_ns}});
+  }
   if (l.by_kind) {
     j["call_drops"] = l.call_drops;
     j["stack_drops"] = l.stack_drops;

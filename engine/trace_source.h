@@ -64,6 +64,14 @@ struct StackFrameInfo {
   std::string address;  // "libx.so+0x1a2b"
 };
 
+// A library attached while a process already had it mapped: that process's calls into it
+// before the attach are not in the trace, and nothing could count them.
+struct LateLibrary {
+  std::string path;
+  uint32_t pid = 0;
+  int64_t late_ns = 0;  // from its loader's report to the attach; 0: unknown
+};
+
 // Records the tracer lost, as its sessions counted them. by_kind is false for files written
 // before the per-kind counters (schema < 5): only ringbuf_drops (every kind) is known then.
 struct TraceLosses {
@@ -73,11 +81,17 @@ struct TraceLosses {
   uint64_t lost_calls = 0;          // never traced: thread table full, nesting too deep
   uint64_t calls_lost_at_exit = 0;  // in flight in a process that exited
   uint64_t store_errors = 0;        // decoded but not written
+  std::vector<LateLibrary> late_libraries;
   // Calls missing from the trace; when the kind of a drop is unknown, every drop counts.
   uint64_t calls_lost() const {
     return (by_kind ? call_drops : ringbuf_drops) + lost_calls + calls_lost_at_exit;
   }
-  uint64_t any() const { return ringbuf_drops + lost_calls + calls_lost_at_exit + store_errors; }
+  bool any() const {
+    return ringbuf_drops + lost_calls + calls_lost_at_exit + store_errors ||
+           !late_libraries.empty();
+  }
+  // Whether call counts may be short of the truth.
+  bool lower_bounds() const { return calls_lost() > 0 || !late_libraries.empty(); }
 };
 
 // One on-CPU sample of a thread (perf-event CPU-clock sampling of GPU processes): where the

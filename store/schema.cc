@@ -221,6 +221,9 @@ CREATE TABLE IF NOT EXISTS stack_frames (
 const char* kV5EventColumns[] = {"stack_of_site", "nested_calls", "nested_source", "nested_op"};
 const char* kV5SessionColumns[] = {"call_drops", "stack_drops", "host_drops", "sample_drops",
                                    "calls_lost_at_exit"};
+// Libraries found while a process already had them mapped (added without a version: readers
+// check the columns).
+const char* kLateLibraryColumns[] = {"late_pid", "late_ns"};
 
 // v6: counters polled by any backend's side channel (hal/side_channel.h), one row per counter
 // and sample. Schema 3-5 had an rdma_counters table instead; its rows move here, and the rdma
@@ -394,6 +397,12 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   for (const char* c : kV5SessionColumns)
     if (!db.column_exists("sessions", c))
       if (auto st = db.exec(std::string("ALTER TABLE sessions ADD COLUMN ") + c +
+                            " INTEGER NOT NULL DEFAULT 0");
+          !st)
+        return fail(st.error());
+  for (const char* c : kLateLibraryColumns)
+    if (!db.column_exists("libraries", c))
+      if (auto st = db.exec(std::string("ALTER TABLE libraries ADD COLUMN ") + c +
                             " INTEGER NOT NULL DEFAULT 0");
           !st)
         return fail(st.error());

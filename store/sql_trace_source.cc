@@ -240,6 +240,12 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses() {
   uint64_t* out[] = {&l.ringbuf_drops, &l.call_drops, &l.stack_drops,        &l.host_drops,
                      &l.sample_drops,  &l.lost_calls, &l.calls_lost_at_exit, &l.store_errors};
   for (int i = 0; i < 8; ++i) *out[i] = uint64_t(st->int64(i));
+  if (db.column_exists("libraries", "late_pid")) {
+    auto late =
+        prepare("SELECT path, late_pid, late_ns FROM libraries WHERE late_pid <> 0 ORDER BY id");
+    while (late && row(*late))
+      l.late_libraries.push_back({late->text(0), uint32_t(late->int64(1)), late->int64(2)});
+  }
   return l;
 }
 

@@ -394,8 +394,8 @@ ingero::Result<int64_t> TraceWriter::add_library(const LibraryRow& row) {
   if (auto st = begin_if_needed(); !st) return st.error();
   auto st = db_->prepare(
       "INSERT INTO libraries (session_id, backend, vendor, api, path, soname, version, build_id, "
-      "embedded, specs_total, specs_resolved, probes_attached, missing, errors) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "embedded, specs_total, specs_resolved, probes_attached, missing, errors, late_pid, late_ns) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
   st->bind(1, session_id_)
       .bind(2, row.backend)
@@ -410,7 +410,9 @@ ingero::Result<int64_t> TraceWriter::add_library(const LibraryRow& row) {
       .bind(11, int64_t(row.specs_resolved))
       .bind(12, int64_t(row.probes_attached))
       .bind(13, row.missing)
-      .bind(14, row.errors);
+      .bind(14, row.errors)
+      .bind(15, int64_t(row.late_pid))
+      .bind(16, row.late_ns);
   if (auto r = st->step(); !r) return r.error();
   int64_t id = sqlite3_last_insert_rowid(db_->handle());
   library_ids_[row.path] = id;

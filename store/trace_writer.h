@@ -65,6 +65,10 @@ struct LibraryRow {
   bool embedded = false;
   uint64_t specs_total = 0, specs_resolved = 0, probes_attached = 0;
   std::string missing, errors;
+  // Found while tracing, after process late_pid had mapped it: attached late_ns after its
+  // loader reported it (0: how long unknown). 0, 0: attached before any process ran it.
+  uint32_t late_pid = 0;
+  int64_t late_ns = 0;
 };
 
 struct SnapshotRow {

@@ -243,6 +243,33 @@ TEST(TraceCuda, ProcessStartedLaterLoadingPipWheelRuntime) {
                              std::to_string(pid));
   EXPECT_EQ(rows[0], (std::vector<std::string>{"5", "1048576", "1048576", "1"}));
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGINT'"), 1);
+  // Attached while the process had it mapped: said while tracing, recorded, and explained.
+  EXPECT_NE(tracer.err().find("new libraries in pid " + std::to_string(pid) + ", attached "),
+            std::string::npos)
+      << tracer.err();
+  auto late =
+      query_rows(db,
+                 "SELECT late_pid, late_ns > 0 AND late_ns < 60000000000 FROM libraries "
+                 "WHERE path LIKE '%/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13'");
+  EXPECT_EQ(late, (std::vector<std::vector<std::string>>{{std::to_string(pid), "1"}}));
+  // The fake runtime's driver library came with it.
+  EXPECT_EQ(
+      query_rows(db,
+                 "SELECT count(*), min(late_pid), max(late_pid) FROM libraries WHERE "
+                 "late_pid <> 0"),
+      (std::vector<std::vector<std::string>>{{"2", std::to_string(pid), std::to_string(pid)}}));
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out)["losses"];
+  ASSERT_EQ(j["late_libraries"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["late_libraries"][0]["pid"], pid);
+  EXPECT_TRUE(j["lower_bounds"].get<bool>());
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("libcudart.so.13 attached "), std::string::npos) << out;
+  EXPECT_NE(out.find(" after pid " + std::to_string(pid) +
+                     " loaded it: its calls into it before then are not traced"),
+            std::string::npos)
+      << out;
 }
 
 TEST(TraceCuda, TwoRuntimeCopiesAtOnce) {
