@@ -25,8 +25,10 @@ namespace {
 
 std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
+// `last` gets the losses of the last session begun: finish() writes them.
 ingero::Status merge_one(const std::string& in, const std::string& force_node,
-                         store::TraceWriter& w, store::StringPool& strings, size_t* events) {
+                         store::TraceWriter& w, store::StringPool& strings, size_t* events,
+                         store::SessionCounters& last) {
   auto reader = store::TraceReader::open(in, builtin_views());
   if (!reader) return reader.error();
   store::Db& db = (*reader)->db();
@@ -63,6 +65,14 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     si.started_at_ns = first->value_or(0);
     if (auto s = w.begin_session(si); !s) return s.error();
     store::NodeFilter which = by_node ? store::NodeFilter(src_node) : std::nullopt;
+    // What the node's sessions lost, and the libraries attached late, stay said: a merged file
+    // must not read as complete where its inputs were not.
+    auto losses = store::read_losses(db, which);
+    if (!losses) return losses.error();
+    auto late = store::read_late_libraries(db, which);
+    if (!late) return late.error();
+    for (const auto& l : *late)
+      if (auto s = w.add_library(l); !s) return s.error();
     store::EventFilter filter;
     filter.node = which;
     auto add = [&](const hal::Event& e) -> ingero::Status {
@@ -81,6 +91,8 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     if (!snaps) return snaps.error();
     for (const auto& r : *snaps)
       if (auto s = w.add_snapshot(r); !s) return s;
+    if (auto s = w.update_counters(*losses); !s) return s;
+    last = *losses;
     if (auto s = w.commit(); !s) return s;
   }
   // Stacks: the original implementation's by their hash; ours by a hash of their resolved
@@ -105,10 +117,11 @@ ingero::Status merge_all(const std::vector<std::string>& inputs, const std::stri
   auto w = store::TraceWriter::open(tmp, builtin_views());
   if (!w) return w.error();
   store::StringPool strings;
+  store::SessionEnd end;
   for (const auto& in : inputs)
-    if (auto s = merge_one(in, force_node, **w, strings, events); !s)
+    if (auto s = merge_one(in, force_node, **w, strings, events, end.counters); !s)
       return ingero::make_error(in + ": " + s.error().message);
-  return (*w)->finish({});
+  return (*w)->finish(end);
 }
 
 }  // namespace

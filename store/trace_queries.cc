@@ -70,6 +70,64 @@ ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter
   return out;
 }
 
+ingero::Result<SessionCounters> read_losses(Db& db, const NodeFilter& node) {
+  SessionCounters c;
+  if (!db.table_exists("sessions")) return c;
+  auto col = [&](const char* name) {
+    return db.column_exists("sessions", name) ? "coalesce(sum(" + std::string(name) + "), 0)"
+                                              : std::string("0");
+  };
+  bool by_kind = db.column_exists("sessions", "call_drops");
+  std::string where = where_node(db, "sessions", node);
+  auto st =
+      each_row(db,
+               "SELECT " + col(by_kind ? "call_drops" : "ringbuf_drops") + ", " +
+                   col("stack_drops") + ", " + col("host_drops") + ", " + col("sample_drops") +
+                   ", " + col("lost_calls") + ", " + col("calls_lost_at_exit") + ", " +
+                   col("unfinished_calls") + ", " + col("store_errors") + " FROM sessions" + where,
+               where.empty() ? std::nullopt : node, [&](const Stmt& s) -> ingero::Status {
+                 uint64_t* out[] = {&c.call_drops,       &c.stack_drops, &c.host_drops,
+                                    &c.sample_drops,     &c.lost_calls,  &c.calls_lost_at_exit,
+                                    &c.unfinished_calls, &c.store_errors};
+                 for (int i = 0; i < 8; ++i) *out[i] = uint64_t(s.int64(i));
+                 return {};
+               });
+  if (!st) return st.error();
+  return c;
+}
+
+ingero::Result<std::vector<LibraryRow>> read_late_libraries(Db& db, const NodeFilter& node) {
+  std::vector<LibraryRow> out;
+  if (!db.column_exists("libraries", "late_pid")) return out;
+  bool by_node = node && db.column_exists("sessions", "node");
+  auto st = each_row(
+      db,
+      "SELECT l.backend, l.vendor, l.api, l.path, l.soname, l.version, l.build_id, l.embedded, "
+      "l.specs_total, l.specs_resolved, l.probes_attached, l.late_pid, l.late_ns FROM libraries "
+      "l LEFT JOIN sessions s ON s.id = l.session_id WHERE l.late_pid <> 0" +
+          std::string(by_node ? " AND s.node = ?" : "") + " ORDER BY l.id",
+      by_node ? node : std::nullopt, [&](const Stmt& s) -> ingero::Status {
+        LibraryRow r;
+        r.backend = s.text(0);
+        r.vendor = s.text(1);
+        r.api = s.text(2);
+        r.path = s.text(3);
+        r.soname = s.text(4);
+        r.version = s.text(5);
+        r.build_id = s.text(6);
+        r.embedded = s.int64(7) != 0;
+        r.specs_total = uint64_t(s.int64(8));
+        r.specs_resolved = uint64_t(s.int64(9));
+        r.probes_attached = uint64_t(s.int64(10));
+        r.late_pid = uint32_t(s.int64(11));
+        r.late_ns = s.int64(12);
+        out.push_back(std::move(r));
+        return {};
+      });
+  if (!st) return st.error();
+  return out;
+}
+
 ingero::Status for_each_stack(
     Db& db,
     const std::function<ingero::Status(uint64_t, const std::vector<hal::StackFrame>&)>& fn) {

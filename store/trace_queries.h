@@ -30,6 +30,11 @@ struct ProcessNameRow {
 };
 ingero::Result<std::vector<ProcessNameRow>> read_process_names(Db& db, const NodeFilter& node);
 ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter& node);
+// What the sessions of `node` lost, summed. Files from before the per-kind counters (schema
+// < 5) know only drops of every kind: they count as call drops, as explain counts them.
+ingero::Result<SessionCounters> read_losses(Db& db, const NodeFilter& node);
+// The libraries of `node`'s sessions attached while a process had them mapped (late_pid <> 0).
+ingero::Result<std::vector<LibraryRow>> read_late_libraries(Db& db, const NodeFilter& node);
 
 // Our stacks (stack_frames), each with its frames innermost first, in id order.
 ingero::Status for_each_stack(

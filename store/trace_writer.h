@@ -49,6 +49,7 @@ struct SessionCounters {
   uint64_t lost_calls = 0;          // calls never traced: thread table full, nesting too deep
   uint64_t calls_lost_at_exit = 0;  // recorded by BPF but never read (the tracer stopped first)
   uint64_t unfinished_calls = 0;
+  uint64_t store_errors = 0;  // events earlier writers could not write (merge carries them)
   uint64_t calls_lost() const { return call_drops + lost_calls + calls_lost_at_exit; }
 };
 

@@ -47,7 +47,7 @@ ingero::Status TraceWriter::update_counters(const SessionCounters& c) {
       .bind(6, int64_t(c.lost_calls))
       .bind(7, int64_t(c.calls_lost_at_exit))
       .bind(8, int64_t(c.unfinished_calls))
-      .bind(9, int64_t(failed_))
+      .bind(9, int64_t(failed_ + c.store_errors))
       .bind(10, int64_t(written_))
       .bind(11, session_id_);
   if (auto r = st->step(); !r) return r.error();

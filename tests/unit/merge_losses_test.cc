@@ -1,0 +1,89 @@
+// `ingero merge` keeps what its inputs lost: each node's session counters and the libraries
+// attached late. A merged file that read as complete where its inputs were not would be a
+// quiet wrong answer.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::store {
+namespace {
+
+// One node's trace: 50 cudaMalloc calls, then a session end with `lost`; `late` is a library
+// attached while pid 42 had it mapped.
+void write_node(const std::string& path, const std::string& node, const SessionCounters& lost,
+                bool late) {
+  auto w = TraceWriter::open(path);
+  ASSERT_TRUE(w) << w.error().message;
+  SessionInfo si;
+  si.node = node;
+  ASSERT_TRUE((*w)->begin_session(si));
+  if (late) {
+    LibraryRow l;
+    l.backend = "cuda";
+    l.vendor = "nvidia";
+    l.api = "cuda_runtime";
+    l.path = "/opt/venv/nvidia/cuda_runtime/lib/libcudart.so.13";
+    l.probes_attached = 11;
+    l.late_pid = 42;
+    l.late_ns = 1'500'000;
+    ASSERT_TRUE((*w)->add_library(l));
+  }
+  for (int i = 0; i < 50; ++i) {
+    hal::Event e;
+    e.ts_ns = 1000 + uint64_t(i) * 1000;
+    e.dur_ns = 10;
+    e.pid = 42;
+    e.tid = 42;
+    e.set_comm("trainer");
+    e.vendor = "nvidia";
+    e.api = "cuda_runtime";
+    e.kind = hal::EventKind::kAlloc;
+    e.op = "cudaMalloc";
+    e.has_ret = true;
+    ASSERT_TRUE((*w)->add(e));
+  }
+  SessionEnd end;
+  end.counters = lost;
+  end.exit_reason = "test";
+  ASSERT_TRUE((*w)->finish(end));
+}
+
+TEST(MergeLosses, EachNodesLossesAndLateLibrariesSurviveTheMerge) {
+  std::string a = test::temp_path("node-a.db"), b = test::temp_path("node-b.db");
+  SessionCounters la, lb;
+  la.call_drops = 5;
+  la.lost_calls = 2;
+  la.store_errors = 3;
+  lb.host_drops = 7;
+  lb.calls_lost_at_exit = 1;
+  write_node(a, "node-a", la, true);
+  write_node(b, "node-b", lb, false);
+  std::string merged = test::temp_path("merged.db"), err, out;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "merge", a, b, "-o", merged}, nullptr, &err), 0) << err;
+  EXPECT_EQ(test::query_rows(merged,
+                             "SELECT node, call_drops, lost_calls, calls_lost_at_exit, host_drops, "
+                             "ringbuf_drops, store_errors FROM sessions ORDER BY node"),
+            (std::vector<std::vector<std::string>>{{"node-a", "5", "2", "0", "0", "5", "3"},
+                                                   {"node-b", "0", "0", "1", "7", "7", "0"}}));
+  EXPECT_EQ(test::query_rows(merged,
+                             "SELECT s.node, l.late_pid, l.late_ns FROM libraries l JOIN sessions "
+                             "s ON s.id = l.session_id WHERE l.late_pid <> 0"),
+            (std::vector<std::vector<std::string>>{{"node-a", "42", "1500000"}}));
+  ASSERT_EQ(test::run_command({INGERO_BIN, "explain", "--db", merged, "--json"}, &out, &err), 0)
+      << err;
+  auto l = nlohmann::json::parse(out)["losses"];
+  EXPECT_EQ(l["calls_lost"], 5 + 2 + 1) << l.dump();
+  EXPECT_EQ(l["host_drops"], 7);
+  EXPECT_EQ(l["store_errors"], 3);
+  ASSERT_EQ(l["late_libraries"].size(), 1u) << l.dump();
+  EXPECT_EQ(l["late_libraries"][0]["pid"], 42);
+  EXPECT_TRUE(l["lower_bounds"].get<bool>());
+}
+
+}  // namespace
+}  // namespace ingero::store
