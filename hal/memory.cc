@@ -1,6 +1,9 @@
 #include "hal/memory.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 namespace ingero::hal {
@@ -21,6 +24,19 @@ MemoryInfo read_memory_info(const std::string& path) {
 size_t memory_share(const MemoryInfo& m, size_t lo, size_t hi) {
   uint64_t share = std::min(m.total / 8, m.available / 4);
   return size_t(std::clamp<uint64_t>(share, lo, std::max(lo, hi)));
+}
+
+void advise_huge_pages(const void* p, size_t bytes) {
+  if (bytes < (size_t(4) << 20)) return;
+  uintptr_t begin = uintptr_t(p), page = (begin + 4095) & ~uintptr_t(4095);
+  (void)madvise(reinterpret_cast<void*>(page), bytes - (page - begin), MADV_HUGEPAGE);
+}
+
+void* alloc_huge_pages(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  void* p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
+  if (p) advise_huge_pages(p, bytes);
+  return p;
 }
 
 }  // namespace ingero::hal

@@ -19,4 +19,13 @@ MemoryInfo read_memory_info(const std::string& path = "/proc/meminfo");
 // when the memory is unknown).
 size_t memory_share(const MemoryInfo& m, size_t lo, size_t hi);
 
+// Asks the kernel to back [p, p + bytes) with transparent huge pages where it gives them on
+// request (transparent_hugepage=madvise or always): a buffer of millions of items filled for
+// the first time then takes one page fault per 2 MiB instead of one per 4 KiB, and faults are
+// dear in a VM. A no-op under 4 MiB.
+void advise_huge_pages(const void* p, size_t bytes);
+// `bytes` aligned to 2 MiB, so that every 2 MiB of it can be a huge page, and advised so;
+// nullptr when out of memory. Release it with std::free.
+void* alloc_huge_pages(size_t bytes);
+
 }  // namespace ingero::hal

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <new>
+
+#include "hal/memory.h"
 
 namespace ingero::store {
 namespace {
@@ -129,11 +132,15 @@ const uint8_t* CallCache::get_head(const uint8_t* p, uint64_t& ts, Head& h) cons
 }
 
 bool CallCache::append() {
-  if (chunks_.empty() || chunks_.back().size() + one_.size() > kChunkBytes) {
+  if (chunks_.empty() || chunks_.back().size + one_.size() > kChunkBytes) {
     if (bytes() + kChunkBytes > max_bytes_) return false;
-    chunks_.emplace_back().reserve(kChunkBytes);
+    auto* p = static_cast<uint8_t*>(hal::alloc_huge_pages(kChunkBytes));
+    if (!p) throw std::bad_alloc();
+    chunks_.push_back({std::unique_ptr<uint8_t[], Free>(p), 0});
   }
-  chunks_.back().insert(chunks_.back().end(), one_.begin(), one_.end());
+  Chunk& c = chunks_.back();
+  std::memcpy(c.data.get() + c.size, one_.data(), one_.size());
+  c.size += one_.size();
   return true;
 }
 
@@ -229,7 +236,7 @@ size_t CallCache::bytes() const {
 }
 
 void CallCache::clear() {
-  std::vector<std::vector<uint8_t>>().swap(chunks_);
+  std::vector<Chunk>().swap(chunks_);
   calls_ = 0;
   last_ts_ = 0;
   names_.clear();

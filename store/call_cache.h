@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,8 +37,8 @@ class CallCache {
     engine::CallRun r;
     uint64_t ts = 0;
     for (const auto& chunk : chunks_) {
-      const uint8_t* p = chunk.data();
-      const uint8_t* end = p + chunk.size();
+      const uint8_t* p = chunk.data.get();
+      const uint8_t* end = p + chunk.size;
       while (p < end) {
         if (*p & kRunFlag) {
           p = decode_run(p, ts, r);
@@ -82,8 +84,17 @@ class CallCache {
   bool append();  // one_ into the chunks
 
   // Encoded calls in chunks of kChunkBytes: no reallocation copies, no doubling overshoot.
+  // Each is 2 MiB-aligned in huge pages (hal/memory.h): filling it takes 2 page faults, not
+  // 1,024.
   static constexpr size_t kChunkBytes = size_t(4) << 20;
-  std::vector<std::vector<uint8_t>> chunks_;
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  struct Chunk {
+    std::unique_ptr<uint8_t[], Free> data;
+    size_t size = 0;
+  };
+  std::vector<Chunk> chunks_;
   std::vector<uint8_t> one_;  // the call being encoded
   size_t max_bytes_ = SIZE_MAX;
   size_t calls_ = 0;
