@@ -34,17 +34,8 @@ std::string write_free_calls(const std::string& path, int calls) {
   si.mono_offset_ns = 1'700'000'000'000'000'000;
   EXPECT_TRUE((*w)->begin_session(si));
   for (int i = 0; i < calls; ++i) {
-    hal::Event e;
-    e.ts_ns = uint64_t(i) * 1000;
-    e.dur_ns = 500 + uint64_t(i % 7);
-    e.pid = 100;
-    e.tid = 101;
-    e.set_comm("trainer");
-    e.vendor = "nvidia";
-    e.api = "cuda_runtime";
-    e.kind = hal::EventKind::kFree;
-    e.op = "cudaFree";
-    e.has_ret = true;
+    hal::Event e = runtime_call(uint64_t(i) * 1000, 500 + uint64_t(i % 7), 100, 101,
+                                hal::EventKind::kFree, "cudaFree");
     e.set(hal::Field::kDptr, 0x7000'0000 + uint64_t(i));
     EXPECT_TRUE((*w)->add(e));
   }

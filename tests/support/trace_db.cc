@@ -61,6 +61,22 @@ TraceRun trace_command(const std::string& db, const std::vector<std::string>& co
   return r;
 }
 
+hal::Event runtime_call(uint64_t ts_ns, uint64_t dur_ns, uint32_t pid, uint32_t tid,
+                        hal::EventKind kind, const char* op) {
+  hal::Event e;
+  e.ts_ns = ts_ns;
+  e.dur_ns = dur_ns;
+  e.pid = pid;
+  e.tid = tid;
+  e.set_comm("trainer");
+  e.vendor = "nvidia";
+  e.api = "cuda_runtime";
+  e.kind = kind;
+  e.op = op;
+  e.has_ret = true;
+  return e;
+}
+
 namespace {
 
 bool scratch_made = false;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/event.h"
 #include "tests/support/subprocess.h"
 
 namespace ingero::test {
@@ -25,6 +26,11 @@ struct TraceRun {
 TraceRun trace_command(const std::string& db, const std::vector<std::string>& command,
                        const std::vector<std::string>& extra = {},
                        const std::vector<std::string>& env = {});
+
+// A CUDA runtime call of `comm` "trainer" that returned (0): what the synthetic traces of the
+// store tests are made of.
+hal::Event runtime_call(uint64_t ts_ns, uint64_t dur_ns, uint32_t pid, uint32_t tid,
+                        hal::EventKind kind, const char* op);
 
 // This process's scratch directory, /tmp/ingero-tests/PID, emptied on first use (an
 // earlier process with the same pid may have left files there).

@@ -34,18 +34,8 @@ void write_node(const std::string& path, const std::string& node, const SessionC
     ASSERT_TRUE((*w)->add_library(l));
   }
   for (int i = 0; i < 50; ++i) {
-    hal::Event e;
-    e.ts_ns = 1000 + uint64_t(i) * 1000;
-    e.dur_ns = 10;
-    e.pid = 42;
-    e.tid = 42;
-    e.set_comm("trainer");
-    e.vendor = "nvidia";
-    e.api = "cuda_runtime";
-    e.kind = hal::EventKind::kAlloc;
-    e.op = "cudaMalloc";
-    e.has_ret = true;
-    ASSERT_TRUE((*w)->add(e));
+    ASSERT_TRUE((*w)->add(test::runtime_call(1000 + uint64_t(i) * 1000, 10, 42, 42,
+                                             hal::EventKind::kAlloc, "cudaMalloc")));
   }
   SessionEnd end;
   end.counters = lost;

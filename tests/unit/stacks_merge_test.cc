@@ -45,17 +45,8 @@ void write_node(const std::string& path, const std::string& node,
   ASSERT_TRUE((*w)->begin_session(si));
   for (const auto& [id, frames] : stacks) ASSERT_TRUE((*w)->add_stack(id, frames));
   for (int i = 0; i < calls; ++i) {
-    hal::Event e;
-    e.ts_ns = 1000 + uint64_t(i);
-    e.dur_ns = 10;
-    e.pid = 7;
-    e.tid = 7;
-    e.set_comm("trainer");
-    e.vendor = "nvidia";
-    e.api = "cuda_runtime";
-    e.kind = hal::EventKind::kAlloc;
-    e.op = "cudaMalloc";
-    e.has_ret = true;
+    hal::Event e =
+        test::runtime_call(1000 + uint64_t(i), 10, 7, 7, hal::EventKind::kAlloc, "cudaMalloc");
     e.stack_id = stacks[size_t(i) % stacks.size()].first;
     ASSERT_TRUE((*w)->add(e));
   }
