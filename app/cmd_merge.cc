@@ -25,10 +25,10 @@ namespace {
 
 std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-// `last` gets the losses of the last session begun: finish() writes them.
+// `last` gets the end of the last session begun: finish() writes it again.
 ingero::Status merge_one(const std::string& in, const std::string& force_node,
                          store::TraceWriter& w, store::StringPool& strings, size_t* events,
-                         store::SessionCounters& last) {
+                         store::SessionEnd& last) {
   auto reader = store::TraceReader::open(in, builtin_views());
   if (!reader) return reader.error();
   store::Db& db = (*reader)->db();
@@ -91,9 +91,15 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     if (!snaps) return snaps.error();
     for (const auto& r : *snaps)
       if (auto s = w.add_snapshot(r); !s) return s;
-    if (auto s = w.update_counters(*losses); !s) return s;
-    last = *losses;
     if (auto s = w.commit(); !s) return s;
+    // Ended, as its source was: a merged session with no stop time reads as still being written.
+    auto stopped = store::read_stopped_at(db, which);
+    if (!stopped) return stopped.error();
+    last = {};
+    last.stopped_at_ns = *stopped;
+    last.counters = *losses;
+    last.exit_reason = "merged";
+    if (auto s = w.end_session(last); !s) return s;
   }
   // Stacks: the original implementation's by their hash; ours by a hash of their resolved
   // frames, so the same stack on two nodes is stored once.
@@ -119,7 +125,7 @@ ingero::Status merge_all(const std::vector<std::string>& inputs, const std::stri
   store::StringPool strings;
   store::SessionEnd end;
   for (const auto& in : inputs)
-    if (auto s = merge_one(in, force_node, **w, strings, events, end.counters); !s)
+    if (auto s = merge_one(in, force_node, **w, strings, events, end); !s)
       return ingero::make_error(in + ": " + s.error().message);
   return (*w)->finish(end);
 }

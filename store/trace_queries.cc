@@ -96,6 +96,22 @@ ingero::Result<SessionCounters> read_losses(Db& db, const NodeFilter& node) {
   return c;
 }
 
+ingero::Result<int64_t> read_stopped_at(Db& db, const NodeFilter& node) {
+  int64_t out = 0;
+  auto last = [&](const char* table, const char* col) -> ingero::Status {
+    if (out || !db.column_exists(table, col)) return {};
+    std::string where = where_node(db, table, node);
+    return each_row(db, "SELECT coalesce(max(" + std::string(col) + "), 0) FROM " + table + where,
+                    where.empty() ? std::nullopt : node, [&](const Stmt& s) -> ingero::Status {
+                      out = s.int64(0);
+                      return {};
+                    });
+  };
+  if (auto st = last("sessions", "stopped_at"); !st) return st.error();
+  if (auto st = last("events", "timestamp"); !st) return st.error();
+  return out;
+}
+
 ingero::Result<std::vector<LibraryRow>> read_late_libraries(Db& db, const NodeFilter& node) {
   std::vector<LibraryRow> out;
   if (!db.column_exists("libraries", "late_pid")) return out;

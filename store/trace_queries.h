@@ -33,6 +33,8 @@ ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter
 // What the sessions of `node` lost, summed. Files from before the per-kind counters (schema
 // < 5) know only drops of every kind: they count as call drops, as explain counts them.
 ingero::Result<SessionCounters> read_losses(Db& db, const NodeFilter& node);
+// When `node`'s sessions stopped (the latest), else its last event's start; 0 when neither.
+ingero::Result<int64_t> read_stopped_at(Db& db, const NodeFilter& node);
 // The libraries of `node`'s sessions attached while a process had them mapped (late_pid <> 0).
 ingero::Result<std::vector<LibraryRow>> read_late_libraries(Db& db, const NodeFilter& node);
 

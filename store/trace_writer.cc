@@ -193,6 +193,7 @@ ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
       .bind(13, info.backends);
   if (auto r = st->step(); !r) return r.error();
   session_id_ = sqlite3_last_insert_rowid(db_->handle());
+  written_before_session_ = written_;
   mono_offset_ns_ = info.mono_offset_ns;
   node_ = info.node;
   return session_id_;

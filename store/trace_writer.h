@@ -150,6 +150,9 @@ class TraceWriter final : public hal::EventSink {
   int64_t to_wall(uint64_t mono_ns) const { return int64_t(mono_ns) + mono_offset_ns_; }
   // Records the session's loss counters (and events stored, store errors) so far.
   ingero::Status update_counters(const SessionCounters& c);
+  // Writes the current session's end (counters, stop time, reason) without finishing the file:
+  // a writer that holds several sessions (merge) ends each before beginning the next.
+  ingero::Status end_session(const SessionEnd& end);
   // Commits what is pending, then one bounded retention pass (store/retention.h); rows it
   // deleted add to retention_deleted(), those not yet shipped to retention_unshipped().
   ingero::Result<RetentionPass> apply_retention(const RetentionPolicy& p, int64_t now_ns,
@@ -204,6 +207,7 @@ class TraceWriter final : public hal::EventSink {
   std::string reserve_path_;
   uint64_t retention_deleted_ = 0;
   uint64_t retention_unshipped_ = 0;
+  uint64_t written_before_session_ = 0;  // events_stored counts the current session's
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"

@@ -48,10 +48,25 @@ ingero::Status TraceWriter::update_counters(const SessionCounters& c) {
       .bind(7, int64_t(c.calls_lost_at_exit))
       .bind(8, int64_t(c.unfinished_calls))
       .bind(9, int64_t(failed_ + c.store_errors))
-      .bind(10, int64_t(written_))
+      .bind(10, int64_t(written_ - written_before_session_))
       .bind(11, session_id_);
   if (auto r = st->step(); !r) return r.error();
   return {};
+}
+
+ingero::Status TraceWriter::end_session(const SessionEnd& end) {
+  ingero::Status counted = update_counters(end.counters);
+  auto st = db_->prepare(
+      "UPDATE sessions SET stopped_at = ?, attached_probes = ?, bpf_stats = ?, exit_reason = ? "
+      "WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, end.stopped_at_ns)
+      .bind(2, int64_t(end.attached_probes))
+      .bind(3, end.bpf_stats_json)
+      .bind(4, end.exit_reason)
+      .bind(5, session_id_);
+  if (auto r = st->step(); !r) return r.error();
+  return counted;
 }
 
 ingero::Status TraceWriter::finish(const SessionEnd& end) {
@@ -69,17 +84,7 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
     if (summaries_.open_seconds() && begin_if_needed())
       if (summaries_.flush(*db_, INT64_MAX)) (void)commit();
   }
-  if (auto st = update_counters(end.counters); !st && result) result = st;
-  auto st = db_->prepare(
-      "UPDATE sessions SET stopped_at = ?, attached_probes = ?, bpf_stats = ?, exit_reason = ? "
-      "WHERE id = ?");
-  if (!st) return st.error();
-  st->bind(1, end.stopped_at_ns)
-      .bind(2, int64_t(end.attached_probes))
-      .bind(3, end.bpf_stats_json)
-      .bind(4, end.exit_reason)
-      .bind(5, session_id_);
-  if (auto r = st->step(); !r) return r.error();
+  if (auto st = end_session(end); !st && result) result = st;
   // The index's sort spills to a temporary file past the page cache: with temp_store MEMORY
   // (right for a session's small temporary tables) its spill stays in memory too, ~16 bytes a
   // row, which for an hour of training is gigabytes.

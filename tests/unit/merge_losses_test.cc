@@ -44,6 +44,7 @@ void write_node(const std::string& path, const std::string& node, const SessionC
 }
 
 TEST(MergeLosses, EachNodesLossesAndLateLibrariesSurviveTheMerge) {
+  // (Also: each merged session's end and its own event count.)
   std::string a = test::temp_path("node-a.db"), b = test::temp_path("node-b.db");
   SessionCounters la, lb;
   la.call_drops = 5;
@@ -60,6 +61,14 @@ TEST(MergeLosses, EachNodesLossesAndLateLibrariesSurviveTheMerge) {
                              "ringbuf_drops, store_errors FROM sessions ORDER BY node"),
             (std::vector<std::vector<std::string>>{{"node-a", "5", "2", "0", "0", "5", "3"},
                                                    {"node-b", "0", "0", "1", "7", "7", "0"}}));
+  // Each merged session is ended, as its source was (or at its last event), with its own events:
+  // a session without a stop time reads as a trace still being written.
+  EXPECT_EQ(
+      test::query_rows(merged,
+                       "SELECT node, events_stored, stopped_at > 0, exit_reason FROM sessions "
+                       "ORDER BY node"),
+      (std::vector<std::vector<std::string>>{{"node-a", "50", "1", "merged"},
+                                             {"node-b", "50", "1", "merged"}}));
   EXPECT_EQ(test::query_rows(merged,
                              "SELECT s.node, l.late_pid, l.late_ns FROM libraries l JOIN sessions "
                              "s ON s.id = l.session_id WHERE l.late_pid <> 0"),
