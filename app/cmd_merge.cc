@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
@@ -25,10 +27,15 @@ namespace {
 
 std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-// `last` gets the end of the last session begun: finish() writes it again.
+// A node's trace as merged: its name, first and last event, and how many events it had. The
+// same trace given twice (a file and its copy) would count every call twice.
+using NodeTrace = std::tuple<std::string, int64_t, int64_t, size_t>;
+
+// `last` gets the end of the last session begun: finish() writes it again. `seen` maps each
+// node trace merged so far to its file.
 ingero::Status merge_one(const std::string& in, const std::string& force_node,
                          store::TraceWriter& w, store::StringPool& strings, size_t* events,
-                         store::SessionEnd& last) {
+                         store::SessionEnd& last, std::map<NodeTrace, std::string>& seen) {
   auto reader = store::TraceReader::open(in, builtin_views());
   if (!reader) return reader.error();
   store::Db& db = (*reader)->db();
@@ -75,13 +82,23 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
       if (auto s = w.add_library(l); !s) return s.error();
     store::EventFilter filter;
     filter.node = which;
+    size_t node_events = 0;
+    int64_t first_ts = INT64_MAX, last_ts = INT64_MIN;
     auto add = [&](const hal::Event& e) -> ingero::Status {
       ++*events;
+      ++node_events;
+      first_ts = std::min(first_ts, int64_t(e.ts_ns));
+      last_ts = std::max(last_ts, int64_t(e.ts_ns));
       return w.add(e);
     };
     using Rows = store::EventCursor::Rows;
     if (auto s = store::for_each_event(db, Rows::kCalls, filter, strings, add); !s) return s;
     if (auto s = store::for_each_event(db, Rows::kHostEvents, filter, strings, add); !s) return s;
+    auto [twin, fresh] = seen.try_emplace({node, first_ts, last_ts, node_events}, in);
+    if (!fresh && node_events)
+      return ingero::make_error("node " + node + " has the same " + std::to_string(node_events) +
+                                " events, first to last, as in " + twin->second +
+                                ": the same trace twice would count every call twice");
     // Processes (merged by node + pid), snapshots.
     auto procs = store::read_process_names(db, which);
     if (!procs) return procs.error();
@@ -124,8 +141,9 @@ ingero::Status merge_all(const std::vector<std::string>& inputs, const std::stri
   if (!w) return w.error();
   store::StringPool strings;
   store::SessionEnd end;
+  std::map<NodeTrace, std::string> seen;
   for (const auto& in : inputs)
-    if (auto s = merge_one(in, force_node, **w, strings, events, end); !s)
+    if (auto s = merge_one(in, force_node, **w, strings, events, end, seen); !s)
       return ingero::make_error(in + ": " + s.error().message);
   return (*w)->finish(end);
 }

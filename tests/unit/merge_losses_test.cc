@@ -3,6 +3,7 @@
 // quiet wrong answer.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "store/trace_writer.h"
@@ -82,6 +83,21 @@ TEST(MergeLosses, EachNodesLossesAndLateLibrariesSurviveTheMerge) {
   ASSERT_EQ(l["late_libraries"].size(), 1u) << l.dump();
   EXPECT_EQ(l["late_libraries"][0]["pid"], 42);
   EXPECT_TRUE(l["lower_bounds"].get<bool>());
+}
+
+// The same trace given twice (a file and its copy) would double every count: refused, and no
+// output is left.
+TEST(MergeLosses, TheSameTraceTwiceIsRefused) {
+  std::string a = test::temp_path("node-a.db"), copy = test::temp_path("node-a-copy.db");
+  write_node(a, "node-a", {}, false);
+  std::filesystem::copy_file(a, copy);
+  std::string merged = test::temp_path("twice.db"), err;
+  EXPECT_EQ(test::run_command({INGERO_BIN, "merge", a, copy, "-o", merged}, nullptr, &err), 1)
+      << err;
+  EXPECT_NE(err.find(copy + ": node node-a has the same 50 events, first to last, as in " + a),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(std::filesystem::exists(merged));
 }
 
 }  // namespace
