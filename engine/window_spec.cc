@@ -1,5 +1,6 @@
 #include "engine/window_spec.h"
 
+#include <cctype>
 #include <cmath>
 #include <ctime>
 
@@ -39,10 +40,42 @@ std::optional<int64_t> parse_time_ns(const std::string& s) {
     return v < 100'000'000'000LL ? v * 1'000'000'000 : v;  // seconds or ns
   }
   std::tm tm{};
-  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!end) end = strptime(s.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
-  if (!end) return std::nullopt;
-  return int64_t(timegm(&tm)) * 1'000'000'000;
+  const char* p = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!p) p = strptime(s.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
+  if (!p) return std::nullopt;
+  int64_t ns = int64_t(timegm(&tm)) * 1'000'000'000;
+  // A fraction of a second, then a zone (Z or an offset, as `date --iso-8601=ns` writes it);
+  // anything else is refused, never ignored: a dropped offset moves the window by hours.
+  auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  if (*p == '.') {
+    ++p;
+    int n = 0;
+    int64_t scale = 100'000'000;
+    for (; digit(*p); ++p, ++n, scale /= 10) {
+      if (n == 9) return std::nullopt;  // finer than a nanosecond
+      ns += (*p - '0') * scale;
+    }
+    if (n == 0) return std::nullopt;
+  }
+  if (*p == 'Z' || *p == 'z') {
+    ++p;
+  } else if (*p == '+' || *p == '-') {
+    int sign = *p++ == '-' ? -1 : 1;
+    auto two = [&](int& v) {
+      if (!digit(p[0]) || !digit(p[1])) return false;
+      v = (p[0] - '0') * 10 + (p[1] - '0');
+      p += 2;
+      return true;
+    };
+    int hours = 0, minutes = 0;
+    if (!two(hours)) return std::nullopt;
+    if (*p == ':') ++p;
+    if (*p && !two(minutes)) return std::nullopt;
+    if (hours > 23 || minutes > 59) return std::nullopt;
+    ns -= sign * (int64_t(hours) * 3600 + minutes * 60) * 1'000'000'000;
+  }
+  if (*p) return std::nullopt;
+  return ns;
 }
 
 ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec) {

@@ -20,7 +20,9 @@ ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spe
 
 // "30s", "5m", "1h", "250ms", "2.5s"; plain numbers are seconds. Negative on error.
 double parse_duration_s(const std::string& text);
-// "2026-04-03T12:18:02Z", "2026-04-03 12:18:02", or Unix seconds / ns as digits; UTC.
+// "2026-04-03T12:18:02" or "2026-04-03 12:18:02" (UTC), with an optional fraction of a second
+// and zone ("Z", "+02:00", "-0500", "+02"), or Unix seconds / ns as digits. Anything else after
+// the seconds: nullopt.
 std::optional<int64_t> parse_time_ns(const std::string& text);
 
 }  // namespace ingero::engine
