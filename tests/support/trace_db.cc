@@ -62,7 +62,7 @@ TraceRun trace_command(const std::string& db, const std::vector<std::string>& co
 }
 
 hal::Event runtime_call(uint64_t ts_ns, uint64_t dur_ns, uint32_t pid, uint32_t tid,
-                        hal::EventKind kind, const char* op) {
+                        hal::EventKind kind, std::string_view op) {
   hal::Event e;
   e.ts_ns = ts_ns;
   e.dur_ns = dur_ns;

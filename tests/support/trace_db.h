@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hal/event.h"
@@ -30,7 +31,7 @@ TraceRun trace_command(const std::string& db, const std::vector<std::string>& co
 // A CUDA runtime call of `comm` "trainer" that returned (0): what the synthetic traces of the
 // store tests are made of.
 hal::Event runtime_call(uint64_t ts_ns, uint64_t dur_ns, uint32_t pid, uint32_t tid,
-                        hal::EventKind kind, const char* op);
+                        hal::EventKind kind, std::string_view op);
 
 // This process's scratch directory, /tmp/ingero-tests/PID, emptied on first use (an
 // earlier process with the same pid may have left files there).

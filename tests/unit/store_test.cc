@@ -18,18 +18,7 @@ using hal::EventKind;
 using hal::Field;
 
 Event call(std::string_view op, EventKind kind, uint64_t ts, uint64_t dur, uint32_t tid) {
-  Event e;
-  e.ts_ns = ts;
-  e.dur_ns = dur;
-  e.pid = 100;
-  e.tid = tid;
-  e.set_comm("trainer");
-  e.vendor = "nvidia";
-  e.api = "cuda_runtime";
-  e.kind = kind;
-  e.op = op;
-  e.has_ret = true;
-  return e;
+  return test::runtime_call(ts, dur, 100, tid, kind, op);
 }
 
 std::string write_sample(const std::string& path, int n = 3) {
