@@ -17,6 +17,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "hal/event.h"
+#include "store/call_count_check.h"
 #include "store/event_rows.h"
 #include "store/trace_queries.h"
 #include "store/trace_reader.h"
@@ -92,8 +93,25 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
       return w.add(e);
     };
     using Rows = store::EventCursor::Rows;
-    if (auto s = store::for_each_event(db, Rows::kCalls, filter, strings, add); !s) return s;
-    if (auto s = store::for_each_event(db, Rows::kHostEvents, filter, strings, add); !s) return s;
+    // In one snapshot, the calls read checked against the file's own counts: a damaged time
+    // index ends the read early without an error (store/call_count_check.h). Host events are
+    // read along the table, not the index.
+    if (auto s = db.exec("BEGIN"); !s) return s;
+    struct End {
+      store::Db& db;
+      ~End() { (void)db.exec("COMMIT"); }
+    } end{db};
+    store::CallCountCheck count(filter, {INT64_MIN, INT64_MAX});
+    auto add_call = [&](const hal::Event& e) {
+      count.add(int64_t(e.ts_ns));
+      return add(e);
+    };
+    if (auto s = store::for_each_event(db, Rows::kCalls, filter, strings, add_call); !s) return s;
+    if (!(*reader)->is_legacy())
+      if (auto s = count.verify(db); !s) return s;
+    store::EventFilter host = filter;
+    host.scan = true;
+    if (auto s = store::for_each_event(db, Rows::kHostEvents, host, strings, add); !s) return s;
     auto [twin, fresh] = seen.try_emplace({node, first_ts, last_ts, node_events}, in);
     if (!fresh && node_events)
       return ingero::make_error("node " + node + " has the same " + std::to_string(node_events) +

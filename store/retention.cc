@@ -80,6 +80,21 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
     out.deleted += n;
     if (n == budget) out.more = true;
   }
+  // Readers compare the calls they read with the per-second summaries (store/call_count_check.h):
+  // before this time, rows and summaries went in separate batches and may disagree.
+  if (out.deleted) {
+    std::string sql =
+        "CREATE TABLE IF NOT EXISTS retention_state (id INTEGER PRIMARY KEY CHECK (id = 1), "
+        "deleted_before INTEGER NOT NULL); INSERT INTO retention_state (id, deleted_before) "
+        "VALUES (1, " +
+        std::to_string(cut) +
+        ") ON CONFLICT (id) DO UPDATE SET deleted_before = max(deleted_before, "
+        "excluded.deleted_before)";
+    if (auto st = db.exec(sql); !st) {
+      (void)db.exec("ROLLBACK");
+      return st.error();
+    }
+  }
   if (auto st = db.exec("COMMIT"); !st) {
     (void)db.exec("ROLLBACK");
     return st.error();

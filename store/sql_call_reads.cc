@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "hal/memory.h"
+#include "store/call_count_check.h"
 #include "store/folded_calls.h"
 #include "store/sql_trace_source.h"
 
@@ -173,15 +174,25 @@ struct SqlTraceSource::Fill {
   const engine::EventFn& fn;
   const engine::CallRunFn& run;
   bool on;
+  CallCountCheck* count = nullptr;  // what is read, checked against the file's counts
   bool call(const hal::Event& e) {
     if (on && !s.cache_.add(e)) too_big();
-    fn(e);
+    pass(e);
     return true;
   }
   bool add_run(const engine::CallRun& r) {
     if (on && !s.cache_.add_run(r)) too_big();
-    run(r);
+    pass_run(r);
     return true;
+  }
+  // To the pass only (already in the cache).
+  void pass(const hal::Event& e) {
+    if (count) count->add(int64_t(e.ts_ns));
+    fn(e);
+  }
+  void pass_run(const engine::CallRun& r) {
+    if (count) count->add_run(r);
+    run(r);
   }
   void too_big() {  // later_, perhaps being filled meanwhile, is cleared once it is read
     on = false;
@@ -279,7 +290,8 @@ ingero::Status SqlTraceSource::read_slices(Slices& s, Fill& fill) {
     CallCache& part = later_[i];
     if (s.state[i] == PartRead::kDone) {
       part.intern_names(strings_);  // before the other source, whose strings they point at, goes
-      part.for_each(fill.fn, fill.run);
+      part.for_each([&](const hal::Event& e) { fill.pass(e); },
+                    [&](const engine::CallRun& r) { fill.pass_run(r); });
       continue;
     }
     part.clear();
@@ -315,8 +327,15 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   bool busy = false;
   for (sqlite3_stmt* st = sqlite3_next_stmt(h, nullptr); st; st = sqlite3_next_stmt(h, st))
     busy = busy || sqlite3_stmt_busy(st);
-  Snapshot snapshot{reader_.db(),
-                    !busy && sqlite3_get_autocommit(h) != 0 && reader_.db().exec("BEGIN").ok()};
+  bool in_txn = busy || sqlite3_get_autocommit(h) == 0;  // a read transaction is open
+  Snapshot snapshot{reader_.db(), !in_txn && reader_.db().exec("BEGIN").ok()};
+  // The calls read are checked against the file's own counts, in the same snapshot: a damaged
+  // time index ends a read early without an error (store/call_count_check.h).
+  std::optional<CallCountCheck> count;
+  if (!reader_.is_legacy() && (snapshot.on || in_txn)) {
+    count.emplace(filter(w, true), plan_span_ ? *plan_span_ : extent().span);
+    fill.count = &*count;
+  }
   // A large window's later part is read on a second connection whose snapshot holds the
   // same calls, into `later_`, while this one reads the earlier part; each may fill half the
   // cache.
@@ -328,6 +347,7 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
                                    reader_.db(), strings_, filter(w, true), INT64_MIN,
                                    [&](const hal::Event& e) { return fill.call(e); },
                                    [&](const engine::CallRun& r) { return fill.add_run(r); });
+  if (st && count) st = count->verify(reader_.db());
   if (!st) fail(st.error());
   if (fill.on && st) {
     cache_state_ = CacheState::kFull;

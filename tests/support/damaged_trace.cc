@@ -69,6 +69,23 @@ DamageSpots damage_spots(const std::string& path) {
   return d;
 }
 
+int64_t drop_index_entries(const std::string& path, const std::string& index) {
+  int64_t page_size = query_int(path, "PRAGMA page_size");
+  auto pages = query_rows(path, "SELECT pageno, ncell FROM dbstat WHERE name = '" + index +
+                                    "' AND pagetype = 'leaf' ORDER BY pageno");
+  EXPECT_GT(pages.size(), 2u) << index;
+  if (pages.size() < 3) return 0;
+  int64_t page = std::stoll(pages[pages.size() / 2][0]);
+  int64_t cells = std::stoll(pages[pages.size() / 2][1]), kept = cells / 2;
+  // The b-tree header's cell count: bytes 3-4, big-endian (the page is not page 1).
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp((page - 1) * page_size + 3);
+  char count[2] = {char(kept >> 8), char(kept & 0xff)};
+  f.write(count, 2);
+  EXPECT_TRUE(f.good()) << "cannot damage " << path;
+  return cells - kept;
+}
+
 void flip_byte(const std::string& path, int64_t offset, uint8_t mask) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(offset);

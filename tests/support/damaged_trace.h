@@ -20,6 +20,11 @@ struct DamageSpots {
 };
 DamageSpots damage_spots(const std::string& path);
 
+// Halves the cell count of the middle leaf page of `index` (from dbstat; the file must be
+// intact): the page still parses, and a walk along the index skips the rest of that page's
+// entries without an error from SQLite. Returns the entries dropped.
+int64_t drop_index_entries(const std::string& path, const std::string& index);
+
 // XORs the byte at `offset` with `mask`.
 void flip_byte(const std::string& path, int64_t offset, uint8_t mask);
 
