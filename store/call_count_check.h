@@ -9,7 +9,9 @@
 //   - seconds before the last retention cut (retention_state), whose rows and summaries were
 //     deleted in separate batches;
 //   - seconds with no summary yet (a live trace summarises a second 2 s later), and calls
-//     written for a second after its summary (read > summary is not damage).
+//     written for a second after its summary (read > summary is not damage);
+//   - as many calls as the sessions' store_errors: summarised calls whose rows a failed
+//     write (a full disk) lost, reported as losses.
 // A run of folded calls is read back spread evenly over its span, so its calls may land in
 // other seconds than they started in: the seconds a run spans are compared as one.
 //

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "store/sql_trace_source.h"
+#include "store/trace_reader.h"
 #include "store/trace_writer.h"
 #include "tests/support/trace_db.h"
 
@@ -166,6 +168,15 @@ TEST(CallSummaries, AFailedCommitWritesItsSecondsWithTheNextBatch) {
   EXPECT_EQ(test::query_int(path, "SELECT count(*) FROM calls"), 21);
   EXPECT_EQ(test::query_int(path, "SELECT store_errors FROM sessions"), 1);
   EXPECT_EQ(test::query_int(path, "SELECT sum(calls) FROM call_seconds"), 22);
+  // Readers, which check the calls they read against the summaries, take the lost row for
+  // the loss the session reports, not for a damaged file.
+  auto reader = TraceReader::open(path);
+  ASSERT_TRUE(reader) << reader.error().message;
+  SqlTraceSource source(**reader);
+  uint64_t calls = 0;
+  source.calls({}, [&](const hal::Event&) { ++calls; });
+  EXPECT_EQ(source.error(), "");
+  EXPECT_EQ(calls, 21u);
 }
 
 // The session's end writes every second left; when that COMMIT fails, the seconds go into the
