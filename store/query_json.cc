@@ -27,7 +27,13 @@ std::string to_text(const Value& v) {
 nlohmann::json to_json(const Value& v) {
   if (std::holds_alternative<std::monostate>(v)) return nullptr;
   if (auto* i = std::get_if<int64_t>(&v)) return *i;
-  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* d = std::get_if<double>(&v)) {
+    // JSON has no infinity or NaN, and null would read as SQL NULL: the names, as strings
+    // (ClickHouse's quoted spelling).
+    if (std::isnan(*d)) return "nan";
+    if (std::isinf(*d)) return *d > 0 ? "inf" : "-inf";
+    return *d;
+  }
   // Traced strings may hold anything; invalid UTF-8 is replaced, not fatal.
   const auto& s = std::get<std::string>(v);
   return nlohmann::json(s);
