@@ -196,14 +196,36 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   auto st = prepare(sql);
   if (!st || !row(*st)) return 0;
   uint64_t n = uint64_t(st->int64(0));
-  // Calls folded into runs (tiered retention) are events of the trace all the same; a run
-  // counts where it starts.
-  if (reader_.db().table_exists("call_runs"))
-    if (auto runs =
-            prepare(std::string("SELECT coalesce(sum(calls), 0) FROM call_runs") +
-                    (covers_file(w) ? " NOT INDEXED" : "") + window_sql(w, "timestamp", false));
+  // Calls folded into runs (tiered retention) are events of the trace all the same.
+  if (!reader_.db().table_exists("call_runs")) return n;
+  if (covers_file(w)) {
+    if (auto runs = prepare("SELECT coalesce(sum(calls), 0) FROM call_runs NOT INDEXED" +
+                            window_sql(w, "timestamp", false));
         runs && row(*runs))
       n += uint64_t(runs->int64(0));
+    return n;
+  }
+  // A run across an edge of the window counts the calls the reads give inside it: those whose
+  // start, spread over the run as the reads spread them, lies in the window.
+  auto runs = prepare(
+      "SELECT timestamp, span_ns, calls, sum_ns, min_ns, max_ns FROM call_runs WHERE timestamp "
+      "<= " +
+      std::to_string(w.to_ns) + " AND timestamp + span_ns >= " + std::to_string(w.from_ns) +
+      (w.node ? " AND node = " + sql_quote(*w.node) : std::string()));
+  while (runs && row(*runs)) {
+    engine::RunShape r;
+    r.ts_ns = runs->int64(0);
+    r.span_ns = uint64_t(runs->int64(1));
+    r.calls = uint64_t(runs->int64(2));
+    r.sum_ns = uint64_t(runs->int64(3));
+    r.min_ns = uint64_t(runs->int64(4));
+    r.max_ns = uint64_t(runs->int64(5));
+    if (r.inside(w.from_ns, w.to_ns)) {
+      n += r.calls;
+      continue;
+    }
+    r.for_each_span([&](uint64_t, int64_t start, uint64_t) { n += w.contains(start) ? 1 : 0; });
+  }
   return n;
 }
 

@@ -392,5 +392,29 @@ TEST(Tiers, AFileFromBeforeSummariesGetsThemWhenCompacted) {
   EXPECT_EQ(test::query_int(db, "PRAGMA user_version"), 7);
 }
 
+// A window that cuts runs (--since on a folded trace) counts in its event header the calls
+// its reads give: a run begun before the window counts its calls inside it, and a run that
+// goes on past the window's end does not count those after it. It counted whole runs by
+// their start (the header said 195,608 events where the statistics counted 195,625 calls).
+TEST(Tiers, AWindowCuttingRunsCountsTheCallsItReads) {
+  std::string path = write_trace("count-window.db", training_loop(200).calls);
+  fold_everything(path);
+  auto runs = test::query_rows(
+      path, "SELECT timestamp, span_ns FROM call_runs WHERE calls >= 8 ORDER BY timestamp");
+  ASSERT_GT(runs.size(), 100u);
+  int64_t a = std::stoll(runs[40][0]), b = std::stoll(runs[90][0]);
+  engine::Window w;
+  w.from_ns = a + std::stoll(runs[40][1]) / 2;  // both edges halfway through a run
+  w.to_ns = b + std::stoll(runs[90][1]) / 2;
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader) << reader.error().message;
+  SqlTraceSource source(**reader);
+  uint64_t read = 0;
+  source.calls(w, [&](const hal::Event&) { ++read; });
+  source.host_events(w, [&](const hal::Event&) { ++read; });
+  EXPECT_EQ(source.error(), "");
+  EXPECT_EQ(source.event_count(w), read);
+}
+
 }  // namespace
 }  // namespace ingero::store
