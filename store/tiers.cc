@@ -120,7 +120,7 @@ std::optional<int64_t> opt(const Stmt& st, int col) {
 // that started at or after `before_ns`, in start order; `last_id` is the last row considered.
 ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t through_id,
                                            int64_t before_ns, uint64_t budget, FoldLimits& lim,
-                                           FoldPass& out, int64_t& last_id) {
+                                           FoldPass& out, int64_t& last_id, bool past_cut) {
   bool reread = false;
   // The newest row keeps its row: SQLite gives the next row max(id) + 1, and an id handed out
   // again would be below the fold's and the shipper's resume points, never folded nor shipped.
@@ -146,10 +146,12 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
     w.ts = sel->int64(1);
     w.source = int(sel->int64(5));
     w.call = lim.call_sources.count(w.source) > 0;
-    if (w.call && w.ts >= before_ns) {
+    bool too_new = w.call && w.ts >= before_ns;
+    if (too_new && !past_cut) {
       reached_cut = true;  // newer calls keep their rows for now; resume here next pass
       break;
     }
+    if (too_new && !out.first_too_new) out.first_too_new = w.id;
     last_id = w.id;
     ++out.considered;
     if (!w.call) continue;
@@ -167,8 +169,8 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
       reread = true;
       l = lim.limit.find({w.pid, w.source, w.op});
     }
-    w.foldable =
-        ok && on_cpu && launch && l != lim.limit.end() && w.dur < l->second && w.id != newest_id;
+    w.foldable = ok && on_cpu && launch && l != lim.limit.end() && w.dur < l->second &&
+                 w.id != newest_id && !too_new;
     w.node = sel->text(11);
     w.session = sel->int64(12);
     w.comm = sel->text(13);
@@ -293,7 +295,7 @@ ingero::Result<FoldState> fold_state(Db& db) {
 }
 
 ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, FoldLimits* cache,
-                                    int64_t through_id) {
+                                    int64_t through_id, bool past_cut) {
   FoldPass out;
   // The whole pass is one write transaction, the reads included: two folders of one file (a
   // `compact` beside another, or beside the tracer) that both read the same rows before either
@@ -316,7 +318,8 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
     lim.read_for_ns = before_ns;
   }
   int64_t last_id = 0;
-  auto rows = read_rows(db, state->last_event_id, through_id, before_ns, budget, lim, out, last_id);
+  auto rows = read_rows(db, state->last_event_id, through_id, before_ns, budget, lim, out, last_id,
+                        past_cut);
   if (!rows) return rows.error();
   keep_nested(*rows);
   if (auto st = write_runs(db, *rows, lim, out); !st) return st.error();
@@ -349,13 +352,26 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
   out.calls_before = uint64_t(calls->value_or(0));
   if (!last->has_value()) return out;
   int64_t before = **last - full_rows_ns;
+  // A merged file holds its nodes one after the other by id, each in time order: the first
+  // node's recent calls come before the next node's old ones, so its passes go past the cut.
+  auto nodes = d.query_int("SELECT count(DISTINCT node) FROM sessions");
+  if (!nodes) return nodes.error();
+  bool merged = nodes->value_or(0) > 1;
+  int64_t first_too_new = 0;
   while (true) {
-    auto pass = fold_calls(d, before, 200000);
+    auto pass = fold_calls(d, before, 200000, nullptr, INT64_MAX, merged);
     if (!pass) return pass.error();
     out.folded += pass->folded;
     out.runs += pass->runs;
+    if (pass->first_too_new && !first_too_new) first_too_new = pass->first_too_new;
     if (!pass->more) break;
   }
+  // A trace appended later folds from the first call kept for being recent.
+  if (first_too_new)
+    if (auto st = d.exec("UPDATE call_folding SET last_event_id = min(last_event_id, " +
+                         std::to_string(first_too_new - 1) + ")");
+        !st)
+      return st.error();
   (void)d.exec("PRAGMA temp_store = FILE");
   if (auto st = d.exec("VACUUM"); !st) return st.error();
   return out;

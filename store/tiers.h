@@ -37,10 +37,11 @@ inline constexpr double kKeepAboveP95Share = 0.99;
 inline constexpr int64_t kDefaultFullRowsNs = int64_t(600) * 1000000000;
 
 struct FoldPass {
-  uint64_t considered = 0;  // event rows looked at
-  uint64_t folded = 0;      // call rows folded into runs (and deleted from events)
-  uint64_t runs = 0;        // run rows written
-  bool more = false;        // the budget ran out before `before_ns`
+  uint64_t considered = 0;    // event rows looked at
+  uint64_t folded = 0;        // call rows folded into runs (and deleted from events)
+  uint64_t runs = 0;          // run rows written
+  bool more = false;          // the budget ran out before `before_ns`
+  int64_t first_too_new = 0;  // past_cut: the first call row kept for starting after the cut
 };
 
 // What folding needs from the dictionaries and the summaries: the launch ops, the sources of
@@ -59,8 +60,12 @@ struct FoldLimits {
 // that started before `before_ns` (wall clock, epoch ns) among the next `budget` event rows
 // not yet considered, up to row `through_id` (the tracer's shipper: rows not yet in ClickHouse
 // keep their rows until they are). Needs the file's call summaries for the p95s.
+// `past_cut` (compact): a call starting at or after `before_ns` keeps its row and the pass goes
+// on past it, instead of stopping there (the tracer's rows come in time order; a merged file's
+// come node after node).
 ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget = 50000,
-                                    FoldLimits* cache = nullptr, int64_t through_id = INT64_MAX);
+                                    FoldLimits* cache = nullptr, int64_t through_id = INT64_MAX,
+                                    bool past_cut = false);
 
 // Totals of the file's folding so far (zeros when nothing was folded).
 struct FoldState {

@@ -416,5 +416,41 @@ TEST(Tiers, AWindowCuttingRunsCountsTheCallsItReads) {
   EXPECT_EQ(source.event_count(w), read);
 }
 
+// A merged file holds its nodes one after the other by id: compact folded the first node and
+// stopped at its recent calls, never reaching the others. Each node now folds as its own file
+// does.
+TEST(Tiers, CompactFoldsEveryNodeOfAMergedFile) {
+  Loop l = training_loop(200);
+  std::string a = write_trace("node-a.db", l.calls), b = write_trace("node-b.db", l.calls);
+  for (const char* table : {"sessions", "events", "call_seconds", "system_snapshots"})
+    ASSERT_EQ(std::system(("sqlite3 '" + b + "' \"UPDATE " + table + " SET node = 'n2'\"").c_str()),
+              0);
+  std::string merged = test::temp_path("merged.db");
+  std::string cmd =
+      std::string(INGERO_BIN) + " merge '" + a + "' '" + b + "' -o '" + merged + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  // The last 300 ms keep their rows: n1's stop its first pass before n2 begins.
+  auto fold = [](const std::string& path) {
+    auto r = compact_trace(path, 300 * int64_t(kMs), app::builtin_views());
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    return r ? *r : Compacted{};
+  };
+  Compacted alone = fold(a);
+  ASSERT_GT(alone.folded, l.launches / 2);
+  Compacted both = fold(merged);
+  EXPECT_EQ(both.folded, 2 * alone.folded);
+  EXPECT_EQ(test::query_rows(merged, "SELECT node, sum(calls) FROM call_runs GROUP BY node"),
+            (std::vector<std::vector<std::string>>{{"n1", std::to_string(alone.folded)},
+                                                   {"n2", std::to_string(alone.folded)}}));
+  // And the folded merged file reads whole: every call of both nodes.
+  auto reader = TraceReader::open(merged, app::builtin_views());
+  ASSERT_TRUE(reader) << reader.error().message;
+  SqlTraceSource source(**reader);
+  uint64_t calls = 0;
+  source.calls({}, [&](const hal::Event&) { ++calls; });
+  EXPECT_EQ(source.error(), "");
+  EXPECT_EQ(calls, 2 * (l.launches + l.others));
+}
+
 }  // namespace
 }  // namespace ingero::store
