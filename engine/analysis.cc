@@ -118,7 +118,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     }
     // Read here: the step model reads stacks on this connection once it runs.
     a.losses = source.losses();
-    auto span = source.time_span();
+    auto span = window.node ? source.node_span(*window.node) : source.time_span();
     a.span = {
         std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
         std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};

@@ -151,6 +151,9 @@ class TraceSource {
   virtual std::map<uint32_t, ProcessInfo> processes() = 0;
   // First and last event timestamps of the whole trace; {0, 0} when empty.
   virtual std::pair<int64_t, int64_t> time_span() = 0;
+  // The same of one node's events (a merged or fleet trace analysed node by node): by default
+  // the whole trace's.
+  virtual std::pair<int64_t, int64_t> node_span(const std::string& /*node*/) { return time_span(); }
   // Number of events (calls and host events) in the window.
   virtual uint64_t event_count(const Window& w) = 0;
   // Device error-counter samples in the window, in time order.

@@ -202,11 +202,18 @@ std::vector<std::string> ClickHouseTraceSource::nodes() {
   return out;
 }
 
-std::pair<int64_t, int64_t> ClickHouseTraceSource::time_span() {
+std::pair<int64_t, int64_t> ClickHouseTraceSource::time_span() { return span_of({}); }
+
+std::pair<int64_t, int64_t> ClickHouseTraceSource::node_span(const std::string& node) {
+  engine::Window w;
+  w.node = node;
+  return span_of(w);
+}
+
+std::pair<int64_t, int64_t> ClickHouseTraceSource::span_of(const engine::Window& w) {
   std::pair<int64_t, int64_t> span{0, 0};
-  engine::Window all;
   rows("SELECT count(), min(" + ts("ts_ns") + "), max(" + ts("ts_ns") +
-           " + toInt64(dur_ns)) FROM " + table("events") + where(all, "ts_ns", false),
+           " + toInt64(dur_ns)) FROM " + table("events") + where(w, "ts_ns", false),
        3, [&](const auto& f) {
          if (u64(f[0])) span = {i64(f[1]), i64(f[2])};
          return true;

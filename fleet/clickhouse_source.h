@@ -38,6 +38,7 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override;
   std::map<uint32_t, engine::ProcessInfo> processes() override;
   std::pair<int64_t, int64_t> time_span() override;
+  std::pair<int64_t, int64_t> node_span(const std::string& node) override;
   uint64_t event_count(const engine::Window& w) override;
   std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
   std::map<uint64_t, std::string> cgroup_paths() override;
@@ -63,6 +64,8 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   // " WHERE ..." for a window over `ts_column`: time (corrected, plus a raw pre-filter on the
   // stored column so ClickHouse prunes partitions), node (window or scope), pid if asked.
   std::string where(const engine::Window& w, const std::string& ts_column, bool with_pid) const;
+  // First and last event (its end) of the window's events.
+  std::pair<int64_t, int64_t> span_of(const engine::Window& w);
   std::string table(const char* name) const { return client_->endpoint().database + "." + name; }
   void events(const engine::Window& w, bool host, const engine::EventFn& fn);
   std::string_view intern(const std::string& s);

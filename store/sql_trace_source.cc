@@ -190,6 +190,32 @@ bool SqlTraceSource::covers_file(const engine::Window& w) {
 
 std::pair<int64_t, int64_t> SqlTraceSource::time_span() { return extent().span; }
 
+std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
+  const Extent& x = extent();
+  if (x.nodes.size() <= 1) return x.span;
+  if (!node_spans_ || node_spans_->data_version != x.data_version) {
+    NodeSpans n;
+    n.data_version = x.data_version;
+    auto add = [&](const std::string& sql) {
+      auto st = prepare(sql);
+      while (st && row(*st)) {
+        auto [it, fresh] = n.by_node.try_emplace(st->text(0), st->int64(1), st->int64(2));
+        if (fresh) continue;
+        it->second.first = std::min(it->second.first, st->int64(1));
+        it->second.second = std::max(it->second.second, st->int64(2));
+      }
+    };
+    add("SELECT node, min(timestamp), max(timestamp + duration) FROM events NOT INDEXED GROUP BY "
+        "node");
+    if (reader_.db().table_exists("call_runs"))
+      add("SELECT node, min(timestamp), max(timestamp + span_ns) FROM call_runs NOT INDEXED "
+          "GROUP BY node");
+    node_spans_ = std::move(n);
+  }
+  auto it = node_spans_->by_node.find(node);
+  return it == node_spans_->by_node.end() ? std::pair<int64_t, int64_t>{0, 0} : it->second;
+}
+
 uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   std::string sql = "SELECT count(*) FROM events" +
                     window_sql(w, "timestamp", false, reader_.db().column_exists("events", "node"));

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -40,6 +41,9 @@ class SqlTraceSource final : public engine::TraceSource {
   std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override;
   std::map<uint32_t, engine::ProcessInfo> processes() override;
   std::pair<int64_t, int64_t> time_span() override;
+  // A file of several nodes (merged): one pass over its events and runs gives every node's
+  // span, kept while the file is unchanged.
+  std::pair<int64_t, int64_t> node_span(const std::string& node) override;
   uint64_t event_count(const engine::Window& w) override;
   std::map<uint64_t, std::string> cgroup_paths() override;
   std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
@@ -172,6 +176,11 @@ class SqlTraceSource final : public engine::TraceSource {
   TraceReader& reader_;
   StringPool strings_;
   std::optional<Extent> extent_;
+  struct NodeSpans {
+    int64_t data_version = -1;
+    std::map<std::string, std::pair<int64_t, int64_t>> by_node;
+  };
+  std::optional<NodeSpans> node_spans_;
   // On a second connection, the first's span where it had read it, to choose plans by
   // (covers_file) without a pass of its own; a plan chosen on a span that has since grown
   // reads the same rows.
