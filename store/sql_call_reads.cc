@@ -313,6 +313,13 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
     replay_cache(w, fn, run);
     return;
   }
+  // A cache holding another window (one node of a merged file, then the next) gives way:
+  // every pass over the new window would otherwise read it from the file again.
+  if (cache_state_ == CacheState::kFull) {
+    cache_.clear();
+    later_.clear();
+    cache_state_ = CacheState::kEmpty;
+  }
   Fill fill{*this, fn, run, cache_state_ == CacheState::kEmpty};
   if (fill.on && !may_fit_cache(w)) {  // not filled only to be thrown away
     fill.on = false;
