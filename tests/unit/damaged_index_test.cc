@@ -17,6 +17,7 @@
 #include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
+#include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -80,17 +81,8 @@ Read read_calls(const std::string& db, const engine::Window& w = {}) {
   return r;
 }
 
-struct Run {
-  int rc = -1;
-  std::string out, err;
-};
-Run ingero(const std::vector<std::string>& args) {
-  Run r;
-  std::vector<std::string> argv = {INGERO_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  r.rc = run_command(argv, &r.out, &r.err);
-  return r;
-}
+using Run = IngeroRun;
+IngeroRun ingero(const std::vector<std::string>& args) { return run_ingero(args); }
 
 std::string count_along(const std::string& db, const char* how) {
   return std::to_string(

@@ -20,6 +20,7 @@
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
+#include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -53,17 +54,8 @@ std::string damaged_copy(const std::string& name, Damage d) {
   return dst;
 }
 
-struct Run {
-  int rc = -1;
-  std::string out, err;
-};
-Run ingero(const std::vector<std::string>& args) {
-  Run r;
-  std::vector<std::string> argv = {INGERO_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  r.rc = run_command(argv, &r.out, &r.err);
-  return r;
-}
+using Run = IngeroRun;
+IngeroRun ingero(const std::vector<std::string>& args) { return run_ingero(args); }
 
 // get_trace_stats through the MCP protocol core, as any transport runs it.
 Json trace_stats(const std::string& db) {

@@ -13,22 +13,14 @@
 
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
+#include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
 namespace {
 
-struct Run {
-  int rc = -1;
-  std::string out, err;
-};
-Run ingero(const std::vector<std::string>& args) {
-  Run r;
-  std::vector<std::string> argv = {INGERO_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  r.rc = run_command(argv, &r.out, &r.err);
-  return r;
-}
+using Run = IngeroRun;
+IngeroRun ingero(const std::vector<std::string>& args) { return run_ingero(args); }
 Run shell(const std::string& script) {
   Run r;
   r.rc = run_command({"/bin/sh", "-c", script}, &r.out, &r.err);
