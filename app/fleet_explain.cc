@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/explain_report.h"
+#include "engine/result_json.h"
 
 namespace ingero::app {
 
@@ -14,14 +15,17 @@ namespace {
 
 // explain --json has one shape whatever the number of nodes: the top level always holds the
 // whole trace's events, window, losses, stats, host, steps and chains (rows tagged with their
-// node when there are several), and `nodes` lists each node with its events and window.
+// node when there are several), and `nodes` lists each node with its events, window and
+// losses. The caller sets the whole trace's losses where there are several nodes.
 nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& title,
                          const std::vector<std::string>& names) {
   size_t at = 0;
   auto node_entry = [&](const nlohmann::json& r) {
     std::string name = at < names.size() ? names[at] : r.value("node", "");
     ++at;
-    return nlohmann::json{{"node", name}, {"events", r["events"]}, {"window", r["window"]}};
+    nlohmann::json n{{"node", name}, {"events", r["events"]}, {"window", r["window"]}};
+    if (r.contains("losses")) n["losses"] = r["losses"];
+    return n;
   };
   if (per_node.empty()) return nlohmann::json::object();
   if (per_node.size() == 1) {
@@ -44,7 +48,6 @@ nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& titl
     int64_t s = r["window"]["start_ns"], e = r["window"]["end_ns"];
     if (s && (!start || s < start)) start = s;
     end = std::max(end, e);
-    if (r.contains("losses")) j["losses"] = r["losses"];  // the file's, the same for every node
     for (const char* list : {"stats", "steps", "chains"})
       for (auto row : r.value(list, nlohmann::json::array())) {
         row["node"] = node;
@@ -192,6 +195,8 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
     std::vector<std::string> names = o.nodes;
     if (names.size() == 1 && names[0].empty()) names[0] = o.only_node;
     nlohmann::json j = one_shape(all, o.title, names);
+    if (names.size() > 1)  // every node's sessions (a scoped source was reset above)
+      if (auto l = source.losses()) j["losses"] = engine::losses_json(*l);
     if (f) j["fleet"] = fleet_json(*f);
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }

@@ -117,7 +117,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
       last = std::max(last, s.last_ts);
     }
     // Read here: the step model reads stacks on this connection once it runs.
-    a.losses = source.losses();
+    a.losses = window.node ? source.node_losses(*window.node) : source.losses();
     auto span = window.node ? source.node_span(*window.node) : source.time_span();
     a.span = {
         std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),

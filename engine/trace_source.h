@@ -178,6 +178,9 @@ class TraceSource {
   // What the tracer lost while recording, summed over the sessions (nullopt: the source does
   // not record it, e.g. the original implementation's files).
   virtual std::optional<TraceLosses> losses() { return std::nullopt; }
+  // The same of one node's sessions (a merged trace analysed node by node): by default the
+  // whole trace's.
+  virtual std::optional<TraceLosses> node_losses(const std::string& /*node*/) { return losses(); }
   // The latest start of a whole second of `w` such that at most `max_calls` calls start
   // between it and the window's end, from per-second call counts; w.from_ns when the whole
   // window fits or the source keeps no such counts.

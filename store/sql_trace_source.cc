@@ -8,6 +8,7 @@
 #include "store/folded_calls.h"
 #include "store/sketch_sql.h"
 #include "store/stacks.h"
+#include "store/trace_queries.h"
 
 namespace ingero::store {
 
@@ -271,29 +272,36 @@ std::vector<engine::StackFrameInfo> SqlTraceSource::stack(uint64_t stack_id) {
   return out;
 }
 
-std::optional<engine::TraceLosses> SqlTraceSource::losses() {
+std::optional<engine::TraceLosses> SqlTraceSource::losses() { return losses_of(std::nullopt); }
+
+std::optional<engine::TraceLosses> SqlTraceSource::node_losses(const std::string& node) {
+  return losses_of(node);
+}
+
+std::optional<engine::TraceLosses> SqlTraceSource::losses_of(
+    const std::optional<std::string>& node) {
   if (reader_.is_legacy()) return std::nullopt;
-  Db& db = reader_.db();
-  engine::TraceLosses l;
-  l.by_kind = db.column_exists("sessions", "call_drops");
-  auto col = [&](const char* c) {
-    return db.column_exists("sessions", c) ? "coalesce(sum(" + std::string(c) + "), 0)"
-                                           : std::string("0");
-  };
-  auto st = prepare("SELECT " + col("ringbuf_drops") + ", " + col("call_drops") + ", " +
-                    col("stack_drops") + ", " + col("host_drops") + ", " + col("sample_drops") +
-                    ", " + col("lost_calls") + ", " + col("calls_lost_at_exit") + ", " +
-                    col("store_errors") + " FROM sessions");
-  if (!st || !row(*st)) return std::nullopt;
-  uint64_t* out[] = {&l.ringbuf_drops, &l.call_drops, &l.stack_drops,        &l.host_drops,
-                     &l.sample_drops,  &l.lost_calls, &l.calls_lost_at_exit, &l.store_errors};
-  for (int i = 0; i < 8; ++i) *out[i] = uint64_t(st->int64(i));
-  if (db.column_exists("libraries", "late_pid")) {
-    auto late =
-        prepare("SELECT path, late_pid, late_ns FROM libraries WHERE late_pid <> 0 ORDER BY id");
-    while (late && row(*late))
-      l.late_libraries.push_back({late->text(0), uint32_t(late->int64(1)), late->int64(2)});
+  auto sums = read_loss_sums(reader_.db(), node);
+  if (!sums) {
+    fail(sums.error());
+    return std::nullopt;
   }
+  engine::TraceLosses l;
+  l.by_kind = sums->by_kind;
+  l.ringbuf_drops = sums->ringbuf_drops;
+  l.call_drops = sums->call_drops;
+  l.stack_drops = sums->stack_drops;
+  l.host_drops = sums->host_drops;
+  l.sample_drops = sums->sample_drops;
+  l.lost_calls = sums->lost_calls;
+  l.calls_lost_at_exit = sums->calls_lost_at_exit;
+  l.store_errors = sums->store_errors;
+  auto late = read_late_libraries(reader_.db(), node);
+  if (!late) {
+    fail(late.error());
+    return std::nullopt;
+  }
+  for (const LibraryRow& r : *late) l.late_libraries.push_back({r.path, r.late_pid, r.late_ns});
   return l;
 }
 

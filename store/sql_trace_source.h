@@ -52,6 +52,7 @@ class SqlTraceSource final : public engine::TraceSource {
   bool has_cpu_samples() override;
   void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override;
   std::optional<engine::TraceLosses> losses() override;
+  std::optional<engine::TraceLosses> node_losses(const std::string& node) override;
   int64_t recent_start(const engine::Window& w, uint64_t max_calls) override;
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
       const engine::Window& w) override;
@@ -91,6 +92,8 @@ class SqlTraceSource final : public engine::TraceSource {
   void set_between_snapshots(std::function<void()> fn) { between_snapshots_ = std::move(fn); }
 
  private:
+  // What the sessions of `node` (every node: nullopt) lost, with their late libraries.
+  std::optional<engine::TraceLosses> losses_of(const std::optional<std::string>& node);
   // " WHERE ts BETWEEN from AND to", and the window's pid and node where asked for.
   static std::string window_sql(const engine::Window& w, const char* ts, bool with_pid,
                                 bool with_node = true);

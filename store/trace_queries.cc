@@ -70,29 +70,42 @@ ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter
   return out;
 }
 
-ingero::Result<SessionCounters> read_losses(Db& db, const NodeFilter& node) {
-  SessionCounters c;
-  if (!db.table_exists("sessions")) return c;
-  auto col = [&](const char* name) {
-    return db.column_exists("sessions", name) ? "coalesce(sum(" + std::string(name) + "), 0)"
-                                              : std::string("0");
-  };
-  bool by_kind = db.column_exists("sessions", "call_drops");
+ingero::Result<LossSums> read_loss_sums(Db& db, const NodeFilter& node) {
+  LossSums l;
+  if (!db.table_exists("sessions")) return l;
+  l.by_kind = db.column_exists("sessions", "call_drops");
+  uint64_t* out[] = {&l.ringbuf_drops,      &l.call_drops,       &l.stack_drops,
+                     &l.host_drops,         &l.sample_drops,     &l.lost_calls,
+                     &l.calls_lost_at_exit, &l.unfinished_calls, &l.store_errors};
+  const char* cols[] = {"ringbuf_drops",      "call_drops",       "stack_drops",
+                        "host_drops",         "sample_drops",     "lost_calls",
+                        "calls_lost_at_exit", "unfinished_calls", "store_errors"};
+  std::string sql;
+  for (const char* c : cols)
+    sql += std::string(sql.empty() ? "SELECT " : ", ") +
+           (db.column_exists("sessions", c) ? "coalesce(sum(" + std::string(c) + "), 0)" : "0");
   std::string where = where_node(db, "sessions", node);
-  auto st =
-      each_row(db,
-               "SELECT " + col(by_kind ? "call_drops" : "ringbuf_drops") + ", " +
-                   col("stack_drops") + ", " + col("host_drops") + ", " + col("sample_drops") +
-                   ", " + col("lost_calls") + ", " + col("calls_lost_at_exit") + ", " +
-                   col("unfinished_calls") + ", " + col("store_errors") + " FROM sessions" + where,
-               where.empty() ? std::nullopt : node, [&](const Stmt& s) -> ingero::Status {
-                 uint64_t* out[] = {&c.call_drops,       &c.stack_drops, &c.host_drops,
-                                    &c.sample_drops,     &c.lost_calls,  &c.calls_lost_at_exit,
-                                    &c.unfinished_calls, &c.store_errors};
-                 for (int i = 0; i < 8; ++i) *out[i] = uint64_t(s.int64(i));
-                 return {};
-               });
+  auto st = each_row(db, sql + " FROM sessions" + where, where.empty() ? std::nullopt : node,
+                     [&](const Stmt& s) -> ingero::Status {
+                       for (int i = 0; i < 9; ++i) *out[i] = uint64_t(s.int64(i));
+                       return {};
+                     });
   if (!st) return st.error();
+  return l;
+}
+
+ingero::Result<SessionCounters> read_losses(Db& db, const NodeFilter& node) {
+  auto l = read_loss_sums(db, node);
+  if (!l) return l.error();
+  SessionCounters c;
+  c.call_drops = l->by_kind ? l->call_drops : l->ringbuf_drops;
+  c.stack_drops = l->stack_drops;
+  c.host_drops = l->host_drops;
+  c.sample_drops = l->sample_drops;
+  c.lost_calls = l->lost_calls;
+  c.calls_lost_at_exit = l->calls_lost_at_exit;
+  c.unfinished_calls = l->unfinished_calls;
+  c.store_errors = l->store_errors;
   return c;
 }
 

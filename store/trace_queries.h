@@ -30,8 +30,17 @@ struct ProcessNameRow {
 };
 ingero::Result<std::vector<ProcessNameRow>> read_process_names(Db& db, const NodeFilter& node);
 ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter& node);
-// What the sessions of `node` lost, summed. Files from before the per-kind counters (schema
-// < 5) know only drops of every kind: they count as call drops, as explain counts them.
+// What the sessions of `node` lost, each counter summed as stored (0 where the file has no
+// such column). `by_kind`: the file has per-kind drop counters (schema >= 5); before, only
+// ringbuf_drops, drops of every kind.
+struct LossSums {
+  bool by_kind = false;
+  uint64_t ringbuf_drops = 0, call_drops = 0, stack_drops = 0, host_drops = 0, sample_drops = 0;
+  uint64_t lost_calls = 0, calls_lost_at_exit = 0, unfinished_calls = 0, store_errors = 0;
+};
+ingero::Result<LossSums> read_loss_sums(Db& db, const NodeFilter& node);
+// The same as a session's counters: drops of unknown kind count as call drops, as explain
+// counts them.
 ingero::Result<SessionCounters> read_losses(Db& db, const NodeFilter& node);
 // When `node`'s sessions stopped (the latest), else its last event's start; 0 when neither.
 ingero::Result<int64_t> read_stopped_at(Db& db, const NodeFilter& node);

@@ -1,7 +1,7 @@
-// A merged file is analysed node by node: each node's report covers its own events. Each
-// node's window was the whole file's (the time span ignored the node), so a node that traced
-// for one second of a three-second fleet trace said it covered three, and its rates were
-// divided by the fleet's duration.
+// A merged file is analysed node by node: each node's report covers its own events and losses.
+// Each node's window was the whole file's (the time span ignored the node), so a node that
+// traced for one second of a three-second fleet trace said it covered three, and its rates were
+// divided by the fleet's duration; and each node reported every node's losses.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -16,8 +16,9 @@ namespace {
 
 constexpr int64_t kBase = 1'700'000'000'000'000'000;
 
-// `n` cudaFree calls of 10 us, 1 ms apart from `start_ms`.
-void write_node(const std::string& path, const std::string& node, int64_t start_ms, int n) {
+// `n` cudaFree calls of 10 us, 1 ms apart from `start_ms`; the session ends with `lost`.
+void write_node(const std::string& path, const std::string& node, int64_t start_ms, int n,
+                const SessionCounters& lost = {}) {
   auto w = TraceWriter::open(path);
   ASSERT_TRUE(w) << w.error().message;
   SessionInfo si;
@@ -28,7 +29,9 @@ void write_node(const std::string& path, const std::string& node, int64_t start_
     ASSERT_TRUE((*w)->add(test::runtime_call(uint64_t((start_ms + i) * 1'000'000), 10'000, 42, 42,
                                              hal::EventKind::kFree, "cudaFree")));
   }
-  ASSERT_TRUE((*w)->finish(SessionEnd{}));
+  SessionEnd end;
+  end.counters = lost;
+  ASSERT_TRUE((*w)->finish(end));
 }
 
 nlohmann::json explain(const std::string& db) {
@@ -55,6 +58,31 @@ TEST(MergedNodes, EachNodeKeepsItsOwnWindow) {
   // The fleet's window spans both.
   EXPECT_EQ(m["window"]["start_ns"], kBase);
   EXPECT_EQ(m["window"]["end_ns"], kBase + 2'999'010'000);
+}
+
+// And its own losses: a node that lost nothing said it lost what the other nodes lost.
+TEST(MergedNodes, EachNodeKeepsItsOwnLosses) {
+  std::string a = test::temp_path("node-a.db"), b = test::temp_path("node-b.db");
+  SessionCounters lost;
+  lost.call_drops = 5;
+  lost.lost_calls = 2;
+  write_node(a, "node-a", 0, 100, lost);
+  write_node(b, "node-b", 0, 100);
+  std::string merged = test::temp_path("merged.db"), err, text;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "merge", a, b, "-o", merged}, nullptr, &err), 0) << err;
+  nlohmann::json m = explain(merged);
+  ASSERT_EQ(m["nodes"].size(), 2u) << m.dump().substr(0, 2000);
+  EXPECT_EQ(m["nodes"][0]["losses"], explain(a)["losses"]);
+  EXPECT_EQ(m["nodes"][0]["losses"]["calls_lost"], 7);
+  EXPECT_EQ(m["nodes"][1]["losses"], explain(b)["losses"]);
+  EXPECT_EQ(m["nodes"][1]["losses"]["calls_lost"], 0);
+  EXPECT_EQ(m["losses"]["calls_lost"], 7);  // the whole trace's
+  // In the text, only node-a's report says so.
+  ASSERT_EQ(test::run_command({INGERO_BIN, "explain", "--db", merged}, &text, &err), 0) << err;
+  size_t node_b = text.find("[node node-b]");
+  ASSERT_NE(node_b, std::string::npos) << text;
+  EXPECT_NE(text.substr(0, node_b).find("7 calls lost"), std::string::npos) << text;
+  EXPECT_EQ(text.substr(node_b).find("calls lost"), std::string::npos) << text;
 }
 
 }  // namespace
