@@ -45,18 +45,18 @@ ingero::Status read_limits(Db& db, FoldLimits& f) {
     f.call_sources.insert(int(st->int64(0)));
     if (st->text_view(2) == "launch") f.launch_ops.insert({int(st->int64(0)), int(st->int64(1))});
   }
-  std::map<std::tuple<uint32_t, int, int>, engine::QuantileSketch> sketches;
-  auto sums = db.prepare("SELECT pid, source, op, sketch FROM call_seconds");
+  std::map<std::tuple<std::string, uint32_t, int, int>, engine::QuantileSketch> sketches;
+  auto sums = db.prepare("SELECT node, pid, source, op, sketch FROM call_seconds");
   if (!sums) return sums.error();
   while (true) {
     auto r = sums->step();
     if (!r) return r.error();
     if (!*r) break;
-    int source = int(sums->int64(1)), op = int(sums->int64(2));
+    int source = int(sums->int64(2)), op = int(sums->int64(3));
     if (!f.launch_ops.count({source, op})) continue;
-    auto sk = sketch_column(sums->get(), 3);
+    auto sk = sketch_column(sums->get(), 4);
     if (!sk) return ingero::make_error(db.path() + ": a damaged call_seconds sketch");
-    sketches[{uint32_t(sums->int64(0)), source, op}].merge(*sk);
+    sketches[{sums->text(0), uint32_t(sums->int64(1)), source, op}].merge(*sk);
   }
   for (const auto& [k, sk] : sketches)
     f.limit[k] = int64_t(double(sk.quantile(0.95)) * kKeepAboveP95Share);
@@ -162,16 +162,17 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
     bool ok = !sel->is_null(7) && sel->int64(7) == 0 && sel->int64(8) == 0;
     bool on_cpu = sel->int64(9) == 0 && sel->int64(10) == 0;
     bool launch = lim.launch_ops.count({w.source, w.op}) > 0;
-    auto l = lim.limit.find({w.pid, w.source, w.op});
+    w.node = sel->text(11);
+    using Key = std::tuple<std::string_view, uint32_t, int, int>;
+    auto l = lim.limit.find(Key{w.node, w.pid, w.source, w.op});
     if (launch && l == lim.limit.end() && !reread) {  // a process or op new since the last read
       if (auto st = read_limits(db, lim); !st) return st.error();
       lim.read_for_ns = before_ns;
       reread = true;
-      l = lim.limit.find({w.pid, w.source, w.op});
+      l = lim.limit.find(Key{w.node, w.pid, w.source, w.op});
     }
     w.foldable = ok && on_cpu && launch && l != lim.limit.end() && w.dur < l->second &&
                  w.id != newest_id && !too_new;
-    w.node = sel->text(11);
     w.session = sel->int64(12);
     w.comm = sel->text(13);
     w.cgroup = sel->int64(14);

@@ -51,8 +51,10 @@ struct FoldPass {
 struct FoldLimits {
   std::set<std::pair<int, int>> launch_ops;  // (source, op)
   std::set<int> call_sources;
-  std::map<std::tuple<uint32_t, int, int>, int64_t> limit;  // (pid, source, op) -> ns
-  int64_t read_for_ns = INT64_MIN;                          // the `before_ns` they were read at
+  // (node, pid, source, op) -> ns: pids of different nodes of a merged file are different
+  // processes.
+  std::map<std::tuple<std::string, uint32_t, int, int>, int64_t, std::less<>> limit;
+  int64_t read_for_ns = INT64_MIN;  // the `before_ns` they were read at
 };
 
 // One bounded pass on the writer's connection, outside a transaction (the pass is one write

@@ -452,5 +452,27 @@ TEST(Tiers, CompactFoldsEveryNodeOfAMergedFile) {
   EXPECT_EQ(calls, 2 * (l.launches + l.others));
 }
 
+// Each node folds by its own processes' p95: pid 10 of one node and pid 10 of another are two
+// processes. With one limit for both, the fast node's launches up to the slow node's p95 were
+// folded, its own tail with them.
+TEST(Tiers, NodesOfAMergedFileFoldByTheirOwnLimits) {
+  Loop fast = training_loop(200), slow = training_loop(200);
+  for (Event& e : fast.calls)  // half as long, at the same starts
+    if (e.kind == EventKind::kLaunch) e.dur_ns /= 2;
+  std::string a = write_trace("fast.db", fast.calls), b = write_trace("slow.db", slow.calls);
+  for (const char* table : {"sessions", "events", "call_seconds", "system_snapshots"})
+    ASSERT_EQ(std::system(("sqlite3 '" + b + "' \"UPDATE " + table + " SET node = 'n2'\"").c_str()),
+              0);
+  std::string merged = test::temp_path("merged.db");
+  std::string cmd =
+      std::string(INGERO_BIN) + " merge '" + a + "' '" + b + "' -o '" + merged + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Compacted alone_a = fold_everything(a), alone_b = fold_everything(b);
+  fold_everything(merged);
+  EXPECT_EQ(test::query_rows(merged, "SELECT node, sum(calls) FROM call_runs GROUP BY node"),
+            (std::vector<std::vector<std::string>>{{"n1", std::to_string(alone_a.folded)},
+                                                   {"n2", std::to_string(alone_b.folded)}}));
+}
+
 }  // namespace
 }  // namespace ingero::store
