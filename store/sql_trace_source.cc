@@ -233,20 +233,21 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
     return n;
   }
   // A run across an edge of the window counts the calls the reads give inside it: those whose
-  // start, spread over the run as the reads spread them, lies in the window.
-  auto runs = prepare(
-      "SELECT timestamp, span_ns, calls, sum_ns, min_ns, max_ns FROM call_runs WHERE timestamp "
-      "<= " +
-      std::to_string(w.to_ns) + " AND timestamp + span_ns >= " + std::to_string(w.from_ns) +
-      (w.node ? " AND node = " + sql_quote(*w.node) : std::string()));
-  while (runs && row(*runs)) {
-    engine::RunShape r;
-    r.ts_ns = runs->int64(0);
-    r.span_ns = uint64_t(runs->int64(1));
-    r.calls = uint64_t(runs->int64(2));
-    r.sum_ns = uint64_t(runs->int64(3));
-    r.min_ns = uint64_t(runs->int64(4));
-    r.max_ns = uint64_t(runs->int64(5));
+  // start, spread over the run as the reads spread them, lies in the window. The runs are those
+  // the reads take (every process's).
+  auto runs = RunCursor::open(reader_.db(), filter(w, false), strings_);
+  if (!runs) {
+    fail(runs.error());
+    return n;
+  }
+  engine::CallRun r;
+  while (true) {
+    auto more = (*runs)->next(r);
+    if (!more) {
+      fail(more.error());
+      break;
+    }
+    if (!*more) break;
     if (r.inside(w.from_ns, w.to_ns)) {
       n += r.calls;
       continue;
@@ -286,16 +287,7 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses_of(
     fail(sums.error());
     return std::nullopt;
   }
-  engine::TraceLosses l;
-  l.by_kind = sums->by_kind;
-  l.ringbuf_drops = sums->ringbuf_drops;
-  l.call_drops = sums->call_drops;
-  l.stack_drops = sums->stack_drops;
-  l.host_drops = sums->host_drops;
-  l.sample_drops = sums->sample_drops;
-  l.lost_calls = sums->lost_calls;
-  l.calls_lost_at_exit = sums->calls_lost_at_exit;
-  l.store_errors = sums->store_errors;
+  engine::TraceLosses l = *sums;  // the sums without unfinished_calls
   auto late = read_late_libraries(reader_.db(), node);
   if (!late) {
     fail(late.error());

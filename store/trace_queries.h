@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/trace_source.h"
 #include "hal/result.h"
 #include "hal/stack_frame.h"
 #include "store/trace_writer.h"
@@ -33,10 +34,9 @@ ingero::Result<std::vector<SnapshotRow>> read_snapshots(Db& db, const NodeFilter
 // What the sessions of `node` lost, each counter summed as stored (0 where the file has no
 // such column). `by_kind`: the file has per-kind drop counters (schema >= 5); before, only
 // ringbuf_drops, drops of every kind.
-struct LossSums {
-  bool by_kind = false;
-  uint64_t ringbuf_drops = 0, call_drops = 0, stack_drops = 0, host_drops = 0, sample_drops = 0;
-  uint64_t lost_calls = 0, calls_lost_at_exit = 0, unfinished_calls = 0, store_errors = 0;
+// (late_libraries is left empty: read_late_libraries reads them.)
+struct LossSums : engine::TraceLosses {
+  uint64_t unfinished_calls = 0;
 };
 ingero::Result<LossSums> read_loss_sums(Db& db, const NodeFilter& node);
 // The same as a session's counters: drops of unknown kind count as call drops, as explain
