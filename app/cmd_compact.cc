@@ -28,9 +28,12 @@ void add_compact_command(CLI::App& app, Context& ctx) {
       "Fold the launches of a trace older than --full-rows before its end into runs, keeping\n"
       "per-second summaries of every call (tiered retention, as `ingero trace` does while it\n"
       "records), and shrink the file. Slow, failed and off-CPU calls, syncs, copies,\n"
-      "allocations, collectives and host events keep their rows. Modifies TRACE in place.");
+      "allocations, collectives and host events keep their rows. The calls left are then\n"
+      "archived: stored in compressed blocks that ingero reads back as rows. Modifies TRACE in\n"
+      "place.");
   struct Opts {
     std::string db, full_rows = "10m";
+    bool no_archive = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("trace", o->db, "Trace file to compact")->required();
@@ -41,10 +44,13 @@ void add_compact_command(CLI::App& app, Context& ctx) {
             return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 10m, 1h";
           },
           "DURATION"));
+  cmd->add_flag("--no-archive", o->no_archive,
+                "Keep the calls as rows of `events` instead of compressed blocks (what tools\n"
+                "that open the file themselves, such as the sqlite3 shell, read)");
   cmd->callback([&ctx, o] {
     int64_t size0 = file_size(o->db);
     auto r = store::compact_trace(o->db, int64_t(engine::parse_duration_s(o->full_rows) * 1e9),
-                                  builtin_views());
+                                  builtin_views(), !o->no_archive);
     if (!r) {
       std::cerr << "ingero compact: " << r.error().message << "\n";
       ctx.exit_code = kExitFailure;
@@ -52,8 +58,11 @@ void add_compact_command(CLI::App& app, Context& ctx) {
     }
     int64_t size1 = file_size(o->db);
     std::cout << "ingero compact: folded " << r->folded << " of " << r->calls_before
-              << " calls into " << r->runs << " runs; " << o->db << ": "
-              << engine::format_bytes(uint64_t(size0)) << " -> "
+              << " calls into " << r->runs << " runs";
+    if (!o->no_archive)
+      std::cout << ", archived " << r->archived << " call rows in " << r->blocks << " blocks and "
+                << r->archived_runs << " runs in " << r->run_blocks << " blocks";
+    std::cout << "; " << o->db << ": " << engine::format_bytes(uint64_t(size0)) << " -> "
               << engine::format_bytes(uint64_t(size1)) << "\n";
   });
 }

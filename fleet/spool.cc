@@ -6,6 +6,7 @@
 #include <set>
 
 #include "fleet/tsv.h"
+#include "store/call_archive.h"
 #include "store/schema.h"
 
 namespace ingero::fleet {
@@ -68,6 +69,9 @@ ingero::Result<std::unique_ptr<Spool>> Spool::open(const std::string& path) {
              ? "a trace from the original Go implementation: only files written by `ingero "
                "trace` are shipped (convert it with `ingero merge`)"
              : "not a trace file yet (no ingero schema)"));
+  // Calls a `compact` archived are shipped as rows too: `events` here reads them back.
+  if (auto a = store::install_call_archive(**db); !a)
+    return ingero::make_error(path + ": " + a.error().message);
   std::unique_ptr<Spool> s(new Spool(std::move(*db), path, st.st_dev, st.st_ino));
   if (auto r = s->refresh(); !r) return r.error();
   return s;
@@ -146,7 +150,9 @@ ingero::Status Spool::select(const TableSpec& t, const std::string& tail,
 }
 
 ingero::Result<uint64_t> Spool::count_after(const TableSpec& t, int64_t after) {
-  auto st = db_->prepare("SELECT count(*) FROM " + main_table(t) + " WHERE rowid > ?");
+  // events may be the view over archived calls, which has no rowid; its id is the rowid.
+  auto st = db_->prepare("SELECT count(*) FROM " + main_table(t) +
+                         (main_table(t) == "events" ? " WHERE id > ?" : " WHERE rowid > ?"));
   if (!st) return ingero::make_error(path_ + ": " + st.error().message);
   st->bind(1, after);
   auto r = st->step();

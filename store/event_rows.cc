@@ -121,36 +121,45 @@ bool EventCursor::open_direct(const EventFilter& f) {
       k.packed_fields.push_back(uint8_t(i));
     }
   if (!args.empty()) {
-    if (sqlite3_create_function_v2(db_.handle(), "pack_fields", -1,
+    // Registered once per connection: SQLite refuses to replace a function while a statement
+    // runs, and another cursor's may (the read's slices share connections).
+    if (!db_.prepare("SELECT pack_fields(1)") &&
+        sqlite3_create_function_v2(db_.handle(), "pack_fields", -1,
                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
                                    pack_fields, nullptr, nullptr, nullptr) != SQLITE_OK)
       return false;
     sql += ", pack_fields(" + args + ")";
     k.packed = calls ? 15 : 18;
   }
+  // The row's id, last: the merge with archived calls orders ties by it.
+  sql += ", id";
+  std::string where = " WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
+                      std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
+  if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
+  if (f.node) where += " AND node = " + sql_quote(*f.node);
   // Ties in start time come in the order written, as along the time index.
-  sql += std::string(f.scan ? " FROM events NOT INDEXED" : " FROM events") +
-         " WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
-         std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
-  if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
-  if (f.node) sql += " AND node = " + sql_quote(*f.node);
-  sql += " ORDER BY timestamp, id";
-  auto st = db_.prepare(sql);
+  where += " ORDER BY timestamp, id";
+  auto st =
+      db_.prepare(sql + (f.scan ? " FROM main.events NOT INDEXED" : " FROM main.events") + where);
   if (!st) return false;
-  stmt_ = std::make_unique<Stmt>(std::move(*st));
+  std::unique_ptr<Stmt> archived;
+  if (calls && db_.table_exists("archived_calls", "temp")) {
+    auto a = db_.prepare(sql + " FROM temp.archived_calls" + where);
+    if (!a) return false;
+    archived = std::make_unique<Stmt>(std::move(*a));
+  }
+  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(archived));
   return true;
 }
 
 ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
   while (true) {
-    auto r = stmt_->step();
-    if (!r) return r.error();
-    if (!*r) return false;
-    const Stmt& st = *stmt_;
+    auto more = rows_of_.next();
+    if (!more || !*more) return more;
+    const Stmt& st = rows_of_.current();
     auto it = names_->by_id.find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
     if (it == names_->by_id.end())
-      continue;  // an op missing from the dictionary: the view
-                 // (an inner join) leaves it out too
+      continue;  // an op missing from the dictionary: the view (an inner join) leaves it out too
     const OpNames::Names& n = it->second;
     e.reset();
     e.ts_ns = uint64_t(st.int64(0));
@@ -184,7 +193,7 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
   }
 }
 
-uint64_t EventCursor::row_stack() const { return uint64_t(stmt_->int64(14)); }
+uint64_t EventCursor::row_stack() const { return uint64_t(rows_of_.current().int64(14)); }
 
 bool EventCursor::unpack_fields(const Stmt& st, hal::Event& e) const {
   sqlite3_stmt* raw = st.get();

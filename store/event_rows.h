@@ -18,11 +18,11 @@
 
 #include "hal/event.h"
 #include "hal/result.h"
+#include "store/merged_rows.h"
 
 namespace ingero::store {
 
 class Db;
-class Stmt;
 
 // Storage for the strings events point at (vendor, api, op): an Event's string_views stay
 // valid as long as the pool.
@@ -65,6 +65,8 @@ class EventCursor {
   ingero::Result<bool> next(hal::Event& e);
   // Read straight from the events table (not through the views). Then row_stack() is the
   // current row's stack_hash, which host_events does not show (on-CPU samples have one).
+  // A file's archived calls (store/call_archive.h) are read from temp.archived_calls beside
+  // main.events, and the two merged in (timestamp, id) order.
   bool direct() const { return names_ != nullptr; }
   uint64_t row_stack() const;
 
@@ -83,7 +85,8 @@ class EventCursor {
   Db& db_;
   Rows rows_;
   StringPool& strings_;
-  std::unique_ptr<Stmt> stmt_;
+  std::unique_ptr<Stmt> stmt_;  // through the views
+  MergedRows rows_of_;          // a direct read: main.events, and any archived calls
   std::unique_ptr<Columns> cols_;
   std::unique_ptr<OpNames> names_;  // set when reading directly
 };

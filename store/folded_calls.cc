@@ -36,20 +36,35 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
       out->libraries_[libs->int64(0)] = strings.intern(libs->text_view(1));
     }
   }
-  // A run overlaps the window when it starts before its end and ends after its start.
-  std::string sql =
+  // A run overlaps the window when it starts before its end and ends after its start. The id
+  // last: ties in start time come in id order, from the rows and the archive alike.
+  std::string select =
       "SELECT timestamp, span_ns, pid, tid, comm, cgroup_id, source, op, library_id, stream, "
-      "device, calls, sum_ns, min_ns, max_ns, nested_calls, stack_hash FROM call_runs WHERE "
-      "timestamp <= " +
-      std::to_string(f.to_ns) + " AND timestamp + span_ns >= " + std::to_string(f.from_ns);
+      "device, calls, sum_ns, min_ns, max_ns, nested_calls, stack_hash, id FROM ";
+  std::string where = " WHERE timestamp <= " + std::to_string(f.to_ns) +
+                      " AND timestamp + span_ns >= " + std::to_string(f.from_ns);
   if (min_start != std::numeric_limits<int64_t>::min())
-    sql += " AND timestamp >= " + std::to_string(min_start);
-  if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
-  if (f.node) sql += " AND node = " + sql_quote(*f.node);
-  sql += " ORDER BY timestamp";
-  auto st = db.prepare(sql);
+    where += " AND timestamp >= " + std::to_string(min_start);
+  if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
+  if (f.node) where += " AND node = " + sql_quote(*f.node);
+  auto st = db.prepare(select + "main.call_runs" + where + " ORDER BY timestamp, id");
   if (!st) return st.error();
-  out->stmt_ = std::make_unique<Stmt>(std::move(*st));
+  std::unique_ptr<Stmt> archived;
+  if (db.table_exists("archived_runs", "temp")) {
+    // No run is longer than its block's time from first start to last end: a start bound the
+    // archive can choose blocks by.
+    auto longest = db.query_int("SELECT max(end_ts - first_ts) FROM main.run_blocks");
+    if (!longest) return longest.error();
+    int64_t span = std::max<int64_t>(0, longest->value_or(0));
+    int64_t from = f.from_ns < std::numeric_limits<int64_t>::min() + span
+                       ? std::numeric_limits<int64_t>::min()
+                       : f.from_ns - span;
+    auto a = db.prepare(select + "temp.archived_runs" + where +
+                        " AND timestamp >= " + std::to_string(from) + " ORDER BY timestamp, id");
+    if (!a) return a.error();
+    archived = std::make_unique<Stmt>(std::move(*a));
+  }
+  out->rows_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(archived));
   return out;
 }
 
@@ -57,12 +72,11 @@ RunCursor::RunCursor(Db& db) : db_(db) {}
 RunCursor::~RunCursor() = default;
 
 ingero::Result<bool> RunCursor::next(engine::CallRun& w) {
-  if (!stmt_) return false;
+  if (!rows_) return false;
   while (true) {
-    auto r = stmt_->step();
-    if (!r) return r.error();
-    if (!*r) return false;
-    Stmt* st = stmt_.get();
+    auto r = rows_.next();
+    if (!r || !*r) return r;
+    const Stmt* st = &rows_.current();
     auto n = names_.find({st->int64(6), st->int64(7)});
     if (n == names_.end()) continue;  // as the calls view: an op missing from the dictionary
     w = engine::CallRun{};

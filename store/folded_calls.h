@@ -15,6 +15,7 @@
 #include "hal/event.h"
 #include "hal/result.h"
 #include "store/event_rows.h"
+#include "store/merged_rows.h"
 
 namespace ingero::store {
 
@@ -42,7 +43,7 @@ class RunCursor {
   Db& db_;
   std::map<std::pair<int64_t, int64_t>, Names> names_;  // (source, op)
   std::map<int64_t, std::string_view> libraries_;
-  std::unique_ptr<Stmt> stmt_;
+  MergedRows rows_;  // main.call_runs, and any archived runs
 };
 
 class RunExpander {

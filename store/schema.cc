@@ -42,10 +42,9 @@ std::string events_ddl() {
       "  nested_op INTEGER\n";
   for (const auto& c : field_columns()) s += ",\n  " + c + " INTEGER";
   // Columns the original implementation's users query by name.
-  s += ",\n  gpu_id INTEGER GENERATED ALWAYS AS (coalesce(device, 0)) VIRTUAL"
-       ",\n  arg0 INTEGER GENERATED ALWAYS AS (coalesce(bytes, func, count, 0)) VIRTUAL"
-       ",\n  arg1 INTEGER GENERATED ALWAYS AS (coalesce(direction, 0)) VIRTUAL"
-       "\n);\n";
+  for (const auto& g : kEventGeneratedColumns)
+    s += std::string(",\n  ") + g.name + " INTEGER GENERATED ALWAYS AS (" + g.expr + ") VIRTUAL";
+  s += "\n);\n";
   return s;
 }
 
@@ -308,6 +307,37 @@ CREATE TABLE IF NOT EXISTS call_folding (
 );
 )SQL";
 
+// Archived calls and runs (store/call_archive.h): blocks of rows moved out of `events` and
+// `call_runs`.
+const char* kTablesV8 = R"SQL(
+CREATE TABLE IF NOT EXISTS call_blocks (
+  id INTEGER PRIMARY KEY,
+  node TEXT NOT NULL DEFAULT '',
+  first_id INTEGER NOT NULL,        -- events.id of its first and last rows
+  last_id INTEGER NOT NULL,
+  first_ts INTEGER NOT NULL,        -- least and greatest events.timestamp of its rows
+  last_ts INTEGER NOT NULL,
+  end_ts INTEGER NOT NULL,          -- greatest timestamp + duration
+  rows INTEGER NOT NULL,
+  calls INTEGER NOT NULL,           -- the calls they stand for (= rows)
+  data BLOB NOT NULL                -- the rows, every column (store/row_block.h)
+);
+CREATE INDEX IF NOT EXISTS idx_call_blocks_ts ON call_blocks(first_ts);
+CREATE TABLE IF NOT EXISTS run_blocks (
+  id INTEGER PRIMARY KEY,
+  node TEXT NOT NULL DEFAULT '',
+  first_id INTEGER NOT NULL,        -- call_runs.id of its first and last rows
+  last_id INTEGER NOT NULL,
+  first_ts INTEGER NOT NULL,        -- least and greatest call_runs.timestamp of its rows
+  last_ts INTEGER NOT NULL,
+  end_ts INTEGER NOT NULL,          -- greatest timestamp + span_ns
+  rows INTEGER NOT NULL,
+  calls INTEGER NOT NULL,           -- sum of their calls
+  data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_run_blocks_ts ON run_blocks(first_ts);
+)SQL";
+
 ingero::Status move_rdma_counters(Db& db) {
   auto has = db.query_int(
       "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'rdma_counters'");
@@ -420,6 +450,9 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
     if (auto st = db.exec(kTablesV7); !st) return fail(st.error());
     if (from > 0)
       if (auto st = summarize_existing_calls(db); !st) return fail(st.error());
+  }
+  if (from < 8) {
+    if (auto st = db.exec(kTablesV8); !st) return fail(st.error());
   }
   if (from < kSchemaVersion) {
     auto ins = db.prepare(

@@ -19,7 +19,7 @@
 
 namespace ingero::store {
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 inline constexpr int32_t kApplicationId = 0x494E4752;  // "INGR"
 
 enum class TraceFormat {
@@ -45,6 +45,18 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views = {});
 
 // Columns of the events table that hold decoded Fields, in Field order.
 const std::vector<std::string>& field_columns();
+
+// The events table's generated columns (the original implementation's names), with their
+// expressions: the table declares them, and the view over archived calls computes them.
+struct GeneratedColumn {
+  const char* name;
+  const char* expr;
+};
+inline constexpr GeneratedColumn kEventGeneratedColumns[] = {
+    {"gpu_id", "coalesce(device, 0)"},
+    {"arg0", "coalesce(bytes, func, count, 0)"},
+    {"arg1", "coalesce(direction, 0)"},
+};
 
 // Well-known source ids, shared with the original implementation's files.
 enum SourceId : int {

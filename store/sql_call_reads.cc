@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "hal/memory.h"
+#include "store/call_archive.h"
 #include "store/call_count_check.h"
 #include "store/folded_calls.h"
 #include "store/sql_trace_source.h"
@@ -81,17 +82,22 @@ std::optional<std::string> SqlTraceSource::folding_state() {
   Db& db = reader_.db();
   auto version = db.query_int("PRAGMA schema_version");
   if (!version || !*version) return std::nullopt;
-  std::string sql = "SELECT (SELECT max(id) FROM events)";
+  std::string sql = "SELECT (SELECT max(id) FROM main.events)";
   sql += db.table_exists("call_runs") ? ", (SELECT max(id) FROM call_runs)" : ", NULL";
   sql += db.table_exists("call_folding")
              ? ", (SELECT folded_calls || '/' || runs || '/' || last_event_id FROM call_folding)"
+             : ", NULL";
+  // Archiving moves rows into blocks.
+  sql += db.table_exists("call_blocks")
+             ? ", (SELECT max(id) FROM main.call_blocks) || '/' || (SELECT max(id) FROM "
+               "main.run_blocks)"
              : ", NULL";
   auto st = db.prepare(sql);
   if (!st) return std::nullopt;
   auto r = st->step();
   if (!r || !*r) return std::nullopt;
   std::string out = std::to_string(**version);
-  for (int i = 0; i < 3; ++i) out += "," + (st->is_null(i) ? std::string("-") : st->text(i));
+  for (int i = 0; i < 4; ++i) out += "," + (st->is_null(i) ? std::string("-") : st->text(i));
   return out;
 }
 
@@ -406,12 +412,24 @@ bool SqlTraceSource::may_fit_cache(const engine::Window& w) {
 
 bool SqlTraceSource::has_folded_calls(const engine::Window& w) {
   if (!reader_.db().table_exists("call_runs")) return false;
-  std::string sql = "SELECT 1 FROM call_runs WHERE timestamp <= " + std::to_string(w.to_ns) +
-                    " AND timestamp + span_ns >= " + std::to_string(w.from_ns);
-  if (w.pid) sql += " AND pid = " + std::to_string(*w.pid);
-  if (w.node) sql += " AND node = " + sql_quote(*w.node);
-  auto st = prepare(sql + " LIMIT 1");
-  return st && row(*st);
+  std::string where = " WHERE timestamp <= " + std::to_string(w.to_ns) +
+                      " AND timestamp + span_ns >= " + std::to_string(w.from_ns);
+  if (w.pid) where += " AND pid = " + std::to_string(*w.pid);
+  if (w.node) where += " AND node = " + sql_quote(*w.node);
+  if (auto st = prepare("SELECT 1 FROM main.call_runs" + where + " LIMIT 1"); st && row(*st))
+    return true;
+  if (!has_run_archive(reader_.db())) return false;
+  // Archived runs: only the blocks whose time overlaps the window are read.
+  auto blocks = prepare("SELECT first_id, last_id FROM main.run_blocks WHERE first_ts <= " +
+                        std::to_string(w.to_ns) + " AND end_ts >= " + std::to_string(w.from_ns) +
+                        (w.node ? " AND node = " + sql_quote(*w.node) : std::string()));
+  while (blocks && row(*blocks))
+    if (auto st = prepare("SELECT 1 FROM temp.archived_runs" + where + " AND id BETWEEN " +
+                          std::to_string(blocks->int64(0)) + " AND " +
+                          std::to_string(blocks->int64(1)) + " LIMIT 1");
+        st && row(*st))
+      return true;
+  return false;
 }
 
 }  // namespace ingero::store

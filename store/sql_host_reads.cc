@@ -150,7 +150,7 @@ bool SqlTraceSource::has_cpu_samples() {
   if (reader_.is_legacy()) return false;
   std::string ops = cpu_sample_ops();
   if (ops.empty()) return false;
-  auto st = prepare("SELECT 1 FROM events WHERE " + ops + " LIMIT 1");
+  auto st = prepare("SELECT 1 FROM main.events WHERE " + ops + " LIMIT 1");
   return st && row(*st);
 }
 
@@ -169,8 +169,9 @@ void SqlTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampl
   }
   std::string ops = cpu_sample_ops();
   if (ops.empty()) return;
-  // Ties in start time come in the order written, as along the time index.
-  auto st = prepare(std::string("SELECT timestamp, pid, tid, stack_hash FROM events") +
+  // Ties in start time come in the order written, as along the time index. Host events are
+  // never archived (store/call_archive.h).
+  auto st = prepare(std::string("SELECT timestamp, pid, tid, stack_hash FROM main.events") +
                     (covers_file(w) ? " NOT INDEXED" : "") +
                     window_sql(w, "timestamp", true,
                                w.node.has_value() && reader_.db().column_exists("events", "node")) +

@@ -5,6 +5,7 @@
 
 #include "hal/memory.h"
 #include "hal/symbolizer.h"
+#include "store/call_archive.h"
 #include "store/folded_calls.h"
 #include "store/sketch_sql.h"
 #include "store/stacks.h"
@@ -93,13 +94,27 @@ struct ExtentPart {
 };
 
 // `runs`: the span of the runs instead (folded calls are part of the trace's span too).
-ingero::Result<ExtentPart> scan_extent(Db& db, bool by_node, const std::string& where, bool runs) {
-  by_node = by_node && !runs;
-  auto st =
-      db.prepare(runs ? std::string("SELECT min(timestamp), max(timestamp + span_ns) "
-                                    "FROM call_runs")
-                      : std::string("SELECT min(timestamp), max(timestamp + duration)") +
-                            (by_node ? ", min(node), max(node)" : "") + " FROM events" + where);
+// Blocks: the span and nodes of the archived calls or runs, from the blocks' entries.
+enum class Part { kEvents, kRuns, kCallBlocks, kRunBlocks };
+ingero::Result<ExtentPart> scan_extent(Db& db, bool by_node, const std::string& where, Part part) {
+  by_node = by_node && part != Part::kRuns && part != Part::kRunBlocks;
+  std::string nodes = by_node ? ", min(node), max(node)" : "";
+  std::string sql;
+  switch (part) {
+    case Part::kRuns:
+      sql = "SELECT min(timestamp), max(timestamp + span_ns) FROM main.call_runs";
+      break;
+    case Part::kCallBlocks:
+      sql = "SELECT min(first_ts), max(end_ts)" + nodes + " FROM main.call_blocks";
+      break;
+    case Part::kRunBlocks:
+      sql = "SELECT min(first_ts), max(end_ts) FROM main.run_blocks";
+      break;
+    case Part::kEvents:
+      sql =
+          "SELECT min(timestamp), max(timestamp + duration)" + nodes + " FROM main.events" + where;
+  }
+  auto st = db.prepare(sql);
   if (!st) return st.error();
   auto r = st->step();
   if (!r) return r.error();
@@ -129,10 +144,15 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   Extent x;
   x.data_version = v;
   bool by_node = db.column_exists("events", "node");
-  bool runs = db.table_exists("call_runs");
-  std::vector<std::string> ranges{""};  // an events range each, then the runs
+  // The parts after the events' ranges, each on its own.
+  std::vector<Part> more;
+  if (db.table_exists("call_runs")) more.push_back(Part::kRuns);
+  if (has_call_archive(db)) more.push_back(Part::kCallBlocks);
+  if (has_run_archive(db)) more.push_back(Part::kRunBlocks);
+  std::vector<std::string> ranges{""};  // an events range each, then the runs, the blocks
   if (!reader_.is_legacy())
-    if (auto ids = prepare("SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events)");
+    if (auto ids =
+            prepare("SELECT (SELECT min(id) FROM main.events), (SELECT max(id) FROM main.events)");
         ids && row(*ids) && !ids->is_null(0) && ids->int64(1) - ids->int64(0) > kSplitRows) {
       int64_t lo = ids->int64(0), step = (ids->int64(1) - lo) / kRanges + 1;
       ranges.clear();
@@ -143,13 +163,13 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   std::unique_ptr<TraceReader> other;
   if (ranges.size() > 1)
     if (auto r = reader_.reopen()) other = std::move(*r);
-  size_t tasks = ranges.size() + (runs ? 1 : 0);
+  size_t tasks = ranges.size() + more.size();
   std::vector<ingero::Result<ExtentPart>> parts(tasks, ExtentPart{});
   std::atomic<size_t> next{0};
   auto work = [&](Db& on) {
     for (size_t i = next++; i < tasks; i = next++)
-      parts[i] = i < ranges.size() ? scan_extent(on, by_node, ranges[i], false)
-                                   : scan_extent(on, by_node, "", true);
+      parts[i] = i < ranges.size() ? scan_extent(on, by_node, ranges[i], Part::kEvents)
+                                   : scan_extent(on, by_node, "", more[i - ranges.size()]);
   };
   std::future<void> helper;
   if (other) helper = std::async(std::launch::async, [&] { work(other->db()); });
@@ -173,7 +193,7 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   if (all.nodes && all.nodes->first == all.nodes->second) {
     x.nodes.push_back(all.nodes->first);
   } else if (all.nodes) {
-    auto names = prepare("SELECT DISTINCT node FROM events ORDER BY node");
+    auto names = prepare(node_names_sql(db));
     while (names && row(*names)) x.nodes.push_back(names->text(0));
   }
   if (all.first != INT64_MAX) x.span = {all.first, all.last};
@@ -206,11 +226,15 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
         it->second.second = std::max(it->second.second, st->int64(2));
       }
     };
-    add("SELECT node, min(timestamp), max(timestamp + duration) FROM events NOT INDEXED GROUP BY "
-        "node");
+    add("SELECT node, min(timestamp), max(timestamp + duration) FROM main.events NOT INDEXED "
+        "GROUP BY node");
+    if (has_call_archive(reader_.db()))
+      add("SELECT node, min(first_ts), max(end_ts) FROM main.call_blocks GROUP BY node");
     if (reader_.db().table_exists("call_runs"))
-      add("SELECT node, min(timestamp), max(timestamp + span_ns) FROM call_runs NOT INDEXED "
+      add("SELECT node, min(timestamp), max(timestamp + span_ns) FROM main.call_runs NOT INDEXED "
           "GROUP BY node");
+    if (has_run_archive(reader_.db()))
+      add("SELECT node, min(first_ts), max(end_ts) FROM main.run_blocks GROUP BY node");
     node_spans_ = std::move(n);
   }
   auto it = node_spans_->by_node.find(node);
@@ -218,18 +242,27 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
 }
 
 uint64_t SqlTraceSource::event_count(const engine::Window& w) {
-  std::string sql = "SELECT count(*) FROM events" +
-                    window_sql(w, "timestamp", false, reader_.db().column_exists("events", "node"));
-  auto st = prepare(sql);
+  bool by_node = reader_.db().column_exists("events", "node");
+  auto st =
+      prepare("SELECT count(*) FROM main.events" + window_sql(w, "timestamp", false, by_node));
   if (!st || !row(*st)) return 0;
   uint64_t n = uint64_t(st->int64(0));
+  auto archived = count_archived(reader_.db(), w.from_ns, w.to_ns, by_node ? w.node : std::nullopt);
+  if (!archived) fail(archived.error());
+  n += archived ? *archived : 0;
   // Calls folded into runs (tiered retention) are events of the trace all the same.
   if (!reader_.db().table_exists("call_runs")) return n;
   if (covers_file(w)) {
-    if (auto runs = prepare("SELECT coalesce(sum(calls), 0) FROM call_runs NOT INDEXED" +
+    if (auto runs = prepare("SELECT coalesce(sum(calls), 0) FROM main.call_runs NOT INDEXED" +
                             window_sql(w, "timestamp", false));
         runs && row(*runs))
       n += uint64_t(runs->int64(0));
+    // Archived runs: their blocks' sums (the window covers every block).
+    if (has_run_archive(reader_.db()))
+      if (auto runs = prepare("SELECT coalesce(sum(calls), 0) FROM main.run_blocks" +
+                              (w.node ? " WHERE node = " + sql_quote(*w.node) : std::string()));
+          runs && row(*runs))
+        n += uint64_t(runs->int64(0));
     return n;
   }
   // A run across an edge of the window counts the calls the reads give inside it: those whose

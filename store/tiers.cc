@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/quantile_sketch.h"
+#include "store/call_archive.h"
 #include "store/file_access.h"
 #include "store/schema.h"
 #include "store/sketch_sql.h"
@@ -339,7 +340,7 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
 }
 
 ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_rows_ns,
-                                        std::span<const hal::SqlView> views) {
+                                        std::span<const hal::SqlView> views, bool archive) {
   if (auto st = check_writable_trace(path); !st) return st.error();
   auto db = Db::open(path, Db::Mode::kReadWrite);
   if (!db) return db.error();
@@ -373,6 +374,16 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
                          std::to_string(first_too_new - 1) + ")");
         !st)
       return st.error();
+  if (archive) {
+    auto a = archive_calls(d);
+    if (!a) return a.error();
+    out.archived = a->rows;
+    out.blocks = a->blocks;
+    auto r = archive_runs(d);
+    if (!r) return r.error();
+    out.archived_runs = r->rows;
+    out.run_blocks = r->blocks;
+  }
   (void)d.exec("PRAGMA temp_store = FILE");
   if (auto st = d.exec("VACUUM"); !st) return st.error();
   return out;

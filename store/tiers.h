@@ -77,13 +77,16 @@ struct FoldState {
 ingero::Result<FoldState> fold_state(Db& db);
 
 // `ingero compact`: migrates `path` (a file of an older schema gets its summaries), folds the
-// launches older than `full_rows_ns` before its last event, and rewrites it to its new size.
+// launches older than `full_rows_ns` before its last event, with `archive` moves the call rows
+// left and the runs into compressed blocks (store/call_archive.h), and rewrites it to its new size.
 // Refuses the original implementation's files (read-only) and damaged ones.
 struct Compacted {
   uint64_t calls_before = 0;  // calls in the summaries
   uint64_t folded = 0, runs = 0;
+  uint64_t archived = 0, blocks = 0;  // call rows moved into blocks
+  uint64_t archived_runs = 0, run_blocks = 0;
 };
 ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_rows_ns,
-                                        std::span<const hal::SqlView> views);
+                                        std::span<const hal::SqlView> views, bool archive = true);
 
 }  // namespace ingero::store

@@ -1,5 +1,6 @@
 #include "store/trace_queries.h"
 
+#include "store/call_archive.h"
 #include "store/sqlite_db.h"
 
 namespace ingero::store {
@@ -28,17 +29,16 @@ std::string where_node(Db& db, const char* table, const NodeFilter& node) {
 ingero::Result<std::vector<std::string>> read_nodes(Db& db) {
   std::vector<std::string> out;
   if (!db.column_exists("events", "node")) return out;
-  auto st = each_row(db, "SELECT DISTINCT node FROM events ORDER BY node", std::nullopt,
-                     [&](const Stmt& s) -> ingero::Status {
-                       out.push_back(s.text(0));
-                       return {};
-                     });
+  auto st = each_row(db, node_names_sql(db), std::nullopt, [&](const Stmt& s) -> ingero::Status {
+    out.push_back(s.text(0));
+    return {};
+  });
   if (!st) return st.error();
   return out;
 }
 
 ingero::Result<std::optional<int64_t>> first_event_ns(Db& db) {
-  return db.query_int("SELECT min(timestamp) FROM events");
+  return db.query_int(first_timestamp_sql(db));
 }
 
 ingero::Result<std::vector<ProcessNameRow>> read_process_names(Db& db, const NodeFilter& node) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "store/call_archive.h"
 #include "store/contract_views.h"
 #include "store/legacy_views.h"
 
@@ -167,12 +168,15 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
   r->db_ = std::move(*db);
   r->info_ = *info;
   r->views_.assign(views.begin(), views.end());
+  // Archived calls first: the contract views then read them through the TEMP `events`.
   ingero::Status st =
-      info->format == TraceFormat::kLegacyGo
-          ? install_legacy_views(*r->db_, *info)
-          : r->db_->exec(contract_views_sql(
-                true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
-                [&](const std::string& c) { return r->db_->column_exists("events", c); }));
+      info->format == TraceFormat::kLegacyGo ? ingero::Status() : install_call_archive(*r->db_);
+  if (st)
+    st = info->format == TraceFormat::kLegacyGo
+             ? install_legacy_views(*r->db_, *info)
+             : r->db_->exec(contract_views_sql(
+                   true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
+                   [&](const std::string& c) { return r->db_->column_exists("events", c); }));
   if (st) st = install_device_counters_compat(*r->db_);
   if (st) st = install_vendor_views(*r->db_, true, views);
   if (!st) return ingero::make_error(path + ": " + st.error().message);

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "store/call_archive.h"
+
 namespace ingero::serve::report {
 namespace {
 
@@ -237,7 +239,7 @@ Result<std::vector<std::string>> node_names(store::Db& db) {
   std::vector<std::string> out;
   if (!db.column_exists("events", "node")) return out;
   const std::string what = "listing nodes";
-  auto st = prepare(db, "SELECT DISTINCT node FROM events ORDER BY node", what);
+  auto st = prepare(db, store::node_names_sql(db), what);
   if (!st) return st.error();
   Status s = each_row(*st, what, [&] { out.push_back(st->text(0)); });
   if (!s) return s.error();

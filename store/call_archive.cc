@@ -1,0 +1,261 @@
+#include "store/call_archive.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "store/archive_table.h"
+#include "store/row_block.h"
+#include "store/schema.h"
+
+namespace ingero::store {
+namespace {
+
+// Blocks written per transaction.
+constexpr size_t kBlocksPerBatch = 64;
+
+// A table whose rows are archived: its blocks' table, the virtual table reading them back
+// and the rows moved.
+struct Spec {
+  const char* table;    // main.<table>: the rows
+  const char* blocks;   // main.<blocks>
+  const char* archive;  // temp.<archive>
+  const char* where;    // which of the table's rows
+  const char* end;      // where a row ends
+  const char* weight;   // the calls a row stands for
+};
+constexpr Spec kCalls = {
+    "events",         "call_blocks",
+    "archived_calls", "source IN (SELECT id FROM sources WHERE vendor <> 'host')",
+    "duration",       ""};
+constexpr Spec kRuns = {"call_runs", "run_blocks", "archived_runs", "1", "span_ns", "calls"};
+
+struct Block {
+  std::string node, data;
+  int64_t first_id = 0, last_id = 0, first_ts = 0, last_ts = 0, end_ts = 0, rows = 0, calls = 0;
+};
+
+// main.`table`'s columns in order, the stored ones named and the generated ones as their
+// expressions (what `SELECT *` gives), or an Error for a generated column not known here.
+ingero::Result<std::vector<std::pair<std::string, bool>>> table_columns(Db& db, const char* table) {
+  auto st = db.prepare("SELECT name, hidden FROM pragma_table_xinfo(?, 'main')");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(table));
+  std::vector<std::pair<std::string, bool>> cols;  // name, generated
+  while (true) {
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    cols.emplace_back(st->text(0), st->int64(1) != 0);
+  }
+  return cols;
+}
+
+std::string quoted(const std::string& name) { return "\"" + name + "\""; }
+
+}  // namespace
+
+bool has_blocks(Db& db, const char* blocks) {
+  if (!db.table_exists(blocks)) return false;
+  auto n = db.query_int(std::string("SELECT 1 FROM main.") + blocks + " LIMIT 1");
+  return n && n->has_value();
+}
+
+bool has_call_archive(Db& db) { return has_blocks(db, kCalls.blocks); }
+bool has_run_archive(Db& db) { return has_blocks(db, kRuns.blocks); }
+
+std::string node_names_sql(Db& db) {
+  if (!db.table_exists("call_blocks")) return "SELECT DISTINCT node FROM main.events ORDER BY node";
+  return "SELECT node FROM main.events UNION SELECT node FROM main.call_blocks ORDER BY 1";
+}
+
+std::string first_timestamp_sql(Db& db) {
+  if (!db.table_exists("call_blocks")) return "SELECT min(timestamp) FROM main.events";
+  return "SELECT min(t) FROM (SELECT min(timestamp) AS t FROM main.events UNION ALL "
+         "SELECT min(first_ts) FROM main.call_blocks)";
+}
+
+ingero::Result<uint64_t> count_archived(Db& db, int64_t from_ns, int64_t to_ns,
+                                        const std::optional<std::string>& node) {
+  if (!has_call_archive(db)) return uint64_t(0);
+  std::string of_node = node ? " AND node = " + sql_quote(*node) : "";
+  auto whole =
+      db.query_int("SELECT coalesce(sum(rows), 0) FROM main.call_blocks WHERE first_ts >= " +
+                   std::to_string(from_ns) + " AND last_ts <= " + std::to_string(to_ns) + of_node);
+  if (!whole) return whole.error();
+  uint64_t n = uint64_t(whole->value_or(0));
+  auto edges = db.prepare(
+      "SELECT first_id, last_id FROM main.call_blocks WHERE first_ts <= ?2 AND last_ts >= ?1 AND "
+      "NOT (first_ts >= ?1 AND last_ts <= ?2)" +
+      of_node);
+  if (!edges) return edges.error();
+  edges->bind(1, from_ns).bind(2, to_ns);
+  auto count = db.prepare(
+      "SELECT count(*) FROM temp.archived_calls WHERE id BETWEEN ? AND ? AND timestamp BETWEEN ? "
+      "AND ?" +
+      of_node);
+  if (!count) return count.error();
+  while (true) {
+    auto r = edges->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    count->reset();
+    count->bind(1, edges->int64(0)).bind(2, edges->int64(1)).bind(3, from_ns).bind(4, to_ns);
+    auto c = count->step();
+    if (!c) return c.error();
+    n += uint64_t(count->int64(0));
+  }
+  return n;
+}
+
+namespace {
+
+// temp.<archive> and the TEMP view named like the table over both.
+ingero::Status install(Db& db, const Spec& spec) {
+  if (!has_blocks(db, spec.blocks)) return {};
+  auto cols = table_columns(db, spec.table);
+  if (!cols) return cols.error();
+  std::string select;
+  for (const auto& [name, generated] : *cols) {
+    std::string expr = quoted(name);
+    if (generated) {
+      auto g = std::find_if(std::begin(kEventGeneratedColumns), std::end(kEventGeneratedColumns),
+                            [&](const GeneratedColumn& c) { return name == c.name; });
+      if (g == std::end(kEventGeneratedColumns))
+        return ingero::make_error(std::string(spec.table) + "." + name +
+                                  " is a generated column this build lacks");
+      expr = std::string("(") + g->expr + ") AS " + quoted(name);
+    }
+    select += (select.empty() ? "" : ", ") + expr;
+  }
+  if (auto st = create_archive_table(db, spec.archive, spec.table, spec.blocks); !st) return st;
+  return db.exec(std::string("DROP VIEW IF EXISTS temp.") + spec.table + ";\nCREATE TEMP VIEW " +
+                 spec.table + " AS SELECT * FROM main." + spec.table + " UNION ALL SELECT " +
+                 select + " FROM temp." + spec.archive + ";\n");
+}
+
+}  // namespace
+
+ingero::Status install_call_archive(Db& db) {
+  if (auto st = install(db, kCalls); !st) return st;
+  return install(db, kRuns);
+}
+
+namespace {
+
+ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_rows) {
+  Archived out;
+  if (!db.table_exists(spec.table) || !db.table_exists(spec.blocks)) return out;
+  auto cols = table_columns(db, spec.table);
+  if (!cols) return cols.error();
+  std::vector<std::string> stored;
+  std::string list;
+  int node = -1, id = -1, ts = -1, end = -1, weight = -1;
+  for (const auto& [name, generated] : *cols) {
+    if (generated) continue;
+    int i = int(stored.size());
+    if (name == "node") node = i;
+    if (name == "id") id = i;
+    if (name == "timestamp") ts = i;
+    if (name == spec.end) end = i;
+    if (name == spec.weight) weight = i;
+    stored.push_back(name);
+    list += (list.empty() ? "" : ", ") + quoted(name);
+  }
+  if (node < 0 || id < 0 || ts < 0 || end < 0 || (*spec.weight && weight < 0))
+    return ingero::make_error(db.path() + ": " + spec.table + " lacks a column archiving needs");
+  const std::string table = std::string("main.") + spec.table;
+  // The newest row stays: SQLite numbers the next row max(id) + 1, which must not be an
+  // archived row's id.
+  auto newest = db.query_int("SELECT max(id) FROM " + table);
+  if (!newest) return newest.error();
+  int64_t last_id = INT64_MIN;
+  while (true) {
+    auto sel = db.prepare("SELECT " + list + " FROM " + table + " WHERE id > ? AND id < ? AND " +
+                          spec.where + " ORDER BY id LIMIT ?");
+    if (!sel) return sel.error();
+    sel->bind(1, last_id)
+        .bind(2, newest->value_or(INT64_MIN))
+        .bind(3, int64_t(block_rows * kBlocksPerBatch));
+    std::vector<Block> blocks;
+    RowBlock rows(stored);
+    Block cur;
+    auto seal = [&] {
+      if (cur.rows == 0) return;
+      cur.data = rows.encode();
+      blocks.push_back(std::move(cur));
+      cur = Block();
+      rows = RowBlock(stored);
+    };
+    while (true) {
+      auto r = sel->step();
+      if (!r) return r.error();
+      if (!*r) break;
+      std::string n = sel->text(node);
+      if (cur.rows > 0 && (size_t(cur.rows) == block_rows || n != cur.node)) seal();
+      int64_t i = sel->int64(id), t = sel->int64(ts), e = t + sel->int64(end);
+      if (cur.rows == 0) {
+        cur.node = n;
+        cur.first_id = i;
+        cur.first_ts = cur.last_ts = t;
+        cur.end_ts = e;
+      }
+      cur.last_id = last_id = i;
+      cur.first_ts = std::min(cur.first_ts, t);
+      cur.last_ts = std::max(cur.last_ts, t);
+      cur.end_ts = std::max(cur.end_ts, e);
+      ++cur.rows;
+      cur.calls += weight < 0 ? 1 : sel->int64(weight);
+      rows.add_row(sel->get());
+    }
+    seal();
+    sel = Stmt();
+    if (blocks.empty()) break;
+    if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
+    auto rollback = [&](const ingero::Error& e) {
+      (void)db.exec("ROLLBACK");
+      return e;
+    };
+    auto ins = db.prepare(std::string("INSERT INTO main.") + spec.blocks +
+                          " (node, first_id, last_id, first_ts, last_ts, end_ts, rows, calls, "
+                          "data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    auto del = db.prepare("DELETE FROM " + table + " WHERE id BETWEEN ? AND ? AND " + spec.where);
+    if (!ins) return rollback(ins.error());
+    if (!del) return rollback(del.error());
+    for (const Block& b : blocks) {
+      if (b.data.empty()) return rollback(ingero::make_error("compressing a block failed"));
+      ins->reset();
+      ins->bind(1, std::string_view(b.node))
+          .bind(2, b.first_id)
+          .bind(3, b.last_id)
+          .bind(4, b.first_ts)
+          .bind(5, b.last_ts)
+          .bind(6, b.end_ts)
+          .bind(7, b.rows)
+          .bind(8, b.calls);
+      sqlite3_bind_blob(ins->get(), 9, b.data.data(), int(b.data.size()), SQLITE_STATIC);
+      if (auto r = ins->step(); !r) return rollback(r.error());
+      del->reset();
+      del->bind(1, b.first_id).bind(2, b.last_id);
+      if (auto r = del->step(); !r) return rollback(r.error());
+      if (sqlite3_changes(db.handle()) != b.rows)
+        return rollback(ingero::make_error(db.path() + ": rows changed while archiving"));
+      out.rows += uint64_t(b.rows);
+      ++out.blocks;
+    }
+    if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
+  }
+  return out;
+}
+
+}  // namespace
+
+ingero::Result<Archived> archive_calls(Db& db, size_t block_rows) {
+  return archive_rows(db, kCalls, block_rows);
+}
+
+ingero::Result<Archived> archive_runs(Db& db, size_t block_rows) {
+  return archive_rows(db, kRuns, block_rows);
+}
+
+}  // namespace ingero::store

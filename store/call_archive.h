@@ -1,0 +1,64 @@
+// Archived calls: an hour of training in a file people can keep.
+//
+// `ingero compact` moves every call row of `events` (all but the file's newest row) into
+// `call_blocks`: blocks of up to kArchiveBlockRows consecutive call rows of one node, each
+// one zstd-compressed store::RowBlock (store/row_block.h) with the id and time range of its
+// rows. A call then takes a few bytes instead of ~120. Host events stay rows.
+//
+// Readers see no difference. TraceReader installs, on its own connection, a TEMP view named
+// `events` (which SQLite resolves before main.events) that is main.events UNION ALL the
+// virtual table temp.archived_calls: the archived rows with every column, decoded on demand.
+// A window on `timestamp` or `id` reads only the blocks that overlap it, and rows come in
+// (timestamp, id) order when asked for it, so the engine's reads, the contract views, the
+// report, `query` and the MCP tools give what they gave before the archive. A damaged block
+// is an Error naming it, never a short read.
+//
+// External tools that open the file themselves (the sqlite3 shell) see main.events without
+// the archived calls; docs/schema.md says so.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "hal/result.h"
+#include "store/sqlite_db.h"
+
+namespace ingero::store {
+
+inline constexpr size_t kArchiveBlockRows = 4096;
+
+struct Archived {
+  uint64_t rows = 0;    // call rows moved into blocks
+  uint64_t blocks = 0;  // blocks written
+};
+
+// Moves the file's call rows into blocks, in batches of one transaction each, on a writer's
+// connection of a file at the current schema. Calls already archived stay as they are.
+ingero::Result<Archived> archive_calls(Db& db, size_t block_rows = kArchiveBlockRows);
+// The same for the runs of folded launches (call_runs -> run_blocks, read back through the
+// TEMP view `call_runs` over main.call_runs and temp.archived_runs).
+ingero::Result<Archived> archive_runs(Db& db, size_t block_rows = kArchiveBlockRows);
+
+// On a reader's connection: when the file has archived calls, installs temp.archived_calls
+// and the TEMP `events` view over both; archived runs, temp.archived_runs and the TEMP
+// `call_runs` view. A no-op for files without any (and for the original implementation's
+// files).
+ingero::Status install_call_archive(Db& db);
+
+// The file has archived calls (main.call_blocks holds a block), archived runs.
+bool has_call_archive(Db& db);
+bool has_run_archive(Db& db);
+
+// Questions about every event, archived calls included, answered from the blocks' entries
+// where a query through the view would decode every block:
+// the node names, sorted (one column);
+std::string node_names_sql(Db& db);
+// the least timestamp (one value);
+std::string first_timestamp_sql(Db& db);
+// the archived calls that start in [from_ns, to_ns] (of `node` if set): whole blocks by their
+// entries, the blocks across an edge row by row. Needs install_call_archive on `db`.
+ingero::Result<uint64_t> count_archived(Db& db, int64_t from_ns, int64_t to_ns,
+                                        const std::optional<std::string>& node);
+
+}  // namespace ingero::store

@@ -1,0 +1,281 @@
+#include "store/row_block.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+namespace ingero::store {
+namespace {
+
+constexpr uint64_t kVersion = 1;
+constexpr uint64_t kMaxRows = 1u << 20, kMaxColumns = 4096, kMaxCells = 1u << 26;
+
+void put_varint(std::string& out, uint64_t x) {
+  while (x >= 0x80) {
+    out.push_back(char(uint8_t(x) | 0x80));
+    x >>= 7;
+  }
+  out.push_back(char(x));
+}
+
+uint64_t zigzag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
+int64_t unzigzag(uint64_t u) { return int64_t(u >> 1) ^ -int64_t(u & 1); }
+
+// Reads what put_varint wrote; every read checks the end, and a failed one sticks.
+struct Reader {
+  const uint8_t* p;
+  const uint8_t* end;
+  bool ok = true;
+
+  uint64_t varint() {
+    uint64_t x = 0;
+    for (int shift = 0; ok; shift += 7) {
+      if (p == end || shift > 63) break;
+      uint8_t b = *p++;
+      x |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return x;
+    }
+    ok = false;
+    return 0;
+  }
+  std::string_view bytes(uint64_t n) {
+    if (!ok || n > uint64_t(end - p)) {
+      ok = false;
+      return {};
+    }
+    std::string_view s(reinterpret_cast<const char*>(p), n);
+    p += n;
+    return s;
+  }
+  uint8_t byte() {
+    auto s = bytes(1);
+    return ok ? uint8_t(s[0]) : 0;
+  }
+};
+
+bool is_string(int type) { return type == SQLITE_TEXT || type == SQLITE_BLOB; }
+
+}  // namespace
+
+void RowBlock::add_row(sqlite3_stmt* st, int first) {
+  for (size_t c = 0; c < cols_.size(); ++c) {
+    Column& col = cols_[c];
+    int i = first + int(c);
+    int type = sqlite3_column_type(st, i);
+    int64_t v = 0;
+    if (type == SQLITE_INTEGER) {
+      v = sqlite3_column_int64(st, i);
+    } else if (type == SQLITE_FLOAT) {
+      double d = sqlite3_column_double(st, i);
+      std::memcpy(&v, &d, sizeof v);
+    } else if (is_string(type)) {
+      const void* p = type == SQLITE_TEXT ? static_cast<const void*>(sqlite3_column_text(st, i))
+                                          : sqlite3_column_blob(st, i);
+      std::string s(static_cast<const char*>(p ? p : ""), size_t(sqlite3_column_bytes(st, i)));
+      auto [it, added] = col.index.try_emplace(s, int64_t(col.strings.size()));
+      v = it->second;
+      if (added) col.strings.push_back(std::move(s));
+    }
+    col.types.push_back(uint8_t(type));
+    col.values.push_back(v);
+  }
+  ++rows_;
+}
+
+std::string RowBlock::encode(int level) const {
+  std::string raw;
+  put_varint(raw, kVersion);
+  put_varint(raw, rows_);
+  put_varint(raw, columns_.size());
+  for (const auto& name : columns_) {
+    put_varint(raw, name.size());
+    raw += name;
+  }
+  for (const Column& col : cols_) {
+    bool uniform = std::all_of(col.types.begin(), col.types.end(),
+                               [&](uint8_t t) { return t == col.types.front(); });
+    raw.push_back(char(uniform ? 1 : 0));
+    if (uniform && rows_ > 0)
+      raw.push_back(char(col.types.front()));
+    else if (!uniform)
+      raw.append(col.types.begin(), col.types.end());
+    // Integers: a list of the distinct values when they repeat, else differences.
+    std::vector<int64_t> ints;
+    for (size_t r = 0; r < rows_; ++r)
+      if (col.types[r] == SQLITE_INTEGER) ints.push_back(col.values[r]);
+    std::vector<int64_t> distinct(ints);
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    bool listed = !ints.empty() && distinct.size() * 4 <= ints.size();
+    raw.push_back(char(listed ? 1 : 0));
+    int64_t prev = 0;
+    if (listed) {
+      put_varint(raw, distinct.size());
+      for (int64_t v : distinct) {
+        put_varint(raw, zigzag(int64_t(uint64_t(v) - uint64_t(prev))));
+        prev = v;
+      }
+      for (int64_t v : ints)
+        put_varint(raw, uint64_t(std::lower_bound(distinct.begin(), distinct.end(), v) -
+                                 distinct.begin()));
+    } else {
+      for (int64_t v : ints) {
+        put_varint(raw, zigzag(int64_t(uint64_t(v) - uint64_t(prev))));
+        prev = v;
+      }
+    }
+    for (size_t r = 0; r < rows_; ++r)
+      if (col.types[r] == SQLITE_FLOAT)
+        raw.append(reinterpret_cast<const char*>(&col.values[r]), 8);
+    put_varint(raw, col.strings.size());
+    for (const auto& s : col.strings) {
+      put_varint(raw, s.size());
+      raw += s;
+    }
+    for (size_t r = 0; r < rows_; ++r)
+      if (is_string(col.types[r])) put_varint(raw, uint64_t(col.values[r]));
+  }
+  // With zstd's checksum of the content, which decode() requires: a block altered anywhere
+  // fails to decode instead of giving other values.
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  size_t n = cctx ? ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level) : 1;
+  if (cctx && !ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  if (cctx && !ZSTD_isError(n))
+    n = ZSTD_compress2(cctx.get(), out.data(), out.size(), raw.data(), raw.size());
+  out.resize(!cctx || ZSTD_isError(n) ? 0 : n);
+  return out;
+}
+
+ingero::Result<RowBlock> RowBlock::decode(std::string_view bytes, size_t max_bytes) {
+  auto bad = [](const std::string& why) {
+    return ingero::make_error("damaged archive block: " + why);
+  };
+  unsigned long long size = ZSTD_getFrameContentSize(bytes.data(), bytes.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+    return bad("not a compressed block");
+  // The frame header's descriptor (RFC 8878, after the 4-byte magic): bit 2 says the content
+  // checksum follows.
+  if (bytes.size() < 5 || !(uint8_t(bytes[4]) & 0x04)) return bad("no checksum");
+  if (size > max_bytes) return bad("it claims " + std::to_string(size) + " bytes");
+  // One buffer per thread, reused: a block decompresses to ~100 KB.
+  static thread_local std::string raw;
+  raw.resize(size);
+  // One frame exactly: bytes after it are damage too.
+  if (ZSTD_findFrameCompressedSize(bytes.data(), bytes.size()) != bytes.size())
+    return bad("its length is not its frame's");
+  size_t n = ZSTD_decompress(raw.data(), raw.size(), bytes.data(), bytes.size());
+  if (ZSTD_isError(n) || n != size) return bad("it does not decompress");
+  auto* p = reinterpret_cast<const uint8_t*>(raw.data());
+  Reader in{p, p + raw.size()};
+  if (in.varint() != kVersion) return bad("unknown version");
+  uint64_t rows = in.varint(), ncols = in.varint();
+  // Bounded before anything is allocated by them: a hostile block costs at most ~0.5 GB.
+  if (!in.ok || rows > kMaxRows || ncols > kMaxColumns || rows * ncols > kMaxCells)
+    return bad("bad header");
+  RowBlock b;
+  b.rows_ = rows;
+  for (uint64_t c = 0; c < ncols && in.ok; ++c) b.columns_.emplace_back(in.bytes(in.varint()));
+  b.cols_.resize(b.columns_.size());
+  auto valid = [](uint8_t t) { return t >= SQLITE_INTEGER && t <= SQLITE_NULL; };
+  for (Column& col : b.cols_) {
+    if (!in.ok) break;
+    uint8_t uniform = in.byte();
+    if (uniform == 1) {
+      col.uniform = rows > 0 ? in.byte() : uint8_t(SQLITE_NULL);
+      if (!valid(col.uniform)) return bad("bad storage class");
+    } else {
+      auto t = in.bytes(rows);
+      col.types.assign(t.begin(), t.end());
+      if (!std::all_of(col.types.begin(), col.types.end(), valid)) return bad("bad storage class");
+    }
+    if (!in.ok) break;
+    auto type = [&](size_t r) { return col.types.empty() ? col.uniform : col.types[r]; };
+    bool all_null = col.types.empty() && col.uniform == SQLITE_NULL;
+    if (!all_null) col.values.assign(rows, 0);
+    uint8_t listed = in.byte();
+    int64_t prev = 0;
+    std::vector<int64_t> distinct;
+    if (listed) {
+      uint64_t k = in.varint();
+      if (k > rows) return bad("bad value list");
+      for (uint64_t i = 0; i < k && in.ok; ++i) {
+        prev = int64_t(uint64_t(prev) + uint64_t(unzigzag(in.varint())));
+        distinct.push_back(prev);
+      }
+    }
+    for (size_t r = 0; r < rows && in.ok; ++r) {
+      if (type(r) != SQLITE_INTEGER) continue;
+      if (listed) {
+        uint64_t i = in.varint();
+        if (i >= distinct.size()) return bad("bad value index");
+        col.values[r] = distinct[i];
+      } else {
+        prev = int64_t(uint64_t(prev) + uint64_t(unzigzag(in.varint())));
+        col.values[r] = prev;
+      }
+    }
+    for (size_t r = 0; r < rows && in.ok; ++r)
+      if (type(r) == SQLITE_FLOAT) std::memcpy(&col.values[r], in.bytes(8).data(), 8);
+    uint64_t k = in.varint();
+    if (k > rows) return bad("bad string list");
+    for (uint64_t i = 0; i < k && in.ok; ++i) col.strings.emplace_back(in.bytes(in.varint()));
+    for (size_t r = 0; r < rows && in.ok; ++r) {
+      if (!is_string(type(r))) continue;
+      uint64_t i = in.varint();
+      if (i >= col.strings.size()) return bad("bad string index");
+      col.values[r] = int64_t(i);
+    }
+  }
+  if (!in.ok) return bad("truncated");
+  if (in.p != in.end) return bad("trailing bytes");
+  return b;
+}
+
+int64_t RowBlock::int64(size_t row, size_t col) const {
+  return type(row, col) == SQLITE_INTEGER ? cols_[col].values[row] : 0;
+}
+
+double RowBlock::real(size_t row, size_t col) const {
+  const Column& c = cols_[col];
+  int t = type(row, col);
+  if (t == SQLITE_INTEGER) return double(c.values[row]);
+  if (t != SQLITE_FLOAT) return 0;
+  double d;
+  std::memcpy(&d, &c.values[row], sizeof d);
+  return d;
+}
+
+std::string_view RowBlock::bytes(size_t row, size_t col) const {
+  const Column& c = cols_[col];
+  return is_string(type(row, col)) ? std::string_view(c.strings[size_t(c.values[row])])
+                                   : std::string_view();
+}
+
+void RowBlock::result(sqlite3_context* ctx, size_t row, size_t col) const {
+  switch (type(row, col)) {
+    case SQLITE_INTEGER:
+      sqlite3_result_int64(ctx, cols_[col].values[row]);
+      break;
+    case SQLITE_FLOAT:
+      sqlite3_result_double(ctx, real(row, col));
+      break;
+    case SQLITE_TEXT: {
+      auto s = bytes(row, col);
+      sqlite3_result_text(ctx, s.data(), int(s.size()), SQLITE_TRANSIENT);
+      break;
+    }
+    case SQLITE_BLOB: {
+      auto s = bytes(row, col);
+      sqlite3_result_blob(ctx, s.data(), int(s.size()), SQLITE_TRANSIENT);
+      break;
+    }
+    default:
+      sqlite3_result_null(ctx);
+  }
+}
+
+}  // namespace ingero::store

@@ -1,0 +1,415 @@
+// Archived calls (store/call_archive.h): `compact` moves call rows into compressed blocks,
+// and every reader gives what it gave from the rows.
+#include "store/call_archive.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include "app/builtin_backends.h"
+#include "store/event_rows.h"
+#include "store/row_block.h"
+#include "store/tiers.h"
+#include "store/trace_reader.h"
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/run_ingero.h"
+#include "tests/support/trace_db.h"
+#include "tests/unit/tiers_fixture.h"
+
+namespace ingero::test {
+namespace {
+
+// One value as SQLite gives it: storage class and text ("NULL", an integer, a real's
+// "%.17g", text, blob bytes in hex).
+std::string cell(sqlite3_stmt* st, int i) {
+  int t = sqlite3_column_type(st, i);
+  char buf[64];
+  switch (t) {
+    case SQLITE_INTEGER:
+      return "i:" + std::to_string(sqlite3_column_int64(st, i));
+    case SQLITE_FLOAT:
+      std::snprintf(buf, sizeof buf, "r:%.17g", sqlite3_column_double(st, i));
+      return buf;
+    case SQLITE_TEXT:
+      return "t:" + std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, i)),
+                                size_t(sqlite3_column_bytes(st, i)));
+    case SQLITE_BLOB: {
+      std::string hex = "b:";
+      auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st, i));
+      for (int k = 0; k < sqlite3_column_bytes(st, i); ++k) {
+        std::snprintf(buf, sizeof buf, "%02x", p[k]);
+        hex += buf;
+      }
+      return hex;
+    }
+  }
+  return "NULL";
+}
+
+std::string block_cell(const store::RowBlock& b, size_t r, size_t c) {
+  char buf[64];
+  switch (b.type(r, c)) {
+    case SQLITE_INTEGER:
+      return "i:" + std::to_string(b.int64(r, c));
+    case SQLITE_FLOAT:
+      std::snprintf(buf, sizeof buf, "r:%.17g", b.real(r, c));
+      return buf;
+    case SQLITE_TEXT:
+      return "t:" + std::string(b.bytes(r, c));
+    case SQLITE_BLOB: {
+      std::string hex = "b:";
+      for (unsigned char ch : b.bytes(r, c)) {
+        std::snprintf(buf, sizeof buf, "%02x", ch);
+        hex += buf;
+      }
+      return hex;
+    }
+  }
+  return "NULL";
+}
+
+// Rows with every storage class, extremes, repeats and mixed columns.
+const char* kValues = R"SQL(
+CREATE TABLE t(a, b, c, d, e);
+INSERT INTO t VALUES
+  (1, 'comm', 0.5, x'00ff', NULL),
+  (-9223372036854775808, '', -0.0, x'', 7),
+  (9223372036854775807, 'comm', 1e308, NULL, 'seven'),
+  (0, 'ü✓', -1.5e-300, x'0102', 7.25),
+  (NULL, NULL, NULL, NULL, x'07'),
+  (42, 'comm', 2.0, x'00ff', 7);
+)SQL";
+
+struct Table {
+  std::vector<std::vector<std::string>> rows;
+  store::RowBlock block;
+};
+
+Table encode_values(size_t repeat = 1) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, kValues, nullptr, nullptr, nullptr), SQLITE_OK);
+  Table t{{}, store::RowBlock({"a", "b", "c", "d", "e"})};
+  for (size_t k = 0; k < repeat; ++k) {
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT a, b, c, d, e FROM t", -1, &st, nullptr), SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int i = 0; i < 5; ++i) row.push_back(cell(st, i));
+      t.rows.push_back(row);
+      t.block.add_row(st);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return t;
+}
+
+TEST(RowBlock, GivesBackEveryValueWithItsStorageClass) {
+  Table t = encode_values(50);  // repeats: the integer columns take the list encoding
+  std::string bytes = t.block.encode();
+  ASSERT_FALSE(bytes.empty());
+  auto back = store::RowBlock::decode(bytes);
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ(back->rows(), t.rows.size());
+  EXPECT_EQ(back->columns(), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  for (size_t r = 0; r < t.rows.size(); ++r)
+    for (size_t c = 0; c < 5; ++c)
+      EXPECT_EQ(block_cell(*back, r, c), t.rows[r][c]) << r << "," << c;
+  // Once each: differences instead of a list.
+  Table once = encode_values(1);
+  auto one = store::RowBlock::decode(once.block.encode());
+  ASSERT_TRUE(one) << one.error().message;
+  for (size_t r = 0; r < once.rows.size(); ++r)
+    for (size_t c = 0; c < 5; ++c) EXPECT_EQ(block_cell(*one, r, c), once.rows[r][c]);
+}
+
+TEST(RowBlock, AnAlteredOrCutBlockIsAnError) {
+  std::string bytes = encode_values(50).block.encode();
+  ASSERT_TRUE(store::RowBlock::decode(bytes));
+  // Every bit of every byte flipped in turn: an Error, or (a bit the frame's decoder ignores)
+  // the very same rows. Never other values.
+  Table t = encode_values(50);
+  size_t errors = 0, same = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = bytes;
+      bad[i] = char(bad[i] ^ (1 << bit));
+      auto r = store::RowBlock::decode(bad);
+      if (!r) {
+        ++errors;
+        EXPECT_EQ(r.error().message.rfind("damaged archive block: ", 0), 0u);
+        continue;
+      }
+      ++same;
+      ASSERT_EQ(r->rows(), t.rows.size()) << "byte " << i << " bit " << bit;
+      for (size_t row = 0; row < t.rows.size(); ++row)
+        for (size_t c = 0; c < 5; ++c)
+          ASSERT_EQ(block_cell(*r, row, c), t.rows[row][c]) << "byte " << i << " bit " << bit;
+    }
+  // The few that decode (9 of 1,560 here: an unused bit of the frame header, bits of the
+  // compressed data's tables that no symbol uses) give the same content, checksum and all.
+  EXPECT_EQ(errors + same, bytes.size() * 8);
+  EXPECT_GT(errors, bytes.size() * 8 * 9 / 10);
+  for (size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_FALSE(store::RowBlock::decode(bytes.substr(0, n))) << "cut to " << n << " bytes";
+  EXPECT_FALSE(store::RowBlock::decode(bytes + "x"));
+  EXPECT_FALSE(store::RowBlock::decode("not a block at all"));
+}
+
+// --- Whole files ---
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+// Two copies of resnet-clean (92,678 calls, 11,242 host events), compacted alike, one with its
+// calls archived.
+struct Pair {
+  std::string rows, archived;
+};
+const Pair& resnet_pair() {
+  static Pair p = [] {
+    // In the process's scratch directory: temp_path's is removed when its test passes.
+    Pair out{scratch_root() + "/call-archive-rows.db", scratch_root() + "/call-archive.db"};
+    std::string cmd =
+        "xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-clean.db.xz' > '" + out.rows + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::filesystem::copy_file(out.rows, out.archived);
+    auto a = run_ingero({"compact", "--no-archive", out.rows});
+    EXPECT_EQ(a.rc, 0) << a.err;
+    auto b = run_ingero({"compact", out.archived});
+    EXPECT_EQ(b.rc, 0) << b.err;
+    EXPECT_NE(b.out.find("archived 92678 call rows in 23 blocks"), std::string::npos) << b.out;
+    return out;
+  }();
+  return p;
+}
+
+TEST(CallArchive, CompactMovesEveryCallButTheNewestRowIntoBlocks) {
+  const Pair& p = resnet_pair();
+  // The newest row would stay (SQLite numbers the next row after it): here it is a host event.
+  EXPECT_EQ(query_int(p.archived, "SELECT sum(rows) FROM call_blocks"), 92678);
+  EXPECT_EQ(query_int(p.archived, "SELECT count(*) FROM main.events"), 11242);
+  EXPECT_EQ(query_int(p.archived,
+                      "SELECT count(*) FROM main.events WHERE source IN (SELECT id FROM sources "
+                      "WHERE vendor <> 'host')"),
+            0);
+  // Read through the view, the file holds what it held.
+  EXPECT_EQ(query_int(p.archived, "SELECT count(*) FROM events"), 103920);
+  EXPECT_EQ(query_int(p.rows, "SELECT count(*) FROM call_blocks"), 0);
+  // A third of the size or less (deterministic: the same rows, the same encoder).
+  auto rows = std::filesystem::file_size(p.rows), archived = std::filesystem::file_size(p.archived);
+  EXPECT_LT(archived * 3, rows) << archived << " vs " << rows;
+}
+
+TEST(CallArchive, ExplainReportAndExportGiveWhatTheRowsGave) {
+  const Pair& p = resnet_pair();
+  auto same = [&](std::vector<std::string> args, const std::string& what) {
+    auto with = [&](const std::string& db) {
+      std::vector<std::string> a;
+      for (const auto& x : args) a.push_back(x == "DB" ? db : x);
+      auto r = run_ingero(a);
+      EXPECT_EQ(r.rc, 0) << what << ": " << r.err;
+      return replace_all(r.out, db, "DB");
+    };
+    std::string a = with(p.rows), b = with(p.archived);
+    EXPECT_GT(a.size(), 1000u) << what;
+    EXPECT_TRUE(a == b) << what << " differs";
+  };
+  same({"explain", "--json", "--db", "DB"}, "explain --json");
+  same({"explain", "--json", "--since", "5s", "--db", "DB"}, "explain --since 5s");
+  same({"explain", "--json", "--pid", "532", "--db", "DB"}, "explain --pid");
+  same({"export", "--format", "perfetto", "--db", "DB"}, "export");
+}
+
+TEST(CallArchive, SqlSeesTheArchivedRows) {
+  const Pair& p = resnet_pair();
+  const char* queries[] = {
+      "SELECT count(*), sum(duration), count(DISTINCT stack_hash), sum(gpu_id), sum(arg0), "
+      "sum(arg1) FROM events",
+      "SELECT * FROM events WHERE id BETWEEN 5000 AND 5100 ORDER BY id",
+      "SELECT * FROM events WHERE id = 40000",
+      "SELECT * FROM calls ORDER BY ts_ns, id LIMIT 300",
+      "SELECT * FROM calls ORDER BY ts_ns DESC, id DESC LIMIT 50",
+      "SELECT op, count(*), sum(dur_ns) FROM calls GROUP BY op ORDER BY op",
+      "SELECT count(*), sum(duration) FROM events WHERE timestamp > (SELECT min(timestamp) + "
+      "10000000000 FROM events) AND timestamp <= (SELECT min(timestamp) + 12000000000 FROM "
+      "events)",
+      "SELECT count(*), sum(id) FROM events WHERE id > 90000 AND id < 90010.5",
+      "SELECT max(id), min(id), max(timestamp) FROM events",
+      "SELECT count(*) FROM host_events",
+  };
+  for (const char* q : queries) {
+    auto a = run_ingero({"query", "--json", "--db", p.rows, q});
+    auto b = run_ingero({"query", "--json", "--db", p.archived, q});
+    ASSERT_EQ(a.rc, 0) << q << ": " << a.err;
+    ASSERT_EQ(b.rc, 0) << q << ": " << b.err;
+    EXPECT_GT(a.out.size(), 20u) << q;
+    EXPECT_TRUE(a.out == b.out) << q << "\n"
+                                << a.out.substr(0, 400) << "\n"
+                                << b.out.substr(0, 400);
+  }
+}
+
+TEST(CallArchive, ASecondCompactLeavesTheArchiveAsItIs) {
+  const Pair& p = resnet_pair();
+  std::string db = temp_path("twice.db");
+  std::filesystem::copy_file(p.archived, db);
+  auto r = run_ingero({"compact", db});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("archived 0 call rows in 0 blocks"), std::string::npos) << r.out;
+  auto a = run_ingero({"explain", "--json", "--db", p.archived});
+  auto b = run_ingero({"explain", "--json", "--db", db});
+  EXPECT_EQ(replace_all(a.out, p.archived, "DB"), replace_all(b.out, db, "DB"));
+}
+
+TEST(CallArchive, ADamagedBlockIsAnErrorNamingIt) {
+  const Pair& p = resnet_pair();
+  auto damaged = [&](const std::string& name, const std::string& sql) {
+    std::string db = temp_path(name);
+    std::filesystem::copy_file(p.archived, db);
+    sqlite3* h = nullptr;
+    EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    EXPECT_EQ(sqlite3_changes(h), 1);
+    sqlite3_close(h);
+    return db;
+  };
+  // One byte of block 7's compressed rows altered.
+  std::string flipped = damaged("flipped.db",
+                                "UPDATE call_blocks SET data = substr(data, 1, 99) || x'5a' || "
+                                "substr(data, 101) WHERE id = 7");
+  auto e = run_ingero({"explain", "--db", flipped});
+  EXPECT_EQ(e.rc, 1) << e.out.substr(0, 500);
+  EXPECT_NE(e.err.find(flipped + ": archive block 7: damaged archive block: "), std::string::npos)
+      << e.err;
+  auto q = run_ingero({"query", "--db", flipped, "SELECT count(*) FROM events"});
+  EXPECT_EQ(q.rc, 1) << q.out;
+  EXPECT_NE(q.err.find("archive block 7"), std::string::npos) << q.err;
+  // An entry that claims another count of rows.
+  std::string miscounted =
+      damaged("miscounted.db", "UPDATE call_blocks SET rows = rows + 1 WHERE id = 3");
+  auto m = run_ingero({"explain", "--db", miscounted});
+  EXPECT_EQ(m.rc, 1);
+  EXPECT_NE(m.err.find("archive block 3 holds 4096 rows where its entry says 4097"),
+            std::string::npos)
+      << m.err;
+}
+
+// Calls of two nodes over the same seconds, with equal start times, archived in blocks of 7
+// rows: the blocks overlap in time, and reads in time order merge them.
+TEST(CallArchive, OverlappingBlocksAreReadInTimeOrder) {
+  constexpr int64_t kBase = 1'700'000'000'000'000'000;
+  std::vector<std::string> parts;
+  for (int node = 0; node < 2; ++node) {
+    std::string path = temp_path("node" + std::to_string(node) + ".db");
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = "node-" + std::to_string(node);
+    si.mono_offset_ns = kBase;
+    ASSERT_TRUE((*w)->begin_session(si));
+    for (int i = 0; i < 500; ++i) {
+      // Node 1 starts some calls at node 0's times: ties broken by id.
+      int64_t ts = i * 1000 + (node == 1 && i % 3 ? 500 : 0);
+      auto e = runtime_call(uint64_t(ts), 100 + uint64_t(i % 7), 100 + uint32_t(node),
+                            100 + uint32_t(i % 3), hal::EventKind::kLaunch, "cudaLaunchKernel");
+      ASSERT_TRUE((*w)->add(e));
+    }
+    ASSERT_TRUE((*w)->end_session(store::SessionEnd{}));
+    parts.push_back(path);
+  }
+  std::string merged = temp_path("merged.db");
+  auto m = run_ingero({"merge", parts[0], parts[1], "-o", merged});
+  ASSERT_EQ(m.rc, 0) << m.err;
+  std::string archived = temp_path("archived.db");
+  std::filesystem::copy_file(merged, archived);
+  {
+    auto db = store::Db::open(archived, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(store::migrate(**db));
+    auto a = store::archive_calls(**db, 7);
+    ASSERT_TRUE(a) << a.error().message;
+    EXPECT_EQ(a->rows, 999u);    // all but the newest row
+    EXPECT_EQ(a->blocks, 144u);  // 72 of each node's: a block holds one node
+  }
+  auto read = [](const std::string& path, store::EventFilter f) {
+    std::vector<std::string> out;
+    auto r = store::TraceReader::open(path, app::builtin_views());
+    EXPECT_TRUE(r) << r.error().message;
+    if (!r) return out;
+    store::StringPool strings;
+    auto st = store::for_each_event(
+        (*r)->db(), store::EventCursor::Rows::kCalls, f, strings,
+        [&](const hal::Event& e) -> ingero::Status {
+          out.push_back(std::to_string(e.ts_ns) + "/" + std::to_string(e.pid) + "/" +
+                        std::to_string(e.tid) + "/" + std::to_string(e.dur_ns));
+          return {};
+        });
+    EXPECT_TRUE(st) << st.error().message;
+    return out;
+  };
+  store::EventFilter all;
+  auto rows = read(merged, all);
+  ASSERT_EQ(rows.size(), 1000u);
+  EXPECT_EQ(read(archived, all), rows);
+  store::EventFilter window;
+  window.from_ns = kBase + 123'500;
+  window.to_ns = kBase + 377'000;
+  auto in_window = read(merged, window);
+  // Node 0: i = 124..377; node 1: the 84 multiples of 3 among them and the 169 others of
+  // i = 123..376 (those start 500 ns later).
+  EXPECT_EQ(in_window.size(), 254u + 253u);
+  EXPECT_EQ(read(archived, window), in_window);
+  store::EventFilter one = window;
+  one.node = "node-1";
+  one.pid = 101;
+  EXPECT_EQ(read(archived, one), read(merged, one));
+  EXPECT_EQ(read(archived, one).size(), 253u);
+}
+
+// A folded training loop: its runs archived too, every read as from the rows.
+TEST(CallArchive, ArchivedRunsReadBackAsTheRuns) {
+  using namespace store::tiers_fixture;
+  std::string full = write_trace("loop-full.db", training_loop(200).calls);
+  std::string rows = copy_of(full, "loop-rows.db"), archived = copy_of(full, "loop-archived.db");
+  auto a = store::compact_trace(rows, 1, app::builtin_views(), false);
+  auto b = store::compact_trace(archived, 1, app::builtin_views(), true);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(b->folded, a->folded);
+  EXPECT_EQ(b->runs, a->runs);
+  EXPECT_EQ(b->archived_runs, a->runs - 1);  // the newest run stays a row
+  EXPECT_GT(b->archived_runs, 1000u);
+  EXPECT_EQ(query_int(archived, "SELECT count(*) FROM main.call_runs"), 1);
+  EXPECT_EQ(query_int(archived, "SELECT sum(calls) FROM main.run_blocks") +
+                query_int(archived, "SELECT sum(calls) FROM main.call_runs"),
+            int64_t(a->folded));
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"explain", "--json", "--db", "DB"},
+        {"explain", "--json", "--since", "1500ms", "--db", "DB"},
+        {"query", "--json", "--db", "DB", "SELECT * FROM call_runs ORDER BY timestamp, id"},
+        {"query", "--json", "--db", "DB",
+         "SELECT count(*), sum(calls) FROM call_runs WHERE timestamp > (SELECT min(timestamp) + "
+         "1000000000 FROM call_runs)"}}) {
+    auto with = [&](const std::string& db) {
+      std::vector<std::string> v;
+      for (const auto& x : args) v.push_back(x == "DB" ? db : x);
+      auto r = run_ingero(v);
+      EXPECT_EQ(r.rc, 0) << r.err;
+      return replace_all(r.out, db, "DB");
+    };
+    std::string x = with(rows), y = with(archived);
+    EXPECT_GT(x.size(), 30u);
+    EXPECT_TRUE(x == y) << args[0] << " " << args[2] << "\n"
+                        << x.substr(0, 300) << "\n"
+                        << y.substr(0, 300);
+  }
+}
+
+}  // namespace
+}  // namespace ingero::test
