@@ -307,36 +307,35 @@ CREATE TABLE IF NOT EXISTS call_folding (
 );
 )SQL";
 
-// Archived calls and runs (store/call_archive.h): blocks of rows moved out of `events` and
-// `call_runs`.
-const char* kTablesV8 = R"SQL(
-CREATE TABLE IF NOT EXISTS call_blocks (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  first_id INTEGER NOT NULL,        -- events.id of its first and last rows
-  last_id INTEGER NOT NULL,
-  first_ts INTEGER NOT NULL,        -- least and greatest events.timestamp of its rows
-  last_ts INTEGER NOT NULL,
-  end_ts INTEGER NOT NULL,          -- greatest timestamp + duration
-  rows INTEGER NOT NULL,
-  calls INTEGER NOT NULL,           -- the calls they stand for (= rows)
-  data BLOB NOT NULL                -- the rows, every column (store/row_block.h)
-);
-CREATE INDEX IF NOT EXISTS idx_call_blocks_ts ON call_blocks(first_ts);
-CREATE TABLE IF NOT EXISTS run_blocks (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  first_id INTEGER NOT NULL,        -- call_runs.id of its first and last rows
-  last_id INTEGER NOT NULL,
-  first_ts INTEGER NOT NULL,        -- least and greatest call_runs.timestamp of its rows
-  last_ts INTEGER NOT NULL,
-  end_ts INTEGER NOT NULL,          -- greatest timestamp + span_ns
-  rows INTEGER NOT NULL,
-  calls INTEGER NOT NULL,           -- sum of their calls
-  data BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS idx_run_blocks_ts ON run_blocks(first_ts);
-)SQL";
+// Archived calls and runs (store/call_archive.h): blocks of rows moved out of `events`
+// (call_blocks) and `call_runs` (run_blocks), one table each of the same shape.
+std::string blocks_ddl(const std::string& blocks, const std::string& rows, const char* end) {
+  return "CREATE TABLE IF NOT EXISTS " + blocks +
+         " (\n"
+         "  id INTEGER PRIMARY KEY,\n"
+         "  node TEXT NOT NULL DEFAULT '',\n"
+         "  first_id INTEGER NOT NULL,        -- " +
+         rows +
+         ".id of its first and last rows\n"
+         "  last_id INTEGER NOT NULL,\n"
+         "  first_ts INTEGER NOT NULL,        -- least and greatest " +
+         rows +
+         ".timestamp\n"
+         "  last_ts INTEGER NOT NULL,\n"
+         "  end_ts INTEGER NOT NULL,          -- greatest timestamp + " +
+         end +
+         "\n"
+         "  rows INTEGER NOT NULL,\n"
+         "  calls INTEGER NOT NULL,           -- the calls the rows stand for\n"
+         "  data BLOB NOT NULL                -- the rows, every column (store/row_block.h)\n"
+         ");\nCREATE INDEX IF NOT EXISTS idx_" +
+         blocks + "_ts ON " + blocks + "(first_ts);\n";
+}
+
+std::string tables_v8() {
+  return blocks_ddl("call_blocks", "events", "duration") +
+         blocks_ddl("run_blocks", "call_runs", "span_ns");
+}
 
 ingero::Status move_rdma_counters(Db& db) {
   auto has = db.query_int(
@@ -452,7 +451,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
       if (auto st = summarize_existing_calls(db); !st) return fail(st.error());
   }
   if (from < 8) {
-    if (auto st = db.exec(kTablesV8); !st) return fail(st.error());
+    if (auto st = db.exec(tables_v8()); !st) return fail(st.error());
   }
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
