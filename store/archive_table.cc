@@ -1,6 +1,7 @@
 #include "store/archive_table.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "store/row_block.h"
+#include "store/schema.h"
 
 namespace ingero::store {
 namespace {
@@ -23,6 +25,9 @@ struct Table {
   std::string label;   // how errors name a block of it
   std::vector<std::string> cols;
   int id_col = -1, ts_col = -1;
+  // call_blocks: the hidden column packed_fields (after `cols`): the decoded-field columns
+  // that are not NULL, as pack_fields() gives them (store/event_rows.cc), from these columns.
+  std::vector<int> field_cols;
 };
 
 // A decoded block being read: its rows in the cursor's bounds, in the order given.
@@ -83,6 +88,12 @@ int x_connect(sqlite3* db, void*, int argc, const char* const* argv, sqlite3_vta
     if (name == "timestamp") t->ts_col = int(t->cols.size());
     decl += (i > 4 ? ", " : "") + std::string("\"") + name + "\"";
     t->cols.push_back(std::move(name));
+  }
+  if (t->blocks == "main.call_blocks") {
+    for (const auto& f : field_columns())
+      for (size_t i = 0; i < t->cols.size(); ++i)
+        if (t->cols[i] == f) t->field_cols.push_back(int(i));
+    decl += ", packed_fields HIDDEN";
   }
   decl += ")";
   if (t->id_col < 0 || t->ts_col < 0) {
@@ -293,8 +304,46 @@ int x_next(sqlite3_vtab_cursor* cur) { return advance(reinterpret_cast<Cursor*>(
 
 int x_eof(sqlite3_vtab_cursor* cur) { return reinterpret_cast<Cursor*>(cur)->cur == nullptr; }
 
+// The row's decoded fields as pack_fields() packs them: each that is not NULL as its position
+// among the field columns (one byte) and its value as an unsigned LEB128 varint; NULL if none.
+// Field columns hold integers; a value of another class converts as SQLite's would.
+void result_packed(const Cursor* c, sqlite3_context* ctx) {
+  uint8_t buf[512];
+  size_t k = 0;
+  const Open& o = *c->cur;
+  size_t row = o.order[o.at];
+  const auto& fields = c->t->field_cols;
+  for (size_t i = 0; i < fields.size() && i < 256 && k + 11 <= sizeof buf; ++i) {
+    int bc = o.map[size_t(fields[i])];
+    if (bc < 0) continue;
+    int type = o.rows.type(row, size_t(bc));
+    if (type == SQLITE_NULL) continue;
+    uint64_t x = 0;
+    if (type == SQLITE_INTEGER)
+      x = uint64_t(o.rows.int64(row, size_t(bc)));
+    else if (type == SQLITE_FLOAT)
+      x = uint64_t(int64_t(o.rows.real(row, size_t(bc))));
+    else if (type == SQLITE_TEXT)
+      x = uint64_t(std::strtoll(std::string(o.rows.bytes(row, size_t(bc))).c_str(), nullptr, 10));
+    buf[k++] = uint8_t(i);
+    do {
+      uint8_t b = x & 0x7f;
+      x >>= 7;
+      buf[k++] = uint8_t(b | (x ? 0x80 : 0));
+    } while (x);
+  }
+  if (k == 0)
+    sqlite3_result_null(ctx);
+  else
+    sqlite3_result_blob(ctx, buf, int(k), SQLITE_TRANSIENT);
+}
+
 int x_column(sqlite3_vtab_cursor* cur, sqlite3_context* ctx, int col) {
   auto* c = reinterpret_cast<Cursor*>(cur);
+  if (size_t(col) == c->t->cols.size()) {  // packed_fields
+    result_packed(c, ctx);
+    return SQLITE_OK;
+  }
   int bc = c->cur->map[size_t(col)];
   if (bc < 0)
     sqlite3_result_null(ctx);

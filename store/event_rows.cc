@@ -128,23 +128,25 @@ bool EventCursor::open_direct(const EventFilter& f) {
                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
                                    pack_fields, nullptr, nullptr, nullptr) != SQLITE_OK)
       return false;
-    sql += ", pack_fields(" + args + ")";
     k.packed = calls ? 15 : 18;
   }
-  // The row's id, last: the merge with archived calls orders ties by it.
-  sql += ", id";
+  // The row's id, last: the merge with archived calls orders ties by it. The archive packs the
+  // same fields itself (temp.archived_calls.packed_fields: one value where pack_fields reads
+  // each column of the row).
+  std::string rows_sql = sql + (args.empty() ? "" : ", pack_fields(" + args + ")") + ", id";
+  std::string archive_sql = sql + (args.empty() ? "" : ", packed_fields") + ", id";
   std::string where = " WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
                       std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
   if (f.node) where += " AND node = " + sql_quote(*f.node);
   // Ties in start time come in the order written, as along the time index.
   where += " ORDER BY timestamp, id";
-  auto st =
-      db_.prepare(sql + (f.scan ? " FROM main.events NOT INDEXED" : " FROM main.events") + where);
+  auto st = db_.prepare(rows_sql +
+                        (f.scan ? " FROM main.events NOT INDEXED" : " FROM main.events") + where);
   if (!st) return false;
   std::unique_ptr<Stmt> archived;
   if (calls && db_.table_exists("archived_calls", "temp")) {
-    auto a = db_.prepare(sql + " FROM temp.archived_calls" + where);
+    auto a = db_.prepare(archive_sql + " FROM temp.archived_calls" + where);
     if (!a) return false;
     archived = std::make_unique<Stmt>(std::move(*a));
   }

@@ -31,6 +31,16 @@ struct Reader {
   bool ok = true;
 
   uint64_t varint() {
+    if (end - p >= 10) {  // a whole varint fits: no check of the end per byte
+      uint64_t x = 0;
+      for (int shift = 0; shift < 70; shift += 7) {
+        uint8_t b = *p++;
+        x |= uint64_t(b & 0x7f) << shift;
+        if (!(b & 0x80)) return x;
+      }
+      ok = false;
+      return 0;
+    }
     uint64_t x = 0;
     for (int shift = 0; ok; shift += 7) {
       if (p == end || shift > 63) break;
@@ -207,23 +217,28 @@ ingero::Result<RowBlock> RowBlock::decode(std::string_view bytes, size_t max_byt
         distinct.push_back(prev);
       }
     }
-    for (size_t r = 0; r < rows && in.ok; ++r) {
-      if (type(r) != SQLITE_INTEGER) continue;
+    bool all_ints = col.types.empty() && col.uniform == SQLITE_INTEGER;
+    int64_t* out = col.values.data();
+    for (size_t r = 0; r < rows && in.ok && !all_null; ++r) {
+      if (!all_ints && type(r) != SQLITE_INTEGER) continue;
       if (listed) {
         uint64_t i = in.varint();
         if (i >= distinct.size()) return bad("bad value index");
-        col.values[r] = distinct[i];
+        out[r] = distinct[i];
       } else {
         prev = int64_t(uint64_t(prev) + uint64_t(unzigzag(in.varint())));
-        col.values[r] = prev;
+        out[r] = prev;
       }
     }
-    for (size_t r = 0; r < rows && in.ok; ++r)
-      if (type(r) == SQLITE_FLOAT) std::memcpy(&col.values[r], in.bytes(8).data(), 8);
+    for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r)
+      if (type(r) == SQLITE_FLOAT) {
+        auto v = in.bytes(8);
+        if (in.ok) std::memcpy(&out[r], v.data(), 8);
+      }
     uint64_t k = in.varint();
     if (k > rows) return bad("bad string list");
     for (uint64_t i = 0; i < k && in.ok; ++i) col.strings.emplace_back(in.bytes(in.varint()));
-    for (size_t r = 0; r < rows && in.ok; ++r) {
+    for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r) {
       if (!is_string(type(r))) continue;
       uint64_t i = in.varint();
       if (i >= col.strings.size()) return bad("bad string index");
