@@ -31,6 +31,8 @@ ingero::Result<store::TraceReader*> ToolContext::reader(int which) {
     s = Slot{};
     s.generation = generation_;
   }
+  // A compact that archived the file's rows since: the reader's `events` would miss them.
+  if (s.r[which] && !s.r[which]->archive_current()) s.r[which].reset();
   if (!s.r[which]) {
     auto r = store::TraceReader::open(db_path_, host_.views);
     if (!r) return r.error();

@@ -411,5 +411,34 @@ TEST(CallArchive, ArchivedRunsReadBackAsTheRuns) {
   }
 }
 
+// A reader kept across requests (the MCP server's) learns that a compact archived the file
+// since it opened, and opens again rather than read `events` without the archived calls.
+TEST(CallArchive, AReaderOpenedBeforeTheArchiveKnowsItIsStale) {
+  const Pair& p = resnet_pair();
+  std::string db = temp_path("later.db");
+  std::filesystem::copy_file(p.rows, db);
+  auto reader = store::TraceReader::open(db, app::builtin_views());
+  ASSERT_TRUE(reader);
+  EXPECT_TRUE((*reader)->archive_current());
+  auto count = [](store::TraceReader& r) {
+    auto n = r.db().query_int("SELECT count(*) FROM calls");
+    return n && *n ? **n : -1;
+  };
+  EXPECT_EQ(count(**reader), 92678);
+  {
+    auto w = store::Db::open(db, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(w);
+    auto a = store::archive_calls(**w);
+    ASSERT_TRUE(a) << a.error().message;
+    EXPECT_EQ(a->rows, 92678u);
+  }
+  EXPECT_FALSE((*reader)->archive_current());
+  EXPECT_EQ(count(**reader), 0);  // what it would have answered: hence the check
+  auto again = store::TraceReader::open(db, app::builtin_views());
+  ASSERT_TRUE(again);
+  EXPECT_TRUE((*again)->archive_current());
+  EXPECT_EQ(count(**again), 92678);
+}
+
 }  // namespace
 }  // namespace ingero::test
