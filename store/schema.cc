@@ -370,6 +370,13 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
   TraceFileInfo info;
   auto app = db.query_int("PRAGMA application_id");
   if (!app) {
+    // A read-only connection cannot roll back what an interrupted write (a killed compact)
+    // left in the rollback journal; the file is intact once it is.
+    if (sqlite3_extended_errcode(db.handle()) == SQLITE_READONLY_ROLLBACK)
+      return ingero::make_error(db.path() + ": a write to it was interrupted and " + db.path() +
+                                "-journal holds what it changed; `ingero compact " + db.path() +
+                                "` rolls it back (as does any program that opens it for "
+                                "writing) and nothing is lost");
     return ingero::make_error(db.path() + ": not a readable SQLite database (" +
                               app.error().message + ")");
   }

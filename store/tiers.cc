@@ -101,6 +101,18 @@ ingero::Status check_writable_trace(const std::string& path) {
   auto ro = Db::open(path, Db::Mode::kReadOnly);
   if (!ro) return ro.error();
   auto info = inspect(**ro);
+  if (!info && sqlite3_extended_errcode((*ro)->handle()) == SQLITE_READONLY_ROLLBACK) {
+    // An interrupted compact or fold: its journal is rolled back by the first read of a
+    // connection that may write, and the file is as before that transaction.
+    ro->reset();
+    auto rw = Db::open(path, Db::Mode::kReadWrite);
+    if (!rw) return rw.error();
+    if (auto r = (*rw)->query_int("PRAGMA application_id"); !r) return r.error();
+    rw->reset();
+    ro = Db::open(path, Db::Mode::kReadOnly);
+    if (!ro) return ro.error();
+    info = inspect(**ro);
+  }
   if (!info) return info.error();
   if (info->format == TraceFormat::kLegacyGo)
     return ingero::make_error(path + ": a trace from the original Go implementation (schema " +

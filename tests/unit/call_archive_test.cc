@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -438,6 +440,42 @@ TEST(CallArchive, AReaderOpenedBeforeTheArchiveKnowsItIsStale) {
   ASSERT_TRUE(again);
   EXPECT_TRUE((*again)->archive_current());
   EXPECT_EQ(count(**again), 92678);
+}
+
+// A compact killed in the middle of a batch leaves its changes in the rollback journal. A
+// reader says so and what to do; the next compact rolls it back and finishes the archive.
+TEST(CallArchive, AnInterruptedCompactIsRolledBackAndFinishedByTheNext) {
+  const Pair& p = resnet_pair();
+  std::string db = temp_path("interrupted.db");
+  std::filesystem::copy_file(p.rows, db);
+  // A writer that dies inside its transaction, after SQLite spilled changed pages to the file.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    sqlite3* h = nullptr;
+    if (sqlite3_open(db.c_str(), &h) != SQLITE_OK) _exit(2);
+    sqlite3_exec(h, "PRAGMA cache_size = 2; BEGIN IMMEDIATE; DELETE FROM events WHERE id < 60000",
+                 nullptr, nullptr, nullptr);
+    _exit(0);  // no COMMIT, no ROLLBACK, no close
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(std::filesystem::exists(db + "-journal"));
+  auto e = run_ingero({"explain", "--db", db});
+  EXPECT_EQ(e.rc, 1);
+  EXPECT_NE(e.err.find(db + ": a write to it was interrupted and " + db +
+                       "-journal holds what it changed; `ingero compact " + db + "` rolls it back"),
+            std::string::npos)
+      << e.err;
+  auto c = run_ingero({"compact", db});
+  ASSERT_EQ(c.rc, 0) << c.err;
+  EXPECT_NE(c.out.find("archived 92678 call rows in 23 blocks"), std::string::npos) << c.out;
+  EXPECT_FALSE(std::filesystem::exists(db + "-journal"));
+  auto a = run_ingero({"explain", "--json", "--db", p.archived});
+  auto b = run_ingero({"explain", "--json", "--db", db});
+  EXPECT_EQ(b.rc, 0) << b.err;
+  EXPECT_TRUE(replace_all(a.out, p.archived, "DB") == replace_all(b.out, db, "DB"));
 }
 
 }  // namespace
