@@ -35,8 +35,8 @@ struct Block {
   int64_t first_id = 0, last_id = 0, first_ts = 0, last_ts = 0, end_ts = 0, rows = 0, calls = 0;
 };
 
-// main.`table`'s columns in order, the stored ones named and the generated ones as their
-// expressions (what `SELECT *` gives), or an Error for a generated column not known here.
+// main.`table`'s columns in the order `SELECT *` gives them: each name, and whether it is
+// generated.
 ingero::Result<std::vector<std::pair<std::string, bool>>> table_columns(Db& db, const char* table) {
   auto st = db.prepare("SELECT name, hidden FROM pragma_table_xinfo(?, 'main')");
   if (!st) return st.error();
@@ -53,13 +53,13 @@ ingero::Result<std::vector<std::pair<std::string, bool>>> table_columns(Db& db, 
 
 std::string quoted(const std::string& name) { return "\"" + name + "\""; }
 
-}  // namespace
-
 bool has_blocks(Db& db, const char* blocks) {
   if (!db.table_exists(blocks)) return false;
   auto n = db.query_int(std::string("SELECT 1 FROM main.") + blocks + " LIMIT 1");
   return n && n->has_value();
 }
+
+}  // namespace
 
 bool has_call_archive(Db& db) { return has_blocks(db, kCalls.blocks); }
 bool has_run_archive(Db& db) { return has_blocks(db, kRuns.blocks); }

@@ -4,6 +4,7 @@
 // explain/query over ClickHouse.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "fleet/ch_schema.h"
@@ -292,6 +293,46 @@ TEST(FleetShip, CallsFoldedBeforeTheyWereShippedAreSaidToBeMissing) {
   EXPECT_TRUE((*again)->drain(std::chrono::seconds(60)).caught_up);
   EXPECT_EQ(said, std::vector<std::string>{});
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM other.events"), 1000);
+}
+
+// `ingero ship` of a compacted file: the calls in its archive blocks arrive as the rows they
+// were, every column (store/call_archive.h).
+TEST(FleetShip, ArchivedCallsAreShippedAsTheirRows) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("archived.db");
+  write_launches(db, 1000);
+  std::string rows = temp_path("rows.db");
+  std::filesystem::copy_file(db, rows);
+  // Nothing is old enough to fold: every row is archived but the newest.
+  auto c = store::compact_trace(db, INT64_MAX / 2, {}, true);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->archived, 999u);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM main.events"), 1);
+  {
+    auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"), {});
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
+    EXPECT_EQ((*s)->events_shipped_through(), 1000);
+  }
+  {
+    auto s = fleet::Shipper::create(rows, endpoint(ch, 0, "other"), {});
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
+  }
+  expect_exact(ch, 0, "ingero", db);
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 1000);
+  // The same rows as from the file that kept them, column by column.
+  for (const char* col : {"src_id", "ts_ns", "dur_ns", "pid", "tid", "cityHash64(comm)",
+                          "cityHash64(op)", "cityHash64(kind)", "ifNull(ret, -1)", "stack_hash",
+                          "ifNull(stream, -1)", "status", "ifNull(library_id, -1)"}) {
+    auto sum = [&](const std::string& d) {
+      return ch.query_int(
+          0, std::string("SELECT toInt64(sum(") + col + ") % 1000000007) FROM " + d + ".events");
+    };
+    EXPECT_EQ(sum("ingero"), sum("other")) << col;
+  }
+  EXPECT_EQ(ch.query_int(0, "SELECT sum(dur_ns) FROM ingero.events"),
+            query_int(rows, "SELECT sum(duration) FROM events"));
 }
 
 TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {
