@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/packed_fields.h"
 #include "store/row_block.h"
 #include "store/schema.h"
 
@@ -304,16 +305,15 @@ int x_next(sqlite3_vtab_cursor* cur) { return advance(reinterpret_cast<Cursor*>(
 
 int x_eof(sqlite3_vtab_cursor* cur) { return reinterpret_cast<Cursor*>(cur)->cur == nullptr; }
 
-// The row's decoded fields as pack_fields() packs them: each that is not NULL as its position
-// among the field columns (one byte) and its value as an unsigned LEB128 varint; NULL if none.
+// The row's decoded fields as pack_fields() packs them (store/packed_fields.h), NULL if none.
 // Field columns hold integers; a value of another class converts as SQLite's would.
 void result_packed(const Cursor* c, sqlite3_context* ctx) {
-  uint8_t buf[512];
+  uint8_t buf[256 * kPackedFieldMax];
   size_t k = 0;
   const Open& o = *c->cur;
   size_t row = o.order[o.at];
   const auto& fields = c->t->field_cols;
-  for (size_t i = 0; i < fields.size() && i < 256 && k + 11 <= sizeof buf; ++i) {
+  for (size_t i = 0; i < fields.size() && i < 256; ++i) {
     int bc = o.map[size_t(fields[i])];
     if (bc < 0) continue;
     int type = o.rows.type(row, size_t(bc));
@@ -325,12 +325,7 @@ void result_packed(const Cursor* c, sqlite3_context* ctx) {
       x = uint64_t(int64_t(o.rows.real(row, size_t(bc))));
     else if (type == SQLITE_TEXT)
       x = uint64_t(std::strtoll(std::string(o.rows.bytes(row, size_t(bc))).c_str(), nullptr, 10));
-    buf[k++] = uint8_t(i);
-    do {
-      uint8_t b = x & 0x7f;
-      x >>= 7;
-      buf[k++] = uint8_t(b | (x ? 0x80 : 0));
-    } while (x);
+    k = put_packed_field(buf, k, uint8_t(i), x);
   }
   if (k == 0)
     sqlite3_result_null(ctx);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/packed_fields.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 
@@ -15,23 +16,16 @@ namespace {
 
 constexpr int kNone = -1;
 
-// pack_fields(a, b, ...): the arguments that are not NULL, each as its position (one byte)
-// and its value as an unsigned LEB128 varint; NULL when all are. A call has ~40 optional
-// field columns and uses a few: fetching each through the C API cost about as much as the
-// rest of the row (docs/performance.md), one blob costs one fetch.
+// pack_fields(a, b, ...): the arguments that are not NULL, packed (store/packed_fields.h); NULL
+// when all are. A call has ~40 optional field columns and uses a few: fetching each through
+// the C API cost about as much as the rest of the row (docs/performance.md), one blob costs
+// one fetch.
 void pack_fields(sqlite3_context* ctx, int n, sqlite3_value** v) {
-  uint8_t buf[hal::kFieldCount * 11];
+  uint8_t buf[hal::kFieldCount * kPackedFieldMax];
   size_t k = 0;
-  for (int i = 0; i < n && i < int(hal::kFieldCount); ++i) {
-    if (sqlite3_value_type(v[i]) == SQLITE_NULL) continue;
-    uint64_t x = uint64_t(sqlite3_value_int64(v[i]));
-    buf[k++] = uint8_t(i);
-    do {
-      uint8_t b = x & 0x7f;
-      x >>= 7;
-      buf[k++] = uint8_t(b | (x ? 0x80 : 0));
-    } while (x);
-  }
+  for (int i = 0; i < n && i < int(hal::kFieldCount); ++i)
+    if (sqlite3_value_type(v[i]) != SQLITE_NULL)
+      k = put_packed_field(buf, k, uint8_t(i), uint64_t(sqlite3_value_int64(v[i])));
   if (k == 0)
     sqlite3_result_null(ctx);
   else

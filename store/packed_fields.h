@@ -1,0 +1,27 @@
+// The packed decoded fields of a call: each field that is not NULL as its position among the
+// field columns read (one byte) and its value as an unsigned LEB128 varint. One value per
+// row where the fields are ~40 columns: pack_fields() writes it for rows of `events`
+// (store/event_rows.cc), temp.archived_calls.packed_fields for archived rows
+// (store/archive_table.cc), and EventCursor reads both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ingero::store {
+
+// Bytes one field takes at most.
+inline constexpr size_t kPackedFieldMax = 11;
+
+// Appends field `position` = `x` at buf[k]; returns the new length.
+inline size_t put_packed_field(uint8_t* buf, size_t k, uint8_t position, uint64_t x) {
+  buf[k++] = position;
+  do {
+    uint8_t b = x & 0x7f;
+    x >>= 7;
+    buf[k++] = uint8_t(b | (x ? 0x80 : 0));
+  } while (x);
+  return k;
+}
+
+}  // namespace ingero::store
