@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "app/builtin_backends.h"
 #include "store/event_rows.h"
@@ -227,6 +228,20 @@ TEST(CallArchive, ExplainReportAndExportGiveWhatTheRowsGave) {
   same({"explain", "--json", "--since", "5s", "--db", "DB"}, "explain --since 5s");
   same({"explain", "--json", "--pid", "532", "--db", "DB"}, "explain --pid");
   same({"export", "--format", "perfetto", "--db", "DB"}, "export");
+  // The report's model, but for when it was made.
+  auto report = [](const std::string& db) {
+    auto r = run_ingero({"report", "--json", "--db", db, "-o", "-"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded());
+    if (j.is_discarded()) return std::string();
+    j.erase("generated_at_ns");
+    j["trace"]["path"] = "DB";
+    return j.dump();
+  };
+  std::string a = report(p.rows), b = report(p.archived);
+  EXPECT_GT(a.size(), 10000u);
+  EXPECT_TRUE(a == b) << "report --json differs";
 }
 
 TEST(CallArchive, SqlSeesTheArchivedRows) {
