@@ -171,9 +171,16 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_row
   if (!newest) return newest.error();
   int64_t last_id = INT64_MIN;
   while (true) {
+    // A batch is read and written in one write transaction: a trace folding or applying
+    // retention to the same file takes turns with it, and no row changes in between.
+    if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
+    auto rollback = [&](const ingero::Error& e) {
+      (void)db.exec("ROLLBACK");
+      return e;
+    };
     auto sel = db.prepare("SELECT " + list + " FROM " + table + " WHERE id > ? AND id < ? AND " +
                           spec.where + " ORDER BY id LIMIT ?");
-    if (!sel) return sel.error();
+    if (!sel) return rollback(sel.error());
     sel->bind(1, last_id)
         .bind(2, newest->value_or(INT64_MIN))
         .bind(3, int64_t(block_rows * kBlocksPerBatch));
@@ -189,7 +196,7 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_row
     };
     while (true) {
       auto r = sel->step();
-      if (!r) return r.error();
+      if (!r) return rollback(r.error());
       if (!*r) break;
       std::string n = sel->text(node);
       if (cur.rows > 0 && (size_t(cur.rows) == block_rows || n != cur.node)) seal();
@@ -210,12 +217,10 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_row
     }
     seal();
     sel = Stmt();
-    if (blocks.empty()) break;
-    if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
-    auto rollback = [&](const ingero::Error& e) {
+    if (blocks.empty()) {
       (void)db.exec("ROLLBACK");
-      return e;
-    };
+      break;
+    }
     auto ins = db.prepare(std::string("INSERT INTO main.") + spec.blocks +
                           " (node, first_id, last_id, first_ts, last_ts, end_ts, rows, calls, "
                           "data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
