@@ -6,8 +6,10 @@
 # With INGERO_NO_FAULT=1 nothing is planted and the fault must not be reported. Exits 1 when
 # the answer is wrong either way (ctest Bench.PlantedFaultFoundOnlyWhenPlanted runs both).
 # With INGERO_TIERED=1 the trace is folded first as `ingero trace` folds it by default
-# (`ingero compact --full-rows 10m`). Traces of up to 10M events span less than 10 minutes:
-# INGERO_FULL_ROWS=1s folds all but their last second.
+# (`ingero compact --full-rows 10m`), and its calls and runs archived. Traces of up to 10M events
+# span less than 10 minutes: INGERO_FULL_ROWS=1s folds all but their last second. With
+# INGERO_MAX_SHARE=S as well, the compacted file must be at most S times the every-row file
+# (the size target as a ratio: 1 GB an hour is ~4% of the ~135 B an event of every row).
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -18,8 +20,16 @@ printf '%-11s %9s %12s %9s %10s %8s  %s\n' events seconds "file MB" "B/event" "p
 for n in $sizes; do
   db="$dir/gen-$n.db"
   "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} >"$dir/gen-$n.json"
+  rows_bytes=$(stat -c %s "$db")
   if [ -n "${INGERO_TIERED:-}" ]; then
     "$build/app/ingero" compact "$db" --full-rows "${INGERO_FULL_ROWS:-10m}" >&2
+    if [ -n "${INGERO_MAX_SHARE:-}" ]; then
+      kept=$(stat -c %s "$db")
+      if ! python3 -c "import sys; sys.exit(0 if $kept <= $rows_bytes * $INGERO_MAX_SHARE else 1)"; then
+        echo "compacted file: $kept bytes, more than $INGERO_MAX_SHARE x the $rows_bytes of every row" >&2
+        exit 1
+      fi
+    fi
   fi
   python3 - "$build/app/ingero" "$db" "$dir/gen-$n.json" "$dir/explain-$n.json" <<'PY'
 import json, os, resource, subprocess, sys, time
