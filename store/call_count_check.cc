@@ -4,6 +4,7 @@
 #include <set>
 
 #include "engine/chain.h"
+#include "store/call_archive.h"
 
 namespace ingero::store {
 
@@ -34,10 +35,16 @@ void CallCountCheck::add_run(const engine::RunShape& r) {
 }
 
 ingero::Error CallCountCheck::damaged(Db& db, const std::string& what) const {
+  // Archived calls are found by their blocks' entries: a damaged time range in one hides the
+  // block from a window as a damaged index hides rows.
+  std::string archive = has_call_archive(db) || has_run_archive(db)
+                            ? ", as does an archive block whose entry (call_blocks, run_blocks) "
+                              "holds a damaged time range"
+                            : "";
   return ingero::make_error(db.path() + ": damaged: " + what +
                             " (a damaged time index, idx_events_timestamp, ends a read early "
-                            "without an error); run: sqlite3 " +
-                            db.path() +
+                            "without an error" +
+                            archive + "); run: sqlite3 " + db.path() +
                             " 'PRAGMA quick_check' (REINDEX on a copy rebuilds the indexes)");
 }
 

@@ -308,6 +308,19 @@ TEST(CallArchive, ADamagedBlockIsAnErrorNamingIt) {
   auto q = run_ingero({"query", "--db", flipped, "SELECT count(*) FROM events"});
   EXPECT_EQ(q.rc, 1) << q.out;
   EXPECT_NE(q.err.find("archive block 7"), std::string::npos) << q.err;
+  // An entry whose time range hides the block from a window that holds its calls: the calls
+  // read fall short of the file's per-second summaries (store/call_count_check.h).
+  std::string hidden = damaged("hidden.db", "UPDATE call_blocks SET last_ts = 1 WHERE id = 22");
+  auto h = run_ingero({"explain", "--since", "13s", "--db", hidden});
+  EXPECT_EQ(h.rc, 1) << h.out.substr(0, 500);
+  EXPECT_NE(h.err.find(hidden + ": damaged: 4096 calls counted by the file's per-second summaries "
+                                "were not read"),
+            std::string::npos)
+      << h.err;
+  EXPECT_NE(h.err.find("an archive block whose entry (call_blocks, run_blocks) holds a damaged "
+                       "time range"),
+            std::string::npos)
+      << h.err;
   // An entry that claims another count of rows.
   std::string miscounted =
       damaged("miscounted.db", "UPDATE call_blocks SET rows = rows + 1 WHERE id = 3");
