@@ -143,31 +143,118 @@ ingero::Status install_call_archive(Db& db) {
 
 namespace {
 
+// What archiving reads of a table: its stored columns, and where the ones it needs are.
+struct Layout {
+  std::vector<std::string> stored;
+  std::string list;  // the stored columns, quoted, for a SELECT
+  int node = -1, id = -1, ts = -1, end = -1, weight = -1;
+};
+
+ingero::Result<Layout> layout_of(Db& db, const Spec& spec) {
+  auto cols = table_columns(db, spec.table);
+  if (!cols) return cols.error();
+  Layout l;
+  for (const auto& [name, generated] : *cols) {
+    if (generated) continue;
+    int i = int(l.stored.size());
+    if (name == "node") l.node = i;
+    if (name == "id") l.id = i;
+    if (name == "timestamp") l.ts = i;
+    if (name == spec.end) l.end = i;
+    if (name == spec.weight) l.weight = i;
+    l.stored.push_back(name);
+    l.list += (l.list.empty() ? "" : ", ") + quoted(name);
+  }
+  if (l.node < 0 || l.id < 0 || l.ts < 0 || l.end < 0 || (*spec.weight && l.weight < 0))
+    return ingero::make_error(db.path() + ": " + spec.table + " lacks a column archiving needs");
+  return l;
+}
+
+// The next batch of rows after `last_id` (and before `newest`), encoded into blocks of at most
+// `block_rows` rows of one node; `last_id` moves to the last row read.
+ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const Layout& l,
+                                              size_t block_rows, int64_t newest, int64_t& last_id) {
+  auto sel = db.prepare("SELECT " + l.list + " FROM main." + spec.table +
+                        " WHERE id > ? AND id < ? AND " + spec.where + " ORDER BY id LIMIT ?");
+  if (!sel) return sel.error();
+  sel->bind(1, last_id).bind(2, newest).bind(3, int64_t(block_rows * kBlocksPerBatch));
+  std::vector<Block> blocks;
+  RowBlock rows(l.stored);
+  Block cur;
+  auto seal = [&] {
+    if (cur.rows == 0) return;
+    cur.data = rows.encode();
+    blocks.push_back(std::move(cur));
+    cur = Block();
+    rows = RowBlock(l.stored);
+  };
+  while (true) {
+    auto r = sel->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    std::string n = sel->text(l.node);
+    if (cur.rows > 0 && (size_t(cur.rows) == block_rows || n != cur.node)) seal();
+    int64_t i = sel->int64(l.id), t = sel->int64(l.ts), e = t + sel->int64(l.end);
+    if (cur.rows == 0) {
+      cur.node = n;
+      cur.first_id = i;
+      cur.first_ts = cur.last_ts = t;
+      cur.end_ts = e;
+    }
+    cur.last_id = last_id = i;
+    cur.first_ts = std::min(cur.first_ts, t);
+    cur.last_ts = std::max(cur.last_ts, t);
+    cur.end_ts = std::max(cur.end_ts, e);
+    ++cur.rows;
+    cur.calls += l.weight < 0 ? 1 : sel->int64(l.weight);
+    rows.add_row(sel->get());
+  }
+  seal();
+  return blocks;
+}
+
+// Inserts the blocks and deletes their rows.
+ingero::Status write_batch(Db& db, const Spec& spec, const std::vector<Block>& blocks,
+                           Archived& out) {
+  auto ins = db.prepare(std::string("INSERT INTO main.") + spec.blocks +
+                        " (node, first_id, last_id, first_ts, last_ts, end_ts, rows, calls, "
+                        "data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!ins) return ins.error();
+  auto del = db.prepare(std::string("DELETE FROM main.") + spec.table +
+                        " WHERE id BETWEEN ? AND ? AND " + spec.where);
+  if (!del) return del.error();
+  for (const Block& b : blocks) {
+    if (b.data.empty()) return ingero::make_error("compressing a block failed");
+    ins->reset();
+    ins->bind(1, std::string_view(b.node))
+        .bind(2, b.first_id)
+        .bind(3, b.last_id)
+        .bind(4, b.first_ts)
+        .bind(5, b.last_ts)
+        .bind(6, b.end_ts)
+        .bind(7, b.rows)
+        .bind(8, b.calls);
+    sqlite3_bind_blob(ins->get(), 9, b.data.data(), int(b.data.size()), SQLITE_STATIC);
+    if (auto r = ins->step(); !r) return r.error();
+    del->reset();
+    del->bind(1, b.first_id).bind(2, b.last_id);
+    if (auto r = del->step(); !r) return r.error();
+    if (sqlite3_changes(db.handle()) != b.rows)
+      return ingero::make_error(db.path() + ": rows changed while archiving");
+    out.rows += uint64_t(b.rows);
+    ++out.blocks;
+  }
+  return {};
+}
+
 ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_rows) {
   Archived out;
   if (!db.table_exists(spec.table) || !db.table_exists(spec.blocks)) return out;
-  auto cols = table_columns(db, spec.table);
-  if (!cols) return cols.error();
-  std::vector<std::string> stored;
-  std::string list;
-  int node = -1, id = -1, ts = -1, end = -1, weight = -1;
-  for (const auto& [name, generated] : *cols) {
-    if (generated) continue;
-    int i = int(stored.size());
-    if (name == "node") node = i;
-    if (name == "id") id = i;
-    if (name == "timestamp") ts = i;
-    if (name == spec.end) end = i;
-    if (name == spec.weight) weight = i;
-    stored.push_back(name);
-    list += (list.empty() ? "" : ", ") + quoted(name);
-  }
-  if (node < 0 || id < 0 || ts < 0 || end < 0 || (*spec.weight && weight < 0))
-    return ingero::make_error(db.path() + ": " + spec.table + " lacks a column archiving needs");
-  const std::string table = std::string("main.") + spec.table;
+  auto l = layout_of(db, spec);
+  if (!l) return l.error();
   // The newest row stays: SQLite numbers the next row max(id) + 1, which must not be an
   // archived row's id.
-  auto newest = db.query_int("SELECT max(id) FROM " + table);
+  auto newest = db.query_int(std::string("SELECT max(id) FROM main.") + spec.table);
   if (!newest) return newest.error();
   int64_t last_id = INT64_MIN;
   while (true) {
@@ -178,79 +265,15 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_row
       (void)db.exec("ROLLBACK");
       return e;
     };
-    auto sel = db.prepare("SELECT " + list + " FROM " + table + " WHERE id > ? AND id < ? AND " +
-                          spec.where + " ORDER BY id LIMIT ?");
-    if (!sel) return rollback(sel.error());
-    sel->bind(1, last_id)
-        .bind(2, newest->value_or(INT64_MIN))
-        .bind(3, int64_t(block_rows * kBlocksPerBatch));
-    std::vector<Block> blocks;
-    RowBlock rows(stored);
-    Block cur;
-    auto seal = [&] {
-      if (cur.rows == 0) return;
-      cur.data = rows.encode();
-      blocks.push_back(std::move(cur));
-      cur = Block();
-      rows = RowBlock(stored);
-    };
-    while (true) {
-      auto r = sel->step();
-      if (!r) return rollback(r.error());
-      if (!*r) break;
-      std::string n = sel->text(node);
-      if (cur.rows > 0 && (size_t(cur.rows) == block_rows || n != cur.node)) seal();
-      int64_t i = sel->int64(id), t = sel->int64(ts), e = t + sel->int64(end);
-      if (cur.rows == 0) {
-        cur.node = n;
-        cur.first_id = i;
-        cur.first_ts = cur.last_ts = t;
-        cur.end_ts = e;
-      }
-      cur.last_id = last_id = i;
-      cur.first_ts = std::min(cur.first_ts, t);
-      cur.last_ts = std::max(cur.last_ts, t);
-      cur.end_ts = std::max(cur.end_ts, e);
-      ++cur.rows;
-      cur.calls += weight < 0 ? 1 : sel->int64(weight);
-      rows.add_row(sel->get());
-    }
-    seal();
-    sel = Stmt();
-    if (blocks.empty()) {
+    auto blocks = read_batch(db, spec, *l, block_rows, newest->value_or(INT64_MIN), last_id);
+    if (!blocks) return rollback(blocks.error());
+    if (blocks->empty()) {
       (void)db.exec("ROLLBACK");
-      break;
+      return out;
     }
-    auto ins = db.prepare(std::string("INSERT INTO main.") + spec.blocks +
-                          " (node, first_id, last_id, first_ts, last_ts, end_ts, rows, calls, "
-                          "data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    auto del = db.prepare("DELETE FROM " + table + " WHERE id BETWEEN ? AND ? AND " + spec.where);
-    if (!ins) return rollback(ins.error());
-    if (!del) return rollback(del.error());
-    for (const Block& b : blocks) {
-      if (b.data.empty()) return rollback(ingero::make_error("compressing a block failed"));
-      ins->reset();
-      ins->bind(1, std::string_view(b.node))
-          .bind(2, b.first_id)
-          .bind(3, b.last_id)
-          .bind(4, b.first_ts)
-          .bind(5, b.last_ts)
-          .bind(6, b.end_ts)
-          .bind(7, b.rows)
-          .bind(8, b.calls);
-      sqlite3_bind_blob(ins->get(), 9, b.data.data(), int(b.data.size()), SQLITE_STATIC);
-      if (auto r = ins->step(); !r) return rollback(r.error());
-      del->reset();
-      del->bind(1, b.first_id).bind(2, b.last_id);
-      if (auto r = del->step(); !r) return rollback(r.error());
-      if (sqlite3_changes(db.handle()) != b.rows)
-        return rollback(ingero::make_error(db.path() + ": rows changed while archiving"));
-      out.rows += uint64_t(b.rows);
-      ++out.blocks;
-    }
+    if (auto st = write_batch(db, spec, *blocks, out); !st) return rollback(st.error());
     if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
   }
-  return out;
 }
 
 }  // namespace

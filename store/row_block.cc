@@ -24,8 +24,12 @@ void put_varint(std::string& out, uint64_t x) {
 uint64_t zigzag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
 int64_t unzigzag(uint64_t u) { return int64_t(u >> 1) ^ -int64_t(u & 1); }
 
+bool is_string(int type) { return type == SQLITE_TEXT || type == SQLITE_BLOB; }
+
+}  // namespace
+
 // Reads what put_varint wrote; every read checks the end, and a failed one sticks.
-struct Reader {
+struct RowBlock::Reader {
   const uint8_t* p;
   const uint8_t* end;
   bool ok = true;
@@ -65,10 +69,6 @@ struct Reader {
     return ok ? uint8_t(s[0]) : 0;
   }
 };
-
-bool is_string(int type) { return type == SQLITE_TEXT || type == SQLITE_BLOB; }
-
-}  // namespace
 
 void RowBlock::add_row(sqlite3_stmt* st, int first) {
   for (size_t c = 0; c < cols_.size(); ++c) {
@@ -160,6 +160,64 @@ std::string RowBlock::encode(int level) const {
   return out;
 }
 
+std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
+  auto valid = [](uint8_t t) { return t >= SQLITE_INTEGER && t <= SQLITE_NULL; };
+  uint8_t uniform = in.byte();
+  if (uniform == 1) {
+    col.uniform = rows > 0 ? in.byte() : uint8_t(SQLITE_NULL);
+    if (!valid(col.uniform)) return "bad storage class";
+  } else {
+    auto t = in.bytes(rows);
+    col.types.assign(t.begin(), t.end());
+    if (!std::all_of(col.types.begin(), col.types.end(), valid)) return "bad storage class";
+  }
+  if (!in.ok) return "";  // the caller says truncated
+  auto type = [&](size_t r) { return col.types.empty() ? col.uniform : col.types[r]; };
+  bool all_null = col.types.empty() && col.uniform == SQLITE_NULL;
+  bool all_ints = col.types.empty() && col.uniform == SQLITE_INTEGER;
+  if (!all_null) col.values.assign(rows, 0);
+  // Integers: differences, or indexes into the list of distinct values.
+  uint8_t listed = in.byte();
+  int64_t prev = 0;
+  std::vector<int64_t> distinct;
+  if (listed) {
+    uint64_t k = in.varint();
+    if (k > rows) return "bad value list";
+    for (uint64_t i = 0; i < k && in.ok; ++i) {
+      prev = int64_t(uint64_t(prev) + uint64_t(unzigzag(in.varint())));
+      distinct.push_back(prev);
+    }
+  }
+  int64_t* out = col.values.data();
+  for (size_t r = 0; r < rows && in.ok && !all_null; ++r) {
+    if (!all_ints && type(r) != SQLITE_INTEGER) continue;
+    if (listed) {
+      uint64_t i = in.varint();
+      if (i >= distinct.size()) return "bad value index";
+      out[r] = distinct[i];
+    } else {
+      prev = int64_t(uint64_t(prev) + uint64_t(unzigzag(in.varint())));
+      out[r] = prev;
+    }
+  }
+  for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r)
+    if (type(r) == SQLITE_FLOAT) {
+      auto v = in.bytes(8);
+      if (in.ok) std::memcpy(&out[r], v.data(), 8);
+    }
+  // Text and blobs: the list of distinct values, then each row's index.
+  uint64_t k = in.varint();
+  if (k > rows) return "bad string list";
+  for (uint64_t i = 0; i < k && in.ok; ++i) col.strings.emplace_back(in.bytes(in.varint()));
+  for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r) {
+    if (!is_string(type(r))) continue;
+    uint64_t i = in.varint();
+    if (i >= col.strings.size()) return "bad string index";
+    out[r] = int64_t(i);
+  }
+  return "";
+}
+
 ingero::Result<RowBlock> RowBlock::decode(std::string_view bytes, size_t max_bytes) {
   auto bad = [](const std::string& why) {
     return ingero::make_error("damaged archive block: " + why);
@@ -190,60 +248,9 @@ ingero::Result<RowBlock> RowBlock::decode(std::string_view bytes, size_t max_byt
   b.rows_ = rows;
   for (uint64_t c = 0; c < ncols && in.ok; ++c) b.columns_.emplace_back(in.bytes(in.varint()));
   b.cols_.resize(b.columns_.size());
-  auto valid = [](uint8_t t) { return t >= SQLITE_INTEGER && t <= SQLITE_NULL; };
   for (Column& col : b.cols_) {
     if (!in.ok) break;
-    uint8_t uniform = in.byte();
-    if (uniform == 1) {
-      col.uniform = rows > 0 ? in.byte() : uint8_t(SQLITE_NULL);
-      if (!valid(col.uniform)) return bad("bad storage class");
-    } else {
-      auto t = in.bytes(rows);
-      col.types.assign(t.begin(), t.end());
-      if (!std::all_of(col.types.begin(), col.types.end(), valid)) return bad("bad storage class");
-    }
-    if (!in.ok) break;
-    auto type = [&](size_t r) { return col.types.empty() ? col.uniform : col.types[r]; };
-    bool all_null = col.types.empty() && col.uniform == SQLITE_NULL;
-    if (!all_null) col.values.assign(rows, 0);
-    uint8_t listed = in.byte();
-    int64_t prev = 0;
-    std::vector<int64_t> distinct;
-    if (listed) {
-      uint64_t k = in.varint();
-      if (k > rows) return bad("bad value list");
-      for (uint64_t i = 0; i < k && in.ok; ++i) {
-        prev = int64_t(uint64_t(prev) + uint64_t(unzigzag(in.varint())));
-        distinct.push_back(prev);
-      }
-    }
-    bool all_ints = col.types.empty() && col.uniform == SQLITE_INTEGER;
-    int64_t* out = col.values.data();
-    for (size_t r = 0; r < rows && in.ok && !all_null; ++r) {
-      if (!all_ints && type(r) != SQLITE_INTEGER) continue;
-      if (listed) {
-        uint64_t i = in.varint();
-        if (i >= distinct.size()) return bad("bad value index");
-        out[r] = distinct[i];
-      } else {
-        prev = int64_t(uint64_t(prev) + uint64_t(unzigzag(in.varint())));
-        out[r] = prev;
-      }
-    }
-    for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r)
-      if (type(r) == SQLITE_FLOAT) {
-        auto v = in.bytes(8);
-        if (in.ok) std::memcpy(&out[r], v.data(), 8);
-      }
-    uint64_t k = in.varint();
-    if (k > rows) return bad("bad string list");
-    for (uint64_t i = 0; i < k && in.ok; ++i) col.strings.emplace_back(in.bytes(in.varint()));
-    for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r) {
-      if (!is_string(type(r))) continue;
-      uint64_t i = in.varint();
-      if (i >= col.strings.size()) return bad("bad string index");
-      col.values[r] = int64_t(i);
-    }
+    if (std::string why = decode_column(in, col, rows); !why.empty()) return bad(why);
   }
   if (!in.ok) return bad("truncated");
   if (in.p != in.end) return bad("trailing bytes");

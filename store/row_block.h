@@ -64,6 +64,9 @@ class RowBlock {
     std::vector<std::string> strings;
     std::unordered_map<std::string, int64_t> index;  // encoding: string -> its index
   };
+  struct Reader;
+  // Decodes one column of `rows` rows: an empty string, or what is wrong with it.
+  static std::string decode_column(Reader& in, Column& col, size_t rows);
   std::vector<std::string> columns_;
   std::vector<Column> cols_;
   size_t rows_ = 0;
