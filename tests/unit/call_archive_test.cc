@@ -12,7 +12,6 @@
 
 #include "app/builtin_backends.h"
 #include "store/event_rows.h"
-#include "store/row_block.h"
 #include "store/tiers.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
