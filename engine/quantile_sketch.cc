@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 
+#include "hal/varint.h"
+
 namespace ingero::engine {
 
 namespace {
@@ -82,16 +84,9 @@ static_assert(kTables.upper[35] == 2 && kTables.upper[34] == 1);
 constexpr double kInvLogGamma = 49.99833328888678;
 
 // LEB128, as in the header.
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(char(uint8_t(v) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(char(v));
-}
-
-uint64_t zigzag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
-int64_t unzigzag(uint64_t z) { return int64_t(z >> 1) ^ -int64_t(z & 1); }
+using hal::put_varint;
+using hal::unzigzag;
+using hal::zigzag;
 
 class Reader {
  public:

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "hal/memory.h"
+#include "hal/varint.h"
 
 namespace ingero::store {
 namespace {
@@ -13,16 +14,9 @@ namespace {
 // Flags of one encoded call.
 constexpr uint8_t kHasRet = 1, kUnfinished = 2, kPeerComm = 4, kOffCpu = 8, kCgroup = 16;
 
-void put(std::vector<uint8_t>& b, uint64_t v) {
-  while (v >= 0x80) {
-    b.push_back(uint8_t(v) | 0x80);
-    v >>= 7;
-  }
-  b.push_back(uint8_t(v));
-}
-
-uint64_t zigzag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
-int64_t unzigzag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
+using hal::put_varint;
+using hal::unzigzag;
+using hal::zigzag;
 
 const uint8_t* get(const uint8_t* p, uint64_t& v) {
   uint64_t out = 0;
@@ -69,16 +63,17 @@ bool CallCache::add(const hal::Event& e) {
                   (e.cgroup_id ? kCgroup : 0);
   put_head({flags, e.ts_ns, e.dur_ns, e.pid, e.tid, name_index(e.vendor, e.api, e.op, e.kind),
             comm_index(e.comm_view()), stack_index(e.stack_id)});
-  if (flags & kHasRet) put(buf_, zigzag(e.ret));
-  if (flags & kPeerComm) put(buf_, comm_index(e.peer_comm_view()));
+  if (flags & kHasRet) put_varint(buf_, zigzag(e.ret));
+  if (flags & kPeerComm) put_varint(buf_, comm_index(e.peer_comm_view()));
   if (flags & kOffCpu) {
-    put(buf_, e.off_cpu_ns);
-    put(buf_, e.preempts);
-    put(buf_, e.switches);
+    put_varint(buf_, e.off_cpu_ns);
+    put_varint(buf_, e.preempts);
+    put_varint(buf_, e.switches);
   }
-  if (flags & kCgroup) put(buf_, e.cgroup_id);
-  put(buf_, e.present);
-  for (uint64_t m = e.present; m; m &= m - 1) put(buf_, e.fields[size_t(std::countr_zero(m))]);
+  if (flags & kCgroup) put_varint(buf_, e.cgroup_id);
+  put_varint(buf_, e.present);
+  for (uint64_t m = e.present; m; m &= m - 1)
+    put_varint(buf_, e.fields[size_t(std::countr_zero(m))]);
   if (!append()) return false;
   ++calls_;
   return true;
@@ -90,14 +85,14 @@ bool CallCache::add_run(const engine::CallRun& r) {
             r.tid, name_index(r.vendor, r.api, r.op, r.kind), comm_index(comm),
             stack_index(r.stack_id)});
   std::vector<uint8_t>& b = one_;
-  put(b, r.calls);
-  put(b, r.sum_ns);
-  put(b, r.min_ns);
-  put(b, r.max_ns);
-  put(b, r.nested);
-  put(b, r.stream ? *r.stream + 1 : 0);
-  put(b, r.device ? *r.device + 1 : 0);
-  if (r.cgroup_id) put(b, r.cgroup_id);
+  put_varint(b, r.calls);
+  put_varint(b, r.sum_ns);
+  put_varint(b, r.min_ns);
+  put_varint(b, r.max_ns);
+  put_varint(b, r.nested);
+  put_varint(b, r.stream ? *r.stream + 1 : 0);
+  put_varint(b, r.device ? *r.device + 1 : 0);
+  if (r.cgroup_id) put_varint(b, r.cgroup_id);
   if (!append()) return false;
   calls_ += r.calls;
   return true;
@@ -106,14 +101,14 @@ bool CallCache::add_run(const engine::CallRun& r) {
 void CallCache::put_head(const Head& h) {
   one_.clear();
   one_.push_back(h.flags);
-  put(one_, zigzag(int64_t(h.ts - last_ts_)));
+  put_varint(one_, zigzag(int64_t(h.ts - last_ts_)));
   last_ts_ = h.ts;
-  put(one_, h.length);
-  put(one_, h.pid);
-  put(one_, h.tid);
-  put(one_, h.name);
-  put(one_, h.comm);
-  put(one_, h.stack);
+  put_varint(one_, h.length);
+  put_varint(one_, h.pid);
+  put_varint(one_, h.tid);
+  put_varint(one_, h.name);
+  put_varint(one_, h.comm);
+  put_varint(one_, h.stack);
 }
 
 const uint8_t* CallCache::get_head(const uint8_t* p, uint64_t& ts, Head& h) const {

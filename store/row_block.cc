@@ -7,22 +7,17 @@
 #include <memory>
 #include <unordered_map>
 
+#include "hal/varint.h"
+
 namespace ingero::store {
 namespace {
 
 constexpr uint64_t kVersion = 1;
 constexpr uint64_t kMaxRows = 1u << 20, kMaxColumns = 4096, kMaxCells = 1u << 26;
 
-void put_varint(std::string& out, uint64_t x) {
-  while (x >= 0x80) {
-    out.push_back(char(uint8_t(x) | 0x80));
-    x >>= 7;
-  }
-  out.push_back(char(x));
-}
-
-uint64_t zigzag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
-int64_t unzigzag(uint64_t u) { return int64_t(u >> 1) ^ -int64_t(u & 1); }
+using hal::put_varint;
+using hal::unzigzag;
+using hal::zigzag;
 
 bool is_string(int type) { return type == SQLITE_TEXT || type == SQLITE_BLOB; }
 
