@@ -87,10 +87,11 @@ std::optional<std::string> SqlTraceSource::folding_state() {
   sql += db.table_exists("call_folding")
              ? ", (SELECT folded_calls || '/' || runs || '/' || last_event_id FROM call_folding)"
              : ", NULL";
-  // Archiving moves rows into blocks.
+  // Archiving moves rows into blocks. (Each part on its own: one table without blocks would
+  // make the concatenation NULL, and an archive of the other go unseen.)
   sql += db.table_exists("call_blocks")
-             ? ", (SELECT max(id) FROM main.call_blocks) || '/' || (SELECT max(id) FROM "
-               "main.run_blocks)"
+             ? ", coalesce((SELECT max(id) FROM main.call_blocks), 0) || '/' || "
+               "coalesce((SELECT max(id) FROM main.run_blocks), 0)"
              : ", NULL";
   auto st = db.prepare(sql);
   if (!st) return std::nullopt;
