@@ -46,8 +46,8 @@ struct Cursor {
   sqlite3_vtab_cursor base{};
   Table* t = nullptr;
   sqlite3_stmt* load = nullptr;  // the block's data
-  struct Meta {
-    int64_t id, first_ts, rows;
+  struct Meta {                  // a block's entry
+    int64_t id, first_ts, rows, last_ts, first_id, last_id;
   };
   std::vector<Meta> blocks;
   size_t next_block = 0;
@@ -202,10 +202,21 @@ int open_block(Cursor* c, const Cursor::Meta& m, std::unique_ptr<Open>& out) {
   o->id = o->map[size_t(c->t->id_col)];
   if (o->ts < 0 || o->id < 0)
     return fail(c, c->t->label + " " + std::to_string(m.id) + " lacks its id or timestamp");
+  // The rows must lie where the entry says: blocks are chosen, and merged in time order, by
+  // their entries.
+  int64_t min_ts = kMax, max_ts = kMin, min_id = kMax, max_id = kMin;
   for (uint32_t r = 0; r < o->rows.rows(); ++r) {
     int64_t ts = o->rows.int64(r, size_t(o->ts)), id = o->rows.int64(r, size_t(o->id));
+    min_ts = std::min(min_ts, ts);
+    max_ts = std::max(max_ts, ts);
+    min_id = std::min(min_id, id);
+    max_id = std::max(max_id, id);
     if (ts >= c->lo_ts && ts <= c->hi_ts && id >= c->lo_id && id <= c->hi_id) o->order.push_back(r);
   }
+  if (m.rows > 0 &&
+      (min_ts != m.first_ts || max_ts != m.last_ts || min_id != m.first_id || max_id != m.last_id))
+    return fail(c, c->t->label + " " + std::to_string(m.id) +
+                       ": its rows do not lie in the id and time range its entry says");
   if (c->by_ts) {
     const RowBlock& b = o->rows;
     int ts = o->ts, id = o->id;
@@ -284,7 +295,7 @@ int x_filter(sqlite3_vtab_cursor* cur, int idx_num, const char* idx_str, int arg
   if (c->lo_ts > c->hi_ts || c->lo_id > c->hi_id) return SQLITE_OK;
   sqlite3_stmt* st = nullptr;
   std::string sql =
-      "SELECT id, first_ts, rows FROM " + c->t->blocks +
+      "SELECT id, first_ts, rows, last_ts, first_id, last_id FROM " + c->t->blocks +
       " WHERE last_ts >= ?1 AND first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4 ORDER BY " +
       std::string(c->by_ts ? "first_ts, first_id" : "first_id");
   int rc = sqlite3_prepare_v2(c->t->db, sql.c_str(), -1, &st, nullptr);
@@ -293,9 +304,10 @@ int x_filter(sqlite3_vtab_cursor* cur, int idx_num, const char* idx_str, int arg
   sqlite3_bind_int64(st, 2, c->hi_ts);
   sqlite3_bind_int64(st, 3, c->lo_id);
   sqlite3_bind_int64(st, 4, c->hi_id);
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    c->blocks.push_back(
-        {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2)});
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    auto col = [&](int i) { return sqlite3_column_int64(st, i); };
+    c->blocks.push_back({col(0), col(1), col(2), col(3), col(4), col(5)});
+  }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return rc;
   return advance(c);

@@ -180,6 +180,15 @@ TEST(CallArchive, ADamagedBlockIsAnErrorNamingIt) {
                        "time range"),
             std::string::npos)
       << h.err;
+  // An entry whose range is off but still selects the block: the rows say otherwise.
+  std::string shifted =
+      damaged("shifted.db", "UPDATE call_blocks SET first_ts = first_ts - 1 WHERE id = 5");
+  auto sh = run_ingero({"explain", "--db", shifted});
+  EXPECT_EQ(sh.rc, 1);
+  EXPECT_NE(sh.err.find(shifted + ": archive block 5: its rows do not lie in the id and time "
+                                  "range its entry says"),
+            std::string::npos)
+      << sh.err;
   // An entry that claims another count of rows.
   std::string miscounted =
       damaged("miscounted.db", "UPDATE call_blocks SET rows = rows + 1 WHERE id = 3");
