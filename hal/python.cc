@@ -346,6 +346,9 @@ Result<std::optional<PythonProcess>> PythonProcess::inspect(int pid,
       auto ts = mem.u64(*interp + p.layout_.interp_threads_head);
       if (ts && *ts) {
         auto back = mem.u64(*ts + p.layout_.tstate_interp);
+        // A thread state whose interpreter is not set yet is still being linked (a read racing
+        // the interpreter's start): not yet verifiable, and no sign of another layout.
+        if (back && *back == 0) return std::optional<PythonProcess>(std::move(p));
         if (!back || *back != *interp)
           return make_error(
               path + " (Python " + p.layout_.version() +

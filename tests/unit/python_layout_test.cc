@@ -259,7 +259,8 @@ TEST(PythonProcess, ANonPythonProcessIsNotPython) {
 
 // The stand-in "python3.11" with its thread state pointing at another interpreter (a build
 // whose struct layout differs from CPython's) is refused with a message that says so; the
-// same binary with the chain intact is accepted and verified.
+// same binary with the chain intact is accepted and verified, and with the chain half-built
+// is accepted unverified.
 TEST(PythonProcess, AnInterpreterWhoseLayoutDoesNotCheckOutIsRefused) {
   if (geteuid() != 0)
     GTEST_SKIP() << "*** SKIPPED: reading another process's memory needs root ***";
@@ -292,6 +293,12 @@ TEST(PythonProcess, AnInterpreterWhoseLayoutDoesNotCheckOutIsRefused) {
   EXPECT_TRUE((*clean)->verified());
   EXPECT_EQ((*clean)->layout().version(), "3.11");
   EXPECT_EQ((*clean)->interpreter(), INGERO_FAKE_PYTHON);
+  // Its thread state not yet pointing at any interpreter: found, not verified, not refused
+  // (the collector inspects it again when the process next changes).
+  auto linking = run("linking");
+  ASSERT_TRUE(linking) << linking.error().message;
+  ASSERT_TRUE(*linking);
+  EXPECT_FALSE((*linking)->verified());
 }
 
 TEST(PythonProcess, ALivePython311IsFoundVerifiedAndResolvesItsOwnFrame) {

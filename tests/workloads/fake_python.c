@@ -3,9 +3,14 @@
  * PyUnicode_Type, PyBytes_Type) and lays out the interpreter -> thread state chain at the
  * offsets given on the command line. "patched" makes the thread state point at some other
  * interpreter, the way a distro build with a different struct layout reads: ingero must
- * report it unverified and produce no Python frame. "clean" makes it point back.
+ * report it unverified and produce no Python frame. "clean" makes it point back. "linking"
+ * leaves the thread state's interpreter unset, as a reader racing the interpreter's start
+ * could see it: not yet verifiable, and no reason to refuse. The chain is written in
+ * CPython's order (thread state first, the runtime's head last), so a reader that sees the
+ * head sees the rest.
  *
- *   python3.11 patched|clean RUNTIME_INTERP_HEAD INTERP_THREADS_HEAD TSTATE_INTERP [LIB N]
+ *   python3.11 patched|clean|linking RUNTIME_INTERP_HEAD INTERP_THREADS_HEAD TSTATE_INTERP
+ *              [LIB N]
  *
  * With LIB, calls LIB's cudaMalloc N times (printing "pid P" first and "calls N" after),
  * then waits for stdin to close; without, prints "ready" and waits for a line on stdin. */
@@ -42,13 +47,14 @@ __attribute__((noinline)) static int call_lib(malloc_fn f, size_t bytes) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: %s patched|clean RIH ITH TI [LIB N]\n", argv[0]);
+    fprintf(stderr, "usage: %s patched|clean|linking RIH ITH TI [LIB N]\n", argv[0]);
     return 2;
   }
   int patched = strcmp(argv[1], "patched") == 0;
-  put(_PyRuntime, strtoul(argv[2], NULL, 0), interp);
+  if (strcmp(argv[1], "linking") != 0)
+    put(tstate, strtoul(argv[4], NULL, 0), patched ? other_interp : interp);
   put(interp, strtoul(argv[3], NULL, 0), tstate);
-  put(tstate, strtoul(argv[4], NULL, 0), patched ? other_interp : interp);
+  put(_PyRuntime, strtoul(argv[2], NULL, 0), interp);
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 7) {
     printf("ready\n");
