@@ -139,7 +139,11 @@ void add_trace_command(CLI::App& app, Context& ctx) {
           },
           "DURATION"));
   cmd->add_flag("--keep-all", o->keep_all,
-                "Keep every call's row for the whole trace (no folding; for short investigations)");
+                "Keep every call's row for the whole trace (no folding and no archive; for short "
+                "investigations)");
+  cmd->add_flag("!--no-archive", o->archive,
+                "Keep calls and runs as table rows instead of compressed blocks (a few bytes a "
+                "call; read back by every ingero command, not by the sqlite3 shell)");
   cmd->add_option("--nice", o->nice,
                   "Run the tracer at this nice value when it is lower than the current one "
                   "(default -10), so it drains the rings ahead of a saturating workload; the "

@@ -88,6 +88,9 @@ int Trace::finish() {
                 << " launches older than --full-rows into runs (per-second summaries keep every "
                    "call); longest pass "
                 << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
+    if (archived_)
+      std::cerr << "ingero: archived " << archived_
+                << " call and run rows into compressed blocks (--no-archive keeps rows)\n";
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";

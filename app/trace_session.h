@@ -77,6 +77,7 @@ class Trace {
   void live_line(bool final);
   void apply_retention(bool final);
   void fold_calls();
+  void archive_rows(int64_t t0, int64_t through);  // t0: the tick's start (monotonic ns)
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   void stop_child();
@@ -110,8 +111,10 @@ class Trace {
   int64_t steps_observed_to_ = 0;  // steps ending after this are new to the histograms
   bool retention_warned_ = false;
   bool fold_warned_ = false;
-  uint64_t folded_ = 0;                 // launches folded into runs while tracing
-  int64_t fold_pause_max_ns_ = 0;       // the longest single folding pass
+  uint64_t folded_ = 0;  // launches folded into runs while tracing
+  bool archive_warned_ = false;
+  uint64_t archived_ = 0;               // call and run rows moved into blocks while tracing
+  int64_t fold_pause_max_ns_ = 0;       // the longest single folding or archive pass
   int64_t retention_pause_max_ns_ = 0;  // the longest single retention pass while tracing
   int base_nice_ = 0;                   // the priority ingero started with (the command's)
   bool raised_priority_ = false;        // the tracer runs at opts_.nice

@@ -39,6 +39,7 @@ struct TraceOptions {
   uint64_t max_db_bytes = 0;          // keep the trace's used pages under this (0: no limit)
   double full_rows_s = 600;           // launches older than this are folded (store/tiers.h)
   bool keep_all = false;              // never fold: every call keeps its row
+  bool archive = true;                // call rows and runs go into compressed blocks as they come
   int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)

@@ -112,7 +112,7 @@ namespace {
 
 // temp.<archive> and the TEMP view named like the table over both.
 ingero::Status install(Db& db, const Spec& spec) {
-  if (!has_blocks(db, spec.blocks)) return {};
+  if (!has_blocks(db, spec.blocks) || db.table_exists(spec.archive, "temp")) return {};
   auto cols = table_columns(db, spec.table);
   if (!cols) return cols.error();
   std::string select;
@@ -171,13 +171,20 @@ ingero::Result<Layout> layout_of(Db& db, const Spec& spec) {
 }
 
 // The next batch of rows after `last_id` (and before `newest`), encoded into blocks of at most
-// `block_rows` rows of one node; `last_id` moves to the last row read.
+// `o.block_rows` rows of one node; `last_id` moves to the last row read. With
+// `o.whole_blocks`, a last block short of `o.block_rows` rows is left for a later batch and
+// `more` says whether the read stopped at its limit.
 ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const Layout& l,
-                                              size_t block_rows, int64_t newest, int64_t& last_id) {
+                                              const ArchiveOptions& o, int64_t newest,
+                                              int64_t& last_id, bool& more) {
   auto sel = db.prepare("SELECT " + l.list + " FROM main." + spec.table +
                         " WHERE id > ? AND id < ? AND " + spec.where + " ORDER BY id LIMIT ?");
   if (!sel) return sel.error();
-  sel->bind(1, last_id).bind(2, newest).bind(3, int64_t(block_rows * kBlocksPerBatch));
+  size_t block_rows = o.block_rows, limit = block_rows * o.blocks_per_batch;
+  sel->bind(1, last_id)
+      .bind(2, std::min(newest, o.through_id == INT64_MAX ? INT64_MAX : o.through_id + 1))
+      .bind(3, int64_t(limit));
+  size_t read = 0;
   std::vector<Block> blocks;
   RowBlock rows(l.stored);
   Block cur;
@@ -208,6 +215,12 @@ ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const La
     ++cur.rows;
     cur.calls += l.weight < 0 ? 1 : sel->int64(l.weight);
     rows.add_row(sel->get());
+    ++read;
+  }
+  more = read == limit;
+  if (o.whole_blocks && size_t(cur.rows) < block_rows) {
+    if (cur.rows > 0) last_id = cur.first_id - 1;  // read again by the next batch
+    return blocks;
   }
   seal();
   return blocks;
@@ -247,7 +260,67 @@ ingero::Status write_batch(Db& db, const Spec& spec, const std::vector<Block>& b
   return {};
 }
 
-ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_rows) {
+// Block `block` (its stored `data`) without the rows whose id is in `drop` (sorted): rewritten
+// with its entry, or deleted when no row is left. Returns how many rows it dropped.
+ingero::Result<uint64_t> rewrite_block(Db& db, int64_t block, std::string_view data,
+                                       const std::vector<int64_t>& drop) {
+  auto rows = RowBlock::decode(data);
+  if (!rows)
+    return ingero::make_error("archive block " + std::to_string(block) + ": " +
+                              rows.error().message);
+  const auto& names = rows->columns();
+  auto col = [&](const char* n) {
+    return size_t(std::find(names.begin(), names.end(), n) - names.begin());
+  };
+  size_t id = col("id"), ts = col("timestamp"), dur = col(kCalls.end);
+  if (id == names.size() || ts == names.size() || dur == names.size())
+    return ingero::make_error("archive block " + std::to_string(block) + " lacks id or time");
+  RowBlock kept(names);
+  Block b;
+  uint64_t dropped = 0;
+  for (size_t r = 0; r < rows->rows(); ++r) {
+    int64_t i = rows->int64(r, id);
+    if (std::binary_search(drop.begin(), drop.end(), i)) {
+      ++dropped;
+      continue;
+    }
+    int64_t t = rows->int64(r, ts), e = t + rows->int64(r, dur);
+    if (b.rows == 0) b.first_id = i, b.first_ts = b.last_ts = t, b.end_ts = e;
+    b.last_id = i;
+    b.first_ts = std::min(b.first_ts, t);
+    b.last_ts = std::max(b.last_ts, t);
+    b.end_ts = std::max(b.end_ts, e);
+    ++b.rows;
+    kept.add_row(*rows, r);
+  }
+  if (dropped == 0) return dropped;
+  if (b.rows == 0) {
+    auto del = db.prepare("DELETE FROM main.call_blocks WHERE id = ?");
+    if (!del) return del.error();
+    del->bind(1, block);
+    if (auto r = del->step(); !r) return r.error();
+    return dropped;
+  }
+  std::string packed = kept.encode();
+  if (packed.empty()) return ingero::make_error("compressing a block failed");
+  auto upd = db.prepare(
+      "UPDATE main.call_blocks SET first_id = ?, last_id = ?, first_ts = ?, last_ts = ?, "
+      "end_ts = ?, rows = ?, calls = ?, data = ? WHERE id = ?");
+  if (!upd) return upd.error();
+  upd->bind(1, b.first_id)
+      .bind(2, b.last_id)
+      .bind(3, b.first_ts)
+      .bind(4, b.last_ts)
+      .bind(5, b.end_ts)
+      .bind(6, b.rows)
+      .bind(7, b.rows);
+  sqlite3_bind_blob(upd->get(), 8, packed.data(), int(packed.size()), SQLITE_STATIC);
+  upd->bind(9, block);
+  if (auto r = upd->step(); !r) return r.error();
+  return dropped;
+}
+
+ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, const ArchiveOptions& o) {
   Archived out;
   if (!db.table_exists(spec.table) || !db.table_exists(spec.blocks)) return out;
   auto l = layout_of(db, spec);
@@ -265,7 +338,8 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_row
       (void)db.exec("ROLLBACK");
       return e;
     };
-    auto blocks = read_batch(db, spec, *l, block_rows, newest->value_or(INT64_MIN), last_id);
+    bool more = false;
+    auto blocks = read_batch(db, spec, *l, o, newest->value_or(INT64_MIN), last_id, more);
     if (!blocks) return rollback(blocks.error());
     if (blocks->empty()) {
       (void)db.exec("ROLLBACK");
@@ -273,17 +347,66 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, size_t block_row
     }
     if (auto st = write_batch(db, spec, *blocks, out); !st) return rollback(st.error());
     if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
+    if (o.one_batch) {
+      out.more = more;
+      return out;
+    }
   }
 }
 
 }  // namespace
 
-ingero::Result<Archived> archive_calls(Db& db, size_t block_rows) {
-  return archive_rows(db, kCalls, block_rows);
+ingero::Result<Archived> archive_calls(Db& db, const ArchiveOptions& o) {
+  return archive_rows(db, kCalls, o);
 }
 
-ingero::Result<Archived> archive_runs(Db& db, size_t block_rows) {
-  return archive_rows(db, kRuns, block_rows);
+ingero::Result<Archived> archive_runs(Db& db, const ArchiveOptions& o) {
+  return archive_rows(db, kRuns, o);
+}
+
+ingero::Status install_archive_reader(Db& db) {
+  if (!db.table_exists(kCalls.blocks)) return {};
+  if (db.table_exists(kCalls.archive, "temp")) return {};
+  return create_archive_table(db, kCalls.archive, kCalls.table, kCalls.blocks);
+}
+
+ingero::Status drop_archived_calls(Db& db, std::vector<int64_t> ids) {
+  if (ids.empty()) return {};
+  std::sort(ids.begin(), ids.end());
+  auto sel = db.prepare(
+      "SELECT id, first_id, last_id, data FROM main.call_blocks WHERE last_id >= ? AND "
+      "first_id <= ? ORDER BY first_id");
+  if (!sel) return sel.error();
+  sel->bind(1, ids.front()).bind(2, ids.back());
+  struct Hit {
+    int64_t block;
+    std::string data;
+    std::vector<int64_t> ids;
+  };
+  std::vector<Hit> hits;
+  while (true) {
+    auto r = sel->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    auto lo = std::lower_bound(ids.begin(), ids.end(), sel->int64(1));
+    auto hi = std::upper_bound(lo, ids.end(), sel->int64(2));
+    if (lo == hi) continue;
+    const void* p = sqlite3_column_blob(sel->get(), 3);
+    std::string data(static_cast<const char*>(p ? p : ""),
+                     size_t(sqlite3_column_bytes(sel->get(), 3)));
+    hits.push_back({sel->int64(0), std::move(data), {lo, hi}});
+  }
+  sel->reset();
+  uint64_t found = 0;
+  for (const Hit& h : hits) {
+    auto st = rewrite_block(db, h.block, h.data, h.ids);
+    if (!st) return st.error();
+    found += *st;
+  }
+  if (found != ids.size())
+    return ingero::make_error(db.path() + ": " + std::to_string(ids.size() - found) +
+                              " archived calls to fold are in no archive block");
+  return {};
 }
 
 }  // namespace ingero::store

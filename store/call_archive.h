@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hal/result.h"
 #include "store/sqlite_db.h"
@@ -31,19 +32,38 @@ inline constexpr size_t kArchiveBlockRows = 4096;
 struct Archived {
   uint64_t rows = 0;    // call rows moved into blocks
   uint64_t blocks = 0;  // blocks written
+  bool more = false;    // one_batch: rows for another batch remain
+};
+
+struct ArchiveOptions {
+  size_t block_rows = kArchiveBlockRows;
+  size_t blocks_per_batch = 64;    // blocks written per transaction
+  int64_t through_id = INT64_MAX;  // rows above it stay rows (the tracer's shipper)
+  bool whole_blocks = false;       // rows short of a whole block stay rows (a live trace)
+  bool one_batch = false;          // stop after one transaction (a live trace's bounded pass)
 };
 
 // Moves the file's call rows into blocks, in batches of one transaction each, on a writer's
 // connection of a file at the current schema. Calls already archived stay as they are.
-ingero::Result<Archived> archive_calls(Db& db, size_t block_rows = kArchiveBlockRows);
+ingero::Result<Archived> archive_calls(Db& db, const ArchiveOptions& o = {});
 // The same for the runs of folded launches (call_runs -> run_blocks, read back through the
 // TEMP view `call_runs` over main.call_runs and temp.archived_runs).
-ingero::Result<Archived> archive_runs(Db& db, size_t block_rows = kArchiveBlockRows);
+ingero::Result<Archived> archive_runs(Db& db, const ArchiveOptions& o = {});
+
+// On a writer's connection: temp.archived_calls alone, without the TEMP view (its INSERTs and
+// DELETEs go to main.events), for folding to read archived calls. Once per connection; a
+// no-op for files without call_blocks.
+ingero::Status install_archive_reader(Db& db);
+// Removes the archived calls `ids` from their blocks (folding them into runs): each block
+// holding one is rewritten with its entry, or deleted when emptied. An id in no block is an
+// Error. Inside the caller's write transaction.
+ingero::Status drop_archived_calls(Db& db, std::vector<int64_t> ids);
 
 // On a reader's connection: when the file has archived calls, installs temp.archived_calls
 // and the TEMP `events` view over both; archived runs, temp.archived_runs and the TEMP
 // `call_runs` view. A no-op for files without any (and for the original implementation's
-// files).
+// files), and for what is installed already: a connection kept open on a live trace calls it
+// again to follow blocks that came since.
 ingero::Status install_call_archive(Db& db);
 
 // The file has archived calls (main.call_blocks holds a block), archived runs.

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace ingero::store {
@@ -19,6 +20,63 @@ ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
   auto r = st->step();
   if (!r) return r.error();
   return *r && !st->is_null(0) ? st->int64(0) : 0;
+}
+
+// Archived calls and runs (store/call_archive.h): blocks, each with its rows' time range.
+constexpr const char* kBlockTables[] = {"call_blocks", "run_blocks"};
+
+// Over the size: the time before which a pass deletes about a tenth of the oldest data, the
+// least of a tenth of the events (the rowid span counts them without a scan: rows only ever
+// go from the start) and a tenth of each table's blocks, so a small overshoot costs a small
+// deletion. 0: nothing to delete.
+ingero::Result<int64_t> size_cut(Db& db, uint64_t budget) {
+  std::optional<int64_t> cut;
+  auto take = [&](const ingero::Result<std::optional<int64_t>>& t) {
+    if (t && t->has_value()) cut = cut ? std::min(*cut, **t + 1) : **t + 1;
+  };
+  if (db.table_exists("events")) {
+    auto span = scalar(db, "SELECT max(rowid) - min(rowid) + 1 FROM events");
+    if (!span) return span.error();
+    uint64_t step = std::min<uint64_t>(budget, std::max<int64_t>(1, *span / 10));
+    auto t = db.query_int("SELECT timestamp FROM events ORDER BY rowid LIMIT 1 OFFSET " +
+                          std::to_string(step - 1));
+    if (!t) return t.error();
+    take(t);
+  }
+  for (const char* table : kBlockTables) {
+    if (!db.table_exists(table)) continue;
+    auto n = scalar(db, std::string("SELECT count(*) FROM ") + table);
+    if (!n) return n.error();
+    if (*n == 0) continue;
+    auto t = db.query_int(std::string("SELECT last_ts FROM ") + table +
+                          " ORDER BY last_ts LIMIT 1 OFFSET " + std::to_string(*n / 10));
+    if (!t) return t.error();
+    take(t);
+  }
+  return cut.value_or(0);
+}
+
+// Deletes up to 64 blocks of `table` whose rows all started before `cut`, adding their rows to
+// `out` (those above `shipped_through` to its unshipped).
+ingero::Status delete_blocks(Db& db, const char* table, int64_t cut,
+                             std::optional<int64_t> shipped_through, RetentionPass& out) {
+  std::string doomed = std::string("SELECT id FROM ") + table + " WHERE last_ts < " +
+                       std::to_string(cut) + " ORDER BY id LIMIT 64";
+  auto rows = scalar(db, std::string("SELECT coalesce(sum(rows), 0) FROM ") + table +
+                             " WHERE id IN (" + doomed + ")");
+  if (!rows) return rows.error();
+  if (shipped_through) {
+    auto n =
+        scalar(db, std::string("SELECT coalesce(sum(rows), 0) FROM ") + table + " WHERE id IN (" +
+                       doomed + ") AND last_id > " + std::to_string(*shipped_through));
+    if (!n) return n.error();
+    out.unshipped += uint64_t(*n);
+  }
+  if (auto st = db.exec(std::string("DELETE FROM ") + table + " WHERE id IN (" + doomed + ")"); !st)
+    return st;
+  if (sqlite3_changes(db.handle()) == 64) out.more = true;
+  out.deleted += uint64_t(*rows);
+  return {};
 }
 
 }  // namespace
@@ -42,16 +100,10 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
   // The newest time any table may keep: by age, and, over the size, the time of the oldest
   // `budget` events (a pass frees about that much; the next pass checks again).
   int64_t cut = p.retain_ns > 0 ? now_ns - p.retain_ns : INT64_MIN;
-  if (p.max_bytes && *used > p.max_bytes && db.table_exists("events")) {
-    // A tenth of the events at most per pass (the rowid span counts them without a scan:
-    // rows only ever go from the start), so a small overshoot costs a small deletion.
-    auto span = scalar(db, "SELECT max(rowid) - min(rowid) + 1 FROM events");
-    if (!span) return span.error();
-    uint64_t step = std::min<uint64_t>(budget, std::max<int64_t>(1, *span / 10));
-    auto t = scalar(db, "SELECT timestamp FROM events ORDER BY rowid LIMIT 1 OFFSET " +
-                            std::to_string(step - 1));
-    if (!t) return t.error();
-    if (*t) cut = std::max(cut, *t + 1);
+  if (p.max_bytes && *used > p.max_bytes) {
+    auto by_size = size_cut(db, budget);
+    if (!by_size) return by_size.error();
+    if (*by_size) cut = std::max(cut, *by_size);
   }
   if (cut == INT64_MIN) return out;
   if (auto st = db.exec("BEGIN"); !st) return st.error();
@@ -79,6 +131,17 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
     uint64_t n = uint64_t(sqlite3_changes(db.handle()));
     out.deleted += n;
     if (n == budget) out.more = true;
+  }
+  for (const char* table : kBlockTables) {
+    if (!db.table_exists(table)) continue;
+    std::optional<int64_t> through;
+    if (auto s = p.shipped_through.find("events");
+        s != p.shipped_through.end() && std::string_view(table) == "call_blocks")
+      through = s->second;
+    if (auto st = delete_blocks(db, table, cut, through, out); !st) {
+      (void)db.exec("ROLLBACK");
+      return st.error();
+    }
   }
   // Readers compare the calls they read with the per-second summaries (store/call_count_check.h):
   // before this time, rows and summaries went in separate batches and may disagree.

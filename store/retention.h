@@ -1,8 +1,9 @@
 // Retention for a long-running trace: the oldest time-series rows (events, system snapshots,
 // process stats, device counters, call summaries and runs) are deleted in bounded batches, by age
-// (--retain) and while the data outgrows a size (--max-db-size). Sessions, dictionaries and stacks
-// stay. Files created with incremental auto-vacuum give the freed pages back; older files reuse
-// them, so they stop growing instead of shrinking.
+// (--retain) and while the data outgrows a size (--max-db-size). Archived calls and runs
+// (store/call_archive.h) go by whole blocks, once every row of a block is past the policy.
+// Sessions, dictionaries and stacks stay. Files created with incremental auto-vacuum give the freed
+// pages back; older files reuse them, so they stop growing instead of shrinking.
 #pragma once
 
 #include <cstdint>

@@ -65,12 +65,22 @@ struct RowBlock::Reader {
   }
 };
 
+void RowBlock::append(Column& col, int type, int64_t v, std::string_view s) {
+  if (is_string(type)) {
+    auto [it, added] = col.index.try_emplace(std::string(s), int64_t(col.strings.size()));
+    v = it->second;
+    if (added) col.strings.emplace_back(s);
+  }
+  col.types.push_back(uint8_t(type));
+  col.values.push_back(type == SQLITE_NULL ? 0 : v);
+}
+
 void RowBlock::add_row(sqlite3_stmt* st, int first) {
   for (size_t c = 0; c < cols_.size(); ++c) {
-    Column& col = cols_[c];
     int i = first + int(c);
     int type = sqlite3_column_type(st, i);
     int64_t v = 0;
+    std::string_view s;
     if (type == SQLITE_INTEGER) {
       v = sqlite3_column_int64(st, i);
     } else if (type == SQLITE_FLOAT) {
@@ -79,13 +89,25 @@ void RowBlock::add_row(sqlite3_stmt* st, int first) {
     } else if (is_string(type)) {
       const void* p = type == SQLITE_TEXT ? static_cast<const void*>(sqlite3_column_text(st, i))
                                           : sqlite3_column_blob(st, i);
-      std::string s(static_cast<const char*>(p ? p : ""), size_t(sqlite3_column_bytes(st, i)));
-      auto [it, added] = col.index.try_emplace(s, int64_t(col.strings.size()));
-      v = it->second;
-      if (added) col.strings.push_back(std::move(s));
+      s = std::string_view(static_cast<const char*>(p ? p : ""),
+                           size_t(sqlite3_column_bytes(st, i)));
     }
-    col.types.push_back(uint8_t(type));
-    col.values.push_back(v);
+    append(cols_[c], type, v, s);
+  }
+  ++rows_;
+}
+
+void RowBlock::add_row(const RowBlock& from, size_t row) {
+  for (size_t c = 0; c < cols_.size(); ++c) {
+    int type = from.type(row, c);
+    int64_t v = 0;
+    if (type == SQLITE_INTEGER) {
+      v = from.int64(row, c);
+    } else if (type == SQLITE_FLOAT) {
+      double d = from.real(row, c);
+      std::memcpy(&v, &d, sizeof v);
+    }
+    append(cols_[c], type, v, is_string(type) ? from.bytes(row, c) : std::string_view());
   }
   ++rows_;
 }

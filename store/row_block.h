@@ -35,6 +35,8 @@ class RowBlock {
   // Appends the current row of `st`, whose result columns `first`.. `first + columns() - 1`
   // are this block's columns, in order.
   void add_row(sqlite3_stmt* st, int first = 0);
+  // Appends row `row` of `from`, a block of the same columns.
+  void add_row(const RowBlock& from, size_t row);
   // The compressed block (empty rows give a valid empty block).
   std::string encode(int level = 3) const;
   // Decodes what encode() wrote. Anything else (a truncated or altered value, a count that
@@ -65,6 +67,7 @@ class RowBlock {
     std::unordered_map<std::string, int64_t> index;  // encoding: string -> its index
   };
   struct Reader;
+  static void append(Column& col, int type, int64_t v, std::string_view s);
   // Decodes one column of `rows` rows: an empty string, or what is wrong with it.
   static std::string decode_column(Reader& in, Column& col, size_t rows);
   std::vector<std::string> columns_;

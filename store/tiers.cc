@@ -21,6 +21,7 @@ struct Row {
   uint32_t pid = 0, tid = 0;
   int source = 0, op = 0;
   bool call = false;      // a GPU call (not a host event)
+  bool archived = false;  // read from call_blocks (store/call_archive.h), not main.events
   bool foldable = false;  // a launch that says nothing on its own
   int64_t session = 0, cgroup = 0, stack = 0, nested = 0;
   std::optional<int64_t> library, stream, device;
@@ -28,7 +29,9 @@ struct Row {
 };
 
 struct Run {
-  std::vector<int64_t> ids;
+  std::vector<int64_t> ids;       // its calls' rows in main.events
+  std::vector<int64_t> archived;  // its archived calls
+  size_t calls() const { return ids.size() + archived.size(); }
   const Row* first = nullptr;
   int64_t end = 0, sum = 0, min = INT64_MAX, max = 0, nested = 0;
 };
@@ -78,7 +81,7 @@ ingero::Status write_run(Db& db, Stmt& ins, Stmt& del, const Run& r) {
       .bind(8, f.cgroup)
       .bind(9, int64_t(f.source))
       .bind(10, int64_t(f.op))
-      .bind(14, int64_t(r.ids.size()))
+      .bind(14, int64_t(r.calls()))
       .bind(15, r.sum)
       .bind(16, r.min)
       .bind(17, r.max)
@@ -140,21 +143,43 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
   auto newest = db.query_int("SELECT max(id) FROM events");
   if (!newest) return newest.error();
   int64_t newest_id = newest->value_or(0);
-  auto sel = db.prepare(
+  // The rows of main.events and the archived calls (their blocks decoded), merged by id.
+  std::string cols =
       "SELECT id, timestamp, duration, pid, tid, source, op, ret_code, status, "
       "coalesce(off_cpu_ns, 0), coalesce(preempts, 0), node, session_id, comm, cgroup_id, "
-      "stack_hash, coalesce(nested_calls, 0), library_id, stream, device FROM events "
-      "WHERE id > ? AND id <= ? ORDER BY id LIMIT ?");
-  if (!sel) return sel.error();
-  sel->bind(1, after_id).bind(2, through_id).bind(3, int64_t(budget));
+      "stack_hash, coalesce(nested_calls, 0), library_id, stream, device FROM ";
+  std::string range = " WHERE id > ? AND id <= ? ORDER BY id LIMIT ?";
+  auto main_rows = db.prepare(cols + "main.events" + range);
+  if (!main_rows) return main_rows.error();
+  std::optional<Stmt> archived;
+  if (db.table_exists("archived_calls", "temp")) {
+    auto a = db.prepare(cols + "temp.archived_calls" + range);
+    if (!a) return a.error();
+    archived = std::move(*a);
+  }
+  Stmt* srcs[2] = {&*main_rows, archived ? &*archived : nullptr};
+  bool live[2] = {false, false};
+  for (int i = 0; i < 2; ++i) {
+    if (!srcs[i]) continue;
+    srcs[i]->bind(1, after_id).bind(2, through_id).bind(3, int64_t(budget));
+    auto r = srcs[i]->step();
+    if (!r) return r.error();
+    live[i] = *r;
+  }
+  auto advance = [&](int from) -> ingero::Status {
+    auto r = srcs[from]->step();
+    if (!r) return r.error();
+    live[from] = *r;
+    return {};
+  };
   std::vector<Row> rows;
   last_id = after_id;
   bool reached_cut = false;
-  while (true) {
-    auto r = sel->step();
-    if (!r) return r.error();
-    if (!*r) break;
+  while (out.considered < budget && (live[0] || live[1])) {
+    int from = !live[0] || (live[1] && srcs[1]->int64(0) < srcs[0]->int64(0)) ? 1 : 0;
+    Stmt* sel = srcs[from];
     Row w;
+    w.archived = from == 1;
     w.id = sel->int64(0);
     w.ts = sel->int64(1);
     w.source = int(sel->int64(5));
@@ -167,7 +192,10 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
     if (too_new && !out.first_too_new) out.first_too_new = w.id;
     last_id = w.id;
     ++out.considered;
-    if (!w.call) continue;
+    if (!w.call) {
+      if (auto st = advance(from); !st) return st.error();
+      continue;
+    }
     w.dur = sel->int64(2);
     w.pid = uint32_t(sel->int64(3));
     w.tid = uint32_t(sel->int64(4));
@@ -195,6 +223,7 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
     w.stream = opt(*sel, 18);
     w.device = opt(*sel, 19);
     rows.push_back(std::move(w));
+    if (auto st = advance(from); !st) return st.error();
   }
   out.more = !reached_cut && out.considered == budget;
   std::stable_sort(rows.begin(), rows.end(),
@@ -219,9 +248,11 @@ void keep_nested(std::vector<Row>& rows) {
   }
 }
 
-// Folds the foldable rows into runs (call_runs) and deletes their rows, counting them in `out`.
+// Folds the foldable rows into runs (call_runs) and deletes their rows, counting them in `out`;
+// the ids of the archived ones folded are added to `archived` (their blocks are rewritten
+// after).
 ingero::Status write_runs(Db& db, const std::vector<Row>& rows, const FoldLimits& lim,
-                          FoldPass& out) {
+                          FoldPass& out, std::vector<int64_t>& archived) {
   auto ins = db.prepare(
       "INSERT INTO call_runs (node, session_id, timestamp, span_ns, pid, tid, comm, cgroup_id, "
       "source, op, library_id, stream, device, calls, sum_ns, min_ns, max_ns, nested_calls, "
@@ -239,7 +270,8 @@ ingero::Status write_runs(Db& db, const std::vector<Row>& rows, const FoldLimits
   std::map<RunKey, Run> open;
   auto close = [&](std::map<RunKey, Run>::iterator it) -> ingero::Status {
     if (auto st = write_run(db, *ins, *del, it->second); !st) return st;
-    out.folded += it->second.ids.size();
+    out.folded += it->second.calls();
+    archived.insert(archived.end(), it->second.archived.begin(), it->second.archived.end());
     ++out.runs;
     return {};
   };
@@ -277,7 +309,7 @@ ingero::Status write_runs(Db& db, const std::vector<Row>& rows, const FoldLimits
     if (it == open.end()) it = open.emplace(k, Run{}).first;
     Run& r = it->second;
     if (!r.first) r.first = &w;
-    r.ids.push_back(w.id);
+    (w.archived ? r.archived : r.ids).push_back(w.id);
     r.end = std::max(r.end, w.ts + w.dur);
     r.sum += w.dur;
     r.min = std::min(r.min, w.dur);
@@ -311,6 +343,9 @@ ingero::Result<FoldState> fold_state(Db& db) {
 ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, FoldLimits* cache,
                                     int64_t through_id, bool past_cut) {
   FoldPass out;
+  // Calls archived since they came (a live trace archives as it goes) are folded from their
+  // blocks: the pass reads them through temp.archived_calls and rewrites the blocks.
+  if (auto st = install_archive_reader(db); !st) return st.error();
   // The whole pass is one write transaction, the reads included: two folders of one file (a
   // `compact` beside another, or beside the tracer) that both read the same rows before either
   // deleted them would each write their runs, and the calls would count twice.
@@ -336,7 +371,10 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
                         past_cut);
   if (!rows) return rows.error();
   keep_nested(*rows);
-  if (auto st = write_runs(db, *rows, lim, out); !st) return st.error();
+  std::vector<int64_t> archived;
+  if (auto st = write_runs(db, *rows, lim, out, archived); !st) return st.error();
+  rows->clear();
+  if (auto st = drop_archived_calls(db, std::move(archived)); !st) return st.error();
   auto upd = db.prepare(
       "INSERT INTO call_folding (id, last_event_id, folded_before, folded_calls, runs) "
       "VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET last_event_id = "

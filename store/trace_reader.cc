@@ -171,8 +171,8 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
   // Archived calls first: the contract views then read them through the TEMP `events`.
   ingero::Status st =
       info->format == TraceFormat::kLegacyGo ? ingero::Status() : install_call_archive(*r->db_);
-  r->archive_installed_ = r->db_->table_exists("archived_calls", "temp") ||
-                          r->db_->table_exists("archived_runs", "temp");
+  r->archive_installed_ = {r->db_->table_exists("archived_calls", "temp"),
+                           r->db_->table_exists("archived_runs", "temp")};
   if (st)
     st = info->format == TraceFormat::kLegacyGo
              ? install_legacy_views(*r->db_, *info)
@@ -191,7 +191,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::reopen() const {
 
 bool TraceReader::archive_current() {
   if (is_legacy()) return true;
-  return archive_installed_ == (has_call_archive(*db_) || has_run_archive(*db_));
+  return archive_installed_ == std::pair(has_call_archive(*db_), has_run_archive(*db_));
 }
 
 ingero::Status confine(Db& db, int max_value_bytes) {

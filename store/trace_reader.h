@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -40,15 +41,16 @@ class TraceReader {
   // A second reader of the same file with the same views (its own connection, for another
   // thread). The views' text must outlive both: backends' views are static.
   ingero::Result<std::unique_ptr<TraceReader>> reopen() const;
-  // False once `ingero compact` archived rows of the file after this reader was opened (its
-  // `events` and `call_runs` would miss them): a reader kept across requests opens again.
+  // False once `ingero compact` or a live trace archived calls or runs of the file where this
+  // reader had none (its `events` or `call_runs` would miss them): a reader kept across
+  // requests opens again.
   bool archive_current();
 
  private:
   std::unique_ptr<Db> db_;
   std::vector<hal::SqlView> views_;
   bool confined_ = false;
-  bool archive_installed_ = false;
+  std::pair<bool, bool> archive_installed_{false, false};  // calls, runs
   TraceFileInfo info_;
 };
 

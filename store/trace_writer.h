@@ -22,6 +22,7 @@
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "hal/side_channel.h"
+#include "store/call_archive.h"
 #include "store/call_summaries.h"
 #include "store/retention.h"
 #include "store/sqlite_db.h"
@@ -164,6 +165,9 @@ class TraceWriter final : public hal::EventSink {
   // in the rows up to `through_id`.
   ingero::Result<FoldPass> fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget,
                                       int64_t through_id = INT64_MAX);
+  // Commits, then one bounded archive pass (store/call_archive.h): whole blocks of the call
+  // rows up to `through_id`, then of the runs.
+  ingero::Result<Archived> archive_rows(int64_t through_id = INT64_MAX);
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 

@@ -144,6 +144,46 @@ TEST(CallArchive, ASecondCompactLeavesTheArchiveAsItIs) {
   EXPECT_EQ(replace_all(a.out, p.archived, "DB"), replace_all(b.out, db, "DB"));
 }
 
+// A live trace archives calls as they come, before they are old enough to fold: folding then
+// reads them from their blocks and rewrites the blocks without the calls it folded. The file
+// ends as one folded first and archived after: the same runs, the same calls kept, the same
+// answers.
+TEST(CallArchive, CallsArchivedBeforeFoldingFoldAsRowsDo) {
+  std::string first = temp_path("folded-first.db"), later = temp_path("archived-first.db");
+  for (const std::string& db : {first, later}) {
+    std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-clean.db.xz' > '" + db + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  // Migrated, then every call archived while none is folded.
+  auto migrated = run_ingero({"compact", "--no-archive", "--full-rows", "1000h", later});
+  ASSERT_EQ(migrated.rc, 0) << migrated.err;
+  {
+    auto w = store::Db::open(later, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(w) << w.error().message;
+    auto a = store::archive_calls(**w);
+    ASSERT_TRUE(a) << a.error().message;
+    EXPECT_EQ(a->rows, 92678u);
+  }
+  // Both folded with a 1 s window (the trace is 13 s long).
+  for (const std::string& db : {first, later}) {
+    auto c = run_ingero({"compact", "--full-rows", "1s", db});
+    ASSERT_EQ(c.rc, 0) << c.err;
+  }
+  // The same runs, field by field, and the same calls kept, all in blocks.
+  std::string runs = "SELECT * FROM call_runs ORDER BY timestamp, tid, id";
+  EXPECT_EQ(query_rows(later, runs), query_rows(first, runs));
+  int64_t n = query_int(first, "SELECT count(*) FROM call_runs");
+  int64_t folded = query_int(first, "SELECT sum(calls) FROM call_runs");
+  EXPECT_GT(n, 1000);
+  std::string kept = "SELECT * FROM events ORDER BY id";
+  EXPECT_EQ(query_rows(later, kept), query_rows(first, kept));
+  EXPECT_EQ(query_int(later, "SELECT sum(rows) FROM call_blocks"), 92678 - folded);
+  EXPECT_EQ(query_int(first, "SELECT sum(rows) FROM call_blocks"), 92678 - folded);
+  auto a = run_ingero({"explain", "--json", "--db", first});
+  auto b = run_ingero({"explain", "--json", "--db", later});
+  EXPECT_EQ(replace_all(a.out, first, "DB"), replace_all(b.out, later, "DB"));
+}
+
 TEST(CallArchive, ADamagedBlockIsAnErrorNamingIt) {
   const Pair& p = resnet_pair();
   auto damaged = [&](const std::string& name, const std::string& sql) {
@@ -231,7 +271,7 @@ TEST(CallArchive, OverlappingBlocksAreReadInTimeOrder) {
     auto db = store::Db::open(archived, store::Db::Mode::kReadWrite);
     ASSERT_TRUE(db);
     ASSERT_TRUE(store::migrate(**db));
-    auto a = store::archive_calls(**db, 7);
+    auto a = store::archive_calls(**db, {.block_rows = 7});
     ASSERT_TRUE(a) << a.error().message;
     EXPECT_EQ(a->rows, 999u);    // all but the newest row
     EXPECT_EQ(a->blocks, 144u);  // 72 of each node's: a block holds one node

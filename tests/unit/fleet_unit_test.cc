@@ -1,5 +1,6 @@
 // fleet/ without a server: TabSeparated escaping and the streaming parser, ClickHouse URLs,
-// the DDL's shape (what 18.16 and current versions both accept), gzip bodies.
+// the DDL's shape (what 18.16 and current versions both accept), gzip bodies, and the spool's
+// view of a file archived while it is open.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,7 +8,11 @@
 #include "fleet/ch_schema.h"
 #include "fleet/clickhouse_endpoint.h"
 #include "fleet/gzip.h"
+#include "fleet/spool.h"
 #include "fleet/tsv.h"
+#include "store/call_archive.h"
+#include "store/trace_writer.h"
+#include "tests/support/trace_db.h"
 
 namespace ingero::fleet {
 namespace {
@@ -143,6 +148,47 @@ TEST(FleetGzip, RoundTripsAndShrinksTraceRows) {
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, tsv);
   EXPECT_FALSE(gzip_decompress(z->substr(0, z->size() / 2)));
+}
+
+// A live trace archives calls as they come: an `ingero ship` that opened the file before the
+// first block still reads every call (they are counted, and read, through `events`).
+TEST(FleetSpool, FollowsCallsArchivedAfterItOpened) {
+  std::string db = test::temp_path("spool-follows.db");
+  {
+    auto w = store::TraceWriter::open(db);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = "n1";
+    ASSERT_TRUE((*w)->begin_session(si));
+    for (int i = 0; i < 5000; ++i)
+      ASSERT_TRUE((*w)->add(test::runtime_call(uint64_t(i) * 1000000, 1000, 100, 101,
+                                               hal::EventKind::kLaunch, "cudaLaunchKernel")));
+    ASSERT_TRUE((*w)->finish(store::SessionEnd{}));
+  }
+  auto spool = Spool::open(db);
+  ASSERT_TRUE(spool) << spool.error().message;
+  const TableSpec* events = find_table("events");
+  ASSERT_TRUE(events);
+  auto before = (*spool)->count_after(*events, 0);
+  ASSERT_TRUE(before) << before.error().message;
+  EXPECT_EQ(*before, 5000u);
+  {
+    auto w = store::Db::open(db, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(w) << w.error().message;
+    auto a = store::archive_calls(**w);
+    ASSERT_TRUE(a) << a.error().message;
+    EXPECT_EQ(a->rows, 4999u);
+  }
+  auto after = (*spool)->count_after(*events, 0);
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(*after, 5000u);
+  uint64_t read = 0;
+  auto st = (*spool)->select(*events, "WHERE e.id > 0", {}, [&](const SpoolRow&) {
+    ++read;
+    return true;
+  });
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(read, 5000u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "store/schema.h"
 #include "store/trace_reader.h"
@@ -57,17 +58,19 @@ std::string write_sample(const std::string& path, int n = 3) {
 // until the used pages fit, always keeping the newest; freed pages go back to the file.
 constexpr int64_t kRetentionOffset = 1'000'000'000'000;
 
-// One call per ms for 60 s, committed: event ids 1 to 60,000 in time order.
-std::unique_ptr<TraceWriter> minute_of_calls(const std::string& db) {
+// One call per ms for 60 s, committed: event ids 1 to 60,000 in time order. `spread`: their
+// durations vary (1 to 100 us) as real ones do, so they do not compress to nothing.
+std::unique_ptr<TraceWriter> minute_of_calls(const std::string& db, bool spread = false) {
   auto w = TraceWriter::open(db);
   EXPECT_TRUE(w) << w.error().message;
   if (!w) return nullptr;
   SessionInfo si;
   si.mono_offset_ns = kRetentionOffset;
   EXPECT_TRUE((*w)->begin_session(si));
+  std::mt19937 rng(42);
   for (int i = 0; i < 60000; ++i)
-    EXPECT_TRUE((*w)->add(
-        call("cudaLaunchKernel", EventKind::kLaunch, uint64_t(i) * 1'000'000, 1000, 101)));
+    EXPECT_TRUE((*w)->add(call("cudaLaunchKernel", EventKind::kLaunch, uint64_t(i) * 1'000'000,
+                               spread ? 1000 + rng() % 99000 : 1000, 101)));
   EXPECT_TRUE((*w)->commit());
   return std::move(*w);
 }
@@ -113,6 +116,68 @@ TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
   EXPECT_LT(test::query_int(db, "SELECT count(*) FROM calls"), 10000);
   // Incremental auto-vacuum: the freelist was handed back.
   EXPECT_EQ(test::query_int(db, "PRAGMA freelist_count"), 0);
+}
+
+// Archived calls (store/call_archive.h) go by whole blocks: a block whose rows all started
+// before the cut is deleted, one across the cut stays until it is wholly past it.
+TEST(Store, RetentionDeletesArchivedBlocksWhollyPastThePolicy) {
+  std::string db = test::temp_path("retention-blocks.db");
+  auto w = minute_of_calls(db, true);
+  ASSERT_TRUE(w);
+  uint64_t archived = 0;
+  while (true) {
+    auto a = w->archive_rows();
+    ASSERT_TRUE(a) << a.error().message;
+    if (!a->rows) break;
+    archived += a->rows;
+  }
+  // Whole blocks of 4,096 calls: 14 of them; the last 2,656 calls stay rows.
+  EXPECT_EQ(archived, 14u * 4096);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM main.events"), 60000 - 14 * 4096);
+  // Keep the last 10 s: blocks 1 to 12 (calls 0 to 49,151 ms) are wholly older; block 13
+  // (49,152 to 53,247 ms) is not.
+  RetentionPolicy age{10'000'000'000, 0, {}};
+  int64_t now = kRetentionOffset + 60'000'000'000;
+  while (true) {
+    auto p = w->apply_retention(age, now);
+    ASSERT_TRUE(p) << p.error().message;
+    if (!p->deleted) break;
+  }
+  EXPECT_EQ(w->retention_deleted(), 12u * 4096 + 50);
+  EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(ts_ns) - " +
+                                     std::to_string(kRetentionOffset) + " FROM calls"),
+            (std::vector<std::vector<std::string>>{{"10848", "49152000000"}}));
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM call_blocks"), 2);
+}
+
+// By size, with every call but the newest archived (no row left to measure the oldest data
+// by): the oldest blocks go, pass by pass, until the file fits; the newest call stays.
+TEST(Store, RetentionBySizeDeletesArchivedBlocks) {
+  std::string db = test::temp_path("retention-block-size.db");
+  auto w = minute_of_calls(db, true);
+  ASSERT_TRUE(w);
+  auto all = archive_calls(w->db());
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_EQ(all->rows, 60000u - 1);
+  EXPECT_EQ(all->blocks, 15u);
+  auto used = used_bytes(w->db());
+  ASSERT_TRUE(used);
+  RetentionPolicy size{0, *used - 4 * 16384, {}};
+  int64_t now = kRetentionOffset + 60'000'000'000;
+  for (int i = 0; i < 20; ++i) {
+    auto p = w->apply_retention(size, now);
+    ASSERT_TRUE(p) << p.error().message;
+    if (p->used_bytes <= size.max_bytes) break;
+  }
+  auto after = used_bytes(w->db());
+  ASSERT_TRUE(after);
+  EXPECT_LE(*after, size.max_bytes) << *used;
+  int64_t left = test::query_int(db, "SELECT count(*) FROM call_blocks");
+  EXPECT_GE(left, 1);
+  EXPECT_LT(left, 15);
+  EXPECT_EQ(test::query_int(
+                db, "SELECT max(ts_ns) - " + std::to_string(kRetentionOffset) + " FROM calls"),
+            59'999'000'000);
 }
 
 // A shipper that lags does not stop retention (the disk limit holds), but every row deleted
