@@ -10,6 +10,9 @@
 # span less than 10 minutes: INGERO_FULL_ROWS=1s folds all but their last second. With
 # INGERO_MAX_SHARE=S as well, the compacted file must be at most S times the every-row file
 # (the size target as a ratio: 1 GB an hour is ~4% of the ~135 B an event of every row).
+# With INGERO_AS_TRACED=1 the generator folds and archives as `ingero trace` does while it
+# records, with its defaults (trace_gen --as-traced): the file a trace leaves, no compact;
+# INGERO_MAX_SHARE then compares it with the same trace written with every row.
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -21,6 +24,15 @@ for n in $sizes; do
   db="$dir/gen-$n.db"
   "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} >"$dir/gen-$n.json"
   rows_bytes=$(stat -c %s "$db")
+  if [ -n "${INGERO_AS_TRACED:-}" ]; then
+    "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} --as-traced >"$dir/gen-$n.json"
+    kept=$(stat -c %s "$db")
+    if [ -n "${INGERO_MAX_SHARE:-}" ] &&
+      ! python3 -c "import sys; sys.exit(0 if $kept <= $rows_bytes * $INGERO_MAX_SHARE else 1)"; then
+      echo "file as traced: $kept bytes, more than $INGERO_MAX_SHARE x the $rows_bytes of every row" >&2
+      exit 1
+    fi
+  fi
   if [ -n "${INGERO_TIERED:-}" ]; then
     "$build/app/ingero" compact "$db" --full-rows "${INGERO_FULL_ROWS:-10m}" >&2
     if [ -n "${INGERO_MAX_SHARE:-}" ]; then

@@ -13,8 +13,10 @@
 // batch goes up its main thread spends 40 ms on-CPU in SlowDS.__getitem__ (train.py:15),
 // reached from next(dl) (train.py:35). explain must name it at every scale.
 //
-//   trace_gen OUT.db EVENTS [--no-fault]
+//   trace_gen OUT.db EVENTS [--no-fault] [--as-traced]
 // Prints one JSON line: events written, steps, the fault's wall-clock window, seconds taken.
+// --as-traced: every 0.5 s of trace time, folds and archives as `ingero trace` does with its
+// defaults (--full-rows 10m; app/trace_periodic.cc), so the file is the one a trace leaves.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -158,14 +160,47 @@ uint64_t step(Gen& g, uint32_t pid, uint64_t t, bool starved) {
 
 }  // namespace
 
+// What `ingero trace` does every 0.5 s with its defaults: fold the launches older than 10
+// minutes, then archive whole blocks of rows.
+bool upkeep(store::TraceWriter& w, int64_t now) {
+  constexpr int64_t kFullRows = int64_t(600) * 1'000'000'000;
+  while (true) {
+    auto f = w.fold_calls(now - kFullRows, now, 5000);
+    if (!f) {
+      std::fprintf(stderr, "trace_gen: folding: %s\n", f.error().message.c_str());
+      return false;
+    }
+    if (!f->more) break;
+  }
+  while (true) {
+    auto a = w.archive_rows();
+    if (!a) {
+      std::fprintf(stderr, "trace_gen: archiving: %s\n", a.error().message.c_str());
+      return false;
+    }
+    if (!a->rows) return true;
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: trace_gen OUT.db EVENTS [--no-fault]\n");
+    std::fprintf(stderr, "usage: trace_gen OUT.db EVENTS [--no-fault] [--as-traced]\n");
     return 2;
   }
   std::string out = argv[1];
   uint64_t target = std::stoull(argv[2]);
-  bool fault = !(argc > 3 && std::string(argv[3]) == "--no-fault");
+  bool fault = true, as_traced = false;
+  for (int i = 3; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--no-fault")
+      fault = false;
+    else if (a == "--as-traced")
+      as_traced = true;
+    else {
+      std::fprintf(stderr, "trace_gen: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
   for (const char* s : {"", "-wal", "-shm", "-reserve"}) std::filesystem::remove(out + s);
   auto t0 = std::chrono::steady_clock::now();
   Gen g;
@@ -189,7 +224,12 @@ int main(int argc, char** argv) {
   uint64_t fault_from = steps * 60 / 100, fault_to = steps * 75 / 100;
   uint64_t t[2] = {1'000'000'000, 1'000'150'000};
   int64_t fault_start = 0, fault_end = 0;
+  uint64_t next_tick = t[0] + 500'000'000;
   for (uint64_t s = 0; s < steps && g.events < target; ++s) {
+    if (as_traced && t[0] >= next_tick) {
+      next_tick = t[0] + 500'000'000;
+      if (!upkeep(*g.w, g.w->to_wall(t[0]))) return 1;
+    }
     for (int r = 0; r < 2; ++r) {
       bool starved = fault && r == 1 && s >= fault_from && s < fault_to;
       if (starved && !fault_start) fault_start = g.w->to_wall(t[r]);

@@ -103,6 +103,9 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
   if (auto ix = db_->exec("CREATE INDEX IF NOT EXISTS idx_events_timestamp ON events(timestamp)");
       !ix && result)
     result = ix;
+  // The pages that archiving and folding freed and no later row reused go back to the file
+  // system (files created with incremental auto-vacuum; a no-op on others).
+  (void)db_->exec("PRAGMA incremental_vacuum");
   // Self-contained file: fold the WAL back in so the trace can be copied or opened from
   // read-only media.
   (void)db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
