@@ -17,6 +17,7 @@
 // Prints one JSON line: events written, steps, the fault's wall-clock window, seconds taken.
 // --as-traced: every 0.5 s of trace time, folds and archives as `ingero trace` does with its
 // defaults (--full-rows 10m; app/trace_periodic.cc), so the file is the one a trace leaves.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -162,10 +163,22 @@ uint64_t step(Gen& g, uint32_t pid, uint64_t t, bool starved) {
 
 // What `ingero trace` does every 0.5 s with its defaults: fold the launches older than 10
 // minutes, then archive whole blocks of rows.
-bool upkeep(store::TraceWriter& w, int64_t now) {
+// The longest single pass of each, and the time all passes took (the writer's pauses).
+struct Upkeep {
+  double fold_max_ms = 0, archive_max_ms = 0, total_s = 0;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool upkeep(store::TraceWriter& w, int64_t now, Upkeep& u) {
   constexpr int64_t kFullRows = int64_t(600) * 1'000'000'000;
   while (true) {
+    auto t0 = std::chrono::steady_clock::now();
     auto f = w.fold_calls(now - kFullRows, now, 5000);
+    u.fold_max_ms = std::max(u.fold_max_ms, ms_since(t0));
+    u.total_s += ms_since(t0) / 1000;
     if (!f) {
       std::fprintf(stderr, "trace_gen: folding: %s\n", f.error().message.c_str());
       return false;
@@ -173,7 +186,10 @@ bool upkeep(store::TraceWriter& w, int64_t now) {
     if (!f->more) break;
   }
   while (true) {
+    auto t0 = std::chrono::steady_clock::now();
     auto a = w.archive_rows();
+    u.archive_max_ms = std::max(u.archive_max_ms, ms_since(t0));
+    u.total_s += ms_since(t0) / 1000;
     if (!a) {
       std::fprintf(stderr, "trace_gen: archiving: %s\n", a.error().message.c_str());
       return false;
@@ -225,10 +241,11 @@ int main(int argc, char** argv) {
   uint64_t t[2] = {1'000'000'000, 1'000'150'000};
   int64_t fault_start = 0, fault_end = 0;
   uint64_t next_tick = t[0] + 500'000'000;
+  Upkeep up;
   for (uint64_t s = 0; s < steps && g.events < target; ++s) {
     if (as_traced && t[0] >= next_tick) {
       next_tick = t[0] + 500'000'000;
-      if (!upkeep(*g.w, g.w->to_wall(t[0]))) return 1;
+      if (!upkeep(*g.w, g.w->to_wall(t[0]), up)) return 1;
     }
     for (int r = 0; r < 2; ++r) {
       bool starved = fault && r == 1 && s >= fault_from && s < fault_to;
@@ -246,9 +263,11 @@ int main(int argc, char** argv) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "{\"events\": %llu, \"steps_per_rank\": %llu, \"fault\": %s, \"fault_from_ns\": %lld, "
-      "\"fault_to_ns\": %lld, \"seconds\": %.1f, \"bytes\": %llu}\n",
+      "\"fault_to_ns\": %lld, \"seconds\": %.1f, \"bytes\": %llu, \"upkeep_s\": %.1f, "
+      "\"fold_pass_max_ms\": %.1f, \"archive_pass_max_ms\": %.1f}\n",
       (unsigned long long)g.events, (unsigned long long)steps, fault ? "true" : "false",
       (long long)fault_start, (long long)fault_end, secs,
-      (unsigned long long)std::filesystem::file_size(out));
+      (unsigned long long)std::filesystem::file_size(out), up.total_s, up.fold_max_ms,
+      up.archive_max_ms);
   return 0;
 }

@@ -294,10 +294,14 @@ int x_filter(sqlite3_vtab_cursor* cur, int idx_num, const char* idx_str, int arg
   }
   if (c->lo_ts > c->hi_ts || c->lo_id > c->hi_id) return SQLITE_OK;
   sqlite3_stmt* st = nullptr;
-  std::string sql =
-      "SELECT id, first_ts, rows, last_ts, first_id, last_id FROM " + c->t->blocks +
-      " WHERE last_ts >= ?1 AND first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4 ORDER BY " +
-      std::string(c->by_ts ? "first_ts, first_id" : "first_id");
+  // In id order with an id bound (folding's reads, the shipper's): the entries from
+  // idx_*_id alone ('+' keeps the planner off the time index, whose bounds may be open).
+  bool by_id = !c->by_ts && (c->lo_id > kMin || c->hi_id < kMax);
+  std::string ts = by_id ? "+" : "";
+  std::string sql = "SELECT id, first_ts, rows, last_ts, first_id, last_id FROM " + c->t->blocks +
+                    " WHERE " + ts + "last_ts >= ?1 AND " + ts +
+                    "first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4 ORDER BY " +
+                    std::string(c->by_ts ? "first_ts, first_id" : "last_id");
   int rc = sqlite3_prepare_v2(c->t->db, sql.c_str(), -1, &st, nullptr);
   if (rc != SQLITE_OK) return rc;
   sqlite3_bind_int64(st, 1, c->lo_ts);

@@ -375,7 +375,7 @@ ingero::Status drop_archived_calls(Db& db, std::vector<int64_t> ids) {
   std::sort(ids.begin(), ids.end());
   auto sel = db.prepare(
       "SELECT id, first_id, last_id, data FROM main.call_blocks WHERE last_id >= ? AND "
-      "first_id <= ? ORDER BY first_id");
+      "first_id <= ? ORDER BY last_id");
   if (!sel) return sel.error();
   sel->bind(1, ids.front()).bind(2, ids.back());
   struct Hit {

@@ -49,7 +49,7 @@ ingero::Result<int64_t> size_cut(Db& db, uint64_t budget) {
     if (!n) return n.error();
     if (*n == 0) continue;
     auto t = db.query_int(std::string("SELECT last_ts FROM ") + table +
-                          " ORDER BY last_ts LIMIT 1 OFFSET " + std::to_string(*n / 10));
+                          " ORDER BY first_ts LIMIT 1 OFFSET " + std::to_string(*n / 10));
     if (!t) return t.error();
     take(t);
   }
@@ -60,8 +60,10 @@ ingero::Result<int64_t> size_cut(Db& db, uint64_t budget) {
 // `out` (those above `shipped_through` to its unshipped).
 ingero::Status delete_blocks(Db& db, const char* table, int64_t cut,
                              std::optional<int64_t> shipped_through, RetentionPass& out) {
-  std::string doomed = std::string("SELECT id FROM ") + table + " WHERE last_ts < " +
-                       std::to_string(cut) + " ORDER BY id LIMIT 64";
+  // first_ts < cut as well (implied): the candidates come from idx_*_ts, not a scan of blocks.
+  std::string doomed = std::string("SELECT id FROM ") + table + " WHERE first_ts < " +
+                       std::to_string(cut) + " AND last_ts < " + std::to_string(cut) +
+                       " ORDER BY first_ts LIMIT 64";
   auto rows = scalar(db, std::string("SELECT coalesce(sum(rows), 0) FROM ") + table +
                              " WHERE id IN (" + doomed + ")");
   if (!rows) return rows.error();

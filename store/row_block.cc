@@ -67,9 +67,12 @@ struct RowBlock::Reader {
 
 void RowBlock::append(Column& col, int type, int64_t v, std::string_view s) {
   if (is_string(type)) {
-    auto [it, added] = col.index.try_emplace(std::string(s), int64_t(col.strings.size()));
+    auto it = col.index.find(s);
+    if (it == col.index.end()) {
+      it = col.index.emplace(std::string(s), int64_t(col.strings.size())).first;
+      col.strings.emplace_back(s);
+    }
     v = it->second;
-    if (added) col.strings.emplace_back(s);
   }
   col.types.push_back(uint8_t(type));
   col.values.push_back(type == SQLITE_NULL ? 0 : v);

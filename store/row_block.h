@@ -64,7 +64,12 @@ class RowBlock {
     uint8_t uniform = SQLITE_NULL;
     std::vector<int64_t> values;  // an integer, a real's bits, or an index into `strings`
     std::vector<std::string> strings;
-    std::unordered_map<std::string, int64_t> index;  // encoding: string -> its index
+    // Encoding: string -> its index, looked up by string_view (no copy per cell).
+    struct Hash {
+      using is_transparent = void;
+      size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+    };
+    std::unordered_map<std::string, int64_t, Hash, std::equal_to<>> index;
   };
   struct Reader;
   static void append(Column& col, int type, int64_t v, std::string_view s);

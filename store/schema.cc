@@ -329,7 +329,12 @@ std::string blocks_ddl(const std::string& blocks, const std::string& rows, const
          "  calls INTEGER NOT NULL,           -- the calls the rows stand for\n"
          "  data BLOB NOT NULL                -- the rows, every column (store/row_block.h)\n"
          ");\nCREATE INDEX IF NOT EXISTS idx_" +
-         blocks + "_ts ON " + blocks + "(first_ts);\n";
+         blocks + "_ts ON " + blocks + "(first_ts);\n" +
+         // Blocks by id: the id ranges of a table's blocks never overlap, so this is also their
+         // order by first_id; it covers the entries a read lists, so folding's and the
+         // archive's reads by id never touch the blocks' pages.
+         "CREATE INDEX IF NOT EXISTS idx_" + blocks + "_id ON " + blocks +
+         "(last_id, first_id, first_ts, last_ts, rows);\n";
 }
 
 std::string tables_v8() {
@@ -457,9 +462,8 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
     if (from > 0)
       if (auto st = summarize_existing_calls(db); !st) return fail(st.error());
   }
-  if (from < 8) {
-    if (auto st = db.exec(tables_v8()); !st) return fail(st.error());
-  }
+  // Also for files of schema 8 from before idx_*_blocks_id (IF NOT EXISTS throughout).
+  if (auto st = db.exec(tables_v8()); !st) return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");
