@@ -86,9 +86,9 @@ void Trace::fold_calls() {
 }
 
 // Archived calls (store/call_archive.h): whole blocks of 4,096 call rows, and of runs, go into
-// compressed blocks as they come, in passes of four blocks while 150 ms of this tick remain
-// (about 12 blocks a second at 50,000 calls/s). Rows not yet in ClickHouse stay rows until
-// they are: the shipper reads rows.
+// compressed blocks as they come, in passes of two blocks while 150 ms of this tick remain
+// (about 12 blocks a second at 50,000 calls/s, ~3.3 us a call: docs/performance.md). Rows not yet
+// in ClickHouse stay rows until they are: the shipper reads rows.
 void Trace::archive_rows(int64_t t0, int64_t through) {
   while (mono_now_ns() - t0 < 150'000'000) {
     int64_t p0 = mono_now_ns();

@@ -33,6 +33,25 @@ constexpr Spec kRuns = {"call_runs", "run_blocks", "archived_runs", "1", "span_n
 struct Block {
   std::string node, data;
   int64_t first_id = 0, last_id = 0, first_ts = 0, last_ts = 0, end_ts = 0, rows = 0, calls = 0;
+  // Takes a row into the entry's ranges (rows come in id order).
+  void add(int64_t id, int64_t ts, int64_t end) {
+    if (rows == 0) first_id = id, first_ts = last_ts = ts, end_ts = end;
+    last_id = id;
+    first_ts = std::min(first_ts, ts);
+    last_ts = std::max(last_ts, ts);
+    end_ts = std::max(end_ts, end);
+    ++rows;
+  }
+  // Binds first_id, last_id, first_ts, last_ts, end_ts, rows and calls from parameter `at` on.
+  void bind_entry(Stmt& st, int at) const {
+    st.bind(at, first_id)
+        .bind(at + 1, last_id)
+        .bind(at + 2, first_ts)
+        .bind(at + 3, last_ts)
+        .bind(at + 4, end_ts)
+        .bind(at + 5, rows)
+        .bind(at + 6, calls);
+  }
 };
 
 // main.`table`'s columns in the order `SELECT *` gives them: each name, and whether it is
@@ -202,17 +221,9 @@ ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const La
     std::string n = sel->text(l.node);
     if (cur.rows > 0 && (size_t(cur.rows) == block_rows || n != cur.node)) seal();
     int64_t i = sel->int64(l.id), t = sel->int64(l.ts), e = t + sel->int64(l.end);
-    if (cur.rows == 0) {
-      cur.node = n;
-      cur.first_id = i;
-      cur.first_ts = cur.last_ts = t;
-      cur.end_ts = e;
-    }
-    cur.last_id = last_id = i;
-    cur.first_ts = std::min(cur.first_ts, t);
-    cur.last_ts = std::max(cur.last_ts, t);
-    cur.end_ts = std::max(cur.end_ts, e);
-    ++cur.rows;
+    if (cur.rows == 0) cur.node = n;
+    cur.add(i, t, e);
+    last_id = i;
     cur.calls += l.weight < 0 ? 1 : sel->int64(l.weight);
     rows.add_row(sel->get());
     ++read;
@@ -253,14 +264,8 @@ ingero::Status write_batch(Db& db, const Spec& spec, const std::vector<Block>& b
   for (const Block& b : blocks) {
     if (b.data.empty()) return ingero::make_error("compressing a block failed");
     ins->reset();
-    ins->bind(1, std::string_view(b.node))
-        .bind(2, b.first_id)
-        .bind(3, b.last_id)
-        .bind(4, b.first_ts)
-        .bind(5, b.last_ts)
-        .bind(6, b.end_ts)
-        .bind(7, b.rows)
-        .bind(8, b.calls);
+    ins->bind(1, std::string_view(b.node));
+    b.bind_entry(*ins, 2);
     sqlite3_bind_blob(ins->get(), 9, b.data.data(), int(b.data.size()), SQLITE_STATIC);
     if (auto r = ins->step(); !r) return r.error();
     del->reset();
@@ -298,13 +303,9 @@ ingero::Result<uint64_t> rewrite_block(Db& db, int64_t block, std::string_view d
       ++dropped;
       continue;
     }
-    int64_t t = rows->int64(r, ts), e = t + rows->int64(r, dur);
-    if (b.rows == 0) b.first_id = i, b.first_ts = b.last_ts = t, b.end_ts = e;
-    b.last_id = i;
-    b.first_ts = std::min(b.first_ts, t);
-    b.last_ts = std::max(b.last_ts, t);
-    b.end_ts = std::max(b.end_ts, e);
-    ++b.rows;
+    int64_t t = rows->int64(r, ts);
+    b.add(i, t, t + rows->int64(r, dur));
+    b.calls = b.rows;
     kept.add_row(*rows, r);
   }
   if (dropped == 0) return dropped;
@@ -321,13 +322,7 @@ ingero::Result<uint64_t> rewrite_block(Db& db, int64_t block, std::string_view d
       "UPDATE main.call_blocks SET first_id = ?, last_id = ?, first_ts = ?, last_ts = ?, "
       "end_ts = ?, rows = ?, calls = ?, data = ? WHERE id = ?");
   if (!upd) return upd.error();
-  upd->bind(1, b.first_id)
-      .bind(2, b.last_id)
-      .bind(3, b.first_ts)
-      .bind(4, b.last_ts)
-      .bind(5, b.end_ts)
-      .bind(6, b.rows)
-      .bind(7, b.rows);
+  b.bind_entry(*upd, 1);
   sqlite3_bind_blob(upd->get(), 8, packed.data(), int(packed.size()), SQLITE_STATIC);
   upd->bind(9, block);
   if (auto r = upd->step(); !r) return r.error();
