@@ -132,6 +132,56 @@ std::optional<int64_t> opt(const Stmt& st, int col) {
   return st.int64(col);
 }
 
+// The rows of main.events and the archived calls (their blocks decoded through
+// temp.archived_calls, when installed) after `after_id` up to `through_id`, merged by id: the
+// columns folding reads, `budget` rows of each at most.
+class RowsById {
+ public:
+  static ingero::Result<RowsById> open(Db& db, int64_t after_id, int64_t through_id,
+                                       uint64_t budget) {
+    std::string cols =
+        "SELECT id, timestamp, duration, pid, tid, source, op, ret_code, status, "
+        "coalesce(off_cpu_ns, 0), coalesce(preempts, 0), node, session_id, comm, cgroup_id, "
+        "stack_hash, coalesce(nested_calls, 0), library_id, stream, device FROM ";
+    std::string range = " WHERE id > ? AND id <= ? ORDER BY id LIMIT ?";
+    RowsById r;
+    const bool archive = db.table_exists("archived_calls", "temp");
+    for (int i = 0; i < (archive ? 2 : 1); ++i) {
+      auto st = db.prepare(cols + (i ? "temp.archived_calls" : "main.events") + range);
+      if (!st) return st.error();
+      r.src_[i] = std::move(*st);
+      r.src_[i]->bind(1, after_id).bind(2, through_id).bind(3, int64_t(budget));
+      if (auto s = r.step(i); !s) return s.error();
+    }
+    r.pick();
+    return r;
+  }
+  // The current row (columns as in open()), or nullptr past the last.
+  Stmt* row() { return cur_ < 0 ? nullptr : &*src_[cur_]; }
+  bool archived() const { return cur_ == 1; }
+  ingero::Status next() {
+    if (auto s = step(cur_); !s) return s;
+    pick();
+    return {};
+  }
+
+ private:
+  ingero::Status step(int i) {
+    auto r = src_[i]->step();
+    if (!r) return r.error();
+    live_[i] = *r;
+    return {};
+  }
+  void pick() {
+    cur_ = !live_[0] && !live_[1]                                             ? -1
+           : !live_[0] || (live_[1] && src_[1]->int64(0) < src_[0]->int64(0)) ? 1
+                                                                              : 0;
+  }
+  std::optional<Stmt> src_[2];
+  bool live_[2] = {false, false};
+  int cur_ = -1;
+};
+
 // The next `budget` event rows after row `after_id`, up to row `through_id` and the first call
 // that started at or after `before_ns`, in start order; `last_id` is the last row considered.
 ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t through_id,
@@ -143,43 +193,15 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
   auto newest = db.query_int("SELECT max(id) FROM events");
   if (!newest) return newest.error();
   int64_t newest_id = newest->value_or(0);
-  // The rows of main.events and the archived calls (their blocks decoded), merged by id.
-  std::string cols =
-      "SELECT id, timestamp, duration, pid, tid, source, op, ret_code, status, "
-      "coalesce(off_cpu_ns, 0), coalesce(preempts, 0), node, session_id, comm, cgroup_id, "
-      "stack_hash, coalesce(nested_calls, 0), library_id, stream, device FROM ";
-  std::string range = " WHERE id > ? AND id <= ? ORDER BY id LIMIT ?";
-  auto main_rows = db.prepare(cols + "main.events" + range);
-  if (!main_rows) return main_rows.error();
-  std::optional<Stmt> archived;
-  if (db.table_exists("archived_calls", "temp")) {
-    auto a = db.prepare(cols + "temp.archived_calls" + range);
-    if (!a) return a.error();
-    archived = std::move(*a);
-  }
-  Stmt* srcs[2] = {&*main_rows, archived ? &*archived : nullptr};
-  bool live[2] = {false, false};
-  for (int i = 0; i < 2; ++i) {
-    if (!srcs[i]) continue;
-    srcs[i]->bind(1, after_id).bind(2, through_id).bind(3, int64_t(budget));
-    auto r = srcs[i]->step();
-    if (!r) return r.error();
-    live[i] = *r;
-  }
-  auto advance = [&](int from) -> ingero::Status {
-    auto r = srcs[from]->step();
-    if (!r) return r.error();
-    live[from] = *r;
-    return {};
-  };
+  auto src = RowsById::open(db, after_id, through_id, budget);
+  if (!src) return src.error();
   std::vector<Row> rows;
   last_id = after_id;
   bool reached_cut = false;
-  while (out.considered < budget && (live[0] || live[1])) {
-    int from = !live[0] || (live[1] && srcs[1]->int64(0) < srcs[0]->int64(0)) ? 1 : 0;
-    Stmt* sel = srcs[from];
+  while (out.considered < budget && src->row()) {
+    Stmt* sel = src->row();
     Row w;
-    w.archived = from == 1;
+    w.archived = src->archived();
     w.id = sel->int64(0);
     w.ts = sel->int64(1);
     w.source = int(sel->int64(5));
@@ -193,7 +215,7 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
     last_id = w.id;
     ++out.considered;
     if (!w.call) {
-      if (auto st = advance(from); !st) return st.error();
+      if (auto st = src->next(); !st) return st.error();
       continue;
     }
     w.dur = sel->int64(2);
@@ -223,7 +245,7 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
     w.stream = opt(*sel, 18);
     w.device = opt(*sel, 19);
     rows.push_back(std::move(w));
-    if (auto st = advance(from); !st) return st.error();
+    if (auto st = src->next(); !st) return st.error();
   }
   out.more = !reached_cut && out.considered == budget;
   std::stable_sort(rows.begin(), rows.end(),
