@@ -376,6 +376,24 @@ TEST(CallArchive, AReaderOpenedBeforeTheArchiveKnowsItIsStale) {
   ASSERT_TRUE(again);
   EXPECT_TRUE((*again)->archive_current());
   EXPECT_EQ(count(**again), 92678);
+  // A reader opened once blocks exist (a live trace archives as it goes) reads the blocks
+  // written after it: nothing to reopen.
+  std::string live = temp_path("live.db");
+  std::filesystem::copy_file(p.rows, live);
+  auto archive = [&](store::ArchiveOptions o) {
+    auto w = store::Db::open(live, store::Db::Mode::kReadWrite);
+    if (!w) return uint64_t(0);
+    auto a = store::archive_calls(**w, o);
+    return a ? a->rows : 0;
+  };
+  uint64_t first = archive({.through_id = 50000});
+  EXPECT_GT(first, 40000u);
+  auto open_early = store::TraceReader::open(live, app::builtin_views());
+  ASSERT_TRUE(open_early);
+  EXPECT_EQ(count(**open_early), 92678);
+  EXPECT_EQ(archive({}), 92678 - first);
+  EXPECT_TRUE((*open_early)->archive_current());
+  EXPECT_EQ(count(**open_early), 92678);
 }
 
 // A compact killed in the middle of a batch leaves its changes in the rollback journal. A
