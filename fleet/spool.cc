@@ -126,12 +126,17 @@ std::string Spool::select_sql(const TableSpec& t) const {
   return "SELECT " + cols + " FROM " + t.source_from;
 }
 
-ingero::Status Spool::select(const TableSpec& t, const std::string& tail,
-                             const std::map<std::string, int64_t>& params, const RowFn& fn) {
-  // A live trace archives calls as they come (after the tracer's own shipper has them): an
-  // `ingero ship` of the same file follows them once blocks appear.
+// A live trace archives calls as they come (after the tracer's own shipper has them): an
+// `ingero ship` of the same file follows them once blocks appear.
+ingero::Status Spool::follow_archive() {
   if (auto a = store::install_call_archive(*db_); !a)
     return ingero::make_error(path_ + ": " + a.error().message);
+  return {};
+}
+
+ingero::Status Spool::select(const TableSpec& t, const std::string& tail,
+                             const std::map<std::string, int64_t>& params, const RowFn& fn) {
+  if (auto a = follow_archive(); !a) return a;
   auto it = select_cache_.find(t.name);
   if (it == select_cache_.end()) it = select_cache_.emplace(t.name, select_sql(t)).first;
   auto st = db_->prepare(it->second + " " + tail);
@@ -154,8 +159,7 @@ ingero::Status Spool::select(const TableSpec& t, const std::string& tail,
 }
 
 ingero::Result<uint64_t> Spool::count_after(const TableSpec& t, int64_t after) {
-  if (auto a = store::install_call_archive(*db_); !a)
-    return ingero::make_error(path_ + ": " + a.error().message);
+  if (auto a = follow_archive(); !a) return a.error();
   // events may be the view over archived calls, which has no rowid; its id is the rowid.
   auto st = db_->prepare("SELECT count(*) FROM " + main_table(t) +
                          (main_table(t) == "events" ? " WHERE id > ?" : " WHERE rowid > ?"));

@@ -81,6 +81,7 @@ class Spool {
   Spool(std::unique_ptr<store::Db> db, std::string path, dev_t dev, ino_t ino)
       : db_(std::move(db)), path_(std::move(path)), dev_(dev), ino_(ino) {}
   std::string select_sql(const TableSpec& t) const;
+  ingero::Status follow_archive();  // install the archive view once blocks exist
   std::unique_ptr<store::Db> db_;
   std::string path_;
   dev_t dev_;

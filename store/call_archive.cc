@@ -189,6 +189,11 @@ ingero::Result<Layout> layout_of(Db& db, const Spec& spec) {
   return l;
 }
 
+// The id archiving reads below: the table's newest row stays, and rows above `o.through_id`.
+int64_t read_bound(const ArchiveOptions& o, int64_t newest) {
+  return std::min(newest, o.through_id == INT64_MAX ? INT64_MAX : o.through_id + 1);
+}
+
 // The next batch of rows after `last_id` (and before `newest`), encoded into blocks of at most
 // `o.block_rows` rows of one node; `last_id` moves to the last row read. With
 // `o.whole_blocks`, a last block short of `o.block_rows` rows is left for a later batch and
@@ -200,9 +205,7 @@ ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const La
                         " WHERE id > ? AND id < ? AND " + spec.where + " ORDER BY id LIMIT ?");
   if (!sel) return sel.error();
   size_t block_rows = o.block_rows, limit = block_rows * o.blocks_per_batch;
-  sel->bind(1, last_id)
-      .bind(2, std::min(newest, o.through_id == INT64_MAX ? INT64_MAX : o.through_id + 1))
-      .bind(3, int64_t(limit));
+  sel->bind(1, last_id).bind(2, read_bound(o, newest)).bind(3, int64_t(limit));
   size_t read = 0;
   std::vector<Block> blocks;
   RowBlock rows(l.stored);
@@ -243,9 +246,7 @@ ingero::Result<int64_t> waiting_rows(Db& db, const Spec& spec, const ArchiveOpti
   auto n = db.prepare(std::string("SELECT count(*) FROM (SELECT 1 FROM main.") + spec.table +
                       " WHERE id > ? AND id < ? AND " + spec.where + " LIMIT ?)");
   if (!n) return n.error();
-  n->bind(1, last_id)
-      .bind(2, std::min(newest, o.through_id == INT64_MAX ? INT64_MAX : o.through_id + 1))
-      .bind(3, int64_t(o.block_rows));
+  n->bind(1, last_id).bind(2, read_bound(o, newest)).bind(3, int64_t(o.block_rows));
   auto r = n->step();
   if (!r) return r.error();
   return n->int64(0);
@@ -305,9 +306,9 @@ ingero::Result<uint64_t> rewrite_block(Db& db, int64_t block, std::string_view d
     }
     int64_t t = rows->int64(r, ts);
     b.add(i, t, t + rows->int64(r, dur));
-    b.calls = b.rows;
     kept.add_row(*rows, r);
   }
+  b.calls = b.rows;
   if (dropped == 0) return dropped;
   if (b.rows == 0) {
     auto del = db.prepare("DELETE FROM main.call_blocks WHERE id = ?");

@@ -75,6 +75,15 @@ std::unique_ptr<TraceWriter> minute_of_calls(const std::string& db, bool spread 
   return std::move(*w);
 }
 
+// Retention passes until one deletes nothing.
+void retain_all(TraceWriter& w, const RetentionPolicy& p, int64_t now) {
+  while (true) {
+    auto pass = w.apply_retention(p, now);
+    ASSERT_TRUE(pass) << pass.error().message;
+    if (!pass->deleted) return;
+  }
+}
+
 TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
   std::string db = test::temp_path("retention.db");
   constexpr int64_t kOffset = kRetentionOffset;
@@ -88,11 +97,7 @@ TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
   ASSERT_TRUE(p1) << p1.error().message;
   EXPECT_EQ(p1->deleted, 20000u + 50);
   EXPECT_TRUE(p1->more);
-  while (true) {
-    auto p = w->apply_retention(age, now);
-    ASSERT_TRUE(p);
-    if (!p->deleted) break;
-  }
+  retain_all(*w, age, now);
   EXPECT_EQ(w->retention_deleted(), 50000u + 50);
   // Summaries of the kept seconds, but for the last three: written 2 s behind the newest call.
   EXPECT_EQ(test::query_int(db, "SELECT sum(calls) FROM call_seconds"), 7000);
@@ -138,11 +143,7 @@ TEST(Store, RetentionDeletesArchivedBlocksWhollyPastThePolicy) {
   // (49,152 to 53,247 ms) is not.
   RetentionPolicy age{10'000'000'000, 0, {}};
   int64_t now = kRetentionOffset + 60'000'000'000;
-  while (true) {
-    auto p = w->apply_retention(age, now);
-    ASSERT_TRUE(p) << p.error().message;
-    if (!p->deleted) break;
-  }
+  retain_all(*w, age, now);
   EXPECT_EQ(w->retention_deleted(), 12u * 4096 + 50);
   EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(ts_ns) - " +
                                      std::to_string(kRetentionOffset) + " FROM calls"),
@@ -190,11 +191,7 @@ TEST(Store, RetentionCountsTheRowsItDeletesBeforeTheyWereShipped) {
   // has events up to 30,000, and no summary (call_seconds is not shipped).
   RetentionPolicy age{10'000'000'000, 0, {{"events", 30000}, {"system_snapshots", 0}}};
   int64_t now = kRetentionOffset + 60'000'000'000;
-  while (true) {
-    auto p = w->apply_retention(age, now);
-    ASSERT_TRUE(p) << p.error().message;
-    if (!p->deleted) break;
-  }
+  retain_all(*w, age, now);
   EXPECT_EQ(w->retention_deleted(), 50000u + 50);
   EXPECT_EQ(w->retention_unshipped(), 20000u);
   EXPECT_EQ(test::query_int(db, "SELECT min(id) FROM events"), 50001);
@@ -221,11 +218,7 @@ TEST(Store, RetentionNeverLetsAnIdBeGivenTwice) {
   // Everything is a minute older than the policy.
   RetentionPolicy age{1'000'000'000, 0, {}};
   int64_t now = kRetentionOffset + 120'000'000'000;
-  while (true) {
-    auto p = w->apply_retention(age, now);
-    ASSERT_TRUE(p) << p.error().message;
-    if (!p->deleted) break;
-  }
+  retain_all(*w, age, now);
   EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(id) FROM events"),
             (std::vector<std::vector<std::string>>{{"1", "60000"}}));
   ASSERT_TRUE(w->add(call("cudaLaunchKernel", EventKind::kLaunch, 61'000'000'000, 1000, 101)));
