@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/archive_scan.h"
 #include "store/packed_fields.h"
 #include "store/row_block.h"
 #include "store/schema.h"
@@ -31,42 +32,19 @@ struct Table {
   std::vector<int> field_cols;
 };
 
-// A decoded block being read: its rows in the cursor's bounds, in the order given.
-struct Open {
-  RowBlock rows;
-  std::vector<int> map;  // table column -> block column, -1 where the block lacks it
-  int ts = -1, id = -1;  // block columns
-  std::vector<uint32_t> order;
-  size_t at = 0;
-  int64_t key_ts() const { return rows.int64(order[at], size_t(ts)); }
-  int64_t key_id() const { return rows.int64(order[at], size_t(id)); }
-};
-
 struct Cursor {
   sqlite3_vtab_cursor base{};
   Table* t = nullptr;
-  sqlite3_stmt* load = nullptr;  // the block's data
-  struct Meta {                  // a block's entry
-    int64_t id, first_ts, rows, last_ts, first_id, last_id;
-  };
-  std::vector<Meta> blocks;
-  size_t next_block = 0;
-  bool by_ts = false;
-  int64_t lo_ts = kMin, hi_ts = kMax, lo_id = kMin, hi_id = kMax;
-  std::vector<std::unique_ptr<Open>> heap;  // by (timestamp, id), least on top
-  std::unique_ptr<Open> cur;                // the row given: cur->order[cur->at]
-  ~Cursor() { sqlite3_finalize(load); }
+  std::unique_ptr<ArchiveScan> scan;
 };
 
-bool later(const std::unique_ptr<Open>& a, const std::unique_ptr<Open>& b) {
-  int64_t ta = a->key_ts(), tb = b->key_ts();
-  return ta != tb ? ta > tb : a->key_id() > b->key_id();
-}
-
-int fail(Cursor* c, const std::string& why) {
-  sqlite3_free(c->t->base.zErrMsg);
-  c->t->base.zErrMsg = sqlite3_mprintf("%s: %s", c->t->path.c_str(), why.c_str());
-  return SQLITE_CORRUPT;
+// SQLite's code for what the scan reported; a damaged block's message goes to the table.
+int report(Cursor* c, int rc) {
+  if (rc == SQLITE_CORRUPT && !c->scan->error().empty()) {
+    sqlite3_free(c->t->base.zErrMsg);
+    c->t->base.zErrMsg = sqlite3_mprintf("%s", c->scan->error().c_str());
+  }
+  return rc;
 }
 
 int x_connect(sqlite3* db, void*, int argc, const char* const* argv, sqlite3_vtab** out,
@@ -160,10 +138,9 @@ int x_best_index(sqlite3_vtab* v, sqlite3_index_info* info) {
 
 int x_open(sqlite3_vtab* v, sqlite3_vtab_cursor** out) {
   auto c = std::make_unique<Cursor>();
-  c->t = reinterpret_cast<Table*>(v);
-  std::string sql = "SELECT data FROM " + c->t->blocks + " WHERE id = ?";
-  if (int rc = sqlite3_prepare_v2(c->t->db, sql.c_str(), -1, &c->load, nullptr); rc != SQLITE_OK)
-    return rc;
+  Table* t = c->t = reinterpret_cast<Table*>(v);
+  c->scan = std::make_unique<ArchiveScan>(t->db, t->blocks, t->label, t->path, t->cols,
+                                          size_t(t->ts_col), size_t(t->id_col));
   *out = &c.release()->base;
   return SQLITE_OK;
 }
@@ -173,104 +150,18 @@ int x_close(sqlite3_vtab_cursor* cur) {
   return SQLITE_OK;
 }
 
-// Decodes block `m` and keeps its rows in the bounds; null when none are.
-int open_block(Cursor* c, const Cursor::Meta& m, std::unique_ptr<Open>& out) {
-  sqlite3_reset(c->load);
-  sqlite3_bind_int64(c->load, 1, m.id);
-  int rc = sqlite3_step(c->load);
-  if (rc != SQLITE_ROW) {
-    if (rc == SQLITE_DONE) return fail(c, c->t->label + " " + std::to_string(m.id) + " vanished");
-    return rc;
-  }
-  std::string_view data(static_cast<const char*>(sqlite3_column_blob(c->load, 0)),
-                        size_t(sqlite3_column_bytes(c->load, 0)));
-  auto rows = RowBlock::decode(data);
-  if (!rows) return fail(c, c->t->label + " " + std::to_string(m.id) + ": " + rows.error().message);
-  if (int64_t(rows->rows()) != m.rows)
-    return fail(c, c->t->label + " " + std::to_string(m.id) + " holds " +
-                       std::to_string(rows->rows()) + " rows where its entry says " +
-                       std::to_string(m.rows));
-  auto o = std::make_unique<Open>();
-  o->rows = std::move(*rows);
-  std::unordered_map<std::string_view, int> by_name;
-  for (size_t i = 0; i < o->rows.columns().size(); ++i) by_name[o->rows.columns()[i]] = int(i);
-  for (const auto& name : c->t->cols) {
-    auto it = by_name.find(name);
-    o->map.push_back(it == by_name.end() ? -1 : it->second);
-  }
-  o->ts = o->map[size_t(c->t->ts_col)];
-  o->id = o->map[size_t(c->t->id_col)];
-  if (o->ts < 0 || o->id < 0)
-    return fail(c, c->t->label + " " + std::to_string(m.id) + " lacks its id or timestamp");
-  // The rows must lie where the entry says: blocks are chosen, and merged in time order, by
-  // their entries.
-  int64_t min_ts = kMax, max_ts = kMin, min_id = kMax, max_id = kMin;
-  for (uint32_t r = 0; r < o->rows.rows(); ++r) {
-    int64_t ts = o->rows.int64(r, size_t(o->ts)), id = o->rows.int64(r, size_t(o->id));
-    min_ts = std::min(min_ts, ts);
-    max_ts = std::max(max_ts, ts);
-    min_id = std::min(min_id, id);
-    max_id = std::max(max_id, id);
-    if (ts >= c->lo_ts && ts <= c->hi_ts && id >= c->lo_id && id <= c->hi_id) o->order.push_back(r);
-  }
-  if (m.rows > 0 &&
-      (min_ts != m.first_ts || max_ts != m.last_ts || min_id != m.first_id || max_id != m.last_id))
-    return fail(c, c->t->label + " " + std::to_string(m.id) +
-                       ": its rows do not lie in the id and time range its entry says");
-  if (c->by_ts) {
-    const RowBlock& b = o->rows;
-    int ts = o->ts, id = o->id;
-    std::stable_sort(o->order.begin(), o->order.end(), [&](uint32_t x, uint32_t y) {
-      int64_t tx = b.int64(x, size_t(ts)), ty = b.int64(y, size_t(ts));
-      return tx != ty ? tx < ty : b.int64(x, size_t(id)) < b.int64(y, size_t(id));
-    });
-  }
-  if (!o->order.empty()) out = std::move(o);
-  return SQLITE_OK;
-}
-
-// Makes the next row current: opens every block that could hold a row before the least one
-// open (by id: the next block once the open one is done).
-int advance(Cursor* c) {
-  if (c->cur && ++c->cur->at < c->cur->order.size()) {
-    c->heap.push_back(std::move(c->cur));
-    std::push_heap(c->heap.begin(), c->heap.end(), later);
-  }
-  c->cur.reset();
-  while (c->next_block < c->blocks.size() &&
-         (c->heap.empty() ||
-          (c->by_ts && c->blocks[c->next_block].first_ts <= c->heap.front()->key_ts()))) {
-    std::unique_ptr<Open> o;
-    if (int rc = open_block(c, c->blocks[c->next_block++], o); rc != SQLITE_OK) return rc;
-    if (!o) continue;
-    c->heap.push_back(std::move(o));
-    std::push_heap(c->heap.begin(), c->heap.end(), later);
-  }
-  if (c->heap.empty()) return SQLITE_OK;
-  std::pop_heap(c->heap.begin(), c->heap.end(), later);
-  c->cur = std::move(c->heap.back());
-  c->heap.pop_back();
-  return SQLITE_OK;
-}
-
 int x_filter(sqlite3_vtab_cursor* cur, int idx_num, const char* idx_str, int argc,
              sqlite3_value** argv) {
   auto* c = reinterpret_cast<Cursor*>(cur);
-  c->by_ts = idx_num == 1;
-  c->lo_ts = c->lo_id = kMin;
-  c->hi_ts = c->hi_id = kMax;
-  c->heap.clear();
-  c->cur.reset();
-  c->blocks.clear();
-  c->next_block = 0;
+  ArchiveScan::Bounds b;
   std::string plan = idx_str ? idx_str : "";
   for (int i = 0; i < argc && size_t(2 * i + 1) < plan.size(); ++i) {
     // A bound that is not an integer is left to SQLite's own check of the rows.
     if (sqlite3_value_numeric_type(argv[i]) != SQLITE_INTEGER) continue;
     int64_t v = sqlite3_value_int64(argv[i]);
     bool ts = plan[size_t(2 * i)] == 'T';
-    int64_t& lo = ts ? c->lo_ts : c->lo_id;
-    int64_t& hi = ts ? c->hi_ts : c->hi_id;
+    int64_t& lo = ts ? b.lo_ts : b.lo_id;
+    int64_t& hi = ts ? b.hi_ts : b.hi_id;
     switch (plan[size_t(2 * i + 1)]) {
       case '=':
         lo = std::max(lo, v);
@@ -292,57 +183,25 @@ int x_filter(sqlite3_vtab_cursor* cur, int idx_num, const char* idx_str, int arg
         break;
     }
   }
-  if (c->lo_ts > c->hi_ts || c->lo_id > c->hi_id) return SQLITE_OK;
-  sqlite3_stmt* st = nullptr;
-  // In id order with an id bound (folding's reads, the shipper's): the entries from
-  // idx_*_id alone ('+' keeps the planner off the time index, whose bounds may be open).
-  bool by_id = !c->by_ts && (c->lo_id > kMin || c->hi_id < kMax);
-  std::string ts = by_id ? "+" : "";
-  std::string sql = "SELECT id, first_ts, rows, last_ts, first_id, last_id FROM " + c->t->blocks +
-                    " WHERE " + ts + "last_ts >= ?1 AND " + ts +
-                    "first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4 ORDER BY " +
-                    std::string(c->by_ts ? "first_ts, first_id" : "last_id");
-  int rc = sqlite3_prepare_v2(c->t->db, sql.c_str(), -1, &st, nullptr);
-  if (rc != SQLITE_OK) return rc;
-  sqlite3_bind_int64(st, 1, c->lo_ts);
-  sqlite3_bind_int64(st, 2, c->hi_ts);
-  sqlite3_bind_int64(st, 3, c->lo_id);
-  sqlite3_bind_int64(st, 4, c->hi_id);
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    auto col = [&](int i) { return sqlite3_column_int64(st, i); };
-    c->blocks.push_back({col(0), col(1), col(2), col(3), col(4), col(5)});
-  }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return rc;
-  return advance(c);
+  return report(c, c->scan->start(b, idx_num == 1));
 }
 
-int x_next(sqlite3_vtab_cursor* cur) { return advance(reinterpret_cast<Cursor*>(cur)); }
+int x_next(sqlite3_vtab_cursor* cur) {
+  auto* c = reinterpret_cast<Cursor*>(cur);
+  return report(c, c->scan->next());
+}
 
-int x_eof(sqlite3_vtab_cursor* cur) { return reinterpret_cast<Cursor*>(cur)->cur == nullptr; }
-
+int x_eof(sqlite3_vtab_cursor* cur) { return reinterpret_cast<Cursor*>(cur)->scan->eof(); }
 // The row's decoded fields as pack_fields() packs them (store/packed_fields.h), NULL if none.
 // Field columns hold integers; a value of another class converts as SQLite's would.
 void result_packed(const Cursor* c, sqlite3_context* ctx) {
   uint8_t buf[256 * kPackedFieldMax];
   size_t k = 0;
-  const Open& o = *c->cur;
-  size_t row = o.order[o.at];
+  const ArchiveScan& s = *c->scan;
   const auto& fields = c->t->field_cols;
-  for (size_t i = 0; i < fields.size() && i < 256; ++i) {
-    int bc = o.map[size_t(fields[i])];
-    if (bc < 0) continue;
-    int type = o.rows.type(row, size_t(bc));
-    if (type == SQLITE_NULL) continue;
-    uint64_t x = 0;
-    if (type == SQLITE_INTEGER)
-      x = uint64_t(o.rows.int64(row, size_t(bc)));
-    else if (type == SQLITE_FLOAT)
-      x = uint64_t(int64_t(o.rows.real(row, size_t(bc))));
-    else if (type == SQLITE_TEXT)
-      x = uint64_t(std::strtoll(std::string(o.rows.bytes(row, size_t(bc))).c_str(), nullptr, 10));
-    k = put_packed_field(buf, k, uint8_t(i), x);
-  }
+  for (size_t i = 0; i < fields.size() && i < 256; ++i)
+    if (auto x = archived_int(s.rows(), s.row(), s.column(size_t(fields[i]))))
+      k = put_packed_field(buf, k, uint8_t(i), *x);
   if (k == 0)
     sqlite3_result_null(ctx);
   else
@@ -355,16 +214,17 @@ int x_column(sqlite3_vtab_cursor* cur, sqlite3_context* ctx, int col) {
     result_packed(c, ctx);
     return SQLITE_OK;
   }
-  int bc = c->cur->map[size_t(col)];
+  const ArchiveScan& s = *c->scan;
+  int bc = s.column(size_t(col));
   if (bc < 0)
     sqlite3_result_null(ctx);
   else
-    c->cur->rows.result(ctx, c->cur->order[c->cur->at], size_t(bc));
+    s.rows().result(ctx, s.row(), size_t(bc));
   return SQLITE_OK;
 }
 
 int x_rowid(sqlite3_vtab_cursor* cur, sqlite3_int64* out) {
-  *out = reinterpret_cast<Cursor*>(cur)->cur->key_id();
+  *out = reinterpret_cast<Cursor*>(cur)->scan->id();
   return SQLITE_OK;
 }
 

@@ -199,7 +199,8 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
   // Integers: differences, or indexes into the list of distinct values.
   uint8_t listed = in.byte();
   int64_t prev = 0;
-  std::vector<int64_t> distinct;
+  static thread_local std::vector<int64_t> distinct;
+  distinct.clear();
   if (listed) {
     uint64_t k = in.varint();
     if (k > rows) return "bad value list";
@@ -239,7 +240,16 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
 }
 
 ingero::Result<RowBlock> RowBlock::decode(std::string_view bytes, size_t max_bytes) {
-  auto bad = [](const std::string& why) {
+  RowBlock b;
+  if (auto st = decode_into(bytes, b, max_bytes); !st) return st.error();
+  return b;
+}
+
+ingero::Status RowBlock::decode_into(std::string_view bytes, RowBlock& b, size_t max_bytes) {
+  auto bad = [&b](const std::string& why) {
+    b.rows_ = 0;
+    b.columns_.clear();
+    b.cols_.clear();
     return ingero::make_error("damaged archive block: " + why);
   };
   unsigned long long size = ZSTD_getFrameContentSize(bytes.data(), bytes.size());
@@ -264,17 +274,26 @@ ingero::Result<RowBlock> RowBlock::decode(std::string_view bytes, size_t max_byt
   // Bounded before anything is allocated by them: a hostile block costs at most ~0.5 GB.
   if (!in.ok || rows > kMaxRows || ncols > kMaxColumns || rows * ncols > kMaxCells)
     return bad("bad header");
-  RowBlock b;
   b.rows_ = rows;
-  for (uint64_t c = 0; c < ncols && in.ok; ++c) b.columns_.emplace_back(in.bytes(in.varint()));
-  b.cols_.resize(b.columns_.size());
+  b.columns_.resize(ncols);
+  for (uint64_t c = 0; c < ncols && in.ok; ++c) b.columns_[c].assign(in.bytes(in.varint()));
+  // The columns' vectors keep their capacity: a reader decoding block after block into one
+  // RowBlock allocates (and faults in) nothing after the first.
+  b.cols_.resize(ncols);
+  for (Column& col : b.cols_) {
+    col.types.clear();
+    col.uniform = SQLITE_NULL;
+    col.values.clear();
+    col.strings.clear();
+    col.index.clear();
+  }
   for (Column& col : b.cols_) {
     if (!in.ok) break;
     if (std::string why = decode_column(in, col, rows); !why.empty()) return bad(why);
   }
   if (!in.ok) return bad("truncated");
   if (in.p != in.end) return bad("trailing bytes");
-  return b;
+  return {};
 }
 
 int64_t RowBlock::int64(size_t row, size_t col) const {

@@ -42,6 +42,10 @@ class RowBlock {
   // Decodes what encode() wrote. Anything else (a truncated or altered value, a count that
   // does not add up, more than `max_bytes` decompressed) is an Error; nothing is guessed.
   static ingero::Result<RowBlock> decode(std::string_view bytes, size_t max_bytes = 64u << 20);
+  // The same into `into`, whose columns' storage is reused (a reader of many blocks allocates
+  // nothing after the first). On an Error `into` is left empty.
+  static ingero::Status decode_into(std::string_view bytes, RowBlock& into,
+                                    size_t max_bytes = 64u << 20);
 
   const std::vector<std::string>& columns() const { return columns_; }
   size_t rows() const { return rows_; }

@@ -1,0 +1,175 @@
+#include "store/archive_scan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+namespace ingero::store {
+
+std::optional<uint64_t> archived_int(const RowBlock& rows, size_t row, int col) {
+  if (col < 0) return std::nullopt;
+  switch (rows.type(row, size_t(col))) {
+    case SQLITE_INTEGER:
+      return uint64_t(rows.int64(row, size_t(col)));
+    case SQLITE_FLOAT:
+      return uint64_t(int64_t(rows.real(row, size_t(col))));
+    case SQLITE_TEXT:
+      return uint64_t(std::strtoll(std::string(rows.bytes(row, size_t(col))).c_str(), nullptr, 10));
+    case SQLITE_BLOB:
+      return 0;
+  }
+  return std::nullopt;
+}
+
+ArchiveScan::ArchiveScan(sqlite3* db, std::string blocks, std::string label, std::string path,
+                         std::vector<std::string> cols, size_t ts_col, size_t id_col)
+    : db_(db),
+      blocks_(std::move(blocks)),
+      label_(std::move(label)),
+      path_(std::move(path)),
+      cols_(std::move(cols)),
+      ts_col_(ts_col),
+      id_col_(id_col) {}
+
+ArchiveScan::~ArchiveScan() { sqlite3_finalize(load_); }
+
+bool ArchiveScan::later(const std::unique_ptr<Open>& a, const std::unique_ptr<Open>& b) {
+  int64_t ta = a->key_ts(), tb = b->key_ts();
+  return ta != tb ? ta > tb : a->key_id() > b->key_id();
+}
+
+int ArchiveScan::fail(const std::string& why) {
+  error_ = path_ + ": " + why;
+  heap_.clear();
+  cur_.reset();
+  return SQLITE_CORRUPT;
+}
+
+int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
+  if (!load_) {
+    std::string sql = "SELECT data FROM " + blocks_ + " WHERE id = ?";
+    if (int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &load_, nullptr); rc != SQLITE_OK)
+      return rc;
+  }
+  sqlite3_reset(load_);
+  sqlite3_bind_int64(load_, 1, m.id);
+  int rc = sqlite3_step(load_);
+  std::string name = label_ + " " + std::to_string(m.id);
+  if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? fail(name + " vanished") : rc;
+  std::string_view data(static_cast<const char*>(sqlite3_column_blob(load_, 0)),
+                        size_t(sqlite3_column_bytes(load_, 0)));
+  std::unique_ptr<Open> o;
+  if (spare_.empty()) {
+    o = std::make_unique<Open>();
+  } else {
+    o = std::move(spare_.back());
+    spare_.pop_back();
+    o->map.clear();
+    o->order.clear();
+    o->at = 0;
+  }
+  if (auto st = RowBlock::decode_into(data, o->rows); !st)
+    return fail(name + ": " + st.error().message);
+  const RowBlock& rows = o->rows;
+  if (int64_t(rows.rows()) != m.rows)
+    return fail(name + " holds " + std::to_string(rows.rows()) + " rows where its entry says " +
+                std::to_string(m.rows));
+  std::unordered_map<std::string_view, int> by_name;
+  for (size_t i = 0; i < rows.columns().size(); ++i) by_name[rows.columns()[i]] = int(i);
+  for (const auto& col : cols_) {
+    auto it = by_name.find(col);
+    o->map.push_back(it == by_name.end() ? -1 : it->second);
+  }
+  o->ts = o->map[ts_col_];
+  o->id = o->map[id_col_];
+  if (o->ts < 0 || o->id < 0) return fail(name + " lacks its id or timestamp");
+  // The rows must lie where the entry says: blocks are chosen, and merged in time order, by
+  // their entries.
+  int64_t min_ts = kMax, max_ts = kMin, min_id = kMax, max_id = kMin;
+  for (uint32_t r = 0; r < rows.rows(); ++r) {
+    int64_t ts = rows.int64(r, size_t(o->ts)), id = rows.int64(r, size_t(o->id));
+    min_ts = std::min(min_ts, ts);
+    max_ts = std::max(max_ts, ts);
+    min_id = std::min(min_id, id);
+    max_id = std::max(max_id, id);
+    if (ts >= b_.lo_ts && ts <= b_.hi_ts && id >= b_.lo_id && id <= b_.hi_id) o->order.push_back(r);
+  }
+  if (m.rows > 0 &&
+      (min_ts != m.first_ts || max_ts != m.last_ts || min_id != m.first_id || max_id != m.last_id))
+    return fail(name + ": its rows do not lie in the id and time range its entry says");
+  if (by_ts_) {
+    int ts = o->ts, id = o->id;
+    std::stable_sort(o->order.begin(), o->order.end(), [&](uint32_t x, uint32_t y) {
+      int64_t tx = rows.int64(x, size_t(ts)), ty = rows.int64(y, size_t(ts));
+      return tx != ty ? tx < ty : rows.int64(x, size_t(id)) < rows.int64(y, size_t(id));
+    });
+  }
+  if (o->order.empty())
+    spare_.push_back(std::move(o));
+  else
+    out = std::move(o);
+  return SQLITE_OK;
+}
+
+int ArchiveScan::advance() {
+  if (cur_ && ++cur_->at < cur_->order.size()) {
+    heap_.push_back(std::move(cur_));
+    std::push_heap(heap_.begin(), heap_.end(), later);
+  }
+  if (cur_) spare_.push_back(std::move(cur_));
+  while (next_block_ < metas_.size() &&
+         (heap_.empty() || (by_ts_ && metas_[next_block_].first_ts <= heap_.front()->key_ts()))) {
+    std::unique_ptr<Open> o;
+    if (int rc = open_block(metas_[next_block_++], o); rc != SQLITE_OK) return rc;
+    if (!o) continue;
+    heap_.push_back(std::move(o));
+    std::push_heap(heap_.begin(), heap_.end(), later);
+  }
+  if (heap_.empty()) return SQLITE_OK;
+  std::pop_heap(heap_.begin(), heap_.end(), later);
+  cur_ = std::move(heap_.back());
+  heap_.pop_back();
+  return SQLITE_OK;
+}
+
+int ArchiveScan::next() { return advance(); }
+
+int ArchiveScan::start(const Bounds& b, bool by_ts) {
+  b_ = b;
+  by_ts_ = by_ts;
+  error_.clear();
+  while (!heap_.empty()) {
+    spare_.push_back(std::move(heap_.back()));
+    heap_.pop_back();
+  }
+  if (cur_) spare_.push_back(std::move(cur_));
+  metas_.clear();
+  next_block_ = 0;
+  if (b.lo_ts > b.hi_ts || b.lo_id > b.hi_id) return SQLITE_OK;
+  // In id order with an id bound (folding's reads, the shipper's): the entries from
+  // idx_*_id alone ('+' keeps the planner off the time index, whose bounds may be open).
+  bool by_id = !by_ts && (b.lo_id > kMin || b.hi_id < kMax);
+  std::string plus = by_id ? "+" : "";
+  std::string sql = "SELECT id, first_ts, rows, last_ts, first_id, last_id FROM " + blocks_ +
+                    " WHERE " + plus + "last_ts >= ?1 AND " + plus +
+                    "first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4 ORDER BY " +
+                    std::string(by_ts ? "first_ts, first_id" : "last_id");
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_bind_int64(st, 1, b.lo_ts);
+  sqlite3_bind_int64(st, 2, b.hi_ts);
+  sqlite3_bind_int64(st, 3, b.lo_id);
+  sqlite3_bind_int64(st, 4, b.hi_id);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    auto col = [&](int i) { return sqlite3_column_int64(st, i); };
+    metas_.push_back({col(0), col(1), col(2), col(3), col(4), col(5)});
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return rc;
+  return advance();
+}
+
+}  // namespace ingero::store

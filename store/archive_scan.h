@@ -1,0 +1,101 @@
+// The rows of archive blocks (call_blocks or run_blocks, store/call_archive.h) in bounds of
+// time and id, block after block: in (timestamp, id) order, merging the blocks whose times
+// overlap, or in the blocks' id order. Both readers of the archive use it: the virtual tables
+// temp.archived_calls and temp.archived_runs (store/archive_table.h), and EventCursor, which
+// reads the calls of a window straight from it (no SQLite row machinery between the decoded
+// block and the event).
+//
+// Each block is checked against its entry (row count, id and time range); a damaged one stops
+// the scan with SQLITE_CORRUPT and a message naming the file and the block.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/row_block.h"
+
+namespace ingero::store {
+
+// The integer a field column holds in `row` of `rows` (its block column `col`, -1 where the
+// block lacks it), converted as SQLite would; nullopt for NULL.
+std::optional<uint64_t> archived_int(const RowBlock& rows, size_t row, int col);
+
+class ArchiveScan {
+ public:
+  static constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  static constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  struct Bounds {  // inclusive
+    int64_t lo_ts = kMin, hi_ts = kMax, lo_id = kMin, hi_id = kMax;
+  };
+  // Over `blocks` ("main.call_blocks" or "main.run_blocks") of `db`, whose file is `path`;
+  // errors name a block "<label> <id>". `cols` are the columns wanted, by name; the
+  // timestamp and id columns are named `ts_col` and `id_col` among them.
+  ArchiveScan(sqlite3* db, std::string blocks, std::string label, std::string path,
+              std::vector<std::string> cols, size_t ts_col, size_t id_col);
+  ~ArchiveScan();
+  ArchiveScan(const ArchiveScan&) = delete;
+  ArchiveScan& operator=(const ArchiveScan&) = delete;
+
+  // Lists the blocks that may hold rows in `b` and makes the first such row current.
+  // SQLITE_OK, or an SQLite error code (SQLITE_CORRUPT: a damaged block, error() says how).
+  int start(const Bounds& b, bool by_ts);
+  // The next row; the same codes.
+  int next();
+  bool eof() const { return cur_ == nullptr; }
+  // "<path>: <what is wrong>" after SQLITE_CORRUPT.
+  const std::string& error() const { return error_; }
+
+  // The current row (not at eof): its block, its index there, and where the block keeps
+  // wanted column `col` (-1: the block lacks it; read it as NULL).
+  const RowBlock& rows() const { return cur_->rows; }
+  size_t row() const { return cur_->order[cur_->at]; }
+  int column(size_t col) const { return cur_->map[col]; }
+  int64_t ts() const { return cur_->key_ts(); }
+  int64_t id() const { return cur_->key_id(); }
+
+ private:
+  struct Meta {  // a block's entry
+    int64_t id, first_ts, rows, last_ts, first_id, last_id;
+  };
+  // A decoded block being read: its rows in the bounds, in the order given.
+  struct Open {
+    RowBlock rows;
+    std::vector<int> map;  // wanted column -> block column
+    int ts = -1, id = -1;  // block columns
+    std::vector<uint32_t> order;
+    size_t at = 0;
+    int64_t key_ts() const { return rows.int64(order[at], size_t(ts)); }
+    int64_t key_id() const { return rows.int64(order[at], size_t(id)); }
+  };
+  static bool later(const std::unique_ptr<Open>& a, const std::unique_ptr<Open>& b);
+  int fail(const std::string& why);
+  // Decodes block `m`; `out` holds its rows in the bounds, null when none are.
+  int open_block(const Meta& m, std::unique_ptr<Open>& out);
+  // Makes the next row current: opens every block that could hold a row before the least
+  // one open (by id: the next block once the open one is done).
+  int advance();
+
+  sqlite3* db_;
+  std::string blocks_, label_, path_;
+  std::vector<std::string> cols_;
+  size_t ts_col_, id_col_;
+  sqlite3_stmt* load_ = nullptr;  // a block's data, by id
+  std::vector<Meta> metas_;
+  size_t next_block_ = 0;
+  bool by_ts_ = false;
+  Bounds b_;
+  std::vector<std::unique_ptr<Open>> heap_;  // by (timestamp, id), least on top
+  std::unique_ptr<Open> cur_;                // the row given: cur_->order[cur_->at]
+  // Blocks read to the end, kept for the next to decode into: their storage is reused, so a
+  // scan of thousands of blocks allocates (and faults in) a few blocks' worth, not each one.
+  std::vector<std::unique_ptr<Open>> spare_;
+  std::string error_;
+};
+
+}  // namespace ingero::store
