@@ -67,6 +67,7 @@ int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
     o = std::move(spare_.back());
     spare_.pop_back();
     o->map.clear();
+    o->live.clear();
     o->order.clear();
     o->at = 0;
   }
@@ -80,7 +81,9 @@ int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
   for (size_t i = 0; i < rows.columns().size(); ++i) by_name[rows.columns()[i]] = int(i);
   for (const auto& col : cols_) {
     auto it = by_name.find(col);
-    o->map.push_back(it == by_name.end() ? -1 : it->second);
+    int bc = it == by_name.end() ? -1 : it->second;
+    if (bc >= 0 && !rows.null_column(size_t(bc))) o->live.push_back(uint32_t(o->map.size()));
+    o->map.push_back(bc);
   }
   o->ts = o->map[ts_col_];
   o->id = o->map[id_col_];

@@ -56,6 +56,9 @@ class ArchiveScan {
   const RowBlock& rows() const { return cur_->rows; }
   size_t row() const { return cur_->order[cur_->at]; }
   int column(size_t col) const { return cur_->map[col]; }
+  // The wanted columns that the current block holds a value of (not wholly
+  // NULL there), in order: a reader of many sparse columns looks at these only.
+  const std::vector<uint32_t>& live_columns() const { return cur_->live; }
   int64_t ts() const { return cur_->key_ts(); }
   int64_t id() const { return cur_->key_id(); }
 
@@ -67,6 +70,7 @@ class ArchiveScan {
   struct Open {
     RowBlock rows;
     std::vector<int> map;  // wanted column -> block column
+    std::vector<uint32_t> live;
     int ts = -1, id = -1;  // block columns
     std::vector<uint32_t> order;
     size_t at = 0;

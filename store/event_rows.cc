@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/archive_scan.h"
 #include "store/packed_fields.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -38,6 +39,14 @@ uint64_t direction_code(std::string_view s) {
   auto it = kDir.find(s);
   return it == kDir.end() ? 4 : it->second;
 }
+
+// The columns a direct read takes from archived calls, in the order of the events rows' (then
+// the decoded-field columns).
+const std::vector<std::string> kArchiveCols = {
+    "timestamp", "duration",  "pid",        "tid",    "comm",       "cgroup_id",
+    "source",    "op",        "ret_code",   "status", "off_cpu_ns", "preempts",
+    "switches",  "peer_comm", "stack_hash", "id",     "node"};
+constexpr size_t kArchTs = 0, kArchId = 15, kArchNode = 16, kArchFields = 17;
 
 }  // namespace
 
@@ -124,11 +133,8 @@ bool EventCursor::open_direct(const EventFilter& f) {
       return false;
     k.packed = calls ? 15 : 18;
   }
-  // The row's id, last: the merge with archived calls orders ties by it. The archive packs the
-  // same fields itself (temp.archived_calls.packed_fields: one value where pack_fields reads
-  // each column of the row).
+  // The row's id, last: the merge with archived calls orders ties by it.
   std::string rows_sql = sql + (args.empty() ? "" : ", pack_fields(" + args + ")") + ", id";
-  std::string archive_sql = sql + (args.empty() ? "" : ", packed_fields") + ", id";
   std::string where = " WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
                       std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
@@ -138,52 +144,146 @@ bool EventCursor::open_direct(const EventFilter& f) {
   auto st = db_.prepare(rows_sql +
                         (f.scan ? " FROM main.events NOT INDEXED" : " FROM main.events") + where);
   if (!st) return false;
-  std::unique_ptr<Stmt> archived;
+  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), nullptr);
+  // The archive is read where the reader installed it (TraceReader: a reader opened before
+  // it existed knows it is stale).
   if (calls && db_.table_exists("archived_calls", "temp")) {
-    auto a = db_.prepare(archive_sql + " FROM temp.archived_calls" + where);
-    if (!a) return false;
-    archived = std::make_unique<Stmt>(std::move(*a));
+    std::vector<std::string> cols = kArchiveCols;
+    for (uint8_t field : k.packed_fields) cols.push_back(fields[field]);
+    const char* file = sqlite3_db_filename(db_.handle(), "main");
+    scan_ = std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
+                                          file ? file : "", std::move(cols), kArchTs, kArchId);
+    filter_ = f;
   }
-  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(archived));
   return true;
+}
+
+bool EventCursor::row_event(const Stmt& st, hal::Event& e) const {
+  auto it = names_->by_id.find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
+  if (it == names_->by_id.end())
+    return false;  // an op missing from the dictionary: the view (an inner join) leaves it out too
+  const OpNames::Names& n = it->second;
+  e.reset();
+  e.ts_ns = uint64_t(st.int64(0));
+  e.dur_ns = uint64_t(st.int64(1));
+  e.pid = uint32_t(st.int64(2));
+  e.tid = uint32_t(st.int64(3));
+  e.set_comm(st.text_view(4));
+  e.cgroup_id = uint64_t(st.int64(5));
+  e.vendor = n.vendor;
+  e.api = n.api;
+  e.op = n.op;
+  e.kind = n.kind;
+  if (!st.is_null(8)) {
+    e.has_ret = true;
+    e.ret = st.int64(8);
+  }
+  if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
+  if (rows_ == Rows::kCalls) {
+    e.unfinished = st.int64(9) == 1;
+    e.off_cpu_ns = uint64_t(st.int64(10));
+    e.preempts = uint32_t(st.int64(11));
+    e.switches = uint32_t(st.int64(12));
+    e.stack_id = uint64_t(st.int64(14));
+  } else {  // what the host_events view shows of them
+    if (!st.is_null(15)) e.detail = st.text(15);
+    if (!st.is_null(16)) e.saddr = st.text(16);
+    if (!st.is_null(17)) e.daddr = st.text(17);
+  }
+  return true;
+}
+
+bool EventCursor::archived_event(hal::Event& e) const {
+  const ArchiveScan& s = *scan_;
+  const RowBlock& b = s.rows();
+  size_t r = s.row();
+  auto value = [&](size_t col) { return archived_int(b, r, s.column(col)); };
+  auto num = [&](size_t col) { return value(col).value_or(0); };
+  auto text = [&](size_t col) {
+    int bc = s.column(col);
+    return bc < 0 ? std::string_view() : b.bytes(r, size_t(bc));
+  };
+  if (filter_.pid && (!value(2) || uint32_t(num(2)) != *filter_.pid)) return false;
+  if (filter_.node) {
+    int bc = s.column(kArchNode);
+    if (bc < 0 || b.type(r, size_t(bc)) != SQLITE_TEXT || b.bytes(r, size_t(bc)) != *filter_.node)
+      return false;
+  }
+  auto it = names_->by_id.find(num(6) << 32 | num(7));
+  if (it == names_->by_id.end()) return false;  // as row_event
+  const OpNames::Names& n = it->second;
+  e.reset();
+  e.ts_ns = uint64_t(s.ts());
+  e.dur_ns = num(1);
+  e.pid = uint32_t(num(2));
+  e.tid = uint32_t(num(3));
+  e.set_comm(text(4));
+  e.cgroup_id = num(5);
+  e.vendor = n.vendor;
+  e.api = n.api;
+  e.op = n.op;
+  e.kind = n.kind;
+  if (auto ret = value(8)) {
+    e.has_ret = true;
+    e.ret = int64_t(*ret);
+  }
+  if (int bc = s.column(13); bc >= 0 && b.type(r, size_t(bc)) != SQLITE_NULL)
+    e.set_peer_comm(text(13));
+  e.unfinished = num(9) == 1;
+  e.off_cpu_ns = num(10);
+  e.preempts = uint32_t(num(11));
+  e.switches = uint32_t(num(12));
+  e.stack_id = num(14);
+  const auto& to_field = cols_->packed_fields;
+  for (uint32_t col : s.live_columns())
+    if (col >= kArchFields)
+      if (auto x = value(col)) e.set(static_cast<hal::Field>(to_field[col - kArchFields]), *x);
+  return true;
+}
+
+ingero::Error EventCursor::scan_error(int rc) const {
+  if (rc == SQLITE_CORRUPT && !scan_->error().empty()) return ingero::make_error(scan_->error());
+  return ingero::make_error(db_.path() + ": reading archived calls: " + sqlite3_errstr(rc));
+}
+
+ingero::Status EventCursor::step_merge() {
+  if (given_ != Side::kScan) {  // the rows' side (both at the start)
+    auto more = rows_of_.next();
+    if (!more) return more.error();
+    row_ready_ = *more;
+  }
+  int rc = given_ == Side::kNone ? scan_->start({.lo_ts = filter_.from_ns, .hi_ts = filter_.to_ns},
+                                                /*by_ts=*/true)
+           : given_ == Side::kScan ? scan_->next()
+                                   : SQLITE_OK;
+  if (rc != SQLITE_OK) return scan_error(rc);
+  return {};
 }
 
 ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
   while (true) {
-    auto more = rows_of_.next();
-    if (!more || !*more) return more;
+    if (!scan_) {
+      auto more = rows_of_.next();
+      if (!more || !*more) return more;
+    } else {
+      if (auto st = step_merge(); !st) return st.error();
+      bool archived = !scan_->eof();
+      if (row_ready_ && archived) {
+        const Stmt& st = rows_of_.current();
+        int last = sqlite3_column_count(st.get()) - 1;
+        archived = std::pair(scan_->ts(), scan_->id()) < std::pair(st.int64(0), st.int64(last));
+      } else if (!row_ready_ && !archived) {
+        given_ = Side::kRows;  // stays at the end
+        return false;
+      }
+      given_ = archived ? Side::kScan : Side::kRows;
+      if (archived) {
+        if (archived_event(e)) return true;
+        continue;
+      }
+    }
     const Stmt& st = rows_of_.current();
-    auto it = names_->by_id.find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
-    if (it == names_->by_id.end())
-      continue;  // an op missing from the dictionary: the view (an inner join) leaves it out too
-    const OpNames::Names& n = it->second;
-    e.reset();
-    e.ts_ns = uint64_t(st.int64(0));
-    e.dur_ns = uint64_t(st.int64(1));
-    e.pid = uint32_t(st.int64(2));
-    e.tid = uint32_t(st.int64(3));
-    e.set_comm(st.text_view(4));
-    e.cgroup_id = uint64_t(st.int64(5));
-    e.vendor = n.vendor;
-    e.api = n.api;
-    e.op = n.op;
-    e.kind = n.kind;
-    if (!st.is_null(8)) {
-      e.has_ret = true;
-      e.ret = st.int64(8);
-    }
-    if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
-    if (rows_ == Rows::kCalls) {
-      e.unfinished = st.int64(9) == 1;
-      e.off_cpu_ns = uint64_t(st.int64(10));
-      e.preempts = uint32_t(st.int64(11));
-      e.switches = uint32_t(st.int64(12));
-      e.stack_id = uint64_t(st.int64(14));
-    } else {  // what the host_events view shows of them
-      if (!st.is_null(15)) e.detail = st.text(15);
-      if (!st.is_null(16)) e.saddr = st.text(16);
-      if (!st.is_null(17)) e.daddr = st.text(17);
-    }
+    if (!row_event(st, e)) continue;
     if (cols_->packed != kNone && !unpack_fields(st, e)) return bad_fields();
     return true;
   }

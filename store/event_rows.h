@@ -22,6 +22,7 @@
 
 namespace ingero::store {
 
+class ArchiveScan;
 class Db;
 
 // Storage for the strings events point at (vendor, api, op): an Event's string_views stay
@@ -65,8 +66,8 @@ class EventCursor {
   ingero::Result<bool> next(hal::Event& e);
   // Read straight from the events table (not through the views). Then row_stack() is the
   // current row's stack_hash, which host_events does not show (on-CPU samples have one).
-  // A file's archived calls (store/call_archive.h) are read from temp.archived_calls beside
-  // main.events, and the two merged in (timestamp, id) order.
+  // A file's archived calls (store/call_archive.h) are read beside main.events, straight from
+  // their blocks (store/archive_scan.h), and the two merged in (timestamp, id) order.
   bool direct() const { return names_ != nullptr; }
   uint64_t row_stack() const;
 
@@ -79,6 +80,14 @@ class EventCursor {
   // the direct read needs; the view is used then.
   bool open_direct(const EventFilter& f);
   ingero::Result<bool> next_direct(hal::Event& e);
+  // The current events row into `e`: false when its op is missing from the dictionary.
+  bool row_event(const Stmt& st, hal::Event& e) const;
+  // The scan's current block row into `e`: false when it is not in the filter (pid, node)
+  // or its op is missing from the dictionary.
+  bool archived_event(hal::Event& e) const;
+  // Steps the side of the merge given last (both, at the start).
+  ingero::Status step_merge();
+  ingero::Error scan_error(int rc) const;
   // The direct read's optional fields, from one pack_fields() blob; false if it is malformed.
   bool unpack_fields(const Stmt& st, hal::Event& e) const;
   ingero::Error bad_fields() const;
@@ -86,7 +95,12 @@ class EventCursor {
   Rows rows_;
   StringPool& strings_;
   std::unique_ptr<Stmt> stmt_;  // through the views
-  MergedRows rows_of_;          // a direct read: main.events, and any archived calls
+  MergedRows rows_of_;          // a direct read: main.events
+  // A direct read of calls of a file with an archive: its blocks, and the merge's state.
+  std::unique_ptr<ArchiveScan> scan_;
+  EventFilter filter_;
+  enum class Side { kNone, kRows, kScan } given_ = Side::kNone;
+  bool row_ready_ = false;
   std::unique_ptr<Columns> cols_;
   std::unique_ptr<OpNames> names_;  // set when reading directly
 };

@@ -55,6 +55,10 @@ class RowBlock {
     const Column& c = cols_[col];
     return c.types.empty() ? c.uniform : c.types[row];
   }
+  // Whether every row of the column is NULL.
+  bool null_column(size_t col) const {
+    return cols_[col].types.empty() && cols_[col].uniform == SQLITE_NULL;
+  }
   int64_t int64(size_t row, size_t col) const;
   double real(size_t row, size_t col) const;
   std::string_view bytes(size_t row, size_t col) const;  // text or blob
