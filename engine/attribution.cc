@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 
 #include "engine/analysis.h"
 
@@ -58,9 +60,25 @@ void attribute_stacks(TraceSource& source, Analysis& a) {
     for (uint32_t p : c.pids) want[{c.op, p}].push_back(i);
   }
   if (want.empty()) return;
+  // The pass looks at every call: most are of no chain's op, and are let go on a look-up of
+  // the name (no string made of it), and only the time the chains span is read.
+  std::unordered_set<std::string_view> ops;
+  Window read = a.window;
+  int64_t from = INT64_MAX, to = INT64_MIN;
+  for (const auto& [key, chains] : want) {
+    ops.insert(key.first);
+    for (size_t ci : chains) {
+      const Chain& c = a.chains[ci];
+      bool bounded = c.window_end > c.window_start;
+      from = std::min(from, bounded ? c.window_start : INT64_MIN);
+      to = std::max(to, bounded ? c.window_end : INT64_MAX);
+    }
+  }
+  read.from_ns = std::max(read.from_ns, from);
+  read.to_ns = std::min(read.to_ns, to);
   std::vector<std::vector<Slow>> slow(a.chains.size());
   auto consider = [&](const hal::Event& e) {
-    if (!e.stack_id) return;
+    if (!e.stack_id || !ops.count(e.op)) return;
     std::string op(e.op);
     for (uint32_t pid : {e.pid, 0u}) {
       auto it = want.find({op, pid});
@@ -86,7 +104,8 @@ void attribute_stacks(TraceSource& source, Analysis& a) {
     }
   };
   // A run's calls count only where a chain is about its op.
-  source.call_runs(a.window, consider, [&](const CallRun& r) {
+  source.call_runs(read, consider, [&](const CallRun& r) {
+    if (!ops.count(r.op)) return;
     std::string op(r.op);
     if (want.count({op, r.pid}) || want.count({op, 0u})) r.for_each_call(consider);
   });
