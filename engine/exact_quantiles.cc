@@ -1,9 +1,37 @@
 #include "engine/exact_quantiles.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <utility>
 
 namespace ingero::engine {
+
+namespace {
+
+// Pass 1's log-scale buckets: values under 64 each their own, then 64 to an octave, so a
+// bucket spans at most 1/64 of its values (HDR-histogram-like; 3,776 buckets for 64 bits).
+constexpr int kSubBits = 6;
+constexpr uint64_t kSub = uint64_t(1) << kSubBits;
+
+size_t log_bucket(uint64_t v) {
+  if (v < kSub) return size_t(v);
+  int octave = 63 - std::countl_zero(v);  // >= kSubBits
+  int shift = octave - kSubBits;
+  return size_t(kSub + uint64_t(shift) * kSub + ((v >> shift) & (kSub - 1)));
+}
+
+// The values bucket `b` holds: [lo, hi].
+std::pair<uint64_t, uint64_t> log_bucket_range(size_t b) {
+  if (b < kSub) return {b, b};
+  uint64_t shift = (b - kSub) / kSub, sub = (b - kSub) % kSub;
+  uint64_t lo = (kSub + sub) << shift;
+  return {lo, lo + ((uint64_t(1) << shift) - 1)};
+}
+
+constexpr size_t kLogBuckets = kSub + (64 - kSubBits) * kSub;
+
+}  // namespace
 
 void ExactQuantiles::add(size_t group, uint64_t value) {
   if (group >= groups_.size()) groups_.resize(group + 1);
@@ -11,6 +39,8 @@ void ExactQuantiles::add(size_t group, uint64_t value) {
   ++g.n;
   g.min = std::min(g.min, value);
   g.max = std::max(g.max, value);
+  if (g.log_hist.empty()) g.log_hist.assign(kLogBuckets, 0);
+  ++g.log_hist[log_bucket(value)];
 }
 
 uint64_t ExactQuantiles::value(size_t group, size_t qi) const {
@@ -33,11 +63,25 @@ void ExactQuantiles::resolve(const std::function<void(const Sink&)>& replay) {
       t.lo = g.min;
       t.hi = g.max;
       t.inside = g.n;
-      if (g.min == g.max) {
+      // Pass 1's buckets narrow the range to the one holding the rank.
+      uint64_t seen = 0;
+      for (size_t b = 0; b < g.log_hist.size(); ++b) {
+        if (seen + g.log_hist[b] >= t.rank) {
+          auto [lo, hi] = log_bucket_range(b);
+          t.lo = std::max(lo, g.min);
+          t.hi = std::min(hi, g.max);
+          t.below = seen;
+          t.inside = g.log_hist[b];
+          break;
+        }
+        seen += g.log_hist[b];
+      }
+      if (t.lo == t.hi) {
         t.done = true;
-        t.value = g.min;
+        t.value = t.lo;
       }
     }
+    g.log_hist = {};
   }
   auto unresolved = [&] {
     for (const Group& g : groups_)

@@ -3,12 +3,15 @@
 // Definition (docs/engine.md): for n values sorted ascending v[1..n], the q-quantile is
 // v[ceil(q * n)] (nearest rank; q = 0.5 of {1,2,3,4} is 2). Always an observed value.
 //
-// Algorithm: pass 1 counts each group and its min/max. Each further pass narrows, for every
-// unresolved (group, q), the value range known to hold the target rank: a 4096-bucket
-// histogram over the range, or — once at most kCollectMax values remain in it — collecting
-// and sorting them. Durations are integers, so each histogram pass shrinks the range 4096x:
-// two or three passes in practice, memory O(groups x quantiles x 4096) plus at most
-// kCollectMax values per target. No pass holds all values.
+// Algorithm: pass 1 counts each group, its min/max, and a log-scale histogram of it (64
+// buckets an octave: the bucket holding a target rank spans at most 1/64 of its values).
+// Each further pass narrows, for every unresolved (group, q), the value range known to hold
+// the target rank: a 4096-bucket histogram over the range, or — once at most kCollectMax
+// values remain in it — collecting and sorting them. Durations are integers, so each
+// histogram pass shrinks the range 4096x: one further pass for durations under ~524 us (the
+// log bucket is then at most 4096 ns wide), or where the rank's bucket holds at most
+// kCollectMax values; two otherwise. Memory O(groups x (3,776 + quantiles x 4096)) plus at
+// most kCollectMax values per target. No pass holds all values.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +51,7 @@ class ExactQuantiles {
   };
   struct Group {
     uint64_t n = 0, min = UINT64_MAX, max = 0;
+    std::vector<uint64_t> log_hist;  // pass 1
     std::vector<Target> targets;
   };
   std::vector<double> qs_;
