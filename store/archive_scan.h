@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/row_block.h"
@@ -50,6 +51,7 @@ class ArchiveScan {
   bool eof() const { return cur_ == nullptr; }
   // "<path>: <what is wrong>" after SQLITE_CORRUPT.
   const std::string& error() const { return error_; }
+  const std::string& path() const { return path_; }
 
   // The current row (not at eof): its block, its index there, and where the block keeps
   // wanted column `col` (-1: the block lacks it; read it as NULL).
@@ -60,6 +62,24 @@ class ArchiveScan {
   // NULL there), in order: a reader of many sparse columns looks at these only.
   const std::vector<uint32_t>& live_columns() const { return cur_->live; }
   int64_t ts() const { return cur_->key_ts(); }
+  // The current row's wanted columns read as a statement's are: int64(), is_null(),
+  // text_view(), by index into the columns wanted.
+  struct Row {
+    const ArchiveScan& s;
+    int64_t int64(int col) const {
+      auto v = archived_int(s.rows(), s.row(), s.column(size_t(col)));
+      return int64_t(v.value_or(0));
+    }
+    bool is_null(int col) const {
+      int bc = s.column(size_t(col));
+      return bc < 0 || s.rows().type(s.row(), size_t(bc)) == SQLITE_NULL;
+    }
+    std::string_view text_view(int col) const {
+      int bc = s.column(size_t(col));
+      return bc < 0 ? std::string_view() : s.rows().bytes(s.row(), size_t(bc));
+    }
+  };
+  Row current() const { return Row{*this}; }
   int64_t id() const { return cur_->key_id(); }
 
  private:

@@ -144,17 +144,18 @@ bool EventCursor::open_direct(const EventFilter& f) {
   auto st = db_.prepare(rows_sql +
                         (f.scan ? " FROM main.events NOT INDEXED" : " FROM main.events") + where);
   if (!st) return false;
-  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), nullptr);
   // The archive is read where the reader installed it (TraceReader: a reader opened before
   // it existed knows it is stale).
+  std::unique_ptr<ArchiveScan> scan;
   if (calls && db_.table_exists("archived_calls", "temp")) {
     std::vector<std::string> cols = kArchiveCols;
     for (uint8_t field : k.packed_fields) cols.push_back(fields[field]);
-    const char* file = sqlite3_db_filename(db_.handle(), "main");
-    scan_ = std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
-                                          file ? file : "", std::move(cols), kArchTs, kArchId);
+    scan = std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
+                                         db_.path(), std::move(cols), kArchTs, kArchId);
     filter_ = f;
   }
+  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(scan),
+                        {.lo_ts = f.from_ns, .hi_ts = f.to_ns});
   return true;
 }
 
@@ -194,7 +195,7 @@ bool EventCursor::row_event(const Stmt& st, hal::Event& e) const {
 }
 
 bool EventCursor::archived_event(hal::Event& e) const {
-  const ArchiveScan& s = *scan_;
+  const ArchiveScan& s = rows_of_.scan();
   const RowBlock& b = s.rows();
   size_t r = s.row();
   auto value = [&](size_t col) { return archived_int(b, r, s.column(col)); };
@@ -241,55 +242,22 @@ bool EventCursor::archived_event(hal::Event& e) const {
   return true;
 }
 
-ingero::Error EventCursor::scan_error(int rc) const {
-  if (rc == SQLITE_CORRUPT && !scan_->error().empty()) return ingero::make_error(scan_->error());
-  return ingero::make_error(db_.path() + ": reading archived calls: " + sqlite3_errstr(rc));
-}
-
-ingero::Status EventCursor::step_merge() {
-  if (given_ != Side::kScan) {  // the rows' side (both at the start)
-    auto more = rows_of_.next();
-    if (!more) return more.error();
-    row_ready_ = *more;
-  }
-  int rc = given_ == Side::kNone ? scan_->start({.lo_ts = filter_.from_ns, .hi_ts = filter_.to_ns},
-                                                /*by_ts=*/true)
-           : given_ == Side::kScan ? scan_->next()
-                                   : SQLITE_OK;
-  if (rc != SQLITE_OK) return scan_error(rc);
-  return {};
-}
-
 ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
   while (true) {
-    if (!scan_) {
-      auto more = rows_of_.next();
-      if (!more || !*more) return more;
-    } else {
-      if (auto st = step_merge(); !st) return st.error();
-      bool archived = !scan_->eof();
-      if (row_ready_ && archived) {
-        const Stmt& st = rows_of_.current();
-        int last = sqlite3_column_count(st.get()) - 1;
-        archived = std::pair(scan_->ts(), scan_->id()) < std::pair(st.int64(0), st.int64(last));
-      } else if (!row_ready_ && !archived) {
-        given_ = Side::kRows;  // stays at the end
-        return false;
-      }
-      given_ = archived ? Side::kScan : Side::kRows;
-      if (archived) {
-        if (archived_event(e)) return true;
-        continue;
-      }
+    auto more = rows_of_.next();
+    if (!more || !*more) return more;
+    if (rows_of_.archived()) {
+      if (archived_event(e)) return true;
+      continue;
     }
-    const Stmt& st = rows_of_.current();
+    const Stmt& st = rows_of_.row();
     if (!row_event(st, e)) continue;
     if (cols_->packed != kNone && !unpack_fields(st, e)) return bad_fields();
     return true;
   }
 }
 
-uint64_t EventCursor::row_stack() const { return uint64_t(rows_of_.current().int64(14)); }
+uint64_t EventCursor::row_stack() const { return uint64_t(rows_of_.row().int64(14)); }
 
 bool EventCursor::unpack_fields(const Stmt& st, hal::Event& e) const {
   sqlite3_stmt* raw = st.get();

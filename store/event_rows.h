@@ -22,7 +22,6 @@
 
 namespace ingero::store {
 
-class ArchiveScan;
 class Db;
 
 // Storage for the strings events point at (vendor, api, op): an Event's string_views stay
@@ -85,9 +84,6 @@ class EventCursor {
   // The scan's current block row into `e`: false when it is not in the filter (pid, node)
   // or its op is missing from the dictionary.
   bool archived_event(hal::Event& e) const;
-  // Steps the side of the merge given last (both, at the start).
-  ingero::Status step_merge();
-  ingero::Error scan_error(int rc) const;
   // The direct read's optional fields, from one pack_fields() blob; false if it is malformed.
   bool unpack_fields(const Stmt& st, hal::Event& e) const;
   ingero::Error bad_fields() const;
@@ -95,12 +91,8 @@ class EventCursor {
   Rows rows_;
   StringPool& strings_;
   std::unique_ptr<Stmt> stmt_;  // through the views
-  MergedRows rows_of_;          // a direct read: main.events
-  // A direct read of calls of a file with an archive: its blocks, and the merge's state.
-  std::unique_ptr<ArchiveScan> scan_;
-  EventFilter filter_;
-  enum class Side { kNone, kRows, kScan } given_ = Side::kNone;
-  bool row_ready_ = false;
+  MergedRows rows_of_;          // a direct read: main.events, and any archived calls
+  EventFilter filter_;          // what archived calls are checked against
   std::unique_ptr<Columns> cols_;
   std::unique_ptr<OpNames> names_;  // set when reading directly
 };

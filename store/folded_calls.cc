@@ -9,6 +9,13 @@
 
 namespace ingero::store {
 
+// What a run's read takes, rows and archive alike: the id last (ties in start time come in id
+// order), and, of the archive, the node after it.
+const std::vector<std::string> RunCursor::kColumns = {
+    "timestamp", "span_ns", "pid",        "tid",          "comm",       "cgroup_id",
+    "source",    "op",      "library_id", "stream",       "device",     "calls",
+    "sum_ns",    "min_ns",  "max_ns",     "nested_calls", "stack_hash", "id"};
+
 ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFilter& f,
                                                            StringPool& strings, int64_t min_start) {
   std::unique_ptr<RunCursor> out(new RunCursor(db));
@@ -38,9 +45,8 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   }
   // A run overlaps the window when it starts before its end and ends after its start. The id
   // last: ties in start time come in id order, from the rows and the archive alike.
-  std::string select =
-      "SELECT timestamp, span_ns, pid, tid, comm, cgroup_id, source, op, library_id, stream, "
-      "device, calls, sum_ns, min_ns, max_ns, nested_calls, stack_hash, id FROM ";
+  std::string select = "SELECT ";
+  for (const auto& c : kColumns) select += c + (&c == &kColumns.back() ? " FROM " : ", ");
   std::string where = " WHERE timestamp <= " + std::to_string(f.to_ns) +
                       " AND timestamp + span_ns >= " + std::to_string(f.from_ns);
   if (min_start != std::numeric_limits<int64_t>::min())
@@ -49,7 +55,8 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   if (f.node) where += " AND node = " + sql_quote(*f.node);
   auto st = db.prepare(select + "main.call_runs" + where + " ORDER BY timestamp, id");
   if (!st) return st.error();
-  std::unique_ptr<Stmt> archived;
+  std::unique_ptr<ArchiveScan> scan;
+  ArchiveScan::Bounds bounds{.lo_ts = min_start, .hi_ts = f.to_ns};
   if (db.table_exists("archived_runs", "temp")) {
     // No run is longer than its block's time from first start to last end: a start bound the
     // archive can choose blocks by.
@@ -59,12 +66,16 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
     int64_t from = f.from_ns < std::numeric_limits<int64_t>::min() + span
                        ? std::numeric_limits<int64_t>::min()
                        : f.from_ns - span;
-    auto a = db.prepare(select + "temp.archived_runs" + where +
-                        " AND timestamp >= " + std::to_string(from) + " ORDER BY timestamp, id");
-    if (!a) return a.error();
-    archived = std::make_unique<Stmt>(std::move(*a));
+    bounds.lo_ts = std::max(bounds.lo_ts, from);
+    // The archived runs are read straight from their blocks, and checked here against what
+    // the statement's WHERE checks of the rows.
+    std::vector<std::string> cols = kColumns;
+    cols.push_back("node");
+    scan = std::make_unique<ArchiveScan>(db.handle(), "main.run_blocks", "run archive block",
+                                         db.path(), std::move(cols), 0, kColumns.size() - 1);
+    out->filter_ = f;
   }
-  out->rows_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(archived));
+  out->rows_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(scan), bounds);
   return out;
 }
 
@@ -76,40 +87,55 @@ ingero::Result<bool> RunCursor::next(engine::CallRun& w) {
   while (true) {
     auto r = rows_.next();
     if (!r || !*r) return r;
-    const Stmt* st = &rows_.current();
-    auto n = names_.find({st->int64(6), st->int64(7)});
-    if (n == names_.end()) continue;  // as the calls view: an op missing from the dictionary
-    w = engine::CallRun{};
-    w.ts_ns = st->int64(0);
-    w.span_ns = uint64_t(std::max<int64_t>(0, st->int64(1)));
-    w.pid = uint32_t(st->int64(2));
-    w.tid = uint32_t(st->int64(3));
-    auto comm = st->text_view(4);
-    std::copy_n(comm.data(), std::min(comm.size(), w.comm.size() - 1), w.comm.data());
-    w.cgroup_id = uint64_t(st->int64(5));
-    w.vendor = n->second.vendor;
-    w.api = n->second.api;
-    w.op = n->second.op;
-    w.kind = n->second.kind;
-    if (!st->is_null(8))
-      if (auto l = libraries_.find(st->int64(8)); l != libraries_.end()) w.library = l->second;
-    if (!st->is_null(9)) w.stream = uint64_t(st->int64(9));
-    if (!st->is_null(10)) w.device = uint64_t(st->int64(10));
-    w.calls = uint64_t(std::max<int64_t>(0, st->int64(11)));
-    w.sum_ns = uint64_t(std::max<int64_t>(0, st->int64(12)));
-    w.min_ns = uint64_t(std::max<int64_t>(0, st->int64(13)));
-    w.max_ns = uint64_t(std::max<int64_t>(0, st->int64(14)));
-    w.nested = uint64_t(std::max<int64_t>(0, st->int64(15)));
-    w.stack_id = uint64_t(st->int64(16));
-    // A damaged row (no calls, or extremes that do not fit the total) is not expanded into
-    // invented calls.
-    if (w.calls == 0 || w.min_ns > w.max_ns || w.sum_ns < w.min_ns + (w.calls > 1 ? w.max_ns : 0) ||
-        (w.calls > 1 && w.sum_ns > w.max_ns * w.calls))
-      return ingero::make_error(db_.path() +
-                                ": a damaged call_runs row (its count, total and "
-                                "extremes do not fit together)");
-    return true;
+    if (rows_.archived()) {
+      auto row = rows_.scan().current();
+      // As the statement's WHERE: overlapping the window, of the process and node asked for.
+      if (row.int64(0) + row.int64(1) < filter_.from_ns ||
+          (filter_.pid && (row.is_null(2) || uint32_t(row.int64(2)) != *filter_.pid)) ||
+          (filter_.node && (row.is_null(kNode) || row.text_view(kNode) != *filter_.node)))
+        continue;
+      auto done = take(row, w);
+      if (!done || *done) return done;
+    } else if (auto done = take(rows_.row(), w); !done || *done) {
+      return done;
+    }
   }
+}
+
+template <class Row>
+ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
+  auto n = names_.find({st.int64(6), st.int64(7)});
+  if (n == names_.end()) return false;  // as the calls view: an op missing from the dictionary
+  w = engine::CallRun{};
+  w.ts_ns = st.int64(0);
+  w.span_ns = uint64_t(std::max<int64_t>(0, st.int64(1)));
+  w.pid = uint32_t(st.int64(2));
+  w.tid = uint32_t(st.int64(3));
+  auto comm = st.text_view(4);
+  std::copy_n(comm.data(), std::min(comm.size(), w.comm.size() - 1), w.comm.data());
+  w.cgroup_id = uint64_t(st.int64(5));
+  w.vendor = n->second.vendor;
+  w.api = n->second.api;
+  w.op = n->second.op;
+  w.kind = n->second.kind;
+  if (!st.is_null(8))
+    if (auto l = libraries_.find(st.int64(8)); l != libraries_.end()) w.library = l->second;
+  if (!st.is_null(9)) w.stream = uint64_t(st.int64(9));
+  if (!st.is_null(10)) w.device = uint64_t(st.int64(10));
+  w.calls = uint64_t(std::max<int64_t>(0, st.int64(11)));
+  w.sum_ns = uint64_t(std::max<int64_t>(0, st.int64(12)));
+  w.min_ns = uint64_t(std::max<int64_t>(0, st.int64(13)));
+  w.max_ns = uint64_t(std::max<int64_t>(0, st.int64(14)));
+  w.nested = uint64_t(std::max<int64_t>(0, st.int64(15)));
+  w.stack_id = uint64_t(st.int64(16));
+  // A damaged row (no calls, or extremes that do not fit the total) is not expanded into
+  // invented calls.
+  if (w.calls == 0 || w.min_ns > w.max_ns || w.sum_ns < w.min_ns + (w.calls > 1 ? w.max_ns : 0) ||
+      (w.calls > 1 && w.sum_ns > w.max_ns * w.calls))
+    return ingero::make_error(db_.path() +
+                              ": a damaged call_runs row (its count, total and "
+                              "extremes do not fit together)");
+  return true;
 }
 
 void RunExpander::add(const engine::CallRun& r) {

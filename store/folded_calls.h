@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <string>
 #include <vector>
 
 #include "engine/call_run.h"
@@ -36,6 +37,12 @@ class RunCursor {
 
  private:
   explicit RunCursor(Db& db);
+  static const std::vector<std::string> kColumns;
+  static constexpr int kNode = 18;  // of an archived run: after kColumns
+  // The current row, of the table or the archive, into `r`: true; false when its op is
+  // missing from the dictionary; an Error when it is damaged.
+  template <class Row>
+  ingero::Result<bool> take(const Row& st, engine::CallRun& r) const;
   struct Names {
     std::string_view vendor, api, op;
     hal::EventKind kind;
@@ -43,7 +50,8 @@ class RunCursor {
   Db& db_;
   std::map<std::pair<int64_t, int64_t>, Names> names_;  // (source, op)
   std::map<int64_t, std::string_view> libraries_;
-  MergedRows rows_;  // main.call_runs, and any archived runs
+  MergedRows rows_;     // main.call_runs, and any archived runs
+  EventFilter filter_;  // what archived runs are checked against
 };
 
 class RunExpander {

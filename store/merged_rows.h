@@ -1,12 +1,15 @@
-// Rows of two statements read as one, in order: how a file's rows and its archived rows
-// (store/call_archive.h) are read together. Both statements give rows ordered by (their first
-// column, their last column): (timestamp, id).
+// A table's rows and its archived rows (store/call_archive.h) read as one, in (timestamp, id)
+// order: how EventCursor reads calls and RunCursor reads runs. The rows come from a statement
+// whose first column is the timestamp and whose last is the id, ordered by them; the archived
+// ones straight from their blocks (store/archive_scan.h), started on the bounds given.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "hal/result.h"
+#include "store/archive_scan.h"
 #include "store/sqlite_db.h"
 
 namespace ingero::store {
@@ -14,49 +17,53 @@ namespace ingero::store {
 class MergedRows {
  public:
   MergedRows() = default;
-  // `second` may be null: `first`'s rows alone.
-  MergedRows(std::unique_ptr<Stmt> first, std::unique_ptr<Stmt> second)
-      : a_(std::move(first)), b_(std::move(second)) {}
-  explicit operator bool() const { return a_ != nullptr; }
+  // `scan` may be null: `rows` alone.
+  MergedRows(std::unique_ptr<Stmt> rows, std::unique_ptr<ArchiveScan> scan,
+             const ArchiveScan::Bounds& bounds = {})
+      : rows_(std::move(rows)), scan_(std::move(scan)), bounds_(bounds) {}
+  explicit operator bool() const { return rows_ != nullptr; }
 
-  // The next row: true, and current() is the statement it is on (valid until the next call);
-  // false at the end; an Error from SQLite.
+  // The next row of either: true, and archived() says which (row() or scan() is on it, until
+  // the next call); false at the end; an Error from SQLite or a damaged block.
   ingero::Result<bool> next() {
-    if (!started_) {
-      started_ = true;
-      if (auto s = step(a_.get()); !s) return s.error();
-      if (b_)
-        if (auto s = step(b_.get()); !s) return s.error();
-    } else if (cur_) {
-      if (auto s = step(cur_); !s) return s.error();
+    if (side_ != Side::kScan && side_ != Side::kEnd) {  // the rows' side (both at the start)
+      auto r = rows_->step();
+      if (!r) return r.error();
+      row_ready_ = *r;
     }
-    if (!a_row_ && !b_row_) {
-      cur_ = nullptr;
+    if (scan_) {
+      int rc = side_ == Side::kNone   ? scan_->start(bounds_, /*by_ts=*/true)
+               : side_ == Side::kScan ? scan_->next()
+                                      : SQLITE_OK;
+      if (rc != SQLITE_OK) return scan_error(rc);
+    }
+    bool archived = scan_ && !scan_->eof();
+    if (!row_ready_ && !archived) {
+      side_ = Side::kEnd;
       return false;
     }
-    if (!b_row_) {
-      cur_ = a_.get();
-    } else if (!a_row_) {
-      cur_ = b_.get();
-    } else {
-      int last = sqlite3_column_count(a_->get()) - 1;
-      auto key = [&](const Stmt& x) { return std::pair(x.int64(0), x.int64(last)); };
-      cur_ = key(*b_) < key(*a_) ? b_.get() : a_.get();
+    if (row_ready_ && archived) {
+      int last = sqlite3_column_count(rows_->get()) - 1;
+      archived =
+          std::pair(scan_->ts(), scan_->id()) < std::pair(rows_->int64(0), rows_->int64(last));
     }
+    side_ = archived ? Side::kScan : Side::kRows;
     return true;
   }
-  const Stmt& current() const { return cur_ ? *cur_ : *a_; }
+  bool archived() const { return side_ == Side::kScan; }
+  const Stmt& row() const { return *rows_; }
+  const ArchiveScan& scan() const { return *scan_; }
 
  private:
-  ingero::Status step(Stmt* st) {
-    auto r = st->step();
-    if (!r) return r.error();
-    (st == a_.get() ? a_row_ : b_row_) = *r;
-    return {};
+  ingero::Error scan_error(int rc) const {
+    if (rc == SQLITE_CORRUPT && !scan_->error().empty()) return ingero::make_error(scan_->error());
+    return ingero::make_error(scan_->path() + ": reading archived rows: " + sqlite3_errstr(rc));
   }
-  std::unique_ptr<Stmt> a_, b_;
-  bool started_ = false, a_row_ = false, b_row_ = false;
-  Stmt* cur_ = nullptr;
+  std::unique_ptr<Stmt> rows_;
+  std::unique_ptr<ArchiveScan> scan_;
+  ArchiveScan::Bounds bounds_;
+  enum class Side { kNone, kRows, kScan, kEnd } side_ = Side::kNone;
+  bool row_ready_ = false;
 };
 
 }  // namespace ingero::store
