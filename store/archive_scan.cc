@@ -8,11 +8,8 @@
 
 namespace ingero::store {
 
-std::optional<uint64_t> archived_int(const RowBlock& rows, size_t row, int col) {
-  if (col < 0) return std::nullopt;
+std::optional<uint64_t> archived_non_int(const RowBlock& rows, size_t row, int col) {
   switch (rows.type(row, size_t(col))) {
-    case SQLITE_INTEGER:
-      return uint64_t(rows.int64(row, size_t(col)));
     case SQLITE_FLOAT:
       return uint64_t(int64_t(rows.real(row, size_t(col))));
     case SQLITE_TEXT:

@@ -296,10 +296,6 @@ ingero::Status RowBlock::decode_into(std::string_view bytes, RowBlock& b, size_t
   return {};
 }
 
-int64_t RowBlock::int64(size_t row, size_t col) const {
-  return type(row, col) == SQLITE_INTEGER ? cols_[col].values[row] : 0;
-}
-
 double RowBlock::real(size_t row, size_t col) const {
   const Column& c = cols_[col];
   int t = type(row, col);

@@ -59,7 +59,9 @@ class RowBlock {
   bool null_column(size_t col) const {
     return cols_[col].types.empty() && cols_[col].uniform == SQLITE_NULL;
   }
-  int64_t int64(size_t row, size_t col) const;
+  int64_t int64(size_t row, size_t col) const {
+    return type(row, col) == SQLITE_INTEGER ? cols_[col].values[row] : 0;
+  }
   double real(size_t row, size_t col) const;
   std::string_view bytes(size_t row, size_t col) const;  // text or blob
   // Hands the value to SQLite (a virtual table's xColumn).
