@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -64,6 +65,16 @@ struct OpStatsSet {
   std::vector<OpStats> per_process;  // pid != 0
   std::vector<OpStats> overall;      // pid == 0, one per (vendor, api, op)
   int quantile_passes = 0;
+  // Whether a rule that looks only at calls of `kinds` can find nothing in the window: the
+  // statistics were computed (they hold every call of it) and hold no call of those kinds.
+  // A rule's pass over the calls is then skipped (its answer would be empty).
+  bool lacks(std::initializer_list<hal::EventKind> kinds) const {
+    if (overall.empty()) return false;  // not computed, or no call at all
+    for (const OpStats& s : overall)
+      for (hal::EventKind k : kinds)
+        if (s.key.kind == k && s.count) return false;
+    return true;
+  }
 };
 
 // Four or so passes over the calls in `w`; memory bounded by the number of groups. Between the

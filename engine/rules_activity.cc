@@ -260,6 +260,10 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
 }
 
 void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
+  using K = hal::EventKind;
+  if (a.stats.lacks(
+          {K::kGraphBeginCapture, K::kGraphEndCapture, K::kGraphInstantiate, K::kGraphLaunch}))
+    return;
   struct GraphUse {
     int64_t first_launch = 0;
     uint64_t captures_after = 0, instantiates_after = 0;

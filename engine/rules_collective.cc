@@ -104,6 +104,9 @@ CollectiveReport compute_collectives(TraceSource& source, const Window& window) 
 }
 
 void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
+  // Without collectives there are no ranks to compare (the syncs it also reads are the waits
+  // after collectives).
+  if (a.stats.lacks({hal::EventKind::kCollective})) return;
   CollectiveReport rep = compute_collectives(source, a.window);
   const std::string& api = rep.api;
   const std::string& vendor = rep.vendor;
