@@ -46,7 +46,8 @@ const std::vector<std::string> kArchiveCols = {
     "timestamp", "duration",  "pid",        "tid",    "comm",       "cgroup_id",
     "source",    "op",        "ret_code",   "status", "off_cpu_ns", "preempts",
     "switches",  "peer_comm", "stack_hash", "id",     "node"};
-constexpr size_t kArchTs = 0, kArchId = 15, kArchNode = 16, kArchFields = 17;
+constexpr size_t kArchTs = 0, kArchId = 15, kArchFields = 17;
+constexpr int kArchNode = 16;
 
 }  // namespace
 
@@ -159,7 +160,8 @@ bool EventCursor::open_direct(const EventFilter& f) {
   return true;
 }
 
-bool EventCursor::row_event(const Stmt& st, hal::Event& e) const {
+template <class Row>
+bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
   auto it = names_->by_id.find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
   if (it == names_->by_id.end())
     return false;  // an op missing from the dictionary: the view (an inner join) leaves it out too
@@ -186,7 +188,13 @@ bool EventCursor::row_event(const Stmt& st, hal::Event& e) const {
     e.preempts = uint32_t(st.int64(11));
     e.switches = uint32_t(st.int64(12));
     e.stack_id = uint64_t(st.int64(14));
-  } else {  // what the host_events view shows of them
+  }
+  return true;
+}
+
+bool EventCursor::row_event(const Stmt& st, hal::Event& e) const {
+  if (!call_fields(st, e)) return false;
+  if (rows_ == Rows::kHostEvents) {  // what the host_events view shows of them
     if (!st.is_null(15)) e.detail = st.text(15);
     if (!st.is_null(16)) e.saddr = st.text(16);
     if (!st.is_null(17)) e.daddr = st.text(17);
@@ -196,49 +204,16 @@ bool EventCursor::row_event(const Stmt& st, hal::Event& e) const {
 
 bool EventCursor::archived_event(hal::Event& e) const {
   const ArchiveScan& s = rows_of_.scan();
-  const RowBlock& b = s.rows();
-  size_t r = s.row();
-  auto value = [&](size_t col) { return archived_int(b, r, s.column(col)); };
-  auto num = [&](size_t col) { return value(col).value_or(0); };
-  auto text = [&](size_t col) {
-    int bc = s.column(col);
-    return bc < 0 ? std::string_view() : b.bytes(r, size_t(bc));
-  };
-  if (filter_.pid && (!value(2) || uint32_t(num(2)) != *filter_.pid)) return false;
-  if (filter_.node) {
-    int bc = s.column(kArchNode);
-    if (bc < 0 || b.type(r, size_t(bc)) != SQLITE_TEXT || b.bytes(r, size_t(bc)) != *filter_.node)
-      return false;
-  }
-  auto it = names_->by_id.find(num(6) << 32 | num(7));
-  if (it == names_->by_id.end()) return false;  // as row_event
-  const OpNames::Names& n = it->second;
-  e.reset();
-  e.ts_ns = uint64_t(s.ts());
-  e.dur_ns = num(1);
-  e.pid = uint32_t(num(2));
-  e.tid = uint32_t(num(3));
-  e.set_comm(text(4));
-  e.cgroup_id = num(5);
-  e.vendor = n.vendor;
-  e.api = n.api;
-  e.op = n.op;
-  e.kind = n.kind;
-  if (auto ret = value(8)) {
-    e.has_ret = true;
-    e.ret = int64_t(*ret);
-  }
-  if (int bc = s.column(13); bc >= 0 && b.type(r, size_t(bc)) != SQLITE_NULL)
-    e.set_peer_comm(text(13));
-  e.unfinished = num(9) == 1;
-  e.off_cpu_ns = num(10);
-  e.preempts = uint32_t(num(11));
-  e.switches = uint32_t(num(12));
-  e.stack_id = num(14);
+  auto row = s.current();  // its first 15 columns are those of the events rows
+  if (filter_.pid && (row.is_null(2) || uint32_t(row.int64(2)) != *filter_.pid)) return false;
+  if (filter_.node && (row.is_null(kArchNode) || row.text_view(kArchNode) != *filter_.node))
+    return false;
+  if (!call_fields(row, e)) return false;
   const auto& to_field = cols_->packed_fields;
   for (uint32_t col : s.live_columns())
     if (col >= kArchFields)
-      if (auto x = value(col)) e.set(static_cast<hal::Field>(to_field[col - kArchFields]), *x);
+      if (auto x = archived_int(s.rows(), s.row(), s.column(col)))
+        e.set(static_cast<hal::Field>(to_field[col - kArchFields]), *x);
   return true;
 }
 

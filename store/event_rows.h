@@ -79,6 +79,10 @@ class EventCursor {
   // the direct read needs; the view is used then.
   bool open_direct(const EventFilter& f);
   ingero::Result<bool> next_direct(hal::Event& e);
+  // What a call row and an archived call share (columns 0-14 of each): false when its op is
+  // missing from the dictionary.
+  template <class Row>
+  bool call_fields(const Row& st, hal::Event& e) const;
   // The current events row into `e`: false when its op is missing from the dictionary.
   bool row_event(const Stmt& st, hal::Event& e) const;
   // The scan's current block row into `e`: false when it is not in the filter (pid, node)

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "engine/op_stats.h"
+#include "tests/support/forwarding_source.h"
 #include "tests/unit/tiers_fixture.h"
 
 namespace ingero::store {
@@ -116,37 +117,7 @@ TEST(CallRuns, ARunAcrossTheWindowsEdgeComesAsItsCallsInsideTheWindow) {
 }
 
 // A source that reads every run call by call (TraceSource's default call_runs).
-class CallByCall final : public engine::TraceSource {
- public:
-  explicit CallByCall(engine::TraceSource& s) : s_(s) {}
-  void calls(const engine::Window& w, const engine::EventFn& fn) override { s_.calls(w, fn); }
-  void host_events(const engine::Window& w, const engine::EventFn& fn) override {
-    s_.host_events(w, fn);
-  }
-  std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override {
-    return s_.snapshots(w);
-  }
-  std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override {
-    return s_.process_activity(w);
-  }
-  std::map<uint32_t, engine::ProcessInfo> processes() override { return s_.processes(); }
-  std::pair<int64_t, int64_t> time_span() override { return s_.time_span(); }
-  uint64_t event_count(const engine::Window& w) override { return s_.event_count(w); }
-  std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
-      const engine::Window& w) override {
-    return s_.folded_call_sketches(w);
-  }
-  bool has_stacks() override { return s_.has_stacks(); }
-  std::vector<engine::StackFrameInfo> stack(uint64_t id) override { return s_.stack(id); }
-  bool has_cpu_samples() override { return s_.has_cpu_samples(); }
-  void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override {
-    s_.cpu_samples(w, fn);
-  }
-  std::optional<engine::TraceLosses> losses() override { return s_.losses(); }
-
- private:
-  engine::TraceSource& s_;
-};
+using CallByCall = test::ForwardingSource;
 
 TEST(CallRuns, OpStatisticsFromWholeRunsEqualThoseCallByCall) {
   Folded f = folded_loop("runs-stats");

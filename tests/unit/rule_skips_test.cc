@@ -8,6 +8,7 @@
 #include "engine/op_stats.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
+#include "tests/support/forwarding_source.h"
 #include "tests/unit/tiers_fixture.h"
 
 namespace ingero::store {
@@ -16,34 +17,19 @@ namespace {
 using namespace tiers_fixture;
 
 // Counts the reads of calls it passes on.
-class CountingSource final : public engine::TraceSource {
+class CountingSource final : public test::ForwardingSource {
  public:
-  explicit CountingSource(engine::TraceSource& s) : s_(s) {}
+  using ForwardingSource::ForwardingSource;
   int reads = 0;
   void calls(const engine::Window& w, const engine::EventFn& fn) override {
     ++reads;
-    s_.calls(w, fn);
+    inner().calls(w, fn);
   }
   void call_runs(const engine::Window& w, const engine::EventFn& fn,
                  const engine::CallRunFn& run) override {
     ++reads;
-    s_.call_runs(w, fn, run);
+    inner().call_runs(w, fn, run);
   }
-  void host_events(const engine::Window& w, const engine::EventFn& fn) override {
-    s_.host_events(w, fn);
-  }
-  std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override {
-    return s_.snapshots(w);
-  }
-  std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override {
-    return s_.process_activity(w);
-  }
-  std::map<uint32_t, engine::ProcessInfo> processes() override { return s_.processes(); }
-  std::pair<int64_t, int64_t> time_span() override { return s_.time_span(); }
-  uint64_t event_count(const engine::Window& w) override { return s_.event_count(w); }
-
- private:
-  engine::TraceSource& s_;
 };
 
 TEST(RuleSkips, RulesOfKindsTheWindowLacksReadNoCall) {
