@@ -1,17 +1,12 @@
 #include "store/archive_table.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "store/archive_scan.h"
-#include "store/packed_fields.h"
-#include "store/row_block.h"
-#include "store/schema.h"
 
 namespace ingero::store {
 namespace {
@@ -27,9 +22,6 @@ struct Table {
   std::string label;   // how errors name a block of it
   std::vector<std::string> cols;
   int id_col = -1, ts_col = -1;
-  // call_blocks: the hidden column packed_fields (after `cols`): the decoded-field columns
-  // that are not NULL, as pack_fields() gives them (store/event_rows.cc), from these columns.
-  std::vector<int> field_cols;
 };
 
 struct Cursor {
@@ -67,12 +59,6 @@ int x_connect(sqlite3* db, void*, int argc, const char* const* argv, sqlite3_vta
     if (name == "timestamp") t->ts_col = int(t->cols.size());
     decl += (i > 4 ? ", " : "") + std::string("\"") + name + "\"";
     t->cols.push_back(std::move(name));
-  }
-  if (t->blocks == "main.call_blocks") {
-    for (const auto& f : field_columns())
-      for (size_t i = 0; i < t->cols.size(); ++i)
-        if (t->cols[i] == f) t->field_cols.push_back(int(i));
-    decl += ", packed_fields HIDDEN";
   }
   decl += ")";
   if (t->id_col < 0 || t->ts_col < 0) {
@@ -192,29 +178,9 @@ int x_next(sqlite3_vtab_cursor* cur) {
 }
 
 int x_eof(sqlite3_vtab_cursor* cur) { return reinterpret_cast<Cursor*>(cur)->scan->eof(); }
-// The row's decoded fields as pack_fields() packs them (store/packed_fields.h), NULL if none.
-// Field columns hold integers; a value of another class converts as SQLite's would.
-void result_packed(const Cursor* c, sqlite3_context* ctx) {
-  uint8_t buf[256 * kPackedFieldMax];
-  size_t k = 0;
-  const ArchiveScan& s = *c->scan;
-  const auto& fields = c->t->field_cols;
-  for (size_t i = 0; i < fields.size() && i < 256; ++i)
-    if (auto x = archived_int(s.rows(), s.row(), s.column(size_t(fields[i]))))
-      k = put_packed_field(buf, k, uint8_t(i), *x);
-  if (k == 0)
-    sqlite3_result_null(ctx);
-  else
-    sqlite3_result_blob(ctx, buf, int(k), SQLITE_TRANSIENT);
-}
 
 int x_column(sqlite3_vtab_cursor* cur, sqlite3_context* ctx, int col) {
-  auto* c = reinterpret_cast<Cursor*>(cur);
-  if (size_t(col) == c->t->cols.size()) {  // packed_fields
-    result_packed(c, ctx);
-    return SQLITE_OK;
-  }
-  const ArchiveScan& s = *c->scan;
+  const ArchiveScan& s = *reinterpret_cast<Cursor*>(cur)->scan;
   int bc = s.column(size_t(col));
   if (bc < 0)
     sqlite3_result_null(ctx);

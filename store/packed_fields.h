@@ -1,8 +1,8 @@
 // The packed decoded fields of a call: each field that is not NULL as its position among the
 // field columns read (one byte) and its value as an unsigned LEB128 varint. One value per
 // row where the fields are ~40 columns: pack_fields() writes it for rows of `events`
-// (store/event_rows.cc), temp.archived_calls.packed_fields for archived rows
-// (store/archive_table.cc), and EventCursor reads both.
+// (store/event_rows.cc), and EventCursor reads it. (Archived calls it reads from their
+// blocks, column by column: store/archive_scan.h.)
 #pragma once
 
 #include <cstddef>
