@@ -144,6 +144,9 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
   // from the sketches.
   auto sketches = source.folded_call_sketches(w);
   add_calls(source, w, g, sketches ? nullptr : &q);
+  // Before the quantiles' further pass: what waits for the counts (the step model) then runs
+  // beside that pass too.
+  if (counted) counted(g.stats);
   if (sketches) {
     quantiles_from_sketches(g.stats, *sketches);
   } else {
@@ -160,7 +163,6 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
       g.stats[i].p99 = q.value(i, 2);
     }
   }
-  if (counted) counted(g.stats);
   // Tail pass: the slowest 5%, who was off-CPU and who took the CPU.
   std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());
   auto tail = [&](const hal::Event& e) {

@@ -77,9 +77,10 @@ struct OpStatsSet {
   }
 };
 
-// Four or so passes over the calls in `w`; memory bounded by the number of groups. Between the
-// passes that count and the tail pass, `counted` (when given) sees every group with its counts,
-// totals, extremes, first and last calls and quantiles final (pid 0: all processes).
+// Four or so passes over the calls in `w`; memory bounded by the number of groups. After the
+// first pass, `counted` (when given) sees every group with its counts, totals, extremes, first
+// and last calls final (pid 0: all processes), and its quantiles not yet computed: the passes
+// that find them and the tail pass follow.
 OpStatsSet compute_op_stats(
     TraceSource& source, const Window& w,
     const std::function<void(const std::vector<OpStats>&)>& counted = nullptr);
