@@ -126,8 +126,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   });
   if (!steps.valid()) a.steps = model();
   rule_tail_latency(a, a.chains);
-  rule_launch_collapse(source, a, a.chains);
-  rule_repeated_sync(source, a, a.chains);
+  rule_launch_collapse_and_repeated_sync(source, a, a.chains);
   rule_graph_lifecycle(source, a, a.chains);
   rule_noisy_neighbour(a, a.chains);
   rule_process_contention(a, a.chains);

@@ -58,8 +58,9 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
 
 // Individual rule families, exposed for tests.
 void rule_tail_latency(const Analysis& a, std::vector<Chain>& out);
-void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
-void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+// Launch collapse and repeated synchronisation read the same calls: one pass feeds both.
+void rule_launch_collapse_and_repeated_sync(TraceSource& source, const Analysis& a,
+                                            std::vector<Chain>& out);
 void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out);
 void rule_process_contention(const Analysis& a, std::vector<Chain>& out);

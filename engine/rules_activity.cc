@@ -55,10 +55,8 @@ void host_lines(const Analysis& a, uint32_t pid, int64_t from, int64_t to, Chain
         {"SYSTEM", "cpu", fmt("CPU %.0f%% peak, %.0f%% avg", a.host.cpu_max, a.host.cpu_avg), 0});
 }
 
-}  // namespace
-
-void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
-  // Launches per second per (pid, api), from each process's first launch to its last.
+// Launches per second per (pid, api), from each process's first launch to its last.
+struct LaunchRates {
   struct Series {
     int64_t first = 0;
     std::vector<uint32_t> per_sec;
@@ -66,7 +64,8 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
     std::string api, vendor;
   };
   std::map<uint32_t, Series> by_pid;
-  auto count_launch = [&](uint32_t pid, std::string_view api, std::string_view vendor, int64_t ts) {
+
+  void count_launch(uint32_t pid, std::string_view api, std::string_view vendor, int64_t ts) {
     Series& s = by_pid[pid];
     if (s.per_sec.empty()) {
       s.first = ts;
@@ -77,8 +76,8 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
     if (sec > 7 * 24 * 3600) return;
     if (s.per_sec.size() <= sec) s.per_sec.resize(sec + 1);
     ++s.per_sec[sec];
-  };
-  auto on_call = [&](const hal::Event& e) {
+  }
+  void call(const hal::Event& e) {
     if (!is_launch(e.kind)) {
       auto it = by_pid.find(e.pid);
       if (it == by_pid.end() || it->second.per_sec.empty()) return;
@@ -89,12 +88,16 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
       return;
     }
     count_launch(e.pid, e.api, e.vendor, int64_t(e.ts_ns));
-  };
+  }
   // Each call of a run in its second, without making it an event.
-  source.call_runs(a.window, on_call, [&](const CallRun& r) {
+  void run(const CallRun& r) {
     r.for_each_span(
         [&](uint64_t, int64_t start, uint64_t) { count_launch(r.pid, r.api, r.vendor, start); });
-  });
+  }
+};
+
+void launch_collapse_chains(LaunchRates& rates, const Analysis& a, std::vector<Chain>& out) {
+  auto& by_pid = rates.by_pid;
   for (auto& [pid, s] : by_pid) {
     if (s.per_sec.size() < 4) continue;
     // Baseline: the median of active seconds, excluding the (partial) last second.
@@ -168,7 +171,9 @@ void rule_launch_collapse(TraceSource& source, const Analysis& a, std::vector<Ch
   }
 }
 
-void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
+// A caller is a thread and the call site of its blocking calls (its stack, when the trace has
+// stacks); the launches it waits for come from the same thread, any call site.
+struct SyncCallers {
   struct Caller {
     uint32_t pid = 0;
     uint64_t syncs = 0, small_d2h = 0, launches = 0;
@@ -177,11 +182,10 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
     std::map<std::string, uint64_t> ops;
     std::string api, vendor;
   };
-  // A caller is a thread and the call site of its blocking calls (its stack, when the trace
-  // has stacks); the launches it waits for come from the same thread, any call site.
   std::map<std::pair<uint32_t, uint64_t>, Caller> callers;  // (tid, stack) -> caller
   std::map<uint32_t, uint64_t> launches_by_tid;
-  auto on_call = [&](const hal::Event& e) {
+
+  void call(const hal::Event& e) {
     if (is_launch(e.kind)) {
       ++launches_by_tid[e.tid];
       return;
@@ -204,8 +208,13 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
         c.vendor = std::string(e.vendor);
       }
     }
-  };
-  source.call_runs(a.window, on_call, [&](const CallRun& r) { launches_by_tid[r.tid] += r.calls; });
+  }
+  void run(const CallRun& r) { launches_by_tid[r.tid] += r.calls; }
+};
+
+void repeated_sync_chains(SyncCallers& sc, const Analysis& a, std::vector<Chain>& out) {
+  auto& callers = sc.callers;
+  auto& launches_by_tid = sc.launches_by_tid;
   // Each caller: its blocking calls against all launches of its thread.
   for (auto& [key, c] : callers) {
     c.launches = launches_by_tid[key.first];
@@ -257,6 +266,26 @@ void rule_repeated_sync(TraceSource& source, const Analysis& a, std::vector<Chai
     ch.score = share * double(n);
     out.push_back(std::move(ch));
   }
+}
+
+}  // namespace
+
+void rule_launch_collapse_and_repeated_sync(TraceSource& source, const Analysis& a,
+                                            std::vector<Chain>& out) {
+  LaunchRates rates;
+  SyncCallers sync;
+  source.call_runs(
+      a.window,
+      [&](const hal::Event& e) {
+        rates.call(e);
+        sync.call(e);
+      },
+      [&](const CallRun& r) {
+        rates.run(r);
+        sync.run(r);
+      });
+  launch_collapse_chains(rates, a, out);
+  repeated_sync_chains(sync, a, out);
 }
 
 void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
