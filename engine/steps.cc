@@ -2,8 +2,12 @@
 #include "engine/steps.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <future>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "engine/chain.h"
 #include "engine/steps_internal.h"
@@ -289,7 +293,7 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w) {
 
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid,
-                        const CpuSamples* ahead) {
+                        const CpuSamples* ahead, unsigned threads) {
   StepModel m;
   std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid);
   size_t max_gaps = std::min(kMaxStoredGaps, max_bytes / 4 / sizeof(HostGap));
@@ -299,13 +303,31 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
   m.cpu_samples = ahead->present;
   for (const CpuSample& cs : ahead->all)
     if (procs.count(cs.pid)) samples[cs.pid][cs.tid].push_back(cs);
-  Sites sites(source);
+  // Each process on its own: on several threads where there are several processes (ranks), the
+  // stacks' reads taking turns on the source. The model comes out the same whatever the order.
+  std::vector<std::pair<const Proc*, const std::map<uint32_t, std::vector<CpuSample>>*>> work;
   for (auto& [pid, p] : procs) {
-    for (auto& [tid, v] : samples[pid])
+    auto& of_pid = samples[pid];
+    for (auto& [tid, v] : of_pid)
       std::sort(v.begin(), v.end(),
                 [](const CpuSample& x, const CpuSample& y) { return x.ts_ns < y.ts_ns; });
-    m.processes.push_back(model_process(p, sites, host, max_gaps, samples[pid]));
+    work.emplace_back(&p, &of_pid);
   }
+  m.processes.resize(work.size());
+  std::mutex stacks_lock;
+  std::atomic<size_t> next{0};
+  auto model_some = [&] {
+    for (size_t i; (i = next++) < work.size();) {
+      Sites sites(source, stacks_lock);
+      m.processes[i] = model_process(*work[i].first, sites, host, max_gaps, *work[i].second);
+    }
+  };
+  if (!threads) threads = std::max(1u, std::thread::hardware_concurrency());
+  size_t workers = std::min<size_t>(work.size(), threads);
+  std::vector<std::future<void>> others;
+  for (size_t t = 1; t < workers; ++t) others.push_back(std::async(std::launch::async, model_some));
+  model_some();
+  for (auto& f : others) f.get();
   return m;
 }
 

@@ -200,10 +200,11 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w);
 // supplies off-CPU intervals and block requests. `calls_per_pid`, when known (the op
 // statistics count them), sizes each process's call list once instead of growing it.
 // `samples`, when given, are `w`'s samples read already (analyze reads them beside host
-// context); else they are read here.
+// context); else they are read here. Processes are modelled on up to `threads` threads (0: as
+// many as the machine has CPUs); the model is the same whatever the number.
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes = kMinModelledBytes,
                         const std::map<uint32_t, uint64_t>& calls_per_pid = {},
-                        const CpuSamples* samples = nullptr);
+                        const CpuSamples* samples = nullptr, unsigned threads = 0);
 
 }  // namespace ingero::engine

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -193,9 +194,12 @@ struct RoundTrip {
 
 // Call sites: a stack's user frames, interned. The stack ids of one site differ where native
 // unwinding differs (an unresolved frame); its Python lines do not.
+// A process's call sites. Processes are modelled on several threads, each with its own Sites
+// (site numbers are a process's own, whatever the order the threads run in): their reads of
+// stacks share the source, one at a time under `stacks_lock`.
 class Sites {
  public:
-  explicit Sites(TraceSource& source) : source_(source) {}
+  Sites(TraceSource& source, std::mutex& stacks_lock) : source_(source), lock_(stacks_lock) {}
   uint32_t of(uint64_t stack, std::string_view op);
   const std::string& key(uint32_t site) const { return keys_[site]; }
   uint64_t stack(uint32_t site) const { return stacks_[site]; }
@@ -203,7 +207,9 @@ class Sites {
   std::string where(uint64_t stack);
 
  private:
+  std::vector<StackFrameInfo> frames(uint64_t stack);
   TraceSource& source_;
+  std::mutex& lock_;
   std::map<uint64_t, uint32_t> by_stack_;
   std::map<std::string, uint32_t> by_key_;
   std::vector<std::string> keys_;

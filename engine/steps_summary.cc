@@ -57,7 +57,7 @@ std::string pct(double x) {
 uint32_t Sites::of(uint64_t stack, std::string_view op) {
   if (stack)
     if (auto it = by_stack_.find(stack); it != by_stack_.end()) return it->second;
-  std::string key = stack ? site_key(source_.stack(stack), stack) : "op:" + std::string(op);
+  std::string key = stack ? site_key(frames(stack), stack) : "op:" + std::string(op);
   auto [it, fresh] = by_key_.try_emplace(key, uint32_t(keys_.size()));
   if (fresh) {
     keys_.push_back(key);
@@ -70,7 +70,12 @@ uint32_t Sites::of(uint64_t stack, std::string_view op) {
 std::string Sites::where(uint64_t stack) {
   if (!stack) return "";
   if (auto it = where_.find(stack); it != where_.end()) return it->second;
-  return where_[stack] = code_location(source_.stack(stack));
+  return where_[stack] = code_location(frames(stack));
+}
+
+std::vector<StackFrameInfo> Sites::frames(uint64_t stack) {
+  std::lock_guard<std::mutex> hold(lock_);
+  return source_.stack(stack);
 }
 
 void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trips, StepSeries& s) {

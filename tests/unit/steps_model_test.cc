@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "engine/analysis.h"
 #include "engine/result_json.h"
@@ -295,6 +298,84 @@ TEST(StepModel, PerRowSyncIsAnInnerLoopNotTheStep) {
           << c.summary;
     }
   EXPECT_TRUE(hidden);
+}
+
+// A source whose stack reads notice when two overlap: the step model's threads must take turns.
+class TurnTakingStacks : public Source {
+ public:
+  std::vector<StackFrameInfo> stack(uint64_t id) override {
+    if (inside_.fetch_add(1)) overlapped_ = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow read: room to overlap
+    ++reads_;
+    auto it = frames_.find(id);
+    std::vector<StackFrameInfo> out =
+        it == frames_.end() ? std::vector<StackFrameInfo>{} : it->second;
+    inside_.fetch_sub(1);
+    return out;
+  }
+  std::atomic<int> inside_{0}, reads_{0};
+  std::atomic<bool> overlapped_{false};
+};
+
+// Ranks are modelled on threads, each with its own call sites: the model (every step, gap and
+// site of every process) is the one a single thread gives, and stack reads never overlap. The
+// ranks share stacks but meet them in different orders, and differ in step length and host time.
+TEST(StepModel, ProcessesModelledOnThreadsGiveTheModelOfOneThread) {
+  TurnTakingStacks s;
+  constexpr uint64_t kRankStack = 20;
+  for (uint32_t pid = 1; pid <= 4; ++pid) {
+    uint64_t step = (8 + pid) * kMs, host = (4 + pid) * kMs, base = pid * 100 * kUs;
+    for (int i = 0; i < 40; ++i) {
+      uint64_t t = base + uint64_t(i) * step + host;
+      auto rank = [&](Event& e) -> Event& {
+        e.pid = e.tid = pid;
+        return e;
+      };
+      if (pid % 2)  // odd ranks upload first, even ranks launch first
+        rank(s.call("cudaMemcpy", EventKind::kMemcpy, t, 20 * kUs, kUploadStack))
+            .set(Field::kDirection, uint64_t(hal::CopyDirection::kHostToDevice));
+      for (int k = 0; k < 5; ++k)
+        rank(s.call("cudaLaunchKernel", EventKind::kLaunch, t + 30 * kUs + uint64_t(k) * 10 * kUs,
+                    8 * kUs, kRankStack + pid));
+      if (!(pid % 2))
+        rank(s.call("cudaMemcpy", EventKind::kMemcpy, t + 90 * kUs, 20 * kUs, kUploadStack))
+            .set(Field::kDirection, uint64_t(hal::CopyDirection::kHostToDevice));
+      uint64_t r = t + 200 * kUs;
+      rank(s.call("cudaMemcpyAsync", EventKind::kMemcpy, r, 10 * kUs, kLossStack))
+          .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+      rank(s.call("cudaStreamSynchronize", EventKind::kSync, r + 12 * kUs, 100 * kUs, kLossStack));
+    }
+    s.frames_[kRankStack + pid] = {{true, "forward", "/w/model.py", int64_t(10 + pid), "", ""}};
+  }
+  s.frames_[kLossStack] = {{true, "<module>", "/w/train.py", 43, "", ""}};
+  s.frames_[kUploadStack] = {{true, "<module>", "/w/train.py", 35, "", ""}};
+  HostContext host = collect_host_context(s, Window{});
+  auto model_json = [](const StepModel& m) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const StepSeries& p : m.processes) {
+      auto one = step_series_json(p, "rank");
+      one["pid"] = p.pid;
+      one["steps"] = nlohmann::json::array();
+      for (const Step& st : p.steps) one["steps"].push_back(step_json(st));
+      one["gaps"] = p.gaps.size();
+      one["anchor_site"] = p.anchor_site;
+      for (const SiteCount& c : p.sites) one["sites"].push_back({c.site, c.calls, c.steps_with});
+      j.push_back(one);
+    }
+    return j.dump(1);
+  };
+  StepModel one = compute_steps(s, Window{}, host, kMinModelledBytes, {}, nullptr, 1);
+  int one_reads = s.reads_;
+  ASSERT_EQ(one.processes.size(), 4u);
+  for (const StepSeries& p : one.processes) {
+    EXPECT_EQ(p.cadence, Cadence::kSync) << p.pid;
+    EXPECT_EQ(p.anchor_site, "py:/w/train.py:43") << p.pid;
+    EXPECT_EQ(p.steps.size(), 39u) << p.pid;
+  }
+  StepModel four = compute_steps(s, Window{}, host, kMinModelledBytes, {}, nullptr, 4);
+  EXPECT_EQ(model_json(four), model_json(one));
+  EXPECT_EQ(s.reads_, 2 * one_reads);  // each process reads its own sites' stacks, either way
+  EXPECT_FALSE(s.overlapped_);
 }
 
 // Nothing periodic: 1 s windows, said so; no step rule runs on windows.
