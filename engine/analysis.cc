@@ -104,7 +104,11 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     return compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples);
   };
   std::future<StepModel> steps;
-  a.stats = compute_op_stats(source, window, [&](const std::vector<OpStats>& groups) {
+  // Launch collapse and repeated syncs count the calls the statistics' tail pass reads.
+  LaunchCollapseAndRepeatedSync launches_and_syncs;
+  CallRider rider{[&](const hal::Event& e) { launches_and_syncs.call(e); },
+                  [&](const CallRun& r) { launches_and_syncs.run(r); }};
+  auto counted = [&](const std::vector<OpStats>& groups) {
     h = other ? ahead.get() : read_host(source);
     other.reset();  // its errors become the source's
     a.host = std::move(h.host);
@@ -123,10 +127,11 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
         std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
         std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};
     if (source.concurrent_call_reads(window)) steps = std::async(std::launch::async, model);
-  });
+  };
+  a.stats = compute_op_stats(source, window, counted, &rider);
   if (!steps.valid()) a.steps = model();
   rule_tail_latency(a, a.chains);
-  rule_launch_collapse_and_repeated_sync(source, a, a.chains);
+  launches_and_syncs.chains(a, a.chains);
   rule_graph_lifecycle(source, a, a.chains);
   rule_noisy_neighbour(a, a.chains);
   rule_process_contention(a, a.chains);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,9 +59,21 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
 
 // Individual rule families, exposed for tests.
 void rule_tail_latency(const Analysis& a, std::vector<Chain>& out);
-// Launch collapse and repeated synchronisation read the same calls: one pass feeds both.
-void rule_launch_collapse_and_repeated_sync(TraceSource& source, const Analysis& a,
-                                            std::vector<Chain>& out);
+// Launch collapse and repeated synchronisation: what they count of the window's calls (fed every
+// call and every folded run whole, in order, by a pass that reads them anyway: the op
+// statistics' tail pass), then their chains.
+class LaunchCollapseAndRepeatedSync {
+ public:
+  LaunchCollapseAndRepeatedSync();
+  ~LaunchCollapseAndRepeatedSync();
+  void call(const hal::Event& e);
+  void run(const CallRun& r);
+  void chains(const Analysis& a, std::vector<Chain>& out);
+
+ private:
+  struct Counts;
+  std::unique_ptr<Counts> counts_;
+};
 void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out);
 void rule_process_contention(const Analysis& a, std::vector<Chain>& out);

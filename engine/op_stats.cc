@@ -136,7 +136,8 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles*
 }  // namespace
 
 OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
-                            const std::function<void(const std::vector<OpStats>&)>& counted) {
+                            const std::function<void(const std::vector<OpStats>&)>& counted,
+                            const CallRider* rider) {
   Grouper g;
   ExactQuantiles q({0.50, 0.95, 0.99});
   // A per-event cache of group ids would hold all events; re-deriving them per pass keeps
@@ -187,7 +188,12 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
         ++s.tail_windows_dropped;
     }
   };
-  source.call_runs(w, tail, [&](const CallRun& r) {
+  auto call = [&](const hal::Event& e) {
+    tail(e);
+    if (rider) rider->call(e);
+  };
+  source.call_runs(w, call, [&](const CallRun& r) {
+    if (rider) rider->run(r);
     // Only a run whose slowest call reaches an op's p95 has calls in a tail.
     auto [a, b] = g.groups_of(r.pid, r.vendor, r.api, r.op, r.kind);
     const OpStats &x = g.stats[a], &y = g.stats[b];

@@ -81,9 +81,16 @@ struct OpStatsSet {
 // first pass, `counted` (when given) sees every group with its counts, totals, extremes, first
 // and last calls final (pid 0: all processes), and its quantiles not yet computed: the passes
 // that find them and the tail pass follow.
+// `rider`, when given, takes every call and every folded run (whole) of the tail pass's read: a
+// rule that counts calls rides along instead of reading them again.
+struct CallRider {
+  EventFn call;
+  CallRunFn run;
+};
 OpStatsSet compute_op_stats(
     TraceSource& source, const Window& w,
-    const std::function<void(const std::vector<OpStats>&)>& counted = nullptr);
+    const std::function<void(const std::vector<OpStats>&)>& counted = nullptr,
+    const CallRider* rider = nullptr);
 
 inline constexpr size_t kMaxTailWindowsPerOp = 20000;
 

@@ -270,22 +270,28 @@ void repeated_sync_chains(SyncCallers& sc, const Analysis& a, std::vector<Chain>
 
 }  // namespace
 
-void rule_launch_collapse_and_repeated_sync(TraceSource& source, const Analysis& a,
-                                            std::vector<Chain>& out) {
+struct LaunchCollapseAndRepeatedSync::Counts {
   LaunchRates rates;
   SyncCallers sync;
-  source.call_runs(
-      a.window,
-      [&](const hal::Event& e) {
-        rates.call(e);
-        sync.call(e);
-      },
-      [&](const CallRun& r) {
-        rates.run(r);
-        sync.run(r);
-      });
-  launch_collapse_chains(rates, a, out);
-  repeated_sync_chains(sync, a, out);
+};
+
+LaunchCollapseAndRepeatedSync::LaunchCollapseAndRepeatedSync()
+    : counts_(std::make_unique<Counts>()) {}
+LaunchCollapseAndRepeatedSync::~LaunchCollapseAndRepeatedSync() = default;
+
+void LaunchCollapseAndRepeatedSync::call(const hal::Event& e) {
+  counts_->rates.call(e);
+  counts_->sync.call(e);
+}
+
+void LaunchCollapseAndRepeatedSync::run(const CallRun& r) {
+  counts_->rates.run(r);
+  counts_->sync.run(r);
+}
+
+void LaunchCollapseAndRepeatedSync::chains(const Analysis& a, std::vector<Chain>& out) {
+  launch_collapse_chains(counts_->rates, a, out);
+  repeated_sync_chains(counts_->sync, a, out);
 }
 
 void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
