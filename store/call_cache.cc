@@ -19,6 +19,10 @@ using hal::unzigzag;
 using hal::zigzag;
 
 const uint8_t* get(const uint8_t* p, uint64_t& v) {
+  if (*p < 0x80) {  // most are one byte: indexes, small counts
+    v = *p;
+    return p + 1;
+  }
   uint64_t out = 0;
   for (unsigned shift = 0;; shift += 7) {
     uint8_t b = *p++;
@@ -44,8 +48,11 @@ uint32_t CallCache::name_index(std::string_view vendor, std::string_view api, st
 }
 
 uint32_t CallCache::comm_index(std::string_view comm) {
+  // A thread's calls come in a row, and its name with them: no string made, nothing hashed.
+  if (last_comm_ < comms_.size() && comms_[last_comm_] == comm) return last_comm_;
   auto [it, fresh] = comm_ids_.try_emplace(std::string(comm), uint32_t(comms_.size()));
   if (fresh) comms_.emplace_back(comm);
+  last_comm_ = it->second;
   return it->second;
 }
 
@@ -238,6 +245,7 @@ void CallCache::clear() {
   name_ids_.clear();
   comms_.clear();
   comm_ids_.clear();
+  last_comm_ = 0;
   stacks_.clear();
   stack_ids_.clear();
 }

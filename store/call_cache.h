@@ -103,6 +103,7 @@ class CallCache {
   std::unordered_map<const char*, std::vector<uint32_t>> name_ids_;  // op address -> indexes
   std::vector<std::string> comms_;
   std::unordered_map<std::string, uint32_t> comm_ids_;
+  uint32_t last_comm_ = 0;  // the last comm_index() answer
   std::vector<uint64_t> stacks_;
   std::unordered_map<uint64_t, uint32_t> stack_ids_;
 };

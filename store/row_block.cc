@@ -30,7 +30,8 @@ struct RowBlock::Reader {
   bool ok = true;
 
   uint64_t varint() {
-    if (end - p >= 10) {  // a whole varint fits: no check of the end per byte
+    if (p < end && *p < 0x80) return *p++;  // most are one byte: list indexes, small steps
+    if (end - p >= 10) {                    // a whole varint fits: no check of the end per byte
       uint64_t x = 0;
       for (int shift = 0; shift < 70; shift += 7) {
         uint8_t b = *p++;
