@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "engine/rules_steps.h"
@@ -100,8 +101,10 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   // runs beside the op statistics' tail pass and the rules that need no steps and read nothing
   // but the calls; the others wait for it. It needs the calls' counts per process: it starts
   // once they are known.
+  std::mutex stacks_lock;  // the step model's threads and stack attribution read stacks
   auto model = [&] {
-    return compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples);
+    return compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples, 0,
+                         &stacks_lock);
   };
   std::future<StepModel> steps;
   // Launch collapse and repeated syncs count the calls the statistics' tail pass reads.
@@ -137,7 +140,12 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   rule_process_contention(a, a.chains);
   rule_oom(a, a.chains);
   rule_collective_straggler(source, a, a.chains);
-  if (steps.valid()) a.steps = steps.get();
+  if (steps.valid()) {
+    // While the step model runs: the stacks of the chains found so far (their windows, ops and
+    // processes do not change after), then of those found from the steps.
+    attribute_stacks(source, a, &stacks_lock);
+    a.steps = steps.get();
+  }
   h.samples = {};
   rule_fabric_errors(source, a, a.chains);
   rule_step_faults(source, a, a.chains);

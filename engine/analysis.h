@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -81,8 +82,10 @@ void rule_oom(const Analysis& a, std::vector<Chain>& out);
 void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 // Fills Chain::stacks: the call stacks of each chain's slowest calls (engine/attribution.cc).
-// Chains that already carry stacks keep them.
-void attribute_stacks(TraceSource& source, Analysis& a);
+// Chains that already carry stacks keep them, and a chain looked at once is not looked at again:
+// the chains known before the step model is done are attributed beside it. Its reads of stacks
+// hold `stacks_lock` when given (the step model's threads read stacks under it meanwhile).
+void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock = nullptr);
 // A stack's frames as a user reads them, innermost first (up to six).
 std::vector<std::string> user_frames(const std::vector<StackFrameInfo>& frames);
 

@@ -1,6 +1,7 @@
 // Attribution of chains to code: the call stacks of each chain's slowest calls.
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -49,12 +50,23 @@ struct Slow {
 
 }  // namespace
 
-void attribute_stacks(TraceSource& source, Analysis& a) {
-  if (a.chains.empty() || !source.has_stacks()) return;
+void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock) {
+  // Every read but the calls' holds the lock: the step model's threads read stacks meanwhile.
+  auto locked = [stacks_lock] {
+    return stacks_lock ? std::unique_lock<std::mutex>(*stacks_lock)
+                       : std::unique_lock<std::mutex>();
+  };
+  if (a.chains.empty()) return;
+  {
+    auto hold = locked();
+    if (!source.has_stacks()) return;
+  }
   // (op, pid) -> chains that name them; pid 0 = the chain names no process.
   std::map<std::pair<std::string, uint32_t>, std::vector<size_t>> want;
   for (size_t i = 0; i < a.chains.size(); ++i) {
-    const Chain& c = a.chains[i];
+    Chain& c = a.chains[i];
+    if (c.stacks_sought) continue;
+    c.stacks_sought = true;
     if (c.op.empty() || !c.stacks.empty()) continue;  // rules that located their evidence
     if (c.pids.empty()) want[{c.op, 0}].push_back(i);
     for (uint32_t p : c.pids) want[{c.op, p}].push_back(i);
@@ -135,8 +147,10 @@ void attribute_stacks(TraceSource& source, Analysis& a) {
     if (ranked.size() > 2) ranked.resize(2);
     for (auto& cs : ranked) {
       auto it = frames_of.find(cs.stack_id);
-      if (it == frames_of.end())
+      if (it == frames_of.end()) {
+        auto hold = locked();
         it = frames_of.emplace(cs.stack_id, user_frames(source.stack(cs.stack_id))).first;
+      }
       cs.frames = it->second;
       if (!cs.frames.empty()) a.chains[ci].stacks.push_back(cs);
     }

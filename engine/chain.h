@@ -45,6 +45,7 @@ struct Chain {
   int64_t window_start = 0, window_end = 0;
   double score = 0;                // ordering within a severity: larger first
   std::vector<ChainStack> stacks;  // up to two, the most common among the slowest calls first
+  bool stacks_sought = false;      // attribute_stacks has looked (the engine's own; not reported)
 };
 
 // What every rule fills first: the rule, the vendor layer and op it is about, the processes,

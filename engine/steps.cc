@@ -293,7 +293,7 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w) {
 
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid,
-                        const CpuSamples* ahead, unsigned threads) {
+                        const CpuSamples* ahead, unsigned threads, std::mutex* stacks_lock) {
   StepModel m;
   std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid);
   size_t max_gaps = std::min(kMaxStoredGaps, max_bytes / 4 / sizeof(HostGap));
@@ -314,11 +314,12 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
     work.emplace_back(&p, &of_pid);
   }
   m.processes.resize(work.size());
-  std::mutex stacks_lock;
+  std::mutex own_lock;
+  std::mutex& lock = stacks_lock ? *stacks_lock : own_lock;
   std::atomic<size_t> next{0};
   auto model_some = [&] {
     for (size_t i; (i = next++) < work.size();) {
-      Sites sites(source, stacks_lock);
+      Sites sites(source, lock);
       m.processes[i] = model_process(*work[i].first, sites, host, max_gaps, *work[i].second);
     }
   };

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -201,10 +202,13 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w);
 // statistics count them), sizes each process's call list once instead of growing it.
 // `samples`, when given, are `w`'s samples read already (analyze reads them beside host
 // context); else they are read here. Processes are modelled on up to `threads` threads (0: as
-// many as the machine has CPUs); the model is the same whatever the number.
+// many as the machine has CPUs); the model is the same whatever the number. Their reads of
+// stacks hold `stacks_lock` (one of their own when null): a caller reading stacks meanwhile
+// holds it too.
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes = kMinModelledBytes,
                         const std::map<uint32_t, uint64_t>& calls_per_pid = {},
-                        const CpuSamples* samples = nullptr, unsigned threads = 0);
+                        const CpuSamples* samples = nullptr, unsigned threads = 0,
+                        std::mutex* stacks_lock = nullptr);
 
 }  // namespace ingero::engine

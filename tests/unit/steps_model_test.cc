@@ -87,6 +87,7 @@ class Source : public TraceSource {
 };
 
 constexpr uint64_t kLossStack = 11, kUploadStack = 12, kRowStack = 13;
+constexpr uint64_t kRankStack = 20;  // + the rank's pid: each rank's own launch site
 
 // A loop of `steps` steps of `step` ns: `host` ns of host work, an upload, 10 launches, a loss
 // read (D2H copy + sync). Optionally each runtime call has a driver call nested inside.
@@ -300,18 +301,28 @@ TEST(StepModel, PerRowSyncIsAnInnerLoopNotTheStep) {
   EXPECT_TRUE(hidden);
 }
 
-// A source whose stack reads notice when two overlap: the step model's threads must take turns.
+// A source whose reads of stacks notice when two overlap: the step model's threads, and stack
+// attribution beside them, must take turns.
 class TurnTakingStacks : public Source {
  public:
   std::vector<StackFrameInfo> stack(uint64_t id) override {
-    if (inside_.fetch_add(1)) overlapped_ = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow read: room to overlap
+    enter();
     ++reads_;
     auto it = frames_.find(id);
     std::vector<StackFrameInfo> out =
         it == frames_.end() ? std::vector<StackFrameInfo>{} : it->second;
     inside_.fetch_sub(1);
     return out;
+  }
+  bool has_stacks() override {  // a read of the file too
+    enter();
+    bool any = !frames_.empty();
+    inside_.fetch_sub(1);
+    return any;
+  }
+  void enter() {
+    if (inside_.fetch_add(1)) overlapped_ = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow read: room to overlap
   }
   std::atomic<int> inside_{0}, reads_{0};
   std::atomic<bool> overlapped_{false};
@@ -322,7 +333,6 @@ class TurnTakingStacks : public Source {
 // ranks share stacks but meet them in different orders, and differ in step length and host time.
 TEST(StepModel, ProcessesModelledOnThreadsGiveTheModelOfOneThread) {
   TurnTakingStacks s;
-  constexpr uint64_t kRankStack = 20;
   for (uint32_t pid = 1; pid <= 4; ++pid) {
     uint64_t step = (8 + pid) * kMs, host = (4 + pid) * kMs, base = pid * 100 * kUs;
     for (int i = 0; i < 40; ++i) {
@@ -376,6 +386,66 @@ TEST(StepModel, ProcessesModelledOnThreadsGiveTheModelOfOneThread) {
   EXPECT_EQ(model_json(four), model_json(one));
   EXPECT_EQ(s.reads_, 2 * one_reads);  // each process reads its own sites' stacks, either way
   EXPECT_FALSE(s.overlapped_);
+}
+
+// A source whose calls may be read on several threads (as a trace file's are once they are in
+// memory): the step model then runs beside the rules, and stack attribution beside it.
+class ConcurrentReads : public TurnTakingStacks {
+ public:
+  bool concurrent_call_reads(const Window&) override { return concurrent_; }
+  void calls(const Window&, const EventFn& fn) override {  // sorted once, by the test
+    for (const auto& e : calls_) fn(e);
+  }
+  bool concurrent_ = true;
+};
+
+// The chains known before the step model is done get their stacks beside it: the same stacks
+// as when they are attributed after it, and no two stack reads at once.
+TEST(StepModel, StackAttributionBesideTheModelGivesTheSameStacksTakingTurns) {
+  ConcurrentReads s;
+  for (uint32_t pid = 1; pid <= 4; ++pid) {
+    for (int i = 0; i < 60; ++i) {
+      uint64_t t = uint64_t(i) * 10 * kMs + pid * 100 * kUs;
+      for (int k = 0; k < 5; ++k) {
+        // Every 8th step's first launch is slow: a tail for the tail-latency rule.
+        uint64_t d = (k == 0 && i % 8 == 3) ? 3 * kMs : 8 * kUs;
+        Event& e = s.call("cudaLaunchKernel", EventKind::kLaunch, t + uint64_t(k) * 4 * kMs / 5, d,
+                          kRankStack + pid);
+        e.pid = e.tid = pid;
+      }
+      Event& c =
+          s.call("cudaStreamSynchronize", EventKind::kSync, t + 4 * kMs, 100 * kUs, kLossStack);
+      c.pid = c.tid = pid;
+    }
+    s.frames_[kRankStack + pid] = {{true, "forward", "/w/model.py", int64_t(10 + pid), "", ""}};
+  }
+  s.frames_[kLossStack] = {{true, "<module>", "/w/train.py", 43, "", ""}};
+  std::stable_sort(s.calls_.begin(), s.calls_.end(),
+                   [](const Event& x, const Event& y) { return x.ts_ns < y.ts_ns; });
+  auto stacks_of = [](const Analysis& a) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    for (const Chain& c : a.chains)
+      for (const ChainStack& cs : c.stacks) {
+        std::vector<std::string> f = cs.frames;
+        f.push_back(std::to_string(cs.calls) + " " + std::to_string(cs.worst_ns));
+        out.emplace_back(c.id, f);
+      }
+    return out;
+  };
+  Analysis beside = analyze(s, Window{});
+  EXPECT_FALSE(s.overlapped_);
+  s.concurrent_ = false;  // the model on this thread, attribution after it
+  Analysis after = analyze(s, Window{});
+  auto got = stacks_of(beside);
+  EXPECT_EQ(got, stacks_of(after));
+  size_t tail_chains = 0;
+  for (const Chain& c : beside.chains)
+    if (c.rule == "tail_latency") {
+      ++tail_chains;
+      ASSERT_EQ(c.stacks.size(), 1u) << c.id;
+      EXPECT_EQ(c.stacks[0].stack_id, kRankStack + c.pids.at(0)) << c.id;
+    }
+  EXPECT_EQ(tail_chains, 4u);
 }
 
 // Nothing periodic: 1 s windows, said so; no step rule runs on windows.
