@@ -48,6 +48,44 @@ struct Slow {
   uint32_t pid = 0, tid = 0;
 };
 
+// Keeps the kSlowestCalls slowest in `v`: a min-heap on duration (of equals, the first kept).
+void keep_slowest(std::vector<Slow>& v, const Slow& s) {
+  auto cmp = [](const Slow& x, const Slow& y) { return x.dur > y.dur; };
+  if (v.size() < kSlowestCalls) {
+    v.push_back(s);
+    std::push_heap(v.begin(), v.end(), cmp);
+  } else if (s.dur > v.front().dur) {
+    std::pop_heap(v.begin(), v.end(), cmp);
+    v.back() = s;
+    std::push_heap(v.begin(), v.end(), cmp);
+  }
+}
+
+// The stacks most common among a chain's slowest calls (ties: the slowest first), two at most.
+std::vector<ChainStack> ranked_stacks(const std::vector<Slow>& v) {
+  std::map<uint64_t, ChainStack> by;
+  for (const auto& s : v) {
+    ChainStack& cs = by[s.stack];
+    cs.stack_id = s.stack;
+    ++cs.calls;
+    if (s.dur >= cs.worst_ns) {
+      cs.worst_ns = s.dur;
+      cs.pid = s.pid;
+      cs.tid = s.tid;
+    }
+  }
+  std::vector<ChainStack> ranked;
+  for (auto& [id, cs] : by) {
+    cs.examined = v.size();
+    ranked.push_back(cs);
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const ChainStack& x, const ChainStack& y) {
+    return std::tie(x.calls, x.worst_ns) > std::tie(y.calls, y.worst_ns);
+  });
+  if (ranked.size() > 2) ranked.resize(2);
+  return ranked;
+}
+
 }  // namespace
 
 void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock) {
@@ -100,18 +138,7 @@ void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock)
         if (c.window_end > c.window_start &&
             (int64_t(e.ts_ns) < c.window_start || int64_t(e.ts_ns) > c.window_end))
           continue;
-        auto& v = slow[ci];
-        Slow s{e.dur_ns, e.stack_id, e.pid, e.tid};
-        // Keep the kSlowestCalls slowest: a min-heap on duration.
-        auto cmp = [](const Slow& x, const Slow& y) { return x.dur > y.dur; };
-        if (v.size() < kSlowestCalls) {
-          v.push_back(s);
-          std::push_heap(v.begin(), v.end(), cmp);
-        } else if (s.dur > v.front().dur) {
-          std::pop_heap(v.begin(), v.end(), cmp);
-          v.back() = s;
-          std::push_heap(v.begin(), v.end(), cmp);
-        }
+        keep_slowest(slow[ci], {e.dur_ns, e.stack_id, e.pid, e.tid});
       }
     }
   };
@@ -125,26 +152,7 @@ void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock)
   for (size_t ci = 0; ci < a.chains.size(); ++ci) {
     auto& v = slow[ci];
     if (v.empty()) continue;
-    std::map<uint64_t, ChainStack> by;
-    for (const auto& s : v) {
-      ChainStack& cs = by[s.stack];
-      cs.stack_id = s.stack;
-      ++cs.calls;
-      if (s.dur >= cs.worst_ns) {
-        cs.worst_ns = s.dur;
-        cs.pid = s.pid;
-        cs.tid = s.tid;
-      }
-    }
-    std::vector<ChainStack> ranked;
-    for (auto& [id, cs] : by) {
-      cs.examined = v.size();
-      ranked.push_back(cs);
-    }
-    std::sort(ranked.begin(), ranked.end(), [](const ChainStack& x, const ChainStack& y) {
-      return std::tie(x.calls, x.worst_ns) > std::tie(y.calls, y.worst_ns);
-    });
-    if (ranked.size() > 2) ranked.resize(2);
+    std::vector<ChainStack> ranked = ranked_stacks(v);
     for (auto& cs : ranked) {
       auto it = frames_of.find(cs.stack_id);
       if (it == frames_of.end()) {
