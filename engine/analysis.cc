@@ -98,9 +98,9 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   if (other) ahead = std::async(std::launch::async, [&] { return read_host(*other); });
   HostReads h;
   // Where the window's calls are in memory, the step model (which reads them, and stacks)
-  // runs beside the op statistics' tail pass and the rules that need no steps and read nothing
-  // but the calls; the others wait for it. It needs the calls' counts per process: it starts
-  // once they are known.
+  // runs beside the op statistics' quantile and tail passes, the rules that need no steps and
+  // read nothing but the calls, and the stack attribution of their chains; the others wait for
+  // it. It needs the calls' counts per process: it starts once the first pass has them.
   std::mutex stacks_lock;  // the step model's threads and stack attribution read stacks
   auto model = [&] {
     return compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples, 0,

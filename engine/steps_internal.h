@@ -192,11 +192,10 @@ struct RoundTrip {
   uint64_t wait_ns = 0;
 };
 
-// Call sites: a stack's user frames, interned. The stack ids of one site differ where native
-// unwinding differs (an unresolved frame); its Python lines do not.
-// A process's call sites. Processes are modelled on several threads, each with its own Sites
-// (site numbers are a process's own, whatever the order the threads run in): their reads of
-// stacks share the source, one at a time under `stacks_lock`.
+// A process's call sites: a stack's user frames, interned. The stack ids of one site differ
+// where native unwinding differs (an unresolved frame); its Python lines do not. Each process
+// modelled has its own (site numbers are the process's own, whatever order the threads modelling
+// processes run in); their reads of stacks share the source, one at a time under `stacks_lock`.
 class Sites {
  public:
   Sites(TraceSource& source, std::mutex& stacks_lock) : source_(source), lock_(stacks_lock) {}
