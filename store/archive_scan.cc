@@ -152,9 +152,14 @@ int ArchiveScan::start(const Bounds& b, bool by_ts) {
   // idx_*_id alone ('+' keeps the planner off the time index, whose bounds may be open).
   bool by_id = !by_ts && (b.lo_id > kMin || b.hi_id < kMax);
   std::string plus = by_id ? "+" : "";
+  // A block that holds a row at or after lo_ts begins at most max_span before it.
+  int64_t earliest = kMin;
+  if (by_ts && b.max_span >= 0 && b.max_span < kMax && b.lo_ts >= kMin + b.max_span)
+    earliest = b.lo_ts - b.max_span;
   std::string sql = "SELECT id, first_ts, rows, last_ts, first_id, last_id FROM " + blocks_ +
                     " WHERE " + plus + "last_ts >= ?1 AND " + plus +
-                    "first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4 ORDER BY " +
+                    "first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4" +
+                    (earliest > kMin ? " AND first_ts >= ?5" : "") + " ORDER BY " +
                     std::string(by_ts ? "first_ts, first_id" : "last_id");
   sqlite3_stmt* st = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr);
@@ -163,6 +168,7 @@ int ArchiveScan::start(const Bounds& b, bool by_ts) {
   sqlite3_bind_int64(st, 2, b.hi_ts);
   sqlite3_bind_int64(st, 3, b.lo_id);
   sqlite3_bind_int64(st, 4, b.hi_id);
+  if (earliest > kMin) sqlite3_bind_int64(st, 5, earliest);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     auto col = [&](int i) { return sqlite3_column_int64(st, i); };
     metas_.push_back({col(0), col(1), col(2), col(3), col(4), col(5)});

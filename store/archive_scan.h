@@ -41,6 +41,9 @@ class ArchiveScan {
   static constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   struct Bounds {  // inclusive
     int64_t lo_ts = kMin, hi_ts = kMax, lo_id = kMin, hi_id = kMax;
+    // No block's last timestamp is more than this after its first (where known): a scan in
+    // time order lists only the blocks that begin at most this long before lo_ts.
+    int64_t max_span = kMax;
   };
   // Over `blocks` ("main.call_blocks" or "main.run_blocks") of `db`, whose file is `path`;
   // errors name a block "<label> <id>". `cols` are the columns wanted, by name; the

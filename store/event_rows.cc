@@ -140,6 +140,15 @@ bool EventCursor::open_direct(const EventFilter& f) {
                       std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
   if (f.node) where += " AND node = " + sql_quote(*f.node);
+  bool archived = calls && db_.table_exists("archived_calls", "temp");
+  if (archived) {
+    // Every call row below the archive's last id is in a block (archiving takes rows in id
+    // order, store/call_archive.h): the time index's entries below it are host events, passed
+    // over by their rowid without reading the row (1.5 M in an hour-long trace).
+    auto last = db_.kept_int("SELECT max(last_id) FROM main.call_blocks");
+    if (!last) return false;
+    if (*last) where += " AND id > " + std::to_string(**last);
+  }
   // Ties in start time come in the order written, as along the time index.
   where += " ORDER BY timestamp, id";
   auto st = db_.prepare(rows_sql +
@@ -148,15 +157,23 @@ bool EventCursor::open_direct(const EventFilter& f) {
   // The archive is read where the reader installed it (TraceReader: a reader opened before
   // it existed knows it is stale).
   std::unique_ptr<ArchiveScan> scan;
-  if (calls && db_.table_exists("archived_calls", "temp")) {
+  if (archived) {
     std::vector<std::string> cols = kArchiveCols;
     for (uint8_t field : k.packed_fields) cols.push_back(fields[field]);
     scan = std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
                                          db_.path(), std::move(cols), kArchTs, kArchId);
     filter_ = f;
   }
-  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(scan),
-                        {.lo_ts = f.from_ns, .hi_ts = f.to_ns});
+  ArchiveScan::Bounds bounds{.lo_ts = f.from_ns, .hi_ts = f.to_ns};
+  if (scan) {
+    // The widest block bounds how early a block holding a call of the window can begin: the
+    // blocks are then listed from the time index's entries near the window alone (a read cut
+    // in 190 slices listed ~2 M entries, 0.9 s at 100 M events).
+    auto span = db_.kept_int("SELECT max(last_ts - first_ts) FROM main.call_blocks");
+    if (!span) return false;
+    if (*span) bounds.max_span = **span;
+  }
+  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(scan), bounds);
   return true;
 }
 

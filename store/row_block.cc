@@ -201,7 +201,9 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
   // does not depend on the storage it reused. A column of integers is written whole below.
   if (all_ints)
     col.values.resize(rows);
-  else if (!all_null)
+  else if (all_null)
+    col.values.clear();
+  else
     col.values.assign(rows, 0);
   // Integers: differences, or indexes into the list of distinct values.
   uint8_t listed = in.byte();
@@ -303,12 +305,13 @@ ingero::Status RowBlock::decode_into(std::string_view bytes, RowBlock& b, size_t
   b.columns_.resize(ncols);
   for (uint64_t c = 0; c < ncols && in.ok; ++c) b.columns_[c].assign(in.bytes(in.varint()));
   // The columns' vectors keep their capacity: a reader decoding block after block into one
-  // RowBlock allocates (and faults in) nothing after the first.
+  // RowBlock allocates (and faults in) nothing after the first. Values keep their size too:
+  // decode_column writes every row of a column of integers over them (clearing them first
+  // would have zeroed every cell of every block).
   b.cols_.resize(ncols);
   for (Column& col : b.cols_) {
     col.types.clear();
     col.uniform = SQLITE_NULL;
-    col.values.clear();
     col.strings.clear();
     col.index.clear();
   }

@@ -109,6 +109,20 @@ ingero::Result<std::optional<int64_t>> Db::query_int(std::string_view sql) {
   return std::optional<int64_t>(st->int64(0));
 }
 
+ingero::Result<std::optional<int64_t>> Db::kept_int(const std::string& sql) {
+  auto version = query_int("PRAGMA data_version");
+  if (!version) return version.error();
+  Kept now{version->value_or(0), sqlite3_total_changes64(db_), std::nullopt};
+  if (auto it = kept_.find(sql); it != kept_.end() && it->second.data_version == now.data_version &&
+                                 it->second.changes == now.changes)
+    return it->second.value;
+  auto value = query_int(sql);
+  if (!value) return value.error();
+  now.value = *value;
+  kept_[sql] = now;
+  return *value;
+}
+
 ingero::Result<std::optional<std::string>> Db::query_text(std::string_view sql) {
   auto st = prepare(sql);
   if (!st) return st.error();

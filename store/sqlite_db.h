@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +83,10 @@ class Db {
   // First column of the first row, if any.
   ingero::Result<std::optional<int64_t>> query_int(std::string_view sql);
   ingero::Result<std::optional<std::string>> query_text(std::string_view sql);
+  // query_int, its answer kept until the file changes (a commit of another connection, or a
+  // change made on this one): for a figure about the whole file that every cursor of a read
+  // asks for, and that costs a scan.
+  ingero::Result<std::optional<int64_t>> kept_int(const std::string& sql);
   bool table_exists(std::string_view name, std::string_view schema = "main");
   bool column_exists(std::string_view table, std::string_view column);
   ingero::Error last_error(std::string_view what) const;
@@ -90,6 +95,11 @@ class Db {
   Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   sqlite3* db_;
   std::string path_;
+  struct Kept {
+    int64_t data_version = 0, changes = 0;
+    std::optional<int64_t> value;
+  };
+  std::map<std::string, Kept> kept_;
 };
 
 }  // namespace ingero::store
