@@ -30,7 +30,19 @@ ArchiveScan::ArchiveScan(sqlite3* db, std::string blocks, std::string label, std
       ts_col_(ts_col),
       id_col_(id_col) {}
 
-ArchiveScan::~ArchiveScan() { sqlite3_finalize(load_); }
+ArchiveScan::~ArchiveScan() {
+  sqlite3_finalize(load_);
+  auto& kept = pool();
+  if (cur_) spare_.push_back(std::move(cur_));
+  for (auto* from : {&spare_, &heap_})
+    for (auto& o : *from)
+      if (kept.size() < kPooled) kept.push_back(std::move(o));
+}
+
+std::vector<std::unique_ptr<ArchiveScan::Open>>& ArchiveScan::pool() {
+  thread_local std::vector<std::unique_ptr<Open>> kept;
+  return kept;
+}
 
 bool ArchiveScan::later(const std::unique_ptr<Open>& a, const std::unique_ptr<Open>& b) {
   int64_t ta = a->key_ts(), tb = b->key_ts();
@@ -58,6 +70,10 @@ int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
   std::string_view data(static_cast<const char*>(sqlite3_column_blob(load_, 0)),
                         size_t(sqlite3_column_bytes(load_, 0)));
   std::unique_ptr<Open> o;
+  if (spare_.empty() && !pool().empty()) {
+    spare_.push_back(std::move(pool().back()));
+    pool().pop_back();
+  }
   if (spare_.empty()) {
     o = std::make_unique<Open>();
   } else {

@@ -63,7 +63,7 @@ uint32_t CallCache::stack_index(uint64_t stack) {
 }
 
 bool CallCache::add(const hal::Event& e) {
-  std::vector<uint8_t>& buf_ = one_;
+  Item& buf_ = one_;
   uint8_t flags = (e.has_ret ? kHasRet : 0) | (e.unfinished ? kUnfinished : 0) |
                   (e.peer_comm[0] ? kPeerComm : 0) |
                   (e.off_cpu_ns || e.preempts || e.switches ? kOffCpu : 0) |
@@ -91,7 +91,7 @@ bool CallCache::add_run(const engine::CallRun& r) {
   put_head({uint8_t(kRunFlag | (r.cgroup_id ? kCgroup : 0)), uint64_t(r.ts_ns), r.span_ns, r.pid,
             r.tid, name_index(r.vendor, r.api, r.op, r.kind), comm_index(comm),
             stack_index(r.stack_id)});
-  std::vector<uint8_t>& b = one_;
+  Item& b = one_;
   put_varint(b, r.calls);
   put_varint(b, r.sum_ns);
   put_varint(b, r.min_ns);

@@ -9,6 +9,7 @@
 // result, off-CPU counters, comm and peer comm, stack id and the decoded fields.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -95,7 +96,21 @@ class CallCache {
     size_t size = 0;
   };
   std::vector<Chunk> chunks_;
-  std::vector<uint8_t> one_;  // the call being encoded
+  // The item being encoded: a fixed buffer, no capacity test per byte. The longest item is a
+  // call with every field: its head (a flag byte, two 64-bit and five 32-bit varints), its
+  // result, peer comm, off-CPU counters, cgroup, field mask and fields.
+  struct Item {
+    using value_type = uint8_t;
+    static constexpr size_t kMax =
+        1 + 2 * 10 + 5 * 5 + 10 + 5 + 3 * 10 + 10 + 10 + hal::kFieldCount * 10;
+    std::array<uint8_t, kMax> bytes;
+    size_t n = 0;
+    void push_back(uint8_t b) { bytes[n++] = b; }
+    size_t size() const { return n; }
+    const uint8_t* data() const { return bytes.data(); }
+    void clear() { n = 0; }
+  };
+  Item one_;
   size_t max_bytes_ = SIZE_MAX;
   size_t calls_ = 0;
   uint64_t last_ts_ = 0;

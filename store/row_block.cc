@@ -197,14 +197,13 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
   bool all_null = col.types.empty() && col.uniform == SQLITE_NULL;
   bool all_ints = col.types.empty() && col.uniform == SQLITE_INTEGER;
   // A value of a row of another class than the column's stays unread (int64(), real() and
-  // bytes() look at the row's class first); zeroed anyway in a mixed column, so a decoded block
-  // does not depend on the storage it reused. A column of integers is written whole below.
-  if (all_ints)
-    col.values.resize(rows);
-  else if (all_null)
+  // bytes() look at the row's class first). Every row of a column is written below, a NULL
+  // row's value 0, so a decoded block does not depend on the storage it reused: resized, not
+  // zeroed first (which was a memset of every cell of every block, 5% of explain).
+  if (all_null)
     col.values.clear();
   else
-    col.values.assign(rows, 0);
+    col.values.resize(rows);
   // Integers: differences, or indexes into the list of distinct values.
   uint8_t listed = in.byte();
   int64_t prev = 0;
@@ -238,7 +237,10 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
     }
   }
   for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r) {
-    if (type(r) != SQLITE_INTEGER) continue;
+    if (type(r) != SQLITE_INTEGER) {
+      if (type(r) == SQLITE_NULL) out[r] = 0;
+      continue;
+    }
     if (listed) {
       uint64_t i = in.varint();
       if (i >= distinct.size()) return "bad value index";
