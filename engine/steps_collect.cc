@@ -129,8 +129,13 @@ bool join(Proc& p, Call& last, const Call& c, Budget& b) {
     if (p.groups.size() >= kGroupBit || !intern(p, last.stack, b, first) ||
         !b.take(sizeof(Grouped) + sizeof(std::vector<Grouped>)))
       return false;
-    p.groups.push_back({{0, uint32_t(last.end - last.start), first}});
-    last.run = kGroupBit | uint32_t(p.groups.size() - 1);
+    if (p.newest_group.size() <= last.op) p.newest_group.resize(last.op + 1, UINT32_MAX);
+    uint32_t& newest = p.newest_group[last.op];
+    size_t room = newest != UINT32_MAX ? p.groups[newest].size() : 2;
+    newest = uint32_t(p.groups.size());
+    p.groups.emplace_back().reserve(std::max<size_t>(room, 2));
+    p.groups.back().push_back({0, uint32_t(last.end - last.start), first});
+    last.run = kGroupBit | newest;
   }
   if (!intern(p, c.stack, b, stack) || !b.take(sizeof(Grouped))) return false;
   p.groups[last.run & ~kGroupBit].push_back(
