@@ -308,8 +308,8 @@ ingero::Status RowBlock::decode_into(std::string_view bytes, RowBlock& b, size_t
   for (uint64_t c = 0; c < ncols && in.ok; ++c) b.columns_[c].assign(in.bytes(in.varint()));
   // The columns' vectors keep their capacity: a reader decoding block after block into one
   // RowBlock allocates (and faults in) nothing after the first. Values keep their size too:
-  // decode_column writes every row of a column of integers over them (clearing them first
-  // would have zeroed every cell of every block).
+  // decode_column writes every row over them (clearing them first would have zeroed every
+  // cell of every block).
   b.cols_.resize(ncols);
   for (Column& col : b.cols_) {
     col.types.clear();
