@@ -67,7 +67,7 @@ void reserve_huge(std::vector<T>& v, size_t n) {
   hal::advise_huge_pages(v.data(), v.capacity() * sizeof(T));
 }
 
-// What the model may still hold, in bytes: an item takes 56; a grouped call 12, a group 24 for
+// What the model may still hold, in bytes: an item takes 56; a grouped call 12, a group 32 for
 // its list and a stack grouped calls share 48 (interned); a folded run's counts 32 more. Once it is
 // spent the model stops at that point in time: every later call is dropped, so what is
 // modelled is a prefix of the trace.
@@ -127,13 +127,13 @@ bool join(Proc& p, Call& last, const Call& c, Budget& b) {
   if (last.run == kNoRun) {
     uint32_t first = 0;
     if (p.groups.size() >= kGroupBit || !intern(p, last.stack, b, first) ||
-        !b.take(sizeof(Grouped) + sizeof(std::vector<Grouped>)))
+        !b.take(sizeof(Grouped) + sizeof(GroupList)))
       return false;
     if (p.newest_group.size() <= last.op) p.newest_group.resize(last.op + 1, UINT32_MAX);
     uint32_t& newest = p.newest_group[last.op];
     size_t room = newest != UINT32_MAX ? p.groups[newest].size() : 2;
     newest = uint32_t(p.groups.size());
-    p.groups.emplace_back().reserve(std::max<size_t>(room, 2));
+    p.groups.emplace_back(p.group_pool.get()).reserve(std::max<size_t>(room, 2));
     p.groups.back().push_back({0, uint32_t(last.end - last.start), first});
     last.run = kGroupBit | newest;
   }
@@ -242,6 +242,13 @@ void collect_run(const CallRun& r, Proc& p, Budget& b, hal::Event& scratch) {
 
 }  // namespace
 
+std::unique_ptr<std::pmr::unsynchronized_pool_resource> new_group_pool() {
+  std::pmr::pool_options o;
+  o.largest_required_pool_block = size_t(64) << 10;  // 5,461 calls; longer lists from upstream
+  o.max_blocks_per_chunk = size_t(1) << 16;          // chunks of up to 64 MiB, in huge pages
+  return std::make_unique<std::pmr::unsynchronized_pool_resource>(o, hal::huge_page_resource());
+}
+
 std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, size_t max_bytes,
                                        const std::map<uint32_t, uint64_t>& calls_per_pid) {
   std::map<uint32_t, Proc> procs;
@@ -265,8 +272,6 @@ std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, siz
     collect_run(r, p, budget, scratch);
   });
   std::erase_if(procs, [](const auto& kv) { return kv.second.pid == 0; });  // hinted, no calls
-  for (auto& [pid, p] : procs)
-    for (auto& g : p.groups) g.shrink_to_fit();
   // Start order, whatever order the source gave rows and runs in.
   for (auto& [pid, p] : procs) {
     auto by_start = [](const Call& x, const Call& y) { return x.start < y.start; };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 
 namespace ingero::hal {
 
@@ -37,6 +38,35 @@ void* alloc_huge_pages(size_t bytes) {
   void* p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
   if (p) advise_huge_pages(p, bytes);
   return p;
+}
+
+namespace {
+
+class HugePageResource final : public std::pmr::memory_resource {
+  static constexpr size_t kLarge = size_t(1) << 20;
+  void* do_allocate(size_t bytes, size_t align) override {
+    if (bytes < kLarge || align > (size_t(2) << 20))
+      return ::operator new(bytes, std::align_val_t(align));
+    void* p = alloc_huge_pages(bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void do_deallocate(void* p, size_t bytes, size_t align) override {
+    if (bytes < kLarge || align > (size_t(2) << 20))
+      ::operator delete(p, std::align_val_t(align));
+    else
+      std::free(p);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
+    return this == &o;
+  }
+};
+
+}  // namespace
+
+std::pmr::memory_resource* huge_page_resource() {
+  static HugePageResource r;
+  return &r;
 }
 
 }  // namespace ingero::hal

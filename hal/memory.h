@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory_resource>
 #include <string>
 
 namespace ingero::hal {
@@ -27,5 +28,10 @@ void advise_huge_pages(const void* p, size_t bytes);
 // `bytes` aligned to 2 MiB, so that every 2 MiB of it can be a huge page, and advised so;
 // nullptr when out of memory. Release it with std::free.
 void* alloc_huge_pages(size_t bytes);
+
+// Memory for a pool of many small lists (std::pmr::unsynchronized_pool_resource upstream):
+// requests of 1 MiB or more (the pool's chunks once it has grown) in huge pages, smaller ones
+// from operator new. Stateless and thread-safe: one instance serves every pool.
+std::pmr::memory_resource* huge_page_resource();
 
 }  // namespace ingero::hal

@@ -167,9 +167,9 @@ TEST(StepGroups, ACalleeRecordedBeforeItsCallerLeavesItsGroup) {
   Read r = analyze(b.path);
   engine::HostContext host = engine::collect_host_context(*r.source, {});
   // One stack, interned once.
-  using engine::steps_detail::Call, engine::steps_detail::Grouped;
-  size_t need = 48 + 60 * (4 * sizeof(Call) + (2 * 60 + 1) * sizeof(Grouped) +
-                           2 * sizeof(std::vector<Grouped>));
+  using engine::steps_detail::Call, engine::steps_detail::Grouped, engine::steps_detail::GroupList;
+  size_t need =
+      48 + 60 * (4 * sizeof(Call) + (2 * 60 + 1) * sizeof(Grouped) + 2 * sizeof(GroupList));
   auto m = engine::compute_steps(*r.source, {}, host, need);
   EXPECT_EQ(m.processes.at(0).calls_dropped, 0u);
   m = engine::compute_steps(*r.source, {}, host, need - 1);
@@ -266,8 +266,8 @@ TEST(StepGroups, AnAllocatingLoopTakesTwelveBytesACall) {
   expect_same(b.grouped, b.single);
   Read r = analyze(b.path);
   engine::HostContext host = engine::collect_host_context(*r.source, {});
-  using engine::steps_detail::Call, engine::steps_detail::Grouped;
-  size_t need = 16 * (sizeof(Call) + 48 + sizeof(std::vector<Grouped>) + 2000 * sizeof(Grouped));
+  using engine::steps_detail::Call, engine::steps_detail::Grouped, engine::steps_detail::GroupList;
+  size_t need = 16 * (sizeof(Call) + 48 + sizeof(GroupList) + 2000 * sizeof(Grouped));
   EXPECT_EQ(sizeof(Grouped), 12u);
   auto m = engine::compute_steps(*r.source, {}, host, need);
   EXPECT_EQ(m.processes.at(0).calls_dropped, 0u);

@@ -147,10 +147,9 @@ TEST(StepModel, CallsOverTheCapAreCountedAndTheStopIsReported) {
   HostContext host = collect_host_context(s, Window{});
   // Per step: the upload, the copy and the sync are items; the 10 launches one item and their
   // list. The launches' one stack is interned once.
-  using steps_detail::Call, steps_detail::Grouped;
+  using steps_detail::Call, steps_detail::Grouped, steps_detail::GroupList;
   StepModel m = compute_steps(
-      s, Window{}, host,
-      48 + 20 * (4 * sizeof(Call) + 10 * sizeof(Grouped) + sizeof(std::vector<Grouped>)));
+      s, Window{}, host, 48 + 20 * (4 * sizeof(Call) + 10 * sizeof(Grouped) + sizeof(GroupList)));
   const StepSeries& st = m.processes.at(0);
   EXPECT_EQ(st.calls_dropped, 13u * 30);
   // The 20th step's sync is the last modelled call: it returns 312 us into the step.
@@ -174,8 +173,8 @@ TEST(StepModel, GapsPastAQuarterOfTheCapAreCountedNotKept) {
   EXPECT_EQ(a.gaps_dropped, 0u);
   // Room for the calls, exactly (the 13 calls of a step are 3 items and a group of 10
   // launches, and their one stack), and so for n gaps.
-  using steps_detail::Call, steps_detail::Grouped;
-  size_t bytes = 48 + 50 * (4 * sizeof(Call) + 10 * sizeof(Grouped) + sizeof(std::vector<Grouped>));
+  using steps_detail::Call, steps_detail::Grouped, steps_detail::GroupList;
+  size_t bytes = 48 + 50 * (4 * sizeof(Call) + 10 * sizeof(Grouped) + sizeof(GroupList));
   size_t n = bytes / 4 / sizeof(HostGap);
   ASSERT_GT(n, 5u);
   ASSERT_LT(n, a.gaps.size());
