@@ -79,8 +79,11 @@ bool CallCache::add(const hal::Event& e) {
   }
   if (flags & kCgroup) put_varint(buf_, e.cgroup_id);
   put_varint(buf_, e.present);
-  for (uint64_t m = e.present; m; m &= m - 1)
-    put_varint(buf_, e.fields[size_t(std::countr_zero(m))]);
+  for (uint64_t m = e.present; m; m &= m - 1) {
+    auto f = size_t(std::countr_zero(m));
+    put_varint(buf_, zigzag(int64_t(e.fields[f] - last_fields_[f])));
+    last_fields_[f] = e.fields[f];
+  }
   if (!append()) return false;
   ++calls_;
   return true;
@@ -146,7 +149,8 @@ bool CallCache::append() {
   return true;
 }
 
-const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) const {
+const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, Fields& last,
+                                 hal::Event& e) const {
   Head h;
   p = get_head(p, ts, h);
   uint8_t flags = h.flags;
@@ -185,7 +189,9 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, hal::Event& e) 
   p = get(p, present);
   for (uint64_t m = present; m; m &= m - 1) {
     p = get(p, v);
-    e.set(static_cast<hal::Field>(std::countr_zero(m)), v);
+    auto f = size_t(std::countr_zero(m));
+    last[f] += uint64_t(unzigzag(v));
+    e.set(static_cast<hal::Field>(f), last[f]);
   }
   return p;
 }
@@ -241,6 +247,7 @@ void CallCache::clear() {
   std::vector<Chunk>().swap(chunks_);
   calls_ = 0;
   last_ts_ = 0;
+  last_fields_ = {};
   names_.clear();
   name_ids_.clear();
   comms_.clear();

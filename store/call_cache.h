@@ -37,6 +37,7 @@ class CallCache {
     hal::Event e;
     engine::CallRun r;
     uint64_t ts = 0;
+    Fields last{};
     for (const auto& chunk : chunks_) {
       const uint8_t* p = chunk.data.get();
       const uint8_t* end = p + chunk.size;
@@ -45,7 +46,7 @@ class CallCache {
           p = decode_run(p, ts, r);
           run(static_cast<const engine::CallRun&>(r));
         } else {
-          p = decode(p, ts, e);
+          p = decode(p, ts, last, e);
           fn(static_cast<const hal::Event&>(e));
         }
       }
@@ -80,7 +81,11 @@ class CallCache {
   };
   void put_head(const Head& h);  // starts one_
   const uint8_t* get_head(const uint8_t* p, uint64_t& ts, Head& h) const;
-  const uint8_t* decode(const uint8_t* p, uint64_t& ts, hal::Event& e) const;
+  // A call's fields are kept as differences from the same field's previous value: a loop's
+  // launches share their stream and a few kernels, and a stream handle or function address
+  // took 7 bytes a call (a launch ~33 bytes, ~23 now). `last` is the decoder's copy.
+  using Fields = std::array<uint64_t, hal::kFieldCount>;
+  const uint8_t* decode(const uint8_t* p, uint64_t& ts, Fields& last, hal::Event& e) const;
   const uint8_t* decode_run(const uint8_t* p, uint64_t& ts, engine::CallRun& r) const;
   bool append();  // one_ into the chunks
 
@@ -96,6 +101,7 @@ class CallCache {
     size_t size = 0;
   };
   std::vector<Chunk> chunks_;
+  Fields last_fields_{};
   // The item being encoded: a fixed buffer, no capacity test per byte. The longest item is a
   // call with every field: its head (a flag byte, two 64-bit and five 32-bit varints), its
   // result, peer comm, off-CPU counters, cgroup, field mask and fields.
