@@ -67,7 +67,7 @@ bool CallCache::add(const hal::Event& e) {
   uint8_t flags = (e.has_ret ? kHasRet : 0) | (e.unfinished ? kUnfinished : 0) |
                   (e.peer_comm[0] ? kPeerComm : 0) |
                   (e.off_cpu_ns || e.preempts || e.switches ? kOffCpu : 0) |
-                  (e.cgroup_id ? kCgroup : 0);
+                  (e.cgroup_id ? kCgroup : 0) | (e.present == enc_.present ? kSameMask : 0);
   put_head({flags, e.ts_ns, e.dur_ns, e.pid, e.tid, name_index(e.vendor, e.api, e.op, e.kind),
             comm_index(e.comm_view()), stack_index(e.stack_id)});
   if (flags & kHasRet) put_varint(buf_, zigzag(e.ret));
@@ -78,11 +78,12 @@ bool CallCache::add(const hal::Event& e) {
     put_varint(buf_, e.switches);
   }
   if (flags & kCgroup) put_varint(buf_, e.cgroup_id);
-  put_varint(buf_, e.present);
+  if (!(flags & kSameMask)) put_varint(buf_, e.present);
+  enc_.present = e.present;
   for (uint64_t m = e.present; m; m &= m - 1) {
     auto f = size_t(std::countr_zero(m));
-    put_varint(buf_, zigzag(int64_t(e.fields[f] - last_fields_[f])));
-    last_fields_[f] = e.fields[f];
+    put_varint(buf_, zigzag(int64_t(e.fields[f] - enc_.fields[f])));
+    enc_.fields[f] = e.fields[f];
   }
   if (!append()) return false;
   ++calls_;
@@ -108,27 +109,40 @@ bool CallCache::add_run(const engine::CallRun& r) {
   return true;
 }
 
-void CallCache::put_head(const Head& h) {
+void CallCache::put_head(Head h) {
+  if (h.pid == enc_.pid && h.tid == enc_.tid) h.flags |= kSameThread;
   one_.clear();
   one_.push_back(h.flags);
-  put_varint(one_, zigzag(int64_t(h.ts - last_ts_)));
-  last_ts_ = h.ts;
+  put_varint(one_, zigzag(int64_t(h.ts - enc_.ts)));
+  enc_.ts = h.ts;
   put_varint(one_, h.length);
-  put_varint(one_, h.pid);
-  put_varint(one_, h.tid);
+  if (!(h.flags & kSameThread)) {
+    put_varint(one_, h.pid);
+    put_varint(one_, h.tid);
+    enc_.pid = h.pid;
+    enc_.tid = h.tid;
+  }
   put_varint(one_, h.name);
   put_varint(one_, h.comm);
   put_varint(one_, h.stack);
 }
 
-const uint8_t* CallCache::get_head(const uint8_t* p, uint64_t& ts, Head& h) const {
+const uint8_t* CallCache::get_head(const uint8_t* p, State& at, Head& h) const {
   uint64_t v = 0;
   h.flags = *p++;
   p = get(p, v);
-  ts += uint64_t(unzigzag(v));
-  h.ts = ts;
+  at.ts += uint64_t(unzigzag(v));
+  h.ts = at.ts;
   p = get(p, h.length);
-  uint32_t* small[] = {&h.pid, &h.tid, &h.name, &h.comm, &h.stack};
+  if (!(h.flags & kSameThread)) {
+    p = get(p, v);
+    at.pid = uint32_t(v);
+    p = get(p, v);
+    at.tid = uint32_t(v);
+  }
+  h.pid = at.pid;
+  h.tid = at.tid;
+  uint32_t* small[] = {&h.name, &h.comm, &h.stack};
   for (uint32_t* x : small) {
     p = get(p, v);
     *x = uint32_t(v);
@@ -149,10 +163,9 @@ bool CallCache::append() {
   return true;
 }
 
-const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, Fields& last,
-                                 hal::Event& e) const {
+const uint8_t* CallCache::decode(const uint8_t* p, State& at, hal::Event& e) const {
   Head h;
-  p = get_head(p, ts, h);
+  p = get_head(p, at, h);
   uint8_t flags = h.flags;
   uint64_t v = 0;
   e.reset();
@@ -185,20 +198,19 @@ const uint8_t* CallCache::decode(const uint8_t* p, uint64_t& ts, Fields& last,
     e.switches = uint32_t(v);
   }
   if (flags & kCgroup) p = get(p, e.cgroup_id);
-  uint64_t present = 0;
-  p = get(p, present);
-  for (uint64_t m = present; m; m &= m - 1) {
+  if (!(flags & kSameMask)) p = get(p, at.present);
+  for (uint64_t m = at.present; m; m &= m - 1) {
     p = get(p, v);
     auto f = size_t(std::countr_zero(m));
-    last[f] += uint64_t(unzigzag(v));
-    e.set(static_cast<hal::Field>(f), last[f]);
+    at.fields[f] += uint64_t(unzigzag(v));
+    e.set(static_cast<hal::Field>(f), at.fields[f]);
   }
   return p;
 }
 
-const uint8_t* CallCache::decode_run(const uint8_t* p, uint64_t& ts, engine::CallRun& r) const {
+const uint8_t* CallCache::decode_run(const uint8_t* p, State& at, engine::CallRun& r) const {
   Head h;
-  p = get_head(p, ts, h);
+  p = get_head(p, at, h);
   uint8_t flags = h.flags;
   uint64_t v = 0;
   r.ts_ns = int64_t(h.ts);
@@ -246,8 +258,7 @@ size_t CallCache::bytes() const {
 void CallCache::clear() {
   std::vector<Chunk>().swap(chunks_);
   calls_ = 0;
-  last_ts_ = 0;
-  last_fields_ = {};
+  enc_ = {};
   names_.clear();
   name_ids_.clear();
   comms_.clear();

@@ -2,7 +2,7 @@
 //
 // `explain` reads the calls of its window about a dozen times (statistics, quantiles, steps,
 // each rule, stack attribution). From SQLite each read costs ~1 µs per row, so a trace file is
-// read once into a compact varint-encoded buffer (~30-60 bytes per call, against ~450 for a
+// read once into a compact varint-encoded buffer (~15-60 bytes per call, against ~450 for a
 // decoded hal::Event) and the other passes decode from memory (~40 ns per call).
 //
 // The buffer holds what EventCursor sets on a call and nothing else: times, ids, names,
@@ -36,17 +36,16 @@ class CallCache {
   void for_each(Fn&& fn, RunFn&& run) const {
     hal::Event e;
     engine::CallRun r;
-    uint64_t ts = 0;
-    Fields last{};
+    State at;
     for (const auto& chunk : chunks_) {
       const uint8_t* p = chunk.data.get();
       const uint8_t* end = p + chunk.size;
       while (p < end) {
         if (*p & kRunFlag) {
-          p = decode_run(p, ts, r);
+          p = decode_run(p, at, r);
           run(static_cast<const engine::CallRun&>(r));
         } else {
-          p = decode(p, ts, last, e);
+          p = decode(p, at, e);
           fn(static_cast<const hal::Event&>(e));
         }
       }
@@ -68,10 +67,24 @@ class CallCache {
     hal::EventKind kind;
   };
   static constexpr uint8_t kRunFlag = 32;  // in an item's first byte: a run, not a call
+  // Also there: the item's pid and tid are the previous item's (not written), and the call's
+  // field mask is the previous call's (not written).
+  static constexpr uint8_t kSameThread = 64, kSameMask = 128;
   uint32_t name_index(std::string_view vendor, std::string_view api, std::string_view op,
                       hal::EventKind kind);
   uint32_t comm_index(std::string_view comm);
   uint32_t stack_index(uint64_t stack);
+  // What an item is encoded against, the encoder's and each decoder's own copy: the previous
+  // item's start and thread, and the previous call's field mask and each field's previous
+  // value. A loop's calls come a thread at a time, with the same fields, on one stream and a
+  // few kernels: a launch took ~33 bytes (7 for a stream handle, 7 for a function address),
+  // ~17 now.
+  struct State {
+    uint64_t ts = 0;
+    uint32_t pid = 0, tid = 0;
+    uint64_t present = 0;
+    std::array<uint64_t, hal::kFieldCount> fields{};
+  };
   // What a call and a run begin with: flags, the start (a delta from the previous item's), a
   // duration (the call's, or the run's span), who, what, and the stack.
   struct Head {
@@ -79,14 +92,10 @@ class CallCache {
     uint64_t ts = 0, length = 0;
     uint32_t pid = 0, tid = 0, name = 0, comm = 0, stack = 0;
   };
-  void put_head(const Head& h);  // starts one_
-  const uint8_t* get_head(const uint8_t* p, uint64_t& ts, Head& h) const;
-  // A call's fields are kept as differences from the same field's previous value: a loop's
-  // launches share their stream and a few kernels, and a stream handle or function address
-  // took 7 bytes a call (a launch ~33 bytes, ~23 now). `last` is the decoder's copy.
-  using Fields = std::array<uint64_t, hal::kFieldCount>;
-  const uint8_t* decode(const uint8_t* p, uint64_t& ts, Fields& last, hal::Event& e) const;
-  const uint8_t* decode_run(const uint8_t* p, uint64_t& ts, engine::CallRun& r) const;
+  void put_head(Head h);  // starts one_
+  const uint8_t* get_head(const uint8_t* p, State& at, Head& h) const;
+  const uint8_t* decode(const uint8_t* p, State& at, hal::Event& e) const;
+  const uint8_t* decode_run(const uint8_t* p, State& at, engine::CallRun& r) const;
   bool append();  // one_ into the chunks
 
   // Encoded calls in chunks of kChunkBytes: no reallocation copies, no doubling overshoot.
@@ -101,7 +110,6 @@ class CallCache {
     size_t size = 0;
   };
   std::vector<Chunk> chunks_;
-  Fields last_fields_{};
   // The item being encoded: a fixed buffer, no capacity test per byte. The longest item is a
   // call with every field: its head (a flag byte, two 64-bit and five 32-bit varints), its
   // result, peer comm, off-CPU counters, cgroup, field mask and fields.
@@ -119,7 +127,7 @@ class CallCache {
   Item one_;
   size_t max_bytes_ = SIZE_MAX;
   size_t calls_ = 0;
-  uint64_t last_ts_ = 0;
+  State enc_;  // the encoder's
   std::vector<Names> names_;
   std::unordered_map<const char*, std::vector<uint32_t>> name_ids_;  // op address -> indexes
   std::vector<std::string> comms_;
