@@ -100,13 +100,41 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   // Where the window's calls are in memory, the step model (which reads them, and stacks)
   // runs beside the op statistics' quantile and tail passes, the rules that need no steps and
   // read nothing but the calls, and the stack attribution of their chains; the others wait for
-  // it. It needs the calls' counts per process: it starts once the first pass has them.
+  // it. It models once host context and the samples are read (`counted`).
   std::mutex stacks_lock;  // the step model's threads and stack attribution read stacks
-  auto model = [&] {
-    return compute_steps(source, recent, a.host, opts.model_bytes, calls_per_pid, &h.samples, 0,
-                         &stacks_lock);
+  std::promise<void> counted_done;
+  std::shared_future<void> host_known = counted_done.get_future().share();
+  auto model = [&](const std::map<uint32_t, uint64_t>& per_pid, bool early) {
+    std::function<void()> wait;
+    if (early) wait = [&] { host_known.wait(); };
+    return compute_steps(source, recent, a.host, opts.model_bytes, per_pid, &h.samples, 0,
+                         &stacks_lock, wait);
   };
+  std::map<uint32_t, uint64_t> held_per_pid;  // for a model begun before the counts
   std::future<StepModel> steps;
+  // Whatever happens below: nothing is left waiting for the counts, and the source calls
+  // nothing of this frame after it.
+  struct Release {
+    TraceSource& source;
+    const Window& window;
+    std::promise<void>& counted;
+    bool done = false;
+    void counts_known() {
+      done = true;
+      counted.set_value();
+    }
+    ~Release() {
+      source.when_calls_held(window, nullptr);
+      if (!done) counted.set_value();
+    }
+  } release{source, window, counted_done};
+  // Where the first read holds every call before this thread has passed them all to the op
+  // statistics (a read split between two connections), the model starts then: its collection
+  // of the calls runs beside the rest of that pass, not after it.
+  source.when_calls_held(window, [&](const std::map<uint32_t, uint64_t>& per_pid) {
+    held_per_pid = per_pid;
+    steps = std::async(std::launch::async, [&] { return model(held_per_pid, true); });
+  });
   // Launch collapse and repeated syncs count the calls the statistics' tail pass reads.
   LaunchCollapseAndRepeatedSync launches_and_syncs;
   CallRider rider{[&](const hal::Event& e) { launches_and_syncs.call(e); },
@@ -123,16 +151,18 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
       first = std::min(first, s.first_ts);
       last = std::max(last, s.last_ts);
     }
-    // Read here: the step model reads stacks on this connection once it runs.
+    // Read here: the step model reads stacks on this connection once it models.
     a.losses = window.node ? source.node_losses(*window.node) : source.losses();
     auto span = window.node ? source.node_span(*window.node) : source.time_span();
     a.span = {
         std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
         std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};
-    if (source.concurrent_call_reads(window)) steps = std::async(std::launch::async, model);
+    release.counts_known();
+    if (!steps.valid() && source.concurrent_call_reads(window))
+      steps = std::async(std::launch::async, [&] { return model(calls_per_pid, false); });
   };
   a.stats = compute_op_stats(source, window, counted, &rider);
-  if (!steps.valid()) a.steps = model();
+  if (!steps.valid()) a.steps = model(calls_per_pid, false);
   rule_tail_latency(a, a.chains);
   launches_and_syncs.chains(a, a.chains);
   rule_graph_lifecycle(source, a, a.chains);

@@ -293,9 +293,11 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w) {
 
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid,
-                        const CpuSamples* ahead, unsigned threads, std::mutex* stacks_lock) {
+                        const CpuSamples* ahead, unsigned threads, std::mutex* stacks_lock,
+                        const std::function<void()>& collected) {
   StepModel m;
   std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid);
+  if (collected) collected();
   size_t max_gaps = std::min(kMaxStoredGaps, max_bytes / 4 / sizeof(HostGap));
   std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
   CpuSamples read_here;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -204,11 +205,14 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w);
 // context); else they are read here. Processes are modelled on up to `threads` threads (0: as
 // many as the machine has CPUs); the model is the same whatever the number. Their reads of
 // stacks hold `stacks_lock` (one of their own when null): a caller reading stacks meanwhile
-// holds it too.
+// holds it too. `collected`, when given, runs once the calls are collected, before `host` and
+// `samples` are read: a caller that starts the model before it has them returns from it once
+// they are there.
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes = kMinModelledBytes,
                         const std::map<uint32_t, uint64_t>& calls_per_pid = {},
                         const CpuSamples* samples = nullptr, unsigned threads = 0,
-                        std::mutex* stacks_lock = nullptr);
+                        std::mutex* stacks_lock = nullptr,
+                        const std::function<void()>& collected = {});
 
 }  // namespace ingero::engine

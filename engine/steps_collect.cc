@@ -67,6 +67,14 @@ void reserve_huge(std::vector<T>& v, size_t n) {
   hal::advise_huge_pages(v.data(), v.capacity() * sizeof(T));
 }
 
+// Appends to a list: one reserved ahead takes no copy; one whose size was not known (the model
+// began before the calls were counted) grows by doubling, in huge pages too.
+template <class T>
+void push_huge(std::vector<T>& v, const T& x) {
+  if (v.size() == v.capacity()) reserve_huge(v, std::max<size_t>(4096, v.capacity() * 2));
+  v.push_back(x);
+}
+
 // What the model may still hold, in bytes: an item takes 56; a grouped call 12, a group 32 for
 // its list and a stack grouped calls share 48 (interned); a folded run's counts 32 more. Once it is
 // spent the model stops at that point in time: every later call is dropped, so what is
@@ -211,7 +219,7 @@ void collect(const hal::Event& e, Proc& p, Budget& b) {
     }
     size_t prev = open != p.open.end() ? open->second.last : SIZE_MAX;
     p.open[e.tid] = {p.calls.size(), prev};
-    p.calls.push_back(c);
+    push_huge(p.calls, c);
   }
   ++p.ops[op].calls;
   p.ops[op].sum_ns += e.dur_ns;
@@ -232,10 +240,10 @@ void collect_run(const CallRun& r, Proc& p, Budget& b, hal::Event& scratch) {
   Call c = make_call(scratch, op_of(p, r.op, r.api, r.kind));
   c.end = r.ts_ns + int64_t(r.span_ns);
   c.run = uint32_t(p.runs.size());
-  p.runs.push_back({r.calls, r.sum_ns, r.min_ns, r.max_ns});
+  push_huge(p.runs, RunCounts{r.calls, r.sum_ns, r.min_ns, r.max_ns});
   auto open = p.open.find(r.tid);
   p.open[r.tid] = {p.calls.size(), open != p.open.end() ? open->second.last : SIZE_MAX};
-  p.calls.push_back(c);
+  push_huge(p.calls, c);
   p.ops[c.op].calls += r.calls;
   p.ops[c.op].sum_ns += r.sum_ns;
 }

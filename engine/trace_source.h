@@ -26,6 +26,7 @@ struct Window {
   std::optional<uint32_t> pid;
   std::optional<std::string> node;  // merged multi-node traces are analysed node by node
   bool contains(int64_t ts) const { return ts >= from_ns && ts <= to_ns; }
+  bool operator==(const Window&) const = default;
 };
 
 struct SnapshotRow {
@@ -133,6 +134,13 @@ class TraceSource {
   // thread making any other read (the window's calls are held in memory): the step model,
   // which also reads stacks, then runs beside the rules that read only the calls.
   virtual bool concurrent_call_reads(const Window& /*w*/) { return false; }
+  // Where the first read of a window's calls keeps them in memory: `fn` runs once, on the
+  // reading thread, as soon as the next first read of `w` holds every call of it (it may still
+  // be passing them on), with the number held of each process; calls() and call_runs() of `w`
+  // may then run on other threads as after concurrent_call_reads(w). Never where that read does
+  // not hold them all. By default nothing is held and `fn` never runs.
+  using HeldFn = std::function<void(const std::map<uint32_t, uint64_t>& calls_per_pid)>;
+  virtual void when_calls_held(const Window& /*w*/, HeldFn /*fn*/) {}
   // Vendor calls in the window, in start-time order. ts_ns is wall-clock Unix ns.
   virtual void calls(const Window& w, const EventFn& fn) = 0;
   // The same calls, but a run of calls folded by tiered retention whose calls all start in

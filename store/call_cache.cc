@@ -87,6 +87,7 @@ bool CallCache::add(const hal::Event& e) {
   }
   if (!append()) return false;
   ++calls_;
+  ++*pid_calls_;
   return true;
 }
 
@@ -106,11 +107,12 @@ bool CallCache::add_run(const engine::CallRun& r) {
   if (r.cgroup_id) put_varint(b, r.cgroup_id);
   if (!append()) return false;
   calls_ += r.calls;
+  *pid_calls_ += r.calls;
   return true;
 }
 
 void CallCache::put_head(Head h) {
-  if (h.pid == enc_.pid && h.tid == enc_.tid) h.flags |= kSameThread;
+  if (pid_calls_ && h.pid == enc_.pid && h.tid == enc_.tid) h.flags |= kSameThread;
   one_.clear();
   one_.push_back(h.flags);
   put_varint(one_, zigzag(int64_t(h.ts - enc_.ts)));
@@ -119,6 +121,7 @@ void CallCache::put_head(Head h) {
   if (!(h.flags & kSameThread)) {
     put_varint(one_, h.pid);
     put_varint(one_, h.tid);
+    if (h.pid != enc_.pid || !pid_calls_) pid_calls_ = &per_pid_[h.pid];
     enc_.pid = h.pid;
     enc_.tid = h.tid;
   }
@@ -259,6 +262,8 @@ void CallCache::clear() {
   std::vector<Chunk>().swap(chunks_);
   calls_ = 0;
   enc_ = {};
+  per_pid_.clear();
+  pid_calls_ = nullptr;
   names_.clear();
   name_ids_.clear();
   comms_.clear();

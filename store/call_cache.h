@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,11 @@ namespace ingero::store {
 
 class CallCache {
  public:
+  CallCache() = default;
+  CallCache(const CallCache&) = delete;  // pid_calls_ points into per_pid_
+  CallCache& operator=(const CallCache&) = delete;
+  CallCache(CallCache&&) = default;  // a map's nodes move with it
+  CallCache& operator=(CallCache&&) = default;
   // Appends one call, or one run of folded calls (engine/call_run.h), in start-time order.
   // Returns false, and keeps nothing more, once the buffer would exceed `max_bytes`.
   bool add(const hal::Event& e);
@@ -55,8 +61,9 @@ class CallCache {
   // thread from that thread's pool, then read where events point into `strings`.
   void intern_names(StringPool& strings);
   size_t bytes() const;
-  // Calls held, a run's calls included.
+  // Calls held, a run's calls included; and by process.
   size_t calls() const { return calls_; }
+  const std::map<uint32_t, uint64_t>& calls_per_pid() const { return per_pid_; }
   void set_limit(size_t max_bytes) { max_bytes_ = max_bytes; }
   size_t limit() const { return max_bytes_; }
   void clear();
@@ -128,6 +135,8 @@ class CallCache {
   size_t max_bytes_ = SIZE_MAX;
   size_t calls_ = 0;
   State enc_;  // the encoder's
+  std::map<uint32_t, uint64_t> per_pid_;
+  uint64_t* pid_calls_ = nullptr;  // per_pid_'s count of enc_.pid
   std::vector<Names> names_;
   std::unordered_map<const char*, std::vector<uint32_t>> name_ids_;  // op address -> indexes
   std::vector<std::string> comms_;

@@ -281,6 +281,26 @@ std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engin
   return s;
 }
 
+bool SqlTraceSource::hold(Slices& s, size_t mine) {
+  if (!on_held_ || !(held_for_ == s.whole)) return false;
+  for (size_t i = mine; i < s.starts.size(); ++i)
+    if (s.state[i] != PartRead::kDone) return false;
+  std::map<uint32_t, uint64_t> per_pid = cache_.calls_per_pid();
+  for (size_t i = mine; i < s.starts.size(); ++i) {
+    later_[i].intern_names(strings_);
+    for (const auto& [pid, n] : later_[i].calls_per_pid()) per_pid[pid] += n;
+  }
+  // From here the cache and its parts are only read (this thread passes the parts on), and
+  // kept whatever this read's end says.
+  cached_ = s.whole;
+  cache_state_ = CacheState::kFull;
+  held_ = true;
+  auto fn = std::move(on_held_);
+  on_held_ = nullptr;
+  fn(per_pid);
+  return true;
+}
+
 ingero::Status SqlTraceSource::read_slices(Slices& s, Fill& fill) {
   auto keep_call = [&](const hal::Event& e) { return fill.call(e); };
   auto keep_run = [&](const engine::CallRun& r) { return fill.add_run(r); };
@@ -294,12 +314,14 @@ ingero::Status SqlTraceSource::read_slices(Slices& s, Fill& fill) {
   }
   s.done.get();
   cache_.set_limit(s.limit);
+  bool held = st && fill.on && hold(s, mine);
   // The other's slices, in order: from memory, or read here (in this connection's snapshot)
   // where they did not fit or were never read.
   for (size_t i = mine; i < s.starts.size(); ++i) {
     CallCache& part = later_[i];
     if (s.state[i] == PartRead::kDone) {
-      part.intern_names(strings_);  // before the other source, whose strings they point at, goes
+      // Before the other source, whose strings they point at, goes (done by hold()).
+      if (!held) part.intern_names(strings_);
       part.for_each([&](const hal::Event& e) { fill.pass(e); },
                     [&](const engine::CallRun& r) { fill.pass_run(r); });
       continue;
@@ -366,7 +388,13 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
                                    [&](const engine::CallRun& r) { return fill.add_run(r); });
   if (st && count) st = count->verify(reader_.db());
   if (!st) fail(st.error());
-  if (fill.on && st) {
+  on_held_ = nullptr;  // for this first read only
+  if (held_) {
+    // Other threads may be reading the calls held: they stay, but a read that failed is not
+    // served again.
+    held_ = false;
+    if (!st) cache_state_ = CacheState::kTooBig;
+  } else if (fill.on && st) {
     cache_state_ = CacheState::kFull;
     cached_ = w;
   } else if (fill.on) {

@@ -5,6 +5,7 @@
 // answer computed from it is incomplete, so callers must check error() before reporting it.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <map>
@@ -33,6 +34,12 @@ class SqlTraceSource final : public engine::TraceSource {
   // True once the window's calls are in the cache: reading them then touches neither the
   // connection nor anything another read changes.
   bool concurrent_call_reads(const engine::Window& w) override { return cache_covers(w); }
+  // When a read split between two connections has every part in memory, before this thread
+  // has passed the second connection's parts on.
+  void when_calls_held(const engine::Window& w, HeldFn fn) override {
+    held_for_ = w;
+    on_held_ = std::move(fn);
+  }
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
   void call_runs(const engine::Window& w, const engine::EventFn& fn,
                  const engine::CallRunFn& run) override;
@@ -145,6 +152,9 @@ class SqlTraceSource final : public engine::TraceSource {
   // Reads this connection's slices into the pass, then the other's in order (from memory, or
   // here where they did not fit).
   ingero::Status read_slices(Slices& s, Fill& fill);
+  // Where every part is in memory and when_calls_held() asked for this window: marks the
+  // cache full and runs the callback. `mine`: the first slice this connection did not read.
+  bool hold(Slices& s, size_t mine);
   // The cached calls and runs of `w`.
   void replay_cache(const engine::Window& w, const engine::EventFn& fn,
                     const engine::CallRunFn& run);
@@ -189,10 +199,15 @@ class SqlTraceSource final : public engine::TraceSource {
   // reads the same rows.
   std::optional<std::pair<int64_t, int64_t>> plan_span_;
   std::optional<AheadSamples> ahead_samples_;
-  enum class CacheState { kOff, kEmpty, kFull, kTooBig } cache_state_ = CacheState::kEmpty;
+  // Atomic: once the calls are held (when_calls_held), other threads ask cache_covers().
+  enum class CacheState { kOff, kEmpty, kFull, kTooBig };
+  std::atomic<CacheState> cache_state_ = CacheState::kEmpty;
   CallCache cache_;
   std::vector<CallCache> later_;  // the slices the second connection read, by index
   engine::Window cached_;
+  engine::Window held_for_;
+  HeldFn on_held_;
+  bool held_ = false;  // during a first read, once hold() ran
   uint64_t split_items_ = kSplitItems;
   std::vector<int64_t> last_slices_;
   std::function<void()> between_snapshots_;

@@ -152,10 +152,10 @@ TEST(CallReads, LaterPassesComeFromMemoryAndMatchTheFileExactly) {
   part.to_ns = int64_t(calls[9000].ts_ns) + kOffset;
   engine::Window one = part;
   one.pid = 101;
-  for (const auto& w : {whole, part, one}) {
-    auto got = read_all(src, w);
+  for (const engine::Window* w : {&whole, &part, &one}) {
+    auto got = read_all(src, *w);
     EXPECT_FALSE(got.empty());
-    EXPECT_EQ(got, expected(calls, w));
+    EXPECT_EQ(got, expected(calls, *w));
   }
   // A window the copy does not cover replaces it (a merged file is analysed node by node:
   // every pass over the next node read it from the file again), and the part is in it.
