@@ -5,6 +5,8 @@
 // what the host_events view gives.
 #include <gtest/gtest.h>
 
+#include <future>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -123,6 +125,59 @@ TEST(SplitReads, EveryCallAndRunComesOnceInOrderFromBothParts) {
   Items got_part = read(two, part);
   EXPECT_EQ(got_part.items, want_part.items);
   EXPECT_EQ(got_part.calls, want_part.calls);
+}
+
+// when_calls_held: once both connections' parts are in memory, before this thread has passed
+// the second's on, other threads may read the window, and they read what one read gives. Where
+// a part does not fit, nothing is held.
+TEST(SplitReads, CallsHeldAreReadBesideTheReadThatPassesThemOn) {
+  Folded f = folded_busy("split-held", 16, 150);
+  SqlTraceSource one(*f.reader);
+  one.set_split_reads(0);
+  Items want = read(one, {});
+
+  SqlTraceSource two(*f.reader);
+  two.set_split_reads(1000);
+  std::vector<std::string> items;
+  std::map<uint32_t, uint64_t> held;
+  size_t passed_when_held = 0;
+  int calls_of_fn = 0;
+  std::future<Items> beside;
+  two.when_calls_held({}, [&](const std::map<uint32_t, uint64_t>& per_pid) {
+    ++calls_of_fn;
+    held = per_pid;
+    passed_when_held = items.size();
+    beside = std::async(std::launch::async, [&] { return read(two, {}); });
+  });
+  two.call_runs(
+      {}, [&](const Event& e) { items.push_back(describe(e)); },
+      [&](const engine::CallRun& r) { items.push_back(describe(r)); });
+  ASSERT_TRUE(beside.valid());
+  Items other = beside.get();
+  EXPECT_EQ(two.error(), "");
+  EXPECT_EQ(items, want.items);
+  EXPECT_EQ(other.items, want.items);
+  EXPECT_EQ(other.calls, want.calls);
+  // Held part-way through this read's pass: after its own slices, before the other's.
+  EXPECT_GT(passed_when_held, 0u);
+  EXPECT_LT(passed_when_held, want.items.size());
+  // Every call of the one process (two threads), runs' calls included.
+  EXPECT_EQ(held, (std::map<uint32_t, uint64_t>{{10, want.calls.size()}}));
+  // Once: a later first read (of another window) does not call it again.
+  engine::Window part;
+  part.from_ns = kOffset + 300000000;
+  part.to_ns = kOffset + 2200000000;
+  (void)read(two, part);
+  EXPECT_EQ(calls_of_fn, 1);
+
+  SqlTraceSource small(*f.reader);
+  small.set_split_reads(1000);
+  small.set_call_cache(1 << 20);  // no part fits
+  bool called = false;
+  small.when_calls_held({}, [&](const std::map<uint32_t, uint64_t>&) { called = true; });
+  EXPECT_EQ(read(small, {}).items, want.items);
+  EXPECT_GE(small.last_slices().size(), 2u);
+  EXPECT_FALSE(called);
 }
 
 TEST(SplitReads, AWindowsFirstReadIsSplitInsideTheWindow) {
