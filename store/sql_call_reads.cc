@@ -390,10 +390,11 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   if (!st) fail(st.error());
   on_held_ = nullptr;  // for this first read only
   if (held_) {
-    // Other threads may be reading the calls held: they stay, but a read that failed is not
-    // served again.
+    // Other threads may be reading the calls held: they stay, and served from memory, even
+    // where the read then failed (its count check): the source's error is sticky, so nothing
+    // computed from them is reported, and a reader turned to the file would share this
+    // thread's connection.
     held_ = false;
-    if (!st) cache_state_ = CacheState::kTooBig;
   } else if (fill.on && st) {
     cache_state_ = CacheState::kFull;
     cached_ = w;
