@@ -43,6 +43,20 @@ void ExactQuantiles::add(size_t group, uint64_t value) {
   ++g.log_hist[log_bucket(value)];
 }
 
+uint64_t ExactQuantiles::floor_of(size_t group, double q) const {
+  if (group >= groups_.size() || groups_[group].n == 0) return 0;
+  const Group& g = groups_[group];
+  uint64_t rank = std::clamp<uint64_t>(uint64_t(std::ceil(q * double(g.n))), 1, g.n);
+  // Down from the largest value's bucket: the rank is in the first bucket with fewer values
+  // below it than the rank.
+  uint64_t from_top = 0;
+  for (size_t b = log_bucket(g.max) + 1; b-- > 0;) {
+    from_top += g.log_hist[b];
+    if (g.n - from_top < rank) return log_bucket_range(b).first;
+  }
+  return 0;
+}
+
 uint64_t ExactQuantiles::value(size_t group, size_t qi) const {
   if (group >= groups_.size() || qi >= groups_[group].targets.size()) return 0;
   return groups_[group].targets[qi].value;

@@ -34,6 +34,9 @@ class ExactQuantiles {
   void resolve(const std::function<void(const Sink&)>& replay);
 
   uint64_t count(size_t group) const { return group < groups_.size() ? groups_[group].n : 0; }
+  // During pass 1: the least value of the log-scale bucket that holds rank ceil(q * n) of the
+  // values added so far (0 for an empty group). The q-quantile so far is at least this.
+  uint64_t floor_of(size_t group, double q) const;
   // The resolved quantile `qi` of `group` (0 for an empty group).
   uint64_t value(size_t group, size_t qi) const;
   int passes() const { return passes_; }

@@ -4,9 +4,22 @@
 #include <unordered_map>
 
 #include "engine/exact_quantiles.h"
+#include "engine/op_stats_first_pass.h"
 
 namespace ingero::engine {
 namespace {
+
+using op_stats_detail::HeldDurations;
+using op_stats_detail::TailCall;
+using op_stats_detail::TailCatch;
+
+// Where the quantiles are exact, a group's tail floor is the least value of the log bucket of
+// its p90 so far, renewed every 2,048 calls of it (0 before: every call kept).
+constexpr double kFloorQuantile = 0.90;
+constexpr uint64_t kFloorEvery = 2048;
+
+using SketchKey = std::tuple<uint32_t, std::string_view, std::string_view, std::string_view>;
+using MergedSketches = std::map<SketchKey, QuantileSketch>;
 
 struct FastKey {
   uint32_t pid;
@@ -25,6 +38,8 @@ struct Grouper {
   std::vector<OpStats> stats;
   // TraceSource strings live as long as the source, so their addresses identify them.
   std::unordered_map<FastKey, std::pair<size_t, size_t>, FastKeyHash> fast;
+  std::vector<size_t> overall;              // a group's all-processes group
+  std::function<void(size_t)> fresh_group;  // each group when first made
 
   // Group ids of an event: its (pid, op) group and its all-processes group.
   std::pair<size_t, size_t> groups_of(const hal::Event& e) {
@@ -38,6 +53,9 @@ struct Grouper {
     size_t a = intern(k);
     k.pid = 0;
     size_t b = intern(k);
+    overall.resize(stats.size());
+    overall[a] = b;
+    overall[b] = b;
     fast.emplace(fk, std::make_pair(a, b));
     return {a, b};
   }
@@ -46,6 +64,7 @@ struct Grouper {
     if (fresh) {
       stats.emplace_back();
       stats.back().key = k;
+      if (fresh_group) fresh_group(stats.size() - 1);
     }
     return it->second;
   }
@@ -55,30 +74,44 @@ struct Grouper {
 // come from the per-second sketches of every call instead, within the sketch's relative error.
 // The ops are the same (vendor, api, op names); per-process groups take their process's
 // sketches, the all-processes group every process's.
-void quantiles_from_sketches(std::vector<OpStats>& stats, const std::vector<CallSketch>& sketches) {
-  std::map<std::tuple<uint32_t, std::string_view, std::string_view, std::string_view>,
-           QuantileSketch>
-      merged;
+MergedSketches merge_sketches(const std::vector<CallSketch>& sketches) {
+  MergedSketches merged;
   for (const CallSketch& c : sketches) {
     merged[{c.pid, c.vendor, c.api, c.op}].merge(c.sketch);
     merged[{0, c.vendor, c.api, c.op}].merge(c.sketch);
   }
+  return merged;
+}
+
+const QuantileSketch* sketch_of(const MergedSketches& merged, const OpKey& k) {
+  auto it = merged.find({k.pid, k.vendor, k.api, k.op});
+  return it == merged.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+void quantiles_from_sketches(std::vector<OpStats>& stats, const MergedSketches& merged) {
   for (OpStats& s : stats) {
-    auto it = merged.find({s.key.pid, s.key.vendor, s.key.api, s.key.op});
-    if (it == merged.end() || it->second.empty()) continue;
+    const QuantileSketch* sk = sketch_of(merged, s.key);
+    if (!sk) continue;
     // Clamped to the extremes of the calls in the window (the sketches cover whole seconds).
-    auto at = [&](double q) {
-      return std::clamp<uint64_t>(it->second.quantile(q), s.min_ns, s.max_ns);
-    };
+    auto at = [&](double q) { return std::clamp<uint64_t>(sk->quantile(q), s.min_ns, s.max_ns); };
     s.p50 = at(0.50);
     s.p95 = at(0.95);
     s.p99 = at(0.99);
   }
 }
 
-// First pass: counts, totals, extremes, spans, errors, off-CPU; every duration into `q` when
-// the quantiles are exact (no sketches).
-void add_calls(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles* q) {
+// What the first pass fills besides the statistics.
+struct FirstPass {
+  ExactQuantiles* q = nullptr;  // null: the quantiles come from sketches
+  HeldDurations* durations = nullptr;
+  TailCatch* tail = nullptr;
+  const CallRider* rider = nullptr;
+};
+
+// First pass: counts, totals, extremes, spans, errors, off-CPU; where the quantiles are exact
+// (no sketches), every duration into `q` and `durations`; the calls that may be in a tail;
+// the rider, every call and run.
+void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass& f) {
   auto first_seen = [](OpStats& s, int64_t first, int64_t last, uint64_t min) {
     if (s.count == 0) {
       s.min_ns = min;
@@ -88,6 +121,8 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles*
     s.first_ts = std::min(s.first_ts, first);  // a run's calls can come after later calls
     s.last_ts = std::max(s.last_ts, last);
   };
+  ExactQuantiles* q = f.q;
+  TailCatch& tail = *f.tail;
   auto add = [&](const hal::Event& e) {
     auto [a, b] = g.groups_of(e);
     for (size_t gi : {a, b}) {
@@ -109,11 +144,22 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles*
       if (e.off_cpu_ns || e.switches || e.preempts) s.per_call_off_cpu = true;
       s.pids.insert(e.pid);
       if (s.tids.size() < 4096) s.tids.insert(e.tid);
-      if (q) q->add(gi, e.dur_ns);
+      if (q) {
+        q->add(gi, e.dur_ns);
+        if (s.count % kFloorEvery == 0) tail.set_floor(gi, q->floor_of(gi, kFloorQuantile));
+      }
     }
+    if (q) f.durations->add(a, e.dur_ns);
+    tail.offer(e, a, b);
   };
-  // A run's calls all succeeded on one thread, on the CPU, with no bytes: its totals suffice.
+  auto call = [&](const hal::Event& e) {
+    add(e);
+    if (f.rider) f.rider->call(e);
+  };
+  // A run's calls all succeeded on one thread, on the CPU, with no bytes: its totals suffice,
+  // and its calls are looked at only where its slowest may be in a tail.
   auto add_run = [&](const CallRun& r) {
+    if (f.rider) f.rider->run(r);
     if (q) {  // exact quantiles need every duration
       r.for_each_call(add);
       return;
@@ -129,90 +175,127 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles*
       s.pids.insert(r.pid);
       if (s.tids.size() < 4096) s.tids.insert(r.tid);
     }
+    if (tail.wants(a, r.max_ns) || tail.wants(b, r.max_ns)) {
+      r.for_each_call([&](const hal::Event& e) { tail.offer(e, a, b); });
+    } else {
+      tail.miss(a, r.max_ns);
+      tail.miss(b, r.max_ns);
+    }
   };
-  source.call_runs(w, add, add_run);
+  source.call_runs(w, call, add_run);
+}
+
+// The exact quantiles' further passes read the durations the first pass held, or else the
+// calls again.
+void resolve_exact(TraceSource& source, const Window& w, Grouper& g, ExactQuantiles& q,
+                   const HeldDurations& held) {
+  q.resolve([&](const ExactQuantiles::Sink& sink) {
+    if (held.complete()) {
+      held.for_each([&](size_t a, uint64_t v) {
+        sink(a, v);
+        sink(g.overall[a], v);
+      });
+      return;
+    }
+    source.calls(w, [&](const hal::Event& e) {
+      auto [a, b] = g.groups_of(e);
+      sink(a, e.dur_ns);
+      sink(b, e.dur_ns);
+    });
+  });
+  for (size_t i = 0; i < g.stats.size(); ++i) {
+    g.stats[i].p50 = q.value(i, 0);
+    g.stats[i].p95 = q.value(i, 1);
+    g.stats[i].p99 = q.value(i, 2);
+  }
+}
+
+// Tail pass: the slowest 5%, who was off-CPU and who took the CPU. It reads the calls the
+// first pass kept where they hold every tail, or else the calls again.
+void add_tails(TraceSource& source, const Window& w, Grouper& g, const TailCatch& caught) {
+  std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());
+  auto tail = [&](const TailCall& c, std::string_view peer_comm) {
+    for (size_t gi : {size_t(c.group), g.overall[c.group]}) {
+      OpStats& s = g.stats[gi];
+      if (c.dur < s.p95 || s.count < 2) continue;
+      ++s.tail_count;
+      s.tail_dur_ns += c.dur;
+      s.tail_off_cpu_ns += c.off_cpu;
+      s.tail_preempts += c.preempts;
+      if (c.peer_pid) {
+        auto& p = pre[gi][{uint32_t(c.peer_pid), std::string(peer_comm)}];
+        p.pid = uint32_t(c.peer_pid);
+        p.comm = std::string(peer_comm);
+        p.count += c.preempts ? c.preempts : 1;
+        p.off_ns += c.off_cpu;
+      }
+      if (s.tail_windows.size() < kMaxTailWindowsPerOp)
+        s.tail_windows.push_back({c.ts, int64_t(uint64_t(c.ts) + c.dur), c.tid});
+      else
+        ++s.tail_windows_dropped;
+    }
+  };
+  auto event = [&](const hal::Event& e) {
+    tail(op_stats_detail::tail_call_of(e, g.groups_of(e).first), e.peer_comm_view());
+  };
+  if (caught.complete(
+          g.stats.size(), [&](size_t i) { return g.stats[i].p95; },
+          [&](size_t i) { return g.stats[i].count; })) {
+    caught.for_each(tail);
+  } else {
+    source.call_runs(w, event, [&](const CallRun& r) {
+      // Only a run whose slowest call reaches an op's p95 has calls in a tail.
+      auto [a, b] = g.groups_of(r.pid, r.vendor, r.api, r.op, r.kind);
+      const OpStats &x = g.stats[a], &y = g.stats[b];
+      if ((r.max_ns >= x.p95 && x.count >= 2) || (r.max_ns >= y.p95 && y.count >= 2))
+        r.for_each_call(event);
+    });
+  }
+  for (size_t i = 0; i < g.stats.size(); ++i) {
+    OpStats& s = g.stats[i];
+    // Runs' calls may come after later calls.
+    std::sort(s.tail_windows.begin(), s.tail_windows.end(),
+              [](const TailWindow& x, const TailWindow& y) { return x.start < y.start; });
+    for (auto& [k, p] : pre[i]) s.preemptors.push_back(p);
+    std::sort(s.preemptors.begin(), s.preemptors.end(), [](const Preemptor& a, const Preemptor& b) {
+      return a.off_ns != b.off_ns ? a.off_ns > b.off_ns : a.count > b.count;
+    });
+  }
 }
 
 }  // namespace
 
 OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
                             const std::function<void(const std::vector<OpStats>&)>& counted,
-                            const CallRider* rider) {
+                            const CallRider* rider, const FirstPassLimits& limits) {
   Grouper g;
   ExactQuantiles q({0.50, 0.95, 0.99});
-  // A per-event cache of group ids would hold all events; re-deriving them per pass keeps
-  // memory bounded at the cost of a map lookup. Where calls were folded, the quantiles come
-  // from the sketches.
+  HeldDurations held(limits.durations);
+  TailCatch caught(limits.tail_calls);
+  // Group ids are re-derived per call rather than cached per event (that would hold every
+  // event). Where calls were folded, the quantiles come from the sketches, and so a group's
+  // tail floor is its sketch's p95 (the p95 is that, clamped to the calls' extremes).
   auto sketches = source.folded_call_sketches(w);
-  add_calls(source, w, g, sketches ? nullptr : &q);
-  // Before the quantiles' further pass: what waits for the counts (the step model) then runs
-  // beside that pass too.
-  if (counted) counted(g.stats);
+  MergedSketches merged;
   if (sketches) {
-    quantiles_from_sketches(g.stats, *sketches);
-  } else {
-    q.resolve([&](const ExactQuantiles::Sink& sink) {
-      source.calls(w, [&](const hal::Event& e) {
-        auto [a, b] = g.groups_of(e);
-        sink(a, e.dur_ns);
-        sink(b, e.dur_ns);
-      });
-    });
-    for (size_t i = 0; i < g.stats.size(); ++i) {
-      g.stats[i].p50 = q.value(i, 0);
-      g.stats[i].p95 = q.value(i, 1);
-      g.stats[i].p99 = q.value(i, 2);
-    }
+    merged = merge_sketches(*sketches);
+    g.fresh_group = [&](size_t i) {
+      const QuantileSketch* sk = sketch_of(merged, g.stats[i].key);
+      caught.set_floor(i, sk ? sk->quantile(0.95) : 0);
+    };
   }
-  // Tail pass: the slowest 5%, who was off-CPU and who took the CPU.
-  std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());
-  auto tail = [&](const hal::Event& e) {
-    auto [a, b] = g.groups_of(e);
-    for (size_t gi : {a, b}) {
-      OpStats& s = g.stats[gi];
-      if (e.dur_ns < s.p95 || s.count < 2) continue;
-      ++s.tail_count;
-      s.tail_dur_ns += e.dur_ns;
-      s.tail_off_cpu_ns += e.off_cpu_ns;
-      s.tail_preempts += e.preempts;
-      if (auto pid = e.get(hal::Field::kPeerPid); pid && *pid) {
-        auto& p = pre[gi][{uint32_t(*pid), std::string(e.peer_comm_view())}];
-        p.pid = uint32_t(*pid);
-        p.comm = std::string(e.peer_comm_view());
-        p.count += e.preempts ? e.preempts : 1;
-        p.off_ns += e.off_cpu_ns;
-      }
-      if (s.tail_windows.size() < kMaxTailWindowsPerOp)
-        s.tail_windows.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid});
-      else
-        ++s.tail_windows_dropped;
-    }
-  };
-  auto call = [&](const hal::Event& e) {
-    tail(e);
-    if (rider) rider->call(e);
-  };
-  source.call_runs(w, call, [&](const CallRun& r) {
-    if (rider) rider->run(r);
-    // Only a run whose slowest call reaches an op's p95 has calls in a tail.
-    auto [a, b] = g.groups_of(r.pid, r.vendor, r.api, r.op, r.kind);
-    const OpStats &x = g.stats[a], &y = g.stats[b];
-    if ((r.max_ns >= x.p95 && x.count >= 2) || (r.max_ns >= y.p95 && y.count >= 2))
-      r.for_each_call(tail);
-  });
-  for (OpStats& s : g.stats)  // runs' calls may come after later calls
-    std::sort(s.tail_windows.begin(), s.tail_windows.end(),
-              [](const TailWindow& x, const TailWindow& y) { return x.start < y.start; });
+  add_calls(source, w, g, {sketches ? nullptr : &q, &held, &caught, rider});
+  // Before the quantiles: what waits for the counts (the step model) then runs beside the
+  // rest too.
+  if (counted) counted(g.stats);
+  if (sketches)
+    quantiles_from_sketches(g.stats, merged);
+  else
+    resolve_exact(source, w, g, q, held);
+  add_tails(source, w, g, caught);
   OpStatsSet out;
   out.quantile_passes = q.passes() + 1;
-  for (size_t i = 0; i < g.stats.size(); ++i) {
-    OpStats& s = g.stats[i];
-    for (auto& [k, p] : pre[i]) s.preemptors.push_back(p);
-    std::sort(s.preemptors.begin(), s.preemptors.end(), [](const Preemptor& a, const Preemptor& b) {
-      return a.off_ns != b.off_ns ? a.off_ns > b.off_ns : a.count > b.count;
-    });
-    (s.key.pid ? out.per_process : out.overall).push_back(std::move(s));
-  }
+  for (OpStats& s : g.stats) (s.key.pid ? out.per_process : out.overall).push_back(std::move(s));
   return out;
 }
 

@@ -77,20 +77,28 @@ struct OpStatsSet {
   }
 };
 
-// Four or so passes over the calls in `w`; memory bounded by the number of groups. After the
-// first pass, `counted` (when given) sees every group with its counts, totals, extremes, first
-// and last calls final (pid 0: all processes), and its quantiles not yet computed: the passes
-// that find them and the tail pass follow.
-// `rider`, when given, takes every call and every folded run (whole) of the tail pass's read: a
-// rule that counts calls rides along instead of reading them again.
+// One pass over the calls in `w` where its limits allow (else up to four); memory bounded by
+// the limits and the number of groups. After the first pass, `counted` (when given) sees every
+// group with its counts, totals, extremes, first and last calls final (pid 0: all processes),
+// and its quantiles not yet computed: the quantiles and the tail follow.
+// `rider`, when given, takes every call and every folded run (whole) of the first pass's read:
+// a rule that counts calls rides along instead of reading them again.
 struct CallRider {
   EventFn call;
   CallRunFn run;
 };
+// What the first pass may hold so that it is the only pass over the calls (docs/engine.md):
+// every duration of the whole calls, 4 bytes each, for the exact quantiles' further passes; the
+// calls that may be in their op's tail, 24 bytes each. Past either limit it holds none of that
+// kind, and the passes it stands for read the calls again.
+struct FirstPassLimits {
+  size_t durations = size_t(64) << 20;
+  size_t tail_calls = size_t(16) << 20;
+};
 OpStatsSet compute_op_stats(
     TraceSource& source, const Window& w,
     const std::function<void(const std::vector<OpStats>&)>& counted = nullptr,
-    const CallRider* rider = nullptr);
+    const CallRider* rider = nullptr, const FirstPassLimits& limits = {});
 
 inline constexpr size_t kMaxTailWindowsPerOp = 20000;
 
