@@ -185,6 +185,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     return x.score > y.score;
   });
   attribute_stacks(source, a);
+  a.stats.kept.reset();  // only stack attribution reads them
   if (opts.breakdown) build_breakdown(a);
   return a;
 }

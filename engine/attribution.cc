@@ -86,6 +86,40 @@ std::vector<ChainStack> ranked_stacks(const std::vector<Slow>& v) {
   return ranked;
 }
 
+using Wanted = std::map<std::pair<std::string, uint32_t>, std::vector<size_t>>;
+
+// A call of a wanted op: among the slowest of each chain about it whose window holds it.
+void consider_call(const Analysis& a, const Wanted& want, const KeptCall& k,
+                   std::vector<std::vector<Slow>>& slow) {
+  std::string op(k.op);
+  for (uint32_t pid : {k.pid, 0u}) {
+    auto it = want.find({op, pid});
+    if (it == want.end()) continue;
+    for (size_t ci : it->second) {
+      const Chain& c = a.chains[ci];
+      if (c.window_end > c.window_start && (k.ts < c.window_start || k.ts > c.window_end)) continue;
+      keep_slowest(slow[ci], {k.dur, k.stack, k.pid, k.tid});
+    }
+  }
+}
+
+// Each chain's slowest calls from those the op statistics kept (in the order read, as a read
+// of the calls gives them): true where that is every chain's answer.
+bool from_kept(const Analysis& a, const Wanted& want, std::vector<std::vector<Slow>>& slow) {
+  const KeptCalls* kept = a.stats.kept.get();
+  if (!kept) return false;
+  kept->for_each([&](const KeptCall& k) {
+    if (k.stack && want.count({std::string(k.op), k.pid}) + want.count({std::string(k.op), 0u}))
+      consider_call(a, want, k, slow);
+  });
+  for (const auto& [key, chains] : want) {
+    uint64_t missed = kept->missed(key.first, key.second);
+    for (size_t ci : chains)
+      if (slow[ci].size() < kSlowestCalls || slow[ci].front().dur < missed) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock) {
@@ -100,7 +134,7 @@ void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock)
     if (!source.has_stacks()) return;
   }
   // (op, pid) -> chains that name them; pid 0 = the chain names no process.
-  std::map<std::pair<std::string, uint32_t>, std::vector<size_t>> want;
+  Wanted want;
   for (size_t i = 0; i < a.chains.size(); ++i) {
     Chain& c = a.chains[i];
     if (c.stacks_sought) continue;
@@ -129,25 +163,19 @@ void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock)
   std::vector<std::vector<Slow>> slow(a.chains.size());
   auto consider = [&](const hal::Event& e) {
     if (!e.stack_id || !ops.count(e.op)) return;
-    std::string op(e.op);
-    for (uint32_t pid : {e.pid, 0u}) {
-      auto it = want.find({op, pid});
-      if (it == want.end()) continue;
-      for (size_t ci : it->second) {
-        const Chain& c = a.chains[ci];
-        if (c.window_end > c.window_start &&
-            (int64_t(e.ts_ns) < c.window_start || int64_t(e.ts_ns) > c.window_end))
-          continue;
-        keep_slowest(slow[ci], {e.dur_ns, e.stack_id, e.pid, e.tid});
-      }
-    }
+    consider_call(a, want, {int64_t(e.ts_ns), e.dur_ns, e.stack_id, e.pid, e.tid, e.op}, slow);
   };
-  // A run's calls count only where a chain is about its op.
-  source.call_runs(read, consider, [&](const CallRun& r) {
-    if (!ops.count(r.op)) return;
-    std::string op(r.op);
-    if (want.count({op, r.pid}) || want.count({op, 0u})) r.for_each_call(consider);
-  });
+  // The calls the op statistics kept hold every chain's slowest where, for each, at least
+  // kSlowestCalls were kept and none passed over was as slow as the fastest of them.
+  if (!from_kept(a, want, slow)) {
+    for (auto& v : slow) v.clear();
+    // A run's calls count only where a chain is about its op.
+    source.call_runs(read, consider, [&](const CallRun& r) {
+      if (!ops.count(r.op)) return;
+      std::string op(r.op);
+      if (want.count({op, r.pid}) || want.count({op, 0u})) r.for_each_call(consider);
+    });
+  }
   std::map<uint64_t, std::vector<std::string>> frames_of;
   for (size_t ci = 0; ci < a.chains.size(); ++ci) {
     auto& v = slow[ci];

@@ -263,6 +263,33 @@ void add_tails(TraceSource& source, const Window& w, Grouper& g, const TailCatch
   }
 }
 
+// The calls kept, for stack attribution, named by their groups' process and op.
+struct Kept {
+  explicit Kept(size_t max_calls) : calls(max_calls) {}
+  TailCatch calls;
+  std::vector<std::pair<uint32_t, std::string>> keys;  // a group's pid and op
+};
+
+std::shared_ptr<const KeptCalls> kept_calls(std::shared_ptr<Kept> kept,
+                                            const std::vector<OpStats>& groups) {
+  for (const OpStats& s : groups) kept->keys.emplace_back(s.key.pid, s.key.op);
+  auto out = std::make_shared<KeptCalls>();
+  out->for_each = [kept](const std::function<void(const KeptCall&)>& fn) {
+    kept->calls.for_each([&](const TailCall& c, std::string_view) {
+      const auto& [pid, op] = kept->keys[c.group];
+      fn(KeptCall{c.ts, c.dur, c.stack, pid, c.tid, op});
+    });
+  };
+  out->missed = [kept](std::string_view op, uint32_t pid) {
+    uint64_t m = 0;
+    for (size_t i = 0; i < kept->keys.size(); ++i)
+      if (kept->keys[i].second == op && (pid == 0 || kept->keys[i].first == pid))
+        m = std::max(m, kept->calls.missed(i));
+    return m;
+  };
+  return out;
+}
+
 }  // namespace
 
 OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
@@ -271,7 +298,8 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
   Grouper g;
   ExactQuantiles q({0.50, 0.95, 0.99});
   HeldDurations held(limits.durations);
-  TailCatch caught(limits.tail_calls);
+  auto kept = std::make_shared<Kept>(limits.tail_calls);
+  TailCatch& caught = kept->calls;
   // Group ids are re-derived per call rather than cached per event (that would hold every
   // event). Where calls were folded, the quantiles come from the sketches, and so a group's
   // tail floor is its sketch's p95 (the p95 is that, clamped to the calls' extremes).
@@ -295,6 +323,7 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
   add_tails(source, w, g, caught);
   OpStatsSet out;
   out.quantile_passes = q.passes() + 1;
+  if (caught.ok()) out.kept = kept_calls(std::move(kept), g.stats);
   for (OpStats& s : g.stats) (s.key.pid ? out.per_process : out.overall).push_back(std::move(s));
   return out;
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,10 +62,28 @@ struct OpStats {
   }
 };
 
+// A call the first pass kept as one that may be in its op's tail.
+struct KeptCall {
+  int64_t ts = 0;
+  uint64_t dur = 0, stack = 0;
+  uint32_t pid = 0, tid = 0;
+  std::string_view op;
+};
+// The calls the first pass kept (docs/engine.md, "The op statistics in one read"): every call
+// of the window at or above its group's floor, in the order read, and for each op the longest
+// of the others. Stack attribution finds a chain's slowest calls among them where none passed
+// over could be one.
+struct KeptCalls {
+  std::function<void(const std::function<void(const KeptCall&)>&)> for_each;
+  // 1 + the longest call of `op` in process `pid` (0: any) that was not kept; 0: none.
+  std::function<uint64_t(std::string_view op, uint32_t pid)> missed;
+};
+
 struct OpStatsSet {
   std::vector<OpStats> per_process;  // pid != 0
   std::vector<OpStats> overall;      // pid == 0, one per (vendor, api, op)
   int quantile_passes = 0;
+  std::shared_ptr<const KeptCalls> kept;  // null where the first pass kept none
   // Whether a rule that looks only at calls of `kinds` can find nothing in the window: the
   // statistics were computed (they hold every call of it) and hold no call of those kinds.
   // A rule's pass over the calls is then skipped (its answer would be empty).
@@ -89,7 +108,7 @@ struct CallRider {
 };
 // What the first pass may hold so that it is the only pass over the calls (docs/engine.md):
 // every duration of the whole calls, 4 bytes each, for the exact quantiles' further passes; the
-// calls that may be in their op's tail, 24 bytes each. Past either limit it holds none of that
+// calls that may be in their op's tail, 32 bytes each. Past either limit it holds none of that
 // kind, and the passes it stands for read the calls again.
 struct FirstPassLimits {
   size_t durations = size_t(64) << 20;

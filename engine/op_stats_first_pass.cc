@@ -41,7 +41,7 @@ void TailCatch::keep(const hal::Event& e, size_t a) {
     more_ = {};
     return;
   }
-  Kept k{int64_t(e.ts_ns), uint32_t(e.dur_ns), uint32_t(a), e.tid, 0};
+  Kept k{int64_t(e.ts_ns), e.stack_id, uint32_t(e.dur_ns), uint32_t(a), e.tid, 0};
   auto peer = e.get(hal::Field::kPeerPid);
   if (e.dur_ns > UINT32_MAX || e.off_cpu_ns || e.preempts || (peer && *peer)) {
     More m{e.dur_ns, e.off_cpu_ns, peer ? *peer : 0, e.preempts, 0};

@@ -1,8 +1,8 @@
 // What the op statistics' first pass keeps so that it is their only pass over the calls
 // (docs/engine.md, "The op statistics in one read"): every whole call's duration, 4 bytes
 // each, for the exact quantiles' further passes; the calls that may be in their op's tail, for
-// the tail pass. Each has a cap; past it, it holds nothing and the pass it stands for reads the
-// calls again, as before.
+// the tail pass and stack attribution. Each has a cap; past it, it holds nothing and the pass it
+// stands for reads the calls again, as before.
 #pragma once
 
 #include <algorithm>
@@ -93,6 +93,7 @@ struct TailCall {
   int64_t ts = 0;
   uint64_t dur = 0, off_cpu = 0;
   uint64_t peer_pid = 0;  // 0: none
+  uint64_t stack = 0;
   uint32_t tid = 0, preempts = 0;
   uint32_t group = 0;  // its per-process group
 };
@@ -105,6 +106,7 @@ inline TailCall tail_call_of(const hal::Event& e, size_t group) {
   c.tid = e.tid;
   c.preempts = e.preempts;
   c.group = uint32_t(group);
+  c.stack = e.stack_id;
   if (auto pid = e.get(hal::Field::kPeerPid)) c.peer_pid = *pid;
   return c;
 }
@@ -153,6 +155,7 @@ class TailCatch {
       c.dur = k.dur;
       c.tid = k.tid;
       c.group = k.group;
+      c.stack = k.stack;
       if (!k.more) return fn(c, std::string_view());
       const More& m = more_[k.more - 1];
       c.dur = m.dur;
@@ -163,6 +166,9 @@ class TailCatch {
     });
   }
   size_t size() const { return calls_.size(); }
+  bool ok() const { return ok_; }
+  // 1 + the longest call of `group` not kept; 0: none.
+  uint64_t missed(size_t group) const { return group < missed_.size() ? missed_[group] : 0; }
 
  private:
   void fit(size_t group) {
@@ -172,10 +178,11 @@ class TailCatch {
     }
   }
   void keep(const hal::Event& e, size_t a);
-  // A call kept: 24 bytes, and what few calls have beside (off-CPU, a peer, a duration over
+  // A call kept: 32 bytes, and what few calls have beside (off-CPU, a peer, a duration over
   // 4.29 s) in `more_`.
   struct Kept {
     int64_t ts;
+    uint64_t stack;
     uint32_t dur, group, tid;
     uint32_t more;  // 1 + its index in more_; 0: none
   };

@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 
+#include "engine/analysis.h"
 #include "engine/op_stats.h"
 
 namespace ingero::engine {
@@ -32,6 +33,12 @@ class Calls : public TraceSource {
   std::map<uint32_t, ProcessInfo> processes() override { return {}; }
   std::pair<int64_t, int64_t> time_span() override { return {0, 0}; }
   uint64_t event_count(const Window&) override { return events.size(); }
+  bool has_stacks() override { return true; }
+  std::vector<StackFrameInfo> stack(uint64_t id) override {
+    StackFrameInfo f;
+    f.function = "site" + std::to_string(id);
+    return {f};
+  }
 
   void add(uint32_t pid, std::string_view op, uint64_t dur) {
     Event e;
@@ -43,6 +50,7 @@ class Calls : public TraceSource {
     e.api = "cuda_runtime";
     e.op = op;
     e.kind = EventKind::kLaunch;
+    e.stack_id = 1 + events.size() % 7;
     events.push_back(e);
   }
 };
@@ -157,6 +165,61 @@ TEST(OpStatsFirstPass, ATailCallTheFirstPassMissedHasTheTailReadAgain) {
   auto got = compute_op_stats(c, {});
   EXPECT_EQ(c.reads, 2);  // the durations were held; a tail call was missed
   expect_exact(c, got);
+}
+
+// Chains about the launches of pid 100 (the whole window and, if `narrow`, a window of ~25
+// calls) and of every process, attributed from the calls kept or by reading the calls again.
+std::vector<Chain> attributed(Calls& c, bool from_kept, bool narrow) {
+  Analysis a;
+  a.stats = compute_op_stats(c, {});
+  if (!from_kept) a.stats.kept = nullptr;
+  for (const OpStats& s : a.stats.per_process)
+    if (s.key.pid == 100 && s.key.op == "cudaLaunchKernel") {
+      a.chains.push_back(chain_for_op("tail_latency", s));
+      if (!narrow) continue;
+      a.chains.push_back(chain_for_op("narrow", s));
+      a.chains.back().window_start = 1'000'000 + 50'000'000;
+      a.chains.back().window_end = 1'000'000 + 50'050'000;
+    }
+  for (const OpStats& s : a.stats.overall)
+    if (s.key.op == "cudaLaunchKernel") a.chains.push_back(chain_for_op("overall", s));
+  a.chains.back().pids.clear();
+  attribute_stacks(c, a);
+  return a.chains;
+}
+
+void expect_same_stacks(const std::vector<Chain>& kept, const std::vector<Chain>& read) {
+  ASSERT_EQ(kept.size(), read.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    SCOPED_TRACE(kept[i].rule);
+    ASSERT_EQ(kept[i].stacks.size(), read[i].stacks.size());
+    ASSERT_FALSE(kept[i].stacks.empty());
+    for (size_t k = 0; k < kept[i].stacks.size(); ++k) {
+      const ChainStack &x = kept[i].stacks[k], &y = read[i].stacks[k];
+      EXPECT_EQ(std::tie(x.stack_id, x.calls, x.examined, x.worst_ns, x.pid, x.tid, x.frames),
+                std::tie(y.stack_id, y.calls, y.examined, y.worst_ns, y.pid, y.tid, y.frames));
+    }
+  }
+}
+
+// The slowest launches are among the calls the first pass kept: attribution reads no call.
+// A chain over ~25 calls has too few of them kept to tell (fewer than its 20 slowest): the
+// calls are read again, for the same stacks.
+TEST(OpStatsFirstPass, StackAttributionFromTheKeptCallsIsThatOfReadingTheCallsAgain) {
+  for (bool narrow : {false, true}) {
+    SCOPED_TRACE(narrow ? "with the narrow chain" : "without");
+    Calls c = stationary();
+    auto kept = attributed(c, true, narrow);
+    EXPECT_EQ(c.reads, narrow ? 2 : 1);  // the statistics' pass, and the narrow chain's read
+    Calls d = stationary();
+    auto read = attributed(d, false, narrow);
+    EXPECT_EQ(d.reads, 2);
+    ASSERT_EQ(kept.size(), narrow ? 3u : 2u);
+    expect_same_stacks(kept, read);
+    if (narrow) {
+      EXPECT_EQ(kept[1].stacks[0].examined, 20u);  // the slowest 20 of its 25
+    }
+  }
 }
 
 }  // namespace
