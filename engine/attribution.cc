@@ -108,9 +108,10 @@ void consider_call(const Analysis& a, const Wanted& want, const KeptCall& k,
 bool from_kept(const Analysis& a, const Wanted& want, std::vector<std::vector<Slow>>& slow) {
   const KeptCalls* kept = a.stats.kept.get();
   if (!kept) return false;
+  std::unordered_set<std::string_view> ops;
+  for (const auto& [key, chains] : want) ops.insert(key.first);
   kept->for_each([&](const KeptCall& k) {
-    if (k.stack && want.count({std::string(k.op), k.pid}) + want.count({std::string(k.op), 0u}))
-      consider_call(a, want, k, slow);
+    if (k.stack && ops.count(k.op)) consider_call(a, want, k, slow);
   });
   for (const auto& [key, chains] : want) {
     uint64_t missed = kept->missed(key.first, key.second);
