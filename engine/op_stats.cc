@@ -38,7 +38,10 @@ struct Grouper {
   std::vector<OpStats> stats;
   // TraceSource strings live as long as the source, so their addresses identify them.
   std::unordered_map<FastKey, std::pair<size_t, size_t>, FastKeyHash> fast;
-  std::vector<size_t> overall;              // a group's all-processes group
+  std::vector<size_t> overall;  // a group's all-processes group
+  // A group's last call's process and thread: a loop's calls come a thread at a time, and
+  // those already in its sets are not looked up again.
+  std::vector<std::pair<uint32_t, uint32_t>> last_seen;
   std::function<void(size_t)> fresh_group;  // each group when first made
 
   // Group ids of an event: its (pid, op) group and its all-processes group.
@@ -54,6 +57,7 @@ struct Grouper {
     k.pid = 0;
     size_t b = intern(k);
     overall.resize(stats.size());
+    last_seen.resize(stats.size(), {UINT32_MAX, UINT32_MAX});
     overall[a] = b;
     overall[b] = b;
     fast.emplace(fk, std::make_pair(a, b));
@@ -142,8 +146,12 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
       s.off_cpu_ns += e.off_cpu_ns;
       s.preempts += e.preempts;
       if (e.off_cpu_ns || e.switches || e.preempts) s.per_call_off_cpu = true;
-      s.pids.insert(e.pid);
-      if (s.tids.size() < 4096) s.tids.insert(e.tid);
+      auto& [pid, tid] = g.last_seen[gi];
+      if (e.pid != pid || s.count == 1) s.pids.insert(pid = e.pid);
+      if (e.tid != tid || s.count == 1) {
+        if (s.tids.size() < 4096) s.tids.insert(e.tid);
+        tid = e.tid;
+      }
       if (q) {
         q->add(gi, e.dur_ns);
         if (s.count % kFloorEvery == 0) tail.set_floor(gi, q->floor_of(gi, kFloorQuantile));

@@ -24,12 +24,13 @@ void ChunkList<T>::clear() {
   size_ = 0;
 }
 
+template class ChunkList<uint16_t>;
 template class ChunkList<uint32_t>;
 template class ChunkList<TailCatch::Kept>;
 
 void HeldDurations::drop() {
   ok_ = false;
-  std::vector<ChunkList<uint32_t>>().swap(groups_);
+  std::vector<Group>().swap(groups_);
   std::vector<std::pair<size_t, uint64_t>>().swap(wide_);
 }
 

@@ -58,7 +58,8 @@ class ChunkList {
 };
 
 // Every duration of the whole calls, by the call's per-process group; the overall group's
-// values are its processes' values. At most `max_values`, else none (`complete()` false).
+// values are its processes' values. Those under 65.5 us (launches) take 2 bytes, others 4 (8
+// over 4.29 s). At most `max_values`, else none (`complete()` false).
 class HeldDurations {
  public:
   explicit HeldDurations(size_t max_values) : max_(max_values) {}
@@ -66,23 +67,31 @@ class HeldDurations {
     if (!ok_) return;
     if (++held_ > max_) return drop();
     if (group >= groups_.size()) groups_.resize(group + 1);
-    if (v <= UINT32_MAX)
-      groups_[group].push_back(uint32_t(v));
+    if (v <= UINT16_MAX)
+      groups_[group].short_.push_back(uint16_t(v));
+    else if (v <= UINT32_MAX)
+      groups_[group].long_.push_back(uint32_t(v));
     else
       wide_.push_back({group, v});
   }
   bool complete() const { return ok_; }
-  // fn(group, value) for every value held, a group's values together.
+  // fn(group, value) for every value held, a group's values together (not in the order added).
   template <class Fn>
   void for_each(Fn&& fn) const {
-    for (size_t g = 0; g < groups_.size(); ++g)
-      groups_[g].for_each([&](uint32_t v) { fn(g, uint64_t(v)); });
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      groups_[g].short_.for_each([&](uint16_t v) { fn(g, uint64_t(v)); });
+      groups_[g].long_.for_each([&](uint32_t v) { fn(g, uint64_t(v)); });
+    }
     for (auto [g, v] : wide_) fn(g, v);
   }
 
  private:
   void drop();
-  std::vector<ChunkList<uint32_t>> groups_;
+  struct Group {
+    ChunkList<uint16_t> short_;
+    ChunkList<uint32_t> long_;
+  };
+  std::vector<Group> groups_;
   std::vector<std::pair<size_t, uint64_t>> wide_;  // over 4.29 s
   size_t held_ = 0, max_;
   bool ok_ = true;
