@@ -57,6 +57,17 @@ uint64_t ExactQuantiles::floor_of(size_t group, double q) const {
   return 0;
 }
 
+std::pair<uint64_t, uint64_t> ExactQuantiles::open_range(size_t group) const {
+  std::pair<uint64_t, uint64_t> r{UINT64_MAX, 0};
+  if (group >= groups_.size()) return r;
+  for (const Target& t : groups_[group].targets) {
+    if (t.done) continue;
+    r.first = std::min(r.first, t.lo);
+    r.second = std::max(r.second, t.hi);
+  }
+  return r;
+}
+
 uint64_t ExactQuantiles::value(size_t group, size_t qi) const {
   if (group >= groups_.size() || qi >= groups_[group].targets.size()) return 0;
   return groups_[group].targets[qi].value;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace ingero::engine {
@@ -37,6 +38,9 @@ class ExactQuantiles {
   // During pass 1: the least value of the log-scale bucket that holds rank ceil(q * n) of the
   // values added so far (0 for an empty group). The q-quantile so far is at least this.
   uint64_t floor_of(size_t group, double q) const;
+  // During a further pass (inside `replay`): the least and greatest value of `group` it still
+  // looks at; lo > hi where none. A replay may leave out the values outside.
+  std::pair<uint64_t, uint64_t> open_range(size_t group) const;
   // The resolved quantile `qi` of `group` (0 for an empty group).
   uint64_t value(size_t group, size_t qi) const;
   int passes() const { return passes_; }

@@ -199,9 +199,13 @@ void resolve_exact(TraceSource& source, const Window& w, Grouper& g, ExactQuanti
                    const HeldDurations& held) {
   q.resolve([&](const ExactQuantiles::Sink& sink) {
     if (held.complete()) {
+      // Only the values a target still looks at go to the sink.
+      std::vector<std::pair<uint64_t, uint64_t>> open(g.stats.size());
+      for (size_t i = 0; i < open.size(); ++i) open[i] = q.open_range(i);
       held.for_each([&](size_t a, uint64_t v) {
-        sink(a, v);
-        sink(g.overall[a], v);
+        if (v >= open[a].first && v <= open[a].second) sink(a, v);
+        size_t b = g.overall[a];
+        if (v >= open[b].first && v <= open[b].second) sink(b, v);
       });
       return;
     }
