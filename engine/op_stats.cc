@@ -5,6 +5,7 @@
 
 #include "engine/exact_quantiles.h"
 #include "engine/op_stats_first_pass.h"
+#include "hal/memory.h"
 
 namespace ingero::engine {
 namespace {
@@ -303,6 +304,12 @@ std::shared_ptr<const KeptCalls> kept_calls(std::shared_ptr<Kept> kept,
 }
 
 }  // namespace
+
+FirstPassLimits FirstPassLimits::for_this_machine() {
+  size_t share = hal::memory_share(hal::read_memory_info(), size_t(64) << 20, size_t(1) << 30);
+  // A duration takes 4 bytes at most; a kept call 32, and 40 more for the few with more to keep.
+  return {share / 2 / 4, share / 2 / 40};
+}
 
 OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
                             const std::function<void(const std::vector<OpStats>&)>& counted,

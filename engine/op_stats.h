@@ -107,17 +107,20 @@ struct CallRider {
   CallRunFn run;
 };
 // What the first pass may hold so that it is the only pass over the calls (docs/engine.md):
-// every duration of the whole calls, 4 bytes each, for the exact quantiles' further passes; the
-// calls that may be in their op's tail, 32 bytes each. Past either limit it holds none of that
-// kind, and the passes it stands for read the calls again.
+// every duration of the whole calls, 2 or 4 bytes each, for the exact quantiles' further
+// passes; the calls that may be in their op's tail, 32 bytes each. Past either limit it holds
+// none of that kind, and the passes it stands for read the calls again.
 struct FirstPassLimits {
-  size_t durations = size_t(64) << 20;
-  size_t tail_calls = size_t(16) << 20;
+  size_t durations = 0, tail_calls = 0;
+  // A share of the machine's memory (hal::memory_share, between 64 MiB and 1 GiB), half for
+  // each: 128 Mi durations and 13 Mi calls on a machine of 8 GiB or more.
+  static FirstPassLimits for_this_machine();
 };
 OpStatsSet compute_op_stats(
     TraceSource& source, const Window& w,
     const std::function<void(const std::vector<OpStats>&)>& counted = nullptr,
-    const CallRider* rider = nullptr, const FirstPassLimits& limits = {});
+    const CallRider* rider = nullptr,
+    const FirstPassLimits& limits = FirstPassLimits::for_this_machine());
 
 inline constexpr size_t kMaxTailWindowsPerOp = 20000;
 
