@@ -105,11 +105,12 @@ void consider_call(const Analysis& a, const Wanted& want, const KeptCall& k,
 
 // Each chain's slowest calls from those the op statistics kept (in the order read, as a read
 // of the calls gives them): true where that is every chain's answer.
-bool from_kept(const Analysis& a, const Wanted& want, std::vector<std::vector<Slow>>& slow) {
+// `ops`: those of `want`.
+bool from_kept(const Analysis& a, const Wanted& want,
+               const std::unordered_set<std::string_view>& ops,
+               std::vector<std::vector<Slow>>& slow) {
   const KeptCalls* kept = a.stats.kept.get();
   if (!kept) return false;
-  std::unordered_set<std::string_view> ops;
-  for (const auto& [key, chains] : want) ops.insert(key.first);
   kept->for_each([&](const KeptCall& k) {
     if (k.stack && ops.count(k.op)) consider_call(a, want, k, slow);
   });
@@ -168,7 +169,7 @@ void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock)
   };
   // The calls the op statistics kept hold every chain's slowest where, for each, at least
   // kSlowestCalls were kept and none passed over was as slow as the fastest of them.
-  if (!from_kept(a, want, slow)) {
+  if (!from_kept(a, want, ops, slow)) {
     for (auto& v : slow) v.clear();
     // A run's calls count only where a chain is about its op.
     source.call_runs(read, consider, [&](const CallRun& r) {
