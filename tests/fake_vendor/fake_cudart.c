@@ -5,6 +5,10 @@
  *   INGERO_FAKE_SYNC_BLOCK=1  cudaStreamSynchronize never returns (exit-mid-call tests)
  *   INGERO_FAKE_SYNC_SPIN_US=N cudaStreamSynchronize busy-waits N microseconds on the CPU, as a
  *                             spinning sync does (planted CPU-contention scenarios)
+ *   INGERO_FAKE_LAUNCH_US=N   cudaLaunchKernel sleeps N microseconds
+ *   INGERO_FAKE_LAUNCH_SPIN_EVERY=K (with INGERO_FAKE_LAUNCH_SPIN_US=N) every K-th
+ *                             cudaLaunchKernel of the process busy-waits N microseconds on the
+ *                             CPU: a known share of slow launches, whatever the machine
  * cudaDeviceSynchronize calls the driver's cuCtxSynchronize and cudaLaunchKernel its
  * cuLaunchKernel, as the real runtime does: nested calls. */
 #include <stdint.h>
@@ -21,6 +25,15 @@ extern int cuMemAlloc_v2(unsigned long long* p, size_t n);
 extern int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned shm, void* stream, void** params, void** extra);
 
+/* Busy-waits `us` microseconds on the CPU. */
+static void spin_us(long us) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < us * 1000L);
+}
+
 __attribute__((visibility("default"))) int cudaMalloc(void** p, size_t n) {
   *p = (void*)(uintptr_t)(0xd0000000u + n);
   return 0;
@@ -35,6 +48,11 @@ __attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 
                                                             size_t shm, void* stream) {
   const char* us = getenv("INGERO_FAKE_LAUNCH_US");  // a slow launch path (fleet metrics test)
   if (us) usleep((useconds_t)atoi(us));
+  const char* every = getenv("INGERO_FAKE_LAUNCH_SPIN_EVERY");
+  const char* spin = getenv("INGERO_FAKE_LAUNCH_SPIN_US");
+  static unsigned long launches;
+  if (every && spin && atol(every) > 0 && ++launches % (unsigned long)atol(every) == 0)
+    spin_us(atol(spin));
   return cuLaunchKernel((void*)f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shm, stream, a, 0);
 }
 __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
@@ -45,14 +63,7 @@ __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
   const char* us = getenv("INGERO_FAKE_SYNC_US");
   if (us) usleep((useconds_t)atoi(us));
   const char* spin = getenv("INGERO_FAKE_SYNC_SPIN_US");
-  if (spin) {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    long limit = atol(spin) * 1000L;
-    do {
-      clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < limit);
-  }
+  if (spin) spin_us(atol(spin));
   return 0;
 }
 __attribute__((visibility("default"))) int cudaDeviceSynchronize(void) {
