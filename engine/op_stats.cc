@@ -44,6 +44,10 @@ struct Grouper {
   // those already in its sets are not looked up again.
   std::vector<std::pair<uint32_t, uint32_t>> last_seen;
   std::function<void(size_t)> fresh_group;  // each group when first made
+  // The last call's key and groups: a loop's calls of one op come in a row (a step's launches),
+  // and the table's look-up (a hash and a division) was a tenth of the first pass.
+  FastKey last_key{UINT32_MAX, nullptr, nullptr};
+  std::pair<size_t, size_t> last_groups;
 
   // Group ids of an event: its (pid, op) group and its all-processes group.
   std::pair<size_t, size_t> groups_of(const hal::Event& e) {
@@ -52,7 +56,11 @@ struct Grouper {
   std::pair<size_t, size_t> groups_of(uint32_t pid, std::string_view vendor, std::string_view api,
                                       std::string_view op, hal::EventKind kind) {
     FastKey fk{pid, api.data(), op.data()};
-    if (auto it = fast.find(fk); it != fast.end()) return it->second;
+    if (fk == last_key) return last_groups;
+    if (auto it = fast.find(fk); it != fast.end()) {
+      last_key = fk;
+      return last_groups = it->second;
+    }
     OpKey k{pid, std::string(vendor), std::string(api), std::string(op), kind};
     size_t a = intern(k);
     k.pid = 0;

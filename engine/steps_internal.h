@@ -2,6 +2,7 @@
 // sweep, gaps, attribution) and steps_summary.cc (sites, locations, the summary).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -91,6 +92,13 @@ struct Proc {
   std::vector<uint32_t> newest_group;
   std::vector<uint64_t> stacks;  // the stacks of grouped calls, interned
   std::unordered_map<uint64_t, uint32_t> stack_index;
+  // Recent look-ups of stack_index, by the stack's hash: (stack, index), index UINT32_MAX when
+  // empty.
+  std::array<std::pair<uint64_t, uint32_t>, 64> recent_stacks = [] {
+    std::array<std::pair<uint64_t, uint32_t>, 64> a;
+    a.fill({0, UINT32_MAX});
+    return a;
+  }();
   std::vector<TopLevelOp> ops;
   std::map<std::pair<const char*, const char*>, uint32_t> op_index;  // (op, api) storage
   struct Open {

@@ -37,14 +37,23 @@ const uint8_t* get(const uint8_t* p, uint64_t& v) {
 
 uint32_t CallCache::name_index(std::string_view vendor, std::string_view api, std::string_view op,
                                hal::EventKind kind) {
+  // The last call's, compared by address: a loop's calls of one op come in a row.
+  if (last_name_ < names_.size()) {
+    const Names& n = names_[last_name_];
+    if (n.op.data() == op.data() && n.op.size() == op.size() && n.api.data() == api.data() &&
+        n.api.size() == api.size() && n.vendor.data() == vendor.data() &&
+        n.vendor.size() == vendor.size() && n.kind == kind)
+      return last_name_;
+  }
   auto& ids = name_ids_[op.data()];
   for (uint32_t i : ids) {
     const Names& n = names_[i];
-    if (n.vendor == vendor && n.api == api && n.op.size() == op.size() && n.kind == kind) return i;
+    if (n.vendor == vendor && n.api == api && n.op.size() == op.size() && n.kind == kind)
+      return last_name_ = i;
   }
   names_.push_back({vendor, api, op, kind});
   ids.push_back(uint32_t(names_.size() - 1));
-  return ids.back();
+  return last_name_ = ids.back();
 }
 
 uint32_t CallCache::comm_index(std::string_view comm) {

@@ -139,6 +139,7 @@ class CallCache {
   uint64_t* pid_calls_ = nullptr;  // per_pid_'s count of enc_.pid
   std::vector<Names> names_;
   std::unordered_map<const char*, std::vector<uint32_t>> name_ids_;  // op address -> indexes
+  uint32_t last_name_ = UINT32_MAX;                                  // the last name_index() answer
   std::vector<std::string> comms_;
   std::unordered_map<std::string, uint32_t> comm_ids_;
   uint32_t last_comm_ = 0;  // the last comm_index() answer

@@ -71,6 +71,17 @@ struct EventCursor::OpNames {
     hal::EventKind kind = hal::EventKind::kUnknown;
   };
   std::unordered_map<uint64_t, Names> by_id;  // source << 32 | op
+  // The last call's: a loop's calls of one op come in a row (a step's launches). One cursor
+  // reads on one thread.
+  uint64_t last_id = UINT64_MAX;
+  const Names* last = nullptr;
+  const Names* find(uint64_t id) {
+    if (id == last_id) return last;
+    auto it = by_id.find(id);
+    if (it == by_id.end()) return nullptr;
+    last_id = id;
+    return last = &it->second;
+  }
 };
 
 bool EventCursor::open_direct(const EventFilter& f) {
@@ -179,10 +190,10 @@ bool EventCursor::open_direct(const EventFilter& f) {
 
 template <class Row>
 bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
-  auto it = names_->by_id.find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
-  if (it == names_->by_id.end())
+  const OpNames::Names* found = names_->find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
+  if (!found)
     return false;  // an op missing from the dictionary: the view (an inner join) leaves it out too
-  const OpNames::Names& n = it->second;
+  const OpNames::Names& n = *found;
   e.reset();
   e.ts_ns = uint64_t(st.int64(0));
   e.dur_ns = uint64_t(st.int64(1));
