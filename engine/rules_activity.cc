@@ -64,14 +64,21 @@ struct LaunchRates {
     std::string api, vendor;
   };
   std::map<uint32_t, Series> by_pid;
+  Series* last = nullptr;  // the last launch's process's: a process's calls come in a row
+  uint32_t last_pid = 0;
 
-  void count_launch(uint32_t pid, std::string_view api, std::string_view vendor, int64_t ts) {
+  Series& series(uint32_t pid, std::string_view api, std::string_view vendor, int64_t ts) {
+    if (last && last_pid == pid) return *last;
     Series& s = by_pid[pid];
     if (s.per_sec.empty()) {
       s.first = ts;
       s.api = std::string(api);
       s.vendor = std::string(vendor);
     }
+    last_pid = pid;
+    return *(last = &s);
+  }
+  static void count_launch(Series& s, int64_t ts) {
     size_t sec = size_t((ts - s.first) / kSecond);
     if (sec > 7 * 24 * 3600) return;
     if (s.per_sec.size() <= sec) s.per_sec.resize(sec + 1);
@@ -87,12 +94,16 @@ struct LaunchRates {
       ++it->second.other_per_sec[sec];
       return;
     }
-    count_launch(e.pid, e.api, e.vendor, int64_t(e.ts_ns));
+    count_launch(series(e.pid, e.api, e.vendor, int64_t(e.ts_ns)), int64_t(e.ts_ns));
   }
-  // Each call of a run in its second, without making it an event.
+  // Each call of a run in its second, without making it an event; its process looked up once
+  // (66 M folded launches at 100 M events).
   void run(const CallRun& r) {
-    r.for_each_span(
-        [&](uint64_t, int64_t start, uint64_t) { count_launch(r.pid, r.api, r.vendor, start); });
+    Series* s = nullptr;
+    r.for_each_span([&](uint64_t, int64_t start, uint64_t) {
+      if (!s) s = &series(r.pid, r.api, r.vendor, start);
+      count_launch(*s, start);
+    });
   }
 };
 
