@@ -46,8 +46,9 @@ struct Grouper {
   std::function<void(size_t)> fresh_group;  // each group when first made
   // The last call's key and groups: a loop's calls of one op come in a row (a step's launches),
   // and the table's look-up (a hash and a division) was a tenth of the first pass.
-  FastKey last_key{UINT32_MAX, nullptr, nullptr};
+  FastKey last_key{};
   std::pair<size_t, size_t> last_groups;
+  bool has_last = false;
 
   // Group ids of an event: its (pid, op) group and its all-processes group.
   std::pair<size_t, size_t> groups_of(const hal::Event& e) {
@@ -56,9 +57,10 @@ struct Grouper {
   std::pair<size_t, size_t> groups_of(uint32_t pid, std::string_view vendor, std::string_view api,
                                       std::string_view op, hal::EventKind kind) {
     FastKey fk{pid, api.data(), op.data()};
-    if (fk == last_key) return last_groups;
+    if (has_last && fk == last_key) return last_groups;
     if (auto it = fast.find(fk); it != fast.end()) {
       last_key = fk;
+      has_last = true;
       return last_groups = it->second;
     }
     OpKey k{pid, std::string(vendor), std::string(api), std::string(op), kind};

@@ -76,7 +76,7 @@ struct EventCursor::OpNames {
   uint64_t last_id = UINT64_MAX;
   const Names* last = nullptr;
   const Names* find(uint64_t id) {
-    if (id == last_id) return last;
+    if (last && id == last_id) return last;
     auto it = by_id.find(id);
     if (it == by_id.end()) return nullptr;
     last_id = id;
