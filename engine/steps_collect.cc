@@ -1,5 +1,6 @@
 // The step model, part 0: the top-level calls of each GPU process, as compact items.
 #include <algorithm>
+#include <optional>
 
 #include "engine/steps_internal.h"
 #include "engine/thresholds_steps.h"
@@ -75,7 +76,7 @@ void push_huge(std::vector<T>& v, const T& x) {
   v.push_back(x);
 }
 
-// What the model may still hold, in bytes: an item takes 56; a grouped call 12, a group 32 for
+// What the model may still hold, in bytes: an item takes 56; a grouped call 8, a group 32 for
 // its list and a stack grouped calls share 48 (interned); a folded run's counts 32 more. Once it is
 // spent the model stops at that point in time: every later call is dropped, so what is
 // modelled is a prefix of the trace.
@@ -102,39 +103,54 @@ uint32_t op_of(Proc& p, std::string_view op, std::string_view api, hal::EventKin
   return it->second;
 }
 
+// The index of `stack` in p.stacks where it is interned already. A few recent answers first: a
+// step's launches cycle through a few dozen stacks, and the table's look-up (a hash and a
+// division) was most of the time spent grouping.
+std::optional<uint32_t> interned(Proc& p, uint64_t stack) {
+  auto& recent = p.recent_stacks[(stack * 0x9E3779B97F4A7C15ull) >> 58];
+  if (recent.second != UINT32_MAX && recent.first == stack) return recent.second;
+  auto it = p.stack_index.find(stack);
+  if (it == p.stack_index.end()) return std::nullopt;
+  recent = {stack, it->second};
+  return it->second;
+}
+
 // Whether call c may join `last`, the thread's previous item, as its next call: alike in every
-// field of an item but time and stack, not a wait, after it ends, its start and duration
-// within 32 bits of the item's.
-bool joins(const Proc& p, const Call& last, const Call& c) {
+// field of an item but time and stack, not a wait, after it ends, its start within 32 bits of
+// the item's, its duration (and the item's first call's) and the stacks within a Grouped.
+bool joins(Proc& p, const Call& last, const Call& c) {
   if (!group_calls || c.cat == kWait || last.kind != c.kind || last.op != c.op ||
       last.stream != c.stream || last.bytes != c.bytes || last.cat != c.cat ||
       last.work != c.work || last.d2h != c.d2h || last.h2d != c.h2d || c.start < last.end)
     return false;
   if (last.run != kNoRun && !Proc::grouped(last)) return false;  // a folded run stays as read
-  return uint64_t(c.start - last.start) <= UINT32_MAX && uint64_t(c.end - c.start) <= UINT32_MAX &&
-         uint64_t(p.first(last).dur) <= UINT32_MAX;
+  if (uint64_t(c.start - last.start) > UINT32_MAX || uint64_t(c.end - c.start) > Grouped::kMaxDur ||
+      uint64_t(p.first(last).dur) > Grouped::kMaxDur)
+    return false;
+  // Stacks interned past kMaxStack do not fit; new ones fit while there is room (counted as if
+  // both were new).
+  size_t fresh = 0;
+  auto fits = [&](uint64_t stack) {
+    auto i = interned(p, stack);
+    if (!i) ++fresh;
+    return !i || *i <= Grouped::kMaxStack;
+  };
+  return (Proc::grouped(last) || fits(last.stack)) && fits(c.stack) &&
+         p.stacks.size() + fresh <= size_t(Grouped::kMaxStack) + 1;
 }
 
 // The index of `stack` in p.stacks, interned on first use.
 constexpr size_t kInternedStackBytes = 48;  // the id and its hash-table node
 bool intern(Proc& p, uint64_t stack, Budget& b, uint32_t& out) {
-  // A few recent answers first: a step's launches cycle through a few dozen stacks, and the
-  // table's look-up (a hash and a division) was most of the time spent grouping.
-  auto& recent = p.recent_stacks[(stack * 0x9E3779B97F4A7C15ull) >> 58];
-  if (recent.second != UINT32_MAX && recent.first == stack) {
-    out = recent.second;
-    return true;
-  }
-  if (auto it = p.stack_index.find(stack); it != p.stack_index.end()) {
-    out = it->second;
-    recent = {stack, out};
+  if (auto i = interned(p, stack)) {
+    out = *i;
     return true;
   }
   if (p.stacks.size() >= UINT32_MAX || !b.take(kInternedStackBytes)) return false;
   out = uint32_t(p.stacks.size());
   p.stack_index.emplace(stack, out);
   p.stacks.push_back(stack);
-  recent = {stack, out};
+  p.recent_stacks[(stack * 0x9E3779B97F4A7C15ull) >> 58] = {stack, out};
   return true;
 }
 
@@ -151,12 +167,12 @@ bool join(Proc& p, Call& last, const Call& c, Budget& b) {
     size_t room = newest != UINT32_MAX ? p.groups[newest].size() : 2;
     newest = uint32_t(p.groups.size());
     p.groups.emplace_back(p.group_pool.get()).reserve(std::max<size_t>(room, 2));
-    p.groups.back().push_back({0, uint32_t(last.end - last.start), first});
+    p.groups.back().push_back({0, uint64_t(last.end - last.start), first});
     last.run = kGroupBit | newest;
   }
   if (!intern(p, c.stack, b, stack) || !b.take(sizeof(Grouped))) return false;
   p.groups[last.run & ~kGroupBit].push_back(
-      {uint32_t(c.start - last.start), uint32_t(c.end - c.start), stack});
+      {uint32_t(c.start - last.start), uint64_t(c.end - c.start), stack});
   last.end = c.end;
   return true;
 }
@@ -172,9 +188,9 @@ void drop_last(Proc& p, Call& item) {
     return;
   }
   auto& g = p.groups[item.run & ~kGroupBit];  // two calls or more: one stays
-  was.sum_ns -= g.back().dur;
+  was.sum_ns -= g.back().dur();
   g.pop_back();
-  item.end = item.start + int64_t(g.back().delta) + int64_t(g.back().dur);
+  item.end = item.start + int64_t(g.back().delta) + int64_t(g.back().dur());
 }
 
 // A call nested in time inside another call of the same thread (a runtime call's driver call,

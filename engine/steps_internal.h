@@ -52,11 +52,22 @@ struct Call {
 // groups change nothing.
 inline bool group_calls = true;
 
-// A call of a group: its start from the item's start, its duration and its stack (an index
-// into Proc::stacks). 12 bytes, not a 56-byte item: a launch-bound process's launches, or an
-// allocating loop's allocations, come one after another on their thread.
+// A call of a group: its start from the item's start, and in one word its duration and its
+// stack (an index into Proc::stacks). 8 bytes, not a 56-byte item: a launch-bound process's
+// launches, or an allocating loop's allocations, come one after another on their thread. A
+// call longer than kMaxDur (1.05 ms), or whose stack is past a process's first kMaxStack + 1
+// (4,096) distinct stacks of grouped calls, stays an item of its own.
 struct Grouped {
-  uint32_t delta = 0, dur = 0, stack = 0;
+  static constexpr int kStackBits = 12;
+  static constexpr uint32_t kMaxStack = (1u << kStackBits) - 1;
+  static constexpr uint64_t kMaxDur = (uint64_t(1) << (32 - kStackBits)) - 1;
+  uint32_t delta = 0;
+  uint32_t packed = 0;  // duration << kStackBits | stack
+  Grouped() = default;
+  Grouped(uint32_t delta_ns, uint64_t dur_ns, uint32_t stack_index)
+      : delta(delta_ns), packed(uint32_t(dur_ns) << kStackBits | stack_index) {}
+  uint32_t dur() const { return packed >> kStackBits; }
+  uint32_t stack() const { return packed & kMaxStack; }
 };
 // A group's calls, in its process's pool (Proc::group_pool).
 using GroupList = std::pmr::vector<Grouped>;
@@ -133,7 +144,7 @@ struct Proc {
     if (c.run == kNoRun) return uint64_t(c.end - c.start);
     if (!grouped(c)) return runs[c.run].sum_ns;
     uint64_t n = 0;
-    for (const Grouped& g : group(c)) n += g.dur;
+    for (const Grouped& g : group(c)) n += g.dur();
     return n;
   }
   // The item's first call, and call k + 1 after call k (`at`).
@@ -164,7 +175,7 @@ struct Proc {
  private:
   Span span_of(const Call& c, uint64_t k) const {
     const Grouped& g = group(c)[k];
-    return {c.start + int64_t(g.delta), g.dur, stacks[g.stack]};
+    return {c.start + int64_t(g.delta), g.dur(), stacks[g.stack()]};
   }
 };
 

@@ -260,7 +260,7 @@ class Sweep {
     }
     StreamState& st = streams_[c.stream];
     st.last_work = std::max(st.last_work, c.end);
-    if (Proc::grouped(c)) last_closed_stack_ = p_.stacks[p_.group(c).back().stack];
+    if (Proc::grouped(c)) last_closed_stack_ = p_.stacks[p_.group(c).back().stack()];
   }
 
   void update_gap(int64_t t) {

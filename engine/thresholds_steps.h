@@ -39,7 +39,7 @@ inline constexpr int64_t kFallbackWindowNs = 1'000'000'000;
 // than 2x the median step (autotuning, lazy init, allocator growth).
 inline constexpr double kWarmupStepFactor = 2.0;
 // Memory bounds: what the step model holds per analysis (a call is a 56-byte item, a folded run
-// 88 bytes, a call grouped with the one before it on its thread 12 bytes; later calls are
+// 88 bytes, a call grouped with the one before it on its thread 8 bytes; later calls are
 // counted in StepSeries::calls_dropped and the report says where the model stops), and gaps
 // stored per process: at most 200,000, and at most a quarter of the model's bytes (a gap is
 // ~230 bytes; the tracer's own analyses, with 16 MB, keep ~17,000). By default the model may

@@ -1,5 +1,5 @@
 // The step model groups consecutive calls of one op on a thread into one item
-// (engine/steps_internal.h, Call::run): 12 bytes a call instead of 56. Groups change nothing:
+// (engine/steps_internal.h, Call::run): 8 bytes a call instead of 56. Groups change nothing:
 // each test analyses one trace with groups and without, and compares every step, gap, op count,
 // call site and tally the rules read.
 #include <gtest/gtest.h>
@@ -249,8 +249,8 @@ TEST(StepGroups, AllocationsInterleavedWithAnotherThreadGiveTheSameSteps) {
 }
 
 // 16 threads calling cudaMalloc in a loop (issue 10's load): each thread's calls are one group of
-// 12 bytes a call, one stack interned per thread.
-TEST(StepGroups, AnAllocatingLoopTakesTwelveBytesACall) {
+// 8 bytes a call, one stack interned per thread.
+TEST(StepGroups, AnAllocatingLoopTakesEightBytesACall) {
   std::vector<Event> calls;
   for (uint32_t tid = 100; tid < 116; ++tid) {
     uint64_t t = 1000 + tid * 3;
@@ -268,7 +268,7 @@ TEST(StepGroups, AnAllocatingLoopTakesTwelveBytesACall) {
   engine::HostContext host = engine::collect_host_context(*r.source, {});
   using engine::steps_detail::Call, engine::steps_detail::Grouped, engine::steps_detail::GroupList;
   size_t need = 16 * (sizeof(Call) + 48 + sizeof(GroupList) + 2000 * sizeof(Grouped));
-  EXPECT_EQ(sizeof(Grouped), 12u);
+  EXPECT_EQ(sizeof(Grouped), 8u);
   auto m = engine::compute_steps(*r.source, {}, host, need);
   EXPECT_EQ(m.processes.at(0).calls_dropped, 0u);
   EXPECT_EQ(m.processes.at(0).ops.at(0).calls, 32000u);
@@ -276,8 +276,8 @@ TEST(StepGroups, AnAllocatingLoopTakesTwelveBytesACall) {
   EXPECT_EQ(m.processes.at(0).calls_dropped, 1u);  // the last thread's last call
 }
 
-// A group holds 32-bit offsets and durations: launches seconds apart, or one that hangs for
-// five seconds, start new items, and nothing changes.
+// A group holds 32-bit offsets: launches seconds apart, or one that hangs for five seconds (past
+// a grouped call's 20-bit duration too), start new items, and nothing changes.
 TEST(StepGroups, LaunchesPastThirtyTwoBitsStartNewItems) {
   std::vector<Event> calls;
   uint64_t t = 1000;
@@ -291,6 +291,27 @@ TEST(StepGroups, LaunchesPastThirtyTwoBitsStartNewItems) {
   const engine::StepSeries& s = b.grouped.steps.processes.at(0);
   EXPECT_EQ(s.ops.at(0).calls, 40u);
   EXPECT_EQ(s.ops.at(0).sum_ns, 39 * 5 * kUs + 5'000 * kMs);
+}
+
+// A grouped call holds its duration in 20 bits and its stack's index in 12: launches of 1.5 ms,
+// and a process's launches past its first 4,096 distinct stacks, stay items of their own, and
+// nothing changes (a duration or an index packed past its bits would change the steps' host
+// time, or the call sites).
+TEST(StepGroups, CallsPastAGroupedCallsBitsStayItems) {
+  std::vector<Event> calls;
+  uint64_t t = 1000, sum = 0;
+  for (int i = 0; i < 6000; ++i) {
+    Event e = launch(t, i % 50 == 7 ? 1'500 * kUs : 5 * kUs);
+    e.stack_id = 0x100000 + uint64_t(i % 5000);  // 5,000 call sites
+    calls.push_back(e);
+    sum += e.dur_ns;
+    t += e.dur_ns + 30 * kUs;
+  }
+  Both b = analyze_both("groups-past-bits", calls);
+  expect_same(b.grouped, b.single);
+  const engine::StepSeries& s = b.grouped.steps.processes.at(0);
+  EXPECT_EQ(s.ops.at(0).calls, 6000u);
+  EXPECT_EQ(s.ops.at(0).sum_ns, sum);
 }
 
 }  // namespace
