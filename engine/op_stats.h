@@ -80,9 +80,8 @@ struct KeptCalls {
 };
 
 struct OpStatsSet {
-  std::vector<OpStats> per_process;  // pid != 0
-  std::vector<OpStats> overall;      // pid == 0, one per (vendor, api, op)
-  int quantile_passes = 0;
+  std::vector<OpStats> per_process;       // pid != 0
+  std::vector<OpStats> overall;           // pid == 0, one per (vendor, api, op)
   std::shared_ptr<const KeptCalls> kept;  // null where the first pass kept none
   // Whether a rule that looks only at calls of `kinds` can find nothing in the window: the
   // statistics were computed (they hold every call of it) and hold no call of those kinds.

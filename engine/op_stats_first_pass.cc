@@ -42,10 +42,10 @@ void TailCatch::keep(const hal::Event& e, size_t a) {
     more_ = {};
     return;
   }
-  Kept k{int64_t(e.ts_ns), e.stack_id, uint32_t(e.dur_ns), uint32_t(a), e.tid, 0};
-  auto peer = e.get(hal::Field::kPeerPid);
-  if (e.dur_ns > UINT32_MAX || e.off_cpu_ns || e.preempts || (peer && *peer)) {
-    More m{e.dur_ns, e.off_cpu_ns, peer ? *peer : 0, e.preempts, 0};
+  TailCall c = tail_call_of(e, a);
+  Kept k{c.ts, c.stack, uint32_t(c.dur), c.group, c.tid, 0};
+  if (c.dur > UINT32_MAX || c.off_cpu || c.preempts || c.peer_pid) {
+    More m{c.dur, c.off_cpu, c.peer_pid, c.preempts, 0};
     if (m.peer_pid) {
       auto [it, fresh] =
           name_index_.try_emplace(std::string(e.peer_comm_view()), uint32_t(names_.size()));

@@ -1,8 +1,8 @@
 // What the op statistics' first pass keeps so that it is their only pass over the calls
-// (docs/engine.md, "The op statistics in one read"): every whole call's duration, 4 bytes
-// each, for the exact quantiles' further passes; the calls that may be in their op's tail, for
-// the tail pass and stack attribution. Each has a cap; past it, it holds nothing and the pass it
-// stands for reads the calls again, as before.
+// (docs/engine.md, "The op statistics in one read"): every whole call's duration, 2 or 4
+// bytes each, for the exact quantiles' further passes; the calls that may be in their op's tail,
+// for the tail pass and stack attribution. Each has a cap; past it, it holds nothing and the pass
+// it stands for reads the calls again, as before.
 #pragma once
 
 #include <algorithm>

@@ -106,8 +106,11 @@ uint32_t op_of(Proc& p, std::string_view op, std::string_view api, hal::EventKin
 // The index of `stack` in p.stacks where it is interned already. A few recent answers first: a
 // step's launches cycle through a few dozen stacks, and the table's look-up (a hash and a
 // division) was most of the time spent grouping.
+std::pair<uint64_t, uint32_t>& recent_slot(Proc& p, uint64_t stack) {
+  return p.recent_stacks[(stack * 0x9E3779B97F4A7C15ull) >> 58];
+}
 std::optional<uint32_t> interned(Proc& p, uint64_t stack) {
-  auto& recent = p.recent_stacks[(stack * 0x9E3779B97F4A7C15ull) >> 58];
+  auto& recent = recent_slot(p, stack);
   if (recent.second != UINT32_MAX && recent.first == stack) return recent.second;
   auto it = p.stack_index.find(stack);
   if (it == p.stack_index.end()) return std::nullopt;
@@ -150,7 +153,7 @@ bool intern(Proc& p, uint64_t stack, Budget& b, uint32_t& out) {
   out = uint32_t(p.stacks.size());
   p.stack_index.emplace(stack, out);
   p.stacks.push_back(stack);
-  p.recent_stacks[(stack * 0x9E3779B97F4A7C15ull) >> 58] = {stack, out};
+  recent_slot(p, stack) = {stack, out};
   return true;
 }
 
