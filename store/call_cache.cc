@@ -11,8 +11,10 @@
 namespace ingero::store {
 namespace {
 
-// Flags of one encoded call.
-constexpr uint8_t kHasRet = 1, kUnfinished = 2, kPeerComm = 4, kOffCpu = 8, kCgroup = 16;
+// Flags of one encoded call, in its first byte: it has a result; which is not 0 (it follows).
+constexpr uint8_t kHasRet = 1, kNonZeroRet = 2;
+// In the second byte, there where the first has kRare.
+constexpr uint8_t kUnfinished = 1, kPeerComm = 2, kOffCpu = 4, kCgroup = 8;
 
 using hal::put_varint;
 using hal::unzigzag;
@@ -72,40 +74,45 @@ uint32_t CallCache::stack_index(uint64_t stack) {
 }
 
 bool CallCache::add(const hal::Event& e) {
-  Item& buf_ = one_;
-  uint8_t flags = (e.has_ret ? kHasRet : 0) | (e.unfinished ? kUnfinished : 0) |
-                  (e.peer_comm[0] ? kPeerComm : 0) |
-                  (e.off_cpu_ns || e.preempts || e.switches ? kOffCpu : 0) |
-                  (e.cgroup_id ? kCgroup : 0) | (e.present == enc_.present ? kSameMask : 0);
+  Item& b = one_;
+  uint8_t rare = (e.unfinished ? kUnfinished : 0) | (e.peer_comm[0] ? kPeerComm : 0) |
+                 (e.off_cpu_ns || e.preempts || e.switches ? kOffCpu : 0) |
+                 (e.cgroup_id ? kCgroup : 0);
+  uint8_t flags =
+      (e.has_ret ? kHasRet : 0) | (e.has_ret && e.ret ? kNonZeroRet : 0) | (rare ? kRare : 0);
   put_head({flags, e.ts_ns, e.dur_ns, e.pid, e.tid, name_index(e.vendor, e.api, e.op, e.kind),
             comm_index(e.comm_view()), stack_index(e.stack_id)});
-  if (flags & kHasRet) put_varint(buf_, zigzag(e.ret));
-  if (flags & kPeerComm) put_varint(buf_, comm_index(e.peer_comm_view()));
-  if (flags & kOffCpu) {
-    put_varint(buf_, e.off_cpu_ns);
-    put_varint(buf_, e.preempts);
-    put_varint(buf_, e.switches);
+  Thread& t = enc_->state;
+  if (e.present == t.present) b.bytes[0] |= kSameMask;
+  if (rare) b.push_back(rare);
+  if (flags & kNonZeroRet) put_varint(b, zigzag(e.ret));
+  if (rare & kPeerComm) put_varint(b, comm_index(e.peer_comm_view()));
+  if (rare & kOffCpu) {
+    put_varint(b, e.off_cpu_ns);
+    put_varint(b, e.preempts);
+    put_varint(b, e.switches);
   }
-  if (flags & kCgroup) put_varint(buf_, e.cgroup_id);
-  if (!(flags & kSameMask)) put_varint(buf_, e.present);
-  enc_.present = e.present;
+  if (rare & kCgroup) put_varint(b, e.cgroup_id);
+  if (e.present != t.present) put_varint(b, e.present);
+  t.present = e.present;
   for (uint64_t m = e.present; m; m &= m - 1) {
     auto f = size_t(std::countr_zero(m));
-    put_varint(buf_, zigzag(int64_t(e.fields[f] - enc_.fields[f])));
-    enc_.fields[f] = e.fields[f];
+    put_varint(b, zigzag(int64_t(e.fields[f] - t.fields[f])));
+    t.fields[f] = e.fields[f];
   }
   if (!append()) return false;
   ++calls_;
-  ++*pid_calls_;
+  ++*enc_->calls;
   return true;
 }
 
 bool CallCache::add_run(const engine::CallRun& r) {
   std::string_view comm(r.comm.data(), strnlen(r.comm.data(), r.comm.size()));
-  put_head({uint8_t(kRunFlag | (r.cgroup_id ? kCgroup : 0)), uint64_t(r.ts_ns), r.span_ns, r.pid,
+  put_head({uint8_t(kRunFlag | (r.cgroup_id ? kRare : 0)), uint64_t(r.ts_ns), r.span_ns, r.pid,
             r.tid, name_index(r.vendor, r.api, r.op, r.kind), comm_index(comm),
             stack_index(r.stack_id)});
   Item& b = one_;
+  if (r.cgroup_id) b.push_back(kCgroup);
   put_varint(b, r.calls);
   put_varint(b, r.sum_ns);
   put_varint(b, r.min_ns);
@@ -116,30 +123,50 @@ bool CallCache::add_run(const engine::CallRun& r) {
   if (r.cgroup_id) put_varint(b, r.cgroup_id);
   if (!append()) return false;
   calls_ += r.calls;
-  *pid_calls_ += r.calls;
+  *enc_->calls += r.calls;
   return true;
 }
 
+// The head: flags; the start's delta; the length; the thread's index unless it is the
+// previous item's, and for a thread not seen before its pid and tid; the name; the comm where
+// it is not the thread's previous item's; the stack.
 void CallCache::put_head(Head h) {
-  if (pid_calls_ && h.pid == enc_.pid && h.tid == enc_.tid) h.flags |= kSameThread;
+  uint64_t who = uint64_t(h.pid) << 32 | h.tid;
+  bool fresh = false;
+  if (enc_ && who == enc_who_) {
+    h.flags |= kSameThread;
+  } else {
+    auto [it, added] = enc_threads_.try_emplace(who);
+    if (added) {
+      it->second.index = uint32_t(enc_threads_.size() - 1);
+      it->second.calls = &per_pid_[h.pid];
+      it->second.state.comm = UINT32_MAX;
+    }
+    fresh = added;
+    enc_ = &it->second;
+    enc_who_ = who;
+  }
+  Thread& t = enc_->state;
+  if (h.comm != t.comm) h.flags |= kNewComm;
   one_.clear();
   one_.push_back(h.flags);
-  put_varint(one_, zigzag(int64_t(h.ts - enc_.ts)));
-  enc_.ts = h.ts;
+  put_varint(one_, zigzag(int64_t(h.ts - enc_ts_)));
+  enc_ts_ = h.ts;
   put_varint(one_, h.length);
   if (!(h.flags & kSameThread)) {
-    put_varint(one_, h.pid);
-    put_varint(one_, h.tid);
-    if (h.pid != enc_.pid || !pid_calls_) pid_calls_ = &per_pid_[h.pid];
-    enc_.pid = h.pid;
-    enc_.tid = h.tid;
+    put_varint(one_, enc_->index);
+    if (fresh) {
+      put_varint(one_, h.pid);
+      put_varint(one_, h.tid);
+    }
   }
   put_varint(one_, h.name);
-  put_varint(one_, h.comm);
+  if (h.flags & kNewComm) put_varint(one_, h.comm);
+  t.comm = h.comm;
   put_varint(one_, h.stack);
 }
 
-const uint8_t* CallCache::get_head(const uint8_t* p, State& at, Head& h) const {
+const uint8_t* CallCache::get_head(const uint8_t* p, Decoder& at, Head& h) const {
   uint64_t v = 0;
   h.flags = *p++;
   p = get(p, v);
@@ -148,17 +175,27 @@ const uint8_t* CallCache::get_head(const uint8_t* p, State& at, Head& h) const {
   p = get(p, h.length);
   if (!(h.flags & kSameThread)) {
     p = get(p, v);
-    at.pid = uint32_t(v);
-    p = get(p, v);
-    at.tid = uint32_t(v);
+    at.thread = uint32_t(v);
+    if (at.thread == at.who.size()) {  // first seen
+      uint64_t pid = 0, tid = 0;
+      p = get(p, pid);
+      p = get(p, tid);
+      at.who.emplace_back(uint32_t(pid), uint32_t(tid));
+      at.threads.emplace_back();
+    }
   }
-  h.pid = at.pid;
-  h.tid = at.tid;
-  uint32_t* small[] = {&h.name, &h.comm, &h.stack};
-  for (uint32_t* x : small) {
+  h.pid = at.who[at.thread].first;
+  h.tid = at.who[at.thread].second;
+  p = get(p, v);
+  h.name = uint32_t(v);
+  Thread& t = at.threads[at.thread];
+  if (h.flags & kNewComm) {
     p = get(p, v);
-    *x = uint32_t(v);
+    t.comm = uint32_t(v);
   }
+  h.comm = t.comm;
+  p = get(p, v);
+  h.stack = uint32_t(v);
   return p;
 }
 
@@ -175,10 +212,10 @@ bool CallCache::append() {
   return true;
 }
 
-const uint8_t* CallCache::decode(const uint8_t* p, State& at, hal::Event& e) const {
+const uint8_t* CallCache::decode(const uint8_t* p, Decoder& at, hal::Event& e) const {
   Head h;
   p = get_head(p, at, h);
-  uint8_t flags = h.flags;
+  uint8_t flags = h.flags, rare = flags & kRare ? *p++ : 0;
   uint64_t v = 0;
   e.reset();
   e.ts_ns = h.ts;
@@ -193,37 +230,38 @@ const uint8_t* CallCache::decode(const uint8_t* p, State& at, hal::Event& e) con
   e.set_comm(comms_[h.comm]);
   e.stack_id = stacks_[h.stack];
   e.has_ret = flags & kHasRet;
-  if (e.has_ret) {
+  if (flags & kNonZeroRet) {
     p = get(p, v);
     e.ret = unzigzag(v);
   }
-  e.unfinished = flags & kUnfinished;
-  if (flags & kPeerComm) {
+  e.unfinished = rare & kUnfinished;
+  if (rare & kPeerComm) {
     p = get(p, v);
     e.set_peer_comm(comms_[v]);
   }
-  if (flags & kOffCpu) {
+  if (rare & kOffCpu) {
     p = get(p, e.off_cpu_ns);
     p = get(p, v);
     e.preempts = uint32_t(v);
     p = get(p, v);
     e.switches = uint32_t(v);
   }
-  if (flags & kCgroup) p = get(p, e.cgroup_id);
-  if (!(flags & kSameMask)) p = get(p, at.present);
-  for (uint64_t m = at.present; m; m &= m - 1) {
+  if (rare & kCgroup) p = get(p, e.cgroup_id);
+  Thread& t = at.threads[at.thread];
+  if (!(flags & kSameMask)) p = get(p, t.present);
+  for (uint64_t m = t.present; m; m &= m - 1) {
     p = get(p, v);
     auto f = size_t(std::countr_zero(m));
-    at.fields[f] += uint64_t(unzigzag(v));
-    e.set(static_cast<hal::Field>(f), at.fields[f]);
+    t.fields[f] += uint64_t(unzigzag(v));
+    e.set(static_cast<hal::Field>(f), t.fields[f]);
   }
   return p;
 }
 
-const uint8_t* CallCache::decode_run(const uint8_t* p, State& at, engine::CallRun& r) const {
+const uint8_t* CallCache::decode_run(const uint8_t* p, Decoder& at, engine::CallRun& r) const {
   Head h;
   p = get_head(p, at, h);
-  uint8_t flags = h.flags;
+  uint8_t rare = h.flags & kRare ? *p++ : 0;
   uint64_t v = 0;
   r.ts_ns = int64_t(h.ts);
   r.span_ns = h.length;
@@ -249,7 +287,7 @@ const uint8_t* CallCache::decode_run(const uint8_t* p, State& at, engine::CallRu
   p = get(p, v);
   r.device = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
   r.cgroup_id = 0;
-  if (flags & kCgroup) p = get(p, r.cgroup_id);
+  if (rare & kCgroup) p = get(p, r.cgroup_id);
   return p;
 }
 
@@ -264,15 +302,23 @@ void CallCache::intern_names(StringPool& strings) {
 
 size_t CallCache::bytes() const {
   return chunks_.size() * kChunkBytes + comms_.size() * 48 + stacks_.size() * 40 +
-         names_.size() * 64;
+         names_.size() * 64 + enc_threads_.size() * (sizeof(EncThread) + 32);
+}
+
+size_t CallCache::encoded_bytes() const {
+  size_t n = 0;
+  for (const Chunk& c : chunks_) n += c.size;
+  return n;
 }
 
 void CallCache::clear() {
   std::vector<Chunk>().swap(chunks_);
   calls_ = 0;
-  enc_ = {};
+  enc_ts_ = 0;
+  enc_who_ = UINT64_MAX;
+  enc_ = nullptr;
+  enc_threads_.clear();
   per_pid_.clear();
-  pid_calls_ = nullptr;
   names_.clear();
   name_ids_.clear();
   comms_.clear();

@@ -2,7 +2,7 @@
 //
 // `explain` reads the calls of its window about a dozen times (statistics, quantiles, steps,
 // each rule, stack attribution). From SQLite each read costs ~1 µs per row, so a trace file is
-// read once into a compact varint-encoded buffer (~15-60 bytes per call, against ~450 for a
+// read once into a compact varint-encoded buffer (~13-60 bytes per call, against ~450 for a
 // decoded hal::Event) and the other passes decode from memory (~40 ns per call).
 //
 // The buffer holds what EventCursor sets on a call and nothing else: times, ids, names,
@@ -28,7 +28,7 @@ namespace ingero::store {
 class CallCache {
  public:
   CallCache() = default;
-  CallCache(const CallCache&) = delete;  // pid_calls_ points into per_pid_
+  CallCache(const CallCache&) = delete;  // enc_ points into enc_threads_
   CallCache& operator=(const CallCache&) = delete;
   CallCache(CallCache&&) = default;  // a map's nodes move with it
   CallCache& operator=(CallCache&&) = default;
@@ -42,7 +42,7 @@ class CallCache {
   void for_each(Fn&& fn, RunFn&& run) const {
     hal::Event e;
     engine::CallRun r;
-    State at;
+    Decoder at;
     for (const auto& chunk : chunks_) {
       const uint8_t* p = chunk.data.get();
       const uint8_t* end = p + chunk.size;
@@ -61,6 +61,8 @@ class CallCache {
   // thread from that thread's pool, then read where events point into `strings`.
   void intern_names(StringPool& strings);
   size_t bytes() const;
+  // The encoded items' bytes, without the chunks' room left and the tables.
+  size_t encoded_bytes() const;
   // Calls held, a run's calls included; and by process.
   size_t calls() const { return calls_; }
   const std::map<uint32_t, uint64_t>& calls_per_pid() const { return per_pid_; }
@@ -73,24 +75,31 @@ class CallCache {
     std::string_view vendor, api, op;
     hal::EventKind kind;
   };
-  static constexpr uint8_t kRunFlag = 32;  // in an item's first byte: a run, not a call
-  // Also there: the item's pid and tid are the previous item's (not written), and the call's
-  // field mask is the previous call's (not written).
-  static constexpr uint8_t kSameThread = 64, kSameMask = 128;
+  // An item's first byte: a run, not a call; the thread is the previous item's (its index not
+  // written); the call's field mask is its thread's previous call's (not written); a comm not
+  // its thread's previous item's follows; a second byte of rare flags follows.
+  static constexpr uint8_t kRunFlag = 32, kSameThread = 64, kSameMask = 128, kNewComm = 8,
+                           kRare = 4;
   uint32_t name_index(std::string_view vendor, std::string_view api, std::string_view op,
                       hal::EventKind kind);
   uint32_t comm_index(std::string_view comm);
   uint32_t stack_index(uint64_t stack);
   // What an item is encoded against, the encoder's and each decoder's own copy: the previous
-  // item's start and thread, and the previous call's field mask and each field's previous
-  // value. A loop's calls come a thread at a time, with the same fields, on one stream and a
-  // few kernels: a launch took ~33 bytes (7 for a stream handle, 7 for a function address),
-  // ~15 now (trace_gen's).
-  struct State {
-    uint64_t ts = 0;
-    uint32_t pid = 0, tid = 0;
+  // item's start and thread, and per thread its comm and its previous call's field mask and
+  // fields. Two ranks' loops interleave in time, each a thread's calls with the same fields on
+  // one stream and a few kernels: against the previous item whatever its thread, a launch took
+  // ~17 bytes (trace_gen's), of which 4.5 went to switching thread, comm and fields back and
+  // forth.
+  struct Thread {
+    uint32_t comm = 0;
     uint64_t present = 0;
     std::array<uint64_t, hal::kFieldCount> fields{};
+  };
+  struct Decoder {
+    uint64_t ts = 0;
+    uint32_t thread = 0;
+    std::vector<std::pair<uint32_t, uint32_t>> who;  // by thread index: pid, tid
+    std::vector<Thread> threads;
   };
   // What a call and a run begin with: flags, the start (a delta from the previous item's), a
   // duration (the call's, or the run's span), who, what, and the stack.
@@ -100,9 +109,9 @@ class CallCache {
     uint32_t pid = 0, tid = 0, name = 0, comm = 0, stack = 0;
   };
   void put_head(Head h);  // starts one_
-  const uint8_t* get_head(const uint8_t* p, State& at, Head& h) const;
-  const uint8_t* decode(const uint8_t* p, State& at, hal::Event& e) const;
-  const uint8_t* decode_run(const uint8_t* p, State& at, engine::CallRun& r) const;
+  const uint8_t* get_head(const uint8_t* p, Decoder& at, Head& h) const;
+  const uint8_t* decode(const uint8_t* p, Decoder& at, hal::Event& e) const;
+  const uint8_t* decode_run(const uint8_t* p, Decoder& at, engine::CallRun& r) const;
   bool append();  // one_ into the chunks
 
   // Encoded calls in chunks of kChunkBytes: no reallocation copies, no doubling overshoot.
@@ -118,12 +127,12 @@ class CallCache {
   };
   std::vector<Chunk> chunks_;
   // The item being encoded: a fixed buffer, no capacity test per byte. The longest item is a
-  // call with every field: its head (a flag byte, two 64-bit and five 32-bit varints), its
-  // result, peer comm, off-CPU counters, cgroup, field mask and fields.
+  // call with every field: its head (a flag byte, two 64-bit and six 32-bit varints), its
+  // rare flags, result, peer comm, off-CPU counters, cgroup, field mask and fields.
   struct Item {
     using value_type = uint8_t;
     static constexpr size_t kMax =
-        1 + 2 * 10 + 5 * 5 + 10 + 5 + 3 * 10 + 10 + 10 + hal::kFieldCount * 10;
+        1 + 2 * 10 + 6 * 5 + 1 + 10 + 5 + 3 * 10 + 10 + 10 + hal::kFieldCount * 10;
     std::array<uint8_t, kMax> bytes;
     size_t n = 0;
     void push_back(uint8_t b) { bytes[n++] = b; }
@@ -134,9 +143,17 @@ class CallCache {
   Item one_;
   size_t max_bytes_ = SIZE_MAX;
   size_t calls_ = 0;
-  State enc_;  // the encoder's
+  // The encoder's: the previous item's start and thread, each thread's state and call count.
+  uint64_t enc_ts_ = 0;
+  uint64_t enc_who_ = UINT64_MAX;  // pid << 32 | tid of enc_
+  struct EncThread {
+    uint32_t index;
+    Thread state;
+    uint64_t* calls;  // per_pid_'s count of its pid
+  };
+  std::unordered_map<uint64_t, EncThread> enc_threads_;
+  EncThread* enc_ = nullptr;
   std::map<uint32_t, uint64_t> per_pid_;
-  uint64_t* pid_calls_ = nullptr;  // per_pid_'s count of enc_.pid
   std::vector<Names> names_;
   std::unordered_map<const char*, std::vector<uint32_t>> name_ids_;  // op address -> indexes
   uint32_t last_name_ = UINT32_MAX;                                  // the last name_index() answer
