@@ -74,6 +74,7 @@ uint32_t CallCache::stack_index(uint64_t stack) {
 }
 
 bool CallCache::add(const hal::Event& e) {
+  if (!room_for(e.pid, e.tid)) return false;
   Item& b = one_;
   uint8_t rare = (e.unfinished ? kUnfinished : 0) | (e.peer_comm[0] ? kPeerComm : 0) |
                  (e.off_cpu_ns || e.preempts || e.switches ? kOffCpu : 0) |
@@ -107,6 +108,7 @@ bool CallCache::add(const hal::Event& e) {
 }
 
 bool CallCache::add_run(const engine::CallRun& r) {
+  if (!room_for(r.pid, r.tid)) return false;
   std::string_view comm(r.comm.data(), strnlen(r.comm.data(), r.comm.size()));
   put_head({uint8_t(kRunFlag | (r.cgroup_id ? kRare : 0)), uint64_t(r.ts_ns), r.span_ns, r.pid,
             r.tid, name_index(r.vendor, r.api, r.op, r.kind), comm_index(comm),

@@ -33,7 +33,9 @@ class CallCache {
   CallCache(CallCache&&) = default;  // a map's nodes move with it
   CallCache& operator=(CallCache&&) = default;
   // Appends one call, or one run of folded calls (engine/call_run.h), in start-time order.
-  // Returns false, and keeps nothing more, once the buffer would exceed `max_bytes`.
+  // Returns false, and keeps nothing more, once the buffer would exceed `max_bytes`, or at the
+  // first call of a thread past kMaxThreads: each reader keeps ~300 bytes of state a thread.
+  static constexpr size_t kMaxThreads = size_t(1) << 16;
   bool add(const hal::Event& e);
   bool add_run(const engine::CallRun& r);
   // Every kept call and run, in the order added: fn(const hal::Event&) for a call, decoded
@@ -108,6 +110,12 @@ class CallCache {
     uint64_t ts = 0, length = 0;
     uint32_t pid = 0, tid = 0, name = 0, comm = 0, stack = 0;
   };
+  // Whether a call of (pid, tid) may be added: a thread seen already, or room for one more.
+  bool room_for(uint32_t pid, uint32_t tid) const {
+    uint64_t who = uint64_t(pid) << 32 | tid;
+    return (enc_ && who == enc_who_) || enc_threads_.size() < kMaxThreads ||
+           enc_threads_.count(who);
+  }
   void put_head(Head h);  // starts one_
   const uint8_t* get_head(const uint8_t* p, Decoder& at, Head& h) const;
   const uint8_t* decode(const uint8_t* p, Decoder& at, hal::Event& e) const;

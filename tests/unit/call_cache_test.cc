@@ -103,5 +103,28 @@ TEST(CallCache, ChangesWithinAThreadComeBackAsAdded) {
   }
 }
 
+// Each reader of the copy keeps ~300 bytes for every thread: past kMaxThreads threads the copy
+// takes no more calls (the window is then read from the file, as one over the memory limit),
+// while the threads it has may go on.
+TEST(CallCache, ThreadsPastTheLimitAreRefused) {
+  CallCache cache;
+  Event e = two_ranks(1)[0];
+  for (size_t i = 0; i < CallCache::kMaxThreads; ++i) {
+    e.tid = uint32_t(1000 + i);
+    e.ts_ns += 1000;
+    ASSERT_TRUE(cache.add(e)) << i;
+  }
+  e.tid = uint32_t(1000 + CallCache::kMaxThreads);
+  EXPECT_FALSE(cache.add(e));
+  engine::CallRun r;
+  r.pid = e.pid;
+  r.tid = e.tid;
+  r.calls = 2;
+  EXPECT_FALSE(cache.add_run(r));
+  e.tid = 1000;  // a thread it has
+  EXPECT_TRUE(cache.add(e));
+  EXPECT_EQ(cache.calls(), CallCache::kMaxThreads + 1);
+}
+
 }  // namespace
 }  // namespace ingero::store
