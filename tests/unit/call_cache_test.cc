@@ -41,14 +41,31 @@ std::vector<Event> two_ranks(size_t n) {
   return out;
 }
 
+// Every member the copy keeps, as text.
 std::string text(const Event& e) {
   std::string s =
       std::to_string(e.ts_ns) + ' ' + std::to_string(e.dur_ns) + ' ' + std::to_string(e.pid) + ' ' +
       std::to_string(e.tid) + ' ' + std::string(e.comm_view()) + ' ' + std::string(e.op) + ' ' +
-      std::to_string(e.has_ret) + ' ' + std::to_string(e.ret) + ' ' + std::to_string(e.stack_id);
+      std::to_string(e.has_ret) + ' ' + std::to_string(e.ret) + ' ' + std::to_string(e.stack_id) +
+      ' ' + std::to_string(e.unfinished) + ' ' + std::string(e.peer_comm_view()) + ' ' +
+      std::to_string(e.off_cpu_ns) + ' ' + std::to_string(e.preempts) + ' ' +
+      std::to_string(e.switches) + ' ' + std::to_string(e.cgroup_id);
   for (size_t f = 0; f < hal::kFieldCount; ++f)
     if (e.has(Field(f))) s += ' ' + std::to_string(f) + '=' + std::to_string(e.fields[f]);
   return s;
+}
+
+std::vector<std::string> texts(const std::vector<Event>& calls) {
+  std::vector<std::string> out;
+  for (const Event& e : calls) out.push_back(text(e));
+  return out;
+}
+
+// What the copy gives back.
+std::vector<std::string> read_back(const CallCache& cache) {
+  std::vector<std::string> out;
+  cache.for_each([&](const Event& e) { out.push_back(text(e)); }, [](const engine::CallRun&) {});
+  return out;
 }
 
 // Each thread's calls are encoded against that thread's previous call, not against the
@@ -63,10 +80,7 @@ TEST(CallCache, InterleavedThreadsAreEncodedAgainstTheirOwnPreviousCall) {
   EXPECT_EQ(cache.calls_per_pid(),
             (std::map<uint32_t, uint64_t>{{41'000, 5'000}, {41'001, 5'000}}));
   EXPECT_LE(cache.encoded_bytes(), 15 * calls.size() + 64);
-  std::vector<std::string> got;
-  cache.for_each([&](const Event& e) { got.push_back(text(e)); }, [](const engine::CallRun&) {});
-  ASSERT_EQ(got.size(), calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) ASSERT_EQ(got[i], text(calls[i])) << i;
+  EXPECT_EQ(read_back(cache), texts(calls));
 }
 
 // A thread's comm, result, rare members and field mask change between its calls, and threads
@@ -79,28 +93,14 @@ TEST(CallCache, ChangesWithinAThreadComeBackAsAdded) {
     if (i % 3 == 0) e.ret = 700 + int64_t(i);
     if (i % 7 == 0) e.has_ret = false, e.unfinished = true, e.ret = 0;  // no result, none kept
     if (i % 11 == 0) e.off_cpu_ns = 12'345, e.preempts = 1, e.switches = 2;
+    if (i % 11 == 0) e.set_peer_comm("hog");
     if (i % 13 == 0) e.cgroup_id = 0x4242;
     if (i % 4 == 1) e.set(Field::kBytes, 4096 * i);
     if (i % 9 == 0) e.tid += 3;  // a third and fourth thread now and then
   }
   CallCache cache;
   for (const Event& e : calls) ASSERT_TRUE(cache.add(e));
-  std::vector<std::string> got;
-  cache.for_each(
-      [&](const Event& e) {
-        got.push_back(text(e) + ' ' + std::to_string(e.unfinished) + ' ' +
-                      std::to_string(e.off_cpu_ns) + ' ' + std::to_string(e.preempts) + ' ' +
-                      std::to_string(e.switches) + ' ' + std::to_string(e.cgroup_id));
-      },
-      [](const engine::CallRun&) {});
-  ASSERT_EQ(got.size(), calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const Event& e = calls[i];
-    EXPECT_EQ(got[i], text(e) + ' ' + std::to_string(e.unfinished) + ' ' +
-                          std::to_string(e.off_cpu_ns) + ' ' + std::to_string(e.preempts) + ' ' +
-                          std::to_string(e.switches) + ' ' + std::to_string(e.cgroup_id))
-        << i;
-  }
+  EXPECT_EQ(read_back(cache), texts(calls));
 }
 
 // Each reader of the copy keeps ~300 bytes for every thread: past kMaxThreads threads the copy
