@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
+#include "hal/memory.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -80,6 +81,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       return;
     }
     store::SqlTraceSource source(**reader);
+    hal::keep_freed_memory();  // the trace is written: one analysis, then the process exits
     engine::Analysis a = engine::analyze(source, engine::Window{});
     if (!source.error().empty()) {
       std::cerr << "ingero demo: reading " << path << ": " << source.error() << "\n";

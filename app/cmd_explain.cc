@@ -6,6 +6,7 @@
 #include "app/fleet_explain.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
+#include "hal/memory.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -140,6 +141,7 @@ void add_explain_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitUsage;
       return;
     }
+    hal::keep_freed_memory();  // one analysis, then the process exits
     ctx.exit_code = o->source.empty() ? explain_file(*o) : explain_clickhouse(*o);
   });
 }

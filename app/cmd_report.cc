@@ -8,6 +8,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/report_file.h"
+#include "hal/memory.h"
 #include "serve/report/report_html.h"
 #include "serve/report/report_model.h"
 
@@ -38,6 +39,7 @@ struct ReportOpts {
 };
 
 int run_report(const ReportOpts& o) {
+  hal::keep_freed_memory();  // one analysis, then the process exits
   std::string path = o.db.empty() ? default_db_path() : o.db;
   auto t0 = std::chrono::steady_clock::now();
   auto model = build_report_model(path, o.w, path);

@@ -1,7 +1,6 @@
 #include "app/tracer.h"
 
 #include <fcntl.h>
-#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -32,6 +31,7 @@
 #include "capture/stack_collector.h"
 #include "engine/chain.h"
 #include "hal/bpf_session.h"
+#include "hal/memory.h"
 #include "hal/probe_manager.h"
 #include "hal/record_decoder.h"
 #include "hal/ring_reader.h"
@@ -431,8 +431,7 @@ int run_trace(const TraceOptions& opts, const hal::BackendRegistry& registry) {
   // mmap threshold after each large free, so the next large blocks come from the heap and stay
   // there once freed; the session's analysis then peaked at 77 MiB instead of 63 over 3.2 M
   // calls (docs/performance.md).
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+  hal::return_freed_memory();
   trace_detail::Trace t(opts, registry);
   return t.run();
 }

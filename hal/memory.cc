@@ -1,5 +1,6 @@
 #include "hal/memory.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -67,6 +68,17 @@ class HugePageResource final : public std::pmr::memory_resource {
 std::pmr::memory_resource* huge_page_resource() {
   static HugePageResource r;
   return &r;
+}
+
+void return_freed_memory() {
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+}
+
+void keep_freed_memory() {
+  // glibc's largest mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX); the trim threshold
+  // stays at its default, so a heap still shrinks when its top is free.
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
 }
 
 }  // namespace ingero::hal

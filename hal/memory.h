@@ -34,4 +34,14 @@ void* alloc_huge_pages(size_t bytes);
 // from operator new. Stateless and thread-safe: one instance serves every pool.
 std::pmr::memory_resource* huge_page_resource();
 
+// How malloc treats memory freed, set once for the process:
+//  - a long-running agent gives it back: blocks of 128 KiB or more are mapped on their own and
+//    unmapped when freed, and the heap is trimmed past 128 KiB free at its top;
+//  - one analysis, which exits when done, keeps it: blocks under 32 MiB come from malloc's
+//    heaps, where the next allocation reuses what an earlier one freed instead of faulting
+//    fresh pages in (docs/performance.md: explain at 10 M events, 2.14-2.29 s -> 1.91-1.97 s).
+// glibc's default starts at 128 KiB and raises it after each large free; both fix it.
+void return_freed_memory();
+void keep_freed_memory();
+
 }  // namespace ingero::hal
