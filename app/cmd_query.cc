@@ -151,6 +151,7 @@ void add_query_command(CLI::App& app, Context& ctx) {
     } else {
       print_table(std::cout, *res);
     }
+    if (!res->note.empty()) std::cerr << "ingero query: note: " << res->note << "\n";
     ctx.exit_code = kExitOk;
   });
 }

@@ -8,6 +8,7 @@
 #include "store/call_archive.h"
 #include "store/contract_views.h"
 #include "store/legacy_views.h"
+#include "store/query_note.h"
 
 namespace ingero::store {
 namespace {
@@ -20,10 +21,16 @@ const std::set<std::string, std::less<>> kReadPragmas = {
     "freelist_count",  "encoding",         "compile_options", "data_version",  "database_list",
     "integrity_check", "quick_check"};
 
-int authorizer(void*, int action, const char* a1, const char* a2, const char*, const char*) {
+// `rows_read`, where given: set when the statement reads the rows of events (the table, or the
+// archive of its call rows), for the note on folded calls (store/query_note.h).
+int authorizer(void* rows_read, int action, const char* a1, const char* a2, const char*,
+               const char*) {
   switch (action) {
-    case SQLITE_SELECT:
     case SQLITE_READ:
+      if (rows_read && a1 && (strcmp(a1, "events") == 0 || strcmp(a1, "archived_calls") == 0))
+        *static_cast<bool*>(rows_read) = true;
+      return SQLITE_OK;
+    case SQLITE_SELECT:
     case SQLITE_RECURSIVE:
       return SQLITE_OK;
     case SQLITE_UPDATE:
@@ -228,7 +235,10 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
 
   sqlite3_stmt* raw = nullptr;
   const char* tail = nullptr;
+  bool rows_read = false;
+  sqlite3_set_authorizer(db.handle(), authorizer, &rows_read);
   int rc = sqlite3_prepare_v2(db.handle(), sql.data(), int(sql.size()), &raw, &tail);
+  sqlite3_set_authorizer(db.handle(), authorizer, nullptr);
   Stmt stmt(raw);
   if (rc != SQLITE_OK) {
     std::string msg = sqlite3_errmsg(db.handle());
@@ -250,6 +260,7 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
     return ingero::make_error("SQL rejected: the statement would modify the database");
 
   QueryResult out;
+  if (rows_read) out.note = folded_calls_note(db, sql);
   int ncol = sqlite3_column_count(raw);
   for (int i = 0; i < ncol; ++i) out.columns.emplace_back(sqlite3_column_name(raw, i));
   size_t bytes = 0;
@@ -260,7 +271,8 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
       if (deadline.cancelled) return ingero::make_error("SQL aborted: the request was cancelled");
       if (deadline.expired)
         return ingero::make_error("SQL aborted: time limit of " +
-                                  std::to_string(limits.timeout_ms) + " ms exceeded");
+                                  std::to_string(limits.timeout_ms) + " ms exceeded" +
+                                  (out.note.empty() ? "" : ". Note: " + out.note));
       return ingero::make_error(std::string("SQL failed: ") + sqlite3_errmsg(db.handle()));
     }
     if (out.rows.size() >= limits.max_rows) {

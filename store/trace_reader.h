@@ -71,6 +71,8 @@ struct QueryResult {
   std::vector<std::vector<Value>> rows;
   bool truncated = false;
   std::string truncated_reason;  // "row limit 10000", "result size limit"
+  // What the answer leaves out of the trace (store/query_note.h); empty when nothing.
+  std::string note;
 };
 
 // Runs one read-only statement with the limits. Any denied operation, second statement,

@@ -39,11 +39,13 @@ size_t render(const store::QueryResult& res, size_t n, bool truncated, const std
   t += "(" + std::to_string(n) + " row" + (n == 1 ? "" : "s");
   if (truncated) t += "; truncated: " + reason;
   t += ")\n";
+  if (!res.note.empty()) t += "Note: " + res.note + "\n";
   o.structured = {{"columns", res.columns},
                   {"rows", std::move(rows)},
                   {"row_count", n},
                   {"truncated", truncated},
                   {"truncated_reason", reason}};
+  if (!res.note.empty()) o.structured["note"] = res.note;
   o.text = std::move(t);
   auto size = [](const Json& j) {
     return j.dump(-1, ' ', false, Json::error_handler_t::replace).size();
@@ -95,7 +97,11 @@ void add_sql_tools(std::vector<Tool>& t) {
        object_schema({{"sql", {{"type", "string"}, {"minLength", 1}, {"maxLength", 20000}}},
                       {"limit", limit_prop(100, 1000, "rows")}},
                      {"sql"}),
-       out_schema({{"columns", kArr}, {"rows", kArr}, {"row_count", kInt}, {"truncated", kBool}},
+       out_schema({{"columns", kArr},
+                   {"rows", kArr},
+                   {"row_count", kInt},
+                   {"truncated", kBool},
+                   {"note", kStr}},
                   {"columns", "rows", "row_count", "truncated"}),
        run_sql});
 }
