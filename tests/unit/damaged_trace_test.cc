@@ -30,10 +30,12 @@ using Json = nlohmann::json;
 
 constexpr int kCalls = 100'000;
 
-// The intact trace, written once; each test damages a copy.
+// The intact trace, written once; each test damages a copy. It lies in the scratch root, not
+// in the first test's folder, which goes when that test passes (a run of several tests in one
+// process found it gone).
 const std::string& intact_trace() {
   static const std::string path = [] {
-    std::string p = temp_path("intact-100k.db");
+    std::string p = scratch_root() + "/intact-100k.db";
     write_free_calls(p, kCalls);
     return p;
   }();
