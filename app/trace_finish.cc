@@ -85,9 +85,13 @@ int Trace::finish() {
                 << "\n";
     if (folded_)
       std::cerr << "ingero: folded " << folded_
-                << " launches older than --full-rows into runs (per-second summaries keep every "
-                   "call); longest pass "
-                << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
+                << (opts_.archive ? " launches into runs as they were archived (the last "
+                                    "--full-rows keep every row too; per-second summaries keep "
+                                    "every call)"
+                                  : " launches older than --full-rows into runs (per-second "
+                                    "summaries keep every call)")
+                << "; longest pass " << engine::format_duration(uint64_t(fold_pause_max_ns_))
+                << "\n";
     if (archived_)
       std::cerr << "ingero: archived " << archived_
                 << " call and run rows into compressed blocks (--no-archive keeps rows)\n";

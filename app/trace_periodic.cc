@@ -37,7 +37,7 @@ void Trace::update_counters() {
 // --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
 // while rows past the policy remain, and at the end the policy is met before the file closes.
 void Trace::apply_retention(bool final) {
-  if (!opts_.keep_all) fold_calls();
+  if (!opts_.keep_all) fold_calls(final);
   store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes, {}};
   if (!p.active()) return;
   if (shipper_) p.shipped_through = shipper_->shipped_through_all();
@@ -59,15 +59,19 @@ void Trace::apply_retention(bool final) {
   }
 }
 
-// Tiered retention (store/tiers.h): launches older than --full-rows are folded into runs, in
-// passes of at most 5,000 rows (~20 ms) while 100 ms of this 0.5 s tick remain: up to ~100,000
-// rows a second, above the highest call rate a training loop makes (the rings absorb the
-// pauses). The session's end leaves the last --full-rows of calls unfolded. With
-// --clickhouse, rows not yet in ClickHouse wait there: it receives rows, not runs.
-void Trace::fold_calls() {
+// Tiered retention (store/tiers.h). With the archive (the default), calls are folded as they
+// are archived (store/archive_fold.h): whole blocks of 4,096 call rows, summarised, become
+// the rows kept, runs, and a copy of every row kept for --full-rows, in passes of two blocks
+// while 150 ms of this 0.5 s tick remain (about 12 blocks a second at 50,000 calls/s: docs/
+// performance.md). Launches older than --full-rows that are still rows (fewer than a block
+// came after them; with --no-archive, all) are folded from the rows first, in passes of at
+// most 5,000 rows (~20 ms) while 100 ms of the tick remain: up to ~100,000 rows a second,
+// above the highest call rate a training loop makes (the rings absorb the pauses). With
+// --clickhouse, rows not yet in ClickHouse wait: it receives rows, not runs.
+void Trace::fold_calls(bool final) {
   int64_t t0 = mono_now_ns();
-  int64_t now = wall_now_ns(), before = now - int64_t(opts_.full_rows_s * 1e9);
   int64_t through = shipper_ ? shipper_->events_shipped_through() : INT64_MAX;
+  int64_t now = wall_now_ns(), before = now - int64_t(opts_.full_rows_s * 1e9);
   while (mono_now_ns() - t0 < 100'000'000) {
     int64_t p0 = mono_now_ns();
     auto pass = writer_->fold_calls(before, now, 5000, through);
@@ -82,17 +86,15 @@ void Trace::fold_calls() {
     folded_ += pass->folded;
     if (!pass->more) break;
   }
-  if (opts_.archive) archive_rows(t0, through);
+  if (opts_.archive) archive_rows(t0, through, final);
 }
 
-// Archived calls (store/call_archive.h): whole blocks of 4,096 call rows, and of runs, go into
-// compressed blocks as they come, in passes of two blocks while 150 ms of this tick remain
-// (about 12 blocks a second at 50,000 calls/s, ~3.3 us a call: docs/performance.md). Rows not yet
-// in ClickHouse stay rows until they are: the shipper reads rows.
-void Trace::archive_rows(int64_t t0, int64_t through) {
+void Trace::archive_rows(int64_t t0, int64_t through, bool final) {
+  int64_t full_rows = int64_t(opts_.full_rows_s * 1e9);
   while (mono_now_ns() - t0 < 150'000'000) {
     int64_t p0 = mono_now_ns();
-    auto pass = writer_->archive_rows(through);
+    auto pass = writer_->archive_rows(through,
+                                      store::TraceWriter::Folding{wall_now_ns(), full_rows, final});
     fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
     if (!pass) {
       if (!archive_warned_)
@@ -102,6 +104,7 @@ void Trace::archive_rows(int64_t t0, int64_t through) {
       return;
     }
     archived_ += pass->rows;
+    folded_ += pass->folded;
     if (!pass->rows) return;
   }
 }

@@ -76,8 +76,9 @@ class Trace {
   void rescan_all();  // the periodic safety net
   void live_line(bool final);
   void apply_retention(bool final);
-  void fold_calls();
-  void archive_rows(int64_t t0, int64_t through);  // t0: the tick's start (monotonic ns)
+  void fold_calls(bool final);
+  // t0: the tick's start (monotonic ns); final: the session's end (every call summarised)
+  void archive_rows(int64_t t0, int64_t through, bool final);
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   void stop_child();

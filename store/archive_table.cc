@@ -46,12 +46,15 @@ int x_connect(sqlite3* db, void*, int argc, const char* const* argv, sqlite3_vta
   const char* file = sqlite3_db_filename(db, "main");
   t->path = file ? file : "";
   // Arguments: the blocks' table, then the columns.
-  if (argc < 4 || (std::string(argv[3]) != "call_blocks" && std::string(argv[3]) != "run_blocks")) {
-    *err = sqlite3_mprintf("ingero_archive reads call_blocks or run_blocks");
+  std::string blocks = argc >= 4 ? argv[3] : "";
+  if (blocks != "call_blocks" && blocks != "run_blocks" && blocks != "recent_blocks") {
+    *err = sqlite3_mprintf("ingero_archive reads call_blocks, run_blocks or recent_blocks");
     return SQLITE_ERROR;
   }
-  t->blocks = std::string("main.") + argv[3];
-  t->label = std::string(argv[3]) == "call_blocks" ? "archive block" : "run archive block";
+  t->blocks = "main." + blocks;
+  t->label = blocks == "call_blocks"  ? "archive block"
+             : blocks == "run_blocks" ? "run archive block"
+                                      : "recent archive block";
   std::string decl = "CREATE TABLE x(";
   for (int i = 4; i < argc; ++i) {
     std::string name = argv[i];

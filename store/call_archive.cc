@@ -1,166 +1,27 @@
 #include "store/call_archive.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "store/archive_table.h"
+#include "store/archive_fold.h"
+#include "store/archive_internal.h"
 #include "store/row_block.h"
 #include "store/schema.h"
+#include "store/tiers.h"
 
 namespace ingero::store {
 namespace {
 
-// Blocks written per transaction.
-constexpr size_t kBlocksPerBatch = 64;
+using namespace archive_detail;
 
-// A table whose rows are archived: its blocks' table, the virtual table reading them back
-// and the rows moved.
-struct Spec {
-  const char* table;    // main.<table>: the rows
-  const char* blocks;   // main.<blocks>
-  const char* archive;  // temp.<archive>
-  const char* where;    // which of the table's rows
-  const char* end;      // where a row ends
-  const char* weight;   // the calls a row stands for
-};
-constexpr Spec kCalls = {
-    "events",         "call_blocks",
-    "archived_calls", "source IN (SELECT id FROM sources WHERE vendor <> 'host')",
-    "duration",       ""};
-constexpr Spec kRuns = {"call_runs", "run_blocks", "archived_runs", "1", "span_ns", "calls"};
-
-struct Block {
+// A block being written: its node, entry and data, and with ArchiveOptions::fold what folding
+// made of it.
+struct Block : BlockEntry {
   std::string node, data;
-  int64_t first_id = 0, last_id = 0, first_ts = 0, last_ts = 0, end_ts = 0, rows = 0, calls = 0;
-  // Takes a row into the entry's ranges (rows come in id order).
-  void add(int64_t id, int64_t ts, int64_t end) {
-    if (rows == 0) first_id = id, first_ts = last_ts = ts, end_ts = end;
-    last_id = id;
-    first_ts = std::min(first_ts, ts);
-    last_ts = std::max(last_ts, ts);
-    end_ts = std::max(end_ts, end);
-    ++rows;
-  }
-  // Binds first_id, last_id, first_ts, last_ts, end_ts, rows and calls from parameter `at` on.
-  void bind_entry(Stmt& st, int at) const {
-    st.bind(at, first_id)
-        .bind(at + 1, last_id)
-        .bind(at + 2, first_ts)
-        .bind(at + 3, last_ts)
-        .bind(at + 4, end_ts)
-        .bind(at + 5, rows)
-        .bind(at + 6, calls);
-  }
+  std::unique_ptr<FoldedBlock> fold;
 };
-
-// main.`table`'s columns in the order `SELECT *` gives them: each name, and whether it is
-// generated.
-ingero::Result<std::vector<std::pair<std::string, bool>>> table_columns(Db& db, const char* table) {
-  auto st = db.prepare("SELECT name, hidden FROM pragma_table_xinfo(?, 'main')");
-  if (!st) return st.error();
-  st->bind(1, std::string_view(table));
-  std::vector<std::pair<std::string, bool>> cols;  // name, generated
-  while (true) {
-    auto r = st->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    cols.emplace_back(st->text(0), st->int64(1) != 0);
-  }
-  return cols;
-}
-
-std::string quoted(const std::string& name) { return "\"" + name + "\""; }
-
-bool has_blocks(Db& db, const char* blocks) {
-  if (!db.table_exists(blocks)) return false;
-  auto n = db.query_int(std::string("SELECT 1 FROM main.") + blocks + " LIMIT 1");
-  return n && n->has_value();
-}
-
-}  // namespace
-
-bool has_call_archive(Db& db) { return has_blocks(db, kCalls.blocks); }
-bool has_run_archive(Db& db) { return has_blocks(db, kRuns.blocks); }
-
-std::string node_names_sql(Db& db) {
-  if (!db.table_exists("call_blocks")) return "SELECT DISTINCT node FROM main.events ORDER BY node";
-  return "SELECT node FROM main.events UNION SELECT node FROM main.call_blocks ORDER BY 1";
-}
-
-std::string first_timestamp_sql(Db& db) {
-  if (!db.table_exists("call_blocks")) return "SELECT min(timestamp) FROM main.events";
-  return "SELECT min(t) FROM (SELECT min(timestamp) AS t FROM main.events UNION ALL "
-         "SELECT min(first_ts) FROM main.call_blocks)";
-}
-
-ingero::Result<uint64_t> count_archived(Db& db, int64_t from_ns, int64_t to_ns,
-                                        const std::optional<std::string>& node) {
-  if (!has_call_archive(db)) return uint64_t(0);
-  std::string of_node = node ? " AND node = " + sql_quote(*node) : "";
-  auto whole =
-      db.query_int("SELECT coalesce(sum(rows), 0) FROM main.call_blocks WHERE first_ts >= " +
-                   std::to_string(from_ns) + " AND last_ts <= " + std::to_string(to_ns) + of_node);
-  if (!whole) return whole.error();
-  uint64_t n = uint64_t(whole->value_or(0));
-  auto edges = db.prepare(
-      "SELECT first_id, last_id FROM main.call_blocks WHERE first_ts <= ?2 AND last_ts >= ?1 AND "
-      "NOT (first_ts >= ?1 AND last_ts <= ?2)" +
-      of_node);
-  if (!edges) return edges.error();
-  edges->bind(1, from_ns).bind(2, to_ns);
-  auto count = db.prepare(
-      "SELECT count(*) FROM temp.archived_calls WHERE id BETWEEN ? AND ? AND timestamp BETWEEN ? "
-      "AND ?" +
-      of_node);
-  if (!count) return count.error();
-  while (true) {
-    auto r = edges->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    count->reset();
-    count->bind(1, edges->int64(0)).bind(2, edges->int64(1)).bind(3, from_ns).bind(4, to_ns);
-    auto c = count->step();
-    if (!c) return c.error();
-    n += uint64_t(count->int64(0));
-  }
-  return n;
-}
-
-namespace {
-
-// temp.<archive> and the TEMP view named like the table over both.
-ingero::Status install(Db& db, const Spec& spec) {
-  if (!has_blocks(db, spec.blocks) || db.table_exists(spec.archive, "temp")) return {};
-  auto cols = table_columns(db, spec.table);
-  if (!cols) return cols.error();
-  std::string select;
-  for (const auto& [name, generated] : *cols) {
-    std::string expr = quoted(name);
-    if (generated) {
-      auto g = std::find_if(std::begin(kEventGeneratedColumns), std::end(kEventGeneratedColumns),
-                            [&](const GeneratedColumn& c) { return name == c.name; });
-      if (g == std::end(kEventGeneratedColumns))
-        return ingero::make_error(std::string(spec.table) + "." + name +
-                                  " is a generated column this build lacks");
-      expr = std::string("(") + g->expr + ") AS " + quoted(name);
-    }
-    select += (select.empty() ? "" : ", ") + expr;
-  }
-  if (auto st = create_archive_table(db, spec.archive, spec.table, spec.blocks); !st) return st;
-  return db.exec(std::string("DROP VIEW IF EXISTS temp.") + spec.table + ";\nCREATE TEMP VIEW " +
-                 spec.table + " AS SELECT * FROM main." + spec.table + " UNION ALL SELECT " +
-                 select + " FROM temp." + spec.archive + ";\n");
-}
-
-}  // namespace
-
-ingero::Status install_call_archive(Db& db) {
-  if (auto st = install(db, kCalls); !st) return st;
-  return install(db, kRuns);
-}
-
-namespace {
 
 // What archiving reads of a table: its stored columns, and where the ones it needs are.
 struct Layout {
@@ -203,6 +64,12 @@ ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const La
                                               int64_t& last_id, bool& more) {
   auto sel = db.prepare("SELECT " + l.list + " FROM main." + spec.table +
                         " WHERE id > ? AND id < ? AND " + spec.where + " ORDER BY id LIMIT ?");
+  int64_t considered = 0;  // folding the rows of events went this far
+  if (o.fold) {
+    auto state = fold_state(db);
+    if (!state) return state.error();
+    considered = state->last_event_id;
+  }
   if (!sel) return sel.error();
   size_t block_rows = o.block_rows, limit = block_rows * o.blocks_per_batch;
   sel->bind(1, last_id).bind(2, read_bound(o, newest)).bind(3, int64_t(limit));
@@ -210,9 +77,17 @@ ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const La
   std::vector<Block> blocks;
   RowBlock rows(l.stored);
   Block cur;
+  ingero::Status folding;
   auto seal = [&] {
     if (cur.rows == 0) return;
     cur.data = rows.encode();
+    if (o.fold && folding) {
+      auto f = fold_block(db, *o.fold, rows, o.fold_before_ns, considered);
+      if (f)
+        cur.fold = std::make_unique<FoldedBlock>(std::move(*f));
+      else
+        folding = f.error();
+    }
     blocks.push_back(std::move(cur));
     cur = Block();
     rows = RowBlock(l.stored);
@@ -222,8 +97,9 @@ ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const La
     if (!r) return r.error();
     if (!*r) break;
     std::string n = sel->text(l.node);
-    if (cur.rows > 0 && (size_t(cur.rows) == block_rows || n != cur.node)) seal();
     int64_t i = sel->int64(l.id), t = sel->int64(l.ts), e = t + sel->int64(l.end);
+    if (o.fold && t >= o.fold_before_ns) break;  // this call and the later ones wait
+    if (cur.rows > 0 && (size_t(cur.rows) == block_rows || n != cur.node)) seal();
     if (cur.rows == 0) cur.node = n;
     cur.add(i, t, e);
     last_id = i;
@@ -234,27 +110,79 @@ ingero::Result<std::vector<Block>> read_batch(Db& db, const Spec& spec, const La
   more = read == limit;
   if (o.whole_blocks && size_t(cur.rows) < block_rows) {
     if (cur.rows > 0) last_id = cur.first_id - 1;  // read again by the next batch
-    return blocks;
+  } else {
+    seal();
   }
-  seal();
+  if (!folding) return folding.error();
   return blocks;
 }
 
-// How many rows after `last_id` read_batch would take, up to a block's worth.
+// How many rows after `last_id` read_batch would take, up to a block's worth (with folding,
+// none while one of them starts too late to fold).
 ingero::Result<int64_t> waiting_rows(Db& db, const Spec& spec, const ArchiveOptions& o,
                                      int64_t newest, int64_t last_id) {
-  auto n = db.prepare(std::string("SELECT count(*) FROM (SELECT 1 FROM main.") + spec.table +
-                      " WHERE id > ? AND id < ? AND " + spec.where + " LIMIT ?)");
+  auto n = db.prepare(std::string("SELECT count(*), max(timestamp) FROM (SELECT timestamp FROM "
+                                  "main.") +
+                      spec.table + " WHERE id > ? AND id < ? AND " + spec.where +
+                      " ORDER BY id LIMIT ?)");
   if (!n) return n.error();
   n->bind(1, last_id).bind(2, read_bound(o, newest)).bind(3, int64_t(o.block_rows));
   auto r = n->step();
   if (!r) return r.error();
+  if (o.fold && !n->is_null(1) && n->int64(1) >= o.fold_before_ns) return int64_t(0);
   return n->int64(0);
+}
+
+// One entry and its data, through `ins` (an INSERT of a blocks table's columns).
+ingero::Status insert_block(Stmt& ins, const std::string& node, const BlockEntry& e,
+                            const std::string& data) {
+  ins.reset();
+  ins.bind(1, std::string_view(node));
+  e.bind_entry(ins, 2);
+  sqlite3_bind_blob(ins.get(), 9, data.data(), int(data.size()), SQLITE_STATIC);
+  if (auto r = ins.step(); !r) return r.error();
+  return {};
+}
+
+// A block of calls folded as it is archived (store/archive_fold.h): the rows kept into
+// call_blocks through `ins`, every row into recent_blocks while its calls are recent (else its
+// folded calls are counted as gone), its runs into call_runs.
+ingero::Status write_folded(Db& db, const Block& b, Stmt& ins, const ArchiveOptions& o,
+                            Archived& out) {
+  const FoldedBlock& f = *b.fold;
+  if (f.kept.rows > 0)
+    if (auto st = insert_block(ins, b.node, f.kept, f.kept_data); !st) return st;
+  const bool recent = b.end_ts >= o.recent_from_ns;
+  if (recent) {
+    auto copy = db.prepare(
+        "INSERT INTO main.recent_blocks (node, first_id, last_id, first_ts, last_ts, end_ts, "
+        "rows, calls, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!copy) return copy.error();
+    if (auto st = insert_block(*copy, b.node, b, b.data); !st) return st;
+    auto counts =
+        db.prepare("INSERT INTO main.recent_folds (block_id, folded_calls, runs) VALUES (?, ?, ?)");
+    if (!counts) return counts.error();
+    counts->bind(1, int64_t(sqlite3_last_insert_rowid(db.handle())))
+        .bind(2, int64_t(f.folded))
+        .bind(3, int64_t(f.runs.size()));
+    if (auto r = counts->step(); !r) return r.error();
+    ++out.recent;
+    if (auto st = count_folded(db, 0, 0, 0, b.last_id); !st) return st;
+  } else if (auto st = count_folded(db, f.folded, f.runs.size(), b.end_ts, b.last_id); !st) {
+    return st;
+  }
+  auto run = prepare_run_insert(db);
+  if (!run) return run.error();
+  for (const FoldRun& r : f.runs)
+    if (auto st = insert_run(*run, r, recent); !st) return st;
+  out.folded += f.folded;
+  out.runs += f.runs.size();
+  return {};
 }
 
 // Inserts the blocks and deletes their rows.
 ingero::Status write_batch(Db& db, const Spec& spec, const std::vector<Block>& blocks,
-                           Archived& out) {
+                           const ArchiveOptions& o, Archived& out) {
   auto ins = db.prepare(std::string("INSERT INTO main.") + spec.blocks +
                         " (node, first_id, last_id, first_ts, last_ts, end_ts, rows, calls, "
                         "data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -264,11 +192,11 @@ ingero::Status write_batch(Db& db, const Spec& spec, const std::vector<Block>& b
   if (!del) return del.error();
   for (const Block& b : blocks) {
     if (b.data.empty()) return ingero::make_error("compressing a block failed");
-    ins->reset();
-    ins->bind(1, std::string_view(b.node));
-    b.bind_entry(*ins, 2);
-    sqlite3_bind_blob(ins->get(), 9, b.data.data(), int(b.data.size()), SQLITE_STATIC);
-    if (auto r = ins->step(); !r) return r.error();
+    if (b.fold) {
+      if (auto st = write_folded(db, b, *ins, o, out); !st) return st;
+    } else {
+      if (auto st = insert_block(*ins, b.node, b, b.data); !st) return st;
+    }
     del->reset();
     del->bind(1, b.first_id).bind(2, b.last_id);
     if (auto r = del->step(); !r) return r.error();
@@ -296,7 +224,7 @@ ingero::Result<uint64_t> rewrite_block(Db& db, int64_t block, std::string_view d
   if (id == names.size() || ts == names.size() || dur == names.size())
     return ingero::make_error("archive block " + std::to_string(block) + " lacks id or time");
   RowBlock kept(names);
-  Block b;
+  BlockEntry b;
   uint64_t dropped = 0;
   for (size_t r = 0; r < rows->rows(); ++r) {
     int64_t i = rows->int64(r, id);
@@ -342,7 +270,13 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, const ArchiveOpt
   // Every row of the table below its blocks' last id is archived (blocks take whole runs of
   // rows in id order; folding only removes rows from them): reading from there, a pass does not
   // walk the host events that stay rows ahead of it, millions in an hour.
-  auto archived = db.query_int(std::string("SELECT max(last_id) FROM main.") + spec.blocks);
+  // Folded as they are archived, a block's last calls may be in runs and its copy in
+  // recent_blocks only.
+  std::string last = std::string("SELECT max(last_id) FROM main.") + spec.blocks;
+  if (o.fold)
+    last = std::string("SELECT max(i) FROM (SELECT max(last_id) AS i FROM main.") + spec.blocks +
+           " UNION ALL SELECT max(last_id) FROM main.recent_blocks)";
+  auto archived = db.query_int(last);
   if (!archived) return archived.error();
   int64_t last_id = archived->value_or(INT64_MIN);
   while (true) {
@@ -368,7 +302,7 @@ ingero::Result<Archived> archive_rows(Db& db, const Spec& spec, const ArchiveOpt
       (void)db.exec("ROLLBACK");
       return out;
     }
-    if (auto st = write_batch(db, spec, *blocks, out); !st) return rollback(st.error());
+    if (auto st = write_batch(db, spec, *blocks, o, out); !st) return rollback(st.error());
     if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
     if (o.one_batch) {
       out.more = more;
@@ -385,12 +319,6 @@ ingero::Result<Archived> archive_calls(Db& db, const ArchiveOptions& o) {
 
 ingero::Result<Archived> archive_runs(Db& db, const ArchiveOptions& o) {
   return archive_rows(db, kRuns, o);
-}
-
-ingero::Status install_archive_reader(Db& db) {
-  if (!db.table_exists(kCalls.blocks)) return {};
-  if (db.table_exists(kCalls.archive, "temp")) return {};
-  return create_archive_table(db, kCalls.archive, kCalls.table, kCalls.blocks);
 }
 
 ingero::Status drop_archived_calls(Db& db, std::vector<int64_t> ids) {

@@ -30,10 +30,14 @@ namespace ingero::store {
 inline constexpr size_t kArchiveBlockRows = 4096;
 
 struct Archived {
-  uint64_t rows = 0;    // call rows moved into blocks
-  uint64_t blocks = 0;  // blocks written
-  bool more = false;    // one_batch: rows for another batch remain
+  uint64_t rows = 0;              // call rows moved into blocks
+  uint64_t blocks = 0;            // blocks written
+  bool more = false;              // one_batch: rows for another batch remain
+  uint64_t folded = 0, runs = 0;  // ArchiveOptions::fold: calls folded, runs written
+  uint64_t recent = 0;            // blocks copied whole into recent_blocks
 };
+
+struct FoldLimits;
 
 struct ArchiveOptions {
   size_t block_rows = kArchiveBlockRows;
@@ -41,6 +45,13 @@ struct ArchiveOptions {
   int64_t through_id = INT64_MAX;  // rows above it stay rows (the tracer's shipper)
   bool whole_blocks = false;       // rows short of a whole block stay rows (a live trace)
   bool one_batch = false;          // stop after one transaction (a live trace's bounded pass)
+  // Calls only: fold them as they are archived (store/archive_fold.h), by these limits (read
+  // again after 30 s of `fold_before_ns`). Rows from the first call that starts at or after
+  // `fold_before_ns` stay rows. A block whose calls end at or after `recent_from_ns` keeps a
+  // copy of every row in recent_blocks until drop_recent_blocks() takes it.
+  FoldLimits* fold = nullptr;
+  int64_t fold_before_ns = INT64_MAX;
+  int64_t recent_from_ns = INT64_MIN;
 };
 
 // Moves the file's call rows into blocks, in batches of one transaction each, on a writer's

@@ -342,6 +342,19 @@ std::string tables_v8() {
          blocks_ddl("run_blocks", "call_runs", "span_ns");
 }
 
+// Folding as calls are archived (store/call_archive.h, schema 9): every call of a block folded
+// then keeps its row in recent_blocks while it is within the full-row window, and each run
+// says which call row was its first, so that readers of rows can tell the runs of calls that
+// still have them.
+std::string tables_v9() {
+  return blocks_ddl("recent_blocks", "events", "duration") +
+         "CREATE TABLE IF NOT EXISTS recent_folds (\n"
+         "  block_id INTEGER PRIMARY KEY,     -- recent_blocks.id\n"
+         "  folded_calls INTEGER NOT NULL,    -- of its calls, those folded into runs\n"
+         "  runs INTEGER NOT NULL\n"
+         ");\n";
+}
+
 ingero::Status move_rdma_counters(Db& db) {
   auto has = db.query_int(
       "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'rdma_counters'");
@@ -464,6 +477,10 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   }
   // Also for files of schema 8 from before idx_*_blocks_id (IF NOT EXISTS throughout).
   if (auto st = db.exec(tables_v8()); !st) return fail(st.error());
+  if (auto st = db.exec(tables_v9()); !st) return fail(st.error());
+  if (!db.column_exists("call_runs", "first_call_id"))
+    if (auto st = db.exec("ALTER TABLE call_runs ADD COLUMN first_call_id INTEGER"); !st)
+      return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");

@@ -6,99 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "engine/quantile_sketch.h"
+#include "store/archive_fold.h"
 #include "store/call_archive.h"
 #include "store/file_access.h"
+#include "store/fold_runs.h"
 #include "store/schema.h"
-#include "store/sketch_sql.h"
 
 namespace ingero::store {
 
 namespace {
-
-struct Row {
-  int64_t id = 0, ts = 0, dur = 0;
-  uint32_t pid = 0, tid = 0;
-  int source = 0, op = 0;
-  bool call = false;      // a GPU call (not a host event)
-  bool archived = false;  // read from call_blocks (store/call_archive.h), not main.events
-  bool foldable = false;  // a launch that says nothing on its own
-  int64_t session = 0, cgroup = 0, stack = 0, nested = 0;
-  std::optional<int64_t> library, stream, device;
-  std::string node, comm;
-};
-
-struct Run {
-  std::vector<int64_t> ids;       // its calls' rows in main.events
-  std::vector<int64_t> archived;  // its archived calls
-  size_t calls() const { return ids.size() + archived.size(); }
-  const Row* first = nullptr;
-  int64_t end = 0, sum = 0, min = INT64_MAX, max = 0, nested = 0;
-};
-
-ingero::Status read_limits(Db& db, FoldLimits& f) {
-  f = FoldLimits{};
-  auto st = db.prepare(
-      "SELECT s.id, o.op_id, o.kind FROM sources s LEFT JOIN ops o ON o.source_id = s.id "
-      "WHERE s.vendor <> 'host'");
-  if (!st) return st.error();
-  while (true) {
-    auto r = st->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    f.call_sources.insert(int(st->int64(0)));
-    if (st->text_view(2) == "launch") f.launch_ops.insert({int(st->int64(0)), int(st->int64(1))});
-  }
-  std::map<std::tuple<std::string, uint32_t, int, int>, engine::QuantileSketch> sketches;
-  auto sums = db.prepare("SELECT node, pid, source, op, sketch FROM call_seconds");
-  if (!sums) return sums.error();
-  while (true) {
-    auto r = sums->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    int source = int(sums->int64(2)), op = int(sums->int64(3));
-    if (!f.launch_ops.count({source, op})) continue;
-    auto sk = sketch_column(sums->get(), 4);
-    if (!sk) return ingero::make_error(db.path() + ": a damaged call_seconds sketch");
-    sketches[{sums->text(0), uint32_t(sums->int64(1)), source, op}].merge(*sk);
-  }
-  for (const auto& [k, sk] : sketches)
-    f.limit[k] = int64_t(double(sk.quantile(0.95)) * kKeepAboveP95Share);
-  return {};
-}
-
-ingero::Status write_run(Db& db, Stmt& ins, Stmt& del, const Run& r) {
-  const Row& f = *r.first;
-  ins.reset();
-  sqlite3_clear_bindings(ins.get());
-  ins.bind(1, std::string_view(f.node))
-      .bind(2, f.session)
-      .bind(3, f.ts)
-      .bind(4, r.end - f.ts)
-      .bind(5, int64_t(f.pid))
-      .bind(6, int64_t(f.tid))
-      .bind(7, std::string_view(f.comm))
-      .bind(8, f.cgroup)
-      .bind(9, int64_t(f.source))
-      .bind(10, int64_t(f.op))
-      .bind(14, int64_t(r.calls()))
-      .bind(15, r.sum)
-      .bind(16, r.min)
-      .bind(17, r.max)
-      .bind(18, r.nested)
-      .bind(19, f.stack);
-  if (f.library) ins.bind(11, *f.library);
-  if (f.stream) ins.bind(12, *f.stream);
-  if (f.device) ins.bind(13, *f.device);
-  if (auto s = ins.step(); !s) return s.error();
-  for (int64_t id : r.ids) {
-    del.reset();
-    del.bind(1, id);
-    if (auto s = del.step(); !s) return s.error();
-  }
-  (void)db;
-  return {};
-}
 
 ingero::Status check_writable_trace(const std::string& path) {
   auto ro = Db::open(path, Db::Mode::kReadOnly);
@@ -184,9 +100,9 @@ class RowsById {
 
 // The next `budget` event rows after row `after_id`, up to row `through_id` and the first call
 // that started at or after `before_ns`, in start order; `last_id` is the last row considered.
-ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t through_id,
-                                           int64_t before_ns, uint64_t budget, FoldLimits& lim,
-                                           FoldPass& out, int64_t& last_id, bool past_cut) {
+ingero::Result<std::vector<FoldRow>> read_rows(Db& db, int64_t after_id, int64_t through_id,
+                                               int64_t before_ns, uint64_t budget, FoldLimits& lim,
+                                               FoldPass& out, int64_t& last_id, bool past_cut) {
   bool reread = false;
   // The newest row keeps its row: SQLite gives the next row max(id) + 1, and an id handed out
   // again would be below the fold's and the shipper's resume points, never folded nor shipped.
@@ -195,12 +111,12 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
   int64_t newest_id = newest->value_or(0);
   auto src = RowsById::open(db, after_id, through_id, budget);
   if (!src) return src.error();
-  std::vector<Row> rows;
+  std::vector<FoldRow> rows;
   last_id = after_id;
   bool reached_cut = false;
   while (out.considered < budget && src->row()) {
     Stmt* sel = src->row();
-    Row w;
+    FoldRow w;
     w.archived = src->archived();
     w.id = sel->int64(0);
     w.ts = sel->int64(1);
@@ -224,18 +140,13 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
     w.op = int(sel->int64(6));
     bool ok = !sel->is_null(7) && sel->int64(7) == 0 && sel->int64(8) == 0;
     bool on_cpu = sel->int64(9) == 0 && sel->int64(10) == 0;
-    bool launch = lim.launch_ops.count({w.source, w.op}) > 0;
     w.node = sel->text(11);
-    using Key = std::tuple<std::string_view, uint32_t, int, int>;
-    auto l = lim.limit.find(Key{w.node, w.pid, w.source, w.op});
-    if (launch && l == lim.limit.end() && !reread) {  // a process or op new since the last read
-      if (auto st = read_limits(db, lim); !st) return st.error();
-      lim.read_for_ns = before_ns;
-      reread = true;
-      l = lim.limit.find(Key{w.node, w.pid, w.source, w.op});
-    }
-    w.foldable = ok && on_cpu && launch && l != lim.limit.end() && w.dur < l->second &&
-                 w.id != newest_id && !too_new;
+    bool was = reread;
+    if (auto st =
+            decide_foldable(db, lim, w, ok && on_cpu && w.id != newest_id && !too_new, reread);
+        !st)
+      return st.error();
+    if (reread && !was) lim.read_for_ns = before_ns;
     w.session = sel->int64(12);
     w.comm = sel->text(13);
     w.cgroup = sel->int64(14);
@@ -249,98 +160,34 @@ ingero::Result<std::vector<Row>> read_rows(Db& db, int64_t after_id, int64_t thr
   }
   out.more = !reached_cut && out.considered == budget;
   std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return a.ts < b.ts; });
+                   [](const FoldRow& a, const FoldRow& b) { return a.ts < b.ts; });
   return rows;
-}
-
-// Calls inside another call of their thread (files from before nested calls were folded at
-// capture, schema < 5, store a runtime launch and its driver launch as two rows) keep their
-// rows, both of them: spread over a run, the inner one would no longer be inside the outer
-// and would count as a launch of its own.
-void keep_nested(std::vector<Row>& rows) {
-  std::map<std::tuple<std::string_view, int64_t, uint32_t, uint32_t>, Row*> outer;
-  for (Row& w : rows) {
-    if (!w.call) continue;
-    Row*& o = outer[{w.node, w.session, w.pid, w.tid}];
-    if (o && w.ts < o->ts + o->dur) {
-      o->foldable = w.foldable = false;
-      if (w.ts + w.dur <= o->ts + o->dur) continue;
-    }
-    o = &w;
-  }
 }
 
 // Folds the foldable rows into runs (call_runs) and deletes their rows, counting them in `out`;
 // the ids of the archived ones folded are added to `archived` (their blocks are rewritten
 // after).
-ingero::Status write_runs(Db& db, const std::vector<Row>& rows, const FoldLimits& lim,
+ingero::Status write_runs(Db& db, const std::vector<FoldRow>& rows, const FoldLimits& lim,
                           FoldPass& out, std::vector<int64_t>& archived) {
-  auto ins = db.prepare(
-      "INSERT INTO call_runs (node, session_id, timestamp, span_ns, pid, tid, comm, cgroup_id, "
-      "source, op, library_id, stream, device, calls, sum_ns, min_ns, max_ns, nested_calls, "
-      "stack_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  auto ins = prepare_run_insert(db);
   if (!ins) return ins.error();
   auto del = db.prepare("DELETE FROM events WHERE id = ?");
   if (!del) return del.error();
-  // Open runs by (node, session, pid, tid); any kept call of the process closes its runs.
-  // Open runs by (node, session, pid, tid, source, op): launches of different ops interleaved
-  // on a thread (cudaLaunchKernel, cuLaunchKernelEx) each make their own run. A kept call
-  // other than a launch (a sync, a copy, an allocation) closes every run of its process, so the
-  // gaps and round trips around it stay where they were; a kept launch (slow, failed, off-CPU)
-  // closes the runs of its thread only.
-  using RunKey = std::tuple<std::string_view, int64_t, uint32_t, uint32_t, int, int>;
-  std::map<RunKey, Run> open;
-  auto close = [&](std::map<RunKey, Run>::iterator it) -> ingero::Status {
-    if (auto st = write_run(db, *ins, *del, it->second); !st) return st;
-    out.folded += it->second.calls();
-    archived.insert(archived.end(), it->second.archived.begin(), it->second.archived.end());
+  return form_runs(rows, lim, [&](const FoldRun& r) -> ingero::Status {
+    if (auto st = insert_run(*ins, r, false); !st) return st;
+    for (const FoldRow* c : r.calls) {
+      if (c->archived) {
+        archived.push_back(c->id);
+        continue;
+      }
+      del->reset();
+      del->bind(1, c->id);
+      if (auto s = del->step(); !s) return s.error();
+    }
+    out.folded += r.calls.size();
     ++out.runs;
     return {};
-  };
-  for (const Row& w : rows) {
-    RunKey k{w.node, w.session, w.pid, w.tid, w.source, w.op};
-    if (!w.foldable) {
-      // Runs never span a kept call of their thread: spread over the run, folded calls would
-      // land inside it and read as nested in it.
-      for (auto it = open.lower_bound({w.node, w.session, w.pid, w.tid, 0, 0});
-           it != open.end() && std::get<3>(it->first) == w.tid && std::get<2>(it->first) == w.pid &&
-           std::get<0>(it->first) == w.node && std::get<1>(it->first) == w.session;) {
-        if (auto st = close(it); !st) return st.error();
-        it = open.erase(it);
-      }
-      if (lim.launch_ops.count({w.source, w.op})) continue;
-      for (auto it = open.lower_bound({w.node, w.session, w.pid, 0, 0, 0});
-           it != open.end() && std::get<2>(it->first) == w.pid &&
-           std::get<0>(it->first) == w.node && std::get<1>(it->first) == w.session;) {
-        if (auto st = close(it); !st) return st.error();
-        it = open.erase(it);
-      }
-      continue;
-    }
-    auto it = open.find(k);
-    if (it != open.end()) {
-      const Row& f = *it->second.first;
-      bool same = f.stream == w.stream && f.device == w.device && f.library == w.library &&
-                  f.comm == w.comm && f.cgroup == w.cgroup;
-      if (!same || w.ts - it->second.end > kMaxRunGapNs || w.ts < it->second.end) {
-        if (auto st = close(it); !st) return st.error();
-        open.erase(it);
-        it = open.end();
-      }
-    }
-    if (it == open.end()) it = open.emplace(k, Run{}).first;
-    Run& r = it->second;
-    if (!r.first) r.first = &w;
-    (w.archived ? r.archived : r.ids).push_back(w.id);
-    r.end = std::max(r.end, w.ts + w.dur);
-    r.sum += w.dur;
-    r.min = std::min(r.min, w.dur);
-    r.max = std::max(r.max, w.dur);
-    r.nested += w.nested;
-  }
-  for (auto it = open.begin(); it != open.end(); ++it)
-    if (auto st = close(it); !st) return st.error();
-  return {};
+  });
 }
 
 }  // namespace
@@ -431,6 +278,9 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
   auto nodes = d.query_int("SELECT count(DISTINCT node) FROM sessions");
   if (!nodes) return nodes.error();
   bool merged = nodes->value_or(0) > 1;
+  // A trace that folded its calls as it archived them keeps copies of the recent ones: those
+  // older than the window go as the tracer's would.
+  if (auto dropped = drop_recent_blocks(d, before); !dropped) return dropped.error();
   int64_t first_too_new = 0;
   while (true) {
     auto pass = fold_calls(d, before, 200000, nullptr, INT64_MAX, merged);

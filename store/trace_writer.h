@@ -165,9 +165,20 @@ class TraceWriter final : public hal::EventSink {
   // in the rows up to `through_id`.
   ingero::Result<FoldPass> fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget,
                                       int64_t through_id = INT64_MAX);
+  // Tiered retention as a live trace keeps it (store/archive_fold.h): calls are folded as they
+  // are archived, each block's calls keep a copy of their rows while they ended within
+  // `full_rows_ns` of `now_ns` (wall clock), and the copies older than that go. Only calls
+  // whose seconds are summarised are archived (2 s behind `now_ns`); at the session's end
+  // (`final`) every second is.
+  struct Folding {
+    int64_t now_ns = 0;
+    int64_t full_rows_ns = 0;
+    bool final = false;
+  };
   // Commits, then one bounded archive pass (store/call_archive.h): whole blocks of the call
-  // rows up to `through_id`, then of the runs.
-  ingero::Result<Archived> archive_rows(int64_t through_id = INT64_MAX);
+  // rows up to `through_id`, then of the runs; with `folding`, folding the calls.
+  ingero::Result<Archived> archive_rows(int64_t through_id = INT64_MAX,
+                                        std::optional<Folding> folding = std::nullopt);
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 
@@ -206,6 +217,7 @@ class TraceWriter final : public hal::EventSink {
   std::unique_ptr<Db> db_;
   CallSummarizer summaries_;  // per-second call summaries not yet written
   FoldLimits fold_limits_;
+  FoldLimits archive_limits_;  // folding as calls are archived
   // PATH-reserve: space set aside at open and freed when the disk fills, so the session row can
   // still record the loss (store_errors) and the stop. Removed by finish() and the destructor.
   std::string reserve_path_;

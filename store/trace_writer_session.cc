@@ -2,6 +2,8 @@
 // session's loss counters, and the final commit that leaves a self-contained file.
 #include <unistd.h>
 
+#include "store/archive_fold.h"
+#include "store/fold_runs.h"
 #include "store/trace_writer.h"
 
 namespace ingero::store {
@@ -33,14 +35,38 @@ ingero::Result<FoldPass> TraceWriter::fold_calls(int64_t before_ns, int64_t now_
                            &fold_limits_, through_id);
 }
 
-ingero::Result<Archived> TraceWriter::archive_rows(int64_t through_id) {
-  if (auto st = commit(); !st) return st.error();
+ingero::Result<Archived> TraceWriter::archive_rows(int64_t through_id,
+                                                   std::optional<Folding> folding) {
   // Two blocks (8,192 rows, ~30 ms) per transaction: the writer's pause stays short.
   ArchiveOptions o{
       .blocks_per_batch = 2, .through_id = through_id, .whole_blocks = true, .one_batch = true};
+  if (folding) {
+    const int64_t now_ns = folding->now_ns, full_rows_ns = folding->full_rows_ns;
+    // Folding needs each launch op's p95 from the summaries: calls of seconds summarised.
+    const int64_t summarised = folding->final ? INT64_MAX : now_ns - kSummaryLagNs;
+    if (summaries_.open_seconds()) {
+      if (auto st = begin_if_needed(); !st) return st.error();
+      if (auto st = summaries_.flush(*db_, summarised); !st) return fail_batch(st.error()).error();
+    }
+    if (auto st = commit(); !st) return st.error();
+    if (auto dropped = drop_recent_blocks(*db_, now_ns - full_rows_ns); !dropped)
+      return dropped.error();
+    constexpr int64_t kReread = int64_t(30) * 1000000000;
+    if (archive_limits_.read_for_ns == INT64_MIN ||
+        now_ns - archive_limits_.read_for_ns > kReread) {
+      if (auto st = read_limits(*db_, archive_limits_); !st) return st.error();
+      archive_limits_.read_for_ns = now_ns;
+    }
+    o.fold = &archive_limits_;
+    o.fold_before_ns = folding->final ? INT64_MAX : summarised - 1000000000;
+    o.recent_from_ns = now_ns - full_rows_ns;
+  } else if (auto st = commit(); !st) {
+    return st.error();
+  }
   auto calls = archive_calls(*db_, o);
   if (!calls || calls->rows) return calls;
-  o.through_id = INT64_MAX;  // runs are not shipped
+  o.through_id = INT64_MAX;  // runs are not shipped, nor folded
+  o.fold = nullptr;
   return archive_runs(*db_, o);
 }
 
