@@ -263,6 +263,8 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
       bounds.push_back(t);
     bounds.push_back(s.last_call_ns);
   }
+  s.steps.reserve(bounds.size());  // ~150 K steps a rank in an hour: grown, each was copied
+  s.steps.reserve(bounds.size());  // ~150 K steps a rank in an hour: grown, each was copied
   for (size_t i = 0; i + 1 < bounds.size(); ++i)
     if (bounds[i + 1] > bounds[i]) {
       Step st;
@@ -296,7 +298,8 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
                         const CpuSamples* ahead, unsigned threads, std::mutex* stacks_lock,
                         const std::function<void()>& collected) {
   StepModel m;
-  std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid);
+  if (!threads) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid, threads);
   if (collected) collected();
   size_t max_gaps = std::min(kMaxStoredGaps, max_bytes / 4 / sizeof(HostGap));
   std::map<uint32_t, std::map<uint32_t, std::vector<CpuSample>>> samples;  // pid -> tid -> samples
@@ -325,7 +328,6 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
       m.processes[i] = model_process(*work[i].first, sites, host, max_gaps, *work[i].second);
     }
   };
-  if (!threads) threads = std::max(1u, std::thread::hardware_concurrency());
   size_t workers = std::min<size_t>(work.size(), threads);
   std::vector<std::future<void>> others;
   for (size_t t = 1; t < workers; ++t) others.push_back(std::async(std::launch::async, model_some));

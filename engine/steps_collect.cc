@@ -1,6 +1,8 @@
 // The step model, part 0: the top-level calls of each GPU process, as compact items.
 #include <algorithm>
+#include <future>
 #include <optional>
+#include <set>
 
 #include "engine/steps_internal.h"
 #include "engine/thresholds_steps.h"
@@ -285,24 +287,31 @@ std::unique_ptr<std::pmr::unsynchronized_pool_resource> new_group_pool() {
   return std::make_unique<std::pmr::unsynchronized_pool_resource>(o, hal::huge_page_resource());
 }
 
-std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, size_t max_bytes,
-                                       const std::map<uint32_t, uint64_t>& calls_per_pid) {
+namespace {
+
+// The calls of the processes `mine` accepts, with `budget`: what collect_calls() gives of them.
+template <class Mine>
+std::map<uint32_t, Proc> collect_some(TraceSource& source, const Window& w, Budget& budget,
+                                      const std::map<uint32_t, uint64_t>& calls_per_pid,
+                                      const Mine& mine) {
   std::map<uint32_t, Proc> procs;
-  Budget budget{max_bytes};
+  const size_t max_bytes = budget.bytes;
   // Room, not memory: pages are only faulted in as the lists fill. Runs hold two calls or
   // more; growing their counts by doubling instead copied and faulted them twice over.
   for (const auto& [pid, n] : calls_per_pid) {
+    if (!mine(pid)) continue;
     reserve_huge(procs[pid].calls, size_t(std::min<uint64_t>(n, max_bytes / sizeof(Call))));
     reserve_huge(procs[pid].runs, size_t(std::min<uint64_t>(n / 2, max_bytes / sizeof(RunCounts))));
   }
   auto on_call = [&](const hal::Event& e) {
-    if (hal::is_host_kind(e.kind)) return;
+    if (hal::is_host_kind(e.kind) || !mine(e.pid)) return;
     Proc& p = procs[e.pid];
     p.pid = e.pid;
     collect(e, p, budget);
   };
   hal::Event scratch;
   source.call_runs(w, on_call, [&](const CallRun& r) {
+    if (!mine(r.pid)) return;
     Proc& p = procs[r.pid];
     p.pid = r.pid;
     collect_run(r, p, budget, scratch);
@@ -314,6 +323,54 @@ std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, siz
     if (!std::is_sorted(p.calls.begin(), p.calls.end(), by_start))
       std::stable_sort(p.calls.begin(), p.calls.end(), by_start);
   }
+  return procs;
+}
+
+}  // namespace
+
+std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, size_t max_bytes,
+                                       const std::map<uint32_t, uint64_t>& calls_per_pid,
+                                       unsigned threads) {
+  auto every = [](uint32_t) { return true; };
+  threads = std::min<unsigned>(threads, unsigned(calls_per_pid.size()));
+  if (threads < 2 || !source.concurrent_call_reads(w)) {
+    Budget budget{max_bytes};
+    return collect_some(source, w, budget, calls_per_pid, every);
+  }
+  // Several ranks: each thread reads every call (from memory) and collects its own processes'.
+  // Each may spend the whole budget; where together they spent more than it, the one budget
+  // would have stopped the model earlier, and the calls are collected again on this thread, as
+  // one collection does: the model is the same whatever the threads.
+  std::vector<uint32_t> pids;
+  for (const auto& [pid, n] : calls_per_pid) pids.push_back(pid);
+  std::vector<std::map<uint32_t, Proc>> parts(threads);
+  std::vector<Budget> budgets(threads, Budget{max_bytes});
+  auto part = [&](unsigned i) {
+    std::set<uint32_t> own;
+    for (size_t k = i; k < pids.size(); k += threads) own.insert(pids[k]);
+    // A process no count named (it made calls only after the counts) goes to the first part.
+    auto mine = [&](uint32_t pid) {
+      return own.count(pid) || (i == 0 && !calls_per_pid.count(pid));
+    };
+    parts[i] = collect_some(source, w, budgets[i], calls_per_pid, mine);
+  };
+  std::vector<std::future<void>> others;
+  for (unsigned i = 1; i < threads; ++i) others.push_back(std::async(std::launch::async, part, i));
+  part(0);
+  for (auto& f : others) f.get();
+  size_t spent = 0;
+  bool full = false;
+  for (const Budget& b : budgets) {
+    spent += max_bytes - b.bytes;
+    full = full || b.full;
+  }
+  if (full || spent > max_bytes) {
+    parts.clear();
+    Budget budget{max_bytes};
+    return collect_some(source, w, budget, calls_per_pid, every);
+  }
+  std::map<uint32_t, Proc> procs;
+  for (auto& p : parts) procs.merge(p);
   return procs;
 }
 

@@ -275,9 +275,12 @@ struct Tallies {
 // steps_collect.cc: the top-level calls of every GPU process in `w`, in start order: calls
 // nested in another call of their thread folded into it, folded runs and consecutive launches
 // grouped into items, up to `max_bytes` (past it, calls are counted in Proc::dropped).
-// `calls_per_pid` sizes each process's list once.
+// `calls_per_pid` sizes each process's list once. Where the source's calls are in memory
+// (TraceSource::concurrent_call_reads), the processes are collected on up to `threads` threads,
+// each reading every call: the same processes as on one.
 std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, size_t max_bytes,
-                                       const std::map<uint32_t, uint64_t>& calls_per_pid);
+                                       const std::map<uint32_t, uint64_t>& calls_per_pid,
+                                       unsigned threads = 1);
 
 // steps_timeline.cc: fills the breakdown, counts and gaps of every step in `s`, from the calls
 // and the step boundaries already in `s.steps`; stores at most `max_gaps` gaps (the others are

@@ -115,8 +115,12 @@ class Sweep {
  public:
   Sweep(const Proc& p, StepSeries& s, Attributor& attr, Tallies& tally, size_t max_gaps)
       : p_(p), s_(s), attr_(attr), tally_(tally), max_gaps_(max_gaps) {
+    bounds_.reserve(s.steps.size() + 1);
     for (const Step& st : s.steps) bounds_.push_back(st.start_ns);
     bounds_.push_back(s.steps.back().end_ns);
+    // Room for two gaps a step: a list of ~300 K gaps (200 bytes each, with their strings)
+    // grown by doubling was copied, and its pages faulted in, again at every doubling.
+    s.gaps.reserve(std::min(max_gaps, 2 * s.steps.size() + 16));
   }
 
   void run() {
@@ -393,9 +397,10 @@ void count_calls(const Proc& p, StepSeries& s) {
 void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tallies& tally) {
   auto it = host.offcpu.find(p.pid);
   if (it == host.offcpu.end()) return;
-  std::set<uint32_t> feeding;
-  for (const Call& c : p.calls) feeding.insert(c.tid);
+  std::map<uint32_t, size_t> feeding;  // tid -> its items
+  for (const Call& c : p.calls) ++feeding[c.tid];
   std::vector<int64_t> starts;
+  starts.reserve(s.steps.size());
   for (const Step& st : s.steps) starts.push_back(st.start_ns);
   int64_t first = starts.front(), last = s.steps.back().end_ns;
   // Split [a, b) at step boundaries; fn(step, lo, hi).
@@ -409,25 +414,46 @@ void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tal
       a = end;
     }
   };
-  // Each feeding thread's calls in start order, to find the call it made after a preemption.
+  // Each feeding thread's calls in start order, to find the call it made after a preemption:
+  // the process's own list where one thread makes every call (a training loop's main thread),
+  // else one list a thread, made when a preemption asks for it.
   std::map<uint32_t, std::vector<const Call*>> by_tid;
-  for (const Call& c : p.calls) by_tid[c.tid].push_back(&c);
+  auto calls_of = [&](uint32_t tid) -> const std::vector<const Call*>& {
+    auto [it, fresh] = by_tid.try_emplace(tid);
+    if (fresh) {
+      it->second.reserve(feeding[tid]);
+      for (const Call& c : p.calls)
+        if (c.tid == tid) it->second.push_back(&c);
+    }
+    return it->second;
+  };
   // The first call of the thread starting at or after t: (its stack, its op), or none.
   auto next_call = [&](uint32_t tid, int64_t t) -> std::optional<std::pair<uint64_t, uint32_t>> {
-    const auto& v = by_tid[tid];
-    auto at = std::lower_bound(v.begin(), v.end(), t,
-                               [](const Call* c, int64_t x) { return c->start < x; });
+    const Call* later = nullptr;   // its first item starting at or after t
+    const Call* before = nullptr;  // the item before that
+    if (feeding.size() == 1) {
+      auto at = std::lower_bound(p.calls.begin(), p.calls.end(), t,
+                                 [](const Call& c, int64_t x) { return c.start < x; });
+      if (at != p.calls.end()) later = &*at;
+      if (at != p.calls.begin()) before = &*std::prev(at);
+    } else {
+      const auto& v = calls_of(tid);
+      auto at = std::lower_bound(v.begin(), v.end(), t,
+                                 [](const Call* c, int64_t x) { return c->start < x; });
+      if (at != v.end()) later = *at;
+      if (at != v.begin()) before = *std::prev(at);
+    }
     // A run or group started before t may have calls left after it.
-    if (at != v.begin() && p.last_start(**std::prev(at)) >= t) {
-      const Call& c = **std::prev(at);
+    if (before && p.last_start(*before) >= t) {
+      const Call& c = *before;
       std::optional<std::pair<uint64_t, uint32_t>> found;
       p.for_each_span(c, [&](uint64_t, const Span& x) {
         if (!found && x.start >= t) found.emplace(x.stack, c.op);
       });
       return found;
     }
-    if (at == v.end()) return std::nullopt;
-    return std::make_pair(p.first(**at).stack, (*at)->op);
+    if (!later) return std::nullopt;
+    return std::make_pair(p.first(*later).stack, later->op);
   };
   int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
   for (const OffCpuInterval& iv : it->second) {

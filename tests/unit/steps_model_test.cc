@@ -327,11 +327,9 @@ class TurnTakingStacks : public Source {
   std::atomic<bool> overlapped_{false};
 };
 
-// Ranks are modelled on threads, each with its own call sites: the model (every step, gap and
-// site of every process) is the one a single thread gives, and stack reads never overlap. The
-// ranks share stacks but meet them in different orders, and differ in step length and host time.
-TEST(StepModel, ProcessesModelledOnThreadsGiveTheModelOfOneThread) {
-  TurnTakingStacks s;
+// Four ranks that share stacks but meet them in different orders, and differ in step length
+// and host time.
+void four_ranks(TurnTakingStacks& s) {
   for (uint32_t pid = 1; pid <= 4; ++pid) {
     uint64_t step = (8 + pid) * kMs, host = (4 + pid) * kMs, base = pid * 100 * kUs;
     for (int i = 0; i < 40; ++i) {
@@ -358,21 +356,31 @@ TEST(StepModel, ProcessesModelledOnThreadsGiveTheModelOfOneThread) {
   }
   s.frames_[kLossStack] = {{true, "<module>", "/w/train.py", 43, "", ""}};
   s.frames_[kUploadStack] = {{true, "<module>", "/w/train.py", 35, "", ""}};
+}
+
+// Every step, gap and site of every process, and what was not modelled.
+std::string model_json(const StepModel& m) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const StepSeries& p : m.processes) {
+    auto one = step_series_json(p, "rank");
+    one["pid"] = p.pid;
+    one["steps"] = nlohmann::json::array();
+    for (const Step& st : p.steps) one["steps"].push_back(step_json(st));
+    one["gaps"] = p.gaps.size();
+    one["anchor_site"] = p.anchor_site;
+    one["calls_dropped"] = p.calls_dropped;
+    for (const SiteCount& c : p.sites) one["sites"].push_back({c.site, c.calls, c.steps_with});
+    j.push_back(one);
+  }
+  return j.dump(1);
+}
+
+// Ranks are modelled on threads, each with its own call sites: the model is the one a single
+// thread gives, and stack reads never overlap.
+TEST(StepModel, ProcessesModelledOnThreadsGiveTheModelOfOneThread) {
+  TurnTakingStacks s;
+  four_ranks(s);
   HostContext host = collect_host_context(s, Window{});
-  auto model_json = [](const StepModel& m) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const StepSeries& p : m.processes) {
-      auto one = step_series_json(p, "rank");
-      one["pid"] = p.pid;
-      one["steps"] = nlohmann::json::array();
-      for (const Step& st : p.steps) one["steps"].push_back(step_json(st));
-      one["gaps"] = p.gaps.size();
-      one["anchor_site"] = p.anchor_site;
-      for (const SiteCount& c : p.sites) one["sites"].push_back({c.site, c.calls, c.steps_with});
-      j.push_back(one);
-    }
-    return j.dump(1);
-  };
   StepModel one = compute_steps(s, Window{}, host, kMinModelledBytes, {}, nullptr, 1);
   int one_reads = s.reads_;
   ASSERT_EQ(one.processes.size(), 4u);
@@ -397,6 +405,44 @@ class ConcurrentReads : public TurnTakingStacks {
   }
   bool concurrent_ = true;
 };
+
+// Held in memory, several ranks' calls are collected on threads, each reading every call and
+// keeping its own processes': the model of one thread's collection. Where the threads together
+// spend more than the model's budget (one collection would have stopped earlier), the calls are
+// collected again on one thread: the same model, stopped at the same call.
+TEST(StepModel, ProcessesCollectedOnThreadsGiveTheCollectionOfOneThread) {
+  struct Counted : ConcurrentReads {
+    void calls(const Window& w, const EventFn& fn) override {
+      ++reads;
+      ConcurrentReads::calls(w, fn);
+    }
+    std::atomic<int> reads{0};
+  } s;
+  four_ranks(s);
+  std::stable_sort(s.calls_.begin(), s.calls_.end(),
+                   [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+  HostContext host = collect_host_context(s, Window{});
+  StepModel one = compute_steps(s, Window{}, host, kMinModelledBytes, {}, nullptr, 1);
+  EXPECT_EQ(s.reads.exchange(0), 1);
+  std::map<uint32_t, uint64_t> counts{{1, 280}, {2, 280}, {3, 280}, {4, 280}};
+  StepModel four = compute_steps(s, Window{}, host, kMinModelledBytes, counts, nullptr, 4);
+  EXPECT_EQ(s.reads.exchange(0), 4);  // a collection a thread
+  EXPECT_EQ(model_json(four), model_json(one));
+  // A budget of 400 items: one collection stops a third of the way in, each thread's would not.
+  size_t small = 400 * 56;
+  StepModel short_one = compute_steps(s, Window{}, host, small, {}, nullptr, 1);
+  ASSERT_GT(short_one.processes.at(0).calls_dropped, 0u);
+  s.reads = 0;
+  StepModel short_four = compute_steps(s, Window{}, host, small, counts, nullptr, 4);
+  EXPECT_EQ(s.reads.load(), 5);  // four, then one again
+  EXPECT_EQ(model_json(short_four), model_json(short_one));
+  // Read from the file (no calls held): one collection, whatever the threads.
+  s.concurrent_ = false;
+  s.reads = 0;
+  EXPECT_EQ(model_json(compute_steps(s, Window{}, host, kMinModelledBytes, counts, nullptr, 4)),
+            model_json(one));
+  EXPECT_EQ(s.reads.load(), 1);
+}
 
 // The chains known before the step model is done get their stacks beside it: the same stacks
 // as when they are attributed after it, and no two stack reads at once.
