@@ -91,6 +91,9 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
   if (!overall.empty()) {
     out << "GPU API calls\n";
     print_op_table(out, overall, "  ");
+    if (a.stats.sketch_quantiles)
+      out << "  p50/p95/p99 from the per-second sketches, within 1%: tiered retention folded "
+             "launches into runs (a trace recorded with --keep-all gives them exact)\n";
     out << "\n";
   }
   if (!a.host.ops.empty()) {

@@ -25,6 +25,7 @@ nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& titl
     ++at;
     nlohmann::json n{{"node", name}, {"events", r["events"]}, {"window", r["window"]}};
     if (r.contains("losses")) n["losses"] = r["losses"];
+    if (r.contains("quantiles")) n["quantiles"] = r["quantiles"];
     return n;
   };
   if (per_node.empty()) return nlohmann::json::object();
@@ -66,6 +67,10 @@ nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& titl
   }
   if (per_node[0].contains("note")) j["note"] = per_node[0]["note"];  // the file's, not a node's
   j["events"] = events;
+  // Sketches where any node's come from them.
+  j["quantiles"] = "exact";
+  for (const auto& r : per_node)
+    if (r.value("quantiles", "exact") != "exact") j["quantiles"] = r["quantiles"];
   j["window"] = {{"start_ns", start},
                  {"end_ns", end},
                  {"seconds", end > start ? double(end - start) / 1e9 : 0.0}};

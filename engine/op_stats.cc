@@ -351,6 +351,7 @@ OpStatsSet compute_op_stats(TraceSource& source, const Window& w,
     resolve_exact(source, w, g, q, held);
   add_tails(source, w, g, caught);
   OpStatsSet out;
+  out.sketch_quantiles = sketches.has_value();
   if (caught.ok()) out.kept = kept_calls(std::move(kept), g.stats);
   for (OpStats& s : g.stats) (s.key.pid ? out.per_process : out.overall).push_back(std::move(s));
   return out;

@@ -83,6 +83,9 @@ struct OpStatsSet {
   std::vector<OpStats> per_process;       // pid != 0
   std::vector<OpStats> overall;           // pid == 0, one per (vendor, api, op)
   std::shared_ptr<const KeptCalls> kept;  // null where the first pass kept none
+  // p50/p95/p99 come from the per-second sketches (within 1%): the window holds calls folded by
+  // tiered retention. Else they are exact.
+  bool sketch_quantiles = false;
   // Whether a rule that looks only at calls of `kinds` can find nothing in the window: the
   // statistics were computed (they hold every call of it) and hold no call of those kinds.
   // A rule's pass over the calls is then skipped (its answer would be empty).

@@ -173,6 +173,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   if (a.window.pid) j["window"]["pid"] = *a.window.pid;
   j["stats"] = nlohmann::json::array();
   for (const auto& s : a.stats.overall) j["stats"].push_back(op_stats_json(s));
+  j["quantiles"] = a.stats.sketch_quantiles ? "sketches" : "exact";
   j["host"] = nlohmann::json::object();
   for (const auto& [name, h] : a.host.ops)
     j["host"][name] = {

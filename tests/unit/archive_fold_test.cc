@@ -215,6 +215,12 @@ TEST(ArchiveFold, TheEngineReadsTheFoldedFormWhateverTheCopies) {
     EXPECT_EQ((*db)->query_int("SELECT count(*) FROM recent_blocks")->value_or(-1), 0);
   }
   EXPECT_EQ(explain_json(dropped), explain_json(t.traced));
+  // It says where its quantiles come from.
+  EXPECT_NE(explain_json(t.traced).find("\"quantiles\": \"sketches\""), std::string::npos);
+  EXPECT_NE(explain_json(t.full).find("\"quantiles\": \"exact\""), std::string::npos);
+  const std::string said = "p50/p95/p99 from the per-second sketches, within 1%";
+  EXPECT_NE(run_ingero({"explain", "--db", t.traced}).out.find(said), std::string::npos);
+  EXPECT_EQ(run_ingero({"explain", "--db", t.full}).out.find(said), std::string::npos);
   // ...and SQL then sees the runs of the calls whose rows went: still every call once.
   EXPECT_EQ(sql_int(dropped, "SELECT count(*) FROM calls") +
                 sql_int(dropped, "SELECT sum(calls) FROM call_runs"),
