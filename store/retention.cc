@@ -145,6 +145,18 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
       return st.error();
     }
   }
+  // Copies of rows (store/archive_fold.h) of calls past the policy go with their blocks; they
+  // are not more calls, and are not counted.
+  if (db.table_exists("recent_blocks")) {
+    std::string doomed = "SELECT id FROM recent_blocks WHERE first_ts < " + std::to_string(cut) +
+                         " AND last_ts < " + std::to_string(cut);
+    if (auto st = db.exec("DELETE FROM recent_folds WHERE block_id IN (" + doomed +
+                          ");\nDELETE FROM recent_blocks WHERE id IN (" + doomed + ");\n");
+        !st) {
+      (void)db.exec("ROLLBACK");
+      return st.error();
+    }
+  }
   // Readers compare the calls they read with the per-second summaries (store/call_count_check.h):
   // before this time, rows and summaries went in separate batches and may disagree.
   if (out.deleted) {

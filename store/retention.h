@@ -1,7 +1,8 @@
 // Retention for a long-running trace: the oldest time-series rows (events, system snapshots,
 // process stats, device counters, call summaries and runs) are deleted in bounded batches, by age
 // (--retain) and while the data outgrows a size (--max-db-size). Archived calls and runs
-// (store/call_archive.h) go by whole blocks, once every row of a block is past the policy.
+// (store/call_archive.h) go by whole blocks, once every row of a block is past the policy, and
+// the copies of their rows kept for SQL (recent_blocks) with them.
 // Sessions, dictionaries and stacks stay. Files created with incremental auto-vacuum give the freed
 // pages back; older files reuse them, so they stop growing instead of shrinking.
 #pragma once

@@ -151,6 +151,48 @@ TEST(Store, RetentionDeletesArchivedBlocksWhollyPastThePolicy) {
   EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM call_blocks"), 2);
 }
 
+// Calls folded as they were archived keep copies of their rows (store/archive_fold.h): those
+// past the policy go with their blocks, not counted again, and SQL sees no call older than it.
+TEST(Store, RetentionDeletesTheCopiesOfRowsPastThePolicy) {
+  std::string db = test::temp_path("retention-copies.db");
+  auto w = minute_of_calls(db, true);
+  ASSERT_TRUE(w);
+  // Every call summarised and archived; each block keeps its copy (a window of a minute).
+  int64_t now = kRetentionOffset + 63'000'000'000;
+  while (true) {
+    auto a = w->archive_rows(INT64_MAX, TraceWriter::Folding{now, 60'000'000'000, false});
+    ASSERT_TRUE(a) << a.error().message;
+    if (!a->rows) break;
+  }
+  ASSERT_EQ(test::query_int(db, "SELECT count(*) FROM recent_blocks"), 14);
+  ASSERT_GT(test::query_int(db, "SELECT count(*) FROM main.call_runs"), 0);  // folded, hidden
+  ASSERT_TRUE(w->commit());
+  ASSERT_TRUE(w->db().exec("PRAGMA wal_checkpoint(TRUNCATE)"));
+  // The same file without the copies: what retention deletes there, it deletes here.
+  std::string bare = test::temp_path("retention-bare.db");
+  std::filesystem::copy_file(db, bare);
+  auto b = Db::open(bare, Db::Mode::kReadWrite);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE((*b)->exec("DELETE FROM recent_blocks; DELETE FROM recent_folds"));
+  // Keep the last 10 s: blocks 1 to 12 go, copies and all.
+  RetentionPolicy age{10'000'000'000, 0, {}};
+  int64_t at = kRetentionOffset + 60'000'000'000;
+  retain_all(*w, age, at);
+  uint64_t bare_deleted = 0;
+  while (true) {
+    auto p = apply_retention(**b, age, at);
+    ASSERT_TRUE(p) << p.error().message;
+    if (!p->deleted) break;
+    bare_deleted += p->deleted;
+  }
+  EXPECT_EQ(w->retention_deleted(), bare_deleted);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM recent_blocks"), 2);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM recent_folds"), 2);
+  EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(ts_ns) - " +
+                                     std::to_string(kRetentionOffset) + " FROM calls"),
+            (std::vector<std::vector<std::string>>{{"10848", "49152000000"}}));
+}
+
 // By size, with every call but the newest archived (no row left to measure the oldest data
 // by): the oldest blocks go, pass by pass, until the file fits; the newest call stays.
 TEST(Store, RetentionBySizeDeletesArchivedBlocks) {
