@@ -35,6 +35,7 @@ ingero::Result<FoldedBlock> fold_block(Db& db, FoldLimits& lim, const RowBlock& 
   bool reread = false;
   for (size_t r = 0; r < rows.rows(); ++r) {
     FoldRow w;
+    w.row = uint32_t(r);
     w.id = num(r, id);
     w.ts = num(r, ts);
     w.dur = num(r, dur);
@@ -76,17 +77,14 @@ ingero::Result<FoldedBlock> fold_block(Db& db, FoldLimits& lim, const RowBlock& 
   });
   if (!st) return st.error();
   // The kept rows, in id order: those of no run.
-  std::vector<int64_t> gone;
-  gone.reserve(out.folded);
+  std::vector<char> gone(rows.rows(), 0);
   for (const FoldRun& run : out.runs)
-    for (const FoldRow* c : run.calls) gone.push_back(c->id);
-  std::sort(gone.begin(), gone.end());
+    for (const FoldRow* c : run.calls) gone[c->row] = 1;
   RowBlock kept(names);
   for (size_t r = 0; r < rows.rows(); ++r) {
-    int64_t i = num(r, id);
-    if (std::binary_search(gone.begin(), gone.end(), i)) continue;
+    if (gone[r]) continue;
     int64_t t = num(r, ts);
-    out.kept.add(i, t, t + num(r, dur));
+    out.kept.add(num(r, id), t, t + num(r, dur));
     kept.add_row(rows, r);
   }
   out.kept.calls = out.kept.rows;

@@ -23,6 +23,7 @@ struct FoldRow {
   bool call = false;      // a GPU call (not a host event)
   bool archived = false;  // read from call_blocks (store/call_archive.h), not main.events
   bool foldable = false;  // a launch that says nothing on its own
+  uint32_t row = 0;       // where it was read (a block's row)
   int64_t session = 0, cgroup = 0, stack = 0, nested = 0;
   std::optional<int64_t> library, stream, device;
   std::string node, comm;
