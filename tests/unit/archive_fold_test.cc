@@ -31,26 +31,15 @@ constexpr int64_t kSec = 1'000'000'000;
 std::string write_as_traced(const std::string& name, const std::vector<Event>& calls,
                             int64_t full_rows_ns) {
   std::string path = test::temp_path(name);
-  auto w = TraceWriter::open(path);
-  EXPECT_TRUE(w) << (w ? "" : w.error().message);
-  SessionInfo si;
-  si.node = "n1";
-  si.mono_offset_ns = kOffset;
-  EXPECT_TRUE((*w)->begin_session(si));
-  hal::StackFrame f;
-  f.python = true;
-  f.function = "SlowDS.__getitem__";
-  f.file = "train.py";
-  f.line = 15;
-  EXPECT_TRUE((*w)->add_stack(kDatasetStack, {f}));
+  auto w = begin_trace(path);
   auto upkeep = [&](int64_t now, bool final) {
     while (true) {
-      auto p = (*w)->fold_calls(now - full_rows_ns, now, 5000);
+      auto p = w->fold_calls(now - full_rows_ns, now, 5000);
       ASSERT_TRUE(p) << p.error().message;
       if (!p->more) break;
     }
     while (true) {
-      auto a = (*w)->archive_rows(INT64_MAX, TraceWriter::Folding{now, full_rows_ns, final});
+      auto a = w->archive_rows(INT64_MAX, TraceWriter::Folding{now, full_rows_ns, final});
       ASSERT_TRUE(a) << a.error().message;
       if (!a->rows) break;
     }
@@ -58,13 +47,13 @@ std::string write_as_traced(const std::string& name, const std::vector<Event>& c
   uint64_t next_tick = calls.front().ts_ns + 500 * kMs;
   for (const Event& e : calls) {
     if (e.ts_ns >= next_tick) {
-      upkeep((*w)->to_wall(e.ts_ns), false);
+      upkeep(w->to_wall(e.ts_ns), false);
       next_tick = e.ts_ns + 500 * kMs;
     }
-    EXPECT_TRUE((*w)->add(e));
+    EXPECT_TRUE(w->add(e));
   }
-  upkeep((*w)->to_wall(calls.back().ts_ns + calls.back().dur_ns), true);
-  EXPECT_TRUE((*w)->finish(SessionEnd{}));
+  upkeep(w->to_wall(calls.back().ts_ns + calls.back().dur_ns), true);
+  EXPECT_TRUE(w->finish(SessionEnd{}));
   return path;
 }
 
@@ -229,34 +218,7 @@ TEST(ArchiveFold, TheEngineReadsTheFoldedFormWhateverTheCopies) {
             sql_int(t.traced, "SELECT sum(calls) FROM call_runs"));
   // Against every row: the same chains and steps, counts and extremes exact, quantiles within
   // the sketches' 1%.
-  Read a = analyze(t.full), b = analyze(t.traced);
-  ASSERT_FALSE(a.a.chains.empty());
-  EXPECT_EQ(chain_keys(b.a), chain_keys(a.a));
-  EXPECT_EQ(b.a.chains[0].summary, a.a.chains[0].summary);
-  EXPECT_EQ(b.a.events, a.a.events);
-  ASSERT_EQ(b.a.steps.processes.size(), a.a.steps.processes.size());
-  for (size_t i = 0; i < a.a.steps.processes.size(); ++i) {
-    const auto& sa = a.a.steps.processes[i];
-    const auto& sb = b.a.steps.processes[i];
-    EXPECT_EQ(sb.steps.size(), sa.steps.size());
-    EXPECT_EQ(sb.summary.median_ns, sa.summary.median_ns);
-    EXPECT_EQ(sb.summary.launches_per_step, sa.summary.launches_per_step);
-    EXPECT_NEAR(sb.summary.host_gap, sa.summary.host_gap, 0.001);
-    EXPECT_EQ(sb.summary.gap_cause, sa.summary.gap_cause);
-  }
-  for (const auto& s : a.a.stats.per_process) {
-    const engine::OpStats* x = nullptr;
-    for (const auto& y : b.a.stats.per_process)
-      if (y.key == s.key) x = &y;
-    ASSERT_TRUE(x) << s.key.op;
-    EXPECT_EQ(x->count, s.count);
-    EXPECT_EQ(x->sum_ns, s.sum_ns);
-    EXPECT_EQ(x->min_ns, s.min_ns);
-    EXPECT_EQ(x->max_ns, s.max_ns);
-    EXPECT_EQ(x->errors, s.errors);
-    for (auto [p, q] : {std::pair{s.p50, x->p50}, {s.p95, x->p95}, {s.p99, x->p99}})
-      EXPECT_LE(std::abs(double(q) - double(p)), 0.01 * double(p) + 0.5) << s.key.op;
-  }
+  expect_same_answers(analyze(t.full).a, analyze(t.traced).a);
 }
 
 // The calls of a thread, kept and folded, in the engine's form: none inside another (a run's

@@ -151,10 +151,11 @@ inline Loop training_loop(int steps) {
   return l;
 }
 
-inline std::string write_trace(const std::string& name, const std::vector<Event>& calls) {
-  std::string path = test::temp_path(name);
+// A writer of `path` with its session begun (node n1) and the dataset's stack.
+inline std::unique_ptr<TraceWriter> begin_trace(const std::string& path) {
   auto w = TraceWriter::open(path);
   EXPECT_TRUE(w) << (w ? "" : w.error().message);
+  if (!w) return nullptr;
   SessionInfo si;
   si.node = "n1";
   si.mono_offset_ns = kOffset;
@@ -165,14 +166,20 @@ inline std::string write_trace(const std::string& name, const std::vector<Event>
   f.file = "train.py";
   f.line = 15;
   EXPECT_TRUE((*w)->add_stack(kDatasetStack, {f}));
+  return std::move(*w);
+}
+
+inline std::string write_trace(const std::string& name, const std::vector<Event>& calls) {
+  std::string path = test::temp_path(name);
+  auto w = begin_trace(path);
   size_t n = 0;
   for (const Event& e : calls) {
-    EXPECT_TRUE((*w)->add(e));
+    EXPECT_TRUE(w->add(e));
     if (++n % 5000 == 0) {  // summaries are flushed as it goes
-      EXPECT_TRUE((*w)->commit());
+      EXPECT_TRUE(w->commit());
     }
   }
-  EXPECT_TRUE((*w)->finish(SessionEnd{}));
+  EXPECT_TRUE(w->finish(SessionEnd{}));
   return path;
 }
 
@@ -212,6 +219,39 @@ inline std::set<std::string> chain_keys(const engine::Analysis& a) {
   std::set<std::string> out;
   for (const auto& c : a.chains) out.insert(c.id + " " + engine::severity_name(c.severity));
   return out;
+}
+
+// What tiered retention keeps of an analysis (`tiered`) against the same trace with every row
+// (`full`): the same chains (the first one word for word), events and steps, counts, totals
+// and extremes exact, and quantiles from the sketches within 1% (and half a nanosecond).
+inline void expect_same_answers(const engine::Analysis& full, const engine::Analysis& tiered) {
+  ASSERT_FALSE(full.chains.empty());
+  EXPECT_EQ(chain_keys(tiered), chain_keys(full));
+  EXPECT_EQ(tiered.chains[0].summary, full.chains[0].summary);
+  EXPECT_EQ(tiered.events, full.events);
+  ASSERT_EQ(tiered.steps.processes.size(), full.steps.processes.size());
+  for (size_t i = 0; i < full.steps.processes.size(); ++i) {
+    const auto& sa = full.steps.processes[i];
+    const auto& sb = tiered.steps.processes[i];
+    EXPECT_EQ(sb.steps.size(), sa.steps.size());
+    EXPECT_EQ(sb.summary.median_ns, sa.summary.median_ns);
+    EXPECT_EQ(sb.summary.launches_per_step, sa.summary.launches_per_step);
+    EXPECT_NEAR(sb.summary.host_gap, sa.summary.host_gap, 0.001);
+    EXPECT_EQ(sb.summary.gap_cause, sa.summary.gap_cause);
+  }
+  for (const auto& s : full.stats.per_process) {
+    const engine::OpStats* t = nullptr;
+    for (const auto& x : tiered.stats.per_process)
+      if (x.key == s.key) t = &x;
+    ASSERT_TRUE(t) << s.key.op;
+    EXPECT_EQ(t->count, s.count);
+    EXPECT_EQ(t->sum_ns, s.sum_ns);
+    EXPECT_EQ(t->min_ns, s.min_ns);
+    EXPECT_EQ(t->max_ns, s.max_ns);
+    EXPECT_EQ(t->errors, s.errors);
+    for (auto [x, y] : {std::pair{s.p50, t->p50}, {s.p95, t->p95}, {s.p99, t->p99}})
+      EXPECT_LE(std::abs(double(y) - double(x)), 0.01 * double(x) + 0.5) << s.key.op;
+  }
 }
 
 }  // namespace ingero::store::tiers_fixture
