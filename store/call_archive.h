@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hal/result.h"
@@ -76,6 +77,9 @@ ingero::Status drop_archived_calls(Db& db, std::vector<int64_t> ids);
 // files), and for what is installed already: a connection kept open on a live trace calls it
 // again to follow blocks that came since.
 ingero::Status install_call_archive(Db& db);
+// What install_call_archive() installs on `db` now: (the calls' view, the runs'). A reader
+// that installed less is stale. Copies of rows (recent_blocks, store/archive_fold.h) need both.
+std::pair<bool, bool> call_archive_views(Db& db);
 
 // The file has archived calls (main.call_blocks holds a block), archived runs.
 bool has_call_archive(Db& db);

@@ -198,7 +198,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::reopen() const {
 
 bool TraceReader::archive_current() {
   if (is_legacy()) return true;
-  return archive_installed_ == std::pair(has_call_archive(*db_), has_run_archive(*db_));
+  return archive_installed_ == call_archive_views(*db_);
 }
 
 ingero::Status confine(Db& db, int max_value_bytes) {

@@ -308,6 +308,33 @@ TEST(ArchiveFold, RowsFoldingConsideredAreNotFoldedAgainWhenArchived) {
       count_calls(l.calls));
 }
 
+// A reader kept open (MCP's, the dashboard's) installs the views of rows once copies exist, and
+// knows when it is stale: the copies need the view of runs too, before any run is archived.
+TEST(ArchiveFold, AReaderOfCopiesIsCurrentUntilTheArchiveChanges) {
+  Loop l = training_loop(60);  // ~1 s: fewer runs than a block of them
+  std::string db = write_as_traced("few-runs.db", l.calls, 600 * kSec);
+  auto d = Db::open(db, Db::Mode::kReadOnly);
+  ASSERT_TRUE(d);
+  ASSERT_GT((*d)->query_int("SELECT count(*) FROM recent_blocks")->value_or(0), 0);
+  ASSERT_EQ((*d)->query_int("SELECT count(*) FROM run_blocks")->value_or(-1), 0);
+  auto r = TraceReader::open(db, app::builtin_views());
+  ASSERT_TRUE(r);
+  EXPECT_TRUE((*r)->archive_current());
+  // Every call once, from the copies: none of the runs shown.
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM calls"), count_calls(l.calls));
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM call_runs"), 0);
+  // The copies gone (by another connection), the reader is stale.
+  {
+    auto w = Db::open(db, Db::Mode::kReadWrite);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(drop_recent_blocks(**w, INT64_MAX));
+  }
+  EXPECT_FALSE((*r)->archive_current());
+  EXPECT_EQ(
+      sql_int(db, "SELECT count(*) FROM calls") + sql_int(db, "SELECT sum(calls) FROM call_runs"),
+      count_calls(l.calls));
+}
+
 TEST(ArchiveFold, ADamagedCopyIsAnErrorNamingIt) {
   const Traced& t = traced();
   std::string db = copy_of(t.traced, "damaged-copy.db");
