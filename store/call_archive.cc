@@ -146,13 +146,15 @@ ingero::Status insert_block(Stmt& ins, const std::string& node, const BlockEntry
 
 // A block of calls folded as it is archived (store/archive_fold.h): the rows kept into
 // call_blocks through `ins`, every row into recent_blocks while its calls are recent (else its
-// folded calls are counted as gone), its runs into call_runs.
+// folded calls are counted as gone), its runs into call_runs. `copies`: a block before it kept
+// its copy; so does this one, whatever its age (a block that ended early after one with a long
+// call): the views of rows read every call from the first copy on from the copies.
 ingero::Status write_folded(Db& db, const Block& b, Stmt& ins, const ArchiveOptions& o,
-                            Archived& out) {
+                            bool& copies, Archived& out) {
   const FoldedBlock& f = *b.fold;
   if (f.kept.rows > 0)
     if (auto st = insert_block(ins, b.node, f.kept, f.kept_data); !st) return st;
-  const bool recent = b.end_ts >= o.recent_from_ns;
+  const bool recent = copies = copies || b.end_ts >= o.recent_from_ns;
   if (recent) {
     auto copy = db.prepare(
         "INSERT INTO main.recent_blocks (node, first_id, last_id, first_ts, last_ts, end_ts, "
@@ -190,10 +192,16 @@ ingero::Status write_batch(Db& db, const Spec& spec, const std::vector<Block>& b
   auto del = db.prepare(std::string("DELETE FROM main.") + spec.table +
                         " WHERE id BETWEEN ? AND ? AND " + spec.where);
   if (!del) return del.error();
+  bool copies = false;  // a copy of rows before these blocks'
+  if (o.fold) {
+    auto first = recent_from_id(db);
+    if (!first) return first.error();
+    copies = first->has_value();
+  }
   for (const Block& b : blocks) {
     if (b.data.empty()) return ingero::make_error("compressing a block failed");
     if (b.fold) {
-      if (auto st = write_folded(db, b, *ins, o, out); !st) return st;
+      if (auto st = write_folded(db, b, *ins, o, copies, out); !st) return st;
     } else {
       if (auto st = insert_block(*ins, b.node, b, b.data); !st) return st;
     }

@@ -335,6 +335,35 @@ TEST(ArchiveFold, AReaderOfCopiesIsCurrentUntilTheArchiveChanges) {
       count_calls(l.calls));
 }
 
+// A block whose calls all ended before the window, archived after one that keeps its copy
+// (its sync ends 100 s later), keeps its copy too: the views of rows read every call from the
+// first copy on from the copies, and would otherwise show neither its kept calls nor its runs.
+TEST(ArchiveFold, ABlockAfterACopyKeepsItsCopyWhateverItsAge) {
+  std::string db = test::temp_path("long-call.db");
+  auto w = begin_trace(db);
+  std::vector<Event> calls;
+  calls.push_back(
+      call(1000, 100 * kSec, "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync));
+  for (uint64_t i = 1; i < 2 * kArchiveBlockRows + 10; ++i)
+    calls.push_back(launch(1000 + i * 10 * kUs, 2 * kUs + i % 5 * kUs));
+  for (const Event& e : calls) ASSERT_TRUE(w->add(e));
+  // 5 s later, a window of 4.5 s: the first block's sync ends in it, the second block's calls
+  // all ended 4.4 s before it.
+  int64_t now = w->to_wall(5 * kSec);
+  while (true) {
+    auto a = w->archive_rows(INT64_MAX, TraceWriter::Folding{now, 4'500'000'000, false});
+    ASSERT_TRUE(a) << a.error().message;
+    if (!a->rows) break;
+  }
+  ASSERT_TRUE(w->finish(SessionEnd{}));
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM main.recent_blocks"), 2);
+  EXPECT_GT(test::query_int(db, "SELECT count(*) FROM main.call_runs"), 0);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM calls") +
+                sql_int(db, "SELECT coalesce(sum(calls), 0) FROM call_runs"),
+            int64_t(calls.size()));
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM calls"), int64_t(calls.size()));
+}
+
 TEST(ArchiveFold, ADamagedCopyIsAnErrorNamingIt) {
   const Traced& t = traced();
   std::string db = copy_of(t.traced, "damaged-copy.db");
