@@ -40,6 +40,14 @@ ingero::Status read_limits(Db& db, FoldLimits& f) {
   return {};
 }
 
+ingero::Status refresh_limits(Db& db, FoldLimits& f, int64_t at_ns) {
+  constexpr int64_t kReread = int64_t(30) * 1000000000;
+  if (f.read_for_ns != INT64_MIN && at_ns - f.read_for_ns <= kReread) return {};
+  if (auto st = read_limits(db, f); !st) return st;
+  f.read_for_ns = at_ns;
+  return {};
+}
+
 ingero::Status decide_foldable(Db& db, FoldLimits& lim, FoldRow& w, bool eligible, bool& reread) {
   bool launch = lim.launch_ops.count({w.source, w.op}) > 0;
   using Key = std::tuple<std::string_view, uint32_t, int, int>;

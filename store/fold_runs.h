@@ -39,6 +39,9 @@ struct FoldRun {
 // Reads the launch ops, the call sources and each (node, process, launch op)'s fold limit from
 // the dictionaries and the summaries.
 ingero::Status read_limits(Db& db, FoldLimits& f);
+// The same where `f` was never read, or was read for a time more than 30 s of trace time before
+// `at_ns`; `f` is then read for `at_ns`.
+ingero::Status refresh_limits(Db& db, FoldLimits& f, int64_t at_ns);
 
 // Sets w.foldable for call row `w`: `eligible` (it succeeded, never left the CPU, may fold by
 // its place in the file) and a launch faster than its process and op's limit. A launch whose

@@ -230,11 +230,7 @@ ingero::Result<FoldPass> fold_calls(Db& db, int64_t before_ns, uint64_t budget, 
   if (!state) return state.error();
   FoldLimits local;
   FoldLimits& lim = cache ? *cache : local;
-  constexpr int64_t kReread = int64_t(30) * 1000000000;
-  if (!cache || lim.read_for_ns == INT64_MIN || before_ns - lim.read_for_ns > kReread) {
-    if (auto st = read_limits(db, lim); !st) return st.error();
-    lim.read_for_ns = before_ns;
-  }
+  if (auto st = refresh_limits(db, lim, before_ns); !st) return st.error();
   int64_t last_id = 0;
   auto rows = read_rows(db, state->last_event_id, through_id, before_ns, budget, lim, out, last_id,
                         past_cut);

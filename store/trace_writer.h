@@ -211,6 +211,9 @@ class TraceWriter final : public hal::EventSink {
                                hal::EventKind kind);
   ingero::Result<int> source_id(std::string_view vendor, std::string_view api, hal::EventKind kind);
   ingero::Status begin_if_needed();
+  // Writes the summaries of the seconds that started before `before_ns` (every one:
+  // INT64_MAX), then commits: what folding reads its limits from.
+  ingero::Status summarise_before(int64_t before_ns);
   int64_t library_id(std::string_view path);
   ingero::Status fail_batch(const ingero::Error& e);
 

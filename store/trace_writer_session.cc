@@ -20,15 +20,18 @@ ingero::Result<RetentionPass> TraceWriter::apply_retention(const RetentionPolicy
   return pass;
 }
 
+ingero::Status TraceWriter::summarise_before(int64_t before_ns) {
+  if (summaries_.open_seconds()) {
+    if (auto st = begin_if_needed(); !st) return st;
+    if (auto st = summaries_.flush(*db_, before_ns); !st) return fail_batch(st.error());
+  }
+  return commit();
+}
+
 ingero::Result<FoldPass> TraceWriter::fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget,
                                                  int64_t through_id) {
   // Seconds 2 s behind the wall clock are complete even when no call came since.
-  if (summaries_.open_seconds()) {
-    if (auto st = begin_if_needed(); !st) return st.error();
-    if (auto st = summaries_.flush(*db_, now_ns - kSummaryLagNs); !st)
-      return fail_batch(st.error()).error();
-  }
-  if (auto st = commit(); !st) return st.error();
+  if (auto st = summarise_before(now_ns - kSummaryLagNs); !st) return st.error();
   // Only calls whose seconds are summarised: the summaries give each op's p95, and count the
   // calls that folding takes out of `events`.
   return store::fold_calls(*db_, std::min(before_ns, now_ns - kSummaryLagNs - 1000000000), budget,
@@ -44,19 +47,10 @@ ingero::Result<Archived> TraceWriter::archive_rows(int64_t through_id,
     const int64_t now_ns = folding->now_ns, full_rows_ns = folding->full_rows_ns;
     // Folding needs each launch op's p95 from the summaries: calls of seconds summarised.
     const int64_t summarised = folding->final ? INT64_MAX : now_ns - kSummaryLagNs;
-    if (summaries_.open_seconds()) {
-      if (auto st = begin_if_needed(); !st) return st.error();
-      if (auto st = summaries_.flush(*db_, summarised); !st) return fail_batch(st.error()).error();
-    }
-    if (auto st = commit(); !st) return st.error();
+    if (auto st = summarise_before(summarised); !st) return st.error();
     if (auto dropped = drop_recent_blocks(*db_, now_ns - full_rows_ns); !dropped)
       return dropped.error();
-    constexpr int64_t kReread = int64_t(30) * 1000000000;
-    if (archive_limits_.read_for_ns == INT64_MIN ||
-        now_ns - archive_limits_.read_for_ns > kReread) {
-      if (auto st = read_limits(*db_, archive_limits_); !st) return st.error();
-      archive_limits_.read_for_ns = now_ns;
-    }
+    if (auto st = refresh_limits(*db_, archive_limits_, now_ns); !st) return st.error();
     o.fold = &archive_limits_;
     o.fold_before_ns = folding->final ? INT64_MAX : summarised - 1000000000;
     o.recent_from_ns = now_ns - full_rows_ns;
