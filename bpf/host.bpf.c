@@ -46,6 +46,31 @@ struct {
   __type(value, struct ingero_pid_stats);
 } pid_stats SEC(".maps");
 
+/* Who holds each CPU while a preempted GPU thread waits on it. The task that takes the CPU
+ * first is often not the one that keeps it: a kworker woken at every tick preempts the thread,
+ * runs 20 us, and hands the CPU to the hog that then runs for milliseconds. The waiter's
+ * interval names the task that held the CPU longest in one stretch. One waiter per CPU, the
+ * latest preempted; a waiter that comes back on another CPU, or whose slot a later one took,
+ * keeps the task that took over from it. */
+struct cpu_holder {
+  __u64 since;         /* when the waiter went off this CPU */
+  __u64 running_since; /* when the task now on the CPU got it */
+  __u64 best_ns;       /* the longest stretch so far, by best_* */
+  __u64 best_cgroup;
+  __u32 waiter_tid; /* 0: no waiter */
+  __u32 best_pid;
+  __u32 best_tid;
+  __u32 pad;
+  char best_comm[INGERO_COMM_LEN];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct cpu_holder);
+} cpu_holders SEC(".maps");
+
 struct block_start {
   __u64 ts;
   __u32 pid;
@@ -108,6 +133,21 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
   __u32 prev_tid = BPF_CORE_READ(prev, pid);
   __u32 next_tid = BPF_CORE_READ(next, pid);
 
+  /* A waiter on this CPU: prev held the CPU from running_since to now. */
+  __u32 zero = 0;
+  struct cpu_holder* h = bpf_map_lookup_elem(&cpu_holders, &zero);
+  if (h && h->waiter_tid && prev_tid && prev_tid != h->waiter_tid) {
+    __u64 held = now - h->running_since;
+    if (held > h->best_ns) {
+      h->best_ns = held;
+      h->best_pid = BPF_CORE_READ(prev, tgid);
+      h->best_tid = prev_tid;
+      h->best_cgroup = task_cgroup(prev);
+      BPF_CORE_READ_STR_INTO(&h->best_comm, prev, comm);
+    }
+  }
+  if (h) h->running_since = now;
+
   /* prev goes off-CPU: remember when, why, and who takes over. The idle task (pid 0) is
    * never tracked. */
   if (prev_tid) {
@@ -120,11 +160,26 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
     st.by_cgroup = task_cgroup(next);
     BPF_CORE_READ_STR_INTO(&st.by_comm, next, comm);
     bpf_map_update_elem(&offcpu, &prev_tid, &st, BPF_ANY);
+    if (h && st.preempted && (watch_flags(BPF_CORE_READ(prev, tgid)) & INGERO_WATCH_GPU)) {
+      h->waiter_tid = prev_tid;
+      h->since = now;
+      h->best_ns = 0;
+    }
   }
   if (!next_tid) return 0;
 
   struct offcpu_start* st = bpf_map_lookup_elem(&offcpu, &next_tid);
   if (!st) return 0;
+  /* The waiter is back on the CPU it left: name the task that held it longest. */
+  if (h && h->waiter_tid == next_tid) {
+    if (h->since == st->ts && h->best_ns) {
+      st->by_pid = h->best_pid;
+      st->by_tid = h->best_tid;
+      st->by_cgroup = h->best_cgroup;
+      __builtin_memcpy(st->by_comm, h->best_comm, sizeof(st->by_comm));
+    }
+    h->waiter_tid = 0;
+  }
   __u64 delta = now > st->ts ? now - st->ts : 0;
   __u32 tgid = BPF_CORE_READ(next, tgid);
 

@@ -87,6 +87,51 @@ TEST(HostContext, PlantedCpuContentionNamesOpPidAndHog) {
             0);
 }
 
+// The task that takes the CPU first is often not the one that keeps it: a real-time ticker (a
+// kworker woken by a timer, say) preempts the GPU thread every 200 us, runs 10 us and hands the
+// CPU on, mostly to the hog that holds it until the ticker's next tick. The hog is named: a
+// preemption's task is the one that held the CPU longest in one stretch while the thread waited.
+// Naming the first to take the CPU names the ticker in nearly every call (799 of 800 here).
+TEST(HostContext, ThePreemptorIsTheTaskThatHeldTheCpuNotTheFirstToTakeIt) {
+  REQUIRE_BPF();
+  std::string db = temp_path("ticker.db");
+  std::string script = std::string("chrt -f 10 ") + INGERO_CPU_HOG + " 1 6 ticker 200 & " +
+                       INGERO_CPU_HOG + " 1 6 & " + INGERO_FAKE_CALLS + " steps " +
+                       INGERO_FAKE_CUDART + " 800 1; wait";
+  auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = field_after(run.out, "pid"), hog = field_after(run.out, "hog");
+  int ticker = field_after(run.out, "ticker");
+  ASSERT_GT(pid, 0);
+  ASSERT_GT(hog, 0);
+  ASSERT_GT(ticker, 0) << "the ticker did not start (SCHED_FIFO refused?): " << run.err;
+  std::string sync = "op = 'cudaStreamSynchronize' AND pid = " + std::to_string(pid);
+  // The ticker took the CPU: it held it in some preemptions of the GPU process's threads.
+  EXPECT_GT(query_int(db,
+                      "SELECT count(*) FROM host_events WHERE event = 'sched_switch' AND "
+                      "flags = 1 AND pid = " +
+                          std::to_string(pid) + " AND peer_pid = " + std::to_string(ticker)),
+            0);
+  // The calls and the preemptions name the hog far more often than the ticker.
+  auto by = [&](int peer) {
+    return query_int(db, "SELECT count(*) FROM calls WHERE " + sync +
+                             " AND preemptor_pid = " + std::to_string(peer));
+  };
+  EXPECT_GT(by(hog), 4 * by(ticker))
+      << by(hog) << " calls name the hog, " << by(ticker) << " the ticker";
+  auto j = explain_json(db);
+  bool found = false;
+  for (const auto& c : j["chains"]) {
+    if (c["rule"] != "cpu_contention" || c["op"] != "cudaStreamSynchronize") continue;
+    found = true;
+    EXPECT_NE(
+        c["summary"].get<std::string>().find("noisy_neighbor (pid " + std::to_string(hog) + ")"),
+        std::string::npos)
+        << c["summary"];
+  }
+  EXPECT_TRUE(found) << j["chains"].dump(2);
+}
+
 TEST(HostContext, SameWorkloadAloneRaisesNoHighChain) {
   REQUIRE_BPF();
   std::string db = temp_path("alone.db");
