@@ -232,6 +232,12 @@ TEST(TraceCuda, ProcessStartedLaterLoadingPipWheelRuntime) {
   ASSERT_TRUE(tracer.wait_stderr_line("new libraries in pid " + std::to_string(pid),
                                       std::chrono::seconds(10)))
       << tracer.err();
+  // The loader reports a dlopen before it maps anything and again once every library is in:
+  // a re-scan between the two finds the runtime without its driver library, which the next
+  // one attaches. Let the process call only once both are attached, or it may exit first.
+  ASSERT_TRUE(tracer.wait_stderr_line(std::string(" probes on ") + INGERO_FAKE_CUDA,
+                                      std::chrono::seconds(10)))
+      << tracer.err();
   wl.write_stdin("go\n");
   ASSERT_EQ(wl.wait(), 0);
   tracer.signal(SIGINT);
@@ -257,7 +263,8 @@ TEST(TraceCuda, ProcessStartedLaterLoadingPipWheelRuntime) {
       query_rows(db,
                  "SELECT count(*), min(late_pid), max(late_pid) FROM libraries WHERE "
                  "late_pid <> 0"),
-      (std::vector<std::vector<std::string>>{{"2", std::to_string(pid), std::to_string(pid)}}));
+      (std::vector<std::vector<std::string>>{{"2", std::to_string(pid), std::to_string(pid)}}))
+      << tracer.err();
   std::string out, err;
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;
   auto j = nlohmann::json::parse(out)["losses"];
