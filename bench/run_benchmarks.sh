@@ -64,6 +64,28 @@ print(f"ratio ingero / min entry (cost over untraced): {(i-base)/(e-base):.2f}x"
 print(f"ratio stacks on / off    (cost over untraced): {(s-base)/(i-base):.2f}x   target <= 2x")
 PY
 
+SW=${SWITCHES:-200000}
+echo "== context switches: a pipe ping-pong on one CPU, $SW round trips, ingero tracing the host (median of 5)"
+# Every switch and wakeup on the host runs the sched_switch and sched_wakeup programs, for
+# the per-process aggregates, whatever the process.
+swloop() { $B/bench/switch_pingpong "$SW" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ns_per_switch"])'; }
+swplain=$(for i in 1 2 3 4 5; do swloop; done | median)
+swing=$(for i in 1 2 3 4 5; do
+  $ING trace -q --no-live --db "$out/sw$i.db" >/dev/null 2>&1 &
+  tp=$!
+  for _ in $(seq 1 100); do [[ -s "$out/sw$i.db" ]] && break; sleep 0.1; done
+  sleep 2
+  swloop
+  kill -INT $tp; wait $tp || true
+done | median)
+python3 - "$swplain" "$swing" <<'PY'
+import sys
+b, t = map(float, sys.argv[1:3])
+print(f"untraced            {b:8.1f} ns/switch")
+print(f"ingero tracing      {t:8.1f} ns/switch  (+{t-b:.1f})")
+print(f"ratio traced / untraced: {t/b:.2f}x   target <= 1.35x")
+PY
+
 PYN=${PY_CALLS:-50000}
 echo "== Python stacks: ctypes loop (2 Python frames deep), $PYN calls, median of 5"
 pyloop() { for i in 1 2 3 4 5; do "$@" python3 bench/py_call_loop.py "$LIB" $SYM "$PYN" | ns; done | median; }

@@ -125,13 +125,15 @@ static __always_inline __u64 task_cgroup(struct task_struct* t) {
   return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
+/* The scheduler programs run at every switch and wakeup on the host: they read the tasks'
+ * fields directly (BTF pointers, one load each) where a BPF_CORE_READ is a helper call. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
   if (!host_context) return 0;
   __u64 now = bpf_ktime_get_ns();
-  __u32 prev_tid = BPF_CORE_READ(prev, pid);
-  __u32 next_tid = BPF_CORE_READ(next, pid);
+  __u32 prev_tid = prev->pid;
+  __u32 next_tid = next->pid;
 
   /* A waiter on this CPU: prev held the CPU from running_since to now. */
   __u32 zero = 0;
@@ -140,7 +142,7 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
     __u64 held = now - h->running_since;
     if (held > h->best_ns) {
       h->best_ns = held;
-      h->best_pid = BPF_CORE_READ(prev, tgid);
+      h->best_pid = prev->tgid;
       h->best_tid = prev_tid;
       h->best_cgroup = task_cgroup(prev);
       BPF_CORE_READ_STR_INTO(&h->best_comm, prev, comm);
@@ -149,27 +151,40 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
   if (h) h->running_since = now;
 
   /* prev goes off-CPU: remember when, why, and who takes over. The idle task (pid 0) is
-   * never tracked. */
+   * never tracked. A thread keeps its entry, written in place (an LRU insert per switch cost
+   * more than the rest of the program); only GPU processes' entries name the task, which is
+   * what their records and calls report. */
   if (prev_tid) {
-    struct offcpu_start st = {};
-    st.ts = now;
-    st.preempted = prev_state == TASK_RUNNING_STATE;
-    st.prev_state = prev_state;
-    st.by_pid = BPF_CORE_READ(next, tgid);
-    st.by_tid = next_tid;
-    st.by_cgroup = task_cgroup(next);
-    BPF_CORE_READ_STR_INTO(&st.by_comm, next, comm);
-    bpf_map_update_elem(&offcpu, &prev_tid, &st, BPF_ANY);
-    if (h && st.preempted && (watch_flags(BPF_CORE_READ(prev, tgid)) & INGERO_WATCH_GPU)) {
-      h->waiter_tid = prev_tid;
-      h->since = now;
-      h->best_ns = 0;
+    struct offcpu_start* st = bpf_map_lookup_elem(&offcpu, &prev_tid);
+    if (!st) {
+      struct offcpu_start fresh = {};
+      bpf_map_update_elem(&offcpu, &prev_tid, &fresh, BPF_ANY);
+      st = bpf_map_lookup_elem(&offcpu, &prev_tid);
+    }
+    if (st) {
+      st->ts = now;
+      st->preempted = prev_state == TASK_RUNNING_STATE;
+      st->prev_state = prev_state;
+      st->by_pid = next->tgid;
+      st->by_tid = next_tid;
+      if (watch_flags(prev->tgid) & INGERO_WATCH_GPU) {
+        st->by_cgroup = task_cgroup(next);
+        BPF_CORE_READ_STR_INTO(&st->by_comm, next, comm);
+        if (h && st->preempted) {
+          h->waiter_tid = prev_tid;
+          h->since = now;
+          h->best_ns = 0;
+        }
+      } else {
+        st->by_cgroup = 0; /* in case the process is flagged before the thread is back */
+        st->by_comm[0] = 0;
+      }
     }
   }
   if (!next_tid) return 0;
 
   struct offcpu_start* st = bpf_map_lookup_elem(&offcpu, &next_tid);
-  if (!st) return 0;
+  if (!st || !st->ts) return 0;
   /* The waiter is back on the CPU it left: name the task that held it longest. */
   if (h && h->waiter_tid == next_tid) {
     if (h->since == st->ts && h->best_ns) {
@@ -181,7 +196,7 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
     h->waiter_tid = 0;
   }
   __u64 delta = now > st->ts ? now - st->ts : 0;
-  __u32 tgid = BPF_CORE_READ(next, tgid);
+  __u32 tgid = next->tgid;
 
   struct ingero_pid_stats* ps = pid_stats_of(tgid, next);
   if (ps) {
@@ -234,7 +249,7 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
       host_submit(e);
     }
   }
-  bpf_map_delete_elem(&offcpu, &next_tid);
+  st->ts = 0;
   return 0;
 }
 
@@ -259,7 +274,7 @@ static __always_inline struct ingero_proc_rec* proc_rec(__u32 kind, __u32 pid, _
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(ingero_sched_wakeup, struct task_struct* p) {
   if (!host_context) return 0;
-  __u32 tgid = BPF_CORE_READ(p, tgid);
+  __u32 tgid = p->tgid;
   struct ingero_pid_stats* ps = pid_stats_of(tgid, p);
   if (ps) __sync_fetch_and_add(&ps->wakeups, 1);
   if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) return 0;
