@@ -364,6 +364,51 @@ TEST(ArchiveFold, ABlockAfterACopyKeepsItsCopyWhateverItsAge) {
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM calls"), int64_t(calls.size()));
 }
 
+// Readers opened on a live trace before its first block (the dashboard's, an MCP session's, a
+// query's) read it after the tracer archived rows: each read installs the archive's views in
+// its own snapshot, where they missed every archived call (the dashboard answered "damaged:
+// 540 calls counted by the file's per-second summaries were not read").
+TEST(ArchiveFold, AReaderOpenedBeforeTheFirstBlockReadsEveryCallAfterIt) {
+  std::string db = test::temp_path("first-block.db");
+  auto w = begin_trace(db);
+  const int64_t n = 2 * int64_t(kArchiveBlockRows) + 10;
+  for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(w->add(launch(1000 + i * 10 * kUs, 2 * kUs)));
+  ASSERT_TRUE(w->commit());
+  auto engine_reader = TraceReader::open(db, app::builtin_views());
+  auto sql_reader = TraceReader::open(db, app::builtin_views());
+  auto report_reader = TraceReader::open(db, app::builtin_views());
+  ASSERT_TRUE(engine_reader && sql_reader && report_reader);
+  ASSERT_EQ(test::query_int(db, "SELECT count(*) FROM main.call_blocks"), 0);
+  ASSERT_TRUE(run_query(**sql_reader, "SELECT 1"));  // confined, as MCP's run_sql keeps it
+  // The tracer archives (the rows' copies kept: all within the window); the trace goes on.
+  int64_t now = w->to_wall(5 * kSec);
+  while (true) {
+    auto a = w->archive_rows(INT64_MAX, TraceWriter::Folding{now, 600 * kSec, false});
+    ASSERT_TRUE(a) << a.error().message;
+    if (!a->rows) break;
+  }
+  ASSERT_EQ(test::query_int(db, "SELECT count(*) FROM main.call_blocks"), 2);
+  EXPECT_FALSE((*engine_reader)->archive_current());
+  // The engine's read: every call, in rows and runs, and the file's counts agree.
+  SqlTraceSource src(**engine_reader);
+  int64_t seen = 0;
+  src.call_runs(
+      engine::Window{}, [&](const hal::Event&) { ++seen; },
+      [&](const engine::CallRun& r) { seen += int64_t(r.calls); });
+  EXPECT_EQ(src.error(), "");
+  EXPECT_EQ(seen, n);
+  EXPECT_TRUE((*engine_reader)->archive_current());
+  // SQL on the reader confined before the archive.
+  auto q = run_query(**sql_reader, "SELECT count(*) FROM calls");
+  ASSERT_TRUE(q) << q.error().message;
+  EXPECT_EQ(std::get<int64_t>(q->rows[0][0]), n);
+  // Still confined after installing the views.
+  auto refused = run_query(**sql_reader, "CREATE TEMP TABLE x (a)");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("SQL rejected"), std::string::npos);
+  ASSERT_TRUE(w->finish(SessionEnd{}));
+}
+
 TEST(ArchiveFold, ADamagedCopyIsAnErrorNamingIt) {
   const Traced& t = traced();
   std::string db = copy_of(t.traced, "damaged-copy.db");
