@@ -93,7 +93,7 @@ try {
   check(seen.length && seen[0] < final, 'the first view predates the end of the trace', [seen[0], final]);
   const steps = await page.$$('[data-testid="step-series"]');
   check(steps.length > 0, 'the live page shows the step timeline', steps.length);
-  check(page.errors.length === 0, 'no console errors or exceptions', page.errors);
+  check(page.errors.length === 0, 'no console errors or exceptions', { errors: page.errors, dashboard: dashErr.slice(-2000) });
 } finally {
   await closeBrowser(browser);
   if (traceRunning) trace.kill('SIGINT');

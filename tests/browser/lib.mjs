@@ -114,6 +114,17 @@ export async function watchedPage(browser) {
   page.on('pageerror', (e) => page.errors.push('exception: ' + e.message));
   page.on('requestfailed', (r) => page.errors.push('request failed: ' + r.url()));
   page.on('request', (r) => page.requests.push(r.url()));
+  // A failed response's body says why (the console line gives only the status).
+  page.on('response', async (r) => {
+    if (r.status() < 400) return;
+    let body = '';
+    try {
+      body = (await r.text()).slice(0, 500);
+    } catch (e) {
+      body = '(body unreadable: ' + e.message + ')';
+    }
+    page.errors.push('response ' + r.status() + ' ' + r.url() + ': ' + body);
+  });
   await page.setViewport({ width: 1400, height: 1000 });
   return page;
 }
