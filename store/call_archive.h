@@ -71,14 +71,15 @@ ingero::Status install_archive_reader(Db& db);
 // Error. Inside the caller's write transaction.
 ingero::Status drop_archived_calls(Db& db, std::vector<int64_t> ids);
 
-// On a reader's connection: when the file has archived calls, installs temp.archived_calls
-// and the TEMP `events` view over both; archived runs, temp.archived_runs and the TEMP
-// `call_runs` view. A no-op for files without any (and for the original implementation's
-// files), and for what is installed already: a connection kept open on a live trace calls it
-// again to follow blocks that came since.
+// On a reader's connection: where the file can hold archived calls (it has call_blocks, with
+// blocks or not yet), installs temp.archived_calls and the TEMP `events` view over both; where
+// it can hold archived runs, temp.archived_runs and the TEMP `call_runs` view. Installed before
+// the first block, they read it once it comes: a reader of a trace being written needs no
+// reopening. A no-op for files without those tables (and for the original implementation's
+// files), and for what is installed already: a file migrated since calls it again.
 ingero::Status install_call_archive(Db& db);
 // What install_call_archive() installs on `db` now: (the calls' view, the runs'). A reader
-// that installed less is stale. Copies of rows (recent_blocks, store/archive_fold.h) need both.
+// that installed less is stale.
 std::pair<bool, bool> call_archive_views(Db& db);
 
 // The file has archived calls (main.call_blocks holds a block), archived runs.

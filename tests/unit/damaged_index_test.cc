@@ -85,8 +85,8 @@ using Run = IngeroRun;
 IngeroRun ingero(const std::vector<std::string>& args) { return run_ingero(args); }
 
 std::string count_along(const std::string& db, const char* how) {
-  return std::to_string(
-      query_int(db, std::string("SELECT count(*) FROM events ") + how + " WHERE timestamp > 0"));
+  return std::to_string(query_int(
+      db, std::string("SELECT count(*) FROM main.events ") + how + " WHERE timestamp > 0"));
 }
 
 TEST(DamagedIndex, TheDamageIsSilentToSqlite) {
