@@ -122,7 +122,6 @@ constexpr const char* kRecentFrom =
 // folded as they were archived (recent_blocks, schema 9), the view of calls takes the calls that
 // still have their copy from temp.recent_calls instead of the rows kept of them, and the view
 // of runs leaves out the runs of those calls: each call comes once, as a row or in a run.
-
 ingero::Status install(Db& db, const Spec& spec) {
   const bool calls = std::string_view(spec.table) == kCalls.table;
   const bool recent = db.table_exists("recent_blocks");

@@ -157,7 +157,6 @@ std::unique_ptr<SqlTraceSource> SqlTraceSource::open_matching(const std::string&
   for (int i = 0; i < kTries; ++i) {
     Db& db = other->reader_.db();
     if (!db.exec("BEGIN")) return nullptr;
-    if (!other->reader_.follow_archive()) return nullptr;
     if (other->folding_state() == state) return other;
     (void)db.exec("COMMIT");
   }
@@ -369,13 +368,6 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
     busy = busy || sqlite3_stmt_busy(st);
   bool in_txn = busy || sqlite3_get_autocommit(h) == 0;  // a read transaction is open
   Snapshot snapshot{reader_.db(), !in_txn && reader_.db().exec("BEGIN").ok()};
-  // A trace being written may have archived its first calls since the reader opened: read
-  // them through the archive's views of this snapshot. (Not while a statement runs: the
-  // transaction is the statement's, its views installed already.)
-  if (auto a = busy ? ingero::Status{} : reader_.follow_archive(); !a) {
-    fail(a.error());
-    return;
-  }
   // The calls read are checked against the file's own counts, in the same snapshot: a damaged
   // time index ends a read early without an error (store/call_count_check.h).
   std::optional<CallCountCheck> count;

@@ -59,23 +59,6 @@ int authorizer(void* rows_read, int action, const char* a1, const char* a2, cons
   }
 }
 
-// BEGIN and COMMIT on a confined connection, whose authorizer refuses transactions to the
-// statements it is given.
-struct ReadTransaction {
-  sqlite3* h;
-  bool on;
-  bool begin() { return on = exec("BEGIN"); }
-  bool exec(const char* sql) {
-    sqlite3_set_authorizer(h, nullptr, nullptr);
-    bool ok = sqlite3_exec(h, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
-    sqlite3_set_authorizer(h, authorizer, nullptr);
-    return ok;
-  }
-  ~ReadTransaction() {
-    if (on) (void)exec("COMMIT");
-  }
-};
-
 struct Deadline {
   std::chrono::steady_clock::time_point until;
   const std::atomic<bool>* cancel = nullptr;
@@ -218,27 +201,6 @@ bool TraceReader::archive_current() {
   return archive_installed_ == call_archive_views(*db_);
 }
 
-ingero::Status TraceReader::follow_archive() {
-  if (archive_current()) return {};
-  // A confined connection refuses TEMP views; ingero's own are installed with its guard down.
-  if (confined_) {
-    sqlite3_set_authorizer(db_->handle(), nullptr, nullptr);
-    if (auto st = db_->exec("PRAGMA query_only = 0"); !st) {
-      sqlite3_set_authorizer(db_->handle(), authorizer, nullptr);
-      return st;
-    }
-  }
-  ingero::Status st = install_call_archive(*db_);
-  archive_installed_ = {db_->table_exists("archived_calls", "temp"),
-                        db_->table_exists("archived_runs", "temp")};
-  if (confined_) {
-    if (auto q = db_->exec("PRAGMA query_only = 1"); !q) return q;
-    sqlite3_set_authorizer(db_->handle(), authorizer, nullptr);
-  }
-  if (!st) return ingero::make_error(db_->path() + ": " + st.error().message);
-  return {};
-}
-
 ingero::Status confine(Db& db, int max_value_bytes) {
   if (auto st = db.exec("PRAGMA query_only = 1"); !st) return st;
   sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, max_value_bytes);
@@ -263,12 +225,6 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
                                       const QueryLimits& limits) {
   Db& db = reader.db();
   if (auto st = reader.confine(limits.max_value_bytes); !st) return st.error();
-  // The archive's views and the statement read one snapshot: a trace being written may archive
-  // its first calls after this reader opened, or between a check and the statement.
-  ReadTransaction txn{db.handle(), false};
-  if (sqlite3_get_autocommit(db.handle()) && !txn.begin())
-    return ingero::make_error(db.path() + ": cannot begin a read");
-  if (auto st = reader.follow_archive(); !st) return st.error();
   Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms),
                     limits.cancel};
   sqlite3_progress_handler(db.handle(), 1000, progress, &deadline);

@@ -45,11 +45,6 @@ class TraceReader {
   // reader had none (its `events` or `call_runs` would miss them): a reader kept across
   // requests opens again.
   bool archive_current();
-  // Installs the archive's views that the file needs in the current read transaction: a trace
-  // being written may have archived its first calls or runs since this reader opened, and
-  // its views would then miss them. Call it after BEGIN, before the reads it guards (it
-  // reads the file, so it fixes the transaction's snapshot). Works on a confined reader.
-  ingero::Status follow_archive();
 
  private:
   std::unique_ptr<Db> db_;

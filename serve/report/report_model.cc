@@ -17,23 +17,16 @@ using nlohmann::json;
 
 // Every read of one report sees one snapshot of the file: a trace being written (WAL) keeps
 // growing while the report is built, and the sections must agree with each other.
-// A trace being written may also have archived its first calls since the reader opened: the
-// archive's views are installed for the snapshot (TraceReader::follow_archive).
 class ReadSnapshot {
  public:
-  explicit ReadSnapshot(store::TraceReader& reader) : db_(reader.db()) {
-    ok_ = bool(db_.exec("BEGIN"));
-    views_ = reader.follow_archive();
-  }
+  explicit ReadSnapshot(store::Db& db) : db_(db) { ok_ = bool(db_.exec("BEGIN")); }
   ~ReadSnapshot() {
     if (ok_) (void)db_.exec("COMMIT");
   }
-  const Status& views() const { return views_; }
 
  private:
   store::Db& db_;
   bool ok_ = false;
-  Status views_;
 };
 
 struct NodeAnalysis {
@@ -409,8 +402,7 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
 
 Result<json> build_report(store::TraceReader& reader, engine::TraceSource& source,
                           const ReportOptions& o) {
-  ReadSnapshot snapshot(reader);
-  if (!snapshot.views()) return snapshot.views().error();
+  ReadSnapshot snapshot(reader.db());
   return build_sections(reader, source, o);
 }
 
