@@ -223,14 +223,22 @@ bool find_burst_cadence(const Proc& p, StepSeries& s, std::vector<int64_t>& boun
   return true;
 }
 
+// A step's own time: its duration less the time another task held the CPU of a thread feeding
+// the GPU. Warm-up is the process's own slowness (autotuning, lazy init); a neighbour that
+// slows the first steps is contention, and the rules must see it.
+uint64_t own_time(const Step& st) {
+  return st.duration() - std::min(st.duration(), st.preempted_ns);
+}
+
 void mark_warmup(StepSeries& s) {
   s.warmup_end_ns = s.steps.empty() ? s.last_call_ns : s.steps.front().start_ns;
   if (s.cadence == Cadence::kWindows || s.steps.empty()) return;
   std::vector<uint64_t> d;
-  for (const Step& st : s.steps) d.push_back(st.duration());
-  double median = double(quantile(d, 0.5));
+  d.reserve(s.steps.size());
+  for (const Step& st : s.steps) d.push_back(own_time(st));
+  double median = double(quantile(std::move(d), 0.5));
   for (Step& st : s.steps) {
-    if (double(st.duration()) <= kWarmupStepFactor * median) break;
+    if (double(own_time(st)) <= kWarmupStepFactor * median) break;
     st.warmup = true;
   }
   for (const Step& st : s.steps)
@@ -264,7 +272,6 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
     bounds.push_back(s.last_call_ns);
   }
   s.steps.reserve(bounds.size());  // ~150 K steps a rank in an hour: grown, each was copied
-  s.steps.reserve(bounds.size());  // ~150 K steps a rank in an hour: grown, each was copied
   for (size_t i = 0; i + 1 < bounds.size(); ++i)
     if (bounds[i + 1] > bounds[i]) {
       Step st;
@@ -272,6 +279,7 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
       st.end_ns = bounds[i + 1];
       s.steps.push_back(st);
     }
+  count_preempted(p, host, s);
   mark_warmup(s);
   Tallies tally;
   build_timeline(p, host, samples, s, tally, max_gaps);

@@ -289,6 +289,11 @@ void build_timeline(const Proc& p, const HostContext& host,
                     const std::map<uint32_t, std::vector<CpuSample>>& samples, StepSeries& s,
                     Tallies& tally, size_t max_gaps);
 
+// steps_timeline.cc: Step::preempted_ns of every step in `s`: the time at least one thread
+// feeding the GPU was runnable but another task had its CPU. Before the warm-up is marked (a
+// step slowed by a noisy neighbour is not warm-up).
+void count_preempted(const Proc& p, const HostContext& host, StepSeries& s);
+
 // steps_summary.cc
 void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trips, StepSeries& s);
 void summarize(StepSeries& s, Sites& sites, const Tallies& tally);

@@ -392,28 +392,46 @@ void count_calls(const Proc& p, StepSeries& s) {
   }
 }
 
-// Preempted time of the threads that feed the GPU, per step (union over the threads), and
-// who took their CPU in steady steps.
-void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tallies& tally) {
-  auto it = host.offcpu.find(p.pid);
-  if (it == host.offcpu.end()) return;
-  std::map<uint32_t, size_t> feeding;  // tid -> its items
-  for (const Call& c : p.calls) ++feeding[c.tid];
-  std::vector<int64_t> starts;
-  starts.reserve(s.steps.size());
-  for (const Step& st : s.steps) starts.push_back(st.start_ns);
-  int64_t first = starts.front(), last = s.steps.back().end_ns;
-  // Split [a, b) at step boundaries; fn(step, lo, hi).
-  auto split = [&](int64_t a, int64_t b, auto&& fn) {
-    a = std::max(a, first);
-    b = std::min(b, last);
+// Splits [a, b) at the boundaries of `s`'s steps: fn(step, lo, hi) for each piece inside them.
+class StepSplitter {
+ public:
+  explicit StepSplitter(StepSeries& s) : s_(s) {
+    starts_.reserve(s.steps.size());
+    for (const Step& st : s.steps) starts_.push_back(st.start_ns);
+  }
+  int64_t first() const { return starts_.front(); }
+  int64_t last() const { return s_.steps.back().end_ns; }
+  template <class Fn>
+  void operator()(int64_t a, int64_t b, Fn&& fn) {
+    a = std::max(a, first());
+    b = std::min(b, last());
     while (a < b) {
-      size_t k = size_t(std::upper_bound(starts.begin(), starts.end(), a) - starts.begin() - 1);
-      int64_t end = std::min(b, s.steps[k].end_ns);
-      fn(s.steps[k], a, end);
+      size_t k = size_t(std::upper_bound(starts_.begin(), starts_.end(), a) - starts_.begin() - 1);
+      int64_t end = std::min(b, s_.steps[k].end_ns);
+      fn(s_.steps[k], a, end);
       a = end;
     }
-  };
+  }
+
+ private:
+  StepSeries& s_;
+  std::vector<int64_t> starts_;
+};
+
+std::map<uint32_t, size_t> feeding_threads(const Proc& p) {  // tid -> its items
+  std::map<uint32_t, size_t> feeding;
+  for (const Call& c : p.calls) ++feeding[c.tid];
+  return feeding;
+}
+
+// Who took the CPU of the threads that feed the GPU in steady steps, and which call each
+// preemption delayed.
+void count_preemptors(const Proc& p, const HostContext& host, StepSeries& s, Tallies& tally) {
+  auto it = host.offcpu.find(p.pid);
+  if (it == host.offcpu.end()) return;
+  std::map<uint32_t, size_t> feeding = feeding_threads(p);
+  StepSplitter split(s);
+  int64_t first = split.first(), last = split.last();
   // Each feeding thread's calls in start order, to find the call it made after a preemption:
   // the process's own list where one thread makes every call (a training loop's main thread),
   // else one list a thread, made when a preemption asks for it.
@@ -455,7 +473,6 @@ void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tal
     if (!later) return std::nullopt;
     return std::make_pair(p.first(*later).stack, later->op);
   };
-  int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
   for (const OffCpuInterval& iv : it->second) {
     if (!iv.preempted || !feeding.count(iv.tid) || iv.end <= first || iv.start >= last) continue;
     auto next = next_call(iv.tid, iv.end);
@@ -470,11 +487,6 @@ void count_preemption(const Proc& p, const HostContext& host, StepSeries& s, Tal
       if (!iv.by_pid) return;
       tally.step_preemptor_ns[{iv.by_pid, host.comm_name(iv.by_comm)}] += uint64_t(hi - lo);
     });
-    int64_t from = std::max(iv.start, reach);
-    if (iv.end > from)
-      split(from, iv.end,
-            [](Step& st, int64_t lo, int64_t hi) { st.preempted_ns += uint64_t(hi - lo); });
-    reach = std::max(reach, iv.end);
   }
 }
 
@@ -487,7 +499,25 @@ void build_timeline(const Proc& p, const HostContext& host,
   count_calls(p, s);
   Attributor attr(p.pid, host, samples);
   Sweep(p, s, attr, tally, max_gaps).run();
-  count_preemption(p, host, s, tally);
+  count_preemptors(p, host, s, tally);
+}
+
+void count_preempted(const Proc& p, const HostContext& host, StepSeries& s) {
+  auto it = host.offcpu.find(p.pid);
+  if (it == host.offcpu.end() || s.steps.empty()) return;
+  std::map<uint32_t, size_t> feeding = feeding_threads(p);
+  StepSplitter split(s);
+  int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
+  for (const OffCpuInterval& iv : it->second) {
+    if (!iv.preempted || !feeding.count(iv.tid) || iv.end <= split.first() ||
+        iv.start >= split.last())
+      continue;
+    int64_t from = std::max(iv.start, reach);
+    if (iv.end > from)
+      split(from, iv.end,
+            [](Step& st, int64_t lo, int64_t hi) { st.preempted_ns += uint64_t(hi - lo); });
+    reach = std::max(reach, iv.end);
+  }
 }
 
 }  // namespace ingero::engine::steps_detail

@@ -36,7 +36,8 @@ inline constexpr double kBurstGapFactor = 20.0;
 // Nothing periodic: 1 s windows, the granularity of the other per-second views.
 inline constexpr int64_t kFallbackWindowNs = 1'000'000'000;
 // Warm-up: the first iteration (before the first round trip) and the leading steps slower
-// than 2x the median step (autotuning, lazy init, allocator growth).
+// than 2x the median step (autotuning, lazy init, allocator growth), both counted without the
+// time another task held the CPU: a noisy neighbour slowing the first steps is not warm-up.
 inline constexpr double kWarmupStepFactor = 2.0;
 // Memory bounds: what the step model holds per analysis (a call is a 56-byte item, a folded run
 // 88 bytes, a call grouped with the one before it on its thread 8 bytes; later calls are
