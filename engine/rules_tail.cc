@@ -148,13 +148,23 @@ Evidence gather(const Analysis& a, const OpStats& s) {
   return ev;
 }
 
+// The tail's calls at least kMinTailExcessNs over p50 (those past the cap on kept windows
+// counted as such).
+uint64_t stalled_calls(const OpStats& s) {
+  uint64_t n = s.tail_windows_dropped;
+  for (const TailWindow& w : s.tail_windows)
+    n += uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs;
+  return n;
+}
+
 }  // namespace
 
 void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
   for (const OpStats& s : a.stats.per_process) {
     if (s.count < kMinCallsForTail) continue;
     double ratio = s.tail_ratio();
-    bool tail = ratio >= kTailRatioMedium && s.p99 >= s.p50 + kMinTailExcessNs;
+    bool tail = ratio >= kTailRatioMedium && s.p99 >= s.p50 + kMinTailExcessNs &&
+                stalled_calls(s) >= kMinTailCalls;
     // Every call slowed, not just the tail: a large share of all the op's time off-CPU.
     double all_share = s.per_call_off_cpu && s.sum_ns ? double(s.off_cpu_ns) / double(s.sum_ns) : 0;
     bool broad = all_share >= kOffCpuShareMedium && s.off_cpu_ns >= kMinOffCpuNs;

@@ -198,6 +198,32 @@ TEST(EngineRules, TailWithoutHostCauseIsLow) {
   EXPECT_EQ(a.chains[0].severity, Severity::kLow);
 }
 
+// Under 100 calls p99 is the slowest call: one slow call (the first call's lazy
+// initialisation) is an outlier, however slow and whatever took its CPU; two make a tail.
+TEST(EngineRules, OneSlowCallIsAnOutlierTwoAreATail) {
+  for (int slow : {1, 2}) {
+    Replay r;
+    for (int i = 0; i < 31; ++i) {
+      Event e = r.call(100, "cudaMemcpyAsync", EventKind::kMemcpy, uint64_t(i) * kMs,
+                       i < slow ? 170 * kUs : 1 * kUs);
+      if (i < slow) {
+        e.off_cpu_ns = 150 * kUs;
+        e.switches = e.preempts = 1;
+      }
+      r.add(e);
+    }
+    auto a = r.analyze();
+    SCOPED_TRACE(slow);
+    if (slow == 1) {
+      EXPECT_TRUE(a.chains.empty()) << a.chains[0].summary;
+    } else {
+      ASSERT_EQ(a.chains.size(), 1u);
+      EXPECT_EQ(a.chains[0].rule, "cpu_contention");
+      EXPECT_EQ(a.chains[0].id, "cpu_contention:100:cudaMemcpyAsync");
+    }
+  }
+}
+
 // A sync whose slow calls sleep (off-CPU, never preempted) is waiting for the GPU: that is
 // no CPU contention. The same calls preempted are.
 TEST(EngineRules, BlockedWaitsAreNotCpuContentionPreemptedOnesAre) {

@@ -305,10 +305,12 @@ TEST_F(Mcp, ChainsProcessesStacksAndEmptyFamilies) {
   open("vllm-37343-logprobs-amplification.db");
   auto c = tool("get_causal_chains");
   ASSERT_EQ(c["isError"], false);
-  EXPECT_EQ(c["structuredContent"]["total"], 5);
+  // The launch-rate collapse and two launch tails (a device sync slow once in 10 calls is an
+  // outlier, not a tail).
+  EXPECT_EQ(c["structuredContent"]["total"], 3);
   EXPECT_EQ(c["structuredContent"]["chains"][0]["severity"], "HIGH");
   auto high = tool("get_causal_chains", {{"severity", "HIGH"}, {"limit", 1}});
-  EXPECT_EQ(high["structuredContent"]["total"], 3);
+  EXPECT_EQ(high["structuredContent"]["total"], 1);
   EXPECT_EQ(high["structuredContent"]["chains"].size(), 1u);
   // Chain text is quoted: it embeds process names.
   EXPECT_NE(c["content"][0]["text"].get<std::string>().find("summary: \""), std::string::npos);
