@@ -14,8 +14,9 @@ inline constexpr double kTailRatioHigh = 10.0;
 // Below 50 us between p50 and p99, a "tail" is noise at GPU timescales (a kernel launch
 // costs 5-20 us) and not worth a chain, whatever the ratio.
 inline constexpr uint64_t kMinTailExcessNs = 50'000;
-// A tail is a pattern: at least 2 calls that far over p50. Under 100 calls p99 is the slowest
-// call, and one slow call (the first call's lazy initialisation, a page fault) is an outlier.
+// A tail is a pattern: at least 2 of the slowest 5% that far over p50 (so at least 20 calls:
+// under 20, the slowest 5% is the slowest call alone). Under 100 calls p99 is the slowest call,
+// and one slow call (the first call's lazy initialisation, a page fault) is an outlier.
 inline constexpr uint64_t kMinTailCalls = 2;
 // A fifth of the slow calls' time off-CPU means contention contributes; half means it is
 // the tail.
