@@ -123,6 +123,28 @@ struct FirstPass {
   const CallRider* rider = nullptr;
 };
 
+// A call's preemptor into `list` (the tasks that took one op's CPU: a handful).
+void add_preemptor(std::vector<Preemptor>& list, const hal::Event& e) {
+  auto peer = e.get(hal::Field::kPeerPid);
+  if (!peer || !*peer) return;
+  std::string_view comm = e.peer_comm_view();
+  auto it = std::find_if(list.begin(), list.end(), [&](const Preemptor& p) {
+    return p.pid == uint32_t(*peer) && p.comm == comm;
+  });
+  if (it == list.end()) {
+    list.push_back({uint32_t(*peer), std::string(comm), 0, 0, 0});
+    it = std::prev(list.end());
+  }
+  it->count += e.preempts ? e.preempts : 1;
+  it->off_ns += e.off_cpu_ns;
+}
+
+void sort_preemptors(std::vector<Preemptor>& list) {
+  std::sort(list.begin(), list.end(), [](const Preemptor& a, const Preemptor& b) {
+    return a.off_ns != b.off_ns ? a.off_ns > b.off_ns : a.count > b.count;
+  });
+}
+
 // First pass: counts, totals, extremes, spans, errors, off-CPU; where the quantiles are exact
 // (no sketches), every duration into `q` and `durations`; the calls that may be in a tail;
 // the rider, every call and run.
@@ -157,6 +179,7 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
       s.off_cpu_ns += e.off_cpu_ns;
       s.preempts += e.preempts;
       if (e.off_cpu_ns || e.switches || e.preempts) s.per_call_off_cpu = true;
+      if (e.preempts) add_preemptor(s.all_preemptors, e);
       auto& [pid, tid] = g.last_seen[gi];
       if (e.pid != pid || s.count == 1) s.pids.insert(pid = e.pid);
       if (e.tid != tid || s.count == 1) {
@@ -280,9 +303,8 @@ void add_tails(TraceSource& source, const Window& w, Grouper& g, const TailCatch
     std::sort(s.tail_windows.begin(), s.tail_windows.end(),
               [](const TailWindow& x, const TailWindow& y) { return x.start < y.start; });
     for (auto& [k, p] : pre[i]) s.preemptors.push_back(p);
-    std::sort(s.preemptors.begin(), s.preemptors.end(), [](const Preemptor& a, const Preemptor& b) {
-      return a.off_ns != b.off_ns ? a.off_ns > b.off_ns : a.count > b.count;
-    });
+    sort_preemptors(s.preemptors);
+    sort_preemptors(s.all_preemptors);
   }
 }
 

@@ -50,7 +50,10 @@ struct OpStats {
   std::set<uint32_t> pids, tids;
   // The tail: calls with duration >= p95.
   uint64_t tail_count = 0, tail_dur_ns = 0, tail_off_cpu_ns = 0, tail_preempts = 0;
-  std::vector<Preemptor> preemptors;     // by off_ns, descending
+  std::vector<Preemptor> preemptors;  // of the tail's calls, by off_ns, descending
+  // Of every call (per-call data): who took the CPU when the whole distribution is slowed,
+  // not only its tail. By off_ns, descending.
+  std::vector<Preemptor> all_preemptors;
   std::vector<TailWindow> tail_windows;  // capped, time order
   uint64_t tail_windows_dropped = 0;
 

@@ -174,6 +174,9 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
       // Judge the whole distribution: the evidence is the share of all calls' time.
       ev.off_share = all_share;
       ev.preempts = s.preempts;
+      // And who took the CPU from all of them: two long preemptions by a kernel thread can
+      // outweigh a hog's hundreds in a tail of a few calls.
+      if (!s.all_preemptors.empty()) ev.preemptors = s.all_preemptors;
       ev.cpu = s.preempts == 0 ? 0 : all_share >= kOffCpuShareHigh ? 2 : 1;
     }
     const HostContext& h = a.host;

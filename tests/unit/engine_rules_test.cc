@@ -224,6 +224,36 @@ TEST(EngineRules, OneSlowCallIsAnOutlierTwoAreATail) {
   }
 }
 
+// Every call slowed (p99 under 3x p50): the culprit is who took the CPU from all the calls, not
+// from the few slowest. Here a hog preempts 100 calls for 1 ms each, a kernel thread the 13
+// slowest (all the calls at or over p95) for 3 ms each.
+TEST(EngineRules, ContentionOfEveryCallNamesWhoTookTheCpuFromAllOfThem) {
+  Replay r;
+  for (int i = 0; i < 200; ++i) {
+    bool kthread = i % 16 == 0, hog = !kthread && i % 2 == 1;
+    uint64_t off = kthread ? 3 * kMs : hog ? 1 * kMs : 0;
+    Event e = r.call(100, "cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * 10 * kMs,
+                     2 * kMs + off);
+    if (off) {
+      e.off_cpu_ns = off;
+      e.switches = e.preempts = 1;
+      e.set(Field::kPeerPid, kthread ? 77 : 4411);
+      e.set_peer_comm(kthread ? "kdamond.0" : "noisy_neighbor");
+    }
+    r.add(e);
+  }
+  auto a = r.analyze();
+  const engine::Chain* c = find(a, "cpu_contention");
+  ASSERT_NE(c, nullptr);
+  EXPECT_LT(c->tail_ratio, 3.0);
+  EXPECT_NE(c->summary.find("113 preemptions by noisy_neighbor (pid 4411), 139ms off-CPU"),
+            std::string::npos)
+      << c->summary;
+  EXPECT_NE(c->root_cause.find("the CPU went mostly to noisy_neighbor (pid 4411)"),
+            std::string::npos)
+      << c->root_cause;
+}
+
 // A sync whose slow calls sleep (off-CPU, never preempted) is waiting for the GPU: that is
 // no CPU contention. The same calls preempted are.
 TEST(EngineRules, BlockedWaitsAreNotCpuContentionPreemptedOnesAre) {
