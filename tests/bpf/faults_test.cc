@@ -160,7 +160,7 @@ TEST(Faults, CpuHogOnTheSameCoreIsCpuContentionInTheSteps) {
   std::string script = std::string("nice -n -20 ") + INGERO_CPU_HOG +
                        " 1 8 & sleep 0.3; nice -n -20 taskset -c 1 " + INGERO_STEP_FAULTS +
                        " launches 60; wait";
-  auto run = trace_command(db, {"/bin/sh", "-c", script});
+  auto run = trace_command_on_cpu0(db, {"/bin/sh", "-c", script});
   ASSERT_EQ(run.rc, 0) << run.err;
   auto k = keyed(run.out);
   ASSERT_FALSE(k["hog"].empty()) << run.out;

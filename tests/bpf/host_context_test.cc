@@ -32,7 +32,7 @@ TEST(HostContext, PlantedCpuContentionNamesOpPidAndHog) {
   // The workload and the hog share CPU 1.
   std::string script = std::string(INGERO_CPU_HOG) + " 1 6 & " + INGERO_FAKE_CALLS + " steps " +
                        INGERO_FAKE_CUDART + " 800 1; wait";
-  auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
+  auto run = trace_command_on_cpu0(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
   int pid = field_after(run.out, "pid"), hog = field_after(run.out, "hog");
   ASSERT_GT(pid, 0);
@@ -98,7 +98,7 @@ TEST(HostContext, ThePreemptorIsTheTaskThatHeldTheCpuNotTheFirstToTakeIt) {
   std::string script = std::string("chrt -f 10 ") + INGERO_CPU_HOG + " 1 6 ticker 200 & " +
                        INGERO_CPU_HOG + " 1 6 & " + INGERO_FAKE_CALLS + " steps " +
                        INGERO_FAKE_CUDART + " 800 1; wait";
-  auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
+  auto run = trace_command_on_cpu0(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
   int pid = field_after(run.out, "pid"), hog = field_after(run.out, "hog");
   int ticker = field_after(run.out, "ticker");

@@ -320,7 +320,7 @@ TEST(Stacks, ExplainShowsTheLineOfTheSlowCalls) {
   std::string db = temp_path("planted.db");
   std::string script = std::string(INGERO_CPU_HOG) + " 1 4 & INGERO_FAKE_SYNC_SPIN_US=2000 " +
                        INGERO_FAKE_CALLS + " steps " + INGERO_FAKE_CUDART + " 400 1; wait";
-  auto run = trace_command(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
+  auto run = trace_command_on_cpu0(db, {"/bin/sh", "-c", script}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
   std::string out, err;
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;

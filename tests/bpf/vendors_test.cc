@@ -201,13 +201,10 @@ TEST(Vendors, HipFlavouredPlantedFaultGivesTheSameChain) {
     std::string script = std::string("nice -n -20 ") + INGERO_CPU_HOG + " 1 6 & nice -n -20 " +
                          INGERO_FAKE_CALLS + " steps " + lib + " 800 1 " + api + "; wait";
     // The tracer on CPU 0, out of the way: the loop and the hog share CPU 1 alone.
-    TraceRun run;
-    run.rc = run_command({"taskset", "-c", "0", INGERO_BIN, "trace", "--no-live", "--db", db, "--",
-                          "/bin/sh", "-c", script},
-                         &run.out, &run.err,
-                         {"VIRTUAL_ENV=" INGERO_FAKE_VENV, "CUDA_HOME=" INGERO_FAKE_CUDA_HOME,
-                          "ROCM_PATH=" INGERO_FAKE_ROCM, "INGERO_FAKE_SYNC_SPIN_US=2000"},
-                         std::chrono::seconds(180));
+    auto run =
+        trace_command_on_cpu0(db, {"/bin/sh", "-c", script}, {},
+                              {"VIRTUAL_ENV=" INGERO_FAKE_VENV, "CUDA_HOME=" INGERO_FAKE_CUDA_HOME,
+                               "ROCM_PATH=" INGERO_FAKE_ROCM, "INGERO_FAKE_SYNC_SPIN_US=2000"});
     ASSERT_EQ(run.rc, 0) << run.err;
     std::string out;
     ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out), 0);

@@ -27,6 +27,12 @@ struct TraceRun {
 TraceRun trace_command(const std::string& db, const std::vector<std::string>& command,
                        const std::vector<std::string>& extra = {},
                        const std::vector<std::string>& env = {});
+// The same with ingero on CPU 0 (taskset; the command inherits it and may move itself): for
+// tests that plant contention on CPU 1, where the tracer's own work on that CPU would be a
+// contender too (it is named when it holds the CPU, as it should be).
+TraceRun trace_command_on_cpu0(const std::string& db, const std::vector<std::string>& command,
+                               const std::vector<std::string>& extra = {},
+                               const std::vector<std::string>& env = {});
 
 // A CUDA runtime call of `comm` "trainer" that returned (0): what the synthetic traces of the
 // store tests are made of.
