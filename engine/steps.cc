@@ -279,10 +279,11 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
       st.end_ns = bounds[i + 1];
       s.steps.push_back(st);
     }
-  count_preempted(p, host, s);
+  FeedingThreads feeding = feeding_threads(p, host);
+  count_preempted(p, host, feeding, s);
   mark_warmup(s);
   Tallies tally;
-  build_timeline(p, host, samples, s, tally, max_gaps);
+  build_timeline(p, host, samples, feeding, s, tally, max_gaps);
   count_sites(p, sites, trips, s);
   summarize(s, sites, tally);
   return s;

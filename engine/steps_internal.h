@@ -282,17 +282,24 @@ std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, siz
                                        const std::map<uint32_t, uint64_t>& calls_per_pid,
                                        unsigned threads = 1);
 
+// steps_timeline.cc: the threads of `p` that feed the GPU (make GPU calls): tid -> its items.
+// Empty where the trace has no off-CPU intervals of `p`, the only case that reads it. One pass
+// over the calls, made once per process for both readers below.
+using FeedingThreads = std::map<uint32_t, size_t>;
+FeedingThreads feeding_threads(const Proc& p, const HostContext& host);
+
 // steps_timeline.cc: fills the breakdown, counts and gaps of every step in `s`, from the calls
 // and the step boundaries already in `s.steps`; stores at most `max_gaps` gaps (the others are
 // counted in s.gaps_dropped and still add to every total).
 void build_timeline(const Proc& p, const HostContext& host,
-                    const std::map<uint32_t, std::vector<CpuSample>>& samples, StepSeries& s,
-                    Tallies& tally, size_t max_gaps);
+                    const std::map<uint32_t, std::vector<CpuSample>>& samples,
+                    const FeedingThreads& feeding, StepSeries& s, Tallies& tally, size_t max_gaps);
 
 // steps_timeline.cc: Step::preempted_ns of every step in `s`: the time at least one thread
 // feeding the GPU was runnable but another task had its CPU. Before the warm-up is marked (a
 // step slowed by a noisy neighbour is not warm-up).
-void count_preempted(const Proc& p, const HostContext& host, StepSeries& s);
+void count_preempted(const Proc& p, const HostContext& host, const FeedingThreads& feeding,
+                     StepSeries& s);
 
 // steps_summary.cc
 void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trips, StepSeries& s);

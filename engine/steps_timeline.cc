@@ -418,18 +418,12 @@ class StepSplitter {
   std::vector<int64_t> starts_;
 };
 
-std::map<uint32_t, size_t> feeding_threads(const Proc& p) {  // tid -> its items
-  std::map<uint32_t, size_t> feeding;
-  for (const Call& c : p.calls) ++feeding[c.tid];
-  return feeding;
-}
-
 // Who took the CPU of the threads that feed the GPU in steady steps, and which call each
 // preemption delayed.
-void count_preemptors(const Proc& p, const HostContext& host, StepSeries& s, Tallies& tally) {
+void count_preemptors(const Proc& p, const HostContext& host, const FeedingThreads& feeding,
+                      StepSeries& s, Tallies& tally) {
   auto it = host.offcpu.find(p.pid);
   if (it == host.offcpu.end()) return;
-  std::map<uint32_t, size_t> feeding = feeding_threads(p);
   StepSplitter split(s);
   int64_t first = split.first(), last = split.last();
   // Each feeding thread's calls in start order, to find the call it made after a preemption:
@@ -439,7 +433,7 @@ void count_preemptors(const Proc& p, const HostContext& host, StepSeries& s, Tal
   auto calls_of = [&](uint32_t tid) -> const std::vector<const Call*>& {
     auto [it, fresh] = by_tid.try_emplace(tid);
     if (fresh) {
-      it->second.reserve(feeding[tid]);
+      it->second.reserve(feeding.at(tid));
       for (const Call& c : p.calls)
         if (c.tid == tid) it->second.push_back(&c);
     }
@@ -492,20 +486,27 @@ void count_preemptors(const Proc& p, const HostContext& host, StepSeries& s, Tal
 
 }  // namespace
 
+FeedingThreads feeding_threads(const Proc& p, const HostContext& host) {
+  FeedingThreads feeding;
+  if (!host.offcpu.count(p.pid)) return feeding;
+  for (const Call& c : p.calls) ++feeding[c.tid];
+  return feeding;
+}
+
 void build_timeline(const Proc& p, const HostContext& host,
-                    const std::map<uint32_t, std::vector<CpuSample>>& samples, StepSeries& s,
-                    Tallies& tally, size_t max_gaps) {
+                    const std::map<uint32_t, std::vector<CpuSample>>& samples,
+                    const FeedingThreads& feeding, StepSeries& s, Tallies& tally, size_t max_gaps) {
   if (s.steps.empty() || p.calls.empty()) return;
   count_calls(p, s);
   Attributor attr(p.pid, host, samples);
   Sweep(p, s, attr, tally, max_gaps).run();
-  count_preemptors(p, host, s, tally);
+  count_preemptors(p, host, feeding, s, tally);
 }
 
-void count_preempted(const Proc& p, const HostContext& host, StepSeries& s) {
+void count_preempted(const Proc& p, const HostContext& host, const FeedingThreads& feeding,
+                     StepSeries& s) {
   auto it = host.offcpu.find(p.pid);
   if (it == host.offcpu.end() || s.steps.empty()) return;
-  std::map<uint32_t, size_t> feeding = feeding_threads(p);
   StepSplitter split(s);
   int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
   for (const OffCpuInterval& iv : it->second) {
