@@ -1,6 +1,7 @@
 #include "engine/op_stats.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 #include "engine/exact_quantiles.h"
@@ -123,25 +124,24 @@ struct FirstPass {
   const CallRider* rider = nullptr;
 };
 
-// A call's preemptor into `list` (the tasks that took one op's CPU: a handful).
-void add_preemptor(std::vector<Preemptor>& list, const hal::Event& e) {
-  auto peer = e.get(hal::Field::kPeerPid);
-  if (!peer || !*peer) return;
-  std::string_view comm = e.peer_comm_view();
-  auto it = std::find_if(list.begin(), list.end(), [&](const Preemptor& p) {
-    return p.pid == uint32_t(*peer) && p.comm == comm;
-  });
+// A call's preemptor into `list` (the tasks that took one op's CPU: a handful), with the
+// call's preemptions (at least one) and off-CPU time.
+void add_preemptor(std::vector<Preemptor>& list, uint32_t pid, std::string_view comm,
+                   uint64_t preempts, uint64_t off_ns) {
+  auto it = std::find_if(list.begin(), list.end(),
+                         [&](const Preemptor& p) { return p.pid == pid && p.comm == comm; });
   if (it == list.end()) {
-    list.push_back({uint32_t(*peer), std::string(comm), 0, 0, 0});
+    list.push_back({pid, std::string(comm), 0, 0, 0});
     it = std::prev(list.end());
   }
-  it->count += e.preempts ? e.preempts : 1;
-  it->off_ns += e.off_cpu_ns;
+  it->count += preempts ? preempts : 1;
+  it->off_ns += off_ns;
 }
 
+// By off-CPU time, then preemptions, then who (a defined order whatever the calls' order).
 void sort_preemptors(std::vector<Preemptor>& list) {
   std::sort(list.begin(), list.end(), [](const Preemptor& a, const Preemptor& b) {
-    return a.off_ns != b.off_ns ? a.off_ns > b.off_ns : a.count > b.count;
+    return std::tie(b.off_ns, b.count, a.pid, a.comm) < std::tie(a.off_ns, a.count, b.pid, b.comm);
   });
 }
 
@@ -179,7 +179,10 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
       s.off_cpu_ns += e.off_cpu_ns;
       s.preempts += e.preempts;
       if (e.off_cpu_ns || e.switches || e.preempts) s.per_call_off_cpu = true;
-      if (e.preempts) add_preemptor(s.all_preemptors, e);
+      if (e.preempts)
+        if (auto peer = e.get(hal::Field::kPeerPid); peer && *peer)
+          add_preemptor(s.all_preemptors, uint32_t(*peer), e.peer_comm_view(), e.preempts,
+                        e.off_cpu_ns);
       auto& [pid, tid] = g.last_seen[gi];
       if (e.pid != pid || s.count == 1) s.pids.insert(pid = e.pid);
       if (e.tid != tid || s.count == 1) {
@@ -259,7 +262,6 @@ void resolve_exact(TraceSource& source, const Window& w, Grouper& g, ExactQuanti
 // Tail pass: the slowest 5%, who was off-CPU and who took the CPU. It reads the calls the
 // first pass kept where they hold every tail, or else the calls again.
 void add_tails(TraceSource& source, const Window& w, Grouper& g, const TailCatch& caught) {
-  std::vector<std::map<std::pair<uint32_t, std::string>, Preemptor>> pre(g.stats.size());
   auto tail = [&](const TailCall& c, std::string_view peer_comm) {
     for (size_t gi : {size_t(c.group), g.overall[c.group]}) {
       OpStats& s = g.stats[gi];
@@ -268,13 +270,8 @@ void add_tails(TraceSource& source, const Window& w, Grouper& g, const TailCatch
       s.tail_dur_ns += c.dur;
       s.tail_off_cpu_ns += c.off_cpu;
       s.tail_preempts += c.preempts;
-      if (c.peer_pid) {
-        auto& p = pre[gi][{uint32_t(c.peer_pid), std::string(peer_comm)}];
-        p.pid = uint32_t(c.peer_pid);
-        p.comm = std::string(peer_comm);
-        p.count += c.preempts ? c.preempts : 1;
-        p.off_ns += c.off_cpu;
-      }
+      if (c.peer_pid)
+        add_preemptor(s.preemptors, uint32_t(c.peer_pid), peer_comm, c.preempts, c.off_cpu);
       if (s.tail_windows.size() < kMaxTailWindowsPerOp)
         s.tail_windows.push_back({c.ts, int64_t(uint64_t(c.ts) + c.dur), c.tid});
       else
@@ -302,7 +299,6 @@ void add_tails(TraceSource& source, const Window& w, Grouper& g, const TailCatch
     // Runs' calls may come after later calls.
     std::sort(s.tail_windows.begin(), s.tail_windows.end(),
               [](const TailWindow& x, const TailWindow& y) { return x.start < y.start; });
-    for (auto& [k, p] : pre[i]) s.preemptors.push_back(p);
     sort_preemptors(s.preemptors);
     sort_preemptors(s.all_preemptors);
   }
