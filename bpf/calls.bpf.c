@@ -42,6 +42,9 @@ const volatile __u64 filter_cgroup_id = 0;
 const volatile __u32 follow_children = 1;
 const volatile __u32 stacks_enabled = 0;
 const volatile __u64 stack_slow_ns = 1000000;
+/* Entry-only calls (launches): one in this many per thread is timed, through its return (the
+ * first of each thread among them); 0: none; 1: every one (no call is entry-only). */
+const volatile __u32 launch_timing_every = 32;
 
 struct ingero_threads_map threads SEC(".maps");
 struct ingero_stats_map stats SEC(".maps");
@@ -134,6 +137,8 @@ static __always_inline void begin_frame(struct pt_regs* ctx, struct ingero_threa
   f->nested_probe = 0;
   f->is_nested = 0;
   f->sp = sp;
+  f->caller = 0;
+  if (r->flags & INGERO_RECIPE_CALLER) bpf_probe_read_user(&f->caller, 8, (void*)sp);
   f->off_cpu_at_entry = t->off_cpu_total_ns;
   f->regs[0] = PT_REGS_PARM1(ctx);
   f->regs[1] = PT_REGS_PARM2(ctx);
@@ -162,6 +167,10 @@ static __always_inline void begin_frame(struct pt_regs* ctx, struct ingero_threa
   /* Timestamp last so capture work is not billed to the traced function. */
   f->start_ns = bpf_ktime_get_ns();
 }
+
+static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 tid,
+                                      __u64 end_ns, __u64 ret, __u16 flags, struct ingero_recipe* r,
+                                      __u64 stack);
 
 /* Entry. Returns 0 when the return must be seen, 1 when not (a session then arms no return
  * probe). `session`: nested calls push no frame, since their return never comes. */
@@ -211,6 +220,19 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
     return 0;
   }
   begin_frame(ctx, t, &t->frames[0], probe, r, sp);
+  /* A launch needs no return probe: its record goes now, but for one in launch_timing_every
+   * per thread, whose return times it. Kernels without sessions keep the return (pair). */
+  if (session && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && launch_timing_every != 1) {
+    __u32 seq = t->timing_seq++;
+    if (!launch_timing_every || seq % launch_timing_every != 0) {
+      struct ingero_frame* f = &t->frames[0];
+      __u64 stack = 0;
+      if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, f->caller);
+      emit_call(t, f, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, r, stack);
+      stat_inc(INGERO_STAT_UNTIMED);
+      return 1; /* no return probe; the thread's depth stays 0 */
+    }
+  }
   t->depth = 1;
   return 0;
 }
@@ -291,7 +313,12 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
     off += sizeof(*id);
     flags |= INGERO_CALL_IDENT;
   }
-  if (r && r->return_read.src != INGERO_PTR_NONE) {
+  if (r && (r->flags & INGERO_RECIPE_CALLER)) {
+    *(__u64*)(buf->b + off) = f->caller;
+    off += 8;
+    flags |= INGERO_CALL_CALLER;
+  }
+  if (r && r->return_read.src != INGERO_PTR_NONE && !(flags & INGERO_CALL_ENTRY_ONLY)) {
     __u32 len = r->return_read.len;
     if (len > INGERO_RETURN_READ_MAX) len = INGERO_RETURN_READ_MAX;
     __u64 ptr = arg_word(f, r->return_read.src, r->return_read.index);
@@ -362,7 +389,7 @@ static __always_inline void call_return(struct pt_regs* ctx) {
     /* Slow and off-CPU calls are what explain examines: always walk them. A failing call
      * walks like a new call site, keyed by its return code: the first few per site. */
     __u32 always = t->off_cpu_total_ns != f->off_cpu_at_entry || now - f->start_ns >= stack_slow_ns;
-    stack = ingero_call_stack(ctx, t->tgid, tid, probe, ((__u64)(__u32)ret << 1) | always);
+    stack = ingero_call_stack(ctx, probe, ((__u64)(__u32)ret << 1) | always, 0);
   }
   emit_call(t, f, tid, now, ret, flags, r, stack);
   t->depth = 0;

@@ -30,11 +30,16 @@ struct ingero_ptr_read {
 };
 
 /* What the generic call program captures for one probe id. */
+/* ingero_recipe.flags */
+#define INGERO_RECIPE_ENTRY_ONLY 0x1 /* a launch: its record is emitted at entry, and only one \
+                                      * call in launch_timing_every per thread is timed */
+#define INGERO_RECIPE_CALLER 0x2     /* ship the return address (INGERO_CALL_CALLER) */
+
 struct ingero_recipe {
   __u8 stack_words; /* 0..INGERO_STACK_WORDS: copied at entry and shipped */
   __u8 valid;       /* 1 once user space wrote the slot */
   __u8 nregs;       /* 0..INGERO_REG_WORDS: register arguments user space decodes (shipped) */
-  __u8 pad0;
+  __u8 flags;       /* INGERO_RECIPE_* */
   __u32 pad1;
   struct ingero_ptr_read entry_read;  /* at entry, into entry_buf */
   struct ingero_ptr_read return_read; /* at return, pointer from entry-time arguments */
@@ -53,12 +58,18 @@ struct ingero_recipe {
   0x100 /* stack_hash is the stack last captured at this call \
          * site (return address + innermost Python frame),    \
          * not captured for this call */
+#define INGERO_CALL_ENTRY_ONLY 0x200 /* emitted at entry, not timed: end_ns and ret are 0 */
+#define INGERO_CALL_CALLER 0x400     /* an 8-byte return address follows the ident block */
 
 /* A call record on the wire: this header, then `nregs` register and `nstack` stack argument
  * words, then the optional blocks its flags name, in this order: ingero_call_offcpu
  * (INGERO_CALL_OFFCPU: the thread went off-CPU during the call), ingero_call_ident
  * (INGERO_CALL_IDENT: the thread's name or cgroup differ from what it last shipped, or it is
- * the thread's first call), return_len bytes, entry_len bytes (each rounded up to 8). A call
+ * the thread's first call), the caller's return address (INGERO_CALL_CALLER, 8 bytes),
+ * return_len bytes, entry_len bytes (each rounded up to 8). A launch not timed
+ * (INGERO_CALL_ENTRY_ONLY) is emitted at its entry: its end, return value and off-CPU figures
+ * are not known, and a traced call it makes is a record of its own (user space folds it by the
+ * caller's address). A call
  * made inside another traced call of the same thread (a runtime call's driver call, an API
  * alias) is not a record: it is counted in its caller's `nested`. */
 struct ingero_call_rec {

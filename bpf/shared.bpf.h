@@ -21,6 +21,7 @@ struct ingero_frame {
   __u32 is_nested;    /* pair fallback only: a call folded into the frame below */
   __u32 pad;
   __u64 sp; /* stack pointer at entry: a frame below the current one was unwound */
+  __u64 caller; /* the return address (recipes with INGERO_RECIPE_CALLER), 0 otherwise */
   __u64 start_ns;
   __u64 off_cpu_at_entry;
   __u64 preemptor_off_ns;
@@ -41,6 +42,8 @@ struct ingero_thread {
   char ident_comm[INGERO_COMM_LEN]; /* name last shipped; "" = nothing shipped yet */
   __u64 py_tstate;                  /* this thread's PyThreadState, 0 = unknown */
   __u64 next_walk_ns;               /* time-based stack sampling: next walk not before */
+  __u32 timing_seq;                 /* entry-only calls seen: one in launch_timing_every is timed */
+  __u32 pad;
   struct ingero_frame frames[INGERO_MAX_DEPTH];
 };
 
@@ -90,14 +93,14 @@ static __always_inline __u8 watch_flags(__u32 tgid) {
                                                                      : BPF_RB_NO_WAKEUP)
 
 /* stacks.bpf.c: the stack of the call returning in `ctx` (a uprobe session or uretprobe
- * context). Returns its hash (0: none) with INGERO_STACK_RET_* bits on top. Anomalous calls
- * always get a walk; others walk only while their call site is new, or when the thread's
- * sampling clock allows, and otherwise take the site's last stack. `extra`: bit 0 = always
- * walk; above it, a failing call's return code (part of its site). */
+ * context), or entering it when `caller` (its return address) is given (an entry-only call).
+ * Returns its hash (0: none) with INGERO_STACK_RET_* bits on top. Anomalous calls always get
+ * a walk; others walk only while their call site is new, or when the thread's sampling clock
+ * allows, and otherwise take the site's last stack. `extra`: bit 0 = always walk; above it, a
+ * failing call's return code (part of its site). */
 #define INGERO_STACK_RET_SHIPPED (1ull << 63)
 #define INGERO_STACK_RET_OF_SITE (1ull << 62)
 #define INGERO_STACK_HASH_MASK ((1ull << 62) - 1)
-extern __u64 ingero_call_stack(struct pt_regs* ctx, __u32 tgid, __u32 tid, __u32 probe,
-                               __u64 extra);
+extern __u64 ingero_call_stack(struct pt_regs* ctx, __u32 probe, __u64 extra, __u64 caller);
 
 #endif /* INGERO_SHARED_BPF_H */

@@ -338,7 +338,7 @@ static long hash_step(__u32 i, void* arg) {
  * Returns the hash (0: no frames) with INGERO_STACK_RET_SHIPPED when shipped now. `ctx` is the
  * program's own context (uprobe or perf event): bpf_get_stack reads its user registers. */
 static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, __u32 tgid,
-                                           __u32 tid) {
+                                           __u32 tid, __u64 skip) {
   struct ingero_stack_rec* e = scratch();
   if (!e) return 0;
   e->type = INGERO_REC_STACK;
@@ -346,7 +346,8 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
   e->tid = tid;
   e->n_py = 0;
   e->py_status = INGERO_PY_NONE;
-  long got = bpf_get_stack(ctx, e->ips, sizeof(e->ips), BPF_F_USER_STACK);
+  long got =
+      bpf_get_stack(ctx, e->ips, sizeof(e->ips), BPF_F_USER_STACK | (skip & BPF_F_SKIP_FIELD_MASK));
   __u32 n_ips = got > 0 ? (__u32)got / 8 : 0;
   if (n_ips > INGERO_STACK_MAX) n_ips = INGERO_STACK_MAX;
   e->n_ips = n_ips;
@@ -377,8 +378,8 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
 /* The call site of the call returning in `ctx`: its return address, its innermost Python
  * frame and the extra key (a failing call's return code). */
 static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread* t, __u32 tgid,
-                                      __u32 tid, __u32 probe, __u64 extra) {
-  __u64 h = fnv(fnv(fnv(INGERO_FNV_BASIS ^ tgid, probe), PT_REGS_IP(ctx)), extra);
+                                      __u32 tid, __u32 probe, __u64 extra, __u64 caller) {
+  __u64 h = fnv(fnv(fnv(INGERO_FNV_BASIS ^ tgid, probe), caller ? caller : PT_REGS_IP(ctx)), extra);
   struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
   if (!c) return h;
   __u64 ts = py_tstate(c, t, tid);
@@ -393,21 +394,25 @@ static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread*
   return fnv(fnv(h, code), instr);
 }
 
-__noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, __u32 tgid, __u32 tid,
-                                   __u32 probe, __u64 extra) {
+__noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, __u32 probe, __u64 extra,
+                                   __u64 caller) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32, tid = (__u32)id;
   struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
   __u64 now = bpf_ktime_get_ns();
   bool always = extra & 1;
   struct ingero_stack_key sk = {.tgid = tgid};
   if (!always) {
-    sk.hash = site_key(ctx, t, tgid, tid, probe, extra >> 1);
+    sk.hash = site_key(ctx, t, tgid, tid, probe, extra >> 1, caller);
     struct site_val* sv = bpf_map_lookup_elem(&sites, &sk);
     if (sv && sv->walks >= site_walks && (!t || now < t->next_walk_ns)) {
       stat_inc(INGERO_STAT_STACKS_OF_SITE);
       return sv->stack_hash ? sv->stack_hash | INGERO_STACK_RET_OF_SITE : 0;
     }
   }
-  __u64 r = walk_and_ship(ctx, t, tgid, tid);
+  /* At entry (`caller` given) the innermost frame is the traced function itself: skipped, so
+   * the stack is the one its return would see. */
+  __u64 r = walk_and_ship(ctx, t, tgid, tid, caller ? 1 : 0);
   stat_inc(INGERO_STAT_STACK_WALKS);
   if (t) t->next_walk_ns = now + walk_interval_ns;
   if (!always) {
@@ -432,7 +437,7 @@ int ingero_cpu_sample(struct bpf_perf_event_data* ctx) {
   __u32 tgid = id >> 32, tid = (__u32)id;
   if (!tgid || !watch_flags(tgid)) return 0;
   struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
-  __u64 h = walk_and_ship(ctx, t, tgid, tid) & INGERO_STACK_HASH_MASK;
+  __u64 h = walk_and_ship(ctx, t, tgid, tid, 0) & INGERO_STACK_HASH_MASK;
   struct ingero_cpu_sample_rec* s = bpf_ringbuf_reserve(&aux_rb, sizeof(*s), 0);
   if (!s) {
     stat_inc(INGERO_STAT_SAMPLE_DROPS);

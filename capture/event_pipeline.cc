@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "capture/host_info.h"
+#include "capture/launch_nesting.h"
 #include "capture/stack_collector.h"
 #include "hal/record_layout.h"
 #include "kernelside/host_decoder.h"
@@ -62,7 +63,16 @@ void EventPipeline::forget_process(uint32_t pid) {
 
 // A process's exit record (host ring) may be read before its last calls (calls ring) when they
 // arrive while the rings are being read: what is kept for it goes one read cycle later.
+void EventPipeline::emit_ready() {
+  for (const hal::Event& e : ready_) (void)out_.on_event(e);
+  ready_.clear();
+}
+
 void EventPipeline::end_cycle() {
+  if (nesting) {
+    nesting->flush(ready_);
+    emit_ready();
+  }
   for (uint32_t pid : exited_prev_) {
     if (stacks) stacks->process_exited(pid);
     forget_process(pid);
@@ -86,8 +96,9 @@ void EventPipeline::on_call(const void* data, size_t size) {
   }
   ++counters_.calls;
   counters_.nested += h.nested;
+  if (!ev_.timed) ++counters_.untimed;
   if ((counters_.calls & 63) == 0 && read_proc) {
-    int64_t lag = mono_now_ns() - int64_t(h.end_ns);
+    int64_t lag = mono_now_ns() - int64_t(h.end_ns ? h.end_ns : h.start_ns);
     ++lag_log2_[lag > 0 ? 63 - __builtin_clzll(uint64_t(lag)) : 0];
     ++lag_samples_;
   }
@@ -96,6 +107,21 @@ void EventPipeline::on_call(const void* data, size_t size) {
   communicators_.observe(ev_);
   note_pid(h.pid, ev_.comm.data());
   gpu_pids_.insert(h.pid);
+  if (nesting) {
+    using Fate = LaunchNesting::Fate;
+    Fate f = Fate::kEmit;
+    if (ev_.kind == hal::EventKind::kLaunch)
+      f = nesting->on_launch(h.probe_id, ev_, ready_);
+    else
+      nesting->before_call(ev_.tid, ready_);
+    emit_ready();
+    if (f == Fate::kFolded) {  // a call made inside another: counted there, as BPF counts them
+      --counters_.calls;
+      ++counters_.nested;
+      if (!ev_.timed) --counters_.untimed;
+    }
+    if (f != Fate::kEmit) return;
+  }
   (void)out_.on_event(ev_);
 }
 

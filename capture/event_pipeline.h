@@ -17,6 +17,7 @@
 
 namespace ingero::capture {
 
+class LaunchNesting;
 class StackCollector;
 
 class EventPipeline {
@@ -32,6 +33,7 @@ class EventPipeline {
     uint64_t cpu_samples = 0;    // on-CPU samples
     uint64_t nested = 0;         // calls folded into the call they were made in
     uint64_t no_ident = 0;       // calls of a thread whose name was never shipped (read /proc)
+    uint64_t untimed = 0;        // calls seen at entry only (launches whose return was not sampled)
   };
 
   // `out` receives every decoded event and process (a SinkSet fans them out and reports
@@ -46,6 +48,9 @@ class EventPipeline {
   bool read_proc = true;
   // Stack records and call-to-stack links (null: stacks are not collected).
   StackCollector* stacks = nullptr;
+  // Folds the driver launches made inside runtime launches, both seen at entry (null: every
+  // launch record is an event; capture/launch_nesting.h).
+  LaunchNesting* nesting = nullptr;
   // Consumes the aux ring now: a call naming a stack not seen yet (shipped while the calls ring
   // was being read) catches up once before the stack counts as lost.
   std::function<void()> catch_up_stacks;
@@ -70,6 +75,8 @@ class EventPipeline {
     uint64_t cgroup_id = 0;
   };
   void on_call(const void* data, size_t size);
+  // Hands events the launch nesting released to the sinks.
+  void emit_ready();
   void note_pid(uint32_t pid, const char* comm);
   void identify(hal::Event& ev, bool shipped);
   uint64_t resolve_stack(uint32_t pid, uint64_t hash);
@@ -79,7 +86,8 @@ class EventPipeline {
   hal::EventSink& out_;
   hal::Event ev_;
   hal::CallRecord rec_;
-  std::unordered_map<uint32_t, Ident> idents_;                   // by tid
+  std::vector<hal::Event> ready_;               // released by the launch nesting, for the sinks
+  std::unordered_map<uint32_t, Ident> idents_;  // by tid
   std::unordered_map<uint32_t, std::vector<uint32_t>> tids_of_;  // pid -> tids in idents_
   std::vector<uint32_t> exited_now_, exited_prev_;
   hal::CommunicatorJoin communicators_;

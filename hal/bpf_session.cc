@@ -115,6 +115,7 @@ Status BpfSession::load() {
   ro->host_context = config.host_context ? 1 : 0;
   ro->stacks_enabled = config.stacks ? 1 : 0;
   ro->stack_slow_ns = config.stack_slow_ns;
+  ro->launch_timing_every = config.launch_timing_every;
   ro->site_walks = config.stack_site_walks;
   ro->walk_interval_ns = config.stack_walk_interval_ns;
 

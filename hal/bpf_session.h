@@ -100,6 +100,9 @@ struct BpfConfig {
   uint32_t stack_site_walks = 2;  // calls per call site that walk their stack
   uint64_t stack_walk_interval_ns = 20'000'000;  // then one walk per thread per interval
   uint64_t stack_slow_ns = 1000000;  // calls at least this slow always get their own stack
+  // Launches are emitted at entry; one in this many per thread is timed through its return
+  // (1: every launch timed, as a call of any other kind; 0: none).
+  uint32_t launch_timing_every = 32;
   // The best attach mode the kernel loads, unless the environment narrows it for tests and
   // benchmarks: INGERO_CALL_ATTACH=session|multi|perf (INGERO_NO_UPROBE_MULTI=1 means perf).
 };

@@ -25,6 +25,7 @@ std::vector<uint8_t> pack_call(const CallRecord& r) {
   put(r.stack, 8 * nstack, 8 * nstack);
   if (h.flags & INGERO_CALL_OFFCPU) put(&r.offcpu, sizeof(r.offcpu), sizeof(r.offcpu));
   if (h.flags & INGERO_CALL_IDENT) put(&r.ident, sizeof(r.ident), sizeof(r.ident));
+  if (h.flags & INGERO_CALL_CALLER) put(&r.caller, sizeof(r.caller), sizeof(r.caller));
   size_t rl = std::min<size_t>(h.return_len, INGERO_RETURN_READ_MAX);
   size_t el = std::min<size_t>(h.entry_len, INGERO_ENTRY_READ_MAX);
   put(r.return_buf, rl, rounded(rl));
@@ -52,9 +53,12 @@ bool unpack_call(const void* data, size_t size, CallRecord& out) {
   if (!take(out.regs, 8 * h.nregs, 8 * h.nregs) || !take(out.stack, 8 * h.nstack, 8 * h.nstack))
     return false;
   out.offcpu = {};
+  out.caller = 0;
   if ((h.flags & INGERO_CALL_OFFCPU) && !take(&out.offcpu, sizeof(out.offcpu), sizeof(out.offcpu)))
     return false;
   if ((h.flags & INGERO_CALL_IDENT) && !take(&out.ident, sizeof(out.ident), sizeof(out.ident)))
+    return false;
+  if ((h.flags & INGERO_CALL_CALLER) && !take(&out.caller, sizeof(out.caller), sizeof(out.caller)))
     return false;
   if (!take(out.return_buf, h.return_len, rounded(h.return_len))) return false;
   if (!take(out.entry_buf, h.entry_len, rounded(h.entry_len))) return false;

@@ -17,9 +17,12 @@ struct CallRecord {
   uint64_t stack[INGERO_STACK_WORDS] = {};  // the first hdr.nstack
   ingero_call_offcpu offcpu{};              // zero without INGERO_CALL_OFFCPU
   ingero_call_ident ident{};                // valid with INGERO_CALL_IDENT
+  uint64_t caller = 0;                      // the return address, with INGERO_CALL_CALLER
   uint8_t return_buf[INGERO_RETURN_READ_MAX] = {};
   uint8_t entry_buf[INGERO_ENTRY_READ_MAX] = {};
   bool has_ident() const { return hdr.flags & INGERO_CALL_IDENT; }
+  // Emitted at entry, not timed (a launch whose return was not sampled).
+  bool entry_only() const { return hdr.flags & INGERO_CALL_ENTRY_ONLY; }
 };
 
 // The wire form of `r` (the BPF side's layout): for replay sources, benchmarks and tests.

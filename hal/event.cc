@@ -74,7 +74,7 @@ std::string_view direction_name(uint64_t raw) {
 std::string_view field_name(Field f) { return kFieldNames[static_cast<size_t>(f)]; }
 
 // reset() sets every member: one added to Event must be reset there too.
-static_assert(sizeof(Event) == 624 || sizeof(void*) != 8, "Event changed: reset the new member");
+static_assert(sizeof(Event) == 632 || sizeof(void*) != 8, "Event changed: reset the new member");
 
 void Event::reset() {
   // One assignment a member: a chained `a = b = {}` stores b, then loads it back for a, and a
@@ -94,6 +94,8 @@ void Event::reset() {
   ret = 0;
   has_ret = false;
   unfinished = false;
+  timed = true;
+  caller = 0;
   off_cpu_ns = 0;
   preempts = 0;
   switches = 0;

@@ -131,6 +131,12 @@ struct Event {
   int64_t ret = 0;
   bool has_ret = false;  // false for host events and calls that never returned
   bool unfinished = false;
+  // false: seen at entry only (a launch whose return was not sampled): dur_ns is unknown (0)
+  // and so are ret and the off-CPU figures; the call's count and arguments are exact.
+  bool timed = true;
+  // The caller's return address, where the probe ships it (launches): which code made the call
+  // (user space folds a launch made from inside another traced runtime by it). 0: unknown.
+  uint64_t caller = 0;
   // off-CPU during the call
   uint64_t off_cpu_ns = 0;
   uint32_t preempts = 0;  // involuntary switches during the call

@@ -1,5 +1,6 @@
 #include "hal/probe_manager.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <unordered_set>
@@ -126,13 +127,47 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
         for (auto& [i, why] : res.failed) st.errors.push_back(plan.probes[i].symbol + ": " + why);
         st.probes_attached = sites.size() - res.failed.size();
         attached_ += st.probes_attached;
-        for (auto& l : res.links) links_.push_back(std::move(l));
+        AttachedFile a{f.path, f.display_path, {}, std::move(res.links)};
+        for (size_t i = 0; i < sites.size(); ++i)
+          if (std::none_of(res.failed.begin(), res.failed.end(),
+                           [&](const auto& x) { return x.first == i; }))
+            a.sites.push_back(sites[i]);
+        attached_files_.push_back(std::move(a));
       }
       libraries_.push_back(st);
       fresh.push_back(std::move(st));
     }
   }
   return fresh;
+}
+
+Result<size_t> ProbeManager::detach_launches(const std::string& path) {
+  size_t total = 0;
+  for (AttachedFile& a : attached_files_) {
+    if (a.display_path != path) continue;
+    std::vector<CallSite> keep;
+    for (const CallSite& c : a.sites) {
+      const AttachedProbe* p = table_.find(c.probe_id);
+      if (!p || !p->spec || p->spec->kind != EventKind::kLaunch) keep.push_back(c);
+    }
+    size_t gone = a.sites.size() - keep.size();
+    if (!gone || !session_) continue;
+    std::vector<Link> links;
+    if (!keep.empty()) {
+      auto res = session_->attach_calls(a.path, keep);
+      if (!res.failed.empty())
+        return make_error(path + ": attaching its probes again without its launches: " +
+                          res.failed.front().second);
+      links = std::move(res.links);
+    }
+    a.links = std::move(links);  // the old links go now, their launch probes with them
+    a.sites = std::move(keep);
+    attached_ -= gone;
+    total += gone;
+  }
+  for (LibraryStatus& st : libraries_)
+    if (st.path == path) st.probes_attached -= std::min(st.probes_attached, total);
+  return total;
 }
 
 void ProbeManager::watch_loaders() {

@@ -53,9 +53,14 @@ class ProbeManager {
   void watch_loaders();
   // Detaches every probe; the table stays, so records already in the rings still decode.
   void detach() {
-    links_.clear();
+    attached_files_.clear();
     loader_links_.clear();
   }
+  // Detaches the launch probes of one library file (its display path), keeping its others:
+  // its remaining probes are attached again first, then the old links go, so no call of
+  // theirs goes untraced meanwhile (a call traced twice in between is one, nested). Returns
+  // how many probes went.
+  Result<size_t> detach_launches(const std::string& path);
 
   const ProbeTable& table() const { return table_; }
   const std::vector<LibraryStatus>& libraries() const { return libraries_; }
@@ -74,7 +79,13 @@ class ProbeManager {
   ProbeTable table_;
   std::unordered_set<FileIdentity, FileIdentityHash> handled_;
   std::unordered_set<FileIdentity, FileIdentityHash> loaders_handled_;
-  std::vector<Link> links_;
+  // Each file attached: its path, call sites and links.
+  struct AttachedFile {
+    std::string path, display_path;
+    std::vector<CallSite> sites;
+    std::vector<Link> links;
+  };
+  std::vector<AttachedFile> attached_files_;
   std::vector<Link> loader_links_;
   std::vector<LibraryStatus> libraries_;
   std::vector<std::string> errors_;

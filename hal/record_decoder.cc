@@ -35,6 +35,11 @@ ingero_recipe make_recipe(const ProbeSpec& spec) {
   };
   r.entry_read = conv(spec.args.entry_read);
   r.return_read = conv(spec.args.return_read);
+  // Launches: one trap each (docs/architecture.md, "Launches cost one trap"): emitted at entry
+  // (one in launch_timing_every per thread timed), with the caller's address, by which user
+  // space folds a driver launch made inside a runtime launch and names launches of a runtime
+  // whose own probe was detached (capture/launch_nesting.h).
+  if (spec.kind == EventKind::kLaunch) r.flags = INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER;
   return r;
 }
 
@@ -96,7 +101,7 @@ bool CallDecoder::decode(const CallRecord& rec, Event& ev) const {
   const ProbeSpec& spec = *p->spec;
   ev = Event{};
   ev.ts_ns = h.start_ns;
-  ev.dur_ns = h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0;
+  ev.dur_ns = !rec.entry_only() && h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0;
   ev.pid = h.pid;
   ev.tid = h.tid;
   if (rec.has_ident()) {
@@ -110,7 +115,9 @@ bool CallDecoder::decode(const CallRecord& rec, Event& ev) const {
   ev.op = spec.symbol;
   ev.library = p->library;
   ev.unfinished = h.flags & INGERO_CALL_UNFINISHED;
-  ev.has_ret = !ev.unfinished;
+  ev.timed = !rec.entry_only();  // emitted at entry: no duration, no return
+  ev.has_ret = !ev.unfinished && ev.timed;
+  ev.caller = rec.caller;
   // Vendor APIs return 32-bit status enums; the upper half of rax is not defined.
   ev.ret = ev.has_ret ? int64_t(int32_t(uint32_t(h.ret))) : 0;
   ev.off_cpu_ns = rec.offcpu.off_cpu_ns;

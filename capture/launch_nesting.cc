@@ -1,0 +1,156 @@
+#include "capture/launch_nesting.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#include <algorithm>
+
+namespace ingero::capture {
+namespace {
+
+int64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// A process's maps are read again on a miss at most this often (a library loaded since).
+constexpr int64_t kMapsRereadNs = 100'000'000;
+
+}  // namespace
+
+const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr) {
+  auto find = [&](const Maps& m) -> const Mapping* {
+    auto it = std::upper_bound(m.exec.begin(), m.exec.end(), addr,
+                               [](uint64_t a, const Mapping& x) { return a < x.start; });
+    if (it == m.exec.begin()) return nullptr;
+    --it;
+    return addr < it->end ? &*it : nullptr;
+  };
+  if (maps_.size() >= kMaxProcesses && !maps_.count(pid)) maps_.erase(maps_.begin());
+  auto [it, fresh] = maps_.try_emplace(pid);
+  if (!fresh) {
+    if (const Mapping* m = find(it->second)) return m;
+    if (mono_ns() - it->second.read_at_ns < kMapsRereadNs) return nullptr;
+  }
+  Maps& m = it->second;
+  m.exec.clear();
+  m.read_at_ns = mono_ns();
+  auto text = host_.read_text(host_.proc_root() + "/" + std::to_string(pid) + "/maps");
+  if (!text) return nullptr;
+  for (const hal::MapEntry& e : hal::parse_proc_maps(*text)) {
+    if (!e.executable() || e.path.empty() || e.path[0] != '/') continue;
+    m.exec.push_back(
+        {e.start, e.end, e.offset, uint64_t(makedev(e.dev_major, e.dev_minor)), e.inode, e.path});
+  }
+  std::sort(m.exec.begin(), m.exec.end(),
+            [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
+  return find(m);
+}
+
+LaunchNesting::Runtime* LaunchNesting::runtime_of(const Mapping& m) {
+  for (auto& [path, r] : runtimes_)
+    if ((r.inode && r.inode == m.inode && r.dev == m.dev) || path == m.path) return &r;
+  return nullptr;
+}
+
+void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out) {
+  auto it = held_.find(tid);
+  if (it == held_.end()) return;
+  Held& h = it->second;
+  const hal::AttachedProbe* p = table_.find(h.probe);
+  if (p) {
+    Runtime& r = runtimes_[p->library];
+    r.in_a_row = h.nested ? r.in_a_row + 1 : 0;
+    if (!r.proven && r.in_a_row >= kProofLaunches && !r.sites.empty()) {
+      r.proven = true;
+      ++counters_.proven;
+      if (detach && on_proven) on_proven(p->library);
+    }
+  }
+  out.push_back(std::move(h.ev));
+  held_.erase(it);
+}
+
+void LaunchNesting::before_call(uint32_t tid, std::vector<hal::Event>& out) {
+  if (!held_.empty()) settle(tid, out);
+}
+
+void LaunchNesting::flush(std::vector<hal::Event>& out) {
+  while (!held_.empty()) settle(held_.begin()->first, out);
+}
+
+LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
+                                             std::vector<hal::Event>& out) {
+  const hal::AttachedProbe* p = table_.find(probe_id);
+  if (!p) return Fate::kEmit;
+  auto [self_it, fresh] = runtimes_.try_emplace(p->library);
+  Runtime& self = self_it->second;
+  if (fresh) {
+    struct stat st {};
+    if (::stat(p->library.c_str(), &st) == 0) {
+      self.dev = uint64_t(st.st_dev);
+      self.inode = uint64_t(st.st_ino);
+    }
+    self.any_probe = probe_id;
+  }
+  // Made from inside a library with launch probes: a driver launch of a runtime launch.
+  const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller) : nullptr;
+  Runtime* outer = m ? runtime_of(*m) : nullptr;
+  if (outer) {
+    uint64_t site = ev.caller - m->start + m->offset;
+    auto h = held_.find(ev.tid);
+    if (h != held_.end() && !h->second.nested) {
+      // The driver launch of the runtime launch held for it (records of a thread come in
+      // order): counted in it, and its call site learnt.
+      Held& held = h->second;
+      held.nested = true;
+      if (!held.ev.nested) {
+        held.ev.nested_api = ev.api;
+        held.ev.nested_op = ev.op;
+        held.ev.nested_kind = ev.kind;
+      }
+      held.ev.nested += 1 + ev.nested;
+      outer->sites.try_emplace(site, held.probe);
+      outer->nests = true;
+      ++counters_.folded;
+      return Fate::kFolded;
+    }
+    if (outer->proven) {  // the runtime's own probe is gone: this launch is the runtime's
+      uint32_t as = outer->any_probe;
+      if (auto s = outer->sites.find(site); s != outer->sites.end()) as = s->second;
+      if (const hal::AttachedProbe* rp = table_.find(as); rp && rp->spec) {
+        ev.nested_api = ev.api;
+        ev.nested_op = ev.op;
+        ev.nested_kind = ev.kind;
+        ev.nested += 1;
+        ev.vendor = rp->match.vendor;
+        ev.api = rp->match.api;
+        ev.op = rp->spec->symbol;
+        ev.library = rp->library;
+        ++counters_.renamed;
+      }
+      settle(ev.tid, out);
+      return Fate::kEmit;
+    }
+    // The runtime launch it was made in went out already (the first of its library, a timed
+    // one, or one released at the end of a read cycle): counted there.
+    outer->nests = true;
+    ++counters_.folded;
+    return Fate::kFolded;
+  }
+  settle(ev.tid, out);
+  if (!ev.timed && self.nests) {  // wait for the driver launch it makes
+    Held& h = held_[ev.tid];
+    h.ev = std::move(ev);
+    h.probe = probe_id;
+    h.nested = false;
+    ++counters_.held;
+    return Fate::kHeld;
+  }
+  if (ev.timed && self.nests) self.in_a_row = ev.nested ? self.in_a_row + 1 : 0;
+  return Fate::kEmit;
+}
+
+}  // namespace ingero::capture

@@ -1,0 +1,112 @@
+// Launches seen once, at one trap each (docs/architecture.md, "Launches cost one trap").
+//
+// A launch is emitted at its entry (bpf/calls.bpf.c: INGERO_RECIPE_ENTRY_ONLY), with the
+// return address of its caller. A runtime launch (cudaLaunchKernel) then enters the driver's
+// launch (cuLaunchKernel), whose probe emits a record of its own: this class folds it into the
+// runtime launch it was made in, by its caller's address, which lies in the text of a library
+// with launch probes. One launch is one event, as it was when a return probe paired them.
+//
+// Once every launch of a runtime library has been seen to nest a driver launch (kProofLaunches
+// in a row, with the driver's call sites learnt), the runtime's launch probes add nothing but a
+// trap: `on_proven` asks for them to be detached. From then on a driver launch made from that
+// runtime's text is named as the runtime launch whose call site it is (its op, api and
+// library), with the driver call counted as nested in it: the runtime's names are kept at one
+// trap. A runtime launch the runtime refuses before it reaches the driver (an invalid
+// configuration) is not seen after that: the tracer says so when it detaches.
+//
+// Not thread-safe: the pipeline's thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hal/event.h"
+#include "hal/proc_maps.h"
+#include "hal/record_decoder.h"
+
+namespace ingero::capture {
+
+class LaunchNesting {
+ public:
+  // Launches of a runtime library in a row that nested a driver launch before its launch
+  // probes are detached.
+  static constexpr uint64_t kProofLaunches = 2000;
+
+  struct Counters {
+    uint64_t folded = 0;   // driver launches folded into the runtime launch they were made in
+    uint64_t renamed = 0;  // driver launches named as the runtime launch whose probe went
+    uint64_t held = 0;     // launches held for their nested call
+    uint64_t proven = 0;   // runtime libraries whose launch probes were detached
+  };
+
+  // `host` reads /proc/PID/maps; `table` names the probes records come from.
+  LaunchNesting(const hal::HostView& host, const hal::ProbeTable& table)
+      : host_(host), table_(table) {}
+
+  // A decoded launch `ev` of probe `probe_id`: emitted now (it may have been renamed), held
+  // (moved out of `ev`; emitted later through `out`) or folded into the launch it was made in.
+  // `out` gets the events due now, in order: a launch held for its thread comes out before that
+  // thread's next call.
+  enum class Fate { kEmit, kHeld, kFolded };
+  Fate on_launch(uint32_t probe_id, hal::Event& ev, std::vector<hal::Event>& out);
+  // A record of another kind of thread `tid`: its held launch is due first.
+  void before_call(uint32_t tid, std::vector<hal::Event>& out);
+  // Everything held (the end of a read cycle).
+  void flush(std::vector<hal::Event>& out);
+
+  // Called once per runtime library (its display path) when its launches are proven to nest.
+  std::function<void(const std::string& library)> on_proven;
+  // Whether proven runtimes' probes are detached (--keep-runtime-probes turns it off).
+  bool detach = true;
+
+  const Counters& counters() const { return counters_; }
+
+ private:
+  struct Mapping {
+    uint64_t start = 0, end = 0, offset = 0;
+    uint64_t dev = 0, inode = 0;
+    std::string path;
+  };
+  struct Maps {
+    std::vector<Mapping> exec;  // executable file mappings
+    int64_t read_at_ns = 0;
+  };
+  // The executable mapping of `pid` that holds `addr` (re-reading the maps once on a miss).
+  const Mapping* mapping(uint32_t pid, uint64_t addr);
+  // What is known of a library with launch probes, by display path.
+  struct Runtime {
+    uint64_t dev = 0, inode = 0;
+    bool nests = false;     // a launch of it was seen nesting: its launches are held
+    uint64_t in_a_row = 0;  // launches in a row that nested
+    bool proven = false;
+    // Driver call sites learnt: file offset of the caller in this library -> the runtime
+    // launch probe whose call made it.
+    std::unordered_map<uint64_t, uint32_t> sites;
+    uint32_t any_probe = 0;  // a launch probe of this library, for sites not learnt
+  };
+  Runtime* runtime_of(const Mapping& m);
+  void settle(uint32_t tid, std::vector<hal::Event>& out);
+
+  const hal::HostView& host_;
+  const hal::ProbeTable& table_;
+  // Kept after a process exits (its last records are read after it), up to kMaxProcesses.
+  static constexpr size_t kMaxProcesses = 4096;
+  std::unordered_map<uint32_t, Maps> maps_;
+  std::map<std::string, Runtime> runtimes_;  // by display path of their probes
+  // Launches held for the driver launch they may make: by thread, with their probe id.
+  struct Held {
+    hal::Event ev;
+    uint32_t probe = 0;
+    bool nested = false;
+  };
+  std::unordered_map<uint32_t, Held> held_;
+  Counters counters_;
+};
+
+}  // namespace ingero::capture
