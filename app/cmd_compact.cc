@@ -1,16 +1,23 @@
-// `ingero compact TRACE [--full-rows D]`: tiered retention after the fact, for a trace
-// recorded with --keep-all (or by an older version): launches older than D before the trace's
-// last event are folded into runs (store/tiers.h), then the file is rewritten to its new
-// size. Folding goes in transactions, so an interrupted compact leaves a consistent file.
+// `ingero compact TRACE [--full-rows D]`: tiered retention after the fact. A trace of this
+// schema keeps every call of its last D before its end as a row and the older ones only in
+// their folded form (the calls kept, and runs: store/tiers.h); a session that never finished
+// (SIGKILL) is repaired first (store/compact.h); the file is rewritten to its size. A trace of
+// an older schema (calls as rows of `events`) is first converted to this one, as `ingero merge`
+// re-encodes a file. Each step is a transaction: an interrupted compact leaves a consistent
+// file.
 #include <sys/stat.h>
 
 #include <iostream>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/merge_traces.h"
 #include "engine/chain.h"
 #include "engine/window_spec.h"
-#include "store/tiers.h"
+#include "store/call_store.h"
+#include "store/compact.h"
+#include "store/schema.h"
+#include "store/trace_reader.h"
 
 namespace ingero::app {
 namespace {
@@ -25,12 +32,12 @@ int64_t file_size(const std::string& path) {
 void add_compact_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "compact",
-      "Fold the launches of a trace older than --full-rows before its end into runs, keeping\n"
-      "per-second summaries of every call (tiered retention, as `ingero trace` does while it\n"
-      "records), and shrink the file. Slow, failed and off-CPU calls, syncs, copies,\n"
-      "allocations, collectives and host events keep their rows. The calls left are then\n"
-      "archived: stored in compressed blocks that ingero reads back as rows. Modifies TRACE in\n"
-      "place.");
+      "Keep every call of the last --full-rows before a trace's end as a row, and the older\n"
+      "calls only in their folded form: launches in runs, slow, failed and off-CPU calls,\n"
+      "syncs, copies, allocations, collectives and host events as rows, per-second summaries\n"
+      "of every call (tiered retention, as `ingero trace` does while it records); repair a\n"
+      "trace whose tracer was killed; shrink the file. A trace of an older schema is converted\n"
+      "first. Modifies TRACE in place.");
   struct Opts {
     std::string db, full_rows = "10m";
     bool no_archive = false;
@@ -45,25 +52,68 @@ void add_compact_command(CLI::App& app, Context& ctx) {
           },
           "DURATION"));
   cmd->add_flag("--no-archive", o->no_archive,
-                "Keep the calls as rows of `events` instead of compressed blocks (what tools\n"
-                "that open the file themselves, such as the sqlite3 shell, read)");
+                "Has no effect: calls are kept in compressed blocks; `ingero export --format "
+                "sqlite` writes a copy of plain rows for the sqlite3 shell")
+      ->group("");
   cmd->callback([&ctx, o] {
+    if (o->no_archive)
+      std::cerr << "ingero compact: --no-archive has no effect: calls are kept in compressed "
+                   "blocks (`ingero export --format sqlite` writes plain rows)\n";
     int64_t size0 = file_size(o->db);
+    bool converted = false;
+    {
+      auto r = store::TraceReader::open(o->db);
+      if (!r) {
+        std::cerr << "ingero compact: " << r.error().message << "\n";
+        ctx.exit_code = kExitFailure;
+        return;
+      }
+      if ((*r)->is_legacy()) {
+        std::cerr << "ingero compact: " << o->db
+                  << ": a trace from the original Go implementation; it is read-only here "
+                     "(`ingero merge` writes a copy of this schema)\n";
+        ctx.exit_code = kExitFailure;
+        return;
+      }
+      converted = !store::has_call_store((*r)->db());
+      // An older file already folded has no rows for its folded launches to re-encode: it stays
+      // in its own schema, which every command reads.
+      if (converted && (*r)->db().table_exists("call_runs")) {
+        auto runs = (*r)->db().query_int("SELECT count(*) FROM call_runs");
+        if (runs && runs->value_or(0) > 0) {
+          std::cout << "ingero compact: " << o->db << ": schema " << (*r)->info().schema_version
+                    << ", whose launches an earlier ingero already folded (" << **runs
+                    << " runs): left as it is (every ingero command reads it; traces written "
+                       "from now on are schema "
+                    << store::kSchemaVersion << ")\n";
+          return;
+        }
+      }
+    }
+    if (converted)
+      if (auto s = convert_trace(o->db); !s) {
+        std::cerr << "ingero compact: " << o->db << ": " << s.error().message << "\n";
+        ctx.exit_code = kExitFailure;
+        return;
+      }
     auto r = store::compact_trace(o->db, int64_t(engine::parse_duration_s(o->full_rows) * 1e9),
-                                  builtin_views(), !o->no_archive);
+                                  builtin_views());
     if (!r) {
       std::cerr << "ingero compact: " << r.error().message << "\n";
       ctx.exit_code = kExitFailure;
       return;
     }
     int64_t size1 = file_size(o->db);
-    std::cout << "ingero compact: folded " << r->folded << " of " << r->calls_before
-              << " calls into " << r->runs << " runs";
-    if (!o->no_archive)
-      std::cout << ", archived " << r->archived << " call rows in " << r->blocks << " blocks and "
-                << r->archived_runs << " runs in " << r->run_blocks << " blocks";
-    std::cout << "; " << o->db << ": " << engine::format_bytes(uint64_t(size0)) << " -> "
-              << engine::format_bytes(uint64_t(size1)) << "\n";
+    std::cout << "ingero compact: "
+              << (converted ? "converted to schema " + std::to_string(store::kSchemaVersion) + "; "
+                            : "");
+    if (r->repaired.blocks_folded || r->repaired.seconds_rebuilt)
+      std::cout << "repaired an unfinished session (" << r->repaired.blocks_folded
+                << " blocks folded, " << r->repaired.calls_summarised << " calls summarised in "
+                << r->repaired.seconds_rebuilt << " per-second rows); ";
+    std::cout << r->folded_calls << " of " << r->calls << " calls now keep only their folded form ("
+              << r->blocks << " blocks); " << o->db << ": " << engine::format_bytes(uint64_t(size0))
+              << " -> " << engine::format_bytes(uint64_t(size1)) << "\n";
   });
 }
 

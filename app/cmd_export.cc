@@ -1,7 +1,11 @@
 // `ingero export --format perfetto`: Chrome trace-event JSON that ui.perfetto.dev and
-// chrome://tracing open. One process track per (node, pid), one thread track per tid, calls
-// and host intervals as complete events, causal chains as global instant markers coloured by
-// severity.
+// chrome://tracing open; `--format sqlite`: a copy whose calls are plain rows. One process track
+// per (node, pid), one thread track per tid, calls and host intervals as complete events, causal
+// chains as global instant markers coloured by severity.
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -14,6 +18,7 @@
 #include "engine/analysis.h"
 #include "engine/fleet.h"
 #include "fleet/clickhouse_source.h"
+#include "store/plain_copy.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -162,7 +167,39 @@ std::string export_fleet(const ExportOpts& o, Emitter& em) {
   return source.error();
 }
 
+// --format sqlite: a copy whose calls are plain rows (store/plain_copy.h), written beside the
+// output and renamed over it once whole.
+int export_sqlite(const ExportOpts& o) {
+  if (!o.source.empty() || o.out.empty() || o.out == "-") {
+    std::cerr << "ingero export: --format sqlite writes a file: give --db and -o FILE\n";
+    return kExitUsage;
+  }
+  std::string path = o.db.empty() ? default_db_path() : o.db;
+  std::error_code ec;
+  if (std::filesystem::exists(o.out, ec) && !o.force) {
+    std::cerr << "ingero export: " << o.out << " exists (--force replaces it)\n";
+    return kExitUsage;
+  }
+  std::filesystem::path out(o.out);
+  std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
+                    ("." + out.filename().string() + ".export-" + std::to_string(getpid()));
+  auto r = store::write_plain_copy(path, tmp, builtin_views());
+  if (r && ::rename(tmp.c_str(), o.out.c_str()) != 0) {
+    r = ingero::Error::sys("renaming " + tmp + " to " + o.out, errno);
+    std::filesystem::remove(tmp, ec);
+  }
+  if (!r) {
+    std::cerr << "ingero export: " << r.error().message << "\n";
+    return kExitFailure;
+  }
+  std::cerr << "ingero export: " << r->calls << " calls, " << r->runs
+            << " runs of folded calls and " << r->host_events << " host events as plain rows in "
+            << o.out << "\n";
+  return kExitOk;
+}
+
 int run_export(const ExportOpts& o) {
+  if (o.format == "sqlite") return export_sqlite(o);
   if (!o.source.empty() && !o.db.empty()) {
     std::cerr << "ingero export: give either --db or --source\n";
     return kExitUsage;
@@ -219,11 +256,13 @@ int run_export(const ExportOpts& o) {
 void add_export_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "export",
-      "Export a trace for visual timelines: --format perfetto writes Chrome trace-event JSON\n"
-      "that ui.perfetto.dev opens (one process track per node and pid, chains as markers).");
+      "Export a trace: --format perfetto writes Chrome trace-event JSON that ui.perfetto.dev\n"
+      "opens (one process track per node and pid, chains as markers); --format sqlite writes a\n"
+      "copy whose calls are plain rows, for tools that open the file themselves (the sqlite3\n"
+      "shell): ingero keeps calls in compressed blocks it reads through its own tables.");
   auto o = std::make_shared<ExportOpts>();
   cmd->add_option("--format", o->format, "Output format")
-      ->check(CLI::IsMember({"perfetto"}))
+      ->check(CLI::IsMember({"perfetto", "sqlite"}))
       ->capture_default_str();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
   cmd->add_option("--source", o->source,

@@ -16,9 +16,13 @@
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/merge_traces.h"
 #include "hal/event.h"
 #include "store/call_count_check.h"
+#include "store/compact.h"
+#include "store/copy_rows.h"
 #include "store/event_rows.h"
+#include "store/schema.h"
 #include "store/trace_queries.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -31,6 +35,24 @@ std::string stem(const std::string& path) { return std::filesystem::path(path).s
 // A node's trace as merged: its name, first and last event, and how many events it had. The
 // same trace given twice (a file and its copy) would count every call twice.
 using NodeTrace = std::tuple<std::string, int64_t, int64_t, size_t>;
+
+// Copies `tables` of `db` into the writer's file, in one transaction: the rows of `which` node
+// (all: nullopt), in `session` where given, renamed `node` where given (--force-node).
+ingero::Status carry_rows(store::Db& db, store::TraceWriter& w,
+                          std::initializer_list<const char*> tables, const store::NodeFilter& which,
+                          std::optional<int64_t> session, const std::string& node) {
+  if (auto s = w.commit(); !s) return s;
+  store::Db& out = w.db();
+  if (auto s = out.exec("BEGIN"); !s) return s;
+  for (const char* t : tables) {
+    auto n = store::copy_rows(db, out, t, which, session, node);
+    if (!n) {
+      (void)out.exec("ROLLBACK");
+      return n.error();
+    }
+  }
+  return out.exec("COMMIT");
+}
 
 // `last` gets the end of the last session begun: finish() writes it again. `seen` maps each
 // node trace merged so far to its file.
@@ -56,6 +78,18 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     auto n = store::read_nodes(db);
     if (!n) return n.error();
     nodes = std::move(*n);
+    // No event names a node (a file of samples and counters only): its sessions' one node.
+    if (nodes.empty() && db.column_exists("sessions", "node")) {
+      auto one = db.prepare("SELECT DISTINCT node FROM sessions WHERE node <> '' LIMIT 2");
+      if (!one) return one.error();
+      while (true) {
+        auto r = one->step();
+        if (!r) return r.error();
+        if (!*r) break;
+        nodes.push_back(one->text(0));
+      }
+      if (nodes.size() > 1) nodes.clear();
+    }
   }
   bool by_node = !nodes.empty();
   if (nodes.empty()) nodes.push_back("");
@@ -83,6 +117,7 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
       if (auto s = w.add_library(l); !s) return s.error();
     store::EventFilter filter;
     filter.node = which;
+    filter.rows = true;  // every call's row (schema 10 also keeps a folded form)
     size_t node_events = 0;
     int64_t first_ts = INT64_MAX, last_ts = INT64_MIN;
     auto add = [&](const hal::Event& e) -> ingero::Status {
@@ -135,7 +170,13 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     last.counters = *losses;
     last.exit_reason = "merged";
     if (auto s = w.end_session(last); !s) return s;
+    // What the samplers and the analysis wrote beside the events, as it was.
+    if (auto s = carry_rows(db, w, {"process_stats", "device_counters", "causal_chains"}, which,
+                            w.session_id(), force_node);
+        !s)
+      return s;
   }
+  if (auto s = carry_rows(db, w, {"cgroup_metadata"}, std::nullopt, std::nullopt, ""); !s) return s;
   // Stacks: the original implementation's by their hash; ours by a hash of their resolved
   // frames, so the same stack on two nodes is stored once.
   if (auto s = store::for_each_legacy_stack(db,
@@ -152,21 +193,47 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
   return w.commit();
 }
 
-// Merges into `tmp`; the caller renames it over the output only when everything succeeded.
-ingero::Status merge_all(const std::vector<std::string>& inputs, const std::string& force_node,
-                         const std::string& tmp, size_t* events) {
-  auto w = store::TraceWriter::open(tmp, builtin_views());
-  if (!w) return w.error();
-  store::StringPool strings;
-  store::SessionEnd end;
-  std::map<NodeTrace, std::string> seen;
-  for (const auto& in : inputs)
-    if (auto s = merge_one(in, force_node, **w, strings, events, end, seen); !s)
-      return ingero::make_error(in + ": " + s.error().message);
-  return (*w)->finish(end);
+}  // namespace
+
+ingero::Status merge_traces(const std::vector<std::string>& inputs, const std::string& force_node,
+                            const std::string& tmp, size_t* events) {
+  {
+    auto w = store::TraceWriter::open(tmp, builtin_views());
+    if (!w) return w.error();
+    // Every call keeps its row; folded once the whole is written, each launch op by its
+    // node's processes' limits over the whole file (as `compact` folds a --keep-all trace).
+    (*w)->set_folding(false);
+    store::StringPool strings;
+    store::SessionEnd end;
+    std::map<NodeTrace, std::string> seen;
+    for (const auto& in : inputs)
+      if (auto s = merge_one(in, force_node, **w, strings, events, end, seen); !s)
+        return ingero::make_error(in + ": " + s.error().message);
+    if (auto s = (*w)->finish(end); !s) return s;
+  }
+  auto db = store::Db::open(tmp, store::Db::Mode::kReadWrite);
+  if (!db) return db.error();
+  if (auto f = store::fold_unfolded(**db); !f) return f.error();
+  return {};
 }
 
-}  // namespace
+ingero::Status convert_trace(const std::string& path) {
+  std::filesystem::path p(path);
+  std::string tmp = (p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path()) /
+                    ("." + p.filename().string() + ".converting-" + std::to_string(getpid()));
+  size_t events = 0;
+  auto s = merge_traces({path}, "", tmp, &events);
+  if (s && ::rename(tmp.c_str(), path.c_str()) != 0)
+    s = ingero::Error::sys("renaming " + tmp + " to " + path, errno);
+  if (!s) {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      std::filesystem::remove(tmp + suffix, ec);
+    return ingero::make_error("converting to schema " + std::to_string(store::kSchemaVersion) +
+                              ": " + s.error().message);
+  }
+  return {};
+}
 
 void add_merge_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
@@ -202,7 +269,7 @@ void add_merge_command(CLI::App& app, Context& ctx) {
     std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
                       ("." + out.filename().string() + ".merging-" + std::to_string(getpid()));
     size_t events = 0;
-    auto s = merge_all(o->inputs, o->force_node, tmp, &events);
+    auto s = merge_traces(o->inputs, o->force_node, tmp, &events);
     // RENAME_NOREPLACE: a file that appeared at the output meanwhile is not overwritten.
     if (s && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, o->out.c_str(), RENAME_NOREPLACE) != 0)
       s = ingero::Error::sys("renaming " + tmp + " to " + o->out, errno);

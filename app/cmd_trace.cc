@@ -109,6 +109,17 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "always get their own")
       ->check(CLI::Range(1u, 1000000u))
       ->capture_default_str();
+  cmd->add_option("--launch-timing", o->launch_timing,
+                  "Time one kernel launch in N per thread (through its return); the others "
+                  "cost one uprobe trap, are counted exactly with their arguments and stacks, "
+                  "and have no duration (status 'untimed'). 1: time every launch (two traps "
+                  "each)")
+      ->check(CLI::Range(1u, 1000000u))
+      ->capture_default_str();
+  cmd->add_flag("--keep-runtime-probes", o->keep_runtime_probes,
+                "Keep a CUDA runtime's launch probes even once every launch of it was seen to "
+                "reach the driver's launch (two traps a launch instead of one, and launches the "
+                "runtime refuses before the driver are seen)");
   cmd->add_option("--stack-interval", o->stack_interval_ms,
                   "Milliseconds between stack walks of one thread at known call sites")
       ->check(CLI::Range(1u, 3600000u))
@@ -139,11 +150,14 @@ void add_trace_command(CLI::App& app, Context& ctx) {
           },
           "DURATION"));
   cmd->add_flag("--keep-all", o->keep_all,
-                "Keep every call's row for the whole trace (no folding and no archive; for short "
-                "investigations)");
-  cmd->add_flag("!--no-archive", o->archive,
-                "Keep calls and runs as table rows instead of compressed blocks (a few bytes a "
-                "call; read back by every ingero command, not by the sqlite3 shell)");
+                "Keep every call's row for the whole trace (launches are never folded into runs; "
+                "for short investigations)");
+  // Calls have been kept in blocks from the start since schema 10: accepted so that scripts
+  // and config files keep working, and said.
+  cmd->add_flag("--no-archive", o->no_archive,
+                "Has no effect: calls are kept in compressed blocks from the start; `ingero "
+                "export --format sqlite` writes a copy of plain rows for the sqlite3 shell")
+      ->group("");
   cmd->add_option("--nice", o->nice,
                   "Run the tracer at this nice value when it is lower than the current one "
                   "(default -10), so it drains the rings ahead of a saturating workload; the "
@@ -170,6 +184,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   add_config_option(app, *cmd, config_cli_schema);
   cmd->callback([&ctx, o, duration, retain, full_rows, max_size, pids] {
     o->pids = *pids;
+    if (o->no_archive)
+      std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
+                   "blocks from the start (`ingero export --format sqlite` writes plain rows)\n";
     // --duration and --ringbuf-mb are checked by their validators, on the command line and
     // in a config file alike.
     if (!duration->empty()) o->duration_s = engine::parse_duration_s(*duration);
@@ -182,6 +199,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!o->backends.empty()) flags += "backends=" + o->backends + ",";
     flags +=
         o->stacks ? "stack,stack-samples=" + std::to_string(o->stack_samples) + "," : "no-stack,";
+    flags += "launch-timing=" + std::to_string(o->launch_timing) + ",";
+    if (o->keep_runtime_probes) flags += "keep-runtime-probes,";
+    if (o->keep_all) flags += "keep-all,";
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
     if (o->rdma_verbs) {

@@ -84,17 +84,10 @@ int Trace::finish() {
                 << "; longest pass " << engine::format_duration(uint64_t(retention_pause_max_ns_))
                 << "\n";
     if (folded_)
-      std::cerr << "ingero: folded " << folded_
-                << (opts_.archive ? " launches into runs as they were archived (the last "
-                                    "--full-rows keep every row too; per-second summaries keep "
-                                    "every call)"
-                                  : " launches older than --full-rows into runs (per-second "
-                                    "summaries keep every call)")
-                << "; longest pass " << engine::format_duration(uint64_t(fold_pause_max_ns_))
-                << "\n";
-    if (archived_)
-      std::cerr << "ingero: archived " << archived_
-                << " call and run rows into compressed blocks (--no-archive keeps rows)\n";
+      std::cerr << "ingero: " << folded_
+                << " calls older than --full-rows keep only their folded form (launches in runs; "
+                   "per-second summaries keep every call); longest pass "
+                << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";

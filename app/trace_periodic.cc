@@ -37,7 +37,7 @@ void Trace::update_counters() {
 // --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
 // while rows past the policy remain, and at the end the policy is met before the file closes.
 void Trace::apply_retention(bool final) {
-  if (!opts_.keep_all) fold_calls(final);
+  if (!opts_.keep_all) fold_blocks();
   store::RetentionPolicy p{int64_t(opts_.retain_s * 1e9), opts_.max_db_bytes, {}};
   if (!p.active()) return;
   if (shipper_) p.shipped_through = shipper_->shipped_through_all();
@@ -59,54 +59,23 @@ void Trace::apply_retention(bool final) {
   }
 }
 
-// Tiered retention (store/tiers.h). With the archive (the default), calls are folded as they
-// are archived (store/archive_fold.h): whole blocks of 4,096 call rows, summarised, become
-// the rows kept, runs, and a copy of every row kept for --full-rows, in passes of two blocks
-// while 150 ms of this 0.5 s tick remain (about 12 blocks a second at 50,000 calls/s: docs/
-// performance.md). Launches older than --full-rows that are still rows (fewer than a block
-// came after them; with --no-archive, all) are folded from the rows first, in passes of at
-// most 5,000 rows (~20 ms) while 100 ms of the tick remain: up to ~100,000 rows a second,
-// above the highest call rate a training loop makes (the rings absorb the pauses). With
-// --clickhouse, rows not yet in ClickHouse wait: it receives rows, not runs.
-void Trace::fold_calls(bool final) {
-  int64_t t0 = mono_now_ns();
+// Tiered retention (store/tiers.h): blocks of calls are folded as they fill (the writer); here
+// the blocks whose calls all ended more than --full-rows ago lose their rows (their `full`
+// form), one UPDATE of their entries. With --clickhouse, calls not yet in ClickHouse keep their
+// rows: it receives rows, not runs.
+void Trace::fold_blocks() {
   int64_t through = shipper_ ? shipper_->events_shipped_through() : INT64_MAX;
-  int64_t now = wall_now_ns(), before = now - int64_t(opts_.full_rows_s * 1e9);
-  while (mono_now_ns() - t0 < 100'000'000) {
-    int64_t p0 = mono_now_ns();
-    auto pass = writer_->fold_calls(before, now, 5000, through);
-    fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
-    if (!pass) {
-      if (!fold_warned_)
-        std::cerr << "ingero: folding old calls failed (every call keeps its row): "
-                  << pass.error().message << "\n";
-      fold_warned_ = true;
-      return;
-    }
-    folded_ += pass->folded;
-    if (!pass->more) break;
+  int64_t p0 = mono_now_ns();
+  auto pass = writer_->fold_blocks(wall_now_ns() - int64_t(opts_.full_rows_s * 1e9), through);
+  fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
+  if (!pass) {
+    if (!fold_warned_)
+      std::cerr << "ingero: folding old calls failed (they keep their rows): "
+                << pass.error().message << "\n";
+    fold_warned_ = true;
+    return;
   }
-  if (opts_.archive) archive_rows(t0, through, final);
-}
-
-void Trace::archive_rows(int64_t t0, int64_t through, bool final) {
-  int64_t full_rows = int64_t(opts_.full_rows_s * 1e9);
-  while (mono_now_ns() - t0 < 150'000'000) {
-    int64_t p0 = mono_now_ns();
-    auto pass = writer_->archive_rows(through,
-                                      store::TraceWriter::Folding{wall_now_ns(), full_rows, final});
-    fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
-    if (!pass) {
-      if (!archive_warned_)
-        std::cerr << "ingero: archiving calls failed (they keep their rows): "
-                  << pass.error().message << "\n";
-      archive_warned_ = true;
-      return;
-    }
-    archived_ += pass->rows;
-    folded_ += pass->folded;
-    if (!pass->rows) return;
-  }
+  folded_ += *pass;
 }
 
 // Agent metrics every second; the active causal chains (last 5 minutes) every 30 s, computed

@@ -20,6 +20,7 @@
 #include "app/tracer.h"
 #include "capture/event_pipeline.h"
 #include "capture/host_info.h"
+#include "capture/launch_nesting.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
@@ -76,9 +77,7 @@ class Trace {
   void rescan_all();  // the periodic safety net
   void live_line(bool final);
   void apply_retention(bool final);
-  void fold_calls(bool final);
-  // t0: the tick's start (monotonic ns); final: the session's end (every call summarised)
-  void archive_rows(int64_t t0, int64_t through, bool final);
+  void fold_blocks();
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   void stop_child();
@@ -97,6 +96,8 @@ class Trace {
   hal::LocalHost local_;
   capture::SinkSet sinks_;
   std::unique_ptr<capture::EventPipeline> pipeline_;
+  std::unique_ptr<capture::LaunchNesting> nesting_;
+  std::vector<std::string> detached_;  // runtimes whose launch probes were detached
   std::unique_ptr<capture::StackCollector> stacks_;
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
@@ -112,10 +113,8 @@ class Trace {
   int64_t steps_observed_to_ = 0;  // steps ending after this are new to the histograms
   bool retention_warned_ = false;
   bool fold_warned_ = false;
-  uint64_t folded_ = 0;  // launches folded into runs while tracing
-  bool archive_warned_ = false;
-  uint64_t archived_ = 0;               // call and run rows moved into blocks while tracing
-  int64_t fold_pause_max_ns_ = 0;       // the longest single folding or archive pass
+  uint64_t folded_ = 0;                 // calls whose rows went with --full-rows
+  int64_t fold_pause_max_ns_ = 0;       // the longest single folding pass
   int64_t retention_pause_max_ns_ = 0;  // the longest single retention pass while tracing
   int base_nice_ = 0;                   // the priority ingero started with (the command's)
   bool raised_priority_ = false;        // the tracer runs at opts_.nice

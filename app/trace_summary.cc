@@ -3,6 +3,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "capture/launch_nesting.h"
+
 namespace ingero::app {
 
 store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_read, bool drained) {
@@ -26,7 +28,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
                          "host_records",    "selftest",         "stacks_shipped",  "stacks_sampled",
                          "stack_drops",     "py_walks",         "py_faults",       "nested",
                          "stacks_of_site",  "stack_walks",      "cpu_samples",     "sample_drops",
-                         "libwatch_drops"};
+                         "libwatch_drops",  "untimed"};
   static_assert(std::size(names) == INGERO_STAT_MAX, "name every BPF counter");
   for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
   const auto& pc = pipeline.counters();
@@ -35,6 +37,13 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
   sj["malformed_records"] = pc.malformed;
   sj["libwatch_records"] = pc.libwatch;
   sj["threads_without_ident"] = pc.no_ident;
+  sj["untimed_calls"] = pc.untimed;
+  if (pipeline.nesting) {  // capture/launch_nesting.h
+    const auto& n = pipeline.nesting->counters();
+    sj["launches_folded"] = n.folded;
+    sj["launches_renamed"] = n.renamed;
+    sj["runtimes_detached"] = n.proven;
+  }
   sj["delivery_lag_p50_us"] = pipeline.delivery_lag_quantile_ns(0.50) / 1000;
   sj["delivery_lag_p99_us"] = pipeline.delivery_lag_quantile_ns(0.99) / 1000;
   if (stacks) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -158,6 +159,7 @@ hal::BpfConfig Trace::bpf_config() {
   cfg.pids = opts_.pids;
   cfg.stacks = opts_.stacks;
   cfg.stack_site_walks = opts_.stack_samples;
+  cfg.launch_timing_every = opts_.launch_timing;
   cfg.stack_walk_interval_ns = uint64_t(opts_.stack_interval_ms) * 1'000'000;
   cfg.cpu_samples = opts_.stacks && opts_.cpu_sample_hz > 0;
   if (cmd_.started() && !opts_.trace_all) cfg.pids.push_back(uint32_t(cmd_.pid()));
@@ -197,6 +199,25 @@ void Trace::make_pipeline() {
   };
   pipeline_ = std::make_unique<capture::EventPipeline>(*decoder_, sinks_);
   pipeline_->on_libwatch = [this](int pid, uint64_t mono_ns) { rescan_.emplace(pid, mono_ns); };
+  // Launches are seen at entry (one trap): the driver launch of a runtime launch is folded into
+  // it, and a runtime whose launches all reach the driver has its own launch probes detached.
+  nesting_ = std::make_unique<capture::LaunchNesting>(local_, probes_->table());
+  nesting_->detach = !opts_.keep_runtime_probes;
+  nesting_->on_proven = [this](const std::string& lib) {
+    auto n = probes_->detach_launches(lib);
+    if (!n) {
+      std::cerr << cr() << "ingero: " << n.error().message << "\n";
+      return;
+    }
+    detached_.push_back(lib);
+    if (!opts_.quiet)
+      std::cerr << cr() << "ingero: every launch of " << lib << " reached the driver's launch ("
+                << capture::LaunchNesting::kProofLaunches << " in a row): its " << *n
+                << " launch probes are detached, and its launches are named from the driver's "
+                   "at one trap each (a launch it refused before the driver is not seen; "
+                   "--keep-runtime-probes keeps them)\n";
+  };
+  pipeline_->nesting = nesting_.get();
   if (opts_.stacks) {
     stacks_ = std::make_unique<capture::StackCollector>(sinks_, session_.get());
     stacks_->on_warning = [this](const std::string& m) {
@@ -242,6 +263,11 @@ int Trace::open() {
     return kExitFailure;
   }
   writer_ = std::move(*writer);
+  writer_->set_folding(!opts_.keep_all);
+  // Blocks span at most an eighth of the full-row window (1 s to 60 s): their calls lose their
+  // rows within that of --full-rows, at any call rate.
+  writer_->set_block_span(std::clamp(int64_t(opts_.full_rows_s * 1e9 / 8), int64_t(1'000'000'000),
+                                     int64_t(60'000'000'000)));
   if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
     return kExitFailure;
   if (!opts_.command.empty() &&

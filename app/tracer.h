@@ -34,12 +34,14 @@ struct TraceOptions {
   std::string prometheus_web_config;  // Prometheus web-config file: TLS, basic auth ("" = none)
   bool stacks = true;                 // user stacks (native + Python frames) of traced calls
   uint32_t stack_samples = 2;         // calls per call site that walk their stack
+  uint32_t launch_timing = 32;        // one launch in this many per thread is timed
+  bool keep_runtime_probes = false;   // never detach a runtime's launch probes
   uint32_t stack_interval_ms = 20;    // then one walk per thread per interval
   double retain_s = 0;                // delete rows older than this while tracing (0: keep)
   uint64_t max_db_bytes = 0;          // keep the trace's used pages under this (0: no limit)
   double full_rows_s = 600;           // launches older than this are folded (store/tiers.h)
   bool keep_all = false;              // never fold: every call keeps its row
-  bool archive = true;                // call rows and runs go into compressed blocks as they come
+  bool no_archive = false;            // a flag of older builds: said to have no effect
   int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)

@@ -6,13 +6,12 @@
 # With INGERO_NO_FAULT=1 nothing is planted and the fault must not be reported. Exits 1 when
 # the answer is wrong either way (ctest Bench.PlantedFaultFoundOnlyWhenPlanted runs both).
 # With INGERO_TIERED=1 the trace is folded first as `ingero trace` folds it by default
-# (`ingero compact --full-rows 10m`), and its calls and runs archived. Traces of up to 10M events
-# span less than 10 minutes: INGERO_FULL_ROWS=1s folds all but their last second. With
-# INGERO_MAX_SHARE=S as well, the compacted file must be at most S times the every-row file
-# (the size target as a ratio: 1 GB an hour is ~4% of the ~135 B an event of every row).
-# With INGERO_AS_TRACED=1 the generator folds and archives as `ingero trace` does while it
-# records, with its defaults (trace_gen --as-traced): the file a trace leaves, no compact;
-# INGERO_MAX_SHARE then compares it with the same trace written with every row.
+# (`ingero compact --full-rows 10m`). Traces of up to 10M events span less than 10 minutes:
+# INGERO_FULL_ROWS=1s folds all but their last second. With INGERO_AS_TRACED=1 the generator
+# folds as `ingero trace` does while it records, with its defaults (trace_gen --as-traced): the
+# file a trace leaves, no compact. With INGERO_MAX_CALL_BYTES=B as well, the call store (its
+# pages, as dbstat counts them) must take at most B bytes a call: the size target as a rate
+# (0.5 GB an hour at 50,000 calls/s is 2.8 B a call, host events and summaries included).
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -23,25 +22,26 @@ printf '%-11s %9s %12s %9s %10s %8s  %s\n' events seconds "file MB" "B/event" "p
 for n in $sizes; do
   db="$dir/gen-$n.db"
   "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} >"$dir/gen-$n.json"
-  rows_bytes=$(stat -c %s "$db")
   if [ -n "${INGERO_AS_TRACED:-}" ]; then
     "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} --as-traced >"$dir/gen-$n.json"
-    kept=$(stat -c %s "$db")
-    if [ -n "${INGERO_MAX_SHARE:-}" ] &&
-      ! python3 -c "import sys; sys.exit(0 if $kept <= $rows_bytes * $INGERO_MAX_SHARE else 1)"; then
-      echo "file as traced: $kept bytes, more than $INGERO_MAX_SHARE x the $rows_bytes of every row" >&2
-      exit 1
-    fi
   fi
   if [ -n "${INGERO_TIERED:-}" ]; then
     "$build/app/ingero" compact "$db" --full-rows "${INGERO_FULL_ROWS:-10m}" >&2
-    if [ -n "${INGERO_MAX_SHARE:-}" ]; then
-      kept=$(stat -c %s "$db")
-      if ! python3 -c "import sys; sys.exit(0 if $kept <= $rows_bytes * $INGERO_MAX_SHARE else 1)"; then
-        echo "compacted file: $kept bytes, more than $INGERO_MAX_SHARE x the $rows_bytes of every row" >&2
-        exit 1
-      fi
-    fi
+  fi
+  if [ -n "${INGERO_MAX_CALL_BYTES:-}" ]; then
+    python3 - "$db" "$INGERO_MAX_CALL_BYTES" <<'PY'
+import sqlite3, sys
+db, limit = sys.argv[1], float(sys.argv[2])
+c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+pages = c.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN ('call_store', "
+                  "'idx_call_store_ts', 'idx_call_store_id')").fetchone()[0]
+calls = c.execute("SELECT sum(calls) FROM call_store").fetchone()[0]
+per = pages / calls
+print("call store: %d bytes for %d calls, %.2f B a call" % (pages, calls, per), file=sys.stderr)
+if per > limit:
+    print("call store: %.2f B a call, more than %s" % (per, limit), file=sys.stderr)
+    sys.exit(1)
+PY
   fi
   python3 - "$build/app/ingero" "$db" "$dir/gen-$n.json" "$dir/explain-$n.json" <<'PY'
 import json, os, resource, subprocess, sys, time

@@ -15,8 +15,9 @@
 //
 //   trace_gen OUT.db EVENTS [--no-fault] [--as-traced]
 // Prints one JSON line: events written, steps, the fault's wall-clock window, seconds taken.
-// --as-traced: every 0.5 s of trace time, archives and folds as `ingero trace` does with its
-// defaults (--full-rows 10m; app/trace_periodic.cc), so the file is the one a trace leaves.
+// --as-traced: written as `ingero trace` writes with its defaults: blocks folded as they close
+// and folded for good 10 minutes on (--full-rows 10m; app/trace_periodic.cc), and one launch in
+// 32 timed (--launch-timing 32), so the file is the one a trace leaves.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,6 +42,9 @@ struct Gen {
   std::unique_ptr<store::TraceWriter> w;
   std::mt19937_64 rng{20261123};
   uint64_t events = 0;
+  // As `ingero trace --launch-timing N` records launches: one in N timed through its return,
+  // the others with their start only (0: every launch timed).
+  uint64_t launch_timing = 0, launch_seq = 0;
 
   // Log-normal around `median_ns` with shape `sigma`.
   uint64_t lat(double median_ns, double sigma) {
@@ -133,14 +137,20 @@ uint64_t step(Gen& g, uint32_t pid, uint64_t t, bool starved) {
     t += c.dur_ns + g.lat(15'000, 0.2);
   }
   for (int i = 0; i < kLaunchesPerStep; ++i) {
-    hal::Event c = g.call(pid, t, g.lat(5'000, 0.4), "cudaLaunchKernel", K::kLaunch,
+    uint64_t dur = g.lat(5'000, 0.4);
+    hal::Event c = g.call(pid, t, dur, "cudaLaunchKernel", K::kLaunch,
                           uint64_t(1 + i * kLaunchSites / kLaunchesPerStep));
     c.set(hal::Field::kFunc, 0x7f3a'0000'1000 + uint64_t(i % 97) * 0x140);
     c.set(hal::Field::kGridX, 64 + uint64_t(i % 13));
     c.set(hal::Field::kBlockX, 256);
+    if (g.launch_timing && g.launch_seq++ % g.launch_timing != 0) {
+      c.timed = false;
+      c.has_ret = false;
+      c.dur_ns = 0;
+    }
     g.add(c);
     if (i % 120 == 7) g.host(pid, t + 1000, 0, "cpu_sample", K::kCpuSample, c.stack_id);
-    t += c.dur_ns + g.lat(20'000, 0.25);
+    t += dur + g.lat(20'000, 0.25);
   }
   // The loss comes down once the GPU has drained: the host waits ~3 ms, off-CPU.
   uint64_t wait = g.lat(3'000'000, 0.15);
@@ -161,10 +171,8 @@ uint64_t step(Gen& g, uint32_t pid, uint64_t t, bool starved) {
 
 }  // namespace
 
-// What `ingero trace` does every 0.5 s with its defaults (app/trace_periodic.cc): fold the
-// rows older than 10 minutes that no block took, then archive whole blocks of summarised call
-// rows, folding their launches as they go, each block's rows kept as a copy for 10 minutes
-// (store/archive_fold.h).
+// What `ingero trace` does every 0.5 s with its defaults (app/trace_periodic.cc): the blocks
+// whose calls all ended more than 10 minutes ago keep only their folded form.
 // The longest single pass, and the time all passes took (the writer's pauses).
 struct Upkeep {
   double archive_max_ms = 0, total_s = 0;
@@ -174,29 +182,18 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool upkeep(store::TraceWriter& w, int64_t now, bool final, Upkeep& u) {
-  constexpr int64_t kFullRows = int64_t(600) * 1'000'000'000;
-  while (true) {  // rows older than the window that no block took
-    auto t0 = std::chrono::steady_clock::now();
-    auto f = w.fold_calls(now - kFullRows, now, 5000);
-    u.total_s += ms_since(t0) / 1000;
-    if (!f) {
-      std::fprintf(stderr, "trace_gen: folding: %s\n", f.error().message.c_str());
-      return false;
-    }
-    if (!f->more) break;
+constexpr int64_t kFullRows = int64_t(600) * 1'000'000'000;  // --full-rows' default
+
+bool upkeep(store::TraceWriter& w, int64_t now, bool, Upkeep& u) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto f = w.fold_blocks(now - kFullRows);
+  u.archive_max_ms = std::max(u.archive_max_ms, ms_since(t0));
+  u.total_s += ms_since(t0) / 1000;
+  if (!f) {
+    std::fprintf(stderr, "trace_gen: folding: %s\n", f.error().message.c_str());
+    return false;
   }
-  while (true) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto a = w.archive_rows(INT64_MAX, store::TraceWriter::Folding{now, kFullRows, final});
-    u.archive_max_ms = std::max(u.archive_max_ms, ms_since(t0));
-    u.total_s += ms_since(t0) / 1000;
-    if (!a) {
-      std::fprintf(stderr, "trace_gen: archiving: %s\n", a.error().message.c_str());
-      return false;
-    }
-    if (!a->rows) return true;
-  }
+  return true;
 }
 
 int main(int argc, char** argv) {
@@ -227,6 +224,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   g.w = std::move(*w);
+  if (as_traced) {  // as `ingero trace` writes with its defaults
+    g.w->set_folding(true);
+    g.w->set_block_span(kFullRows / 8);
+    g.launch_timing = 32;
+  }
   store::SessionInfo si;
   si.node = "gen-node";
   si.mono_offset_ns = 1'795'392'000'000'000'000;  // 2026-11-23 00:00 UTC at monotonic 0

@@ -214,6 +214,19 @@ std::string losses_line(const std::optional<TraceLosses>& l) {
   }
   if (l->store_errors)
     parts.push_back(format_count(l->store_errors) + " events not written (store errors)");
+  if (l->retention_before_ns) {
+    std::string what;
+    if (l->retention_calls || l->retention_events)
+      what = format_count(l->retention_calls) + " calls and " + format_count(l->retention_events) +
+             " host events";
+    else
+      what = "the events";
+    parts.push_back(what +
+                    (l->retention_from_ns ? " from " + format_wall(l->retention_from_ns) : "") +
+                    " to " + format_wall(l->retention_before_ns) +
+                    " were deleted by retention (--retain/--max-db-size): the trace holds "
+                    "nothing of that time");
+  }
   for (const auto& late : l->late_libraries) {
     auto slash = late.path.rfind('/');
     std::string name = slash == std::string::npos ? late.path : late.path.substr(slash + 1);

@@ -148,6 +148,11 @@ nlohmann::json losses_json(const TraceLosses& l) {
     for (const auto& x : l.late_libraries)
       late.push_back({{"path", x.path}, {"pid", x.pid}, {"late_ns", x.late_ns}});
   }
+  if (l.retention_before_ns)
+    j["retention"] = {{"calls", l.retention_calls},
+                      {"events", l.retention_events},
+                      {"from_ns", l.retention_from_ns},
+                      {"before_ns", l.retention_before_ns}};
   if (l.by_kind) {
     j["call_drops"] = l.call_drops;
     j["stack_drops"] = l.stack_drops;

@@ -83,12 +83,16 @@ struct TraceLosses {
   uint64_t calls_lost_at_exit = 0;  // in flight in a process that exited
   uint64_t store_errors = 0;        // decoded but not written
   std::vector<LateLibrary> late_libraries;
+  // What retention deleted by policy (--retain, --max-db-size): calls and host events, from the
+  // start of the oldest call deleted (0: unknown) to the cut, before which anything may be gone.
+  uint64_t retention_calls = 0, retention_events = 0;
+  int64_t retention_from_ns = 0, retention_before_ns = 0;
   // Calls missing from the trace; when the kind of a drop is unknown, every drop counts.
   uint64_t calls_lost() const {
     return (by_kind ? call_drops : ringbuf_drops) + lost_calls + calls_lost_at_exit;
   }
   bool any() const {
-    return ringbuf_drops + lost_calls + calls_lost_at_exit + store_errors ||
+    return ringbuf_drops + lost_calls + calls_lost_at_exit + store_errors || retention_before_ns ||
            !late_libraries.empty();
   }
   // Whether call counts may be short of the truth.

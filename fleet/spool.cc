@@ -7,6 +7,7 @@
 
 #include "fleet/tsv.h"
 #include "store/call_archive.h"
+#include "store/call_store.h"
 #include "store/schema.h"
 
 namespace ingero::fleet {
@@ -191,8 +192,13 @@ ingero::Result<int64_t> Spool::frame_count() {
 
 ingero::Result<Spool::Folding> Spool::folding() {
   Folding f;
-  if (!db_->table_exists("call_folding")) return f;
-  auto st = db_->prepare("SELECT folded_calls, last_event_id FROM call_folding WHERE id = 1");
+  // Schema 10: the blocks folded for good (store/call_store.h); before, call_folding.
+  bool store = store::has_call_store(*db_);
+  if (!store && !db_->table_exists("call_folding")) return f;
+  auto st =
+      db_->prepare(store ? "SELECT coalesce(sum(folded), 0), coalesce(max(last_id), 0) FROM "
+                           "call_store WHERE full IS NULL AND folded > 0"
+                         : "SELECT folded_calls, last_event_id FROM call_folding WHERE id = 1");
   if (!st) return ingero::make_error(path_ + ": " + st.error().message);
   auto r = st->step();
   if (!r) return ingero::make_error(path_ + ": " + r.error().message);

@@ -22,9 +22,13 @@ std::optional<uint64_t> archived_non_int(const RowBlock& rows, size_t row, int c
 
 ArchiveScan::ArchiveScan(sqlite3* db, std::string blocks, std::string label, std::string path,
                          std::vector<std::string> cols, size_t ts_col, size_t id_col)
+    : ArchiveScan(db, BlockForm{std::move(blocks), "data", "rows", "", true, std::move(label)},
+                  std::move(path), std::move(cols), ts_col, id_col) {}
+
+ArchiveScan::ArchiveScan(sqlite3* db, BlockForm form, std::string path,
+                         std::vector<std::string> cols, size_t ts_col, size_t id_col)
     : db_(db),
-      blocks_(std::move(blocks)),
-      label_(std::move(label)),
+      form_(std::move(form)),
       path_(std::move(path)),
       cols_(std::move(cols)),
       ts_col_(ts_col),
@@ -58,14 +62,14 @@ int ArchiveScan::fail(const std::string& why) {
 
 int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
   if (!load_) {
-    std::string sql = "SELECT data FROM " + blocks_ + " WHERE id = ?";
+    std::string sql = "SELECT " + form_.data + " FROM " + form_.table + " WHERE id = ?";
     if (int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &load_, nullptr); rc != SQLITE_OK)
       return rc;
   }
   sqlite3_reset(load_);
   sqlite3_bind_int64(load_, 1, m.id);
   int rc = sqlite3_step(load_);
-  std::string name = label_ + " " + std::to_string(m.id);
+  std::string name = form_.label + " " + std::to_string(m.id);
   if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? fail(name + " vanished") : rc;
   std::string_view data(static_cast<const char*>(sqlite3_column_blob(load_, 0)),
                         size_t(sqlite3_column_bytes(load_, 0)));
@@ -112,8 +116,11 @@ int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
     max_id = std::max(max_id, id);
     if (ts >= b_.lo_ts && ts <= b_.hi_ts && id >= b_.lo_id && id <= b_.hi_id) o->order.push_back(r);
   }
-  if (m.rows > 0 &&
-      (min_ts != m.first_ts || max_ts != m.last_ts || min_id != m.first_id || max_id != m.last_id))
+  bool off = form_.exact ? (min_ts != m.first_ts || max_ts != m.last_ts || min_id != m.first_id ||
+                            max_id != m.last_id)
+                         : (min_ts < m.first_ts || max_ts > m.last_ts || min_id < m.first_id ||
+                            max_id > m.last_id);
+  if (m.rows > 0 && off)
     return fail(name + ": its rows do not lie in the id and time range its entry says");
   if (by_ts_) {
     int ts = o->ts, id = o->id;
@@ -172,11 +179,12 @@ int ArchiveScan::start(const Bounds& b, bool by_ts) {
   int64_t earliest = kMin;
   if (by_ts && b.max_span >= 0 && b.max_span < kMax && b.lo_ts >= kMin + b.max_span)
     earliest = b.lo_ts - b.max_span;
-  std::string sql = "SELECT id, first_ts, rows, last_ts, first_id, last_id FROM " + blocks_ +
-                    " WHERE " + plus + "last_ts >= ?1 AND " + plus +
-                    "first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4" +
-                    (earliest > kMin ? " AND first_ts >= ?5" : "") + " ORDER BY " +
-                    std::string(by_ts ? "first_ts, first_id" : "last_id");
+  std::string sql =
+      "SELECT id, first_ts, " + form_.rows + ", last_ts, first_id, last_id FROM " + form_.table +
+      " WHERE " + (form_.filter.empty() ? "" : "(" + form_.filter + ") AND ") + plus +
+      "last_ts >= ?1 AND " + plus + "first_ts <= ?2 AND last_id >= ?3 AND first_id <= ?4" +
+      (earliest > kMin ? " AND first_ts >= ?5" : "") + " ORDER BY " +
+      std::string(by_ts ? "first_ts, first_id" : "last_id");
   sqlite3_stmt* st = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr);
   if (rc != SQLITE_OK) return rc;

@@ -35,6 +35,20 @@ inline std::optional<uint64_t> archived_int(const RowBlock& rows, size_t row, in
   return archived_non_int(rows, row, col);
 }
 
+// Which blocks a scan reads, and which of their values: the archive of schema 8-9
+// (call_blocks.data, run_blocks.data) or a form of schema 10's call_store (every call, the calls
+// folding kept, the runs; store/call_block.h).
+struct BlockForm {
+  std::string table;   // "main.call_blocks"
+  std::string data;    // the blob, an expression over the table's columns: "data"
+  std::string rows;    // its row count: "rows"
+  std::string filter;  // which blocks hold this form ("" all): "run_data IS NOT NULL"
+  // The rows span the entry's id and time range exactly (else they lie within it: a subset of
+  // the block's calls).
+  bool exact = true;
+  std::string label;  // how errors name a block: "archive block"
+};
+
 class ArchiveScan {
  public:
   static constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
@@ -50,6 +64,9 @@ class ArchiveScan {
   // timestamp and id columns are named `ts_col` and `id_col` among them.
   ArchiveScan(sqlite3* db, std::string blocks, std::string label, std::string path,
               std::vector<std::string> cols, size_t ts_col, size_t id_col);
+  // The same over any form of blocks.
+  ArchiveScan(sqlite3* db, BlockForm form, std::string path, std::vector<std::string> cols,
+              size_t ts_col, size_t id_col);
   ~ArchiveScan();
   ArchiveScan(const ArchiveScan&) = delete;
   ArchiveScan& operator=(const ArchiveScan&) = delete;
@@ -122,7 +139,8 @@ class ArchiveScan {
   int advance();
 
   sqlite3* db_;
-  std::string blocks_, label_, path_;
+  BlockForm form_;
+  std::string path_;
   std::vector<std::string> cols_;
   size_t ts_col_, id_col_;
   sqlite3_stmt* load_ = nullptr;  // a block's data, by id

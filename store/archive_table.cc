@@ -18,8 +18,7 @@ struct Table {
   sqlite3_vtab base{};
   sqlite3* db = nullptr;
   std::string path;
-  std::string blocks;  // main.call_blocks or main.run_blocks
-  std::string label;   // how errors name a block of it
+  BlockForm form;  // which blocks, which of their values
   std::vector<std::string> cols;
   int id_col = -1, ts_col = -1;
 };
@@ -39,28 +38,39 @@ int report(Cursor* c, int rc) {
   return rc;
 }
 
-int x_connect(sqlite3* db, void*, int argc, const char* const* argv, sqlite3_vtab** out,
+int x_connect(sqlite3* db, void* aux, int argc, const char* const* argv, sqlite3_vtab** out,
               char** err) {
   auto t = std::make_unique<Table>();
   t->db = db;
   const char* file = sqlite3_db_filename(db, "main");
   t->path = file ? file : "";
-  // Arguments: the blocks' table, then the columns.
-  std::string blocks = argc >= 4 ? argv[3] : "";
-  if (blocks != "call_blocks" && blocks != "run_blocks" && blocks != "recent_blocks") {
-    *err = sqlite3_mprintf("ingero_archive reads call_blocks, run_blocks or recent_blocks");
-    return SQLITE_ERROR;
+  std::vector<std::string> names;
+  if (aux) {  // an eponymous table of the call store: its form and columns are fixed
+    const auto* e = static_cast<const EponymousBlocks*>(aux);
+    t->form = e->form;
+    names = e->columns;
+  } else {
+    // Arguments: the blocks' table, then the columns.
+    std::string blocks = argc >= 4 ? argv[3] : "";
+    if (blocks != "call_blocks" && blocks != "run_blocks" && blocks != "recent_blocks") {
+      *err = sqlite3_mprintf("ingero_archive reads call_blocks, run_blocks or recent_blocks");
+      return SQLITE_ERROR;
+    }
+    t->form = {"main." + blocks,
+               "data",
+               "rows",
+               "",
+               true,
+               blocks == "call_blocks"  ? "archive block"
+               : blocks == "run_blocks" ? "run archive block"
+                                        : "recent archive block"};
+    for (int i = 4; i < argc; ++i) names.emplace_back(argv[i]);
   }
-  t->blocks = "main." + blocks;
-  t->label = blocks == "call_blocks"  ? "archive block"
-             : blocks == "run_blocks" ? "run archive block"
-                                      : "recent archive block";
   std::string decl = "CREATE TABLE x(";
-  for (int i = 4; i < argc; ++i) {
-    std::string name = argv[i];
+  for (auto& name : names) {
     if (name == "id") t->id_col = int(t->cols.size());
     if (name == "timestamp") t->ts_col = int(t->cols.size());
-    decl += (i > 4 ? ", " : "") + std::string("\"") + name + "\"";
+    decl += (t->cols.empty() ? "" : ", ") + std::string("\"") + name + "\"";
     t->cols.push_back(std::move(name));
   }
   decl += ")";
@@ -128,8 +138,8 @@ int x_best_index(sqlite3_vtab* v, sqlite3_index_info* info) {
 int x_open(sqlite3_vtab* v, sqlite3_vtab_cursor** out) {
   auto c = std::make_unique<Cursor>();
   Table* t = c->t = reinterpret_cast<Table*>(v);
-  c->scan = std::make_unique<ArchiveScan>(t->db, t->blocks, t->label, t->path, t->cols,
-                                          size_t(t->ts_col), size_t(t->id_col));
+  c->scan = std::make_unique<ArchiveScan>(t->db, t->form, t->path, t->cols, size_t(t->ts_col),
+                                          size_t(t->id_col));
   *out = &c.release()->base;
   return SQLITE_OK;
 }
@@ -216,7 +226,21 @@ sqlite3_module make_module() {
 
 const sqlite3_module kModule = make_module();
 
+sqlite3_module make_eponymous_module() {
+  sqlite3_module m = make_module();
+  m.xCreate = nullptr;  // eponymous only: it exists in every schema, and CREATE cannot name it
+  m.xDestroy = nullptr;
+  return m;
+}
+
+const sqlite3_module kEponymousModule = make_eponymous_module();
+
 }  // namespace
+
+int register_eponymous_blocks(sqlite3* db, const char* name, const EponymousBlocks* blocks) {
+  return sqlite3_create_module_v2(db, name, &kEponymousModule, const_cast<EponymousBlocks*>(blocks),
+                                  nullptr);
+}
 
 ingero::Status create_archive_table(Db& db, const std::string& name, const std::string& table,
                                     const std::string& blocks) {

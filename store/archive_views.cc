@@ -8,6 +8,7 @@
 #include "store/archive_internal.h"
 #include "store/archive_table.h"
 #include "store/call_archive.h"
+#include "store/call_store.h"
 #include "store/schema.h"
 
 namespace ingero::store {
@@ -61,6 +62,8 @@ std::vector<std::pair<const char*, const char*>> event_places(Db& db) {
 }  // namespace
 
 std::string node_names_sql(Db& db) {
+  if (has_call_store(db))
+    return "SELECT node FROM main.host_rows UNION SELECT node FROM main.call_store ORDER BY 1";
   auto places = event_places(db);
   if (places.empty()) return "SELECT DISTINCT node FROM main.events ORDER BY node";
   std::string sql = "SELECT node FROM main.events";
@@ -69,6 +72,9 @@ std::string node_names_sql(Db& db) {
 }
 
 std::string first_timestamp_sql(Db& db) {
+  if (has_call_store(db))
+    return "SELECT min(t) FROM (SELECT min(timestamp) AS t FROM main.host_rows UNION ALL "
+           "SELECT min(first_ts) FROM main.call_store)";
   auto places = event_places(db);
   if (places.empty()) return "SELECT min(timestamp) FROM main.events";
   std::string sql = "SELECT min(t) FROM (SELECT min(timestamp) AS t FROM main.events";
@@ -172,12 +178,6 @@ ingero::Status install_call_archive(Db& db) {
 
 std::pair<bool, bool> call_archive_views(Db& db) {
   return {db.table_exists(kCalls.blocks), db.table_exists(kRuns.blocks)};
-}
-
-ingero::Status install_archive_reader(Db& db) {
-  if (!db.table_exists(kCalls.blocks)) return {};
-  if (db.table_exists(kCalls.archive, "temp")) return {};
-  return create_archive_table(db, kCalls.archive, kCalls.table, kCalls.blocks);
 }
 
 }  // namespace ingero::store

@@ -5,6 +5,7 @@
 
 #include "engine/chain.h"
 #include "store/call_archive.h"
+#include "store/call_store.h"
 
 namespace ingero::store {
 
@@ -37,6 +38,13 @@ void CallCountCheck::add_run(const engine::RunShape& r) {
 ingero::Error CallCountCheck::damaged(Db& db, const std::string& what) const {
   // Archived calls are found by their blocks' entries: a damaged time range in one hides the
   // block from a window as a damaged index hides rows.
+  if (has_call_store(db))  // schema 10: blocks are found by their entries' time ranges
+    return ingero::make_error(
+        db.path() + ": damaged: " + what +
+        " (a block of calls whose entry in call_store holds a damaged time range, or a damaged "
+        "index idx_call_store_ts, hides its calls from a window without an error); run: "
+        "sqlite3 " +
+        db.path() + " 'PRAGMA quick_check' (REINDEX on a copy rebuilds the indexes)");
   std::string archive = has_call_archive(db) || has_run_archive(db)
                             ? ", as does an archive block whose entry (call_blocks, run_blocks) "
                               "holds a damaged time range"

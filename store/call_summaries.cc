@@ -32,6 +32,10 @@ void CallSummarizer::add(std::string_view node, int64_t session_id, const Summar
   int64_t second = c.ts_ns >= 0 ? c.ts_ns / kSecond : (c.ts_ns - kSecond + 1) / kSecond;
   Acc& a = find(Key{second, node_index(node), session_id, c.pid, c.tid, c.source, c.op});
   ++a.calls;
+  a.bytes += c.bytes;
+  newest_ns_ = std::max(newest_ns_, c.ts_ns);
+  if (!c.timed) return;  // counted; its duration and outcome are not known
+  ++a.timed;
   if (c.unfinished)
     ++a.unfinished;
   else if (c.error)
@@ -41,17 +45,15 @@ void CallSummarizer::add(std::string_view node, int64_t session_id, const Summar
   a.max_ns = std::max(a.max_ns, c.dur_ns);
   a.off_cpu_ns += c.off_cpu_ns;
   a.preempts += c.preempts;
-  a.bytes += c.bytes;
   a.sketch.add(c.dur_ns);
-  newest_ns_ = std::max(newest_ns_, c.ts_ns);
 }
 
 ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
   if (open_.empty()) return {};
   auto ins = db.prepare(
       "INSERT INTO call_seconds (node, session_id, timestamp, pid, tid, source, op, calls, "
-      "errors, unfinished, sum_ns, min_ns, max_ns, off_cpu_ns, preempts, bytes, sketch) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "errors, unfinished, sum_ns, min_ns, max_ns, off_cpu_ns, preempts, bytes, sketch, timed) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!ins) return ins.error();
   auto it = open_.begin();
   for (; it != open_.end(); ++it) {
@@ -71,12 +73,13 @@ ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
         .bind(9, int64_t(a.errors))
         .bind(10, int64_t(a.unfinished))
         .bind(11, int64_t(a.sum_ns))
-        .bind(12, int64_t(a.min_ns))
+        .bind(12, int64_t(a.timed ? a.min_ns : 0))
         .bind(13, int64_t(a.max_ns))
         .bind(14, int64_t(a.off_cpu_ns))
         .bind(15, int64_t(a.preempts))
         .bind(16, int64_t(a.bytes));
     sqlite3_bind_blob(ins->get(), 17, blob.data(), int(blob.size()), SQLITE_TRANSIENT);
+    ins->bind(18, int64_t(a.timed));
     if (auto r = ins->step(); !r) return r.error();
   }
   if (it != open_.begin()) recent_.fill(Slot{});
@@ -90,6 +93,7 @@ ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
 
 void CallSummarizer::merge(Acc& into, const Acc& a) {
   into.calls += a.calls;
+  into.timed += a.timed;
   into.errors += a.errors;
   into.unfinished += a.unfinished;
   into.sum_ns += a.sum_ns;
@@ -105,51 +109,6 @@ void CallSummarizer::rolled_back() {
   for (auto& [k, a] : written_) merge(open_[k], a);
   written_.clear();
   recent_.fill(Slot{});
-}
-
-ingero::Status summarize_existing_calls(Db& db) {
-  auto sources = db.prepare("SELECT id FROM sources WHERE vendor <> 'host'");
-  if (!sources) return sources.error();
-  std::string ids;
-  while (true) {
-    auto r = sources->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    ids += (ids.empty() ? "" : ",") + std::to_string(sources->int64(0));
-  }
-  if (ids.empty()) return {};
-  bool has_bytes = db.column_exists("events", "bytes");
-  auto st = db.prepare(
-      "SELECT node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
-      "coalesce(off_cpu_ns, 0), coalesce(preempts, 0), " +
-      std::string(has_bytes ? "coalesce(bytes, 0)" : "0") + " FROM events WHERE source IN (" + ids +
-      ") ORDER BY id");
-  if (!st) return st.error();
-  CallSummarizer s;
-  uint64_t n = 0;
-  while (true) {
-    auto r = st->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    SummarizedCall c;
-    c.ts_ns = st->int64(2);
-    c.dur_ns = uint64_t(std::max<int64_t>(0, st->int64(3)));
-    c.pid = uint32_t(st->int64(4));
-    c.tid = uint32_t(st->int64(5));
-    c.source = int(st->int64(6));
-    c.op = int(st->int64(7));
-    c.unfinished = st->int64(9) != 0;
-    c.error = !st->is_null(8) && st->int64(8) != 0;
-    c.off_cpu_ns = uint64_t(st->int64(10));
-    c.preempts = uint64_t(st->int64(11));
-    c.bytes = uint64_t(st->int64(12));
-    s.add(st->text_view(0), st->int64(1), c);
-    // Bounded memory over a long file: rows arrive nearly in time order, so seconds well
-    // behind the newest are complete.
-    if (++n % 65536 == 0)
-      if (auto f = s.flush(db, s.newest_ns() - 10 * kSecond); !f) return f;
-  }
-  return s.flush(db, INT64_MAX);
 }
 
 }  // namespace ingero::store

@@ -25,6 +25,7 @@ struct SummarizedCall {
   uint32_t pid = 0, tid = 0;
   int source = 0, op = 0;
   bool error = false, unfinished = false;
+  bool timed = true;  // false: seen at entry only; its duration is not known
   uint64_t off_cpu_ns = 0, preempts = 0, bytes = 0;
 };
 
@@ -58,7 +59,8 @@ class CallSummarizer {
     auto operator<=>(const Key&) const = default;
   };
   struct Acc {
-    uint64_t calls = 0, errors = 0, unfinished = 0, sum_ns = 0, min_ns = UINT64_MAX, max_ns = 0;
+    uint64_t calls = 0, timed = 0;
+    uint64_t errors = 0, unfinished = 0, sum_ns = 0, min_ns = UINT64_MAX, max_ns = 0;
     uint64_t off_cpu_ns = 0, preempts = 0, bytes = 0;
     engine::QuantileSketch sketch;
   };
@@ -79,9 +81,5 @@ class CallSummarizer {
   std::vector<std::string> nodes_;
   int64_t newest_ns_ = 0;
 };
-
-// Writes `call_seconds` for every call already in `events` (a file written before summaries
-// existed, migrated to schema 7). Runs inside the migration's transaction.
-ingero::Status summarize_existing_calls(Db& db);
 
 }  // namespace ingero::store

@@ -7,7 +7,10 @@ namespace {
 
 // `has` says which optional events columns the file has (a file written by an older build and
 // opened read-only cannot gain them): a missing one reads as NULL, or 0 for the v5 counts.
-std::string views_body(const char* create, const std::function<bool(const std::string&)>& has) {
+// `call_store`: the file keeps its calls in call_store (schema 10, store/call_store.h), read
+// through ingero_calls, and its host events in host_rows.
+std::string views_body(const char* create, const std::function<bool(const std::string&)>& has,
+                       bool call_store) {
   std::string fields;
   for (const auto& c : field_columns()) {
     if (c == "direction") continue;
@@ -21,19 +24,21 @@ std::string views_body(const char* create, const std::function<bool(const std::s
   std::string v5_join =
       v5 ? "  LEFT JOIN ops no ON no.source_id = e.nested_source AND no.op_id = e.nested_op\n" : "";
   std::string c = create;
+  std::string calls_from = call_store ? "ingero_calls" : "events";
+  std::string host_from = call_store ? "main.host_rows" : "events";
   return c +
          " calls AS\n"
          "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
          "       e.pid, e.tid, e.comm, e.cgroup_id, s.vendor, s.api, o.kind, o.name AS op,\n"
          "       e.ret_code AS ret,\n"
-         "       CASE WHEN e.status = 1 THEN 'unfinished' WHEN e.ret_code = 0 THEN 'ok'\n"
-         "            ELSE 'error' END AS status,\n"
+         "       CASE WHEN e.status = 1 THEN 'unfinished' WHEN e.status = 2 THEN 'untimed'\n"
+         "            WHEN e.ret_code = 0 THEN 'ok' ELSE 'error' END AS status,\n"
          "       e.off_cpu_ns, e.preempts, e.switches, e.peer_pid AS preemptor_pid,\n"
          "       e.peer_comm AS preemptor_comm,\n"
          "       CASE e.direction WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' WHEN 2 THEN 'D2H'\n"
          "            WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' WHEN 5 THEN 'peer' END AS direction" +
-         fields + ", e.stack_hash, e.library_id" + v5_cols +
-         "  FROM events e JOIN sources s ON s.id = e.source\n"
+         fields + ", e.stack_hash, e.library_id" + v5_cols + "  FROM " + calls_from +
+         " e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n" +
          v5_join + " WHERE s.vendor <> 'host';\n" + c +
          " host_events AS\n"
@@ -42,7 +47,9 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          "       e.cgroup_id, o.name AS event, o.kind, e.cpu, e.state, e.peer_pid, e.peer_tid,\n"
          "       e.peer_comm, e.bytes, e.count, e.device, e.sector, e.detail, e.saddr, e.daddr,\n"
          "       e.sport, e.dport, e.ret_code AS code, e.flags, e.peer_cgroup\n"
-         "  FROM events e JOIN sources s ON s.id = e.source\n"
+         "  FROM " +
+         host_from +
+         " e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
          " WHERE s.vendor = 'host';\n" +
          c +
@@ -50,7 +57,8 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          "SELECT e.id, e.node, e.timestamp AS timestamp_ns, e.pid, e.tid, e.comm, e.cgroup_id,\n"
          "       'tcp_retransmit_skb' AS event, e.saddr, e.daddr, e.sport, e.dport,\n"
          "       e.state AS tcp_state\n"
-         "  FROM events e WHERE e.source = 6;\n";
+         "  FROM " +
+         host_from + " e WHERE e.source = 6;\n";
 }
 
 bool is_table(Db& db, std::string_view name) {
@@ -108,14 +116,15 @@ std::string stacks_view_sql(const char* create, bool stack_table, bool legacy_ta
 }
 
 std::string contract_views_sql(bool temp, bool stack_table, bool legacy_stack_table,
-                               const std::function<bool(const std::string&)>& has_column) {
+                               const std::function<bool(const std::string&)>& has_column,
+                               bool call_store) {
   std::string drops;
   const char* schema = temp ? "temp." : "main.";
   for (const char* v : {"calls", "host_events", "tcp_events", "stacks"})
     drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
   const char* create = temp ? "CREATE TEMP VIEW" : "CREATE VIEW";
   auto all = [](const std::string&) { return true; };
-  return drops + views_body(create, has_column ? has_column : all) +
+  return drops + views_body(create, has_column ? has_column : all, call_store) +
          stacks_view_sql(create, stack_table, legacy_stack_table);
 }
 

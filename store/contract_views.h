@@ -25,8 +25,10 @@ namespace ingero::store {
 // view is empty.
 // `has_column` (default: all) says which events columns exist: older files opened read-only
 // lack the newer optional ones, which the views then read as NULL.
+// `call_store`: the file keeps calls in its call store (schema 10, store/call_store.h).
 std::string contract_views_sql(bool temp, bool stack_table = true, bool legacy_stack_table = false,
-                               const std::function<bool(const std::string&)>& has_column = {});
+                               const std::function<bool(const std::string&)>& has_column = {},
+                               bool call_store = false);
 // The `stacks` view: one row per frame, innermost first, joinable as
 // stacks.stack_id = calls.stack_hash. Over stack_frames and/or stack_traces, or empty with the
 // same columns.

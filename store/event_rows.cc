@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "store/archive_scan.h"
+#include "store/call_store.h"
 #include "store/packed_fields.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -89,8 +90,11 @@ bool EventCursor::open_direct(const EventFilter& f) {
                                   "cgroup_id",  "source",   "op",       "ret_code",  "status",
                                   "off_cpu_ns", "preempts", "switches", "peer_comm", "stack_hash",
                                   "node",       "detail",   "saddr",    "daddr"};
+  // Schema 10 keeps host events in host_rows and calls in call_store (store/call_store.h).
+  bool store = has_call_store(db_);
+  const char* table = store ? "host_rows" : "events";
   for (const char* c : kNeeded)
-    if (!db_.column_exists("events", c)) return false;
+    if (!db_.column_exists(table, c)) return false;
   if (!db_.column_exists("sources", "vendor") || !db_.column_exists("ops", "kind")) return false;
   bool calls = rows_ == Rows::kCalls;
   // The view's columns: a host event has the fields host_events shows, as through the view.
@@ -131,7 +135,7 @@ bool EventCursor::open_direct(const EventFilter& f) {
   std::string args;
   const auto& fields = field_columns();
   for (size_t i = 0; i < hal::kFieldCount; ++i)
-    if (db_.column_exists("events", fields[i]) && (calls || shown.count(fields[i]))) {
+    if (db_.column_exists(table, fields[i]) && (calls || shown.count(fields[i]))) {
       args += (args.empty() ? "" : ", ") + fields[i];
       k.packed_fields.push_back(uint8_t(i));
     }
@@ -151,8 +155,14 @@ bool EventCursor::open_direct(const EventFilter& f) {
                       std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
   if (f.node) where += " AND node = " + sql_quote(*f.node);
-  bool archived = calls && db_.table_exists("archived_calls", "temp");
-  if (archived) {
+  if (store && calls) {
+    where = " WHERE 0";  // every call is in a block
+    auto u = UntimedDurations::load(db_);
+    if (!u) return false;
+    if (u->any()) untimed_ = std::make_unique<UntimedDurations>(std::move(*u));
+  }
+  bool archived = calls && (store || db_.table_exists("archived_calls", "temp"));
+  if (archived && !store) {
     // Every call row below the archive's last id is in a block (archiving takes rows in id
     // order, store/call_archive.h): the time index's entries below it are host events, passed
     // over by their rowid without reading the row (1.5 M in an hour-long trace).
@@ -162,8 +172,7 @@ bool EventCursor::open_direct(const EventFilter& f) {
   }
   // Ties in start time come in the order written, as along the time index.
   where += " ORDER BY timestamp, id";
-  auto st = db_.prepare(rows_sql +
-                        (f.scan ? " FROM main.events NOT INDEXED" : " FROM main.events") + where);
+  auto st = db_.prepare(rows_sql + " FROM main." + table + (f.scan ? " NOT INDEXED" : "") + where);
   if (!st) return false;
   // The archive is read where the reader installed it (TraceReader: a reader opened before
   // it existed knows it is stale).
@@ -171,8 +180,11 @@ bool EventCursor::open_direct(const EventFilter& f) {
   if (archived) {
     std::vector<std::string> cols = kArchiveCols;
     for (uint8_t field : k.packed_fields) cols.push_back(fields[field]);
-    scan = std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
-                                         db_.path(), std::move(cols), kArchTs, kArchId);
+    scan = store ? std::make_unique<ArchiveScan>(db_.handle(),
+                                                 f.rows ? sql_calls_form() : engine_calls_form(),
+                                                 db_.path(), std::move(cols), kArchTs, kArchId)
+                 : std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
+                                                 db_.path(), std::move(cols), kArchTs, kArchId);
     filter_ = f;
   }
   ArchiveScan::Bounds bounds{.lo_ts = f.from_ns, .hi_ts = f.to_ns};
@@ -180,7 +192,8 @@ bool EventCursor::open_direct(const EventFilter& f) {
     // The widest block bounds how early a block holding a call of the window can begin: the
     // blocks are then listed from the time index's entries near the window alone (a read cut
     // in 190 slices listed ~2 M entries, 0.9 s at 100 M events).
-    auto span = db_.kept_int("SELECT max(last_ts - first_ts) FROM main.call_blocks");
+    auto span = db_.kept_int(std::string("SELECT max(last_ts - first_ts) FROM ") +
+                             (store ? "main.call_store" : "main.call_blocks"));
     if (!span) return false;
     if (*span) bounds.max_span = **span;
   }
@@ -212,6 +225,8 @@ bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
   if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
   if (rows_ == Rows::kCalls) {
     e.unfinished = st.int64(9) == 1;
+    e.timed = st.int64(9) != 2;  // 2: seen at entry only (store/call_block.h)
+    if (!e.timed && untimed_) e.dur_ns = untimed_->of(e.pid, int(st.int64(6)), int(st.int64(7)));
     e.off_cpu_ns = uint64_t(st.int64(10));
     e.preempts = uint32_t(st.int64(11));
     e.switches = uint32_t(st.int64(12));
@@ -383,6 +398,7 @@ ingero::Result<bool> EventCursor::next(hal::Event& e) {
     e.vendor = strings_.intern(st.text(k.vendor));
     e.api = strings_.intern(st.text(k.api));
     e.unfinished = has(k.status) && st.text(k.status) == "unfinished";
+    e.timed = !has(k.status) || st.text(k.status) != "untimed";
     e.off_cpu_ns = u64(k.off_cpu);
     e.preempts = uint32_t(u64(k.preempts));
     e.switches = uint32_t(u64(k.switches));

@@ -19,6 +19,7 @@
 #include "hal/event.h"
 #include "hal/result.h"
 #include "store/merged_rows.h"
+#include "store/untimed_durations.h"
 
 namespace ingero::store {
 
@@ -44,6 +45,10 @@ struct EventFilter {
   // Our own files: read the table in order and sort what matches, instead of walking the
   // time index (which looks every row up): for a window that covers the file.
   bool scan = false;
+  // Calls of schema 10 (store/call_store.h): every call that has its row (as SQL reads them:
+  // merge, export), not the folded form the engine reads (the calls kept; runs come through
+  // RunCursor).
+  bool rows = false;
 };
 
 class EventCursor {
@@ -99,6 +104,8 @@ class EventCursor {
   EventFilter filter_;          // what archived calls are checked against
   std::unique_ptr<Columns> cols_;
   std::unique_ptr<OpNames> names_;  // set when reading directly
+  // Calls seen at entry only read back with these durations (store/untimed_durations.h).
+  std::unique_ptr<UntimedDurations> untimed_;
 };
 
 // Reads every row of `rows` matching `filter` into `fn`; stops at the first Error (a read

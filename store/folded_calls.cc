@@ -5,21 +5,27 @@
 #include <memory>
 #include <string>
 
+#include "store/call_store.h"
 #include "store/sqlite_db.h"
+#include "store/untimed_durations.h"
 
 namespace ingero::store {
 
 // What a run's read takes, rows and archive alike: the id last (ties in start time come in id
 // order), and, of the archive, the node after it.
 const std::vector<std::string> RunCursor::kColumns = {
-    "timestamp", "span_ns", "pid",        "tid",          "comm",       "cgroup_id",
-    "source",    "op",      "library_id", "stream",       "device",     "calls",
-    "sum_ns",    "min_ns",  "max_ns",     "nested_calls", "stack_hash", "id"};
+    "timestamp", "span_ns",      "pid",        "tid",         "comm",  "cgroup_id", "source",
+    "op",        "library_id",   "stream",     "device",      "calls", "sum_ns",    "min_ns",
+    "max_ns",    "nested_calls", "stack_hash", "timed_calls", "id"};
 
 ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFilter& f,
                                                            StringPool& strings, int64_t min_start) {
   std::unique_ptr<RunCursor> out(new RunCursor(db));
   if (!db.table_exists("call_runs")) return out;
+  bool store = has_call_store(db);  // schema 10: every run is in a block (store/call_store.h)
+  auto untimed = UntimedDurations::load(db);
+  if (!untimed) return untimed.error();
+  out->untimed_ = std::move(*untimed);
   auto dict = db.prepare(
       "SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops o ON "
       "o.source_id = s.id");
@@ -46,21 +52,27 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   // A run overlaps the window when it starts before its end and ends after its start. The id
   // last: ties in start time come in id order, from the rows and the archive alike.
   std::string select = "SELECT ";
-  for (const auto& c : kColumns) select += c + (&c == &kColumns.back() ? " FROM " : ", ");
+  for (const auto& c : kColumns) {
+    // Runs of files before schema 10 timed every call.
+    std::string col = c == "timed_calls" && !store ? "calls AS timed_calls" : c;
+    select += col + (&c == &kColumns.back() ? " FROM " : ", ");
+  }
   std::string where = " WHERE timestamp <= " + std::to_string(f.to_ns) +
                       " AND timestamp + span_ns >= " + std::to_string(f.from_ns);
   if (min_start != std::numeric_limits<int64_t>::min())
     where += " AND timestamp >= " + std::to_string(min_start);
   if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
   if (f.node) where += " AND node = " + sql_quote(*f.node);
-  auto st = db.prepare(select + "main.call_runs" + where + " ORDER BY timestamp, id");
+  auto st = db.prepare(select + (store ? "ingero_runs WHERE 0" : "main.call_runs" + where) +
+                       " ORDER BY timestamp, id");
   if (!st) return st.error();
   std::unique_ptr<ArchiveScan> scan;
   ArchiveScan::Bounds bounds{.lo_ts = min_start, .hi_ts = f.to_ns};
-  if (db.table_exists("archived_runs", "temp")) {
+  if (store || db.table_exists("archived_runs", "temp")) {
     // No run is longer than its block's time from first start to last end: a start bound the
     // archive can choose blocks by.
-    auto longest = db.query_int("SELECT max(end_ts - first_ts) FROM main.run_blocks");
+    auto longest = db.query_int(std::string("SELECT max(end_ts - first_ts) FROM ") +
+                                (store ? "main.call_store" : "main.run_blocks"));
     if (!longest) return longest.error();
     int64_t span = std::max<int64_t>(0, longest->value_or(0));
     int64_t from = f.from_ns < std::numeric_limits<int64_t>::min() + span
@@ -71,8 +83,11 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
     // the statement's WHERE checks of the rows.
     std::vector<std::string> cols = kColumns;
     cols.push_back("node");
-    scan = std::make_unique<ArchiveScan>(db.handle(), "main.run_blocks", "run archive block",
-                                         db.path(), std::move(cols), 0, kColumns.size() - 1);
+    scan = store
+               ? std::make_unique<ArchiveScan>(db.handle(), engine_runs_form(), db.path(),
+                                               std::move(cols), 0, kColumns.size() - 1)
+               : std::make_unique<ArchiveScan>(db.handle(), "main.run_blocks", "run archive block",
+                                               db.path(), std::move(cols), 0, kColumns.size() - 1);
     out->filter_ = f;
   }
   out->rows_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(scan), bounds);
@@ -128,13 +143,22 @@ ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
   w.max_ns = uint64_t(std::max<int64_t>(0, st.int64(14)));
   w.nested = uint64_t(std::max<int64_t>(0, st.int64(15)));
   w.stack_id = uint64_t(st.int64(16));
-  // A damaged row (no calls, or extremes that do not fit the total) is not expanded into
-  // invented calls.
-  if (w.calls == 0 || w.min_ns > w.max_ns || w.sum_ns < w.min_ns + (w.calls > 1 ? w.max_ns : 0) ||
-      (w.calls > 1 && w.sum_ns > w.max_ns * w.calls))
+  uint64_t timed = st.is_null(17) ? w.calls : uint64_t(std::max<int64_t>(0, st.int64(17)));
+  // A damaged row (no calls, or extremes that do not fit the total of its timed calls) is not
+  // expanded into invented calls.
+  if (w.calls == 0 || timed > w.calls ||
+      (timed && (w.min_ns > w.max_ns || w.sum_ns < w.min_ns + (timed > 1 ? w.max_ns : 0) ||
+                 (timed > 1 && w.sum_ns > w.max_ns * timed))))
     return ingero::make_error(db_.path() +
                               ": a damaged call_runs row (its count, total and "
                               "extremes do not fit together)");
+  // Calls seen at entry only take their process and op's mean (store/untimed_durations.h).
+  if (timed < w.calls) {
+    uint64_t est = untimed_.of(w.pid, int(st.int64(6)), int(st.int64(7)));
+    w.sum_ns += est * (w.calls - timed);
+    w.min_ns = timed ? std::min(w.min_ns, est) : est;
+    w.max_ns = timed ? std::max(w.max_ns, est) : est;
+  }
   return true;
 }
 

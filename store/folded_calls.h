@@ -17,6 +17,7 @@
 #include "hal/result.h"
 #include "store/event_rows.h"
 #include "store/merged_rows.h"
+#include "store/untimed_durations.h"
 
 namespace ingero::store {
 
@@ -38,7 +39,7 @@ class RunCursor {
  private:
   explicit RunCursor(Db& db);
   static const std::vector<std::string> kColumns;
-  static constexpr int kNode = 18;  // of an archived run: after kColumns
+  static constexpr int kNode = 19;  // of an archived run: after kColumns
   // The current row, of the table or the archive, into `r`: true; false when its op is
   // missing from the dictionary; an Error when it is damaged.
   template <class Row>
@@ -52,6 +53,7 @@ class RunCursor {
   std::map<int64_t, std::string_view> libraries_;
   MergedRows rows_;     // main.call_runs, and any archived runs
   EventFilter filter_;  // what archived runs are checked against
+  UntimedDurations untimed_;
 };
 
 class RunExpander {

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "engine/chain.h"
+#include "store/call_store.h"
 
 namespace ingero::store {
 
@@ -32,8 +33,13 @@ std::string folded_calls_note(Db& db, std::string_view sql) {
   bool rows = false;
   for (std::string_view n : {"events", "calls", "cuda_events", "hip_events", "nccl_events"})
     rows = rows || names_identifier(sql, n);
-  if (!rows || !db.table_exists("call_folding")) return "";
-  auto st = db.prepare("SELECT folded_before, folded_calls, runs FROM call_folding");
+  if (!rows) return "";
+  // Schema 10: the blocks folded for good (store/call_store.h); before, call_folding.
+  bool store = has_call_store(db);
+  if (!store && !db.table_exists("call_folding")) return "";
+  auto st = db.prepare(store ? "SELECT max(end_ts), coalesce(sum(folded), 0), coalesce(sum(runs), "
+                               "0) FROM call_store WHERE full IS NULL AND folded > 0"
+                             : "SELECT folded_before, folded_calls, runs FROM call_folding");
   if (!st) return "";
   auto row = st->step();
   if (!row || !*row || st->int64(1) <= 0) return "";

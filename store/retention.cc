@@ -1,18 +1,22 @@
 #include "store/retention.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <optional>
 #include <string>
 
+#include "store/archive_scan.h"
+#include "store/call_store.h"
+
 namespace ingero::store {
 namespace {
 
-// The time-series tables and their time column; rows arrive nearly in time order, so rowid
-// order is the age order the batches follow (no time index is needed while writing).
-constexpr const char* kTables[] = {"events",          "system_snapshots", "process_stats",
-                                   "device_counters", "call_seconds",     "call_runs"};
+// The time-series tables of rows and their time column; rows arrive nearly in time order, so
+// rowid order is the age order the batches follow.
+constexpr const char* kTables[] = {"host_rows", "system_snapshots", "process_stats",
+                                   "device_counters", "call_seconds"};
 
 ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
   auto st = db.prepare(sql);
@@ -22,63 +26,88 @@ ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
   return *r && !st->is_null(0) ? st->int64(0) : 0;
 }
 
-// Archived calls and runs (store/call_archive.h): blocks, each with its rows' time range.
-constexpr const char* kBlockTables[] = {"call_blocks", "run_blocks"};
-
-// Over the size: the time before which a pass deletes about a tenth of the oldest data, the
-// least of a tenth of the events (the rowid span counts them without a scan: rows only ever
-// go from the start) and a tenth of each table's blocks, so a small overshoot costs a small
-// deletion. 0: nothing to delete.
+// Over the size: the time before which a pass deletes about a tenth of the oldest data: the
+// least of a tenth of the host rows (their rowid span counts them without a scan: rows only
+// ever go from the start) and a tenth of the blocks of calls. 0: nothing to delete.
 ingero::Result<int64_t> size_cut(Db& db, uint64_t budget) {
   std::optional<int64_t> cut;
   auto take = [&](const ingero::Result<std::optional<int64_t>>& t) {
     if (t && t->has_value()) cut = cut ? std::min(*cut, **t + 1) : **t + 1;
   };
-  if (db.table_exists("events")) {
-    auto span = scalar(db, "SELECT max(rowid) - min(rowid) + 1 FROM events");
-    if (!span) return span.error();
+  auto span = scalar(db, "SELECT max(rowid) - min(rowid) + 1 FROM host_rows");
+  if (!span) return span.error();
+  if (*span > 1) {
     uint64_t step = std::min<uint64_t>(budget, std::max<int64_t>(1, *span / 10));
-    auto t = db.query_int("SELECT timestamp FROM events ORDER BY rowid LIMIT 1 OFFSET " +
-                          std::to_string(step - 1));
-    if (!t) return t.error();
-    take(t);
+    take(db.query_int("SELECT timestamp FROM host_rows ORDER BY rowid LIMIT 1 OFFSET " +
+                      std::to_string(step - 1)));
   }
-  for (const char* table : kBlockTables) {
-    if (!db.table_exists(table)) continue;
-    auto n = scalar(db, std::string("SELECT count(*) FROM ") + table);
-    if (!n) return n.error();
-    if (*n == 0) continue;
-    auto t = db.query_int(std::string("SELECT last_ts FROM ") + table +
-                          " ORDER BY first_ts LIMIT 1 OFFSET " + std::to_string(*n / 10));
-    if (!t) return t.error();
-    take(t);
-  }
+  auto n = scalar(db, "SELECT count(*) FROM call_store");
+  if (!n) return n.error();
+  if (*n > 1)
+    take(db.query_int("SELECT end_ts FROM call_store ORDER BY first_ts LIMIT 1 OFFSET " +
+                      std::to_string(*n / 10)));
   return cut.value_or(0);
 }
 
-// Deletes up to 64 blocks of `table` whose rows all started before `cut`, adding their rows to
-// `out` (those above `shipped_through` to its unshipped).
-ingero::Status delete_blocks(Db& db, const char* table, int64_t cut,
-                             std::optional<int64_t> shipped_through, RetentionPass& out) {
-  // first_ts < cut as well (implied): the candidates come from idx_*_ts, not a scan of blocks.
-  std::string doomed = std::string("SELECT id FROM ") + table + " WHERE first_ts < " +
-                       std::to_string(cut) + " AND last_ts < " + std::to_string(cut) +
-                       " ORDER BY first_ts LIMIT 64";
-  auto rows = scalar(db, std::string("SELECT coalesce(sum(rows), 0) FROM ") + table +
-                             " WHERE id IN (" + doomed + ")");
-  if (!rows) return rows.error();
+// Deletes up to 64 blocks of calls that all ended before `cut` (never the newest block: the
+// writer's next ids follow the greatest left), adding their calls to `out` (those above
+// `shipped_through` to its unshipped).
+ingero::Status delete_blocks(Db& db, int64_t cut, std::optional<int64_t> shipped_through,
+                             RetentionPass& out) {
+  // first_ts < cut as well (implied): the candidates come from idx_call_store_ts.
+  std::string doomed = "SELECT id FROM call_store WHERE first_ts < " + std::to_string(cut) +
+                       " AND end_ts < " + std::to_string(cut) +
+                       " AND id < (SELECT max(id) FROM call_store) ORDER BY first_ts LIMIT 64";
+  auto st = db.prepare(
+      "SELECT coalesce(sum(calls), 0), min(first_ts) FROM call_store WHERE id IN (" + doomed + ")");
+  if (!st) return st.error();
+  if (auto r = st->step(); !r) return r.error();
+  uint64_t calls = uint64_t(st->int64(0));
+  if (calls && !st->is_null(1))
+    out.first_ts = out.first_ts ? std::min(out.first_ts, st->int64(1)) : st->int64(1);
   if (shipped_through) {
-    auto n =
-        scalar(db, std::string("SELECT coalesce(sum(rows), 0) FROM ") + table + " WHERE id IN (" +
-                       doomed + ") AND last_id > " + std::to_string(*shipped_through));
+    // Blocks wholly above the shipper's point, and the calls above it of one across it (ids
+    // of calls and host events interleave: its calls are counted from its rows).
+    std::string through = std::to_string(*shipped_through);
+    auto n = scalar(db, "SELECT coalesce(sum(calls), 0) FROM call_store WHERE id IN (" + doomed +
+                            ") AND first_id > " + through);
     if (!n) return n.error();
     out.unshipped += uint64_t(*n);
+    BlockForm across = sql_calls_form();
+    across.filter =
+        "id IN (" + doomed + ") AND first_id <= " + through + " AND last_id > " + through;
+    ArchiveScan scan(db.handle(), across, db.path(), {"timestamp", "id"}, 0, 1);
+    ArchiveScan::Bounds b{.lo_id = *shipped_through + 1};
+    int rc = scan.start(b, false);
+    for (; rc == SQLITE_OK && !scan.eof(); rc = scan.next()) ++out.unshipped;
+    if (rc != SQLITE_OK)
+      return ingero::make_error(rc == SQLITE_CORRUPT ? scan.error()
+                                                     : db.path() + ": " + sqlite3_errstr(rc));
   }
-  if (auto st = db.exec(std::string("DELETE FROM ") + table + " WHERE id IN (" + doomed + ")"); !st)
-    return st;
+  if (auto s = db.exec("DELETE FROM call_store WHERE id IN (" + doomed + ")"); !s) return s;
   if (sqlite3_changes(db.handle()) == 64) out.more = true;
-  out.deleted += uint64_t(*rows);
+  out.deleted += calls;
+  out.calls += calls;
   return {};
+}
+
+ingero::Status record(Db& db, const RetentionPass& p, int64_t cut) {
+  std::string sql =
+      "CREATE TABLE IF NOT EXISTS retention_state (id INTEGER PRIMARY KEY CHECK (id = 1), "
+      "deleted_before INTEGER NOT NULL, calls INTEGER NOT NULL DEFAULT 0, "
+      "events INTEGER NOT NULL DEFAULT 0, first_ts INTEGER NOT NULL DEFAULT 0);\n";
+  for (const char* c : {"calls", "events", "first_ts"})
+    if (db.table_exists("retention_state") && !db.column_exists("retention_state", c))
+      sql += std::string("ALTER TABLE retention_state ADD COLUMN ") + c +
+             " INTEGER NOT NULL DEFAULT 0;\n";
+  sql += "INSERT INTO retention_state (id, deleted_before, calls, events, first_ts) VALUES (1, " +
+         std::to_string(cut) + ", " + std::to_string(p.calls) + ", " +
+         std::to_string(p.host_events) + ", " + std::to_string(p.first_ts) +
+         ") ON CONFLICT (id) DO UPDATE SET deleted_before = max(deleted_before, "
+         "excluded.deleted_before), calls = calls + excluded.calls, events = events + "
+         "excluded.events, first_ts = CASE WHEN first_ts = 0 OR (excluded.first_ts <> 0 AND "
+         "excluded.first_ts < first_ts) THEN excluded.first_ts ELSE first_ts END";
+  return db.exec(sql);
 }
 
 }  // namespace
@@ -93,6 +122,11 @@ ingero::Result<uint64_t> used_bytes(Db& db) {
   return uint64_t(*pages - *free) * uint64_t(*size);
 }
 
+uint64_t wal_bytes(const std::string& path) {
+  struct stat sb {};
+  return ::stat((path + "-wal").c_str(), &sb) == 0 ? uint64_t(sb.st_size) : 0;
+}
+
 ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, int64_t now_ns,
                                               uint64_t budget) {
   RetentionPass out;
@@ -100,85 +134,54 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
   auto used = used_bytes(db);
   if (!used) return used.error();
   // The newest time any table may keep: by age, and, over the size, the time of the oldest
-  // `budget` events (a pass frees about that much; the next pass checks again).
+  // tenth of the data (a pass frees about that much; the next pass checks again).
   int64_t cut = p.retain_ns > 0 ? now_ns - p.retain_ns : INT64_MIN;
-  if (p.max_bytes && *used > p.max_bytes) {
+  if (p.max_bytes && *used + wal_bytes(db.path()) > p.max_bytes) {
     auto by_size = size_cut(db, budget);
     if (!by_size) return by_size.error();
     if (*by_size) cut = std::max(cut, *by_size);
   }
   if (cut == INT64_MIN) return out;
   if (auto st = db.exec("BEGIN"); !st) return st.error();
+  auto fail = [&](const ingero::Error& e) {
+    (void)db.exec("ROLLBACK");
+    return e;
+  };
   for (const char* table : kTables) {
     if (!db.table_exists(table)) continue;
-    // The newest row stays, whatever its age: SQLite gives the next row max(rowid) + 1, so an
-    // emptied table would hand out its ids again, below a shipper's resume point.
+    // The newest row stays, whatever its age: an emptied table would hand out its ids again,
+    // below a shipper's resume point.
     std::string doomed = std::string("SELECT rowid FROM ") + table + " WHERE timestamp < " +
                          std::to_string(cut) + " AND rowid < (SELECT max(rowid) FROM " + table +
                          ") ORDER BY rowid LIMIT " + std::to_string(budget);
-    if (auto s = p.shipped_through.find(table); s != p.shipped_through.end()) {
+    if (auto s = p.shipped_through.find(table == std::string_view("host_rows") ? "events" : table);
+        s != p.shipped_through.end()) {
       auto n = scalar(
           db, "SELECT count(*) FROM (" + doomed + ") WHERE rowid > " + std::to_string(s->second));
-      if (!n) {
-        (void)db.exec("ROLLBACK");
-        return n.error();
-      }
+      if (!n) return fail(n.error());
       out.unshipped += uint64_t(*n);
     }
-    std::string sql = std::string("DELETE FROM ") + table + " WHERE rowid IN (" + doomed + ")";
-    if (auto st = db.exec(sql); !st) {
-      (void)db.exec("ROLLBACK");
-      return st.error();
-    }
+    if (auto st = db.exec(std::string("DELETE FROM ") + table + " WHERE rowid IN (" + doomed + ")");
+        !st)
+      return fail(st.error());
     uint64_t n = uint64_t(sqlite3_changes(db.handle()));
     out.deleted += n;
+    if (table == std::string_view("host_rows")) out.host_events += n;
     if (n == budget) out.more = true;
   }
-  for (const char* table : kBlockTables) {
-    if (!db.table_exists(table)) continue;
-    std::optional<int64_t> through;
-    if (auto s = p.shipped_through.find("events");
-        s != p.shipped_through.end() && std::string_view(table) == "call_blocks")
-      through = s->second;
-    if (auto st = delete_blocks(db, table, cut, through, out); !st) {
-      (void)db.exec("ROLLBACK");
-      return st.error();
-    }
-  }
-  // Copies of rows (store/archive_fold.h) of calls past the policy go with their blocks; they
-  // are not more calls, and are not counted.
-  if (db.table_exists("recent_blocks")) {
-    std::string doomed = "SELECT id FROM recent_blocks WHERE first_ts < " + std::to_string(cut) +
-                         " AND last_ts < " + std::to_string(cut);
-    if (auto st = db.exec("DELETE FROM recent_folds WHERE block_id IN (" + doomed +
-                          ");\nDELETE FROM recent_blocks WHERE id IN (" + doomed + ");\n");
-        !st) {
-      (void)db.exec("ROLLBACK");
-      return st.error();
-    }
-  }
-  // Readers compare the calls they read with the per-second summaries (store/call_count_check.h):
-  // before this time, rows and summaries went in separate batches and may disagree.
-  if (out.deleted) {
-    std::string sql =
-        "CREATE TABLE IF NOT EXISTS retention_state (id INTEGER PRIMARY KEY CHECK (id = 1), "
-        "deleted_before INTEGER NOT NULL); INSERT INTO retention_state (id, deleted_before) "
-        "VALUES (1, " +
-        std::to_string(cut) +
-        ") ON CONFLICT (id) DO UPDATE SET deleted_before = max(deleted_before, "
-        "excluded.deleted_before)";
-    if (auto st = db.exec(sql); !st) {
-      (void)db.exec("ROLLBACK");
-      return st.error();
-    }
-  }
-  if (auto st = db.exec("COMMIT"); !st) {
-    (void)db.exec("ROLLBACK");
-    return st.error();
-  }
-  // Hand the freed pages back (files created with auto_vacuum = INCREMENTAL; a no-op on others).
-  // At most 512 pages (8 MiB) a pass: vacuum moves pages, and its cost grows with them.
+  std::optional<int64_t> through;
+  if (auto s = p.shipped_through.find("events"); s != p.shipped_through.end()) through = s->second;
+  if (auto st = delete_blocks(db, cut, through, out); !st) return fail(st.error());
+  // Readers compare the calls they read with the per-second summaries (store/call_count_check.h),
+  // and say what retention removed: how many calls and events, from when to when.
+  if (out.deleted)
+    if (auto st = record(db, out, cut); !st) return fail(st.error());
+  if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+  // Hand the freed pages back (files created with auto_vacuum = INCREMENTAL), at most 512
+  // pages (8 MiB) a pass: vacuum moves pages, and its cost grows with them; then the WAL, which
+  // holds the deleted pages' old contents, back to nothing where no reader holds it.
   (void)db.exec("PRAGMA incremental_vacuum(512)");
+  if (p.max_bytes) (void)db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   auto after = used_bytes(db);
   if (!after) return after.error();
   out.used_bytes = *after;

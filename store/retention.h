@@ -1,10 +1,12 @@
-// Retention for a long-running trace: the oldest time-series rows (events, system snapshots,
-// process stats, device counters, call summaries and runs) are deleted in bounded batches, by age
-// (--retain) and while the data outgrows a size (--max-db-size). Archived calls and runs
-// (store/call_archive.h) go by whole blocks, once every row of a block is past the policy, and
-// the copies of their rows kept for SQL (recent_blocks) with them.
-// Sessions, dictionaries and stacks stay. Files created with incremental auto-vacuum give the freed
-// pages back; older files reuse them, so they stop growing instead of shrinking.
+// Retention for a long-running trace (schema 10): the oldest time-series rows (host events,
+// system snapshots, process stats, device counters, call summaries) are deleted in bounded
+// batches, and calls by whole blocks once every call of a block is past the policy, by age
+// (--retain) and while the file and its WAL outgrow a size (--max-db-size). Sessions,
+// dictionaries and stacks stay. The freed pages go back to the file system (files are created
+// with incremental auto-vacuum), and the WAL is truncated where no reader holds it.
+//
+// What went is recorded in `retention_state` (calls, host events, the time range), which every
+// reader reports (engine::TraceLosses).
 #pragma once
 
 #include <cstdint>
@@ -26,10 +28,13 @@ struct RetentionPolicy {
 };
 
 struct RetentionPass {
-  uint64_t deleted = 0;     // rows deleted by this pass, every table
-  uint64_t unshipped = 0;   // of them, rows of a shipped table above its shipped_through
-  uint64_t used_bytes = 0;  // used pages after it
-  bool more = false;        // the budget ran out: rows past the policy remain for the next pass
+  uint64_t deleted = 0;      // rows and calls deleted by this pass, every table
+  uint64_t calls = 0;        // of them, calls
+  uint64_t host_events = 0;  // of them, host events
+  int64_t first_ts = 0;      // the start of the oldest call deleted (0: none)
+  uint64_t unshipped = 0;    // of them, rows of a shipped table above its shipped_through
+  uint64_t used_bytes = 0;   // used pages after it
+  bool more = false;         // the budget ran out: rows past the policy remain for the next pass
 };
 
 // One bounded pass on the writer's connection, outside a transaction: at most `budget` rows
@@ -39,5 +44,7 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
 
 // Used bytes of the database: (page_count - freelist_count) * page_size.
 ingero::Result<uint64_t> used_bytes(Db& db);
+// The size of the file's WAL (0 when it has none).
+uint64_t wal_bytes(const std::string& path);
 
 }  // namespace ingero::store

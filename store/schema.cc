@@ -4,16 +4,17 @@
 #include <functional>
 
 #include "hal/event.h"
+#include "store/call_store.h"
 #include "store/call_summaries.h"
 #include "store/contract_views.h"
 #include "store/legacy_views.h"
 
 namespace ingero::store {
-namespace {
 
-std::string events_ddl() {
+std::string events_ddl(const std::string& table) {
   std::string s =
-      "CREATE TABLE IF NOT EXISTS events (\n"
+      "CREATE TABLE IF NOT EXISTS " + table +
+      " (\n"
       "  id INTEGER PRIMARY KEY,\n"
       "  node TEXT NOT NULL DEFAULT '',\n"
       "  session_id INTEGER NOT NULL DEFAULT 0,\n"
@@ -47,6 +48,8 @@ std::string events_ddl() {
   s += "\n);\n";
   return s;
 }
+
+namespace {
 
 const char* kTablesV1 = R"SQL(
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -217,9 +220,10 @@ CREATE TABLE IF NOT EXISTS stack_frames (
 
 // v5: one launch = one event (nested calls folded into their caller), calls that took their
 // call site's stack, and losses counted per kind.
-const char* kV5EventColumns[] = {"stack_of_site", "nested_calls", "nested_source", "nested_op"};
 const char* kV5SessionColumns[] = {"call_drops", "stack_drops", "host_drops", "sample_drops",
-                                   "calls_lost_at_exit"};
+                                   "calls_lost_at_exit",
+                                   // v10: what retention deleted while the session ran
+                                   "retention_calls", "retention_events"};
 // Libraries found while a process already had them mapped (added without a version: readers
 // check the columns).
 const char* kLateLibraryColumns[] = {"late_pid", "late_ns"};
@@ -266,105 +270,17 @@ CREATE TABLE IF NOT EXISTS call_seconds (
   off_cpu_ns INTEGER NOT NULL,
   preempts INTEGER NOT NULL,
   bytes INTEGER NOT NULL,
-  sketch BLOB NOT NULL              -- durations: sketch_quantile(sketch, q), sketch_merge(sketch)
+  sketch BLOB NOT NULL,             -- durations: sketch_quantile(sketch, q), sketch_merge(sketch)
+  timed INTEGER NOT NULL DEFAULT 0  -- calls whose duration is known (sums, extremes, sketch)
 );
 CREATE INDEX IF NOT EXISTS idx_call_seconds_ts ON call_seconds(timestamp);
 CREATE VIEW IF NOT EXISTS call_summaries AS
 SELECT c.node, c.session_id, c.timestamp, c.timestamp / 1000000000 AS second, c.pid, c.tid,
-       s.vendor, s.api, o.name AS op, o.kind, c.calls, c.errors, c.unfinished, c.sum_ns,
+       s.vendor, s.api, o.name AS op, o.kind, c.calls, c.timed, c.errors, c.unfinished, c.sum_ns,
        c.min_ns, c.max_ns, c.off_cpu_ns, c.preempts, c.bytes, c.sketch
   FROM call_seconds c JOIN sources s ON s.id = c.source
   JOIN ops o ON o.source_id = c.source AND o.op_id = c.op;
-CREATE TABLE IF NOT EXISTS call_runs (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  session_id INTEGER NOT NULL DEFAULT 0,
-  timestamp INTEGER NOT NULL,       -- unix epoch ns: start of the first call
-  span_ns INTEGER NOT NULL,         -- to the end of the last call
-  pid INTEGER NOT NULL,
-  tid INTEGER NOT NULL,
-  comm TEXT NOT NULL DEFAULT '',
-  cgroup_id INTEGER NOT NULL DEFAULT 0,
-  source INTEGER NOT NULL,
-  op INTEGER NOT NULL,
-  library_id INTEGER,
-  stream INTEGER,
-  device INTEGER,
-  calls INTEGER NOT NULL,
-  sum_ns INTEGER NOT NULL,
-  min_ns INTEGER NOT NULL,
-  max_ns INTEGER NOT NULL,
-  nested_calls INTEGER NOT NULL DEFAULT 0,
-  stack_hash INTEGER NOT NULL DEFAULT 0  -- the first call's stack
-);
-CREATE INDEX IF NOT EXISTS idx_call_runs_ts ON call_runs(timestamp);
-CREATE TABLE IF NOT EXISTS call_folding (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  last_event_id INTEGER NOT NULL,   -- events up to this id were considered
-  folded_before INTEGER NOT NULL,   -- unix epoch ns: launches before it may be folded
-  folded_calls INTEGER NOT NULL,
-  runs INTEGER NOT NULL
-);
 )SQL";
-
-// Archived calls and runs (store/call_archive.h): blocks of rows moved out of `events`
-// (call_blocks) and `call_runs` (run_blocks), one table each of the same shape.
-std::string blocks_ddl(const std::string& blocks, const std::string& rows, const char* end) {
-  return "CREATE TABLE IF NOT EXISTS " + blocks +
-         " (\n"
-         "  id INTEGER PRIMARY KEY,\n"
-         "  node TEXT NOT NULL DEFAULT '',\n"
-         "  first_id INTEGER NOT NULL,        -- " +
-         rows +
-         ".id of its first and last rows\n"
-         "  last_id INTEGER NOT NULL,\n"
-         "  first_ts INTEGER NOT NULL,        -- least and greatest " +
-         rows +
-         ".timestamp\n"
-         "  last_ts INTEGER NOT NULL,\n"
-         "  end_ts INTEGER NOT NULL,          -- greatest timestamp + " +
-         end +
-         "\n"
-         "  rows INTEGER NOT NULL,\n"
-         "  calls INTEGER NOT NULL,           -- the calls the rows stand for\n"
-         "  data BLOB NOT NULL                -- the rows, every column (store/row_block.h)\n"
-         ");\nCREATE INDEX IF NOT EXISTS idx_" +
-         blocks + "_ts ON " + blocks + "(first_ts);\n" +
-         // Blocks by id: the id ranges of a table's blocks never overlap, so this is also their
-         // order by first_id; it covers the entries a read lists, so folding's and the
-         // archive's reads by id never touch the blocks' pages.
-         "CREATE INDEX IF NOT EXISTS idx_" + blocks + "_id ON " + blocks +
-         "(last_id, first_id, first_ts, last_ts, rows);\n";
-}
-
-std::string tables_v8() {
-  return blocks_ddl("call_blocks", "events", "duration") +
-         blocks_ddl("run_blocks", "call_runs", "span_ns");
-}
-
-// Folding as calls are archived (store/call_archive.h, schema 9): every call of a block folded
-// then keeps its row in recent_blocks while it is within the full-row window, and each run
-// says which call row was its first, so that readers of rows can tell the runs of calls that
-// still have them.
-std::string tables_v9() {
-  return blocks_ddl("recent_blocks", "events", "duration") +
-         "CREATE TABLE IF NOT EXISTS recent_folds (\n"
-         "  block_id INTEGER PRIMARY KEY,     -- recent_blocks.id\n"
-         "  folded_calls INTEGER NOT NULL,    -- of its calls, those folded into runs\n"
-         "  runs INTEGER NOT NULL\n"
-         ");\n";
-}
-
-ingero::Status move_rdma_counters(Db& db) {
-  auto has = db.query_int(
-      "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'rdma_counters'");
-  if (!has) return has.error();
-  if (has->value_or(0) == 0) return {};
-  return db.exec(
-      std::string("INSERT INTO device_counters (id, node, session_id, timestamp, backend, device, "
-                  "port, counter, value, base_value, unit, is_error, attributes)\n") +
-      kRdmaCountersAsDeviceCounters + ";\nDROP TABLE rdma_counters;\n");
-}
 
 int64_t now_ns() {
   timespec ts{};
@@ -421,6 +337,19 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
                             "with sources/ops, as written by `ingero trace`)");
 }
 
+ingero::Status check_schema_writable(const std::string& path, const TraceFileInfo& info) {
+  int from = info.format == TraceFormat::kIngero ? info.schema_version : 0;
+  if (from > 0 && from < kFirstCallStoreSchema)
+    return ingero::make_error(
+        path + ": a trace of schema " + std::to_string(from) +
+        ", from an earlier ingero, which kept calls as rows; this build writes schema " +
+        std::to_string(kSchemaVersion) +
+        ", which keeps them in blocks, and reads the older file as it is. Write to a new file, "
+        "or convert this one in place with `ingero compact " +
+        path + "` (every call is kept)");
+  return {};
+}
+
 ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   auto info = inspect(db);
   if (!info) return info.error();
@@ -428,26 +357,19 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
     return ingero::make_error(db.path() + ": a trace from the original Go implementation (schema " +
                               info->legacy_version +
                               "); it is read-only here. Use `ingero merge` to convert it.");
+  if (auto st = check_schema_writable(db.path(), *info); !st) return st;
+  int from = info->format == TraceFormat::kIngero ? info->schema_version : 0;
   if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st;
   auto fail = [&](const ingero::Error& e) {
     (void)db.exec("ROLLBACK");
     return ingero::make_error(db.path() + ": schema migration failed: " + e.message);
   };
-  int from = info->format == TraceFormat::kIngero ? info->schema_version : 0;
   if (from < 1) {
-    if (auto st = db.exec(kTablesV1); !st) return fail(st.error());
-    if (auto st = db.exec(events_ddl()); !st) return fail(st.error());
+    for (const std::string& ddl :
+         {std::string(kTablesV1), std::string(kTablesV2), std::string(kTablesV4),
+          std::string(kTablesV6), std::string(kTablesV7), call_store_ddl()})
+      if (auto st = db.exec(ddl); !st) return fail(st.error());
   }
-  if (from < 2) {
-    if (auto st = db.exec(kTablesV2); !st) return fail(st.error());
-  }
-  if (from < 4) {
-    if (auto st = db.exec(kTablesV4); !st) return fail(st.error());
-  }
-  for (const char* c : kV5EventColumns)
-    if (!db.column_exists("events", c))
-      if (auto st = db.exec(std::string("ALTER TABLE events ADD COLUMN ") + c + " INTEGER"); !st)
-        return fail(st.error());
   for (const char* c : kV5SessionColumns)
     if (!db.column_exists("sessions", c))
       if (auto st = db.exec(std::string("ALTER TABLE sessions ADD COLUMN ") + c +
@@ -463,24 +385,9 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   // Every decoded field has a column, whatever build created the file: fields added since
   // are appended (a no-op for files this build created).
   for (const auto& c : field_columns())
-    if (!db.column_exists("events", c))
-      if (auto st = db.exec("ALTER TABLE events ADD COLUMN " + c + " INTEGER"); !st)
+    if (!db.column_exists("host_rows", c))
+      if (auto st = db.exec("ALTER TABLE host_rows ADD COLUMN " + c + " INTEGER"); !st)
         return fail(st.error());
-  if (from < 6) {
-    if (auto st = db.exec(kTablesV6); !st) return fail(st.error());
-    if (auto st = move_rdma_counters(db); !st) return fail(st.error());
-  }
-  if (from < 7) {
-    if (auto st = db.exec(kTablesV7); !st) return fail(st.error());
-    if (from > 0)
-      if (auto st = summarize_existing_calls(db); !st) return fail(st.error());
-  }
-  // Also for files of schema 8 from before idx_*_blocks_id (IF NOT EXISTS throughout).
-  if (auto st = db.exec(tables_v8()); !st) return fail(st.error());
-  if (auto st = db.exec(tables_v9()); !st) return fail(st.error());
-  if (!db.column_exists("call_runs", "first_call_id"))
-    if (auto st = db.exec("ALTER TABLE call_runs ADD COLUMN first_call_id INTEGER"); !st)
-      return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");
@@ -490,7 +397,10 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
         .bind(3, std::string_view(INGERO_VERSION));
     if (auto r = ins->step(); !r) return fail(r.error());
   }
-  if (auto st = db.exec(contract_views_sql(false)); !st) return fail(st.error());
+  if (auto st = db.exec(call_store_views_sql()); !st) return fail(st.error());
+  if (auto st = db.exec(contract_views_sql(false, true, db.table_exists("stack_traces"), {}, true));
+      !st)
+    return fail(st.error());
   if (auto st = install_vendor_views(db, false, views); !st) return fail(st.error());
   if (auto st = db.exec("PRAGMA application_id = " + std::to_string(kApplicationId)); !st)
     return fail(st.error());

@@ -19,7 +19,9 @@
 
 namespace ingero::store {
 
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
+// The first schema that keeps calls in blocks (store/call_store.h) rather than rows of `events`.
+inline constexpr int kFirstCallStoreSchema = 10;
 inline constexpr int32_t kApplicationId = 0x494E4752;  // "INGR"
 
 enum class TraceFormat {
@@ -38,10 +40,17 @@ struct TraceFileInfo {
 // Classifies an open database. A file that is neither ours nor theirs, is not SQLite, or
 // is newer than this build is an Error that says which.
 ingero::Result<TraceFileInfo> inspect(Db& db);
+// Refuses writing into a file of ours older than schema 10 (calls as rows), naming the way out
+// (`ingero compact PATH` converts it); checked before a read-write connection touches it.
+ingero::Status check_schema_writable(const std::string& path, const TraceFileInfo& info);
 
 // Creates or migrates our schema (read-write connection), then the contract views and the
 // backends' `views` (store/contract_views.h). Refuses legacy and foreign files.
 ingero::Status migrate(Db& db, std::span<const hal::SqlView> views = {});
+
+// The CREATE TABLE of `events` (schema <= 9: calls and host events) under `table` (schema 10
+// keeps host events in `host_rows`, of the same columns).
+std::string events_ddl(const std::string& table);
 
 // Columns of the events table that hold decoded Fields, in Field order.
 const std::vector<std::string>& field_columns();

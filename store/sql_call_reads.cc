@@ -9,6 +9,7 @@
 #include "hal/memory.h"
 #include "store/call_archive.h"
 #include "store/call_count_check.h"
+#include "store/call_store.h"
 #include "store/folded_calls.h"
 #include "store/sql_trace_source.h"
 
@@ -82,6 +83,19 @@ std::optional<std::string> SqlTraceSource::folding_state() {
   Db& db = reader_.db();
   auto version = db.query_int("PRAGMA schema_version");
   if (!version || !*version) return std::nullopt;
+  if (has_call_store(db)) {
+    // Schema 10: host rows are appended; a block is rewritten while it fills (its last id),
+    // folded when full (kept_data), folded for good as it ages (full goes). Each part
+    // coalesced: a file without host rows would make the whole NULL, and a fold go unseen.
+    auto st = db.prepare(
+        "SELECT coalesce((SELECT max(id) FROM main.host_rows), 0) || '/' || (SELECT "
+        "coalesce(max(id), 0) || '/' || coalesce(max(last_id), 0) || '/' || count(full) || '/' "
+        "|| count(kept) || '/' || count(kept_data) || '/' || count(*) FROM main.call_store)");
+    if (!st) return std::nullopt;
+    auto r = st->step();
+    if (!r || !*r) return std::nullopt;
+    return std::to_string(**version) + "," + (st->is_null(0) ? std::string("-") : st->text(0));
+  }
   std::string sql = "SELECT (SELECT max(id) FROM main.events)";
   // main.call_runs, not the TEMP view over it and its archive: that max(id) reads every
   // archived run (1 s at 100 M events), and is the table's anyway (archiving leaves its newest
@@ -112,7 +126,16 @@ std::vector<int64_t> SqlTraceSource::slice_starts(const engine::Window& w) {
   // items each, the others one. An estimate: the slices are shared out as they are read.
   int64_t folded_before = INT64_MIN;
   double folded_items = 1;
-  if (db.table_exists("call_folding"))
+  if (has_call_store(db)) {
+    // Schema 10: every finished block is read folded, whatever its age.
+    if (auto f = db.prepare(
+            "SELECT coalesce(sum(kept + runs), 0), coalesce(sum(calls), 0), max(last_ts) FROM "
+            "call_store WHERE kept IS NOT NULL");
+        f && row(*f) && f->int64(1) > 0) {
+      folded_before = f->int64(2);
+      folded_items = std::clamp(double(f->int64(0)) / double(f->int64(1)), 0.0, 1.0);
+    }
+  } else if (db.table_exists("call_folding"))
     if (auto f = db.prepare(
             "SELECT f.folded_before, f.folded_calls, f.runs, (SELECT coalesce(sum(calls), 0) "
             "FROM call_seconds WHERE timestamp < f.folded_before) FROM call_folding f");
@@ -444,6 +467,36 @@ bool SqlTraceSource::may_fit_cache(const engine::Window& w) {
 }
 
 bool SqlTraceSource::has_folded_calls(const engine::Window& w) {
+  if (has_call_store(reader_.db())) {
+    // Schema 10: calls seen at entry only in a block that overlaps the window (their durations
+    // are estimates: the quantiles come from the sketches of the timed ones), or runs of such
+    // blocks (their rows, where the window is of one process).
+    std::string overlap = "first_ts <= " + std::to_string(w.to_ns) +
+                          " AND end_ts >= " + std::to_string(w.from_ns) +
+                          (w.node ? " AND node = " + sql_quote(*w.node) : std::string());
+    if (auto st =
+            prepare("SELECT 1 FROM main.call_store WHERE untimed > 0 AND " + overlap + " LIMIT 1");
+        st && row(*st))
+      return true;
+    std::string blocks = "runs > 0 AND " + overlap;
+    if (!w.pid) {
+      auto st = prepare("SELECT 1 FROM main.call_store WHERE " + blocks + " LIMIT 1");
+      return st && row(*st);
+    }
+    BlockForm form = engine_runs_form();
+    form.filter += " AND " + blocks;
+    ArchiveScan scan(reader_.db().handle(), form, reader_.db().path(),
+                     {"timestamp", "id", "pid", "span_ns"}, 0, 1);
+    int rc = scan.start({}, false);
+    for (; rc == SQLITE_OK && !scan.eof(); rc = scan.next()) {
+      auto r = scan.current();
+      if (uint32_t(r.int64(2)) == *w.pid && r.int64(0) <= w.to_ns &&
+          r.int64(0) + r.int64(3) >= w.from_ns)
+        return true;
+    }
+    if (rc != SQLITE_OK) fail(ingero::make_error(scan.error()));
+    return false;
+  }
   if (!reader_.db().table_exists("call_runs")) return false;
   std::string where = " WHERE timestamp <= " + std::to_string(w.to_ns) +
                       " AND timestamp + span_ns >= " + std::to_string(w.from_ns);

@@ -1,6 +1,7 @@
 // SqlTraceSource: what host context reads (host events, snapshots, per-process activity,
 // cgroups, device error counters) and the on-CPU samples. The calls, the trace's extent and
 // the summaries are read in sql_trace_source.cc.
+#include "store/call_store.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::store {
@@ -150,7 +151,7 @@ bool SqlTraceSource::has_cpu_samples() {
   if (reader_.is_legacy()) return false;
   std::string ops = cpu_sample_ops();
   if (ops.empty()) return false;
-  auto st = prepare("SELECT 1 FROM main.events WHERE " + ops + " LIMIT 1");
+  auto st = prepare("SELECT 1 FROM " + host_table(reader_.db()) + " WHERE " + ops + " LIMIT 1");
   return st && row(*st);
 }
 
@@ -171,7 +172,7 @@ void SqlTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampl
   if (ops.empty()) return;
   // Ties in start time come in the order written, as along the time index. Host events are
   // never archived (store/call_archive.h).
-  auto st = prepare(std::string("SELECT timestamp, pid, tid, stack_hash FROM main.events") +
+  auto st = prepare("SELECT timestamp, pid, tid, stack_hash FROM " + host_table(reader_.db()) +
                     (covers_file(w) ? " NOT INDEXED" : "") +
                     window_sql(w, "timestamp", true,
                                w.node.has_value() && reader_.db().column_exists("events", "node")) +

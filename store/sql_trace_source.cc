@@ -2,10 +2,12 @@
 
 #include <atomic>
 #include <future>
+#include <set>
 
 #include "hal/memory.h"
 #include "hal/symbolizer.h"
 #include "store/call_archive.h"
+#include "store/call_store.h"
 #include "store/folded_calls.h"
 #include "store/sketch_sql.h"
 #include "store/stacks.h"
@@ -143,6 +145,29 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   constexpr int64_t kRanges = 16;
   Extent x;
   x.data_version = v;
+  if (has_call_store(db)) {  // schema 10: the host rows' span and the blocks' entries
+    std::set<std::string> nodes;
+    ExtentPart all;
+    for (const char* sql : {"SELECT min(timestamp), max(timestamp + duration) FROM main.host_rows",
+                            "SELECT min(first_ts), max(end_ts) FROM main.call_store",
+                            "SELECT DISTINCT node FROM main.call_store",
+                            "SELECT DISTINCT node FROM main.host_rows"}) {
+      auto st = prepare(sql);
+      bool names = std::string_view(sql).find("DISTINCT") != std::string_view::npos;
+      while (st && row(*st)) {
+        if (names) {
+          nodes.insert(st->text(0));
+        } else if (!st->is_null(0)) {
+          all.first = std::min(all.first, st->int64(0));
+          all.last = std::max(all.last, st->int64(1));
+        }
+      }
+    }
+    x.nodes.assign(nodes.begin(), nodes.end());
+    if (all.first != INT64_MAX) x.span = {all.first, all.last};
+    extent_ = std::move(x);
+    return *extent_;
+  }
   bool by_node = db.column_exists("events", "node");
   // The parts after the events' ranges, each on its own.
   std::vector<Part> more;
@@ -226,8 +251,10 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
         it->second.second = std::max(it->second.second, st->int64(2));
       }
     };
-    add("SELECT node, min(timestamp), max(timestamp + duration) FROM main.events NOT INDEXED "
-        "GROUP BY node");
+    bool store = has_call_store(reader_.db());
+    add(std::string("SELECT node, min(timestamp), max(timestamp + duration) FROM ") +
+        (store ? "main.host_rows" : "main.events") + " NOT INDEXED GROUP BY node");
+    if (store) add("SELECT node, min(first_ts), max(end_ts) FROM main.call_store GROUP BY node");
     if (has_call_archive(reader_.db()))
       add("SELECT node, min(first_ts), max(end_ts) FROM main.call_blocks GROUP BY node");
     if (reader_.db().table_exists("call_runs"))
@@ -242,17 +269,33 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
 }
 
 uint64_t SqlTraceSource::event_count(const engine::Window& w) {
+  bool store = has_call_store(reader_.db());
   bool by_node = reader_.db().column_exists("events", "node");
   auto st =
-      prepare("SELECT count(*) FROM main.events" + window_sql(w, "timestamp", false, by_node));
+      prepare(std::string("SELECT count(*) FROM ") + (store ? "main.host_rows" : "main.events") +
+              window_sql(w, "timestamp", false, by_node));
   if (!st || !row(*st)) return 0;
   uint64_t n = uint64_t(st->int64(0));
-  auto archived = count_archived(reader_.db(), w.from_ns, w.to_ns, by_node ? w.node : std::nullopt);
-  if (!archived) fail(archived.error());
-  n += archived ? *archived : 0;
+  if (store) {
+    if (covers_file(w)) {  // every block: their entries' counts
+      if (auto c = prepare("SELECT coalesce(sum(calls), 0) FROM main.call_store" +
+                           (w.node ? " WHERE node = " + sql_quote(*w.node) : std::string()));
+          c && row(*c))
+        n += uint64_t(c->int64(0));
+      return n;
+    }
+    auto kept = count_kept_calls(reader_.db(), w.from_ns, w.to_ns, w.node);
+    if (!kept) fail(kept.error());
+    n += kept ? *kept : 0;
+  } else {
+    auto archived =
+        count_archived(reader_.db(), w.from_ns, w.to_ns, by_node ? w.node : std::nullopt);
+    if (!archived) fail(archived.error());
+    n += archived ? *archived : 0;
+  }
   // Calls folded into runs (tiered retention) are events of the trace all the same.
   if (!reader_.db().table_exists("call_runs")) return n;
-  if (covers_file(w)) {
+  if (covers_file(w) && !store) {
     if (auto runs = prepare("SELECT coalesce(sum(calls), 0) FROM main.call_runs NOT INDEXED" +
                             window_sql(w, "timestamp", false));
         runs && row(*runs))
@@ -327,6 +370,20 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses_of(
     return std::nullopt;
   }
   for (const LibraryRow& r : *late) l.late_libraries.push_back({r.path, r.late_pid, r.late_ns});
+  // What retention deleted (store/retention.h); older files recorded only where it cut.
+  Db& db = reader_.db();
+  if (db.table_exists("retention_state")) {
+    bool counts = db.column_exists("retention_state", "calls");
+    if (auto st = prepare(counts ? "SELECT deleted_before, calls, events, first_ts FROM "
+                                   "retention_state"
+                                 : "SELECT deleted_before, 0, 0, 0 FROM retention_state");
+        st && row(*st)) {
+      l.retention_before_ns = st->int64(0);
+      l.retention_calls = uint64_t(st->int64(1));
+      l.retention_events = uint64_t(st->int64(2));
+      l.retention_from_ns = st->int64(3);
+    }
+  }
   return l;
 }
 

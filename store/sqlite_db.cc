@@ -1,5 +1,6 @@
 #include "store/sqlite_db.h"
 
+#include "store/call_store.h"
 #include "store/file_access.h"
 #include "store/sketch_sql.h"
 
@@ -72,6 +73,12 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 5000);
   register_sketch_functions(db);
+  // The call store's tables (schema 10), which the file's own views read.
+  if (rc = register_call_store_tables(db); rc != SQLITE_OK) {
+    std::string msg = sqlite3_errmsg(db);
+    sqlite3_close(db);
+    return ingero::make_error(path + ": registering the call store's tables: " + msg);
+  }
   return std::unique_ptr<Db>(new Db(db, path));
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "store/call_archive.h"
+#include "store/call_store.h"
 #include "store/contract_views.h"
 #include "store/legacy_views.h"
 #include "store/query_note.h"
@@ -27,7 +28,9 @@ int authorizer(void* rows_read, int action, const char* a1, const char* a2, cons
                const char*) {
   switch (action) {
     case SQLITE_READ:
-      if (rows_read && a1 && (strcmp(a1, "events") == 0 || strcmp(a1, "archived_calls") == 0))
+      if (rows_read && a1 &&
+          (strcmp(a1, "events") == 0 || strcmp(a1, "archived_calls") == 0 ||
+           strcmp(a1, "ingero_calls") == 0))
         *static_cast<bool*>(rows_read) = true;
       return SQLITE_OK;
     case SQLITE_SELECT:
@@ -175,12 +178,16 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
   r->db_ = std::move(*db);
   r->info_ = *info;
   r->views_.assign(views.begin(), views.end());
-  // Archived calls first: the contract views then read them through the TEMP `events`.
-  ingero::Status st =
-      info->format == TraceFormat::kLegacyGo ? ingero::Status() : install_call_archive(*r->db_);
+  // Files of schema 10 on read their calls through their own views (store/call_store.h), the
+  // same on every connection. Older files' archived calls first: the contract views then read
+  // them through the TEMP `events`.
+  bool store = has_call_store(*r->db_);
+  ingero::Status st = info->format == TraceFormat::kLegacyGo || store
+                          ? ingero::Status()
+                          : install_call_archive(*r->db_);
   r->archive_installed_ = {r->db_->table_exists("archived_calls", "temp"),
                            r->db_->table_exists("archived_runs", "temp")};
-  if (st)
+  if (st && !store)
     st = info->format == TraceFormat::kLegacyGo
              ? install_legacy_views(*r->db_, *info)
              : r->db_->exec(contract_views_sql(
@@ -197,7 +204,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::reopen() const {
 }
 
 bool TraceReader::archive_current() {
-  if (is_legacy()) return true;
+  if (is_legacy() || has_call_store(*db_)) return true;
   return archive_installed_ == call_archive_views(*db_);
 }
 

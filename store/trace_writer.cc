@@ -48,7 +48,7 @@ const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
 }
 constexpr int kFirstDynamicOp = 32;
 
-constexpr int kFixedColumns = 25;
+constexpr int kFixedColumns = 26;  // with the id
 
 ingero::Status validate_before_writing(const std::string& path) {
   if (auto st = prepare_writable(path, true); !st) return st;
@@ -59,6 +59,7 @@ ingero::Status validate_before_writing(const std::string& path) {
   if (info->format == TraceFormat::kLegacyGo)
     return ingero::make_error(path + ": a trace from the original Go implementation (schema " +
                               info->legacy_version + "); it is opened read-only, never written");
+  if (auto st = check_schema_writable(path, *info); !st) return st;
   if (info->format == TraceFormat::kIngero) return check_intact(**db);
   return {};
 }
@@ -84,9 +85,6 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   if (info->format == TraceFormat::kEmpty) (void)d.exec("PRAGMA page_size = 16384");
   // Pages freed by retention go back to the file system (only before the first table).
   if (info->format == TraceFormat::kEmpty) (void)d.exec("PRAGMA auto_vacuum = INCREMENTAL");
-  // The time index is dropped while writing and rebuilt by finish(): maintaining it per insert
-  // costs a third of the write path, and events arrive almost in time order anyway.
-  (void)d.exec("DROP INDEX IF EXISTS idx_events_timestamp");
   for (const char* p :
        {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA cache_size = -8192",
         "PRAGMA wal_autocheckpoint = 4000", "PRAGMA temp_store = MEMORY"}) {
@@ -105,13 +103,13 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
 }
 
 TraceWriter::~TraceWriter() {
-  if (in_txn_) (void)db_->exec("COMMIT");
+  if (in_txn_ || !block_->empty() || !full_.empty()) (void)commit();
   if (!reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
 }
 
 ingero::Status TraceWriter::prepare() {
   std::string cols =
-      "node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
+      "id, node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
       "cgroup_id, comm, off_cpu_ns, preempts, switches, peer_comm, detail, saddr, daddr, "
       "stack_hash, library_id, stack_of_site, nested_calls, nested_source, nested_op";
   std::string qs = "?";
@@ -120,9 +118,15 @@ ingero::Status TraceWriter::prepare() {
     cols += ", " + c;
     qs += ", ?";
   }
-  auto ins = db_->prepare("INSERT INTO events (" + cols + ") VALUES (" + qs + ")");
+  auto ins = db_->prepare("INSERT INTO host_rows (" + cols + ") VALUES (" + qs + ")");
   if (!ins) return ins.error();
   insert_ = std::move(*ins);
+  auto blk = db_->prepare(
+      "INSERT OR REPLACE INTO call_store (id, node, session_id, first_id, last_id, first_ts, "
+      "last_ts, end_ts, calls, untimed, kept, runs, folded, full, kept_data, run_data) VALUES "
+      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!blk) return blk.error();
+  insert_block_ = std::move(*blk);
   auto op = db_->prepare(
       "INSERT INTO ops (source_id, op_id, name, description, kind) VALUES (?, ?, ?, '', ?)");
   if (!op) return op.error();
@@ -159,20 +163,26 @@ ingero::Status TraceWriter::prepare() {
     library_ids_[libs->text(1)] = libs->int64(0);
   }
   auto o = db_->prepare(
-      "SELECT o.source_id, o.op_id, o.name, s.api FROM ops o JOIN sources s ON s.id = o.source_id");
+      "SELECT o.source_id, o.op_id, o.name, s.api, o.kind FROM ops o JOIN sources s ON s.id = "
+      "o.source_id");
   if (!o) return o.error();
   while (true) {
     auto r = o->step();
     if (!r) return r.error();
     if (!*r) break;
     int src = int(o->int64(0)), id = int(o->int64(1));
-    op_by_name_[std::to_string(src) + '\0' + o->text(2)] = {src, id};
+    bool launch = o->text_view(4) == "launch";
+    op_by_name_[std::to_string(src) + '\0' + o->text(2)] = {src, id, launch};
+    if (launch) launch_ops_.insert({src, id});
     next_op_[src] = std::max(next_op_[src], std::max(id + 1, kFirstDynamicOp));
   }
-  return {};
+  return load_ids();
 }
 
 ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
+  // A block is of one session: the previous session's last calls are folded and written.
+  if (!block_->empty())
+    if (auto c = commit_batch(true); !c) return c.error();
   auto st = db_->prepare(
       "INSERT INTO sessions (node, host, kernel, os_release, cpu_model, cpu_cores, mem_total, "
       "started_at, mono_offset_ns, ingero_ver, pid_filter, flags, backends) "
@@ -194,6 +204,7 @@ ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
   if (auto r = st->step(); !r) return r.error();
   session_id_ = sqlite3_last_insert_rowid(db_->handle());
   written_before_session_ = written_;
+  retention_calls_ = retention_events_ = 0;
   mono_offset_ns_ = info.mono_offset_ns;
   node_ = info.node;
   return session_id_;
@@ -253,8 +264,9 @@ ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(std::string_view vendor,
         .bind(3, op)
         .bind(4, hal::kind_name(kind));
     if (auto r = insert_op_.step(); !r) return r.error();
-    ids = {*src, id};
+    ids = {*src, id, kind == hal::EventKind::kLaunch};
     op_by_name_[key] = ids;
+    if (ids.launch) launch_ops_.insert({*src, id});
   }
   op_cache_[k] = ids;
   return ids;
@@ -270,6 +282,7 @@ ingero::Status TraceWriter::begin_if_needed() {
 ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   if (in_txn_) (void)db_->exec("ROLLBACK");
   in_txn_ = false;
+  restore_blocks();          // the calls of the batch are lost with it, and counted below
   summaries_.rolled_back();  // the seconds it wrote are written again with the next batch
   failed_ += pending_;
   pending_ = 0;
@@ -280,6 +293,7 @@ ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   next_op_.clear();
   library_ids_.clear();
   library_by_ptr_.clear();
+  launch_ops_.clear();
   next_source_ = 0;
   if (auto st = prepare(); !st) return ingero::make_error(e.message + "; " + st.error().message);
   return ingero::make_error("writing " + db_->path() + ": " + e.message);
@@ -290,85 +304,77 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
   auto ids = op_ids(ev);
   ++pending_;
   if (!ids) return fail_batch(ids.error());
+  if (hal::is_host_kind(ev.kind)) return insert_host(ev, *ids);
+  return add_call(ev, *ids);
+}
+
+ingero::Status TraceWriter::insert_host(const hal::Event& ev, const OpIds& ids) {
   sqlite3_stmt* s = insert_.get();
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
   auto comm = ev.comm_view();
-  sqlite3_bind_text(s, 1, node_.data(), int(node_.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(s, 2, session_id_);
-  sqlite3_bind_int64(s, 3, int64_t(ev.ts_ns) + mono_offset_ns_);
-  sqlite3_bind_int64(s, 4, int64_t(ev.dur_ns));
-  sqlite3_bind_int64(s, 5, ev.pid);
-  sqlite3_bind_int64(s, 6, ev.tid);
-  sqlite3_bind_int64(s, 7, ids->source);
-  sqlite3_bind_int64(s, 8, ids->op);
-  if (ev.has_ret) sqlite3_bind_int64(s, 9, ev.ret);
-  sqlite3_bind_int64(s, 10, ev.unfinished ? 1 : 0);
-  sqlite3_bind_int64(s, 11, int64_t(ev.cgroup_id));
-  sqlite3_bind_text(s, 12, comm.data(), int(comm.size()), SQLITE_STATIC);
-  if (!hal::is_host_kind(ev.kind)) {
-    sqlite3_bind_int64(s, 13, int64_t(ev.off_cpu_ns));
-    sqlite3_bind_int64(s, 14, ev.preempts);
-    sqlite3_bind_int64(s, 15, ev.switches);
-  }
+  sqlite3_bind_int64(s, 1, next_id_);
+  sqlite3_bind_text(s, 2, node_.data(), int(node_.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 3, session_id_);
+  sqlite3_bind_int64(s, 4, int64_t(ev.ts_ns) + mono_offset_ns_);
+  sqlite3_bind_int64(s, 5, int64_t(ev.dur_ns));
+  sqlite3_bind_int64(s, 6, ev.pid);
+  sqlite3_bind_int64(s, 7, ev.tid);
+  sqlite3_bind_int64(s, 8, ids.source);
+  sqlite3_bind_int64(s, 9, ids.op);
+  if (ev.has_ret) sqlite3_bind_int64(s, 10, ev.ret);
+  sqlite3_bind_int64(s, 11, ev.unfinished ? 1 : 0);
+  sqlite3_bind_int64(s, 12, int64_t(ev.cgroup_id));
+  sqlite3_bind_text(s, 13, comm.data(), int(comm.size()), SQLITE_STATIC);
   if (ev.peer_comm[0]) {
     auto pc = ev.peer_comm_view();
-    sqlite3_bind_text(s, 16, pc.data(), int(pc.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s, 17, pc.data(), int(pc.size()), SQLITE_STATIC);
   }
   if (!ev.detail.empty())
-    sqlite3_bind_text(s, 17, ev.detail.data(), int(ev.detail.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s, 18, ev.detail.data(), int(ev.detail.size()), SQLITE_STATIC);
   if (!ev.saddr.empty())
-    sqlite3_bind_text(s, 18, ev.saddr.data(), int(ev.saddr.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s, 19, ev.saddr.data(), int(ev.saddr.size()), SQLITE_STATIC);
   if (!ev.daddr.empty())
-    sqlite3_bind_text(s, 19, ev.daddr.data(), int(ev.daddr.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(s, 20, int64_t(ev.stack_id));
-  if (!ev.library.empty()) {
-    int64_t lib = library_id(ev.library);
-    if (lib) sqlite3_bind_int64(s, 21, lib);
-  }
-  if (ev.stack_of_site) sqlite3_bind_int64(s, 22, 1);
-  if (ev.nested) {
-    sqlite3_bind_int64(s, 23, ev.nested);
-    if (!ev.nested_op.empty()) {
-      auto nid = op_ids(ev.vendor, ev.nested_api, ev.nested_op, ev.nested_kind);
-      if (!nid) return fail_batch(nid.error());
-      sqlite3_bind_int64(s, 24, nid->source);
-      sqlite3_bind_int64(s, 25, nid->op);
-    }
-  }
+    sqlite3_bind_text(s, 20, ev.daddr.data(), int(ev.daddr.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 21, int64_t(ev.stack_id));
   for (uint64_t m = ev.present; m; m &= m - 1) {
     int f = __builtin_ctzll(m);
     sqlite3_bind_int64(s, kFixedColumns + 1 + f, int64_t(ev.fields[size_t(f)]));
   }
   int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE) return fail_batch(db_->last_error("inserting an event"));
-  if (!hal::is_host_kind(ev.kind)) {
-    SummarizedCall c;
-    c.ts_ns = int64_t(ev.ts_ns) + mono_offset_ns_;
-    c.dur_ns = ev.dur_ns;
-    c.pid = ev.pid;
-    c.tid = ev.tid;
-    c.source = ids->source;
-    c.op = ids->op;
-    c.unfinished = ev.unfinished;
-    c.error = ev.has_ret && ev.ret != 0;
-    c.off_cpu_ns = ev.off_cpu_ns;
-    c.preempts = ev.preempts;
-    c.bytes = ev.get_or(hal::Field::kBytes, 0);
-    summaries_.add(node_, session_id_, c);
-  }
+  ++next_id_;
   return {};
 }
 
-ingero::Status TraceWriter::commit() {
-  if (!in_txn_) return {};
+ingero::Status TraceWriter::commit() { return commit_batch(false); }
+
+ingero::Status TraceWriter::commit_batch(bool final) {
+  bool tail = final && !block_->empty();
+  if (!in_txn_ && block_->size() == committed_rows_ && full_.empty() && !tail &&
+      !(final && summaries_.open_seconds()))
+    return {};
+  if (auto st = begin_if_needed(); !st) return fail_batch(st.error());
+  if (auto st = write_blocks(final); !st) return fail_batch(st.error());
   // Seconds 2 s behind the newest call are complete (events reach the writer nearly in time
-  // order); a late call for one of them starts a second row.
-  if (auto st = summaries_.flush(*db_, summaries_.newest_ns() - kSummaryLagNs); !st)
+  // order); a late call for one of them starts a second row. At the end, every second.
+  if (auto st = summaries_.flush(*db_, final ? INT64_MAX : summaries_.newest_ns() - kSummaryLagNs);
+      !st)
     return fail_batch(st.error());
   if (auto st = db_->exec("COMMIT"); !st) return fail_batch(st.error());
   in_txn_ = false;
   summaries_.committed();
+  for (auto& f : full_) {
+    f.block->clear();
+    spare_.push_back(std::move(f.block));
+  }
+  full_.clear();
+  committed_rows_ = block_->size();
+  if (tail) {  // folded: the next calls (a next session's) go into a block of their own
+    block_->clear();
+    ++block_id_;
+    committed_rows_ = 0;
+  }
   written_ += pending_;
   pending_ = 0;
   return {};

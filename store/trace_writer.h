@@ -1,32 +1,43 @@
-// Batched, write-through writer for trace files.
+// Batched writer for trace files (schema 10).
 //
-// Events are inserted inside an open transaction and committed by commit() — the tracer
-// commits on a timer and at shutdown, so SIGINT loses nothing that was decoded. The file is
-// in WAL mode while written (readers may query it live); finish() checkpoints and switches
-// it back to a self-contained rollback-journal file.
+// Calls go from the decoded event into an in-memory block of columns (store/call_block.h) and
+// are written once: a block is written to call_store at each commit while it fills, and with
+// its folded form once full (store/call_store.h). No call is inserted as a row and read back.
+// Host events are rows of host_rows; calls and host events share one id space. Per-second
+// summaries of the calls (store/call_summaries.h) go with the batch that follows their second.
+//
+// commit() makes everything added durable; the tracer commits on a timer and at shutdown, so
+// SIGINT loses nothing that was decoded. The file is in WAL mode while written (readers may
+// query it live); finish() checkpoints and switches it back to a self-contained
+// rollback-journal file.
 //
 // A failed write (disk full, I/O error) rolls back the open batch, counts every event in it
-// in failed(), and returns the error; committed data is never touched. Callers report it
-// and may keep going (the next batch retries).
+// in failed(), and returns the error; committed data is never touched, and the calls in
+// memory go back to what the file holds. Callers report it and may keep going (the next batch
+// retries).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/quantile_sketch.h"
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "hal/side_channel.h"
-#include "store/call_archive.h"
+#include "store/call_block.h"
 #include "store/call_summaries.h"
 #include "store/retention.h"
 #include "store/sqlite_db.h"
-#include "store/tiers.h"
 
 namespace ingero::store {
 
@@ -111,16 +122,17 @@ struct DeviceCounterRow {
 // commit() makes them durable.
 class TraceWriter final : public hal::EventSink {
  public:
-  // Creates or migrates the file, with the backends' `views` (store/contract_views.h).
-  // Refuses legacy, foreign and newer-schema files. Sets aside
+  // Creates the file, or opens one of this schema, with the backends' `views`
+  // (store/contract_views.h). Refuses legacy, foreign, older- and newer-schema files (an older
+  // one says how to convert it). Sets aside
   // 256 KiB next to it (PATH-reserve) for the final session update on a full disk.
   static ingero::Result<std::unique_ptr<TraceWriter>> open(
       const std::string& path, std::span<const hal::SqlView> views = {});
   ~TraceWriter();
 
   ingero::Result<int64_t> begin_session(const SessionInfo& info);
-  // Buffers one event into the open transaction. ts_ns is monotonic; the session offset
-  // converts it to the wall clock stored in events.timestamp.
+  // Adds one event to the open batch. ts_ns is monotonic; the session offset converts it to
+  // the wall clock stored.
   ingero::Status add(const hal::Event& ev);
   ingero::Status commit() override;
   // Records a traced library file; events whose Event::library equals row.path link to it.
@@ -160,31 +172,29 @@ class TraceWriter final : public hal::EventSink {
                                                 uint64_t budget = 20000);
   uint64_t retention_deleted() const { return retention_deleted_; }
   uint64_t retention_unshipped() const { return retention_unshipped_; }
-  // Writes the summaries of the seconds before `now_ns` - 2 s (wall clock), commits, then one
-  // bounded folding pass (store/tiers.h) of the calls before `before_ns` already summarised,
-  // in the rows up to `through_id`.
-  ingero::Result<FoldPass> fold_calls(int64_t before_ns, int64_t now_ns, uint64_t budget,
-                                      int64_t through_id = INT64_MAX);
-  // Tiered retention as a live trace keeps it (store/archive_fold.h): calls are folded as they
-  // are archived, each block's calls keep a copy of their rows while they ended within
-  // `full_rows_ns` of `now_ns` (wall clock), and the copies older than that go. Only calls
-  // whose seconds are summarised are archived (2 s behind `now_ns`); at the session's end
-  // (`final`) every second is.
-  struct Folding {
-    int64_t now_ns = 0;
-    int64_t full_rows_ns = 0;
-    bool final = false;
-  };
-  // Commits, then one bounded archive pass (store/call_archive.h): whole blocks of the call
-  // rows up to `through_id`, then of the runs; with `folding`, folding the calls.
-  ingero::Result<Archived> archive_rows(int64_t through_id = INT64_MAX,
-                                        std::optional<Folding> folding = std::nullopt);
+  // Commits, then folds for good the blocks whose calls all ended before `before_ns` (wall
+  // clock) and whose ids are up to `through_id` (the tracer's shipper: calls not yet in
+  // ClickHouse keep their rows): their `full` form goes, their folded form stays. The calls
+  // whose rows went.
+  ingero::Result<uint64_t> fold_blocks(int64_t before_ns, int64_t through_id = INT64_MAX);
   // Commits, records the session's totals, checkpoints and leaves a self-contained file.
   ingero::Status finish(const SessionEnd& end);
 
   uint64_t written() const { return written_; }  // committed
   uint64_t failed() const { return failed_; }    // lost to write errors
   size_t pending() const { return pending_; }
+  // The next id the writer gives (calls and host events share them).
+  int64_t next_id() const { return next_id_; }
+  // Calls per block (default kCallBlockRows): smaller blocks for tests of block boundaries.
+  void set_block_rows(size_t n) { block_rows_ = std::max<size_t>(1, n); }
+  // A block is closed (folded, and written for good by the next commit) before a call `ns` or
+  // more after its first (default 0: only when full), so that calls lose their rows with
+  // --full-rows within about that much, whatever the call rate.
+  void set_block_span(int64_t ns) { block_span_ns_ = ns; }
+  // Whether full blocks are folded (default off; the tracer turns it on): off, every block is its
+  // own folded form and every call keeps its row for good (`trace --keep-all`; `compact` folds such
+  // a file later).
+  void set_folding(bool on) { folding_ = on; }
   int64_t session_id() const { return session_id_; }
   Db& db() { return *db_; }
 
@@ -202,6 +212,7 @@ class TraceWriter final : public hal::EventSink {
   struct OpIds {
     int source = 0;
     int op = 0;
+    bool launch = false;
   };
 
   TraceWriter(std::unique_ptr<Db> db) : db_(std::move(db)) {}
@@ -211,23 +222,58 @@ class TraceWriter final : public hal::EventSink {
                                hal::EventKind kind);
   ingero::Result<int> source_id(std::string_view vendor, std::string_view api, hal::EventKind kind);
   ingero::Status begin_if_needed();
-  // Writes the summaries of the seconds that started before `before_ns` (every one:
-  // INT64_MAX), then commits: what folding reads its limits from.
-  ingero::Status summarise_before(int64_t before_ns);
+  // Writes the batch's blocks (`final`: the block filling is folded too, and then closed) and
+  // the summaries of complete seconds (`final`: every second), and commits.
+  ingero::Status commit_batch(bool final);
   int64_t library_id(std::string_view path);
   ingero::Status fail_batch(const ingero::Error& e);
+  // Calls (store/trace_writer_calls.cc): the next id and block id from the file; a call into
+  // the filling block (a full one waits for the commit); the blocks of the batch written
+  // (`final`: the filling one is folded too, at the session's end); the fold limit of a launch
+  // op in a process; the blocks in memory back to what the file holds after a failed batch.
+  ingero::Status load_ids();
+  ingero::Status add_call(const hal::Event& ev, const OpIds& ids);
+  // Moves the block filling to the blocks the commit writes for good, and starts another.
+  void close_block();
+  ingero::Status write_blocks(bool final);
+  ingero::Status write_block(const CallBlock& b, int64_t block_id, bool fold);
+  std::optional<int64_t> fold_limit(uint32_t pid, int source, int op) const;
+  void restore_blocks();
+  ingero::Status insert_host(const hal::Event& ev, const OpIds& ids);
 
   std::unique_ptr<Db> db_;
   CallSummarizer summaries_;  // per-second call summaries not yet written
-  FoldLimits fold_limits_;
-  FoldLimits archive_limits_;  // folding as calls are archived
+  // Calls: the block filling (block_id_ its row in call_store, written at each commit while it
+  // fills; committed_rows_ of its calls are in the file), the blocks that filled since the last
+  // commit (written by it), the next call or host event id.
+  std::unique_ptr<CallBlock> block_ = std::make_unique<CallBlock>();
+  int64_t block_id_ = 0;
+  size_t committed_rows_ = 0;
+  struct FullBlock {
+    int64_t id = 0;
+    std::unique_ptr<CallBlock> block;
+    size_t committed = 0;  // its calls the file held when it filled (the tail then)
+  };
+  std::vector<FullBlock> full_;
+  std::vector<std::unique_ptr<CallBlock>> spare_;  // cleared blocks, for reuse
+  int64_t next_id_ = 1;
+  size_t block_rows_ = kCallBlockRows;
+  int64_t block_span_ns_ = 0;
+  bool folding_ = false;
+  FoldedCalls folded_;  // scratch of write_block, and its encoded forms
+  std::string encoded_[3];
+  // Each launch op's latency per (session, pid, source, op), timed calls only: the fold limit.
+  std::map<std::tuple<int64_t, uint32_t, int, int>, engine::QuantileSketch> launch_latency_;
+  std::set<std::pair<int, int>> launch_ops_;  // (source, op) of launch kind
   // PATH-reserve: space set aside at open and freed when the disk fills, so the session row can
   // still record the loss (store_errors) and the stop. Removed by finish() and the destructor.
   std::string reserve_path_;
   uint64_t retention_deleted_ = 0;
   uint64_t retention_unshipped_ = 0;
+  uint64_t retention_calls_ = 0, retention_events_ = 0;  // this session's
   uint64_t written_before_session_ = 0;  // events_stored counts the current session's
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
+  Stmt insert_block_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"
   std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"

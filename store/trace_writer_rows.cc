@@ -2,6 +2,7 @@
 // aggregates and device counters, cgroup paths, call stacks, and the engine's causal chains.
 #include <nlohmann/json.hpp>
 
+#include "store/contract_views.h"
 #include "store/trace_writer.h"
 
 namespace ingero::store {
@@ -131,10 +132,15 @@ ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) 
 ingero::Status TraceWriter::add_legacy_stack(int64_t hash, std::string_view ips,
                                              std::string_view frames) {
   if (auto st = begin_if_needed(); !st) return st;
-  if (auto st = db_->exec("CREATE TABLE IF NOT EXISTS stack_traces (hash INTEGER PRIMARY KEY, "
-                          "ips TEXT NOT NULL, frames TEXT NOT NULL DEFAULT '')");
-      !st)
-    return st;
+  if (!db_->table_exists("stack_traces")) {
+    // The file's own stacks view reads it from now on (the views are the file's, schema 10).
+    if (auto st = db_->exec(
+            "CREATE TABLE stack_traces (hash INTEGER PRIMARY KEY, ips TEXT NOT NULL, frames TEXT "
+            "NOT NULL DEFAULT '');\nDROP VIEW IF EXISTS main.stacks;\n" +
+            stacks_view_sql("CREATE VIEW", true, true));
+        !st)
+      return st;
+  }
   auto st = db_->prepare("INSERT OR IGNORE INTO stack_traces (hash, ips, frames) VALUES (?, ?, ?)");
   if (!st) return st.error();
   st->bind(1, hash).bind(2, ips).bind(3, frames);

@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "app/builtin_backends.h"
 #include "fleet/ch_schema.h"
 #include "fleet/shipper.h"
 #include "fleet/tsv.h"
+#include "store/plain_copy.h"
 #include "store/tiers.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
@@ -218,6 +220,7 @@ TEST(FleetShip, ServerDownKeepsEveryRowInTheFileUntilItIsBack) {
 void write_launches(const std::string& path, int n) {
   auto w = store::TraceWriter::open(path);
   ASSERT_TRUE(w) << w.error().message;
+  (*w)->set_folding(true);  // as `ingero trace` writes: blocks folded as they close
   store::SessionInfo si;
   si.node = si.host = "node-f";
   si.started_at_ns = kBeforeMidnight - 3600 * 1'000'000'000LL;
@@ -254,12 +257,15 @@ TEST(FleetShip, CallsFoldedBeforeTheyWereShippedAreSaidToBeMissing) {
 
   std::string early = temp_path("folded-early.db");
   write_launches(early, 1000);
+  // The blocks up to `through` folded for good: the launches now in runs (they have no row).
   auto fold = [](const std::string& path, int64_t through) {
-    auto db = store::Db::open(path, store::Db::Mode::kReadWrite);
-    EXPECT_TRUE(db);
-    auto pass = store::fold_calls(**db, INT64_MAX, 1000000, nullptr, through);
-    EXPECT_TRUE(pass) << pass.error().message;
-    return pass ? pass->folded : 0;
+    {
+      auto w = store::TraceWriter::open(path);
+      EXPECT_TRUE(w) << (w ? "" : w.error().message);
+      auto pass = (*w)->fold_blocks(INT64_MAX, through);
+      EXPECT_TRUE(pass) << pass.error().message;
+    }
+    return uint64_t(query_int(path, "SELECT coalesce(sum(calls), 0) FROM call_runs"));
   };
   uint64_t folded = fold(early, INT64_MAX);
   ASSERT_GT(folded, 0u);
@@ -295,19 +301,17 @@ TEST(FleetShip, CallsFoldedBeforeTheyWereShippedAreSaidToBeMissing) {
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM other.events"), 1000);
 }
 
-// `ingero ship` of a compacted file: the calls in its archive blocks arrive as the rows they
-// were, every column (store/call_archive.h).
-TEST(FleetShip, ArchivedCallsAreShippedAsTheirRows) {
+// `ingero ship` of a file of schema 10: the calls in its blocks arrive as the rows they are,
+// every column, as from a copy of the file whose calls are plain rows (store/plain_copy.h).
+TEST(FleetShip, CallsInBlocksAreShippedAsTheirRows) {
   START_SERVERS(ch, 1);
-  std::string db = temp_path("archived.db");
+  std::string db = temp_path("blocks.db");
   write_launches(db, 1000);
+  EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_store"), 1000);
   std::string rows = temp_path("rows.db");
-  std::filesystem::copy_file(db, rows);
-  // Nothing is old enough to fold: every row is archived but the newest.
-  auto c = store::compact_trace(db, INT64_MAX / 2, {}, true);
-  ASSERT_TRUE(c) << c.error().message;
-  EXPECT_EQ(c->archived, 999u);
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM main.events"), 1);
+  auto copy = store::write_plain_copy(db, rows, app::builtin_views());
+  ASSERT_TRUE(copy) << copy.error().message;
+  EXPECT_EQ(query_int(rows, "SELECT count(*) FROM main.events"), 1000);
   {
     auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"), {});
     ASSERT_TRUE(s) << s.error().message;
@@ -321,7 +325,7 @@ TEST(FleetShip, ArchivedCallsAreShippedAsTheirRows) {
   }
   expect_exact(ch, 0, "ingero", db);
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 1000);
-  // The same rows as from the file that kept them, column by column.
+  // The same rows as from the file of rows, column by column.
   for (const char* col : {"src_id", "ts_ns", "dur_ns", "pid", "tid", "cityHash64(comm)",
                           "cityHash64(op)", "cityHash64(kind)", "ifNull(ret, -1)", "stack_hash",
                           "ifNull(stream, -1)", "status", "ifNull(library_id, -1)"}) {

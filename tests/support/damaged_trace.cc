@@ -29,6 +29,9 @@ std::string write_free_calls(const std::string& path, int calls) {
   auto w = store::TraceWriter::open(path);
   EXPECT_TRUE(w) << (w ? "" : w.error().message);
   if (!w) return path;
+  // Blocks of 256 calls: the call store spans many leaf pages, as a long trace's does, and a
+  // page in its middle holds rows of blocks rather than one block's overflow.
+  (*w)->set_block_rows(256);
   store::SessionInfo si;
   si.node = "gpu-node-01";
   si.mono_offset_ns = 1'700'000'000'000'000'000;
@@ -48,9 +51,10 @@ std::string write_free_calls(const std::string& path, int calls) {
 DamageSpots damage_spots(const std::string& path) {
   DamageSpots d;
   int64_t page_size = query_int(path, "PRAGMA page_size");
-  auto pages = query_rows(path,
-                          "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' "
-                          "ORDER BY pageno");
+  auto pages =
+      query_rows(path,
+                 "SELECT pageno FROM dbstat WHERE name = 'call_store' AND pagetype = 'leaf' "
+                 "ORDER BY pageno");
   EXPECT_GT(pages.size(), 10u);
   if (pages.empty()) return d;
   d.page = std::stoll(pages[pages.size() / 2][0]);

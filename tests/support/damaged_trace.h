@@ -9,12 +9,12 @@
 namespace ingero::test {
 
 // `calls` cudaFree calls (pid 100, tid 101, comm "trainer", 1 us apart, 500..506 ns long) in
-// one session; returns `path`.
+// one session, in blocks of 256 calls; returns `path`.
 std::string write_free_calls(const std::string& path, int calls);
 
 // Offsets in a trace file, from SQLite's dbstat table (the file must be intact).
 struct DamageSpots {
-  int64_t page = 0;           // the middle leaf page of the events table (1-based)
+  int64_t page = 0;           // the middle leaf page of the call store (1-based)
   int64_t page_type = 0;      // its page-type byte (the first byte of its b-tree header)
   int64_t record_header = 0;  // the record-header-size byte of its middle row
 };

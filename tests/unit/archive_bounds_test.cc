@@ -1,13 +1,11 @@
-// Reads of archived calls bounded by the archive's entries (store/event_rows.h,
-// store/archive_scan.h): no call row is left below the blocks' last id, so the rows read
-// beside the blocks start above it; and no block begins more than the widest block's span
-// before a call it holds, so a window lists the blocks from there.
+// Reads of calls bounded by the blocks' entries (store/event_rows.h, store/archive_scan.h): no
+// block begins more than the widest block's span before a call it holds, so a window lists the
+// blocks from there, and the calls of overlapping blocks come in time order.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "app/builtin_backends.h"
-#include "store/call_archive.h"
 #include "store/event_rows.h"
 #include "store/schema.h"
 #include "store/trace_reader.h"
@@ -49,14 +47,15 @@ store::EventFilter window(int64_t from, int64_t to) {
   return f;
 }
 
-TEST(ArchiveBounds, CallsAmongHostEventsAndAWideBlockReadAsFromTheRows) {
+TEST(ArchiveBounds, CallsAmongHostEventsAndAWideBlockReadInTimeOrderByWindow) {
   // 600 launches 1 us apart, a host event after each; a sync that began at 5.5 us ends at
-  // 400.5 us, and is written then (a call is written when it ends): the block that takes it
-  // spans ~395 us where the others span ~7 us.
-  std::string rows = temp_path("rows.db");
+  // 400.5 us, and is written then (a call is written when it ends): in blocks of 7 calls, the
+  // block that takes it spans ~399 us where the others span ~7 us.
+  std::string path = temp_path("blocks.db");
   {
-    auto w = store::TraceWriter::open(rows);
+    auto w = store::TraceWriter::open(path);
     ASSERT_TRUE(w) << w.error().message;
+    (*w)->set_block_rows(7);
     store::SessionInfo si;
     si.mono_offset_ns = kBase;
     ASSERT_TRUE((*w)->begin_session(si));
@@ -68,50 +67,30 @@ TEST(ArchiveBounds, CallsAmongHostEventsAndAWideBlockReadAsFromTheRows) {
                                    EventKind::kSync, 10, 10)));
       }
     }
-    ASSERT_TRUE((*w)->end_session(store::SessionEnd{}));
+    ASSERT_TRUE((*w)->finish(store::SessionEnd{}));
   }
-  std::string archived = temp_path("archived.db");
-  std::filesystem::copy_file(rows, archived);
-  {
-    auto db = store::Db::open(archived, store::Db::Mode::kReadWrite);
-    ASSERT_TRUE(db);
-    ASSERT_TRUE(store::migrate(**db));
-    // Whole blocks of 7 only: 595 of the 601 calls; the last 6 stay rows, above the host
-    // events below the blocks' last id.
-    auto a = store::archive_calls(**db, {.block_rows = 7, .whole_blocks = true});
-    ASSERT_TRUE(a) << a.error().message;
-    EXPECT_EQ(a->rows, 595u);
-  }
-  std::string calls_in_rows =
-      "SELECT count(*) FROM main.events WHERE source IN (SELECT id FROM sources WHERE vendor <> "
-      "'host') AND id ";
-  std::string last_id = "(SELECT max(last_id) FROM call_blocks)";
-  EXPECT_EQ(query_int(archived, calls_in_rows + "<= " + last_id), 0);
-  EXPECT_EQ(query_int(archived, calls_in_rows + "> " + last_id), 6);
-  // The host events of launches 0-592.
-  EXPECT_EQ(query_int(archived, "SELECT count(*) FROM main.events WHERE id < " + last_id), 593);
+  // 601 calls in 86 blocks (the last of 6), every host event a row.
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store"), 86);
+  EXPECT_EQ(query_int(path, "SELECT sum(calls) FROM call_store"), 601);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM host_rows"), 600);
   // Launches 399 and 400, the sync, launches 401-404.
-  EXPECT_EQ(query_int(archived, "SELECT max(last_ts - first_ts) FROM call_blocks"),
-            404'000 - 5'500);
-  EXPECT_EQ(query_int(archived, "SELECT count(*) FROM call_blocks WHERE last_ts - first_ts > 7000"),
-            1);
+  EXPECT_EQ(query_int(path, "SELECT max(last_ts - first_ts) FROM call_store"), 404'000 - 5'500);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE last_ts - first_ts > 7000"), 1);
 
-  auto all = read_calls(rows, {});
+  auto all = read_calls(path, {});
   ASSERT_EQ(all.size(), 601u);
-  EXPECT_EQ(read_calls(archived, {}), all);
+  EXPECT_EQ(all[5], "5000/cudaLaunchKernel/100");
+  EXPECT_EQ(all[6], "5500/cudaDeviceSynchronize/395000");  // in time order, not written order
+  EXPECT_EQ(all[7], "6000/cudaLaunchKernel/100");
   // The wide block's later calls, in a window that begins long after the block does.
-  auto late = read_calls(rows, window(398'500, 402'500));
-  EXPECT_EQ(late, (std::vector<std::string>{
-                      "399000/cudaLaunchKernel/100", "400000/cudaLaunchKernel/100",
-                      "401000/cudaLaunchKernel/100", "402000/cudaLaunchKernel/100"}));
-  EXPECT_EQ(read_calls(archived, window(398'500, 402'500)), late);
-  // Its first call, and the rows left after the blocks.
-  auto early = read_calls(rows, window(5'200, 5'800));
-  EXPECT_EQ(early, (std::vector<std::string>{"5500/cudaDeviceSynchronize/395000"}));
-  EXPECT_EQ(read_calls(archived, window(5'200, 5'800)), early);
-  auto tail = read_calls(rows, window(592'500, 700'000));
-  EXPECT_EQ(tail.size(), 7u);
-  EXPECT_EQ(read_calls(archived, window(592'500, 700'000)), tail);
+  EXPECT_EQ(
+      read_calls(path, window(398'500, 402'500)),
+      (std::vector<std::string>{"399000/cudaLaunchKernel/100", "400000/cudaLaunchKernel/100",
+                                "401000/cudaLaunchKernel/100", "402000/cudaLaunchKernel/100"}));
+  // Its first call, and the last block's.
+  EXPECT_EQ(read_calls(path, window(5'200, 5'800)),
+            (std::vector<std::string>{"5500/cudaDeviceSynchronize/395000"}));
+  EXPECT_EQ(read_calls(path, window(592'500, 700'000)).size(), 7u);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// A damaged time index is an error, never a short answer. Reads of a window walk the time
-// index (idx_events_timestamp); a leaf page of it that lost entries leaves a file SQLite
-// reads without complaint, and the walk skips them: explain answered 38,340 of resnet-clean's
-// 103,920 events with exit 0. The calls read are now checked against the per-second summaries
+// A damaged time index is an error, never a short answer. Reads of a window find its blocks of
+// calls along the blocks' time index (idx_call_store_ts; files of schema 9 and before walk the
+// rows' idx_events_timestamp); a leaf page of it that lost entries leaves a file SQLite reads
+// without complaint, and the walk skips them: explain answered 38,340 of resnet-clean's 103,920
+// events with exit 0. The calls read are now checked against the per-second summaries
 // (store/call_count_check.h), or, in a file written before them, against a count of the rows
 // along the table. And what may rightly differ is not damage: seconds before a retention cut,
 // folded runs spread across a second's edge.
@@ -10,6 +11,7 @@
 #include <filesystem>
 
 #include "app/builtin_backends.h"
+#include "store/compact.h"
 #include "store/retention.h"
 #include "store/sql_trace_source.h"
 #include "store/tiers.h"
@@ -33,6 +35,8 @@ std::string ten_seconds(const std::string& path) {
   auto w = store::TraceWriter::open(path);
   EXPECT_TRUE(w) << (w ? "" : w.error().message);
   if (!w) return path;
+  // Blocks of 25 calls: 4,400 entries in the blocks' time index, over several of its pages.
+  (*w)->set_block_rows(25);
   store::SessionInfo si;
   si.node = "gpu-node-01";
   si.mono_offset_ns = kBase;
@@ -61,7 +65,7 @@ const std::string& intact() {
 std::string damaged(const std::string& name, int64_t* dropped = nullptr) {
   std::string path = temp_path(name);
   std::filesystem::copy_file(intact(), path, std::filesystem::copy_options::overwrite_existing);
-  int64_t n = drop_index_entries(path, "idx_events_timestamp");
+  int64_t n = drop_index_entries(path, "idx_call_store_ts");
   if (dropped) *dropped = n;
   return path;
 }
@@ -84,20 +88,21 @@ Read read_calls(const std::string& db, const engine::Window& w = {}) {
 using Run = IngeroRun;
 IngeroRun ingero(const std::vector<std::string>& args) { return run_ingero(args); }
 
+// The calls of the blocks listed along the blocks' time index, or along the table.
 std::string count_along(const std::string& db, const char* how) {
   return std::to_string(query_int(
-      db, std::string("SELECT count(*) FROM main.events ") + how + " WHERE timestamp > 0"));
+      db, std::string("SELECT sum(calls) FROM main.call_store ") + how + " WHERE first_ts > 0"));
 }
 
 TEST(DamagedIndex, TheDamageIsSilentToSqlite) {
   int64_t dropped = 0;
   std::string db = damaged("silent.db", &dropped);
-  ASSERT_GT(dropped, 100);
+  ASSERT_GT(dropped, 10);
   std::string all = std::to_string(kCalls100 + kCalls200);
-  EXPECT_EQ(count_along(intact(), "INDEXED BY idx_events_timestamp"), all);
-  // Along the index the entries are gone, and no error says so; the table has every row.
-  EXPECT_EQ(count_along(db, "INDEXED BY idx_events_timestamp"),
-            std::to_string(kCalls100 + kCalls200 - dropped));
+  EXPECT_EQ(count_along(intact(), "INDEXED BY idx_call_store_ts"), all);
+  // Along the index the entries are gone, and no error says so; the table has every block.
+  EXPECT_EQ(count_along(db, "INDEXED BY idx_call_store_ts"),
+            std::to_string(kCalls100 + kCalls200 - 25 * dropped));
   EXPECT_EQ(count_along(db, "NOT INDEXED"), all);
   EXPECT_NE(query_rows(db, "PRAGMA quick_check")[0][0], "ok");
 }
@@ -110,7 +115,7 @@ TEST(DamagedIndex, ExplainRefusesTheShortRead) {
   std::string db = damaged("explain.db", &dropped);
   auto r = ingero({"explain", "--db", db, "--json"});
   EXPECT_EQ(r.rc, 1) << r.out.substr(0, 2000);
-  EXPECT_NE(r.err.find(db + ": damaged: " + std::to_string(dropped) +
+  EXPECT_NE(r.err.find(db + ": damaged: " + std::to_string(25 * dropped) +
                        " calls counted by the file's per-second summaries were not read"),
             std::string::npos)
       << r.err;
@@ -183,6 +188,7 @@ TEST(DamagedIndex, RetentionLeftoversAreNotDamage) {
   {
     auto w = store::TraceWriter::open(db);
     ASSERT_TRUE(w) << w.error().message;
+    (*w)->set_block_rows(100);  // 30 blocks: retention deletes whole blocks
     store::SessionInfo si;
     si.mono_offset_ns = kBase;
     ASSERT_TRUE((*w)->begin_session(si));
@@ -193,7 +199,7 @@ TEST(DamagedIndex, RetentionLeftoversAreNotDamage) {
     store::RetentionPolicy keep_1s{kSecond, 0, {}};
     auto p = (*w)->apply_retention(keep_1s, kBase + 60 * kSecond);
     ASSERT_TRUE(p) << p.error().message;
-    EXPECT_EQ(p->deleted, 2999u);  // all but the newest call; the newest summary stays
+    EXPECT_EQ(p->calls, 2900u);  // all but the newest block; the newest summary stays
     store::SessionEnd end;
     ASSERT_TRUE((*w)->finish(end));  // summarises seconds 1 to 3
   }
@@ -201,7 +207,7 @@ TEST(DamagedIndex, RetentionLeftoversAreNotDamage) {
   EXPECT_EQ(query_int(db, "SELECT deleted_before FROM retention_state"), kBase + 59 * kSecond);
   Read r = read_calls(db);
   EXPECT_EQ(r.error, "");
-  EXPECT_EQ(r.calls, 1u);
+  EXPECT_EQ(r.calls, 100u);
   // Without the record the leftovers would look like damage.
   ASSERT_EQ(std::system(("sqlite3 '" + db + "' 'DROP TABLE retention_state'").c_str()), 0);
   EXPECT_NE(read_calls(db).error.find("damaged"), std::string::npos);
@@ -233,9 +239,9 @@ TEST(DamagedIndex, RunsAcrossASecondAreComparedAsOne) {
     store::SessionEnd end;
     ASSERT_TRUE((*w)->finish(end));
   }
-  auto c = store::compact_trace(db, 1, app::builtin_views());
+  auto c = store::compact_trace(db, 0, app::builtin_views());
   ASSERT_TRUE(c) << c.error().message;
-  ASSERT_GT(c->runs, 2000u);
+  ASSERT_GT(query_int(db, "SELECT count(*) FROM call_runs"), 2000);
   EXPECT_EQ(query_int(db,
                       "SELECT count(*) FROM call_runs WHERE timestamp / 1000000000 <> "
                       "(timestamp + span_ns) / 1000000000"),

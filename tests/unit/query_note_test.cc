@@ -42,7 +42,7 @@ FoldedFile folded_file() {
   f.written = int64_t(calls.size());
   f.full = write_trace("query-note-full.db", calls);
   f.folded = copy_of(f.full, "query-note.db");
-  Compacted c = fold_everything(f.folded);
+  FoldCount c = fold_everything(f.folded);
   EXPECT_GT(c.runs, 100u);
   return f;
 }
@@ -57,9 +57,10 @@ TEST(QueryNote, AQueryOfCallRowsOnAFoldedFileSaysHowManyLaunchesHaveNoRow) {
   FoldedFile f = folded_file();
   auto reader = TraceReader::open(f.folded, app::builtin_views());
   ASSERT_TRUE(reader);
-  int64_t folded = one_int(**reader, "SELECT folded_calls FROM call_folding");
-  int64_t runs = one_int(**reader, "SELECT runs FROM call_folding");
-  int64_t before = one_int(**reader, "SELECT folded_before FROM call_folding");
+  // The blocks folded for good (store/call_store.h): their folded calls have no row.
+  int64_t folded = one_int(**reader, "SELECT sum(folded) FROM call_store WHERE full IS NULL");
+  int64_t runs = one_int(**reader, "SELECT sum(runs) FROM call_store WHERE full IS NULL");
+  int64_t before = one_int(**reader, "SELECT max(end_ts) FROM call_store WHERE full IS NULL");
   int64_t rows = one_int(**reader, "SELECT count(*) FROM calls");
   ASSERT_GT(folded, 0);
   // What the note warns about: the rows miss exactly the folded launches.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 
+#include "store/retention.h"
 #include "store/schema.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -84,159 +85,92 @@ void retain_all(TraceWriter& w, const RetentionPolicy& p, int64_t now) {
   }
 }
 
-TEST(Store, RetentionByAgeAndBySizeKeepsTheNewestRows) {
+// Calls go by whole blocks (4,096 calls, 4.096 s here): a block whose calls all ended before
+// the cut is deleted, one across the cut stays until it is wholly past it, and the newest
+// block always stays (the next ids follow the greatest left).
+TEST(Store, RetentionByAgeDeletesWholeBlocksAndRowsPastThePolicy) {
   std::string db = test::temp_path("retention.db");
   constexpr int64_t kOffset = kRetentionOffset;
   auto w = minute_of_calls(db);
   ASSERT_TRUE(w);
-  // By age: keep the last 10 s. Passes of at most 20,000 rows per table; the first says more
-  // remain. The per-second summaries of the 50 seconds past the policy go in the first.
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM call_store"), 15);
+  // Keep the last 10 s: blocks 1 to 12 (calls 0 to 49,151 ms) are wholly older; block 13
+  // (49,152 to 53,247 ms) is not. The per-second summaries of the 50 seconds past it go too.
   RetentionPolicy age{10'000'000'000, 0, {}};
   int64_t now = kOffset + 60'000'000'000;
   auto p1 = w->apply_retention(age, now);
   ASSERT_TRUE(p1) << p1.error().message;
-  EXPECT_EQ(p1->deleted, 20000u + 50);
-  EXPECT_TRUE(p1->more);
+  EXPECT_EQ(p1->calls, 12u * 4096);
+  EXPECT_EQ(p1->deleted, 12u * 4096 + 50);
+  EXPECT_EQ(p1->first_ts, kOffset);  // the first call deleted
   retain_all(*w, age, now);
-  EXPECT_EQ(w->retention_deleted(), 50000u + 50);
+  EXPECT_EQ(w->retention_deleted(), 12u * 4096 + 50);
   // Summaries of the kept seconds, but for the last three: written 2 s behind the newest call.
   EXPECT_EQ(test::query_int(db, "SELECT sum(calls) FROM call_seconds"), 7000);
   EXPECT_EQ(test::query_rows(
                 db, "SELECT count(*), min(ts_ns) - " + std::to_string(kOffset) + " FROM calls"),
-            (std::vector<std::vector<std::string>>{{"10000", "50000000000"}}));
-  // By size: half of what is used now; passes until it fits, the newest rows stay.
+            (std::vector<std::vector<std::string>>{{"10848", "49152000000"}}));
+  // What went, for every reader to say.
+  EXPECT_EQ(test::query_rows(db, "SELECT deleted_before - " + std::to_string(kOffset) +
+                                     ", calls, events, first_ts - " + std::to_string(kOffset) +
+                                     " FROM retention_state"),
+            (std::vector<std::vector<std::string>>{{"50000000000", "49152", "0", "0"}}));
+}
+
+// By size: passes until the file and its WAL fit, the oldest blocks first; the newest stays.
+TEST(Store, RetentionBySizeKeepsTheFileUnderTheLimit) {
+  std::string db = test::temp_path("retention-size.db");
+  auto w = minute_of_calls(db, true);
+  ASSERT_TRUE(w);
   auto used = used_bytes(w->db());
   ASSERT_TRUE(used);
-  RetentionPolicy size{0, *used / 2, {}};
-  for (int i = 0; i < 20; ++i) {
-    auto p = w->apply_retention(size, now);
-    ASSERT_TRUE(p);
-    if (p->used_bytes <= size.max_bytes) break;
+  // The floor no policy goes under: the pages of an empty trace's tables and indexes.
+  uint64_t floor = 0;
+  {
+    auto empty = TraceWriter::open(test::temp_path("retention-empty.db"));
+    ASSERT_TRUE(empty);
+    ASSERT_TRUE((*empty)->begin_session(SessionInfo{}));
+    ASSERT_TRUE((*empty)->commit());
+    auto b = used_bytes((*empty)->db());
+    ASSERT_TRUE(b);
+    floor = *b;
   }
-  auto after = used_bytes(w->db());
-  ASSERT_TRUE(after);
-  EXPECT_LE(*after, size.max_bytes);
-  EXPECT_EQ(test::query_int(db, "SELECT max(ts_ns) - " + std::to_string(kOffset) + " FROM calls"),
-            59'999'000'000);
-  EXPECT_LT(test::query_int(db, "SELECT count(*) FROM calls"), 10000);
-  // Incremental auto-vacuum: the freelist was handed back.
-  EXPECT_EQ(test::query_int(db, "PRAGMA freelist_count"), 0);
-}
-
-// Archived calls (store/call_archive.h) go by whole blocks: a block whose rows all started
-// before the cut is deleted, one across the cut stays until it is wholly past it.
-TEST(Store, RetentionDeletesArchivedBlocksWhollyPastThePolicy) {
-  std::string db = test::temp_path("retention-blocks.db");
-  auto w = minute_of_calls(db, true);
-  ASSERT_TRUE(w);
-  uint64_t archived = 0;
-  while (true) {
-    auto a = w->archive_rows();
-    ASSERT_TRUE(a) << a.error().message;
-    if (!a->rows) break;
-    archived += a->rows;
-  }
-  // Whole blocks of 4,096 calls: 14 of them; the last 2,656 calls stay rows.
-  EXPECT_EQ(archived, 14u * 4096);
-  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM main.events"), 60000 - 14 * 4096);
-  // Keep the last 10 s: blocks 1 to 12 (calls 0 to 49,151 ms) are wholly older; block 13
-  // (49,152 to 53,247 ms) is not.
-  RetentionPolicy age{10'000'000'000, 0, {}};
-  int64_t now = kRetentionOffset + 60'000'000'000;
-  retain_all(*w, age, now);
-  EXPECT_EQ(w->retention_deleted(), 12u * 4096 + 50);
-  EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(ts_ns) - " +
-                                     std::to_string(kRetentionOffset) + " FROM calls"),
-            (std::vector<std::vector<std::string>>{{"10848", "49152000000"}}));
-  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM call_blocks"), 2);
-}
-
-// Calls folded as they were archived keep copies of their rows (store/archive_fold.h): those
-// past the policy go with their blocks, not counted again, and SQL sees no call older than it.
-TEST(Store, RetentionDeletesTheCopiesOfRowsPastThePolicy) {
-  std::string db = test::temp_path("retention-copies.db");
-  auto w = minute_of_calls(db, true);
-  ASSERT_TRUE(w);
-  // Every call summarised and archived; each block keeps its copy (a window of a minute).
-  int64_t now = kRetentionOffset + 63'000'000'000;
-  while (true) {
-    auto a = w->archive_rows(INT64_MAX, TraceWriter::Folding{now, 60'000'000'000, false});
-    ASSERT_TRUE(a) << a.error().message;
-    if (!a->rows) break;
-  }
-  ASSERT_EQ(test::query_int(db, "SELECT count(*) FROM recent_blocks"), 14);
-  ASSERT_GT(test::query_int(db, "SELECT count(*) FROM main.call_runs"), 0);  // folded, hidden
-  ASSERT_TRUE(w->commit());
-  ASSERT_TRUE(w->db().exec("PRAGMA wal_checkpoint(TRUNCATE)"));
-  // The same file without the copies: what retention deletes there, it deletes here.
-  std::string bare = test::temp_path("retention-bare.db");
-  std::filesystem::copy_file(db, bare);
-  auto b = Db::open(bare, Db::Mode::kReadWrite);
-  ASSERT_TRUE(b);
-  ASSERT_TRUE((*b)->exec("DELETE FROM recent_blocks; DELETE FROM recent_folds"));
-  // Keep the last 10 s: blocks 1 to 12 go, copies and all.
-  RetentionPolicy age{10'000'000'000, 0, {}};
-  int64_t at = kRetentionOffset + 60'000'000'000;
-  retain_all(*w, age, at);
-  uint64_t bare_deleted = 0;
-  while (true) {
-    auto p = apply_retention(**b, age, at);
-    ASSERT_TRUE(p) << p.error().message;
-    if (!p->deleted) break;
-    bare_deleted += p->deleted;
-  }
-  EXPECT_EQ(w->retention_deleted(), bare_deleted);
-  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM recent_blocks"), 2);
-  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM recent_folds"), 2);
-  EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(ts_ns) - " +
-                                     std::to_string(kRetentionOffset) + " FROM calls"),
-            (std::vector<std::vector<std::string>>{{"10848", "49152000000"}}));
-}
-
-// By size, with every call but the newest archived (no row left to measure the oldest data
-// by): the oldest blocks go, pass by pass, until the file fits; the newest call stays.
-TEST(Store, RetentionBySizeDeletesArchivedBlocks) {
-  std::string db = test::temp_path("retention-block-size.db");
-  auto w = minute_of_calls(db, true);
-  ASSERT_TRUE(w);
-  auto all = archive_calls(w->db());
-  ASSERT_TRUE(all) << all.error().message;
-  EXPECT_EQ(all->rows, 60000u - 1);
-  EXPECT_EQ(all->blocks, 15u);
-  auto used = used_bytes(w->db());
-  ASSERT_TRUE(used);
-  RetentionPolicy size{0, *used - 4 * 16384, {}};
+  ASSERT_GT(*used, floor + 16 * 16384) << "the minute of calls fills at least 16 pages";
+  // Half of the data over that floor.
+  RetentionPolicy size{0, floor + (*used - floor) / 2, {}};
   int64_t now = kRetentionOffset + 60'000'000'000;
   for (int i = 0; i < 20; ++i) {
     auto p = w->apply_retention(size, now);
     ASSERT_TRUE(p) << p.error().message;
-    if (p->used_bytes <= size.max_bytes) break;
+    if (p->used_bytes + wal_bytes(db) <= size.max_bytes) break;
   }
   auto after = used_bytes(w->db());
   ASSERT_TRUE(after);
-  EXPECT_LE(*after, size.max_bytes) << *used;
-  int64_t left = test::query_int(db, "SELECT count(*) FROM call_blocks");
+  EXPECT_LE(*after + wal_bytes(db), size.max_bytes);
+  int64_t left = test::query_int(db, "SELECT count(*) FROM call_store");
   EXPECT_GE(left, 1);
   EXPECT_LT(left, 15);
   EXPECT_EQ(test::query_int(
                 db, "SELECT max(ts_ns) - " + std::to_string(kRetentionOffset) + " FROM calls"),
             59'999'000'000);
+  // Incremental auto-vacuum: the freelist was handed back.
+  EXPECT_EQ(test::query_int(db, "PRAGMA freelist_count"), 0);
 }
 
-// A shipper that lags does not stop retention (the disk limit holds), but every row deleted
-// before it was shipped is counted, per shipped table; tables not shipped count nothing.
-TEST(Store, RetentionCountsTheRowsItDeletesBeforeTheyWereShipped) {
+// A shipper that lags does not stop retention (the disk limit holds), but every call deleted
+// before it was shipped is counted; tables not shipped count nothing.
+TEST(Store, RetentionCountsTheCallsItDeletesBeforeTheyWereShipped) {
   std::string db = test::temp_path("retention-shipped.db");
   auto w = minute_of_calls(db);
   ASSERT_TRUE(w);
-  // Keep the last 10 s: events 1 to 50,000 go, and the summaries of 50 seconds. The shipper
-  // has events up to 30,000, and no summary (call_seconds is not shipped).
+  // Keep the last 10 s: calls 1 to 49,152 go (12 blocks), and the summaries of 50 seconds.
+  // The shipper has events up to 30,000, and no summary (call_seconds is not shipped).
   RetentionPolicy age{10'000'000'000, 0, {{"events", 30000}, {"system_snapshots", 0}}};
   int64_t now = kRetentionOffset + 60'000'000'000;
   retain_all(*w, age, now);
-  EXPECT_EQ(w->retention_deleted(), 50000u + 50);
-  EXPECT_EQ(w->retention_unshipped(), 20000u);
-  EXPECT_EQ(test::query_int(db, "SELECT min(id) FROM events"), 50001);
+  EXPECT_EQ(w->retention_deleted(), 49152u + 50);
+  EXPECT_EQ(w->retention_unshipped(), 49152u - 30000);
+  EXPECT_EQ(test::query_int(db, "SELECT min(id) FROM events"), 49153);
   // Shipped past what goes: nothing unshipped.
   age.retain_ns = 5'000'000'000;
   age.shipped_through = {{"events", 60000}};
@@ -246,13 +180,12 @@ TEST(Store, RetentionCountsTheRowsItDeletesBeforeTheyWereShipped) {
     EXPECT_EQ(p->unshipped, 0u);
     if (!p->deleted) break;
   }
-  EXPECT_EQ(w->retention_deleted(), 55000u + 55);
-  EXPECT_EQ(w->retention_unshipped(), 20000u);
+  EXPECT_EQ(w->retention_deleted(), 53248u + 55);
+  EXPECT_EQ(w->retention_unshipped(), 49152u - 30000);
 }
 
 // Ids only grow: a shipper resumes above the last id it shipped (fleet.md), so retention
-// keeps each table's newest row even past the policy. An emptied table would hand out its
-// ids again from 1.
+// keeps the newest block even past the policy, and the writer goes on after it.
 TEST(Store, RetentionNeverLetsAnIdBeGivenTwice) {
   std::string db = test::temp_path("retention-ids.db");
   auto w = minute_of_calls(db);
@@ -261,8 +194,8 @@ TEST(Store, RetentionNeverLetsAnIdBeGivenTwice) {
   RetentionPolicy age{1'000'000'000, 0, {}};
   int64_t now = kRetentionOffset + 120'000'000'000;
   retain_all(*w, age, now);
-  EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(id) FROM events"),
-            (std::vector<std::vector<std::string>>{{"1", "60000"}}));
+  EXPECT_EQ(test::query_rows(db, "SELECT count(*), min(id), max(id) FROM events"),
+            (std::vector<std::vector<std::string>>{{"2656", "57345", "60000"}}));
   ASSERT_TRUE(w->add(call("cudaLaunchKernel", EventKind::kLaunch, 61'000'000'000, 1000, 101)));
   ASSERT_TRUE(w->commit());
   EXPECT_EQ(test::query_int(db, "SELECT max(id) FROM events"), 60001);

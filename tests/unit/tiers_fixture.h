@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "app/builtin_backends.h"
+#include "app/merge_traces.h"
 #include "engine/analysis.h"
+#include "store/compact.h"
+#include "store/schema.h"
 #include "store/sql_trace_source.h"
 #include "store/tiers.h"
 #include "store/trace_reader.h"
@@ -151,13 +154,16 @@ inline Loop training_loop(int steps) {
   return l;
 }
 
-// A writer of `path` with its session begun (node n1) and the dataset's stack.
-inline std::unique_ptr<TraceWriter> begin_trace(const std::string& path) {
+// A writer of `path` with its session begun (node n1) and the dataset's stack; `folding` off
+// (as `trace --keep-all`): every call keeps its row, and the engine reads every call.
+inline std::unique_ptr<TraceWriter> begin_trace(const std::string& path, bool folding = false,
+                                                const std::string& node = "n1") {
   auto w = TraceWriter::open(path);
   EXPECT_TRUE(w) << (w ? "" : w.error().message);
   if (!w) return nullptr;
+  (*w)->set_folding(folding);
   SessionInfo si;
-  si.node = "n1";
+  si.node = node;
   si.mono_offset_ns = kOffset;
   EXPECT_TRUE((*w)->begin_session(si));
   hal::StackFrame f;
@@ -169,9 +175,10 @@ inline std::unique_ptr<TraceWriter> begin_trace(const std::string& path) {
   return std::move(*w);
 }
 
-inline std::string write_trace(const std::string& name, const std::vector<Event>& calls) {
+inline std::string write_trace(const std::string& name, const std::vector<Event>& calls,
+                               bool folding = false, const std::string& node = "n1") {
   std::string path = test::temp_path(name);
-  auto w = begin_trace(path);
+  auto w = begin_trace(path, folding, node);
   size_t n = 0;
   for (const Event& e : calls) {
     EXPECT_TRUE(w->add(e));
@@ -189,11 +196,22 @@ inline std::string copy_of(const std::string& path, const std::string& name) {
   return out;
 }
 
-// Folds every launch the policy allows (the whole trace is older than the full-row window).
-inline Compacted fold_everything(const std::string& path) {
-  auto r = compact_trace(path, 1, app::builtin_views());
+// What folding made of a trace: the calls in runs, the runs.
+struct FoldCount {
+  uint64_t folded = 0, runs = 0;
+};
+
+// Folds every launch the policy allows (the whole trace is older than the full-row window),
+// as `ingero compact` with a --full-rows of 0 would.
+inline FoldCount fold_everything(const std::string& path) {
+  if (test::query_int(path, "PRAGMA user_version") < kSchemaVersion) {  // an older file
+    auto c = app::convert_trace(path);
+    EXPECT_TRUE(c) << (c ? "" : c.error().message);
+  }
+  auto r = compact_trace(path, 0, app::builtin_views());
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
-  return r ? *r : Compacted{};
+  return {uint64_t(test::query_int(path, "SELECT coalesce(sum(calls), 0) FROM call_runs")),
+          uint64_t(test::query_int(path, "SELECT count(*) FROM call_runs"))};
 }
 
 struct Read {

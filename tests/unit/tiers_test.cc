@@ -15,6 +15,8 @@
 #include "app/builtin_backends.h"
 #include "engine/analysis.h"
 #include "store/call_summaries.h"
+#include "store/column_block.h"
+#include "store/row_block.h"
 #include "store/sketch_sql.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
@@ -95,7 +97,7 @@ TEST(Tiers, FoldingKeepsWhatTheRulesNeedAndRunsHoldTheRest) {
   Loop l = training_loop(200);
   std::string full = write_trace("loop-full.db", l.calls);
   std::string tiered = copy_of(full, "loop-tiered.db");
-  Compacted c = fold_everything(tiered);
+  FoldCount c = fold_everything(tiered);
   int64_t launches_kept =
       test::query_int(tiered, "SELECT count(*) FROM calls WHERE op = 'cudaLaunchKernel'");
   // Every failed and preempted launch keeps its row, and every slow one (400 us, 20 of them).
@@ -118,59 +120,30 @@ TEST(Tiers, FoldingKeepsWhatTheRulesNeedAndRunsHoldTheRest) {
             int64_t(l.launches + l.others));
 }
 
-// The newest row is never folded: SQLite gives the next row max(id) + 1, and an id handed out
-// again would lie below the fold's and the shipper's resume points.
-TEST(Tiers, TheNewestRowKeepsItsRowSoNoIdIsGivenTwice) {
-  std::mt19937_64 rng(11);
-  std::vector<Event> calls;
-  for (int i = 0; i < 2000; ++i)  // launches only, 10-30 us, 5 us apart
-    calls.push_back(launch(uint64_t(i) * 40 * kUs, (10 + rng() % 21) * kUs));
-  calls.back().dur_ns = 10 * kUs;  // foldable: far under the p95
-  std::string db = write_trace("newest.db", calls);
-  int64_t newest = test::query_int(db, "SELECT max(id) FROM events");
-  auto d = Db::open(db, Db::Mode::kReadWrite);
-  ASSERT_TRUE(d);
-  auto pass = fold_calls(**d, INT64_MAX, 10000000);
-  ASSERT_TRUE(pass) << pass.error().message;
-  EXPECT_GT(pass->folded, 1000u);
-  EXPECT_EQ(test::query_int(db, "SELECT max(id) FROM events"), newest);
-  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM calls") +
-                test::query_int(db, "SELECT sum(calls) FROM call_runs"),
-            2000);
-}
-
-// A fold bounded by a row id (the tracer's shipper: rows not yet in ClickHouse) leaves every
-// row above it as it was, and the next pass without the bound folds them as if there had been
-// none.
-TEST(Tiers, AFoldUpToARowLeavesTheRowsAfterItForLater) {
-  Loop l = training_loop(200);
-  std::string full = write_trace("bound-full.db", l.calls);
-  std::string once = copy_of(full, "bound-once.db"), twice = copy_of(full, "bound-twice.db");
-  auto one = Db::open(once, Db::Mode::kReadWrite);
-  ASSERT_TRUE(one);
-  auto all = fold_calls(**one, INT64_MAX, 10000000);
-  ASSERT_TRUE(all) << all.error().message;
-  int64_t rows = test::query_int(full, "SELECT count(*) FROM events");
-  int64_t middle = test::query_int(
-      full, "SELECT id FROM events ORDER BY id LIMIT 1 OFFSET " + std::to_string(rows / 2));
-  auto db = Db::open(twice, Db::Mode::kReadWrite);
-  ASSERT_TRUE(db);
-  auto first = fold_calls(**db, INT64_MAX, 10000000, nullptr, middle);
-  ASSERT_TRUE(first) << first.error().message;
-  EXPECT_FALSE(first->more);
-  EXPECT_GT(first->folded, 0u);
-  EXPECT_LT(first->folded, all->folded);
-  // Not one row after `middle` was folded, nor looked at.
-  EXPECT_EQ(
-      test::query_int(twice, "SELECT count(*) FROM events WHERE id > " + std::to_string(middle)),
-      test::query_int(full, "SELECT count(*) FROM events WHERE id > " + std::to_string(middle)));
-  EXPECT_EQ(test::query_int(twice, "SELECT last_event_id FROM call_folding"), middle);
-  auto rest = fold_calls(**db, INT64_MAX, 10000000);
-  ASSERT_TRUE(rest) << rest.error().message;
-  EXPECT_EQ(first->folded + rest->folded, all->folded);
-  EXPECT_EQ(test::query_int(twice, "SELECT count(*) FROM events"),
-            test::query_int(once, "SELECT count(*) FROM events"));
-  EXPECT_EQ(test::query_int(twice, "SELECT sum(calls) FROM call_runs"), int64_t(all->folded));
+// Calls and host events share one id space, which goes on where the file left it: a session
+// appended to a folded file gives ids above every one it holds (a shipper resumes by id), and
+// SQL over `events` sees each id once.
+TEST(Tiers, IdsGoOnAcrossSessionsWhateverWasFolded) {
+  Loop l = training_loop(60);
+  std::string db = write_trace("ids.db", l.calls, true);
+  fold_everything(db);
+  // The greatest id given: a host event's, or a call's (its block says so, whether its row
+  // was kept or folded into a run).
+  int64_t before = test::query_int(
+      db, "SELECT max((SELECT max(id) FROM host_rows), (SELECT max(last_id) FROM call_store))");
+  EXPECT_GE(before, test::query_int(db, "SELECT max(id) FROM events"));
+  {
+    auto w = TraceWriter::open(db);
+    ASSERT_TRUE(w) << w.error().message;
+    SessionInfo si;
+    si.node = "n1";
+    si.mono_offset_ns = kOffset;
+    ASSERT_TRUE((*w)->begin_session(si));
+    for (const Event& e : training_loop(5).calls) ASSERT_TRUE((*w)->add(e));
+    ASSERT_TRUE((*w)->finish(SessionEnd{}));
+  }
+  EXPECT_EQ(test::query_int(db, "SELECT min(id) FROM events WHERE session_id = 2"), before + 1);
+  EXPECT_EQ(test::query_int(db, "SELECT count(*) - count(DISTINCT id) FROM events"), 0);
 }
 
 TEST(Tiers, FoldedCallsReadBackWithTheirCountsSumsExtremesAndGaps) {
@@ -239,7 +212,7 @@ TEST(Tiers, H100TracesGiveTheSameChainsFullAndFolded) {
   for (const char* name : {"starve", "emptycache", "resnet-clean", "resnet-contended"}) {
     std::string full = fixture(name);
     std::string tiered = copy_of(full, std::string(name) + "-tiered.db");
-    Compacted c = fold_everything(tiered);
+    FoldCount c = fold_everything(tiered);
     // Traces of schema < 5 store a runtime launch and its driver launch as two rows, one
     // inside the other: those keep their rows (store/tiers.h), and cuDNN's own launches fold.
     EXPECT_GT(c.folded, 300u) << name;
@@ -252,21 +225,43 @@ TEST(Tiers, H100TracesGiveTheSameChainsFullAndFolded) {
 }
 
 TEST(Tiers, DamagedRunsAreAnErrorNotInventedCalls) {
-  Loop l = training_loop(20);
+  Loop l = training_loop(60);
   std::string db = write_trace("damaged-runs.db", l.calls);
-  // Rows, not archived runs: the row is altered with SQL.
-  ASSERT_TRUE(compact_trace(db, 1, app::builtin_views(), false));
-  {
+  fold_everything(db);
+  {  // a block's first run with a total smaller than its extremes
     auto w = Db::open(db, Db::Mode::kReadWrite);
     ASSERT_TRUE(w);
-    ASSERT_TRUE((*w)->exec("UPDATE call_runs SET sum_ns = 1 WHERE id = 1"));
+    auto st = (*w)->prepare("SELECT id, run_data FROM call_store WHERE runs > 0 LIMIT 1");
+    ASSERT_TRUE(st);
+    ASSERT_TRUE(*st->step());
+    int64_t id = st->int64(0);
+    auto runs = RowBlock::decode(
+        std::string_view(static_cast<const char*>(sqlite3_column_blob(st->get(), 1)),
+                         size_t(sqlite3_column_bytes(st->get(), 1))));
+    ASSERT_TRUE(runs);
+    ColumnBlock damaged(runs->columns());
+    for (size_t r = 0; r < runs->rows(); ++r) {
+      for (size_t c = 0; c < runs->columns().size(); ++c) {
+        if (runs->type(r, c) == SQLITE_TEXT)
+          damaged.set_text(c, runs->bytes(r, c));
+        else if (runs->type(r, c) == SQLITE_INTEGER)
+          damaged.set_int(c, r == 0 && runs->columns()[c] == "sum_ns" ? 1 : runs->int64(r, c));
+      }
+      damaged.end_row();
+    }
+    std::string data = damaged.encode();
+    st = Stmt();
+    auto up = (*w)->prepare("UPDATE call_store SET run_data = ? WHERE id = ?");
+    ASSERT_TRUE(up);
+    sqlite3_bind_blob(up->get(), 1, data.data(), int(data.size()), SQLITE_STATIC);
+    up->bind(2, id);
+    ASSERT_TRUE(up->step());
   }
   auto reader = TraceReader::open(db, app::builtin_views());
   ASSERT_TRUE(reader);
   SqlTraceSource src(**reader);
   uint64_t n = 0;
-  src.calls({}, [&](const Event&) { ++n; });
-  EXPECT_EQ(n, 0u);
+  src.calls({}, [&](const hal::Event&) { ++n; });
   EXPECT_NE(src.error().find("damaged call_runs row"), std::string::npos) << src.error();
 }
 
@@ -285,88 +280,26 @@ TEST(Tiers, ADamagedSketchIsAnErrorNotAQuantile) {
   EXPECT_FALSE(src.folded_call_sketches({}).has_value());
   EXPECT_NE(src.error().find("damaged call_seconds sketch"), std::string::npos) << src.error();
   // Folding more of it refuses too, rather than folding with a wrong p95.
-  auto more = Db::open(db, Db::Mode::kReadWrite);
-  ASSERT_TRUE(more);
-  auto pass = fold_calls(**more, INT64_MAX);
+  std::string more = write_trace("damaged-sketch-unfolded.db", training_loop(60).calls);
+  {
+    auto w = Db::open(more, Db::Mode::kReadWrite);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE((*w)->exec("UPDATE call_seconds SET sketch = x'01ff' WHERE rowid = 1"));
+  }
+  auto pass = compact_trace(more, 0, app::builtin_views());
   ASSERT_FALSE(pass);
   EXPECT_NE(pass.error().message.find("damaged call_seconds sketch"), std::string::npos);
-}
-
-// Two folders of one file (two `ingero compact`, or one beside the tracer) take turns, pass
-// by pass: each pass reads its rows inside its own write transaction, so no call is folded
-// twice. Both are made to start while a third connection holds the write lock: before the fix
-// both read the same rows then, and the file ended with their calls counted twice.
-TEST(Tiers, TwoFoldersOfOneFileTakeTurnsAndFoldEachCallOnce) {
-  Loop l = training_loop(200);
-  std::string db = write_trace("two-folders.db", l.calls);
-  std::string alone = copy_of(db, "two-folders-alone.db");
-  const std::string calls_sql =
-      "SELECT (SELECT count(*) FROM events e JOIN sources s ON s.id = e.source WHERE s.vendor <> "
-      "'host') + (SELECT coalesce(sum(calls), 0) FROM call_runs)";
-  const int64_t written = int64_t(l.launches + l.others);
-  ASSERT_EQ(test::query_int(db, calls_sql), written);
-  auto holder = Db::open(db, Db::Mode::kReadWrite);
-  ASSERT_TRUE(holder);
-  ASSERT_TRUE((*holder)->exec("BEGIN IMMEDIATE"));
-  std::vector<std::string> errors(2);
-  std::vector<uint64_t> folded(2);
-  std::vector<std::thread> folders;
-  for (int i = 0; i < 2; ++i)
-    folders.emplace_back([&, i] {
-      auto d = Db::open(db, Db::Mode::kReadWrite);
-      if (!d) {
-        errors[i] = d.error().message;
-        return;
-      }
-      while (true) {
-        auto pass = fold_calls(**d, INT64_MAX, 200000);  // as compact: runs cut alike
-        if (!pass) {
-          errors[i] = pass.error().message;
-          return;
-        }
-        folded[i] += pass->folded;
-        if (!pass->more) return;
-      }
-    });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_TRUE((*holder)->exec("COMMIT"));
-  for (auto& t : folders) t.join();
-  EXPECT_EQ(errors, std::vector<std::string>(2));
-  EXPECT_EQ(test::query_int(db, calls_sql), written);
-  // The same as one folder alone.
-  Compacted one = fold_everything(alone);
-  EXPECT_EQ(folded[0] + folded[1], one.folded);
-  EXPECT_GT(one.folded, l.launches / 2);
-  EXPECT_EQ(test::query_int(db, "SELECT count(*) FROM call_runs"), int64_t(one.runs));
 }
 
 TEST(Tiers, CompactRefusesTheOriginalImplementationsFilesAndLeavesThemAsTheyWere) {
   std::string go =
       copy_of(INGERO_FIXTURES_DIR "/ingero-go/pytorch-dataloader-starvation.db", "go-compact.db");
   std::string before = test::sha256_file(go);
-  auto r = compact_trace(go, 1, app::builtin_views());
+  auto r = compact_trace(go, 0, app::builtin_views());
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("original Go implementation"), std::string::npos)
       << r.error().message;
   EXPECT_EQ(test::sha256_file(go), before);
-}
-
-TEST(Tiers, AFileFromBeforeSummariesGetsThemWhenCompacted) {
-  Loop l = training_loop(50);
-  std::string db = write_trace("old-schema.db", l.calls);
-  {  // as a schema-6 file: no summaries, no runs
-    auto w = Db::open(db, Db::Mode::kReadWrite);
-    ASSERT_TRUE(w);
-    ASSERT_TRUE(
-        (*w)->exec("DROP TABLE call_seconds; DROP TABLE call_runs; DROP TABLE "
-                   "call_folding; PRAGMA user_version = 6"));
-  }
-  Compacted c = fold_everything(db);
-  EXPECT_EQ(c.calls_before, l.launches + l.others);
-  EXPECT_GT(c.folded, l.launches / 2);
-  EXPECT_EQ(test::query_int(db, "SELECT sum(calls) FROM call_seconds"),
-            int64_t(l.launches + l.others));
-  EXPECT_EQ(test::query_int(db, "PRAGMA user_version"), store::kSchemaVersion);
 }
 
 // A window that cuts runs (--since on a folded trace) counts in its event header the calls
@@ -393,12 +326,8 @@ TEST(Tiers, AWindowCuttingRunsCountsTheCallsItReads) {
   EXPECT_EQ(source.event_count(w), read);
 }
 
-// `a` and `b` (both written as node n1) merged into one file, b's node renamed n2; "" when
-// the merge failed.
-std::string merge_as_two_nodes(const std::string& a, const std::string& b) {
-  for (const char* table : {"sessions", "events", "call_seconds", "system_snapshots"})
-    if (std::system(("sqlite3 '" + b + "' \"UPDATE " + table + " SET node = 'n2'\"").c_str()))
-      return "";
+// `a` (node n1) and `b` (node n2) merged into one file; "" when the merge failed.
+std::string merge_two_nodes(const std::string& a, const std::string& b) {
   std::string merged = test::temp_path("merged.db");
   std::string cmd =
       std::string(INGERO_BIN) + " merge '" + a + "' '" + b + "' -o '" + merged + "' 2>/dev/null";
@@ -410,18 +339,20 @@ std::string merge_as_two_nodes(const std::string& a, const std::string& b) {
 // does.
 TEST(Tiers, CompactFoldsEveryNodeOfAMergedFile) {
   Loop l = training_loop(200);
-  std::string a = write_trace("node-a.db", l.calls), b = write_trace("node-b.db", l.calls);
-  std::string merged = merge_as_two_nodes(a, b);
+  std::string a = write_trace("node-a.db", l.calls),
+              b = write_trace("node-b.db", l.calls, false, "n2");
+  std::string merged = merge_two_nodes(a, b);
   ASSERT_FALSE(merged.empty());
   // The last 300 ms keep their rows: n1's stop its first pass before n2 begins.
   auto fold = [](const std::string& path) {
     auto r = compact_trace(path, 300 * int64_t(kMs), app::builtin_views());
     EXPECT_TRUE(r) << (r ? "" : r.error().message);
-    return r ? *r : Compacted{};
+    return FoldCount{
+        uint64_t(test::query_int(path, "SELECT coalesce(sum(calls), 0) FROM call_runs")), 0};
   };
-  Compacted alone = fold(a);
+  FoldCount alone = fold(a);
   ASSERT_GT(alone.folded, l.launches / 2);
-  Compacted both = fold(merged);
+  FoldCount both = fold(merged);
   EXPECT_EQ(both.folded, 2 * alone.folded);
   EXPECT_EQ(test::query_rows(merged, "SELECT node, sum(calls) FROM call_runs GROUP BY node"),
             (std::vector<std::vector<std::string>>{{"n1", std::to_string(alone.folded)},
@@ -443,10 +374,11 @@ TEST(Tiers, NodesOfAMergedFileFoldByTheirOwnLimits) {
   Loop fast = training_loop(200), slow = training_loop(200);
   for (Event& e : fast.calls)  // half as long, at the same starts
     if (e.kind == EventKind::kLaunch) e.dur_ns /= 2;
-  std::string a = write_trace("fast.db", fast.calls), b = write_trace("slow.db", slow.calls);
-  std::string merged = merge_as_two_nodes(a, b);
+  std::string a = write_trace("fast.db", fast.calls),
+              b = write_trace("slow.db", slow.calls, false, "n2");
+  std::string merged = merge_two_nodes(a, b);
   ASSERT_FALSE(merged.empty());
-  Compacted alone_a = fold_everything(a), alone_b = fold_everything(b);
+  FoldCount alone_a = fold_everything(a), alone_b = fold_everything(b);
   fold_everything(merged);
   EXPECT_EQ(test::query_rows(merged, "SELECT node, sum(calls) FROM call_runs GROUP BY node"),
             (std::vector<std::vector<std::string>>{{"n1", std::to_string(alone_a.folded)},

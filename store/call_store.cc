@@ -1,0 +1,137 @@
+#include "store/call_store.h"
+
+#include "store/archive_table.h"
+#include "store/call_block.h"
+#include "store/schema.h"
+
+namespace ingero::store {
+
+std::string call_store_ddl() {
+  return events_ddl("host_rows") +
+         "CREATE INDEX IF NOT EXISTS idx_host_rows_ts ON host_rows(timestamp);\n"
+         "CREATE TABLE IF NOT EXISTS call_store (\n"
+         "  id INTEGER PRIMARY KEY,\n"
+         "  node TEXT NOT NULL DEFAULT '',\n"
+         "  session_id INTEGER NOT NULL DEFAULT 0,\n"
+         "  first_id INTEGER NOT NULL,        -- the least and greatest call id\n"
+         "  last_id INTEGER NOT NULL,\n"
+         "  first_ts INTEGER NOT NULL,        -- the least and greatest start, Unix ns\n"
+         "  last_ts INTEGER NOT NULL,\n"
+         "  end_ts INTEGER NOT NULL,          -- the greatest start + duration\n"
+         "  calls INTEGER NOT NULL,           -- calls in the block\n"
+         "  untimed INTEGER NOT NULL DEFAULT 0,  -- of them, seen at entry only\n"
+         "  kept INTEGER,                     -- folded form: calls kept, runs, calls in runs\n"
+         "  runs INTEGER,                     --   (NULL while the block fills)\n"
+         "  folded INTEGER,\n"
+         "  full BLOB,                        -- every call (NULL once folded for good)\n"
+         "  kept_data BLOB,                   -- the calls kept, the runs: NULL where folding\n"
+         "  run_data BLOB                     --   left the block whole, or while it fills\n"
+         ");\n"
+         "CREATE INDEX IF NOT EXISTS idx_call_store_ts ON call_store(first_ts);\n"
+         "CREATE INDEX IF NOT EXISTS idx_call_store_id ON call_store(last_id, first_id, first_ts, "
+         "last_ts, calls);\n";
+}
+
+namespace {
+
+// The columns of `events` over both: host_rows' stored ones, and a call's (its block lacks
+// detail, saddr and daddr), then the generated ones.
+std::string events_select(bool calls) {
+  std::string cols;
+  for (const auto& c : call_column_names()) {
+    if (c == "peer_comm")
+      cols += calls ? "peer_comm, NULL, NULL, NULL, " : "peer_comm, detail, saddr, daddr, ";
+    else
+      cols += c + ", ";
+  }
+  std::string gen;
+  for (const auto& g : kEventGeneratedColumns)
+    gen += std::string(", ") + (calls ? std::string(g.expr) + " AS " : std::string()) + g.name;
+  return "SELECT " + cols.substr(0, cols.size() - 2) + gen + " FROM " +
+         (calls ? "ingero_calls" : "main.host_rows");
+}
+
+std::string run_columns() {
+  std::string cols;
+  for (const auto& c : run_column_names()) cols += (cols.empty() ? "" : ", ") + c;
+  return cols;
+}
+
+}  // namespace
+
+std::string call_store_views_sql() {
+  return "DROP VIEW IF EXISTS main.events;\nCREATE VIEW events AS\n" + events_select(false) +
+         "\nUNION ALL\n" + events_select(true) +
+         ";\nDROP VIEW IF EXISTS main.call_runs;\nCREATE VIEW call_runs AS\nSELECT " +
+         run_columns() + " FROM ingero_runs;\n";
+}
+
+const BlockForm& engine_calls_form() {
+  static const BlockForm f{
+      "main.call_store", "coalesce(kept_data, full)", "coalesce(kept, calls)", "", false,
+      "call block"};
+  return f;
+}
+const BlockForm& engine_runs_form() {
+  static const BlockForm f{"main.call_store",      "run_data", "runs",
+                           "run_data IS NOT NULL", false,      "call block (runs)"};
+  return f;
+}
+const BlockForm& sql_calls_form() {
+  static const BlockForm f{"main.call_store",
+                           "coalesce(full, kept_data)",
+                           "CASE WHEN full IS NULL THEN kept ELSE calls END",
+                           "",
+                           false,
+                           "call block"};
+  return f;
+}
+const BlockForm& sql_runs_form() {
+  static const BlockForm f{
+      "main.call_store",  "run_data", "runs", "full IS NULL AND run_data IS NOT NULL", false,
+      "call block (runs)"};
+  return f;
+}
+
+int register_call_store_tables(sqlite3* db) {
+  static const EponymousBlocks calls{sql_calls_form(), call_column_names()};
+  static const EponymousBlocks runs{sql_runs_form(), run_column_names()};
+  int rc = register_eponymous_blocks(db, "ingero_calls", &calls);
+  if (rc == SQLITE_OK) rc = register_eponymous_blocks(db, "ingero_runs", &runs);
+  return rc;
+}
+
+ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns,
+                                          const std::optional<std::string>& node) {
+  std::string inside =
+      "first_ts >= " + std::to_string(from_ns) + " AND last_ts <= " + std::to_string(to_ns);
+  std::string of_node = node ? " AND node = " + sql_quote(*node) : std::string();
+  auto whole = db.query_int(
+      "SELECT coalesce(sum(coalesce(kept, calls)), 0) FROM call_store WHERE " + inside + of_node);
+  if (!whole) return whole.error();
+  uint64_t n = uint64_t(whole->value_or(0));
+  BlockForm edge = engine_calls_form();
+  edge.filter = "NOT (" + inside + ")" + of_node;
+  ArchiveScan scan(db.handle(), edge, db.path(), {"timestamp", "id", "node"}, 0, 1);
+  ArchiveScan::Bounds b{.lo_ts = from_ns, .hi_ts = to_ns};
+  int rc = scan.start(b, false);
+  for (; rc == SQLITE_OK && !scan.eof(); rc = scan.next())
+    if (!node || scan.current().text_view(2) == *node) ++n;
+  if (rc != SQLITE_OK)
+    return ingero::make_error(rc == SQLITE_CORRUPT
+                                  ? scan.error()
+                                  : db.path() + ": counting calls: " + sqlite3_errstr(rc));
+  return n;
+}
+
+std::string host_table(Db& db) { return has_call_store(db) ? "main.host_rows" : "main.events"; }
+
+bool has_call_store(Db& db) {
+  auto st =
+      db.prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'call_store'");
+  if (!st) return false;
+  auto r = st->step();
+  return r && *r;
+}
+
+}  // namespace ingero::store

@@ -1,0 +1,295 @@
+#include "store/compact.h"
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "engine/quantile_sketch.h"
+#include "store/call_block.h"
+#include "store/call_store.h"
+#include "store/call_summaries.h"
+#include "store/row_block.h"
+#include "store/schema.h"
+#include "store/sketch_sql.h"
+#include "store/tiers.h"
+
+namespace ingero::store {
+namespace {
+
+constexpr int64_t kSecond = 1000000000;
+
+// The launch ops (source, op) of the file's dictionary.
+ingero::Result<std::set<std::pair<int, int>>> launch_ops(Db& db) {
+  std::set<std::pair<int, int>> out;
+  auto st = db.prepare("SELECT source_id, op_id FROM ops WHERE kind = 'launch'");
+  if (!st) return st.error();
+  while (true) {
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    out.insert({int(st->int64(0)), int(st->int64(1))});
+  }
+  return out;
+}
+
+// Each (session, pid, launch op)'s fold limit from the summaries' sketches, as the writer's
+// own would have been at the session's end.
+using Limits = std::map<std::tuple<int64_t, uint32_t, int, int>, int64_t>;
+ingero::Result<Limits> limits_from_summaries(Db& db, const std::set<std::pair<int, int>>& ops) {
+  std::map<std::tuple<int64_t, uint32_t, int, int>, engine::QuantileSketch> sketches;
+  auto st = db.prepare("SELECT session_id, pid, source, op, sketch FROM call_seconds");
+  if (!st) return st.error();
+  while (true) {
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    int source = int(st->int64(2)), op = int(st->int64(3));
+    if (!ops.count({source, op})) continue;
+    auto sk = sketch_column(st->get(), 4);
+    if (!sk) return ingero::make_error(db.path() + ": a damaged call_seconds sketch");
+    sketches[{st->int64(0), uint32_t(st->int64(1)), source, op}].merge(*sk);
+  }
+  Limits out;
+  for (const auto& [k, sk] : sketches)
+    if (!sk.empty()) out[k] = int64_t(double(sk.quantile(0.95)) * kKeepAboveP95Share);
+  return out;
+}
+
+ingero::Result<RowBlock> decode_full(Db& db, int64_t block) {
+  auto st = db.prepare("SELECT full FROM call_store WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, block);
+  auto r = st->step();
+  if (!r) return r.error();
+  if (!*r || st->is_null(0))
+    return ingero::make_error(db.path() + ": call block " + std::to_string(block) +
+                              " has no calls to fold");
+  std::string_view data(static_cast<const char*>(sqlite3_column_blob(st->get(), 0)),
+                        size_t(sqlite3_column_bytes(st->get(), 0)));
+  auto rows = RowBlock::decode(data);
+  if (!rows)
+    return ingero::make_error(db.path() + ": call block " + std::to_string(block) + ": " +
+                              rows.error().message);
+  return std::move(*rows);
+}
+
+// Folds the blocks an unfinished session left filling, and (`all`) those never folded
+// (written with --keep-all, or before a process's launch limits were known).
+ingero::Status fold_blocks(Db& db, const std::set<std::pair<int, int>>& ops, bool all,
+                           Repaired& out) {
+  auto tails = db.prepare(std::string("SELECT id, session_id FROM call_store WHERE kept IS NULL") +
+                          (all ? " OR (folded = 0 AND full IS NOT NULL AND kept > 0)" : ""));
+  if (!tails) return tails.error();
+  std::vector<std::pair<int64_t, int64_t>> todo;
+  while (true) {
+    auto r = tails->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    todo.emplace_back(tails->int64(0), tails->int64(1));
+  }
+  if (todo.empty()) return {};
+  auto limits = limits_from_summaries(db, ops);
+  if (!limits) return limits.error();
+  auto upd = db.prepare(
+      "UPDATE call_store SET kept = ?, runs = ?, folded = ?, kept_data = ?, run_data = ? WHERE "
+      "id = ?");
+  if (!upd) return upd.error();
+  for (auto [id, session] : todo) {
+    auto rows = decode_full(db, id);
+    if (!rows) return rows.error();
+    CallBlock b;
+    if (auto st = b.add_decoded(*rows, [&](int s, int o) { return ops.count({s, o}) > 0; }); !st)
+      return ingero::make_error(db.path() + ": call block " + std::to_string(id) + ": " +
+                                st.error().message);
+    FoldedCalls f;
+    int64_t sid = session;
+    b.fold(
+        [&](uint32_t pid, int s, int o) -> std::optional<int64_t> {
+          auto it = limits->find({sid, pid, s, o});
+          if (it == limits->end()) return std::nullopt;
+          return it->second;
+        },
+        f);
+    std::string kept, runs;  // none when folding left the block whole (as the writer does)
+    upd->reset();
+    sqlite3_clear_bindings(upd->get());
+    upd->bind(1, int64_t(f.kept.rows())).bind(2, int64_t(f.runs.rows())).bind(3, int64_t(f.folded));
+    if (f.folded) {
+      kept = f.kept.encode();
+      runs = f.runs.encode();
+      if (kept.empty() || runs.empty()) return ingero::make_error("compressing a block failed");
+      sqlite3_bind_blob(upd->get(), 4, kept.data(), int(kept.size()), SQLITE_STATIC);
+      sqlite3_bind_blob(upd->get(), 5, runs.data(), int(runs.size()), SQLITE_STATIC);
+    }
+    upd->bind(6, id);
+    if (auto r = upd->step(); !r) return r.error();
+    ++out.blocks_folded;
+  }
+  return {};
+}
+
+ingero::Status fold_tails(Db& db, const std::set<std::pair<int, int>>& ops, Repaired& out) {
+  return fold_blocks(db, ops, false, out);
+}
+
+// Writes the summaries of the seconds of unfinished sessions that have none: every call of the
+// session from the second after its last summarised one.
+ingero::Status summarise_rest(Db& db, const std::set<int64_t>& sessions, Repaired& out) {
+  for (int64_t session : sessions) {
+    auto last = db.query_int("SELECT max(timestamp) FROM call_seconds WHERE session_id = " +
+                             std::to_string(session));
+    if (!last) return last.error();
+    int64_t from = last->has_value() ? **last + kSecond : INT64_MIN;
+    auto blocks = db.prepare(
+        "SELECT id, node FROM call_store WHERE session_id = ? AND last_ts >= ? AND full IS NOT "
+        "NULL ORDER BY id");
+    if (!blocks) return blocks.error();
+    blocks->bind(1, session).bind(2, from);
+    CallSummarizer sums;
+    while (true) {
+      auto r = blocks->step();
+      if (!r) return r.error();
+      if (!*r) break;
+      auto rows = decode_full(db, blocks->int64(0));
+      if (!rows) return rows.error();
+      CallBlock b;
+      if (auto st = b.add_decoded(*rows, [](int, int) { return false; }); !st) return st;
+      const ColumnBlock& c = b.columns();
+      for (size_t i = 0; i < b.size(); ++i) {
+        SummarizedCall s;
+        s.ts_ns = c.int64(i, kCallTs);
+        if (s.ts_ns < from) continue;
+        s.timed = c.has(i, kCallDur) && c.int64(i, kCallStatus) != kStatusUntimed;
+        s.dur_ns = uint64_t(std::max<int64_t>(0, c.int64(i, kCallDur)));
+        s.pid = uint32_t(c.int64(i, kCallPid));
+        s.tid = uint32_t(c.int64(i, kCallTid));
+        s.source = int(c.int64(i, kCallSource));
+        s.op = int(c.int64(i, kCallOp));
+        s.unfinished = c.int64(i, kCallStatus) == kStatusUnfinished;
+        s.error = c.has(i, kCallRet) && c.int64(i, kCallRet) != 0;
+        s.off_cpu_ns = uint64_t(c.int64(i, kCallOffCpu));
+        s.preempts = uint64_t(c.int64(i, kCallPreempts));
+        s.bytes = uint64_t(c.int64(i, kCallFirstField + size_t(hal::Field::kBytes)));
+        sums.add(c.text(i, kCallNode), session, s);
+        ++out.calls_summarised;
+      }
+    }
+    out.seconds_rebuilt += sums.open_seconds();
+    if (auto st = sums.flush(db, INT64_MAX); !st) return st;
+  }
+  return {};
+}
+
+}  // namespace
+
+ingero::Result<Repaired> repair_unfinished(Db& db) {
+  Repaired out;
+  if (!has_call_store(db)) return out;
+  std::set<int64_t> unfinished;
+  {
+    auto st = db.prepare("SELECT id FROM sessions WHERE stopped_at = 0");
+    if (!st) return st.error();
+    while (true) {
+      auto r = st->step();
+      if (!r) return r.error();
+      if (!*r) break;
+      unfinished.insert(st->int64(0));
+    }
+  }
+  auto tail = db.query_int("SELECT count(*) FROM call_store WHERE kept IS NULL");
+  if (!tail) return tail.error();
+  if (unfinished.empty() && tail->value_or(0) == 0) return out;
+  auto ops = launch_ops(db);
+  if (!ops) return ops.error();
+  if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
+  auto fail = [&](const ingero::Error& e) {
+    (void)db.exec("ROLLBACK");
+    return e;
+  };
+  // Summaries first: folding the tails reads the launches' limits from them.
+  if (auto st = summarise_rest(db, unfinished, out); !st) return fail(st.error());
+  if (auto st = fold_tails(db, *ops, out); !st) return fail(st.error());
+  // Ended: a session with no stop time reads as still being written. It stopped at its last
+  // call or host event, and says how.
+  for (int64_t s : unfinished) {
+    std::string id = std::to_string(s);
+    if (auto st = db.exec(
+            "UPDATE sessions SET stopped_at = max(started_at, coalesce((SELECT max(end_ts) FROM "
+            "call_store WHERE session_id = " +
+            id +
+            "), 0), coalesce((SELECT max(timestamp + duration) FROM host_rows WHERE "
+            "session_id = " +
+            id + "), 0)), exit_reason = 'unclean stop (repaired)' WHERE id = " + id);
+        !st)
+      return fail(st.error());
+  }
+  if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+  return out;
+}
+
+ingero::Result<uint64_t> fold_unfolded(Db& db) {
+  auto ops = launch_ops(db);
+  if (!ops) return ops.error();
+  Repaired r;
+  if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
+  if (auto st = fold_blocks(db, *ops, true, r); !st) {
+    (void)db.exec("ROLLBACK");
+    return st.error();
+  }
+  if (auto st = db.exec("COMMIT"); !st) return st.error();
+  return r.blocks_folded;
+}
+
+ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_rows_ns,
+                                        std::span<const hal::SqlView> views) {
+  {  // classified read-only: a file refused is left byte for byte as it was
+    auto ro = Db::open(path, Db::Mode::kReadOnly);
+    if (!ro) return ro.error();
+    auto info = inspect(**ro);
+    if (!info) return info.error();
+    if (info->format == TraceFormat::kLegacyGo)
+      return ingero::make_error(path + ": a trace from the original Go implementation (schema " +
+                                info->legacy_version + "); it is read-only here");
+    if (info->format != TraceFormat::kIngero || !has_call_store(**ro))
+      return ingero::make_error(path + ": not a trace of schema " + std::to_string(kSchemaVersion) +
+                                " (convert it first)");
+  }
+  auto db = Db::open(path, Db::Mode::kReadWrite);
+  if (!db) return db.error();
+  Db& d = **db;
+  if (auto st = migrate(d, views); !st) return st.error();
+  Compacted out;
+  auto rep = repair_unfinished(d);
+  if (!rep) return rep.error();
+  out.repaired = *rep;
+  auto refolded = fold_unfolded(d);
+  if (!refolded) return refolded.error();
+  out.blocks_refolded = *refolded;
+  auto last = d.query_int("SELECT max(end_ts) FROM call_store");
+  if (!last) return last.error();
+  int64_t before = last->value_or(0) - full_rows_ns;
+  std::string doomed =
+      "full IS NOT NULL AND kept_data IS NOT NULL AND end_ts <= " + std::to_string(before);
+  {  // statements finished before VACUUM, which refuses to run beside one in progress
+    auto st = d.prepare("SELECT count(*), coalesce(sum(calls), 0) FROM call_store WHERE " + doomed);
+    if (!st) return st.error();
+    if (auto r = st->step(); !r) return r.error();
+    out.blocks = uint64_t(st->int64(0));
+    out.folded_calls = uint64_t(st->int64(1));
+  }
+  if (auto s = d.exec("UPDATE call_store SET full = NULL WHERE " + doomed); !s) return s.error();
+  {
+    auto totals = d.prepare(
+        "SELECT coalesce(sum(calls), 0), coalesce(sum(CASE WHEN full IS NULL THEN kept ELSE 0 "
+        "END), 0) FROM call_store");
+    if (!totals) return totals.error();
+    if (auto r = totals->step(); !r) return r.error();
+    out.calls = uint64_t(totals->int64(0));
+    out.kept_rows = uint64_t(totals->int64(1));
+  }
+  // The file rewritten to its size: the blocks' old `full` forms go back to the file system.
+  if (auto s = d.exec("VACUUM"); !s) return s.error();
+  return out;
+}
+
+}  // namespace ingero::store

@@ -1,0 +1,253 @@
+// The call store of schema 10 (store/call_store.h): calls written once, into blocks, from the
+// decoded event; readers of rows and the engine each read their form of them; a block folded
+// for good; a damaged block named; a session killed mid-trace repaired by compact.
+#include "store/call_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "app/builtin_backends.h"
+#include "engine/analysis.h"
+#include "engine/result_json.h"
+#include "store/compact.h"
+#include "store/plain_copy.h"
+#include "store/sql_trace_source.h"
+#include "store/trace_reader.h"
+#include "store/trace_writer.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+#include "tests/unit/tiers_fixture.h"
+
+namespace ingero::store {
+namespace {
+
+using namespace tiers_fixture;
+using hal::Event;
+using hal::EventKind;
+using test::query_int;
+using test::query_rows;
+using test::temp_path;
+
+int64_t calls_in(const Loop& l) { return int64_t(l.launches + l.others); }
+
+// The engine's whole answer, as `explain --json` gives it.
+std::string explain_json(const std::string& path) {
+  auto reader = TraceReader::open(path, app::builtin_views());
+  EXPECT_TRUE(reader) << (reader ? "" : reader.error().message);
+  if (!reader) return "";
+  SqlTraceSource src(**reader);
+  auto a = engine::analyze(src, engine::Window{});
+  EXPECT_EQ(src.error(), "");
+  return engine::report_json(a, engine::ReportHeader{}).dump();
+}
+
+TEST(CallStore, CallsAreWrittenOnceIntoBlocksAndHostEventsAsRows) {
+  Loop l = training_loop(120);  // ~14,700 calls and ~1,200 host events
+  std::string path = write_trace("blocks.db", l.calls, true);
+  int64_t host = 0;
+  for (const Event& e : l.calls) host += hal::is_host_kind(e.kind);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM host_rows"), host);
+  EXPECT_EQ(query_int(path, "SELECT sum(calls) FROM call_store"), calls_in(l));
+  // Whole blocks of 4,096 calls but the last, every one folded (no block is left filling).
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE calls <> 4096"), 1);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE kept IS NULL"), 0);
+  // No table of call rows: `events` is the view of both.
+  EXPECT_EQ(query_int(path,
+                      "SELECT count(*) FROM sqlite_master WHERE name = 'events' AND "
+                      "type = 'view'"),
+            1);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM events"), calls_in(l) + host);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), calls_in(l));
+  EXPECT_EQ(query_int(path, "SELECT sum(calls) FROM call_summaries"), calls_in(l));
+  // One id space: each id once, calls and host events alike.
+  EXPECT_EQ(query_int(path, "SELECT count(DISTINCT id) FROM events"), calls_in(l) + host);
+}
+
+// A reader of a live trace sees the calls of the block still filling, as of the last commit.
+TEST(CallStore, ALiveReaderSeesTheFillingBlockAsOfTheLastCommit) {
+  std::string path = temp_path("live.db");
+  auto w = begin_trace(path, true);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(w->add(launch(uint64_t(i) * 30 * kUs, 5 * kUs)));
+  ASSERT_TRUE(w->commit());
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), 1000);
+  for (int i = 1000; i < 1500; ++i) ASSERT_TRUE(w->add(launch(uint64_t(i) * 30 * kUs, 5 * kUs)));
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), 1000);  // not committed yet
+  ASSERT_TRUE(w->commit());
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), 1500);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store"), 1);  // rewritten, one block
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader);
+  SqlTraceSource src(**reader);
+  uint64_t n = 0;
+  src.calls({}, [&](const Event&) { ++n; });
+  EXPECT_EQ(n, 1500u);
+  EXPECT_EQ(src.error(), "");
+  ASSERT_TRUE(w->finish(SessionEnd{}));
+}
+
+// Folding a block for good drops its rows, not its calls: SQL sees each call once (a row, or
+// in a run), the summaries count all, and the engine, which reads the folded form whatever the
+// age, gives the same answer byte for byte.
+TEST(CallStore, FoldingForGoodKeepsEveryCallOnceAndTheEnginesAnswer) {
+  Loop l = training_loop(200);
+  std::string path = write_trace("fold-for-good.db", l.calls, true);
+  std::string before = explain_json(path);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), calls_in(l));
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_runs"), 0);
+  {
+    auto w = TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+    auto n = (*w)->fold_blocks(INT64_MAX);
+    ASSERT_TRUE(n) << n.error().message;
+    EXPECT_EQ(int64_t(*n), query_int(path, "SELECT sum(calls) FROM call_store WHERE folded > 0"));
+  }
+  int64_t rows = query_int(path, "SELECT count(*) FROM calls");
+  int64_t in_runs = query_int(path, "SELECT sum(calls) FROM call_runs");
+  EXPECT_LT(rows * 5, calls_in(l));  // most launches went into runs
+  EXPECT_EQ(rows + in_runs, calls_in(l));
+  EXPECT_EQ(query_int(path, "SELECT sum(calls) FROM call_summaries"), calls_in(l));
+  EXPECT_EQ(explain_json(path), before);
+}
+
+// The tracer's shipper: calls not yet in ClickHouse keep their rows.
+TEST(CallStore, BlocksAboveTheShippedIdKeepTheirRows) {
+  Loop l = training_loop(200);
+  std::string path = write_trace("fold-shipped.db", l.calls, true);
+  int64_t through = query_int(path, "SELECT last_id FROM call_store ORDER BY id LIMIT 1 OFFSET 2");
+  auto w = TraceWriter::open(path);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE((*w)->fold_blocks(INT64_MAX, through));
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE full IS NULL AND last_id > " +
+                                std::to_string(through)),
+            0);
+  EXPECT_EQ(query_int(path,
+                      "SELECT count(*) FROM call_store WHERE full IS NOT NULL AND "
+                      "folded > 0 AND last_id <= " +
+                          std::to_string(through)),
+            0);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls WHERE id > " + std::to_string(through)),
+            query_int(path, "SELECT sum(calls) FROM call_store WHERE last_id > " +
+                                std::to_string(through)));
+}
+
+// Seen at entry only: the count and arguments exact, no duration, no return.
+TEST(CallStore, UntimedCallsHaveNoDurationNorReturnAndAreCounted) {
+  std::vector<Event> calls;
+  for (int i = 0; i < 300; ++i) {
+    Event e = launch(uint64_t(i) * 40 * kUs, 0);
+    e.timed = i % 30 == 0;  // one in 30 timed
+    if (e.timed) e.dur_ns = 6 * kUs;
+    e.has_ret = e.timed;
+    e.set(hal::Field::kFunc, 0xabc0 + uint64_t(i % 3));
+    calls.push_back(e);
+  }
+  std::string path = write_trace("untimed.db", calls, true);
+  EXPECT_EQ(query_rows(path,
+                       "SELECT status, count(*), count(dur_ns), count(ret), count(func) "
+                       "FROM calls GROUP BY status ORDER BY status"),
+            (std::vector<std::vector<std::string>>{{"ok", "10", "10", "10", "10"},
+                                                   {"untimed", "290", "0", "0", "290"}}));
+  EXPECT_EQ(query_rows(path, "SELECT sum(calls), sum(timed), sum(sum_ns) FROM call_summaries"),
+            (std::vector<std::vector<std::string>>{{"300", "10", "60000"}}));
+  EXPECT_EQ(query_int(path, "SELECT untimed FROM call_store"), 290);
+}
+
+TEST(CallStore, ADamagedBlockIsAnErrorNamingIt) {
+  Loop l = training_loop(60);
+  std::string path = write_trace("damaged-block.db", l.calls, true);
+  {
+    auto db = Db::open(path, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db);
+    // One byte of the first block's calls flipped, in the middle of its compressed data.
+    ASSERT_TRUE(
+        (*db)->exec("UPDATE call_store SET full = substr(full, 1, length(full) / 2) || "
+                    "x'5a' || substr(full, length(full) / 2 + 2) WHERE id = 1"));
+  }
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader);
+  auto q = run_query(**reader, "SELECT count(*) FROM calls");
+  ASSERT_FALSE(q);
+  EXPECT_NE(q.error().message.find("call block 1: damaged archive block"), std::string::npos)
+      << q.error().message;
+}
+
+// A tracer killed mid-trace leaves the block then filling (every call of the last commit, no
+// folded form) and the last seconds unsummarised: compact folds the one and summarises the
+// other, and the session reads as ended.
+TEST(CallStore, CompactRepairsATraceWhoseTracerWasKilled) {
+  Loop l = training_loop(100);
+  std::string path = temp_path("killed.db");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = begin_trace(path, true);
+    size_t n = 0;
+    for (const Event& e : l.calls) {
+      if (!w->add(e)) _exit(2);
+      if (++n % 1000 == 0 && !w->commit()) _exit(3);
+    }
+    if (!w->commit()) _exit(4);
+    _exit(0);  // as SIGKILL: no finish, no destructor
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE kept IS NULL"), 1);
+  EXPECT_LT(query_int(path, "SELECT sum(calls) FROM call_summaries"), calls_in(l));
+  EXPECT_EQ(query_int(path, "SELECT stopped_at FROM sessions"), 0);
+  auto c = compact_trace(path, kDefaultFullRowsNs, app::builtin_views());
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->repaired.blocks_folded, 1u);
+  EXPECT_GT(c->repaired.calls_summarised, 0u);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE kept IS NULL"), 0);
+  EXPECT_EQ(query_int(path, "SELECT sum(calls) FROM call_summaries"), calls_in(l));
+  EXPECT_GT(query_int(path, "SELECT stopped_at FROM sessions"), 0);
+  EXPECT_EQ(query_rows(path, "SELECT exit_reason FROM sessions"),
+            (std::vector<std::vector<std::string>>{{"unclean stop (repaired)"}}));
+}
+
+// The sqlite3 shell has no ingero_calls: it cannot read a file of schema 10's calls, and reads
+// every call of its plain copy (`ingero export --format sqlite`).
+TEST(CallStore, ThePlainCopyGivesTheSqliteShellEveryCallAsARow) {
+  Loop l = training_loop(120);
+  std::string path = write_trace("plain-src.db", l.calls, true);
+  {
+    auto w = TraceWriter::open(path);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE((*w)->fold_blocks(INT64_MAX));  // folded for good: runs have no rows
+  }
+  int64_t rows = query_int(path, "SELECT count(*) FROM calls");
+  int64_t runs = query_int(path, "SELECT count(*) FROM call_runs");
+  ASSERT_GT(runs, 0);
+  ASSERT_LT(rows, calls_in(l));
+  auto shell = [](const std::string& db, const std::string& sql) {
+    std::string out, err;
+    int rc = test::run_command({"sqlite3", db, sql}, &out, &err);
+    return std::to_string(rc) + ":" + out + err;
+  };
+  EXPECT_NE(shell(path, "SELECT count(*) FROM calls").find("no such table: main.ingero_calls"),
+            std::string::npos);
+  std::string copy = temp_path("plain.db");
+  auto c = write_plain_copy(path, copy, app::builtin_views());
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(int64_t(c->calls), rows);
+  EXPECT_EQ(int64_t(c->runs), runs);
+  EXPECT_EQ(shell(copy, "SELECT count(*) FROM calls"), "0:" + std::to_string(rows) + "\n");
+  EXPECT_EQ(shell(copy, "SELECT sum(calls) FROM call_runs"),
+            "0:" + std::to_string(query_int(path, "SELECT sum(calls) FROM call_runs")) + "\n");
+  EXPECT_EQ(shell(copy, "SELECT sum(calls) FROM call_summaries"),
+            "0:" + std::to_string(calls_in(l)) + "\n");
+  // ingero reads the copy as the trace it was.
+  EXPECT_EQ(query_rows(copy, "SELECT op, count(*), sum(dur_ns) FROM calls GROUP BY op"),
+            query_rows(path, "SELECT op, count(*), sum(dur_ns) FROM calls GROUP BY op"));
+  EXPECT_EQ(explain_json(copy), explain_json(path));
+}
+
+}  // namespace
+}  // namespace ingero::store

@@ -1,0 +1,121 @@
+// Trace files of schema 9 and before (calls as rows of `events`, folded into `call_runs`,
+// archived in `call_blocks`/`run_blocks`, copies in `recent_blocks`) read as the last build
+// that wrote them read them, byte for byte (tests/fixtures/legacy/README.md); `compact`
+// converts one to schema 10 keeping every call; writing into one is refused with the way out.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "app/builtin_backends.h"
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+const char* kLegacy[] = {"v7-runs", "v8-archived", "v9-traced", "v9-traced-compacted"};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The fixture decompressed into this test's directory, under its own name (explain prints it).
+std::string unpack(const std::string& name) {
+  std::string dir = temp_path(name);
+  std::filesystem::create_directories(dir);
+  std::string out = dir + "/" + name + ".db";
+  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/legacy/" + name + ".db.xz' > '" + out + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return out;
+}
+
+// `ingero ARGS...` run in `dir` (no argument holds a single quote): its stdout (stderr
+// dropped), and its exit status.
+std::string ingero(const std::vector<std::string>& args, const std::string& dir, int* rc) {
+  std::string cmd = "cd '" + dir + "' && exec '" INGERO_BIN "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  std::string out;
+  *rc = run_command({"sh", "-c", cmd}, &out);
+  return out;
+}
+
+TEST(LegacySchema, ExplainAndQueriesGiveWhatTheBuildThatWroteThemGave) {
+  std::string queries = slurp(INGERO_FIXTURES_DIR "/legacy/queries.txt");
+  for (const char* name : kLegacy) {
+    std::string db = unpack(name);
+    std::string dir = std::filesystem::path(db).parent_path();
+    std::string file = std::filesystem::path(db).filename();
+    int rc = 0;
+    EXPECT_EQ(ingero({"explain", "--db", file, "--json"}, dir, &rc),
+              slurp(INGERO_FIXTURES_DIR "/legacy/" + std::string(name) + ".explain.json"))
+        << name;
+    EXPECT_EQ(rc, 0) << name;
+    std::string got;
+    std::istringstream lines(queries);
+    for (std::string q; std::getline(lines, q);) {
+      got += ingero({"query", "--db", file, "--json", q}, dir, &rc);
+      got += "\n";
+    }
+    EXPECT_EQ(got, slurp(INGERO_FIXTURES_DIR "/legacy/" + std::string(name) + ".queries.json"))
+        << name;
+  }
+}
+
+TEST(LegacySchema, WritingIntoAnOlderFileIsRefusedWithTheWayOut) {
+  std::string db = unpack("v8-archived");
+  std::string before = sha256_file(db);
+  auto w = store::TraceWriter::open(db, app::builtin_views());
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("schema 9"), std::string::npos) << w.error().message;
+  EXPECT_NE(w.error().message.find("ingero compact " + db), std::string::npos) << w.error().message;
+  EXPECT_EQ(sha256_file(db), before);
+}
+
+// An older file whose calls are all rows converts with every call, its summaries and chains:
+// the real H100 ResNet trace of schema 4.
+TEST(LegacySchema, CompactConvertsAnOlderFileKeepingEveryCall) {
+  std::string dir = temp_path("convert");
+  std::filesystem::create_directories(dir);
+  std::string db = dir + "/resnet-clean.db";
+  ASSERT_EQ(
+      std::system(
+          ("xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-clean.db.xz' > '" + db + "'").c_str()),
+      0);
+  int64_t calls = query_int(db, "SELECT count(*) FROM calls");
+  auto ops = query_rows(db, "SELECT op, count(*) FROM calls GROUP BY op ORDER BY op");
+  int rc = 0;
+  std::string before = ingero({"explain", "--db", "resnet-clean.db"}, dir, &rc);
+  ASSERT_EQ(rc, 0);
+  std::string out = ingero({"compact", "resnet-clean.db"}, dir, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("converted to schema 10"), std::string::npos) << out;
+  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 10);
+  // Every call counted by the summaries, kept as a row or in a run.
+  EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_summaries"), calls);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls") +
+                query_int(db, "SELECT coalesce(sum(calls), 0) FROM call_runs"),
+            calls);
+  EXPECT_EQ(query_rows(db, "SELECT op, sum(calls) FROM call_summaries GROUP BY op ORDER BY op"),
+            ops);
+  // explain's chains are those of the file it was (the figures of folded calls within the
+  // sketches' bound): the first chain word for word.
+  std::string after = ingero({"explain", "--db", "resnet-clean.db"}, dir, &rc);
+  auto first_chain = [](const std::string& s) {
+    size_t at = s.find("\n[");
+    return at == std::string::npos ? std::string() : s.substr(at, s.find('\n', at + 1) - at);
+  };
+  ASSERT_FALSE(first_chain(before).empty());
+  EXPECT_EQ(first_chain(after), first_chain(before));
+}
+
+}  // namespace
+}  // namespace ingero::test
