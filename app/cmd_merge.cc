@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -196,20 +197,31 @@ void add_merge_command(CLI::App& app, Context& ctx) {
         return;
       }
     }
-    // Written next to the output and renamed over it at the end: a merge that fails leaves
-    // no partial file behind.
+    // Written in a private folder (mkdtemp, 0700) beside the output and renamed over it at the
+    // end: a merge that fails leaves no partial file behind, and no one else can plant a link
+    // where the merge writes (a fixed temporary name could be one).
     std::filesystem::path out(o->out);
-    std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
-                      ("." + out.filename().string() + ".merging-" + std::to_string(getpid()));
+    std::string tmpl =
+        ((out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
+         ("." + out.filename().string() + ".merging-XXXXXX"))
+            .string();
+    std::vector<char> name(tmpl.begin(), tmpl.end());
+    name.push_back('\0');
+    if (!mkdtemp(name.data())) {
+      std::cerr << "ingero merge: cannot create a temporary folder beside " << o->out << ": "
+                << std::strerror(errno) << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
+    const std::string tmp_dir = name.data(), tmp = tmp_dir + "/merged.db";
     size_t events = 0;
     auto s = merge_all(o->inputs, o->force_node, tmp, &events);
     // RENAME_NOREPLACE: a file that appeared at the output meanwhile is not overwritten.
     if (s && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, o->out.c_str(), RENAME_NOREPLACE) != 0)
       s = ingero::Error::sys("renaming " + tmp + " to " + o->out, errno);
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_dir, ec);
     if (!s) {
-      std::error_code ec;
-      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-        std::filesystem::remove(tmp + suffix, ec);
       std::cerr << "ingero merge: " << s.error().message << "\n";
       ctx.exit_code = kExitFailure;
       return;

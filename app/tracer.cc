@@ -228,7 +228,13 @@ int Trace::open() {
     return kExitUsage;
   }
   backends_ = *backends;
-  db_ = opts_.db_path.empty() ? default_db_path() : opts_.db_path;
+  if (opts_.db_path.empty()) {
+    std::string note;
+    db_ = default_db_path(&note);
+    if (!note.empty() && !opts_.quiet) std::cerr << "ingero: " << note << "\n";
+  } else {
+    db_ = opts_.db_path;
+  }
   // A folder it creates (~/.ingero) is private (0700), as is the file (0600): a trace holds
   // every traced process's command line.
   if (auto st = store::make_private_dirs(std::filesystem::path(db_).parent_path().string()); !st) {
@@ -420,11 +426,6 @@ int Trace::run() {
 }
 
 }  // namespace trace_detail
-
-std::string default_db_path() {
-  const char* home = getenv("HOME");
-  return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
-}
 
 int run_trace(const TraceOptions& opts, const hal::BackendRegistry& registry) {
   // A long-running agent: memory freed goes back to the system. By default glibc raises its

@@ -95,11 +95,14 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   if (auto st = migrate(d, views); !st) return st.error();
   if (auto st = w->prepare(); !st) return st.error();
   // Best effort: without the reserve a full disk may also lose the session's final counters.
-  w->reserve_path_ = path + "-reserve";
-  int fd = ::open(w->reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    if (posix_fallocate(fd, 0, kReserveBytes) != 0) (void)::unlink(w->reserve_path_.c_str());
-    ::close(fd);
+  // But a planted one (a symbolic link, another user's file) is refused, never written through.
+  auto fd = open_owned_file(path + "-reserve");
+  if (!fd && fd.error().sys_errno == 0) return fd.error();
+  if (fd) {
+    w->reserve_path_ = path + "-reserve";
+    if (ftruncate(*fd, 0) != 0 || posix_fallocate(*fd, 0, kReserveBytes) != 0)
+      (void)::unlink(w->reserve_path_.c_str());
+    ::close(*fd);
   }
   return w;
 }

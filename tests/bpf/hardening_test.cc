@@ -3,8 +3,10 @@
 // Prometheus endpoint reachable from other hosts is warned about, a loopback one is not.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
@@ -64,6 +66,36 @@ TEST(HardeningBpf, PrometheusOnEveryInterfaceIsWarnedAbout) {
             std::string::npos)
       << local.err;
   EXPECT_EQ(local.err.find("WARNING"), std::string::npos) << local.err;
+}
+
+// Issue 37, item 1, as filed: `mkdir d; chown USER d`; as USER `ln -s VICTIM d/x.db-reserve`;
+// as root `ingero trace --duration 2s --db d/x.db`. The victim became 256 KiB of zeros.
+TEST(HardeningBpf, APlantedReserveLinkLeavesTheRootFileAlone) {
+  REQUIRE_BPF();
+  std::string d = temp_path("d");
+  std::filesystem::create_directories(d);
+  ASSERT_EQ(chown(d.c_str(), 65534, 65534), 0);
+  std::string victim = temp_path("victim");
+  std::ofstream(victim) << "root's file\n";
+  std::string err;
+  ASSERT_EQ(run_command({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                         "/bin/ln", "-s", victim, d + "/x.db-reserve"},
+                        nullptr, &err),
+            0)
+      << err;
+  std::string before = sha256_file(victim);
+  std::string out;
+  int rc = run_command({INGERO_BIN, "trace", "--no-live", "--duration", "2s", "--db", d + "/x.db"},
+                       &out, &err, {}, std::chrono::seconds(120));
+  EXPECT_EQ(rc, 1) << err;
+  EXPECT_NE(err.find("ingero trace: cannot open trace file: " + d +
+                     "/x.db-reserve: is a symbolic link; ingero never follows one to a file it "
+                     "keeps beside a trace"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(sha256_file(victim), before);
+  EXPECT_EQ(std::filesystem::file_size(victim), 12u);
+  EXPECT_FALSE(std::filesystem::exists(d + "/x.db"));
 }
 
 }  // namespace

@@ -31,22 +31,6 @@ struct Run {
 const std::vector<std::string> kAsNobody = {"setpriv", "--reuid=65534", "--regid=65534",
                                             "--clear-groups", "--"};
 
-// The binary as nobody may run it: the build folder may sit where only root can enter (a CI
-// checkout under /root), then a copy in the test's folder.
-std::string binary_for_nobody() {
-  static const std::string bin = [] {
-    std::vector<std::string> argv = kAsNobody;
-    argv.push_back(INGERO_BIN);
-    argv.push_back("version");
-    if (run_command(argv) == 0) return std::string(INGERO_BIN);
-    std::string copy = temp_path("ingero");
-    std::filesystem::copy_file(INGERO_BIN, copy);
-    std::filesystem::permissions(copy, std::filesystem::perms(0755));
-    return copy;
-  }();
-  return bin;
-}
-
 // As this user, or as nobody when root (root reads anything: permission tests need a user
 // the permissions apply to).
 Run ingero(const std::vector<std::string>& args, bool unprivileged = false) {
@@ -54,7 +38,7 @@ Run ingero(const std::vector<std::string>& args, bool unprivileged = false) {
   std::vector<std::string> argv;
   bool as_nobody = unprivileged && geteuid() == 0;
   if (as_nobody) argv = kAsNobody;
-  argv.push_back(as_nobody ? binary_for_nobody() : std::string(INGERO_BIN));
+  argv.push_back(as_nobody ? ingero_binary_for_nobody() : std::string(INGERO_BIN));
   argv.insert(argv.end(), args.begin(), args.end());
   r.rc = run_command(argv, &r.out, &r.err, {"HOME=/nonexistent"});
   return r;
