@@ -235,21 +235,7 @@ int Trace::open() {
   } else {
     db_ = opts_.db_path;
   }
-  // A folder it creates (~/.ingero) is private (0700), as is the file (0600): a trace holds
-  // every traced process's command line.
-  if (auto st = store::make_private_dirs(std::filesystem::path(db_).parent_path().string()); !st) {
-    std::cerr << "ingero trace: " << st.error().message << "\n";
-    return kExitFailure;
-  }
   if (!opts_.prometheus.empty() && !serve_metrics()) return kExitUsage;
-  auto writer = store::TraceWriter::open(db_, registry_.views());
-  if (!writer) {
-    std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
-    return kExitFailure;
-  }
-  writer_ = std::move(*writer);
-  if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
-    return kExitFailure;
   if (!opts_.command.empty() &&
       cmd_.start(opts_.command, raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt) !=
           0) {
@@ -260,12 +246,28 @@ int Trace::open() {
     if (auto t = hal::ensure_tracefs(); !t)
       std::cerr << "ingero: warning: " << t.error().message << "\n";
   }
+  // The BPF programs load before the trace file is touched: a tracer refused here (no
+  // privilege) leaves an existing file byte-identical and creates no folder or file.
   auto session = hal::BpfSession::open(bpf_config());
   if (!session) {
     std::cerr << "ingero trace: " << session.error().message << "\n";
     return kExitNoTracing;
   }
   session_ = std::move(*session);
+  // A folder it creates (~/.ingero) is private (0700), as is the file (0600): a trace holds
+  // every traced process's command line.
+  if (auto st = store::make_private_dirs(std::filesystem::path(db_).parent_path().string()); !st) {
+    std::cerr << "ingero trace: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  auto writer = store::TraceWriter::open(db_, registry_.views());
+  if (!writer) {
+    std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
+    return kExitFailure;
+  }
+  writer_ = std::move(*writer);
+  if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
+    return kExitFailure;
 
   make_pipeline();
   return kExitOk;

@@ -161,5 +161,37 @@ TEST(TraceFiles, AReadOnlyTraceIsRefusedForWritingBeforeAnyChange) {
   EXPECT_EQ(sha256_file(db), before);
 }
 
+// Issue 37, item 9: `trace` refused at BPF load (no privilege) switched an existing file to WAL
+// and dropped its time index before failing. The programs now load before the file is
+// touched: the file stays byte-identical, nothing is created beside it, and a missing file or
+// folder is not created.
+TEST(TraceFiles, ATraceRefusedForPrivilegeLeavesTheFileByteIdentical) {
+  std::string dir = temp_path("theirs");
+  std::filesystem::create_directories(dir);
+  std::string db = write_free_calls(dir + "/t.db", 1000);
+  ASSERT_EQ(test::query_int(db,
+                            "SELECT count(*) FROM sqlite_master WHERE name = "
+                            "'idx_events_timestamp'"),
+            1);
+  if (geteuid() == 0) {
+    // The unprivileged user owns the folder and the file: only BPF can refuse it.
+    for (const auto& p : {dir, db}) ASSERT_EQ(chown(p.c_str(), 65534, 65534), 0) << p;
+  }
+  std::string before = sha256_file(db);
+  auto r = ingero({"trace", "--no-live", "--db", db, "--", "/bin/true"}, true);
+  EXPECT_EQ(r.rc, 3) << r.err;
+  EXPECT_EQ(sha256_file(db), before);
+  for (const char* suffix : {"-wal", "-shm", "-journal", "-reserve"})
+    EXPECT_FALSE(std::filesystem::exists(db + suffix)) << suffix;
+  EXPECT_EQ(test::query_int(db,
+                            "SELECT count(*) FROM sqlite_master WHERE name = "
+                            "'idx_events_timestamp'"),
+            1);
+  // A trace to create, in a folder to create: neither is.
+  r = ingero({"trace", "--no-live", "--db", dir + "/new/t.db", "--", "/bin/true"}, true);
+  EXPECT_EQ(r.rc, 3) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new"));
+}
+
 }  // namespace
 }  // namespace ingero::test
