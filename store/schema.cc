@@ -355,6 +355,21 @@ std::string tables_v9() {
          ");\n";
 }
 
+// The source sessions each session of a merged file holds (`ingero merge`): their identity,
+// node + start + host, so that a later merge can tell a session it already has and refuse to
+// count its calls twice (app/cmd_merge.cc).
+std::string tables_merged_sessions() {
+  // (A rowid table: SQLite 3.40's quick_check misreports NOT NULL columns of a WITHOUT ROWID
+  // table whose key is not in declaration order.)
+  return "CREATE TABLE IF NOT EXISTS merged_sessions (\n"
+         "  session_id INTEGER NOT NULL,   -- sessions.id of this file\n"
+         "  node TEXT NOT NULL,\n"
+         "  started_at INTEGER NOT NULL,   -- Unix epoch ns\n"
+         "  host TEXT NOT NULL,\n"
+         "  PRIMARY KEY (session_id, node, started_at, host)\n"
+         ");\n";
+}
+
 ingero::Status move_rdma_counters(Db& db) {
   auto has = db.query_int(
       "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'rdma_counters'");
@@ -478,6 +493,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   // Also for files of schema 8 from before idx_*_blocks_id (IF NOT EXISTS throughout).
   if (auto st = db.exec(tables_v8()); !st) return fail(st.error());
   if (auto st = db.exec(tables_v9()); !st) return fail(st.error());
+  if (auto st = db.exec(tables_merged_sessions()); !st) return fail(st.error());
   if (!db.column_exists("call_runs", "first_call_id"))
     if (auto st = db.exec("ALTER TABLE call_runs ADD COLUMN first_call_id INTEGER"); !st)
       return fail(st.error());

@@ -107,6 +107,14 @@ struct DeviceCounterRow {
   std::vector<hal::DeviceAttribute> attributes;  // stored as a JSON object
 };
 
+// A trace session as `ingero merge` tells sessions apart: two files holding a session of the
+// same node, start and host hold the same calls.
+struct SessionIdentity {
+  std::string node, host;
+  int64_t started_at_ns = 0;
+  auto operator<=>(const SessionIdentity&) const = default;
+};
+
 // The store's side of the capture seam: events, processes and stacks go into the open batch;
 // commit() makes them durable.
 class TraceWriter final : public hal::EventSink {
@@ -128,6 +136,8 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status note_process(uint32_t pid, std::string_view name, std::string_view cmdline,
                               int64_t seen_at_ns);
   ingero::Status add_snapshot(const SnapshotRow& row);
+  // `ingero merge`: the source sessions the current session holds (table merged_sessions).
+  ingero::Status add_merged_sessions(const std::vector<SessionIdentity>& sources);
   ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
   ingero::Status add_device_counter(const DeviceCounterRow& row);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
