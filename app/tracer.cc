@@ -260,12 +260,22 @@ int Trace::open() {
     std::cerr << "ingero trace: " << st.error().message << "\n";
     return kExitFailure;
   }
+  // One writer at a time: a compact (or another tracer) of this file is refused while this
+  // one writes it, and this one is refused while another writes it, before any change.
+  auto lock = [&] {
+    auto l = store::TraceLock::acquire(db_);
+    if (!l) std::cerr << "ingero trace: " << l.error().message << "\n";
+    if (l) lock_ = std::move(*l);
+    return l.ok();
+  };
+  if (std::filesystem::exists(db_) && !lock()) return kExitFailure;
   auto writer = store::TraceWriter::open(db_, registry_.views());
   if (!writer) {
     std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
     return kExitFailure;
   }
   writer_ = std::move(*writer);
+  if (!lock_.held() && !lock()) return kExitFailure;  // a file it created
   if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
     return kExitFailure;
 

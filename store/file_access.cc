@@ -1,6 +1,7 @@
 #include "store/file_access.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +79,34 @@ ingero::Status check_owned_file(const std::string& path) {
   if (lstat(path.c_str(), &st) != 0)
     return errno == ENOENT ? ingero::Status() : ingero::Error::sys(path, errno);
   return owned_regular(path, st);
+}
+
+ingero::Result<TraceLock> TraceLock::acquire(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ingero::Error::sys("cannot read " + path, errno);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      return ingero::make_error(path +
+                                " is being written by another ingero process (a running `ingero "
+                                "trace`, or `ingero compact`)");
+    return ingero::Error::sys("cannot lock " + path, err);
+  }
+  return TraceLock(fd);
+}
+
+TraceLock& TraceLock::operator=(TraceLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+TraceLock::~TraceLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 ingero::Status check_readable(const std::string& path) {

@@ -31,6 +31,31 @@ ingero::Result<int> open_owned_file(const std::string& path, bool exclusive = fa
 // create beside it was planted.
 ingero::Status check_owned_file(const std::string& path);
 
+// Who writes a trace file: an exclusive advisory lock (flock) on the file itself, which
+// `ingero trace` holds for as long as it writes the file and `ingero compact` while it
+// compacts, so that neither runs on a file the other is writing (a compact beside a live
+// tracer made it lose 24,547 calls to a full ring). flock locks are not SQLite's POSIX locks
+// and do not interfere with them. But closing any descriptor of a file drops every POSIX
+// lock the process holds on it, SQLite's included: a TraceLock must outlive every SQLite
+// connection of the process to the file (declare it before them; it closes last).
+class TraceLock {
+ public:
+  // Locks an existing `path`. When another process holds the lock, an Error:
+  // "PATH is being written by another ingero process (a running `ingero trace`, or
+  // `ingero compact`)".
+  static ingero::Result<TraceLock> acquire(const std::string& path);
+  TraceLock() = default;
+  TraceLock(TraceLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  TraceLock& operator=(TraceLock&& o) noexcept;
+  TraceLock(const TraceLock&) = delete;
+  ~TraceLock();
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  explicit TraceLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 // A file to read: exists, is a regular file, and this process may read it.
 ingero::Status check_readable(const std::string& path);
 

@@ -210,9 +210,13 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     // One deadline for the head and the body together, however the bytes trickle in.
     arm(limits_.request_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_, [self = self()](error_code ec, size_t) {
+    bhttp::async_read_header(stream_, buffer_, *parser_, [self = self()](error_code ec, size_t n) {
       if (self->state_ != State::reading) return;
       if (ec) return self->on_read_error(ec);
+      // Beast bounds the request line and the fields each by header_limit (and the buffer
+      // holds a little more): the head as a whole is bounded here, to the byte.
+      if (n > self->limits_.max_header_bytes)
+        return self->on_read_error(bhttp::error::header_limit);
       self->on_header();
     });
   }

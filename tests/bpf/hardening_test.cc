@@ -2,9 +2,11 @@
 // first write and left byte-identical; the default trace folder and file are private; a
 // Prometheus endpoint reachable from other hosts is warned about, a loopback one is not.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -96,6 +98,30 @@ TEST(HardeningBpf, APlantedReserveLinkLeavesTheRootFileAlone) {
   EXPECT_EQ(sha256_file(victim), before);
   EXPECT_EQ(std::filesystem::file_size(victim), 12u);
   EXPECT_FALSE(std::filesystem::exists(d + "/x.db"));
+}
+
+// Issue 37, item 10: `compact` beside a live tracer took its writes away from its rings (24,547
+// calls lost). A running tracer's file is refused by compact, and by a second tracer.
+TEST(HardeningBpf, CompactAndASecondTracerAreRefusedWhileATracerWrites) {
+  REQUIRE_BPF();
+  std::string db = temp_path("live.db");
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db});
+  ASSERT_TRUE(tracer.wait_stderr_line("ingero: tracing", std::chrono::seconds(120)))
+      << tracer.err();
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1) << err;
+  EXPECT_NE(err.find("ingero compact: " + db + " is being written by another ingero process"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run_command({INGERO_BIN, "trace", "--no-live", "--db", db, "--", "/bin/true"}, &out,
+                        &err, {}, std::chrono::seconds(120)),
+            1);
+  EXPECT_NE(err.find("ingero trace: " + db + " is being written by another ingero process"),
+            std::string::npos)
+      << err;
+  tracer.signal(SIGINT);
+  ASSERT_EQ(tracer.wait(std::chrono::seconds(60)), 0) << tracer.err();
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 0) << err;
 }
 
 }  // namespace
