@@ -44,6 +44,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto retain = std::make_shared<std::string>();
   auto full_rows = std::make_shared<std::string>();
   auto max_size = std::make_shared<std::string>();
+  auto ship_exit = std::make_shared<std::string>("10s");
   auto pids = std::make_shared<std::vector<uint32_t>>();
   cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow")
       ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT
@@ -165,11 +166,17 @@ void add_trace_command(CLI::App& app, Context& ctx) {
         auto ep = fleet::parse_endpoint(url, false);
         return ep ? "" : ep.error().message;
       });
+  cmd->add_option("--clickhouse-exit-timeout", *ship_exit,
+                  "At exit, shipping to ClickHouse ends within this long (default 10s), the "
+                  "request in flight and every connect and read included; what is left stays in "
+                  "the trace file for the next start or `ingero ship`")
+      ->check(duration_check("10s, 30s"))
+      ->capture_default_str();
   cmd->add_option("command", o->command, "Command to run and trace (after --)")
       ->configurable(false);
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
-  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, pids] {
+  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, pids] {
     o->pids = *pids;
     // --duration and --ringbuf-mb are checked by their validators, on the command line and
     // in a config file alike.
@@ -177,6 +184,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!retain->empty()) o->retain_s = engine::parse_duration_s(*retain);
     if (!full_rows->empty()) o->full_rows_s = engine::parse_duration_s(*full_rows);
     if (!max_size->empty()) o->max_db_bytes = parse_size(*max_size);
+    o->clickhouse_exit_timeout_s = engine::parse_duration_s(*ship_exit);
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";
     if (!o->command.empty()) flags += "command,";

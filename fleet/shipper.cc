@@ -459,6 +459,8 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
   }
   rep.unshipped = *p;
   if (rep.unshipped == 0) rep.caught_up = state_.valid;
+  // The background pass's failure when this drain had no time of its own to fail.
+  if (rep.last_error.empty()) rep.last_error = totals().last_error;
   if (rep.last_error.empty()) rep.last_error = "the time allowed ran out";
   return rep;
 }

@@ -9,10 +9,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/http_client.h"
+#include "tests/support/silent_server.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -98,6 +100,47 @@ TEST(HardeningBpf, APlantedReserveLinkLeavesTheRootFileAlone) {
   EXPECT_EQ(sha256_file(victim), before);
   EXPECT_EQ(std::filesystem::file_size(victim), 12u);
   EXPECT_FALSE(std::filesystem::exists(d + "/x.db"));
+}
+
+// Issue 37, item 8: with a ClickHouse that accepts and never answers, a SIGTERM'd tracer was
+// alive at 31 s and `trace -- sleep 2` took 45 s; systemd's TimeoutStopSec=30 then SIGKILLs it.
+// Shipping at exit now ends by --clickhouse-exit-timeout (default 10 s); the rows wait in the
+// file for `ingero ship`.
+TEST(HardeningBpf, AStalledClickHouseDoesNotHoldTheExit) {
+  REQUIRE_BPF();
+  SilentServer ch;
+  const std::string url = "http://127.0.0.1:" + std::to_string(ch.port()) + "/ingero";
+  std::string db = temp_path("sigterm.db");
+  auto tracer = Subprocess::spawn(
+      {INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db, "--clickhouse", url});
+  ASSERT_TRUE(tracer.wait_stderr_line("ingero: tracing", std::chrono::seconds(120)))
+      << tracer.err();
+  ASSERT_TRUE(ch.wait_for_request(std::chrono::seconds(30))) << "the shipper never asked";
+  auto t0 = std::chrono::steady_clock::now();
+  tracer.signal(SIGTERM);
+  int rc = tracer.wait(std::chrono::seconds(90));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rc, 0) << tracer.err();
+  EXPECT_LT(secs, 15.0) << "exit took " << secs << " s after SIGTERM";
+  std::cout << "exit after SIGTERM with a stalled ClickHouse: " << secs << " s\n";
+  EXPECT_NE(tracer.err().find("rows of " + db + " are not in ClickHouse at " + url + " yet"),
+            std::string::npos)
+      << tracer.err();
+
+  // With a command and a shorter bound, as filed (`trace -- sleep 2`).
+  std::string db2 = temp_path("command.db");
+  auto second = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db2,
+                                   "--clickhouse", url, "--clickhouse-exit-timeout", "3s", "--",
+                                   "/bin/sleep", "2"});
+  ASSERT_TRUE(second.wait_stderr_line("ingero: attached", std::chrono::seconds(120)))
+      << second.err();
+  t0 = std::chrono::steady_clock::now();
+  rc = second.wait(std::chrono::seconds(90));
+  secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rc, 0) << second.err();
+  EXPECT_LT(secs, 2.0 + 3.0 + 5.0) << "the command ran 2 s; the exit took " << secs << " s";
+  std::cout << "`trace --clickhouse-exit-timeout 3s -- sleep 2` from attach to exit: " << secs
+            << " s\n";
 }
 
 // Issue 37, item 10: `compact` beside a live tracer took its writes away from its rings (24,547

@@ -155,7 +155,8 @@ TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
       "nice = -30\n"                     // 12
       "keep_all = 1\n"                   // 13
       "sysfs_root = \"/nonexistent\"\n"  // 14
-      "db = \"\"\n");                    // 15
+      "db = \"\"\n"                      // 15
+      "clickhouse_exit_timeout = 5\n");  // 16
   std::vector<std::string> want = {
       "f.toml:2:1: [trace] flush_ms: bad value: --flush-ms: Value -1 not in range 1 to 60000",
       "f.toml:3:1: [trace] stack: wrong type: --stack takes true or false, not a string "
@@ -179,6 +180,8 @@ TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
       "f.toml:14:1: [trace] sysfs_root: bad value: --sysfs-root: Directory does not exist: "
       "/nonexistent",
       "f.toml:15:1: [trace] db: bad value: --db: an empty path names no file",
+      "f.toml:16:1: [trace] clickhouse_exit_timeout: wrong type: --clickhouse-exit-timeout takes "
+      "a duration with its unit, as a string (\"5s\", \"5m\"), not an integer (5)",
   };
   ASSERT_EQ(lines.size(), want.size()) << ::testing::PrintToString(lines);
   for (size_t i = 0; i < want.size(); ++i)
@@ -186,7 +189,8 @@ TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
   // The same values, typed right, pass.
   EXPECT_EQ(problem_lines("[trace]\nflush_ms = 50\nstack = false\nduration = \"12s\"\n"
                           "ringbuf_mb = 32\nmax_db_size = \"2GiB\"\nnode = \"n7\"\npid = [1]\n"
-                          "retain = \"7d\"\n"),
+                          "retain = \"7d\"\n"
+                          "clickhouse_exit_timeout = \"5s\"\n"),
             std::vector<std::string>{});
 }
 
