@@ -16,6 +16,7 @@
 #include "engine/window_spec.h"
 #include "store/call_store.h"
 #include "store/compact.h"
+#include "store/file_access.h"
 #include "store/schema.h"
 #include "store/trace_reader.h"
 
@@ -59,6 +60,16 @@ void add_compact_command(CLI::App& app, Context& ctx) {
     if (o->no_archive)
       std::cerr << "ingero compact: --no-archive has no effect: calls are kept in compressed "
                    "blocks (`ingero export --format sqlite` writes plain rows)\n";
+    // Not while `ingero trace` writes the file: compacting took the tracer's writes away from
+    // its rings, which filled (24,547 calls lost). Held until every connection is closed.
+    auto lock = store::TraceLock::acquire(o->db);
+    if (!lock) {
+      std::cerr << "ingero compact: " << lock.error().message
+                << "; compact it once that has stopped (while tracing, --full-rows and the "
+                   "archive keep the file compact)\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
     int64_t size0 = file_size(o->db);
     bool converted = false;
     {
@@ -90,12 +101,21 @@ void add_compact_command(CLI::App& app, Context& ctx) {
         }
       }
     }
-    if (converted)
+    if (converted) {
       if (auto s = convert_trace(o->db); !s) {
         std::cerr << "ingero compact: " << o->db << ": " << s.error().message << "\n";
         ctx.exit_code = kExitFailure;
         return;
       }
+      // The converted file replaced the one locked: the lock follows it.
+      auto relock = store::TraceLock::acquire(o->db);
+      if (!relock) {
+        std::cerr << "ingero compact: " << relock.error().message << "\n";
+        ctx.exit_code = kExitFailure;
+        return;
+      }
+      *lock = std::move(*relock);
+    }
     auto r = store::compact_trace(o->db, int64_t(engine::parse_duration_s(o->full_rows) * 1e9),
                                   builtin_views());
     if (!r) {

@@ -1,6 +1,8 @@
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -32,34 +34,31 @@ void add_demo_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--db", o->db,
                   "Keep the synthetic trace at this path (default: a temporary file)");
   cmd->callback([&ctx, o] {
-    std::string path = o->db;
-    bool temp = path.empty();
-    if (temp) {
+    std::string path = o->db, temp_dir;
+    if (path.empty()) {
+      // A private folder (0700) of its own in /tmp: a fixed or guessable file name in a folder
+      // everyone writes to could be a link planted by another user.
       char tmpl[] = "/tmp/ingero-demo-XXXXXX";
-      int fd = mkstemp(tmpl);
-      if (fd < 0) {
-        std::cerr << "ingero demo: cannot create a temporary file\n";
+      if (!mkdtemp(tmpl)) {
+        std::cerr << "ingero demo: cannot create a temporary folder in /tmp: "
+                  << std::strerror(errno) << "\n";
         ctx.exit_code = kExitFailure;
         return;
       }
-      close(fd);
-      std::filesystem::remove(tmpl);
-      path = std::string(tmpl) + ".db";
+      temp_dir = tmpl;
+      path = temp_dir + "/demo.db";
     } else if (std::filesystem::exists(path)) {
       std::cerr << "ingero demo: " << path << " exists; give a new path\n";
       ctx.exit_code = kExitUsage;
       return;
     }
     struct Cleanup {
-      std::string p;
-      bool on;
+      std::string dir;
       ~Cleanup() {
-        if (on) {
-          std::error_code ec;
-          for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(p + suffix, ec);
-        }
+        std::error_code ec;
+        if (!dir.empty()) std::filesystem::remove_all(dir, ec);
       }
-    } cleanup{path, temp};
+    } cleanup{temp_dir};
     {
       auto w = store::TraceWriter::open(path, builtin_views());
       if (!w) {

@@ -8,21 +8,20 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <set>
-#include <tuple>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/merge_traces.h"
+#include "engine/chain.h"
 #include "hal/event.h"
 #include "store/call_count_check.h"
 #include "store/compact.h"
 #include "store/copy_rows.h"
 #include "store/event_rows.h"
-#include "store/schema.h"
 #include "store/trace_queries.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -32,9 +31,85 @@ namespace {
 
 std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-// A node's trace as merged: its name, first and last event, and how many events it had. The
-// same trace given twice (a file and its copy) would count every call twice.
-using NodeTrace = std::tuple<std::string, int64_t, int64_t, size_t>;
+// One node of an input as merge writes it: its name in the file (nullopt: the whole file, which
+// has no node names or takes --force-node) and in the output.
+struct InputNode {
+  store::NodeFilter which;
+  std::string node;
+};
+
+ingero::Result<std::vector<InputNode>> input_nodes(store::Db& db, const std::string& in,
+                                                   const std::string& force_node) {
+  std::vector<InputNode> out;
+  if (force_node.empty()) {
+    auto n = store::read_nodes(db);
+    if (!n) return n.error();
+    for (const auto& node : *n) out.push_back({node, node.empty() ? stem(in) : node});
+    // No event names a node (a file of samples and counters only): its sessions' one node.
+    if (out.empty() && db.column_exists("sessions", "node")) {
+      auto one = db.prepare("SELECT DISTINCT node FROM sessions WHERE node <> '' LIMIT 2");
+      if (!one) return one.error();
+      std::vector<std::string> named;
+      while (true) {
+        auto r = one->step();
+        if (!r) return r.error();
+        if (!*r) break;
+        named.push_back(one->text(0));
+      }
+      if (named.size() == 1) out.push_back({named[0], named[0]});
+    }
+  }
+  // Files without node names (schema 0.8) take --force-node, else the file's name.
+  if (out.empty()) out.push_back({std::nullopt, force_node.empty() ? stem(in) : force_node});
+  return out;
+}
+
+// The sessions a node of an input brings, by identity (node + start + host), named as the
+// output will name them. A file with no sessions row stands for one session, started at its
+// first event.
+ingero::Result<std::vector<store::SessionIdentity>> node_sessions(store::Db& db, const InputNode& n,
+                                                                  const std::string& force_node) {
+  auto ids = store::read_session_identities(db, n.which);
+  if (!ids) return ids.error();
+  for (auto& id : *ids)
+    if (!force_node.empty() || id.node.empty()) id.node = n.node;
+  if (ids->empty()) {
+    auto first = store::first_event_ns(db);
+    if (!first) return first.error();
+    ids->push_back({n.node, "", first->value_or(0)});
+  }
+  return std::move(*ids);
+}
+
+// Refused before anything is written: a session in two inputs (a file given twice, a copy,
+// or a file beside a merged file that holds it) would count every call of it twice.
+ingero::Status refuse_sessions_twice(const std::vector<std::string>& inputs,
+                                     const std::string& force_node, size_t* sessions) {
+  std::map<store::SessionIdentity, size_t> first_in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto reader = store::TraceReader::open(inputs[i], builtin_views());
+    if (!reader) return reader.error();
+    auto nodes = input_nodes((*reader)->db(), inputs[i], force_node);
+    if (!nodes) return ingero::make_error(inputs[i] + ": " + nodes.error().message);
+    for (const auto& n : *nodes) {
+      auto ids = node_sessions((*reader)->db(), n, force_node);
+      if (!ids) return ingero::make_error(inputs[i] + ": " + ids.error().message);
+      for (const auto& id : *ids) {
+        auto [it, fresh] = first_in.try_emplace(id, i);
+        if (fresh || it->second == i) continue;
+        return ingero::make_error(
+            inputs[i] + ": the session of node " + id.node + " started at " +
+            engine::format_wall(id.started_at_ns) + " (" + std::to_string(id.started_at_ns) +
+            (id.host.empty() ? "" : ", host " + id.host) + ") is also in " + inputs[it->second] +
+            ": merging both would count its calls twice. Merge tells sessions apart by node, "
+            "start and host, and refuses one twice: leave one of the two files out (a merged "
+            "file holds every session of the files merged into it)");
+      }
+    }
+  }
+  *sessions = first_in.size();
+  return {};
+}
 
 // Copies `tables` of `db` into the writer's file, in one transaction: the rows of `which` node
 // (all: nullopt), in `session` where given, renamed `node` where given (--force-node).
@@ -54,11 +129,9 @@ ingero::Status carry_rows(store::Db& db, store::TraceWriter& w,
   return out.exec("COMMIT");
 }
 
-// `last` gets the end of the last session begun: finish() writes it again. `seen` maps each
-// node trace merged so far to its file.
 ingero::Status merge_one(const std::string& in, const std::string& force_node,
                          store::TraceWriter& w, store::StringPool& strings, size_t* events,
-                         store::SessionEnd& last, std::map<NodeTrace, std::string>& seen) {
+                         store::SessionEnd& last) {
   auto reader = store::TraceReader::open(in, builtin_views());
   if (!reader) return reader.error();
   store::Db& db = (*reader)->db();
@@ -73,31 +146,12 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
                                 "every call's row, so it takes traces recorded with --keep-all "
                                 "or before folding began");
   }
-  std::vector<std::string> nodes;
-  if (force_node.empty()) {
-    auto n = store::read_nodes(db);
-    if (!n) return n.error();
-    nodes = std::move(*n);
-    // No event names a node (a file of samples and counters only): its sessions' one node.
-    if (nodes.empty() && db.column_exists("sessions", "node")) {
-      auto one = db.prepare("SELECT DISTINCT node FROM sessions WHERE node <> '' LIMIT 2");
-      if (!one) return one.error();
-      while (true) {
-        auto r = one->step();
-        if (!r) return r.error();
-        if (!*r) break;
-        nodes.push_back(one->text(0));
-      }
-      if (nodes.size() > 1) nodes.clear();
-    }
-  }
-  bool by_node = !nodes.empty();
-  if (nodes.empty()) nodes.push_back("");
+  auto nodes = input_nodes(db, in, force_node);
+  if (!nodes) return nodes.error();
   auto first = store::first_event_ns(db);
   if (!first) return first.error();
-  for (const std::string& src_node : nodes) {
-    // Files without node names (schema 0.8) take --force-node, else the file's name.
-    std::string node = !force_node.empty() ? force_node : !src_node.empty() ? src_node : stem(in);
+  for (const InputNode& n : *nodes) {
+    const std::string& node = n.node;
     store::SessionInfo si;
     si.node = node;
     si.host = node;
@@ -106,7 +160,12 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
                ((*reader)->is_legacy() ? ",legacy=" + (*reader)->info().legacy_version : "");
     si.started_at_ns = first->value_or(0);
     if (auto s = w.begin_session(si); !s) return s.error();
-    store::NodeFilter which = by_node ? store::NodeFilter(src_node) : std::nullopt;
+    const store::NodeFilter& which = n.which;
+    // The source sessions it holds: a later merge of this output with one of its inputs is
+    // refused, not counted twice.
+    auto ids = node_sessions(db, n, force_node);
+    if (!ids) return ids.error();
+    if (auto s = w.add_merged_sessions(*ids); !s) return s;
     // What the node's sessions lost, and the libraries attached late, stay said: a merged file
     // must not read as complete where its inputs were not.
     auto losses = store::read_losses(db, which);
@@ -118,13 +177,8 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     store::EventFilter filter;
     filter.node = which;
     filter.rows = true;  // every call's row (schema 10 also keeps a folded form)
-    size_t node_events = 0;
-    int64_t first_ts = INT64_MAX, last_ts = INT64_MIN;
     auto add = [&](const hal::Event& e) -> ingero::Status {
       ++*events;
-      ++node_events;
-      first_ts = std::min(first_ts, int64_t(e.ts_ns));
-      last_ts = std::max(last_ts, int64_t(e.ts_ns));
       return w.add(e);
     };
     using Rows = store::EventCursor::Rows;
@@ -147,11 +201,6 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     store::EventFilter host = filter;
     host.scan = true;
     if (auto s = store::for_each_event(db, Rows::kHostEvents, host, strings, add); !s) return s;
-    auto [twin, fresh] = seen.try_emplace({node, first_ts, last_ts, node_events}, in);
-    if (!fresh && node_events)
-      return ingero::make_error("node " + node + " has the same " + std::to_string(node_events) +
-                                " events, first to last, as in " + twin->second +
-                                ": the same trace twice would count every call twice");
     // Processes (merged by node + pid), snapshots.
     auto procs = store::read_process_names(db, which);
     if (!procs) return procs.error();
@@ -205,9 +254,8 @@ ingero::Status merge_traces(const std::vector<std::string>& inputs, const std::s
     (*w)->set_folding(false);
     store::StringPool strings;
     store::SessionEnd end;
-    std::map<NodeTrace, std::string> seen;
     for (const auto& in : inputs)
-      if (auto s = merge_one(in, force_node, **w, strings, events, end, seen); !s)
+      if (auto s = merge_one(in, force_node, **w, strings, events, end); !s)
         return ingero::make_error(in + ": " + s.error().message);
     if (auto s = (*w)->finish(end); !s) return s;
   }
@@ -217,21 +265,37 @@ ingero::Status merge_traces(const std::vector<std::string>& inputs, const std::s
   return {};
 }
 
-ingero::Status convert_trace(const std::string& path) {
+namespace {
+
+// A private folder (mkdtemp, 0700) beside `path` for a file renamed over it at the end: a
+// failure leaves no partial file, and no one else can plant a link where it is written.
+ingero::Result<std::string> private_dir_beside(const std::string& path, const char* what) {
   std::filesystem::path p(path);
-  std::string tmp = (p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path()) /
-                    ("." + p.filename().string() + ".converting-" + std::to_string(getpid()));
+  std::string tmpl = ((p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path()) /
+                      ("." + p.filename().string() + "." + what + "-XXXXXX"))
+                         .string();
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  if (!mkdtemp(name.data()))
+    return ingero::Error::sys("cannot create a temporary folder beside " + path, errno);
+  return std::string(name.data());
+}
+
+}  // namespace
+
+ingero::Status convert_trace(const std::string& path) {
+  auto dir = private_dir_beside(path, "converting");
+  if (!dir) return dir.error();
+  const std::string tmp = *dir + "/converted.db";
   size_t events = 0;
   auto s = merge_traces({path}, "", tmp, &events);
   if (s && ::rename(tmp.c_str(), path.c_str()) != 0)
     s = ingero::Error::sys("renaming " + tmp + " to " + path, errno);
-  if (!s) {
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-      std::filesystem::remove(tmp + suffix, ec);
+  std::error_code ec;
+  std::filesystem::remove_all(*dir, ec);
+  if (!s)
     return ingero::make_error("converting to schema " + std::to_string(store::kSchemaVersion) +
                               ": " + s.error().message);
-  }
   return {};
 }
 
@@ -240,7 +304,9 @@ void add_merge_command(CLI::App& app, Context& ctx) {
       "merge",
       "Merge per-node trace files (ours and the original implementation's) into one file with\n"
       "a node column: `ingero merge node-01.db node-02.db -o cluster.db`. Inputs are read-only.\n"
-      "Files that carry no node name (schema 0.8) take --force-node or their file name.");
+      "Files that carry no node name (schema 0.8) take --force-node or their file name.\n"
+      "Sessions are told apart by node, start and host: a session given twice (a copy, or a\n"
+      "merged file with one of its inputs) is refused, never counted twice.");
   struct Opts {
     std::vector<std::string> inputs;
     std::string out, force_node;
@@ -255,34 +321,38 @@ void add_merge_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitUsage;
       return;
     }
-    for (const auto& in : o->inputs) {
-      auto r = store::TraceReader::open(in, builtin_views());
-      if (!r) {
-        std::cerr << "ingero merge: " << r.error().message << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
+    size_t sessions = 0;
+    if (auto st = refuse_sessions_twice(o->inputs, o->force_node, &sessions); !st) {
+      std::cerr << "ingero merge: " << st.error().message << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
     }
-    // Written next to the output and renamed over it at the end: a merge that fails leaves
-    // no partial file behind.
-    std::filesystem::path out(o->out);
-    std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
-                      ("." + out.filename().string() + ".merging-" + std::to_string(getpid()));
+    // Written in a private folder beside the output and renamed over it at the end: a merge
+    // that fails leaves no partial file behind, and no one else can plant a link where the
+    // merge writes (a fixed temporary name could be one).
+    auto dir = private_dir_beside(o->out, "merging");
+    if (!dir) {
+      std::cerr << "ingero merge: " << dir.error().message << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
+    const std::string tmp_dir = *dir, tmp = tmp_dir + "/merged.db";
     size_t events = 0;
     auto s = merge_traces(o->inputs, o->force_node, tmp, &events);
     // RENAME_NOREPLACE: a file that appeared at the output meanwhile is not overwritten.
     if (s && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, o->out.c_str(), RENAME_NOREPLACE) != 0)
       s = ingero::Error::sys("renaming " + tmp + " to " + o->out, errno);
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_dir, ec);
     if (!s) {
-      std::error_code ec;
-      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-        std::filesystem::remove(tmp + suffix, ec);
       std::cerr << "ingero merge: " << s.error().message << "\n";
       ctx.exit_code = kExitFailure;
       return;
     }
-    std::cerr << "ingero merge: " << events << " events from " << o->inputs.size() << " files into "
-              << o->out << "\n";
+    std::cerr << "ingero merge: " << events << " events of " << sessions << " session"
+              << (sessions == 1 ? "" : "s") << " from " << o->inputs.size() << " file"
+              << (o->inputs.size() == 1 ? "" : "s") << " into " << o->out
+              << " (sessions told apart by node, start and host: none twice)\n";
     ctx.exit_code = kExitOk;
   });
 }

@@ -1,10 +1,12 @@
 #include <iostream>
 
 #include "app/builtin_backends.h"
+#include "app/byte_size.h"
 #include "app/commands.h"
 #include "app/result_printer.h"
 #include "fleet/clickhouse_client.h"
 #include "store/query_json.h"
+#include "store/temp_file_cap.h"
 #include "store/trace_reader.h"
 
 namespace ingero::app {
@@ -92,6 +94,7 @@ void add_query_command(CLI::App& app, Context& ctx) {
     bool json = false;
     size_t limit = 10000;
     int timeout_s = 30;
+    std::string max_temp = "1GiB";
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
@@ -101,6 +104,14 @@ void add_query_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", o->json, "Print a JSON array of row objects");
   cmd->add_option("--limit", o->limit, "Stop after this many rows")->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s, "Abort the statement after this many seconds")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--max-temp", o->max_temp,
+                  "Temporary files SQLite may write for the statement's sorts, GROUP BY and "
+                  "DISTINCT (1GiB, 500MiB); a statement that needs more fails, naming the limit")
+      ->check(CLI::Validator(
+          [](std::string& v) { return parse_size(v) > 0 ? "" : "expected a size: 500MiB, 1GiB"; },
+          "SIZE"))
       ->capture_default_str();
   cmd->callback([&ctx, o] {
     std::string path = o->db, sql;
@@ -125,6 +136,13 @@ void add_query_command(CLI::App& app, Context& ctx) {
       return;
     }
     if (path.empty()) path = default_db_path();
+    // Before the file is opened: every connection from now on counts its temporary files.
+    const uint64_t max_temp = parse_size(o->max_temp);
+    if (auto st = store::cap_temp_files(max_temp); !st) {
+      std::cerr << "ingero query: " << st.error().message << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
     auto reader = store::TraceReader::open(path, builtin_views());
     if (!reader) {
       std::cerr << "ingero query: " << reader.error().message << "\n";
@@ -137,6 +155,13 @@ void add_query_command(CLI::App& app, Context& ctx) {
     limits.max_bytes = 256u << 20;
     limits.max_value_bytes = 64 << 20;
     auto res = store::run_query(**reader, sql, limits);
+    if (!res && store::temp_cap_hit()) {
+      std::cerr << "ingero query: the statement needs more than " << o->max_temp
+                << " of temporary files (its sorts, GROUP BY or DISTINCT over many rows); "
+                   "--max-temp raises the limit, a WHERE or LIMIT narrows the statement\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
     if (!res) {
       std::cerr << "ingero query: " << res.error().message << "\n";
       ctx.exit_code = kExitFailure;

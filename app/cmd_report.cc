@@ -2,11 +2,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "app/report_file.h"
 #include "hal/memory.h"
 #include "serve/report/report_html.h"
@@ -53,22 +53,14 @@ int run_report(const ReportOpts& o) {
     std::cout << text << (o.json ? "\n" : "");
     return std::cout.good() ? kExitOk : kExitFailure;
   }
-  std::string tmp = o.out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (o.json) f << "\n";
-    f.close();
-    if (!f) {
-      std::cerr << "ingero report: cannot write " << tmp << "\n";
-      std::filesystem::remove(tmp);
-      return kExitFailure;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, o.out, ec);
-  if (ec) {
-    std::cerr << "ingero report: cannot write " << o.out << ": " << ec.message() << "\n";
+  // A temporary file of its own (mkostemp, mode 0600: the report holds trace data), renamed
+  // over the target; never a fixed name another user could have planted a link at.
+  auto out = OutputFile::open(o.out, true, {path});
+  Status st = out ? (*out)->write(text) : Status(out.error());
+  if (st && o.json) st = (*out)->write("\n");
+  if (st) st = (*out)->commit();
+  if (!st) {
+    std::cerr << "ingero report: " << st.error().message << "\n";
     return kExitFailure;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,34 +1,30 @@
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 
 #include "app/builtin_backends.h"
+#include "app/byte_size.h"
 #include "app/commands.h"
 #include "app/config_file.h"
 #include "app/tracer.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_endpoint.h"
+#include "serve/http/listen_address.h"
 
 namespace ingero::app {
 namespace {
 
-// "2GiB", "500MiB", "64KiB" (binary), "1GB", "500MB" (decimal), "4096" (bytes); 0 if malformed.
-uint64_t parse_size(const std::string& text) {
-  size_t end = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &end);
-  } catch (...) {
-    return 0;
-  }
-  std::string unit = text.substr(end);
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},          {"B", 1},
-      {"KiB", 1024.0},  {"MiB", 1048576.0},
-      {"GiB", 1 << 30}, {"TiB", 1099511627776.0},
-      {"KB", 1e3},      {"MB", 1e6},
-      {"GB", 1e9},      {"TB", 1e12}};
-  for (const auto& [u, mult] : kUnits)
-    if (unit == u) return v > 0 ? uint64_t(v * mult) : 0;
-  return 0;
+// A duration with its unit (500ms, 30s, 5m, 1h, 7d), in a config file as on the command line:
+// a bare number (`duration = 12`: 12 what?) is refused.
+CLI::Validator duration_check(const std::string& examples) {
+  return CLI::Validator(
+      [examples](std::string& s) -> std::string {
+        if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.back())))
+          return "'" + s + "' has no unit: write a duration with its unit (" + examples + ")";
+        return engine::parse_duration_s(s) > 0 ? ""
+                                               : "bad duration '" + s + "' (use " + examples + ")";
+      },
+      "DURATION");
 }
 
 }  // namespace
@@ -48,18 +44,26 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto retain = std::make_shared<std::string>();
   auto full_rows = std::make_shared<std::string>();
   auto max_size = std::make_shared<std::string>();
+  auto ship_exit = std::make_shared<std::string>("10s");
   auto pids = std::make_shared<std::vector<uint32_t>>();
-  cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow");
+  cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow")
+      ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT
   cmd->add_option("--duration", *duration,
                   "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)")
+      ->check(duration_check("30s, 5m, 1h"));
+  cmd->add_option("--db,--out,-o", o->db_path, "Trace file to write (default ~/.ingero/ingero.db)")
       ->check(CLI::Validator(
-          [](std::string& s) {
-            return engine::parse_duration_s(s) > 0 ? ""
-                                                   : "bad duration '" + s + "' (use 30s, 5m, 1h)";
+          [](std::string& v) { return v.empty() ? "an empty path names no file" : ""; }, "PATH"));
+  cmd->add_option("--node", o->node, "Node name stamped on every event (default: hostname)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            bool control = std::any_of(v.begin(), v.end(),
+                                       [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+            return v.empty() || v.size() > 255 || control
+                       ? "a node name is 1 to 255 characters, none of them control characters"
+                       : "";
           },
-          "DURATION"));
-  cmd->add_option("--db,--out,-o", o->db_path, "Trace file to write (default ~/.ingero/ingero.db)");
-  cmd->add_option("--node", o->node, "Node name stamped on every event (default: hostname)");
+          "NAME"));
   cmd->add_option("--backends", o->backends, "Comma-separated backends to enable (default: all)");
   cmd->add_flag("--all", o->trace_all, "With a COMMAND, trace every process, not only the command");
   cmd->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
@@ -80,17 +84,23 @@ void add_trace_command(CLI::App& app, Context& ctx) {
           },
           "POW2"))
       ->capture_default_str();
-  cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds")
+  cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds (1..60000)")
+      ->check(CLI::Range(1, 60000))
       ->capture_default_str();
   cmd->add_option(
-      "--sysfs-root", o->sysfs_root,
-      "Root under which InfiniBand counters are read: ROOT/class/infiniband (default /sys)");
+         "--sysfs-root", o->sysfs_root,
+         "Root under which InfiniBand counters are read: ROOT/class/infiniband (default /sys)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_flag("--rdma-verbs", o->rdma_verbs,
                 "Also trace libibverbs asynchronous events (ibv_get_async_event)");
   cmd->add_option("--prometheus", o->prometheus,
                   "Serve Prometheus metrics at ADDR/metrics while tracing: :9090 and 9090 mean "
                   "127.0.0.1:9090 (loopback); 0.0.0.0:9090 every interface, with a warning (see "
-                  "docs/metrics.md)");
+                  "docs/metrics.md)")
+      ->check([](const std::string& v) -> std::string {
+        auto a = serve::http::parse_listen_address(v);
+        return a ? "" : a.error().message;
+      });
   cmd->add_option("--prometheus-web-config", o->prometheus_web_config,
                   "Prometheus web-config file for the metrics endpoint: tls_server_config, "
                   "basic_auth_users (bcrypt), http_server_config.headers (docs/security.md)")
@@ -127,11 +137,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--retain", *retain,
                   "Keep only the last DURATION of events, snapshots and counters (24h, 30m): "
                   "older rows are deleted in bounded batches while tracing")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 30m, 24h, 7d";
-          },
-          "DURATION"));
+      ->check(duration_check("30m, 24h, 7d"));
   cmd->add_option("--max-db-size", *max_size,
                   "Keep the trace's data under SIZE (500MiB, 2GiB, 1GB): the oldest events, "
                   "snapshots and counters are deleted in bounded batches while tracing")
@@ -144,11 +150,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "Every call keeps its own row for this long (default 10m); then launches that "
                   "succeeded, stayed on-CPU and were not slow are folded into runs, with "
                   "per-second summaries of every call kept for the whole trace (docs/schema.md)")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 10m, 1h";
-          },
-          "DURATION"));
+      ->check(duration_check("10m, 1h"));
   cmd->add_flag("--keep-all", o->keep_all,
                 "Keep every call's row for the whole trace (launches are never folded into runs; "
                 "for short investigations)");
@@ -178,11 +180,17 @@ void add_trace_command(CLI::App& app, Context& ctx) {
         auto ep = fleet::parse_endpoint(url, false);
         return ep ? "" : ep.error().message;
       });
+  cmd->add_option("--clickhouse-exit-timeout", *ship_exit,
+                  "At exit, shipping to ClickHouse ends within this long (default 10s), the "
+                  "request in flight and every connect and read included; what is left stays in "
+                  "the trace file for the next start or `ingero ship`")
+      ->check(duration_check("10s, 30s"))
+      ->capture_default_str();
   cmd->add_option("command", o->command, "Command to run and trace (after --)")
       ->configurable(false);
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
-  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, pids] {
+  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, pids] {
     o->pids = *pids;
     if (o->no_archive)
       std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
@@ -193,6 +201,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!retain->empty()) o->retain_s = engine::parse_duration_s(*retain);
     if (!full_rows->empty()) o->full_rows_s = engine::parse_duration_s(*full_rows);
     if (!max_size->empty()) o->max_db_bytes = parse_size(*max_size);
+    o->clickhouse_exit_timeout_s = engine::parse_duration_s(*ship_exit);
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";
     if (!o->command.empty()) flags += "command,";

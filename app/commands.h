@@ -23,7 +23,10 @@ struct Context {
   int exit_code = kExitOk;
 };
 
-std::string default_db_path();  // ~/.ingero/ingero.db
+// ~/.ingero/ingero.db, with ~ as app/default_trace_path.h decides; `note` gets a sentence for
+// people when HOME was set and not taken.
+std::string default_db_path();
+std::string default_db_path(std::string* note);
 
 void add_version_command(CLI::App& app, Context& ctx);
 void add_query_command(CLI::App& app, Context& ctx);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace ingero::app {
@@ -37,20 +38,76 @@ bool is_scalar(const toml::node& v) {
   return v.is_string() || v.is_integer() || v.is_boolean() || v.is_floating_point();
 }
 
+TomlKind kind_of(const toml::node& v) {
+  if (v.is_integer()) return TomlKind::kInteger;
+  if (v.is_floating_point()) return TomlKind::kFloat;
+  if (v.is_boolean()) return TomlKind::kBoolean;
+  return TomlKind::kString;
+}
+
+const char* kind_name(TomlKind k) {
+  switch (k) {
+    case TomlKind::kInteger:
+      return "an integer";
+    case TomlKind::kFloat:
+      return "a float";
+    case TomlKind::kBoolean:
+      return "a boolean";
+    case TomlKind::kString:
+      break;
+  }
+  return "a string";
+}
+
+// The value's TOML type against the flag's: "" when it fits, else why not.
+std::string type_problem(const CLI::Option& op, const ConfigEntry& e) {
+  const std::string flag = "--" + op.get_lnames().front();
+  std::string type = op.get_type_name();
+  const bool duration = type.find(":DURATION") != std::string::npos;
+  const bool size = type.find(":SIZE") != std::string::npos;
+  type = type.substr(0, type.find(':'));
+  for (size_t i = 0; i < e.kinds.size(); ++i) {
+    const TomlKind k = e.kinds[i];
+    const std::string given = std::string(kind_name(k)) + " (" +
+                              (k == TomlKind::kString ? "\"" + e.values[i] + "\"" : e.values[i]) +
+                              ")";
+    if (op.get_expected_max() == 0) {  // an on/off flag
+      if (k != TomlKind::kBoolean) return flag + " takes true or false, not " + given;
+    } else if (type == "INT" || type == "UINT") {
+      if (k != TomlKind::kInteger) return flag + " takes an integer, not " + given;
+    } else if (type == "FLOAT") {
+      if (k != TomlKind::kInteger && k != TomlKind::kFloat)
+        return flag + " takes a number, not " + given;
+    } else if (k != TomlKind::kString) {
+      if (duration)
+        return flag + " takes a duration with its unit, as a string (\"" + e.values[i] +
+               "s\", \"5m\"), not " + given;
+      if (size) return flag + " takes a size with its unit, as a string (\"500MiB\"), not " + given;
+      return flag + " takes a string, not " + given;
+    }
+  }
+  return "";
+}
+
 // One key of a subcommand table: its value becomes the strings a command line carries.
 void read_entry(const std::string& table, const toml::key& k, const toml::node& v,
                 ParsedConfig& out) {
-  ConfigEntry e{
-      table, std::string(k.str()), {}, int(k.source().begin.line), int(k.source().begin.column)};
+  ConfigEntry e;
+  e.table = table;
+  e.key = std::string(k.str());
+  e.line = int(k.source().begin.line);
+  e.column = int(k.source().begin.column);
   auto problem = [&](std::string msg) {
     out.problems.push_back({e.line, e.column, table, e.key, std::move(msg)});
   };
   if (is_scalar(v)) {
     e.values.push_back(scalar_text(v));
+    e.kinds.push_back(kind_of(v));
   } else if (auto arr = v.as_array()) {
     for (const auto& item : *arr) {
       if (!is_scalar(item)) return problem("array elements must be strings, numbers or booleans");
       e.values.push_back(scalar_text(item));
+      e.kinds.push_back(kind_of(item));
     }
   } else if (v.is_table()) {
     return problem("a nested table is not a flag value");
@@ -121,6 +178,24 @@ std::string trial_parse(const CliSchema& schema, const ConfigEntry& e) {
   return "";
 }
 
+// `text` as the TOML value its flag takes (as a string when it does not convert).
+void push_typed(toml::array& arr, const CLI::Option& op, const std::string& text) {
+  std::string type = op.get_type_name();
+  type = type.substr(0, type.find(':'));
+  if (op.get_expected_max() == 0) {
+    if (text == "true" || text == "false") return arr.push_back(text == "true");
+  } else if (type == "INT" || type == "UINT") {
+    int64_t v = 0;
+    auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (r.ec == std::errc() && r.ptr == text.data() + text.size()) return arr.push_back(v);
+  } else if (type == "FLOAT") {
+    double v = 0;
+    auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (r.ec == std::errc() && r.ptr == text.data() + text.size()) return arr.push_back(v);
+  }
+  arr.push_back(text);
+}
+
 }  // namespace
 
 ParsedConfig parse_config_text(std::string_view text, const std::string& source) {
@@ -151,16 +226,37 @@ ParsedConfig parse_config_text(std::string_view text, const std::string& source)
   return out;
 }
 
+namespace {
+
+// At most kMaxConfigBytes of `in`; nullopt when there is more.
+std::optional<std::string> read_bounded(std::istream& in) {
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMaxConfigBytes) return std::nullopt;
+  return text;
+}
+
+std::string too_large(const std::string& path) {
+  return path + " is larger than " + std::to_string(kMaxConfigBytes >> 20) +
+         " MiB: a config file is a few KiB (is it the right file?)";
+}
+
+}  // namespace
+
 ParsedConfig parse_config_file(const std::string& path) {
-  std::ifstream f(path);
+  ParsedConfig out;
+  std::ifstream f(path, std::ios::binary);
   if (!f) {
-    ParsedConfig out;
     out.problems.push_back({0, 0, "", "", "cannot read " + path + ": " + std::strerror(errno)});
     return out;
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config_text(ss.str(), path);
+  auto text = read_bounded(f);
+  if (!text) {
+    out.problems.push_back({0, 0, "", "", too_large(path)});
+    return out;
+  }
+  return parse_config_text(*text, path);
 }
 
 std::vector<ConfigProblem> check_config(const ParsedConfig& parsed, const CliSchema& schema) {
@@ -196,6 +292,10 @@ std::vector<ConfigProblem> check_config(const ParsedConfig& parsed, const CliSch
       continue;
     }
     seen[op] = &e;
+    if (std::string err = type_problem(*op, e); !err.empty()) {
+      problem("wrong type: " + err);
+      continue;
+    }
     if (std::string err = trial_parse(schema, e); !err.empty()) problem("bad value: " + err);
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
@@ -214,9 +314,9 @@ std::string format_problem(const std::string& file, const ConfigProblem& p) {
 }
 
 std::vector<CLI::ConfigItem> TomlConfig::from_config(std::istream& input) const {
-  std::stringstream ss;
-  ss << input.rdbuf();
-  ParsedConfig parsed = parse_config_text(ss.str(), source_);
+  auto text = read_bounded(input);
+  if (!text) throw CLI::ConfigError(too_large(source_));
+  ParsedConfig parsed = parse_config_text(*text, source_);
   auto problems = check_config(parsed, schema_);
   if (!problems.empty()) {
     std::string msg = std::to_string(problems.size()) + " problem" +
@@ -249,13 +349,13 @@ std::string TomlConfig::to_config(const CLI::App* app, bool default_also, bool, 
       if (vals.empty()) continue;
       std::string key = op->get_lnames().front();
       std::replace(key.begin(), key.end(), '-', '_');
-      if (vals.size() == 1) {
-        t.insert(key, vals.front());
-      } else {
-        toml::array arr;
-        for (auto& v : vals) arr.push_back(v);
+      // Each value with the TOML type check_config() wants for the flag.
+      toml::array arr;
+      for (auto& v : vals) push_typed(arr, *op, v);
+      if (arr.size() == 1)
+        arr.for_each([&](auto&& el) { t.insert(key, el); });
+      else
         t.insert(key, std::move(arr));
-      }
     }
     if (!t.empty()) root.insert(sub->get_name(), std::move(t));
   }

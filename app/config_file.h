@@ -25,14 +25,22 @@ namespace ingero::app {
 // options only; callbacks are never run). Used to validate values without side effects.
 using CliSchema = std::function<std::unique_ptr<CLI::App>()>;
 
+// The TOML type of a value as written: check_config() holds it against the flag's type.
+enum class TomlKind { kString, kInteger, kFloat, kBoolean };
+
 // One key = value of the file, converted to the strings a command line would carry
 // (true/false, integers, floats, strings; an array gives one string per element).
 struct ConfigEntry {
   std::string table;  // "trace"
   std::string key;    // as written: "ringbuf_mb"
   std::vector<std::string> values;
-  int line = 0, column = 0;  // of the key, 1-based
+  std::vector<TomlKind> kinds;  // of each value
+  int line = 0, column = 0;     // of the key, 1-based
 };
+
+// A config file is a few KiB; a larger one (`--config /dev/zero`) is refused after reading
+// this much, never read to its end.
+inline constexpr size_t kMaxConfigBytes = 1 << 20;
 
 struct ConfigProblem {
   int line = 0, column = 0;  // 0: the file as a whole
@@ -49,13 +57,17 @@ struct ParsedConfig {
 // Keys outside a table, nested tables and date/time values are problems; the rest of the
 // file is still read.
 ParsedConfig parse_config_text(std::string_view text, const std::string& source);
-// Reads and parses a file; an unreadable file is one problem naming the path and errno.
+// Reads and parses a file; an unreadable file is one problem naming the path and errno, and
+// so is one over kMaxConfigBytes.
 ParsedConfig parse_config_file(const std::string& path);
 
 // Checks every entry against the CLI: the table must name a subcommand that takes --config
 // (add_config_option), the key one of its long flags (not --config, --help or a positional), at
-// most one key per flag, and the value must pass the flag's own conversion and validators. Returns
-// every problem, in file order, after the parse problems.
+// most one key per flag, the value's TOML type must be the flag's (true/false for an on/off
+// flag, an integer for a count, a string for a duration, size, name or path: `stack = "yes"`
+// and `duration = 12` are refused, naming the key), and the value must pass the flag's own
+// conversion and validators (ranges: `flush_ms = -1`). Returns every problem, in file order,
+// after the parse problems.
 std::vector<ConfigProblem> check_config(const ParsedConfig& parsed, const CliSchema& schema);
 
 // "FILE:LINE:COL: [trace] key: message"

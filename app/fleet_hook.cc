@@ -23,8 +23,10 @@ std::unique_ptr<fleet::Shipper> make_shipper(const std::string& db, const std::s
   return std::move(*s);
 }
 
-void finish_shipping(fleet::Shipper& shipper, const std::string& db, bool quiet) {
-  fleet::DrainReport r = shipper.drain(std::chrono::seconds(kFinalShipSeconds));
+void finish_shipping(fleet::Shipper& shipper, const std::string& db, bool quiet,
+                     std::chrono::steady_clock::time_point deadline) {
+  fleet::DrainReport r = shipper.drain(std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now()));
   fleet::ShipTotals t = shipper.totals();
   if (r.caught_up) {
     if (!quiet)

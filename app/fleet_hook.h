@@ -2,6 +2,7 @@
 // (fleet/shipper.h), kept here so app/tracer.cc only starts, stops and flushes it.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -9,13 +10,17 @@
 
 namespace ingero::app {
 
-// How long the agent keeps trying at exit before it leaves the rest to the next start.
-inline constexpr int kFinalShipSeconds = 15;
+// At exit, shipping (the background pass in flight, then a last one) ends by one deadline,
+// --clickhouse-exit-timeout after the tracer starts to stop it; what is left waits in the
+// file for the next start or `ingero ship`.
+inline constexpr double kDefaultShipExitSeconds = 10;
 
 // Creates the shipper for `db` (the file must exist); on failure prints why and returns null.
 std::unique_ptr<fleet::Shipper> make_shipper(const std::string& db, const std::string& url,
                                              bool quiet);
-// After the trace file is final: a bounded last attempt, then one line saying what is left.
-void finish_shipping(fleet::Shipper& shipper, const std::string& db, bool quiet);
+// After the trace file is final: a last attempt until `deadline`, then one line saying what
+// is left.
+void finish_shipping(fleet::Shipper& shipper, const std::string& db, bool quiet,
+                     std::chrono::steady_clock::time_point deadline);
 
 }  // namespace ingero::app

@@ -2,6 +2,8 @@
 // session's chains and row stored, the summary printed.
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "app/commands.h"
@@ -62,9 +64,23 @@ int Trace::finish() {
     nchains = *c;
   else if (!opts_.quiet)
     std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
-  if (shipper_) shipper_->stop();  // finish() checkpoints: no reader may hold the file
+  // One bound on shipping at exit: the pass in flight (a stalled ClickHouse held it for its
+  // 30 s request timeout) and then the last pass, connects and reads included, share
+  // --clickhouse-exit-timeout; the writer's own finish between them is not shipping.
+  using SteadyClock = std::chrono::steady_clock;
+  auto ship_left = std::chrono::milliseconds(int64_t(opts_.clickhouse_exit_timeout_s * 1000));
+  if (shipper_) {
+    auto t0 = SteadyClock::now();
+    shipper_->set_deadline(t0 + ship_left);
+    shipper_->stop();  // finish() checkpoints: no reader may hold the file
+    ship_left -= std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0);
+  }
   auto fin = writer_->finish(end);
-  if (shipper_) finish_shipping(*shipper_, db_, opts_.quiet);
+  if (shipper_) {
+    auto deadline = SteadyClock::now() + std::max(ship_left, std::chrono::milliseconds(0));
+    shipper_->set_deadline(deadline);
+    finish_shipping(*shipper_, db_, opts_.quiet, deadline);
+  }
 
   int code = kExitOk;
   if (!opts_.quiet) {

@@ -66,6 +66,9 @@ void Trace::apply_retention(bool final) {
 void Trace::fold_blocks() {
   int64_t through = shipper_ ? shipper_->events_shipped_through() : INT64_MAX;
   int64_t p0 = mono_now_ns();
+  // Seconds 2 s behind the clock are complete even when no call came since: summarised (and
+  // then shippable and foldable) though the trace is idle.
+  (void)writer_->summarise_before(wall_now_ns() - store::kSummaryLagNs);
   auto pass = writer_->fold_blocks(wall_now_ns() - int64_t(opts_.full_rows_s * 1e9), through);
   fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
   if (!pass) {

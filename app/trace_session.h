@@ -30,6 +30,7 @@
 #include "kernelside/cpu_sampler.h"
 #include "kernelside/host_programs.h"
 #include "serve/metrics/metrics.h"
+#include "store/file_access.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app::trace_detail {
@@ -87,6 +88,9 @@ class Trace {
   const hal::BackendRegistry& registry_;
   std::vector<const hal::VendorBackend*> backends_;
   std::string db_;
+  // Held while the file is written (store/file_access.h); declared before every member with a
+  // connection to the file, so that it is released after all of them.
+  store::TraceLock lock_;
   std::unique_ptr<hal::BpfSession> session_;
   std::unique_ptr<hal::ProbeManager> probes_;
   std::unique_ptr<kernelside::HostPrograms> host_;

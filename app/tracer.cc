@@ -249,27 +249,14 @@ int Trace::open() {
     return kExitUsage;
   }
   backends_ = *backends;
-  db_ = opts_.db_path.empty() ? default_db_path() : opts_.db_path;
-  // A folder it creates (~/.ingero) is private (0700), as is the file (0600): a trace holds
-  // every traced process's command line.
-  if (auto st = store::make_private_dirs(std::filesystem::path(db_).parent_path().string()); !st) {
-    std::cerr << "ingero trace: " << st.error().message << "\n";
-    return kExitFailure;
+  if (opts_.db_path.empty()) {
+    std::string note;
+    db_ = default_db_path(&note);
+    if (!note.empty() && !opts_.quiet) std::cerr << "ingero: " << note << "\n";
+  } else {
+    db_ = opts_.db_path;
   }
   if (!opts_.prometheus.empty() && !serve_metrics()) return kExitUsage;
-  auto writer = store::TraceWriter::open(db_, registry_.views());
-  if (!writer) {
-    std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
-    return kExitFailure;
-  }
-  writer_ = std::move(*writer);
-  writer_->set_folding(!opts_.keep_all);
-  // Blocks span at most an eighth of the full-row window (1 s to 60 s): their calls lose their
-  // rows within that of --full-rows, at any call rate.
-  writer_->set_block_span(std::clamp(int64_t(opts_.full_rows_s * 1e9 / 8), int64_t(1'000'000'000),
-                                     int64_t(60'000'000'000)));
-  if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
-    return kExitFailure;
   if (!opts_.command.empty() &&
       cmd_.start(opts_.command, raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt) !=
           0) {
@@ -280,12 +267,46 @@ int Trace::open() {
     if (auto t = hal::ensure_tracefs(); !t)
       std::cerr << "ingero: warning: " << t.error().message << "\n";
   }
+  // The BPF programs load before the trace file is touched: a tracer refused here (no
+  // privilege) leaves an existing file byte-identical and creates no folder or file.
   auto session = hal::BpfSession::open(bpf_config());
   if (!session) {
     std::cerr << "ingero trace: " << session.error().message << "\n";
     return kExitNoTracing;
   }
   session_ = std::move(*session);
+  // A folder it creates (~/.ingero) is private (0700), as is the file (0600): a trace holds
+  // every traced process's command line.
+  if (auto st = store::make_private_dirs(std::filesystem::path(db_).parent_path().string()); !st) {
+    std::cerr << "ingero trace: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  // One writer at a time: a compact (or another tracer) of this file is refused while this
+  // one writes it, and this one is refused while another writes it, before any change.
+  auto lock = [&] {
+    auto l = store::TraceLock::acquire(db_);
+    if (!l) std::cerr << "ingero trace: " << l.error().message << "\n";
+    if (l) lock_ = std::move(*l);
+    return l.ok();
+  };
+  if (std::filesystem::exists(db_) && !lock()) return kExitFailure;
+  auto writer = store::TraceWriter::open(db_, registry_.views());
+  if (!writer) {
+    std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
+    return kExitFailure;
+  }
+  writer_ = std::move(*writer);
+  if (!lock_.held() && !lock()) return kExitFailure;  // a file it created
+  writer_->set_folding(!opts_.keep_all);
+  // Blocks span at most an eighth of the full-row window and of --retain (1 s to 60 s): their
+  // calls lose their rows within that of --full-rows, and go within that of --retain, at any
+  // call rate (retention deletes whole blocks).
+  double window_s = opts_.full_rows_s;
+  if (opts_.retain_s > 0) window_s = std::min(window_s, opts_.retain_s);
+  writer_->set_block_span(
+      std::clamp(int64_t(window_s * 1e9 / 8), int64_t(1'000'000'000), int64_t(60'000'000'000)));
+  if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
+    return kExitFailure;
 
   make_pipeline();
   return kExitOk;
@@ -446,11 +467,6 @@ int Trace::run() {
 }
 
 }  // namespace trace_detail
-
-std::string default_db_path() {
-  const char* home = getenv("HOME");
-  return std::string(home && *home ? home : "/root") + "/.ingero/ingero.db";
-}
 
 int run_trace(const TraceOptions& opts, const hal::BackendRegistry& registry) {
   // A long-running agent: memory freed goes back to the system. By default glibc raises its

@@ -45,6 +45,7 @@ struct TraceOptions {
   int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)
+  double clickhouse_exit_timeout_s = 10;  // shipping at exit ends by then (app/fleet_hook.h)
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended

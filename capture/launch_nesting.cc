@@ -141,7 +141,10 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
     return Fate::kFolded;
   }
   settle(ev.tid, out);
-  if (!ev.timed && self.nests) {  // wait for the driver launch it makes
+  // Held until the thread's next record (or the end of the read cycle): the driver launch it
+  // makes, if it makes one, is counted in it. Held from the first launch of a library on, not
+  // only once it is seen to nest, so that no driver launch goes uncounted.
+  if (!ev.timed) {
     Held& h = held_[ev.tid];
     h.ev = std::move(ev);
     h.probe = probe_id;

@@ -25,6 +25,8 @@ double parse_duration_s(const std::string& text) {
     mult = 60;
   else if (unit == "h")
     mult = 3600;
+  else if (unit == "d")
+    mult = 86400;
   else
     return -1;
   if (v < 0 || !std::isfinite(v)) return -1;

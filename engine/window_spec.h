@@ -18,7 +18,8 @@ struct WindowSpec {
 };
 ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec);
 
-// "30s", "5m", "1h", "250ms", "2.5s"; plain numbers are seconds. Negative on error.
+// "30s", "5m", "1h", "7d", "250ms", "2.5s"; plain numbers are seconds (the trace flags refuse
+// them: app/cmd_trace.cc). Negative on error.
 double parse_duration_s(const std::string& text);
 // "2026-04-03T12:18:02" or "2026-04-03 12:18:02" (UTC), with an optional fraction of a second
 // and zone ("Z", "+02:00", "-0500", "+02"), or Unix seconds / ns as digits. Anything else after

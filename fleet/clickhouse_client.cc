@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "fleet/gzip.h"
@@ -11,13 +12,33 @@ namespace {
 
 constexpr size_t kMaxErrorBody = 8192;
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 struct Call {
   CURL* h = nullptr;
   const ChunkFn* on_chunk = nullptr;
   long status = 0;
   std::string error_body;
   bool stopped = false;
+  const std::atomic<int64_t>* deadline_ns = nullptr;
+  bool past_deadline = false;
 };
+
+// libcurl calls it as the transfer progresses, and at least once a second while it waits: a
+// deadline set meanwhile (from another thread) ends the request.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* c = static_cast<Call*>(user);
+  int64_t d = c->deadline_ns->load();
+  if (d && steady_ns() >= d) {
+    c->past_deadline = true;
+    return 1;  // CURLE_ABORTED_BY_CALLBACK
+  }
+  return 0;
+}
 
 size_t on_write(char* data, size_t size, size_t n, void* user) {
   auto* c = static_cast<Call*>(user);
@@ -90,6 +111,12 @@ std::string ClickHouseClient::url(const Settings& params) const {
   return u;
 }
 
+void ClickHouseClient::set_deadline(std::chrono::steady_clock::time_point deadline) {
+  int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+  deadline_ns_ = ns ? ns : 1;
+}
+
 ingero::Status ClickHouseClient::perform(const Settings& params, std::string_view body,
                                          bool gzip_body, const ChunkFn* on_chunk, int timeout_ms) {
   last_failure_ = Failure::kNone;
@@ -110,11 +137,23 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
     bytes_raw_ += body.size();
     body = compressed;
   }
+  // The deadline bounds the connect and the whole request; past it, nothing is sent.
+  long connect_ms = options_.connect_timeout_ms;
+  if (int64_t d = deadline_ns_.load()) {
+    int64_t left_ms = (d - steady_ns()) / 1000000;
+    if (left_ms <= 0) {
+      last_failure_ = Failure::kUnreachable;
+      return ingero::make_error(where + ": not sent, the time allowed ran out");
+    }
+    connect_ms = long(std::min<int64_t>(connect_ms, left_ms));
+    timeout_ms = int(timeout_ms > 0 ? std::min<int64_t>(timeout_ms, left_ms) : left_ms);
+  }
   curl_easy_reset(h);
   std::string u = url(params);
   Call call;
   call.h = h;
   call.on_chunk = on_chunk;
+  call.deadline_ns = &deadline_ns_;
   curl_slist* headers = curl_slist_append(nullptr, "Expect:");
   if (gzip_body) headers = curl_slist_append(headers, "Content-Encoding: gzip");
   headers = curl_slist_append(headers, "Content-Type: text/plain; charset=UTF-8");
@@ -126,7 +165,10 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &call);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, long(options_.connect_timeout_ms));
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &call);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, long(timeout_ms));
   curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip/deflate answers are decoded
   if (!endpoint_.user.empty() || !endpoint_.password.empty()) {
@@ -155,6 +197,8 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
   std::string what = errbuf[0] ? errbuf : curl_easy_strerror(rc);
   // Nothing left this host: the statement cannot have run.
   last_failure_ = request_size == 0 && uploaded == 0 ? Failure::kUnreachable : Failure::kAmbiguous;
+  if (rc == CURLE_ABORTED_BY_CALLBACK && call.past_deadline)
+    return ingero::make_error(where + ": no complete answer before the time allowed ran out");
   if (rc == CURLE_OPERATION_TIMEDOUT)
     return ingero::make_error(where + ": no complete answer within " + std::to_string(timeout_ms) +
                               " ms (" + what + ")");

@@ -14,9 +14,14 @@
 //                 block into one partition is atomic: nothing of it was stored);
 //   kAmbiguous:   the request went out and no complete answer came back (timeout, reset):
 //                 it may or may not have run. The caller must ask the server.
-// Timeouts: connecting, and the whole request (a stream() may pass its own).
+// Timeouts: connecting, and the whole request (a stream() may pass its own). A deadline, when
+// set, bounds both and every request begun before it, including one in flight on another
+// thread when it is set (checked as the transfer progresses, at least once a second): what it
+// cuts is a failure like a timeout (kAmbiguous once something was sent).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +60,9 @@ class ClickHouseClient {
   const Endpoint& endpoint() const { return endpoint_; }
   const ClientOptions& options() const { return options_; }
   void set_request_timeout_ms(int ms) { options_.request_timeout_ms = ms; }
+  // No request runs past `deadline` (steady clock); any thread may set or clear it.
+  void set_deadline(std::chrono::steady_clock::time_point deadline);
+  void clear_deadline() { deadline_ns_ = 0; }
 
   // A statement with a small answer (DDL, max(), count()): the whole body.
   virtual ingero::Result<std::string> execute(const std::string& sql,
@@ -80,7 +88,8 @@ class ClickHouseClient {
   std::string url(const Settings& params) const;
   Endpoint endpoint_;
   ClientOptions options_;
-  void* curl_ = nullptr;  // CURL*
+  void* curl_ = nullptr;                 // CURL*
+  std::atomic<int64_t> deadline_ns_{0};  // steady clock; 0 = none
   uint64_t bytes_sent_ = 0, bytes_raw_ = 0;
 };
 

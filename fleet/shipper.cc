@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "store/file_access.h"
+
 namespace ingero::fleet {
 namespace {
 
@@ -23,9 +25,11 @@ ingero::Result<std::unique_ptr<Shipper>> Shipper::create(const std::string& db_p
   if (access(db_path.c_str(), R_OK) != 0)
     return ingero::Error::sys(db_path + ": cannot read the trace file to ship", errno);
   // Two shippers of one file would both ship the rows above the same resume point.
+  // A planted lock (a symbolic link, another user's file) is refused (store/file_access.h).
   std::string lock = db_path + ".ship.lock";
-  int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return ingero::Error::sys(lock + ": cannot create the shipping lock", errno);
+  auto opened = store::open_owned_file(lock);
+  if (!opened) return ingero::make_error("the shipping lock: " + opened.error().message);
+  int fd = *opened;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     close(fd);
     return ingero::make_error(db_path + " is being shipped by another ingero process (" + lock +
@@ -455,6 +459,8 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
   }
   rep.unshipped = *p;
   if (rep.unshipped == 0) rep.caught_up = state_.valid;
+  // The background pass's failure when this drain had no time of its own to fail.
+  if (rep.last_error.empty()) rep.last_error = totals().last_error;
   if (rep.last_error.empty()) rep.last_error = "the time allowed ran out";
   return rep;
 }

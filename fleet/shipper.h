@@ -62,6 +62,11 @@ class Shipper {
 
   void start();
   void stop();
+  // No ClickHouse request of this shipper runs past `deadline`, one in flight included (the
+  // tracer's exit: stop() then drain() within one bound). Any thread.
+  void set_deadline(std::chrono::steady_clock::time_point deadline) {
+    client_->set_deadline(deadline);
+  }
   // Ships until caught up or `budget` has passed (retrying with backoff), then counts what is
   // left. An error only when the file itself cannot be read.
   DrainReport drain(std::chrono::milliseconds budget);

@@ -11,12 +11,58 @@
 
 namespace ingero::store {
 
+// Files ingero creates beside a trace (PATH-reserve, PATH.ship.lock, temporaries) must not let
+// whoever may write in the trace's folder point ingero's writes elsewhere: `ingero trace` runs
+// as root, and a folder may belong to a user (`--db /home/u/x.db`). So every such file is
+// opened by open_owned_file(), never by a plain open():
+//   - a symbolic link is never followed (O_NOFOLLOW): "PATH: is a symbolic link ...";
+//   - what was opened must be a regular file (a FIFO or device is opened non-blocking, so it
+//     cannot hang the open, and refused), with one link (a hard link to another file is
+//     refused: "PATH: has N links ..."), owned by the effective user ("PATH: belongs to uid U,
+//     not to the user running ingero (uid E) ...");
+//   - nothing is truncated before those checks: the caller truncates the descriptor.
+// A missing file is created with mode 0600. `exclusive`: it must not exist (O_CREAT|O_EXCL).
+// Returns the open descriptor (O_RDWR, O_CLOEXEC, blocking), which the caller closes. Every
+// Error names the path, the cause, and ends with what to do.
+ingero::Result<int> open_owned_file(const std::string& path, bool exclusive = false);
+
+// lstat() checks of an existing PATH without opening it (a missing one is fine): the checks of
+// open_owned_file(), for refusing a trace before its first write when a file ingero will
+// create beside it was planted.
+ingero::Status check_owned_file(const std::string& path);
+
+// Who writes a trace file: an exclusive advisory lock (flock) on the file itself, which
+// `ingero trace` holds for as long as it writes the file and `ingero compact` while it
+// compacts, so that neither runs on a file the other is writing (a compact beside a live
+// tracer made it lose 24,547 calls to a full ring). flock locks are not SQLite's POSIX locks
+// and do not interfere with them. But closing any descriptor of a file drops every POSIX
+// lock the process holds on it, SQLite's included: a TraceLock must outlive every SQLite
+// connection of the process to the file (declare it before them; it closes last).
+class TraceLock {
+ public:
+  // Locks an existing `path`. When another process holds the lock, an Error:
+  // "PATH is being written by another ingero process (a running `ingero trace`, or
+  // `ingero compact`)".
+  static ingero::Result<TraceLock> acquire(const std::string& path);
+  TraceLock() = default;
+  TraceLock(TraceLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  TraceLock& operator=(TraceLock&& o) noexcept;
+  TraceLock(const TraceLock&) = delete;
+  ~TraceLock();
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  explicit TraceLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 // A file to read: exists, is a regular file, and this process may read it.
 ingero::Status check_readable(const std::string& path);
 
 // A file to write: an existing regular file this process may read and write, in a folder it
-// may write (SQLite creates PATH-wal and PATH-shm beside it). With `create`, a missing file is
-// created empty with mode 0600 (the folder must exist).
+// may write (SQLite creates PATH-wal and PATH-shm beside it). With `create` (the trace writer), a
+// missing file is created empty with mode 0600 (the folder must exist), and an existing
+// PATH-reserve must pass check_owned_file() first.
 ingero::Status prepare_writable(const std::string& path, bool create);
 
 // Creates `dir` and any missing parent with mode 0700 (folders that exist are left as they

@@ -282,6 +282,21 @@ SELECT c.node, c.session_id, c.timestamp, c.timestamp / 1000000000 AS second, c.
   JOIN ops o ON o.source_id = c.source AND o.op_id = c.op;
 )SQL";
 
+// The source sessions each session of a merged file holds (`ingero merge`): their identity,
+// node + start + host, so that a later merge can tell a session it already has and refuse to
+// count its calls twice (app/cmd_merge.cc).
+std::string tables_merged_sessions() {
+  // (A rowid table: SQLite 3.40's quick_check misreports NOT NULL columns of a WITHOUT ROWID
+  // table whose key is not in declaration order.)
+  return "CREATE TABLE IF NOT EXISTS merged_sessions (\n"
+         "  session_id INTEGER NOT NULL,   -- sessions.id of this file\n"
+         "  node TEXT NOT NULL,\n"
+         "  started_at INTEGER NOT NULL,   -- Unix epoch ns\n"
+         "  host TEXT NOT NULL,\n"
+         "  PRIMARY KEY (session_id, node, started_at, host)\n"
+         ");\n";
+}
+
 int64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -388,6 +403,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
     if (!db.column_exists("host_rows", c))
       if (auto st = db.exec("ALTER TABLE host_rows ADD COLUMN " + c + " INTEGER"); !st)
         return fail(st.error());
+  if (auto st = db.exec(tables_merged_sessions()); !st) return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");

@@ -129,6 +129,43 @@ ingero::Result<int64_t> read_stopped_at(Db& db, const NodeFilter& node) {
   return out;
 }
 
+ingero::Result<std::vector<SessionIdentity>> read_session_identities(Db& db,
+                                                                     const NodeFilter& node) {
+  std::vector<SessionIdentity> out;
+  if (!db.column_exists("sessions", "started_at")) return out;
+  std::optional<Stmt> sources;
+  if (db.table_exists("merged_sessions")) {
+    auto st = db.prepare(
+        "SELECT node, host, started_at FROM merged_sessions WHERE session_id = ? "
+        "ORDER BY started_at, node, host");
+    if (!st) return st.error();
+    sources = std::move(*st);
+  }
+  const std::string node_col = db.column_exists("sessions", "node") ? "node" : "''";
+  const std::string host_col = db.column_exists("sessions", "host") ? "host" : "''";
+  std::string where = where_node(db, "sessions", node);
+  auto st = each_row(db,
+                     "SELECT id, " + node_col + ", " + host_col + ", started_at FROM sessions" +
+                         where + " ORDER BY id",
+                     where.empty() ? std::nullopt : node, [&](const Stmt& s) -> ingero::Status {
+                       size_t before = out.size();
+                       if (sources) {
+                         sources->reset();
+                         sources->bind(1, s.int64(0));
+                         while (true) {
+                           auto r = sources->step();
+                           if (!r) return r.error();
+                           if (!*r) break;
+                           out.push_back({sources->text(0), sources->text(1), sources->int64(2)});
+                         }
+                       }
+                       if (out.size() == before) out.push_back({s.text(1), s.text(2), s.int64(3)});
+                       return {};
+                     });
+  if (!st) return st.error();
+  return out;
+}
+
 ingero::Result<std::vector<LibraryRow>> read_late_libraries(Db& db, const NodeFilter& node) {
   std::vector<LibraryRow> out;
   if (!db.column_exists("libraries", "late_pid")) return out;

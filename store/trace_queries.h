@@ -47,6 +47,13 @@ ingero::Result<int64_t> read_stopped_at(Db& db, const NodeFilter& node);
 // The libraries of `node`'s sessions attached while a process had them mapped (late_pid <> 0).
 ingero::Result<std::vector<LibraryRow>> read_late_libraries(Db& db, const NodeFilter& node);
 
+// The identities of `node`'s sessions (all sessions when the file has no node column; their
+// node is then ""), in id order. A session of a merged file stands for the source sessions
+// it holds (merged_sessions); files without a host column give host "". Empty when the file has
+// no sessions table.
+ingero::Result<std::vector<SessionIdentity>> read_session_identities(Db& db,
+                                                                     const NodeFilter& node);
+
 // Our stacks (stack_frames), each with its frames innermost first, in id order.
 ingero::Status for_each_stack(
     Db& db, const std::function<ingero::Status(uint64_t, const std::vector<hal::StackFrame>&)>& fn);

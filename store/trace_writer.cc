@@ -93,11 +93,14 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   if (auto st = migrate(d, views); !st) return st.error();
   if (auto st = w->prepare(); !st) return st.error();
   // Best effort: without the reserve a full disk may also lose the session's final counters.
-  w->reserve_path_ = path + "-reserve";
-  int fd = ::open(w->reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    if (posix_fallocate(fd, 0, kReserveBytes) != 0) (void)::unlink(w->reserve_path_.c_str());
-    ::close(fd);
+  // But a planted one (a symbolic link, another user's file) is refused, never written through.
+  auto fd = open_owned_file(path + "-reserve");
+  if (!fd && fd.error().sys_errno == 0) return fd.error();
+  if (fd) {
+    w->reserve_path_ = path + "-reserve";
+    if (ftruncate(*fd, 0) != 0 || posix_fallocate(*fd, 0, kReserveBytes) != 0)
+      (void)::unlink(w->reserve_path_.c_str());
+    ::close(*fd);
   }
   return w;
 }
@@ -349,17 +352,21 @@ ingero::Status TraceWriter::insert_host(const hal::Event& ev, const OpIds& ids) 
 
 ingero::Status TraceWriter::commit() { return commit_batch(false); }
 
-ingero::Status TraceWriter::commit_batch(bool final) {
+ingero::Status TraceWriter::summarise_before(int64_t before_ns) {
+  return commit_batch(false, before_ns);
+}
+
+ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before) {
   bool tail = final && !block_->empty();
-  if (!in_txn_ && block_->size() == committed_rows_ && full_.empty() && !tail &&
-      !(final && summaries_.open_seconds()))
+  bool seconds = summaries_.open_seconds() && (final || summarise_before > INT64_MIN);
+  if (!in_txn_ && block_->size() == committed_rows_ && full_.empty() && !tail && !seconds)
     return {};
   if (auto st = begin_if_needed(); !st) return fail_batch(st.error());
   if (auto st = write_blocks(final); !st) return fail_batch(st.error());
   // Seconds 2 s behind the newest call are complete (events reach the writer nearly in time
   // order); a late call for one of them starts a second row. At the end, every second.
-  if (auto st = summaries_.flush(*db_, final ? INT64_MAX : summaries_.newest_ns() - kSummaryLagNs);
-      !st)
+  int64_t complete = std::max(summaries_.newest_ns() - kSummaryLagNs, summarise_before);
+  if (auto st = summaries_.flush(*db_, final ? INT64_MAX : complete); !st)
     return fail_batch(st.error());
   if (auto st = db_->exec("COMMIT"); !st) return fail_batch(st.error());
   in_txn_ = false;

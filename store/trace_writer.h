@@ -118,6 +118,14 @@ struct DeviceCounterRow {
   std::vector<hal::DeviceAttribute> attributes;  // stored as a JSON object
 };
 
+// A trace session as `ingero merge` tells sessions apart: two files holding a session of the
+// same node, start and host hold the same calls.
+struct SessionIdentity {
+  std::string node, host;
+  int64_t started_at_ns = 0;
+  auto operator<=>(const SessionIdentity&) const = default;
+};
+
 // The store's side of the capture seam: events, processes and stacks go into the open batch;
 // commit() makes them durable.
 class TraceWriter final : public hal::EventSink {
@@ -135,11 +143,17 @@ class TraceWriter final : public hal::EventSink {
   // the wall clock stored.
   ingero::Status add(const hal::Event& ev);
   ingero::Status commit() override;
+  // Commits, with the per-second summaries of every second before `before_ns`: those seconds
+  // are complete even when no call came since (an idle trace; the tracer passes its wall clock
+  // 2 s behind). commit() alone writes the seconds 2 s behind the newest call.
+  ingero::Status summarise_before(int64_t before_ns);
   // Records a traced library file; events whose Event::library equals row.path link to it.
   ingero::Result<int64_t> add_library(const LibraryRow& row);
   ingero::Status note_process(uint32_t pid, std::string_view name, std::string_view cmdline,
                               int64_t seen_at_ns);
   ingero::Status add_snapshot(const SnapshotRow& row);
+  // `ingero merge`: the source sessions the current session holds (table merged_sessions).
+  ingero::Status add_merged_sessions(const std::vector<SessionIdentity>& sources);
   ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
   ingero::Status add_device_counter(const DeviceCounterRow& row);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
@@ -224,7 +238,7 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status begin_if_needed();
   // Writes the batch's blocks (`final`: the block filling is folded too, and then closed) and
   // the summaries of complete seconds (`final`: every second), and commits.
-  ingero::Status commit_batch(bool final);
+  ingero::Status commit_batch(bool final, int64_t summarise_before = INT64_MIN);
   int64_t library_id(std::string_view path);
   ingero::Status fail_batch(const ingero::Error& e);
   // Calls (store/trace_writer_calls.cc): the next id and block id from the file; a call into

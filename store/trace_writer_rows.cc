@@ -25,6 +25,20 @@ ingero::Status TraceWriter::add_snapshot(const SnapshotRow& r) {
   return {};
 }
 
+ingero::Status TraceWriter::add_merged_sessions(const std::vector<SessionIdentity>& sources) {
+  if (auto st = begin_if_needed(); !st) return st;
+  auto st = db_->prepare(
+      "INSERT OR IGNORE INTO merged_sessions (session_id, node, host, started_at) "
+      "VALUES (?, ?, ?, ?)");
+  if (!st) return st.error();
+  for (const auto& s : sources) {
+    st->bind(1, session_id_).bind(2, s.node).bind(3, s.host).bind(4, s.started_at_ns);
+    if (auto x = st->step(); !x) return x.error();
+    st->reset();
+  }
+  return {};
+}
+
 ingero::Status TraceWriter::add_device_counter(const DeviceCounterRow& r) {
   if (auto st = begin_if_needed(); !st) return st;
   auto st = db_->prepare(

@@ -6,6 +6,7 @@
 //                                   \-> authorizing (a slow Authenticator on a worker)
 //                                   handling -> streaming (chunks from a Stream) -> idle ...
 //   any state -> closing (shutdown; a bounded drain of unread input) -> closed
+#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream.hpp>
@@ -44,7 +45,8 @@ template <class S>
 class Connection final : public ConnectionBase, public std::enable_shared_from_this<Connection<S>> {
  public:
   Connection(Core& core, S stream, std::string peer, uint16_t port)
-      : core_(core),
+      : ConnectionBase(peer),
+        core_(core),
         limits_(core.opts.limits),
         stream_(std::move(stream)),
         timer_(stream_.get_executor()),
@@ -58,6 +60,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   }
 
   void start() {
+    wait_from_now(kNothing);
     core_.track(this->shared_from_this(), id_);
     if (core_.stopping) return close_now();
     if constexpr (kIsTls<S>) {
@@ -94,6 +97,22 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     net::post(stream_.get_executor(), [self = self()] { self->close_now(); });
   }
 
+  void evict() override {
+    net::post(stream_.get_executor(), [self = self()] {
+      switch (self->state_) {
+        case State::handshake:
+        case State::idle:
+          return self->close_now();
+        case State::reading:
+          if (!self->head_done_) return self->close_now();
+          break;
+        default:
+          break;
+      }
+      self->stop_requested_ = true;  // the request in progress is answered, then it closes
+    });
+  }
+
   auto executor() { return stream_.get_executor(); }
 
  private:
@@ -110,6 +129,12 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   };
 
   std::shared_ptr<Connection> self() { return this->shared_from_this(); }
+
+  // What Core::admit reads: from now on the connection waits, having shown `standing`.
+  void wait_from_now(int standing_now) {
+    waiting_since_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    standing = standing_now;
+  }
   auto& socket() { return beast::get_lowest_layer(stream_); }
 
   // --- deadlines ---------------------------------------------------------------------
@@ -157,7 +182,11 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     auth_ = nullptr;
     if (buffer_.size() > 0) return read_header();  // pipelined
     state_ = State::idle;
-    arm(limits_.idle_timeout);
+    wait_from_now(proven_);
+    // A connection that never made a request has request_timeout to start one, not the
+    // idle_timeout of a kept-alive one: idle sockets are not held for long.
+    arm(proven_ == kNothing ? std::min(limits_.idle_timeout, limits_.request_timeout)
+                            : limits_.idle_timeout);
     size_t room = std::min<size_t>(4096, buffer_.max_size() - buffer_.size());
     stream_.async_read_some(buffer_.prepare(room), [self = self()](error_code ec, size_t n) {
       if (self->state_ != State::idle) return;
@@ -169,6 +198,9 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
   void read_header() {
     state_ = State::reading;
+    head_done_ = false;
+    // The head of a first request may still be a dribble; a known client's is a request.
+    if (proven_ != kNothing) standing = kBusy;
     timed_out_ = false;
     version_ = 11;
     parser_.emplace();
@@ -178,9 +210,13 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     // One deadline for the head and the body together, however the bytes trickle in.
     arm(limits_.request_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_, [self = self()](error_code ec, size_t) {
+    bhttp::async_read_header(stream_, buffer_, *parser_, [self = self()](error_code ec, size_t n) {
       if (self->state_ != State::reading) return;
       if (ec) return self->on_read_error(ec);
+      // Beast bounds the request line and the fields each by header_limit (and the buffer
+      // holds a little more): the head as a whole is bounded here, to the byte.
+      if (n > self->limits_.max_header_bytes)
+        return self->on_read_error(bhttp::error::header_limit);
       self->on_header();
     });
   }
@@ -206,6 +242,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   }
 
   void on_header() {
+    head_done_ = true;
+    standing = kBusy;
     req_ = request_head(parser_->get());
     version_ = req_.version;
     req_.peer = peer_;
@@ -288,6 +326,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
   void dispatch() {
     disarm();  // no deadline while the handler runs
+    proven_ = std::max(proven_, auth_ ? int(kAuthenticated) : int(kServed));
     keep_alive_ = parser_->keep_alive();
     state_ = State::handling;
     ++core_.counters.requests;
@@ -451,6 +490,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void close_now() {
     if (state_ == State::closed) return;
     state_ = State::closed;
+    standing = kBusy;
     ++gen_;
     timer_.cancel();
     error_code ec;
@@ -465,7 +505,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void release() {
     if (released_) return;
     released_ = true;
-    core_.release(peer_);
+    core_.release(*this);
     if (id_) core_.untrack(id_);
   }
 
@@ -490,9 +530,10 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   uint64_t id_ = 0;
   size_t drained_ = 0;
   int version_ = 11;
+  int proven_ = kNothing;  // the most a request of this connection has shown (Standing)
   State state_ = State::idle;
   bool keep_alive_ = true, stop_requested_ = false, timed_out_ = false, writing_ = false,
-       http10_ = false, released_ = false;
+       http10_ = false, released_ = false, head_done_ = false;
 };
 
 }  // namespace

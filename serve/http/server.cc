@@ -8,6 +8,7 @@
 #include <boost/asio/strand.hpp>
 #include <iostream>
 #include <thread>
+#include <tuple>
 
 #include "serve/http/listen_address.h"
 #include "serve/http/server_core.h"
@@ -63,26 +64,53 @@ void Core::log(const std::string& msg) const { opts.log(msg); }
 
 bool Core::admit(const std::string& peer) {
   std::lock_guard<std::mutex> g(mu_);
-  if (open_ >= opts.limits.max_connections) {
+  if (open_ >= opts.limits.max_connections && !evict_one(nullptr)) {
     ++counters.refused_total;
     return false;
   }
-  size_t& n = per_peer_[peer];
-  if (n >= opts.limits.max_connections_per_peer) {
+  if (auto it = per_peer_.find(peer); it != per_peer_.end() &&
+                                      it->second >= opts.limits.max_connections_per_peer &&
+                                      !evict_one(&peer)) {
     ++counters.refused_per_peer;
     return false;
   }
-  ++n;
+  ++per_peer_[peer];
   ++open_;
   ++counters.accepted;
   return true;
 }
 
-void Core::release(const std::string& peer) {
-  std::lock_guard<std::mutex> g(mu_);
+bool Core::evict_one(const std::string* peer) {
+  std::shared_ptr<ConnectionBase> victim;
+  std::tuple<int, int64_t, uint64_t> least;  // standing, waiting since, id (the older first)
+  for (auto& [id, w] : live_) {
+    auto c = w.lock();
+    if (!c || !c->counted || (peer && c->peer != *peer)) continue;
+    int st = c->standing;
+    if (st == ConnectionBase::kBusy) continue;
+    std::tuple<int, int64_t, uint64_t> rank{st, c->waiting_since_ns.load(), id};
+    if (!victim || rank < least) {
+      victim = std::move(c);
+      least = rank;
+    }
+  }
+  if (!victim || !victim->counted.exchange(false)) return false;
+  give_back(victim->peer);
+  ++counters.evicted;
+  victim->evict();
+  return true;
+}
+
+void Core::give_back(const std::string& peer) {
   if (auto it = per_peer_.find(peer); it != per_peer_.end() && --it->second == 0)
     per_peer_.erase(it);
   if (--open_ == 0) closed_cv_.notify_all();
+}
+
+void Core::release(ConnectionBase& c) {
+  if (!c.counted.exchange(false)) return;
+  std::lock_guard<std::mutex> g(mu_);
+  give_back(c.peer);
 }
 
 void Core::track(const std::shared_ptr<ConnectionBase>& c, uint64_t& id) {
@@ -265,6 +293,7 @@ Stats Server::stats() const {
   s.connections_open = impl_->core.open_connections();
   s.refused_per_peer = c.refused_per_peer;
   s.refused_total = c.refused_total;
+  s.evicted = c.evicted;
   s.requests = c.requests;
   s.timeouts = c.timeouts;
   s.bad_requests = c.bad_requests;

@@ -17,8 +17,13 @@
 // (408 and close), however the bytes trickle in; between requests on a kept-alive connection,
 // idle_timeout (silent close); each response, and each chunk of a stream, write_timeout.
 // Connections: at most max_connections_per_peer per client IP address and max_connections in
-// all; one more is accepted and closed at once (plain HTTP: with a fixed 503), costing no
-// parse and no thread.
+// all. When a cap is full, a new connection makes room: the connection under that cap that
+// waits for a request and has shown least (nothing yet, then requests that needed no
+// credentials, then authenticated ones), longest waiting, is closed. Only when every one is
+// busy with a request is the new one accepted and closed at once (plain HTTP: with a fixed
+// 503), costing no parse and no thread. So idle sockets (every local client is 127.0.0.1)
+// never lock out a client that sends requests. A new connection has request_timeout, not
+// idle_timeout, to start its first request.
 #pragma once
 
 #include <chrono>
@@ -95,17 +100,18 @@ struct Stats {
   uint64_t connections_open = 0;
   uint64_t refused_per_peer = 0;  // closed at once: the peer had max_connections_per_peer
   uint64_t refused_total = 0;     // closed at once: max_connections were open
-  uint64_t requests = 0;          // requests whose handler ran
-  uint64_t timeouts = 0;          // 408: request_timeout passed before the request was read
-  uint64_t bad_requests = 0;      // 400 (malformed), 501 (unknown transfer coding)
-  uint64_t forbidden = 0;         // 403 and 400 from the Host/Origin checks
-  uint64_t unauthorized = 0;      // 401
-  uint64_t too_large = 0;         // 413 and 431
-  uint64_t busy = 0;              // 503: the worker queue was full
-  uint64_t handler_errors = 0;    // 500: a handler threw
-  uint64_t body_bytes = 0;        // body bytes read and handed to handlers
-  size_t workers_busy = 0;        // handlers running now
-  size_t queued = 0;              // requests waiting for a worker now
+  uint64_t evicted = 0;       // closed to make room under a cap for a new connection (Core::admit)
+  uint64_t requests = 0;      // requests whose handler ran
+  uint64_t timeouts = 0;      // 408: request_timeout passed before the request was read
+  uint64_t bad_requests = 0;  // 400 (malformed), 501 (unknown transfer coding)
+  uint64_t forbidden = 0;     // 403 and 400 from the Host/Origin checks
+  uint64_t unauthorized = 0;  // 401
+  uint64_t too_large = 0;     // 413 and 431
+  uint64_t busy = 0;          // 503: the worker queue was full
+  uint64_t handler_errors = 0;  // 500: a handler threw
+  uint64_t body_bytes = 0;      // body bytes read and handed to handlers
+  size_t workers_busy = 0;      // handlers running now
+  size_t queued = 0;            // requests waiting for a worker now
 };
 
 class Server {

@@ -39,14 +39,31 @@ struct PostGate {
 
 class ConnectionBase {
  public:
+  explicit ConnectionBase(std::string peer_address) : peer(std::move(peer_address)) {}
   virtual ~ConnectionBase() = default;
-  // Both post to the connection's strand; safe from any thread.
+  // All three post to the connection's strand; safe from any thread.
   virtual void stop_gracefully() = 0;  // see Server::stop
   virtual void stop_now() = 0;
+  // Closed to make room under a cap (Core::admit): at once while it waits for a request (or
+  // is still receiving its first one's head), else after the response in progress.
+  virtual void evict() = 0;
+
+  // What Core::admit weighs when a cap is full, written on the strand, read under Core's lock.
+  // kBusy while a request is in progress (its head is in): never closed for room. Otherwise the
+  // connection waits for a request, and has shown: kNothing (new, a TLS handshake, or the head
+  // of its first request still arriving), kServed (requests that needed no credentials), or
+  // kAuthenticated (a request that passed authentication).
+  enum Standing : int { kBusy = -1, kNothing = 0, kServed = 1, kAuthenticated = 2 };
+  std::atomic<int> standing{kNothing};
+  std::atomic<int64_t> waiting_since_ns{0};  // steady clock: when it began to wait
+  // Holds a place under the caps; whoever clears it (the connection closing, or Core evicting
+  // it) gives the place back, once.
+  std::atomic<bool> counted{true};
+  const std::string peer;
 };
 
 struct Counters {
-  std::atomic<uint64_t> accepted{0}, refused_per_peer{0}, refused_total{0}, requests{0},
+  std::atomic<uint64_t> accepted{0}, refused_per_peer{0}, refused_total{0}, evicted{0}, requests{0},
       timeouts{0}, bad_requests{0}, forbidden{0}, unauthorized{0}, too_large{0}, busy{0},
       handler_errors{0}, body_bytes{0};
 };
@@ -64,10 +81,13 @@ struct Core {
   size_t max_body(const Route& r) const;
   void log(const std::string& msg) const;
 
-  // Admission of a new connection from `peer`: false (and counted) when over a cap.
+  // Admission of a new connection from `peer`. When a cap (the peer's, or the total) is full,
+  // the waiting connection that has shown least (ConnectionBase::standing), longest waiting,
+  // is evicted to make room: idle sockets never lock out a client that sends requests. False
+  // (and counted) when every connection under the cap is busy.
   bool admit(const std::string& peer);
-  // A connection from `peer` is closed (exactly once per admitted connection).
-  void release(const std::string& peer);
+  // Gives back `c`'s place under the caps, if it still holds one.
+  void release(ConnectionBase& c);
   void track(const std::shared_ptr<ConnectionBase>& c, uint64_t& id);
   void untrack(uint64_t id);
   std::vector<std::shared_ptr<ConnectionBase>> live_connections();
@@ -85,6 +105,11 @@ struct Core {
   Counters counters;
 
  private:
+  // Under mu_: evicts the best victim among live connections from `peer` (any peer when
+  // null); false when none is waiting.
+  bool evict_one(const std::string* peer);
+  void give_back(const std::string& peer);  // under mu_
+
   std::mutex mu_;
   std::condition_variable closed_cv_;
   std::unordered_map<std::string, size_t> per_peer_;

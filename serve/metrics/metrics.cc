@@ -230,7 +230,8 @@ void Metrics::observe(const hal::Event& ev) {
   double secs = double(ev.dur_ns) / 1e9;
   if (!hal::is_host_kind(ev.kind)) {
     CallMetrics& m = call_metrics(ev);
-    m.duration->Observe(secs);
+    // A launch seen at its entry only (one in --launch-timing is timed) has no duration.
+    if (ev.timed) m.duration->Observe(secs);
     m.calls->Increment();
     if (ev.off_cpu_ns) m.off_cpu->Increment(double(ev.off_cpu_ns) / 1e9);
     if (ev.preempts) m.preempted->Increment();

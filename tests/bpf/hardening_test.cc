@@ -2,13 +2,19 @@
 // first write and left byte-identical; the default trace folder and file are private; a
 // Prometheus endpoint reachable from other hosts is warned about, a loopback one is not.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/http_client.h"
+#include "tests/support/silent_server.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -64,6 +70,101 @@ TEST(HardeningBpf, PrometheusOnEveryInterfaceIsWarnedAbout) {
             std::string::npos)
       << local.err;
   EXPECT_EQ(local.err.find("WARNING"), std::string::npos) << local.err;
+}
+
+// Issue 37, item 1, as filed: `mkdir d; chown USER d`; as USER `ln -s VICTIM d/x.db-reserve`;
+// as root `ingero trace --duration 2s --db d/x.db`. The victim became 256 KiB of zeros.
+TEST(HardeningBpf, APlantedReserveLinkLeavesTheRootFileAlone) {
+  REQUIRE_BPF();
+  std::string d = temp_path("d");
+  std::filesystem::create_directories(d);
+  ASSERT_EQ(chown(d.c_str(), 65534, 65534), 0);
+  std::string victim = temp_path("victim");
+  std::ofstream(victim) << "root's file\n";
+  std::string err;
+  ASSERT_EQ(run_command({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                         "/bin/ln", "-s", victim, d + "/x.db-reserve"},
+                        nullptr, &err),
+            0)
+      << err;
+  std::string before = sha256_file(victim);
+  std::string out;
+  int rc = run_command({INGERO_BIN, "trace", "--no-live", "--duration", "2s", "--db", d + "/x.db"},
+                       &out, &err, {}, std::chrono::seconds(120));
+  EXPECT_EQ(rc, 1) << err;
+  EXPECT_NE(err.find("ingero trace: cannot open trace file: " + d +
+                     "/x.db-reserve: is a symbolic link; ingero never follows one to a file it "
+                     "keeps beside a trace"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(sha256_file(victim), before);
+  EXPECT_EQ(std::filesystem::file_size(victim), 12u);
+  EXPECT_FALSE(std::filesystem::exists(d + "/x.db"));
+}
+
+// Issue 37, item 8: with a ClickHouse that accepts and never answers, a SIGTERM'd tracer was
+// alive at 31 s and `trace -- sleep 2` took 45 s; systemd's TimeoutStopSec=30 then SIGKILLs it.
+// Shipping at exit now ends by --clickhouse-exit-timeout (default 10 s); the rows wait in the
+// file for `ingero ship`.
+TEST(HardeningBpf, AStalledClickHouseDoesNotHoldTheExit) {
+  REQUIRE_BPF();
+  SilentServer ch;
+  const std::string url = "http://127.0.0.1:" + std::to_string(ch.port()) + "/ingero";
+  std::string db = temp_path("sigterm.db");
+  auto tracer = Subprocess::spawn(
+      {INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db, "--clickhouse", url});
+  ASSERT_TRUE(tracer.wait_stderr_line("ingero: tracing", std::chrono::seconds(120)))
+      << tracer.err();
+  ASSERT_TRUE(ch.wait_for_request(std::chrono::seconds(30))) << "the shipper never asked";
+  auto t0 = std::chrono::steady_clock::now();
+  tracer.signal(SIGTERM);
+  int rc = tracer.wait(std::chrono::seconds(90));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rc, 0) << tracer.err();
+  EXPECT_LT(secs, 15.0) << "exit took " << secs << " s after SIGTERM";
+  std::cout << "exit after SIGTERM with a stalled ClickHouse: " << secs << " s\n";
+  EXPECT_NE(tracer.err().find("rows of " + db + " are not in ClickHouse at " + url + " yet"),
+            std::string::npos)
+      << tracer.err();
+
+  // With a command and a shorter bound, as filed (`trace -- sleep 2`).
+  std::string db2 = temp_path("command.db");
+  auto second = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db2,
+                                   "--clickhouse", url, "--clickhouse-exit-timeout", "3s", "--",
+                                   "/bin/sleep", "2"});
+  ASSERT_TRUE(second.wait_stderr_line("ingero: attached", std::chrono::seconds(120)))
+      << second.err();
+  t0 = std::chrono::steady_clock::now();
+  rc = second.wait(std::chrono::seconds(90));
+  secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rc, 0) << second.err();
+  EXPECT_LT(secs, 2.0 + 3.0 + 5.0) << "the command ran 2 s; the exit took " << secs << " s";
+  std::cout << "`trace --clickhouse-exit-timeout 3s -- sleep 2` from attach to exit: " << secs
+            << " s\n";
+}
+
+// Issue 37, item 10: `compact` beside a live tracer took its writes away from its rings (24,547
+// calls lost). A running tracer's file is refused by compact, and by a second tracer.
+TEST(HardeningBpf, CompactAndASecondTracerAreRefusedWhileATracerWrites) {
+  REQUIRE_BPF();
+  std::string db = temp_path("live.db");
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db});
+  ASSERT_TRUE(tracer.wait_stderr_line("ingero: tracing", std::chrono::seconds(120)))
+      << tracer.err();
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1) << err;
+  EXPECT_NE(err.find("ingero compact: " + db + " is being written by another ingero process"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run_command({INGERO_BIN, "trace", "--no-live", "--db", db, "--", "/bin/true"}, &out,
+                        &err, {}, std::chrono::seconds(120)),
+            1);
+  EXPECT_NE(err.find("ingero trace: " + db + " is being written by another ingero process"),
+            std::string::npos)
+      << err;
+  tracer.signal(SIGINT);
+  ASSERT_EQ(tracer.wait(std::chrono::seconds(60)), 0) << tracer.err();
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 0) << err;
 }
 
 }  // namespace

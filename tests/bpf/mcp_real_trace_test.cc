@@ -91,7 +91,9 @@ void check(const Json& r, const std::string& db, int graphs_pid, int stack_pid, 
   // Stats: every (vendor, op) of the workloads, exact counts and errors.
   std::map<std::string, std::pair<int64_t, int64_t>> want, got;
   for (const auto& row :
-       query_rows(db, "SELECT vendor || '/' || op, count(*), sum(ret != 0) FROM calls GROUP BY 1"))
+       query_rows(db,
+                  "SELECT vendor || '/' || op, count(*), coalesce(sum(ret != 0), 0) FROM calls "
+                  "GROUP BY 1"))
     want[row[0]] = {std::stoll(row[1]), std::stoll(row[2])};
   for (const auto& op : res["get_trace_stats"]["structured"]["ops"])
     got[op["vendor"].get<std::string>() + "/" + op["op"].get<std::string>()] = {op["calls"],

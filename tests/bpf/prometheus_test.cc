@@ -75,9 +75,11 @@ TEST(Prometheus, RealServerScrapesCallsAndInfinibandCounters) {
                        "/done; while [ ! -e " + dir + "/stop ]; do sleep 0.1; done";
   int metrics_port = free_tcp_port();
   std::string db = temp_path("prom.db");
-  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--sysfs-root",
-                                   sys, "--prometheus", "127.0.0.1:" + std::to_string(metrics_port),
-                                   "--", "/bin/sh", "-c", script});
+  // Every launch timed through its return (by default one in 32 per thread is), so that each
+  // has its error and its duration.
+  auto tracer = Subprocess::spawn(
+      {INGERO_BIN, "trace", "--no-live", "--db", db, "--sysfs-root", sys, "--launch-timing", "1",
+       "--prometheus", "127.0.0.1:" + std::to_string(metrics_port), "--", "/bin/sh", "-c", script});
   ASSERT_TRUE(tracer.wait_stderr_line("serving Prometheus metrics", std::chrono::seconds(30)))
       << tracer.err();
   PrometheusServer prom;

@@ -56,7 +56,9 @@ TEST(TraceCuda, RealRuntimeAndDriverStubExactCalls) {
   REQUIRE_FILE(INGERO_CUDA_CALLS);
   REQUIRE_FILE(kStub);
   std::string db = temp_path("real.db");
-  auto run = trace_command(db, {INGERO_CUDA_CALLS, kStub});
+  // Every launch timed through its return, so that each has its return code (by default one
+  // launch in 32 per thread is; the others are seen at their entry only).
+  auto run = trace_command(db, {INGERO_CUDA_CALLS, kStub}, {"--launch-timing", "1"});
   ASSERT_EQ(run.rc, 0) << run.err;
   int pid = 0;
   auto lines = parse_workload(run.out, &pid);

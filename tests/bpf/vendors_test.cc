@@ -43,7 +43,8 @@ TEST(Vendors, HipRealLibraryExactCallsAndDecode) {
   REQUIRE_BPF();
   REQUIRE_FILE(kHip);
   std::string db = temp_path("hip.db");
-  auto run = trace_command(db, {INGERO_HIP_CALLS, kHip});
+  // Every launch timed, so that each has its return code (by default one in 32 per thread).
+  auto run = trace_command(db, {INGERO_HIP_CALLS, kHip}, {"--launch-timing", "1"});
   ASSERT_EQ(run.rc, 0) << run.err;
   int pid = 0;
   auto want = calls_by_op(run.out, &pid);

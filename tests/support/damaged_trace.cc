@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <vector>
 
@@ -29,12 +30,16 @@ std::string write_free_calls(const std::string& path, int calls) {
   auto w = store::TraceWriter::open(path);
   EXPECT_TRUE(w) << (w ? "" : w.error().message);
   if (!w) return path;
-  // Blocks of 256 calls: the call store spans many leaf pages, as a long trace's does, and a
+  // Blocks of 64 calls: the call store spans many leaf pages, as a long trace's does, and a
   // page in its middle holds rows of blocks rather than one block's overflow.
-  (*w)->set_block_rows(256);
+  (*w)->set_block_rows(64);
   store::SessionInfo si;
   si.node = "gpu-node-01";
   si.mono_offset_ns = 1'700'000'000'000'000'000;
+  // Each file its own session, as each run of a tracer is (merge tells sessions apart by node,
+  // start and host).
+  static std::atomic<int64_t> files{0};
+  si.started_at_ns = si.mono_offset_ns + ++files;
   EXPECT_TRUE((*w)->begin_session(si));
   for (int i = 0; i < calls; ++i) {
     hal::Event e = runtime_call(uint64_t(i) * 1000, 500 + uint64_t(i % 7), 100, 101,

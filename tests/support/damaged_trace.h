@@ -9,7 +9,7 @@
 namespace ingero::test {
 
 // `calls` cudaFree calls (pid 100, tid 101, comm "trainer", 1 us apart, 500..506 ns long) in
-// one session, in blocks of 256 calls; returns `path`.
+// one session, in blocks of 64 calls; returns `path`.
 std::string write_free_calls(const std::string& path, int calls);
 
 // Offsets in a trace file, from SQLite's dbstat table (the file must be intact).

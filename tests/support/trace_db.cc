@@ -152,6 +152,19 @@ std::string sha256_file(const std::string& path) {
   return out.substr(0, 64);
 }
 
+std::string ingero_binary_for_nobody() {
+  static const std::string bin = [] {
+    std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                     "--",      INGERO_BIN,      "version"};
+    if (run_command(argv) == 0) return std::string(INGERO_BIN);
+    std::string copy = scratch_root() + "/ingero-for-nobody";
+    std::filesystem::copy_file(INGERO_BIN, copy, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(copy, std::filesystem::perms(0755));
+    return copy;
+  }();
+  return bin;
+}
+
 bool running_in_ci() {
   const char* ci = getenv("CI");
   return ci && std::string(ci) == "true";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <map>
@@ -50,6 +51,11 @@ std::string sha256_file(const std::string& path);
 bool bpf_available(std::string* why);
 bool running_in_ci();
 
+// The ingero binary under test where nobody (uid 65534, under setpriv) may run it: the build
+// folder may sit where only root can enter (a CI checkout under /root), then a copy in the
+// scratch folder.
+std::string ingero_binary_for_nobody();
+
 }  // namespace ingero::test
 
 // BPF tests: skip loudly without BPF, but fail under CI=true, where BPF must work.
@@ -67,4 +73,14 @@ bool running_in_ci();
   do {                                                                 \
     if (access((path), R_OK) != 0)                                     \
       GTEST_SKIP() << "*** SKIPPED: " << (path) << " not present ***"; \
+  } while (0)
+
+// Tests that need root (to make a file or folder another user owns, or to act as one under
+// setpriv): skip loudly without it, but fail under CI=true.
+#define REQUIRE_ROOT()                                                                  \
+  do {                                                                                  \
+    if (geteuid() != 0) {                                                               \
+      if (::ingero::test::running_in_ci()) FAIL() << "CI=true but not running as root"; \
+      GTEST_SKIP() << "*** SKIPPED (not CI): needs root to act as another user ***";    \
+    }                                                                                   \
   } while (0)

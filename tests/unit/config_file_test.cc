@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -123,16 +124,99 @@ TEST(ConfigFile, EveryUnknownKeyAndBadValueIsNamedWithItsLine) {
       "long flags with '_' for '-')",
       "f.toml:9:1: [trace] config: --config cannot be set in a config file",
       "f.toml:11:1: [trace] no_stack: sets --stack again (already set by 'stack' on line 10)",
-      "f.toml:12:1: [trace] pid: bad value: Could not convert: --pid = abc",
+      "f.toml:12:1: [trace] pid: wrong type: --pid takes an integer, not a string (\"abc\")",
       "f.toml:13:1: [trace] prometheus: a nested table is not a flag value",
       "f.toml:14:1: [trace] help: unknown key: `ingero trace` has no flag --help (keys are its "
       "long "
       "flags with '_' for '-')",
-      "f.toml:15:1: [trace] quiet: bad value: Could not convert: --quiet = maybe",
+      "f.toml:15:1: [trace] quiet: wrong type: --quiet takes true or false, not a string "
+      "(\"maybe\")",
       "f.toml:17:1: [explain] since: unknown table [explain]: a config file holds [trace]",
       "f.toml:19:1: [explain_more] x: unknown table [explain_more]: a config file holds [trace]",
   };
   EXPECT_EQ(lines, want);
+}
+
+// Issue 37, item 10: `flush_ms = -1`, `stack = "yes"` and `duration = 12` passed as valid. The
+// TOML type of every value is held against its flag's, and every flag has its range.
+TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
+  auto lines = problem_lines(
+      "[trace]\n"                        // 1
+      "flush_ms = -1\n"                  // 2
+      "stack = \"yes\"\n"                // 3
+      "duration = 12\n"                  // 4
+      "ringbuf_mb = \"32\"\n"            // 5
+      "stack_samples = 2.5e2\n"          // 6
+      "max_db_size = 2048\n"             // 7
+      "node = 7\n"                       // 8
+      "pid = [0]\n"                      // 9
+      "prometheus = \"9464:x\"\n"        // 10
+      "retain = \"12\"\n"                // 11
+      "nice = -30\n"                     // 12
+      "keep_all = 1\n"                   // 13
+      "sysfs_root = \"/nonexistent\"\n"  // 14
+      "db = \"\"\n"                      // 15
+      "clickhouse_exit_timeout = 5\n");  // 16
+  std::vector<std::string> want = {
+      "f.toml:2:1: [trace] flush_ms: bad value: --flush-ms: Value -1 not in range 1 to 60000",
+      "f.toml:3:1: [trace] stack: wrong type: --stack takes true or false, not a string "
+      "(\"yes\")",
+      "f.toml:4:1: [trace] duration: wrong type: --duration takes a duration with its unit, as "
+      "a string (\"12s\", \"5m\"), not an integer (12)",
+      "f.toml:5:1: [trace] ringbuf_mb: wrong type: --ringbuf-mb takes an integer, not a string "
+      "(\"32\")",
+      "f.toml:6:1: [trace] stack_samples: wrong type: --stack-samples takes an integer, not a "
+      "float (250)",
+      "f.toml:7:1: [trace] max_db_size: wrong type: --max-db-size takes a size with its unit, as "
+      "a string (\"500MiB\"), not an integer (2048)",
+      "f.toml:8:1: [trace] node: wrong type: --node takes a string, not an integer (7)",
+      "f.toml:9:1: [trace] pid: bad value: --pid: Value 0 not in range 1 to 4194304",
+      "f.toml:10:1: [trace] prometheus: bad value: --prometheus: ",
+      "f.toml:11:1: [trace] retain: bad value: --retain: '12' has no unit: write a duration "
+      "with its unit (30m, 24h, 7d)",
+      "f.toml:12:1: [trace] nice: bad value: --nice: Value -30 not in range -20 to 19",
+      "f.toml:13:1: [trace] keep_all: wrong type: --keep-all takes true or false, not an "
+      "integer (1)",
+      "f.toml:14:1: [trace] sysfs_root: bad value: --sysfs-root: Directory does not exist: "
+      "/nonexistent",
+      "f.toml:15:1: [trace] db: bad value: --db: an empty path names no file",
+      "f.toml:16:1: [trace] clickhouse_exit_timeout: wrong type: --clickhouse-exit-timeout takes "
+      "a duration with its unit, as a string (\"5s\", \"5m\"), not an integer (5)",
+  };
+  ASSERT_EQ(lines.size(), want.size()) << ::testing::PrintToString(lines);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(lines[i].substr(0, want[i].size()), want[i]) << lines[i];
+  // The same values, typed right, pass.
+  EXPECT_EQ(problem_lines("[trace]\nflush_ms = 50\nstack = false\nduration = \"12s\"\n"
+                          "ringbuf_mb = 32\nmax_db_size = \"2GiB\"\nnode = \"n7\"\npid = [1]\n"
+                          "retain = \"7d\"\n"
+                          "clickhouse_exit_timeout = \"5s\"\n"),
+            std::vector<std::string>{});
+}
+
+// `check --config /dev/zero` read without end. A config file is read up to 1 MiB; a larger
+// one is refused, unread beyond that.
+TEST(ConfigFile, AFileOverOneMiBIsRefusedUnread) {
+  std::ostringstream out;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_config_check("/dev/zero", false, out), kExitFailure);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(out.str(),
+            "/dev/zero: /dev/zero is larger than 1 MiB: a config file is a few KiB (is it the "
+            "right file?)\n1 problem in /dev/zero\n");
+  std::string big = write("big.toml", "[trace]\n" + std::string(1 << 20, '#') + "\n");
+  std::ostringstream out2;
+  EXPECT_EQ(run_config_check(big, false, out2), kExitFailure);
+  EXPECT_NE(out2.str().find(big + " is larger than 1 MiB"), std::string::npos) << out2.str();
+  // Applied by `trace --config`: the same refusal.
+  TraceCli cli;
+  try {
+    cli.parse({"trace", "--config", "/dev/zero"});
+    FAIL() << "/dev/zero was read as a config file";
+  } catch (const CLI::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero is larger than 1 MiB"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ConfigFile, TheSampleIsValidAndDocumentsEveryTraceFlag) {

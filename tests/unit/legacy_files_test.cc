@@ -178,7 +178,20 @@ TEST(LegacyFiles, NodeFilesAndTheMergedFileAgree) {
                               nullptr, &err),
             1)
       << err;
-  EXPECT_NE(err.find("the same trace twice would count every call twice"), std::string::npos)
+  EXPECT_NE(err.find("merging both would count its calls twice"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(twice));
+  // A node file beside the merged file that holds it (the original implementation's merge):
+  // the same session, by node and start.
+  EXPECT_EQ(test::run_command({INGERO_BIN, "merge", kDir + "sample-gpu-node-02.db",
+                               kDir + "sample-cluster.db", "-o", twice},
+                              nullptr, &err),
+            1)
+      << err;
+  EXPECT_NE(err.find(kDir +
+                     "sample-cluster.db: the session of node gpu-node-02 started at "
+                     "2026-04-03 12:27:02 UTC (1775219222620981782) is also in " +
+                     kDir + "sample-gpu-node-02.db"),
+            std::string::npos)
       << err;
   // 0.8 files carry no node: the file name stands in.
   std::string old = test::temp_path("old.db");

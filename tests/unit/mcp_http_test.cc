@@ -1,7 +1,12 @@
 // Streamable HTTP transport, in process on loopback: sessions and protocol headers, the
 // DNS-rebinding Host/Origin checks, bearer token, status codes for bad requests, SSE for
 // requests that log, session deletion, TLS, and 20 clients at once.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <future>
@@ -158,6 +163,40 @@ TEST_F(McpHttp, BearerToken) {
   EXPECT_EQ(post(init_msg(), {{"Authorization", "Bearer s3cret-token-longer"}}).status, 401);
   EXPECT_EQ(post(init_msg(), {{"Authorization", "Basic czNjcmV0LXRva2Vu"}}).status, 401);
   EXPECT_EQ(post(init_msg(), {{"Authorization", "Bearer s3cret-token"}}).status, 200);
+}
+
+// Issue 37, item 7: 128 idle sockets from 127.0.0.1 (every local agent's address) answered
+// 503 to every other local agent for as long as they were held. An agent with the token is
+// served, and only idle sockets are closed to make room.
+TEST_F(McpHttp, IdleLocalSocketsDoNotLockOutAnAgent) {
+  HttpOptions o;
+  o.token = "s3cret-token";
+  start(o);
+  std::vector<int> idle;
+  for (int i = 0; i < 128; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port_));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
+  for (int i = 0; i < 5; ++i) {
+    auto r = post(init_msg(), {{"Authorization", "Bearer s3cret-token"}});
+    EXPECT_EQ(r.status, 200) << i << ": " << r.error << r.body;
+  }
+  // Exactly the oldest idle socket made room (each agent's connection left before the next).
+  int closed = 0;
+  for (int fd : idle) {
+    pollfd p{fd, POLLIN, 0};
+    char c;
+    closed += poll(&p, 1, 0) == 1 && read(fd, &c, 1) == 0;
+  }
+  EXPECT_GE(closed, 1);
+  EXPECT_LE(closed, 5);
+  for (int fd : idle) close(fd);
 }
 
 TEST_F(McpHttp, BadRequestsGetTheirStatusCodes) {

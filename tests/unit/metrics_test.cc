@@ -193,6 +193,27 @@ TEST(Metrics, ExactValuesForAKnownWorkload) {
   EXPECT_EQ(t.find("tid="), std::string::npos);
 }
 
+// A launch seen at its entry only (--launch-timing: one in 32 per thread is timed) counts as a
+// call, and neither as a duration nor as an error: it has neither.
+TEST(Metrics, UntimedLaunchesCountAsCallsWithoutADuration) {
+  Metrics m(false);
+  using K = hal::EventKind;
+  m.observe(call("nvidia", "cuda_runtime", K::kLaunch, "cudaLaunchKernel", 4'000, 0));
+  for (int i = 0; i < 4; ++i) {
+    auto e = call("nvidia", "cuda_runtime", K::kLaunch, "cudaLaunchKernel", 0, 0);
+    e.timed = false;
+    e.has_ret = false;
+    m.observe(e);
+  }
+  std::string t = m.exposition();
+  const std::string l =
+      R"({api="cuda_runtime",kind="launch",op="cudaLaunchKernel",vendor="nvidia"})";
+  EXPECT_EQ(sample(t, "ingero_gpu_api_calls_total" + l), 5);
+  EXPECT_EQ(sample(t, "ingero_gpu_api_call_duration_seconds_count" + l), 1);
+  EXPECT_DOUBLE_EQ(sample(t, "ingero_gpu_api_call_duration_seconds_sum" + l), 4e-6);
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_errors_total"), 0u);
+}
+
 TEST(Metrics, RdmaCounterResetRestartsFromTheNewValue) {
   Metrics m(false);
   backends::RdmaPortSample p;

@@ -31,22 +31,6 @@ struct Run {
 const std::vector<std::string> kAsNobody = {"setpriv", "--reuid=65534", "--regid=65534",
                                             "--clear-groups", "--"};
 
-// The binary as nobody may run it: the build folder may sit where only root can enter (a CI
-// checkout under /root), then a copy in the test's folder.
-std::string binary_for_nobody() {
-  static const std::string bin = [] {
-    std::vector<std::string> argv = kAsNobody;
-    argv.push_back(INGERO_BIN);
-    argv.push_back("version");
-    if (run_command(argv) == 0) return std::string(INGERO_BIN);
-    std::string copy = temp_path("ingero");
-    std::filesystem::copy_file(INGERO_BIN, copy);
-    std::filesystem::permissions(copy, std::filesystem::perms(0755));
-    return copy;
-  }();
-  return bin;
-}
-
 // As this user, or as nobody when root (root reads anything: permission tests need a user
 // the permissions apply to).
 Run ingero(const std::vector<std::string>& args, bool unprivileged = false) {
@@ -54,7 +38,7 @@ Run ingero(const std::vector<std::string>& args, bool unprivileged = false) {
   std::vector<std::string> argv;
   bool as_nobody = unprivileged && geteuid() == 0;
   if (as_nobody) argv = kAsNobody;
-  argv.push_back(as_nobody ? binary_for_nobody() : std::string(INGERO_BIN));
+  argv.push_back(as_nobody ? ingero_binary_for_nobody() : std::string(INGERO_BIN));
   argv.insert(argv.end(), args.begin(), args.end());
   r.rc = run_command(argv, &r.out, &r.err, {"HOME=/nonexistent"});
   return r;
@@ -175,6 +159,38 @@ TEST(TraceFiles, AReadOnlyTraceIsRefusedForWritingBeforeAnyChange) {
   EXPECT_NE(w.error().message.find("cannot write " + db + ": Permission denied"), std::string::npos)
       << w.error().message;
   EXPECT_EQ(sha256_file(db), before);
+}
+
+// Issue 37, item 9: `trace` refused at BPF load (no privilege) switched an existing file to WAL
+// and dropped its time index before failing. The programs now load before the file is
+// touched: the file stays byte-identical, nothing is created beside it, and a missing file or
+// folder is not created.
+TEST(TraceFiles, ATraceRefusedForPrivilegeLeavesTheFileByteIdentical) {
+  std::string dir = temp_path("theirs");
+  std::filesystem::create_directories(dir);
+  std::string db = write_free_calls(dir + "/t.db", 1000);
+  ASSERT_EQ(test::query_int(db,
+                            "SELECT count(*) FROM sqlite_master WHERE name = "
+                            "'idx_call_store_ts'"),
+            1);
+  if (geteuid() == 0) {
+    // The unprivileged user owns the folder and the file: only BPF can refuse it.
+    for (const auto& p : {dir, db}) ASSERT_EQ(chown(p.c_str(), 65534, 65534), 0) << p;
+  }
+  std::string before = sha256_file(db);
+  auto r = ingero({"trace", "--no-live", "--db", db, "--", "/bin/true"}, true);
+  EXPECT_EQ(r.rc, 3) << r.err;
+  EXPECT_EQ(sha256_file(db), before);
+  for (const char* suffix : {"-wal", "-shm", "-journal", "-reserve"})
+    EXPECT_FALSE(std::filesystem::exists(db + suffix)) << suffix;
+  EXPECT_EQ(test::query_int(db,
+                            "SELECT count(*) FROM sqlite_master WHERE name = "
+                            "'idx_call_store_ts'"),
+            1);
+  // A trace to create, in a folder to create: neither is.
+  r = ingero({"trace", "--no-live", "--db", dir + "/new/t.db", "--", "/bin/true"}, true);
+  EXPECT_EQ(r.rc, 3) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new"));
 }
 
 }  // namespace

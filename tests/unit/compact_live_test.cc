@@ -1,0 +1,41 @@
+// Issue 37, item 10: `compact` on a file a tracer was writing made the tracer lose 24,547
+// calls to a full ring. `ingero trace` holds a lock on its file (store::TraceLock) for as long
+// as it writes it; `compact` refuses a locked file, unchanged, and takes the lock itself.
+// (tests/bpf checks the same against a running `ingero trace`.)
+#include <gtest/gtest.h>
+
+#include "store/file_access.h"
+#include "test_paths.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+TEST(CompactLive, AFileBeingWrittenIsRefusedUnchanged) {
+  std::string db = write_free_calls(temp_path("t.db"), 1000);
+  std::string before = sha256_file(db);
+  std::string out, err;
+  {
+    auto held = store::TraceLock::acquire(db);  // what a running tracer holds
+    ASSERT_TRUE(held) << held.error().message;
+    EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
+    EXPECT_EQ(err, "ingero compact: " + db +
+                       " is being written by another ingero process (a running `ingero trace`, "
+                       "or `ingero compact`); compact it once that has stopped (while tracing, "
+                       "--full-rows and the archive keep the file compact)\n");
+    EXPECT_EQ(sha256_file(db), before);
+    // A second holder is refused too (a tracer while another writes, or a compact runs).
+    auto second = store::TraceLock::acquire(db);
+    ASSERT_FALSE(second);
+    EXPECT_EQ(second.error().message,
+              db + " is being written by another ingero process (a running `ingero trace`, or "
+                   "`ingero compact`)");
+  }
+  // Released: compact runs.
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 0) << err;
+}
+
+}  // namespace
+}  // namespace ingero::test
