@@ -43,6 +43,10 @@ struct TraceOptions {
   int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)
+  // Container runtimes' state roots read for container and pod names (kernelside/
+  // tenant_names.h); empty: the defaults.
+  std::vector<std::string> runtime_state;
+  bool tenant_names = true;  // read names for cgroups of containers and pods (else paths only)
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended

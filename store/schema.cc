@@ -5,6 +5,7 @@
 
 #include "hal/event.h"
 #include "store/call_summaries.h"
+#include "store/cgroup_metadata.h"
 #include "store/contract_views.h"
 #include "store/legacy_views.h"
 
@@ -481,6 +482,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   if (!db.column_exists("call_runs", "first_call_id"))
     if (auto st = db.exec("ALTER TABLE call_runs ADD COLUMN first_call_id INTEGER"); !st)
       return fail(st.error());
+  if (auto st = add_cgroup_name_columns(db); !st) return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");
