@@ -157,12 +157,7 @@ void host_checks(const CheckInputs& in, CheckReport& rep) {
           ? ""
           : "mount -t tracefs tracefs /sys/kernel/tracing (ingero trace does this when needed)");
 
-  bool cg2 = exists(r + "/sys/fs/cgroup/cgroup.controllers");
-  rep.add("cgroup_v2", cg2 ? CheckStatus::kPass : CheckStatus::kOptional,
-          cg2 ? "unified hierarchy" : "not mounted",
-          cg2 ? "cgroup ids on events resolve to paths (noisy-neighbour attribution)"
-              : "events carry no usable cgroup id; per-container attribution is off",
-          cg2 ? "" : "boot with systemd.unified_cgroup_hierarchy=1");
+  tenant_checks(in, rep);  // cgroup_v2, tenant_names
 
   std::string ptrace = read_small_file(r + "/proc/sys/kernel/yama/ptrace_scope");
   rep.add("ptrace_scope", ptrace == "3" ? CheckStatus::kOptional : CheckStatus::kPass,

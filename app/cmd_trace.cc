@@ -186,6 +186,18 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "the trace file for the next start or `ingero ship`")
       ->check(duration_check("10s, 30s"))
       ->capture_default_str();
+  cmd->add_option("--runtime-state", o->runtime_state,
+                  "A container runtime's state root, read (as root, without its socket) for "
+                  "container and pod names: containerd's (ROOT/io.containerd.runtime.v2.task/"
+                  "k8s.io/ID/config.json), CRI-O's (ROOT/overlay-containers/ID/userdata/"
+                  "config.json), Docker's (ROOT/containers/ID/config.v2.json). Repeatable; "
+                  "replaces the defaults (/run/containerd, /run/k3s/containerd, /var/snap/microk8s/"
+                  "common/run/containerd, /run/containers/storage, /var/lib/containers/storage, "
+                  "/var/lib/docker). See docs/schema.md, cgroup_metadata");
+  cmd->add_flag("--tenant-names,!--no-tenant-names", o->tenant_names,
+                "Name the cgroups of containers and pods (pod, namespace, container) from the "
+                "runtime's state, the process's HOSTNAME and its service-account namespace file, "
+                "once per cgroup (default on; --no-tenant-names keeps paths and layouts only)");
   cmd->add_option("command", o->command, "Command to run and trace (after --)")
       ->configurable(false);
   cmd->positionals_at_end(true);

@@ -60,7 +60,8 @@ int Trace::finish() {
   pipeline_->catch_up_stacks = nullptr;
   reader_.reset();
   size_t nchains = 0;
-  if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns))
+  if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns,
+                                    *tenants_))
     nchains = *c;
   else if (!opts_.quiet)
     std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
@@ -104,6 +105,10 @@ int Trace::finish() {
                 << " calls older than --full-rows keep only their folded form (launches in runs; "
                    "per-second summaries keep every call); longest pass "
                 << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
+    if (auto tc = tenants_->cost(); tc.named)
+      std::cerr << "ingero: named " << tc.named << " of " << tc.cgroups
+                << " cgroups (pod, namespace, container: cgroup_metadata) from " << tc.reads
+                << " files read in " << engine::format_duration(uint64_t(tc.ns)) << "\n";
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";

@@ -29,6 +29,8 @@
 #include "hal/ring_reader.h"
 #include "kernelside/cpu_sampler.h"
 #include "kernelside/host_programs.h"
+#include "kernelside/tenant_names.h"
+#include "kernelside/tenant_watch.h"
 #include "serve/metrics/metrics.h"
 #include "store/file_access.h"
 #include "store/trace_writer.h"
@@ -96,6 +98,9 @@ class Trace {
   std::unique_ptr<kernelside::HostPrograms> host_;
   std::unique_ptr<kernelside::CpuSampler> sampler_;
   std::unique_ptr<store::TraceWriter> writer_;
+  // Who each cgroup the events name belongs to (cgroup_metadata, the metrics' tenant labels).
+  std::unique_ptr<kernelside::TenantResolver> tenants_;
+  std::unique_ptr<kernelside::TenantWatch> tenant_watch_;
   std::unique_ptr<hal::CallDecoder> decoder_;
   hal::LocalHost local_;
   capture::SinkSet sinks_;

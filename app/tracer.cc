@@ -191,6 +191,19 @@ bool Trace::serve_metrics() {
 void Trace::make_pipeline() {
   probes_ = std::make_unique<hal::ProbeManager>(session_.get(), backends_, local_);
   decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
+  kernelside::TenantSources ts;
+  if (!opts_.runtime_state.empty()) ts.runtime_roots = opts_.runtime_state;
+  ts.names = opts_.tenant_names;
+  tenants_ = std::make_unique<kernelside::TenantResolver>(ts);
+  // First, so that a cgroup is named before another sink asks.
+  tenant_watch_ = std::make_unique<kernelside::TenantWatch>(
+      *tenants_, [this](const kernelside::CgroupTenant& t) {
+        if (auto st = writer_->add_cgroup(cgroup_row(t)); !st && !opts_.quiet)
+          std::cerr << cr() << "ingero: cgroup " << t.id << " not stored: " << st.error().message
+                    << "\n";
+      });
+  sinks_.add(tenant_watch_.get());
+  if (metrics_) metrics_->set_tenants(tenants_.get());
   sinks_.add(writer_.get());
   if (metrics_) sinks_.add(metrics_.get());
   sinks_.on_error = [this](const std::string& m) {

@@ -46,6 +46,10 @@ struct TraceOptions {
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)
   double clickhouse_exit_timeout_s = 10;  // shipping at exit ends by then (app/fleet_hook.h)
+  // Container runtimes' state roots read for container and pod names (kernelside/
+  // tenant_names.h); empty: the defaults.
+  std::vector<std::string> runtime_state;
+  bool tenant_names = true;  // read names for cgroups of containers and pods (else paths only)
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended

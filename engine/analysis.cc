@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/rules_steps.h"
+#include "engine/tenants.h"
 
 namespace ingero::engine {
 
@@ -62,6 +63,8 @@ void build_breakdown(Analysis& a) {
     }
     std::string n = a.process_name(pid);
     if (r.name.empty() || n.rfind("pid ", 0) != 0) r.name = n;
+    r.cgroup_id = process_cgroup(a, pid);
+    if (auto c = a.host.cgroups.find(r.cgroup_id); c != a.host.cgroups.end()) r.cgroup = c->second;
     std::sort(r.ops.begin(), r.ops.end(),
               [](const OpStats* x, const OpStats* y) { return x->sum_ns > y->sum_ns; });
     a.processes.push_back(std::move(r));

@@ -26,6 +26,8 @@ struct ProcessReport {
   uint64_t calls = 0;
   uint64_t off_cpu_ns = 0, max_off_cpu_ns = 0, switches = 0, involuntary = 0;
   uint64_t page_allocs = 0, page_bytes = 0, forks = 0, block_ios = 0;
+  uint64_t cgroup_id = 0;  // 0: unknown
+  CgroupInfo cgroup;       // its path and names, as the trace recorded them
 };
 
 struct Analysis {

@@ -1,6 +1,13 @@
 #include "engine/result_json.h"
 
 namespace ingero::engine {
+namespace {
+
+nlohmann::json text_or_null(const std::string& s) {
+  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+}
+
+}  // namespace
 
 nlohmann::json op_stats_json(const OpStats& s) {
   nlohmann::json j = {{"op", s.key.op},
@@ -35,7 +42,13 @@ nlohmann::json process_json(const ProcessReport& p) {
           {"page_allocs", p.page_allocs},
           {"page_bytes", p.page_bytes},
           {"forks", p.forks},
-          {"block_ios", p.block_ios}};
+          {"block_ios", p.block_ios},
+          {"cgroup_id", p.cgroup_id},
+          {"cgroup_path", text_or_null(p.cgroup.path)},
+          {"tenant", text_or_null(tenant_label(p.cgroup))},
+          {"pod", text_or_null(p.cgroup.pod)},
+          {"namespace", text_or_null(p.cgroup.pod_namespace)},
+          {"container", text_or_null(p.cgroup.container)}};
 }
 
 nlohmann::json chain_json(const Chain& c) {
@@ -164,6 +177,41 @@ nlohmann::json losses_json(const TraceLosses& l) {
   return j;
 }
 
+nlohmann::json tenants_json(const TenantReport& r) {
+  nlohmann::json tenants = nlohmann::json::array();
+  for (const TenantUsage& t : r.tenants)
+    tenants.push_back({{"name", t.name},
+                       {"kind", t.kind},
+                       {"pod", text_or_null(t.pod)},
+                       {"namespace", text_or_null(t.pod_namespace)},
+                       {"pod_uid", text_or_null(t.pod_uid)},
+                       {"qos", text_or_null(t.qos)},
+                       {"containers", t.containers},
+                       {"cgroup_ids", t.cgroup_ids},
+                       {"gpu_pids", t.gpu_pids},
+                       {"calls", t.calls},
+                       {"api_ns", t.api_ns},
+                       {"api_off_cpu_ns", t.api_off_cpu_ns},
+                       {"preempted_ns", t.preempted_ns},
+                       {"preemptions", t.preemptions},
+                       {"preempted_by_others_ns", t.preempted_by_others_ns},
+                       {"preempting_ns", t.preempting_ns}});
+  nlohmann::json across = nlohmann::json::array();
+  for (const TenantPreemption& p : r.across)
+    across.push_back({{"victim", p.victim},
+                      {"by", p.by},
+                      {"ns", p.ns},
+                      {"count", p.count},
+                      {"top_pid", p.top_pid},
+                      {"top_comm", p.top_comm}});
+  return {{"grouping", std::string(grouping_name(r.grouping))},
+          {"named", r.named},
+          {"tenants", std::move(tenants)},
+          {"tenants_omitted", r.tenants_omitted},
+          {"preemptions", std::move(across)},
+          {"preemptions_omitted", r.across_omitted}};
+}
+
 nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   nlohmann::json j;
   j["trace"] = o.title;
@@ -185,6 +233,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
         {"count", h.count}, {"avg_ns", h.count ? h.sum_ns / h.count : 0}, {"max_ns", h.max_ns}};
   j["chains"] = nlohmann::json::array();
   for (const auto& c : a.chains) j["chains"].push_back(chain_json(c));
+  j["tenants"] = tenants_json(tenant_report(a, o.group_by.value_or(TenantGrouping::kPod)));
   if (o.per_process) {
     j["processes"] = nlohmann::json::array();
     for (const auto& p : a.processes) {

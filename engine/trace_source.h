@@ -116,6 +116,17 @@ struct CallSketch {
   QuantileSketch sketch;
 };
 
+// A cgroup as the trace recorded it (cgroup_metadata): its path and who it belongs to. Names
+// are "" where the tracer found none (an unknown layout, a name the host does not keep).
+struct CgroupInfo {
+  std::string path;          // relative to the cgroup v2 mount; "" unknown
+  std::string container_id;  // 64 hex digits
+  std::string container;     // the container's name
+  std::string pod, pod_namespace, pod_uid;
+  std::string qos;      // "guaranteed", "burstable", "besteffort"
+  std::string runtime;  // "containerd", "cri-o", "docker", "podman"
+};
+
 struct ProcessInfo {
   uint32_t pid = 0;
   std::string name, cmdline;
@@ -170,8 +181,8 @@ class TraceSource {
   virtual uint64_t event_count(const Window& w) = 0;
   // Device error-counter samples in the window, in time order.
   virtual std::vector<DeviceCounterSample> device_error_samples(const Window&) { return {}; }
-  // cgroup id -> path, where the trace recorded it.
-  virtual std::map<uint64_t, std::string> cgroup_paths() { return {}; }
+  // cgroup id -> its path and names, where the trace recorded them.
+  virtual std::map<uint64_t, CgroupInfo> cgroups() { return {}; }
   // Whether calls carry stacks (Event::stack_id), and a stack's frames.
   virtual bool has_stacks() { return false; }
   virtual std::vector<StackFrameInfo> stack(uint64_t /*stack_id*/) { return {}; }

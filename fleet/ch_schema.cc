@@ -241,6 +241,10 @@ TableSpec cgroups() {
                {"cgroup_path", "String", "g.cgroup_path"},
                {"pod_name", "String", "g.pod_name"},
                {"namespace", "String", "g.namespace"}};
+  // Who the cgroup belongs to, added later (docs/schema.md): NULL where unknown, and in files
+  // written before them. ensure_schema() adds them to tables created without.
+  for (const char* c : {"container_name", "pod_uid", "qos_class", "runtime", "names_from"})
+    t.columns.push_back({c, "Nullable(String)", std::string("g.") + c});
   t.order_by = "(node, cgroup_id)";
   t.source_from = "cgroup_metadata g";
   return t;

@@ -247,13 +247,35 @@ std::vector<engine::DeviceCounterSample> ClickHouseTraceSource::device_error_sam
   return out;
 }
 
-std::map<uint64_t, std::string> ClickHouseTraceSource::cgroup_paths() {
-  std::map<uint64_t, std::string> out;
+std::map<uint64_t, engine::CgroupInfo> ClickHouseTraceSource::cgroups() {
+  std::map<uint64_t, engine::CgroupInfo> out;
+  // A table created before the name columns lacks them until a shipper adds them.
+  bool names = false;
+  rows("SELECT count() FROM system.columns WHERE database = " +
+           sql_quote(client_->endpoint().database) +
+           " AND table = 'cgroup_metadata' AND name = 'container_name'",
+       1, [&](const auto& f) {
+         names = u64(f[0]) > 0;
+         return true;
+       });
+  // Shipped again when a name changed: a row that has each name, if one does.
+  auto known = [](const std::string& c) { return ", anyIf(" + c + ", " + c + " != '')"; };
+  std::string cols = known("container_id") + known("pod_name") + known("namespace");
+  for (const char* c : {"container_name", "pod_uid", "qos_class", "runtime"})
+    cols += names ? known(std::string("ifNull(") + c + ", '')") : std::string(", ''");
   std::string filter = scope_ ? " WHERE node = " + sql_quote(*scope_) : "";
-  rows("SELECT cgroup_id, any(cgroup_path) FROM " + table("cgroup_metadata") + filter +
+  rows("SELECT cgroup_id, any(cgroup_path)" + cols + " FROM " + table("cgroup_metadata") + filter +
            " GROUP BY cgroup_id",
-       2, [&](const auto& f) {
-         out[u64(f[0])] = f[1].text;
+       9, [&](const auto& f) {
+         engine::CgroupInfo& c = out[u64(f[0])];
+         c.path = f[1].text;
+         c.container_id = f[2].text;
+         c.pod = f[3].text;
+         c.pod_namespace = f[4].text;
+         c.container = f[5].text;
+         c.pod_uid = f[6].text;
+         c.qos = f[7].text;
+         c.runtime = f[8].text;
          return true;
        });
   return out;

@@ -52,7 +52,7 @@ class SqlTraceSource final : public engine::TraceSource {
   // span, kept while the file is unchanged.
   std::pair<int64_t, int64_t> node_span(const std::string& node) override;
   uint64_t event_count(const engine::Window& w) override;
-  std::map<uint64_t, std::string> cgroup_paths() override;
+  std::map<uint64_t, engine::CgroupInfo> cgroups() override;
   std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;

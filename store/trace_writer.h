@@ -99,6 +99,15 @@ struct ProcessStatsRow {
   uint64_t page_allocs = 0, page_bytes = 0, forks = 0, block_ios = 0, block_bytes = 0, block_ns = 0;
 };
 
+// A cgroup and who it belongs to (kernelside/tenant_names.h). Unknown names are unset: stored
+// as '' in the columns the original implementation defined NOT NULL (pod_name, namespace,
+// container_id), NULL in the others (docs/schema.md).
+struct CgroupRow {
+  uint64_t cgroup_id = 0;
+  std::string path, container_id;
+  std::optional<std::string> pod, pod_namespace, container, pod_uid, qos, runtime, names_from;
+};
+
 // A causal chain as stored (engine output, serialized by the caller).
 struct ChainRow {
   std::string id, severity, summary, root_cause, explanation;
@@ -154,7 +163,10 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status add_snapshot(const SnapshotRow& row);
   // `ingero merge`: the source sessions the current session holds (table merged_sessions).
   ingero::Status add_merged_sessions(const std::vector<SessionIdentity>& sources);
+  // A cgroup's path only (its names, if stored, stay).
   ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
+  // A cgroup's path and names, replacing what was stored for its id (store/cgroup_metadata.cc).
+  ingero::Status add_cgroup(const CgroupRow& row);
   ingero::Status add_device_counter(const DeviceCounterRow& row);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
   // Stores a stack under its id (no-op if that id is stored already).

@@ -185,6 +185,14 @@ prometheus::Labels Metrics::call_labels(const hal::Event& ev, uint64_t process) 
     bool other = process == kOtherProcess;
     l["pid"] = other ? "other" : std::to_string(process);
     l["comm"] = other ? "other" : std::string(ev.comm_view());
+    // Who the process runs for, where known (an absent label is Prometheus's ""): read once
+    // per cgroup (the tenant watch usually has).
+    if (!other && tenants_) {
+      kernelside::TenantNames n = tenants_->resolve(ev.cgroup_id, ev.pid).names;
+      if (n.pod_namespace) l["namespace"] = *n.pod_namespace;
+      if (n.pod) l["pod"] = *n.pod;
+      if (n.container) l["container"] = *n.container;
+    }
   }
   return l;
 }

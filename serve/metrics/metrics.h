@@ -3,7 +3,8 @@
 // (serve/http: the listen rule of every ingero endpoint, and TLS and basic auth from the
 // Prometheus web-config file). Names follow the Prometheus conventions (base units, _total
 // counters, _seconds, _bytes); labels stay bounded: vendor/api/op/kind, never pid or tid
-// unless --prometheus-per-process. Every metric is listed in docs/metrics.md.
+// unless --prometheus-per-process (pid, comm, namespace, pod, container: one series per
+// process, at most kMaxProcesses). Every metric is listed in docs/metrics.md.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -25,6 +26,7 @@
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "kernelside/host_decoder.h"
+#include "kernelside/tenant_names.h"
 #include "serve/http/server.h"
 #include "store/trace_writer.h"
 
@@ -47,6 +49,9 @@ class Metrics final : public hal::EventSink {
   bool authenticated() const { return authenticated_; }  // basic auth from the web config
   std::string url() const;  // "http(s)://HOST:PORT/metrics", "" before serve()
 
+  // Per-process mode: the series of a process in a container or a pod also carry namespace,
+  // pod and container, named by `tenants` ("" where unknown). It must outlive the Metrics.
+  void set_tenants(kernelside::TenantResolver* tenants) { tenants_ = tenants; }
   void observe(const hal::Event& ev);  // calls and host events
   ingero::Status on_event(const hal::Event& ev) override {
     observe(ev);
@@ -122,6 +127,7 @@ class Metrics final : public hal::EventSink {
 
   bool per_process_;
   const hal::BackendRegistry* backends_;
+  kernelside::TenantResolver* tenants_ = nullptr;
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;
   prometheus::Family<prometheus::Histogram>* call_duration_;

@@ -124,7 +124,36 @@ json process_activity_json(const engine::ProcessReport& p) {
           {"page_allocs", p.page_allocs},
           {"page_bytes", p.page_bytes},
           {"forks", p.forks},
-          {"block_ios", p.block_ios}};
+          {"block_ios", p.block_ios},
+          {"tenant", engine::tenant_label(p.cgroup)},
+          {"cgroup_path", p.cgroup.path}};
+}
+
+json tenants_json(const std::vector<std::pair<std::string, engine::TenantReport>>& per_node) {
+  json rows = json::array(), across = json::array();
+  bool named = false;
+  for (const auto& [node, r] : per_node) {
+    named = named || r.named;
+    for (const auto& t : r.tenants)
+      rows.push_back({{"node", node},
+                      {"name", t.name},
+                      {"kind", t.kind},
+                      {"gpu_pids", t.gpu_pids},
+                      {"calls", t.calls},
+                      {"api_ns", t.api_ns},
+                      {"preempted_ns", t.preempted_ns},
+                      {"preempted_by_others_ns", t.preempted_by_others_ns},
+                      {"preempting_ns", t.preempting_ns}});
+    for (const auto& x : r.across)
+      across.push_back({{"node", node},
+                        {"victim", x.victim},
+                        {"by", x.by},
+                        {"ns", x.ns},
+                        {"count", x.count},
+                        {"top_pid", x.top_pid},
+                        {"top_comm", x.top_comm}});
+  }
+  return {{"named", named}, {"rows", std::move(rows)}, {"preemptions", std::move(across)}};
 }
 
 }  // namespace ingero::serve::report

@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/analysis.h"
+#include "engine/tenants.h"
 
 namespace ingero::serve::report {
 
@@ -25,5 +28,10 @@ nlohmann::json collectives_json(const engine::CollectiveReport& r, const std::st
 
 // Host activity of one process as the engine summarised it (role, off-CPU, switches, ...).
 nlohmann::json process_activity_json(const engine::ProcessReport& p);
+// The tenants section: {named, rows[] (node, name, kind, gpu_pids, calls, api_ns, preempted_ns,
+// preempted_by_others_ns, preempting_ns), preemptions[] (node, victim, by, ns, count, top_pid,
+// top_comm)}, from each node's analysis.
+nlohmann::json tenants_json(
+    const std::vector<std::pair<std::string, engine::TenantReport>>& per_node);
 
 }  // namespace ingero::serve::report

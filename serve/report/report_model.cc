@@ -303,6 +303,9 @@ Status process_section(store::Db& db, const ReportOptions& o,
     }
   j["processes"] = std::move(*procs);
   j["processes_total"] = total;
+  std::vector<std::pair<std::string, engine::TenantReport>> tenants;
+  for (const auto& na : analyses) tenants.emplace_back(na.node, engine::tenant_report(na.a));
+  j["tenants"] = tenants_json(tenants);
   std::vector<std::string> names;
   for (const auto& na : analyses) names.push_back(na.node);
   auto nodes = nodes_json(db, o.window, names);

@@ -16,6 +16,7 @@
 //   flame{calls, samples}  stack trees of the slow calls (>= their op's p95) and on-CPU samples
 //   ops[]          per-op statistics (exact p50/p95/p99) and a latency histogram
 //   processes[], nodes[], collectives[], host{}
+//   tenants{named, rows[], preemptions[]}  per pod/container (engine/tenants.h), each node's
 #pragma once
 
 #include <cstddef>

@@ -9,6 +9,7 @@
 
 #include "app/builtin_backends.h"
 #include "fleet/ch_schema.h"
+#include "fleet/clickhouse_source.h"
 #include "fleet/shipper.h"
 #include "fleet/tsv.h"
 #include "store/plain_copy.h"
@@ -337,6 +338,66 @@ TEST(FleetShip, CallsInBlocksAreShippedAsTheirRows) {
   }
   EXPECT_EQ(ch.query_int(0, "SELECT sum(dur_ns) FROM ingero.events"),
             query_int(rows, "SELECT sum(duration) FROM events"));
+}
+
+// A database whose cgroup_metadata was created before the name columns gains them when the
+// shipper starts; the names ship, a row ships again when a name changes, and the ClickHouse
+// source reads them back as the file's source does.
+TEST(FleetShip, CgroupNamesShipAndAnOlderTableGainsTheirColumns) {
+  START_SERVERS(ch, 1);
+  ch.query(0, "CREATE DATABASE ingero");
+  ch.query(0,
+           "CREATE TABLE ingero.cgroup_metadata (node String, cgroup_id Int64, container_id "
+           "String, cgroup_path String, pod_name String, namespace String) ENGINE = MergeTree "
+           "ORDER BY (node, cgroup_id)");
+  std::string db = temp_path("trace.db");
+  write_session(db, "node-c", kBeforeMidnight, 10, kMs);
+  auto name = [&](const char* container) {
+    auto w = store::TraceWriter::open(db);
+    ASSERT_TRUE(w);
+    store::CgroupRow r;
+    r.cgroup_id = 7;
+    r.path = "/kubepods.slice/x/cri-containerd-" + std::string(64, 'a') + ".scope";
+    r.container_id = std::string(64, 'a');
+    r.pod = "etl-5d8f";
+    r.pod_namespace = "team-b";
+    if (container) r.container = container;
+    r.pod_uid = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
+    r.qos = "besteffort";
+    r.runtime = "containerd";
+    ASSERT_TRUE((*w)->add_cgroup(r));
+    ASSERT_TRUE((*w)->finish({}));
+  };
+  name(nullptr);
+  auto ship = [&] {
+    auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"));
+    ASSERT_TRUE(s) << s.error().message;
+    auto r = (*s)->drain(std::chrono::seconds(60));
+    EXPECT_TRUE(r.caught_up) << r.last_error;
+  };
+  ship();
+  EXPECT_EQ(ch.query(0,
+                     "SELECT cgroup_id, pod_name, namespace, container_name, pod_uid, qos_class, "
+                     "runtime, names_from FROM ingero.cgroup_metadata ORDER BY cgroup_id "
+                     "FORMAT TabSeparated"),
+            "7\tetl-5d8f\tteam-b\t\\N\t5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9\tbesteffort\t"
+            "containerd\t\\N\n4242\t\t\t\\N\t\\N\t\\N\t\\N\t\\N\n");
+  ship();  // nothing new
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.cgroup_metadata"), 2);
+  name("etl");
+  ship();  // the container's name arrived: the row ships again
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.cgroup_metadata WHERE cgroup_id = 7"), 2);
+  fleet::ClickHouseTraceSource src(
+      std::make_unique<fleet::ClickHouseClient>(endpoint(ch, 0, "ingero")));
+  auto c = src.cgroups();
+  ASSERT_TRUE(src.error().empty()) << src.error();
+  ASSERT_EQ(c.count(7), 1u);
+  EXPECT_EQ(c[7].pod, "etl-5d8f");
+  EXPECT_EQ(c[7].pod_namespace, "team-b");
+  EXPECT_EQ(c[7].container, "etl");
+  EXPECT_EQ(c[7].qos, "besteffort");
+  EXPECT_EQ(c[4242].path, "/system.slice/train.service");
+  EXPECT_EQ(c[4242].container, "");
 }
 
 TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {

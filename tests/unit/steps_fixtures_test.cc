@@ -78,7 +78,7 @@ void no_false_causes(const engine::Analysis& a) {
 TEST(StepsFixtures, ExplainOpensWithTheStepSummary) {
   auto f = analyze_fixture("starve");
   std::ostringstream out;
-  print_report(out, f.a, ReportOptions{"starve", "", false});
+  print_report(out, f.a, ReportOptions{"starve", "", false, std::nullopt});
   std::string text = out.str();
   size_t steps = text.find("Training steps\n");
   ASSERT_NE(steps, std::string::npos) << text;

@@ -10,7 +10,8 @@ function render(model) {
   destroyCharts();
   flames.length = 0;
   const sections = [headerSection(model), timelineSection(model), chainsSection(model), flameSection(model),
-    opsSection(model), collectivesSection(model), processSection(model), nodesSection(model), hostSection(model)]
+    opsSection(model), collectivesSection(model), processSection(model), tenantsSection(model), nodesSection(model),
+    hostSection(model)]
     .filter(Boolean);
   app.replaceChildren(...sections.map((s) => s.el));
   for (const id of open) {
