@@ -20,6 +20,7 @@
 #include "app/tracer.h"
 #include "capture/event_pipeline.h"
 #include "capture/host_info.h"
+#include "capture/kernel_namer.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
@@ -81,6 +82,8 @@ class Trace {
   void archive_rows(int64_t t0, int64_t through, bool final);
   void update_metrics(int64_t mono, bool final);
   void update_counters();
+  // The session row's kernel-naming counters (store/kernel_names.h), from the namer.
+  void update_kernel_naming();
   void stop_child();
   std::string cr() const { return tty_ ? "\r\033[K" : ""; }
 
@@ -98,6 +101,7 @@ class Trace {
   capture::SinkSet sinks_;
   std::unique_ptr<capture::EventPipeline> pipeline_;
   std::unique_ptr<capture::StackCollector> stacks_;
+  std::unique_ptr<capture::KernelNamer> kernels_;
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;

@@ -35,6 +35,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
   sj["malformed_records"] = pc.malformed;
   sj["libwatch_records"] = pc.libwatch;
   sj["threads_without_ident"] = pc.no_ident;
+  sj["kernel_name_records"] = pc.name_records;
   sj["delivery_lag_p50_us"] = pipeline.delivery_lag_quantile_ns(0.50) / 1000;
   sj["delivery_lag_p99_us"] = pipeline.delivery_lag_quantile_ns(0.99) / 1000;
   if (stacks) {
@@ -92,6 +93,27 @@ void print_stacks_summary(std::ostream& out, const hal::BpfStats& stats,
     out << ", " << sc.python_gone
         << " Python frames lost (the process exited before they were read)";
   if (sc.unknown_refs) out << ", " << sc.unknown_refs << " calls lost their stack record";
+  out << "\n";
+}
+
+}  // namespace ingero::app
+
+namespace ingero::app {
+
+void print_kernel_names_summary(std::ostream& out, const capture::KernelNamer& namer) {
+  const auto& k = namer.counters();
+  if (!k.names && !k.unnamed_launches && !k.unreadable) return;
+  out << "ingero: kernel names: " << k.names;
+  const char* what[] = {"", "registration", "driver look-ups", "ELF symbols"};
+  std::string parts;
+  for (size_t i = 1; i < 4; ++i)
+    if (k.by_source[i])
+      parts += (parts.empty() ? "" : ", ") + std::to_string(k.by_source[i]) + " " + what[i];
+  if (!parts.empty()) out << " (" << parts << ")";
+  if (k.unnamed_launches)
+    out << "; " << k.unnamed_launches << " launches of " << k.unnamed_functions
+        << " functions have none (registered before the trace began in a file without symbols)";
+  if (k.unreadable) out << "; " << k.unreadable << " names could not be read";
   out << "\n";
 }
 

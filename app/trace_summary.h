@@ -6,6 +6,7 @@
 #include <string>
 
 #include "capture/event_pipeline.h"
+#include "capture/kernel_namer.h"
 #include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
 #include "store/trace_writer.h"
@@ -27,5 +28,8 @@ void print_losses(std::ostream& out, const store::SessionCounters& c);
 // The closing summary (not with -q).
 void print_stacks_summary(std::ostream& out, const hal::BpfStats& s,
                           const capture::StackCollector& stacks);
+// "kernel names: 4 (4 registration); 12 launches of 2 functions have none", nothing when no
+// launch or name was seen.
+void print_kernel_names_summary(std::ostream& out, const capture::KernelNamer& k);
 
 }  // namespace ingero::app

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "capture/host_info.h"
+#include "capture/kernel_namer.h"
 #include "capture/stack_collector.h"
 #include "hal/record_layout.h"
 #include "kernelside/host_decoder.h"
@@ -65,6 +66,7 @@ void EventPipeline::forget_process(uint32_t pid) {
 void EventPipeline::end_cycle() {
   for (uint32_t pid : exited_prev_) {
     if (stacks) stacks->process_exited(pid);
+    if (kernels) kernels->process_exited(pid);
     forget_process(pid);
   }
   exited_prev_.swap(exited_now_);
@@ -84,6 +86,15 @@ void EventPipeline::on_call(const void* data, size_t size) {
     ++counters_.unknown_probe;
     return;
   }
+  if (ev_.kind == hal::EventKind::kKernelName) {
+    // A name source: its name is kept, and it is not a call anyone counts.
+    ++counters_.name_records;
+    identify(ev_, rec_.has_ident());
+    note_pid(h.pid, ev_.comm.data());
+    if (kernels)
+      if (auto c = decoder_.name_capture(rec_)) kernels->on_capture(*c);
+    return;
+  }
   ++counters_.calls;
   counters_.nested += h.nested;
   if ((counters_.calls & 63) == 0 && read_proc) {
@@ -96,6 +107,8 @@ void EventPipeline::on_call(const void* data, size_t size) {
   communicators_.observe(ev_);
   note_pid(h.pid, ev_.comm.data());
   gpu_pids_.insert(h.pid);
+  if (kernels && ev_.kind == hal::EventKind::kLaunch)
+    if (auto f = ev_.get(hal::Field::kFunc)) kernels->on_launch(h.pid, *f, h.start_ns);
   (void)out_.on_event(ev_);
 }
 
@@ -116,10 +129,9 @@ void EventPipeline::on_record(const void* data, size_t size) {
         return;
       }
       ++counters_.libwatch;
-      if (on_libwatch) {
-        const auto* w = static_cast<const ingero_libwatch_rec*>(data);
-        on_libwatch(int(w->pid), w->ts_ns);
-      }
+      const auto* w = static_cast<const ingero_libwatch_rec*>(data);
+      if (kernels) kernels->process_mapped(w->pid);
+      if (on_libwatch) on_libwatch(int(w->pid), w->ts_ns);
       break;
     }
     case INGERO_REC_SCHED:
@@ -138,6 +150,8 @@ void EventPipeline::on_record(const void* data, size_t size) {
       // An exec replaces the process's mappings: snapshot them now, while it runs, so a short
       // program's stacks still resolve after it exits.
       if (ev_.kind == hal::EventKind::kProcessExec && stacks) stacks->process_changed(ev_.pid);
+      if (ev_.kind == hal::EventKind::kProcessExec && kernels)
+        kernels->process_exec(ev_.pid, ev_.ts_ns);
       (void)out_.on_event(ev_);
       if (ev_.kind == hal::EventKind::kProcessExit) exited_now_.push_back(ev_.pid);
       break;

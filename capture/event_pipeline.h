@@ -17,6 +17,7 @@
 
 namespace ingero::capture {
 
+class KernelNamer;
 class StackCollector;
 
 class EventPipeline {
@@ -32,6 +33,7 @@ class EventPipeline {
     uint64_t cpu_samples = 0;    // on-CPU samples
     uint64_t nested = 0;         // calls folded into the call they were made in
     uint64_t no_ident = 0;       // calls of a thread whose name was never shipped (read /proc)
+    uint64_t name_records = 0;   // kernel name sources' records (not calls; capture/kernel_namer.h)
   };
 
   // `out` receives every decoded event and process (a SinkSet fans them out and reports
@@ -46,6 +48,9 @@ class EventPipeline {
   bool read_proc = true;
   // Stack records and call-to-stack links (null: stacks are not collected).
   StackCollector* stacks = nullptr;
+  // Kernel names (null: launches keep their function only). Name sources' records go to it
+  // and never to the sinks as calls; each launch's function is named before it is handed on.
+  KernelNamer* kernels = nullptr;
   // Consumes the aux ring now: a call naming a stack not seen yet (shipped while the calls ring
   // was being read) catches up once before the stack counts as lost.
   std::function<void()> catch_up_stacks;

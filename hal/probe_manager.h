@@ -57,6 +57,9 @@ class ProbeManager {
     loader_links_.clear();
   }
 
+  // Plans only the specs `want` accepts (hal/probe_plan.h), from the next file handled on.
+  void set_spec_filter(SpecFilter want) { want_ = std::move(want); }
+
   const ProbeTable& table() const { return table_; }
   const std::vector<LibraryStatus>& libraries() const { return libraries_; }
   size_t attached_probes() const { return attached_; }
@@ -72,6 +75,7 @@ class ProbeManager {
   LibraryDiscovery discovery_;
   SymbolCache symbols_;
   ProbeTable table_;
+  SpecFilter want_;
   std::unordered_set<FileIdentity, FileIdentityHash> handled_;
   std::unordered_set<FileIdentity, FileIdentityHash> loaders_handled_;
   std::vector<Link> links_;

@@ -6,6 +6,7 @@
 #include "hal/event.h"
 #include "store/call_summaries.h"
 #include "store/contract_views.h"
+#include "store/kernel_names.h"
 #include "store/legacy_views.h"
 
 namespace ingero::store {
@@ -478,6 +479,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   // Also for files of schema 8 from before idx_*_blocks_id (IF NOT EXISTS throughout).
   if (auto st = db.exec(tables_v8()); !st) return fail(st.error());
   if (auto st = db.exec(tables_v9()); !st) return fail(st.error());
+  if (auto st = migrate_kernel_names(db); !st) return fail(st.error());
   if (!db.column_exists("call_runs", "first_call_id"))
     if (auto st = db.exec("ALTER TABLE call_runs ADD COLUMN first_call_id INTEGER"); !st)
       return fail(st.error());
