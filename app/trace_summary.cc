@@ -112,8 +112,11 @@ void print_kernel_names_summary(std::ostream& out, const capture::KernelNamer& n
   if (!parts.empty()) out << " (" << parts << ")";
   if (k.unnamed_launches)
     out << "; " << k.unnamed_launches << " launches of " << k.unnamed_functions
-        << " functions have none (registered before the trace began in a file without symbols)";
-  if (k.unreadable) out << "; " << k.unreadable << " names could not be read";
+        << " functions have none (registered before the trace began in a file without "
+           "symbols, or named by what could not be read)";
+  if (k.unreadable)
+    out << "; " << k.unreadable
+        << " names could not be read (the process exited before the tracer read them)";
   out << "\n";
 }
 

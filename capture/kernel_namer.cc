@@ -247,7 +247,12 @@ void KernelNamer::launch_slow(Proc& p, uint32_t pid, uint64_t func, uint64_t ts_
 }
 
 void KernelNamer::process_exec(uint32_t pid, uint64_t ts_ns) {
-  Proc& p = proc(pid);
+  // Nothing is read here: every exec of the host would cost a read of its maps. The new image's
+  // maps are read when its first name or launch needs them (or, once it has exited, taken from
+  // maps_fallback).
+  auto found = procs_.find(pid);
+  if (found == procs_.end()) return;
+  Proc& p = found->second;
   for (auto it = p.funcs.begin(); it != p.funcs.end();) {
     if (it->second.since_ns < ts_ns) {
       it = p.funcs.erase(it);
@@ -256,8 +261,8 @@ void KernelNamer::process_exec(uint32_t pid, uint64_t ts_ns) {
       ++it;
     }
   }
+  p.maps.clear();
   p.maps_read = false;
-  snapshot(pid, p);
 }
 
 void KernelNamer::process_mapped(uint32_t pid) {

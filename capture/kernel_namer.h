@@ -11,8 +11,8 @@
 // probe cannot read it there), so it is read from the file: the address's mapping in
 // /proc/PID/maps gives the file and its offset. Anonymous memory, and writable mappings whose
 // bytes may differ from the file's, are read through /proc/PID/mem. Maps are read when a process
-// is first needed, again when an address falls outside them, and at exec, so that a program
-// that exits soon after still resolves what it mapped then.
+// is first needed and again when an address falls outside them; a program that exited before
+// its records were read resolves with the maps the stack collector kept of it (maps_fallback).
 #pragma once
 
 #include <cstdint>
@@ -94,9 +94,9 @@ class KernelNamer {
     }
     launch_slow(*p, pid, func, ts_ns, it != p->funcs.end());
   }
-  // The process exec'd at `ts_ns`: a new image, whose names are its own (its maps are read
-  // now). What was named after the exec stays: the calls ring is read before the host ring,
-  // so its first registrations may come before its exec record.
+  // The process exec'd at `ts_ns`: a new image, whose names and maps are its own (read when
+  // next needed). What was named after the exec stays: the calls ring is read before the host
+  // ring, so its first registrations may come before its exec record.
   void process_exec(uint32_t pid, uint64_t ts_ns);
   // Its mappings changed (dlopen): read again when next needed.
   void process_mapped(uint32_t pid);

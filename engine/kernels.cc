@@ -238,7 +238,12 @@ std::string unnamed_kernels_line(const KernelReport& k) {
          format_count(functions) + (functions == 1 ? " function" : " functions") +
          (launches == 1 ? ") has" : ") have") +
          " no kernel name: their kernels were registered before the trace began and the "
-         "file has no symbol at them (trace the program from its start, or keep its symbols)";
+         "file has no symbol at them (trace the program from its start, or keep its symbols)" +
+         (k.naming && k.naming->unreadable
+              ? "; " + format_count(k.naming->unreadable) +
+                    " names a registration or look-up gave could not be read (the process "
+                    "exited before the tracer read them)"
+              : "");
 }
 
 }  // namespace ingero::engine

@@ -331,27 +331,28 @@ TEST_F(Namer, AStubRegisteredBeforeTheTraceIsNamedByItsExactSymbolOnly) {
   EXPECT_EQ(c.unnamed_functions, 1u);
 }
 
-TEST_F(Namer, AProcessGoneBeforeItsNamesWereReadKeepsWhatItsExecShowed) {
-  image->maps_text[88] = "00400000-00403000 r-xp 00000000 08:01 1234 /opt/app/trainer\n";
-  namer->process_exec(88, 50);
-  image->maps_text.erase(88);  // exited: /proc/88/maps reads empty
-  namer->on_capture({88, 100, 0x401e45, 0x402010, std::nullopt, KernelNameSource::kRegistration});
-  ASSERT_EQ(sink.names.size(), 1u);
-  EXPECT_EQ(sink.names[0].pid, 88u);
-  // A pid never seen, gone before its record is read: counted, not named...
+TEST_F(Namer, AProcessGoneBeforeItsNamesWereReadUsesTheMapsKeptOfIt) {
+  // Gone before its record is read, and nothing kept of it: counted, not named...
   namer->on_capture({99, 100, 0x401e45, 0x402010, std::nullopt, KernelNameSource::kRegistration});
-  EXPECT_EQ(sink.names.size(), 1u);
+  EXPECT_TRUE(sink.names.empty());
   EXPECT_EQ(namer->counters().unreadable, 1u);
-  // ... unless its maps were kept elsewhere (the stack collector's, from its first stack).
+  // ... but the maps kept elsewhere (the stack collector's, from its first stack) name it, and
+  // its exec record, read after its registrations, reads nothing and drops none of them.
   namer->maps_fallback = [](uint32_t pid) {
     return pid == 98 ? hal::parse_proc_maps(
                            "00400000-00403000 r-xp 00000000 08:01 1234 /opt/app/trainer\n")
                      : std::vector<hal::MapEntry>{};
   };
   namer->on_capture({98, 100, 0x401e45, 0x402010, std::nullopt, KernelNameSource::kRegistration});
-  ASSERT_EQ(sink.names.size(), 2u);
-  EXPECT_EQ(sink.names[1].pid, 98u);
-  EXPECT_EQ(sink.names[1].raw, "_Z5scaleIfEvPT_S0_i");
+  ASSERT_EQ(sink.names.size(), 1u);
+  EXPECT_EQ(sink.names[0].pid, 98u);
+  EXPECT_EQ(sink.names[0].raw, "_Z5scaleIfEvPT_S0_i");
+  int reads = image->maps_reads;
+  namer->process_exec(98, 50);
+  namer->process_exec(97, 50);  // a process never needed: nothing read, nothing kept
+  EXPECT_EQ(image->maps_reads, reads);
+  namer->on_launch(98, 0x401e45, 200);
+  EXPECT_EQ(namer->counters().named_launches, 1u);
 }
 
 TEST_F(Namer, ExecStartsAFreshImageAndALibraryMappedLaterIsFound) {

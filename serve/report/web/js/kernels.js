@@ -25,7 +25,8 @@ function kernelChart(el, k) {
   return makeChart(el, {
     height: 260,
     title: 'Launches per step by kernel' + (k.group > 1 ? ' (mean of every ' + k.group + ' steps)' : ''),
-    scales: { x: { time: false } },
+    // Stacked counts: from zero, or the bottom kernel's share would vanish.
+    scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(1, max) * 1.05] } },
     axes: [xAxis('time since the trace started'), yAxis('launches', (v) => fmt.count(Math.round(v)))],
     series: series,
     cursor: { drag: { x: true, y: false } },
