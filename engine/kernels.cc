@@ -106,6 +106,112 @@ void finish(Acc& a, TraceSource& source, std::mutex* lock) {
 
 }  // namespace
 
+namespace {
+
+// The pass over the launches: each process's slots (one per kernel name, one per unnamed
+// function), their counts per step and their stacks.
+class KernelPass {
+ public:
+  KernelPass(std::vector<KernelNameInfo> names, const StepModel& steps) : steps_(steps) {
+    for (auto& n : names) {
+      name_of_[n.pid][n.func] = uint32_t(known_.size());
+      known_.push_back({std::move(n.name), std::move(n.source)});
+    }
+  }
+
+  void launch(const hal::Event& e) {
+    if (e.kind != hal::EventKind::kLaunch) return;
+    auto func = e.get(hal::Field::kFunc);
+    if (!func) return;
+    Acc& a = acc(e.pid);
+    Slot& s = a.slots[slot_of(a, e.pid, *func)];
+    ++s.k.launches;
+    ++a.out.launches;
+    if (s.k.name.empty()) ++a.out.unnamed_launches;
+    if (e.stack_id) {
+      auto it = s.stacks.find(e.stack_id);
+      if (it != s.stacks.end())
+        ++it->second;
+      else if (s.stacks.size() < kMaxStacksPerKernel)
+        s.stacks.emplace(e.stack_id, 1);
+    }
+    if (!a.series || a.starts.empty()) return;
+    int64_t ts = int64_t(e.ts_ns);
+    auto it = std::upper_bound(a.starts.begin(), a.starts.end(), ts);
+    if (it == a.starts.begin()) return;
+    size_t i = size_t(it - a.starts.begin()) - 1;
+    if (ts >= a.series->steps[i].end_ns) return;
+    if (s.per_step.empty()) s.per_step.assign(a.starts.size(), 0);
+    ++s.per_step[i];
+  }
+
+  void run(const CallRun& r) {
+    if (r.kind == hal::EventKind::kLaunch) acc(r.pid).out.folded_launches += r.calls;
+  }
+
+  std::vector<ProcessKernels> finish_all(TraceSource& source, std::mutex* lock) {
+    std::vector<ProcessKernels> out;
+    for (auto& [pid, a] : procs_) {
+      finish(a, source, lock);
+      out.push_back(std::move(a.out));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const ProcessKernels& x, const ProcessKernels& y) { return x.pid < y.pid; });
+    return out;
+  }
+
+ private:
+  Acc& acc(uint32_t pid) {
+    if (last_ && last_pid_ == pid) return *last_;
+    auto [it, fresh] = procs_.try_emplace(pid);
+    if (fresh) {
+      it->second.out.pid = pid;
+      it->second.series = steps_.find(pid);
+      if (it->second.series)
+        for (const Step& st : it->second.series->steps) it->second.starts.push_back(st.start_ns);
+    }
+    last_pid_ = pid;
+    last_ = &it->second;
+    return it->second;
+  }
+
+  // The slot of a function: its name's (functions of one name share it), or its own.
+  uint32_t slot_of(Acc& a, uint32_t pid, uint64_t func) {
+    if (auto it = a.slot_of_func.find(func); it != a.slot_of_func.end()) return it->second;
+    const Name* n = nullptr;
+    if (auto p = name_of_.find(pid); p != name_of_.end())
+      if (auto f = p->second.find(func); f != p->second.end()) n = &known_[f->second];
+    uint32_t slot = uint32_t(a.slots.size());
+    bool fresh = true;
+    if (n) {
+      auto [it, inserted] = a.slot_of_name.try_emplace(n->full, slot);
+      slot = it->second;
+      fresh = inserted;
+    }
+    if (fresh) {
+      Slot s;
+      s.k.func = func;
+      if (n) {
+        s.k.full_name = n->full;
+        s.k.name = hal::short_kernel_name(n->full);
+        s.k.source = n->source;
+      }
+      a.slots.push_back(std::move(s));
+    }
+    a.slot_of_func.emplace(func, slot);
+    return slot;
+  }
+
+  const StepModel& steps_;
+  std::vector<Name> known_;
+  std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint32_t>> name_of_;
+  std::unordered_map<uint32_t, Acc> procs_;
+  uint32_t last_pid_ = 0;
+  Acc* last_ = nullptr;
+};
+
+}  // namespace
+
 KernelReport compute_kernels(TraceSource& source, const Window& w, const StepModel& steps,
                              std::mutex* stacks_lock) {
   KernelReport r;
@@ -113,91 +219,10 @@ KernelReport compute_kernels(TraceSource& source, const Window& w, const StepMod
   std::vector<KernelNameInfo> names = source.kernel_names(w.node);
   r.named = !names.empty() || (r.naming && r.naming->unnamed_launches);
   if (!r.named) return r;
-  std::vector<Name> known;
-  std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint32_t>> name_of;
-  for (auto& n : names) {
-    name_of[n.pid][n.func] = uint32_t(known.size());
-    known.push_back({std::move(n.name), std::move(n.source)});
-  }
-  std::unordered_map<uint32_t, Acc> procs;
-  uint32_t last_pid = 0;
-  Acc* last = nullptr;
-  auto acc = [&](uint32_t pid) -> Acc& {
-    if (last && last_pid == pid) return *last;
-    auto [it, fresh] = procs.try_emplace(pid);
-    if (fresh) {
-      it->second.out.pid = pid;
-      it->second.series = steps.find(pid);
-      if (it->second.series)
-        for (const Step& st : it->second.series->steps) it->second.starts.push_back(st.start_ns);
-    }
-    last_pid = pid;
-    last = &it->second;
-    return it->second;
-  };
-  auto slot_of = [&](Acc& a, uint32_t pid, uint64_t func) -> uint32_t {
-    if (auto it = a.slot_of_func.find(func); it != a.slot_of_func.end()) return it->second;
-    const Name* n = nullptr;
-    if (auto p = name_of.find(pid); p != name_of.end())
-      if (auto f = p->second.find(func); f != p->second.end()) n = &known[f->second];
-    uint32_t slot;
-    if (n) {
-      auto [it, fresh] = a.slot_of_name.try_emplace(n->full, uint32_t(a.slots.size()));
-      slot = it->second;
-      if (fresh) {
-        Slot s;
-        s.k.full_name = n->full;
-        s.k.name = hal::short_kernel_name(n->full);
-        s.k.source = n->source;
-        s.k.func = func;
-        a.slots.push_back(std::move(s));
-      }
-    } else {
-      slot = uint32_t(a.slots.size());
-      Slot s;
-      s.k.func = func;
-      a.slots.push_back(std::move(s));
-    }
-    a.slot_of_func.emplace(func, slot);
-    return slot;
-  };
+  KernelPass pass(std::move(names), steps);
   source.call_runs(
-      w,
-      [&](const hal::Event& e) {
-        if (e.kind != hal::EventKind::kLaunch) return;
-        auto func = e.get(hal::Field::kFunc);
-        if (!func) return;
-        Acc& a = acc(e.pid);
-        Slot& s = a.slots[slot_of(a, e.pid, *func)];
-        ++s.k.launches;
-        ++a.out.launches;
-        if (s.k.name.empty()) ++a.out.unnamed_launches;
-        if (e.stack_id) {
-          auto it = s.stacks.find(e.stack_id);
-          if (it != s.stacks.end())
-            ++it->second;
-          else if (s.stacks.size() < kMaxStacksPerKernel)
-            s.stacks.emplace(e.stack_id, 1);
-        }
-        if (a.series && !a.starts.empty()) {
-          int64_t ts = int64_t(e.ts_ns);
-          auto it = std::upper_bound(a.starts.begin(), a.starts.end(), ts);
-          if (it == a.starts.begin()) return;
-          size_t i = size_t(it - a.starts.begin()) - 1;
-          if (ts >= a.series->steps[i].end_ns) return;
-          if (s.per_step.empty()) s.per_step.assign(a.starts.size(), 0);
-          ++s.per_step[i];
-        }
-      },
-      [&](const CallRun& run) {
-        if (run.kind == hal::EventKind::kLaunch) acc(run.pid).out.folded_launches += run.calls;
-      });
-  for (auto& [pid, a] : procs) {
-    finish(a, source, stacks_lock);
-    r.processes.push_back(std::move(a.out));
-  }
-  std::sort(r.processes.begin(), r.processes.end(),
-            [](const ProcessKernels& x, const ProcessKernels& y) { return x.pid < y.pid; });
+      w, [&](const hal::Event& e) { pass.launch(e); }, [&](const CallRun& run) { pass.run(run); });
+  r.processes = pass.finish_all(source, stacks_lock);
   return r;
 }
 

@@ -208,6 +208,24 @@ TEST(KernelNamesStore, McpGetKernelsAndTheReportListThem) {
             std::string::npos)
       << text;
 
+  // The steps list their kernels in both tools alike.
+  auto sum_steps = [](const nlohmann::json& steps) {
+    int64_t n = 0;
+    for (const auto& st : steps)
+      for (const auto& k : st.at("kernels")) n += k.at("launches").get<int64_t>();
+    return n;
+  };
+  auto kernels_steps = rpc("tools/call", {{"name", "get_kernels"},
+                                          {"arguments", {{"pid", 100}, {"steps", 200}}}})["result"];
+  auto breakdown = rpc("tools/call", {{"name", "get_step_breakdown"},
+                                      {"arguments", {{"pid", 100}, {"limit", 200}}}})["result"];
+  const auto& kst = kernels_steps["structuredContent"]["processes"][0]["steps"];
+  const auto& bst = breakdown["structuredContent"]["processes"][0]["steps"];
+  ASSERT_FALSE(kst.empty()) << kernels_steps.dump();
+  ASSERT_EQ(kst.size(), bst.size());
+  EXPECT_EQ(sum_steps(kst), sum_steps(bst));
+  EXPECT_GT(sum_steps(kst), 0);
+
   auto reader = store::TraceReader::open(db, app::builtin_views());
   ASSERT_TRUE(reader);
   store::SqlTraceSource source(**reader);
