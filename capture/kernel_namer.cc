@@ -157,6 +157,14 @@ bool KernelNamer::elf_name(uint32_t pid, Proc& p, uint64_t addr, std::string& ra
   return true;
 }
 
+const std::string* KernelNamer::intern(const std::string& raw) {
+  auto it = kept_.find(raw);
+  if (it != kept_.end()) return &*it;
+  if (kept_bytes_ + raw.size() > kMaxKeptBytes) return nullptr;
+  kept_bytes_ += raw.size();
+  return &*kept_.insert(raw).first;
+}
+
 KernelNamer::Func* KernelNamer::entry(Proc& p, uint64_t func, uint64_t ts_ns) {
   auto it = p.funcs.find(func);
   if (it != p.funcs.end()) return &it->second;
@@ -175,8 +183,7 @@ void KernelNamer::name(uint32_t pid, Proc& p, uint64_t func, const std::string& 
   Func* f = entry(p, func, ts_ns);
   if (!f || f->named) return;  // the first name stands
   f->named = true;
-  f->raw = raw;
-  f->name = hal::demangle(raw);
+  f->raw = intern(raw);
   f->source = source;
   ++counters_.names;
   ++counters_.by_source[size_t(source) & 3];
@@ -187,7 +194,7 @@ void KernelNamer::name(uint32_t pid, Proc& p, uint64_t func, const std::string& 
     --counters_.unnamed_functions;
     f->unnamed = 0;
   }
-  (void)out_.on_kernel_name({pid, func, f->name, raw, source, ts_ns});
+  (void)out_.on_kernel_name({pid, func, hal::demangle(raw), raw, source, ts_ns});
   std::vector<uint64_t> waiting = std::move(f->waiting);
   f->waiting.clear();
   if (depth < 8)
@@ -217,9 +224,10 @@ void KernelNamer::on_capture(const hal::NameCapture& c) {
     if (elf_name(c.pid, p, *c.alias_of, raw))
       name(c.pid, p, *c.alias_of, raw, hal::KernelNameSource::kElfSymbol, c.ts_ns);
   }
-  if (t->named) {
-    std::string raw = t->raw;  // name() may add entries; `t` stays valid, its strings too
-    name(c.pid, p, c.func, raw, t->source, c.ts_ns);
+  if (t->named && t->raw) {
+    name(c.pid, p, c.func, *t->raw, t->source, c.ts_ns);
+  } else if (t->named) {
+    ++counters_.unkept;  // its name was not kept (kMaxKeptBytes): the handle stays unnamed
   } else if (t->waiting.size() < 64) {
     t->waiting.push_back(c.func);
   }

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "hal/event_sink.h"
@@ -74,12 +75,16 @@ class KernelNamer {
     uint64_t unnamed_launches = 0;   // launches whose function had none: NULL in calls.kernel
     uint64_t unnamed_functions = 0;  // distinct (pid, func) launched without a name
     uint64_t dropped = 0;            // entries over kMaxEntries, not kept
+    uint64_t unkept = 0;             // handles of a kernel whose name was past kMaxKeptBytes
   };
   // Longest name read; longer ones are unreadable (mangled names of deep templates reach a few
   // KiB).
   static constexpr size_t kMaxName = 64 * 1024;
   // (pid, func) entries kept at most, over every process.
   static constexpr size_t kMaxEntries = 1 << 20;
+  // Bytes of distinct names kept for the aliases that may follow (a process that loads
+  // libtorch_cuda registers tens of thousands of kernels; every such process shares them).
+  static constexpr size_t kMaxKeptBytes = size_t(256) << 20;
 
   KernelNamer(hal::EventSink& out, std::unique_ptr<ProcessImage> image);
 
@@ -113,7 +118,9 @@ class KernelNamer {
     bool elf_tried = false;  // its ELF symbol was looked up
     uint64_t since_ns = 0;   // the capture or launch that made the entry
     uint64_t unnamed = 0;    // launches read while it had no name
-    std::string name, raw;   // kept for aliases that arrive later
+    // The name as the binary spells it, for aliases that arrive later: interned (every process
+    // that loads a library registers the same names), null past kMaxKeptBytes.
+    const std::string* raw = nullptr;
     hal::KernelNameSource source = hal::KernelNameSource::kNone;
     std::vector<uint64_t> waiting;  // keys aliased to this one before it had a name
   };
@@ -130,6 +137,7 @@ class KernelNamer {
   // The ELF symbol starting exactly at `addr`, when it is a function of a mapped file.
   bool elf_name(uint32_t pid, Proc& p, uint64_t addr, std::string& raw);
   Func* entry(Proc& p, uint64_t func, uint64_t ts_ns);
+  const std::string* intern(const std::string& raw);
   void name(uint32_t pid, Proc& p, uint64_t func, const std::string& raw,
             hal::KernelNameSource source, uint64_t ts_ns, int depth = 0);
 
@@ -139,6 +147,8 @@ class KernelNamer {
   uint32_t last_pid_ = 0;
   Proc* last_ = nullptr;
   size_t entries_ = 0;
+  std::unordered_set<std::string> kept_;  // interned names (node-based: pointers stay valid)
+  size_t kept_bytes_ = 0;
   Counters counters_;
 };
 
