@@ -51,7 +51,7 @@ int Trace::finish() {
   end.stopped_at_ns = wall_now_ns();
   end.attached_probes = attached;
   end.counters = session_counters(stats, pc.call_records, true);
-  end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get());
+  end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get(), kernels_.get());
   end.exit_reason = exit_reason_;
   // The rings are read out: unmapping them before the session's analysis makes the peak
   // memory the larger of tracing and analysing, not their sum.

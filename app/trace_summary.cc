@@ -19,7 +19,7 @@ store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_r
 }
 
 std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline& pipeline,
-                       const capture::StackCollector* stacks) {
+                       const capture::StackCollector* stacks, const capture::KernelNamer* kernels) {
   nlohmann::json sj;
   const char* names[] = {"calls",           "ringbuf_drops",    "thread_map_full", "depth_overflow",
                          "unpaired_return", "frames_discarded", "unfinished",      "host_drops",
@@ -38,6 +38,16 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
   sj["kernel_name_records"] = pc.name_records;
   sj["delivery_lag_p50_us"] = pipeline.delivery_lag_quantile_ns(0.50) / 1000;
   sj["delivery_lag_p99_us"] = pipeline.delivery_lag_quantile_ns(0.99) / 1000;
+  if (kernels) {
+    const auto& k = kernels->counters();
+    sj["kernel_names"] = k.names;
+    sj["kernel_name_captures"] = k.captures;
+    sj["kernel_names_unreadable"] = k.unreadable;
+    sj["kernel_named_launches"] = k.named_launches;
+    sj["kernel_unnamed_launches"] = k.unnamed_launches;
+    sj["kernel_entries_dropped"] = k.dropped;
+    sj["kernel_names_unkept"] = k.unkept;
+  }
   if (stacks) {
     const auto& sc = stacks->counters();
     sj["stacks_distinct"] = sc.stored;

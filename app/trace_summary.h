@@ -19,7 +19,8 @@ store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_r
 
 // Every counter of the BPF side and the pipeline, for sessions.bpf_stats.
 std::string stats_json(const hal::BpfStats& s, const capture::EventPipeline& p,
-                       const capture::StackCollector* stacks);
+                       const capture::StackCollector* stacks,
+                       const capture::KernelNamer* kernels = nullptr);
 
 // One line per kind of loss ("12 calls lost (calls ring full): counts are lower bounds; raise
 // --ringbuf-mb"), nothing when nothing was lost. Printed even with -q.
