@@ -108,6 +108,15 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_flag(
       "--prometheus-per-process", o->prometheus_per_process,
       "Add pid and comm labels to the GPU API metrics (one series per process: watch cardinality)");
+  cmd->add_option("--prometheus-kernels", o->prometheus_kernels,
+                  "Launches by kernel name on /metrics: the K kernels with the most launches get "
+                  "their own series, the rest share kernel=\"other\" (0: none)")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
+  cmd->add_flag("--kernel-names,!--no-kernel-names", o->kernel_names,
+                "Name the kernels launches run, from the runtime's registration of kernels, "
+                "driver look-ups and ELF symbols: once per kernel, never on the launch path "
+                "(default on; --no-kernel-names attaches no name probe)");
   cmd->add_flag(
       "--stack,!--no-stack", o->stacks,
       "Capture the user call stack of traced calls, with Python frames for CPython 3.10-3.13 "
@@ -223,6 +232,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     flags += "launch-timing=" + std::to_string(o->launch_timing) + ",";
     if (o->keep_runtime_probes) flags += "keep-runtime-probes,";
     if (o->keep_all) flags += "keep-all,";
+    if (!o->kernel_names) flags += "no-kernel-names,";
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
     if (o->rdma_verbs) {

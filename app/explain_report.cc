@@ -32,6 +32,27 @@ void print_op_table(std::ostream& out, const std::vector<const engine::OpStats*>
   }
 }
 
+// "    kernels per step: 400 × mul, 400 × add, 3 others (12 launches unnamed)".
+void print_step_kernels(std::ostream& out, const engine::ProcessKernels& k) {
+  std::vector<const engine::KernelCount*> shown;
+  for (const auto& c : k.kernels)
+    if (c.per_step_median) shown.push_back(&c);
+  std::stable_sort(shown.begin(), shown.end(),
+                   [](auto* x, auto* y) { return x->per_step_median > y->per_step_median; });
+  if (shown.empty() && !k.unnamed_launches) return;
+  constexpr size_t kShown = 6;
+  out << "    kernels per step:";
+  for (size_t i = 0; i < shown.size() && i < kShown; ++i)
+    out << (i ? ", " : " ") << format_count(shown[i]->per_step_median) << " \u00d7 "
+        << shown[i]->label();
+  if (shown.size() > kShown) out << ", " << shown.size() - kShown << " more";
+  if (shown.empty()) out << " none in steady steps";
+  if (k.unnamed_launches)
+    out << " (" << format_count(k.unnamed_launches) << " of " << format_count(k.launches)
+        << " launches have no kernel name)";
+  out << "\n";
+}
+
 }  // namespace
 
 void print_chain(std::ostream& out, const engine::Chain& c) {
@@ -60,6 +81,7 @@ static void print_steps(std::ostream& out, const engine::Analysis& a) {
     if (!any) out << "Training steps\n";
     any = true;
     out << "  " << a.process_name(s.pid) << " (pid " << s.pid << "): " << s.summary.text << "\n";
+    if (const engine::ProcessKernels* k = a.kernels.find(s.pid)) print_step_kernels(out, *k);
     if (s.calls_dropped)
       out << "    steps modelled until " << format_wall(s.last_call_ns)
           << " only: " << format_count(s.calls_dropped)
@@ -112,6 +134,8 @@ static void print_tenants(std::ostream& out, const engine::Analysis& a, engine::
 void print_report(std::ostream& out, const engine::Analysis& a, const ReportOptions& o) {
   // Losses come first: every figure below is a lower bound when calls are missing.
   if (std::string lost = engine::losses_line(a.losses); !lost.empty()) out << lost << "\n";
+  if (std::string unnamed = engine::unnamed_kernels_line(a.kernels); !unnamed.empty())
+    out << unnamed << "\n";
   out << "INGERO INCIDENT REPORT";
   if (!o.title.empty()) out << " \u2014 " << o.title;
   out << "\n";

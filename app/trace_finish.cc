@@ -53,12 +53,15 @@ int Trace::finish() {
   end.stopped_at_ns = wall_now_ns();
   end.attached_probes = attached;
   end.counters = session_counters(stats, pc.call_records, true);
-  end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get());
+  end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get(), kernels_.get());
   end.exit_reason = exit_reason_;
   // The rings are read out: unmapping them before the session's analysis makes the peak
   // memory the larger of tracing and analysing, not their sum.
   pipeline_->catch_up_stacks = nullptr;
   reader_.reset();
+  // Before the session's analysis, committed: it says what could not be named.
+  update_kernel_naming();
+  pipeline_->commit();
   size_t nchains = 0;
   if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns,
                                     *tenants_))
@@ -92,6 +95,7 @@ int Trace::finish() {
     if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
     std::cerr << "\n";
     if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
+    if (kernels_) print_kernel_names_summary(std::cerr, *kernels_);
     if (writer_->retention_deleted())
       std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
                 << " rows past the policy (--retain/--max-db-size)"

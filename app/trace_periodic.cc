@@ -32,6 +32,14 @@ void Trace::update_counters() {
   pipeline_->commit();
   (void)writer_->update_counters(
       session_counters(session_->stats(), pipeline_->counters().call_records, false));
+  update_kernel_naming();
+}
+
+void Trace::update_kernel_naming() {
+  if (!kernels_) return;
+  const auto& k = kernels_->counters();
+  (void)writer_->update_kernel_naming(
+      {k.names, k.unnamed_launches, k.unnamed_functions, k.unreadable, 0});
 }
 
 // --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
@@ -101,6 +109,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
   events_at_last_metrics_ = total;
   last_metrics_ = mono;
   metrics_->retire_exited(mono);
+  metrics_->refresh_kernel_series();
   if (live_chains_.valid() &&
       live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     LiveAnalysis la = live_chains_.get();
@@ -134,6 +143,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
     engine::EngineOptions eo = tracer_engine_options();
     w.from_ns = source.recent_start(w, eo.model_calls);
     eo.model_calls = 0;  // the whole window is those seconds already: no second look-up
+    eo.kernels = false;  // only severities and steps are kept of it
     auto a = engine::analyze(source, w, eo);
     for (const auto& c : a.chains) ++out.chains[engine::severity_name(c.severity)];
     for (const auto& s : a.steps.processes)

@@ -21,6 +21,7 @@
 #include "capture/event_pipeline.h"
 #include "capture/host_info.h"
 #include "capture/launch_nesting.h"
+#include "capture/kernel_namer.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
@@ -83,6 +84,8 @@ class Trace {
   void fold_blocks();
   void update_metrics(int64_t mono, bool final);
   void update_counters();
+  // The session row's kernel-naming counters (store/kernel_names.h), from the namer.
+  void update_kernel_naming();
   void stop_child();
   std::string cr() const { return tty_ ? "\r\033[K" : ""; }
 
@@ -108,6 +111,7 @@ class Trace {
   std::unique_ptr<capture::LaunchNesting> nesting_;
   std::vector<std::string> detached_;  // runtimes whose launch probes were detached
   std::unique_ptr<capture::StackCollector> stacks_;
+  std::unique_ptr<capture::KernelNamer> kernels_;
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;

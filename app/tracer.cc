@@ -170,6 +170,7 @@ hal::BpfConfig Trace::bpf_config() {
 // a half-started tracer.
 bool Trace::serve_metrics() {
   metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
+  metrics_->set_kernel_series(opts_.prometheus_kernels);
   if (auto st = metrics_->serve(opts_.prometheus, opts_.prometheus_web_config); !st) {
     std::cerr << "ingero trace: " << st.error().message << "\n";
     return false;
@@ -231,6 +232,14 @@ void Trace::make_pipeline() {
                    "--keep-runtime-probes keeps them)\n";
   };
   pipeline_->nesting = nesting_.get();
+  if (opts_.kernel_names) {
+    kernels_ = std::make_unique<capture::KernelNamer>(
+        sinks_, std::make_unique<capture::LocalProcessImage>());
+    pipeline_->kernels = kernels_.get();
+  } else {
+    probes_->set_spec_filter(
+        [](const hal::ProbeSpec& s) { return s.kind != hal::EventKind::kKernelName; });
+  }
   if (opts_.stacks) {
     stacks_ = std::make_unique<capture::StackCollector>(sinks_, session_.get());
     stacks_->on_warning = [this](const std::string& m) {
@@ -238,6 +247,10 @@ void Trace::make_pipeline() {
     };
     pipeline_->stacks = stacks_.get();
     stacks_->scan_existing(local_.pids());
+    // A process that exited before its names were read: the maps its first stack was
+    // resolved with.
+    if (kernels_)
+      kernels_->maps_fallback = [s = stacks_.get()](uint32_t pid) { return s->maps_of(pid); };
   }
 }
 

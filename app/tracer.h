@@ -31,6 +31,8 @@ struct TraceOptions {
   bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;
+  uint32_t prometheus_kernels = 20;   // kernels with their own launch series (0: none)
+  bool kernel_names = true;           // name launches' kernels (hal/kernel_names.h)
   std::string prometheus_web_config;  // Prometheus web-config file: TLS, basic auth ("" = none)
   bool stacks = true;                 // user stacks (native + Python frames) of traced calls
   uint32_t stack_samples = 2;         // calls per call site that walk their stack

@@ -180,6 +180,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     a.steps = steps.get();
   }
   h.samples = {};
+  if (opts.kernels) a.kernels = compute_kernels(source, recent, a.steps, &stacks_lock);
   rule_fabric_errors(source, a, a.chains);
   rule_step_faults(source, a, a.chains);
   apply_step_phases(a);

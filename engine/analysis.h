@@ -12,6 +12,7 @@
 
 #include "engine/chain.h"
 #include "engine/host_context.h"
+#include "engine/kernels.h"
 #include "engine/op_stats.h"
 #include "engine/steps.h"
 #include "engine/trace_source.h"
@@ -37,6 +38,7 @@ struct Analysis {
   OpStatsSet stats;
   HostContext host;
   StepModel steps;            // per GPU process: step cadence, per-step breakdown, host gaps
+  KernelReport kernels;       // per GPU process: which kernels it launches, per step and from where
   std::vector<Chain> chains;  // HIGH first, then by score
   std::vector<ProcessReport> processes;
   std::map<uint32_t, ProcessInfo> names;
@@ -56,6 +58,9 @@ struct EngineOptions {
   // analyses (the session's end, the live chains behind --prometheus) bound their memory so.
   size_t model_bytes = default_model_bytes();
   uint64_t model_calls = 0;
+  // Kernels per process and step (engine/kernels.h): one more pass over the modelled window's
+  // launches, where the trace has kernel names.
+  bool kernels = true;
 };
 
 Analysis analyze(TraceSource& source, const Window& window, const EngineOptions& opts = {});

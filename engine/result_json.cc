@@ -210,6 +210,75 @@ nlohmann::json tenants_json(const TenantReport& r) {
           {"tenants_omitted", r.tenants_omitted},
           {"preemptions", std::move(across)},
           {"preemptions_omitted", r.across_omitted}};
+nlohmann::json process_kernels_json(const ProcessKernels& p, const std::string& name,
+                                    size_t limit) {
+  nlohmann::json ks = nlohmann::json::array();
+  for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
+    const KernelCount& k = p.kernels[i];
+    nlohmann::json kj = {{"name", k.label()},
+                         {"named", !k.name.empty()},
+                         {"full_name", k.full_name},
+                         {"source", k.source},
+                         {"func", k.func},
+                         {"launches", k.launches},
+                         {"steady_launches", k.steady_launches},
+                         {"per_step_median", k.per_step_median},
+                         {"per_step_max", k.per_step_max},
+                         {"steps_with", k.steps_with},
+                         {"where", k.where},
+                         {"stack_id", k.stack}};
+    ks.push_back(std::move(kj));
+  }
+  return {{"pid", p.pid},
+          {"name", name},
+          {"launches", p.launches},
+          {"unnamed_launches", p.unnamed_launches},
+          {"unnamed_functions", p.unnamed_functions},
+          {"folded_launches", p.folded_launches},
+          {"steady_steps", p.steady_steps},
+          {"kernels_total", p.kernels.size()},
+          {"per_step", kernels_per_step_text(p)},
+          {"kernels", std::move(ks)}};
+}
+
+nlohmann::json kernel_steps_json(const ProcessKernels& p, const StepSeries& s,
+                                 const std::vector<size_t>& steps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i : steps) {
+    if (i >= s.steps.size() || i >= p.per_step.size()) continue;
+    nlohmann::json ks = nlohmann::json::array();
+    for (const auto& [k, n] : p.per_step[i])
+      ks.push_back({{"name", p.kernels[k].label()}, {"launches", n}});
+    out.push_back({{"step", i},
+                   {"start_ns", s.steps[i].start_ns},
+                   {"dur_ns", s.steps[i].duration()},
+                   {"warmup", s.steps[i].warmup},
+                   {"launches", s.steps[i].launches},
+                   {"kernels", std::move(ks)}});
+  }
+  return out;
+}
+
+nlohmann::json kernels_json(const Analysis& a, size_t limit) {
+  nlohmann::json j = nlohmann::json::object();
+  uint64_t unnamed = 0, functions = 0;
+  nlohmann::json procs = nlohmann::json::array();
+  for (const auto& p : a.kernels.processes) {
+    unnamed += p.unnamed_launches;
+    functions += p.unnamed_functions;
+    procs.push_back(process_kernels_json(p, a.process_name(p.pid), limit));
+  }
+  j["unnamed_launches"] = unnamed;
+  j["unnamed_functions"] = functions;
+  if (std::string line = unnamed_kernels_line(a.kernels); !line.empty()) j["summary"] = line;
+  if (a.kernels.naming)
+    j["tracer"] = {{"names", a.kernels.naming->names},
+                   {"unnamed_launches", a.kernels.naming->unnamed_launches},
+                   {"unnamed_functions", a.kernels.naming->unnamed_functions},
+                   {"unreadable", a.kernels.naming->unreadable},
+                   {"conflicts", a.kernels.naming->conflicts}};
+  j["processes"] = std::move(procs);
+  return j;
 }
 
 nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
@@ -219,6 +288,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   j["events"] = a.events;
   if (a.losses) j["losses"] = losses_json(*a.losses);
   j["steps"] = steps_overview_json(a);
+  if (a.kernels.named) j["kernels"] = kernels_json(a);
   j["window"] = {
       {"start_ns", a.span.first},
       {"end_ns", a.span.second},

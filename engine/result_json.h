@@ -30,6 +30,17 @@ nlohmann::json step_series_json(const StepSeries& s, const std::string& name);
 // step_series_json for every GPU process of the analysis.
 nlohmann::json steps_overview_json(const Analysis& a);
 
+// One process's kernels (engine/kernels.h): counts, per-step figures and the launching line of
+// its first `limit` kernels (most launched first).
+nlohmann::json process_kernels_json(const ProcessKernels& p, const std::string& name,
+                                    size_t limit = 50);
+// Its steps with their kernels: [{step, start_ns, dur_ns, warmup, kernels: [{name, launches}]}]
+// for the steps at `steps` (indexes into s.steps).
+nlohmann::json kernel_steps_json(const ProcessKernels& p, const StepSeries& s,
+                                 const std::vector<size_t>& steps);
+// The report's "kernels" object: what could not be named, and every process's kernels.
+nlohmann::json kernels_json(const Analysis& a, size_t limit = 50);
+
 // Losses as the session rows counted them: calls_lost, per-kind drops (schema v5 files),
 // lower_bounds (true when calls are missing) and the report's one-line summary.
 nlohmann::json losses_json(const TraceLosses& l);

@@ -150,6 +150,19 @@ void launch_bound(const Context& x, std::vector<Chain>& out) {
                         format_count(x.m.launches_per_step) + " launches per step, " +
                             pct(x.m.enqueue) + " of the step enqueueing",
                         0});
+  // Which kernels, and the line that launches them (engine/kernels.h).
+  const ProcessKernels* k = x.a.kernels.find(x.s.pid);
+  std::string kernels = k ? kernels_per_step_text(*k) : "";
+  if (!kernels.empty()) {
+    c.summary += ": " + kernels;
+    c.explanation += " Most launched: " + kernels + ".";
+    c.timeline.push_back({x.layer(""), "launch", kernels, 0});
+  }
+  if (k && k->unnamed_launches)
+    c.explanation += " " + format_count(k->unnamed_launches) + " of its " +
+                     format_count(k->launches) +
+                     " launches have no kernel name (registered before the trace began, in a "
+                     "file without symbols).";
   c.fixes = {"Replay the step as one graph (CUDA graphs; torch.compile mode=\"reduce-overhead\")",
              "Fuse small operations (torch.compile, fused optimizers) or raise the batch size so "
              "each kernel does more work"};

@@ -132,6 +132,27 @@ struct ProcessInfo {
   std::string name, cmdline;
 };
 
+// A kernel's name for one process's function: calls.func of its launches (a host stub's
+// address or a driver handle). The tracer learns them from the runtime's registration of
+// kernels, driver look-ups and ELF symbols (hal/kernel_names.h); the engine never sees more.
+struct KernelNameInfo {
+  std::string node;
+  uint32_t pid = 0;
+  uint64_t func = 0;
+  std::string name;      // demangled: "void scale<float>(float*, float, int)"
+  std::string raw_name;  // as the binary spells it
+  std::string source;    // "registration", "driver_lookup", "elf_symbol"
+};
+
+// What the tracer could not name, summed over the sessions.
+struct KernelNaming {
+  uint64_t names = 0;              // (pid, function) named
+  uint64_t unnamed_launches = 0;   // launches whose function got no name
+  uint64_t unnamed_functions = 0;  // distinct (pid, function) among them
+  uint64_t unreadable = 0;         // names a source gave whose bytes could not be read
+  uint64_t conflicts = 0;          // a (pid, function) named twice differently: the first kept
+};
+
 // The string_views inside events (vendor, api, op, library) must point at storage that lives
 // as long as the source: the engine keys its groups by their addresses.
 using EventFn = std::function<void(const hal::Event&)>;
@@ -204,6 +225,14 @@ class TraceSource {
   // The same of one node's sessions (a merged trace analysed node by node): by default the
   // whole trace's.
   virtual std::optional<TraceLosses> node_losses(const std::string& /*node*/) { return losses(); }
+  // Kernel names of the trace's launches (of `node` when given), and what the tracer could not
+  // name (nullopt: the source does not record it, e.g. files from before kernel names).
+  virtual std::vector<KernelNameInfo> kernel_names(const std::optional<std::string>& /*node*/) {
+    return {};
+  }
+  virtual std::optional<KernelNaming> kernel_naming(const std::optional<std::string>& /*node*/) {
+    return std::nullopt;
+  }
   // The latest start of a whole second of `w` such that at most `max_calls` calls start
   // between it and the window's end, from per-second call counts; w.from_ns when the whole
   // window fits or the source keeps no such counts.

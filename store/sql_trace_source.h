@@ -60,6 +60,9 @@ class SqlTraceSource final : public engine::TraceSource {
   void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override;
   std::optional<engine::TraceLosses> losses() override;
   std::optional<engine::TraceLosses> node_losses(const std::string& node) override;
+  std::vector<engine::KernelNameInfo> kernel_names(const std::optional<std::string>& node) override;
+  std::optional<engine::KernelNaming> kernel_naming(
+      const std::optional<std::string>& node) override;
   int64_t recent_start(const engine::Window& w, uint64_t max_calls) override;
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
       const engine::Window& w) override;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "engine/quantile_sketch.h"
+#include "engine/trace_source.h"
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
@@ -180,6 +181,13 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override {
     return add_stack(stack_id, frames);
   }
+  // A kernel's name for one process's function (store/kernel_names.h): the first name of a
+  // (pid, func) stays; a different one later is counted in kernel_name_conflicts().
+  ingero::Status add_kernel_name(const hal::KernelName& k);
+  ingero::Status on_kernel_name(const hal::KernelName& k) override { return add_kernel_name(k); }
+  // Records what the session could not name (the sessions row); conflicts add this writer's.
+  ingero::Status update_kernel_naming(const engine::KernelNaming& n);
+  uint64_t kernel_name_conflicts() const { return kernel_name_conflicts_; }
   // A stack in the original implementation's format (merged files keep them), by its hash;
   // creates its table on first use.
   ingero::Status add_legacy_stack(int64_t hash, std::string_view ips, std::string_view frames);
@@ -314,6 +322,7 @@ class TraceWriter final : public hal::EventSink {
   size_t pending_ = 0;
   uint64_t written_ = 0;
   uint64_t failed_ = 0;
+  uint64_t kernel_name_conflicts_ = 0;
 };
 
 }  // namespace ingero::store

@@ -127,6 +127,12 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                  .Help("Functions with uprobes attached, per backend")
                  .Register(r);
   db_bytes_ = &BuildGauge().Name("ingero_db_bytes").Help("Size of the trace file").Register(r);
+  kernel_launches_ = &BuildCounter()
+                          .Name("ingero_kernel_launches_total")
+                          .Help(
+                              "Kernel launches by kernel name: the kernels with the most launches "
+                              "(--prometheus-kernels), then other and unnamed")
+                          .Register(r);
   BuildGauge()
       .Name("ingero_build_info")
       .Help("ingero build")
@@ -262,6 +268,7 @@ void Metrics::observe(const hal::Event& ev) {
       counter->Increment();
     }
     uint64_t stream = ev.get_or(hal::Field::kStream, 0);
+    if (ev.kind == hal::EventKind::kLaunch) observe_launch(ev);
     if (ev.kind == hal::EventKind::kCollective || ev.kind == hal::EventKind::kP2P) {
       prometheus::Labels l = {{"vendor", std::string(ev.vendor)}, {"op", std::string(ev.op)}};
       collectives_->Add(l).Increment();
@@ -292,6 +299,7 @@ void Metrics::observe(const hal::Event& ev) {
       block_duration_->Add({{"op", std::string(ev.op)}}, latency_buckets()).Observe(secs);
       break;
     case hal::EventKind::kProcessExit:
+      kernel_of_.erase(ev.pid);
       if (auto it = processes_.find(ev.pid); it != processes_.end())
         it->second.exited_ns = ev.ts_ns ? ev.ts_ns : 1;
       open_collectives_.erase(open_collectives_.lower_bound({ev.pid, 0}),

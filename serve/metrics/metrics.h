@@ -78,6 +78,19 @@ class Metrics final : public hal::EventSink {
   };
   void observe_steps(const std::vector<StepSample>& steps);
 
+  // Launches by kernel (ingero_kernel_launches_total{kernel}; hal/kernel_names.h): at most
+  // `k` kernels get a series of their own (0: none), the rest share kernel="other", and
+  // launches whose function has no name count as kernel="unnamed". Labels are the short names
+  // (hal::short_kernel_name), at most kMaxKernelLabel bytes, summed over processes.
+  void set_kernel_series(uint32_t k) { kernel_series_ = k; }
+  ingero::Status on_kernel_name(const hal::KernelName& k) override;
+  // Gives a series to the kernels with the most launches so far while fewer than K have one
+  // (the tracer calls it every few seconds). A series, once given, stays, and counts the
+  // kernel's launches from then on; those before it stay in kernel="other", so every counter
+  // only grows and the family's sum is every launch.
+  void refresh_kernel_series();
+  static constexpr size_t kMaxKernelLabel = 128;
+
   std::string exposition() const;  // the text format, as /metrics serves it
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   // Histogram bucket boundaries in seconds: 1 us .. 10 s.
@@ -93,6 +106,7 @@ class Metrics final : public hal::EventSink {
  private:
   prometheus::Labels call_labels(const hal::Event& ev, uint64_t process) const;
   uint64_t process_key(const hal::Event& ev);
+  void observe_launch(const hal::Event& ev);  // ingero_kernel_launches_total
   // Device asynchronous events: ingero_<vendor>_async_event_total by event type.
   void observe_device_event(const hal::Event& ev);
   // A counter family registered on first use (device counters and events).
@@ -156,6 +170,20 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Counter>* store_errors_;
   prometheus::Family<prometheus::Gauge>* probes_;
   prometheus::Family<prometheus::Gauge>* db_bytes_;
+  prometheus::Family<prometheus::Counter>* kernel_launches_;
+  struct KernelSeries {
+    std::string label;
+    uint64_t launches = 0;
+    prometheus::Counter* series = nullptr;  // null: counted in `other`
+  };
+  uint32_t kernel_series_ = 20;
+  uint32_t kernels_given_ = 0;  // kernels with a series
+  std::vector<KernelSeries> kernels_;
+  std::unordered_map<std::string, uint32_t> kernel_index_;  // by label
+  // (pid, func) -> kernels_ index, per process (dropped when it exits)
+  std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint32_t>> kernel_of_;
+  prometheus::Counter* kernel_other_ = nullptr;
+  prometheus::Counter* kernel_unnamed_ = nullptr;
   std::unordered_map<CallKey, CallMetrics, CallKeyHash> call_cache_;
   struct ProcessSeries {
     std::vector<CallKey> keys;  // call_cache_ keys

@@ -1,5 +1,6 @@
 #include "serve/report/engine_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -75,6 +76,71 @@ json step_series_json(const engine::StepSeries& s, const std::string& node, cons
   for (size_t c = 0; c < kNumColumns; ++c) points[std::string(kColumns[c]) + "_us"] = cols[c];
   j["group"] = group;
   j["points"] = std::move(points);
+  return j;
+}
+
+json kernel_series_json(const engine::ProcessKernels& k, const engine::StepSeries* s,
+                        const std::string& node, const std::string& name, int64_t t0_ns,
+                        size_t max_points, size_t max_rows) {
+  json rows = json::array();
+  for (size_t i = 0; i < k.kernels.size() && i < max_rows; ++i) {
+    const engine::KernelCount& c = k.kernels[i];
+    rows.push_back({{"name", c.label()},
+                    {"named", !c.name.empty()},
+                    {"full_name", c.full_name},
+                    {"source", c.source},
+                    {"launches", c.launches},
+                    {"per_step_median", c.per_step_median},
+                    {"per_step_max", c.per_step_max},
+                    {"steps_with", c.steps_with},
+                    {"where", c.where}});
+  }
+  json j = {{"node", node},
+            {"pid", k.pid},
+            {"name", name},
+            {"launches", k.launches},
+            {"unnamed_launches", k.unnamed_launches},
+            {"unnamed_functions", k.unnamed_functions},
+            {"folded_launches", k.folded_launches},
+            {"steady_steps", k.steady_steps},
+            {"kernels_total", k.kernels.size()},
+            {"per_step_text", engine::kernels_per_step_text(k)},
+            {"kernels", std::move(rows)}};
+  if (!s || s->steps.empty() || k.per_step.size() != s->steps.size()) return j;
+  // The kernels that have per-step counts: the most launched (ProcessKernels::kMaxStepKernels).
+  size_t shown = std::min(k.kernels.size(), engine::ProcessKernels::kMaxStepKernels);
+  size_t n = s->steps.size();
+  size_t group = max_points && n > max_points ? (n + max_points - 1) / max_points : 1;
+  json t = json::array(), warm = json::array(), other = json::array();
+  std::vector<json> cols(shown, json::array());
+  for (size_t i = 0; i < n; i += group) {
+    size_t end = std::min(n, i + group);
+    std::vector<double> sum(shown, 0.0);
+    double rest = 0;
+    bool warmup = false;
+    for (size_t st = i; st < end; ++st) {
+      double in_top = 0;
+      for (const auto& [kernel, count] : k.per_step[st]) {
+        sum[kernel] += count;
+        in_top += count;
+      }
+      rest += std::max(0.0, double(s->steps[st].launches) - in_top);
+      warmup = warmup || s->steps[st].warmup;
+    }
+    double cnt = double(end - i);
+    t.push_back(std::round(double(s->steps[i].start_ns - t0_ns) / 1e3) / 1e6);
+    warm.push_back(warmup ? 1 : 0);
+    for (size_t c = 0; c < shown; ++c) cols[c].push_back(std::round(sum[c] / cnt * 10) / 10);
+    other.push_back(std::round(rest / cnt * 10) / 10);
+  }
+  json series = json::array();
+  for (size_t c = 0; c < shown; ++c)
+    series.push_back({{"name", k.kernels[c].label()}, {"counts", std::move(cols[c])}});
+  j["group"] = group;
+  j["points"] = {{"t", std::move(t)},
+                 {"warmup", std::move(warm)},
+                 {"series", std::move(series)},
+                 {"other", std::move(other)}};
   return j;
 }
 

@@ -19,6 +19,14 @@ namespace ingero::serve::report {
 nlohmann::json step_series_json(const engine::StepSeries& s, const std::string& node,
                                 const std::string& name, int64_t t0_ns, size_t max_points);
 
+// One process's kernels (engine/kernels.h): its kernels table (at most `max_rows`, most
+// launched first) and, when it has steps, its launches per step by kernel, columnar as the
+// step series (`points.t`, `points.warmup`, one `series` per kernel with a per-step count and
+// `other` for the rest), averaged in the same groups.
+nlohmann::json kernel_series_json(const engine::ProcessKernels& k, const engine::StepSeries* s,
+                                  const std::string& node, const std::string& name, int64_t t0_ns,
+                                  size_t max_points, size_t max_rows);
+
 nlohmann::json chain_json(const engine::Chain& c, const std::string& node);
 
 // Per (communicator, op): each rank's calls, bytes, lag behind the first arrival (median),

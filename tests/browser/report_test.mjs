@@ -2,7 +2,7 @@
 // no console errors, its numbers equal the SQL answers on the same file, the flame graph's
 // root frames total the slow calls, and a full-page screenshot is a picture.
 //   run.sh report_test.mjs --ingero BIN --out DIR --name NAME (--xz FILE.db.xz | --db FILE)
-//          [--expect-steps] [--expect-nodes N]
+//          [--expect-steps] [--expect-nodes N] [--expect-kernels]
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -158,6 +158,29 @@ try {
     check((await page.$$('[data-testid="rate-chart"] canvas')).length === 0, 'rates not drawn while folded');
     await page.$eval('#rates-details > summary', (s) => s.click());
     await page.waitForSelector('[data-testid="rate-chart"] canvas', { timeout: 10000 });
+  }
+  // Kernels per step: each process's kernels, their launches equal SQL's per (pid, kernel), the
+  // chart drawn; the section only where the trace names kernels.
+  const kernelBlocks = await page.$$('[data-testid="kernel-series"]');
+  const named = ingero.hasColumn('sessions', 'unnamed_launches') &&
+    ingero.scalar('SELECT count(*) FROM kernel_names') + ingero.scalar('SELECT coalesce(sum(unnamed_launches), 0) FROM sessions') > 0;
+  check((kernelBlocks.length > 0) === named, 'kernels per step shown exactly where the trace names kernels', kernelBlocks.length);
+  if (a['expect-kernels']) check(kernelBlocks.length > 0, 'kernels per step shown', kernelBlocks.length);
+  if (kernelBlocks.length) {
+    const perKernel = ingero.query('SELECT pid, count(*) AS n FROM calls WHERE kind = \'launch\' AND func IS NOT NULL ' +
+      'GROUP BY pid, coalesce(kernel, func)');
+    const dom = await page.$$eval('[data-testid="kernel-series"]', (els) => els.map((e) => [e.getAttribute('data-pid'),
+      [...e.querySelectorAll('[data-testid="kernels-table"] tbody tr')].map((tr) =>
+        Number(tr.querySelector('[data-col="launches"]').getAttribute('data-value')))]));
+    for (const [pid, counts] of dom) {
+      const want = perKernel.filter((r) => String(r.pid) === pid).map((r) => r.n).sort((x, y) => y - x);
+      equal(counts.sort((x, y) => y - x).join(','), want.join(','), 'pid ' + pid + ': launches per kernel equal SQL');
+    }
+    check((await page.$$('[data-testid="kernel-chart"] canvas')).length > 0, 'launches-per-step chart drawn');
+    if (typeof a['expect-kernels'] === 'string') {
+      const text = await page.$eval('[data-testid="kernels-per-step"]', (e) => e.textContent);
+      equal(text, a['expect-kernels'], 'the kernels of a step, in one sentence');
+    }
   }
   check((await page.$$('[data-testid="rate-chart"] canvas')).length > 0, 'call-rate chart drawn');
   check((await page.$$('[data-testid="latency-chart"] canvas')).length > 0, 'latency chart drawn');
