@@ -4,6 +4,7 @@
 #include "app/commands.h"
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
+#include "app/node_selection.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
@@ -19,19 +20,6 @@ struct Opts {
   uint32_t pid = 0;
   bool per_process = false, json = false;
 };
-
-// The nodes to analyse: all the source has, or the ones asked for (each must exist).
-ingero::Result<std::vector<std::string>> pick_nodes(std::vector<std::string> have,
-                                                    const std::vector<std::string>& asked) {
-  if (asked.empty()) return have;
-  for (const auto& n : asked)
-    if (std::find(have.begin(), have.end(), n) == have.end()) {
-      std::string list;
-      for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
-      return ingero::make_error("no node '" + n + "' in this trace (nodes: " + list + ")");
-    }
-  return asked;
-}
 
 int explain_clickhouse(const Opts& o) {
   auto ep = fleet::parse_endpoint(o.source, true);

@@ -1,15 +1,18 @@
-// `ingero export --format perfetto`: Chrome trace-event JSON that ui.perfetto.dev and
-// chrome://tracing open. One process track per (node, pid), one thread track per tid, calls
+// `ingero export`: --format perfetto writes Chrome trace-event JSON that ui.perfetto.dev and
+// chrome://tracing open (one process track per (node, pid), one thread track per tid, calls
 // and host intervals as complete events, causal chains as global instant markers coloured by
-// severity.
+// severity); --format pprof a profile for continuous profilers (app/export_pprof.cc).
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/export_options.h"
+#include "app/node_selection.h"
 #include "app/output_file.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
@@ -61,7 +64,8 @@ const char* severity_color(engine::Severity s) {
 
 // Writes the nodes' calls, host events and chains into `em`. Read errors are left in the
 // source's error().
-void write_perfetto(engine::TraceSource& source, const std::vector<std::string>& nodes,
+void write_perfetto(engine::TraceSource& source, const engine::Window& base,
+                    const std::vector<std::string>& nodes,
                     const std::function<void(const std::optional<std::string>&)>& scope,
                     Emitter& em) {
   std::map<uint32_t, engine::ProcessInfo> names;
@@ -84,7 +88,7 @@ void write_perfetto(engine::TraceSource& source, const std::vector<std::string>&
       return it->second;
     };
     for (const std::string& node : nodes) {
-      engine::Window w;
+      engine::Window w = base;
       if (!node.empty() && nodes.size() > 1) w.node = node;
       if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
       names = source.processes();
@@ -142,27 +146,38 @@ void write_perfetto(engine::TraceSource& source, const std::vector<std::string>&
   if (scope) scope(std::nullopt);
 }
 
-struct ExportOpts {
-  std::string format = "perfetto", db, out, source;
-  bool force = false;
-};
+// The window asked for, resolved against `source`, its end pinned (a trace still being written
+// must not change between the reads).
+ingero::Result<engine::Window> export_window(engine::TraceSource& source, const ExportOpts& o) {
+  engine::WindowSpec spec = o.w;
+  if (o.pid) spec.pid = o.pid;
+  auto w = engine::resolve_window(source, spec);
+  if (!w) return w;
+  if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
+  return w;
+}
 
 // The fleet in ClickHouse, on one timeline: each node's clock offset removed (engine/fleet.h).
 std::string export_fleet(const ExportOpts& o, Emitter& em) {
   auto ep = fleet::parse_endpoint(o.source, true);
   if (!ep) return ep.error().message;
   fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
-  std::vector<std::string> nodes = source.nodes();
-  if (nodes.size() > 1 && source.error().empty())
+  std::vector<std::string> have = source.nodes();
+  if (have.size() > 1 && source.error().empty())
     source.set_clock_offsets(engine::clock_shift(engine::estimate_clock_offsets(
-        engine::gather_fleet_collectives(source, engine::Window{}, nodes), nodes)));
-  if (source.error().empty())
-    write_perfetto(
-        source, nodes, [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
+        engine::gather_fleet_collectives(source, engine::Window{}, have), have)));
+  if (!source.error().empty()) return source.error();
+  auto nodes = pick_nodes(have, o.nodes);
+  if (!nodes) return nodes.error().message;
+  auto w = export_window(source, o);
+  if (!w) return w.error().message;
+  write_perfetto(
+      source, *w, *nodes, [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
   return source.error();
 }
 
 int run_export(const ExportOpts& o) {
+  if (o.format == "pprof") return run_pprof_export(o);
   if (!o.source.empty() && !o.db.empty()) {
     std::cerr << "ingero export: give either --db or --source\n";
     return kExitUsage;
@@ -195,9 +210,16 @@ int run_export(const ExportOpts& o) {
     error = export_fleet(o, em);
   } else {
     store::SqlTraceSource source(*reader);
-    std::vector<std::string> nodes = source.nodes();
-    if (nodes.empty()) nodes = {""};
-    write_perfetto(source, nodes, nullptr, em);
+    std::vector<std::string> have = source.nodes();
+    auto nodes = pick_nodes(
+        have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
+    auto w = export_window(source, o);
+    if (!nodes || !w) {
+      std::cerr << "ingero export: " << (!nodes ? nodes.error().message : w.error().message)
+                << "\n";
+      return kExitUsage;
+    }
+    write_perfetto(source, *w, *nodes, nullptr, em);
     if (!source.error().empty()) error = "reading " + path + ": " + source.error();
   }
   // A read error leaves no output file: the temporary file goes with `out`.
@@ -219,11 +241,15 @@ int run_export(const ExportOpts& o) {
 void add_export_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "export",
-      "Export a trace for visual timelines: --format perfetto writes Chrome trace-event JSON\n"
-      "that ui.perfetto.dev opens (one process track per node and pid, chains as markers).");
+      "Export a trace for other tools: --format perfetto writes Chrome trace-event JSON that\n"
+      "ui.perfetto.dev opens (one process track per node and pid, chains as markers); --format\n"
+      "pprof a gzip-compressed pprof profile (sample types cpu, gpu_wait, launches, gpu_api)\n"
+      "for go tool pprof, Pyroscope, Parca. Examples:\n"
+      "  ingero export --db run.db -o run.json\n"
+      "  ingero export --format pprof --db run.db -o run.pb.gz --since 10m");
   auto o = std::make_shared<ExportOpts>();
-  cmd->add_option("--format", o->format, "Output format")
-      ->check(CLI::IsMember({"perfetto"}))
+  cmd->add_option("--format", o->format, "Output format: perfetto or pprof")
+      ->check(CLI::IsMember({"perfetto", "pprof"}))
       ->capture_default_str();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
   cmd->add_option("--source", o->source,
@@ -233,6 +259,11 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "Output file (default: stdout). Written to a temporary file in the same folder "
                   "and renamed over it when complete; never the input trace");
   cmd->add_flag("--force", o->force, "Replace the output file if it exists");
+  cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
+  cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
+  cmd->add_option("--to", o->w.to, "Window end");
+  cmd->add_option("--pid,-p", o->pid, "Only this process's calls and samples");
+  cmd->add_option("--node", o->nodes, "Only this node (repeatable; default: every node)");
   cmd->callback([&ctx, o] { ctx.exit_code = run_export(*o); });
 }
 

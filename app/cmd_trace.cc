@@ -182,6 +182,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!o->backends.empty()) flags += "backends=" + o->backends + ",";
     flags +=
         o->stacks ? "stack,stack-samples=" + std::to_string(o->stack_samples) + "," : "no-stack,";
+    // The on-CPU sampling rate: what each sample is worth (export --format pprof).
+    if (o->stacks && o->cpu_sample_hz)
+      flags += "cpu-sample-hz=" + std::to_string(o->cpu_sample_hz) + ",";
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
     if (o->rdma_verbs) {

@@ -1,0 +1,173 @@
+// `ingero export --format pprof`: the trace file's calls, folded runs and on-CPU samples as a
+// pprof profile (serve/export/pprof.h), gzip-compressed, written through OutputFile.
+#include <unistd.h>
+
+#include <iostream>
+#include <limits>
+
+#include "app/builtin_backends.h"
+#include "app/commands.h"
+#include "app/export_options.h"
+#include "app/node_selection.h"
+#include "app/output_file.h"
+#include "serve/export/gzip.h"
+#include "serve/export/pprof.h"
+#include "store/sql_trace_source.h"
+#include "store/stacks.h"
+
+namespace ingero::app {
+namespace {
+
+// The on-CPU sampling rate ingero trace used when a session does not say (files before the
+// session recorded cpu-sample-hz=N in its flags): the default, 49 Hz.
+constexpr uint64_t kDefaultCpuSampleHz = 49;
+
+struct SessionRate {
+  std::string node;
+  int64_t started = 0, stopped = 0;
+  uint64_t hz = kDefaultCpuSampleHz;
+};
+
+// Each session's sampling rate, from its flags ("...,cpu-sample-hz=N,...").
+std::vector<SessionRate> session_rates(store::Db& db) {
+  std::vector<SessionRate> out;
+  if (!db.table_exists("sessions")) return out;
+  auto st =
+      db.prepare("SELECT node, started_at, stopped_at, flags FROM sessions ORDER BY started_at");
+  if (!st) return out;
+  while (true) {
+    auto row = st->step();
+    if (!row || !*row) break;
+    SessionRate r{st->text(0), st->int64(1), st->int64(2)};
+    std::string flags = "," + st->text(3) + ",";
+    size_t p = flags.find(",cpu-sample-hz=");
+    if (p != std::string::npos) {
+      uint64_t hz = std::strtoull(flags.c_str() + p + 15, nullptr, 10);
+      if (hz > 0) r.hz = hz;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> library_build_ids(store::Db& db) {
+  std::map<std::string, std::string> out;
+  if (!db.table_exists("libraries") || !db.column_exists("libraries", "build_id")) return out;
+  auto st = db.prepare("SELECT path, build_id FROM libraries WHERE build_id <> ''");
+  if (!st) return out;
+  while (true) {
+    auto row = st->step();
+    if (!row || !*row) break;
+    out[st->text(0)] = st->text(1);
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_pprof_export(const ExportOpts& o) {
+  if (!o.source.empty()) {
+    std::cerr << "ingero export: --format pprof reads a trace file (--db), not --source\n";
+    return kExitUsage;
+  }
+  if (o.out.empty() || o.out == "-") {
+    if (isatty(STDOUT_FILENO)) {
+      std::cerr << "ingero export: a pprof profile is binary (gzip): give -o FILE, or redirect "
+                   "standard output\n";
+      return kExitUsage;
+    }
+  }
+  std::string path = o.db.empty() ? default_db_path() : o.db;
+  auto reader = store::TraceReader::open(path, builtin_views());
+  if (!reader) {
+    std::cerr << "ingero export: " << reader.error().message << "\n";
+    return kExitFailure;
+  }
+  store::SqlTraceSource source(**reader);
+  engine::WindowSpec spec = o.w;
+  if (o.pid) spec.pid = o.pid;
+  auto w = engine::resolve_window(source, spec);
+  if (!w) {
+    std::cerr << "ingero export: " << w.error().message << "\n";
+    return kExitUsage;
+  }
+  // Pin the end: a trace still being written must not change between the reads.
+  if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
+  std::vector<std::string> have = source.nodes();
+  auto nodes =
+      pick_nodes(have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
+  if (!nodes) {
+    std::cerr << "ingero export: " << nodes.error().message << "\n";
+    return kExitUsage;
+  }
+  serve::pprof::Reading reading;
+  for (const auto& n : *nodes) {
+    engine::Window nw = *w;
+    if (!n.empty()) nw.node = n;
+    reading.windows.emplace_back(n, nw);
+  }
+  std::vector<SessionRate> rates = session_rates((*reader)->db());
+  reading.cpu_period_ns = [&](const std::string& node, int64_t ts) {
+    uint64_t hz = kDefaultCpuSampleHz;
+    for (const auto& r : rates)  // the latest session of the node that began before ts
+      if ((node.empty() || r.node == node) && r.started <= ts) hz = r.hz;
+    return uint64_t(1'000'000'000) / hz;
+  };
+  store::Db& db = (*reader)->db();
+  std::string stack_error;
+  serve::pprof::ProfileBuilder builder(
+      [&](uint64_t id) {
+        std::vector<serve::pprof::Frame> out;
+        auto frames = store::read_stack(db, int64_t(id));
+        if (!frames) {
+          if (stack_error.empty()) stack_error = frames.error().message;
+          return out;
+        }
+        if (!*frames) return out;
+        for (const auto& f : **frames)
+          out.push_back(
+              {f.python, f.function, f.file, f.line, f.module,
+               f.module_offset ? std::optional<uint64_t>(uint64_t(*f.module_offset)) : std::nullopt,
+               f.build_id});
+        return out;
+      },
+      library_build_ids(db));
+  builder.set_node_label(nodes->size() > 1);
+  builder.set_period(reading.cpu_period_ns(nodes->front(), w->from_ns));
+  auto span = source.time_span();
+  builder.set_window(std::max(w->from_ns, span.first), std::min(w->to_ns, span.second));
+  builder.add_comment("ingero export --format pprof " + path);
+  serve::pprof::read_profile(source, reading, builder);
+  std::string error = !source.error().empty() ? source.error() : stack_error;
+  if (!error.empty()) {
+    std::cerr << "ingero export: reading " << path << ": " << error << "\n";
+    return kExitFailure;
+  }
+  auto z = serve::gzip(builder.serialize());
+  if (!z) {
+    std::cerr << "ingero export: " << z.error().message << "\n";
+    return kExitFailure;
+  }
+  auto out = OutputFile::open(o.out, o.force, {path});
+  if (!out) {
+    std::cerr << "ingero export: " << out.error().message << "\n";
+    return kExitFailure;
+  }
+  if (auto st = (*out)->write(*z); !st) {
+    std::cerr << "ingero export: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  if (auto st = (*out)->commit(); !st) {
+    std::cerr << "ingero export: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  auto t = builder.totals();
+  std::cerr << "ingero export: pprof profile of " << t.calls << " calls and " << t.cpu_samples
+            << " on-CPU samples (" << t.samples << " samples; cpu " << t.values[serve::pprof::kCpu]
+            << " ns, gpu_wait " << t.values[serve::pprof::kGpuWait] << " ns, launches "
+            << t.values[serve::pprof::kLaunches] << ", gpu_api " << t.values[serve::pprof::kGpuApi]
+            << " ns) written to " << (*out)->path() << "\n";
+  return kExitOk;
+}
+
+}  // namespace ingero::app
