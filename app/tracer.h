@@ -43,6 +43,14 @@ struct TraceOptions {
   int nice = -10;               // the tracer's priority (lowered only; the command keeps its own)
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)
+  // OTLP/HTTP export (serve/otlp): a base URL, or "env" for OTEL_EXPORTER_OTLP_ENDPOINT;
+  // "" = off.
+  std::string otlp;
+  double otlp_interval_s = 10;           // metrics every this long
+  bool otlp_spans = false;               // slow calls and collectives as spans
+  double otlp_span_threshold_s = 0.001;  // a call this slow is a span
+  uint32_t otlp_span_rate = 100;         // spans per second at most
+  double otlp_exit_timeout_s = 10;       // delivery at exit ends within this long
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended
