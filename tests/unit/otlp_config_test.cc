@@ -1,12 +1,18 @@
 // OTLP exporter settings: --otlp and the OpenTelemetry environment (the OTLP exporter
-// specification's variables), header lists, and the resource's container and pod ids.
+// specification's variables), header lists, the resource's container and pod ids, and what
+// `ingero check` says about an endpoint and a trace file's OTLP sessions.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "serve/otlp/config.h"
 #include "serve/otlp/resource.h"
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/otlp_receiver.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::serve::otlp {
@@ -187,3 +193,81 @@ TEST(OtlpResource, TheAgentsResourceAndTheOpenTelemetryVariables) {
 
 }  // namespace
 }  // namespace ingero::serve::otlp
+
+// `ingero check --otlp` and `--db`: the receiver tried with the exporter's own settings, and
+// the last OTLP session's drops read back from the session row.
+namespace ingero::test {
+namespace {
+
+nlohmann::json check_line(const std::vector<std::string>& args, const std::string& name,
+                          const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {INGERO_BIN, "check", "--json", "--backends", "cuda"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string out, err;
+  run_command(argv, &out, &err, env);  // exit 3 where this host cannot trace: not the point
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << out << err;
+  if (j.is_discarded()) return {};
+  for (const auto& c : j["checks"])
+    if (c["name"] == name) return c;
+  return {};
+}
+
+TEST(OtlpCheck, TheEndpointIsTriedWithTheExportersSettings) {
+  OtlpReceiver ok;
+  auto c = check_line({"--otlp", ok.url()}, "otlp_endpoint");
+  EXPECT_EQ(c["status"], "pass") << c.dump();
+  EXPECT_EQ(c["value"], "HTTP 200");
+  EXPECT_EQ(ok.requests(), 1u);
+  EXPECT_EQ(ok.metrics().size(), 1u);  // an empty export, decoded
+  OtlpReceiverOptions o;
+  o.statuses = {401};
+  OtlpReceiver refusing(o);
+  c = check_line({"--otlp", refusing.url()}, "otlp_endpoint",
+                 {"INGERO_OTLP_HEADERS=authorization=Bearer%20wrong"});
+  EXPECT_EQ(c["status"], "optional") << c.dump();
+  EXPECT_EQ(c["value"], "HTTP 401");
+  EXPECT_EQ(c["fix"],
+            "set the receiver's credentials in INGERO_OTLP_HEADERS or OTEL_EXPORTER_OTLP_HEADERS");
+  EXPECT_EQ(refusing.header("Authorization").front(), "Bearer wrong");
+  c = check_line({"--otlp", "http://127.0.0.1:1"}, "otlp_endpoint");
+  EXPECT_EQ(c["value"], "no answer") << c.dump();
+  c = check_line({"--otlp", "ftp://x"}, "otlp_endpoint");
+  EXPECT_EQ(c["value"], "misconfigured") << c.dump();
+}
+
+TEST(OtlpCheck, TheLastOtlpSessionsDropsFromTheSessionRow) {
+  std::string db = temp_path("sessions.db");
+  auto write_session = [&](const std::string& stats) {
+    auto w = store::TraceWriter::open(db);
+    ASSERT_TRUE(w) << w.error().message;
+    ASSERT_TRUE((*w)->begin_session({}));
+    store::SessionEnd end;
+    end.bpf_stats_json = stats;
+    ASSERT_TRUE((*w)->finish(end));
+  };
+  write_session(
+      R"({"otlp_requests":9,"otlp_metric_points_sent":300,"otlp_metric_points_dropped":0,)"
+      R"("otlp_log_records_sent":2,"otlp_spans_sent":0})");
+  auto c = check_line({"--db", db}, "otlp_delivery");
+  EXPECT_EQ(c["status"], "pass") << c.dump();
+  EXPECT_EQ(c["detail"], "session 1 of " + db + ": sent 300 metric points, 2 log records, 0 spans");
+  write_session(
+      R"({"otlp_requests":4,"otlp_metric_points_sent":10,"otlp_metric_points_dropped":91,)"
+      R"("otlp_log_records_dropped":2,"otlp_spans_dropped":5,"otlp_dropped_at_exit":93,)"
+      R"("otlp_dropped_queue_full":5,"otlp_spans_over_rate":7})");
+  write_session(R"({"calls":3})");  // a later session without OTLP: the one before is reported
+  c = check_line({"--db", db}, "otlp_delivery");
+  EXPECT_EQ(c["status"], "optional") << c.dump();
+  EXPECT_EQ(c["value"], "98 dropped");
+  EXPECT_EQ(c["detail"],
+            "session 2 of " + db +
+                ": sent 10 metric points, 0 log records, 0 spans; dropped 91 metric points, 2 log "
+                "records, 5 spans (queue full 5, rejected 0, retries expired 0, at exit 93); 7 "
+                "spans over --otlp-span-rate");
+  c = check_line({"--db", temp_path("none.db")}, "otlp_delivery");
+  EXPECT_EQ(c["value"], "no trace file");
+}
+
+}  // namespace
+}  // namespace ingero::test

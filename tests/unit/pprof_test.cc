@@ -317,5 +317,87 @@ TEST(PprofExport, GoToolPprofTotalsEqualQueryOverAFoldedTrace) {
   EXPECT_EQ(p.period(), period);
 }
 
+// The windows of --since, --pid and --node: exactly the calls and samples they name, for
+// pprof; an unknown node names the ones there are; a binary profile is not written to a
+// terminal and not read from ClickHouse.
+TEST(PprofExport, SincePidAndNodeSelectWhatTheyName) {
+  using namespace store::tiers_fixture;
+  auto loop = training_loop(10);
+  std::string path = test::temp_path("window.db");
+  {
+    auto w = begin_trace(path);
+    ASSERT_TRUE(w);
+    for (auto e : loop.calls) {
+      ASSERT_TRUE(w->add(e));
+      if (e.kind == hal::EventKind::kSync) {  // another process's sync beside each
+        e.pid = e.tid = 20;
+        e.dur_ns = 7 * kUs;
+        ASSERT_TRUE(w->add(e));
+      }
+    }
+    ASSERT_TRUE(w->finish(store::SessionEnd{}));
+  }
+  auto profile = [&](const std::vector<std::string>& extra, Totals* t) {
+    std::string out = test::temp_path("w.pb.gz"), err;
+    std::vector<std::string> argv = {INGERO_BIN, "export", "--format", "pprof",  "--db",
+                                     path,       "-o",     out,        "--force"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    int rc = test::run_command(argv, nullptr, &err);
+    if (rc != 0) return err;
+    std::ifstream f(out, std::ios::binary);
+    std::stringstream raw;
+    raw << f.rdbuf();
+    pp::Profile p;
+    auto plain = gunzip(raw.str());
+    EXPECT_TRUE(plain && p.ParseFromString(*plain));
+    *t = Totals{};
+    for (const auto& s : p.sample())
+      for (int i = 0; i < kSampleTypes; ++i) t->values[size_t(i)] += s.value(i);
+    t->samples = size_t(p.sample_size());
+    return std::string();
+  };
+  Totals all, only20, last;
+  ASSERT_EQ(profile({}, &all), "");
+  ASSERT_EQ(profile({"--pid", "20"}, &only20), "");
+  // --since counts back from the trace's last event, a call or a host event.
+  const int64_t last_ns = query_one(path,
+                                    "SELECT max(t) FROM (SELECT max(ts_ns) AS t FROM calls UNION "
+                                    "ALL SELECT max(ts_ns) FROM host_events)");
+  ASSERT_EQ(profile({"--since", "0.1s"}, &last), "");
+  EXPECT_EQ(all.values[kGpuWait],
+            query_one(path,
+                      "SELECT sum(dur_ns) FROM calls WHERE kind = 'sync' OR (kind = "
+                      "'memcpy' AND direction = 'D2H')"));
+  EXPECT_EQ(only20.values[kGpuWait], 10 * int64_t(7 * kUs));  // its ten syncs, nothing else
+  EXPECT_EQ(only20.values[kCpu], 0);
+  EXPECT_EQ(only20.values[kLaunches], 0);
+  EXPECT_EQ(last.values[kGpuApi], query_one(path, "SELECT sum(dur_ns) FROM calls WHERE ts_ns >= " +
+                                                      std::to_string(last_ns - 100'000'000)));
+  EXPECT_LT(last.values[kGpuApi], all.values[kGpuApi]);
+  Totals none;
+  EXPECT_EQ(profile({"--node", "n2"}, &none),
+            "ingero export: no node 'n2' in this trace (nodes: n1)\n");
+  EXPECT_EQ(profile({"--node", "n1"}, &none), "");
+  EXPECT_EQ(none.values, all.values);
+  std::string err;
+  EXPECT_EQ(test::run_command({INGERO_BIN, "export", "--format", "pprof", "--source",
+                               "clickhouse://127.0.0.1:1/db"},
+                              nullptr, &err),
+            2);
+  EXPECT_EQ(err, "ingero export: --format pprof reads a trace file (--db), not --source\n");
+  // perfetto takes the same window: pid 20's calls only.
+  std::string json;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--db", path, "--pid", "20"}, &json, &err), 0)
+      << err;
+  auto events = nlohmann::json::parse(json);
+  size_t calls = 0;
+  for (const auto& e : events)
+    if (e.value("cat", "") == "cuda") {
+      ++calls;
+      EXPECT_EQ(e["name"], "cudaStreamSynchronize");
+    }
+  EXPECT_EQ(calls, 10u);
+}
+
 }  // namespace
 }  // namespace ingero::serve::pprof
