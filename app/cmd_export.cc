@@ -64,8 +64,9 @@ const char* severity_color(engine::Severity s) {
 
 // Writes the nodes' calls, host events and chains into `em`. Read errors are left in the
 // source's error().
+// `by_node`: the trace holds several nodes, so each node's window names it.
 void write_perfetto(engine::TraceSource& source, const engine::Window& base,
-                    const std::vector<std::string>& nodes,
+                    const std::vector<std::string>& nodes, bool by_node,
                     const std::function<void(const std::optional<std::string>&)>& scope,
                     Emitter& em) {
   std::map<uint32_t, engine::ProcessInfo> names;
@@ -89,7 +90,7 @@ void write_perfetto(engine::TraceSource& source, const engine::Window& base,
     };
     for (const std::string& node : nodes) {
       engine::Window w = base;
-      if (!node.empty() && nodes.size() > 1) w.node = node;
+      if (!node.empty() && by_node) w.node = node;
       if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
       names = source.processes();
       auto emit_event = [&](const hal::Event& e, const char* cat) {
@@ -172,7 +173,8 @@ std::string export_fleet(const ExportOpts& o, Emitter& em) {
   auto w = export_window(source, o);
   if (!w) return w.error().message;
   write_perfetto(
-      source, *w, *nodes, [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
+      source, *w, *nodes, have.size() > 1,
+      [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
   return source.error();
 }
 
@@ -211,15 +213,14 @@ int run_export(const ExportOpts& o) {
   } else {
     store::SqlTraceSource source(*reader);
     std::vector<std::string> have = source.nodes();
-    auto nodes = pick_nodes(
-        have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
+    auto nodes = pick_nodes(have.empty() ? std::vector<std::string>{""} : have, o.nodes);
     auto w = export_window(source, o);
     if (!nodes || !w) {
       std::cerr << "ingero export: " << (!nodes ? nodes.error().message : w.error().message)
                 << "\n";
       return kExitUsage;
     }
-    write_perfetto(source, *w, *nodes, nullptr, em);
+    write_perfetto(source, *w, *nodes, have.size() > 1, nullptr, em);
     if (!source.error().empty()) error = "reading " + path + ": " + source.error();
   }
   // A read error leaves no output file: the temporary file goes with `out`.

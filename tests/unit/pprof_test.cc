@@ -399,5 +399,59 @@ TEST(PprofExport, SincePidAndNodeSelectWhatTheyName) {
   EXPECT_EQ(calls, 10u);
 }
 
+// A merged file of two nodes: --node keeps one node's calls (both formats), and without it
+// the pprof samples carry a node label.
+TEST(PprofExport, NodeOfAMergedFile) {
+  using namespace store::tiers_fixture;
+  auto write_node = [](const std::string& path, const std::string& node, int syncs) {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w);
+    store::SessionInfo si;
+    si.node = node;
+    si.mono_offset_ns = kOffset;
+    ASSERT_TRUE((*w)->begin_session(si));
+    for (int i = 0; i < syncs; ++i)
+      ASSERT_TRUE((*w)->add(call(1000 + uint64_t(i) * kMs, 100 * kUs, "cuda_runtime",
+                                 "cudaStreamSynchronize", hal::EventKind::kSync)));
+    ASSERT_TRUE((*w)->finish(store::SessionEnd{}));
+  };
+  std::string a = test::temp_path("a.db"), b = test::temp_path("b.db"), m = test::temp_path("m.db"),
+              err;
+  write_node(a, "n1", 3);
+  write_node(b, "n2", 5);
+  ASSERT_EQ(test::run_command({INGERO_BIN, "merge", a, b, "-o", m}, nullptr, &err), 0) << err;
+  auto read = [&](const std::vector<std::string>& extra) {
+    std::string out = test::temp_path("m.pb.gz");
+    std::vector<std::string> argv = {INGERO_BIN, "export", "--format", "pprof",  "--db",
+                                     m,          "-o",     out,        "--force"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::string e;
+    EXPECT_EQ(test::run_command(argv, nullptr, &e), 0) << e;
+    std::ifstream f(out, std::ios::binary);
+    std::stringstream raw;
+    raw << f.rdbuf();
+    pp::Profile p;
+    auto plain = gunzip(raw.str());
+    EXPECT_TRUE(plain && p.ParseFromString(*plain));
+    std::map<std::string, int64_t> wait_by_node;
+    for (const auto& s : p.sample()) wait_by_node[labels_of(p, s)["node"]] += s.value(kGpuWait);
+    return wait_by_node;
+  };
+  EXPECT_EQ(read({}), (std::map<std::string, int64_t>{{"n1", 3 * int64_t(100 * kUs)},
+                                                      {"n2", 5 * int64_t(100 * kUs)}}));
+  EXPECT_EQ(read({"--node", "n2"}), (std::map<std::string, int64_t>{{"", 5 * int64_t(100 * kUs)}}));
+  std::string json;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--db", m, "--node", "n2"}, &json, &err), 0)
+      << err;
+  size_t calls = 0;
+  for (const auto& e : nlohmann::json::parse(json)) {
+    if (e.value("cat", "") == "cuda") ++calls;
+    if (e.value("name", "") == "process_name") {
+      EXPECT_EQ(e["args"]["name"].get<std::string>().rfind("n2 / ", 0), 0u) << e.dump();
+    }
+  }
+  EXPECT_EQ(calls, 5u);
+}
+
 }  // namespace
 }  // namespace ingero::serve::pprof
