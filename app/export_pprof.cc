@@ -63,104 +63,93 @@ std::map<std::string, std::string> library_build_ids(store::Db& db) {
   return out;
 }
 
-}  // namespace
-
-int run_pprof_export(const ExportOpts& o) {
-  if (!o.source.empty()) {
-    std::cerr << "ingero export: --format pprof reads a trace file (--db), not --source\n";
-    return kExitUsage;
-  }
-  if (o.out.empty() || o.out == "-") {
-    if (isatty(STDOUT_FILENO)) {
-      std::cerr << "ingero export: a pprof profile is binary (gzip): give -o FILE, or redirect "
-                   "standard output\n";
-      return kExitUsage;
+// The frames of stored stacks as the profile needs them, build ids included; the first read
+// error is kept in `error`.
+serve::pprof::StackFn stored_stacks(store::Db& db, std::string& error) {
+  return [&db, &error](uint64_t id) {
+    std::vector<serve::pprof::Frame> out;
+    auto frames = store::read_stack(db, int64_t(id));
+    if (!frames) {
+      if (error.empty()) error = frames.error().message;
+      return out;
     }
-  }
-  std::string path = o.db.empty() ? default_db_path() : o.db;
-  auto reader = store::TraceReader::open(path, builtin_views());
-  if (!reader) {
-    std::cerr << "ingero export: " << reader.error().message << "\n";
-    return kExitFailure;
-  }
-  store::SqlTraceSource source(**reader);
+    if (!*frames) return out;
+    for (const auto& f : **frames)
+      out.push_back(
+          {f.python, f.function, f.file, f.line, f.module,
+           f.module_offset ? std::optional<uint64_t>(uint64_t(*f.module_offset)) : std::nullopt,
+           f.build_id});
+    return out;
+  };
+}
+
+// What to read: the window asked for (its end pinned: a trace still being written must not
+// change between the reads), one per node, and each session's sampling period.
+ingero::Result<serve::pprof::Reading> reading_of(store::SqlTraceSource& source, const ExportOpts& o,
+                                                 std::vector<SessionRate> rates) {
   engine::WindowSpec spec = o.w;
   if (o.pid) spec.pid = o.pid;
   auto w = engine::resolve_window(source, spec);
-  if (!w) {
-    std::cerr << "ingero export: " << w.error().message << "\n";
-    return kExitUsage;
-  }
-  // Pin the end: a trace still being written must not change between the reads.
+  if (!w) return w.error();
   if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
   std::vector<std::string> have = source.nodes();
   auto nodes =
       pick_nodes(have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
-  if (!nodes) {
-    std::cerr << "ingero export: " << nodes.error().message << "\n";
-    return kExitUsage;
-  }
+  if (!nodes) return nodes.error();
   serve::pprof::Reading reading;
   for (const auto& n : *nodes) {
     engine::Window nw = *w;
     if (!n.empty()) nw.node = n;
     reading.windows.emplace_back(n, nw);
   }
-  std::vector<SessionRate> rates = session_rates((*reader)->db());
-  reading.cpu_period_ns = [&](const std::string& node, int64_t ts) {
+  reading.cpu_period_ns = [rates = std::move(rates)](const std::string& node, int64_t ts) {
     uint64_t hz = kDefaultCpuSampleHz;
     for (const auto& r : rates)  // the latest session of the node that began before ts
       if ((node.empty() || r.node == node) && r.started <= ts) hz = r.hz;
     return uint64_t(1'000'000'000) / hz;
   };
+  return reading;
+}
+
+int fail(const std::string& message, int code = kExitFailure) {
+  std::cerr << "ingero export: " << message << "\n";
+  return code;
+}
+
+}  // namespace
+
+int run_pprof_export(const ExportOpts& o) {
+  if (!o.source.empty())
+    return fail("--format pprof reads a trace file (--db), not --source", kExitUsage);
+  if ((o.out.empty() || o.out == "-") && isatty(STDOUT_FILENO))
+    return fail("a pprof profile is binary (gzip): give -o FILE, or redirect standard output",
+                kExitUsage);
+  std::string path = o.db.empty() ? default_db_path() : o.db;
+  auto reader = store::TraceReader::open(path, builtin_views());
+  if (!reader) return fail(reader.error().message);
   store::Db& db = (*reader)->db();
-  std::string stack_error;
-  serve::pprof::ProfileBuilder builder(
-      [&](uint64_t id) {
-        std::vector<serve::pprof::Frame> out;
-        auto frames = store::read_stack(db, int64_t(id));
-        if (!frames) {
-          if (stack_error.empty()) stack_error = frames.error().message;
-          return out;
-        }
-        if (!*frames) return out;
-        for (const auto& f : **frames)
-          out.push_back(
-              {f.python, f.function, f.file, f.line, f.module,
-               f.module_offset ? std::optional<uint64_t>(uint64_t(*f.module_offset)) : std::nullopt,
-               f.build_id});
-        return out;
-      },
-      library_build_ids(db));
-  builder.set_node_label(nodes->size() > 1);
-  builder.set_period(reading.cpu_period_ns(nodes->front(), w->from_ns));
-  auto span = source.time_span();
-  builder.set_window(std::max(w->from_ns, span.first), std::min(w->to_ns, span.second));
-  builder.add_comment("ingero export --format pprof " + path);
-  serve::pprof::read_profile(source, reading, builder);
-  std::string error = !source.error().empty() ? source.error() : stack_error;
-  if (!error.empty()) {
-    std::cerr << "ingero export: reading " << path << ": " << error << "\n";
-    return kExitFailure;
-  }
-  auto z = serve::gzip(builder.serialize());
-  if (!z) {
-    std::cerr << "ingero export: " << z.error().message << "\n";
-    return kExitFailure;
-  }
+  store::SqlTraceSource source(**reader);
+  auto reading = reading_of(source, o, session_rates(db));
+  if (!reading) return fail(reading.error().message, kExitUsage);
   auto out = OutputFile::open(o.out, o.force, {path});
-  if (!out) {
-    std::cerr << "ingero export: " << out.error().message << "\n";
-    return kExitFailure;
-  }
-  if (auto st = (*out)->write(*z); !st) {
-    std::cerr << "ingero export: " << st.error().message << "\n";
-    return kExitFailure;
-  }
-  if (auto st = (*out)->commit(); !st) {
-    std::cerr << "ingero export: " << st.error().message << "\n";
-    return kExitFailure;
-  }
+  if (!out) return fail(out.error().message);
+
+  std::string stack_error;
+  serve::pprof::ProfileBuilder builder(stored_stacks(db, stack_error), library_build_ids(db));
+  const auto& [first_node, first] = reading->windows.front();
+  builder.set_node_label(reading->windows.size() > 1);
+  builder.set_period(reading->cpu_period_ns(first_node, first.from_ns));
+  auto span = source.time_span();
+  builder.set_window(std::max(first.from_ns, span.first), std::min(first.to_ns, span.second));
+  builder.add_comment("ingero export --format pprof " + path);
+  serve::pprof::read_profile(source, *reading, builder);
+  std::string error = !source.error().empty() ? source.error() : stack_error;
+  // A read error leaves no output file: the temporary file goes with `out`.
+  if (!error.empty()) return fail("reading " + path + ": " + error);
+  auto z = serve::gzip(builder.serialize());
+  if (!z) return fail(z.error().message);
+  if (auto st = (*out)->write(*z); !st) return fail(st.error().message);
+  if (auto st = (*out)->commit(); !st) return fail(st.error().message);
   auto t = builder.totals();
   std::cerr << "ingero export: pprof profile of " << t.calls << " calls and " << t.cpu_samples
             << " on-CPU samples (" << t.samples << " samples; cpu " << t.values[serve::pprof::kCpu]

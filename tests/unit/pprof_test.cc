@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "profile.pb.h"
@@ -451,6 +452,33 @@ TEST(PprofExport, NodeOfAMergedFile) {
     }
   }
   EXPECT_EQ(calls, 5u);
+}
+
+// The original implementation's files export too: their calls and stacks, node by node.
+TEST(PprofExport, TheOriginalImplementationsFiles) {
+  std::string file = INGERO_FIXTURES_DIR "/ingero-go/sample-cluster.db";
+  std::string out = test::temp_path("legacy.pb.gz"), err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--format", "pprof", "--db", file, "-o", out},
+                              nullptr, &err),
+            0)
+      << err;
+  std::ifstream f(out, std::ios::binary);
+  std::stringstream raw;
+  raw << f.rdbuf();
+  pp::Profile p;
+  auto plain = gunzip(raw.str());
+  ASSERT_TRUE(plain && p.ParseFromString(*plain));
+  int64_t api = 0;
+  std::set<std::string> nodes;
+  size_t with_stack = 0;
+  for (const auto& s : p.sample()) {
+    api += s.value(kGpuApi);
+    nodes.insert(labels_of(p, s)["node"]);
+    with_stack += s.location_id_size() > 1;
+  }
+  EXPECT_EQ(api, query_one(file, "SELECT sum(dur_ns) FROM calls"));
+  EXPECT_EQ(nodes.size(), size_t(query_one(file, "SELECT count(DISTINCT node) FROM calls")));
+  EXPECT_GT(with_stack, 0u);
 }
 
 }  // namespace
