@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <limits>
+#include <set>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
@@ -50,16 +51,24 @@ std::vector<SessionRate> session_rates(store::Db& db) {
   return out;
 }
 
-std::map<std::string, std::string> library_build_ids(store::Db& db) {
-  std::map<std::string, std::string> out;
+// The libraries the trace attached: their build ids, and for each api the one file it
+// attached, when it attached one (a host with two copies of libcudart leaves the op's frame
+// without a mapping rather than guess).
+serve::pprof::Libraries probed_libraries(store::Db& db) {
+  serve::pprof::Libraries out;
   if (!db.table_exists("libraries") || !db.column_exists("libraries", "build_id")) return out;
-  auto st = db.prepare("SELECT path, build_id FROM libraries WHERE build_id <> ''");
+  auto st =
+      db.prepare("SELECT api, path, build_id FROM libraries WHERE probes_attached > 0 ORDER BY id");
   if (!st) return out;
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> files;
   while (true) {
     auto row = st->step();
     if (!row || !*row) break;
-    out[st->text(0)] = st->text(1);
+    if (!st->text(2).empty()) out.build_ids[st->text(1)] = st->text(2);
+    files[st->text(0)].insert({st->text(1), st->text(2)});
   }
+  for (const auto& [api, set] : files)
+    if (set.size() == 1) out.by_api[api] = *set.begin();
   return out;
 }
 
@@ -135,7 +144,7 @@ int run_pprof_export(const ExportOpts& o) {
   if (!out) return fail(out.error().message);
 
   std::string stack_error;
-  serve::pprof::ProfileBuilder builder(stored_stacks(db, stack_error), library_build_ids(db));
+  serve::pprof::ProfileBuilder builder(stored_stacks(db, stack_error), probed_libraries(db));
   const auto& [first_node, first] = reading->windows.front();
   builder.set_node_label(reading->windows.size() > 1);
   builder.set_period(reading->cpu_period_ns(first_node, first.from_ns));

@@ -1,6 +1,7 @@
 #include "serve/export/pprof.h"
 
 #include <cstring>
+#include <tuple>
 #include <unordered_map>
 
 #include "profile.pb.h"
@@ -40,8 +41,8 @@ bool waits_for_gpu(const hal::Event& e) {
          e.get_or(hal::Field::kDirection, 99) == uint64_t(hal::CopyDirection::kDeviceToHost);
 }
 
-ProfileBuilder::ProfileBuilder(StackFn stacks, std::map<std::string, std::string> build_ids)
-    : stacks_(std::move(stacks)), library_build_ids_(std::move(build_ids)) {}
+ProfileBuilder::ProfileBuilder(StackFn stacks, Libraries libraries)
+    : stacks_(std::move(stacks)), libraries_(std::move(libraries)) {}
 
 uint64_t ProfileBuilder::mapping(const std::string& file, const std::string& build_id) {
   auto [it, fresh] = mapping_ids_.try_emplace({file, build_id}, mappings_.size() + 1);
@@ -80,14 +81,20 @@ uint64_t ProfileBuilder::frame_location(const Frame& f) {
   return frame_ids_[key] = locations_.size();
 }
 
-uint64_t ProfileBuilder::op_location(std::string_view op, std::string_view library) {
-  auto [it, fresh] =
-      op_ids_.try_emplace({std::string(op), std::string(library)}, locations_.size() + 1);
+uint64_t ProfileBuilder::op_location(std::string_view op, std::string_view library,
+                                     std::string_view api) {
+  std::string path(library), build_id;
+  if (path.empty()) {
+    if (auto it = libraries_.by_api.find(std::string(api)); it != libraries_.by_api.end())
+      std::tie(path, build_id) = it->second;
+  } else if (auto b = libraries_.build_ids.find(path); b != libraries_.build_ids.end()) {
+    build_id = b->second;
+  }
+  auto [it, fresh] = op_ids_.try_emplace({std::string(op), path}, locations_.size() + 1);
   if (!fresh) return it->second;
   LocationRow loc;
-  if (!library.empty()) {
-    auto b = library_build_ids_.find(std::string(library));
-    loc.mapping = mapping(std::string(library), b == library_build_ids_.end() ? "" : b->second);
+  if (!path.empty()) {
+    loc.mapping = mapping(path, build_id);
     loc.address = (loc.mapping - 1) * kMappingSpan;
     mappings_[loc.mapping - 1].functions = true;
   }
@@ -120,7 +127,7 @@ void ProfileBuilder::add_call(const hal::Event& e, const std::string& node) {
   v[kGpuApi] = int64_t(e.dur_ns);
   if (waits_for_gpu(e)) v[kGpuWait] = int64_t(e.dur_ns);
   if (is_launch(e.kind)) v[kLaunches] = 1;
-  std::vector<uint64_t> locs = {op_location(e.op, e.library)};
+  std::vector<uint64_t> locs = {op_location(e.op, e.library, e.api)};
   const auto& below = stack_locations(e.stack_id);
   locs.insert(locs.end(), below.begin(), below.end());
   add(std::move(locs), e.pid, e.tid, e.comm_view(), node, v);
@@ -131,7 +138,7 @@ void ProfileBuilder::add_run(const engine::CallRun& r, const std::string& node) 
   Values v{};
   v[kGpuApi] = int64_t(r.sum_ns);
   if (is_launch(r.kind)) v[kLaunches] = int64_t(r.calls);
-  std::vector<uint64_t> locs = {op_location(r.op, r.library)};
+  std::vector<uint64_t> locs = {op_location(r.op, r.library, r.api)};
   const auto& below = stack_locations(r.stack_id);
   locs.insert(locs.end(), below.begin(), below.end());
   std::string_view comm(r.comm.data(), strnlen(r.comm.data(), r.comm.size()));

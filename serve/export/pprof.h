@@ -11,8 +11,9 @@
 //                          (folded runs count every call they hold)
 //   gpu_api   nanoseconds  time inside every traced GPU API call, as the trace records it
 //                          (a launch seen at entry only carries its estimated duration)
-// A call's sample is its stored stack with the call itself (its op, in the probed library) as
-// the leaf; a call without a stack has the op alone. Stored stacks are already merged (Python
+// A call's sample is its stored stack with the call itself (its op, in a mapping of the probed
+// library: the event's, or the one library the trace attached for its api) as the leaf; a call
+// without a stack has the op alone. Stored stacks are already merged (Python
 // frames where the interpreter's eval loop ran: docs/stacks.md), so explain's frames are the
 // profile's. Python frames: function, file and line, no mapping. Native frames: a mapping per
 // (file, build id), the address at the frame's file offset inside it, and function and
@@ -58,10 +59,17 @@ struct Totals {
   uint64_t calls = 0, cpu_samples = 0, samples = 0;
 };
 
+// The probed libraries, for the leaf frames' mappings.
+struct Libraries {
+  std::map<std::string, std::string> build_ids;  // path -> build id
+  // api -> (path, build id) where the trace attached exactly one file for that api: the
+  // library of a call whose event does not name it (stored calls are read without it).
+  std::map<std::string, std::pair<std::string, std::string>> by_api;
+};
+
 class ProfileBuilder {
  public:
-  // `library_build_ids`: probed library path -> its build id (the leaf frames' mappings).
-  ProfileBuilder(StackFn stacks, std::map<std::string, std::string> library_build_ids);
+  ProfileBuilder(StackFn stacks, Libraries libraries);
   void add_call(const hal::Event& e, const std::string& node);
   void add_run(const engine::CallRun& r, const std::string& node);
   // One on-CPU sample worth `period_ns`.
@@ -107,13 +115,13 @@ class ProfileBuilder {
   void add(std::vector<uint64_t> locations, uint32_t pid, uint32_t tid, std::string_view comm,
            const std::string& node, const Values& v);
   const std::vector<uint64_t>& stack_locations(uint64_t stack_id);
-  uint64_t op_location(std::string_view op, std::string_view library);
+  uint64_t op_location(std::string_view op, std::string_view library, std::string_view api);
   uint64_t frame_location(const Frame& f);
   uint64_t mapping(const std::string& file, const std::string& build_id);
   uint64_t function(const std::string& name, const std::string& file);
 
   StackFn stacks_;
-  std::map<std::string, std::string> library_build_ids_;
+  Libraries libraries_;
   std::map<uint64_t, std::vector<uint64_t>> stack_cache_;
   std::map<std::tuple<bool, std::string, std::string, int64_t, std::string, std::string, int64_t>,
            uint64_t>

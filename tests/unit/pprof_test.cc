@@ -96,7 +96,8 @@ TEST(Pprof, SampleTypesFramesMappingsAndLabels) {
         ++lookups;
         return stacks.count(id) ? stacks[id] : std::vector<Frame>{};
       },
-      {{"/usr/local/cuda/lib64/libcudart.so.13", "cafe01"}});
+      Libraries{{{"/usr/local/cuda/lib64/libcudart.so.13", "cafe01"}},
+                {{"cuda_driver", {"/usr/lib/libcuda.so.1", "d41"}}}});
   auto ev = [](hal::EventKind k, const char* op, uint64_t dur, uint64_t stack) {
     hal::Event e = call(1000, dur, "cuda_runtime", op, k, 7, 8);
     e.library = "/usr/local/cuda/lib64/libcudart.so.13";
@@ -113,6 +114,9 @@ TEST(Pprof, SampleTypesFramesMappingsAndLabels) {
   h2d.set(hal::Field::kDirection, uint64_t(hal::CopyDirection::kHostToDevice));
   b.add_call(h2d, "");                                             // not a wait
   b.add_call(ev(K::kLaunch, "cudaLaunchKernel", 5 * kUs, 0), "");  // no stack: the op alone
+  // An event that does not name its library: the one the trace attached for its api.
+  hal::Event driver = call(1000, 3 * kUs, "cuda_driver", "cuLaunchKernel", K::kLaunch, 7, 8);
+  b.add_call(driver, "");
   engine::CallRun run;
   run.calls = 100;
   run.sum_ns = 600 * kUs;
@@ -133,9 +137,9 @@ TEST(Pprof, SampleTypesFramesMappingsAndLabels) {
   auto t = b.totals();
   EXPECT_EQ(t.values[kCpu], 2 * 20'408'163);
   EXPECT_EQ(t.values[kGpuWait], int64_t(5 * kMs + 500 * kUs));
-  EXPECT_EQ(t.values[kLaunches], 101);
-  EXPECT_EQ(t.values[kGpuApi], int64_t(5 * kMs + 1200 * kUs + 5 * kUs + 600 * kUs));
-  EXPECT_EQ(t.calls, 105u);
+  EXPECT_EQ(t.values[kLaunches], 102);
+  EXPECT_EQ(t.values[kGpuApi], int64_t(5 * kMs + 1200 * kUs + 8 * kUs + 600 * kUs));
+  EXPECT_EQ(t.calls, 106u);
   EXPECT_EQ(t.cpu_samples, 2u);
 
   pp::Profile p;
@@ -175,7 +179,9 @@ TEST(Pprof, SampleTypesFramesMappingsAndLabels) {
   EXPECT_EQ(by_stack[(std::vector<std::string>{"at::sync [/opt/app/bin/trainer b1d0 +0x1a2b]",
                                                "step /src/train.py:41", "main /src/train.py:90"})],
             (std::vector<int64_t>{2 * 20'408'163, 0, 0, 0}));
-  EXPECT_EQ(by_stack.size(), 5u);
+  EXPECT_EQ(by_stack[(std::vector<std::string>{"cuLaunchKernel [/usr/lib/libcuda.so.1 d41 +0x0]"})],
+            (std::vector<int64_t>{0, 0, 1, int64_t(3 * kUs)}));
+  EXPECT_EQ(by_stack.size(), 6u);
   // Python frames have no mapping; the trainer's mapping knows functions but not lines.
   for (const auto& l : p.location()) {
     if (!l.line().empty() &&
@@ -183,7 +189,7 @@ TEST(Pprof, SampleTypesFramesMappingsAndLabels) {
       EXPECT_EQ(l.mapping_id(), 0u);
     }
   }
-  ASSERT_EQ(p.mapping_size(), 2);
+  ASSERT_EQ(p.mapping_size(), 3);
   EXPECT_EQ(str(p, p.mapping(1).filename()), "/opt/app/bin/trainer");
   EXPECT_TRUE(p.mapping(1).has_functions());
   EXPECT_FALSE(p.mapping(1).has_line_numbers());
