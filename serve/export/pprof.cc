@@ -1,5 +1,6 @@
 #include "serve/export/pprof.h"
 
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 #include <unordered_map>
@@ -107,8 +108,13 @@ const std::vector<uint64_t>& ProfileBuilder::stack_locations(uint64_t stack_id) 
   auto it = stack_cache_.find(stack_id);
   if (it != stack_cache_.end()) return it->second;
   std::vector<uint64_t> ids;
+  uint64_t outermost = 0;
   if (stack_id)
-    for (const Frame& f : stacks_(stack_id)) ids.push_back(frame_location(f));
+    for (const Frame& f : stacks_(stack_id)) {
+      ids.push_back(frame_location(f));
+      if (uint64_t m = locations_[ids.back() - 1].mapping) outermost = m;
+    }
+  if (outermost) ++mappings_[outermost - 1].outermost;
   return stack_cache_.emplace(stack_id, std::move(ids)).first->second;
 }
 
@@ -174,7 +180,14 @@ std::string ProfileBuilder::serialize() const {
   p.set_time_nanos(start_ns_);
   p.set_duration_nanos(end_ns_ > start_ns_ ? end_ns_ - start_ns_ : 0);
   for (const auto& c : comments_) p.add_comment(str.id(c));
-  for (size_t i = 0; i < mappings_.size(); ++i) {
+  // Readers take the first mapping for the main binary: the one most stacks start in (the
+  // program's entry), ids unchanged.
+  std::vector<size_t> order(mappings_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return mappings_[a].outermost > mappings_[b].outermost;
+  });
+  for (size_t i : order) {
     const MappingRow& m = mappings_[i];
     auto* pm = p.add_mapping();
     pm->set_id(i + 1);

@@ -106,6 +106,7 @@ class ProfileBuilder {
   struct MappingRow {
     std::string file, build_id;
     bool functions = false, filenames = false, lines = false;
+    uint64_t outermost = 0;  // stacks whose outermost native frame is in it
   };
   struct LocationRow {
     uint64_t mapping = 0, address = 0;

@@ -30,6 +30,13 @@ using store::tiers_fixture::kUs;
 
 std::string str(const pp::Profile& p, int64_t i) { return p.string_table(int(i)); }
 
+const pp::Mapping& mapping_of(const pp::Profile& p, uint64_t id) {
+  for (const auto& m : p.mapping())
+    if (m.id() == id) return m;
+  ADD_FAILURE() << "no mapping " << id;
+  return p.mapping(0);
+}
+
 // A location as "function file:line [mapping file build-id +offset]".
 std::string describe(const pp::Profile& p, uint64_t id) {
   const pp::Location& l = p.location(int(id - 1));
@@ -42,7 +49,7 @@ std::string describe(const pp::Profile& p, uint64_t id) {
       s += " " + str(p, f.filename()) + ":" + std::to_string(line.line());
   }
   if (l.mapping_id()) {
-    const pp::Mapping& m = p.mapping(int(l.mapping_id() - 1));
+    const pp::Mapping& m = mapping_of(p, l.mapping_id());
     char off[32];
     std::snprintf(off, sizeof(off), "+0x%llx",
                   (unsigned long long)(l.address() - m.memory_start() + m.file_offset()));
@@ -189,10 +196,11 @@ TEST(Pprof, SampleTypesFramesMappingsAndLabels) {
       EXPECT_EQ(l.mapping_id(), 0u);
     }
   }
+  // The trainer first: the main binary, where the stacks start.
   ASSERT_EQ(p.mapping_size(), 3);
-  EXPECT_EQ(str(p, p.mapping(1).filename()), "/opt/app/bin/trainer");
-  EXPECT_TRUE(p.mapping(1).has_functions());
-  EXPECT_FALSE(p.mapping(1).has_line_numbers());
+  EXPECT_EQ(str(p, p.mapping(0).filename()), "/opt/app/bin/trainer");
+  EXPECT_TRUE(p.mapping(0).has_functions());
+  EXPECT_FALSE(p.mapping(0).has_line_numbers());
   for (const auto& s : p.sample()) {
     auto l = labels_of(p, s);
     EXPECT_EQ(l["pid"], "7");
