@@ -4,6 +4,7 @@
 #include "app/commands.h"
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
+#include "app/node_selection.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
@@ -25,19 +26,6 @@ std::optional<engine::TenantGrouping> grouping(const std::string& g) {
   if (g == "pod") return engine::TenantGrouping::kPod;
   if (g == "container") return engine::TenantGrouping::kContainer;
   return std::nullopt;
-}
-
-// The nodes to analyse: all the source has, or the ones asked for (each must exist).
-ingero::Result<std::vector<std::string>> pick_nodes(std::vector<std::string> have,
-                                                    const std::vector<std::string>& asked) {
-  if (asked.empty()) return have;
-  for (const auto& n : asked)
-    if (std::find(have.begin(), have.end(), n) == have.end()) {
-      std::string list;
-      for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
-      return ingero::make_error("no node '" + n + "' in this trace (nodes: " + list + ")");
-    }
-  return asked;
 }
 
 int explain_clickhouse(const Opts& o) {

@@ -72,7 +72,8 @@ store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64
 
 ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const std::string& db_path,
                                             const std::string& node, int64_t from_ns, int64_t to_ns,
-                                            kernelside::TenantResolver& tenants) {
+                                            kernelside::TenantResolver& tenants,
+                                            std::vector<engine::Chain>* chains) {
   if (auto st = writer.commit(); !st) return st.error();
   auto reader = store::TraceReader::open(db_path, builtin_views());
   if (!reader) return reader.error();
@@ -121,6 +122,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   for (const auto& c : a.chains) rows.push_back(chain_row(c, node, now));
   if (auto st = writer.replace_chains(rows); !st) return st.error();
   if (auto st = writer.commit(); !st) return st.error();
+  if (chains) *chains = std::move(a.chains);
   return rows.size();
 }
 

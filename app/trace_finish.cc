@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/session_chains.h"
@@ -28,6 +29,19 @@ void Trace::stop_child() {
     std::cerr << cr() << "ingero: the traced command (pid " << cmd_.pid()
               << ") did not exit within " << kChildGraceSeconds
               << " s of the signal; it keeps running, untraced\n";
+}
+
+// The session's chains the live analysis had not sent become log records, then the last
+// metrics; delivery ends by --otlp-exit-timeout, and what it sent and dropped goes into the
+// session row's bpf_stats (otlp_*).
+void Trace::finish_otlp(const std::vector<engine::Chain>& chains, store::SessionEnd& end) {
+  if (!chains.empty()) otlp_->on_chains(chains, wall_now_ns());
+  auto left = std::chrono::milliseconds(int64_t(opts_.otlp_exit_timeout_s * 1000));
+  otlp_->finish(std::chrono::steady_clock::now() + left);
+  nlohmann::json j = nlohmann::json::parse(end.bpf_stats_json, nullptr, false);
+  if (j.is_discarded()) j = nlohmann::json::object();
+  add_otlp_stats(j, otlp_->stats());
+  end.bpf_stats_json = j.dump();
 }
 
 int Trace::finish() {
@@ -63,11 +77,13 @@ int Trace::finish() {
   update_kernel_naming();
   pipeline_->commit();
   size_t nchains = 0;
+  std::vector<engine::Chain> chains;
   if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns,
-                                    *tenants_))
+                                    *tenants_, otlp_ ? &chains : nullptr))
     nchains = *c;
   else if (!opts_.quiet)
     std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
+  if (otlp_) finish_otlp(chains, end);
   // One bound on shipping at exit: the pass in flight (a stalled ClickHouse held it for its
   // 30 s request timeout) and then the last pass, connects and reads included, share
   // --clickhouse-exit-timeout; the writer's own finish between them is not shipping.
@@ -118,6 +134,7 @@ int Trace::finish() {
                 << " records could not be decoded\n";
   }
   print_losses(std::cerr, end.counters);  // even with -q: the figures are lower bounds
+  if (otlp_) print_otlp_summary(std::cerr, *otlp_, opts_.quiet);  // its drops even with -q
   if (writer_->failed() || !fin) {
     std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db_
               << (sinks_.last_error().empty() ? "" : ": " + sinks_.last_error())

@@ -90,7 +90,7 @@ void Trace::fold_blocks() {
 }
 
 // Agent metrics every second; the active causal chains (last 5 minutes) every 30 s, computed
-// off the event loop on a read-only connection.
+// off the event loop on a read-only connection, for the gauge and, with --otlp, as log records.
 void Trace::update_metrics(int64_t mono, bool final) {
   if (!metrics_) return;
   const auto& pc = pipeline_->counters();
@@ -114,6 +114,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
       live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     LiveAnalysis la = live_chains_.get();
     metrics_->set_chains(la.chains);
+    if (otlp_) otlp_->on_chains(la.found, wall_now_ns());
     std::vector<serve::Metrics::StepSample> fresh;
     int64_t last = steps_observed_to_;
     for (const auto& [end, sample] : la.steps)
@@ -128,7 +129,8 @@ void Trace::update_metrics(int64_t mono, bool final) {
   pipeline_->commit();
   std::string db = db_;
   int64_t to = wall_now_ns(), from = to - 300'000'000'000LL;
-  live_chains_ = std::async(std::launch::async, [db, from, to] {
+  bool keep_chains = otlp_ != nullptr;
+  live_chains_ = std::async(std::launch::async, [db, from, to, keep_chains] {
     LiveAnalysis out;
     auto reader = store::TraceReader::open(db);
     if (!reader) return out;
@@ -146,6 +148,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
     eo.kernels = false;  // only severities and steps are kept of it
     auto a = engine::analyze(source, w, eo);
     for (const auto& c : a.chains) ++out.chains[engine::severity_name(c.severity)];
+    if (keep_chains) out.found = std::move(a.chains);
     for (const auto& s : a.steps.processes)
       for (const auto& st : s.steps)
         if (!st.warmup && st.duration())

@@ -10,11 +10,13 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "app/fleet_hook.h"
+#include "app/otlp_hook.h"
 #include "app/trace_samplers.h"
 #include "app/traced_command.h"
 #include "app/tracer.h"
@@ -34,6 +36,7 @@
 #include "kernelside/tenant_watch.h"
 #include "serve/metrics/metrics.h"
 #include "store/file_access.h"
+#include "serve/otlp/exporter.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app::trace_detail {
@@ -69,6 +72,7 @@ class Trace {
   int attach();  // tracepoints, sampler, call probes, the session row; releases the command
   void loop();   // reads the rings until a duration passes, a signal arrives or the command exits
   int finish();  // stops the command first, drains, records the session, reports
+  void finish_otlp(const std::vector<engine::Chain>& chains, store::SessionEnd& end);
   hal::BpfConfig bpf_config();
   bool serve_metrics();
   void make_pipeline();
@@ -115,11 +119,15 @@ class Trace {
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;
+  std::optional<serve::otlp::ExporterConfig> otlp_config_;  // --otlp, resolved in open()
+  std::unique_ptr<serve::otlp::Exporter> otlp_;             // started in attach()
   std::unique_ptr<HostSamplers> samplers_;
   std::vector<Periodic> periodic_;
-  // The periodic analysis for /metrics: chains by severity, and the steady steps that ended.
+  // The periodic analysis for /metrics and OTLP: chains by severity (and, with --otlp, the
+  // chains themselves), and the steady steps that ended.
   struct LiveAnalysis {
     std::map<std::string, uint64_t> chains;
+    std::vector<engine::Chain> found;
     std::vector<std::pair<int64_t, serve::Metrics::StepSample>> steps;  // (end_ns, sample)
   };
   std::future<LiveAnalysis> live_chains_;

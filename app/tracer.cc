@@ -282,7 +282,11 @@ int Trace::open() {
   } else {
     db_ = opts_.db_path;
   }
+  if (!opts_.otlp.empty() && !(otlp_config_ = resolve_otlp(opts_))) return kExitUsage;
   if (!opts_.prometheus.empty() && !serve_metrics()) return kExitUsage;
+  // OTLP exports the registry's series: it is kept whether or not /metrics is served.
+  if (!metrics_ && otlp_config_)
+    metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
   if (!opts_.command.empty() &&
       cmd_.start(opts_.command, raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt) !=
           0) {
@@ -398,6 +402,13 @@ int Trace::attach() {
     return kExitFailure;
   }
   if (shipper_) shipper_->start();
+  if (otlp_config_) {
+    otlp_ = make_otlp_exporter(opts_, std::move(*otlp_config_),
+                               {si_.host, si_.node, si_.started_at_ns, si_.mono_offset_ns},
+                               metrics_->registry());
+    if (!otlp_) return kExitUsage;
+    if (opts_.otlp_spans) sinks_.add(otlp_.get());  // slow calls and collectives
+  }
   store_libraries(libs, true);
   pipeline_->commit();
 

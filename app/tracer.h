@@ -52,6 +52,14 @@ struct TraceOptions {
   // tenant_names.h); empty: the defaults.
   std::vector<std::string> runtime_state;
   bool tenant_names = true;  // read names for cgroups of containers and pods (else paths only)
+  // OTLP/HTTP export (serve/otlp): a base URL, or "env" for OTEL_EXPORTER_OTLP_ENDPOINT;
+  // "" = off.
+  std::string otlp;
+  double otlp_interval_s = 10;           // metrics every this long
+  bool otlp_spans = false;               // slow calls and collectives as spans
+  double otlp_span_threshold_s = 0.001;  // a call this slow is a span
+  uint32_t otlp_span_rate = 100;         // spans per second at most
+  double otlp_exit_timeout_s = 10;       // delivery at exit ends within this long
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended
