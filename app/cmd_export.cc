@@ -191,6 +191,12 @@ int export_sqlite(const ExportOpts& o) {
     std::cerr << "ingero export: --format sqlite writes a file: give --db and -o FILE\n";
     return kExitUsage;
   }
+  // A copy of the whole file: a window, a process or a node would be dropped without a word.
+  if (!o.w.since.empty() || !o.w.from.empty() || !o.w.to.empty() || o.pid || !o.nodes.empty()) {
+    std::cerr << "ingero export: --format sqlite copies the whole file: --since, --from, --to, "
+                 "--pid and --node do not apply (`ingero query` selects rows)\n";
+    return kExitUsage;
+  }
   std::string path = o.db.empty() ? default_db_path() : o.db;
   std::error_code ec;
   if (std::filesystem::exists(o.out, ec) && !o.force) {
