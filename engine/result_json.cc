@@ -210,6 +210,8 @@ nlohmann::json tenants_json(const TenantReport& r) {
           {"tenants_omitted", r.tenants_omitted},
           {"preemptions", std::move(across)},
           {"preemptions_omitted", r.across_omitted}};
+}
+
 nlohmann::json process_kernels_json(const ProcessKernels& p, const std::string& name,
                                     size_t limit) {
   nlohmann::json ks = nlohmann::json::array();
