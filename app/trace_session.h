@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "app/device_poller.h"
 #include "app/fleet_hook.h"
 #include "app/trace_samplers.h"
 #include "app/traced_command.h"
@@ -82,6 +83,10 @@ class Trace {
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   void stop_child();
+  // app/trace_device.cc: the device side channel (NVML, amdgpu): opened and started with the
+  // loop, drained into the trace file and the registry every --flush-ms, stopped at the end.
+  void start_devices();
+  void drain_devices(bool final);
   std::string cr() const { return tty_ ? "\r\033[K" : ""; }
 
   const TraceOptions& opts_;
@@ -102,6 +107,10 @@ class Trace {
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;
   std::unique_ptr<HostSamplers> samplers_;
+  std::unique_ptr<DevicePoller> devices_;
+  ProcessLabeller device_labels_;
+  uint64_t device_rows_lost_ = 0;  // samples the poller dropped or the writer refused
+  bool device_warned_ = false;
   std::vector<Periodic> periodic_;
   // The periodic analysis for /metrics: chains by severity, and the steady steps that ended.
   struct LiveAnalysis {

@@ -15,6 +15,7 @@
 
 #include "engine/call_run.h"
 #include "engine/quantile_sketch.h"
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 
 namespace ingero::engine {
@@ -166,6 +167,13 @@ class TraceSource {
   virtual uint64_t event_count(const Window& w) = 0;
   // Device error-counter samples in the window, in time order.
   virtual std::vector<DeviceCounterSample> device_error_samples(const Window&) { return {}; }
+  // What the GPUs reported (hal/device_sampler.h: NVML, amdgpu): the utilisation samples (and
+  // per-process memory rows) ending in the window, in no particular order; the window's pid
+  // restriction applies to per-process rows only. Traces without device data have none.
+  virtual void device_samples(const Window& /*w*/,
+                              const std::function<void(const hal::DeviceSample&)>& /*fn*/) {}
+  // Device events (Xid, ECC, a lost GPU) in the window, in time order.
+  virtual std::vector<hal::DeviceEvent> device_events(const Window& /*w*/) { return {}; }
   // cgroup id -> path, where the trace recorded it.
   virtual std::map<uint64_t, std::string> cgroup_paths() { return {}; }
   // Whether calls carry stacks (Event::stack_id), and a stack's frames.

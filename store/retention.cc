@@ -12,7 +12,8 @@ namespace {
 // The time-series tables and their time column; rows arrive nearly in time order, so rowid
 // order is the age order the batches follow (no time index is needed while writing).
 constexpr const char* kTables[] = {"events",          "system_snapshots", "process_stats",
-                                   "device_counters", "call_seconds",     "call_runs"};
+                                   "device_counters", "call_seconds",     "call_runs",
+                                   "device_samples",  "device_events"};
 
 ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
   auto st = db.prepare(sql);
