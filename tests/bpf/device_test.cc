@@ -6,6 +6,7 @@
 // is reported by check and changes nothing else.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -116,6 +117,21 @@ TEST(DeviceTruth, LaunchBoundLoopMeasuredNinePercentBusyIsHighAndNamesItsLine) {
       << summary;
   EXPECT_TRUE(has(t.text, "GPU busy 9% (NVML)")) << t.text;
   EXPECT_FALSE(has(t.text, "GPU idle 0%")) << t.text;
+  // The report's step timeline carries the lane: every steady step measured at 9%.
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "report", "--db", t.db, "--json", "-o", "-"}, &out, &err), 0)
+      << err;
+  auto model = nlohmann::json::parse(out);
+  ASSERT_EQ(model["steps"].size(), 1u);
+  const auto& busy = model["steps"][0]["points"]["gpu_busy"];
+  const auto& warm = model["steps"][0]["points"]["warmup"];
+  size_t measured = 0;
+  for (size_t i = 0; i < busy.size(); ++i) {
+    if (busy[i].is_null()) continue;
+    ++measured;
+    EXPECT_NEAR(busy[i].get<double>(), 0.09, 1e-9) << i;
+  }
+  EXPECT_GE(measured + 5, busy.size() - std::count(warm.begin(), warm.end(), 1)) << busy.dump();
 }
 
 TEST(DeviceTruth, SameLoopWithoutNvmlSaysItsIdleIsALowerBound) {

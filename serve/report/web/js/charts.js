@@ -102,7 +102,8 @@ function busyLane(el, s) {
       { label: 'start', value: (u, v) => (v === null ? '\u2013' : fmt.secs(v)) },
       { label: 'GPU busy', stroke: '#2e7d32', fill: 'rgba(46,125,50,0.18)', width: 1.5,
         points: { show: false }, spanGaps: false,
-        value: (u, v) => (v === null || v === undefined ? 'not measured' : fmt.pct(v)) },
+        value: (u, v, si, idx) => (idx === null || idx === undefined ? '\u2013'
+          : v === null || v === undefined ? 'not measured' : fmt.pct(v)) },
     ],
   }, [p.t, p.gpu_busy]);
 }
