@@ -322,11 +322,13 @@ void NvmlSampler::per_process(Device& d, int64_t wall_ns, std::vector<hal::Devic
     unsigned int n = 0;
     nvmlReturn_t r = l.process_utilization(d.handle, nullptr, &n, d.last_seen_us);
     if (r == NVML_ERROR_INSUFFICIENT_SIZE || (r == NVML_SUCCESS && n > 0)) {
-      util_buf_.resize(size_t(n) + 8);  // a sample may arrive between the two calls
+      // A sample may arrive between the two calls; a count past any real GPU's is not trusted.
+      util_buf_.resize(std::min<size_t>(n, kMaxProcessRows) + 8);
       n = unsigned(util_buf_.size());
       r = l.process_utilization(d.handle, util_buf_.data(), &n, d.last_seen_us);
     }
     if (r == NVML_SUCCESS) {
+      n = std::min(n, unsigned(util_buf_.size()));
       std::sort(util_buf_.begin(), util_buf_.begin() + n,
                 [](const auto& x, const auto& y) { return x.timeStamp < y.timeStamp; });
       for (unsigned int i = 0; i < n; ++i) {
@@ -353,6 +355,10 @@ void NvmlSampler::per_process(Device& d, int64_t wall_ns, std::vector<hal::Devic
       }
       for (unsigned int i = 0; i < n; ++i)
         d.last_seen_us = std::max(d.last_seen_us, util_buf_[i].timeStamp);
+      // Processes gone for a minute are forgotten (a long-running agent sees many).
+      if (d.last_pid_ns.size() > kMaxProcessRows)
+        std::erase_if(d.last_pid_ns,
+                      [&](const auto& e) { return e.second < wall_ns - 60'000'000'000LL; });
     } else if (r != NVML_ERROR_NOT_FOUND) {
       ok(d, r, d.procs, wall_ns);
     }
@@ -361,13 +367,14 @@ void NvmlSampler::per_process(Device& d, int64_t wall_ns, std::vector<hal::Devic
     unsigned int n = 0;
     nvmlReturn_t r = l.running_processes(d.handle, &n, nullptr);
     if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-      proc_buf_.resize(size_t(n) + 8);
+      proc_buf_.resize(std::min<size_t>(n, kMaxProcessRows) + 8);
       n = unsigned(proc_buf_.size());
       r = l.running_processes(d.handle, &n, proc_buf_.data());
     } else if (r == NVML_SUCCESS) {
-      n = 0;
+      n = 0;  // no process: nothing was written
     }
     if (r == NVML_SUCCESS) {
+      n = std::min(n, unsigned(proc_buf_.size()));
       for (unsigned int i = 0; i < n; ++i) {
         const auto& p = proc_buf_[i];
         if (p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE) continue;

@@ -27,6 +27,8 @@ namespace ingero::backends::nvml {
 class NvmlSampler final : public hal::DeviceSampler {
  public:
   static constexpr int64_t kSlowPeriodNs = 1'000'000'000;
+  // Per-process rows read from one device in one call, at most (no GPU runs more processes).
+  static constexpr size_t kMaxProcessRows = 4096;
   // Opens the library (opts.nvml_library), initialises NVML, enumerates the devices, asks each
   // function once to learn what is supported, and starts the event thread where the library
   // has the event-set functions. Errors: the library's (not found, a required function
