@@ -132,10 +132,17 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds (1..60000)")
       ->check(CLI::Range(1, 60000))
       ->capture_default_str();
-  cmd->add_option(
-         "--sysfs-root", o->sysfs_root,
-         "Root under which InfiniBand counters are read: ROOT/class/infiniband (default /sys)")
+  cmd->add_option("--sysfs-root", o->sysfs_root,
+                  "Root under which InfiniBand counters (ROOT/class/infiniband) and amdgpu cards "
+                  "(ROOT/class/drm) are read (default /sys)")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--device-poll-ms", o->device_poll_ms,
+                  "Poll the GPUs' own utilisation, memory, clocks, power, temperature and errors "
+                  "(NVML via libnvidia-ml.so.1, amdgpu sysfs), per device and per process, every "
+                  "N ms (0: off). Where they cover the steps, explain measures GPU busy instead "
+                  "of bounding GPU idle")
+      ->check(CLI::Range(0u, 60000u))
+      ->capture_default_str();
   cmd->add_flag("--rdma-verbs", o->rdma_verbs,
                 "Also trace libibverbs asynchronous events (ibv_get_async_event)");
   cmd->add_option("--prometheus", o->prometheus,

@@ -62,8 +62,14 @@ void print_chain(std::ostream& out, const engine::Chain& c) {
     for (const auto& t : c.timeline) out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
   }
   for (const auto& st : c.stacks) {
-    out << "  Stack (" << st.calls << " of the " << st.examined << " slowest calls, worst "
-        << format_duration(st.worst_ns) << ", pid " << st.pid << " tid " << st.tid << "):\n";
+    // A chain's slowest calls (with the worst), or a site's calls (a launch site: no worst).
+    out << "  Stack (";
+    if (st.examined && st.worst_ns)
+      out << st.calls << " of the " << st.examined << " slowest calls, worst "
+          << format_duration(st.worst_ns) << ", ";
+    else if (st.examined)
+      out << format_count(st.calls) << " of " << format_count(st.examined) << " calls, ";
+    out << "pid " << st.pid << " tid " << st.tid << "):\n";
     for (const auto& f : st.frames) out << "    " << f << "\n";
   }
   out << "  Root cause: " << c.root_cause << "\n";

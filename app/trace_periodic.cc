@@ -152,9 +152,9 @@ void Trace::update_metrics(int64_t mono, bool final) {
     for (const auto& s : a.steps.processes)
       for (const auto& st : s.steps)
         if (!st.warmup && st.duration())
-          out.steps.push_back(
-              {st.end_ns,
-               {double(st.duration()) / 1e9, double(st.gpu_idle_ns) / double(st.duration())}});
+          out.steps.push_back({st.end_ns,
+                               {double(st.duration()) / 1e9,
+                                double(st.gpu_idle_ns) / double(st.duration()), st.gpu_busy}});
     return out;
   });
   next_chains_ = mono + 30'000'000'000LL;

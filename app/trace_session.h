@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "app/device_poller.h"
 #include "app/fleet_hook.h"
 #include "app/otlp_hook.h"
 #include "app/trace_samplers.h"
@@ -91,6 +92,10 @@ class Trace {
   // The session row's kernel-naming counters (store/kernel_names.h), from the namer.
   void update_kernel_naming();
   void stop_child();
+  // app/trace_device.cc: the device side channel (NVML, amdgpu): opened and started with the
+  // loop, drained into the trace file and the registry every --flush-ms, stopped at the end.
+  void start_devices();
+  void drain_devices(bool final);
   std::string cr() const { return tty_ ? "\r\033[K" : ""; }
 
   const TraceOptions& opts_;
@@ -122,6 +127,10 @@ class Trace {
   std::optional<serve::otlp::ExporterConfig> otlp_config_;  // --otlp, resolved in open()
   std::unique_ptr<serve::otlp::Exporter> otlp_;             // started in attach()
   std::unique_ptr<HostSamplers> samplers_;
+  std::unique_ptr<DevicePoller> devices_;
+  ProcessLabeller device_labels_;
+  uint64_t device_rows_lost_ = 0;  // samples the poller dropped or the writer refused
+  bool device_warned_ = false;
   std::vector<Periodic> periodic_;
   // The periodic analysis for /metrics and OTLP: chains by severity (and, with --otlp, the
   // chains themselves), and the steady steps that ended.

@@ -435,9 +435,13 @@ void Trace::loop() {
       session_->config().host_context ? session_->pid_stats_fd() : -1, opts_.sysfs_root,
       registry_.all());
   samplers_->start(start_mono_, wall_now_ns());
+  start_devices();
   next_chains_ = start_mono_;
   const int64_t sec = 1'000'000'000;
   periodic_ = {
+      // Before the commit below: at the end, the last device rows go in the last batch.
+      {int64_t(opts_.flush_ms) * 1'000'000, true,
+       [this](int64_t, bool final) { drain_devices(final); }},
       {int64_t(opts_.flush_ms) * 1'000'000, true, [this](int64_t, bool) { pipeline_->commit(); }},
       {sec, true, [this](int64_t m, bool f) { samplers_->sample(m, f); }},
       {5 * sec, true, [this](int64_t, bool) { update_counters(); }},

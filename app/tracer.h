@@ -28,6 +28,7 @@ struct TraceOptions {
   uint32_t ringbuf_mb = 0;          // calls ring in MiB (a power of two); 0: sized by CPU count
   std::string flags;                // recorded in the session row
   std::string sysfs_root = "/sys";  // backends poll their device counters under it
+  uint32_t device_poll_ms = 100;    // NVML / amdgpu sampling period (0: off)
   bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;

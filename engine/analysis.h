@@ -37,9 +37,11 @@ struct Analysis {
   uint64_t events = 0;
   OpStatsSet stats;
   HostContext host;
-  StepModel steps;            // per GPU process: step cadence, per-step breakdown, host gaps
-  KernelReport kernels;       // per GPU process: which kernels it launches, per step and from where
-  std::vector<Chain> chains;  // HIGH first, then by score
+  StepModel steps;       // per GPU process: step cadence, per-step breakdown, host gaps
+  KernelReport kernels;  // per GPU process: which kernels it launches, per step and from where
+  DeviceBusy device;     // what the GPUs reported (NVML, amdgpu), indexed
+  std::vector<hal::DeviceEvent> device_events;  // Xid, ECC, lost GPUs, in time order
+  std::vector<Chain> chains;                    // HIGH first, then by score
   std::vector<ProcessReport> processes;
   std::map<uint32_t, ProcessInfo> names;
   std::optional<TraceLosses> losses;  // the whole trace's, not the window's
@@ -88,6 +90,10 @@ void rule_process_contention(const Analysis& a, std::vector<Chain>& out);
 void rule_oom(const Analysis& a, std::vector<Chain>& out);
 void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+// Device errors (Xid, ECC, a lost GPU): evidence in the chains of the processes on that device
+// (`out` so far), and a chain of their own, HIGH where one lines up with a stall of such a
+// process (engine/rules_device.cc).
+void rule_device_errors(Analysis& a, std::vector<Chain>& out);
 // Fills Chain::stacks: the call stacks of each chain's slowest calls (engine/attribution.cc).
 // Chains that already carry stacks keep them, and a chain looked at once is not looked at again:
 // the chains known before the step model is done are attributed beside it. Its reads of stacks

@@ -87,25 +87,36 @@ nlohmann::json chain_json(const Chain& c) {
 }
 
 nlohmann::json step_summary_json(const StepSummary& s) {
-  return {{"text", s.text},
-          {"steps", s.steps},
-          {"warmup_steps", s.warmup_steps},
-          {"median_ns", s.median_ns},
-          {"p90_ns", s.p90_ns},
-          {"min_ns", s.min_ns},
-          {"max_ns", s.max_ns},
-          {"wait", s.wait},
-          {"enqueue", s.enqueue},
-          {"api", s.api},
-          {"host", s.host},
-          {"gpu_idle", s.gpu_idle},
-          {"host_gap", s.host_gap},
-          {"preempted", s.preempted},
-          {"preempted_by", s.preempted_by},
-          {"gap_cause", s.gap_cause},
-          {"gap_where", s.gap_where},
-          {"launches_per_step", s.launches_per_step},
-          {"round_trips_per_step", s.round_trips_per_step}};
+  return {
+      {"text", s.text},
+      {"steps", s.steps},
+      {"warmup_steps", s.warmup_steps},
+      {"median_ns", s.median_ns},
+      {"p90_ns", s.p90_ns},
+      {"min_ns", s.min_ns},
+      {"max_ns", s.max_ns},
+      {"wait", s.wait},
+      {"enqueue", s.enqueue},
+      {"api", s.api},
+      {"host", s.host},
+      // The GPU side: measured where the devices covered the steps, else only the share the
+      // syncs prove idle (a lower bound, never a measurement).
+      {"gpu_busy", s.busy_measured ? nlohmann::json(s.gpu_busy) : nlohmann::json()},
+      {"gpu_busy_source", s.busy_measured ? nlohmann::json(s.busy_source) : nlohmann::json()},
+      {"gpu_busy_scope", s.busy_measured ? nlohmann::json(s.busy_per_process ? "process" : "device")
+                                         : nlohmann::json()},
+      {"gpu_busy_steps", s.busy_steps},
+      {"gpu_idle_lower_bound", s.gpu_idle},
+      {"gpu_text", gpu_share_text(s)},
+      {"device_note", s.device_note},
+      {"launch_site", s.launch_where},
+      {"host_gap", s.host_gap},
+      {"preempted", s.preempted},
+      {"preempted_by", s.preempted_by},
+      {"gap_cause", s.gap_cause},
+      {"gap_where", s.gap_where},
+      {"launches_per_step", s.launches_per_step},
+      {"round_trips_per_step", s.round_trips_per_step}};
 }
 
 nlohmann::json step_json(const Step& s) {
@@ -116,7 +127,11 @@ nlohmann::json step_json(const Step& s) {
           {"enqueue_ns", s.enqueue_ns},
           {"api_ns", s.api_ns},
           {"host_ns", s.host_ns},
-          {"gpu_idle_ns", s.gpu_idle_ns},
+          {"gpu_busy", s.gpu_busy >= 0 ? nlohmann::json(double(s.gpu_busy)) : nlohmann::json()},
+          {"gpu_busy_scope", s.gpu_busy < 0       ? nlohmann::json()
+                             : s.busy_per_process ? nlohmann::json("process")
+                                                  : nlohmann::json("device")},
+          {"gpu_idle_lower_bound_ns", s.gpu_idle_ns},
           {"host_gap_ns", s.host_gap_ns},
           {"gap",
            {{"on_cpu_ns", s.gap.on_cpu_ns},

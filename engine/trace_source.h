@@ -15,6 +15,7 @@
 
 #include "engine/call_run.h"
 #include "engine/quantile_sketch.h"
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 
 namespace ingero::engine {
@@ -204,6 +205,13 @@ class TraceSource {
   virtual std::vector<DeviceCounterSample> device_error_samples(const Window&) { return {}; }
   // cgroup id -> its path and names, where the trace recorded them.
   virtual std::map<uint64_t, CgroupInfo> cgroups() { return {}; }
+  // What the GPUs reported (hal/device_sampler.h: NVML, amdgpu): the utilisation samples (and
+  // per-process memory rows) ending in the window, in no particular order; the window's pid
+  // restriction applies to per-process rows only. Traces without device data have none.
+  virtual void device_samples(const Window& /*w*/,
+                              const std::function<void(const hal::DeviceSample&)>& /*fn*/) {}
+  // Device events (Xid, ECC, a lost GPU) in the window, in time order.
+  virtual std::vector<hal::DeviceEvent> device_events(const Window& /*w*/) { return {}; }
   // Whether calls carry stacks (Event::stack_id), and a stack's frames.
   virtual bool has_stacks() { return false; }
   virtual std::vector<StackFrameInfo> stack(uint64_t /*stack_id*/) { return {}; }

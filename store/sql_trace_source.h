@@ -54,6 +54,10 @@ class SqlTraceSource final : public engine::TraceSource {
   uint64_t event_count(const engine::Window& w) override;
   std::map<uint64_t, engine::CgroupInfo> cgroups() override;
   std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
+  // store/device_tables.cc
+  void device_samples(const engine::Window& w,
+                      const std::function<void(const hal::DeviceSample&)>& fn) override;
+  std::vector<hal::DeviceEvent> device_events(const engine::Window& w) override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
   bool has_cpu_samples() override;

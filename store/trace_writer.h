@@ -31,6 +31,7 @@
 
 #include "engine/quantile_sketch.h"
 #include "engine/trace_source.h"
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
@@ -169,6 +170,10 @@ class TraceWriter final : public hal::EventSink {
   // A cgroup's path and names, replacing what was stored for its id (store/cgroup_metadata.cc).
   ingero::Status add_cgroup(const CgroupRow& row);
   ingero::Status add_device_counter(const DeviceCounterRow& row);
+  // The device side channel's samples and events (hal/device_sampler.h), one statement a batch;
+  // an absent figure is stored NULL (store/trace_writer_device.cc).
+  ingero::Status add_device_samples(const std::vector<hal::DeviceSample>& rows);
+  ingero::Status add_device_events(const std::vector<hal::DeviceEvent>& rows);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
   // Stores a stack under its id (no-op if that id is stored already).
   ingero::Status add_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames);
@@ -319,6 +324,13 @@ class TraceWriter final : public hal::EventSink {
   int64_t mono_offset_ns_ = 0;
   std::string node_;
   bool in_txn_ = false;
+  // The device rows' tables and inserts (store/trace_writer_device.cc), made with the first
+  // device row and kept; forgotten after a failed insert (a rolled-back batch may have taken the
+  // tables with it).
+  bool device_tables_ = false;
+  Stmt device_sample_insert_, device_event_insert_;
+  ingero::Result<Stmt*> device_insert(Stmt& cached, const char* sql);
+  void forget_device_inserts();
   size_t pending_ = 0;
   uint64_t written_ = 0;
   uint64_t failed_ = 0;

@@ -75,10 +75,13 @@ void add_step_tools(std::vector<Tool>& t) {
       {"get_step_breakdown", "Where each training step's time goes",
        "Per GPU process: the training-step cadence found in its calls (a periodic read-back and "
        "sync, or launch bursts; or why none), the median step, and the step split into waiting "
-       "for the GPU, enqueueing, other API time and host time; GPU idle and the host gap (GPU "
-       "idle, no thread in a GPU call) by cause (on-CPU with where, preempted, I/O, sleeping). "
-       "Then the steps themselves: the first `limit`, or the slowest with order=slowest, each "
-       "with the kernels launched in it where the trace names kernels (see get_kernels)." +
+       "for the GPU, enqueueing, other API time and host time; the GPU's busy share as NVML or "
+       "amdgpu measured it (gpu_busy, per process where the device reports it; null without "
+       "device data), else only the idle share the syncs prove (gpu_idle_lower_bound); the host "
+       "gap (GPU idle, no thread in a GPU call) by cause (on-CPU with where, preempted, I/O, "
+       "sleeping); where most launches come from. Then the steps themselves (each with its "
+       "measured gpu_busy, and the kernels launched in it where the trace names kernels: see "
+       "get_kernels): the first `limit`, or the slowest with order=slowest." +
            kDataNote,
        object_schema(with_window(
            {{"pid", pid_prop()},

@@ -90,7 +90,15 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                         .Register(r);
   step_gpu_idle_ = &BuildHistogram()
                         .Name("ingero_step_gpu_idle_ratio")
-                        .Help("Share of each steady training step with no GPU work outstanding")
+                        .Help(
+                            "Lower bound of the share of each steady training step with no GPU "
+                            "work outstanding, from the syncs alone (not a measurement)")
+                        .Register(r);
+  step_gpu_busy_ = &BuildHistogram()
+                        .Name("ingero_step_gpu_busy_ratio")
+                        .Help(
+                            "Share of each steady training step the GPU was busy, measured by "
+                            "NVML or amdgpu (steps their samples cover)")
                         .Register(r);
   chains_ = &BuildGauge()
                  .Name("ingero_causal_chains_active")
@@ -360,9 +368,13 @@ void Metrics::observe_steps(const std::vector<StepSample>& steps) {
   std::lock_guard<std::mutex> g(mu_);
   auto& dur = step_duration_->Add({}, kSeconds);
   auto& idle = step_gpu_idle_->Add({}, kShare);
+  prometheus::Histogram* busy = nullptr;
   for (const auto& s : steps) {
     dur.Observe(s.seconds);
     idle.Observe(s.gpu_idle);
+    if (s.gpu_busy < 0) continue;
+    if (!busy) busy = &step_gpu_busy_->Add({}, kShare);
+    busy->Observe(s.gpu_busy);
   }
 }
 

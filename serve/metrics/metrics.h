@@ -13,6 +13,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "hal/backend.h"
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
@@ -66,6 +69,17 @@ class Metrics final : public hal::EventSink {
   // port's metric_label attributes; it grows by the increase since the last poll.
   void on_device_counters(std::string_view backend,
                           const std::vector<hal::DevicePortSample>& ports);
+  // The device side channel (hal/device_sampler.h; serve/metrics/gpu_metrics.cc): per device
+  // gauges (utilisation, memory, clocks, power, temperature, throttle reasons) and ECC
+  // counters, and with per_process the process series, labelled by `labels` (comm, and the
+  // container and pod from its cgroup where known). A figure a sample lacks has no series.
+  struct ProcessLabels {
+    std::string comm, container, pod;
+  };
+  using LabelFn = std::function<ProcessLabels(uint32_t pid)>;
+  void on_device_samples(const std::vector<hal::DeviceSample>& samples, const LabelFn& labels = {});
+  // Xid errors, lost GPUs: ingero_gpu_device_events_total.
+  void on_device_events(const std::vector<hal::DeviceEvent>& events);
   // The agent's own counters, as cumulative totals since the trace began.
   void set_agent(uint64_t events_total, double events_per_s, const store::SessionCounters& lost,
                  uint64_t store_errors, const std::map<std::string, uint64_t>& probes_by_backend,
@@ -74,7 +88,8 @@ class Metrics final : public hal::EventSink {
   // Steady training steps that ended since the last call (the tracer's periodic analysis):
   // each step's duration and GPU-idle share.
   struct StepSample {
-    double seconds = 0, gpu_idle = 0;
+    double seconds = 0, gpu_idle = 0;  // gpu_idle: the lower bound the syncs prove
+    double gpu_busy = -1;              // measured by the device; -1 where not
   };
   void observe_steps(const std::vector<StepSample>& steps);
 
@@ -109,6 +124,32 @@ class Metrics final : public hal::EventSink {
   void observe_launch(const hal::Event& ev);  // ingero_kernel_launches_total
   // Device asynchronous events: ingero_<vendor>_async_event_total by event type.
   void observe_device_event(const hal::Event& ev);
+  // The GPU device families, registered with the first device sample.
+  void make_gpu_families();
+  struct GpuFamilies {
+    prometheus::Family<prometheus::Gauge>*util, *mem_util, *mem_used, *mem_total, *sm_clock,
+        *mem_clock, *power, *temperature, *throttle, *proc_util, *proc_mem_util, *proc_mem_used;
+    prometheus::Family<prometheus::Counter>*ecc, *events;
+  };
+  std::unique_ptr<GpuFamilies> gpu_;
+  struct GpuProcess {
+    prometheus::Labels labels;
+    int64_t last_ns = 0;  // its newest sample (wall clock)
+    // Its utilisation, memory utilisation and memory series, each once it had the figure.
+    std::array<std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>, 3> gauges{};
+  };
+  std::map<std::pair<std::string, uint32_t>, GpuProcess> gpu_procs_;  // (device key, pid)
+  // A device's series, added to their families with the first sample that has the figure.
+  struct GpuDevice {
+    prometheus::Labels labels;
+    prometheus::Gauge *util = nullptr, *mem_util = nullptr, *mem_used = nullptr,
+                      *mem_total = nullptr, *sm_clock = nullptr, *mem_clock = nullptr,
+                      *power = nullptr, *temperature = nullptr;
+    std::array<prometheus::Gauge*, 9> reasons{};
+    std::array<prometheus::Counter*, 2> ecc{};  // corrected, uncorrected
+    std::array<uint64_t, 2> ecc_last{};
+  };
+  std::map<std::string, GpuDevice> gpu_devices_;  // source:index:uuid
   // A counter family registered on first use (device counters and events).
   prometheus::Family<prometheus::Counter>* counter_family(const std::string& name,
                                                           const std::string& help);
@@ -162,6 +203,7 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Gauge>* chains_;
   prometheus::Family<prometheus::Histogram>* step_duration_;
   prometheus::Family<prometheus::Histogram>* step_gpu_idle_;
+  prometheus::Family<prometheus::Histogram>* step_gpu_busy_;
   prometheus::Family<prometheus::Counter>* events_;
   prometheus::Family<prometheus::Gauge>* events_rate_;
   prometheus::Family<prometheus::Counter>* drops_;

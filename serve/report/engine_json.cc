@@ -56,23 +56,32 @@ json step_series_json(const engine::StepSeries& s, const std::string& node, cons
             {"summary", engine::step_summary_json(s.summary)}};
   size_t n = s.steps.size();
   size_t group = max_points && n > max_points ? (n + max_points - 1) / max_points : 1;
-  json t = json::array(), warm = json::array();
+  json t = json::array(), warm = json::array(), busy = json::array();
   std::vector<json> cols(kNumColumns, json::array());
   for (size_t i = 0; i < n; i += group) {
     size_t end = std::min(n, i + group);
     double sum[kNumColumns] = {}, v[kNumColumns];
     bool warmup = false;
+    // The GPU-busy lane: the measured share, time-weighted over the group's measured steps;
+    // null where no device sample covers them.
+    double busy_ns = 0, measured_ns = 0;
     for (size_t k = i; k < end; ++k) {
       step_values(s.steps[k], v);
       for (size_t c = 0; c < kNumColumns; ++c) sum[c] += v[c];
       warmup = warmup || s.steps[k].warmup;
+      if (s.steps[k].gpu_busy >= 0) {
+        busy_ns += double(s.steps[k].gpu_busy) * double(s.steps[k].duration());
+        measured_ns += double(s.steps[k].duration());
+      }
     }
+    busy.push_back(measured_ns > 0 ? json(std::round(1000 * busy_ns / measured_ns) / 1000)
+                                   : json());
     double cnt = double(end - i);
     t.push_back(std::round(double(s.steps[i].start_ns - t0_ns) / 1e3) / 1e6);
     warm.push_back(warmup ? 1 : 0);
     for (size_t c = 0; c < kNumColumns; ++c) cols[c].push_back(us(sum[c] / cnt));
   }
-  json points = {{"t", std::move(t)}, {"warmup", std::move(warm)}};
+  json points = {{"t", std::move(t)}, {"warmup", std::move(warm)}, {"gpu_busy", std::move(busy)}};
   for (size_t c = 0; c < kNumColumns; ++c) points[std::string(kColumns[c]) + "_us"] = cols[c];
   j["group"] = group;
   j["points"] = std::move(points);
