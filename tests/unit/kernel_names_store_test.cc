@@ -1,5 +1,5 @@
 // Kernel names in the trace file (store/kernel_names.h): stored once per (node, pid, func),
-// joined into calls.kernel and the vendor views (archived calls too), counted in the sessions
+// joined into calls.kernel and the vendor views (across blocks too), counted in the sessions
 // row, carried by `ingero merge`, NULL in files that have none; and read back by the MCP tool
 // get_kernels and the report's "kernels per step" section.
 #include <gtest/gtest.h>
@@ -11,7 +11,6 @@
 #include "app/mcp_host.h"
 #include "serve/mcp/server.h"
 #include "serve/report/report_model.h"
-#include "store/call_archive.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -38,10 +37,12 @@ hal::Event launch(uint64_t ts, uint64_t func, uint32_t pid = 100) {
 
 // pid 100 launches mul 3 times, add<float> twice and an unnamed function once, then syncs;
 // mul is named a second time differently (a reused pid would do that): the first name stays.
-std::string write_trace(const std::string& name, bool archive = false) {
+// `small_blocks`: two calls a block, so that names join across the call store's blocks.
+std::string write_trace(const std::string& name, bool small_blocks = false) {
   std::string path = test::temp_path(name);
   auto w = store::TraceWriter::open(path, app::builtin_views());
   EXPECT_TRUE(w) << (w ? "" : w.error().message);
+  if (small_blocks) (*w)->set_block_rows(2);
   store::SessionInfo si;
   si.node = "gpu-7";
   si.mono_offset_ns = kOffset;
@@ -64,11 +65,6 @@ std::string write_trace(const std::string& name, bool archive = false) {
   sync.set(Field::kFunc, 0x10);  // never a launch: never named
   EXPECT_TRUE((*w)->add(sync));
   EXPECT_TRUE((*w)->update_kernel_naming({2, 2, 2, 1, 0}));
-  if (archive) {
-    EXPECT_TRUE((*w)->commit());
-    auto a = store::archive_calls((*w)->db());
-    EXPECT_TRUE(a) << (a ? "" : a.error().message);
-  }
   store::SessionEnd end;
   end.exit_reason = "test";
   end.stopped_at_ns = kOffset + int64_t(t);
@@ -116,11 +112,11 @@ TEST(KernelNamesStore, NamesAreStoredOnceAndJoinedIntoCallsAndTheVendorViews) {
   sqlite3_close(raw);
 }
 
-TEST(KernelNamesStore, ArchivedCallsAreNamedToo) {
-  std::string db = write_trace("archived.db", true);
-  // Every call row but the newest (kept so that no id is given twice) is in a block.
-  EXPECT_EQ(query_int(db, "SELECT sum(rows) FROM call_blocks"), 7);
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM main.events"), 1);
+TEST(KernelNamesStore, CallsInSeveralBlocksAreNamed) {
+  std::string db = write_trace("blocks.db", true);
+  // Seven calls, two a block: four blocks of the call store.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM call_store"), 4);
+  EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_store"), 7);
   EXPECT_EQ(calls_by_kernel(db), kCallsByKernel);
 }
 
