@@ -227,10 +227,10 @@ ingero::Status ClickHouseClient::stream(const std::string& sql, const Settings& 
 }
 
 ingero::Status ClickHouseClient::insert(const std::string& table, const std::string& columns,
-                                        std::string_view tsv) {
+                                        std::string_view body, size_t, std::string_view format) {
   Settings s = {{"query", "INSERT INTO " + endpoint_.database + "." + table + " (" + columns +
-                              ") FORMAT TabSeparated"}};
-  return perform(s, tsv, true, nullptr, options_.request_timeout_ms);
+                              ") FORMAT " + std::string(format)}};
+  return perform(s, body, true, nullptr, options_.request_timeout_ms);
 }
 
 }  // namespace ingero::fleet

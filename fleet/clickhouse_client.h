@@ -2,9 +2,9 @@
 // one curl handle and reuses its keep-alive connection.
 //
 // Every request POSTs to ENDPOINT/?params: a query in the body (execute, stream), or rows in
-// the body with the INSERT statement in the `query` parameter (insert; gzip-compressed,
-// "Content-Encoding: gzip"). Names are always qualified with the database, so the database
-// need not exist for `CREATE DATABASE IF NOT EXISTS`.
+// the body with the INSERT statement in the `query` parameter (insert; RowBinary,
+// gzip-compressed, "Content-Encoding: gzip"). Names are always qualified with the database, so the
+// database need not exist for `CREATE DATABASE IF NOT EXISTS`.
 //
 // Failures are values whose message names the URL and, when ClickHouse answered, its own
 // message ("Code: 60, ... Table x.y doesn't exist"). last_failure() says what the failure
@@ -71,9 +71,12 @@ class ClickHouseClient {
   // gzip-compressed by the server. timeout_ms overrides the request timeout (0 = none).
   virtual ingero::Status stream(const std::string& sql, const Settings& settings,
                                 const ChunkFn& on_chunk, int timeout_ms);
-  // INSERT INTO db.table (columns) FORMAT TabSeparated, body = TSV rows (compressed here).
+  // INSERT INTO db.table (columns) FORMAT <format>: `body` holds `rows` rows in that format
+  // (compressed here). A success says only that ClickHouse answered 200: what it stored is
+  // read back (ship_confirm.h).
   virtual ingero::Status insert(const std::string& table, const std::string& columns,
-                                std::string_view tsv);
+                                std::string_view body, size_t rows,
+                                std::string_view format = "RowBinary");
 
   Failure last_failure() const { return last_failure_; }
   uint64_t bytes_sent() const { return bytes_sent_; }         // request bodies, compressed

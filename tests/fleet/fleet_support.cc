@@ -56,17 +56,16 @@ void write_session(const std::string& path, const std::string& node, int64_t sta
 }
 
 ingero::Status FlakyClient::insert(const std::string& table, const std::string& columns,
-                                   std::string_view tsv) {
+                                   std::string_view body, size_t rows, std::string_view format) {
   ++inserts;
   if (refuse.count(inserts)) {
     last_failure_ = fleet::Failure::kUnreachable;
     return ingero::make_error("injected: connection refused before insert " +
                               std::to_string(inserts));
   }
-  auto st = fleet::ClickHouseClient::insert(table, columns, tsv);
+  if (drop.count(inserts)) return {};
+  auto st = fleet::ClickHouseClient::insert(table, columns, body, rows, format);
   if (!st) return st;
-  size_t rows = 0;
-  for (char c : tsv) rows += c == '\n';
   stored.push_back({table, rows});
   if (lose_answer.count(inserts)) {
     last_failure_ = fleet::Failure::kAmbiguous;

@@ -20,15 +20,16 @@ void write_session(const std::string& path, const std::string& node, int64_t sta
                    int events, int64_t step_ns);
 
 // Inserts pass through to ClickHouse except the ones numbered (from 1) in `lose_answer`
-// (stored, then reported as a lost answer: kAmbiguous) and `refuse` (not sent: kUnreachable).
+// (stored, then reported as a lost answer: kAmbiguous), `refuse` (not sent: kUnreachable) and
+// `drop` (not sent, yet answered with success: a proxy that says 200 and stores nothing).
 class FlakyClient : public fleet::ClickHouseClient {
  public:
   using fleet::ClickHouseClient::ClickHouseClient;
-  std::set<int> lose_answer, refuse;
+  std::set<int> lose_answer, refuse, drop;
   int inserts = 0;
   std::vector<std::pair<std::string, size_t>> stored;  // (table, rows) of each stored insert
-  ingero::Status insert(const std::string& table, const std::string& columns,
-                        std::string_view tsv) override;
+  ingero::Status insert(const std::string& table, const std::string& columns, std::string_view body,
+                        size_t rows, std::string_view format) override;
 };
 
 // Per table: rows of the trace file; the rows ClickHouse holds for them (versioned tables,

@@ -109,7 +109,7 @@ TEST(FleetClickHouse, EveryByteOfAStringSurvivesTheRoundTrip) {
       fleet::append_tsv_escaped(tsv, values[i]);
     tsv += "\n";
   }
-  ASSERT_TRUE(c.insert("s", "i, s, n", tsv));
+  ASSERT_TRUE(c.insert("s", "i, s, n", tsv, values.size(), "TabSeparated"));
   std::vector<std::vector<fleet::TsvField>> rows;
   fleet::TsvStream parse(3, [&](const std::vector<fleet::TsvField>& f) {
     rows.push_back(f);
@@ -299,6 +299,57 @@ TEST(FleetShip, CallsFoldedBeforeTheyWereShippedAreSaidToBeMissing) {
   EXPECT_TRUE((*again)->drain(std::chrono::seconds(60)).caught_up);
   EXPECT_EQ(said, std::vector<std::string>{});
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM other.events"), 1000);
+}
+
+// Issue 37, item 6: an INSERT answered with success that stored nothing (here a proxy that
+// says 200 and drops the body) is not shipped: the read-back finds none of its rows, the
+// failure is said once, the batch is sent again, and the shipped-through id that folding waits
+// for never passes what ClickHouse holds. Every call arrives once.
+TEST(FleetShip, InsertsClickHouseDoesNotConfirmAreRetriedAndNothingIsFoldedPastThem) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("dropped.db");
+  write_launches(db, 3000);
+  fleet::ShipperOptions o;
+  o.batch_rows = 500;
+  o.backoff_min_ms = 10;
+  std::vector<std::string> said;
+  fleet::Shipper* shipper = nullptr;
+  // At the failure: the id folding may go up to, and what ClickHouse holds then.
+  std::vector<std::pair<int64_t, std::string>> at_failure;
+  o.log = [&](const std::string& m) {
+    said.push_back(m);
+    at_failure.push_back(
+        {shipper->events_shipped_through(),
+         ch.query(0, "SELECT count(), uniqExact(src_id), max(src_id) FROM ingero.events")});
+  };
+  auto flaky = std::make_unique<FlakyClient>(endpoint(ch, 0, "ingero"));
+  FlakyClient* f = flaky.get();
+  f->drop = {3};  // insert 1: the session; 2: events 1-500; 3: events 501-1000, dropped
+  auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"), o, std::move(flaky));
+  ASSERT_TRUE(s) << s.error().message;
+  shipper = s->get();
+  auto r = (*s)->drain(std::chrono::seconds(60));
+  EXPECT_TRUE(r.caught_up) << r.last_error;
+  EXPECT_EQ(said, (std::vector<std::string>{
+                      "ClickHouse at " + ch.url(0, "ingero") +
+                          " answered the INSERT of 500 rows into events with success, but holds 0 "
+                          "of them: not counted as shipped; the rows stay in " +
+                          db + " and are retried",
+                      "ClickHouse at " + ch.url(0, "ingero") + " is back: shipping resumed"}));
+  ASSERT_EQ(at_failure.size(), 2u);
+  EXPECT_EQ(at_failure[0], (std::pair<int64_t, std::string>{500, "500\t500\t500\n"}));
+  auto t = (*s)->totals();
+  EXPECT_EQ(t.unconfirmed, 1u);
+  EXPECT_EQ(t.failures, 1u);
+  EXPECT_EQ(t.rows, 3001u);  // every launch and the session, each counted once
+  EXPECT_EQ((*s)->events_shipped_through(), 3000);
+  std::vector<size_t> event_batches;
+  for (const auto& [table, n] : f->stored)
+    if (table == "events") event_batches.push_back(n);
+  EXPECT_EQ(event_batches, (std::vector<size_t>{500, 500, 500, 500, 500, 500}));
+  expect_exact(ch, 0, "ingero", db);
+  EXPECT_EQ(ch.query(0, "SELECT count(), uniqExact(src_id), max(src_id) FROM ingero.events"),
+            "3000\t3000\t3000\n");
 }
 
 // `ingero ship` of a file of schema 10: the calls in its blocks arrive as the rows they are,
