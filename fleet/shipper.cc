@@ -310,7 +310,7 @@ ingero::Result<uint64_t> Shipper::pending() {
         break;
       case ShipMode::kCgroups:
         st = count_rows(t, "", {}, [&](const SpoolRow& r) {
-          return !state_.cgroups.count({r.text(0), r.int64(1), r.text(3)});
+          return !state_.cgroups.count({r.text(0), r.int64(1), cgroup_content(r)});
         });
         break;
       case ShipMode::kStacks:

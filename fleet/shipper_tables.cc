@@ -1,6 +1,8 @@
 // The tables the shipper ships by key rather than by file row id (fleet/shipper.h): sessions,
 // stacks, process names, cgroups and causal chains. Each batch is read back like the others
 // (ship_confirm.h) before ShipState records it.
+#include <set>
+
 #include "fleet/shipper.h"
 
 namespace ingero::fleet {
@@ -110,19 +112,29 @@ ingero::Status Shipper::ship_cgroups() {
   const TableSpec& t = spec("cgroup_metadata");
   if (!spool_->has_table(t)) return {};
   std::string body;
-  TupleKeys keys(t, {"node", "cgroup_id", "cgroup_path"});
   std::vector<std::tuple<std::string, int64_t, std::string>> shipped;
   auto st = spool_->select(t, "ORDER BY g.cgroup_id", {}, [&](const SpoolRow& r) {
-    std::tuple<std::string, int64_t, std::string> key{r.text(0), r.int64(1), r.text(3)};
+    std::tuple<std::string, int64_t, std::string> key{r.text(0), r.int64(1), cgroup_content(r)};
     if (state_.cgroups.count(key)) return true;
     r.append_row_binary(body, types(t));
-    keys.add(r);
     shipped.push_back(key);
     return true;
   });
   if (!st) return st;
   if (shipped.empty()) return {};
-  if (auto s = insert(t, body, keys.key()); !s) return s;
+  // A cgroup ships again when its path or a name changed: the read-back looks for this
+  // version of each row (its content, as ShipState keeps it), not an older one.
+  BatchKey key;
+  key.key = "(node, cgroup_id, " + cgroup_content_sql() + ")";
+  std::set<std::string> tuples;
+  for (const auto& [node, id, content] : shipped)
+    tuples.insert("(" + sql_quote(node) + ", " + std::to_string(id) + ", " + sql_quote(content) +
+                  ")");
+  std::string list;
+  for (const auto& tu : tuples) list += (list.empty() ? "" : ", ") + tu;
+  key.where = key.key + " IN (" + list + ")";
+  key.rows = tuples.size();
+  if (auto s = insert(t, body, key); !s) return s;
   state_.cgroups.insert(shipped.begin(), shipped.end());
   return {};
 }

@@ -6,7 +6,9 @@
 #include "hal/event.h"
 #include "store/call_store.h"
 #include "store/call_summaries.h"
+#include "store/cgroup_metadata.h"
 #include "store/contract_views.h"
+#include "store/kernel_names.h"
 #include "store/legacy_views.h"
 
 namespace ingero::store {
@@ -404,6 +406,8 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
       if (auto st = db.exec("ALTER TABLE host_rows ADD COLUMN " + c + " INTEGER"); !st)
         return fail(st.error());
   if (auto st = db.exec(tables_merged_sessions()); !st) return fail(st.error());
+  if (auto st = add_cgroup_name_columns(db); !st) return fail(st.error());
+  if (auto st = migrate_kernel_names(db); !st) return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");
