@@ -7,7 +7,9 @@
 // that says what it stored (no X-ClickHouse-Summary, no progress header: both came in later
 // versions), so the shipper reads each batch back: one SELECT of uniqExact(key) over exactly
 // the batch's rows, narrowed by the table's sorting key and partition (node, the batch's time
-// range), so it reads the batch's granules, not the table.
+// range), so it reads the batch's granules, not the table. A server that does answer an
+// INSERT with X-ClickHouse-Summary whose written_rows covers the batch is taken at its word
+// (ClickHouseClient::written_rows); any other answer, fewer rows included, is read back.
 //
 // Reading back is also how the resume point is read (ship_state.h): an answer that is not one
 // row of numbers (an empty body) is an error there too, never "nothing stored yet".

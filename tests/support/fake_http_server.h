@@ -26,7 +26,10 @@ class FakeHttpServer {
   // `answer(target, body)` gives the body of the 200 answer to a request; the target is
   // percent-decoded ("/?query=INSERT INTO ..."), the body as sent (gzip for inserts).
   using AnswerFn = std::function<std::string(const std::string& target, const std::string& body)>;
-  explicit FakeHttpServer(AnswerFn answer) : answer_(std::move(answer)) {
+  // `headers(target)`, where given: header lines ("Name: value\r\n" each) the answer carries.
+  using HeadersFn = std::function<std::string(const std::string& target)>;
+  explicit FakeHttpServer(AnswerFn answer, HeadersFn headers = nullptr)
+      : answer_(std::move(answer)), headers_(std::move(headers)) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -53,9 +56,12 @@ class FakeHttpServer {
     std::lock_guard<std::mutex> g(mu_);
     return targets_;
   }
-  size_t inserts() const {
+  size_t inserts() const { return count("query=INSERT INTO"); }
+  // Requests whose target or body held `text` (a read-back: "SELECT uniqExact(").
+  size_t count(const std::string& text) const {
+    std::lock_guard<std::mutex> g(mu_);
     size_t n = 0;
-    for (const auto& t : targets()) n += t.find("query=INSERT INTO") != std::string::npos;
+    for (const auto& t : seen_) n += t.find(text) != std::string::npos;
     return n;
   }
 
@@ -94,10 +100,12 @@ class FakeHttpServer {
       {
         std::lock_guard<std::mutex> g(mu_);
         targets_.push_back(target);
+        seen_.push_back(target + "\n" + body);
       }
       std::string b = answer_(target, body);
-      std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
-                        std::to_string(b.size()) + "\r\n\r\n" + b;
+      std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" +
+                        (headers_ ? headers_(target) : std::string()) +
+                        "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
       if (write(c.fd, out.data(), out.size()) != ssize_t(out.size())) return false;
     }
   }
@@ -124,11 +132,13 @@ class FakeHttpServer {
     }
   }
   AnswerFn answer_;
+  HeadersFn headers_;
   int fd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
   std::vector<Client> clients_;
   mutable std::mutex mu_;
   std::vector<std::string> targets_;
+  std::vector<std::string> seen_;  // target, newline, body
   std::thread thread_;
 };
 

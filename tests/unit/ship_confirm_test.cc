@@ -9,6 +9,7 @@
 #include "fleet/shipper.h"
 #include "store/trace_writer.h"
 #include "tests/support/fake_http_server.h"
+#include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -56,6 +57,9 @@ uint64_t fold_as_the_tracer_would(const std::string& path, int64_t through) {
   return n ? *n : 0;
 }
 
+// One line of system.columns (the others are ALTERed in, answered with an empty body).
+const char* const kOneColumn = "events\tid\n";
+
 fleet::ShipperOptions quick(std::vector<std::string>& said) {
   fleet::ShipperOptions o;
   o.backoff_min_ms = o.backoff_max_ms = 50;
@@ -81,9 +85,8 @@ TEST(ShipConfirm, AnEndpointThatAnswersEverythingWithAnEmptyBodyGetsNothingFolde
     EXPECT_GT((*s)->totals().failures, 1u);  // retried
     const std::string expected =
         "ClickHouse at " + ok.url("ingero") +
-        " answered 'SELECT max(src_id) FROM ingero.libraries WHERE node IN ('node-c') AND "
-        "file_start = 1775000000000000000' with no row (an empty body) "
-        "where ClickHouse gives one: nothing it says about what it stores can be trusted (is "
+        " lists no column of the tables it was just asked to create (its answer to the read of "
+        "system.columns was empty): nothing it says about what it stores can be trusted (is "
         "this a ClickHouse server, or something in front of it that does not pass answers?)";
     EXPECT_EQ(rep.last_error, expected);
     // Said once, however often it is retried.
@@ -96,13 +99,42 @@ TEST(ShipConfirm, AnEndpointThatAnswersEverythingWithAnEmptyBodyGetsNothingFolde
   EXPECT_GT(fold_as_the_tracer_would(db, INT64_MAX), 1000u);
 }
 
+// A server that lists the tables' columns, and answers everything else with an empty body:
+// the first read that ClickHouse always answers with one row says it.
+TEST(ShipConfirm, AnEmptyAnswerToAReadOfOneRowIsAnError) {
+  FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
+    for (const std::string* q : {&target, &body})
+      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+    return "";
+  });
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ok.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  ASSERT_TRUE(s) << s.error().message;
+  auto rep = (*s)->drain(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(rep.caught_up);
+  EXPECT_EQ((*s)->events_shipped_through(), 0);
+  EXPECT_EQ(rep.last_error,
+            "ClickHouse at " + ok.url("ingero") +
+                " answered 'SELECT max(src_id) FROM ingero.libraries WHERE node IN ('node-c') AND "
+                "file_start = 1775000000000000000' with no row (an empty body) "
+                "where ClickHouse gives one: nothing it says about what it stores can be trusted "
+                "(is this a ClickHouse server, or something in front of it that does not pass "
+                "answers?)");
+  EXPECT_EQ(ok.inserts(), 0u);
+}
+
 // Reads answered as an empty ClickHouse would answer them, inserts answered 200 and dropped.
 TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
   FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
-    for (const std::string* q : {&target, &body})
+    for (const std::string* q : {&target, &body}) {
       if (q->find("SELECT max(") != std::string::npos ||
           q->find("SELECT uniqExact(") != std::string::npos)
         return "0\n";
+      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+    }
     return "";  // DDL, INSERTs, and the GROUP BY reads of an empty database
   });
   std::string db = launches(2000);
@@ -128,6 +160,115 @@ TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
               std::vector<std::string>{expected + "; the rows stay in " + db + " and are retried"});
   }
   EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
+}
+
+// `ingero ship` against the same endpoint: nothing counted, exit 1, and it says why.
+TEST(ShipConfirm, ShipSaysWhatWasAnsweredButNotStored) {
+  FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
+    for (const std::string* q : {&target, &body}) {
+      if (q->find("SELECT max(") != std::string::npos ||
+          q->find("SELECT uniqExact(") != std::string::npos)
+        return "0\n";
+      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+    }
+    return "";
+  });
+  std::string db = launches(2000);
+  auto r = run_ingero({"ship", "--db", db, "--clickhouse", ok.url("ingero"), "--timeout", "1s"});
+  EXPECT_EQ(r.rc, 1) << r.err;
+  const std::string head =
+      "shipped 0 rows of " + db + " to " + ok.url("ingero") + " in 0 inserts (";
+  EXPECT_EQ(r.out.rfind(head, 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" inserts answered with success were not in ClickHouse when read back and "
+                       "are not counted; "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("answered the INSERT of 1 rows into sessions with success, but holds 0 of "
+                       "them: not counted as shipped"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
+}
+
+// A reader that answers reads as an empty ClickHouse would, a read-back with 0 rows found, and
+// an INSERT with 200 and, where `written` is given, an X-ClickHouse-Summary saying so.
+FakeHttpServer summarising(const std::string& written) {
+  return FakeHttpServer(
+      [](const std::string& target, const std::string& body) -> std::string {
+        for (const std::string* q : {&target, &body}) {
+          if (q->find("SELECT max(") != std::string::npos ||
+              q->find("SELECT uniqExact(") != std::string::npos)
+            return "0\n";
+          if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+        }
+        return "";
+      },
+      [written](const std::string& target) -> std::string {
+        if (target.find("query=INSERT INTO") == std::string::npos) return "";
+        return "X-ClickHouse-Summary: {\"read_rows\":\"0\",\"read_bytes\":\"0\","
+               "\"written_rows\":\"" +
+               written + "\",\"written_bytes\":\"0\",\"total_rows_to_read\":\"0\"}\r\n";
+      });
+}
+
+// A ClickHouse that says what it wrote (X-ClickHouse-Summary, sent by versions after 18.16)
+// needs no read-back when it wrote the whole batch.
+TEST(ShipConfirm, ASummaryThatCoversTheBatchConfirmsItWithoutAReadBack) {
+  FakeHttpServer ch = summarising("1000000");
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ch.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  ASSERT_TRUE(s) << s.error().message;
+  auto rep = (*s)->drain(std::chrono::seconds(10));
+  EXPECT_TRUE(rep.caught_up) << rep.last_error;
+  EXPECT_EQ((*s)->events_shipped_through(), query_int(db, "SELECT max(id) FROM events"));
+  auto t = (*s)->totals();
+  EXPECT_EQ(t.rows, uint64_t(query_int(db, "SELECT count(*) FROM events") +
+                             query_int(db, "SELECT count(*) FROM sessions") +
+                             query_int(db, "SELECT count(*) FROM process_names")));
+  EXPECT_EQ(t.unconfirmed, 0u);
+  EXPECT_EQ(t.read_back, 0u);
+  EXPECT_EQ(t.confirmed_by_summary, t.batches);
+  EXPECT_EQ(t.batches, ch.inserts());
+  EXPECT_EQ(ch.count("SELECT uniqExact("), 0u);
+  EXPECT_TRUE(said.empty());
+}
+
+// A summary of fewer rows than were sent is not taken as a failure by itself: the batch is
+// read back, and counts only if ClickHouse holds it (here it does not).
+TEST(ShipConfirm, ASummaryOfFewerRowsIsReadBackAndNotCounted) {
+  FakeHttpServer ch = summarising("0");
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ch.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  ASSERT_TRUE(s) << s.error().message;
+  auto rep = (*s)->drain(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(rep.caught_up);
+  EXPECT_EQ((*s)->events_shipped_through(), 0);
+  auto t = (*s)->totals();
+  EXPECT_EQ(t.rows, 0u);
+  EXPECT_EQ(t.confirmed_by_summary, 0u);
+  EXPECT_EQ(t.unconfirmed, ch.inserts());
+  EXPECT_EQ(ch.count("SELECT uniqExact("), ch.inserts());
+  EXPECT_EQ(rep.last_error, "ClickHouse at " + ch.url("ingero") +
+                                " answered the INSERT of 1 rows into sessions with success, but "
+                                "holds 0 of them: not counted as shipped");
+}
+
+TEST(ShipConfirm, WrittenRowsAreReadFromTheSummaryOrNotAtAll) {
+  using fleet::summary_written_rows;
+  EXPECT_EQ(summary_written_rows("{\"read_rows\":\"0\",\"written_rows\":\"2\",\"x\":\"1\"}"),
+            std::optional<uint64_t>(2));
+  EXPECT_EQ(summary_written_rows("{\"written_rows\": 17}"), std::optional<uint64_t>(17));
+  EXPECT_EQ(summary_written_rows(""), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"read_rows\":\"5\"}"), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"written_rows\":\"\"}"), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"written_rows\":\"12x\"}"), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"written_rows\":\"99999999999999999999999\"}"), std::nullopt);
 }
 
 }  // namespace
