@@ -53,6 +53,14 @@ ingero::Status ensure_schema(ClickHouseClient& client) {
                    have.insert({f[0].text, f[1].text});
                  });
   if (!st) return st;
+  // The tables were just created if absent: a server that lists no column of theirs stored
+  // nothing (an endpoint answering 200 with an empty body), and nothing it says can be trusted.
+  if (have.empty())
+    return ingero::make_error("ClickHouse at " + client.endpoint().display() +
+                              " lists no column of the tables it was just asked to create (its "
+                              "answer to the read of system.columns was empty): nothing it says "
+                              "about what it stores can be trusted (is this a ClickHouse server, "
+                              "or something in front of it that does not pass answers?)");
   for (const TableSpec& t : fleet_tables())
     for (const ColumnSpec& c : t.columns)
       if (!have.count({t.name, c.name}))
