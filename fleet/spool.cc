@@ -2,10 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <set>
 
-#include "fleet/tsv.h"
 #include "store/call_archive.h"
 #include "store/call_store.h"
 #include "store/schema.h"
@@ -24,35 +22,6 @@ std::string SpoolRow::text(int col) const {
   const unsigned char* p = sqlite3_column_text(s_, col);
   return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(s_, col)))
            : std::string();
-}
-
-void SpoolRow::append_tsv(std::string& out) const {
-  char num[32];
-  for (size_t i = 0; i < t_.columns.size(); ++i) {
-    if (i) out += '\t';
-    const std::string& type = t_.columns[i].type;
-    int col = int(i);
-    bool nullable = type.rfind("Nullable(", 0) == 0;
-    if (sqlite3_column_type(s_, col) == SQLITE_NULL && nullable) {
-      out.append(kTsvNull);
-      continue;
-    }
-    std::string_view base = nullable ? std::string_view(type).substr(9, type.size() - 10) : type;
-    if (base == "String") {
-      const unsigned char* p = sqlite3_column_text(s_, col);
-      if (p)
-        append_tsv_escaped(out, std::string_view(reinterpret_cast<const char*>(p),
-                                                 size_t(sqlite3_column_bytes(s_, col))));
-    } else if (base == "Float64") {
-      std::snprintf(num, sizeof(num), "%.17g", sqlite3_column_double(s_, col));
-      out += num;
-    } else {
-      // Integers; a NULL in a non-Nullable integer column (an older file) is 0.
-      std::snprintf(num, sizeof(num), "%lld", (long long)sqlite3_column_int64(s_, col));
-      out += num;
-    }
-  }
-  out += '\n';
 }
 
 void SpoolRow::append_row_binary(std::string& out, const std::vector<ChType>& types) const {

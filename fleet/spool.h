@@ -35,8 +35,6 @@ class SpoolRow {
   int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
   std::string text(int col) const;
   bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
-  // Appends the row as one TabSeparated line, each value encoded for its ClickHouse type.
-  void append_tsv(std::string& out) const;
   // Appends the row in RowBinary (row_binary.h); `types` are the table's column types.
   void append_row_binary(std::string& out, const std::vector<ChType>& types) const;
 
