@@ -108,4 +108,21 @@ std::vector<std::pair<std::string, Counts>> compare_counts(const ClickHouseServe
   return out;
 }
 
+fleet::Endpoint endpoint(const ClickHouseServers& ch, size_t i, const std::string& db) {
+  auto e = fleet::parse_endpoint(ch.url(i, db), false);
+  EXPECT_TRUE(e);
+  return *e;
+}
+
+void expect_exact(const ClickHouseServers& ch, size_t i, const std::string& db,
+                  const std::string& file, const std::string& node) {
+  long long total = 0;
+  for (const auto& [table, c] : compare_counts(ch, i, db, file, node)) {
+    EXPECT_EQ(c.rows, c.file) << table << ": rows in ClickHouse vs the file";
+    EXPECT_EQ(c.duplicates, 0) << table;
+    total += c.file;
+  }
+  EXPECT_GT(total, 0);
+}
+
 }  // namespace ingero::test

@@ -44,4 +44,21 @@ std::vector<std::pair<std::string, Counts>> compare_counts(const ClickHouseServe
                                                            const std::string& file,
                                                            const std::string& node = "");
 
+// Starts `n` ClickHouse servers as `ch`, or skips (fails under CI) without clickhouse-server.
+#define START_SERVERS(ch, n)                 \
+  REQUIRE_CLICKHOUSE();                      \
+  ClickHouseServers ch;                      \
+  do {                                       \
+    std::string why_;                        \
+    ASSERT_TRUE(ch.start(n, &why_)) << why_; \
+  } while (0)
+
+// Database `db` of server `i` of `ch` as a shipper's endpoint.
+fleet::Endpoint endpoint(const ClickHouseServers& ch, size_t i, const std::string& db);
+
+// Every shipped table of `file` (of `node`, or all) is in `db` of server `i`, row for row,
+// with no row twice.
+void expect_exact(const ClickHouseServers& ch, size_t i, const std::string& db,
+                  const std::string& file, const std::string& node = "");
+
 }  // namespace ingero::test
