@@ -43,6 +43,7 @@ void CallRun::call(uint64_t k, int64_t ts, hal::Event& e) const {
   e.nested = uint32_t(nested / calls + (k < nested % calls ? 1 : 0));
   if (stream) e.set(hal::Field::kStream, *stream);
   if (device) e.set(hal::Field::kDevice, *device);
+  if (func) e.set(hal::Field::kFunc, *func);
 }
 
 }  // namespace ingero::engine

@@ -61,8 +61,9 @@ struct CallRun : RunShape {
   std::string_view vendor, api, op, library;  // storage that lives as long as the source
   hal::EventKind kind = hal::EventKind::kUnknown;
   std::optional<uint64_t> stream, device;
-  uint64_t nested = 0;    // traced calls made inside the run's calls, in all
-  uint64_t stack_id = 0;  // the first call's stack; the others share it
+  uint64_t nested = 0;           // traced calls made inside the run's calls, in all
+  uint64_t stack_id = 0;         // the first call's stack; the others share it
+  std::optional<uint64_t> func;  // launches: the kernel's function, which every call shares
 
   // Call k, starting at `ts` (the previous call's start + its duration + its gap), as
   // TraceSource::calls gives it. Sets every field a call row would.

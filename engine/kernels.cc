@@ -124,29 +124,22 @@ class KernelPass {
     auto func = e.get(hal::Field::kFunc);
     if (!func) return;
     Acc& a = acc(e.pid);
-    Slot& s = a.slots[slot_of(a, e.pid, *func)];
-    ++s.k.launches;
-    ++a.out.launches;
-    if (s.k.name.empty()) ++a.out.unnamed_launches;
-    if (e.stack_id) {
-      auto it = s.stacks.find(e.stack_id);
-      if (it != s.stacks.end())
-        ++it->second;
-      else if (s.stacks.size() < kMaxStacksPerKernel)
-        s.stacks.emplace(e.stack_id, 1);
-    }
-    if (!a.series || a.starts.empty()) return;
-    int64_t ts = int64_t(e.ts_ns);
-    auto it = std::upper_bound(a.starts.begin(), a.starts.end(), ts);
-    if (it == a.starts.begin()) return;
-    size_t i = size_t(it - a.starts.begin()) - 1;
-    if (ts >= a.series->steps[i].end_ns) return;
-    if (s.per_step.empty()) s.per_step.assign(a.starts.size(), 0);
-    ++s.per_step[i];
+    Slot& s = count(a, e.pid, *func, e.stack_id, 1);
+    in_step(a, s, int64_t(e.ts_ns));
   }
 
+  // A run of launches of one kernel counts as its calls, each in the step its start falls in;
+  // a run of a file that kept no function is counted apart.
   void run(const CallRun& r) {
-    if (r.kind == hal::EventKind::kLaunch) acc(r.pid).out.folded_launches += r.calls;
+    if (r.kind != hal::EventKind::kLaunch) return;
+    Acc& a = acc(r.pid);
+    if (!r.func) {
+      a.out.folded_launches += r.calls;
+      return;
+    }
+    Slot& s = count(a, r.pid, *r.func, r.stack_id, r.calls);
+    if (a.series && !a.starts.empty())
+      r.for_each_span([&](uint64_t, int64_t start, uint64_t) { in_step(a, s, start); });
   }
 
   std::vector<ProcessKernels> finish_all(TraceSource& source, std::mutex* lock) {
@@ -161,6 +154,32 @@ class KernelPass {
   }
 
  private:
+  Slot& count(Acc& a, uint32_t pid, uint64_t func, uint64_t stack, uint64_t launches) {
+    Slot& s = a.slots[slot_of(a, pid, func)];
+    s.k.launches += launches;
+    a.out.launches += launches;
+    if (s.k.name.empty()) a.out.unnamed_launches += launches;
+    if (stack) {
+      auto it = s.stacks.find(stack);
+      if (it != s.stacks.end())
+        it->second += launches;
+      else if (s.stacks.size() < kMaxStacksPerKernel)
+        s.stacks.emplace(stack, launches);
+    }
+    return s;
+  }
+
+  // The steady step a launch starting at `ts` falls in, if any.
+  void in_step(Acc& a, Slot& s, int64_t ts) {
+    if (!a.series || a.starts.empty()) return;
+    auto it = std::upper_bound(a.starts.begin(), a.starts.end(), ts);
+    if (it == a.starts.begin()) return;
+    size_t i = size_t(it - a.starts.begin()) - 1;
+    if (ts >= a.series->steps[i].end_ns) return;
+    if (s.per_step.empty()) s.per_step.assign(a.starts.size(), 0);
+    ++s.per_step[i];
+  }
+
   Acc& acc(uint32_t pid) {
     if (last_ && last_pid_ == pid) return *last_;
     auto [it, fresh] = procs_.try_emplace(pid);

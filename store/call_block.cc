@@ -50,17 +50,19 @@ enum RunColumn : size_t {
   kRunStack,
   kRunFirstCall,
   kRunTimed,
+  kRunFunc,
 };
 constexpr size_t kStreamCol = kCallFirstField + size_t(hal::Field::kStream);
 constexpr size_t kDeviceCol = kCallFirstField + size_t(hal::Field::kDevice);
+constexpr size_t kFuncCol = kCallFirstField + size_t(hal::Field::kFunc);
 }  // namespace
 
 const std::vector<std::string>& run_column_names() {
   static const std::vector<std::string> names = {
-      "id",           "node",       "session_id",    "timestamp",  "span_ns", "pid",
-      "tid",          "comm",       "cgroup_id",     "source",     "op",      "library_id",
-      "stream",       "device",     "calls",         "sum_ns",     "min_ns",  "max_ns",
-      "nested_calls", "stack_hash", "first_call_id", "timed_calls"};
+      "id",           "node",       "session_id",    "timestamp",   "span_ns", "pid",
+      "tid",          "comm",       "cgroup_id",     "source",      "op",      "library_id",
+      "stream",       "device",     "calls",         "sum_ns",      "min_ns",  "max_ns",
+      "nested_calls", "stack_hash", "first_call_id", "timed_calls", "func"};
   return names;
 }
 
@@ -119,6 +121,7 @@ void CallBlock::add(int64_t id, int64_t ts_ns, const hal::Event& ev, const CallI
   m.on_cpu = ev.off_cpu_ns == 0 && ev.preempts == 0;
   if (ev.has(hal::Field::kStream)) m.stream = int64_t(ev.fields[size_t(hal::Field::kStream)]);
   if (ev.has(hal::Field::kDevice)) m.device = int64_t(ev.fields[size_t(hal::Field::kDevice)]);
+  if (ev.has(hal::Field::kFunc)) m.func = int64_t(ev.fields[size_t(hal::Field::kFunc)]);
   if (ids.library) m.library = ids.library;
   m.cgroup = int64_t(ev.cgroup_id);
   auto known = std::find(comms_.rbegin(), comms_.rend(), comm);
@@ -175,6 +178,7 @@ ingero::Status CallBlock::add_decoded(const RowBlock& rows,
     m.on_cpu = num(r, kCallOffCpu) == 0 && num(r, kCallPreempts) == 0;
     if (has(r, kStreamCol)) m.stream = num(r, kStreamCol);
     if (has(r, kDeviceCol)) m.device = num(r, kDeviceCol);
+    if (has(r, kFuncCol)) m.func = num(r, kFuncCol);
     if (has(r, kCallLibrary)) m.library = num(r, kCallLibrary);
     m.cgroup = num(r, kCallCgroup);
     std::string_view comm = from[kCallComm] >= 0 ? rows.bytes(r, size_t(from[kCallComm])) : "";
@@ -249,6 +253,7 @@ void CallBlock::write_run(const Run& r, ColumnBlock& out) const {
   out.set_int(kRunStack, cols_.int64(r.first, kCallStack));
   out.set_int(kRunFirstCall, f.id);
   out.set_int(kRunTimed, r.timed);
+  if (cols_.has(r.first, kFuncCol)) out.set_int(kRunFunc, f.func);
   out.end_row();
 }
 
@@ -287,10 +292,11 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
     }
     it->second = i;
   }
-  // Open runs by (pid, tid, source, op): launches of different ops interleaved on a thread each
-  // make their own. A kept launch closes its thread's runs; a kept call of another kind (a
-  // sync, a copy) closes every run of its process, so gaps and round trips stay where they were.
-  using Key = std::tuple<uint32_t, uint32_t, int, int>;
+  // Open runs by (pid, tid, source, op, function): launches of different ops or kernels
+  // interleaved on a thread each make their own, so a run keeps its kernel. A kept launch closes
+  // its thread's runs; a kept call of another kind (a sync, a copy) closes every run of its
+  // process, so gaps and round trips stay where they were.
+  using Key = std::tuple<uint32_t, uint32_t, int, int, int64_t>;
   std::map<Key, Run> open;
   std::vector<Run> done;
   auto close_while = [&](auto it, auto same) {
@@ -302,14 +308,14 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
   for (uint32_t i : order) {
     const Meta& w = meta_[i];
     if (!foldable[i]) {
-      close_while(open.lower_bound({w.pid, w.tid, INT32_MIN, INT32_MIN}),
+      close_while(open.lower_bound({w.pid, w.tid, INT32_MIN, INT32_MIN, INT64_MIN}),
                   [&](const Key& k) { return std::get<0>(k) == w.pid && std::get<1>(k) == w.tid; });
       if (!w.launch)
-        close_while(open.lower_bound({w.pid, 0, INT32_MIN, INT32_MIN}),
+        close_while(open.lower_bound({w.pid, 0, INT32_MIN, INT32_MIN, INT64_MIN}),
                     [&](const Key& k) { return std::get<0>(k) == w.pid; });
       continue;
     }
-    Key k{w.pid, w.tid, w.source, w.op};
+    Key k{w.pid, w.tid, w.source, w.op, w.func};
     auto it = open.find(k);
     if (it != open.end()) {
       const Run& r = it->second;

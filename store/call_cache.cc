@@ -122,6 +122,7 @@ bool CallCache::add_run(const engine::CallRun& r) {
   put_varint(b, r.nested);
   put_varint(b, r.stream ? *r.stream + 1 : 0);
   put_varint(b, r.device ? *r.device + 1 : 0);
+  put_varint(b, r.func ? *r.func + 1 : 0);
   if (r.cgroup_id) put_varint(b, r.cgroup_id);
   if (!append()) return false;
   calls_ += r.calls;
@@ -288,6 +289,8 @@ const uint8_t* CallCache::decode_run(const uint8_t* p, Decoder& at, engine::Call
   r.stream = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
   p = get(p, v);
   r.device = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
+  p = get(p, v);
+  r.func = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
   r.cgroup_id = 0;
   if (rare & kCgroup) p = get(p, r.cgroup_id);
   return p;

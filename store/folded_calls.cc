@@ -16,7 +16,7 @@ namespace ingero::store {
 const std::vector<std::string> RunCursor::kColumns = {
     "timestamp", "span_ns",      "pid",        "tid",         "comm",  "cgroup_id", "source",
     "op",        "library_id",   "stream",     "device",      "calls", "sum_ns",    "min_ns",
-    "max_ns",    "nested_calls", "stack_hash", "timed_calls", "id"};
+    "max_ns",    "nested_calls", "stack_hash", "timed_calls", "func",  "id"};
 
 ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFilter& f,
                                                            StringPool& strings, int64_t min_start) {
@@ -55,6 +55,8 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   for (const auto& c : kColumns) {
     // Runs of files before schema 10 timed every call.
     std::string col = c == "timed_calls" && !store ? "calls AS timed_calls" : c;
+    // Nor did they keep a run's kernel.
+    if (c == "func" && !store) col = "NULL AS func";
     select += col + (&c == &kColumns.back() ? " FROM " : ", ");
   }
   std::string where = " WHERE timestamp <= " + std::to_string(f.to_ns) +
@@ -143,6 +145,7 @@ ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
   w.max_ns = uint64_t(std::max<int64_t>(0, st.int64(14)));
   w.nested = uint64_t(std::max<int64_t>(0, st.int64(15)));
   w.stack_id = uint64_t(st.int64(16));
+  if (!st.is_null(18)) w.func = uint64_t(st.int64(18));
   uint64_t timed = st.is_null(17) ? w.calls : uint64_t(std::max<int64_t>(0, st.int64(17)));
   // A damaged row (no calls, or extremes that do not fit the total of its timed calls) is not
   // expanded into invented calls.

@@ -39,7 +39,7 @@ class RunCursor {
  private:
   explicit RunCursor(Db& db);
   static const std::vector<std::string> kColumns;
-  static constexpr int kNode = 19;  // of an archived run: after kColumns
+  static constexpr int kNode = 20;  // of an archived run: after kColumns
   // The current row, of the table or the archive, into `r`: true; false when its op is
   // missing from the dictionary; an Error when it is damaged.
   template <class Row>

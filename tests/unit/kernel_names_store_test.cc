@@ -10,6 +10,7 @@
 
 #include "app/builtin_backends.h"
 #include "app/mcp_host.h"
+#include "engine/kernels.h"
 #include "serve/mcp/server.h"
 #include "serve/report/report_model.h"
 #include "store/plain_copy.h"
@@ -239,6 +240,50 @@ TEST(KernelNamesStore, McpGetKernelsAndTheReportListThem) {
   EXPECT_EQ(k["processes"][0]["kernels"][0]["name"], "mul");
   EXPECT_EQ(k["processes"][0]["kernels"][0]["launches"], 3);
   EXPECT_EQ(k["processes"][0]["kernels"][0]["source"], "registration");
+}
+
+// Folding keeps each run's kernel: 2,000 launches seen at entry only (as the tracer sees all
+// but one in 32), alternating two kernels on one thread, fold into runs of one kernel each,
+// and the engine counts every launch by its kernel, none as "folded, kernel unknown".
+TEST(KernelNamesStore, RunsKeepTheirKernel) {
+  std::string path = test::temp_path("runs-kernels.db");
+  {
+    auto w = store::TraceWriter::open(path, app::builtin_views());
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.mono_offset_ns = kOffset;
+    ASSERT_TRUE((*w)->begin_session(si));
+    (*w)->set_folding(true);
+    ASSERT_TRUE(
+        (*w)->on_kernel_name({100, 0x10, "mul", "mul", KernelNameSource::kRegistration, 5}));
+    ASSERT_TRUE(
+        (*w)->on_kernel_name({100, 0x20, "add", "add", KernelNameSource::kRegistration, 6}));
+    for (int i = 0; i < 2000; ++i) {
+      hal::Event e = launch(1'000'000 + uint64_t(i) * 5000, i % 2 ? 0x20 : 0x10);
+      e.timed = false;
+      e.dur_ns = 0;
+      e.has_ret = false;
+      ASSERT_TRUE((*w)->add(e));
+    }
+    store::SessionEnd end;
+    end.exit_reason = "test";
+    end.stopped_at_ns = kOffset + 20'000'000;
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  // One block: its folded form holds two runs (one per kernel) of all 2,000 launches.
+  EXPECT_EQ(query_rows(path, "SELECT kept, runs, folded FROM call_store"),
+            (Rows{{"0", "2", "2000"}}));
+  auto reader = store::TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader);
+  store::SqlTraceSource source(**reader);
+  auto k = engine::compute_kernels(source, engine::Window{}, engine::StepModel{});
+  ASSERT_EQ(k.processes.size(), 1u);
+  EXPECT_EQ(k.processes[0].launches, 2000u);
+  EXPECT_EQ(k.processes[0].folded_launches, 0u);
+  EXPECT_EQ(k.processes[0].unnamed_launches, 0u);
+  ASSERT_EQ(k.processes[0].kernels.size(), 2u);
+  EXPECT_EQ(k.processes[0].kernels[0].launches, 1000u);
+  EXPECT_EQ(k.processes[0].kernels[1].launches, 1000u);
 }
 
 }  // namespace

@@ -158,5 +158,32 @@ TEST(Kernels, FoldedLaunchesAreCountedApart) {
   EXPECT_EQ(kernels_per_step_text(k.processes[0]), "");
 }
 
+TEST(Kernels, RunsThatKeptTheirFunctionCountAsItsLaunchesStepByStep) {
+  // Launches folded into a run of one kernel (as tracers fold since runs keep `func`).
+  struct Runs : NamedSource {
+    void call_runs(const Window& w, const EventFn& fn, const CallRunFn& run) override {
+      calls(w, fn);
+      CallRun r;
+      r.pid = 1;
+      r.kind = EventKind::kLaunch;
+      r.func = kMul;
+      r.calls = 500;
+      r.ts_ns = 2000;
+      r.span_ns = 500 * 10;
+      r.sum_ns = r.min_ns = r.max_ns = 0;
+      run(r);
+    }
+  } s;
+  s.call("cudaLaunchKernel", EventKind::kLaunch, 1000, 10).set(Field::kFunc, kMul);
+  s.names = {{"", 1, kMul, "mul", "mul", "registration"}};
+  auto k = compute_kernels(s, Window{}, StepModel{});
+  ASSERT_EQ(k.processes.size(), 1u);
+  EXPECT_EQ(k.processes[0].launches, 501u);
+  EXPECT_EQ(k.processes[0].folded_launches, 0u);
+  ASSERT_EQ(k.processes[0].kernels.size(), 1u);
+  EXPECT_EQ(k.processes[0].kernels[0].name, "mul");
+  EXPECT_EQ(k.processes[0].kernels[0].launches, 501u);
+}
+
 }  // namespace
 }  // namespace ingero::engine
