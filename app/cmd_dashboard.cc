@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/report_file.h"
+#include "app/serve_options.h"
 #include "serve/http/auth.h"
 #include "serve/report/dashboard.h"
 #include "store/schema.h"
@@ -26,16 +27,12 @@ void on_dashboard_signal(int) { g_dashboard_stop = true; }
 
 struct DashboardOpts {
   std::string db = default_db_path();
-  std::string http = "127.0.0.1:8080";
-  std::string tls_cert, tls_key;
-  std::string token_env = "INGERO_DASHBOARD_TOKEN";
-  std::vector<std::string> allow_hosts, allow_origins;
-  size_t threads = 4;
+  ServeOptions serve = serve_options("127.0.0.1:8080", "INGERO_DASHBOARD_TOKEN");
   double refresh_s = 3;
   engine::WindowSpec w;
 };
 
-Result<serve::http::ServerOptions> server_options(const DashboardOpts& o, std::string* token) {
+Result<serve::http::ServerOptions> server_options(const ServeOptions& o, std::string* token) {
   serve::http::ServerOptions s;
   s.listen = o.http;
   if (o.tls_cert.empty() != o.tls_key.empty())
@@ -49,7 +46,7 @@ Result<serve::http::ServerOptions> server_options(const DashboardOpts& o, std::s
   s.hosts.allow_hosts = o.allow_hosts;
   s.hosts.allow_origins = o.allow_origins;
   s.workers = o.threads;
-  if (const char* t = std::getenv(o.token_env.c_str()); t && *t) {
+  if (std::string t = o.token(); !t.empty()) {
     auto auth = serve::http::BearerAuth::create({{"default", t}});
     if (!auth) return make_error("$" + o.token_env + ": " + auth.error().message);
     s.auth = *auth;
@@ -75,7 +72,7 @@ int run_dashboard(const DashboardOpts& o) {
     std::cerr << "ingero dashboard: " << o.db
               << " is not a trace yet: the page will show the report once it is\n";
   std::string token;
-  auto so = server_options(o, &token);
+  auto so = server_options(o.serve, &token);
   if (!so) {
     std::cerr << "ingero dashboard: " << so.error().message << "\n";
     return kExitUsage;
@@ -98,14 +95,11 @@ int run_dashboard(const DashboardOpts& o) {
   signal(SIGPIPE, SIG_IGN);
   std::cerr << "ingero dashboard: serving " << o.db << " at " << dash.url() << " (refresh every "
             << o.refresh_s << " s; "
-            << (token.empty()
-                    ? "no token: set " + o.token_env + " to require one"
-                    : "bearer token required: open " + dash.url() + "#token=<$" + o.token_env + ">")
+            << (token.empty() ? "no token: set " + o.serve.token_env + " to require one"
+                              : "bearer token required: open " + dash.url() + "#token=<$" +
+                                    o.serve.token_env + ">")
             << ")" << std::endl;
-  if (!dash.loopback_only() && token.empty())
-    std::cerr << "ingero dashboard: WARNING: listening beyond loopback without a bearer token: "
-                 "anyone who can reach this port can read the trace. Set "
-              << o.token_env << " and use --tls-cert/--tls-key.\n";
+  std::cerr << exposure_warning("ingero dashboard", o.serve, dash.loopback_only(), !token.empty());
   while (!g_dashboard_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::cerr << "ingero dashboard: stopping\n";
   dash.stop();
@@ -123,22 +117,11 @@ void add_dashboard_command(CLI::App& app, Context& ctx) {
       "the bearer token comes from the environment (--token-env).");
   cmd->add_option("--db,-d", o->db, "Trace file (ours or the original implementation's), read-only")
       ->capture_default_str();
-  cmd->add_option("--http", o->http,
-                  "Listen address: 127.0.0.1:8080, :8080 (loopback), 0.0.0.0:8080 (all interfaces: "
-                  "set a token and TLS); port 0 picks a free port")
-      ->capture_default_str();
-  cmd->add_option("--tls-cert", o->tls_cert, "PEM certificate chain: serve HTTPS");
-  cmd->add_option("--tls-key", o->tls_key, "PEM private key for --tls-cert");
-  cmd->add_option("--token-env", o->token_env,
-                  "Environment variable holding the bearer token the page's API requires (never a "
-                  "flag); the browser passes it as URL#token=TOKEN")
-      ->capture_default_str();
-  cmd->add_option("--allow-host", o->allow_hosts,
-                  "Extra Host name accepted (DNS-rebinding check), e.g. gpu-node-01; repeatable");
-  cmd->add_option("--allow-origin", o->allow_origins, "Extra Origin accepted, exactly; repeatable");
-  cmd->add_option("--threads", o->threads, "Requests served in parallel")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
+  add_serve_options(cmd, o->serve,
+                    "Listen address: 127.0.0.1:8080, :8080 (loopback), 0.0.0.0:8080 (all "
+                    "interfaces: set a token and TLS); port 0 picks a free port",
+                    "Environment variable holding the bearer token the page's API requires (never "
+                    "a flag); the browser passes it as URL#token=TOKEN");
   cmd->add_option("--refresh", o->refresh_s,
                   "Seconds between the page's refreshes; the report is rebuilt at most this often")
       ->check(CLI::Range(0.5, 3600.0))

@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/mcp_host.h"
+#include "app/serve_options.h"
 #include "serve/mcp/server.h"
 #include "serve/mcp/transport.h"
 
@@ -20,11 +21,7 @@ void on_signal(int) { g_mcp_stop = true; }
 
 struct McpOptions {
   std::string db = default_db_path();
-  std::string http;
-  std::string tls_cert, tls_key;
-  std::string token_env = "INGERO_MCP_TOKEN";
-  std::vector<std::string> allow_hosts, allow_origins;
-  size_t threads = 4;
+  ServeOptions serve = serve_options("", "INGERO_MCP_TOKEN");
 };
 
 int run_mcp(Context& ctx, const McpOptions& o) {
@@ -39,34 +36,30 @@ int run_mcp(Context& ctx, const McpOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  if (o.http.empty()) {
+  const ServeOptions& s = o.serve;
+  if (s.http.empty()) {
     std::cerr << "ingero mcp: serving " << o.db << " over stdio (MCP " << mcp::kLatestVersion
               << ", 2025-06-18)\n";
-    return mcp::serve_stdio(server, o.threads, g_mcp_stop);
+    return mcp::serve_stdio(server, s.threads, g_mcp_stop);
   }
   mcp::HttpOptions h;
-  h.addr = o.http;
-  h.tls_cert = o.tls_cert;
-  h.tls_key = o.tls_key;
-  h.allow_hosts = o.allow_hosts;
-  h.allow_origins = o.allow_origins;
-  h.threads = o.threads;
-  if (const char* t = std::getenv(o.token_env.c_str()); t && *t) h.token = t;
+  h.addr = s.http;
+  h.tls_cert = s.tls_cert;
+  h.tls_key = s.tls_key;
+  h.allow_hosts = s.allow_hosts;
+  h.allow_origins = s.allow_origins;
+  h.threads = s.threads;
+  h.token = s.token();
   mcp::HttpServer http(server, h);
   if (auto st = http.start(); !st) {
     std::cerr << "ingero mcp: " << st.error().message << "\n";
     return kExitUsage;
   }
   std::cerr << "ingero mcp: serving " << o.db << " at " << http.url()
-            << (h.token.empty() ? " (no token: set " + o.token_env + " to require one)"
+            << (h.token.empty() ? " (no token: set " + s.token_env + " to require one)"
                                 : " (bearer token required)")
             << "\n";
-  if (!http.loopback_only())
-    std::cerr << "ingero mcp: WARNING: " << o.http << " is reachable from other hosts"
-              << (h.token.empty() ? " and there is no bearer token: anyone who can reach this "
-                                    "port can read the trace. Set " +
-                                        o.token_env + " and use --tls-cert/--tls-key.\n"
-                                  : ".\n");
+  std::cerr << exposure_warning("ingero mcp", s, http.loopback_only(), !h.token.empty());
   return http.run(g_mcp_stop);
 }
 
@@ -80,24 +73,11 @@ void add_mcp_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--db,-d", o->db,
                   "Trace file (ours or the original implementation's), opened read-only")
       ->capture_default_str();
-  cmd->add_option(
-      "--http", o->http,
+  add_serve_options(
+      cmd, o->serve,
       "Serve Streamable HTTP at ADDR/mcp instead of stdio: 127.0.0.1:8081, :8081 (loopback), "
-      "0.0.0.0:8081 (all interfaces: set a token and TLS)");
-  cmd->add_option("--tls-cert", o->tls_cert, "PEM certificate chain: serve HTTPS");
-  cmd->add_option("--tls-key", o->tls_key, "PEM private key for --tls-cert");
-  cmd->add_option(
-         "--token-env", o->token_env,
-         "Environment variable holding the bearer token HTTP clients must send (never a flag)")
-      ->capture_default_str();
-  cmd->add_option(
-      "--allow-host", o->allow_hosts,
-      "Extra Host name accepted over HTTP (DNS-rebinding check), e.g. gpu-node-01; repeatable");
-  cmd->add_option("--allow-origin", o->allow_origins,
-                  "Extra Origin accepted over HTTP, exactly; repeatable");
-  cmd->add_option("--threads", o->threads, "Requests served in parallel")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
+      "0.0.0.0:8081 (all interfaces: set a token and TLS)",
+      "Environment variable holding the bearer token HTTP clients must send (never a flag)");
   cmd->callback([&ctx, o] { ctx.exit_code = run_mcp(ctx, *o); });
 }
 
