@@ -29,7 +29,7 @@ std::optional<engine::TenantGrouping> grouping(const std::string& g) {
 }
 
 int explain_clickhouse(const Opts& o) {
-  auto ep = fleet::parse_endpoint(o.source, true);
+  auto ep = fleet::parse_endpoint(o.source);
   if (!ep) {
     std::cerr << "ingero explain: " << ep.error().message << "\n";
     return kExitUsage;

@@ -166,7 +166,7 @@ ingero::Result<engine::Window> export_window(engine::TraceSource& source, const 
 
 // The fleet in ClickHouse, on one timeline: each node's clock offset removed (engine/fleet.h).
 std::string export_fleet(const ExportOpts& o, Emitter& em) {
-  auto ep = fleet::parse_endpoint(o.source, true);
+  auto ep = fleet::parse_endpoint(o.source);
   if (!ep) return ep.error().message;
   fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
   std::vector<std::string> have = source.nodes();
@@ -229,7 +229,7 @@ int run_export(const ExportOpts& o) {
     return kExitUsage;
   }
   if (!o.source.empty())
-    if (auto ep = fleet::parse_endpoint(o.source, true); !ep) {
+    if (auto ep = fleet::parse_endpoint(o.source); !ep) {
       std::cerr << "ingero export: " << ep.error().message << "\n";
       return kExitUsage;
     }

@@ -17,7 +17,7 @@ namespace {
 // to stdout as it arrives: TSVWithNames, or a JSON array of row objects (from JSONEachRow).
 int query_clickhouse(const std::string& url, const std::string& sql, bool json, size_t limit,
                      int timeout_s) {
-  auto ep = fleet::parse_endpoint(url, true);
+  auto ep = fleet::parse_endpoint(url);
   if (!ep) {
     std::cerr << "ingero query: " << ep.error().message << "\n";
     return kExitUsage;

@@ -20,7 +20,7 @@ int print_or_create_ddl(const Opts& o) {
   std::string database = "ingero";
   std::optional<fleet::Endpoint> ep;
   if (!o.url.empty()) {
-    auto e = fleet::parse_endpoint(o.url, false);
+    auto e = fleet::parse_endpoint(o.url);
     if (!e) {
       std::cerr << "ingero ship: " << e.error().message << "\n";
       return kExitUsage;
@@ -58,7 +58,7 @@ int ship(const Opts& o) {
     std::cerr << "ingero ship: give --db FILE and --clickhouse URL (or --ddl)\n";
     return kExitUsage;
   }
-  auto ep = fleet::parse_endpoint(o.url, false);
+  auto ep = fleet::parse_endpoint(o.url);
   if (!ep) {
     std::cerr << "ingero ship: " << ep.error().message << "\n";
     return kExitUsage;

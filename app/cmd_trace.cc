@@ -240,7 +240,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "what is left at exit ships on the next start or with `ingero ship` (see "
                   "docs/fleet.md)")
       ->check([](const std::string& url) -> std::string {
-        auto ep = fleet::parse_endpoint(url, false);
+        auto ep = fleet::parse_endpoint(url);
         return ep ? "" : ep.error().message;
       });
   cmd->add_option("--clickhouse-exit-timeout", *ship_exit,

@@ -6,7 +6,7 @@ namespace ingero::app {
 
 std::unique_ptr<fleet::Shipper> make_shipper(const std::string& db, const std::string& url,
                                              bool quiet) {
-  auto ep = fleet::parse_endpoint(url, false);
+  auto ep = fleet::parse_endpoint(url);
   if (!ep) {
     std::cerr << "ingero trace: " << ep.error().message << "\n";
     return nullptr;

@@ -15,7 +15,7 @@ bool is_identifier(std::string_view name) {
   return true;
 }
 
-ingero::Result<Endpoint> parse_endpoint(std::string_view url, bool source_scheme) {
+ingero::Result<Endpoint> parse_endpoint(std::string_view url) {
   auto bad = [&](const std::string& why) {
     return ingero::make_error("bad ClickHouse URL '" + std::string(url) + "': " + why);
   };
@@ -23,15 +23,17 @@ ingero::Result<Endpoint> parse_endpoint(std::string_view url, bool source_scheme
     std::string_view prefix, http;
     int port;
   };
-  static constexpr Scheme kSource[] = {{"clickhouse://", "http", 8123},
-                                       {"clickhouses://", "https", 8443}};
-  static constexpr Scheme kShip[] = {{"http://", "http", 8123}, {"https://", "https", 8443}};
+  static constexpr Scheme kSchemes[] = {{"clickhouse://", "http", 8123},
+                                        {"clickhouses://", "https", 8443},
+                                        {"http://", "http", 8123},
+                                        {"https://", "https", 8443}};
   const Scheme* scheme = nullptr;
-  for (const Scheme& s : source_scheme ? std::span<const Scheme>(kSource) : kShip)
+  for (const Scheme& s : kSchemes)
     if (url.substr(0, s.prefix.size()) == s.prefix) scheme = &s;
   if (!scheme)
-    return bad(source_scheme ? "expected clickhouse://HOST:8123/DB (or clickhouses:// for TLS)"
-                             : "expected http://HOST:8123/DB (or https://)");
+    return bad(
+        "expected clickhouse://HOST:8123/DB or http://HOST:8123/DB (clickhouses:// or https:// for "
+        "TLS)");
   std::string_view rest = url.substr(scheme->prefix.size());
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);

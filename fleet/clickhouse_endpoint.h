@@ -1,8 +1,10 @@
 // Where a ClickHouse database is: parsed from the URLs users give on the command line.
 //
-//   http://HOST[:PORT]/DB, https://HOST[:PORT]/DB      (trace --clickhouse, ship)
-//   clickhouse://HOST[:PORT]/DB, clickhouses://...     (explain/query --source; http / https)
+//   http://HOST[:PORT]/DB, https://HOST[:PORT]/DB
+//   clickhouse://HOST[:PORT]/DB, clickhouses://...     (the same over http / https)
 //
+// Every command that takes a ClickHouse URL (trace --clickhouse, ship, explain/query/export/mcp
+// --source) accepts all four.
 // An optional USER@ before the host selects the ClickHouse user. A password never comes from
 // a URL (command lines are visible to every user of the host): it is read from the environment
 // variable INGERO_CLICKHOUSE_PASSWORD. DB defaults to "ingero" and must be a plain identifier,
@@ -27,9 +29,8 @@ struct Endpoint {
   std::string display() const { return base + "/" + database; }
 };
 
-// `source_scheme`: the URL is a --source (clickhouse:// or clickhouses://); otherwise an
-// http(s):// URL. Errors name the URL and what is wrong with it.
-ingero::Result<Endpoint> parse_endpoint(std::string_view url, bool source_scheme);
+// Errors name the URL and what is wrong with it.
+ingero::Result<Endpoint> parse_endpoint(std::string_view url);
 
 // Whether `name` is a plain ClickHouse identifier ([A-Za-z_][A-Za-z0-9_]*).
 bool is_identifier(std::string_view name);

@@ -93,10 +93,6 @@ bool parse_tsv_line(std::string_view line, std::vector<TsvField>& fields) {
 }
 
 bool TsvStream::line(std::string_view l) {
-  if (header_) {
-    header_ = false;
-    return true;
-  }
   if (!parse_tsv_line(l, fields_) || fields_.size() != columns_) {
     // A ClickHouse error met while streaming is written into the body as text.
     error_ = "malformed row (" + std::to_string(fields_.size()) + " fields, expected " +

@@ -41,8 +41,6 @@ class TsvStream {
   bool stopped() const { return stopped_; }
   const std::string& error() const { return error_; }
   size_t rows() const { return rows_; }
-  // With TSVWithNames: the first line is the header; skip it.
-  void expect_header() { header_ = true; }
 
  private:
   bool line(std::string_view l);
@@ -52,7 +50,7 @@ class TsvStream {
   std::vector<TsvField> fields_;
   std::string error_;
   size_t rows_ = 0;
-  bool stopped_ = false, header_ = false;
+  bool stopped_ = false;
 };
 
 }  // namespace ingero::fleet

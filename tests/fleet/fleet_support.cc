@@ -109,7 +109,7 @@ std::vector<std::pair<std::string, Counts>> compare_counts(const ClickHouseServe
 }
 
 fleet::Endpoint endpoint(const ClickHouseServers& ch, size_t i, const std::string& db) {
-  auto e = fleet::parse_endpoint(ch.url(i, db), false);
+  auto e = fleet::parse_endpoint(ch.url(i, db));
   EXPECT_TRUE(e);
   return *e;
 }

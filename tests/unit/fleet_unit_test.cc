@@ -64,35 +64,36 @@ TEST(FleetTsv, StreamParsesRowsSplitAnywhereAndStops) {
 
 TEST(FleetEndpoint, ParsesWhatUsersTypeAndRefusesTheRest) {
   unsetenv(kPasswordEnv);
-  auto e = parse_endpoint("http://ch1.example:8124/fleet", false);
+  auto e = parse_endpoint("http://ch1.example:8124/fleet");
   ASSERT_TRUE(e) << e.error().message;
   EXPECT_EQ(e->base, "http://ch1.example:8124");
   EXPECT_EQ(e->database, "fleet");
   EXPECT_EQ(e->display(), "http://ch1.example:8124/fleet");
-  e = parse_endpoint("clickhouse://reader@10.0.0.5", true);
+  e = parse_endpoint("clickhouse://reader@10.0.0.5");
   ASSERT_TRUE(e);
   EXPECT_EQ(e->base, "http://10.0.0.5:8123");
   EXPECT_EQ(e->database, "ingero");
   EXPECT_EQ(e->user, "reader");
-  e = parse_endpoint("clickhouses://h/db/", true);
+  e = parse_endpoint("clickhouses://h/db/");
   ASSERT_TRUE(e);
   EXPECT_EQ(e->base, "https://h:8443");
   setenv(kPasswordEnv, "s3cret", 1);
-  EXPECT_EQ(parse_endpoint("https://h/db", false)->password, "s3cret");
+  EXPECT_EQ(parse_endpoint("https://h/db")->password, "s3cret");
   unsetenv(kPasswordEnv);
+  // One parser for every command: both schemes name the same server.
+  EXPECT_EQ(parse_endpoint("clickhouse://h:9000/db")->display(),
+            parse_endpoint("http://h:9000/db")->display());
+  EXPECT_EQ(parse_endpoint("clickhouses://h/db")->base, parse_endpoint("https://h/db")->base);
   struct Bad {
     const char* url;
-    bool source;
     const char* says;
   };
   for (const Bad& b :
-       {Bad{"clickhouse://h/db", false, "expected http://HOST:8123/DB"},
-        Bad{"http://h/db", true, "expected clickhouse://"},
-        Bad{"http://u:pw@h/db", false, "no password in the URL"},
-        Bad{"http://h:99999/db", false, "bad port"},
-        Bad{"http://h/db;drop", false, "must be a plain name"},
-        Bad{"http://h/db?x=1", false, "no query string"}, Bad{"http:///db", false, "no host"}}) {
-    auto r = parse_endpoint(b.url, b.source);
+       {Bad{"tcp://h/db", "expected clickhouse://HOST:8123/DB or http://HOST:8123/DB"},
+        Bad{"http://u:pw@h/db", "no password in the URL"}, Bad{"http://h:99999/db", "bad port"},
+        Bad{"http://h/db;drop", "must be a plain name"}, Bad{"http://h/db?x=1", "no query string"},
+        Bad{"http:///db", "no host"}}) {
+    auto r = parse_endpoint(b.url);
     ASSERT_FALSE(r) << b.url;
     EXPECT_NE(r.error().message.find(b.says), std::string::npos) << r.error().message;
     EXPECT_NE(r.error().message.find(b.url), std::string::npos) << r.error().message;

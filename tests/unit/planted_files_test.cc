@@ -219,7 +219,7 @@ TEST(PlantedFiles, TheShippingLockIsNotFollowed) {
   std::string db = write_free_calls(temp_path("t.db"), 10);
   std::string victim = write_text(temp_path("victim"), "precious");
   std::filesystem::create_symlink(victim, db + ".ship.lock");
-  auto ep = fleet::parse_endpoint("http://127.0.0.1:9/ingero", false);
+  auto ep = fleet::parse_endpoint("http://127.0.0.1:9/ingero");
   ASSERT_TRUE(ep);
   auto s = fleet::Shipper::create(db, *ep);
   ASSERT_FALSE(s);

@@ -71,7 +71,7 @@ TEST(ShipConfirm, AnEndpointThatAnswersEverythingWithAnEmptyBodyGetsNothingFolde
   FakeHttpServer ok([](const std::string&, const std::string&) { return std::string(); });
   std::string db = launches(2000);
   std::vector<std::string> said;
-  auto ep = fleet::parse_endpoint(ok.url("ingero"), false);
+  auto ep = fleet::parse_endpoint(ok.url("ingero"));
   ASSERT_TRUE(ep);
   {
     auto s = fleet::Shipper::create(db, *ep, quick(said));
@@ -109,7 +109,7 @@ TEST(ShipConfirm, AnEmptyAnswerToAReadOfOneRowIsAnError) {
   });
   std::string db = launches(2000);
   std::vector<std::string> said;
-  auto ep = fleet::parse_endpoint(ok.url("ingero"), false);
+  auto ep = fleet::parse_endpoint(ok.url("ingero"));
   ASSERT_TRUE(ep);
   auto s = fleet::Shipper::create(db, *ep, quick(said));
   ASSERT_TRUE(s) << s.error().message;
@@ -139,7 +139,7 @@ TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
   });
   std::string db = launches(2000);
   std::vector<std::string> said;
-  auto ep = fleet::parse_endpoint(ok.url("ingero"), false);
+  auto ep = fleet::parse_endpoint(ok.url("ingero"));
   ASSERT_TRUE(ep);
   {
     auto s = fleet::Shipper::create(db, *ep, quick(said));
@@ -217,7 +217,7 @@ TEST(ShipConfirm, ASummaryThatCoversTheBatchConfirmsItWithoutAReadBack) {
   FakeHttpServer ch = summarising("1000000");
   std::string db = launches(2000);
   std::vector<std::string> said;
-  auto ep = fleet::parse_endpoint(ch.url("ingero"), false);
+  auto ep = fleet::parse_endpoint(ch.url("ingero"));
   ASSERT_TRUE(ep);
   auto s = fleet::Shipper::create(db, *ep, quick(said));
   ASSERT_TRUE(s) << s.error().message;
@@ -242,7 +242,7 @@ TEST(ShipConfirm, ASummaryOfFewerRowsIsReadBackAndNotCounted) {
   FakeHttpServer ch = summarising("0");
   std::string db = launches(2000);
   std::vector<std::string> said;
-  auto ep = fleet::parse_endpoint(ch.url("ingero"), false);
+  auto ep = fleet::parse_endpoint(ch.url("ingero"));
   ASSERT_TRUE(ep);
   auto s = fleet::Shipper::create(db, *ep, quick(said));
   ASSERT_TRUE(s) << s.error().message;
