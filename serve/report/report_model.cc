@@ -101,6 +101,10 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
     folded = uint64_t(*n);
   }
   h["folded_calls"] = folded;
+  // Whether the engine's percentiles come from per-second sketches (folded blocks) or every call.
+  bool sketched = false;
+  for (const auto& na : analyses) sketched = sketched || na.a.stats.sketch_quantiles;
+  h["quantiles"] = sketched ? "sketches" : "exact";
   if (folded)
     add("notice", std::to_string(folded) +
                       " launches in this window were folded into runs (tiered retention, "

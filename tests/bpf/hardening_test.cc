@@ -190,8 +190,8 @@ TEST(HardeningBpf, ASessionLeftByAKilledTracerIsRepairedByTheNextOne) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_EQ(query_int(db, "SELECT count(*) FROM calls"), kCalls + 1);
   tracer.signal(SIGKILL);
+  ::kill(child, SIGKILL);  // first: it holds the tracer's output pipes open
   tracer.wait(std::chrono::seconds(30));
-  ::kill(child, SIGKILL);
   EXPECT_EQ(query_rows(db, "SELECT stopped_at, exit_reason FROM sessions"),
             (std::vector<std::vector<std::string>>{{"0", ""}}));
   std::string out, err;

@@ -80,7 +80,9 @@ export class Ingero {
 export function quantileSql(q100) {
   return 'SELECT vendor, api, op, n, min(dur_ns) AS v FROM (SELECT vendor, api, op, dur_ns, ' +
     'count(*) OVER (PARTITION BY vendor, api, op) AS n, ' +
-    'row_number() OVER (PARTITION BY vendor, api, op ORDER BY dur_ns) AS r FROM calls) ' +
+    'row_number() OVER (PARTITION BY vendor, api, op ORDER BY dur_ns) AS r FROM calls ' +
+    // Launches seen at entry only have no duration: quantiles are of the timed calls.
+    'WHERE dur_ns IS NOT NULL) ' +
     'WHERE r >= (' + q100 + ' * n + 99) / 100 GROUP BY vendor, api, op';
 }
 

@@ -43,10 +43,11 @@ const C = {
 };
 
 function opsSection(m) {
+  // Folded calls (tiered retention) are read back through their per-second sketches.
+  const q = m.header.quantiles === 'sketches' ? 'from 1%-accurate sketches (folded calls)' : 'exact, nearest rank';
   const cols = [C.text('op', 'op'), C.text('api', 'api'), C.text('kind', 'kind'), C.count('calls', 'calls'),
     C.count('errors', 'errors', 'returned an error'), C.count('unfinished', 'unfinished', 'still running when their thread exited'),
-    C.dur('avg_ns', 'avg'), C.dur('p50_ns', 'p50', 'exact, nearest rank'), C.dur('p95_ns', 'p95', 'exact, nearest rank'),
-    C.dur('p99_ns', 'p99', 'exact, nearest rank'), C.dur('max_ns', 'max'), C.dur('sum_ns', 'total time'),
+    C.dur('avg_ns', 'avg'), C.dur('p50_ns', 'p50', q), C.dur('p95_ns', 'p95', q), C.dur('p99_ns', 'p99', q), C.dur('max_ns', 'max'), C.dur('sum_ns', 'total time'),
     C.count('slow_calls', 'slow calls', 'at or above p95: in the flame graph'), C.bytes('bytes', 'bytes'),
     C.dur('off_cpu_ns', 'off-CPU', 'time the calling thread spent off-CPU during the calls')];
   const table = dataTable(cols, m.ops, { testid: 'ops-table', key: (r) => r.api + '/' + r.op });
