@@ -37,6 +37,17 @@ std::string preemptor_label(const Analysis& a, const Preemptor& p) {
          format_duration(p.off_ns) + " of CPU taken)";
 }
 
+std::string name_tracer(const Analysis& a, const std::vector<Preemptor>& ps, std::string text) {
+  for (const Preemptor& p : ps) {
+    if (!is_tracer(a, p.pid)) continue;
+    std::string plain = p.comm + " (pid " + std::to_string(p.pid) + ")";
+    if (size_t at = text.find(plain); at != std::string::npos)
+      text.replace(at, plain.size(),
+                   "the tracer itself (" + p.comm + ", pid " + std::to_string(p.pid) + ")");
+  }
+  return text;
+}
+
 std::string tracer_fix(const Preemptor& p) {
   return "The tracer (" + p.comm + ", pid " + std::to_string(p.pid) + ") took " +
          format_duration(p.off_ns) +
@@ -204,6 +215,11 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     // processes do not change after), then of those found from the steps.
     attribute_stacks(source, a, &stacks_lock);
     a.steps = steps.get();
+  }
+  // The step model words preemptors without knowing the tracer: its texts name it here.
+  for (StepSeries& s : a.steps.processes) {
+    s.summary.preempted_by = name_tracer(a, s.summary.preemptors, s.summary.preempted_by);
+    s.summary.text = name_tracer(a, s.summary.preemptors, s.summary.text);
   }
   h.samples = {};
   if (opts.kernels) a.kernels = compute_kernels(source, recent, a.steps, &stacks_lock);

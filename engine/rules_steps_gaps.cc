@@ -152,6 +152,7 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
   std::string by = top ? (top->pid == x.s.pid ? "its own threads (" + top->comm + ")"
                                               : preemptor_label(x.a, *top))
                        : "other tasks";
+  const std::string& preempted_by = x.m.preempted_by;  // the tracer named (name_tracer)
   c.summary = "CPU contention in the training steps: the threads of " + x.who +
               " that feed the GPU were preempted " + pct(share) + " of the step time" +
               (host_bound ? "" : " while the GPU was idle") + ", mostly by " + by;
@@ -163,10 +164,10 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
   c.explanation = "Over " + format_count(x.m.steps) + " steady steps (median " +
                   format_duration(x.m.median_ns) + ") a GPU-feeding thread was preempted " +
                   pct(x.m.preempted) + " of the time, " + pct(x.share(x.m.gap.preempted_ns)) +
-                  " with the GPU idle. Preempted by: " + x.m.preempted_by + ".";
+                  " with the GPU idle. Preempted by: " + preempted_by + ".";
   uint64_t ns = host_bound ? uint64_t(x.m.preempted * double(x.m.total_ns)) : x.m.gap.preempted_ns;
   c.timeline.push_back({"HOST", "sched_switch",
-                        x.per_step(ns) + " per step preempted; by " + x.m.preempted_by,
+                        x.per_step(ns) + " per step preempted; by " + preempted_by,
                         ns / std::max<uint64_t>(1, x.m.steps) / 1000});
   c.fixes.push_back("Give the GPU-feeding threads cores of their own (taskset -c, a cpuset)" +
                     std::string(top && top->pid != x.s.pid ? ", away from " + by : ""));

@@ -251,8 +251,8 @@ std::string cpu_evidence(const Analysis& a, const TailFinding& f) {
            format_duration(ev.proc_off_ns) + " off-CPU) on a busy host (" + b + ")";
   }
   if (const Preemptor* top = top_preemptor(f))
-    return format_count(ev.preempts) + " preemptions by " + preemptor_label(a, *top) +
-           preemptor_tenant(a, s.key.pid, *top) + ", " +
+    return format_count(ev.preempts) + (ev.preempts == 1 ? " preemption by " : " preemptions by ") +
+           preemptor_label(a, *top) + preemptor_tenant(a, s.key.pid, *top) + ", " +
            format_duration(!f.tail       ? s.off_cpu_ns
                            : ev.per_call ? s.tail_off_cpu_ns
                                          : ev.sched_off_ns) +

@@ -11,6 +11,7 @@
 #include "app/explain_report.h"
 #include "engine/analysis.h"
 #include "store/sql_trace_source.h"
+#include "store/sqlite_db.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
@@ -207,6 +208,51 @@ TEST(ExplainText, TheTracerAmongThePreemptorsIsNamedAsTheTracer) {
   EXPECT_EQ(o->fixes[1],
             "Lower the priority of ingero (pid 4411): nice -n 19, or move it to "
             "another cpuset");
+}
+
+// The real contended trace (tests/fixtures/h100/resnet-contended), with its sessions row saying
+// that the CPU hog (noisy_neighbor, pid 579) was the tracer, as a file from before
+// sessions.tracer_pid gains the column: every chain and the step summary name it as the tracer.
+TEST(ExplainText, TheTracerIsNamedAsTheTracerOnARealTrace) {
+  std::string db = test::temp_path("h100-contended.db");
+  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-contended.db.xz' > '" + db + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  {
+    auto raw = store::Db::open(db, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(raw);
+    ASSERT_TRUE(
+        (*raw)->exec("ALTER TABLE sessions ADD COLUMN tracer_pid INTEGER NOT NULL "
+                     "DEFAULT 0; UPDATE sessions SET tracer_pid = 579"));
+  }
+  auto r = store::TraceReader::open(db);
+  ASSERT_TRUE(r) << r.error().message;
+  store::SqlTraceSource src(**r);
+  auto a = engine::analyze(src, engine::Window{});
+  ASSERT_EQ(a.steps.processes.size(), 1u);
+  EXPECT_EQ(a.steps.processes[0].summary.text,
+            "median step 32.9ms: GPU idle \u2265 11% (no device data: lower bound): host preempted "
+            "61% of the step, by the tracer itself (noisy_neighbor, pid 579) 23%, pt_data_worker "
+            "(pid 599) 12%, pt_data_worker (pid 598) 8%, its own threads (cuda-EvtHandlr, "
+            "pt_autograd_0, pt_data_pin, python3) 51%");
+  ASSERT_FALSE(a.chains.empty());
+  const Chain& c = a.chains[0];
+  EXPECT_EQ(c.summary,
+            "CPU contention in the training steps: the threads of python3 (pid 580) that feed the "
+            "GPU were preempted 61% of the step time, mostly by the tracer itself "
+            "(noisy_neighbor, pid 579, 813ms of CPU taken)");
+  ASSERT_EQ(c.fixes.size(), 2u);
+  EXPECT_EQ(c.fixes[1],
+            "The tracer (noisy_neighbor, pid 579) took 813ms of CPU from these calls: give it a "
+            "core of its own (taskset -c) away from the GPU-feeding threads, or trace with less "
+            "(--no-stack, fewer backends)");
+  // Nowhere is it named as a stranger.
+  std::ostringstream out;
+  print_report(out, a, ReportOptions{});
+  EXPECT_EQ(out.str().find("noisy_neighbor (pid 579)"), std::string::npos) << out.str();
+  EXPECT_EQ(count_of(out.str(), "Lower the priority of noisy_neighbor"), 0u);
+  // Six per-op chains say it in their summary and their timeline, the steps chain in its summary.
+  EXPECT_EQ(count_of(out.str(), " by the tracer itself (noisy_neighbor, pid 579, "), 13u)
+      << out.str();
 }
 
 // The real starvation trace (tests/fixtures/h100/starve): one HIGH finding, then six tails the
