@@ -210,6 +210,48 @@ TEST(ExplainText, TheTracerAmongThePreemptorsIsNamedAsTheTracer) {
             "another cpuset");
 }
 
+// A file written before sessions.tracer_pid gains the column when a writer opens it: its
+// sessions read 0 ("not recorded"), a new session its tracer's pid.
+TEST(ExplainText, AFileFromBeforeTracerPidGainsTheColumn) {
+  std::string path = test::temp_path("before-tracer-pid.db");
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w);
+    store::SessionInfo si;
+    si.tracer_pid = 77;
+    ASSERT_TRUE((*w)->begin_session(si));
+    ASSERT_TRUE((*w)->finish({}));
+  }
+  {
+    auto raw = store::Db::open(path, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(raw);
+    ASSERT_TRUE((*raw)->exec("ALTER TABLE sessions DROP COLUMN tracer_pid"));
+  }
+  {
+    auto r = store::TraceReader::open(path);
+    ASSERT_TRUE(r);
+    store::SqlTraceSource src(**r);
+    EXPECT_EQ(src.tracer_pids(std::nullopt), std::set<uint32_t>{});
+  }
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = "b";
+    si.tracer_pid = 4242;
+    ASSERT_TRUE((*w)->begin_session(si));
+    ASSERT_TRUE((*w)->finish({}));
+  }
+  EXPECT_EQ(test::query_rows(path, "SELECT tracer_pid FROM sessions ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"0"}, {"4242"}}));
+  auto r = store::TraceReader::open(path);
+  ASSERT_TRUE(r);
+  store::SqlTraceSource src(**r);
+  EXPECT_EQ(src.tracer_pids(std::nullopt), std::set<uint32_t>{4242});
+  EXPECT_EQ(src.tracer_pids(std::string("b")), std::set<uint32_t>{4242});
+  EXPECT_EQ(src.tracer_pids(std::string("a")), std::set<uint32_t>{});
+}
+
 // The real contended trace (tests/fixtures/h100/resnet-contended), with its sessions row saying
 // that the CPU hog (noisy_neighbor, pid 579) was the tracer, as a file from before
 // sessions.tracer_pid gains the column: every chain and the step summary name it as the tracer.
