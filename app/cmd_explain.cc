@@ -142,7 +142,7 @@ void add_explain_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--all-chains", o->all_chains,
                 "Print every causal chain in full. By default the tails with no host-side cause "
                 "(LOW tail_latency chains) are folded into one line under the others; the JSON "
-                "and the HTML report always have them all");
+                "has every chain");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([&ctx, o] {
     if (!o->source.empty() && !o->db.empty()) {
