@@ -106,9 +106,9 @@ std::string folded_tails_line(const std::vector<const engine::Chain*>& tails) {
     line += (i ? ", " : " ") + c.op;
     // Several processes: say whose op it is.
     if (pids.size() > 1 && c.pids.size() == 1) line += " (pid " + std::to_string(c.pids[0]) + ")";
-    line += " p99 " + format_duration(c.p99_ns);
+    line += " p99 " + format_duration(c.p99_ns) + (c.warmup ? " (warm-up)" : "");
   }
-  return line + " (explain --all-chains shows each)";
+  return line + "; explain --all-chains shows each";
 }
 
 void print_chains(std::ostream& out, const std::vector<engine::Chain>& chains, bool all) {

@@ -56,6 +56,7 @@ struct Chain {
   double tail_ratio = 0;
   int64_t window_start = 0, window_end = 0;
   double score = 0;                // ordering within a severity: larger first
+  bool warmup = false;             // its evidence is in the warm-up phase (apply_step_phases)
   std::vector<ChainStack> stacks;  // up to two, the most common among the slowest calls first
   bool stacks_sought = false;      // attribute_stacks has looked (the engine's own; not reported)
 };

@@ -272,6 +272,7 @@ void apply_step_phases(Analysis& a) {
     c.severity = Severity::kLow;
     c.score *= 1e-6;  // below the steady-phase findings of the same severity
     c.summary += " (warm-up)";
+    c.warmup = true;
     c.root_cause =
         "During warm-up (imports, model load, first iterations), not the training "
         "steps: " +

@@ -345,8 +345,8 @@ TEST(ExplainText, TailsWithoutHostCauseFoldIntoOneLineOnTheStarveTrace) {
   EXPECT_EQ(chains.substr(chains.rfind("\n\n") + 2),
             "6 ops have tail latency with no host-side cause: cuLaunchKernel p99 1.1ms, "
             "cudaLaunchKernel p99 1.2ms, cuLaunchKernelEx p99 2.6ms, cudaMemcpyAsync p99 1.9ms, "
-            "cuMemcpyHtoDAsync p99 1.9ms, cuMemAlloc p99 360us (explain --all-chains shows "
-            "each)\n");
+            "cuMemcpyHtoDAsync p99 1.9ms (warm-up), cuMemAlloc p99 360us (warm-up); explain "
+            "--all-chains shows each\n");
 }
 
 TEST(ExplainText, AllChainsAndTheJsonShowEveryTail) {
