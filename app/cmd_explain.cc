@@ -18,7 +18,7 @@ struct Opts {
   std::vector<std::string> nodes;
   engine::WindowSpec w;
   uint32_t pid = 0;
-  bool per_process = false, json = false;
+  bool per_process = false, json = false, all_chains = false;
   std::string group_by;  // "", "pod", "container"
 };
 
@@ -64,6 +64,7 @@ int explain_clickhouse(const Opts& o) {
   fo.window = *w;
   fo.per_process = o.per_process;
   fo.json = o.json;
+  fo.all_chains = o.all_chains;
   fo.group_by = grouping(o.group_by);
   fo.apply_offsets = [&](const engine::ClockShift& s) { source.set_clock_offsets(s); };
   fo.scope = [&](const std::optional<std::string>& n) { source.set_scope(n); };
@@ -103,6 +104,7 @@ int explain_file(const Opts& o) {
   fo.window = *w;
   fo.per_process = o.per_process;
   fo.json = o.json;
+  fo.all_chains = o.all_chains;
   fo.group_by = grouping(o.group_by);
   fo.error = [&] { return source.error(); };
   return explain_nodes(source, fo, std::cout);
@@ -137,6 +139,10 @@ void add_explain_command(CLI::App& app, Context& ctx) {
                   "are named from the trace's cgroup_metadata (pod, namespace, container); the "
                   "JSON always has them, by pod")
       ->check(CLI::IsMember({"pod", "container"}));
+  cmd->add_flag("--all-chains", o->all_chains,
+                "Print every causal chain in full. By default the tails with no host-side cause "
+                "(LOW tail_latency chains) are folded into one line under the others; the JSON "
+                "has every chain");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([&ctx, o] {
     if (!o->source.empty() && !o->db.empty()) {

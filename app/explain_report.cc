@@ -1,8 +1,10 @@
 #include "app/explain_report.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <ctime>
+#include <set>
 
 #include "engine/loss_notes.h"
 
@@ -20,18 +22,37 @@ std::string lpad(const std::string& s, size_t w) {
   return s.size() < w ? std::string(w - s.size(), ' ') + s : s;
 }
 
+// The GPU API table. Columns are as wide as their widest cell, at least the usual width, and
+// two spaces apart at the least: a 7-digit error count or a long op name never runs into its
+// neighbour.
 void print_op_table(std::ostream& out, const std::vector<const engine::OpStats*>& ops,
                     const char* indent) {
-  out << indent << pad("op", 26) << pad("api", 14) << lpad("calls", 9) << lpad("avg", 9)
-      << lpad("p50", 9) << lpad("p95", 9) << lpad("p99", 9) << lpad("max", 9) << lpad("errors", 8)
-      << "\n";
-  for (const auto* s : ops) {
-    out << indent << pad(s->key.op, 26) << pad(s->key.api, 14) << lpad(format_count(s->count), 9)
-        << lpad(format_duration(uint64_t(s->avg_ns())), 9) << lpad(format_duration(s->p50), 9)
-        << lpad(format_duration(s->p95), 9) << lpad(format_duration(s->p99), 9)
-        << lpad(format_duration(s->max_ns), 9) << lpad(format_count(s->errors + s->unfinished), 8)
-        << "\n";
+  static const char* kHead[] = {"op", "api", "calls", "avg", "p50", "p95", "p99", "max", "errors"};
+  constexpr size_t kCols = std::size(kHead);
+  static const size_t kMinWidth[kCols] = {26, 14, 9, 9, 9, 9, 9, 9, 8};
+  std::vector<std::array<std::string, kCols>> rows;
+  rows.reserve(ops.size());
+  for (const auto* s : ops)
+    rows.push_back({s->key.op, s->key.api, format_count(s->count),
+                    format_duration(uint64_t(s->avg_ns())), format_duration(s->p50),
+                    format_duration(s->p95), format_duration(s->p99), format_duration(s->max_ns),
+                    format_count(s->errors + s->unfinished)});
+  std::array<size_t, kCols> w;
+  for (size_t i = 0; i < kCols; ++i) {
+    w[i] = kMinWidth[i];
+    for (const auto& r : rows) {
+      // The two left columns are padded on the right, the figures on the left.
+      size_t need = r[i].size() + 2;
+      w[i] = std::max(w[i], need);
+    }
   }
+  auto line = [&](const auto& cells) {
+    out << indent;
+    for (size_t i = 0; i < kCols; ++i) out << (i < 2 ? pad(cells[i], w[i]) : lpad(cells[i], w[i]));
+    out << "\n";
+  };
+  line(kHead);
+  for (const auto& r : rows) line(r);
 }
 
 // "    kernels per step: 400 × mul, 400 × add, 3 others (12 launches unnamed)".
@@ -64,13 +85,9 @@ void print_chain(std::ostream& out, const engine::Chain& c) {
     for (const auto& t : c.timeline) out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
   }
   for (const auto& st : c.stacks) {
-    // A chain's slowest calls (with the worst), or a site's calls (a launch site: no worst).
-    out << "  Stack (";
-    if (st.examined && st.worst_ns)
-      out << st.calls << " of the " << st.examined << " slowest calls, worst "
-          << format_duration(st.worst_ns) << ", ";
-    else if (st.examined)
-      out << format_count(st.calls) << " of " << format_count(st.examined) << " calls, ";
+    // What the figures count is the rule's own set (engine::StackCounts).
+    std::string counts = engine::stack_counts_text(st);
+    out << "  Stack (" << counts << (counts.empty() ? "" : ", ");
     out << "pid " << st.pid << " tid " << st.tid << "):\n";
     for (const auto& f : st.frames) out << "    " << f << "\n";
   }
@@ -78,6 +95,40 @@ void print_chain(std::ostream& out, const engine::Chain& c) {
   if (!c.explanation.empty()) out << "  Why: " << c.explanation << "\n";
   for (size_t i = 0; i < c.fixes.size(); ++i)
     out << (i ? "       " : "  Fix: ") << c.fixes[i] << "\n";
+}
+
+std::string folded_tails_line(const std::vector<const engine::Chain*>& tails) {
+  if (tails.empty()) return "";
+  std::set<uint32_t> pids;
+  for (const auto* c : tails) pids.insert(c->pids.begin(), c->pids.end());
+  std::string line = format_count(tails.size()) + (tails.size() == 1 ? " op has" : " ops have") +
+                     " tail latency with no host-side cause:";
+  for (size_t i = 0; i < tails.size(); ++i) {
+    const engine::Chain& c = *tails[i];
+    line += (i ? ", " : " ") + c.op;
+    // Several processes: say whose op it is.
+    if (pids.size() > 1 && c.pids.size() == 1) line += " (pid " + std::to_string(c.pids[0]) + ")";
+    line += " p99 " + format_duration(c.p99_ns) + (c.warmup ? " (warm-up)" : "");
+  }
+  return line + "; explain --all-chains shows each";
+}
+
+void print_chains(std::ostream& out, const std::vector<engine::Chain>& chains, bool all) {
+  size_t high = 0, med = 0, low = 0;
+  std::vector<const engine::Chain*> shown, folded;
+  for (const auto& c : chains) {
+    (c.severity == engine::Severity::kHigh     ? high
+     : c.severity == engine::Severity::kMedium ? med
+                                               : low)++;
+    (!all && engine::no_host_cause(c) ? folded : shown).push_back(&c);
+  }
+  out << "CAUSAL CHAINS \u2014 " << chains.size() << " (" << high << " HIGH, " << med << " MEDIUM, "
+      << low << " LOW";
+  if (!folded.empty()) out << "; " << folded.size() << " folded into the last line";
+  out << ")\n";
+  if (chains.empty()) out << "  No causal chain: nothing in this window needs explaining.\n";
+  for (const auto* c : shown) print_chain(out, *c);
+  if (!folded.empty()) out << "\n" << folded_tails_line(folded) << "\n";
 }
 
 // The report opens with where each GPU process's training steps go: "median step 16.1 ms:
@@ -180,15 +231,7 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
     }
     out << "\n";
   }
-  size_t high = 0, med = 0, low = 0;
-  for (const auto& c : a.chains)
-    (c.severity == engine::Severity::kHigh     ? high
-     : c.severity == engine::Severity::kMedium ? med
-                                               : low)++;
-  out << "CAUSAL CHAINS \u2014 " << a.chains.size() << " (" << high << " HIGH, " << med
-      << " MEDIUM, " << low << " LOW)\n";
-  if (a.chains.empty()) out << "  No causal chain: nothing in this window needs explaining.\n";
-  for (const auto& c : a.chains) print_chain(out, c);
+  print_chains(out, a.chains, o.all_chains);
   if (o.group_by) print_tenants(out, a, *o.group_by);
   if (o.per_process && !a.processes.empty()) {
     out << "\nPER-PROCESS BREAKDOWN\n";

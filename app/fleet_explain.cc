@@ -205,7 +205,7 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
   for (size_t i = 0; i < o.nodes.size(); ++i) {
     const std::string& node = o.nodes[i];
     ReportOptions ro{node.empty() ? o.title : o.title + " [node " + node + "]", o.subtitle,
-                     o.per_process, o.group_by};
+                     o.per_process, o.group_by, o.all_chains};
     if (o.json) {
       auto j = report_json(analyses[i], ro);
       if (!node.empty()) j["node"] = node;

@@ -23,6 +23,7 @@ struct FleetExplainOptions {
   std::string only_node;           // nodes == {""}: the one node the trace holds, if named
   engine::Window window;
   bool per_process = false, json = false;
+  bool all_chains = false;                         // --all-chains: no folded tails
   std::optional<engine::TenantGrouping> group_by;  // --group-by: the TENANTS section
   // The source applies clock offsets itself (ClickHouse): called with them once estimated.
   // Unset: the engine applies them (merged files).

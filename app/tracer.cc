@@ -404,6 +404,7 @@ int Trace::attach() {
   for (auto p : session_->config().pids)
     si_.pid_filter += (si_.pid_filter.empty() ? "" : ",") + std::to_string(p);
   si_.flags = opts_.flags;
+  si_.tracer_pid = uint32_t(getpid());  // chains that find the tracer among preemptors say so
   for (auto* b : backends_)
     si_.backends += (si_.backends.empty() ? "" : ",") + std::string(b->name());
   if (auto sid = writer_->begin_session(si_); !sid) {

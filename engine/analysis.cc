@@ -29,6 +29,32 @@ std::string Analysis::process_name(uint32_t pid) const {
   return "pid " + std::to_string(pid);
 }
 
+bool is_tracer(const Analysis& a, uint32_t pid) { return pid && a.tracer_pids.count(pid); }
+
+std::string preemptor_label(const Analysis& a, const Preemptor& p) {
+  if (!is_tracer(a, p.pid)) return p.comm + " (pid " + std::to_string(p.pid) + ")";
+  return "the tracer itself (" + p.comm + ", pid " + std::to_string(p.pid) + ", " +
+         format_duration(p.off_ns) + " of CPU taken)";
+}
+
+std::string name_tracer(const Analysis& a, const std::vector<Preemptor>& ps, std::string text) {
+  for (const Preemptor& p : ps) {
+    if (!is_tracer(a, p.pid)) continue;
+    std::string plain = p.comm + " (pid " + std::to_string(p.pid) + ")";
+    if (size_t at = text.find(plain); at != std::string::npos)
+      text.replace(at, plain.size(),
+                   "the tracer itself (" + p.comm + ", pid " + std::to_string(p.pid) + ")");
+  }
+  return text;
+}
+
+std::string tracer_fix(const Preemptor& p) {
+  return "The tracer (" + p.comm + ", pid " + std::to_string(p.pid) + ") took " +
+         format_duration(p.off_ns) +
+         " of CPU from these calls: give it a core of its own (taskset -c) away from the "
+         "GPU-feeding threads, or trace with less (--no-stack, fewer backends)";
+}
+
 namespace {
 
 void build_breakdown(Analysis& a) {
@@ -166,6 +192,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     }
     // Read here: the step model reads stacks on this connection once it models.
     a.losses = window.node ? source.node_losses(*window.node) : source.losses();
+    a.tracer_pids = source.tracer_pids(window.node);
     auto span = window.node ? source.node_span(*window.node) : source.time_span();
     a.span = {
         std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
@@ -188,6 +215,11 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     // processes do not change after), then of those found from the steps.
     attribute_stacks(source, a, &stacks_lock);
     a.steps = steps.get();
+  }
+  // The step model words preemptors without knowing the tracer: its texts name it here.
+  for (StepSeries& s : a.steps.processes) {
+    s.summary.preempted_by = name_tracer(a, s.summary.preemptors, s.summary.preempted_by);
+    s.summary.text = name_tracer(a, s.summary.preemptors, s.summary.text);
   }
   h.samples = {};
   if (opts.kernels) a.kernels = compute_kernels(source, recent, a.steps, &stacks_lock);

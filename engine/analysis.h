@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,20 @@ struct Analysis {
   std::vector<ProcessReport> processes;
   std::map<uint32_t, ProcessInfo> names;
   std::optional<TraceLosses> losses;  // the whole trace's, not the window's
+  std::set<uint32_t> tracer_pids;     // the tracer's own processes (TraceSource::tracer_pids)
   std::string process_name(uint32_t pid) const;
 };
+
+// Whether `pid` is the tracer itself (the sessions that recorded the trace name it).
+bool is_tracer(const Analysis& a, uint32_t pid);
+// A preemptor as the chains name it: "hog (pid 7)", or, when it is the tracer, "the tracer
+// itself (ingero, pid 812, 2.1ms of CPU taken)".
+std::string preemptor_label(const Analysis& a, const Preemptor& p);
+// `text` with each of `ps` that is the tracer, worded "hog (pid 7)", named "the tracer itself
+// (ingero, pid 812)" (the step model's texts, written before the tracer's pids are known).
+std::string name_tracer(const Analysis& a, const std::vector<Preemptor>& ps, std::string text);
+// The fix when the tracer is the one taking the CPU: what it took, and how to make it take less.
+std::string tracer_fix(const Preemptor& p);
 
 struct EngineOptions {
   bool breakdown = true;

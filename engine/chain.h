@@ -18,9 +18,21 @@ struct TimelineEntry {
   uint64_t dur_us = 0;  // the duration the line is about, when there is one
 };
 
+// What a ChainStack's figures count. Each rule that locates its evidence counts its own set;
+// the header a reader sees (stack_counts_text) names that set.
+enum class StackCounts {
+  kSlowestCalls,  // `calls` of the `examined` slowest calls had this stack; worst: the slowest
+  kSiteCalls,     // `calls` of `examined` calls came from this site; worst: the slowest
+  kGaps,          // `calls` host gaps in `examined` steady steps; worst: the longest gap
+  kPreempted,     // worst_ns: time preempted just before this call, over `examined` steady steps
+  kNone,          // located without counting (on-CPU samples)
+};
+const char* stack_counts_name(StackCounts c);  // "slowest_calls", "site_calls", "gaps", ...
+
 // Where a chain's slowest calls came from: one of their call stacks, as the user reads it.
 struct ChainStack {
   uint64_t stack_id = 0;
+  StackCounts counts = StackCounts::kSlowestCalls;
   uint64_t calls = 0;     // of the slowest calls examined, how many had this stack
   uint64_t examined = 0;  // slowest calls examined (those with a stack)
   uint64_t worst_ns = 0;  // the slowest of them
@@ -44,9 +56,15 @@ struct Chain {
   double tail_ratio = 0;
   int64_t window_start = 0, window_end = 0;
   double score = 0;                // ordering within a severity: larger first
+  bool warmup = false;             // its evidence is in the warm-up phase (apply_step_phases)
   std::vector<ChainStack> stacks;  // up to two, the most common among the slowest calls first
   bool stacks_sought = false;      // attribute_stacks has looked (the engine's own; not reported)
 };
+
+// The rule of a tail that the host does not explain (no CPU, I/O or memory cause in the trace):
+// always LOW; the text report folds such chains into one line (explain --all-chains shows them).
+inline constexpr char kTailNoHostCause[] = "tail_latency";
+inline bool no_host_cause(const Chain& c) { return c.rule == kTailNoHostCause; }
 
 // What every rule fills first: the rule, the vendor layer and op it is about, the processes,
 // and the time window of its evidence.
@@ -62,6 +80,10 @@ inline Chain new_chain(std::string rule, std::string vendor, std::string api, st
   c.window_end = to;
   return c;
 }
+
+// What a stack's figures count, as a reader reads it: "18 of the 20 slowest calls, worst 2.6ms",
+// "126 gaps in 18 steady steps, longest 11.8ms", "" (nothing counted).
+std::string stack_counts_text(const ChainStack& s);
 
 // Duration as people read it: "410us", "5.1ms", "3.2s".
 std::string format_duration(uint64_t ns);

@@ -18,6 +18,50 @@ const char* severity_name(Severity s) {
   return "LOW";
 }
 
+const char* stack_counts_name(StackCounts c) {
+  switch (c) {
+    case StackCounts::kSlowestCalls:
+      return "slowest_calls";
+    case StackCounts::kSiteCalls:
+      return "site_calls";
+    case StackCounts::kGaps:
+      return "gaps";
+    case StackCounts::kPreempted:
+      return "preempted";
+    case StackCounts::kNone:
+      return "none";
+  }
+  return "none";
+}
+
+std::string stack_counts_text(const ChainStack& s) {
+  std::string worst = s.worst_ns ? format_duration(s.worst_ns) : "";
+  switch (s.counts) {
+    case StackCounts::kSlowestCalls:
+      if (!s.examined) return "";
+      return format_count(s.calls) + " of the " + format_count(s.examined) + " slowest calls" +
+             (worst.empty() ? "" : ", worst " + worst);
+    case StackCounts::kSiteCalls:
+      if (!s.calls) return "";
+      return (s.calls == s.examined || !s.examined
+                  ? format_count(s.calls) + " calls"
+                  : format_count(s.calls) + " of " + format_count(s.examined) + " calls") +
+             (worst.empty() ? "" : ", worst " + worst);
+    case StackCounts::kGaps:
+      if (!s.calls) return "";
+      return format_count(s.calls) + (s.calls == 1 ? " gap" : " gaps") + " in " +
+             format_count(s.examined) + " steady steps" +
+             (worst.empty() ? "" : ", longest " + worst);
+    case StackCounts::kPreempted:
+      if (!s.worst_ns) return "";
+      return worst + " preempted just before this call in " + format_count(s.examined) +
+             " steady steps";
+    case StackCounts::kNone:
+      return "";
+  }
+  return "";
+}
+
 std::string format_duration(uint64_t ns) {
   char buf[32];
   if (ns < 1000)

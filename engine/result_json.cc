@@ -57,6 +57,8 @@ nlohmann::json chain_json(const Chain& c) {
   nlohmann::json stacks = nlohmann::json::array();
   for (const auto& s : c.stacks)
     stacks.push_back({{"stack_id", s.stack_id},
+                      {"counts", stack_counts_name(s.counts)},
+                      {"header", stack_counts_text(s)},
                       {"calls", s.calls},
                       {"examined", s.examined},
                       {"worst_ns", s.worst_ns},

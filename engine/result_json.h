@@ -17,6 +17,9 @@ struct ReportHeader {
   // `explain --group-by`: the text report gets a TENANTS section, grouped so; the JSON always has
   // `tenants` (by pod unless this says otherwise).
   std::optional<TenantGrouping> group_by;
+  // `explain --all-chains`: the text report prints every chain in full; by default the tails
+  // with no host-side cause (no_host_cause) are folded into one line. The JSON always has all.
+  bool all_chains = false;
 };
 
 // A process's step summary (median, shares of wait/enqueue/api/host, GPU idle, the gap's cause

@@ -48,8 +48,8 @@ void hidden_sync(const Context& x, std::vector<Chain>& out) {
                           format_count(site.median_per_step) + " round trips per step" + at,
                           site.host_ns / std::max<uint64_t>(1, site.calls) / 1000});
     if (site.stack)
-      c.stacks.push_back(
-          x.located(site.stack, site.calls, site.calls, site.max_ns, x.s.anchor_tid));
+      c.stacks.push_back(x.located(site.stack, StackCounts::kSiteCalls, site.calls, site.calls,
+                                   site.max_ns, x.s.anchor_tid));
     c.fixes = {"Keep the values on the device: replace the per-element read" + at +
                    " (.item(), .cpu(), .tolist(), Python branches on tensors) with tensor ops "
                    "over the whole batch",
@@ -102,15 +102,15 @@ void allocator_churn(const Context& x, std::vector<Chain>& out) {
     c.timeline.push_back({x.layer(free_site->op), free_site->op,
                           format_count(free_site->calls) + " frees" + free_at,
                           free_site->host_ns / 1000});
-    c.stacks.push_back(
-        x.located(free_site->stack, free_site->calls, frees, free_site->max_ns, x.s.anchor_tid));
+    c.stacks.push_back(x.located(free_site->stack, StackCounts::kSiteCalls, free_site->calls, frees,
+                                 free_site->max_ns, x.s.anchor_tid));
   }
   if (alloc_site) {
     c.timeline.push_back({x.layer(alloc_site->op), alloc_site->op,
                           format_count(alloc_site->calls) + " allocations" + alloc_at,
                           alloc_site->host_ns / 1000});
-    c.stacks.push_back(x.located(alloc_site->stack, alloc_site->calls, allocs, alloc_site->max_ns,
-                                 x.s.anchor_tid));
+    c.stacks.push_back(x.located(alloc_site->stack, StackCounts::kSiteCalls, alloc_site->calls,
+                                 allocs, alloc_site->max_ns, x.s.anchor_tid));
   }
   if (!via.empty())
     c.fixes.push_back("Remove the " + via + "() call" + free_at +
@@ -184,8 +184,8 @@ void launch_bound(const Context& x, std::vector<Chain>& out) {
                      " launches have no kernel name (registered before the trace began, in a "
                      "file without symbols).";
   if (x.m.launch_stack)
-    c.stacks.push_back(
-        x.located(x.m.launch_stack, x.m.launch_site_calls, x.m.launches, 0, x.m.launch_tid));
+    c.stacks.push_back(x.located(x.m.launch_stack, StackCounts::kSiteCalls, x.m.launch_site_calls,
+                                 x.m.launches, 0, x.m.launch_tid));
   c.fixes = {"Replay the step as one graph (CUDA graphs; torch.compile mode=\"reduce-overhead\")" +
                  (x.m.launch_where.empty()
                       ? std::string()
@@ -272,6 +272,7 @@ void apply_step_phases(Analysis& a) {
     c.severity = Severity::kLow;
     c.score *= 1e-6;  // below the steady-phase findings of the same severity
     c.summary += " (warm-up)";
+    c.warmup = true;
     c.root_cause =
         "During warm-up (imports, model load, first iterations), not the training "
         "steps: " +

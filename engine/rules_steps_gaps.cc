@@ -55,10 +55,10 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
   c.timeline.push_back({"HOST", "host_gap", per + " per step on-CPU with the GPU idle, " + where,
                         on_cpu / std::max<uint64_t>(1, x.m.steps) / 1000});
   if (x.m.gap_where_sampled && x.m.gap_stack)
-    c.stacks.push_back(x.located(x.m.gap_stack, 0, 0, 0, x.s.anchor_tid));
+    c.stacks.push_back(x.located(x.m.gap_stack, StackCounts::kNone, 0, 0, 0, x.s.anchor_tid));
   if (top && top->first) {
-    c.stacks.push_back(
-        x.located(top->first, top->second.count, x.m.steps, top->second.worst, top->second.tid));
+    c.stacks.push_back(x.located(top->first, StackCounts::kGaps, top->second.count, x.m.steps,
+                                 top->second.worst, top->second.tid));
     c.timeline.push_back({x.layer(top->second.op), top->second.op,
                           "ends " + format_count(top->second.count) + " gaps" + x.at(top->first),
                           0});
@@ -121,8 +121,8 @@ void gap_io(const Context& x, std::vector<Chain>& out) {
                         x.per_step(x.m.gap.io_ns) + " per step blocked on I/O" + after,
                         x.m.gap.io_ns / std::max<uint64_t>(1, x.m.steps) / 1000});
   if (top && top->first)
-    c.stacks.push_back(
-        x.located(top->first, top->second.count, x.m.steps, top->second.worst, top->second.tid));
+    c.stacks.push_back(x.located(top->first, StackCounts::kGaps, top->second.count, x.m.steps,
+                                 top->second.worst, top->second.tid));
   c.fixes.push_back(
       "Take the write off the training thread: asynchronous checkpointing (copy "
       "the state, then write and fsync it in a background thread or process)");
@@ -144,15 +144,15 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
   std::string op = x.m.preempted_op.empty() ? "sched_switch" : x.m.preempted_op;
   Chain c = x.chain("cpu_contention", op, share);
   if (x.m.preempted_stack)
-    c.stacks.push_back(
-        x.located(x.m.preempted_stack, 0, x.m.steps, x.m.preempted_before_ns, x.m.preempted_tid));
+    c.stacks.push_back(x.located(x.m.preempted_stack, StackCounts::kPreempted, 0, x.m.steps,
+                                 x.m.preempted_before_ns, x.m.preempted_tid));
   c.id = "cpu_contention:steps:" + std::to_string(x.s.pid);
   c.severity = band(share, kPreemptedShareMedium, kPreemptedShareHigh);
   const Preemptor* top = x.m.preemptors.empty() ? nullptr : &x.m.preemptors[0];
-  std::string by =
-      top ? (top->pid == x.s.pid ? "its own threads (" + top->comm + ")"
-                                 : top->comm + " (pid " + std::to_string(top->pid) + ")")
-          : "other tasks";
+  std::string by = top ? (top->pid == x.s.pid ? "its own threads (" + top->comm + ")"
+                                              : preemptor_label(x.a, *top))
+                       : "other tasks";
+  const std::string& preempted_by = x.m.preempted_by;  // the tracer named (name_tracer)
   c.summary = "CPU contention in the training steps: the threads of " + x.who +
               " that feed the GPU were preempted " + pct(share) + " of the step time" +
               (host_bound ? "" : " while the GPU was idle") + ", mostly by " + by;
@@ -164,10 +164,10 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
   c.explanation = "Over " + format_count(x.m.steps) + " steady steps (median " +
                   format_duration(x.m.median_ns) + ") a GPU-feeding thread was preempted " +
                   pct(x.m.preempted) + " of the time, " + pct(x.share(x.m.gap.preempted_ns)) +
-                  " with the GPU idle. Preempted by: " + x.m.preempted_by + ".";
+                  " with the GPU idle. Preempted by: " + preempted_by + ".";
   uint64_t ns = host_bound ? uint64_t(x.m.preempted * double(x.m.total_ns)) : x.m.gap.preempted_ns;
   c.timeline.push_back({"HOST", "sched_switch",
-                        x.per_step(ns) + " per step preempted; by " + x.m.preempted_by,
+                        x.per_step(ns) + " per step preempted; by " + preempted_by,
                         ns / std::max<uint64_t>(1, x.m.steps) / 1000});
   c.fixes.push_back("Give the GPU-feeding threads cores of their own (taskset -c, a cpuset)" +
                     std::string(top && top->pid != x.s.pid ? ", away from " + by : ""));
@@ -181,6 +181,9 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
       c.fixes.push_back("Give its worker processes (" + p.comm +
                         ") other cores than the "
                         "training thread, or fewer of them (num_workers <= cores - 1)");
+    } else if (is_tracer(x.a, p.pid)) {
+      c.fixes.push_back(tracer_fix(p));
+      break;
     } else {
       c.fixes.push_back("Lower the priority of " + p.comm + " (pid " + std::to_string(p.pid) +
                         "): nice -n 19, or move it to other cores");
@@ -213,8 +216,8 @@ void gap_sleep(const Context& x, std::vector<Chain>& out) {
                         x.per_step(x.m.gap.sleep_ns) + " per step asleep" + before,
                         x.m.gap.sleep_ns / std::max<uint64_t>(1, x.m.steps) / 1000});
   if (top && top->first)
-    c.stacks.push_back(
-        x.located(top->first, top->second.count, x.m.steps, top->second.worst, top->second.tid));
+    c.stacks.push_back(x.located(top->first, StackCounts::kGaps, top->second.count, x.m.steps,
+                                 top->second.worst, top->second.tid));
   if (workers)
     c.fixes.push_back(
         "Add workers or prefetch deeper (num_workers, prefetch_factor, "

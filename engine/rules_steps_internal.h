@@ -60,10 +60,12 @@ struct Context {
            " warm-up; " + gpu_share_text(m) + ", host gaps " + pct(m.host_gap) +
            ", waiting for the GPU " + pct(m.wait) + ", enqueueing " + pct(m.enqueue);
   }
-  ChainStack located(uint64_t stack, uint64_t calls, uint64_t examined, uint64_t worst_ns,
-                     uint32_t tid) const {
+  // A stack the rule located itself, with what its figures count.
+  ChainStack located(uint64_t stack, StackCounts counts, uint64_t calls, uint64_t examined,
+                     uint64_t worst_ns, uint32_t tid) const {
     ChainStack cs;
     cs.stack_id = stack;
+    cs.counts = counts;
     cs.calls = calls;
     cs.examined = examined;
     cs.worst_ns = worst_ns;

@@ -2,6 +2,7 @@
 // the preemptors, or scheduler events overlapping the slow calls), block I/O, memory pressure.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "engine/analysis.h"
 #include "engine/tenants.h"
@@ -176,224 +177,279 @@ uint64_t stalled_calls(const OpStats& s) {
   return n;
 }
 
-}  // namespace
+// What detection decided about one op's latency, before any prose: the kind of finding, the
+// host evidence, the causes it names, the rule and the severity.
+struct TailFinding {
+  const OpStats* s = nullptr;
+  bool tail = false;     // the p99 stands far above the p50 (else: every call slowed)
+  double ratio = 0;      // p99 / p50
+  double all_share = 0;  // off-CPU share of all the op's time (per-call data)
+  Evidence ev;
+  std::vector<std::string> causes;  // "CPU contention", "block I/O", "memory pressure"
+  std::string rule;
+  Severity severity = Severity::kLow;
+};
 
-void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
-  for (const OpStats& s : a.stats.per_process) {
-    if (s.count < kMinCallsForTail) continue;
-    double ratio = s.tail_ratio();
-    bool tail = ratio >= kTailRatioMedium && s.p99 >= s.p50 + kMinTailExcessNs &&
-                stalled_calls(s) >= kMinTailCalls;
-    // Every call slowed, not just the tail: a large share of all the op's time off-CPU.
-    double all_share = s.per_call_off_cpu && s.sum_ns ? double(s.off_cpu_ns) / double(s.sum_ns) : 0;
-    bool broad = all_share >= kOffCpuShareMedium && s.off_cpu_ns >= kMinOffCpuNs;
-    if (!tail && !broad) continue;
-    Evidence ev = gather(a, s);
-    if (!tail) {
-      // Judge the whole distribution: the evidence is the share of all calls' time.
-      ev.off_share = all_share;
-      ev.preempts = s.preempts;
-      // And who took the CPU from all of them: two long preemptions by a kernel thread can
-      // outweigh a hog's hundreds in a tail of a few calls.
-      if (!s.all_preemptors.empty()) ev.preemptors = s.all_preemptors;
-      ev.cpu = s.preempts == 0 ? 0 : all_share >= kOffCpuShareHigh ? 2 : 1;
-    }
-    const HostContext& h = a.host;
-    auto pit = h.per_pid.find(s.key.pid);
-    PidHost ph = pit == h.per_pid.end() ? PidHost{} : pit->second;
+// Detection: whether the op's latency needs explaining, and what the host shows for it.
+std::optional<TailFinding> detect(const Analysis& a, const OpStats& s) {
+  if (s.count < kMinCallsForTail) return std::nullopt;
+  TailFinding f;
+  f.s = &s;
+  f.ratio = s.tail_ratio();
+  f.tail = f.ratio >= kTailRatioMedium && s.p99 >= s.p50 + kMinTailExcessNs &&
+           stalled_calls(s) >= kMinTailCalls;
+  // Every call slowed, not just the tail: a large share of all the op's time off-CPU.
+  f.all_share = s.per_call_off_cpu && s.sum_ns ? double(s.off_cpu_ns) / double(s.sum_ns) : 0;
+  bool broad = f.all_share >= kOffCpuShareMedium && s.off_cpu_ns >= kMinOffCpuNs;
+  if (!f.tail && !broad) return std::nullopt;
+  f.ev = gather(a, s);
+  Evidence& ev = f.ev;
+  if (!f.tail) {
+    // Judge the whole distribution: the evidence is the share of all calls' time.
+    ev.off_share = f.all_share;
+    ev.preempts = s.preempts;
+    // And who took the CPU from all of them: two long preemptions by a kernel thread can
+    // outweigh a hog's hundreds in a tail of a few calls.
+    if (!s.all_preemptors.empty()) ev.preemptors = s.all_preemptors;
+    ev.cpu = s.preempts == 0 ? 0 : f.all_share >= kOffCpuShareHigh ? 2 : 1;
+  }
+  if (ev.cpu) f.causes.push_back("CPU contention");
+  if (ev.io_heavy) f.causes.push_back("block I/O");
+  if (ev.mem) f.causes.push_back("memory pressure");
+  f.rule = ev.cpu             ? "cpu_contention"
+           : f.causes.empty() ? std::string(kTailNoHostCause)
+           : ev.io_heavy      ? "io_pressure"
+                              : "memory_pressure";
+  // Severity means something: HIGH needs an order-of-magnitude tail and a host cause that
+  // explains it; a tail without a host cause is LOW however large.
+  if (f.causes.empty())
+    f.severity = Severity::kLow;
+  else if ((f.ratio >= kTailRatioHigh || !f.tail) &&
+           (ev.cpu == 2 || ev.io_heavy || (ev.mem && ev.cpu)))
+    f.severity = Severity::kHigh;
+  else
+    f.severity = Severity::kMedium;
+  return f;
+}
 
-    Chain c = chain_for_op("", s);  // the rule follows from the evidence
-    std::string head = tail ? s.key.op + " p99=" + format_duration(s.p99) + " (" +
-                                  ratio_str(ratio) + " p50=" + format_duration(s.p50) + ")"
+// The prose below turns a finding into the chain a user reads.
+
+const Preemptor* top_preemptor(const TailFinding& f) {
+  return !f.ev.preemptors.empty() && f.ev.preemptors[0].pid ? &f.ev.preemptors[0] : nullptr;
+}
+
+// The CPU evidence in one line: "412 preemptions by hog (pid 7), 3.1s off-CPU", "" without it.
+std::string cpu_evidence(const Analysis& a, const TailFinding& f) {
+  const Evidence& ev = f.ev;
+  const OpStats& s = *f.s;
+  const HostContext& h = a.host;
+  if (!ev.cpu) return "";
+  if (ev.process_level) {
+    char b[64];
+    std::snprintf(b, sizeof(b), "CPU %.0f%% avg, %.0f%% peak", h.cpu_avg, h.cpu_max);
+    return format_count(ev.proc_switches) + " sched_switch events (" +
+           format_duration(ev.proc_off_ns) + " off-CPU) on a busy host (" + b + ")";
+  }
+  if (const Preemptor* top = top_preemptor(f))
+    return format_count(ev.preempts) + (ev.preempts == 1 ? " preemption by " : " preemptions by ") +
+           preemptor_label(a, *top) + preemptor_tenant(a, s.key.pid, *top) + ", " +
+           format_duration(!f.tail       ? s.off_cpu_ns
+                           : ev.per_call ? s.tail_off_cpu_ns
+                                         : ev.sched_off_ns) +
+           " off-CPU";
+  return format_count(ev.per_call ? ev.preempts : ev.sched_hits) + " sched_switch events, " +
+         format_duration(ev.per_call ? s.tail_off_cpu_ns : ev.sched_off_ns) + " off-CPU";
+}
+
+std::string tail_summary(const TailFinding& f, const std::string& cpu_line) {
+  const OpStats& s = *f.s;
+  std::string head = f.tail ? s.key.op + " p99=" + format_duration(s.p99) + " (" +
+                                  ratio_str(f.ratio) + " p50=" + format_duration(s.p50) + ")"
                             : s.key.op + " avg=" + format_duration(uint64_t(s.avg_ns())) +
                                   " (p50=" + format_duration(s.p50) +
-                                  ", p99=" + format_duration(s.p99) + ", " + pct(all_share) +
+                                  ", p99=" + format_duration(s.p99) + ", " + pct(f.all_share) +
                                   " of it off-CPU)";
-    std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
+  std::string evidence = cpu_line;
+  if (f.ev.io_heavy) evidence += std::string(evidence.empty() ? "" : " + ") + "heavy block I/O";
+  if (f.ev.mem) evidence += std::string(evidence.empty() ? "" : " + ") + "memory pressure";
+  if (evidence.empty()) evidence = "no host-side cause in the trace";
+  return head + " \u2014 " + evidence;
+}
 
-    std::vector<std::string> causes;
-    std::string cpu_line;
-    if (ev.cpu) {
-      c.rule = "cpu_contention";
-      if (ev.process_level) {
-        char b[64];
-        std::snprintf(b, sizeof(b), "CPU %.0f%% avg, %.0f%% peak", h.cpu_avg, h.cpu_max);
-        cpu_line = format_count(ev.proc_switches) + " sched_switch events (" +
-                   format_duration(ev.proc_off_ns) + " off-CPU) on a busy host (" + b + ")";
-      } else if (!ev.preemptors.empty() && ev.preemptors[0].pid) {
-        const Preemptor& top = ev.preemptors[0];
-        cpu_line = format_count(ev.preempts) + " preemptions by " + top.comm + " (pid " +
-                   std::to_string(top.pid) + ")" + preemptor_tenant(a, s.key.pid, top) + ", " +
-                   format_duration(!tail         ? s.off_cpu_ns
-                                   : ev.per_call ? s.tail_off_cpu_ns
-                                                 : ev.sched_off_ns) +
-                   " off-CPU";
-      } else {
-        cpu_line = format_count(ev.per_call ? ev.preempts : ev.sched_hits) +
-                   " sched_switch events, " +
-                   format_duration(ev.per_call ? s.tail_off_cpu_ns : ev.sched_off_ns) + " off-CPU";
-      }
-      causes.push_back("CPU contention");
-    }
-    if (ev.io_heavy) causes.push_back("block I/O");
-    if (ev.mem) causes.push_back("memory pressure");
-    if (causes.empty())
-      c.rule = "tail_latency";
-    else if (!ev.cpu)
-      c.rule = ev.io_heavy ? "io_pressure" : "memory_pressure";
+std::string tail_root_cause(const Analysis& a, const TailFinding& f) {
+  const Evidence& ev = f.ev;
+  const OpStats& s = *f.s;
+  std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
+  if (ev.cpu) {
+    const Preemptor* top = top_preemptor(f);
+    std::string by = top ? "; the CPU went mostly to " + preemptor_label(a, *top) : "";
+    if (ev.process_level)
+      return "Host CPU contention: " + who + " was descheduled " + format_count(ev.proc_switches) +
+             " times while the host ran at " + pct(a.host.cpu_avg / 100) +
+             " CPU on average; the GPU waits on a starved host";
+    return "CPU contention: " + who + " was off-CPU for " + pct(ev.off_share) + " of its " +
+           (f.tail ? "slowest " : "") + s.key.op + " time" + by;
+  }
+  if (ev.io_heavy)
+    return "Block I/O contention: " + format_count(ev.io_hits) +
+           " slow block requests overlapped the slowest " + s.key.op + " calls";
+  if (ev.mem) return "Host memory pressure while " + s.key.op + " ran";
+  return "Tail latency inside the runtime or device: the host shows no contention during the "
+         "slow calls";
+}
 
-    std::string evidence = cpu_line;
-    if (ev.io_heavy) evidence += std::string(evidence.empty() ? "" : " + ") + "heavy block I/O";
-    if (ev.mem) evidence += std::string(evidence.empty() ? "" : " + ") + "memory pressure";
-    if (evidence.empty()) evidence = "no host-side cause in the trace";
-    c.summary = head + " \u2014 " + evidence;
-
-    // Severity means something: HIGH needs an order-of-magnitude tail and a host cause that
-    // explains it; a tail without a host cause is LOW however large.
-    if (causes.empty())
-      c.severity = Severity::kLow;
-    else if ((ratio >= kTailRatioHigh || !tail) &&
-             (ev.cpu == 2 || ev.io_heavy || (ev.mem && ev.cpu)))
-      c.severity = Severity::kHigh;
-    else
-      c.severity = Severity::kMedium;
-
-    // Root cause and explanation.
-    if (ev.cpu) {
-      std::string by;
-      if (!ev.preemptors.empty() && ev.preemptors[0].pid)
-        by = "; the CPU went mostly to " + ev.preemptors[0].comm + " (pid " +
-             std::to_string(ev.preemptors[0].pid) + ")";
-      if (ev.process_level)
-        c.root_cause = "Host CPU contention: " + who + " was descheduled " +
-                       format_count(ev.proc_switches) + " times while the host ran at " +
-                       pct(h.cpu_avg / 100) + " CPU on average; the GPU waits on a starved host";
-      else
-        c.root_cause = "CPU contention: " + who + " was off-CPU for " + pct(ev.off_share) +
-                       " of its " + (tail ? "slowest " : "") + s.key.op + " time" + by;
-    } else if (ev.io_heavy) {
-      c.root_cause = "Block I/O contention: " + format_count(ev.io_hits) +
-                     " slow block requests overlapped the slowest " + s.key.op + " calls";
-    } else if (ev.mem) {
-      c.root_cause = "Host memory pressure while " + s.key.op + " ran";
-    } else {
-      c.root_cause =
-          "Tail latency inside the runtime or device: the host shows no contention "
-          "during the slow calls";
-    }
-    char buf[512];
+std::string tail_explanation(const Analysis& a, const TailFinding& f) {
+  const Evidence& ev = f.ev;
+  const OpStats& s = *f.s;
+  const HostContext& h = a.host;
+  char buf[512];
+  std::string x;
+  if (!f.tail) {
+    std::snprintf(buf, sizeof(buf), "%s took %s over %llu calls (p50=%s, p99=%s), %s of it off-CPU",
+                  s.key.op.c_str(), format_duration(s.sum_ns).c_str(), (unsigned long long)s.count,
+                  format_duration(s.p50).c_str(), format_duration(s.p99).c_str(),
+                  format_duration(s.off_cpu_ns).c_str());
+    x = std::string(buf) + " (" + format_count(s.preempts) + " preemptions)";
+  } else {
     std::snprintf(buf, sizeof(buf),
                   "%s tail latency is %s its median (p99=%s vs p50=%s over %llu calls; p95=%s). "
                   "The %llu slowest calls took %s",
-                  s.key.op.c_str(), ratio_str(ratio).c_str(), format_duration(s.p99).c_str(),
+                  s.key.op.c_str(), ratio_str(f.ratio).c_str(), format_duration(s.p99).c_str(),
                   format_duration(s.p50).c_str(), (unsigned long long)s.count,
                   format_duration(s.p95).c_str(), (unsigned long long)s.tail_count,
                   format_duration(s.tail_dur_ns).c_str());
-    c.explanation = buf;
-    if (!tail) {
-      std::snprintf(buf, sizeof(buf),
-                    "%s took %s over %llu calls (p50=%s, p99=%s), %s of it off-CPU",
-                    s.key.op.c_str(), format_duration(s.sum_ns).c_str(),
-                    (unsigned long long)s.count, format_duration(s.p50).c_str(),
-                    format_duration(s.p99).c_str(), format_duration(s.off_cpu_ns).c_str());
-      c.explanation = std::string(buf) + " (" + format_count(s.preempts) + " preemptions)";
-    } else if (ev.per_call)
-      c.explanation += ", of which " + format_duration(s.tail_off_cpu_ns) + " off-CPU (" +
-                       format_count(s.tail_preempts) + " preemptions)";
+    x = buf;
+    if (ev.per_call)
+      x += ", of which " + format_duration(s.tail_off_cpu_ns) + " off-CPU (" +
+           format_count(s.tail_preempts) + " preemptions)";
     else if (ev.sched_hits)
-      c.explanation +=
-          ", overlapped by " + format_duration(ev.sched_off_ns) + " of scheduler off-CPU time";
+      x += ", overlapped by " + format_duration(ev.sched_off_ns) + " of scheduler off-CPU time";
     else
-      c.explanation += " (this trace has no per-call off-CPU time; the evidence is process-level)";
-    if (!ev.per_call && ev.sched_hits)
-      c.explanation += " (" + format_count(ev.sched_hits) + " scheduler switches overlapped them)";
-    c.explanation += ".";
-    if (ev.io_heavy)
-      c.explanation += " Block I/O: " + format_count(h.block_ios) + " requests, " +
-                       format_bytes(h.block_bytes) + ", peak " + format_duration(h.block_max_ns) +
-                       ".";
-    if (h.cpu_max > 0) {
-      std::snprintf(buf, sizeof(buf), " System CPU peaked at %.0f%% (avg %.0f%%).", h.cpu_max,
-                    h.cpu_avg);
-      c.explanation += buf;
-    }
-
-    // Layered timeline.
-    if (!h.snapshots.empty()) {
-      std::snprintf(buf, sizeof(buf),
-                    "CPU %.0f%% peak, %.0f%% avg; memory %.0f%% used; swap %lld MB", h.cpu_max,
-                    h.cpu_avg, h.mem_pct_max, (long long)h.swap_max_mb);
-      c.timeline.push_back({"SYSTEM", "cpu", buf, 0});
-    }
-    if (ph.switches || ev.sched_hits)
-      c.timeline.push_back(
-          {"HOST", "sched_switch",
-           format_count(ph.switches) + " context switches (" + format_duration(ph.off_cpu_ns) +
-               " off-CPU, worst " + format_duration(ph.max_off_cpu_ns) + ")" +
-               (cpu_line.empty() || ev.process_level
-                    ? ""
-                    : std::string(tail ? "; during the slow calls: " : "; during the calls: ") +
-                          cpu_line),
-           ph.off_cpu_ns / 1000});
-    if (ph.page_allocs)
-      c.timeline.push_back(
-          {"HOST", "mm_page_alloc",
-           format_count(ph.page_allocs) + " page allocations (" + format_bytes(ph.page_bytes) + ")",
-           0});
-    if (h.block_ios)
-      c.timeline.push_back({"IO", "block_io",
-                            format_count(h.block_ios) + " I/O ops (" + format_count(h.block_reads) +
-                                " reads, " + format_count(h.block_writes) + " writes), " +
-                                format_bytes(h.block_bytes) + ", peak " +
-                                format_duration(h.block_max_ns),
-                            h.block_ns / 1000});
-    if (h.tcp_retransmits)
-      c.timeline.push_back(
-          {"NET", "tcp_retransmit", format_count(h.tcp_retransmits) + " TCP retransmits", 0});
-    c.timeline.push_back({layer_of(s.key.api), s.key.op,
-                          "p99=" + format_duration(s.p99) + " (" + ratio_str(ratio) +
-                              " p50=" + format_duration(s.p50) + ")",
-                          s.p99 / 1000});
-
-    if (ev.cpu) {
-      c.fixes.push_back(
-          "Pin the GPU-feeding threads of " + who +
-          " to dedicated cores (taskset -c, or a cgroup cpuset) away from other work");
-      if (!ev.preemptors.empty() && ev.preemptors[0].pid)
-        c.fixes.push_back("Lower the priority of " + ev.preemptors[0].comm + " (pid " +
-                          std::to_string(ev.preemptors[0].pid) +
-                          "): nice -n 19, or move it to another cpuset");
-      else
-        c.fixes.push_back(
-            "Add nice -n 19 to background jobs sharing these cores (logrotate, cron, agents)");
-      if (ph.forks)
-        c.fixes.push_back(
-            "If these are DataLoader workers: num_workers <= cores - 1, persistent_workers=True");
-    }
-    if (ev.io_saturated)
-      c.fixes.push_back(
-          "Move the other I/O on this device away from the training volume, or cap it "
-          "(io.max on its cgroup)");
-    else if (ev.io_heavy && ev.io_writes)
-      c.fixes.push_back(
-          "Move the process's writes (checkpoints, logs) off the training path: async "
-          "checkpointing or a separate fast volume");
-    else if (ev.io_heavy)
-      c.fixes.push_back(
-          "Stop reading from disk during the steps: pre-load or cache the data (/dev/shm, "
-          "page cache, faster storage)");
-    if (ev.mem)
-      c.fixes.push_back(
-          "Relieve host memory pressure: smaller prefetch_factor, fewer pinned buffers, no swap "
-          "for the job");
-    if (causes.empty())
-      c.fixes.push_back(
-          "The host was not the bottleneck here: inspect device-side work (kernel durations, "
-          "stream dependencies) with the vendor profiler");
-    c.id = c.rule + ":" + std::to_string(s.key.pid) + ":" + s.key.op;
-    c.score = ratio * double(s.tail_count);
-    out.push_back(std::move(c));
+      x += " (this trace has no per-call off-CPU time; the evidence is process-level)";
   }
+  if (!ev.per_call && ev.sched_hits)
+    x += " (" + format_count(ev.sched_hits) + " scheduler switches overlapped them)";
+  x += ".";
+  if (ev.io_heavy)
+    x += " Block I/O: " + format_count(h.block_ios) + " requests, " + format_bytes(h.block_bytes) +
+         ", peak " + format_duration(h.block_max_ns) + ".";
+  if (h.cpu_max > 0) {
+    std::snprintf(buf, sizeof(buf), " System CPU peaked at %.0f%% (avg %.0f%%).", h.cpu_max,
+                  h.cpu_avg);
+    x += buf;
+  }
+  return x;
+}
+
+// The layered timeline: the system, the process's host activity, I/O, network, the op.
+std::vector<TimelineEntry> tail_timeline(const Analysis& a, const TailFinding& f,
+                                         const std::string& cpu_line) {
+  const OpStats& s = *f.s;
+  const HostContext& h = a.host;
+  auto pit = h.per_pid.find(s.key.pid);
+  PidHost ph = pit == h.per_pid.end() ? PidHost{} : pit->second;
+  std::vector<TimelineEntry> t;
+  char buf[160];
+  if (!h.snapshots.empty()) {
+    std::snprintf(buf, sizeof(buf), "CPU %.0f%% peak, %.0f%% avg; memory %.0f%% used; swap %lld MB",
+                  h.cpu_max, h.cpu_avg, h.mem_pct_max, (long long)h.swap_max_mb);
+    t.push_back({"SYSTEM", "cpu", buf, 0});
+  }
+  if (ph.switches || f.ev.sched_hits)
+    t.push_back(
+        {"HOST", "sched_switch",
+         format_count(ph.switches) + " context switches (" + format_duration(ph.off_cpu_ns) +
+             " off-CPU, worst " + format_duration(ph.max_off_cpu_ns) + ")" +
+             (cpu_line.empty() || f.ev.process_level
+                  ? ""
+                  : std::string(f.tail ? "; during the slow calls: " : "; during the calls: ") +
+                        cpu_line),
+         ph.off_cpu_ns / 1000});
+  if (ph.page_allocs)
+    t.push_back(
+        {"HOST", "mm_page_alloc",
+         format_count(ph.page_allocs) + " page allocations (" + format_bytes(ph.page_bytes) + ")",
+         0});
+  if (h.block_ios)
+    t.push_back({"IO", "block_io",
+                 format_count(h.block_ios) + " I/O ops (" + format_count(h.block_reads) +
+                     " reads, " + format_count(h.block_writes) + " writes), " +
+                     format_bytes(h.block_bytes) + ", peak " + format_duration(h.block_max_ns),
+                 h.block_ns / 1000});
+  if (h.tcp_retransmits)
+    t.push_back({"NET", "tcp_retransmit", format_count(h.tcp_retransmits) + " TCP retransmits", 0});
+  t.push_back({layer_of(s.key.api), s.key.op,
+               "p99=" + format_duration(s.p99) + " (" + ratio_str(f.ratio) +
+                   " p50=" + format_duration(s.p50) + ")",
+               s.p99 / 1000});
+  return t;
+}
+
+std::vector<std::string> tail_fixes(const Analysis& a, const TailFinding& f) {
+  const Evidence& ev = f.ev;
+  const OpStats& s = *f.s;
+  std::vector<std::string> fixes;
+  if (ev.cpu) {
+    std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
+    fixes.push_back("Pin the GPU-feeding threads of " + who +
+                    " to dedicated cores (taskset -c, or a cgroup cpuset) away from other work");
+    const Preemptor* top = top_preemptor(f);
+    if (top && is_tracer(a, top->pid))
+      fixes.push_back(tracer_fix(*top));
+    else if (top)
+      fixes.push_back("Lower the priority of " + top->comm + " (pid " + std::to_string(top->pid) +
+                      "): nice -n 19, or move it to another cpuset");
+    else
+      fixes.push_back(
+          "Add nice -n 19 to background jobs sharing these cores (logrotate, cron, agents)");
+    auto pit = a.host.per_pid.find(s.key.pid);
+    if (pit != a.host.per_pid.end() && pit->second.forks)
+      fixes.push_back(
+          "If these are DataLoader workers: num_workers <= cores - 1, persistent_workers=True");
+  }
+  if (ev.io_saturated)
+    fixes.push_back(
+        "Move the other I/O on this device away from the training volume, or cap it "
+        "(io.max on its cgroup)");
+  else if (ev.io_heavy && ev.io_writes)
+    fixes.push_back(
+        "Move the process's writes (checkpoints, logs) off the training path: async "
+        "checkpointing or a separate fast volume");
+  else if (ev.io_heavy)
+    fixes.push_back(
+        "Stop reading from disk during the steps: pre-load or cache the data (/dev/shm, "
+        "page cache, faster storage)");
+  if (ev.mem)
+    fixes.push_back(
+        "Relieve host memory pressure: smaller prefetch_factor, fewer pinned buffers, no swap "
+        "for the job");
+  if (f.causes.empty())
+    fixes.push_back(
+        "The host was not the bottleneck here: inspect device-side work (kernel durations, "
+        "stream dependencies) with the vendor profiler");
+  return fixes;
+}
+
+Chain tail_chain(const Analysis& a, const TailFinding& f) {
+  const OpStats& s = *f.s;
+  Chain c = chain_for_op(f.rule, s);
+  c.severity = f.severity;
+  std::string cpu_line = cpu_evidence(a, f);
+  c.summary = tail_summary(f, cpu_line);
+  c.root_cause = tail_root_cause(a, f);
+  c.explanation = tail_explanation(a, f);
+  c.timeline = tail_timeline(a, f, cpu_line);
+  c.fixes = tail_fixes(a, f);
+  c.id = c.rule + ":" + std::to_string(s.key.pid) + ":" + s.key.op;
+  c.score = f.ratio * double(s.tail_count);
+  return c;
+}
+
+}  // namespace
+
+void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
+  for (const OpStats& s : a.stats.per_process)
+    if (auto f = detect(a, s)) out.push_back(tail_chain(a, *f));
 }
 
 }  // namespace ingero::engine

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -241,6 +242,10 @@ class TraceSource {
   virtual std::optional<KernelNaming> kernel_naming(const std::optional<std::string>& /*node*/) {
     return std::nullopt;
   }
+  // The pids of the tracer itself in the sessions that recorded the trace (of `node` when given):
+  // a chain that finds it among the preemptors says so. Empty where the source does not record
+  // them (files from before sessions.tracer_pid).
+  virtual std::set<uint32_t> tracer_pids(const std::optional<std::string>& /*node*/) { return {}; }
   // The latest start of a whole second of `w` such that at most `max_calls` calls start
   // between it and the window's end, from per-second call counts; w.from_ns when the whole
   // window fits or the source keeps no such counts.

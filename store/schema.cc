@@ -225,7 +225,9 @@ CREATE TABLE IF NOT EXISTS stack_frames (
 const char* kV5SessionColumns[] = {"call_drops", "stack_drops", "host_drops", "sample_drops",
                                    "calls_lost_at_exit",
                                    // v10: what retention deleted while the session ran
-                                   "retention_calls", "retention_events"};
+                                   "retention_calls", "retention_events",
+                                   // the tracer's own pid (chains name it as the tracer)
+                                   "tracer_pid"};
 // Libraries found while a process already had them mapped (added without a version: readers
 // check the columns).
 const char* kLateLibraryColumns[] = {"late_pid", "late_ns"};

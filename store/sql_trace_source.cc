@@ -372,6 +372,17 @@ std::optional<engine::KernelNaming> SqlTraceSource::kernel_naming(
   return *n;
 }
 
+std::set<uint32_t> SqlTraceSource::tracer_pids(const std::optional<std::string>& node) {
+  std::set<uint32_t> out;
+  Db& db = reader_.db();
+  if (reader_.is_legacy() || !db.column_exists("sessions", "tracer_pid")) return out;
+  auto st = prepare("SELECT DISTINCT tracer_pid FROM sessions WHERE tracer_pid <> 0" +
+                    (node ? " AND node = " + sql_quote(*node) : std::string()));
+  if (!st) return out;
+  while (row(*st)) out.insert(uint32_t(st->int64(0)));
+  return out;
+}
+
 std::optional<engine::TraceLosses> SqlTraceSource::losses() { return losses_of(std::nullopt); }
 
 std::optional<engine::TraceLosses> SqlTraceSource::node_losses(const std::string& node) {

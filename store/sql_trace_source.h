@@ -67,6 +67,7 @@ class SqlTraceSource final : public engine::TraceSource {
   std::vector<engine::KernelNameInfo> kernel_names(const std::optional<std::string>& node) override;
   std::optional<engine::KernelNaming> kernel_naming(
       const std::optional<std::string>& node) override;
+  std::set<uint32_t> tracer_pids(const std::optional<std::string>& node) override;
   int64_t recent_start(const engine::Window& w, uint64_t max_calls) override;
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
       const engine::Window& w) override;

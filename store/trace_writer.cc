@@ -190,8 +190,8 @@ ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
   last_cgroup_ = ~uint64_t{0};
   auto st = db_->prepare(
       "INSERT INTO sessions (node, host, kernel, os_release, cpu_model, cpu_cores, mem_total, "
-      "started_at, mono_offset_ns, ingero_ver, pid_filter, flags, backends) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "started_at, mono_offset_ns, ingero_ver, pid_filter, flags, backends, tracer_pid) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
   st->bind(1, info.node)
       .bind(2, info.host)
@@ -205,7 +205,8 @@ ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
       .bind(10, std::string_view(INGERO_VERSION))
       .bind(11, info.pid_filter)
       .bind(12, info.flags)
-      .bind(13, info.backends);
+      .bind(13, info.backends)
+      .bind(14, int64_t(info.tracer_pid));
   if (auto r = st->step(); !r) return r.error();
   session_id_ = sqlite3_last_insert_rowid(db_->handle());
   written_before_session_ = written_;

@@ -51,6 +51,7 @@ struct SessionInfo {
   int64_t started_at_ns = 0;   // unix epoch
   int64_t mono_offset_ns = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC
   std::string pid_filter, flags, backends;
+  uint32_t tracer_pid = 0;  // the tracer's own process (0: not recorded)
 };
 
 // What a session lost, by kind (the sessions row; docs/schema.md). Updated while tracing and

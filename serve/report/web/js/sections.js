@@ -131,8 +131,8 @@ function chainCard(c) {
     c.explanation ? h('p', { class: 'small' }, c.explanation) : null,
     c.timeline.length ? [h('h4', null, 'Evidence'), h('ul', { class: 'timeline' }, c.timeline.map((t) =>
       h('li', null, h('span', { class: 'layer' }, t.layer), t.detail)))] : null,
-    c.stacks.map((s) => [h('h4', null, 'Stack: ' + s.calls + ' of the ' + s.examined + ' slowest calls, worst ' +
-      fmt.dur(s.worst_ns) + ', pid ' + s.pid + ' tid ' + s.tid), h('pre', null, s.frames.join('\n'))]),
+    c.stacks.map((s) => [h('h4', null, 'Stack: ' + (s.header ? s.header + ', ' : '') + 'pid ' + s.pid + ' tid ' + s.tid),
+      h('pre', null, s.frames.join('\n'))]),
     c.fixes.length ? [h('h4', null, 'Fix'), h('ol', { class: 'fixes' }, c.fixes.map((f) => h('li', null, f)))] : null);
   return h('div', { class: 'chain ' + c.severity, 'data-testid': 'chain', 'data-severity': c.severity, 'data-rule': c.rule },
     h('h3', null, h('span', { class: 'sev ' + c.severity }, c.severity), c.summary),

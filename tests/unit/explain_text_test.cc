@@ -1,0 +1,377 @@
+// What `explain` prints, on exact text (issue 44, "Text glitches seen in real output"): stack
+// headers that count the set they name, GPU API columns sized from the data, the tracer named
+// as the tracer, and the tails with no host cause folded under the chains (every one with
+// --all-chains and in the JSON).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "app/explain_report.h"
+#include "engine/analysis.h"
+#include "store/sql_trace_source.h"
+#include "store/sqlite_db.h"
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::app {
+namespace {
+
+using engine::Chain;
+using engine::ChainStack;
+using engine::Severity;
+using engine::StackCounts;
+using hal::Event;
+using hal::EventKind;
+using hal::Field;
+
+constexpr uint64_t kUs = 1'000, kMs = 1'000'000;
+
+size_t count_of(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+// The text from the line that starts with `from` up to (without) the line that starts with `to`.
+std::string section(const std::string& text, const std::string& from, const std::string& to) {
+  size_t a = text.find(from);
+  if (a == std::string::npos) return "";
+  size_t b = text.find(to, a);
+  return text.substr(a, b == std::string::npos ? std::string::npos : b - a);
+}
+
+ChainStack stack(StackCounts k, uint64_t calls, uint64_t examined, uint64_t worst) {
+  ChainStack s;
+  s.counts = k;
+  s.calls = calls;
+  s.examined = examined;
+  s.worst_ns = worst;
+  s.pid = 618;
+  s.tid = 643;
+  s.frames = {"[Python] faults.py:35 in <module>()"};
+  return s;
+}
+
+// Each set a stack's figures count is named as that set: 126 gaps over 18 steps are not "126 of
+// the 18 slowest calls", and preempted time is not the worst of 29,999 calls.
+TEST(ExplainText, StackHeaderNamesTheSetItCounts) {
+  EXPECT_EQ(engine::stack_counts_text(stack(StackCounts::kSlowestCalls, 18, 20, 2'600 * kUs)),
+            "18 of the 20 slowest calls, worst 2.6ms");
+  EXPECT_EQ(engine::stack_counts_text(stack(StackCounts::kGaps, 126, 18, 11'800 * kUs)),
+            "126 gaps in 18 steady steps, longest 11.8ms");
+  EXPECT_EQ(engine::stack_counts_text(stack(StackCounts::kGaps, 1, 18, 0)),
+            "1 gap in 18 steady steps");
+  EXPECT_EQ(engine::stack_counts_text(stack(StackCounts::kPreempted, 0, 29'999, 11'800 * kMs)),
+            "11.8s preempted just before this call in 29,999 steady steps");
+  EXPECT_EQ(engine::stack_counts_text(stack(StackCounts::kSiteCalls, 22'499, 50'507, 0)),
+            "22,499 of 50,507 calls");
+  EXPECT_EQ(engine::stack_counts_text(stack(StackCounts::kSiteCalls, 412, 412, 3 * kMs)),
+            "412 calls, worst 3.0ms");
+  EXPECT_EQ(engine::stack_counts_text(stack(StackCounts::kNone, 0, 0, 0)), "");
+
+  Chain c;
+  c.severity = Severity::kHigh;
+  c.summary = "s";
+  c.root_cause = "r";
+  c.stacks = {stack(StackCounts::kGaps, 126, 18, 11'800 * kUs), stack(StackCounts::kNone, 0, 0, 0)};
+  std::ostringstream out;
+  print_chain(out, c);
+  EXPECT_EQ(out.str(),
+            "\n[HIGH] s\n"
+            "  Stack (126 gaps in 18 steady steps, longest 11.8ms, pid 618 tid 643):\n"
+            "    [Python] faults.py:35 in <module>()\n"
+            "  Stack (pid 618 tid 643):\n"
+            "    [Python] faults.py:35 in <module>()\n"
+            "  Root cause: r\n");
+  // The JSON says which set, and gives the header as printed.
+  auto j = engine::chain_json(c);
+  EXPECT_EQ(j["stacks"][0]["counts"], "gaps");
+  EXPECT_EQ(j["stacks"][0]["header"], "126 gaps in 18 steady steps, longest 11.8ms");
+  EXPECT_EQ(j["stacks"][1]["counts"], "none");
+}
+
+// The GPU API table's columns are as wide as their data: a 7-digit error count and a long op
+// name keep two spaces from their neighbours.
+TEST(ExplainText, OpTableColumnsAreSizedFromTheData) {
+  engine::Analysis a;
+  engine::OpStats s;
+  s.key.op = "cudaGraphInstantiateWithFlags";  // 29 characters
+  s.key.api = "cuda_runtime";
+  s.count = 12'345'678;
+  s.sum_ns = s.count * 40 * kUs;
+  s.p50 = 30 * kUs;
+  s.p95 = 90 * kUs;
+  s.p99 = 1'200 * kUs;
+  s.max_ns = 6'500 * kUs;
+  s.errors = 9'900'000;
+  a.stats.overall.push_back(s);
+  engine::OpStats small;
+  small.key.op = "cuMemFree";
+  small.key.api = "cuda_driver";
+  small.count = 2;
+  small.sum_ns = 4 * kUs;
+  small.p50 = small.p95 = small.p99 = small.max_ns = 2 * kUs;
+  a.stats.overall.push_back(small);
+  std::ostringstream out;
+  print_report(out, a, {});
+  EXPECT_EQ(section(out.str(), "GPU API calls", "CAUSAL CHAINS"),
+            "GPU API calls\n"
+            "  op                             api                  calls      avg      p50      "
+            "p95      p99      max     errors\n"
+            "  cudaGraphInstantiateWithFlags  cuda_runtime    12,345,678     40us     30us     "
+            "90us    1.2ms    6.5ms  9,900,000\n"
+            "  cuMemFree                      cuda_driver              2      2us      2us      "
+            "2us      2us      2us          0\n"
+            "\n");
+}
+
+// A trace whose sessions row names the tracer's pid, and a process that preempts 100 of 200
+// syncs for 1 ms each (13 more by a kernel thread for 3 ms): `comm` and whether the session
+// names it as the tracer.
+engine::Analysis preempted_by(const std::string& path, const char* comm, uint32_t tracer_pid) {
+  {
+    auto w = store::TraceWriter::open(path);
+    EXPECT_TRUE(w);
+    store::SessionInfo si;
+    si.node = "test";
+    si.mono_offset_ns = 1'700'000'000'000'000'000;
+    si.tracer_pid = tracer_pid;
+    EXPECT_TRUE((*w)->begin_session(si));
+    for (int i = 0; i < 200; ++i) {
+      bool kthread = i % 16 == 0, hog = !kthread && i % 2 == 1;
+      uint64_t off = kthread ? 3 * kMs : hog ? 1 * kMs : 0;
+      Event e;
+      e.ts_ns = uint64_t(i) * 10 * kMs;
+      e.dur_ns = 2 * kMs + off;
+      e.pid = e.tid = 100;
+      e.set_comm("trainer");
+      e.vendor = "nvidia";
+      e.api = "cuda_runtime";
+      e.op = "cudaStreamSynchronize";
+      e.kind = EventKind::kSync;
+      e.has_ret = true;
+      if (off) {
+        e.off_cpu_ns = off;
+        e.switches = e.preempts = 1;
+        e.set(Field::kPeerPid, kthread ? 77 : 4411);
+        e.set_peer_comm(kthread ? "kdamond.0" : comm);
+      }
+      EXPECT_TRUE((*w)->add(e));
+    }
+    EXPECT_TRUE((*w)->finish({}));
+  }
+  auto r = store::TraceReader::open(path);
+  EXPECT_TRUE(r);
+  store::SqlTraceSource src(**r);
+  EXPECT_EQ(src.tracer_pids(std::nullopt),
+            tracer_pid ? std::set<uint32_t>{tracer_pid} : std::set<uint32_t>{});
+  return engine::analyze(src, engine::Window{});
+}
+
+const Chain* find_rule(const engine::Analysis& a, const std::string& rule) {
+  for (const auto& c : a.chains)
+    if (c.rule == rule) return &c;
+  return nullptr;
+}
+
+// The tracer among the preemptors is named as the tracer, with the CPU it took, and the fix is
+// about tracing, not about lowering a stranger's priority.
+TEST(ExplainText, TheTracerAmongThePreemptorsIsNamedAsTheTracer) {
+  auto a = preempted_by(test::temp_path("tracer.db"), "ingero", 4411);
+  const Chain* c = find_rule(a, "cpu_contention");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->summary,
+            "cudaStreamSynchronize avg=2.7ms (p50=3.0ms, p99=5.0ms, 26% of it off-CPU) \u2014 113 "
+            "preemptions by the tracer itself (ingero, pid 4411, 100ms of CPU taken), 139ms "
+            "off-CPU");
+  EXPECT_EQ(c->root_cause,
+            "CPU contention: pid 100 (pid 100) was off-CPU for 26% of its cudaStreamSynchronize "
+            "time; the CPU went mostly to the tracer itself (ingero, pid 4411, 100ms of CPU "
+            "taken)");
+  ASSERT_EQ(c->fixes.size(), 2u);
+  EXPECT_EQ(c->fixes[1],
+            "The tracer (ingero, pid 4411) took 100ms of CPU from these calls: give it a core of "
+            "its own (taskset -c) away from the GPU-feeding threads, or trace with less "
+            "(--no-stack, fewer backends)");
+
+  // Another process of the same name is not the tracer when the session names another pid.
+  auto other = preempted_by(test::temp_path("other.db"), "ingero", 999);
+  const Chain* o = find_rule(other, "cpu_contention");
+  ASSERT_NE(o, nullptr);
+  EXPECT_NE(o->summary.find("113 preemptions by ingero (pid 4411), 139ms off-CPU"),
+            std::string::npos)
+      << o->summary;
+  ASSERT_EQ(o->fixes.size(), 2u);
+  EXPECT_EQ(o->fixes[1],
+            "Lower the priority of ingero (pid 4411): nice -n 19, or move it to "
+            "another cpuset");
+}
+
+// A file written before sessions.tracer_pid gains the column when a writer opens it: its
+// sessions read 0 ("not recorded"), a new session its tracer's pid.
+TEST(ExplainText, AFileFromBeforeTracerPidGainsTheColumn) {
+  std::string path = test::temp_path("before-tracer-pid.db");
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w);
+    store::SessionInfo si;
+    si.tracer_pid = 77;
+    ASSERT_TRUE((*w)->begin_session(si));
+    ASSERT_TRUE((*w)->finish({}));
+  }
+  {
+    auto raw = store::Db::open(path, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(raw);
+    ASSERT_TRUE((*raw)->exec("ALTER TABLE sessions DROP COLUMN tracer_pid"));
+  }
+  {
+    auto r = store::TraceReader::open(path);
+    ASSERT_TRUE(r);
+    store::SqlTraceSource src(**r);
+    EXPECT_EQ(src.tracer_pids(std::nullopt), std::set<uint32_t>{});
+  }
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = "b";
+    si.tracer_pid = 4242;
+    ASSERT_TRUE((*w)->begin_session(si));
+    ASSERT_TRUE((*w)->finish({}));
+  }
+  EXPECT_EQ(test::query_rows(path, "SELECT tracer_pid FROM sessions ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"0"}, {"4242"}}));
+  auto r = store::TraceReader::open(path);
+  ASSERT_TRUE(r);
+  store::SqlTraceSource src(**r);
+  EXPECT_EQ(src.tracer_pids(std::nullopt), std::set<uint32_t>{4242});
+  EXPECT_EQ(src.tracer_pids(std::string("b")), std::set<uint32_t>{4242});
+  EXPECT_EQ(src.tracer_pids(std::string("a")), std::set<uint32_t>{});
+}
+
+// The real contended trace (tests/fixtures/h100/resnet-contended), with its sessions row saying
+// that the CPU hog (noisy_neighbor, pid 579) was the tracer, as a file from before
+// sessions.tracer_pid gains the column: every chain and the step summary name it as the tracer.
+TEST(ExplainText, TheTracerIsNamedAsTheTracerOnARealTrace) {
+  std::string db = test::temp_path("h100-contended.db");
+  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-contended.db.xz' > '" + db + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  {
+    auto raw = store::Db::open(db, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(raw);
+    ASSERT_TRUE(
+        (*raw)->exec("ALTER TABLE sessions ADD COLUMN tracer_pid INTEGER NOT NULL "
+                     "DEFAULT 0; UPDATE sessions SET tracer_pid = 579"));
+  }
+  auto r = store::TraceReader::open(db);
+  ASSERT_TRUE(r) << r.error().message;
+  store::SqlTraceSource src(**r);
+  auto a = engine::analyze(src, engine::Window{});
+  ASSERT_EQ(a.steps.processes.size(), 1u);
+  EXPECT_EQ(a.steps.processes[0].summary.text,
+            "median step 32.9ms: GPU idle \u2265 11% (no device data: lower bound): host preempted "
+            "61% of the step, by the tracer itself (noisy_neighbor, pid 579) 23%, pt_data_worker "
+            "(pid 599) 12%, pt_data_worker (pid 598) 8%, its own threads (cuda-EvtHandlr, "
+            "pt_autograd_0, pt_data_pin, python3) 51%");
+  ASSERT_FALSE(a.chains.empty());
+  const Chain& c = a.chains[0];
+  EXPECT_EQ(c.summary,
+            "CPU contention in the training steps: the threads of python3 (pid 580) that feed the "
+            "GPU were preempted 61% of the step time, mostly by the tracer itself "
+            "(noisy_neighbor, pid 579, 813ms of CPU taken)");
+  ASSERT_EQ(c.fixes.size(), 2u);
+  EXPECT_EQ(c.fixes[1],
+            "The tracer (noisy_neighbor, pid 579) took 813ms of CPU from these calls: give it a "
+            "core of its own (taskset -c) away from the GPU-feeding threads, or trace with less "
+            "(--no-stack, fewer backends)");
+  // Nowhere is it named as a stranger.
+  std::ostringstream out;
+  print_report(out, a, ReportOptions{});
+  EXPECT_EQ(out.str().find("noisy_neighbor (pid 579)"), std::string::npos) << out.str();
+  EXPECT_EQ(count_of(out.str(), "Lower the priority of noisy_neighbor"), 0u);
+  // Six per-op chains say it in their summary and their timeline, the steps chain in its summary.
+  EXPECT_EQ(count_of(out.str(), " by the tracer itself (noisy_neighbor, pid 579, "), 13u)
+      << out.str();
+}
+
+// The real starvation trace (tests/fixtures/h100/starve): one HIGH finding, then six tails the
+// host does not explain.
+struct Starve {
+  std::unique_ptr<store::TraceReader> reader;
+  std::unique_ptr<store::SqlTraceSource> source;
+  engine::Analysis a;
+};
+
+Starve starve() {
+  std::string db = test::temp_path("h100-starve.db");
+  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/starve.db.xz' > '" + db + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Starve s;
+  auto r = store::TraceReader::open(db);
+  EXPECT_TRUE(r) << (r ? "" : r.error().message);
+  s.reader = std::move(*r);
+  s.source = std::make_unique<store::SqlTraceSource>(*s.reader);
+  s.a = engine::analyze(*s.source, engine::Window{});
+  return s;
+}
+
+std::string report(const engine::Analysis& a, bool all_chains) {
+  ReportOptions o;
+  o.title = "starve";
+  o.all_chains = all_chains;
+  std::ostringstream out;
+  print_report(out, a, o);
+  return out.str();
+}
+
+TEST(ExplainText, TailsWithoutHostCauseFoldIntoOneLineOnTheStarveTrace) {
+  auto s = starve();
+  ASSERT_EQ(s.a.chains.size(), 7u);
+  std::string text = report(s.a, false);
+  std::string chains = section(text, "CAUSAL CHAINS", "\x01");
+  // The header still counts every chain, and says how many are folded.
+  EXPECT_EQ(chains.substr(0, chains.find('\n')),
+            "CAUSAL CHAINS \u2014 7 (1 HIGH, 0 MEDIUM, 6 LOW; 6 folded into the last line)");
+  EXPECT_EQ(count_of(chains, "\n["), 1u) << chains;  // the HIGH chain only
+  EXPECT_EQ(count_of(chains, "no host-side cause in the trace"), 0u) << chains;
+  // The HIGH chain's stack counts gaps over steps, not "39 of the 39 slowest calls".
+  EXPECT_NE(chains.find("  Stack (39 gaps in 39 steady steps, longest 15.9ms, pid 618 tid 618):\n"
+                        "    [Python] /work/steering/.gpu/faults.py:35 in <module>()\n"),
+            std::string::npos)
+      << chains;
+  EXPECT_EQ(chains.substr(chains.rfind("\n\n") + 2),
+            "6 ops have tail latency with no host-side cause: cuLaunchKernel p99 1.1ms, "
+            "cudaLaunchKernel p99 1.2ms, cuLaunchKernelEx p99 2.6ms, cudaMemcpyAsync p99 1.9ms, "
+            "cuMemcpyHtoDAsync p99 1.9ms (warm-up), cuMemAlloc p99 360us (warm-up); explain "
+            "--all-chains shows each\n");
+}
+
+TEST(ExplainText, AllChainsAndTheJsonShowEveryTail) {
+  auto s = starve();
+  std::string text = report(s.a, true);
+  std::string chains = section(text, "CAUSAL CHAINS", "\x01");
+  EXPECT_EQ(chains.substr(0, chains.find('\n')),
+            "CAUSAL CHAINS \u2014 7 (1 HIGH, 0 MEDIUM, 6 LOW)");
+  EXPECT_EQ(chains.find("tail latency with no host-side cause:"), std::string::npos);
+  size_t tails = 0;
+  for (const Chain& c : s.a.chains) {
+    if (!engine::no_host_cause(c)) continue;
+    ++tails;
+    EXPECT_EQ(c.severity, Severity::kLow);
+    EXPECT_NE(chains.find("\n[LOW] " + c.summary + "\n"), std::string::npos) << c.summary;
+  }
+  EXPECT_EQ(tails, 6u);
+  EXPECT_EQ(count_of(chains, "\n[LOW] "), 6u);
+  EXPECT_EQ(count_of(chains, "no host-side cause in the trace"), 6u);
+  auto j = engine::report_json(s.a, {});
+  ASSERT_EQ(j["chains"].size(), 7u);
+  size_t json_tails = 0;
+  for (const auto& c : j["chains"]) json_tails += c["rule"] == "tail_latency";
+  EXPECT_EQ(json_tails, 6u);
+}
+
+}  // namespace
+}  // namespace ingero::app
