@@ -42,6 +42,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
   if (pipeline.nesting) {  // capture/launch_nesting.h
     const auto& n = pipeline.nesting->counters();
     sj["launches_folded"] = n.folded;
+    sj["launches_folded_by_order"] = n.folded_by_order;
     sj["launches_renamed"] = n.renamed;
     sj["runtimes_detached"] = n.proven;
   }

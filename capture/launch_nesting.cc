@@ -20,7 +20,7 @@ constexpr int64_t kMapsRereadNs = 100'000'000;
 
 }  // namespace
 
-const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr) {
+const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr, bool* gone) {
   auto find = [&](const Maps& m) -> const Mapping* {
     auto it = std::upper_bound(m.exec.begin(), m.exec.end(), addr,
                                [](uint64_t a, const Mapping& x) { return a < x.start; });
@@ -38,7 +38,10 @@ const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr
   m.exec.clear();
   m.read_at_ns = mono_ns();
   auto text = host_.read_text(host_.proc_root() + "/" + std::to_string(pid) + "/maps");
-  if (!text) return nullptr;
+  if (!text) {
+    *gone = true;
+    return nullptr;
+  }
   for (const hal::MapEntry& e : hal::parse_proc_maps(*text)) {
     if (!e.executable() || e.path.empty() || e.path[0] != '/') continue;
     m.exec.push_back(
@@ -77,6 +80,27 @@ void LaunchNesting::before_call(uint32_t tid, std::vector<hal::Event>& out) {
   if (!held_.empty()) settle(tid, out);
 }
 
+bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site) {
+  auto h = held_.find(ev.tid);
+  if (h == held_.end() || h->second.nested) return false;
+  // The driver launch of the runtime launch held for it (records of a thread come in order):
+  // counted in it, and its call site learnt.
+  Held& held = h->second;
+  held.nested = true;
+  if (!held.ev.nested) {
+    held.ev.nested_api = ev.api;
+    held.ev.nested_op = ev.op;
+    held.ev.nested_kind = ev.kind;
+  }
+  held.ev.nested += 1 + ev.nested;
+  if (outer) {
+    outer->sites.try_emplace(site, held.probe);
+    outer->nests = true;
+  }
+  ++counters_.folded;
+  return true;
+}
+
 void LaunchNesting::flush(std::vector<hal::Event>& out) {
   while (!held_.empty()) settle(held_.begin()->first, out);
 }
@@ -96,27 +120,24 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
     self.any_probe = probe_id;
   }
   // Made from inside a library with launch probes: a driver launch of a runtime launch.
-  const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller) : nullptr;
+  bool gone = false;
+  const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller, &gone) : nullptr;
   Runtime* outer = m ? runtime_of(*m) : nullptr;
-  if (outer) {
-    uint64_t site = ev.caller - m->start + m->offset;
+  if (!outer && gone) {
+    // The process exited before its records were read (a short program): its maps are gone.
+    // A launch of another library right after a runtime launch of its thread, with no record
+    // between, is the launch that runtime launch made (a runtime launch the runtime refuses
+    // makes none, and the program's next driver launch would be taken for it: rare).
     auto h = held_.find(ev.tid);
-    if (h != held_.end() && !h->second.nested) {
-      // The driver launch of the runtime launch held for it (records of a thread come in
-      // order): counted in it, and its call site learnt.
-      Held& held = h->second;
-      held.nested = true;
-      if (!held.ev.nested) {
-        held.ev.nested_api = ev.api;
-        held.ev.nested_op = ev.op;
-        held.ev.nested_kind = ev.kind;
-      }
-      held.ev.nested += 1 + ev.nested;
-      outer->sites.try_emplace(site, held.probe);
-      outer->nests = true;
-      ++counters_.folded;
+    const hal::AttachedProbe* hp = h != held_.end() ? table_.find(h->second.probe) : nullptr;
+    if (hp && hp->library != p->library && fold_into_held(ev, nullptr, 0)) {
+      ++counters_.folded_by_order;
       return Fate::kFolded;
     }
+  }
+  if (outer) {
+    uint64_t site = ev.caller - m->start + m->offset;
+    if (fold_into_held(ev, outer, site)) return Fate::kFolded;
     if (outer->proven) {  // the runtime's own probe is gone: this launch is the runtime's
       uint32_t as = outer->any_probe;
       if (auto s = outer->sites.find(site); s != outer->sites.end()) as = s->second;

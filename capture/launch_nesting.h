@@ -43,6 +43,9 @@ class LaunchNesting {
     uint64_t renamed = 0;  // driver launches named as the runtime launch whose probe went
     uint64_t held = 0;     // launches held for their nested call
     uint64_t proven = 0;   // runtime libraries whose launch probes were detached
+    // Of `folded`: driver launches of processes whose maps were gone when their records were
+    // read, folded into the runtime launch held for their thread, by order alone.
+    uint64_t folded_by_order = 0;
   };
 
   // `host` reads /proc/PID/maps; `table` names the probes records come from.
@@ -78,7 +81,9 @@ class LaunchNesting {
     int64_t read_at_ns = 0;
   };
   // The executable mapping of `pid` that holds `addr` (re-reading the maps once on a miss).
-  const Mapping* mapping(uint32_t pid, uint64_t addr);
+  // `gone`: set when the process's maps could not be read and none were kept (it exited before
+  // its records were read).
+  const Mapping* mapping(uint32_t pid, uint64_t addr, bool* gone);
   // What is known of a library with launch probes, by display path.
   struct Runtime {
     uint64_t dev = 0, inode = 0;
@@ -91,6 +96,9 @@ class LaunchNesting {
     uint32_t any_probe = 0;  // a launch probe of this library, for sites not learnt
   };
   Runtime* runtime_of(const Mapping& m);
+  // Folds driver launch `ev` into the runtime launch held for its thread, if one waits for it,
+  // learning its call site `site` in `outer` (when known).
+  bool fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site);
   void settle(uint32_t tid, std::vector<hal::Event>& out);
 
   const hal::HostView& host_;

@@ -272,10 +272,17 @@ std::string kernels_per_step_text(const ProcessKernels& p, size_t top) {
 }
 
 std::string unnamed_kernels_line(const KernelReport& k) {
-  uint64_t launches = 0, functions = 0;
+  uint64_t launches = 0, functions = 0, folded = 0;
   for (const auto& p : k.processes) {
     launches += p.unnamed_launches;
     functions += p.unnamed_functions;
+    folded += p.folded_launches;
+  }
+  // Launches folded into runs of several kernels are not counted by kernel here: then the
+  // tracer's own count, made as it read every launch, is the one to give.
+  if (folded && k.naming && k.naming->unnamed_launches > launches) {
+    launches = k.naming->unnamed_launches;
+    functions = std::max(functions, k.naming->unnamed_functions);
   }
   if (!launches) return "";
   return format_count(launches) + (launches == 1 ? " launch" : " launches") + " (of " +

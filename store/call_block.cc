@@ -226,6 +226,7 @@ void CallBlock::clear() {
 struct CallBlock::Run {
   uint32_t first = 0;
   uint32_t calls = 0, timed = 0;
+  bool mixed = false;  // of more than one kernel: the run keeps none
   int64_t end = 0, sum = 0, min = INT64_MAX, max = 0, nested = 0;
 };
 
@@ -253,7 +254,7 @@ void CallBlock::write_run(const Run& r, ColumnBlock& out) const {
   out.set_int(kRunStack, cols_.int64(r.first, kCallStack));
   out.set_int(kRunFirstCall, f.id);
   out.set_int(kRunTimed, r.timed);
-  if (cols_.has(r.first, kFuncCol)) out.set_int(kRunFunc, f.func);
+  if (!r.mixed && cols_.has(r.first, kFuncCol)) out.set_int(kRunFunc, f.func);
   out.end_row();
 }
 
@@ -292,11 +293,12 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
     }
     it->second = i;
   }
-  // Open runs by (pid, tid, source, op, function): launches of different ops or kernels
-  // interleaved on a thread each make their own, so a run keeps its kernel. A kept launch closes
-  // its thread's runs; a kept call of another kind (a sync, a copy) closes every run of its
-  // process, so gaps and round trips stay where they were.
-  using Key = std::tuple<uint32_t, uint32_t, int, int, int64_t>;
+  // Open runs by (pid, tid, source, op): launches of different ops interleaved on a thread each
+  // make their own. A kept launch closes its thread's runs; a kept call of another kind (a
+  // sync, a copy) closes every run of its process, so gaps and round trips stay where they were.
+  // A run keeps its kernel when all its launches are of one (runs split by kernel would be
+  // spread apart from each other, and the step model's counts move).
+  using Key = std::tuple<uint32_t, uint32_t, int, int>;
   std::map<Key, Run> open;
   std::vector<Run> done;
   auto close_while = [&](auto it, auto same) {
@@ -308,14 +310,14 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
   for (uint32_t i : order) {
     const Meta& w = meta_[i];
     if (!foldable[i]) {
-      close_while(open.lower_bound({w.pid, w.tid, INT32_MIN, INT32_MIN, INT64_MIN}),
+      close_while(open.lower_bound({w.pid, w.tid, INT32_MIN, INT32_MIN}),
                   [&](const Key& k) { return std::get<0>(k) == w.pid && std::get<1>(k) == w.tid; });
       if (!w.launch)
-        close_while(open.lower_bound({w.pid, 0, INT32_MIN, INT32_MIN, INT64_MIN}),
+        close_while(open.lower_bound({w.pid, 0, INT32_MIN, INT32_MIN}),
                     [&](const Key& k) { return std::get<0>(k) == w.pid; });
       continue;
     }
-    Key k{w.pid, w.tid, w.source, w.op, w.func};
+    Key k{w.pid, w.tid, w.source, w.op};
     auto it = open.find(k);
     if (it != open.end()) {
       const Run& r = it->second;
@@ -330,6 +332,7 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
       it->second.first = i;
     }
     Run& r = it->second;
+    if (r.calls && w.func != meta_[r.first].func) r.mixed = true;
     ++r.calls;
     r.end = std::max(r.end, w.ts + w.dur);
     r.nested += w.nested;

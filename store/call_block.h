@@ -125,7 +125,7 @@ class CallBlock {
     bool launch = false, timed = true, ok = false, on_cpu = true;
     // What a run's calls share: absent values are -1 (pointers and ids are never -1).
     int64_t stream = -1, device = -1, library = -1, cgroup = 0;
-    int64_t func = -1;  // a launch's function: launches of different kernels make their own runs
+    int64_t func = -1;  // a launch's function: a run of one kernel keeps it
     uint32_t comm = 0;  // an index into the block's thread names
     uint32_t nested = 0;
     bool same_run(const Meta& o) const {

@@ -38,7 +38,8 @@ CREATE TABLE call_runs_plain (
   nested_calls INTEGER NOT NULL DEFAULT 0,
   stack_hash INTEGER NOT NULL DEFAULT 0,
   first_call_id INTEGER,
-  timed_calls INTEGER
+  timed_calls INTEGER,
+  func INTEGER
 );
 )SQL";
 

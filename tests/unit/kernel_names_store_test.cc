@@ -242,9 +242,10 @@ TEST(KernelNamesStore, McpGetKernelsAndTheReportListThem) {
   EXPECT_EQ(k["processes"][0]["kernels"][0]["source"], "registration");
 }
 
-// Folding keeps each run's kernel: 2,000 launches seen at entry only (as the tracer sees all
-// but one in 32), alternating two kernels on one thread, fold into runs of one kernel each,
-// and the engine counts every launch by its kernel, none as "folded, kernel unknown".
+// Folding keeps a run's kernel when the run is of one: 1,000 launches of `mul` on one thread
+// and 1,000 of `add` on another, seen at entry only (as the tracer sees all but one in 32),
+// fold into a run of each, which the engine counts by kernel; a thread alternating the two
+// folds into one run of both, whose launches are counted as folded, kernel unknown.
 TEST(KernelNamesStore, RunsKeepTheirKernel) {
   std::string path = test::temp_path("runs-kernels.db");
   {
@@ -258,28 +259,37 @@ TEST(KernelNamesStore, RunsKeepTheirKernel) {
         (*w)->on_kernel_name({100, 0x10, "mul", "mul", KernelNameSource::kRegistration, 5}));
     ASSERT_TRUE(
         (*w)->on_kernel_name({100, 0x20, "add", "add", KernelNameSource::kRegistration, 6}));
-    for (int i = 0; i < 2000; ++i) {
-      hal::Event e = launch(1'000'000 + uint64_t(i) * 5000, i % 2 ? 0x20 : 0x10);
+    auto untimed = [](uint64_t ts, uint64_t func, uint32_t tid) {
+      hal::Event e = launch(ts, func);
+      e.tid = tid;
       e.timed = false;
       e.dur_ns = 0;
       e.has_ret = false;
-      ASSERT_TRUE((*w)->add(e));
+      return e;
+    };
+    for (int i = 0; i < 1000; ++i) {
+      uint64_t t = 1'000'000 + uint64_t(i) * 5000;
+      ASSERT_TRUE((*w)->add(untimed(t, 0x10, 100)));
+      ASSERT_TRUE((*w)->add(untimed(t + 1000, 0x20, 101)));
+      if (i < 100) {
+        ASSERT_TRUE((*w)->add(untimed(t + 2000, i % 2 ? 0x20 : 0x10, 102)));
+      }
     }
     store::SessionEnd end;
     end.exit_reason = "test";
     end.stopped_at_ns = kOffset + 20'000'000;
     ASSERT_TRUE((*w)->finish(end));
   }
-  // One block: its folded form holds two runs (one per kernel) of all 2,000 launches.
+  // One block: its folded form holds three runs of all 2,100 launches.
   EXPECT_EQ(query_rows(path, "SELECT kept, runs, folded FROM call_store"),
-            (Rows{{"0", "2", "2000"}}));
+            (Rows{{"0", "3", "2100"}}));
   auto reader = store::TraceReader::open(path, app::builtin_views());
   ASSERT_TRUE(reader);
   store::SqlTraceSource source(**reader);
   auto k = engine::compute_kernels(source, engine::Window{}, engine::StepModel{});
   ASSERT_EQ(k.processes.size(), 1u);
   EXPECT_EQ(k.processes[0].launches, 2000u);
-  EXPECT_EQ(k.processes[0].folded_launches, 0u);
+  EXPECT_EQ(k.processes[0].folded_launches, 100u);
   EXPECT_EQ(k.processes[0].unnamed_launches, 0u);
   ASSERT_EQ(k.processes[0].kernels.size(), 2u);
   EXPECT_EQ(k.processes[0].kernels[0].launches, 1000u);
