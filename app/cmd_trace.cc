@@ -45,6 +45,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto full_rows = std::make_shared<std::string>();
   auto max_size = std::make_shared<std::string>();
   auto ship_exit = std::make_shared<std::string>("10s");
+  auto inflight_after = std::make_shared<std::string>("5s");
   auto pids = std::make_shared<std::vector<uint32_t>>();
   cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow")
       ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT
@@ -186,11 +187,26 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "the trace file for the next start or `ingero ship`")
       ->check(duration_check("10s, 30s"))
       ->capture_default_str();
+  cmd->add_option("--inflight-after", *inflight_after,
+                  "Report a traced call still in flight after this long (default 5s), once a "
+                  "second while it lasts: the `inflight` table, `ingero status`, "
+                  "ingero_inflight_calls; also the thread of a rank outside any GPU call for "
+                  "that long. 0s: off")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            if (s == "0s" || s == "0") return "";
+            if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.back())))
+              return "'" + s + "' has no unit: write a duration with its unit (5s, 1m)";
+            double v = engine::parse_duration_s(s);
+            return v >= 1 ? "" : "--inflight-after must be 0s (off) or at least 1s";
+          },
+          "DURATION"))
+      ->capture_default_str();
   cmd->add_option("command", o->command, "Command to run and trace (after --)")
       ->configurable(false);
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
-  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, pids] {
+  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, inflight_after, pids] {
     o->pids = *pids;
     if (o->no_archive)
       std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
@@ -202,6 +218,8 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!full_rows->empty()) o->full_rows_s = engine::parse_duration_s(*full_rows);
     if (!max_size->empty()) o->max_db_bytes = parse_size(*max_size);
     o->clickhouse_exit_timeout_s = engine::parse_duration_s(*ship_exit);
+    o->inflight_after_s =
+        *inflight_after == "0" || *inflight_after == "0s" ? 0 : engine::parse_duration_s(*inflight_after);
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";
     if (!o->command.empty()) flags += "command,";

@@ -20,6 +20,8 @@
 #include "app/tracer.h"
 #include "capture/event_pipeline.h"
 #include "capture/host_info.h"
+#include "capture/inflight_host.h"
+#include "capture/inflight_monitor.h"
 #include "capture/launch_nesting.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
@@ -81,6 +83,7 @@ class Trace {
   void fold_blocks();
   void update_metrics(int64_t mono, bool final);
   void update_counters();
+  void make_inflight();
   void stop_child();
   std::string cr() const { return tty_ ? "\r\033[K" : ""; }
 
@@ -103,6 +106,8 @@ class Trace {
   std::unique_ptr<capture::LaunchNesting> nesting_;
   std::vector<std::string> detached_;  // runtimes whose launch probes were detached
   std::unique_ptr<capture::StackCollector> stacks_;
+  std::unique_ptr<capture::ProcInflightHost> inflight_host_;
+  std::unique_ptr<capture::InflightMonitor> inflight_;  // calls in flight (--inflight-after)
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;

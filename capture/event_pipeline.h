@@ -17,6 +17,7 @@
 
 namespace ingero::capture {
 
+class InflightMonitor;
 class LaunchNesting;
 class StackCollector;
 
@@ -51,6 +52,9 @@ class EventPipeline {
   // Folds the driver launches made inside runtime launches, both seen at entry (null: every
   // launch record is an event; capture/launch_nesting.h).
   LaunchNesting* nesting = nullptr;
+  // Sees every decoded call: numbers collectives and ends reported calls in flight (null: no
+  // in-flight reporting; capture/inflight_monitor.h).
+  InflightMonitor* inflight = nullptr;
   // Consumes the aux ring now: a call naming a stack not seen yet (shipped while the calls ring
   // was being read) catches up once before the stack counts as lost.
   std::function<void()> catch_up_stacks;

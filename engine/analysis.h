@@ -39,6 +39,7 @@ struct Analysis {
   std::vector<ProcessReport> processes;
   std::map<uint32_t, ProcessInfo> names;
   std::optional<TraceLosses> losses;  // the whole trace's, not the window's
+  std::vector<InflightRow> inflight;  // stuck threads the tracer recorded (engine/hangs.h)
   std::string process_name(uint32_t pid) const;
 };
 

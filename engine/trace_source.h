@@ -16,6 +16,7 @@
 #include "engine/call_run.h"
 #include "engine/quantile_sketch.h"
 #include "hal/event.h"
+#include "hal/inflight.h"
 
 namespace ingero::engine {
 
@@ -121,6 +122,13 @@ struct ProcessInfo {
   std::string name, cmdline;
 };
 
+// A stuck thread as the tracer recorded it (hal/inflight.h), with wall-clock times: the latest
+// observation of one call in flight, or of one idle episode of a rank's thread.
+struct InflightRow {
+  std::string node;
+  hal::Inflight in;
+};
+
 // The string_views inside events (vendor, api, op, library) must point at storage that lives
 // as long as the source: the engine keys its groups by their addresses.
 using EventFn = std::function<void(const hal::Event&)>;
@@ -193,6 +201,11 @@ class TraceSource {
   // The same of one node's sessions (a merged trace analysed node by node): by default the
   // whole trace's.
   virtual std::optional<TraceLosses> node_losses(const std::string& /*node*/) { return losses(); }
+  // Threads stuck while the trace was recorded (calls in flight longer than the tracer's
+  // --inflight-after, idle rank threads) whose time in that state overlaps `w` (its pid and
+  // node apply), the latest observation of each, in order of entry. Sources without them
+  // (files of older builds, the original implementation's) have none.
+  virtual std::vector<InflightRow> inflight(const Window& /*w*/) { return {}; }
   // The latest start of a whole second of `w` such that at most `max_calls` calls start
   // between it and the window's end, from per-second call counts; w.from_ns when the whole
   // window fits or the source keeps no such counts.

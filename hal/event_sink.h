@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hal/event.h"
+#include "hal/inflight.h"
 #include "hal/result.h"
 #include "hal/stack_frame.h"
 
@@ -33,6 +34,9 @@ class EventSink {
   virtual Status on_stack(uint64_t /*stack_id*/, const std::vector<StackFrame>& /*frames*/) {
     return {};
   }
+  // Once a second: the threads stuck now, and those that stopped being stuck
+  // (hal/inflight.h).
+  virtual Status on_inflight(const InflightReport& /*report*/) { return {}; }
   // Everything handed over so far is durable (the store commits its batch; others may flush).
   virtual Status commit() { return {}; }
 };

@@ -168,6 +168,11 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override {
     return add_stack(stack_id, frames);
   }
+  // Threads stuck now (hal/inflight.h): a row for each new or changed one, replacing the
+  // row of the same call or idle episode, and the final row of each that ended
+  // (store/trace_writer_inflight.cc).
+  ingero::Status on_inflight(const hal::InflightReport& report) override;
+  ingero::Status add_inflight(const hal::Inflight& row);
   // A stack in the original implementation's format (merged files keep them), by its hash;
   // creates its table on first use.
   ingero::Status add_legacy_stack(int64_t hash, std::string_view ips, std::string_view frames);
@@ -288,6 +293,7 @@ class TraceWriter final : public hal::EventSink {
   uint64_t written_before_session_ = 0;  // events_stored counts the current session's
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
   Stmt insert_block_;
+  Stmt insert_inflight_, delete_inflight_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"
   std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"
