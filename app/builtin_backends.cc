@@ -1,8 +1,10 @@
 #include "app/builtin_backends.h"
 
+#include "backends/amdgpu/amdgpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/hip/hip_backend.h"
 #include "backends/nccl/nccl_backend.h"
+#include "backends/nvml/nvml_backend.h"
 #include "backends/rdma/rdma_backend.h"
 
 namespace ingero::app {
@@ -12,6 +14,8 @@ void register_builtin_backends(hal::BackendRegistry& registry, const BackendOpti
   registry.add(backends::make_hip_backend());
   registry.add(backends::make_nccl_backend());
   registry.add(backends::make_rdma_backend(opts.rdma_verbs));
+  registry.add(backends::make_nvml_backend());
+  registry.add(backends::make_amdgpu_backend());
 }
 
 std::vector<hal::SqlView> builtin_views() {

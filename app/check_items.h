@@ -46,6 +46,9 @@ struct CheckInputs {
 // tracefs, cgroup v2, ptrace_scope, NVIDIA driver, AMD KFD, then each backend's side channel
 // (the rdma backend: InfiniBand devices).
 void host_checks(const CheckInputs& in, CheckReport& rep);
+// cgroup v2 (unified, or a hybrid host's v2 mount) and, where containers or pods run, what
+// naming their cgroups reads and costs (app/check_tenants.cc). Part of host_checks.
+void tenant_checks(const CheckInputs& in, CheckReport& rep);
 // Everything: host checks, then loading BPF, each BTF tracepoint, a live uprobe, and the
 // libraries of each backend.
 CheckReport run_checks(const hal::BackendRegistry& registry,

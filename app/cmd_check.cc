@@ -14,6 +14,7 @@
 #include "app/check_bench.h"
 #include "app/check_config.h"
 #include "app/check_items.h"
+#include "app/check_otlp.h"
 #include "app/commands.h"
 #include "capture/host_info.h"
 #include "hal/bpf_session.h"
@@ -157,12 +158,7 @@ void host_checks(const CheckInputs& in, CheckReport& rep) {
           ? ""
           : "mount -t tracefs tracefs /sys/kernel/tracing (ingero trace does this when needed)");
 
-  bool cg2 = exists(r + "/sys/fs/cgroup/cgroup.controllers");
-  rep.add("cgroup_v2", cg2 ? CheckStatus::kPass : CheckStatus::kOptional,
-          cg2 ? "unified hierarchy" : "not mounted",
-          cg2 ? "cgroup ids on events resolve to paths (noisy-neighbour attribution)"
-              : "events carry no usable cgroup id; per-container attribution is off",
-          cg2 ? "" : "boot with systemd.unified_cgroup_hierarchy=1");
+  tenant_checks(in, rep);  // cgroup_v2, tenant_names
 
   std::string ptrace = read_small_file(r + "/proc/sys/kernel/yama/ptrace_scope");
   rep.add("ptrace_scope", ptrace == "3" ? CheckStatus::kOptional : CheckStatus::kPass,
@@ -242,6 +238,8 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
   hal::ProbeManager pm(nullptr, backends, hostview);
   pm.scan_all();
   for (const auto* b : registry.all()) {
+    // A backend without probes (a device side channel: nvml, amdgpu) has its own check line.
+    if (b->tables().empty()) continue;
     bool enabled = std::find(backends.begin(), backends.end(), b) != backends.end();
     size_t found = 0, resolved = 0, total = 0;
     for (const auto& lib : pm.libraries())
@@ -282,6 +280,8 @@ void add_check_command(CLI::App& app, Context& ctx) {
   auto backends = std::make_shared<std::string>();
   auto config = std::make_shared<std::string>();
   auto bench = std::make_shared<bool>(false);
+  auto otlp = std::make_shared<std::string>();
+  auto db = std::make_shared<std::string>();
   cmd->add_flag("--json", *json, "Print the report as JSON");
   cmd->add_option("--backends", *backends, "Comma-separated backends to audit (default: all)");
   cmd->add_option("--config", *config,
@@ -292,7 +292,16 @@ void add_check_command(CLI::App& app, Context& ctx) {
                 "Also measure for ~2 s what a traced call costs on this kernel (a private "
                 "function: untraced, a minimal uprobe pair, ingero's probes with and without "
                 "stacks) and predict the overhead at 10k/50k/200k calls/s. Needs root");
-  cmd->callback([&ctx, json, backends, config, bench] {
+  cmd->add_option("--otlp", *otlp,
+                  "Also try this OTLP endpoint as `trace --otlp` would (an empty metrics export, "
+                  "with INGERO_OTLP_HEADERS / OTEL_EXPORTER_OTLP_* applied); 'env' reads "
+                  "OTEL_EXPORTER_OTLP_ENDPOINT")
+      ->type_name("ENDPOINT");
+  cmd->add_option("--db", *db,
+                  "Trace file whose last OTLP-exporting session's delivery is reported (default "
+                  "~/.ingero/ingero.db, when it exists)")
+      ->type_name("FILE");
+  cmd->callback([&ctx, json, backends, config, bench, otlp, db] {
     if (!config->empty()) {
       ctx.exit_code = run_config_check(*config, *json, std::cout);
       return;
@@ -308,6 +317,8 @@ void add_check_command(CLI::App& app, Context& ctx) {
       return;
     }
     CheckReport rep = run_checks(audit, *sel);
+    if (!otlp->empty()) check_otlp_endpoint(*otlp, rep);
+    check_otlp_delivery(db->empty() ? default_db_path() : *db, !db->empty(), rep);
     ctx.exit_code = rep.can_trace() ? kExitOk : kExitNoTracing;
     nlohmann::json j = check_report_json(rep);
     if (!*json) print_check_report(std::cout, rep);

@@ -92,7 +92,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       if (s.name == o->scenario) desc = s.description;
     ReportOptions ro{"demo: " + o->scenario,
                      "SYNTHETIC DEMO DATA (" + desc + "). Generated, not measured on this machine.",
-                     o->per_process};
+                     o->per_process, std::nullopt};
     if (o->json) {
       auto j = report_json(a, ro);
       j["synthetic"] = true;

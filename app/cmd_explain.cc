@@ -4,6 +4,7 @@
 #include "app/commands.h"
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
+#include "app/node_selection.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
@@ -18,19 +19,13 @@ struct Opts {
   engine::WindowSpec w;
   uint32_t pid = 0;
   bool per_process = false, json = false;
+  std::string group_by;  // "", "pod", "container"
 };
 
-// The nodes to analyse: all the source has, or the ones asked for (each must exist).
-ingero::Result<std::vector<std::string>> pick_nodes(std::vector<std::string> have,
-                                                    const std::vector<std::string>& asked) {
-  if (asked.empty()) return have;
-  for (const auto& n : asked)
-    if (std::find(have.begin(), have.end(), n) == have.end()) {
-      std::string list;
-      for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
-      return ingero::make_error("no node '" + n + "' in this trace (nodes: " + list + ")");
-    }
-  return asked;
+std::optional<engine::TenantGrouping> grouping(const std::string& g) {
+  if (g == "pod") return engine::TenantGrouping::kPod;
+  if (g == "container") return engine::TenantGrouping::kContainer;
+  return std::nullopt;
 }
 
 int explain_clickhouse(const Opts& o) {
@@ -69,6 +64,7 @@ int explain_clickhouse(const Opts& o) {
   fo.window = *w;
   fo.per_process = o.per_process;
   fo.json = o.json;
+  fo.group_by = grouping(o.group_by);
   fo.apply_offsets = [&](const engine::ClockShift& s) { source.set_clock_offsets(s); };
   fo.scope = [&](const std::optional<std::string>& n) { source.set_scope(n); };
   fo.error = [&] { return source.error(); };
@@ -107,6 +103,7 @@ int explain_file(const Opts& o) {
   fo.window = *w;
   fo.per_process = o.per_process;
   fo.json = o.json;
+  fo.group_by = grouping(o.group_by);
   fo.error = [&] { return source.error(); };
   return explain_nodes(source, fo, std::cout);
 }
@@ -134,6 +131,12 @@ void add_explain_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--to", o->w.to, "Window end");
   cmd->add_option("--pid,-p", o->pid, "Only this process's calls");
   cmd->add_flag("--per-process", o->per_process, "Add the per-process breakdown");
+  cmd->add_option("--group-by", o->group_by,
+                  "Add the TENANTS section: GPU API time, preempted time and who preempted whom "
+                  "across tenants, by pod (a pod's containers together) or by container. Tenants "
+                  "are named from the trace's cgroup_metadata (pod, namespace, container); the "
+                  "JSON always has them, by pod")
+      ->check(CLI::IsMember({"pod", "container"}));
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([&ctx, o] {
     if (!o->source.empty() && !o->db.empty()) {

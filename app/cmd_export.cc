@@ -1,19 +1,23 @@
-// `ingero export --format perfetto`: Chrome trace-event JSON that ui.perfetto.dev and
-// chrome://tracing open; `--format sqlite`: a copy whose calls are plain rows. One process track
-// per (node, pid), one thread track per tid, calls and host intervals as complete events, causal
-// chains as global instant markers coloured by severity.
+// `ingero export`: --format perfetto writes Chrome trace-event JSON that ui.perfetto.dev and
+// chrome://tracing open (one process track per (node, pid), one thread track per tid, calls
+// and host intervals as complete events, causal chains as global instant markers coloured by
+// severity); --format pprof a profile for continuous profilers (app/export_pprof.cc); --format
+// sqlite a copy whose calls are plain rows.
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/export_options.h"
+#include "app/node_selection.h"
 #include "app/output_file.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
@@ -66,7 +70,9 @@ const char* severity_color(engine::Severity s) {
 
 // Writes the nodes' calls, host events and chains into `em`. Read errors are left in the
 // source's error().
-void write_perfetto(engine::TraceSource& source, const std::vector<std::string>& nodes,
+// `by_node`: the trace holds several nodes, so each node's window names it.
+void write_perfetto(engine::TraceSource& source, const engine::Window& base,
+                    const std::vector<std::string>& nodes, bool by_node,
                     const std::function<void(const std::optional<std::string>&)>& scope,
                     Emitter& em) {
   std::map<uint32_t, engine::ProcessInfo> names;
@@ -89,8 +95,8 @@ void write_perfetto(engine::TraceSource& source, const std::vector<std::string>&
       return it->second;
     };
     for (const std::string& node : nodes) {
-      engine::Window w;
-      if (!node.empty() && nodes.size() > 1) w.node = node;
+      engine::Window w = base;
+      if (!node.empty() && by_node) w.node = node;
       if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
       names = source.processes();
       auto emit_event = [&](const hal::Event& e, const char* cat) {
@@ -147,23 +153,34 @@ void write_perfetto(engine::TraceSource& source, const std::vector<std::string>&
   if (scope) scope(std::nullopt);
 }
 
-struct ExportOpts {
-  std::string format = "perfetto", db, out, source;
-  bool force = false;
-};
+// The window asked for, resolved against `source`, its end pinned (a trace still being written
+// must not change between the reads).
+ingero::Result<engine::Window> export_window(engine::TraceSource& source, const ExportOpts& o) {
+  engine::WindowSpec spec = o.w;
+  if (o.pid) spec.pid = o.pid;
+  auto w = engine::resolve_window(source, spec);
+  if (!w) return w;
+  if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
+  return w;
+}
 
 // The fleet in ClickHouse, on one timeline: each node's clock offset removed (engine/fleet.h).
 std::string export_fleet(const ExportOpts& o, Emitter& em) {
   auto ep = fleet::parse_endpoint(o.source, true);
   if (!ep) return ep.error().message;
   fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
-  std::vector<std::string> nodes = source.nodes();
-  if (nodes.size() > 1 && source.error().empty())
+  std::vector<std::string> have = source.nodes();
+  if (have.size() > 1 && source.error().empty())
     source.set_clock_offsets(engine::clock_shift(engine::estimate_clock_offsets(
-        engine::gather_fleet_collectives(source, engine::Window{}, nodes), nodes)));
-  if (source.error().empty())
-    write_perfetto(
-        source, nodes, [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
+        engine::gather_fleet_collectives(source, engine::Window{}, have), have)));
+  if (!source.error().empty()) return source.error();
+  auto nodes = pick_nodes(have, o.nodes);
+  if (!nodes) return nodes.error().message;
+  auto w = export_window(source, o);
+  if (!w) return w.error().message;
+  write_perfetto(
+      source, *w, *nodes, have.size() > 1,
+      [&](const std::optional<std::string>& n) { source.set_scope(n); }, em);
   return source.error();
 }
 
@@ -172,6 +189,12 @@ std::string export_fleet(const ExportOpts& o, Emitter& em) {
 int export_sqlite(const ExportOpts& o) {
   if (!o.source.empty() || o.out.empty() || o.out == "-") {
     std::cerr << "ingero export: --format sqlite writes a file: give --db and -o FILE\n";
+    return kExitUsage;
+  }
+  // A copy of the whole file: a window, a process or a node would be dropped without a word.
+  if (!o.w.since.empty() || !o.w.from.empty() || !o.w.to.empty() || o.pid || !o.nodes.empty()) {
+    std::cerr << "ingero export: --format sqlite copies the whole file: --since, --from, --to, "
+                 "--pid and --node do not apply (`ingero query` selects rows)\n";
     return kExitUsage;
   }
   std::string path = o.db.empty() ? default_db_path() : o.db;
@@ -200,6 +223,7 @@ int export_sqlite(const ExportOpts& o) {
 
 int run_export(const ExportOpts& o) {
   if (o.format == "sqlite") return export_sqlite(o);
+  if (o.format == "pprof") return run_pprof_export(o);
   if (!o.source.empty() && !o.db.empty()) {
     std::cerr << "ingero export: give either --db or --source\n";
     return kExitUsage;
@@ -232,9 +256,15 @@ int run_export(const ExportOpts& o) {
     error = export_fleet(o, em);
   } else {
     store::SqlTraceSource source(*reader);
-    std::vector<std::string> nodes = source.nodes();
-    if (nodes.empty()) nodes = {""};
-    write_perfetto(source, nodes, nullptr, em);
+    std::vector<std::string> have = source.nodes();
+    auto nodes = pick_nodes(have.empty() ? std::vector<std::string>{""} : have, o.nodes);
+    auto w = export_window(source, o);
+    if (!nodes || !w) {
+      std::cerr << "ingero export: " << (!nodes ? nodes.error().message : w.error().message)
+                << "\n";
+      return kExitUsage;
+    }
+    write_perfetto(source, *w, *nodes, have.size() > 1, nullptr, em);
     if (!source.error().empty()) error = "reading " + path + ": " + source.error();
   }
   // A read error leaves no output file: the temporary file goes with `out`.
@@ -256,13 +286,18 @@ int run_export(const ExportOpts& o) {
 void add_export_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "export",
-      "Export a trace: --format perfetto writes Chrome trace-event JSON that ui.perfetto.dev\n"
-      "opens (one process track per node and pid, chains as markers); --format sqlite writes a\n"
-      "copy whose calls are plain rows, for tools that open the file themselves (the sqlite3\n"
-      "shell): ingero keeps calls in compressed blocks it reads through its own tables.");
+      "Export a trace for other tools: --format perfetto writes Chrome trace-event JSON that\n"
+      "ui.perfetto.dev opens (one process track per node and pid, chains as markers); --format\n"
+      "pprof a gzip-compressed pprof profile (sample types cpu, gpu_wait, launches, gpu_api)\n"
+      "for go tool pprof, Pyroscope, Parca; --format sqlite a copy whose calls are plain rows,\n"
+      "for tools that open the file themselves (the sqlite3 shell): ingero keeps calls in\n"
+      "compressed blocks it reads through its own tables. Examples:\n"
+      "  ingero export --db run.db -o run.json\n"
+      "  ingero export --format pprof --db run.db -o run.pb.gz --since 10m\n"
+      "  ingero export --format sqlite --db run.db -o plain.db");
   auto o = std::make_shared<ExportOpts>();
-  cmd->add_option("--format", o->format, "Output format")
-      ->check(CLI::IsMember({"perfetto", "sqlite"}))
+  cmd->add_option("--format", o->format, "Output format: perfetto, pprof or sqlite")
+      ->check(CLI::IsMember({"perfetto", "pprof", "sqlite"}))
       ->capture_default_str();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
   cmd->add_option("--source", o->source,
@@ -272,6 +307,11 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "Output file (default: stdout). Written to a temporary file in the same folder "
                   "and renamed over it when complete; never the input trace");
   cmd->add_flag("--force", o->force, "Replace the output file if it exists");
+  cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
+  cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
+  cmd->add_option("--to", o->w.to, "Window end");
+  cmd->add_option("--pid,-p", o->pid, "Only this process's calls and samples");
+  cmd->add_option("--node", o->nodes, "Only this node (repeatable; default: every node)");
   cmd->callback([&ctx, o] { ctx.exit_code = run_export(*o); });
 }
 

@@ -22,6 +22,7 @@
 #include "store/compact.h"
 #include "store/copy_rows.h"
 #include "store/event_rows.h"
+#include "store/kernel_names.h"
 #include "store/trace_queries.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -206,6 +207,18 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     if (!procs) return procs.error();
     for (const auto& p : *procs)
       if (auto s = w.note_process(p.pid, p.name, p.cmdline, 0); !s) return s;
+    // Kernel names (by node + pid + function) and what the node's sessions could not name.
+    auto kernels = store::read_kernel_names(db, which);
+    if (!kernels) return kernels.error();
+    for (const auto& k : *kernels)
+      if (auto s = w.add_kernel_name(
+              {k.pid, k.func, k.name, k.raw_name, hal::kernel_name_source_from(k.source), 0});
+          !s)
+        return s;
+    auto naming = store::read_kernel_naming(db, which);
+    if (!naming) return naming.error();
+    if (*naming)
+      if (auto s = w.update_kernel_naming(**naming); !s) return s;
     auto snaps = store::read_snapshots(db, which);
     if (!snaps) return snaps.error();
     for (const auto& r : *snaps)

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <iostream>
 
 #include "app/builtin_backends.h"
@@ -10,6 +11,7 @@
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_endpoint.h"
 #include "serve/http/listen_address.h"
+#include "serve/otlp/config.h"
 
 namespace ingero::app {
 namespace {
@@ -25,6 +27,47 @@ CLI::Validator duration_check(const std::string& examples) {
                                                : "bad duration '" + s + "' (use " + examples + ")";
       },
       "DURATION");
+}
+
+// A duration flag: "10s", "250ms", "1m" (the validator refuses anything else, or <= 0).
+CLI::Option* add_duration(CLI::App& cmd, const std::string& name, std::string& into,
+                          const std::string& help) {
+  return cmd.add_option(name, into, help)
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 500ms, 10s, 1m";
+          },
+          "DURATION"))
+      ->capture_default_str();
+}
+
+void add_otlp_options(CLI::App& cmd, TraceOptions& o, std::string& interval, std::string& threshold,
+                      std::string& exit_timeout) {
+  cmd.add_option("--otlp", o.otlp,
+                 "Also export OTLP/HTTP (protobuf) while tracing to ENDPOINT (http://HOST:4318, "
+                 "https:// for TLS; /v1/metrics, /v1/logs and /v1/traces are appended), or "
+                 "'env' for OTEL_EXPORTER_OTLP_ENDPOINT: every /metrics series, causal chains as "
+                 "log records, and with --otlp-spans slow calls. Headers from "
+                 "INGERO_OTLP_HEADERS / OTEL_EXPORTER_OTLP_HEADERS (docs/metrics.md)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "env") return "";
+        auto c = serve::otlp::resolve_config(v, [](const char*) { return std::nullopt; });
+        return c ? "" : c.error().message;
+      });
+  add_duration(cmd, "--otlp-interval", interval, "With --otlp: export the metrics every this long");
+  cmd.add_flag("--otlp-spans", o.otlp_spans,
+               "With --otlp: also export calls over --otlp-span-threshold and every collective "
+               "as spans, with their stack");
+  add_duration(cmd, "--otlp-span-threshold", threshold,
+               "With --otlp-spans: a call at least this slow becomes a span");
+  cmd.add_option("--otlp-span-rate", o.otlp_span_rate,
+                 "With --otlp-spans: at most this many spans per second (the rest are counted, "
+                 "not sent)")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  add_duration(cmd, "--otlp-exit-timeout", exit_timeout,
+               "At exit, OTLP delivery ends within this long, the request in flight included; "
+               "what is left is dropped and counted");
 }
 
 }  // namespace
@@ -46,6 +89,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto max_size = std::make_shared<std::string>();
   auto ship_exit = std::make_shared<std::string>("10s");
   auto inflight_after = std::make_shared<std::string>("5s");
+  auto otlp_interval = std::make_shared<std::string>("10s");
+  auto otlp_threshold = std::make_shared<std::string>("1ms");
+  auto otlp_exit = std::make_shared<std::string>("10s");
   auto pids = std::make_shared<std::vector<uint32_t>>();
   cmd->add_option("--pid,-p", *pids, "Trace only this process (repeatable); its children follow")
       ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT
@@ -88,10 +134,17 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--flush-ms", o->flush_ms, "Commit interval in milliseconds (1..60000)")
       ->check(CLI::Range(1, 60000))
       ->capture_default_str();
-  cmd->add_option(
-         "--sysfs-root", o->sysfs_root,
-         "Root under which InfiniBand counters are read: ROOT/class/infiniband (default /sys)")
+  cmd->add_option("--sysfs-root", o->sysfs_root,
+                  "Root under which InfiniBand counters (ROOT/class/infiniband) and amdgpu cards "
+                  "(ROOT/class/drm) are read (default /sys)")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--device-poll-ms", o->device_poll_ms,
+                  "Poll the GPUs' own utilisation, memory, clocks, power, temperature and errors "
+                  "(NVML via libnvidia-ml.so.1, amdgpu sysfs), per device and per process, every "
+                  "N ms (0: off). Where they cover the steps, explain measures GPU busy instead "
+                  "of bounding GPU idle")
+      ->check(CLI::Range(0u, 60000u))
+      ->capture_default_str();
   cmd->add_flag("--rdma-verbs", o->rdma_verbs,
                 "Also trace libibverbs asynchronous events (ibv_get_async_event)");
   cmd->add_option("--prometheus", o->prometheus,
@@ -109,6 +162,15 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_flag(
       "--prometheus-per-process", o->prometheus_per_process,
       "Add pid and comm labels to the GPU API metrics (one series per process: watch cardinality)");
+  cmd->add_option("--prometheus-kernels", o->prometheus_kernels,
+                  "Launches by kernel name on /metrics: the K kernels with the most launches get "
+                  "their own series, the rest share kernel=\"other\" (0: none)")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
+  cmd->add_flag("--kernel-names,!--no-kernel-names", o->kernel_names,
+                "Name the kernels launches run, from the runtime's registration of kernels, "
+                "driver look-ups and ELF symbols: once per kernel, never on the launch path "
+                "(default on; --no-kernel-names attaches no name probe)");
   cmd->add_flag(
       "--stack,!--no-stack", o->stacks,
       "Capture the user call stack of traced calls, with Python frames for CPython 3.10-3.13 "
@@ -202,11 +264,25 @@ void add_trace_command(CLI::App& app, Context& ctx) {
           },
           "DURATION"))
       ->capture_default_str();
+  cmd->add_option("--runtime-state", o->runtime_state,
+                  "A container runtime's state root, read (as root, without its socket) for "
+                  "container and pod names: containerd's (ROOT/io.containerd.runtime.v2.task/"
+                  "k8s.io/ID/config.json), CRI-O's (ROOT/overlay-containers/ID/userdata/"
+                  "config.json), Docker's (ROOT/containers/ID/config.v2.json). Repeatable; "
+                  "replaces the defaults (/run/containerd, /run/k3s/containerd, /var/snap/microk8s/"
+                  "common/run/containerd, /run/containers/storage, /var/lib/containers/storage, "
+                  "/var/lib/docker). See docs/schema.md, cgroup_metadata");
+  cmd->add_flag("--tenant-names,!--no-tenant-names", o->tenant_names,
+                "Name the cgroups of containers and pods (pod, namespace, container) from the "
+                "runtime's state, the process's HOSTNAME and its service-account namespace file, "
+                "once per cgroup (default on; --no-tenant-names keeps paths and layouts only)");
+  add_otlp_options(*cmd, *o, *otlp_interval, *otlp_threshold, *otlp_exit);
   cmd->add_option("command", o->command, "Command to run and trace (after --)")
       ->configurable(false);
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
-  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, inflight_after, pids] {
+  cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, otlp_interval,
+                 otlp_threshold, otlp_exit, inflight_after, pids] {
     o->pids = *pids;
     if (o->no_archive)
       std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
@@ -218,8 +294,12 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!full_rows->empty()) o->full_rows_s = engine::parse_duration_s(*full_rows);
     if (!max_size->empty()) o->max_db_bytes = parse_size(*max_size);
     o->clickhouse_exit_timeout_s = engine::parse_duration_s(*ship_exit);
-    o->inflight_after_s =
-        *inflight_after == "0" || *inflight_after == "0s" ? 0 : engine::parse_duration_s(*inflight_after);
+    o->inflight_after_s = *inflight_after == "0" || *inflight_after == "0s"
+                              ? 0
+                              : engine::parse_duration_s(*inflight_after);
+    o->otlp_interval_s = engine::parse_duration_s(*otlp_interval);
+    o->otlp_span_threshold_s = engine::parse_duration_s(*otlp_threshold);
+    o->otlp_exit_timeout_s = engine::parse_duration_s(*otlp_exit);
     std::string flags;
     if (!o->pids.empty()) flags += "pid-filter,";
     if (!o->command.empty()) flags += "command,";
@@ -229,6 +309,17 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     flags += "launch-timing=" + std::to_string(o->launch_timing) + ",";
     if (o->keep_runtime_probes) flags += "keep-runtime-probes,";
     if (o->keep_all) flags += "keep-all,";
+    if (!o->kernel_names) flags += "no-kernel-names,";
+    // The on-CPU sampling rate: what each sample is worth (export --format pprof).
+    if (o->stacks && o->cpu_sample_hz)
+      flags += "cpu-sample-hz=" + std::to_string(o->cpu_sample_hz) + ",";
+    if (!o->otlp.empty()) flags += std::string(o->otlp_spans ? "otlp-spans," : "otlp,");
+    // Read back by `ingero status` (store/inflight_rows.h): seconds, 0 when off.
+    {
+      char b[48];
+      std::snprintf(b, sizeof(b), "inflight-after=%g,", o->inflight_after_s);
+      flags += b;
+    }
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
     if (o->rdma_verbs) {

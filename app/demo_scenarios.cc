@@ -3,6 +3,8 @@
 #include <cstring>
 #include <random>
 
+#include "hal/symbolizer.h"
+
 namespace ingero::app {
 namespace {
 
@@ -106,6 +108,12 @@ class Demo {
     (void)w_.add_process_stats(r);
   }
   void add(const Event& e) { (void)w_.add(e); }
+  ingero::Status naming(const engine::KernelNaming& n) { return w_.update_kernel_naming(n); }
+  void stack(uint64_t id, std::vector<hal::StackFrame> frames) { (void)w_.add_stack(id, frames); }
+  // A kernel's name as the tracer stores it (hal/kernel_names.h).
+  void kernel(uint32_t pid, uint64_t func, const char* raw, hal::KernelNameSource source) {
+    (void)w_.add_kernel_name({pid, func, hal::demangle(raw), raw, source, kT0});
+  }
   uint64_t jitter(uint64_t base, double spread) {
     std::uniform_real_distribution<double> d(1.0 - spread, 1.0 + spread);
     return uint64_t(double(base) * d(rng_));
@@ -314,6 +322,57 @@ void nccl_straggler(Demo& d) {
   d.proc(5100, "ckpt_writer");
 }
 
+// A launch-bound step: 400 tiny `mul` and 400 `add` kernels a step from one line of Python,
+// then the loss read from another; the kernels named as the tracer names them, 8 launches a
+// step of a function registered before the trace began (no name).
+void launch_bound(Demo& d) {
+  const uint32_t kPid = 5151;
+  const uint64_t kStepStack = 0x51, kLossStack = 0x52;
+  const uint64_t kMul = 0x55d0c0a01e40, kAdd = 0x55d0c0a01f10, kOld = 0x55d0c0a02000;
+  d.proc(kPid, "python3");
+  auto py = [](const char* fn, int64_t line) {
+    hal::StackFrame f;
+    f.python = true;
+    f.function = fn;
+    f.file = "/home/user/train.py";
+    f.line = line;
+    return f;
+  };
+  d.stack(kStepStack,
+          {py("tiny_step", 8), py("train_epoch", 21), py("main", 30), py("<module>", 34)});
+  d.stack(kLossStack, {py("train_epoch", 23), py("main", 30), py("<module>", 34)});
+  d.kernel(kPid, kMul, "_Z3mulPfPKfS1_i", hal::KernelNameSource::kRegistration);
+  d.kernel(kPid, kAdd, "_Z3addPfPKfS1_i", hal::KernelNameSource::kRegistration);
+  for (uint64_t s = 0; s < 2; ++s) d.snapshot(kT0 + s * kS, 55.0, 30.0);
+  for (uint64_t i = 0; i < 120; ++i) {  // ~4.2 ms steps
+    uint64_t t = kT0 + i * 4200 * kUs;
+    for (int k = 0; k < 808; ++k) {
+      Event e = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaLaunchKernel",
+                       EventKind::kLaunch, t + uint64_t(k) * 5 * kUs, d.jitter(3500, 0.2));
+      e.set(Field::kFunc, k >= 800 ? kOld : k % 2 ? kAdd : kMul);
+      e.set(Field::kGridX, 64);
+      e.set(Field::kBlockX, 256);
+      e.set(Field::kStream, 0);
+      e.stack_id = kStepStack;
+      e.stack_of_site = true;
+      d.add(e);
+    }
+    Event c = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy,
+                     t + 4060 * kUs, d.jitter(8 * kUs, 0.2));
+    c.set(Field::kBytes, 4);
+    c.set(Field::kDirection, 2);
+    c.set(Field::kStream, 0);
+    c.stack_id = kLossStack;
+    d.add(c);
+    Event s = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaStreamSynchronize",
+                     EventKind::kSync, t + 4070 * kUs, d.jitter(20 * kUs, 0.2));
+    s.set(Field::kStream, 0);
+    s.stack_id = kLossStack;
+    d.add(s);
+  }
+  (void)d.naming({2, 120 * 8, 1, 0, 0});
+}
+
 }  // namespace
 
 const std::vector<DemoScenario>& demo_scenarios() {
@@ -327,6 +386,9 @@ const std::vector<DemoScenario>& demo_scenarios() {
       {"graph-recapture",
        "CUDA graph re-capture storm after a batch-size change, launch rate collapses"},
       {"nccl-straggler", "8 ranks all-reduce; rank 5 enters every collective ~290 ms late"},
+      {"launch-bound",
+       "400 tiny mul and 400 add kernels per step from one line: the host's launch rate sets "
+       "the step time"},
   };
   return s;
 }
@@ -350,6 +412,8 @@ ingero::Status write_demo(const std::string& scenario, store::TraceWriter& w) {
     graph_recapture(d);
   else if (scenario == "nccl-straggler")
     nccl_straggler(d);
+  else if (scenario == "launch-bound")
+    launch_bound(d);
   else {
     std::string known;
     for (const auto& s : demo_scenarios()) known += (known.empty() ? "" : ", ") + s.name;

@@ -32,6 +32,27 @@ void print_op_table(std::ostream& out, const std::vector<const engine::OpStats*>
   }
 }
 
+// "    kernels per step: 400 × mul, 400 × add, 3 others (12 launches unnamed)".
+void print_step_kernels(std::ostream& out, const engine::ProcessKernels& k) {
+  std::vector<const engine::KernelCount*> shown;
+  for (const auto& c : k.kernels)
+    if (c.per_step_median) shown.push_back(&c);
+  std::stable_sort(shown.begin(), shown.end(),
+                   [](auto* x, auto* y) { return x->per_step_median > y->per_step_median; });
+  if (shown.empty() && !k.unnamed_launches) return;
+  constexpr size_t kShown = 6;
+  out << "    kernels per step:";
+  for (size_t i = 0; i < shown.size() && i < kShown; ++i)
+    out << (i ? ", " : " ") << format_count(shown[i]->per_step_median) << " \u00d7 "
+        << shown[i]->label();
+  if (shown.size() > kShown) out << ", " << shown.size() - kShown << " more";
+  if (shown.empty()) out << " none in steady steps";
+  if (k.unnamed_launches)
+    out << " (" << format_count(k.unnamed_launches) << " of " << format_count(k.launches)
+        << " launches have no kernel name)";
+  out << "\n";
+}
+
 }  // namespace
 
 void print_chain(std::ostream& out, const engine::Chain& c) {
@@ -41,8 +62,14 @@ void print_chain(std::ostream& out, const engine::Chain& c) {
     for (const auto& t : c.timeline) out << "    [" << pad(t.layer, 6) << "] " << t.detail << "\n";
   }
   for (const auto& st : c.stacks) {
-    out << "  Stack (" << st.calls << " of the " << st.examined << " slowest calls, worst "
-        << format_duration(st.worst_ns) << ", pid " << st.pid << " tid " << st.tid << "):\n";
+    // A chain's slowest calls (with the worst), or a site's calls (a launch site: no worst).
+    out << "  Stack (";
+    if (st.examined && st.worst_ns)
+      out << st.calls << " of the " << st.examined << " slowest calls, worst "
+          << format_duration(st.worst_ns) << ", ";
+    else if (st.examined)
+      out << format_count(st.calls) << " of " << format_count(st.examined) << " calls, ";
+    out << "pid " << st.pid << " tid " << st.tid << "):\n";
     for (const auto& f : st.frames) out << "    " << f << "\n";
   }
   out << "  Root cause: " << c.root_cause << "\n";
@@ -60,6 +87,7 @@ static void print_steps(std::ostream& out, const engine::Analysis& a) {
     if (!any) out << "Training steps\n";
     any = true;
     out << "  " << a.process_name(s.pid) << " (pid " << s.pid << "): " << s.summary.text << "\n";
+    if (const engine::ProcessKernels* k = a.kernels.find(s.pid)) print_step_kernels(out, *k);
     if (s.calls_dropped)
       out << "    steps modelled until " << format_wall(s.last_call_ns)
           << " only: " << format_count(s.calls_dropped)
@@ -68,9 +96,52 @@ static void print_steps(std::ostream& out, const engine::Analysis& a) {
   if (any) out << "\n";
 }
 
+// Per tenant (explain --group-by): GPU API time, preempted time, and who preempted whom.
+static void print_tenants(std::ostream& out, const engine::Analysis& a, engine::TenantGrouping g) {
+  engine::TenantReport r = engine::tenant_report(a, g);
+  out << "\nTENANTS (by " << engine::grouping_name(g) << ")\n";
+  if (!r.named)
+    out << "  No pod or container names in this trace: tenants are cgroups (docs/schema.md, "
+           "cgroup_metadata).\n";
+  if (r.tenants.empty()) {
+    out << "  No GPU calls or preemptions in this window.\n";
+    return;
+  }
+  out << "  " << pad("tenant", 48) << lpad("GPU calls", 10) << lpad("API time", 10)
+      << lpad("preempted", 11) << lpad("by others", 11) << lpad("took", 10) << "\n";
+  for (const auto& t : r.tenants) {
+    std::string name = t.name;
+    if (!t.gpu_pids.empty()) {
+      name += " (pid";
+      for (size_t i = 0; i < t.gpu_pids.size() && i < 3; ++i)
+        name += (i ? ", " : " ") + std::to_string(t.gpu_pids[i]);
+      name += t.gpu_pids.size() > 3 ? ", ...)" : ")";
+    }
+    // A long name (a cgroup path) gets a line of its own.
+    if (name.size() > 47) {
+      out << "  " << name << "\n";
+      name.clear();
+    }
+    out << "  " << pad(name, 48) << lpad(format_count(t.calls), 10)
+        << lpad(format_duration(t.api_ns), 10) << lpad(format_duration(t.preempted_ns), 11)
+        << lpad(format_duration(t.preempted_by_others_ns), 11)
+        << lpad(format_duration(t.preempting_ns), 10) << "\n";
+  }
+  if (r.tenants_omitted) out << "  (" << r.tenants_omitted << " more tenants)\n";
+  if (r.across.empty()) return;
+  out << "  Preempted across tenants:\n";
+  for (const auto& x : r.across)
+    out << "    " << x.victim << " lost " << format_duration(x.ns) << " (" << format_count(x.count)
+        << (x.count == 1 ? " preemption) to " : " preemptions) to ") << x.by << ", mostly "
+        << x.top_comm << " (pid " << x.top_pid << ")\n";
+  if (r.across_omitted) out << "    (" << r.across_omitted << " more)\n";
+}
+
 void print_report(std::ostream& out, const engine::Analysis& a, const ReportOptions& o) {
   // Losses come first: every figure below is a lower bound when calls are missing.
   if (std::string lost = engine::losses_line(a.losses); !lost.empty()) out << lost << "\n";
+  if (std::string unnamed = engine::unnamed_kernels_line(a.kernels); !unnamed.empty())
+    out << unnamed << "\n";
   out << "INGERO INCIDENT REPORT";
   if (!o.title.empty()) out << " \u2014 " << o.title;
   out << "\n";
@@ -116,10 +187,14 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
       << " MEDIUM, " << low << " LOW)\n";
   if (a.chains.empty()) out << "  No causal chain: nothing in this window needs explaining.\n";
   for (const auto& c : a.chains) print_chain(out, c);
+  if (o.group_by) print_tenants(out, a, *o.group_by);
   if (o.per_process && !a.processes.empty()) {
     out << "\nPER-PROCESS BREAKDOWN\n";
     for (const auto& p : a.processes) {
-      out << "\n" << p.name << " (pid " << p.pid << ", " << p.role << ")\n";
+      std::string tenant = engine::tenant_label(p.cgroup);
+      out << "\n"
+          << p.name << " (pid " << p.pid << ", " << p.role << ")"
+          << (tenant.empty() ? "" : " in " + tenant) << "\n";
       if (!p.ops.empty()) print_op_table(out, p.ops, "  ");
       out << "  " << format_count(p.switches) << " context switches ("
           << format_count(p.involuntary) << " preempted), " << format_duration(p.off_cpu_ns)

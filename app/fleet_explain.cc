@@ -65,6 +65,26 @@ nlohmann::json one_shape(const nlohmann::json& per_node, const std::string& titl
     }
     j["nodes"].push_back(node_entry(r));
   }
+  // Tenants live on one node: each node's rows, tagged with it.
+  nlohmann::json tenants = {{"grouping", per_node[0]["tenants"]["grouping"]},
+                            {"named", false},
+                            {"tenants", nlohmann::json::array()},
+                            {"tenants_omitted", 0},
+                            {"preemptions", nlohmann::json::array()},
+                            {"preemptions_omitted", 0}};
+  for (const auto& r : per_node) {
+    const auto& t = r["tenants"];
+    std::string node = r.value("node", "");
+    tenants["named"] = tenants["named"].get<bool>() || t["named"].get<bool>();
+    for (const char* list : {"tenants", "preemptions"})
+      for (auto row : t[list]) {
+        row["node"] = node;
+        tenants[list].push_back(std::move(row));
+      }
+    for (const char* n : {"tenants_omitted", "preemptions_omitted"})
+      tenants[n] = tenants[n].get<uint64_t>() + t[n].get<uint64_t>();
+  }
+  j["tenants"] = std::move(tenants);
   if (per_node[0].contains("note")) j["note"] = per_node[0]["note"];  // the file's, not a node's
   j["events"] = events;
   // Sketches where any node's come from them.
@@ -185,7 +205,7 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
   for (size_t i = 0; i < o.nodes.size(); ++i) {
     const std::string& node = o.nodes[i];
     ReportOptions ro{node.empty() ? o.title : o.title + " [node " + node + "]", o.subtitle,
-                     o.per_process};
+                     o.per_process, o.group_by};
     if (o.json) {
       auto j = report_json(analyses[i], ro);
       if (!node.empty()) j["node"] = node;

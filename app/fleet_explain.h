@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/fleet.h"
+#include "engine/tenants.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -22,6 +23,7 @@ struct FleetExplainOptions {
   std::string only_node;           // nodes == {""}: the one node the trace holds, if named
   engine::Window window;
   bool per_process = false, json = false;
+  std::optional<engine::TenantGrouping> group_by;  // --group-by: the TENANTS section
   // The source applies clock offsets itself (ClickHouse): called with them once estimated.
   // Unset: the engine applies them (merged files).
   std::function<void(const engine::ClockShift&)> apply_offsets;

@@ -26,19 +26,22 @@ engine::EngineOptions tracer_engine_options() {
   return eo;
 }
 
-std::map<uint64_t, std::string> cgroup_paths(const std::string& root) {
-  std::map<uint64_t, std::string> out;
-  std::error_code ec;
-  struct stat st {};
-  if (stat(root.c_str(), &st) == 0) out[st.st_ino] = "/";
-  for (auto it = std::filesystem::recursive_directory_iterator(
-           root, std::filesystem::directory_options::skip_permission_denied, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_directory(ec)) continue;
-    if (stat(it->path().c_str(), &st) == 0)
-      out[st.st_ino] = "/" + std::filesystem::relative(it->path(), root, ec).string();
-  }
-  return out;
+store::CgroupRow cgroup_row(const kernelside::CgroupTenant& t) {
+  store::CgroupRow r;
+  r.cgroup_id = t.id;
+  r.path = t.path;
+  r.container_id = t.layout.container_id;
+  r.pod = t.names.pod;
+  r.pod_namespace = t.names.pod_namespace;
+  r.container = t.names.container;
+  auto text = [](std::string_view v) {
+    return v.empty() ? std::nullopt : std::optional<std::string>(v);
+  };
+  r.pod_uid = text(t.layout.pod_uid);
+  r.qos = text(kernelside::qos_name(t.layout.qos));
+  r.runtime = text(t.layout.runtime);
+  r.names_from = text(t.names.from);
+  return r;
 }
 
 store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64_t detected_at) {
@@ -68,8 +71,9 @@ store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64
 }
 
 ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const std::string& db_path,
-                                            const std::string& node, int64_t from_ns,
-                                            int64_t to_ns) {
+                                            const std::string& node, int64_t from_ns, int64_t to_ns,
+                                            kernelside::TenantResolver& tenants,
+                                            std::vector<engine::Chain>* chains) {
   if (auto st = writer.commit(); !st) return st.error();
   auto reader = store::TraceReader::open(db_path, builtin_views());
   if (!reader) return reader.error();
@@ -86,10 +90,17 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
     if (!*r) break;
     ids.insert(uint64_t(q->int64(0)));
   }
-  if (!ids.empty()) {
-    auto paths = cgroup_paths();
-    for (uint64_t id : ids)
-      if (auto p = paths.find(id); p != paths.end()) (void)writer.add_cgroup_path(id, p->second);
+  // Those the tracer named while they ran are stored; the others are found in the hierarchy
+  // (walked only if there are some: a large host has thousands of cgroups).
+  std::vector<uint64_t> unnamed;
+  for (uint64_t id : ids)
+    if (auto t = tenants.find(id); id && (!t || t->path.empty())) unnamed.push_back(id);
+  if (!unnamed.empty()) {
+    auto paths = kernelside::walk_cgroup_paths(tenants.cgroup_root());
+    for (uint64_t id : unnamed)
+      if (auto p = paths.find(id); p != paths.end())
+        if (auto st = writer.add_cgroup(cgroup_row(tenants.resolve_path(id, p->second))); !st)
+          return st.error();
   }
   if (auto st = writer.commit(); !st) return st.error();
   // The writer's page cache (8 MiB while tracing) is not needed for the few rows left to
@@ -111,6 +122,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   for (const auto& c : a.chains) rows.push_back(chain_row(c, node, now));
   if (auto st = writer.replace_chains(rows); !st) return st.error();
   if (auto st = writer.commit(); !st) return st.error();
+  if (chains) *chains = std::move(a.chains);
   return rows.size();
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/session_chains.h"
@@ -28,6 +29,19 @@ void Trace::stop_child() {
     std::cerr << cr() << "ingero: the traced command (pid " << cmd_.pid()
               << ") did not exit within " << kChildGraceSeconds
               << " s of the signal; it keeps running, untraced\n";
+}
+
+// The session's chains the live analysis had not sent become log records, then the last
+// metrics; delivery ends by --otlp-exit-timeout, and what it sent and dropped goes into the
+// session row's bpf_stats (otlp_*).
+void Trace::finish_otlp(const std::vector<engine::Chain>& chains, store::SessionEnd& end) {
+  if (!chains.empty()) otlp_->on_chains(chains, wall_now_ns());
+  auto left = std::chrono::milliseconds(int64_t(opts_.otlp_exit_timeout_s * 1000));
+  otlp_->finish(std::chrono::steady_clock::now() + left);
+  nlohmann::json j = nlohmann::json::parse(end.bpf_stats_json, nullptr, false);
+  if (j.is_discarded()) j = nlohmann::json::object();
+  add_otlp_stats(j, otlp_->stats());
+  end.bpf_stats_json = j.dump();
 }
 
 int Trace::finish() {
@@ -58,17 +72,23 @@ int Trace::finish() {
   end.stopped_at_ns = wall_now_ns();
   end.attached_probes = attached;
   end.counters = session_counters(stats, pc.call_records, true);
-  end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get());
+  end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get(), kernels_.get());
   end.exit_reason = exit_reason_;
   // The rings are read out: unmapping them before the session's analysis makes the peak
   // memory the larger of tracing and analysing, not their sum.
   pipeline_->catch_up_stacks = nullptr;
   reader_.reset();
+  // Before the session's analysis, committed: it says what could not be named.
+  update_kernel_naming();
+  pipeline_->commit();
   size_t nchains = 0;
-  if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns))
+  std::vector<engine::Chain> chains;
+  if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns,
+                                    *tenants_, otlp_ ? &chains : nullptr))
     nchains = *c;
   else if (!opts_.quiet)
     std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
+  if (otlp_) finish_otlp(chains, end);
   // One bound on shipping at exit: the pass in flight (a stalled ClickHouse held it for its
   // 30 s request timeout) and then the last pass, connects and reads included, share
   // --clickhouse-exit-timeout; the writer's own finish between them is not shipping.
@@ -96,6 +116,7 @@ int Trace::finish() {
     if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
     std::cerr << "\n";
     if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
+    if (kernels_) print_kernel_names_summary(std::cerr, *kernels_);
     if (writer_->retention_deleted())
       std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
                 << " rows past the policy (--retain/--max-db-size)"
@@ -109,11 +130,16 @@ int Trace::finish() {
                 << " calls older than --full-rows keep only their folded form (launches in runs; "
                    "per-second summaries keep every call); longest pass "
                 << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
+    if (auto tc = tenants_->cost(); tc.named)
+      std::cerr << "ingero: named " << tc.named << " of " << tc.cgroups
+                << " cgroups (pod, namespace, container: cgroup_metadata) from " << tc.reads
+                << " files read in " << engine::format_duration(uint64_t(tc.ns)) << "\n";
     if (pc.unknown_probe || pc.malformed)
       std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
                 << " records could not be decoded\n";
   }
   print_losses(std::cerr, end.counters);  // even with -q: the figures are lower bounds
+  if (otlp_) print_otlp_summary(std::cerr, *otlp_, opts_.quiet);  // its drops even with -q
   if (writer_->failed() || !fin) {
     std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db_
               << (sinks_.last_error().empty() ? "" : ": " + sinks_.last_error())

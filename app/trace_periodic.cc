@@ -32,6 +32,14 @@ void Trace::update_counters() {
   pipeline_->commit();
   (void)writer_->update_counters(
       session_counters(session_->stats(), pipeline_->counters().call_records, false));
+  update_kernel_naming();
+}
+
+void Trace::update_kernel_naming() {
+  if (!kernels_) return;
+  const auto& k = kernels_->counters();
+  (void)writer_->update_kernel_naming(
+      {k.names, k.unnamed_launches, k.unnamed_functions, k.unreadable, 0});
 }
 
 // --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
@@ -82,7 +90,7 @@ void Trace::fold_blocks() {
 }
 
 // Agent metrics every second; the active causal chains (last 5 minutes) every 30 s, computed
-// off the event loop on a read-only connection.
+// off the event loop on a read-only connection, for the gauge and, with --otlp, as log records.
 void Trace::update_metrics(int64_t mono, bool final) {
   if (!metrics_) return;
   const auto& pc = pipeline_->counters();
@@ -101,10 +109,12 @@ void Trace::update_metrics(int64_t mono, bool final) {
   events_at_last_metrics_ = total;
   last_metrics_ = mono;
   metrics_->retire_exited(mono);
+  metrics_->refresh_kernel_series();
   if (live_chains_.valid() &&
       live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     LiveAnalysis la = live_chains_.get();
     metrics_->set_chains(la.chains);
+    if (otlp_) otlp_->on_chains(la.found, wall_now_ns());
     std::vector<serve::Metrics::StepSample> fresh;
     int64_t last = steps_observed_to_;
     for (const auto& [end, sample] : la.steps)
@@ -119,7 +129,8 @@ void Trace::update_metrics(int64_t mono, bool final) {
   pipeline_->commit();
   std::string db = db_;
   int64_t to = wall_now_ns(), from = to - 300'000'000'000LL;
-  live_chains_ = std::async(std::launch::async, [db, from, to] {
+  bool keep_chains = otlp_ != nullptr;
+  live_chains_ = std::async(std::launch::async, [db, from, to, keep_chains] {
     LiveAnalysis out;
     auto reader = store::TraceReader::open(db);
     if (!reader) return out;
@@ -134,14 +145,16 @@ void Trace::update_metrics(int64_t mono, bool final) {
     engine::EngineOptions eo = tracer_engine_options();
     w.from_ns = source.recent_start(w, eo.model_calls);
     eo.model_calls = 0;  // the whole window is those seconds already: no second look-up
+    eo.kernels = false;  // only severities and steps are kept of it
     auto a = engine::analyze(source, w, eo);
     for (const auto& c : a.chains) ++out.chains[engine::severity_name(c.severity)];
+    if (keep_chains) out.found = std::move(a.chains);
     for (const auto& s : a.steps.processes)
       for (const auto& st : s.steps)
         if (!st.warmup && st.duration())
-          out.steps.push_back(
-              {st.end_ns,
-               {double(st.duration()) / 1e9, double(st.gpu_idle_ns) / double(st.duration())}});
+          out.steps.push_back({st.end_ns,
+                               {double(st.duration()) / 1e9,
+                                double(st.gpu_idle_ns) / double(st.duration()), st.gpu_busy}});
     return out;
   });
   next_chains_ = mono + 30'000'000'000LL;

@@ -10,11 +10,14 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "app/device_poller.h"
 #include "app/fleet_hook.h"
+#include "app/otlp_hook.h"
 #include "app/trace_samplers.h"
 #include "app/traced_command.h"
 #include "app/tracer.h"
@@ -23,6 +26,7 @@
 #include "capture/inflight_host.h"
 #include "capture/inflight_monitor.h"
 #include "capture/launch_nesting.h"
+#include "capture/kernel_namer.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
@@ -31,8 +35,11 @@
 #include "hal/ring_reader.h"
 #include "kernelside/cpu_sampler.h"
 #include "kernelside/host_programs.h"
+#include "kernelside/tenant_names.h"
+#include "kernelside/tenant_watch.h"
 #include "serve/metrics/metrics.h"
 #include "store/file_access.h"
+#include "serve/otlp/exporter.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app::trace_detail {
@@ -68,6 +75,7 @@ class Trace {
   int attach();  // tracepoints, sampler, call probes, the session row; releases the command
   void loop();   // reads the rings until a duration passes, a signal arrives or the command exits
   int finish();  // stops the command first, drains, records the session, reports
+  void finish_otlp(const std::vector<engine::Chain>& chains, store::SessionEnd& end);
   hal::BpfConfig bpf_config();
   bool serve_metrics();
   void make_pipeline();
@@ -84,7 +92,13 @@ class Trace {
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   void make_inflight();
+  // The session row's kernel-naming counters (store/kernel_names.h), from the namer.
+  void update_kernel_naming();
   void stop_child();
+  // app/trace_device.cc: the device side channel (NVML, amdgpu): opened and started with the
+  // loop, drained into the trace file and the registry every --flush-ms, stopped at the end.
+  void start_devices();
+  void drain_devices(bool final);
   std::string cr() const { return tty_ ? "\r\033[K" : ""; }
 
   const TraceOptions& opts_;
@@ -99,6 +113,9 @@ class Trace {
   std::unique_ptr<kernelside::HostPrograms> host_;
   std::unique_ptr<kernelside::CpuSampler> sampler_;
   std::unique_ptr<store::TraceWriter> writer_;
+  // Who each cgroup the events name belongs to (cgroup_metadata, the metrics' tenant labels).
+  std::unique_ptr<kernelside::TenantResolver> tenants_;
+  std::unique_ptr<kernelside::TenantWatch> tenant_watch_;
   std::unique_ptr<hal::CallDecoder> decoder_;
   hal::LocalHost local_;
   capture::SinkSet sinks_;
@@ -108,14 +125,23 @@ class Trace {
   std::unique_ptr<capture::StackCollector> stacks_;
   std::unique_ptr<capture::ProcInflightHost> inflight_host_;
   std::unique_ptr<capture::InflightMonitor> inflight_;  // calls in flight (--inflight-after)
+  std::unique_ptr<capture::KernelNamer> kernels_;
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;
+  std::optional<serve::otlp::ExporterConfig> otlp_config_;  // --otlp, resolved in open()
+  std::unique_ptr<serve::otlp::Exporter> otlp_;             // started in attach()
   std::unique_ptr<HostSamplers> samplers_;
+  std::unique_ptr<DevicePoller> devices_;
+  ProcessLabeller device_labels_;
+  uint64_t device_rows_lost_ = 0;  // samples the poller dropped or the writer refused
+  bool device_warned_ = false;
   std::vector<Periodic> periodic_;
-  // The periodic analysis for /metrics: chains by severity, and the steady steps that ended.
+  // The periodic analysis for /metrics and OTLP: chains by severity (and, with --otlp, the
+  // chains themselves), and the steady steps that ended.
   struct LiveAnalysis {
     std::map<std::string, uint64_t> chains;
+    std::vector<engine::Chain> found;
     std::vector<std::pair<int64_t, serve::Metrics::StepSample>> steps;  // (end_ns, sample)
   };
   std::future<LiveAnalysis> live_chains_;

@@ -22,7 +22,7 @@ store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_r
 }
 
 std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline& pipeline,
-                       const capture::StackCollector* stacks) {
+                       const capture::StackCollector* stacks, const capture::KernelNamer* kernels) {
   nlohmann::json sj;
   const char* names[] = {"calls",           "ringbuf_drops",    "thread_map_full", "depth_overflow",
                          "unpaired_return", "frames_discarded", "unfinished",      "host_drops",
@@ -55,8 +55,19 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     sj["inflight_read_errors"] = f.read_errors;
     sj["inflight_cpu_ns"] = f.cpu_ns;
   }
+  sj["kernel_name_records"] = pc.name_records;
   sj["delivery_lag_p50_us"] = pipeline.delivery_lag_quantile_ns(0.50) / 1000;
   sj["delivery_lag_p99_us"] = pipeline.delivery_lag_quantile_ns(0.99) / 1000;
+  if (kernels) {
+    const auto& k = kernels->counters();
+    sj["kernel_names"] = k.names;
+    sj["kernel_name_captures"] = k.captures;
+    sj["kernel_names_unreadable"] = k.unreadable;
+    sj["kernel_named_launches"] = k.named_launches;
+    sj["kernel_unnamed_launches"] = k.unnamed_launches;
+    sj["kernel_entries_dropped"] = k.dropped;
+    sj["kernel_names_unkept"] = k.unkept;
+  }
   if (stacks) {
     const auto& sc = stacks->counters();
     sj["stacks_distinct"] = sc.stored;
@@ -112,6 +123,30 @@ void print_stacks_summary(std::ostream& out, const hal::BpfStats& stats,
     out << ", " << sc.python_gone
         << " Python frames lost (the process exited before they were read)";
   if (sc.unknown_refs) out << ", " << sc.unknown_refs << " calls lost their stack record";
+  out << "\n";
+}
+
+}  // namespace ingero::app
+
+namespace ingero::app {
+
+void print_kernel_names_summary(std::ostream& out, const capture::KernelNamer& namer) {
+  const auto& k = namer.counters();
+  if (!k.names && !k.unnamed_launches && !k.unreadable) return;
+  out << "ingero: kernel names: " << k.names;
+  const char* what[] = {"", "registration", "driver look-ups", "ELF symbols"};
+  std::string parts;
+  for (size_t i = 1; i < 4; ++i)
+    if (k.by_source[i])
+      parts += (parts.empty() ? "" : ", ") + std::to_string(k.by_source[i]) + " " + what[i];
+  if (!parts.empty()) out << " (" << parts << ")";
+  if (k.unnamed_launches)
+    out << "; " << k.unnamed_launches << " launches of " << k.unnamed_functions
+        << " functions have none (registered before the trace began in a file without "
+           "symbols, or named by what could not be read)";
+  if (k.unreadable)
+    out << "; " << k.unreadable
+        << " names could not be read (the process exited before the tracer read them)";
   out << "\n";
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "capture/event_pipeline.h"
+#include "capture/kernel_namer.h"
 #include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
 #include "store/trace_writer.h"
@@ -18,7 +19,8 @@ store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_r
 
 // Every counter of the BPF side and the pipeline, for sessions.bpf_stats.
 std::string stats_json(const hal::BpfStats& s, const capture::EventPipeline& p,
-                       const capture::StackCollector* stacks);
+                       const capture::StackCollector* stacks,
+                       const capture::KernelNamer* kernels = nullptr);
 
 // One line per kind of loss ("12 calls lost (calls ring full): counts are lower bounds; raise
 // --ringbuf-mb"), nothing when nothing was lost. Printed even with -q.
@@ -27,5 +29,8 @@ void print_losses(std::ostream& out, const store::SessionCounters& c);
 // The closing summary (not with -q).
 void print_stacks_summary(std::ostream& out, const hal::BpfStats& s,
                           const capture::StackCollector& stacks);
+// "kernel names: 4 (4 registration); 12 launches of 2 functions have none", nothing when no
+// launch or name was seen.
+void print_kernel_names_summary(std::ostream& out, const capture::KernelNamer& k);
 
 }  // namespace ingero::app

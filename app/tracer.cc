@@ -170,6 +170,7 @@ hal::BpfConfig Trace::bpf_config() {
 // a half-started tracer.
 bool Trace::serve_metrics() {
   metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
+  metrics_->set_kernel_series(opts_.prometheus_kernels);
   if (auto st = metrics_->serve(opts_.prometheus, opts_.prometheus_web_config); !st) {
     std::cerr << "ingero trace: " << st.error().message << "\n";
     return false;
@@ -191,6 +192,19 @@ bool Trace::serve_metrics() {
 void Trace::make_pipeline() {
   probes_ = std::make_unique<hal::ProbeManager>(session_.get(), backends_, local_);
   decoder_ = std::make_unique<hal::CallDecoder>(probes_->table());
+  kernelside::TenantSources ts;
+  if (!opts_.runtime_state.empty()) ts.runtime_roots = opts_.runtime_state;
+  ts.names = opts_.tenant_names;
+  tenants_ = std::make_unique<kernelside::TenantResolver>(ts);
+  // First, so that a cgroup is named before another sink asks.
+  tenant_watch_ = std::make_unique<kernelside::TenantWatch>(
+      *tenants_, [this](const kernelside::CgroupTenant& t) {
+        if (auto st = writer_->add_cgroup(cgroup_row(t)); !st && !opts_.quiet)
+          std::cerr << cr() << "ingero: cgroup " << t.id << " not stored: " << st.error().message
+                    << "\n";
+      });
+  sinks_.add(tenant_watch_.get());
+  if (metrics_) metrics_->set_tenants(tenants_.get());
   sinks_.add(writer_.get());
   if (metrics_) sinks_.add(metrics_.get());
   sinks_.on_error = [this](const std::string& m) {
@@ -218,6 +232,14 @@ void Trace::make_pipeline() {
                    "--keep-runtime-probes keeps them)\n";
   };
   pipeline_->nesting = nesting_.get();
+  if (opts_.kernel_names) {
+    kernels_ = std::make_unique<capture::KernelNamer>(
+        sinks_, std::make_unique<capture::LocalProcessImage>());
+    pipeline_->kernels = kernels_.get();
+  } else {
+    probes_->set_spec_filter(
+        [](const hal::ProbeSpec& s) { return s.kind != hal::EventKind::kKernelName; });
+  }
   if (opts_.stacks) {
     stacks_ = std::make_unique<capture::StackCollector>(sinks_, session_.get());
     stacks_->on_warning = [this](const std::string& m) {
@@ -225,6 +247,10 @@ void Trace::make_pipeline() {
     };
     pipeline_->stacks = stacks_.get();
     stacks_->scan_existing(local_.pids());
+    // A process that exited before its names were read: the maps its first stack was
+    // resolved with.
+    if (kernels_)
+      kernels_->maps_fallback = [s = stacks_.get()](uint32_t pid) { return s->maps_of(pid); };
   }
   make_inflight();
 }
@@ -272,7 +298,11 @@ int Trace::open() {
   } else {
     db_ = opts_.db_path;
   }
+  if (!opts_.otlp.empty() && !(otlp_config_ = resolve_otlp(opts_))) return kExitUsage;
   if (!opts_.prometheus.empty() && !serve_metrics()) return kExitUsage;
+  // OTLP exports the registry's series: it is kept whether or not /metrics is served.
+  if (!metrics_ && otlp_config_)
+    metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
   if (!opts_.command.empty() &&
       cmd_.start(opts_.command, raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt) !=
           0) {
@@ -388,6 +418,13 @@ int Trace::attach() {
     return kExitFailure;
   }
   if (shipper_) shipper_->start();
+  if (otlp_config_) {
+    otlp_ = make_otlp_exporter(opts_, std::move(*otlp_config_),
+                               {si_.host, si_.node, si_.started_at_ns, si_.mono_offset_ns},
+                               metrics_->registry());
+    if (!otlp_) return kExitUsage;
+    if (opts_.otlp_spans) sinks_.add(otlp_.get());  // slow calls and collectives
+  }
   store_libraries(libs, true);
   pipeline_->commit();
 
@@ -414,9 +451,13 @@ void Trace::loop() {
       session_->config().host_context ? session_->pid_stats_fd() : -1, opts_.sysfs_root,
       registry_.all());
   samplers_->start(start_mono_, wall_now_ns());
+  start_devices();
   next_chains_ = start_mono_;
   const int64_t sec = 1'000'000'000;
   periodic_ = {
+      // Before the commit below: at the end, the last device rows go in the last batch.
+      {int64_t(opts_.flush_ms) * 1'000'000, true,
+       [this](int64_t, bool final) { drain_devices(final); }},
       {int64_t(opts_.flush_ms) * 1'000'000, true, [this](int64_t, bool) { pipeline_->commit(); }},
       {sec, true, [this](int64_t m, bool f) { samplers_->sample(m, f); }},
       {5 * sec, true, [this](int64_t, bool) { update_counters(); }},

@@ -28,9 +28,12 @@ struct TraceOptions {
   uint32_t ringbuf_mb = 0;          // calls ring in MiB (a power of two); 0: sized by CPU count
   std::string flags;                // recorded in the session row
   std::string sysfs_root = "/sys";  // backends poll their device counters under it
+  uint32_t device_poll_ms = 100;    // NVML / amdgpu sampling period (0: off)
   bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;
+  uint32_t prometheus_kernels = 20;   // kernels with their own launch series (0: none)
+  bool kernel_names = true;           // name launches' kernels (hal/kernel_names.h)
   std::string prometheus_web_config;  // Prometheus web-config file: TLS, basic auth ("" = none)
   bool stacks = true;                 // user stacks (native + Python frames) of traced calls
   uint32_t stack_samples = 2;         // calls per call site that walk their stack
@@ -49,6 +52,18 @@ struct TraceOptions {
   // Calls in flight longer than this are reported while they last (capture/inflight_monitor.h;
   // 0: off).
   double inflight_after_s = 5;
+  // Container runtimes' state roots read for container and pod names (kernelside/
+  // tenant_names.h); empty: the defaults.
+  std::vector<std::string> runtime_state;
+  bool tenant_names = true;  // read names for cgroups of containers and pods (else paths only)
+  // OTLP/HTTP export (serve/otlp): a base URL, or "env" for OTEL_EXPORTER_OTLP_ENDPOINT;
+  // "" = off.
+  std::string otlp;
+  double otlp_interval_s = 10;           // metrics every this long
+  bool otlp_spans = false;               // slow calls and collectives as spans
+  double otlp_span_threshold_s = 0.001;  // a call this slow is a span
+  uint32_t otlp_span_rate = 100;         // spans per second at most
+  double otlp_exit_timeout_s = 10;       // delivery at exit ends within this long
 };
 
 // Runs the trace. Returns the command's exit status when one ran (128 + N when signal N ended

@@ -1,7 +1,8 @@
 // Pipeline throughput: synthetic ring-buffer call records through the same EventPipeline
 // (decode -> SQLite batch writer) that `ingero trace` runs, pinned to one CPU.
 // Prints events/s. Target (docs/performance.md): >= 500,000 events/s on one core.
-//   pipeline_bench [N] [DB] [metrics]   "metrics": also update the Prometheus registry per event
+//   pipeline_bench [N] [DB] [metrics|kernels|metrics+kernels]   "metrics": also update the
+//   Prometheus registry per event; "kernels": name each launch's function (capture/kernel_namer.h)
 #include <sched.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "capture/event_pipeline.h"
+#include "capture/kernel_namer.h"
 #include "capture/sink_set.h"
 #include "store/trace_writer.h"
 #include "serve/metrics/metrics.h"
@@ -87,12 +89,16 @@ int main(int argc, char** argv) {
   si.node = "bench";
   (void)(*writer)->begin_session(si);
   hal::CallDecoder decoder(table);
-  bool with_metrics = argc > 3 && std::string(argv[3]) == "metrics";
+  std::string mode = argc > 3 ? argv[3] : "";
+  bool with_metrics = mode == "metrics" || mode == "metrics+kernels";
+  bool with_kernels = mode == "kernels" || mode == "metrics+kernels";
   serve::Metrics metrics(false);
   capture::SinkSet sinks({writer->get()});
   if (with_metrics) sinks.add(&metrics);
   capture::EventPipeline pipe(decoder, sinks);
   pipe.read_proc = false;
+  capture::KernelNamer namer(sinks, std::make_unique<capture::LocalProcessImage>());
+  if (with_kernels) pipe.kernels = &namer;
 
   auto t0 = std::chrono::steady_clock::now();
   auto next_commit = t0 + std::chrono::milliseconds(200);
@@ -113,9 +119,10 @@ int main(int argc, char** argv) {
   double finish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   std::printf(
       "{\"events\": %zu, \"seconds\": %.3f, \"events_per_s\": %.0f, \"finish_seconds\": %.3f, "
-      "\"stored\": %llu, \"store_errors\": %llu, \"db_bytes\": %llu, \"metrics\": %s}\n",
+      "\"stored\": %llu, \"store_errors\": %llu, \"db_bytes\": %llu, \"metrics\": %s, "
+      "\"kernels\": %s}\n",
       n, secs, double(n) / secs, finish_s, (unsigned long long)(*writer)->written(),
       (unsigned long long)sinks.errors(), (unsigned long long)std::filesystem::file_size(db),
-      with_metrics ? "true" : "false");
+      with_metrics ? "true" : "false", with_kernels ? "true" : "false");
   return sinks.errors() ? 1 : 0;
 }

@@ -4,6 +4,7 @@
 
 #include "capture/host_info.h"
 #include "capture/inflight_monitor.h"
+#include "capture/kernel_namer.h"
 #include "capture/launch_nesting.h"
 #include "capture/stack_collector.h"
 #include "hal/record_layout.h"
@@ -65,8 +66,18 @@ void EventPipeline::forget_process(uint32_t pid) {
 // A process's exit record (host ring) may be read before its last calls (calls ring) when they
 // arrive while the rings are being read: what is kept for it goes one read cycle later.
 void EventPipeline::emit_ready() {
-  for (const hal::Event& e : ready_) (void)out_.on_event(e);
+  for (const hal::Event& e : ready_) {
+    name_kernel(e);
+    (void)out_.on_event(e);
+  }
   ready_.clear();
+}
+
+// A launch about to go to the sinks (only those that do: not a driver launch folded into its
+// runtime launch): its kernel's name goes first.
+void EventPipeline::name_kernel(const hal::Event& e) {
+  if (kernels && e.kind == hal::EventKind::kLaunch)
+    if (auto f = e.get(hal::Field::kFunc)) kernels->on_launch(e.pid, *f, e.ts_ns);
 }
 
 void EventPipeline::end_cycle() {
@@ -76,6 +87,7 @@ void EventPipeline::end_cycle() {
   }
   for (uint32_t pid : exited_prev_) {
     if (stacks) stacks->process_exited(pid);
+    if (kernels) kernels->process_exited(pid);
     forget_process(pid);
   }
   exited_prev_.swap(exited_now_);
@@ -93,6 +105,15 @@ void EventPipeline::on_call(const void* data, size_t size) {
   uint64_t stack = resolve_stack(h.pid, h.stack_hash);
   if (!decoder_.decode(rec_, ev_)) {
     ++counters_.unknown_probe;
+    return;
+  }
+  if (ev_.kind == hal::EventKind::kKernelName) {
+    // A name source: its name is kept, and it is not a call anyone counts.
+    ++counters_.name_records;
+    identify(ev_, rec_.has_ident());
+    note_pid(h.pid, ev_.comm.data());
+    if (kernels)
+      if (auto c = decoder_.name_capture(rec_)) kernels->on_capture(*c);
     return;
   }
   ++counters_.calls;
@@ -124,6 +145,7 @@ void EventPipeline::on_call(const void* data, size_t size) {
     }
     if (f != Fate::kEmit) return;
   }
+  name_kernel(ev_);
   (void)out_.on_event(ev_);
 }
 
@@ -144,10 +166,9 @@ void EventPipeline::on_record(const void* data, size_t size) {
         return;
       }
       ++counters_.libwatch;
-      if (on_libwatch) {
-        const auto* w = static_cast<const ingero_libwatch_rec*>(data);
-        on_libwatch(int(w->pid), w->ts_ns);
-      }
+      const auto* w = static_cast<const ingero_libwatch_rec*>(data);
+      if (kernels) kernels->process_mapped(w->pid);
+      if (on_libwatch) on_libwatch(int(w->pid), w->ts_ns);
       break;
     }
     case INGERO_REC_SCHED:
@@ -166,6 +187,8 @@ void EventPipeline::on_record(const void* data, size_t size) {
       // An exec replaces the process's mappings: snapshot them now, while it runs, so a short
       // program's stacks still resolve after it exits.
       if (ev_.kind == hal::EventKind::kProcessExec && stacks) stacks->process_changed(ev_.pid);
+      if (ev_.kind == hal::EventKind::kProcessExec && kernels)
+        kernels->process_exec(ev_.pid, ev_.ts_ns);
       (void)out_.on_event(ev_);
       if (ev_.kind == hal::EventKind::kProcessExit) exited_now_.push_back(ev_.pid);
       break;

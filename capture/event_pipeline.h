@@ -19,6 +19,7 @@ namespace ingero::capture {
 
 class InflightMonitor;
 class LaunchNesting;
+class KernelNamer;
 class StackCollector;
 
 class EventPipeline {
@@ -35,6 +36,7 @@ class EventPipeline {
     uint64_t nested = 0;         // calls folded into the call they were made in
     uint64_t no_ident = 0;       // calls of a thread whose name was never shipped (read /proc)
     uint64_t untimed = 0;        // calls seen at entry only (launches whose return was not sampled)
+    uint64_t name_records = 0;   // kernel name sources' records (not calls; capture/kernel_namer.h)
   };
 
   // `out` receives every decoded event and process (a SinkSet fans them out and reports
@@ -55,6 +57,9 @@ class EventPipeline {
   // Sees every decoded call: numbers collectives and ends reported calls in flight (null: no
   // in-flight reporting; capture/inflight_monitor.h).
   InflightMonitor* inflight = nullptr;
+  // Kernel names (null: launches keep their function only). Name sources' records go to it
+  // and never to the sinks as calls; each launch's function is named before it is handed on.
+  KernelNamer* kernels = nullptr;
   // Consumes the aux ring now: a call naming a stack not seen yet (shipped while the calls ring
   // was being read) catches up once before the stack counts as lost.
   std::function<void()> catch_up_stacks;
@@ -81,6 +86,7 @@ class EventPipeline {
   void on_call(const void* data, size_t size);
   // Hands events the launch nesting released to the sinks.
   void emit_ready();
+  void name_kernel(const hal::Event& e);
   void note_pid(uint32_t pid, const char* comm);
   void identify(hal::Event& ev, bool shipped);
   uint64_t resolve_stack(uint32_t pid, uint64_t hash);

@@ -39,6 +39,13 @@ Status SinkSet::on_inflight(const hal::InflightReport& report_) {
   return out;
 }
 
+Status SinkSet::on_kernel_name(const hal::KernelName& name) {
+  Status out;
+  for (hal::EventSink* s : sinks_)
+    if (auto st = report(s->on_kernel_name(name)); !st) out = st;
+  return out;
+}
+
 Status SinkSet::commit() {
   Status out;
   for (hal::EventSink* s : sinks_)

@@ -22,6 +22,7 @@ class SinkSet final : public hal::EventSink {
                     int64_t seen_at_ns) override;
   Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override;
   Status on_inflight(const hal::InflightReport& report) override;
+  Status on_kernel_name(const hal::KernelName& name) override;
   Status commit() override;
 
   // Called once per distinct error message.

@@ -79,6 +79,11 @@ class StackCollector {
   bool knows(uint32_t pid, uint64_t hash) const;
 
   const Counters& counters() const { return counters_; }
+  // The snapshot of a process's maps, as last taken (empty when it has none).
+  std::vector<hal::MapEntry> maps_of(uint32_t pid) const {
+    auto it = procs_.find(pid);
+    return it == procs_.end() ? std::vector<hal::MapEntry>{} : it->second.maps;
+  }
   // Warnings worth a line on stderr (a Python build whose layout does not check out).
   std::function<void(const std::string&)> on_warning;
 

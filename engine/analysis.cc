@@ -8,6 +8,7 @@
 
 #include "engine/hangs.h"
 #include "engine/rules_steps.h"
+#include "engine/tenants.h"
 
 namespace ingero::engine {
 
@@ -63,6 +64,8 @@ void build_breakdown(Analysis& a) {
     }
     std::string n = a.process_name(pid);
     if (r.name.empty() || n.rfind("pid ", 0) != 0) r.name = n;
+    r.cgroup_id = process_cgroup(a, pid);
+    if (auto c = a.host.cgroups.find(r.cgroup_id); c != a.host.cgroups.end()) r.cgroup = c->second;
     std::sort(r.ops.begin(), r.ops.end(),
               [](const OpStats* x, const OpStats* y) { return x->sum_ns > y->sum_ns; });
     a.processes.push_back(std::move(r));
@@ -89,10 +92,18 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     HostContext host;
     CpuSamples samples;
     uint64_t events = 0;
+    DeviceBusy device;
+    std::vector<hal::DeviceEvent> device_events;
   };
   auto read_host = [&window, &recent](TraceSource& s) {
-    return HostReads{collect_host_context(s, window), read_cpu_samples(s, recent),
-                     s.event_count(window)};
+    HostReads r{collect_host_context(s, window),
+                read_cpu_samples(s, recent),
+                s.event_count(window),
+                {},
+                s.device_events(window)};
+    s.device_samples(window, [&](const hal::DeviceSample& x) { r.device.add(x); });
+    r.device.done();
+    return r;
   };
   std::unique_ptr<TraceSource> other = source.open_another();
   std::future<HostReads> ahead;
@@ -109,7 +120,7 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     std::function<void()> wait;
     if (early) wait = [&] { host_known.wait(); };
     return compute_steps(source, recent, a.host, opts.model_bytes, per_pid, &h.samples, 0,
-                         &stacks_lock, wait);
+                         &stacks_lock, wait, &a.device);
   };
   std::map<uint32_t, uint64_t> held_per_pid;  // for a model begun before the counts
   std::future<StepModel> steps;
@@ -145,6 +156,8 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     other.reset();  // its errors become the source's
     a.host = std::move(h.host);
     a.events = h.events;
+    a.device = std::move(h.device);
+    a.device_events = std::move(h.device_events);
     int64_t first = INT64_MAX, last = INT64_MIN;
     for (const OpStats& s : groups) {
       if (!s.key.pid) continue;  // all processes
@@ -180,8 +193,10 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
     a.steps = steps.get();
   }
   h.samples = {};
+  if (opts.kernels) a.kernels = compute_kernels(source, recent, a.steps, &stacks_lock);
   rule_fabric_errors(source, a, a.chains);
   rule_step_faults(source, a, a.chains);
+  rule_device_errors(a, a.chains);
   apply_step_phases(a);
   std::stable_sort(a.chains.begin(), a.chains.end(), [](const Chain& x, const Chain& y) {
     if (x.severity != y.severity) return x.severity > y.severity;

@@ -12,6 +12,7 @@
 
 #include "engine/chain.h"
 #include "engine/host_context.h"
+#include "engine/kernels.h"
 #include "engine/op_stats.h"
 #include "engine/steps.h"
 #include "engine/trace_source.h"
@@ -26,6 +27,8 @@ struct ProcessReport {
   uint64_t calls = 0;
   uint64_t off_cpu_ns = 0, max_off_cpu_ns = 0, switches = 0, involuntary = 0;
   uint64_t page_allocs = 0, page_bytes = 0, forks = 0, block_ios = 0;
+  uint64_t cgroup_id = 0;  // 0: unknown
+  CgroupInfo cgroup;       // its path and names, as the trace recorded them
 };
 
 struct Analysis {
@@ -34,8 +37,11 @@ struct Analysis {
   uint64_t events = 0;
   OpStatsSet stats;
   HostContext host;
-  StepModel steps;            // per GPU process: step cadence, per-step breakdown, host gaps
-  std::vector<Chain> chains;  // HIGH first, then by score
+  StepModel steps;       // per GPU process: step cadence, per-step breakdown, host gaps
+  KernelReport kernels;  // per GPU process: which kernels it launches, per step and from where
+  DeviceBusy device;     // what the GPUs reported (NVML, amdgpu), indexed
+  std::vector<hal::DeviceEvent> device_events;  // Xid, ECC, lost GPUs, in time order
+  std::vector<Chain> chains;                    // HIGH first, then by score
   std::vector<ProcessReport> processes;
   std::map<uint32_t, ProcessInfo> names;
   std::optional<TraceLosses> losses;  // the whole trace's, not the window's
@@ -55,6 +61,9 @@ struct EngineOptions {
   // analyses (the session's end, the live chains behind --prometheus) bound their memory so.
   size_t model_bytes = default_model_bytes();
   uint64_t model_calls = 0;
+  // Kernels per process and step (engine/kernels.h): one more pass over the modelled window's
+  // launches, where the trace has kernel names.
+  bool kernels = true;
 };
 
 Analysis analyze(TraceSource& source, const Window& window, const EngineOptions& opts = {});
@@ -82,6 +91,10 @@ void rule_process_contention(const Analysis& a, std::vector<Chain>& out);
 void rule_oom(const Analysis& a, std::vector<Chain>& out);
 void rule_collective_straggler(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_fabric_errors(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+// Device errors (Xid, ECC, a lost GPU): evidence in the chains of the processes on that device
+// (`out` so far), and a chain of their own, HIGH where one lines up with a stall of such a
+// process (engine/rules_device.cc).
+void rule_device_errors(Analysis& a, std::vector<Chain>& out);
 // Fills Chain::stacks: the call stacks of each chain's slowest calls (engine/attribution.cc).
 // Chains that already carry stacks keep them, and a chain looked at once is not looked at again:
 // the chains known before the step model is done are attributed beside it. Its reads of stacks

@@ -31,7 +31,9 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
     }
     PidHost& p = h.per_pid[e.pid];
     if (p.comm.empty()) p.comm = std::string(e.comm_view());
-    if (!p.cgroup_id) p.cgroup_id = e.cgroup_id;
+    // The latest: a process moved into its container's cgroup after it started (its first
+    // events are its parent's) belongs to the container.
+    if (e.cgroup_id) p.cgroup_id = e.cgroup_id;
     switch (e.kind) {
       case hal::EventKind::kSchedSwitch: {
         h.has_sched_events = true;
@@ -130,7 +132,7 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
     h.mem_avail_min_mb = std::min(h.mem_avail_min_mb, s.mem_avail_mb);
   }
   if (!h.snapshots.empty()) h.cpu_avg = sum / double(h.snapshots.size());
-  h.cgroup_paths = source.cgroup_paths();
+  h.cgroups = source.cgroups();
   return h;
 }
 

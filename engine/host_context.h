@@ -34,7 +34,7 @@ struct PidHost {
   uint64_t wakeups = 0, forks = 0, execs = 0, exits = 0;
   uint64_t page_allocs = 0, page_bytes = 0;
   uint64_t block_ios = 0, block_bytes = 0, block_ns = 0;
-  uint64_t cgroup_id = 0;
+  uint64_t cgroup_id = 0;  // of its latest host event
   std::string comm;
 };
 
@@ -78,8 +78,8 @@ struct HostContext {
   double cpu_max = 0, cpu_avg = 0, mem_pct_max = 0;
   int64_t swap_max_mb = 0, mem_avail_min_mb = 0;
   bool has_sched_events = false;
-  bool has_activity = false;  // kernel per-process aggregates were recorded
-  std::map<uint64_t, std::string> cgroup_paths;
+  bool has_activity = false;               // kernel per-process aggregates were recorded
+  std::map<uint64_t, CgroupInfo> cgroups;  // TraceSource::cgroups()
 
   uint32_t intern_comm(std::string_view c);
   const std::string& comm_name(uint32_t i) const { return comms[i]; }

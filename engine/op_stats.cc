@@ -149,9 +149,10 @@ void sort_preemptors(std::vector<Preemptor>& list) {
 // (no sketches), every duration into `q` and `durations`; the calls that may be in a tail;
 // the rider, every call and run.
 void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass& f) {
-  auto first_seen = [](OpStats& s, int64_t first, int64_t last, uint64_t min) {
+  auto first_seen = [](OpStats& s, int64_t first, int64_t last, uint64_t min, uint64_t cgroup) {
     if (s.count == 0) {
       s.min_ns = min;
+      s.cgroup_id = cgroup;
       s.first_ts = first;
       s.last_ts = last;
     }
@@ -164,7 +165,7 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
     auto [a, b] = g.groups_of(e);
     for (size_t gi : {a, b}) {
       OpStats& s = g.stats[gi];
-      first_seen(s, int64_t(e.ts_ns), int64_t(e.ts_ns), e.dur_ns);
+      first_seen(s, int64_t(e.ts_ns), int64_t(e.ts_ns), e.dur_ns, e.cgroup_id);
       ++s.count;
       s.sum_ns += e.dur_ns;
       s.min_ns = std::min<uint64_t>(s.min_ns, e.dur_ns);
@@ -212,7 +213,7 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
     auto [a, b] = g.groups_of(r.pid, r.vendor, r.api, r.op, r.kind);
     for (size_t gi : {a, b}) {
       OpStats& s = g.stats[gi];
-      first_seen(s, r.ts_ns, r.last_start(), r.min_ns);
+      first_seen(s, r.ts_ns, r.last_start(), r.min_ns, r.cgroup_id);
       s.count += r.calls;
       s.sum_ns += r.sum_ns;
       s.min_ns = std::min(s.min_ns, r.min_ns);

@@ -47,6 +47,7 @@ struct OpStats {
   uint64_t off_cpu_ns = 0, preempts = 0;
   bool per_call_off_cpu = false;  // the trace carries per-call off-CPU time
   int64_t first_ts = 0, last_ts = 0;
+  uint64_t cgroup_id = 0;  // of the group's first call (a process's cgroup: engine/tenants.h)
   std::set<uint32_t> pids, tids;
   // The tail: calls with duration >= p95.
   uint64_t tail_count = 0, tail_dur_ns = 0, tail_off_cpu_ns = 0, tail_preempts = 0;

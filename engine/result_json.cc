@@ -1,6 +1,13 @@
 #include "engine/result_json.h"
 
 namespace ingero::engine {
+namespace {
+
+nlohmann::json text_or_null(const std::string& s) {
+  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+}
+
+}  // namespace
 
 nlohmann::json op_stats_json(const OpStats& s) {
   nlohmann::json j = {{"op", s.key.op},
@@ -35,7 +42,13 @@ nlohmann::json process_json(const ProcessReport& p) {
           {"page_allocs", p.page_allocs},
           {"page_bytes", p.page_bytes},
           {"forks", p.forks},
-          {"block_ios", p.block_ios}};
+          {"block_ios", p.block_ios},
+          {"cgroup_id", p.cgroup_id},
+          {"cgroup_path", text_or_null(p.cgroup.path)},
+          {"tenant", text_or_null(tenant_label(p.cgroup))},
+          {"pod", text_or_null(p.cgroup.pod)},
+          {"namespace", text_or_null(p.cgroup.pod_namespace)},
+          {"container", text_or_null(p.cgroup.container)}};
 }
 
 nlohmann::json chain_json(const Chain& c) {
@@ -74,25 +87,36 @@ nlohmann::json chain_json(const Chain& c) {
 }
 
 nlohmann::json step_summary_json(const StepSummary& s) {
-  return {{"text", s.text},
-          {"steps", s.steps},
-          {"warmup_steps", s.warmup_steps},
-          {"median_ns", s.median_ns},
-          {"p90_ns", s.p90_ns},
-          {"min_ns", s.min_ns},
-          {"max_ns", s.max_ns},
-          {"wait", s.wait},
-          {"enqueue", s.enqueue},
-          {"api", s.api},
-          {"host", s.host},
-          {"gpu_idle", s.gpu_idle},
-          {"host_gap", s.host_gap},
-          {"preempted", s.preempted},
-          {"preempted_by", s.preempted_by},
-          {"gap_cause", s.gap_cause},
-          {"gap_where", s.gap_where},
-          {"launches_per_step", s.launches_per_step},
-          {"round_trips_per_step", s.round_trips_per_step}};
+  return {
+      {"text", s.text},
+      {"steps", s.steps},
+      {"warmup_steps", s.warmup_steps},
+      {"median_ns", s.median_ns},
+      {"p90_ns", s.p90_ns},
+      {"min_ns", s.min_ns},
+      {"max_ns", s.max_ns},
+      {"wait", s.wait},
+      {"enqueue", s.enqueue},
+      {"api", s.api},
+      {"host", s.host},
+      // The GPU side: measured where the devices covered the steps, else only the share the
+      // syncs prove idle (a lower bound, never a measurement).
+      {"gpu_busy", s.busy_measured ? nlohmann::json(s.gpu_busy) : nlohmann::json()},
+      {"gpu_busy_source", s.busy_measured ? nlohmann::json(s.busy_source) : nlohmann::json()},
+      {"gpu_busy_scope", s.busy_measured ? nlohmann::json(s.busy_per_process ? "process" : "device")
+                                         : nlohmann::json()},
+      {"gpu_busy_steps", s.busy_steps},
+      {"gpu_idle_lower_bound", s.gpu_idle},
+      {"gpu_text", gpu_share_text(s)},
+      {"device_note", s.device_note},
+      {"launch_site", s.launch_where},
+      {"host_gap", s.host_gap},
+      {"preempted", s.preempted},
+      {"preempted_by", s.preempted_by},
+      {"gap_cause", s.gap_cause},
+      {"gap_where", s.gap_where},
+      {"launches_per_step", s.launches_per_step},
+      {"round_trips_per_step", s.round_trips_per_step}};
 }
 
 nlohmann::json step_json(const Step& s) {
@@ -103,7 +127,11 @@ nlohmann::json step_json(const Step& s) {
           {"enqueue_ns", s.enqueue_ns},
           {"api_ns", s.api_ns},
           {"host_ns", s.host_ns},
-          {"gpu_idle_ns", s.gpu_idle_ns},
+          {"gpu_busy", s.gpu_busy >= 0 ? nlohmann::json(double(s.gpu_busy)) : nlohmann::json()},
+          {"gpu_busy_scope", s.gpu_busy < 0       ? nlohmann::json()
+                             : s.busy_per_process ? nlohmann::json("process")
+                                                  : nlohmann::json("device")},
+          {"gpu_idle_lower_bound_ns", s.gpu_idle_ns},
           {"host_gap_ns", s.host_gap_ns},
           {"gap",
            {{"on_cpu_ns", s.gap.on_cpu_ns},
@@ -164,6 +192,112 @@ nlohmann::json losses_json(const TraceLosses& l) {
   return j;
 }
 
+nlohmann::json tenants_json(const TenantReport& r) {
+  nlohmann::json tenants = nlohmann::json::array();
+  for (const TenantUsage& t : r.tenants)
+    tenants.push_back({{"name", t.name},
+                       {"kind", t.kind},
+                       {"pod", text_or_null(t.pod)},
+                       {"namespace", text_or_null(t.pod_namespace)},
+                       {"pod_uid", text_or_null(t.pod_uid)},
+                       {"qos", text_or_null(t.qos)},
+                       {"containers", t.containers},
+                       {"cgroup_ids", t.cgroup_ids},
+                       {"gpu_pids", t.gpu_pids},
+                       {"calls", t.calls},
+                       {"api_ns", t.api_ns},
+                       {"api_off_cpu_ns", t.api_off_cpu_ns},
+                       {"preempted_ns", t.preempted_ns},
+                       {"preemptions", t.preemptions},
+                       {"preempted_by_others_ns", t.preempted_by_others_ns},
+                       {"preempting_ns", t.preempting_ns}});
+  nlohmann::json across = nlohmann::json::array();
+  for (const TenantPreemption& p : r.across)
+    across.push_back({{"victim", p.victim},
+                      {"by", p.by},
+                      {"ns", p.ns},
+                      {"count", p.count},
+                      {"top_pid", p.top_pid},
+                      {"top_comm", p.top_comm}});
+  return {{"grouping", std::string(grouping_name(r.grouping))},
+          {"named", r.named},
+          {"tenants", std::move(tenants)},
+          {"tenants_omitted", r.tenants_omitted},
+          {"preemptions", std::move(across)},
+          {"preemptions_omitted", r.across_omitted}};
+}
+
+nlohmann::json process_kernels_json(const ProcessKernels& p, const std::string& name,
+                                    size_t limit) {
+  nlohmann::json ks = nlohmann::json::array();
+  for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
+    const KernelCount& k = p.kernels[i];
+    nlohmann::json kj = {{"name", k.label()},
+                         {"named", !k.name.empty()},
+                         {"full_name", k.full_name},
+                         {"source", k.source},
+                         {"func", k.func},
+                         {"launches", k.launches},
+                         {"steady_launches", k.steady_launches},
+                         {"per_step_median", k.per_step_median},
+                         {"per_step_max", k.per_step_max},
+                         {"steps_with", k.steps_with},
+                         {"where", k.where},
+                         {"stack_id", k.stack}};
+    ks.push_back(std::move(kj));
+  }
+  return {{"pid", p.pid},
+          {"name", name},
+          {"launches", p.launches},
+          {"unnamed_launches", p.unnamed_launches},
+          {"unnamed_functions", p.unnamed_functions},
+          {"folded_launches", p.folded_launches},
+          {"steady_steps", p.steady_steps},
+          {"kernels_total", p.kernels.size()},
+          {"per_step", kernels_per_step_text(p)},
+          {"kernels", std::move(ks)}};
+}
+
+nlohmann::json kernel_steps_json(const ProcessKernels& p, const StepSeries& s,
+                                 const std::vector<size_t>& steps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i : steps) {
+    if (i >= s.steps.size() || i >= p.per_step.size()) continue;
+    nlohmann::json ks = nlohmann::json::array();
+    for (const auto& [k, n] : p.per_step[i])
+      ks.push_back({{"name", p.kernels[k].label()}, {"launches", n}});
+    out.push_back({{"step", i},
+                   {"start_ns", s.steps[i].start_ns},
+                   {"dur_ns", s.steps[i].duration()},
+                   {"warmup", s.steps[i].warmup},
+                   {"launches", s.steps[i].launches},
+                   {"kernels", std::move(ks)}});
+  }
+  return out;
+}
+
+nlohmann::json kernels_json(const Analysis& a, size_t limit) {
+  nlohmann::json j = nlohmann::json::object();
+  uint64_t unnamed = 0, functions = 0;
+  nlohmann::json procs = nlohmann::json::array();
+  for (const auto& p : a.kernels.processes) {
+    unnamed += p.unnamed_launches;
+    functions += p.unnamed_functions;
+    procs.push_back(process_kernels_json(p, a.process_name(p.pid), limit));
+  }
+  j["unnamed_launches"] = unnamed;
+  j["unnamed_functions"] = functions;
+  if (std::string line = unnamed_kernels_line(a.kernels); !line.empty()) j["summary"] = line;
+  if (a.kernels.naming)
+    j["tracer"] = {{"names", a.kernels.naming->names},
+                   {"unnamed_launches", a.kernels.naming->unnamed_launches},
+                   {"unnamed_functions", a.kernels.naming->unnamed_functions},
+                   {"unreadable", a.kernels.naming->unreadable},
+                   {"conflicts", a.kernels.naming->conflicts}};
+  j["processes"] = std::move(procs);
+  return j;
+}
+
 nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   nlohmann::json j;
   j["trace"] = o.title;
@@ -171,6 +305,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   j["events"] = a.events;
   if (a.losses) j["losses"] = losses_json(*a.losses);
   j["steps"] = steps_overview_json(a);
+  if (a.kernels.named) j["kernels"] = kernels_json(a);
   j["window"] = {
       {"start_ns", a.span.first},
       {"end_ns", a.span.second},
@@ -185,6 +320,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
         {"count", h.count}, {"avg_ns", h.count ? h.sum_ns / h.count : 0}, {"max_ns", h.max_ns}};
   j["chains"] = nlohmann::json::array();
   for (const auto& c : a.chains) j["chains"].push_back(chain_json(c));
+  j["tenants"] = tenants_json(tenant_report(a, o.group_by.value_or(TenantGrouping::kPod)));
   if (o.per_process) {
     j["processes"] = nlohmann::json::array();
     for (const auto& p : a.processes) {

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "engine/analysis.h"
+#include "engine/tenants.h"
 
 namespace ingero::engine {
 
@@ -12,6 +14,9 @@ struct ReportHeader {
   std::string title;     // e.g. the trace path
   std::string subtitle;  // e.g. "ingero-go schema 0.8 (read-only)" or "SYNTHETIC DEMO DATA"
   bool per_process = false;
+  // `explain --group-by`: the text report gets a TENANTS section, grouped so; the JSON always has
+  // `tenants` (by pod unless this says otherwise).
+  std::optional<TenantGrouping> group_by;
 };
 
 // A process's step summary (median, shares of wait/enqueue/api/host, GPU idle, the gap's cause
@@ -25,10 +30,25 @@ nlohmann::json step_series_json(const StepSeries& s, const std::string& name);
 // step_series_json for every GPU process of the analysis.
 nlohmann::json steps_overview_json(const Analysis& a);
 
+// One process's kernels (engine/kernels.h): counts, per-step figures and the launching line of
+// its first `limit` kernels (most launched first).
+nlohmann::json process_kernels_json(const ProcessKernels& p, const std::string& name,
+                                    size_t limit = 50);
+// Its steps with their kernels: [{step, start_ns, dur_ns, warmup, kernels: [{name, launches}]}]
+// for the steps at `steps` (indexes into s.steps).
+nlohmann::json kernel_steps_json(const ProcessKernels& p, const StepSeries& s,
+                                 const std::vector<size_t>& steps);
+// The report's "kernels" object: what could not be named, and every process's kernels.
+nlohmann::json kernels_json(const Analysis& a, size_t limit = 50);
+
 // Losses as the session rows counted them: calls_lost, per-kind drops (schema v5 files),
 // lower_bounds (true when calls are missing) and the report's one-line summary.
 nlohmann::json losses_json(const TraceLosses& l);
 nlohmann::json report_json(const Analysis& a, const ReportHeader& o);
+// The per-tenant view: grouping, whether names were known, tenants (GPU API time, preempted
+// time, time taken from others) and the cross-tenant preemptions (victim, by, ns, count, the
+// task that took most).
+nlohmann::json tenants_json(const TenantReport& r);
 nlohmann::json chain_json(const Chain& c);
 nlohmann::json op_stats_json(const OpStats& s);
 // A process of the per-process breakdown, without its ops (each caller lists those its way).

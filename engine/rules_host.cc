@@ -5,12 +5,14 @@
 #include <map>
 
 #include "engine/analysis.h"
+#include "engine/tenants.h"
 #include "engine/thresholds.h"
 
 namespace ingero::engine {
 
 void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
-  // Involuntary off-CPU time of GPU processes' threads, by the preemptor's cgroup.
+  // Involuntary off-CPU time of GPU processes' threads, by the preemptor's cgroup (another
+  // container of the GPU process's own pod is not a neighbour).
   struct Tally {
     uint64_t ns = 0, n = 0;
     std::map<std::pair<uint32_t, uint32_t>, uint64_t> tasks;  // (pid, comm) -> ns
@@ -19,14 +21,13 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
   uint64_t total = 0;
   std::vector<uint32_t> victims;
   for (const auto& [pid, ivs] : a.host.offcpu) {
-    auto ph = a.host.per_pid.find(pid);
-    uint64_t own = ph == a.host.per_pid.end() ? 0 : ph->second.cgroup_id;
+    uint64_t own = process_cgroup(a, pid);
     bool hit = false;
     for (const auto& iv : ivs) {
       if (!iv.preempted || !iv.by_pid) continue;
       uint64_t d = uint64_t(iv.end - iv.start);
       total += d;
-      if (!iv.by_cgroup || iv.by_cgroup == own) continue;
+      if (!iv.by_cgroup || same_tenant(a.host.cgroups, iv.by_cgroup, own)) continue;
       Tally& t = by_cgroup[iv.by_cgroup];
       t.ns += d;
       ++t.n;
@@ -42,10 +43,11 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
   if (share < kNeighbourShareMedium || top->second.ns < kNeighbourMinNs) return;
   auto task = std::max_element(top->second.tasks.begin(), top->second.tasks.end(),
                                [](auto& x, auto& y) { return x.second < y.second; });
-  std::string cg = "cgroup " + std::to_string(top->first);
-  if (auto p = a.host.cgroup_paths.find(top->first);
-      p != a.host.cgroup_paths.end() && !p->second.empty())
-    cg = p->second;
+  // Named as people name it: "pod team-b/etl-5d8f (container etl)", else its path.
+  std::string cg = cgroup_name(a.host.cgroups, top->first);
+  auto info = a.host.cgroups.find(top->first);
+  std::string path = info == a.host.cgroups.end() ? "" : info->second.path;
+  bool pod = info != a.host.cgroups.end() && !pod_label(info->second).empty();
   std::string name = a.host.comm_name(task->first.second);
   Chain c;
   c.rule = "noisy_neighbour";
@@ -59,17 +61,28 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
               format_duration(top->second.ns) + ", " + format_count(top->second.n) +
               " preemptions), mostly " + name + " (pid " + std::to_string(task->first.first) + ")";
   c.root_cause =
-      "A workload in another cgroup (" + cg + ") competes for the cores the GPU threads run on";
+      pod ? "Another pod's workload, " + cg + ", competes for the cores the GPU threads run on"
+          : "A workload in another cgroup (" + cg +
+                ") competes for the cores the GPU threads run on";
   c.explanation = "Of " + format_duration(total) + " that GPU-calling threads spent preempted, " +
-                  format_duration(top->second.ns) + " went to tasks in " + cg + ".";
+                  format_duration(top->second.ns) + " went to tasks in " + cg +
+                  (path.empty() || path == cg ? "" : " (cgroup " + path + ")") + ".";
   c.timeline.push_back({"HOST", "sched_switch",
                         format_count(top->second.n) + " preemptions by " + cg,
                         top->second.ns / 1000});
   c.severity = share >= kNeighbourShareHigh && top->second.ns >= kNeighbourHighNs
                    ? Severity::kHigh
                    : Severity::kMedium;
-  c.fixes = {"Give the GPU job exclusive cores: a cpuset for its cgroup that excludes " + cg,
-             "Cap the neighbour: cpu.max / cpu.weight on " + cg};
+  if (pod)
+    c.fixes = {
+        "Give the GPU job exclusive cores: a Guaranteed pod with whole-CPU requests under "
+        "the kubelet's static CPU manager policy, so that " +
+            cg + " cannot run on them",
+        "Cap the neighbour: a CPU limit (resources.limits.cpu) on " + cg +
+            (path.empty() ? "" : ", or cpu.max on its cgroup " + path)};
+  else
+    c.fixes = {"Give the GPU job exclusive cores: a cpuset for its cgroup that excludes " + cg,
+               "Cap the neighbour: cpu.max / cpu.weight on " + cg};
   c.id = c.rule + ":" + std::to_string(top->first);
   c.score = double(top->second.ns) / 1e6;
   out.push_back(std::move(c));

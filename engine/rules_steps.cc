@@ -11,6 +11,7 @@
 namespace ingero::engine {
 namespace {
 
+using step_rules::band;
 using step_rules::Context;
 using step_rules::pct;
 
@@ -125,32 +126,70 @@ void allocator_churn(const Context& x, std::vector<Chain>& out) {
 }
 
 // Many small kernels and a host that never waits for the GPU: the host's launch rate sets
-// the step time.
+// the step time. Where the device measured its busy share, its idle sets the severity (and a
+// GPU that keeps up is no finding); without, the idle share is only a lower bound: never HIGH.
 void launch_bound(const Context& x, std::vector<Chain>& out) {
   if (x.m.launches_per_step < kLaunchBoundLaunches || x.m.wait >= kLaunchBoundMaxWait) return;
   uint64_t per_launch = x.m.median_ns / x.m.launches_per_step;
   if (per_launch > kLaunchBoundHostPerLaunchNs) return;
-  Chain c = x.chain("launch_bound", "launch", x.m.enqueue);
-  c.severity = x.m.enqueue >= kLaunchBoundEnqueueMedium ? Severity::kMedium : Severity::kLow;
+  double idle = x.m.measured_idle();
+  if (idle >= 0 && idle < kLaunchBoundMinMeasuredIdle) return;
+  Chain c = x.chain("launch_bound", "launch", idle >= 0 ? idle : x.m.enqueue);
+  if (idle >= 0)
+    c.severity = band(idle, kMeasuredIdleMedium, kMeasuredIdleHigh);
+  else
+    c.severity = x.m.enqueue >= kLaunchBoundEnqueueMedium ? Severity::kMedium : Severity::kLow;
+  // Where the launches come from: the line issuing most of them.
+  double site_share = x.m.launches ? double(x.m.launch_site_calls) / double(x.m.launches) : 0;
+  std::string from;
+  if (!x.m.launch_where.empty())
+    from = site_share >= 0.5 ? " from " + x.m.launch_where
+                             : ", the most (" + pct(site_share) + ") from " + x.m.launch_where;
+  std::string gpu = gpu_share_text(x.m);
+  // Which kernels (engine/kernels.h), where the trace names them: they say where they come from.
+  const ProcessKernels* k = x.a.kernels.find(x.s.pid);
+  std::string kernels = k ? kernels_per_step_text(*k) : "";
   c.summary = "Launch-bound steps: " + x.who + " launches " + format_count(x.m.launches_per_step) +
               " kernels per " + format_duration(x.m.median_ns) + " step (" +
-              format_duration(per_launch) + " of host time each) and waits for the GPU only " +
-              pct(x.m.wait) + " of the step";
+              format_duration(per_launch) + " of host time each)" +
+              (kernels.empty() ? from : ": " + kernels) + " and waits for the GPU only " +
+              pct(x.m.wait) + " of the step; " + gpu;
   c.root_cause =
-      "The host issues many small kernels and the GPU finishes them as fast as they "
-      "come: the step time is the host's launch and dispatch time";
+      idle >= 0 ? "The host issues many small kernels and the GPU, measured idle " + pct(idle) +
+                      " of the step (" + gpu +
+                      "), finishes each before the next arrives: the step "
+                      "time is the host's launch and dispatch time"
+                : "The host issues many small kernels and the GPU finishes them as fast as they "
+                  "come: the step time is the host's launch and dispatch time (how idle the GPU is "
+                  "between them is not measured: " +
+                      gpu + ")";
   c.explanation = "The host spends " + pct(x.m.enqueue) +
-                  " of the step inside launch and copy "
-                  "calls and " +
-                  pct(x.m.host) +
-                  " in its own code between them; it waited for "
-                  "the GPU " +
-                  pct(x.m.wait) + ".";
+                  " of the step inside launch and copy calls and " + pct(x.m.host) +
+                  " in its own code between them; it waited for the GPU " + pct(x.m.wait) + ".";
+  if (!x.m.launch_where.empty())
+    c.explanation += " " + format_count(x.m.launch_site_calls) + " of the " +
+                     format_count(x.m.launches) + " launches of the steady steps come from " +
+                     x.m.launch_where + ".";
   c.timeline.push_back({x.layer(""), "launch",
                         format_count(x.m.launches_per_step) + " launches per step, " +
-                            pct(x.m.enqueue) + " of the step enqueueing",
+                            pct(x.m.enqueue) + " of the step enqueueing" + from,
                         0});
-  c.fixes = {"Replay the step as one graph (CUDA graphs; torch.compile mode=\"reduce-overhead\")",
+  if (!kernels.empty()) {
+    c.explanation += " Most launched: " + kernels + ".";
+    c.timeline.push_back({x.layer(""), "launch", kernels, 0});
+  }
+  if (k && k->unnamed_launches)
+    c.explanation += " " + format_count(k->unnamed_launches) + " of its " +
+                     format_count(k->launches) +
+                     " launches have no kernel name (registered before the trace began, in a "
+                     "file without symbols).";
+  if (x.m.launch_stack)
+    c.stacks.push_back(
+        x.located(x.m.launch_stack, x.m.launch_site_calls, x.m.launches, 0, x.m.launch_tid));
+  c.fixes = {"Replay the step as one graph (CUDA graphs; torch.compile mode=\"reduce-overhead\")" +
+                 (x.m.launch_where.empty()
+                      ? std::string()
+                      : ": the launches" + from.substr(from.find(" from ")) + " first"),
              "Fuse small operations (torch.compile, fused optimizers) or raise the batch size so "
              "each kernel does more work"};
   out.push_back(std::move(c));

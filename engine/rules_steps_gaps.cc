@@ -29,6 +29,10 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
                           : (x.m.gap_where_sampled ? "in " : "before ") + x.m.gap_where;
   Chain c = x.chain(data ? "data_loader_starvation" : "host_bound", "host_gap", share);
   c.severity = band(share, kGapShareMedium, kGapShareHigh);
+  // The device's own figure: a host-bound step whose GPU is measured mostly idle is worse than
+  // its gaps alone prove.
+  if (double idle = x.m.measured_idle(); idle >= 0)
+    c.severity = std::max(c.severity, band(idle, kMeasuredIdleMedium, kMeasuredIdleHigh));
   std::string per = x.per_step(on_cpu);
   c.summary = std::string(data ? "Data-loader starvation" : "Host-bound steps") +
               ": the GPU is idle " + pct(share) + " of each " + format_duration(x.m.median_ns) +
@@ -42,7 +46,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
                   " of the time while no thread was in a GPU call; the thread " +
                   "was running for " + pct(double(on_cpu) / double(x.m.gap.total())) +
                   " of that (not preempted, not blocked). The host waited for the GPU " +
-                  pct(x.m.wait) + " of the step.";
+                  pct(x.m.wait) + " of the step; " + gpu_share_text(x.m) + ".";
   if (top)
     c.explanation += " " + format_count(top->second.count) + " gaps (" +
                      pct(double(top->second.ns) / double(all)) + " of gap time) ended with " +

@@ -57,7 +57,7 @@ struct Context {
   std::string step_line() const {
     return format_count(m.steps) + " steady steps, median " + format_duration(m.median_ns) +
            " (p90 " + format_duration(m.p90_ns) + "), " + format_count(m.warmup_steps) +
-           " warm-up; GPU idle " + pct(m.gpu_idle) + ", host gaps " + pct(m.host_gap) +
+           " warm-up; " + gpu_share_text(m) + ", host gaps " + pct(m.host_gap) +
            ", waiting for the GPU " + pct(m.wait) + ", enqueueing " + pct(m.enqueue);
   }
   ChainStack located(uint64_t stack, uint64_t calls, uint64_t examined, uint64_t worst_ns,

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine/analysis.h"
+#include "engine/tenants.h"
 #include "engine/thresholds.h"
 
 namespace ingero::engine {
@@ -54,6 +55,24 @@ struct Evidence {
   bool process_level = false;
   uint64_t proc_switches = 0, proc_off_ns = 0;
 };
+
+// " in pod team-b/etl-5d8f (container etl)" when the preemptor runs in another tenant that has a
+// name (a pod or a container), else "".
+std::string preemptor_tenant(const Analysis& a, uint32_t victim, const Preemptor& p) {
+  uint64_t cg = p.cgroup_id;
+  if (!cg)  // per-call data names the task, not its cgroup: the scheduler events do
+    if (auto it = a.host.offcpu.find(victim); it != a.host.offcpu.end())
+      for (const OffCpuInterval& iv : it->second)
+        if (iv.by_pid == p.pid && iv.by_cgroup) {
+          cg = iv.by_cgroup;
+          break;
+        }
+  if (!cg || same_tenant(a.host.cgroups, cg, process_cgroup(a, victim))) return "";
+  auto info = a.host.cgroups.find(cg);
+  if (info == a.host.cgroups.end()) return "";
+  std::string t = tenant_label(info->second);
+  return t.empty() ? "" : " in " + t;
+}
 
 // Share of the windows' time during which at least one of the intervals (start order) ran.
 double busy_share(const std::vector<std::pair<int64_t, int64_t>>& intervals,
@@ -204,7 +223,7 @@ void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
       } else if (!ev.preemptors.empty() && ev.preemptors[0].pid) {
         const Preemptor& top = ev.preemptors[0];
         cpu_line = format_count(ev.preempts) + " preemptions by " + top.comm + " (pid " +
-                   std::to_string(top.pid) + "), " +
+                   std::to_string(top.pid) + ")" + preemptor_tenant(a, s.key.pid, top) + ", " +
                    format_duration(!tail         ? s.off_cpu_ns
                                    : ev.per_call ? s.tail_off_cpu_ns
                                                  : ev.sched_off_ns) +

@@ -249,7 +249,8 @@ void mark_warmup(StepSeries& s) {
 }
 
 StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, size_t max_gaps,
-                         const std::map<uint32_t, std::vector<CpuSample>>& samples) {
+                         const std::map<uint32_t, std::vector<CpuSample>>& samples,
+                         const DeviceBusy* device) {
   StepSeries s;
   s.pid = p.pid;
   s.calls_dropped = p.dropped;
@@ -285,6 +286,8 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
   Tallies tally;
   build_timeline(p, host, samples, feeding, s, tally, max_gaps);
   count_sites(p, sites, trips, s);
+  count_launch_sites(p, sites, s);
+  measure_steps(s, device);
   summarize(s, sites, tally);
   return s;
 }
@@ -305,7 +308,7 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w) {
 StepModel compute_steps(TraceSource& source, const Window& w, const HostContext& host,
                         size_t max_bytes, const std::map<uint32_t, uint64_t>& calls_per_pid,
                         const CpuSamples* ahead, unsigned threads, std::mutex* stacks_lock,
-                        const std::function<void()>& collected) {
+                        const std::function<void()>& collected, const DeviceBusy* device) {
   StepModel m;
   if (!threads) threads = std::max(1u, std::thread::hardware_concurrency());
   std::map<uint32_t, Proc> procs = collect_calls(source, w, max_bytes, calls_per_pid, threads);
@@ -334,7 +337,8 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
   auto model_some = [&] {
     for (size_t i; (i = next++) < work.size();) {
       Sites sites(source, lock);
-      m.processes[i] = model_process(*work[i].first, sites, host, max_gaps, *work[i].second);
+      m.processes[i] =
+          model_process(*work[i].first, sites, host, max_gaps, *work[i].second, device);
     }
   };
   size_t workers = std::min<size_t>(work.size(), threads);

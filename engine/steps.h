@@ -5,7 +5,9 @@
 // timeline into steps at it, and splits every step into what the host was doing (waiting for
 // the GPU, enqueueing work, other GPU API calls, its own code) and whether the GPU had work.
 // Without device timestamps the GPU side is a lower bound: a stream is idle only from the
-// return of a sync that drained it until the next work is queued on it. Host gaps (the GPU
+// return of a sync that drained it until the next work is queued on it. Where the devices
+// reported their utilisation (NVML, amdgpu: engine/device_busy.h), the GPU's busy share of
+// each step they cover is measured, per process where they give it. Host gaps (the GPU
 // idle and no thread inside a GPU call) are attributed to what the thread that ended them
 // did: on-CPU, preempted (by whom), blocked in uninterruptible sleep (disk I/O, fsync), or
 // sleeping (locks, queues). docs/engine.md describes it; thresholds are in
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device_busy.h"
 #include "engine/host_context.h"
 #include "engine/thresholds_steps.h"
 #include "engine/trace_source.h"
@@ -87,6 +90,10 @@ struct Step {
   uint64_t host_ns = 0;     // inside no GPU call
   // GPU side, estimated: no work outstanding on any stream (a lower bound).
   uint64_t gpu_idle_ns = 0;
+  // GPU side, measured by the device (NVML, amdgpu): the share of the step it was busy, -1
+  // where no device sample covers the step; from the process's own samples or the device's.
+  float gpu_busy = -1;
+  bool busy_per_process = false;
   uint64_t host_gap_ns = 0;  // GPU idle and no thread inside a GPU call: waiting for the host
   GapTime gap;               // how host_gap_ns was spent
   // Time at least one thread that feeds the GPU (made GPU calls) was runnable but not running:
@@ -150,8 +157,28 @@ struct StepSummary {
   uint32_t preempted_tid = 0;
   uint32_t preemptor_pid = 0;  // top preemptor in the gaps
   std::string preemptor;
-  std::string text;  // "median step 16.1 ms: GPU idle 80%: host on-CPU in f (file.py:15)"
+  // The GPU side measured (engine/device_busy.h): busy_measured when device samples cover at
+  // least half of the steady time; gpu_busy is then their busy share, weighted by step time.
+  bool device_data = false;  // the trace has device samples at all
+  bool busy_measured = false;
+  double gpu_busy = 0;            // share of the covered steady time
+  bool busy_per_process = false;  // most of the covered time from the process's own samples
+  std::string busy_source;        // "nvml", "amdgpu"
+  size_t busy_steps = 0;          // steady steps the samples cover
+  std::string device_note;        // why samples measure nothing: "2 devices sampled, none ..."
+  // Measured idle share, or -1 when not measured.
+  double measured_idle() const { return busy_measured ? 1 - gpu_busy : -1; }
+  // The top launch site of steady steps: where the launches come from.
+  uint64_t launch_stack = 0;
+  uint64_t launch_site_calls = 0, launches = 0;  // its launches, and all steady launches
+  uint32_t launch_tid = 0;
+  std::string launch_where;  // "forward (model.py:12)"
+  std::string text;          // "median step 16.1 ms: GPU idle 80%: host on-CPU in f (file.py:15)"
 };
+
+// The GPU's share as the summary names it: "GPU busy 9% (NVML)" where measured ("(NVML, whole
+// device)" from whole-device samples), else "GPU idle ≥ 86% (no device data: lower bound)".
+std::string gpu_share_text(const StepSummary& m);
 
 struct StepSeries {
   uint32_t pid = 0;
@@ -202,7 +229,8 @@ CpuSamples read_cpu_samples(TraceSource& source, const Window& w);
 // supplies off-CPU intervals and block requests. `calls_per_pid`, when known (the op
 // statistics count them), sizes each process's call list once instead of growing it.
 // `samples`, when given, are `w`'s samples read already (analyze reads them beside host
-// context); else they are read here. Processes are modelled on up to `threads` threads (0: as
+// context); else they are read here. `device`, when given and not empty, measures the GPU side
+// of the steps it covers. Processes are modelled on up to `threads` threads (0: as
 // many as the machine has CPUs); the model is the same whatever the number. Their reads of
 // stacks hold `stacks_lock` (one of their own when null): a caller reading stacks meanwhile
 // holds it too. `collected`, when given, runs once the calls are collected, before `host` and
@@ -213,6 +241,7 @@ StepModel compute_steps(TraceSource& source, const Window& w, const HostContext&
                         const std::map<uint32_t, uint64_t>& calls_per_pid = {},
                         const CpuSamples* samples = nullptr, unsigned threads = 0,
                         std::mutex* stacks_lock = nullptr,
-                        const std::function<void()>& collected = {});
+                        const std::function<void()>& collected = {},
+                        const DeviceBusy* device = nullptr);
 
 }  // namespace ingero::engine

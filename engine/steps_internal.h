@@ -303,7 +303,11 @@ void count_preempted(const Proc& p, const HostContext& host, const FeedingThread
 
 // steps_summary.cc
 void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trips, StepSeries& s);
+// The launch site issuing most of the steady steps' launches (summary.launch_*).
+void count_launch_sites(const Proc& p, Sites& sites, StepSeries& s);
 void summarize(StepSeries& s, Sites& sites, const Tallies& tally);
+// steps_device.cc: Step::gpu_busy of the steps `device` covers, and the summary's measure.
+void measure_steps(StepSeries& s, const DeviceBusy* device);
 // Nearest-rank quantile of an unsorted vector (copied).
 uint64_t quantile(std::vector<uint64_t> v, double q);
 

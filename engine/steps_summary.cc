@@ -2,6 +2,7 @@
 // summary of the steady steps.
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
 
 #include "engine/chain.h"
 #include "engine/steps_internal.h"
@@ -171,6 +172,69 @@ void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trip
   }
 }
 
+// Where the steady steps' launches come from: their stacks' code locations (the user's line,
+// as code_location() picks it), the one issuing most of them, and one stack of it.
+void count_launch_sites(const Proc& p, Sites& sites, StepSeries& s) {
+  StepSummary& m = s.summary;
+  if (s.steps.empty()) return;
+  std::vector<int64_t> starts;
+  starts.reserve(s.steps.size());
+  for (const Step& st : s.steps) starts.push_back(st.start_ns);
+  int64_t last = s.steps.back().end_ns;
+  auto steady = [&](int64_t t) {
+    if (t < starts.front() || t >= last) return false;
+    return !s.steps[size_t(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1)]
+                .warmup;
+  };
+  struct Count {
+    uint64_t calls = 0;
+    uint32_t tid = 0;
+  };
+  std::unordered_map<uint64_t, Count> by_stack;
+  for (const Call& c : p.calls) {
+    if ((c.kind != hal::EventKind::kLaunch && c.kind != hal::EventKind::kGraphLaunch) ||
+        !steady(c.start))
+      continue;
+    if (Proc::grouped(c)) {
+      for (const Grouped& g : p.group(c)) {
+        Count& x = by_stack[p.stacks[g.stack()]];
+        ++x.calls;
+        x.tid = c.tid;
+      }
+    } else {
+      Count& x = by_stack[c.stack];
+      x.calls += p.calls_in(c);
+      x.tid = c.tid;
+    }
+  }
+  struct Where {
+    uint64_t calls = 0, stack = 0, stack_calls = 0;
+    uint32_t tid = 0;
+  };
+  std::map<std::string, Where> by_where;
+  for (const auto& [stack, n] : by_stack) {
+    m.launches += n.calls;
+    if (!stack) continue;
+    std::string w = sites.where(stack);
+    if (w.empty()) continue;
+    Where& x = by_where[w];
+    x.calls += n.calls;
+    if (n.calls > x.stack_calls || (n.calls == x.stack_calls && stack < x.stack)) {
+      x.stack_calls = n.calls;
+      x.stack = stack;
+      x.tid = n.tid;
+    }
+  }
+  const std::pair<const std::string, Where>* top = nullptr;
+  for (const auto& e : by_where)
+    if (!top || e.second.calls > top->second.calls) top = &e;
+  if (!top) return;
+  m.launch_where = top->first;
+  m.launch_stack = top->second.stack;
+  m.launch_site_calls = top->second.calls;
+  m.launch_tid = top->second.tid;
+}
+
 namespace {
 
 // Who took the CPU, another process's tasks first (those a user can move away), then the
@@ -323,7 +387,7 @@ void summarize(StepSeries& s, Sites& sites, const Tallies& tally) {
       (s.cadence == Cadence::kWindows
            ? "no periodic step (" + std::to_string(m.steps) + " windows), median window "
            : "median step ") +
-      format_duration(m.median_ns) + ": GPU idle " + pct(m.gpu_idle);
+      format_duration(m.median_ns) + ": " + gpu_share_text(m);
   // The larger of the two host-side stories: the GPU idle waiting for the host (gaps), or the
   // threads feeding it losing their CPU.
   if (m.preempted >= kGapShareLow && m.preempted >= m.host_gap)

@@ -84,11 +84,18 @@ inline constexpr double kIoShareMedium = 0.10;
 inline constexpr double kIoShareHigh = 0.30;
 // Launch-bound: >= 100 launches per step, the host waiting for the GPU < 10% of the step (the
 // GPU is done before the host asks), and <= 100 us of host time per launch: the host's
-// launch and dispatch rate sets the step time. Without device timestamps this is LOW, MEDIUM
-// when the host is inside enqueue calls for >= 50% of the step; never HIGH.
+// launch and dispatch rate sets the step time. Without device data this is LOW, MEDIUM
+// when the host is inside enqueue calls for >= 50% of the step; never HIGH: the GPU's idle
+// share is only bounded from below. With the GPU's busy share measured (NVML, amdgpu), the
+// measured idle sets it (below), and a GPU measured idle < 10% keeps up: no chain.
 inline constexpr uint32_t kLaunchBoundLaunches = 100;
 inline constexpr double kLaunchBoundMaxWait = 0.10;
 inline constexpr uint64_t kLaunchBoundHostPerLaunchNs = 100'000;
 inline constexpr double kLaunchBoundEnqueueMedium = 0.50;
+inline constexpr double kLaunchBoundMinMeasuredIdle = 0.10;
+// A launch-bound or host-bound step whose GPU is measured idle (device samples) >= 25% of the
+// step is MEDIUM, >= 50% HIGH: the bands of host gaps, on the device's own figure.
+inline constexpr double kMeasuredIdleMedium = 0.25;
+inline constexpr double kMeasuredIdleHigh = 0.50;
 
 }  // namespace ingero::engine

@@ -15,6 +15,7 @@
 
 #include "engine/call_run.h"
 #include "engine/quantile_sketch.h"
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 #include "hal/inflight.h"
 
@@ -117,6 +118,17 @@ struct CallSketch {
   QuantileSketch sketch;
 };
 
+// A cgroup as the trace recorded it (cgroup_metadata): its path and who it belongs to. Names
+// are "" where the tracer found none (an unknown layout, a name the host does not keep).
+struct CgroupInfo {
+  std::string path;          // relative to the cgroup v2 mount; "" unknown
+  std::string container_id;  // 64 hex digits
+  std::string container;     // the container's name
+  std::string pod, pod_namespace, pod_uid;
+  std::string qos;      // "guaranteed", "burstable", "besteffort"
+  std::string runtime;  // "containerd", "cri-o", "docker", "podman"
+};
+
 struct ProcessInfo {
   uint32_t pid = 0;
   std::string name, cmdline;
@@ -127,6 +139,27 @@ struct ProcessInfo {
 struct InflightRow {
   std::string node;
   hal::Inflight in;
+};
+
+// A kernel's name for one process's function: calls.func of its launches (a host stub's
+// address or a driver handle). The tracer learns them from the runtime's registration of
+// kernels, driver look-ups and ELF symbols (hal/kernel_names.h); the engine never sees more.
+struct KernelNameInfo {
+  std::string node;
+  uint32_t pid = 0;
+  uint64_t func = 0;
+  std::string name;      // demangled: "void scale<float>(float*, float, int)"
+  std::string raw_name;  // as the binary spells it
+  std::string source;    // "registration", "driver_lookup", "elf_symbol"
+};
+
+// What the tracer could not name, summed over the sessions.
+struct KernelNaming {
+  uint64_t names = 0;              // (pid, function) named
+  uint64_t unnamed_launches = 0;   // launches whose function got no name
+  uint64_t unnamed_functions = 0;  // distinct (pid, function) among them
+  uint64_t unreadable = 0;         // names a source gave whose bytes could not be read
+  uint64_t conflicts = 0;          // a (pid, function) named twice differently: the first kept
 };
 
 // The string_views inside events (vendor, api, op, library) must point at storage that lives
@@ -178,8 +211,15 @@ class TraceSource {
   virtual uint64_t event_count(const Window& w) = 0;
   // Device error-counter samples in the window, in time order.
   virtual std::vector<DeviceCounterSample> device_error_samples(const Window&) { return {}; }
-  // cgroup id -> path, where the trace recorded it.
-  virtual std::map<uint64_t, std::string> cgroup_paths() { return {}; }
+  // cgroup id -> its path and names, where the trace recorded them.
+  virtual std::map<uint64_t, CgroupInfo> cgroups() { return {}; }
+  // What the GPUs reported (hal/device_sampler.h: NVML, amdgpu): the utilisation samples (and
+  // per-process memory rows) ending in the window, in no particular order; the window's pid
+  // restriction applies to per-process rows only. Traces without device data have none.
+  virtual void device_samples(const Window& /*w*/,
+                              const std::function<void(const hal::DeviceSample&)>& /*fn*/) {}
+  // Device events (Xid, ECC, a lost GPU) in the window, in time order.
+  virtual std::vector<hal::DeviceEvent> device_events(const Window& /*w*/) { return {}; }
   // Whether calls carry stacks (Event::stack_id), and a stack's frames.
   virtual bool has_stacks() { return false; }
   virtual std::vector<StackFrameInfo> stack(uint64_t /*stack_id*/) { return {}; }
@@ -206,6 +246,14 @@ class TraceSource {
   // node apply), the latest observation of each, in order of entry. Sources without them
   // (files of older builds, the original implementation's) have none.
   virtual std::vector<InflightRow> inflight(const Window& /*w*/) { return {}; }
+  // Kernel names of the trace's launches (of `node` when given), and what the tracer could not
+  // name (nullopt: the source does not record it, e.g. files from before kernel names).
+  virtual std::vector<KernelNameInfo> kernel_names(const std::optional<std::string>& /*node*/) {
+    return {};
+  }
+  virtual std::optional<KernelNaming> kernel_naming(const std::optional<std::string>& /*node*/) {
+    return std::nullopt;
+  }
   // The latest start of a whole second of `w` such that at most `max_calls` calls start
   // between it and the window's end, from per-second call counts; w.from_ns when the whole
   // window fits or the source keeps no such counts.

@@ -217,6 +217,50 @@ TableSpec stack_frames() {
   return t;
 }
 
+// The device side channel's rows (SQLite device_samples and device_events): an absent figure
+// stays NULL.
+TableSpec device_samples() {
+  TableSpec t;
+  t.name = "device_samples";
+  t.columns = rowid_head("d.node", "coalesce(ss.started_at, 0)", "d.id");
+  t.columns.push_back({"timestamp", "UInt64", "d.timestamp"});
+  t.columns.push_back({"period_ns", "Int64", "d.period_ns"});
+  t.columns.push_back({"source", "String", "d.source"});
+  t.columns.push_back({"device", "UInt32", "d.device"});
+  t.columns.push_back({"uuid", "String", "d.uuid"});
+  t.columns.push_back({"pid", "Nullable(UInt32)", "d.pid"});
+  for (const char* c : {"sm_util", "mem_util"})
+    t.columns.push_back({c, "Nullable(Float64)", std::string("d.") + c});
+  for (const char* c : {"mem_used", "mem_total", "sm_clock_mhz", "mem_clock_mhz", "power_mw",
+                        "temperature_c", "throttle_reasons", "ecc_corrected", "ecc_uncorrected"})
+    t.columns.push_back({c, "Nullable(Int64)", std::string("d.") + c});
+  t.partition = day_partition("timestamp");
+  t.order_by = "(node, device, timestamp)";
+  t.day_column = "timestamp";
+  t.source_from = "device_samples d LEFT JOIN sessions ss ON ss.id = d.session_id";
+  t.source_id = "d.id";
+  return t;
+}
+
+TableSpec device_events() {
+  TableSpec t;
+  t.name = "device_events";
+  t.columns = rowid_head("d.node", "coalesce(ss.started_at, 0)", "d.id");
+  t.columns.push_back({"timestamp", "UInt64", "d.timestamp"});
+  t.columns.push_back({"source", "String", "d.source"});
+  t.columns.push_back({"device", "UInt32", "d.device"});
+  t.columns.push_back({"uuid", "String", "d.uuid"});
+  t.columns.push_back({"kind", "String", "d.kind"});
+  t.columns.push_back({"code", "Int64", "d.code"});
+  t.columns.push_back({"detail", "String", "d.detail"});
+  t.partition = day_partition("timestamp");
+  t.order_by = "(node, timestamp)";
+  t.day_column = "timestamp";
+  t.source_from = "device_events d LEFT JOIN sessions ss ON ss.id = d.session_id";
+  t.source_id = "d.id";
+  return t;
+}
+
 TableSpec process_names() {
   TableSpec t;
   t.name = "process_names";
@@ -241,6 +285,10 @@ TableSpec cgroups() {
                {"cgroup_path", "String", "g.cgroup_path"},
                {"pod_name", "String", "g.pod_name"},
                {"namespace", "String", "g.namespace"}};
+  // Who the cgroup belongs to, added later (docs/schema.md): NULL where unknown, and in files
+  // written before them. ensure_schema() adds them to tables created without.
+  for (const char* c : {"container_name", "pod_uid", "qos_class", "runtime", "names_from"})
+    t.columns.push_back({c, "Nullable(String)", std::string("g.") + c});
   t.order_by = "(node, cgroup_id)";
   t.source_from = "cgroup_metadata g";
   return t;
@@ -268,8 +316,9 @@ int TableSpec::column_index(std::string_view column) const {
 
 const std::vector<TableSpec>& fleet_tables() {
   static const std::vector<TableSpec> tables = {
-      sessions(),      libraries(),       stack_frames(),  events(),  snapshots(),
-      process_stats(), device_counters(), process_names(), cgroups(), causal_chains()};
+      sessions(),      libraries(),     stack_frames(),    events(),
+      snapshots(),     process_stats(), device_counters(), device_samples(),
+      device_events(), process_names(), cgroups(),         causal_chains()};
   return tables;
 }
 

@@ -247,13 +247,89 @@ std::vector<engine::DeviceCounterSample> ClickHouseTraceSource::device_error_sam
   return out;
 }
 
-std::map<uint64_t, std::string> ClickHouseTraceSource::cgroup_paths() {
-  std::map<uint64_t, std::string> out;
+bool ClickHouseTraceSource::has_table(const char* name) {
+  auto it = tables_.find(name);
+  if (it != tables_.end()) return it->second;
+  bool yes = false;
+  std::string before = error_;
+  rows(std::string("EXISTS TABLE ") + table(name), 1, [&](const auto& f) {
+    yes = u64(f[0]) == 1;
+    return true;
+  });
+  error_ = before;
+  return tables_[name] = yes;
+}
+
+// The device side channel's rows, on the clock of the node that wrote them. A database
+// created before these tables has no device data.
+void ClickHouseTraceSource::device_samples(
+    const engine::Window& w, const std::function<void(const hal::DeviceSample&)>& fn) {
+  if (!has_table("device_samples")) return;
+  std::string pid = w.pid ? " AND (isNull(pid) OR pid = " + std::to_string(*w.pid) + ")" : "";
+  rows("SELECT " + ts("timestamp") +
+           " AS t, period_ns, source, device, uuid, pid, sm_util, mem_util, mem_used, mem_total "
+           "FROM " +
+           table("device_samples") + where(w, "timestamp", false) +
+           " AND (isNotNull(sm_util) OR isNotNull(pid))" + pid,
+       10, [&](const auto& f) {
+         hal::DeviceSample s;
+         s.ts_ns = i64(f[0]);
+         s.period_ns = i64(f[1]);
+         s.source = f[2].text;
+         s.device = uint32_t(u64(f[3]));
+         s.uuid = f[4].text;
+         if (!f[5].null) s.pid = uint32_t(u64(f[5]));
+         if (!f[6].null) s.sm_util = std::stod(f[6].text);
+         if (!f[7].null) s.mem_util = std::stod(f[7].text);
+         if (!f[8].null) s.mem_used = u64(f[8]);
+         if (!f[9].null) s.mem_total = u64(f[9]);
+         fn(s);
+         return true;
+       });
+}
+
+std::vector<hal::DeviceEvent> ClickHouseTraceSource::device_events(const engine::Window& w) {
+  std::vector<hal::DeviceEvent> out;
+  if (!has_table("device_events")) return out;
+  rows("SELECT " + ts("timestamp") + " AS t, source, device, uuid, kind, code, detail FROM " +
+           table("device_events") + where(w, "timestamp", false) + " ORDER BY t, node",
+       7, [&](const auto& f) {
+         out.push_back({i64(f[0]), f[1].text, uint32_t(u64(f[2])), f[3].text, f[4].text, i64(f[5]),
+                        f[6].text});
+         return true;
+       });
+  return out;
+}
+
+std::map<uint64_t, engine::CgroupInfo> ClickHouseTraceSource::cgroups() {
+  std::map<uint64_t, engine::CgroupInfo> out;
+  // A table created before the name columns lacks them until a shipper adds them.
+  bool names = false;
+  rows("SELECT count() FROM system.columns WHERE database = " +
+           sql_quote(client_->endpoint().database) +
+           " AND table = 'cgroup_metadata' AND name = 'container_name'",
+       1, [&](const auto& f) {
+         names = u64(f[0]) > 0;
+         return true;
+       });
+  // Shipped again when a name changed: a row that has each name, if one does.
+  auto known = [](const std::string& c) { return ", anyIf(" + c + ", " + c + " != '')"; };
+  std::string cols = known("container_id") + known("pod_name") + known("namespace");
+  for (const char* c : {"container_name", "pod_uid", "qos_class", "runtime"})
+    cols += names ? known(std::string("ifNull(") + c + ", '')") : std::string(", ''");
   std::string filter = scope_ ? " WHERE node = " + sql_quote(*scope_) : "";
-  rows("SELECT cgroup_id, any(cgroup_path) FROM " + table("cgroup_metadata") + filter +
+  rows("SELECT cgroup_id, any(cgroup_path)" + cols + " FROM " + table("cgroup_metadata") + filter +
            " GROUP BY cgroup_id",
-       2, [&](const auto& f) {
-         out[u64(f[0])] = f[1].text;
+       9, [&](const auto& f) {
+         engine::CgroupInfo& c = out[u64(f[0])];
+         c.path = f[1].text;
+         c.container_id = f[2].text;
+         c.pod = f[3].text;
+         c.pod_namespace = f[4].text;
+         c.container = f[5].text;
+         c.pod_uid = f[6].text;
+         c.qos = f[7].text;
+         c.runtime = f[8].text;
          return true;
        });
   return out;

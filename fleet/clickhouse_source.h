@@ -41,7 +41,10 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   std::pair<int64_t, int64_t> node_span(const std::string& node) override;
   uint64_t event_count(const engine::Window& w) override;
   std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
-  std::map<uint64_t, std::string> cgroup_paths() override;
+  std::map<uint64_t, engine::CgroupInfo> cgroups() override;
+  void device_samples(const engine::Window& w,
+                      const std::function<void(const hal::DeviceSample&)>& fn) override;
+  std::vector<hal::DeviceEvent> device_events(const engine::Window& w) override;
   std::optional<engine::TraceLosses> losses() override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
@@ -67,6 +70,10 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   // First and last event (its end) of the window's events.
   std::pair<int64_t, int64_t> span_of(const engine::Window& w);
   std::string table(const char* name) const { return client_->endpoint().database + "." + name; }
+  // Whether the database has the table (tables added after a fleet was set up: the device
+  // side channel's), asked once; a server that cannot say is taken not to.
+  bool has_table(const char* name);
+  std::map<std::string, bool> tables_;
   void events(const engine::Window& w, bool host, const engine::EventFn& fn);
   std::string_view intern(const std::string& s);
 

@@ -35,9 +35,41 @@ std::string sql_string_list(const std::vector<std::string>& values) {
 }
 
 ingero::Status ensure_schema(ClickHouseClient& client) {
-  for (const std::string& ddl : local_ddl(client.endpoint().database))
+  const std::string& db = client.endpoint().database;
+  for (const std::string& ddl : local_ddl(db))
     if (auto r = client.execute(ddl); !r) return r.error();
+  std::set<std::pair<std::string, std::string>> have;
+  auto st = rows(client, "SELECT table, name FROM system.columns WHERE database = " + sql_quote(db),
+                 2, [&](const auto& f) {
+                   have.insert({f[0].text, f[1].text});
+                 });
+  if (!st) return st;
+  for (const TableSpec& t : fleet_tables())
+    for (const ColumnSpec& c : t.columns)
+      if (!have.count({t.name, c.name}))
+        if (auto r = client.execute("ALTER TABLE " + db + "." + t.name + " ADD COLUMN " + c.name +
+                                    " " + c.type);
+            !r)
+          return r.error();
   return {};
+}
+
+std::string cgroup_content(const SpoolRow& r) {
+  std::string s;
+  const TableSpec* t = find_table("cgroup_metadata");
+  for (size_t i = 2; i < t->columns.size(); ++i) s += (i > 2 ? "\x1f" : "") + r.text(int(i));
+  return s;
+}
+
+std::string cgroup_content_sql() {
+  std::string s;
+  const TableSpec* t = find_table("cgroup_metadata");
+  for (size_t i = 2; i < t->columns.size(); ++i) {
+    const ColumnSpec& c = t->columns[i];
+    s += std::string(i > 2 ? ", '\\x1f', " : "") +
+         (c.type.rfind("Nullable", 0) == 0 ? "ifNull(" + c.name + ", '')" : c.name);
+  }
+  return "concat(" + s + ")";
 }
 
 ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool& spool) {
@@ -78,7 +110,7 @@ ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool&
               });
     if (!st) return st.error();
     st = rows(client,
-              "SELECT DISTINCT node, cgroup_id, cgroup_path FROM " + db +
+              "SELECT DISTINCT node, cgroup_id, " + cgroup_content_sql() + " FROM " + db +
                   "cgroup_metadata WHERE node = " + sql_quote(spool.origin_node()),
               3, [&](const auto& f) {
                 s.cgroups.insert({f[0].text, to_i64(f[1]), f[2].text});

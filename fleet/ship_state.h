@@ -25,12 +25,20 @@ struct ShipState {
   std::map<std::pair<std::string, uint64_t>, uint64_t> sessions;
   std::set<std::pair<std::string, uint64_t>> chains;  // sessions whose chains are stored
   std::set<int64_t> stacks;                           // stack ids stored for the origin node
-  std::map<std::pair<std::string, uint32_t>, uint64_t> processes;   // (node, pid) -> seen_at
-  std::set<std::tuple<std::string, int64_t, std::string>> cgroups;  // (node, id, path)
+  std::map<std::pair<std::string, uint32_t>, uint64_t> processes;  // (node, pid) -> seen_at
+  // (node, id, cgroup_content): a cgroup ships again when its path or a name changed.
+  std::set<std::tuple<std::string, int64_t, std::string>> cgroups;
 };
 
-// Creates the database and tables if absent (DDL from ch_schema.h), then reads the state of
-// `spool`'s file. Errors name the URL and ClickHouse's message.
+// A cgroup_metadata row's columns after node and cgroup_id (path, ids, names), NULL as "",
+// joined by \x1f: from the spool, and the same as a ClickHouse expression.
+std::string cgroup_content(const SpoolRow& r);
+std::string cgroup_content_sql();
+
+// Creates the database and tables if absent (DDL from ch_schema.h), and adds the columns a
+// table created by an earlier version lacks (ALTER TABLE ADD COLUMN: ClickHouse 18.16 has no
+// IF NOT EXISTS there, so system.columns says which). Errors name the URL and ClickHouse's
+// message.
 ingero::Status ensure_schema(ClickHouseClient& client);
 ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool& spool);
 

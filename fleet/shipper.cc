@@ -327,7 +327,7 @@ ingero::Status Shipper::ship_cgroups() {
   std::string tsv;
   std::vector<std::tuple<std::string, int64_t, std::string>> shipped;
   auto st = spool_->select(t, "ORDER BY g.cgroup_id", {}, [&](const SpoolRow& r) {
-    std::tuple<std::string, int64_t, std::string> key{r.text(0), r.int64(1), r.text(3)};
+    std::tuple<std::string, int64_t, std::string> key{r.text(0), r.int64(1), cgroup_content(r)};
     if (state_.cgroups.count(key)) return true;
     r.append_tsv(tsv);
     shipped.push_back(key);
@@ -405,7 +405,7 @@ ingero::Result<uint64_t> Shipper::pending() {
         break;
       case ShipMode::kCgroups:
         st = count_rows(t, "", {}, [&](const SpoolRow& r) {
-          return !state_.cgroups.count({r.text(0), r.int64(1), r.text(3)});
+          return !state_.cgroups.count({r.text(0), r.int64(1), cgroup_content(r)});
         });
         break;
       case ShipMode::kStacks:

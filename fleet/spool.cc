@@ -118,6 +118,10 @@ std::string Spool::select_sql(const TableSpec& t) const {
     // Decoded-field columns added by later schema versions: NULL in older files.
     if (events && src.rfind("e.", 0) == 0 && !db_->column_exists("events", src.substr(2)))
       src = "NULL";
+    // cgroup_metadata's name columns: NULL in files written before them.
+    if (t.name == "cgroup_metadata" && src.rfind("g.", 0) == 0 &&
+        !db_->column_exists("cgroup_metadata", src.substr(2)))
+      src = "NULL";
     // Session counters added by later schema versions: -1, "not recorded", in older files.
     if (t.name == "sessions" && src.rfind("s.", 0) == 0 &&
         !db_->column_exists("sessions", src.substr(2)))

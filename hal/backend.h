@@ -8,7 +8,8 @@
 // plus hints that keep discovery cheap (file_hints, install_dirs).
 // Optionally (hal/side_channel.h), a side channel beside the probes: device counters polled
 // from sysfs, names for its device asynchronous events, its lines in `ingero check`, and SQL
-// views over the trace file. The defaults offer none.
+// views over the trace file; and (hal/device_sampler.h) a device sampler: what the GPU itself
+// says of its utilisation, per device and per process. The defaults offer none.
 //
 // Backends depend on hal/ only and never on each other. Registration is explicit: the app
 // builds a BackendRegistry and adds each backend once; tests build their own registries.
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "hal/call_record.h"
+#include "hal/device_sampler.h"
 #include "hal/elf_symbols.h"
 #include "hal/event.h"
 #include "hal/probe_spec.h"
@@ -98,6 +100,14 @@ class VendorBackend {
   virtual std::vector<CheckLine> check(const std::string& /*sysfs_root*/) const { return {}; }
   // Views this backend adds to every trace file (hal/side_channel.h SqlView). Pure.
   virtual std::span<const SqlView> views() const { return {}; }
+  // Its device sampler (hal/device_sampler.h) on this host: nullptr when the backend has none
+  // (the default); an Error saying why when it has one but this host cannot give it ("no
+  // amdgpu card under /sys/class/drm", "libnvidia-ml.so.1 not found", "nvmlInit_v2 failed:
+  // Driver Not Loaded"): not a failure of the trace, which goes on without device figures.
+  virtual Result<std::unique_ptr<DeviceSampler>> open_device_sampler(
+      const DeviceSamplerOptions& /*opts*/) const {
+    return std::unique_ptr<DeviceSampler>();
+  }
 };
 
 class BackendRegistry {

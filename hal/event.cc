@@ -8,12 +8,12 @@ namespace ingero::hal {
 namespace {
 
 constexpr std::string_view kKindNames[] = {
-    "unknown",           "launch",       "memcpy",       "memset",        "sync",
-    "stream_wait",       "alloc",        "free",         "graph_capture", "graph_end_capture",
-    "graph_instantiate", "graph_launch", "collective",   "p2p",           "group",
-    "comm_init",         "comm_destroy", "rdma_event",   "sched_switch",  "sched_wakeup",
-    "process_fork",      "process_exec", "process_exit", "page_alloc",    "block_io",
-    "tcp_retransmit",    "oom_kill",     "cpu_sample",
+    "unknown",           "launch",         "memcpy",       "memset",        "sync",
+    "stream_wait",       "alloc",          "free",         "graph_capture", "graph_end_capture",
+    "graph_instantiate", "graph_launch",   "collective",   "p2p",           "group",
+    "comm_init",         "comm_destroy",   "rdma_event",   "kernel_name",   "sched_switch",
+    "sched_wakeup",      "process_fork",   "process_exec", "process_exit",  "page_alloc",
+    "block_io",          "tcp_retransmit", "oom_kill",     "cpu_sample",
 };
 static_assert(std::size(kKindNames) == static_cast<size_t>(EventKind::kCount_));
 

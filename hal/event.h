@@ -37,6 +37,9 @@ enum class EventKind : uint8_t {
   kCommInit,
   kCommDestroy,
   kRdmaAsyncEvent,  // fabric/device asynchronous event
+  // A kernel's name became known (its registration or a driver look-up; hal/kernel_names.h).
+  // Consumed by capture, which keeps the name; never a call the engine or a sink counts.
+  kKernelName,
   // host context
   kSchedSwitch,  // a traced thread went off-CPU; dur = off-CPU interval
   kSchedWakeup,

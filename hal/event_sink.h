@@ -13,6 +13,7 @@
 
 #include "hal/event.h"
 #include "hal/inflight.h"
+#include "hal/kernel_names.h"
 #include "hal/result.h"
 #include "hal/stack_frame.h"
 
@@ -37,6 +38,9 @@ class EventSink {
   // Once a second: the threads stuck now, and those that stopped being stuck
   // (hal/inflight.h).
   virtual Status on_inflight(const InflightReport& /*report*/) { return {}; }
+  // A kernel's name for one process, once per (pid, func), before the first launch that needs it
+  // is handed over (hal/kernel_names.h).
+  virtual Status on_kernel_name(const KernelName& /*name*/) { return {}; }
   // Everything handed over so far is durable (the store commits its batch; others may flush).
   virtual Status commit() { return {}; }
 };

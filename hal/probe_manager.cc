@@ -99,7 +99,7 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
     char real[PATH_MAX];
     std::string real_name = realpath(f.path.c_str(), real) ? std::string(path_basename(real))
                                                            : std::string(mf.basename);
-    for (auto& plan : plan_file(mf, backends_)) {
+    for (auto& plan : plan_file(mf, backends_, want_)) {
       LibraryStatus st;
       st.backend = std::string(plan.backend->name());
       st.vendor = std::string(plan.match.vendor);

@@ -62,6 +62,9 @@ class ProbeManager {
   // how many probes went.
   Result<size_t> detach_launches(const std::string& path);
 
+  // Plans only the specs `want` accepts (hal/probe_plan.h), from the next file handled on.
+  void set_spec_filter(SpecFilter want) { want_ = std::move(want); }
+
   const ProbeTable& table() const { return table_; }
   const std::vector<LibraryStatus>& libraries() const { return libraries_; }
   size_t attached_probes() const { return attached_; }
@@ -77,6 +80,7 @@ class ProbeManager {
   LibraryDiscovery discovery_;
   SymbolCache symbols_;
   ProbeTable table_;
+  SpecFilter want_;
   std::unordered_set<FileIdentity, FileIdentityHash> handled_;
   std::unordered_set<FileIdentity, FileIdentityHash> loaders_handled_;
   // Each file attached: its path, call sites and links.

@@ -47,7 +47,8 @@ std::vector<std::pair<std::string, const ElfSymbol*>> resolve_spec(const SymbolI
 }
 
 std::vector<LibraryPlan> plan_file(const MappedFile& file,
-                                   std::span<const VendorBackend* const> backends) {
+                                   std::span<const VendorBackend* const> backends,
+                                   const SpecFilter& want) {
   std::vector<LibraryPlan> plans;
   for (const VendorBackend* b : backends) {
     for (const LibraryMatch& m : b->match(file)) {
@@ -60,6 +61,7 @@ std::vector<LibraryPlan> plan_file(const MappedFile& file,
       plan.build_id = file.symbols->build_id();
       std::unordered_set<uint64_t> addrs;
       for (const ProbeSpec& spec : b->probes(m)) {
+        if (want && !want(spec)) continue;
         ++plan.specs_total;
         auto found = resolve_spec(*file.symbols, spec);
         if (found.empty()) {

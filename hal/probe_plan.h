@@ -1,6 +1,7 @@
 // Probe planning: which functions of one parsed file to attach, for which backend. Pure.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,9 +36,13 @@ struct LibraryPlan {
 // Suffix for one Variant bit: kPtsz -> "_ptsz".
 std::string_view variant_suffix(Variant v);
 
+// Which specs to plan (null: all). A spec left out is not counted, found or missing.
+using SpecFilter = std::function<bool(const ProbeSpec&)>;
+
 // Resolves every spec of every match of every backend against `file`.
 std::vector<LibraryPlan> plan_file(const MappedFile& file,
-                                   std::span<const VendorBackend* const> backends);
+                                   std::span<const VendorBackend* const> backends,
+                                   const SpecFilter& want = {});
 
 // Resolves one spec: every allowed variant that exists, deduplicated by address, falling
 // back to the `p`-prefixed profiling alias (pncclAllReduce) when no plain name exists.

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "hal/event.h"
+#include "hal/kernel_names.h"
 
 namespace ingero::hal {
 
@@ -85,6 +86,19 @@ enum Variant : uint16_t {
 inline constexpr uint16_t kDefaultVariants = kBase | kPtsz | kPtds;
 inline constexpr uint16_t kV2Variants = kV2 | kV2Ptsz | kV2Ptds;
 
+// Where a kernel name source (a spec of kind EventKind::kKernelName; hal/kernel_names.h) finds
+// what it names: `func` is the key launches carry; it is named by the NUL-terminated string at
+// `name` in the process, or takes the name of the key `alias_of` (a handle looked up from a
+// host stub). With `needs_success`, a call returning non-zero names nothing (its output
+// pointer was not written).
+struct NameRecipe {
+  KernelNameSource source = KernelNameSource::kNone;
+  ArgRef func{};
+  ArgRef name{};
+  ArgRef alias_of{};
+  bool needs_success = false;
+};
+
 struct ProbeSpec {
   std::string_view symbol;  // documented API name, without variant suffixes
   EventKind kind = EventKind::kUnknown;
@@ -92,6 +106,7 @@ struct ProbeSpec {
   FieldRef fields[kMaxFieldRefs]{};
   bool optional = false;  // absent in some library versions: not an error
   uint16_t variants = kDefaultVariants;
+  NameRecipe name{};  // kind kKernelName only
 };
 
 }  // namespace ingero::hal

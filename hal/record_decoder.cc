@@ -19,11 +19,18 @@ ingero_recipe make_recipe(const ProbeSpec& spec) {
   // User space decodes register arguments only through the spec's FieldRefs (backends'
   // decode() reads Event fields), so only those are shipped.
   uint8_t nregs = 0;
+  auto uses = [&nregs](const ArgRef& a) {
+    if (a.src == ArgRef::Src::kReg && a.index < INGERO_REG_WORDS)
+      nregs = std::max<uint8_t>(nregs, uint8_t(a.index + 1));
+  };
   for (const FieldRef& f : spec.fields) {
     if (f.field == Field::kCount_) break;
-    if (f.from.src == ArgRef::Src::kReg && f.from.index < INGERO_REG_WORDS)
-      nregs = std::max<uint8_t>(nregs, uint8_t(f.from.index + 1));
+    uses(f.from);
   }
+  // A name source's references (NameRecipe) are read in user space too.
+  uses(spec.name.func);
+  uses(spec.name.name);
+  uses(spec.name.alias_of);
   r.nregs = nregs;
   auto conv = [](const PtrRead& p) {
     ingero_ptr_read o{};
@@ -146,6 +153,26 @@ bool CallDecoder::decode(const CallRecord& rec, Event& ev) const {
   }
   p->backend->decode(raw, spec, ev);
   return true;
+}
+
+std::optional<NameCapture> CallDecoder::name_capture(const CallRecord& rec) const {
+  const AttachedProbe* p = table_.find(rec.hdr.probe_id);
+  if (!p || !p->spec || p->spec->kind != EventKind::kKernelName) return std::nullopt;
+  const NameRecipe& r = p->spec->name;
+  if (rec.hdr.flags & INGERO_CALL_UNFINISHED) return std::nullopt;  // nothing was written
+  if (r.needs_success && int32_t(uint32_t(rec.hdr.ret)) != 0) return std::nullopt;
+  RawCall raw(rec);
+  auto func = raw.value(r.func);
+  if (!func || !*func) return std::nullopt;
+  NameCapture c;
+  c.pid = rec.hdr.pid;
+  c.ts_ns = rec.hdr.start_ns;
+  c.func = *func;
+  c.source = r.source;
+  if (auto v = raw.value(r.name); v && *v) c.name_addr = *v;
+  if (auto v = raw.value(r.alias_of); v && *v && *v != *func) c.alias_of = *v;
+  if (!c.name_addr && !c.alias_of) return std::nullopt;
+  return c;
 }
 
 bool basename_matches(std::string_view basename, std::string_view prefix) {

@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hal/backend.h"
 #include "hal/call_record.h"
 #include "hal/event.h"
+#include "hal/kernel_names.h"
 #include "ingero_records.h"
 
 namespace ingero::hal {
@@ -44,6 +46,9 @@ class CallDecoder {
   explicit CallDecoder(const ProbeTable& table) : table_(table) {}
   // False (and `ev` untouched) when the probe id is unknown: the caller counts it.
   bool decode(const CallRecord& rec, Event& ev) const;
+  // A kernel name source's capture (a spec of kind kKernelName): nullopt for other probes, and
+  // for calls that name nothing (failed, unfinished, a faulted read, a null key or name).
+  std::optional<NameCapture> name_capture(const CallRecord& rec) const;
 
  private:
   const ProbeTable& table_;

@@ -129,7 +129,11 @@ NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& op
     GElf_Off off = 0;
     GElf_Sym sym;
     const char* name = dwfl_module_addrinfo(m->mod, addr, &off, &sym, nullptr, nullptr, nullptr);
-    if (name) s.function = demangle(name);
+    if (name) {
+      s.function = demangle(name);
+      s.raw = name;
+      s.symbol_offset = off;
+    }
     if (Dwfl_Line* line = lines ? dwfl_module_getsrc(m->mod, addr) : nullptr) {
       int lineno = 0;
       const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);

@@ -16,8 +16,10 @@
 namespace ingero::hal {
 
 struct NativeSymbol {
-  std::string function;  // demangled when it was a C++ name; "" when unknown
-  std::string file;      // source file from DWARF; "" when there is no line info
+  std::string function;        // demangled when it was a C++ name; "" when unknown
+  std::string raw;             // the symbol as the file spells it (mangled)
+  uint64_t symbol_offset = 0;  // of the address inside the symbol: 0 when it is its start
+  std::string file;            // source file from DWARF; "" when there is no line info
   int line = 0;
   std::string build_id;  // lowercase hex of the module's build-id, "" if none
 };

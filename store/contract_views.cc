@@ -8,9 +8,9 @@ namespace {
 // `has` says which optional events columns the file has (a file written by an older build and
 // opened read-only cannot gain them): a missing one reads as NULL, or 0 for the v5 counts.
 // `call_store`: the file keeps its calls in call_store (schema 10, store/call_store.h), read
-// through ingero_calls, and its host events in host_rows.
+// through ingero_calls, and its host events in host_rows. `kernel_table`: it has kernel_names.
 std::string views_body(const char* create, const std::function<bool(const std::string&)>& has,
-                       bool call_store) {
+                       bool call_store, bool kernel_table) {
   std::string fields;
   for (const auto& c : field_columns()) {
     if (c == "direction") continue;
@@ -23,6 +23,13 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          : ", 0 AS stack_of_site, 0 AS nested_calls, NULL AS nested_op\n";
   std::string v5_join =
       v5 ? "  LEFT JOIN ops no ON no.source_id = e.nested_source AND no.op_id = e.nested_op\n" : "";
+  // A launch's kernel, from the names the tracer learned (store/kernel_names.h): by process and
+  // function, so every launch of a function is named whenever its name became known.
+  std::string kernel_col = kernel_table ? ", k.name AS kernel\n" : ", NULL AS kernel\n";
+  std::string kernel_join =
+      kernel_table ? "  LEFT JOIN kernel_names k ON k.node = e.node AND k.pid = e.pid AND\n"
+                     "                               k.func = e.func AND o.kind = 'launch'\n"
+                   : "";
   std::string c = create;
   std::string calls_from = call_store ? "ingero_calls" : "events";
   std::string host_from = call_store ? "main.host_rows" : "events";
@@ -37,10 +44,10 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          "       e.peer_comm AS preemptor_comm,\n"
          "       CASE e.direction WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' WHEN 2 THEN 'D2H'\n"
          "            WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' WHEN 5 THEN 'peer' END AS direction" +
-         fields + ", e.stack_hash, e.library_id" + v5_cols + "  FROM " + calls_from +
+         fields + ", e.stack_hash, e.library_id" + v5_cols + kernel_col + "  FROM " + calls_from +
          " e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n" +
-         v5_join + " WHERE s.vendor <> 'host';\n" + c +
+         v5_join + kernel_join + " WHERE s.vendor <> 'host';\n" + c +
          " host_events AS\n"
          "SELECT e.id, e.node, e.session_id, e.timestamp AS ts_ns, e.duration AS dur_ns,\n"
          "       e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, e.comm,\n"
@@ -117,14 +124,14 @@ std::string stacks_view_sql(const char* create, bool stack_table, bool legacy_ta
 
 std::string contract_views_sql(bool temp, bool stack_table, bool legacy_stack_table,
                                const std::function<bool(const std::string&)>& has_column,
-                               bool call_store) {
+                               bool call_store, bool kernel_table) {
   std::string drops;
   const char* schema = temp ? "temp." : "main.";
   for (const char* v : {"calls", "host_events", "tcp_events", "stacks"})
     drops += std::string("DROP VIEW IF EXISTS ") + schema + v + ";\n";
   const char* create = temp ? "CREATE TEMP VIEW" : "CREATE VIEW";
   auto all = [](const std::string&) { return true; };
-  return drops + views_body(create, has_column ? has_column : all, call_store) +
+  return drops + views_body(create, has_column ? has_column : all, call_store, kernel_table) +
          stacks_view_sql(create, stack_table, legacy_stack_table);
 }
 

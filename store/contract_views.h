@@ -26,9 +26,11 @@ namespace ingero::store {
 // `has_column` (default: all) says which events columns exist: older files opened read-only
 // lack the newer optional ones, which the views then read as NULL.
 // `call_store`: the file keeps calls in its call store (schema 10, store/call_store.h).
+// `kernel_table`: the file has kernel_names (store/kernel_names.h), which names the launches of
+// `calls` (its `kernel` column; NULL without it).
 std::string contract_views_sql(bool temp, bool stack_table = true, bool legacy_stack_table = false,
                                const std::function<bool(const std::string&)>& has_column = {},
-                               bool call_store = false);
+                               bool call_store = false, bool kernel_table = true);
 // The `stacks` view: one row per frame, innermost first, joinable as
 // stacks.stack_id = calls.stack_hash. Over stack_frames and/or stack_traces, or empty with the
 // same columns.

@@ -94,6 +94,7 @@ std::string calls_select(const TraceFileInfo& info) {
     if (c != "direction") cols.push_back(c);
   cols.push_back("stack_hash");
   cols.push_back("library_id");
+  cols.push_back("kernel");  // the original implementation never named kernels
   std::string s = "SELECT ";
   for (size_t i = 0; i < cols.size(); ++i) {
     auto it = expr.find(cols[i]);

@@ -83,7 +83,8 @@ ingero::Status convert(Db& db, std::span<const hal::SqlView> views, PlainCopy& o
       "CREATE INDEX idx_call_runs_ts ON call_runs(timestamp);\n";
   if (auto st = db.exec(sql); !st) return st;
   if (auto st = db.exec(contract_views_sql(false, db.table_exists("stack_frames"),
-                                           db.table_exists("stack_traces")));
+                                           db.table_exists("stack_traces"), {}, false,
+                                           db.table_exists("kernel_names")));
       !st)
     return st;
   // call_summaries: the view over call_seconds, which stays.

@@ -15,8 +15,9 @@ namespace {
 
 // The time-series tables of rows and their time column; rows arrive nearly in time order, so
 // rowid order is the age order the batches follow.
-constexpr const char* kTables[] = {"host_rows", "system_snapshots", "process_stats",
-                                   "device_counters", "call_seconds"};
+constexpr const char* kTables[] = {"host_rows",       "system_snapshots", "process_stats",
+                                   "device_counters", "call_seconds",     "device_samples",
+                                   "device_events"};
 
 ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
   auto st = db.prepare(sql);

@@ -6,7 +6,9 @@
 #include "hal/event.h"
 #include "store/call_store.h"
 #include "store/call_summaries.h"
+#include "store/cgroup_metadata.h"
 #include "store/contract_views.h"
+#include "store/kernel_names.h"
 #include "store/legacy_views.h"
 #include "store/table_defs.h"
 
@@ -237,6 +239,8 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
         return fail(st.error());
   if (auto st = db.exec(tables_merged_sessions()); !st) return fail(st.error());
   if (auto st = db.exec(inflight_ddl()); !st) return fail(st.error());
+  if (auto st = add_cgroup_name_columns(db); !st) return fail(st.error());
+  if (auto st = migrate_kernel_names(db); !st) return fail(st.error());
   if (from < kSchemaVersion) {
     auto ins = db.prepare(
         "INSERT INTO schema_version (version, applied_at, ingero_version) VALUES (?, ?, ?)");

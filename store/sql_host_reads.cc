@@ -3,6 +3,7 @@
 // the summaries are read in sql_trace_source.cc.
 #include "store/call_store.h"
 #include "store/inflight_rows.h"
+#include "store/cgroup_metadata.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::store {
@@ -140,13 +141,13 @@ std::vector<engine::InflightRow> SqlTraceSource::inflight(const engine::Window& 
   return std::move(*rows);
 }
 
-std::map<uint64_t, std::string> SqlTraceSource::cgroup_paths() {
-  std::map<uint64_t, std::string> out;
-  if (!reader_.db().table_exists("cgroup_metadata")) return out;
-  auto st = prepare("SELECT cgroup_id, cgroup_path FROM cgroup_metadata");
-  if (!st) return out;
-  while (row(*st)) out[uint64_t(st->int64(0))] = st->text(1);
-  return out;
+std::map<uint64_t, engine::CgroupInfo> SqlTraceSource::cgroups() {
+  auto c = read_cgroups(reader_.db());
+  if (!c) {
+    fail(c.error());
+    return {};
+  }
+  return std::move(*c);
 }
 
 // On-CPU samples are host events (`cpu_sample`, v5), with their stack in stack_hash. Their

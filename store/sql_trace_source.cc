@@ -9,6 +9,7 @@
 #include "store/call_archive.h"
 #include "store/call_store.h"
 #include "store/folded_calls.h"
+#include "store/kernel_names.h"
 #include "store/sketch_sql.h"
 #include "store/stacks.h"
 #include "store/trace_queries.h"
@@ -347,6 +348,28 @@ std::vector<engine::StackFrameInfo> SqlTraceSource::stack(uint64_t stack_id) {
     out.push_back({f.python, f.python ? f.function : hal::demangle(f.function), f.file, f.line,
                    f.module, f.address});
   return out;
+}
+
+std::vector<engine::KernelNameInfo> SqlTraceSource::kernel_names(
+    const std::optional<std::string>& node) {
+  if (reader_.is_legacy()) return {};
+  auto names = read_kernel_names(reader_.db(), node);
+  if (!names) {
+    fail(names.error());
+    return {};
+  }
+  return std::move(*names);
+}
+
+std::optional<engine::KernelNaming> SqlTraceSource::kernel_naming(
+    const std::optional<std::string>& node) {
+  if (reader_.is_legacy()) return std::nullopt;
+  auto n = read_kernel_naming(reader_.db(), node);
+  if (!n) {
+    fail(n.error());
+    return std::nullopt;
+  }
+  return *n;
 }
 
 std::optional<engine::TraceLosses> SqlTraceSource::losses() { return losses_of(std::nullopt); }

@@ -52,14 +52,21 @@ class SqlTraceSource final : public engine::TraceSource {
   // span, kept while the file is unchanged.
   std::pair<int64_t, int64_t> node_span(const std::string& node) override;
   uint64_t event_count(const engine::Window& w) override;
-  std::map<uint64_t, std::string> cgroup_paths() override;
+  std::map<uint64_t, engine::CgroupInfo> cgroups() override;
   std::vector<engine::DeviceCounterSample> device_error_samples(const engine::Window& w) override;
+  // store/device_tables.cc
+  void device_samples(const engine::Window& w,
+                      const std::function<void(const hal::DeviceSample&)>& fn) override;
+  std::vector<hal::DeviceEvent> device_events(const engine::Window& w) override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
   bool has_cpu_samples() override;
   void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override;
   std::optional<engine::TraceLosses> losses() override;
   std::optional<engine::TraceLosses> node_losses(const std::string& node) override;
+  std::vector<engine::KernelNameInfo> kernel_names(const std::optional<std::string>& node) override;
+  std::optional<engine::KernelNaming> kernel_naming(
+      const std::optional<std::string>& node) override;
   int64_t recent_start(const engine::Window& w, uint64_t max_calls) override;
   std::vector<engine::InflightRow> inflight(const engine::Window& w) override;
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(

@@ -9,7 +9,8 @@ bool has_stacks(Db& db) {
 
 ingero::Result<std::optional<std::vector<StackFrame>>> read_stack(Db& db, int64_t stack_id) {
   auto st = db.prepare(
-      "SELECT kind, function, file, line, module, module_offset, address, location FROM stacks "
+      "SELECT kind, function, file, line, module, module_offset, address, location, build_id "
+      "FROM stacks "
       "WHERE stack_id = ? ORDER BY frame");
   if (!st) return st.error();
   st->bind(1, stack_id);
@@ -27,6 +28,7 @@ ingero::Result<std::optional<std::vector<StackFrame>>> read_stack(Db& db, int64_
     if (!st->is_null(5)) f.module_offset = st->int64(5);
     f.address = st->text(6);
     f.location = st->text(7);
+    f.build_id = st->text(8);
     out.push_back(std::move(f));
   }
   if (out.empty()) return std::optional<std::vector<StackFrame>>();

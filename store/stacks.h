@@ -22,6 +22,7 @@ struct StackFrame {
   std::optional<int64_t> module_offset;
   std::string address;   // "libx.so+0x1a2b" (ours) or the raw "0x7f..." (legacy)
   std::string location;  // one line, as the view renders it
+  std::string build_id;  // native: the mapped file's GNU build id (hex); "" when unknown
 };
 
 // Whether the trace holds any stack.

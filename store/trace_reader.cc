@@ -192,7 +192,8 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
              ? install_legacy_views(*r->db_, *info)
              : r->db_->exec(contract_views_sql(
                    true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
-                   [&](const std::string& c) { return r->db_->column_exists("events", c); }));
+                   [&](const std::string& c) { return r->db_->column_exists("events", c); },
+                   false, r->db_->table_exists("kernel_names")));
   if (st) st = install_device_counters_compat(*r->db_);
   if (st) st = install_vendor_views(*r->db_, true, views);
   if (!st) return ingero::make_error(path + ": " + st.error().message);

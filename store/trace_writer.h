@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "engine/quantile_sketch.h"
+#include "engine/trace_source.h"
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
@@ -99,6 +101,15 @@ struct ProcessStatsRow {
   uint64_t page_allocs = 0, page_bytes = 0, forks = 0, block_ios = 0, block_bytes = 0, block_ns = 0;
 };
 
+// A cgroup and who it belongs to (kernelside/tenant_names.h). Unknown names are unset: stored
+// as '' in the columns the original implementation defined NOT NULL (pod_name, namespace,
+// container_id), NULL in the others (docs/schema.md).
+struct CgroupRow {
+  uint64_t cgroup_id = 0;
+  std::string path, container_id;
+  std::optional<std::string> pod, pod_namespace, container, pod_uid, qos, runtime, names_from;
+};
+
 // A causal chain as stored (engine output, serialized by the caller).
 struct ChainRow {
   std::string id, severity, summary, root_cause, explanation;
@@ -154,8 +165,15 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status add_snapshot(const SnapshotRow& row);
   // `ingero merge`: the source sessions the current session holds (table merged_sessions).
   ingero::Status add_merged_sessions(const std::vector<SessionIdentity>& sources);
+  // A cgroup's path only (its names, if stored, stay).
   ingero::Status add_cgroup_path(uint64_t cgroup_id, std::string_view path);
+  // A cgroup's path and names, replacing what was stored for its id (store/cgroup_metadata.cc).
+  ingero::Status add_cgroup(const CgroupRow& row);
   ingero::Status add_device_counter(const DeviceCounterRow& row);
+  // The device side channel's samples and events (hal/device_sampler.h), one statement a batch;
+  // an absent figure is stored NULL (store/trace_writer_device.cc).
+  ingero::Status add_device_samples(const std::vector<hal::DeviceSample>& rows);
+  ingero::Status add_device_events(const std::vector<hal::DeviceEvent>& rows);
   ingero::Status add_process_stats(const ProcessStatsRow& row);
   // Stores a stack under its id (no-op if that id is stored already).
   ingero::Status add_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames);
@@ -173,6 +191,13 @@ class TraceWriter final : public hal::EventSink {
   // (store/trace_writer_inflight.cc).
   ingero::Status on_inflight(const hal::InflightReport& report) override;
   ingero::Status add_inflight(const hal::Inflight& row);
+  // A kernel's name for one process's function (store/kernel_names.h): the first name of a
+  // (pid, func) stays; a different one later is counted in kernel_name_conflicts().
+  ingero::Status add_kernel_name(const hal::KernelName& k);
+  ingero::Status on_kernel_name(const hal::KernelName& k) override { return add_kernel_name(k); }
+  // Records what the session could not name (the sessions row); conflicts add this writer's.
+  ingero::Status update_kernel_naming(const engine::KernelNaming& n);
+  uint64_t kernel_name_conflicts() const { return kernel_name_conflicts_; }
   // A stack in the original implementation's format (merged files keep them), by its hash;
   // creates its table on first use.
   ingero::Status add_legacy_stack(int64_t hash, std::string_view ips, std::string_view frames);
@@ -305,9 +330,17 @@ class TraceWriter final : public hal::EventSink {
   int64_t mono_offset_ns_ = 0;
   std::string node_;
   bool in_txn_ = false;
+  // The device rows' tables and inserts (store/trace_writer_device.cc), made with the first
+  // device row and kept; forgotten after a failed insert (a rolled-back batch may have taken the
+  // tables with it).
+  bool device_tables_ = false;
+  Stmt device_sample_insert_, device_event_insert_;
+  ingero::Result<Stmt*> device_insert(Stmt& cached, const char* sql);
+  void forget_device_inserts();
   size_t pending_ = 0;
   uint64_t written_ = 0;
   uint64_t failed_ = 0;
+  uint64_t kernel_name_conflicts_ = 0;
 };
 
 }  // namespace ingero::store

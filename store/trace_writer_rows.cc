@@ -65,8 +65,9 @@ ingero::Status TraceWriter::add_device_counter(const DeviceCounterRow& r) {
 
 ingero::Status TraceWriter::add_cgroup_path(uint64_t cgroup_id, std::string_view path) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st =
-      db_->prepare("INSERT OR REPLACE INTO cgroup_metadata (cgroup_id, cgroup_path) VALUES (?, ?)");
+  auto st = db_->prepare(
+      "INSERT INTO cgroup_metadata (cgroup_id, cgroup_path) VALUES (?, ?) ON CONFLICT(cgroup_id) "
+      "DO UPDATE SET cgroup_path = excluded.cgroup_path");
   if (!st) return st.error();
   st->bind(1, int64_t(cgroup_id)).bind(2, path);
   if (auto x = st->step(); !x) return x.error();

@@ -129,6 +129,44 @@ inline constexpr ProbeSpec kRuntimeProbes[] = {
     {.symbol = "cudaGraphLaunch",
      .kind = EventKind::kGraphLaunch,
      .fields = {{Field::kGraphExec, reg(0)}, {Field::kStream, reg(1)}}},
+    // Kernel names (hal/kernel_names.h): once per kernel, never on the launch path.
+    // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, ...): a module's
+    // constructor registers each kernel's host stub with its mangled device name.
+    {.symbol = "__cudaRegisterFunction",
+     .kind = EventKind::kKernelName,
+     .optional = true,
+     .variants = kBase,
+     .name = {.source = KernelNameSource::kRegistration, .func = reg(1), .name = reg(3)}},
+    // Output pointer: the cudaKernel_t a CUDA 13 stub launches with, looked up once per stub
+    // (__cudaGetKernel(&handle, hostFun)); it takes the stub's name.
+    {.symbol = "__cudaGetKernel",
+     .kind = EventKind::kKernelName,
+     .args = {.return_read = read_at_reg(0, 8)},
+     .optional = true,
+     .variants = kBase,
+     .name = {.source = KernelNameSource::kRegistration,
+              .func = return_buf(0),
+              .alias_of = reg(1),
+              .needs_success = true}},
+    {.symbol = "cudaGetKernel",
+     .kind = EventKind::kKernelName,
+     .args = {.return_read = read_at_reg(0, 8)},
+     .optional = true,
+     .variants = kBase,
+     .name = {.source = KernelNameSource::kDriverLookup,
+              .func = return_buf(0),
+              .alias_of = reg(1),
+              .needs_success = true}},
+    // Output pointer: the kernel of a loaded library, by name.
+    {.symbol = "cudaLibraryGetKernel",
+     .kind = EventKind::kKernelName,
+     .args = {.return_read = read_at_reg(0, 8)},
+     .optional = true,
+     .variants = kBase,
+     .name = {.source = KernelNameSource::kDriverLookup,
+              .func = return_buf(0),
+              .name = reg(2),
+              .needs_success = true}},
 };
 
 }  // namespace ingero::backends::cuda

@@ -136,6 +136,40 @@ inline constexpr ProbeSpec kHipProbes[] = {
     {.symbol = "hipGraphLaunch",
      .kind = EventKind::kGraphLaunch,
      .fields = {{Field::kGraphExec, reg(0)}, {Field::kStream, reg(1)}}},
+    // Kernel names (hal/kernel_names.h), once per kernel or module.
+    // __hipRegisterFunction(modules, hostFunction, deviceFunction, deviceName, ...): a module's
+    // constructor registers each kernel's host stub (hipLaunchKernel's func) with its name.
+    {.symbol = "__hipRegisterFunction",
+     .kind = EventKind::kKernelName,
+     .optional = true,
+     .name = {.source = KernelNameSource::kRegistration, .func = reg(1), .name = reg(3)}},
+    // Output pointer: the hipFunction_t hipModuleLaunchKernel will get, by name.
+    {.symbol = "hipModuleGetFunction",
+     .kind = EventKind::kKernelName,
+     .args = {.return_read = read_at_reg(0, 8)},
+     .optional = true,
+     .name = {.source = KernelNameSource::kDriverLookup,
+              .func = return_buf(0),
+              .name = reg(2),
+              .needs_success = true}},
+    // Output pointer: a stub's hipFunction_t takes the stub's name.
+    {.symbol = "hipGetFuncBySymbol",
+     .kind = EventKind::kKernelName,
+     .args = {.return_read = read_at_reg(0, 8)},
+     .optional = true,
+     .name = {.source = KernelNameSource::kDriverLookup,
+              .func = return_buf(0),
+              .alias_of = reg(1),
+              .needs_success = true}},
+    // Returns the name (a const char*) of a hipFunction_t, or of a host stub.
+    {.symbol = "hipKernelNameRef",
+     .kind = EventKind::kKernelName,
+     .optional = true,
+     .name = {.source = KernelNameSource::kDriverLookup, .func = reg(0), .name = ret_value()}},
+    {.symbol = "hipKernelNameRefByPtr",
+     .kind = EventKind::kKernelName,
+     .optional = true,
+     .name = {.source = KernelNameSource::kDriverLookup, .func = reg(0), .name = ret_value()}},
 };
 
 }  // namespace ingero::backends::hip

@@ -181,10 +181,11 @@ ToolOutput get_process_breakdown(ToolContext& ctx, const ToolCall& call) {
     Json pj = process_json(p);
     pj["top_ops"] = ops;
     procs.push_back(std::move(pj));
-    t << "pid " << p.pid << " " << as_data(p.name) << " (" << as_data(p.role)
-      << "): " << format_count(p.calls) << " GPU calls, " << format_count(p.switches)
-      << " switches (" << format_count(p.involuntary) << " preempted), " << dur(p.off_cpu_ns)
-      << " off-CPU";
+    std::string tenant = engine::tenant_label(p.cgroup);
+    t << "pid " << p.pid << " " << as_data(p.name) << " (" << as_data(p.role) << ")"
+      << (tenant.empty() ? "" : " in " + as_data(tenant, 160)) << ": " << format_count(p.calls)
+      << " GPU calls, " << format_count(p.switches) << " switches (" << format_count(p.involuntary)
+      << " preempted), " << dur(p.off_cpu_ns) << " off-CPU";
     if (p.page_allocs) t << ", " << format_count(p.page_allocs) << " page allocs";
     if (p.block_ios) t << ", " << format_count(p.block_ios) << " block I/Os";
     t << "\n";
@@ -238,7 +239,7 @@ void add_overview_tools(std::vector<Tool>& t) {
        get_trace_stats, /*cacheable=*/true});
   t.push_back({"get_process_breakdown", "Per-process breakdown",
                "Every process in the window with its role (GPU process, its workers, preemptors), "
-               "GPU calls, top ops "
+               "its cgroup and tenant (pod, namespace, container where known), GPU calls, top ops "
                "by time, context switches (preempted), off-CPU time, page allocations, forks and "
                "block I/O." +
                    kDataNote,

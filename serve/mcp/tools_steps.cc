@@ -36,7 +36,19 @@ ToolOutput get_step_breakdown(ToolContext& ctx, const ToolCall& call) {
     size_t omitted = shown.size() > limit ? shown.size() - limit : 0;
     shown.resize(std::min(shown.size(), limit));
     Json steps = Json::array();
-    for (const auto* st : shown) steps.push_back(engine::step_json(*st));
+    const engine::ProcessKernels* k = a.kernels.find(s.pid);
+    for (const auto* st : shown) {
+      Json sj = engine::step_json(*st);
+      // The kernels launched in it, where the trace names kernels (engine/kernels.h).
+      size_t i = size_t(st - s.steps.data());
+      if (k && i < k->per_step.size()) {
+        Json ks = Json::array();
+        for (const auto& [kernel, n] : k->per_step[i])
+          ks.push_back({{"name", k->kernels[kernel].label()}, {"launches", n}});
+        sj["kernels"] = std::move(ks);
+      }
+      steps.push_back(std::move(sj));
+    }
     p["steps"] = std::move(steps);
     p["steps_total"] = s.steps.size();
     p["steps_omitted"] = omitted;
@@ -63,9 +75,13 @@ void add_step_tools(std::vector<Tool>& t) {
       {"get_step_breakdown", "Where each training step's time goes",
        "Per GPU process: the training-step cadence found in its calls (a periodic read-back and "
        "sync, or launch bursts; or why none), the median step, and the step split into waiting "
-       "for the GPU, enqueueing, other API time and host time; GPU idle and the host gap (GPU "
-       "idle, no thread in a GPU call) by cause (on-CPU with where, preempted, I/O, sleeping). "
-       "Then the steps themselves: the first `limit`, or the slowest with order=slowest." +
+       "for the GPU, enqueueing, other API time and host time; the GPU's busy share as NVML or "
+       "amdgpu measured it (gpu_busy, per process where the device reports it; null without "
+       "device data), else only the idle share the syncs prove (gpu_idle_lower_bound); the host "
+       "gap (GPU idle, no thread in a GPU call) by cause (on-CPU with where, preempted, I/O, "
+       "sleeping); where most launches come from. Then the steps themselves (each with its "
+       "measured gpu_busy, and the kernels launched in it where the trace names kernels: see "
+       "get_kernels): the first `limit`, or the slowest with order=slowest." +
            kDataNote,
        object_schema(with_window(
            {{"pid", pid_prop()},

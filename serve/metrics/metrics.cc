@@ -90,7 +90,15 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                         .Register(r);
   step_gpu_idle_ = &BuildHistogram()
                         .Name("ingero_step_gpu_idle_ratio")
-                        .Help("Share of each steady training step with no GPU work outstanding")
+                        .Help(
+                            "Lower bound of the share of each steady training step with no GPU "
+                            "work outstanding, from the syncs alone (not a measurement)")
+                        .Register(r);
+  step_gpu_busy_ = &BuildHistogram()
+                        .Name("ingero_step_gpu_busy_ratio")
+                        .Help(
+                            "Share of each steady training step the GPU was busy, measured by "
+                            "NVML or amdgpu (steps their samples cover)")
                         .Register(r);
   chains_ = &BuildGauge()
                  .Name("ingero_causal_chains_active")
@@ -127,6 +135,12 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                  .Help("Functions with uprobes attached, per backend")
                  .Register(r);
   db_bytes_ = &BuildGauge().Name("ingero_db_bytes").Help("Size of the trace file").Register(r);
+  kernel_launches_ = &BuildCounter()
+                          .Name("ingero_kernel_launches_total")
+                          .Help(
+                              "Kernel launches by kernel name: the kernels with the most launches "
+                              "(--prometheus-kernels), then other and unnamed")
+                          .Register(r);
   BuildGauge()
       .Name("ingero_build_info")
       .Help("ingero build")
@@ -185,6 +199,14 @@ prometheus::Labels Metrics::call_labels(const hal::Event& ev, uint64_t process) 
     bool other = process == kOtherProcess;
     l["pid"] = other ? "other" : std::to_string(process);
     l["comm"] = other ? "other" : std::string(ev.comm_view());
+    // Who the process runs for, where known (an absent label is Prometheus's ""): read once
+    // per cgroup (the tenant watch usually has).
+    if (!other && tenants_) {
+      kernelside::TenantNames n = tenants_->resolve(ev.cgroup_id, ev.pid).names;
+      if (n.pod_namespace) l["namespace"] = *n.pod_namespace;
+      if (n.pod) l["pod"] = *n.pod;
+      if (n.container) l["container"] = *n.container;
+    }
   }
   return l;
 }
@@ -254,6 +276,7 @@ void Metrics::observe(const hal::Event& ev) {
       counter->Increment();
     }
     uint64_t stream = ev.get_or(hal::Field::kStream, 0);
+    if (ev.kind == hal::EventKind::kLaunch) observe_launch(ev);
     if (ev.kind == hal::EventKind::kCollective || ev.kind == hal::EventKind::kP2P) {
       prometheus::Labels l = {{"vendor", std::string(ev.vendor)}, {"op", std::string(ev.op)}};
       collectives_->Add(l).Increment();
@@ -284,6 +307,7 @@ void Metrics::observe(const hal::Event& ev) {
       block_duration_->Add({{"op", std::string(ev.op)}}, latency_buckets()).Observe(secs);
       break;
     case hal::EventKind::kProcessExit:
+      kernel_of_.erase(ev.pid);
       if (auto it = processes_.find(ev.pid); it != processes_.end())
         it->second.exited_ns = ev.ts_ns ? ev.ts_ns : 1;
       open_collectives_.erase(open_collectives_.lower_bound({ev.pid, 0}),
@@ -344,9 +368,13 @@ void Metrics::observe_steps(const std::vector<StepSample>& steps) {
   std::lock_guard<std::mutex> g(mu_);
   auto& dur = step_duration_->Add({}, kSeconds);
   auto& idle = step_gpu_idle_->Add({}, kShare);
+  prometheus::Histogram* busy = nullptr;
   for (const auto& s : steps) {
     dur.Observe(s.seconds);
     idle.Observe(s.gpu_idle);
+    if (s.gpu_busy < 0) continue;
+    if (!busy) busy = &step_gpu_busy_->Add({}, kShare);
+    busy->Observe(s.gpu_busy);
   }
 }
 

@@ -3,7 +3,8 @@
 // (serve/http: the listen rule of every ingero endpoint, and TLS and basic auth from the
 // Prometheus web-config file). Names follow the Prometheus conventions (base units, _total
 // counters, _seconds, _bytes); labels stay bounded: vendor/api/op/kind, never pid or tid
-// unless --prometheus-per-process. Every metric is listed in docs/metrics.md.
+// unless --prometheus-per-process (pid, comm, namespace, pod, container: one series per
+// process, at most kMaxProcesses). Every metric is listed in docs/metrics.md.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -12,6 +13,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,10 +24,12 @@
 #include <vector>
 
 #include "hal/backend.h"
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "kernelside/host_decoder.h"
+#include "kernelside/tenant_names.h"
 #include "serve/http/server.h"
 #include "store/trace_writer.h"
 
@@ -47,6 +52,9 @@ class Metrics final : public hal::EventSink {
   bool authenticated() const { return authenticated_; }  // basic auth from the web config
   std::string url() const;  // "http(s)://HOST:PORT/metrics", "" before serve()
 
+  // Per-process mode: the series of a process in a container or a pod also carry namespace,
+  // pod and container, named by `tenants` ("" where unknown). It must outlive the Metrics.
+  void set_tenants(kernelside::TenantResolver* tenants) { tenants_ = tenants; }
   void observe(const hal::Event& ev);  // calls and host events
   ingero::Status on_event(const hal::Event& ev) override {
     observe(ev);
@@ -61,6 +69,17 @@ class Metrics final : public hal::EventSink {
   // port's metric_label attributes; it grows by the increase since the last poll.
   void on_device_counters(std::string_view backend,
                           const std::vector<hal::DevicePortSample>& ports);
+  // The device side channel (hal/device_sampler.h; serve/metrics/gpu_metrics.cc): per device
+  // gauges (utilisation, memory, clocks, power, temperature, throttle reasons) and ECC
+  // counters, and with per_process the process series, labelled by `labels` (comm, and the
+  // container and pod from its cgroup where known). A figure a sample lacks has no series.
+  struct ProcessLabels {
+    std::string comm, container, pod;
+  };
+  using LabelFn = std::function<ProcessLabels(uint32_t pid)>;
+  void on_device_samples(const std::vector<hal::DeviceSample>& samples, const LabelFn& labels = {});
+  // Xid errors, lost GPUs: ingero_gpu_device_events_total.
+  void on_device_events(const std::vector<hal::DeviceEvent>& events);
   // The agent's own counters, as cumulative totals since the trace began.
   void set_agent(uint64_t events_total, double events_per_s, const store::SessionCounters& lost,
                  uint64_t store_errors, const std::map<std::string, uint64_t>& probes_by_backend,
@@ -69,9 +88,23 @@ class Metrics final : public hal::EventSink {
   // Steady training steps that ended since the last call (the tracer's periodic analysis):
   // each step's duration and GPU-idle share.
   struct StepSample {
-    double seconds = 0, gpu_idle = 0;
+    double seconds = 0, gpu_idle = 0;  // gpu_idle: the lower bound the syncs prove
+    double gpu_busy = -1;              // measured by the device; -1 where not
   };
   void observe_steps(const std::vector<StepSample>& steps);
+
+  // Launches by kernel (ingero_kernel_launches_total{kernel}; hal/kernel_names.h): at most
+  // `k` kernels get a series of their own (0: none), the rest share kernel="other", and
+  // launches whose function has no name count as kernel="unnamed". Labels are the short names
+  // (hal::short_kernel_name), at most kMaxKernelLabel bytes, summed over processes.
+  void set_kernel_series(uint32_t k) { kernel_series_ = k; }
+  ingero::Status on_kernel_name(const hal::KernelName& k) override;
+  // Gives a series to the kernels with the most launches so far while fewer than K have one
+  // (the tracer calls it every few seconds). A series, once given, stays, and counts the
+  // kernel's launches from then on; those before it stay in kernel="other", so every counter
+  // only grows and the family's sum is every launch.
+  void refresh_kernel_series();
+  static constexpr size_t kMaxKernelLabel = 128;
 
   std::string exposition() const;  // the text format, as /metrics serves it
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -88,8 +121,35 @@ class Metrics final : public hal::EventSink {
  private:
   prometheus::Labels call_labels(const hal::Event& ev, uint64_t process) const;
   uint64_t process_key(const hal::Event& ev);
+  void observe_launch(const hal::Event& ev);  // ingero_kernel_launches_total
   // Device asynchronous events: ingero_<vendor>_async_event_total by event type.
   void observe_device_event(const hal::Event& ev);
+  // The GPU device families, registered with the first device sample.
+  void make_gpu_families();
+  struct GpuFamilies {
+    prometheus::Family<prometheus::Gauge>*util, *mem_util, *mem_used, *mem_total, *sm_clock,
+        *mem_clock, *power, *temperature, *throttle, *proc_util, *proc_mem_util, *proc_mem_used;
+    prometheus::Family<prometheus::Counter>*ecc, *events;
+  };
+  std::unique_ptr<GpuFamilies> gpu_;
+  struct GpuProcess {
+    prometheus::Labels labels;
+    int64_t last_ns = 0;  // its newest sample (wall clock)
+    // Its utilisation, memory utilisation and memory series, each once it had the figure.
+    std::array<std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>, 3> gauges{};
+  };
+  std::map<std::pair<std::string, uint32_t>, GpuProcess> gpu_procs_;  // (device key, pid)
+  // A device's series, added to their families with the first sample that has the figure.
+  struct GpuDevice {
+    prometheus::Labels labels;
+    prometheus::Gauge *util = nullptr, *mem_util = nullptr, *mem_used = nullptr,
+                      *mem_total = nullptr, *sm_clock = nullptr, *mem_clock = nullptr,
+                      *power = nullptr, *temperature = nullptr;
+    std::array<prometheus::Gauge*, 9> reasons{};
+    std::array<prometheus::Counter*, 2> ecc{};  // corrected, uncorrected
+    std::array<uint64_t, 2> ecc_last{};
+  };
+  std::map<std::string, GpuDevice> gpu_devices_;  // source:index:uuid
   // A counter family registered on first use (device counters and events).
   prometheus::Family<prometheus::Counter>* counter_family(const std::string& name,
                                                           const std::string& help);
@@ -122,6 +182,7 @@ class Metrics final : public hal::EventSink {
 
   bool per_process_;
   const hal::BackendRegistry* backends_;
+  kernelside::TenantResolver* tenants_ = nullptr;
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;
   prometheus::Family<prometheus::Histogram>* call_duration_;
@@ -142,6 +203,7 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Gauge>* chains_;
   prometheus::Family<prometheus::Histogram>* step_duration_;
   prometheus::Family<prometheus::Histogram>* step_gpu_idle_;
+  prometheus::Family<prometheus::Histogram>* step_gpu_busy_;
   prometheus::Family<prometheus::Counter>* events_;
   prometheus::Family<prometheus::Gauge>* events_rate_;
   prometheus::Family<prometheus::Counter>* drops_;
@@ -150,6 +212,20 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Counter>* store_errors_;
   prometheus::Family<prometheus::Gauge>* probes_;
   prometheus::Family<prometheus::Gauge>* db_bytes_;
+  prometheus::Family<prometheus::Counter>* kernel_launches_;
+  struct KernelSeries {
+    std::string label;
+    uint64_t launches = 0;
+    prometheus::Counter* series = nullptr;  // null: counted in `other`
+  };
+  uint32_t kernel_series_ = 20;
+  uint32_t kernels_given_ = 0;  // kernels with a series
+  std::vector<KernelSeries> kernels_;
+  std::unordered_map<std::string, uint32_t> kernel_index_;  // by label
+  // (pid, func) -> kernels_ index, per process (dropped when it exits)
+  std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint32_t>> kernel_of_;
+  prometheus::Counter* kernel_other_ = nullptr;
+  prometheus::Counter* kernel_unnamed_ = nullptr;
   std::unordered_map<CallKey, CallMetrics, CallKeyHash> call_cache_;
   struct ProcessSeries {
     std::vector<CallKey> keys;  // call_cache_ keys

@@ -249,6 +249,9 @@ json samples_json(engine::TraceSource& source, const engine::Window& w, size_t m
 Status engine_sections(store::Db& db, engine::TraceSource& source, const ReportOptions& o,
                        std::vector<NodeAnalysis>& analyses, int64_t t0, json& j) {
   json steps = json::array(), chains = json::array(), colls = json::array();
+  json kernels = json::array();
+  bool named = false;
+  uint64_t unnamed = 0, unnamed_functions = 0;
   auto n = query_count(
       db, "SELECT count(*) FROM calls WHERE kind = 'collective'" + window_and(o.window, "ts_ns"),
       "counting collectives");
@@ -259,6 +262,14 @@ Status engine_sections(store::Db& db, engine::TraceSource& source, const ReportO
         steps.push_back(
             step_series_json(s, na.node, na.a.process_name(s.pid), t0, o.max_step_points));
     for (const auto& c : na.a.chains) chains.push_back(chain_json(c, na.node));
+    named = named || na.a.kernels.named;
+    for (const auto& k : na.a.kernels.processes) {
+      unnamed += k.unnamed_launches;
+      unnamed_functions += k.unnamed_functions;
+      kernels.push_back(kernel_series_json(k, na.a.steps.find(k.pid), na.node,
+                                           na.a.process_name(k.pid), t0, o.max_step_points,
+                                           o.max_kernel_rows));
+    }
     if (*n > 0)
       for (auto& c : collectives_json(engine::compute_collectives(source, na.a.window), na.node,
                                       o.max_collective_ranks))
@@ -274,6 +285,17 @@ Status engine_sections(store::Db& db, engine::TraceSource& source, const ReportO
   j["chains_total"] = chains.size();
   if (chains.size() > o.max_chains) chains.erase(chains.begin() + long(o.max_chains), chains.end());
   j["steps"] = std::move(steps);
+  std::stable_sort(kernels.begin(), kernels.end(), [](const json& a, const json& b) {
+    return a["launches"].get<uint64_t>() > b["launches"].get<uint64_t>();
+  });
+  json kj = {{"named", named},
+             {"unnamed_launches", unnamed},
+             {"unnamed_functions", unnamed_functions},
+             {"processes_total", kernels.size()}};
+  if (kernels.size() > o.max_processes)
+    kernels.erase(kernels.begin() + long(o.max_processes), kernels.end());
+  kj["processes"] = std::move(kernels);
+  j["kernels"] = std::move(kj);
   j["chains"] = std::move(chains);
   j["collectives"] = std::move(colls);
   return {};
@@ -303,6 +325,9 @@ Status process_section(store::Db& db, const ReportOptions& o,
     }
   j["processes"] = std::move(*procs);
   j["processes_total"] = total;
+  std::vector<std::pair<std::string, engine::TenantReport>> tenants;
+  for (const auto& na : analyses) tenants.emplace_back(na.node, engine::tenant_report(na.a));
+  j["tenants"] = tenants_json(tenants);
   std::vector<std::string> names;
   for (const auto& na : analyses) names.push_back(na.node);
   auto nodes = nodes_json(db, o.window, names);

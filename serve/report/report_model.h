@@ -11,11 +11,14 @@
 //   header{sessions[], nodes[], calls, events, host_events, processes, errors, unfinished,
 //          loss{ringbuf_drops, lost_calls, store_errors, unfinished_calls}, live, warnings[]}
 //   steps[]        per (node, process): cadence, summary, columnar per-step breakdown
+//   kernels{named, unnamed_launches, unnamed_functions, processes[]}  per (node, process): its
+//                  kernels (launches, per step, launching line) and launches per step by kernel
 //   rates          per-op calls per second and approximate p50/p99 per time bucket
 //   chains[]       the engine's causal chains, HIGH first
 //   flame{calls, samples}  stack trees of the slow calls (>= their op's p95) and on-CPU samples
 //   ops[]          per-op statistics (exact p50/p95/p99) and a latency histogram
 //   processes[], nodes[], collectives[], host{}
+//   tenants{named, rows[], preemptions[]}  per pod/container (engine/tenants.h), each node's
 #pragma once
 
 #include <cstddef>
@@ -43,6 +46,7 @@ struct ReportOptions {
   size_t max_flame_nodes = 20000;
   size_t max_chains = 100;
   size_t max_collective_ranks = 512;  // per (communicator, op)
+  size_t max_kernel_rows = 50;        // kernels per process in the kernels-per-step table
 };
 
 // Builds the model. `reader` and `source` read the same file (source is the engine's view of

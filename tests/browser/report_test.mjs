@@ -2,7 +2,11 @@
 // no console errors, its numbers equal the SQL answers on the same file, the flame graph's
 // root frames total the slow calls, and a full-page screenshot is a picture.
 //   run.sh report_test.mjs --ingero BIN --out DIR --name NAME (--xz FILE.db.xz | --db FILE)
-//          [--expect-steps] [--expect-nodes N]
+//          [--expect-steps] [--expect-nodes N] [--expect-kernels]
+// or, as root, the trace made here first: the step_faults launch loop traced with the stand-in
+// libnvidia-ml.so.1 reporting 9% busy, whose report must draw the GPU-busy lane:
+//   run.sh report_test.mjs --ingero BIN --out DIR --name NAME --step-faults BIN --nvml-dir DIR
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -12,7 +16,16 @@ import {
 
 const a = parseArgs(process.argv.slice(2));
 const out = freshDir(a.out);
-const db = a.xz ? unxz(a.xz, path.join(out, a.name + '.db')) : a.db;
+let db = a.xz ? unxz(a.xz, path.join(out, a.name + '.db')) : a.db;
+if (a['step-faults']) {
+  db = path.join(out, a.name + '.db');
+  const script = path.join(out, 'nvml.script');
+  fs.writeFileSync(script, 'device uuid=GPU-fake-0 gpu=9 mem=3\nproc device=0 comm=step_faults sm=9 mem=1\n');
+  const env = Object.assign({}, process.env, { LD_LIBRARY_PATH: a['nvml-dir'], FAKE_NVML_SCRIPT: script });
+  const t = spawnSync(a.ingero, ['trace', '--no-live', '-q', '--db', db, '--device-poll-ms', '20', '--',
+    a['step-faults'], 'launchloop', '100'], { env: env, encoding: 'utf8' });
+  check(t.status === 0, 'ingero trace of the launch loop exits 0', t.stderr);
+}
 const html = path.join(out, a.name + '.html');
 const ingero = new Ingero(a.ingero, db);
 
@@ -154,10 +167,40 @@ try {
     const steps = await testValue(page, 'step-count');
     check(Number(steps) > 0, 'steps counted', steps);
     check((await page.$$('[data-testid="step-series"] canvas')).length > 0, 'step chart drawn');
+    // The GPU-busy lane where the devices measured the steps; else a line saying they did not.
+    if (a['step-faults']) {
+      check((await page.$$('[data-testid="gpu-busy-lane"] canvas')).length > 0, 'GPU-busy lane drawn');
+    } else {
+      check((await page.$$('[data-testid="gpu-busy-lane-absent"]')).length > 0, 'no GPU-busy lane: said so');
+      check((await page.$$('[data-testid="gpu-busy-lane"]')).length === 0, 'no GPU-busy lane drawn');
+    }
     // The rates wait behind a disclosure: opening it draws them.
     check((await page.$$('[data-testid="rate-chart"] canvas')).length === 0, 'rates not drawn while folded');
     await page.$eval('#rates-details > summary', (s) => s.click());
     await page.waitForSelector('[data-testid="rate-chart"] canvas', { timeout: 10000 });
+  }
+  // Kernels per step: each process's kernels, their launches equal SQL's per (pid, kernel), the
+  // chart drawn; the section only where the trace names kernels.
+  const kernelBlocks = await page.$$('[data-testid="kernel-series"]');
+  const named = ingero.hasColumn('sessions', 'unnamed_launches') &&
+    ingero.scalar('SELECT count(*) FROM kernel_names') + ingero.scalar('SELECT coalesce(sum(unnamed_launches), 0) FROM sessions') > 0;
+  check((kernelBlocks.length > 0) === named, 'kernels per step shown exactly where the trace names kernels', kernelBlocks.length);
+  if (a['expect-kernels']) check(kernelBlocks.length > 0, 'kernels per step shown', kernelBlocks.length);
+  if (kernelBlocks.length) {
+    const perKernel = ingero.query('SELECT pid, count(*) AS n FROM calls WHERE kind = \'launch\' AND func IS NOT NULL ' +
+      'GROUP BY pid, coalesce(kernel, func)');
+    const dom = await page.$$eval('[data-testid="kernel-series"]', (els) => els.map((e) => [e.getAttribute('data-pid'),
+      [...e.querySelectorAll('[data-testid="kernels-table"] tbody tr')].map((tr) =>
+        Number(tr.querySelector('[data-col="launches"]').getAttribute('data-value')))]));
+    for (const [pid, counts] of dom) {
+      const want = perKernel.filter((r) => String(r.pid) === pid).map((r) => r.n).sort((x, y) => y - x);
+      equal(counts.sort((x, y) => y - x).join(','), want.join(','), 'pid ' + pid + ': launches per kernel equal SQL');
+    }
+    check((await page.$$('[data-testid="kernel-chart"] canvas')).length > 0, 'launches-per-step chart drawn');
+    if (typeof a['expect-kernels'] === 'string') {
+      const text = await page.$eval('[data-testid="kernels-per-step"]', (e) => e.textContent);
+      equal(text, a['expect-kernels'], 'the kernels of a step, in one sentence');
+    }
   }
   check((await page.$$('[data-testid="rate-chart"] canvas')).length > 0, 'call-rate chart drawn');
   check((await page.$$('[data-testid="latency-chart"] canvas')).length > 0, 'latency chart drawn');

@@ -14,3 +14,31 @@ __attribute__((visibility("default"))) int cuLaunchKernel(void* f, unsigned gx, 
   (void)params, (void)extra;
   return 0;
 }
+
+/* Driver-API kernel look-ups (tests/workloads/driver_kernels.c): a module's functions are
+ * handles the driver hands out by name, as cuModuleGetFunction does; their names are the
+ * strings the program asked for. */
+#include <stdlib.h>
+#include <string.h>
+
+struct fake_func {
+  char name[256];
+};
+__attribute__((visibility("default"))) int cuModuleLoadData(void** module, const void* image) {
+  (void)image;
+  *module = (void*)0xa0d0;
+  return 0;
+}
+__attribute__((visibility("default"))) int cuModuleGetFunction(void** f, void* module,
+                                                               const char* name) {
+  if (!module || !name) return 1;                      /* CUDA_ERROR_INVALID_VALUE */
+  if (strcmp(name, "missing_kernel") == 0) return 500; /* CUDA_ERROR_NOT_FOUND */
+  struct fake_func* h = calloc(1, sizeof *h);
+  strncpy(h->name, name, sizeof h->name - 1);
+  *f = h;
+  return 0;
+}
+__attribute__((visibility("default"))) int cuFuncGetName(const char** name, void* f) {
+  *name = ((struct fake_func*)f)->name;
+  return 0;
+}

@@ -9,6 +9,7 @@
 
 #include "app/builtin_backends.h"
 #include "fleet/ch_schema.h"
+#include "fleet/clickhouse_source.h"
 #include "fleet/shipper.h"
 #include "fleet/tsv.h"
 #include "store/plain_copy.h"
@@ -339,6 +340,66 @@ TEST(FleetShip, CallsInBlocksAreShippedAsTheirRows) {
             query_int(rows, "SELECT sum(duration) FROM events"));
 }
 
+// A database whose cgroup_metadata was created before the name columns gains them when the
+// shipper starts; the names ship, a row ships again when a name changes, and the ClickHouse
+// source reads them back as the file's source does.
+TEST(FleetShip, CgroupNamesShipAndAnOlderTableGainsTheirColumns) {
+  START_SERVERS(ch, 1);
+  ch.query(0, "CREATE DATABASE ingero");
+  ch.query(0,
+           "CREATE TABLE ingero.cgroup_metadata (node String, cgroup_id Int64, container_id "
+           "String, cgroup_path String, pod_name String, namespace String) ENGINE = MergeTree "
+           "ORDER BY (node, cgroup_id)");
+  std::string db = temp_path("trace.db");
+  write_session(db, "node-c", kBeforeMidnight, 10, kMs);
+  auto name = [&](const char* container) {
+    auto w = store::TraceWriter::open(db);
+    ASSERT_TRUE(w);
+    store::CgroupRow r;
+    r.cgroup_id = 7;
+    r.path = "/kubepods.slice/x/cri-containerd-" + std::string(64, 'a') + ".scope";
+    r.container_id = std::string(64, 'a');
+    r.pod = "etl-5d8f";
+    r.pod_namespace = "team-b";
+    if (container) r.container = container;
+    r.pod_uid = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
+    r.qos = "besteffort";
+    r.runtime = "containerd";
+    ASSERT_TRUE((*w)->add_cgroup(r));
+    ASSERT_TRUE((*w)->finish({}));
+  };
+  name(nullptr);
+  auto ship = [&] {
+    auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"));
+    ASSERT_TRUE(s) << s.error().message;
+    auto r = (*s)->drain(std::chrono::seconds(60));
+    EXPECT_TRUE(r.caught_up) << r.last_error;
+  };
+  ship();
+  EXPECT_EQ(ch.query(0,
+                     "SELECT cgroup_id, pod_name, namespace, container_name, pod_uid, qos_class, "
+                     "runtime, names_from FROM ingero.cgroup_metadata ORDER BY cgroup_id "
+                     "FORMAT TabSeparated"),
+            "7\tetl-5d8f\tteam-b\t\\N\t5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9\tbesteffort\t"
+            "containerd\t\\N\n4242\t\t\t\\N\t\\N\t\\N\t\\N\t\\N\n");
+  ship();  // nothing new
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.cgroup_metadata"), 2);
+  name("etl");
+  ship();  // the container's name arrived: the row ships again
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.cgroup_metadata WHERE cgroup_id = 7"), 2);
+  fleet::ClickHouseTraceSource src(
+      std::make_unique<fleet::ClickHouseClient>(endpoint(ch, 0, "ingero")));
+  auto c = src.cgroups();
+  ASSERT_TRUE(src.error().empty()) << src.error();
+  ASSERT_EQ(c.count(7), 1u);
+  EXPECT_EQ(c[7].pod, "etl-5d8f");
+  EXPECT_EQ(c[7].pod_namespace, "team-b");
+  EXPECT_EQ(c[7].container, "etl");
+  EXPECT_EQ(c[7].qos, "besteffort");
+  EXPECT_EQ(c[4242].path, "/system.slice/train.service");
+  EXPECT_EQ(c[4242].container, "");
+}
+
 TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {
   START_SERVERS(ch, 1);
   std::string db = temp_path("demo.db"), out, err;
@@ -400,6 +461,100 @@ TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
     EXPECT_NE(err.find("readonly"), std::string::npos) << sql << ": " << err;
   }
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 10);
+}
+
+namespace {
+
+// A launch-bound loop of pid 42 on node "gpu-node" (60 steps of 2.13 ms: 200 launches, then a
+// loss read) with NVML samples of it at 9% and an Xid during the loop.
+void write_device_trace(const std::string& path) {
+  auto w = store::TraceWriter::open(path);
+  ASSERT_TRUE(w) << w.error().message;
+  constexpr int64_t kStart = 1'800'000'000'000'000'000, kStep = 2'130'000;
+  store::SessionInfo si;
+  si.node = si.host = "gpu-node";
+  si.started_at_ns = kStart;
+  si.mono_offset_ns = kStart;  // monotonic 0 = the session's start
+  ASSERT_TRUE((*w)->begin_session(si));
+  auto call = [&](int64_t ts, int64_t dur, hal::EventKind kind, const char* op) {
+    hal::Event e = runtime_call(uint64_t(ts), uint64_t(dur), 42, 42, kind, op);
+    e.set(hal::Field::kStream, 0);
+    return e;
+  };
+  for (int s = 0; s < 60; ++s) {
+    int64_t t = int64_t(s) * kStep;
+    for (int k = 0; k < 200; ++k)
+      ASSERT_TRUE(
+          (*w)->add(call(t + k * 10'000, 6'000, hal::EventKind::kLaunch, "cudaLaunchKernel")));
+    hal::Event copy = call(t + 2'050'000, 10'000, hal::EventKind::kMemcpy, "cudaMemcpyAsync");
+    copy.set(hal::Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    ASSERT_TRUE((*w)->add(copy));
+    ASSERT_TRUE(
+        (*w)->add(call(t + 2'062'000, 20'000, hal::EventKind::kSync, "cudaStreamSynchronize")));
+  }
+  std::vector<hal::DeviceSample> rows;
+  for (int64_t t = 20'000'000; t <= 60 * kStep + 20'000'000; t += 20'000'000) {
+    hal::DeviceSample d;
+    d.ts_ns = kStart + t;
+    d.period_ns = 20'000'000;
+    d.source = "nvml";
+    d.uuid = "GPU-fleet-0";
+    d.sm_util = 30;
+    d.temperature_c = 44;
+    rows.push_back(d);
+    d.pid = 42;
+    d.sm_util = 9;
+    d.temperature_c.reset();
+    rows.push_back(d);
+  }
+  ASSERT_TRUE((*w)->add_device_samples(rows));
+  ASSERT_TRUE((*w)->add_device_events({{kStart + 30 * kStep, "nvml", 0, "GPU-fleet-0", "xid", 13,
+                                        "Xid 13 (Graphics Engine Exception)"}}));
+  store::SessionEnd end;
+  end.stopped_at_ns = kStart + 60 * kStep + 1'000'000'000;
+  end.exit_reason = "duration";
+  ASSERT_TRUE((*w)->finish(end));
+}
+
+}  // namespace
+
+// The device side channel's rows ship like the others, NULLs as NULLs, and explain over
+// ClickHouse measures the steps and finds the Xid as the file does.
+TEST(FleetSource, DeviceRowsShipAndExplainAlike) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("device.db"), out, err;
+  write_device_trace(db);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  expect_exact(ch, 0, "ingero", db);
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.device_samples"),
+            query_int(db, "SELECT count(*) FROM device_samples"));
+  EXPECT_EQ(ch.query_int(0, "SELECT countIf(isNull(temperature_c)) FROM ingero.device_samples"),
+            query_int(db, "SELECT count(*) FROM device_samples WHERE temperature_c IS NULL"));
+  EXPECT_EQ(ch.query_int(0, "SELECT code FROM ingero.device_events WHERE kind = 'xid'"), 13);
+  std::string from_file, from_ch;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &from_file, &err), 0);
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"},
+                        &from_ch, &err),
+            0)
+      << err;
+  auto a = nlohmann::json::parse(from_file), b = nlohmann::json::parse(from_ch);
+  ASSERT_EQ(a["steps"].size(), 1u);
+  EXPECT_EQ(a["steps"][0]["summary"]["gpu_text"], "GPU busy 9% (NVML)");
+  EXPECT_EQ(b["steps"][0]["summary"]["gpu_text"], a["steps"][0]["summary"]["gpu_text"]);
+  auto rules = [](const nlohmann::json& j) {
+    std::vector<std::string> r;
+    for (const auto& c : j["chains"])
+      r.push_back(c["rule"].get<std::string>() + "/" + c["severity"].get<std::string>());
+    return r;
+  };
+  EXPECT_EQ(rules(a), rules(b));
+  EXPECT_EQ(rules(a).front(), "launch_bound/HIGH");
+  bool xid = false;
+  for (const auto& c : b["chains"]) xid |= c["rule"] == "device_error";
+  EXPECT_TRUE(xid) << from_ch;
 }
 
 }  // namespace

@@ -52,13 +52,20 @@ int64_t query_int(const std::string& db, const std::string& sql) {
 
 namespace {
 
-TraceRun run_trace(std::vector<std::string> argv, const std::string& db,
-                   const std::vector<std::string>& command, const std::vector<std::string>& extra,
-                   const std::vector<std::string>& env) {
+std::vector<std::string> trace_argv(std::vector<std::string> argv, const std::string& db,
+                                    const std::vector<std::string>& command,
+                                    const std::vector<std::string>& extra) {
   argv.insert(argv.end(), {INGERO_BIN, "trace", "--no-live", "--db", db});
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.push_back("--");
   argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+TraceRun run_trace(std::vector<std::string> argv, const std::string& db,
+                   const std::vector<std::string>& command, const std::vector<std::string>& extra,
+                   const std::vector<std::string>& env) {
+  argv = trace_argv(std::move(argv), db, command, extra);
   TraceRun r;
   r.rc = run_command(argv, &r.out, &r.err, env, std::chrono::seconds(180));
   return r;
@@ -75,6 +82,12 @@ TraceRun trace_command_on_cpu0(const std::string& db, const std::vector<std::str
                                const std::vector<std::string>& extra,
                                const std::vector<std::string>& env) {
   return run_trace({"taskset", "-c", "0"}, db, command, extra, env);
+}
+
+Subprocess spawn_trace_on_cpu0(const std::string& db, const std::vector<std::string>& command,
+                               const std::vector<std::string>& extra,
+                               const std::vector<std::string>& env) {
+  return Subprocess::spawn(trace_argv({"taskset", "-c", "0"}, db, command, extra), env);
 }
 
 hal::Event runtime_call(uint64_t ts_ns, uint64_t dur_ns, uint32_t pid, uint32_t tid,

@@ -35,6 +35,11 @@ TraceRun trace_command_on_cpu0(const std::string& db, const std::vector<std::str
                                const std::vector<std::string>& extra = {},
                                const std::vector<std::string>& env = {});
 
+// trace_command_on_cpu0, running: for tests that read the tracer while it traces (/metrics).
+Subprocess spawn_trace_on_cpu0(const std::string& db, const std::vector<std::string>& command,
+                               const std::vector<std::string>& extra = {},
+                               const std::vector<std::string>& env = {});
+
 // A CUDA runtime call of `comm` "trainer" that returned (0): what the synthetic traces of the
 // store tests are made of.
 hal::Event runtime_call(uint64_t ts_ns, uint64_t dur_ns, uint32_t pid, uint32_t tid,

@@ -7,14 +7,12 @@
 #include "app/builtin_backends.h"
 #include "app/check_items.h"
 #include "tests/support/trace_db.h"
+#include "tests/unit/fake_host.h"
 
 namespace ingero::app {
 namespace {
 
-void put(const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path) << text;
-}
+using test::put;
 
 TEST(Check, HealthyGpuHostFromFixtures) {
   std::string r = test::temp_path("healthy");
@@ -69,6 +67,66 @@ TEST(Check, UnprivilegedHostWithoutBtfCannotTrace) {
   EXPECT_FALSE(rep.can_trace());
   auto j = check_report_json(rep);
   EXPECT_EQ(j["can_trace"], false);
+}
+
+// A hybrid host (v2 at /sys/fs/cgroup/unified) running one pod: the check finds the v2 mount,
+// the pod's container, and names it as the tracer would, saying what it read.
+TEST(Check, TenantNamesOnAHybridHostSayWhatWasReadAndHowLong) {
+  std::string r = test::temp_path("k8s");
+  put(r + "/proc/self/mountinfo",
+      "30 25 0:26 / /sys/fs/cgroup rw shared:10 - tmpfs tmpfs ro,mode=755\n"
+      "31 30 0:27 / /sys/fs/cgroup/unified rw shared:11 - cgroup2 cgroup2 rw,nsdelegate\n");
+  std::string cg = r + "/sys/fs/cgroup/unified";
+  put(cg + test::kScope + "/cgroup.procs", "4242\n");
+  put(r + "/proc/4242/cgroup", "0::" + test::kScope + "\n");
+  put(r + "/proc/4242/environ", std::string("HOSTNAME=trainer-7f9c-x2k4\0", 27));
+  put(r + "/proc/4242/ns/uts", "pod");
+  put(r + "/proc/1/ns/uts", "host");
+  put(r + "/proc/1/root/run/containerd/io.containerd.runtime.v2.task/k8s.io/" + test::kId +
+          "/config.json",
+      R"({"annotations":{"io.kubernetes.cri.container-name":"trainer",)"
+      R"("io.kubernetes.cri.sandbox-name":"trainer-7f9c-x2k4",)"
+      R"("io.kubernetes.cri.sandbox-namespace":"team-a"}})");
+  CheckReport rep;
+  tenant_checks({r, {}}, rep);
+  ASSERT_NE(rep.find("cgroup_v2"), nullptr);
+  EXPECT_EQ(rep.find("cgroup_v2")->status, CheckStatus::kPass);
+  EXPECT_EQ(rep.find("cgroup_v2")->value, "hybrid: v2 at /sys/fs/cgroup/unified");
+  const CheckItem* t = rep.find("tenant_names");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->status, CheckStatus::kPass);
+  EXPECT_EQ(t->value, "5 cgroups, 1 container in 1 pod");
+  EXPECT_EQ(t->detail.rfind("walked 5 cgroups under /sys/fs/cgroup/unified in ", 0), 0u)
+      << t->detail;
+  EXPECT_NE(t->detail.find(" (1 containerd); named 1 as the tracer does, reading 1 cgroup, 1 "
+                           "containerd in "),
+            std::string::npos)
+      << t->detail;
+  EXPECT_NE(t->detail.find(": pod team-a/trainer-7f9c-x2k4 (container trainer) [containerd]"),
+            std::string::npos)
+      << t->detail;
+  // Without the runtime's state the pod's name still comes from HOSTNAME; the container's is
+  // missing, and the check says where names come from.
+  std::filesystem::remove_all(r + "/proc/1/root/run");
+  CheckReport bare;
+  tenant_checks({r, {}}, bare);
+  t = bare.find("tenant_names");
+  EXPECT_EQ(t->status, CheckStatus::kPass);
+  EXPECT_NE(t->detail.find(": pod trainer-7f9c-x2k4 (container 9b1c2d3e4f5a) [environ]"),
+            std::string::npos)
+      << t->detail;
+}
+
+TEST(Check, NoContainersNothingToName) {
+  std::string r = test::temp_path("plain");
+  put(r + "/proc/self/mountinfo", "25 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  put(r + "/sys/fs/cgroup/system.slice/ssh.service/cgroup.procs", "1\n");
+  CheckReport rep;
+  tenant_checks({r, {}}, rep);
+  EXPECT_EQ(rep.find("cgroup_v2")->value, "unified hierarchy");
+  EXPECT_EQ(rep.find("tenant_names")->value, "3 cgroups");
+  EXPECT_NE(rep.find("tenant_names")->detail.find("no container or pod cgroup on this host"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -153,6 +153,9 @@ TEST(DamagedIndex, MergeAndExportRefuseIt) {
   auto e = ingero({"export", "--db", db, "-o", dir + "/trace.json"});
   EXPECT_EQ(e.rc, 1) << e.err;
   EXPECT_NE(e.err.find(db + ": damaged"), std::string::npos) << e.err;
+  auto p = ingero({"export", "--format", "pprof", "--db", db, "-o", dir + "/trace.pb.gz"});
+  EXPECT_EQ(p.rc, 1) << p.err;
+  EXPECT_NE(p.err.find(db + ": damaged"), std::string::npos) << p.err;
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a file was left behind";
   // The intact file merges whole.
   auto good = ingero({"merge", intact(), "-o", dir + "/one.db"});

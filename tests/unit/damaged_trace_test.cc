@@ -106,6 +106,10 @@ TEST_P(DamagedTrace, ExportFailsAndLeavesNoFile) {
   EXPECT_NE(r.err.find("malformed"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("written"), std::string::npos) << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << "export left a file behind";
+  auto p = ingero({"export", "--format", "pprof", "--db", db, "-o", dir + "/trace.pb.gz"});
+  EXPECT_EQ(p.rc, 1) << p.err;
+  EXPECT_NE(p.err.find("malformed"), std::string::npos) << p.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "export --format pprof left a file behind";
 }
 
 TEST_P(DamagedTrace, McpTraceStatsIsAnError) {

@@ -168,6 +168,31 @@ TEST(EngineRules, CollectiveStraggler) {
 }
 
 // Severity means something: a steady loop on an idle machine raises nothing HIGH (nothing at all).
+// The launch-bound demo: the chain names the kernels that make up the step and the line that
+// launches them, and says how many launches had no name.
+TEST(EngineRules, LaunchBoundNamesItsKernelsAndTheirLine) {
+  auto a = demo("launch-bound");
+  const engine::Chain* lb = nullptr;
+  for (const auto& c : a.chains)
+    if (c.rule == "launch_bound") lb = &c;
+  ASSERT_NE(lb, nullptr);
+  EXPECT_NE(lb->summary.find(": 400 \u00d7 `add` and 400 \u00d7 `mul` per step from tiny_step "
+                             "(train.py:8)"),
+            std::string::npos)
+      << lb->summary;
+  EXPECT_NE(lb->explanation.find("960 of its 96,960 launches have no kernel name"),
+            std::string::npos)
+      << lb->explanation;
+  const engine::ProcessKernels* k = a.kernels.find(5151);
+  ASSERT_NE(k, nullptr);
+  ASSERT_EQ(k->kernels.size(), 3u);
+  EXPECT_EQ(k->kernels[0].full_name, "add(float*, float const*, float const*, int)");
+  EXPECT_EQ(k->kernels[0].launches, 48000u);
+  EXPECT_EQ(k->kernels[0].source, "registration");
+  EXPECT_EQ(k->kernels[2].label(), "function 0x55d0c0a02000");
+  EXPECT_EQ(k->kernels[2].per_step_median, 8u);
+}
+
 TEST(EngineRules, SteadyWorkloadOnIdleHostHasNoHighChain) {
   Replay r;
   std::mt19937_64 rng(3);

@@ -190,9 +190,9 @@ TEST_F(Mcp, ToolsListHasAValidSchemaForEveryTool) {
   }
   EXPECT_EQ(names,
             (std::set<std::string>{"get_check", "get_trace_stats", "get_causal_chains",
-                                   "get_step_breakdown", "get_process_breakdown", "get_stacks",
+                                   "get_step_breakdown", "get_kernels", "get_process_breakdown", "get_stacks",
                                    "get_collectives", "get_rdma_counters", "graph_lifecycle",
-                                   "graph_frequency", "run_sql", "run_demo"}));
+                                   "graph_frequency", "run_sql", "run_demo", "get_tenants"}));
 }
 
 TEST_F(Mcp, BadArgumentsAreToolErrorsIn20251125AndProtocolErrorsIn20250618) {
@@ -234,7 +234,11 @@ TEST_F(Mcp, StepBreakdownOfTheStarveTrace) {
   EXPECT_EQ(p[0]["steps_omitted"], 36);
   EXPECT_EQ(p[0]["summary"]["median_ns"], 15'986'544);
   EXPECT_EQ(p[0]["summary"]["text"],
-            "median step 16.0ms: GPU idle 86%: host on-CPU before <module> (faults.py:35)");
+            "median step 16.0ms: GPU idle ≥ 86% (no device data: lower bound): host on-CPU "
+            "before <module> (faults.py:35)");
+  // No device data: nothing measured, and the bound by its name.
+  EXPECT_TRUE(p[0]["summary"]["gpu_busy"].is_null());
+  EXPECT_NEAR(p[0]["summary"]["gpu_idle_lower_bound"].get<double>(), 0.862, 0.001);
   ASSERT_EQ(p[0]["steps"].size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     const Json& st = p[0]["steps"][i];
@@ -247,7 +251,9 @@ TEST_F(Mcp, StepBreakdownOfTheStarveTrace) {
     }
   }
   std::string text = r["content"][0]["text"];
-  EXPECT_NE(text.find("median step 16.0ms: GPU idle 86%"), std::string::npos) << text;
+  EXPECT_NE(text.find("median step 16.0ms: GPU idle ≥ 86% (no device data: lower bound)"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("[39 steps, sync cadence]"), std::string::npos) << text;
 }
 

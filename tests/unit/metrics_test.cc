@@ -369,6 +369,75 @@ TEST(Metrics, ErrorCodesAreBounded) {
       20);
 }
 
+// Launches by kernel: the K most launched kernels at a refresh get a series (kept for good,
+// counting from then on), the others share "other", launches of unnamed functions "unnamed";
+// the family's sum is every launch, and names are summed over processes.
+TEST(Metrics, KernelLaunchesKeepTheTopKernelsAndOther) {
+  Metrics m(false);
+  m.set_kernel_series(2);
+  auto named = [&](uint32_t pid, uint64_t func, const char* name) {
+    ASSERT_TRUE(m.on_kernel_name({pid, func, name, name, hal::KernelNameSource::kRegistration, 0}));
+  };
+  named(100, 0x10, "void mul<float>(float*, float*, int)");
+  named(100, 0x20, "void add<float>(float*, float*, int)");
+  named(100, 0x30, "fill(float*)");
+  named(200, 0x99, "void mul<float>(float*, float*, int)");  // another process, the same kernel
+  auto launch = [&](uint32_t pid, uint64_t func, int n) {
+    auto e =
+        call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 4'000, 0, pid);
+    e.set(hal::Field::kFunc, func);
+    for (int i = 0; i < n; ++i) m.observe(e);
+  };
+  launch(100, 0x10, 30);
+  launch(200, 0x99, 10);
+  launch(100, 0x20, 20);
+  launch(100, 0x30, 5);
+  launch(100, 0xdead, 3);  // no name
+  const std::string k = "ingero_kernel_launches_total";
+  std::string before = m.exposition();
+  EXPECT_EQ(sample(before, k + R"({kernel="other"})"), 65);
+  EXPECT_EQ(sample(before, k + R"({kernel="unnamed"})"), 3);
+  EXPECT_EQ(series_count(before, k), 2u);
+  m.refresh_kernel_series();
+  launch(100, 0x10, 1);
+  launch(100, 0x20, 2);
+  launch(100, 0x30, 4);
+  // fill overtakes nobody: the two series stay given, and no third comes.
+  launch(100, 0x30, 100);
+  m.refresh_kernel_series();
+  std::string after = m.exposition();
+  EXPECT_EQ(series_count(after, k), 4u);
+  EXPECT_EQ(sample(after, k + R"({kernel="mul<float>"})"), 1);
+  EXPECT_EQ(sample(after, k + R"({kernel="add<float>"})"), 2);
+  EXPECT_EQ(sample(after, k + R"({kernel="other"})"), 65 + 104);
+  EXPECT_EQ(sample(after, k + R"({kernel="unnamed"})"), 3);
+  // No series at all with K = 0.
+  Metrics none(false);
+  none.set_kernel_series(0);
+  ASSERT_TRUE(none.on_kernel_name({1, 0x10, "k", "k", hal::KernelNameSource::kRegistration, 0}));
+  auto e = call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1, 0, 1);
+  e.set(hal::Field::kFunc, 0x10);
+  none.observe(e);
+  none.refresh_kernel_series();
+  EXPECT_EQ(series_count(none.exposition(), k), 2u);
+  EXPECT_EQ(sample(none.exposition(), k + R"({kernel="other"})"), 1);
+}
+
+// A label is the short name, bounded.
+TEST(Metrics, KernelLabelsAreShortAndBounded) {
+  Metrics m(false);
+  std::string huge = "void k<" + std::string(500, 'x') + ">(int)";
+  ASSERT_TRUE(m.on_kernel_name({1, 0x10, huge, huge, hal::KernelNameSource::kRegistration, 0}));
+  auto e = call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1, 0, 1);
+  e.set(hal::Field::kFunc, 0x10);
+  m.observe(e);
+  m.refresh_kernel_series();
+  m.observe(e);
+  std::string label = "k<" + std::string(Metrics::kMaxKernelLabel - 5, 'x') + "...";
+  EXPECT_EQ(label.size(), Metrics::kMaxKernelLabel);
+  EXPECT_EQ(sample(m.exposition(), "ingero_kernel_launches_total{kernel=\"" + label + "\"}"), 1);
+}
+
 TEST(Metrics, BusyPortIsAClearError) {
   Metrics first(false), second(false);
   int port = 0;

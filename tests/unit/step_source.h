@@ -39,6 +39,11 @@ class Source : public TraceSource {
   void cpu_samples(const Window&, const CpuSampleFn& fn) override {
     for (const auto& s : samples_) fn(s);
   }
+  void device_samples(const Window&,
+                      const std::function<void(const hal::DeviceSample&)>& fn) override {
+    for (const auto& s : devices_) fn(s);
+  }
+  std::vector<hal::DeviceEvent> device_events(const Window&) override { return device_events_; }
 
   Event& call(std::string_view op, EventKind k, uint64_t ts, uint64_t dur, uint64_t stack = 0,
               std::string_view api = "cuda_runtime") {
@@ -77,6 +82,8 @@ class Source : public TraceSource {
   std::vector<Event> calls_, host_;
   std::map<uint64_t, std::vector<StackFrameInfo>> frames_;
   std::vector<CpuSample> samples_;
+  std::vector<hal::DeviceSample> devices_;
+  std::vector<hal::DeviceEvent> device_events_;
 };
 
 constexpr uint64_t kLossStack = 11, kUploadStack = 12, kRowStack = 13;

@@ -78,15 +78,17 @@ void no_false_causes(const engine::Analysis& a) {
 TEST(StepsFixtures, ExplainOpensWithTheStepSummary) {
   auto f = analyze_fixture("starve");
   std::ostringstream out;
-  print_report(out, f.a, ReportOptions{"starve", "", false});
+  print_report(out, f.a, ReportOptions{"starve", "", false, std::nullopt});
   std::string text = out.str();
   size_t steps = text.find("Training steps\n");
   ASSERT_NE(steps, std::string::npos) << text;
   EXPECT_LT(steps, text.find("GPU API calls"));
   std::string line = text.substr(steps + 15, text.find('\n', steps + 15) - steps - 15);
   EXPECT_EQ(line, "  " + f.a.process_name(f.only().pid) + " (pid " + std::to_string(f.only().pid) +
-                      "): median step 16.0ms: GPU idle 86%: host on-CPU before <module> "
-                      "(faults.py:35)");
+                      "): median step 16.0ms: GPU idle ≥ 86% (no device data: lower bound): "
+                      "host on-CPU before <module> (faults.py:35)");
+  // Nowhere a bare "GPU idle N%": the fixtures have no device data.
+  EXPECT_EQ(text.find("GPU idle 8"), std::string::npos) << text;
 }
 
 TEST(StepsFixtures, StarveIsDataLoaderStarvationAtTheUploadLine) {
@@ -103,7 +105,10 @@ TEST(StepsFixtures, StarveIsDataLoaderStarvationAtTheUploadLine) {
   EXPECT_EQ(s.summary.gap_cause, "on-CPU");
   EXPECT_EQ(s.summary.gap_where, "<module> (faults.py:35)");
   EXPECT_EQ(s.summary.text,
-            "median step 16.0ms: GPU idle 86%: host on-CPU before <module> (faults.py:35)");
+            "median step 16.0ms: GPU idle ≥ 86% (no device data: lower bound): host on-CPU "
+            "before <module> (faults.py:35)");
+  EXPECT_FALSE(s.summary.device_data);
+  EXPECT_FALSE(s.summary.busy_measured);
   for (const auto& st : s.steps) {
     EXPECT_EQ(st.launches, 26u);
     EXPECT_EQ(st.round_trips, 2u);  // the upload's sync (line 35) and the loss read (line 43)
@@ -171,6 +176,18 @@ TEST(StepsFixtures, ResnetCleanHasNoHighOrMediumChain) {
   EXPECT_EQ(s.summary.steps, 149u);
   EXPECT_EQ(s.summary.median_ns, 18'154'297u);  // README: median step 18 ms traced
   EXPECT_EQ(s.summary.launches_per_step, 339u);
+  // Where the launches come from: the forward pass, out = model(x).
+  EXPECT_EQ(s.summary.launch_where, "step (train.py:35)");
+  EXPECT_EQ(s.summary.launch_site_calls, 22'499u);
+  EXPECT_EQ(s.summary.launches, 50'507u);
+  for (const auto& c : f.a.chains) {
+    if (c.rule != "launch_bound") continue;
+    EXPECT_TRUE(has(c.summary,
+                    ", the most (45%) from step (train.py:35) and waits for the GPU "
+                    "only 0% of the step; GPU idle ≥ 8% (no device data: lower "
+                    "bound)"))
+        << c.summary;
+  }
   EXPECT_LT(s.summary.host_gap, 0.10);
   EXPECT_LT(s.summary.preempted, 0.01);
   for (const auto& c : f.a.chains) EXPECT_EQ(c.severity, Severity::kLow) << c.summary;

@@ -10,6 +10,10 @@
  *   churn    reset_buffers() frees and re-allocates device memory every step
  *   launches 200 small launches per step with a little host work between them (run it next
  *            to a CPU hog on the same core for CPU contention)
+ *   launchloop  400 tiny launches per step from one line, then the host spins to the step's
+ *            10 ms deadline before the loss read (a paced loop: the cadence holds on a loaded
+ *            machine; the GPU has work queued throughout, so the spin is no host gap).
+ *            tests/bpf/device_test.cc measures its GPU with a stand-in NVML
  * Without a GPU every call fails, but every call enters the library, which is what the tracer
  * sees. Built with -g and frame pointers: the stacks resolve to this file's lines, which it
  * prints as "NAME_line N", with "pid P".
@@ -59,6 +63,17 @@ __attribute__((noinline)) static void launch(int n) {
    (void)cudaMemcpyAsync(dst, dev_buf, sizeof(*dst), cudaMemcpyDeviceToHost, 0), \
    (void)cudaStreamSynchronize(0))
 
+__attribute__((noinline)) static void tiny_kernels(void) {
+  for (int i = 0; i < 400; i++)
+    CALL("launchloop", cudaLaunchKernel((const void*)0xf00d, kGrid, kBlock, NULL, 0, 0));
+}
+
+static long long mono_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000LL + t.tv_nsec / 1000;
+}
+
 __attribute__((noinline)) static void read_loss(void) {
   float loss;
   READ_BACK("loss", &loss);
@@ -103,7 +118,8 @@ __attribute__((noinline)) static void reset_buffers(void) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: step_faults loader|rowsync|ckpt|churn|launches STEPS [DIR]\n");
+    fprintf(stderr,
+            "usage: step_faults loader|rowsync|ckpt|churn|launches|launchloop STEPS [DIR]\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -128,6 +144,13 @@ int main(int argc, char** argv) {
       launch(8);
       burn_us(2000);
       reset_buffers();
+    } else if (!strcmp(mode, "launchloop")) {
+      static long long deadline;
+      if (!deadline) deadline = mono_us();
+      deadline += 10000;
+      tiny_kernels();
+      while (mono_us() < deadline) {
+      }
     } else if (!strcmp(mode, "launches")) {
       for (int i = 0; i < 200; i++) {
         launch(1);

@@ -88,6 +88,26 @@ function stepChart(el, s) {
   }, data);
 }
 
+// The GPU-busy lane under the step timeline: each step's busy share as the device measured it
+// (NVML, amdgpu), gaps where no device sample covers a step.
+function busyLane(el, s) {
+  const p = s.points;
+  const src = s.summary.gpu_busy_source === 'nvml' ? 'NVML' : (s.summary.gpu_busy_source || 'device');
+  return makeChart(el, {
+    height: 120,
+    title: 'GPU busy per step, measured (' + src + (s.summary.gpu_busy_scope === 'device' ? ', whole device' : '') + ')',
+    scales: { x: { time: false }, y: { range: [0, 1] } },
+    axes: [xAxis('time since the trace started'), yAxis('busy', (v) => fmt.pct(v))],
+    series: [
+      { label: 'start', value: (u, v) => (v === null ? '\u2013' : fmt.secs(v)) },
+      { label: 'GPU busy', stroke: '#2e7d32', fill: 'rgba(46,125,50,0.18)', width: 1.5,
+        points: { show: false }, spanGaps: false,
+        value: (u, v, si, idx) => (idx === null || idx === undefined ? '\u2013'
+          : v === null || v === undefined ? 'not measured' : fmt.pct(v)) },
+    ],
+  }, [p.t, p.gpu_busy]);
+}
+
 // Per-op call rates, and approximate p50/p99 per time bucket on a log scale.
 function rateCharts(elRate, elLat, r) {
   const perS = (arr) => arr.map((c) => c / r.bucket_s);

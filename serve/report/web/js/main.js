@@ -9,8 +9,9 @@ function render(model) {
   const y = window.scrollY;
   destroyCharts();
   flames.length = 0;
-  const sections = [headerSection(model), timelineSection(model), chainsSection(model), flameSection(model),
-    opsSection(model), collectivesSection(model), processSection(model), nodesSection(model), hostSection(model)]
+  const sections = [headerSection(model), timelineSection(model), kernelsSection(model), chainsSection(model), flameSection(model),
+    opsSection(model), collectivesSection(model), processSection(model), tenantsSection(model), nodesSection(model),
+    hostSection(model)]
     .filter(Boolean);
   app.replaceChildren(...sections.map((s) => s.el));
   for (const id of open) {

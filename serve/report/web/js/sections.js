@@ -50,6 +50,10 @@ function shareBar(parts) {
 function stepSeriesBlock(s) {
   const sum = s.summary;
   const box = h('div', { class: 'chartbox wide' });
+  const measured = (s.points.gpu_busy || []).some((v) => v !== null && v !== undefined);
+  const lane = measured ? h('div', { class: 'chartbox wide', 'data-testid': 'gpu-busy-lane' }) :
+    h('div', { class: 'small muted', 'data-testid': 'gpu-busy-lane-absent' },
+      'GPU busy not measured (no NVML or amdgpu samples cover these steps): the dashed GPU idle line is a lower bound from the syncs.');
   const where = s.node ? ' on ' + s.node : '';
   const el = h('div', { class: 'series', 'data-testid': 'step-series', 'data-pid': s.pid },
     h('h3', null, s.name + ' (pid ' + s.pid + ')' + where),
@@ -66,8 +70,11 @@ function stepSeriesBlock(s) {
     sum.gap_where ? h('div', { class: 'small' }, 'Host gaps mostly ', sum.gap_cause || '', ' in ', h('span', { class: 'mono' }, sum.gap_where)) : null,
     s.calls_dropped ? h('div', { class: 'small muted' }, fmt.count(s.calls_dropped) +
       ' top-level calls beyond the step model\u2019s cap were not modelled.') : null,
-    box);
-  return { el: el, draw: () => stepChart(box, s) };
+    box, lane);
+  return { el: el, draw: () => {
+    stepChart(box, s);
+    if (measured) busyLane(lane, s);
+  } };
 }
 
 function timelineSection(m) {
@@ -102,7 +109,8 @@ function timelineSection(m) {
   det.addEventListener('toggle', drawOnce);
   const el = card('timeline', 'Step timeline',
     h('p', { class: 'muted small' }, 'Each step of each GPU process: host time waiting for the GPU, enqueueing work, ' +
-      'in other GPU API calls, and host gaps (GPU idle, no thread in a GPU call) by what the host thread was doing.'),
+      'in other GPU API calls, and host gaps (GPU idle, no thread in a GPU call) by what the host thread was doing; ' +
+      'under it, the GPU busy share the device measured (NVML, amdgpu) where it reported one.'),
     blocks.map((b) => b.el), more, det);
   return {
     el: el,

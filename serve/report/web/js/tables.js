@@ -1,5 +1,5 @@
-// Sortable tables, and the table sections: per op (with histograms), per process, per node,
-// NCCL collectives per rank, host events.
+// Sortable tables, and the table sections: per op (with histograms), per process, per tenant,
+// per node, NCCL collectives per rank, host events.
 
 // columns: { key, label, num, title, value(row) (default row[key]), show(raw, row) (text) }.
 // Every cell keeps its raw value in data-value; rows carry data-key when opts.key is given.
@@ -62,7 +62,9 @@ function opsSection(m) {
 
 function processSection(m) {
   const multi = m.nodes.length > 1;
+  const tenants = m.processes.some((p) => p.tenant);
   const cols = [multi ? C.text('node', 'node') : null, C.count('pid', 'pid'), C.text('name', 'name'), C.text('role', 'role'),
+    tenants ? C.text('tenant', 'tenant') : null,
     C.count('calls', 'calls'), C.count('threads', 'threads', 'threads that made calls'), C.count('errors', 'errors'),
     C.dur('busy_ns', 'time in calls'), C.dur('off_cpu_ns', 'off-CPU'), C.count('switches', 'switches'),
     C.count('involuntary', 'preempted', 'involuntary context switches'), C.count('page_allocs', 'page allocs'),
@@ -70,6 +72,23 @@ function processSection(m) {
   const note = m.processes_total > m.processes.length
     ? h('p', { class: 'muted small' }, 'Showing ' + m.processes.length + ' of ' + m.processes_total + ' processes (most calls first).') : null;
   return { el: card('processes', 'Processes', note, dataTable(cols, m.processes, { testid: 'process-table', key: (r) => r.node + ':' + r.pid })) };
+}
+
+// Per pod or container: shown when the trace names a tenant or tenants preempted each other.
+function tenantsSection(m) {
+  const t = m.tenants;
+  if (!t || (!t.named && !t.preemptions.length)) return null;
+  const multi = m.nodes.length > 1;
+  const cols = [multi ? C.text('node', 'node') : null, C.text('name', 'tenant'), C.text('kind', 'kind'),
+    C.count('calls', 'GPU calls'), C.dur('api_ns', 'time in calls'),
+    C.dur('preempted_ns', 'preempted', 'involuntary off-CPU time of its GPU threads'),
+    C.dur('preempted_by_others_ns', 'by other tenants', 'of which tasks of other tenants held the CPU'),
+    C.dur('preempting_ns', 'took from others', 'time its tasks held the CPU while other tenants\' GPU threads waited')].filter(Boolean);
+  const across = t.preemptions.length ? [h('h3', null, 'Who preempted whom'), dataTable([multi ? C.text('node', 'node') : null,
+    C.text('victim', 'GPU threads of'), C.text('by', 'lost the CPU to'), C.dur('ns', 'time'), C.count('count', 'preemptions'),
+    { key: 'top_comm', label: 'mostly', value: (r) => r.top_comm + ' (pid ' + r.top_pid + ')' }].filter(Boolean),
+  t.preemptions, { testid: 'tenant-preemptions', key: (r) => r.node + ':' + r.victim + '>' + r.by })] : null;
+  return { el: card('tenants', 'Tenants', dataTable(cols, t.rows, { testid: 'tenant-table', key: (r) => r.node + ':' + r.name }), across) };
 }
 
 function nodesSection(m) {

@@ -1,0 +1,102 @@
+// The tracer's device side channel: every backend's device sampler (hal/device_sampler.h:
+// NVML, amdgpu sysfs) polled on a thread of its own every --device-poll-ms, so a slow driver
+// call never delays the ring buffers. The event loop takes what was read (take()) and writes
+// it to the trace file and the Prometheus registry (record()).
+//
+// A backend whose devices are absent (no libnvidia-ml, nvmlInit refused, no amdgpu card) opens
+// no sampler and costs nothing after the attempt: the reason is one line of notes().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hal/backend.h"
+#include "hal/device_sampler.h"
+#include "serve/metrics/metrics.h"
+#include "store/trace_writer.h"
+
+namespace ingero::app {
+
+class DevicePoller {
+ public:
+  // Opens the samplers of `backends` that have devices on this host.
+  DevicePoller(const std::vector<const hal::VendorBackend*>& backends,
+               const hal::DeviceSamplerOptions& opts);
+  ~DevicePoller();  // stops the thread
+  DevicePoller(const DevicePoller&) = delete;
+  DevicePoller& operator=(const DevicePoller&) = delete;
+
+  bool active() const { return !samplers_.empty(); }
+  // "nvml: libnvidia-ml.so.1 not found (...)": why a backend has no sampler.
+  const std::vector<std::string>& notes() const { return notes_; }
+  std::vector<const hal::DeviceSamplerInfo*> infos() const;
+
+  // Polls every sampler now, then every poll period on the thread, until stop() or destroyed.
+  void start();
+  // Stops the thread (what it read stays for take()); poll_once() may follow.
+  void stop();
+  // The processes that make GPU calls (amdgpu reads their fdinfo), from the event loop.
+  void set_gpu_pids(std::vector<uint32_t> pids);
+  // One poll on the calling thread (tests, the bench, the last one after stop(); never while
+  // the thread runs).
+  void poll_once(int64_t wall_ns);
+
+  struct Batch {
+    std::vector<hal::DeviceSample> samples;
+    std::vector<hal::DeviceEvent> events;
+    uint64_t dropped = 0;  // samples not kept since the last take: the event loop fell behind
+  };
+  Batch take();
+  uint64_t polls() const { return polls_.load(); }
+  int64_t thread_cpu_ns() const { return cpu_ns_.load(); }  // the poll thread's CPU time
+
+  // At most this many samples wait for the event loop (about 10 minutes of 8 GPUs at 10 Hz).
+  static constexpr size_t kMaxPending = 50'000;
+
+ private:
+  void run();
+  std::vector<std::unique_ptr<hal::DeviceSampler>> samplers_;
+  std::vector<std::string> notes_;
+  int64_t poll_ns_;
+  std::mutex mu_;
+  // The thread sleeps in ppoll() on this eventfd until its next poll; stop() writes it. (A wake
+  // from ppoll costs the thread about half what a condition variable's timed wait did here.)
+  int stop_fd_ = -1;
+  std::vector<uint32_t> gpu_pids_;
+  Batch pending_;
+  std::atomic<uint64_t> polls_{0};
+  std::atomic<int64_t> cpu_ns_{0};
+  std::thread thread_;
+};
+
+// Labels of a process for the per-process device series: its comm and, from its cgroup, the
+// container and pod where the path names them (empty otherwise). Read once per pid.
+using ProcessLabels = serve::Metrics::ProcessLabels;
+class ProcessLabeller {
+ public:
+  explicit ProcessLabeller(std::string procfs_root = "/proc") : root_(std::move(procfs_root)) {}
+  const ProcessLabels& of(uint32_t pid);
+  void forget_except(const std::vector<uint32_t>& live);
+  size_t size() const { return cache_.size(); }
+
+ private:
+  std::string root_;
+  std::map<uint32_t, ProcessLabels> cache_;
+};
+// The container id and pod UID in a cgroup path (docker-<id>.scope, cri-containerd-<id>.scope,
+// crio-<id>.scope, libpod-<id>.scope, /docker/<id>; kubepods...-pod<uid>.slice or
+// /kubepods/.../pod<uid>/): the container id cut to 12 characters, "" where absent.
+ProcessLabels labels_from_cgroup(const std::string& cgroup_path);
+
+// Writes a batch to the trace file and, when serving, the registry (null: none). Returns the
+// writer's error, if any (the batch is then lost, and counted by the caller).
+Status record_device_batch(const DevicePoller::Batch& batch, store::TraceWriter& writer,
+                           serve::Metrics* metrics, ProcessLabeller& labels);
+
+}  // namespace ingero::app

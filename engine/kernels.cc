@@ -1,0 +1,274 @@
+#include "engine/kernels.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+
+#include "engine/chain.h"
+#include "hal/kernel_names.h"
+
+namespace ingero::engine {
+
+std::string KernelCount::label() const {
+  if (!name.empty()) return name;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "function 0x%llx", static_cast<unsigned long long>(func));
+  return buf;
+}
+
+namespace {
+
+struct Name {
+  std::string full, source;
+};
+
+struct Slot {
+  KernelCount k;
+  std::vector<uint32_t> per_step;  // sized to the process's steps on its first launch in one
+  std::unordered_map<uint64_t, uint64_t> stacks;
+};
+
+// One process's launches as they are read.
+struct Acc {
+  const StepSeries* series = nullptr;
+  std::vector<int64_t> starts;  // of its steps
+  std::unordered_map<uint64_t, uint32_t> slot_of_func;
+  std::unordered_map<std::string, uint32_t> slot_of_name;
+  std::vector<Slot> slots;
+  ProcessKernels out;
+};
+
+constexpr size_t kMaxStacksPerKernel = 64;
+constexpr size_t kLocatedKernels = 32;  // kernels whose launch line is looked up
+
+uint64_t median(std::vector<uint64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+void finish(Acc& a, TraceSource& source, std::mutex* lock) {
+  ProcessKernels& out = a.out;
+  const StepSeries* s = a.series;
+  std::vector<size_t> steady;
+  if (s)
+    for (size_t i = 0; i < s->steps.size(); ++i)
+      if (!s->steps[i].warmup) steady.push_back(i);
+  out.steady_steps = steady.size();
+  std::vector<uint32_t> order(a.slots.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    const KernelCount &a1 = a.slots[x].k, &b1 = a.slots[y].k;
+    if (a1.launches != b1.launches) return a1.launches > b1.launches;
+    return a1.label() < b1.label();
+  });
+  std::vector<uint32_t> rank(a.slots.size());
+  for (uint32_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
+  if (s) out.per_step.assign(s->steps.size(), {});
+  for (uint32_t r = 0; r < order.size(); ++r) {
+    Slot& slot = a.slots[order[r]];
+    KernelCount& k = slot.k;
+    if (k.name.empty()) ++out.unnamed_functions;
+    if (!slot.per_step.empty()) {
+      std::vector<uint64_t> counts;
+      counts.reserve(steady.size());
+      for (size_t i : steady) {
+        uint64_t n = slot.per_step[i];
+        counts.push_back(n);
+        k.steady_launches += n;
+        k.steps_with += n > 0;
+        k.per_step_max = std::max(k.per_step_max, n);
+      }
+      k.per_step_median = median(std::move(counts));
+      if (r < ProcessKernels::kMaxStepKernels)
+        for (size_t i = 0; i < slot.per_step.size(); ++i)
+          if (slot.per_step[i]) out.per_step[i].push_back({r, slot.per_step[i]});
+    }
+    uint64_t best = 0;
+    for (const auto& [stack, n] : slot.stacks)
+      if (n > best || (n == best && stack < k.stack)) {
+        best = n;
+        k.stack = stack;
+      }
+    if (k.stack && r < kLocatedKernels) {
+      std::vector<StackFrameInfo> frames;
+      if (lock) {
+        std::lock_guard<std::mutex> hold(*lock);
+        frames = source.stack(k.stack);
+      } else {
+        frames = source.stack(k.stack);
+      }
+      k.where = code_location(frames);
+    }
+    out.kernels.push_back(std::move(k));
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// The pass over the launches: each process's slots (one per kernel name, one per unnamed
+// function), their counts per step and their stacks.
+class KernelPass {
+ public:
+  KernelPass(std::vector<KernelNameInfo> names, const StepModel& steps) : steps_(steps) {
+    for (auto& n : names) {
+      name_of_[n.pid][n.func] = uint32_t(known_.size());
+      known_.push_back({std::move(n.name), std::move(n.source)});
+    }
+  }
+
+  void launch(const hal::Event& e) {
+    if (e.kind != hal::EventKind::kLaunch) return;
+    auto func = e.get(hal::Field::kFunc);
+    if (!func) return;
+    Acc& a = acc(e.pid);
+    Slot& s = a.slots[slot_of(a, e.pid, *func)];
+    ++s.k.launches;
+    ++a.out.launches;
+    if (s.k.name.empty()) ++a.out.unnamed_launches;
+    if (e.stack_id) {
+      auto it = s.stacks.find(e.stack_id);
+      if (it != s.stacks.end())
+        ++it->second;
+      else if (s.stacks.size() < kMaxStacksPerKernel)
+        s.stacks.emplace(e.stack_id, 1);
+    }
+    if (!a.series || a.starts.empty()) return;
+    int64_t ts = int64_t(e.ts_ns);
+    auto it = std::upper_bound(a.starts.begin(), a.starts.end(), ts);
+    if (it == a.starts.begin()) return;
+    size_t i = size_t(it - a.starts.begin()) - 1;
+    if (ts >= a.series->steps[i].end_ns) return;
+    if (s.per_step.empty()) s.per_step.assign(a.starts.size(), 0);
+    ++s.per_step[i];
+  }
+
+  void run(const CallRun& r) {
+    if (r.kind == hal::EventKind::kLaunch) acc(r.pid).out.folded_launches += r.calls;
+  }
+
+  std::vector<ProcessKernels> finish_all(TraceSource& source, std::mutex* lock) {
+    std::vector<ProcessKernels> out;
+    for (auto& [pid, a] : procs_) {
+      finish(a, source, lock);
+      out.push_back(std::move(a.out));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const ProcessKernels& x, const ProcessKernels& y) { return x.pid < y.pid; });
+    return out;
+  }
+
+ private:
+  Acc& acc(uint32_t pid) {
+    if (last_ && last_pid_ == pid) return *last_;
+    auto [it, fresh] = procs_.try_emplace(pid);
+    if (fresh) {
+      it->second.out.pid = pid;
+      it->second.series = steps_.find(pid);
+      if (it->second.series)
+        for (const Step& st : it->second.series->steps) it->second.starts.push_back(st.start_ns);
+    }
+    last_pid_ = pid;
+    last_ = &it->second;
+    return it->second;
+  }
+
+  // The slot of a function: its name's (functions of one name share it), or its own.
+  uint32_t slot_of(Acc& a, uint32_t pid, uint64_t func) {
+    if (auto it = a.slot_of_func.find(func); it != a.slot_of_func.end()) return it->second;
+    const Name* n = nullptr;
+    if (auto p = name_of_.find(pid); p != name_of_.end())
+      if (auto f = p->second.find(func); f != p->second.end()) n = &known_[f->second];
+    uint32_t slot = uint32_t(a.slots.size());
+    bool fresh = true;
+    if (n) {
+      auto [it, inserted] = a.slot_of_name.try_emplace(n->full, slot);
+      slot = it->second;
+      fresh = inserted;
+    }
+    if (fresh) {
+      Slot s;
+      s.k.func = func;
+      if (n) {
+        s.k.full_name = n->full;
+        s.k.name = hal::short_kernel_name(n->full);
+        s.k.source = n->source;
+      }
+      a.slots.push_back(std::move(s));
+    }
+    a.slot_of_func.emplace(func, slot);
+    return slot;
+  }
+
+  const StepModel& steps_;
+  std::vector<Name> known_;
+  std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint32_t>> name_of_;
+  std::unordered_map<uint32_t, Acc> procs_;
+  uint32_t last_pid_ = 0;
+  Acc* last_ = nullptr;
+};
+
+}  // namespace
+
+KernelReport compute_kernels(TraceSource& source, const Window& w, const StepModel& steps,
+                             std::mutex* stacks_lock) {
+  KernelReport r;
+  r.naming = source.kernel_naming(w.node);
+  std::vector<KernelNameInfo> names = source.kernel_names(w.node);
+  r.named = !names.empty() || (r.naming && r.naming->unnamed_launches);
+  if (!r.named) return r;
+  KernelPass pass(std::move(names), steps);
+  source.call_runs(
+      w, [&](const hal::Event& e) { pass.launch(e); }, [&](const CallRun& run) { pass.run(run); });
+  r.processes = pass.finish_all(source, stacks_lock);
+  return r;
+}
+
+std::string kernels_per_step_text(const ProcessKernels& p, size_t top) {
+  uint64_t steady = 0;
+  for (const auto& k : p.kernels) steady += k.steady_launches;
+  if (!steady) return "";
+  std::vector<const KernelCount*> shown;
+  for (const auto& k : p.kernels)
+    if (!k.name.empty() && k.per_step_median && 10 * k.steady_launches >= steady)
+      shown.push_back(&k);
+  std::stable_sort(shown.begin(), shown.end(), [](const KernelCount* a, const KernelCount* b) {
+    return a->per_step_median > b->per_step_median;
+  });
+  if (shown.size() > top) shown.resize(top);
+  if (shown.empty()) return "";
+  bool one_place = !shown[0]->where.empty();
+  for (const auto* k : shown) one_place = one_place && k->where == shown[0]->where;
+  std::string out;
+  for (size_t i = 0; i < shown.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == shown.size() ? " and " : ", ";
+    out += format_count(shown[i]->per_step_median) + " \u00d7 `" + shown[i]->name + "`";
+    if (!one_place && !shown[i]->where.empty()) out += " (from " + shown[i]->where + ")";
+  }
+  out += " per step";
+  if (one_place) out += " from " + shown[0]->where;
+  return out;
+}
+
+std::string unnamed_kernels_line(const KernelReport& k) {
+  uint64_t launches = 0, functions = 0;
+  for (const auto& p : k.processes) {
+    launches += p.unnamed_launches;
+    functions += p.unnamed_functions;
+  }
+  if (!launches) return "";
+  return format_count(launches) + (launches == 1 ? " launch" : " launches") + " (of " +
+         format_count(functions) + (functions == 1 ? " function" : " functions") +
+         (launches == 1 ? ") has" : ") have") +
+         " no kernel name: their kernels were registered before the trace began and the "
+         "file has no symbol at them (trace the program from its start, or keep its symbols)" +
+         (k.naming && k.naming->unreadable
+              ? "; " + format_count(k.naming->unreadable) +
+                    " names a registration or look-up gave could not be read (the process "
+                    "exited before the tracer read them)"
+              : "");
+}
+
+}  // namespace ingero::engine

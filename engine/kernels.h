@@ -1,0 +1,72 @@
+// Which kernels each process launches: how many of each in the window and per steady step, and
+// the line that launches them. Names come from the trace (TraceSource::kernel_names: what the
+// tracer learned from registrations, driver look-ups and ELF symbols); a launch whose function
+// has none is counted as unnamed, never guessed. Launches folded into runs by tiered retention
+// kept no function and are counted apart.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/steps.h"
+#include "engine/trace_source.h"
+
+namespace ingero::engine {
+
+struct KernelCount {
+  std::string name;       // short display name: "scale<float>"; "" when unnamed
+  std::string full_name;  // demangled: "void scale<float>(float*, float, int)"
+  std::string source;     // registration, driver_lookup, elf_symbol; "" when unnamed
+  uint64_t func = 0;      // its function (the first seen, when several share the name)
+  uint64_t launches = 0;  // in the window
+  // In steady steps: launches, how many steps had one, and per step the median and the most.
+  uint64_t steady_launches = 0, steps_with = 0, per_step_median = 0, per_step_max = 0;
+  uint64_t stack = 0;  // its most frequent launch stack (0: none)
+  std::string where;   // that stack's line in the user's code: "tiny_step (faults2.py:8)"
+  // "scale<float>", or "function 0x55d0c0a01e45" when unnamed.
+  std::string label() const;
+};
+
+struct ProcessKernels {
+  uint32_t pid = 0;
+  std::vector<KernelCount> kernels;  // most launches first
+  uint64_t launches = 0;             // launches with a function, in the window
+  uint64_t unnamed_launches = 0;     // of them, of a function without a name
+  uint64_t unnamed_functions = 0;
+  uint64_t folded_launches = 0;  // in runs of tiered retention: their functions were not kept
+  size_t steady_steps = 0;       // of the process's step model
+  // Per step of the process's StepSeries::steps: (index into `kernels`, launches) of the
+  // kernels launched in it, for at most kMaxStepKernels kernels (the most launched).
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> per_step;
+  static constexpr size_t kMaxStepKernels = 12;
+};
+
+struct KernelReport {
+  bool named = false;  // the trace has kernel names (or counted launches it could not name)
+  std::optional<KernelNaming> naming;  // as the tracer counted it
+  std::vector<ProcessKernels> processes;
+  const ProcessKernels* find(uint32_t pid) const {
+    for (const auto& p : processes)
+      if (p.pid == pid) return &p;
+    return nullptr;
+  }
+};
+
+// One pass over the launches of `w`, assigned to `steps`' steps. Nothing is read, and `named`
+// is false, when the trace has no kernel names and its tracer counted no unnamed launch (a
+// trace from before kernel names). Reads of stacks hold `stacks_lock` when given.
+KernelReport compute_kernels(TraceSource& source, const Window& w, const StepModel& steps,
+                             std::mutex* stacks_lock = nullptr);
+
+// "400 × `mul` and 400 × `add` per step from tiny_step (faults2.py:8)": the process's most
+// launched kernels per steady step (up to `top`, those with at least 10% of its launches), each
+// with its line; "" when it launched none with a name in steady steps.
+std::string kernels_per_step_text(const ProcessKernels& p, size_t top = 3);
+// "12 launches (of 2 functions) have no kernel name: ..." for the report; "" when every launch
+// was named.
+std::string unnamed_kernels_line(const KernelReport& k);
+
+}  // namespace ingero::engine

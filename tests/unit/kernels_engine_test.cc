@@ -1,0 +1,162 @@
+// Kernels per process and step (engine/kernels.h) over an in-memory trace: a launch-bound
+// loop of 400 `mul` and 400 `add` launches a step from one line, names from the trace, and the
+// chain that names them.
+#include <gtest/gtest.h>
+
+#include "engine/kernels.h"
+#include "engine/result_json.h"
+#include "tests/unit/step_source.h"
+
+namespace ingero::engine {
+namespace {
+
+using namespace step_source;
+
+constexpr uint64_t kStepStack = 31;
+constexpr uint64_t kMul = 0x401e45, kAdd = 0x401f10, kFill = 0x402000, kStripped = 0x403000;
+
+class NamedSource : public Source {
+ public:
+  std::vector<KernelNameInfo> names;
+  std::optional<KernelNaming> naming;
+  std::vector<KernelNameInfo> kernel_names(const std::optional<std::string>&) override {
+    return names;
+  }
+  std::optional<KernelNaming> kernel_naming(const std::optional<std::string>&) override {
+    return naming;
+  }
+};
+
+// `steps` steps: 400 mul and 400 add launches of 4 us every 5 us from tiny_step (faults2.py:8),
+// one fill in every other step, 3 launches of a function without a name, then a short loss read.
+void launch_bound_loop(NamedSource& s, int steps) {
+  uint64_t step = 4100 * kUs;
+  for (int i = 0; i < steps; ++i) {
+    uint64_t t = uint64_t(i) * step;
+    for (int k = 0; k < 800; ++k)
+      s.call("cudaLaunchKernel", EventKind::kLaunch, t + uint64_t(k) * 5 * kUs, 4 * kUs, kStepStack)
+          .set(Field::kFunc, k % 2 ? kAdd : kMul);
+    if (i % 2)
+      s.call("cudaLaunchKernel", EventKind::kLaunch, t + 4001 * kUs, 4 * kUs)
+          .set(Field::kFunc, kFill);
+    for (int k = 0; k < 3; ++k)
+      s.call("cudaLaunchKernel", EventKind::kLaunch, t + 4010 * kUs + uint64_t(k) * 5 * kUs,
+             4 * kUs)
+          .set(Field::kFunc, kStripped);
+    uint64_t r = t + 4040 * kUs;
+    s.call("cudaMemcpyAsync", EventKind::kMemcpy, r, 5 * kUs, kLossStack)
+        .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    s.call("cudaStreamSynchronize", EventKind::kSync, r + 6 * kUs, 20 * kUs, kLossStack);
+  }
+  s.frames_[kLossStack] = {{true, "<module>", "/w/faults2.py", 12, "", ""}};
+  s.frames_[kStepStack] = {{true, "tiny_step", "/w/faults2.py", 8, "", ""},
+                           {true, "<module>", "/w/faults2.py", 11, "", ""}};
+  s.names = {{"", 1, kMul, "mul", "mul", "registration"},
+             {"", 1, kAdd, "add", "add", "registration"},
+             {"", 1, kFill, "void fill<float>(float*, int)", "_Z4fillIfEvPT_i", "elf_symbol"}};
+  s.naming = KernelNaming{3, uint64_t(steps) * 3, 1, 0, 0};
+}
+
+TEST(Kernels, PerStepCountsNamesAndTheLaunchingLine) {
+  NamedSource s;
+  launch_bound_loop(s, 30);
+  auto a = analyze(s, Window{});
+  ASSERT_EQ(a.steps.processes.size(), 1u);
+  const StepSeries& st = a.steps.processes[0];
+  ASSERT_GE(st.summary.steps, 20u) << st.cadence_note;
+  ASSERT_TRUE(a.kernels.named);
+  const ProcessKernels* k = a.kernels.find(1);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->launches, 30u * 803 + 15);
+  EXPECT_EQ(k->unnamed_launches, 90u);
+  EXPECT_EQ(k->unnamed_functions, 1u);
+  EXPECT_EQ(k->folded_launches, 0u);
+  ASSERT_EQ(k->kernels.size(), 4u);
+  EXPECT_EQ(k->kernels[0].label(), "add");  // 12,000 each: ties by name
+  EXPECT_EQ(k->kernels[1].label(), "mul");
+  EXPECT_EQ(k->kernels[2].label(), "function 0x403000");
+  EXPECT_EQ(k->kernels[3].label(), "fill<float>");
+  EXPECT_EQ(k->kernels[3].full_name, "void fill<float>(float*, int)");
+  EXPECT_EQ(k->kernels[3].source, "elf_symbol");
+  EXPECT_EQ(k->kernels[1].launches, 12000u);
+  EXPECT_EQ(k->kernels[1].per_step_median, 400u);
+  EXPECT_EQ(k->kernels[1].per_step_max, 400u);
+  EXPECT_EQ(k->kernels[1].steps_with, st.summary.steps);
+  EXPECT_EQ(k->kernels[1].where, "tiny_step (faults2.py:8)");
+  EXPECT_EQ(k->kernels[3].per_step_max, 1u);
+  EXPECT_EQ(kernels_per_step_text(*k),
+            "400 \u00d7 `add` and 400 \u00d7 `mul` per step from tiny_step (faults2.py:8)");
+  // Each step lists its kernels.
+  ASSERT_EQ(k->per_step.size(), st.steps.size());
+  size_t with_fill = 0;
+  for (size_t i = 0; i < st.steps.size(); ++i) {
+    if (st.steps[i].warmup) continue;
+    const auto& ks = k->per_step[i];
+    ASSERT_GE(ks.size(), 3u) << i;
+    EXPECT_EQ(std::vector(ks.begin(), ks.begin() + 3),
+              (std::vector<std::pair<uint32_t, uint32_t>>{{0, 400}, {1, 400}, {2, 3}}))
+        << i;
+    if (ks.size() == 4) {
+      EXPECT_EQ(ks[3], (std::pair<uint32_t, uint32_t>{3, 1})) << i;
+      ++with_fill;
+    }
+  }
+  EXPECT_EQ(with_fill, k->kernels[3].steps_with);
+  // The launch-bound chain names them and the line.
+  const Chain* lb = nullptr;
+  for (const auto& c : a.chains)
+    if (c.rule == "launch_bound") lb = &c;
+  ASSERT_NE(lb, nullptr);
+  EXPECT_NE(lb->summary.find(": 400 \u00d7 `add` and 400 \u00d7 `mul` per step from tiny_step "
+                             "(faults2.py:8)"),
+            std::string::npos)
+      << lb->summary;
+  EXPECT_NE(lb->explanation.find("90 of its 24,105 launches have no kernel name"),
+            std::string::npos)
+      << lb->explanation;
+  EXPECT_EQ(unnamed_kernels_line(a.kernels),
+            "90 launches (of 1 function) have no kernel name: their kernels were registered "
+            "before the trace began and the file has no symbol at them (trace the program from "
+            "its start, or keep its symbols)");
+  auto j = report_json(a, {});
+  EXPECT_EQ(j["kernels"]["unnamed_launches"], 90);
+  EXPECT_EQ(j["kernels"]["processes"][0]["kernels"][1]["per_step_median"], 400);
+  EXPECT_EQ(j["kernels"]["processes"][0]["kernels"][1]["where"], "tiny_step (faults2.py:8)");
+}
+
+TEST(Kernels, ATraceWithoutNamesReadsNothingMoreAndSaysNothing) {
+  NamedSource s;
+  launch_bound_loop(s, 10);
+  s.names.clear();
+  s.naming.reset();
+  auto a = analyze(s, Window{});
+  EXPECT_FALSE(a.kernels.named);
+  EXPECT_TRUE(a.kernels.processes.empty());
+  EXPECT_FALSE(report_json(a, {}).contains("kernels"));
+  for (const auto& c : a.chains) EXPECT_EQ(c.summary.find("\u00d7"), std::string::npos);
+}
+
+TEST(Kernels, FoldedLaunchesAreCountedApart) {
+  // A source whose launches come as a folded run: no function was kept.
+  struct Runs : NamedSource {
+    void call_runs(const Window& w, const EventFn& fn, const CallRunFn& run) override {
+      calls(w, fn);
+      CallRun r;
+      r.pid = 1;
+      r.kind = EventKind::kLaunch;
+      r.calls = 500;
+      run(r);
+    }
+  } s;
+  s.call("cudaLaunchKernel", EventKind::kLaunch, 1000, 10).set(Field::kFunc, kMul);
+  s.names = {{"", 1, kMul, "mul", "mul", "registration"}};
+  auto k = compute_kernels(s, Window{}, StepModel{});
+  ASSERT_EQ(k.processes.size(), 1u);
+  EXPECT_EQ(k.processes[0].launches, 1u);
+  EXPECT_EQ(k.processes[0].folded_launches, 500u);
+  EXPECT_EQ(k.processes[0].kernels[0].per_step_median, 0u);  // no steps
+  EXPECT_EQ(kernels_per_step_text(k.processes[0]), "");
+}
+
+}  // namespace
+}  // namespace ingero::engine

@@ -1,0 +1,59 @@
+/* Driver-API kernels for the kernel-name tests (tests/bpf/kernel_names_test.cc): a module's
+ * functions looked up by name with cuModuleGetFunction, then launched with cuLaunchKernel,
+ * through the libcuda given as argv[1] (the stand-in, tests/fake_vendor/fake_cuda.c).
+ *
+ * Prints "pid N" and "ready", waits for a line on stdin, then: looks up "vector_add" and
+ * "_ZN6matmul4tileILi16EEEvPfS1_" (names in this program's file) and "_Z9reduce_v2Pfi" (a
+ * copy on the heap), and "missing_kernel" (the driver fails it); launches vector_add 4 times,
+ * the matmul tile 6, reduce_v2 once and a handle never looked up (0xbeef) twice; asks
+ * cuFuncGetName of vector_add; prints "launched" and waits for stdin to close. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int (*load_t)(void**, const void*);
+typedef int (*get_t)(void**, void*, const char*);
+typedef int (*name_t)(const char**, void*);
+typedef int (*launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        void*, void**, void**);
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 2) return 2;
+  void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
+    return 2;
+  }
+  load_t load = (load_t)dlsym(h, "cuModuleLoadData");
+  get_t get = (get_t)dlsym(h, "cuModuleGetFunction");
+  name_t name = (name_t)dlsym(h, "cuFuncGetName");
+  launch_t launch = (launch_t)dlsym(h, "cuLaunchKernel");
+  if (!load || !get || !name || !launch) return 2;
+  printf("pid %d\nready\n", (int)getpid());
+  char line[64];
+  if (!fgets(line, sizeof line, stdin)) return 2;
+  void* mod = NULL;
+  static const char image[] = "fatbin";
+  if (load(&mod, image) != 0) return 3;
+  void *add = NULL, *tile = NULL, *reduce = NULL, *missing = NULL;
+  char* heap_name = strdup("_Z9reduce_v2Pfi");
+  if (get(&add, mod, "vector_add") || get(&tile, mod, "_ZN6matmul4tileILi16EEEvPfS1_") ||
+      get(&reduce, mod, heap_name))
+    return 4;
+  if (get(&missing, mod, "missing_kernel") == 0) return 5;
+  for (int i = 0; i < 4; i++) launch(add, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+  for (int i = 0; i < 6; i++) launch(tile, 2, 2, 1, 16, 16, 1, 0, NULL, NULL, NULL);
+  launch(reduce, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL);
+  for (int i = 0; i < 2; i++) launch((void*)0xbeef, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+  const char* asked = NULL;
+  if (name(&asked, add) || strcmp(asked, "vector_add") != 0) return 6;
+  printf("launched\n");
+  while (fgets(line, sizeof line, stdin)) {
+  }
+  free(heap_name);
+  return 0;
+}
