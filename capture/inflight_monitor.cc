@@ -28,9 +28,9 @@ hal::CallRecord as_record(const ingero_inflight_rec& r) {
   rec.hdr.pid = r.pid;
   rec.hdr.tid = r.tid;
   rec.hdr.start_ns = r.start_ns;
-  rec.hdr.flags = uint16_t(INGERO_CALL_ENTRY_ONLY |
-                           (r.frame_flags & (INGERO_CALL_ENTRY_READ_FAULT |
-                                             INGERO_CALL_STACK_READ_FAULT)));
+  rec.hdr.flags =
+      uint16_t(INGERO_CALL_ENTRY_ONLY |
+               (r.frame_flags & (INGERO_CALL_ENTRY_READ_FAULT | INGERO_CALL_STACK_READ_FAULT)));
   rec.hdr.nregs = std::min<uint8_t>(r.nregs, INGERO_REG_WORDS);
   rec.hdr.nstack = std::min<uint8_t>(r.nstack, INGERO_STACK_WORDS);
   rec.hdr.entry_len = std::min<uint16_t>(r.entry_len, INGERO_ENTRY_READ_MAX);
@@ -87,7 +87,8 @@ hal::ThreadState InflightMonitor::state_of(uint32_t pid, uint32_t tid,
     if (!s->off_since_ns) return hal::ThreadState::kRunning;
     *since = s->off_since_ns;
     if (s->state == 0) return hal::ThreadState::kRunnable;
-    if ((s->state & kTaskUninterruptible) && !(s->state & kTaskNoload)) return hal::ThreadState::kIo;
+    if ((s->state & kTaskUninterruptible) && !(s->state & kTaskNoload))
+      return hal::ThreadState::kIo;
     return hal::ThreadState::kSleeping;
   }
   switch (host_.proc_state(pid, tid)) {
@@ -109,10 +110,20 @@ hal::ThreadState InflightMonitor::state_of(uint32_t pid, uint32_t tid,
 
 void InflightMonitor::count_others(hal::Inflight& row) {
   row.others_running = row.others_sleeping = row.others_io = 0;
-  for (uint32_t tid : host_.threads(row.call.pid)) {
+  // The states of a process's threads are read once a tick, however many of its threads are
+  // stuck (1,000 threads inside a call would otherwise read 1,000 x 1,000 states).
+  auto cached = tick_threads_.find(row.call.pid);
+  if (cached == tick_threads_.end()) {
+    std::vector<std::pair<uint32_t, hal::ThreadState>> states;
+    for (uint32_t tid : host_.threads(row.call.pid)) {
+      uint64_t since = 0;
+      states.emplace_back(tid, state_of(row.call.pid, tid, std::nullopt, &since));
+    }
+    cached = tick_threads_.emplace(row.call.pid, std::move(states)).first;
+  }
+  for (const auto& [tid, state] : cached->second) {
     if (tid == row.call.tid) continue;
-    uint64_t since = 0;
-    switch (state_of(row.call.pid, tid, std::nullopt, &since)) {
+    switch (state) {
       case hal::ThreadState::kRunning:
       case hal::ThreadState::kRunnable:
         ++row.others_running;
@@ -164,6 +175,7 @@ void InflightMonitor::track_call(const ingero_inflight_rec& r, uint64_t now,
     ev.set_comm(host_.comm(r.pid, r.tid));
     if (ev.kind == hal::EventKind::kCollective) set_collective(ev, &t.row.seq);
     if (stacks) t.row.stack_id = stacks->live_stack(r.pid, r.tid, r.caller, r.fp, r.py_tstate);
+    t.row.reported_ns = now;
     it = tracked_.emplace(key, std::move(t)).first;
     ++counters_.reported;
   }
@@ -182,7 +194,8 @@ void InflightMonitor::track_call(const ingero_inflight_rec& r, uint64_t now,
   row.call.dur_ns = now - r.start_ns;
   // Off-CPU during the call so far: what the last return to a CPU added up, and the stretch
   // it is off now.
-  row.call.off_cpu_ns = r.off_cpu_ns + (since && since < now ? now - std::max<uint64_t>(since, r.start_ns) : 0);
+  row.call.off_cpu_ns =
+      r.off_cpu_ns + (since && since < now ? now - std::max<uint64_t>(since, r.start_ns) : 0);
   row.call.nested = r.nested;
   if (changed) {
     count_others(row);
@@ -210,6 +223,7 @@ void InflightMonitor::track_idle(uint32_t tid, const RankThread& rt, uint64_t no
     ev.set_comm(host_.comm(rt.pid, tid));
     ev.set(hal::Field::kCommunicator, rt.communicator);
     set_collective(ev, &t.row.seq);
+    t.row.reported_ns = now;
     it = tracked_.emplace(key, std::move(t)).first;
     ++counters_.idle;
   }
@@ -234,8 +248,7 @@ void InflightMonitor::track_idle(uint32_t tid, const RankThread& rt, uint64_t no
   report.changed.push_back(changed);
 }
 
-void InflightMonitor::finish(Tracked& t, uint64_t now, hal::InflightReport& report,
-                             bool stopping) {
+void InflightMonitor::finish(Tracked& t, uint64_t now, hal::InflightReport& report, bool stopping) {
   hal::Inflight row = t.row;
   using S = hal::Inflight::Status;
   if (stopping) {
@@ -273,6 +286,7 @@ void InflightMonitor::tick(uint64_t now) {
   hal::InflightReport report;
   report.now_ns = now;
   report.after_ns = options_.after_ns;
+  tick_threads_.clear();
   for (auto& [k, t] : tracked_) t.seen = false;
   std::unordered_set<uint32_t> in_call;
   for (const auto& r : frames_) {

@@ -125,9 +125,11 @@ class InflightMonitor {
   hal::EventSink& out_;
   Options options_;
   std::map<std::pair<uint32_t, uint64_t>, CommState> comms_;  // (pid, communicator)
-  std::unordered_map<uint32_t, RankThread> rank_threads_;      // by tid
+  std::unordered_map<uint32_t, RankThread> rank_threads_;     // by tid
   std::map<Key, Tracked> tracked_;
   std::vector<ingero_inflight_rec> frames_;
+  // The states of the threads of each process count_others looked at, this tick.
+  std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, hal::ThreadState>>> tick_threads_;
   std::string last_warning_;
   Counters counters_;
 };

@@ -60,7 +60,11 @@ int64_t waited(const hal::Inflight& in) { return int64_t(in.call.dur_ns); }
 
 std::string ordinal(uint64_t n) {
   uint64_t t = n % 100, u = n % 10;
-  const char* suffix = (t >= 11 && t <= 13) ? "th" : u == 1 ? "st" : u == 2 ? "nd" : u == 3 ? "rd" : "th";
+  const char* suffix = (t >= 11 && t <= 13) ? "th"
+                       : u == 1             ? "st"
+                       : u == 2             ? "nd"
+                       : u == 3             ? "rd"
+                                            : "th";
   return std::to_string(n) + suffix;
 }
 
@@ -102,7 +106,8 @@ std::vector<CollectiveHang> find_collective_hangs(
       where[{*hash, *rank}] = {row.node, in.call.pid, in.call.tid};
       nranks_of[*hash] = std::max(nranks_of[*hash], in.call.get_or(hal::Field::kNranks, 0));
     }
-    if (is_collective_call(in) && in.call.dur_ns >= after_ns) groups[{*hash, in.seq}].push_back(&row);
+    if (is_collective_call(in) && in.call.dur_ns >= after_ns)
+      groups[{*hash, in.seq}].push_back(&row);
   }
   std::vector<CollectiveHang> out;
   for (const auto& [key, inside] : groups) {
@@ -180,7 +185,8 @@ std::string stack_location(const std::vector<StackFrameInfo>& frames) {
              (f.function.empty() ? "" : " (" + f.function + ")");
   for (const auto& f : frames)
     if (!f.python && !f.function.empty())
-      return f.function + (f.file.empty() ? "" : " at " + basename(f.file) + ":" + std::to_string(f.line));
+      return f.function +
+             (f.file.empty() ? "" : " at " + basename(f.file) + ":" + std::to_string(f.line));
   for (const auto& f : frames)
     if (!f.address.empty()) return f.address;
   return "";
@@ -202,7 +208,8 @@ std::string hang_duration(int64_t ns) {
 std::string others_text(const hal::Inflight& in) {
   uint32_t run = in.others_running, sleep = in.others_sleeping, io = in.others_io;
   if (run + sleep + io == 0) return "it has no other thread";
-  if (run == 0 && io == 0) return sleep == 1 ? "its other thread is asleep" : "its other threads are asleep";
+  if (run == 0 && io == 0)
+    return sleep == 1 ? "its other thread is asleep" : "its other threads are asleep";
   std::string s = "of its other threads, ";
   std::vector<std::string> parts;
   if (run) parts.push_back(std::to_string(run) + " on a CPU");
@@ -318,9 +325,9 @@ Chain collective_hang_chain(TraceSource* source, const CollectiveHang& h,
   std::string verb = h.ongoing ? " have waited " : " waited ";
   if (inside.size() == 1) verb = h.ongoing ? " has waited " : " waited ";
   ch.summary = "Collective hang: " + list_ranks(inside) + verb + hang_duration(h.longest_ns) +
-                " inside " + coll + " (the " + ordinal(h.seq + 1) +
-               " collective on communicator " + hex(h.comm_hash) +
-               (h.nranks ? ", " + std::to_string(h.nranks) + " ranks" : "") + ")";
+               " inside " + coll + " (the " + ordinal(h.seq + 1) + " collective on communicator " +
+               hex(h.comm_hash) + (h.nranks ? ", " + std::to_string(h.nranks) + " ranks" : "") +
+               ")";
   if (!missing.empty())
     ch.summary += "; " + list_ranks(missing) + " never entered it";
   else if (h.unseen.empty())
@@ -329,7 +336,8 @@ Chain collective_hang_chain(TraceSource* source, const CollectiveHang& h,
   for (const auto& r : h.ranks) {
     std::string name = name_of(names, r.node, r.pid, r.now);
     std::string who = "rank " + std::to_string(r.rank) + " (" + (name.empty() ? "" : name + ", ") +
-                      "pid " + std::to_string(r.pid) + (r.node.empty() ? "" : " on " + r.node) + ")";
+                      "pid " + std::to_string(r.pid) + (r.node.empty() ? "" : " on " + r.node) +
+                      ")";
     if (r.inside) {
       const hal::Inflight& in = r.now->in;
       std::string where = stack_location(frames_of(source, in.stack_id));
@@ -340,32 +348,30 @@ Chain collective_hang_chain(TraceSource* source, const CollectiveHang& h,
                              uint64_t(waited(in)) / 1000});
       continue;
     }
-    std::string did = r.completed == hal::kNoSeq
-                          ? ""
-                          : r.completed > h.seq
-                                ? "it completed " + coll + " already; "
-                                : "it completed " + std::to_string(r.completed) + " collective" +
-                                      (r.completed == 1 ? "" : "s") + " on the communicator; ";
+    std::string did = r.completed == hal::kNoSeq ? ""
+                      : r.completed > h.seq
+                          ? "it completed " + coll + " already; "
+                          : "it completed " + std::to_string(r.completed) + " collective" +
+                                (r.completed == 1 ? "" : "s") + " on the communicator; ";
     std::string line = who + " never entered " + coll + ": " + did + rank_now(source, r, h.seen_ns);
     causes.push_back(line);
     ch.timeline.push_back({"HOST", "rank " + std::to_string(r.rank), line, 0});
     if (ch.node.empty()) ch.node = r.node;
   }
   for (uint64_t rk : h.unseen)
-    ch.timeline.push_back(
-        {"HOST", "rank " + std::to_string(rk),
-         "rank " + std::to_string(rk) + ": no traced process recorded it (not traced, or on a node "
-                                         "this source does not hold)",
-         0});
+    ch.timeline.push_back({"HOST", "rank " + std::to_string(rk),
+                           "rank " + std::to_string(rk) +
+                               ": no traced process recorded it (not traced, or on a node "
+                               "this source does not hold)",
+                           0});
   if (ch.node.empty() && !h.ranks.empty()) ch.node = h.ranks.front().node;
   if (!causes.empty()) {
     ch.root_cause = causes.front();
     for (size_t i = 1; i < causes.size(); ++i) ch.root_cause += "; " + causes[i];
   } else if (!h.unseen.empty()) {
-    ch.root_cause = list_ranks(h.unseen) + " of the communicator " +
-                    (h.unseen.size() == 1 ? "is" : "are") +
-                    " not in this trace: the ranks inside wait for " +
-                    (h.unseen.size() == 1 ? "it" : "them");
+    ch.root_cause =
+        list_ranks(h.unseen) + " of the communicator " + (h.unseen.size() == 1 ? "is" : "are") +
+        " not in this trace: the ranks inside wait for " + (h.unseen.size() == 1 ? "it" : "them");
   } else {
     ch.root_cause = "Every rank entered " + coll +
                     " and none left it: the collective itself does not complete (the network or "
@@ -375,8 +381,9 @@ Chain collective_hang_chain(TraceSource* source, const CollectiveHang& h,
       "Collectives are matched across ranks by their sequence number on the communicator (the "
       "n-th collective each rank issued on it since its init); the tracer reports a call in "
       "flight once it has run longer than its --inflight-after, with the arguments it was "
-      "called with. Ranks inside " + coll + " since " + format_wall(h.entered_ns) + " on " +
-      where_inside + "; last seen " + format_wall(h.seen_ns) + ".";
+      "called with. Ranks inside " +
+      coll + " since " + format_wall(h.entered_ns) + " on " + where_inside + "; last seen " +
+      format_wall(h.seen_ns) + ".";
   if (!missing.empty())
     ch.fixes.push_back("Look at what " + list_ranks(missing) + " does instead (above): the code " +
                        "path that skips or delays the collective on " +
@@ -417,13 +424,12 @@ void rule_hangs(TraceSource& source, Analysis& a, std::vector<Chain>& out) {
                     (in.status == Status::kInFlight ? "return" : "return before its end") +
                     ": the thread waits on something that does not come (the device, a peer, a "
                     "lock)";
-    ch.explanation = "Entered " + format_wall(int64_t(in.call.ts_ns)) + ", last seen in flight " +
-                     format_wall(int64_t(in.seen_ns)) + "; its thread was " +
-                     state_words(in.state) +
-                     (in.state_since_ns ? " since " + format_wall(int64_t(in.state_since_ns)) : "") +
-                     ".";
-    ch.timeline.push_back({layer_of(in.call.api), std::string(in.call.op), ch.summary,
-                           uint64_t(waited(in)) / 1000});
+    ch.explanation =
+        "Entered " + format_wall(int64_t(in.call.ts_ns)) + ", last seen in flight " +
+        format_wall(int64_t(in.seen_ns)) + "; its thread was " + state_words(in.state) +
+        (in.state_since_ns ? " since " + format_wall(int64_t(in.state_since_ns)) : "") + ".";
+    ch.timeline.push_back(
+        {layer_of(in.call.api), std::string(in.call.op), ch.summary, uint64_t(waited(in)) / 1000});
     if (in.stack_id) {
       ChainStack cs;
       cs.stack_id = in.stack_id;
@@ -435,10 +441,11 @@ void rule_hangs(TraceSource& source, Analysis& a, std::vector<Chain>& out) {
       ch.stacks.push_back(std::move(cs));
     }
     ch.stacks_sought = true;
-    ch.fixes = {"`ingero status` shows what is stuck now; the stack above is where it was "
-                "called from",
-                "A sync or copy that never returns waits for device work that does not finish: "
-                "check the device (nvidia-smi, dmesg for Xid errors) and any peer it waits for"};
+    ch.fixes = {
+        "`ingero status` shows what is stuck now; the stack above is where it was "
+        "called from",
+        "A sync or copy that never returns waits for device work that does not finish: "
+        "check the device (nvidia-smi, dmesg for Xid errors) and any peer it waits for"};
     ch.id = ch.rule + ":" + std::to_string(in.call.pid) + ":" + std::to_string(in.call.tid) + ":" +
             std::to_string(in.call.ts_ns);
     ch.score = 1e6 + double(waited(in)) / 1e9;

@@ -161,6 +161,7 @@ Status BpfSession::load() {
 
 BpfSession::~BpfSession() {
   core_links_.clear();
+  inflight_iter_ = Link();  // before the programs it runs go
   if (skel_) ingero_bpf__destroy(skel_);
 }
 

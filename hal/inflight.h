@@ -45,8 +45,9 @@ struct Inflight {
   // far, as of seen_ns. An idle thread carries its collectives' communicator, rank, nranks
   // and comm_hash in the fields.
   Event call;
-  uint64_t seen_ns = 0;   // when it was last seen so
-  uint64_t ended_ns = 0;  // when it stopped being stuck (0 while it lasts)
+  uint64_t reported_ns = 0;  // when the tracer first reported it
+  uint64_t seen_ns = 0;      // when it was last seen so
+  uint64_t ended_ns = 0;     // when it stopped being stuck (0 while it lasts)
   ThreadState state = ThreadState::kUnknown;
   uint64_t state_since_ns = 0;  // in that state since (0: unknown)
   // Its stack: a call's from its entry (the return address and the caller's frames) with the

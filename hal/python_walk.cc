@@ -61,7 +61,8 @@ bool PythonProcess::walk_thread(uint32_t tid, uint64_t tstate_hint, ingero_stack
       instr = mem.u64(f + l.frame_instr).value_or(0);
     if (l.frame_owner != kNoOffset) {
       uint8_t owner = 0;
-      if (mem.read(f + l.frame_owner, &owner, 1) && owner == l.owner_cstack) flags |= INGERO_PY_SHIM;
+      if (mem.read(f + l.frame_owner, &owner, 1) && owner == l.owner_cstack)
+        flags |= INGERO_PY_SHIM;
     }
     if (l.frame_is_entry != kNoOffset) {
       uint8_t entry = 0;

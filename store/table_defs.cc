@@ -34,12 +34,13 @@ TableDef sessions() {
     c.push_back(col(s, kText, "String"));
   c.push_back(col("attached_probes", kInt0, "Int64"));
   c.push_back(col("events_stored", kInt0, "Int64"));
-  c.push_back(col("ringbuf_drops", kInt0, "Int64", "records the kernel could not queue (all kinds)"));
+  c.push_back(
+      col("ringbuf_drops", kInt0, "Int64", "records the kernel could not queue (all kinds)"));
   c.push_back(col("lost_calls", kInt0, "Int64", "not traced: thread table full, too deep"));
   c.push_back(col("store_errors", kInt0, "Int64", "events decoded but not written"));
   c.push_back(col("unfinished_calls", kInt0, "Int64"));
-  c.push_back(col("bpf_stats", "TEXT NOT NULL DEFAULT '{}'", "String",
-                  "every in-kernel counter, JSON"));
+  c.push_back(
+      col("bpf_stats", "TEXT NOT NULL DEFAULT '{}'", "String", "every in-kernel counter, JSON"));
   c.push_back(col("exit_reason", kText, "String"));
   // v5: losses by kind (older files gain them by ALTER TABLE; store/schema.cc).
   for (const char* s :
@@ -78,16 +79,16 @@ TableDef libraries() {
 
 TableDef system_snapshots() {
   TableDef t{"system_snapshots", {}, {}, {}, {}};
-  t.columns = {col("id", "INTEGER PRIMARY KEY", ""),
-               col("node", kText, "String"),
-               col("timestamp", kInt, "UInt64", "unix epoch ns"),
-               col("cpu_pct", "REAL NOT NULL", "Float64",
-                   "busy share of all CPUs over the last interval"),
-               col("mem_pct", "REAL NOT NULL", "Float64", "(total - available) / total"),
-               col("mem_avail", kInt, "Int64", "MiB"),
-               col("swap_mb", kInt, "Int64", "MiB in use"),
-               col("load_avg", "REAL NOT NULL", "Float64", "1-minute"),
-               col("procs_running", kInt0, "Int64")};
+  t.columns = {
+      col("id", "INTEGER PRIMARY KEY", ""),
+      col("node", kText, "String"),
+      col("timestamp", kInt, "UInt64", "unix epoch ns"),
+      col("cpu_pct", "REAL NOT NULL", "Float64", "busy share of all CPUs over the last interval"),
+      col("mem_pct", "REAL NOT NULL", "Float64", "(total - available) / total"),
+      col("mem_avail", kInt, "Int64", "MiB"),
+      col("swap_mb", kInt, "Int64", "MiB in use"),
+      col("load_avg", "REAL NOT NULL", "Float64", "1-minute"),
+      col("procs_running", kInt0, "Int64")};
   t.indexes = {"CREATE INDEX IF NOT EXISTS idx_snapshots_ts ON system_snapshots(timestamp)"};
   return t;
 }
@@ -128,8 +129,8 @@ TableDef causal_chains() {
   c.push_back(col("severity", "TEXT NOT NULL", "String", "HIGH, MEDIUM, LOW"));
   for (const char* s : {"summary", "root_cause", "explanation"})
     c.push_back(col(s, "TEXT NOT NULL", "String"));
-  c.push_back(col("recommendations", "TEXT NOT NULL DEFAULT '[]'", "String",
-                  "JSON array of strings"));
+  c.push_back(
+      col("recommendations", "TEXT NOT NULL DEFAULT '[]'", "String", "JSON array of strings"));
   c.push_back(col("cuda_op", kText, "String", "the affected op (any vendor)"));
   c.push_back(col("cuda_p99_us", kInt0, "Int64"));
   c.push_back(col("cuda_p50_us", kInt0, "Int64"));
@@ -147,39 +148,37 @@ TableDef causal_chains() {
 
 TableDef stack_frames() {
   TableDef t{"stack_frames", {}, "PRIMARY KEY (stack_id, frame)", "WITHOUT ROWID", {}};
-  t.columns = {col("stack_id", kInt, "Int64"),
-               col("frame", kInt, "UInt32", "0 = innermost"),
-               col("kind", "TEXT NOT NULL", "String", "native | python"),
-               col("module", kText, "String", "native: the mapped file"),
-               col("module_offset", "INTEGER", "Nullable(Int64)",
-                   "native: file offset of the instruction"),
-               col("build_id", kText, "String"),
-               col("function", kText, "String", "demangled; '' when unresolved"),
-               col("file", kText, "String", "native: DWARF source file; python: co_filename"),
-               col("line", "INTEGER", "Nullable(Int64)",
-                   "native: DWARF line; python: the current line")};
+  t.columns = {
+      col("stack_id", kInt, "Int64"),
+      col("frame", kInt, "UInt32", "0 = innermost"),
+      col("kind", "TEXT NOT NULL", "String", "native | python"),
+      col("module", kText, "String", "native: the mapped file"),
+      col("module_offset", "INTEGER", "Nullable(Int64)", "native: file offset of the instruction"),
+      col("build_id", kText, "String"),
+      col("function", kText, "String", "demangled; '' when unresolved"),
+      col("file", kText, "String", "native: DWARF source file; python: co_filename"),
+      col("line", "INTEGER", "Nullable(Int64)", "native: DWARF line; python: the current line")};
   return t;
 }
 
 TableDef device_counters() {
   TableDef t{"device_counters", {}, {}, {}, {}};
-  t.columns = {col("id", "INTEGER PRIMARY KEY", ""),
-               col("node", kText, "String"),
-               col("session_id", kInt0, ""),
-               col("timestamp", kInt, "UInt64", "unix epoch ns of the sample"),
-               col("backend", "TEXT NOT NULL", "String", "the backend that polled it: rdma, ..."),
-               col("device", "TEXT NOT NULL", "String", "mlx5_0"),
-               col("port", kInt, "UInt32"),
-               col("counter", "TEXT NOT NULL", "String",
-                   "port_rcv_errors, hw_counters/out_of_buffer, ..."),
-               col("value", kInt, "Int64", "as read"),
-               col("base_value", kInt, "Int64", "in `unit`: value times the backend's factor"),
-               col("unit", "TEXT NOT NULL", "String", "bytes, packets, events"),
-               col("is_error", kInt0, "UInt8"),
-               col("attributes", "TEXT NOT NULL DEFAULT '{}'", "String",
-                   "the port's properties, JSON: {\"transport\": ...}")};
-  t.indexes = {
-      "CREATE INDEX IF NOT EXISTS idx_device_counters_ts ON device_counters(timestamp)"};
+  t.columns = {
+      col("id", "INTEGER PRIMARY KEY", ""),
+      col("node", kText, "String"),
+      col("session_id", kInt0, ""),
+      col("timestamp", kInt, "UInt64", "unix epoch ns of the sample"),
+      col("backend", "TEXT NOT NULL", "String", "the backend that polled it: rdma, ..."),
+      col("device", "TEXT NOT NULL", "String", "mlx5_0"),
+      col("port", kInt, "UInt32"),
+      col("counter", "TEXT NOT NULL", "String", "port_rcv_errors, hw_counters/out_of_buffer, ..."),
+      col("value", kInt, "Int64", "as read"),
+      col("base_value", kInt, "Int64", "in `unit`: value times the backend's factor"),
+      col("unit", "TEXT NOT NULL", "String", "bytes, packets, events"),
+      col("is_error", kInt0, "UInt8"),
+      col("attributes", "TEXT NOT NULL DEFAULT '{}'", "String",
+          "the port's properties, JSON: {\"transport\": ...}")};
+  t.indexes = {"CREATE INDEX IF NOT EXISTS idx_device_counters_ts ON device_counters(timestamp)"};
   return t;
 }
 
@@ -234,11 +233,13 @@ TableDef inflight() {
   for (const char* s : {"vendor", "api", "kind", "op"}) c.push_back(col(s, kText, "String"));
   c.push_back(col("entered_at", kInt, "UInt64",
                   "unix epoch ns: the call's entry (idle: the end of its last call)"));
+  c.push_back(
+      col("reported_at", kInt0, "UInt64", "unix epoch ns: when the tracer first reported it"));
   c.push_back(col("seen_at", kInt, "UInt64", "unix epoch ns: last seen so"));
   c.push_back(col("ended_at", kInt0, "UInt64", "unix epoch ns: when it stopped (0: it lasts)"));
   c.push_back(col("dur_ns", kInt0, "UInt64", "in flight so far (until seen_at or ended_at)"));
-  c.push_back(col("state", kText, "String", "on-CPU, runnable, sleeping, in I/O, exited"));
-  c.push_back(col("state_since", kInt0, "UInt64", "unix epoch ns; 0: unknown"));
+  c.push_back(col("thread_state", kText, "String", "on-CPU, runnable, sleeping, in I/O, exited"));
+  c.push_back(col("thread_state_since", kInt0, "UInt64", "unix epoch ns; 0: unknown"));
   c.push_back(col("off_cpu_ns", kInt0, "Int64"));
   c.push_back(col("stack_hash", kInt0, "Int64", "stack_frames.stack_id; 0: none"));
   c.push_back(col("seq", "INTEGER", "Nullable(Int64)",
@@ -247,6 +248,9 @@ TableDef inflight() {
     c.push_back(col(s, kInt0, "UInt32"));
   for (size_t i = 0; i < hal::kFieldCount; ++i)
     c.push_back(col(std::string(hal::field_name(hal::Field(i))), "INTEGER", "Nullable(Int64)"));
+  // The writer replaces a call's row by (session, thread, entry); status reads a session's.
+  t.indexes = {
+      "CREATE INDEX IF NOT EXISTS idx_inflight_call ON inflight(session_id, tid, entered_at)"};
   return t;
 }
 
@@ -259,10 +263,10 @@ const ColumnDef* TableDef::column(std::string_view n) const {
 }
 
 const std::vector<TableDef>& table_defs() {
-  static const std::vector<TableDef> defs = {
-      sessions(),       process_names(), libraries(),     system_snapshots(), process_stats(),
-      cgroup_metadata(), causal_chains(), stack_frames(), device_counters(),  events(),
-      inflight()};
+  static const std::vector<TableDef> defs = {sessions(),         process_names(), libraries(),
+                                             system_snapshots(), process_stats(), cgroup_metadata(),
+                                             causal_chains(),    stack_frames(),  device_counters(),
+                                             events(),           inflight()};
   return defs;
 }
 

@@ -20,10 +20,10 @@ ingero::Status TraceWriter::add_inflight(const hal::Inflight& r) {
   if (!insert_inflight_) {
     std::string cols =
         "node, session_id, what, status, pid, tid, comm, vendor, api, kind, op, entered_at, "
-        "seen_at, ended_at, dur_ns, state, state_since, off_cpu_ns, stack_hash, seq, "
+        "reported_at, seen_at, ended_at, dur_ns, thread_state, thread_state_since, off_cpu_ns, stack_hash, seq, "
         "others_running, others_sleeping, others_io";
     std::string marks = "?";
-    for (int i = 1; i < 23; ++i) marks += ", ?";
+    for (int i = 1; i < 24; ++i) marks += ", ?";
     for (const auto& f : field_columns()) {
       cols += ", " + f;
       marks += ", ?";
@@ -58,26 +58,27 @@ ingero::Status TraceWriter::add_inflight(const hal::Inflight& r) {
       .bind(10, r.what == hal::Inflight::What::kCall ? hal::kind_name(e.kind) : "")
       .bind(11, text(e.op))
       .bind(12, entered)
-      .bind(13, to_wall(r.seen_ns))
-      .bind(14, r.ended_ns ? to_wall(r.ended_ns) : int64_t(0))
-      .bind(15, int64_t(e.dur_ns))
-      .bind(16, hal::thread_state_name(r.state))
-      .bind(17, r.state_since_ns ? to_wall(r.state_since_ns) : int64_t(0))
-      .bind(18, int64_t(e.off_cpu_ns))
-      .bind(19, int64_t(r.stack_id));
+      .bind(13, r.reported_ns ? to_wall(r.reported_ns) : int64_t(0))
+      .bind(14, to_wall(r.seen_ns))
+      .bind(15, r.ended_ns ? to_wall(r.ended_ns) : int64_t(0))
+      .bind(16, int64_t(e.dur_ns))
+      .bind(17, hal::thread_state_name(r.state))
+      .bind(18, r.state_since_ns ? to_wall(r.state_since_ns) : int64_t(0))
+      .bind(19, int64_t(e.off_cpu_ns))
+      .bind(20, int64_t(r.stack_id));
   if (r.seq == hal::kNoSeq)
-    s.bind_null(20);
+    s.bind_null(21);
   else
-    s.bind(20, int64_t(r.seq));
-  s.bind(21, int64_t(r.others_running))
-      .bind(22, int64_t(r.others_sleeping))
-      .bind(23, int64_t(r.others_io));
+    s.bind(21, int64_t(r.seq));
+  s.bind(22, int64_t(r.others_running))
+      .bind(23, int64_t(r.others_sleeping))
+      .bind(24, int64_t(r.others_io));
   for (size_t i = 0; i < hal::kFieldCount; ++i) {
     auto v = e.get(hal::Field(i));
     if (v)
-      s.bind(24 + int(i), int64_t(*v));
+      s.bind(25 + int(i), int64_t(*v));
     else
-      s.bind_null(24 + int(i));
+      s.bind_null(25 + int(i));
   }
   if (auto x = s.step(); !x) return x.error();
   return {};
