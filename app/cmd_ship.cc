@@ -80,6 +80,11 @@ int ship(const Opts& o) {
   std::cout << "shipped " << t.rows << " rows of " << o.db << " to " << ep->display() << " in "
             << t.batches << " inserts (" << t.bytes_sent / 1024 << " KiB compressed from "
             << t.bytes_raw / 1024 << " KiB)";
+  // Answered with success, yet not found when read back: not counted (fleet/ship_confirm.h).
+  if (t.unconfirmed)
+    std::cout << "; " << t.unconfirmed
+              << " inserts answered with success were not in ClickHouse when read back and are "
+                 "not counted";
   if (r.caught_up) {
     std::cout << "; ClickHouse has every row of the file\n";
     return kExitOk;

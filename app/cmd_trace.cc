@@ -83,6 +83,8 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       "  ingero trace --pid 4411 --db /tmp/run.db\n"
       "  ingero trace --db /tmp/run.db -- python3 train.py");
   auto o = std::make_shared<TraceOptions>();
+  // Chooses the backends the tracer is given, so it is not one of the tracer's options.
+  auto rdma_verbs = std::make_shared<bool>(false);
   auto duration = std::make_shared<std::string>();
   auto retain = std::make_shared<std::string>();
   auto full_rows = std::make_shared<std::string>();
@@ -145,7 +147,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "of bounding GPU idle")
       ->check(CLI::Range(0u, 60000u))
       ->capture_default_str();
-  cmd->add_flag("--rdma-verbs", o->rdma_verbs,
+  cmd->add_flag("--rdma-verbs", *rdma_verbs,
                 "Also trace libibverbs asynchronous events (ibv_get_async_event)");
   cmd->add_option("--prometheus", o->prometheus,
                   "Serve Prometheus metrics at ADDR/metrics while tracing: :9090 and 9090 mean "
@@ -282,7 +284,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
   cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, otlp_interval,
-                 otlp_threshold, otlp_exit, inflight_after, pids] {
+                 otlp_threshold, otlp_exit, inflight_after, pids, rdma_verbs] {
     o->pids = *pids;
     if (o->no_archive)
       std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
@@ -322,7 +324,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     }
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
-    if (o->rdma_verbs) {
+    if (*rdma_verbs) {
       flags += std::string(flags.empty() ? "" : ",") + "rdma-verbs";
       o->flags = flags;
       hal::BackendRegistry with_verbs;

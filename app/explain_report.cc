@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "engine/loss_notes.h"
+
 namespace ingero::app {
 namespace {
 

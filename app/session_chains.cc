@@ -77,19 +77,8 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   if (auto st = writer.commit(); !st) return st.error();
   auto reader = store::TraceReader::open(db_path, builtin_views());
   if (!reader) return reader.error();
-  // Name the cgroups this session saw.
-  std::set<uint64_t> ids;
-  auto q = (*reader)->db().prepare(
-      "SELECT DISTINCT cgroup_id FROM events WHERE session_id = ? UNION "
-      "SELECT DISTINCT peer_cgroup FROM events WHERE session_id = ? AND peer_cgroup IS NOT NULL");
-  if (!q) return q.error();
-  q->bind(1, writer.session_id()).bind(2, writer.session_id());
-  while (true) {
-    auto r = q->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    ids.insert(uint64_t(q->int64(0)));
-  }
+  // Name the cgroups this session saw (the writer kept them as events came: no block is read).
+  const std::set<uint64_t>& ids = writer.session_cgroups();
   // Those the tracer named while they ran are stored; the others are found in the hierarchy
   // (walked only if there are some: a large host has thousands of cgroups).
   std::vector<uint64_t> unnamed;

@@ -5,6 +5,7 @@
 
 #include "capture/inflight_monitor.h"
 #include "capture/launch_nesting.h"
+#include "engine/loss_notes.h"
 
 namespace ingero::app {
 
@@ -85,22 +86,23 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
 }
 
 void print_losses(std::ostream& out, const store::SessionCounters& c) {
-  if (c.call_drops)
-    out << "ingero: " << c.call_drops
-        << " calls lost: the calls ring was full (counts are lower bounds; raise --ringbuf-mb)\n";
+  // Worded as explain, the report and the MCP tools word them (engine/loss_notes.h), with what
+  // to change to lose less.
+  engine::TraceLosses l;
+  l.by_kind = true;
+  l.call_drops = c.call_drops;
+  l.stack_drops = c.stack_drops;
+  l.host_drops = c.host_drops;
+  l.sample_drops = c.sample_drops;
+  l.lost_calls = c.lost_calls;
+  l.calls_lost_at_exit = c.calls_lost_at_exit;
+  l.store_errors = c.store_errors;
+  for (const auto& n : engine::loss_notes(l)) out << "ingero: " << n.text << "\n";
+  if (c.call_drops || c.stack_drops || c.host_drops || c.sample_drops)
+    out << "ingero: the rings were full: raise --ringbuf-mb to lose less\n";
   if (c.lost_calls)
-    out << "ingero: " << c.lost_calls
-        << " calls not traced: thread table full or nesting deeper than " << INGERO_MAX_DEPTH
-        << "\n";
-  if (c.calls_lost_at_exit)
-    out << "ingero: " << c.calls_lost_at_exit
-        << " calls recorded by the kernel were never read before the tracer stopped\n";
-  if (c.stack_drops)
-    out << "ingero: " << c.stack_drops << " stack records lost: the aux ring was full\n";
-  if (c.sample_drops)
-    out << "ingero: " << c.sample_drops << " on-CPU samples lost: the aux ring was full\n";
-  if (c.host_drops)
-    out << "ingero: " << c.host_drops << " host-context records lost: the host ring was full\n";
+    out << "ingero: calls go untraced when the thread table is full or nesting is deeper than "
+        << INGERO_MAX_DEPTH << "\n";
   if (c.unfinished_calls)
     out << "ingero: " << c.unfinished_calls
         << " calls were still running when their thread exited (stored as unfinished)\n";

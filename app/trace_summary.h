@@ -22,8 +22,9 @@ std::string stats_json(const hal::BpfStats& s, const capture::EventPipeline& p,
                        const capture::StackCollector* stacks,
                        const capture::KernelNamer* kernels = nullptr);
 
-// One line per kind of loss ("12 calls lost (calls ring full): counts are lower bounds; raise
-// --ringbuf-mb"), nothing when nothing was lost. Printed even with -q.
+// One line per kind of loss, worded as explain words it ("12 calls lost (12 ring buffer full):
+// figures are lower bounds"), then what to change to lose less; nothing when nothing was lost.
+// Printed even with -q.
 void print_losses(std::ostream& out, const store::SessionCounters& c);
 
 // The closing summary (not with -q).

@@ -22,6 +22,7 @@
 #include "app/commands.h"
 #include "app/fleet_hook.h"
 #include "app/session_chains.h"
+#include "app/trace_repair.h"
 #include "app/trace_samplers.h"
 #include "app/trace_session.h"
 #include "app/trace_summary.h"
@@ -42,6 +43,7 @@
 #include "store/file_access.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_writer.h"
+#include "store/wal_limit.h"
 
 namespace ingero::app {
 namespace trace_detail {
@@ -343,6 +345,7 @@ int Trace::open() {
   }
   writer_ = std::move(*writer);
   if (!lock_.held() && !lock()) return kExitFailure;  // a file it created
+  if (!repair_left_sessions(writer_->db(), db_, opts_.quiet, std::cerr)) return kExitFailure;
   writer_->set_folding(!opts_.keep_all);
   // Blocks span at most an eighth of the full-row window and of --retain (1 s to 60 s): their
   // calls lose their rows within that of --full-rows, and go within that of --retain, at any
@@ -351,6 +354,12 @@ int Trace::open() {
   if (opts_.retain_s > 0) window_s = std::min(window_s, opts_.retain_s);
   writer_->set_block_span(
       std::clamp(int64_t(window_s * 1e9 / 8), int64_t(1'000'000'000), int64_t(60'000'000'000)));
+  // --max-db-size limits the disk the trace takes: its write-ahead log is held to an eighth.
+  if (opts_.max_db_bytes)
+    if (auto st = store::limit_wal(writer_->db(), opts_.max_db_bytes / 8); !st) {
+      std::cerr << "ingero trace: " << db_ << ": " << st.error().message << "\n";
+      return kExitFailure;
+    }
   if (!opts_.clickhouse.empty() && !(shipper_ = make_shipper(db_, opts_.clickhouse, opts_.quiet)))
     return kExitFailure;
 
@@ -463,7 +472,9 @@ void Trace::loop() {
       {5 * sec, true, [this](int64_t, bool) { update_counters(); }},
       {sec, true, [this](int64_t m, bool f) { update_metrics(m, f); }},
       {sec, false, [this](int64_t, bool) { live_line(false); }},
-      {sec / 2, true, [this](int64_t, bool final) { apply_retention(final); }},
+      // With --max-db-size, at every commit: the size is held within what one commit writes.
+      {opts_.max_db_bytes ? int64_t(opts_.flush_ms) * 1'000'000 : sec / 2, true,
+       [this](int64_t, bool final) { apply_retention(final); }},
       {30 * sec, false, [this](int64_t, bool) { rescan_all(); }},
   };
   if (inflight_)

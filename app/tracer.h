@@ -29,7 +29,6 @@ struct TraceOptions {
   std::string flags;                // recorded in the session row
   std::string sysfs_root = "/sys";  // backends poll their device counters under it
   uint32_t device_poll_ms = 100;    // NVML / amdgpu sampling period (0: off)
-  bool rdma_verbs = false;          // also trace libibverbs async events
   std::string prometheus;           // serve /metrics here while tracing ("" = off)
   bool prometheus_per_process = false;
   uint32_t prometheus_kernels = 20;   // kernels with their own launch series (0: none)

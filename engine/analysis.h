@@ -49,10 +49,6 @@ struct Analysis {
   std::string process_name(uint32_t pid) const;
 };
 
-// The report's first line about losses, "" when nothing was lost: "1,204 calls lost (ring
-// buffer full): figures are lower bounds", then the other kinds.
-std::string losses_line(const std::optional<TraceLosses>& l);
-
 struct EngineOptions {
   bool breakdown = true;
   // The step model's memory cap (engine/steps.h), and, when not 0, the most calls it is given:

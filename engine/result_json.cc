@@ -1,5 +1,7 @@
 #include "engine/result_json.h"
 
+#include "engine/loss_notes.h"
+
 namespace ingero::engine {
 namespace {
 

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 
 #include "fleet/gzip.h"
@@ -26,7 +27,28 @@ struct Call {
   bool stopped = false;
   const std::atomic<int64_t>* deadline_ns = nullptr;
   bool past_deadline = false;
+  std::string summary;  // the answer's X-ClickHouse-Summary, where it has one
 };
+
+// Each header line of the answer: X-ClickHouse-Summary is kept (a new status line, after a
+// redirect or an interim answer, starts over).
+size_t on_header(char* data, size_t size, size_t n, void* user) {
+  auto* c = static_cast<Call*>(user);
+  size_t len = size * n;
+  std::string_view line(data, len);
+  constexpr std::string_view kName = "x-clickhouse-summary:";
+  if (line.substr(0, 5) == "HTTP/") c->summary.clear();
+  if (line.size() > kName.size() &&
+      std::equal(kName.begin(), kName.end(), line.begin(),
+                 [](char a, char b) { return a == std::tolower((unsigned char)b); })) {
+    line.remove_prefix(kName.size());
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r' || line.back() == ' '))
+      line.remove_suffix(1);
+    c->summary = std::string(line.substr(0, 4096));
+  }
+  return len;
+}
 
 // libcurl calls it as the transfer progresses, and at least once a second while it waits: a
 // deadline set meanwhile (from another thread) ends the request.
@@ -79,6 +101,24 @@ const char* failure_name(Failure f) {
   return "?";
 }
 
+std::optional<uint64_t> summary_written_rows(std::string_view summary) {
+  constexpr std::string_view kKey = "\"written_rows\":";
+  size_t p = summary.find(kKey);
+  if (p == std::string_view::npos) return std::nullopt;
+  p += kKey.size();
+  while (p < summary.size() && summary[p] == ' ') ++p;
+  bool quoted = p < summary.size() && summary[p] == '"';
+  if (quoted) ++p;
+  size_t begin = p;
+  uint64_t v = 0;
+  for (; p < summary.size() && std::isdigit((unsigned char)summary[p]); ++p) {
+    if (p - begin >= 19) return std::nullopt;  // past what a count can be
+    v = v * 10 + uint64_t(summary[p] - '0');
+  }
+  if (p == begin || (quoted && (p >= summary.size() || summary[p] != '"'))) return std::nullopt;
+  return v;
+}
+
 std::string sql_quote(std::string_view text) {
   std::string q = "'";
   for (char c : text) {
@@ -120,6 +160,7 @@ void ClickHouseClient::set_deadline(std::chrono::steady_clock::time_point deadli
 ingero::Status ClickHouseClient::perform(const Settings& params, std::string_view body,
                                          bool gzip_body, const ChunkFn* on_chunk, int timeout_ms) {
   last_failure_ = Failure::kNone;
+  written_rows_.reset();
   auto* h = static_cast<CURL*>(curl_);
   const std::string where = "ClickHouse at " + endpoint_.display();
   if (!h) {
@@ -164,6 +205,8 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &call);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &call);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, &call);
@@ -188,7 +231,10 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
   bytes_sent_ += uint64_t(uploaded);
   if (!call.status) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &call.status);
   if (rc == CURLE_WRITE_ERROR && call.stopped) return {};
-  if (rc == CURLE_OK && call.status == 200) return {};
+  if (rc == CURLE_OK && call.status == 200) {
+    written_rows_ = summary_written_rows(call.summary);
+    return {};
+  }
   if (rc == CURLE_OK) {
     last_failure_ = Failure::kRejected;
     return ingero::make_error(where + " answered HTTP " + std::to_string(call.status) + ": " +
@@ -227,10 +273,10 @@ ingero::Status ClickHouseClient::stream(const std::string& sql, const Settings& 
 }
 
 ingero::Status ClickHouseClient::insert(const std::string& table, const std::string& columns,
-                                        std::string_view tsv) {
+                                        std::string_view body, size_t, std::string_view format) {
   Settings s = {{"query", "INSERT INTO " + endpoint_.database + "." + table + " (" + columns +
-                              ") FORMAT TabSeparated"}};
-  return perform(s, tsv, true, nullptr, options_.request_timeout_ms);
+                              ") FORMAT " + std::string(format)}};
+  return perform(s, body, true, nullptr, options_.request_timeout_ms);
 }
 
 }  // namespace ingero::fleet

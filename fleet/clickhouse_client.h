@@ -2,9 +2,9 @@
 // one curl handle and reuses its keep-alive connection.
 //
 // Every request POSTs to ENDPOINT/?params: a query in the body (execute, stream), or rows in
-// the body with the INSERT statement in the `query` parameter (insert; gzip-compressed,
-// "Content-Encoding: gzip"). Names are always qualified with the database, so the database
-// need not exist for `CREATE DATABASE IF NOT EXISTS`.
+// the body with the INSERT statement in the `query` parameter (insert; RowBinary,
+// gzip-compressed, "Content-Encoding: gzip"). Names are always qualified with the database, so the
+// database need not exist for `CREATE DATABASE IF NOT EXISTS`.
 //
 // Failures are values whose message names the URL and, when ClickHouse answered, its own
 // message ("Code: 60, ... Table x.y doesn't exist"). last_failure() says what the failure
@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,9 +72,19 @@ class ClickHouseClient {
   // gzip-compressed by the server. timeout_ms overrides the request timeout (0 = none).
   virtual ingero::Status stream(const std::string& sql, const Settings& settings,
                                 const ChunkFn& on_chunk, int timeout_ms);
-  // INSERT INTO db.table (columns) FORMAT TabSeparated, body = TSV rows (compressed here).
+  // INSERT INTO db.table (columns) FORMAT <format>: `body` holds `rows` rows in that format
+  // (compressed here). A success says only that the server answered 200: written_rows() says
+  // what a ClickHouse that sends X-ClickHouse-Summary stored; else it is read back
+  // (ship_confirm.h).
   virtual ingero::Status insert(const std::string& table, const std::string& columns,
-                                std::string_view tsv);
+                                std::string_view body, size_t rows,
+                                std::string_view format = "RowBinary");
+
+  // The `written_rows` of the latest answer's X-ClickHouse-Summary header, where the server
+  // sent one (later versions do; 18.16, checked, sends none): nullopt otherwise, and after a
+  // failure. forget_written_rows() clears it before a request another class may answer.
+  std::optional<uint64_t> written_rows() const { return written_rows_; }
+  void forget_written_rows() { written_rows_.reset(); }
 
   Failure last_failure() const { return last_failure_; }
   uint64_t bytes_sent() const { return bytes_sent_; }         // request bodies, compressed
@@ -91,7 +102,12 @@ class ClickHouseClient {
   void* curl_ = nullptr;                 // CURL*
   std::atomic<int64_t> deadline_ns_{0};  // steady clock; 0 = none
   uint64_t bytes_sent_ = 0, bytes_raw_ = 0;
+  std::optional<uint64_t> written_rows_;
 };
+
+// "written_rows" of an X-ClickHouse-Summary value ({"read_rows":"0",...,"written_rows":"2",
+// ...}): nullopt when it has none, or one that is not a number.
+std::optional<uint64_t> summary_written_rows(std::string_view summary);
 
 // 'text' as a ClickHouse string literal.
 std::string sql_quote(std::string_view text);

@@ -53,7 +53,6 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   std::vector<std::string> nodes();
   void set_scope(std::optional<std::string> node) { scope_ = std::move(node); }
   void set_clock_offsets(std::map<std::string, int64_t> offsets_ns);
-  const std::map<std::string, int64_t>& clock_offsets() const { return offsets_; }
   // The first error met (reads go on with what they have, as over SQLite); "" when none.
   const std::string& error() const { return error_; }
   const Endpoint& endpoint() const { return client_->endpoint(); }

@@ -5,9 +5,12 @@
 namespace ingero::fleet {
 namespace {
 
-// Runs a small SELECT and parses its TabSeparated rows.
+// Runs a small SELECT and parses its TabSeparated rows. `one_row`: the statement always gives
+// exactly one row (an aggregate without GROUP BY): any other answer (an empty body from
+// something that is not ClickHouse) is an error, never "nothing stored yet".
 ingero::Status rows(ClickHouseClient& client, const std::string& sql, size_t columns,
-                    const std::function<void(const std::vector<TsvField>&)>& fn) {
+                    const std::function<void(const std::vector<TsvField>&)>& fn,
+                    bool one_row = false) {
   std::string error;
   TsvStream parser(columns, [&](const std::vector<TsvField>& f) {
     fn(f);
@@ -20,6 +23,12 @@ ingero::Status rows(ClickHouseClient& client, const std::string& sql, size_t col
   if (!parser.finish() || !parser.error().empty())
     return ingero::make_error("ClickHouse at " + client.endpoint().display() + ": " +
                               parser.error());
+  if (one_row && parser.rows() != 1)
+    return ingero::make_error(
+        "ClickHouse at " + client.endpoint().display() + " answered '" + sql + "' with " +
+        (parser.rows() ? std::to_string(parser.rows()) + " rows" : "no row (an empty body)") +
+        " where ClickHouse gives one: nothing it says about what it stores can be trusted (is "
+        "this a ClickHouse server, or something in front of it that does not pass answers?)");
   return {};
 }
 
@@ -44,6 +53,14 @@ ingero::Status ensure_schema(ClickHouseClient& client) {
                    have.insert({f[0].text, f[1].text});
                  });
   if (!st) return st;
+  // The tables were just created if absent: a server that lists no column of theirs stored
+  // nothing (an endpoint answering 200 with an empty body), and nothing it says can be trusted.
+  if (have.empty())
+    return ingero::make_error("ClickHouse at " + client.endpoint().display() +
+                              " lists no column of the tables it was just asked to create (its "
+                              "answer to the read of system.columns was empty): nothing it says "
+                              "about what it stores can be trusted (is this a ClickHouse server, "
+                              "or something in front of it that does not pass answers?)");
   for (const TableSpec& t : fleet_tables())
     for (const ColumnSpec& c : t.columns)
       if (!have.count({t.name, c.name}))
@@ -81,8 +98,9 @@ ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool&
   try {
     for (const TableSpec& t : fleet_tables()) {
       if (t.mode != ShipMode::kRowid) continue;
-      ingero::Status st = rows(client, "SELECT max(src_id) FROM " + db + t.name + mine, 1,
-                               [&](const auto& f) { s.high_water[t.name] = to_i64(f[0]); });
+      ingero::Status st = rows(
+          client, "SELECT max(src_id) FROM " + db + t.name + mine, 1,
+          [&](const auto& f) { s.high_water[t.name] = to_i64(f[0]); }, true);
       if (!st) return st.error();
     }
     auto st = rows(client,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "store/file_access.h"
 
@@ -13,8 +14,6 @@ namespace ingero::fleet {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-const TableSpec& spec(const char* name) { return *find_table(name); }
 
 }  // namespace
 
@@ -78,7 +77,7 @@ void Shipper::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  spool_.reset();  // the tracer checkpoints the file next: no reader may hold it
+  reset_spool();  // the tracer checkpoints the file next: no reader may hold it
 }
 
 ShipTotals Shipper::totals() const {
@@ -144,22 +143,54 @@ void Shipper::loop() {
   }
 }
 
-ingero::Status Shipper::insert(const TableSpec& t, const std::string& tsv, size_t rows) {
-  auto st = client_->insert(t.name, t.column_list(), tsv);
-  if (!st)
-    return ingero::make_error(st.error().message + " (inserting " + std::to_string(rows) +
-                              " rows into " + t.name + ")");
+const std::vector<ChType>& Shipper::types(const TableSpec& t) {
+  auto it = types_.find(t.name);
+  if (it == types_.end()) {
+    // ch_schema.h uses only types row_binary.h encodes (tested): an unknown one is a bug.
+    auto ts = column_types(t);
+    if (!ts) throw std::logic_error(ts.error().message);
+    it = types_.emplace(t.name, std::move(*ts)).first;
+  }
+  return it->second;
+}
+
+ingero::Status Shipper::insert(const TableSpec& t, std::string_view body, const BatchKey& key) {
+  const std::string what = " (inserting " + std::to_string(key.rows) + " rows into " + t.name + ")";
+  client_->forget_written_rows();
+  auto st = client_->insert(t.name, t.column_list(), body, key.rows);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    totals_.bytes_sent = client_->bytes_sent();
+    totals_.bytes_raw = client_->bytes_uncompressed();
+  }
+  if (!st) return ingero::make_error(st.error().message + what);
+  // A 200 says nothing of what was stored: count the batch only once ClickHouse holds it.
+  // A server that says how many rows it wrote (X-ClickHouse-Summary) and wrote them all needs
+  // no read-back; any other answer (none, as from 18.16, or fewer rows) is read back.
+  const std::optional<uint64_t> written = client_->written_rows();
+  const bool by_summary = written && *written >= key.rows;
+  if (!by_summary)
+    if (auto c = confirm_batch(*client_, t.name, key); !c) {
+      std::lock_guard<std::mutex> g(mu_);
+      ++totals_.unconfirmed;
+      return c;
+    }
   std::lock_guard<std::mutex> g(mu_);
-  totals_.rows += rows;
+  ++(by_summary ? totals_.confirmed_by_summary : totals_.read_back);
+  totals_.rows += key.rows;
   ++totals_.batches;
-  totals_.bytes_sent = client_->bytes_sent();
-  totals_.bytes_raw = client_->bytes_uncompressed();
   return {};
+}
+
+void Shipper::reset_spool() {
+  block_rows_.reset();
+  block_rows_tried_ = false;
+  spool_.reset();
 }
 
 ingero::Result<bool> Shipper::pass(Deadline deadline) {
   if (!spool_ || spool_->replaced()) {
-    spool_.reset();
+    reset_spool();
     auto s = Spool::open(path_);
     if (!s) return s.error();
     spool_ = std::move(*s);
@@ -195,172 +226,53 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
   return done;
 }
 
-ingero::Status Shipper::ship_sessions() {
-  const TableSpec& t = spec("sessions");
-  std::string tsv;
-  std::vector<std::pair<std::pair<std::string, uint64_t>, uint64_t>> shipped;
-  auto st = spool_->select(t, "ORDER BY s.id", {}, [&](const SpoolRow& r) {
-    std::pair<std::string, uint64_t> key{r.text(0), uint64_t(r.int64(1))};
-    uint64_t stopped = uint64_t(r.int64(2));
-    auto it = state_.sessions.find(key);
-    if (it != state_.sessions.end() && (stopped == 0 || it->second >= stopped)) return true;
-    r.append_tsv(tsv);
-    shipped.push_back({key, stopped});
-    return true;
-  });
-  if (!st) return st;
-  if (shipped.empty()) return {};
-  if (auto s = insert(t, tsv, shipped.size()); !s) return s;
-  for (const auto& [k, v] : shipped) state_.sessions[k] = v;
-  return {};
+ingero::Status Shipper::next_rowid_batch(const TableSpec& t, int64_t after, RowBatch& out) {
+  const BatchLimits limits{opts_.batch_rows, opts_.batch_bytes};
+  if (t.name == "events" && !block_rows_tried_) {
+    block_rows_tried_ = true;
+    if (auto b = BlockRows::create(*spool_, t)) block_rows_ = std::move(*b);
+  }
+  if (t.name == "events" && block_rows_) {
+    auto r = block_rows_->next_batch(after, limits, out);
+    if (!r) return r.error();
+    if (*r) return {};
+    block_rows_.reset();  // ids out of order: this file is read through SQL
+  }
+  out.clear();
+  const int day_col = t.column_index(t.day_column), id_col = t.column_index("src_id");
+  const std::vector<ChType>& ts = types(t);
+  const std::string tail =
+      "WHERE " + t.source_id + " > :after ORDER BY " + t.source_id + " LIMIT :limit";
+  return spool_->select(t, tail, {{":after", after}, {":limit", int64_t(limits.rows) + 1}},
+                        [&](const SpoolRow& r) {
+                          int64_t time = day_col >= 0 ? r.int64(day_col) : 0;
+                          if (!out.admit(limits, day_col >= 0, time)) return false;
+                          r.append_row_binary(out.body, ts);
+                          out.added(r.int64(id_col), day_col >= 0, time);
+                          return true;
+                        });
 }
 
 ingero::Status Shipper::ship_rowid(const TableSpec& t, Deadline deadline, bool& done) {
-  const int day_col = t.column_index(t.day_column), id_col = t.column_index("src_id");
   int64_t& high = state_.high_water[t.name];
-  const std::string tail =
-      "WHERE " + t.source_id + " > :after ORDER BY " + t.source_id + " LIMIT :limit";
+  // The read-back's nodes: the file's, and '' (a row whose session is gone).
+  std::vector<std::string> nodes = spool_->nodes();
+  nodes.push_back("");
+  const std::string nodes_sql = sql_string_list(nodes);
   while (true) {
     if (Clock::now() >= deadline) {
       done = false;
       return {};
     }
-    std::string tsv;
-    size_t n = 0;
-    int64_t last = high, day = -1;
-    bool more = false;
-    auto st = spool_->select(t, tail, {{":after", high}, {":limit", int64_t(opts_.batch_rows) + 1}},
-                             [&](const SpoolRow& r) {
-                               if (n >= opts_.batch_rows || tsv.size() >= opts_.batch_bytes) {
-                                 more = true;
-                                 return false;
-                               }
-                               if (day_col >= 0) {
-                                 // A batch ends where the partition (UTC day) changes: one INSERT,
-                                 // one partition.
-                                 int64_t d = r.int64(day_col) / int64_t(kNsPerDay);
-                                 if (day >= 0 && d != day) {
-                                   more = true;
-                                   return false;
-                                 }
-                                 day = d;
-                               }
-                               r.append_tsv(tsv);
-                               ++n;
-                               last = r.int64(id_col);
-                               return true;
-                             });
-    if (!st) return st;
-    if (n == 0) return {};
-    if (auto s = insert(t, tsv, n); !s) return s;
-    high = last;
+    if (auto st = next_rowid_batch(t, high, batch_); !st) return st;
+    if (batch_.rows == 0) return {};
+    BatchKey key = rowid_batch_key(nodes_sql, spool_->file_start(), batch_.first_id, batch_.last_id,
+                                   t.day_column, batch_.min_time, batch_.max_time, batch_.rows);
+    if (auto s = insert(t, batch_.body, key); !s) return s;
+    high = batch_.last_id;
     through_.at(t.name) = high;
-    if (!more) return {};
+    if (!batch_.more) return {};
   }
-}
-
-ingero::Status Shipper::ship_stacks(Deadline deadline, bool& done) {
-  const TableSpec& t = spec("stack_frames");
-  if (!spool_->has_table(t)) return {};
-  auto frames = spool_->frame_count();
-  if (!frames) return frames.error();
-  if (*frames == stacks_seen_frames_) return {};
-  auto ids = spool_->stack_ids();
-  if (!ids) return ids.error();
-  std::string tsv;
-  size_t rows = 0;
-  std::vector<int64_t> batch;
-  auto flush = [&]() -> ingero::Status {
-    if (batch.empty()) return {};
-    if (auto s = insert(t, tsv, rows); !s) return s;
-    state_.stacks.insert(batch.begin(), batch.end());
-    tsv.clear();
-    rows = 0;
-    batch.clear();
-    return {};
-  };
-  for (int64_t id : *ids) {
-    if (state_.stacks.count(id)) continue;
-    if (Clock::now() >= deadline) {
-      done = false;
-      return flush();
-    }
-    auto st = spool_->select(t, "WHERE f.stack_id = :sid ORDER BY f.frame", {{":sid", id}},
-                             [&](const SpoolRow& r) {
-                               r.append_tsv(tsv);
-                               ++rows;
-                               return true;
-                             });
-    if (!st) return st;
-    batch.push_back(id);  // a stack's frames always travel in one INSERT
-    if (rows >= opts_.batch_rows)
-      if (auto s = flush(); !s) return s;
-  }
-  if (auto s = flush(); !s) return s;
-  stacks_seen_frames_ = *frames;
-  return {};
-}
-
-ingero::Status Shipper::ship_processes() {
-  const TableSpec& t = spec("process_names");
-  std::string tsv;
-  std::vector<std::pair<std::pair<std::string, uint32_t>, uint64_t>> shipped;
-  auto st = spool_->select(t, "ORDER BY p.rowid", {}, [&](const SpoolRow& r) {
-    std::pair<std::string, uint32_t> key{r.text(0), uint32_t(r.int64(1))};
-    uint64_t seen = uint64_t(r.int64(4));
-    auto it = state_.processes.find(key);
-    if (it != state_.processes.end() && it->second >= seen) return true;
-    r.append_tsv(tsv);
-    shipped.push_back({key, seen});
-    return true;
-  });
-  if (!st) return st;
-  if (shipped.empty()) return {};
-  if (auto s = insert(t, tsv, shipped.size()); !s) return s;
-  for (const auto& [k, v] : shipped) state_.processes[k] = v;
-  return {};
-}
-
-ingero::Status Shipper::ship_cgroups() {
-  const TableSpec& t = spec("cgroup_metadata");
-  if (!spool_->has_table(t)) return {};
-  std::string tsv;
-  std::vector<std::tuple<std::string, int64_t, std::string>> shipped;
-  auto st = spool_->select(t, "ORDER BY g.cgroup_id", {}, [&](const SpoolRow& r) {
-    std::tuple<std::string, int64_t, std::string> key{r.text(0), r.int64(1), cgroup_content(r)};
-    if (state_.cgroups.count(key)) return true;
-    r.append_tsv(tsv);
-    shipped.push_back(key);
-    return true;
-  });
-  if (!st) return st;
-  if (shipped.empty()) return {};
-  if (auto s = insert(t, tsv, shipped.size()); !s) return s;
-  state_.cgroups.insert(shipped.begin(), shipped.end());
-  return {};
-}
-
-ingero::Status Shipper::ship_chains() {
-  const TableSpec& t = spec("causal_chains");
-  if (!spool_->has_table(t)) return {};
-  // A session's chains are final once it has stopped (they are stored just before).
-  for (const SpoolSession& s : spool_->sessions()) {
-    std::pair<std::string, uint64_t> key{s.node, s.started_at};
-    if (!s.stopped_at || state_.chains.count(key)) continue;
-    std::string tsv;
-    size_t rows = 0;
-    auto st = spool_->select(t, "WHERE c.session_id = :sid ORDER BY c.rowid", {{":sid", s.id}},
-                             [&](const SpoolRow& r) {
-                               r.append_tsv(tsv);
-                               ++rows;
-                               return true;
-                             });
-    if (!st) return st;
-    if (rows)
-      if (auto x = insert(t, tsv, rows); !x) return x;
-    state_.chains.insert(key);
-  }
-  return {};
 }
 
 ingero::Result<uint64_t> Shipper::pending() {

@@ -5,8 +5,14 @@
 //
 // Exactly once: rows are shipped in batches from a resume point read back from ClickHouse
 // (ship_state.h) when the shipper starts and after any failure, and a batch never spans two
-// partitions (an INSERT of one block into one partition is atomic). Failures are retried with
-// exponential backoff. One shipper per file at a time: a lock file FILE.ship.lock says so.
+// partitions (an INSERT of one block into one partition is atomic). A batch counts as shipped
+// only once ClickHouse confirms it holds it (ship_confirm.h): an INSERT answered 200 by
+// something that stored nothing is a failure, said, retried, and nothing is folded past what
+// ClickHouse holds. Failures are retried with exponential backoff. One shipper per file at a
+// time: a lock file FILE.ship.lock says so.
+//
+// Bodies are RowBinary (row_binary.h), gzip-compressed; the `events` of a file of schema 10
+// are read straight from its call blocks (block_rows.h).
 //
 // Threads: start() runs the loop on its own thread; stop() ends it (interrupting a backoff
 // wait) and closes the read connection, which the tracer needs before it checkpoints the file.
@@ -24,7 +30,10 @@
 #include <string>
 #include <thread>
 
+#include "fleet/block_rows.h"
 #include "fleet/clickhouse_client.h"
+#include "fleet/row_batch.h"
+#include "fleet/ship_confirm.h"
 #include "fleet/ship_state.h"
 #include "fleet/spool.h"
 
@@ -32,8 +41,8 @@ namespace ingero::fleet {
 
 struct ShipperOptions {
   int interval_ms = 1000;          // between passes once caught up
-  size_t batch_rows = 10000;       // rows per INSERT, at most
-  size_t batch_bytes = 16u << 20;  // TSV bytes per INSERT, at most (before compression)
+  size_t batch_rows = 100000;      // rows per INSERT, at most
+  size_t batch_bytes = 32u << 20;  // RowBinary bytes per INSERT, at most (before compression)
   int backoff_min_ms = 500, backoff_max_ms = 10000;
   ClientOptions client;
   // Messages for people (a failure, recovery); nullptr = none.
@@ -41,7 +50,10 @@ struct ShipperOptions {
 };
 
 struct ShipTotals {
-  uint64_t rows = 0, batches = 0, failures = 0, resyncs = 0;
+  uint64_t rows = 0, batches = 0, failures = 0, resyncs = 0;  // rows, batches: confirmed
+  uint64_t unconfirmed = 0;  // INSERTs answered with success that ClickHouse did not confirm
+  // How the confirmed batches were confirmed: X-ClickHouse-Summary, or a read-back.
+  uint64_t confirmed_by_summary = 0, read_back = 0;
   uint64_t bytes_sent = 0, bytes_raw = 0;  // request bodies after / before gzip
   std::string last_error;                  // of the latest failure; "" after a success
 };
@@ -89,11 +101,16 @@ class Shipper {
   ingero::Result<bool> pass(Deadline deadline);
   ingero::Status ship_sessions();
   ingero::Status ship_rowid(const TableSpec& t, Deadline deadline, bool& done);
+  // The next batch of `t` above `after`: from call blocks where it can, else through SQL.
+  ingero::Status next_rowid_batch(const TableSpec& t, int64_t after, RowBatch& out);
   ingero::Status ship_stacks(Deadline deadline, bool& done);
   ingero::Status ship_processes();
   ingero::Status ship_cgroups();
   ingero::Status ship_chains();
-  ingero::Status insert(const TableSpec& t, const std::string& tsv, size_t rows);
+  // Sends `body` (RowBinary rows of `t`), then reads it back: OK once ClickHouse holds it.
+  ingero::Status insert(const TableSpec& t, std::string_view body, const BatchKey& key);
+  const std::vector<ChType>& types(const TableSpec& t);
+  void reset_spool();
   ingero::Result<uint64_t> pending();
   void note_failure(const std::string& message);
   void note_success();
@@ -104,6 +121,11 @@ class Shipper {
   std::unique_ptr<ClickHouseClient> client_;
   int lock_fd_ = -1;
   std::unique_ptr<Spool> spool_;
+  // The events of spool_'s call blocks (null: read through SQL; tried once per spool).
+  std::unique_ptr<BlockRows> block_rows_;
+  bool block_rows_tried_ = false;
+  RowBatch batch_;  // reused: its storage stays between batches
+  std::map<std::string, std::vector<ChType>> types_;
   ShipState state_;
   uint64_t state_file_ = 0;          // file_start the state belongs to
   int64_t stacks_seen_frames_ = -1;  // frame count when stacks were last caught up

@@ -2,10 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <set>
 
-#include "fleet/tsv.h"
 #include "store/call_archive.h"
 #include "store/call_store.h"
 #include "store/schema.h"
@@ -26,33 +24,27 @@ std::string SpoolRow::text(int col) const {
            : std::string();
 }
 
-void SpoolRow::append_tsv(std::string& out) const {
-  char num[32];
-  for (size_t i = 0; i < t_.columns.size(); ++i) {
-    if (i) out += '\t';
-    const std::string& type = t_.columns[i].type;
+void SpoolRow::append_row_binary(std::string& out, const std::vector<ChType>& types) const {
+  RowBinary rb(out);
+  for (size_t i = 0; i < types.size(); ++i) {
     int col = int(i);
-    bool nullable = type.rfind("Nullable(", 0) == 0;
-    if (sqlite3_column_type(s_, col) == SQLITE_NULL && nullable) {
-      out.append(kTsvNull);
-      continue;
-    }
-    std::string_view base = nullable ? std::string_view(type).substr(9, type.size() - 10) : type;
-    if (base == "String") {
-      const unsigned char* p = sqlite3_column_text(s_, col);
-      if (p)
-        append_tsv_escaped(out, std::string_view(reinterpret_cast<const char*>(p),
-                                                 size_t(sqlite3_column_bytes(s_, col))));
-    } else if (base == "Float64") {
-      std::snprintf(num, sizeof(num), "%.17g", sqlite3_column_double(s_, col));
-      out += num;
-    } else {
-      // Integers; a NULL in a non-Nullable integer column (an older file) is 0.
-      std::snprintf(num, sizeof(num), "%lld", (long long)sqlite3_column_int64(s_, col));
-      out += num;
+    switch (sqlite3_column_type(s_, col)) {
+      case SQLITE_NULL:
+        rb.null(types[i]);
+        break;
+      case SQLITE_INTEGER:
+        rb.integer(types[i], sqlite3_column_int64(s_, col));
+        break;
+      case SQLITE_FLOAT:
+        rb.real(types[i], sqlite3_column_double(s_, col));
+        break;
+      default: {
+        const unsigned char* p = sqlite3_column_text(s_, col);
+        rb.text(types[i], std::string_view(reinterpret_cast<const char*>(p),
+                                           p ? size_t(sqlite3_column_bytes(s_, col)) : 0));
+      }
     }
   }
-  out += '\n';
 }
 
 ingero::Result<std::unique_ptr<Spool>> Spool::open(const std::string& path) {
@@ -110,7 +102,7 @@ bool Spool::replaced() const {
 
 bool Spool::has_table(const TableSpec& t) const { return db_->table_exists(main_table(t)); }
 
-std::string Spool::select_sql(const TableSpec& t) const {
+std::string Spool::select_sql(const TableSpec& t, const std::string& main_from) const {
   std::string cols;
   bool events = main_table(t) == "events";
   for (const auto& c : t.columns) {
@@ -128,7 +120,13 @@ std::string Spool::select_sql(const TableSpec& t) const {
       src = "-1";
     cols += (cols.empty() ? "" : ", ") + src;
   }
-  return "SELECT " + cols + " FROM " + t.source_from;
+  std::string from = t.source_from;
+  if (!main_from.empty()) {
+    // "events e JOIN ..." -> main_from + " JOIN ...": the table and its alias replaced.
+    size_t alias_end = from.find(' ', from.find(' ') + 1);
+    from = main_from + (alias_end == std::string::npos ? "" : from.substr(alias_end));
+  }
+  return "SELECT " + cols + " FROM " + from;
 }
 
 // A live trace archives calls as they come (after the tracer's own shipper has them): an
@@ -140,10 +138,13 @@ ingero::Status Spool::follow_archive() {
 }
 
 ingero::Status Spool::select(const TableSpec& t, const std::string& tail,
-                             const std::map<std::string, int64_t>& params, const RowFn& fn) {
+                             const std::map<std::string, int64_t>& params, const RowFn& fn,
+                             const std::string& main_from) {
   if (auto a = follow_archive(); !a) return a;
-  auto it = select_cache_.find(t.name);
-  if (it == select_cache_.end()) it = select_cache_.emplace(t.name, select_sql(t)).first;
+  const std::string cache_key = t.name + "\n" + main_from;
+  auto it = select_cache_.find(cache_key);
+  if (it == select_cache_.end())
+    it = select_cache_.emplace(cache_key, select_sql(t, main_from)).first;
   auto st = db_->prepare(it->second + " " + tail);
   if (!st) return ingero::make_error(path_ + ": reading " + t.name + ": " + st.error().message);
   sqlite3_stmt* s = st->get();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fleet/ch_schema.h"
+#include "fleet/row_binary.h"
 #include "hal/result.h"
 #include "store/sqlite_db.h"
 
@@ -34,8 +35,8 @@ class SpoolRow {
   int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
   std::string text(int col) const;
   bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
-  // Appends the row as one TabSeparated line, each value encoded for its ClickHouse type.
-  void append_tsv(std::string& out) const;
+  // Appends the row in RowBinary (row_binary.h); `types` are the table's column types.
+  void append_row_binary(std::string& out, const std::vector<ChType>& types) const;
 
  private:
   sqlite3_stmt* s_;
@@ -60,9 +61,14 @@ class Spool {
 
   // Runs SELECT <t's columns> FROM <t's source> <tail> with the named parameters bound
   // (":file_start" and ":node" are bound here) and calls `fn` per row until it returns false.
+  // `main_from`, where given, replaces the source's main table ("events e" -> "main.host_rows
+  // e": the same columns from one of the tables under a view).
   using RowFn = std::function<bool(const SpoolRow&)>;
   ingero::Status select(const TableSpec& t, const std::string& tail,
-                        const std::map<std::string, int64_t>& params, const RowFn& fn);
+                        const std::map<std::string, int64_t>& params, const RowFn& fn,
+                        const std::string& main_from = "");
+  // The file's SQLite connection (read-only), for readers of its call blocks (call_rows.h).
+  store::Db& db() { return *db_; }
   // Rows of a kRowid table with id > after.
   ingero::Result<uint64_t> count_after(const TableSpec& t, int64_t after);
   // Distinct stack ids in the file, and the number of frames (cheap change detection).
@@ -80,7 +86,7 @@ class Spool {
  private:
   Spool(std::unique_ptr<store::Db> db, std::string path, dev_t dev, ino_t ino)
       : db_(std::move(db)), path_(std::move(path)), dev_(dev), ino_(ino) {}
-  std::string select_sql(const TableSpec& t) const;
+  std::string select_sql(const TableSpec& t, const std::string& main_from) const;
   ingero::Status follow_archive();  // install the archive view once blocks exist
   std::unique_ptr<store::Db> db_;
   std::string path_;

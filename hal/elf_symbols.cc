@@ -85,7 +85,6 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
     return make_error(path + ": truncated or corrupt (section headers past end of file)");
 
   auto idx = std::make_shared<SymbolIndex>();
-  idx->type_ = eh.e_type;
 
   size_t nph = 0;
   if (elf_getphdrnum(h.e, &nph) != 0) return elf_error(path, "bad program headers");
@@ -94,7 +93,6 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
     if (!gelf_getphdr(h.e, int(i), &ph)) return elf_error(path, "bad program header");
     if (ph.p_type == PT_LOAD)
       idx->loads_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz, ph.p_flags});
-    if (ph.p_type == PT_INTERP) idx->has_interp_ = true;
   }
 
   size_t shstrndx = 0;
@@ -244,7 +242,6 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
       s.default_version = is_default;
       s.version = std::move(version);
       idx->by_name_[std::string(name)].push_back(std::move(s));
-      ++idx->functions_;
     }
     return {};
   };

@@ -62,9 +62,6 @@ class SymbolIndex {
   const std::string& soname() const { return soname_; }
   const std::string& build_id() const { return build_id_; }  // lowercase hex, "" if none
   bool has_symtab() const { return has_symtab_; }
-  bool is_shared_object() const { return type_ == 3; }  // ET_DYN (includes PIE executables)
-  bool is_executable() const { return type_ == 2 || has_interp_; }
-  size_t function_count() const { return functions_; }
   const std::vector<ElfSegment>& loads() const { return loads_; }
   // Names defined in the file's version definitions (.gnu.version_d), e.g. "hip_4.2".
   const std::vector<std::string>& version_definitions() const { return verdefs_; }
@@ -76,9 +73,6 @@ class SymbolIndex {
   std::vector<std::string> verdefs_;
   std::string soname_, build_id_;
   bool has_symtab_ = false;
-  bool has_interp_ = false;
-  uint16_t type_ = 0;
-  size_t functions_ = 0;
 };
 
 // Identity used to cache per-file work: (device, inode, mtime, size).

@@ -53,10 +53,6 @@ struct PtrRead {
 constexpr PtrRead read_at_reg(uint8_t i, uint16_t len, uint32_t offset = 0) {
   return {PtrRead::Src::kReg, i, len, offset};
 }
-// Read `len` bytes at the pointer held in stack argument word `w`.
-constexpr PtrRead read_at_stack_word(uint8_t w, uint16_t len, uint32_t offset = 0) {
-  return {PtrRead::Src::kStackWord, w, len, offset};
-}
 // Read the stack argument area itself: a by-value struct the ABI passes in memory.
 constexpr PtrRead read_stack_area(uint16_t len, uint32_t offset = 0) {
   return {PtrRead::Src::kStackAddr, 0, len, offset};

@@ -21,7 +21,6 @@ class CpuSampler {
   // Opens and attaches one event per online CPU. A CPU the kernel refuses is an Error naming
   // it (nothing stays attached).
   Status start(int hz);
-  size_t cpus() const { return fds_.size(); }
 
  private:
   hal::BpfSession& session_;

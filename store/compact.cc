@@ -224,6 +224,7 @@ ingero::Result<Repaired> repair_unfinished(Db& db) {
       return fail(st.error());
   }
   if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+  out.sessions_ended = unfinished.size();
   return out;
 }
 

@@ -17,6 +17,7 @@ struct Repaired {
   uint64_t blocks_folded = 0;     // blocks left filling by an unfinished session, folded now
   uint64_t seconds_rebuilt = 0;   // per-second summaries written from the blocks' calls
   uint64_t calls_summarised = 0;  // the calls they count
+  uint64_t sessions_ended = 0;    // sessions without a stop time, ended now
 };
 
 // After an unclean stop the file holds what the last commit wrote: the block then filling

@@ -19,7 +19,8 @@ bool readable(Db& db, const std::string& name) {
 
 struct Column {
   std::string name;
-  bool new_id = false;  // an INTEGER PRIMARY KEY: given anew
+  bool new_id = false;  // a surrogate `id INTEGER PRIMARY KEY`: given anew (a natural key, such
+                        // as cgroup_metadata.cgroup_id, is copied)
 };
 
 // The destination's columns (main schema).
@@ -32,7 +33,8 @@ ingero::Result<std::vector<Column>> columns_of(Db& db, const std::string& table)
     auto r = st->step();
     if (!r) return r.error();
     if (!*r) break;
-    out.push_back({st->text(0), st->text(1) == "INTEGER" && st->int64(2) == 1});
+    out.push_back(
+        {st->text(0), st->text(0) == "id" && st->text(1) == "INTEGER" && st->int64(2) == 1});
   }
   return out;
 }

@@ -186,6 +186,8 @@ ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
   // A block is of one session: the previous session's last calls are folded and written.
   if (!block_->empty())
     if (auto c = commit_batch(true); !c) return c.error();
+  session_cgroups_.clear();
+  last_cgroup_ = ~uint64_t{0};
   auto st = db_->prepare(
       "INSERT INTO sessions (node, host, kernel, os_release, cpu_model, cpu_cores, mem_total, "
       "started_at, mono_offset_ns, ingero_ver, pid_filter, flags, backends) "
@@ -304,6 +306,9 @@ ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
 
 ingero::Status TraceWriter::add(const hal::Event& ev) {
   if (auto st = begin_if_needed(); !st) return fail_batch(st.error());
+  if (ev.cgroup_id != last_cgroup_) session_cgroups_.insert(last_cgroup_ = ev.cgroup_id);
+  if (ev.has(hal::Field::kPeerCgroup))
+    session_cgroups_.insert(ev.fields[size_t(hal::Field::kPeerCgroup)]);
   auto ids = op_ids(ev);
   ++pending_;
   if (!ids) return fail_batch(ids.error());

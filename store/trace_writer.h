@@ -240,6 +240,9 @@ class TraceWriter final : public hal::EventSink {
   // a file later).
   void set_folding(bool on) { folding_ = on; }
   int64_t session_id() const { return session_id_; }
+  // The cgroups of the current session's events and of their peers (0 included), kept as they
+  // are added so that naming them at session end reads no block back.
+  const std::set<uint64_t>& session_cgroups() const { return session_cgroups_; }
   Db& db() { return *db_; }
 
  private:
@@ -327,6 +330,8 @@ class TraceWriter final : public hal::EventSink {
   std::unordered_map<const void*, int64_t> library_by_ptr_;
   int next_source_ = 0;
   int64_t session_id_ = 0;
+  std::set<uint64_t> session_cgroups_;
+  uint64_t last_cgroup_ = ~uint64_t{0};  // the last cgroup_id inserted into session_cgroups_
   int64_t mono_offset_ns_ = 0;
   std::string node_;
   bool in_txn_ = false;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "engine/analysis.h"
+#include "engine/loss_notes.h"
 #include "engine/result_json.h"
 #include "serve/mcp/tool_support.h"
 

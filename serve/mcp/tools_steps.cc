@@ -5,6 +5,7 @@
 
 #include "engine/analysis.h"
 #include "engine/chain.h"
+#include "engine/loss_notes.h"
 #include "engine/result_json.h"
 #include "serve/mcp/tool_support.h"
 

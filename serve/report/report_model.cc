@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/analysis.h"
+#include "engine/loss_notes.h"
 #include "serve/report/call_pass.h"
 #include "serve/report/engine_json.h"
 #include "serve/report/flame_tree.h"
@@ -40,13 +41,13 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
                          json sessions, const std::vector<NodeAnalysis>& analyses) {
   json h;
   h["sessions"] = std::move(sessions);
-  auto events = query_count(db, "SELECT count(*) FROM events" + window_where(w, "timestamp"),
-                            "counting events");
-  if (!events) return events.error();
+  // The events explain counts (calls, folded ones included, and host events).
+  uint64_t events = 0;
+  for (const auto& na : analyses) events += na.a.events;
   auto host = query_count(db, "SELECT count(*) FROM host_events" + window_where(w, "ts_ns"),
                           "counting host events");
   if (!host) return host.error();
-  h["events"] = *events;
+  h["events"] = events;
   h["host_events"] = *host;
   h["calls"] = calls.calls;
   h["processes"] = calls.processes;
@@ -79,34 +80,15 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
   auto add = [&](const char* level, std::string text) {
     warn.push_back({{"level", level}, {"text", std::move(text)}});
   };
-  if (by_kind) {
-    if (loss[kCalls] + loss[kAtExit] + loss[kUntraced])
-      add("error", std::to_string(loss[kCalls] + loss[kAtExit] + loss[kUntraced]) +
-                       " calls lost: figures are lower bounds (" + std::to_string(loss[kCalls]) +
-                       " dropped with the calls ring full, " + std::to_string(loss[kAtExit]) +
-                       " unread when the tracer stopped, " + std::to_string(loss[kUntraced]) +
-                       " untraced)");
-    if (loss[kStacks])
-      add("notice",
-          std::to_string(loss[kStacks]) + " stack records were dropped: some calls show no stack");
-    if (loss[kHost])
-      add("error", std::to_string(loss[kHost]) +
-                       " host events (scheduler, I/O, process) were dropped: host context is "
-                       "incomplete");
-    if (loss[kSamples])
-      add("notice", std::to_string(loss[kSamples]) + " on-CPU samples were dropped");
-  } else if (loss[kRing]) {
-    add("error", std::to_string(loss[kRing]) +
-                     " records were dropped by the kernel ring buffer: calls are missing from "
-                     "this trace (trace again with a larger --ringbuf-mb)");
+  // What each node's trace lost, worded as explain and the MCP tools word it
+  // (engine/loss_notes.h): drops, store errors, what retention deleted, late libraries.
+  for (const auto& na : analyses) {
+    if (!na.a.losses) continue;
+    for (const auto& n : engine::loss_notes(*na.a.losses))
+      add(n.error ? "error" : "notice", analyses.size() > 1 ? na.node + ": " + n.text : n.text);
   }
-  if (loss[kUntraced] && !by_kind)
-    add("error", std::to_string(loss[1]) +
-                     " calls were not traced (thread table full, or nesting deeper than 8)");
-  if (loss[2])
-    add("error", std::to_string(loss[2]) + " events were decoded but could not be stored");
-  if (loss[3])
-    add("notice", std::to_string(loss[3]) +
+  if (loss[kUnfinished])
+    add("notice", std::to_string(loss[kUnfinished]) +
                       " calls were still running when their thread exited (stored as unfinished)");
   if (!has_loss) add("notice", "this file records no loss counters: drops, if any, are unknown");
   // Tiered retention: folded launches have no rows, and the tables of this page count rows.
@@ -400,15 +382,13 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
   j["ingero_version"] = INGERO_VERSION;
   j["trace"] = {
       {"path", o.title}, {"format", reader.format_name()}, {"legacy", reader.is_legacy()}};
-  auto span = db.prepare("SELECT min(timestamp), max(timestamp + duration) FROM events" +
-                         window_where(w, "timestamp"));
-  if (!span) return make_error("trace span: " + span.error().message);
+  // The window explain reports: the engine's span of what it read (calls, folded runs and host
+  // events), not the rows of `events`, which hold no folded run (and would decode every block).
   int64_t t0 = 0, t1 = 0;
-  auto r = span->step();
-  if (!r) return make_error("trace span: " + r.error().message);
-  if (*r && !span->is_null(0)) {
-    t0 = span->int64(0);
-    t1 = span->int64(1);
+  for (const auto& na : analyses) {
+    if (na.a.span.second <= na.a.span.first) continue;
+    t0 = t0 ? std::min(t0, na.a.span.first) : na.a.span.first;
+    t1 = std::max(t1, na.a.span.second);
   }
   j["window"] = {{"start_ns", t0}, {"end_ns", t1}, {"seconds", double(t1 - t0) / 1e9}};
   auto header = header_json(db, w, *totals, std::move(*sessions), analyses);

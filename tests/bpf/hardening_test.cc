@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
@@ -165,6 +166,52 @@ TEST(HardeningBpf, CompactAndASecondTracerAreRefusedWhileATracerWrites) {
   tracer.signal(SIGINT);
   ASSERT_EQ(tracer.wait(std::chrono::seconds(60)), 0) << tracer.err();
   EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 0) << err;
+}
+
+// Issue 37.4: a tracer SIGKILLed mid-trace leaves its session without a stop time and the
+// summaries of its last seconds unwritten; the next tracer of the file ends that session and
+// rebuilds them, under the trace lock, before its own session, and says so.
+TEST(HardeningBpf, ASessionLeftByAKilledTracerIsRepairedByTheNextOne) {
+  REQUIRE_BPF();
+  std::string db = temp_path("killed.db");
+  constexpr int kCalls = 5000;  // cudaMalloc, then one cudaDeviceSynchronize
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db, "--",
+                                   "sh", "-c",
+                                   "echo child $$; " INGERO_FAKE_CALLS " threads " INGERO_CUDA_ROOT
+                                   "/lib64/libcudart.so.13 1 " +
+                                       std::to_string(kCalls) + "; exec sleep 300"});
+  std::string line;
+  ASSERT_TRUE(tracer.wait_stdout_line("child ", std::chrono::seconds(120), &line)) << tracer.err();
+  pid_t child = pid_t(std::stoi(line.substr(6)));
+  // Every call is committed (the block filling is written at each commit) before the kill.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (query_int(db, "SELECT count(*) FROM calls") != kCalls + 1 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(query_int(db, "SELECT count(*) FROM calls"), kCalls + 1);
+  tracer.signal(SIGKILL);
+  tracer.wait(std::chrono::seconds(30));
+  ::kill(child, SIGKILL);
+  EXPECT_EQ(query_rows(db, "SELECT stopped_at, exit_reason FROM sessions"),
+            (std::vector<std::vector<std::string>>{{"0", ""}}));
+  std::string out, err;
+  ASSERT_EQ(
+      run_command({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db, "--", "/bin/true"},
+                  &out, &err, {}, std::chrono::seconds(120)),
+      0)
+      << err;
+  EXPECT_NE(err.find("ingero trace: " + db +
+                     ": 1 session left by a tracer that did not stop cleanly, ended now: "),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(
+      query_rows(db, "SELECT id, stopped_at >= started_at, exit_reason FROM sessions ORDER BY id"),
+      (std::vector<std::vector<std::string>>{{"1", "1", "unclean stop (repaired)"},
+                                             {"2", "1", "command exited"}}));
+  // The summaries count every call of the killed session, and no block is left filling.
+  EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_summaries WHERE session_id = 1"),
+            kCalls + 1);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM call_store WHERE kept IS NULL"), 0);
 }
 
 }  // namespace

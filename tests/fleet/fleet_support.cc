@@ -56,17 +56,16 @@ void write_session(const std::string& path, const std::string& node, int64_t sta
 }
 
 ingero::Status FlakyClient::insert(const std::string& table, const std::string& columns,
-                                   std::string_view tsv) {
+                                   std::string_view body, size_t rows, std::string_view format) {
   ++inserts;
   if (refuse.count(inserts)) {
     last_failure_ = fleet::Failure::kUnreachable;
     return ingero::make_error("injected: connection refused before insert " +
                               std::to_string(inserts));
   }
-  auto st = fleet::ClickHouseClient::insert(table, columns, tsv);
+  if (drop.count(inserts)) return {};
+  auto st = fleet::ClickHouseClient::insert(table, columns, body, rows, format);
   if (!st) return st;
-  size_t rows = 0;
-  for (char c : tsv) rows += c == '\n';
   stored.push_back({table, rows});
   if (lose_answer.count(inserts)) {
     last_failure_ = fleet::Failure::kAmbiguous;
@@ -107,6 +106,23 @@ std::vector<std::pair<std::string, Counts>> compare_counts(const ClickHouseServe
     out.push_back({q.table, c});
   }
   return out;
+}
+
+fleet::Endpoint endpoint(const ClickHouseServers& ch, size_t i, const std::string& db) {
+  auto e = fleet::parse_endpoint(ch.url(i, db), false);
+  EXPECT_TRUE(e);
+  return *e;
+}
+
+void expect_exact(const ClickHouseServers& ch, size_t i, const std::string& db,
+                  const std::string& file, const std::string& node) {
+  long long total = 0;
+  for (const auto& [table, c] : compare_counts(ch, i, db, file, node)) {
+    EXPECT_EQ(c.rows, c.file) << table << ": rows in ClickHouse vs the file";
+    EXPECT_EQ(c.duplicates, 0) << table;
+    total += c.file;
+  }
+  EXPECT_GT(total, 0);
 }
 
 }  // namespace ingero::test

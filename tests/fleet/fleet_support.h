@@ -20,15 +20,16 @@ void write_session(const std::string& path, const std::string& node, int64_t sta
                    int events, int64_t step_ns);
 
 // Inserts pass through to ClickHouse except the ones numbered (from 1) in `lose_answer`
-// (stored, then reported as a lost answer: kAmbiguous) and `refuse` (not sent: kUnreachable).
+// (stored, then reported as a lost answer: kAmbiguous), `refuse` (not sent: kUnreachable) and
+// `drop` (not sent, yet answered with success: a proxy that says 200 and stores nothing).
 class FlakyClient : public fleet::ClickHouseClient {
  public:
   using fleet::ClickHouseClient::ClickHouseClient;
-  std::set<int> lose_answer, refuse;
+  std::set<int> lose_answer, refuse, drop;
   int inserts = 0;
   std::vector<std::pair<std::string, size_t>> stored;  // (table, rows) of each stored insert
-  ingero::Status insert(const std::string& table, const std::string& columns,
-                        std::string_view tsv) override;
+  ingero::Status insert(const std::string& table, const std::string& columns, std::string_view body,
+                        size_t rows, std::string_view format) override;
 };
 
 // Per table: rows of the trace file; the rows ClickHouse holds for them (versioned tables,
@@ -42,5 +43,22 @@ std::vector<std::pair<std::string, Counts>> compare_counts(const ClickHouseServe
                                                            const std::string& db,
                                                            const std::string& file,
                                                            const std::string& node = "");
+
+// Starts `n` ClickHouse servers as `ch`, or skips (fails under CI) without clickhouse-server.
+#define START_SERVERS(ch, n)                 \
+  REQUIRE_CLICKHOUSE();                      \
+  ClickHouseServers ch;                      \
+  do {                                       \
+    std::string why_;                        \
+    ASSERT_TRUE(ch.start(n, &why_)) << why_; \
+  } while (0)
+
+// Database `db` of server `i` of `ch` as a shipper's endpoint.
+fleet::Endpoint endpoint(const ClickHouseServers& ch, size_t i, const std::string& db);
+
+// Every shipped table of `file` (of `node`, or all) is in `db` of server `i`, row for row,
+// with no row twice.
+void expect_exact(const ClickHouseServers& ch, size_t i, const std::string& db,
+                  const std::string& file, const std::string& node = "");
 
 }  // namespace ingero::test

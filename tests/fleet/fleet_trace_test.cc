@@ -17,6 +17,7 @@
 
 #include "test_paths.h"
 #include "tests/fleet/fleet_support.h"
+#include "tests/support/fake_http_server.h"
 #include "tests/support/http_client.h"
 #include "tests/support/trace_db.h"
 
@@ -296,6 +297,52 @@ TEST(FleetTrace, FoldingWaitsForClickHouseSoEveryCallArrives) {
   EXPECT_EQ(
       query_int(db, "SELECT count(*) FROM calls WHERE kind = 'launch'") + query_int(db, folded),
       4800);
+}
+
+// Issue 37, item 6, through `ingero trace`: an endpoint that answers every request with 200
+// and an empty body (a proxy, a health page) made the tracer fold launches that existed
+// nowhere as rows. Nothing such an endpoint says counts: no call is folded, every call keeps
+// its row, and the tracer says why, while tracing and at exit.
+TEST(FleetTrace, AnEndpointThatStoresNothingGetsNothingFolded) {
+  REQUIRE_FLEET_TRACE();
+  FakeHttpServer ok([](const std::string&, const std::string&) { return std::string(); });
+  std::string db = temp_path("node-g.db"), gate = temp_path("gate-g");
+  std::filesystem::remove(gate);
+  std::string script = std::string(INGERO_FAKE_CALLS) +
+                       " steps " INGERO_FAKE_CUDART " 300; while [ ! -e " + gate +
+                       " ]; do sleep 0.1; done";
+  Subprocess a =
+      Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--node", "node-g", "--db", db,
+                         "--clickhouse", ok.url("ingero"), "--full-rows", "2s", "--no-stack",
+                         "--clickhouse-exit-timeout", "3s", "--", "/bin/sh", "-c", script},
+                        {"VIRTUAL_ENV=" INGERO_FAKE_VENV});
+  ASSERT_TRUE(a.wait_stderr_line("ingero: shipping", std::chrono::seconds(60))) << a.err();
+  const std::string calls = "SELECT coalesce(sum(calls), 0) FROM call_seconds";
+  const std::string folded = "SELECT coalesce(sum(calls), 0) FROM call_runs";
+  ASSERT_TRUE(eventually([&] { return query_int(db, calls) == 300 * 17; }, 60)) << a.err();
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // past the fold's cut (2 s)
+  EXPECT_EQ(query_int(db, folded), 0);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 300 * 17);
+  std::ofstream(gate).put('\n');
+  EXPECT_EQ(a.wait(std::chrono::seconds(60)), 0) << a.err();
+  const std::string why = "ingero: ClickHouse at " + ok.url("ingero") +
+                          " lists no column of the tables it was just asked to create (its "
+                          "answer to the read of system.columns was empty): nothing it says "
+                          "about what it stores can be trusted (is this a ClickHouse server, or "
+                          "something in front of it that does not pass answers?); the rows stay "
+                          "in " +
+                          db + " and are retried\n";
+  EXPECT_NE(a.err().find(why), std::string::npos) << a.err();
+  EXPECT_NE(a.err().find(" are not in ClickHouse at " + ok.url("ingero") + " yet (ClickHouse at " +
+                         ok.url("ingero") + " lists no column"),
+            std::string::npos)
+      << a.err();
+  EXPECT_EQ(a.err().find("nothing left to ship"), std::string::npos) << a.err();
+  EXPECT_EQ(ok.inserts(), 0u);
+  // Every call still a row after exit: the file is whole for the next `ingero ship`.
+  EXPECT_EQ(query_int(db, folded), 0);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE kind = 'launch'"), 4800);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 300 * 17);
 }
 
 // --max-db-size holds while ClickHouse is away: the oldest rows go, shipped or not. The tracer

@@ -14,6 +14,8 @@
 #include "app/builtin_backends.h"
 #include "app/merge_traces.h"
 #include "engine/analysis.h"
+#include "engine/chain.h"
+#include "engine/loss_notes.h"
 #include "engine/window_spec.h"
 #include "serve/report/call_pass.h"
 #include "serve/report/flame_tree.h"
@@ -21,6 +23,7 @@
 #include "store/compact.h"
 #include "store/sql_trace_source.h"
 #include "store/tiers.h"
+#include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 
@@ -358,6 +361,56 @@ TEST(ReportModel, FoldedLaunchesCountAsTheCallsTheyWere) {
   EXPECT_NE(notice.find(std::to_string(in_runs) + " launches in this window were folded"),
             std::string::npos)
       << b["header"]["warnings"].dump();
+}
+
+// Issue 37.3: what retention deleted is said by the report, in explain's words (one wording,
+// engine/loss_notes.h), and the report's window is explain's.
+TEST(ReportModel, RetentionIsSaidAsExplainSaysIt) {
+  std::string path = test::temp_path("report-retained.db");
+  constexpr int64_t kOffset = 1'000'000'000'000;
+  {
+    auto w = store::TraceWriter::open(path, app::builtin_views());
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.mono_offset_ns = kOffset;
+    ASSERT_TRUE((*w)->begin_session(si));
+    (*w)->set_block_rows(1000);
+    for (int i = 0; i < 20000; ++i)  // one call a ms for 20 s
+      ASSERT_TRUE((*w)->add(test::runtime_call(uint64_t(i) * 1'000'000, 5000, 100, 100,
+                                               hal::EventKind::kSync, "cudaStreamSynchronize")));
+    ASSERT_TRUE((*w)->commit());
+    store::RetentionPolicy keep{5'000'000'000, 0, {}};  // the last 5 s
+    while (true) {
+      auto pass = (*w)->apply_retention(keep, kOffset + 20'000'000'000);
+      ASSERT_TRUE(pass) << pass.error().message;
+      if (!pass->deleted) break;
+    }
+    store::SessionEnd end;
+    end.exit_reason = "test";
+    end.stopped_at_ns = kOffset + 20'000'000'000;
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  auto reader = store::TraceReader::open(path);
+  ASSERT_TRUE(reader);
+  store::SqlTraceSource source(**reader);
+  auto a = engine::analyze(source, engine::Window{});
+  ASSERT_TRUE(a.losses);
+  // Blocks of 1,000 calls wholly older than 15 s: the first 15.
+  EXPECT_EQ(a.losses->retention_calls, 15000u);
+  auto notes = engine::loss_notes(*a.losses);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].text, "15,000 calls and 0 host events from " + engine::format_wall(kOffset) +
+                               " to " + engine::format_wall(kOffset + 15'000'000'000) +
+                               " were deleted by retention (--retain/--max-db-size): the trace "
+                               "holds nothing of that time");
+  json m = model_of(path);
+  std::vector<std::string> said;
+  for (const auto& w : m["header"]["warnings"]) said.push_back(w["text"]);
+  EXPECT_NE(std::find(said.begin(), said.end(), notes[0].text), said.end()) << m["header"].dump();
+  // The window is the engine's: the 5 s of calls kept.
+  EXPECT_EQ(m["window"]["start_ns"].get<int64_t>(), a.span.first);
+  EXPECT_EQ(m["window"]["end_ns"].get<int64_t>(), a.span.second);
+  EXPECT_EQ(m["header"]["events"].get<uint64_t>(), a.events);
 }
 
 }  // namespace

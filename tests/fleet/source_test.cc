@@ -1,0 +1,178 @@
+// `explain`, `export` and `query` over a ClickHouse the trace was shipped to
+// (fleet/clickhouse_source.h): the same answers as from the file.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/fleet/fleet_support.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+// 2026-03-31 23:59:59 UTC: a session that crosses midnight.
+constexpr int64_t kBeforeMidnight = 1775001599LL * 1'000'000'000;
+constexpr int64_t kMs = 1'000'000;
+
+TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("demo.db"), out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "demo", "nccl-straggler", "--db", db}, &out, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("ClickHouse has every row of the file"), std::string::npos) << out;
+  std::string from_file, from_ch;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &from_file, &err), 0);
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"},
+                        &from_ch, &err),
+            0)
+      << err;
+  auto a = nlohmann::json::parse(from_file), b = nlohmann::json::parse(from_ch);
+  EXPECT_EQ(b["node"], "demo");
+  for (auto* j : {&a, &b}) {
+    j->erase("trace");
+    j->erase("node");
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(b["chains"][0]["rule"], "collective_straggler");
+  // The Perfetto export too, byte for byte.
+  ASSERT_EQ(run_command({INGERO_BIN, "export", "--db", db}, &from_file, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "export", "--source", ch.source(0, "ingero")}, &from_ch, &err),
+            0)
+      << err;
+  EXPECT_GT(from_file.size(), 100000u);
+  EXPECT_EQ(from_file, from_ch);
+}
+
+TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("trace.db"), out, err;
+  write_session(db, "node-a", kBeforeMidnight, 10, kMs);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  std::string src = ch.source(0, "ingero");
+  ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src,
+                         "SELECT op, count() AS n FROM calls GROUP BY op ORDER BY op"},
+                        &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "op\tn\ncudaLaunchKernel\t5\ncudaStreamSynchronize\t5\n");
+  ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src, "--json", "--limit", "2",
+                         "SELECT src_id, comm FROM events ORDER BY src_id"},
+                        &out, &err),
+            0);
+  EXPECT_EQ(nlohmann::json::parse(out),
+            nlohmann::json::parse(R"([{"src_id":1,"comm":"rank\t\"x\""},)"
+                                  R"({"src_id":2,"comm":"rank\t\"x\""}])"));
+  EXPECT_NE(err.find("truncated at row limit 2"), std::string::npos);
+  for (const char* sql : {"DROP TABLE events", "INSERT INTO events (node) VALUES ('x')",
+                          "SELECT 1 SETTINGS readonly = 0"}) {
+    EXPECT_EQ(run_command({INGERO_BIN, "query", "--source", src, sql}, &out, &err), 1) << sql;
+    EXPECT_NE(err.find("readonly"), std::string::npos) << sql << ": " << err;
+  }
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 10);
+}
+
+namespace {
+
+// A launch-bound loop of pid 42 on node "gpu-node" (60 steps of 2.13 ms: 200 launches, then a
+// loss read) with NVML samples of it at 9% and an Xid during the loop.
+void write_device_trace(const std::string& path) {
+  auto w = store::TraceWriter::open(path);
+  ASSERT_TRUE(w) << w.error().message;
+  constexpr int64_t kStart = 1'800'000'000'000'000'000, kStep = 2'130'000;
+  store::SessionInfo si;
+  si.node = si.host = "gpu-node";
+  si.started_at_ns = kStart;
+  si.mono_offset_ns = kStart;  // monotonic 0 = the session's start
+  ASSERT_TRUE((*w)->begin_session(si));
+  auto call = [&](int64_t ts, int64_t dur, hal::EventKind kind, const char* op) {
+    hal::Event e = runtime_call(uint64_t(ts), uint64_t(dur), 42, 42, kind, op);
+    e.set(hal::Field::kStream, 0);
+    return e;
+  };
+  for (int s = 0; s < 60; ++s) {
+    int64_t t = int64_t(s) * kStep;
+    for (int k = 0; k < 200; ++k)
+      ASSERT_TRUE(
+          (*w)->add(call(t + k * 10'000, 6'000, hal::EventKind::kLaunch, "cudaLaunchKernel")));
+    hal::Event copy = call(t + 2'050'000, 10'000, hal::EventKind::kMemcpy, "cudaMemcpyAsync");
+    copy.set(hal::Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    ASSERT_TRUE((*w)->add(copy));
+    ASSERT_TRUE(
+        (*w)->add(call(t + 2'062'000, 20'000, hal::EventKind::kSync, "cudaStreamSynchronize")));
+  }
+  std::vector<hal::DeviceSample> rows;
+  for (int64_t t = 20'000'000; t <= 60 * kStep + 20'000'000; t += 20'000'000) {
+    hal::DeviceSample d;
+    d.ts_ns = kStart + t;
+    d.period_ns = 20'000'000;
+    d.source = "nvml";
+    d.uuid = "GPU-fleet-0";
+    d.sm_util = 30;
+    d.temperature_c = 44;
+    rows.push_back(d);
+    d.pid = 42;
+    d.sm_util = 9;
+    d.temperature_c.reset();
+    rows.push_back(d);
+  }
+  ASSERT_TRUE((*w)->add_device_samples(rows));
+  ASSERT_TRUE((*w)->add_device_events({{kStart + 30 * kStep, "nvml", 0, "GPU-fleet-0", "xid", 13,
+                                        "Xid 13 (Graphics Engine Exception)"}}));
+  store::SessionEnd end;
+  end.stopped_at_ns = kStart + 60 * kStep + 1'000'000'000;
+  end.exit_reason = "duration";
+  ASSERT_TRUE((*w)->finish(end));
+}
+
+}  // namespace
+
+// The device side channel's rows ship like the others, NULLs as NULLs, and explain over
+// ClickHouse measures the steps and finds the Xid as the file does.
+TEST(FleetSource, DeviceRowsShipAndExplainAlike) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("device.db"), out, err;
+  write_device_trace(db);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  expect_exact(ch, 0, "ingero", db);
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.device_samples"),
+            query_int(db, "SELECT count(*) FROM device_samples"));
+  EXPECT_EQ(ch.query_int(0, "SELECT countIf(isNull(temperature_c)) FROM ingero.device_samples"),
+            query_int(db, "SELECT count(*) FROM device_samples WHERE temperature_c IS NULL"));
+  EXPECT_EQ(ch.query_int(0, "SELECT code FROM ingero.device_events WHERE kind = 'xid'"), 13);
+  std::string from_file, from_ch;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &from_file, &err), 0);
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"},
+                        &from_ch, &err),
+            0)
+      << err;
+  auto a = nlohmann::json::parse(from_file), b = nlohmann::json::parse(from_ch);
+  ASSERT_EQ(a["steps"].size(), 1u);
+  EXPECT_EQ(a["steps"][0]["summary"]["gpu_text"], "GPU busy 9% (NVML)");
+  EXPECT_EQ(b["steps"][0]["summary"]["gpu_text"], a["steps"][0]["summary"]["gpu_text"]);
+  auto rules = [](const nlohmann::json& j) {
+    std::vector<std::string> r;
+    for (const auto& c : j["chains"])
+      r.push_back(c["rule"].get<std::string>() + "/" + c["severity"].get<std::string>());
+    return r;
+  };
+  EXPECT_EQ(rules(a), rules(b));
+  EXPECT_EQ(rules(a).front(), "launch_bound/HIGH");
+  bool xid = false;
+  for (const auto& c : b["chains"]) xid |= c["rule"] == "device_error";
+  EXPECT_TRUE(xid) << from_ch;
+}
+
+}  // namespace
+}  // namespace ingero::test

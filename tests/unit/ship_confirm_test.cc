@@ -1,0 +1,275 @@
+// Issue 37, item 6: an endpoint that answered 200 with an empty body made the tracer fold
+// 301,159 launches that existed nowhere as rows: folding waits for the shipper's
+// shipped-through id, which advanced on any 200. A batch now counts only once ClickHouse
+// confirms it holds it (fleet/ship_confirm.h); against endpoints that do not, nothing counts
+// as shipped, the failure is said, and nothing can be folded. (tests/fleet checks the same
+// against a real ClickHouse, and through `ingero trace`.)
+#include <gtest/gtest.h>
+
+#include "fleet/shipper.h"
+#include "store/trace_writer.h"
+#include "tests/support/fake_http_server.h"
+#include "tests/support/run_ingero.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+// 2000 launches of one thread, 10 us apart, folded as they close (the way `ingero trace`
+// writes): most of them go into runs once their blocks are folded for good.
+std::string launches(int n) {
+  std::string path = temp_path("launches.db");
+  auto w = store::TraceWriter::open(path);
+  EXPECT_TRUE(w) << w.error().message;
+  (*w)->set_folding(true);
+  store::SessionInfo si;
+  si.node = "node-c";
+  si.started_at_ns = 1'775'000'000'000'000'000;
+  si.mono_offset_ns = si.started_at_ns;
+  EXPECT_TRUE((*w)->begin_session(si));
+  for (int i = 0; i < n; ++i) {
+    hal::Event e;
+    e.ts_ns = uint64_t(1'000'000 + int64_t(i) * 10'000);
+    e.dur_ns = 1000 + uint64_t(i % 100) * 10;
+    e.pid = e.tid = 4001;
+    e.set_comm("python3");
+    e.vendor = "nvidia";
+    e.api = "cuda_runtime";
+    e.op = "cudaLaunchKernel";
+    e.kind = hal::EventKind::kLaunch;
+    e.has_ret = true;
+    e.set(hal::Field::kStream, 0x5a);
+    EXPECT_TRUE((*w)->add(e));
+  }
+  store::SessionEnd end;
+  end.stopped_at_ns = si.started_at_ns + 2'000'000'000;
+  EXPECT_TRUE((*w)->finish(end));
+  return path;
+}
+
+// What the tracer would fold for good with this shipper (app/trace_periodic.cc): the calls of
+// the blocks whose ids are all at or below its shipped-through id, whatever their age.
+uint64_t fold_as_the_tracer_would(const std::string& path, int64_t through) {
+  auto w = store::TraceWriter::open(path);
+  EXPECT_TRUE(w) << w.error().message;
+  auto n = (*w)->fold_blocks(INT64_MAX, through);
+  EXPECT_TRUE(n) << n.error().message;
+  return n ? *n : 0;
+}
+
+// One line of system.columns (the others are ALTERed in, answered with an empty body).
+const char* const kOneColumn = "events\tid\n";
+
+fleet::ShipperOptions quick(std::vector<std::string>& said) {
+  fleet::ShipperOptions o;
+  o.backoff_min_ms = o.backoff_max_ms = 50;
+  o.log = [&](const std::string& m) { said.push_back(m); };
+  return o;
+}
+
+TEST(ShipConfirm, AnEndpointThatAnswersEverythingWithAnEmptyBodyGetsNothingFolded) {
+  FakeHttpServer ok([](const std::string&, const std::string&) { return std::string(); });
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ok.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  {
+    auto s = fleet::Shipper::create(db, *ep, quick(said));
+    ASSERT_TRUE(s) << s.error().message;
+    auto rep = (*s)->drain(std::chrono::milliseconds(1500));
+    EXPECT_FALSE(rep.caught_up);
+    EXPECT_EQ((*s)->events_shipped_through(), 0);
+    EXPECT_EQ((*s)->totals().rows, 0u);
+    // Every row of the file is still to ship: the launches, the session, the process name.
+    EXPECT_EQ(rep.unshipped, uint64_t(query_int(db, "SELECT count(*) FROM events") + 1));
+    EXPECT_GT((*s)->totals().failures, 1u);  // retried
+    const std::string expected =
+        "ClickHouse at " + ok.url("ingero") +
+        " lists no column of the tables it was just asked to create (its answer to the read of "
+        "system.columns was empty): nothing it says about what it stores can be trusted (is "
+        "this a ClickHouse server, or something in front of it that does not pass answers?)";
+    EXPECT_EQ(rep.last_error, expected);
+    // Said once, however often it is retried.
+    EXPECT_EQ(said,
+              std::vector<std::string>{expected + "; the rows stay in " + db + " and are retried"});
+  }
+  EXPECT_EQ(ok.inserts(), 0u);  // nothing is sent where nothing can be confirmed
+  EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
+  // The same file folds when everything is shipped: the check above can fail.
+  EXPECT_GT(fold_as_the_tracer_would(db, INT64_MAX), 1000u);
+}
+
+// A server that lists the tables' columns, and answers everything else with an empty body:
+// the first read that ClickHouse always answers with one row says it.
+TEST(ShipConfirm, AnEmptyAnswerToAReadOfOneRowIsAnError) {
+  FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
+    for (const std::string* q : {&target, &body})
+      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+    return "";
+  });
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ok.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  ASSERT_TRUE(s) << s.error().message;
+  auto rep = (*s)->drain(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(rep.caught_up);
+  EXPECT_EQ((*s)->events_shipped_through(), 0);
+  EXPECT_EQ(rep.last_error,
+            "ClickHouse at " + ok.url("ingero") +
+                " answered 'SELECT max(src_id) FROM ingero.libraries WHERE node IN ('node-c') AND "
+                "file_start = 1775000000000000000' with no row (an empty body) "
+                "where ClickHouse gives one: nothing it says about what it stores can be trusted "
+                "(is this a ClickHouse server, or something in front of it that does not pass "
+                "answers?)");
+  EXPECT_EQ(ok.inserts(), 0u);
+}
+
+// Reads answered as an empty ClickHouse would answer them, inserts answered 200 and dropped.
+TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
+  FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
+    for (const std::string* q : {&target, &body}) {
+      if (q->find("SELECT max(") != std::string::npos ||
+          q->find("SELECT uniqExact(") != std::string::npos)
+        return "0\n";
+      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+    }
+    return "";  // DDL, INSERTs, and the GROUP BY reads of an empty database
+  });
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ok.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  {
+    auto s = fleet::Shipper::create(db, *ep, quick(said));
+    ASSERT_TRUE(s) << s.error().message;
+    auto rep = (*s)->drain(std::chrono::milliseconds(1500));
+    EXPECT_FALSE(rep.caught_up);
+    EXPECT_EQ((*s)->events_shipped_through(), 0);
+    auto t = (*s)->totals();
+    EXPECT_EQ(t.rows, 0u);
+    EXPECT_EQ(t.batches, 0u);
+    EXPECT_GT(t.unconfirmed, 1u);
+    EXPECT_EQ(t.unconfirmed, ok.inserts());
+    const std::string expected = "ClickHouse at " + ok.url("ingero") +
+                                 " answered the INSERT of 1 rows into sessions with success, but "
+                                 "holds 0 of them: not counted as shipped";
+    EXPECT_EQ(rep.last_error, expected);
+    EXPECT_EQ(said,
+              std::vector<std::string>{expected + "; the rows stay in " + db + " and are retried"});
+  }
+  EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
+}
+
+// `ingero ship` against the same endpoint: nothing counted, exit 1, and it says why.
+TEST(ShipConfirm, ShipSaysWhatWasAnsweredButNotStored) {
+  FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
+    for (const std::string* q : {&target, &body}) {
+      if (q->find("SELECT max(") != std::string::npos ||
+          q->find("SELECT uniqExact(") != std::string::npos)
+        return "0\n";
+      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+    }
+    return "";
+  });
+  std::string db = launches(2000);
+  auto r = run_ingero({"ship", "--db", db, "--clickhouse", ok.url("ingero"), "--timeout", "1s"});
+  EXPECT_EQ(r.rc, 1) << r.err;
+  const std::string head =
+      "shipped 0 rows of " + db + " to " + ok.url("ingero") + " in 0 inserts (";
+  EXPECT_EQ(r.out.rfind(head, 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" inserts answered with success were not in ClickHouse when read back and "
+                       "are not counted; "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("answered the INSERT of 1 rows into sessions with success, but holds 0 of "
+                       "them: not counted as shipped"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
+}
+
+// A reader that answers reads as an empty ClickHouse would, a read-back with 0 rows found, and
+// an INSERT with 200 and, where `written` is given, an X-ClickHouse-Summary saying so.
+FakeHttpServer summarising(const std::string& written) {
+  return FakeHttpServer(
+      [](const std::string& target, const std::string& body) -> std::string {
+        for (const std::string* q : {&target, &body}) {
+          if (q->find("SELECT max(") != std::string::npos ||
+              q->find("SELECT uniqExact(") != std::string::npos)
+            return "0\n";
+          if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+        }
+        return "";
+      },
+      [written](const std::string& target) -> std::string {
+        if (target.find("query=INSERT INTO") == std::string::npos) return "";
+        return "X-ClickHouse-Summary: {\"read_rows\":\"0\",\"read_bytes\":\"0\","
+               "\"written_rows\":\"" +
+               written + "\",\"written_bytes\":\"0\",\"total_rows_to_read\":\"0\"}\r\n";
+      });
+}
+
+// A ClickHouse that says what it wrote (X-ClickHouse-Summary, sent by versions after 18.16)
+// needs no read-back when it wrote the whole batch.
+TEST(ShipConfirm, ASummaryThatCoversTheBatchConfirmsItWithoutAReadBack) {
+  FakeHttpServer ch = summarising("1000000");
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ch.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  ASSERT_TRUE(s) << s.error().message;
+  auto rep = (*s)->drain(std::chrono::seconds(10));
+  EXPECT_TRUE(rep.caught_up) << rep.last_error;
+  EXPECT_EQ((*s)->events_shipped_through(), query_int(db, "SELECT max(id) FROM events"));
+  auto t = (*s)->totals();
+  EXPECT_EQ(t.rows, uint64_t(query_int(db, "SELECT count(*) FROM events") +
+                             query_int(db, "SELECT count(*) FROM sessions") +
+                             query_int(db, "SELECT count(*) FROM process_names")));
+  EXPECT_EQ(t.unconfirmed, 0u);
+  EXPECT_EQ(t.read_back, 0u);
+  EXPECT_EQ(t.confirmed_by_summary, t.batches);
+  EXPECT_EQ(t.batches, ch.inserts());
+  EXPECT_EQ(ch.count("SELECT uniqExact("), 0u);
+  EXPECT_TRUE(said.empty());
+}
+
+// A summary of fewer rows than were sent is not taken as a failure by itself: the batch is
+// read back, and counts only if ClickHouse holds it (here it does not).
+TEST(ShipConfirm, ASummaryOfFewerRowsIsReadBackAndNotCounted) {
+  FakeHttpServer ch = summarising("0");
+  std::string db = launches(2000);
+  std::vector<std::string> said;
+  auto ep = fleet::parse_endpoint(ch.url("ingero"), false);
+  ASSERT_TRUE(ep);
+  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  ASSERT_TRUE(s) << s.error().message;
+  auto rep = (*s)->drain(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(rep.caught_up);
+  EXPECT_EQ((*s)->events_shipped_through(), 0);
+  auto t = (*s)->totals();
+  EXPECT_EQ(t.rows, 0u);
+  EXPECT_EQ(t.confirmed_by_summary, 0u);
+  EXPECT_EQ(t.unconfirmed, ch.inserts());
+  EXPECT_EQ(ch.count("SELECT uniqExact("), ch.inserts());
+  EXPECT_EQ(rep.last_error, "ClickHouse at " + ch.url("ingero") +
+                                " answered the INSERT of 1 rows into sessions with success, but "
+                                "holds 0 of them: not counted as shipped");
+}
+
+TEST(ShipConfirm, WrittenRowsAreReadFromTheSummaryOrNotAtAll) {
+  using fleet::summary_written_rows;
+  EXPECT_EQ(summary_written_rows("{\"read_rows\":\"0\",\"written_rows\":\"2\",\"x\":\"1\"}"),
+            std::optional<uint64_t>(2));
+  EXPECT_EQ(summary_written_rows("{\"written_rows\": 17}"), std::optional<uint64_t>(17));
+  EXPECT_EQ(summary_written_rows(""), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"read_rows\":\"5\"}"), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"written_rows\":\"\"}"), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"written_rows\":\"12x\"}"), std::nullopt);
+  EXPECT_EQ(summary_written_rows("{\"written_rows\":\"99999999999999999999999\"}"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ingero::test
