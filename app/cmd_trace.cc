@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <iostream>
 
 #include "app/builtin_backends.h"
@@ -89,6 +90,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   auto full_rows = std::make_shared<std::string>();
   auto max_size = std::make_shared<std::string>();
   auto ship_exit = std::make_shared<std::string>("10s");
+  auto inflight_after = std::make_shared<std::string>("5s");
   auto otlp_interval = std::make_shared<std::string>("10s");
   auto otlp_threshold = std::make_shared<std::string>("1ms");
   auto otlp_exit = std::make_shared<std::string>("10s");
@@ -249,6 +251,21 @@ void add_trace_command(CLI::App& app, Context& ctx) {
                   "the trace file for the next start or `ingero ship`")
       ->check(duration_check("10s, 30s"))
       ->capture_default_str();
+  cmd->add_option("--inflight-after", *inflight_after,
+                  "Report a traced call still in flight after this long (default 5s), once a "
+                  "second while it lasts: the `inflight` table, `ingero status`, "
+                  "ingero_inflight_calls; also the thread of a rank outside any GPU call for "
+                  "that long. 0s: off")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            if (s == "0s" || s == "0") return "";
+            if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.back())))
+              return "'" + s + "' has no unit: write a duration with its unit (5s, 1m)";
+            double v = engine::parse_duration_s(s);
+            return v >= 1 ? "" : "--inflight-after must be 0s (off) or at least 1s";
+          },
+          "DURATION"))
+      ->capture_default_str();
   cmd->add_option("--runtime-state", o->runtime_state,
                   "A container runtime's state root, read (as root, without its socket) for "
                   "container and pod names: containerd's (ROOT/io.containerd.runtime.v2.task/"
@@ -267,7 +284,7 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
   cmd->callback([&ctx, o, duration, retain, full_rows, max_size, ship_exit, otlp_interval,
-                 otlp_threshold, otlp_exit, pids, rdma_verbs] {
+                 otlp_threshold, otlp_exit, inflight_after, pids, rdma_verbs] {
     o->pids = *pids;
     if (o->no_archive)
       std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
@@ -279,6 +296,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (!full_rows->empty()) o->full_rows_s = engine::parse_duration_s(*full_rows);
     if (!max_size->empty()) o->max_db_bytes = parse_size(*max_size);
     o->clickhouse_exit_timeout_s = engine::parse_duration_s(*ship_exit);
+    o->inflight_after_s = *inflight_after == "0" || *inflight_after == "0s"
+                              ? 0
+                              : engine::parse_duration_s(*inflight_after);
     o->otlp_interval_s = engine::parse_duration_s(*otlp_interval);
     o->otlp_span_threshold_s = engine::parse_duration_s(*otlp_threshold);
     o->otlp_exit_timeout_s = engine::parse_duration_s(*otlp_exit);
@@ -296,6 +316,12 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (o->stacks && o->cpu_sample_hz)
       flags += "cpu-sample-hz=" + std::to_string(o->cpu_sample_hz) + ",";
     if (!o->otlp.empty()) flags += std::string(o->otlp_spans ? "otlp-spans," : "otlp,");
+    // Read back by `ingero status` (store/inflight_rows.h): seconds, 0 when off.
+    {
+      char b[48];
+      std::snprintf(b, sizeof(b), "inflight-after=%g,", o->inflight_after_s);
+      flags += b;
+    }
     if (!flags.empty()) flags.pop_back();
     o->flags = flags;
     if (*rdma_verbs) {

@@ -33,6 +33,7 @@ void add_query_command(CLI::App& app, Context& ctx);
 void add_check_command(CLI::App& app, Context& ctx);
 void add_trace_command(CLI::App& app, Context& ctx);
 void add_explain_command(CLI::App& app, Context& ctx);
+void add_status_command(CLI::App& app, Context& ctx);
 void add_demo_command(CLI::App& app, Context& ctx);
 void add_merge_command(CLI::App& app, Context& ctx);
 void add_export_command(CLI::App& app, Context& ctx);

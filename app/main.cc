@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add_check_command(app, ctx);
   add_trace_command(app, ctx);
   add_explain_command(app, ctx);
+  add_status_command(app, ctx);
   add_query_command(app, ctx);
   add_report_command(app, ctx);
   add_dashboard_command(app, ctx);

@@ -49,6 +49,11 @@ int Trace::finish() {
   // No call can start after this: the probes go, then everything already recorded is read.
   // The probe table outlives the detach: records still in the rings name their probes by it.
   uint64_t attached = probes_->attached_probes();
+  // What is still stuck is recorded as such: the frames read last are the state at the end.
+  if (inflight_) {
+    inflight_->tick(uint64_t(mono_now_ns()));
+    inflight_->stop(uint64_t(mono_now_ns()));
+  }
   probes_->detach();
   (void)reader_->drain();
   pipeline_->end_cycle();

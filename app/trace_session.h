@@ -23,6 +23,8 @@
 #include "app/tracer.h"
 #include "capture/event_pipeline.h"
 #include "capture/host_info.h"
+#include "capture/inflight_host.h"
+#include "capture/inflight_monitor.h"
 #include "capture/launch_nesting.h"
 #include "capture/kernel_namer.h"
 #include "capture/sink_set.h"
@@ -89,6 +91,7 @@ class Trace {
   void fold_blocks();
   void update_metrics(int64_t mono, bool final);
   void update_counters();
+  void make_inflight();
   // The session row's kernel-naming counters (store/kernel_names.h), from the namer.
   void update_kernel_naming();
   void stop_child();
@@ -120,6 +123,8 @@ class Trace {
   std::unique_ptr<capture::LaunchNesting> nesting_;
   std::vector<std::string> detached_;  // runtimes whose launch probes were detached
   std::unique_ptr<capture::StackCollector> stacks_;
+  std::unique_ptr<capture::ProcInflightHost> inflight_host_;
+  std::unique_ptr<capture::InflightMonitor> inflight_;  // calls in flight (--inflight-after)
   std::unique_ptr<capture::KernelNamer> kernels_;
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;

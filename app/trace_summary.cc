@@ -3,6 +3,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "capture/inflight_monitor.h"
 #include "capture/launch_nesting.h"
 #include "engine/loss_notes.h"
 
@@ -45,6 +46,16 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     sj["launches_folded_by_order"] = n.folded_by_order;
     sj["launches_renamed"] = n.renamed;
     sj["runtimes_detached"] = n.proven;
+  }
+  if (pipeline.inflight) {  // capture/inflight_monitor.h
+    const auto& f = pipeline.inflight->counters();
+    sj["inflight_ticks"] = f.ticks;
+    sj["inflight_frames_read"] = f.frames;
+    sj["inflight_reported"] = f.reported;
+    sj["inflight_idle_reported"] = f.idle;
+    sj["inflight_stale_frames"] = f.stale;
+    sj["inflight_read_errors"] = f.read_errors;
+    sj["inflight_cpu_ns"] = f.cpu_ns;
   }
   sj["kernel_name_records"] = pc.name_records;
   sj["delivery_lag_p50_us"] = pipeline.delivery_lag_quantile_ns(0.50) / 1000;

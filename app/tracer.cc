@@ -254,6 +254,22 @@ void Trace::make_pipeline() {
     if (kernels_)
       kernels_->maps_fallback = [s = stacks_.get()](uint32_t pid) { return s->maps_of(pid); };
   }
+  make_inflight();
+}
+
+// Calls in flight, read from the BPF thread table once a second (--inflight-after; 0: off).
+void Trace::make_inflight() {
+  if (opts_.inflight_after_s <= 0) return;
+  capture::InflightMonitor::Options io;
+  io.after_ns = uint64_t(opts_.inflight_after_s * 1e9);
+  io.refresh_ns = std::clamp<uint64_t>(io.after_ns, 1'000'000'000, 60'000'000'000);
+  inflight_host_ = std::make_unique<capture::ProcInflightHost>(*session_);
+  inflight_ = std::make_unique<capture::InflightMonitor>(*decoder_, *inflight_host_, sinks_, io);
+  inflight_->stacks = stacks_.get();
+  inflight_->on_warning = [this](const std::string& m) {
+    std::cerr << cr() << "ingero: calls in flight are not reported: " << m << "\n";
+  };
+  pipeline_->inflight = inflight_.get();
 }
 
 int Trace::open() {
@@ -462,6 +478,8 @@ void Trace::loop() {
        [this](int64_t, bool final) { apply_retention(final); }},
       {30 * sec, false, [this](int64_t, bool) { rescan_all(); }},
   };
+  if (inflight_)
+    periodic_.push_back({sec, false, [this](int64_t m, bool) { inflight_->tick(uint64_t(m)); }});
   for (auto& p : periodic_) p.next = start_mono_ + p.period_ns;
 
   cmd_.release();

@@ -48,6 +48,9 @@ struct TraceOptions {
   uint32_t cpu_sample_hz = 49;  // on-CPU sampling of GPU processes (0: off; needs stacks)
   std::string clickhouse;       // ship the trace file to this ClickHouse URL ("" = off)
   double clickhouse_exit_timeout_s = 10;  // shipping at exit ends by then (app/fleet_hook.h)
+  // Calls in flight longer than this are reported while they last (capture/inflight_monitor.h;
+  // 0: off).
+  double inflight_after_s = 5;
   // Container runtimes' state roots read for container and pod names (kernelside/
   // tenant_names.h); empty: the defaults.
   std::vector<std::string> runtime_state;

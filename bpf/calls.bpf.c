@@ -10,6 +10,7 @@
  *   ingero_follow_fork           with a pid filter, children of traced processes join it.
  *   ingero_exec / ingero_linkmap tell user space to re-scan a process for new libraries.
  *   ingero_selftest              used by `ingero check` to prove uprobes fire.
+ *   ingero_inflight              an iterator over the thread table: the calls in flight now.
  *
  * One launch is one record. A traced call made while the same thread is inside another traced
  * call (cudaLaunchKernel -> cuLaunchKernel, ncclBcast -> ncclBroadcast) is counted in its
@@ -49,6 +50,9 @@ const volatile __u32 launch_timing_every = 32;
 struct ingero_threads_map threads SEC(".maps");
 struct ingero_stats_map stats SEC(".maps");
 struct ingero_watched_map watched_pids SEC(".maps");
+/* Written by host.bpf.c's scheduler programs; defined here, in the first file linked, as every
+ * shared map is (the linker places an extern map defined in a later file wrongly). */
+struct ingero_offcpu_map offcpu SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -76,6 +80,13 @@ struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 8 << 20); /* resized by user space before load */
 } calls_rb SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ingero_inflight_rec);
+} inflight_scratch SEC(".maps");
 
 /* A call record is assembled here, then copied to the ring at its real size. */
 #define INGERO_CALL_BUF 512
@@ -138,7 +149,16 @@ static __always_inline void begin_frame(struct pt_regs* ctx, struct ingero_threa
   f->is_nested = 0;
   f->sp = sp;
   f->caller = 0;
-  if (r->flags & INGERO_RECIPE_CALLER) bpf_probe_read_user(&f->caller, 8, (void*)sp);
+  f->fp = 0;
+  if (r->flags & INGERO_RECIPE_CALLER) {
+    bpf_probe_read_user(&f->caller, 8, (void*)sp);
+  } else {
+    /* A call that may block: where it was made from, so that user space can read its stack
+     * from the process while it is in flight (the caller's frames above sp stay intact until
+     * it returns). One 8-byte read; a launch does none of this. */
+    bpf_probe_read_user(&f->caller, 8, (void*)sp);
+    f->fp = PT_REGS_FP(ctx);
+  }
   f->off_cpu_at_entry = t->off_cpu_total_ns;
   f->regs[0] = PT_REGS_PARM1(ctx);
   f->regs[1] = PT_REGS_PARM2(ctx);
@@ -430,6 +450,59 @@ int BPF_PROG(ingero_thread_exit, struct task_struct* p) {
     stat_inc(INGERO_STAT_UNFINISHED);
   }
   bpf_map_delete_elem(&threads, &tid);
+  return 0;
+}
+
+/* The calls in flight now: one record per thread inside a traced call, read by user space
+ * through a bpf_iter (once a second). Runs in the reader's context; touches nothing the call
+ * programs write but what it reads, and a frame it reads while its call returns is only
+ * stale (user space keys calls by thread and entry time). */
+SEC("iter/bpf_map_elem")
+int ingero_inflight(struct bpf_iter__bpf_map_elem* ctx) {
+  __u32* key = ctx->key;
+  struct ingero_thread* t = ctx->value;
+  if (!key || !t) return 0;
+  __u32 depth = t->depth;
+  if (depth == 0) return 0;
+  __u32 zero = 0;
+  struct ingero_inflight_rec* o = bpf_map_lookup_elem(&inflight_scratch, &zero);
+  if (!o) return 0;
+  struct ingero_frame* f = &t->frames[0];
+  __u32 tid = *key;
+  o->tid = tid;
+  o->pid = t->tgid;
+  o->probe_id = f->probe_id;
+  o->frame_flags = f->flags;
+  __u32 elen = f->entry_len;
+  if (elen > INGERO_ENTRY_READ_MAX) elen = INGERO_ENTRY_READ_MAX;
+  o->entry_len = elen;
+  o->start_ns = f->start_ns;
+  o->caller = f->caller;
+  o->fp = f->fp;
+  o->sp = f->sp;
+  o->py_tstate = t->py_tstate;
+  o->off_cpu_ns = t->off_cpu_total_ns - f->off_cpu_at_entry;
+  o->off_since_ns = 0;
+  o->off_state = 0;
+  o->flags = 0;
+  o->nested = f->nested;
+  o->nested_probe = f->nested_probe;
+  o->depth = depth > 0xffff ? 0xffff : depth;
+  o->pad = 0;
+  __u32 probe = f->probe_id;
+  struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
+  o->nregs = r ? r->nregs : 0;
+  o->nstack = r ? r->stack_words : 0;
+  struct ingero_offcpu_start* st = bpf_map_lookup_elem(&offcpu, &tid);
+  if (st) {
+    o->off_since_ns = st->ts;
+    o->off_state = st->prev_state;
+    o->flags |= INGERO_INFLIGHT_SCHED;
+  }
+  __builtin_memcpy(o->regs, f->regs, sizeof(o->regs));
+  __builtin_memcpy(o->stack, f->stack, sizeof(o->stack));
+  __builtin_memcpy(o->entry_buf, f->entry_buf, sizeof(o->entry_buf));
+  bpf_seq_write(ctx->meta->seq, o, sizeof(*o));
   return 0;
 }
 

@@ -22,22 +22,6 @@
 
 const volatile __u32 host_context = 1;
 
-struct offcpu_start {
-  __u64 ts;
-  __u64 by_cgroup;
-  __u32 preempted;
-  __u32 prev_state;
-  __u32 by_pid;
-  __u32 by_tid;
-  char by_comm[INGERO_COMM_LEN];
-};
-
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 65536);
-  __type(key, __u32); /* tid */
-  __type(value, struct offcpu_start);
-} offcpu SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -155,9 +139,9 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
    * more than the rest of the program); only GPU processes' entries name the task, which is
    * what their records and calls report. */
   if (prev_tid) {
-    struct offcpu_start* st = bpf_map_lookup_elem(&offcpu, &prev_tid);
+    struct ingero_offcpu_start* st = bpf_map_lookup_elem(&offcpu, &prev_tid);
     if (!st) {
-      struct offcpu_start fresh = {};
+      struct ingero_offcpu_start fresh = {};
       bpf_map_update_elem(&offcpu, &prev_tid, &fresh, BPF_ANY);
       st = bpf_map_lookup_elem(&offcpu, &prev_tid);
     }
@@ -183,7 +167,7 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
   }
   if (!next_tid) return 0;
 
-  struct offcpu_start* st = bpf_map_lookup_elem(&offcpu, &next_tid);
+  struct ingero_offcpu_start* st = bpf_map_lookup_elem(&offcpu, &next_tid);
   if (!st || !st->ts) return 0;
   /* The waiter is back on the CPU it left: name the task that held it longest. */
   if (h && h->waiter_tid == next_tid) {

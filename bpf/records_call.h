@@ -110,6 +110,37 @@ struct ingero_call_ident {
    sizeof(struct ingero_call_offcpu) + sizeof(struct ingero_call_ident) + INGERO_RETURN_READ_MAX + \
    INGERO_ENTRY_READ_MAX)
 
+/* A traced call in flight, as the in-flight iterator (calls.bpf.c: ingero_inflight) reads it
+ * from its thread's outermost frame while the call runs; user space reads the iterator once a
+ * second (capture/inflight_monitor.h). Not a ring record: it has no type tag. The argument
+ * words are those the probe's recipe captured at entry, as a call record would carry them. */
+#define INGERO_INFLIGHT_SCHED 0x1 /* off_since_ns and off_state come from the scheduler's data */
+struct ingero_inflight_rec {
+  __u32 tid;
+  __u32 pid;
+  __u32 probe_id;
+  __u16 frame_flags; /* INGERO_CALL_* faults of the entry capture */
+  __u16 entry_len;   /* bytes of entry_buf captured */
+  __u64 start_ns;    /* CLOCK_MONOTONIC, at entry */
+  __u64 caller;      /* its return address (0: not kept for this probe) */
+  __u64 fp;          /* the caller's frame pointer at entry (0: not kept) */
+  __u64 sp;          /* the stack pointer at entry */
+  __u64 py_tstate;   /* the thread's PyThreadState, as the stack walks last found it; 0 unknown */
+  __u64 off_cpu_ns;  /* off-CPU since entry, up to the thread's last return to a CPU */
+  __u64 off_since_ns; /* off a CPU since then (CLOCK_MONOTONIC); 0: running, or unknown */
+  __u32 off_state;    /* the task state it left the CPU in (0: preempted, 1: sleeping, 2: D) */
+  __u32 flags;        /* INGERO_INFLIGHT_* */
+  __u32 nested;       /* traced calls made inside it so far */
+  __u32 nested_probe;
+  __u8 nregs; /* words of regs[] and stack[] the recipe captures */
+  __u8 nstack;
+  __u16 depth; /* the thread's frames in flight (1 with uprobe sessions) */
+  __u32 pad;
+  __u64 regs[INGERO_REG_WORDS];
+  __u64 stack[INGERO_STACK_WORDS];
+  __u8 entry_buf[INGERO_ENTRY_READ_MAX];
+};
+
 /* A process exec'd or its link map changed (dlopen/dlclose, or the initial load): user
  * space re-scans its mappings for libraries to attach. */
 enum ingero_libwatch_kind {

@@ -7,47 +7,9 @@
 
 #include "ingero_records.h"
 
-/* One traced call in flight. */
-struct ingero_frame {
-  __u32 probe_id;
-  __u32 preempts;
-  __u32 switches;
-  __u32 preemptor_pid;
-  __u32 preemptor_tid;
-  __u16 entry_len;
-  __u16 flags;
-  __u32 nested;       /* traced calls made inside this one */
-  __u32 nested_probe; /* the first of them */
-  __u32 is_nested;    /* pair fallback only: a call folded into the frame below */
-  __u32 pad;
-  __u64 sp; /* stack pointer at entry: a frame below the current one was unwound */
-  __u64 caller; /* the return address (recipes with INGERO_RECIPE_CALLER), 0 otherwise */
-  __u64 start_ns;
-  __u64 off_cpu_at_entry;
-  __u64 preemptor_off_ns;
-  __u64 regs[INGERO_REG_WORDS];
-  __u64 stack[INGERO_STACK_WORDS];
-  char preemptor_comm[INGERO_COMM_LEN];
-  __u8 entry_buf[INGERO_ENTRY_READ_MAX];
-};
+#include "thread_state.h"
 
-/* Per-thread state of a thread that made a traced call: its calls in flight, its off-CPU
- * clock (kept by sched_switch in host.bpf.c), what it last shipped about itself, where its
- * Python thread state is, and its stack-sampling clock. */
-struct ingero_thread {
-  __u32 tgid;
-  __u32 depth;
-  __u64 off_cpu_total_ns;
-  __u64 ident_cgroup;               /* cgroup last shipped in an ident block */
-  char ident_comm[INGERO_COMM_LEN]; /* name last shipped; "" = nothing shipped yet */
-  __u64 py_tstate;                  /* this thread's PyThreadState, 0 = unknown */
-  __u64 next_walk_ns;               /* time-based stack sampling: next walk not before */
-  __u32 timing_seq;                 /* entry-only calls seen: one in launch_timing_every is timed */
-  __u32 pad;
-  struct ingero_frame frames[INGERO_MAX_DEPTH];
-};
-
-/* Maps defined in calls.bpf.c and used by every file. Named types, so the definition and
+/* Maps defined in calls.bpf.c and used by every file (offcpu: written by host.bpf.c). Named types, so the definition and
  * these extern declarations are one type. */
 struct ingero_threads_map {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -57,6 +19,14 @@ struct ingero_threads_map {
   __type(value, struct ingero_thread);
 };
 extern struct ingero_threads_map threads SEC(".maps");
+
+struct ingero_offcpu_map {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32); /* tid */
+  __type(value, struct ingero_offcpu_start);
+};
+extern struct ingero_offcpu_map offcpu SEC(".maps");
 
 struct ingero_stats_map {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "capture/host_info.h"
+#include "capture/inflight_monitor.h"
 #include "capture/kernel_namer.h"
 #include "capture/launch_nesting.h"
 #include "capture/stack_collector.h"
@@ -126,6 +127,7 @@ void EventPipeline::on_call(const void* data, size_t size) {
   identify(ev_, rec_.has_ident());
   ev_.stack_id = stack;
   communicators_.observe(ev_);
+  if (inflight) inflight->note_call(ev_);
   note_pid(h.pid, ev_.comm.data());
   gpu_pids_.insert(h.pid);
   if (nesting) {

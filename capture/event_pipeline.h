@@ -17,6 +17,7 @@
 
 namespace ingero::capture {
 
+class InflightMonitor;
 class LaunchNesting;
 class KernelNamer;
 class StackCollector;
@@ -53,6 +54,9 @@ class EventPipeline {
   // Folds the driver launches made inside runtime launches, both seen at entry (null: every
   // launch record is an event; capture/launch_nesting.h).
   LaunchNesting* nesting = nullptr;
+  // Sees every decoded call: numbers collectives and ends reported calls in flight (null: no
+  // in-flight reporting; capture/inflight_monitor.h).
+  InflightMonitor* inflight = nullptr;
   // Kernel names (null: launches keep their function only). Name sources' records go to it
   // and never to the sinks as calls; each launch's function is named before it is handed on.
   KernelNamer* kernels = nullptr;

@@ -32,6 +32,13 @@ Status SinkSet::on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& 
   return out;
 }
 
+Status SinkSet::on_inflight(const hal::InflightReport& report_) {
+  Status out;
+  for (hal::EventSink* s : sinks_)
+    if (auto st = report(s->on_inflight(report_)); !st) out = st;
+  return out;
+}
+
 Status SinkSet::on_kernel_name(const hal::KernelName& name) {
   Status out;
   for (hal::EventSink* s : sinks_)

@@ -21,6 +21,7 @@ class SinkSet final : public hal::EventSink {
   Status on_process(uint32_t pid, std::string_view name, std::string_view cmdline,
                     int64_t seen_at_ns) override;
   Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override;
+  Status on_inflight(const hal::InflightReport& report) override;
   Status on_kernel_name(const hal::KernelName& name) override;
   Status commit() override;
 

@@ -45,6 +45,7 @@ class StackCollector {
     uint64_t python_missing = 0;  // stacks of Python processes without Python frames
     uint64_t python_processes = 0;
     uint64_t python_refused = 0;  // interpreters whose layout did not check out
+    uint64_t live = 0;            // stacks read from stuck threads (live_stack)
   };
 
   // New stacks go to `out`. `session` may be null (tests): Python processes are then resolved
@@ -62,6 +63,14 @@ class StackCollector {
   void scan_existing(const std::vector<int>& pids);
 
   void on_stack(const ingero_stack_rec& rec);
+  // The stack of a thread that is stuck, read from its memory now, stored like a captured one
+  // (capture/live_stack.cc): the return address `caller` of the traced call it is inside and
+  // the frame-pointer chain from `fp`, the caller's frame pointer at entry (the caller's
+  // frames stay intact until the call returns); then the thread's Python frames as they are
+  // now (`py_tstate`: its thread state as BPF cached it, 0 unknown). caller 0: Python frames
+  // only (a thread outside any traced call). The stored stack's id; 0 when nothing was read.
+  uint64_t live_stack(uint32_t pid, uint32_t tid, uint64_t caller, uint64_t fp,
+                      uint64_t py_tstate);
   void on_py_code(const ingero_py_code_rec& rec);
   // The stored stack of a call record's stack_hash; 0 when it has none or is unknown (counted
   // in unknown_refs).

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "engine/hangs.h"
 #include "engine/rules_steps.h"
 #include "engine/tenants.h"
 
@@ -210,6 +211,8 @@ Analysis analyze(TraceSource& source, const Window& window, const EngineOptions&
   rule_process_contention(a, a.chains);
   rule_oom(a, a.chains);
   rule_collective_straggler(source, a, a.chains);
+  a.inflight = source.inflight(window);
+  rule_hangs(source, a, a.chains);
   if (steps.valid()) {
     // While the step model runs: the stacks of the chains found so far (their windows, ops and
     // processes do not change after), then of those found from the steps.

@@ -47,6 +47,7 @@ struct Analysis {
   std::map<uint32_t, ProcessInfo> names;
   std::optional<TraceLosses> losses;  // the whole trace's, not the window's
   std::set<uint32_t> tracer_pids;     // the tracer's own processes (TraceSource::tracer_pids)
+  std::vector<InflightRow> inflight;  // stuck threads the tracer recorded (engine/hangs.h)
   std::string process_name(uint32_t pid) const;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "engine/fleet.h"
+#include "engine/hangs.h"
 
 namespace ingero::engine {
 namespace {
@@ -118,6 +119,13 @@ FleetAnalysis analyze_fleet(TraceSource& source, const Window& w,
   f.communicators = communicators.size();
   for (const auto& c : communicators) f.cross_node_communicators += c.node_count() > 1;
   rule_mismatched_collectives(communicators, f.chains);
+  std::vector<InflightRow> stuck;  // every node's, as its own analysis read them
+  for (const auto& [node, a] : per_node)
+    for (const auto& r : a->inflight) {
+      stuck.push_back(r);
+      if (stuck.back().node.empty()) stuck.back().node = node;
+    }
+  rule_fleet_hangs(source, communicators, stuck, f.chains);
   rule_fleet_straggler(communicators, per_node, shift, f.clocks, f.chains);
   f.profiles = node_profiles(per_node);
   rule_node_outliers(f.profiles, f.chains);

@@ -18,6 +18,7 @@
 #include "engine/quantile_sketch.h"
 #include "hal/device_sampler.h"
 #include "hal/event.h"
+#include "hal/inflight.h"
 
 namespace ingero::engine {
 
@@ -134,6 +135,13 @@ struct ProcessInfo {
   std::string name, cmdline;
 };
 
+// A stuck thread as the tracer recorded it (hal/inflight.h), with wall-clock times: the latest
+// observation of one call in flight, or of one idle episode of a rank's thread.
+struct InflightRow {
+  std::string node;
+  hal::Inflight in;
+};
+
 // A kernel's name for one process's function: calls.func of its launches (a host stub's
 // address or a driver handle). The tracer learns them from the runtime's registration of
 // kernels, driver look-ups and ELF symbols (hal/kernel_names.h); the engine never sees more.
@@ -234,6 +242,11 @@ class TraceSource {
   // The same of one node's sessions (a merged trace analysed node by node): by default the
   // whole trace's.
   virtual std::optional<TraceLosses> node_losses(const std::string& /*node*/) { return losses(); }
+  // Threads stuck while the trace was recorded (calls in flight longer than the tracer's
+  // --inflight-after, idle rank threads) whose time in that state overlaps `w` (its pid and
+  // node apply), the latest observation of each, in order of entry. Sources without them
+  // (files of older builds, the original implementation's) have none.
+  virtual std::vector<InflightRow> inflight(const Window& /*w*/) { return {}; }
   // Kernel names of the trace's launches (of `node` when given), and what the tracer could not
   // name (nullopt: the source does not record it, e.g. files from before kernel names).
   virtual std::vector<KernelNameInfo> kernel_names(const std::optional<std::string>& /*node*/) {

@@ -15,8 +15,11 @@
 
 #include "hal/uprobe_multi.h"
 #include "ingero.skel.h"
+#include "thread_state.h"
 
 namespace ingero::hal {
+
+int Link::fd() const { return link_ ? bpf_link__fd(link_) : fd_; }
 
 Link::~Link() {
   if (link_ && bpf_link__destroy(link_) != 0)
@@ -158,6 +161,7 @@ Status BpfSession::load() {
 
 BpfSession::~BpfSession() {
   core_links_.clear();
+  inflight_iter_ = Link();  // before the programs it runs go
   if (skel_) ingero_bpf__destroy(skel_);
 }
 
@@ -292,6 +296,56 @@ BpfStats BpfSession::stats() const {
     for (uint64_t v : vals) out.v[k] += v;
   }
   return out;
+}
+
+Status BpfSession::read_inflight(std::vector<ingero_inflight_rec>& out) {
+  if (!inflight_iter_) {
+    union bpf_iter_link_info info;
+    std::memset(&info, 0, sizeof(info));
+    info.map.map_fd = uint32_t(bpf_map__fd(skel_->maps.threads));
+    LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
+    bpf_link* l = bpf_program__attach_iter(skel_->progs.ingero_inflight, &opts);
+    if (!l) return bpf_error("attaching the in-flight iterator", errno);
+    inflight_iter_ = Link(l);
+  }
+  int fd = bpf_iter_create(inflight_iter_.fd());
+  if (fd < 0) return bpf_error("reading the calls in flight", errno);
+  std::vector<uint8_t> buf(64 * 1024);
+  size_t used = 0;
+  while (true) {
+    if (buf.size() - used < 4096) buf.resize(buf.size() * 2);
+    ssize_t n = ::read(fd, buf.data() + used, buf.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return bpf_error("reading the calls in flight", e);
+    }
+    if (n == 0) break;
+    used += size_t(n);
+  }
+  ::close(fd);
+  size_t k = used / sizeof(ingero_inflight_rec);
+  size_t at = out.size();
+  out.resize(at + k);
+  if (k) std::memcpy(&out[at], buf.data(), k * sizeof(ingero_inflight_rec));
+  return {};
+}
+
+std::optional<ThreadSched> BpfSession::thread_sched(uint32_t tid) const {
+  ingero_offcpu_start st{};
+  if (bpf_map__lookup_elem(skel_->maps.offcpu, &tid, sizeof(tid), &st, sizeof(st), 0) != 0)
+    return std::nullopt;
+  return ThreadSched{st.ts, st.prev_state};
+}
+
+uint64_t BpfSession::thread_py_tstate(uint32_t tid) const {
+  std::vector<uint8_t> v(bpf_map__value_size(skel_->maps.threads));
+  if (bpf_map__lookup_elem(skel_->maps.threads, &tid, sizeof(tid), v.data(), v.size(), 0) != 0)
+    return 0;
+  uint64_t ts = 0;
+  std::memcpy(&ts, v.data() + offsetof(ingero_thread, py_tstate), sizeof(ts));
+  return ts;
 }
 
 int BpfSession::calls_fd() const { return bpf_map__fd(skel_->maps.calls_rb); }

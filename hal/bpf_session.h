@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,7 @@ class Link {
   Link& operator=(const Link&) = delete;
   ~Link();
   explicit operator bool() const { return link_ || fd_ >= 0; }
+  int fd() const;  // the link's file descriptor, -1 when empty
 
  private:
   bpf_link* link_ = nullptr;
@@ -107,6 +109,12 @@ struct BpfConfig {
   // benchmarks: INGERO_CALL_ATTACH=session|multi|perf (INGERO_NO_UPROBE_MULTI=1 means perf).
 };
 
+// What the scheduler programs last recorded about a thread (host.bpf.c, the offcpu map).
+struct ThreadSched {
+  uint64_t off_since_ns = 0;  // off a CPU since (CLOCK_MONOTONIC); 0: on a CPU now
+  uint32_t state = 0;         // the task state it left in: 0 preempted, 1 sleeping, 2 D
+};
+
 struct BpfStats {
   uint64_t v[INGERO_STAT_MAX] = {};
   uint64_t operator[](ingero_stat s) const { return v[s]; }
@@ -142,6 +150,15 @@ class BpfSession {
   // Where the Python interpreter of `tgid` keeps its frames (nullptr: forget the process).
   Status set_python(uint32_t tgid, const ingero_py_config* config);
   BpfStats stats() const;
+  // The calls in flight now: appends one record per thread inside a traced call (its
+  // outermost frame), read through the ingero_inflight iterator over the thread table, which
+  // is attached on first use. An Error when the iterator cannot be attached or read.
+  Status read_inflight(std::vector<ingero_inflight_rec>& out);
+  // The scheduler's last record of a thread; nullopt when it has none (not switched since
+  // tracing began, or no host context).
+  std::optional<ThreadSched> thread_sched(uint32_t tid) const;
+  // A thread's PyThreadState as the stack walks last found it; 0 when unknown.
+  uint64_t thread_py_tstate(uint32_t tid) const;
   ingero_bpf* skeleton() { return skel_; }
   int calls_fd() const;
   int aux_fd() const;
@@ -160,6 +177,7 @@ class BpfSession {
   CallAttach attach_;
   ingero_bpf* skel_ = nullptr;
   std::vector<Link> core_links_;
+  Link inflight_iter_;
 };
 
 }  // namespace ingero::hal

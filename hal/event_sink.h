@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hal/event.h"
+#include "hal/inflight.h"
 #include "hal/kernel_names.h"
 #include "hal/result.h"
 #include "hal/stack_frame.h"
@@ -34,6 +35,9 @@ class EventSink {
   virtual Status on_stack(uint64_t /*stack_id*/, const std::vector<StackFrame>& /*frames*/) {
     return {};
   }
+  // Once a second: the threads stuck now, and those that stopped being stuck
+  // (hal/inflight.h).
+  virtual Status on_inflight(const InflightReport& /*report*/) { return {}; }
   // A kernel's name for one process, once per (pid, func), before the first launch that needs it
   // is handed over (hal/kernel_names.h).
   virtual Status on_kernel_name(const KernelName& /*name*/) { return {}; }

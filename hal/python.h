@@ -99,6 +99,13 @@ class PythonProcess {
   // Resolves a frame captured by BPF; nullopt if the code object does not check out (then
   // the frame is dropped: never a garbage frame) or the process is gone.
   std::optional<PyFrameInfo> resolve(uint64_t code, uint64_t instr);
+  // A thread's Python frames as they are now, read from the process (no BPF): into `out`'s
+  // py, py_flags, n_py and py_status, innermost first, as the BPF walk fills them
+  // (hal/python_walk.cc). The thread state is `tstate_hint` when it still names thread `tid`
+  // (the one BPF cached), else found on the interpreter's thread list by its native thread id
+  // (3.11+; 3.10 knows threads by pthread id, so only the hint serves there). False when the
+  // process is gone or the thread has no thread state.
+  bool walk_thread(uint32_t tid, uint64_t tstate_hint, ingero_stack_rec& out) const;
   uint64_t invalid_frames() const { return invalid_; }
   uint64_t unreadable_frames() const { return unreadable_; }  // the process had exited
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "ingero_records.h"
+#include "thread_state.h"
 
 static_assert(sizeof(ingero_call_rec) == 64, "ingero_call_rec layout changed");
 static_assert(offsetof(ingero_call_rec, probe_id) == 4);
@@ -31,3 +32,11 @@ static_assert(offsetof(ingero_recipe, entry_read) == 8);
 static_assert(offsetof(ingero_recipe, return_read) == 16);
 static_assert(sizeof(ingero_ptr_read) == 8);
 static_assert(sizeof(ingero_libwatch_rec) == 40);
+static_assert(sizeof(ingero_inflight_rec) == 320, "ingero_inflight_rec layout changed");
+static_assert(offsetof(ingero_inflight_rec, start_ns) == 16);
+static_assert(offsetof(ingero_inflight_rec, off_state) == 72);
+static_assert(offsetof(ingero_inflight_rec, nregs) == 88);
+static_assert(offsetof(ingero_inflight_rec, regs) == 96);
+static_assert(offsetof(ingero_inflight_rec, entry_buf) == 192);
+static_assert(offsetof(ingero_thread, py_tstate) == 40);
+static_assert(sizeof(ingero_offcpu_start) == 48);

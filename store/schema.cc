@@ -10,45 +10,17 @@
 #include "store/contract_views.h"
 #include "store/kernel_names.h"
 #include "store/legacy_views.h"
+#include "store/table_defs.h"
 
 namespace ingero::store {
 
 std::string events_ddl(const std::string& table) {
-  std::string s =
-      "CREATE TABLE IF NOT EXISTS " + table +
-      " (\n"
-      "  id INTEGER PRIMARY KEY,\n"
-      "  node TEXT NOT NULL DEFAULT '',\n"
-      "  session_id INTEGER NOT NULL DEFAULT 0,\n"
-      "  timestamp INTEGER NOT NULL,          -- start, unix epoch ns\n"
-      "  duration INTEGER NOT NULL DEFAULT 0, -- ns\n"
-      "  pid INTEGER NOT NULL,\n"
-      "  tid INTEGER NOT NULL,\n"
-      "  source INTEGER NOT NULL,             -- sources.id\n"
-      "  op INTEGER NOT NULL,                 -- ops.op_id within source\n"
-      "  ret_code INTEGER,                    -- NULL: host event or call never returned\n"
-      "  status INTEGER NOT NULL DEFAULT 0,   -- 0 complete, 1 unfinished (thread exited)\n"
-      "  cgroup_id INTEGER NOT NULL DEFAULT 0,\n"
-      "  comm TEXT NOT NULL DEFAULT '',\n"
-      "  off_cpu_ns INTEGER,\n"
-      "  preempts INTEGER,\n"
-      "  switches INTEGER,\n"
-      "  peer_comm TEXT,\n"
-      "  detail TEXT,\n"
-      "  saddr TEXT,\n"
-      "  daddr TEXT,\n"
-      "  stack_hash INTEGER NOT NULL DEFAULT 0,\n"
-      "  library_id INTEGER,                  -- libraries.id of the traced file\n"
-      "  stack_of_site INTEGER,               -- 1: stack_hash is its call site's last stack\n"
-      "  nested_calls INTEGER,                -- traced calls made inside this one (folded)\n"
-      "  nested_source INTEGER,               -- sources.id / ops.op_id of the first of them\n"
-      "  nested_op INTEGER\n";
-  for (const auto& c : field_columns()) s += ",\n  " + c + " INTEGER";
+  TableDef t = events_def();
   // Columns the original implementation's users query by name.
   for (const auto& g : kEventGeneratedColumns)
-    s += std::string(",\n  ") + g.name + " INTEGER GENERATED ALWAYS AS (" + g.expr + ") VIRTUAL";
-  s += "\n);\n";
-  return s;
+    t.columns.push_back(
+        {g.name, std::string("INTEGER GENERATED ALWAYS AS (") + g.expr + ") VIRTUAL", "", "", ""});
+  return create_table_sql(t, table);
 }
 
 namespace {
@@ -58,31 +30,6 @@ CREATE TABLE IF NOT EXISTS schema_version (
   version INTEGER NOT NULL,
   applied_at INTEGER NOT NULL,      -- unix epoch ns
   ingero_version TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sessions (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  host TEXT NOT NULL DEFAULT '',
-  kernel TEXT NOT NULL DEFAULT '',
-  os_release TEXT NOT NULL DEFAULT '',
-  cpu_model TEXT NOT NULL DEFAULT '',
-  cpu_cores INTEGER NOT NULL DEFAULT 0,
-  mem_total INTEGER NOT NULL DEFAULT 0,  -- MiB
-  started_at INTEGER NOT NULL,           -- unix epoch ns
-  stopped_at INTEGER NOT NULL DEFAULT 0,
-  mono_offset_ns INTEGER NOT NULL DEFAULT 0,  -- CLOCK_REALTIME - CLOCK_MONOTONIC at start
-  ingero_ver TEXT NOT NULL DEFAULT '',
-  pid_filter TEXT NOT NULL DEFAULT '',
-  flags TEXT NOT NULL DEFAULT '',
-  backends TEXT NOT NULL DEFAULT '',
-  attached_probes INTEGER NOT NULL DEFAULT 0,
-  events_stored INTEGER NOT NULL DEFAULT 0,
-  ringbuf_drops INTEGER NOT NULL DEFAULT 0,   -- records the kernel could not queue (all kinds)
-  lost_calls INTEGER NOT NULL DEFAULT 0,      -- not traced: thread table full, too deep
-  store_errors INTEGER NOT NULL DEFAULT 0,    -- events decoded but not written
-  unfinished_calls INTEGER NOT NULL DEFAULT 0,
-  bpf_stats TEXT NOT NULL DEFAULT '{}',      -- every in-kernel counter, JSON
-  exit_reason TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS sources (
   id INTEGER PRIMARY KEY,
@@ -99,31 +46,6 @@ CREATE TABLE IF NOT EXISTS ops (
   kind TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (source_id, op_id)
 );
-CREATE TABLE IF NOT EXISTS process_names (
-  node TEXT NOT NULL DEFAULT '',
-  pid INTEGER NOT NULL,
-  name TEXT NOT NULL,
-  cmdline TEXT NOT NULL DEFAULT '',
-  seen_at INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (node, pid)
-);
-CREATE TABLE IF NOT EXISTS libraries (
-  id INTEGER PRIMARY KEY,
-  session_id INTEGER NOT NULL,
-  backend TEXT NOT NULL,
-  vendor TEXT NOT NULL,
-  api TEXT NOT NULL,
-  path TEXT NOT NULL,
-  soname TEXT NOT NULL DEFAULT '',
-  version TEXT NOT NULL DEFAULT '',
-  build_id TEXT NOT NULL DEFAULT '',
-  embedded INTEGER NOT NULL DEFAULT 0,
-  specs_total INTEGER NOT NULL DEFAULT 0,
-  specs_resolved INTEGER NOT NULL DEFAULT 0,
-  probes_attached INTEGER NOT NULL DEFAULT 0,
-  missing TEXT NOT NULL DEFAULT '',
-  errors TEXT NOT NULL DEFAULT ''
-);
 INSERT OR IGNORE INTO sources (id, name, description, vendor, api) VALUES
   (1, 'CUDA', 'CUDA Runtime API (libcudart) - uprobes', 'nvidia', 'cuda_runtime'),
   (2, 'NVIDIA', 'NVIDIA kernel driver - reserved, not traced', 'nvidia', 'nvidia_kernel'),
@@ -134,91 +56,19 @@ INSERT OR IGNORE INTO sources (id, name, description, vendor, api) VALUES
   (7, 'NET', 'Network socket events - reserved', 'host', 'kernel');
 )SQL";
 
-// Version 2: host context and causal chains.
-const char* kTablesV2 = R"SQL(
-CREATE TABLE IF NOT EXISTS system_snapshots (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  timestamp INTEGER NOT NULL,      -- unix epoch ns
-  cpu_pct REAL NOT NULL,           -- busy share of all CPUs over the last interval
-  mem_pct REAL NOT NULL,           -- (total - available) / total
-  mem_avail INTEGER NOT NULL,      -- MiB
-  swap_mb INTEGER NOT NULL,        -- MiB in use
-  load_avg REAL NOT NULL,          -- 1-minute
-  procs_running INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS idx_snapshots_ts ON system_snapshots(timestamp);
-CREATE TABLE IF NOT EXISTS process_stats (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  session_id INTEGER NOT NULL DEFAULT 0,
-  timestamp INTEGER NOT NULL,      -- interval start, unix epoch ns
-  duration INTEGER NOT NULL,       -- interval length, ns
-  pid INTEGER NOT NULL,
-  comm TEXT NOT NULL DEFAULT '',
-  cgroup_id INTEGER NOT NULL DEFAULT 0,
-  switches INTEGER NOT NULL DEFAULT 0,
-  involuntary INTEGER NOT NULL DEFAULT 0,
-  off_cpu_ns INTEGER NOT NULL DEFAULT 0,
-  max_off_cpu_ns INTEGER NOT NULL DEFAULT 0,
-  wakeups INTEGER NOT NULL DEFAULT 0,
-  page_allocs INTEGER NOT NULL DEFAULT 0,
-  page_bytes INTEGER NOT NULL DEFAULT 0,
-  forks INTEGER NOT NULL DEFAULT 0,
-  block_ios INTEGER NOT NULL DEFAULT 0,
-  block_bytes INTEGER NOT NULL DEFAULT 0,
-  block_ns INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS idx_process_stats_ts ON process_stats(timestamp);
-CREATE TABLE IF NOT EXISTS cgroup_metadata (
-  cgroup_id INTEGER PRIMARY KEY,   -- bpf_get_current_cgroup_id(): the cgroup v2 inode
-  container_id TEXT NOT NULL DEFAULT '',
-  cgroup_path TEXT NOT NULL DEFAULT '',
-  pod_name TEXT NOT NULL DEFAULT '',
-  namespace TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS causal_chains (
-  id TEXT PRIMARY KEY,             -- "{node}:{rule}:{op}:{pid}"
-  detected_at INTEGER NOT NULL,    -- unix epoch ns
-  severity TEXT NOT NULL,          -- HIGH, MEDIUM, LOW
-  summary TEXT NOT NULL,
-  root_cause TEXT NOT NULL,
-  explanation TEXT NOT NULL,
-  recommendations TEXT NOT NULL DEFAULT '[]',  -- JSON array of strings
-  cuda_op TEXT NOT NULL DEFAULT '',            -- the affected op (any vendor)
-  cuda_p99_us INTEGER NOT NULL DEFAULT 0,
-  cuda_p50_us INTEGER NOT NULL DEFAULT 0,
-  tail_ratio REAL NOT NULL DEFAULT 0,
-  timeline TEXT NOT NULL DEFAULT '[]',         -- JSON array of {layer, op, detail, dur_us}
-  node TEXT NOT NULL DEFAULT '',
-  session_id INTEGER NOT NULL DEFAULT 0,
-  rule TEXT NOT NULL DEFAULT '',
-  vendor TEXT NOT NULL DEFAULT '',
-  api TEXT NOT NULL DEFAULT '',
-  pids TEXT NOT NULL DEFAULT '[]',             -- JSON array
-  window_start INTEGER NOT NULL DEFAULT 0,
-  window_end INTEGER NOT NULL DEFAULT 0
-);
-)SQL";
-
-// Version 3 added rdma_counters, which version 6 replaces with device_counters (below).
-// Call stacks, deduplicated: a stack's id is a hash of its frames (module + offset for native
-// frames, file/function/line for Python ones), so the same code path in many processes is
-// one stack. events.stack_hash references stack_id.
-const char* kTablesV4 = R"SQL(
-CREATE TABLE IF NOT EXISTS stack_frames (
-  stack_id INTEGER NOT NULL,
-  frame INTEGER NOT NULL,              -- 0 = innermost
-  kind TEXT NOT NULL,                  -- native | python
-  module TEXT NOT NULL DEFAULT '',     -- native: the mapped file
-  module_offset INTEGER,               -- native: file offset of the instruction
-  build_id TEXT NOT NULL DEFAULT '',
-  function TEXT NOT NULL DEFAULT '',   -- demangled; '' when unresolved
-  file TEXT NOT NULL DEFAULT '',       -- native: DWARF source file; python: co_filename
-  line INTEGER,                        -- native: DWARF line; python: the current line
-  PRIMARY KEY (stack_id, frame)
-) WITHOUT ROWID;
-)SQL";
+// The tables whose rows leave the file, as the store describes them (store/table_defs.h): the
+// sessions and what they recorded beside the calls. (Version 2 added the host context and
+// causal chains, version 4 the stacks, version 6 device_counters, which replaced version 3's
+// rdma_counters: its rows move there, and the rdma backend's rdma_counters view gives them
+// back with their old columns.)
+std::string described_tables_ddl() {
+  std::string s;
+  for (const char* t : {"sessions", "process_names", "libraries", "system_snapshots",
+                        "process_stats", "cgroup_metadata", "causal_chains", "stack_frames",
+                        "device_counters"})
+    s += create_table_sql(table_def(t));
+  return s;
+}
 
 // v5: one launch = one event (nested calls folded into their caller), calls that took their
 // call site's stack, and losses counted per kind.
@@ -231,28 +81,6 @@ const char* kV5SessionColumns[] = {"call_drops", "stack_drops", "host_drops", "s
 // Libraries found while a process already had them mapped (added without a version: readers
 // check the columns).
 const char* kLateLibraryColumns[] = {"late_pid", "late_ns"};
-
-// v6: counters polled by any backend's side channel (hal/side_channel.h), one row per counter
-// and sample. Schema 3-5 had an rdma_counters table instead; its rows move here, and the rdma
-// backend's rdma_counters view gives them back with their old columns.
-const char* kTablesV6 = R"SQL(
-CREATE TABLE IF NOT EXISTS device_counters (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  session_id INTEGER NOT NULL DEFAULT 0,
-  timestamp INTEGER NOT NULL,       -- unix epoch ns of the sample
-  backend TEXT NOT NULL,            -- the backend that polled it: rdma, ...
-  device TEXT NOT NULL,             -- mlx5_0
-  port INTEGER NOT NULL,
-  counter TEXT NOT NULL,            -- port_rcv_errors, hw_counters/out_of_buffer, ...
-  value INTEGER NOT NULL,           -- as read
-  base_value INTEGER NOT NULL,      -- in `unit`: value times the backend's factor
-  unit TEXT NOT NULL,               -- bytes, packets, events
-  is_error INTEGER NOT NULL DEFAULT 0,
-  attributes TEXT NOT NULL DEFAULT '{}'  -- the port's properties, JSON: {"transport": ...}
-);
-CREATE INDEX IF NOT EXISTS idx_device_counters_ts ON device_counters(timestamp);
-)SQL";
 
 // Tiered retention (store/tiers.h): per-second call summaries written as the trace grows, and
 // the runs that launches older than the full-row window are folded into.
@@ -300,6 +128,10 @@ std::string tables_merged_sessions() {
          "  PRIMARY KEY (session_id, node, started_at, host)\n"
          ");\n";
 }
+
+// Threads stuck now (capture/inflight_monitor.h; added to schema 10 without a version: readers
+// check that the table exists).
+std::string inflight_ddl() { return create_table_sql(table_def("inflight")); }
 
 int64_t now_ns() {
   timespec ts{};
@@ -385,8 +217,8 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   };
   if (from < 1) {
     for (const std::string& ddl :
-         {std::string(kTablesV1), std::string(kTablesV2), std::string(kTablesV4),
-          std::string(kTablesV6), std::string(kTablesV7), call_store_ddl()})
+         {std::string(kTablesV1), described_tables_ddl(), std::string(kTablesV7),
+          call_store_ddl()})
       if (auto st = db.exec(ddl); !st) return fail(st.error());
   }
   for (const char* c : kV5SessionColumns)
@@ -408,6 +240,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
       if (auto st = db.exec("ALTER TABLE host_rows ADD COLUMN " + c + " INTEGER"); !st)
         return fail(st.error());
   if (auto st = db.exec(tables_merged_sessions()); !st) return fail(st.error());
+  if (auto st = db.exec(inflight_ddl()); !st) return fail(st.error());
   if (auto st = add_cgroup_name_columns(db); !st) return fail(st.error());
   if (auto st = migrate_kernel_names(db); !st) return fail(st.error());
   if (from < kSchemaVersion) {

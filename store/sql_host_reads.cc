@@ -2,6 +2,7 @@
 // cgroups, device error counters) and the on-CPU samples. The calls, the trace's extent and
 // the summaries are read in sql_trace_source.cc.
 #include "store/call_store.h"
+#include "store/inflight_rows.h"
 #include "store/cgroup_metadata.h"
 #include "store/sql_trace_source.h"
 
@@ -124,6 +125,20 @@ std::vector<engine::DeviceCounterSample> SqlTraceSource::device_error_samples(
     out.push_back({st->int64(0), st->text(1), st->text(2), uint32_t(st->int64(3)), st->text(4),
                    uint64_t(st->int64(5))});
   return out;
+}
+
+std::vector<engine::InflightRow> SqlTraceSource::inflight(const engine::Window& w) {
+  InflightFilter f;
+  f.from_ns = w.from_ns;
+  f.to_ns = w.to_ns;
+  f.node = w.node;
+  f.pid = w.pid;
+  auto rows = read_inflight(reader_.db(), f, strings_);
+  if (!rows) {
+    fail(rows.error());
+    return {};
+  }
+  return std::move(*rows);
 }
 
 std::map<uint64_t, engine::CgroupInfo> SqlTraceSource::cgroups() {

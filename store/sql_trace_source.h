@@ -69,6 +69,7 @@ class SqlTraceSource final : public engine::TraceSource {
       const std::optional<std::string>& node) override;
   std::set<uint32_t> tracer_pids(const std::optional<std::string>& node) override;
   int64_t recent_start(const engine::Window& w, uint64_t max_calls) override;
+  std::vector<engine::InflightRow> inflight(const engine::Window& w) override;
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
       const engine::Window& w) override;
   // Distinct node names in the trace (merged files hold several).

@@ -187,6 +187,11 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override {
     return add_stack(stack_id, frames);
   }
+  // Threads stuck now (hal/inflight.h): a row for each new or changed one, replacing the
+  // row of the same call or idle episode, and the final row of each that ended
+  // (store/trace_writer_inflight.cc).
+  ingero::Status on_inflight(const hal::InflightReport& report) override;
+  ingero::Status add_inflight(const hal::Inflight& row);
   // A kernel's name for one process's function (store/kernel_names.h): the first name of a
   // (pid, func) stays; a different one later is counted in kernel_name_conflicts().
   ingero::Status add_kernel_name(const hal::KernelName& k);
@@ -317,6 +322,7 @@ class TraceWriter final : public hal::EventSink {
   uint64_t written_before_session_ = 0;  // events_stored counts the current session's
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
   Stmt insert_block_;
+  Stmt insert_inflight_, delete_inflight_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"
   std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"

@@ -62,6 +62,7 @@ void add_collective_tools(std::vector<Tool>& t);                   // collective
 void add_graph_tools(std::vector<Tool>& t);                        // graph lifecycle and frequency
 void add_step_tools(std::vector<Tool>& t);                         // get_step_breakdown
 void add_kernel_tools(std::vector<Tool>& t);                       // get_kernels
+void add_inflight_tools(std::vector<Tool>& t);                     // get_inflight
 void add_sql_tools(std::vector<Tool>& t);                          // run_sql
 void add_tenant_tools(std::vector<Tool>& t);                       // get_tenants
 

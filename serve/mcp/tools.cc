@@ -9,6 +9,7 @@ std::vector<Tool> make_tools(const ToolHost& host) {
   add_chain_tools(t, host);
   add_step_tools(t);
   add_kernel_tools(t);
+  add_inflight_tools(t);
   add_stack_tools(t);
   add_collective_tools(t);
   add_graph_tools(t);

@@ -148,6 +148,7 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
       .Add({{"version", INGERO_VERSION}})
       .Set(1);
   for (const char* s : {"HIGH", "MEDIUM", "LOW"}) chains_->Add({{"severity", s}}).Set(0);
+  make_inflight_gauges();
 }
 
 ingero::Status Metrics::serve(const std::string& addr, const std::string& web_config) {

@@ -106,6 +106,11 @@ class Metrics final : public hal::EventSink {
   void refresh_kernel_series();
   static constexpr size_t kMaxKernelLabel = 128;
 
+  // Calls in flight (capture/inflight_monitor.h; serve/metrics/inflight_metrics.cc):
+  // ingero_inflight_calls, the traced calls in flight longer than --inflight-after now, and
+  // ingero_inflight_oldest_seconds, how long the oldest of them has been inside (0: none).
+  ingero::Status on_inflight(const hal::InflightReport& report) override;
+
   std::string exposition() const;  // the text format, as /metrics serves it
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   // Histogram bucket boundaries in seconds: 1 us .. 10 s.
@@ -124,6 +129,9 @@ class Metrics final : public hal::EventSink {
   void observe_launch(const hal::Event& ev);  // ingero_kernel_launches_total
   // Device asynchronous events: ingero_<vendor>_async_event_total by event type.
   void observe_device_event(const hal::Event& ev);
+  void make_inflight_gauges();
+  prometheus::Gauge* inflight_calls_ = nullptr;
+  prometheus::Gauge* inflight_oldest_ = nullptr;
   // The GPU device families, registered with the first device sample.
   void make_gpu_families();
   struct GpuFamilies {

@@ -3,6 +3,9 @@
  * it succeeds and writes its output pointers, and its behaviour is steerable:
  *   INGERO_FAKE_SYNC_US=N     cudaStreamSynchronize spins/sleeps N microseconds
  *   INGERO_FAKE_SYNC_BLOCK=1  cudaStreamSynchronize never returns (exit-mid-call tests)
+ *   INGERO_FAKE_SYNC_FD=N     cudaStreamSynchronize blocks reading one byte from file
+ *                             descriptor N (a pipe the test holds): it returns 0 once a byte
+ *                             comes, 999 (cudaErrorUnknown) at end of file (hung-call tests)
  *   INGERO_FAKE_SYNC_SPIN_US=N cudaStreamSynchronize busy-waits N microseconds on the CPU, as a
  *                             spinning sync does (planted CPU-contention scenarios)
  *   INGERO_FAKE_LAUNCH_US=N   cudaLaunchKernel sleeps N microseconds
@@ -59,6 +62,14 @@ __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
   (void)stream;
   if (getenv("INGERO_FAKE_SYNC_BLOCK")) {
     for (;;) pause();
+  }
+  const char* fd = getenv("INGERO_FAKE_SYNC_FD");
+  if (fd) {
+    char c;
+    ssize_t n;
+    do n = read(atoi(fd), &c, 1);
+    while (n < 0);
+    return n == 1 ? 0 : 999;
   }
   const char* us = getenv("INGERO_FAKE_SYNC_US");
   if (us) usleep((useconds_t)atoi(us));

@@ -109,7 +109,7 @@ TEST_F(McpHttp, SessionLifecycleAndProtocolHeaders) {
             400);
   auto ok = post(list, {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "2025-11-25"}});
   ASSERT_EQ(ok.status, 200);
-  EXPECT_EQ(Json::parse(ok.body)["result"]["tools"].size(), 14u);
+  EXPECT_EQ(Json::parse(ok.body)["result"]["tools"].size(), 15u);
   // Notifications and responses: 202, no body.
   auto n = post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}},
                 {{"MCP-Session-Id", sid}});

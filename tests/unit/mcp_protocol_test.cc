@@ -192,7 +192,7 @@ TEST_F(Mcp, ToolsListHasAValidSchemaForEveryTool) {
             (std::set<std::string>{"get_check", "get_trace_stats", "get_causal_chains",
                                    "get_step_breakdown", "get_kernels", "get_process_breakdown", "get_stacks",
                                    "get_collectives", "get_rdma_counters", "graph_lifecycle",
-                                   "graph_frequency", "run_sql", "run_demo", "get_tenants"}));
+                                   "graph_frequency", "run_sql", "run_demo", "get_tenants", "get_inflight"}));
 }
 
 TEST_F(Mcp, BadArgumentsAreToolErrorsIn20251125AndProtocolErrorsIn20250618) {

@@ -32,7 +32,7 @@ const std::string kArgs =
 void check_report(const Json& r, const std::string& db) {
   ASSERT_FALSE(r.contains("fatal")) << r["fatal"];
   EXPECT_EQ(r["serverVersion"]["name"], "ingero");
-  EXPECT_EQ(r["tools"].size(), 14u);
+  EXPECT_EQ(r["tools"].size(), 15u);
   EXPECT_EQ(r["schemaErrors"], Json::array());
   for (auto it = r["results"].begin(); it != r["results"].end(); ++it) {
     EXPECT_FALSE(it.value().contains("exception")) << it.key() << ": " << it.value()["exception"];
@@ -78,7 +78,7 @@ void check_report(const Json& r, const std::string& db) {
   EXPECT_EQ(r["missingResource"], -32002);
   EXPECT_EQ(r["unknownTool"], -32602);
   EXPECT_EQ(r["badArguments"]["isError"], true);
-  EXPECT_EQ(r["logs"], 14);  // one debug line per tool call after logging/setLevel debug
+  EXPECT_EQ(r["logs"], 15);  // one debug line per tool call after logging/setLevel debug
 }
 
 class McpHttpServer {

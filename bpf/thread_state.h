@@ -1,0 +1,62 @@
+/* Per-thread state the BPF programs keep in maps, as plain structs shared with user space:
+ * the traced calls of a thread (the `threads` map of calls.bpf.c), whose cached
+ * PyThreadState user space reads, and its last switch off a CPU (the `offcpu` map of
+ * host.bpf.c), which gives a stuck thread's state (hal/bpf_session.cc). */
+#ifndef INGERO_THREAD_STATE_H
+#define INGERO_THREAD_STATE_H
+
+#include "ingero_records.h"
+
+/* One traced call in flight. */
+struct ingero_frame {
+  __u32 probe_id;
+  __u32 preempts;
+  __u32 switches;
+  __u32 preemptor_pid;
+  __u32 preemptor_tid;
+  __u16 entry_len;
+  __u16 flags;
+  __u32 nested;       /* traced calls made inside this one */
+  __u32 nested_probe; /* the first of them */
+  __u32 is_nested;    /* pair fallback only: a call folded into the frame below */
+  __u32 pad;
+  __u64 sp; /* stack pointer at entry: a frame below the current one was unwound */
+  __u64 caller; /* the return address: launches (INGERO_RECIPE_CALLER) and calls that may block */
+  __u64 fp;     /* the caller's frame pointer at entry (calls that may block), 0 otherwise */
+  __u64 start_ns;
+  __u64 off_cpu_at_entry;
+  __u64 preemptor_off_ns;
+  __u64 regs[INGERO_REG_WORDS];
+  __u64 stack[INGERO_STACK_WORDS];
+  char preemptor_comm[INGERO_COMM_LEN];
+  __u8 entry_buf[INGERO_ENTRY_READ_MAX];
+};
+
+/* Per-thread state of a thread that made a traced call: its calls in flight, its off-CPU
+ * clock (kept by sched_switch in host.bpf.c), what it last shipped about itself, where its
+ * Python thread state is, and its stack-sampling clock. */
+struct ingero_thread {
+  __u32 tgid;
+  __u32 depth;
+  __u64 off_cpu_total_ns;
+  __u64 ident_cgroup;               /* cgroup last shipped in an ident block */
+  char ident_comm[INGERO_COMM_LEN]; /* name last shipped; "" = nothing shipped yet */
+  __u64 py_tstate;                  /* this thread's PyThreadState, 0 = unknown */
+  __u64 next_walk_ns;               /* time-based stack sampling: next walk not before */
+  __u32 timing_seq;                 /* entry-only calls seen: one in launch_timing_every is timed */
+  __u32 pad;
+  struct ingero_frame frames[INGERO_MAX_DEPTH];
+};
+
+/* When and why each thread last went off-CPU (host.bpf.c keeps it at every switch; ts is 0
+ * while the thread runs). The in-flight iterator reads it for the state of a stuck thread. */
+struct ingero_offcpu_start {
+  __u64 ts;
+  __u64 by_cgroup;
+  __u32 preempted;
+  __u32 prev_state;
+  __u32 by_pid;
+  __u32 by_tid;
+  char by_comm[INGERO_COMM_LEN];
+};
+#endif /* INGERO_THREAD_STATE_H */

@@ -1,0 +1,34 @@
+// What is stuck now, as `ingero status` and the MCP get_inflight tool tell it: the tracer's
+// in-flight rows (TraceSource::inflight, hal/inflight.h) with the process's name, the stack
+// and the line it waits at, and how long it has waited.
+//
+// While the tracer runs (`live`), a row still in flight has waited from its entry until now:
+// the tracer rewrites rows only when they change, so the row's own duration may lag by up to
+// its refresh period. Otherwise a row's duration is the one recorded.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/trace_source.h"
+
+namespace ingero::engine {
+
+struct StuckThread {
+  InflightRow row;
+  std::string process;                // its name as the trace knows it, else the thread's comm
+  std::vector<StackFrameInfo> stack;  // innermost first
+  std::string where;                  // engine::stack_location(stack): "train.py:88 (step)"
+  int64_t waited_ns = 0;
+  std::string line;  // engine::hang_line
+};
+
+// The rows as people read them, longest wait first. `now_ns`: wall clock, used when `live`.
+std::vector<StuckThread> stuck_threads(TraceSource& source, std::vector<InflightRow> rows,
+                                       bool live, int64_t now_ns);
+
+nlohmann::json stuck_thread_json(const StuckThread& t);
+
+}  // namespace ingero::engine

@@ -1,0 +1,91 @@
+// MCP tool get_inflight (engine/stuck_now.h): what is stuck now on this node, from the tracer's
+// `inflight` table, also while the tracer writes the file. Never cached: the answer changes
+// with the clock while a call hangs.
+#include <ctime>
+#include <sstream>
+
+#include "engine/hangs.h"
+#include "engine/stuck_now.h"
+#include "serve/mcp/tool_support.h"
+#include "store/inflight_rows.h"
+
+namespace ingero::serve::mcp {
+namespace {
+
+int64_t wall_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+ToolOutput get_inflight(ToolContext& ctx, const ToolCall& call) {
+  auto op = open_source(ctx);
+  if (!op) return error_output(op.error().message);
+  std::optional<uint32_t> pid;
+  if (call.args.contains("pid")) pid = call.args["pid"].get<uint32_t>();
+  size_t limit = size_t(arg_int(call.args, "limit", 50));
+  store::StringPool strings;
+  auto read = store::read_stuck_now(op->reader->db(), ctx.db_path(), pid, strings);
+  if (!read) return error_output("reading the trace failed: " + read.error().message);
+  ToolOutput o;
+  std::ostringstream t;
+  Json stuck = Json::array();
+  o.structured = {{"tracer_running", read->live}, {"stuck", stuck}, {"omitted", 0}};
+  if (!read->session) {
+    o.text = "the trace holds no session\n";
+    return o;
+  }
+  const store::LatestSession& s = *read->session;
+  o.structured["session_id"] = s.id;
+  if (!s.node.empty()) o.structured["node"] = s.node;
+  if (s.inflight_after_s >= 0) o.structured["inflight_after_s"] = s.inflight_after_s;
+  auto threads = engine::stuck_threads(*op->source, std::move(read->rows), read->live, wall_now());
+  if (!op->source->error().empty())
+    return error_output("reading the trace failed: " + op->source->error());
+  if (read->live)
+    t << "the tracer is running";
+  else if (s.stopped_at)
+    t << "the tracer stopped at " << format_wall(s.stopped_at) << "; stuck then";
+  else
+    t << "no tracer writes this trace and its last session did not stop; as last recorded";
+  if (s.inflight_after_s == 0)
+    t << " (it ran with --inflight-after 0s: calls in flight were not recorded)";
+  else if (s.inflight_after_s > 0)
+    t << " (calls in flight longer than "
+      << engine::hang_duration(int64_t(s.inflight_after_s * 1e9)) << " are reported)";
+  t << "\n";
+  if (threads.empty()) t << "nothing is stuck\n";
+  for (size_t i = 0; i < threads.size() && i < limit; ++i) {
+    t << ident(threads[i].line) << "\n";
+    stuck.push_back(engine::stuck_thread_json(threads[i]));
+  }
+  o.structured["stuck"] = std::move(stuck);
+  o.structured["omitted"] = threads.size() > limit ? threads.size() - limit : 0;
+  o.text = t.str();
+  return o;
+}
+
+}  // namespace
+
+void add_inflight_tools(std::vector<Tool>& t) {
+  t.push_back(
+      {"get_inflight", "What is stuck now: GPU calls in flight and idle ranks",
+       "The traced calls in flight on this node for longer than the tracer's --inflight-after "
+       "(a sync, copy or collective that does not return), longest first: process, thread, "
+       "call and its arguments, how long so far, the line it was called from and its stack, "
+       "the thread's state (on-CPU, sleeping, in I/O) and what the process's other threads "
+       "do; and each rank's thread that has made no GPU call for that long. Read while the "
+       "tracer writes the trace; without a running tracer, what was stuck when it stopped." +
+           kDataNote,
+       object_schema({{"pid", pid_prop()}, {"limit", limit_prop(50, 1000, "stuck threads")}}),
+       out_schema({{"tracer_running", kBool},
+                   {"session_id", kInt},
+                   {"node", kStr},
+                   {"inflight_after_s", kNum},
+                   {"stuck", kArr},
+                   {"omitted", kInt}},
+                  {"tracer_running", "stuck", "omitted"}),
+       get_inflight, /*cacheable=*/false});
+}
+
+}  // namespace ingero::serve::mcp

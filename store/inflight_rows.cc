@@ -1,0 +1,139 @@
+#include "store/inflight_rows.h"
+
+#include "store/schema.h"
+
+namespace ingero::store {
+
+ingero::Result<std::vector<engine::InflightRow>> read_inflight(Db& db, const InflightFilter& f,
+                                                               StringPool& strings) {
+  std::vector<engine::InflightRow> out;
+  if (!db.table_exists("inflight")) return out;
+  std::string sql =
+      "SELECT node, what, status, pid, tid, comm, vendor, api, kind, op, entered_at, seen_at, "
+      "ended_at, reported_at, dur_ns, thread_state, thread_state_since, off_cpu_ns, stack_hash, "
+      "seq, "
+      "others_running, "
+      "others_sleeping, others_io";
+  const auto& fields = field_columns();
+  for (const auto& c : fields) sql += ", " + c;
+  // Stuck from entered_at to seen_at (a row that ended was last seen at its end).
+  sql += " FROM inflight WHERE entered_at <= " + std::to_string(f.to_ns) +
+         " AND seen_at >= " + std::to_string(f.from_ns);
+  if (f.node) sql += " AND node = " + sql_quote(*f.node);
+  if (f.pid) sql += " AND pid = " + std::to_string(*f.pid);
+  if (f.session_id) sql += " AND session_id = " + std::to_string(*f.session_id);
+  if (f.current) sql += " AND status = 'in_flight'";
+  sql += " ORDER BY entered_at, id";
+  auto st = db.prepare(sql);
+  if (!st) return st.error();
+  constexpr int kFields = 23;
+  while (true) {
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    engine::InflightRow row;
+    row.node = st->text(0);
+    hal::Inflight& in = row.in;
+    in.what = hal::inflight_what_from_name(st->text_view(1)).value_or(hal::Inflight::What::kCall);
+    in.status =
+        hal::inflight_status_from_name(st->text_view(2)).value_or(hal::Inflight::Status::kInFlight);
+    hal::Event& e = in.call;
+    e.pid = uint32_t(st->int64(3));
+    e.tid = uint32_t(st->int64(4));
+    e.set_comm(st->text_view(5));
+    e.vendor = strings.intern(st->text_view(6));
+    e.api = strings.intern(st->text_view(7));
+    e.kind = hal::kind_from_name(st->text_view(8)).value_or(hal::EventKind::kUnknown);
+    e.op = strings.intern(st->text_view(9));
+    e.ts_ns = uint64_t(st->int64(10));
+    in.seen_ns = uint64_t(st->int64(11));
+    in.ended_ns = uint64_t(st->int64(12));
+    in.reported_ns = uint64_t(st->int64(13));
+    e.dur_ns = uint64_t(st->int64(14));
+    in.state = hal::thread_state_from_name(st->text_view(15)).value_or(hal::ThreadState::kUnknown);
+    in.state_since_ns = uint64_t(st->int64(16));
+    e.off_cpu_ns = uint64_t(st->int64(17));
+    in.stack_id = uint64_t(st->int64(18));
+    e.stack_id = in.stack_id;
+    in.seq = st->is_null(19) ? hal::kNoSeq : uint64_t(st->int64(19));
+    in.others_running = uint32_t(st->int64(20));
+    in.others_sleeping = uint32_t(st->int64(21));
+    in.others_io = uint32_t(st->int64(22));
+    e.timed = false;
+    e.unfinished = in.status == hal::Inflight::Status::kUnfinished;
+    for (size_t i = 0; i < fields.size(); ++i)
+      if (!st->is_null(kFields + int(i)))
+        e.set(hal::Field(i), uint64_t(st->int64(kFields + int(i))));
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace ingero::store
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace ingero::store {
+
+bool trace_being_written(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the shared lock when it was granted
+  return held;
+}
+
+ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {
+  if (!db.table_exists("sessions")) return std::optional<LatestSession>{};
+  // Files of the original implementation and of early builds lack some of these columns.
+  auto col = [&](const char* c, const char* dflt) {
+    return db.column_exists("sessions", c) ? std::string(c) : std::string(dflt);
+  };
+  auto st = db.prepare("SELECT id, " + col("node", "''") + ", " + col("stopped_at", "0") + ", " +
+                       col("flags", "''") + " FROM sessions ORDER BY id DESC LIMIT 1");
+  if (!st) return st.error();
+  auto r = st->step();
+  if (!r) return r.error();
+  if (!*r) return std::optional<LatestSession>{};
+  LatestSession s;
+  s.id = st->int64(0);
+  s.node = st->text(1);
+  s.stopped_at = st->int64(2);
+  // flags: "...,inflight-after=5,..." (seconds) as app/cmd_trace.cc writes it.
+  std::string flags = "," + st->text(3) + ",";
+  const std::string key = ",inflight-after=";
+  if (auto at = flags.find(key); at != std::string::npos)
+    s.inflight_after_s = std::strtod(flags.c_str() + at + key.size(), nullptr);
+  return std::optional<LatestSession>{s};
+}
+
+}  // namespace ingero::store
+
+namespace ingero::store {
+
+ingero::Result<StuckRead> read_stuck_now(Db& db, const std::string& path,
+                                         std::optional<uint32_t> pid, StringPool& strings) {
+  StuckRead out;
+  out.live = trace_being_written(path);
+  auto s = latest_session(db);
+  if (!s) return s.error();
+  out.session = *s;
+  if (!out.session) return out;
+  InflightFilter f;
+  f.session_id = out.session->id;
+  f.pid = pid;
+  auto rows = read_inflight(db, f, strings);
+  if (!rows) return rows.error();
+  for (auto& r : *rows)
+    if (r.in.status == hal::Inflight::Status::kInFlight ||
+        (!out.live && r.in.status == hal::Inflight::Status::kStopped))
+      out.rows.push_back(std::move(r));
+  return out;
+}
+
+}  // namespace ingero::store
