@@ -1,0 +1,97 @@
+// What `ingero trace` says and records of the libraries it attaches to: at the start, and
+// those found later (a process loading one, the periodic scan), attached late for the
+// processes that had them mapped already.
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "app/trace_session.h"
+#include "capture/stack_collector.h"
+#include "engine/chain.h"
+#include "hal/probe_manager.h"
+
+namespace ingero::app::trace_detail {
+
+void Trace::print_libraries(const std::vector<hal::LibraryStatus>& libs) {
+  if (opts_.quiet) return;
+  for (const auto& l : libs) {
+    if (l.backend.empty()) {
+      std::cerr << "ingero:   skipped " << l.path << ": "
+                << (l.errors.empty() ? "unreadable" : l.errors.front()) << "\n";
+      continue;
+    }
+    std::cerr << "ingero:   " << l.probes_attached << " probes on " << l.path << " (" << l.backend
+              << "/" << l.api << (l.version.empty() ? "" : " " + l.version)
+              << (l.embedded ? ", static copy" : "") << ", " << l.specs_resolved << "/"
+              << l.specs_total << " functions)\n";
+    for (const auto& e : l.errors) std::cerr << "ingero:     attach failed: " << e << "\n";
+  }
+}
+
+void Trace::store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors,
+                            uint32_t late_pid, int64_t late_ns) {
+  for (const auto& l : libs) {
+    std::string missing, errors;
+    if (with_errors) {
+      for (auto& m : l.missing_required) missing += (missing.empty() ? "" : ",") + m;
+      for (auto& e : l.errors) errors += (errors.empty() ? "" : "\n") + e;
+    }
+    store::LibraryRow row{l.backend,
+                          l.vendor,
+                          l.api,
+                          l.path,
+                          l.soname,
+                          l.version,
+                          l.build_id,
+                          l.embedded,
+                          l.specs_total,
+                          l.specs_resolved,
+                          l.probes_attached,
+                          missing,
+                          errors,
+                          0,
+                          0};
+    if (late_pid && l.probes_attached) {
+      row.late_pid = late_pid;
+      row.late_ns = late_ns;
+    }
+    (void)writer_->add_library(row);
+  }
+}
+
+// A library found while a process already has it mapped is attached late for that process:
+// the calls it made into it before the attach are not traced. Said here and recorded
+// (libraries.late_pid, late_ns), so that explain says it too.
+void Trace::rescan_pending() {
+  if (rescan_.empty()) return;
+  std::map<int, uint64_t> pids;
+  pids.swap(rescan_);
+  for (const auto& [pid, noticed] : pids) {
+    if (stacks_) stacks_->process_changed(uint32_t(pid));
+    auto fresh = probes_->scan_pid(pid);
+    if (fresh.empty()) continue;
+    int64_t late = std::max<int64_t>(1, mono_now_ns() - int64_t(noticed));
+    if (!opts_.quiet)
+      std::cerr << cr() << "ingero: new libraries in pid " << pid << ", attached "
+                << engine::format_duration(uint64_t(late))
+                << " after its loader reported them (calls into them before that are not "
+                   "traced):\n";
+    print_libraries(fresh);
+    store_libraries(fresh, false, uint32_t(pid), late);
+  }
+  probes_->watch_loaders();
+}
+
+void Trace::rescan_all() {
+  auto fresh = probes_->scan_all();
+  if (!fresh.empty() && !opts_.quiet)
+    std::cerr << cr()
+              << "ingero: new libraries found by the periodic scan (calls into them before now "
+                 "are not traced):\n";
+  print_libraries(fresh);
+  for (const auto& l : fresh)
+    store_libraries({l}, false, l.pids.empty() ? 0 : uint32_t(*l.pids.begin()), 0);
+  probes_->watch_loaders();
+}
+
+}  // namespace ingero::app::trace_detail
