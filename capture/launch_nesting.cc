@@ -66,10 +66,12 @@ void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out) {
   if (p) {
     Runtime& r = runtimes_[p->library];
     r.in_a_row = h.nested ? r.in_a_row + 1 : 0;
-    if (!r.proven && r.in_a_row >= kProofLaunches && !r.sites.empty()) {
+    // Proven only where its probes go: while they stay, a driver launch with no runtime launch
+    // held for it is one the runtime launch already made (counted there), never renamed.
+    if (detach && !r.proven && r.in_a_row >= kProofLaunches && !r.sites.empty()) {
       r.proven = true;
       ++counters_.proven;
-      if (detach && on_proven) on_proven(p->library);
+      if (on_proven) on_proven(p->library);
     }
   }
   out.push_back(std::move(h.ev));
