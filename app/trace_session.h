@@ -25,8 +25,8 @@
 #include "capture/host_info.h"
 #include "capture/inflight_host.h"
 #include "capture/inflight_monitor.h"
-#include "capture/launch_nesting.h"
 #include "capture/kernel_namer.h"
+#include "capture/launch_nesting.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
 #include "hal/bpf_session.h"
@@ -38,8 +38,8 @@
 #include "kernelside/tenant_names.h"
 #include "kernelside/tenant_watch.h"
 #include "serve/metrics/metrics.h"
-#include "store/file_access.h"
 #include "serve/otlp/exporter.h"
+#include "store/file_access.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app::trace_detail {

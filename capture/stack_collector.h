@@ -69,8 +69,7 @@ class StackCollector {
   // frames stay intact until the call returns); then the thread's Python frames as they are
   // now (`py_tstate`: its thread state as BPF cached it, 0 unknown). caller 0: Python frames
   // only (a thread outside any traced call). The stored stack's id; 0 when nothing was read.
-  uint64_t live_stack(uint32_t pid, uint32_t tid, uint64_t caller, uint64_t fp,
-                      uint64_t py_tstate);
+  uint64_t live_stack(uint32_t pid, uint32_t tid, uint64_t caller, uint64_t fp, uint64_t py_tstate);
   void on_py_code(const ingero_py_code_rec& rec);
   // The stored stack of a call record's stack_hash; 0 when it has none or is unknown (counted
   // in unknown_refs).

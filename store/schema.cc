@@ -63,9 +63,9 @@ INSERT OR IGNORE INTO sources (id, name, description, vendor, api) VALUES
 // back with their old columns.)
 std::string described_tables_ddl() {
   std::string s;
-  for (const char* t : {"sessions", "process_names", "libraries", "system_snapshots",
-                        "process_stats", "cgroup_metadata", "causal_chains", "stack_frames",
-                        "device_counters"})
+  for (const char* t :
+       {"sessions", "process_names", "libraries", "system_snapshots", "process_stats",
+        "cgroup_metadata", "causal_chains", "stack_frames", "device_counters"})
     s += create_table_sql(table_def(t));
   return s;
 }
@@ -217,8 +217,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   };
   if (from < 1) {
     for (const std::string& ddl :
-         {std::string(kTablesV1), described_tables_ddl(), std::string(kTablesV7),
-          call_store_ddl()})
+         {std::string(kTablesV1), described_tables_ddl(), std::string(kTablesV7), call_store_ddl()})
       if (auto st = db.exec(ddl); !st) return fail(st.error());
   }
   for (const char* c : kV5SessionColumns)

@@ -2,8 +2,8 @@
 // cgroups, device error counters) and the on-CPU samples. The calls, the trace's extent and
 // the summaries are read in sql_trace_source.cc.
 #include "store/call_store.h"
-#include "store/inflight_rows.h"
 #include "store/cgroup_metadata.h"
+#include "store/inflight_rows.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::store {

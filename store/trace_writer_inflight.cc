@@ -20,7 +20,8 @@ ingero::Status TraceWriter::add_inflight(const hal::Inflight& r) {
   if (!insert_inflight_) {
     std::string cols =
         "node, session_id, what, status, pid, tid, comm, vendor, api, kind, op, entered_at, "
-        "reported_at, seen_at, ended_at, dur_ns, thread_state, thread_state_since, off_cpu_ns, stack_hash, seq, "
+        "reported_at, seen_at, ended_at, dur_ns, thread_state, thread_state_since, off_cpu_ns, "
+        "stack_hash, seq, "
         "others_running, others_sleeping, others_io";
     std::string marks = "?";
     for (int i = 1; i < 24; ++i) marks += ", ?";

@@ -3,6 +3,7 @@
 // agent restart, inserts answered but not stored, day-partitioned batches, the lock.
 // (source_test.cc: explain, export and query over ClickHouse.)
 #include <gtest/gtest.h>
+
 #include "app/builtin_backends.h"
 #include "fleet/ch_schema.h"
 #include "fleet/clickhouse_source.h"

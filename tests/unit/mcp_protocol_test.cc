@@ -188,11 +188,11 @@ TEST_F(Mcp, ToolsListHasAValidSchemaForEveryTool) {
     for (const auto& req : t["inputSchema"].value("required", Json::array()))
       EXPECT_TRUE(t["inputSchema"]["properties"].contains(req)) << t["name"] << " " << req;
   }
-  EXPECT_EQ(names,
-            (std::set<std::string>{"get_check", "get_trace_stats", "get_causal_chains",
-                                   "get_step_breakdown", "get_kernels", "get_process_breakdown", "get_stacks",
-                                   "get_collectives", "get_rdma_counters", "graph_lifecycle",
-                                   "graph_frequency", "run_sql", "run_demo", "get_tenants", "get_inflight"}));
+  EXPECT_EQ(names, (std::set<std::string>{"get_check", "get_trace_stats", "get_causal_chains",
+                                          "get_step_breakdown", "get_kernels",
+                                          "get_process_breakdown", "get_stacks", "get_collectives",
+                                          "get_rdma_counters", "graph_lifecycle", "graph_frequency",
+                                          "run_sql", "run_demo", "get_tenants", "get_inflight"}));
 }
 
 TEST_F(Mcp, BadArgumentsAreToolErrorsIn20251125AndProtocolErrorsIn20250618) {

@@ -20,8 +20,7 @@ using Clock = std::chrono::steady_clock;
 TEST(ShipExit, AStalledClickHouseCannotHoldTheExitPastItsDeadline) {
   SilentServer ch;
   std::string db = write_free_calls(temp_path("t.db"), 1000);
-  auto ep =
-      fleet::parse_endpoint("http://127.0.0.1:" + std::to_string(ch.port()) + "/ingero");
+  auto ep = fleet::parse_endpoint("http://127.0.0.1:" + std::to_string(ch.port()) + "/ingero");
   ASSERT_TRUE(ep);
   auto shipper = fleet::Shipper::create(db, *ep);
   ASSERT_TRUE(shipper) << shipper.error().message;
@@ -51,8 +50,7 @@ TEST(ShipExit, AStalledClickHouseCannotHoldTheExitPastItsDeadline) {
 // A deadline already past: nothing is sent, and the failure says why.
 TEST(ShipExit, NoRequestStartsPastTheDeadline) {
   SilentServer ch;
-  auto ep =
-      fleet::parse_endpoint("http://127.0.0.1:" + std::to_string(ch.port()) + "/ingero");
+  auto ep = fleet::parse_endpoint("http://127.0.0.1:" + std::to_string(ch.port()) + "/ingero");
   ASSERT_TRUE(ep);
   fleet::ClickHouseClient c(*ep);
   c.set_deadline(Clock::now());
