@@ -155,6 +155,16 @@ void Trace::make_pipeline() {
                    "--keep-runtime-probes keeps them)\n";
   };
   pipeline_->nesting = nesting_.get();
+  // --max-db-size: commits of at most a 256th of the limit in records (1,024 or more), each
+  // followed by a retention pass, so a drain of full rings (a slow disk, a stalled reader)
+  // cannot write past the limit before the next tick's pass.
+  if (opts_.max_db_bytes) {
+    pipeline_->batch_records = size_t(std::max<uint64_t>(1024, opts_.max_db_bytes / 256));
+    pipeline_->on_batch = [this] {
+      pipeline_->commit();
+      apply_retention(false);
+    };
+  }
   if (opts_.kernel_names) {
     kernels_ = std::make_unique<capture::KernelNamer>(
         sinks_, std::make_unique<capture::LocalProcessImage>());

@@ -150,6 +150,7 @@ void EventPipeline::on_call(const void* data, size_t size) {
 }
 
 void EventPipeline::on_record(const void* data, size_t size) {
+  if (batch_records && ++since_commit_ >= batch_records && on_batch) on_batch();
   if (size < sizeof(uint32_t)) {
     ++counters_.malformed;
     return;
@@ -240,6 +241,9 @@ uint64_t EventPipeline::delivery_lag_quantile_ns(double q) const {
   return 0;
 }
 
-void EventPipeline::commit() { (void)out_.commit(); }
+void EventPipeline::commit() {
+  since_commit_ = 0;
+  (void)out_.commit();
+}
 
 }  // namespace ingero::capture

@@ -64,6 +64,12 @@ class EventPipeline {
   // was being read) catches up once before the stack counts as lost.
   std::function<void()> catch_up_stacks;
 
+  // Called once `batch_records` records were read since the last commit() (0: never): a
+  // drain of full rings is then committed in parts, and the tracer's size limit applied
+  // between them (`--max-db-size`), not only after it.
+  size_t batch_records = 0;
+  std::function<void()> on_batch;
+
   void on_record(const void* data, size_t size);
   // After each read of the rings: forgets the processes that exited a cycle ago.
   void end_cycle();
@@ -106,6 +112,7 @@ class EventPipeline {
   Counters counters_;
   std::array<uint64_t, 64> lag_log2_{};  // histogram of sampled delivery lags, log2 ns buckets
   uint64_t lag_samples_ = 0;
+  size_t since_commit_ = 0;  // records read since the last commit()
 };
 
 }  // namespace ingero::capture

@@ -27,10 +27,12 @@ ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
   return *r && !st->is_null(0) ? st->int64(0) : 0;
 }
 
-// Over the size: the time before which a pass deletes about a tenth of the oldest data: the
-// least of a tenth of the host rows (their rowid span counts them without a scan: rows only
-// ever go from the start) and a tenth of the blocks of calls. 0: nothing to delete.
-ingero::Result<int64_t> size_cut(Db& db, uint64_t budget) {
+// Over the size: the time before which a pass deletes the oldest `share` of the data (at
+// least a tenth, so that a file just over its limit is not trimmed a sliver at every commit):
+// the least of that share of the host rows (their rowid span counts them without a scan: rows
+// only ever go from the start) and of the blocks of calls. 0: nothing to delete.
+ingero::Result<int64_t> size_cut(Db& db, uint64_t budget, double share) {
+  share = std::clamp(share, 0.1, 1.0);
   std::optional<int64_t> cut;
   auto take = [&](const ingero::Result<std::optional<int64_t>>& t) {
     if (t && t->has_value()) cut = cut ? std::min(*cut, **t + 1) : **t + 1;
@@ -38,7 +40,7 @@ ingero::Result<int64_t> size_cut(Db& db, uint64_t budget) {
   auto span = scalar(db, "SELECT max(rowid) - min(rowid) + 1 FROM host_rows");
   if (!span) return span.error();
   if (*span > 1) {
-    uint64_t step = std::min<uint64_t>(budget, std::max<int64_t>(1, *span / 10));
+    uint64_t step = std::clamp<uint64_t>(uint64_t(double(*span) * share), 1, budget);
     take(db.query_int("SELECT timestamp FROM host_rows ORDER BY rowid LIMIT 1 OFFSET " +
                       std::to_string(step - 1)));
   }
@@ -46,7 +48,7 @@ ingero::Result<int64_t> size_cut(Db& db, uint64_t budget) {
   if (!n) return n.error();
   if (*n > 1)
     take(db.query_int("SELECT end_ts FROM call_store ORDER BY first_ts LIMIT 1 OFFSET " +
-                      std::to_string(*n / 10)));
+                      std::to_string(std::min<int64_t>(*n - 1, int64_t(double(*n) * share)))));
   return cut.value_or(0);
 }
 
@@ -142,7 +144,11 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
   // tenth of the data (a pass frees about that much; the next pass checks again).
   int64_t cut = p.retain_ns > 0 ? now_ns - p.retain_ns : INT64_MIN;
   if (p.max_bytes && *used + wal_bytes(db.path()) > p.max_bytes) {
-    auto by_size = size_cut(db, budget);
+    // One pass takes the file (and what is left of the log) to nine tenths of the limit,
+    // however much the commits since the last pass wrote: the limit holds whatever the pace
+    // of passes (a slow disk's checkpoints), and not only where several passes fit a tick.
+    double excess = double(*used + wal_bytes(db.path())) - 0.9 * double(p.max_bytes);
+    auto by_size = size_cut(db, budget, excess / double(std::max<uint64_t>(1, *used)));
     if (!by_size) return by_size.error();
     if (*by_size) cut = std::max(cut, *by_size);
   }
