@@ -192,13 +192,10 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(1u, 1000000u))
       ->capture_default_str();
   cmd->add_flag("--keep-runtime-probes", o->keep_runtime_probes,
-                "Keep a CUDA runtime's launch probes (the default; overrides "
-                "--detach-runtime-probes)");
-  cmd->add_flag("--detach-runtime-probes", o->detach_runtime_probes,
-                "Detach a CUDA runtime's launch probes once every launch of it was seen to reach "
-                "the driver's launch (one trap a launch instead of two). Off by default: "
-                "attaching the library's other probes again loses the return of a call of it "
-                "in flight at that moment, and with it that thread's later calls");
+                "Keep a CUDA runtime's launch probes. By default they are detached once 2,000 "
+                "launches of it in a row were seen to reach the driver's launch, whose probe "
+                "then names them: one trap a launch instead of two (a launch the runtime "
+                "refuses before reaching the driver is then not seen)");
   cmd->add_option("--stack-interval", o->stack_interval_ms,
                   "Milliseconds between stack walks of one thread at known call sites")
       ->check(CLI::Range(1u, 3600000u))
@@ -314,7 +311,6 @@ void add_trace_command(CLI::App& app, Context& ctx) {
         o->stacks ? "stack,stack-samples=" + std::to_string(o->stack_samples) + "," : "no-stack,";
     flags += "launch-timing=" + std::to_string(o->launch_timing) + ",";
     if (o->keep_runtime_probes) flags += "keep-runtime-probes,";
-    if (o->detach_runtime_probes && !o->keep_runtime_probes) flags += "detach-runtime-probes,";
     if (o->keep_all) flags += "keep-all,";
     if (!o->kernel_names) flags += "no-kernel-names,";
     // The on-CPU sampling rate: what each sample is worth (export --format pprof).

@@ -136,10 +136,9 @@ void Trace::make_pipeline() {
   // Launches are seen at entry (one trap): the driver launch of a runtime launch is folded into
   // it, and a runtime whose launches all reach the driver has its own launch probes detached.
   nesting_ = std::make_unique<capture::LaunchNesting>(local_, probes_->table());
-  // Off by default: re-attaching the library's other probes drops the return of a call of it in
-  // flight, whose frame then swallows the thread's later calls (bench/launch_cost.sh measures
-  // both; docs/performance.md).
-  nesting_->detach = opts_.detach_runtime_probes && !opts_.keep_runtime_probes;
+  // Its other probes are attached again under new ids, and a call in flight through the old
+  // ones is shipped untimed at its thread's next call (bpf/calls.bpf.c, ProbeManager).
+  nesting_->detach = !opts_.keep_runtime_probes;
   nesting_->on_proven = [this](const std::string& lib) {
     auto n = probes_->detach_launches(lib);
     if (!n) {

@@ -148,3 +148,6 @@ $ING query --db "$out/full.db" "select count(*) || ' calls stored (800,016 made)
 
 echo "== step proxy: a launch-bound training step on the real libcudart (bench/step_proxy.sh)"
 "$(dirname "$0")/step_proxy.sh" "$B"
+
+echo "== BPF run time per launch: ingero's call program against the smallest (bench/bpf_prog_cost.sh)"
+"$(dirname "$0")/bpf_prog_cost.sh" "$B"

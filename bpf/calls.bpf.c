@@ -148,17 +148,10 @@ static __always_inline void begin_frame(struct pt_regs* ctx, struct ingero_threa
   f->nested_probe = 0;
   f->is_nested = 0;
   f->sp = sp;
-  f->caller = 0;
-  f->fp = 0;
-  if (r->flags & INGERO_RECIPE_CALLER) {
-    bpf_probe_read_user(&f->caller, 8, (void*)sp);
-  } else {
-    /* A call that may block: where it was made from, so that user space can read its stack
-     * from the process while it is in flight (the caller's frames above sp stay intact until
-     * it returns). One 8-byte read; a launch does none of this. */
-    bpf_probe_read_user(&f->caller, 8, (void*)sp);
-    f->fp = PT_REGS_FP(ctx);
-  }
+  /* A call that may block keeps its caller's frame pointer too, so that user space can read
+   * its stack from the process while it is in flight (the caller's frames above sp stay intact
+   * until it returns); a launch does not. */
+  f->fp = (r->flags & INGERO_RECIPE_CALLER) ? 0 : PT_REGS_FP(ctx);
   f->off_cpu_at_entry = t->off_cpu_total_ns;
   f->regs[0] = PT_REGS_PARM1(ctx);
   f->regs[1] = PT_REGS_PARM2(ctx);
@@ -167,11 +160,16 @@ static __always_inline void begin_frame(struct pt_regs* ctx, struct ingero_threa
   f->regs[4] = PT_REGS_PARM5(ctx);
   f->regs[5] = INGERO_PARM6(ctx);
 
-  __u64 args = sp + 8; /* past the return address */
+  /* One read of the user stack: the return address at sp (where the call was made from) and
+   * the stack arguments past it (each read costs a fault-safe copy with its checks: ~100 ns). */
+  __u64 args = sp + 8;
   __u32 words = r->stack_words;
   if (words > INGERO_STACK_WORDS) words = INGERO_STACK_WORDS;
-  if (words && bpf_probe_read_user(f->stack, words * 8, (void*)args))
-    f->flags |= INGERO_CALL_STACK_READ_FAULT;
+  if (bpf_probe_read_user(&f->caller, (words + 1) * 8, (void*)sp)) {
+    /* Zeroed by the helper. The return address alone, then: it is what names a launch. */
+    bpf_probe_read_user(&f->caller, 8, (void*)sp);
+    if (words) f->flags |= INGERO_CALL_STACK_READ_FAULT;
+  }
 
   __u8 src = r->entry_read.src;
   if (src != INGERO_PTR_NONE) {
@@ -192,6 +190,10 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
                                       __u64 end_ns, __u64 ret, __u16 flags, struct ingero_recipe* r,
                                       __u64 stack);
 
+static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_thread* t,
+                                            struct ingero_recipe* r, __u32 probe, __u32 tid,
+                                            __u64 sp);
+
 /* Entry. Returns 0 when the return must be seen, 1 when not (a session then arms no return
  * probe). `session`: nested calls push no frame, since their return never comes. */
 static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
@@ -200,12 +202,17 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
   if (!pid_allowed(tgid)) return 1;
   __u32 probe = (__u32)bpf_get_attach_cookie(ctx);
   struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
-  if (!r || !r->valid) return 1;
+  if (!r || r->valid != INGERO_RECIPE_LIVE) return 1;
   struct ingero_thread* t = thread_get_or_create(tid, tgid);
   if (!t) return 1;
-  if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) {
-    __u8 gpu = INGERO_WATCH_GPU;
-    bpf_map_update_elem(&watched_pids, &tgid, &gpu, BPF_ANY);
+  /* Once per thread, not per call: a hash lookup (the entry goes when the process exits, and
+   * so do its threads). */
+  if (!t->gpu_marked) {
+    if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) {
+      __u8 gpu = INGERO_WATCH_GPU;
+      bpf_map_update_elem(&watched_pids, &tgid, &gpu, BPF_ANY);
+    }
+    t->gpu_marked = 1;
   }
   __u64 sp = PT_REGS_SP(ctx);
   __u32 d = t->depth;
@@ -216,6 +223,32 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
   if (d > 0 && d <= INGERO_MAX_DEPTH && sp > t->frames[0].sp) {
     stat_inc(INGERO_STAT_FRAMES_DISCARDED);
     d = 0;
+  }
+  if (d > 0 && d <= INGERO_MAX_DEPTH) {
+    /* The call below us was entered through a probe user space has since detached (a runtime
+     * whose launches all reach the driver loses its launch probes): its return will never
+     * come, or, while the detach runs, may not; a launch already holding its driver launch
+     * is not entered by another. It goes out now, untimed, instead of swallowing the thread's
+     * calls as nested ones. */
+    struct ingero_frame* below = &t->frames[0];
+    __u32 was = below->probe_id;
+    struct ingero_recipe* wr = bpf_map_lookup_elem(&recipes, &was);
+    if (!wr || wr->valid == INGERO_RECIPE_GONE ||
+        (wr->valid == INGERO_RECIPE_RETIRING && below->nested)) {
+      /* A launch that has not reached the driver yet: this launch is the one it makes. */
+      bool own = session && wr && (wr->flags & INGERO_RECIPE_ENTRY_ONLY) && !below->nested &&
+                 (r->flags & INGERO_RECIPE_ENTRY_ONLY);
+      if (own) {
+        below->nested = 1;
+        below->nested_probe = probe;
+        stat_inc(INGERO_STAT_NESTED);
+      }
+      emit_call(t, below, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, wr, 0);
+      stat_inc(INGERO_STAT_RETURNS_DETACHED);
+      t->depth = 0;
+      if (own) return 1; /* counted in it; no return wanted */
+      d = 0;
+    }
   }
   if (d > 0) {
     struct ingero_frame* top = &t->frames[0];
@@ -239,25 +272,136 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
     t->depth = d + 1;
     return 0;
   }
-  begin_frame(ctx, t, &t->frames[0], probe, r, sp);
   /* A launch needs no return probe: its record goes now, but for one in launch_timing_every
    * per thread, whose return times it. Kernels without sessions keep the return (pair). */
+  bool untimed = false;
   if (session && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && launch_timing_every != 1) {
     __u32 seq = t->timing_seq++;
-    if (!launch_timing_every || seq % launch_timing_every != 0) {
-      struct ingero_frame* f = &t->frames[0];
-      __u64 stack = 0;
-      if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, f->caller);
-      emit_call(t, f, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, r, stack);
-      stat_inc(INGERO_STAT_UNTIMED);
-      return 1; /* no return probe; the thread's depth stays 0 */
-    }
+    untimed = !launch_timing_every || seq % launch_timing_every != 0;
+  }
+  if (untimed && r->entry_read.src == INGERO_PTR_NONE) {
+    launch_at_entry(ctx, t, r, probe, tid, sp);
+    stat_inc(INGERO_STAT_UNTIMED);
+    return 1; /* no return probe; the thread's depth stays 0 */
+  }
+  begin_frame(ctx, t, &t->frames[0], probe, r, sp);
+  if (untimed) {
+    struct ingero_frame* f = &t->frames[0];
+    __u64 stack = 0;
+    if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, f->caller);
+    emit_call(t, f, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, r, stack);
+    stat_inc(INGERO_STAT_UNTIMED);
+    return 1;
   }
   t->depth = 1;
   return 0;
 }
 
 static __always_inline __u32 rounded(__u32 n) { return (n + 7) & ~7u; }
+
+/* Appends the thread's name and cgroup at `off` when they changed since it last shipped them;
+ * returns the new end. */
+static __always_inline __u32 put_ident(struct ingero_thread* t, struct call_buf* buf, __u32 off,
+                                       __u16* flags) {
+  char comm[INGERO_COMM_LEN];
+  bpf_get_current_comm(comm, sizeof(comm));
+  __u64 cgroup = bpf_get_current_cgroup_id();
+  __u64* now_c = (__u64*)comm;
+  __u64* was_c = (__u64*)t->ident_comm;
+  if (t->ident_comm[0] && now_c[0] == was_c[0] && now_c[1] == was_c[1] && cgroup == t->ident_cgroup)
+    return off;
+  if (off > INGERO_CALL_BUF - sizeof(struct ingero_call_ident)) return off;
+  struct ingero_call_ident* id = (void*)(buf->b + off);
+  id->cgroup_id = cgroup;
+  __builtin_memcpy(id->comm, comm, sizeof(id->comm));
+  __builtin_memcpy(t->ident_comm, comm, sizeof(comm));
+  t->ident_cgroup = cgroup;
+  *flags |= INGERO_CALL_IDENT;
+  return off + sizeof(*id);
+}
+
+/* Copies the record assembled in `buf` to the calls ring. */
+static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 flags) {
+  if (off > INGERO_CALL_REC_MAX) return;
+  /* A thread's first record (it carries the ident block) wakes the reader at once: a new
+   * process's maps must be read while it still runs, or a short program's stacks stay raw. */
+  __u64 wake = (flags & INGERO_CALL_IDENT) ? BPF_RB_FORCE_WAKEUP : ingero_wakeup_flags(&calls_rb);
+  if (bpf_ringbuf_output(&calls_rb, buf->b, off, wake)) {
+    stat_inc(INGERO_STAT_RINGBUF_DROPS);
+    return;
+  }
+  stat_inc(INGERO_STAT_CALLS);
+}
+
+/* An untimed launch (no entry read): its record is assembled straight from the registers and
+ * one read of the user stack, without the frame a call that returns needs. */
+static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_thread* t,
+                                            struct ingero_recipe* r, __u32 probe, __u32 tid,
+                                            __u64 sp) {
+  __u32 zero = 0;
+  struct call_buf* buf = bpf_map_lookup_elem(&call_scratch, &zero);
+  if (!buf) return;
+  __u16 flags = INGERO_CALL_ENTRY_ONLY;
+  /* The return address, then the stack arguments past it. */
+  __u64 words[1 + INGERO_STACK_WORDS] = {};
+  __u32 nstack = r->stack_words;
+  if (nstack > INGERO_STACK_WORDS) nstack = INGERO_STACK_WORDS;
+  if (bpf_probe_read_user(words, (nstack + 1) * 8, (void*)sp)) {
+    bpf_probe_read_user(words, 8, (void*)sp);
+    if (nstack) flags |= INGERO_CALL_STACK_READ_FAULT;
+  }
+  __u64 start = bpf_ktime_get_ns();
+  __u64 stack = 0;
+  if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, words[0]);
+  struct ingero_call_rec* h = (void*)buf->b;
+  h->type = INGERO_REC_CALL;
+  h->probe_id = probe;
+  h->pid = t->tgid;
+  h->tid = tid;
+  h->start_ns = start;
+  h->end_ns = 0;
+  h->ret = 0;
+  h->stack_hash = stack & INGERO_STACK_HASH_MASK;
+  h->entry_len = 0;
+  h->return_len = 0;
+  h->nested = 0;
+  h->nested_probe = 0;
+  if (stack & INGERO_STACK_RET_SHIPPED) flags |= INGERO_CALL_STACK_SHIPPED;
+  if (stack & INGERO_STACK_RET_OF_SITE) flags |= INGERO_CALL_STACK_OF_SITE;
+  __u32 nregs = r->nregs;
+  if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
+  h->nregs = nregs;
+  h->nstack = nstack;
+  __u64 regs[INGERO_REG_WORDS] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
+                                  PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), INGERO_PARM6(ctx)};
+  __u32 off = sizeof(*h);
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_REG_WORDS; i++) {
+    if (i < nregs) {
+      *(__u64*)(buf->b + off) = regs[i];
+      off += 8;
+    }
+  }
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_STACK_WORDS; i++) {
+    if (i < nstack) {
+      *(__u64*)(buf->b + off) = words[i + 1];
+      off += 8;
+    }
+  }
+  /* A thread's name and cgroup are read at its first call, at every call that returns, and at
+   * one untimed launch in 16 (two helper calls a launch otherwise): a rename or a cgroup move
+   * between syncs shows from the next of those. */
+  if (!t->ident_comm[0] || (t->timing_seq & 15) == 0) off = put_ident(t, buf, off, &flags);
+  if (r->flags & INGERO_RECIPE_CALLER) {
+    if (off > INGERO_CALL_BUF - 8) return;
+    *(__u64*)(buf->b + off) = words[0];
+    off += 8;
+    flags |= INGERO_CALL_CALLER;
+  }
+  h->flags = flags;
+  submit_call(buf, off, flags);
+}
 
 /* Assembles and submits one call record from frame f. */
 static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 tid,
@@ -317,22 +461,7 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
     off += sizeof(*o);
     flags |= INGERO_CALL_OFFCPU;
   }
-  /* The thread's name and cgroup, when they changed since it last shipped them. */
-  char comm[INGERO_COMM_LEN];
-  bpf_get_current_comm(comm, sizeof(comm));
-  __u64 cgroup = bpf_get_current_cgroup_id();
-  __u64* now_c = (__u64*)comm;
-  __u64* was_c = (__u64*)t->ident_comm;
-  if (!t->ident_comm[0] || now_c[0] != was_c[0] || now_c[1] != was_c[1] ||
-      cgroup != t->ident_cgroup) {
-    struct ingero_call_ident* id = (void*)(buf->b + off);
-    id->cgroup_id = cgroup;
-    __builtin_memcpy(id->comm, comm, sizeof(id->comm));
-    __builtin_memcpy(t->ident_comm, comm, sizeof(comm));
-    t->ident_cgroup = cgroup;
-    off += sizeof(*id);
-    flags |= INGERO_CALL_IDENT;
-  }
+  off = put_ident(t, buf, off, &flags);
   if (r && (r->flags & INGERO_RECIPE_CALLER)) {
     *(__u64*)(buf->b + off) = f->caller;
     off += 8;
@@ -362,15 +491,7 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
     off += rounded(elen);
   }
   h->flags = flags;
-  if (off > INGERO_CALL_REC_MAX) return;
-  /* A thread's first record (it carries the ident block) wakes the reader at once: a new
-   * process's maps must be read while it still runs, or a short program's stacks stay raw. */
-  __u64 wake = (flags & INGERO_CALL_IDENT) ? BPF_RB_FORCE_WAKEUP : ingero_wakeup_flags(&calls_rb);
-  if (bpf_ringbuf_output(&calls_rb, buf->b, off, wake)) {
-    stat_inc(INGERO_STAT_RINGBUF_DROPS);
-    return;
-  }
-  stat_inc(INGERO_STAT_CALLS);
+  submit_call(buf, off, flags);
 }
 
 static __always_inline void call_return(struct pt_regs* ctx) {
@@ -464,6 +585,11 @@ int ingero_inflight(struct bpf_iter__bpf_map_elem* ctx) {
   if (!key || !t) return 0;
   __u32 depth = t->depth;
   if (depth == 0) return 0;
+  /* A frame whose probe was detached while it ran is not a call in flight: its return will
+   * never be seen, and the thread's next call ships it untimed. */
+  __u32 entered = t->frames[0].probe_id;
+  struct ingero_recipe* er = bpf_map_lookup_elem(&recipes, &entered);
+  if (!er || er->valid != INGERO_RECIPE_LIVE) return 0;
   __u32 zero = 0;
   struct ingero_inflight_rec* o = bpf_map_lookup_elem(&inflight_scratch, &zero);
   if (!o) return 0;

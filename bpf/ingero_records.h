@@ -59,6 +59,7 @@ enum ingero_stat {
   INGERO_STAT_SAMPLE_DROPS,     /* on-CPU samples lost to a full aux ring */
   INGERO_STAT_LIBWATCH_DROPS,   /* library-watch notifications lost to a full calls ring */
   INGERO_STAT_UNTIMED,          /* launches emitted at entry, not timed (no return probe) */
+  INGERO_STAT_RETURNS_DETACHED, /* calls whose probe was detached while they ran: untimed */
   INGERO_STAT_MAX,
 };
 

@@ -31,13 +31,20 @@ struct ingero_ptr_read {
 
 /* What the generic call program captures for one probe id. */
 /* ingero_recipe.flags */
-#define INGERO_RECIPE_ENTRY_ONLY 0x1 /* a launch: its record is emitted at entry, and only one \
-                                      * call in launch_timing_every per thread is timed */
-#define INGERO_RECIPE_CALLER 0x2     /* ship the return address (INGERO_CALL_CALLER) */
+#define INGERO_RECIPE_ENTRY_ONLY                                                           \
+  0x1                            /* a launch: its record is emitted at entry, and only one \
+                                  * call in launch_timing_every per thread is timed */
+#define INGERO_RECIPE_CALLER 0x2 /* ship the return address (INGERO_CALL_CALLER) */
+
+/* ingero_recipe.valid */
+#define INGERO_RECIPE_GONE 0     /* unused, or detached: a return still due never comes */
+#define INGERO_RECIPE_LIVE 1     /* calls enter through it */
+#define INGERO_RECIPE_RETIRING 2 /* being detached: no call enters, a call in flight returns */
 
 struct ingero_recipe {
   __u8 stack_words; /* 0..INGERO_STACK_WORDS: copied at entry and shipped */
-  __u8 valid;       /* 1 once user space wrote the slot */
+  __u8 valid;       /* INGERO_RECIPE_LIVE once user space wrote the slot; then RETIRING and
+                     * GONE while its probe is detached */
   __u8 nregs;       /* 0..INGERO_REG_WORDS: register arguments user space decodes (shipped) */
   __u8 flags;       /* INGERO_RECIPE_* */
   __u32 pad1;
@@ -54,10 +61,10 @@ struct ingero_recipe {
 #define INGERO_CALL_STACK_SHIPPED 0x20    /* the stack record for stack_hash was just shipped */
 #define INGERO_CALL_OFFCPU 0x40           /* an ingero_call_offcpu block follows the words */
 #define INGERO_CALL_IDENT 0x80            /* an ingero_call_ident block follows */
-#define INGERO_CALL_STACK_OF_SITE                             \
-  0x100 /* stack_hash is the stack last captured at this call \
-         * site (return address + innermost Python frame),    \
-         * not captured for this call */
+#define INGERO_CALL_STACK_OF_SITE                                                          \
+  0x100                              /* stack_hash is the stack last captured at this call \
+                                      * site (return address + innermost Python frame),    \
+                                      * not captured for this call */
 #define INGERO_CALL_ENTRY_ONLY 0x200 /* emitted at entry, not timed: end_ns and ret are 0 */
 #define INGERO_CALL_CALLER 0x400     /* an 8-byte return address follows the ident block */
 
@@ -119,14 +126,14 @@ struct ingero_inflight_rec {
   __u32 tid;
   __u32 pid;
   __u32 probe_id;
-  __u16 frame_flags; /* INGERO_CALL_* faults of the entry capture */
-  __u16 entry_len;   /* bytes of entry_buf captured */
-  __u64 start_ns;    /* CLOCK_MONOTONIC, at entry */
-  __u64 caller;      /* its return address (0: not kept for this probe) */
-  __u64 fp;          /* the caller's frame pointer at entry (0: not kept) */
-  __u64 sp;          /* the stack pointer at entry */
-  __u64 py_tstate;   /* the thread's PyThreadState, as the stack walks last found it; 0 unknown */
-  __u64 off_cpu_ns;  /* off-CPU since entry, up to the thread's last return to a CPU */
+  __u16 frame_flags;  /* INGERO_CALL_* faults of the entry capture */
+  __u16 entry_len;    /* bytes of entry_buf captured */
+  __u64 start_ns;     /* CLOCK_MONOTONIC, at entry */
+  __u64 caller;       /* its return address (0: not kept for this probe) */
+  __u64 fp;           /* the caller's frame pointer at entry (0: not kept) */
+  __u64 sp;           /* the stack pointer at entry */
+  __u64 py_tstate;    /* the thread's PyThreadState, as the stack walks last found it; 0 unknown */
+  __u64 off_cpu_ns;   /* off-CPU since entry, up to the thread's last return to a CPU */
   __u64 off_since_ns; /* off a CPU since then (CLOCK_MONOTONIC); 0: running, or unknown */
   __u32 off_state;    /* the task state it left the CPU in (0: preempted, 1: sleeping, 2: D) */
   __u32 flags;        /* INGERO_INFLIGHT_* */

@@ -21,12 +21,14 @@ struct ingero_frame {
   __u32 is_nested;    /* pair fallback only: a call folded into the frame below */
   __u32 pad;
   __u64 sp; /* stack pointer at entry: a frame below the current one was unwound */
-  __u64 caller; /* the return address: launches (INGERO_RECIPE_CALLER) and calls that may block */
-  __u64 fp;     /* the caller's frame pointer at entry (calls that may block), 0 otherwise */
+  __u64 fp; /* the caller's frame pointer at entry (calls that may block), 0 otherwise */
   __u64 start_ns;
   __u64 off_cpu_at_entry;
   __u64 preemptor_off_ns;
   __u64 regs[INGERO_REG_WORDS];
+  /* The return address at sp, then the stack arguments above it: one read of the user stack
+   * fills both (caller must stay right before stack). */
+  __u64 caller;
   __u64 stack[INGERO_STACK_WORDS];
   char preemptor_comm[INGERO_COMM_LEN];
   __u8 entry_buf[INGERO_ENTRY_READ_MAX];
@@ -44,7 +46,7 @@ struct ingero_thread {
   __u64 py_tstate;                  /* this thread's PyThreadState, 0 = unknown */
   __u64 next_walk_ns;               /* time-based stack sampling: next walk not before */
   __u32 timing_seq;                 /* entry-only calls seen: one in launch_timing_every is timed */
-  __u32 pad;
+  __u32 gpu_marked;                 /* its process is in watched_pids as a GPU process */
   struct ingero_frame frames[INGERO_MAX_DEPTH];
 };
 

@@ -169,6 +169,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
       ++counters_.libwatch;
       const auto* w = static_cast<const ingero_libwatch_rec*>(data);
       if (kernels) kernels->process_mapped(w->pid);
+      if (nesting) nesting->process_mapped(w->pid);
       if (on_libwatch) on_libwatch(int(w->pid), w->ts_ns);
       break;
     }

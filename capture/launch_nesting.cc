@@ -58,12 +58,12 @@ LaunchNesting::Runtime* LaunchNesting::runtime_of(const Mapping& m) {
   return nullptr;
 }
 
-void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out) {
+void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out, bool known) {
   auto it = held_.find(tid);
   if (it == held_.end()) return;
   Held& h = it->second;
   const hal::AttachedProbe* p = table_.find(h.probe);
-  if (p) {
+  if (p && (known || h.nested)) {
     Runtime& r = runtimes_[p->library];
     r.in_a_row = h.nested ? r.in_a_row + 1 : 0;
     // Proven only where its probes go: while they stay, a driver launch with no runtime launch
@@ -104,7 +104,7 @@ bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_
 }
 
 void LaunchNesting::flush(std::vector<hal::Event>& out) {
-  while (!held_.empty()) settle(held_.begin()->first, out);
+  while (!held_.empty()) settle(held_.begin()->first, out, false);
 }
 
 LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
@@ -125,11 +125,13 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
   bool gone = false;
   const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller, &gone) : nullptr;
   Runtime* outer = m ? runtime_of(*m) : nullptr;
-  if (!outer && gone) {
-    // The process exited before its records were read (a short program): its maps are gone.
-    // A launch of another library right after a runtime launch of its thread, with no record
-    // between, is the launch that runtime launch made (a runtime launch the runtime refuses
-    // makes none, and the program's next driver launch would be taken for it: rare).
+  if (!outer && ev.caller && !m) {
+    // Where it was made from is unknown: the process exited before its records were read (a
+    // short program: its maps are gone), or the code is newer than the maps last read (read
+    // again at most every 100 ms). A launch of another library right after a runtime launch
+    // of its thread, with no record between, is the launch that runtime launch made (a
+    // runtime launch the runtime refuses makes none, and the program's next driver launch
+    // would be taken for it: rare).
     auto h = held_.find(ev.tid);
     const hal::AttachedProbe* hp = h != held_.end() ? table_.find(h->second.probe) : nullptr;
     if (hp && hp->library != p->library && fold_into_held(ev, nullptr, 0)) {

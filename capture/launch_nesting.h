@@ -62,6 +62,11 @@ class LaunchNesting {
   void before_call(uint32_t tid, std::vector<hal::Event>& out);
   // Everything held (the end of a read cycle).
   void flush(std::vector<hal::Event>& out);
+  // Process `pid` mapped or unmapped a library (its loader said so): its maps are read again
+  // at the next launch whose caller they do not hold, however recently they were read.
+  void process_mapped(uint32_t pid) {
+    if (auto it = maps_.find(pid); it != maps_.end()) it->second.read_at_ns = 0;
+  }
 
   // Called once per runtime library (its display path) when its launches are proven to nest.
   std::function<void(const std::string& library)> on_proven;
@@ -99,7 +104,10 @@ class LaunchNesting {
   // Folds driver launch `ev` into the runtime launch held for its thread, if one waits for it,
   // learning its call site `site` in `outer` (when known).
   bool fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site);
-  void settle(uint32_t tid, std::vector<hal::Event>& out);
+  // Releases the launch held for `tid`. `known`: whether its thread's next record came (a
+  // launch released at the end of a read cycle may still see its driver launch in the next
+  // one, folded then; its runtime's run of nesting launches is not broken by it).
+  void settle(uint32_t tid, std::vector<hal::Event>& out, bool known = true);
 
   const hal::HostView& host_;
   const hal::ProbeTable& table_;

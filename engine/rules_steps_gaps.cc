@@ -35,8 +35,8 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
     c.severity = std::max(c.severity, band(idle, kMeasuredIdleMedium, kMeasuredIdleHigh));
   std::string per = x.per_step(on_cpu);
   c.summary = std::string(data ? "Data-loader starvation" : "Host-bound steps") +
-              ": the GPU is idle " + pct(share) + " of each " + format_duration(x.m.median_ns) +
-              " step while " + x.who + " runs on-CPU " + where;
+              ": the GPU is idle \u2265 " + pct(share) + " of each " +
+              format_duration(x.m.median_ns) + " step while " + x.who + " runs on-CPU " + where;
   c.root_cause = data ? "The training thread builds each batch itself" +
                             std::string(x.workers.empty() ? " (it forked no worker process)" : "") +
                             ": the GPU waits " + per + " per step for the next batch"
@@ -205,8 +205,9 @@ void gap_sleep(const Context& x, std::vector<Chain>& out) {
   Chain c = x.chain(workers ? "data_loader_starvation" : "host_wait", "host_gap", share);
   c.severity = band(share, kGapShareMedium, kGapShareHigh);
   c.summary =
-      std::string(workers ? "Data-loader starvation" : "Host waiting") + ": the GPU is idle " +
-      pct(share) + " of the step time while " + x.who + " sleeps" + before +
+      std::string(workers ? "Data-loader starvation" : "Host waiting") +
+      ": the GPU is idle \u2265 " + pct(share) + " of the step time while " + x.who + " sleeps" +
+      before +
       (workers ? " waiting for its " + format_count(x.workers.size()) + " worker process(es)" : "");
   c.root_cause = workers ? "The training thread waits for batches its workers have not finished"
                          : "The training thread sleeps (a lock, a queue, a timer) while the GPU "

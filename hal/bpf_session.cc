@@ -224,6 +224,19 @@ Result<std::vector<Link>> BpfSession::attach_sites(const std::string& path,
   return links;
 }
 
+Status BpfSession::retire_probes(const std::vector<uint32_t>& probe_ids, bool gone) {
+  for (uint32_t id : probe_ids) {
+    if (id >= INGERO_MAX_PROBES) continue;
+    ingero_recipe r{};
+    if (bpf_map__lookup_elem(skel_->maps.recipes, &id, sizeof(id), &r, sizeof(r), 0) != 0)
+      return bpf_error("reading a probe recipe", errno);
+    r.valid = gone ? INGERO_RECIPE_GONE : INGERO_RECIPE_RETIRING;
+    if (bpf_map__update_elem(skel_->maps.recipes, &id, sizeof(id), &r, sizeof(r), BPF_ANY) != 0)
+      return bpf_error("retiring a probe recipe", errno);
+  }
+  return {};
+}
+
 AttachResult BpfSession::attach_calls(const std::string& path, const std::vector<CallSite>& sites) {
   AttachResult out;
   std::vector<size_t> ok;

@@ -139,6 +139,11 @@ class BpfSession {
   // The call program(s) on every site of one file, cookie = probe_id. A site the kernel refuses
   // is reported in `failed`; the others stay attached.
   AttachResult attach_calls(const std::string& path, const std::vector<CallSite>& sites);
+  // Retires probes being detached. Before their links go (`gone` false): no call enters
+  // through them any more, a call in flight through them still returns. Once the links are
+  // gone: a thread still inside a call entered through one ships it untimed at its next call,
+  // and the in-flight iterator skips it.
+  Status retire_probes(const std::vector<uint32_t>& probe_ids, bool gone);
   CallAttach call_attach() const { return attach_; }
   bool uses_uprobe_multi() const { return attach_ != CallAttach::kPerfPair; }
   // Link-map notifications from a dynamic loader's _dl_debug_state.

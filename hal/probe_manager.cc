@@ -117,23 +117,7 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
       st.probes_planned = plan.probes.size();
       for (auto m : plan.missing_required) st.missing_required.emplace_back(m);
       for (auto m : plan.missing_optional) st.missing_optional.emplace_back(m);
-      if (session_ && !plan.probes.empty()) {
-        std::vector<CallSite> sites;
-        for (const ResolvedProbe& rp : plan.probes) {
-          uint32_t id = table_.add({rp.backend, rp.spec, rp.match, f.display_path, rp.symbol});
-          sites.push_back({rp.file_offset, id, make_recipe(*rp.spec)});
-        }
-        auto res = session_->attach_calls(f.path, sites);
-        for (auto& [i, why] : res.failed) st.errors.push_back(plan.probes[i].symbol + ": " + why);
-        st.probes_attached = sites.size() - res.failed.size();
-        attached_ += st.probes_attached;
-        AttachedFile a{f.path, f.display_path, {}, std::move(res.links)};
-        for (size_t i = 0; i < sites.size(); ++i)
-          if (std::none_of(res.failed.begin(), res.failed.end(),
-                           [&](const auto& x) { return x.first == i; }))
-            a.sites.push_back(sites[i]);
-        attached_files_.push_back(std::move(a));
-      }
+      if (session_ && !plan.probes.empty()) attach_file(f, plan.probes, st);
       libraries_.push_back(st);
       fresh.push_back(std::move(st));
     }
@@ -141,29 +125,50 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
   return fresh;
 }
 
+void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<ResolvedProbe>& probes,
+                               LibraryStatus& st) {
+  AttachedFile a{f.path, f.display_path, {}, {}, {}, {}};
+  for (bool launches : {false, true}) {
+    std::vector<CallSite> sites;
+    std::vector<const ResolvedProbe*> of;
+    for (const ResolvedProbe& rp : probes) {
+      if ((rp.spec->kind == EventKind::kLaunch) != launches) continue;
+      uint32_t id = table_.add({rp.backend, rp.spec, rp.match, f.display_path, rp.symbol});
+      sites.push_back({rp.file_offset, id, make_recipe(*rp.spec)});
+      of.push_back(&rp);
+    }
+    if (sites.empty()) continue;
+    auto res = session_->attach_calls(f.path, sites);
+    for (auto& [i, why] : res.failed) st.errors.push_back(of[i]->symbol + ": " + why);
+    st.probes_attached += sites.size() - res.failed.size();
+    for (size_t i = 0; i < sites.size(); ++i)
+      if (std::none_of(res.failed.begin(), res.failed.end(),
+                       [&](const auto& x) { return x.first == i; }))
+        (launches ? a.launch_sites : a.sites).push_back(sites[i]);
+    for (Link& l : res.links) (launches ? a.launch_links : a.links).push_back(std::move(l));
+  }
+  attached_ += st.probes_attached;
+  attached_files_.push_back(std::move(a));
+}
+
 Result<size_t> ProbeManager::detach_launches(const std::string& path) {
   size_t total = 0;
   for (AttachedFile& a : attached_files_) {
-    if (a.display_path != path) continue;
-    std::vector<CallSite> keep;
-    for (const CallSite& c : a.sites) {
-      const AttachedProbe* p = table_.find(c.probe_id);
-      if (!p || !p->spec || p->spec->kind != EventKind::kLaunch) keep.push_back(c);
-    }
-    size_t gone = a.sites.size() - keep.size();
-    if (!gone || !session_) continue;
-    std::vector<Link> links;
-    if (!keep.empty()) {
-      auto res = session_->attach_calls(a.path, keep);
-      if (!res.failed.empty())
-        return make_error(path + ": attaching its probes again without its launches: " +
-                          res.failed.front().second);
-      links = std::move(res.links);
-    }
-    a.links = std::move(links);  // the old links go now, their launch probes with them
-    a.sites = std::move(keep);
-    attached_ -= gone;
-    total += gone;
+    if (a.display_path != path || a.launch_sites.empty() || !session_) continue;
+    std::vector<uint32_t> ids;
+    for (const CallSite& c : a.launch_sites) ids.push_back(c.probe_id);
+    // First no launch enters through them any more (the driver's probe sees it), while a launch
+    // in flight through them still gets its return; then their links go, and with them any
+    // return still due, whose frame BPF retires at its thread's next call. The file's other
+    // probes, in links of their own, are not touched: their calls in flight keep their returns.
+    if (auto st = session_->retire_probes(ids, false); !st)
+      return make_error(path + ": " + st.error().message);
+    a.launch_links.clear();
+    if (auto st = session_->retire_probes(ids, true); !st)
+      return make_error(path + ": " + st.error().message);
+    attached_ -= ids.size();
+    total += ids.size();
+    a.launch_sites.clear();
   }
   for (LibraryStatus& st : libraries_)
     if (st.path == path) st.probes_attached -= std::min(st.probes_attached, total);

@@ -56,10 +56,8 @@ class ProbeManager {
     attached_files_.clear();
     loader_links_.clear();
   }
-  // Detaches the launch probes of one library file (its display path), keeping its others:
-  // its remaining probes are attached again first, then the old links go, so no call of
-  // theirs goes untraced meanwhile (a call traced twice in between is one, nested). Returns
-  // how many probes went.
+  // Detaches the launch probes of one library file (its display path), keeping its others,
+  // which are in links of their own and stay attached. Returns how many probes went.
   Result<size_t> detach_launches(const std::string& path);
 
   // Plans only the specs `want` accepts (hal/probe_plan.h), from the next file handled on.
@@ -73,6 +71,10 @@ class ProbeManager {
 
  private:
   std::vector<LibraryStatus> handle(std::vector<DiscoveredFile> files);
+  // Attaches a file's probes, its launch probes in links of their own (detach_launches drops
+  // them alone), and records them in `st` and attached_files_.
+  void attach_file(const DiscoveredFile& f, const std::vector<ResolvedProbe>& probes,
+                   LibraryStatus& st);
 
   BpfSession* session_;
   std::vector<const VendorBackend*> backends_;
@@ -83,11 +85,13 @@ class ProbeManager {
   SpecFilter want_;
   std::unordered_set<FileIdentity, FileIdentityHash> handled_;
   std::unordered_set<FileIdentity, FileIdentityHash> loaders_handled_;
-  // Each file attached: its path, call sites and links.
+  // Each file attached: its path, call sites and links; its launch probes apart.
   struct AttachedFile {
     std::string path, display_path;
     std::vector<CallSite> sites;
     std::vector<Link> links;
+    std::vector<CallSite> launch_sites;
+    std::vector<Link> launch_links;
   };
   std::vector<AttachedFile> attached_files_;
   std::vector<Link> loader_links_;

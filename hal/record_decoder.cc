@@ -14,7 +14,7 @@ uint32_t ProbeTable::add(AttachedProbe p) {
 
 ingero_recipe make_recipe(const ProbeSpec& spec) {
   ingero_recipe r{};
-  r.valid = 1;
+  r.valid = INGERO_RECIPE_LIVE;
   r.stack_words = spec.args.stack_words;
   // User space decodes register arguments only through the spec's FieldRefs (backends'
   // decode() reads Event fields), so only those are shipped.

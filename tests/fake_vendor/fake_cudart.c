@@ -9,6 +9,9 @@
  *   INGERO_FAKE_SYNC_SPIN_US=N cudaStreamSynchronize busy-waits N microseconds on the CPU, as a
  *                             spinning sync does (planted CPU-contention scenarios)
  *   INGERO_FAKE_LAUNCH_US=N   cudaLaunchKernel sleeps N microseconds
+ *   INGERO_FAKE_LAUNCH_FD=N   a cudaLaunchKernel of function 0xb10c blocks reading one byte from
+ *                             file descriptor N before it reaches the driver (a launch in
+ *                             flight for as long as a test wants)
  *   INGERO_FAKE_LAUNCH_SPIN_EVERY=K (with INGERO_FAKE_LAUNCH_SPIN_US=N) every K-th
  *                             cudaLaunchKernel of the process busy-waits N microseconds on the
  *                             CPU: a known share of slow launches, whatever the machine
@@ -51,6 +54,12 @@ __attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 
                                                             size_t shm, void* stream) {
   const char* us = getenv("INGERO_FAKE_LAUNCH_US");  // a slow launch path (fleet metrics test)
   if (us) usleep((useconds_t)atoi(us));
+  const char* fd = getenv("INGERO_FAKE_LAUNCH_FD");
+  if (fd && f == (const void*)0xb10c) {
+    char c;
+    while (read(atoi(fd), &c, 1) < 0) {
+    }
+  }
   const char* every = getenv("INGERO_FAKE_LAUNCH_SPIN_EVERY");
   const char* spin = getenv("INGERO_FAKE_LAUNCH_SPIN_US");
   static unsigned long launches;

@@ -126,7 +126,7 @@ TEST(StepsFixtures, StarveIsDataLoaderStarvationAtTheUploadLine) {
   const auto& c = f.first();
   EXPECT_EQ(c.rule, "data_loader_starvation");
   EXPECT_EQ(c.severity, Severity::kHigh);
-  EXPECT_TRUE(has(c.summary, "idle 86% of each 16.0ms step")) << c.summary;
+  EXPECT_TRUE(has(c.summary, "idle \u2265 86% of each 16.0ms step")) << c.summary;
   EXPECT_TRUE(has(c.summary, "<module> (faults.py:35)")) << c.summary;
   EXPECT_TRUE(has(c.root_cause, "forked no worker process")) << c.root_cause;
   ASSERT_FALSE(c.stacks.empty());

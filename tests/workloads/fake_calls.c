@@ -15,6 +15,14 @@
  *   fake_calls launches PATH N M             N cudaLaunchKernel (each nests the driver's
  *                                            cuLaunchKernel), then M direct cuLaunchKernel
  *                                            calls from the program, as cuBLAS makes them
+ *   fake_calls detach PATH N GATE            a thread enters cudaStreamSynchronize (blocked on a
+ *                                            pipe); the main thread makes N cudaLaunchKernel,
+ *                                            prints "launched", waits for the file GATE.1, lets
+ *                                            the sync return, after which its thread makes 5
+ *                                            cudaMalloc; then 10 more launches
+ *   fake_calls detach-launch PATH N GATE     the same, but the thread's call in flight is a
+ *                                            cudaLaunchKernel (blocked on a pipe before it
+ *                                            reaches the driver); then 5 cudaMalloc
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -62,6 +70,30 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+static int sync_pipe[2];
+
+/* A call in flight across the detach of its library's launch probes, and calls after it. */
+typedef struct {
+  unsigned x, y, z;
+} dim3_t;
+typedef int (*rt_launch_fn)(const void*, dim3_t, dim3_t, void**, size_t, void*);
+
+static void* held_sync(void* arg) {
+  printf("tid %ld held\n", (long)syscall(SYS_gettid));
+  if (arg) {
+    dim3_t g = {1, 1, 1}, b = {32, 1, 1};
+    ((rt_launch_fn)sym("cudaLaunchKernel"))((void*)0xb10c, g, b, NULL, 0, (void*)0x5151);
+  } else {
+    ((sync_t)sym("cudaStreamSynchronize"))((void*)0xabc);
+  }
+  malloc_t m = (malloc_t)sym("cudaMalloc");
+  for (int i = 0; i < 5; i++) {
+    void* p;
+    m(&p, 8192);
+  }
+  return NULL;
+}
+
 static void* blocker(void* arg) {
   (void)arg;
   printf("tid %ld blocked\n", (long)syscall(SYS_gettid));
@@ -102,6 +134,24 @@ int main(int argc, char** argv) {
     dim3 g = {8, 4, 1}, b = {128, 1, 1};
     for (int i = 0; i < n; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
     for (int i = 0; i < m; i++) drv((void*)0xbeef, 2, 1, 1, 64, 1, 1, 0, (void*)0x5151, NULL, NULL);
+  } else if (!strcmp(argv[1], "detach") || !strcmp(argv[1], "detach-launch")) {
+    int launch = !strcmp(argv[1], "detach-launch");
+    rt_launch_fn rt = (rt_launch_fn)sym("cudaLaunchKernel");
+    int n = argc > 3 ? atoi(argv[3]) : 3000;
+    if (argc < 5 || pipe(sync_pipe) != 0) return 2;
+    char fd[16];
+    snprintf(fd, sizeof(fd), "%d", sync_pipe[0]);
+    setenv(launch ? "INGERO_FAKE_LAUNCH_FD" : "INGERO_FAKE_SYNC_FD", fd, 1);
+    pthread_t t;
+    pthread_create(&t, NULL, held_sync, launch ? (void*)1 : NULL);
+    usleep(100 * 1000); /* the call is entered */
+    dim3_t g = {8, 4, 1}, b = {128, 1, 1};
+    for (int i = 0; i < n; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+    printf("launched\n");
+    wait_gate(argv[4], 1);
+    if (write(sync_pipe[1], "x", 1) != 1) return 3;
+    pthread_join(t, NULL);
+    for (int i = 0; i < 10; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
   } else if (!strcmp(argv[1], "exit-midcall")) {
     pthread_t t;
     setenv("INGERO_FAKE_SYNC_BLOCK", "1", 1);

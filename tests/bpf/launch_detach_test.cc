@@ -1,0 +1,98 @@
+// By default, once 2,000 launches of a runtime in a row reached the driver's launch, its launch
+// probes go (capture/launch_nesting.h, ProbeManager::detach_launches). What was in flight at
+// that moment must be stored once, and the thread's later calls must be their own, not folded
+// into it as nested calls.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
+                                           "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
+
+struct DetachRun {
+  bool ok = false;
+  std::string db;
+  nlohmann::json stats;
+};
+
+// Traces `fake_calls MODE` (3,000 launches: the proof takes 2,000 in a row,
+// capture/launch_nesting.h) and releases its held call once the tracer said it detached the
+// runtime's launch probes. Checks what every run must hold: nothing lost.
+DetachRun detach_run(const std::string& mode, const std::vector<std::string>& flags) {
+  DetachRun out;
+  out.db = temp_path(mode + ".db");
+  std::string gate = temp_path(mode + "-gate");
+  std::filesystem::remove(gate + ".1");
+  std::vector<std::string> argv = {INGERO_BIN, "trace", "--no-live", "--db", out.db};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  for (std::string a : {"--", INGERO_FAKE_CALLS, mode.c_str(), INGERO_FAKE_CUDART, "3000"})
+    argv.push_back(a);
+  argv.push_back(gate);
+  auto tracer = Subprocess::spawn(argv, kFakeEnv);
+  bool detached = tracer.wait_stderr_line("launch probes are detached", std::chrono::seconds(60));
+  EXPECT_TRUE(detached) << tracer.err();
+  // The call entered before the detach goes on only now.
+  std::ofstream(gate + ".1") << "go\n";
+  int rc = tracer.wait(std::chrono::seconds(60));
+  EXPECT_EQ(rc, 0) << tracer.err();
+  if (!detached || rc != 0) return out;
+  out.stats = nlohmann::json::parse(query_rows(out.db, "SELECT bpf_stats FROM sessions")[0][0]);
+  EXPECT_EQ(out.stats["ringbuf_drops"], 0) << out.stats.dump();
+  EXPECT_EQ(query_int(out.db, "SELECT lost_calls + call_drops + calls_lost_at_exit FROM sessions"),
+            0);
+  out.ok = true;
+  return out;
+}
+
+// A sync in flight while the runtime's launch probes go keeps its return (they are in links
+// of their own), and the thread's later calls are their own.
+TEST(LaunchDetach, ACallInFlightAcrossTheDetachKeepsItsReturnAndSwallowsNothing) {
+  REQUIRE_BPF();
+  auto run = detach_run("detach", {});
+  ASSERT_TRUE(run.ok);
+  EXPECT_EQ(
+      query_rows(run.db,
+                 "SELECT op, count(*), min(status), max(status), sum(nested_calls) FROM "
+                 "calls WHERE op IN ('cudaStreamSynchronize', 'cudaMalloc') GROUP BY op "
+                 "ORDER BY op"),
+      (std::vector<std::vector<std::string>>{{"cudaMalloc", "5", "ok", "ok", "0"},
+                                             {"cudaStreamSynchronize", "1", "ok", "ok", "0"}}));
+  // Every launch, before the detach and after it (named from the driver's), is one call.
+  EXPECT_EQ(query_int(run.db, "SELECT count(*) FROM calls WHERE op = 'cudaLaunchKernel'"), 3010);
+  EXPECT_EQ(query_int(run.db, "SELECT count(*) FROM calls WHERE api = 'cuda_driver'"), 0);
+  EXPECT_EQ(run.stats["returns_detached"], 0) << run.stats.dump();
+  EXPECT_EQ(run.stats["runtimes_detached"], 1) << run.stats.dump();
+}
+
+// A timed runtime launch in flight (blocked before it reaches the driver) while its probe goes
+// never sees its return: BPF counts the driver launch it then makes in it, ships it untimed,
+// and the thread's later calls are their own. One launch, one call.
+TEST(LaunchDetach, ALaunchWhoseReturnWentWithItsProbeIsOneCallAndSwallowsNothing) {
+  REQUIRE_BPF();
+  // The thread's first launch: timed (one in --launch-timing per thread, the first included).
+  auto run = detach_run("detach-launch", {});
+  ASSERT_TRUE(run.ok);
+  EXPECT_EQ(query_rows(run.db,
+                       "SELECT count(*), min(status), sum(nested_calls), max(nested_op) FROM calls "
+                       "WHERE op = 'cudaLaunchKernel' AND grid_x = 1"),
+            (std::vector<std::vector<std::string>>{{"1", "untimed", "1", "cuLaunchKernel"}}));
+  EXPECT_EQ(query_rows(run.db,
+                       "SELECT count(*), min(status), max(status), sum(nested_calls) FROM calls "
+                       "WHERE op = 'cudaMalloc'"),
+            (std::vector<std::vector<std::string>>{{"5", "ok", "ok", "0"}}));
+  EXPECT_EQ(query_int(run.db, "SELECT count(*) FROM calls WHERE op = 'cudaLaunchKernel'"), 3011);
+  EXPECT_EQ(query_int(run.db, "SELECT count(*) FROM calls WHERE api = 'cuda_driver'"), 0);
+  EXPECT_EQ(run.stats["returns_detached"], 1) << run.stats.dump();
+}
+
+}  // namespace
+}  // namespace ingero::test
