@@ -189,14 +189,10 @@ void ProcessLabeller::forget_except(const std::vector<uint32_t>& live) {
   std::erase_if(cache_, [&](const auto& e) { return !keep.count(e.first); });
 }
 
-Status record_device_batch(const DevicePoller::Batch& b, store::TraceWriter& writer,
-                           serve::Metrics* metrics, ProcessLabeller& labels) {
-  if (metrics) {
-    metrics->on_device_samples(b.samples, [&](uint32_t pid) { return labels.of(pid); });
-    metrics->on_device_events(b.events);
-  }
-  if (auto st = writer.add_device_samples(b.samples); !st) return st;
-  return writer.add_device_events(b.events);
+Status record_device_batch(const DevicePoller::Batch& b, hal::EventSink& sinks) {
+  auto samples = sinks.on_device_samples(b.samples);
+  auto events = sinks.on_device_events(b.events);
+  return samples ? events : samples;
 }
 
 }  // namespace ingero::app

@@ -1,7 +1,7 @@
 // The tracer's device side channel: every backend's device sampler (hal/device_sampler.h:
 // NVML, amdgpu sysfs) polled on a thread of its own every --device-poll-ms, so a slow driver
 // call never delays the ring buffers. The event loop takes what was read (take()) and writes
-// it to the trace file and the Prometheus registry (record()).
+// it to the tracer's sinks (record_device_batch()).
 //
 // A backend whose devices are absent (no libnvidia-ml, nvmlInit refused, no amdgpu card) opens
 // no sampler and costs nothing after the attempt: the reason is one line of notes().
@@ -18,8 +18,8 @@
 
 #include "hal/backend.h"
 #include "hal/device_sampler.h"
+#include "hal/event_sink.h"
 #include "serve/metrics/metrics.h"
-#include "store/trace_writer.h"
 
 namespace ingero::app {
 
@@ -94,9 +94,8 @@ class ProcessLabeller {
 // /kubepods/.../pod<uid>/): the container id cut to 12 characters, "" where absent.
 ProcessLabels labels_from_cgroup(const std::string& cgroup_path);
 
-// Writes a batch to the trace file and, when serving, the registry (null: none). Returns the
-// writer's error, if any (the batch is then lost, and counted by the caller).
-Status record_device_batch(const DevicePoller::Batch& batch, store::TraceWriter& writer,
-                           serve::Metrics* metrics, ProcessLabeller& labels);
+// Hands a batch to the sinks (the SinkSet: the trace file, the registry, ...), samples then
+// events. Returns a sink's error, if any (the batch is then lost, and counted by the caller).
+Status record_device_batch(const DevicePoller::Batch& batch, hal::EventSink& sinks);
 
 }  // namespace ingero::app

@@ -1,5 +1,6 @@
 // The tracer's device side channel (app/trace_session.h): NVML and amdgpu sampled on the
-// poller's own thread, drained here on the event loop into the trace file and the registry.
+// poller's own thread, drained here on the event loop into the sinks (the trace file, the
+// registry).
 #include <iostream>
 
 #include "app/trace_session.h"
@@ -45,7 +46,7 @@ void Trace::drain_devices(bool final) {
   }
   DevicePoller::Batch b = devices_->take();
   device_rows_lost_ += b.dropped;
-  if (auto st = record_device_batch(b, *writer_, metrics_.get(), device_labels_); !st) {
+  if (auto st = record_device_batch(b, sinks_); !st) {
     device_rows_lost_ += b.samples.size() + b.events.size();
     if (!device_warned_ && !opts_.quiet)
       std::cerr << "ingero: storing device samples failed: " << st.error().message << "\n";

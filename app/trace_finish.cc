@@ -35,7 +35,7 @@ void Trace::stop_child() {
 // metrics; delivery ends by --otlp-exit-timeout, and what it sent and dropped goes into the
 // session row's bpf_stats (otlp_*).
 void Trace::finish_otlp(const std::vector<engine::Chain>& chains, store::SessionEnd& end) {
-  if (!chains.empty()) otlp_->on_chains(chains, wall_now_ns());
+  if (!chains.empty()) (void)otlp_->on_chains(chains, wall_now_ns());
   auto left = std::chrono::milliseconds(int64_t(opts_.otlp_exit_timeout_s * 1000));
   otlp_->finish(std::chrono::steady_clock::now() + left);
   nlohmann::json j = nlohmann::json::parse(end.bpf_stats_json, nullptr, false);
@@ -78,8 +78,9 @@ int Trace::finish() {
   // memory the larger of tracing and analysing, not their sum.
   pipeline_->catch_up_stacks = nullptr;
   reader_.reset();
-  // Before the session's analysis, committed: it says what could not be named.
-  update_kernel_naming();
+  // Before the session's analysis, committed: it says what was lost and could not be named.
+  auto naming = kernel_naming();
+  (void)sinks_.on_session_counters(end.counters, naming ? &*naming : nullptr);
   pipeline_->commit();
   size_t nchains = 0;
   std::vector<engine::Chain> chains;

@@ -1,5 +1,6 @@
 // What the trace loop does every tick (app/trace_session.h): the live status line, the session
-// row's loss counters, retention and folding passes, agent metrics and the live chains.
+// row's loss counters, retention and folding passes, agent metrics and the live chains. Each
+// kind goes to the sinks once, through the SinkSet (hal/event_sink.h).
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -30,16 +31,16 @@ void Trace::live_line(bool final) {
 // says what was lost so far.
 void Trace::update_counters() {
   pipeline_->commit();
-  (void)writer_->update_counters(
-      session_counters(session_->stats(), pipeline_->counters().call_records, false));
-  update_kernel_naming();
+  auto naming = kernel_naming();
+  (void)sinks_.on_session_counters(
+      session_counters(session_->stats(), pipeline_->counters().call_records, false),
+      naming ? &*naming : nullptr);
 }
 
-void Trace::update_kernel_naming() {
-  if (!kernels_) return;
+std::optional<hal::KernelNaming> Trace::kernel_naming() const {
+  if (!kernels_) return std::nullopt;
   const auto& k = kernels_->counters();
-  (void)writer_->update_kernel_naming(
-      {k.names, k.unnamed_launches, k.unnamed_functions, k.unreadable, 0});
+  return hal::KernelNaming{k.names, k.unnamed_launches, k.unnamed_functions, k.unreadable, 0};
 }
 
 // --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow
@@ -103,19 +104,22 @@ void Trace::update_metrics(int64_t mono, bool final) {
   }
   struct stat sb {};
   uint64_t bytes = stat(db_.c_str(), &sb) == 0 ? uint64_t(sb.st_size) : 0;
-  auto c = session_counters(session_->stats(), pc.call_records, false);
-  metrics_->set_agent(total, secs > 0 ? double(total - events_at_last_metrics_) / secs : 0, c,
-                      writer_->failed(), probe_counts_, bytes);
+  hal::AgentStats a;
+  a.events_total = total;
+  a.events_per_s = secs > 0 ? double(total - events_at_last_metrics_) / secs : 0;
+  a.lost = session_counters(session_->stats(), pc.call_records, false);
+  a.store_errors = writer_->failed();
+  a.probes_by_backend = probe_counts_;
+  a.db_bytes = bytes;
+  (void)sinks_.on_agent_stats(a);
   events_at_last_metrics_ = total;
   last_metrics_ = mono;
-  metrics_->retire_exited(mono);
-  metrics_->refresh_kernel_series();
+  (void)sinks_.on_tick(mono);
   if (live_chains_.valid() &&
       live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     LiveAnalysis la = live_chains_.get();
-    metrics_->set_chains(la.chains);
-    if (otlp_) otlp_->on_chains(la.found, wall_now_ns());
-    std::vector<serve::Metrics::StepSample> fresh;
+    (void)sinks_.on_chains(la.chains, wall_now_ns());
+    std::vector<hal::StepSample> fresh;
     int64_t last = steps_observed_to_;
     for (const auto& [end, sample] : la.steps)
       if (end > steps_observed_to_) {
@@ -123,14 +127,13 @@ void Trace::update_metrics(int64_t mono, bool final) {
         last = std::max(last, end);
       }
     steps_observed_to_ = last;
-    metrics_->observe_steps(fresh);
+    (void)sinks_.on_steps(fresh);
   }
   if (final || live_chains_.valid() || mono < next_chains_) return;
   pipeline_->commit();
   std::string db = db_;
   int64_t to = wall_now_ns(), from = to - 300'000'000'000LL;
-  bool keep_chains = otlp_ != nullptr;
-  live_chains_ = std::async(std::launch::async, [db, from, to, keep_chains] {
+  live_chains_ = std::async(std::launch::async, [db, from, to] {
     LiveAnalysis out;
     auto reader = store::TraceReader::open(db);
     if (!reader) return out;
@@ -147,8 +150,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
     eo.model_calls = 0;  // the whole window is those seconds already: no second look-up
     eo.kernels = false;  // only severities and steps are kept of it
     auto a = engine::analyze(source, w, eo);
-    for (const auto& c : a.chains) ++out.chains[engine::severity_name(c.severity)];
-    if (keep_chains) out.found = std::move(a.chains);
+    out.chains = std::move(a.chains);
     for (const auto& s : a.steps.processes)
       for (const auto& st : s.steps)
         if (!st.warmup && st.duration())

@@ -1,8 +1,8 @@
 // What `ingero trace` samples besides the rings: a system snapshot every second, and every
 // 5 s the kernel's per-process aggregates (with, for GPU processes, their page-allocation
 // totals as events) and the device counters of every backend with a poller (InfiniBand/RoCE
-// ports, ...; hal/side_channel.h). Each writes to the trace file and, when serving, to the
-// Prometheus registry.
+// ports, ...; hal/side_channel.h). Each kind goes once to the tracer's sinks (the SinkSet:
+// the trace file, the Prometheus registry, ...; hal/event_sink.h).
 #pragma once
 
 #include <cstdint>
@@ -12,20 +12,18 @@
 
 #include "capture/event_pipeline.h"
 #include "hal/backend.h"
+#include "hal/event_sink.h"
 #include "kernelside/host_decoder.h"
 #include "kernelside/system_snapshot.h"
-#include "serve/metrics/metrics.h"
-#include "store/trace_writer.h"
 
 namespace ingero::app {
 
 class HostSamplers {
  public:
-  // `pid_stats_fd` < 0: no per-process aggregates (host context off). `metrics` may be null.
-  // `pollers`: the backends whose poll_counters() read under `sysfs_root`.
-  HostSamplers(store::TraceWriter& writer, capture::EventPipeline& pipeline,
-               serve::Metrics* metrics, int pid_stats_fd, std::string sysfs_root,
-               std::vector<const hal::VendorBackend*> pollers);
+  // `pid_stats_fd` < 0: no per-process aggregates (host context off). `sinks`: every sink,
+  // as one. `pollers`: the backends whose poll_counters() read under `sysfs_root`.
+  HostSamplers(hal::EventSink& sinks, capture::EventPipeline& pipeline, int pid_stats_fd,
+               std::string sysfs_root, std::vector<const hal::VendorBackend*> pollers);
   // Primes the counters: activity before the trace is not ours.
   void start(int64_t mono_ns, int64_t wall_ns);
   // Samples what is due at `mono_ns`; `final` samples everything.
@@ -36,9 +34,8 @@ class HostSamplers {
   void process_stats(int64_t mono_ns, int64_t wall_ns);
   void device_counters(int64_t wall_ns);
 
-  store::TraceWriter& writer_;
+  hal::EventSink& sinks_;
   capture::EventPipeline& pipeline_;
-  serve::Metrics* metrics_;
   std::string sysfs_root_;
   std::vector<const hal::VendorBackend*> pollers_;
   kernelside::SnapshotSampler snapshots_;

@@ -92,8 +92,9 @@ class Trace {
   void update_metrics(int64_t mono, bool final);
   void update_counters();
   void make_inflight();
-  // The session row's kernel-naming counters (store/kernel_names.h), from the namer.
-  void update_kernel_naming();
+  // The session row's kernel-naming counters (store/kernel_names.h), from the namer (none
+  // when kernels are not named).
+  std::optional<hal::KernelNaming> kernel_naming() const;
   void stop_child();
   // app/trace_device.cc: the device side channel (NVML, amdgpu): opened and started with the
   // loop, drained into the trace file and the registry every --flush-ms, stopped at the end.
@@ -137,12 +138,11 @@ class Trace {
   uint64_t device_rows_lost_ = 0;  // samples the poller dropped or the writer refused
   bool device_warned_ = false;
   std::vector<Periodic> periodic_;
-  // The periodic analysis for /metrics and OTLP: chains by severity (and, with --otlp, the
-  // chains themselves), and the steady steps that ended.
+  // The periodic analysis for the sinks (/metrics, OTLP): the active chains, and the steady
+  // steps that ended.
   struct LiveAnalysis {
-    std::map<std::string, uint64_t> chains;
-    std::vector<engine::Chain> found;
-    std::vector<std::pair<int64_t, serve::Metrics::StepSample>> steps;  // (end_ns, sample)
+    std::vector<engine::Chain> chains;
+    std::vector<std::pair<int64_t, hal::StepSample>> steps;  // (end_ns, sample)
   };
   std::future<LiveAnalysis> live_chains_;
   int64_t steps_observed_to_ = 0;  // steps ending after this are new to the histograms

@@ -124,7 +124,10 @@ void Trace::make_pipeline() {
                     << "\n";
       });
   sinks_.add(tenant_watch_.get());
-  if (metrics_) metrics_->set_tenants(tenants_.get());
+  if (metrics_) {
+    metrics_->set_tenants(tenants_.get());
+    metrics_->set_process_labels([this](uint32_t pid) { return device_labels_.of(pid); });
+  }
   sinks_.add(writer_.get());
   if (metrics_) sinks_.add(metrics_.get());
   sinks_.on_error = [this](const std::string& m) {
@@ -363,7 +366,7 @@ int Trace::attach() {
                                {si_.host, si_.node, si_.started_at_ns, si_.mono_offset_ns},
                                metrics_->registry());
     if (!otlp_) return kExitUsage;
-    if (opts_.otlp_spans) sinks_.add(otlp_.get());  // slow calls and collectives
+    sinks_.add(otlp_.get());  // chains; with --otlp-spans, slow calls and collectives too
   }
   store_libraries(libs, true);
   pipeline_->commit();
@@ -387,9 +390,8 @@ void Trace::loop() {
 
   start_mono_ = mono_now_ns();
   samplers_ = std::make_unique<HostSamplers>(
-      *writer_, *pipeline_, metrics_.get(),
-      session_->config().host_context ? session_->pid_stats_fd() : -1, opts_.sysfs_root,
-      registry_.all());
+      sinks_, *pipeline_, session_->config().host_context ? session_->pid_stats_fd() : -1,
+      opts_.sysfs_root, registry_.all());
   samplers_->start(start_mono_, wall_now_ns());
   start_devices();
   next_chains_ = start_mono_;

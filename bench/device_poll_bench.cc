@@ -16,6 +16,7 @@
 #include "app/device_poller.h"
 #include "backends/amdgpu/amdgpu_backend.h"
 #include "backends/nvml/nvml_backend.h"
+#include "capture/sink_set.h"
 #include "serve/metrics/metrics.h"
 #include "store/trace_writer.h"
 
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
   (void)(*writer)->begin_session(si);
   serve::Metrics metrics(true);
   app::ProcessLabeller labels;
+  metrics.set_process_labels([&](uint32_t pid) { return labels.of(pid); });
+  capture::SinkSet sinks({writer->get(), &metrics});
   poller.set_gpu_pids(pids);
   int64_t wall0 = clock_ns(CLOCK_MONOTONIC);
   poller.start();
@@ -70,7 +73,7 @@ int main(int argc, char** argv) {
     int64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     auto batch = poller.take();
     samples += batch.samples.size();
-    if (auto st = app::record_device_batch(batch, **writer, &metrics, labels); !st) {
+    if (auto st = app::record_device_batch(batch, sinks); !st) {
       std::cerr << st.error().message << "\n";
       return 1;
     }

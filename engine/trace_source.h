@@ -19,6 +19,7 @@
 #include "hal/device_sampler.h"
 #include "hal/event.h"
 #include "hal/inflight.h"
+#include "hal/sink_records.h"
 
 namespace ingero::engine {
 
@@ -154,14 +155,8 @@ struct KernelNameInfo {
   std::string source;    // "registration", "driver_lookup", "elf_symbol"
 };
 
-// What the tracer could not name, summed over the sessions.
-struct KernelNaming {
-  uint64_t names = 0;              // (pid, function) named
-  uint64_t unnamed_launches = 0;   // launches whose function got no name
-  uint64_t unnamed_functions = 0;  // distinct (pid, function) among them
-  uint64_t unreadable = 0;         // names a source gave whose bytes could not be read
-  uint64_t conflicts = 0;          // a (pid, function) named twice differently: the first kept
-};
+// What the tracer could not name, summed over the sessions (hal/sink_records.h).
+using KernelNaming = hal::KernelNaming;
 
 // The string_views inside events (vendor, api, op, library) must point at storage that lives
 // as long as the source: the engine keys its groups by their addresses.

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <mutex>
 
-#include "fleet/gzip.h"
+#include "compress/gzip.h"
 
 namespace ingero::fleet {
 namespace {
@@ -169,7 +169,7 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
   }
   std::string compressed;
   if (gzip_body) {
-    auto z = gzip_compress(body, options_.gzip_level);
+    auto z = compress::gzip(body, options_.gzip_level);
     if (!z) {
       last_failure_ = Failure::kUnreachable;
       return ingero::make_error(where + ": " + z.error().message);

@@ -1,21 +1,37 @@
-// Where decoded events go: the seam between capture and everything that keeps or exports
-// them (the SQLite store, the Prometheus registry, the ClickHouse shipper).
+// Where everything the tracer observes goes: the seam between capture and everything that keeps
+// or exports it (the SQLite store, the Prometheus registry, the OTLP exporter).
 //
 // capture/ hands every record it decodes to the sinks the tracer wired, in ring-buffer order,
-// on one thread. A sink never sees the BPF records, and capture never includes a sink: a new
-// sink is one class here and one line in the tracer. The interface lives in hal/, beside the
-// event model it carries, so sinks depend on the vocabulary and not on the capture code.
+// on one thread; the tracer's periodic work (app/trace_samplers.cc, app/trace_periodic.cc)
+// hands over the sampled kinds the same way, once per kind, through the one capture::SinkSet.
+// A sink never sees the BPF records, capture never includes a sink, and no sink includes
+// another: what they share is named here and in hal/sink_records.h. A new sink is one class
+// and one line in the tracer; a sink overrides the kinds it keeps, the others are no-ops.
+//
+// Every method is called on the tracer's event-loop thread. A returned error is counted and
+// reported by the SinkSet (once per distinct message) and never keeps the kind from the other
+// sinks.
+//
+// The live analysis's chains are the engine's (engine/chain.h); they are named here by
+// declaration only, so hal links nothing of the engine: a sink that reads them includes it.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "hal/device_sampler.h"
 #include "hal/event.h"
 #include "hal/inflight.h"
 #include "hal/kernel_names.h"
 #include "hal/result.h"
+#include "hal/side_channel.h"
+#include "hal/sink_records.h"
 #include "hal/stack_frame.h"
+
+namespace ingero::engine {
+struct Chain;
+}
 
 namespace ingero::hal {
 
@@ -43,6 +59,46 @@ class EventSink {
   virtual Status on_kernel_name(const KernelName& /*name*/) { return {}; }
   // Everything handed over so far is durable (the store commits its batch; others may flush).
   virtual Status commit() { return {}; }
+
+  // The sampled kinds (app/trace_samplers.cc, app/device_poller.h).
+  // Once a second: the host's CPU, memory and load.
+  virtual Status on_snapshot(const HostSnapshot& /*s*/) { return {}; }
+  // Every 5 s: each process's activity over [ts_ns, ts_ns + dur_ns) (wall clock); only the
+  // processes with any.
+  virtual Status on_process_stats(int64_t /*ts_ns*/, int64_t /*dur_ns*/,
+                                  const std::vector<ProcessStats>& /*deltas*/) {
+    return {};
+  }
+  // Every 5 s: one backend's device-port counters (hal/side_channel.h), as cumulative totals
+  // read at `ts_ns` (wall clock). A host without the devices hands over nothing.
+  virtual Status on_device_counters(int64_t /*ts_ns*/, std::string_view /*backend*/,
+                                    const std::vector<DevicePortSample>& /*ports*/) {
+    return {};
+  }
+  // Every --flush-ms: the device side channel's samples and events since the last
+  // (hal/device_sampler.h); the vectors may be empty.
+  virtual Status on_device_samples(const std::vector<DeviceSample>& /*samples*/) { return {}; }
+  virtual Status on_device_events(const std::vector<DeviceEvent>& /*events*/) { return {}; }
+
+  // The session's own counters.
+  // Every 5 s: what the session lost so far, and (null when kernels are not named) what it
+  // could not name.
+  virtual Status on_session_counters(const SessionCounters& /*lost*/,
+                                     const KernelNaming* /*naming*/) {
+    return {};
+  }
+  // Once a second: the agent's totals (hal/sink_records.h).
+  virtual Status on_agent_stats(const AgentStats& /*stats*/) { return {}; }
+  // Once a second, after on_agent_stats: the monotonic clock of the events, for a sink that
+  // ages what it keeps (series of exited processes).
+  virtual Status on_tick(int64_t /*mono_ns*/) { return {}; }
+
+  // The live analysis (every 30 s, of the last 5 minutes): the chains active now, at `now_ns`
+  // (Unix ns), and the steady steps that ended since the last analysis.
+  virtual Status on_chains(const std::vector<engine::Chain>& /*chains*/, int64_t /*now_ns*/) {
+    return {};
+  }
+  virtual Status on_steps(const std::vector<StepSample>& /*steps*/) { return {}; }
 };
 
 }  // namespace ingero::hal

@@ -9,6 +9,7 @@
 
 #include "hal/event.h"
 #include "hal/result.h"
+#include "hal/sink_records.h"
 #include "ingero_records.h"
 
 namespace ingero::kernelside {
@@ -19,16 +20,8 @@ bool decode_host_record(const void* data, size_t size, hal::Event& ev);
 // resolve: ingero_cpu_sample_rec::stack_hash).
 bool decode_cpu_sample(const void* data, size_t size, hal::Event& ev);
 
-// One process's activity over one read-out interval.
-struct ProcessStats {
-  uint32_t pid = 0;
-  std::string comm;
-  uint64_t cgroup_id = 0;
-  uint64_t switches = 0, involuntary = 0, off_cpu_ns = 0, max_off_cpu_ns = 0, wakeups = 0;
-  uint64_t page_allocs = 0, page_bytes = 0, forks = 0;
-  uint64_t block_ios = 0, block_bytes = 0, block_ns = 0;
-  bool empty() const { return !switches && !wakeups && !page_allocs && !forks && !block_ios; }
-};
+// One process's activity over one read-out interval (hal/sink_records.h).
+using ProcessStats = hal::ProcessStats;
 
 // Turns cumulative in-kernel counters into per-interval deltas.
 class ProcessStatsReader {

@@ -60,7 +60,7 @@ void parse_meminfo(const std::string& text, SystemSnapshot* s) {
   }
   s->mem_avail_mb = avail / 1024;
   s->mem_pct = total ? 100.0 * double(total - avail) / double(total) : 0;
-  s->swap_used_mb = (swap_total - swap_free) / 1024;
+  s->swap_mb = (swap_total - swap_free) / 1024;
 }
 
 SystemSnapshot SnapshotSampler::sample(int64_t wall_ns) {

@@ -4,17 +4,12 @@
 #include <cstdint>
 #include <string>
 
+#include "hal/sink_records.h"
+
 namespace ingero::kernelside {
 
-struct SystemSnapshot {
-  int64_t ts_ns = 0;   // wall clock
-  double cpu_pct = 0;  // busy share of all CPUs since the previous sample
-  double mem_pct = 0;  // (total - available) / total
-  int64_t mem_avail_mb = 0;
-  int64_t swap_used_mb = 0;
-  double load_avg = 0;  // 1-minute
-  int64_t procs_running = 0;
-};
+// The host's figures, as every sink receives them (hal/sink_records.h).
+using SystemSnapshot = hal::HostSnapshot;
 
 class SnapshotSampler {
  public:

@@ -36,6 +36,7 @@
 #include "hal/event_sink.h"
 #include "hal/result.h"
 #include "hal/side_channel.h"
+#include "hal/sink_records.h"
 #include "store/call_block.h"
 #include "store/call_summaries.h"
 #include "store/retention.h"
@@ -54,19 +55,8 @@ struct SessionInfo {
   uint32_t tracer_pid = 0;  // the tracer's own process (0: not recorded)
 };
 
-// What a session lost, by kind (the sessions row; docs/schema.md). Updated while tracing and
-// at the end.
-struct SessionCounters {
-  uint64_t call_drops = 0;          // call records the calls ring could not take
-  uint64_t stack_drops = 0;         // stack and code records the aux ring could not take
-  uint64_t host_drops = 0;          // host-context records the host ring could not take
-  uint64_t sample_drops = 0;        // on-CPU samples the aux ring could not take
-  uint64_t lost_calls = 0;          // calls never traced: thread table full, nesting too deep
-  uint64_t calls_lost_at_exit = 0;  // recorded by BPF but never read (the tracer stopped first)
-  uint64_t unfinished_calls = 0;
-  uint64_t store_errors = 0;  // events earlier writers could not write (merge carries them)
-  uint64_t calls_lost() const { return call_drops + lost_calls + calls_lost_at_exit; }
-};
+// What a session lost (hal/sink_records.h: the writer and the metrics registry both read it).
+using SessionCounters = hal::SessionCounters;
 
 struct SessionEnd {
   int64_t stopped_at_ns = 0;
@@ -87,11 +77,7 @@ struct LibraryRow {
   int64_t late_ns = 0;
 };
 
-struct SnapshotRow {
-  int64_t ts_ns = 0;  // wall clock
-  double cpu_pct = 0, mem_pct = 0, load_avg = 0;
-  int64_t mem_avail_mb = 0, swap_mb = 0, procs_running = 0;
-};
+using SnapshotRow = hal::HostSnapshot;
 
 struct ProcessStatsRow {
   int64_t ts_ns = 0, dur_ns = 0;  // interval (wall clock)
@@ -196,6 +182,22 @@ class TraceWriter final : public hal::EventSink {
   // (pid, func) stays; a different one later is counted in kernel_name_conflicts().
   ingero::Status add_kernel_name(const hal::KernelName& k);
   ingero::Status on_kernel_name(const hal::KernelName& k) override { return add_kernel_name(k); }
+  // The sampled kinds of the seam, as rows (store/trace_writer_sink.cc): system_snapshots,
+  // process_stats (a row per process), device_counters (a row per counter), the device
+  // tables, and the sessions row's loss and naming counters.
+  ingero::Status on_snapshot(const hal::HostSnapshot& s) override { return add_snapshot(s); }
+  ingero::Status on_process_stats(int64_t ts_ns, int64_t dur_ns,
+                                  const std::vector<hal::ProcessStats>& deltas) override;
+  ingero::Status on_device_counters(int64_t ts_ns, std::string_view backend,
+                                    const std::vector<hal::DevicePortSample>& ports) override;
+  ingero::Status on_device_samples(const std::vector<hal::DeviceSample>& samples) override {
+    return add_device_samples(samples);
+  }
+  ingero::Status on_device_events(const std::vector<hal::DeviceEvent>& events) override {
+    return add_device_events(events);
+  }
+  ingero::Status on_session_counters(const SessionCounters& lost,
+                                     const hal::KernelNaming* naming) override;
   // Records what the session could not name (the sessions row); conflicts add this writer's.
   ingero::Status update_kernel_naming(const engine::KernelNaming& n);
   uint64_t kernel_name_conflicts() const { return kernel_name_conflicts_; }

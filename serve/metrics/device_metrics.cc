@@ -28,8 +28,8 @@ void Metrics::observe_device_event(const hal::Event& ev) {
       .Increment();
 }
 
-void Metrics::on_device_counters(std::string_view backend,
-                                 const std::vector<hal::DevicePortSample>& ports) {
+ingero::Status Metrics::on_device_counters(int64_t, std::string_view backend,
+                                           const std::vector<hal::DevicePortSample>& ports) {
   std::lock_guard<std::mutex> g(mu_);
   const std::string prefix(backend);
   for (const auto& p : ports) {
@@ -53,6 +53,7 @@ void Metrics::on_device_counters(std::string_view backend,
       last = v;
     }
   }
+  return {};
 }
 
 }  // namespace ingero::serve

@@ -67,9 +67,8 @@ void Metrics::make_gpu_families() {
                           "Device memory the process holds; --prometheus-per-process");
 }
 
-void Metrics::on_device_samples(const std::vector<hal::DeviceSample>& samples,
-                                const LabelFn& labels_of) {
-  if (samples.empty()) return;
+ingero::Status Metrics::on_device_samples(const std::vector<hal::DeviceSample>& samples) {
+  if (samples.empty()) return {};
   std::lock_guard<std::mutex> g(mu_);
   make_gpu_families();
   GpuFamilies& f = *gpu_;
@@ -130,7 +129,7 @@ void Metrics::on_device_samples(const std::vector<hal::DeviceSample>& samples,
       size_t on_device = 0;
       for (const auto& [k, p] : gpu_procs_) on_device += k.first == key.first;
       if (on_device >= kMaxProcesses) continue;  // bounded: later processes get no series
-      ProcessLabels pl = labels_of ? labels_of(*s.pid) : ProcessLabels{};
+      ProcessLabels pl = labels_of_ ? labels_of_(*s.pid) : ProcessLabels{};
       prometheus::Labels pl_all = l;
       pl_all["pid"] = std::to_string(*s.pid);
       pl_all["comm"] = pl.comm;
@@ -159,10 +158,11 @@ void Metrics::on_device_samples(const std::vector<hal::DeviceSample>& samples,
       if (gauge) fam->Remove(gauge);
     it = gpu_procs_.erase(it);
   }
+  return {};
 }
 
-void Metrics::on_device_events(const std::vector<hal::DeviceEvent>& events) {
-  if (events.empty()) return;
+ingero::Status Metrics::on_device_events(const std::vector<hal::DeviceEvent>& events) {
+  if (events.empty()) return {};
   std::lock_guard<std::mutex> g(mu_);
   make_gpu_families();
   for (const auto& e : events) {
@@ -176,6 +176,7 @@ void Metrics::on_device_events(const std::vector<hal::DeviceEvent>& events) {
                {"code", e.kind == "xid" ? std::to_string(e.code) : ""}})
         .Increment();
   }
+  return {};
 }
 
 }  // namespace ingero::serve

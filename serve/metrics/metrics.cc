@@ -5,6 +5,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "engine/chain.h"
 #include "serve/http/web_config.h"
 
 namespace ingero::serve {
@@ -322,7 +323,14 @@ void Metrics::observe(const hal::Event& ev) {
   }
 }
 
-void Metrics::on_process_stats(const std::vector<kernelside::ProcessStats>& deltas) {
+ingero::Status Metrics::on_tick(int64_t mono_ns) {
+  retire_exited(mono_ns);
+  refresh_kernel_series();
+  return {};
+}
+
+ingero::Status Metrics::on_process_stats(int64_t, int64_t,
+                                         const std::vector<hal::ProcessStats>& deltas) {
   std::lock_guard<std::mutex> g(mu_);
   uint64_t n = 0, b = 0;
   for (const auto& d : deltas) {
@@ -331,19 +339,18 @@ void Metrics::on_process_stats(const std::vector<kernelside::ProcessStats>& delt
   }
   page_allocs_->Add({}).Increment(double(n));
   page_bytes_->Add({}).Increment(double(b));
+  return {};
 }
 
-void Metrics::set_agent(uint64_t events_total, double events_per_s,
-                        const store::SessionCounters& lost, uint64_t store_errors,
-                        const std::map<std::string, uint64_t>& probes_by_backend,
-                        uint64_t db_bytes) {
+ingero::Status Metrics::on_agent_stats(const hal::AgentStats& a) {
+  const hal::SessionCounters& lost = a.lost;
   std::lock_guard<std::mutex> g(mu_);
   // Counters from cumulative totals: add what grew since the last call (they never shrink).
   auto grow = [](prometheus::Counter& c, uint64_t& last, uint64_t now) {
     if (now > last) c.Increment(double(now - last));
     last = std::max(last, now);
   };
-  grow(events_->Add({}), events_last_, events_total);
+  grow(events_->Add({}), events_last_, a.events_total);
   grow(drops_->Add({}), drops_last_,
        lost.call_drops + lost.stack_drops + lost.host_drops + lost.sample_drops);
   grow(dropped_->Add({{"kind", "calls"}}), lost_last_[0], lost.call_drops);
@@ -351,13 +358,14 @@ void Metrics::set_agent(uint64_t events_total, double events_per_s,
   grow(dropped_->Add({{"kind", "host"}}), lost_last_[2], lost.host_drops);
   grow(dropped_->Add({{"kind", "samples"}}), lost_last_[3], lost.sample_drops);
   grow(untraced_->Add({}), lost_last_[4], lost.lost_calls);
-  grow(store_errors_->Add({}), lost_last_[5], store_errors);
-  events_rate_->Add({}).Set(events_per_s);
-  for (const auto& [b, n] : probes_by_backend) probes_->Add({{"backend", b}}).Set(double(n));
-  db_bytes_->Add({}).Set(double(db_bytes));
+  grow(store_errors_->Add({}), lost_last_[5], a.store_errors);
+  events_rate_->Add({}).Set(a.events_per_s);
+  for (const auto& [b, n] : a.probes_by_backend) probes_->Add({{"backend", b}}).Set(double(n));
+  db_bytes_->Add({}).Set(double(a.db_bytes));
+  return {};
 }
 
-void Metrics::observe_steps(const std::vector<StepSample>& steps) {
+ingero::Status Metrics::on_steps(const std::vector<StepSample>& steps) {
   // 1 ms .. ~16 s, doubling; idle share in tenths.
   static const prometheus::Histogram::BucketBoundaries kSeconds = [] {
     prometheus::Histogram::BucketBoundaries b;
@@ -377,14 +385,18 @@ void Metrics::observe_steps(const std::vector<StepSample>& steps) {
     if (!busy) busy = &step_gpu_busy_->Add({}, kShare);
     busy->Observe(s.gpu_busy);
   }
+  return {};
 }
 
-void Metrics::set_chains(const std::map<std::string, uint64_t>& active) {
+ingero::Status Metrics::on_chains(const std::vector<engine::Chain>& chains, int64_t) {
+  std::map<std::string, uint64_t> active;
+  for (const auto& c : chains) ++active[engine::severity_name(c.severity)];
   std::lock_guard<std::mutex> g(mu_);
   for (const char* s : {"HIGH", "MEDIUM", "LOW"}) {
     auto it = active.find(s);
     chains_->Add({{"severity", s}}).Set(it == active.end() ? 0.0 : double(it->second));
   }
+  return {};
 }
 
 std::string Metrics::exposition() const {

@@ -28,14 +28,14 @@
 #include "hal/event.h"
 #include "hal/event_sink.h"
 #include "hal/result.h"
-#include "kernelside/host_decoder.h"
+#include "hal/sink_records.h"
 #include "kernelside/tenant_names.h"
 #include "serve/http/server.h"
-#include "store/trace_writer.h"
 
 namespace ingero::serve {
 
-// A sink of the capture seam: every event updates the registry.
+// A sink of the capture seam (hal/event_sink.h): every kind it receives updates the registry.
+// It includes no other sink; what it shares with them is hal/sink_records.h.
 class Metrics final : public hal::EventSink {
  public:
   // `backends` names device asynchronous events (hal::BackendRegistry::device_event_name);
@@ -63,35 +63,37 @@ class Metrics final : public hal::EventSink {
   // Per-process mode: drops the series of processes that exited more than `retention_ns`
   // before `now_ns` (monotonic clock of the events), so short-lived processes do not pile up.
   void retire_exited(int64_t now_ns, int64_t retention_ns = kExitedRetentionNs);
-  void on_process_stats(const std::vector<kernelside::ProcessStats>& deltas);
+  // Once a second: retire_exited(mono_ns), then refresh_kernel_series().
+  ingero::Status on_tick(int64_t mono_ns) override;
+  // The page allocations of the interval (ingero_page_allocs_total, ingero_page_alloc_bytes_total).
+  ingero::Status on_process_stats(int64_t ts_ns, int64_t dur_ns,
+                                  const std::vector<hal::ProcessStats>& deltas) override;
   // A backend's counter poll (hal/side_channel.h): each counter is the family
   // ingero_<backend>_<metric>[_bytes]_total, labelled <backend>_device, <backend>_port and the
   // port's metric_label attributes; it grows by the increase since the last poll.
-  void on_device_counters(std::string_view backend,
-                          const std::vector<hal::DevicePortSample>& ports);
+  ingero::Status on_device_counters(int64_t ts_ns, std::string_view backend,
+                                    const std::vector<hal::DevicePortSample>& ports) override;
   // The device side channel (hal/device_sampler.h; serve/metrics/gpu_metrics.cc): per device
   // gauges (utilisation, memory, clocks, power, temperature, throttle reasons) and ECC
-  // counters, and with per_process the process series, labelled by `labels` (comm, and the
-  // container and pod from its cgroup where known). A figure a sample lacks has no series.
+  // counters, and with per_process the process series, labelled by set_process_labels()
+  // (comm, and the container and pod from its cgroup where known; none set: the pid's series
+  // have empty labels). A figure a sample lacks has no series.
   struct ProcessLabels {
     std::string comm, container, pod;
   };
   using LabelFn = std::function<ProcessLabels(uint32_t pid)>;
-  void on_device_samples(const std::vector<hal::DeviceSample>& samples, const LabelFn& labels = {});
+  void set_process_labels(LabelFn labels) { labels_of_ = std::move(labels); }
+  ingero::Status on_device_samples(const std::vector<hal::DeviceSample>& samples) override;
   // Xid errors, lost GPUs: ingero_gpu_device_events_total.
-  void on_device_events(const std::vector<hal::DeviceEvent>& events);
+  ingero::Status on_device_events(const std::vector<hal::DeviceEvent>& events) override;
   // The agent's own counters, as cumulative totals since the trace began.
-  void set_agent(uint64_t events_total, double events_per_s, const store::SessionCounters& lost,
-                 uint64_t store_errors, const std::map<std::string, uint64_t>& probes_by_backend,
-                 uint64_t db_bytes);
-  void set_chains(const std::map<std::string, uint64_t>& active_by_severity);
+  ingero::Status on_agent_stats(const hal::AgentStats& stats) override;
+  // The active chains: ingero_active_chains{severity} (engine/chain.h).
+  ingero::Status on_chains(const std::vector<engine::Chain>& chains, int64_t now_ns) override;
   // Steady training steps that ended since the last call (the tracer's periodic analysis):
   // each step's duration and GPU-idle share.
-  struct StepSample {
-    double seconds = 0, gpu_idle = 0;  // gpu_idle: the lower bound the syncs prove
-    double gpu_busy = -1;              // measured by the device; -1 where not
-  };
-  void observe_steps(const std::vector<StepSample>& steps);
+  using StepSample = hal::StepSample;
+  ingero::Status on_steps(const std::vector<StepSample>& steps) override;
 
   // Launches by kernel (ingero_kernel_launches_total{kernel}; hal/kernel_names.h): at most
   // `k` kernels get a series of their own (0: none), the rest share kernel="other", and
@@ -190,6 +192,7 @@ class Metrics final : public hal::EventSink {
 
   bool per_process_;
   const hal::BackendRegistry* backends_;
+  LabelFn labels_of_;
   kernelside::TenantResolver* tenants_ = nullptr;
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;

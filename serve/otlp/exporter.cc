@@ -71,13 +71,13 @@ Status Exporter::on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>&
   return {};
 }
 
-void Exporter::on_chains(const std::vector<engine::Chain>& chains, int64_t now_ns) {
+Status Exporter::on_chains(const std::vector<engine::Chain>& chains, int64_t now_ns) {
   std::vector<const engine::Chain*> fresh;
   {
     std::lock_guard<std::mutex> g(mu_);
     fresh = chains_.fresh(chains, options_.node, now_ns);
   }
-  if (fresh.empty()) return;
+  if (fresh.empty()) return {};
   // The processes' cgroups are read here, once per chain: chains are few.
   std::vector<pl::LogRecord> records(fresh.size());
   for (size_t i = 0; i < fresh.size(); ++i) {
@@ -96,6 +96,7 @@ void Exporter::on_chains(const std::vector<engine::Chain>& chains, int64_t now_n
     ++counts_.chain_records;
   }
   cv_.notify_all();
+  return {};
 }
 
 const ContainerIds& Exporter::container_of(uint32_t pid) {

@@ -69,7 +69,7 @@ class Exporter final : public hal::EventSink {
   Status on_event(const hal::Event& ev) override;
   Status on_stack(uint64_t stack_id, const std::vector<hal::StackFrame>& frames) override;
   // The chains of one analysis at `now_ns` (Unix ns): the new ones become log records.
-  void on_chains(const std::vector<engine::Chain>& chains, int64_t now_ns);
+  Status on_chains(const std::vector<engine::Chain>& chains, int64_t now_ns) override;
   // The end: stops the batcher, queues the registry's last values and every buffered record
   // and span, and delivers until `deadline` (then what is left is dropped, counted). Once.
   void finish(std::chrono::steady_clock::time_point deadline);

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "serve/export/gzip.h"
+#include "compress/gzip.h"
 
 namespace ingero::serve::otlp {
 namespace {
@@ -90,7 +90,7 @@ PostResult HttpPost::post(const std::string& url, const std::string& payload) {
   std::string compressed;
   const std::string* body = &payload;
   if (config_.gzip) {
-    auto z = gzip(payload, 6);
+    auto z = compress::gzip(payload, 6);
     if (!z) {
       r.outcome = PostResult::Outcome::kRejected;
       r.error = z.error().message;

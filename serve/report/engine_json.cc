@@ -45,15 +45,9 @@ void step_values(const engine::Step& s, double* v) {
 
 json step_series_json(const engine::StepSeries& s, const std::string& node, const std::string& name,
                       int64_t t0_ns, size_t max_points) {
-  json j = {{"node", node},
-            {"pid", s.pid},
-            {"name", name},
-            {"cadence", engine::cadence_name(s.cadence)},
-            {"cadence_note", s.cadence_note},
-            {"anchor_site", s.anchor_site},
-            {"steps", s.steps.size()},
-            {"calls_dropped", s.calls_dropped},
-            {"summary", engine::step_summary_json(s.summary)}};
+  json j = engine::step_series_json(s, name);  // the shape explain --json and MCP give
+  j["node"] = node;
+  j["steps"] = s.steps.size();
   size_t n = s.steps.size();
   size_t group = max_points && n > max_points ? (n + max_points - 1) / max_points : 1;
   json t = json::array(), warm = json::array(), busy = json::array();
@@ -91,30 +85,8 @@ json step_series_json(const engine::StepSeries& s, const std::string& node, cons
 json kernel_series_json(const engine::ProcessKernels& k, const engine::StepSeries* s,
                         const std::string& node, const std::string& name, int64_t t0_ns,
                         size_t max_points, size_t max_rows) {
-  json rows = json::array();
-  for (size_t i = 0; i < k.kernels.size() && i < max_rows; ++i) {
-    const engine::KernelCount& c = k.kernels[i];
-    rows.push_back({{"name", c.label()},
-                    {"named", !c.name.empty()},
-                    {"full_name", c.full_name},
-                    {"source", c.source},
-                    {"launches", c.launches},
-                    {"per_step_median", c.per_step_median},
-                    {"per_step_max", c.per_step_max},
-                    {"steps_with", c.steps_with},
-                    {"where", c.where}});
-  }
-  json j = {{"node", node},
-            {"pid", k.pid},
-            {"name", name},
-            {"launches", k.launches},
-            {"unnamed_launches", k.unnamed_launches},
-            {"unnamed_functions", k.unnamed_functions},
-            {"folded_launches", k.folded_launches},
-            {"steady_steps", k.steady_steps},
-            {"kernels_total", k.kernels.size()},
-            {"per_step_text", engine::kernels_per_step_text(k)},
-            {"kernels", std::move(rows)}};
+  json j = engine::process_kernels_json(k, name, max_rows);  // as explain --json and MCP
+  j["node"] = node;
   if (!s || s->steps.empty() || k.per_step.size() != s->steps.size()) return j;
   // The kernels that have per-step counts: the most launched (ProcessKernels::kMaxStepKernels).
   size_t shown = std::min(k.kernels.size(), engine::ProcessKernels::kMaxStepKernels);
@@ -189,19 +161,10 @@ json collectives_json(const engine::CollectiveReport& r, const std::string& node
   return out;
 }
 
-json process_activity_json(const engine::ProcessReport& p) {
-  return {{"role", p.role},
-          {"parent", p.parent},
-          {"switches", p.switches},
-          {"involuntary", p.involuntary},
-          {"off_cpu_ns", p.off_cpu_ns},
-          {"max_off_cpu_ns", p.max_off_cpu_ns},
-          {"page_allocs", p.page_allocs},
-          {"page_bytes", p.page_bytes},
-          {"forks", p.forks},
-          {"block_ios", p.block_ios},
-          {"tenant", engine::tenant_label(p.cgroup)},
-          {"cgroup_path", p.cgroup.path}};
+json process_json(const engine::ProcessReport& p, const std::string& node) {
+  json j = engine::process_json(p);  // the shape explain --json gives
+  j["node"] = node;
+  return j;
 }
 
 json tenants_json(const std::vector<std::pair<std::string, engine::TenantReport>>& per_node) {
@@ -209,24 +172,15 @@ json tenants_json(const std::vector<std::pair<std::string, engine::TenantReport>
   bool named = false;
   for (const auto& [node, r] : per_node) {
     named = named || r.named;
-    for (const auto& t : r.tenants)
-      rows.push_back({{"node", node},
-                      {"name", t.name},
-                      {"kind", t.kind},
-                      {"gpu_pids", t.gpu_pids},
-                      {"calls", t.calls},
-                      {"api_ns", t.api_ns},
-                      {"preempted_ns", t.preempted_ns},
-                      {"preempted_by_others_ns", t.preempted_by_others_ns},
-                      {"preempting_ns", t.preempting_ns}});
-    for (const auto& x : r.across)
-      across.push_back({{"node", node},
-                        {"victim", x.victim},
-                        {"by", x.by},
-                        {"ns", x.ns},
-                        {"count", x.count},
-                        {"top_pid", x.top_pid},
-                        {"top_comm", x.top_comm}});
+    json one = engine::tenants_json(r);  // the shape explain --json gives
+    for (auto& t : one["tenants"]) {
+      t["node"] = node;
+      rows.push_back(std::move(t));
+    }
+    for (auto& x : one["preemptions"]) {
+      x["node"] = node;
+      across.push_back(std::move(x));
+    }
   }
   return {{"named", named}, {"rows", std::move(rows)}, {"preemptions", std::move(across)}};
 }

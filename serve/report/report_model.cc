@@ -6,6 +6,7 @@
 
 #include "engine/analysis.h"
 #include "engine/loss_notes.h"
+#include "engine/result_json.h"
 #include "serve/report/call_pass.h"
 #include "serve/report/engine_json.h"
 #include "serve/report/flame_tree.h"
@@ -129,24 +130,11 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
   return h;
 }
 
+// An op: engine::op_stats_json, with its total time, slow calls and latency histogram.
 json op_json(const engine::OpStats& s, const OpAccum& acc) {
-  json j = {{"vendor", s.key.vendor},
-            {"api", s.key.api},
-            {"op", s.key.op},
-            {"kind", std::string(hal::kind_name(s.key.kind))},
-            {"calls", s.count},
-            {"errors", s.errors},
-            {"unfinished", s.unfinished},
-            {"sum_ns", s.sum_ns},
-            {"avg_ns", uint64_t(s.avg_ns())},
-            {"min_ns", s.min_ns},
-            {"p50_ns", s.p50},
-            {"p95_ns", s.p95},
-            {"p99_ns", s.p99},
-            {"max_ns", s.max_ns},
-            {"bytes", s.bytes},
-            {"off_cpu_ns", s.off_cpu_ns},
-            {"slow_calls", s.count >= 2 ? s.tail_count : 0}};
+  json j = engine::op_stats_json(s);
+  j["sum_ns"] = s.sum_ns;
+  j["slow_calls"] = s.count >= 2 ? s.tail_count : 0;
   size_t lo = kLatencyBins, hi = 0;
   for (size_t b = 0; b < kLatencyBins; ++b)
     if (acc.hist[b]) {
@@ -299,14 +287,17 @@ Status process_section(store::Db& db, const ReportOptions& o,
       auto it = std::find_if(procs->begin(), procs->end(), [&](const json& r) {
         return r["node"] == na.node && r["pid"] == p.pid;
       });
+      json pj = process_json(p, na.node);
       if (it != procs->end()) {
-        it->update(process_activity_json(p));
+        // The row's calls and name are the window's SQL totals (the table's other columns
+        // count the same calls); the rest is the engine's.
+        pj.erase("calls");
+        pj.erase("name");
+        it->update(pj);
       } else {
         ++total;
         if (procs->size() >= o.max_processes) continue;
-        json r = {{"node", na.node}, {"pid", p.pid}, {"calls", 0}, {"name", p.name}};
-        r.update(process_activity_json(p));
-        procs->push_back(std::move(r));
+        procs->push_back(std::move(pj));
       }
     }
   j["processes"] = std::move(*procs);

@@ -6,6 +6,9 @@
 // document stays a few hundred KiB whatever the trace's size; docs/performance.md has the
 // figures at 10 M events.
 //
+// The engine's sections (steps, kernels, chains, ops, processes, tenants) are the engine's one
+// JSON shape (engine/result_json.h) with the report's own keys added (serve/report/engine_json.h).
+//
 // Sections (docs/cli.md, "ingero report", describes what each shows):
 //   format, version, generated_at_ns, trace{path, format, legacy}, window{start_ns, end_ns}
 //   header{sessions[], nodes[], calls, events, host_events, processes, errors, unfinished,

@@ -8,7 +8,7 @@
 
 #include <stdexcept>
 
-#include "serve/export/gzip.h"
+#include "compress/gzip.h"
 #include "serve/http/server.h"
 
 namespace ingero::test {
@@ -59,7 +59,7 @@ OtlpReceiver::OtlpReceiver(OtlpReceiverOptions o) : got_(std::make_unique<Got>()
       }
       std::string body = req.body;
       if (serve::http::iequals(req.headers.value("Content-Encoding"), "gzip")) {
-        auto z = serve::gunzip(body);
+        auto z = compress::gunzip(body);
         body = z ? *z : std::string("\xff\xff\xff", 3);
       }
       bool ok = false;

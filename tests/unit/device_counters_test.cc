@@ -62,8 +62,10 @@ TEST(FakeCounterBackend, CheckLineComesFromTheBackend) {
 TEST(FakeCounterBackend, PrometheusNamesAndLabelsComeFromTheBackendData) {
   auto b = make_fakecounter_backend();
   serve::Metrics m(false);
-  m.on_device_counters(b->name(), b->poll_counters(fake_tree("fc-prom-3", 3) + "/sys"));
-  m.on_device_counters(b->name(), b->poll_counters(fake_tree("fc-prom-8", 8) + "/sys"));
+  EXPECT_TRUE(
+      m.on_device_counters(0, b->name(), b->poll_counters(fake_tree("fc-prom-3", 3) + "/sys")));
+  EXPECT_TRUE(
+      m.on_device_counters(0, b->name(), b->poll_counters(fake_tree("fc-prom-8", 8) + "/sys")));
   std::string t = m.exposition();
   const std::string l =
       R"({fakecounter_device="fc0",fakecounter_link="optical",fakecounter_port="1"})";

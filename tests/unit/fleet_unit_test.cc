@@ -5,9 +5,9 @@
 
 #include <cstdlib>
 
+#include "compress/gzip.h"
 #include "fleet/ch_schema.h"
 #include "fleet/clickhouse_endpoint.h"
-#include "fleet/gzip.h"
 #include "fleet/spool.h"
 #include "fleet/tsv.h"
 #include "store/trace_writer.h"
@@ -139,15 +139,15 @@ TEST(FleetGzip, RoundTripsAndShrinksTraceRows) {
   for (int i = 0; i < 2000; ++i)
     tsv += "node-1\t" + std::to_string(1800000000000000000LL + i * 1000) +
            "\tnvidia\tcuda_runtime\tlaunch\tcudaLaunchKernel\t\\N\n";
-  auto z = gzip_compress(tsv);
+  auto z = compress::gzip(tsv, 1);
   ASSERT_TRUE(z);
   EXPECT_EQ(uint8_t((*z)[0]), 0x1f);  // gzip magic
   EXPECT_EQ(uint8_t((*z)[1]), 0x8b);
   EXPECT_LT(z->size() * 8, tsv.size());
-  auto back = gzip_decompress(*z);
+  auto back = compress::gunzip(*z);
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, tsv);
-  EXPECT_FALSE(gzip_decompress(z->substr(0, z->size() / 2)));
+  EXPECT_FALSE(compress::gunzip(z->substr(0, z->size() / 2)));
 }
 
 // A live trace writes calls into blocks as it commits: an `ingero ship` that opened the file

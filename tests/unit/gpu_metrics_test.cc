@@ -75,12 +75,13 @@ Metrics::ProcessLabels labels(uint32_t pid) {
 TEST(GpuMetrics, DeviceSeriesExactAndAbsentFiguresHaveNone) {
   Metrics m(false);
   EXPECT_FALSE(mentions(m.exposition(), "ingero_gpu_utilization_ratio"));  // no device: none
-  m.on_device_samples({device(1'000'000'000), proc(1'000'000'000, 42, 9)}, labels);
+  EXPECT_TRUE(m.on_device_samples({device(1'000'000'000), proc(1'000'000'000, 42, 9)}));
   hal::DeviceSample later = device(1'100'000'000);
   later.ecc_corrected = 5;
-  m.on_device_samples({later}, labels);
-  m.on_device_events({{1'100'000'000, "nvml", 0, "GPU-0", "xid", 79, "Xid 79"},
-                      {1'100'000'000, "nvml", 0, "GPU-0", "ecc_corrected", 2, "2 corrected"}});
+  EXPECT_TRUE(m.on_device_samples({later}));
+  EXPECT_TRUE(
+      m.on_device_events({{1'100'000'000, "nvml", 0, "GPU-0", "xid", 79, "Xid 79"},
+                          {1'100'000'000, "nvml", 0, "GPU-0", "ecc_corrected", 2, "2 corrected"}}));
   std::string t = m.exposition();
   // prometheus-cpp sorts labels by name: gpu, source, uuid.
   const std::string l = R"({gpu="0",)" + kDev;
@@ -117,7 +118,8 @@ TEST(GpuMetrics, DeviceSeriesExactAndAbsentFiguresHaveNone) {
 
 TEST(GpuMetrics, PerProcessSeriesAreLabelledBoundedAndRetired) {
   Metrics m(true);
-  m.on_device_samples({device(1'000'000'000), proc(1'000'000'000, 42, 9)}, labels);
+  m.set_process_labels(labels);
+  EXPECT_TRUE(m.on_device_samples({device(1'000'000'000), proc(1'000'000'000, 42, 9)}));
   std::string t = m.exposition();
   EXPECT_DOUBLE_EQ(
       sample(
@@ -130,7 +132,7 @@ TEST(GpuMetrics, PerProcessSeriesAreLabelledBoundedAndRetired) {
   // 600 processes on one device: 512 get series.
   std::vector<hal::DeviceSample> many;
   for (uint32_t pid = 1000; pid < 1600; ++pid) many.push_back(proc(2'000'000'000, pid, 1));
-  m.on_device_samples(many, labels);
+  EXPECT_TRUE(m.on_device_samples(many));
   t = m.exposition();
   size_t n = 0;
   std::istringstream in(t);
@@ -138,13 +140,13 @@ TEST(GpuMetrics, PerProcessSeriesAreLabelledBoundedAndRetired) {
     n += line.rfind("ingero_gpu_process_utilization_ratio{", 0) == 0;
   EXPECT_EQ(n, Metrics::kMaxProcesses);
   // Two minutes without a sample: gone.
-  m.on_device_samples({device(2'000'000'000 + Metrics::kExitedRetentionNs)}, labels);
+  EXPECT_TRUE(m.on_device_samples({device(2'000'000'000 + Metrics::kExitedRetentionNs)}));
   EXPECT_FALSE(mentions(m.exposition(), "ingero_gpu_process_utilization_ratio{"));
 }
 
 TEST(GpuMetrics, StepBusyHistogramHoldsOnlyMeasuredSteps) {
   Metrics m(false);
-  m.observe_steps({{0.016, 0.0, 0.09}, {0.016, 0.05, -1}, {0.02, 0.0, 0.95}});
+  EXPECT_TRUE(m.on_steps({{0.016, 0.0, 0.09}, {0.016, 0.05, -1}, {0.02, 0.0, 0.95}}));
   std::string t = m.exposition();
   EXPECT_EQ(sample(t, "ingero_step_gpu_busy_ratio_count"), 2);
   EXPECT_EQ(sample(t, R"(ingero_step_gpu_busy_ratio_bucket{le="0.1"})"), 1);
@@ -159,9 +161,10 @@ TEST(GpuMetrics, ExpositionPassesPromtool) {
     GTEST_SKIP() << "*** SKIPPED: promtool not installed (apt-get install prometheus) ***";
   }
   Metrics m(true);
-  m.on_device_samples({device(1'000'000'000), proc(1'000'000'000, 42, 9)}, labels);
-  m.on_device_events({{1'100'000'000, "nvml", 0, "GPU-0", "xid", 79, "Xid 79"}});
-  m.observe_steps({{0.016, 0.0, 0.09}});
+  m.set_process_labels(labels);
+  EXPECT_TRUE(m.on_device_samples({device(1'000'000'000), proc(1'000'000'000, 42, 9)}));
+  EXPECT_TRUE(m.on_device_events({{1'100'000'000, "nvml", 0, "GPU-0", "xid", 79, "Xid 79"}}));
+  EXPECT_TRUE(m.on_steps({{0.016, 0.0, 0.09}}));
   std::string path = test::temp_path("gpu.prom");
   std::ofstream(path) << m.exposition();
   std::string out, err;

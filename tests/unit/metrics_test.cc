@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/rdma/rdma_backend.h"
+#include "tests/support/sink_inputs.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -99,23 +100,24 @@ void feed_workload(Metrics& m) {
   hal::Event tcp;
   tcp.kind = K::kTcpRetransmit;
   m.observe(tcp);
-  kernelside::ProcessStats ps;
+  hal::ProcessStats ps;
   ps.pid = 100;
   ps.page_allocs = 10;
   ps.page_bytes = 40960;
-  m.on_process_stats({ps});
+  EXPECT_TRUE(m.on_process_stats(0, 0, {ps}));
   backends::RdmaPortSample p;
   p.device = "mlx5_0";
   p.port = 1;
   p.transport = "InfiniBand";
   p.counters = {{"port_rcv_data", 1000}, {"port_rcv_errors", 3}, {"symbol_error", 0}};
   p.hw_counters = {{"out_of_buffer", 7}};
-  m.on_device_counters("rdma", {backends::to_device_sample(p)});
+  EXPECT_TRUE(m.on_device_counters(0, "rdma", {backends::to_device_sample(p)}));
   p.counters["port_rcv_errors"] = 5;
   p.counters["port_rcv_data"] = 1500;
-  m.on_device_counters("rdma", {backends::to_device_sample(p)});
-  m.set_agent(12, 12.0, store::SessionCounters{}, 0, {{"cuda", 40}, {"hip", 30}}, 65536);
-  m.set_chains({{"HIGH", 1}});
+  EXPECT_TRUE(m.on_device_counters(0, "rdma", {backends::to_device_sample(p)}));
+  EXPECT_TRUE(m.on_agent_stats(test::agent_stats(12, 12.0, hal::SessionCounters{}, 0,
+                                                 {{"cuda", 40}, {"hip", 30}}, 65536)));
+  EXPECT_TRUE(m.on_chains(test::chains_of({{"HIGH", 1}}), 0));
 }
 
 TEST(Metrics, ExactValuesForAKnownWorkload) {
@@ -221,9 +223,9 @@ TEST(Metrics, RdmaCounterResetRestartsFromTheNewValue) {
   p.port = 2;
   p.transport = "Ethernet";
   p.counters = {{"link_downed", 4}, {"VL15_dropped", 2}};
-  m.on_device_counters("rdma", {backends::to_device_sample(p)});
+  EXPECT_TRUE(m.on_device_counters(0, "rdma", {backends::to_device_sample(p)}));
   p.counters["link_downed"] = 1;  // the HCA was reset
-  m.on_device_counters("rdma", {backends::to_device_sample(p)});
+  EXPECT_TRUE(m.on_device_counters(0, "rdma", {backends::to_device_sample(p)}));
   std::string t = m.exposition();
   const std::string l = R"({rdma_device="mlx5_1",rdma_port="2",rdma_transport="Ethernet"})";
   EXPECT_EQ(sample(t, "ingero_rdma_link_downed_total" + l), 5);
@@ -320,16 +322,16 @@ TEST(Metrics, PerProcessSeriesAreCappedAndRetiredAfterExit) {
 // grew, the total is their sum, and counters never go down when a figure is re-published.
 TEST(Metrics, LossesAreCountedByKind) {
   Metrics m(false);
-  store::SessionCounters c;
+  hal::SessionCounters c;
   c.call_drops = 1200;
   c.stack_drops = 30;
   c.host_drops = 4;
   c.sample_drops = 2;
   c.lost_calls = 7;
-  m.set_agent(100, 0, c, 3, {}, 0);
+  EXPECT_TRUE(m.on_agent_stats(test::agent_stats(100, 0, c, 3, {}, 0)));
   c.call_drops = 1500;
-  m.set_agent(100, 0, c, 3, {}, 0);
-  m.set_agent(100, 0, store::SessionCounters{}, 0, {}, 0);
+  EXPECT_TRUE(m.on_agent_stats(test::agent_stats(100, 0, c, 3, {}, 0)));
+  EXPECT_TRUE(m.on_agent_stats(test::agent_stats(100, 0, hal::SessionCounters{}, 0, {}, 0)));
   std::string t = m.exposition();
   EXPECT_EQ(sample(t, R"(ingero_dropped_records_total{kind="calls"})"), 1500);
   EXPECT_EQ(sample(t, R"(ingero_dropped_records_total{kind="stacks"})"), 30);
@@ -342,8 +344,8 @@ TEST(Metrics, LossesAreCountedByKind) {
 
 TEST(Metrics, StepHistograms) {
   Metrics m(false);
-  m.observe_steps({{0.016, 0.8}, {0.016, 0.85}, {0.040, 0.05}});
-  m.observe_steps({});
+  EXPECT_TRUE(m.on_steps({{0.016, 0.8}, {0.016, 0.85}, {0.040, 0.05}}));
+  EXPECT_TRUE(m.on_steps({}));
   std::string t = m.exposition();
   EXPECT_EQ(sample(t, "ingero_step_duration_seconds_count"), 3);
   EXPECT_DOUBLE_EQ(sample(t, "ingero_step_duration_seconds_sum"), 0.072);

@@ -17,6 +17,7 @@
 #include "test_paths.h"
 #include "tests/support/otlp_receiver.h"
 #include "tests/support/otlp_series.h"
+#include "tests/support/sink_inputs.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -86,11 +87,11 @@ void feed(Metrics& m) {
   io.op = "read";
   io.dur_ns = 3'000'000;
   m.observe(io);
-  m.set_chains({{"HIGH", 1}, {"LOW", 3}});
-  m.observe_steps({{0.25, 0.5}, {0.125, 0.75}});
-  store::SessionCounters lost;
+  EXPECT_TRUE(m.on_chains(test::chains_of({{"HIGH", 1}, {"LOW", 3}}), 0));
+  EXPECT_TRUE(m.on_steps({{0.25, 0.5}, {0.125, 0.75}}));
+  hal::SessionCounters lost;
   lost.call_drops = 7;
-  m.set_agent(123, 45.5, lost, 2, {{"cuda", 40}}, 1 << 20);
+  EXPECT_TRUE(m.on_agent_stats(test::agent_stats(123, 45.5, lost, 2, {{"cuda", 40}}, 1 << 20)));
 }
 
 std::map<std::string, std::string> attrs(
@@ -197,12 +198,13 @@ TEST(OtlpExport, ChainsBecomeLogRecordsOnceEachUntilTheyChange) {
       chain("repeated_sync", engine::Severity::kMedium, 4242, "cudaMemcpy"),
       chain("tail_latency", engine::Severity::kLow, 7, "cudaLaunchKernel")};
   const int64_t t0 = 1'700'000'010'000'000'000;
-  e.on_chains(first, t0);
-  e.on_chains(first, t0 + 30'000'000'000);  // found again 30 s later: not news
+  EXPECT_TRUE(e.on_chains(first, t0));
+  EXPECT_TRUE(e.on_chains(first, t0 + 30'000'000'000));  // found again 30 s later: not news
   std::vector<engine::Chain> second = first;
   second[2].severity = engine::Severity::kMedium;  // a change of severity is
-  e.on_chains(second, t0 + 60'000'000'000);
-  e.on_chains(second, t0 + 60'000'000'000 + ChainTracker::kForgetNs);  // gone 10 min: again
+  EXPECT_TRUE(e.on_chains(second, t0 + 60'000'000'000));
+  EXPECT_TRUE(
+      e.on_chains(second, t0 + 60'000'000'000 + ChainTracker::kForgetNs));  // gone 10 min: again
   e.finish(Clock::now() + 5s);
   auto recs = all_records(rx);
   ASSERT_EQ(recs.size(), 3u + 1u + 3u);
@@ -252,7 +254,7 @@ TEST(OtlpExport, AReceiverAnswering503ThenOkLosesNothing) {
   std::vector<engine::Chain> chains;
   for (uint32_t i = 0; i < 6; ++i)
     chains.push_back(chain("tail_latency", engine::Severity::kLow, 100 + i, "cudaMalloc"));
-  e.on_chains(chains, 1'700'000'010'000'000'000);
+  EXPECT_TRUE(e.on_chains(chains, 1'700'000'010'000'000'000));
   ASSERT_TRUE(
       rx.wait_for([&] { return all_records(rx).size() == 6 && rx.metrics().size() >= 2; }, 30s));
   e.finish(Clock::now() + 10s);
@@ -281,7 +283,7 @@ TEST(OtlpExport, RetryAfterIsWaitedFor) {
   ro.retry_after = 1;
   test::OtlpReceiver rx(ro);
   Exporter e(config_for(rx.url()), fast_options(), nullptr);
-  e.on_chains({chain("tail_latency", engine::Severity::kLow, 1, "cudaFree")}, 1);
+  EXPECT_TRUE(e.on_chains({chain("tail_latency", engine::Severity::kLow, 1, "cudaFree")}, 1));
   ASSERT_TRUE(rx.wait_for([&] { return all_records(rx).size() == 1; }, 20s));
   auto at = rx.arrivals();
   ASSERT_EQ(at.size(), 2u);
@@ -298,7 +300,8 @@ TEST(OtlpExport, AReceiverThatNeverAnswersHoldsNothingAndEveryDropIsCounted) {
   // The tracer's side returns at once whatever the network does.
   auto t0 = Clock::now();
   for (int i = 0; i < 1000; ++i) {
-    e.on_chains({chain("tail_latency", engine::Severity::kLow, uint32_t(i), "cudaFree")}, i);
+    EXPECT_TRUE(
+        e.on_chains({chain("tail_latency", engine::Severity::kLow, uint32_t(i), "cudaFree")}, i));
   }
   EXPECT_LT(Clock::now() - t0, 5s);
   std::this_thread::sleep_for(700ms);

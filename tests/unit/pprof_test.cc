@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "compress/gzip.h"
 #include "profile.pb.h"
-#include "serve/export/gzip.h"
 #include "test_paths.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
@@ -325,7 +325,7 @@ TEST(PprofExport, GoToolPprofTotalsEqualQueryOverAFoldedTrace) {
   std::ifstream f(out, std::ios::binary);
   std::stringstream raw;
   raw << f.rdbuf();
-  auto plain = gunzip(raw.str());
+  auto plain = compress::gunzip(raw.str());
   ASSERT_TRUE(plain);
   pp::Profile p;
   ASSERT_TRUE(p.ParseFromString(*plain));
@@ -363,7 +363,7 @@ TEST(PprofExport, SincePidAndNodeSelectWhatTheyName) {
     std::stringstream raw;
     raw << f.rdbuf();
     pp::Profile p;
-    auto plain = gunzip(raw.str());
+    auto plain = compress::gunzip(raw.str());
     EXPECT_TRUE(plain && p.ParseFromString(*plain));
     *t = Totals{};
     for (const auto& s : p.sample())
@@ -446,7 +446,7 @@ TEST(PprofExport, NodeOfAMergedFile) {
     std::stringstream raw;
     raw << f.rdbuf();
     pp::Profile p;
-    auto plain = gunzip(raw.str());
+    auto plain = compress::gunzip(raw.str());
     EXPECT_TRUE(plain && p.ParseFromString(*plain));
     std::map<std::string, int64_t> wait_by_node;
     for (const auto& s : p.sample()) wait_by_node[labels_of(p, s)["node"]] += s.value(kGpuWait);
@@ -480,7 +480,7 @@ TEST(PprofExport, TheOriginalImplementationsFiles) {
   std::stringstream raw;
   raw << f.rdbuf();
   pp::Profile p;
-  auto plain = gunzip(raw.str());
+  auto plain = compress::gunzip(raw.str());
   ASSERT_TRUE(plain && p.ParseFromString(*plain));
   int64_t api = 0;
   std::set<std::string> nodes;

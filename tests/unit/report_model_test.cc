@@ -16,6 +16,8 @@
 #include "engine/analysis.h"
 #include "engine/chain.h"
 #include "engine/loss_notes.h"
+#include "engine/result_json.h"
+#include "engine/tenants.h"
 #include "engine/window_spec.h"
 #include "serve/report/call_pass.h"
 #include "serve/report/flame_tree.h"
@@ -137,6 +139,78 @@ TEST(ReportModel, H100ContendedAgreesWithSqlAndTheEngine) {
   // Small: no raw rows.
   std::string html = render_report_html(m, path);
   EXPECT_LT(html.size(), 2u << 20) << "report of a 98,686-event trace";
+}
+
+// The report reads the engine's one JSON shape (engine/result_json.h, as explain --json and the
+// MCP tools give it): each engine section of the model is that JSON, with only the report's
+// own keys (node, chart points, SQL totals) added.
+json without(json j, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) j.erase(k);
+  return j;
+}
+
+void expect_engine_shapes(const std::string& path, const json& m) {
+  auto reader = store::TraceReader::open(path);
+  ASSERT_TRUE(reader);
+  store::SqlTraceSource source(**reader);
+  engine::Analysis a = engine::analyze(source, engine::Window{});
+  size_t steps = 0;
+  for (const auto& s : a.steps.processes) {
+    if (s.steps.empty()) continue;
+    const json& r = m["steps"][steps++];
+    EXPECT_EQ(without(r, {"node", "steps", "group", "points"}),
+              engine::step_series_json(s, a.process_name(s.pid)));
+  }
+  EXPECT_EQ(m["steps"].size(), steps);
+  ASSERT_EQ(m["chains"].size(), a.chains.size());
+  for (const auto& c : a.chains) {
+    json want = engine::chain_json(c);
+    bool found = false;
+    for (const auto& r : m["chains"]) found = found || without(r, {"node"}) == want;
+    EXPECT_TRUE(found) << want.dump();
+  }
+  ASSERT_EQ(m["kernels"]["processes"].size(), a.kernels.processes.size());
+  for (const auto& r : m["kernels"]["processes"]) {
+    const engine::ProcessKernels* k = nullptr;
+    for (const auto& p : a.kernels.processes)
+      if (p.pid == r["pid"]) k = &p;
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(without(r, {"node", "group", "points"}),
+              engine::process_kernels_json(*k, a.process_name(k->pid), 50));
+  }
+  ASSERT_EQ(m["ops"].size(), a.stats.overall.size());
+  for (const auto& s : a.stats.overall) {
+    json want = engine::op_stats_json(s);
+    size_t found = 0;
+    for (const auto& r : m["ops"]) found += without(r, {"sum_ns", "slow_calls", "hist"}) == want;
+    EXPECT_EQ(found, 1u) << want.dump();
+  }
+  for (const auto& p : a.processes) {
+    json want = without(engine::process_json(p), {"calls", "name"});
+    size_t found = 0;
+    for (const auto& r : m["processes"])
+      if (r["pid"] == p.pid)
+        found += without(r, {"node", "calls", "name", "threads", "errors", "busy_ns", "unfinished",
+                             "first_ns", "last_ns", "cmdline"}) == want;
+    EXPECT_EQ(found, 1u) << want.dump();
+  }
+  json tenants = engine::tenants_json(engine::tenant_report(a));
+  ASSERT_EQ(m["tenants"]["rows"].size(), tenants["tenants"].size());
+  for (size_t i = 0; i < tenants["tenants"].size(); ++i)
+    EXPECT_EQ(without(m["tenants"]["rows"][i], {"node"}), tenants["tenants"][i]);
+  ASSERT_EQ(m["tenants"]["preemptions"].size(), tenants["preemptions"].size());
+  for (size_t i = 0; i < tenants["preemptions"].size(); ++i)
+    EXPECT_EQ(without(m["tenants"]["preemptions"][i], {"node"}), tenants["preemptions"][i]);
+}
+
+TEST(ReportModel, EngineSectionsAreTheEngineJson) {
+  for (const char* name : {"resnet-contended", "nccl-1rank"}) {
+    SCOPED_TRACE(name);
+    std::string path = h100(name);
+    expect_engine_shapes(path, model_of(path));
+  }
+  std::string path = legacy("pytorch-dataloader-starvation");
+  expect_engine_shapes(path, model_of(path));
 }
 
 TEST(ReportModel, LegacyFileHasNoLossCountersAndSaysSo) {

@@ -48,7 +48,7 @@ function kernelBlock(k) {
       k.unnamed_launches ? ' (' + fmt.count(k.unnamed_launches) + ' launches of ' + fmt.count(k.unnamed_functions) +
         ' functions without a name)' : '',
       k.folded_launches ? '; ' + fmt.count(k.folded_launches) + ' older launches were folded and kept no function' : ''),
-    k.per_step_text ? h('p', null, h('b', { 'data-testid': 'kernels-per-step' }, k.per_step_text)) : null,
+    k.per_step ? h('p', null, h('b', { 'data-testid': 'kernels-per-step' }, k.per_step)) : null,
     table,
     k.kernels_total > k.kernels.length ? h('p', { class: 'muted small' }, (k.kernels_total - k.kernels.length) +
       ' less launched kernels are not listed.') : null,

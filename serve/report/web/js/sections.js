@@ -68,7 +68,7 @@ function stepSeriesBlock(s) {
       ['GPU wait', sum.wait, '#2a5bd7'], ['enqueue', sum.enqueue, '#29a36a'], ['other GPU API', sum.api, '#17a2b8'],
       ['host gap (GPU idle)', sum.host_gap, '#f0a202'], ['host, GPU busy', Math.max(0, sum.host - sum.host_gap), '#cfd8dc']]),
     sum.gap_where ? h('div', { class: 'small' }, 'Host gaps mostly ', sum.gap_cause || '', ' in ', h('span', { class: 'mono' }, sum.gap_where)) : null,
-    s.calls_dropped ? h('div', { class: 'small muted' }, fmt.count(s.calls_dropped) +
+    s.calls_not_modelled ? h('div', { class: 'small muted' }, fmt.count(s.calls_not_modelled) +
       ' top-level calls beyond the step model\u2019s cap were not modelled.') : null,
     box, lane);
   return { el: el, draw: () => {

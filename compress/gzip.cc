@@ -1,8 +1,8 @@
-#include "serve/export/gzip.h"
+#include "compress/gzip.h"
 
 #include <zlib.h>
 
-namespace ingero::serve {
+namespace ingero::compress {
 namespace {
 
 constexpr int kGzipWindow = 15 + 16;  // 32 KiB window, with the gzip header and trailer
@@ -53,4 +53,4 @@ ingero::Result<std::string> gunzip(std::string_view data) {
   return out;
 }
 
-}  // namespace ingero::serve
+}  // namespace ingero::compress

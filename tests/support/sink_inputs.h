@@ -1,0 +1,43 @@
+// Builders for the sampled kinds of the sink seam (hal/event_sink.h), for tests that feed a
+// sink by hand.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/chain.h"
+#include "hal/sink_records.h"
+
+namespace ingero::test {
+
+inline hal::AgentStats agent_stats(uint64_t events_total, double events_per_s,
+                                   const hal::SessionCounters& lost, uint64_t store_errors,
+                                   std::map<std::string, uint64_t> probes, uint64_t db_bytes) {
+  hal::AgentStats a;
+  a.events_total = events_total;
+  a.events_per_s = events_per_s;
+  a.lost = lost;
+  a.store_errors = store_errors;
+  a.probes_by_backend = std::move(probes);
+  a.db_bytes = db_bytes;
+  return a;
+}
+
+// `n` chains of each severity ("HIGH", "MEDIUM", "LOW").
+inline std::vector<engine::Chain> chains_of(const std::map<std::string, int>& by_severity) {
+  std::vector<engine::Chain> out;
+  for (const auto& [name, n] : by_severity)
+    for (int i = 0; i < n; ++i) {
+      engine::Chain c;
+      c.severity = name == "HIGH"     ? engine::Severity::kHigh
+                   : name == "MEDIUM" ? engine::Severity::kMedium
+                                      : engine::Severity::kLow;
+      c.id = name + "-" + std::to_string(i);
+      out.push_back(std::move(c));
+    }
+  return out;
+}
+
+}  // namespace ingero::test
