@@ -63,7 +63,18 @@ std::vector<std::string> local_ddl(const std::string& db);
 // if they are inserted through it), then the views over them.
 std::vector<std::string> distributed_ddl(const std::string& db, const std::string& cluster,
                                          const std::string& shard_db);
-// The contract views of a trace file, over `db`.events: calls, host_events.
+// The contract views of a trace file, over `db`.events: calls, host_events (and rdma_counters
+// over device_counters).
 std::vector<std::string> views_ddl(const std::string& db);
+
+// The views' columns are those of the trace file's views (store/contract_views.h) that a
+// fleet row has; the store's mapping of a view row to an event (store/event_columns.h) reads
+// them by name.
+enum class View { kCalls, kHostEvents };
+std::vector<std::string> view_column_names(View v);
+// The view's SELECT over `db`.events, with `condition` (SQL over the events columns) added to
+// its WHERE: what the views hold, as this build defines them (a database's views were created
+// by the build that set it up), with the filter where ClickHouse can prune partitions by it.
+std::string view_select(const std::string& db, View v, const std::string& condition = "");
 
 }  // namespace ingero::fleet
