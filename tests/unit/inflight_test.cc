@@ -187,6 +187,43 @@ TEST_F(InflightMonitorTest, EndsReturnedUnfinishedOrStopped) {
   EXPECT_EQ(out_.reports[2].ended[0].call.dur_ns, 9 * kSec);
 }
 
+// A rank's thread outside any call for --inflight-after is `idle`; its episode ends `returned`
+// when it makes a traced call again and `unfinished` (exited) when its thread is gone.
+TEST_F(InflightMonitorTest, IdleRankEndsReturnedOrUnfinished) {
+  auto m = make();
+  for (uint32_t tid : {101u, 102u}) {
+    hal::Event c;
+    c.pid = 100;
+    c.tid = tid;
+    c.kind = hal::EventKind::kCollective;
+    c.ts_ns = 9 * kSec;
+    c.dur_ns = kSec;
+    c.set(hal::Field::kCommunicator, 0x77);
+    m.note_call(c);
+  }
+  m.tick(16 * kSec);
+  ASSERT_EQ(out_.reports[0].current.size(), 2u);
+  for (const auto& r : out_.reports[0].current) {
+    EXPECT_EQ(r.what, Inflight::What::kIdle);
+    EXPECT_EQ(r.call.dur_ns, 6 * kSec);
+  }
+  hal::Event again;  // 101 calls again; 102 is killed
+  again.pid = 100;
+  again.tid = 101;
+  again.kind = hal::EventKind::kSync;
+  again.ts_ns = 16 * kSec;
+  again.dur_ns = kSec / 2;
+  m.note_call(again);
+  host_.proc.erase(102);
+  m.tick(17 * kSec);
+  const auto& ended = out_.reports[1].ended;
+  ASSERT_EQ(ended.size(), 2u);
+  std::map<uint32_t, std::pair<Inflight::Status, ThreadState>> by_tid;
+  for (const auto& r : ended) by_tid[r.call.tid] = {r.status, r.state};
+  EXPECT_EQ(by_tid[101].first, Inflight::Status::kReturned);
+  EXPECT_EQ(by_tid[102], (std::pair{Inflight::Status::kUnfinished, ThreadState::kExited}));
+}
+
 TEST_F(InflightMonitorTest, StaleFrameAboveABlockedThreadIsNotReported) {
   auto m = make();
   host_.now = {frame(100, 1 * kSec, 1)};
@@ -242,6 +279,41 @@ TEST(InflightMetrics, GaugesCountCallsAndTheOldestNotIdleThreads) {
   x = m.exposition();
   EXPECT_NE(x.find("\ningero_inflight_calls 0\n"), std::string::npos) << x;
   EXPECT_NE(x.find("\ningero_inflight_oldest_seconds 0\n"), std::string::npos) << x;
+}
+
+// The tracer's live analysis of its own ranks: ranks inside the same collective (communicator
+// hash, sequence number) longer than --inflight-after count; a shorter wait, another
+// collective's lone rank and a sync do too only when they qualify.
+TEST(InflightMetrics, CollectiveHangCountsThisNodesWaitingRanks) {
+  serve::Metrics m(false);
+  auto rank = [](uint64_t r, uint64_t seq, uint64_t dur_s) {
+    Inflight in;
+    in.call.pid = in.call.tid = uint32_t(100 + r);
+    in.call.kind = hal::EventKind::kCollective;
+    in.call.op = "ncclAllReduce";
+    in.call.dur_ns = dur_s * kSec;
+    in.call.set(hal::Field::kCommHash, 0xfeed);
+    in.call.set(hal::Field::kRank, r);
+    in.seq = seq;
+    return in;
+  };
+  Inflight sync;
+  sync.call.kind = hal::EventKind::kSync;
+  sync.call.dur_ns = 60 * kSec;
+  Inflight idle = rank(3, 7, 60);
+  idle.what = Inflight::What::kIdle;
+  hal::InflightReport r;
+  r.after_ns = 5 * kSec;
+  r.current = {rank(0, 7, 30), rank(1, 7, 31), rank(2, 7, 2), sync, idle};
+  r.changed.assign(r.current.size(), true);
+  ASSERT_TRUE(m.on_inflight(r));
+  std::string x = m.exposition();
+  EXPECT_NE(x.find("\ningero_collective_hang 2\n"), std::string::npos) << x;
+  r.current = {sync};
+  r.changed = {true};
+  ASSERT_TRUE(m.on_inflight(r));
+  x = m.exposition();
+  EXPECT_NE(x.find("\ningero_collective_hang 0\n"), std::string::npos) << x;
 }
 
 constexpr int64_t kOffset = 1'700'000'000'000'000'000LL;
@@ -339,6 +411,23 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   EXPECT_EQ(j["stuck"][0]["args"]["stream"], 0xabc);
   EXPECT_EQ(j["stuck"][0]["waited_s"], 10.0);
   EXPECT_EQ(j["stuck"][0]["state"], "in I/O");
+}
+
+// A new version of a row takes an id above every id the file held, even where the old one was
+// the last (the shipper sends rows by id: a reused id would never ship), and `ingero merge`
+// carries the rows, under the merged session and node.
+TEST(InflightStore, NewVersionsTakeNewIdsAndMergeCarriesThem) {
+  std::string path = write_stuck_file("inflight-ids.db");
+  EXPECT_EQ(test::query_rows(path, "SELECT id, seen_at - entered_at FROM inflight"),
+            (std::vector<std::vector<std::string>>{{"2", std::to_string(10 * kSec)}}));
+  std::string merged = test::temp_path("inflight-merged.db");
+  auto mr = test::run_ingero({"merge", path, "-o", merged, "--force-node", "gpu-z"});
+  ASSERT_EQ(mr.rc, 0) << mr.err;
+  EXPECT_EQ(test::query_rows(merged,
+                             "SELECT i.node, i.status, i.op, i.stream, i.session_id = s.id FROM "
+                             "inflight i, sessions s"),
+            (std::vector<std::vector<std::string>>{
+                {"gpu-z", "in_flight", "cudaStreamSynchronize", std::to_string(0xabc), "1"}}));
 }
 
 // While a tracer holds the file's writer lock, the wait counts to now, and status says so.
