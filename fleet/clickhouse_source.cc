@@ -406,29 +406,38 @@ std::vector<engine::StackFrameInfo> ClickHouseTraceSource::stack(uint64_t stack_
 }
 
 // The latest version of each stuck thread's row (the shipper sends every version the tracer
-// wrote, store/table_defs.h), decoded by the store's mapping; times on the corrected clock.
+// wrote, store/table_defs.h), decoded by the store's mapping; times on the corrected clock. One
+// aggregation (argMax by src_id per thread and entry), not an IN over a subquery: over
+// Distributed tables that would be a double-distributed subquery, which ClickHouse refuses.
 std::vector<engine::InflightRow> ClickHouseTraceSource::inflight(const engine::Window& w) {
   std::vector<engine::InflightRow> out;
   if (!has_table("inflight")) return out;
   static const std::set<std::string> kTimes = {"entered_at", "seen_at", "ended_at", "reported_at",
                                                "thread_state_since"};
-  std::string cols;
-  for (const std::string& c : store::inflight_columns())
-    cols += (cols.empty() ? "" : ", ") +
-            (kTimes.count(c) ? "if(" + c + " = 0, toInt64(0), " + ts(c) + ")" : c);
-  const std::string t = table("inflight");
-  const std::string key = "node, session_start, tid, entered_at, what";
-  std::string sql = "SELECT " + cols + " FROM " + t + " WHERE (" + key + ", src_id) IN (SELECT " +
-                    key + ", max(src_id) FROM " + t + " GROUP BY " + key + ")";
-  // Stuck from entered_at to seen_at, as over a trace file (store/inflight_rows.h).
+  const auto& columns = store::inflight_columns();
+  std::string latest, outer;
+  size_t seen = 0, entered = 0;
+  for (size_t k = 0; k < columns.size(); ++k) {
+    const std::string& c = columns[k];
+    std::string v = "v" + std::to_string(k);
+    std::string expr = kTimes.count(c) ? "if(" + c + " = 0, toInt64(0), " + ts(c) + ")" : c;
+    latest += (k ? ", " : "") + ("argMax(" + expr + ", src_id) AS " + v);
+    outer += (k ? ", " : "") + v;
+    if (c == "seen_at") seen = k;
+    if (c == "entered_at") entered = k;
+  }
+  std::string where = " WHERE 1";
   if (w.to_ns != std::numeric_limits<int64_t>::max())
-    sql += " AND " + ts("entered_at") + " <= " + std::to_string(w.to_ns);
+    where += " AND " + ts("entered_at") + " <= " + std::to_string(w.to_ns);
+  if (auto node = w.node ? w.node : scope_) where += " AND node = " + sql_quote(*node);
+  if (w.pid) where += " AND pid = " + std::to_string(*w.pid);
+  // Stuck from entered_at to seen_at, as over a trace file (store/inflight_rows.h).
+  std::string sql = "SELECT " + outer + " FROM (SELECT " + latest + " FROM " + table("inflight") +
+                    where + " GROUP BY node, session_start, tid, entered_at, what)";
   if (w.from_ns != std::numeric_limits<int64_t>::min())
-    sql += " AND " + ts("seen_at") + " >= " + std::to_string(w.from_ns);
-  if (auto node = w.node ? w.node : scope_) sql += " AND node = " + sql_quote(*node);
-  if (w.pid) sql += " AND pid = " + std::to_string(*w.pid);
-  sql += " ORDER BY entered_at, node, src_id";
-  rows(sql, store::inflight_columns().size(), [&](const std::vector<TsvField>& f) {
+    sql += " WHERE v" + std::to_string(seen) + " >= " + std::to_string(w.from_ns);
+  sql += " ORDER BY v" + std::to_string(entered) + ", v0";
+  rows(sql, columns.size(), [&](const std::vector<TsvField>& f) {
     out.push_back(store::inflight_row(TsvRow{f}, strings_));
     return true;
   });

@@ -132,6 +132,22 @@ TEST(FleetMcp, SdkClientAnswersOverTwoNodes) {
             "Collective hang: ranks 0, 1 and 2 have waited 30 s inside ncclAllReduce #7 (the 8th "
             "collective on communicator 0xfeed, 4 ranks); rank 3 never entered it");
 
+  // The same hang through Distributed tables over the shard (a cluster of one here): the
+  // in-flight rows are read without a subquery ClickHouse would refuse there.
+  ASSERT_EQ(
+      run_command({INGERO_BIN, "ship", "--ddl", "--clickhouse", ch.url(0, "fleet"), "--cluster",
+                   ClickHouseServers::kClusterName, "--shard-db", "ingero", "--create"},
+                  &out, &err),
+      0)
+      << err;
+  ASSERT_EQ(
+      run_command({INGERO_BIN, "explain", "--source", ch.source(0, "fleet"), "--json"}, &out, &err),
+      0)
+      << err;
+  Json dist = Json::parse(out)["fleet"]["chains"];
+  ASSERT_FALSE(dist.empty());
+  EXPECT_EQ(dist[0]["summary"], first["summary"]);
+
   // get_inflight: the four stuck threads, each with its node.
   const Json& in = r["results"]["get_inflight"]["structured"];
   EXPECT_EQ(in["nodes"], Json::array({"node-1", "node-2"}));
