@@ -1,6 +1,7 @@
 // Calls in flight (issue 40) without BPF: the monitor over a scripted host (frames, scheduler
 // states, /proc), the `inflight` rows through the writer and back, the one-line account of a
-// stuck thread, the Prometheus gauges, and `ingero status` on a file no tracer writes.
+// stuck thread, and `ingero status` on a file no tracer writes (the gauges:
+// inflight_metrics_test.cc).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,7 +16,6 @@
 #include "engine/hangs.h"
 #include "hal/record_decoder.h"
 #include "serve/mcp/server.h"
-#include "serve/metrics/metrics.h"
 #include "store/file_access.h"
 #include "store/inflight_rows.h"
 #include "store/sql_trace_source.h"
@@ -259,61 +259,6 @@ TEST(InflightText, HangLineNamesProcessOpSecondsLineAndOtherThreads) {
   EXPECT_EQ(engine::hang_line(row, "python3", stack, 4200 * int64_t(kSec) / 1000),
             "python3 (pid 4411) was still inside `cudaStreamSynchronize` after 4.2 s at "
             "train.py:88 (step) when tracing stopped");
-}
-
-TEST(InflightMetrics, GaugesCountCallsAndTheOldestNotIdleThreads) {
-  serve::Metrics m(false);
-  hal::InflightReport r;
-  Inflight a, b, idle;
-  a.call.dur_ns = 7 * kSec;
-  b.call.dur_ns = 312 * kSec + kSec / 2;
-  idle.what = Inflight::What::kIdle;
-  idle.call.dur_ns = 900 * kSec;
-  r.current = {a, b, idle};
-  r.changed = {true, true, true};
-  ASSERT_TRUE(m.on_inflight(r));
-  std::string x = m.exposition();
-  EXPECT_NE(x.find("\ningero_inflight_calls 2\n"), std::string::npos) << x;
-  EXPECT_NE(x.find("\ningero_inflight_oldest_seconds 312.5\n"), std::string::npos) << x;
-  ASSERT_TRUE(m.on_inflight(hal::InflightReport{}));
-  x = m.exposition();
-  EXPECT_NE(x.find("\ningero_inflight_calls 0\n"), std::string::npos) << x;
-  EXPECT_NE(x.find("\ningero_inflight_oldest_seconds 0\n"), std::string::npos) << x;
-}
-
-// The tracer's live analysis of its own ranks: ranks inside the same collective (communicator
-// hash, sequence number) longer than --inflight-after count; a shorter wait, another
-// collective's lone rank and a sync do too only when they qualify.
-TEST(InflightMetrics, CollectiveHangCountsThisNodesWaitingRanks) {
-  serve::Metrics m(false);
-  auto rank = [](uint64_t r, uint64_t seq, uint64_t dur_s) {
-    Inflight in;
-    in.call.pid = in.call.tid = uint32_t(100 + r);
-    in.call.kind = hal::EventKind::kCollective;
-    in.call.op = "ncclAllReduce";
-    in.call.dur_ns = dur_s * kSec;
-    in.call.set(hal::Field::kCommHash, 0xfeed);
-    in.call.set(hal::Field::kRank, r);
-    in.seq = seq;
-    return in;
-  };
-  Inflight sync;
-  sync.call.kind = hal::EventKind::kSync;
-  sync.call.dur_ns = 60 * kSec;
-  Inflight idle = rank(3, 7, 60);
-  idle.what = Inflight::What::kIdle;
-  hal::InflightReport r;
-  r.after_ns = 5 * kSec;
-  r.current = {rank(0, 7, 30), rank(1, 7, 31), rank(2, 7, 2), sync, idle};
-  r.changed.assign(r.current.size(), true);
-  ASSERT_TRUE(m.on_inflight(r));
-  std::string x = m.exposition();
-  EXPECT_NE(x.find("\ningero_collective_hang 2\n"), std::string::npos) << x;
-  r.current = {sync};
-  r.changed = {true};
-  ASSERT_TRUE(m.on_inflight(r));
-  x = m.exposition();
-  EXPECT_NE(x.find("\ningero_collective_hang 0\n"), std::string::npos) << x;
 }
 
 constexpr int64_t kOffset = 1'700'000'000'000'000'000LL;
