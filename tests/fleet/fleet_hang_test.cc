@@ -8,12 +8,14 @@
 //    with its node and pid and what its thread does;
 //  - each agent's ingero_collective_hang is its own node's waiting ranks (2 and 1).
 // Then the ranks are killed: the calls are unfinished in each file and the in-flight rows say
-// so, in the files and, as their latest version, in ClickHouse.
+// so, in the files and, as their latest version, in ClickHouse; explain over ClickHouse names
+// the hang as it ended and mismatched_collectives the divergence at #49.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -221,6 +223,34 @@ TEST(FleetTrace, CollectiveHangIsNamedAcrossNodesWhileItLasts) {
                      "node, session_start, tid, entered_at, what ORDER BY node, what"),
             "node-a\tcall\tunfinished\nnode-a\tcall\tunfinished\nnode-b\tcall\tunfinished\n"
             "node-b\tidle\tunfinished\n");
+  // After the job: explain over ClickHouse still tells what happened.
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"}, &out,
+                        &err),
+            0)
+      << err;
+  // The hang, as it ended (rank 3's thread gone), and the divergence the stored calls show.
+  std::map<std::string, nlohmann::json> after;
+  const auto ended = nlohmann::json::parse(out);
+  for (const auto& c : ended["fleet"]["chains"]) after[c["rule"].get<std::string>()] = c;
+  ASSERT_EQ(after.size(), 2u) << out;
+  EXPECT_TRUE(std::regex_search(
+      after["collective_hang"]["summary"].get<std::string>(),
+      std::regex("^Collective hang: ranks 0, 1 and 2 waited [0-9.]+ s inside ncclAllReduce #49 "
+                 "\\(the 50th collective on communicator 0x[0-9a-f]+, 4 ranks\\); rank 3 "
+                 "never entered it$")))
+      << after["collective_hang"];
+  EXPECT_TRUE(std::regex_search(
+      after["collective_hang"]["root_cause"].get<std::string>(),
+      std::regex("^rank 3 \\(hang_ranks, pid " + r3 +
+                 " on node-b\\) never entered ncclAllReduce #49: it completed 49 collectives on "
+                 "the communicator; its thread has made no GPU call for [0-9.]+ s and is gone$")))
+      << after["collective_hang"];
+  EXPECT_TRUE(std::regex_search(
+      after["mismatched_collectives"]["summary"].get<std::string>(),
+      std::regex("^Collective #49 on communicator [0-9a-f]+ diverges: ranks 0 \\(node-a\\), 1 "
+                 "\\(node-a\\), 2 \\(node-b\\) issued ncclAllReduce count 16 datatype 7; "
+                 "rank 3 \\(node-b\\) never issued it although its trace goes on$")))
+      << after["mismatched_collectives"];
   for (auto [file, node] : {std::pair{da, "node-a"}, std::pair{db, "node-b"}})
     for (const auto& [table, c] : compare_counts(ch, 0, "ingero", file, node)) {
       EXPECT_EQ(c.rows, c.file) << node << " " << table;
