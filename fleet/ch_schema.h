@@ -4,6 +4,11 @@
 // where rows have a process and a time. Times are Unix ns in UInt64 (18.16 has no DateTime64);
 // strings are plain String (no LowCardinality). docs/fleet.md shows the DDL.
 //
+// The columns are the store's (store/table_defs.h: each column once, with its ClickHouse type):
+// a column added to a table of the trace file is shipped, created and added to existing
+// databases (ensure_schema) without a change here. ch_schema.cc says only what the store cannot
+// (a fleet row's head, the names joined into events, ship mode, order and partition).
+//
 // Every row carries `node`. Rows shipped by trace-file row id also carry `file_start` (the
 // start, Unix ns, of the file's first session: with the node it names the file for good, even
 // when a file of the same name is re-created) and `src_id` (the row's id in that file): the
