@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "app/mcp_host.h"
 #include "app/serve_options.h"
+#include "fleet/clickhouse_endpoint.h"
 #include "serve/mcp/server.h"
 #include "serve/mcp/transport.h"
 
@@ -21,11 +22,23 @@ void on_signal(int) { g_mcp_stop = true; }
 
 struct McpOptions {
   std::string db = default_db_path();
+  std::string source;  // clickhouse://HOST:8123/DB: the fleet instead of a file
   ServeOptions serve = serve_options("", "INGERO_MCP_TOKEN");
 };
 
 int run_mcp(Context& ctx, const McpOptions& o) {
-  mcp::ToolContext tools(o.db, mcp_tool_host(ctx.registry));
+  std::string serving = o.db;
+  mcp::ToolHost host = mcp_tool_host(ctx.registry);
+  if (!o.source.empty()) {
+    auto ep = fleet::parse_endpoint(o.source);
+    if (!ep) {
+      std::cerr << "ingero mcp: " << ep.error().message << "\n";
+      return kExitUsage;
+    }
+    serving = "the fleet database " + ep->display();
+    host = mcp_fleet_host(ctx.registry, *ep);
+  }
+  mcp::ToolContext tools(o.source.empty() ? o.db : o.source, std::move(host));
   if (auto st = tools.validate(); !st) {
     std::cerr << "ingero mcp: " << st.error().message << "\n";
     return kExitFailure;
@@ -38,7 +51,7 @@ int run_mcp(Context& ctx, const McpOptions& o) {
   signal(SIGPIPE, SIG_IGN);
   const ServeOptions& s = o.serve;
   if (s.http.empty()) {
-    std::cerr << "ingero mcp: serving " << o.db << " over stdio (MCP " << mcp::kLatestVersion
+    std::cerr << "ingero mcp: serving " << serving << " over stdio (MCP " << mcp::kLatestVersion
               << ", 2025-06-18)\n";
     return mcp::serve_stdio(server, s.threads, g_mcp_stop);
   }
@@ -55,7 +68,7 @@ int run_mcp(Context& ctx, const McpOptions& o) {
     std::cerr << "ingero mcp: " << st.error().message << "\n";
     return kExitUsage;
   }
-  std::cerr << "ingero mcp: serving " << o.db << " at " << http.url()
+  std::cerr << "ingero mcp: serving " << serving << " at " << http.url()
             << (h.token.empty() ? " (no token: set " + s.token_env + " to require one)"
                                 : " (bearer token required)")
             << "\n";
@@ -73,6 +86,11 @@ void add_mcp_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--db,-d", o->db,
                   "Trace file (ours or the original implementation's), opened read-only")
       ->capture_default_str();
+  cmd->add_option("--source", o->source,
+                  "Serve a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
+                  "(clickhouses:// for TLS; password in INGERO_CLICKHOUSE_PASSWORD). The tools "
+                  "that analyse calls answer over every node; those that read a file itself "
+                  "(get_check, get_stacks, run_sql, get_rdma_counters) are refused");
   add_serve_options(
       cmd, o->serve,
       "Serve Streamable HTTP at ADDR/mcp instead of stdio: 127.0.0.1:8081, :8081 (loopback), "

@@ -233,8 +233,9 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
     last.exit_reason = "merged";
     if (auto s = w.end_session(last); !s) return s;
     // What the samplers and the analysis wrote beside the events, as it was.
-    if (auto s = carry_rows(db, w, {"process_stats", "device_counters", "causal_chains"}, which,
-                            w.session_id(), force_node);
+    if (auto s =
+            carry_rows(db, w, {"process_stats", "device_counters", "causal_chains", "inflight"},
+                       which, w.session_id(), force_node);
         !s)
       return s;
   }

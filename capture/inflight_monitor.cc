@@ -255,7 +255,10 @@ void InflightMonitor::finish(Tracked& t, uint64_t now, hal::InflightReport& repo
     row.status = S::kStopped;
     row.ended_ns = now;
   } else if (row.what == hal::Inflight::What::kIdle) {
-    row.status = S::kReturned;
+    // It made a traced call again, or its thread is gone (a rank killed while it stayed away).
+    bool gone = host_.proc_state(row.call.pid, row.call.tid) == 0;
+    row.status = gone ? S::kUnfinished : S::kReturned;
+    if (gone) row.state = hal::ThreadState::kExited;
     row.ended_ns = now;
   } else if (t.unfinished ||
              (!t.returned_ns && host_.proc_state(row.call.pid, row.call.tid) == 0)) {

@@ -4,6 +4,11 @@
 // where rows have a process and a time. Times are Unix ns in UInt64 (18.16 has no DateTime64);
 // strings are plain String (no LowCardinality). docs/fleet.md shows the DDL.
 //
+// The columns are the store's (store/table_defs.h: each column once, with its ClickHouse type):
+// a column added to a table of the trace file is shipped, created and added to existing
+// databases (ensure_schema) without a change here. ch_schema.cc says only what the store cannot
+// (a fleet row's head, the names joined into events, ship mode, order and partition).
+//
 // Every row carries `node`. Rows shipped by trace-file row id also carry `file_start` (the
 // start, Unix ns, of the file's first session: with the node it names the file for good, even
 // when a file of the same name is re-created) and `src_id` (the row's id in that file): the
@@ -63,7 +68,18 @@ std::vector<std::string> local_ddl(const std::string& db);
 // if they are inserted through it), then the views over them.
 std::vector<std::string> distributed_ddl(const std::string& db, const std::string& cluster,
                                          const std::string& shard_db);
-// The contract views of a trace file, over `db`.events: calls, host_events.
+// The contract views of a trace file, over `db`.events: calls, host_events (and rdma_counters
+// over device_counters).
 std::vector<std::string> views_ddl(const std::string& db);
+
+// The views' columns are those of the trace file's views (store/contract_views.h) that a
+// fleet row has; the store's mapping of a view row to an event (store/event_columns.h) reads
+// them by name.
+enum class View { kCalls, kHostEvents };
+std::vector<std::string> view_column_names(View v);
+// The view's SELECT over `db`.events, with `condition` (SQL over the events columns) added to
+// its WHERE: what the views hold, as this build defines them (a database's views were created
+// by the build that set it up), with the filter where ClickHouse can prune partitions by it.
+std::string view_select(const std::string& db, View v, const std::string& condition = "");
 
 }  // namespace ingero::fleet

@@ -1,8 +1,12 @@
 #include "fleet/clickhouse_source.h"
 
+#include <algorithm>
 #include <cstdio>
 
+#include "fleet/ch_schema.h"
 #include "hal/symbolizer.h"
+#include "store/event_columns.h"
+#include "store/inflight_rows.h"
 #include "store/schema.h"
 
 namespace ingero::fleet {
@@ -12,12 +16,14 @@ int64_t i64(const TsvField& f) { return f.null || f.text.empty() ? 0 : std::stol
 uint64_t u64(const TsvField& f) { return uint64_t(i64(f)); }
 double f64(const TsvField& f) { return f.null || f.text.empty() ? 0 : std::stod(f.text); }
 
-// Columns of an event read, in this order; the decoded fields follow.
-constexpr const char* kEventColumns =
-    "dur_ns, pid, tid, comm, cgroup_id, vendor, api, kind, op, ret, status, "
-    "ifNull(off_cpu_ns, 0), ifNull(preempts, 0), ifNull(switches, 0), peer_comm, detail, saddr, "
-    "daddr, stack_hash";
-constexpr size_t kEventFixed = 20;  // the corrected ts and the columns above
+// A row of a TabSeparated answer, as the store's row mappings read rows (store/event_columns.h,
+// store/inflight_rows.h).
+struct TsvRow {
+  const std::vector<TsvField>& f;
+  bool is_null(int c) const { return f[size_t(c)].null; }
+  int64_t int64(int c) const { return i64(f[size_t(c)]); }
+  std::string_view text_view(int c) const { return f[size_t(c)].text; }
+};
 
 }  // namespace
 
@@ -29,12 +35,6 @@ void ClickHouseTraceSource::set_clock_offsets(std::map<std::string, int64_t> off
   offsets_ = std::move(offsets_ns);
   max_offset_ = 0;
   for (const auto& [n, o] : offsets_) max_offset_ = std::max(max_offset_, o < 0 ? -o : o);
-}
-
-std::string_view ClickHouseTraceSource::intern(const std::string& s) {
-  auto it = strings_.find(s);
-  if (it == strings_.end()) it = strings_.insert(s).first;
-  return *it;
 }
 
 bool ClickHouseTraceSource::rows(const std::string& sql, size_t columns, const RowFn& fn) {
@@ -91,39 +91,30 @@ std::string ClickHouseTraceSource::where(const engine::Window& w, const std::str
   return s;
 }
 
+// Rows of the contract views (view_select: as this build defines them), decoded by the store's
+// mapping; the time is the corrected one.
 void ClickHouseTraceSource::events(const engine::Window& w, bool host, const engine::EventFn& fn) {
-  const auto& fields = store::field_columns();
-  std::string cols;
-  for (const auto& f : fields) cols += ", " + f;
-  std::string sql = "SELECT " + ts("ts_ns") + " AS t, " + kEventColumns + cols + " FROM " +
-                    table("events") + where(w, "ts_ns", !host) + " AND vendor " +
-                    (host ? "= 'host'" : "!= 'host'") + " ORDER BY t, node, session_start, src_id";
+  const View view = host ? View::kHostEvents : View::kCalls;
+  const auto have = view_column_names(view);
+  std::vector<std::string> cols;
+  for (const std::string& c :
+       store::EventColumns::names(host ? store::EventRows::kHostEvents : store::EventRows::kCalls))
+    if (c != "ts_ns" && std::find(have.begin(), have.end(), c) != have.end()) cols.push_back(c);
+  std::string list;
+  for (const auto& c : cols) list += ", " + c;
+  std::string cond = where(w, "ts_ns", !host).substr(std::string(" WHERE ").size());
+  std::string sql = "SELECT " + ts("ts_ns") + " AS t" + list + " FROM (" +
+                    view_select(client_->endpoint().database, view, cond) +
+                    ") ORDER BY t, node, session_start, id";
+  const store::EventColumns mapping(
+      host ? store::EventRows::kHostEvents : store::EventRows::kCalls, [&](std::string_view name) {
+        if (name == "ts_ns") return 0;
+        auto it = std::find(cols.begin(), cols.end(), name);
+        return it == cols.end() ? store::EventColumns::kNone : int(it - cols.begin()) + 1;
+      });
   hal::Event e;
-  rows(sql, kEventFixed + fields.size(), [&](const std::vector<TsvField>& f) {
-    e = hal::Event{};
-    e.ts_ns = uint64_t(i64(f[0]));
-    e.dur_ns = u64(f[1]);
-    e.pid = uint32_t(u64(f[2]));
-    e.tid = uint32_t(u64(f[3]));
-    e.set_comm(f[4].text);
-    e.cgroup_id = u64(f[5]);
-    e.vendor = intern(f[6].text);
-    e.api = intern(f[7].text);
-    e.kind = hal::kind_from_name(f[8].text).value_or(hal::EventKind::kUnknown);
-    e.op = intern(f[9].text);
-    e.has_ret = !f[10].null;
-    e.ret = i64(f[10]);
-    e.unfinished = u64(f[11]) == 1;
-    e.off_cpu_ns = u64(f[12]);
-    e.preempts = uint32_t(u64(f[13]));
-    e.switches = uint32_t(u64(f[14]));
-    e.set_peer_comm(f[15].text);
-    e.detail = f[16].text;
-    e.saddr = f[17].text;
-    e.daddr = f[18].text;
-    e.stack_id = u64(f[19]);
-    for (size_t i = 0; i < fields.size(); ++i)
-      if (!f[kEventFixed + i].null) e.set(hal::Field(i), u64(f[kEventFixed + i]));
+  rows(sql, cols.size() + 1, [&](const std::vector<TsvField>& f) {
+    mapping.read(TsvRow{f}, e, strings_);
     fn(e);
     return true;
   });
@@ -210,14 +201,27 @@ std::pair<int64_t, int64_t> ClickHouseTraceSource::node_span(const std::string& 
   return span_of(w);
 }
 
+// The events' extent, and the stuck threads the agents last saw: a hang goes on after the last
+// call that returned (its ranks make none), and the window the engine reads (explain pins its
+// end here) must hold the rows that show it.
 std::pair<int64_t, int64_t> ClickHouseTraceSource::span_of(const engine::Window& w) {
   std::pair<int64_t, int64_t> span{0, 0};
+  auto widen = [&](const auto& f) {
+    if (!u64(f[0])) return true;
+    span = span.first ? std::pair{std::min(span.first, i64(f[1])), std::max(span.second, i64(f[2]))}
+                      : std::pair{i64(f[1]), i64(f[2])};
+    return true;
+  };
   rows("SELECT count(), min(" + ts("ts_ns") + "), max(" + ts("ts_ns") +
            " + toInt64(dur_ns)) FROM " + table("events") + where(w, "ts_ns", false),
-       3, [&](const auto& f) {
-         if (u64(f[0])) span = {i64(f[1]), i64(f[2])};
-         return true;
-       });
+       3, widen);
+  if (has_table("inflight")) {
+    std::string filter = " WHERE 1";
+    if (auto node = w.node ? w.node : scope_) filter += " AND node = " + sql_quote(*node);
+    rows("SELECT count(), min(" + ts("entered_at") + "), max(" + ts("seen_at") + ") FROM " +
+             table("inflight") + filter,
+         3, widen);
+  }
   return span;
 }
 
@@ -398,6 +402,45 @@ std::vector<engine::StackFrameInfo> ClickHouseTraceSource::stack(uint64_t stack_
          return true;
        });
   if (stack_cache_.size() < 100000) stack_cache_[stack_id] = out;
+  return out;
+}
+
+// The latest version of each stuck thread's row (the shipper sends every version the tracer
+// wrote, store/table_defs.h), decoded by the store's mapping; times on the corrected clock. One
+// aggregation (argMax by src_id per thread and entry), not an IN over a subquery: over
+// Distributed tables that would be a double-distributed subquery, which ClickHouse refuses.
+std::vector<engine::InflightRow> ClickHouseTraceSource::inflight(const engine::Window& w) {
+  std::vector<engine::InflightRow> out;
+  if (!has_table("inflight")) return out;
+  static const std::set<std::string> kTimes = {"entered_at", "seen_at", "ended_at", "reported_at",
+                                               "thread_state_since"};
+  const auto& columns = store::inflight_columns();
+  std::string latest, outer;
+  size_t seen = 0, entered = 0;
+  for (size_t k = 0; k < columns.size(); ++k) {
+    const std::string& c = columns[k];
+    std::string v = "v" + std::to_string(k);
+    std::string expr = kTimes.count(c) ? "if(" + c + " = 0, toInt64(0), " + ts(c) + ")" : c;
+    latest += (k ? ", " : "") + ("argMax(" + expr + ", src_id) AS " + v);
+    outer += (k ? ", " : "") + v;
+    if (c == "seen_at") seen = k;
+    if (c == "entered_at") entered = k;
+  }
+  std::string where = " WHERE 1";
+  if (w.to_ns != std::numeric_limits<int64_t>::max())
+    where += " AND " + ts("entered_at") + " <= " + std::to_string(w.to_ns);
+  if (auto node = w.node ? w.node : scope_) where += " AND node = " + sql_quote(*node);
+  if (w.pid) where += " AND pid = " + std::to_string(*w.pid);
+  // Stuck from entered_at to seen_at, as over a trace file (store/inflight_rows.h).
+  std::string sql = "SELECT " + outer + " FROM (SELECT " + latest + " FROM " + table("inflight") +
+                    where + " GROUP BY node, session_start, tid, entered_at, what)";
+  if (w.from_ns != std::numeric_limits<int64_t>::min())
+    sql += " WHERE v" + std::to_string(seen) + " >= " + std::to_string(w.from_ns);
+  sql += " ORDER BY v" + std::to_string(entered) + ", v0";
+  rows(sql, columns.size(), [&](const std::vector<TsvField>& f) {
+    out.push_back(store::inflight_row(TsvRow{f}, strings_));
+    return true;
+  });
   return out;
 }
 

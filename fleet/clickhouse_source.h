@@ -24,6 +24,7 @@
 #include "engine/trace_source.h"
 #include "fleet/clickhouse_client.h"
 #include "fleet/tsv.h"
+#include "store/event_columns.h"
 
 namespace ingero::fleet {
 
@@ -48,6 +49,9 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   std::optional<engine::TraceLosses> losses() override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
+  // The stuck threads the agents recorded (their `inflight` rows, latest version of each);
+  // none from a database set up before the table.
+  std::vector<engine::InflightRow> inflight(const engine::Window& w) override;
 
   // Nodes that shipped events, sorted.
   std::vector<std::string> nodes();
@@ -66,7 +70,8 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   // " WHERE ..." for a window over `ts_column`: time (corrected, plus a raw pre-filter on the
   // stored column so ClickHouse prunes partitions), node (window or scope), pid if asked.
   std::string where(const engine::Window& w, const std::string& ts_column, bool with_pid) const;
-  // First and last event (its end) of the window's events.
+  // First and last event (its end) of the window's events, widened to the stuck threads'
+  // rows (their entry, their last observation).
   std::pair<int64_t, int64_t> span_of(const engine::Window& w);
   std::string table(const char* name) const { return client_->endpoint().database + "." + name; }
   // Whether the database has the table (tables added after a fleet was set up: the device
@@ -74,14 +79,13 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   bool has_table(const char* name);
   std::map<std::string, bool> tables_;
   void events(const engine::Window& w, bool host, const engine::EventFn& fn);
-  std::string_view intern(const std::string& s);
 
   std::unique_ptr<ClickHouseClient> client_;
   int timeout_ms_;
   std::optional<std::string> scope_;
   std::map<std::string, int64_t> offsets_;
   int64_t max_offset_ = 0;
-  std::set<std::string, std::less<>> strings_;
+  store::StringPool strings_;
   std::map<uint64_t, std::vector<engine::StackFrameInfo>> stack_cache_;
   std::optional<bool> has_stacks_;
   std::string error_;

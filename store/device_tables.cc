@@ -3,48 +3,14 @@
 #include "store/device_tables.h"
 
 #include "store/sql_trace_source.h"
+#include "store/table_defs.h"
 
 namespace ingero::store {
 
-const char* device_tables_ddl() {
-  return R"SQL(
-CREATE TABLE IF NOT EXISTS device_samples (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  session_id INTEGER NOT NULL DEFAULT 0,
-  timestamp INTEGER NOT NULL,        -- unix epoch ns: the end of the period the figures cover
-  period_ns INTEGER NOT NULL DEFAULT 0,  -- they cover (timestamp - period_ns, timestamp]; 0: an instant
-  source TEXT NOT NULL,              -- nvml | amdgpu
-  device INTEGER NOT NULL,           -- the device's index as the source numbers them
-  uuid TEXT NOT NULL DEFAULT '',     -- NVML UUID; amdgpu unique_id or PCI address
-  pid INTEGER,                       -- NULL: the whole device
-  sm_util REAL,                      -- percent; NULL: not given (never 0 for unknown)
-  mem_util REAL,
-  mem_used INTEGER,                  -- bytes (per process: its allocations)
-  mem_total INTEGER,
-  sm_clock_mhz INTEGER,
-  mem_clock_mhz INTEGER,
-  power_mw INTEGER,
-  temperature_c INTEGER,
-  throttle_reasons INTEGER,          -- NVML clocks-event reason bits
-  ecc_corrected INTEGER,             -- volatile totals
-  ecc_uncorrected INTEGER
-);
-CREATE INDEX IF NOT EXISTS idx_device_samples_ts ON device_samples(timestamp);
-CREATE TABLE IF NOT EXISTS device_events (
-  id INTEGER PRIMARY KEY,
-  node TEXT NOT NULL DEFAULT '',
-  session_id INTEGER NOT NULL DEFAULT 0,
-  timestamp INTEGER NOT NULL,        -- unix epoch ns, when the tracer received it
-  source TEXT NOT NULL,
-  device INTEGER NOT NULL,
-  uuid TEXT NOT NULL DEFAULT '',
-  kind TEXT NOT NULL,                -- xid | ecc_uncorrected | ecc_corrected | gpu_lost | event_error
-  code INTEGER NOT NULL DEFAULT 0,   -- the Xid; for ECC the count it rose by
-  detail TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS idx_device_events_ts ON device_events(timestamp);
-)SQL";
+const std::string& device_tables_ddl() {
+  static const std::string ddl =
+      create_table_sql(table_def("device_samples")) + create_table_sql(table_def("device_events"));
+  return ddl;
 }
 
 void SqlTraceSource::device_samples(const engine::Window& w,

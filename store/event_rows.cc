@@ -34,13 +34,6 @@ void pack_fields(sqlite3_context* ctx, int n, sqlite3_value** v) {
     sqlite3_result_blob(ctx, buf, int(k), SQLITE_TRANSIENT);
 }
 
-uint64_t direction_code(std::string_view s) {
-  static const std::map<std::string_view, uint64_t> kDir = {
-      {"H2H", 0}, {"H2D", 1}, {"D2H", 2}, {"D2D", 3}, {"default", 4}, {"peer", 5}};
-  auto it = kDir.find(s);
-  return it == kDir.end() ? 4 : it->second;
-}
-
 // The columns a direct read takes from archived calls, in the order of the events rows' (then
 // the decoded-field columns).
 const std::vector<std::string> kArchiveCols = {
@@ -52,15 +45,10 @@ constexpr int kArchNode = 16;
 
 }  // namespace
 
-// Column indexes of one prepared statement, by meaning; kNone where the view lacks it.
+// A direct read's columns: the column of pack_fields(...), and the Field of each of its
+// arguments; through the views, the mapping of store/event_columns.h.
 struct EventCursor::Columns {
-  int ts = kNone, dur = kNone, pid = kNone, tid = kNone, comm = kNone, cgroup = kNone;
-  int vendor = kNone, api = kNone, kind = kNone, op = kNone, ret = kNone, status = kNone;
-  int off_cpu = kNone, preempts = kNone, switches = kNone, preemptor_pid = kNone;
-  int peer_comm = kNone, direction = kNone, stack = kNone, detail = kNone, saddr = kNone;
-  int daddr = kNone;
-  std::array<int, hal::kFieldCount> fields{};
-  // A direct read: the column of pack_fields(...), and the Field of each of its arguments.
+  EventColumns view;
   int packed = kNone;
   std::vector<uint8_t> packed_fields;
 };
@@ -131,7 +119,6 @@ bool EventCursor::open_direct(const EventFilter& f) {
   if (!calls) sql += ", detail, saddr, daddr";
   cols_ = std::make_unique<Columns>();
   Columns& k = *cols_;
-  k.fields.fill(kNone);
   std::string args;
   const auto& fields = field_columns();
   for (size_t i = 0; i < hal::kFieldCount; ++i)
@@ -326,47 +313,14 @@ ingero::Result<std::unique_ptr<EventCursor>> EventCursor::open(Db& db, Rows rows
   std::unique_ptr<EventCursor> c(new EventCursor(db, rows, strings));
   c->stmt_ = std::make_unique<Stmt>(std::move(*st));
   c->cols_ = std::make_unique<Columns>();
-  Columns& k = *c->cols_;
-  k.fields.fill(kNone);
-  std::map<std::string, int> by_name;
+  std::map<std::string, int, std::less<>> by_name;
   sqlite3_stmt* s = c->stmt_->get();
   for (int i = 0, n = sqlite3_column_count(s); i < n; ++i) by_name[sqlite3_column_name(s, i)] = i;
-  auto col = [&](const char* name) {
+  c->cols_->view = EventColumns(rows, [&](std::string_view name) {
     auto it = by_name.find(name);
     return it == by_name.end() ? kNone : it->second;
-  };
-  k.ts = col("ts_ns");
-  k.dur = col("dur_ns");
-  k.pid = col("pid");
-  k.tid = col("tid");
-  k.comm = col("comm");
-  k.cgroup = col("cgroup_id");
-  k.kind = col("kind");
-  if (calls) {
-    k.vendor = col("vendor");
-    k.api = col("api");
-    k.op = col("op");
-    k.ret = col("ret");
-    k.status = col("status");
-    k.off_cpu = col("off_cpu_ns");
-    k.preempts = col("preempts");
-    k.switches = col("switches");
-    k.preemptor_pid = col("preemptor_pid");
-    k.peer_comm = col("preemptor_comm");
-    k.direction = col("direction");
-    k.stack = col("stack_hash");
-  } else {
-    k.op = col("event");
-    k.ret = col("code");
-    k.peer_comm = col("peer_comm");
-    k.detail = col("detail");
-    k.saddr = col("saddr");
-    k.daddr = col("daddr");
-  }
-  const auto& names = field_columns();
-  for (size_t i = 0; i < hal::kFieldCount; ++i)
-    if (names[i] != "direction") k.fields[i] = col(names[i].c_str());
-  if (k.ts == kNone || k.op == kNone)
+  });
+  if (!c->cols_->view.complete())
     return ingero::make_error(db.path() + ": the " + view + " view has no ts_ns or op column");
   return c;
 }
@@ -376,44 +330,7 @@ ingero::Result<bool> EventCursor::next(hal::Event& e) {
   auto r = stmt_->step();
   if (!r) return r.error();
   if (!*r) return false;
-  const Stmt& st = *stmt_;
-  const Columns& k = *cols_;
-  auto has = [&](int c) { return c != kNone && !st.is_null(c); };
-  auto u64 = [&](int c) { return c == kNone ? uint64_t(0) : uint64_t(st.int64(c)); };
-  e = hal::Event{};
-  e.ts_ns = u64(k.ts);
-  e.dur_ns = u64(k.dur);
-  e.pid = uint32_t(u64(k.pid));
-  e.tid = uint32_t(u64(k.tid));
-  if (has(k.comm)) e.set_comm(st.text(k.comm));
-  e.cgroup_id = u64(k.cgroup);
-  e.op = strings_.intern(st.text(k.op));
-  if (has(k.kind)) e.kind = hal::kind_from_name(st.text(k.kind)).value_or(hal::EventKind::kUnknown);
-  if (has(k.peer_comm)) e.set_peer_comm(st.text(k.peer_comm));
-  if (has(k.ret)) {
-    e.has_ret = true;
-    e.ret = st.int64(k.ret);
-  }
-  if (rows_ == Rows::kCalls) {
-    e.vendor = strings_.intern(st.text(k.vendor));
-    e.api = strings_.intern(st.text(k.api));
-    e.unfinished = has(k.status) && st.text(k.status) == "unfinished";
-    e.timed = !has(k.status) || st.text(k.status) != "untimed";
-    e.off_cpu_ns = u64(k.off_cpu);
-    e.preempts = uint32_t(u64(k.preempts));
-    e.switches = uint32_t(u64(k.switches));
-    if (has(k.preemptor_pid)) e.set(hal::Field::kPeerPid, u64(k.preemptor_pid));
-    if (has(k.direction)) e.set(hal::Field::kDirection, direction_code(st.text(k.direction)));
-    e.stack_id = u64(k.stack);
-  } else {
-    e.vendor = strings_.intern("host");
-    e.api = strings_.intern("kernel");
-    if (has(k.detail)) e.detail = st.text(k.detail);
-    if (has(k.saddr)) e.saddr = st.text(k.saddr);
-    if (has(k.daddr)) e.daddr = st.text(k.daddr);
-  }
-  for (size_t i = 0; i < hal::kFieldCount; ++i)
-    if (has(k.fields[i])) e.set(static_cast<hal::Field>(i), u64(k.fields[i]));
+  cols_->view.read(*stmt_, e, strings_);
   return true;
 }
 

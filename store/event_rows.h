@@ -1,7 +1,6 @@
-// Events read back from a trace file: the one mapping from rows of the contract views
-// (`calls`, `host_events`) to hal::Event. (The writer's mapping, the other way, is
-// TraceWriter::add.) The engine's source, `merge` and the MCP tools read events only through
-// this cursor, so a column added to the views is decoded in one place.
+// Events read back from a trace file, as rows of the contract views (`calls`, `host_events`)
+// decoded by the one mapping of store/event_columns.h. The engine's source, `merge` and the MCP
+// tools read events only through this cursor.
 //
 // Columns are matched by name when the statement is prepared: the views of our files and the
 // original implementation's files differ in which optional columns exist, never in meaning.
@@ -18,22 +17,13 @@
 
 #include "hal/event.h"
 #include "hal/result.h"
+#include "store/event_columns.h"
 #include "store/merged_rows.h"
 #include "store/untimed_durations.h"
 
 namespace ingero::store {
 
 class Db;
-
-// Storage for the strings events point at (vendor, api, op): an Event's string_views stay
-// valid as long as the pool.
-class StringPool {
- public:
-  std::string_view intern(std::string_view s) { return *strings_.emplace(s).first; }
-
- private:
-  std::set<std::string, std::less<>> strings_;
-};
 
 // Which rows: a time window on ts_ns (wall-clock Unix ns, inclusive), optionally one process
 // (calls only: host context is about every process) and one node.
@@ -53,7 +43,7 @@ struct EventFilter {
 
 class EventCursor {
  public:
-  enum class Rows { kCalls, kHostEvents };
+  using Rows = EventRows;
   // Prepares the query over `db`'s contract views, in ts_ns order. An unknown view or a
   // malformed file is an Error naming the file. Our own files are read straight from the
   // events table, with what the views would give; `direct` false reads through the views

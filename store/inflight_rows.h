@@ -25,10 +25,60 @@ struct InflightFilter {
   bool current = false;  // only rows still stuck (status in_flight)
 };
 
+// The columns of an `inflight` row that make an engine::InflightRow, in the order
+// inflight_row() reads them (the decoded fields follow, by field_columns()); the ClickHouse
+// `inflight` table has the same columns (fleet/ch_schema.h), and its source decodes them here.
+const std::vector<std::string>& inflight_columns();
+
+// The row `r` (is_null(int), int64(int), text_view(int)), whose columns are inflight_columns()
+// from `first` on, as the engine reads it; vendor, api and op point into `strings`.
+template <class Row>
+engine::InflightRow inflight_row(const Row& r, StringPool& strings, int first = 0);
+
 // The rows, in order of entry; none when the file has no inflight table (older builds, the
 // original implementation's files). vendor, api and op point into `strings`.
 ingero::Result<std::vector<engine::InflightRow>> read_inflight(Db& db, const InflightFilter& f,
                                                                StringPool& strings);
+
+template <class Row>
+engine::InflightRow inflight_row(const Row& st, StringPool& strings, int k) {
+  engine::InflightRow row;
+  row.node = std::string(st.text_view(k + 0));
+  hal::Inflight& in = row.in;
+  in.what = hal::inflight_what_from_name(st.text_view(k + 1)).value_or(hal::Inflight::What::kCall);
+  in.status = hal::inflight_status_from_name(st.text_view(k + 2))
+                  .value_or(hal::Inflight::Status::kInFlight);
+  hal::Event& e = in.call;
+  auto u = [&](int c) { return st.is_null(k + c) ? uint64_t(0) : uint64_t(st.int64(k + c)); };
+  e.pid = uint32_t(u(3));
+  e.tid = uint32_t(u(4));
+  e.set_comm(st.text_view(k + 5));
+  e.vendor = strings.intern(st.text_view(k + 6));
+  e.api = strings.intern(st.text_view(k + 7));
+  e.kind = hal::kind_from_name(st.text_view(k + 8)).value_or(hal::EventKind::kUnknown);
+  e.op = strings.intern(st.text_view(k + 9));
+  e.ts_ns = u(10);
+  in.seen_ns = u(11);
+  in.ended_ns = u(12);
+  in.reported_ns = u(13);
+  e.dur_ns = u(14);
+  in.state = hal::thread_state_from_name(st.text_view(k + 15)).value_or(hal::ThreadState::kUnknown);
+  in.state_since_ns = u(16);
+  e.off_cpu_ns = u(17);
+  in.stack_id = u(18);
+  e.stack_id = in.stack_id;
+  in.seq = st.is_null(k + 19) ? hal::kNoSeq : uint64_t(st.int64(k + 19));
+  in.others_running = uint32_t(u(20));
+  in.others_sleeping = uint32_t(u(21));
+  in.others_io = uint32_t(u(22));
+  e.timed = false;
+  e.unfinished = in.status == hal::Inflight::Status::kUnfinished;
+  constexpr int kFixed = 23;
+  for (size_t i = 0; i < hal::kFieldCount; ++i)
+    if (!st.is_null(k + kFixed + int(i)))
+      e.set(hal::Field(i), uint64_t(st.int64(k + kFixed + int(i))));
+  return row;
+}
 
 }  // namespace ingero::store
 

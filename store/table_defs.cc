@@ -118,6 +118,10 @@ TableDef cgroup_metadata() {
                    "bpf_get_current_cgroup_id(): the cgroup v2 inode"),
                col("container_id", kText, "String"), col("cgroup_path", kText, "String"),
                col("pod_name", kText, "String"), col("namespace", kText, "String")};
+  // Who the cgroup belongs to, added after schema 9 (store/cgroup_metadata.h: older files gain
+  // them by ALTER TABLE): NULL where unknown.
+  for (const char* s : {"container_name", "pod_uid", "qos_class", "runtime", "names_from"})
+    t.columns.push_back(col(s, "TEXT", "Nullable(String)"));
   return t;
 }
 
@@ -179,6 +183,55 @@ TableDef device_counters() {
       col("attributes", "TEXT NOT NULL DEFAULT '{}'", "String",
           "the port's properties, JSON: {\"transport\": ...}")};
   t.indexes = {"CREATE INDEX IF NOT EXISTS idx_device_counters_ts ON device_counters(timestamp)"};
+  return t;
+}
+
+// The device side channel's rows (hal/device_sampler.h; store/device_tables.h): an absent
+// figure stays NULL, never 0.
+TableDef device_samples() {
+  TableDef t{"device_samples", {}, {}, {}, {}};
+  auto& c = t.columns;
+  c.push_back(col("id", "INTEGER PRIMARY KEY", ""));
+  c.push_back(col("node", kText, "String"));
+  c.push_back(col("session_id", kInt0, ""));
+  c.push_back(
+      col("timestamp", kInt, "UInt64", "unix epoch ns: the end of the period the figures cover"));
+  c.push_back(col("period_ns", kInt0, "Int64",
+                  "they cover (timestamp - period_ns, timestamp]; 0: an instant"));
+  c.push_back(col("source", "TEXT NOT NULL", "String", "nvml | amdgpu"));
+  c.push_back(col("device", kInt, "UInt32", "the device's index as the source numbers them"));
+  c.push_back(col("uuid", kText, "String", "NVML UUID; amdgpu unique_id or PCI address"));
+  c.push_back(col("pid", "INTEGER", "Nullable(UInt32)", "NULL: the whole device"));
+  c.push_back(col("sm_util", "REAL", "Nullable(Float64)",
+                  "percent; NULL: not given (never 0 for unknown)"));
+  c.push_back(col("mem_util", "REAL", "Nullable(Float64)"));
+  c.push_back(
+      col("mem_used", "INTEGER", "Nullable(Int64)", "bytes (per process: its allocations)"));
+  for (const char* s : {"mem_total", "sm_clock_mhz", "mem_clock_mhz", "power_mw", "temperature_c"})
+    c.push_back(col(s, "INTEGER", "Nullable(Int64)"));
+  c.push_back(
+      col("throttle_reasons", "INTEGER", "Nullable(Int64)", "NVML clocks-event reason bits"));
+  c.push_back(col("ecc_corrected", "INTEGER", "Nullable(Int64)", "volatile totals"));
+  c.push_back(col("ecc_uncorrected", "INTEGER", "Nullable(Int64)"));
+  t.indexes = {"CREATE INDEX IF NOT EXISTS idx_device_samples_ts ON device_samples(timestamp)"};
+  return t;
+}
+
+TableDef device_events() {
+  TableDef t{"device_events", {}, {}, {}, {}};
+  auto& c = t.columns;
+  c.push_back(col("id", "INTEGER PRIMARY KEY", ""));
+  c.push_back(col("node", kText, "String"));
+  c.push_back(col("session_id", kInt0, ""));
+  c.push_back(col("timestamp", kInt, "UInt64", "unix epoch ns, when the tracer received it"));
+  c.push_back(col("source", "TEXT NOT NULL", "String"));
+  c.push_back(col("device", kInt, "UInt32"));
+  c.push_back(col("uuid", kText, "String"));
+  c.push_back(col("kind", "TEXT NOT NULL", "String",
+                  "xid | ecc_uncorrected | ecc_corrected | gpu_lost | event_error"));
+  c.push_back(col("code", kInt0, "Int64", "the Xid; for ECC the count it rose by"));
+  c.push_back(col("detail", kText, "String"));
+  t.indexes = {"CREATE INDEX IF NOT EXISTS idx_device_events_ts ON device_events(timestamp)"};
   return t;
 }
 
@@ -263,10 +316,10 @@ const ColumnDef* TableDef::column(std::string_view n) const {
 }
 
 const std::vector<TableDef>& table_defs() {
-  static const std::vector<TableDef> defs = {sessions(),         process_names(), libraries(),
-                                             system_snapshots(), process_stats(), cgroup_metadata(),
-                                             causal_chains(),    stack_frames(),  device_counters(),
-                                             events(),           inflight()};
+  static const std::vector<TableDef> defs = {
+      sessions(),        process_names(),  libraries(),    system_snapshots(), process_stats(),
+      cgroup_metadata(), causal_chains(),  stack_frames(), device_counters(),  events(),
+      inflight(),        device_samples(), device_events()};
   return defs;
 }
 

@@ -1,6 +1,9 @@
 // The `inflight` table (store/table_defs.h): the latest observation of each stuck thread. A
 // new observation replaces the row of the same call (or idle episode) with a new id, so the
-// shipper, which ships rows by id, sends every version; the file keeps one row per call.
+// shipper, which ships rows by id, sends every version; the file keeps one row per call. The
+// new row is inserted before the old one is deleted: its id is then above every id the file
+// ever held (SQLite gives max(id) + 1, which would reuse the id of a deleted last row, and the
+// shipper, past that id already, would never send the new version).
 #include "store/schema.h"
 #include "store/trace_writer.h"
 
@@ -33,7 +36,8 @@ ingero::Status TraceWriter::add_inflight(const hal::Inflight& r) {
     if (!ins) return ins.error();
     insert_inflight_ = std::move(*ins);
     auto del = db_->prepare(
-        "DELETE FROM inflight WHERE session_id = ? AND tid = ? AND entered_at = ? AND what = ?");
+        "DELETE FROM inflight WHERE session_id = ? AND tid = ? AND entered_at = ? AND what = ? "
+        "AND id < ?");
     if (!del) return del.error();
     delete_inflight_ = std::move(*del);
   }
@@ -42,9 +46,6 @@ ingero::Status TraceWriter::add_inflight(const hal::Inflight& r) {
   auto text = [](std::string_view v) { return v.data() ? v : std::string_view(""); };
   int64_t entered = to_wall(e.ts_ns);
   std::string_view what = hal::inflight_what_name(r.what);
-  delete_inflight_.reset();
-  delete_inflight_.bind(1, session_id_).bind(2, int64_t(e.tid)).bind(3, entered).bind(4, what);
-  if (auto x = delete_inflight_.step(); !x) return x.error();
   Stmt& s = insert_inflight_;
   s.reset();
   s.bind(1, node_)
@@ -82,6 +83,13 @@ ingero::Status TraceWriter::add_inflight(const hal::Inflight& r) {
       s.bind_null(25 + int(i));
   }
   if (auto x = s.step(); !x) return x.error();
+  delete_inflight_.reset();
+  delete_inflight_.bind(1, session_id_)
+      .bind(2, int64_t(e.tid))
+      .bind(3, entered)
+      .bind(4, what)
+      .bind(5, int64_t(sqlite3_last_insert_rowid(db_->handle())));
+  if (auto x = delete_inflight_.step(); !x) return x.error();
   return {};
 }
 

@@ -15,12 +15,25 @@ ToolContext::ToolContext(std::string db_path, ToolHost host)
     : db_path_(std::move(db_path)), host_(std::move(host)), generation_(g_generation++) {}
 
 ingero::Status ToolContext::validate() {
+  if (over_fleet()) {
+    auto f = open_fleet();
+    if (!f) return f.error();
+    (*f)->nodes();
+    if (std::string e = (*f)->error(); !e.empty()) return ingero::make_error(e);
+    return {};
+  }
   auto r = store::TraceReader::open(db_path_, host_.views);
   if (!r) return r.error();
   return {};
 }
 
 ingero::Result<store::TraceReader*> ToolContext::reader(int which) {
+  if (over_fleet())
+    return ingero::make_error(
+        "this tool reads a trace file itself (its sessions, its SQL, its stacks table) and is "
+        "not served over a fleet database; serve a node's trace file (ingero mcp --db), or use "
+        "the tools that analyse calls (get_trace_stats, get_causal_chains, get_inflight, ...), "
+        "which answer over every node");
   struct Slot {
     uint64_t generation = 0;
     std::unique_ptr<store::TraceReader> r[2];
@@ -60,6 +73,11 @@ struct ToolContext::CacheSlot {
 };
 
 ToolOutput ToolContext::cached(const std::string& key, std::function<ToolOutput()> run) {
+  // A fleet database has no file whose change says when an answer is stale.
+  if (over_fleet()) {
+    ++cache_computations_;
+    return run();
+  }
   std::shared_ptr<CacheSlot> slot;
   {
     std::lock_guard<std::mutex> g(cache_mu_);

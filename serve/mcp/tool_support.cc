@@ -91,11 +91,19 @@ std::string arg_str(const Json& a, const char* k) {
 }
 
 ingero::Result<Opened> open_source(ToolContext& ctx) {
+  Opened o;
+  if (ctx.over_fleet()) {
+    auto f = ctx.open_fleet();
+    if (!f) return f.error();
+    o.fleet = std::move(*f);
+    o.source = &o.fleet->source();
+    return o;
+  }
   auto r = ctx.engine_reader();
   if (!r) return r.error();
-  Opened o;
   o.reader = *r;
-  o.source = std::make_unique<store::SqlTraceSource>(**r);
+  o.file = std::make_unique<store::SqlTraceSource>(**r);
+  o.source = o.file.get();
   return o;
 }
 

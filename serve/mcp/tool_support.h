@@ -43,9 +43,14 @@ int arg_int(const Json& a, const char* k, int dflt);
 std::string arg_str(const Json& a, const char* k);
 
 // Trace access.
+// The source a tool reads: the trace file's (with its reader), or a fleet database's.
 struct Opened {
-  store::TraceReader* reader = nullptr;
-  std::unique_ptr<store::SqlTraceSource> source;
+  store::TraceReader* reader = nullptr;  // null over a fleet
+  std::unique_ptr<store::SqlTraceSource> file;
+  std::unique_ptr<FleetSource> fleet;
+  engine::TraceSource* source = nullptr;
+  // The first read error of either ("" when none).
+  std::string error() const { return file ? file->error() : fleet ? fleet->error() : ""; }
 };
 ingero::Result<Opened> open_source(ToolContext& ctx);
 ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src,

@@ -9,18 +9,39 @@
 #include <chrono>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/trace_source.h"
 #include "hal/result.h"
 #include "hal/side_channel.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
 
 namespace ingero::serve::mcp {
+
+// A fleet database the tools read instead of a trace file (`ingero mcp --source
+// clickhouse://...`): every node's rows, behind the engine's source. The host opens it (app/
+// knows ClickHouse; serve/ does not), one per tool call.
+class FleetSource {
+ public:
+  virtual ~FleetSource() = default;
+  virtual engine::TraceSource& source() = 0;
+  // Nodes that shipped events, sorted.
+  virtual std::vector<std::string> nodes() = 0;
+  // Limits every read to one node (nullopt: all).
+  virtual void set_scope(const std::optional<std::string>& node) = 0;
+  // Subtracts each node's clock offset from its times (engine::estimate_clock_offsets).
+  virtual void set_clock_offsets(const std::map<std::string, int64_t>& offsets) = 0;
+  // The first read error ("" when none): an answer computed after one is incomplete.
+  virtual std::string error() const = 0;
+  virtual std::string title() const = 0;  // the database, as people name it
+};
 
 // What the server needs from the program hosting it: the tools that audit the host or build a
 // synthetic trace run code that lives with the commands owning it (app/), handed in here.
@@ -40,6 +61,9 @@ struct ToolHost {
   // The name of a device asynchronous event (hal::BackendRegistry::device_event_name); null
   // or "": get_rdma_counters names it by number.
   std::function<std::string_view(std::string_view api, uint64_t type)> device_event_name;
+  // Set: the tools answer over this fleet database, not the trace file (ToolContext's path is
+  // then only a name). An Error when it cannot be reached.
+  std::function<ingero::Result<std::unique_ptr<FleetSource>>()> fleet;
 };
 
 struct ToolOutput {
@@ -57,6 +81,9 @@ class ToolContext {
   // Opens the file once to report a clear error at start (missing, foreign, corrupt, newer).
   ingero::Status validate();
   const std::string& db_path() const { return db_path_; }
+  // The tools read a fleet database (ToolHost::fleet), not a trace file.
+  bool over_fleet() const { return bool(host_.fleet); }
+  ingero::Result<std::unique_ptr<FleetSource>> open_fleet() const { return host_.fleet(); }
   ingero::Result<store::TraceReader*> engine_reader();
   ingero::Result<store::TraceReader*> sql_reader();
   // The host capability audit, cached for 10 s (it loads BPF and places a uprobe); null when

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <sstream>
 
 #include "engine/analysis.h"
+#include "engine/fleet.h"
 #include "engine/result_json.h"
 #include "serve/mcp/tool_support.h"
 #include "store/trace_writer.h"
@@ -28,6 +31,57 @@ Json compact_chain(const engine::Chain& c, bool verbose) {
   return j;
 }
 
+// The chains of one window, with its extent and event count.
+struct Found {
+  std::vector<engine::Chain> chains;
+  std::pair<int64_t, int64_t> span;
+  uint64_t events = 0;
+};
+
+Found one_source(engine::Analysis a) { return {std::move(a.chains), a.span, a.events}; }
+
+// Over a fleet database, as `explain --source` reads it (app/fleet_explain.h): clock offsets
+// from the collectives first, then each node analysed on its own (pids collide across nodes),
+// then the fleet rules across them (stragglers, mismatched collectives, collective hangs).
+// Each node's chains carry their node; the fleet's come first.
+Found fleet_chains(FleetSource& f, engine::Window w, const engine::EngineOptions& eo) {
+  Found out;
+  std::vector<std::string> nodes = f.nodes();
+  if (w.to_ns == std::numeric_limits<int64_t>::max()) w.to_ns = f.source().time_span().second;
+  std::vector<engine::NodeClock> clocks;
+  if (nodes.size() >= 2) {
+    clocks = engine::estimate_clock_offsets(engine::gather_fleet_collectives(f.source(), w, nodes),
+                                            nodes);
+    f.set_clock_offsets(engine::clock_shift(clocks));
+  }
+  std::vector<engine::Analysis> per;
+  per.reserve(nodes.size());
+  for (const auto& n : nodes) {
+    f.set_scope(n);
+    engine::Window nw = w;
+    nw.node = n;
+    per.push_back(engine::analyze(f.source(), nw, eo));
+    for (auto& c : per.back().chains)
+      if (c.node.empty()) c.node = n;
+  }
+  f.set_scope(std::nullopt);
+  if (nodes.size() >= 2) {
+    std::map<std::string, const engine::Analysis*> by_node;
+    for (size_t i = 0; i < nodes.size(); ++i) by_node[nodes[i]] = &per[i];
+    auto fa = engine::analyze_fleet(f.source(), w, nodes, by_node, clocks);
+    out.chains = std::move(fa.chains);
+  }
+  out.span = {0, 0};
+  for (auto& a : per) {
+    out.events += a.events;
+    if (a.span.first && (!out.span.first || a.span.first < out.span.first))
+      out.span.first = a.span.first;
+    out.span.second = std::max(out.span.second, a.span.second);
+    for (auto& c : a.chains) out.chains.push_back(std::move(c));
+  }
+  return out;
+}
+
 ToolOutput get_causal_chains(ToolContext& ctx, const ToolCall& call) {
   auto op = open_source(ctx);
   if (!op) return error_output(op.error().message);
@@ -35,9 +89,9 @@ ToolOutput get_causal_chains(ToolContext& ctx, const ToolCall& call) {
   if (!w) return error_output(w.error().message);
   engine::EngineOptions eo;
   eo.breakdown = false;
-  auto a = engine::analyze(*op->source, *w, eo);
-  if (!op->source->error().empty())
-    return error_output("reading the trace failed: " + op->source->error());
+  Found a = op->fleet && !w->node ? fleet_chains(*op->fleet, *w, eo)
+                                  : one_source(engine::analyze(*op->source, *w, eo));
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
   std::string sev = arg_str(call.args, "severity");
   int min_sev = sev == "HIGH" ? 2 : sev == "MEDIUM" ? 1 : 0;
   size_t limit = size_t(arg_int(call.args, "limit", 10));

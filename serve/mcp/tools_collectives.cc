@@ -27,8 +27,7 @@ ToolOutput get_collectives(ToolContext& ctx, const ToolCall& call) {
   auto w = window_of(call.args, *op->source, false);
   if (!w) return error_output(w.error().message);
   auto rep = engine::compute_collectives(*op->source, *w);
-  if (!op->source->error().empty())
-    return error_output("reading the trace failed: " + op->source->error());
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
   Json groups = Json::array();
   std::ostringstream t;
   if (rep.groups.empty()) t << "no NCCL/RCCL collectives in this window\n";

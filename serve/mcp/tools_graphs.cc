@@ -21,8 +21,7 @@ ToolOutput graph_lifecycle(ToolContext& ctx, const ToolCall& call) {
   Json procs = Json::array(), execs = Json::array();
   if (!rep.any()) t << "no CUDA/HIP graph calls in this window\n";
   auto names = op->source->processes();
-  if (!op->source->error().empty())
-    return error_output("reading the trace failed: " + op->source->error());
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
   for (const auto& [pid, p] : rep.processes) {
     std::string name = names.count(pid) ? names[pid].name : "";
     procs.push_back({{"pid", pid},
@@ -102,8 +101,7 @@ ToolOutput graph_frequency(ToolContext& ctx, const ToolCall& call) {
   auto w = window_of(call.args, *op->source);
   if (!w) return error_output(w.error().message);
   auto rep = engine::compute_graphs(*op->source, *w);
-  if (!op->source->error().empty())
-    return error_output("reading the trace failed: " + op->source->error());
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
   size_t limit = size_t(arg_int(call.args, "limit", 10));
   std::vector<const engine::GraphExecUse*> execs;
   for (const auto& e : rep.execs)

@@ -81,7 +81,7 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
   auto span = src.time_span();
   if (w->from_ns > span.first) span.first = w->from_ns;
   if (w->to_ns < span.second) span.second = w->to_ns;
-  if (!src.error().empty()) return error_output("reading the trace failed: " + src.error());
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
 
   std::vector<const engine::OpStats*> ops;
   for (const auto& s : stats.overall)
@@ -139,7 +139,7 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
   }
   if (!host.ops.empty()) t << "\n";
   Json nodes = Json::array();
-  for (const auto& n : src.nodes())
+  for (const auto& n : op->fleet ? op->fleet->nodes() : op->file->nodes())
     if (!n.empty()) nodes.push_back(n);
   if (nodes.size() > 1) t << "nodes: " << nodes.size() << " (pass node to look at one)\n";
   ToolOutput o;
@@ -158,8 +158,7 @@ ToolOutput get_process_breakdown(ToolContext& ctx, const ToolCall& call) {
   engine::EngineOptions eo;
   eo.breakdown = true;
   auto a = engine::analyze(*op->source, *w, eo);
-  if (!op->source->error().empty())
-    return error_output("reading the trace failed: " + op->source->error());
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
   size_t limit = size_t(arg_int(call.args, "limit", 20));
   Json procs = Json::array();
   std::ostringstream t;

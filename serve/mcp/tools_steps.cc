@@ -22,8 +22,7 @@ ToolOutput get_step_breakdown(ToolContext& ctx, const ToolCall& call) {
   engine::EngineOptions eo;
   eo.breakdown = false;
   auto a = engine::analyze(*op->source, *w, eo);
-  if (!op->source->error().empty())
-    return error_output("reading the trace failed: " + op->source->error());
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
   std::ostringstream t;
   if (std::string lost = engine::losses_line(a.losses); !lost.empty()) t << lost << "\n";
   Json procs = Json::array();

@@ -17,8 +17,7 @@ ToolOutput get_tenants(ToolContext& ctx, const ToolCall& call) {
   engine::EngineOptions eo;
   eo.breakdown = false;
   auto a = engine::analyze(*op->source, *w, eo);
-  if (!op->source->error().empty())
-    return error_output("reading the trace failed: " + op->source->error());
+  if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
   auto g = arg_str(call.args, "group_by") == "container" ? engine::TenantGrouping::kContainer
                                                          : engine::TenantGrouping::kPod;
   engine::TenantReport r = engine::tenant_report(a, g);

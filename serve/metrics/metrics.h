@@ -110,7 +110,8 @@ class Metrics final : public hal::EventSink {
 
   // Calls in flight (capture/inflight_monitor.h; serve/metrics/inflight_metrics.cc):
   // ingero_inflight_calls, the traced calls in flight longer than --inflight-after now, and
-  // ingero_inflight_oldest_seconds, how long the oldest of them has been inside (0: none).
+  // ingero_inflight_oldest_seconds, how long the oldest of them has been inside (0: none),
+  // and ingero_collective_hang, this node's ranks waiting inside a collective that long.
   ingero::Status on_inflight(const hal::InflightReport& report) override;
 
   std::string exposition() const;  // the text format, as /metrics serves it
@@ -134,6 +135,7 @@ class Metrics final : public hal::EventSink {
   void make_inflight_gauges();
   prometheus::Gauge* inflight_calls_ = nullptr;
   prometheus::Gauge* inflight_oldest_ = nullptr;
+  prometheus::Gauge* collective_hang_ = nullptr;
   // The GPU device families, registered with the first device sample.
   void make_gpu_families();
   struct GpuFamilies {

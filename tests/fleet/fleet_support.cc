@@ -93,6 +93,8 @@ std::vector<std::pair<std::string, Counts>> compare_counts(const ClickHouseServe
       {"process_names", "node, pid", "node, pid, seen_at"},
       {"causal_chains", "node, session_start, id", ""},
       {"cgroup_metadata", "node, cgroup_id, cgroup_path", ""},
+      // Every version of a stuck thread's row is shipped; the file keeps the latest.
+      {"inflight", "node, session_start, tid, entered_at, what", "node, file_start, src_id"},
   };
   std::vector<std::pair<std::string, Counts>> out;
   const std::string where = node.empty() ? "" : " WHERE node = '" + node + "'";

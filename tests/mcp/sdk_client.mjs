@@ -7,6 +7,8 @@
 //   node sdk_client.mjs malformed --ingero BIN --db DB                  raw bad input, stdio
 //   node sdk_client.mjs malformed-http --url URL                        raw bad input, HTTP
 //   node sdk_client.mjs concurrent --url URL --clients 20 --sql SQL     many clients at once
+//   node sdk_client.mjs call --ingero BIN --source URL --tools A,B [--args JSON]
+//                                        stdio over a fleet database: list, then call A, B
 //
 // --args maps a tool name to the arguments to call it with (default: {}).
 import { spawn } from 'node:child_process';
@@ -28,7 +30,8 @@ function transportFor(o) {
     const headers = o.token ? { Authorization: `Bearer ${o.token}` } : {};
     return new StreamableHTTPClientTransport(new URL(o.url), { requestInit: { headers } });
   }
-  return new StdioClientTransport({ command: o.ingero, args: ['mcp', '--db', o.db], stderr: 'ignore' });
+  const args = o.source ? ['mcp', '--source', o.source] : ['mcp', '--db', o.db];
+  return new StdioClientTransport({ command: o.ingero, args, stderr: 'ignore' });
 }
 
 async function connect(o, name = 'ingero-sdk-test') {
@@ -166,8 +169,27 @@ async function concurrent(o) {
   return { clients: n, values: results.map((r) => r.value), events: results.map((r) => r.events) };
 }
 
+// Lists the tools, then calls the ones named (each result checked against its outputSchema by
+// the SDK).
+async function call(o) {
+  const client = await connect(o);
+  const listed = (await client.listTools()).tools.map((t) => t.name);
+  const args = o.args ? JSON.parse(o.args) : {};
+  const results = {};
+  for (const name of o.tools.split(',')) {
+    try {
+      const r = await client.callTool({ name, arguments: args[name] ?? {} });
+      results[name] = { isError: r.isError ?? false, structured: r.structuredContent ?? null, text: r.content?.[0]?.text ?? '' };
+    } catch (e) {
+      results[name] = { exception: String(e.message ?? e) };
+    }
+  }
+  await client.close();
+  return { tools: listed, results };
+}
+
 const o = opts(process.argv.slice(2));
-const modes = { tools, malformed, 'malformed-http': malformedHttp, concurrent };
+const modes = { tools, malformed, 'malformed-http': malformedHttp, concurrent, call };
 try {
   const report = await modes[o.mode](o);
   process.stdout.write(JSON.stringify(report) + '\n');

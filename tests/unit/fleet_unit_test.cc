@@ -4,12 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
+#include <tuple>
 
 #include "compress/gzip.h"
 #include "fleet/ch_schema.h"
 #include "fleet/clickhouse_endpoint.h"
 #include "fleet/spool.h"
 #include "fleet/tsv.h"
+#include "store/event_columns.h"
+#include "store/sqlite_db.h"
+#include "store/table_defs.h"
 #include "store/trace_writer.h"
 #include "tests/support/trace_db.h"
 
@@ -132,6 +137,67 @@ TEST(FleetSchema, DdlUsesOnlyWhatClickHouse1816Has) {
             std::string::npos)
       << dist[4];
   EXPECT_NE(dist.back().find("FROM fleet.events WHERE vendor = 'host'"), std::string::npos);
+}
+
+// One description: every column the store ships is in its ClickHouse table, with the store's
+// type, read from the file's column of that name; and every column the store's mapping decodes
+// from the file's views is in the fleet's views.
+TEST(FleetSchema, TablesAreTheStoresDescriptionAndViewsHaveTheMappedColumns) {
+  size_t described = 0;
+  for (const store::TableDef& def : store::table_defs()) {
+    const TableSpec* t = find_table(def.name);
+    if (!t) continue;
+    ++described;
+    for (const store::ColumnDef& c : def.columns) {
+      if (!c.shipped()) {  // not read from the file's column (events.op is the op's name)
+        int i = t->column_index(c.name);
+        if (i >= 0) {
+          const std::string& src = t->columns[size_t(i)].source;
+          EXPECT_NE(src.substr(src.find('.') + 1), c.name) << def.name << "." << c.name;
+        }
+        continue;
+      }
+      int i = t->column_index(c.fleet_name());
+      ASSERT_GE(i, 0) << def.name << "." << c.name;
+      EXPECT_EQ(t->columns[size_t(i)].type, c.ch_type) << def.name << "." << c.name;
+      if (c.name != "node") {
+        EXPECT_EQ(t->columns[size_t(i)].source.substr(t->columns[size_t(i)].source.find('.') + 1),
+                  c.name)
+            << def.name << "." << c.name;
+      }
+    }
+  }
+  // Every table the shipper fills is one the store describes.
+  EXPECT_EQ(described, fleet_tables().size());
+  const TableSpec* in = find_table("inflight");
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->mode, ShipMode::kRowid);
+  EXPECT_EQ(in->column_list().rfind("node, session_start, file_start, src_id, what, status", 0), 0u)
+      << in->column_list();
+
+  // The file's views, as a file of this build has them.
+  std::string path = test::temp_path("fleet-views.db");
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+  }
+  auto db = store::Db::open(path, store::Db::Mode::kReadOnly);
+  ASSERT_TRUE(db);
+  for (auto [rows, view, fleet_view] :
+       {std::tuple{store::EventRows::kCalls, "calls", View::kCalls},
+        std::tuple{store::EventRows::kHostEvents, "host_events", View::kHostEvents}}) {
+    auto st = (*db)->prepare(std::string("SELECT * FROM ") + view + " LIMIT 0");
+    ASSERT_TRUE(st);
+    std::set<std::string> file_cols;
+    for (int i = 0; i < sqlite3_column_count(st->get()); ++i)
+      file_cols.insert(sqlite3_column_name(st->get(), i));
+    auto fleet_cols = view_column_names(fleet_view);
+    for (const std::string& c : store::EventColumns::names(rows))
+      if (file_cols.count(c)) {
+        EXPECT_NE(std::find(fleet_cols.begin(), fleet_cols.end(), c), fleet_cols.end())
+            << view << "." << c;
+      }
+  }
 }
 
 TEST(FleetGzip, RoundTripsAndShrinksTraceRows) {

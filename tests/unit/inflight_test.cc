@@ -1,6 +1,7 @@
 // Calls in flight (issue 40) without BPF: the monitor over a scripted host (frames, scheduler
 // states, /proc), the `inflight` rows through the writer and back, the one-line account of a
-// stuck thread, the Prometheus gauges, and `ingero status` on a file no tracer writes.
+// stuck thread, and `ingero status` on a file no tracer writes (the gauges:
+// inflight_metrics_test.cc).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,7 +16,6 @@
 #include "engine/hangs.h"
 #include "hal/record_decoder.h"
 #include "serve/mcp/server.h"
-#include "serve/metrics/metrics.h"
 #include "store/file_access.h"
 #include "store/inflight_rows.h"
 #include "store/sql_trace_source.h"
@@ -187,6 +187,43 @@ TEST_F(InflightMonitorTest, EndsReturnedUnfinishedOrStopped) {
   EXPECT_EQ(out_.reports[2].ended[0].call.dur_ns, 9 * kSec);
 }
 
+// A rank's thread outside any call for --inflight-after is `idle`; its episode ends `returned`
+// when it makes a traced call again and `unfinished` (exited) when its thread is gone.
+TEST_F(InflightMonitorTest, IdleRankEndsReturnedOrUnfinished) {
+  auto m = make();
+  for (uint32_t tid : {101u, 102u}) {
+    hal::Event c;
+    c.pid = 100;
+    c.tid = tid;
+    c.kind = hal::EventKind::kCollective;
+    c.ts_ns = 9 * kSec;
+    c.dur_ns = kSec;
+    c.set(hal::Field::kCommunicator, 0x77);
+    m.note_call(c);
+  }
+  m.tick(16 * kSec);
+  ASSERT_EQ(out_.reports[0].current.size(), 2u);
+  for (const auto& r : out_.reports[0].current) {
+    EXPECT_EQ(r.what, Inflight::What::kIdle);
+    EXPECT_EQ(r.call.dur_ns, 6 * kSec);
+  }
+  hal::Event again;  // 101 calls again; 102 is killed
+  again.pid = 100;
+  again.tid = 101;
+  again.kind = hal::EventKind::kSync;
+  again.ts_ns = 16 * kSec;
+  again.dur_ns = kSec / 2;
+  m.note_call(again);
+  host_.proc.erase(102);
+  m.tick(17 * kSec);
+  const auto& ended = out_.reports[1].ended;
+  ASSERT_EQ(ended.size(), 2u);
+  std::map<uint32_t, std::pair<Inflight::Status, ThreadState>> by_tid;
+  for (const auto& r : ended) by_tid[r.call.tid] = {r.status, r.state};
+  EXPECT_EQ(by_tid[101].first, Inflight::Status::kReturned);
+  EXPECT_EQ(by_tid[102], (std::pair{Inflight::Status::kUnfinished, ThreadState::kExited}));
+}
+
 TEST_F(InflightMonitorTest, StaleFrameAboveABlockedThreadIsNotReported) {
   auto m = make();
   host_.now = {frame(100, 1 * kSec, 1)};
@@ -222,26 +259,6 @@ TEST(InflightText, HangLineNamesProcessOpSecondsLineAndOtherThreads) {
   EXPECT_EQ(engine::hang_line(row, "python3", stack, 4200 * int64_t(kSec) / 1000),
             "python3 (pid 4411) was still inside `cudaStreamSynchronize` after 4.2 s at "
             "train.py:88 (step) when tracing stopped");
-}
-
-TEST(InflightMetrics, GaugesCountCallsAndTheOldestNotIdleThreads) {
-  serve::Metrics m(false);
-  hal::InflightReport r;
-  Inflight a, b, idle;
-  a.call.dur_ns = 7 * kSec;
-  b.call.dur_ns = 312 * kSec + kSec / 2;
-  idle.what = Inflight::What::kIdle;
-  idle.call.dur_ns = 900 * kSec;
-  r.current = {a, b, idle};
-  r.changed = {true, true, true};
-  ASSERT_TRUE(m.on_inflight(r));
-  std::string x = m.exposition();
-  EXPECT_NE(x.find("\ningero_inflight_calls 2\n"), std::string::npos) << x;
-  EXPECT_NE(x.find("\ningero_inflight_oldest_seconds 312.5\n"), std::string::npos) << x;
-  ASSERT_TRUE(m.on_inflight(hal::InflightReport{}));
-  x = m.exposition();
-  EXPECT_NE(x.find("\ningero_inflight_calls 0\n"), std::string::npos) << x;
-  EXPECT_NE(x.find("\ningero_inflight_oldest_seconds 0\n"), std::string::npos) << x;
 }
 
 constexpr int64_t kOffset = 1'700'000'000'000'000'000LL;
@@ -339,6 +356,23 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   EXPECT_EQ(j["stuck"][0]["args"]["stream"], 0xabc);
   EXPECT_EQ(j["stuck"][0]["waited_s"], 10.0);
   EXPECT_EQ(j["stuck"][0]["state"], "in I/O");
+}
+
+// A new version of a row takes an id above every id the file held, even where the old one was
+// the last (the shipper sends rows by id: a reused id would never ship), and `ingero merge`
+// carries the rows, under the merged session and node.
+TEST(InflightStore, NewVersionsTakeNewIdsAndMergeCarriesThem) {
+  std::string path = write_stuck_file("inflight-ids.db");
+  EXPECT_EQ(test::query_rows(path, "SELECT id, seen_at - entered_at FROM inflight"),
+            (std::vector<std::vector<std::string>>{{"2", std::to_string(10 * kSec)}}));
+  std::string merged = test::temp_path("inflight-merged.db");
+  auto mr = test::run_ingero({"merge", path, "-o", merged, "--force-node", "gpu-z"});
+  ASSERT_EQ(mr.rc, 0) << mr.err;
+  EXPECT_EQ(test::query_rows(merged,
+                             "SELECT i.node, i.status, i.op, i.stream, i.session_id = s.id FROM "
+                             "inflight i, sessions s"),
+            (std::vector<std::vector<std::string>>{
+                {"gpu-z", "in_flight", "cudaStreamSynchronize", std::to_string(0xabc), "1"}}));
 }
 
 // While a tracer holds the file's writer lock, the wait counts to now, and status says so.
