@@ -152,8 +152,9 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--prometheus", o->prometheus,
                   "Serve Prometheus metrics at ADDR/metrics while tracing: :9090 and 9090 mean "
                   "127.0.0.1:9090 (loopback); 0.0.0.0:9090 every interface, with a warning (see "
-                  "docs/metrics.md)")
+                  "docs/metrics.md); '' serves none (over a config file's address)")
       ->check([](const std::string& v) -> std::string {
+        if (v.empty()) return "";
         auto a = serve::http::parse_listen_address(v);
         return a ? "" : a.error().message;
       });

@@ -2,7 +2,8 @@
 # The step proxy (bench/step_proxy.py) on the real libcudart: step time untraced, under the
 # smallest probe that counts the same three functions (a uprobe+uretprobe pair each), under
 # `ingero trace --no-stack` and under the default `ingero trace`; rounds interleaved, medians
-# of ROUNDS. For ingero, calls stored vs made per function and every loss counter.
+# of ROUNDS. For ingero, calls stored vs made per function, every loss counter, and the tracer's
+# own CPU per call (bench/tracer_cpu.py: utime + stime over its whole run, its end included).
 #   bench/step_proxy.sh [BUILD_DIR]     (root: BPF)
 # Environment: ROUNDS (3), STEPS (60), THREADS (2), WORK_US (20), LIB (real libcudart).
 set -euo pipefail
@@ -28,7 +29,8 @@ run_min() {
 }
 run_ingero() {  # NAME [flags...]
   local name=$1; shift
-  "$ING" trace -q --no-live "$@" --db "$out/$name.db" -- \
+  python3 "$HERE/tracer_cpu.py" "$out/$name.cpu" "$ING" trace -q --no-live "$@" \
+    --db "$out/$name.db" -- \
     python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" "$THREADS" "$WORK_US" > "$out/$name.json"
   "$ING" query --db "$out/$name.db" --json \
     "SELECT op, count(*) AS n FROM calls GROUP BY op" > "$out/$name.calls.json"
@@ -73,9 +75,11 @@ for key in ("nostack", "default"):
         stored = {row["op"]: row["n"] for row in json.load(open(f"{out}/{key}.{r}.calls.json"))}
         loss = json.load(open(f"{out}/{key}.{r}.loss.json"))[0]
         exact = all(stored.get(op, 0) == n for op, n in made.items()) and len(stored) == len(made)
+        cpu = json.load(open(f"{out}/{key}.{r}.cpu"))["cpu_s"]
         print(f"  {key} round {r}: stored/made " +
               ", ".join(f"{op} {stored.get(op, 0)}/{n}" for op, n in made.items()) +
               f" -> {'exact' if exact else 'NOT EXACT'}; losses " +
-              ", ".join(f"{k} {v}" for k, v in loss.items() if v))
+              (", ".join(f"{k} {v}" for k, v in loss.items() if v) or "none") +
+              f"; tracer CPU {cpu:.2f} s = {cpu * 1e6 / sum(made.values()):.2f} us a call")
 print(f"targets on this VM: default <= +10%, --no-stack <= +6%, exact counts")
 PY
