@@ -30,10 +30,10 @@ ingero::Status ToolContext::validate() {
 ingero::Result<store::TraceReader*> ToolContext::reader(int which) {
   if (over_fleet())
     return ingero::make_error(
-        "this tool reads a trace file itself (its sessions, its SQL, its stacks table) and is "
-        "not served over a fleet database; serve a node's trace file (ingero mcp --db), or use "
-        "the tools that analyse calls (get_trace_stats, get_causal_chains, get_inflight, ...), "
-        "which answer over every node");
+        "this tool reads a trace file itself (its sessions, its stacks table) and is not served "
+        "over a fleet database; serve a node's trace file (ingero mcp --db), or use the tools "
+        "that analyse calls (get_trace_stats, get_causal_chains, get_inflight, ...) and run_sql "
+        "(ClickHouse's SQL), which answer over every node");
   struct Slot {
     uint64_t generation = 0;
     std::unique_ptr<store::TraceReader> r[2];

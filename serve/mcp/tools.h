@@ -41,6 +41,10 @@ class FleetSource {
   // The first read error ("" when none): an answer computed after one is incomplete.
   virtual std::string error() const = 0;
   virtual std::string title() const = 0;  // the database, as people name it
+  // One read-only statement run by the database itself (its own SQL dialect and tables),
+  // within `limits` (rows, the result's size as JSON, time).
+  virtual ingero::Result<store::QueryResult> query(const std::string& sql,
+                                                   const store::QueryLimits& limits) = 0;
 };
 
 // What the server needs from the program hosting it: the tools that audit the host or build a

@@ -53,9 +53,21 @@ size_t render(const store::QueryResult& res, size_t n, bool truncated, const std
   return size(o.structured) + size(Json(o.text));
 }
 
+// The statement over a fleet database (`ingero mcp --source`): ClickHouse runs it, read-only.
+ingero::Result<store::QueryResult> fleet_query(ToolContext& ctx, const std::string& sql,
+                                               const store::QueryLimits& lim) {
+  auto f = ctx.open_fleet();
+  if (!f) return f.error();
+  return (*f)->query(sql, lim);
+}
+
 ToolOutput run_sql(ToolContext& ctx, const ToolCall& call) {
-  auto r = ctx.sql_reader();
-  if (!r) return error_output(r.error().message);
+  store::TraceReader* reader = nullptr;
+  if (!ctx.over_fleet()) {
+    auto r = ctx.sql_reader();
+    if (!r) return error_output(r.error().message);
+    reader = *r;
+  }
   store::QueryLimits lim;
   lim.max_rows = size_t(arg_int(call.args, "limit", 100));
   lim.max_bytes = kRowBudgetBytes;
@@ -63,11 +75,13 @@ ToolOutput run_sql(ToolContext& ctx, const ToolCall& call) {
   lim.max_value_bytes = 64 << 10;
   lim.cancel = call.cancel;
   std::string sql = arg_str(call.args, "sql");
-  auto res = store::run_query(**r, sql, lim);
+  auto res = reader ? store::run_query(*reader, sql, lim) : fleet_query(ctx, sql, lim);
   if (!res) {
     if (call.log) call.log(4, "run_sql refused: " + res.error().message);
     return error_output(res.error().message +
-                        ". Tables and views: read resource ingero://docs/schema");
+                        (reader ? ". Tables and views: read resource ingero://docs/schema"
+                                : ". ClickHouse tables: calls, events, sessions, inflight, ... "
+                                  "(docs/fleet.md)"));
   }
   ToolOutput o;
   size_t n = res->rows.size();

@@ -77,6 +77,9 @@ void ship(const ClickHouseServers& ch, const std::string& file) {
   EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
 }
 
+// run_sql's statement over the fleet: ClickHouse's own SQL and tables.
+const std::string kNodeSql = "SELECT node, count() AS calls FROM calls GROUP BY node ORDER BY node";
+
 TEST(FleetMcp, SdkClientAnswersOverTwoNodes) {
   REQUIRE_MCP_SDK();
   START_SERVERS(ch, 1);
@@ -88,12 +91,13 @@ TEST(FleetMcp, SdkClientAnswersOverTwoNodes) {
   ship(ch, f2);
   const std::string source = ch.source(0, "ingero");
 
-  auto r = run_mcp_sdk({"call", "--ingero", INGERO_BIN, "--source", source, "--tools",
-                        "get_trace_stats,get_causal_chains,get_inflight", "--args",
-                        R"({"get_causal_chains":{"limit":50}})"});
+  auto r = run_mcp_sdk(
+      {"call", "--ingero", INGERO_BIN, "--source", source, "--tools",
+       "get_trace_stats,get_causal_chains,get_inflight,run_sql", "--args",
+       R"({"get_causal_chains":{"limit":50},"run_sql":{"sql":")" + kNodeSql + R"("}})"});
   ASSERT_FALSE(r.contains("fatal")) << r["fatal"];
   EXPECT_EQ(r["tools"].size(), 15u) << r["tools"];
-  for (const char* t : {"get_trace_stats", "get_causal_chains", "get_inflight"}) {
+  for (const char* t : {"get_trace_stats", "get_causal_chains", "get_inflight", "run_sql"}) {
     const Json& x = r["results"][t];
     ASSERT_FALSE(x.contains("exception")) << t << ": " << x["exception"];
     ASSERT_EQ(x["isError"], false) << t << ": " << x["text"];
@@ -147,6 +151,24 @@ TEST(FleetMcp, SdkClientAnswersOverTwoNodes) {
   Json dist = Json::parse(out)["fleet"]["chains"];
   ASSERT_FALSE(dist.empty());
   EXPECT_EQ(dist[0]["summary"], first["summary"]);
+
+  // run_sql: ClickHouse ran it, read-only; the same rows as `ingero query --source`, and every
+  // call of both nodes counted.
+  const Json& sql = r["results"]["run_sql"]["structured"];
+  EXPECT_EQ(sql["columns"], Json::array({"node", "calls"}));
+  ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", source, "--json", kNodeSql}, &out, &err),
+            0)
+      << err;
+  Json q = Json::parse(out);
+  Json want_rows = Json::array();
+  int64_t total = 0;
+  for (const auto& row : q) {
+    want_rows.push_back(Json::array({row["node"], row["calls"]}));
+    total += row["calls"].get<int64_t>();
+  }
+  EXPECT_EQ(sql["rows"], want_rows);
+  EXPECT_EQ(total, 60);
+  EXPECT_EQ(sql["truncated"], false);
 
   // get_inflight: the four stuck threads, each with its node.
   const Json& in = r["results"]["get_inflight"]["structured"];
