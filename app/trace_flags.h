@@ -1,0 +1,40 @@
+// The flags of `ingero trace`, by what they decide: what is traced, how calls are captured,
+// what the host side watches, what is kept on disk, where the trace is exported. Each adds its
+// options to the command; resolve() turns the ones written as text into TraceOptions.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/tracer.h"
+
+namespace ingero::app::trace_flags {
+
+// What the flags give as text (durations, sizes) or that is not a TraceOptions field.
+struct Args {
+  bool rdma_verbs = false;  // chooses the backends the tracer is given
+  std::string duration, retain, full_rows, max_size;
+  std::string ship_exit = "10s", inflight_after = "5s";
+  std::string otlp_interval = "10s", otlp_threshold = "1ms", otlp_exit = "10s";
+  std::vector<uint32_t> pids;
+};
+
+// What and how long: processes, the command's scope, the trace file, the node, output.
+void add_target(CLI::App& cmd, TraceOptions& o, Args& a);
+// How calls are captured: kernel names, stacks, launch timing and probes, CPU samples.
+void add_calls(CLI::App& cmd, TraceOptions& o, Args& a);
+// The host side: rings, commits, devices, the tracer's priority, calls in flight, tenants.
+void add_host(CLI::App& cmd, TraceOptions& o, Args& a);
+// What stays on disk: retention, the size limit, full rows.
+void add_storage(CLI::App& cmd, TraceOptions& o, Args& a);
+// Where the trace goes while tracing: Prometheus, ClickHouse, OTLP.
+void add_export(CLI::App& cmd, TraceOptions& o, Args& a);
+
+// The text flags into `o` (their validators have accepted them), and the session's flags
+// column (docs/schema.md, sessions.flags).
+void resolve(const Args& a, TraceOptions& o);
+std::string session_flags(const TraceOptions& o, bool rdma_verbs);
+
+}  // namespace ingero::app::trace_flags
