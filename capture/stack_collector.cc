@@ -151,6 +151,25 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
     p.rechecked = true;
     setup_python(rec.pid, p);
   }
+  auto native = native_frames(rec, p);  // may read the maps again: before the Python frames
+  std::vector<hal::StackFrame> frames = merge(std::move(native), python_groups(rec, p));
+  if (frames.empty()) return;
+  uint64_t id = stack_identity(frames);
+  if (stored_.insert(id).second) {
+    if (auto st = out_.on_stack(id, frames); !st) {
+      stored_.erase(id);
+      if (on_warning) on_warning("storing a stack: " + st.error().message);
+    } else {
+      ++counters_.stored;
+    }
+  }
+  p.ids[rec.hash] = id;
+}
+
+// The native frames of a stack record, symbolized; up to the first address that is no return
+// address (a broken frame-pointer chain).
+std::vector<hal::StackFrame> StackCollector::native_frames(const ingero_stack_rec& rec,
+                                                           Process& p) {
   uint32_t n_ips = std::min<uint32_t>(rec.n_ips, INGERO_STACK_MAX);
   // Refresh once if an address is outside the snapshot (a library loaded since), while the
   // process still lives.
@@ -204,7 +223,13 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
     native.push_back(std::move(f));
   }
 
-  // Python frames, grouped by the eval loop that runs them (innermost first).
+  return native;
+}
+
+// The Python frames of a stack record, grouped by the eval loop that runs them (innermost
+// first).
+std::vector<std::vector<hal::StackFrame>> StackCollector::python_groups(const ingero_stack_rec& rec,
+                                                                        Process& p) {
   std::vector<std::vector<hal::StackFrame>> groups;
   if (p.python && rec.n_py) {
     const hal::PyLayout& l = p.python->layout();
@@ -246,8 +271,13 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
     ++counters_.python_missing;
   }
 
-  // Merge: each eval-loop frame of the native stack becomes its Python frames; groups the
-  // native stack does not reach (no frame pointers in the interpreter) go outermost.
+  return groups;
+}
+
+// Each eval-loop frame of the native stack becomes its Python frames; groups the native stack
+// does not reach (no frame pointers in the interpreter) go outermost.
+std::vector<hal::StackFrame> StackCollector::merge(
+    std::vector<hal::StackFrame> native, std::vector<std::vector<hal::StackFrame>> groups) {
   std::vector<hal::StackFrame> frames;
   size_t g = 0;
   for (auto& f : native) {
@@ -260,8 +290,13 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
   }
   for (; g < groups.size(); ++g)
     for (auto& x : groups[g]) frames.push_back(std::move(x));
-  if (frames.empty()) return;
 
+  return frames;
+}
+
+// A stack's id: a hash of its frames (Python by file, function and line; native by build id or
+// module, and offset), positive for SQLite, never 0.
+uint64_t StackCollector::stack_identity(const std::vector<hal::StackFrame>& frames) {
   uint64_t id = kFnvBasis;
   for (const auto& f : frames) {
     if (f.python) {
@@ -277,15 +312,7 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
   }
   id &= 0x7fffffffffffffffULL;  // SQLite integers are signed: keep ids positive
   if (!id) id = 1;
-  if (stored_.insert(id).second) {
-    if (auto st = out_.on_stack(id, frames); !st) {
-      stored_.erase(id);
-      if (on_warning) on_warning("storing a stack: " + st.error().message);
-    } else {
-      ++counters_.stored;
-    }
-  }
-  p.ids[rec.hash] = id;
+  return id;
 }
 
 void StackCollector::on_py_code(const ingero_py_code_rec& rec) {

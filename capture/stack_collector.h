@@ -98,6 +98,12 @@ class StackCollector {
   bool snapshot(uint32_t pid, Process& p);
   const hal::MapEntry* find(const Process& p, uint64_t ip) const;
   void setup_python(uint32_t pid, Process& p);
+  // on_stack's steps (capture/stack_collector.cc).
+  std::vector<hal::StackFrame> native_frames(const ingero_stack_rec& rec, Process& p);
+  std::vector<std::vector<hal::StackFrame>> python_groups(const ingero_stack_rec& rec, Process& p);
+  static std::vector<hal::StackFrame> merge(std::vector<hal::StackFrame> native,
+                                            std::vector<std::vector<hal::StackFrame>> groups);
+  static uint64_t stack_identity(const std::vector<hal::StackFrame>& frames);
 
   hal::EventSink& out_;
   hal::BpfSession* session_;
