@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "hal/bpf_session.h"
-#include "hal/probe_cost.h"
-#include "hal/record_decoder.h"
-#include "hal/ring_reader.h"
+#include "probe/bpf_session.h"
+#include "probe/probe_cost.h"
+#include "probe/record_decoder.h"
+#include "probe/ring_reader.h"
 
 namespace ingero::app {
 namespace {

@@ -1,7 +1,7 @@
 // `ingero check --bench`: about two seconds measuring what tracing a call costs on this
 // host, and what that predicts for a workload's call rate.
 //
-// Four copies of a private function (hal/probe_cost.h), probed at once and timed in turns
+// Four copies of a private function (probe/probe_cost.h), probed at once and timed in turns
 // (chunks of 1000 calls, round-robin for the whole measurement), each figure the median
 // ns/call over its chunks: load on a shared machine falls on all four alike, and a burst
 // moves one chunk, not the figure:

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hal/backend.h"
-#include "hal/probe_manager.h"
+#include "probe/probe_manager.h"
 
 namespace ingero::app {
 

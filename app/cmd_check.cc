@@ -17,10 +17,10 @@
 #include "app/check_otlp.h"
 #include "app/commands.h"
 #include "capture/host_info.h"
-#include "hal/bpf_session.h"
 #include "hal/elf_symbols.h"
-#include "hal/probe_manager.h"
 #include "kernelside/host_programs.h"
+#include "probe/bpf_session.h"
+#include "probe/probe_manager.h"
 
 extern "C" __attribute__((noinline, used, visibility("default"))) int ingero_uprobe_selftest_target(
     int x) {

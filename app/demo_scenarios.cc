@@ -3,7 +3,7 @@
 #include <cstring>
 #include <random>
 
-#include "hal/symbolizer.h"
+#include "hal/demangle.h"
 
 namespace ingero::app {
 namespace {

@@ -8,7 +8,7 @@
 #include "app/trace_session.h"
 #include "capture/stack_collector.h"
 #include "engine/chain.h"
-#include "hal/probe_manager.h"
+#include "probe/probe_manager.h"
 
 namespace ingero::app::trace_detail {
 

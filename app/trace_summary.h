@@ -8,7 +8,7 @@
 #include "capture/event_pipeline.h"
 #include "capture/kernel_namer.h"
 #include "capture/stack_collector.h"
-#include "hal/bpf_session.h"
+#include "probe/bpf_session.h"
 #include "store/trace_writer.h"
 
 namespace ingero::app {

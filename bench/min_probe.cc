@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hal/elf_symbols.h"
-#include "hal/uprobe_multi.h"
+#include "probe/uprobe_multi.h"
 #include "probe_cost.skel.h"
 
 int main(int argc, char** argv) {

@@ -20,7 +20,7 @@
 #include "serve/metrics/metrics.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_runtime_probes.h"
-#include "hal/record_layout.h"
+#include "probe/record_layout.h"
 
 using namespace ingero;
 

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include "hal/proc_maps.h"
-#include "hal/python.h"
+#include "probe/proc_maps.h"
+#include "probe/python.h"
 
 using namespace ingero::hal;
 

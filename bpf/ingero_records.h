@@ -1,7 +1,7 @@
 /* Record layouts shared by the BPF programs and user space.
  *
  * One header, two compilers: the BPF side includes it after vmlinux.h, the C++ side after
- * <linux/types.h>. hal/record_layout.h static_asserts every size and offset the decoder uses,
+ * <linux/types.h>. probe/record_layout.h static_asserts every size and offset the decoder uses,
  * so a change here that forgets the other side fails the build instead of corrupting data.
  *
  * Every record starts with a __u32 type tag (enum ingero_rec_type). Three ring buffers carry

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* The smallest useful uprobe pair: count entries and returns. The baseline against which
- * `ingero check --bench` (hal/probe_cost.h) and bench/ measure what ingero's own programs
+ * `ingero check --bench` (probe/probe_cost.h) and bench/ measure what ingero's own programs
  * add per call. */
 /* vmlinux.h must come first. */
 // clang-format off

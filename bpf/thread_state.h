@@ -1,7 +1,7 @@
 /* Per-thread state the BPF programs keep in maps, as plain structs shared with user space:
  * the traced calls of a thread (the `threads` map of calls.bpf.c), whose cached
  * PyThreadState user space reads, and its last switch off a CPU (the `offcpu` map of
- * host.bpf.c), which gives a stuck thread's state (hal/bpf_session.cc). */
+ * host.bpf.c), which gives a stuck thread's state (probe/bpf_session.cc). */
 #ifndef INGERO_THREAD_STATE_H
 #define INGERO_THREAD_STATE_H
 

@@ -7,8 +7,8 @@
 #include "capture/kernel_namer.h"
 #include "capture/launch_nesting.h"
 #include "capture/stack_collector.h"
-#include "hal/record_layout.h"
 #include "kernelside/host_decoder.h"
+#include "probe/record_layout.h"
 
 namespace ingero::capture {
 

@@ -13,7 +13,7 @@
 
 #include "hal/communicator_join.h"
 #include "hal/event_sink.h"
-#include "hal/record_decoder.h"
+#include "probe/record_decoder.h"
 
 namespace ingero::capture {
 

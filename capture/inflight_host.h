@@ -5,7 +5,7 @@
 #include <string>
 
 #include "capture/inflight_monitor.h"
-#include "hal/bpf_session.h"
+#include "probe/bpf_session.h"
 
 namespace ingero::capture {
 

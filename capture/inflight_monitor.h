@@ -24,12 +24,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hal/bpf_session.h"
 #include "hal/event_sink.h"
 #include "hal/inflight.h"
-#include "hal/record_decoder.h"
 #include "hal/result.h"
 #include "ingero_records.h"
+#include "probe/bpf_session.h"
+#include "probe/record_decoder.h"
 
 namespace ingero::capture {
 

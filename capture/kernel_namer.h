@@ -26,9 +26,9 @@
 
 #include "hal/event_sink.h"
 #include "hal/kernel_names.h"
-#include "hal/proc_maps.h"
 #include "hal/result.h"
-#include "hal/symbolizer.h"
+#include "probe/proc_maps.h"
+#include "probe/symbolizer.h"
 
 namespace ingero::capture {
 
@@ -49,7 +49,7 @@ class ProcessImage {
 };
 
 // The real /proc: files through /proc/PID/root while the process lives (containers), else by
-// their path; symbols with libdwfl (hal/symbolizer.h), without source lines.
+// their path; symbols with libdwfl (probe/symbolizer.h), without source lines.
 class LocalProcessImage final : public ProcessImage {
  public:
   explicit LocalProcessImage(std::string proc_root = "/proc") : proc_(std::move(proc_root)) {}

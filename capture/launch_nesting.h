@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "hal/event.h"
-#include "hal/proc_maps.h"
-#include "hal/record_decoder.h"
+#include "probe/proc_maps.h"
+#include "probe/record_decoder.h"
 
 namespace ingero::capture {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "capture/host_info.h"
-#include "hal/bpf_session.h"
+#include "probe/bpf_session.h"
 
 namespace ingero::capture {
 namespace {

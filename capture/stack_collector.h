@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "hal/event_sink.h"
-#include "hal/proc_maps.h"
-#include "hal/python.h"
-#include "hal/symbolizer.h"
 #include "ingero_records.h"
+#include "probe/proc_maps.h"
+#include "probe/python.h"
+#include "probe/symbolizer.h"
 
 namespace ingero::hal {
 class BpfSession;

@@ -7,7 +7,7 @@
 #include "engine/chain.h"
 #include "engine/steps_internal.h"
 #include "engine/thresholds_steps.h"
-#include "hal/symbolizer.h"
+#include "hal/demangle.h"
 
 namespace ingero::engine::steps_detail {
 

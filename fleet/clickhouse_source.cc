@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "fleet/ch_schema.h"
-#include "hal/symbolizer.h"
+#include "hal/demangle.h"
 #include "store/event_columns.h"
 #include "store/inflight_rows.h"
 #include "store/schema.h"

@@ -1,6 +1,6 @@
 // The vendor backend contract.
 //
-// A backend is data plus two small pure functions. hal/ does all I/O (discovery, ELF
+// A backend is data plus two small pure functions. probe/ does all I/O (discovery, ELF
 // parsing, attaching, reading the ring buffer); a backend only answers:
 //   * which library files are its own, and what flavour each is      match()
 //   * which functions to trace in that flavour                        probes()
@@ -33,7 +33,7 @@
 
 namespace ingero::hal {
 
-// What match() sees of one file. Pure data: hal/ has already parsed the ELF.
+// What match() sees of one file. Pure data: probe/ has already parsed the ELF.
 struct MappedFile {
   std::string path;                      // openable path in our mount namespace
   std::string display_path;              // the path as the process or filesystem names it

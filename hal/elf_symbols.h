@@ -1,4 +1,5 @@
-// ELF symbol lookup with libelf: the facts hal/ needs to attach uprobes to a file.
+// ELF symbols as data: the facts a backend's match() and the probe manager need to attach
+// uprobes to a file. Reading them (libelf) is probe/elf_symbols.h's SymbolIndex::load().
 //
 // SymbolIndex::load() reads .dynsym (with GNU symbol versions) and .symtab of one file.
 // A file that is not ELF, is truncated, or is for another machine yields an Error with a
@@ -50,6 +51,8 @@ using SymbolFilter = std::function<bool(std::string_view)>;
 
 class SymbolIndex {
  public:
+  // Reads the file with libelf: defined in probe/elf_symbols.cc, so a caller links
+  // ingero_probe (hal/ itself never reads a file).
   static Result<std::shared_ptr<const SymbolIndex>> load(const std::string& path,
                                                          const SymbolFilter& symtab_filter = {});
 
@@ -87,22 +90,6 @@ struct FileIdentityHash {
   size_t operator()(const FileIdentity& f) const {
     return std::hash<uint64_t>()(f.dev * 1000003u ^ f.ino ^ uint64_t(f.mtime_ns) * 31u);
   }
-};
-Result<FileIdentity> identify_file(const std::string& path);
-
-// Caches SymbolIndex per file identity, so a library mapped by a thousand processes, or
-// re-seen on every re-scan, is parsed once. Not thread-safe; owned by one discovery loop.
-class SymbolCache {
- public:
-  explicit SymbolCache(SymbolFilter filter = {}) : filter_(std::move(filter)) {}
-  Result<std::shared_ptr<const SymbolIndex>> get(const std::string& path);
-  size_t size() const { return cache_.size(); }
-  size_t loads() const { return loads_; }
-
- private:
-  SymbolFilter filter_;
-  std::unordered_map<FileIdentity, std::shared_ptr<const SymbolIndex>, FileIdentityHash> cache_;
-  size_t loads_ = 0;
 };
 
 }  // namespace ingero::hal

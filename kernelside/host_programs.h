@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "hal/bpf_session.h"
+#include "probe/bpf_session.h"
 
 namespace ingero::kernelside {
 

@@ -4,8 +4,8 @@
 #include <future>
 #include <set>
 
+#include "hal/demangle.h"
 #include "hal/memory.h"
-#include "hal/symbolizer.h"
 #include "store/call_archive.h"
 #include "store/call_store.h"
 #include "store/folded_calls.h"

@@ -3,7 +3,7 @@
 #include <map>
 #include <sstream>
 
-#include "hal/symbolizer.h"
+#include "hal/demangle.h"
 #include "serve/mcp/tool_support.h"
 #include "store/stacks.h"
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "hal/python.h"
+#include "probe/python.h"
 #include "store/trace_reader.h"
 #include "test_paths.h"
 #include "tests/support/subprocess.h"

@@ -7,8 +7,8 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_driver_probes.h"
 #include "backends/cuda/cuda_runtime_probes.h"
-#include "hal/record_decoder.h"
-#include "hal/record_layout.h"
+#include "probe/record_decoder.h"
+#include "probe/record_layout.h"
 
 namespace ingero::hal {
 namespace {

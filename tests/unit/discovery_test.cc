@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "backends/cuda/cuda_backend.h"
-#include "hal/library_discovery.h"
-#include "hal/probe_manager.h"
+#include "probe/library_discovery.h"
+#include "probe/probe_manager.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 

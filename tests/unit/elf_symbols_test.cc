@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "backends/cuda/cuda_backend.h"
-#include "hal/probe_plan.h"
+#include "probe/probe_plan.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 

@@ -14,7 +14,7 @@
 #include "capture/inflight_host.h"
 #include "capture/inflight_monitor.h"
 #include "engine/hangs.h"
-#include "hal/record_decoder.h"
+#include "probe/record_decoder.h"
 #include "serve/mcp/server.h"
 #include "store/file_access.h"
 #include "store/inflight_rows.h"

@@ -13,8 +13,8 @@
 #include "backends/cuda/cuda_runtime_probes.h"
 #include "backends/hip/hip_backend.h"
 #include "backends/hip/hip_probes.h"
-#include "hal/record_decoder.h"
-#include "hal/record_layout.h"
+#include "probe/record_decoder.h"
+#include "probe/record_layout.h"
 
 namespace ingero {
 namespace {

@@ -1,8 +1,8 @@
-#include "hal/proc_maps.h"
+#include "probe/proc_maps.h"
 
 #include <gtest/gtest.h>
 
-#include "hal/ld_cache.h"
+#include "probe/ld_cache.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::hal {

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "hal/python.h"
+#include "probe/python.h"
 #include "test_paths.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"

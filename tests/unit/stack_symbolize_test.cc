@@ -10,7 +10,7 @@
 
 #include "capture/stack_collector.h"
 #include "hal/elf_symbols.h"
-#include "hal/symbolizer.h"
+#include "probe/symbolizer.h"
 #include "store/trace_writer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"

@@ -8,8 +8,8 @@
 #include "backends/nccl/nccl_backend.h"
 #include "backends/rdma/rdma_backend.h"
 #include "hal/communicator_join.h"
-#include "hal/record_decoder.h"
-#include "hal/record_layout.h"
+#include "probe/record_decoder.h"
+#include "probe/record_layout.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::backends {

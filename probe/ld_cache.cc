@@ -1,4 +1,4 @@
-#include "hal/ld_cache.h"
+#include "probe/ld_cache.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,5 @@
-#include "hal/symbolizer.h"
+#include "probe/symbolizer.h"
 
-#include <cxxabi.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
@@ -10,21 +9,6 @@
 #include <vector>
 
 namespace ingero::hal {
-
-std::string demangle(const std::string& sym) {
-  // "name+0x1f" and "name.isra.0" (how stacks spell them) keep their suffixes.
-  size_t plus = sym.rfind("+0x");
-  std::string name = sym.substr(0, plus), off = plus == std::string::npos ? "" : sym.substr(plus);
-  if (name.rfind("_Z", 0) != 0) return sym;
-  size_t dot = name.find('.');
-  std::string suffix = dot == std::string::npos ? "" : name.substr(dot);
-  if (dot != std::string::npos) name.resize(dot);
-  int status = 0;
-  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  std::string out = status == 0 && d ? std::string(d) + suffix + off : sym;
-  std::free(d);
-  return out;
-}
 
 struct Symbolizer::Callbacks {
   std::string path;
@@ -107,14 +91,6 @@ Symbolizer::Module* Symbolizer::module(const std::string& key, const std::string
   auto& slot = modules_[key];
   slot = std::move(m);
   return slot.get();
-}
-
-bool system_library(std::string_view path) {
-  static constexpr std::string_view kDirs[] = {"/lib/",       "/lib64/",         "/usr/lib/",
-                                               "/usr/lib64/", "/usr/local/cuda", "/opt/rocm"};
-  for (std::string_view d : kDirs)
-    if (path.starts_with(d)) return true;
-  return false;
 }
 
 NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& open_path,

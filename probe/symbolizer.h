@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "hal/demangle.h"  // demangle, system_library
+
 namespace ingero::hal {
 
 struct NativeSymbol {
@@ -58,15 +60,5 @@ class Symbolizer {
   std::unordered_map<std::string, std::unique_ptr<Module>> modules_;
   std::map<std::pair<std::string, uint64_t>, NativeSymbol> cache_;
 };
-
-// A file of the system's or a vendor's libraries (/lib, /usr/lib, /usr/local/cuda, /opt/rocm):
-// its frames are named by their functions, without source lines. Reading a line decompresses
-// the module's DWARF and keeps it: libc's debug package alone costs ~10 MiB, held for the
-// whole session, and no explanation points into these files.
-bool system_library(std::string_view path);
-
-// "_ZN3foo3barEv" -> "foo::bar()", keeping "+0x1f" and ".isra.0" suffixes; anything else
-// unchanged.
-std::string demangle(const std::string& name);
 
 }  // namespace ingero::hal

@@ -1,4 +1,4 @@
-#include "hal/probe_plan.h"
+#include "probe/probe_plan.h"
 
 #include <algorithm>
 #include <unordered_set>

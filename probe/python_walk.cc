@@ -1,7 +1,7 @@
 // PythonProcess::walk_thread: a thread's Python frames read from the process's memory, the
 // walk of bpf/stacks.bpf.c (py_tstate, py_top_frame, py_frame_step) done from user space, for
 // a thread that is stuck (in a traced call, or asleep) and so cannot be walked by a probe.
-#include "hal/python.h"
+#include "probe/python.h"
 
 namespace ingero::hal {
 namespace {

@@ -1,4 +1,4 @@
-#include "hal/proc_maps.h"
+#include "probe/proc_maps.h"
 
 #include <dirent.h>
 #include <glob.h>

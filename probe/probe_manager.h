@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "hal/backend.h"
-#include "hal/bpf_session.h"
-#include "hal/library_discovery.h"
-#include "hal/probe_plan.h"
-#include "hal/record_decoder.h"
+#include "probe/bpf_session.h"
+#include "probe/library_discovery.h"
+#include "probe/probe_plan.h"
+#include "probe/record_decoder.h"
 
 namespace ingero::hal {
 
@@ -60,7 +60,7 @@ class ProbeManager {
   // which are in links of their own and stay attached. Returns how many probes went.
   Result<size_t> detach_launches(const std::string& path);
 
-  // Plans only the specs `want` accepts (hal/probe_plan.h), from the next file handled on.
+  // Plans only the specs `want` accepts (probe/probe_plan.h), from the next file handled on.
   void set_spec_filter(SpecFilter want) { want_ = std::move(want); }
 
   const ProbeTable& table() const { return table_; }

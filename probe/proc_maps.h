@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hal/elf_symbols.h"
 #include "hal/result.h"
+#include "probe/elf_symbols.h"
 
 namespace ingero::hal {
 

@@ -1,4 +1,4 @@
-#include "hal/uprobe_multi.h"
+#include "probe/uprobe_multi.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "hal/proc_maps.h"
 #include "hal/result.h"
 #include "ingero_records.h"
+#include "probe/proc_maps.h"
 
 namespace ingero::hal {
 
@@ -101,7 +101,7 @@ class PythonProcess {
   std::optional<PyFrameInfo> resolve(uint64_t code, uint64_t instr);
   // A thread's Python frames as they are now, read from the process (no BPF): into `out`'s
   // py, py_flags, n_py and py_status, innermost first, as the BPF walk fills them
-  // (hal/python_walk.cc). The thread state is `tstate_hint` when it still names thread `tid`
+  // (probe/python_walk.cc). The thread state is `tstate_hint` when it still names thread `tid`
   // (the one BPF cached), else found on the interpreter's thread list by its native thread id
   // (3.11+; 3.10 knows threads by pthread id, so only the hint serves there). False when the
   // process is gone or the thread has no thread state.

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "hal/bpf_session.h"  // Link
 #include "hal/result.h"
+#include "probe/bpf_session.h"  // Link
 
 struct probe_cost_bpf;
 

@@ -1,4 +1,4 @@
-#include "hal/elf_symbols.h"
+#include "probe/elf_symbols.h"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -252,30 +252,6 @@ Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& 
     if (auto st = read_table(symtab, false); !st) return st.error();
   }
   return std::shared_ptr<const SymbolIndex>(std::move(idx));
-}
-
-const ElfSymbol* SymbolIndex::find_object(std::string_view name) const {
-  auto it = objects_.find(std::string(name));
-  return it == objects_.end() ? nullptr : &it->second;
-}
-
-const ElfSymbol* SymbolIndex::find_function(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
-  if (it == by_name_.end()) return nullptr;
-  const ElfSymbol* best = nullptr;
-  auto rank = [](const ElfSymbol& s) {
-    return (s.from_dynsym ? 2 : 0) + (s.default_version ? 1 : 0);
-  };
-  for (const auto& s : it->second)
-    if (!best || rank(s) > rank(*best)) best = &s;
-  return best;
-}
-
-std::optional<uint64_t> SymbolIndex::file_offset(uint64_t vaddr) const {
-  for (const auto& seg : loads_) {
-    if (vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.filesz) return vaddr - seg.vaddr + seg.offset;
-  }
-  return std::nullopt;
 }
 
 Result<std::shared_ptr<const SymbolIndex>> SymbolCache::get(const std::string& path) {

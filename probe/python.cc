@@ -1,4 +1,4 @@
-#include "hal/python.h"
+#include "probe/python.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "hal/ring_reader.h"
+#include "probe/ring_reader.h"
 
 #include <bpf/libbpf.h>
 #include <sys/epoll.h>

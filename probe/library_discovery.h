@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hal/elf_symbols.h"
-#include "hal/proc_maps.h"
+#include "probe/elf_symbols.h"
+#include "probe/proc_maps.h"
 
 namespace ingero::hal {
 

@@ -1,4 +1,4 @@
-#include "hal/bpf_session.h"
+#include "probe/bpf_session.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -13,8 +13,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "hal/uprobe_multi.h"
 #include "ingero.skel.h"
+#include "probe/uprobe_multi.h"
 #include "thread_state.h"
 
 namespace ingero::hal {

@@ -1,4 +1,4 @@
-#include "hal/probe_cost.h"
+#include "probe/probe_cost.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "hal/uprobe_multi.h"
+#include "probe/uprobe_multi.h"
 #include "probe_cost.skel.h"
 
 #ifndef MFD_EXEC

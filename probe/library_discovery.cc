@@ -1,6 +1,6 @@
-#include "hal/library_discovery.h"
+#include "probe/library_discovery.h"
 
-#include "hal/ld_cache.h"
+#include "probe/ld_cache.h"
 
 namespace ingero::hal {
 

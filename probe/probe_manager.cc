@@ -1,4 +1,4 @@
-#include "hal/probe_manager.h"
+#include "probe/probe_manager.h"
 
 #include <algorithm>
 #include <climits>

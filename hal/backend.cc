@@ -1,0 +1,119 @@
+// The backend vocabulary's few functions: a raw call's arguments, the registry.
+#include "hal/backend.h"
+
+#include <cstring>
+
+namespace ingero::hal {
+
+namespace {
+
+uint64_t extract(uint64_t raw, const ArgRef& ref) {
+  raw >>= ref.shift;
+  if (ref.width < 8) raw &= (uint64_t{1} << (ref.width * 8)) - 1;
+  return raw;
+}
+
+uint64_t read_le(const uint8_t* p, uint8_t width) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, width > 8 ? 8 : width);
+  return v;
+}
+
+}  // namespace
+
+std::optional<uint64_t> RawCall::value(const ArgRef& ref) const {
+  switch (ref.src) {
+    case ArgRef::Src::kNone:
+      return std::nullopt;
+    case ArgRef::Src::kConst:
+      return ref.value;
+    case ArgRef::Src::kReg:
+      if (ref.index >= rec_.hdr.nregs) return std::nullopt;
+      return extract(rec_.regs[ref.index], ref);
+    case ArgRef::Src::kStack:
+      if (ref.index >= rec_.hdr.nstack || (rec_.hdr.flags & INGERO_CALL_STACK_READ_FAULT))
+        return std::nullopt;
+      return extract(rec_.stack[ref.index], ref);
+    case ArgRef::Src::kRet:
+      if (rec_.hdr.flags & INGERO_CALL_UNFINISHED) return std::nullopt;
+      return extract(rec_.hdr.ret, ref);
+    case ArgRef::Src::kEntryBuf:
+      if (size_t(ref.offset) + ref.width > rec_.hdr.entry_len) return std::nullopt;
+      return read_le(rec_.entry_buf + ref.offset, ref.width);
+    case ArgRef::Src::kReturnBuf:
+      if (size_t(ref.offset) + ref.width > rec_.hdr.return_len) return std::nullopt;
+      return read_le(rec_.return_buf + ref.offset, ref.width);
+  }
+  return std::nullopt;
+}
+
+std::span<const uint8_t> RawCall::entry_bytes() const {
+  return {rec_.entry_buf, std::min<size_t>(rec_.hdr.entry_len, INGERO_ENTRY_READ_MAX)};
+}
+std::span<const uint8_t> RawCall::return_bytes() const {
+  return {rec_.return_buf, std::min<size_t>(rec_.hdr.return_len, INGERO_RETURN_READ_MAX)};
+}
+uint64_t RawCall::reg(int i) const { return i >= 0 && i < rec_.hdr.nregs ? rec_.regs[i] : 0; }
+uint64_t RawCall::ret() const { return rec_.hdr.ret; }
+
+bool basename_matches(std::string_view basename, std::string_view prefix) {
+  if (basename.substr(0, prefix.size()) != prefix) return false;
+  std::string_view rest = basename.substr(prefix.size());
+  return rest.empty() || rest[0] == '.' || rest[0] == '-' || rest[0] == '_';
+}
+
+bool defines_all(const SymbolIndex& symbols, std::initializer_list<std::string_view> names) {
+  for (auto n : names)
+    if (!symbols.find_function(n)) return false;
+  return true;
+}
+
+void BackendRegistry::add(std::unique_ptr<VendorBackend> backend) {
+  backends_.push_back(std::move(backend));
+}
+
+const VendorBackend* BackendRegistry::find(std::string_view name) const {
+  for (const auto& b : backends_)
+    if (b->name() == name) return b.get();
+  return nullptr;
+}
+
+std::vector<const VendorBackend*> BackendRegistry::all() const {
+  std::vector<const VendorBackend*> out;
+  for (const auto& b : backends_) out.push_back(b.get());
+  return out;
+}
+
+Result<std::vector<const VendorBackend*>> BackendRegistry::select(std::string_view names) const {
+  if (names.empty()) return all();
+  std::vector<const VendorBackend*> out;
+  while (!names.empty()) {
+    size_t comma = names.find(',');
+    std::string_view n = names.substr(0, comma);
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    if (n.empty()) continue;
+    const VendorBackend* b = find(n);
+    if (!b) {
+      std::string known;
+      for (const auto& x : backends_) known += (known.empty() ? "" : ", ") + std::string(x->name());
+      return make_error("unknown backend '" + std::string(n) + "' (known: " + known + ")");
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<SqlView> BackendRegistry::views() const {
+  std::vector<SqlView> out;
+  for (const auto& b : backends_)
+    for (const auto& v : b->views()) out.push_back(v);
+  return out;
+}
+
+std::string_view BackendRegistry::device_event_name(std::string_view api, uint64_t type) const {
+  for (const auto& b : backends_)
+    if (auto n = b->device_event_name(api, type); !n.empty()) return n;
+  return {};
+}
+
+}  // namespace ingero::hal

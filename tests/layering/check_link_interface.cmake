@@ -1,0 +1,28 @@
+# Layering.LinkInterface: CLOSURES holds one line per vocabulary library, "lib=dep,dep,...",
+# its whole link closure as CMake saw it at configure time (tests/layering/layering.cmake).
+# Fails naming every library that reaches the probe machinery.
+cmake_minimum_required(VERSION 3.25)
+file(STRINGS "${CLOSURES}" lines)
+list(LENGTH lines n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "${CLOSURES}: no libraries to check")
+endif()
+set(forbidden_targets ingero_probe ingero_bpf ingero_capture ingero_kernelside
+  PkgConfig::LIBBPF PkgConfig::LIBELF PkgConfig::LIBDW)
+set(bad "")
+foreach(line IN LISTS lines)
+  string(FIND "${line}" "=" eq)
+  string(SUBSTRING "${line}" 0 ${eq} lib)
+  math(EXPR from "${eq} + 1")
+  string(SUBSTRING "${line}" ${from} -1 deps)
+  string(REPLACE "," ";" deps "${deps}")
+  foreach(dep IN LISTS deps)
+    if(dep IN_LIST forbidden_targets OR dep MATCHES "(^|/|-l)(lib)?(bpf|elf|dw)(\\.so|\\.a|$)")
+      string(APPEND bad "  ${lib} -> ${dep}\n")
+    endif()
+  endforeach()
+endforeach()
+if(bad)
+  message(FATAL_ERROR "vocabulary libraries reach the probe machinery:\n${bad}")
+endif()
+message(STATUS "${n} vocabulary libraries, none reaches libbpf, libelf, libdw or probe/")
