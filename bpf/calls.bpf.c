@@ -299,6 +299,28 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
 
 static __always_inline __u32 rounded(__u32 n) { return (n + 7) & ~7u; }
 
+/* Appends the register and stack argument words a record ships after its header; returns the
+ * end. */
+static __always_inline __u32 put_words(struct call_buf* buf, const __u64* regs, __u32 nregs,
+                                       const __u64* stack, __u32 nstack) {
+  __u32 off = sizeof(struct ingero_call_rec);
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_REG_WORDS; i++) {
+    if (i < nregs) {
+      *(__u64*)(buf->b + off) = regs[i];
+      off += 8;
+    }
+  }
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_STACK_WORDS; i++) {
+    if (i < nstack) {
+      *(__u64*)(buf->b + off) = stack[i];
+      off += 8;
+    }
+  }
+  return off;
+}
+
 /* Appends the thread's name and cgroup at `off` when they changed since it last shipped them;
  * returns the new end. */
 static __always_inline __u32 put_ident(struct ingero_thread* t, struct call_buf* buf, __u32 off,
@@ -374,21 +396,7 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   h->nstack = nstack;
   __u64 regs[INGERO_REG_WORDS] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                                   PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), INGERO_PARM6(ctx)};
-  __u32 off = sizeof(*h);
-#pragma unroll
-  for (__u32 i = 0; i < INGERO_REG_WORDS; i++) {
-    if (i < nregs) {
-      *(__u64*)(buf->b + off) = regs[i];
-      off += 8;
-    }
-  }
-#pragma unroll
-  for (__u32 i = 0; i < INGERO_STACK_WORDS; i++) {
-    if (i < nstack) {
-      *(__u64*)(buf->b + off) = words[i + 1];
-      off += 8;
-    }
-  }
+  __u32 off = put_words(buf, regs, nregs, words + 1, nstack);
   /* A thread's name and cgroup are read at its first call, at every call that returns, and at
    * one untimed launch in 16 (two helper calls a launch otherwise): a rename or a cgroup move
    * between syncs shows from the next of those. */
@@ -433,21 +441,7 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
   if (nstack > INGERO_STACK_WORDS) nstack = INGERO_STACK_WORDS;
   h->nregs = nregs;
   h->nstack = nstack;
-  __u32 off = sizeof(*h);
-#pragma unroll
-  for (__u32 i = 0; i < INGERO_REG_WORDS; i++) {
-    if (i < nregs) {
-      *(__u64*)(buf->b + off) = f->regs[i];
-      off += 8;
-    }
-  }
-#pragma unroll
-  for (__u32 i = 0; i < INGERO_STACK_WORDS; i++) {
-    if (i < nstack) {
-      *(__u64*)(buf->b + off) = f->stack[i];
-      off += 8;
-    }
-  }
+  __u32 off = put_words(buf, f->regs, nregs, f->stack, nstack);
   __u64 off_cpu = t->off_cpu_total_ns - f->off_cpu_at_entry;
   if (off_cpu || f->switches) {
     struct ingero_call_offcpu* o = (void*)(buf->b + off);

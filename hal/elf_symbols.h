@@ -70,6 +70,7 @@ class SymbolIndex {
   const std::vector<std::string>& version_definitions() const { return verdefs_; }
 
  private:
+  friend struct SymbolLoader;  // load()'s steps (probe/elf_symbols.cc)
   std::unordered_map<std::string, std::vector<ElfSymbol>> by_name_;
   std::unordered_map<std::string, ElfSymbol> objects_;
   std::vector<ElfSegment> loads_;
