@@ -115,8 +115,8 @@ void feed_workload(Metrics& m) {
   p.counters["port_rcv_errors"] = 5;
   p.counters["port_rcv_data"] = 1500;
   EXPECT_TRUE(m.on_device_counters(0, "rdma", {backends::to_device_sample(p)}));
-  EXPECT_TRUE(m.on_agent_stats(test::agent_stats(12, 12.0, hal::SessionCounters{}, 0,
-                                                 {{"cuda", 40}, {"hip", 30}}, 65536)));
+  EXPECT_TRUE(m.on_agent_stats(
+      test::agent_stats(12, 12.0, hal::SessionCounters{}, 0, {{"cuda", 40}, {"hip", 30}}, 65536)));
   EXPECT_TRUE(m.on_chains(test::chains_of({{"HIGH", 1}}), 0));
 }
 
