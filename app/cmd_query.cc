@@ -25,13 +25,8 @@ int query_clickhouse(const std::string& url, const std::string& sql, bool json, 
   fleet::ClientOptions co;
   co.request_timeout_ms = (timeout_s + 5) * 1000;
   fleet::ClickHouseClient client(*ep, co);
-  fleet::Settings s = {{"database", ep->database},
-                       {"default_format", json ? "JSONEachRow" : "TSVWithNames"},
-                       {"output_format_json_quote_64bit_integers", "0"},
-                       {"max_execution_time", std::to_string(timeout_s)},
-                       {"max_result_rows", std::to_string(limit + 1)},
-                       {"result_overflow_mode", "break"},
-                       {"readonly", "1"}};
+  fleet::Settings s = fleet::read_only_settings(ep->database, json ? "JSONEachRow" : "TSVWithNames",
+                                                limit + 1, timeout_s);
   size_t lines = 0, max_lines = limit + (json ? 0 : 1);  // TSVWithNames: the header line
   bool truncated = false, first = true;
   std::string partial;

@@ -31,13 +31,8 @@ ingero::Result<store::QueryResult> clickhouse_query(const fleet::Endpoint& e,
   fleet::ClientOptions co;
   co.request_timeout_ms = lim.timeout_ms + 5000;
   fleet::ClickHouseClient client(e, co);
-  fleet::Settings s = {{"database", e.database},
-                       {"default_format", "JSONCompact"},
-                       {"output_format_json_quote_64bit_integers", "0"},
-                       {"max_execution_time", std::to_string(std::max(1, lim.timeout_ms / 1000))},
-                       {"max_result_rows", std::to_string(lim.max_rows + 1)},
-                       {"result_overflow_mode", "break"},
-                       {"readonly", "1"}};
+  fleet::Settings s = fleet::read_only_settings(e.database, "JSONCompact", lim.max_rows + 1,
+                                                std::max(1, lim.timeout_ms / 1000));
   std::string body;
   bool too_big = false;
   // The answer is read up to the size budget (and twice it for the JSON around the rows).

@@ -279,4 +279,15 @@ ingero::Status ClickHouseClient::insert(const std::string& table, const std::str
   return perform(s, body, true, nullptr, options_.request_timeout_ms);
 }
 
+Settings read_only_settings(const std::string& database, const std::string& format, size_t max_rows,
+                            int timeout_s) {
+  return {{"database", database},
+          {"default_format", format},
+          {"output_format_json_quote_64bit_integers", "0"},
+          {"max_execution_time", std::to_string(timeout_s)},
+          {"max_result_rows", std::to_string(max_rows)},
+          {"result_overflow_mode", "break"},
+          {"readonly", "1"}};
+}
+
 }  // namespace ingero::fleet

@@ -42,6 +42,11 @@ const char* failure_name(Failure f);  // "none", "unreachable", "rejected", "amb
 // ClickHouse settings passed as URL parameters, in order ("readonly" should come last: once
 // it is 1, later settings are refused by current ClickHouse versions).
 using Settings = std::vector<std::pair<std::string, std::string>>;
+// A user's statement run read-only (readonly=1, enforced by the server, last) in the endpoint's
+// database, answered in `format`, at most `max_rows` rows (the server stops past them), within
+// `timeout_s`: what `ingero query --source` and MCP's run_sql over a fleet send.
+Settings read_only_settings(const std::string& database, const std::string& format, size_t max_rows,
+                            int timeout_s);
 // Receives a response body as it arrives; false stops reading (not an error).
 using ChunkFn = std::function<bool(std::string_view)>;
 
