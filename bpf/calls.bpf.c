@@ -299,6 +299,28 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
 
 static __always_inline __u32 rounded(__u32 n) { return (n + 7) & ~7u; }
 
+/* Fills a call record's header; returns the flags its stack result adds. */
+static __always_inline __u16 put_header(struct ingero_call_rec* h, __u32 probe, __u32 pid,
+                                        __u32 tid, __u64 start, __u64 end, __u64 ret, __u64 stack,
+                                        __u32 nested, __u32 nested_probe) {
+  h->type = INGERO_REC_CALL;
+  h->probe_id = probe;
+  h->pid = pid;
+  h->tid = tid;
+  h->start_ns = start;
+  h->end_ns = end;
+  h->ret = ret;
+  h->stack_hash = stack & INGERO_STACK_HASH_MASK;
+  h->entry_len = 0;
+  h->return_len = 0;
+  h->nested = nested;
+  h->nested_probe = nested_probe;
+  __u16 flags = 0;
+  if (stack & INGERO_STACK_RET_SHIPPED) flags |= INGERO_CALL_STACK_SHIPPED;
+  if (stack & INGERO_STACK_RET_OF_SITE) flags |= INGERO_CALL_STACK_OF_SITE;
+  return flags;
+}
+
 /* Appends the register and stack argument words a record ships after its header; returns the
  * end. */
 static __always_inline __u32 put_words(struct call_buf* buf, const __u64* regs, __u32 nregs,
@@ -376,20 +398,7 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   __u64 stack = 0;
   if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, words[0]);
   struct ingero_call_rec* h = (void*)buf->b;
-  h->type = INGERO_REC_CALL;
-  h->probe_id = probe;
-  h->pid = t->tgid;
-  h->tid = tid;
-  h->start_ns = start;
-  h->end_ns = 0;
-  h->ret = 0;
-  h->stack_hash = stack & INGERO_STACK_HASH_MASK;
-  h->entry_len = 0;
-  h->return_len = 0;
-  h->nested = 0;
-  h->nested_probe = 0;
-  if (stack & INGERO_STACK_RET_SHIPPED) flags |= INGERO_CALL_STACK_SHIPPED;
-  if (stack & INGERO_STACK_RET_OF_SITE) flags |= INGERO_CALL_STACK_OF_SITE;
+  flags |= put_header(h, probe, t->tgid, tid, start, 0, 0, stack, 0, 0);
   __u32 nregs = r->nregs;
   if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
   h->nregs = nregs;
@@ -419,20 +428,8 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
   struct call_buf* buf = bpf_map_lookup_elem(&call_scratch, &zero);
   if (!buf) return;
   struct ingero_call_rec* h = (void*)buf->b;
-  h->type = INGERO_REC_CALL;
-  h->probe_id = f->probe_id;
-  h->pid = t->tgid;
-  h->tid = tid;
-  h->start_ns = f->start_ns;
-  h->end_ns = end_ns;
-  h->ret = ret;
-  h->stack_hash = stack & INGERO_STACK_HASH_MASK;
-  h->entry_len = 0;
-  h->return_len = 0;
-  h->nested = f->nested;
-  h->nested_probe = f->nested_probe;
-  if (stack & INGERO_STACK_RET_SHIPPED) flags |= INGERO_CALL_STACK_SHIPPED;
-  if (stack & INGERO_STACK_RET_OF_SITE) flags |= INGERO_CALL_STACK_OF_SITE;
+  flags |= put_header(h, f->probe_id, t->tgid, tid, f->start_ns, end_ns, ret, stack, f->nested,
+                      f->nested_probe);
   flags |= f->flags;
 
   __u32 nregs = r ? r->nregs : INGERO_REG_WORDS;
