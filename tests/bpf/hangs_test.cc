@@ -28,14 +28,6 @@ using std::chrono::seconds;
 const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
                                            "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
 
-int line_of(const std::string& path, const std::string& needle) {
-  std::ifstream in(path);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    if (++n && line.find(needle) != std::string::npos) return n;
-  return -1;
-}
-
 std::string pid_of(Subprocess& p) {
   std::string line;
   if (!p.wait_stdout_line("pid ", seconds(20), &line)) return "";

@@ -34,15 +34,6 @@ std::map<std::string, std::string> keyed(const std::string& out) {
   return m;
 }
 
-// The line of `needle` in a source file.
-int line_of(const std::string& path, const std::string& needle) {
-  std::ifstream in(path);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    if (++n && line.find(needle) != std::string::npos) return n;
-  return 0;
-}
-
 nlohmann::json session_stats(const std::string& db) {
   return nlohmann::json::parse(query_rows(db, "SELECT bpf_stats FROM sessions")[0][0]);
 }

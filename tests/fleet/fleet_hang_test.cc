@@ -54,14 +54,6 @@ bool printed(Subprocess& agent, const std::vector<std::string>& lines, seconds l
       limit);
 }
 
-int line_of(const std::string& path, const std::string& needle) {
-  std::ifstream in(path);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    if (++n && line.find(needle) != std::string::npos) return n;
-  return -1;
-}
-
 std::string pid_of_rank(const Subprocess& agent, int rank) {
   std::smatch m;
   std::regex re("rank " + std::to_string(rank) + " pid ([0-9]+)\n");

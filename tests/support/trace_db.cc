@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "app/builtin_backends.h"
@@ -148,6 +149,14 @@ std::string scratch_root() {
     return r;
   }();
   return root;
+}
+
+int line_of(const std::string& path, const std::string& needle) {
+  std::ifstream in(path);
+  int n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (++n && line.find(needle) != std::string::npos) return n;
+  return 0;
 }
 
 std::string temp_path(const std::string& name) {
