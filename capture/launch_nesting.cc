@@ -20,7 +20,7 @@ constexpr int64_t kMapsRereadNs = 100'000'000;
 
 }  // namespace
 
-const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr, bool* gone) {
+const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr) {
   auto find = [&](const Maps& m) -> const Mapping* {
     auto it = std::upper_bound(m.exec.begin(), m.exec.end(), addr,
                                [](uint64_t a, const Mapping& x) { return a < x.start; });
@@ -38,10 +38,7 @@ const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr
   m.exec.clear();
   m.read_at_ns = mono_ns();
   auto text = host_.read_text(host_.proc_root() + "/" + std::to_string(pid) + "/maps");
-  if (!text) {
-    *gone = true;
-    return nullptr;
-  }
+  if (!text) return nullptr;
   for (const hal::MapEntry& e : hal::parse_proc_maps(*text)) {
     if (!e.executable() || e.path.empty() || e.path[0] != '/') continue;
     m.exec.push_back(
@@ -122,8 +119,7 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
     self.any_probe = probe_id;
   }
   // Made from inside a library with launch probes: a driver launch of a runtime launch.
-  bool gone = false;
-  const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller, &gone) : nullptr;
+  const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller) : nullptr;
   Runtime* outer = m ? runtime_of(*m) : nullptr;
   if (!outer && ev.caller && !m) {
     // Where it was made from is unknown: the process exited before its records were read (a

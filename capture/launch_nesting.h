@@ -85,10 +85,9 @@ class LaunchNesting {
     std::vector<Mapping> exec;  // executable file mappings
     int64_t read_at_ns = 0;
   };
-  // The executable mapping of `pid` that holds `addr` (re-reading the maps once on a miss).
-  // `gone`: set when the process's maps could not be read and none were kept (it exited before
-  // its records were read).
-  const Mapping* mapping(uint32_t pid, uint64_t addr, bool* gone);
+  // The executable mapping of `pid` that holds `addr` (re-reading the maps once on a miss; null
+  // too when they cannot be read: the process exited before its records were read).
+  const Mapping* mapping(uint32_t pid, uint64_t addr);
   // What is known of a library with launch probes, by display path.
   struct Runtime {
     uint64_t dev = 0, inode = 0;
