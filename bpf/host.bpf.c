@@ -111,18 +111,12 @@ static __always_inline __u64 task_cgroup(struct task_struct* t) {
 
 /* The scheduler programs run at every switch and wakeup on the host: they read the tasks'
  * fields directly (BTF pointers, one load each) where a BPF_CORE_READ is a helper call. */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
-             unsigned int prev_state) {
-  if (!host_context) return 0;
-  __u64 now = bpf_ktime_get_ns();
-  __u32 prev_tid = prev->pid;
-  __u32 next_tid = next->pid;
 
-  /* A waiter on this CPU: prev held the CPU from running_since to now. */
-  __u32 zero = 0;
-  struct cpu_holder* h = bpf_map_lookup_elem(&cpu_holders, &zero);
-  if (h && h->waiter_tid && prev_tid && prev_tid != h->waiter_tid) {
+/* A waiter on this CPU: prev held the CPU from running_since to now; the longest stretch names
+ * the task that kept the waiter off it. */
+static __always_inline void note_cpu_holder(struct cpu_holder* h, struct task_struct* prev,
+                                            __u32 prev_tid, __u64 now) {
+  if (h->waiter_tid && prev_tid && prev_tid != h->waiter_tid) {
     __u64 held = now - h->running_since;
     if (held > h->best_ns) {
       h->best_ns = held;
@@ -132,39 +126,106 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
       BPF_CORE_READ_STR_INTO(&h->best_comm, prev, comm);
     }
   }
-  if (h) h->running_since = now;
+  h->running_since = now;
+}
 
-  /* prev goes off-CPU: remember when, why, and who takes over. The idle task (pid 0) is
-   * never tracked. A thread keeps its entry, written in place (an LRU insert per switch cost
-   * more than the rest of the program); only GPU processes' entries name the task, which is
-   * what their records and calls report. */
-  if (prev_tid) {
-    struct ingero_offcpu_start* st = bpf_map_lookup_elem(&offcpu, &prev_tid);
-    if (!st) {
-      struct ingero_offcpu_start fresh = {};
-      bpf_map_update_elem(&offcpu, &prev_tid, &fresh, BPF_ANY);
-      st = bpf_map_lookup_elem(&offcpu, &prev_tid);
+/* prev goes off-CPU: remember when, why, and who takes over. The idle task (pid 0) is never
+ * tracked. A thread keeps its entry, written in place (an LRU insert per switch cost more than
+ * the rest of the program); only GPU processes' entries name the task, which is what their
+ * records and calls report. */
+static __always_inline void note_off_cpu(struct cpu_holder* h, struct task_struct* prev,
+                                         __u32 prev_tid, struct task_struct* next,
+                                         unsigned int prev_state, __u64 now) {
+  struct ingero_offcpu_start* st = bpf_map_lookup_elem(&offcpu, &prev_tid);
+  if (!st) {
+    struct ingero_offcpu_start fresh = {};
+    bpf_map_update_elem(&offcpu, &prev_tid, &fresh, BPF_ANY);
+    st = bpf_map_lookup_elem(&offcpu, &prev_tid);
+  }
+  if (!st) return;
+  st->ts = now;
+  st->woken_ns = 0;
+  st->preempted = prev_state == TASK_RUNNING_STATE;
+  st->prev_state = prev_state;
+  st->by_pid = next->tgid;
+  st->by_tid = next->pid;
+  if (watch_flags(prev->tgid) & INGERO_WATCH_GPU) {
+    st->by_cgroup = task_cgroup(next);
+    BPF_CORE_READ_STR_INTO(&st->by_comm, next, comm);
+    if (h && st->preempted) {
+      h->waiter_tid = prev_tid;
+      h->since = now;
+      h->best_ns = 0;
     }
-    if (st) {
-      st->ts = now;
-      st->preempted = prev_state == TASK_RUNNING_STATE;
-      st->prev_state = prev_state;
-      st->by_pid = next->tgid;
-      st->by_tid = next_tid;
-      if (watch_flags(prev->tgid) & INGERO_WATCH_GPU) {
-        st->by_cgroup = task_cgroup(next);
-        BPF_CORE_READ_STR_INTO(&st->by_comm, next, comm);
-        if (h && st->preempted) {
-          h->waiter_tid = prev_tid;
-          h->since = now;
-          h->best_ns = 0;
+  } else {
+    st->by_cgroup = 0; /* in case the process is flagged before the thread is back */
+    st->by_comm[0] = 0;
+  }
+}
+
+/* Per-call attribution for a thread with traced calls in flight: every frame open on it shares
+ * the interval. */
+static __always_inline void charge_calls_in_flight(__u32 tid, struct ingero_offcpu_start* st,
+                                                   __u64 delta) {
+  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
+  if (!t) return;
+  t->off_cpu_total_ns += delta;
+  __u32 depth = t->depth;
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_MAX_DEPTH; i++) {
+    if (i < depth) {
+      struct ingero_frame* f = &t->frames[i];
+      f->switches += 1;
+      if (st->preempted) {
+        f->preempts += 1;
+        if (delta > f->preemptor_off_ns) {
+          f->preemptor_off_ns = delta;
+          f->preemptor_pid = st->by_pid;
+          f->preemptor_tid = st->by_tid;
+          __builtin_memcpy(f->preemptor_comm, st->by_comm, sizeof(f->preemptor_comm));
         }
-      } else {
-        st->by_cgroup = 0; /* in case the process is flagged before the thread is back */
-        st->by_comm[0] = 0;
       }
     }
   }
+}
+
+/* One off-CPU interval of a GPU process's thread, and who woke it if it blocked. */
+static __always_inline void emit_interval(struct task_struct* next, __u32 tgid, __u32 tid,
+                                          struct ingero_offcpu_start* st, __u64 now) {
+  struct ingero_sched_rec* e = host_reserve(sizeof(*e));
+  if (!e) return;
+  e->type = INGERO_REC_SCHED;
+  e->pid = tgid;
+  e->tid = tid;
+  e->cpu = bpf_get_smp_processor_id();
+  e->start_ns = st->ts;
+  e->end_ns = now;
+  e->cgroup_id = task_cgroup(next);
+  e->by_cgroup_id = st->by_cgroup;
+  e->preempted = st->preempted;
+  e->prev_state = st->prev_state;
+  e->by_pid = st->by_pid;
+  e->by_tid = st->by_tid;
+  BPF_CORE_READ_STR_INTO(&e->comm, next, comm);
+  __builtin_memcpy(e->by_comm, st->by_comm, sizeof(e->by_comm));
+  e->woken_ns = st->woken_ns;
+  e->waker_pid = st->waker_pid;
+  e->waker_tid = st->waker_tid;
+  __builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
+  host_submit(e);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
+             unsigned int prev_state) {
+  if (!host_context) return 0;
+  __u64 now = bpf_ktime_get_ns();
+  __u32 prev_tid = prev->pid;
+  __u32 next_tid = next->pid;
+  __u32 zero = 0;
+  struct cpu_holder* h = bpf_map_lookup_elem(&cpu_holders, &zero);
+  if (h) note_cpu_holder(h, prev, prev_tid, now);
+  if (prev_tid) note_off_cpu(h, prev, prev_tid, next, prev_state, now);
   if (!next_tid) return 0;
 
   struct ingero_offcpu_start* st = bpf_map_lookup_elem(&offcpu, &next_tid);
@@ -181,7 +242,6 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
   }
   __u64 delta = now > st->ts ? now - st->ts : 0;
   __u32 tgid = next->tgid;
-
   struct ingero_pid_stats* ps = pid_stats_of(tgid, next);
   if (ps) {
     __sync_fetch_and_add(&ps->switches, 1);
@@ -189,50 +249,8 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
     __sync_fetch_and_add(&ps->off_cpu_ns, delta);
     if (delta > ps->max_off_cpu_ns) ps->max_off_cpu_ns = delta;
   }
-
-  /* Per-call attribution for threads with traced calls in flight. */
-  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &next_tid);
-  if (t) {
-    t->off_cpu_total_ns += delta;
-    __u32 depth = t->depth;
-#pragma unroll
-    for (__u32 i = 0; i < INGERO_MAX_DEPTH; i++) {
-      if (i < depth) {
-        struct ingero_frame* f = &t->frames[i];
-        f->switches += 1;
-        if (st->preempted) {
-          f->preempts += 1;
-          if (delta > f->preemptor_off_ns) {
-            f->preemptor_off_ns = delta;
-            f->preemptor_pid = st->by_pid;
-            f->preemptor_tid = st->by_tid;
-            __builtin_memcpy(f->preemptor_comm, st->by_comm, sizeof(f->preemptor_comm));
-          }
-        }
-      }
-    }
-  }
-
-  if (watch_flags(tgid) & INGERO_WATCH_GPU) {
-    struct ingero_sched_rec* e = host_reserve(sizeof(*e));
-    if (e) {
-      e->type = INGERO_REC_SCHED;
-      e->pid = tgid;
-      e->tid = next_tid;
-      e->cpu = bpf_get_smp_processor_id();
-      e->start_ns = st->ts;
-      e->end_ns = now;
-      e->cgroup_id = task_cgroup(next);
-      e->by_cgroup_id = st->by_cgroup;
-      e->preempted = st->preempted;
-      e->prev_state = st->prev_state;
-      e->by_pid = st->by_pid;
-      e->by_tid = st->by_tid;
-      BPF_CORE_READ_STR_INTO(&e->comm, next, comm);
-      __builtin_memcpy(e->by_comm, st->by_comm, sizeof(e->by_comm));
-      host_submit(e);
-    }
-  }
+  charge_calls_in_flight(next_tid, st, delta);
+  if (watch_flags(tgid) & INGERO_WATCH_GPU) emit_interval(next, tgid, next_tid, st, now);
   st->ts = 0;
   return 0;
 }
@@ -255,6 +273,9 @@ static __always_inline struct ingero_proc_rec* proc_rec(__u32 kind, __u32 pid, _
   return e;
 }
 
+/* A wakeup of a GPU process's thread is not a record of its own: the thread's off-CPU entry keeps
+ * who woke it and when, and the interval it ends (emit_interval) carries them. Every wakeup of
+ * every process is counted in pid_stats. */
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(ingero_sched_wakeup, struct task_struct* p) {
   if (!host_context) return 0;
@@ -262,14 +283,14 @@ int BPF_PROG(ingero_sched_wakeup, struct task_struct* p) {
   struct ingero_pid_stats* ps = pid_stats_of(tgid, p);
   if (ps) __sync_fetch_and_add(&ps->wakeups, 1);
   if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) return 0;
-  struct ingero_proc_rec* e = proc_rec(INGERO_PROC_WAKEUP, tgid, BPF_CORE_READ(p, pid));
-  if (!e) return 0;
+  __u32 tid = p->pid;
+  struct ingero_offcpu_start* st = bpf_map_lookup_elem(&offcpu, &tid);
+  if (!st || !st->ts) return 0;
   __u64 id = bpf_get_current_pid_tgid();
-  e->peer_pid = id >> 32;
-  e->peer_tid = (__u32)id;
-  BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
-  bpf_get_current_comm(e->peer_comm, sizeof(e->peer_comm));
-  host_submit(e);
+  st->woken_ns = bpf_ktime_get_ns();
+  st->waker_pid = id >> 32;
+  st->waker_tid = (__u32)id;
+  bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
   return 0;
 }
 

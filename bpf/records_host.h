@@ -3,7 +3,8 @@
 #ifndef INGERO_RECORDS_HOST_H
 #define INGERO_RECORDS_HOST_H
 
-/* A thread of a GPU-calling process came back on CPU: one off-CPU interval. */
+/* A thread of a GPU-calling process came back on CPU: one off-CPU interval, and for one that
+ * blocked, who woke it (there is no record of its own for the wakeup). */
 struct ingero_sched_rec {
   __u32 type; /* INGERO_REC_SCHED */
   __u32 pid;
@@ -19,13 +20,17 @@ struct ingero_sched_rec {
   __u32 by_tid;
   char comm[INGERO_COMM_LEN];
   char by_comm[INGERO_COMM_LEN];
+  __u64 woken_ns; /* when it was woken; 0: not woken (preempted, or a wakeup not seen) */
+  __u32 waker_pid;
+  __u32 waker_tid;
+  char waker_comm[INGERO_COMM_LEN];
 };
 
 enum ingero_proc_kind {
   INGERO_PROC_FORK = 1,   /* pid forked peer_pid (peer_comm = child's comm) */
   INGERO_PROC_EXEC = 2,   /* pid exec'd `detail` */
   INGERO_PROC_EXIT = 3,   /* process pid exited with `code` */
-  INGERO_PROC_WAKEUP = 4, /* tid was woken by peer_tid */
+  INGERO_PROC_WAKEUP = 4, /* tid was woken by peer_tid (read in older builds' rings only) */
   INGERO_PROC_OOM = 5,    /* the OOM killer chose pid; peer = the task that triggered it */
 };
 

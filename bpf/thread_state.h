@@ -51,7 +51,8 @@ struct ingero_thread {
 };
 
 /* When and why each thread last went off-CPU (host.bpf.c keeps it at every switch; ts is 0
- * while the thread runs). The in-flight iterator reads it for the state of a stuck thread. */
+ * while the thread runs). The in-flight iterator reads it for the state of a stuck thread.
+ * A GPU process's thread that blocked also keeps who woke it (woken_ns 0: nobody yet). */
 struct ingero_offcpu_start {
   __u64 ts;
   __u64 by_cgroup;
@@ -60,5 +61,9 @@ struct ingero_offcpu_start {
   __u32 by_pid;
   __u32 by_tid;
   char by_comm[INGERO_COMM_LEN];
+  __u64 woken_ns;
+  __u32 waker_pid;
+  __u32 waker_tid;
+  char waker_comm[INGERO_COMM_LEN];
 };
 #endif /* INGERO_THREAD_STATE_H */

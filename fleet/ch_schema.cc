@@ -280,7 +280,10 @@ const std::vector<ViewColumn>& view_columns(View v) {
                                                {"dport", ""},
                                                {"code", "ret"},
                                                {"flags", ""},
-                                               {"peer_cgroup", ""}};
+                                               {"peer_cgroup", ""},
+                                               {"waker_pid", ""},
+                                               {"waker_tid", ""},
+                                               {"runq_ns", ""}};
   return v == View::kCalls ? calls : host;
 }
 

@@ -24,7 +24,7 @@ constexpr std::string_view kFieldNames[] = {
     "nranks",     "communicator", "comm_hash", "graph",     "graph_exec", "flags",
     "rdma_event", "fabric_error", "width",     "height",    "cpu",        "state",
     "peer_pid",   "peer_tid",     "sport",     "dport",     "sector",     "peer_cgroup",
-    "err_class",
+    "err_class",  "waker_pid",    "waker_tid", "runq_ns",
 };
 static_assert(std::size(kFieldNames) == kFieldCount);
 
@@ -74,7 +74,7 @@ std::string_view direction_name(uint64_t raw) {
 std::string_view field_name(Field f) { return kFieldNames[static_cast<size_t>(f)]; }
 
 // reset() sets every member: one added to Event must be reset there too.
-static_assert(sizeof(Event) == 632 || sizeof(void*) != 8, "Event changed: reset the new member");
+static_assert(sizeof(Event) == 656 || sizeof(void*) != 8, "Event changed: reset the new member");
 
 void Event::reset() {
   // One assignment a member: a chained `a = b = {}` stores b, then loads it back for a, and a

@@ -111,6 +111,9 @@ enum class Field : uint8_t {
   kSector,
   kPeerCgroup,  // cgroup of the preemptor / peer task
   kErrClass,    // vendor-neutral error class of `ret`, set by the backend (ErrorClass)
+  kWakerPid,    // sched_switch of a thread that blocked: the task that woke it
+  kWakerTid,
+  kRunqNs,  // ... and how long it then waited for a CPU (ns from the wakeup to back on CPU)
   kCount_,
 };
 inline constexpr size_t kFieldCount = static_cast<size_t>(Field::kCount_);

@@ -45,6 +45,120 @@ std::string_view block_op(uint32_t op) {
   }
 }
 
+// One off-CPU interval; for a thread that blocked and was woken, who woke it and how long it
+// then waited for a CPU.
+bool decode_sched(const void* data, size_t size, hal::Event& ev) {
+  if (size < sizeof(ingero_sched_rec)) return false;
+  const auto* r = static_cast<const ingero_sched_rec*>(data);
+  base(ev, hal::EventKind::kSchedSwitch, "sched_switch");
+  ev.ts_ns = r->start_ns;
+  ev.dur_ns = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+  ev.pid = r->pid;
+  ev.tid = r->tid;
+  ev.cgroup_id = r->cgroup_id;
+  ev.set_comm(comm_str(r->comm));
+  ev.set_peer_comm(comm_str(r->by_comm));
+  ev.set(hal::Field::kCpu, r->cpu);
+  ev.set(hal::Field::kState, r->prev_state);
+  ev.set(hal::Field::kFlags, r->preempted);
+  ev.set(hal::Field::kPeerPid, r->by_pid);
+  ev.set(hal::Field::kPeerTid, r->by_tid);
+  ev.set(hal::Field::kPeerCgroup, r->by_cgroup_id);
+  if (r->woken_ns && r->woken_ns >= r->start_ns && r->woken_ns <= r->end_ns) {
+    ev.set(hal::Field::kWakerPid, r->waker_pid);
+    ev.set(hal::Field::kWakerTid, r->waker_tid);
+    ev.set(hal::Field::kRunqNs, r->end_ns - r->woken_ns);
+    ev.detail = comm_str(r->waker_comm);
+  }
+  return true;
+}
+
+std::string_view proc_op(uint32_t kind, hal::EventKind& k) {
+  switch (kind) {
+    case INGERO_PROC_FORK:
+      k = hal::EventKind::kProcessFork;
+      return "process_fork";
+    case INGERO_PROC_EXEC:
+      k = hal::EventKind::kProcessExec;
+      return "process_exec";
+    case INGERO_PROC_EXIT:
+      k = hal::EventKind::kProcessExit;
+      return "process_exit";
+    case INGERO_PROC_WAKEUP:  // older builds' rings only; today's fold it into sched_switch
+      k = hal::EventKind::kSchedWakeup;
+      return "sched_wakeup";
+    case INGERO_PROC_OOM:
+      k = hal::EventKind::kOomKill;
+      return "oom_kill";
+    default:
+      return {};
+  }
+}
+
+// A process's fork, exec, exit or OOM kill.
+bool decode_proc(const void* data, size_t size, hal::Event& ev) {
+  if (size < sizeof(ingero_proc_rec)) return false;
+  const auto* r = static_cast<const ingero_proc_rec*>(data);
+  hal::EventKind kind = hal::EventKind::kUnknown;
+  std::string_view op = proc_op(r->kind, kind);
+  if (op.empty()) return false;
+  base(ev, kind, op);
+  ev.ts_ns = r->ts_ns;
+  ev.pid = r->pid;
+  ev.tid = r->tid;
+  ev.cgroup_id = r->cgroup_id;
+  ev.set_comm(comm_str(r->comm));
+  if (r->peer_pid || r->peer_tid) {
+    ev.set(hal::Field::kPeerPid, r->peer_pid);
+    ev.set(hal::Field::kPeerTid, r->peer_tid);
+    ev.set_peer_comm(comm_str(r->peer_comm));
+  }
+  ev.set(hal::Field::kCpu, r->cpu);
+  if (r->kind == INGERO_PROC_EXIT) {
+    // exit_code as wait(2) encodes it: status << 8 | signal.
+    ev.has_ret = true;
+    ev.ret = r->code;
+  }
+  if (r->kind == INGERO_PROC_EXEC)
+    ev.detail = std::string(r->detail, strnlen(r->detail, sizeof(r->detail)));
+  return true;
+}
+
+// One block request, issue to completion.
+bool decode_block(const void* data, size_t size, hal::Event& ev) {
+  if (size < sizeof(ingero_block_rec)) return false;
+  const auto* r = static_cast<const ingero_block_rec*>(data);
+  base(ev, hal::EventKind::kBlockIo, block_op(r->op));
+  ev.ts_ns = r->issue_ns;
+  ev.dur_ns = r->complete_ns > r->issue_ns ? r->complete_ns - r->issue_ns : 0;
+  ev.pid = r->pid;
+  ev.tid = r->tid;
+  ev.set_comm(comm_str(r->comm));
+  ev.set(hal::Field::kBytes, r->bytes);
+  ev.set(hal::Field::kDevice, r->dev);
+  ev.set(hal::Field::kSector, r->sector);
+  ev.has_ret = true;
+  ev.ret = r->error;
+  return true;
+}
+
+bool decode_tcp(const void* data, size_t size, hal::Event& ev) {
+  if (size < sizeof(ingero_tcp_rec)) return false;
+  const auto* r = static_cast<const ingero_tcp_rec*>(data);
+  base(ev, hal::EventKind::kTcpRetransmit, "tcp_retransmit");
+  ev.ts_ns = r->ts_ns;
+  ev.pid = r->pid;
+  ev.tid = r->tid;
+  ev.cgroup_id = r->cgroup_id;
+  ev.set_comm(comm_str(r->comm));
+  ev.saddr = addr_str(r->family, r->saddr);
+  ev.daddr = addr_str(r->family, r->daddr);
+  ev.set(hal::Field::kSport, r->sport);
+  ev.set(hal::Field::kDport, r->dport);
+  ev.set(hal::Field::kState, r->state);
+  return true;
+}
+
 }  // namespace
 
 bool decode_host_record(const void* data, size_t size, hal::Event& ev) {
@@ -52,99 +166,14 @@ bool decode_host_record(const void* data, size_t size, hal::Event& ev) {
   uint32_t type;
   std::memcpy(&type, data, sizeof(type));
   switch (type) {
-    case INGERO_REC_SCHED: {
-      if (size < sizeof(ingero_sched_rec)) return false;
-      const auto* r = static_cast<const ingero_sched_rec*>(data);
-      base(ev, hal::EventKind::kSchedSwitch, "sched_switch");
-      ev.ts_ns = r->start_ns;
-      ev.dur_ns = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
-      ev.pid = r->pid;
-      ev.tid = r->tid;
-      ev.cgroup_id = r->cgroup_id;
-      ev.set_comm(comm_str(r->comm));
-      ev.set_peer_comm(comm_str(r->by_comm));
-      ev.set(hal::Field::kCpu, r->cpu);
-      ev.set(hal::Field::kState, r->prev_state);
-      ev.set(hal::Field::kFlags, r->preempted);
-      ev.set(hal::Field::kPeerPid, r->by_pid);
-      ev.set(hal::Field::kPeerTid, r->by_tid);
-      ev.set(hal::Field::kPeerCgroup, r->by_cgroup_id);
-      return true;
-    }
-    case INGERO_REC_PROC: {
-      if (size < sizeof(ingero_proc_rec)) return false;
-      const auto* r = static_cast<const ingero_proc_rec*>(data);
-      switch (r->kind) {
-        case INGERO_PROC_FORK:
-          base(ev, hal::EventKind::kProcessFork, "process_fork");
-          break;
-        case INGERO_PROC_EXEC:
-          base(ev, hal::EventKind::kProcessExec, "process_exec");
-          break;
-        case INGERO_PROC_EXIT:
-          base(ev, hal::EventKind::kProcessExit, "process_exit");
-          break;
-        case INGERO_PROC_WAKEUP:
-          base(ev, hal::EventKind::kSchedWakeup, "sched_wakeup");
-          break;
-        case INGERO_PROC_OOM:
-          base(ev, hal::EventKind::kOomKill, "oom_kill");
-          break;
-        default:
-          return false;
-      }
-      ev.ts_ns = r->ts_ns;
-      ev.pid = r->pid;
-      ev.tid = r->tid;
-      ev.cgroup_id = r->cgroup_id;
-      ev.set_comm(comm_str(r->comm));
-      if (r->peer_pid || r->peer_tid) {
-        ev.set(hal::Field::kPeerPid, r->peer_pid);
-        ev.set(hal::Field::kPeerTid, r->peer_tid);
-        ev.set_peer_comm(comm_str(r->peer_comm));
-      }
-      ev.set(hal::Field::kCpu, r->cpu);
-      if (r->kind == INGERO_PROC_EXIT) {
-        // exit_code as wait(2) encodes it: status << 8 | signal.
-        ev.has_ret = true;
-        ev.ret = r->code;
-      }
-      if (r->kind == INGERO_PROC_EXEC)
-        ev.detail = std::string(r->detail, strnlen(r->detail, sizeof(r->detail)));
-      return true;
-    }
-    case INGERO_REC_BLOCK: {
-      if (size < sizeof(ingero_block_rec)) return false;
-      const auto* r = static_cast<const ingero_block_rec*>(data);
-      base(ev, hal::EventKind::kBlockIo, block_op(r->op));
-      ev.ts_ns = r->issue_ns;
-      ev.dur_ns = r->complete_ns > r->issue_ns ? r->complete_ns - r->issue_ns : 0;
-      ev.pid = r->pid;
-      ev.tid = r->tid;
-      ev.set_comm(comm_str(r->comm));
-      ev.set(hal::Field::kBytes, r->bytes);
-      ev.set(hal::Field::kDevice, r->dev);
-      ev.set(hal::Field::kSector, r->sector);
-      ev.has_ret = true;
-      ev.ret = r->error;
-      return true;
-    }
-    case INGERO_REC_TCP: {
-      if (size < sizeof(ingero_tcp_rec)) return false;
-      const auto* r = static_cast<const ingero_tcp_rec*>(data);
-      base(ev, hal::EventKind::kTcpRetransmit, "tcp_retransmit");
-      ev.ts_ns = r->ts_ns;
-      ev.pid = r->pid;
-      ev.tid = r->tid;
-      ev.cgroup_id = r->cgroup_id;
-      ev.set_comm(comm_str(r->comm));
-      ev.saddr = addr_str(r->family, r->saddr);
-      ev.daddr = addr_str(r->family, r->daddr);
-      ev.set(hal::Field::kSport, r->sport);
-      ev.set(hal::Field::kDport, r->dport);
-      ev.set(hal::Field::kState, r->state);
-      return true;
-    }
+    case INGERO_REC_SCHED:
+      return decode_sched(data, size, ev);
+    case INGERO_REC_PROC:
+      return decode_proc(data, size, ev);
+    case INGERO_REC_BLOCK:
+      return decode_block(data, size, ev);
+    case INGERO_REC_TCP:
+      return decode_tcp(data, size, ev);
     default:
       return false;
   }

@@ -39,4 +39,6 @@ static_assert(offsetof(ingero_inflight_rec, nregs) == 88);
 static_assert(offsetof(ingero_inflight_rec, regs) == 96);
 static_assert(offsetof(ingero_inflight_rec, entry_buf) == 192);
 static_assert(offsetof(ingero_thread, py_tstate) == 40);
-static_assert(sizeof(ingero_offcpu_start) == 48);
+static_assert(sizeof(ingero_offcpu_start) == 80);
+static_assert(offsetof(ingero_offcpu_start, woken_ns) == 48);
+static_assert(sizeof(ingero_sched_rec) == 128);

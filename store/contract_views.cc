@@ -30,6 +30,10 @@ std::string views_body(const char* create, const std::function<bool(const std::s
       kernel_table ? "  LEFT JOIN kernel_names k ON k.node = e.node AND k.pid = e.pid AND\n"
                      "                               k.func = e.func AND o.kind = 'launch'\n"
                    : "";
+  // Who woke a thread that blocked (sched_switch): absent from files written before it was kept.
+  std::string waker_cols;
+  for (const char* w : {"waker_pid", "waker_tid", "runq_ns"})
+    waker_cols += std::string(", ") + (has(w) ? "e." : "NULL AS ") + w;
   std::string c = create;
   std::string calls_from = call_store ? "ingero_calls" : "events";
   std::string host_from = call_store ? "main.host_rows" : "events";
@@ -53,9 +57,8 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          "       e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, e.comm,\n"
          "       e.cgroup_id, o.name AS event, o.kind, e.cpu, e.state, e.peer_pid, e.peer_tid,\n"
          "       e.peer_comm, e.bytes, e.count, e.device, e.sector, e.detail, e.saddr, e.daddr,\n"
-         "       e.sport, e.dport, e.ret_code AS code, e.flags, e.peer_cgroup\n"
-         "  FROM " +
-         host_from +
+         "       e.sport, e.dport, e.ret_code AS code, e.flags, e.peer_cgroup" +
+         waker_cols + "\n  FROM " + host_from +
          " e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
          " WHERE s.vendor = 'host';\n" +

@@ -23,6 +23,11 @@
  *   fake_calls detach-launch PATH N GATE     the same, but the thread's call in flight is a
  *                                            cudaLaunchKernel (blocked on a pipe before it
  *                                            reaches the driver); then 5 cudaMalloc
+ *   fake_calls wake PATH N                   one cudaMalloc, then the main thread reads a pipe N
+ *                                            times; a thread named "waker" writes each byte
+ *                                            once the reader is asleep in its read (so every
+ *                                            read blocks and is woken by it), then exits
+ *                                            unjoined
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -99,6 +104,51 @@ static void* blocker(void* arg) {
   printf("tid %ld blocked\n", (long)syscall(SYS_gettid));
   ((sync_t)sym("cudaStreamSynchronize"))((void*)0xabc);
   return NULL;
+}
+
+static int wake_pipe[2];
+static int wake_n;
+static long sleeper_tid;
+
+/* Whether thread `tid` of this process is asleep (state S in /proc): blocked in its read. */
+static int sleeping(long tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
+  FILE* f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char* close = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+  return close && close[1] == ' ' && close[2] == 'S';
+}
+
+static void* waker(void* arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "waker");
+  printf("tid %ld waker\n", (long)syscall(SYS_gettid));
+  for (int i = 0; i < wake_n; i++) {
+    while (!sleeping(sleeper_tid)) usleep(200);
+    if (write(wake_pipe[1], "w", 1) != 1) exit(3);
+  }
+  return NULL;
+}
+
+/* The main thread blocks on the pipe N times; the waker wakes it each time. */
+static int wake_mode(int n) {
+  malloc_t m = (malloc_t)sym("cudaMalloc");
+  void* p;
+  m(&p, 4096); /* a GPU process from here: its threads' intervals are recorded */
+  sleeper_tid = (long)syscall(SYS_gettid);
+  printf("tid %ld sleeper\n", sleeper_tid);
+  wake_n = n;
+  if (pipe(wake_pipe) != 0) return 3;
+  pthread_t t;
+  pthread_create(&t, NULL, waker, NULL);
+  char c;
+  for (int i = 0; i < n; i++)
+    if (read(wake_pipe[0], &c, 1) != 1) return 3;
+  return 0; /* exits with the waker done or gone, never joined: no wakeup by its exit */
 }
 
 int main(int argc, char** argv) {
@@ -222,6 +272,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 10; i++) glaunch(ea, (void*)0x5151);
     void* none;
     printf("failed %d\n", inst(&none, NULL, 0));
+  } else if (!strcmp(argv[1], "wake")) {
+    return wake_mode(argc > 3 ? atoi(argv[3]) : 20);
   } else if (!strcmp(argv[1], "unload")) {
     malloc_t m = (malloc_t)sym("cudaMalloc");
     void* p;
