@@ -6,55 +6,76 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "engine/analysis.h"
 #include "engine/thresholds.h"
 
 namespace ingero::engine {
-CollectiveReport compute_collectives(TraceSource& source, const Window& window) {
-  // (pid, communicator) -> (rank, nranks, comm_hash) from init calls, for traces whose
-  // collectives were not joined at capture time.
-  std::map<std::pair<uint32_t, uint64_t>, std::tuple<uint64_t, uint64_t, uint64_t>> communicator_of;
+namespace {
+
+using Ranks = std::map<uint64_t, CollectiveRank>;
+
+// One pass over the calls: each rank's collectives, in their communicator, and the stream syncs
+// that wait for them.
+class CollectiveReader {
+ public:
+  CollectiveReport rep;
+
+  void call(const hal::Event& e) {
+    if (e.kind == hal::EventKind::kCommInit)
+      comm_init(e);
+    else if (e.kind == hal::EventKind::kSync)
+      sync(e);
+    else if (e.kind == hal::EventKind::kCollective)
+      collective(e);
+  }
+
+ private:
   struct Pending {
     size_t index;  // into the rank's entries
     int64_t end;
   };
+  // (pid, communicator) -> (rank, nranks, comm_hash) from init calls, for traces whose
+  // collectives were not joined at capture time.
+  std::map<std::pair<uint32_t, uint64_t>, std::tuple<uint64_t, uint64_t, uint64_t>>
+      communicator_of_;
   // Collectives waiting for the next sync on their (pid, stream).
-  std::map<std::pair<uint32_t, uint64_t>, std::vector<std::pair<CollectiveRank*, Pending>>> pending;
-  CollectiveReport rep;
-  auto on_call = [&](const hal::Event& e) {
-    if (e.kind == hal::EventKind::kCommInit) {
-      if (auto c = e.get(hal::Field::kCommunicator))
-        communicator_of[{e.pid, *c}] = {e.get_or(hal::Field::kRank, 0),
-                                        e.get_or(hal::Field::kNranks, 0),
-                                        e.get_or(hal::Field::kCommHash, *c)};
-      return;
-    }
-    if (e.kind == hal::EventKind::kSync) {
-      // Barrier correlator: the first sync after a collective on the same stream (or a
-      // device-wide sync) is where the host waits for it to complete.
-      uint64_t stream = e.get_or(hal::Field::kStream, UINT64_MAX);
-      for (auto it = pending.lower_bound({e.pid, 0});
-           it != pending.end() && it->first.first == e.pid;) {
-        if (stream != UINT64_MAX && it->first.second != stream) {
-          ++it;
-          continue;
-        }
-        for (auto& [rank, p] : it->second) {
-          if (int64_t(e.ts_ns) < p.end) continue;
-          rank->barrier_wait_ns += e.dur_ns;
-          ++rank->barrier_syncs;
-        }
-        it = pending.erase(it);
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<std::pair<CollectiveRank*, Pending>>>
+      pending_;
+
+  void comm_init(const hal::Event& e) {
+    if (auto c = e.get(hal::Field::kCommunicator))
+      communicator_of_[{e.pid, *c}] = {e.get_or(hal::Field::kRank, 0),
+                                       e.get_or(hal::Field::kNranks, 0),
+                                       e.get_or(hal::Field::kCommHash, *c)};
+  }
+
+  // Barrier correlator: the first sync after a collective on the same stream (or a device-wide
+  // sync) is where the host waits for it to complete.
+  void sync(const hal::Event& e) {
+    uint64_t stream = e.get_or(hal::Field::kStream, UINT64_MAX);
+    for (auto it = pending_.lower_bound({e.pid, 0});
+         it != pending_.end() && it->first.first == e.pid;) {
+      if (stream != UINT64_MAX && it->first.second != stream) {
+        ++it;
+        continue;
       }
-      return;
+      for (auto& [rank, p] : it->second) {
+        if (int64_t(e.ts_ns) < p.end) continue;
+        rank->barrier_wait_ns += e.dur_ns;
+        ++rank->barrier_syncs;
+      }
+      it = pending_.erase(it);
     }
-    if (e.kind != hal::EventKind::kCollective) return;
+  }
+
+  void collective(const hal::Event& e) {
     uint64_t communicator = e.get_or(hal::Field::kCommunicator, 0);
     std::optional<uint64_t> rank = e.get(hal::Field::kRank);
     uint64_t group = e.get_or(hal::Field::kCommHash, communicator);
     uint64_t nranks = e.get_or(hal::Field::kNranks, 0);
-    if (auto it = communicator_of.find({e.pid, communicator}); it != communicator_of.end()) {
+    if (auto it = communicator_of_.find({e.pid, communicator}); it != communicator_of_.end()) {
       if (!rank) rank = std::get<0>(it->second);
       if (!nranks) nranks = std::get<1>(it->second);
       group = std::get<2>(it->second);
@@ -72,39 +93,46 @@ CollectiveReport compute_collectives(TraceSource& source, const Window& window) 
     r.starts.push_back(int64_t(e.ts_ns));
     r.ends.push_back(int64_t(e.ts_ns + e.dur_ns));
     r.bytes += e.get_or(hal::Field::kBytes, 0);
-    pending[{e.pid, e.get_or(hal::Field::kStream, 0)}].push_back(
+    pending_[{e.pid, e.get_or(hal::Field::kStream, 0)}].push_back(
         {&r, {r.starts.size() - 1, int64_t(e.ts_ns + e.dur_ns)}});
-  };
-  source.call_runs(window, on_call, ignore_runs);
-  // Lags: the i-th call of every rank is the same collective.
-  for (auto& [group, ops] : rep.groups) {
-    for (auto& [op, ranks] : ops) {
-      size_t n = SIZE_MAX;
-      for (auto& [rk, r] : ranks) n = std::min(n, r.starts.size());
-      if (ranks.size() < 2 || n == SIZE_MAX) continue;
-      for (size_t i = 0; i < n; ++i) {
-        int64_t lo = INT64_MAX, hi = INT64_MIN;
-        CollectiveRank* last = nullptr;
-        for (auto& [rk, r] : ranks) {
-          lo = std::min(lo, r.starts[i]);
-          if (r.starts[i] > hi) {
-            hi = r.starts[i];
-            last = &r;
-          }
-        }
-        for (auto& [rk, r] : ranks) r.lags.push_back(r.starts[i] - lo);
-        ++last->last_count;
-        last->wait_imposed_ns += uint64_t(hi - lo);
-      }
-      for (auto& [rk, r] : ranks) r.matched = n;
-    }
   }
-  return rep;
+};
+
+// Lags: the i-th call of every rank is the same collective. Each rank's lag behind the first
+// arrival, and who arrived last and what that cost the others.
+void match_ranks(Ranks& ranks) {
+  size_t n = SIZE_MAX;
+  for (auto& [rk, r] : ranks) n = std::min(n, r.starts.size());
+  if (ranks.size() < 2 || n == SIZE_MAX) return;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    CollectiveRank* last = nullptr;
+    for (auto& [rk, r] : ranks) {
+      lo = std::min(lo, r.starts[i]);
+      if (r.starts[i] > hi) {
+        hi = r.starts[i];
+        last = &r;
+      }
+    }
+    for (auto& [rk, r] : ranks) r.lags.push_back(r.starts[i] - lo);
+    ++last->last_count;
+    last->wait_imposed_ns += uint64_t(hi - lo);
+  }
+  for (auto& [rk, r] : ranks) r.matched = n;
+}
+
+}  // namespace
+
+CollectiveReport compute_collectives(TraceSource& source, const Window& window) {
+  CollectiveReader reader;
+  source.call_runs(
+      window, [&](const hal::Event& e) { reader.call(e); }, ignore_runs);
+  for (auto& [group, ops] : reader.rep.groups)
+    for (auto& [op, ranks] : ops) match_ranks(ranks);
+  return std::move(reader.rep);
 }
 
 namespace {
-
-using Ranks = std::map<uint64_t, CollectiveRank>;
 
 // The rank that arrives last in most of one op's matched collectives of one communicator, and
 // how far behind it is against its peers.
