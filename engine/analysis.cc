@@ -1,9 +1,11 @@
 #include "engine/analysis.h"
 
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "engine/hangs.h"
@@ -103,140 +105,225 @@ void build_breakdown(Analysis& a) {
             });
 }
 
-}  // namespace
+// What analyze() reads besides the calls: host context, the on-CPU samples, the event count and
+// what the devices reported. None of it depends on the calls: where the source allows it, it is
+// read on a second connection while the calls are read.
+struct HostReads {
+  HostContext host;
+  CpuSamples samples;
+  uint64_t events = 0;
+  DeviceBusy device;
+  std::vector<hal::DeviceEvent> device_events;
+};
 
-Analysis analyze(TraceSource& source, const Window& window, const EngineOptions& opts) {
-  Analysis a;
-  a.window = window;
-  a.names = source.processes();
-  std::map<uint32_t, uint64_t> calls_per_pid;
-  Window recent = window;
-  if (opts.model_calls) recent.from_ns = source.recent_start(window, opts.model_calls);
-  // Host context, the on-CPU samples and the event count do not depend on the calls: where
-  // the source allows it, they are read on a second connection while the calls are read.
-  struct HostReads {
-    HostContext host;
-    CpuSamples samples;
-    uint64_t events = 0;
-    DeviceBusy device;
-    std::vector<hal::DeviceEvent> device_events;
-  };
-  auto read_host = [&window, &recent](TraceSource& s) {
-    HostReads r{collect_host_context(s, window),
-                read_cpu_samples(s, recent),
-                s.event_count(window),
-                {},
-                s.device_events(window)};
-    s.device_samples(window, [&](const hal::DeviceSample& x) { r.device.add(x); });
-    r.device.done();
-    return r;
-  };
-  std::unique_ptr<TraceSource> other = source.open_another();
-  std::future<HostReads> ahead;
-  if (other) ahead = std::async(std::launch::async, [&] { return read_host(*other); });
-  HostReads h;
-  // Where the window's calls are in memory, the step model (which reads them, and stacks)
-  // runs beside the op statistics' quantile and tail passes, the rules that need no steps and
-  // read nothing but the calls, and the stack attribution of their chains; the others wait for
-  // it. It models once host context and the samples are read (`counted`).
-  std::mutex stacks_lock;  // the step model's threads and stack attribution read stacks
-  std::promise<void> counted_done;
-  std::shared_future<void> host_known = counted_done.get_future().share();
-  auto model = [&](const std::map<uint32_t, uint64_t>& per_pid, bool early) {
-    std::function<void()> wait;
-    if (early) wait = [&] { host_known.wait(); };
-    return compute_steps(source, recent, a.host, opts.model_bytes, per_pid, &h.samples, 0,
-                         &stacks_lock, wait, &a.device);
-  };
-  std::map<uint32_t, uint64_t> held_per_pid;  // for a model begun before the counts
-  std::future<StepModel> steps;
-  // Whatever happens below: nothing is left waiting for the counts, and the source calls
-  // nothing of this frame after it.
-  struct Release {
-    TraceSource& source;
-    const Window& window;
-    std::promise<void>& counted;
-    bool done = false;
-    void counts_known() {
-      done = true;
-      counted.set_value();
-    }
-    ~Release() {
-      source.when_calls_held(window, nullptr);
-      if (!done) counted.set_value();
-    }
-  } release{source, window, counted_done};
-  // Where the first read holds every call before this thread has passed them all to the op
-  // statistics (a read split between two connections), the model starts then: its collection
-  // of the calls runs beside the rest of that pass, not after it.
-  source.when_calls_held(window, [&](const std::map<uint32_t, uint64_t>& per_pid) {
-    held_per_pid = per_pid;
-    steps = std::async(std::launch::async, [&] { return model(held_per_pid, true); });
-  });
-  // Launch collapse and repeated syncs count the calls the statistics' tail pass reads.
-  LaunchCollapseAndRepeatedSync launches_and_syncs;
-  CallRider rider{[&](const hal::Event& e) { launches_and_syncs.call(e); },
-                  [&](const CallRun& r) { launches_and_syncs.run(r); }};
-  auto counted = [&](const std::vector<OpStats>& groups) {
-    h = other ? ahead.get() : read_host(source);
-    other.reset();  // its errors become the source's
-    a.host = std::move(h.host);
-    a.events = h.events;
-    a.device = std::move(h.device);
-    a.device_events = std::move(h.device_events);
-    int64_t first = INT64_MAX, last = INT64_MIN;
-    for (const OpStats& s : groups) {
-      if (!s.key.pid) continue;  // all processes
-      calls_per_pid[s.key.pid] += s.count;
-      first = std::min(first, s.first_ts);
-      last = std::max(last, s.last_ts);
-    }
-    // Read here: the step model reads stacks on this connection once it models.
-    a.losses = window.node ? source.node_losses(*window.node) : source.losses();
-    a.tracer_pids = source.tracer_pids(window.node);
-    auto span = window.node ? source.node_span(*window.node) : source.time_span();
-    a.span = {
-        std::max(first == INT64_MAX ? span.first : std::min(first, span.first), window.from_ns),
-        std::min(last == INT64_MIN ? span.second : std::max(last, span.second), window.to_ns)};
-    release.counts_known();
-    if (!steps.valid() && source.concurrent_call_reads(window))
-      steps = std::async(std::launch::async, [&] { return model(calls_per_pid, false); });
-  };
-  a.stats = compute_op_stats(source, window, counted, &rider);
-  if (!steps.valid()) a.steps = model(calls_per_pid, false);
-  rule_tail_latency(a, a.chains);
-  launches_and_syncs.chains(a, a.chains);
-  rule_graph_lifecycle(source, a, a.chains);
-  rule_noisy_neighbour(a, a.chains);
-  rule_process_contention(a, a.chains);
-  rule_oom(a, a.chains);
-  rule_collective_straggler(source, a, a.chains);
-  a.inflight = source.inflight(window);
-  rule_hangs(source, a, a.chains);
-  if (steps.valid()) {
-    // While the step model runs: the stacks of the chains found so far (their windows, ops and
-    // processes do not change after), then of those found from the steps.
-    attribute_stacks(source, a, &stacks_lock);
-    a.steps = steps.get();
-  }
-  // The step model words preemptors without knowing the tracer: its texts name it here.
+HostReads read_host(TraceSource& s, const Window& window, const Window& recent) {
+  HostReads r{collect_host_context(s, window),
+              read_cpu_samples(s, recent),
+              s.event_count(window),
+              {},
+              s.device_events(window)};
+  s.device_samples(window, [&](const hal::DeviceSample& x) { r.device.add(x); });
+  r.device.done();
+  return r;
+}
+
+// The window's events span: from its first call to its last (`first`, `last`: none when
+// INT64_MAX, INT64_MIN), widened to the trace's own span and bounded by the window.
+std::pair<int64_t, int64_t> events_span(int64_t first, int64_t last,
+                                        std::pair<int64_t, int64_t> trace, const Window& window) {
+  return {std::max(first == INT64_MAX ? trace.first : std::min(first, trace.first), window.from_ns),
+          std::min(last == INT64_MIN ? trace.second : std::max(last, trace.second), window.to_ns)};
+}
+
+// The step model words preemptors without knowing the tracer: its texts name it here.
+void name_tracer_in_steps(Analysis& a) {
   for (StepSeries& s : a.steps.processes) {
     s.summary.preempted_by = name_tracer(a, s.summary.preemptors, s.summary.preempted_by);
     s.summary.text = name_tracer(a, s.summary.preemptors, s.summary.text);
   }
-  h.samples = {};
-  if (opts.kernels) a.kernels = compute_kernels(source, recent, a.steps, &stacks_lock);
-  rule_fabric_errors(source, a, a.chains);
-  rule_step_faults(source, a, a.chains);
-  rule_device_errors(a, a.chains);
-  apply_step_phases(a);
-  std::stable_sort(a.chains.begin(), a.chains.end(), [](const Chain& x, const Chain& y) {
+}
+
+// HIGH first, then by score; equal chains keep the order in which the rules found them.
+void rank_chains(std::vector<Chain>& chains) {
+  std::stable_sort(chains.begin(), chains.end(), [](const Chain& x, const Chain& y) {
     if (x.severity != y.severity) return x.severity > y.severity;
     return x.score > y.score;
   });
-  attribute_stacks(source, a);
-  a.stats.kept.reset();  // only stack attribution reads them
-  if (opts.breakdown) build_breakdown(a);
+}
+
+// Whatever happens in an analysis: nothing is left waiting for the counts, and the source calls
+// nothing of the analysis after it.
+struct Release {
+  Release(TraceSource& s, const Window& w, std::promise<void>& c)
+      : source(s), window(w), counted(c) {}
+  Release(const Release&) = delete;
+  Release& operator=(const Release&) = delete;
+  TraceSource& source;
+  const Window& window;
+  std::promise<void>& counted;
+  bool done = false;
+  void counts_known() {
+    done = true;
+    counted.set_value();
+  }
+  ~Release() {
+    source.when_calls_held(window, nullptr);
+    if (!done) counted.set_value();
+  }
+};
+
+// One analyze() call. Where the window's calls are in memory, the step model (which reads them,
+// and stacks) runs beside the op statistics' quantile and tail passes, the rules that need no
+// steps and read nothing but the calls, and the stack attribution of their chains; the others
+// wait for it. It models once host context and the samples are read (`counted`).
+// It fills `a`, which outlives it. The members are in the order in which they must be
+// destroyed, last to first: the step model's and the host reads' threads are joined before what
+// they read goes.
+class AnalysisRun {
+ public:
+  AnalysisRun(TraceSource& source, const Window& window, const EngineOptions& opts, Analysis& a)
+      : source_(source), window_(window), opts_(opts), a_(a) {}
+  void run();
+
+ private:
+  void start_host_reads();
+  void read_calls();
+  StepModel model(const std::map<uint32_t, uint64_t>& per_pid, bool early);
+  void counted(const std::vector<OpStats>& groups);
+  void chains_from_calls();
+  void join_step_model();
+  void chains_from_steps();
+
+  TraceSource& source_;
+  const Window& window_;
+  const EngineOptions& opts_;
+  Analysis& a_;
+  std::map<uint32_t, uint64_t> calls_per_pid_;
+  Window recent_;
+  std::unique_ptr<TraceSource> other_;
+  std::future<HostReads> ahead_;
+  HostReads h_;
+  std::mutex stacks_lock_;  // the step model's threads and stack attribution read stacks
+  std::promise<void> counted_done_;
+  std::shared_future<void> host_known_ = counted_done_.get_future().share();
+  std::map<uint32_t, uint64_t> held_per_pid_;  // for a model begun before the counts
+  std::future<StepModel> steps_;
+  std::optional<Release> release_;
+  // Launch collapse and repeated syncs count the calls the statistics' tail pass reads.
+  LaunchCollapseAndRepeatedSync launches_and_syncs_;
+  CallRider rider_{[this](const hal::Event& e) { launches_and_syncs_.call(e); },
+                   [this](const CallRun& r) { launches_and_syncs_.run(r); }};
+};
+
+void AnalysisRun::run() {
+  a_.window = window_;
+  a_.names = source_.processes();
+  recent_ = window_;
+  if (opts_.model_calls) recent_.from_ns = source_.recent_start(window_, opts_.model_calls);
+  start_host_reads();
+  read_calls();
+  chains_from_calls();
+  join_step_model();
+  h_.samples = {};
+  if (opts_.kernels) a_.kernels = compute_kernels(source_, recent_, a_.steps, &stacks_lock_);
+  chains_from_steps();
+  rank_chains(a_.chains);
+  attribute_stacks(source_, a_);
+  a_.stats.kept.reset();  // only stack attribution reads them
+  if (opts_.breakdown) build_breakdown(a_);
+}
+
+void AnalysisRun::start_host_reads() {
+  other_ = source_.open_another();
+  if (other_)
+    ahead_ =
+        std::async(std::launch::async, [this] { return read_host(*other_, window_, recent_); });
+}
+
+// The op statistics, and beside them the step model where the source allows it.
+void AnalysisRun::read_calls() {
+  release_.emplace(source_, window_, counted_done_);
+  // Where the first read holds every call before this thread has passed them all to the op
+  // statistics (a read split between two connections), the model starts then: its collection
+  // of the calls runs beside the rest of that pass, not after it.
+  source_.when_calls_held(window_, [this](const std::map<uint32_t, uint64_t>& per_pid) {
+    held_per_pid_ = per_pid;
+    steps_ = std::async(std::launch::async, [this] { return model(held_per_pid_, true); });
+  });
+  a_.stats = compute_op_stats(
+      source_, window_, [this](const std::vector<OpStats>& groups) { counted(groups); }, &rider_);
+  if (!steps_.valid()) a_.steps = model(calls_per_pid_, false);
+}
+
+StepModel AnalysisRun::model(const std::map<uint32_t, uint64_t>& per_pid, bool early) {
+  std::function<void()> wait;
+  if (early) wait = [this] { host_known_.wait(); };
+  return compute_steps(source_, recent_, a_.host, opts_.model_bytes, per_pid, &h_.samples, 0,
+                       &stacks_lock_, wait, &a_.device);
+}
+
+// The op statistics have counted the calls: the host reads are taken, and the step model starts
+// if it has not and the source allows it.
+void AnalysisRun::counted(const std::vector<OpStats>& groups) {
+  h_ = other_ ? ahead_.get() : read_host(source_, window_, recent_);
+  other_.reset();  // its errors become the source's
+  a_.host = std::move(h_.host);
+  a_.events = h_.events;
+  a_.device = std::move(h_.device);
+  a_.device_events = std::move(h_.device_events);
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const OpStats& s : groups) {
+    if (!s.key.pid) continue;  // all processes
+    calls_per_pid_[s.key.pid] += s.count;
+    first = std::min(first, s.first_ts);
+    last = std::max(last, s.last_ts);
+  }
+  // Read here: the step model reads stacks on this connection once it models.
+  a_.losses = window_.node ? source_.node_losses(*window_.node) : source_.losses();
+  a_.tracer_pids = source_.tracer_pids(window_.node);
+  auto span = window_.node ? source_.node_span(*window_.node) : source_.time_span();
+  a_.span = events_span(first, last, span, window_);
+  release_->counts_known();
+  if (!steps_.valid() && source_.concurrent_call_reads(window_))
+    steps_ = std::async(std::launch::async, [this] { return model(calls_per_pid_, false); });
+}
+
+// The rules that need no steps.
+void AnalysisRun::chains_from_calls() {
+  rule_tail_latency(a_, a_.chains);
+  launches_and_syncs_.chains(a_, a_.chains);
+  rule_graph_lifecycle(source_, a_, a_.chains);
+  rule_noisy_neighbour(a_, a_.chains);
+  rule_process_contention(a_, a_.chains);
+  rule_oom(a_, a_.chains);
+  rule_collective_straggler(source_, a_, a_.chains);
+  a_.inflight = source_.inflight(window_);
+  rule_hangs(source_, a_, a_.chains);
+}
+
+void AnalysisRun::join_step_model() {
+  if (steps_.valid()) {
+    // While the step model runs: the stacks of the chains found so far (their windows, ops and
+    // processes do not change after), then of those found from the steps.
+    attribute_stacks(source_, a_, &stacks_lock_);
+    a_.steps = steps_.get();
+  }
+  name_tracer_in_steps(a_);
+}
+
+// The rules that run once the steps are known, then the step phases given to every chain.
+void AnalysisRun::chains_from_steps() {
+  rule_fabric_errors(source_, a_, a_.chains);
+  rule_step_faults(source_, a_, a_.chains);
+  rule_device_errors(a_, a_.chains);
+  apply_step_phases(a_);
+}
+
+}  // namespace
+
+Analysis analyze(TraceSource& source, const Window& window, const EngineOptions& opts) {
+  Analysis a;
+  AnalysisRun(source, window, opts, a).run();
   return a;
 }
 

@@ -16,95 +16,102 @@ uint32_t HostContext::intern_comm(std::string_view c) {
   return uint32_t(comms.size() - 1);
 }
 
-HostContext collect_host_context(TraceSource& source, const Window& w) {
-  HostContext h;
-  h.comms.emplace_back("");
-  Window all = w;
-  all.pid.reset();
-  source.host_events(all, [&](const hal::Event& e) {
-    HostOpStat& os = h.ops[std::string(e.op)];
-    ++os.count;
-    // Durations mean latency for these; a page-allocation row's duration is its window.
-    if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
-      os.sum_ns += e.dur_ns;
-      os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
-    }
-    PidHost& p = h.per_pid[e.pid];
-    if (p.comm.empty()) p.comm = std::string(e.comm_view());
-    // The latest: a process moved into its container's cgroup after it started (its first
-    // events are its parent's) belongs to the container.
-    if (e.cgroup_id) p.cgroup_id = e.cgroup_id;
-    switch (e.kind) {
-      case hal::EventKind::kSchedSwitch: {
-        h.has_sched_events = true;
-        bool preempted = e.get_or(hal::Field::kFlags, 1) == 1;
-        ++p.switches;
-        if (preempted) ++p.involuntary;
-        p.off_cpu_ns += e.dur_ns;
-        p.max_off_cpu_ns = std::max<uint64_t>(p.max_off_cpu_ns, e.dur_ns);
-        auto& v = h.offcpu[e.pid];
-        if (v.size() + h.offcpu.size() < kMaxOffCpuIntervals) {
-          v.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid,
-                       uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
-                       e.get_or(hal::Field::kPeerCgroup, 0), h.intern_comm(e.peer_comm_view()),
-                       preempted, uint32_t(e.get_or(hal::Field::kState, 0))});
-        } else {
-          ++h.offcpu_dropped;
-        }
-        break;
-      }
-      case hal::EventKind::kSchedWakeup:
-        ++p.wakeups;
-        break;
-      case hal::EventKind::kProcessFork:
-        ++p.forks;
-        h.forks.push_back({int64_t(e.ts_ns), e.pid, uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
-                           std::string(e.peer_comm_view())});
-        break;
-      case hal::EventKind::kProcessExec:
-        ++p.execs;
-        break;
-      case hal::EventKind::kProcessExit:
-        ++p.exits;
-        break;
-      case hal::EventKind::kPageAlloc:
-        p.page_allocs += e.get_or(hal::Field::kCount, 1);
-        p.page_bytes += e.get_or(hal::Field::kBytes, 0);
-        break;
-      case hal::EventKind::kBlockIo: {
-        ++h.block_ios;
-        if (e.op == "block_read") ++h.block_reads;
-        if (e.op == "block_write") ++h.block_writes;
-        uint64_t b = e.get_or(hal::Field::kBytes, 0);
-        h.block_bytes += b;
-        h.block_ns += e.dur_ns;
-        h.block_max_ns = std::max<uint64_t>(h.block_max_ns, e.dur_ns);
-        ++p.block_ios;
-        p.block_bytes += b;
-        p.block_ns += e.dur_ns;
-        if (h.block_intervals.size() < kMaxBlockIntervals) {
-          h.block_intervals.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns)});
-          h.block_by_pid[e.pid].push_back(
-              {int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), b, e.op == "block_write"});
-        }
-        break;
-      }
-      case hal::EventKind::kTcpRetransmit:
-        ++h.tcp_retransmits;
-        if (h.tcp_times.size() < kMaxBlockIntervals) h.tcp_times.push_back(int64_t(e.ts_ns));
-        break;
-      case hal::EventKind::kOomKill:
-        h.ooms.push_back({int64_t(e.ts_ns), e.pid, std::string(e.comm_view()),
-                          uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
-                          std::string(e.peer_comm_view())});
-        break;
-      default:
-        break;
-    }
-  });
-  // Kernel aggregates cover every process, including ones without stored events; they
-  // replace event-derived counts where present (they are complete, events are sampled).
-  auto act = source.process_activity(all);
+namespace {
+
+// A context switch: the process's scheduling tallies, and its off-CPU interval (capped).
+void add_sched_switch(HostContext& h, PidHost& p, const hal::Event& e) {
+  h.has_sched_events = true;
+  bool preempted = e.get_or(hal::Field::kFlags, 1) == 1;
+  ++p.switches;
+  if (preempted) ++p.involuntary;
+  p.off_cpu_ns += e.dur_ns;
+  p.max_off_cpu_ns = std::max<uint64_t>(p.max_off_cpu_ns, e.dur_ns);
+  auto& v = h.offcpu[e.pid];
+  if (v.size() + h.offcpu.size() < kMaxOffCpuIntervals) {
+    v.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid,
+                 uint32_t(e.get_or(hal::Field::kPeerPid, 0)), e.get_or(hal::Field::kPeerCgroup, 0),
+                 h.intern_comm(e.peer_comm_view()), preempted,
+                 uint32_t(e.get_or(hal::Field::kState, 0))});
+  } else {
+    ++h.offcpu_dropped;
+  }
+}
+
+// A block request: the host's and its issuer's I/O tallies, and its interval (capped).
+void add_block_io(HostContext& h, PidHost& p, const hal::Event& e) {
+  ++h.block_ios;
+  if (e.op == "block_read") ++h.block_reads;
+  if (e.op == "block_write") ++h.block_writes;
+  uint64_t b = e.get_or(hal::Field::kBytes, 0);
+  h.block_bytes += b;
+  h.block_ns += e.dur_ns;
+  h.block_max_ns = std::max<uint64_t>(h.block_max_ns, e.dur_ns);
+  ++p.block_ios;
+  p.block_bytes += b;
+  p.block_ns += e.dur_ns;
+  if (h.block_intervals.size() < kMaxBlockIntervals) {
+    h.block_intervals.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns)});
+    h.block_by_pid[e.pid].push_back(
+        {int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), b, e.op == "block_write"});
+  }
+}
+
+// One host event: counted under its op, and into its process's and the host's tallies.
+void add_host_event(HostContext& h, const hal::Event& e) {
+  HostOpStat& os = h.ops[std::string(e.op)];
+  ++os.count;
+  // Durations mean latency for these; a page-allocation row's duration is its window.
+  if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
+    os.sum_ns += e.dur_ns;
+    os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
+  }
+  PidHost& p = h.per_pid[e.pid];
+  if (p.comm.empty()) p.comm = std::string(e.comm_view());
+  // The latest: a process moved into its container's cgroup after it started (its first
+  // events are its parent's) belongs to the container.
+  if (e.cgroup_id) p.cgroup_id = e.cgroup_id;
+  switch (e.kind) {
+    case hal::EventKind::kSchedSwitch:
+      add_sched_switch(h, p, e);
+      break;
+    case hal::EventKind::kSchedWakeup:
+      ++p.wakeups;
+      break;
+    case hal::EventKind::kProcessFork:
+      ++p.forks;
+      h.forks.push_back({int64_t(e.ts_ns), e.pid, uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
+                         std::string(e.peer_comm_view())});
+      break;
+    case hal::EventKind::kProcessExec:
+      ++p.execs;
+      break;
+    case hal::EventKind::kProcessExit:
+      ++p.exits;
+      break;
+    case hal::EventKind::kPageAlloc:
+      p.page_allocs += e.get_or(hal::Field::kCount, 1);
+      p.page_bytes += e.get_or(hal::Field::kBytes, 0);
+      break;
+    case hal::EventKind::kBlockIo:
+      add_block_io(h, p, e);
+      break;
+    case hal::EventKind::kTcpRetransmit:
+      ++h.tcp_retransmits;
+      if (h.tcp_times.size() < kMaxBlockIntervals) h.tcp_times.push_back(int64_t(e.ts_ns));
+      break;
+    case hal::EventKind::kOomKill:
+      h.ooms.push_back({int64_t(e.ts_ns), e.pid, std::string(e.comm_view()),
+                        uint32_t(e.get_or(hal::Field::kPeerPid, 0)),
+                        std::string(e.peer_comm_view())});
+      break;
+    default:
+      break;
+  }
+}
+
+// Kernel aggregates cover every process, including ones without stored events; they
+// replace event-derived counts where present (they are complete, events are sampled).
+void take_process_activity(HostContext& h, const std::map<uint32_t, ProcessActivity>& act) {
   h.has_activity = !act.empty();
   for (const auto& [pid, a] : act) {
     PidHost& p = h.per_pid[pid];
@@ -121,7 +128,10 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
     p.block_bytes = std::max(p.block_bytes, a.block_bytes);
     p.block_ns = std::max(p.block_ns, a.block_ns);
   }
-  h.snapshots = source.snapshots(all);
+}
+
+// The system snapshots' peaks, minimum and CPU average.
+void summarise_snapshots(HostContext& h) {
   double sum = 0;
   h.mem_avail_min_mb = h.snapshots.empty() ? 0 : INT64_MAX;
   for (const auto& s : h.snapshots) {
@@ -132,6 +142,19 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
     h.mem_avail_min_mb = std::min(h.mem_avail_min_mb, s.mem_avail_mb);
   }
   if (!h.snapshots.empty()) h.cpu_avg = sum / double(h.snapshots.size());
+}
+
+}  // namespace
+
+HostContext collect_host_context(TraceSource& source, const Window& w) {
+  HostContext h;
+  h.comms.emplace_back("");
+  Window all = w;
+  all.pid.reset();
+  source.host_events(all, [&](const hal::Event& e) { add_host_event(h, e); });
+  take_process_activity(h, source.process_activity(all));
+  h.snapshots = source.snapshots(all);
+  summarise_snapshots(h);
   h.cgroups = source.cgroups();
   return h;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "engine/analysis.h"
@@ -305,20 +306,42 @@ void LaunchCollapseAndRepeatedSync::chains(const Analysis& a, std::vector<Chain>
   repeated_sync_chains(counts_->sync, a, out);
 }
 
-void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
-  using K = hal::EventKind;
-  if (a.stats.lacks(
-          {K::kGraphBeginCapture, K::kGraphEndCapture, K::kGraphInstantiate, K::kGraphLaunch}))
-    return;
-  struct GraphUse {
-    int64_t first_launch = 0;
-    uint64_t captures_after = 0, instantiates_after = 0;
-    std::vector<int64_t> launches;  // capped
-    std::vector<int64_t> instantiates;
-    std::set<uint64_t> execs_instantiated, execs_launched;
-    uint64_t instantiate_ns = 0;
-    std::string api, vendor;
-  };
+namespace {
+
+// One process's graphs: its captures, instantiations and launches (that succeeded).
+struct GraphUse {
+  int64_t first_launch = 0;
+  uint64_t captures_after = 0, instantiates_after = 0;
+  std::vector<int64_t> launches;  // capped
+  std::vector<int64_t> instantiates;
+  std::set<uint64_t> execs_instantiated, execs_launched;
+  uint64_t instantiate_ns = 0;
+  std::string api, vendor;
+
+  void call(const hal::Event& e) {
+    using K = hal::EventKind;
+    if (api.empty()) {
+      api = std::string(e.api);
+      vendor = std::string(e.vendor);
+    }
+    int64_t ts = int64_t(e.ts_ns);
+    if (e.kind == K::kGraphLaunch) {
+      if (!first_launch) first_launch = ts;
+      if (launches.size() < 1'000'000) launches.push_back(ts);
+      if (auto x = e.get(hal::Field::kGraphExec)) execs_launched.insert(*x);
+      return;
+    }
+    if (e.kind == K::kGraphInstantiate) {
+      instantiates.push_back(ts);
+      instantiate_ns += e.dur_ns;
+      if (auto x = e.get(hal::Field::kGraphExec); x && *x) execs_instantiated.insert(*x);
+      if (first_launch) ++instantiates_after;
+    }
+    if (e.kind == K::kGraphBeginCapture && first_launch) ++captures_after;
+  }
+};
+
+std::map<uint32_t, GraphUse> read_graph_use(TraceSource& source, const Window& window) {
   std::map<uint32_t, GraphUse> by_pid;
   auto on_call = [&](const hal::Event& e) {
     using K = hal::EventKind;
@@ -327,103 +350,126 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
       return;
     // A failed capture or launch did not happen; counting it would invent a lifecycle.
     if (e.unfinished || (e.has_ret && e.ret != 0)) return;
-    GraphUse& g = by_pid[e.pid];
-    if (g.api.empty()) {
-      g.api = std::string(e.api);
-      g.vendor = std::string(e.vendor);
-    }
-    int64_t ts = int64_t(e.ts_ns);
-    if (e.kind == K::kGraphLaunch) {
-      if (!g.first_launch) g.first_launch = ts;
-      if (g.launches.size() < 1'000'000) g.launches.push_back(ts);
-      if (auto x = e.get(hal::Field::kGraphExec)) g.execs_launched.insert(*x);
-      return;
-    }
-    if (e.kind == K::kGraphInstantiate) {
-      g.instantiates.push_back(ts);
-      g.instantiate_ns += e.dur_ns;
-      if (auto x = e.get(hal::Field::kGraphExec); x && *x) g.execs_instantiated.insert(*x);
-      if (g.first_launch) ++g.instantiates_after;
-    }
-    if (e.kind == K::kGraphBeginCapture && g.first_launch) ++g.captures_after;
+    by_pid[e.pid].call(e);
   };
-  source.call_runs(a.window, on_call, ignore_runs);
-  for (auto& [pid, g] : by_pid) {
+  source.call_runs(window, on_call, ignore_runs);
+  return by_pid;
+}
+
+// Captures or instantiations after the first graph launch: a re-capture storm from
+// kRecaptureMedium on.
+uint64_t recaptures(const GraphUse& g) { return std::max(g.captures_after, g.instantiates_after); }
+
+Chain recapture_chain(uint32_t pid, const GraphUse& g, uint64_t n, const std::string& who) {
+  Chain c = new_chain("graph_recapture", g.vendor, g.api, "graph_capture", {pid}, g.first_launch,
+                      g.launches.empty() ? g.first_launch : g.launches.back());
+  c.severity = n >= kRecaptureHigh ? Severity::kHigh : Severity::kMedium;
+  c.summary = "Graph re-capture storm: " + format_count(n) +
+              " captures/instantiations after the first graph launch in " + who + " (" +
+              format_duration(g.instantiate_ns) + " instantiating)";
+  c.root_cause =
+      "Graphs are re-captured after warm-up: new input shapes (batch sizes, sequence "
+      "lengths) miss the captured set and each miss blocks on capture + instantiate";
+  c.explanation = format_count(g.launches.size()) + " graph launches, " +
+                  format_count(g.instantiates.size()) + " instantiations.";
+  c.timeline.push_back({layer_of(g.api), "graph_instantiate",
+                        format_count(g.instantiates.size()) + " instantiations, " +
+                            format_duration(g.instantiate_ns),
+                        g.instantiate_ns / 1000});
+  c.fixes = {"Pre-warm every expected shape at start-up (capture each batch size once)",
+             "Bound shape variability: pad to a few bucket sizes, cap max_num_batched_tokens"};
+  c.id = c.rule + ":" + std::to_string(pid);
+  c.score = double(n);
+  return c;
+}
+
+// The graph launch rate in the 5 s before and after an instantiate.
+struct GraphRateDrop {
+  int64_t instantiate = 0;
+  double before = 0, after = 0;
+};
+
+// The first instantiate after the first launch where the launch rate collapsed (and the trace
+// goes on for 5 s after it: else the trace ended, not the rate).
+std::optional<GraphRateDrop> rate_drop_after_instantiate(const GraphUse& g) {
+  for (int64_t inst : g.instantiates) {
+    if (!g.first_launch || inst < g.first_launch) continue;
+    auto lo = std::lower_bound(g.launches.begin(), g.launches.end(), inst - 5 * kSecond);
+    auto mid = std::lower_bound(g.launches.begin(), g.launches.end(), inst);
+    auto hi = std::lower_bound(g.launches.begin(), g.launches.end(), inst + 5 * kSecond);
+    double before = double(mid - lo) / 5.0, after = double(hi - mid) / 5.0;
+    if (before < kMinGraphLaunchRate || after > kGraphRateDropFraction * before) continue;
+    if (g.launches.back() < inst + 5 * kSecond) continue;  // the trace ended, not the rate
+    return GraphRateDrop{inst, before, after};
+  }
+  return std::nullopt;
+}
+
+Chain rate_drop_chain(const Analysis& a, uint32_t pid, const GraphUse& g, const GraphRateDrop& d,
+                      const std::string& who) {
+  int64_t inst = d.instantiate;
+  double before = d.before, after = d.after;
+  Chain c = new_chain("graph_launch_collapse", g.vendor, g.api, "graph_launch", {pid}, inst,
+                      inst + 5 * kSecond);
+  c.severity = Severity::kMedium;
+  c.summary = "Graph launch rate dropped " + fmt("%.0f%%", (1 - after / before) * 100) +
+              " after an instantiate (" + fmt("%.0f -> %.0f launches/s", before, after) + ") in " +
+              who;
+  c.root_cause =
+      "Graph pool churn: a new instantiation replaced the working set and launches "
+      "stalled behind re-capture";
+  c.explanation = "Launches in the 5 s before the instantiate: " + fmt("%.0f/s", before) +
+                  "; in the 5 s after: " + fmt("%.0f/s", after) + ".";
+  host_lines(a, pid, inst, inst + 5 * kSecond, c);
+  c.timeline.push_back(
+      {layer_of(g.api), "graph_launch", fmt("%.0f -> %.0f launches/s", before, after), 0});
+  c.fixes = {
+      "Pre-warm all expected batch sizes during start-up",
+      "Set max_num_batched_tokens (or the framework's equivalent) to limit shape variability"};
+  c.id = c.rule + ":" + std::to_string(pid) + ":" + std::to_string(inst);
+  c.score = before - after;
+  return c;
+}
+
+// Graphs instantiated and never launched.
+uint64_t never_launched(const GraphUse& g) {
+  uint64_t unused = 0;
+  for (uint64_t x : g.execs_instantiated)
+    if (!g.execs_launched.count(x)) ++unused;
+  return unused;
+}
+
+Chain never_launched_chain(uint32_t pid, const GraphUse& g, uint64_t unused,
+                           const std::string& who) {
+  Chain c = new_chain("graph_never_launched", g.vendor, g.api, "graph_instantiate", {pid}, 0, 0);
+  c.severity = unused >= kRecaptureMedium ? Severity::kMedium : Severity::kLow;
+  c.summary = format_count(unused) + " instantiated graph" + (unused == 1 ? "" : "s") +
+              " never launched in " + who;
+  c.root_cause =
+      "Captured work that is never replayed: capture and instantiate cost without the "
+      "launch-overhead savings";
+  c.explanation = format_count(g.execs_instantiated.size()) + " graphs instantiated, " +
+                  format_count(g.execs_launched.size()) + " launched.";
+  c.fixes = {"Capture only the shapes that are served; drop speculative captures"};
+  c.id = c.rule + ":" + std::to_string(pid);
+  c.score = double(unused);
+  return c;
+}
+
+}  // namespace
+
+void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
+  using K = hal::EventKind;
+  if (a.stats.lacks(
+          {K::kGraphBeginCapture, K::kGraphEndCapture, K::kGraphInstantiate, K::kGraphLaunch}))
+    return;
+  for (const auto& [pid, g] : read_graph_use(source, a.window)) {
     std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
-    uint64_t recaptures = std::max(g.captures_after, g.instantiates_after);
-    if (recaptures >= kRecaptureMedium) {
-      Chain c = new_chain("graph_recapture", g.vendor, g.api, "graph_capture", {pid},
-                          g.first_launch, g.launches.empty() ? g.first_launch : g.launches.back());
-      c.severity = recaptures >= kRecaptureHigh ? Severity::kHigh : Severity::kMedium;
-      c.summary = "Graph re-capture storm: " + format_count(recaptures) +
-                  " captures/instantiations after the first graph launch in " + who + " (" +
-                  format_duration(g.instantiate_ns) + " instantiating)";
-      c.root_cause =
-          "Graphs are re-captured after warm-up: new input shapes (batch sizes, sequence "
-          "lengths) miss the captured set and each miss blocks on capture + instantiate";
-      c.explanation = format_count(g.launches.size()) + " graph launches, " +
-                      format_count(g.instantiates.size()) + " instantiations.";
-      c.timeline.push_back({layer_of(g.api), "graph_instantiate",
-                            format_count(g.instantiates.size()) + " instantiations, " +
-                                format_duration(g.instantiate_ns),
-                            g.instantiate_ns / 1000});
-      c.fixes = {"Pre-warm every expected shape at start-up (capture each batch size once)",
-                 "Bound shape variability: pad to a few bucket sizes, cap max_num_batched_tokens"};
-      c.id = c.rule + ":" + std::to_string(pid);
-      c.score = double(recaptures);
-      out.push_back(std::move(c));
-    }
-    // Launch-rate collapse after an instantiate.
-    for (int64_t inst : g.instantiates) {
-      if (!g.first_launch || inst < g.first_launch) continue;
-      auto lo = std::lower_bound(g.launches.begin(), g.launches.end(), inst - 5 * kSecond);
-      auto mid = std::lower_bound(g.launches.begin(), g.launches.end(), inst);
-      auto hi = std::lower_bound(g.launches.begin(), g.launches.end(), inst + 5 * kSecond);
-      double before = double(mid - lo) / 5.0, after = double(hi - mid) / 5.0;
-      if (before < kMinGraphLaunchRate || after > kGraphRateDropFraction * before) continue;
-      if (g.launches.back() < inst + 5 * kSecond) continue;  // the trace ended, not the rate
-      Chain c = new_chain("graph_launch_collapse", g.vendor, g.api, "graph_launch", {pid}, inst,
-                          inst + 5 * kSecond);
-      c.severity = Severity::kMedium;
-      c.summary = "Graph launch rate dropped " + fmt("%.0f%%", (1 - after / before) * 100) +
-                  " after an instantiate (" + fmt("%.0f -> %.0f launches/s", before, after) +
-                  ") in " + who;
-      c.root_cause =
-          "Graph pool churn: a new instantiation replaced the working set and launches "
-          "stalled behind re-capture";
-      c.explanation = "Launches in the 5 s before the instantiate: " + fmt("%.0f/s", before) +
-                      "; in the 5 s after: " + fmt("%.0f/s", after) + ".";
-      host_lines(a, pid, inst, inst + 5 * kSecond, c);
-      c.timeline.push_back(
-          {layer_of(g.api), "graph_launch", fmt("%.0f -> %.0f launches/s", before, after), 0});
-      c.fixes = {
-          "Pre-warm all expected batch sizes during start-up",
-          "Set max_num_batched_tokens (or the framework's equivalent) to limit shape variability"};
-      c.id = c.rule + ":" + std::to_string(pid) + ":" + std::to_string(inst);
-      c.score = before - after;
-      out.push_back(std::move(c));
-      break;  // one per process
-    }
-    // Instantiated, never launched.
-    uint64_t unused = 0;
-    for (uint64_t x : g.execs_instantiated)
-      if (!g.execs_launched.count(x)) ++unused;
-    if (unused > 0) {
-      Chain c =
-          new_chain("graph_never_launched", g.vendor, g.api, "graph_instantiate", {pid}, 0, 0);
-      c.severity = unused >= kRecaptureMedium ? Severity::kMedium : Severity::kLow;
-      c.summary = format_count(unused) + " instantiated graph" + (unused == 1 ? "" : "s") +
-                  " never launched in " + who;
-      c.root_cause =
-          "Captured work that is never replayed: capture and instantiate cost without the "
-          "launch-overhead savings";
-      c.explanation = format_count(g.execs_instantiated.size()) + " graphs instantiated, " +
-                      format_count(g.execs_launched.size()) + " launched.";
-      c.fixes = {"Capture only the shapes that are served; drop speculative captures"};
-      c.id = c.rule + ":" + std::to_string(pid);
-      c.score = double(unused);
-      out.push_back(std::move(c));
-    }
+    if (uint64_t n = recaptures(g); n >= kRecaptureMedium)
+      out.push_back(recapture_chain(pid, g, n, who));
+    if (auto drop = rate_drop_after_instantiate(g))  // one per process
+      out.push_back(rate_drop_chain(a, pid, g, *drop, who));
+    if (uint64_t n = never_launched(g); n > 0) out.push_back(never_launched_chain(pid, g, n, who));
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "engine/analysis.h"
 #include "engine/tenants.h"
@@ -88,117 +89,163 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
   out.push_back(std::move(c));
 }
 
-void rule_process_contention(const Analysis& a, std::vector<Chain>& out) {
-  std::map<uint32_t, std::pair<int64_t, int64_t>> active;  // GPU pid -> first/last call
-  std::map<uint32_t, std::string> api_of;
+namespace {
+
+// Each GPU process's first and last call.
+std::map<uint32_t, std::pair<int64_t, int64_t>> gpu_activity(const Analysis& a) {
+  std::map<uint32_t, std::pair<int64_t, int64_t>> active;
   for (const OpStats& s : a.stats.per_process) {
     auto& w = active[s.key.pid];
     w.first = w.first ? std::min(w.first, s.first_ts) : s.first_ts;
     w.second = std::max(w.second, s.last_ts);
-    api_of.emplace(s.key.pid, s.key.api);
   }
+  return active;
+}
+
+// A GPU process that keeps losing its CPU: how often it was switched out, and the share of its
+// time it spent preempted.
+struct Contention {
+  uint32_t pid = 0;
+  std::pair<int64_t, int64_t> active;  // its first and last call
+  const PidHost* host = nullptr;
+  double rate = 0, off_share = 0;
+};
+
+// Whether `pid`, active over `w`, is contended, on a `busy` host.
+std::optional<Contention> contention_of(const Analysis& a, uint32_t pid,
+                                        std::pair<int64_t, int64_t> w, bool busy) {
+  auto it = a.host.per_pid.find(pid);
+  if (it == a.host.per_pid.end() || !it->second.switches) return std::nullopt;
+  const PidHost& p = it->second;
+  double secs = std::max(1.0, double(std::max(w.second, a.span.second) - w.first) / 1e9);
+  // Contention is being preempted, not sleeping: a thread blocked in fsync or on a lock is
+  // off-CPU without anybody taking its CPU. With scheduler intervals, count the preempted
+  // ones; without (aggregates only), the involuntary switches and all off-CPU time.
+  uint64_t preempted_ns = p.off_cpu_ns;
+  if (auto iv = a.host.offcpu.find(pid); iv != a.host.offcpu.end()) {
+    preempted_ns = 0;
+    for (const OffCpuInterval& x : iv->second)
+      if (x.preempted) preempted_ns += uint64_t(x.end - x.start);
+  }
+  double rate = double(p.involuntary) / secs;
+  double off_share = double(preempted_ns) / (secs * 1e9);
+  if (!busy || rate < kMinSwitchRate || off_share < kProcessOffCpuShareMedium) return std::nullopt;
+  return Contention{pid, w, &p, rate, off_share};
+}
+
+// The worker processes a process forked, and what they cost.
+struct Workers {
+  std::map<std::string, uint64_t> names;  // "child" where the trace has no name
+  uint64_t count = 0, switches = 0, pages = 0;
+  std::string text;  // "pt_data_worker x4, child"
+};
+
+Workers forked_workers(const Analysis& a, uint32_t pid) {
+  Workers w;
+  for (const ForkEdge& f : a.host.forks) {
+    if (f.parent != pid) continue;
+    ++w.count;
+    std::string n = f.child_comm.empty() ? a.process_name(f.child) : f.child_comm;
+    ++w.names[n.rfind("pid ", 0) == 0 ? "child" : n];
+    if (auto c = a.host.per_pid.find(f.child); c != a.host.per_pid.end()) {
+      w.switches += c->second.switches;
+      w.pages += c->second.page_allocs;
+    }
+  }
+  for (const auto& [n, k] : w.names)
+    w.text += (w.text.empty() ? "" : ", ") + n + (k > 1 ? " x" + std::to_string(k) : "");
+  return w;
+}
+
+// The GPU-side symptom: the op with the worst tail in this process (null: none of 3 calls).
+const OpStats* worst_tail_op(const Analysis& a, uint32_t pid) {
+  const OpStats* worst = nullptr;
+  for (const OpStats& s : a.stats.per_process)
+    if (s.key.pid == pid && s.count >= 3 && (!worst || s.tail_ratio() > worst->tail_ratio()))
+      worst = &s;
+  return worst;
+}
+
+void contention_timeline(const Contention& x, const Workers& workers, const OpStats* worst,
+                         const std::string& cpu, Chain& c) {
+  const PidHost& p = *x.host;
+  c.timeline.push_back({"SYSTEM", "cpu", cpu, 0});
+  c.timeline.push_back({"HOST", "sched_switch",
+                        format_count(p.switches) + " context switches (" +
+                            format_duration(p.off_cpu_ns) + " off-CPU, worst " +
+                            format_duration(p.max_off_cpu_ns) + ")",
+                        p.off_cpu_ns / 1000});
+  if (workers.count)
+    c.timeline.push_back({"HOST", "process_fork",
+                          format_count(workers.count) + " workers forked: " + workers.text, 0});
+  if (worst) {
+    char r[32];
+    std::snprintf(r, sizeof(r), "%.1fx", worst->tail_ratio());
+    c.timeline.push_back({layer_of(worst->key.api), worst->key.op,
+                          "p99=" + format_duration(worst->p99) + " (" + r +
+                              " p50=" + format_duration(worst->p50) + "), avg " +
+                              format_duration(uint64_t(worst->avg_ns())),
+                          worst->p99 / 1000});
+  }
+}
+
+Chain contention_chain(const Analysis& a, const Contention& x, const Workers& workers,
+                       const OpStats* worst) {
+  const PidHost& p = *x.host;
+  std::string who = a.process_name(x.pid) + " (pid " + std::to_string(x.pid) + ")";
+  char cpu[96];
+  std::snprintf(cpu, sizeof(cpu), "CPU %.0f%% avg, %.0f%% peak", a.host.cpu_avg, a.host.cpu_max);
+  Chain c;
+  c.rule = "host_cpu_contention";
+  c.op = "sched_switch";
+  c.vendor = "host";
+  c.api = "kernel";
+  c.pids = {x.pid};
+  c.window_start = x.active.first;
+  c.window_end = x.active.second;
+  c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) +
+              " times (" + format_duration(p.off_cpu_ns) + " off-CPU, worst stall " +
+              format_duration(p.max_off_cpu_ns) + ") with " + cpu;
+  uint64_t n = workers.count;
+  if (n)
+    c.summary += "; " + format_count(n) + " worker process" + (n == 1 ? "" : "es") + " forked (" +
+                 workers.text + ")";
+  c.root_cause = n ? "CPU scheduling contention between " + who + " and the " + format_count(n) +
+                         " worker processes it forked, on a busy host: the GPU waits for the host"
+                   : "CPU scheduling contention on a busy host: " + who +
+                         " keeps losing the CPU, so the GPU waits for the host";
+  c.explanation = who + " was switched out " + engine::format_count(uint64_t(x.rate)) +
+                  " times a second on average (" + format_count(p.involuntary) +
+                  " preempted while runnable).";
+  if (n)
+    c.explanation += " Its workers were switched out " + format_count(workers.switches) +
+                     " times and allocated " + format_count(workers.pages) + " pages.";
+  contention_timeline(x, workers, worst, cpu, c);
+  c.severity = x.off_share >= kProcessOffCpuShareHigh && a.host.cpu_avg >= kCpuSaturatedPct
+                   ? Severity::kHigh
+                   : Severity::kMedium;
+  if (n)
+    c.fixes.push_back(
+        "Reduce DataLoader num_workers to (cores - 1) or fewer; add persistent_workers=True "
+        "to avoid re-forking every epoch");
+  c.fixes.push_back(
+      "Pin the training process to dedicated cores (taskset -c), apart from workers and "
+      "background jobs");
+  c.fixes.push_back(
+      "For in-memory datasets, index tensors directly instead of going through worker processes");
+  c.id = c.rule + ":" + std::to_string(x.pid);
+  c.score = x.off_share * 1000;
+  return c;
+}
+
+}  // namespace
+
+void rule_process_contention(const Analysis& a, std::vector<Chain>& out) {
   bool busy = a.host.cpu_avg >= kCpuBusyAvgPct || a.host.cpu_max >= kCpuSaturatedPct;
-  for (const auto& [pid, w] : active) {
-    auto it = a.host.per_pid.find(pid);
-    if (it == a.host.per_pid.end() || !it->second.switches) continue;
-    const PidHost& p = it->second;
-    double secs = std::max(1.0, double(std::max(w.second, a.span.second) - w.first) / 1e9);
-    // Contention is being preempted, not sleeping: a thread blocked in fsync or on a lock is
-    // off-CPU without anybody taking its CPU. With scheduler intervals, count the preempted
-    // ones; without (aggregates only), the involuntary switches and all off-CPU time.
-    uint64_t preempted_ns = p.off_cpu_ns;
-    if (auto iv = a.host.offcpu.find(pid); iv != a.host.offcpu.end()) {
-      preempted_ns = 0;
-      for (const OffCpuInterval& x : iv->second)
-        if (x.preempted) preempted_ns += uint64_t(x.end - x.start);
-    }
-    double rate = double(p.involuntary) / secs;
-    double off_share = double(preempted_ns) / (secs * 1e9);
-    if (!busy || rate < kMinSwitchRate || off_share < kProcessOffCpuShareMedium) continue;
-    // Workers this process forked, and what they cost.
-    std::map<std::string, uint64_t> worker_names;
-    uint64_t workers = 0, worker_switches = 0, worker_pages = 0;
-    for (const ForkEdge& f : a.host.forks) {
-      if (f.parent != pid) continue;
-      ++workers;
-      std::string n = f.child_comm.empty() ? a.process_name(f.child) : f.child_comm;
-      ++worker_names[n.rfind("pid ", 0) == 0 ? "child" : n];
-      if (auto c = a.host.per_pid.find(f.child); c != a.host.per_pid.end()) {
-        worker_switches += c->second.switches;
-        worker_pages += c->second.page_allocs;
-      }
-    }
-    std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
-    char cpu[96];
-    std::snprintf(cpu, sizeof(cpu), "CPU %.0f%% avg, %.0f%% peak", a.host.cpu_avg, a.host.cpu_max);
-    Chain c;
-    c.rule = "host_cpu_contention";
-    c.op = "sched_switch";
-    c.vendor = "host";
-    c.api = "kernel";
-    c.pids = {pid};
-    c.window_start = w.first;
-    c.window_end = w.second;
-    c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) +
-                " times (" + format_duration(p.off_cpu_ns) + " off-CPU, worst stall " +
-                format_duration(p.max_off_cpu_ns) + ") with " + cpu;
-    std::string workers_txt;
-    if (workers) {
-      for (const auto& [n, k] : worker_names)
-        workers_txt +=
-            (workers_txt.empty() ? "" : ", ") + n + (k > 1 ? " x" + std::to_string(k) : "");
-      c.summary += "; " + format_count(workers) + " worker process" + (workers == 1 ? "" : "es") +
-                   " forked (" + workers_txt + ")";
-    }
-    c.root_cause =
-        workers ? "CPU scheduling contention between " + who + " and the " + format_count(workers) +
-                      " worker processes it forked, on a busy host: the GPU waits for the host"
-                : "CPU scheduling contention on a busy host: " + who +
-                      " keeps losing the CPU, so the GPU waits for the host";
-    c.explanation = who + " was switched out " + engine::format_count(uint64_t(rate)) +
-                    " times a second on average (" + format_count(p.involuntary) +
-                    " preempted while runnable).";
-    if (workers)
-      c.explanation += " Its workers were switched out " + format_count(worker_switches) +
-                       " times and allocated " + format_count(worker_pages) + " pages.";
-    c.timeline.push_back({"SYSTEM", "cpu", cpu, 0});
-    c.timeline.push_back({"HOST", "sched_switch",
-                          format_count(p.switches) + " context switches (" +
-                              format_duration(p.off_cpu_ns) + " off-CPU, worst " +
-                              format_duration(p.max_off_cpu_ns) + ")",
-                          p.off_cpu_ns / 1000});
-    if (workers)
-      c.timeline.push_back(
-          {"HOST", "process_fork", format_count(workers) + " workers forked: " + workers_txt, 0});
-    // The GPU-side symptom: the op with the worst tail in this process.
-    const OpStats* worst = nullptr;
-    for (const OpStats& s : a.stats.per_process)
-      if (s.key.pid == pid && s.count >= 3 && (!worst || s.tail_ratio() > worst->tail_ratio()))
-        worst = &s;
-    if (worst) {
-      char r[32];
-      std::snprintf(r, sizeof(r), "%.1fx", worst->tail_ratio());
-      c.timeline.push_back({layer_of(worst->key.api), worst->key.op,
-                            "p99=" + format_duration(worst->p99) + " (" + r +
-                                " p50=" + format_duration(worst->p50) + "), avg " +
-                                format_duration(uint64_t(worst->avg_ns())),
-                            worst->p99 / 1000});
-    }
-    c.severity = off_share >= kProcessOffCpuShareHigh && a.host.cpu_avg >= kCpuSaturatedPct
-                     ? Severity::kHigh
-                     : Severity::kMedium;
-    if (workers)
-      c.fixes.push_back(
-          "Reduce DataLoader num_workers to (cores - 1) or fewer; add persistent_workers=True "
-          "to avoid re-forking every epoch");
-    c.fixes.push_back(
-        "Pin the training process to dedicated cores (taskset -c), apart from workers and "
-        "background jobs");
-    c.fixes.push_back(
-        "For in-memory datasets, index tensors directly instead of going through worker processes");
-    c.id = c.rule + ":" + std::to_string(pid);
-    c.score = off_share * 1000;
-    out.push_back(std::move(c));
+  for (const auto& [pid, w] : gpu_activity(a)) {
+    auto x = contention_of(a, pid, w, busy);
+    if (!x) continue;
+    out.push_back(contention_chain(a, *x, forked_workers(a, pid), worst_tail_op(a, pid)));
   }
 }
 
