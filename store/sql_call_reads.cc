@@ -263,10 +263,16 @@ int64_t SqlTraceSource::Slices::runs_from(size_t i) const {
   return i == 0 ? INT64_MIN : starts[i];  // the first takes the runs begun before the window
 }
 
-std::optional<size_t> SqlTraceSource::Slices::take(bool first) {
-  std::lock_guard lock(m);
-  if (lo > hi) return std::nullopt;
-  return first ? lo++ : hi--;
+void SliceQueue::reset(size_t n) {
+  std::lock_guard lock(m_);
+  lo_ = 0;
+  end_ = n;
+}
+
+std::optional<size_t> SliceQueue::take(bool first) {
+  std::lock_guard lock(m_);
+  if (lo_ >= end_) return std::nullopt;
+  return first ? lo_++ : --end_;
 }
 
 std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engine::Window& w) {
@@ -280,7 +286,7 @@ std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engin
   if (!s->other) return nullptr;
   s->whole = w;
   s->starts = std::move(starts);
-  s->hi = s->starts.size() - 1;
+  s->queue.reset(s->starts.size());
   s->state.assign(s->starts.size(), PartRead::kFailed);
   s->limit = cache_.limit();
   cache_.set_limit(s->limit / 2);
@@ -292,7 +298,7 @@ std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engin
     SqlTraceSource& o = *sl->other;
     Snapshot end{o.reader_.db(), true};  // begun by open_matching
     size_t budget = sl->limit - sl->limit / 2;
-    while (auto i = sl->take(false)) {
+    while (auto i = sl->queue.take(false)) {
       CallCache& part = later_[*i];
       part.set_limit(budget);
       sl->state[*i] = o.fill_part(sl->window(*i), sl->runs_from(*i), part);
@@ -329,7 +335,7 @@ ingero::Status SqlTraceSource::read_slices(Slices& s, Fill& fill) {
   auto keep_run = [&](const engine::CallRun& r) { return fill.add_run(r); };
   ingero::Status st;
   size_t mine = 0;
-  while (auto i = s.take(true)) {
+  while (auto i = s.queue.take(true)) {
     mine = *i + 1;
     if (st)
       st = merge_rows_and_runs(reader_.db(), strings_, filter(s.window(*i), true), s.runs_from(*i),

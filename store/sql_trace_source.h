@@ -22,6 +22,19 @@
 
 namespace ingero::store {
 
+// Slices 0 .. n-1 of a window, taken by two readers from both ends until they meet: each
+// slice once, whichever reader gets there first, even where one takes them all.
+class SliceQueue {
+ public:
+  void reset(size_t n);
+  // The next slice from the start (`first`) or from the end; nullopt once none is left.
+  std::optional<size_t> take(bool first);
+
+ private:
+  std::mutex m_;
+  size_t lo_ = 0, end_ = 0;  // slices lo_ .. end_ - 1 are left
+};
+
 class SqlTraceSource final : public engine::TraceSource {
  public:
   explicit SqlTraceSource(TraceReader& reader) : reader_(reader) {
@@ -147,13 +160,11 @@ class SqlTraceSource final : public engine::TraceSource {
     engine::Window whole;
     std::vector<int64_t> starts;
     std::vector<PartRead> state;  // of the slices the other read
-    std::mutex m;
-    size_t lo = 0, hi = 0;  // the next slice from the start, from the end
+    SliceQueue queue;
     std::future<void> done;
     size_t limit = 0;  // the cache's, restored once read
     engine::Window window(size_t i) const;
     int64_t runs_from(size_t i) const;  // the runs of slice i start at or after it
-    std::optional<size_t> take(bool first);
   };
   // Starts the second connection on the slices of a window worth cutting; nullptr when it
   // is read in one.

@@ -124,6 +124,7 @@ ingero::Status TraceWriter::prepare() {
   auto ins = db_->prepare("INSERT INTO host_rows (" + cols + ") VALUES (" + qs + ")");
   if (!ins) return ins.error();
   insert_ = std::move(*ins);
+  host_fields_bound_ = 0;  // a new statement's parameters are all NULL
   auto blk = db_->prepare(
       "INSERT OR REPLACE INTO call_store (id, node, session_id, first_id, last_id, first_ts, "
       "last_ts, end_ts, calls, untimed, kept, runs, folded, full, kept_data, run_data) VALUES "
@@ -320,7 +321,11 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
 ingero::Status TraceWriter::insert_host(const hal::Event& ev, const OpIds& ids) {
   sqlite3_stmt* s = insert_.get();
   sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
+  // Every column this row leaves NULL that the last row set is cleared, not all ~60 of them
+  // (sqlite3_clear_bindings was a twentieth of the tracer's time on a host-event-heavy trace).
+  for (uint64_t m = host_fields_bound_ & ~ev.present; m; m &= m - 1)
+    sqlite3_bind_null(s, kFixedColumns + 1 + __builtin_ctzll(m));
+  host_fields_bound_ = ev.present;
   auto comm = ev.comm_view();
   sqlite3_bind_int64(s, 1, next_id_);
   sqlite3_bind_text(s, 2, node_.data(), int(node_.size()), SQLITE_STATIC);
@@ -331,20 +336,23 @@ ingero::Status TraceWriter::insert_host(const hal::Event& ev, const OpIds& ids) 
   sqlite3_bind_int64(s, 7, ev.tid);
   sqlite3_bind_int64(s, 8, ids.source);
   sqlite3_bind_int64(s, 9, ids.op);
-  if (ev.has_ret) sqlite3_bind_int64(s, 10, ev.ret);
+  if (ev.has_ret)
+    sqlite3_bind_int64(s, 10, ev.ret);
+  else
+    sqlite3_bind_null(s, 10);
   sqlite3_bind_int64(s, 11, ev.unfinished ? 1 : 0);
   sqlite3_bind_int64(s, 12, int64_t(ev.cgroup_id));
   sqlite3_bind_text(s, 13, comm.data(), int(comm.size()), SQLITE_STATIC);
-  if (ev.peer_comm[0]) {
-    auto pc = ev.peer_comm_view();
-    sqlite3_bind_text(s, 17, pc.data(), int(pc.size()), SQLITE_STATIC);
-  }
-  if (!ev.detail.empty())
-    sqlite3_bind_text(s, 18, ev.detail.data(), int(ev.detail.size()), SQLITE_STATIC);
-  if (!ev.saddr.empty())
-    sqlite3_bind_text(s, 19, ev.saddr.data(), int(ev.saddr.size()), SQLITE_STATIC);
-  if (!ev.daddr.empty())
-    sqlite3_bind_text(s, 20, ev.daddr.data(), int(ev.daddr.size()), SQLITE_STATIC);
+  auto text_or_null = [s](int col, std::string_view v) {
+    if (v.empty())
+      sqlite3_bind_null(s, col);
+    else
+      sqlite3_bind_text(s, col, v.data(), int(v.size()), SQLITE_STATIC);
+  };
+  text_or_null(17, ev.peer_comm[0] ? ev.peer_comm_view() : std::string_view());
+  text_or_null(18, ev.detail);
+  text_or_null(19, ev.saddr);
+  text_or_null(20, ev.daddr);
   sqlite3_bind_int64(s, 21, int64_t(ev.stack_id));
   for (uint64_t m = ev.present; m; m &= m - 1) {
     int f = __builtin_ctzll(m);

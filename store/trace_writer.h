@@ -323,6 +323,7 @@ class TraceWriter final : public hal::EventSink {
   uint64_t retention_calls_ = 0, retention_events_ = 0;  // this session's
   uint64_t written_before_session_ = 0;  // events_stored counts the current session's
   Stmt insert_, insert_op_, insert_source_, insert_proc_;
+  uint64_t host_fields_bound_ = 0;  // the decoded fields the last host row bound in insert_
   Stmt insert_block_;
   Stmt insert_inflight_, delete_inflight_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;

@@ -182,26 +182,29 @@ TEST(HostContext, TheIntervalOfABlockedThreadNamesWhoWokeIt) {
   int sleeper = tid_of("sleeper"), waker = tid_of("waker");
   ASSERT_GT(sleeper, 0) << run.out;
   ASSERT_GT(waker, 0) << run.out;
-  std::string mine = " FROM host_events WHERE event = 'sched_switch' AND pid = " +
-                     std::to_string(pid) + " AND tid = " + std::to_string(sleeper);
+  std::string mine =
+      " FROM host_events WHERE event = 'sched_switch' AND pid = " + std::to_string(pid) +
+      " AND tid = " + std::to_string(sleeper);
   // Each of the 20 reads blocked (flags 0) and was woken by the waker, by name.
-  EXPECT_EQ(query_rows(db, "SELECT count(*), min(flags), max(flags), min(detail), max(detail), "
-                           "min(waker_pid)" +
-                               mine + " AND waker_tid = " + std::to_string(waker))[0],
+  EXPECT_EQ(query_rows(db,
+                       "SELECT count(*), min(flags), max(flags), min(detail), max(detail), "
+                       "min(waker_pid)" +
+                           mine + " AND waker_tid = " + std::to_string(waker))[0],
             (std::vector<std::string>{"20", "0", "0", "waker", "waker", std::to_string(pid)}));
   // The time it waited for a CPU after each wakeup lies inside the interval.
   EXPECT_EQ(query_int(db, "SELECT count(*)" + mine +
                               " AND waker_tid IS NOT NULL AND (runq_ns < 0 OR runq_ns > dur_ns)"),
             0);
   // A preempted interval was never asleep: nobody woke it.
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM host_events WHERE event = 'sched_switch' AND "
-                          "flags = 1 AND waker_tid IS NOT NULL"),
+  EXPECT_EQ(query_int(db,
+                      "SELECT count(*) FROM host_events WHERE event = 'sched_switch' AND "
+                      "flags = 1 AND waker_tid IS NOT NULL"),
             0);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM host_events WHERE event = 'sched_wakeup'"), 0);
   // The kernel's count of the process's wakeups has them all.
-  EXPECT_GE(query_int(db, "SELECT sum(wakeups) FROM process_stats WHERE pid = " +
-                              std::to_string(pid)),
-            20);
+  EXPECT_GE(
+      query_int(db, "SELECT sum(wakeups) FROM process_stats WHERE pid = " + std::to_string(pid)),
+      20);
 }
 
 }  // namespace

@@ -181,6 +181,24 @@ TEST(SplitReads, CallsHeldAreReadBesideTheReadThatPassesThemOn) {
   EXPECT_FALSE(called);
 }
 
+// The second connection may take every slice before the first takes one (a loaded machine):
+// then none is left, not slice 2^64 - 1 (which read past the parts and crashed).
+TEST(SplitReads, ASliceQueueEmptiedFromTheEndHasNothingLeft) {
+  SliceQueue q;
+  q.reset(3);
+  std::vector<size_t> got;
+  while (auto i = q.take(false)) got.push_back(*i);
+  EXPECT_EQ(got, (std::vector<size_t>{2, 1, 0}));
+  EXPECT_EQ(q.take(false), std::nullopt);
+  EXPECT_EQ(q.take(true), std::nullopt);
+  // From both ends, each once.
+  q.reset(4);
+  std::vector<size_t> both{*q.take(true), *q.take(false), *q.take(true), *q.take(false)};
+  EXPECT_EQ(both, (std::vector<size_t>{0, 3, 1, 2}));
+  EXPECT_EQ(q.take(true), std::nullopt);
+  EXPECT_EQ(q.take(false), std::nullopt);
+}
+
 TEST(SplitReads, AWindowsFirstReadIsSplitInsideTheWindow) {
   Folded f = folded_busy("split-window");
   engine::Window w;
