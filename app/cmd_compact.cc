@@ -23,9 +23,111 @@
 namespace ingero::app {
 namespace {
 
+struct CompactOpts {
+  std::string db, full_rows = "10m";
+  bool no_archive = false;
+};
+
 int64_t file_size(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
+}
+
+// What is done with the file before compacting it.
+enum class Before {
+  kNothing,  // this schema
+  kConvert,  // an older schema, converted first
+  kLeave,    // an older schema whose launches are already folded: left as it is (not an error)
+  kRefused,  // unreadable, or the original implementation's (said on stderr)
+};
+
+Before before_compacting(const std::string& db) {
+  auto r = store::TraceReader::open(db);
+  if (!r) {
+    std::cerr << "ingero compact: " << r.error().message << "\n";
+    return Before::kRefused;
+  }
+  if ((*r)->is_legacy()) {
+    std::cerr << "ingero compact: " << db
+              << ": a trace from the original Go implementation; it is read-only here "
+                 "(`ingero merge` writes a copy of this schema)\n";
+    return Before::kRefused;
+  }
+  if (store::has_call_store((*r)->db())) return Before::kNothing;
+  // An older file already folded has no rows for its folded launches to re-encode: it stays
+  // in its own schema, which every command reads.
+  if ((*r)->db().table_exists("call_runs")) {
+    auto runs = (*r)->db().query_int("SELECT count(*) FROM call_runs");
+    if (runs && runs->value_or(0) > 0) {
+      std::cout << "ingero compact: " << db << ": schema " << (*r)->info().schema_version
+                << ", whose launches an earlier ingero already folded (" << **runs
+                << " runs): left as it is (every ingero command reads it; traces written "
+                   "from now on are schema "
+                << store::kSchemaVersion << ")\n";
+      return Before::kLeave;
+    }
+  }
+  return Before::kConvert;
+}
+
+// Converts `db` to this schema in place; the converted file replaced the one locked, so the
+// lock follows it. False (said on stderr) when either fails.
+bool convert_in_place(const std::string& db, store::TraceLock& lock) {
+  if (auto s = convert_trace(db); !s) {
+    std::cerr << "ingero compact: " << db << ": " << s.error().message << "\n";
+    return false;
+  }
+  auto relock = store::TraceLock::acquire(db);
+  if (!relock) {
+    std::cerr << "ingero compact: " << relock.error().message << "\n";
+    return false;
+  }
+  lock = std::move(*relock);
+  return true;
+}
+
+void print_compacted(const std::string& db, bool converted, const store::Compacted& r,
+                     int64_t size0, int64_t size1) {
+  std::cout << "ingero compact: "
+            << (converted ? "converted to schema " + std::to_string(store::kSchemaVersion) + "; "
+                          : "");
+  if (r.repaired.blocks_folded || r.repaired.seconds_rebuilt)
+    std::cout << "repaired an unfinished session (" << r.repaired.blocks_folded
+              << " blocks folded, " << r.repaired.calls_summarised << " calls summarised in "
+              << r.repaired.seconds_rebuilt << " per-second rows); ";
+  std::cout << r.folded_calls << " of " << r.calls << " calls now keep only their folded form ("
+            << r.blocks << " blocks); " << db << ": " << engine::format_bytes(uint64_t(size0))
+            << " -> " << engine::format_bytes(uint64_t(size1)) << "\n";
+}
+
+// The command: kExitOk, or kExitFailure once the reason is on stderr.
+int run_compact(const CompactOpts& o) {
+  if (o.no_archive)
+    std::cerr << "ingero compact: --no-archive has no effect: calls are kept in compressed "
+                 "blocks (`ingero export --format sqlite` writes plain rows)\n";
+  // Not while `ingero trace` writes the file: compacting took the tracer's writes away from
+  // its rings, which filled (24,547 calls lost). Held until every connection is closed.
+  auto lock = store::TraceLock::acquire(o.db);
+  if (!lock) {
+    std::cerr << "ingero compact: " << lock.error().message
+              << "; compact it once that has stopped (while tracing, --full-rows and the "
+                 "archive keep the file compact)\n";
+    return kExitFailure;
+  }
+  int64_t size0 = file_size(o.db);
+  Before before = before_compacting(o.db);
+  if (before == Before::kRefused) return kExitFailure;
+  if (before == Before::kLeave) return kExitOk;
+  bool converted = before == Before::kConvert;
+  if (converted && !convert_in_place(o.db, *lock)) return kExitFailure;
+  auto r = store::compact_trace(o.db, int64_t(engine::parse_duration_s(o.full_rows) * 1e9),
+                                builtin_views());
+  if (!r) {
+    std::cerr << "ingero compact: " << r.error().message << "\n";
+    return kExitFailure;
+  }
+  print_compacted(o.db, converted, *r, size0, file_size(o.db));
+  return kExitOk;
 }
 
 }  // namespace
@@ -39,11 +141,7 @@ void add_compact_command(CLI::App& app, Context& ctx) {
       "of every call (tiered retention, as `ingero trace` does while it records); repair a\n"
       "trace whose tracer was killed; shrink the file. A trace of an older schema is converted\n"
       "first. Modifies TRACE in place.");
-  struct Opts {
-    std::string db, full_rows = "10m";
-    bool no_archive = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<CompactOpts>();
   cmd->add_option("trace", o->db, "Trace file to compact")->required();
   cmd->add_option("--full-rows", o->full_rows,
                   "Keep every call's row for this long before the trace's end (default 10m)")
@@ -56,84 +154,9 @@ void add_compact_command(CLI::App& app, Context& ctx) {
                 "Has no effect: calls are kept in compressed blocks; `ingero export --format "
                 "sqlite` writes a copy of plain rows for the sqlite3 shell")
       ->group("");
+  // A success leaves the exit code as it is.
   cmd->callback([&ctx, o] {
-    if (o->no_archive)
-      std::cerr << "ingero compact: --no-archive has no effect: calls are kept in compressed "
-                   "blocks (`ingero export --format sqlite` writes plain rows)\n";
-    // Not while `ingero trace` writes the file: compacting took the tracer's writes away from
-    // its rings, which filled (24,547 calls lost). Held until every connection is closed.
-    auto lock = store::TraceLock::acquire(o->db);
-    if (!lock) {
-      std::cerr << "ingero compact: " << lock.error().message
-                << "; compact it once that has stopped (while tracing, --full-rows and the "
-                   "archive keep the file compact)\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    int64_t size0 = file_size(o->db);
-    bool converted = false;
-    {
-      auto r = store::TraceReader::open(o->db);
-      if (!r) {
-        std::cerr << "ingero compact: " << r.error().message << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-      if ((*r)->is_legacy()) {
-        std::cerr << "ingero compact: " << o->db
-                  << ": a trace from the original Go implementation; it is read-only here "
-                     "(`ingero merge` writes a copy of this schema)\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-      converted = !store::has_call_store((*r)->db());
-      // An older file already folded has no rows for its folded launches to re-encode: it stays
-      // in its own schema, which every command reads.
-      if (converted && (*r)->db().table_exists("call_runs")) {
-        auto runs = (*r)->db().query_int("SELECT count(*) FROM call_runs");
-        if (runs && runs->value_or(0) > 0) {
-          std::cout << "ingero compact: " << o->db << ": schema " << (*r)->info().schema_version
-                    << ", whose launches an earlier ingero already folded (" << **runs
-                    << " runs): left as it is (every ingero command reads it; traces written "
-                       "from now on are schema "
-                    << store::kSchemaVersion << ")\n";
-          return;
-        }
-      }
-    }
-    if (converted) {
-      if (auto s = convert_trace(o->db); !s) {
-        std::cerr << "ingero compact: " << o->db << ": " << s.error().message << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-      // The converted file replaced the one locked: the lock follows it.
-      auto relock = store::TraceLock::acquire(o->db);
-      if (!relock) {
-        std::cerr << "ingero compact: " << relock.error().message << "\n";
-        ctx.exit_code = kExitFailure;
-        return;
-      }
-      *lock = std::move(*relock);
-    }
-    auto r = store::compact_trace(o->db, int64_t(engine::parse_duration_s(o->full_rows) * 1e9),
-                                  builtin_views());
-    if (!r) {
-      std::cerr << "ingero compact: " << r.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    int64_t size1 = file_size(o->db);
-    std::cout << "ingero compact: "
-              << (converted ? "converted to schema " + std::to_string(store::kSchemaVersion) + "; "
-                            : "");
-    if (r->repaired.blocks_folded || r->repaired.seconds_rebuilt)
-      std::cout << "repaired an unfinished session (" << r->repaired.blocks_folded
-                << " blocks folded, " << r->repaired.calls_summarised << " calls summarised in "
-                << r->repaired.seconds_rebuilt << " per-second rows); ";
-    std::cout << r->folded_calls << " of " << r->calls << " calls now keep only their folded form ("
-              << r->blocks << " blocks); " << o->db << ": " << engine::format_bytes(uint64_t(size0))
-              << " -> " << engine::format_bytes(uint64_t(size1)) << "\n";
+    if (int code = run_compact(*o); code != kExitOk) ctx.exit_code = code;
   });
 }
 

@@ -71,6 +71,88 @@ int query_clickhouse(const std::string& url, const std::string& sql, bool json, 
   return kExitOk;
 }
 
+struct QueryOpts {
+  std::string db, source;
+  std::vector<std::string> args;
+  bool json = false;
+  size_t limit = 10000;
+  int timeout_s = 30;
+  std::string max_temp = "1GiB";
+};
+
+// The trace and the statement, from `[PATH] SQL` and --db: false (said on stderr) when both
+// name a trace, or a trace and --source are given.
+bool trace_and_statement(const QueryOpts& o, std::string& path, std::string& sql) {
+  path = o.db;
+  if (o.args.size() == 2) {
+    if (!path.empty()) {
+      std::cerr << "ingero query: give the trace either as --db or as the first argument\n";
+      return false;
+    }
+    path = o.args[0];
+    sql = o.args[1];
+  } else {
+    sql = o.args[0];
+  }
+  if (!o.source.empty() && !path.empty()) {
+    std::cerr << "ingero query: give either a trace file or --source\n";
+    return false;
+  }
+  return true;
+}
+
+void print_result(const store::QueryResult& res, bool json) {
+  if (json) {
+    std::cout << store::to_json(res).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+    if (res.truncated) std::cerr << "ingero query: truncated at " << res.truncated_reason << "\n";
+  } else {
+    print_table(std::cout, res);
+  }
+  if (!res.note.empty()) std::cerr << "ingero query: note: " << res.note << "\n";
+}
+
+// One statement against a trace file, within --limit, --timeout and --max-temp.
+int query_file(const QueryOpts& o, const std::string& path, const std::string& sql) {
+  // Before the file is opened: every connection from now on counts its temporary files.
+  const uint64_t max_temp = parse_size(o.max_temp);
+  if (auto st = store::cap_temp_files(max_temp); !st) {
+    std::cerr << "ingero query: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  auto reader = store::TraceReader::open(path, builtin_views());
+  if (!reader) {
+    std::cerr << "ingero query: " << reader.error().message << "\n";
+    return kExitFailure;
+  }
+  store::QueryLimits limits;
+  limits.max_rows = o.limit;
+  limits.timeout_ms = o.timeout_s * 1000;
+  limits.max_bytes = 256u << 20;
+  limits.max_value_bytes = 64 << 20;
+  auto res = store::run_query(**reader, sql, limits);
+  if (!res && store::temp_cap_hit()) {
+    std::cerr << "ingero query: the statement needs more than " << o.max_temp
+              << " of temporary files (its sorts, GROUP BY or DISTINCT over many rows); "
+                 "--max-temp raises the limit, a WHERE or LIMIT narrows the statement\n";
+    return kExitFailure;
+  }
+  if (!res) {
+    std::cerr << "ingero query: " << res.error().message << "\n";
+    return kExitFailure;
+  }
+  print_result(*res, o.json);
+  return kExitOk;
+}
+
+int run_query_command(const QueryOpts& o) {
+  std::string path, sql;
+  if (!trace_and_statement(o, path, sql)) return kExitUsage;
+  if (!o.source.empty()) return query_clickhouse(o.source, sql, o.json, o.limit, o.timeout_s);
+  if (path.empty()) path = default_db_path();
+  return query_file(o, path, sql);
+}
+
 }  // namespace
 
 void add_query_command(CLI::App& app, Context& ctx) {
@@ -83,15 +165,7 @@ void add_query_command(CLI::App& app, Context& ctx) {
       "With --source clickhouse://HOST:8123/DB the statement runs in ClickHouse with\n"
       "readonly=1 (views calls, host_events; tables in docs/fleet.md), and rows stream out as\n"
       "TSVWithNames (or a JSON array with --json) as they arrive.");
-  struct Opts {
-    std::string db, source;
-    std::vector<std::string> args;
-    bool json = false;
-    size_t limit = 10000;
-    int timeout_s = 30;
-    std::string max_temp = "1GiB";
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<QueryOpts>();
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
   cmd->add_option("--source", o->source,
                   "Query a fleet in ClickHouse instead of a file: clickhouse://HOST:8123/DB");
@@ -108,72 +182,7 @@ void add_query_command(CLI::App& app, Context& ctx) {
           [](std::string& v) { return parse_size(v) > 0 ? "" : "expected a size: 500MiB, 1GiB"; },
           "SIZE"))
       ->capture_default_str();
-  cmd->callback([&ctx, o] {
-    std::string path = o->db, sql;
-    if (o->args.size() == 2) {
-      if (!path.empty()) {
-        std::cerr << "ingero query: give the trace either as --db or as the first argument\n";
-        ctx.exit_code = kExitUsage;
-        return;
-      }
-      path = o->args[0];
-      sql = o->args[1];
-    } else {
-      sql = o->args[0];
-    }
-    if (!o->source.empty()) {
-      if (!path.empty()) {
-        std::cerr << "ingero query: give either a trace file or --source\n";
-        ctx.exit_code = kExitUsage;
-        return;
-      }
-      ctx.exit_code = query_clickhouse(o->source, sql, o->json, o->limit, o->timeout_s);
-      return;
-    }
-    if (path.empty()) path = default_db_path();
-    // Before the file is opened: every connection from now on counts its temporary files.
-    const uint64_t max_temp = parse_size(o->max_temp);
-    if (auto st = store::cap_temp_files(max_temp); !st) {
-      std::cerr << "ingero query: " << st.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    auto reader = store::TraceReader::open(path, builtin_views());
-    if (!reader) {
-      std::cerr << "ingero query: " << reader.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    store::QueryLimits limits;
-    limits.max_rows = o->limit;
-    limits.timeout_ms = o->timeout_s * 1000;
-    limits.max_bytes = 256u << 20;
-    limits.max_value_bytes = 64 << 20;
-    auto res = store::run_query(**reader, sql, limits);
-    if (!res && store::temp_cap_hit()) {
-      std::cerr << "ingero query: the statement needs more than " << o->max_temp
-                << " of temporary files (its sorts, GROUP BY or DISTINCT over many rows); "
-                   "--max-temp raises the limit, a WHERE or LIMIT narrows the statement\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    if (!res) {
-      std::cerr << "ingero query: " << res.error().message << "\n";
-      ctx.exit_code = kExitFailure;
-      return;
-    }
-    if (o->json) {
-      std::cout << store::to_json(*res).dump(-1, ' ', false,
-                                             nlohmann::json::error_handler_t::replace)
-                << "\n";
-      if (res->truncated)
-        std::cerr << "ingero query: truncated at " << res->truncated_reason << "\n";
-    } else {
-      print_table(std::cout, *res);
-    }
-    if (!res->note.empty()) std::cerr << "ingero query: note: " << res->note << "\n";
-    ctx.exit_code = kExitOk;
-  });
+  cmd->callback([&ctx, o] { ctx.exit_code = run_query_command(*o); });
 }
 
 }  // namespace ingero::app

@@ -45,6 +45,20 @@ void Trace::finish_otlp(const std::vector<engine::Chain>& chains, store::Session
 }
 
 int Trace::finish() {
+  uint64_t attached = stop_recording();
+  auto stats = session_->stats();
+  store::SessionEnd end = session_end(stats, attached);
+  // The rings are read out: unmapping them before the session's analysis makes the peak
+  // memory the larger of tracing and analysing, not their sum.
+  pipeline_->catch_up_stacks = nullptr;
+  reader_.reset();
+  size_t nchains = store_analysis(end);
+  auto fin = finish_writing(end);
+  if (!opts_.quiet) print_stopped(stats, nchains);
+  return exit_status(end, fin);
+}
+
+uint64_t Trace::stop_recording() {
   stop_child();
   // No call can start after this: the probes go, then everything already recorded is read.
   // The probe table outlives the detach: records still in the rings name their probes by it.
@@ -65,19 +79,20 @@ int Trace::finish() {
   if (cmd_.started() && !cmd_.done() && !g_stop_signal && !opts_.quiet)
     std::cerr << "ingero: the traced command (pid " << cmd_.pid()
               << ") is still running, untraced\n";
+  return attached;
+}
 
-  auto stats = session_->stats();
-  const auto& pc = pipeline_->counters();
+store::SessionEnd Trace::session_end(const hal::BpfStats& stats, uint64_t attached) const {
   store::SessionEnd end;
   end.stopped_at_ns = wall_now_ns();
   end.attached_probes = attached;
-  end.counters = session_counters(stats, pc.call_records, true);
+  end.counters = session_counters(stats, pipeline_->counters().call_records, true);
   end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get(), kernels_.get());
   end.exit_reason = exit_reason_;
-  // The rings are read out: unmapping them before the session's analysis makes the peak
-  // memory the larger of tracing and analysing, not their sum.
-  pipeline_->catch_up_stacks = nullptr;
-  reader_.reset();
+  return end;
+}
+
+size_t Trace::store_analysis(store::SessionEnd& end) {
   // Before the session's analysis, committed: it says what was lost and could not be named.
   auto naming = kernel_naming();
   (void)sinks_.on_session_counters(end.counters, naming ? &*naming : nullptr);
@@ -90,6 +105,10 @@ int Trace::finish() {
   else if (!opts_.quiet)
     std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
   if (otlp_) finish_otlp(chains, end);
+  return nchains;
+}
+
+ingero::Status Trace::finish_writing(const store::SessionEnd& end) {
   // One bound on shipping at exit: the pass in flight (a stalled ClickHouse held it for its
   // 30 s request timeout) and then the last pass, connects and reads included, share
   // --clickhouse-exit-timeout; the writer's own finish between them is not shipping.
@@ -107,38 +126,42 @@ int Trace::finish() {
     shipper_->set_deadline(deadline);
     finish_shipping(*shipper_, db_, opts_.quiet, deadline);
   }
+  return fin;
+}
 
+void Trace::print_stopped(const hal::BpfStats& stats, size_t nchains) const {
+  const auto& pc = pipeline_->counters();
+  std::cerr << "ingero: stopped (" << exit_reason_ << "): " << pc.calls << " calls (" << pc.nested
+            << " nested calls folded into them) and " << pc.host << " host events decoded, "
+            << nchains << " causal chains, " << writer_->written() << " events stored in " << db_;
+  struct stat st {};
+  if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
+  std::cerr << "\n";
+  if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
+  if (kernels_) print_kernel_names_summary(std::cerr, *kernels_);
+  if (writer_->retention_deleted())
+    std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
+              << " rows past the policy (--retain/--max-db-size)"
+              << (shipper_ ? ", " + std::to_string(writer_->retention_unshipped()) +
+                                 " of them before ClickHouse had them"
+                           : "")
+              << "; longest pass " << engine::format_duration(uint64_t(retention_pause_max_ns_))
+              << "\n";
+  if (folded_)
+    std::cerr << "ingero: " << folded_
+              << " calls older than --full-rows keep only their folded form (launches in runs; "
+                 "per-second summaries keep every call); longest pass "
+              << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
+  if (auto tc = tenants_->cost(); tc.named)
+    std::cerr << "ingero: named " << tc.named << " of " << tc.cgroups
+              << " cgroups (pod, namespace, container: cgroup_metadata) from " << tc.reads
+              << " files read in " << engine::format_duration(uint64_t(tc.ns)) << "\n";
+  if (pc.unknown_probe || pc.malformed)
+    std::cerr << "ingero: " << pc.unknown_probe + pc.malformed << " records could not be decoded\n";
+}
+
+int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) {
   int code = kExitOk;
-  if (!opts_.quiet) {
-    std::cerr << "ingero: stopped (" << exit_reason_ << "): " << pc.calls << " calls (" << pc.nested
-              << " nested calls folded into them) and " << pc.host << " host events decoded, "
-              << nchains << " causal chains, " << writer_->written() << " events stored in " << db_;
-    struct stat st {};
-    if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
-    std::cerr << "\n";
-    if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
-    if (kernels_) print_kernel_names_summary(std::cerr, *kernels_);
-    if (writer_->retention_deleted())
-      std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
-                << " rows past the policy (--retain/--max-db-size)"
-                << (shipper_ ? ", " + std::to_string(writer_->retention_unshipped()) +
-                                   " of them before ClickHouse had them"
-                             : "")
-                << "; longest pass " << engine::format_duration(uint64_t(retention_pause_max_ns_))
-                << "\n";
-    if (folded_)
-      std::cerr << "ingero: " << folded_
-                << " calls older than --full-rows keep only their folded form (launches in runs; "
-                   "per-second summaries keep every call); longest pass "
-                << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
-    if (auto tc = tenants_->cost(); tc.named)
-      std::cerr << "ingero: named " << tc.named << " of " << tc.cgroups
-                << " cgroups (pod, namespace, container: cgroup_metadata) from " << tc.reads
-                << " files read in " << engine::format_duration(uint64_t(tc.ns)) << "\n";
-    if (pc.unknown_probe || pc.malformed)
-      std::cerr << "ingero: " << pc.unknown_probe + pc.malformed
-                << " records could not be decoded\n";
-  }
   print_losses(std::cerr, end.counters);  // even with -q: the figures are lower bounds
   if (otlp_) print_otlp_summary(std::cerr, *otlp_, opts_.quiet);  // its drops even with -q
   if (writer_->failed() || !fin) {

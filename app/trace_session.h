@@ -75,6 +75,17 @@ class Trace {
   int attach();  // tracepoints, sampler, call probes, the session row; releases the command
   void loop();   // reads the rings until a duration passes, a signal arrives or the command exits
   int finish();  // stops the command first, drains, records the session, reports
+  // finish()'s steps (app/trace_finish.cc). Nothing is recorded after stop_recording (the
+  // command stopped, the probes detached, the rings drained); returns the probes attached.
+  uint64_t stop_recording();
+  store::SessionEnd session_end(const hal::BpfStats& stats, uint64_t attached) const;
+  // The loss counters committed, the session's chains stored (and sent by OTLP): their count.
+  size_t store_analysis(store::SessionEnd& end);
+  // The last shipping pass and the writer's finish, under --clickhouse-exit-timeout.
+  ingero::Status finish_writing(const store::SessionEnd& end);
+  void print_stopped(const hal::BpfStats& stats, size_t nchains) const;  // without -q
+  // Losses, OTLP drops and write failures (even with -q); the process's exit code.
+  int exit_status(const store::SessionEnd& end, const ingero::Status& fin);
   void finish_otlp(const std::vector<engine::Chain>& chains, store::SessionEnd& end);
   hal::BpfConfig bpf_config();
   bool serve_metrics();

@@ -8,6 +8,11 @@
 // process. A layout is used only after it checks out against the live process (the thread
 // list leads back to the interpreter, code objects have PyCode_Type); otherwise the process is
 // reported as unverified and no Python frame is ever produced for it.
+//
+// Where each part lives: python_layout.cc (the layouts), python_inspect.cc (finding the
+// interpreter, choosing and verifying its layout, the BPF config), python_code.cc (code objects
+// resolved to frames), python_lines.cc (line tables), python_walk.cc (a thread walked from user
+// space), process_memory.cc (ProcessMemory).
 #pragma once
 
 #include <cstdint>

@@ -43,6 +43,27 @@ const std::vector<std::string> kArchiveCols = {
 constexpr size_t kArchTs = 0, kArchId = 15, kArchFields = 17;
 constexpr int kArchNode = 16;
 
+// Whether `table` and the dictionaries have every column a direct read needs: the original
+// implementation's files (no ops.kind, no events.status) go through the views.
+bool direct_columns_exist(Db& db, const char* table) {
+  static const char* kNeeded[] = {"timestamp",  "duration", "pid",      "tid",       "comm",
+                                  "cgroup_id",  "source",   "op",       "ret_code",  "status",
+                                  "off_cpu_ns", "preempts", "switches", "peer_comm", "stack_hash",
+                                  "node",       "detail",   "saddr",    "daddr"};
+  for (const char* c : kNeeded)
+    if (!db.column_exists(table, c)) return false;
+  return db.column_exists("sources", "vendor") && db.column_exists("ops", "kind");
+}
+
+// The names of `view`'s columns into `shown`; false when it cannot be read.
+bool view_columns(Db& db, const char* view, std::set<std::string>& shown) {
+  auto st = db.prepare(std::string("SELECT * FROM ") + view + " LIMIT 0");
+  if (!st) return false;
+  for (int i = 0, n = sqlite3_column_count(st->get()); i < n; ++i)
+    shown.insert(sqlite3_column_name(st->get(), i));
+  return true;
+}
+
 }  // namespace
 
 // A direct read's columns: the column of pack_fields(...), and the Field of each of its
@@ -74,35 +95,46 @@ struct EventCursor::OpNames {
 };
 
 bool EventCursor::open_direct(const EventFilter& f) {
-  static const char* kNeeded[] = {"timestamp",  "duration", "pid",      "tid",       "comm",
-                                  "cgroup_id",  "source",   "op",       "ret_code",  "status",
-                                  "off_cpu_ns", "preempts", "switches", "peer_comm", "stack_hash",
-                                  "node",       "detail",   "saddr",    "daddr"};
   // Schema 10 keeps host events in host_rows and calls in call_store (store/call_store.h).
   bool store = has_call_store(db_);
   const char* table = store ? "host_rows" : "events";
-  for (const char* c : kNeeded)
-    if (!db_.column_exists(table, c)) return false;
-  if (!db_.column_exists("sources", "vendor") || !db_.column_exists("ops", "kind")) return false;
+  if (!direct_columns_exist(db_, table)) return false;
   bool calls = rows_ == Rows::kCalls;
   // The view's columns: a host event has the fields host_events shows, as through the view.
   std::set<std::string> shown;
-  if (!calls) {
-    auto view = db_.prepare("SELECT * FROM host_events LIMIT 0");
-    if (!view) return false;
-    for (int i = 0, n = sqlite3_column_count(view->get()); i < n; ++i)
-      shown.insert(sqlite3_column_name(view->get(), i));
+  if (!calls && !view_columns(db_, "host_events", shown)) return false;
+  auto sources = load_op_names(calls);
+  if (!sources) return false;
+  auto select = select_list(table, calls, shown);
+  if (!select) return false;
+  if (store && calls) {  // calls seen at entry only read back with these durations
+    auto u = UntimedDurations::load(db_);
+    if (!u) return false;
+    if (u->any()) untimed_ = std::make_unique<UntimedDurations>(std::move(*u));
   }
+  bool archived = calls && (store || db_.table_exists("archived_calls", "temp"));
+  auto where = rows_where(f, *sources, store, archived);
+  if (!where) return false;
+  auto st = db_.prepare(*select + " FROM main." + table + (f.scan ? " NOT INDEXED" : "") + *where);
+  if (!st) return false;
+  std::unique_ptr<ArchiveScan> scan;
+  ArchiveScan::Bounds bounds{.lo_ts = f.from_ns, .hi_ts = f.to_ns};
+  if (archived && !open_archive(f, store, scan, bounds)) return false;
+  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(scan), bounds);
+  return true;
+}
+
+std::optional<std::string> EventCursor::load_op_names(bool calls) {
   auto dict = db_.prepare(
       std::string("SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops "
                   "o ON o.source_id = s.id WHERE s.vendor ") +
       (calls ? "<> 'host'" : "= 'host'"));
-  if (!dict) return false;
+  if (!dict) return std::nullopt;
   names_ = std::make_unique<OpNames>();
   std::set<uint64_t> source_ids;
   while (true) {
     auto r = dict->step();
-    if (!r) return false;
+    if (!r) return std::nullopt;
     if (!*r) break;
     uint64_t id = uint64_t(dict->int64(0)), op = uint64_t(dict->int64(1));
     names_->by_id[id << 32 | op] = {
@@ -113,6 +145,11 @@ bool EventCursor::open_direct(const EventFilter& f) {
   }
   std::string sources;
   for (uint64_t id : source_ids) sources += (sources.empty() ? "" : ",") + std::to_string(id);
+  return sources;
+}
+
+std::optional<std::string> EventCursor::select_list(const char* table, bool calls,
+                                                    const std::set<std::string>& shown) {
   std::string sql =
       "SELECT timestamp, duration, pid, tid, comm, cgroup_id, source, op, ret_code, status, "
       "off_cpu_ns, preempts, switches, peer_comm, stack_hash";
@@ -133,58 +170,53 @@ bool EventCursor::open_direct(const EventFilter& f) {
         sqlite3_create_function_v2(db_.handle(), "pack_fields", -1,
                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
                                    pack_fields, nullptr, nullptr, nullptr) != SQLITE_OK)
-      return false;
+      return std::nullopt;
     k.packed = calls ? 15 : 18;
   }
   // The row's id, last: the merge with archived calls orders ties by it.
-  std::string rows_sql = sql + (args.empty() ? "" : ", pack_fields(" + args + ")") + ", id";
+  return sql + (args.empty() ? "" : ", pack_fields(" + args + ")") + ", id";
+}
+
+std::optional<std::string> EventCursor::rows_where(const EventFilter& f, const std::string& sources,
+                                                   bool store, bool archived) {
+  bool calls = rows_ == Rows::kCalls;
   std::string where = " WHERE timestamp BETWEEN " + std::to_string(f.from_ns) + " AND " +
                       std::to_string(f.to_ns) + " AND source IN (" + sources + ")";
   if (f.pid) where += " AND pid = " + std::to_string(*f.pid);
   if (f.node) where += " AND node = " + sql_quote(*f.node);
-  if (store && calls) {
-    where = " WHERE 0";  // every call is in a block
-    auto u = UntimedDurations::load(db_);
-    if (!u) return false;
-    if (u->any()) untimed_ = std::make_unique<UntimedDurations>(std::move(*u));
-  }
-  bool archived = calls && (store || db_.table_exists("archived_calls", "temp"));
+  if (store && calls) where = " WHERE 0";  // every call is in a block
   if (archived && !store) {
     // Every call row below the archive's last id is in a block (archiving takes rows in id
     // order, store/call_archive.h): the time index's entries below it are host events, passed
     // over by their rowid without reading the row (1.5 M in an hour-long trace).
     auto last = db_.kept_int("SELECT max(last_id) FROM main.call_blocks");
-    if (!last) return false;
+    if (!last) return std::nullopt;
     if (*last) where += " AND id > " + std::to_string(**last);
   }
   // Ties in start time come in the order written, as along the time index.
-  where += " ORDER BY timestamp, id";
-  auto st = db_.prepare(rows_sql + " FROM main." + table + (f.scan ? " NOT INDEXED" : "") + where);
-  if (!st) return false;
+  return where + " ORDER BY timestamp, id";
+}
+
+bool EventCursor::open_archive(const EventFilter& f, bool store, std::unique_ptr<ArchiveScan>& scan,
+                               ArchiveScan::Bounds& bounds) {
   // The archive is read where the reader installed it (TraceReader: a reader opened before
   // it existed knows it is stale).
-  std::unique_ptr<ArchiveScan> scan;
-  if (archived) {
-    std::vector<std::string> cols = kArchiveCols;
-    for (uint8_t field : k.packed_fields) cols.push_back(fields[field]);
-    scan = store ? std::make_unique<ArchiveScan>(db_.handle(),
-                                                 f.rows ? sql_calls_form() : engine_calls_form(),
-                                                 db_.path(), std::move(cols), kArchTs, kArchId)
-                 : std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
-                                                 db_.path(), std::move(cols), kArchTs, kArchId);
-    filter_ = f;
-  }
-  ArchiveScan::Bounds bounds{.lo_ts = f.from_ns, .hi_ts = f.to_ns};
-  if (scan) {
-    // The widest block bounds how early a block holding a call of the window can begin: the
-    // blocks are then listed from the time index's entries near the window alone (a read cut
-    // in 190 slices listed ~2 M entries, 0.9 s at 100 M events).
-    auto span = db_.kept_int(std::string("SELECT max(last_ts - first_ts) FROM ") +
-                             (store ? "main.call_store" : "main.call_blocks"));
-    if (!span) return false;
-    if (*span) bounds.max_span = **span;
-  }
-  rows_of_ = MergedRows(std::make_unique<Stmt>(std::move(*st)), std::move(scan), bounds);
+  std::vector<std::string> cols = kArchiveCols;
+  const auto& fields = field_columns();
+  for (uint8_t field : cols_->packed_fields) cols.push_back(fields[field]);
+  scan = store ? std::make_unique<ArchiveScan>(db_.handle(),
+                                               f.rows ? sql_calls_form() : engine_calls_form(),
+                                               db_.path(), std::move(cols), kArchTs, kArchId)
+               : std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
+                                               db_.path(), std::move(cols), kArchTs, kArchId);
+  filter_ = f;
+  // The widest block bounds how early a block holding a call of the window can begin: the
+  // blocks are then listed from the time index's entries near the window alone (a read cut
+  // in 190 slices listed ~2 M entries, 0.9 s at 100 M events).
+  auto span = db_.kept_int(std::string("SELECT max(last_ts - first_ts) FROM ") +
+                           (store ? "main.call_store" : "main.call_blocks"));
+  if (!span) return false;
+  if (*span) bounds.max_span = **span;
   return true;
 }
 

@@ -73,6 +73,20 @@ class EventCursor {
   // dictionaries once (the views join them on every row). False when the file lacks a column
   // the direct read needs; the view is used then.
   bool open_direct(const EventFilter& f);
+  // open_direct's steps; each false or nullopt when SQLite fails. The dictionaries of the
+  // rows' sources (calls: every vendor but host) into names_: those sources' ids, as "1,2".
+  std::optional<std::string> load_op_names(bool calls);
+  // "SELECT ..." of the rows' columns, the packed fields (pack_fields(), registered here) and
+  // the id; into cols_, which fields it packs. `shown`: the fields host_events shows.
+  std::optional<std::string> select_list(const char* table, bool calls,
+                                         const std::set<std::string>& shown);
+  // " WHERE ... ORDER BY timestamp, id": the filter's rows of `sources` not in a block.
+  std::optional<std::string> rows_where(const EventFilter& f, const std::string& sources,
+                                        bool store, bool archived);
+  // The scan of the archived calls (schema 10's call_store, or an older file's call_blocks)
+  // and how long before the window its blocks may begin (bounds.max_span).
+  bool open_archive(const EventFilter& f, bool store, std::unique_ptr<ArchiveScan>& scan,
+                    ArchiveScan::Bounds& bounds);
   ingero::Result<bool> next_direct(hal::Event& e);
   // What a call row and an archived call share (columns 0-14 of each): false when its op is
   // missing from the dictionary.
