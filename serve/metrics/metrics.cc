@@ -25,7 +25,21 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
     : per_process_(per_process),
       backends_(backends),
       registry_(std::make_shared<prometheus::Registry>()) {
+  // In this order: the exposition lists each type's families in the order they were registered.
   auto& r = *registry_;
+  register_call_families(r);
+  register_collective_families(r);
+  register_host_families(r);
+  register_step_families(r);
+  register_chain_family(r);
+  register_agent_families(r);
+  register_kernel_family(r);
+  register_build_info(r);
+  make_inflight_gauges();
+}
+
+// The traced GPU API calls: duration, count, errors, time off-CPU and preemption.
+void Metrics::register_call_families(prometheus::Registry& r) {
   call_duration_ = &BuildHistogram()
                         .Name("ingero_gpu_api_call_duration_seconds")
                         .Help("Duration of traced GPU runtime/driver/collective API calls")
@@ -44,6 +58,10 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                     .Name("ingero_gpu_api_preempted_calls_total")
                     .Help("GPU API calls during which the calling thread was preempted")
                     .Register(r);
+}
+
+// NCCL/RCCL collectives: count, bytes, duration, and the barrier wait after them.
+void Metrics::register_collective_families(prometheus::Registry& r) {
   collectives_ = &BuildCounter()
                       .Name("ingero_collectives_total")
                       .Help("NCCL/RCCL collective and p2p calls")
@@ -60,6 +78,10 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                        .Name("ingero_collective_barrier_wait_seconds_total")
                        .Help("Time hosts waited in the stream sync that follows a collective")
                        .Register(r);
+}
+
+// The host around the GPU processes: context switches, page allocations, block I/O, TCP.
+void Metrics::register_host_families(prometheus::Registry& r) {
   switches_ =
       &BuildCounter()
            .Name("ingero_gpu_thread_context_switches_total")
@@ -83,6 +105,10 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                           .Name("ingero_tcp_retransmits_total")
                           .Help("TCP segment retransmissions")
                           .Register(r);
+}
+
+// The step model of `ingero explain`: step duration and GPU idle/busy shares.
+void Metrics::register_step_families(prometheus::Registry& r) {
   step_duration_ = &BuildHistogram()
                         .Name("ingero_step_duration_seconds")
                         .Help(
@@ -101,10 +127,19 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                             "Share of each steady training step the GPU was busy, measured by "
                             "NVML or amdgpu (steps their samples cover)")
                         .Register(r);
+}
+
+// Causal chains by severity: every severity has a series, 0 until a chain is found.
+void Metrics::register_chain_family(prometheus::Registry& r) {
   chains_ = &BuildGauge()
                  .Name("ingero_causal_chains_active")
                  .Help("Causal chains over the last 5 minutes of the trace, by severity")
                  .Register(r);
+  for (const char* s : {"HIGH", "MEDIUM", "LOW"}) chains_->Add({{"severity", s}}).Set(0);
+}
+
+// The tracer's own health: events, drops, untraced calls, store errors, probes, file size.
+void Metrics::register_agent_families(prometheus::Registry& r) {
   events_ =
       &BuildCounter().Name("ingero_events_total").Help("Events decoded by the tracer").Register(r);
   events_rate_ = &BuildGauge()
@@ -136,20 +171,26 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
                  .Help("Functions with uprobes attached, per backend")
                  .Register(r);
   db_bytes_ = &BuildGauge().Name("ingero_db_bytes").Help("Size of the trace file").Register(r);
+}
+
+// Kernel launches by kernel name (series added by refresh_kernel_series and observe_launch).
+void Metrics::register_kernel_family(prometheus::Registry& r) {
   kernel_launches_ = &BuildCounter()
                           .Name("ingero_kernel_launches_total")
                           .Help(
                               "Kernel launches by kernel name: the kernels with the most launches "
                               "(--prometheus-kernels), then other and unnamed")
                           .Register(r);
+}
+
+// ingero_build_info{version}: 1.
+void Metrics::register_build_info(prometheus::Registry& r) {
   BuildGauge()
       .Name("ingero_build_info")
       .Help("ingero build")
       .Register(r)
       .Add({{"version", INGERO_VERSION}})
       .Set(1);
-  for (const char* s : {"HIGH", "MEDIUM", "LOW"}) chains_->Add({{"severity", s}}).Set(0);
-  make_inflight_gauges();
 }
 
 ingero::Status Metrics::serve(const std::string& addr, const std::string& web_config) {

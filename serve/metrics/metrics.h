@@ -132,6 +132,15 @@ class Metrics final : public hal::EventSink {
   void observe_launch(const hal::Event& ev);  // ingero_kernel_launches_total
   // Device asynchronous events: ingero_<vendor>_async_event_total by event type.
   void observe_device_event(const hal::Event& ev);
+  // The constructor's families, by what they describe (registered in this order).
+  void register_call_families(prometheus::Registry& r);
+  void register_collective_families(prometheus::Registry& r);
+  void register_host_families(prometheus::Registry& r);
+  void register_step_families(prometheus::Registry& r);
+  void register_chain_family(prometheus::Registry& r);
+  void register_agent_families(prometheus::Registry& r);
+  void register_kernel_family(prometheus::Registry& r);
+  void register_build_info(prometheus::Registry& r);
   void make_inflight_gauges();
   prometheus::Gauge* inflight_calls_ = nullptr;
   prometheus::Gauge* inflight_oldest_ = nullptr;
