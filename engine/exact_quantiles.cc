@@ -73,104 +73,131 @@ uint64_t ExactQuantiles::value(size_t group, size_t qi) const {
   return groups_[group].targets[qi].value;
 }
 
-void ExactQuantiles::resolve(const std::function<void(const Sink&)>& replay) {
-  // Initialise targets from pass 1.
+// Pass 1's buckets narrow each target's range to the log bucket holding its rank; a bucket of
+// one value resolves it already.
+void ExactQuantiles::aim_from_pass1(const Group& g, double q, Target& t) {
+  if (g.n == 0) {
+    t.done = true;
+    return;
+  }
+  double r = std::ceil(q * double(g.n));
+  t.rank = std::clamp<uint64_t>(uint64_t(r), 1, g.n);
+  t.lo = g.min;
+  t.hi = g.max;
+  t.inside = g.n;
+  uint64_t seen = 0;
+  for (size_t b = 0; b < g.log_hist.size(); ++b) {
+    if (seen + g.log_hist[b] >= t.rank) {
+      auto [lo, hi] = log_bucket_range(b);
+      t.lo = std::max(lo, g.min);
+      t.hi = std::min(hi, g.max);
+      t.below = seen;
+      t.inside = g.log_hist[b];
+      break;
+    }
+    seen += g.log_hist[b];
+  }
+  if (t.lo == t.hi) {
+    t.done = true;
+    t.value = t.lo;
+  }
+}
+
+void ExactQuantiles::start_targets() {
   for (Group& g : groups_) {
     g.targets.assign(qs_.size(), Target{});
-    for (size_t i = 0; i < qs_.size(); ++i) {
-      Target& t = g.targets[i];
-      if (g.n == 0) {
-        t.done = true;
-        continue;
-      }
-      double r = std::ceil(qs_[i] * double(g.n));
-      t.rank = std::clamp<uint64_t>(uint64_t(r), 1, g.n);
-      t.lo = g.min;
-      t.hi = g.max;
-      t.inside = g.n;
-      // Pass 1's buckets narrow the range to the one holding the rank.
-      uint64_t seen = 0;
-      for (size_t b = 0; b < g.log_hist.size(); ++b) {
-        if (seen + g.log_hist[b] >= t.rank) {
-          auto [lo, hi] = log_bucket_range(b);
-          t.lo = std::max(lo, g.min);
-          t.hi = std::min(hi, g.max);
-          t.below = seen;
-          t.inside = g.log_hist[b];
-          break;
-        }
-        seen += g.log_hist[b];
-      }
-      if (t.lo == t.hi) {
-        t.done = true;
-        t.value = t.lo;
-      }
-    }
+    for (size_t i = 0; i < qs_.size(); ++i) aim_from_pass1(g, qs_[i], g.targets[i]);
     g.log_hist = {};
   }
-  auto unresolved = [&] {
-    for (const Group& g : groups_)
-      for (const Target& t : g.targets)
-        if (!t.done) return true;
-    return false;
-  };
+}
+
+bool ExactQuantiles::unresolved() const {
+  for (const Group& g : groups_)
+    for (const Target& t : g.targets)
+      if (!t.done) return true;
+  return false;
+}
+
+// Before a pass, each open target either collects its range's values (few enough) or
+// histograms them.
+void ExactQuantiles::prepare_pass() {
+  for (Group& g : groups_) {
+    for (Target& t : g.targets) {
+      if (t.done) continue;
+      t.collected.clear();
+      t.hist.clear();
+      if (t.inside <= kCollectMax)
+        t.collected.reserve(t.inside);
+      else
+        t.hist.assign(kBuckets, 0);
+    }
+  }
+}
+
+// One replayed value, to every open target of its group whose range holds it.
+void ExactQuantiles::take(size_t group, uint64_t v) {
+  if (group >= groups_.size()) return;
+  for (Target& t : groups_[group].targets) {
+    if (t.done || v < t.lo || v > t.hi) continue;
+    if (!t.hist.empty()) {
+      uint64_t width = (t.hi - t.lo) / kBuckets + 1;
+      ++t.hist[(v - t.lo) / width];
+    } else if (t.collected.size() < t.inside) {
+      t.collected.push_back(v);
+    }
+  }
+}
+
+// A collected range: the rank's value is read off the sorted values, and the target is done.
+void ExactQuantiles::settle_collected(Target& t) {
+  std::sort(t.collected.begin(), t.collected.end());
+  uint64_t idx = t.rank - t.below - 1;
+  t.value = idx < t.collected.size() ? t.collected[idx] : t.hi;
+  t.done = true;
+  t.collected = {};
+}
+
+// A histogrammed range: narrowed to the bucket holding the rank; done where that is one value.
+void ExactQuantiles::narrow_to_bucket(Target& t) {
+  uint64_t width = (t.hi - t.lo) / kBuckets + 1;
+  uint64_t seen = t.below;
+  for (size_t b = 0; b < kBuckets; ++b) {
+    if (seen + t.hist[b] >= t.rank) {
+      uint64_t new_lo = t.lo + b * width;
+      t.hi = std::min(t.hi, new_lo + width - 1);
+      t.lo = new_lo;
+      t.below = seen;
+      t.inside = t.hist[b];
+      break;
+    }
+    seen += t.hist[b];
+  }
+  if (t.lo == t.hi) {
+    t.value = t.lo;
+    t.done = true;
+  }
+  t.hist = {};
+}
+
+void ExactQuantiles::finish_pass() {
+  for (Group& g : groups_) {
+    for (Target& t : g.targets) {
+      if (t.done) continue;
+      if (t.hist.empty())
+        settle_collected(t);
+      else
+        narrow_to_bucket(t);
+    }
+  }
+}
+
+void ExactQuantiles::resolve(const std::function<void(const Sink&)>& replay) {
+  start_targets();
   while (unresolved()) {
     ++passes_;
-    // Prepare this pass: collect small ranges, histogram large ones.
-    for (Group& g : groups_) {
-      for (Target& t : g.targets) {
-        if (t.done) continue;
-        t.collected.clear();
-        t.hist.clear();
-        if (t.inside <= kCollectMax)
-          t.collected.reserve(t.inside);
-        else
-          t.hist.assign(kBuckets, 0);
-      }
-    }
-    replay([&](size_t group, uint64_t v) {
-      if (group >= groups_.size()) return;
-      for (Target& t : groups_[group].targets) {
-        if (t.done || v < t.lo || v > t.hi) continue;
-        if (!t.hist.empty()) {
-          uint64_t width = (t.hi - t.lo) / kBuckets + 1;
-          ++t.hist[(v - t.lo) / width];
-        } else if (t.collected.size() < t.inside) {
-          t.collected.push_back(v);
-        }
-      }
-    });
-    for (Group& g : groups_) {
-      for (Target& t : g.targets) {
-        if (t.done) continue;
-        if (t.hist.empty()) {
-          std::sort(t.collected.begin(), t.collected.end());
-          uint64_t idx = t.rank - t.below - 1;
-          t.value = idx < t.collected.size() ? t.collected[idx] : t.hi;
-          t.done = true;
-          t.collected = {};
-          continue;
-        }
-        uint64_t width = (t.hi - t.lo) / kBuckets + 1;
-        uint64_t seen = t.below;
-        for (size_t b = 0; b < kBuckets; ++b) {
-          if (seen + t.hist[b] >= t.rank) {
-            uint64_t new_lo = t.lo + b * width;
-            t.hi = std::min(t.hi, new_lo + width - 1);
-            t.lo = new_lo;
-            t.below = seen;
-            t.inside = t.hist[b];
-            break;
-          }
-          seen += t.hist[b];
-        }
-        if (t.lo == t.hi) {
-          t.value = t.lo;
-          t.done = true;
-        }
-        t.hist = {};
-      }
-    }
+    prepare_pass();
+    replay([&](size_t group, uint64_t v) { take(group, v); });
+    finish_pass();
   }
 }
 

@@ -61,6 +61,17 @@ class ExactQuantiles {
     std::vector<uint64_t> log_hist;  // pass 1
     std::vector<Target> targets;
   };
+  // resolve(), by step: targets from pass 1, then per further pass prepare, take the replayed
+  // values, and narrow or settle each open target.
+  static void aim_from_pass1(const Group& g, double q, Target& t);
+  static void settle_collected(Target& t);
+  static void narrow_to_bucket(Target& t);
+  void start_targets();
+  bool unresolved() const;
+  void prepare_pass();
+  void take(size_t group, uint64_t v);
+  void finish_pass();
+
   std::vector<double> qs_;
   std::vector<Group> groups_;
   int passes_ = 1;
