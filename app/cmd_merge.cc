@@ -130,129 +130,166 @@ ingero::Status carry_rows(store::Db& db, store::TraceWriter& w,
   return out.exec("COMMIT");
 }
 
-ingero::Status merge_one(const std::string& in, const std::string& force_node,
-                         store::TraceWriter& w, store::StringPool& strings, size_t* events,
-                         store::SessionEnd& last) {
-  auto reader = store::TraceReader::open(in, builtin_views());
-  if (!reader) return reader.error();
-  store::Db& db = (*reader)->db();
-  // Folded launches have no rows to re-encode, and summaries rebuilt from the rows left would
-  // undercount them: refused rather than merged short.
-  if (db.table_exists("call_runs")) {
-    auto runs = db.query_int("SELECT count(*) FROM call_runs");
-    if (!runs) return runs.error();
-    if (runs->value_or(0) > 0)
-      return ingero::make_error(in + ": " + std::to_string(**runs) +
-                                " runs of folded launches (tiered retention); merge keeps "
-                                "every call's row, so it takes traces recorded with --keep-all "
-                                "or before folding began");
-  }
-  auto nodes = input_nodes(db, in, force_node);
-  if (!nodes) return nodes.error();
-  auto first = store::first_event_ns(db);
-  if (!first) return first.error();
-  for (const InputNode& n : *nodes) {
-    const std::string& node = n.node;
-    store::SessionInfo si;
-    si.node = node;
-    si.host = node;
-    si.mono_offset_ns = 0;  // stored timestamps are already wall clock
-    si.flags = "merged-from=" + in +
-               ((*reader)->is_legacy() ? ",legacy=" + (*reader)->info().legacy_version : "");
-    si.started_at_ns = first->value_or(0);
-    if (auto s = w.begin_session(si); !s) return s.error();
-    const store::NodeFilter& which = n.which;
-    // The source sessions it holds: a later merge of this output with one of its inputs is
-    // refused, not counted twice.
-    auto ids = node_sessions(db, n, force_node);
-    if (!ids) return ids.error();
-    if (auto s = w.add_merged_sessions(*ids); !s) return s;
-    // What the node's sessions lost, and the libraries attached late, stay said: a merged file
-    // must not read as complete where its inputs were not.
-    auto losses = store::read_losses(db, which);
-    if (!losses) return losses.error();
-    auto late = store::read_late_libraries(db, which);
-    if (!late) return late.error();
-    for (const auto& l : *late)
-      if (auto s = w.add_library(l); !s) return s.error();
-    store::EventFilter filter;
-    filter.node = which;
-    filter.rows = true;  // every call's row (schema 10 also keeps a folded form)
-    auto add = [&](const hal::Event& e) -> ingero::Status {
-      ++*events;
-      return w.add(e);
-    };
-    using Rows = store::EventCursor::Rows;
-    // In one snapshot, the calls read checked against the file's own counts: a damaged time
-    // index ends the read early without an error (store/call_count_check.h). Host events are
-    // read along the table, not the index.
-    if (auto s = db.exec("BEGIN"); !s) return s;
-    struct End {
-      store::Db& db;
-      ~End() { (void)db.exec("COMMIT"); }
-    } end{db};
-    store::CallCountCheck count(filter, {INT64_MIN, INT64_MAX});
-    auto add_call = [&](const hal::Event& e) {
-      count.add(int64_t(e.ts_ns));
-      return add(e);
-    };
-    if (auto s = store::for_each_event(db, Rows::kCalls, filter, strings, add_call); !s) return s;
-    if (!(*reader)->is_legacy())
-      if (auto s = count.verify(db); !s) return s;
-    store::EventFilter host = filter;
-    host.scan = true;
-    if (auto s = store::for_each_event(db, Rows::kHostEvents, host, strings, add); !s) return s;
-    // Processes (merged by node + pid), snapshots.
-    auto procs = store::read_process_names(db, which);
-    if (!procs) return procs.error();
-    for (const auto& p : *procs)
-      if (auto s = w.note_process(p.pid, p.name, p.cmdline, 0); !s) return s;
-    // Kernel names (by node + pid + function) and what the node's sessions could not name.
-    auto kernels = store::read_kernel_names(db, which);
-    if (!kernels) return kernels.error();
-    for (const auto& k : *kernels)
-      if (auto s = w.add_kernel_name(
-              {k.pid, k.func, k.name, k.raw_name, hal::kernel_name_source_from(k.source), 0});
-          !s)
-        return s;
-    auto naming = store::read_kernel_naming(db, which);
-    if (!naming) return naming.error();
-    if (*naming)
-      if (auto s = w.update_kernel_naming(**naming); !s) return s;
-    auto snaps = store::read_snapshots(db, which);
-    if (!snaps) return snaps.error();
-    for (const auto& r : *snaps)
-      if (auto s = w.add_snapshot(r); !s) return s;
-    if (auto s = w.commit(); !s) return s;
-    // Ended, as its source was: a merged session with no stop time reads as still being written.
-    auto stopped = store::read_stopped_at(db, which);
-    if (!stopped) return stopped.error();
-    last = {};
-    last.stopped_at_ns = *stopped;
-    last.counters = *losses;
-    last.exit_reason = "merged";
-    if (auto s = w.end_session(last); !s) return s;
-    // What the samplers and the analysis wrote beside the events, as it was.
-    if (auto s =
-            carry_rows(db, w, {"process_stats", "device_counters", "causal_chains", "inflight"},
-                       which, w.session_id(), force_node);
+// Folded launches have no rows to re-encode, and summaries rebuilt from the rows left would
+// undercount them: refused rather than merged short.
+ingero::Status refuse_folded_launches(store::Db& db, const std::string& in) {
+  if (!db.table_exists("call_runs")) return {};
+  auto runs = db.query_int("SELECT count(*) FROM call_runs");
+  if (!runs) return runs.error();
+  if (runs->value_or(0) > 0)
+    return ingero::make_error(in + ": " + std::to_string(**runs) +
+                              " runs of folded launches (tiered retention); merge keeps "
+                              "every call's row, so it takes traces recorded with --keep-all "
+                              "or before folding began");
+  return {};
+}
+
+// The output session of one node of an input, and the source sessions it holds: a later merge
+// of this output with one of its inputs is refused, not counted twice.
+ingero::Status begin_node_session(store::TraceReader& reader, const std::string& in,
+                                  const InputNode& n, const std::string& force_node,
+                                  int64_t started_at_ns, store::TraceWriter& w) {
+  store::SessionInfo si;
+  si.node = n.node;
+  si.host = n.node;
+  si.mono_offset_ns = 0;  // stored timestamps are already wall clock
+  si.flags =
+      "merged-from=" + in + (reader.is_legacy() ? ",legacy=" + reader.info().legacy_version : "");
+  si.started_at_ns = started_at_ns;
+  if (auto s = w.begin_session(si); !s) return s.error();
+  auto ids = node_sessions(reader.db(), n, force_node);
+  if (!ids) return ids.error();
+  return w.add_merged_sessions(*ids);
+}
+
+// The node's calls, checked against the file's own counts (a damaged time index ends the read
+// early without an error: store/call_count_check.h), then its host events, read along the table,
+// not the index. The caller holds the read snapshot.
+ingero::Status copy_node_events(store::TraceReader& reader, const store::NodeFilter& which,
+                                store::TraceWriter& w, store::StringPool& strings, size_t* events) {
+  store::Db& db = reader.db();
+  store::EventFilter filter;
+  filter.node = which;
+  filter.rows = true;  // every call's row (schema 10 also keeps a folded form)
+  auto add = [&](const hal::Event& e) -> ingero::Status {
+    ++*events;
+    return w.add(e);
+  };
+  using Rows = store::EventCursor::Rows;
+  store::CallCountCheck count(filter, {INT64_MIN, INT64_MAX});
+  auto add_call = [&](const hal::Event& e) {
+    count.add(int64_t(e.ts_ns));
+    return add(e);
+  };
+  if (auto s = store::for_each_event(db, Rows::kCalls, filter, strings, add_call); !s) return s;
+  if (!reader.is_legacy())
+    if (auto s = count.verify(db); !s) return s;
+  store::EventFilter host = filter;
+  host.scan = true;
+  return store::for_each_event(db, Rows::kHostEvents, host, strings, add);
+}
+
+// Processes (merged by node + pid), kernel names (by node + pid + function) and what the node's
+// sessions could not name, and snapshots.
+ingero::Status copy_node_names(store::Db& db, const store::NodeFilter& which,
+                               store::TraceWriter& w) {
+  auto procs = store::read_process_names(db, which);
+  if (!procs) return procs.error();
+  for (const auto& p : *procs)
+    if (auto s = w.note_process(p.pid, p.name, p.cmdline, 0); !s) return s;
+  auto kernels = store::read_kernel_names(db, which);
+  if (!kernels) return kernels.error();
+  for (const auto& k : *kernels)
+    if (auto s = w.add_kernel_name(
+            {k.pid, k.func, k.name, k.raw_name, hal::kernel_name_source_from(k.source), 0});
         !s)
       return s;
-  }
-  if (auto s = carry_rows(db, w, {"cgroup_metadata"}, std::nullopt, std::nullopt, ""); !s) return s;
-  // Stacks: the original implementation's by their hash; ours by a hash of their resolved
-  // frames, so the same stack on two nodes is stored once.
+  auto naming = store::read_kernel_naming(db, which);
+  if (!naming) return naming.error();
+  if (*naming)
+    if (auto s = w.update_kernel_naming(**naming); !s) return s;
+  auto snaps = store::read_snapshots(db, which);
+  if (!snaps) return snaps.error();
+  for (const auto& r : *snaps)
+    if (auto s = w.add_snapshot(r); !s) return s;
+  return {};
+}
+
+// Ended, as its source was: a merged session with no stop time reads as still being written.
+// Its losses stay said: a merged file must not read as complete where its inputs were not.
+ingero::Status end_node_session(store::Db& db, const store::NodeFilter& which,
+                                const hal::SessionCounters& losses, store::TraceWriter& w,
+                                store::SessionEnd& last) {
+  auto stopped = store::read_stopped_at(db, which);
+  if (!stopped) return stopped.error();
+  last = {};
+  last.stopped_at_ns = *stopped;
+  last.counters = losses;
+  last.exit_reason = "merged";
+  return w.end_session(last);
+}
+
+// One node of an input into a session of its own.
+ingero::Status merge_node(store::TraceReader& reader, const std::string& in, const InputNode& n,
+                          const std::string& force_node, int64_t started_at_ns,
+                          store::TraceWriter& w, store::StringPool& strings, size_t* events,
+                          store::SessionEnd& last) {
+  store::Db& db = reader.db();
+  const store::NodeFilter& which = n.which;
+  if (auto s = begin_node_session(reader, in, n, force_node, started_at_ns, w); !s) return s;
+  // What the node's sessions lost, and the libraries attached late, stay said.
+  auto losses = store::read_losses(db, which);
+  if (!losses) return losses.error();
+  auto late = store::read_late_libraries(db, which);
+  if (!late) return late.error();
+  for (const auto& l : *late)
+    if (auto s = w.add_library(l); !s) return s.error();
+  // One read snapshot for the rest of the node.
+  if (auto s = db.exec("BEGIN"); !s) return s;
+  struct End {
+    store::Db& db;
+    ~End() { (void)db.exec("COMMIT"); }
+  } end{db};
+  if (auto s = copy_node_events(reader, which, w, strings, events); !s) return s;
+  if (auto s = copy_node_names(db, which, w); !s) return s;
+  if (auto s = w.commit(); !s) return s;
+  if (auto s = end_node_session(db, which, *losses, w, last); !s) return s;
+  // What the samplers and the analysis wrote beside the events, as it was.
+  return carry_rows(db, w, {"process_stats", "device_counters", "causal_chains", "inflight"}, which,
+                    w.session_id(), force_node);
+}
+
+// Stacks: the original implementation's by their hash; ours by a hash of their resolved
+// frames, so the same stack on two nodes is stored once.
+ingero::Status merge_stacks(store::Db& db, store::TraceWriter& w) {
   if (auto s = store::for_each_legacy_stack(db,
                                             [&](const store::LegacyStackRow& r) {
                                               return w.add_legacy_stack(r.hash, r.ips, r.frames);
                                             });
       !s)
     return s;
-  if (auto s = store::for_each_stack(
-          db,
-          [&](uint64_t id, const std::vector<hal::StackFrame>& f) { return w.add_stack(id, f); });
-      !s)
-    return s;
+  return store::for_each_stack(
+      db, [&](uint64_t id, const std::vector<hal::StackFrame>& f) { return w.add_stack(id, f); });
+}
+
+ingero::Status merge_one(const std::string& in, const std::string& force_node,
+                         store::TraceWriter& w, store::StringPool& strings, size_t* events,
+                         store::SessionEnd& last) {
+  auto reader = store::TraceReader::open(in, builtin_views());
+  if (!reader) return reader.error();
+  store::Db& db = (*reader)->db();
+  if (auto s = refuse_folded_launches(db, in); !s) return s;
+  auto nodes = input_nodes(db, in, force_node);
+  if (!nodes) return nodes.error();
+  auto first = store::first_event_ns(db);
+  if (!first) return first.error();
+  for (const InputNode& n : *nodes)
+    if (auto s =
+            merge_node(**reader, in, n, force_node, first->value_or(0), w, strings, events, last);
+        !s)
+      return s;
+  if (auto s = carry_rows(db, w, {"cgroup_metadata"}, std::nullopt, std::nullopt, ""); !s) return s;
+  if (auto s = merge_stacks(db, w); !s) return s;
   return w.commit();
 }
 
