@@ -6,7 +6,7 @@
 // with ~20 us of Python between them (8 call sites of the model's forward and backward), the
 // loss comes down (a device-to-host copy that waits for the GPU) and a stream sync. Per-op
 // latencies are log-normal around what an H100 shows; the main thread goes off-CPU while it
-// waits for the GPU (sched_switch + sched_wakeup), and on-CPU samples arrive at 49 Hz.
+// waits for the GPU (a sched_switch row naming its waker), and on-CPU samples arrive at 49 Hz.
 // About 59,000 calls per second in all, close to a launch-bound ResNet-18 on an H100.
 //
 // The planted fault: from 60% to 75% of the steps, rank 1's DataLoader starves: before each
@@ -86,6 +86,12 @@ struct Gen {
     if (kind == hal::EventKind::kSchedSwitch) {
       e.set(hal::Field::kFlags, 0);  // not preempted: the thread went to sleep
       e.set(hal::Field::kState, 1);  // TASK_INTERRUPTIBLE
+      // Woken from the idle task's interrupt (the GPU's completion), on CPU 10 us later: the
+      // wakeup is on the interval, as ingero stores it.
+      e.set(hal::Field::kWakerPid, 0);
+      e.set(hal::Field::kWakerTid, 0);
+      e.set(hal::Field::kRunqNs, 10'000);
+      e.detail = "swapper/3";
     }
     add(e);
   }
@@ -161,7 +167,6 @@ uint64_t step(Gen& g, uint32_t pid, uint64_t t, bool starved) {
   d2h.switches = 1;
   g.add(d2h);
   g.host(pid, t + 10'000, wait - 20'000, "sched_switch", K::kSchedSwitch);
-  g.host(pid, t + wait - 10'000, 0, "sched_wakeup", K::kSchedWakeup);
   t += wait + g.lat(8'000, 0.2);
   hal::Event sync =
       g.call(pid, t, g.lat(9'000, 0.3), "cudaStreamSynchronize", K::kSync, kLossStack);
