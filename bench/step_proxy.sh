@@ -37,6 +37,8 @@ run_ingero() {  # NAME [flags...]
   "$ING" query --db "$out/$name.db" --json \
     "SELECT ringbuf_drops, call_drops, stack_drops, host_drops, sample_drops, lost_calls,
             calls_lost_at_exit, store_errors FROM sessions" > "$out/$name.loss.json"
+  "$ING" query --db "$out/$name.db" --json \
+    "SELECT count(*) AS n FROM host_events" > "$out/$name.host.json"
 }
 
 for r in $(seq 1 "$ROUNDS"); do
@@ -76,10 +78,12 @@ for key in ("nostack", "default"):
         loss = json.load(open(f"{out}/{key}.{r}.loss.json"))[0]
         exact = all(stored.get(op, 0) == n for op, n in made.items()) and len(stored) == len(made)
         cpu = json.load(open(f"{out}/{key}.{r}.cpu"))["cpu_s"]
+        host = json.load(open(f"{out}/{key}.{r}.host.json"))[0]["n"]
         print(f"  {key} round {r}: stored/made " +
               ", ".join(f"{op} {stored.get(op, 0)}/{n}" for op, n in made.items()) +
               f" -> {'exact' if exact else 'NOT EXACT'}; losses " +
               (", ".join(f"{k} {v}" for k, v in loss.items() if v) or "none") +
-              f"; tracer CPU {cpu:.2f} s = {cpu * 1e6 / sum(made.values()):.2f} us a call")
+              f"; tracer CPU {cpu:.2f} s = {cpu * 1e6 / sum(made.values()):.2f} us a call"
+              f"; {host / sum(made.values()):.2f} host events a call")
 print(f"targets on this VM: default <= +10%, --no-stack <= +6%, exact counts")
 PY
