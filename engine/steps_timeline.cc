@@ -1,10 +1,12 @@
 // The step model, part 2: one sweep over a process's top-level calls (all threads) that
 // splits each step into host categories, estimates when the GPU had no work, and cuts out
 // the host gaps; each gap is then attributed to what its thread did.
+// The attribution is in steps_gap_attribution.cc, the preemption of the threads feeding the GPU
+// in steps_preemption.cc.
+#include "engine/steps_timeline.h"
+
 #include <algorithm>
-#include <optional>
 #include <queue>
-#include <set>
 #include <unordered_map>
 
 #include "engine/steps_internal.h"
@@ -12,99 +14,6 @@
 
 namespace ingero::engine::steps_detail {
 namespace {
-
-// Off-CPU intervals longer than this are not looked for before a gap's start.
-constexpr int64_t kMaxLookbackNs = 60'000'000'000;
-
-class Attributor {
- public:
-  Attributor(uint32_t pid, const HostContext& host,
-             const std::map<uint32_t, std::vector<CpuSample>>& samples)
-      : host_(host), samples_(samples) {
-    if (auto it = host.offcpu.find(pid); it != host.offcpu.end())
-      for (const auto& iv : it->second) by_tid_[iv.tid].push_back(&iv);
-    if (auto it = host.block_by_pid.find(pid); it != host.block_by_pid.end()) blocks_ = &it->second;
-  }
-
-  // `tally`: null for warm-up gaps, which the summary leaves out.
-  void attribute(HostGap& g, Tallies* tally) {
-    int64_t a = g.start_ns, b = g.end_ns;
-    uint64_t off = 0;
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> by;  // preemptor (pid, comm) -> ns
-    if (auto it = by_tid_.find(g.tid); it != by_tid_.end()) {
-      const auto& v = it->second;
-      // One thread's intervals do not overlap: ordered by start, they are ordered by end.
-      auto k = std::lower_bound(v.begin(), v.end(), a,
-                                [](const OffCpuInterval* x, int64_t t) { return x->end <= t; });
-      for (; k != v.end() && (*k)->start < b; ++k) {
-        const OffCpuInterval& x = **k;
-        int64_t lo = std::max(x.start, a), hi = std::min(x.end, b);
-        if (hi <= lo) continue;
-        uint64_t d = uint64_t(hi - lo);
-        off += d;
-        if (x.preempted) {
-          g.time.preempted_ns += d;
-          if (x.by_pid) by[{x.by_pid, x.by_comm}] += d;
-        } else if (x.state & 2) {
-          g.time.io_ns += d;
-        } else {
-          g.time.sleep_ns += d;
-        }
-      }
-    }
-    uint64_t len = uint64_t(b - a);
-    if (!host_.has_sched_events) {  // nothing says whether the thread ran
-      g.time.unknown_ns = len;
-      return;
-    }
-    g.time.on_cpu_ns = off >= len ? 0 : len - off;
-    if (off > len) {  // rounding at the edges: keep the parts summing to the gap
-      double f = double(len) / double(off);
-      g.time.preempted_ns = uint64_t(double(g.time.preempted_ns) * f);
-      g.time.io_ns = uint64_t(double(g.time.io_ns) * f);
-      g.time.sleep_ns = len - g.time.preempted_ns - g.time.io_ns;
-    }
-    if (!by.empty()) {
-      auto top = std::max_element(by.begin(), by.end(),
-                                  [](auto& x, auto& y) { return x.second < y.second; });
-      g.preemptor_pid = top->first.first;
-      g.preemptor = host_.comm_name(top->first.second);
-      if (tally)
-        for (const auto& [key, ns] : by)
-          tally->preemptor_ns[{key.first, host_.comm_name(key.second)}] += ns;
-    }
-    if (blocks_) {
-      auto k = std::lower_bound(blocks_->begin(), blocks_->end(), a - kMaxLookbackNs,
-                                [](const BlockRequest& x, int64_t t) { return x.start < t; });
-      for (; k != blocks_->end() && k->start < b; ++k) {
-        if (k->end <= a) continue;
-        ++g.block_ios;
-        if (k->write) g.block_write_bytes += k->bytes;
-      }
-    }
-    if (auto it = samples_.find(g.tid); it != samples_.end()) {
-      const auto& v = it->second;
-      auto k = std::lower_bound(v.begin(), v.end(), a,
-                                [](const CpuSample& x, int64_t t) { return x.ts_ns < t; });
-      std::map<uint64_t, uint32_t> n;
-      for (; k != v.end() && k->ts_ns < b; ++k) {
-        ++n[k->stack_id];
-        ++g.samples;
-        if (tally) ++tally->samples[k->stack_id];
-      }
-      if (!n.empty())
-        g.sample_stack = std::max_element(n.begin(), n.end(), [](auto& x, auto& y) {
-                           return x.second < y.second;
-                         })->first;
-    }
-  }
-
- private:
-  const HostContext& host_;
-  const std::map<uint32_t, std::vector<CpuSample>>& samples_;
-  std::map<uint32_t, std::vector<const OffCpuInterval*>> by_tid_;
-  const std::vector<BlockRequest>* blocks_ = nullptr;
-};
 
 struct StreamState {
   bool busy = false;
@@ -392,106 +301,7 @@ void count_calls(const Proc& p, StepSeries& s) {
   }
 }
 
-// Splits [a, b) at the boundaries of `s`'s steps: fn(step, lo, hi) for each piece inside them.
-class StepSplitter {
- public:
-  explicit StepSplitter(StepSeries& s) : s_(s) {
-    starts_.reserve(s.steps.size());
-    for (const Step& st : s.steps) starts_.push_back(st.start_ns);
-  }
-  int64_t first() const { return starts_.front(); }
-  int64_t last() const { return s_.steps.back().end_ns; }
-  template <class Fn>
-  void operator()(int64_t a, int64_t b, Fn&& fn) {
-    a = std::max(a, first());
-    b = std::min(b, last());
-    while (a < b) {
-      size_t k = size_t(std::upper_bound(starts_.begin(), starts_.end(), a) - starts_.begin() - 1);
-      int64_t end = std::min(b, s_.steps[k].end_ns);
-      fn(s_.steps[k], a, end);
-      a = end;
-    }
-  }
-
- private:
-  StepSeries& s_;
-  std::vector<int64_t> starts_;
-};
-
-// Who took the CPU of the threads that feed the GPU in steady steps, and which call each
-// preemption delayed.
-void count_preemptors(const Proc& p, const HostContext& host, const FeedingThreads& feeding,
-                      StepSeries& s, Tallies& tally) {
-  auto it = host.offcpu.find(p.pid);
-  if (it == host.offcpu.end()) return;
-  StepSplitter split(s);
-  int64_t first = split.first(), last = split.last();
-  // Each feeding thread's calls in start order, to find the call it made after a preemption:
-  // the process's own list where one thread makes every call (a training loop's main thread),
-  // else one list a thread, made when a preemption asks for it.
-  std::map<uint32_t, std::vector<const Call*>> by_tid;
-  auto calls_of = [&](uint32_t tid) -> const std::vector<const Call*>& {
-    auto [it, fresh] = by_tid.try_emplace(tid);
-    if (fresh) {
-      it->second.reserve(feeding.at(tid));
-      for (const Call& c : p.calls)
-        if (c.tid == tid) it->second.push_back(&c);
-    }
-    return it->second;
-  };
-  // The first call of the thread starting at or after t: (its stack, its op), or none.
-  auto next_call = [&](uint32_t tid, int64_t t) -> std::optional<std::pair<uint64_t, uint32_t>> {
-    const Call* later = nullptr;   // its first item starting at or after t
-    const Call* before = nullptr;  // the item before that
-    if (feeding.size() == 1) {
-      auto at = std::lower_bound(p.calls.begin(), p.calls.end(), t,
-                                 [](const Call& c, int64_t x) { return c.start < x; });
-      if (at != p.calls.end()) later = &*at;
-      if (at != p.calls.begin()) before = &*std::prev(at);
-    } else {
-      const auto& v = calls_of(tid);
-      auto at = std::lower_bound(v.begin(), v.end(), t,
-                                 [](const Call* c, int64_t x) { return c->start < x; });
-      if (at != v.end()) later = *at;
-      if (at != v.begin()) before = *std::prev(at);
-    }
-    // A run or group started before t may have calls left after it.
-    if (before && p.last_start(*before) >= t) {
-      const Call& c = *before;
-      std::optional<std::pair<uint64_t, uint32_t>> found;
-      p.for_each_span(c, [&](uint64_t, const Span& x) {
-        if (!found && x.start >= t) found.emplace(x.stack, c.op);
-      });
-      return found;
-    }
-    if (!later) return std::nullopt;
-    return std::make_pair(p.first(*later).stack, later->op);
-  };
-  for (const OffCpuInterval& iv : it->second) {
-    if (!iv.preempted || !feeding.count(iv.tid) || iv.end <= first || iv.start >= last) continue;
-    auto next = next_call(iv.tid, iv.end);
-    split(iv.start, iv.end, [&](Step& st, int64_t lo, int64_t hi) {
-      if (st.warmup) return;
-      if (next) {
-        auto key = std::make_pair(next->first, p.ops[next->second].op);
-        uint64_t& ns = tally.preempted_before_ns[key];
-        ns += uint64_t(hi - lo);
-        tally.preempted_before_tid.try_emplace(key, iv.tid);
-      }
-      if (!iv.by_pid) return;
-      tally.step_preemptor_ns[{iv.by_pid, host.comm_name(iv.by_comm)}] += uint64_t(hi - lo);
-    });
-  }
-}
-
 }  // namespace
-
-FeedingThreads feeding_threads(const Proc& p, const HostContext& host) {
-  FeedingThreads feeding;
-  if (!host.offcpu.count(p.pid)) return feeding;
-  for (const Call& c : p.calls) ++feeding[c.tid];
-  return feeding;
-}
 
 void build_timeline(const Proc& p, const HostContext& host,
                     const std::map<uint32_t, std::vector<CpuSample>>& samples,
@@ -501,24 +311,6 @@ void build_timeline(const Proc& p, const HostContext& host,
   Attributor attr(p.pid, host, samples);
   Sweep(p, s, attr, tally, max_gaps).run();
   count_preemptors(p, host, feeding, s, tally);
-}
-
-void count_preempted(const Proc& p, const HostContext& host, const FeedingThreads& feeding,
-                     StepSeries& s) {
-  auto it = host.offcpu.find(p.pid);
-  if (it == host.offcpu.end() || s.steps.empty()) return;
-  StepSplitter split(s);
-  int64_t reach = INT64_MIN;  // union over threads: intervals come in start order
-  for (const OffCpuInterval& iv : it->second) {
-    if (!iv.preempted || !feeding.count(iv.tid) || iv.end <= split.first() ||
-        iv.start >= split.last())
-      continue;
-    int64_t from = std::max(iv.start, reach);
-    if (iv.end > from)
-      split(from, iv.end,
-            [](Step& st, int64_t lo, int64_t hi) { st.preempted_ns += uint64_t(hi - lo); });
-    reach = std::max(reach, iv.end);
-  }
 }
 
 }  // namespace ingero::engine::steps_detail

@@ -1,0 +1,87 @@
+// The step model, part 2b: each host gap attributed to what its thread did meanwhile: on CPU,
+// preempted (and by whom), in I/O or asleep, the block requests in flight, the on-CPU samples.
+#include <algorithm>
+
+#include "engine/steps_timeline.h"
+
+namespace ingero::engine::steps_detail {
+namespace {
+
+// Off-CPU intervals longer than this are not looked for before a gap's start.
+constexpr int64_t kMaxLookbackNs = 60'000'000'000;
+
+}  // namespace
+
+void Attributor::attribute(HostGap& g, Tallies* tally) {
+  int64_t a = g.start_ns, b = g.end_ns;
+  uint64_t off = 0;
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> by;  // preemptor (pid, comm) -> ns
+  if (auto it = by_tid_.find(g.tid); it != by_tid_.end()) {
+    const auto& v = it->second;
+    // One thread's intervals do not overlap: ordered by start, they are ordered by end.
+    auto k = std::lower_bound(v.begin(), v.end(), a,
+                              [](const OffCpuInterval* x, int64_t t) { return x->end <= t; });
+    for (; k != v.end() && (*k)->start < b; ++k) {
+      const OffCpuInterval& x = **k;
+      int64_t lo = std::max(x.start, a), hi = std::min(x.end, b);
+      if (hi <= lo) continue;
+      uint64_t d = uint64_t(hi - lo);
+      off += d;
+      if (x.preempted) {
+        g.time.preempted_ns += d;
+        if (x.by_pid) by[{x.by_pid, x.by_comm}] += d;
+      } else if (x.state & 2) {
+        g.time.io_ns += d;
+      } else {
+        g.time.sleep_ns += d;
+      }
+    }
+  }
+  uint64_t len = uint64_t(b - a);
+  if (!host_.has_sched_events) {  // nothing says whether the thread ran
+    g.time.unknown_ns = len;
+    return;
+  }
+  g.time.on_cpu_ns = off >= len ? 0 : len - off;
+  if (off > len) {  // rounding at the edges: keep the parts summing to the gap
+    double f = double(len) / double(off);
+    g.time.preempted_ns = uint64_t(double(g.time.preempted_ns) * f);
+    g.time.io_ns = uint64_t(double(g.time.io_ns) * f);
+    g.time.sleep_ns = len - g.time.preempted_ns - g.time.io_ns;
+  }
+  if (!by.empty()) {
+    auto top = std::max_element(by.begin(), by.end(),
+                                [](auto& x, auto& y) { return x.second < y.second; });
+    g.preemptor_pid = top->first.first;
+    g.preemptor = host_.comm_name(top->first.second);
+    if (tally)
+      for (const auto& [key, ns] : by)
+        tally->preemptor_ns[{key.first, host_.comm_name(key.second)}] += ns;
+  }
+  if (blocks_) {
+    auto k = std::lower_bound(blocks_->begin(), blocks_->end(), a - kMaxLookbackNs,
+                              [](const BlockRequest& x, int64_t t) { return x.start < t; });
+    for (; k != blocks_->end() && k->start < b; ++k) {
+      if (k->end <= a) continue;
+      ++g.block_ios;
+      if (k->write) g.block_write_bytes += k->bytes;
+    }
+  }
+  if (auto it = samples_.find(g.tid); it != samples_.end()) {
+    const auto& v = it->second;
+    auto k = std::lower_bound(v.begin(), v.end(), a,
+                              [](const CpuSample& x, int64_t t) { return x.ts_ns < t; });
+    std::map<uint64_t, uint32_t> n;
+    for (; k != v.end() && k->ts_ns < b; ++k) {
+      ++n[k->stack_id];
+      ++g.samples;
+      if (tally) ++tally->samples[k->stack_id];
+    }
+    if (!n.empty())
+      g.sample_stack = std::max_element(n.begin(), n.end(), [](auto& x, auto& y) {
+                         return x.second < y.second;
+                       })->first;
+  }
+}
+
+}  // namespace ingero::engine::steps_detail
