@@ -1,5 +1,7 @@
 // Internals of the step model shared by steps.cc (calls, cadence), steps_timeline.cc (the
-// sweep, gaps, attribution) and steps_summary.cc (sites, locations, the summary).
+// sweep, gaps), steps_gap_attribution.cc (what a gap's thread did), steps_preemption.cc (the
+// threads feeding the GPU, their preemption) and steps_summary.cc (sites, locations, the
+// summary).
 #pragma once
 
 #include <array>
@@ -282,7 +284,7 @@ std::map<uint32_t, Proc> collect_calls(TraceSource& source, const Window& w, siz
                                        const std::map<uint32_t, uint64_t>& calls_per_pid,
                                        unsigned threads = 1);
 
-// steps_timeline.cc: the threads of `p` that feed the GPU (make GPU calls): tid -> its items.
+// steps_preemption.cc: the threads of `p` that feed the GPU (make GPU calls): tid -> its items.
 // Empty where the trace has no off-CPU intervals of `p`, the only case that reads it. One pass
 // over the calls, made once per process for both readers below.
 using FeedingThreads = std::map<uint32_t, size_t>;
@@ -295,7 +297,7 @@ void build_timeline(const Proc& p, const HostContext& host,
                     const std::map<uint32_t, std::vector<CpuSample>>& samples,
                     const FeedingThreads& feeding, StepSeries& s, Tallies& tally, size_t max_gaps);
 
-// steps_timeline.cc: Step::preempted_ns of every step in `s`: the time at least one thread
+// steps_preemption.cc: Step::preempted_ns of every step in `s`: the time at least one thread
 // feeding the GPU was runnable but another task had its CPU. Before the warm-up is marked (a
 // step slowed by a noisy neighbour is not warm-up).
 void count_preempted(const Proc& p, const HostContext& host, const FeedingThreads& feeding,
