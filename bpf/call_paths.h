@@ -29,7 +29,11 @@ static __always_inline struct ingero_thread* thread_get_or_create(__u32 tid, __u
 }
 
 /* Entry. Returns 0 when the return must be seen, 1 when not (a session then arms no return
- * probe). `session`: nested calls push no frame, since their return never comes. */
+ * probe). `session`: nested calls push no frame, since their return never comes. *
+ * Kept whole despite its length: splitting it into inline helpers, even the 7-line GPU
+ * mark alone, changes clang's register allocation and spills in both programs that inline
+ * it (ingero_call, ingero_entry), so the verifier would see new code; the pair fallback's
+ * kernels (before 6.12) are not the one the tests run on. */
 static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32, tid = (__u32)id;
