@@ -1,0 +1,196 @@
+/* Part of calls.bpf.c (one compilation unit), included after its settings and maps and after
+ * call_capture.h: a call record's assembly in call_scratch (header, argument words, off-CPU
+ * and ident blocks, caller, return and entry reads) and its copy to calls_rb, from a frame or
+ * straight from the registers of an untimed launch. */
+#ifndef INGERO_CALL_EMIT_H
+#define INGERO_CALL_EMIT_H
+
+static __always_inline __u32 rounded(__u32 n) { return (n + 7) & ~7u; }
+
+/* Fills a call record's header; returns the flags its stack result adds. */
+static __always_inline __u16 put_header(struct ingero_call_rec* h, __u32 probe, __u32 pid,
+                                        __u32 tid, __u64 start, __u64 end, __u64 ret, __u64 stack,
+                                        __u32 nested, __u32 nested_probe) {
+  h->type = INGERO_REC_CALL;
+  h->probe_id = probe;
+  h->pid = pid;
+  h->tid = tid;
+  h->start_ns = start;
+  h->end_ns = end;
+  h->ret = ret;
+  h->stack_hash = stack & INGERO_STACK_HASH_MASK;
+  h->entry_len = 0;
+  h->return_len = 0;
+  h->nested = nested;
+  h->nested_probe = nested_probe;
+  __u16 flags = 0;
+  if (stack & INGERO_STACK_RET_SHIPPED) flags |= INGERO_CALL_STACK_SHIPPED;
+  if (stack & INGERO_STACK_RET_OF_SITE) flags |= INGERO_CALL_STACK_OF_SITE;
+  return flags;
+}
+
+/* Appends the register and stack argument words a record ships after its header; returns the
+ * end. */
+static __always_inline __u32 put_words(struct call_buf* buf, const __u64* regs, __u32 nregs,
+                                       const __u64* stack, __u32 nstack) {
+  __u32 off = sizeof(struct ingero_call_rec);
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_REG_WORDS; i++) {
+    if (i < nregs) {
+      *(__u64*)(buf->b + off) = regs[i];
+      off += 8;
+    }
+  }
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_STACK_WORDS; i++) {
+    if (i < nstack) {
+      *(__u64*)(buf->b + off) = stack[i];
+      off += 8;
+    }
+  }
+  return off;
+}
+
+/* Appends the thread's name and cgroup at `off` when they changed since it last shipped them;
+ * returns the new end. */
+static __always_inline __u32 put_ident(struct ingero_thread* t, struct call_buf* buf, __u32 off,
+                                       __u16* flags) {
+  char comm[INGERO_COMM_LEN];
+  bpf_get_current_comm(comm, sizeof(comm));
+  __u64 cgroup = bpf_get_current_cgroup_id();
+  __u64* now_c = (__u64*)comm;
+  __u64* was_c = (__u64*)t->ident_comm;
+  if (t->ident_comm[0] && now_c[0] == was_c[0] && now_c[1] == was_c[1] && cgroup == t->ident_cgroup)
+    return off;
+  if (off > INGERO_CALL_BUF - sizeof(struct ingero_call_ident)) return off;
+  struct ingero_call_ident* id = (void*)(buf->b + off);
+  id->cgroup_id = cgroup;
+  __builtin_memcpy(id->comm, comm, sizeof(id->comm));
+  __builtin_memcpy(t->ident_comm, comm, sizeof(comm));
+  t->ident_cgroup = cgroup;
+  *flags |= INGERO_CALL_IDENT;
+  return off + sizeof(*id);
+}
+
+/* Copies the record assembled in `buf` to the calls ring. */
+static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 flags) {
+  if (off > INGERO_CALL_REC_MAX) return;
+  /* A thread's first record (it carries the ident block) wakes the reader at once: a new
+   * process's maps must be read while it still runs, or a short program's stacks stay raw. */
+  __u64 wake = (flags & INGERO_CALL_IDENT) ? BPF_RB_FORCE_WAKEUP : ingero_wakeup_flags(&calls_rb);
+  if (bpf_ringbuf_output(&calls_rb, buf->b, off, wake)) {
+    stat_inc(INGERO_STAT_RINGBUF_DROPS);
+    return;
+  }
+  stat_inc(INGERO_STAT_CALLS);
+}
+
+/* An untimed launch (no entry read): its record is assembled straight from the registers and
+ * one read of the user stack, without the frame a call that returns needs. */
+static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_thread* t,
+                                            struct ingero_recipe* r, __u32 probe, __u32 tid,
+                                            __u64 sp) {
+  __u32 zero = 0;
+  struct call_buf* buf = bpf_map_lookup_elem(&call_scratch, &zero);
+  if (!buf) return;
+  __u16 flags = INGERO_CALL_ENTRY_ONLY;
+  /* The return address, then the stack arguments past it. */
+  __u64 words[1 + INGERO_STACK_WORDS] = {};
+  __u32 nstack = r->stack_words;
+  if (nstack > INGERO_STACK_WORDS) nstack = INGERO_STACK_WORDS;
+  if (bpf_probe_read_user(words, (nstack + 1) * 8, (void*)sp)) {
+    bpf_probe_read_user(words, 8, (void*)sp);
+    if (nstack) flags |= INGERO_CALL_STACK_READ_FAULT;
+  }
+  __u64 start = bpf_ktime_get_ns();
+  __u64 stack = 0;
+  if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, words[0]);
+  struct ingero_call_rec* h = (void*)buf->b;
+  flags |= put_header(h, probe, t->tgid, tid, start, 0, 0, stack, 0, 0);
+  __u32 nregs = r->nregs;
+  if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
+  h->nregs = nregs;
+  h->nstack = nstack;
+  __u64 regs[INGERO_REG_WORDS] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
+                                  PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), INGERO_PARM6(ctx)};
+  __u32 off = put_words(buf, regs, nregs, words + 1, nstack);
+  /* A thread's name and cgroup are read at its first call, at every call that returns, and at
+   * one untimed launch in 16 (two helper calls a launch otherwise): a rename or a cgroup move
+   * between syncs shows from the next of those. */
+  if (!t->ident_comm[0] || (t->timing_seq & 15) == 0) off = put_ident(t, buf, off, &flags);
+  if (r->flags & INGERO_RECIPE_CALLER) {
+    if (off > INGERO_CALL_BUF - 8) return;
+    *(__u64*)(buf->b + off) = words[0];
+    off += 8;
+    flags |= INGERO_CALL_CALLER;
+  }
+  h->flags = flags;
+  submit_call(buf, off, flags);
+}
+
+/* Assembles and submits one call record from frame f. */
+static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 tid,
+                                      __u64 end_ns, __u64 ret, __u16 flags, struct ingero_recipe* r,
+                                      __u64 stack) {
+  __u32 zero = 0;
+  struct call_buf* buf = bpf_map_lookup_elem(&call_scratch, &zero);
+  if (!buf) return;
+  struct ingero_call_rec* h = (void*)buf->b;
+  flags |= put_header(h, f->probe_id, t->tgid, tid, f->start_ns, end_ns, ret, stack, f->nested,
+                      f->nested_probe);
+  flags |= f->flags;
+
+  __u32 nregs = r ? r->nregs : INGERO_REG_WORDS;
+  __u32 nstack = r ? r->stack_words : 0;
+  if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
+  if (nstack > INGERO_STACK_WORDS) nstack = INGERO_STACK_WORDS;
+  h->nregs = nregs;
+  h->nstack = nstack;
+  __u32 off = put_words(buf, f->regs, nregs, f->stack, nstack);
+  __u64 off_cpu = t->off_cpu_total_ns - f->off_cpu_at_entry;
+  if (off_cpu || f->switches) {
+    struct ingero_call_offcpu* o = (void*)(buf->b + off);
+    o->off_cpu_ns = off_cpu;
+    o->preemptor_off_ns = f->preemptor_off_ns;
+    o->preempts = f->preempts;
+    o->switches = f->switches;
+    o->preemptor_pid = f->preemptor_pid;
+    o->preemptor_tid = f->preemptor_tid;
+    __builtin_memcpy(o->preemptor_comm, f->preemptor_comm, sizeof(o->preemptor_comm));
+    off += sizeof(*o);
+    flags |= INGERO_CALL_OFFCPU;
+  }
+  off = put_ident(t, buf, off, &flags);
+  if (r && (r->flags & INGERO_RECIPE_CALLER)) {
+    *(__u64*)(buf->b + off) = f->caller;
+    off += 8;
+    flags |= INGERO_CALL_CALLER;
+  }
+  if (r && r->return_read.src != INGERO_PTR_NONE && !(flags & INGERO_CALL_ENTRY_ONLY)) {
+    __u32 len = r->return_read.len;
+    if (len > INGERO_RETURN_READ_MAX) len = INGERO_RETURN_READ_MAX;
+    __u64 ptr = arg_word(f, r->return_read.src, r->return_read.index);
+    if (ptr && len > 0) {
+      ptr += r->return_read.offset;
+      if (bpf_probe_read_user(buf->b + off, len, (void*)ptr) == 0) {
+        h->return_len = len;
+        off += rounded(len);
+      } else {
+        flags |= INGERO_CALL_RETURN_READ_FAULT;
+      }
+    } else if (len > 0) {
+      flags |= INGERO_CALL_RETURN_READ_FAULT;
+    }
+  }
+  __u32 elen = f->entry_len;
+  if (elen > INGERO_ENTRY_READ_MAX) elen = INGERO_ENTRY_READ_MAX;
+  if (elen) {
+    __builtin_memcpy(buf->b + off, f->entry_buf, INGERO_ENTRY_READ_MAX);
+    h->entry_len = elen;
+    off += rounded(elen);
+  }
+  h->flags = flags;
+  submit_call(buf, off, flags);
+}
+
+#endif /* INGERO_CALL_EMIT_H */

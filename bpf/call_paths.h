@@ -1,0 +1,180 @@
+/* Part of calls.bpf.c (one compilation unit), included after its settings and maps, after
+ * call_capture.h and call_emit.h: the entry and return paths the call programs share. The entry
+ * decides, per call, whether it is filtered out, nested in the thread's call in flight, an
+ * untimed launch shipped at once, or a call whose return is awaited; the return pairs it with
+ * its frame and ships the record. */
+#ifndef INGERO_CALL_PATHS_H
+#define INGERO_CALL_PATHS_H
+
+static __always_inline bool pid_allowed(__u32 tgid) {
+  if (filter_pids_enabled && !bpf_map_lookup_elem(&pid_filter, &tgid)) return false;
+  if (filter_cgroup_id && bpf_get_current_cgroup_id() != filter_cgroup_id) return false;
+  return true;
+}
+
+static __always_inline struct ingero_thread* thread_get_or_create(__u32 tid, __u32 tgid) {
+  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
+  if (t) return t;
+  __u32 zero = 0;
+  struct ingero_thread* z = bpf_map_lookup_elem(&thread_zero, &zero);
+  if (!z) return 0;
+  long err = bpf_map_update_elem(&threads, &tid, z, BPF_NOEXIST);
+  if (err && err != -17 /* EEXIST: raced with ourselves, fine */) {
+    stat_inc(INGERO_STAT_THREAD_MAP_FULL);
+    return 0;
+  }
+  t = bpf_map_lookup_elem(&threads, &tid);
+  if (t) t->tgid = tgid;
+  return t;
+}
+
+/* Entry. Returns 0 when the return must be seen, 1 when not (a session then arms no return
+ * probe). `session`: nested calls push no frame, since their return never comes. *
+ * Kept whole despite its length: splitting it into inline helpers, even the 7-line GPU
+ * mark alone, changes clang's register allocation and spills in both programs that inline
+ * it (ingero_call, ingero_entry), so the verifier would see new code; the pair fallback's
+ * kernels (before 6.12) are not the one the tests run on. */
+static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32, tid = (__u32)id;
+  if (!pid_allowed(tgid)) return 1;
+  __u32 probe = (__u32)bpf_get_attach_cookie(ctx);
+  struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
+  if (!r || r->valid != INGERO_RECIPE_LIVE) return 1;
+  struct ingero_thread* t = thread_get_or_create(tid, tgid);
+  if (!t) return 1;
+  /* Once per thread, not per call: a hash lookup (the entry goes when the process exits, and
+   * so do its threads). */
+  if (!t->gpu_marked) {
+    if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) {
+      __u8 gpu = INGERO_WATCH_GPU;
+      bpf_map_update_elem(&watched_pids, &tgid, &gpu, BPF_ANY);
+    }
+    t->gpu_marked = 1;
+  }
+  __u64 sp = PT_REGS_SP(ctx);
+  __u32 d = t->depth;
+  /* A call below us whose return never came (longjmp, an unwound exception, a return
+   * instance the kernel dropped) left a frame whose stack pointer is below ours. A call
+   * nested in it runs deeper (lower sp); a tail call from it (an alias jumping to the API it
+   * wraps) runs at the same sp. */
+  if (d > 0 && d <= INGERO_MAX_DEPTH && sp > t->frames[0].sp) {
+    stat_inc(INGERO_STAT_FRAMES_DISCARDED);
+    d = 0;
+  }
+  if (d > 0 && d <= INGERO_MAX_DEPTH) {
+    /* The call below us was entered through a probe user space has since detached (a runtime
+     * whose launches all reach the driver loses its launch probes): its return will never
+     * come, or, while the detach runs, may not; a launch already holding its driver launch
+     * is not entered by another. It goes out now, untimed, instead of swallowing the thread's
+     * calls as nested ones. */
+    struct ingero_frame* below = &t->frames[0];
+    __u32 was = below->probe_id;
+    struct ingero_recipe* wr = bpf_map_lookup_elem(&recipes, &was);
+    if (!wr || wr->valid == INGERO_RECIPE_GONE ||
+        (wr->valid == INGERO_RECIPE_RETIRING && below->nested)) {
+      /* A launch that has not reached the driver yet: this launch is the one it makes. */
+      bool own = session && wr && (wr->flags & INGERO_RECIPE_ENTRY_ONLY) && !below->nested &&
+                 (r->flags & INGERO_RECIPE_ENTRY_ONLY);
+      if (own) {
+        below->nested = 1;
+        below->nested_probe = probe;
+        stat_inc(INGERO_STAT_NESTED);
+      }
+      emit_call(t, below, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, wr, 0);
+      stat_inc(INGERO_STAT_RETURNS_DETACHED);
+      t->depth = 0;
+      if (own) return 1; /* counted in it; no return wanted */
+      d = 0;
+    }
+  }
+  if (d > 0) {
+    struct ingero_frame* top = &t->frames[0];
+    if (!top->nested) top->nested_probe = probe;
+    top->nested += 1;
+    stat_inc(INGERO_STAT_NESTED);
+    if (session) {
+      t->depth = d;
+      return 1;
+    }
+    /* Pair fallback: a placeholder frame pairs the nested return. */
+    if (d >= INGERO_MAX_DEPTH) {
+      if (d < 0xffff) t->depth = d + 1; /* keep counting so returns pop the right frames */
+      stat_inc(INGERO_STAT_DEPTH_OVERFLOW);
+      return 0;
+    }
+    struct ingero_frame* f = &t->frames[d & (INGERO_MAX_DEPTH - 1)];
+    f->probe_id = probe;
+    f->is_nested = 1;
+    f->sp = sp;
+    t->depth = d + 1;
+    return 0;
+  }
+  /* A launch needs no return probe: its record goes now, but for one in launch_timing_every
+   * per thread, whose return times it. Kernels without sessions keep the return (pair). */
+  bool untimed = false;
+  if (session && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && launch_timing_every != 1) {
+    __u32 seq = t->timing_seq++;
+    untimed = !launch_timing_every || seq % launch_timing_every != 0;
+  }
+  if (untimed && r->entry_read.src == INGERO_PTR_NONE) {
+    launch_at_entry(ctx, t, r, probe, tid, sp);
+    stat_inc(INGERO_STAT_UNTIMED);
+    return 1; /* no return probe; the thread's depth stays 0 */
+  }
+  begin_frame(ctx, t, &t->frames[0], probe, r, sp);
+  if (untimed) {
+    struct ingero_frame* f = &t->frames[0];
+    __u64 stack = 0;
+    if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, f->caller);
+    emit_call(t, f, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, r, stack);
+    stat_inc(INGERO_STAT_UNTIMED);
+    return 1;
+  }
+  t->depth = 1;
+  return 0;
+}
+
+static __always_inline void call_return(struct pt_regs* ctx) {
+  __u64 now = bpf_ktime_get_ns();
+  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
+  if (!t || t->depth == 0) {
+    stat_inc(INGERO_STAT_UNPAIRED_RETURN);
+    return;
+  }
+  __u32 d = t->depth;
+  if (d > INGERO_MAX_DEPTH) { /* an overflowed nested entry (pair fallback): nothing kept */
+    t->depth = d - 1;
+    return;
+  }
+  __u32 probe = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 top = (d - 1) & (INGERO_MAX_DEPTH - 1);
+  if (d > 1 && t->frames[top].is_nested && t->frames[top].probe_id == probe) {
+    t->depth = d - 1; /* a nested call returned: it is counted in frames[0] */
+    return;
+  }
+  struct ingero_frame* f = &t->frames[0];
+  if (f->probe_id != probe) {
+    stat_inc(INGERO_STAT_UNPAIRED_RETURN);
+    return;
+  }
+  __u16 flags = 0;
+  if (d > 1) { /* nested calls above it unwound without returning */
+    stat_inc(INGERO_STAT_FRAMES_DISCARDED);
+    flags |= INGERO_CALL_FRAMES_DISCARDED;
+  }
+  struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
+  __u64 ret = PT_REGS_RC(ctx);
+  __u64 stack = 0;
+  if (stacks_enabled) {
+    /* Slow and off-CPU calls are what explain examines: always walk them. A failing call
+     * walks like a new call site, keyed by its return code: the first few per site. */
+    __u32 always = t->off_cpu_total_ns != f->off_cpu_at_entry || now - f->start_ns >= stack_slow_ns;
+    stack = ingero_call_stack(ctx, probe, ((__u64)(__u32)ret << 1) | always, 0);
+  }
+  emit_call(t, f, tid, now, ret, flags, r, stack);
+  t->depth = 0;
+}
+
+#endif /* INGERO_CALL_PATHS_H */
