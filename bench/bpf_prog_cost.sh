@@ -8,17 +8,14 @@
 # Environment: ROUNDS (3), LAUNCHES (300000).
 set -euo pipefail
 B=${1:-build}
-ING=$B/app/ingero
-PAIR=$(cd "$B/bench/pair" && pwd)
-LIB=$PAIR/lib64/libcudart.so.13
-DRV=$PAIR/lib64/libcuda.so.1
-N=${LAUNCHES:-300000}
+NAME=bpf_prog_cost
+# shellcheck source=bench/pair_env.sh
+source "$(dirname "$0")/pair_env.sh"
 ROUNDS=${ROUNDS:-3}
 out=$(mktemp -d)
 was=$(sysctl -n kernel.bpf_stats_enabled)
 trap 'sysctl -qw kernel.bpf_stats_enabled="$was"; rm -rf "$out"' EXIT
 [[ $EUID -eq 0 ]] || { echo "bpf_prog_cost: needs root (BPF)" >&2; exit 2; }
-[[ -e $LIB && -e $DRV ]] || { echo "bpf_prog_cost: build the pair first (target launch_loop)" >&2; exit 2; }
 sysctl -qw kernel.bpf_stats_enabled=1
 
 # The programs' run counts and times, as JSON, while the loop runs under them.

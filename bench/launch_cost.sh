@@ -15,17 +15,14 @@
 # Environment: ROUNDS (5), LAUNCHES (300000).
 set -euo pipefail
 B=${1:-build}
-ING=$B/app/ingero
-PAIR=$(cd "$B/bench/pair" && pwd)
-LIB=$PAIR/lib64/libcudart.so.13
-DRV=$PAIR/lib64/libcuda.so.1
-N=${LAUNCHES:-300000}
+NAME=launch_cost
+# shellcheck source=bench/pair_env.sh
+source "$(dirname "$0")/pair_env.sh"
 ROUNDS=${ROUNDS:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [[ $EUID -eq 0 ]] || { echo "launch_cost: needs root (BPF)" >&2; exit 2; }
-[[ -e $LIB && -e $DRV ]] || { echo "launch_cost: build the pair first (target launch_loop)" >&2; exit 2; }
 
 ns() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["ns_per_call"])'; }
 loop() { "$B/bench/launch_loop" "$LIB" "$N"; }
