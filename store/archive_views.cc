@@ -9,6 +9,7 @@
 #include "store/archive_table.h"
 #include "store/call_archive.h"
 #include "store/call_store.h"
+#include "store/host_store.h"
 #include "store/schema.h"
 
 namespace ingero::store {
@@ -63,7 +64,9 @@ std::vector<std::pair<const char*, const char*>> event_places(Db& db) {
 
 std::string node_names_sql(Db& db) {
   if (has_call_store(db))
-    return "SELECT node FROM main.host_rows UNION SELECT node FROM main.call_store ORDER BY 1";
+    return std::string("SELECT node FROM ") +
+           (has_host_store(db) ? "main.host_store" : "main.host_rows") +
+           " UNION SELECT node FROM main.call_store ORDER BY 1";
   auto places = event_places(db);
   if (places.empty()) return "SELECT DISTINCT node FROM main.events ORDER BY node";
   std::string sql = "SELECT node FROM main.events";
@@ -73,8 +76,10 @@ std::string node_names_sql(Db& db) {
 
 std::string first_timestamp_sql(Db& db) {
   if (has_call_store(db))
-    return "SELECT min(t) FROM (SELECT min(timestamp) AS t FROM main.host_rows UNION ALL "
-           "SELECT min(first_ts) FROM main.call_store)";
+    return std::string("SELECT min(t) FROM (SELECT ") +
+           (has_host_store(db) ? "min(first_ts) AS t FROM main.host_store"
+                               : "min(timestamp) AS t FROM main.host_rows") +
+           " UNION ALL SELECT min(first_ts) FROM main.call_store)";
   auto places = event_places(db);
   if (places.empty()) return "SELECT min(timestamp) FROM main.events";
   std::string sql = "SELECT min(t) FROM (SELECT min(timestamp) AS t FROM main.events";

@@ -2,14 +2,13 @@
 
 #include "store/archive_table.h"
 #include "store/call_block.h"
+#include "store/host_store.h"
 #include "store/schema.h"
 
 namespace ingero::store {
 
 std::string call_store_ddl() {
-  return events_ddl("host_rows") +
-         "CREATE INDEX IF NOT EXISTS idx_host_rows_ts ON host_rows(timestamp);\n"
-         "CREATE TABLE IF NOT EXISTS call_store (\n"
+  return "CREATE TABLE IF NOT EXISTS call_store (\n"
          "  id INTEGER PRIMARY KEY,\n"
          "  node TEXT NOT NULL DEFAULT '',\n"
          "  session_id INTEGER NOT NULL DEFAULT 0,\n"
@@ -98,6 +97,7 @@ int register_call_store_tables(sqlite3* db) {
   static const EponymousBlocks runs{sql_runs_form(), run_column_names()};
   int rc = register_eponymous_blocks(db, "ingero_calls", &calls);
   if (rc == SQLITE_OK) rc = register_eponymous_blocks(db, "ingero_runs", &runs);
+  if (rc == SQLITE_OK) rc = register_host_store_table(db);
   return rc;
 }
 

@@ -8,8 +8,8 @@
 //              older than --full-rows, and shipped where a shipper runs);
 //   kept_data  the calls folding kept; NULL while the block fills (the tail);
 //   run_data   the runs of the calls folded; NULL while the block fills.
-// Host events stay rows, in `host_rows`. One id space: a call's id and a host event's never
-// meet.
+// Host events are blocks too, of `host_store` (store/host_store.h; schema 10 kept them as rows
+// of a table `host_rows`). One id space: a call's id and a host event's never meet.
 //
 // SQL reads them through two eponymous virtual tables that every connection ingero opens has
 // (Db::open registers them): `ingero_calls`, a row per call (from `full` while it exists, else
@@ -31,18 +31,18 @@
 
 namespace ingero::store {
 
-// The tables of schema 10 (IF NOT EXISTS throughout).
+// The call store's table (IF NOT EXISTS throughout).
 std::string call_store_ddl();
 // The persistent views `events` and `call_runs` over them.
 std::string call_store_views_sql();
 
-// Registers ingero_calls and ingero_runs on a connection (every Db::open).
+// Registers ingero_calls, ingero_runs and ingero_host on a connection (every Db::open).
 int register_call_store_tables(sqlite3* db);
 
 // Whether the file keeps its calls in call_store (schema 10 and later).
 bool has_call_store(Db& db);
-// The table of the file's host events: main.host_rows (schema 10), else main.events (where
-// calls are rows too).
+// The table or view of the file's host events: main.host_rows (schema 10 and later), else
+// main.events (where calls are rows too).
 std::string host_table(Db& db);
 
 // The forms readers scan (store/archive_scan.h): what the engine reads, whatever the calls'

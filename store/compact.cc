@@ -217,7 +217,7 @@ ingero::Result<Repaired> repair_unfinished(Db& db) {
             "UPDATE sessions SET stopped_at = max(started_at, coalesce((SELECT max(end_ts) FROM "
             "call_store WHERE session_id = " +
             id +
-            "), 0), coalesce((SELECT max(timestamp + duration) FROM host_rows WHERE "
+            "), 0), coalesce((SELECT max(end_ts) FROM host_store WHERE "
             "session_id = " +
             id + "), 0)), exit_reason = 'unclean stop (repaired)' WHERE id = " + id);
         !st)

@@ -8,8 +8,10 @@
 #include "store/call_block.h"
 #include "store/call_store.h"
 #include "store/contract_views.h"
+#include "store/host_store.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
+#include "store/table_defs.h"
 
 namespace ingero::store {
 namespace {
@@ -59,12 +61,21 @@ ingero::Result<std::string> stored_columns(Db& db, const char* table) {
 }
 
 ingero::Status convert(Db& db, std::span<const hal::SqlView> views, PlainCopy& out) {
-  auto cols = stored_columns(db, "host_rows");
-  if (!cols) return cols.error();
+  // The stored columns of `events`: schema 10's table host_rows has them (as the build that
+  // wrote the file knew them); schema 11's view of that name has the generated ones too.
+  bool host_store = has_host_store(db);
+  std::string cols;
+  if (host_store) {
+    for (const auto& c : events_def().columns) cols += (cols.empty() ? "" : ", ") + c.name;
+  } else {
+    auto stored = stored_columns(db, "host_rows");
+    if (!stored) return stored.error();
+    cols = *stored;
+  }
   auto runs = stored_columns(db, "call_runs");
   if (!runs) return runs.error();
-  std::string sql = "BEGIN;\n" + events_ddl("events_plain") + "INSERT INTO events_plain (" + *cols +
-                    ") SELECT " + *cols + " FROM main.events ORDER BY timestamp, id;\n" +
+  std::string sql = "BEGIN;\n" + events_ddl("events_plain") + "INSERT INTO events_plain (" + cols +
+                    ") SELECT " + cols + " FROM main.events ORDER BY timestamp, id;\n" +
                     kRunsTable + "INSERT INTO call_runs_plain (" + *runs + ") SELECT " + *runs +
                     " FROM main.call_runs ORDER BY timestamp, id;\n";
   // Every view first (they read what goes), then the call store.
@@ -76,12 +87,12 @@ ingero::Status convert(Db& db, std::span<const hal::SqlView> views, PlainCopy& o
     if (!*r) break;
     sql += "DROP VIEW main.\"" + names->text(0) + "\";\n";
   }
-  sql +=
-      "DROP TABLE call_store;\nDROP TABLE host_rows;\n"
-      "ALTER TABLE events_plain RENAME TO events;\n"
-      "ALTER TABLE call_runs_plain RENAME TO call_runs;\n"
-      "CREATE INDEX idx_events_timestamp ON events(timestamp);\n"
-      "CREATE INDEX idx_call_runs_ts ON call_runs(timestamp);\n";
+  sql += std::string("DROP TABLE call_store;\n") +
+         (host_store ? "DROP TABLE host_store;\n" : "DROP TABLE host_rows;\n") +
+         "ALTER TABLE events_plain RENAME TO events;\n"
+         "ALTER TABLE call_runs_plain RENAME TO call_runs;\n"
+         "CREATE INDEX idx_events_timestamp ON events(timestamp);\n"
+         "CREATE INDEX idx_call_runs_ts ON call_runs(timestamp);\n";
   if (auto st = db.exec(sql); !st) return st;
   if (auto st = db.exec(contract_views_sql(false, db.table_exists("stack_frames"),
                                            db.table_exists("stack_traces"), {}, false,
@@ -130,7 +141,8 @@ ingero::Result<PlainCopy> write_plain_copy(const std::string& in, const std::str
     auto info = inspect(**src);
     if (!info) return info.error();
     if (info->format != TraceFormat::kIngero)
-      return ingero::make_error(in + ": not a trace of ours (a plain copy is of schema 10)");
+      return ingero::make_error(in +
+                                ": not a trace of ours (a plain copy is of schema 10 or later)");
     if (!has_call_store(**src))
       return ingero::make_error(in + ": its calls are rows already (schema " +
                                 std::to_string(info->schema_version) +

@@ -9,15 +9,31 @@
 
 #include "store/archive_scan.h"
 #include "store/call_store.h"
+#include "store/host_store.h"
 
 namespace ingero::store {
 namespace {
 
 // The time-series tables of rows and their time column; rows arrive nearly in time order, so
 // rowid order is the age order the batches follow.
-constexpr const char* kTables[] = {"host_rows",       "system_snapshots", "process_stats",
-                                   "device_counters", "call_seconds",     "device_samples",
-                                   "device_events"};
+constexpr const char* kTables[] = {"system_snapshots", "process_stats",  "device_counters",
+                                   "call_seconds",     "device_samples", "device_events"};
+
+// The tables of blocks: of calls (store/call_store.h) and of host events (store/host_store.h).
+struct BlockStore {
+  const char* table;
+  const char* count;  // the column counting a block's events
+  const BlockForm& form;
+  bool calls;
+};
+const BlockStore& call_blocks() {
+  static const BlockStore s{"call_store", "calls", sql_calls_form(), true};
+  return s;
+}
+const BlockStore& host_blocks() {
+  static const BlockStore s{"host_store", "events", host_form(), false};
+  return s;
+}
 
 ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
   auto st = db.prepare(sql);
@@ -29,54 +45,49 @@ ingero::Result<int64_t> scalar(Db& db, const std::string& sql) {
 
 // Over the size: the time before which a pass deletes the oldest `share` of the data (at
 // least a tenth, so that a file just over its limit is not trimmed a sliver at every commit):
-// the least of that share of the host rows (their rowid span counts them without a scan: rows
-// only ever go from the start) and of the blocks of calls. 0: nothing to delete.
-ingero::Result<int64_t> size_cut(Db& db, uint64_t budget, double share) {
+// the least of that share of the blocks of calls and of host events. 0: nothing to delete.
+ingero::Result<int64_t> size_cut(Db& db, double share) {
   share = std::clamp(share, 0.1, 1.0);
   std::optional<int64_t> cut;
-  auto take = [&](const ingero::Result<std::optional<int64_t>>& t) {
-    if (t && t->has_value()) cut = cut ? std::min(*cut, **t + 1) : **t + 1;
-  };
-  auto span = scalar(db, "SELECT max(rowid) - min(rowid) + 1 FROM host_rows");
-  if (!span) return span.error();
-  if (*span > 1) {
-    uint64_t step = std::clamp<uint64_t>(uint64_t(double(*span) * share), 1, budget);
-    take(db.query_int("SELECT timestamp FROM host_rows ORDER BY rowid LIMIT 1 OFFSET " +
-                      std::to_string(step - 1)));
+  for (const BlockStore* s : {&call_blocks(), &host_blocks()}) {
+    std::string table = s->table;
+    auto n = scalar(db, "SELECT count(*) FROM " + table);
+    if (!n) return n.error();
+    if (*n <= 1) continue;
+    auto t = db.query_int("SELECT end_ts FROM " + table + " ORDER BY first_ts LIMIT 1 OFFSET " +
+                          std::to_string(std::min<int64_t>(*n - 1, int64_t(double(*n) * share))));
+    if (!t) return t.error();
+    if (t->has_value()) cut = cut ? std::min(*cut, **t + 1) : **t + 1;
   }
-  auto n = scalar(db, "SELECT count(*) FROM call_store");
-  if (!n) return n.error();
-  if (*n > 1)
-    take(db.query_int("SELECT end_ts FROM call_store ORDER BY first_ts LIMIT 1 OFFSET " +
-                      std::to_string(std::min<int64_t>(*n - 1, int64_t(double(*n) * share)))));
   return cut.value_or(0);
 }
 
-// Deletes up to 64 blocks of calls that all ended before `cut` (never the newest block: the
-// writer's next ids follow the greatest left), adding their calls to `out` (those above
+// Deletes up to 64 blocks of `s` whose events all ended before `cut` (never the newest block:
+// the writer's next ids follow the greatest left), adding their events to `out` (those above
 // `shipped_through` to its unshipped).
-ingero::Status delete_blocks(Db& db, int64_t cut, std::optional<int64_t> shipped_through,
-                             RetentionPass& out) {
-  // first_ts < cut as well (implied): the candidates come from idx_call_store_ts.
-  std::string doomed = "SELECT id FROM call_store WHERE first_ts < " + std::to_string(cut) +
-                       " AND end_ts < " + std::to_string(cut) +
-                       " AND id < (SELECT max(id) FROM call_store) ORDER BY first_ts LIMIT 64";
-  auto st = db.prepare(
-      "SELECT coalesce(sum(calls), 0), min(first_ts) FROM call_store WHERE id IN (" + doomed + ")");
+ingero::Status delete_blocks(Db& db, const BlockStore& s, int64_t cut,
+                             std::optional<int64_t> shipped_through, RetentionPass& out) {
+  std::string table = s.table, count = s.count;
+  // first_ts < cut as well (implied): the candidates come from the index on first_ts.
+  std::string doomed = "SELECT id FROM " + table + " WHERE first_ts < " + std::to_string(cut) +
+                       " AND end_ts < " + std::to_string(cut) + " AND id < (SELECT max(id) FROM " +
+                       table + ") ORDER BY first_ts LIMIT 64";
+  auto st = db.prepare("SELECT coalesce(sum(" + count + "), 0), min(first_ts) FROM " + table +
+                       " WHERE id IN (" + doomed + ")");
   if (!st) return st.error();
   if (auto r = st->step(); !r) return r.error();
-  uint64_t calls = uint64_t(st->int64(0));
-  if (calls && !st->is_null(1))
+  uint64_t events = uint64_t(st->int64(0));
+  if (events && !st->is_null(1))
     out.first_ts = out.first_ts ? std::min(out.first_ts, st->int64(1)) : st->int64(1);
   if (shipped_through) {
     // Blocks wholly above the shipper's point, and the calls above it of one across it (ids
     // of calls and host events interleave: its calls are counted from its rows).
     std::string through = std::to_string(*shipped_through);
-    auto n = scalar(db, "SELECT coalesce(sum(calls), 0) FROM call_store WHERE id IN (" + doomed +
-                            ") AND first_id > " + through);
+    auto n = scalar(db, "SELECT coalesce(sum(" + count + "), 0) FROM " + table + " WHERE id IN (" +
+                            doomed + ") AND first_id > " + through);
     if (!n) return n.error();
     out.unshipped += uint64_t(*n);
-    BlockForm across = sql_calls_form();
+    BlockForm across = s.form;
     across.filter =
         "id IN (" + doomed + ") AND first_id <= " + through + " AND last_id > " + through;
     ArchiveScan scan(db.handle(), across, db.path(), {"timestamp", "id"}, 0, 1);
@@ -87,10 +98,10 @@ ingero::Status delete_blocks(Db& db, int64_t cut, std::optional<int64_t> shipped
       return ingero::make_error(rc == SQLITE_CORRUPT ? scan.error()
                                                      : db.path() + ": " + sqlite3_errstr(rc));
   }
-  if (auto s = db.exec("DELETE FROM call_store WHERE id IN (" + doomed + ")"); !s) return s;
+  if (auto d = db.exec("DELETE FROM " + table + " WHERE id IN (" + doomed + ")"); !d) return d;
   if (sqlite3_changes(db.handle()) == 64) out.more = true;
-  out.deleted += calls;
-  out.calls += calls;
+  out.deleted += events;
+  (s.calls ? out.calls : out.host_events) += events;
   return {};
 }
 
@@ -148,7 +159,7 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
     // however much the commits since the last pass wrote: the limit holds whatever the pace
     // of passes (a slow disk's checkpoints), and not only where several passes fit a tick.
     double excess = double(*used + wal_bytes(db.path())) - 0.9 * double(p.max_bytes);
-    auto by_size = size_cut(db, budget, excess / double(std::max<uint64_t>(1, *used)));
+    auto by_size = size_cut(db, excess / double(std::max<uint64_t>(1, *used)));
     if (!by_size) return by_size.error();
     if (*by_size) cut = std::max(cut, *by_size);
   }
@@ -165,8 +176,7 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
     std::string doomed = std::string("SELECT rowid FROM ") + table + " WHERE timestamp < " +
                          std::to_string(cut) + " AND rowid < (SELECT max(rowid) FROM " + table +
                          ") ORDER BY rowid LIMIT " + std::to_string(budget);
-    if (auto s = p.shipped_through.find(table == std::string_view("host_rows") ? "events" : table);
-        s != p.shipped_through.end()) {
+    if (auto s = p.shipped_through.find(table); s != p.shipped_through.end()) {
       auto n = scalar(
           db, "SELECT count(*) FROM (" + doomed + ") WHERE rowid > " + std::to_string(s->second));
       if (!n) return fail(n.error());
@@ -177,12 +187,12 @@ ingero::Result<RetentionPass> apply_retention(Db& db, const RetentionPolicy& p, 
       return fail(st.error());
     uint64_t n = uint64_t(sqlite3_changes(db.handle()));
     out.deleted += n;
-    if (table == std::string_view("host_rows")) out.host_events += n;
     if (n == budget) out.more = true;
   }
   std::optional<int64_t> through;
   if (auto s = p.shipped_through.find("events"); s != p.shipped_through.end()) through = s->second;
-  if (auto st = delete_blocks(db, cut, through, out); !st) return fail(st.error());
+  for (const BlockStore* s : {&call_blocks(), &host_blocks()})
+    if (auto st = delete_blocks(db, *s, cut, through, out); !st) return fail(st.error());
   // Readers compare the calls they read with the per-second summaries (store/call_count_check.h),
   // and say what retention removed: how many calls and events, from when to when.
   if (out.deleted)

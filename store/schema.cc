@@ -8,6 +8,7 @@
 #include "store/call_summaries.h"
 #include "store/cgroup_metadata.h"
 #include "store/contract_views.h"
+#include "store/host_store.h"
 #include "store/kernel_names.h"
 #include "store/legacy_views.h"
 #include "store/table_defs.h"
@@ -24,6 +25,15 @@ std::string events_ddl(const std::string& table) {
 }
 
 namespace {
+
+// Whether `name` is a table of main (not a view).
+bool is_table(Db& db, const char* name) {
+  auto st = db.prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?");
+  if (!st) return false;
+  st->bind(1, std::string_view(name));
+  auto r = st->step();
+  return r && *r;
+}
 
 const char* kTablesV1 = R"SQL(
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -216,8 +226,8 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
     return ingero::make_error(db.path() + ": schema migration failed: " + e.message);
   };
   if (from < 1) {
-    for (const std::string& ddl :
-         {std::string(kTablesV1), described_tables_ddl(), std::string(kTablesV7), call_store_ddl()})
+    for (const std::string& ddl : {std::string(kTablesV1), described_tables_ddl(),
+                                   std::string(kTablesV7), call_store_ddl(), host_store_ddl()})
       if (auto st = db.exec(ddl); !st) return fail(st.error());
   }
   for (const char* c : kV5SessionColumns)
@@ -232,12 +242,12 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
                             " INTEGER NOT NULL DEFAULT 0");
           !st)
         return fail(st.error());
-  // Every decoded field has a column, whatever build created the file: fields added since
-  // are appended (a no-op for files this build created).
-  for (const auto& c : field_columns())
-    if (!db.column_exists("host_rows", c))
-      if (auto st = db.exec("ALTER TABLE host_rows ADD COLUMN " + c + " INTEGER"); !st)
-        return fail(st.error());
+  // Schema 11: host events in blocks. A file of schema 10 has them as rows: converted here,
+  // every stored column kept. The view `host_rows` is made again by every build, with the
+  // decoded fields it knows.
+  if (is_table(db, "host_rows"))
+    if (auto st = convert_host_rows(db); !st) return fail(st.error());
+  if (auto st = db.exec(host_rows_view_sql()); !st) return fail(st.error());
   if (auto st = db.exec(tables_merged_sessions()); !st) return fail(st.error());
   if (auto st = db.exec(inflight_ddl()); !st) return fail(st.error());
   if (auto st = add_cgroup_name_columns(db); !st) return fail(st.error());

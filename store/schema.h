@@ -19,9 +19,12 @@
 
 namespace ingero::store {
 
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 // The first schema that keeps calls in blocks (store/call_store.h) rather than rows of `events`.
 inline constexpr int kFirstCallStoreSchema = 10;
+// The first that keeps host events in blocks (store/host_store.h) rather than rows of a table
+// `host_rows`; a writer converts a schema 10 file in place (migrate()).
+inline constexpr int kFirstHostStoreSchema = 11;
 inline constexpr int32_t kApplicationId = 0x494E4752;  // "INGR"
 
 enum class TraceFormat {
@@ -49,7 +52,7 @@ ingero::Status check_schema_writable(const std::string& path, const TraceFileInf
 ingero::Status migrate(Db& db, std::span<const hal::SqlView> views = {});
 
 // The CREATE TABLE of `events` (schema <= 9: calls and host events) under `table` (schema 10
-// keeps host events in `host_rows`, of the same columns).
+// kept host events in a table `host_rows` of the same columns).
 std::string events_ddl(const std::string& table);
 
 // Columns of the events table that hold decoded Fields, in Field order.

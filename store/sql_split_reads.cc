@@ -7,6 +7,7 @@
 
 #include "store/call_archive.h"
 #include "store/call_store.h"
+#include "store/host_store.h"
 #include "store/sql_reads_internal.h"
 #include "store/sql_trace_source.h"
 
@@ -20,11 +21,14 @@ std::optional<std::string> SqlTraceSource::folding_state() {
   auto version = db.query_int("PRAGMA schema_version");
   if (!version || !*version) return std::nullopt;
   if (has_call_store(db)) {
-    // Schema 10: host rows are appended; a block is rewritten while it fills (its last id),
-    // folded when full (kept_data), folded for good as it ages (full goes). Each part
-    // coalesced: a file without host rows would make the whole NULL, and a fold go unseen.
+    // Schema 10: host events are appended (schema 11: a block of them rewritten while it
+    // fills, its last id); a block of calls is rewritten while it fills (its last id), folded
+    // when full (kept_data), folded for good as it ages (full goes). Each part coalesced: a
+    // file without host events would make the whole NULL, and a fold go unseen.
     auto st = db.prepare(
-        "SELECT coalesce((SELECT max(id) FROM main.host_rows), 0) || '/' || (SELECT "
+        std::string("SELECT coalesce((SELECT ") +
+        (has_host_store(db) ? "max(last_id) FROM main.host_store" : "max(id) FROM main.host_rows") +
+        "), 0) || '/' || (SELECT "
         "coalesce(max(id), 0) || '/' || coalesce(max(last_id), 0) || '/' || count(full) || '/' "
         "|| count(kept) || '/' || count(kept_data) || '/' || count(*) FROM main.call_store)");
     if (!st) return std::nullopt;

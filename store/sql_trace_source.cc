@@ -9,6 +9,7 @@
 #include "store/call_archive.h"
 #include "store/call_store.h"
 #include "store/folded_calls.h"
+#include "store/host_store.h"
 #include "store/kernel_names.h"
 #include "store/sketch_sql.h"
 #include "store/stacks.h"
@@ -146,27 +147,9 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   constexpr int64_t kRanges = 16;
   Extent x;
   x.data_version = v;
-  if (has_call_store(db)) {  // schema 10: the host rows' span and the blocks' entries
-    std::set<std::string> nodes;
-    ExtentPart all;
-    for (const char* sql : {"SELECT min(timestamp), max(timestamp + duration) FROM main.host_rows",
-                            "SELECT min(first_ts), max(end_ts) FROM main.call_store",
-                            "SELECT DISTINCT node FROM main.call_store",
-                            "SELECT DISTINCT node FROM main.host_rows"}) {
-      auto st = prepare(sql);
-      bool names = std::string_view(sql).find("DISTINCT") != std::string_view::npos;
-      while (st && row(*st)) {
-        if (names) {
-          nodes.insert(st->text(0));
-        } else if (!st->is_null(0)) {
-          all.first = std::min(all.first, st->int64(0));
-          all.last = std::max(all.last, st->int64(1));
-        }
-      }
-    }
-    x.nodes.assign(nodes.begin(), nodes.end());
-    if (all.first != INT64_MAX) x.span = {all.first, all.last};
-    extent_ = std::move(x);
+  if (has_call_store(db)) {
+    extent_ = store_extent();
+    extent_->data_version = v;
     return *extent_;
   }
   bool by_node = db.column_exists("events", "node");
@@ -227,6 +210,34 @@ const SqlTraceSource::Extent& SqlTraceSource::extent() {
   return *extent_;
 }
 
+SqlTraceSource::Extent SqlTraceSource::store_extent() {
+  Extent x;
+  std::set<std::string> nodes;
+  ExtentPart all;
+  bool host_store = has_host_store(reader_.db());
+  for (const char* sql : {host_store ? "SELECT min(first_ts), max(end_ts) FROM main.host_store"
+                                     : "SELECT min(timestamp), max(timestamp + duration) FROM "
+                                       "main.host_rows",
+                          "SELECT min(first_ts), max(end_ts) FROM main.call_store",
+                          "SELECT DISTINCT node FROM main.call_store",
+                          host_store ? "SELECT DISTINCT node FROM main.host_store"
+                                     : "SELECT DISTINCT node FROM main.host_rows"}) {
+    auto st = prepare(sql);
+    bool names = std::string_view(sql).find("DISTINCT") != std::string_view::npos;
+    while (st && row(*st)) {
+      if (names) {
+        nodes.insert(st->text(0));
+      } else if (!st->is_null(0)) {
+        all.first = std::min(all.first, st->int64(0));
+        all.last = std::max(all.last, st->int64(1));
+      }
+    }
+  }
+  x.nodes.assign(nodes.begin(), nodes.end());
+  if (all.first != INT64_MAX) x.span = {all.first, all.last};
+  return x;
+}
+
 std::vector<std::string> SqlTraceSource::nodes() { return extent().nodes; }
 
 bool SqlTraceSource::covers_file(const engine::Window& w) {
@@ -253,8 +264,11 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
       }
     };
     bool store = has_call_store(reader_.db());
-    add(std::string("SELECT node, min(timestamp), max(timestamp + duration) FROM ") +
-        (store ? "main.host_rows" : "main.events") + " NOT INDEXED GROUP BY node");
+    if (has_host_store(reader_.db()))
+      add("SELECT node, min(first_ts), max(end_ts) FROM main.host_store GROUP BY node");
+    else
+      add(std::string("SELECT node, min(timestamp), max(timestamp + duration) FROM ") +
+          (store ? "main.host_rows" : "main.events") + " NOT INDEXED GROUP BY node");
     if (store) add("SELECT node, min(first_ts), max(end_ts) FROM main.call_store GROUP BY node");
     if (has_call_archive(reader_.db()))
       add("SELECT node, min(first_ts), max(end_ts) FROM main.call_blocks GROUP BY node");
@@ -272,9 +286,13 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
 uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   bool store = has_call_store(reader_.db());
   bool by_node = reader_.db().column_exists("events", "node");
-  auto st =
-      prepare(std::string("SELECT count(*) FROM ") + (store ? "main.host_rows" : "main.events") +
-              window_sql(w, "timestamp", false, by_node));
+  // Host events: every block's count where the window covers the file.
+  auto st = has_host_store(reader_.db()) && covers_file(w)
+                ? prepare("SELECT coalesce(sum(events), 0) FROM main.host_store" +
+                          (w.node ? " WHERE node = " + sql_quote(*w.node) : std::string()))
+                : prepare(std::string("SELECT count(*) FROM ") +
+                          (store ? "main.host_rows" : "main.events") +
+                          window_sql(w, "timestamp", false, by_node));
   if (!st || !row(*st)) return 0;
   uint64_t n = uint64_t(st->int64(0));
   if (store) {

@@ -192,6 +192,9 @@ class SqlTraceSource final : public engine::TraceSource {
   };
   SqlTraceSource(std::unique_ptr<TraceReader> own, SqlTraceSource* parent);
   const Extent& extent();
+  // Schema 10 and later: the nodes and span from the blocks' entries (and schema 10's host
+  // rows).
+  Extent store_extent();
   // Whether `w` holds the whole of one of our files: its reads then scan the table and sort
   // what they keep rather than walk the time index, which looks each row up (a third faster).
   bool covers_file(const engine::Window& w);

@@ -2,6 +2,7 @@
 
 #include "store/call_archive.h"
 #include "store/call_store.h"
+#include "store/host_store.h"
 #include "store/sqlite_db.h"
 
 namespace ingero::store {
@@ -122,7 +123,10 @@ ingero::Result<int64_t> read_stopped_at(Db& db, const NodeFilter& node) {
                     });
   };
   if (auto st = last("sessions", "stopped_at"); !st) return st.error();
-  if (auto st = last(has_call_store(db) ? "host_rows" : "events", "timestamp"); !st)
+  if (auto st = has_host_store(db)   ? last("host_store", "last_ts")
+                : has_call_store(db) ? last("host_rows", "timestamp")
+                                     : last("events", "timestamp");
+      !st)
     return st.error();
   if (has_call_store(db))
     if (auto st = last("call_store", "end_ts"); !st) return st.error();

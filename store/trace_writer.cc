@@ -6,6 +6,7 @@
 #include <map>
 
 #include "store/file_access.h"
+#include "store/host_store.h"
 #include "store/schema.h"
 
 namespace ingero::store {
@@ -47,8 +48,6 @@ const std::map<std::pair<int, std::string_view>, int>& legacy_op_ids() {
   return m;
 }
 constexpr int kFirstDynamicOp = 32;
-
-constexpr int kFixedColumns = 26;  // with the id
 
 ingero::Status validate_before_writing(const std::string& path) {
   if (auto st = prepare_writable(path, true); !st) return st;
@@ -106,25 +105,14 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
 }
 
 TraceWriter::~TraceWriter() {
-  if (in_txn_ || !block_->empty() || !full_.empty()) (void)commit();
+  if (in_txn_ || !calls_.empty() || !hosts_.empty()) (void)commit();
   if (!reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
 }
 
 ingero::Status TraceWriter::prepare() {
-  std::string cols =
-      "id, node, session_id, timestamp, duration, pid, tid, source, op, ret_code, status, "
-      "cgroup_id, comm, off_cpu_ns, preempts, switches, peer_comm, detail, saddr, daddr, "
-      "stack_hash, library_id, stack_of_site, nested_calls, nested_source, nested_op";
-  std::string qs = "?";
-  for (int i = 1; i < kFixedColumns; ++i) qs += ", ?";
-  for (const auto& c : field_columns()) {
-    cols += ", " + c;
-    qs += ", ?";
-  }
-  auto ins = db_->prepare("INSERT INTO host_rows (" + cols + ") VALUES (" + qs + ")");
+  auto ins = db_->prepare(host_store_insert_sql());
   if (!ins) return ins.error();
-  insert_ = std::move(*ins);
-  host_fields_bound_ = 0;  // a new statement's parameters are all NULL
+  insert_host_block_ = std::move(*ins);
   auto blk = db_->prepare(
       "INSERT OR REPLACE INTO call_store (id, node, session_id, first_id, last_id, first_ts, "
       "last_ts, end_ts, calls, untimed, kept, runs, folded, full, kept_data, run_data) VALUES "
@@ -185,7 +173,7 @@ ingero::Status TraceWriter::prepare() {
 
 ingero::Result<int64_t> TraceWriter::begin_session(const SessionInfo& info) {
   // A block is of one session: the previous session's last calls are folded and written.
-  if (!block_->empty())
+  if (!calls_.filling().empty() || !hosts_.filling().empty())
     if (auto c = commit_batch(true); !c) return c.error();
   session_cgroups_.clear();
   last_cgroup_ = ~uint64_t{0};
@@ -289,7 +277,8 @@ ingero::Status TraceWriter::begin_if_needed() {
 ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   if (in_txn_) (void)db_->exec("ROLLBACK");
   in_txn_ = false;
-  restore_blocks();          // the calls of the batch are lost with it, and counted below
+  calls_.restore();  // the calls and host events of the batch are lost with it, counted below
+  hosts_.restore();
   summaries_.rolled_back();  // the seconds it wrote are written again with the next batch
   failed_ += pending_;
   pending_ = 0;
@@ -314,53 +303,8 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
   auto ids = op_ids(ev);
   ++pending_;
   if (!ids) return fail_batch(ids.error());
-  if (hal::is_host_kind(ev.kind)) return insert_host(ev, *ids);
-  return add_call(ev, *ids);
-}
-
-ingero::Status TraceWriter::insert_host(const hal::Event& ev, const OpIds& ids) {
-  sqlite3_stmt* s = insert_.get();
-  sqlite3_reset(s);
-  // Every column this row leaves NULL that the last row set is cleared, not all ~60 of them
-  // (sqlite3_clear_bindings was a twentieth of the tracer's time on a host-event-heavy trace).
-  for (uint64_t m = host_fields_bound_ & ~ev.present; m; m &= m - 1)
-    sqlite3_bind_null(s, kFixedColumns + 1 + __builtin_ctzll(m));
-  host_fields_bound_ = ev.present;
-  auto comm = ev.comm_view();
-  sqlite3_bind_int64(s, 1, next_id_);
-  sqlite3_bind_text(s, 2, node_.data(), int(node_.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(s, 3, session_id_);
-  sqlite3_bind_int64(s, 4, int64_t(ev.ts_ns) + mono_offset_ns_);
-  sqlite3_bind_int64(s, 5, int64_t(ev.dur_ns));
-  sqlite3_bind_int64(s, 6, ev.pid);
-  sqlite3_bind_int64(s, 7, ev.tid);
-  sqlite3_bind_int64(s, 8, ids.source);
-  sqlite3_bind_int64(s, 9, ids.op);
-  if (ev.has_ret)
-    sqlite3_bind_int64(s, 10, ev.ret);
-  else
-    sqlite3_bind_null(s, 10);
-  sqlite3_bind_int64(s, 11, ev.unfinished ? 1 : 0);
-  sqlite3_bind_int64(s, 12, int64_t(ev.cgroup_id));
-  sqlite3_bind_text(s, 13, comm.data(), int(comm.size()), SQLITE_STATIC);
-  auto text_or_null = [s](int col, std::string_view v) {
-    if (v.empty())
-      sqlite3_bind_null(s, col);
-    else
-      sqlite3_bind_text(s, col, v.data(), int(v.size()), SQLITE_STATIC);
-  };
-  text_or_null(17, ev.peer_comm[0] ? ev.peer_comm_view() : std::string_view());
-  text_or_null(18, ev.detail);
-  text_or_null(19, ev.saddr);
-  text_or_null(20, ev.daddr);
-  sqlite3_bind_int64(s, 21, int64_t(ev.stack_id));
-  for (uint64_t m = ev.present; m; m &= m - 1) {
-    int f = __builtin_ctzll(m);
-    sqlite3_bind_int64(s, kFixedColumns + 1 + f, int64_t(ev.fields[size_t(f)]));
-  }
-  int rc = sqlite3_step(s);
-  if (rc != SQLITE_DONE) return fail_batch(db_->last_error("inserting an event"));
-  ++next_id_;
+  if (!hal::is_host_kind(ev.kind)) return add_call(ev, *ids);
+  add_host(ev, *ids);
   return {};
 }
 
@@ -371,12 +315,12 @@ ingero::Status TraceWriter::summarise_before(int64_t before_ns) {
 }
 
 ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before) {
-  bool tail = final && !block_->empty();
+  bool tail = final && (!calls_.filling().empty() || !hosts_.filling().empty());
   bool seconds = summaries_.open_seconds() && (final || summarise_before > INT64_MIN);
-  if (!in_txn_ && block_->size() == committed_rows_ && full_.empty() && !tail && !seconds)
-    return {};
+  if (!in_txn_ && !calls_.unwritten() && !hosts_.unwritten() && !tail && !seconds) return {};
   if (auto st = begin_if_needed(); !st) return fail_batch(st.error());
   if (auto st = write_blocks(final); !st) return fail_batch(st.error());
+  if (auto st = write_host_blocks(final); !st) return fail_batch(st.error());
   // Seconds 2 s behind the newest call are complete (events reach the writer nearly in time
   // order); a late call for one of them starts a second row. At the end, every second.
   int64_t complete = std::max(summaries_.newest_ns() - kSummaryLagNs, summarise_before);
@@ -385,17 +329,10 @@ ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before) {
   if (auto st = db_->exec("COMMIT"); !st) return fail_batch(st.error());
   in_txn_ = false;
   summaries_.committed();
-  for (auto& f : full_) {
-    f.block->clear();
-    spare_.push_back(std::move(f.block));
-  }
-  full_.clear();
-  committed_rows_ = block_->size();
-  if (tail) {  // folded: the next calls (a next session's) go into a block of their own
-    block_->clear();
-    ++block_id_;
-    committed_rows_ = 0;
-  }
+  // `final`: the blocks filling are done; the next events (a next session's) go into blocks
+  // of their own.
+  calls_.committed(final);
+  hosts_.committed(final);
   written_ += pending_;
   pending_ = 0;
   return {};

@@ -3,7 +3,8 @@
 // Calls go from the decoded event into an in-memory block of columns (store/call_block.h) and
 // are written once: a block is written to call_store at each commit while it fills, and with
 // its folded form once full (store/call_store.h). No call is inserted as a row and read back.
-// Host events are rows of host_rows; calls and host events share one id space. Per-second
+// Host events go the same way into blocks of host_store (store/host_block.h,
+// store/host_store.h); calls and host events share one id space. Per-second
 // summaries of the calls (store/call_summaries.h) go with the batch that follows their second.
 //
 // commit() makes everything added durable; the tracer commits on a timer and at shutdown, so
@@ -37,8 +38,10 @@
 #include "hal/result.h"
 #include "hal/side_channel.h"
 #include "hal/sink_records.h"
+#include "store/block_queue.h"
 #include "store/call_block.h"
 #include "store/call_summaries.h"
+#include "store/host_block.h"
 #include "store/retention.h"
 #include "store/sqlite_db.h"
 
@@ -277,35 +280,24 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status commit_batch(bool final, int64_t summarise_before = INT64_MIN);
   int64_t library_id(std::string_view path);
   ingero::Status fail_batch(const ingero::Error& e);
-  // Calls (store/trace_writer_calls.cc): the next id and block id from the file; a call into
+  // Calls (store/trace_writer_calls.cc): the next id and block ids from the file; a call into
   // the filling block (a full one waits for the commit); the blocks of the batch written
   // (`final`: the filling one is folded too, at the session's end); the fold limit of a launch
-  // op in a process; the blocks in memory back to what the file holds after a failed batch.
+  // op in a process. Host events (store/trace_writer_host.cc) go the same way, unfolded.
   ingero::Status load_ids();
   ingero::Status add_call(const hal::Event& ev, const OpIds& ids);
-  // Moves the block filling to the blocks the commit writes for good, and starts another.
-  void close_block();
   ingero::Status write_blocks(bool final);
   ingero::Status write_block(const CallBlock& b, int64_t block_id, bool fold);
   std::optional<int64_t> fold_limit(uint32_t pid, int source, int op) const;
-  void restore_blocks();
-  ingero::Status insert_host(const hal::Event& ev, const OpIds& ids);
+  void add_host(const hal::Event& ev, const OpIds& ids);
+  ingero::Status write_host_blocks(bool final);
 
   std::unique_ptr<Db> db_;
   CallSummarizer summaries_;  // per-second call summaries not yet written
-  // Calls: the block filling (block_id_ its row in call_store, written at each commit while it
-  // fills; committed_rows_ of its calls are in the file), the blocks that filled since the last
-  // commit (written by it), the next call or host event id.
-  std::unique_ptr<CallBlock> block_ = std::make_unique<CallBlock>();
-  int64_t block_id_ = 0;
-  size_t committed_rows_ = 0;
-  struct FullBlock {
-    int64_t id = 0;
-    std::unique_ptr<CallBlock> block;
-    size_t committed = 0;  // its calls the file held when it filled (the tail then)
-  };
-  std::vector<FullBlock> full_;
-  std::vector<std::unique_ptr<CallBlock>> spare_;  // cleared blocks, for reuse
+  // The blocks of calls and of host events in memory (ids: their rows in call_store and
+  // host_store), and the next call or host event id.
+  BlockQueue<CallBlock> calls_;
+  BlockQueue<HostBlock> hosts_;
   int64_t next_id_ = 1;
   size_t block_rows_ = kCallBlockRows;
   int64_t block_span_ns_ = 0;
@@ -322,9 +314,9 @@ class TraceWriter final : public hal::EventSink {
   uint64_t retention_unshipped_ = 0;
   uint64_t retention_calls_ = 0, retention_events_ = 0;  // this session's
   uint64_t written_before_session_ = 0;  // events_stored counts the current session's
-  Stmt insert_, insert_op_, insert_source_, insert_proc_;
-  uint64_t host_fields_bound_ = 0;  // the decoded fields the last host row bound in insert_
-  Stmt insert_block_;
+  Stmt insert_op_, insert_source_, insert_proc_;
+  Stmt insert_block_, insert_host_block_;
+  std::string host_encoded_;  // scratch of write_host_blocks
   Stmt insert_inflight_, delete_inflight_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"

@@ -7,15 +7,18 @@
 namespace ingero::store {
 
 ingero::Status TraceWriter::load_ids() {
-  auto host = db_->query_int("SELECT max(id) FROM host_rows");
+  auto host = db_->query_int("SELECT max(last_id) FROM host_store");
   if (!host) return host.error();
   auto calls = db_->query_int("SELECT max(last_id) FROM call_store");
   if (!calls) return calls.error();
   auto blocks = db_->query_int("SELECT max(id) FROM call_store");
   if (!blocks) return blocks.error();
+  auto host_blocks = db_->query_int("SELECT max(id) FROM host_store");
+  if (!host_blocks) return host_blocks.error();
   next_id_ = std::max(host->value_or(0), calls->value_or(0)) + 1;
   // A session never writes into another's block: a block is of one session.
-  if (block_->empty() && full_.empty()) block_id_ = blocks->value_or(0) + 1;
+  calls_.start_at(blocks->value_or(0) + 1);
+  hosts_.start_at(host_blocks->value_or(0) + 1);
   return {};
 }
 
@@ -32,9 +35,10 @@ ingero::Status TraceWriter::add_call(const hal::Event& ev, const OpIds& ids) {
   }
   if (!ev.library.empty()) c.library = library_id(ev.library);
   int64_t ts = int64_t(ev.ts_ns) + mono_offset_ns_;
-  if (block_span_ns_ > 0 && !block_->empty() && ts - block_->first_ts() >= block_span_ns_)
-    close_block();
-  block_->add(next_id_++, ts, ev, c, node_, session_id_);
+  if (block_span_ns_ > 0 && !calls_.filling().empty() &&
+      ts - calls_.filling().first_ts() >= block_span_ns_)
+    calls_.close();
+  calls_.filling().add(next_id_++, ts, ev, c, node_, session_id_);
   if (ids.launch && ev.timed)
     launch_latency_[{session_id_, ev.pid, ids.source, ids.op}].add(ev.dur_ns);
   SummarizedCall s;
@@ -51,20 +55,8 @@ ingero::Status TraceWriter::add_call(const hal::Event& ev, const OpIds& ids) {
   s.preempts = ev.preempts;
   s.bytes = ev.get_or(hal::Field::kBytes, 0);
   summaries_.add(node_, session_id_, s);
-  if (block_->size() >= block_rows_) close_block();
+  if (calls_.filling().size() >= block_rows_) calls_.close();  // written (and folded) by the commit
   return {};
-}
-
-void TraceWriter::close_block() {
-  // Written (and folded) by the commit; the next calls go into a new block.
-  full_.push_back({block_id_++, std::move(block_), committed_rows_});
-  if (spare_.empty()) {
-    block_ = std::make_unique<CallBlock>();
-  } else {
-    block_ = std::move(spare_.back());
-    spare_.pop_back();
-  }
-  committed_rows_ = 0;
 }
 
 std::optional<int64_t> TraceWriter::fold_limit(uint32_t pid, int source, int op) const {
@@ -113,28 +105,9 @@ ingero::Status TraceWriter::write_block(const CallBlock& b, int64_t block_id, bo
 }
 
 ingero::Status TraceWriter::write_blocks(bool final) {
-  for (const auto& f : full_)
-    if (auto st = write_block(*f.block, f.id, true); !st) return st;
-  if (block_->empty() || (block_->size() == committed_rows_ && !final)) return {};
-  return write_block(*block_, block_id_, final);
-}
-
-void TraceWriter::restore_blocks() {
-  // The file holds what the last commit wrote: the block then filling, with committed_rows of
-  // its calls (the first block that filled since, or the one filling now).
-  if (!full_.empty()) {
-    for (size_t i = 1; i < full_.size(); ++i) {
-      full_[i].block->clear();
-      spare_.push_back(std::move(full_[i].block));
-    }
-    block_->clear();
-    spare_.push_back(std::move(block_));
-    block_ = std::move(full_.front().block);
-    block_id_ = full_.front().id;
-    committed_rows_ = full_.front().committed;
-    full_.clear();
-  }
-  block_->truncate(committed_rows_);
+  return calls_.write(final, [this](const CallBlock& b, int64_t id, bool fold) {
+    return write_block(b, id, fold);
+  });
 }
 
 ingero::Result<uint64_t> TraceWriter::fold_blocks(int64_t before_ns, int64_t through_id) {

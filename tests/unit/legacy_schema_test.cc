@@ -92,13 +92,21 @@ TEST(LegacySchema, CompactConvertsAnOlderFileKeepingEveryCall) {
       0);
   int64_t calls = query_int(db, "SELECT count(*) FROM calls");
   auto ops = query_rows(db, "SELECT op, count(*) FROM calls GROUP BY op ORDER BY op");
+  const char* host_sql =
+      "SELECT source, op, count(*), sum(duration), sum(pid + tid), count(detail) FROM events "
+      "WHERE source IN (3, 5, 6) GROUP BY source, op ORDER BY source, op";
+  auto host = query_rows(db, host_sql);
+  ASSERT_GT(host.size(), 1u);
   int rc = 0;
   std::string before = ingero({"explain", "--db", "resnet-clean.db"}, dir, &rc);
   ASSERT_EQ(rc, 0);
   std::string out = ingero({"compact", "resnet-clean.db"}, dir, &rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("converted to schema 10"), std::string::npos) << out;
-  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 10);
+  EXPECT_NE(out.find("converted to schema 11"), std::string::npos) << out;
+  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 11);
+  // Every host event, in blocks now (host_rows is their view).
+  EXPECT_EQ(query_rows(db, host_sql), host);
+  EXPECT_GT(query_int(db, "SELECT count(*) FROM host_store"), 0);
   // Every call counted by the summaries, kept as a row or in a run.
   EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_summaries"), calls);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls") +
