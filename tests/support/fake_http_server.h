@@ -1,7 +1,8 @@
 // An HTTP/1.1 server on 127.0.0.1 that answers every request with 200 and a body of the
 // test's choosing: something in front of ClickHouse (a proxy, a load balancer's health page)
-// that says yes to everything and stores nothing. Keep-alive, Content-Length bodies (what
-// libcurl sends for the shipper's POSTs).
+// that says yes to everything and stores nothing; or, after stop_answering(), one that takes
+// requests and answers none. Keep-alive, Content-Length bodies (what libcurl sends for the
+// shipper's POSTs).
 #pragma once
 
 #include <arpa/inet.h>
@@ -57,6 +58,15 @@ class FakeHttpServer {
     return targets_;
   }
   size_t inserts() const { return count("query=INSERT INTO"); }
+  // From the next request on, requests are taken (targets() and count() list them) but never
+  // answered, their connections kept open: a server that stopped answering. Any thread may call
+  // it, the answer function included (the request it is answering is answered).
+  void stop_answering() { answering_ = false; }
+  // The requests taken since stop_answering().
+  size_t unanswered() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return unanswered_;
+  }
   // Requests whose target or body held `text` (a read-back: "SELECT uniqExact(").
   size_t count(const std::string& text) const {
     std::lock_guard<std::mutex> g(mu_);
@@ -101,6 +111,10 @@ class FakeHttpServer {
         std::lock_guard<std::mutex> g(mu_);
         targets_.push_back(target);
         seen_.push_back(target + "\n" + body);
+        if (!answering_) {
+          ++unanswered_;
+          continue;
+        }
       }
       std::string b = answer_(target, body);
       std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" +
@@ -134,11 +148,12 @@ class FakeHttpServer {
   AnswerFn answer_;
   HeadersFn headers_;
   int fd_ = -1, port_ = 0;
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false}, answering_{true};
   std::vector<Client> clients_;
   mutable std::mutex mu_;
   std::vector<std::string> targets_;
   std::vector<std::string> seen_;  // target, newline, body
+  size_t unanswered_ = 0;
   std::thread thread_;
 };
 

@@ -6,6 +6,9 @@
 // against a real ClickHouse, and through `ingero trace`.)
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "fleet/shipper.h"
 #include "store/trace_writer.h"
 #include "tests/support/fake_http_server.h"
@@ -67,6 +70,37 @@ fleet::ShipperOptions quick(std::vector<std::string>& said) {
   return o;
 }
 
+// A shipper whose background loop the test steps, pass by pass: after a failed pass the loop
+// waits out a backoff of 10 minutes, which stop() ends. No clock decides how many passes run,
+// or cuts one short: a drain's budget could end its last pass between an INSERT (counted by
+// the server) and its read-back, or in any request, and the last error would be the budget's.
+fleet::ShipperOptions stepped(std::vector<std::string>& said) {
+  fleet::ShipperOptions o = quick(said);
+  o.backoff_min_ms = o.backoff_max_ms = 600'000;
+  return o;
+}
+
+// Runs exactly `passes` passes of the background loop of `s` (made with stepped()), each of
+// which fails: starts the loop, waits for the pass's failure, and stops the loop in its
+// backoff. The wait is not a verdict: stop() lets a pass in flight run to its end.
+void run_failing_passes(fleet::Shipper& s, uint64_t passes) {
+  for (uint64_t i = 0; i < passes; ++i) {
+    const uint64_t before = s.totals().failures;
+    s.start();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (s.totals().failures == before && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    s.stop();
+    ASSERT_EQ(s.totals().failures, before + 1) << "pass " << i + 1 << " of " << passes;
+  }
+}
+
+// What is left, and why, once the passes have run: a drain with no time of its own (the
+// tracer's exit when its time is spent) reports the background pass's failure.
+fleet::DrainReport left_after_the_passes(fleet::Shipper& s) {
+  return s.drain(std::chrono::milliseconds(0));
+}
+
 TEST(ShipConfirm, AnEndpointThatAnswersEverythingWithAnEmptyBodyGetsNothingFolded) {
   FakeHttpServer ok([](const std::string&, const std::string&) { return std::string(); });
   std::string db = launches(2000);
@@ -74,15 +108,17 @@ TEST(ShipConfirm, AnEndpointThatAnswersEverythingWithAnEmptyBodyGetsNothingFolde
   auto ep = fleet::parse_endpoint(ok.url("ingero"));
   ASSERT_TRUE(ep);
   {
-    auto s = fleet::Shipper::create(db, *ep, quick(said));
+    auto s = fleet::Shipper::create(db, *ep, stepped(said));
     ASSERT_TRUE(s) << s.error().message;
-    auto rep = (*s)->drain(std::chrono::milliseconds(1500));
+    ASSERT_NO_FATAL_FAILURE(run_failing_passes(**s, 3));  // tried, and retried twice
+    auto rep = left_after_the_passes(**s);
     EXPECT_FALSE(rep.caught_up);
     EXPECT_EQ((*s)->events_shipped_through(), 0);
     EXPECT_EQ((*s)->totals().rows, 0u);
     // Every row of the file is still to ship: the launches, the session, the process name.
     EXPECT_EQ(rep.unshipped, uint64_t(query_int(db, "SELECT count(*) FROM events") + 1));
-    EXPECT_GT((*s)->totals().failures, 1u);  // retried
+    EXPECT_EQ((*s)->totals().failures, 3u);
+    EXPECT_EQ(ok.count("FROM system.columns"), 3u);  // asked again on each pass
     const std::string expected =
         "ClickHouse at " + ok.url("ingero") +
         " lists no column of the tables it was just asked to create (its answer to the read of "
@@ -111,18 +147,23 @@ TEST(ShipConfirm, AnEmptyAnswerToAReadOfOneRowIsAnError) {
   std::vector<std::string> said;
   auto ep = fleet::parse_endpoint(ok.url("ingero"));
   ASSERT_TRUE(ep);
-  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  auto s = fleet::Shipper::create(db, *ep, stepped(said));
   ASSERT_TRUE(s) << s.error().message;
-  auto rep = (*s)->drain(std::chrono::milliseconds(1000));
+  ASSERT_NO_FATAL_FAILURE(run_failing_passes(**s, 2));
+  auto rep = left_after_the_passes(**s);
   EXPECT_FALSE(rep.caught_up);
   EXPECT_EQ((*s)->events_shipped_through(), 0);
-  EXPECT_EQ(rep.last_error,
-            "ClickHouse at " + ok.url("ingero") +
-                " answered 'SELECT max(src_id) FROM ingero.libraries WHERE node IN ('node-c') AND "
-                "file_start = 1775000000000000000' with no row (an empty body) "
-                "where ClickHouse gives one: nothing it says about what it stores can be trusted "
-                "(is this a ClickHouse server, or something in front of it that does not pass "
-                "answers?)");
+  const std::string expected =
+      "ClickHouse at " + ok.url("ingero") +
+      " answered 'SELECT max(src_id) FROM ingero.libraries WHERE node IN ('node-c') AND "
+      "file_start = 1775000000000000000' with no row (an empty body) "
+      "where ClickHouse gives one: nothing it says about what it stores can be trusted "
+      "(is this a ClickHouse server, or something in front of it that does not pass "
+      "answers?)";
+  EXPECT_EQ(rep.last_error, expected);
+  EXPECT_EQ(said,
+            std::vector<std::string>{expected + "; the rows stay in " + db + " and are retried"});
+  EXPECT_EQ((*s)->totals().failures, 2u);
   EXPECT_EQ(ok.inserts(), 0u);
 }
 
@@ -142,16 +183,22 @@ TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
   auto ep = fleet::parse_endpoint(ok.url("ingero"));
   ASSERT_TRUE(ep);
   {
-    auto s = fleet::Shipper::create(db, *ep, quick(said));
+    auto s = fleet::Shipper::create(db, *ep, stepped(said));
     ASSERT_TRUE(s) << s.error().message;
-    auto rep = (*s)->drain(std::chrono::milliseconds(1500));
+    ASSERT_NO_FATAL_FAILURE(run_failing_passes(**s, 3));
+    auto rep = left_after_the_passes(**s);
     EXPECT_FALSE(rep.caught_up);
+    EXPECT_EQ(rep.unshipped, uint64_t(query_int(db, "SELECT count(*) FROM events") + 1));
     EXPECT_EQ((*s)->events_shipped_through(), 0);
     auto t = (*s)->totals();
     EXPECT_EQ(t.rows, 0u);
     EXPECT_EQ(t.batches, 0u);
-    EXPECT_GT(t.unconfirmed, 1u);
-    EXPECT_EQ(t.unconfirmed, ok.inserts());
+    // One INSERT a pass (the session: nothing after it is sent until it is confirmed), each
+    // answered with success, read back, not found, and counted as unconfirmed.
+    EXPECT_EQ(ok.inserts(), 3u);
+    EXPECT_EQ(ok.count("SELECT uniqExact("), 3u);
+    EXPECT_EQ(t.unconfirmed, 3u);
+    EXPECT_EQ(t.failures, 3u);
     const std::string expected = "ClickHouse at " + ok.url("ingero") +
                                  " answered the INSERT of 1 rows into sessions with success, but "
                                  "holds 0 of them: not counted as shipped";
@@ -162,30 +209,46 @@ TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
   EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
 }
 
-// `ingero ship` against the same endpoint: nothing counted, exit 1, and it says why.
+// `ingero ship` against the same endpoint, which stops answering once it has answered the
+// first read-back: exactly one INSERT is answered with success and not found, and the next
+// pass waits on a request until --timeout ends it. Nothing counted, exit 1, and it says why.
+// (--timeout only has to outlast the start, the first pass and the 0.5 s backoff after it.)
 TEST(ShipConfirm, ShipSaysWhatWasAnsweredButNotStored) {
-  FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
+  FakeHttpServer* self = nullptr;
+  FakeHttpServer ok([&self](const std::string& target, const std::string& body) -> std::string {
     for (const std::string* q : {&target, &body}) {
-      if (q->find("SELECT max(") != std::string::npos ||
-          q->find("SELECT uniqExact(") != std::string::npos)
+      if (q->find("SELECT uniqExact(") != std::string::npos) {
+        self->stop_answering();
         return "0\n";
+      }
+      if (q->find("SELECT max(") != std::string::npos) return "0\n";
       if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
     }
     return "";
   });
+  self = &ok;
   std::string db = launches(2000);
-  auto r = run_ingero({"ship", "--db", db, "--clickhouse", ok.url("ingero"), "--timeout", "1s"});
+  auto r = run_ingero({"ship", "--db", db, "--clickhouse", ok.url("ingero"), "--timeout", "5s"});
   EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(ok.inserts(), 1u);
+  EXPECT_EQ(ok.count("SELECT uniqExact("), 1u);
+  EXPECT_EQ(ok.unanswered(), 1u);  // the next pass's first request
   const std::string head =
       "shipped 0 rows of " + db + " to " + ok.url("ingero") + " in 0 inserts (";
   EXPECT_EQ(r.out.rfind(head, 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(" inserts answered with success were not in ClickHouse when read back and "
-                       "are not counted; "),
-            std::string::npos)
+  const std::string tail =
+      " KiB); 1 inserts answered with success were not in ClickHouse when read back and are "
+      "not counted; " +
+      std::to_string(query_int(db, "SELECT count(*) FROM events") + 1) + " rows left\n";
+  EXPECT_TRUE(r.out.size() >= tail.size() &&
+              r.out.compare(r.out.size() - tail.size(), tail.size(), tail) == 0)
       << r.out;
-  EXPECT_NE(r.err.find("answered the INSERT of 1 rows into sessions with success, but holds 0 of "
-                       "them: not counted as shipped"),
-            std::string::npos)
+  EXPECT_EQ(r.err.rfind("ingero ship: ClickHouse at " + ok.url("ingero") +
+                            " answered the INSERT of 1 rows into sessions with success, but "
+                            "holds 0 of them: not counted as shipped; the rows stay in " +
+                            db + " and are retried\n",
+                        0),
+            0u)
       << r.err;
   EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
 }
@@ -221,7 +284,7 @@ TEST(ShipConfirm, ASummaryThatCoversTheBatchConfirmsItWithoutAReadBack) {
   ASSERT_TRUE(ep);
   auto s = fleet::Shipper::create(db, *ep, quick(said));
   ASSERT_TRUE(s) << s.error().message;
-  auto rep = (*s)->drain(std::chrono::seconds(10));
+  auto rep = (*s)->drain(std::chrono::seconds(60));  // ends once caught up
   EXPECT_TRUE(rep.caught_up) << rep.last_error;
   EXPECT_EQ((*s)->events_shipped_through(), query_int(db, "SELECT max(id) FROM events"));
   auto t = (*s)->totals();
@@ -244,16 +307,18 @@ TEST(ShipConfirm, ASummaryOfFewerRowsIsReadBackAndNotCounted) {
   std::vector<std::string> said;
   auto ep = fleet::parse_endpoint(ch.url("ingero"));
   ASSERT_TRUE(ep);
-  auto s = fleet::Shipper::create(db, *ep, quick(said));
+  auto s = fleet::Shipper::create(db, *ep, stepped(said));
   ASSERT_TRUE(s) << s.error().message;
-  auto rep = (*s)->drain(std::chrono::milliseconds(1000));
+  ASSERT_NO_FATAL_FAILURE(run_failing_passes(**s, 2));
+  auto rep = left_after_the_passes(**s);
   EXPECT_FALSE(rep.caught_up);
   EXPECT_EQ((*s)->events_shipped_through(), 0);
   auto t = (*s)->totals();
   EXPECT_EQ(t.rows, 0u);
   EXPECT_EQ(t.confirmed_by_summary, 0u);
-  EXPECT_EQ(t.unconfirmed, ch.inserts());
-  EXPECT_EQ(ch.count("SELECT uniqExact("), ch.inserts());
+  EXPECT_EQ(ch.inserts(), 2u);
+  EXPECT_EQ(t.unconfirmed, 2u);
+  EXPECT_EQ(ch.count("SELECT uniqExact("), 2u);
   EXPECT_EQ(rep.last_error, "ClickHouse at " + ch.url("ingero") +
                                 " answered the INSERT of 1 rows into sessions with success, but "
                                 "holds 0 of them: not counted as shipped");
