@@ -119,7 +119,10 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   __u64 caller = *(__u64*)(b + at);
   __u64 start = bpf_ktime_get_ns();
   __u64 stack = 0;
-  if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, caller);
+  if (stacks_enabled) {
+    struct ingero_stack_ask ask = {.caller = caller, .now_ns = start, .probe = probe};
+    stack = ingero_call_stack(ctx, t, &ask);
+  }
   struct ingero_call_rec* h = (void*)b;
   flags |= put_header(h, probe, t->tgid, tid, start, 0, 0, stack, 0, 0);
   h->nregs = nregs;

@@ -133,7 +133,10 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
   if (untimed) {
     struct ingero_frame* f = &t->frames[0];
     __u64 stack = 0;
-    if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, f->caller);
+    if (stacks_enabled) {
+      struct ingero_stack_ask ask = {.caller = f->caller, .now_ns = f->start_ns, .probe = probe};
+      stack = ingero_call_stack(ctx, t, &ask);
+    }
     emit_call(t, f, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, r, stack);
     stat_inc(INGERO_STAT_UNTIMED);
     return 1;
@@ -178,7 +181,9 @@ static __always_inline void call_return(struct pt_regs* ctx) {
     /* Slow and off-CPU calls are what explain examines: always walk them. A failing call
      * walks like a new call site, keyed by its return code: the first few per site. */
     __u32 always = t->off_cpu_total_ns != f->off_cpu_at_entry || now - f->start_ns >= stack_slow_ns;
-    stack = ingero_call_stack(ctx, probe, ((__u64)(__u32)ret << 1) | always, 0);
+    struct ingero_stack_ask ask = {
+        .extra = ((__u64)(__u32)ret << 1) | always, .now_ns = now, .probe = probe};
+    stack = ingero_call_stack(ctx, t, &ask);
   }
   emit_call(t, f, tid, now, ret, flags, r, stack);
   t->depth = 0;

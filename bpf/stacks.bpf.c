@@ -394,12 +394,13 @@ static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread*
   return fnv(fnv(h, code), instr);
 }
 
-__noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, __u32 probe, __u64 extra,
-                                   __u64 caller) {
+__noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, struct ingero_thread* t,
+                                   struct ingero_stack_ask* ask) {
+  if (!ask) return 0;
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32, tid = (__u32)id;
-  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
-  __u64 now = bpf_ktime_get_ns();
+  __u64 now = ask->now_ns, extra = ask->extra, caller = ask->caller;
+  __u32 probe = ask->probe;
   bool always = extra & 1;
   struct ingero_stack_key sk = {.tgid = tgid};
   if (!always) {
