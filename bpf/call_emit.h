@@ -149,8 +149,15 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   }
   h->flags = flags;
   /* A thread's first record (it carries the ident block) wakes the reader at once, as
-   * submit_call's do. */
-  __u64 wake = (flags & INGERO_CALL_IDENT) ? BPF_RB_FORCE_WAKEUP : ingero_wakeup_flags(&calls_rb);
+   * submit_call's do. Whether enough is queued to wake it otherwise is asked at one launch in
+   * 16 of each thread, not at every one: the ring's fill is a helper call, whose return costs
+   * about as much as its work. The reader polls every 100 ms anyway, and a thread's wake-up
+   * comes at most 15 of its records past the threshold (INGERO_WAKEUP_BYTES). */
+  __u64 wake = BPF_RB_NO_WAKEUP;
+  if (flags & INGERO_CALL_IDENT)
+    wake = BPF_RB_FORCE_WAKEUP;
+  else if ((t->timing_seq & 15) == 0)
+    wake = ingero_wakeup_flags(&calls_rb);
   bpf_ringbuf_submit(b, wake);
   stat_inc(INGERO_STAT_CALLS);
 }
