@@ -120,7 +120,8 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   __u64 start = bpf_ktime_get_ns();
   __u64 stack = 0;
   if (stacks_enabled) {
-    struct ingero_stack_ask ask = {.caller = caller, .now_ns = start, .probe = probe};
+    struct ingero_stack_ask ask = {
+        .caller = caller, .now_ns = start, .probe = probe, .tgid = t->tgid, .tid = tid};
     stack = ingero_call_stack(ctx, t, &ask);
   }
   struct ingero_call_rec* h = (void*)b;

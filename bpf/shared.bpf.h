@@ -69,6 +69,8 @@ struct ingero_stack_ask {
   __u64 caller; /* the return address of a call at its entry; 0 at its return */
   __u64 now_ns; /* the caller's clock (bpf_ktime_get_ns), for the sampling interval */
   __u32 probe;
+  __u32 tgid; /* the calling thread's process and thread ids */
+  __u32 tid;
   __u32 pad;
 };
 
