@@ -51,9 +51,9 @@ static __always_inline __u32 put_words(struct call_buf* buf, const __u64* regs, 
   return off;
 }
 
-/* Appends the thread's name and cgroup at `off` when they changed since it last shipped them;
- * returns the new end. */
-static __always_inline __u32 put_ident(struct ingero_thread* t, struct call_buf* buf, __u32 off,
+/* Appends the thread's name and cgroup at `off` of the `cap` bytes at `b` when they changed since
+ * it last shipped them; returns the new end. */
+static __always_inline __u32 put_ident(struct ingero_thread* t, __u8* b, __u32 cap, __u32 off,
                                        __u16* flags) {
   char comm[INGERO_COMM_LEN];
   bpf_get_current_comm(comm, sizeof(comm));
@@ -62,8 +62,8 @@ static __always_inline __u32 put_ident(struct ingero_thread* t, struct call_buf*
   __u64* was_c = (__u64*)t->ident_comm;
   if (t->ident_comm[0] && now_c[0] == was_c[0] && now_c[1] == was_c[1] && cgroup == t->ident_cgroup)
     return off;
-  if (off > INGERO_CALL_BUF - sizeof(struct ingero_call_ident)) return off;
-  struct ingero_call_ident* id = (void*)(buf->b + off);
+  if (off > cap - sizeof(struct ingero_call_ident)) return off;
+  struct ingero_call_ident* id = (void*)(b + off);
   id->cgroup_id = cgroup;
   __builtin_memcpy(id->comm, comm, sizeof(id->comm));
   __builtin_memcpy(t->ident_comm, comm, sizeof(comm));
@@ -85,47 +85,82 @@ static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 f
   stat_inc(INGERO_STAT_CALLS);
 }
 
-/* An untimed launch (no entry read): its record is assembled straight from the registers and
- * one read of the user stack, without the frame a call that returns needs. */
+/* What an untimed launch reserves on the ring: its largest record (header, every argument
+ * word, ident block, caller). A smaller one leaves the rest unwritten, past what its counts and
+ * flags tell user space to read. */
+#define INGERO_LAUNCH_REC_SIZE                                                    \
+  (sizeof(struct ingero_call_rec) + 8 * (INGERO_REG_WORDS + INGERO_STACK_WORDS) + \
+   sizeof(struct ingero_call_ident) + 8)
+
+/* An untimed launch (no entry read): its record is written straight into the ring, from the
+ * registers and one read of the user stack, without the frame a call that returns needs or a
+ * copy through call_scratch. */
 static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_thread* t,
                                             struct ingero_recipe* r, __u32 probe, __u32 tid,
                                             __u64 sp) {
-  __u32 zero = 0;
-  struct call_buf* buf = bpf_map_lookup_elem(&call_scratch, &zero);
-  if (!buf) return;
-  __u16 flags = INGERO_CALL_ENTRY_ONLY;
-  /* The return address, then the stack arguments past it. */
-  __u64 words[1 + INGERO_STACK_WORDS] = {};
-  __u32 nstack = r->stack_words;
-  if (nstack > INGERO_STACK_WORDS) nstack = INGERO_STACK_WORDS;
-  if (bpf_probe_read_user(words, (nstack + 1) * 8, (void*)sp)) {
-    bpf_probe_read_user(words, 8, (void*)sp);
-    if (nstack) flags |= INGERO_CALL_STACK_READ_FAULT;
-  }
-  __u64 start = bpf_ktime_get_ns();
-  __u64 stack = 0;
-  if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, words[0]);
-  struct ingero_call_rec* h = (void*)buf->b;
-  flags |= put_header(h, probe, t->tgid, tid, start, 0, 0, stack, 0, 0);
   __u32 nregs = r->nregs;
   if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
+  __u32 nstack = r->stack_words;
+  if (nstack > INGERO_STACK_WORDS) nstack = INGERO_STACK_WORDS;
+  __u8* b = bpf_ringbuf_reserve(&calls_rb, INGERO_LAUNCH_REC_SIZE, 0);
+  if (!b) {
+    stat_inc(INGERO_STAT_RINGBUF_DROPS);
+    return;
+  }
+  __u16 flags = INGERO_CALL_ENTRY_ONLY;
+  /* The return address, then the stack arguments past it, read at once into the record: the
+   * arguments land where the record ships them, the return address in the word before them
+   * (the last register word, or the header's last), taken out before that word is written. */
+  __u32 at = sizeof(struct ingero_call_rec) + 8 * nregs - 8;
+  if (bpf_probe_read_user(b + at, (nstack + 1) * 8, (void*)sp)) {
+    bpf_probe_read_user(b + at, 8, (void*)sp);
+    if (nstack) flags |= INGERO_CALL_STACK_READ_FAULT;
+  }
+  __u64 caller = *(__u64*)(b + at);
+  __u64 start = bpf_ktime_get_ns();
+  __u64 stack = 0;
+  if (stacks_enabled) {
+    struct ingero_stack_ask ask = {
+        .caller = caller, .now_ns = start, .probe = probe, .tgid = t->tgid, .tid = tid};
+    stack = ingero_call_stack(ctx, t, &ask);
+  }
+  struct ingero_call_rec* h = (void*)b;
+  flags |= put_header(h, probe, t->tgid, tid, start, 0, 0, stack, 0, 0);
   h->nregs = nregs;
   h->nstack = nstack;
   __u64 regs[INGERO_REG_WORDS] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                                   PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), INGERO_PARM6(ctx)};
-  __u32 off = put_words(buf, regs, nregs, words + 1, nstack);
+  __u64* w = (void*)(b + sizeof(*h));
+#pragma unroll
+  for (__u32 i = 0; i < INGERO_REG_WORDS; i++)
+    if (i < nregs) w[i] = regs[i];
+  __u32 off = sizeof(*h) + 8 * (nregs + nstack);
   /* A thread's name and cgroup are read at its first call, at every call that returns, and at
    * one untimed launch in 16 (two helper calls a launch otherwise): a rename or a cgroup move
    * between syncs shows from the next of those. */
-  if (!t->ident_comm[0] || (t->timing_seq & 15) == 0) off = put_ident(t, buf, off, &flags);
+  if (!t->ident_comm[0] || (t->timing_seq & 15) == 0)
+    off = put_ident(t, b, INGERO_LAUNCH_REC_SIZE - 8, off, &flags);
   if (r->flags & INGERO_RECIPE_CALLER) {
-    if (off > INGERO_CALL_BUF - 8) return;
-    *(__u64*)(buf->b + off) = words[0];
-    off += 8;
+    if (off > INGERO_LAUNCH_REC_SIZE - 8) {
+      bpf_ringbuf_discard(b, 0);
+      return;
+    }
+    *(__u64*)(b + off) = caller;
     flags |= INGERO_CALL_CALLER;
   }
   h->flags = flags;
-  submit_call(buf, off, flags);
+  /* A thread's first record (it carries the ident block) wakes the reader at once, as
+   * submit_call's do. Whether enough is queued to wake it otherwise is asked at one launch in
+   * 16 of each thread, not at every one: the ring's fill is a helper call, whose return costs
+   * about as much as its work. The reader polls every 100 ms anyway, and a thread's wake-up
+   * comes at most 15 of its records past the threshold (INGERO_WAKEUP_BYTES). */
+  __u64 wake = BPF_RB_NO_WAKEUP;
+  if (flags & INGERO_CALL_IDENT)
+    wake = BPF_RB_FORCE_WAKEUP;
+  else if ((t->timing_seq & 15) == 0)
+    wake = ingero_wakeup_flags(&calls_rb);
+  bpf_ringbuf_submit(b, wake);
+  stat_inc(INGERO_STAT_CALLS);
 }
 
 /* Assembles and submits one call record from frame f. */
@@ -160,7 +195,7 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
     off += sizeof(*o);
     flags |= INGERO_CALL_OFFCPU;
   }
-  off = put_ident(t, buf, off, &flags);
+  off = put_ident(t, buf->b, INGERO_CALL_BUF, off, &flags);
   if (r && (r->flags & INGERO_RECIPE_CALLER)) {
     *(__u64*)(buf->b + off) = f->caller;
     off += 8;

@@ -6,14 +6,20 @@
 #ifndef INGERO_CALL_PATHS_H
 #define INGERO_CALL_PATHS_H
 
-static __always_inline bool pid_allowed(__u32 tgid) {
-  if (filter_pids_enabled && !bpf_map_lookup_elem(&pid_filter, &tgid)) return false;
+/* `known`: the thread's entry in `threads`, or 0. Only a call the filter let in creates one,
+ * the pid filter only grows, and a thread's entry goes when it exits: a thread of the same
+ * process found there needs no second hash lookup in pid_filter. */
+static __always_inline bool pid_allowed(__u32 tgid, struct ingero_thread* known) {
+  if (filter_pids_enabled && !(known && known->tgid == tgid) &&
+      !bpf_map_lookup_elem(&pid_filter, &tgid))
+    return false;
   if (filter_cgroup_id && bpf_get_current_cgroup_id() != filter_cgroup_id) return false;
   return true;
 }
 
-static __always_inline struct ingero_thread* thread_get_or_create(__u32 tid, __u32 tgid) {
-  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
+/* `t`: the thread's entry as looked up before; created when there was none. */
+static __always_inline struct ingero_thread* thread_get_or_create(struct ingero_thread* t,
+                                                                  __u32 tid, __u32 tgid) {
   if (t) return t;
   __u32 zero = 0;
   struct ingero_thread* z = bpf_map_lookup_elem(&thread_zero, &zero);
@@ -37,11 +43,12 @@ static __always_inline struct ingero_thread* thread_get_or_create(__u32 tid, __u
 static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32, tid = (__u32)id;
-  if (!pid_allowed(tgid)) return 1;
+  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
+  if (!pid_allowed(tgid, t)) return 1;
   __u32 probe = (__u32)bpf_get_attach_cookie(ctx);
   struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
   if (!r || r->valid != INGERO_RECIPE_LIVE) return 1;
-  struct ingero_thread* t = thread_get_or_create(tid, tgid);
+  t = thread_get_or_create(t, tid, tgid);
   if (!t) return 1;
   /* Once per thread, not per call: a hash lookup (the entry goes when the process exits, and
    * so do its threads). */
@@ -126,7 +133,11 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
   if (untimed) {
     struct ingero_frame* f = &t->frames[0];
     __u64 stack = 0;
-    if (stacks_enabled) stack = ingero_call_stack(ctx, probe, 0, f->caller);
+    if (stacks_enabled) {
+      struct ingero_stack_ask ask = {
+          .caller = f->caller, .now_ns = f->start_ns, .probe = probe, .tgid = t->tgid, .tid = tid};
+      stack = ingero_call_stack(ctx, t, &ask);
+    }
     emit_call(t, f, tid, 0, 0, INGERO_CALL_ENTRY_ONLY, r, stack);
     stat_inc(INGERO_STAT_UNTIMED);
     return 1;
@@ -171,7 +182,12 @@ static __always_inline void call_return(struct pt_regs* ctx) {
     /* Slow and off-CPU calls are what explain examines: always walk them. A failing call
      * walks like a new call site, keyed by its return code: the first few per site. */
     __u32 always = t->off_cpu_total_ns != f->off_cpu_at_entry || now - f->start_ns >= stack_slow_ns;
-    stack = ingero_call_stack(ctx, probe, ((__u64)(__u32)ret << 1) | always, 0);
+    struct ingero_stack_ask ask = {.extra = ((__u64)(__u32)ret << 1) | always,
+                                   .now_ns = now,
+                                   .probe = probe,
+                                   .tgid = t->tgid,
+                                   .tid = tid};
+    stack = ingero_call_stack(ctx, t, &ask);
   }
   emit_call(t, f, tid, now, ret, flags, r, stack);
   t->depth = 0;

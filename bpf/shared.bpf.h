@@ -9,8 +9,8 @@
 
 #include "thread_state.h"
 
-/* Maps defined in calls.bpf.c and used by every file (offcpu: written by host.bpf.c). Named types, so the definition and
- * these extern declarations are one type. */
+/* Maps defined in calls.bpf.c and used by every file (offcpu: written by host.bpf.c). Named types,
+ * so the definition and these extern declarations are one type. */
 struct ingero_threads_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, INGERO_MAX_THREADS);
@@ -62,15 +62,28 @@ static __always_inline __u8 watch_flags(__u32 tgid) {
   (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= INGERO_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP \
                                                                      : BPF_RB_NO_WAKEUP)
 
+/* What a call program asks ingero_call_stack for (one pointer: a global function takes five
+ * arguments at most). */
+struct ingero_stack_ask {
+  __u64 extra;  /* bit 0 = always walk; above it, a failing call's return code (its site) */
+  __u64 caller; /* the return address of a call at its entry; 0 at its return */
+  __u64 now_ns; /* the caller's clock (bpf_ktime_get_ns), for the sampling interval */
+  __u32 probe;
+  __u32 tgid; /* the calling thread's process and thread ids */
+  __u32 tid;
+  __u32 pad;
+};
+
 /* stacks.bpf.c: the stack of the call returning in `ctx` (a uprobe session or uretprobe
- * context), or entering it when `caller` (its return address) is given (an entry-only call).
+ * context), or entering it when `ask->caller` (its return address) is given (an entry-only
+ * call), made by the thread whose state is `t` (the caller's own lookup in `threads`).
  * Returns its hash (0: none) with INGERO_STACK_RET_* bits on top. Anomalous calls always get
  * a walk; others walk only while their call site is new, or when the thread's sampling clock
- * allows, and otherwise take the site's last stack. `extra`: bit 0 = always walk; above it, a
- * failing call's return code (part of its site). */
+ * allows, and otherwise take the site's last stack. */
 #define INGERO_STACK_RET_SHIPPED (1ull << 63)
 #define INGERO_STACK_RET_OF_SITE (1ull << 62)
 #define INGERO_STACK_HASH_MASK ((1ull << 62) - 1)
-extern __u64 ingero_call_stack(struct pt_regs* ctx, __u32 probe, __u64 extra, __u64 caller);
+extern __u64 ingero_call_stack(struct pt_regs* ctx, struct ingero_thread* t,
+                               struct ingero_stack_ask* ask);
 
 #endif /* INGERO_SHARED_BPF_H */

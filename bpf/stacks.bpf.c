@@ -47,6 +47,11 @@ struct {
   __type(value, struct ingero_py_config);
 } py_procs SEC(".maps");
 
+/* Bumped by user space after each change to py_procs (BpfSession::set_python). A thread whose
+ * process had no entry at this generation (ingero_thread.py_absent_gen) skips the lookup at
+ * its calls' site keys until the generation changes: most traced processes are not Python. */
+volatile __u32 py_procs_gen = 0;
+
 struct ingero_stack_key {
   __u32 tgid;
   __u32 pad;
@@ -380,8 +385,13 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
 static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread* t, __u32 tgid,
                                       __u32 tid, __u32 probe, __u64 extra, __u64 caller) {
   __u64 h = fnv(fnv(fnv(INGERO_FNV_BASIS ^ tgid, probe), caller ? caller : PT_REGS_IP(ctx)), extra);
+  __u32 gen = py_procs_gen;
+  if (t && t->py_absent_gen == gen + 1) return h;
   struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
-  if (!c) return h;
+  if (!c) {
+    if (t) t->py_absent_gen = gen + 1;
+    return h;
+  }
   __u64 ts = py_tstate(c, t, tid);
   __u64 frame = ts ? py_top_frame(c, ts) : 0;
   if (!frame) return h;
@@ -394,12 +404,12 @@ static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread*
   return fnv(fnv(h, code), instr);
 }
 
-__noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, __u32 probe, __u64 extra,
-                                   __u64 caller) {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u32 tgid = id >> 32, tid = (__u32)id;
-  struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
-  __u64 now = bpf_ktime_get_ns();
+__noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, struct ingero_thread* t,
+                                   struct ingero_stack_ask* ask) {
+  if (!ask) return 0;
+  __u32 tgid = ask->tgid, tid = ask->tid;
+  __u64 now = ask->now_ns, extra = ask->extra, caller = ask->caller;
+  __u32 probe = ask->probe;
   bool always = extra & 1;
   struct ingero_stack_key sk = {.tgid = tgid};
   if (!always) {

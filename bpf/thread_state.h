@@ -47,6 +47,9 @@ struct ingero_thread {
   __u64 next_walk_ns;               /* time-based stack sampling: next walk not before */
   __u32 timing_seq;                 /* entry-only calls seen: one in launch_timing_every is timed */
   __u32 gpu_marked;                 /* its process is in watched_pids as a GPU process */
+  __u32 py_absent_gen;              /* py_procs_gen + 1 when its process had no py_procs entry
+                                     * at that generation; 0: not known */
+  __u32 pad;
   struct ingero_frame frames[INGERO_MAX_DEPTH];
 };
 

@@ -373,6 +373,8 @@ Status BpfSession::set_python(uint32_t tgid, const ingero_py_config* config) {
   }
   if (bpf_map_update_elem(fd, &tgid, config, BPF_ANY) != 0)
     return bpf_error("configuring Python frames for pid " + std::to_string(tgid), errno);
+  // Threads that found no entry for their process look again (stacks.bpf.c: py_procs_gen).
+  __atomic_fetch_add(&skel_->bss->py_procs_gen, 1, __ATOMIC_RELEASE);
   return {};
 }
 int BpfSession::pid_stats_fd() const { return bpf_map__fd(skel_->maps.pid_stats); }
