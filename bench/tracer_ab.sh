@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Two builds' tracers side by side on the step proxy (bench/step_proxy.py, real libcudart):
+# for each, in the same minutes and rounds interleaved, `--no-stack` and the default, the
+# tracer's own CPU a call (bench/tracer_cpu.py: utime + stime, its end included), host events
+# a call, and the file's bytes a call. For a change to the writer: the build before it and the
+# build with it.
+#   bench/tracer_ab.sh BUILD_A BUILD_B      (root: BPF)
+# Environment: ROUNDS (1), STEPS (1500: ~1 M calls), LIB (real libcudart).
+set -euo pipefail
+[[ $# -eq 2 ]] || { echo "usage: bench/tracer_ab.sh BUILD_A BUILD_B" >&2; exit 2; }
+[[ $EUID -eq 0 ]] || { echo "tracer_ab: needs root (BPF)" >&2; exit 2; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+LIB=${LIB:-/usr/local/cuda/lib64/libcudart.so.13}
+ROUNDS=${ROUNDS:-1} STEPS=${STEPS:-1500}
+[[ -e $LIB ]] || { echo "tracer_ab: $LIB is missing (set LIB)" >&2; exit 2; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# One figure of a file: the first column of the first row of `ingero query --json`.
+figure() { "$2/app/ingero" query --db "$1" --json "$3" |
+  python3 -c "import json,sys; print(json.load(sys.stdin)[0][\"n\"])"; }
+echo "tracer A/B on the step proxy: $STEPS steps x 2 threads, $ROUNDS round(s)"
+for r in $(seq 1 "$ROUNDS"); do
+  for build in "$1" "$2"; do
+    for mode in no-stack default; do
+      flags=()
+      [[ $mode == no-stack ]] && flags=(--no-stack)
+      db=$out/t.db
+      rm -f "$db"*
+      python3 "$HERE/tracer_cpu.py" "$out/cpu.json" "$build/app/ingero" trace -q --no-live \
+        "${flags[@]}" --db "$db" -- python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" 2 20 > /dev/null
+      calls=$(figure "$db" "$build" "SELECT coalesce(sum(calls), 0) AS n FROM call_seconds")
+      host=$(figure "$db" "$build" "SELECT count(*) AS n FROM host_events")
+      python3 - "$build" "$mode" "$r" "$calls" "$host" "$(stat -c %s "$db")" "$out/cpu.json" <<'PY'
+import json, sys
+build, mode, r, calls, host, size, cpu = sys.argv[1:]
+calls, host, size = int(calls), int(host), int(size)
+cpu_s = json.load(open(cpu))["cpu_s"]
+print(f"  {build:<28} {mode:<9} round {r}: {calls} calls, {host / calls:.2f} host events a call, "
+      f"tracer CPU {cpu_s * 1e6 / calls:.2f} us a call, file {size / calls:.1f} B a call")
+PY
+    done
+  done
+done
