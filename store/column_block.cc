@@ -21,29 +21,38 @@ constexpr uint64_t kVersion = 1;  // RowBlock's
 // as many distinct values as values).
 class DistinctInts {
  public:
-  // Counts the distinct values of `v`; false as soon as there are more than `max`.
+  // Counts the distinct values of `v`; false as soon as there are more than `max`. When true,
+  // indexes() holds each value's index among them, sorted.
   bool collect(const std::vector<int64_t>& v, size_t max) {
     size_t cap = 16;
     while (cap < 2 * max + 2) cap <<= 1;
     mask_ = cap - 1;
     keys_.assign(cap, 0);
     used_.assign(cap, 0);
-    idx_.resize(cap);
+    first_.resize(cap);
     values_.clear();
+    order_.clear();
+    // Each value's slot once: a value's index is known from its first sight (the order it was
+    // first seen in), then mapped to its rank once the values are sorted.
     for (int64_t x : v) {
       size_t h = slot(x);
-      if (used_[h]) continue;
-      if (values_.size() == max) return false;
-      used_[h] = 1;
-      keys_[h] = x;
-      values_.push_back(x);
+      if (!used_[h]) {
+        if (values_.size() == max) return false;
+        used_[h] = 1;
+        keys_[h] = x;
+        first_[h] = uint32_t(values_.size());
+        values_.push_back(x);
+      }
+      order_.push_back(first_[h]);
     }
+    rank_.resize(values_.size());
     std::sort(values_.begin(), values_.end());
-    for (uint32_t i = 0; i < values_.size(); ++i) idx_[slot(values_[i])] = i;
+    for (uint32_t i = 0; i < values_.size(); ++i) rank_[first_[slot(values_[i])]] = i;
+    for (auto& o : order_) o = rank_[o];
     return true;
   }
   const std::vector<int64_t>& sorted() const { return values_; }
-  uint32_t index(int64_t x) const { return idx_[slot(x)]; }
+  const std::vector<uint32_t>& indexes() const { return order_; }
 
  private:
   size_t slot(int64_t x) const {
@@ -55,19 +64,21 @@ class DistinctInts {
   size_t mask_ = 0;
   std::vector<int64_t> keys_;
   std::vector<uint8_t> used_;
-  std::vector<uint32_t> idx_;
+  std::vector<uint32_t> first_;  // by slot: the index of its value in the order first seen
   std::vector<int64_t> values_;
+  std::vector<uint32_t> order_;  // by row: its value's index (first seen, then sorted)
+  std::vector<uint32_t> rank_;   // by first-seen index: the sorted index
 };
 
 // Appends f(v) of each of `values` as a varint (hal/varint.h's bytes): the room for the
 // longest is made once, not a push_back a byte (a block's values were a tenth of the tracer's
 // CPU written one byte at a time).
-template <class F>
-void append_varints(std::string& raw, const std::vector<int64_t>& values, F&& f) {
+template <class T, class F>
+void append_varints(std::string& raw, const std::vector<T>& values, F&& f) {
   size_t at = raw.size();
   raw.resize(at + values.size() * 10);
   char* p = raw.data() + at;
-  for (int64_t v : values) {
+  for (T v : values) {
     uint64_t x = f(v);
     while (x >= 0x80) {
       *p++ = char(uint8_t(x) | 0x80);
@@ -246,7 +257,7 @@ void ColumnBlock::encode_column(const Column& c, std::string& raw) const {
     if (listed) {
       put_varint(raw, distinct.sorted().size());
       append_varints(raw, distinct.sorted(), delta);
-      append_varints(raw, c.v, [](int64_t v) { return uint64_t(distinct.index(v)); });
+      append_varints(raw, distinct.indexes(), [](uint32_t i) { return uint64_t(i); });
     } else {
       append_varints(raw, c.v, delta);
     }
