@@ -47,21 +47,22 @@ std::string explain_json(const std::string& path) {
   return engine::report_json(a, engine::ReportHeader{}).dump();
 }
 
-TEST(CallStore, CallsAreWrittenOnceIntoBlocksAndHostEventsAsRows) {
+TEST(CallStore, CallsAndHostEventsAreWrittenOnceIntoBlocksOfTheirOwn) {
   Loop l = training_loop(120);  // ~14,700 calls and ~1,200 host events
   std::string path = write_trace("blocks.db", l.calls, true);
   int64_t host = 0;
   for (const Event& e : l.calls) host += hal::is_host_kind(e.kind);
   EXPECT_EQ(query_int(path, "SELECT count(*) FROM host_rows"), host);
+  EXPECT_EQ(query_int(path, "SELECT sum(events) FROM host_store"), host);
   EXPECT_EQ(query_int(path, "SELECT sum(calls) FROM call_store"), calls_in(l));
   // Whole blocks of 4,096 calls but the last, every one folded (no block is left filling).
   EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE calls <> 4096"), 1);
   EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store WHERE kept IS NULL"), 0);
-  // No table of call rows: `events` is the view of both.
+  // No table of call or host event rows: `events` and `host_rows` are views.
   EXPECT_EQ(query_int(path,
-                      "SELECT count(*) FROM sqlite_master WHERE name = 'events' AND "
-                      "type = 'view'"),
-            1);
+                      "SELECT count(*) FROM sqlite_master WHERE name IN ('events', 'host_rows') "
+                      "AND type = 'view'"),
+            2);
   EXPECT_EQ(query_int(path, "SELECT count(*) FROM events"), calls_in(l) + host);
   EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), calls_in(l));
   EXPECT_EQ(query_int(path, "SELECT sum(calls) FROM call_summaries"), calls_in(l));
@@ -214,7 +215,7 @@ TEST(CallStore, CompactRepairsATraceWhoseTracerWasKilled) {
 
 // The sqlite3 shell has no ingero_calls: it cannot read a file of schema 10's calls, and reads
 // every call of its plain copy (`ingero export --format sqlite`).
-TEST(CallStore, ThePlainCopyGivesTheSqliteShellEveryCallAsARow) {
+TEST(CallStore, ThePlainCopyGivesTheSqliteShellEveryCallAndHostEventAsARow) {
   Loop l = training_loop(120);
   std::string path = write_trace("plain-src.db", l.calls, true);
   {
@@ -233,11 +234,20 @@ TEST(CallStore, ThePlainCopyGivesTheSqliteShellEveryCallAsARow) {
   };
   EXPECT_NE(shell(path, "SELECT count(*) FROM calls").find("no such table: main.ingero_calls"),
             std::string::npos);
+  EXPECT_NE(shell(path, "SELECT count(*) FROM host_rows").find("no such table: main.ingero_host"),
+            std::string::npos);
+  const std::string host_sql = "SELECT * FROM host_events ORDER BY id";
+  auto host = query_rows(path, host_sql);
+  ASSERT_GT(host.size(), 1000u);
   std::string copy = temp_path("plain.db");
   auto c = write_plain_copy(path, copy, app::builtin_views());
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(int64_t(c->calls), rows);
   EXPECT_EQ(int64_t(c->runs), runs);
+  EXPECT_EQ(c->host_events, host.size());
+  EXPECT_EQ(shell(copy, "SELECT count(*) FROM host_events"),
+            "0:" + std::to_string(host.size()) + "\n");
+  EXPECT_EQ(query_rows(copy, host_sql), host);
   EXPECT_EQ(shell(copy, "SELECT count(*) FROM calls"), "0:" + std::to_string(rows) + "\n");
   EXPECT_EQ(shell(copy, "SELECT sum(calls) FROM call_runs"),
             "0:" + std::to_string(query_int(path, "SELECT sum(calls) FROM call_runs")) + "\n");
