@@ -126,12 +126,6 @@ ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns
 
 std::string host_table(Db& db) { return has_call_store(db) ? "main.host_rows" : "main.events"; }
 
-bool has_call_store(Db& db) {
-  auto st =
-      db.prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'call_store'");
-  if (!st) return false;
-  auto r = st->step();
-  return r && *r;
-}
+bool has_call_store(Db& db) { return db.is_table("call_store"); }
 
 }  // namespace ingero::store

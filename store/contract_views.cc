@@ -71,14 +71,6 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          host_from + " e WHERE e.source = 6;\n";
 }
 
-bool is_table(Db& db, std::string_view name) {
-  auto st = db.prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?");
-  if (!st) return false;
-  st->bind(1, name);
-  auto r = st->step();
-  return r && *r;
-}
-
 }  // namespace
 
 std::string stacks_view_sql(const char* create, bool stack_table, bool legacy_table) {
@@ -142,7 +134,7 @@ ingero::Status install_vendor_views(Db& db, bool temp, std::span<const hal::SqlV
   const std::string schema = temp ? "temp." : "main.";
   for (const auto& v : views) {
     std::string name(v.name);
-    if (is_table(db, name)) continue;  // an older file's own table of that name
+    if (db.is_table(name)) continue;  // an older file's own table of that name
     std::string sql = "DROP VIEW IF EXISTS " + schema + name + ";\n" +
                       (temp ? "CREATE TEMP VIEW " : "CREATE VIEW ") + name + " AS\n" +
                       std::string(v.select) + ";\n";
@@ -156,7 +148,7 @@ ingero::Status install_vendor_views(Db& db, bool temp, std::span<const hal::SqlV
 }
 
 ingero::Status install_device_counters_compat(Db& db) {
-  if (db.table_exists("device_counters") || !is_table(db, "rdma_counters")) return {};
+  if (db.table_exists("device_counters") || !db.is_table("rdma_counters")) return {};
   return db.exec(std::string("DROP VIEW IF EXISTS temp.device_counters;\n"
                              "CREATE TEMP VIEW device_counters AS\n") +
                  kRdmaCountersAsDeviceCounters + ";\n");

@@ -70,13 +70,7 @@ int register_host_store_table(sqlite3* db) {
   return register_eponymous_blocks(db, "ingero_host", &host);
 }
 
-bool has_host_store(Db& db) {
-  auto st =
-      db.prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'host_store'");
-  if (!st) return false;
-  auto r = st->step();
-  return r && *r;
-}
+bool has_host_store(Db& db) { return db.is_table("host_store"); }
 
 namespace {
 

@@ -26,15 +26,6 @@ std::string events_ddl(const std::string& table) {
 
 namespace {
 
-// Whether `name` is a table of main (not a view).
-bool is_table(Db& db, const char* name) {
-  auto st = db.prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?");
-  if (!st) return false;
-  st->bind(1, std::string_view(name));
-  auto r = st->step();
-  return r && *r;
-}
-
 const char* kTablesV1 = R"SQL(
 CREATE TABLE IF NOT EXISTS schema_version (
   version INTEGER NOT NULL,
@@ -245,7 +236,7 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   // Schema 11: host events in blocks. A file of schema 10 has them as rows: converted here,
   // every stored column kept. The view `host_rows` is made again by every build, with the
   // decoded fields it knows.
-  if (is_table(db, "host_rows"))
+  if (db.is_table("host_rows"))
     if (auto st = convert_host_rows(db); !st) return fail(st.error());
   if (auto st = db.exec(host_rows_view_sql()); !st) return fail(st.error());
   if (auto st = db.exec(tables_merged_sessions()); !st) return fail(st.error());

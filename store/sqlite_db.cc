@@ -148,6 +148,14 @@ bool Db::table_exists(std::string_view name, std::string_view schema) {
   return r && *r;
 }
 
+bool Db::is_table(std::string_view name) {
+  auto st = prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?");
+  if (!st) return false;
+  st->bind(1, name);
+  auto r = st->step();
+  return r && *r;
+}
+
 bool Db::column_exists(std::string_view table, std::string_view column) {
   auto st = prepare("SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
   if (!st) return false;

@@ -87,7 +87,10 @@ class Db {
   // change made on this one): for a figure about the whole file that every cursor of a read
   // asks for, and that costs a scan.
   ingero::Result<std::optional<int64_t>> kept_int(const std::string& sql);
+  // A table or a view of that name.
   bool table_exists(std::string_view name, std::string_view schema = "main");
+  // A table of main of that name (not a view).
+  bool is_table(std::string_view name);
   bool column_exists(std::string_view table, std::string_view column);
   ingero::Error last_error(std::string_view what) const;
 
