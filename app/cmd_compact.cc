@@ -41,7 +41,9 @@ enum class Before {
   kRefused,  // unreadable, or the original implementation's (said on stderr)
 };
 
-Before before_compacting(const std::string& db) {
+// `host_rows`: a file of schema 10's host events, which compact_trace puts into blocks (its
+// migration) and the command says so.
+Before before_compacting(const std::string& db, int64_t* host_rows) {
   auto r = store::TraceReader::open(db);
   if (!r) {
     std::cerr << "ingero compact: " << r.error().message << "\n";
@@ -53,7 +55,13 @@ Before before_compacting(const std::string& db) {
                  "(`ingero merge` writes a copy of this schema)\n";
     return Before::kRefused;
   }
-  if (store::has_call_store((*r)->db())) return Before::kNothing;
+  if (store::has_call_store((*r)->db())) {
+    if ((*r)->db().is_table("host_rows")) {
+      auto n = (*r)->db().query_int("SELECT count(*) FROM main.host_rows");
+      *host_rows = n ? n->value_or(0) : 0;
+    }
+    return Before::kNothing;
+  }
   // An older file already folded has no rows for its folded launches to re-encode: it stays
   // in its own schema, which every command reads.
   if ((*r)->db().table_exists("call_runs")) {
@@ -86,11 +94,14 @@ bool convert_in_place(const std::string& db, store::TraceLock& lock) {
   return true;
 }
 
-void print_compacted(const std::string& db, bool converted, const store::Compacted& r,
-                     int64_t size0, int64_t size1) {
+void print_compacted(const std::string& db, bool converted, int64_t host_rows,
+                     const store::Compacted& r, int64_t size0, int64_t size1) {
   std::cout << "ingero compact: "
             << (converted ? "converted to schema " + std::to_string(store::kSchemaVersion) + "; "
                           : "");
+  if (host_rows >= 0)
+    std::cout << "converted to schema " << store::kSchemaVersion << " (its " << host_rows
+              << " host events into blocks); ";
   if (r.repaired.blocks_folded || r.repaired.seconds_rebuilt)
     std::cout << "repaired an unfinished session (" << r.repaired.blocks_folded
               << " blocks folded, " << r.repaired.calls_summarised << " calls summarised in "
@@ -115,7 +126,8 @@ int run_compact(const CompactOpts& o) {
     return kExitFailure;
   }
   int64_t size0 = file_size(o.db);
-  Before before = before_compacting(o.db);
+  int64_t host_rows = -1;
+  Before before = before_compacting(o.db, &host_rows);
   if (before == Before::kRefused) return kExitFailure;
   if (before == Before::kLeave) return kExitOk;
   bool converted = before == Before::kConvert;
@@ -126,7 +138,7 @@ int run_compact(const CompactOpts& o) {
     std::cerr << "ingero compact: " << r.error().message << "\n";
     return kExitFailure;
   }
-  print_compacted(o.db, converted, *r, size0, file_size(o.db));
+  print_compacted(o.db, converted, host_rows, *r, size0, file_size(o.db));
   return kExitOk;
 }
 
@@ -137,7 +149,7 @@ void add_compact_command(CLI::App& app, Context& ctx) {
       "compact",
       "Keep every call of the last --full-rows before a trace's end as a row, and the older\n"
       "calls only in their folded form: launches in runs, slow, failed and off-CPU calls,\n"
-      "syncs, copies, allocations, collectives and host events as rows, per-second summaries\n"
+      "syncs, copies, allocations, collectives and every host event, per-second summaries\n"
       "of every call (tiered retention, as `ingero trace` does while it records); repair a\n"
       "trace whose tracer was killed; shrink the file. A trace of an older schema is converted\n"
       "first. Modifies TRACE in place.");

@@ -430,6 +430,10 @@ TEST(HostStore, ASchema10FileFromThePreviousBuildConvertsWithTheSameAnswer) {
   ASSERT_EQ(rc, 0) << before;
   std::string out = ingero({"compact", path}, &rc);
   ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(
+      out.rfind("ingero compact: converted to schema 11 (its 358 host events into blocks); ", 0),
+      0u)
+      << out;
   EXPECT_EQ(test::query_int(path, "PRAGMA user_version"), 11);
   EXPECT_EQ(test::query_int(path, "SELECT sum(events) FROM host_store"), 358);
   EXPECT_EQ(test::query_rows(path, all), events);
