@@ -1,8 +1,9 @@
 // The `events` rows of a trace file of schema 10, read for shipping straight from its call
 // blocks (store/call_store.h): each block is decoded once (store::ArchiveScan, which checks it
 // against its entry) and its calls are written as RowBinary rows of the ClickHouse `events`
-// table, with no SQLite row, view or join per call. Host events stay rows (host_rows) and
-// come through SQL; the two are merged in id order (one id space).
+// table, with no SQLite row, view or join per call. Host events come through SQL (the view
+// host_rows: rows of schema 10, blocks of host_store since schema 11, read by the table
+// ingero_host with the id bound pushed down); the two are merged in id order (one id space).
 //
 // The rows are the ones the file's `events` view gives (the SQL path, Spool::select), byte for
 // byte: the calls of a block while it has all of them (`full`), else the calls folding kept.

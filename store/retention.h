@@ -1,7 +1,7 @@
-// Retention for a long-running trace (schema 10): the oldest time-series rows (host events,
-// system snapshots, process stats, device counters, call summaries) are deleted in bounded
-// batches, and calls by whole blocks once every call of a block is past the policy, by age
-// (--retain) and while the file and its WAL outgrow a size (--max-db-size). Sessions,
+// Retention for a long-running trace (schema 11): the oldest time-series rows (system
+// snapshots, process stats, device counters, call summaries) are deleted in bounded batches,
+// and calls and host events by whole blocks once every event of a block is past the policy, by
+// age (--retain) and while the file and its WAL outgrow a size (--max-db-size). Sessions,
 // dictionaries and stacks stay. The freed pages go back to the file system (files are created
 // with incremental auto-vacuum), and the WAL is truncated where no reader holds it.
 //
