@@ -4,14 +4,57 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "hal/varint.h"
 
 namespace ingero::store {
+
+// The bytes of a block before compression, written through a pointer into room made ahead. The
+// storage is never cleared or zero-filled: a writer encoding block after block only appends
+// (std::string::resize zero-fills what it adds, which was a tenth of the encoding's work).
+class ColumnBlock::RawBytes {
+ public:
+  explicit RawBytes(std::string& storage) : s_(storage) {}
+  // Room for `n` more bytes at the end; used() then says where the writing stopped.
+  char* room(size_t n) {
+    if (n_ + n > s_.size()) s_.resize(std::max(n_ + n, 2 * s_.size()));
+    return s_.data() + n_;
+  }
+  void used(const char* end) { n_ = size_t(end - s_.data()); }
+  void push(char c) {
+    *room(1) = c;
+    ++n_;
+  }
+  void fill(size_t n, char c) {
+    std::memset(room(n), c, n);
+    n_ += n;
+  }
+  void append(std::string_view b) {
+    std::memcpy(room(b.size()), b.data(), b.size());
+    n_ += b.size();
+  }
+  void varint(uint64_t x) {
+    char* p = room(10);
+    while (x >= 0x80) {
+      *p++ = char(uint8_t(x) | 0x80);
+      x >>= 7;
+    }
+    *p++ = char(uint8_t(x));
+    used(p);
+  }
+  const char* data() const { return s_.data(); }
+  size_t size() const { return n_; }
+  char& at(size_t i) { return s_[i]; }
+
+ private:
+  std::string& s_;
+  size_t n_ = 0;
+};
+
 namespace {
 
-using hal::put_varint;
 using hal::zigzag;
 
 constexpr uint64_t kVersion = 1;  // RowBlock's
@@ -19,65 +62,97 @@ constexpr uint64_t kVersion = 1;  // RowBlock's
 // The distinct integers of a column, up to a bound, and each one's index once sorted: an
 // open-addressing table sized for the bound (a column is listed when it has at most a quarter
 // as many distinct values as values).
+//
+// It runs on every integer column of every block the writer encodes, so it does little per
+// value: a value equal to the one before it (a thread's pid, op and stack run on) is not looked
+// up again, a column that only grows (ids, timestamps) is known unlisted from one pass without
+// a lookup, and the table is not cleared between columns (a slot is empty unless it carries
+// the current column's mark).
 class DistinctInts {
  public:
   // Counts the distinct values of `v`; false as soon as there are more than `max`. When true,
-  // indexes() holds each value's index among them, sorted.
+  // row r's value is sorted()[rank(order()[r])]: its index in the order first seen, mapped to
+  // its index among the values sorted (the encoder maps them as it writes them).
   bool collect(const std::vector<int64_t>& v, size_t max) {
-    size_t cap = 16;
-    while (cap < 2 * max + 2) cap <<= 1;
-    mask_ = cap - 1;
-    keys_.assign(cap, 0);
-    used_.assign(cap, 0);
-    first_.resize(cap);
     values_.clear();
     order_.clear();
+    if (v.size() > max && increasing(v)) return false;  // as many distinct values as rows
+    size_t cap = 16;
+    while (cap < 2 * max + 2) cap <<= 1;
+    if (keys_.size() < cap) {
+      keys_.resize(cap);
+      mark_.resize(cap);
+      first_.resize(cap);
+    }
+    if (++now_ == 0) {  // the marks wrapped: clear them once
+      std::fill(mark_.begin(), mark_.end(), 0);
+      now_ = 1;
+    }
+    const size_t mask = cap - 1;
+    const uint32_t now = now_;
+    int64_t* keys = keys_.data();
+    uint32_t* mark = mark_.data();
+    uint32_t* first = first_.data();
+    order_.resize(v.size());
+    uint32_t* order = order_.data();
     // Each value's slot once: a value's index is known from its first sight (the order it was
     // first seen in), then mapped to its rank once the values are sorted.
-    for (int64_t x : v) {
-      size_t h = slot(x);
-      if (!used_[h]) {
-        if (values_.size() == max) return false;
-        used_[h] = 1;
-        keys_[h] = x;
-        first_[h] = uint32_t(values_.size());
-        values_.push_back(x);
+    int64_t prev = 0;
+    uint32_t prev_index = UINT32_MAX;
+    for (size_t r = 0; r < v.size(); ++r) {
+      int64_t x = v[r];
+      if (x != prev || prev_index == UINT32_MAX) {
+        size_t h = slot(keys, mark, now, mask, x);
+        if (mark[h] != now) {
+          if (values_.size() == max) return false;
+          mark[h] = now;
+          keys[h] = x;
+          first[h] = uint32_t(values_.size());
+          values_.push_back(x);
+        }
+        prev = x;
+        prev_index = first[h];
       }
-      order_.push_back(first_[h]);
+      order[r] = prev_index;
     }
     rank_.resize(values_.size());
     std::sort(values_.begin(), values_.end());
-    for (uint32_t i = 0; i < values_.size(); ++i) rank_[first_[slot(values_[i])]] = i;
-    for (auto& o : order_) o = rank_[o];
+    for (uint32_t i = 0; i < values_.size(); ++i)
+      rank_[first[slot(keys, mark, now, mask, values_[i])]] = i;
     return true;
   }
   const std::vector<int64_t>& sorted() const { return values_; }
-  const std::vector<uint32_t>& indexes() const { return order_; }
+  const std::vector<uint32_t>& order() const { return order_; }
+  const std::vector<uint32_t>& ranks() const { return rank_; }
 
  private:
-  size_t slot(int64_t x) const {
+  static bool increasing(const std::vector<int64_t>& v) {
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] <= v[i - 1]) return false;
+    return true;
+  }
+  static size_t slot(const int64_t* keys, const uint32_t* mark, uint32_t now, size_t mask,
+                     int64_t x) {
     uint64_t h = uint64_t(x) * 0x9E3779B97F4A7C15ull;
-    size_t i = size_t(h >> 40) & mask_;
-    while (used_[i] && keys_[i] != x) i = (i + 1) & mask_;
+    size_t i = size_t(h >> 40) & mask;
+    while (mark[i] == now && keys[i] != x) i = (i + 1) & mask;
     return i;
   }
-  size_t mask_ = 0;
-  std::vector<int64_t> keys_;
-  std::vector<uint8_t> used_;
+  uint32_t now_ = 0;             // the current column's mark
+  std::vector<int64_t> keys_;    // by slot
+  std::vector<uint32_t> mark_;   // by slot: the column that filled it
   std::vector<uint32_t> first_;  // by slot: the index of its value in the order first seen
   std::vector<int64_t> values_;
-  std::vector<uint32_t> order_;  // by row: its value's index (first seen, then sorted)
+  std::vector<uint32_t> order_;  // by row: its value's index in the order first seen
   std::vector<uint32_t> rank_;   // by first-seen index: the sorted index
 };
 
 // Appends f(v) of each of `values` as a varint (hal/varint.h's bytes): the room for the
 // longest is made once, not a push_back a byte (a block's values were a tenth of the tracer's
 // CPU written one byte at a time).
-template <class T, class F>
-void append_varints(std::string& raw, const std::vector<T>& values, F&& f) {
-  size_t at = raw.size();
-  raw.resize(at + values.size() * 10);
-  char* p = raw.data() + at;
+template <class Raw, class T, class F>
+void append_varints(Raw& raw, const std::vector<T>& values, F&& f) {
+  char* p = raw.room(values.size() * 10);
   for (T v : values) {
     uint64_t x = f(v);
     while (x >= 0x80) {
@@ -86,7 +161,7 @@ void append_varints(std::string& raw, const std::vector<T>& values, F&& f) {
     }
     *p++ = char(uint8_t(x));
   }
-  raw.resize(size_t(p - raw.data()));
+  raw.used(p);
 }
 
 }  // namespace
@@ -115,8 +190,6 @@ void ColumnBlock::put(Column& c, int64_t v) {
   c.at.push_back(uint32_t(rows_));
   c.v.push_back(v);
 }
-
-void ColumnBlock::set_int(size_t col, int64_t v) { put(cols_[col], v); }
 
 void ColumnBlock::set_text(size_t col, std::string_view s) {
   Column& c = cols_[col];
@@ -170,25 +243,38 @@ void ColumnBlock::add_row(const ColumnBlock& from, size_t row) {
 }
 
 void ColumnBlock::add_rows(const ColumnBlock& from, const std::vector<uint8_t>& keep) {
-  // Where each kept row of `from` lands here.
-  static thread_local std::vector<uint32_t> to;
-  to.resize(keep.size());
-  uint32_t next = uint32_t(rows_);
-  for (size_t r = 0; r < keep.size(); ++r) to[r] = keep[r] ? next++ : UINT32_MAX;
+  // Folding keeps a few calls of a block: each column visits the rows kept, not every row.
+  static thread_local std::vector<uint32_t> kept;     // the rows of `from` kept, ascending
+  static thread_local std::vector<uint32_t> text_at;  // a text's index in `from` -> here
+  kept.clear();
+  for (size_t r = 0; r < keep.size(); ++r)
+    if (keep[r]) kept.push_back(uint32_t(r));
+  const size_t first = rows_;
   for (size_t col = 0; col < cols_.size(); ++col) {
     const Column& f = from.cols_[col];
     Column& c = cols_[col];
-    for (size_t i = 0; i < f.v.size(); ++i) {
-      uint32_t r = f.row_of(i);
-      if (r >= keep.size() || !keep[r]) continue;
-      rows_ = to[r];  // put() appends to the row being built
-      if (f.text)
-        set_text(col, f.strings[size_t(f.v[i])]);
-      else
-        put(c, f.v[i]);
+    if (f.v.empty()) continue;
+    if (f.text) text_at.assign(f.strings.size(), UINT32_MAX);
+    // Kept row k of `from` is row first + k here; put() appends to the row being built.
+    auto add = [&](size_t k, int64_t v) {
+      rows_ = first + k;
+      if (!f.text) return put(c, v);
+      uint32_t& here = text_at[size_t(v)];
+      if (here != UINT32_MAX) return put(c, here);  // a text seen: no lookup of the string
+      set_text(col, f.strings[size_t(v)]);
+      here = c.last_index;
+    };
+    if (!f.sparse) {
+      for (size_t k = 0; k < kept.size() && kept[k] < f.v.size(); ++k) add(k, f.v[kept[k]]);
+      continue;
+    }
+    size_t k = 0;  // the rows holding a value and the rows kept, both ascending, walked together
+    for (size_t i = 0; i < f.v.size() && k < kept.size(); ++i) {
+      while (k < kept.size() && kept[k] < f.at[i]) ++k;
+      if (k < kept.size() && kept[k] == f.at[i]) add(k, f.v[i]);
     }
   }
-  rows_ = next;
+  rows_ = first + kept.size();
 }
 
 void ColumnBlock::truncate(size_t rows) {
@@ -228,26 +314,26 @@ void ColumnBlock::clear() {
   rows_ = 0;
 }
 
-void ColumnBlock::encode_column(const Column& c, std::string& raw) const {
+void ColumnBlock::encode_column(const Column& c, RawBytes& raw) const {
   size_t n = c.v.size();
   int type = c.text ? SQLITE_TEXT : SQLITE_INTEGER;
   // Storage classes: one byte for the column where every row shares it.
   if (n == 0 || n == rows_) {
-    raw.push_back(1);
-    if (rows_ > 0) raw.push_back(char(n == 0 ? SQLITE_NULL : type));
+    raw.push(1);
+    if (rows_ > 0) raw.push(char(n == 0 ? SQLITE_NULL : type));
   } else {
-    raw.push_back(0);
+    raw.push(0);
     size_t start = raw.size();
-    raw.append(rows_, char(SQLITE_NULL));
-    for (size_t i = 0; i < n; ++i) raw[start + c.row_of(i)] = char(type);
+    raw.fill(rows_, char(SQLITE_NULL));
+    for (size_t i = 0; i < n; ++i) raw.at(start + c.row_of(i)) = char(type);
   }
   if (c.text || n == 0) {
-    raw.push_back(0);  // no integers
+    raw.push(0);  // no integers
   } else {
     // A list of the distinct values where they repeat (pids, ops, stacks), else differences.
     static thread_local DistinctInts distinct;
     bool listed = distinct.collect(c.v, n / 4);
-    raw.push_back(char(listed ? 1 : 0));
+    raw.push(char(listed ? 1 : 0));
     int64_t prev = 0;
     auto delta = [&prev](int64_t v) {
       uint64_t d = zigzag(int64_t(uint64_t(v) - uint64_t(prev)));
@@ -255,20 +341,21 @@ void ColumnBlock::encode_column(const Column& c, std::string& raw) const {
       return d;
     };
     if (listed) {
-      put_varint(raw, distinct.sorted().size());
+      raw.varint(distinct.sorted().size());
       append_varints(raw, distinct.sorted(), delta);
-      append_varints(raw, distinct.indexes(), [](uint32_t i) { return uint64_t(i); });
+      const uint32_t* rank = distinct.ranks().data();
+      append_varints(raw, distinct.order(), [rank](uint32_t i) { return uint64_t(rank[i]); });
     } else {
       append_varints(raw, c.v, delta);
     }
   }
   // Text: the list of the distinct values used, then each row's index into it. The column's
   // dictionary holds only strings set in this block (clear() empties it).
-  put_varint(raw, c.text ? c.strings.size() : 0);
+  raw.varint(c.text ? c.strings.size() : 0);
   if (c.text) {
     for (const auto& s : c.strings) {
-      put_varint(raw, s.size());
-      raw += s;
+      raw.varint(s.size());
+      raw.append(s);
     }
     append_varints(raw, c.v, [](int64_t v) { return uint64_t(v); });
   }
@@ -280,27 +367,35 @@ std::string ColumnBlock::encode(int level) const {
   return out;
 }
 
-bool ColumnBlock::encode_into(std::string& out, int level) const {
-  static thread_local std::string raw;
-  raw.clear();
-  put_varint(raw, kVersion);
-  put_varint(raw, rows_);
-  put_varint(raw, names_.size());
+size_t ColumnBlock::encode_raw_into(std::string& storage) const {
+  RawBytes raw(storage);
+  raw.varint(kVersion);
+  raw.varint(rows_);
+  raw.varint(names_.size());
   for (const auto& name : names_) {
-    put_varint(raw, name.size());
-    raw += name;
+    raw.varint(name.size());
+    raw.append(name);
   }
   for (const Column& c : cols_) encode_column(c, raw);
+  return raw.size();
+}
+
+void ColumnBlock::encode_raw(std::string& raw) const { raw.resize(encode_raw_into(raw)); }
+
+bool ColumnBlock::encode_into(std::string& out, int level) const {
+  // Both kept at their largest, so that neither is zero-filled again block after block.
+  static thread_local std::string raw, packed;
+  size_t n_raw = encode_raw_into(raw);
   // With zstd's checksum of the content, which RowBlock::decode requires.
   static thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(),
                                                                               ZSTD_freeCCtx);
-  out.resize(ZSTD_compressBound(raw.size()));
+  if (packed.size() < ZSTD_compressBound(n_raw)) packed.resize(ZSTD_compressBound(n_raw));
   size_t n = cctx ? ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level) : 1;
   if (cctx && !ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
   if (cctx && !ZSTD_isError(n))
-    n = ZSTD_compress2(cctx.get(), out.data(), out.size(), raw.data(), raw.size());
+    n = ZSTD_compress2(cctx.get(), packed.data(), packed.size(), raw.data(), n_raw);
   bool ok = cctx && !ZSTD_isError(n);
-  out.resize(ok ? n : 0);
+  out.assign(packed.data(), ok ? n : 0);
   return ok;
 }
 

@@ -23,7 +23,13 @@ class ColumnBlock {
 
   // The row being appended is rows(); values set before end_row() belong to it. A column given
   // no value in a row is NULL there. Setting a column twice in one row keeps the last value.
-  void set_int(size_t col, int64_t v);
+  void set_int(size_t col, int64_t v) {
+    Column& c = cols_[col];
+    if (!c.sparse && c.v.size() == rows_)  // the next row, as every row before it
+      c.v.push_back(v);
+    else
+      put(c, v);
+  }
   void set_text(size_t col, std::string_view s);
   void end_row() { ++rows_; }
 
@@ -49,6 +55,8 @@ class ColumnBlock {
   // The same into `out` (its storage reused: a writer encoding block after block allocates, and
   // faults in, nothing after the first). False when compression failed (`out` then empty).
   bool encode_into(std::string& out, int level = 3) const;
+  // The rows before compression (what encode_into compresses), into `raw`.
+  void encode_raw(std::string& raw) const;
   // Forgets the rows, keeping the columns' storage for the next block.
   void clear();
   // Keeps the first `rows` rows.
@@ -77,7 +85,11 @@ class ColumnBlock {
     size_t find(size_t row) const;
   };
   void put(Column& c, int64_t v);
-  void encode_column(const Column& c, std::string& raw) const;
+  class RawBytes;
+  void encode_column(const Column& c, RawBytes& raw) const;
+  // The rows before compression into the first bytes of `storage`, which only grows; returns
+  // how many.
+  size_t encode_raw_into(std::string& storage) const;
   std::vector<std::string> names_;
   std::vector<Column> cols_;
   size_t rows_ = 0;

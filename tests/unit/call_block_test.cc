@@ -108,6 +108,64 @@ TEST(ColumnBlock, RowsCopiedByAMaskKeepTheirValuesAndOrder) {
                                            "i:6/t:even/i:600", "i:9/t:odd/i:900"}));
 }
 
+TEST(ColumnBlock, RowsCopiedIntoABlockThatHasRowsJoinItsRowsAndDictionary) {
+  // The source: a dense column, a text column, a sparse one whose values lie past the rows
+  // kept, and a sparse text column.
+  ColumnBlock a({"id", "t", "sparse", "st"});
+  for (int r = 0; r < 12; ++r) {
+    a.set_int(0, r);
+    a.set_text(1, r % 3 == 0 ? "zero" : r % 3 == 1 ? "one" : "two");
+    if (r % 4 == 1) a.set_int(2, r);
+    if (r >= 5 && r % 2) a.set_text(3, r == 5 ? "five" : "odd");
+    a.end_row();
+  }
+  ColumnBlock k({"id", "t", "sparse", "st"});
+  k.set_int(0, -1);
+  k.set_text(1, "two");  // already in the dictionary before the copies
+  k.end_row();
+  k.add_rows(a, {0, 1, 0, 0, 0, 1, 0, 0, 1});           // rows 1, 5, 8 (the mask is shorter than a)
+  k.add_rows(a, {0, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1});  // rows 2, 7, 9, 11
+  auto d = RowBlock::decode(k.encode());
+  ASSERT_TRUE(d) << d.error().message;
+  ASSERT_EQ(d->rows(), 8u);
+  std::vector<std::string> got;
+  for (size_t r = 0; r < d->rows(); ++r)
+    got.push_back(cell(*d, r, 0) + "/" + cell(*d, r, 1) + "/" + cell(*d, r, 2) + "/" +
+                  cell(*d, r, 3));
+  EXPECT_EQ(got, (std::vector<std::string>{"i:-1/t:two/NULL/NULL", "i:1/t:one/i:1/NULL",
+                                           "i:5/t:two/i:5/t:five", "i:8/t:two/NULL/NULL",
+                                           "i:2/t:two/NULL/NULL", "i:7/t:one/NULL/t:odd",
+                                           "i:9/t:zero/i:9/t:odd", "i:11/t:two/NULL/t:odd"}));
+}
+
+TEST(ColumnBlock, ABlockEncodesToTheSameBytesAfterALargerOne) {
+  // The encoder keeps its buffers at their largest: what a larger block left there must not
+  // reach a smaller block's bytes.
+  auto fill = [](ColumnBlock& b, int rows, int64_t base) {
+    b.clear();
+    for (int r = 0; r < rows; ++r) {
+      b.set_int(0, base + r * 7919);
+      b.set_text(1, "name" + std::to_string(r % 5));
+      if (r % 3) b.set_int(2, r);
+      b.end_row();
+    }
+  };
+  ColumnBlock b({"v", "t", "s"});
+  fill(b, 40, 1000);
+  std::string fresh = b.encode();
+  fill(b, 4096, 1'700'000'000'000'000'000);
+  std::string large = b.encode();
+  ASSERT_GT(large.size(), fresh.size());
+  fill(b, 40, 1000);
+  EXPECT_EQ(b.encode(), fresh);
+  auto d = RowBlock::decode(fresh);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->rows(), 40u);
+  EXPECT_EQ(cell(*d, 39, 0), "i:" + std::to_string(1000 + 39 * 7919));
+  EXPECT_EQ(cell(*d, 39, 1), "t:name4");
+  EXPECT_EQ(cell(*d, 39, 2), "NULL");
+}
+
 // A call event of thread `tid` of pid 10 at `ts` (µs), `dur` µs (negative: not timed).
 hal::Event call(uint32_t tid, int64_t ts_us, int64_t dur_us, int64_t ret = 0) {
   hal::Event e;
