@@ -55,33 +55,46 @@ LaunchNesting::Runtime* LaunchNesting::runtime_of(const Mapping& m) {
   return nullptr;
 }
 
+LaunchNesting::Runtime& LaunchNesting::runtime_of_probe(uint32_t probe_id,
+                                                        const hal::AttachedProbe& p) {
+  if (auto it = probe_runtimes_.find(probe_id); it != probe_runtimes_.end()) return *it->second;
+  auto [it, fresh] = runtimes_.try_emplace(p.library);
+  Runtime& r = it->second;
+  if (fresh) {
+    struct stat st {};
+    if (::stat(p.library.c_str(), &st) == 0) {
+      r.dev = uint64_t(st.st_dev);
+      r.inode = uint64_t(st.st_ino);
+    }
+    r.any_probe = probe_id;
+  }
+  probe_runtimes_[probe_id] = &r;  // map nodes stay where they are
+  return r;
+}
+
 void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out, bool known) {
   auto it = held_.find(tid);
-  if (it == held_.end()) return;
+  if (it == held_.end() || !it->second.active) return;
   Held& h = it->second;
-  const hal::AttachedProbe* p = table_.find(h.probe);
-  if (p && (known || h.nested)) {
-    Runtime& r = runtimes_[p->library];
+  if (h.runtime && (known || h.nested)) {
+    Runtime& r = *h.runtime;
     r.in_a_row = h.nested ? r.in_a_row + 1 : 0;
     // Proven only where its probes go: while they stay, a driver launch with no runtime launch
     // held for it is one the runtime launch already made (counted there), never renamed.
     if (detach && !r.proven && r.in_a_row >= kProofLaunches && !r.sites.empty()) {
       r.proven = true;
       ++counters_.proven;
-      if (on_proven) on_proven(p->library);
+      if (const hal::AttachedProbe* p = table_.find(h.probe); p && on_proven) on_proven(p->library);
     }
   }
   out.push_back(std::move(h.ev));
-  held_.erase(it);
-}
-
-void LaunchNesting::before_call(uint32_t tid, std::vector<hal::Event>& out) {
-  if (!held_.empty()) settle(tid, out);
+  h.active = false;
+  --holding_;
 }
 
 bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site) {
   auto h = held_.find(ev.tid);
-  if (h == held_.end() || h->second.nested) return false;
+  if (h == held_.end() || !h->second.active || h->second.nested) return false;
   // The driver launch of the runtime launch held for it (records of a thread come in order):
   // counted in it, and its call site learnt.
   Held& held = h->second;
@@ -101,23 +114,17 @@ bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_
 }
 
 void LaunchNesting::flush(std::vector<hal::Event>& out) {
-  while (!held_.empty()) settle(held_.begin()->first, out, false);
+  if (holding_)
+    for (auto& [tid, h] : held_)
+      if (h.active) settle(tid, out, false);
+  if (held_.size() > kMaxHeldSlots) held_.clear();  // every slot is inactive now
 }
 
 LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
                                              std::vector<hal::Event>& out) {
   const hal::AttachedProbe* p = table_.find(probe_id);
   if (!p) return Fate::kEmit;
-  auto [self_it, fresh] = runtimes_.try_emplace(p->library);
-  Runtime& self = self_it->second;
-  if (fresh) {
-    struct stat st {};
-    if (::stat(p->library.c_str(), &st) == 0) {
-      self.dev = uint64_t(st.st_dev);
-      self.inode = uint64_t(st.st_ino);
-    }
-    self.any_probe = probe_id;
-  }
+  Runtime& self = runtime_of_probe(probe_id, *p);
   // Made from inside a library with launch probes: a driver launch of a runtime launch.
   const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller) : nullptr;
   Runtime* outer = m ? runtime_of(*m) : nullptr;
@@ -129,7 +136,8 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
     // runtime launch the runtime refuses makes none, and the program's next driver launch
     // would be taken for it: rare).
     auto h = held_.find(ev.tid);
-    const hal::AttachedProbe* hp = h != held_.end() ? table_.find(h->second.probe) : nullptr;
+    const hal::AttachedProbe* hp =
+        h != held_.end() && h->second.active ? table_.find(h->second.probe) : nullptr;
     if (hp && hp->library != p->library && fold_into_held(ev, nullptr, 0)) {
       ++counters_.folded_by_order;
       return Fate::kFolded;
@@ -166,10 +174,13 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
   // makes, if it makes one, is counted in it. Held from the first launch of a library on, not
   // only once it is seen to nest, so that no driver launch goes uncounted.
   if (!ev.timed) {
-    Held& h = held_[ev.tid];
+    Held& h = held_[ev.tid];  // released by the settle above, if it was held
     h.ev = std::move(ev);
     h.probe = probe_id;
+    h.runtime = &self;
     h.nested = false;
+    h.active = true;
+    ++holding_;
     ++counters_.held;
     return Fate::kHeld;
   }

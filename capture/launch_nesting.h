@@ -59,7 +59,9 @@ class LaunchNesting {
   enum class Fate { kEmit, kHeld, kFolded };
   Fate on_launch(uint32_t probe_id, hal::Event& ev, std::vector<hal::Event>& out);
   // A record of another kind of thread `tid`: its held launch is due first.
-  void before_call(uint32_t tid, std::vector<hal::Event>& out);
+  void before_call(uint32_t tid, std::vector<hal::Event>& out) {
+    if (holding_) settle(tid, out);
+  }
   // Everything held (the end of a read cycle).
   void flush(std::vector<hal::Event>& out);
   // Process `pid` mapped or unmapped a library (its loader said so): its maps are read again
@@ -114,13 +116,23 @@ class LaunchNesting {
   static constexpr size_t kMaxProcesses = 4096;
   std::unordered_map<uint32_t, Maps> maps_;
   std::map<std::string, Runtime> runtimes_;  // by display path of their probes
-  // Launches held for the driver launch they may make: by thread, with their probe id.
+  // The runtime of a launch probe, by probe id (found by its library's path once).
+  Runtime& runtime_of_probe(uint32_t probe_id, const hal::AttachedProbe& p);
+  std::unordered_map<uint32_t, Runtime*> probe_runtimes_;
+  // Launches held for the driver launch they may make: by thread, with their probe id. A
+  // thread's slot stays when its launch is released (`active` false) and is used again by its
+  // next launch: holding a launch allocates nothing. Inactive slots are dropped at a flush once
+  // there are more than kMaxHeldSlots (threads come and go).
   struct Held {
     hal::Event ev;
     uint32_t probe = 0;
+    Runtime* runtime = nullptr;  // its probe's library
     bool nested = false;
+    bool active = false;
   };
+  static constexpr size_t kMaxHeldSlots = 1024;
   std::unordered_map<uint32_t, Held> held_;
+  size_t holding_ = 0;  // slots active
   Counters counters_;
 };
 
