@@ -9,6 +9,7 @@
 
 #include "store/archive_scan.h"
 #include "store/call_store.h"
+#include "store/host_store.h"
 #include "store/packed_fields.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -34,14 +35,16 @@ void pack_fields(sqlite3_context* ctx, int n, sqlite3_value** v) {
     sqlite3_result_blob(ctx, buf, int(k), SQLITE_TRANSIENT);
 }
 
-// The columns a direct read takes from archived calls, in the order of the events rows' (then
-// the decoded-field columns).
+// The columns a direct read takes from blocks, in the order of the events rows' (then, for
+// host events, detail, saddr and daddr; then the decoded-field columns).
 const std::vector<std::string> kArchiveCols = {
     "timestamp", "duration",  "pid",        "tid",    "comm",       "cgroup_id",
     "source",    "op",        "ret_code",   "status", "off_cpu_ns", "preempts",
     "switches",  "peer_comm", "stack_hash", "id",     "node"};
-constexpr size_t kArchTs = 0, kArchId = 15, kArchFields = 17;
-constexpr int kArchNode = 16;
+constexpr size_t kArchTs = 0, kArchId = 15, kArchStack = 14;
+constexpr int kArchNode = 16, kArchDetail = 17;
+// Where a block's decoded fields begin among the columns read.
+size_t archive_fields_at(EventRows rows) { return rows == EventRows::kCalls ? 17 : 20; }
 
 // Whether `table` and the dictionaries have every column a direct read needs: the original
 // implementation's files (no ops.kind, no events.status) go through the views.
@@ -95,8 +98,10 @@ struct EventCursor::OpNames {
 };
 
 bool EventCursor::open_direct(const EventFilter& f) {
-  // Schema 10 keeps host events in host_rows and calls in call_store (store/call_store.h).
+  // Schema 10 keeps host events in host_rows and calls in call_store (store/call_store.h);
+  // schema 11 host events in host_store's blocks, which host_rows reads (store/host_store.h).
   bool store = has_call_store(db_);
+  bool host_blocks = rows_ == Rows::kHostEvents && store && has_host_store(db_);
   const char* table = store ? "host_rows" : "events";
   if (!direct_columns_exist(db_, table)) return false;
   bool calls = rows_ == Rows::kCalls;
@@ -112,9 +117,11 @@ bool EventCursor::open_direct(const EventFilter& f) {
     if (!u) return false;
     if (u->any()) untimed_ = std::make_unique<UntimedDurations>(std::move(*u));
   }
-  bool archived = calls && (store || db_.table_exists("archived_calls", "temp"));
+  bool archived = host_blocks || (calls && (store || db_.table_exists("archived_calls", "temp")));
   auto where = rows_where(f, *sources, store, archived);
   if (!where) return false;
+  // Every host event is in a block: straight from them, as calls are (no SQL row per event).
+  if (host_blocks) *where = " WHERE 0";
   auto st = db_.prepare(*select + " FROM main." + table + (f.scan ? " NOT INDEXED" : "") + *where);
   if (!st) return false;
   std::unique_ptr<ArchiveScan> scan;
@@ -202,19 +209,24 @@ bool EventCursor::open_archive(const EventFilter& f, bool store, std::unique_ptr
   // The archive is read where the reader installed it (TraceReader: a reader opened before
   // it existed knows it is stale).
   std::vector<std::string> cols = kArchiveCols;
+  bool host = rows_ == Rows::kHostEvents;  // schema 11's host_store (open_direct)
+  if (host)
+    for (const char* c : {"detail", "saddr", "daddr"}) cols.emplace_back(c);
   const auto& fields = field_columns();
   for (uint8_t field : cols_->packed_fields) cols.push_back(fields[field]);
-  scan = store ? std::make_unique<ArchiveScan>(db_.handle(),
-                                               f.rows ? sql_calls_form() : engine_calls_form(),
-                                               db_.path(), std::move(cols), kArchTs, kArchId)
+  const BlockForm& form = host ? host_form() : f.rows ? sql_calls_form() : engine_calls_form();
+  scan = store ? std::make_unique<ArchiveScan>(db_.handle(), form, db_.path(), std::move(cols),
+                                               kArchTs, kArchId)
                : std::make_unique<ArchiveScan>(db_.handle(), "main.call_blocks", "archive block",
                                                db_.path(), std::move(cols), kArchTs, kArchId);
   filter_ = f;
-  // The widest block bounds how early a block holding a call of the window can begin: the
+  // The widest block bounds how early a block holding an event of the window can begin: the
   // blocks are then listed from the time index's entries near the window alone (a read cut
   // in 190 slices listed ~2 M entries, 0.9 s at 100 M events).
   auto span = db_.kept_int(std::string("SELECT max(last_ts - first_ts) FROM ") +
-                           (store ? "main.call_store" : "main.call_blocks"));
+                           (host    ? "main.host_store"
+                            : store ? "main.call_store"
+                                    : "main.call_blocks"));
   if (!span) return false;
   if (*span) bounds.max_span = **span;
   return true;
@@ -271,11 +283,17 @@ bool EventCursor::archived_event(hal::Event& e) const {
   if (filter_.node && (row.is_null(kArchNode) || row.text_view(kArchNode) != *filter_.node))
     return false;
   if (!call_fields(row, e)) return false;
+  if (rows_ == Rows::kHostEvents) {  // what the host_events view shows of them
+    if (!row.is_null(kArchDetail)) e.detail = row.text_view(kArchDetail);
+    if (!row.is_null(kArchDetail + 1)) e.saddr = row.text_view(kArchDetail + 1);
+    if (!row.is_null(kArchDetail + 2)) e.daddr = row.text_view(kArchDetail + 2);
+  }
   const auto& to_field = cols_->packed_fields;
+  const size_t first_field = archive_fields_at(rows_);
   for (uint32_t col : s.live_columns())
-    if (col >= kArchFields)
+    if (col >= first_field)
       if (auto x = archived_int(s.rows(), s.row(), s.column(col)))
-        e.set(static_cast<hal::Field>(to_field[col - kArchFields]), *x);
+        e.set(static_cast<hal::Field>(to_field[col - first_field]), *x);
   return true;
 }
 
@@ -294,7 +312,10 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
   }
 }
 
-uint64_t EventCursor::row_stack() const { return uint64_t(rows_of_.row().int64(14)); }
+uint64_t EventCursor::row_stack() const {
+  if (rows_of_.archived()) return uint64_t(rows_of_.scan().current().int64(kArchStack));
+  return uint64_t(rows_of_.row().int64(kArchStack));
+}
 
 bool EventCursor::unpack_fields(const Stmt& st, hal::Event& e) const {
   sqlite3_stmt* raw = st.get();

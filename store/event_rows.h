@@ -60,9 +60,13 @@ class EventCursor {
   ingero::Result<bool> next(hal::Event& e);
   // Read straight from the events table (not through the views). Then row_stack() is the
   // current row's stack_hash, which host_events does not show (on-CPU samples have one).
-  // A file's archived calls (store/call_archive.h) are read beside main.events, straight from
-  // their blocks (store/archive_scan.h), and the two merged in (timestamp, id) order.
+  // A file's archived calls (store/call_archive.h), schema 10's calls and schema 11's host
+  // events are read beside the table's rows, straight from their blocks
+  // (store/archive_scan.h), and the two merged in (timestamp, id) order.
   bool direct() const { return names_ != nullptr; }
+  // Read straight from blocks (calls of schema 10, host events of schema 11, archived calls),
+  // beside any rows of the table.
+  bool from_blocks() const { return rows_of_.has_scan(); }
   uint64_t row_stack() const;
 
  private:

@@ -22,6 +22,7 @@ class MergedRows {
              const ArchiveScan::Bounds& bounds = {})
       : rows_(std::move(rows)), scan_(std::move(scan)), bounds_(bounds) {}
   explicit operator bool() const { return rows_ != nullptr; }
+  bool has_scan() const { return scan_ != nullptr; }
 
   // The next row of either: true, and archived() says which (row() or scan() is on it, until
   // the next call); false at the end; an Error from SQLite or a damaged block.
