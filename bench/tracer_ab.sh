@@ -34,9 +34,11 @@ for r in $(seq 1 "$ROUNDS"); do
 import json, sys
 build, mode, r, calls, host, size, cpu = sys.argv[1:]
 calls, host, size = int(calls), int(host), int(size)
-cpu_s = json.load(open(cpu))["cpu_s"]
+cpu = json.load(open(cpu))
+cpu_s, end_s = cpu["cpu_s"], cpu.get("end_cpu_s")
+end = f" ({end_s * 1e6 / calls:.2f} of it at the end)" if end_s is not None else ""
 print(f"  {build:<28} {mode:<9} round {r}: {calls} calls, {host / calls:.2f} host events a call, "
-      f"tracer CPU {cpu_s * 1e6 / calls:.2f} us a call, file {size / calls:.1f} B a call")
+      f"tracer CPU {cpu_s * 1e6 / calls:.2f} us a call{end}, file {size / calls:.1f} B a call")
 PY
     done
   done

@@ -1,20 +1,65 @@
 """Runs a command (the tracer) and writes its own CPU time to a JSON file: utime + stime of
 that process alone, not of its children, over its whole run, its end included. The process is
 waited for without being reaped (WNOWAIT), so its /proc/PID/stat still holds the totals.
+Also how much of it came after the traced command (the tracer's child) exited: the session's
+end (`end_cpu_s`, polled every 20 ms, so within a tick or two).
    python3 tracer_cpu.py OUT.json COMMAND...      (the command's stdout passes through)"""
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 
 out, cmd = sys.argv[1], sys.argv[2:]
-p = subprocess.Popen(cmd)
-os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
-with open(f"/proc/{p.pid}/stat") as f:
-    fields = f.read().rsplit(")", 1)[1].split()
 tick = os.sysconf("SC_CLK_TCK")
-utime, stime = int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def has_children(pid):
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                if f.read().strip():
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+p = subprocess.Popen(cmd)
+at_child_exit = []
+done = threading.Event()
+
+
+def watch():
+    seen = False
+    while not done.is_set():
+        kids = has_children(p.pid)
+        seen = seen or kids
+        if seen and not kids:
+            try:
+                at_child_exit.append(sum(cpu_of(p.pid)))
+            except OSError:
+                pass
+            return
+        time.sleep(0.02)
+
+
+w = threading.Thread(target=watch, daemon=True)
+w.start()
+os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+done.set()
+utime, stime = cpu_of(p.pid)
 rc = p.wait()
+w.join()
+end = utime + stime - at_child_exit[0] if at_child_exit else None
 with open(out, "w") as f:
-    json.dump({"utime_s": utime, "stime_s": stime, "cpu_s": utime + stime, "rc": rc}, f)
+    json.dump({"utime_s": utime, "stime_s": stime, "cpu_s": utime + stime, "end_cpu_s": end,
+               "rc": rc}, f)
 sys.exit(rc)
