@@ -12,14 +12,14 @@ constexpr std::string_view kVendor = "host";
 constexpr std::string_view kApi = "kernel";
 
 void base(hal::Event& ev, hal::EventKind kind, std::string_view op) {
-  ev = hal::Event{};
+  ev.reset();  // not a fresh Event: its strings keep their storage, nothing is built and freed
   ev.vendor = kVendor;
   ev.api = kApi;
   ev.kind = kind;
   ev.op = op;
 }
 
-std::string comm_str(const char* c) { return std::string(c, strnlen(c, INGERO_COMM_LEN)); }
+std::string_view comm_str(const char* c) { return {c, strnlen(c, INGERO_COMM_LEN)}; }
 
 std::string addr_str(uint16_t family, const uint8_t* a) {
   char buf[INET6_ADDRSTRLEN] = {};
