@@ -113,28 +113,31 @@ int main(int argc, char** argv) {
   std::string raw, out;
   uint64_t hash = 0xcbf29ce484222325ull;
   store::FoldedCalls folded;
+  // A block's columns before compression, then compressed, as the writer encodes them.
+  auto encode = [&](const store::RowBlock& rows, Step& before, Step& after, bool first) {
+    store::ColumnBlock cols(rows.columns());
+    refill(rows, cols);
+    auto t0 = Clock::now();
+    cols.encode_raw(raw);
+    before.ns += ns_since(t0);
+    before.rows += cols.rows();
+    before.bytes += raw.size();
+    t0 = Clock::now();
+    cols.encode_into(out);
+    after.ns += ns_since(t0);
+    after.rows += cols.rows();
+    after.bytes += out.size();
+    if (first) digest(hash, out);
+  };
   for (int round = 0; round < rounds; ++round) {
     for (const auto& rows : calls) {
-      store::ColumnBlock cols(rows.columns());
-      refill(rows, cols);
-      auto t0 = Clock::now();
-      cols.encode_raw(raw);
-      call_raw.ns += ns_since(t0);
-      call_raw.rows += cols.rows();
-      call_raw.bytes += raw.size();
-      t0 = Clock::now();
-      cols.encode_into(out);
-      call_zstd.ns += ns_since(t0);
-      call_zstd.rows += cols.rows();
-      call_zstd.bytes += out.size();
-      if (round == 0) digest(hash, out);
-
+      encode(rows, call_raw, call_zstd, round == 0);
       store::CallBlock block;
       if (auto s = block.add_decoded(rows, launch); !s) {
         std::fprintf(stderr, "block_encode_bench: %s\n", s.error().message.c_str());
         return 1;
       }
-      t0 = Clock::now();
+      auto t0 = Clock::now();
       block.fold(limit, folded);
       folded.kept.encode_into(out);
       size_t kept = out.size();
@@ -145,21 +148,7 @@ int main(int argc, char** argv) {
       call_fold.rows += block.size();
       call_fold.bytes += kept + out.size();
     }
-    for (const auto& rows : hosts) {
-      store::ColumnBlock cols(rows.columns());
-      refill(rows, cols);
-      auto t0 = Clock::now();
-      cols.encode_raw(raw);
-      host_raw.ns += ns_since(t0);
-      host_raw.rows += cols.rows();
-      host_raw.bytes += raw.size();
-      t0 = Clock::now();
-      cols.encode_into(out);
-      host_zstd.ns += ns_since(t0);
-      host_zstd.rows += cols.rows();
-      host_zstd.bytes += out.size();
-      if (round == 0) digest(hash, out);
-    }
+    for (const auto& rows : hosts) encode(rows, host_raw, host_zstd, round == 0);
   }
   auto per = [](const Step& s, double v) { return s.rows ? v / double(s.rows) : 0.0; };
   std::printf(
