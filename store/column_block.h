@@ -23,7 +23,9 @@ class ColumnBlock {
 
   // The row being appended is rows(); values set before end_row() belong to it. A column given
   // no value in a row is NULL there. Setting a column twice in one row keeps the last value.
-  void set_int(size_t col, int64_t v) {
+  // Inline wherever it is called (a call sets ~20 columns): a call and a prologue a value
+  // were a tenth of the tracer's CPU.
+  [[gnu::always_inline]] void set_int(size_t col, int64_t v) {
     Column& c = cols_[col];
     if (!c.sparse && c.v.size() == rows_)  // the next row, as every row before it
       c.v.push_back(v);
