@@ -40,12 +40,12 @@ static __always_inline struct ingero_thread* thread_get_or_create(struct ingero_
  * mark alone, changes clang's register allocation and spills in both programs that inline
  * it (ingero_call, ingero_entry), so the verifier would see new code; the pair fallback's
  * kernels (before 6.12) are not the one the tests run on. */
-static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
-  __u64 id = bpf_get_current_pid_tgid();
+static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 id,
+                                      __u32 session_probe) {
   __u32 tgid = id >> 32, tid = (__u32)id;
   struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
   if (!pid_allowed(tgid, t)) return 1;
-  __u32 probe = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 probe = session ? session_probe : (__u32)bpf_get_attach_cookie(ctx);
   struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
   if (!r || r->valid != INGERO_RECIPE_LIVE) return 1;
   t = thread_get_or_create(t, tid, tgid);
@@ -146,9 +146,10 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session) {
   return 0;
 }
 
-static __always_inline void call_return(struct pt_regs* ctx) {
+static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32 session_tid,
+                                        __u32 session_probe) {
   __u64 now = bpf_ktime_get_ns();
-  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  __u32 tid = session ? session_tid : (__u32)bpf_get_current_pid_tgid();
   struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
   if (!t || t->depth == 0) {
     stat_inc(INGERO_STAT_UNPAIRED_RETURN);
@@ -159,7 +160,7 @@ static __always_inline void call_return(struct pt_regs* ctx) {
     t->depth = d - 1;
     return;
   }
-  __u32 probe = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 probe = session ? session_probe : (__u32)bpf_get_attach_cookie(ctx);
   __u32 top = (d - 1) & (INGERO_MAX_DEPTH - 1);
   if (d > 1 && t->frames[top].is_nested && t->frames[top].probe_id == probe) {
     t->depth = d - 1; /* a nested call returned: it is counted in frames[0] */

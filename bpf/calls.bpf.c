@@ -101,6 +101,47 @@ struct {
 } call_scratch SEC(".maps");
 
 extern bool bpf_session_is_return(void) __ksym __weak;
+extern void* bpf_rdonly_cast(const void* obj, __u32 btf_id) __ksym __weak;
+
+/* What ingero_call reads of the kernel's run context of a uprobe_multi program
+ * (kernel/trace/bpf_trace.c: struct bpf_uprobe_multi_run_ctx, reached through the current
+ * task's bpf_ctx): whether this run is a session's return, and the probe's attach cookie. The
+ * kfunc and the helper that return them read the same two fields, but each is a call, and on
+ * this kernel's mitigations a call's return costs about as much as its work; these are plain
+ * loads, relocated by CO-RE. A kernel without this layout takes the kfunc and the helper. */
+struct bpf_session_run_ctx___ingero {
+  bool is_return;
+} __attribute__((preserve_access_index));
+struct bpf_uprobe___ingero {
+  __u64 cookie;
+} __attribute__((preserve_access_index));
+struct bpf_uprobe_multi_run_ctx___ingero {
+  struct bpf_session_run_ctx___ingero session_ctx;
+  struct bpf_uprobe___ingero* uprobe;
+} __attribute__((preserve_access_index));
+
+/* Who runs this session program and through which probe: the ids and the run context read
+ * from the current task (one helper call), or by the kfunc and two helpers where the kernel's
+ * layout is not known. */
+struct call_who {
+  __u64 id; /* tgid << 32 | tid, as bpf_get_current_pid_tgid */
+  __u32 probe;
+  bool is_return;
+};
+static __always_inline void session_who(struct pt_regs* ctx, struct call_who* w) {
+  if (bpf_core_type_exists(struct bpf_uprobe_multi_run_ctx___ingero) && bpf_rdonly_cast) {
+    struct task_struct* task = bpf_get_current_task_btf();
+    w->id = ((__u64)task->tgid << 32) | (__u32)task->pid;
+    struct bpf_uprobe_multi_run_ctx___ingero* rc = bpf_rdonly_cast(
+        task->bpf_ctx, bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx___ingero));
+    w->is_return = rc->session_ctx.is_return;
+    w->probe = (__u32)rc->uprobe->cookie;
+    return;
+  }
+  w->id = bpf_get_current_pid_tgid();
+  w->is_return = bpf_session_is_return();
+  w->probe = (__u32)bpf_get_attach_cookie(ctx);
+}
 
 /* The helpers of the call programs, in order of use: entry capture, record emission, the
  * entry and return paths. */
@@ -112,22 +153,24 @@ extern bool bpf_session_is_return(void) __ksym __weak;
 
 SEC("uprobe")
 int ingero_call(struct pt_regs* ctx) {
-  if (bpf_session_is_return()) {
-    call_return(ctx);
+  struct call_who w;
+  session_who(ctx, &w);
+  if (w.is_return) {
+    call_return(ctx, true, (__u32)w.id, w.probe);
     return 0;
   }
-  return call_entry(ctx, true);
+  return call_entry(ctx, true, w.id, w.probe);
 }
 
 SEC("uprobe")
 int ingero_entry(struct pt_regs* ctx) {
-  call_entry(ctx, false);
+  call_entry(ctx, false, bpf_get_current_pid_tgid(), 0);
   return 0;
 }
 
 SEC("uretprobe")
 int ingero_return(struct pt_regs* ctx) {
-  call_return(ctx);
+  call_return(ctx, false, 0, 0);
   return 0;
 }
 

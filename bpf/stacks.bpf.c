@@ -412,12 +412,29 @@ __noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, struct ingero_
   __u32 probe = ask->probe;
   bool always = extra & 1;
   struct ingero_stack_key sk = {.tgid = tgid};
+  struct ingero_site_memo* memo = 0;
   if (!always) {
     sk.hash = site_key(ctx, t, tgid, tid, probe, extra >> 1, caller);
+    bool due = t && now >= t->next_walk_ns;
+    if (t) {
+      memo = &t->site_memo[sk.hash & (INGERO_SITE_MEMO - 1)];
+      /* A site this thread already took a stack from, and no walk due: its stack without the
+       * lookup in `sites` (a hash of the 16-byte key and its chain, the largest part of this
+       * path). */
+      if (!due && sk.hash && memo->key == sk.hash) {
+        stat_inc(INGERO_STAT_STACKS_OF_SITE);
+        return memo->stack_hash ? memo->stack_hash | INGERO_STACK_RET_OF_SITE : 0;
+      }
+    }
     struct site_val* sv = bpf_map_lookup_elem(&sites, &sk);
-    if (sv && sv->walks >= site_walks && (!t || now < t->next_walk_ns)) {
+    if (sv && sv->walks >= site_walks && !due) {
+      __u64 sh = sv->stack_hash;
+      if (memo) {
+        memo->key = sk.hash;
+        memo->stack_hash = sh;
+      }
       stat_inc(INGERO_STAT_STACKS_OF_SITE);
-      return sv->stack_hash ? sv->stack_hash | INGERO_STACK_RET_OF_SITE : 0;
+      return sh ? sh | INGERO_STACK_RET_OF_SITE : 0;
     }
   }
   /* At entry (`caller` given) the innermost frame is the traced function itself: skipped, so
@@ -427,12 +444,19 @@ __noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, struct ingero_
   if (t) t->next_walk_ns = now + walk_interval_ns;
   if (!always) {
     struct site_val* sv = bpf_map_lookup_elem(&sites, &sk);
+    __u32 walks = 1;
     if (sv) {
-      sv->walks += 1;
+      walks = sv->walks + 1;
+      sv->walks = walks;
       sv->stack_hash = r & INGERO_STACK_HASH_MASK;
     } else {
       struct site_val nv = {.stack_hash = r & INGERO_STACK_HASH_MASK, .walks = 1};
       bpf_map_update_elem(&sites, &sk, &nv, BPF_ANY);
+    }
+    /* The thread's own walk refreshes what it takes for the site until its next walk. */
+    if (memo && walks >= site_walks) {
+      memo->key = sk.hash;
+      memo->stack_hash = r & INGERO_STACK_HASH_MASK;
     }
   }
   return r;

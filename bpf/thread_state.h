@@ -34,9 +34,19 @@ struct ingero_frame {
   __u8 entry_buf[INGERO_ENTRY_READ_MAX];
 };
 
+/* A call site whose stack a thread took (stacks.bpf.c: ingero_call_stack): the site's key and
+ * the stack's hash, kept per thread in a small direct-mapped table so that the thread's next
+ * calls of the site take that stack without the lookup in the shared `sites` map until its
+ * next walk is due (and its walk refreshes it). */
+#define INGERO_SITE_MEMO 8
+struct ingero_site_memo {
+  __u64 key; /* the site's key hash; 0: empty */
+  __u64 stack_hash;
+};
+
 /* Per-thread state of a thread that made a traced call: its calls in flight, its off-CPU
  * clock (kept by sched_switch in host.bpf.c), what it last shipped about itself, where its
- * Python thread state is, and its stack-sampling clock. */
+ * Python thread state is, its stack-sampling clock and the call sites it took stacks from. */
 struct ingero_thread {
   __u32 tgid;
   __u32 depth;
@@ -51,6 +61,7 @@ struct ingero_thread {
                                      * at that generation; 0: not known */
   __u32 pad;
   struct ingero_frame frames[INGERO_MAX_DEPTH];
+  struct ingero_site_memo site_memo[INGERO_SITE_MEMO];
 };
 
 /* When and why each thread last went off-CPU (host.bpf.c keeps it at every switch; ts is 0
