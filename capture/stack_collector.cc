@@ -125,6 +125,7 @@ void StackCollector::process_exited(uint32_t pid) {
   if (it == procs_.end()) return;
   if (it->second.python && session_) (void)session_->set_python(pid, nullptr);
   procs_.erase(it);
+  last_ = {};
 }
 
 void StackCollector::scan_existing(const std::vector<int>& pids) {
@@ -164,6 +165,7 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
     }
   }
   p.ids[rec.hash] = id;
+  last_ = {};
 }
 
 // The native frames of a stack record, symbolized; up to the first address that is no return
@@ -321,16 +323,25 @@ void StackCollector::on_py_code(const ingero_py_code_rec& rec) {
 }
 
 bool StackCollector::knows(uint32_t pid, uint64_t hash) const {
+  if (hash && hash == last_.hash && pid == last_.pid) return true;
   auto it = procs_.find(pid);
-  return it != procs_.end() && it->second.ids.count(hash);
+  if (it == procs_.end()) return false;
+  auto s = it->second.ids.find(hash);
+  if (s == it->second.ids.end()) return false;
+  last_ = {pid, hash, s->second};
+  return true;
 }
 
 uint64_t StackCollector::stack_id(uint32_t pid, uint64_t hash) {
   if (!hash) return 0;
+  if (hash == last_.hash && pid == last_.pid) return last_.id;
   auto it = procs_.find(pid);
   if (it != procs_.end()) {
     auto s = it->second.ids.find(hash);
-    if (s != it->second.ids.end()) return s->second;
+    if (s != it->second.ids.end()) {
+      last_ = {pid, hash, s->second};
+      return s->second;
+    }
   }
   ++counters_.unknown_refs;
   return 0;

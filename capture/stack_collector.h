@@ -110,6 +110,13 @@ class StackCollector {
   std::string proc_root_;
   hal::Symbolizer symbolizer_;
   std::unordered_map<uint32_t, Process> procs_;
+  // The last stack found by (pid, hash): a loop's calls carry their site's stack again and
+  // again, two look-ups each. Forgotten when a process's ids change or it goes.
+  struct Found {
+    uint32_t pid = 0;
+    uint64_t hash = 0, id = 0;
+  };
+  mutable Found last_;
   std::unordered_set<uint64_t> stored_;
   std::unordered_set<std::string> warned_;
   Counters counters_;
