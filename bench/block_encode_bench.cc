@@ -4,7 +4,8 @@
 // columns before compression, and the whole with zstd. Call blocks are also folded
 // (store/call_block.h) and their kept calls and runs encoded, as a full block's commit does.
 // Prints one JSON line: ns a row for each step, and compressed bytes a row.
-//   block_encode_bench FILE [ROUNDS]      (FILE: a trace `ingero trace` wrote)
+//   block_encode_bench FILE [ROUNDS] [LEVEL]      (FILE: a trace `ingero trace` wrote; LEVEL:
+//   zstd's, the writer's 3 by default)
 #include <sqlite3.h>
 
 #include <chrono>
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int rounds = argc > 2 ? std::stoi(argv[2]) : 5;
+  int level = argc > 3 ? std::stoi(argv[3]) : 3;
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
     std::fprintf(stderr, "block_encode_bench: cannot open %s\n", argv[1]);
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
     before.rows += cols.rows();
     before.bytes += raw.size();
     t0 = Clock::now();
-    cols.encode_into(out);
+    cols.encode_into(out, level);
     after.ns += ns_since(t0);
     after.rows += cols.rows();
     after.bytes += out.size();
@@ -139,10 +141,10 @@ int main(int argc, char** argv) {
       }
       auto t0 = Clock::now();
       block.fold(limit, folded);
-      folded.kept.encode_into(out);
+      folded.kept.encode_into(out, level);
       size_t kept = out.size();
       if (round == 0) digest(hash, out);
-      folded.runs.encode_into(out);
+      folded.runs.encode_into(out, level);
       if (round == 0) digest(hash, out);
       call_fold.ns += ns_since(t0);
       call_fold.rows += block.size();

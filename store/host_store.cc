@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "store/archive_table.h"
+#include "store/block_level.h"
 #include "store/schema.h"
 #include "store/table_defs.h"
 
@@ -41,7 +42,7 @@ const char* host_store_insert_sql() {
 }
 
 ingero::Status write_host_block(Stmt& ins, int64_t id, const HostBlock& b, std::string& scratch) {
-  if (!b.columns().encode_into(scratch))
+  if (!b.columns().encode_into(scratch, kLiveBlockLevel))
     return ingero::make_error("compressing a block of host events failed");
   ins.reset();
   ins.bind(1, id)

@@ -1,5 +1,6 @@
 // TraceWriter's calls: into blocks of columns as they come, written once per commit
 // (store/call_block.h, store/call_store.h), folded when full, and folded for good as they age.
+#include "store/block_level.h"
 #include "store/call_store.h"
 #include "store/tiers.h"
 #include "store/trace_writer.h"
@@ -67,7 +68,8 @@ std::optional<int64_t> TraceWriter::fold_limit(uint32_t pid, int source, int op)
 
 ingero::Status TraceWriter::write_block(const CallBlock& b, int64_t block_id, bool fold) {
   std::string& full = encoded_[0];
-  if (!b.columns().encode_into(full)) return ingero::make_error("compressing a block failed");
+  if (!b.columns().encode_into(full, kLiveBlockLevel))
+    return ingero::make_error("compressing a block failed");
   Stmt& ins = insert_block_;
   ins.reset();
   sqlite3_clear_bindings(ins.get());
@@ -94,7 +96,8 @@ ingero::Status TraceWriter::write_block(const CallBlock& b, int64_t block_id, bo
         .bind(13, int64_t(folded_.folded));
     // A block folding left whole is its own folded form: `full` alone, kept for good.
     if (folded_.folded) {
-      if (!folded_.kept.encode_into(kept) || !folded_.runs.encode_into(runs))
+      if (!folded_.kept.encode_into(kept, kLiveBlockLevel) ||
+          !folded_.runs.encode_into(runs, kLiveBlockLevel))
         return ingero::make_error("compressing a block failed");
       sqlite3_bind_blob(ins.get(), 15, kept.data(), int(kept.size()), SQLITE_STATIC);
       sqlite3_bind_blob(ins.get(), 16, runs.data(), int(runs.size()), SQLITE_STATIC);
