@@ -283,8 +283,12 @@ Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t f
 
 Result<Link> BpfSession::attach_selftest(const std::string& path, uint64_t file_offset) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = false);
-  bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_selftest, -1, path.c_str(),
-                                                file_offset, &opts);
+  // This process only: attached to every process of the file, a check running beside another
+  // (two `ingero check`, an MCP server's get_check) counted the other's call too, and the
+  // breakpoints of two self-tests coming and going on one address could kill the other with
+  // SIGTRAP. For one process the kernel puts the breakpoint in no other.
+  bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_selftest, int(getpid()),
+                                                path.c_str(), file_offset, &opts);
   if (!l) return bpf_error("self-test uprobe", errno);
   return Link(l);
 }

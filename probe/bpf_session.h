@@ -148,7 +148,8 @@ class BpfSession {
   bool uses_uprobe_multi() const { return attach_ != CallAttach::kPerfPair; }
   // Link-map notifications from a dynamic loader's _dl_debug_state.
   Result<Link> attach_linkmap(const std::string& ldso_path, uint64_t file_offset);
-  // The check self-test: attach to a function in this process and count hits.
+  // The check self-test: attach to a function of this process, for this process alone, and
+  // count hits.
   Result<Link> attach_selftest(const std::string& path, uint64_t file_offset);
 
   Status add_pid(uint32_t tgid);

@@ -1,12 +1,23 @@
 // `ingero check` as a user runs it: every backend's libraries, opt-in ones included, and the
 // probe-cost self-measurement (--bench) with exact hit counts. Real libraries, real probes.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "bpf/ingero_records.h"
+#include "hal/elf_symbols.h"
+#include "probe/bpf_session.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
+
+// What the self-test probes in this test: a function of this binary.
+extern "C" __attribute__((noinline, used, visibility("default"))) int ingero_test_selftest_target(
+    int x) {
+  asm volatile("" ::: "memory");
+  return x + 1;
+}
 
 namespace ingero::test {
 namespace {
@@ -42,6 +53,45 @@ TEST(CheckAudit, ListsLibibverbsAsOptInWithVersionAndCoverage) {
   EXPECT_EQ(lib["probes_total"], 1);
   EXPECT_EQ(lib["probes_resolved"], 1);
   EXPECT_EQ(lib["opt_in"], "--rdma-verbs");
+}
+
+// The uprobe self-test of `ingero check` (and MCP's get_check) probes a function of its own
+// binary. Attached for every process, a second process running the same function (another
+// check beside it) was counted too, and two self-tests' breakpoints coming and going on one
+// address killed a stdio MCP server with SIGTRAP in CI. It is for its own process alone now: a
+// child calling the function five times while it is attached counts nothing.
+TEST(CheckAudit, TheUprobeSelfTestCountsOnlyItsOwnProcess) {
+  REQUIRE_BPF();
+  hal::BpfConfig cfg;
+  cfg.rings = {1u << 16, 1u << 16, 1u << 16};
+  auto session = hal::BpfSession::open(cfg);
+  ASSERT_TRUE(session) << session.error().message;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  ASSERT_GT(n, 0);
+  exe[n] = 0;
+  auto idx = hal::SymbolIndex::load(exe);
+  ASSERT_TRUE(idx);
+  const hal::ElfSymbol* sym = (*idx)->find_function("ingero_test_selftest_target");
+  ASSERT_NE(sym, nullptr);
+  auto off = (*idx)->file_offset(sym->value);
+  ASSERT_TRUE(off);
+  auto link = (*session)->attach_selftest(exe, *off);
+  ASSERT_TRUE(link) << link.error().message;
+  uint64_t before = (*session)->stats()[INGERO_STAT_SELFTEST];
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (int i = 0; i < 5; ++i) (void)ingero_test_selftest_target(i);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ((*session)->stats()[INGERO_STAT_SELFTEST] - before, 0u);
+  volatile int v = ingero_test_selftest_target(41);
+  (void)v;
+  EXPECT_EQ((*session)->stats()[INGERO_STAT_SELFTEST] - before, 1u);
 }
 
 TEST(CheckAudit, BenchCountsEveryProbeHitExactly) {
