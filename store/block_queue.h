@@ -24,6 +24,8 @@ class BlockQueue {
   bool empty() const { return filling_->empty() && full_.empty(); }
   // Something in memory that the file lacks.
   bool unwritten() const { return filling_->size() != committed_ || !full_.empty(); }
+  // Events in the blocks that filled since the last commit.
+  size_t full_rows() const { return full_rows_; }
   // Where nothing is held: the id of the next block (the file's greatest + 1).
   void start_at(int64_t id) {
     if (empty()) id_ = id;
@@ -32,6 +34,7 @@ class BlockQueue {
   // The block filling is full (or spans long enough): the commit writes it for good, and the
   // next events go into another.
   void close() {
+    full_rows_ += filling_->size();
     full_.push_back({id_++, std::move(filling_), committed_});
     filling_ = take_spare();
     committed_ = 0;
@@ -52,6 +55,7 @@ class BlockQueue {
   void committed(bool final) {
     for (auto& f : full_) recycle(std::move(f.block));
     full_.clear();
+    full_rows_ = 0;
     committed_ = filling_->size();
     if (final && !filling_->empty()) {
       filling_->clear();
@@ -63,6 +67,7 @@ class BlockQueue {
   // The batch failed: back to what the file holds (what the last commit wrote): the block
   // then filling, with as many of its events as the file has.
   void restore() {
+    full_rows_ = 0;
     if (!full_.empty()) {
       for (size_t i = 1; i < full_.size(); ++i) recycle(std::move(full_[i].block));
       recycle(std::move(filling_));
@@ -95,6 +100,7 @@ class BlockQueue {
   int64_t id_ = 0;
   size_t committed_ = 0;
   std::vector<Full> full_;
+  size_t full_rows_ = 0;
   std::vector<std::unique_ptr<Block>> spare_;
 };
 

@@ -305,6 +305,7 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
   if (!ids) return fail_batch(ids.error());
   if (!hal::is_host_kind(ev.kind)) return add_call(ev, *ids);
   add_host(ev, *ids);
+  if (hosts_.full_rows() >= kMaxWaitingRows) return commit_batch(false);
   return {};
 }
 

@@ -56,7 +56,10 @@ ingero::Status TraceWriter::add_call(const hal::Event& ev, const OpIds& ids) {
   s.preempts = ev.preempts;
   s.bytes = ev.get_or(hal::Field::kBytes, 0);
   summaries_.add(node_, session_id_, s);
-  if (calls_.filling().size() >= block_rows_) calls_.close();  // written (and folded) by the commit
+  if (calls_.filling().size() >= block_rows_) {
+    calls_.close();  // written (and folded) by the commit
+    if (calls_.full_rows() >= kMaxWaitingRows) return commit_batch(false);
+  }
   return {};
 }
 

@@ -92,6 +92,33 @@ TEST(CallStore, ALiveReaderSeesTheFillingBlockAsOfTheLastCommit) {
   ASSERT_TRUE(w->finish(SessionEnd{}));
 }
 
+// A writer fed faster than it is asked to commit (full rate: ~40 blocks between two 200 ms
+// commits) does not hold every full block in memory until then: once full blocks hold 4 blocks'
+// worth of events (16,384), it commits them on its own. Host events alike.
+TEST(CallStore, AWriterFedFasterThanItCommitsWritesFullBlocksOnItsOwn) {
+  std::string path = temp_path("full-rate.db");
+  auto w = begin_trace(path, true);
+  const int block = int(kCallBlockRows);
+  for (int i = 0; i < 4 * block - 1; ++i)
+    ASSERT_TRUE(w->add(launch(uint64_t(i) * 3 * kUs, 1 * kUs)));
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store"), 0);     // 3 full, none committed
+  ASSERT_TRUE(w->add(launch(uint64_t(4 * block) * 3 * kUs, 1 * kUs)));  // the fourth fills
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM call_store"), 4);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), 4 * block);
+  for (int i = 0; i < 4 * block; ++i) {
+    Event e =
+        host_event(uint64_t(4 * block + i) * 3 * kUs, "sched_switch", EventKind::kSchedSwitch);
+    ASSERT_TRUE(w->add(e));
+  }
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM host_store"), 4);
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM host_events"), 4 * block);
+  ASSERT_TRUE(w->add(launch(uint64_t(9 * block) * 3 * kUs, 1 * kUs)));
+  ASSERT_TRUE(w->finish(SessionEnd{}));
+  EXPECT_EQ(w->written(), uint64_t(8 * block + 1));
+  EXPECT_EQ(query_int(path, "SELECT count(*) FROM calls"), 4 * block + 1);
+  EXPECT_EQ(query_int(path, "SELECT count(DISTINCT id) FROM events"), 8 * block + 1);
+}
+
 // Folding a block for good drops its rows, not its calls: SQL sees each call once (a row, or
 // in a run), the summaries count all, and the engine, which reads the folded form whatever the
 // age, gives the same answer byte for byte.
