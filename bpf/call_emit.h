@@ -7,6 +7,16 @@
 
 static __always_inline __u32 rounded(__u32 n) { return (n + 7) & ~7u; }
 
+/* `off` as the verifier sees it after a round trip through the scratch buffer: any value up to
+ * `max` (above any real one). Each optional block before it gives `off` another exact range,
+ * and the verifier would walk what follows once per range; from here on, once. */
+static __always_inline __u32 settled(struct call_buf* buf, __u32 off, __u32 max) {
+  volatile __u32* at = &buf->off;
+  *at = off;
+  off = *at;
+  return off > max ? max : off;
+}
+
 /* Fills a call record's header; returns the flags its stack result adds. */
 static __always_inline __u16 put_header(struct ingero_call_rec* h, __u32 probe, __u32 pid,
                                         __u32 tid, __u64 start, __u64 end, __u64 ret, __u64 stack,
@@ -33,22 +43,13 @@ static __always_inline __u16 put_header(struct ingero_call_rec* h, __u32 probe, 
  * end. */
 static __always_inline __u32 put_words(struct call_buf* buf, const __u64* regs, __u32 nregs,
                                        const __u64* stack, __u32 nstack) {
-  __u32 off = sizeof(struct ingero_call_rec);
-#pragma unroll
-  for (__u32 i = 0; i < INGERO_REG_WORDS; i++) {
-    if (i < nregs) {
-      *(__u64*)(buf->b + off) = regs[i];
-      off += 8;
-    }
-  }
-#pragma unroll
-  for (__u32 i = 0; i < INGERO_STACK_WORDS; i++) {
-    if (i < nstack) {
-      *(__u64*)(buf->b + off) = stack[i];
-      off += 8;
-    }
-  }
-  return off;
+  /* Every word is copied, the stack words over the register words past nregs: the offsets are
+   * arithmetic, not a branch per word, so the verifier walks one path instead of one per
+   * (nregs, nstack); words past the record's end are never shipped. */
+  __u64* w = (__u64*)(buf->b + sizeof(struct ingero_call_rec));
+  __builtin_memcpy(w, regs, 8 * INGERO_REG_WORDS);
+  __builtin_memcpy(w + nregs, stack, 8 * INGERO_STACK_WORDS);
+  return sizeof(struct ingero_call_rec) + 8 * (nregs + nstack);
 }
 
 /* Appends the thread's name and cgroup at `off` of the `cap` bytes at `b` when they changed since
@@ -163,13 +164,28 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   stat_inc(INGERO_STAT_CALLS);
 }
 
-/* Assembles and submits one call record from frame f. */
-static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 tid,
-                                      __u64 end_ns, __u64 ret, __u16 flags, struct ingero_recipe* r,
-                                      __u64 stack) {
+/* emit_call's arguments past the thread, frame and recipe (a BPF function takes five). */
+struct emit_ask {
+  __u64 end_ns;
+  __u64 ret;
+  __u64 stack;
+  __u32 tid;
+  __u16 flags;
+};
+
+/* Assembles and submits one call record from frame f. A global function: the verifier checks
+ * it once for each program that calls it, where inline it was walked again at each of its four
+ * call sites in ingero_call and for every path reaching them (docs/performance.md, the
+ * session's fixed cost). Timed calls pay a call for it; untimed launches do not use it. */
+__noinline int ingero_emit_call(struct ingero_thread* t, struct ingero_frame* f,
+                                struct ingero_recipe* r, struct emit_ask* a) {
+  if (!t || !f || !a) return 0;
+  __u32 tid = a->tid;
+  __u64 end_ns = a->end_ns, ret = a->ret, stack = a->stack;
+  __u16 flags = a->flags;
   __u32 zero = 0;
   struct call_buf* buf = bpf_map_lookup_elem(&call_scratch, &zero);
-  if (!buf) return;
+  if (!buf) return 0;
   struct ingero_call_rec* h = (void*)buf->b;
   flags |= put_header(h, f->probe_id, t->tgid, tid, f->start_ns, end_ns, ret, stack, f->nested,
                       f->nested_probe);
@@ -196,6 +212,7 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
     flags |= INGERO_CALL_OFFCPU;
   }
   off = put_ident(t, buf->b, INGERO_CALL_BUF, off, &flags);
+  off = settled(buf, off, INGERO_CALL_BUF - 16 - INGERO_RETURN_READ_MAX - INGERO_ENTRY_READ_MAX);
   if (r && (r->flags & INGERO_RECIPE_CALLER)) {
     *(__u64*)(buf->b + off) = f->caller;
     off += 8;
@@ -217,6 +234,7 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
       flags |= INGERO_CALL_RETURN_READ_FAULT;
     }
   }
+  off = settled(buf, off, INGERO_CALL_BUF - 8 - INGERO_ENTRY_READ_MAX);
   __u32 elen = f->entry_len;
   if (elen > INGERO_ENTRY_READ_MAX) elen = INGERO_ENTRY_READ_MAX;
   if (elen) {
@@ -226,6 +244,14 @@ static __always_inline void emit_call(struct ingero_thread* t, struct ingero_fra
   }
   h->flags = flags;
   submit_call(buf, off, flags);
+  return 0;
+}
+
+static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 tid,
+                                      __u64 end_ns, __u64 ret, __u16 flags, struct ingero_recipe* r,
+                                      __u64 stack) {
+  struct emit_ask a = {.end_ns = end_ns, .ret = ret, .stack = stack, .tid = tid, .flags = flags};
+  ingero_emit_call(t, f, r, &a);
 }
 
 #endif /* INGERO_CALL_EMIT_H */

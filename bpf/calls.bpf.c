@@ -92,6 +92,7 @@ struct {
 #define INGERO_CALL_BUF 512
 struct call_buf {
   __u8 b[INGERO_CALL_BUF];
+  __u32 off;
 };
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -165,6 +165,22 @@ static __always_inline __u64 current_thread_id(struct ingero_py_config* c, __u32
   return tid;
 }
 
+/* The PyThreadState on the interpreter's thread list whose thread id is `want`; 0: none.
+ * Global, like the other __noinline functions here: the verifier checks a global function once
+ * for each program that calls it, on its own, rather than again at every call site and for
+ * every path that reaches it; a bpf_loop callback inside it is verified there once too. The
+ * run-time price is a call, on paths that walk (not on a call site's stack taken from memory). */
+__noinline __u64 ingero_find_tstate(struct ingero_py_config* c, __u64 want) {
+  if (!c) return 0;
+  struct py_thread_walk tw = {};
+  __builtin_memcpy(&tw.c, c, sizeof(tw.c));
+  __u64 interp = read_u64(tw.c.runtime + tw.c.runtime_interp_head);
+  tw.ts = interp ? read_u64(interp + tw.c.interp_threads_head) : 0;
+  tw.want = want;
+  bpf_loop(INGERO_PY_MAX_THREADS, py_thread_step, &tw, 0);
+  return tw.found;
+}
+
 /* This thread's PyThreadState: the one cached in its thread state when it still names this
  * thread (one read), else found on the interpreter's thread list and cached. */
 static __always_inline __u64 py_tstate(struct ingero_py_config* c, struct ingero_thread* t,
@@ -172,14 +188,9 @@ static __always_inline __u64 py_tstate(struct ingero_py_config* c, struct ingero
   __u64 want = current_thread_id(c, tid);
   if (!want) return 0;
   if (t && t->py_tstate && thread_id_at(c, t->py_tstate) == want) return t->py_tstate;
-  struct py_thread_walk tw = {};
-  __builtin_memcpy(&tw.c, c, sizeof(tw.c));
-  __u64 interp = read_u64(tw.c.runtime + tw.c.runtime_interp_head);
-  tw.ts = interp ? read_u64(interp + tw.c.interp_threads_head) : 0;
-  tw.want = want;
-  bpf_loop(INGERO_PY_MAX_THREADS, py_thread_step, &tw, 0);
-  if (t) t->py_tstate = tw.found;
-  return tw.found;
+  __u64 found = ingero_find_tstate(c, want);
+  if (t) t->py_tstate = found;
+  return found;
 }
 
 /* The innermost Python frame of a thread state. */
@@ -194,7 +205,6 @@ static __always_inline __u64 py_top_frame(struct ingero_py_config* c, __u64 tsta
 struct py_frame_walk {
   struct ingero_py_config c;
   __u64 frame;
-  __u32 n;
   __u32 fault;
   __u32 tgid;
 };
@@ -214,13 +224,16 @@ static __always_inline __u32 read_ascii(struct ingero_py_config* c, __u64 obj, c
   return len > 0xfffffffe ? 0xfffffffe : (__u32)len;
 }
 
-/* Ships a code object's file, name, first line and line table once per process. */
-static __always_inline void ship_code(struct py_frame_walk* w, __u64 code) {
+/* Ships a code object's file, name, first line and line table once per process. Global: inline
+ * in py_frame_step, its branches were verified again on every pass the verifier makes over the
+ * callback. */
+__noinline int ingero_ship_code(struct py_frame_walk* w, __u64 code) {
+  if (!w) return 0;
   struct ingero_code_key key = {.tgid = w->tgid, .code = code};
-  if (bpf_map_lookup_elem(&py_codes_sent, &key)) return;
+  if (bpf_map_lookup_elem(&py_codes_sent, &key)) return 0;
   __u32 zero = 0;
   struct ingero_py_code_rec* r = bpf_map_lookup_elem(&code_scratch, &zero);
-  if (!r) return;
+  if (!r) return 0;
   r->type = INGERO_REC_PYCODE;
   r->pid = w->tgid;
   r->code = code;
@@ -244,6 +257,7 @@ static __always_inline void ship_code(struct py_frame_walk* w, __u64 code) {
   } else {
     stat_inc(INGERO_STAT_STACK_DROPS);
   }
+  return 0;
 }
 
 static long py_frame_step(__u32 i, void* arg) {
@@ -261,7 +275,7 @@ static long py_frame_step(__u32 i, void* arg) {
   if (type != w->c.code_type)
     flags |= INGERO_PY_NOT_CODE;
   else
-    ship_code(w, code);
+    ingero_ship_code(w, code);
   if (w->c.instr_is_int)
     bpf_probe_read_user(&instr, 4, (void*)(w->frame + w->c.frame_instr));
   else
@@ -278,10 +292,11 @@ static long py_frame_step(__u32 i, void* arg) {
   } else if (w->c.instr_is_int) {
     flags |= INGERO_PY_ENTRY; /* 3.10: every frame object is its own eval loop */
   }
-  __u32 k = w->n;
-  asm volatile("" : "+r"(k));
+  /* The count lives in the scratch record (a map value), not in *w on the caller's stack: a
+   * count the verifier can follow would make it verify this callback once per value. */
+  __u32 k = e->n_py;
   if (k >= INGERO_PY_MAX) return 1;
-  w->n = k + 1;
+  e->n_py = k + 1;
   e->py[k].code = code;
   e->py[k].instr = instr;
   e->py_flags[k] = flags;
@@ -289,26 +304,31 @@ static long py_frame_step(__u32 i, void* arg) {
   return 0;
 }
 
-static __always_inline void py_walk(struct ingero_stack_rec* e, struct ingero_py_config* c,
-                                    struct ingero_thread* t, __u32 tgid, __u32 tid) {
+/* The Python frames of this thread into `e` (the stack scratch record): n_py, py, py_flags and
+ * py_status. */
+__noinline int ingero_py_walk(struct ingero_stack_rec* e, struct ingero_py_config* c,
+                              struct ingero_thread* t, __u32 tgid, __u32 tid) {
+  if (!e || !c) return 0;
+  e->n_py = 0;
   stat_inc(INGERO_STAT_PY_WALKS);
   __u64 ts = py_tstate(c, t, tid);
   if (!ts) {
     e->py_status = INGERO_PY_NO_THREAD;
-    return;
+    return 0;
   }
   struct py_frame_walk fw = {};
   __builtin_memcpy(&fw.c, c, sizeof(fw.c));
   fw.tgid = tgid;
   fw.frame = py_top_frame(c, ts);
   bpf_loop(INGERO_PY_MAX, py_frame_step, &fw, 0);
-  e->n_py = fw.n > INGERO_PY_MAX ? INGERO_PY_MAX : fw.n;
+  if (e->n_py > INGERO_PY_MAX) e->n_py = INGERO_PY_MAX;
   if (fw.fault) {
     e->py_status = INGERO_PY_FAULT;
     stat_inc(INGERO_STAT_PY_FAULTS);
   } else {
     e->py_status = fw.frame ? INGERO_PY_TRUNCATED : INGERO_PY_OK;
   }
+  return 0;
 }
 
 /* ---- the hash: FNV-1a over the pid, native frames and Python frames ---- */
@@ -357,7 +377,7 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
   if (n_ips > INGERO_STACK_MAX) n_ips = INGERO_STACK_MAX;
   e->n_ips = n_ips;
   struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
-  if (c) py_walk(e, c, t, tgid, tid);
+  if (c) ingero_py_walk(e, c, t, tgid, tid);
   if (n_ips == 0 && e->n_py == 0) return 0;
 
   struct stack_hash_walk hw = {.h = INGERO_FNV_BASIS ^ tgid, .n_ips = n_ips, .n_py = e->n_py};

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "ingero.skel.h"
 #include "probe/uprobe_multi.h"
@@ -152,7 +153,31 @@ Status BpfSession::load() {
          p = bpf_object__next_program(sk->obj, p))
       bpf_program__set_autoload(p, p == sk->progs.ingero_selftest);
   }
+  // The verifier's summary only (log level 4, BPF_LOG_STATS): a few lines a program.
+  std::vector<std::pair<bpf_program*, std::unique_ptr<char[]>>> logs;
+  constexpr size_t kStatsLog = 4096;
+  if (config.verifier_stats)
+    for (bpf_program* p = bpf_object__next_program(sk->obj, nullptr); p;
+         p = bpf_object__next_program(sk->obj, p)) {
+      if (!bpf_program__autoload(p)) continue;
+      logs.emplace_back(p, std::make_unique<char[]>(kStatsLog));
+      logs.back().second[0] = 0;
+      bpf_program__set_log_buf(p, logs.back().second.get(), kStatsLog);
+      bpf_program__set_log_level(p, 4);
+    }
   if (int err = ingero_bpf__load(sk)) return bpf_error("loading the BPF programs", err);
+  for (auto& [prog, log] : logs) {
+    ProgramVerification v;
+    v.name = bpf_program__name(prog);
+    unsigned long long n = 0;
+    if (const char* at = std::strstr(log.get(), "processed ");
+        at && std::sscanf(at, "processed %llu insns", &n) == 1)
+      v.insns = n;
+    if (const char* at = std::strstr(log.get(), "verification time ");
+        at && std::sscanf(at, "verification time %llu usec", &n) == 1)
+      v.us = n;
+    verification_.push_back(std::move(v));
+  }
   for (uint32_t pid : config.pids) {
     if (auto st = add_pid(pid); !st) return st;
   }

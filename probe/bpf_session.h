@@ -105,6 +105,9 @@ struct BpfConfig {
   // Launches are emitted at entry; one in this many per thread is timed through its return
   // (1: every launch timed, as a call of any other kind; 0: none).
   uint32_t launch_timing_every = 32;
+  // Keep what the kernel's verifier says of each program it loads (instructions it walked, its
+  // time): a session's fixed cost is mostly verification (docs/performance.md).
+  bool verifier_stats = false;
   // The best attach mode the kernel loads, unless the environment narrows it for tests and
   // benchmarks: INGERO_CALL_ATTACH=session|multi|perf (INGERO_NO_UPROBE_MULTI=1 means perf).
 };
@@ -124,6 +127,13 @@ struct BpfStats {
 Result<bool> ensure_tracefs();
 // True if the kernel exposes the uprobe perf PMU (attach needs no tracefs).
 bool has_uprobe_pmu();
+
+// What the kernel's verifier reported of one program it loaded (BpfConfig::verifier_stats).
+struct ProgramVerification {
+  std::string name;
+  uint64_t insns = 0;  // instructions it walked ("processed N insns"): its work
+  uint64_t us = 0;     // its time
+};
 
 class BpfSession {
  public:
@@ -171,6 +181,9 @@ class BpfSession {
   int host_fd() const;
   int pid_stats_fd() const;  // per-process host aggregates (kernelside::ProcessStatsReader)
   const BpfConfig& config() const { return config_; }
+  // Each loaded program's verification, in the object's order; empty unless
+  // BpfConfig::verifier_stats.
+  const std::vector<ProgramVerification>& verification() const { return verification_; }
 
  private:
   explicit BpfSession(BpfConfig c, CallAttach a) : config_(std::move(c)), attach_(a) {}
@@ -184,6 +197,7 @@ class BpfSession {
   ingero_bpf* skel_ = nullptr;
   std::vector<Link> core_links_;
   Link inflight_iter_;
+  std::vector<ProgramVerification> verification_;
 };
 
 }  // namespace ingero::hal
