@@ -205,6 +205,10 @@ const uint8_t* CallCache::get_head(const uint8_t* p, Decoder& at, Head& h) const
 bool CallCache::append() {
   if (chunks_.empty() || chunks_.back().size + one_.size() > kChunkBytes) {
     if (bytes() + kChunkBytes > max_bytes_) return false;
+    if (stop_ && stop_->load(std::memory_order_relaxed)) return false;
+    if (expected_ > calls_ && calls_ > 0 &&
+        double(bytes()) / double(calls_) * double(expected_) > 1.25 * double(max_bytes_))
+      return false;
     auto* p = static_cast<uint8_t*>(hal::alloc_huge_pages(kChunkBytes));
     if (!p) throw std::bad_alloc();
     chunks_.push_back({std::unique_ptr<uint8_t[], Free>(p), 0});

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -36,6 +37,10 @@ class CallCache {
   // Returns false, and keeps nothing more, once the buffer would exceed `max_bytes`, or at the
   // first call of a thread past kMaxThreads: each reader keeps ~300 bytes of state a thread.
   static constexpr size_t kMaxThreads = size_t(1) << 16;
+  // Encoded calls in chunks of kChunkBytes: no reallocation copies, no doubling overshoot.
+  // Each is 2 MiB-aligned in huge pages (hal/memory.h): filling it takes 2 page faults, not
+  // 1,024.
+  static constexpr size_t kChunkBytes = size_t(4) << 20;
   bool add(const hal::Event& e);
   bool add_run(const engine::CallRun& r);
   // Every kept call and run, in the order added: fn(const hal::Event&) for a call, decoded
@@ -70,6 +75,12 @@ class CallCache {
   const std::map<uint32_t, uint64_t>& calls_per_pid() const { return per_pid_; }
   void set_limit(size_t max_bytes) { max_bytes_ = max_bytes; }
   size_t limit() const { return max_bytes_; }
+  // The calls the reader expects to add (0: unknown). Past its first chunk, a cache whose bytes
+  // a call so far, times those calls, would exceed the limit by a quarter refuses the next
+  // chunk: it gives up at a few MB, not at its limit, where it could not have held them all.
+  void set_expected(uint64_t calls) { expected_ = calls; }
+  // Refuses the next chunk once *stop is true (another reader of the same window gave up).
+  void set_stop(const std::atomic<bool>* stop) { stop_ = stop; }
   void clear();
 
  private:
@@ -122,10 +133,6 @@ class CallCache {
   const uint8_t* decode_run(const uint8_t* p, Decoder& at, engine::CallRun& r) const;
   bool append();  // one_ into the chunks
 
-  // Encoded calls in chunks of kChunkBytes: no reallocation copies, no doubling overshoot.
-  // Each is 2 MiB-aligned in huge pages (hal/memory.h): filling it takes 2 page faults, not
-  // 1,024.
-  static constexpr size_t kChunkBytes = size_t(4) << 20;
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
@@ -150,6 +157,8 @@ class CallCache {
   };
   Item one_;
   size_t max_bytes_ = SIZE_MAX;
+  uint64_t expected_ = 0;
+  const std::atomic<bool>* stop_ = nullptr;
   size_t calls_ = 0;
   // The encoder's: the previous item's start and thread, each thread's state and call count.
   uint64_t enc_ts_ = 0;

@@ -105,10 +105,13 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
     cache_state_ = CacheState::kEmpty;
   }
   Fill fill{*this, fn, run, cache_state_ == CacheState::kEmpty};
-  if (fill.on && !may_fit_cache(w)) {  // not filled only to be thrown away
+  expected_calls_ = 0;
+  if (fill.on && !may_fit_cache(w, expected_calls_)) {  // not filled only to be thrown away
     fill.on = false;
     cache_state_ = CacheState::kTooBig;
   }
+  cache_.set_expected(fill.on ? expected_calls_ : 0);
+  cache_abandoned_.store(false);
   // Calls folded into runs by tiered retention come in start order among the others. The
   // runs and the rows are read in one snapshot: a trace being written folds while it is read,
   // and a call moved from its row into a run between two reads would be missed.
@@ -185,14 +188,17 @@ void SqlTraceSource::call_runs(const engine::Window& w, const engine::EventFn& f
   });
 }
 
-bool SqlTraceSource::may_fit_cache(const engine::Window& w) {
+bool SqlTraceSource::may_fit_cache(const engine::Window& w, uint64_t& calls) {
   constexpr uint64_t kMinBytesPerCall = 8;
+  calls = 0;
   if (cache_.limit() == SIZE_MAX || !reader_.db().table_exists("call_seconds") ||
       has_folded_calls(w))
     return true;
   auto st = prepare("SELECT coalesce(sum(calls), 0) FROM call_seconds" +
                     window_sql(w, "timestamp", true));
-  return !st || !row(*st) || uint64_t(st->int64(0)) * kMinBytesPerCall <= cache_.limit();
+  if (!st || !row(*st)) return true;
+  calls = uint64_t(std::max<int64_t>(0, st->int64(0)));
+  return calls * kMinBytesPerCall <= cache_.limit();
 }
 
 bool SqlTraceSource::has_folded_calls(const engine::Window& w) {

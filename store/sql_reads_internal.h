@@ -59,6 +59,7 @@ struct SqlTraceSource::Fill {
   }
   void too_big() {  // later_, perhaps being filled meanwhile, is cleared once it is read
     on = false;
+    s.cache_abandoned_.store(true);
     s.cache_.clear();
     s.cache_state_ = CacheState::kTooBig;
   }

@@ -178,6 +178,7 @@ std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engin
   s->state.assign(s->starts.size(), PartRead::kFailed);
   s->limit = cache_.limit();
   cache_.set_limit(s->limit / 2);
+  cache_.set_expected(expected_calls_ / 2);  // it reads about half the window's calls
   later_.clear();
   later_.resize(s->starts.size());
   // The other connection reads slices from the end, each into its own part of the cache, this
@@ -189,6 +190,7 @@ std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engin
     while (auto i = sl->queue.take(false)) {
       CallCache& part = later_[*i];
       part.set_limit(budget);
+      part.set_stop(&cache_abandoned_);  // this side's cache gave up: the whole will not fit
       sl->state[*i] = o.fill_part(sl->window(*i), sl->runs_from(*i), part);
       if (sl->state[*i] != PartRead::kDone) return;
       budget -= std::min(budget, part.bytes());
@@ -231,6 +233,7 @@ ingero::Status SqlTraceSource::read_slices(Slices& s, Fill& fill) {
   }
   s.done.get();
   cache_.set_limit(s.limit);
+  cache_.set_expected(expected_calls_);
   bool held = st && fill.on && hold(s, mine);
   // The other's slices, in order: from memory, or read here (in this connection's snapshot)
   // where they did not fit or were never read.

@@ -182,7 +182,9 @@ class SqlTraceSource final : public engine::TraceSource {
   bool has_folded_calls(const engine::Window& w);
   // Whether the window's calls may fit the cache: false when they all have rows and, at 8
   // bytes a call (less than any call takes there), the per-second summaries' count exceeds it.
-  bool may_fit_cache(const engine::Window& w);
+  // Whether the window's calls may fit the cache; `calls`: how many the file says it holds (0:
+  // not known, or folded calls whose count says nothing of the cache's bytes).
+  bool may_fit_cache(const engine::Window& w, uint64_t& calls);
   // The nodes and the time span, kept while the file is unchanged (PRAGMA data_version: a
   // trace being written is read again after each commit).
   struct Extent {
@@ -227,6 +229,8 @@ class SqlTraceSource final : public engine::TraceSource {
   std::atomic<CacheState> cache_state_ = CacheState::kEmpty;
   CallCache cache_;
   std::vector<CallCache> later_;  // the slices the second connection read, by index
+  uint64_t expected_calls_ = 0;   // what the read filling the cache expects (may_fit_cache)
+  std::atomic<bool> cache_abandoned_ = false;  // that read gave up: the other stops filling
   engine::Window cached_;
   engine::Window held_for_;
   HeldFn on_held_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,62 @@ TEST(CallCache, ThreadsPastTheLimitAreRefused) {
   e.tid = 1000;  // a thread it has
   EXPECT_TRUE(cache.add(e));
   EXPECT_EQ(cache.calls(), CallCache::kMaxThreads + 1);
+}
+
+// Adds two ranks' launches (15 bytes each in the copy) until the copy refuses one; returns how
+// many it took.
+size_t fill_until_refused(CallCache& cache, size_t max_calls) {
+  Event e = two_ranks(1)[0];
+  for (size_t i = 0; i < max_calls; ++i) {
+    e.ts_ns += 10'000;
+    e.dur_ns = 5'000 + i % 7;
+    if (!cache.add(e)) return i;
+  }
+  return max_calls;
+}
+
+// A reader that knows how many calls its window holds gives the copy up once its first chunk
+// shows they cannot fit, not at its limit: the session's analysis at full rate filled 12 MB of
+// a copy it then threw away, which was the top of the tracer's memory.
+TEST(CallCache, ACopyThatCannotHoldTheExpectedCallsGivesUpAfterItsFirstChunk) {
+  constexpr size_t kLimit = size_t(16) << 20;
+  CallCache blind;
+  blind.set_limit(kLimit);
+  size_t took_blind = fill_until_refused(blind, 2'000'000);
+  EXPECT_GT(blind.bytes(), size_t(12) << 20);  // to the limit, then refused
+  EXPECT_LT(took_blind, size_t(2'000'000));
+
+  CallCache told;
+  told.set_limit(kLimit);
+  told.set_expected(2'000'000);  // ~30 MB of calls: more than the limit by over a quarter
+  size_t took = fill_until_refused(told, 2'000'000);
+  EXPECT_EQ(told.bytes() / CallCache::kChunkBytes, 1u);  // one chunk, then refused
+  EXPECT_LT(took, took_blind / 2);
+  EXPECT_EQ(told.calls(), took);
+}
+
+// Expected calls that fit (within a quarter over the limit's worth) are all kept.
+TEST(CallCache, ACopyThatCanHoldTheExpectedCallsKeepsThemAll) {
+  CallCache cache;
+  cache.set_limit(size_t(16) << 20);
+  cache.set_expected(900'000);  // ~13.5 MB
+  EXPECT_EQ(fill_until_refused(cache, 900'000), 900'000u);
+  EXPECT_EQ(cache.calls(), 900'000u);
+}
+
+// Another reader of the window gave up (the whole cannot fit): the copy takes no new chunk.
+TEST(CallCache, ACopyStopsAtItsNextChunkOnceTheOtherReaderGaveUp) {
+  std::atomic<bool> stop = false;
+  CallCache cache;
+  cache.set_stop(&stop);
+  Event e = two_ranks(1)[0];
+  ASSERT_TRUE(cache.add(e));
+  stop = true;
+  size_t more = fill_until_refused(cache, 1'000'000);
+  EXPECT_EQ(cache.bytes() / CallCache::kChunkBytes, 1u);
+  // The chunk it has still fills (~350,000 launches of 12 bytes), and no other.
+  EXPECT_GT(more, 300'000u);
+  EXPECT_LT(more, 400'000u);
 }
 
 }  // namespace
