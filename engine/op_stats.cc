@@ -191,10 +191,16 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
         tid = e.tid;
       }
       if (q) {
-        q->add(gi, e.dur_ns);
+        if (e.timed) q->add(gi, e.dur_ns);
         if (s.count % kFloorEvery == 0) tail.set_floor(gi, q->floor_of(gi, kFloorQuantile));
       }
     }
+    // A call seen at entry only reads back with its op's mean duration (store/
+    // untimed_durations.h): it counts in the totals, but it is no latency, so neither the
+    // quantiles nor the tails see it (as the sketches of folded calls hold timed calls only).
+    // Offered to the tail, a launch loop's untimed launches were all kept: their mean was at
+    // the floor the timed ones set.
+    if (!e.timed) return;
     if (q) f.durations->add(a, e.dur_ns);
     tail.offer(e, a, b);
   };
@@ -248,6 +254,7 @@ void resolve_exact(TraceSource& source, const Window& w, Grouper& g, ExactQuanti
       return;
     }
     source.calls(w, [&](const hal::Event& e) {
+      if (!e.timed) return;  // as in the first pass
       auto [a, b] = g.groups_of(e);
       sink(a, e.dur_ns);
       sink(b, e.dur_ns);
@@ -280,6 +287,7 @@ void add_tails(TraceSource& source, const Window& w, Grouper& g, const TailCatch
     }
   };
   auto event = [&](const hal::Event& e) {
+    if (!e.timed) return;  // no latency, no tail (as in the first pass)
     tail(op_stats_detail::tail_call_of(e, g.groups_of(e).first), e.peer_comm_view());
   };
   if (caught.complete(

@@ -152,6 +152,64 @@ TEST(OpStatsFirstPass, PastItsLimitsEveryFurtherPassReadsTheCallsAgainForTheSame
   EXPECT_EQ(d.reads, 2);  // the quantiles read again, the tail from the calls held
 }
 
+// A launch loop traced entry-only: one launch in 32 is timed, the others read back untimed with
+// their process's timed mean (store/untimed_durations.h). They count, but the quantiles and
+// tails are those of the timed launches alone (as the folded calls' sketches give them), and
+// the first pass keeps none of them: it kept every one when their mean sat at the floor that
+// the timed ones set, a million calls held at the end of a session.
+TEST(OpStatsFirstPass, UntimedLaunchesCountButAreNeitherInTheQuantilesNorInTheTails) {
+  Calls all = stationary();
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> timed_sum;  // pid -> sum, calls
+  std::vector<bool> untimed(all.events.size());
+  std::map<uint32_t, uint64_t> launches;
+  for (size_t i = 0; i < all.events.size(); ++i) {
+    const Event& e = all.events[i];
+    if (e.op != "cudaLaunchKernel") continue;
+    if (launches[e.pid]++ % 32 != 0) {
+      untimed[i] = true;
+    } else {
+      timed_sum[e.pid].first += e.dur_ns;
+      ++timed_sum[e.pid].second;
+    }
+  }
+  Calls timed;
+  for (size_t i = 0; i < all.events.size(); ++i) {
+    Event& e = all.events[i];
+    if (!untimed[i]) {
+      timed.events.push_back(e);
+      continue;
+    }
+    Event u;  // what an entry-only launch reads back as: no return, never off-CPU
+    u.ts_ns = e.ts_ns;
+    u.pid = e.pid;
+    u.tid = e.tid;
+    u.vendor = e.vendor;
+    u.api = e.api;
+    u.op = e.op;
+    u.kind = e.kind;
+    u.stack_id = e.stack_id;
+    u.dur_ns = timed_sum[e.pid].first / timed_sum[e.pid].second;
+    u.timed = false;
+    e = u;
+  }
+  auto got = compute_op_stats(all, {});
+  expect_exact(timed, got);
+  for (const OpStats& s : got.per_process) {
+    if (s.key.op == "cudaLaunchKernel") {
+      EXPECT_EQ(s.count, launches[s.key.pid]);
+    }
+  }
+  ASSERT_TRUE(got.kept);
+  size_t kept = 0;
+  got.kept->for_each([&](const KeptCall&) { ++kept; });
+  EXPECT_GT(kept, 0u);
+  EXPECT_LE(kept, timed.events.size());
+  // Past the first pass's limits, the further passes read the calls again: the same answer.
+  Calls again = all;
+  again.reads = 0;
+  expect_exact(timed, compute_op_stats(again, {}, nullptr, nullptr, FirstPassLimits{0, 0}));
+}
+
 // The first 4,096 launches of each process are slower than all the later ones: a floor set from
 // them passes over calls that are, in the end, in the tail. The tail is read again.
 TEST(OpStatsFirstPass, ATailCallTheFirstPassMissedHasTheTailReadAgain) {
