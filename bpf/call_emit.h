@@ -173,13 +173,9 @@ struct emit_ask {
   __u16 flags;
 };
 
-/* Assembles and submits one call record from frame f. A global function: the verifier checks
- * it once for each program that calls it, where inline it was walked again at each of its four
- * call sites in ingero_call and for every path reaching them (docs/performance.md, the
- * session's fixed cost). Timed calls pay a call for it; untimed launches do not use it. */
-__noinline int ingero_emit_call(struct ingero_thread* t, struct ingero_frame* f,
-                                struct ingero_recipe* r, struct emit_ask* a) {
-  if (!t || !f || !a) return 0;
+/* Assembles and submits one call record from frame f. */
+static __always_inline int emit_call_body(struct ingero_thread* t, struct ingero_frame* f,
+                                          struct ingero_recipe* r, struct emit_ask* a) {
   __u32 tid = a->tid;
   __u64 end_ns = a->end_ns, ret = a->ret, stack = a->stack;
   __u16 flags = a->flags;
@@ -245,6 +241,26 @@ __noinline int ingero_emit_call(struct ingero_thread* t, struct ingero_frame* f,
   h->flags = flags;
   submit_call(buf, off, flags);
   return 0;
+}
+
+/* The same, as a global function: the verifier checks it once for each program that calls it,
+ * where inline it was walked again at each call site and for every path reaching it (three in
+ * ingero_call besides the return's; docs/performance.md, the session's fixed cost). The rare
+ * sites call it (a call below detached, an untimed launch with an entry read, a thread's exit);
+ * a timed call's return keeps its copy inline, since a BPF-to-BPF call and its return cost a
+ * timed sync ~45 ns on this kernel's mitigations. */
+__noinline int ingero_emit_call(struct ingero_thread* t, struct ingero_frame* f,
+                                struct ingero_recipe* r, struct emit_ask* a) {
+  if (!t || !f || !a) return 0;
+  return emit_call_body(t, f, r, a);
+}
+
+/* emit_call inline: a timed call's return. */
+static __always_inline void emit_call_inline(struct ingero_thread* t, struct ingero_frame* f,
+                                             __u32 tid, __u64 end_ns, __u64 ret, __u16 flags,
+                                             struct ingero_recipe* r, __u64 stack) {
+  struct emit_ask a = {.end_ns = end_ns, .ret = ret, .stack = stack, .tid = tid, .flags = flags};
+  emit_call_body(t, f, r, &a);
 }
 
 static __always_inline void emit_call(struct ingero_thread* t, struct ingero_frame* f, __u32 tid,

@@ -190,7 +190,7 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
                                    .tid = tid};
     stack = ingero_call_stack(ctx, t, &ask);
   }
-  emit_call(t, f, tid, now, ret, flags, r, stack);
+  emit_call_inline(t, f, tid, now, ret, flags, r, stack);
   t->depth = 0;
 }
 
