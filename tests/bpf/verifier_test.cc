@@ -33,7 +33,7 @@ uint64_t total(const std::map<std::string, uint64_t>& insns) {
 
 // As `ingero trace` loads them by default: stacks with Python frames, on-CPU samples, the host
 // context. Walked before: ingero_call 230,572 instructions, ingero_thread_exit 48,772,
-// ingero_cpu_sample 14,444 (this kernel, 6.18); now ~15,300, ~5,300 and ~3,100.
+// ingero_cpu_sample 14,444 (this kernel, 6.18); now ~21,000, ~5,300 and ~3,300.
 TEST(BpfVerifier, TheDefaultSessionsProgramsVerifyInBoundedWork) {
   REQUIRE_BPF();
   hal::BpfConfig cfg;
