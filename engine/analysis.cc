@@ -296,6 +296,11 @@ void AnalysisRun::chains_from_calls() {
   rule_noisy_neighbour(a_, a_.chains);
   rule_process_contention(a_, a_.chains);
   rule_oom(a_, a_.chains);
+  // These read the file on this connection (collectives from the trace's start, the calls in
+  // flight, the stacks of hung calls) while the step model's threads may read stacks on it: they
+  // take turns under the same lock. Unlocked, two threads on one connection linked a cursor
+  // into its list twice, and SQLite then walked the list forever (Tiers.* hung in CI).
+  std::lock_guard<std::mutex> hold(stacks_lock_);
   rule_collective_straggler(source_, a_, a_.chains);
   a_.inflight = source_.inflight(window_);
   rule_hangs(source_, a_, a_.chains);
