@@ -8,6 +8,7 @@ set -euo pipefail
 [[ $# -ge 1 ]] || { echo "usage: bench/session_cost.sh BUILD [BUILD...]" >&2; exit 2; }
 [[ $EUID -eq 0 ]] || { echo "session_cost: needs root (BPF)" >&2; exit 2; }
 ROUNDS=${ROUNDS:-5}
+HERE=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
@@ -16,10 +17,12 @@ for r in $(seq 1 "$ROUNDS"); do
       flags=(-q --no-live --db "$out/s.db")
       [[ $mode == no-stack ]] && flags+=(--no-stack)
       rm -f "$out"/s.db*
-      /usr/bin/time -o "$out/t" -f "%U %S" "$b/app/ingero" trace "${flags[@]}" -- /bin/true \
-        > /dev/null 2>&1
-      read -r u s < "$out/t"
-      echo "$b $mode $u $s" >> "$out/all"
+      # The tracer's own utime + stime (bench/tracer_cpu.py), not its child's.
+      python3 "$HERE/tracer_cpu.py" "$out/cpu.json" "$b/app/ingero" trace "${flags[@]}" \
+        -- /bin/true > /dev/null 2>&1
+      cpu=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu_s"])' \
+        "$out/cpu.json")
+      echo "$b $mode $cpu 0" >> "$out/all"
     done
   done
 done
