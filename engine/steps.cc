@@ -201,7 +201,7 @@ bool find_burst_cadence(const Proc& p, StepSeries& s, std::vector<int64_t>& boun
   // the new storage at once), the largest block of the session's analysis at full rate.
   std::vector<uint64_t> gaps;
   size_t ncalls = 0;
-  for (const Call& c : p.calls) ncalls += c.run == kNoRun ? 1 : p.calls_in(c);
+  for (const Call& c : p.calls) ncalls += p.calls_in(c);
   gaps.reserve(ncalls);
   int64_t reach = INT64_MIN;
   each_call(p, [&](const Span& c, size_t) {
