@@ -65,6 +65,7 @@ Result<std::unique_ptr<IngeroProbe>> attach_ingero(const hal::PrivateFunction& f
                                         });
   if (!reader) return reader.error();
   p->reader = std::move(*reader);
+  p->reader->set_busy_flag(p->session->reader_busy_flag());
   return p;
 }
 

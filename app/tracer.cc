@@ -376,6 +376,7 @@ int Trace::attach() {
                               [this](const void* d, size_t n) { pipeline_->on_record(d, n); });
   if (!reader) return fail(reader.error().message);
   reader_ = std::move(*reader);
+  reader_->set_busy_flag(session_->reader_busy_flag());
   pipeline_->catch_up_stacks = [this] { (void)reader_->consume_aux(); };
   return kExitOk;
 }

@@ -46,6 +46,8 @@ const volatile __u64 stack_slow_ns = 1000000;
 /* Entry-only calls (launches): one in this many per thread is timed, through its return (the
  * first of each thread among them); 0: none; 1: every one (no call is entry-only). */
 const volatile __u32 launch_timing_every = 32;
+/* shared.bpf.h: ingero_wakeup_flags. */
+volatile __u32 ingero_reader_busy = 0;
 
 struct ingero_threads_map threads SEC(".maps");
 struct ingero_stats_map stats SEC(".maps");

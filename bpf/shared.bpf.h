@@ -54,13 +54,23 @@ static __always_inline __u8 watch_flags(__u32 tgid) {
   return w ? *w : 0;
 }
 
+/* Set by the reader while it is not waiting for a wake-up (it is draining the rings or doing
+ * its other work), clear while it waits (probe/ring_reader.cc). Defined in calls.bpf.c. */
+extern volatile __u32 ingero_reader_busy;
+
 /* Waking the reader for every record costs an irq_work + IPI per record, which dominated the
  * per-call cost in measurement (bench/). The reader polls with a short timeout anyway, so wake
- * it only when enough data is queued to be worth it. */
+ * it only when enough data is queued to be worth it, and never while it is busy: it drains every
+ * ring before it waits again, and a wake-up then is an IPI for nothing (in a VM, an exit; ~80 ns
+ * a launch on bench/launch_cost.sh, whose reader is never idle long). A check that reads the
+ * flag just before the reader clears it is followed by the next one, at most 16 records of a
+ * thread later, long before the ring fills. */
 #define INGERO_WAKEUP_BYTES (256 * 1024)
-#define ingero_wakeup_flags(ring)                                                          \
-  (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= INGERO_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP \
-                                                                     : BPF_RB_NO_WAKEUP)
+static __always_inline __u64 ingero_wakeup_flags(void* ring) {
+  if (ingero_reader_busy) return BPF_RB_NO_WAKEUP;
+  return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= INGERO_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
+                                                                           : BPF_RB_NO_WAKEUP;
+}
 
 /* What a call program asks ingero_call_stack for (one pointer: a global function takes five
  * arguments at most). */

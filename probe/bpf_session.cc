@@ -393,6 +393,7 @@ uint64_t BpfSession::thread_py_tstate(uint32_t tid) const {
 int BpfSession::calls_fd() const { return bpf_map__fd(skel_->maps.calls_rb); }
 int BpfSession::aux_fd() const { return bpf_map__fd(skel_->maps.aux_rb); }
 int BpfSession::host_fd() const { return bpf_map__fd(skel_->maps.host_rb); }
+volatile uint32_t* BpfSession::reader_busy_flag() { return &skel_->bss->ingero_reader_busy; }
 
 Status BpfSession::set_python(uint32_t tgid, const ingero_py_config* config) {
   int fd = bpf_map__fd(skel_->maps.py_procs);

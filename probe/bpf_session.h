@@ -179,6 +179,9 @@ class BpfSession {
   int calls_fd() const;
   int aux_fd() const;
   int host_fd() const;
+  // The flag the reader sets while it is not waiting on the rings, so that the programs spare
+  // it a wake-up (bpf/shared.bpf.h: ingero_wakeup_flags). For RingReader::set_busy_flag.
+  volatile uint32_t* reader_busy_flag();
   int pid_stats_fd() const;  // per-process host aggregates (kernelside::ProcessStatsReader)
   const BpfConfig& config() const { return config_; }
   // Each loaded program's verification, in the object's order; empty unless

@@ -70,7 +70,9 @@ Result<int> RingReader::drain() {
 
 Result<int> RingReader::poll(int timeout_ms) {
   epoll_event evs[3];
+  if (busy_) __atomic_store_n(busy_, 0u, __ATOMIC_SEQ_CST);
   int n = epoll_wait(epoll_fd_, evs, 3, timeout_ms);
+  if (busy_) __atomic_store_n(busy_, 1u, __ATOMIC_SEQ_CST);
   if (n < 0 && errno != EINTR) return ring_error("polling the ring buffers", errno);
   return drain();
 }

@@ -4,6 +4,7 @@
 // consumer that still meets an unknown stack (submitted while calls were being read) catch up.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -26,6 +27,10 @@ class RingReader {
   // wake-ups for small amounts of data, so a timeout does not mean the rings are empty).
   // Returns the records consumed; EINTR is not an error.
   Result<int> poll(int timeout_ms);
+  // A flag that poll() clears while it waits and sets once it stops waiting, shared with the
+  // BPF programs, which skip a wake-up while it is set (BpfSession::reader_busy_flag). Without
+  // one, every wake-up the programs ask for is sent.
+  void set_busy_flag(volatile uint32_t* flag) { busy_ = flag; }
   // Consumes everything currently queued without waiting.
   Result<int> drain();
   // Consumes what the aux ring holds now (stacks arriving while calls are read).
@@ -38,6 +43,7 @@ class RingReader {
   ring_buffer* aux_ = nullptr;
   ring_buffer* host_ = nullptr;
   int epoll_fd_ = -1;
+  volatile uint32_t* busy_ = nullptr;
   Callback cb_;
 };
 
