@@ -17,6 +17,7 @@
 #include <future>
 #include <iostream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "app/commands.h"
@@ -143,18 +144,22 @@ void Trace::make_pipeline() {
   // ones is shipped untimed at its thread's next call (bpf/calls.bpf.c, ProbeManager).
   nesting_->detach = !opts_.keep_runtime_probes;
   nesting_->on_proven = [this](const std::string& lib) {
-    auto n = probes_->detach_launches(lib);
+    // Said once the links are gone, from the thread that closed them (ProbeManager).
+    auto n = probes_->detach_launches(lib, [this, lib](size_t probes) {
+      if (opts_.quiet) return;
+      std::ostringstream m;
+      m << cr() << "ingero: every launch of " << lib << " reached the driver's launch ("
+        << capture::LaunchNesting::kProofLaunches << " in a row): its " << probes
+        << " launch probes are detached, and its launches are named from the driver's at one "
+           "trap each (a launch it refused before the driver is not seen; "
+           "--keep-runtime-probes keeps them)\n";
+      std::cerr << m.str();
+    });
     if (!n) {
       std::cerr << cr() << "ingero: " << n.error().message << "\n";
       return;
     }
     detached_.push_back(lib);
-    if (!opts_.quiet)
-      std::cerr << cr() << "ingero: every launch of " << lib << " reached the driver's launch ("
-                << capture::LaunchNesting::kProofLaunches << " in a row): its " << *n
-                << " launch probes are detached, and its launches are named from the driver's "
-                   "at one trap each (a launch it refused before the driver is not seen; "
-                   "--keep-runtime-probes keeps them)\n";
   };
   pipeline_->nesting = nesting_.get();
   // --max-db-size: commits of at most a 256th of the limit in records (1,024 or more), each

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_set>
+#include <utility>
 
 namespace ingero::hal {
 namespace {
@@ -151,27 +153,37 @@ void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<Resolv
   attached_files_.push_back(std::move(a));
 }
 
-Result<size_t> ProbeManager::detach_launches(const std::string& path) {
-  size_t total = 0;
+Result<size_t> ProbeManager::detach_launches(const std::string& path,
+                                             std::function<void(size_t)> gone) {
+  std::vector<uint32_t> ids;
+  std::vector<Link> links;
   for (AttachedFile& a : attached_files_) {
     if (a.display_path != path || a.launch_sites.empty() || !session_) continue;
-    std::vector<uint32_t> ids;
-    for (const CallSite& c : a.launch_sites) ids.push_back(c.probe_id);
+    std::vector<uint32_t> of;
+    for (const CallSite& c : a.launch_sites) of.push_back(c.probe_id);
     // First no launch enters through them any more (the driver's probe sees it), while a launch
     // in flight through them still gets its return; then their links go, and with them any
     // return still due, whose frame BPF retires at its thread's next call. The file's other
     // probes, in links of their own, are not touched: their calls in flight keep their returns.
-    if (auto st = session_->retire_probes(ids, false); !st)
+    if (auto st = session_->retire_probes(of, false); !st)
       return make_error(path + ": " + st.error().message);
+    ids.insert(ids.end(), of.begin(), of.end());
+    for (Link& l : a.launch_links) links.push_back(std::move(l));
     a.launch_links.clear();
-    if (auto st = session_->retire_probes(ids, true); !st)
-      return make_error(path + ": " + st.error().message);
-    attached_ -= ids.size();
-    total += ids.size();
     a.launch_sites.clear();
   }
+  size_t total = ids.size();
+  attached_ -= total;
   for (LibraryStatus& st : libraries_)
     if (st.path == path) st.probes_attached -= std::min(st.probes_attached, total);
+  if (links.empty()) return total;
+  // The links close on the closer's thread (probe/link_closer.h): the caller reads the rings.
+  BpfSession* session = session_;
+  closer_.close(std::move(links), [session, ids = std::move(ids), path, gone, total] {
+    if (auto st = session->retire_probes(ids, true); !st)
+      std::fprintf(stderr, "ingero: warning: %s: %s\n", path.c_str(), st.error().message.c_str());
+    if (gone) gone(total);
+  });
   return total;
 }
 

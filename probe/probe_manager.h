@@ -6,6 +6,7 @@
 // re-scans after exec/dlopen only cost a /proc read and a stat per mapped file.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -14,6 +15,7 @@
 #include "hal/backend.h"
 #include "probe/bpf_session.h"
 #include "probe/library_discovery.h"
+#include "probe/link_closer.h"
 #include "probe/probe_plan.h"
 #include "probe/record_decoder.h"
 
@@ -53,12 +55,15 @@ class ProbeManager {
   void watch_loaders();
   // Detaches every probe; the table stays, so records already in the rings still decode.
   void detach() {
+    closer_.wait();
     attached_files_.clear();
     loader_links_.clear();
   }
   // Detaches the launch probes of one library file (its display path), keeping its others,
-  // which are in links of their own and stay attached. Returns how many probes went.
-  Result<size_t> detach_launches(const std::string& path);
+  // which are in links of their own and stay attached. Returns how many probes went: from now
+  // on no launch enters through them. Their links close on another thread (detach() waits for
+  // it), which then calls `gone` with that count.
+  Result<size_t> detach_launches(const std::string& path, std::function<void(size_t)> gone = {});
 
   // Plans only the specs `want` accepts (probe/probe_plan.h), from the next file handled on.
   void set_spec_filter(SpecFilter want) { want_ = std::move(want); }
@@ -98,6 +103,7 @@ class ProbeManager {
   std::vector<LibraryStatus> libraries_;
   std::vector<std::string> errors_;
   size_t attached_ = 0;
+  LinkCloser closer_;  // last: its thread finishes before the rest goes
 };
 
 }  // namespace ingero::hal
