@@ -7,12 +7,6 @@ namespace ingero::hal {
 
 namespace {
 
-uint64_t extract(uint64_t raw, const ArgRef& ref) {
-  raw >>= ref.shift;
-  if (ref.width < 8) raw &= (uint64_t{1} << (ref.width * 8)) - 1;
-  return raw;
-}
-
 uint64_t read_le(const uint8_t* p, uint8_t width) {
   uint64_t v = 0;
   std::memcpy(&v, p, width > 8 ? 8 : width);
@@ -21,19 +15,8 @@ uint64_t read_le(const uint8_t* p, uint8_t width) {
 
 }  // namespace
 
-std::optional<uint64_t> RawCall::value(const ArgRef& ref) const {
+std::optional<uint64_t> RawCall::buffer_value(const ArgRef& ref) const {
   switch (ref.src) {
-    case ArgRef::Src::kNone:
-      return std::nullopt;
-    case ArgRef::Src::kConst:
-      return ref.value;
-    case ArgRef::Src::kReg:
-      if (ref.index >= rec_.hdr.nregs) return std::nullopt;
-      return extract(rec_.regs[ref.index], ref);
-    case ArgRef::Src::kStack:
-      if (ref.index >= rec_.hdr.nstack || (rec_.hdr.flags & INGERO_CALL_STACK_READ_FAULT))
-        return std::nullopt;
-      return extract(rec_.stack[ref.index], ref);
     case ArgRef::Src::kRet:
       if (rec_.hdr.flags & INGERO_CALL_UNFINISHED) return std::nullopt;
       return extract(rec_.hdr.ret, ref);
@@ -43,8 +26,9 @@ std::optional<uint64_t> RawCall::value(const ArgRef& ref) const {
     case ArgRef::Src::kReturnBuf:
       if (size_t(ref.offset) + ref.width > rec_.hdr.return_len) return std::nullopt;
       return read_le(rec_.return_buf + ref.offset, ref.width);
+    default:  // kNone; kReg, kStack and kConst are value()'s
+      return std::nullopt;
   }
-  return std::nullopt;
 }
 
 std::span<const uint8_t> RawCall::entry_bytes() const {

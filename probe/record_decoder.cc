@@ -55,7 +55,7 @@ bool CallDecoder::decode(const CallRecord& rec, Event& ev) const {
   const AttachedProbe* p = table_.find(h.probe_id);
   if (!p || !p->spec) return false;
   const ProbeSpec& spec = *p->spec;
-  ev = Event{};
+  ev.reset();
   ev.ts_ns = h.start_ns;
   ev.dur_ns = !rec.entry_only() && h.end_ns > h.start_ns ? h.end_ns - h.start_ns : 0;
   ev.pid = h.pid;
