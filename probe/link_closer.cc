@@ -1,6 +1,24 @@
 #include "probe/link_closer.h"
 
+#include <algorithm>
+#include <atomic>
+
 namespace ingero::hal {
+
+void close_links(std::vector<Link> links, size_t threads) {
+  size_t n = std::min(threads, links.size());
+  if (n <= 1) {
+    links.clear();
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < n; ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < links.size();) links[i] = Link{};
+    });
+  for (auto& t : pool) t.join();
+}
 
 LinkCloser::~LinkCloser() {
   {

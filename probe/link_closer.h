@@ -15,6 +15,11 @@
 
 namespace ingero::hal {
 
+// Closes `links` now, on up to `threads` threads at once: each close mostly waits for a grace
+// period, which closes made together share. The session's end detached its ~13 links one after
+// another in 0.6-0.9 s of wall time on this VM.
+void close_links(std::vector<Link> links, size_t threads = 16);
+
 class LinkCloser {
  public:
   LinkCloser() = default;

@@ -187,6 +187,18 @@ Result<size_t> ProbeManager::detach_launches(const std::string& path,
   return total;
 }
 
+void ProbeManager::detach() {
+  closer_.wait();
+  std::vector<Link> all;
+  for (AttachedFile& a : attached_files_)
+    for (auto* links : {&a.links, &a.launch_links})
+      for (Link& l : *links) all.push_back(std::move(l));
+  for (Link& l : loader_links_) all.push_back(std::move(l));
+  attached_files_.clear();
+  loader_links_.clear();
+  close_links(std::move(all));
+}
+
 void ProbeManager::watch_loaders() {
   if (!session_) return;
   for (const auto& ld : discovery_.loaders()) {

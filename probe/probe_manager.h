@@ -54,11 +54,8 @@ class ProbeManager {
   // Attaches link-map notification probes to dynamic loaders seen so far.
   void watch_loaders();
   // Detaches every probe; the table stays, so records already in the rings still decode.
-  void detach() {
-    closer_.wait();
-    attached_files_.clear();
-    loader_links_.clear();
-  }
+  // The links close together (close_links), after any detach_launches still closing.
+  void detach();
   // Detaches the launch probes of one library file (its display path), keeping its others,
   // which are in links of their own and stay attached. Returns how many probes went: from now
   // on no launch enters through them. Their links close on another thread (detach() waits for

@@ -59,5 +59,23 @@ TEST(LinkCloser, DestructionFinishesWhatWasQueued) {
   EXPECT_FALSE(is_open(p[1]));
 }
 
+// close_links closes every link it is given, on several threads (the session's end).
+TEST(LinkCloser, CloseLinksClosesEveryOne) {
+  std::vector<int> fds;
+  std::vector<Link> links;
+  for (int i = 0; i < 20; ++i) {
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    for (int fd : p) {
+      fds.push_back(fd);
+      links.push_back(Link::from_fd(fd));
+    }
+  }
+  close_links(std::move(links), 8);
+  size_t open = 0;
+  for (int fd : fds) open += is_open(fd);
+  EXPECT_EQ(open, 0u);
+}
+
 }  // namespace
 }  // namespace ingero::hal
