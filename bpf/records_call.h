@@ -112,10 +112,11 @@ struct ingero_call_ident {
   char comm[INGERO_COMM_LEN];
 };
 
-#define INGERO_CALL_REC_MAX                                                                        \
-  (sizeof(struct ingero_call_rec) + 8 * (INGERO_REG_WORDS + INGERO_STACK_WORDS) +                  \
-   sizeof(struct ingero_call_offcpu) + sizeof(struct ingero_call_ident) + INGERO_RETURN_READ_MAX + \
-   INGERO_ENTRY_READ_MAX)
+/* A call record's largest size: every block at once, the caller's address (8 bytes) included. */
+#define INGERO_CALL_REC_MAX                                                       \
+  (sizeof(struct ingero_call_rec) + 8 * (INGERO_REG_WORDS + INGERO_STACK_WORDS) + \
+   sizeof(struct ingero_call_offcpu) + sizeof(struct ingero_call_ident) + 8 +     \
+   INGERO_RETURN_READ_MAX + INGERO_ENTRY_READ_MAX)
 
 /* A traced call in flight, as the in-flight iterator (calls.bpf.c: ingero_inflight) reads it
  * from its thread's outermost frame while the call runs; user space reads the iterator once a

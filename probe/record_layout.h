@@ -17,7 +17,7 @@ static_assert(offsetof(ingero_call_rec, flags) == 48);
 static_assert(offsetof(ingero_call_rec, nested_probe) == 56);
 static_assert(sizeof(ingero_call_offcpu) == 48);
 static_assert(sizeof(ingero_call_ident) == 24);
-static_assert(INGERO_CALL_REC_MAX == 392);
+static_assert(INGERO_CALL_REC_MAX == 400);
 static_assert(sizeof(ingero_cpu_sample_rec) == 32);
 static_assert(sizeof(ingero_stack_rec) == 1080, "ingero_stack_rec layout changed");
 static_assert(offsetof(ingero_stack_rec, hash) == 16);
