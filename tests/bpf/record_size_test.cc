@@ -9,11 +9,10 @@
 #include <vector>
 
 #include "bpf/ingero_records.h"
-#include "hal/elf_symbols.h"
 #include "kernelside/host_programs.h"
 #include "probe/bpf_session.h"
-#include "probe/record_decoder.h"
 #include "probe/ring_reader.h"
+#include "tests/bpf/self_probe.h"
 #include "tests/support/trace_db.h"
 
 // Twelve arguments (six in registers, six on the stack); it sleeps, so the call has off-CPU
@@ -40,16 +39,6 @@ TEST(CallRecordSize, ARecordWithEveryBlockIsShipped) {
   ASSERT_TRUE(session) << session.error().message;
   kernelside::HostPrograms host(**session);
   for (const auto& [program, st] : host.attach()) ASSERT_TRUE(st) << program;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  ASSERT_GT(n, 0);
-  exe[n] = 0;
-  auto idx = hal::SymbolIndex::load(exe);
-  ASSERT_TRUE(idx);
-  const hal::ElfSymbol* sym = (*idx)->find_function("ingero_test_every_block");
-  ASSERT_NE(sym, nullptr);
-  auto off = (*idx)->file_offset(sym->value);
-  ASSERT_TRUE(off);
   // A launch (the caller's address), its first on the thread timed (the return read), every
   // register and stack word, the largest captures.
   constexpr hal::ProbeSpec kEvery{
@@ -59,9 +48,9 @@ TEST(CallRecordSize, ARecordWithEveryBlockIsShipped) {
                .entry_read = hal::read_at_reg(1, INGERO_ENTRY_READ_MAX),
                .return_read = hal::read_at_reg(0, INGERO_RETURN_READ_MAX)},
       .fields = {{hal::Field::kStream, hal::reg(5)}}};
-  hal::CallSite site{.file_offset = *off, .probe_id = 0, .recipe = hal::make_recipe(kEvery)};
-  auto att = (*session)->attach_calls(exe, {site});
-  ASSERT_TRUE(att.failed.empty()) << att.failed[0].second;
+  std::string why;
+  auto links = attach_to_self(**session, kEvery, &why);
+  ASSERT_FALSE(links.empty()) << why;
 
   std::vector<std::vector<uint8_t>> records;
   auto reader =

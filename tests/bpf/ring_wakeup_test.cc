@@ -12,10 +12,9 @@
 #include <sstream>
 #include <string>
 
-#include "hal/elf_symbols.h"
 #include "probe/bpf_session.h"
-#include "probe/record_decoder.h"
 #include "probe/ring_reader.h"
+#include "tests/bpf/self_probe.h"
 #include "tests/support/trace_db.h"
 
 // What the test probes, as a launch: a function of this binary.
@@ -61,22 +60,11 @@ void attach(Probed& p) {
   auto session = hal::BpfSession::open(cfg);
   ASSERT_TRUE(session) << session.error().message;
   p.session = std::move(*session);
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  ASSERT_GT(n, 0);
-  exe[n] = 0;
-  auto idx = hal::SymbolIndex::load(exe);
-  ASSERT_TRUE(idx);
-  const hal::ElfSymbol* sym = (*idx)->find_function("ingero_test_wakeup_launch");
-  ASSERT_NE(sym, nullptr);
-  auto off = (*idx)->file_offset(sym->value);
-  ASSERT_TRUE(off);
   constexpr hal::ProbeSpec kLaunch{.symbol = "ingero_test_wakeup_launch",
                                    .kind = hal::EventKind::kLaunch};
-  hal::CallSite site{.file_offset = *off, .probe_id = 0, .recipe = hal::make_recipe(kLaunch)};
-  auto att = p.session->attach_calls(exe, {site});
-  ASSERT_TRUE(att.failed.empty()) << att.failed[0].second;
-  p.links = std::move(att.links);
+  std::string why;
+  p.links = attach_to_self(*p.session, kLaunch, &why);
+  ASSERT_FALSE(p.links.empty()) << why;
   uint64_t* records = &p.records;
   auto reader = hal::RingReader::create(p.session->calls_fd(), -1, -1,
                                         [records](const void*, size_t) { ++*records; });

@@ -1,0 +1,44 @@
+// ingero's call program attached, with a spec's recipe, to a function of the test binary itself:
+// for tests of what the programs ship, without a vendor library or a child process.
+#pragma once
+
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hal/elf_symbols.h"
+#include "probe/bpf_session.h"
+#include "probe/record_decoder.h"
+
+namespace ingero::test {
+
+// The links, as probe id 0; empty, with `why` set, when the function or the attach failed.
+inline std::vector<hal::Link> attach_to_self(hal::BpfSession& session, const hal::ProbeSpec& spec,
+                                             std::string* why) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) {
+    *why = "reading /proc/self/exe";
+    return {};
+  }
+  exe[n] = 0;
+  auto idx = hal::SymbolIndex::load(exe);
+  const hal::ElfSymbol* sym = idx ? (*idx)->find_function(spec.symbol) : nullptr;
+  std::optional<uint64_t> off;
+  if (sym) off = (*idx)->file_offset(sym->value);
+  if (!off) {
+    *why = std::string(spec.symbol) + " not found in " + exe;
+    return {};
+  }
+  hal::CallSite site{.file_offset = *off, .probe_id = 0, .recipe = hal::make_recipe(spec)};
+  auto att = session.attach_calls(exe, {site});
+  if (!att.failed.empty()) {
+    *why = att.failed[0].second;
+    return {};
+  }
+  return std::move(att.links);
+}
+
+}  // namespace ingero::test
