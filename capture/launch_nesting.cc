@@ -90,6 +90,19 @@ void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out, bool know
   out.push_back(std::move(h.ev));
   h.active = false;
   --holding_;
+  if (!known && !h.nested) {  // its driver launch may still be the thread's next record
+    h.awaiting = true;
+    ++awaiting_;
+  }
+}
+
+bool LaunchNesting::take_awaiting(uint32_t tid) {
+  if (!awaiting_) return false;
+  auto it = held_.find(tid);
+  if (it == held_.end() || !it->second.awaiting) return false;
+  it->second.awaiting = false;
+  --awaiting_;
+  return true;
 }
 
 bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site) {
@@ -117,7 +130,10 @@ void LaunchNesting::flush(std::vector<hal::Event>& out) {
   if (holding_)
     for (auto& [tid, h] : held_)
       if (h.active) settle(tid, out, false);
-  if (held_.size() > kMaxHeldSlots) held_.clear();  // every slot is inactive now
+  if (held_.size() > kMaxHeldSlots) {  // every slot is inactive now
+    held_.clear();
+    awaiting_ = 0;
+  }
 }
 
 LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
@@ -125,6 +141,7 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
   const hal::AttachedProbe* p = table_.find(probe_id);
   if (!p) return Fate::kEmit;
   Runtime& self = runtime_of_probe(probe_id, *p);
+  bool awaited = take_awaiting(ev.tid);
   // Made from inside a library with launch probes: a driver launch of a runtime launch.
   const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller) : nullptr;
   Runtime* outer = m ? runtime_of(*m) : nullptr;
@@ -146,7 +163,10 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
   if (outer) {
     uint64_t site = ev.caller - m->start + m->offset;
     if (fold_into_held(ev, outer, site)) return Fate::kFolded;
-    if (outer->proven) {  // the runtime's own probe is gone: this launch is the runtime's
+    // The runtime's own probe is gone: this launch is the runtime's. Unless the thread's last
+    // record was a runtime launch released at the end of a read cycle: one entered before its
+    // probe went, whose driver launch this is (counted there, below).
+    if (outer->proven && !awaited) {
       uint32_t as = outer->any_probe;
       if (auto s = outer->sites.find(site); s != outer->sites.end()) as = s->second;
       if (const hal::AttachedProbe* rp = table_.find(as); rp && rp->spec) {

@@ -60,6 +60,7 @@ class LaunchNesting {
   Fate on_launch(uint32_t probe_id, hal::Event& ev, std::vector<hal::Event>& out);
   // A record of another kind of thread `tid`: its held launch is due first.
   void before_call(uint32_t tid, std::vector<hal::Event>& out) {
+    if (awaiting_) take_awaiting(tid);
     if (holding_) settle(tid, out);
   }
   // Everything held (the end of a read cycle).
@@ -109,6 +110,9 @@ class LaunchNesting {
   // launch released at the end of a read cycle may still see its driver launch in the next
   // one, folded then; its runtime's run of nesting launches is not broken by it).
   void settle(uint32_t tid, std::vector<hal::Event>& out, bool known = true);
+  // Whether the thread's last record was a launch released at the end of a read cycle before
+  // its driver launch was read (and forgets it: this is the thread's next record).
+  bool take_awaiting(uint32_t tid);
 
   const hal::HostView& host_;
   const hal::ProbeTable& table_;
@@ -129,10 +133,12 @@ class LaunchNesting {
     Runtime* runtime = nullptr;  // its probe's library
     bool nested = false;
     bool active = false;
+    bool awaiting = false;  // released unnested at a cycle's end; the thread sent nothing since
   };
   static constexpr size_t kMaxHeldSlots = 1024;
   std::unordered_map<uint32_t, Held> held_;
-  size_t holding_ = 0;  // slots active
+  size_t holding_ = 0;   // slots active
+  size_t awaiting_ = 0;  // slots awaiting
   Counters counters_;
 };
 

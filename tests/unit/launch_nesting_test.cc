@@ -1,0 +1,124 @@
+// Launches at one trap (capture/launch_nesting.h): a runtime launch and the driver launch it
+// makes are one event, before and after the runtime's own launch probes are detached.
+#include "capture/launch_nesting.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/trace_db.h"
+
+namespace ingero::capture {
+namespace {
+
+constexpr uint32_t kPid = 4242, kTid = 4243;
+constexpr uint64_t kApp = 0x5000, kRuntimeText = 0x1000;
+
+// A process whose maps hold a runtime, a driver and the program; a launch probe in each
+// library (ids 0: the runtime's cudaLaunchKernel, 1: the driver's cuLaunchKernel).
+struct Fixture {
+  std::string proc = test::temp_path("proc");
+  hal::LocalHost host{proc};
+  hal::ProbeTable table;
+  hal::ProbeSpec rt_spec{.symbol = "cudaLaunchKernel", .kind = hal::EventKind::kLaunch};
+  hal::ProbeSpec drv_spec{.symbol = "cuLaunchKernel", .kind = hal::EventKind::kLaunch};
+  std::unique_ptr<LaunchNesting> nesting;
+  std::vector<std::string> proven;
+  std::vector<hal::Event> out;
+
+  Fixture() {
+    std::filesystem::create_directories(proc + "/" + std::to_string(kPid));
+    std::ofstream(proc + "/" + std::to_string(kPid) + "/maps")
+        << "1000-2000 r-xp 00000000 00:00 0 /fake/libcudart.so.13\n"
+           "3000-4000 r-xp 00000000 00:00 0 /fake/libcuda.so.1\n"
+           "5000-6000 r-xp 00000000 00:00 0 /fake/app\n";
+    table.add({.spec = &rt_spec,
+               .match = {"nvidia", "cuda_runtime"},
+               .library = "/fake/libcudart.so.13",
+               .symbol = "cudaLaunchKernel"});
+    table.add({.spec = &drv_spec,
+               .match = {"nvidia", "cuda_driver"},
+               .library = "/fake/libcuda.so.1",
+               .symbol = "cuLaunchKernel"});
+    nesting = std::make_unique<LaunchNesting>(host, table);
+    nesting->on_proven = [this](const std::string& lib) { proven.push_back(lib); };
+  }
+  hal::Event launch(uint32_t probe, uint64_t caller) {
+    hal::Event ev;
+    ev.pid = kPid;
+    ev.tid = kTid;
+    ev.kind = hal::EventKind::kLaunch;
+    ev.timed = false;
+    ev.caller = caller;
+    ev.op = probe ? "cuLaunchKernel" : "cudaLaunchKernel";
+    return ev;
+  }
+  LaunchNesting::Fate runtime() {
+    auto ev = launch(0, kApp + 0x10);
+    return nesting->on_launch(0, ev, out);
+  }
+  LaunchNesting::Fate driver() {
+    auto ev = launch(1, kRuntimeText + 0x40);
+    auto f = nesting->on_launch(1, ev, out);
+    if (f == LaunchNesting::Fate::kEmit) out.push_back(ev);
+    return f;
+  }
+};
+
+using Fate = LaunchNesting::Fate;
+
+// The runtime is proven once its launches nested 2,000 times in a row; its probes go then. A
+// runtime launch entered just before they went may have been read, held and released at the
+// end of a read cycle before its driver launch was read: that driver launch, the thread's next
+// record, is counted in it, not as a launch of its own (LaunchDetach.* saw 3,012 launches of
+// 3,011 when the reader went on reading while the probes were detached).
+TEST(LaunchNesting, ADriverLaunchOfARuntimeLaunchReleasedAtACyclesEndIsCountedOnce) {
+  Fixture f;
+  for (uint64_t i = 0; i <= LaunchNesting::kProofLaunches; ++i) {
+    ASSERT_EQ(f.runtime(), Fate::kHeld);
+    ASSERT_EQ(f.driver(), Fate::kFolded);
+  }
+  f.nesting->flush(f.out);
+  ASSERT_EQ(f.proven, std::vector<std::string>{"/fake/libcudart.so.13"});
+  f.out.clear();
+
+  // The last runtime launch before the probes went, released at a cycle's end; then its
+  // driver launch.
+  ASSERT_EQ(f.runtime(), Fate::kHeld);
+  f.nesting->flush(f.out);
+  ASSERT_EQ(f.out.size(), 1u);
+  EXPECT_EQ(f.out[0].op, "cudaLaunchKernel");
+  EXPECT_EQ(f.driver(), Fate::kFolded);
+  EXPECT_EQ(f.out.size(), 1u);
+
+  // From then on a driver launch made from the runtime's text is the runtime's launch.
+  EXPECT_EQ(f.driver(), Fate::kEmit);
+  ASSERT_EQ(f.out.size(), 2u);
+  EXPECT_EQ(f.out[1].op, "cudaLaunchKernel");
+  EXPECT_EQ(f.out[1].nested, 1u);
+  EXPECT_EQ(f.driver(), Fate::kEmit);
+  EXPECT_EQ(f.out.size(), 3u);
+  EXPECT_EQ(f.nesting->counters().renamed, 2u);
+}
+
+// A record of another kind between the released launch and the driver launch: the driver
+// launch is not that launch's (it would have come first), and is the runtime's own.
+TEST(LaunchNesting, AnotherRecordOfTheThreadEndsTheWait) {
+  Fixture f;
+  for (uint64_t i = 0; i <= LaunchNesting::kProofLaunches; ++i) {
+    ASSERT_EQ(f.runtime(), Fate::kHeld);
+    ASSERT_EQ(f.driver(), Fate::kFolded);
+  }
+  f.nesting->flush(f.out);
+  ASSERT_EQ(f.proven.size(), 1u);
+  f.out.clear();
+  ASSERT_EQ(f.runtime(), Fate::kHeld);
+  f.nesting->flush(f.out);
+  f.nesting->before_call(kTid, f.out);
+  EXPECT_EQ(f.driver(), Fate::kEmit);
+  EXPECT_EQ(f.out.size(), 2u);
+}
+
+}  // namespace
+}  // namespace ingero::capture
