@@ -31,11 +31,8 @@ namespace {
 
 TEST(CallRecordSize, ARecordWithEveryBlockIsShipped) {
   REQUIRE_BPF();
-  hal::BpfConfig cfg;
-  cfg.rings = {1u << 16, 1u << 16, 1u << 16};
-  cfg.stacks = false;
-  cfg.host_context = true;  // the scheduler's programs keep a thread's off-CPU time
-  auto session = hal::BpfSession::open(cfg);
+  // The scheduler's programs keep a thread's off-CPU time.
+  auto session = open_small_session(/*host_context=*/true);
   ASSERT_TRUE(session) << session.error().message;
   kernelside::HostPrograms host(**session);
   for (const auto& [program, st] : host.attach()) ASSERT_TRUE(st) << program;

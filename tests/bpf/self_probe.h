@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,15 @@
 #include "probe/record_decoder.h"
 
 namespace ingero::test {
+
+// A session with small rings and no stacks, the host programs loaded (not attached) if asked.
+inline Result<std::unique_ptr<hal::BpfSession>> open_small_session(bool host_context = false) {
+  hal::BpfConfig cfg;
+  cfg.rings = {1u << 16, 1u << 16, 1u << 16};
+  cfg.stacks = false;
+  cfg.host_context = host_context;
+  return hal::BpfSession::open(cfg);
+}
 
 // The links, as probe id 0; empty, with `why` set, when the function or the attach failed.
 inline std::vector<hal::Link> attach_to_self(hal::BpfSession& session, const hal::ProbeSpec& spec,

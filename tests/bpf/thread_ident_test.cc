@@ -28,10 +28,7 @@ namespace {
 
 TEST(ThreadIdent, ARenameShowsAtTheThreadsNextReadOneCallInSixteen) {
   REQUIRE_BPF();
-  hal::BpfConfig cfg;
-  cfg.rings = {1u << 16, 1u << 16, 1u << 16};
-  cfg.stacks = false;
-  auto session = hal::BpfSession::open(cfg);
+  auto session = open_small_session();
   ASSERT_TRUE(session) << session.error().message;
   constexpr hal::ProbeSpec kSync{.symbol = "ingero_test_ident_sync", .kind = hal::EventKind::kSync};
   std::string why;
