@@ -212,7 +212,7 @@ static __always_inline int emit_call_body(struct ingero_thread* t, struct ingero
     flags |= INGERO_CALL_OFFCPU;
   }
   /* The thread's name and cgroup: at its first record and at one in 16 of the records built
-   * here (two helper calls each, ~70 ns a timed call otherwise), as an untimed launch does. */
+   * here (two helper calls each, ~90 ns a timed call otherwise), as an untimed launch does. */
   if (!t->ident_comm[0] || (t->ident_seq++ & 15) == 0)
     off = put_ident(t, buf->b, INGERO_CALL_BUF, off, &flags);
   off = settled(buf, off, INGERO_CALL_BUF - 16 - INGERO_RETURN_READ_MAX - INGERO_ENTRY_READ_MAX);

@@ -2,21 +2,25 @@
 
 #include <algorithm>
 #include <atomic>
+#include <system_error>
 
 namespace ingero::hal {
 
 void close_links(std::vector<Link> links, size_t threads) {
-  size_t n = std::min(threads, links.size());
-  if (n <= 1) {
-    links.clear();
-    return;
-  }
   std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < links.size();) links[i] = Link{};
+  };
+  // The caller closes links too; a thread that cannot be started leaves its share to it.
   std::vector<std::thread> pool;
-  for (size_t t = 0; t < n; ++t)
-    pool.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < links.size();) links[i] = Link{};
-    });
+  for (size_t t = 1; t < std::min(threads, links.size()); ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work();
   for (auto& t : pool) t.join();
 }
 
@@ -32,10 +36,23 @@ LinkCloser::~LinkCloser() {
 void LinkCloser::close(std::vector<Link> links, std::function<void()> then) {
   {
     std::lock_guard lk(mu_);
-    jobs_.push_back({std::move(links), std::move(then)});
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    bool started = thread_.joinable();
+    if (!started) {
+      try {
+        thread_ = std::thread([this] { run(); });
+        started = true;
+      } catch (const std::system_error&) {
+      }
+    }
+    if (started) {
+      jobs_.push_back({std::move(links), std::move(then)});
+      wake_.notify_all();
+      return;
+    }
   }
-  wake_.notify_all();
+  // No thread could be started: the caller waits for the close, as it did before there was one.
+  links.clear();
+  if (then) then();
 }
 
 void LinkCloser::wait() {
