@@ -58,6 +58,16 @@ struct Fixture {
     auto ev = launch(0, kApp + 0x10);
     return nesting->on_launch(0, ev, out);
   }
+  // Launches that nest, until the runtime is proven; what they made is dropped.
+  void prove() {
+    for (uint64_t i = 0; i <= LaunchNesting::kProofLaunches; ++i) {
+      ASSERT_EQ(runtime(), LaunchNesting::Fate::kHeld);
+      ASSERT_EQ(driver(), LaunchNesting::Fate::kFolded);
+    }
+    nesting->flush(out);
+    ASSERT_EQ(proven, std::vector<std::string>{"/fake/libcudart.so.13"});
+    out.clear();
+  }
   LaunchNesting::Fate driver() {
     auto ev = launch(1, kRuntimeText + 0x40);
     auto f = nesting->on_launch(1, ev, out);
@@ -75,13 +85,8 @@ using Fate = LaunchNesting::Fate;
 // 3,011 when the reader went on reading while the probes were detached).
 TEST(LaunchNesting, ADriverLaunchOfARuntimeLaunchReleasedAtACyclesEndIsCountedOnce) {
   Fixture f;
-  for (uint64_t i = 0; i <= LaunchNesting::kProofLaunches; ++i) {
-    ASSERT_EQ(f.runtime(), Fate::kHeld);
-    ASSERT_EQ(f.driver(), Fate::kFolded);
-  }
-  f.nesting->flush(f.out);
-  ASSERT_EQ(f.proven, std::vector<std::string>{"/fake/libcudart.so.13"});
-  f.out.clear();
+  f.prove();
+  if (HasFatalFailure()) return;
 
   // The last runtime launch before the probes went, released at a cycle's end; then its
   // driver launch.
@@ -106,13 +111,8 @@ TEST(LaunchNesting, ADriverLaunchOfARuntimeLaunchReleasedAtACyclesEndIsCountedOn
 // launch is not that launch's (it would have come first), and is the runtime's own.
 TEST(LaunchNesting, AnotherRecordOfTheThreadEndsTheWait) {
   Fixture f;
-  for (uint64_t i = 0; i <= LaunchNesting::kProofLaunches; ++i) {
-    ASSERT_EQ(f.runtime(), Fate::kHeld);
-    ASSERT_EQ(f.driver(), Fate::kFolded);
-  }
-  f.nesting->flush(f.out);
-  ASSERT_EQ(f.proven.size(), 1u);
-  f.out.clear();
+  f.prove();
+  if (HasFatalFailure()) return;
   ASSERT_EQ(f.runtime(), Fate::kHeld);
   f.nesting->flush(f.out);
   f.nesting->before_call(kTid, f.out);
