@@ -14,12 +14,6 @@
 namespace ingero::app {
 namespace {
 
-int64_t wall_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 int64_t thread_cpu() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -29,8 +23,8 @@ int64_t thread_cpu() {
 }  // namespace
 
 DevicePoller::DevicePoller(const std::vector<const hal::VendorBackend*>& backends,
-                           const hal::DeviceSamplerOptions& opts)
-    : poll_ns_(opts.poll_ns), stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+                           const hal::DeviceSamplerOptions& opts, capture::TraceClock clock)
+    : poll_ns_(opts.poll_ns), clock_(clock), stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   for (const hal::VendorBackend* b : backends) {
     auto s = b->open_device_sampler(opts);
     if (!s)
@@ -102,19 +96,14 @@ void DevicePoller::start() {
 }
 
 void DevicePoller::run() {
-  auto mono = [] {
-    timespec t{};
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-  };
-  int64_t due = mono();
+  int64_t due = capture::mono_now_ns();
   while (true) {
-    poll_once(wall_ns());
+    poll_once(clock_.now());
     cpu_ns_ = thread_cpu();
     // The next poll one period after this one was due; a poll that ran long is not followed by
     // a burst of catch-up polls.
     due += poll_ns_;
-    int64_t wait = due - mono();
+    int64_t wait = due - capture::mono_now_ns();
     if (wait < 0) {
       due -= wait;
       wait = 0;

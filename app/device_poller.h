@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "capture/host_info.h"
 #include "hal/backend.h"
 #include "hal/device_sampler.h"
 #include "hal/event_sink.h"
@@ -25,9 +26,11 @@ namespace ingero::app {
 
 class DevicePoller {
  public:
-  // Opens the samplers of `backends` that have devices on this host.
+  // Opens the samplers of `backends` that have devices on this host. The thread's polls are
+  // stamped on `clock` (the session's).
   DevicePoller(const std::vector<const hal::VendorBackend*>& backends,
-               const hal::DeviceSamplerOptions& opts);
+               const hal::DeviceSamplerOptions& opts,
+               capture::TraceClock clock = {capture::mono_to_wall_offset_ns()});
   ~DevicePoller();  // stops the thread
   DevicePoller(const DevicePoller&) = delete;
   DevicePoller& operator=(const DevicePoller&) = delete;
@@ -64,6 +67,7 @@ class DevicePoller {
   std::vector<std::unique_ptr<hal::DeviceSampler>> samplers_;
   std::vector<std::string> notes_;
   int64_t poll_ns_;
+  capture::TraceClock clock_;
   std::mutex mu_;
   // The thread sleeps in ppoll() on this eventfd until its next poll; stop() writes it. (A wake
   // from ppoll costs the thread about half what a condition variable's timed wait did here.)

@@ -14,7 +14,7 @@ void Trace::start_devices() {
   o.poll_ns = int64_t(opts_.device_poll_ms) * 1'000'000;
   // Every registered backend's sampler, as the counter pollers (--backends selects probes);
   // --device-poll-ms 0 turns them off.
-  devices_ = std::make_unique<DevicePoller>(registry_.all(), o);
+  devices_ = std::make_unique<DevicePoller>(registry_.all(), o, clock_);
   if (!opts_.quiet) {
     for (const hal::DeviceSamplerInfo* i : devices_->infos())
       std::cerr << "ingero: device sampling every " << opts_.device_poll_ms << " ms: " << i->source
@@ -42,7 +42,7 @@ void Trace::drain_devices(bool final) {
   if (final) {
     // The thread stops; one last poll here takes the figures and events since its last one.
     devices_->stop();
-    devices_->poll_once(wall_now_ns());
+    devices_->poll_once(clock_.now());
   }
   DevicePoller::Batch b = devices_->take();
   device_rows_lost_ += b.dropped;

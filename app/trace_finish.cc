@@ -84,7 +84,7 @@ uint64_t Trace::stop_recording() {
 
 store::SessionEnd Trace::session_end(const hal::BpfStats& stats, uint64_t attached) const {
   store::SessionEnd end;
-  end.stopped_at_ns = wall_now_ns();
+  end.stopped_at_ns = clock_.now();
   end.attached_probes = attached;
   end.counters = session_counters(stats, pipeline_->counters().call_records, true);
   end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get(), kernels_.get());

@@ -55,7 +55,7 @@ void Trace::apply_retention(bool final) {
   int64_t t0 = mono_now_ns();
   while (final || mono_now_ns() - t0 < 40'000'000) {
     int64_t p0 = mono_now_ns();
-    auto pass = writer_->apply_retention(p, wall_now_ns(), final ? 20000 : 5000);
+    auto pass = writer_->apply_retention(p, clock_.now(), final ? 20000 : 5000);
     if (!final) retention_pause_max_ns_ = std::max(retention_pause_max_ns_, mono_now_ns() - p0);
     if (!pass) {
       if (!retention_warned_)
@@ -77,8 +77,9 @@ void Trace::fold_blocks() {
   int64_t p0 = mono_now_ns();
   // Seconds 2 s behind the clock are complete even when no call came since: summarised (and
   // then shippable and foldable) though the trace is idle.
-  (void)writer_->summarise_before(wall_now_ns() - store::kSummaryLagNs);
-  auto pass = writer_->fold_blocks(wall_now_ns() - int64_t(opts_.full_rows_s * 1e9), through);
+  int64_t now = clock_.now();
+  (void)writer_->summarise_before(now - store::kSummaryLagNs);
+  auto pass = writer_->fold_blocks(now - int64_t(opts_.full_rows_s * 1e9), through);
   fold_pause_max_ns_ = std::max(fold_pause_max_ns_, mono_now_ns() - p0);
   if (!pass) {
     if (!fold_warned_)
@@ -132,7 +133,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
   if (final || live_chains_.valid() || mono < next_chains_) return;
   pipeline_->commit();
   std::string db = db_;
-  int64_t to = wall_now_ns(), from = to - 300'000'000'000LL;
+  int64_t to = clock_.now(), from = to - 300'000'000'000LL;
   live_chains_ = std::async(std::launch::async, [db, from, to] {
     LiveAnalysis out;
     auto reader = store::TraceReader::open(db);

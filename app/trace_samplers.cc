@@ -14,7 +14,9 @@ HostSamplers::HostSamplers(hal::EventSink& sinks, capture::EventPipeline& pipeli
   if (pid_stats_fd >= 0) pstats_ = std::make_unique<kernelside::ProcessStatsReader>(pid_stats_fd);
 }
 
-void HostSamplers::start(int64_t mono_ns, int64_t wall_ns) {
+void HostSamplers::start(int64_t mono_ns, capture::TraceClock clock) {
+  clock_ = clock;
+  int64_t wall_ns = clock.wall(mono_ns);
   if (pstats_) (void)pstats_->read_deltas();
   snapshots_.sample(wall_ns);  // primes the CPU counters
   device_counters(wall_ns);
@@ -25,7 +27,7 @@ void HostSamplers::start(int64_t mono_ns, int64_t wall_ns) {
 }
 
 void HostSamplers::sample(int64_t mono, bool final) {
-  int64_t wall = capture::wall_now_ns();
+  int64_t wall = clock_.wall(mono);
   if (final || mono >= next_snapshot_) {
     snapshot(wall);
     next_snapshot_ = mono + 1'000'000'000;

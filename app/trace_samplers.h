@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capture/event_pipeline.h"
+#include "capture/host_info.h"
 #include "hal/backend.h"
 #include "hal/event_sink.h"
 #include "kernelside/host_decoder.h"
@@ -24,8 +25,9 @@ class HostSamplers {
   // as one. `pollers`: the backends whose poll_counters() read under `sysfs_root`.
   HostSamplers(hal::EventSink& sinks, capture::EventPipeline& pipeline, int pid_stats_fd,
                std::string sysfs_root, std::vector<const hal::VendorBackend*> pollers);
-  // Primes the counters: activity before the trace is not ours.
-  void start(int64_t mono_ns, int64_t wall_ns);
+  // Primes the counters: activity before the trace is not ours. Samples are stamped on `clock`
+  // (the session's).
+  void start(int64_t mono_ns, capture::TraceClock clock);
   // Samples what is due at `mono_ns`; `final` samples everything.
   void sample(int64_t mono_ns, bool final);
 
@@ -40,6 +42,7 @@ class HostSamplers {
   std::vector<const hal::VendorBackend*> pollers_;
   kernelside::SnapshotSampler snapshots_;
   std::unique_ptr<kernelside::ProcessStatsReader> pstats_;
+  capture::TraceClock clock_;
   int64_t pstats_wall_ = 0, pstats_mono_ = 0, next_pstats_ = 0, next_snapshot_ = 0;
 };
 

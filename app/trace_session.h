@@ -169,6 +169,7 @@ class Trace {
   int64_t last_metrics_ = 0;
   std::map<std::string, uint64_t> probe_counts_;  // attached probes by backend
   store::SessionInfo si_;
+  capture::TraceClock clock_;       // the session's: every time compared with its events
   std::map<int, uint64_t> rescan_;  // pid -> its first notification since the last re-scan
   TracedCommand cmd_;               // with -- COMMAND
   int64_t start_mono_ = 0;

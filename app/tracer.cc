@@ -353,8 +353,10 @@ int Trace::attach() {
   si_.cpu_model = hi.cpu_model;
   si_.cpu_cores = hi.cpu_cores;
   si_.mem_total_mib = hi.mem_total_mib;
-  si_.started_at_ns = wall_now_ns();
-  si_.mono_offset_ns = capture::mono_to_wall_offset_ns();
+  clock_.mono_to_wall_ns = capture::mono_to_wall_offset_ns();
+  pipeline_->clock = clock_;
+  si_.started_at_ns = clock_.now();
+  si_.mono_offset_ns = clock_.mono_to_wall_ns;
   for (auto p : session_->config().pids)
     si_.pid_filter += (si_.pid_filter.empty() ? "" : ",") + std::to_string(p);
   si_.flags = opts_.flags;
@@ -398,7 +400,7 @@ void Trace::loop() {
   samplers_ = std::make_unique<HostSamplers>(
       sinks_, *pipeline_, session_->config().host_context ? session_->pid_stats_fd() : -1,
       opts_.sysfs_root, registry_.all());
-  samplers_->start(start_mono_, wall_now_ns());
+  samplers_->start(start_mono_, clock_);
   start_devices();
   next_chains_ = start_mono_;
   const int64_t sec = 1'000'000'000;

@@ -24,7 +24,7 @@ void EventPipeline::note_pid(uint32_t pid, const char* comm) {
       if (c == '\0') c = ' ';
   }
   if (name.empty()) name = std::string(comm, strnlen(comm, INGERO_COMM_LEN));  // already exited
-  (void)out_.on_process(pid, name, cmdline, wall_now_ns());
+  (void)out_.on_process(pid, name, cmdline, clock.now());
 }
 
 uint64_t EventPipeline::resolve_stack(uint32_t pid, uint64_t hash) {

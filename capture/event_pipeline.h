@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capture/host_info.h"
 #include "hal/communicator_join.h"
 #include "hal/event_sink.h"
 #include "probe/record_decoder.h"
@@ -49,6 +50,8 @@ class EventPipeline {
   std::function<void(int pid, uint64_t mono_ns)> on_libwatch;
   // Whether to read /proc/PID/{comm,cmdline} for each new pid (off in benchmarks).
   bool read_proc = true;
+  // The session's clock: when a process was first seen.
+  TraceClock clock{mono_to_wall_offset_ns()};
   // Stack records and call-to-stack links (null: stacks are not collected).
   StackCollector* stacks = nullptr;
   // Folds the driver launches made inside runtime launches, both seen at entry (null: every

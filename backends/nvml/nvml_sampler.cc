@@ -14,6 +14,12 @@ constexpr unsigned int kEventWaitMs = 200;       // how soon the event thread se
 
 int64_t clamp_period(int64_t p) { return std::clamp<int64_t>(p, 0, kMaxPeriodNs); }
 
+int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 std::string text(const char* buf) { return std::string(buf, strnlen(buf, 96)); }
 
 }  // namespace
@@ -276,11 +282,7 @@ void NvmlSampler::event_loop() {
 }
 
 void NvmlSampler::add_event(hal::DeviceEvent e) {
-  if (!e.ts_ns) {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    e.ts_ns = int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-  }
+  if (!e.ts_ns) e.ts_ns = realtime_ns() - realtime_ahead_ns_.load();
   std::lock_guard<std::mutex> g(mu_);
   if (pending_.size() < 10'000) pending_.push_back(std::move(e));
 }
@@ -334,9 +336,9 @@ void NvmlSampler::per_process(Device& d, int64_t wall_ns, std::vector<hal::Devic
       for (unsigned int i = 0; i < n; ++i) {
         const auto& u = util_buf_[i];
         if (u.timeStamp <= d.last_seen_us && d.last_seen_us) continue;
-        // NVML stamps samples with the CPU clock in microseconds; anything far from the wall
-        // clock is not on it, and the poll's time stands in.
-        int64_t ts = int64_t(u.timeStamp) * 1000;
+        // NVML stamps samples with the CPU's wall clock in microseconds, taken to the poll's
+        // clock; anything far from it is not on that clock, and the poll's time stands in.
+        int64_t ts = int64_t(u.timeStamp) * 1000 - realtime_ahead_ns_.load();
         if (std::llabs(ts - wall_ns) > 60'000'000'000LL) ts = wall_ns;
         auto prev = d.last_pid_ns.find(u.pid);
         int64_t period = prev == d.last_pid_ns.end() ? poll_ns_ : ts - prev->second;
@@ -456,6 +458,7 @@ void NvmlSampler::slow_figures(Device& d, hal::DeviceSample& s, int64_t wall_ns)
 
 std::vector<hal::DeviceSample> NvmlSampler::poll(int64_t wall_ns, const std::vector<uint32_t>&) {
   std::vector<hal::DeviceSample> out;
+  realtime_ahead_ns_ = realtime_ns() - wall_ns;
   // The slow figures on the first poll and then about once a second.
   bool slow = polls_++ % std::max<int64_t>(1, kSlowPeriodNs / std::max<int64_t>(1, poll_ns_)) == 0;
   for (Device& d : devices_) {

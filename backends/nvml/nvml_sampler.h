@@ -81,6 +81,9 @@ class NvmlSampler final : public hal::DeviceSampler {
   nvmlEventSet_t event_set_ = nullptr;
   std::thread event_thread_;
   std::atomic<bool> stop_{false};
+  // CLOCK_REALTIME minus the poll's clock (the session's, which a step of the wall clock while
+  // tracing does not move), at the last poll: NVML's own timestamps are CLOCK_REALTIME.
+  std::atomic<int64_t> realtime_ahead_ns_{0};
   std::mutex mu_;
   std::vector<hal::DeviceEvent> pending_;
 };

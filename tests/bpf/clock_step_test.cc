@@ -1,0 +1,92 @@
+// The wall clock steps while ingero traces (NTP correcting a drifted host, a VM resumed from a
+// snapshot): the tracer stamps events with CLOCK_MONOTONIC shifted once to Unix time, and every
+// other time it stores or compares with them (the session's end, the analysis window, the
+// retention cut, the host snapshots) must be on that same clock, or a step splits them. A
+// stand-in (LD_PRELOAD, tests/fake_vendor/clock_step.c) steps CLOCK_REALTIME by an hour once
+// the planted training loop is done; the session must still hold every call, find the loop's
+// hidden sync, and bound every row it stored.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "test_paths.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+constexpr int64_t kHour = 3'600'000'000'000LL;
+
+struct Stepped {
+  std::string db;
+  TraceRun run;
+  int64_t decoded = -1;  // the calls the tracer says it decoded
+};
+
+// A per-row sync loop (30 steps), 1.5 s idle, the step, then 2.5 s more: host snapshots,
+// retention passes and the live analysis run on both sides of it before the session ends.
+Stepped trace_through_a_step(const std::string& name, int64_t step_ns,
+                             const std::vector<std::string>& flags) {
+  std::string dir = temp_path(name);
+  std::filesystem::create_directories(dir);
+  Stepped s{temp_path(name + ".db"), {}, -1};
+  std::string script = "chrt -f 20 " + std::string(INGERO_STEP_FAULTS) +
+                       " rowsync 30; sleep 1.5; touch " + dir + "/step; sleep 2.5";
+  std::vector<std::string> extra = {"--prometheus", "127.0.0.1:0"};
+  extra.insert(extra.end(), flags.begin(), flags.end());
+  s.run = trace_command(s.db, {"/bin/sh", "-c", script}, extra,
+                        {"LD_PRELOAD=" INGERO_CLOCK_STEP, "CLOCK_STEP_FILE=" + dir + "/step",
+                         "CLOCK_STEP_NS=" + std::to_string(step_ns)});
+  std::smatch m;
+  if (std::regex_search(s.run.err, m, std::regex(R"(stopped \([^)]*\): (\d+) calls)")))
+    s.decoded = std::stoll(m[1]);
+  return s;
+}
+
+// Every call stored, every stored row within the session, the planted finding found.
+void expect_one_clock(const Stepped& s) {
+  ASSERT_EQ(s.run.rc, 0) << s.run.err;
+  ASSERT_GT(s.decoded, 3000) << s.run.err;
+  EXPECT_EQ(query_int(s.db, "SELECT count(*) FROM calls"), s.decoded);
+  for (const char* sql :
+       {"SELECT count(*) FROM calls c, sessions s WHERE c.ts_ns NOT BETWEEN s.started_at AND "
+        "s.stopped_at",
+        "SELECT count(*) FROM system_snapshots x, sessions s WHERE x.timestamp NOT BETWEEN "
+        "s.started_at AND s.stopped_at",
+        "SELECT count(*) FROM process_stats x, sessions s WHERE x.timestamp NOT BETWEEN "
+        "s.started_at AND s.stopped_at"})
+    EXPECT_EQ(query_int(s.db, sql), 0) << sql;
+  // Nothing was old enough for retention, and nothing went (a cut an hour ahead leaves each
+  // table its newest row): the per-second summaries count every call, and there is a snapshot
+  // a second over the 4 s.
+  EXPECT_EQ(query_rows(s.db, "SELECT retention_calls, retention_events FROM sessions"),
+            (std::vector<std::vector<std::string>>{{"0", "0"}}));
+  EXPECT_EQ(query_int(s.db, "SELECT sum(calls) FROM call_seconds"), s.decoded);
+  EXPECT_GE(query_int(s.db, "SELECT count(*) FROM system_snapshots"), 4);
+  EXPECT_EQ(query_rows(s.db, "SELECT rule FROM causal_chains"),
+            (std::vector<std::vector<std::string>>{{"hidden_sync"}}))
+      << s.run.err;
+}
+
+TEST(ClockStep, AWallClockSteppedBackAnHourSplitsNothing) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STEP_FAULTS);
+  REQUIRE_FILE(INGERO_CLOCK_STEP);
+  REQUIRE_FILE("/usr/bin/chrt");
+  auto s = trace_through_a_step("back", -kHour, {});
+  expect_one_clock(s);
+}
+
+// Forward, with a 10-minute retention: a cut taken on the stepped clock would drop every call.
+TEST(ClockStep, AWallClockSteppedForwardAnHourKeepsTheRetainedWindow) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STEP_FAULTS);
+  REQUIRE_FILE(INGERO_CLOCK_STEP);
+  REQUIRE_FILE("/usr/bin/chrt");
+  auto s = trace_through_a_step("forward", kHour, {"--retain", "10m"});
+  expect_one_clock(s);
+}
+
+}  // namespace
+}  // namespace ingero::test
