@@ -26,12 +26,6 @@ struct Opts {
   bool json = false;
 };
 
-int64_t wall_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-}
-
 std::string args_text(const hal::Event& e) {
   std::string s;
   for (size_t i = 0; i < hal::kFieldCount; ++i) {
@@ -70,7 +64,7 @@ int run_status(const Opts& o) {
   }
   const store::LatestSession& s = *read->session;
   store::SqlTraceSource source(**reader);
-  int64_t at = wall_now();
+  int64_t at = store::session_now_ns(s);
   bool live = read->live;
   auto stuck = engine::stuck_threads(source, std::move(read->rows), live, at);
   std::string after = s.inflight_after_s < 0 ? ""

@@ -25,7 +25,8 @@ struct StuckThread {
   std::string line;  // engine::hang_line
 };
 
-// The rows as people read them, longest wait first. `now_ns`: wall clock, used when `live`.
+// The rows as people read them, longest wait first. `now_ns`: now on the clock the rows are
+// stamped with (store::session_now_ns), used when `live`.
 std::vector<StuckThread> stuck_threads(TraceSource& source, std::vector<InflightRow> rows,
                                        bool live, int64_t now_ns);
 

@@ -1,5 +1,8 @@
 #include "store/inflight_rows.h"
 
+#include <time.h>
+#include <unistd.h>
+
 #include "store/schema.h"
 
 namespace ingero::store {
@@ -86,7 +89,8 @@ ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {
     return db.column_exists("sessions", c) ? std::string(c) : std::string(dflt);
   };
   auto st = db.prepare("SELECT id, " + col("node", "''") + ", " + col("stopped_at", "0") + ", " +
-                       col("flags", "''") + " FROM sessions ORDER BY id DESC LIMIT 1");
+                       col("flags", "''") + ", " + col("host", "''") + ", " +
+                       col("mono_offset_ns", "0") + " FROM sessions ORDER BY id DESC LIMIT 1");
   if (!st) return st.error();
   auto r = st->step();
   if (!r) return r.error();
@@ -95,12 +99,27 @@ ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {
   s.id = st->int64(0);
   s.node = st->text(1);
   s.stopped_at = st->int64(2);
+  s.host = st->text(4);
+  s.mono_offset_ns = st->int64(5);
   // flags: "...,inflight-after=5,..." (seconds) as app/cmd_trace.cc writes it.
   std::string flags = "," + st->text(3) + ",";
   const std::string key = ",inflight-after=";
   if (auto at = flags.find(key); at != std::string::npos)
     s.inflight_after_s = std::strtod(flags.c_str() + at + key.size(), nullptr);
   return std::optional<LatestSession>{s};
+}
+
+int64_t session_now_ns(const LatestSession& s) {
+  auto clock_ns = [](clockid_t c) {
+    timespec ts{};
+    clock_gettime(c, &ts);
+    return int64_t(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+  };
+  char host[256] = {};
+  if (s.mono_offset_ns && !s.host.empty() && gethostname(host, sizeof(host) - 1) == 0 &&
+      s.host == host)
+    return clock_ns(CLOCK_MONOTONIC) + s.mono_offset_ns;
+  return clock_ns(CLOCK_REALTIME);
 }
 
 }  // namespace ingero::store

@@ -93,11 +93,16 @@ bool trace_being_written(const std::string& path);
 // the session did not record one, 0 when it was off). nullopt: no session.
 struct LatestSession {
   int64_t id = 0;
-  std::string node;
+  std::string node, host;
   int64_t stopped_at = 0;
   double inflight_after_s = -1;
+  int64_t mono_offset_ns = 0;  // the session's clock: CLOCK_MONOTONIC + this (0: unknown)
 };
 ingero::Result<std::optional<LatestSession>> latest_session(Db& db);
+// Now, on the clock the session stamps its rows with: on the host that traces it (its name),
+// this host's CLOCK_MONOTONIC + the session's offset, so that a wall clock stepped since the
+// session began does not lengthen or shorten a wait by the step; elsewhere, the wall clock.
+int64_t session_now_ns(const LatestSession& s);
 
 }  // namespace ingero::store
 

@@ -7,10 +7,16 @@
 // hidden sync, and bound every row it stored.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <thread>
 
 #include "test_paths.h"
+#include "tests/support/run_ingero.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -86,6 +92,49 @@ TEST(ClockStep, AWallClockSteppedForwardAnHourKeepsTheRetainedWindow) {
   REQUIRE_FILE("/usr/bin/chrt");
   auto s = trace_through_a_step("forward", kHour, {"--retain", "10m"});
   expect_one_clock(s);
+}
+
+// `ingero status` on a live trace whose tracer's wall clock was an hour behind when it started
+// (the host's clock has been stepped since): a sync hung for a few seconds has been hung for a
+// few seconds, not an hour and a few seconds.
+TEST(ClockStep, StatusCountsAWaitOnTheSessionsClock) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CLOCK_STEP);
+  REQUIRE_FILE(INGERO_HANG_SYNC);
+  using namespace std::chrono_literals;
+  std::string dir = temp_path("status");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/step") << "";
+  std::string db = temp_path("status.db");
+  auto tracer =
+      Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--inflight-after", "1s"},
+                        {"LD_PRELOAD=" INGERO_CLOCK_STEP, "CLOCK_STEP_FILE=" + dir + "/step",
+                         "CLOCK_STEP_NS=" + std::to_string(-kHour), "VIRTUAL_ENV=" INGERO_FAKE_VENV,
+                         "CUDA_HOME=" INGERO_FAKE_CUDA_HOME});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", 60s)) << tracer.err();
+  auto hung = Subprocess::spawn({INGERO_HANG_SYNC, INGERO_FAKE_CUDART},
+                                {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
+                                 "CUDA_HOME=" INGERO_FAKE_CUDA_HOME, "INGERO_FAKE_SYNC_FD=0"});
+  ASSERT_TRUE(hung.wait_stdout_line("entering", 20s));
+  auto entered = std::chrono::steady_clock::now();
+  // Its row, once the tracer has reported it (after 1 s in the sync).
+  for (auto until = entered + 30s; std::chrono::steady_clock::now() < until &&
+                                   query_rows(db, "SELECT 1 FROM inflight").empty();)
+    std::this_thread::sleep_for(200ms);
+  auto st = run_ingero({"status", "--db", db});
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
+  ASSERT_EQ(st.rc, 0) << st.err;
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(st.out, m, std::regex("inside `cudaStreamSynchronize` for ([0-9.]+) s")))
+      << st.out;
+  // Between the report's 1 s and the time since the sync began here (+1 s of rounding).
+  EXPECT_GE(std::stod(m[1]), 1.0) << st.out;
+  EXPECT_LE(std::stod(m[1]), waited + 1.0) << st.out;
+  hung.write_stdin("x");
+  EXPECT_TRUE(hung.wait_stdout_line("returned 0", 20s));
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(60s), 0) << tracer.err();
 }
 
 }  // namespace
