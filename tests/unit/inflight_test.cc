@@ -3,6 +3,8 @@
 // stuck thread, and `ingero status` on a file no tracer writes (the gauges:
 // inflight_metrics_test.cc).
 #include <gtest/gtest.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -373,6 +375,39 @@ TEST(InflightStore, NewVersionsTakeNewIdsAndMergeCarriesThem) {
                              "inflight i, sessions s"),
             (std::vector<std::vector<std::string>>{
                 {"gpu-z", "in_flight", "cudaStreamSynchronize", std::to_string(0xabc), "1"}}));
+}
+
+// "Now" for a live session's waits: on the host that traces it, this host's monotonic clock +
+// the session's offset (its rows' clock, which a step of the wall clock does not move);
+// elsewhere, or without an offset, the wall clock.
+TEST(InflightStore, ALiveSessionsNowIsItsOwnClockOnItsHost) {
+  auto clock_ns = [](clockid_t c) {
+    timespec ts{};
+    clock_gettime(c, &ts);
+    return int64_t(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+  };
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  constexpr int64_t kHour = 3'600'000'000'000LL;
+  store::LatestSession s;
+  s.host = host;
+  // The session's clock an hour ahead of this host's wall clock.
+  s.mono_offset_ns = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC) + kHour;
+  auto ahead = [&] { return double(store::session_now_ns(s) - clock_ns(CLOCK_REALTIME)) / 1e9; };
+  EXPECT_NEAR(ahead(), 3600.0, 1.0);
+  s.host = std::string(host) + "-elsewhere";
+  EXPECT_NEAR(ahead(), 0.0, 1.0);
+  s.host = host;
+  s.mono_offset_ns = 0;
+  EXPECT_NEAR(ahead(), 0.0, 1.0);
+  // The file's latest session carries both.
+  std::string path = write_stuck_file("inflight-clock.db");
+  auto reader = store::TraceReader::open(path);
+  ASSERT_TRUE(reader);
+  auto latest = store::latest_session((*reader)->db());
+  ASSERT_TRUE(latest && *latest);
+  EXPECT_EQ((*latest)->mono_offset_ns, kOffset);
+  EXPECT_EQ((*latest)->host, "");
 }
 
 // While a tracer holds the file's writer lock, the wait counts to now, and status says so.
