@@ -71,8 +71,9 @@ class Trace {
   int run();
 
  private:
-  int open();    // the trace file, the command (held), the BPF object, the pipeline
-  int attach();  // tracepoints, sampler, call probes, the session row; releases the command
+  int open();            // the trace file, the command (held), the BPF object, the pipeline
+  int attach();          // tracepoints, sampler, call probes, the session row; releases the command
+  bool begin_session();  // the session row (on its clock: clock_); false when it failed
   void loop();   // reads the rings until a duration passes, a signal arrives or the command exits
   int finish();  // stops the command first, drains, records the session, reports
   // finish()'s steps (app/trace_finish.cc). Nothing is recorded after stop_recording (the

@@ -305,6 +305,34 @@ int Trace::open() {
   return kExitOk;
 }
 
+// The session's row: this host, the session's clock (capture::TraceClock: every time it
+// stores is on it), the pid filter, flags and backends.
+bool Trace::begin_session() {
+  capture::HostInfo hi = capture::read_host_info();
+  si_.node = opts_.node.empty() ? hi.hostname : opts_.node;
+  si_.host = hi.hostname;
+  si_.kernel = hi.kernel;
+  si_.os_release = hi.os_release;
+  si_.cpu_model = hi.cpu_model;
+  si_.cpu_cores = hi.cpu_cores;
+  si_.mem_total_mib = hi.mem_total_mib;
+  clock_.mono_to_wall_ns = capture::mono_to_wall_offset_ns();
+  pipeline_->clock = clock_;
+  si_.started_at_ns = clock_.now();
+  si_.mono_offset_ns = clock_.mono_to_wall_ns;
+  for (auto p : session_->config().pids)
+    si_.pid_filter += (si_.pid_filter.empty() ? "" : ",") + std::to_string(p);
+  si_.flags = opts_.flags;
+  si_.tracer_pid = uint32_t(getpid());  // chains that find the tracer among preemptors say so
+  for (auto* b : backends_)
+    si_.backends += (si_.backends.empty() ? "" : ",") + std::string(b->name());
+  if (auto sid = writer_->begin_session(si_); !sid) {
+    std::cerr << "ingero trace: " << sid.error().message << "\n";
+    return false;
+  }
+  return true;
+}
+
 int Trace::attach() {
   auto fail = [&](const std::string& what) {
     std::cerr << "ingero trace: " << what << "\n";
@@ -345,28 +373,7 @@ int Trace::attach() {
     print_libraries(libs);
   }
 
-  capture::HostInfo hi = capture::read_host_info();
-  si_.node = opts_.node.empty() ? hi.hostname : opts_.node;
-  si_.host = hi.hostname;
-  si_.kernel = hi.kernel;
-  si_.os_release = hi.os_release;
-  si_.cpu_model = hi.cpu_model;
-  si_.cpu_cores = hi.cpu_cores;
-  si_.mem_total_mib = hi.mem_total_mib;
-  clock_.mono_to_wall_ns = capture::mono_to_wall_offset_ns();
-  pipeline_->clock = clock_;
-  si_.started_at_ns = clock_.now();
-  si_.mono_offset_ns = clock_.mono_to_wall_ns;
-  for (auto p : session_->config().pids)
-    si_.pid_filter += (si_.pid_filter.empty() ? "" : ",") + std::to_string(p);
-  si_.flags = opts_.flags;
-  si_.tracer_pid = uint32_t(getpid());  // chains that find the tracer among preemptors say so
-  for (auto* b : backends_)
-    si_.backends += (si_.backends.empty() ? "" : ",") + std::string(b->name());
-  if (auto sid = writer_->begin_session(si_); !sid) {
-    std::cerr << "ingero trace: " << sid.error().message << "\n";
-    return kExitFailure;
-  }
+  if (!begin_session()) return kExitFailure;
   if (shipper_) shipper_->start();
   if (otlp_config_) {
     otlp_ = make_otlp_exporter(opts_, std::move(*otlp_config_),
