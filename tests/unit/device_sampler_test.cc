@@ -110,6 +110,23 @@ TEST(NvmlSampler, MissingOptionalFunctionsLeaveTheirFiguresAbsent) {
   EXPECT_GE(w[1].period_ns, 30'000'000);
 }
 
+// NVML stamps per-process samples with the CPU's wall clock; the poll's clock is the trace's
+// (CLOCK_MONOTONIC shifted once at its start), which a step of the wall clock since does not
+// move. With the trace's clock 10 s behind the wall clock, a sample NVML stamped "now" is
+// stamped at the poll's now, not 10 s after it (and a step under the 60 s sanity bound would
+// otherwise stand).
+TEST(NvmlSampler, PerProcessSamplesAreStampedOnThePollsClock) {
+  script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2 used=123456\n");
+  auto s = backends::nvml::NvmlSampler::open(nvml_options(kFull));
+  ASSERT_TRUE(s) << s.error().message;
+  constexpr int64_t kBehind = 10'000'000'000;
+  int64_t t0 = wall() - kBehind;
+  auto v = (*s)->poll(t0, {});
+  ASSERT_EQ(v.size(), 2u);
+  ASSERT_EQ(v[1].pid, 4242u);
+  EXPECT_LE(std::llabs(v[1].ts_ns - t0), 1'000'000'000) << v[1].ts_ns - t0;
+}
+
 TEST(NvmlSampler, EveryFigureEccRisesAndXidEvents) {
   script(std::string(kDevice) +
          "proc device=0 pid=4242 sm=9 mem=2 used=123456\n"
