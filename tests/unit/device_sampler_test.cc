@@ -116,7 +116,9 @@ TEST(NvmlSampler, MissingOptionalFunctionsLeaveTheirFiguresAbsent) {
 // stamped at the poll's now, not 10 s after it (and a step under the 60 s sanity bound would
 // otherwise stand).
 TEST(NvmlSampler, PerProcessSamplesAreStampedOnThePollsClock) {
-  script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2 used=123456\n");
+  script(std::string(kDevice) +
+         "proc device=0 pid=4242 sm=9 mem=2 used=123456\n"
+         "xid device=0 code=79 after_ms=300\n");
   auto s = backends::nvml::NvmlSampler::open(nvml_options(kFull));
   ASSERT_TRUE(s) << s.error().message;
   constexpr int64_t kBehind = 10'000'000'000;
@@ -125,6 +127,15 @@ TEST(NvmlSampler, PerProcessSamplesAreStampedOnThePollsClock) {
   ASSERT_EQ(v.size(), 2u);
   ASSERT_EQ(v[1].pid, 4242u);
   EXPECT_LE(std::llabs(v[1].ts_ns - t0), 1'000'000'000) << v[1].ts_ns - t0;
+  // An Xid, received on the sampler's own thread after the poll: on the same clock.
+  std::vector<hal::DeviceEvent> events;
+  for (int i = 0; i < 300 && events.empty(); ++i) {
+    events = (*s)->take_events();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_GE(events[0].ts_ns - t0, 0);
+  EXPECT_LE(events[0].ts_ns - t0, 4'000'000'000) << events[0].ts_ns - t0;
 }
 
 TEST(NvmlSampler, EveryFigureEccRisesAndXidEvents) {
