@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "test_paths.h"
+#include "tests/support/http_client.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
@@ -30,15 +31,16 @@ struct Stepped {
   int64_t decoded = -1;  // the calls the tracer says it decoded
 };
 
-// A per-row sync loop (30 steps), 1.5 s idle, the step, then 2.5 s more: host snapshots,
-// retention passes and the live analysis run on both sides of it before the session ends.
+// A per-row sync loop (40 steps: more calls than a block holds), 1.5 s idle, the step, then
+// 2.5 s more: host snapshots, retention and folding passes and the live analysis run on both
+// sides of it before the session ends.
 Stepped trace_through_a_step(const std::string& name, int64_t step_ns,
                              const std::vector<std::string>& flags) {
   std::string dir = temp_path(name);
   std::filesystem::create_directories(dir);
   Stepped s{temp_path(name + ".db"), {}, -1};
   std::string script = "chrt -f 20 " + std::string(INGERO_STEP_FAULTS) +
-                       " rowsync 30; sleep 1.5; touch " + dir + "/step; sleep 2.5";
+                       " rowsync 40; sleep 1.5; touch " + dir + "/step; sleep 2.5";
   std::vector<std::string> extra = {"--prometheus", "127.0.0.1:0"};
   extra.insert(extra.end(), flags.begin(), flags.end());
   s.run = trace_command(s.db, {"/bin/sh", "-c", script}, extra,
@@ -53,8 +55,10 @@ Stepped trace_through_a_step(const std::string& name, int64_t step_ns,
 // Every call stored, every stored row within the session, the planted finding found.
 void expect_one_clock(const Stepped& s) {
   ASSERT_EQ(s.run.rc, 0) << s.run.err;
-  ASSERT_GT(s.decoded, 3000) << s.run.err;
+  ASSERT_GT(s.decoded, 4096) << s.run.err;
+  // Every call keeps its row: none is older than --full-rows.
   EXPECT_EQ(query_int(s.db, "SELECT count(*) FROM calls"), s.decoded);
+  EXPECT_EQ(query_int(s.db, "SELECT coalesce(sum(calls), 0) FROM call_runs"), 0);
   for (const char* sql :
        {"SELECT count(*) FROM calls c, sessions s WHERE c.ts_ns NOT BETWEEN s.started_at AND "
         "s.stopped_at",
@@ -84,14 +88,60 @@ TEST(ClockStep, AWallClockSteppedBackAnHourSplitsNothing) {
   expect_one_clock(s);
 }
 
-// Forward, with a 10-minute retention: a cut taken on the stepped clock would drop every call.
+// Forward, with a 10-minute retention and rows kept 10 minutes: cuts taken on the stepped clock
+// would drop the full block of calls and fold the rest.
 TEST(ClockStep, AWallClockSteppedForwardAnHourKeepsTheRetainedWindow) {
   REQUIRE_BPF();
   REQUIRE_FILE(INGERO_STEP_FAULTS);
   REQUIRE_FILE(INGERO_CLOCK_STEP);
   REQUIRE_FILE("/usr/bin/chrt");
-  auto s = trace_through_a_step("forward", kHour, {"--retain", "10m"});
+  auto s = trace_through_a_step("forward", kHour, {"--retain", "10m", "--full-rows", "10m"});
   expect_one_clock(s);
+}
+
+// Forward, with rows kept 10 minutes and no retention: a fold cut on the stepped clock would take
+// the rows of the full block of calls.
+TEST(ClockStep, AWallClockSteppedForwardAnHourFoldsNoRecentCall) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STEP_FAULTS);
+  REQUIRE_FILE(INGERO_CLOCK_STEP);
+  REQUIRE_FILE("/usr/bin/chrt");
+  auto s = trace_through_a_step("fold", kHour, {"--full-rows", "10m"});
+  expect_one_clock(s);
+}
+
+// The live analysis (every 30 s, behind ingero_causal_chains_active) looks at the last 5
+// minutes on the session's clock: after the wall clock went back an hour, the next one still
+// finds the loop's hidden sync (HIGH) that ran just before the step.
+TEST(ClockStep, TheLiveAnalysisAfterAStepBackFindsTheRecentLoop) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STEP_FAULTS);
+  REQUIRE_FILE(INGERO_CLOCK_STEP);
+  REQUIRE_FILE("/usr/bin/chrt");
+  using namespace std::chrono_literals;
+  std::string dir = temp_path("live");
+  std::filesystem::create_directories(dir);
+  std::string script = "chrt -f 20 " + std::string(INGERO_STEP_FAULTS) +
+                       " rowsync 40 > /dev/null; touch " + dir + "/step; while [ ! -e " + dir +
+                       "/stop ]; do sleep 0.1; done";
+  int port = free_tcp_port();
+  auto tracer = Subprocess::spawn(
+      {INGERO_BIN, "trace", "--no-live", "--db", temp_path("live.db"), "--prometheus",
+       "127.0.0.1:" + std::to_string(port), "--", "/bin/sh", "-c", script},
+      {"LD_PRELOAD=" INGERO_CLOCK_STEP, "CLOCK_STEP_FILE=" + dir + "/step",
+       "CLOCK_STEP_NS=" + std::to_string(-kHour)});
+  std::string high;
+  std::regex gauge("\\ningero_causal_chains_active\\{severity=\"HIGH\"\\} ([0-9]+)");
+  for (auto until = std::chrono::steady_clock::now() + 50s;
+       high != "1" && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(500ms);
+    HttpResponse m = http_get("127.0.0.1", port, "/metrics");
+    std::smatch g;
+    if (m.status == 200 && std::regex_search(m.body, g, gauge)) high = g[1];
+  }
+  EXPECT_EQ(high, "1") << tracer.err();
+  std::ofstream(dir + "/stop") << "";
+  EXPECT_EQ(tracer.wait(60s), 0) << tracer.err();
 }
 
 // `ingero status` on a live trace whose tracer's wall clock was an hour behind when it started
