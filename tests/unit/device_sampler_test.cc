@@ -15,6 +15,7 @@
 #include "backends/amdgpu/amdgpu_backend.h"
 #include "backends/nvml/nvml_backend.h"
 #include "backends/nvml/nvml_sampler.h"
+#include "capture/host_info.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 
@@ -246,6 +247,31 @@ TEST(NvmlSampler, PollerThreadPollsEveryPeriod) {
   EXPECT_GE(whole, 5u);
   EXPECT_EQ(mine, whole);  // one per-process sample a poll
   EXPECT_EQ(batch.dropped, 0u);
+}
+
+// The poller's thread stamps its polls on the clock it is given (the session's): with that
+// clock 10 s behind the wall clock, every sample, whole-device and per-process, is near its
+// now, not the wall clock's.
+TEST(NvmlSampler, PollerThreadStampsOnTheSessionsClock) {
+  script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2\n");
+  auto b = backends::make_nvml_backend(kPartial);
+  hal::DeviceSamplerOptions o = nvml_options(kPartial);
+  o.poll_ns = 20'000'000;
+  constexpr int64_t kBehind = 10'000'000'000;
+  capture::TraceClock clock{capture::mono_to_wall_offset_ns() - kBehind};
+  app::DevicePoller poller({b.get()}, o, clock);
+  ASSERT_TRUE(poller.active());
+  int64_t from = clock.now();
+  poller.start();
+  while (poller.polls() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  poller.stop();
+  int64_t to = clock.now();
+  auto batch = poller.take();
+  ASSERT_GE(batch.samples.size(), 6u);
+  for (const auto& x : batch.samples) {
+    EXPECT_GE(x.ts_ns, from - 1'000'000'000) << x.pid.value_or(0);
+    EXPECT_LE(x.ts_ns, to) << x.pid.value_or(0);
+  }
 }
 
 struct FakeAmd {
