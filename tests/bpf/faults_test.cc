@@ -56,6 +56,8 @@ bool stack_names(const nlohmann::json& chain, const std::string& function,
 struct Planted {
   std::map<std::string, std::string> lines;
   nlohmann::json chains;
+  // For a failure: the tracer's stderr and explain's text report (steps, sites, every chain).
+  std::string report;
 };
 
 Planted plant(const std::string& mode, int steps, const std::vector<std::string>& extra = {},
@@ -66,9 +68,12 @@ Planted plant(const std::string& mode, int steps, const std::vector<std::string>
   cmd.insert(cmd.end(), extra.begin(), extra.end());
   auto run = trace_command(db, cmd, flags);
   EXPECT_EQ(run.rc, 0) << run.err;
-  Planted p{keyed(run.out), nlohmann::json::array()};
+  Planted p{keyed(run.out), nlohmann::json::array(), ""};
   EXPECT_EQ(p.lines["steps"], std::to_string(steps)) << run.out;
   p.chains = explain(db)["chains"];
+  std::string text, err;
+  run_command({INGERO_BIN, "explain", "--db", db, "--all-chains"}, &text, &err);
+  p.report = run.err + "\n" + text;
   return p;
 }
 
@@ -85,6 +90,7 @@ Planted plant(const std::string& mode, int steps, const std::vector<std::string>
 TEST(Faults, DataLoaderBusyLoopIsStarvationInTheDecodeLoop) {
   REQUIRE_PLANTED();
   auto p = plant("loader", 30);
+  SCOPED_TRACE(p.report);
   ASSERT_FALSE(p.chains.empty());
   const auto& c = p.chains[0];
   EXPECT_EQ(c["rule"], "data_loader_starvation") << c.dump(2);
@@ -98,6 +104,7 @@ TEST(Faults, DataLoaderBusyLoopIsStarvationInTheDecodeLoop) {
 TEST(Faults, DataLoaderBusyLoopWithoutSamplesIsLocatedBeforeTheUpload) {
   REQUIRE_PLANTED();
   auto p = plant("loader", 30, {}, {"--cpu-sample-hz", "0"});
+  SCOPED_TRACE(p.report);
   ASSERT_FALSE(p.chains.empty());
   const auto& c = p.chains[0];
   EXPECT_EQ(c["rule"], "data_loader_starvation") << c.dump(2);
@@ -110,6 +117,7 @@ TEST(Faults, DataLoaderBusyLoopWithoutSamplesIsLocatedBeforeTheUpload) {
 TEST(Faults, PerRowSyncIsHiddenSyncAtTheRow) {
   REQUIRE_PLANTED();
   auto p = plant("rowsync", 30);
+  SCOPED_TRACE(p.report);
   ASSERT_FALSE(p.chains.empty());
   const auto& c = p.chains[0];
   EXPECT_EQ(c["rule"], "hidden_sync") << c.dump(2);
@@ -129,6 +137,7 @@ TEST(Faults, CheckpointWriteAndFsyncIsBlockingIo) {
   std::string dir = temp_path("ckpt-dir");
   std::filesystem::create_directories(dir);
   auto p = plant("ckpt", 20, {dir});
+  SCOPED_TRACE(p.report);
   ASSERT_FALSE(p.chains.empty());
   const auto& c = p.chains[0];
   EXPECT_EQ(c["rule"], "blocking_io") << c.dump(2);
@@ -142,6 +151,7 @@ TEST(Faults, CheckpointWriteAndFsyncIsBlockingIo) {
 TEST(Faults, FreeAndMallocEveryStepIsAllocatorChurn) {
   REQUIRE_PLANTED();
   auto p = plant("churn", 30);
+  SCOPED_TRACE(p.report);
   ASSERT_FALSE(p.chains.empty());
   const auto& c = p.chains[0];
   EXPECT_EQ(c["rule"], "allocator_churn") << c.dump(2);
