@@ -13,6 +13,8 @@
 namespace ingero::capture {
 
 void EventPipeline::note_pid(uint32_t pid, const char* comm) {
+  if (pid == last_seen_pid_) return;
+  last_seen_pid_ = pid;
   if (!seen_pids_.insert(pid).second) return;
   if (stacks) stacks->process_seen(pid);
   std::string name, cmdline;
@@ -129,7 +131,10 @@ void EventPipeline::on_call(const void* data, size_t size) {
   communicators_.observe(ev_);
   if (inflight) inflight->note_call(ev_);
   note_pid(h.pid, ev_.comm.data());
-  gpu_pids_.insert(h.pid);
+  if (h.pid != last_gpu_pid_) {
+    gpu_pids_.insert(h.pid);
+    last_gpu_pid_ = h.pid;
+  }
   if (nesting) {
     using Fate = LaunchNesting::Fate;
     Fate f = Fate::kEmit;

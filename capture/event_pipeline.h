@@ -112,6 +112,9 @@ class EventPipeline {
   hal::CommunicatorJoin communicators_;
   std::unordered_set<uint32_t> seen_pids_;
   std::unordered_set<uint32_t> gpu_pids_;
+  // The pid last found in each set: a thread's calls come in runs, and both sets only grow, so
+  // a record of the same process skips the hash lookup.
+  uint32_t last_seen_pid_ = UINT32_MAX, last_gpu_pid_ = UINT32_MAX;
   Counters counters_;
   std::array<uint64_t, 64> lag_log2_{};  // histogram of sampled delivery lags, log2 ns buckets
   uint64_t lag_samples_ = 0;

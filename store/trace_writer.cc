@@ -236,7 +236,12 @@ ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(std::string_view vendor,
                                                        std::string_view api, std::string_view op,
                                                        hal::EventKind kind) {
   OpKey k{api.data(), op.data()};
-  if (auto it = op_cache_.find(k); it != op_cache_.end()) return it->second;
+  if (k == last_op_ && k.op) return last_op_ids_;
+  if (auto it = op_cache_.find(k); it != op_cache_.end()) {
+    last_op_ = k;
+    last_op_ids_ = it->second;
+    return it->second;
+  }
   auto src = source_id(vendor, api, kind);
   if (!src) return src.error();
   std::string key = std::to_string(*src) + '\0' + std::string(op);
@@ -284,6 +289,7 @@ ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   pending_ = 0;
   // Dictionary rows inserted in the lost transaction are gone too.
   op_cache_.clear();
+  last_op_ = {nullptr, nullptr};
   op_by_name_.clear();
   source_by_api_.clear();
   next_op_.clear();

@@ -322,6 +322,9 @@ class TraceWriter final : public hal::EventSink {
   std::string host_encoded_;  // scratch of write_host_blocks
   Stmt insert_inflight_, delete_inflight_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
+  // The op of the last event (calls of one op come in runs): found without the hash lookup.
+  OpKey last_op_{nullptr, nullptr};
+  OpIds last_op_ids_;
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"
   std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"
   std::unordered_map<int, int> next_op_;
