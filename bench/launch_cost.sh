@@ -11,6 +11,9 @@
 # For ingero: the traps per launch (BPF's counters: records, timed records, nested entries),
 # launches stored exactly, and the tracer's own CPU per call (utime + stime of the tracer
 # process, session end included).
+# Then the floor and ingero again with every other CPU kept busy (bench/busy_cpus.sh): on this
+# VM a busy second vCPU alone makes every trap ~100 ns dearer, so the plain ratio also counts
+# the tracer's own CPU, which runs there. Both ratios are printed; the target is the plain one.
 #   bench/launch_cost.sh [BUILD_DIR]      (root: BPF)
 # Environment: ROUNDS (5), LAUNCHES (300000).
 set -euo pipefail
@@ -25,7 +28,9 @@ trap 'rm -rf "$out"' EXIT
 [[ $EUID -eq 0 ]] || { echo "launch_cost: needs root (BPF)" >&2; exit 2; }
 
 ns() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["ns_per_call"])'; }
-loop() { "$B/bench/launch_loop" "$LIB" "$N"; }
+PIN=()     # the loop's CPU, while the other CPUs are kept busy
+TRACER=()  # the tracer's CPUs meanwhile: the others
+loop() { "${PIN[@]}" "$B/bench/launch_loop" "$LIB" "$N"; }
 with_min() {  # LIBRARY SYMBOL MODE, then the loop under that probe
   coproc MP { "$B/bench/min_probe" "$1" "$2" "$3"; }
   read -r _ <&"${MP[0]}"
@@ -47,9 +52,13 @@ with_two() {  # both layers, entry only
 with_ingero() {  # NAME [flags...]: ns per launch; the tracer's own CPU in NAME.cpu
   local name=$1; shift
   CUDA_HOME=$PAIR python3 "$HERE/tracer_cpu.py" "$out/$name.cpu" \
-    "$ING" trace -q --no-live "$@" --db "$out/$name.db" -- "$B/bench/launch_loop" "$LIB" "$N" |
-    ns
+    "${TRACER[@]}" "$ING" trace -q --no-live "$@" --db "$out/$name.db" -- \
+    "${PIN[@]}" "$B/bench/launch_loop" "$LIB" "$N" | ns
 }
+
+# shellcheck source=bench/busy_cpus.sh
+source "$HERE/busy_cpus.sh"
+trap 'busy_cpus_stop; rm -rf "$out"' EXIT
 
 for r in $(seq 1 "$ROUNDS"); do
   loop | ns >> "$out/untraced"
@@ -58,10 +67,20 @@ for r in $(seq 1 "$ROUNDS"); do
   with_two >> "$out/two"
   with_ingero nostack.$r --no-stack >> "$out/nostack"
   with_ingero default.$r >> "$out/default"
+  if [[ $BUSY_LAST -gt 0 ]]; then
+    busy_cpus_start
+    PIN=("${BUSY_PIN[@]}") TRACER=("${BUSY_OTHERS[@]}")
+    loop | ns >> "$out/busy_untraced"
+    with_min "$DRV" cuLaunchKernel session-skip >> "$out/busy_floor"
+    with_ingero busy_nostack.$r --no-stack >> "$out/busy_nostack"
+    with_ingero busy_default.$r >> "$out/busy_default"
+    PIN=() TRACER=()
+    busy_cpus_stop
+  fi
 done
 
 python3 - "$out" "$ROUNDS" "$N" "$ING" <<'PY'
-import json, statistics, subprocess, sys
+import json, os, statistics, subprocess, sys
 out, rounds, n, ing = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 med = {k: statistics.median(float(x) for x in open(f"{out}/{k}")) for k in
        ("untraced", "floor", "floor_perf", "two", "nostack", "default")}
@@ -77,11 +96,24 @@ for k, label in labels.items():
 floor = med["floor"] - base
 for k in ("nostack", "default"):
     print(f"  {k}: cost over untraced / the floor's = {(med[k] - base) / floor:.2f}x   target <= 1.3x")
+busy = ("busy_untraced", "busy_floor", "busy_nostack", "busy_default")
+if all(os.path.exists(f"{out}/{k}") for k in busy):
+    bm = {k: statistics.median(float(x) for x in open(f"{out}/{k}")) for k in busy}
+    bbase, bfloor = bm["busy_untraced"], bm["busy_floor"] - bm["busy_untraced"]
+    print("  with every other CPU kept busy (SCHED_IDLE spinners; the loop pinned to the last CPU):")
+    for k, label in (("busy_untraced", "untraced"), ("busy_floor", "the floor"),
+                     ("busy_nostack", "ingero --no-stack"), ("busy_default", "ingero (default)")):
+        print(f"    {label:50s} {bm[k]:9.1f}" + (f"  (+{bm[k] - bbase:.1f})" if k != "busy_untraced" else ""))
+    for k in ("busy_nostack", "busy_default"):
+        print(f"    {k[5:]}: cost over untraced / the floor's = {(bm[k] - bbase) / bfloor:.2f}x"
+              f"   (the probe alone; the floor itself +{bfloor - floor:.0f} ns with the CPUs busy)")
 def q(db, sql):
     r = subprocess.run([ing, "query", "--db", db, "--json", sql], capture_output=True, text=True)
     return json.loads(r.stdout)
-for k in ("nostack", "default"):
+for k in ("nostack", "default", "busy_nostack", "busy_default"):
     for r in range(1, rounds + 1):
+        if not os.path.exists(f"{out}/{k}.{r}.cpu"):
+            continue
         db = f"{out}/{k}.{r}.db"
         s = json.loads(q(db, "SELECT bpf_stats FROM sessions")[0]["bpf_stats"])
         stored = q(db, "SELECT count(*) AS n FROM calls WHERE kind = 'launch'")[0]["n"]

@@ -30,20 +30,22 @@ if [[ $EUID -ne 0 ]]; then echo "(not root: skipping the BPF benchmarks)"; exit 
 
 echo "== per-call overhead: $SYM in a tight loop, $N calls (median of 5 runs each)"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-run_plain() { for i in 1 2 3 4 5; do $B/bench/call_loop "$LIB" $SYM "$N" | ns; done | median; }
+PIN=() TRACER=()  # while the other CPUs are kept busy: the loop's CPU, the tracer's
+run_plain() { for i in 1 2 3 4 5; do "${PIN[@]}" $B/bench/call_loop "$LIB" $SYM "$N" | ns; done | median; }
 run_min() {
   local mode=$1
   for i in 1 2 3 4 5; do
     coproc MP { $B/bench/min_probe "$LIB" $SYM "$mode"; }
     read -r line <&"${MP[0]}"
-    $B/bench/call_loop "$LIB" $SYM "$N" | ns
+    "${PIN[@]}" $B/bench/call_loop "$LIB" $SYM "$N" | ns
     eval "exec ${MP[1]}>&-"
     wait "$MP_PID" 2>/dev/null || true
   done | median
 }
 run_ingero() {  # extra flags: --no-stack, or nothing (stacks are on by default)
   for i in 1 2 3 4 5; do
-    $ING trace -q --no-live "$@" --db "$out/ovh$i.db" -- $B/bench/call_loop "$LIB" $SYM "$N" | ns
+    "${TRACER[@]}" $ING trace -q --no-live "$@" --db "$out/ovh$i.db" -- \
+      "${PIN[@]}" $B/bench/call_loop "$LIB" $SYM "$N" | ns
   done | median
 }
 base=$(run_plain)
@@ -63,6 +65,26 @@ print(f"ratio ingero / min pair  (cost over untraced): {(i-base)/(p-base):.2f}x 
 print(f"ratio ingero / min entry (cost over untraced): {(i-base)/(e-base):.2f}x")
 print(f"ratio stacks on / off    (cost over untraced): {(s-base)/(i-base):.2f}x   target <= 2x")
 PY
+# The same with every other CPU kept busy (bench/busy_cpus.sh): what the probes themselves add,
+# without the tracer's own CPU slowing the loop's CPU through the next one.
+# shellcheck source=bench/busy_cpus.sh
+source "$(dirname "$0")/busy_cpus.sh"
+trap 'busy_cpus_stop; rm -rf "$out"' EXIT
+if [[ $BUSY_LAST -gt 0 ]]; then
+  busy_cpus_start
+  PIN=("${BUSY_PIN[@]}") TRACER=("${BUSY_OTHERS[@]}")
+  bbase=$(run_plain)
+  bminP=$(run_min pair)
+  bing=$(run_ingero --no-stack)
+  PIN=() TRACER=()
+  busy_cpus_stop
+  python3 - "$bbase" "$bminP" "$bing" <<'PY'
+import sys
+base, p, i = map(float, sys.argv[1:])
+print(f"with the other CPUs kept busy: untraced {base:.1f}, min counting pair {p:.1f} (+{p-base:.1f}), "
+      f"ingero --no-stack {i:.1f} (+{i-base:.1f}) ns/call; ratio {(i-base)/(p-base):.2f}x")
+PY
+fi
 
 SW=${SWITCHES:-200000}
 echo "== context switches: a pipe ping-pong on one CPU, $SW round trips, ingero tracing the host (median of 5)"
