@@ -9,7 +9,6 @@
 #include <set>
 
 #include "app/builtin_backends.h"
-#include "capture/host_info.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -107,8 +106,9 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   engine::Analysis a = engine::analyze(source, w, tracer_engine_options());
   if (!source.error().empty()) return ingero::make_error(source.error());
   std::vector<store::ChainRow> rows;
-  int64_t now = capture::wall_now_ns();
-  for (const auto& c : a.chains) rows.push_back(chain_row(c, node, now));
+  // Found at the session's end, on its clock (a wall clock stepped while tracing would put them
+  // outside it).
+  for (const auto& c : a.chains) rows.push_back(chain_row(c, node, to_ns));
   if (auto st = writer.replace_chains(rows); !st) return st.error();
   if (auto st = writer.commit(); !st) return st.error();
   if (chains) *chains = std::move(a.chains);

@@ -22,8 +22,8 @@ engine::EngineOptions tracer_engine_options();
 // Records the cgroups of this session's events that `tenants` has not named yet (their
 // processes gone: found by walking the hierarchy, with their layout and the runtime's names),
 // then runs the engine over the session's window (tracer_engine_options) and replaces the
-// session's chains. Returns the number of chains; `chains`, when given, receives them (the
-// OTLP exporter's last log records).
+// session's chains, detected at `to_ns` (its end, on its clock). Returns the number of chains;
+// `chains`, when given, receives them (the OTLP exporter's last log records).
 ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const std::string& db_path,
                                             const std::string& node, int64_t from_ns, int64_t to_ns,
                                             kernelside::TenantResolver& tenants,

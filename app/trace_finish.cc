@@ -35,7 +35,7 @@ void Trace::stop_child() {
 // metrics; delivery ends by --otlp-exit-timeout, and what it sent and dropped goes into the
 // session row's bpf_stats (otlp_*).
 void Trace::finish_otlp(const std::vector<engine::Chain>& chains, store::SessionEnd& end) {
-  if (!chains.empty()) (void)otlp_->on_chains(chains, wall_now_ns());
+  if (!chains.empty()) (void)otlp_->on_chains(chains, clock_.now());
   auto left = std::chrono::milliseconds(int64_t(opts_.otlp_exit_timeout_s * 1000));
   otlp_->finish(std::chrono::steady_clock::now() + left);
   nlohmann::json j = nlohmann::json::parse(end.bpf_stats_json, nullptr, false);

@@ -119,7 +119,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
   if (live_chains_.valid() &&
       live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     LiveAnalysis la = live_chains_.get();
-    (void)sinks_.on_chains(la.chains, wall_now_ns());
+    (void)sinks_.on_chains(la.chains, clock_.now());
     std::vector<hal::StepSample> fresh;
     int64_t last = steps_observed_to_;
     for (const auto& [end, sample] : la.steps)

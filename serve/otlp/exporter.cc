@@ -14,10 +14,16 @@ namespace pl = opentelemetry::proto::logs::v1;
 namespace pt = opentelemetry::proto::trace::v1;
 using Clock = std::chrono::steady_clock;
 
-int64_t wall_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+int64_t ns_since_epoch(auto now) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+}
+
+// Now on the session's clock (its events' CLOCK_MONOTONIC + the offset measured at its start),
+// which the spans, the log records and the counters' start time are on: a wall clock stepped
+// while tracing moves none of them apart. Without an offset, the wall clock.
+int64_t session_now_ns(int64_t mono_to_wall_ns) {
+  if (!mono_to_wall_ns) return ns_since_epoch(std::chrono::system_clock::now());
+  return ns_since_epoch(Clock::now()) + mono_to_wall_ns;
 }
 
 template <class ResourceX>
@@ -114,8 +120,8 @@ void Exporter::export_metrics() {
   describe(rm, options_.resource);
   auto* sm = rm->add_scope_metrics();
   name_scope(sm);
-  size_t points =
-      add_metrics(registry_->Collect(), uint64_t(options_.start_ns), uint64_t(wall_now_ns()), sm);
+  size_t points = add_metrics(registry_->Collect(), uint64_t(options_.start_ns),
+                              uint64_t(session_now_ns(options_.mono_to_wall_ns)), sm);
   if (!points) return;
   delivery_.enqueue(Signal::kMetrics, req.SerializeAsString(), points);
   std::lock_guard<std::mutex> g(mu_);

@@ -38,7 +38,8 @@ struct ExporterOptions {
   bool spans = false;                          // --otlp-spans
   uint64_t span_threshold_ns = 1'000'000;      // --otlp-span-threshold
   uint32_t spans_per_second = 100;             // --otlp-span-rate
-  int64_t mono_to_wall_ns = 0;                 // events' CLOCK_MONOTONIC -> Unix ns
+  int64_t mono_to_wall_ns = 0;                 // events' CLOCK_MONOTONIC -> Unix ns (the
+                                               // metric points' clock too; 0: the wall's)
   int64_t start_ns = 0;                        // Unix ns the counters started (the trace's start)
   std::string node;                            // ingero.node of records and spans
   Attributes resource;                         // agent_resource()

@@ -16,6 +16,7 @@
 
 #include "test_paths.h"
 #include "tests/support/http_client.h"
+#include "tests/support/otlp_receiver.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
@@ -65,6 +66,8 @@ void expect_one_clock(const Stepped& s) {
         "SELECT count(*) FROM system_snapshots x, sessions s WHERE x.timestamp NOT BETWEEN "
         "s.started_at AND s.stopped_at",
         "SELECT count(*) FROM process_stats x, sessions s WHERE x.timestamp NOT BETWEEN "
+        "s.started_at AND s.stopped_at",
+        "SELECT count(*) FROM causal_chains x, sessions s WHERE x.detected_at NOT BETWEEN "
         "s.started_at AND s.stopped_at"})
     EXPECT_EQ(query_int(s.db, sql), 0) << sql;
   // Nothing was old enough for retention, and nothing went (a cut an hour ahead leaves each
@@ -108,6 +111,43 @@ TEST(ClockStep, AWallClockSteppedForwardAnHourFoldsNoRecentCall) {
   REQUIRE_FILE("/usr/bin/chrt");
   auto s = trace_through_a_step("fold", kHour, {"--full-rows", "10m"});
   expect_one_clock(s);
+}
+
+// With --otlp, after a step back: the session's chain goes out as a log record, and every metric
+// point, on the session's clock: inside the session the file holds, or just past its end (the
+// last export), not an hour before it.
+TEST(ClockStep, OtlpRecordsAndPointsStayOnTheSessionsClock) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STEP_FAULTS);
+  REQUIRE_FILE(INGERO_CLOCK_STEP);
+  REQUIRE_FILE("/usr/bin/chrt");
+  OtlpReceiver rx;
+  auto s = trace_through_a_step("otlp", -kHour, {"--otlp", rx.url(), "--otlp-interval", "1s"});
+  expect_one_clock(s);
+  auto session = query_rows(s.db, "SELECT started_at, stopped_at FROM sessions");
+  ASSERT_EQ(session.size(), 1u);
+  uint64_t from = std::stoull(session[0][0]), to = std::stoull(session[0][1]);
+  std::vector<uint64_t> records, points;
+  for (const auto& req : rx.logs())
+    for (const auto& rl : req.resource_logs())
+      for (const auto& sl : rl.scope_logs())
+        for (const auto& r : sl.log_records()) records.push_back(r.time_unix_nano());
+  for (const auto& req : rx.metrics())
+    for (const auto& m : req.resource_metrics(0).scope_metrics(0).metrics())
+      if (m.has_sum())
+        for (const auto& p : m.sum().data_points()) points.push_back(p.time_unix_nano());
+  // The session's chain (hidden_sync: from the live analysis, and again from the session's
+  // final one where it changed), and the points of a metrics export a second over the ~5 s (and
+  // one at the end).
+  EXPECT_GE(records.size(), 1u) << s.run.err;
+  EXPECT_GE(points.size(), 4u);
+  // The chain's record and the last points go out after the session's stop, as it ends.
+  uint64_t end = to + 60'000'000'000ULL;
+  for (uint64_t t : records)
+    EXPECT_TRUE(t >= from && t <= end) << t << " not in " << from << ".." << to;
+  size_t outside = 0;
+  for (uint64_t t : points) outside += t < from || t > end;
+  EXPECT_EQ(outside, 0u) << points.size() << " points, session " << from << ".." << to;
 }
 
 // The live analysis (every 30 s, behind ingero_causal_chains_active) looks at the last 5

@@ -190,6 +190,35 @@ std::map<std::string, pc::AnyValue> attr_values(const pl::LogRecord& r) {
   return m;
 }
 
+// The session's clock: its events' CLOCK_MONOTONIC plus the offset measured at its start. Here
+// the wall clock was stepped an hour forward since: the points stay on the session's clock,
+// with its spans and records, not the wall's.
+TEST(OtlpExport, MetricPointsAreStampedOnTheSessionsClock) {
+  Metrics m(false);
+  feed(m);
+  test::OtlpReceiver rx;
+  auto ns = [](auto t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  auto o = fast_options();
+  o.mono_to_wall_ns = ns(std::chrono::system_clock::now()) - ns(Clock::now()) - 3'600'000'000'000LL;
+  int64_t lo = ns(Clock::now()) + o.mono_to_wall_ns;
+  Exporter e(config_for(rx.url()), o, m.registry());
+  ASSERT_TRUE(rx.wait_for([&] { return !rx.metrics().empty(); }, 20s));
+  int64_t hi = ns(Clock::now()) + o.mono_to_wall_ns;
+  e.finish(Clock::now() + 5s);
+  auto reqs = rx.metrics();
+  const auto& sm = reqs.front().resource_metrics(0).scope_metrics(0);
+  const pm::Metric* calls = find_metric(sm, "ingero_gpu_api_calls_total");
+  ASSERT_TRUE(calls && calls->has_sum());
+  int64_t t = int64_t(calls->sum().data_points(0).time_unix_nano());
+  EXPECT_GE(t, lo);
+  EXPECT_LE(t, hi);
+  const pm::Metric* dur = find_metric(sm, "ingero_gpu_api_call_duration_seconds");
+  ASSERT_TRUE(dur && dur->has_histogram());
+  EXPECT_EQ(int64_t(dur->histogram().data_points(0).time_unix_nano()), t);
+}
+
 TEST(OtlpExport, ChainsBecomeLogRecordsOnceEachUntilTheyChange) {
   test::OtlpReceiver rx;
   Exporter e(config_for(rx.url()), fast_options(), nullptr);
