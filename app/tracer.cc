@@ -292,6 +292,10 @@ int Trace::open() {
   if (opts_.retain_s > 0) window_s = std::min(window_s, opts_.retain_s);
   writer_->set_block_span(
       std::clamp(int64_t(window_s * 1e9 / 8), int64_t(1'000'000'000), int64_t(60'000'000'000)));
+  // Blocks go into the file once a second (or as soon as enough wait), not at every commit: each
+  // write rewrites the blocks still filling whole. Not under --max-db-size, whose passes follow
+  // what each commit wrote.
+  if (!opts_.max_db_bytes) writer_->set_block_interval(store::TraceWriter::kBlockIntervalNs);
   // --max-db-size limits the disk the trace takes: its write-ahead log is held to an eighth.
   if (opts_.max_db_bytes)
     if (auto st = store::limit_wal(writer_->db(), opts_.max_db_bytes / 8); !st) {

@@ -1,11 +1,14 @@
 // The blocks a trace writer fills (calls: store/call_block.h; host events:
-// store/host_block.h): the one filling, written at each commit while it fills (the tail), the
-// ones that filled since the last commit, and how much of the filling one the file holds, so
-// that a batch that failed to commit takes back exactly what it added. Blocks emptied are kept
-// for reuse: a writer filling block after block allocates, and faults in, nothing after the
-// first few.
+// store/host_block.h): the one filling, written while it fills (the tail), the ones that filled
+// since they were last written, and how much of the filling one the file holds, so that a batch
+// that failed to commit takes back exactly what the file lacks. The writer writes them at the
+// commits it says (`blocks`), all together: the file then holds every event up to the newest,
+// with no gap in their ids (a shipper reads past the last id it shipped). Blocks emptied are
+// kept for reuse: a writer filling block after block allocates, and faults in, nothing after
+// the first few.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -24,6 +27,14 @@ class BlockQueue {
   bool empty() const { return filling_->empty() && full_.empty(); }
   // Something in memory that the file lacks.
   bool unwritten() const { return filling_->size() != committed_ || !full_.empty(); }
+  // Events in memory that the file lacks.
+  size_t unwritten_rows() const { return full_rows_ + filling_->size() - committed_; }
+  // The earliest start among the blocks that hold events the file lacks (INT64_MAX: none).
+  int64_t oldest_unwritten_ts() const {
+    int64_t t = filling_->size() != committed_ ? filling_->first_ts() : INT64_MAX;
+    for (const auto& f : full_) t = std::min(t, f.block->first_ts());
+    return t;
+  }
   // Events in the blocks that filled since the last commit.
   size_t full_rows() const { return full_rows_; }
   // Where nothing is held: the id of the next block (the file's greatest + 1).
@@ -50,8 +61,9 @@ class BlockQueue {
     return write(*filling_, id_, final);
   }
 
-  // The commit succeeded: the file holds everything. `final`: the block filling is done (a
-  // session's end), and the next events go into a block of their own.
+  // The commit succeeded, and wrote the blocks (write() above): the file holds everything.
+  // `final`: the block filling is done (a session's end), and the next events go into a block
+  // of their own.
   void committed(bool final) {
     for (auto& f : full_) recycle(std::move(f.block));
     full_.clear();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 
 #include "store/file_access.h"
@@ -311,7 +312,7 @@ ingero::Status TraceWriter::add(const hal::Event& ev) {
   if (!ids) return fail_batch(ids.error());
   if (!hal::is_host_kind(ev.kind)) return add_call(ev, *ids);
   add_host(ev, *ids);
-  if (hosts_.full_rows() >= kMaxWaitingRows) return commit_batch(false);
+  if (hosts_.full_rows() >= kMaxWaitingRows) return commit_batch(false, INT64_MIN, true);
   return {};
 }
 
@@ -321,16 +322,33 @@ ingero::Status TraceWriter::summarise_before(int64_t before_ns) {
   return commit_batch(false, before_ns);
 }
 
-ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before) {
+ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before, bool blocks) {
   bool tail = final && (!calls_.filling().empty() || !hosts_.filling().empty());
   bool seconds = summaries_.open_seconds() && (final || summarise_before > INT64_MIN);
-  if (!in_txn_ && !calls_.unwritten() && !hosts_.unwritten() && !tail && !seconds) return {};
+  bool timed = block_interval_ns_ > 0;
+  int64_t now = !timed        ? 0
+                : steady_now_ ? steady_now_()
+                              : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count();
+  if (timed && !blocks && !final)
+    blocks = blocks_written_ns_ == INT64_MIN || now - blocks_written_ns_ >= block_interval_ns_ ||
+             summarise_before > calls_.oldest_unwritten_ts();
+  else
+    blocks = true;
+  bool unwritten = blocks && (calls_.unwritten() || hosts_.unwritten());
+  if (!in_txn_ && !unwritten && !tail && !seconds) return {};
   if (auto st = begin_if_needed(); !st) return fail_batch(st.error());
-  if (auto st = write_blocks(final); !st) return fail_batch(st.error());
-  if (auto st = write_host_blocks(final); !st) return fail_batch(st.error());
+  if (blocks) {
+    if (auto st = write_blocks(final); !st) return fail_batch(st.error());
+    if (auto st = write_host_blocks(final); !st) return fail_batch(st.error());
+  }
   // Seconds 2 s behind the newest call are complete (events reach the writer nearly in time
-  // order); a late call for one of them starts a second row. At the end, every second.
+  // order); a late call for one of them starts a second row. At the end, every second. A
+  // second with calls in blocks still waiting waits too: readers check that a second's calls
+  // in the file are at least its summary's (store/call_count_check.h).
   int64_t complete = std::max(summaries_.newest_ns() - kSummaryLagNs, summarise_before);
+  if (!blocks) complete = std::min(complete, calls_.oldest_unwritten_ts());
   if (auto st = summaries_.flush(*db_, final ? INT64_MAX : complete); !st)
     return fail_batch(st.error());
   if (auto st = db_->exec("COMMIT"); !st) return fail_batch(st.error());
@@ -338,10 +356,15 @@ ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before) {
   summaries_.committed();
   // `final`: the blocks filling are done; the next events (a next session's) go into blocks
   // of their own.
-  calls_.committed(final);
-  hosts_.committed(final);
-  written_ += pending_;
-  pending_ = 0;
+  if (blocks) {
+    calls_.committed(final);
+    hosts_.committed(final);
+    if (timed) blocks_written_ns_ = now;
+  }
+  // The events of blocks still waiting are the next batch's (lost with it if it fails).
+  size_t left = std::min(pending_, calls_.unwritten_rows() + hosts_.unwritten_rows());
+  written_ += pending_ - left;
+  pending_ = left;
   return {};
 }
 

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -241,6 +242,17 @@ class TraceWriter final : public hal::EventSink {
   // more after its first (default 0: only when full), so that calls lose their rows with
   // --full-rows within about that much, whatever the call rate.
   void set_block_span(int64_t ns) { block_span_ns_ = ns; }
+  // Blocks go into the file at a commit once `ns` have passed since they last did (the tracer:
+  // kBlockIntervalNs), or once kMaxWaitingRows events of full blocks wait, and always at
+  // commit_all() and the session's end; the commits between write the rest (summaries,
+  // dictionaries). Default 0: at every commit. A block still filling is rewritten whole each
+  // time, and the file's log grows by it (docs/performance.md).
+  void set_block_interval(int64_t ns) { block_interval_ns_ = ns; }
+  static constexpr int64_t kBlockIntervalNs = 1'000'000'000;
+  // The clock of that interval (tests): steady ns.
+  void set_steady_clock(std::function<int64_t()> now) { steady_now_ = std::move(now); }
+  // A commit that writes every block in memory: what was added is in the file.
+  ingero::Status commit_all() { return commit_batch(false, INT64_MIN, true); }
   // Whether full blocks are folded (default off; the tracer turns it on): off, every block is its
   // own folded form and every call keeps its row for good (`trace --keep-all`; `compact` folds such
   // a file later).
@@ -277,7 +289,9 @@ class TraceWriter final : public hal::EventSink {
   ingero::Status begin_if_needed();
   // Writes the batch's blocks (`final`: the block filling is folded too, and then closed) and
   // the summaries of complete seconds (`final`: every second), and commits.
-  ingero::Status commit_batch(bool final, int64_t summarise_before = INT64_MIN);
+  // `blocks`: write the blocks whatever the interval.
+  ingero::Status commit_batch(bool final, int64_t summarise_before = INT64_MIN,
+                              bool blocks = false);
   int64_t library_id(std::string_view path);
   ingero::Status fail_batch(const ingero::Error& e);
   // Calls (store/trace_writer_calls.cc): the next id and block ids from the file; a call into
@@ -304,6 +318,9 @@ class TraceWriter final : public hal::EventSink {
   // once. At ~800,000 calls/s a 200 ms batch was ~40 blocks of columns in memory (~40 MB).
   static constexpr size_t kMaxWaitingRows = 4 * kCallBlockRows;
   int64_t block_span_ns_ = 0;
+  int64_t block_interval_ns_ = 0;
+  int64_t blocks_written_ns_ = INT64_MIN;  // steady clock; INT64_MIN: never
+  std::function<int64_t()> steady_now_;
   bool folding_ = false;
   FoldedCalls folded_;  // scratch of write_block, and its encoded forms
   std::string encoded_[3];
@@ -344,7 +361,7 @@ class TraceWriter final : public hal::EventSink {
   Stmt device_sample_insert_, device_event_insert_;
   ingero::Result<Stmt*> device_insert(Stmt& cached, const char* sql);
   void forget_device_inserts();
-  size_t pending_ = 0;
+  size_t pending_ = 0;  // events added that the file lacks
   uint64_t written_ = 0;
   uint64_t failed_ = 0;
   uint64_t kernel_name_conflicts_ = 0;

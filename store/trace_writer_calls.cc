@@ -58,7 +58,7 @@ ingero::Status TraceWriter::add_call(const hal::Event& ev, const OpIds& ids) {
   summaries_.add(node_, session_id_, s);
   if (calls_.filling().size() >= block_rows_) {
     calls_.close();  // written (and folded) by the commit
-    if (calls_.full_rows() >= kMaxWaitingRows) return commit_batch(false);
+    if (calls_.full_rows() >= kMaxWaitingRows) return commit_batch(false, INT64_MIN, true);
   }
   return {};
 }
