@@ -1,8 +1,7 @@
 // The OTLP exporter against a loopback receiver that decodes every request with the same
-// .proto definitions: the Prometheus registry's series with exact values, causal chains as
-// log records, slow calls as spans; delivery through 503s, a receiver that never answers, a
-// full queue, refused and partially accepted requests; TLS, headers and gzip; and one request
-// decoded by protoc, a tool the project did not write.
+// .proto definitions: the Prometheus registry's series with exact values, on the session's
+// clock, causal chains as log records, slow calls as spans, and one request decoded by protoc,
+// a tool the project did not write. Delivery and TLS: otlp_delivery_test.cc.
 #include <gtest/gtest.h>
 
 #include <charconv>
@@ -20,92 +19,12 @@
 #include "tests/support/sink_inputs.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
+#include "tests/unit/otlp_fixture.h"
 
 namespace ingero::serve::otlp {
 namespace {
 
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-namespace pm = opentelemetry::proto::metrics::v1;
-namespace pl = opentelemetry::proto::logs::v1;
-namespace pt = opentelemetry::proto::trace::v1;
-namespace pc = opentelemetry::proto::common::v1;
-
-ExporterConfig config_for(const std::string& url, std::map<std::string, std::string> vars = {}) {
-  auto c = resolve_config(url, [vars](const char* n) -> std::optional<std::string> {
-    auto it = vars.find(n);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  });
-  EXPECT_TRUE(c) << (c ? "" : c.error().message);
-  return c ? *c : ExporterConfig{};
-}
-
-ExporterOptions fast_options() {
-  ExporterOptions o;
-  o.interval = 100ms;
-  o.flush = 50ms;
-  o.start_ns = 1'700'000'000'000'000'000;
-  o.node = "gpu-07";
-  o.resource = {{"service.name", "ingero"}, {"host.name", "gpu-07"}};
-  o.delivery.initial_backoff = 20ms;
-  o.delivery.max_backoff = 200ms;
-  return o;
-}
-
-hal::Event call(std::string_view api, hal::EventKind kind, std::string_view op, uint64_t dur_ns,
-                int64_t ret = 0, uint32_t pid = 100) {
-  hal::Event e;
-  e.vendor = api == "nccl" ? "nvidia" : (api == "hip" ? "amd" : "nvidia");
-  e.api = api;
-  e.kind = kind;
-  e.op = op;
-  e.dur_ns = dur_ns;
-  e.ret = ret;
-  e.has_ret = true;
-  e.pid = pid;
-  e.tid = pid + 1;
-  e.set_comm("train.py");
-  return e;
-}
-
-void feed(Metrics& m) {
-  using K = hal::EventKind;
-  for (int i = 0; i < 5; ++i)
-    m.observe(call("cuda_runtime", K::kLaunch, "cudaLaunchKernel", 4'000 + 1'000 * i));
-  auto sync = call("cuda_runtime", K::kSync, "cudaStreamSynchronize", 2'345'678);
-  sync.off_cpu_ns = 1'234'567;
-  sync.preempts = 2;
-  m.observe(sync);
-  m.observe(call("hip", K::kMemcpy, "hipMemcpy", 30'001, 101));
-  m.observe(call("hip", K::kMemcpy, "hipMemcpy", 70'003, 101));
-  auto ar = call("nccl", K::kCollective, "ncclAllReduce", 50'000);
-  ar.set(hal::Field::kBytes, 4096);
-  m.observe(ar);
-  hal::Event io;
-  io.kind = K::kBlockIo;
-  io.op = "read";
-  io.dur_ns = 3'000'000;
-  m.observe(io);
-  EXPECT_TRUE(m.on_chains(test::chains_of({{"HIGH", 1}, {"LOW", 3}}), 0));
-  EXPECT_TRUE(m.on_steps({{0.25, 0.5}, {0.125, 0.75}}));
-  hal::SessionCounters lost;
-  lost.call_drops = 7;
-  EXPECT_TRUE(m.on_agent_stats(test::agent_stats(123, 45.5, lost, 2, {{"cuda", 40}}, 1 << 20)));
-}
-
-std::map<std::string, std::string> attrs(
-    const google::protobuf::RepeatedPtrField<pc::KeyValue>& kv) {
-  std::map<std::string, std::string> m;
-  for (const auto& a : kv) m[a.key()] = a.value().string_value();
-  return m;
-}
-
-const pm::Metric* find_metric(const pm::ScopeMetrics& sm, const std::string& name) {
-  for (const auto& m : sm.metrics())
-    if (m.name() == name) return &m;
-  return nullptr;
-}
+using namespace fixture;
 
 TEST(OtlpExport, EveryPrometheusSeriesWithTheSameNamesLabelsAndValues) {
   Metrics m(false);
@@ -152,42 +71,6 @@ TEST(OtlpExport, EveryPrometheusSeriesWithTheSameNamesLabelsAndValues) {
   EXPECT_EQ(ms.requests, rx.metrics().size());
   EXPECT_EQ(s.metric_exports, rx.metrics().size());  // the last one at finish() included
   EXPECT_EQ(rx.undecodable(), 0u);
-}
-
-engine::Chain chain(const std::string& rule, engine::Severity sev, uint32_t pid,
-                    const std::string& op) {
-  engine::Chain c = engine::new_chain(rule, "nvidia", "cuda_runtime", op, {pid, pid + 1},
-                                      1'700'000'000'000'000'000, 1'700'000'005'000'000'000);
-  c.id = rule + ":" + std::to_string(pid) + ":" + op;
-  c.severity = sev;
-  c.summary = op + " p99 is 12x p50 in train.py (pid " + std::to_string(pid) + ")";
-  c.root_cause = "CPU contention";
-  c.explanation = "The thread was preempted for 41% of the slow calls' time.";
-  c.fixes = {"pin the training process", "move the noisy job"};
-  c.timeline = {{"CUDA", op, "p99=5.1ms p50=410us", 5'100},
-                {"HOST", "sched_switch", "preempted 1,203 times", 0}};
-  c.p50_ns = 410'000;
-  c.p99_ns = 5'100'000;
-  c.tail_ratio = 12.4;
-  engine::ChainStack cs;
-  cs.frames = {"[Python] train.py:41 in step()", "[Python] train.py:90 in main()"};
-  c.stacks = {cs};
-  return c;
-}
-
-std::vector<pl::LogRecord> all_records(const test::OtlpReceiver& rx) {
-  std::vector<pl::LogRecord> out;
-  for (const auto& r : rx.logs())
-    for (const auto& rl : r.resource_logs())
-      for (const auto& sl : rl.scope_logs())
-        for (const auto& lr : sl.log_records()) out.push_back(lr);
-  return out;
-}
-
-std::map<std::string, pc::AnyValue> attr_values(const pl::LogRecord& r) {
-  std::map<std::string, pc::AnyValue> m;
-  for (const auto& a : r.attributes()) m[a.key()] = a.value();
-  return m;
 }
 
 // The session's clock: its events' CLOCK_MONOTONIC plus the offset measured at its start. Here
@@ -271,188 +154,6 @@ TEST(OtlpExport, ChainsBecomeLogRecordsOnceEachUntilTheyChange) {
   EXPECT_EQ(s.chain_records, 7u);
   EXPECT_EQ(s.delivery.of(Signal::kLogs).sent, 7u);
   EXPECT_EQ(s.delivery.of(Signal::kLogs).dropped, 0u);
-}
-
-TEST(OtlpExport, AReceiverAnswering503ThenOkLosesNothing) {
-  test::OtlpReceiverOptions ro;
-  ro.statuses = {503, 503, 429, 503};
-  test::OtlpReceiver rx(ro);
-  Metrics m(false);
-  feed(m);
-  Exporter e(config_for(rx.url()), fast_options(), m.registry());
-  std::vector<engine::Chain> chains;
-  for (uint32_t i = 0; i < 6; ++i)
-    chains.push_back(chain("tail_latency", engine::Severity::kLow, 100 + i, "cudaMalloc"));
-  EXPECT_TRUE(e.on_chains(chains, 1'700'000'010'000'000'000));
-  ASSERT_TRUE(
-      rx.wait_for([&] { return all_records(rx).size() == 6 && rx.metrics().size() >= 2; }, 30s));
-  e.finish(Clock::now() + 10s);
-  auto s = e.stats();
-  for (Signal sig : {Signal::kMetrics, Signal::kLogs}) {
-    const auto& x = s.delivery.of(sig);
-    EXPECT_EQ(x.dropped, 0u) << signal_name(sig);
-    EXPECT_EQ(x.sent, x.queued) << signal_name(sig);
-  }
-  // Every record arrived once: refused requests were sent again, accepted ones never.
-  auto recs = all_records(rx);
-  std::set<int64_t> pids;
-  for (const auto& r : recs) pids.insert(attr_values(r)["process.pid"].int_value());
-  EXPECT_EQ(recs.size(), 6u);
-  EXPECT_EQ(pids.size(), 6u);
-  EXPECT_EQ(s.delivery.failures, 4u);
-  EXPECT_EQ(s.delivery.attempts, rx.requests());
-  EXPECT_EQ(s.delivery.attempts, s.delivery.failures + s.delivery.of(Signal::kMetrics).requests +
-                                     s.delivery.of(Signal::kLogs).requests);
-  EXPECT_NE(s.delivery.last_error.find("HTTP 503"), std::string::npos) << s.delivery.last_error;
-}
-
-TEST(OtlpExport, RetryAfterIsWaitedFor) {
-  test::OtlpReceiverOptions ro;
-  ro.statuses = {503};
-  ro.retry_after = 1;
-  test::OtlpReceiver rx(ro);
-  Exporter e(config_for(rx.url()), fast_options(), nullptr);
-  EXPECT_TRUE(e.on_chains({chain("tail_latency", engine::Severity::kLow, 1, "cudaFree")}, 1));
-  ASSERT_TRUE(rx.wait_for([&] { return all_records(rx).size() == 1; }, 20s));
-  auto at = rx.arrivals();
-  ASSERT_EQ(at.size(), 2u);
-  EXPECT_GE(at[1] - at[0], 1s);  // the server's Retry-After, over the 20 ms backoff
-  e.finish(Clock::now() + 5s);
-}
-
-TEST(OtlpExport, AReceiverThatNeverAnswersHoldsNothingAndEveryDropIsCounted) {
-  test::SilentReceiver rx;
-  Metrics m(false);
-  feed(m);
-  auto o = fast_options();
-  Exporter e(config_for(rx.url(), {{"OTEL_EXPORTER_OTLP_TIMEOUT", "300"}}), o, m.registry());
-  // The tracer's side returns at once whatever the network does.
-  auto t0 = Clock::now();
-  for (int i = 0; i < 1000; ++i) {
-    EXPECT_TRUE(
-        e.on_chains({chain("tail_latency", engine::Severity::kLow, uint32_t(i), "cudaFree")}, i));
-  }
-  EXPECT_LT(Clock::now() - t0, 5s);
-  std::this_thread::sleep_for(700ms);
-  auto f0 = Clock::now();
-  e.finish(f0 + 1s);
-  EXPECT_LT(Clock::now() - f0, 1s + 3s);  // the deadline, and libcurl's once-a-second check
-  auto s = e.stats();
-  EXPECT_GE(rx.connections(), 1u);
-  for (Signal sig : {Signal::kMetrics, Signal::kLogs}) {
-    const auto& x = s.delivery.of(sig);
-    EXPECT_EQ(x.sent, 0u) << signal_name(sig);
-    EXPECT_GT(x.queued, 0u) << signal_name(sig);
-    EXPECT_EQ(x.dropped, x.queued) << signal_name(sig);
-    EXPECT_EQ(x.dropped, x.queue_full + x.rejected + x.expired + x.at_exit) << signal_name(sig);
-  }
-  EXPECT_EQ(s.delivery.of(Signal::kLogs).queued, 1000u);
-  EXPECT_GT(s.delivery.failures, 0u);
-  EXPECT_NE(s.delivery.last_error.find("no answer within 300 ms"), std::string::npos)
-      << s.delivery.last_error;
-}
-
-TEST(OtlpDelivery, AFullQueueDropsTheOldestRequests) {
-  test::SilentReceiver rx;
-  DeliveryOptions o;
-  o.max_queue_requests = 2;
-  Delivery d(config_for(rx.url(), {{"OTEL_EXPORTER_OTLP_TIMEOUT", "60000"}}), o);
-  d.enqueue(Signal::kLogs, "a", 1);
-  for (int i = 0; i < 500 && rx.connections() == 0; ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_EQ(rx.connections(), 1u);  // the first request is in flight, out of the queue
-  for (int i = 0; i < 9; ++i) d.enqueue(Signal::kLogs, "b", 10);
-  auto s = d.stats().of(Signal::kLogs);
-  EXPECT_EQ(s.queue_full, 70u);  // 9 queued behind it, 2 kept
-  d.finish(Clock::now());
-  s = d.stats().of(Signal::kLogs);
-  EXPECT_EQ(s.queued, 91u);
-  EXPECT_EQ(s.at_exit, 21u);  // the one in flight (cut) and the two kept
-  EXPECT_EQ(s.dropped, 91u);
-  EXPECT_EQ(s.sent, 0u);
-}
-
-TEST(OtlpDelivery, ARefusedRequestIsNotRetriedAndAPartialSuccessCountsItsRejections) {
-  test::OtlpReceiverOptions ro;
-  ro.statuses = {400};
-  test::OtlpReceiver refusing(ro);
-  {
-    Delivery d(config_for(refusing.url()));
-    d.enqueue(Signal::kTraces, "", 5);
-    ASSERT_TRUE(refusing.wait_for([&] { return refusing.requests() == 1; }, 10s));
-    d.finish(Clock::now() + 5s);
-    auto s = d.stats();
-    EXPECT_EQ(s.of(Signal::kTraces).rejected, 5u);
-    EXPECT_EQ(s.of(Signal::kTraces).dropped, 5u);
-    EXPECT_EQ(s.attempts, 1u);
-    EXPECT_EQ(s.retries, 0u);
-    EXPECT_EQ(s.last_error, "traces: HTTP 400");
-  }
-  test::OtlpReceiverOptions po;
-  po.partial_reject = 2;
-  test::OtlpReceiver partial(po);
-  Delivery d(config_for(partial.url()));
-  d.enqueue(Signal::kLogs, "", 5);
-  d.enqueue(Signal::kLogs, "", 4);
-  d.finish(Clock::now() + 10s);
-  auto s = d.stats().of(Signal::kLogs);
-  EXPECT_EQ(s.sent, 7u);
-  EXPECT_EQ(s.rejected, 2u);
-  EXPECT_EQ(s.dropped, 2u);
-  EXPECT_EQ(s.requests, 2u);
-}
-
-// A self-signed certificate for 127.0.0.1 in `dir`.
-void make_cert(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  std::string err;
-  ASSERT_EQ(
-      test::run_command({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                         "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"},
-                        nullptr, &err),
-      0)
-      << err;
-}
-
-TEST(OtlpExport, TlsWithTheCaFromTheEnvironmentHeadersAndGzip) {
-  std::string dir = test::temp_path("tls");
-  make_cert(dir);
-  test::OtlpReceiverOptions ro;
-  ro.tls_cert = dir + "/cert.pem";
-  ro.tls_key = dir + "/key.pem";
-  test::OtlpReceiver rx(ro);
-  ASSERT_EQ(rx.url().rfind("https://127.0.0.1:", 0), 0u) << rx.url();
-  Metrics m(false);
-  feed(m);
-  {
-    Exporter e(config_for(rx.url(), {{"OTEL_EXPORTER_OTLP_CERTIFICATE", dir + "/cert.pem"},
-                                     {"OTEL_EXPORTER_OTLP_HEADERS", "x-scope-orgid=team%20a"},
-                                     {"INGERO_OTLP_HEADERS", "Authorization=Bearer%20s3cr%3Dt"},
-                                     {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"}}),
-               fast_options(), m.registry());
-    ASSERT_TRUE(rx.wait_for([&] { return !rx.metrics().empty(); }, 20s));
-    e.finish(Clock::now() + 5s);
-    EXPECT_EQ(e.stats().delivery.of(Signal::kMetrics).dropped, 0u);
-  }
-  EXPECT_EQ(rx.header("Authorization").front(), "Bearer s3cr=t");
-  EXPECT_EQ(rx.header("X-Scope-OrgID").front(), "team a");
-  EXPECT_EQ(rx.header("Content-Encoding").front(), "gzip");
-  EXPECT_EQ(rx.header("Content-Type").front(), "application/x-protobuf");
-  EXPECT_EQ(rx.undecodable(), 0u);
-  EXPECT_EQ(test::series_diff(
-                test::otlp_series(rx.metrics().front().resource_metrics(0).scope_metrics(0)),
-                test::exposition_series(m.exposition())),
-            "");
-  // Without the CA the certificate does not verify: nothing is sent, everything is counted.
-  size_t before = rx.metrics().size();
-  Exporter e(config_for(rx.url()), fast_options(), m.registry());
-  std::this_thread::sleep_for(400ms);
-  e.finish(Clock::now() + 1s);
-  auto s = e.stats();
-  EXPECT_EQ(rx.metrics().size(), before);
-  EXPECT_EQ(s.delivery.of(Signal::kMetrics).sent, 0u);
-  EXPECT_EQ(s.delivery.of(Signal::kMetrics).dropped, s.delivery.of(Signal::kMetrics).queued);
-  EXPECT_NE(s.delivery.last_error.find("certificate"), std::string::npos) << s.delivery.last_error;
 }
 
 TEST(OtlpExport, SlowCallsAndCollectivesBecomeSpansBoundedPerSecond) {
