@@ -72,6 +72,7 @@ class Trace {
 
  private:
   int open();            // the trace file, the command (held), the BPF object, the pipeline
+  int open_file();       // the trace file, locked, repaired, its writer set up (trace_open_file.cc)
   int attach();          // tracepoints, sampler, call probes, the session row; releases the command
   bool begin_session();  // the session row (on its clock: clock_); false when it failed
   void loop();   // reads the rings until a duration passes, a signal arrives or the command exits
