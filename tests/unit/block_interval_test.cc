@@ -64,40 +64,38 @@ Clocked clocked(const std::string& name) {
   return c;
 }
 
+// What the file holds, what the writer counts written and pending, and that it is whole.
+void expect_file(const Clocked& c, int64_t calls, int64_t host, uint64_t pending) {
+  EXPECT_EQ(query_int(c.path, "SELECT count(*) FROM calls"), calls);
+  EXPECT_EQ(query_int(c.path, "SELECT count(*) FROM host_events"), host);
+  EXPECT_EQ(c.w->written(), uint64_t(calls + host));
+  EXPECT_EQ(c.w->pending(), pending);
+  expect_no_gap(c.path);
+  expect_summaries_within_rows(c.path);
+}
+
 TEST(BlockInterval, BlocksWaitForTheirIntervalAndLeaveNoGapInTheIds) {
   Clocked c = clocked("interval.db");
   TraceWriter& w = *c.w;
   feed(w, 0, 2500);         // 2,500 launches to 2.499 s, 625 host events: no block full yet
   ASSERT_TRUE(w.commit());  // the first commit writes them
-  EXPECT_EQ(query_int(c.path, "SELECT count(*) FROM calls"), 2500);
-  EXPECT_EQ(w.written(), 3125u);
-  expect_no_gap(c.path);
+  expect_file(c, 2500, 625, 0);
 
   // 200 ms later: the commit writes what is not in blocks, and not the blocks (the 4,096th
   // launch filled one: it waits too).
   feed(w, 2500, 2600);
   c.now += 200'000'000;
   ASSERT_TRUE(w.commit());
-  EXPECT_EQ(query_int(c.path, "SELECT count(*) FROM calls"), 2500);
-  EXPECT_EQ(query_int(c.path, "SELECT count(*) FROM host_events"), 625);
-  EXPECT_EQ(w.written(), 3125u);
-  EXPECT_EQ(w.pending(), 3250u);
-  expect_no_gap(c.path);
+  expect_file(c, 2500, 625, 3250);
   // Seconds 0-2 are complete (the newest call is at 5.099 s), but the block holding their
   // calls waits, and so do they: the file holds half of second 2.
   EXPECT_EQ(query_int(c.path, "SELECT coalesce(sum(calls), 0) FROM call_seconds"), 0);
-  expect_summaries_within_rows(c.path);
 
   // A second after the last write: everything goes in.
   c.now += 800'000'000;
   ASSERT_TRUE(w.commit());
-  EXPECT_EQ(query_int(c.path, "SELECT count(*) FROM calls"), 5100);
-  EXPECT_EQ(query_int(c.path, "SELECT count(*) FROM host_events"), 1275);
-  EXPECT_EQ(w.written(), 6375u);
-  EXPECT_EQ(w.pending(), 0u);
+  expect_file(c, 5100, 1275, 0);
   EXPECT_EQ(query_int(c.path, "SELECT sum(calls) FROM call_seconds"), 3000);
-  expect_summaries_within_rows(c.path);
-  expect_no_gap(c.path);
 
   // commit_all() does not wait; nor does the session's end.
   feed(w, 5100, 10);
