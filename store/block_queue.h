@@ -27,8 +27,6 @@ class BlockQueue {
   bool empty() const { return filling_->empty() && full_.empty(); }
   // Something in memory that the file lacks.
   bool unwritten() const { return filling_->size() != committed_ || !full_.empty(); }
-  // Events in memory that the file lacks.
-  size_t unwritten_rows() const { return full_rows_ + filling_->size() - committed_; }
   // The earliest start among the blocks that hold events the file lacks (INT64_MAX: none).
   int64_t oldest_unwritten_ts() const {
     int64_t t = filling_->size() != committed_ ? filling_->first_ts() : INT64_MAX;

@@ -356,15 +356,14 @@ ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before, b
   summaries_.committed();
   // `final`: the blocks filling are done; the next events (a next session's) go into blocks
   // of their own.
+  // Without the blocks, their events stay pending: the next batch's (lost with it if it fails).
   if (blocks) {
     calls_.committed(final);
     hosts_.committed(final);
     if (timed) blocks_written_ns_ = now;
+    written_ += pending_;
+    pending_ = 0;
   }
-  // The events of blocks still waiting are the next batch's (lost with it if it fails).
-  size_t left = std::min(pending_, calls_.unwritten_rows() + hosts_.unwritten_rows());
-  written_ += pending_ - left;
-  pending_ = left;
   return {};
 }
 
