@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "hal/clock.h"
+
 namespace ingero::capture {
 
 struct HostInfo {
@@ -13,21 +15,11 @@ struct HostInfo {
 };
 
 HostInfo read_host_info();
-int64_t wall_now_ns();
-int64_t mono_now_ns();
-// CLOCK_REALTIME - CLOCK_MONOTONIC, sampled tightly.
-int64_t mono_to_wall_offset_ns();
-
-// A session's clock: CLOCK_MONOTONIC shifted to Unix time once, when the session starts. Its
-// events are stamped so (the probes read the monotonic clock); every other time the session
-// stores or compares with them (its end, the analysis window, retention's cut, host and device
-// samples) is read from here, so that a step of the wall clock while tracing (NTP correcting a
-// drifted host, a VM resumed from a snapshot) cannot split them.
-struct TraceClock {
-  int64_t mono_to_wall_ns = 0;
-  int64_t now() const { return mono_now_ns() + mono_to_wall_ns; }
-  int64_t wall(int64_t mono_ns) const { return mono_ns + mono_to_wall_ns; }
-};
+// The clocks (hal/clock.h), where the tracer's code has always called them.
+using hal::mono_now_ns;
+using hal::mono_to_wall_offset_ns;
+using hal::TraceClock;
+using hal::wall_now_ns;
 std::string read_small_file(const std::string& path);  // "" if unreadable; trailing \n cut
 // Effective capabilities of this process (bit per CAP_*).
 uint64_t effective_caps();

@@ -1,8 +1,8 @@
 #include "store/inflight_rows.h"
 
-#include <time.h>
 #include <unistd.h>
 
+#include "hal/clock.h"
 #include "store/schema.h"
 
 namespace ingero::store {
@@ -110,16 +110,11 @@ ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {
 }
 
 int64_t session_now_ns(const LatestSession& s) {
-  auto clock_ns = [](clockid_t c) {
-    timespec ts{};
-    clock_gettime(c, &ts);
-    return int64_t(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-  };
   char host[256] = {};
   if (s.mono_offset_ns && !s.host.empty() && gethostname(host, sizeof(host) - 1) == 0 &&
       s.host == host)
-    return clock_ns(CLOCK_MONOTONIC) + s.mono_offset_ns;
-  return clock_ns(CLOCK_REALTIME);
+    return hal::TraceClock{s.mono_offset_ns}.now();
+  return hal::wall_now_ns();
 }
 
 }  // namespace ingero::store

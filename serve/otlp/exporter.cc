@@ -1,5 +1,6 @@
 #include "serve/otlp/exporter.h"
 
+#include "hal/clock.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
@@ -14,16 +15,11 @@ namespace pl = opentelemetry::proto::logs::v1;
 namespace pt = opentelemetry::proto::trace::v1;
 using Clock = std::chrono::steady_clock;
 
-int64_t ns_since_epoch(auto now) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-}
-
-// Now on the session's clock (its events' CLOCK_MONOTONIC + the offset measured at its start),
-// which the spans, the log records and the counters' start time are on: a wall clock stepped
-// while tracing moves none of them apart. Without an offset, the wall clock.
+// Now on the session's clock (hal::TraceClock), which the spans, the log records and the
+// counters' start time are on: a wall clock stepped while tracing moves none of them apart.
+// Without an offset, the wall clock.
 int64_t session_now_ns(int64_t mono_to_wall_ns) {
-  if (!mono_to_wall_ns) return ns_since_epoch(std::chrono::system_clock::now());
-  return ns_since_epoch(Clock::now()) + mono_to_wall_ns;
+  return mono_to_wall_ns ? hal::TraceClock{mono_to_wall_ns}.now() : hal::wall_now_ns();
 }
 
 template <class ResourceX>
