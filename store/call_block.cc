@@ -263,7 +263,9 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
   out.runs.clear();
   out.folded = 0;
   size_t n = meta_.size();
+  out.kept_rows = n;
   std::vector<uint8_t> foldable(n, 0);
+  bool any = false;
   for (size_t i = 0; i < n && enabled; ++i) {
     const Meta& m = meta_[i];
     bool f = m.launch && m.on_cpu && (!m.timed || m.ok);
@@ -272,7 +274,11 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
       f = l && m.dur < *l;
     }
     foldable[i] = f;
+    any |= f;
   }
+  // Nothing may fold (a block of allocations, syncs or copies): the block stays whole, without
+  // the sort, the runs' search and a copy of every row that it would otherwise cost.
+  if (!any) return;
   // Folding takes the calls by start (ties: id, the order they came in).
   std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
@@ -352,6 +358,8 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
     write_run(r, out.runs);
     out.folded += r.calls;
   }
+  out.kept_rows = n - out.folded;
+  if (!out.folded) return;  // calls inside others: the block stays whole
   // Every call still foldable is in one run: the others keep their rows.
   for (uint8_t& f : foldable) f = !f;
   out.kept.add_rows(cols_, foldable);

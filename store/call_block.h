@@ -80,9 +80,12 @@ struct CallIds {
 using FoldLimitFn = std::function<std::optional<int64_t>(uint32_t pid, int source, int op)>;
 
 struct FoldedCalls {
+  // The rows kept, copied only when some call folded: a block folding leaves whole is its own
+  // folded form, and `kept` stays empty (the writer stores the full block alone).
   ColumnBlock kept{call_column_names()};
   ColumnBlock runs{run_column_names()};
-  uint64_t folded = 0;  // calls in the runs
+  uint64_t folded = 0;     // calls in the runs
+  uint64_t kept_rows = 0;  // calls that keep their rows, whether copied to `kept` or not
 };
 
 class CallBlock {
@@ -110,7 +113,8 @@ class CallBlock {
   uint64_t untimed() const { return untimed_; }
 
   // Folds the block (its rows as they are now) by `limit`: the calls kept, the runs.
-  // `enabled` false: every call is kept (the block is its own folded form).
+  // `enabled` false, or no call that may fold (no launch, or none on CPU and fast enough):
+  // every call is kept, and nothing is copied (the block is its own folded form).
   void fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled = true) const;
   void clear();
   // Keeps the first `rows` calls (a batch that failed to commit takes its calls back).

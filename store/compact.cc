@@ -113,7 +113,7 @@ ingero::Status fold_blocks(Db& db, const std::set<std::pair<int, int>>& ops, boo
     std::string kept, runs;  // none when folding left the block whole (as the writer does)
     upd->reset();
     sqlite3_clear_bindings(upd->get());
-    upd->bind(1, int64_t(f.kept.rows())).bind(2, int64_t(f.runs.rows())).bind(3, int64_t(f.folded));
+    upd->bind(1, int64_t(f.kept_rows)).bind(2, int64_t(f.runs.rows())).bind(3, int64_t(f.folded));
     if (f.folded) {
       kept = f.kept.encode();
       runs = f.runs.encode();

@@ -94,7 +94,7 @@ ingero::Status TraceWriter::write_block(const CallBlock& b, int64_t block_id, bo
       return fold_limit(pid, source, op);
     };
     b.fold(limit, folded_, folding_);
-    ins.bind(11, int64_t(folded_.kept.rows()))
+    ins.bind(11, int64_t(folded_.kept_rows))
         .bind(12, int64_t(folded_.runs.rows()))
         .bind(13, int64_t(folded_.folded));
     // A block folding left whole is its own folded form: `full` alone, kept for good.

@@ -197,6 +197,12 @@ struct Block {
 std::string folded(const CallBlock& b, int64_t limit_ns = 1'000'000) {
   store::FoldedCalls out;
   b.fold([&](uint32_t, int, int) { return std::optional<int64_t>(limit_ns); }, out);
+  EXPECT_EQ(out.folded + out.kept_rows, b.size());
+  if (!out.folded) {  // left whole: nothing copied, the block is its own folded form
+    EXPECT_EQ(out.kept.rows(), 0u);
+    EXPECT_EQ(out.runs.rows(), 0u);
+    return "whole";
+  }
   std::string s = "kept";
   auto kept = RowBlock::decode(out.kept.encode());
   auto runs = RowBlock::decode(out.runs.encode());
@@ -246,6 +252,24 @@ TEST(CallBlockFold, CallsInsideAnotherCallOfTheirThreadKeepTheirRows) {
   k.add(call(1, 50, 10), true);   // 2
   k.add(call(1, 300, 10), true);  // 3
   EXPECT_EQ(folded(k.b), "kept 1 2 runs 3:1[1]");
+}
+
+// A block where no call may fold (allocations, syncs, failed or slow launches, or launches each
+// inside another call of its thread) is left whole: every call counted as kept, none copied.
+TEST(CallBlockFold, ABlockWhereNothingFoldsIsLeftWholeWithoutACopy) {
+  Block allocs;
+  for (int i = 0; i < 4; ++i) allocs.add(call(1, 100 * i, 10), false);
+  EXPECT_EQ(folded(allocs.b), "whole");
+  Block launches;
+  launches.add(call(1, 0, 10, 3), true);    // failed
+  launches.add(call(1, 100, 20000), true);  // slower than the limit
+  launches.add(call(1, 30000, 100), true);  // contains the next
+  launches.add(call(1, 30050, 10), true);
+  EXPECT_EQ(folded(launches.b), "whole");
+  store::FoldedCalls off;
+  launches.b.fold([](uint32_t, int, int) { return std::optional<int64_t>(1'000'000); }, off, false);
+  EXPECT_EQ(off.kept_rows, 4u);
+  EXPECT_EQ(off.kept.rows(), 0u);
 }
 
 TEST(CallBlock, CallColumnsAreThoseOfAnEventsRow) {
