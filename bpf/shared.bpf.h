@@ -55,21 +55,26 @@ static __always_inline __u8 watch_flags(__u32 tgid) {
 }
 
 /* Set by the reader while it is not waiting for a wake-up (it is draining the rings or doing
- * its other work), clear while it waits (probe/ring_reader.cc). Defined in calls.bpf.c. */
+ * its other work), clear while it waits (probe/ring_reader.cc); set by the program that wakes
+ * it (ingero_wakeup_flags). Defined in calls.bpf.c. */
 extern volatile __u32 ingero_reader_busy;
 
 /* Waking the reader for every record costs an irq_work + IPI per record, which dominated the
  * per-call cost in measurement (bench/). The reader polls with a short timeout anyway, so wake
  * it only when enough data is queued to be worth it, and never while it is busy: it drains every
  * ring before it waits again, and a wake-up then is an IPI for nothing (in a VM, an exit; ~80 ns
- * a launch on bench/launch_cost.sh, whose reader is never idle long). A check that reads the
- * flag just before the reader clears it is followed by the next one, at most 16 records of a
- * thread later, long before the ring fills. */
+ * a launch on bench/launch_cost.sh, whose reader is never idle long). The program that wakes it
+ * marks it busy itself: until the reader runs, which on a loaded host takes milliseconds, the
+ * other threads' records would each raise a wake-up of their own (16 threads of timed calls:
+ * 21,533 self-IPIs for 800,016 calls). A check that reads the flag just before the reader
+ * clears it is followed by the next one, at most 16 records of a thread later, long before the
+ * ring fills. */
 #define INGERO_WAKEUP_BYTES (256 * 1024)
 static __always_inline __u64 ingero_wakeup_flags(void* ring) {
   if (ingero_reader_busy) return BPF_RB_NO_WAKEUP;
-  return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= INGERO_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
-                                                                           : BPF_RB_NO_WAKEUP;
+  if (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) < INGERO_WAKEUP_BYTES) return BPF_RB_NO_WAKEUP;
+  ingero_reader_busy = 1;
+  return BPF_RB_FORCE_WAKEUP;
 }
 
 /* What a call program asks ingero_call_stack for (one pointer: a global function takes five

@@ -28,8 +28,9 @@ class RingReader {
   // Returns the records consumed; EINTR is not an error.
   Result<int> poll(int timeout_ms);
   // A flag that poll() clears while it waits and sets once it stops waiting, shared with the
-  // BPF programs, which skip a wake-up while it is set (BpfSession::reader_busy_flag). Without
-  // one, every wake-up the programs ask for is sent.
+  // BPF programs, which skip a wake-up while it is set and set it when they wake the reader
+  // (BpfSession::reader_busy_flag). Without one, nothing clears it: after the programs' first
+  // wake-up, the reader's timeouts alone end its waits.
   void set_busy_flag(volatile uint32_t* flag) { busy_ = flag; }
   // Consumes everything currently queued without waiting.
   Result<int> drain();
