@@ -69,6 +69,31 @@ TEST(ColumnBlock, EveryValueDecodesAsItWasSet) {
     for (size_t c = 0; c < 6; ++c) ASSERT_EQ(cell(*decoded, r, c), want[r][c]) << r << "," << c;
 }
 
+// A column set twice in a row keeps the second value, while every row before it held one and
+// after it skipped rows (sparse), and a skipped row stays NULL.
+TEST(ColumnBlock, AValueSetTwiceInARowKeepsTheLastDenseOrSparse) {
+  ColumnBlock b({"dense", "sparse", "text"});
+  for (int r = 0; r < 6; ++r) {
+    b.set_int(0, r);
+    b.set_int(0, 100 + r);
+    if (r != 2) {  // row 2 skipped: the column is sparse from row 3 on
+      b.set_int(1, r);
+      if (r % 2) b.set_int(1, 200 + r);
+    }
+    b.set_text(2, "a");
+    if (r == 4) b.set_text(2, "b");
+    b.end_row();
+  }
+  auto d = RowBlock::decode(b.encode());
+  ASSERT_TRUE(d) << d.error().message;
+  std::string got;
+  for (size_t r = 0; r < d->rows(); ++r)
+    got += cell(*d, r, 0) + "," + cell(*d, r, 1) + "," + cell(*d, r, 2) + ";";
+  EXPECT_EQ(got,
+            "i:100,i:0,t:a;i:101,i:201,t:a;i:102,NULL,t:a;i:103,i:203,t:a;i:104,i:4,t:b;"
+            "i:105,i:205,t:a;");
+}
+
 TEST(ColumnBlock, AnEmptyBlockAndABlockReusedAfterClearDecode) {
   ColumnBlock b({"a", "t"});
   auto empty = RowBlock::decode(b.encode());
