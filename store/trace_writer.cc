@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <map>
 
+#include "hal/clock.h"
 #include "store/file_access.h"
 #include "store/host_store.h"
 #include "store/schema.h"
@@ -326,11 +326,7 @@ ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before, b
   bool tail = final && (!calls_.filling().empty() || !hosts_.filling().empty());
   bool seconds = summaries_.open_seconds() && (final || summarise_before > INT64_MIN);
   bool timed = block_interval_ns_ > 0;
-  int64_t now = !timed        ? 0
-                : steady_now_ ? steady_now_()
-                              : std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    std::chrono::steady_clock::now().time_since_epoch())
-                                    .count();
+  int64_t now = !timed ? 0 : steady_now_ ? steady_now_() : hal::mono_now_ns();
   if (timed && !blocks && !final)
     blocks = blocks_written_ns_ == INT64_MIN || now - blocks_written_ns_ >= block_interval_ns_ ||
              summarise_before > calls_.oldest_unwritten_ts();
