@@ -10,13 +10,13 @@
 #include <memory>
 #include <memory_resource>
 #include <mutex>
-#include <queue>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/call_run.h"
+#include "engine/min_queue.h"
 #include "engine/steps.h"
 
 namespace ingero::engine::steps_detail {
@@ -191,7 +191,7 @@ struct Pending {
     return std::tie(s.start, item, k) > std::tie(o.s.start, o.item, o.k);
   }
 };
-using PendingQueue = std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>>;
+using PendingQueue = MinQueue<Pending>;
 
 // Every call of p.calls in start order, the calls of runs and groups one by one (they interleave
 // with those of other threads): fn(const Span&, size_t item). Ties: the item listed first, then

@@ -6,7 +6,6 @@
 #include "engine/steps_timeline.h"
 
 #include <algorithm>
-#include <queue>
 #include <unordered_map>
 
 #include "engine/steps_internal.h"
@@ -35,7 +34,7 @@ class Sweep {
   void run() {
     // Open calls by end: (end, item, stack).
     using End = std::tuple<int64_t, size_t, uint64_t>;
-    std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
+    MinQueue<End> ends;
     PendingQueue pending;  // the next call of each run or group taken call by call
     const size_t n = p_.calls.size();
     size_t next = 0;
