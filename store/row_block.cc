@@ -184,14 +184,23 @@ std::string RowBlock::encode(int level) const {
 std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
   auto valid = [](uint8_t t) { return t >= SQLITE_INTEGER && t <= SQLITE_NULL; };
   uint8_t uniform = in.byte();
+  // The storage classes present (bit t for class t): a column without reals, or without text,
+  // skips the pass over its rows that would look for them (nearly every column of calls).
+  unsigned seen = 0;
   if (uniform == 1) {
     col.uniform = rows > 0 ? in.byte() : uint8_t(SQLITE_NULL);
     if (!valid(col.uniform)) return "bad storage class";
+    seen = 1u << col.uniform;
   } else {
     auto t = in.bytes(rows);
     col.types.assign(t.begin(), t.end());
-    if (!std::all_of(col.types.begin(), col.types.end(), valid)) return "bad storage class";
+    for (uint8_t c : col.types) seen |= c < 8 ? 1u << c : 1u << 8;  // bit 8: any class above 7
+    if (seen & ~((1u << SQLITE_INTEGER) | (1u << SQLITE_FLOAT) | (1u << SQLITE_TEXT) |
+                 (1u << SQLITE_BLOB) | (1u << SQLITE_NULL)))
+      return "bad storage class";
   }
+  const bool any_float = seen & (1u << SQLITE_FLOAT);
+  const bool any_string = seen & ((1u << SQLITE_TEXT) | (1u << SQLITE_BLOB));
   if (!in.ok) return "";  // the caller says truncated
   auto type = [&](size_t r) { return col.types.empty() ? col.uniform : col.types[r]; };
   bool all_null = col.types.empty() && col.uniform == SQLITE_NULL;
@@ -250,7 +259,7 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
       out[r] = prev;
     }
   }
-  for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r)
+  for (size_t r = 0; r < rows && in.ok && any_float; ++r)
     if (type(r) == SQLITE_FLOAT) {
       auto v = in.bytes(8);
       if (in.ok) std::memcpy(&out[r], v.data(), 8);
@@ -259,7 +268,7 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
   uint64_t k = in.varint();
   if (k > rows) return "bad string list";
   for (uint64_t i = 0; i < k && in.ok; ++i) col.strings.emplace_back(in.bytes(in.varint()));
-  for (size_t r = 0; r < rows && in.ok && !all_ints && !all_null; ++r) {
+  for (size_t r = 0; r < rows && in.ok && any_string; ++r) {
     if (!is_string(type(r))) continue;
     uint64_t i = in.varint();
     if (i >= col.strings.size()) return "bad string index";

@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <zstd.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "store/column_block.h"
 
 namespace ingero::test {
 namespace {
@@ -147,6 +150,47 @@ TEST(RowBlock, AnAlteredOrCutBlockIsAnError) {
     EXPECT_FALSE(store::RowBlock::decode(bytes.substr(0, n))) << "cut to " << n << " bytes";
   EXPECT_FALSE(store::RowBlock::decode(bytes + "x"));
   EXPECT_FALSE(store::RowBlock::decode("not a block at all"));
+}
+
+// A block compressed with its checksum whose content is wrong (a writer's bug, or a file made
+// to mislead): each row's storage class must be one SQLite has, 1 to 5. Every other byte is
+// refused, whatever its low bits (33 and 129 would read as classes 1 if only those were
+// looked at).
+TEST(RowBlock, AStorageClassSQLiteDoesNotHaveIsAnError) {
+  store::ColumnBlock one({"a"});
+  one.set_int(0, 7);
+  one.end_row();
+  one.end_row();  // NULL: the column lists each row's class
+  std::string raw;
+  one.encode_raw(raw);
+  // version, rows, columns, the name's length and the name, then the column: 0 (classes per
+  // row), then the rows' classes.
+  const std::string head(
+      "\x01\x02\x01\x01"
+      "a"
+      "\x00\x01\x05",
+      8);
+  ASSERT_EQ(raw.substr(0, head.size()), head);
+  auto packed = [](const std::string& content) {
+    std::string out(ZSTD_compressBound(content.size()), '\0');
+    ZSTD_CCtx* cctx = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    size_t n = ZSTD_compress2(cctx, out.data(), out.size(), content.data(), content.size());
+    ZSTD_freeCCtx(cctx);
+    out.resize(ZSTD_isError(n) ? 0 : n);
+    return out;
+  };
+  auto good = store::RowBlock::decode(packed(raw));
+  ASSERT_TRUE(good) << good.error().message;
+  EXPECT_EQ(good->int64(0, 0), 7);
+  EXPECT_EQ(good->type(1, 0), SQLITE_NULL);
+  for (int bad : {0, 6, 7, 8, 33, 129, 255}) {
+    std::string altered = raw;
+    altered[6] = char(bad);
+    auto r = store::RowBlock::decode(packed(altered));
+    ASSERT_FALSE(r) << "class " << bad;
+    EXPECT_EQ(r.error().message, "damaged archive block: bad storage class") << "class " << bad;
+  }
 }
 
 }  // namespace
