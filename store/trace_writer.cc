@@ -237,10 +237,12 @@ ingero::Result<TraceWriter::OpIds> TraceWriter::op_ids(std::string_view vendor,
                                                        std::string_view api, std::string_view op,
                                                        hal::EventKind kind) {
   OpKey k{api.data(), op.data()};
-  if (k == last_op_ && k.op) return last_op_ids_;
+  if (k.op)
+    for (const OpMemo& m : op_memo_)
+      if (m.key == k) return m.ids;
   if (auto it = op_cache_.find(k); it != op_cache_.end()) {
-    last_op_ = k;
-    last_op_ids_ = it->second;
+    op_memo_[op_memo_next_] = {k, it->second};
+    op_memo_next_ ^= 1;
     return it->second;
   }
   auto src = source_id(vendor, api, kind);
@@ -290,7 +292,7 @@ ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   pending_ = 0;
   // Dictionary rows inserted in the lost transaction are gone too.
   op_cache_.clear();
-  last_op_ = {nullptr, nullptr};
+  for (OpMemo& m : op_memo_) m = {};
   op_by_name_.clear();
   source_by_api_.clear();
   next_op_.clear();

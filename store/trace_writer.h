@@ -339,9 +339,14 @@ class TraceWriter final : public hal::EventSink {
   std::string host_encoded_;  // scratch of write_host_blocks
   Stmt insert_inflight_, delete_inflight_;
   std::unordered_map<OpKey, OpIds, OpKeyHash> op_cache_;
-  // The op of the last event (calls of one op come in runs): found without the hash lookup.
-  OpKey last_op_{nullptr, nullptr};
-  OpIds last_op_ids_;
+  // The last two ops looked up (calls of one op come in runs, and a launch renamed after its
+  // runtime names its driver launch too): found without the hash lookup.
+  struct OpMemo {
+    OpKey key{nullptr, nullptr};
+    OpIds ids;
+  };
+  OpMemo op_memo_[2];
+  unsigned op_memo_next_ = 0;                           // the slot the next miss fills
   std::unordered_map<std::string, OpIds> op_by_name_;   // "api\0op"
   std::unordered_map<std::string, int> source_by_api_;  // "vendor\0api"
   std::unordered_map<int, int> next_op_;

@@ -110,5 +110,41 @@ TEST(CallSummaries, SecondsTheEndCouldNotCommitGoIntoTheReserve) {
   EXPECT_EQ(test::query_int(path, "SELECT stopped_at FROM sessions"), end.stopped_at_ns);
 }
 
+// Ops are named in a dictionary whose rows a failed COMMIT takes back with its batch: the
+// writer forgets the ids it handed out then, memos included, and names them again in the next
+// batch. A launch renamed after its runtime names two ops a call (its own, and the driver's it
+// made), as ingero's launches do once the runtime's probes are detached.
+TEST(CallSummaries, OpsNamedInAFailedBatchAreNamedAgainInTheNext) {
+  std::string path = test::temp_path("failed-ops.db");
+  FullDisk disk;
+  std::unique_ptr<TraceWriter> w;
+  ASSERT_NO_FATAL_FAILURE(twenty_calls(path, w));
+  auto renamed = [](uint64_t ts) {
+    hal::Event e = launch(ts);
+    e.op = "cudaLaunchKernelExC";
+    e.nested = 1;
+    e.nested_api = "cuda_driver";
+    e.nested_op = "cuLaunchKernelEx";
+    e.nested_kind = hal::EventKind::kLaunch;
+    return e;
+  };
+  ASSERT_TRUE(w->add(renamed(3000 * kMs)));
+  ASSERT_TRUE(w->add(renamed(3001 * kMs)));
+  FullDisk::failing_writes = 1;
+  ASSERT_FALSE(w->commit());
+  EXPECT_EQ(FullDisk::failing_writes, 0);
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(w->add(renamed((4000 + i) * kMs)));
+  ASSERT_TRUE(w->commit());
+  SessionEnd end;
+  end.stopped_at_ns = kStart + 5000 * int64_t(kMs);
+  ASSERT_TRUE(w->finish(end));
+  w.reset();
+  EXPECT_EQ(test::query_int(path, "SELECT count(*) FROM calls"), 23);
+  EXPECT_EQ(test::query_int(path,
+                            "SELECT count(*) FROM calls WHERE op = 'cudaLaunchKernelExC' "
+                            "AND nested_op = 'cuLaunchKernelEx'"),
+            3);
+}
+
 }  // namespace
 }  // namespace ingero::store
