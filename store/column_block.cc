@@ -171,17 +171,24 @@ ColumnBlock::ColumnBlock(std::vector<std::string> names)
 
 void ColumnBlock::put(Column& c, int64_t v) {
   if (!c.sparse) {
-    if (c.v.size() == rows_) {  // the next row, as every row before it
+    const size_t n = c.v.size();
+    if (n == rows_) {  // the next row, as every row before it
       c.v.push_back(v);
       return;
     }
-    if (c.v.size() == rows_ + 1) {  // this row again
+    if (n == rows_ + 1) {  // this row again
       c.v.back() = v;
       return;
     }
-    c.sparse = true;  // rows were skipped: list the rows from now on
-    c.at.resize(c.v.size());
-    for (size_t i = 0; i < c.at.size(); ++i) c.at[i] = uint32_t(i);
+    // Rows n .. rows_ - 1 were skipped: holes, while at most half the rows are.
+    const size_t gap = rows_ - n;
+    if (2 * (c.holes.size() + gap) <= rows_ + 1) {
+      for (size_t r = n; r < rows_; ++r) c.holes.push_back(uint32_t(r));
+      c.v.resize(rows_, 0);
+      c.v.push_back(v);
+      return;
+    }
+    c.make_sparse();  // list the rows from now on
   }
   if (!c.at.empty() && c.at.back() == rows_) {
     c.v.back() = v;
@@ -189,6 +196,35 @@ void ColumnBlock::put(Column& c, int64_t v) {
   }
   c.at.push_back(uint32_t(rows_));
   c.v.push_back(v);
+}
+
+void ColumnBlock::Column::make_sparse() {
+  sparse = true;
+  at.clear();
+  size_t h = 0, kept = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (h < holes.size() && holes[h] == i) {
+      ++h;
+      continue;
+    }
+    at.push_back(uint32_t(i));
+    v[kept++] = v[i];
+  }
+  v.resize(kept);
+  holes.clear();
+}
+
+const std::vector<int64_t>& ColumnBlock::Column::held(std::vector<int64_t>& out) const {
+  if (sparse || holes.empty()) return v;
+  // The runs of values between the holes, each copied at once (a column with holes has few).
+  out.clear();
+  size_t from = 0;
+  for (uint32_t h : holes) {
+    out.insert(out.end(), v.begin() + long(from), v.begin() + long(h));
+    from = size_t(h) + 1;
+  }
+  out.insert(out.end(), v.begin() + long(from), v.end());
+  return out;
 }
 
 void ColumnBlock::set_text(size_t col, std::string_view s) {
@@ -207,7 +243,7 @@ void ColumnBlock::set_text(size_t col, std::string_view s) {
 }
 
 size_t ColumnBlock::Column::find(size_t row) const {
-  if (!sparse) return row < v.size() ? row : std::string::npos;
+  if (!sparse) return row < v.size() && holds(row) ? row : std::string::npos;
   if (at.size() > row && at[row] == row) return row;
   auto it = std::lower_bound(at.begin(), at.end(), uint32_t(row));
   return it != at.end() && *it == row ? size_t(it - at.begin()) : std::string::npos;
@@ -265,7 +301,12 @@ void ColumnBlock::add_rows(const ColumnBlock& from, const std::vector<uint8_t>& 
       here = c.last_index;
     };
     if (!f.sparse) {
-      for (size_t k = 0; k < kept.size() && kept[k] < f.v.size(); ++k) add(k, f.v[kept[k]]);
+      size_t h = 0;  // the holes and the rows kept, both ascending, walked together
+      for (size_t k = 0; k < kept.size() && kept[k] < f.v.size(); ++k) {
+        while (h < f.holes.size() && f.holes[h] < kept[k]) ++h;
+        if (h < f.holes.size() && f.holes[h] == kept[k]) continue;
+        add(k, f.v[kept[k]]);
+      }
       continue;
     }
     size_t k = 0;  // the rows holding a value and the rows kept, both ascending, walked together
@@ -284,12 +325,15 @@ void ColumnBlock::truncate(size_t rows) {
       if (c.sparse) c.at.pop_back();
       c.v.pop_back();
     }
+    while (!c.holes.empty() && c.holes.back() >= rows) c.holes.pop_back();
     if (!c.text) continue;
     // The dictionary keeps only the strings still used: a block lists no more strings than
     // rows (RowBlock::decode checks it).
     std::vector<std::string> used;
     std::unordered_map<uint32_t, uint32_t> renum;
-    for (int64_t& v : c.v) {
+    for (size_t i = 0; i < c.v.size(); ++i) {
+      if (!c.holds(i)) continue;  // a placeholder names no string
+      int64_t& v = c.v[i];
       auto [it, fresh] = renum.try_emplace(uint32_t(v), uint32_t(used.size()));
       if (fresh) used.push_back(std::move(c.strings[size_t(v)]));
       v = it->second;
@@ -306,6 +350,7 @@ void ColumnBlock::clear() {
   for (Column& c : cols_) {
     c.sparse = false;
     c.at.clear();
+    c.holes.clear();
     c.v.clear();
     c.strings.clear();
     c.index.clear();
@@ -315,7 +360,10 @@ void ColumnBlock::clear() {
 }
 
 void ColumnBlock::encode_column(const Column& c, RawBytes& raw) const {
-  size_t n = c.v.size();
+  // The values held, in row order (v without its holes' placeholders).
+  static thread_local std::vector<int64_t> scratch;
+  const std::vector<int64_t>& vals = c.held(scratch);
+  size_t n = vals.size();
   int type = c.text ? SQLITE_TEXT : SQLITE_INTEGER;
   // Storage classes: one byte for the column where every row shares it.
   if (n == 0 || n == rows_) {
@@ -325,14 +373,19 @@ void ColumnBlock::encode_column(const Column& c, RawBytes& raw) const {
     raw.push(0);
     size_t start = raw.size();
     raw.fill(rows_, char(SQLITE_NULL));
-    for (size_t i = 0; i < n; ++i) raw.at(start + c.row_of(i)) = char(type);
+    if (c.sparse) {
+      for (size_t i = 0; i < n; ++i) raw.at(start + c.at[i]) = char(type);
+    } else {
+      std::memset(&raw.at(start), type, c.v.size());
+      for (uint32_t h : c.holes) raw.at(start + h) = char(SQLITE_NULL);
+    }
   }
   if (c.text || n == 0) {
     raw.push(0);  // no integers
   } else {
     // A list of the distinct values where they repeat (pids, ops, stacks), else differences.
     static thread_local DistinctInts distinct;
-    bool listed = distinct.collect(c.v, n / 4);
+    bool listed = distinct.collect(vals, n / 4);
     raw.push(char(listed ? 1 : 0));
     int64_t prev = 0;
     auto delta = [&prev](int64_t v) {
@@ -346,7 +399,7 @@ void ColumnBlock::encode_column(const Column& c, RawBytes& raw) const {
       const uint32_t* rank = distinct.ranks().data();
       append_varints(raw, distinct.order(), [rank](uint32_t i) { return uint64_t(rank[i]); });
     } else {
-      append_varints(raw, c.v, delta);
+      append_varints(raw, vals, delta);
     }
   }
   // Text: the list of the distinct values used, then each row's index into it. The column's
@@ -357,7 +410,7 @@ void ColumnBlock::encode_column(const Column& c, RawBytes& raw) const {
       raw.varint(s.size());
       raw.append(s);
     }
-    append_varints(raw, c.v, [](int64_t v) { return uint64_t(v); });
+    append_varints(raw, vals, [](int64_t v) { return uint64_t(v); });
   }
 }
 

@@ -8,6 +8,7 @@
 // cost. Integers and text only (calls and runs have no reals and no blobs).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -67,13 +68,24 @@ class ColumnBlock {
  private:
   struct Column {
     bool text = false;
-    // Rows 0 .. v.size() - 1 hold a value each until a row is skipped; from then (`sparse`),
-    // `at` lists the rows holding one, ascending. Most columns of a call are set on every row
-    // or never: they cost one store a value.
+    // Row r's value is v[r], for every row up to v.size() but those listed in `holes` (NULL
+    // rows, their v a placeholder), while no more than half the rows are holes: a call's
+    // launch fields, skipped by the few syncs and copies among its launches, still cost one
+    // store a value. Past that (`sparse`), `at` lists the rows holding a value, ascending, and
+    // v holds theirs. Most columns of a call are set on every row or never.
     bool sparse = false;
     std::vector<uint32_t> at;
-    std::vector<int64_t> v;  // their integers, or indexes into `strings`
+    std::vector<uint32_t> holes;  // ascending; empty while sparse
+    std::vector<int64_t> v;       // their integers, or indexes into `strings`
     uint32_t row_of(size_t i) const { return sparse ? at[i] : uint32_t(i); }
+    // Whether v[i] holds a value (not a hole's placeholder).
+    bool holds(size_t i) const {
+      return sparse || holes.empty() || !std::binary_search(holes.begin(), holes.end(), i);
+    }
+    // The values held, in row order, into `out` (v itself when there is no hole).
+    const std::vector<int64_t>& held(std::vector<int64_t>& out) const;
+    // From holes to `at`: the rows holding a value listed, the placeholders dropped.
+    void make_sparse();
     std::vector<std::string> strings;
     struct Hash {
       using is_transparent = void;

@@ -191,6 +191,89 @@ TEST(ColumnBlock, ABlockEncodesToTheSameBytesAfterALargerOne) {
   EXPECT_EQ(cell(*d, 39, 2), "NULL");
 }
 
+// Random columns as a writer fills them: set on every row, on most rows (holes), on few
+// (sparse), from the middle on, or never; set twice in a row; text and integers. Then truncated
+// and copied by a mask and row by row. Every cell, read back (has, int64, text) and decoded,
+// is the one set last in its row, or NULL.
+TEST(ColumnBlock, EveryPatternOfSetAndSkippedRowsReadsBackAsSet) {
+  std::mt19937_64 rng(4343);
+  const std::vector<std::string> names = {"every", "most",   "few",  "late",
+                                          "never", "most_t", "few_t"};
+  const size_t ncols = names.size();
+  for (int round = 0; round < 40; ++round) {
+    ColumnBlock b(names);
+    std::vector<std::vector<std::string>> want;
+    size_t rows = 1 + rng() % 300;
+    int skip_most = 2 + int(rng() % 30);  // "most" skips one row in this many
+    for (size_t r = 0; r < rows; ++r) {
+      std::vector<std::string> row(ncols, "NULL");
+      auto set = [&](size_t col, int64_t v) {
+        b.set_int(col, v);
+        row[col] = "i:" + std::to_string(v);
+      };
+      auto set_text = [&](size_t col, const std::string& t) {
+        b.set_text(col, t);
+        row[col] = "t:" + t;
+      };
+      set(0, int64_t(rng() % 5));
+      if (rng() % uint64_t(skip_most)) set(1, int64_t(rng()));
+      if (rng() % 10 == 0) set(2, -int64_t(r));
+      if (r > rows / 2) set(3, int64_t(r));
+      if (rng() % uint64_t(skip_most)) set_text(5, "s" + std::to_string(rng() % 3));
+      if (rng() % 9 == 0) set_text(6, "f" + std::to_string(rng() % 4));
+      if (rng() % 7 == 0) set(1, 7);  // twice in a row: the last counts
+      b.end_row();
+      want.push_back(row);
+    }
+    auto check = [&](const ColumnBlock& blk, const std::vector<std::vector<std::string>>& w,
+                     const std::string& what) {
+      ASSERT_EQ(blk.rows(), w.size()) << what;
+      for (size_t r = 0; r < w.size(); ++r)
+        for (size_t c = 0; c < ncols; ++c) {
+          std::string got = !blk.has(r, c)                ? "NULL"
+                            : w[r][c].rfind("t:", 0) == 0 ? "t:" + std::string(blk.text(r, c))
+                                                          : "i:" + std::to_string(blk.int64(r, c));
+          ASSERT_EQ(got, w[r][c]) << what << " round " << round << " row " << r << " col " << c;
+        }
+      auto d = RowBlock::decode(blk.encode());
+      ASSERT_TRUE(d) << d.error().message;
+      ASSERT_EQ(d->rows(), w.size());
+      for (size_t r = 0; r < w.size(); ++r)
+        for (size_t c = 0; c < ncols; ++c)
+          ASSERT_EQ(cell(*d, r, c), w[r][c])
+              << what << " decoded, round " << round << " row " << r << " col " << c;
+    };
+    ASSERT_NO_FATAL_FAILURE(check(b, want, "filled"));
+    std::vector<uint8_t> keep(rows);
+    std::vector<std::vector<std::string>> kept_rows;
+    for (size_t r = 0; r < rows; ++r)
+      if ((keep[r] = uint8_t(rng() % 3 != 0))) kept_rows.push_back(want[r]);
+    ColumnBlock k(names);
+    k.add_rows(b, keep);
+    ASSERT_NO_FATAL_FAILURE(check(k, kept_rows, "copied by a mask"));
+    ColumnBlock one(names);
+    for (size_t r = 0; r < rows; r += 2) one.add_row(b, r);
+    std::vector<std::vector<std::string>> every_other;
+    for (size_t r = 0; r < rows; r += 2) every_other.push_back(want[r]);
+    ASSERT_NO_FATAL_FAILURE(check(one, every_other, "copied row by row"));
+    size_t cut = rng() % (rows + 1);
+    b.truncate(cut);
+    want.resize(cut);
+    ASSERT_NO_FATAL_FAILURE(check(b, want, "truncated"));
+    // Rows appended after a truncation join the rows kept.
+    for (size_t r = 0; r < 5; ++r) {
+      std::vector<std::string> row(ncols, "NULL");
+      if (r != 2) {
+        b.set_int(1, int64_t(r));
+        row[1] = "i:" + std::to_string(r);
+      }
+      b.end_row();
+      want.push_back(row);
+    }
+    ASSERT_NO_FATAL_FAILURE(check(b, want, "appended after the truncation"));
+  }
+}
+
 // A call event of thread `tid` of pid 10 at `ts` (µs), `dur` µs (negative: not timed).
 hal::Event call(uint32_t tid, int64_t ts_us, int64_t dur_us, int64_t ret = 0) {
   hal::Event e;
