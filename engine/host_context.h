@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/op_stats.h"
+#include "engine/pod_vector.h"
 #include "engine/trace_source.h"
 
 namespace ingero::engine {
@@ -59,7 +60,9 @@ struct HostOpStat {
 struct HostContext {
   std::map<std::string, HostOpStat> ops;  // host events by name (sched_switch, process_fork, ...)
   // Off-CPU intervals of traced (GPU-calling) processes' threads, time order, capped.
-  std::map<uint32_t, std::vector<OffCpuInterval>> offcpu;
+  // By process, in start order. Grown with realloc (engine/pod_vector.h): a session with a
+  // context switch a call holds up to kMaxOffCpuIntervals of them.
+  std::map<uint32_t, PodVector<OffCpuInterval>> offcpu;
   uint64_t offcpu_dropped = 0;
   std::vector<std::string> comms;  // interned preemptor names
   std::map<uint32_t, PidHost> per_pid;
