@@ -54,8 +54,13 @@ class PodVector {
   ~PodVector() { std::free(p_); }
 
   void push_back(const T& x) {
-    if (n_ == cap_) grow(cap_ ? 2 * cap_ : 64);
-    std::memcpy(static_cast<void*>(p_ + n_), &x, sizeof(T));
+    if (n_ == cap_) {
+      T copy = x;  // x may be one of ours, which the growth moves
+      grow(cap_ ? 2 * cap_ : 64);
+      std::memcpy(static_cast<void*>(p_ + n_), &copy, sizeof(T));
+    } else {
+      std::memcpy(static_cast<void*>(p_ + n_), &x, sizeof(T));
+    }
     ++n_;
   }
   size_t size() const { return n_; }

@@ -58,5 +58,14 @@ TEST(PodVector, CopiesAndMovesOwnTheirValues) {
   EXPECT_EQ(c.begin(), c.end());
 }
 
+// Values of the vector itself pushed, at every growth too (from 64 values to 262,144, where
+// realloc moves the block or the mapping and frees the old): each is read before it moves.
+TEST(PodVector, PushingOneOfItsOwnValuesAsItGrowsCopiesTheValue) {
+  PodVector<Interval> v;
+  v.push_back({1, 2, 3, true});
+  while (v.size() < 200'000) v.push_back(v[v.size() / 2]);
+  for (const Interval& x : v) ASSERT_EQ(x, (Interval{1, 2, 3, true}));
+}
+
 }  // namespace
 }  // namespace ingero::engine
