@@ -182,23 +182,23 @@ std::string RowBlock::encode(int level) const {
 }
 
 std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
-  auto valid = [](uint8_t t) { return t >= SQLITE_INTEGER && t <= SQLITE_NULL; };
-  uint8_t uniform = in.byte();
-  // The storage classes present (bit t for class t): a column without reals, or without text,
-  // skips the pass over its rows that would look for them (nearly every column of calls).
+  // The storage classes present, bit t for class t (bit 8 for any byte above 7): a column
+  // without reals, or without text, skips the pass over its rows that would look for them
+  // (nearly every column of calls). SQLite's classes are 1 to 5; any other bit is damage.
+  auto bit = [](uint8_t t) { return t < 8 ? 1u << t : 1u << 8; };
+  constexpr unsigned kClasses = (1u << SQLITE_INTEGER) | (1u << SQLITE_FLOAT) |
+                                (1u << SQLITE_TEXT) | (1u << SQLITE_BLOB) | (1u << SQLITE_NULL);
   unsigned seen = 0;
+  uint8_t uniform = in.byte();
   if (uniform == 1) {
     col.uniform = rows > 0 ? in.byte() : uint8_t(SQLITE_NULL);
-    if (!valid(col.uniform)) return "bad storage class";
-    seen = 1u << col.uniform;
+    seen = bit(col.uniform);
   } else {
     auto t = in.bytes(rows);
     col.types.assign(t.begin(), t.end());
-    for (uint8_t c : col.types) seen |= c < 8 ? 1u << c : 1u << 8;  // bit 8: any class above 7
-    if (seen & ~((1u << SQLITE_INTEGER) | (1u << SQLITE_FLOAT) | (1u << SQLITE_TEXT) |
-                 (1u << SQLITE_BLOB) | (1u << SQLITE_NULL)))
-      return "bad storage class";
+    for (uint8_t c : col.types) seen |= bit(c);
   }
+  if (seen & ~kClasses) return "bad storage class";
   const bool any_float = seen & (1u << SQLITE_FLOAT);
   const bool any_string = seen & ((1u << SQLITE_TEXT) | (1u << SQLITE_BLOB));
   if (!in.ok) return "";  // the caller says truncated
