@@ -138,6 +138,13 @@ int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
 
 int ArchiveScan::advance() {
   if (cur_ && ++cur_->at < cur_->order.size()) {
+    // Most rows follow their block's previous row: the block stays current, and the heap is
+    // not touched, unless another open block or the next block to open holds an earlier row
+    // (keys are unique: the order is the heap's).
+    bool others_later = heap_.empty() || later(heap_.front(), cur_);
+    bool opens =
+        by_ts_ && next_block_ < metas_.size() && metas_[next_block_].first_ts <= cur_->key_ts();
+    if (others_later && !opens) return SQLITE_OK;
     heap_.push_back(std::move(cur_));
     std::push_heap(heap_.begin(), heap_.end(), later);
   }

@@ -3,7 +3,10 @@
 // blocks from there, and the calls of overlapping blocks come in time order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "app/builtin_backends.h"
 #include "store/event_rows.h"
@@ -82,6 +85,12 @@ TEST(ArchiveBounds, CallsAmongHostEventsAndAWideBlockReadInTimeOrderByWindow) {
   EXPECT_EQ(all[5], "5000/cudaLaunchKernel/100");
   EXPECT_EQ(all[6], "5500/cudaDeviceSynchronize/395000");  // in time order, not written order
   EXPECT_EQ(all[7], "6000/cudaLaunchKernel/100");
+  // Every call in time order: the merge goes from block to block as the wide block's rows and
+  // the next blocks' interleave, not only at a block's end.
+  std::vector<int64_t> starts;
+  for (const std::string& c : all) starts.push_back(std::stoll(c));
+  EXPECT_TRUE(std::is_sorted(starts.begin(), starts.end()));
+  EXPECT_EQ(std::adjacent_find(starts.begin(), starts.end()), starts.end());
   // The wide block's later calls, in a window that begins long after the block does.
   EXPECT_EQ(
       read_calls(path, window(398'500, 402'500)),
