@@ -16,25 +16,53 @@ uint32_t HostContext::intern_comm(std::string_view c) {
   return uint32_t(comms.size() - 1);
 }
 
+uint32_t HostContext::intern_preemptor(uint32_t comm, uint64_t cgroup) {
+  auto [it, added] = preemptor_index.try_emplace({comm, cgroup}, uint32_t(preemptors.size()));
+  if (added) preemptors.push_back({comm, cgroup});
+  return it->second;
+}
+
 namespace {
 
+// What the events before this one looked up: a host's events come in runs of one op, process
+// and preemptor (two threads handing a lock back and forth), and each lookup by name or pid is
+// a walk of a tree. The maps' nodes do not move.
+struct Lookups {
+  std::string_view op;
+  HostOpStat* op_stat = nullptr;
+  uint32_t pid = 0;
+  PidHost* pid_host = nullptr;
+  PodVector<OffCpuInterval>* offcpu = nullptr;  // of `pid`, once it has switched
+  std::string comm;                             // a copy: `comms` moves its strings as it grows
+  uint64_t cgroup = 0;
+  uint32_t by = 0;  // (comm, cgroup) interned
+  bool by_known = false;
+};
+
 // A context switch: the process's scheduling tallies, and its off-CPU interval (capped).
-void add_sched_switch(HostContext& h, PidHost& p, const hal::Event& e) {
+void add_sched_switch(HostContext& h, Lookups& l, PidHost& p, const hal::Event& e) {
   h.has_sched_events = true;
   bool preempted = e.get_or(hal::Field::kFlags, 1) == 1;
   ++p.switches;
   if (preempted) ++p.involuntary;
   p.off_cpu_ns += e.dur_ns;
   p.max_off_cpu_ns = std::max<uint64_t>(p.max_off_cpu_ns, e.dur_ns);
-  auto& v = h.offcpu[e.pid];
-  if (v.size() + h.offcpu.size() < kMaxOffCpuIntervals) {
-    v.push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid,
-                 uint32_t(e.get_or(hal::Field::kPeerPid, 0)), e.get_or(hal::Field::kPeerCgroup, 0),
-                 h.intern_comm(e.peer_comm_view()), preempted,
-                 uint32_t(e.get_or(hal::Field::kState, 0))});
-  } else {
+  if (!l.offcpu) l.offcpu = &h.offcpu[e.pid];
+  if (l.offcpu->size() + h.offcpu.size() >= kMaxOffCpuIntervals) {
     ++h.offcpu_dropped;
+    return;
   }
+  std::string_view comm = e.peer_comm_view();
+  uint64_t cgroup = e.get_or(hal::Field::kPeerCgroup, 0);
+  if (!l.by_known || comm != l.comm || cgroup != l.cgroup) {
+    l.by = h.intern_preemptor(h.intern_comm(comm), cgroup);
+    l.comm.assign(comm);
+    l.cgroup = cgroup;
+    l.by_known = true;
+  }
+  l.offcpu->push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid,
+                       uint32_t(e.get_or(hal::Field::kPeerPid, 0)), l.by,
+                       uint16_t(e.get_or(hal::Field::kState, 0)), preempted});
 }
 
 // A block request: the host's and its issuer's I/O tallies, and its interval (capped).
@@ -57,22 +85,32 @@ void add_block_io(HostContext& h, PidHost& p, const hal::Event& e) {
 }
 
 // One host event: counted under its op, and into its process's and the host's tallies.
-void add_host_event(HostContext& h, const hal::Event& e) {
-  HostOpStat& os = h.ops[std::string(e.op)];
+void add_host_event(HostContext& h, Lookups& l, const hal::Event& e) {
+  if (!l.op_stat || e.op != l.op) {
+    auto it = h.ops.try_emplace(std::string(e.op)).first;
+    l.op = it->first;
+    l.op_stat = &it->second;
+  }
+  HostOpStat& os = *l.op_stat;
   ++os.count;
   // Durations mean latency for these; a page-allocation row's duration is its window.
   if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
     os.sum_ns += e.dur_ns;
     os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
   }
-  PidHost& p = h.per_pid[e.pid];
+  if (!l.pid_host || e.pid != l.pid) {
+    l.pid = e.pid;
+    l.pid_host = &h.per_pid[e.pid];
+    l.offcpu = nullptr;
+  }
+  PidHost& p = *l.pid_host;
   if (p.comm.empty()) p.comm = std::string(e.comm_view());
   // The latest: a process moved into its container's cgroup after it started (its first
   // events are its parent's) belongs to the container.
   if (e.cgroup_id) p.cgroup_id = e.cgroup_id;
   switch (e.kind) {
     case hal::EventKind::kSchedSwitch:
-      add_sched_switch(h, p, e);
+      add_sched_switch(h, l, p, e);
       break;
     case hal::EventKind::kSchedWakeup:
       ++p.wakeups;
@@ -151,7 +189,8 @@ HostContext collect_host_context(TraceSource& source, const Window& w) {
   h.comms.emplace_back("");
   Window all = w;
   all.pid.reset();
-  source.host_events(all, [&](const hal::Event& e) { add_host_event(h, e); });
+  Lookups l;
+  source.host_events(all, [&](const hal::Event& e) { add_host_event(h, l, e); });
   take_process_activity(h, source.process_activity(all));
   h.snapshots = source.snapshots(all);
   summarise_snapshots(h);
@@ -182,8 +221,8 @@ Overlap overlap_offcpu(const HostContext& h, uint32_t pid, const std::vector<Tai
       if (x.by_pid) {
         Preemptor& p = o.by[x.by_pid];
         p.pid = x.by_pid;
-        p.comm = h.comm_name(x.by_comm);
-        p.cgroup_id = x.by_cgroup;
+        p.comm = h.comm_name(h.by_comm(x));
+        p.cgroup_id = h.by_cgroup(x);
         ++p.count;
         p.off_ns += d;
       }

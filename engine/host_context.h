@@ -13,15 +13,17 @@
 
 namespace ingero::engine {
 
+// 32 bytes: a session with a context switch a call keeps a million of them.
 struct OffCpuInterval {
   int64_t start = 0, end = 0;
   uint32_t tid = 0;
   uint32_t by_pid = 0;
-  uint64_t by_cgroup = 0;
-  uint32_t by_comm = 0;  // index into HostContext::comms
+  uint32_t by = 0;     // who held the CPU: index into HostContext::preemptors
+  uint16_t state = 0;  // prev_state when it went off-CPU: 1 interruptible, 2 uninterruptible
+                       // (every task state bit is below TASK_STATE_MAX, 0x10000)
   bool preempted = false;
-  uint32_t state = 0;  // prev_state when it went off-CPU: 1 interruptible, 2 uninterruptible
 };
+static_assert(sizeof(OffCpuInterval) == 32);
 
 // One block request, for the process that issued it.
 struct BlockRequest {
@@ -65,6 +67,13 @@ struct HostContext {
   std::map<uint32_t, PodVector<OffCpuInterval>> offcpu;
   uint64_t offcpu_dropped = 0;
   std::vector<std::string> comms;  // interned preemptor names
+  // Who held the CPU: a preemptor's name (index into comms) and cgroup, interned.
+  struct PreemptorId {
+    uint32_t comm = 0;
+    uint64_t cgroup = 0;
+  };
+  std::vector<PreemptorId> preemptors;
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> preemptor_index;
   std::map<uint32_t, PidHost> per_pid;
   std::vector<ForkEdge> forks;
   std::vector<OomKill> ooms;
@@ -86,6 +95,10 @@ struct HostContext {
 
   uint32_t intern_comm(std::string_view c);
   const std::string& comm_name(uint32_t i) const { return comms[i]; }
+  uint32_t intern_preemptor(uint32_t comm, uint64_t cgroup);
+  // An interval's preemptor: its name's index into comms, and its cgroup (0: unknown).
+  uint32_t by_comm(const OffCpuInterval& iv) const { return preemptors[iv.by].comm; }
+  uint64_t by_cgroup(const OffCpuInterval& iv) const { return preemptors[iv.by].cgroup; }
 };
 
 inline constexpr size_t kMaxOffCpuIntervals = 1'000'000;

@@ -71,7 +71,7 @@ PhaseTime phase_time(const Analysis* a, uint32_t pid, const std::vector<Phase>& 
           if (k->by_pid) {
             Preemptor& pr = t.by[k->by_pid];
             pr.pid = k->by_pid;
-            pr.comm = a->host.comm_name(k->by_comm);
+            pr.comm = a->host.comm_name(a->host.by_comm(*k));
             ++pr.count;
             pr.off_ns += d;
           }

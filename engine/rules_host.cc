@@ -28,11 +28,12 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
       if (!iv.preempted || !iv.by_pid) continue;
       uint64_t d = uint64_t(iv.end - iv.start);
       total += d;
-      if (!iv.by_cgroup || same_tenant(a.host.cgroups, iv.by_cgroup, own)) continue;
-      Tally& t = by_cgroup[iv.by_cgroup];
+      uint64_t cg = a.host.by_cgroup(iv);
+      if (!cg || same_tenant(a.host.cgroups, cg, own)) continue;
+      Tally& t = by_cgroup[cg];
       t.ns += d;
       ++t.n;
-      t.tasks[{iv.by_pid, iv.by_comm}] += d;
+      t.tasks[{iv.by_pid, a.host.by_comm(iv)}] += d;
       hit = true;
     }
     if (hit) victims.push_back(pid);

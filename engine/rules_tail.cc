@@ -64,8 +64,8 @@ std::string preemptor_tenant(const Analysis& a, uint32_t victim, const Preemptor
   if (!cg)  // per-call data names the task, not its cgroup: the scheduler events do
     if (auto it = a.host.offcpu.find(victim); it != a.host.offcpu.end())
       for (const OffCpuInterval& iv : it->second)
-        if (iv.by_pid == p.pid && iv.by_cgroup) {
-          cg = iv.by_cgroup;
+        if (iv.by_pid == p.pid && a.host.by_cgroup(iv)) {
+          cg = a.host.by_cgroup(iv);
           break;
         }
   if (!cg || same_tenant(a.host.cgroups, cg, process_cgroup(a, victim))) return "";

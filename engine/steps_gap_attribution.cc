@@ -29,7 +29,7 @@ void Attributor::attribute(HostGap& g, Tallies* tally) {
       off += d;
       if (x.preempted) {
         g.time.preempted_ns += d;
-        if (x.by_pid) by[{x.by_pid, x.by_comm}] += d;
+        if (x.by_pid) by[{x.by_pid, host_.by_comm(x)}] += d;
       } else if (x.state & 2) {
         g.time.io_ns += d;
       } else {

@@ -95,7 +95,7 @@ void count_preemptors(const Proc& p, const HostContext& host, const FeedingThrea
         tally.preempted_before_tid.try_emplace(key, iv.tid);
       }
       if (!iv.by_pid) return;
-      tally.step_preemptor_ns[{iv.by_pid, host.comm_name(iv.by_comm)}] += uint64_t(hi - lo);
+      tally.step_preemptor_ns[{iv.by_pid, host.comm_name(host.by_comm(iv))}] += uint64_t(hi - lo);
     });
   }
 }

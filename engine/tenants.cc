@@ -127,15 +127,16 @@ class TenantTally {
         TenantUsage& v = by_name_[victim];
         v.preempted_ns += d;
         ++v.preemptions;
-        if (!iv.by_pid || !iv.by_cgroup) continue;  // who held the CPU is not known
-        TenantUsage& by = of(iv.by_cgroup);
+        uint64_t cg = a_.host.by_cgroup(iv);
+        if (!iv.by_pid || !cg) continue;  // who held the CPU is not known
+        TenantUsage& by = of(cg);
         if (by.name == victim) continue;
         by_name_[victim].preempted_by_others_ns += d;
         by.preempting_ns += d;
         Pair& p = pairs_[{victim, by.name}];
         p.ns += d;
         ++p.count;
-        p.tasks[{iv.by_pid, iv.by_comm}] += d;
+        p.tasks[{iv.by_pid, a_.host.by_comm(iv)}] += d;
       }
     }
   }

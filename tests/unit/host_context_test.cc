@@ -1,0 +1,133 @@
+// The host context (engine/host_context.h): every context switch becomes an off-CPU interval of
+// its process with its own preemptor, state and times, whatever the events around it; the
+// tallies by op and process count every event. collect_host_context remembers the previous
+// event's op, process and preemptor, so these events change each of them in every pattern:
+// runs of one, alternations, and names that recur after others.
+#include "engine/host_context.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ingero::engine {
+namespace {
+
+using hal::Event;
+using hal::EventKind;
+using hal::Field;
+
+class HostEvents : public TraceSource {
+ public:
+  std::vector<Event> events;
+
+  void calls(const Window&, const EventFn&) override {}
+  void host_events(const Window&, const EventFn& fn) override {
+    for (const auto& e : events) fn(e);
+  }
+  std::vector<SnapshotRow> snapshots(const Window&) override { return {}; }
+  std::map<uint32_t, ProcessActivity> process_activity(const Window&) override { return {}; }
+  std::map<uint32_t, ProcessInfo> processes() override { return {}; }
+  std::pair<int64_t, int64_t> time_span() override { return {0, 0}; }
+  uint64_t event_count(const Window&) override { return events.size(); }
+};
+
+struct Switch {
+  uint64_t ts, dur;
+  uint32_t pid, tid, by_pid, state;
+  std::string by_comm;
+  uint64_t by_cgroup;
+  bool preempted;
+};
+
+TEST(HostContext, EverySwitchKeepsItsOwnPreemptorAmongRunsOfTheSame) {
+  std::mt19937 rng(7);
+  HostEvents src;
+  std::vector<Switch> want;
+  std::map<std::string, uint64_t> ops;
+  std::map<uint32_t, uint64_t> switches, wakeups;
+  // Forty names (a task's name is at most 15 bytes): the interned names' storage grows, and
+  // its strings move, while one of them is remembered.
+  std::vector<std::string> names;
+  for (int i = 0; i < 40; ++i) names.push_back((i % 2 ? "w" : "dataloader-") + std::to_string(i));
+  uint64_t ts = 1'000;
+  uint32_t pid = 1, by = 0;
+  int kind = 0;
+  for (int i = 0; i < 20'000; ++i) {
+    // Runs: the same process, preemptor and op for a while, then a change of one of them.
+    switch (rng() % 8) {
+      case 0:
+        pid = 1 + rng() % 3;
+        break;
+      case 1:
+        by = rng() % 40;
+        break;
+      case 2:
+        kind = int(rng() % 3);
+        break;
+      default:
+        break;
+    }
+    Event e;
+    e.ts_ns = ts += 1'000;
+    e.dur_ns = 10 + rng() % 5'000;
+    e.pid = pid;
+    e.tid = pid * 100 + rng() % 2;
+    e.set_comm("trainer");
+    e.vendor = "host";
+    e.api = "kernel";
+    if (kind == 0 || kind == 1) {
+      // The same name in two cgroups: two preemptors.
+      uint64_t cgroup = by % 3 == 0 ? 0 : 1'000 + (by + uint32_t(ts / 7'000)) % 2;
+      Switch s{e.ts_ns,   e.dur_ns,   pid,
+               e.tid,     5'000 + by, uint32_t(rng() % 3 == 0 ? 0x402 : 1),
+               names[by], cgroup,     rng() % 2 == 0};
+      e.op = "sched_switch";
+      e.kind = EventKind::kSchedSwitch;
+      e.set(Field::kFlags, s.preempted ? 1 : 0);
+      e.set(Field::kState, s.state);
+      e.set(Field::kPeerPid, s.by_pid);
+      e.set(Field::kPeerCgroup, s.by_cgroup);
+      e.set_peer_comm(s.by_comm);
+      want.push_back(s);
+      ++switches[pid];
+    } else {
+      e.op = "sched_wakeup";
+      e.kind = EventKind::kSchedWakeup;
+      ++wakeups[pid];
+    }
+    ++ops[std::string(e.op)];
+    src.events.push_back(e);
+  }
+
+  HostContext h = collect_host_context(src, {});
+  std::map<uint32_t, size_t> at;
+  for (const Switch& s : want) {
+    const auto& v = h.offcpu.at(s.pid);
+    ASSERT_LT(at[s.pid], v.size());
+    const OffCpuInterval& iv = v[at[s.pid]++];
+    ASSERT_EQ(iv.start, int64_t(s.ts));
+    EXPECT_EQ(iv.end, int64_t(s.ts + s.dur));
+    EXPECT_EQ(iv.tid, s.tid);
+    EXPECT_EQ(iv.by_pid, s.by_pid);
+    EXPECT_EQ(h.comm_name(h.by_comm(iv)), s.by_comm);
+    EXPECT_EQ(h.by_cgroup(iv), s.by_cgroup);
+    EXPECT_EQ(iv.state, s.state);
+    EXPECT_EQ(iv.preempted, s.preempted);
+  }
+  for (const auto& [pid, n] : at) EXPECT_EQ(h.offcpu.at(pid).size(), n);
+  EXPECT_EQ(h.offcpu_dropped, 0u);
+  // One name for each, each (name, cgroup) once.
+  EXPECT_EQ(h.comms.size(), 41u);  // and "" for none
+  std::map<std::pair<uint32_t, uint64_t>, int> seen;
+  for (const auto& p : h.preemptors) EXPECT_EQ(++seen[std::make_pair(p.comm, p.cgroup)], 1);
+  ASSERT_EQ(h.ops.size(), ops.size());
+  for (const auto& [op, n] : ops) EXPECT_EQ(h.ops.at(op).count, n) << op;
+  for (const auto& [pid, n] : switches) EXPECT_EQ(h.per_pid.at(pid).switches, n);
+  for (const auto& [pid, n] : wakeups) EXPECT_EQ(h.per_pid.at(pid).wakeups, n);
+}
+
+}  // namespace
+}  // namespace ingero::engine
