@@ -28,7 +28,7 @@ size_t memory_share(const MemoryInfo& m, size_t lo, size_t hi) {
   return size_t(std::clamp<uint64_t>(share, lo, std::max(lo, hi)));
 }
 
-void advise_huge_pages(const void* p, size_t bytes) {
+void advise_huge_pages(void* p, size_t bytes) {
   if (bytes < (size_t(4) << 20)) return;
   uintptr_t begin = uintptr_t(p), page = (begin + 4095) & ~uintptr_t(4095);
   (void)madvise(reinterpret_cast<void*>(page), bytes - (page - begin), MADV_HUGEPAGE);
@@ -39,6 +39,23 @@ void* alloc_huge_pages(size_t bytes) {
   void* p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
   if (p) advise_huge_pages(p, bytes);
   return p;
+}
+
+namespace {
+size_t whole_pages(size_t bytes) { return (bytes + 4095) & ~size_t(4095); }
+}  // namespace
+
+void* remap_pages(void* old, size_t old_bytes, size_t bytes) {
+  void* p = old ? mremap(old, whole_pages(old_bytes), whole_pages(bytes), MREMAP_MAYMOVE)
+                : mmap(nullptr, whole_pages(bytes), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  advise_huge_pages(p, bytes);
+  return p;
+}
+
+void unmap_pages(void* p, size_t bytes) {
+  if (p) munmap(p, whole_pages(bytes));
 }
 
 namespace {

@@ -24,10 +24,17 @@ size_t memory_share(const MemoryInfo& m, size_t lo, size_t hi);
 // request (transparent_hugepage=madvise or always): a buffer of millions of items filled for
 // the first time then takes one page fault per 2 MiB instead of one per 4 KiB, and faults are
 // dear in a VM. A no-op under 4 MiB.
-void advise_huge_pages(const void* p, size_t bytes);
+void advise_huge_pages(void* p, size_t bytes);
 // `bytes` aligned to 2 MiB, so that every 2 MiB of it can be a huge page, and advised so;
 // nullptr when out of memory. Release it with std::free.
 void* alloc_huge_pages(size_t bytes);
+
+// A buffer of its own mapping (anonymous, private, zeroed): `old` (nullptr: none) of
+// `old_bytes` grown or shrunk to `bytes`, moved by the kernel where it must (mremap: pages move,
+// nothing is copied or faulted in again), and advised onto huge pages past 4 MiB. nullptr when
+// out of memory, and `old` is then kept. Release it with unmap_pages and its size.
+void* remap_pages(void* old, size_t old_bytes, size_t bytes);
+void unmap_pages(void* p, size_t bytes);
 
 // Memory for a pool of many small lists (std::pmr::unsynchronized_pool_resource upstream):
 // requests of 1 MiB or more (the pool's chunks once it has grown) in huge pages, smaller ones

@@ -21,7 +21,8 @@ TEST(PodVector, KeepsEveryValueInOrderThroughItsGrowth) {
   PodVector<Interval> v;
   std::vector<Interval> want;
   EXPECT_TRUE(v.empty());
-  // Past any mmap threshold (~24 MB of them), where realloc moves the mapping.
+  // Past 1 MiB (~24 MB of them), where the values move from malloc's memory into a mapping that
+  // the kernel then grows or moves.
   for (uint32_t i = 0; i < 1'000'000; ++i) {
     Interval x{int64_t(i) * 3, int64_t(i) * 3 + 2, i % 7, i % 5 == 0};
     v.push_back(x);
@@ -56,6 +57,31 @@ TEST(PodVector, CopiesAndMovesOwnTheirValues) {
   c = PodVector<Interval>();
   EXPECT_TRUE(c.empty());
   EXPECT_EQ(c.begin(), c.end());
+}
+
+// Past 1 MiB the values are a mapping of their own: copies, moves and assignments between a
+// mapped vector and a small one each own what they hold, and free it (ASan and LSan would see
+// a free of the wrong kind or a leak).
+TEST(PodVector, MappedAndSmallVectorsCopyAndMoveIntoEachOther) {
+  PodVector<Interval> big, small;
+  for (uint32_t i = 0; i < 100'000; ++i) big.push_back({i, i + 1, i, i % 2 == 0});  // 2.4 MB
+  for (uint32_t i = 0; i < 10; ++i) small.push_back({i, i, i, true});
+  PodVector<Interval> copy = big;
+  copy[5].tid = 77;
+  EXPECT_EQ(big[5].tid, 5u);
+  ASSERT_EQ(copy.size(), 100'000u);
+  EXPECT_EQ(copy.back(), big.back());
+  copy = small;  // mapped -> small
+  EXPECT_EQ(copy.size(), 10u);
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), small.begin(), small.end()));
+  small = big;  // small -> mapped
+  EXPECT_EQ(small.size(), 100'000u);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), big.begin(), big.end()));
+  PodVector<Interval> moved = std::move(big);
+  EXPECT_EQ(moved.size(), 100'000u);
+  moved = std::move(copy);  // the mapping is freed, the small block taken
+  EXPECT_EQ(moved.size(), 10u);
+  EXPECT_EQ(moved[9], (Interval{9, 9, 9, true}));
 }
 
 // Values of the vector itself pushed, at every growth too (from 64 values to 262,144, where
