@@ -3,9 +3,11 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <unordered_map>
 #include <vector>
 
 namespace ingero::hal {
@@ -26,6 +28,18 @@ struct Symbolizer::Module {
   std::vector<Load> loads;
   std::string build_id;
   std::string tried;  // the path that failed to open (mod == nullptr)
+  // libdwfl's symbol lookup compares every symbol of the module (~1 ms in a library of 20,000
+  // symbols; a sample's leaf is a new address nearly every time). Which symbols start at or
+  // before an address, which hold it and which section holds it change only at a symbol's
+  // start or end or a section's bounds, and libdwfl's pick depends on nothing else: so one
+  // pick per stretch (a bound, or the addresses between two), kept by stretch.
+  std::vector<GElf_Addr> bounds;  // sorted, unique; built at the first lookup
+  bool bounded = false;
+  struct Pick {
+    const char* name;  // libdwfl's, valid while the module is open; null: no symbol
+    GElf_Addr start;   // the symbol's address
+  };
+  std::unordered_map<size_t, Pick> picks;  // by stretch (symbol() numbers them)
   ~Module() {
     if (dwfl) dwfl_end(dwfl);
   }
@@ -38,7 +52,59 @@ struct Symbolizer::Module {
       }
     return false;
   }
+  // The symbol libdwfl names for `addr` (null: none) and addr's offset into it, searching once
+  // per stretch (counted in `searches`).
+  const char* symbol(GElf_Addr addr, GElf_Off* off, uint64_t* searches);
+
+ private:
+  void bound();
 };
+
+void Symbolizer::Module::bound() {
+  bounded = true;
+  // Every section of every file the symbols come from (the module's, a debug file's): libdwfl
+  // asks which of them holds the address, in the symbol's own file.
+  std::vector<std::pair<Elf*, GElf_Addr>> files;
+  int n = dwfl_module_getsymtab(mod);
+  for (int i = 1; i < n; ++i) {
+    GElf_Sym sym;
+    GElf_Addr addr = 0;
+    Elf* elf = nullptr;
+    Dwarf_Addr elf_bias = 0;
+    if (!dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, &elf, &elf_bias)) continue;
+    bounds.push_back(addr);
+    bounds.push_back(addr + sym.st_size);
+    if (elf && std::find(files.begin(), files.end(), std::make_pair(elf, elf_bias)) == files.end())
+      files.emplace_back(elf, elf_bias);
+  }
+  for (auto [elf, elf_bias] : files)
+    for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn));) {
+      GElf_Shdr sh;
+      if (!gelf_getshdr(scn, &sh)) continue;
+      bounds.push_back(sh.sh_addr + elf_bias);
+      bounds.push_back(sh.sh_addr + elf_bias + sh.sh_size);
+    }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+}
+
+const char* Symbolizer::Module::symbol(GElf_Addr addr, GElf_Off* off, uint64_t* searches) {
+  if (!bounded) bound();
+  // The stretch: a bound itself (libdwfl names a sizeless symbol at its own address only), or
+  // what lies after it up to the next (2i + 1, for i the number of bounds at or before addr).
+  size_t i = size_t(std::upper_bound(bounds.begin(), bounds.end(), addr) - bounds.begin());
+  size_t stretch = 2 * i + (i > 0 && bounds[i - 1] == addr ? 0 : 1);
+  auto it = picks.find(stretch);
+  if (it == picks.end()) {
+    ++*searches;
+    GElf_Off o = 0;
+    GElf_Sym sym;
+    const char* name = dwfl_module_addrinfo(mod, addr, &o, &sym, nullptr, nullptr, nullptr);
+    it = picks.emplace(stretch, Pick{name, addr - o}).first;
+  }
+  *off = addr - it->second.start;
+  return it->second.name;
+}
 
 Symbolizer::Symbolizer(std::string debug_path) : callbacks_(std::make_unique<Callbacks>()) {
   callbacks_->path = std::move(debug_path);
@@ -103,8 +169,7 @@ NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& op
   if (m->mod && m->address(return_address && offset > 0 ? offset - 1 : offset, &addr)) {
     s.build_id = m->build_id;
     GElf_Off off = 0;
-    GElf_Sym sym;
-    const char* name = dwfl_module_addrinfo(m->mod, addr, &off, &sym, nullptr, nullptr, nullptr);
+    const char* name = m->symbol(addr, &off, &searches_);
     if (name) {
       s.function = demangle(name);
       s.raw = name;
@@ -126,6 +191,7 @@ NativeSymbol Symbolizer::symbolize(const std::string& key, const std::string& op
   } else if (m->mod) {
     s.build_id = m->build_id;
   }
+  if (cache_.size() >= kMaxCached) cache_.clear();  // an agent left on for days stays bounded
   if (m->mod) cache_.emplace(ck, s);  // a file not opened yet may open from another path
   return s;
 }

@@ -51,6 +51,9 @@ class Symbolizer {
   }
   // Whether `key` is open (a failed attempt does not count).
   bool has(const std::string& key) const;
+  // How many times libdwfl searched a module's symbols: once per stretch of addresses that
+  // gives one answer (between consecutive symbol starts and ends), not once per address.
+  uint64_t searches() const { return searches_; }
 
  private:
   struct Module;
@@ -58,7 +61,11 @@ class Symbolizer {
   struct Callbacks;  // libdwfl keeps a pointer to them: they live as long as the modules
   std::unique_ptr<Callbacks> callbacks_;
   std::unordered_map<std::string, std::unique_ptr<Module>> modules_;
+  // Answers by (key, address); emptied when it reaches kMaxCached (on-CPU samples' leaves are
+  // new addresses for as long as the trace runs).
+  static constexpr size_t kMaxCached = 1 << 16;
   std::map<std::pair<std::string, uint64_t>, NativeSymbol> cache_;
+  uint64_t searches_ = 0;
 };
 
 }  // namespace ingero::hal
