@@ -26,7 +26,15 @@ bool system_library(std::string_view path) {
                                                "/usr/lib64/", "/usr/local/cuda", "/opt/rocm"};
   for (std::string_view d : kDirs)
     if (path.starts_with(d)) return true;
-  return false;
+  // The interpreter: "python3.11", "python3.12d", "libpython3.11.so.1.0" (not "python3.11-foo").
+  std::string_view base = path.substr(path.rfind('/') + 1);
+  if (base.starts_with("lib")) base.remove_prefix(3);
+  if (!base.starts_with("python3.")) return false;
+  base.remove_prefix(8);
+  size_t digits = 0;
+  while (digits < base.size() && base[digits] >= '0' && base[digits] <= '9') ++digits;
+  base.remove_prefix(digits);
+  return digits > 0 && (base.empty() || base == "d" || base.starts_with(".so"));
 }
 
 }  // namespace ingero::hal

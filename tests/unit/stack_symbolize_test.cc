@@ -57,16 +57,22 @@ TEST(Symbolizer, FunctionFileAndLineFromDwarf) {
   EXPECT_EQ(sym.modules(), 1u);
 }
 
-// System and vendor libraries are named by function only: their DWARF is not read (the tracer
-// would keep it decompressed for the whole session).
+// System and vendor libraries, and the Python interpreter wherever installed, are named by
+// function only: their DWARF is not read (the tracer would keep it decompressed for the whole
+// session).
 TEST(Symbolizer, SystemLibrariesAreNamedWithoutLines) {
   for (const char* p : {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libz.so.1",
                         "/usr/lib64/libfoo.so", "/lib64/ld-linux-x86-64.so.2",
-                        "/usr/local/cuda/lib64/libcudart.so.13", "/opt/rocm/lib/libamdhip64.so"})
+                        "/usr/local/cuda/lib64/libcudart.so.13", "/opt/rocm/lib/libamdhip64.so",
+                        "/root/.pyenv/versions/3.11.9/lib/libpython3.11.so.1.0",
+                        "/root/.pyenv/versions/3.11.9/bin/python3.11", "/opt/conda/bin/python3.12",
+                        "/opt/py/bin/python3.13d", "/opt/py/lib/libpython3.10.so"})
     EXPECT_TRUE(hal::system_library(p)) << p;
-  for (const char* p : {"/home/u/train/libmine.so", "/usr/local/lib/python3.12/x.so",
-                        "/opt/venv/lib/python3.12/site-packages/torch/lib/libtorch.so",
-                        "/work/build/app", "/library/x.so", ""})
+  for (const char* p :
+       {"/home/u/train/libmine.so", "/usr/local/lib/python3.12/x.so",
+        "/opt/venv/lib/python3.12/site-packages/torch/lib/libtorch.so", "/work/build/app",
+        "/library/x.so", "", "/opt/py/bin/python3.11-config", "/home/u/python3.x",
+        "/home/u/python3.", "/home/u/mypython3.11", "/home/u/libpython3.11.a"})
     EXPECT_FALSE(hal::system_library(p)) << p;
   std::string src = test::temp_path("nolines.c");
   std::ofstream(src) << "int target_fn(int y) { return y * 3; }\n"
