@@ -50,19 +50,20 @@ void CallSummarizer::add(std::string_view node, int64_t session_id, const Summar
 
 ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
   if (open_.empty()) return {};
-  auto ins = db.prepare(
+  auto ins_cached = db.cached(
       "INSERT INTO call_seconds (node, session_id, timestamp, pid, tid, source, op, calls, "
       "errors, unfinished, sum_ns, min_ns, max_ns, off_cpu_ns, preempts, bytes, sketch, timed) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!ins) return ins.error();
+  if (!ins_cached) return ins_cached.error();
+  Stmt& ins = **ins_cached;
   auto it = open_.begin();
   for (; it != open_.end(); ++it) {
     const Key& k = it->first;
     if (before_ns != INT64_MAX && (k.second + 1) * kSecond > before_ns) break;
     const Acc& a = it->second;
     std::string blob = a.sketch.serialize();
-    ins->reset();
-    ins->bind(1, std::string_view(nodes_[k.node]))
+    ins.reset();
+    ins.bind(1, std::string_view(nodes_[k.node]))
         .bind(2, k.session_id)
         .bind(3, k.second * kSecond)
         .bind(4, int64_t(k.pid))
@@ -78,9 +79,9 @@ ingero::Status CallSummarizer::flush(Db& db, int64_t before_ns) {
         .bind(14, int64_t(a.off_cpu_ns))
         .bind(15, int64_t(a.preempts))
         .bind(16, int64_t(a.bytes));
-    sqlite3_bind_blob(ins->get(), 17, blob.data(), int(blob.size()), SQLITE_TRANSIENT);
-    ins->bind(18, int64_t(a.timed));
-    if (auto r = ins->step(); !r) return r.error();
+    sqlite3_bind_blob(ins.get(), 17, blob.data(), int(blob.size()), SQLITE_TRANSIENT);
+    ins.bind(18, int64_t(a.timed));
+    if (auto r = ins.step(); !r) return r.error();
   }
   if (it != open_.begin()) recent_.fill(Slot{});
   while (open_.begin() != it) {

@@ -83,6 +83,7 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
 }
 
 Db::~Db() {
+  cached_.clear();  // finalized before the connection closes
   if (sqlite3_close(db_) != SQLITE_OK) sqlite3_close_v2(db_);
 }
 
@@ -105,6 +106,21 @@ ingero::Result<Stmt> Db::prepare(std::string_view sql) {
   if (sqlite3_prepare_v2(db_, sql.data(), int(sql.size()), &s, nullptr) != SQLITE_OK)
     return last_error("preparing SQL");
   return Stmt(s);
+}
+
+ingero::Result<Stmt*> Db::cached(const std::string& sql) {
+  auto it = cached_.find(sql);
+  if (it == cached_.end()) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v3(db_, sql.data(), int(sql.size()), SQLITE_PREPARE_PERSISTENT, &s,
+                           nullptr) != SQLITE_OK)
+      return last_error("preparing SQL");
+    it = cached_.emplace(sql, Stmt(s)).first;
+  } else {
+    sqlite3_reset(it->second.get());
+    sqlite3_clear_bindings(it->second.get());
+  }
+  return &it->second;
 }
 
 ingero::Result<std::optional<int64_t>> Db::query_int(std::string_view sql) {

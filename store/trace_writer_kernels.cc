@@ -6,11 +6,12 @@ namespace ingero::store {
 
 ingero::Status TraceWriter::add_kernel_name(const hal::KernelName& k) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st = db_->prepare(
+  auto st_cached = db_->cached(
       "INSERT OR IGNORE INTO kernel_names (node, pid, func, name, raw_name, source, session_id, "
       "seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!st) return st.error();
-  st->bind(1, node_)
+  if (!st_cached) return st_cached.error();
+  Stmt& st = **st_cached;
+  st.bind(1, node_)
       .bind(2, int64_t(k.pid))
       .bind(3, int64_t(k.func))
       .bind(4, k.name)
@@ -18,16 +19,19 @@ ingero::Status TraceWriter::add_kernel_name(const hal::KernelName& k) {
       .bind(6, hal::kernel_name_source_name(k.source))
       .bind(7, session_id_)
       .bind(8, to_wall(k.ts_ns));
-  if (auto r = st->step(); !r) return r.error();
+  if (auto r = st.step(); !r) return r.error();
   if (sqlite3_changes(db_->handle()) > 0) return {};
   // Named already: by this name again (a re-exec of the same program), or by another one (a
   // reused pid), which every launch of the key would then wear: the first name stays, counted.
-  auto old = db_->prepare("SELECT name FROM kernel_names WHERE node = ? AND pid = ? AND func = ?");
-  if (!old) return old.error();
-  old->bind(1, node_).bind(2, int64_t(k.pid)).bind(3, int64_t(k.func));
-  auto r = old->step();
+  auto old_cached =
+      db_->cached("SELECT name FROM kernel_names WHERE node = ? AND pid = ? AND func = ?");
+  if (!old_cached) return old_cached.error();
+  Stmt& old = **old_cached;
+  old.bind(1, node_).bind(2, int64_t(k.pid)).bind(3, int64_t(k.func));
+  auto r = old.step();
   if (!r) return r.error();
-  if (*r && old->text(0) != k.name) ++kernel_name_conflicts_;
+  if (*r && old.text_view(0) != k.name) ++kernel_name_conflicts_;
+  old.reset();  // no statement of the writer's is left reading
   return {};
 }
 

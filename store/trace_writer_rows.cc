@@ -9,11 +9,12 @@ namespace ingero::store {
 
 ingero::Status TraceWriter::add_snapshot(const SnapshotRow& r) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st = db_->prepare(
+  auto st_cached = db_->cached(
       "INSERT INTO system_snapshots (node, timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, "
       "load_avg, procs_running) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!st) return st.error();
-  st->bind(1, node_)
+  if (!st_cached) return st_cached.error();
+  Stmt& st = **st_cached;
+  st.bind(1, node_)
       .bind(2, r.ts_ns)
       .bind(3, r.cpu_pct)
       .bind(4, r.mem_pct)
@@ -21,7 +22,7 @@ ingero::Status TraceWriter::add_snapshot(const SnapshotRow& r) {
       .bind(6, r.swap_mb)
       .bind(7, r.load_avg)
       .bind(8, r.procs_running);
-  if (auto x = st->step(); !x) return x.error();
+  if (auto x = st.step(); !x) return x.error();
   return {};
 }
 
@@ -41,13 +42,14 @@ ingero::Status TraceWriter::add_merged_sessions(const std::vector<SessionIdentit
 
 ingero::Status TraceWriter::add_device_counter(const DeviceCounterRow& r) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st = db_->prepare(
+  auto st_cached = db_->cached(
       "INSERT INTO device_counters (node, session_id, timestamp, backend, device, port, counter, "
       "value, base_value, unit, is_error, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!st) return st.error();
+  if (!st_cached) return st_cached.error();
+  Stmt& st = **st_cached;
   nlohmann::json attrs = nlohmann::json::object();
   for (const auto& a : r.attributes) attrs[a.key] = a.value;
-  st->bind(1, node_)
+  st.bind(1, node_)
       .bind(2, session_id_)
       .bind(3, r.ts_ns)
       .bind(4, r.backend)
@@ -59,30 +61,32 @@ ingero::Status TraceWriter::add_device_counter(const DeviceCounterRow& r) {
       .bind(10, r.unit)
       .bind(11, int64_t(r.is_error))
       .bind(12, attrs.dump());
-  if (auto x = st->step(); !x) return x.error();
+  if (auto x = st.step(); !x) return x.error();
   return {};
 }
 
 ingero::Status TraceWriter::add_cgroup_path(uint64_t cgroup_id, std::string_view path) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st = db_->prepare(
+  auto st_cached = db_->cached(
       "INSERT INTO cgroup_metadata (cgroup_id, cgroup_path) VALUES (?, ?) ON CONFLICT(cgroup_id) "
       "DO UPDATE SET cgroup_path = excluded.cgroup_path");
-  if (!st) return st.error();
-  st->bind(1, int64_t(cgroup_id)).bind(2, path);
-  if (auto x = st->step(); !x) return x.error();
+  if (!st_cached) return st_cached.error();
+  Stmt& st = **st_cached;
+  st.bind(1, int64_t(cgroup_id)).bind(2, path);
+  if (auto x = st.step(); !x) return x.error();
   return {};
 }
 
 ingero::Status TraceWriter::add_process_stats(const ProcessStatsRow& r) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st = db_->prepare(
+  auto st_cached = db_->cached(
       "INSERT INTO process_stats (node, session_id, timestamp, duration, pid, comm, cgroup_id, "
       "switches, involuntary, off_cpu_ns, max_off_cpu_ns, wakeups, page_allocs, page_bytes, forks, "
       "block_ios, block_bytes, block_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
       "?, ?)");
-  if (!st) return st.error();
-  st->bind(1, node_)
+  if (!st_cached) return st_cached.error();
+  Stmt& st = **st_cached;
+  st.bind(1, node_)
       .bind(2, session_id_)
       .bind(3, r.ts_ns)
       .bind(4, r.dur_ns)
@@ -100,7 +104,7 @@ ingero::Status TraceWriter::add_process_stats(const ProcessStatsRow& r) {
       .bind(16, int64_t(r.block_ios))
       .bind(17, int64_t(r.block_bytes))
       .bind(18, int64_t(r.block_ns));
-  if (auto x = st->step(); !x) return x.error();
+  if (auto x = st.step(); !x) return x.error();
   return {};
 }
 
@@ -156,38 +160,41 @@ ingero::Status TraceWriter::add_legacy_stack(int64_t hash, std::string_view ips,
         !st)
       return st;
   }
-  auto st = db_->prepare("INSERT OR IGNORE INTO stack_traces (hash, ips, frames) VALUES (?, ?, ?)");
-  if (!st) return st.error();
-  st->bind(1, hash).bind(2, ips).bind(3, frames);
-  if (auto x = st->step(); !x) return x.error();
+  auto st_cached =
+      db_->cached("INSERT OR IGNORE INTO stack_traces (hash, ips, frames) VALUES (?, ?, ?)");
+  if (!st_cached) return st_cached.error();
+  Stmt& st = **st_cached;
+  st.bind(1, hash).bind(2, ips).bind(3, frames);
+  if (auto x = st.step(); !x) return x.error();
   return {};
 }
 
 ingero::Status TraceWriter::add_stack(uint64_t stack_id,
                                       const std::vector<hal::StackFrame>& frames) {
   if (auto st = begin_if_needed(); !st) return st;
-  auto st = db_->prepare(
+  auto st_cached = db_->cached(
       "INSERT OR IGNORE INTO stack_frames (stack_id, frame, kind, module, module_offset, build_id, "
       "function, "
       "file, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!st) return st.error();
+  if (!st_cached) return st_cached.error();
+  Stmt& st = **st_cached;
   for (size_t i = 0; i < frames.size(); ++i) {
     const auto& f = frames[i];
-    sqlite3_reset(st->get());
-    st->bind(1, int64_t(stack_id))
+    sqlite3_reset(st.get());
+    st.bind(1, int64_t(stack_id))
         .bind(2, int64_t(i))
         .bind(3, std::string_view(f.python ? "python" : "native"));
-    st->bind(4, f.module);
+    st.bind(4, f.module);
     if (f.module_offset)
-      st->bind(5, int64_t(*f.module_offset));
+      st.bind(5, int64_t(*f.module_offset));
     else
-      st->bind_null(5);
-    st->bind(6, f.build_id).bind(7, f.function).bind(8, f.file);
+      st.bind_null(5);
+    st.bind(6, f.build_id).bind(7, f.function).bind(8, f.file);
     if (f.line > 0)
-      st->bind(9, f.line);
+      st.bind(9, f.line);
     else
-      st->bind_null(9);
-    if (auto x = st->step(); !x) return x.error();
+      st.bind_null(9);
+    if (auto x = st.step(); !x) return x.error();
   }
   return {};
 }
