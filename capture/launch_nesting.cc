@@ -50,9 +50,15 @@ const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr
 }
 
 LaunchNesting::Runtime* LaunchNesting::runtime_of(const Mapping& m) {
+  if (m.runtime_gen == runtimes_gen_) return m.runtime;
+  m.runtime = nullptr;
   for (auto& [path, r] : runtimes_)
-    if ((r.inode && r.inode == m.inode && r.dev == m.dev) || path == m.path) return &r;
-  return nullptr;
+    if ((r.inode && r.inode == m.inode && r.dev == m.dev) || path == m.path) {
+      m.runtime = &r;
+      break;
+    }
+  m.runtime_gen = runtimes_gen_;
+  return m.runtime;
 }
 
 LaunchNesting::Runtime& LaunchNesting::runtime_of_probe(uint32_t probe_id,
@@ -61,6 +67,7 @@ LaunchNesting::Runtime& LaunchNesting::runtime_of_probe(uint32_t probe_id,
   auto [it, fresh] = runtimes_.try_emplace(p.library);
   Runtime& r = it->second;
   if (fresh) {
+    ++runtimes_gen_;  // a mapping's answer may be this one now
     struct stat st {};
     if (::stat(p.library.c_str(), &st) == 0) {
       r.dev = uint64_t(st.st_dev);

@@ -79,10 +79,14 @@ class LaunchNesting {
   const Counters& counters() const { return counters_; }
 
  private:
+  struct Runtime;
   struct Mapping {
     uint64_t start = 0, end = 0, offset = 0;
     uint64_t dev = 0, inode = 0;
     std::string path;
+    // runtime_of's answer, while no runtime was added since (a launch asked it by path).
+    mutable Runtime* runtime = nullptr;
+    mutable uint64_t runtime_gen = 0;  // 0: not asked yet
   };
   struct Maps {
     std::vector<Mapping> exec;  // executable file mappings
@@ -103,6 +107,7 @@ class LaunchNesting {
     uint32_t any_probe = 0;  // a launch probe of this library, for sites not learnt
   };
   Runtime* runtime_of(const Mapping& m);
+  uint64_t runtimes_gen_ = 1;  // grows as runtimes_ does
   // Folds driver launch `ev` into the runtime launch held for its thread, if one waits for it,
   // learning its call site `site` in `outer` (when known).
   bool fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site);

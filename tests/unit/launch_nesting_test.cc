@@ -120,5 +120,23 @@ TEST(LaunchNesting, AnotherRecordOfTheThreadEndsTheWait) {
   EXPECT_EQ(f.out.size(), 2u);
 }
 
+// Where a launch was made from is looked up once per mapping, and looked up again once another
+// library's launch probes are seen: a driver launch made from the runtime's text before the
+// runtime sent any launch (its mapping then named no runtime) does not hide the runtime from
+// the driver launches after it.
+TEST(LaunchNesting, ARuntimeSeenAfterItsTextWasLookedUpIsFoundThere) {
+  Fixture f;
+  EXPECT_EQ(f.driver(), Fate::kHeld);   // no runtime known yet: a launch of its own, held
+  EXPECT_EQ(f.runtime(), Fate::kHeld);  // the runtime's first launch releases it
+  ASSERT_EQ(f.out.size(), 1u);
+  EXPECT_EQ(f.out[0].op, "cuLaunchKernel");
+  EXPECT_EQ(f.driver(), Fate::kFolded);  // made from the runtime's text: counted in its launch
+  f.nesting->flush(f.out);
+  ASSERT_EQ(f.out.size(), 2u);
+  EXPECT_EQ(f.out[1].op, "cudaLaunchKernel");
+  EXPECT_EQ(f.out[1].nested, 1u);
+  EXPECT_EQ(f.nesting->counters().folded, 1u);
+}
+
 }  // namespace
 }  // namespace ingero::capture
