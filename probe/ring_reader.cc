@@ -1,6 +1,5 @@
 #include "probe/ring_reader.h"
 
-#include <bpf/libbpf.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -23,13 +22,14 @@ Result<std::unique_ptr<RingReader>> RingReader::create(int calls_fd, int aux_fd,
   r->cb_ = std::move(cb);
   r->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (r->epoll_fd_ < 0) return ring_error("creating the ring buffer poller", errno);
-  auto add = [&](int fd, ring_buffer** out) -> Status {
+  auto add = [&](int fd, std::unique_ptr<BpfRing>* out) -> Status {
     if (fd < 0) return {};
-    *out = ring_buffer__new(fd, &RingReader::trampoline, r.get(), nullptr);
-    if (!*out) return ring_error("creating the ring buffer reader", errno);
+    auto ring = BpfRing::open(fd);
+    if (!ring) return ring.error();
+    *out = std::move(*ring);
     epoll_event ev{};
     ev.events = EPOLLIN;
-    if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, ring_buffer__epoll_fd(*out), &ev) != 0)
+    if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
       return ring_error("polling the ring buffer", errno);
     return {};
   };
@@ -40,31 +40,15 @@ Result<std::unique_ptr<RingReader>> RingReader::create(int calls_fd, int aux_fd,
 }
 
 RingReader::~RingReader() {
-  for (ring_buffer* rb : {calls_, aux_, host_})
-    if (rb) ring_buffer__free(rb);
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
-int RingReader::trampoline(void* ctx, void* data, size_t size) {
-  static_cast<RingReader*>(ctx)->cb_(data, size);
-  return 0;
-}
-
-Result<int> RingReader::consume_aux() {
-  if (!aux_) return 0;
-  int n = ring_buffer__consume(aux_);
-  if (n < 0) return ring_error("draining the aux ring buffer", n);
-  return n;
-}
+Result<int> RingReader::consume_aux() { return aux_ ? aux_->consume(cb_) : 0; }
 
 Result<int> RingReader::drain() {
   int total = 0;
-  for (ring_buffer* rb : {aux_, calls_, host_}) {
-    if (!rb) continue;
-    int n = ring_buffer__consume(rb);
-    if (n < 0) return ring_error("draining the ring buffers", n);
-    total += n;
-  }
+  for (BpfRing* rb : {aux_.get(), calls_.get(), host_.get()})
+    if (rb) total += rb->consume(cb_);
   return total;
 }
 

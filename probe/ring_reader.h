@@ -1,6 +1,6 @@
-// Reads the session's three ring buffers (calls, aux, host) and hands every record to one
-// callback, aux first: a call's stack record is submitted before the call record, on the aux
-// ring, so consuming aux before calls finds the stack already known. consume_aux() lets a
+// Reads the session's three ring buffers (calls, aux, host; probe/bpf_ring.h) and hands every
+// record to one callback, aux first: a call's stack record is submitted before the call record, on
+// the aux ring, so consuming aux before calls finds the stack already known. consume_aux() lets a
 // consumer that still meets an unknown stack (submitted while calls were being read) catch up.
 #pragma once
 
@@ -9,8 +9,7 @@
 #include <memory>
 
 #include "hal/result.h"
-
-struct ring_buffer;
+#include "probe/bpf_ring.h"
 
 namespace ingero::hal {
 
@@ -39,10 +38,8 @@ class RingReader {
 
  private:
   RingReader() = default;
-  static int trampoline(void* ctx, void* data, size_t size);
-  ring_buffer* calls_ = nullptr;
-  ring_buffer* aux_ = nullptr;
-  ring_buffer* host_ = nullptr;
+  // Each ring's data mapped once (probe/bpf_ring.h).
+  std::unique_ptr<BpfRing> calls_, aux_, host_;
   int epoll_fd_ = -1;
   volatile uint32_t* busy_ = nullptr;
   Callback cb_;
