@@ -86,7 +86,7 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   // Pages freed by retention go back to the file system (only before the first table).
   if (info->format == TraceFormat::kEmpty) (void)d.exec("PRAGMA auto_vacuum = INCREMENTAL");
   for (const char* p :
-       {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA cache_size = -8192",
+       {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA cache_size = -2048",
         "PRAGMA wal_autocheckpoint = 4000", "PRAGMA temp_store = MEMORY"}) {
     if (auto st = d.exec(p); !st) return ingero::make_error(path + ": " + st.error().message);
   }
