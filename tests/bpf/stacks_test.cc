@@ -239,10 +239,12 @@ TEST(Stacks, UnverifiableInterpreterIsReportedAndGetsNoPythonFrames) {
     EXPECT_EQ(
         query_int(db, "SELECT count(*) FROM stacks WHERE kind = 'python' AND stack_id = " + stack),
         0);
-    auto top = query_rows(db, "SELECT function, file FROM stacks WHERE stack_id = " + stack +
+    // Its native frames, named by function: the program is named as an interpreter is
+    // (python3.11), whose frames are named without source lines (hal::system_library).
+    auto top = query_rows(db, "SELECT function, file, line FROM stacks WHERE stack_id = " + stack +
                                   " AND frame < 2 ORDER BY frame");
-    EXPECT_EQ(top, (std::vector<std::vector<std::string>>{{"call_lib", INGERO_FAKE_PYTHON_SRC},
-                                                          {"main", INGERO_FAKE_PYTHON_SRC}}));
+    EXPECT_EQ(top, (std::vector<std::vector<std::string>>{{"call_lib", "", "NULL"},
+                                                          {"main", "", "NULL"}}));
     auto s = session_stats(db);
     EXPECT_EQ(s["stack_python_refused"], patched ? 1 : 0);
     EXPECT_EQ(s["stack_python_frames"], 0);
