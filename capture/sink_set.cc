@@ -2,8 +2,7 @@
 
 namespace ingero::capture {
 
-Status SinkSet::report(const Status& st) {
-  if (st) return st;
+Status SinkSet::failed(Status st) {
   ++errors_;
   if (st.error().message != last_error_ && on_error) on_error(st.error().message);
   last_error_ = st.error().message;
@@ -12,9 +11,11 @@ Status SinkSet::report(const Status& st) {
 
 template <class Call>
 Status SinkSet::each(const Call& call) {
+  // Every event passes here once per sink: a success is neither copied nor handed on.
   Status out;
   for (hal::EventSink* s : sinks_)
-    if (auto st = report(call(*s)); !st) out = st;
+    if (Status st = call(*s); !st) [[unlikely]]
+      out = failed(std::move(st));
   return out;
 }
 

@@ -49,7 +49,8 @@ class SinkSet final : public hal::EventSink {
   // Hands one kind to every sink; the last error, if any.
   template <class Call>
   Status each(const Call& call);
-  Status report(const Status& st);
+  // Counts a sink's error and reports it once per distinct message; returns it.
+  Status failed(Status st);
   std::vector<hal::EventSink*> sinks_;
   uint64_t errors_ = 0;
   std::string last_error_;
