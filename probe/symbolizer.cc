@@ -28,8 +28,9 @@ struct Symbolizer::Module {
   std::vector<Load> loads;
   std::string build_id;
   std::string tried;  // the path that failed to open (mod == nullptr)
-  // libdwfl's symbol lookup compares every symbol of the module (~1 ms in a library of 20,000
-  // symbols; a sample's leaf is a new address nearly every time). Which symbols start at or
+  // libdwfl's symbol lookup compares every symbol of the module (~0.4 ms in a libpython of
+  // 14,685 symbols, ~5 ms in a libtorch of 200,000; a sample's leaf is a new address nearly
+  // every time). Which symbols start at or
   // before an address, which hold it and which section holds it change only at a symbol's
   // start or end or a section's bounds, and libdwfl's pick depends on nothing else: so one
   // pick per stretch (a bound, or the addresses between two), kept by stretch.
