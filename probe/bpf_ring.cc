@@ -49,7 +49,7 @@ Result<std::unique_ptr<BpfRing>> BpfRing::open(int fd) {
   bpf_map_info info{};
   uint32_t info_len = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &info_len) != 0)
-    return Error{std::string("reading the ring buffer's size: ") + std::strerror(errno), errno};
+    return Error::sys("reading the ring buffer's size", errno);
   if (info.type != BPF_MAP_TYPE_RINGBUF || info.max_entries == 0 ||
       (info.max_entries & (info.max_entries - 1)))
     return Error{"map " + std::to_string(fd) + " is not a ring buffer", EINVAL};
@@ -57,14 +57,12 @@ Result<std::unique_ptr<BpfRing>> BpfRing::open(int fd) {
   r->fd_ = fd;
   r->page_ = size_t(sysconf(_SC_PAGESIZE));
   void* cons = mmap(nullptr, r->page_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (cons == MAP_FAILED)
-    return Error{std::string("mapping the ring buffer: ") + std::strerror(errno), errno};
+  if (cons == MAP_FAILED) return Error::sys("mapping the ring buffer", errno);
   r->consumer_ = cons;
   // The producer's page and the data, once (offset: one page).
   void* prod =
       mmap(nullptr, r->page_ + info.max_entries, PROT_READ, MAP_SHARED, fd, off_t(r->page_));
-  if (prod == MAP_FAILED)
-    return Error{std::string("mapping the ring buffer: ") + std::strerror(errno), errno};
+  if (prod == MAP_FAILED) return Error::sys("mapping the ring buffer", errno);
   r->producer_ = prod;
   r->view_.consumer_pos = static_cast<uint64_t*>(cons);
   r->view_.producer_pos = static_cast<const uint64_t*>(prod);
