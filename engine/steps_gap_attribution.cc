@@ -12,17 +12,45 @@ constexpr int64_t kMaxLookbackNs = 60'000'000'000;
 
 }  // namespace
 
+Attributor::Attributor(uint32_t pid, const HostContext& host,
+                       const std::map<uint32_t, std::vector<CpuSample>>& samples)
+    : host_(host), samples_(samples) {
+  if (auto it = host.block_by_pid.find(pid); it != host.block_by_pid.end()) blocks_ = &it->second;
+  auto it = host.offcpu.find(pid);
+  if (it == host.offcpu.end() || it->second.empty()) return;
+  offcpu_ = &it->second;
+  const PodVector<OffCpuInterval>& v = *offcpu_;
+  // Counted by thread, then placed: the process's order (start) is each thread's.
+  auto range = by_tid_.end();
+  for (const OffCpuInterval& iv : v) {
+    if (range == by_tid_.end() || range->first != iv.tid) range = by_tid_.try_emplace(iv.tid).first;
+    ++range->second.second;
+  }
+  uint32_t at = 0;
+  for (auto& [tid, r] : by_tid_) {
+    r.first = at;
+    at += r.second;
+    r.second = r.first;  // the next to place; its end once all are
+  }
+  order_.resize(v.size());
+  range = by_tid_.end();
+  for (uint32_t i = 0; i < uint32_t(v.size()); ++i) {
+    if (range == by_tid_.end() || range->first != v[i].tid) range = by_tid_.find(v[i].tid);
+    order_[range->second.second++] = i;
+  }
+}
+
 void Attributor::attribute(HostGap& g, Tallies* tally) {
   int64_t a = g.start_ns, b = g.end_ns;
   uint64_t off = 0;
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> by;  // preemptor (pid, comm) -> ns
   if (auto it = by_tid_.find(g.tid); it != by_tid_.end()) {
-    const auto& v = it->second;
+    const PodVector<OffCpuInterval>& v = *offcpu_;
+    auto first = order_.begin() + it->second.first, last = order_.begin() + it->second.second;
     // One thread's intervals do not overlap: ordered by start, they are ordered by end.
-    auto k = std::lower_bound(v.begin(), v.end(), a,
-                              [](const OffCpuInterval* x, int64_t t) { return x->end <= t; });
-    for (; k != v.end() && (*k)->start < b; ++k) {
-      const OffCpuInterval& x = **k;
+    auto k = std::lower_bound(first, last, a, [&](uint32_t x, int64_t t) { return v[x].end <= t; });
+    for (; k != last && v[*k].start < b; ++k) {
+      const OffCpuInterval& x = v[*k];
       int64_t lo = std::max(x.start, a), hi = std::min(x.end, b);
       if (hi <= lo) continue;
       uint64_t d = uint64_t(hi - lo);

@@ -61,11 +61,13 @@ class Source : public TraceSource {
     calls_.push_back(e);
     return calls_.back();
   }
-  void offcpu(uint64_t ts, uint64_t dur, bool preempted, uint32_t state, uint32_t by = 0) {
+  void offcpu(uint64_t ts, uint64_t dur, bool preempted, uint32_t state, uint32_t by = 0,
+              uint32_t tid = 1) {
     Event e;
     e.ts_ns = ts;
     e.dur_ns = dur;
-    e.pid = e.tid = 1;
+    e.pid = 1;
+    e.tid = tid;
     e.vendor = "host";
     e.api = "kernel";
     e.op = "sched_switch";

@@ -146,6 +146,33 @@ TEST(StepModel, GapsAreAttributedFromSchedulerIntervals) {
   EXPECT_EQ(only(a).summary.preemptors[0].comm, "hog");
 }
 
+// A gap counts its own thread's intervals only: another thread of the process, switching in
+// and out between them (two threads handing the GIL back and forth), leaves it as it was.
+TEST(StepModel, GapsCountOnlyTheirOwnThreadsIntervals) {
+  Source alone, shared;
+  loop(alone, 20, 10 * kMs, 8 * kMs, false);
+  loop(shared, 20, 10 * kMs, 8 * kMs, false);
+  for (int i = 0; i < 20; ++i) {
+    uint64_t t = uint64_t(i) * 10 * kMs;
+    for (Source* s : {&alone, &shared}) {
+      s->offcpu(t + 1 * kMs, 2 * kMs, true, 0, 99);
+      s->offcpu(t + 4 * kMs, 1 * kMs, false, 2);
+    }
+    // Thread 2: asleep, preempted and in I/O around and between thread 1's intervals.
+    shared.offcpu(t + 500 * kUs, 1 * kMs, false, 1, 0, 2);
+    shared.offcpu(t + 3500 * kUs, 300 * kUs, true, 0, 99, 2);
+    shared.offcpu(t + 5 * kMs, 2 * kMs, false, 2, 0, 2);
+  }
+  auto a = analyze(alone, Window{}), b = analyze(shared, Window{});
+  const Step &x = only(a).steps[5], &y = only(b).steps[5];
+  EXPECT_EQ(x.gap.preempted_ns, 2 * kMs);
+  EXPECT_EQ(x.gap.io_ns, 1 * kMs);
+  EXPECT_EQ(y.gap.preempted_ns, 2 * kMs);
+  EXPECT_EQ(y.gap.io_ns, 1 * kMs);
+  EXPECT_EQ(y.gap.sleep_ns, 0u);
+  EXPECT_EQ(y.gap.total(), y.host_gap_ns);
+}
+
 // With on-CPU samples the gap is located where the thread ran, not by the next GPU call.
 TEST(StepModel, CpuSamplesLocateTheGap) {
   Source s;
