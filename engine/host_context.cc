@@ -16,9 +16,9 @@ uint32_t HostContext::intern_comm(std::string_view c) {
   return uint32_t(comms.size() - 1);
 }
 
-uint32_t HostContext::intern_preemptor(uint32_t comm, uint64_t cgroup) {
-  auto [it, added] = preemptor_index.try_emplace({comm, cgroup}, uint32_t(preemptors.size()));
-  if (added) preemptors.push_back({comm, cgroup});
+uint32_t HostContext::intern_preemptor(uint32_t pid, uint32_t comm, uint64_t cgroup) {
+  auto [it, added] = preemptor_index.try_emplace({pid, comm, cgroup}, uint32_t(preemptors.size()));
+  if (added) preemptors.push_back({pid, comm, cgroup});
   return it->second;
 }
 
@@ -35,7 +35,8 @@ struct Lookups {
   PodVector<OffCpuInterval>* offcpu = nullptr;  // of `pid`, once it has switched
   std::string comm;                             // a copy: `comms` moves its strings as it grows
   uint64_t cgroup = 0;
-  uint32_t by = 0;  // (comm, cgroup) interned
+  uint32_t by_pid = 0;
+  uint32_t by = 0;  // (by_pid, comm, cgroup) interned
   bool by_known = false;
 };
 
@@ -48,21 +49,29 @@ void add_sched_switch(HostContext& h, Lookups& l, PidHost& p, const hal::Event& 
   p.off_cpu_ns += e.dur_ns;
   p.max_off_cpu_ns = std::max<uint64_t>(p.max_off_cpu_ns, e.dur_ns);
   if (!l.offcpu) l.offcpu = &h.offcpu[e.pid];
-  if (l.offcpu->size() + h.offcpu.size() >= kMaxOffCpuIntervals) {
+  if (h.offcpu_held >= kMaxOffCpuIntervals) {
     ++h.offcpu_dropped;
     return;
   }
   std::string_view comm = e.peer_comm_view();
   uint64_t cgroup = e.get_or(hal::Field::kPeerCgroup, 0);
-  if (!l.by_known || comm != l.comm || cgroup != l.cgroup) {
-    l.by = h.intern_preemptor(h.intern_comm(comm), cgroup);
+  auto by_pid = uint32_t(e.get_or(hal::Field::kPeerPid, 0));
+  if (!l.by_known || by_pid != l.by_pid || comm != l.comm || cgroup != l.cgroup) {
+    l.by = h.intern_preemptor(by_pid, h.intern_comm(comm), cgroup);
+    l.by_pid = by_pid;
     l.comm.assign(comm);
     l.cgroup = cgroup;
     l.by_known = true;
   }
-  l.offcpu->push_back({int64_t(e.ts_ns), int64_t(e.ts_ns + e.dur_ns), e.tid,
-                       uint32_t(e.get_or(hal::Field::kPeerPid, 0)), l.by,
-                       uint16_t(e.get_or(hal::Field::kState, 0)), preempted});
+  OffCpuInterval iv;
+  iv.start = int64_t(e.ts_ns);
+  iv.end = int64_t(e.ts_ns + e.dur_ns);
+  iv.tid = e.tid;
+  iv.by = l.by;
+  iv.preempted = preempted;
+  iv.io = (e.get_or(hal::Field::kState, 0) & 2) != 0;
+  l.offcpu->push_back(iv);
+  ++h.offcpu_held;
 }
 
 // A block request: the host's and its issuer's I/O tallies, and its interval (capped).
@@ -218,9 +227,9 @@ Overlap overlap_offcpu(const HostContext& h, uint32_t pid, const std::vector<Tai
       if (x.preempted) ++o.preempted;
       uint64_t d = uint64_t(hi - lo);
       o.off_ns += d;
-      if (x.by_pid) {
-        Preemptor& p = o.by[x.by_pid];
-        p.pid = x.by_pid;
+      if (uint32_t by = h.by_pid(x)) {
+        Preemptor& p = o.by[by];
+        p.pid = by;
         p.comm = h.comm_name(h.by_comm(x));
         p.cgroup_id = h.by_cgroup(x);
         ++p.count;

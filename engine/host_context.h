@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/op_stats.h"
@@ -13,17 +14,19 @@
 
 namespace ingero::engine {
 
-// 32 bytes: a session with a context switch a call keeps a million of them.
+// 24 bytes: a session with a context switch a call keeps a million of them (32 before the
+// preemptor's pid joined its name and cgroup in HostContext::preemptors).
 struct OffCpuInterval {
   int64_t start = 0, end = 0;
   uint32_t tid = 0;
-  uint32_t by_pid = 0;
-  uint32_t by = 0;     // who held the CPU: index into HostContext::preemptors
-  uint16_t state = 0;  // prev_state when it went off-CPU: 1 interruptible, 2 uninterruptible
-                       // (every task state bit is below TASK_STATE_MAX, 0x10000)
-  bool preempted = false;
+  // Who took the CPU (for a thread that went to sleep, who ran next): an index into
+  // HostContext::preemptors, its pid, name and cgroup.
+  uint32_t by : 30 = 0;
+  uint32_t preempted : 1 = 0;
+  // Uninterruptible when it went off-CPU (prev_state & 2, TASK_UNINTERRUPTIBLE): I/O, not sleep.
+  uint32_t io : 1 = 0;
 };
-static_assert(sizeof(OffCpuInterval) == 32);
+static_assert(sizeof(OffCpuInterval) == 24);
 
 // One block request, for the process that issued it.
 struct BlockRequest {
@@ -65,15 +68,17 @@ struct HostContext {
   // By process, in start order. Grown with realloc (engine/pod_vector.h): a session with a
   // context switch a call holds up to kMaxOffCpuIntervals of them.
   std::map<uint32_t, PodVector<OffCpuInterval>> offcpu;
+  size_t offcpu_held = 0;  // of all processes: kMaxOffCpuIntervals at most
   uint64_t offcpu_dropped = 0;
   std::vector<std::string> comms;  // interned preemptor names
-  // Who held the CPU: a preemptor's name (index into comms) and cgroup, interned.
+  // Who held the CPU: a preemptor's pid, name (index into comms) and cgroup, interned.
   struct PreemptorId {
+    uint32_t pid = 0;
     uint32_t comm = 0;
     uint64_t cgroup = 0;
   };
   std::vector<PreemptorId> preemptors;
-  std::map<std::pair<uint32_t, uint64_t>, uint32_t> preemptor_index;
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t> preemptor_index;
   std::map<uint32_t, PidHost> per_pid;
   std::vector<ForkEdge> forks;
   std::vector<OomKill> ooms;
@@ -95,8 +100,10 @@ struct HostContext {
 
   uint32_t intern_comm(std::string_view c);
   const std::string& comm_name(uint32_t i) const { return comms[i]; }
-  uint32_t intern_preemptor(uint32_t comm, uint64_t cgroup);
-  // An interval's preemptor: its name's index into comms, and its cgroup (0: unknown).
+  uint32_t intern_preemptor(uint32_t pid, uint32_t comm, uint64_t cgroup);
+  // An interval's preemptor: its pid (0: unknown), its name's index into comms, and its cgroup
+  // (0: unknown).
+  uint32_t by_pid(const OffCpuInterval& iv) const { return preemptors[iv.by].pid; }
   uint32_t by_comm(const OffCpuInterval& iv) const { return preemptors[iv.by].comm; }
   uint64_t by_cgroup(const OffCpuInterval& iv) const { return preemptors[iv.by].cgroup; }
 };

@@ -35,7 +35,8 @@ void host_lines(const Analysis& a, uint32_t pid, int64_t from, int64_t to, Chain
       off += uint64_t(std::min(iv.end, to) - std::max(iv.start, from));
       if (iv.preempted) {
         ++pre;
-        if (iv.by_pid) by[{iv.by_pid, a.host.by_comm(iv)}] += uint64_t(iv.end - iv.start);
+        if (uint32_t pid = a.host.by_pid(iv))
+          by[{pid, a.host.by_comm(iv)}] += uint64_t(iv.end - iv.start);
       }
     }
   }

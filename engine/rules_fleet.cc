@@ -68,14 +68,14 @@ PhaseTime phase_time(const Analysis* a, uint32_t pid, const std::vector<Phase>& 
         uint64_t d = uint64_t(e - s);
         if (k->preempted) {
           t.preempted += d;
-          if (k->by_pid) {
-            Preemptor& pr = t.by[k->by_pid];
-            pr.pid = k->by_pid;
+          if (uint32_t by = a->host.by_pid(*k)) {
+            Preemptor& pr = t.by[by];
+            pr.pid = by;
             pr.comm = a->host.comm_name(a->host.by_comm(*k));
             ++pr.count;
             pr.off_ns += d;
           }
-        } else if (k->state == 2) {
+        } else if (k->io) {
           t.io += d;
         } else {
           t.sleep += d;

@@ -25,7 +25,7 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
     uint64_t own = process_cgroup(a, pid);
     bool hit = false;
     for (const auto& iv : ivs) {
-      if (!iv.preempted || !iv.by_pid) continue;
+      if (!iv.preempted || !a.host.by_pid(iv)) continue;
       uint64_t d = uint64_t(iv.end - iv.start);
       total += d;
       uint64_t cg = a.host.by_cgroup(iv);
@@ -33,7 +33,7 @@ void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out) {
       Tally& t = by_cgroup[cg];
       t.ns += d;
       ++t.n;
-      t.tasks[{iv.by_pid, a.host.by_comm(iv)}] += d;
+      t.tasks[{a.host.by_pid(iv), a.host.by_comm(iv)}] += d;
       hit = true;
     }
     if (hit) victims.push_back(pid);

@@ -64,7 +64,7 @@ std::string preemptor_tenant(const Analysis& a, uint32_t victim, const Preemptor
   if (!cg)  // per-call data names the task, not its cgroup: the scheduler events do
     if (auto it = a.host.offcpu.find(victim); it != a.host.offcpu.end())
       for (const OffCpuInterval& iv : it->second)
-        if (iv.by_pid == p.pid && a.host.by_cgroup(iv)) {
+        if (a.host.by_pid(iv) == p.pid && a.host.by_cgroup(iv)) {
           cg = a.host.by_cgroup(iv);
           break;
         }

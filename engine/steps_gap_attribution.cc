@@ -57,8 +57,8 @@ void Attributor::attribute(HostGap& g, Tallies* tally) {
       off += d;
       if (x.preempted) {
         g.time.preempted_ns += d;
-        if (x.by_pid) by[{x.by_pid, host_.by_comm(x)}] += d;
-      } else if (x.state & 2) {
+        if (uint32_t pid = host_.by_pid(x)) by[{pid, host_.by_comm(x)}] += d;
+      } else if (x.io) {
         g.time.io_ns += d;
       } else {
         g.time.sleep_ns += d;

@@ -94,8 +94,9 @@ void count_preemptors(const Proc& p, const HostContext& host, const FeedingThrea
         ns += uint64_t(hi - lo);
         tally.preempted_before_tid.try_emplace(key, iv.tid);
       }
-      if (!iv.by_pid) return;
-      tally.step_preemptor_ns[{iv.by_pid, host.comm_name(host.by_comm(iv))}] += uint64_t(hi - lo);
+      if (!host.by_pid(iv)) return;
+      tally.step_preemptor_ns[{host.by_pid(iv), host.comm_name(host.by_comm(iv))}] +=
+          uint64_t(hi - lo);
     });
   }
 }

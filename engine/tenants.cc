@@ -128,7 +128,7 @@ class TenantTally {
         v.preempted_ns += d;
         ++v.preemptions;
         uint64_t cg = a_.host.by_cgroup(iv);
-        if (!iv.by_pid || !cg) continue;  // who held the CPU is not known
+        if (!a_.host.by_pid(iv) || !cg) continue;  // who held the CPU is not known
         TenantUsage& by = of(cg);
         if (by.name == victim) continue;
         by_name_[victim].preempted_by_others_ns += d;
@@ -136,7 +136,7 @@ class TenantTally {
         Pair& p = pairs_[{victim, by.name}];
         p.ns += d;
         ++p.count;
-        p.tasks[{iv.by_pid, a_.host.by_comm(iv)}] += d;
+        p.tasks[{a_.host.by_pid(iv), a_.host.by_comm(iv)}] += d;
       }
     }
   }

@@ -111,22 +111,65 @@ TEST(HostContext, EverySwitchKeepsItsOwnPreemptorAmongRunsOfTheSame) {
     ASSERT_EQ(iv.start, int64_t(s.ts));
     EXPECT_EQ(iv.end, int64_t(s.ts + s.dur));
     EXPECT_EQ(iv.tid, s.tid);
-    EXPECT_EQ(iv.by_pid, s.by_pid);
+    EXPECT_EQ(h.by_pid(iv), s.by_pid);
     EXPECT_EQ(h.comm_name(h.by_comm(iv)), s.by_comm);
     EXPECT_EQ(h.by_cgroup(iv), s.by_cgroup);
-    EXPECT_EQ(iv.state, s.state);
-    EXPECT_EQ(iv.preempted, s.preempted);
+    EXPECT_EQ(bool(iv.io), (s.state & 2) != 0);
+    EXPECT_EQ(bool(iv.preempted), s.preempted);
   }
   for (const auto& [pid, n] : at) EXPECT_EQ(h.offcpu.at(pid).size(), n);
   EXPECT_EQ(h.offcpu_dropped, 0u);
-  // One name for each, each (name, cgroup) once.
+  // One name for each, each (pid, name, cgroup) once.
   EXPECT_EQ(h.comms.size(), 41u);  // and "" for none
-  std::map<std::pair<uint32_t, uint64_t>, int> seen;
-  for (const auto& p : h.preemptors) EXPECT_EQ(++seen[std::make_pair(p.comm, p.cgroup)], 1);
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, int> seen;
+  for (const auto& p : h.preemptors) EXPECT_EQ(++seen[std::make_tuple(p.pid, p.comm, p.cgroup)], 1);
   ASSERT_EQ(h.ops.size(), ops.size());
   for (const auto& [op, n] : ops) EXPECT_EQ(h.ops.at(op).count, n) << op;
   for (const auto& [pid, n] : switches) EXPECT_EQ(h.per_pid.at(pid).switches, n);
   for (const auto& [pid, n] : wakeups) EXPECT_EQ(h.per_pid.at(pid).wakeups, n);
+}
+
+// Switches of four processes in turn, one every microsecond, kMaxOffCpuIntervals + 4,000 of them.
+class Switches : public HostEvents {
+ public:
+  void host_events(const Window&, const EventFn& fn) override {
+    Event e;
+    e.vendor = "host";
+    e.api = "kernel";
+    e.op = "sched_switch";
+    e.kind = EventKind::kSchedSwitch;
+    e.set(Field::kFlags, 1);
+    e.set(Field::kPeerPid, 7);
+    e.set_peer_comm("hog");
+    for (uint64_t i = 0; i < kTotal; ++i) {
+      e.ts_ns = 1'000 * i;
+      e.dur_ns = 500;
+      e.pid = e.tid = uint32_t(1 + i % 4);
+      fn(e);
+    }
+  }
+  static constexpr uint64_t kTotal = kMaxOffCpuIntervals + 4'000;
+};
+
+// The intervals kept are capped over all processes, not each: four processes switching as
+// often as one keep kMaxOffCpuIntervals in all, the earliest, and count the rest as dropped.
+TEST(HostContext, OffCpuIntervalsAreCappedOverAllProcesses) {
+  Switches src;
+  HostContext h = collect_host_context(src, {});
+  size_t kept = 0;
+  int64_t last = 0;
+  for (const auto& [pid, v] : h.offcpu) {
+    kept += v.size();
+    last = std::max(last, v.back().start);
+    EXPECT_EQ(h.per_pid.at(pid).switches, Switches::kTotal / 4);  // every switch is counted
+  }
+  EXPECT_EQ(h.offcpu.size(), 4u);
+  EXPECT_EQ(kept, kMaxOffCpuIntervals);
+  EXPECT_EQ(h.offcpu_held, kMaxOffCpuIntervals);
+  EXPECT_EQ(h.offcpu_dropped, 4'000u);
+  EXPECT_EQ(last, int64_t(1'000 * (kMaxOffCpuIntervals - 1)));
+  EXPECT_EQ(h.by_pid(h.offcpu.at(1)[0]), 7u);
+  EXPECT_EQ(h.comm_name(h.by_comm(h.offcpu.at(1)[0])), "hog");
 }
 
 }  // namespace
