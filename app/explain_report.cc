@@ -229,6 +229,13 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
             << format_duration(h.max_ns);
       out << "\n";
     }
+    if (a.host.offcpu_dropped)
+      out << "  off-CPU intervals of GPU threads kept until "
+          << format_wall(a.host.offcpu_dropped_from_ns) << " only (the first "
+          << format_count(engine::kMaxOffCpuIntervals)
+          << "): " << format_count(a.host.offcpu_dropped)
+          << " later ones are counted above but not attributed to steps, tails or contention "
+             "(explain --from covers them)\n";
     out << "\n";
   }
   print_chains(out, a.chains, o.all_chains);

@@ -50,7 +50,7 @@ void add_sched_switch(HostContext& h, Lookups& l, PidHost& p, const hal::Event& 
   p.max_off_cpu_ns = std::max<uint64_t>(p.max_off_cpu_ns, e.dur_ns);
   if (!l.offcpu) l.offcpu = &h.offcpu[e.pid];
   if (h.offcpu_held >= kMaxOffCpuIntervals) {
-    ++h.offcpu_dropped;
+    if (!h.offcpu_dropped++) h.offcpu_dropped_from_ns = int64_t(e.ts_ns);
     return;
   }
   std::string_view comm = e.peer_comm_view();

@@ -69,7 +69,9 @@ struct HostContext {
   // context switch a call holds up to kMaxOffCpuIntervals of them.
   std::map<uint32_t, PodVector<OffCpuInterval>> offcpu;
   size_t offcpu_held = 0;  // of all processes: kMaxOffCpuIntervals at most
+  // Intervals past the cap: counted in per_pid's totals, not kept; the first began then.
   uint64_t offcpu_dropped = 0;
+  int64_t offcpu_dropped_from_ns = 0;
   std::vector<std::string> comms;  // interned preemptor names
   // Who held the CPU: a preemptor's pid, name (index into comms) and cgroup, interned.
   struct PreemptorId {

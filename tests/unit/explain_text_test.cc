@@ -10,6 +10,7 @@
 
 #include "app/explain_report.h"
 #include "engine/analysis.h"
+#include "engine/result_json.h"
 #include "store/sql_trace_source.h"
 #include "store/sqlite_db.h"
 #include "store/trace_writer.h"
@@ -378,6 +379,35 @@ TEST(ExplainText, AllChainsAndTheJsonShowEveryTail) {
   size_t json_tails = 0;
   for (const auto& c : j["chains"]) json_tails += c["rule"] == "tail_latency";
   EXPECT_EQ(json_tails, 6u);
+}
+
+// Off-CPU intervals past the cap are said to be missing, where and how many, in the text and the
+// JSON: the attributions after that point are lower bounds. Nothing is said when none are.
+TEST(ExplainText, OffCpuIntervalsPastTheCapAreNamed) {
+  engine::Analysis a;
+  engine::HostOpStat sw;
+  sw.count = 1'004'000;
+  sw.sum_ns = sw.count * 500;
+  sw.max_ns = 900;
+  a.host.ops["sched_switch"] = sw;
+  std::ostringstream whole;
+  print_report(whole, a, {});
+  EXPECT_EQ(whole.str().find("kept until"), std::string::npos) << whole.str();
+  EXPECT_FALSE(engine::report_json(a, {}).contains("offcpu_intervals_not_kept"));
+
+  a.host.offcpu_dropped = 4'000;
+  a.host.offcpu_dropped_from_ns = 1'795'000'000'000'000'000;  // 2026-11-18 11:06:40 UTC
+  std::ostringstream out;
+  print_report(out, a, {});
+  EXPECT_EQ(section(out.str(), "Host events", "CAUSAL CHAINS"),
+            "Host events\n"
+            "  sched_switch            1,004,000  avg 500ns, max 900ns\n"
+            "  off-CPU intervals of GPU threads kept until 2026-11-18 11:06:40 UTC only (the first "
+            "1,000,000): 4,000 later ones are counted above but not attributed to steps, tails or "
+            "contention (explain --from covers them)\n\n");
+  auto j = engine::report_json(a, {});
+  EXPECT_EQ(j["offcpu_intervals_not_kept"],
+            nlohmann::json({{"count", 4'000}, {"from_ns", 1'795'000'000'000'000'000}}));
 }
 
 }  // namespace

@@ -167,6 +167,7 @@ TEST(HostContext, OffCpuIntervalsAreCappedOverAllProcesses) {
   EXPECT_EQ(kept, kMaxOffCpuIntervals);
   EXPECT_EQ(h.offcpu_held, kMaxOffCpuIntervals);
   EXPECT_EQ(h.offcpu_dropped, 4'000u);
+  EXPECT_EQ(h.offcpu_dropped_from_ns, int64_t(1'000 * kMaxOffCpuIntervals));
   EXPECT_EQ(last, int64_t(1'000 * (kMaxOffCpuIntervals - 1)));
   EXPECT_EQ(h.by_pid(h.offcpu.at(1)[0]), 7u);
   EXPECT_EQ(h.comm_name(h.by_comm(h.offcpu.at(1)[0])), "hog");
