@@ -131,6 +131,25 @@ void print_chains(std::ostream& out, const std::vector<engine::Chain>& chains, b
   if (!folded.empty()) out << "\n" << folded_tails_line(folded) << "\n";
 }
 
+// Off-CPU intervals past the cap: which were kept, and how many were not.
+static std::string offcpu_kept_line(const engine::HostContext& h) {
+  const int64_t from = h.offcpu_kept_from_ns, until = h.offcpu_kept_until_ns;
+  std::string s = "off-CPU intervals of GPU threads kept ";
+  if (from) s += "from " + format_wall(from) + " ";
+  if (until) s += "until " + format_wall(until) + " ";
+  s += "only (" +
+       std::string(from && until ? ""
+                   : from        ? "the last "
+                                 : "the first ") +
+       format_count(engine::kMaxOffCpuIntervals) + "): " + format_count(h.offcpu_dropped) +
+       (from && until ? " others"
+        : from        ? " earlier ones"
+                      : " later ones") +
+       " are counted above but not attributed to steps, tails or contention (explain " +
+       (until ? "--from" : "--to") + " covers them)";
+  return s;
+}
+
 // The report opens with where each GPU process's training steps go: "median step 16.1 ms:
 // GPU idle 80%: host on-CPU in SlowDS.__getitem__ (faults.py:15)".
 static void print_steps(std::ostream& out, const engine::Analysis& a) {
@@ -229,13 +248,7 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
             << format_duration(h.max_ns);
       out << "\n";
     }
-    if (a.host.offcpu_dropped)
-      out << "  off-CPU intervals of GPU threads kept until "
-          << format_wall(a.host.offcpu_dropped_from_ns) << " only (the first "
-          << format_count(engine::kMaxOffCpuIntervals)
-          << "): " << format_count(a.host.offcpu_dropped)
-          << " later ones are counted above but not attributed to steps, tails or contention "
-             "(explain --from covers them)\n";
+    if (a.host.offcpu_dropped) out << "  " << offcpu_kept_line(a.host) << "\n";
     out << "\n";
   }
   print_chains(out, a.chains, o.all_chains);

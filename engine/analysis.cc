@@ -117,7 +117,7 @@ struct HostReads {
 };
 
 HostReads read_host(TraceSource& s, const Window& window, const Window& recent) {
-  HostReads r{collect_host_context(s, window),
+  HostReads r{collect_host_context(s, window, recent.from_ns),
               read_cpu_samples(s, recent),
               s.event_count(window),
               {},

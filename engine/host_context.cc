@@ -1,6 +1,8 @@
 #include "engine/host_context.h"
 
 #include <algorithm>
+#include <climits>
+#include <queue>
 
 namespace ingero::engine {
 namespace {
@@ -40,8 +42,57 @@ struct Lookups {
   bool by_known = false;
 };
 
+// The cap on off-CPU intervals, where the window's last part is modelled: full, the oldest
+// interval kept gives way to a newer one, but never one of the modelled window to another.
+// Those given way are dropped from the front of their process's list at the end.
+struct Room {
+  int64_t modelled_from = INT64_MIN;
+  std::map<uint32_t, size_t> gone;  // pid -> intervals given way at the front of its list
+  // (start, pid) of each process's oldest interval kept, once the cap was first reached.
+  std::priority_queue<std::pair<int64_t, uint32_t>, std::vector<std::pair<int64_t, uint32_t>>,
+                      std::greater<>>
+      oldest;
+  bool full = false;
+
+  // Room for an interval starting at `start`: the oldest kept gives way (false: none may).
+  bool make(HostContext& h, int64_t start) {
+    if (modelled_from == INT64_MIN) return false;
+    if (!full) {
+      full = true;
+      for (const auto& [pid, v] : h.offcpu)
+        if (!v.empty()) oldest.push({v[0].start, pid});
+    }
+    if (oldest.empty() || (oldest.top().first >= modelled_from && start >= modelled_from))
+      return false;
+    auto [at, pid] = oldest.top();
+    if (at > start) return false;  // older than every interval kept (out of order): not kept
+    oldest.pop();
+    const auto& v = h.offcpu[pid];
+    size_t i = ++gone[pid];
+    if (i < v.size()) oldest.push({v[i].start, pid});
+    --h.offcpu_held;
+    ++h.offcpu_dropped;
+    return true;
+  }
+  // A process's list gained an interval: the first it keeps now is a candidate to give way.
+  void added(const PodVector<OffCpuInterval>& v, uint32_t pid) {
+    if (!full) return;
+    auto it = gone.find(pid);
+    if (v.size() == 1 + (it == gone.end() ? 0 : it->second)) oldest.push({v.back().start, pid});
+  }
+  // Drops what gave way; says from when the intervals kept begin.
+  void finish(HostContext& h) {
+    int64_t from = INT64_MAX;
+    for (auto& [pid, v] : h.offcpu) {
+      if (auto it = gone.find(pid); it != gone.end()) v.erase_front(it->second);
+      if (!gone.empty() && !v.empty()) from = std::min(from, v[0].start);
+    }
+    if (!gone.empty() && from != INT64_MAX) h.offcpu_kept_from_ns = from;
+  }
+};
+
 // A context switch: the process's scheduling tallies, and its off-CPU interval (capped).
-void add_sched_switch(HostContext& h, Lookups& l, PidHost& p, const hal::Event& e) {
+void add_sched_switch(HostContext& h, Lookups& l, Room& room, PidHost& p, const hal::Event& e) {
   h.has_sched_events = true;
   bool preempted = e.get_or(hal::Field::kFlags, 1) == 1;
   ++p.switches;
@@ -49,8 +100,9 @@ void add_sched_switch(HostContext& h, Lookups& l, PidHost& p, const hal::Event& 
   p.off_cpu_ns += e.dur_ns;
   p.max_off_cpu_ns = std::max<uint64_t>(p.max_off_cpu_ns, e.dur_ns);
   if (!l.offcpu) l.offcpu = &h.offcpu[e.pid];
-  if (h.offcpu_held >= kMaxOffCpuIntervals) {
-    if (!h.offcpu_dropped++) h.offcpu_dropped_from_ns = int64_t(e.ts_ns);
+  if (h.offcpu_held >= kMaxOffCpuIntervals && !room.make(h, int64_t(e.ts_ns))) {
+    if (!h.offcpu_kept_until_ns) h.offcpu_kept_until_ns = int64_t(e.ts_ns);
+    ++h.offcpu_dropped;
     return;
   }
   std::string_view comm = e.peer_comm_view();
@@ -71,6 +123,7 @@ void add_sched_switch(HostContext& h, Lookups& l, PidHost& p, const hal::Event& 
   iv.preempted = preempted;
   iv.io = (e.get_or(hal::Field::kState, 0) & 2) != 0;
   l.offcpu->push_back(iv);
+  room.added(*l.offcpu, e.pid);
   ++h.offcpu_held;
 }
 
@@ -94,7 +147,7 @@ void add_block_io(HostContext& h, PidHost& p, const hal::Event& e) {
 }
 
 // One host event: counted under its op, and into its process's and the host's tallies.
-void add_host_event(HostContext& h, Lookups& l, const hal::Event& e) {
+void add_host_event(HostContext& h, Lookups& l, Room& room, const hal::Event& e) {
   if (!l.op_stat || e.op != l.op) {
     auto it = h.ops.try_emplace(std::string(e.op)).first;
     l.op = it->first;
@@ -119,7 +172,7 @@ void add_host_event(HostContext& h, Lookups& l, const hal::Event& e) {
   if (e.cgroup_id) p.cgroup_id = e.cgroup_id;
   switch (e.kind) {
     case hal::EventKind::kSchedSwitch:
-      add_sched_switch(h, l, p, e);
+      add_sched_switch(h, l, room, p, e);
       break;
     case hal::EventKind::kSchedWakeup:
       ++p.wakeups;
@@ -193,13 +246,16 @@ void summarise_snapshots(HostContext& h) {
 
 }  // namespace
 
-HostContext collect_host_context(TraceSource& source, const Window& w) {
+HostContext collect_host_context(TraceSource& source, const Window& w, int64_t modelled_from_ns) {
   HostContext h;
   h.comms.emplace_back("");
   Window all = w;
   all.pid.reset();
   Lookups l;
-  source.host_events(all, [&](const hal::Event& e) { add_host_event(h, l, e); });
+  Room room;
+  if (modelled_from_ns > w.from_ns) room.modelled_from = modelled_from_ns;
+  source.host_events(all, [&](const hal::Event& e) { add_host_event(h, l, room, e); });
+  room.finish(h);
   take_process_activity(h, source.process_activity(all));
   h.snapshots = source.snapshots(all);
   summarise_snapshots(h);

@@ -69,9 +69,11 @@ struct HostContext {
   // context switch a call holds up to kMaxOffCpuIntervals of them.
   std::map<uint32_t, PodVector<OffCpuInterval>> offcpu;
   size_t offcpu_held = 0;  // of all processes: kMaxOffCpuIntervals at most
-  // Intervals past the cap: counted in per_pid's totals, not kept; the first began then.
+  // Intervals past the cap: counted in per_pid's totals, not kept. Those kept begin at
+  // offcpu_kept_from_ns where older ones gave way to the modelled window's (0: none did), and
+  // end before offcpu_kept_until_ns where later ones found no room (0: none).
   uint64_t offcpu_dropped = 0;
-  int64_t offcpu_dropped_from_ns = 0;
+  int64_t offcpu_kept_from_ns = 0, offcpu_kept_until_ns = 0;
   std::vector<std::string> comms;  // interned preemptor names
   // Who held the CPU: a preemptor's pid, name (index into comms) and cgroup, interned.
   struct PreemptorId {
@@ -113,7 +115,12 @@ struct HostContext {
 inline constexpr size_t kMaxOffCpuIntervals = 1'000'000;
 inline constexpr size_t kMaxBlockIntervals = 200'000;
 
-HostContext collect_host_context(TraceSource& source, const Window& w);
+// The window's host events. Off-CPU intervals are kept up to kMaxOffCpuIntervals, the earliest;
+// but where only the window's last part is modelled (from `modelled_from_ns`:
+// EngineOptions::model_calls), one there takes the place of the oldest kept before it, so that
+// the steps have theirs first.
+HostContext collect_host_context(TraceSource& source, const Window& w,
+                                 int64_t modelled_from_ns = INT64_MIN);
 
 // Evidence for one set of time windows (a call group's tail) from one process's off-CPU
 // intervals: how many intervals overlap, and the off-CPU time inside the windows.

@@ -14,7 +14,7 @@
 // faulted in 2 MiB at a time, not 4 KiB.
 //
 // The subset of std::vector's interface the engine uses: push_back, size, empty, operator[],
-// back, begin/end (pointers), data. Throws std::bad_alloc when memory runs out, as
+// back, begin/end (pointers), data; and erase_front. Throws std::bad_alloc when memory runs out, as
 // std::vector does.
 #pragma once
 
@@ -80,6 +80,12 @@ class PodVector {
   T* end() { return p_ + n_; }
   const T* begin() const { return p_; }
   const T* end() const { return p_ + n_; }
+  // Drops the first n values (one move of the rest).
+  void erase_front(size_t n) {
+    if (n >= n_) n = n_;
+    if (n && n < n_) std::memmove(static_cast<void*>(p_), p_ + n, (n_ - n) * sizeof(T));
+    n_ -= n;
+  }
 
  private:
   static constexpr size_t kMappedBytes = size_t(1) << 20;

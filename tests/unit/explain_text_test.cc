@@ -396,7 +396,7 @@ TEST(ExplainText, OffCpuIntervalsPastTheCapAreNamed) {
   EXPECT_FALSE(engine::report_json(a, {}).contains("offcpu_intervals_not_kept"));
 
   a.host.offcpu_dropped = 4'000;
-  a.host.offcpu_dropped_from_ns = 1'795'000'000'000'000'000;  // 2026-11-18 11:06:40 UTC
+  a.host.offcpu_kept_until_ns = 1'795'000'000'000'000'000;  // 2026-11-18 11:06:40 UTC
   std::ostringstream out;
   print_report(out, a, {});
   EXPECT_EQ(section(out.str(), "Host events", "CAUSAL CHAINS"),
@@ -407,7 +407,21 @@ TEST(ExplainText, OffCpuIntervalsPastTheCapAreNamed) {
             "contention (explain --from covers them)\n\n");
   auto j = engine::report_json(a, {});
   EXPECT_EQ(j["offcpu_intervals_not_kept"],
-            nlohmann::json({{"count", 4'000}, {"from_ns", 1'795'000'000'000'000'000}}));
+            nlohmann::json({{"count", 4'000}, {"kept_until_ns", 1'795'000'000'000'000'000}}));
+  // The tracer's own analyses keep the modelled window's intervals first: the oldest gave way.
+  a.host.offcpu_kept_until_ns = 0;
+  a.host.offcpu_kept_from_ns = 1'795'000'000'000'000'000;
+  std::ostringstream tracer;
+  print_report(tracer, a, {});
+  EXPECT_NE(
+      tracer.str().find("  off-CPU intervals of GPU threads kept from 2026-11-18 11:06:40 UTC "
+                        "only (the last 1,000,000): 4,000 earlier ones are counted above but "
+                        "not attributed to steps, tails or contention (explain --to covers "
+                        "them)\n"),
+      std::string::npos)
+      << tracer.str();
+  EXPECT_EQ(engine::report_json(a, {})["offcpu_intervals_not_kept"],
+            nlohmann::json({{"count", 4'000}, {"kept_from_ns", 1'795'000'000'000'000'000}}));
 }
 
 }  // namespace

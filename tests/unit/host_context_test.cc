@@ -167,10 +167,50 @@ TEST(HostContext, OffCpuIntervalsAreCappedOverAllProcesses) {
   EXPECT_EQ(kept, kMaxOffCpuIntervals);
   EXPECT_EQ(h.offcpu_held, kMaxOffCpuIntervals);
   EXPECT_EQ(h.offcpu_dropped, 4'000u);
-  EXPECT_EQ(h.offcpu_dropped_from_ns, int64_t(1'000 * kMaxOffCpuIntervals));
+  EXPECT_EQ(h.offcpu_kept_until_ns, int64_t(1'000 * kMaxOffCpuIntervals));
+  EXPECT_EQ(h.offcpu_kept_from_ns, 0);
   EXPECT_EQ(last, int64_t(1'000 * (kMaxOffCpuIntervals - 1)));
   EXPECT_EQ(h.by_pid(h.offcpu.at(1)[0]), 7u);
   EXPECT_EQ(h.comm_name(h.by_comm(h.offcpu.at(1)[0])), "hog");
+}
+
+// Where only the window's last part is modelled (the tracer's own analyses), its intervals are
+// kept first: past the cap the oldest give way, the window then holds the newest. Where the
+// modelled part alone holds more than the cap, its earliest are kept and the rest refused.
+TEST(HostContext, TheModelledWindowsIntervalsAreKeptFirst) {
+  Switches src;
+  constexpr int64_t kUs = 1'000;
+  {
+    HostContext h = collect_host_context(src, {}, kUs * int64_t(Switches::kTotal - 500'000));
+    size_t kept = 0;
+    for (const auto& [pid, v] : h.offcpu) {
+      kept += v.size();
+      EXPECT_EQ(v[0].start, kUs * int64_t(4'000 + pid - 1)) << pid;  // the newest of each
+      EXPECT_EQ(v.back().start, kUs * int64_t(Switches::kTotal - 5 + pid)) << pid;
+      EXPECT_EQ(h.per_pid.at(pid).switches, Switches::kTotal / 4);
+    }
+    EXPECT_EQ(kept, kMaxOffCpuIntervals);
+    EXPECT_EQ(h.offcpu_held, kMaxOffCpuIntervals);
+    EXPECT_EQ(h.offcpu_dropped, 4'000u);
+    EXPECT_EQ(h.offcpu_kept_from_ns, kUs * 4'000);
+    EXPECT_EQ(h.offcpu_kept_until_ns, 0);
+  }
+  {
+    HostContext h = collect_host_context(src, {}, kUs * 1'000);
+    size_t kept = 0;
+    int64_t first = INT64_MAX, last = 0;
+    for (const auto& [pid, v] : h.offcpu) {
+      kept += v.size();
+      first = std::min(first, v[0].start);
+      last = std::max(last, v.back().start);
+    }
+    EXPECT_EQ(kept, kMaxOffCpuIntervals);
+    EXPECT_EQ(h.offcpu_dropped, 4'000u);  // 1,000 gave way, 3,000 found no room
+    EXPECT_EQ(first, kUs * 1'000);
+    EXPECT_EQ(last, kUs * int64_t(1'000 + kMaxOffCpuIntervals - 1));
+    EXPECT_EQ(h.offcpu_kept_from_ns, kUs * 1'000);
+    EXPECT_EQ(h.offcpu_kept_until_ns, kUs * int64_t(1'000 + kMaxOffCpuIntervals));
+  }
 }
 
 }  // namespace
