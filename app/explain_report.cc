@@ -134,20 +134,21 @@ void print_chains(std::ostream& out, const std::vector<engine::Chain>& chains, b
 // Off-CPU intervals past the cap: which were kept, and how many were not.
 static std::string offcpu_kept_line(const engine::HostContext& h) {
   const int64_t from = h.offcpu_kept_from_ns, until = h.offcpu_kept_until_ns;
+  const std::string cap = format_count(engine::kMaxOffCpuIntervals);
+  std::string which, others;
+  if (from && until) {
+    which = "(" + cap + ")", others = "others";
+  } else if (from) {
+    which = "(the last " + cap + ")", others = "earlier ones";
+  } else {
+    which = "(the first " + cap + ")", others = "later ones";
+  }
   std::string s = "off-CPU intervals of GPU threads kept ";
   if (from) s += "from " + format_wall(from) + " ";
   if (until) s += "until " + format_wall(until) + " ";
-  s += "only (" +
-       std::string(from && until ? ""
-                   : from        ? "the last "
-                                 : "the first ") +
-       format_count(engine::kMaxOffCpuIntervals) + "): " + format_count(h.offcpu_dropped) +
-       (from && until ? " others"
-        : from        ? " earlier ones"
-                      : " later ones") +
-       " are counted above but not attributed to steps, tails or contention (explain " +
-       (until ? "--from" : "--to") + " covers them)";
-  return s;
+  return s + "only " + which + ": " + format_count(h.offcpu_dropped) + " " + others +
+         " are counted above but not attributed to steps, tails or contention (explain " +
+         (until ? "--from" : "--to") + " covers them)";
 }
 
 // The report opens with where each GPU process's training steps go: "median step 16.1 ms:

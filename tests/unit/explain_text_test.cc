@@ -422,6 +422,16 @@ TEST(ExplainText, OffCpuIntervalsPastTheCapAreNamed) {
       << tracer.str();
   EXPECT_EQ(engine::report_json(a, {})["offcpu_intervals_not_kept"],
             nlohmann::json({{"count", 4'000}, {"kept_from_ns", 1'795'000'000'000'000'000}}));
+  // Where the modelled part alone overflowed the cap: both ends.
+  a.host.offcpu_kept_until_ns = 1'795'000'060'000'000'000;  // a minute later
+  std::ostringstream both;
+  print_report(both, a, {});
+  EXPECT_NE(both.str().find("  off-CPU intervals of GPU threads kept from 2026-11-18 11:06:40 UTC "
+                            "until 2026-11-18 11:07:40 UTC only (1,000,000): 4,000 others are "
+                            "counted above but not attributed to steps, tails or contention "
+                            "(explain --from covers them)\n"),
+            std::string::npos)
+      << both.str();
 }
 
 }  // namespace
