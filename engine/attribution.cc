@@ -164,7 +164,8 @@ void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock)
   read.to_ns = std::min(read.to_ns, to);
   std::vector<std::vector<Slow>> slow(a.chains.size());
   auto consider = [&](const hal::Event& e) {
-    if (!e.stack_id || !ops.count(e.op)) return;
+    // A call seen at entry only has no duration of its own to rank by (as the kept calls).
+    if (!e.timed || !e.stack_id || !ops.count(e.op)) return;
     consider_call(a, want, {int64_t(e.ts_ns), e.dur_ns, e.stack_id, e.pid, e.tid, e.op}, slow);
   };
   // The calls the op statistics kept hold every chain's slowest where, for each, at least
@@ -175,7 +176,7 @@ void attribute_stacks(TraceSource& source, Analysis& a, std::mutex* stacks_lock)
     source.call_runs(read, consider, [&](const CallRun& r) {
       if (!ops.count(r.op)) return;
       std::string op(r.op);
-      if (want.count({op, r.pid}) || want.count({op, 0u})) r.for_each_call(consider);
+      if (want.count({op, r.pid}) || want.count({op, 0u})) r.for_each_timed_call(consider);
     });
   }
   std::map<uint64_t, std::vector<std::string>> frames_of;

@@ -3,10 +3,12 @@
 namespace ingero::engine {
 
 uint64_t RunShape::duration(uint64_t k) const {
-  if (calls == 1) return sum_ns;
-  if (k == 0) return min_ns;
-  if (k == calls - 1) return max_ns;
-  uint64_t rest = sum_ns - min_ns - max_ns, middle = calls - 2;
+  const Timed t = timed_shape();
+  if (k >= t.calls) return untimed_ns;
+  if (t.calls == 1) return t.sum;
+  if (k == 0) return t.min;
+  if (k == t.calls - 1) return t.max;
+  uint64_t rest = t.sum - t.min - t.max, middle = t.calls - 2;
   return rest / middle + (k - 1 < rest % middle ? 1 : 0);
 }
 
@@ -37,7 +39,8 @@ void CallRun::call(uint64_t k, int64_t ts, hal::Event& e) const {
   e.kind = kind;
   e.op = op;
   e.library = library;
-  e.has_ret = true;
+  e.timed = k < timed();
+  e.has_ret = e.timed;  // a call seen at entry only has no return, as its row has none
   e.stack_id = stack_id;
   e.stack_of_site = k > 0;  // the run's first stack stands for its site
   e.nested = uint32_t(nested / calls + (k < nested % calls ? 1 : 0));

@@ -1,8 +1,9 @@
 // A run of calls that tiered retention folded (store/tiers.h), read back whole: `calls`
 // successful launches (kind kLaunch) of one op on one thread and stream, none nested in
 // another call. Read back
-// as calls, a run's calls are spread evenly from its first start to its last end, with its
-// minimum first, its maximum last and the rest of its total in between, so counts, sums,
+// as calls, a run's calls are spread evenly from its first start to its last end: its timed
+// calls first (their minimum first, their maximum last, the rest of their total in between),
+// then those seen at entry only, at their op's mean and marked untimed; so counts, sums,
 // extremes, rates and the gaps between runs are those of the calls it replaced.
 //
 // TraceSource::call_runs gives runs whole to the passes that only add calls up (op
@@ -10,6 +11,7 @@
 // call. call() gives the same calls as TraceSource::calls.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -22,9 +24,17 @@ namespace ingero::engine {
 // Where a run's calls lie, without what they are: enough to spread them (and for the step
 // model, which keeps a run as one item).
 struct RunShape {
-  int64_t ts_ns = 0;     // start of the first call
-  uint64_t span_ns = 0;  // to the end of the last call
-  uint64_t calls = 1, sum_ns = 0, min_ns = 0, max_ns = 0;
+  int64_t ts_ns = 0;                                       // start of the first call
+  uint64_t span_ns = 0;                                    // to the end of the last call
+  uint64_t calls = 1, sum_ns = 0, min_ns = 0, max_ns = 0;  // of every call, estimates included
+  // Calls seen at entry only (store/untimed_durations.h): the last `untimed` calls, each
+  // `untimed_ns` long (their op's mean), count in the total and extremes above but are no
+  // latency. The timed calls come first, spread by their own extremes.
+  uint64_t untimed = 0, untimed_ns = 0, timed_min_ns = 0, timed_max_ns = 0;
+
+  uint64_t timed() const { return calls - untimed; }
+  // The slowest timed call (0 when none was timed).
+  uint64_t timed_max() const { return untimed == 0 ? max_ns : timed() ? timed_max_ns : 0; }
 
   // Call k's duration (k < calls) and the idle time after it.
   uint64_t duration(uint64_t k) const;
@@ -33,24 +43,36 @@ struct RunShape {
   int64_t last_start() const;
   // Whether every call of the run starts inside [from, to].
   bool inside(int64_t from, int64_t to) const { return ts_ns >= from && last_start() <= to; }
-  // Every call's start and duration in order, without making events:
-  // fn(uint64_t k, int64_t start, uint64_t duration).
+  // Every call's start and duration in order (the first `first` calls only, where fewer),
+  // without making events: fn(uint64_t k, int64_t start, uint64_t duration).
   template <class Fn>
-  void for_each_span(Fn&& fn) const {
+  void for_each_span(Fn&& fn, uint64_t first = UINT64_MAX) const {
     // duration(k) and gap(k) with their quotients taken once.
-    uint64_t middle = calls > 2 ? calls - 2 : 1, gaps = calls > 1 ? calls - 1 : 1;
-    uint64_t rest = calls > 2 ? sum_ns - min_ns - max_ns : 0;
+    const Timed t = timed_shape();
+    uint64_t middle = t.calls > 2 ? t.calls - 2 : 1, gaps = calls > 1 ? calls - 1 : 1;
+    uint64_t rest = t.calls > 2 ? t.sum - t.min - t.max : 0;
     uint64_t idle = calls > 1 && span_ns > sum_ns ? span_ns - sum_ns : 0;
     uint64_t d = rest / middle, d_extra = rest % middle, g = idle / gaps, g_extra = idle % gaps;
     int64_t ts = ts_ns;
-    for (uint64_t k = 0; k < calls; ++k) {
-      uint64_t dur = calls == 1       ? sum_ns
-                     : k == 0         ? min_ns
-                     : k == calls - 1 ? max_ns
-                                      : d + (k - 1 < d_extra ? 1 : 0);
+    for (uint64_t k = 0, n = std::min(calls, first); k < n; ++k) {
+      uint64_t dur = k >= t.calls       ? untimed_ns
+                     : t.calls == 1     ? t.sum
+                     : k == 0           ? t.min
+                     : k == t.calls - 1 ? t.max
+                                        : d + (k - 1 < d_extra ? 1 : 0);
       fn(k, ts, dur);
       ts += int64_t(dur + g + (k < g_extra ? 1 : 0));
     }
+  }
+
+ private:
+  // The timed calls' count, total and extremes.
+  struct Timed {
+    uint64_t calls, sum, min, max;
+  };
+  Timed timed_shape() const {
+    if (untimed == 0) return {calls, sum_ns, min_ns, max_ns};
+    return {timed(), sum_ns - untimed * untimed_ns, timed_min_ns, timed_max_ns};
   }
 };
 
@@ -66,7 +88,8 @@ struct CallRun : RunShape {
   std::optional<uint64_t> func;  // launches: the kernel's function, which every call shares
 
   // Call k, starting at `ts` (the previous call's start + its duration + its gap), as
-  // TraceSource::calls gives it. Sets every field a call row would.
+  // TraceSource::calls gives it. Sets every field a call row would; calls from timed() on are
+  // marked untimed.
   void call(uint64_t k, int64_t ts, hal::Event& e) const;
   // Every call in order: fn(const hal::Event&).
   template <class Fn>
@@ -76,6 +99,17 @@ struct CallRun : RunShape {
       call(k, start, e);
       fn(static_cast<const hal::Event&>(e));
     });
+  }
+  // Its timed calls only (they come first): fn(const hal::Event&).
+  template <class Fn>
+  void for_each_timed_call(Fn&& fn) const {
+    hal::Event e;
+    for_each_span(
+        [&](uint64_t k, int64_t start, uint64_t) {
+          call(k, start, e);
+          fn(static_cast<const hal::Event&>(e));
+        },
+        timed());
   }
 };
 

@@ -119,6 +119,12 @@ bool CallCache::add_run(const engine::CallRun& r) {
   put_varint(b, r.sum_ns);
   put_varint(b, r.min_ns);
   put_varint(b, r.max_ns);
+  put_varint(b, r.untimed);
+  if (r.untimed) {
+    put_varint(b, r.untimed_ns);
+    put_varint(b, r.timed_min_ns);
+    put_varint(b, r.timed_max_ns);
+  }
   put_varint(b, r.nested);
   put_varint(b, r.stream ? *r.stream + 1 : 0);
   put_varint(b, r.device ? *r.device + 1 : 0);
@@ -288,6 +294,13 @@ const uint8_t* CallCache::decode_run(const uint8_t* p, Decoder& at, engine::Call
   p = get(p, r.sum_ns);
   p = get(p, r.min_ns);
   p = get(p, r.max_ns);
+  p = get(p, r.untimed);
+  r.untimed_ns = r.timed_min_ns = r.timed_max_ns = 0;
+  if (r.untimed) {
+    p = get(p, r.untimed_ns);
+    p = get(p, r.timed_min_ns);
+    p = get(p, r.timed_max_ns);
+  }
   p = get(p, r.nested);
   p = get(p, v);
   r.stream = v ? std::optional<uint64_t>(v - 1) : std::nullopt;

@@ -156,9 +156,15 @@ ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
                               ": a damaged call_runs row (its count, total and "
                               "extremes do not fit together)");
   // Calls seen at entry only take their process and op's mean (store/untimed_durations.h).
-  if (timed < w.calls) {
+  // They stay marked untimed (engine/call_run.h): no tail or quantile takes an estimate.
+  w.untimed = w.calls - timed;
+  w.untimed_ns = w.timed_min_ns = w.timed_max_ns = 0;
+  if (w.untimed) {
     uint64_t est = untimed_.of(w.pid, int(st.int64(6)), int(st.int64(7)));
-    w.sum_ns += est * (w.calls - timed);
+    w.untimed_ns = est;
+    w.timed_min_ns = timed ? w.min_ns : 0;
+    w.timed_max_ns = timed ? w.max_ns : 0;
+    w.sum_ns += est * w.untimed;
     w.min_ns = timed ? std::min(w.min_ns, est) : est;
     w.max_ns = timed ? std::max(w.max_ns, est) : est;
   }
