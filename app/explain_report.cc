@@ -131,26 +131,6 @@ void print_chains(std::ostream& out, const std::vector<engine::Chain>& chains, b
   if (!folded.empty()) out << "\n" << folded_tails_line(folded) << "\n";
 }
 
-// Off-CPU intervals past the cap: which were kept, and how many were not.
-static std::string offcpu_kept_line(const engine::HostContext& h) {
-  const int64_t from = h.offcpu_kept_from_ns, until = h.offcpu_kept_until_ns;
-  const std::string cap = format_count(engine::kMaxOffCpuIntervals);
-  std::string which, others;
-  if (from && until) {
-    which = "(" + cap + ")", others = "others";
-  } else if (from) {
-    which = "(the last " + cap + ")", others = "earlier ones";
-  } else {
-    which = "(the first " + cap + ")", others = "later ones";
-  }
-  std::string s = "off-CPU intervals of GPU threads kept ";
-  if (from) s += "from " + format_wall(from) + " ";
-  if (until) s += "until " + format_wall(until) + " ";
-  return s + "only " + which + ": " + format_count(h.offcpu_dropped) + " " + others +
-         " are counted above but not attributed to steps, tails or contention (explain " +
-         (until ? "--from" : "--to") + " covers them)";
-}
-
 // The report opens with where each GPU process's training steps go: "median step 16.1 ms:
 // GPU idle 80%: host on-CPU in SlowDS.__getitem__ (faults.py:15)".
 static void print_steps(std::ostream& out, const engine::Analysis& a) {
@@ -249,7 +229,7 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
             << format_duration(h.max_ns);
       out << "\n";
     }
-    if (a.host.offcpu_dropped) out << "  " << offcpu_kept_line(a.host) << "\n";
+    if (a.host.offcpu_dropped) out << "  " << engine::offcpu_kept_line(a.host) << "\n";
     out << "\n";
   }
   print_chains(out, a.chains, o.all_chains);

@@ -1,6 +1,7 @@
 #include "engine/loss_notes.h"
 
 #include "engine/chain.h"
+#include "engine/host_context.h"
 
 namespace ingero::engine {
 
@@ -55,6 +56,27 @@ std::string losses_line(const std::optional<TraceLosses>& l) {
   std::string out;
   for (const auto& n : loss_notes(*l)) out += (out.empty() ? "" : "; ") + n.text;
   return out;
+}
+
+// Off-CPU intervals past the cap: which were kept, and how many were not.
+std::string offcpu_kept_line(const engine::HostContext& h) {
+  const int64_t from = h.offcpu_kept_from_ns, until = h.offcpu_kept_until_ns;
+  const std::string cap = format_count(kMaxOffCpuIntervals);
+  std::string which, others;
+  if (from && until) {
+    which = "(" + cap + ")", others = "others";
+  } else if (from) {
+    which = "(the last " + cap + ")", others = "earlier ones";
+  } else {
+    which = "(the first " + cap + ")", others = "later ones";
+  }
+  std::string s = "off-CPU intervals of GPU threads kept ";
+  if (from) s += "from " + format_wall(from) + " ";
+  if (until) s += "until " + format_wall(until) + " ";
+  return s + "only " + which + ": " + format_count(h.offcpu_dropped) + " " + others +
+         " are counted among the host events but not attributed to steps, tails or contention "
+         "(explain " +
+         (until ? "--from" : "--to") + " covers them)";
 }
 
 }  // namespace ingero::engine

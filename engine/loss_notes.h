@@ -24,4 +24,9 @@ std::vector<LossNote> loss_notes(const TraceLosses& l);
 // The notes on one line, joined by "; " (empty when nothing was lost).
 std::string losses_line(const std::optional<TraceLosses>& l);
 
+struct HostContext;
+// Off-CPU intervals past the cap (HostContext::offcpu_dropped, only when some were not kept):
+// which were kept, how many were not, and what they are missing from.
+std::string offcpu_kept_line(const HostContext& h);
+
 }  // namespace ingero::engine

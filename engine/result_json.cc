@@ -302,6 +302,14 @@ nlohmann::json kernels_json(const Analysis& a, size_t limit) {
   return j;
 }
 
+nlohmann::json offcpu_not_kept_json(const HostContext& h) {
+  if (!h.offcpu_dropped) return nullptr;
+  nlohmann::json n = {{"count", h.offcpu_dropped}};
+  if (h.offcpu_kept_from_ns) n["kept_from_ns"] = h.offcpu_kept_from_ns;
+  if (h.offcpu_kept_until_ns) n["kept_until_ns"] = h.offcpu_kept_until_ns;
+  return n;
+}
+
 nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   nlohmann::json j;
   j["trace"] = o.title;
@@ -322,11 +330,7 @@ nlohmann::json report_json(const Analysis& a, const ReportHeader& o) {
   for (const auto& [name, h] : a.host.ops)
     j["host"][name] = {
         {"count", h.count}, {"avg_ns", h.count ? h.sum_ns / h.count : 0}, {"max_ns", h.max_ns}};
-  if (a.host.offcpu_dropped) {
-    auto& n = j["offcpu_intervals_not_kept"] = {{"count", a.host.offcpu_dropped}};
-    if (a.host.offcpu_kept_from_ns) n["kept_from_ns"] = a.host.offcpu_kept_from_ns;
-    if (a.host.offcpu_kept_until_ns) n["kept_until_ns"] = a.host.offcpu_kept_until_ns;
-  }
+  if (a.host.offcpu_dropped) j["offcpu_intervals_not_kept"] = offcpu_not_kept_json(a.host);
   j["chains"] = nlohmann::json::array();
   for (const auto& c : a.chains) j["chains"].push_back(chain_json(c));
   j["tenants"] = tenants_json(tenant_report(a, o.group_by.value_or(TenantGrouping::kPod)));

@@ -24,6 +24,10 @@ struct ReportHeader {
 
 // A process's step summary (median, shares of wait/enqueue/api/host, GPU idle, the gap's cause
 // and where): one shape for explain --json, MCP get_step_breakdown and the HTML report.
+// The off-CPU intervals not kept (HostContext::offcpu_dropped): count, kept_from_ns /
+// kept_until_ns; null when none were dropped.
+nlohmann::json offcpu_not_kept_json(const HostContext& h);
+
 nlohmann::json step_summary_json(const StepSummary& s);
 // One step: start, duration, the exclusive host breakdown, GPU idle, the host gap by cause,
 // and its calls.

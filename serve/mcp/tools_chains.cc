@@ -10,6 +10,7 @@
 
 #include "engine/analysis.h"
 #include "engine/fleet.h"
+#include "engine/loss_notes.h"
 #include "engine/result_json.h"
 #include "serve/mcp/tool_support.h"
 #include "store/trace_writer.h"
@@ -36,9 +37,20 @@ struct Found {
   std::vector<engine::Chain> chains;
   std::pair<int64_t, int64_t> span;
   uint64_t events = 0;
+  // Off-CPU intervals not kept, which the chains are attributed without: a line each (by node
+  // over a fleet), and as JSON (an object by node over a fleet); none when all were kept.
+  std::vector<std::string> not_kept_lines;
+  Json not_kept;
 };
 
-Found one_source(engine::Analysis a) { return {std::move(a.chains), a.span, a.events}; }
+Found one_source(engine::Analysis a) {
+  Found f{std::move(a.chains), a.span, a.events, {}, nullptr};
+  if (a.host.offcpu_dropped) {
+    f.not_kept_lines.push_back(engine::offcpu_kept_line(a.host));
+    f.not_kept = engine::offcpu_not_kept_json(a.host);
+  }
+  return f;
+}
 
 // Over a fleet database, as `explain --source` reads it (app/fleet_explain.h): clock offsets
 // from the collectives first, then each node analysed on its own (pids collide across nodes),
@@ -72,7 +84,12 @@ Found fleet_chains(FleetSource& f, engine::Window w, const engine::EngineOptions
     out.chains = std::move(fa.chains);
   }
   out.span = {0, 0};
-  for (auto& a : per) {
+  for (size_t i = 0; i < per.size(); ++i) {
+    engine::Analysis& a = per[i];
+    if (a.host.offcpu_dropped) {
+      out.not_kept_lines.push_back("node " + nodes[i] + ": " + engine::offcpu_kept_line(a.host));
+      out.not_kept[nodes[i]] = engine::offcpu_not_kept_json(a.host);
+    }
     out.events += a.events;
     if (a.span.first && (!out.span.first || a.span.first < out.span.first))
       out.span.first = a.span.first;
@@ -136,12 +153,14 @@ ToolOutput get_causal_chains(ToolContext& ctx, const ToolCall& call) {
     head +=
         "\nno causal chains: nothing in this window crossed the engine's thresholds "
         "(docs/engine.md)";
+  for (const auto& l : a.not_kept_lines) head += "\n" + l;
   ToolOutput o;
   o.text = head + "\n" + t.str();
   o.structured = {{"window", window_json(*w, a.span)},
                   {"total", matching},
                   {"shown", shown},
                   {"chains", chains}};
+  if (!a.not_kept.is_null()) o.structured["offcpu_intervals_not_kept"] = a.not_kept;
   return o;
 }
 

@@ -403,8 +403,8 @@ TEST(ExplainText, OffCpuIntervalsPastTheCapAreNamed) {
             "Host events\n"
             "  sched_switch            1,004,000  avg 500ns, max 900ns\n"
             "  off-CPU intervals of GPU threads kept until 2026-11-18 11:06:40 UTC only (the first "
-            "1,000,000): 4,000 later ones are counted above but not attributed to steps, tails or "
-            "contention (explain --from covers them)\n\n");
+            "1,000,000): 4,000 later ones are counted among the host events but not attributed to "
+            "steps, tails or contention (explain --from covers them)\n\n");
   auto j = engine::report_json(a, {});
   EXPECT_EQ(j["offcpu_intervals_not_kept"],
             nlohmann::json({{"count", 4'000}, {"kept_until_ns", 1'795'000'000'000'000'000}}));
@@ -415,9 +415,9 @@ TEST(ExplainText, OffCpuIntervalsPastTheCapAreNamed) {
   print_report(tracer, a, {});
   EXPECT_NE(
       tracer.str().find("  off-CPU intervals of GPU threads kept from 2026-11-18 11:06:40 UTC "
-                        "only (the last 1,000,000): 4,000 earlier ones are counted above but "
-                        "not attributed to steps, tails or contention (explain --to covers "
-                        "them)\n"),
+                        "only (the last 1,000,000): 4,000 earlier ones are counted among the "
+                        "host events but not attributed to steps, tails or contention (explain "
+                        "--to covers them)\n"),
       std::string::npos)
       << tracer.str();
   EXPECT_EQ(engine::report_json(a, {})["offcpu_intervals_not_kept"],
@@ -428,8 +428,8 @@ TEST(ExplainText, OffCpuIntervalsPastTheCapAreNamed) {
   print_report(both, a, {});
   EXPECT_NE(both.str().find("  off-CPU intervals of GPU threads kept from 2026-11-18 11:06:40 UTC "
                             "until 2026-11-18 11:07:40 UTC only (1,000,000): 4,000 others are "
-                            "counted above but not attributed to steps, tails or contention "
-                            "(explain --from covers them)\n"),
+                            "counted among the host events but not attributed to steps, tails "
+                            "or contention (explain --from covers them)\n"),
             std::string::npos)
       << both.str();
 }
