@@ -82,8 +82,13 @@ void Trace::rescan_pending() {
   probes_->watch_loaders();
 }
 
+std::vector<int> Trace::scanned_pids() const {
+  return session_->config().pids.empty() ? local_.pids() : session_->filtered_pids();
+}
+
 void Trace::rescan_all() {
-  auto fresh = probes_->scan_all();
+  std::vector<int> pids = scanned_pids();
+  auto fresh = probes_->scan_all(&pids);
   if (!fresh.empty() && !opts_.quiet)
     std::cerr << cr()
               << "ingero: new libraries found by the periodic scan (calls into them before now "

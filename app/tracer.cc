@@ -184,7 +184,7 @@ void Trace::make_pipeline() {
       if (!opts_.quiet) std::cerr << cr() << "ingero: stacks: " << m << "\n";
     };
     pipeline_->stacks = stacks_.get();
-    stacks_->scan_existing(local_.pids());
+    stacks_->scan_existing(scanned_pids());
     // A process that exited before its names were read: the maps its first stack was
     // resolved with.
     if (kernels_)
@@ -313,7 +313,8 @@ int Trace::attach() {
       sampler_.reset();
     }
   }
-  auto libs = probes_->scan_all();
+  std::vector<int> pids = scanned_pids();
+  auto libs = probes_->scan_all(&pids);
   if (!opts_.command.empty()) {
     // The program about to run may carry a static runtime: attach before releasing it.
     std::string exe = resolve_program(opts_.command[0]);

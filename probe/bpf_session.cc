@@ -326,6 +326,20 @@ Status BpfSession::add_pid(uint32_t tgid) {
   return {};
 }
 
+std::vector<int> BpfSession::filtered_pids() const {
+  std::vector<int> out;
+  if (config_.pids.empty()) return out;
+  uint32_t key = 0, next = 0;
+  const uint32_t* prev = nullptr;
+  while (bpf_map__get_next_key(skel_->maps.pid_filter, prev, &next, sizeof(next)) == 0) {
+    out.push_back(int(next));
+    key = next;
+    prev = &key;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 BpfStats BpfSession::stats() const {
   BpfStats out;
   int ncpu = libbpf_num_possible_cpus();

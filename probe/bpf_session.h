@@ -163,6 +163,9 @@ class BpfSession {
   Result<Link> attach_selftest(const std::string& path, uint64_t file_offset);
 
   Status add_pid(uint32_t tgid);
+  // The processes the pid filter lets in now (those given, and the children that joined); empty
+  // when there is no pid filter.
+  std::vector<int> filtered_pids() const;
   // Where the Python interpreter of `tgid` keeps its frames (nullptr: forget the process).
   Status set_python(uint32_t tgid, const ingero_py_config* config);
   BpfStats stats() const;

@@ -84,9 +84,9 @@ std::vector<DiscoveredFile> LibraryDiscovery::scan_file(const std::string& path,
   return v;
 }
 
-std::vector<DiscoveredFile> LibraryDiscovery::scan_all() {
+std::vector<DiscoveredFile> LibraryDiscovery::scan_all(const std::vector<int>* only) {
   std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash> out;
-  for (int pid : host_.pids()) scan_maps(pid, out);
+  for (int pid : only ? *only : host_.pids()) scan_maps(pid, out);
 
   if (auto bytes = host_.read_text(opts_.ld_cache)) {
     if (auto entries = parse_ld_cache(*bytes)) {

@@ -40,8 +40,9 @@ class LibraryDiscovery {
   LibraryDiscovery(const HostView& host, DiscoveryOptions options)
       : host_(host), opts_(std::move(options)) {}
 
-  // Every source. Results are unique by identity.
-  std::vector<DiscoveredFile> scan_all();
+  // Every source. Results are unique by identity. `only`: the processes whose maps are read
+  // (a trace filtered by pid traces no other); null: every process of the host.
+  std::vector<DiscoveredFile> scan_all(const std::vector<int>* only = nullptr);
   // One process's current mappings (after exec or dlopen).
   std::vector<DiscoveredFile> scan_process(int pid);
   // One file named directly (the command `ingero trace -- CMD` is about to run).

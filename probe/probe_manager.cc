@@ -60,7 +60,9 @@ ProbeManager::ProbeManager(BpfSession* session, std::vector<const VendorBackend*
       discovery_(host, options_for(backends_, host)),
       symbols_(wanted_names(backends_)) {}
 
-std::vector<LibraryStatus> ProbeManager::scan_all() { return handle(discovery_.scan_all()); }
+std::vector<LibraryStatus> ProbeManager::scan_all(const std::vector<int>* only) {
+  return handle(discovery_.scan_all(only));
+}
 
 std::vector<LibraryStatus> ProbeManager::scan_pid(int pid) {
   return handle(discovery_.scan_process(pid));

@@ -46,7 +46,8 @@ class ProbeManager {
                const HostView& host);
 
   // Scans every discovery source; returns the statuses of files handled for the first time.
-  std::vector<LibraryStatus> scan_all();
+  // `only`: the processes whose maps are read (LibraryDiscovery::scan_all).
+  std::vector<LibraryStatus> scan_all(const std::vector<int>* only = nullptr);
   // Re-scans one process (exec, dlopen); returns statuses of newly handled files.
   std::vector<LibraryStatus> scan_pid(int pid);
   // Handles one file directly, e.g. the program a command will exec (static runtimes).

@@ -62,6 +62,31 @@ TEST(Discovery, FindsMappedFilesThroughProcRootDedupedByInode) {
   EXPECT_EQ(files[0].path.rfind(root + "/proc/", 0), 0u) << files[0].path;
 }
 
+// A trace filtered by pid reads only its processes' maps.
+TEST(Discovery, OnlyTheProcessesGivenAreRead) {
+  std::string root = test::temp_path("host-only");
+  for (const char* pid : {"100", "200"}) {
+    fs::create_directories(root + "/proc/" + pid + "/root/opt/" + pid);
+    fs::copy_file(INGERO_FAKE_CUDART,
+                  root + "/proc/" + pid + "/root/opt/" + pid + "/libcudart.so.13",
+                  fs::copy_options::overwrite_existing);
+    std::ofstream(root + "/proc/" + pid + "/maps")
+        << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 1 /opt/" << pid << "/libcudart.so.13\n";
+  }
+  FakeHost host(root + "/proc");
+  host.pids_ = {100, 200};
+  DiscoveryOptions o;
+  o.hints = {"libcudart"};
+  o.ld_cache = root + "/none";
+  LibraryDiscovery d(host, o);
+  std::vector<int> only = {200};
+  auto files = d.scan_all(&only);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].display_path, "/opt/200/libcudart.so.13");
+  EXPECT_EQ(files[0].pids, (std::set<int>{200}));
+  EXPECT_EQ(d.scan_all().size(), 2u);  // every process
+}
+
 TEST(Discovery, InstallDirsFromEnvironmentAndPipWheelLayouts) {
   std::string root = test::temp_path("cudahome");
   fs::create_directories(root + "/lib64");
