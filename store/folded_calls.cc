@@ -164,6 +164,7 @@ ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
     w.untimed_ns = est;
     w.timed_min_ns = timed ? w.min_ns : 0;
     w.timed_max_ns = timed ? w.max_ns : 0;
+    if (!timed) w.sum_ns = 0;  // no timed call: nothing of its own to add (unchecked above)
     w.sum_ns += est * w.untimed;
     w.min_ns = timed ? std::min(w.min_ns, est) : est;
     w.max_ns = timed ? std::max(w.max_ns, est) : est;
