@@ -82,10 +82,6 @@ void Trace::rescan_pending() {
   probes_->watch_loaders();
 }
 
-std::vector<int> Trace::scanned_pids() const {
-  return session_->config().pids.empty() ? local_.pids() : session_->filtered_pids();
-}
-
 void Trace::rescan_all() {
   std::vector<int> pids = scanned_pids();
   auto fresh = probes_->scan_all(&pids);

@@ -103,6 +103,9 @@ class Trace {
   // is traced; reading every process's maps cost ~0.1 ms each, at start and every 30 s); else
   // every process of the host.
   std::vector<int> scanned_pids() const;
+  // With --pid: the given processes' children that already run (a launcher's workers) join the
+  // filter, as those forked from now on do in BPF; said on stderr.
+  void add_running_children();
   void live_line(bool final);
   void apply_retention(bool final);
   void fold_blocks();

@@ -302,6 +302,7 @@ int Trace::attach() {
   };
   for (auto& [tp, st] : session_->attach_core())
     if (!st) return fail(st.error().message);
+  add_running_children();  // after the fork tracepoint: no child falls between the two
   host_ = std::make_unique<kernelside::HostPrograms>(*session_);
   for (auto& [tp, st] : host_->attach())
     if (!st) return fail(st.error().message);

@@ -381,6 +381,36 @@ TEST(TraceCuda, PidFilterRunsInsideBpf) {
       1);
 }
 
+// `--pid` of a launcher whose worker already runs: the worker joins the filter at start, as one
+// forked later does in BPF, and the tracer says so.
+TEST(TraceCuda, PidFilterTakesTheRunningChildrenToo) {
+  REQUIRE_BPF();
+  std::string db = temp_path("filter-children.db");
+  // The shell's background child reads the shell's stdin (fd 3), not /dev/null.
+  auto sh = Subprocess::spawn({"/bin/sh", "-c",
+                               std::string("exec 3<&0; ") + INGERO_FAKE_CALLS + " late " +
+                                   INGERO_FAKE_CUDART + " <&3 & wait"});
+  std::string line;
+  ASSERT_TRUE(sh.wait_stdout_line("pid", std::chrono::seconds(10), &line));
+  ASSERT_TRUE(sh.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  std::string child = line.substr(4);
+  std::string parent = std::to_string(sh.pid());
+  ASSERT_NE(child, parent);
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--pid", parent});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
+  sh.write_stdin("go\n");
+  ASSERT_EQ(sh.wait(), 0);
+  tracer.signal(SIGTERM);
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  EXPECT_NE(tracer.err().find("ingero: 1 child of the given process already runs, traced too "
+                              "(pid " +
+                              child + ")\n"),
+            std::string::npos)
+      << tracer.err();
+  EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
+            (std::vector<std::string>{child, "5"}));
+}
+
 TEST(TraceCuda, LibraryUnloadedWhileAttached) {
   REQUIRE_BPF();
   std::string db = temp_path("unload.db");

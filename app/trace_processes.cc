@@ -1,0 +1,42 @@
+// Which processes a trace filtered by pid reads and lets in: the maps the scans read, and the
+// given processes' children that already run when the tracer attaches.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "app/trace_session.h"
+#include "capture/stack_collector.h"
+#include "probe/process_tree.h"
+
+namespace ingero::app::trace_detail {
+
+std::vector<int> Trace::scanned_pids() const {
+  return session_->config().pids.empty() ? local_.pids() : session_->filtered_pids();
+}
+
+void Trace::add_running_children() {
+  if (opts_.pids.empty() || !session_->config().follow_children) return;
+  std::vector<int> roots(opts_.pids.begin(), opts_.pids.end());
+  std::vector<int> added;
+  for (int pid : hal::descendants_of(local_, roots)) {
+    if (auto st = session_->add_pid(uint32_t(pid)); !st) {
+      std::cerr << cr() << "ingero: warning: " << st.error().message << "\n";
+      continue;
+    }
+    added.push_back(pid);
+  }
+  if (added.empty()) return;
+  if (stacks_) stacks_->scan_existing(added);
+  if (opts_.quiet) return;
+  std::string list;
+  for (size_t i = 0; i < added.size() && i < 8; ++i)
+    list += (i ? ", " : "") + std::to_string(added[i]);
+  if (added.size() > 8) list += ", ...";
+  bool one = added.size() == 1;
+  std::cerr << cr() << "ingero: " << added.size() << (one ? " child" : " children")
+            << " of the given process" << (roots.size() == 1 ? "" : "es")
+            << (one ? " already runs" : " already run") << ", traced too (pid" << (one ? " " : "s ")
+            << list << ")\n";
+}
+
+}  // namespace ingero::app::trace_detail
