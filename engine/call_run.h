@@ -94,22 +94,24 @@ struct CallRun : RunShape {
   // Every call in order: fn(const hal::Event&).
   template <class Fn>
   void for_each_call(Fn&& fn) const {
-    hal::Event e;
-    for_each_span([&](uint64_t k, int64_t start, uint64_t) {
-      call(k, start, e);
-      fn(static_cast<const hal::Event&>(e));
-    });
+    first_calls(fn, calls);
   }
   // Its timed calls only (they come first): fn(const hal::Event&).
   template <class Fn>
   void for_each_timed_call(Fn&& fn) const {
+    first_calls(fn, timed());
+  }
+
+ private:
+  template <class Fn>
+  void first_calls(Fn& fn, uint64_t n) const {
     hal::Event e;
     for_each_span(
         [&](uint64_t k, int64_t start, uint64_t) {
           call(k, start, e);
           fn(static_cast<const hal::Event&>(e));
         },
-        timed());
+        n);
   }
 };
 

@@ -59,7 +59,7 @@ std::string losses_line(const std::optional<TraceLosses>& l) {
 }
 
 // Off-CPU intervals past the cap: which were kept, and how many were not.
-std::string offcpu_kept_line(const engine::HostContext& h) {
+std::string offcpu_kept_line(const HostContext& h) {
   const int64_t from = h.offcpu_kept_from_ns, until = h.offcpu_kept_until_ns;
   const std::string cap = format_count(kMaxOffCpuIntervals);
   std::string which, others;

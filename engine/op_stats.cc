@@ -230,8 +230,8 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
     // Its calls seen at entry only are no latency (as in `add`): only its timed calls may be
     // in a tail. Offered, a launch loop's estimates were all kept where slow timed launches
     // lifted their mean above the floor (960 K calls kept instead of 2 K at 1 M calls).
-    uint64_t slowest = r.timed_max();
     if (r.timed() == 0) return;
+    uint64_t slowest = r.timed_max();
     if (tail.wants(a, slowest) || tail.wants(b, slowest)) {
       r.for_each_timed_call([&](const hal::Event& e) { tail.offer(e, a, b); });
     } else {
