@@ -252,8 +252,13 @@ int ingero_inflight(struct bpf_iter__bpf_map_elem* ctx) {
   return 0;
 }
 
+/* Under a pid or cgroup filter, a process outside it is neither traced nor scanned: its execs
+ * and loads say nothing to user space, which would otherwise read its maps, stat its files and
+ * look for Python in it at every exec on a busy host. A child of a traced process joins the
+ * filter at its fork (ingero_follow_fork), before its exec. */
 static __always_inline void emit_libwatch(__u32 kind) {
   __u64 id = bpf_get_current_pid_tgid();
+  if (!pid_allowed(id >> 32, 0)) return;
   struct ingero_libwatch_rec* e = bpf_ringbuf_reserve(&calls_rb, sizeof(*e), 0);
   if (!e) {
     stat_inc(INGERO_STAT_LIBWATCH_DROPS);

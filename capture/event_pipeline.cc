@@ -12,11 +12,17 @@
 
 namespace ingero::capture {
 
-void EventPipeline::note_pid(uint32_t pid, const char* comm) {
-  if (pid == last_seen_pid_) return;
-  last_seen_pid_ = pid;
-  if (!seen_pids_.insert(pid).second) return;
-  if (stacks) stacks->process_seen(pid);
+void EventPipeline::note_pid(uint32_t pid, const char* comm, bool own) {
+  if (own && pid == last_seen_pid_) return;
+  auto [it, fresh] = seen_pids_.try_emplace(pid, false);
+  if (own) {
+    last_seen_pid_ = pid;
+    if (!it->second) {
+      it->second = true;
+      if (stacks) stacks->process_seen(pid);
+    }
+  }
+  if (!fresh) return;
   std::string name, cmdline;
   if (read_proc) {
     std::string base = "/proc/" + std::to_string(pid);
@@ -190,7 +196,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
       if (ev_.pid) note_pid(ev_.pid, ev_.comm.data());
       // Name the preemptors and children too: "who took the CPU" needs a name.
       if (auto peer = ev_.get(hal::Field::kPeerPid); peer && *peer)
-        note_pid(uint32_t(*peer), ev_.peer_comm.data());
+        note_pid(uint32_t(*peer), ev_.peer_comm.data(), false);
       // An exec replaces the process's mappings: snapshot them now, while it runs, so a short
       // program's stacks still resolve after it exits.
       if (ev_.kind == hal::EventKind::kProcessExec && stacks) stacks->process_changed(ev_.pid);

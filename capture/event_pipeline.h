@@ -96,7 +96,9 @@ class EventPipeline {
   // Hands events the launch nesting released to the sinks.
   void emit_ready();
   void name_kernel(const hal::Event& e);
-  void note_pid(uint32_t pid, const char* comm);
+  // `own`: the process made the call or host event itself, so its stacks may come; a process
+  // named only as a peer (who preempted a traced thread, a child) is named, not mapped.
+  void note_pid(uint32_t pid, const char* comm, bool own = true);
   void identify(hal::Event& ev, bool shipped);
   uint64_t resolve_stack(uint32_t pid, uint64_t hash);
   void forget_process(uint32_t pid);
@@ -110,7 +112,7 @@ class EventPipeline {
   std::unordered_map<uint32_t, std::vector<uint32_t>> tids_of_;  // pid -> tids in idents_
   std::vector<uint32_t> exited_now_, exited_prev_;
   hal::CommunicatorJoin communicators_;
-  std::unordered_set<uint32_t> seen_pids_;
+  std::unordered_map<uint32_t, bool> seen_pids_;  // pid -> shown to the stack collector
   std::unordered_set<uint32_t> gpu_pids_;
   // The pid last found in each set: a thread's calls come in runs, and both sets only grow, so
   // a record of the same process skips the hash lookup.

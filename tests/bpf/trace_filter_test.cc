@@ -1,0 +1,113 @@
+// `--pid`: which processes a filtered trace follows, reads and attaches, through real uprobes
+// on the fake runtime. Every assertion is an exact outcome.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+// The other process runs a copy of the runtime of its own: a trace filtered by pid reads no
+// other process's maps, so that copy is neither found nor attached.
+TEST(PidFilter, RunsInsideBpf) {
+  REQUIRE_BPF();
+  std::string db = temp_path("filter.db");
+  std::string own = temp_path("filter-other") + "/libcudart.so.13";
+  std::filesystem::create_directories(std::filesystem::path(own).parent_path());
+  std::filesystem::copy_file(INGERO_FAKE_CUDART, own,
+                             std::filesystem::copy_options::overwrite_existing);
+  auto a = Subprocess::spawn({INGERO_FAKE_CALLS, "late", INGERO_FAKE_CUDART});
+  auto b = Subprocess::spawn({INGERO_FAKE_CALLS, "late", own});
+  std::string la, lb;
+  ASSERT_TRUE(a.wait_stdout_line("pid", std::chrono::seconds(10), &la));
+  ASSERT_TRUE(b.wait_stdout_line("pid", std::chrono::seconds(10), &lb));
+  ASSERT_TRUE(a.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  ASSERT_TRUE(b.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  std::string pa = la.substr(4);
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--pid", pa});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
+  a.write_stdin("go\n");
+  b.write_stdin("go\n");
+  ASSERT_EQ(a.wait(), 0);
+  ASSERT_EQ(b.wait(), 0);
+  tracer.signal(SIGTERM);
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
+            (std::vector<std::string>{pa, "5"}));
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM libraries WHERE path = '" + own + "'"), 0);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM libraries WHERE path = '" +
+                              std::string(INGERO_FAKE_CUDART) + "'"),
+            1);
+  EXPECT_EQ(
+      query_int(db,
+                "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGTERM' AND pid_filter = '" +
+                    pa + "'"),
+      1);
+}
+
+// `--pid` of a launcher whose worker already runs: the worker joins the filter at start, as one
+// forked later does in BPF, and the tracer says so.
+TEST(PidFilter, TakesTheRunningChildrenToo) {
+  REQUIRE_BPF();
+  std::string db = temp_path("filter-children.db");
+  // The shell's background child reads the shell's stdin (fd 3), not /dev/null.
+  auto sh = Subprocess::spawn({"/bin/sh", "-c",
+                               std::string("exec 3<&0; ") + INGERO_FAKE_CALLS + " late " +
+                                   INGERO_FAKE_CUDART + " <&3 & wait"});
+  std::string line;
+  ASSERT_TRUE(sh.wait_stdout_line("pid", std::chrono::seconds(10), &line));
+  ASSERT_TRUE(sh.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  std::string child = line.substr(4);
+  std::string parent = std::to_string(sh.pid());
+  ASSERT_NE(child, parent);
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--pid", parent});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
+  sh.write_stdin("go\n");
+  ASSERT_EQ(sh.wait(), 0);
+  tracer.signal(SIGTERM);
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  EXPECT_NE(tracer.err().find("ingero: 1 child of the given process already runs, traced too "
+                              "(pid " +
+                              child + ")\n"),
+            std::string::npos)
+      << tracer.err();
+  EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
+            (std::vector<std::string>{child, "5"}));
+}
+
+// Processes outside the filter exec while a filtered process is traced: the exec and loader
+// notifications stay in BPF, so the tracer reads none of their maps. The traced process neither
+// execs nor loads anything once the trace runs, so it gives none of its own either.
+TEST(PidFilter, OtherProcessesExecsAreNotScanned) {
+  REQUIRE_BPF();
+  std::string db = temp_path("filter-execs.db");
+  auto a = Subprocess::spawn({INGERO_FAKE_CALLS, "late", INGERO_FAKE_CUDART});
+  std::string la;
+  ASSERT_TRUE(a.wait_stdout_line("pid", std::chrono::seconds(10), &la));
+  ASSERT_TRUE(a.wait_stdout_line("loaded", std::chrono::seconds(10)));
+  std::string pa = la.substr(4);
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--pid", pa});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(30))) << tracer.err();
+  for (int i = 0; i < 20; ++i) {
+    auto other = Subprocess::spawn({"/bin/sh", "-c", "exec /bin/true"});
+    ASSERT_EQ(other.wait(), 0);
+  }
+  a.write_stdin("go\n");
+  ASSERT_EQ(a.wait(), 0);
+  tracer.signal(SIGTERM);
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  auto stats = nlohmann::json::parse(query_rows(db, "SELECT bpf_stats FROM sessions")[0][0]);
+  EXPECT_EQ(stats["libwatch_records"].get<int64_t>(), 0) << stats.dump();
+  EXPECT_EQ(stats["libwatch_drops"].get<int64_t>(), 0);
+  EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
+            (std::vector<std::string>{pa, "5"}));
+}
+
+}  // namespace
+}  // namespace ingero::test
