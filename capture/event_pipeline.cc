@@ -14,6 +14,10 @@ namespace ingero::capture {
 
 void EventPipeline::note_pid(uint32_t pid, const char* comm, bool own) {
   if (own && pid == last_seen_pid_) return;
+  // Bounded: on a busy host every short-lived process that preempts a traced thread is named
+  // here, and an agent left on for days would otherwise keep one entry for each pid ever seen
+  // (and never rename a pid the kernel reused). Past the bound they are named again.
+  if (seen_pids_.size() >= kMaxSeenPids && !seen_pids_.count(pid)) seen_pids_.clear();
   auto [it, fresh] = seen_pids_.try_emplace(pid, false);
   if (own) {
     last_seen_pid_ = pid;
@@ -65,6 +69,8 @@ void EventPipeline::identify(hal::Event& ev, bool shipped) {
 }
 
 void EventPipeline::forget_process(uint32_t pid) {
+  seen_pids_.erase(pid);  // a process that reuses the pid is named anew
+  if (last_seen_pid_ == pid) last_seen_pid_ = UINT32_MAX;
   auto it = tids_of_.find(pid);
   if (it == tids_of_.end()) return;
   for (uint32_t tid : it->second) idents_.erase(tid);

@@ -112,6 +112,7 @@ class EventPipeline {
   std::unordered_map<uint32_t, std::vector<uint32_t>> tids_of_;  // pid -> tids in idents_
   std::vector<uint32_t> exited_now_, exited_prev_;
   hal::CommunicatorJoin communicators_;
+  static constexpr size_t kMaxSeenPids = 65536;
   std::unordered_map<uint32_t, bool> seen_pids_;  // pid -> shown to the stack collector
   std::unordered_set<uint32_t> gpu_pids_;
   // The pid last found in each set: a thread's calls come in runs, and both sets only grow, so

@@ -18,6 +18,7 @@ namespace {
 
 struct ProcessSink final : hal::EventSink {
   std::map<uint32_t, std::string> names;
+  std::map<uint32_t, int> named;  // times each pid was named
   std::vector<hal::EventKind> kinds;
   Status on_event(const hal::Event& e) override {
     kinds.push_back(e.kind);
@@ -25,6 +26,7 @@ struct ProcessSink final : hal::EventSink {
   }
   Status on_process(uint32_t pid, std::string_view name, std::string_view, int64_t) override {
     names[pid] = std::string(name);
+    ++named[pid];
     return {};
   }
 };
@@ -66,6 +68,73 @@ TEST(EventPipeline, APreemptorIsNamedButItsMapsAreNotRead) {
   EXPECT_EQ(sink.names.size(), 2u);
   peer.signal(SIGKILL);
   peer.wait();
+}
+
+ingero_sched_rec preempted(uint32_t pid, uint32_t by, const char* comm, const char* by_comm) {
+  ingero_sched_rec r{};
+  r.type = INGERO_REC_SCHED;
+  r.pid = r.tid = pid;
+  r.start_ns = 1000;
+  r.end_ns = 2000;
+  r.preempted = 1;
+  r.by_pid = r.by_tid = by;
+  std::strncpy(r.comm, comm, sizeof(r.comm) - 1);
+  std::strncpy(r.by_comm, by_comm, sizeof(r.by_comm) - 1);
+  return r;
+}
+
+// An agent left on for days on a busy host sees every pid the kernel hands out: what it
+// remembers of them is bounded, and past the bound a pid is named again.
+TEST(EventPipeline, ThePidsItRemembersAreBounded) {
+  hal::ProbeTable table;
+  hal::CallDecoder decoder(table);
+  ProcessSink sink;
+  EventPipeline pipeline(decoder, sink);
+  pipeline.read_proc = false;
+  auto r = preempted(7, 100000, "train", "short");
+  pipeline.on_record(&r, sizeof(r));
+  pipeline.on_record(&r, sizeof(r));
+  EXPECT_EQ(sink.named[100000], 1);
+  for (uint32_t by = 100001; by < 100000 + 65535; ++by) {
+    r.by_pid = r.by_tid = by;
+    pipeline.on_record(&r, sizeof(r));
+  }
+  EXPECT_EQ(sink.names.size(), 65536u);  // 7 and 65,535 peers: at the bound, none forgotten
+  r.by_pid = r.by_tid = 100000;
+  pipeline.on_record(&r, sizeof(r));
+  EXPECT_EQ(sink.named[100000], 1);
+  r.by_pid = r.by_tid = 200000;  // one more: the others are forgotten
+  pipeline.on_record(&r, sizeof(r));
+  r.by_pid = r.by_tid = 100000;
+  pipeline.on_record(&r, sizeof(r));
+  EXPECT_EQ(sink.named[100000], 2);
+  EXPECT_EQ(sink.named[200000], 1);
+}
+
+// A traced process exits and the kernel gives its pid to another: the new one is named.
+TEST(EventPipeline, APidReusedAfterAnExitIsNamedAgain) {
+  hal::ProbeTable table;
+  hal::CallDecoder decoder(table);
+  ProcessSink sink;
+  EventPipeline pipeline(decoder, sink);
+  pipeline.read_proc = false;
+  auto r = preempted(7, 8, "train", "noisy");
+  pipeline.on_record(&r, sizeof(r));
+  ingero_proc_rec e{};
+  e.type = INGERO_REC_PROC;
+  e.kind = INGERO_PROC_EXIT;
+  e.pid = e.tid = 7;
+  std::strcpy(e.comm, "train");
+  pipeline.on_record(&e, sizeof(e));
+  pipeline.end_cycle();  // kept for a cycle: its last calls may still be queued
+  pipeline.on_record(&r, sizeof(r));
+  EXPECT_EQ(sink.named[7], 1);
+  pipeline.end_cycle();
+  auto again = preempted(7, 8, "eval", "noisy");
+  pipeline.on_record(&again, sizeof(again));
+  EXPECT_EQ(sink.named[7], 2);
+  EXPECT_EQ(sink.names[7], "eval");
+  EXPECT_EQ(sink.named[8], 1);
 }
 
 }  // namespace
