@@ -67,8 +67,10 @@ void Trace::rescan_pending() {
   std::map<int, uint64_t> pids;
   pids.swap(rescan_);
   for (const auto& [pid, noticed] : pids) {
-    if (stacks_) stacks_->process_changed(uint32_t(pid));
-    auto fresh = probes_->scan_pid(pid);
+    // One read of the process's maps for both (on a host-wide trace, at every exec of the host).
+    std::vector<hal::MapEntry> maps;
+    auto fresh = probes_->scan_pid(pid, &maps);
+    if (stacks_) stacks_->process_changed(uint32_t(pid), std::move(maps));
     if (fresh.empty()) continue;
     int64_t late = std::max<int64_t>(1, mono_now_ns() - int64_t(noticed));
     if (!opts_.quiet)
@@ -83,6 +85,8 @@ void Trace::rescan_pending() {
 }
 
 void Trace::rescan_all() {
+  if (stacks_)
+    stacks_->forget_gone([this](uint32_t pid) { return pipeline_->gpu_pids().count(pid) > 0; });
   std::vector<int> pids = scanned_pids();
   auto fresh = probes_->scan_all(&pids);
   if (!fresh.empty() && !opts_.quiet)

@@ -63,10 +63,12 @@ bool same_file(const std::string& path, const hal::MapEntry& m) {
 
 }  // namespace
 
-bool StackCollector::snapshot(uint32_t pid, Process& p) {
-  std::string text = read_small_file(proc_root_ + "/" + std::to_string(pid) + "/maps");
-  if (text.empty()) return false;
-  auto maps = hal::parse_proc_maps(text);
+bool StackCollector::snapshot(uint32_t pid, Process& p, std::vector<hal::MapEntry> maps) {
+  if (maps.empty()) {
+    std::string text = read_small_file(proc_root_ + "/" + std::to_string(pid) + "/maps");
+    if (text.empty()) return false;
+    maps = hal::parse_proc_maps(text);
+  }
   std::sort(maps.begin(), maps.end(),
             [](const auto& a, const auto& b) { return a.start < b.start; });
   p.maps = std::move(maps);
@@ -74,10 +76,17 @@ bool StackCollector::snapshot(uint32_t pid, Process& p) {
   // is opened now, through the process's root, while it lives: the symbolizer keeps it open,
   // so the stacks of a container process that exits first still resolve.
   std::string root = proc_root_ + "/" + std::to_string(pid) + "/root";
-  for (const auto& m : p.maps)
-    if (m.executable() && m.inode && !m.path.empty() && m.path[0] == '/' && !m.deleted &&
-        !symbolizer_.has(module_key(m)) && !same_file(m.path, m))
-      symbolizer_.preload(module_key(m), root + m.path);
+  for (const auto& m : p.maps) {
+    if (!m.executable() || !m.inode || m.path.empty() || m.path[0] != '/' || m.deleted) continue;
+    std::string key = module_key(m);
+    if (symbolizer_.has(key) || same_on_host_.count(key)) continue;
+    if (!same_file(m.path, m)) {
+      symbolizer_.preload(key, root + m.path);
+    } else {
+      if (same_on_host_.size() >= kMaxSameOnHost) same_on_host_.clear();
+      same_on_host_.insert(std::move(key));
+    }
+  }
   return true;
 }
 
@@ -112,9 +121,13 @@ void StackCollector::setup_python(uint32_t pid, Process& p) {
   }
 }
 
-void StackCollector::process_changed(uint32_t pid) {
-  Process& p = procs_[pid];
-  if (!snapshot(pid, p)) return;
+void StackCollector::process_changed(uint32_t pid, std::vector<hal::MapEntry> maps) {
+  auto [it, fresh] = procs_.try_emplace(pid);
+  Process& p = it->second;
+  if (!snapshot(pid, p, std::move(maps))) {
+    if (fresh) procs_.erase(it);  // gone already: nothing to keep
+    return;
+  }
   setup_python(pid, p);
 }
 
@@ -126,6 +139,15 @@ void StackCollector::process_exited(uint32_t pid) {
   if (it->second.python && session_) (void)session_->set_python(pid, nullptr);
   procs_.erase(it);
   last_ = {};
+}
+
+void StackCollector::forget_gone(const std::function<bool(uint32_t)>& keep) {
+  std::vector<uint32_t> gone;
+  for (const auto& [pid, p] : procs_)
+    if (p.ids.empty() && !(keep && keep(pid)) &&
+        access((proc_root_ + "/" + std::to_string(pid)).c_str(), F_OK) != 0)
+      gone.push_back(pid);
+  for (uint32_t pid : gone) process_exited(pid);
 }
 
 void StackCollector::scan_existing(const std::vector<int>& pids) {

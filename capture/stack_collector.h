@@ -54,11 +54,17 @@ class StackCollector {
   ~StackCollector();
 
   // A process appeared, exec'd or changed its mappings: snapshot its maps and, for CPython,
-  // tell BPF where its frames are.
-  void process_changed(uint32_t pid);
+  // tell BPF where its frames are. `maps`: its mappings as just read by the caller (library
+  // discovery); empty: read here.
+  void process_changed(uint32_t pid, std::vector<hal::MapEntry> maps = {});
   // First record from a pid: the same, unless already known.
   void process_seen(uint32_t pid);
   void process_exited(uint32_t pid);
+  // Forgets the processes that are gone and never had a stack, but those `keep` names (traced
+  // ones, whose exit comes with their last records): every exec of the host is shown here on a
+  // host-wide trace, and only a traced process's exit is (process_exited).
+  void forget_gone(const std::function<bool(uint32_t)>& keep = nullptr);
+  size_t processes() const { return procs_.size(); }
   // Processes already running when tracing starts: set up the Python ones.
   void scan_existing(const std::vector<int>& pids);
 
@@ -95,7 +101,7 @@ class StackCollector {
     std::unordered_map<uint64_t, uint64_t> ids;  // BPF hash -> stored stack id
   };
   Process& process(uint32_t pid);
-  bool snapshot(uint32_t pid, Process& p);
+  bool snapshot(uint32_t pid, Process& p, std::vector<hal::MapEntry> maps = {});
   const hal::MapEntry* find(const Process& p, uint64_t ip) const;
   void setup_python(uint32_t pid, Process& p);
   // on_stack's steps (capture/stack_collector.cc).
@@ -119,6 +125,10 @@ class StackCollector {
   mutable Found last_;
   std::unordered_set<uint64_t> stored_;
   std::unordered_set<std::string> warned_;
+  // Modules (by module key) whose path on this host was found to be the very file mapped: not
+  // looked up again at each process that maps them (every exec, on a host-wide trace).
+  std::unordered_set<std::string> same_on_host_;
+  static constexpr size_t kMaxSameOnHost = 16384;
   Counters counters_;
 };
 

@@ -36,7 +36,8 @@ void LibraryDiscovery::add(std::unordered_map<FileIdentity, DiscoveredFile, File
 }
 
 void LibraryDiscovery::scan_maps(
-    int pid, std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out) {
+    int pid, std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out,
+    std::vector<MapEntry>* maps_out) {
   std::string proc = host_.proc_root() + "/" + std::to_string(pid);
   auto text = host_.read_text(proc + "/maps");
   if (!text) return;  // exited or inaccessible
@@ -46,7 +47,9 @@ void LibraryDiscovery::scan_maps(
   }
   // A process in our own mount namespace: its paths are ours, and stay valid after it exits
   // (attach needs a path the kernel can resolve; /proc/PID/root/... dies with the process).
-  auto self_root = host_.identify("/");
+  // Ours is looked up once: this runs at every exec of the host on a host-wide trace.
+  if (!self_root_) self_root_ = host_.identify("/");
+  const auto& self_root = *self_root_;
   auto its_root = host_.identify(proc + "/root");
   bool same_root =
       self_root && its_root && self_root->dev == its_root->dev && self_root->ino == its_root->ino;
@@ -57,7 +60,9 @@ void LibraryDiscovery::scan_maps(
     if (!done.insert(m.path).second) continue;
     std::string_view base = path_basename(m.path);
     std::string openable = same_root ? m.path : proc + "/root" + m.path;
-    if (base.substr(0, 9) == "ld-linux-" || base.substr(0, 6) == "ld.so.") {
+    // A loader of our own root seen before is not looked up again (every process maps one).
+    if ((base.substr(0, 9) == "ld-linux-" || base.substr(0, 6) == "ld.so.") &&
+        !(same_root && !own_loaders_.insert({m.path, m.dev_major, m.dev_minor, m.inode}).second)) {
       auto id = host_.identify(openable);
       if (id && loader_ids_.insert({id->dev, id->ino}).second)
         loaders_.push_back({openable, m.path, *id, {"maps"}, {pid}, false});
@@ -66,11 +71,12 @@ void LibraryDiscovery::scan_maps(
     if (!is_main && !hinted(base)) continue;
     add(out, openable, m.path, "maps", pid, is_main);
   }
+  if (maps_out) *maps_out = std::move(maps);
 }
 
-std::vector<DiscoveredFile> LibraryDiscovery::scan_process(int pid) {
+std::vector<DiscoveredFile> LibraryDiscovery::scan_process(int pid, std::vector<MapEntry>* maps) {
   std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash> out;
-  scan_maps(pid, out);
+  scan_maps(pid, out, maps);
   std::vector<DiscoveredFile> v;
   for (auto& [id, f] : out) v.push_back(std::move(f));
   return v;

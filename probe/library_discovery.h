@@ -8,9 +8,11 @@
 // runtimes), are reported; everything else is ignored cheaply.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -43,8 +45,10 @@ class LibraryDiscovery {
   // Every source. Results are unique by identity. `only`: the processes whose maps are read
   // (a trace filtered by pid traces no other); null: every process of the host.
   std::vector<DiscoveredFile> scan_all(const std::vector<int>* only = nullptr);
-  // One process's current mappings (after exec or dlopen).
-  std::vector<DiscoveredFile> scan_process(int pid);
+  // One process's current mappings (after exec or dlopen). `maps`: where the mappings read
+  // are left, parsed, for the caller's other uses (the stack collector's snapshot): one read of
+  // /proc/PID/maps for both, which on a host-wide trace happens at every exec of the host.
+  std::vector<DiscoveredFile> scan_process(int pid, std::vector<MapEntry>* maps = nullptr);
   // One file named directly (the command `ingero trace -- CMD` is about to run).
   std::vector<DiscoveredFile> scan_file(const std::string& path, bool main_executable);
   // Dynamic loaders seen in process maps, for link-map notifications.
@@ -56,12 +60,17 @@ class LibraryDiscovery {
   void add(std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out,
            const std::string& path, const std::string& display, const std::string& source, int pid,
            bool main_exe);
-  void scan_maps(int pid, std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out);
+  void scan_maps(int pid, std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash>& out,
+                 std::vector<MapEntry>* maps_out = nullptr);
 
   const HostView& host_;
   DiscoveryOptions opts_;
   std::vector<DiscoveredFile> loaders_;
   std::set<std::pair<dev_t, ino_t>> loader_ids_;
+  // Loaders of our own root already identified, by their mapping's path, device and inode (a
+  // loader replaced by an upgrade is a new one).
+  std::set<std::tuple<std::string, uint32_t, uint32_t, uint64_t>> own_loaders_;
+  std::optional<Result<FileIdentity>> self_root_;  // "/", once looked up
 };
 
 std::string_view path_basename(std::string_view path);

@@ -64,8 +64,8 @@ std::vector<LibraryStatus> ProbeManager::scan_all(const std::vector<int>* only) 
   return handle(discovery_.scan_all(only));
 }
 
-std::vector<LibraryStatus> ProbeManager::scan_pid(int pid) {
-  return handle(discovery_.scan_process(pid));
+std::vector<LibraryStatus> ProbeManager::scan_pid(int pid, std::vector<MapEntry>* maps) {
+  return handle(discovery_.scan_process(pid, maps));
 }
 
 std::vector<LibraryStatus> ProbeManager::scan_file(const std::string& path, bool main_executable) {

@@ -48,8 +48,9 @@ class ProbeManager {
   // Scans every discovery source; returns the statuses of files handled for the first time.
   // `only`: the processes whose maps are read (LibraryDiscovery::scan_all).
   std::vector<LibraryStatus> scan_all(const std::vector<int>* only = nullptr);
-  // Re-scans one process (exec, dlopen); returns statuses of newly handled files.
-  std::vector<LibraryStatus> scan_pid(int pid);
+  // Re-scans one process (exec, dlopen); returns statuses of newly handled files. `maps`: the
+  // process's mappings as read (LibraryDiscovery::scan_process).
+  std::vector<LibraryStatus> scan_pid(int pid, std::vector<MapEntry>* maps = nullptr);
   // Handles one file directly, e.g. the program a command will exec (static runtimes).
   std::vector<LibraryStatus> scan_file(const std::string& path, bool main_executable);
   // Attaches link-map notification probes to dynamic loaders seen so far.

@@ -26,8 +26,9 @@ std::vector<std::string> python_modules(const std::vector<MapEntry>& maps) {
   std::vector<std::string> seen;
   for (const auto& m : maps) {
     if (m.path.empty() || m.path[0] != '/' || m.deleted) continue;
-    std::string base = std::filesystem::path(m.path).filename();
-    if (base.find("python") == std::string::npos) continue;
+    // The file's name: looked at in every mapping of every process shown at its exec.
+    std::string_view base = std::string_view(m.path).substr(m.path.rfind('/') + 1);
+    if (base.find("python") == std::string_view::npos) continue;
     if (std::find(seen.begin(), seen.end(), m.path) != seen.end()) continue;
     seen.push_back(m.path);
   }

@@ -135,5 +135,55 @@ TEST(Discovery, UnparsableHintedFileIsAStatusNotACrash) {
   EXPECT_TRUE(seen);
 }
 
+// A host whose processes share its root, counting the identities looked up.
+class CountingHost : public FakeHost {
+ public:
+  using FakeHost::FakeHost;
+  Result<FileIdentity> identify(const std::string& path) const override {
+    ++looked_up[path];
+    // The processes' roots and ours are one directory.
+    return LocalHost::identify(path == "/" ? proc_ + "/root" : path);
+  }
+  mutable std::map<std::string, int> looked_up;
+};
+
+// A re-scan runs at every exec of the host on a host-wide trace: it hands back the maps it read
+// (the stack collector's snapshot reads none of its own), looks our root up once, and a
+// loader already identified by its mapping only again when the mapping is another file (an
+// upgrade replaced it).
+TEST(Discovery, AProcessReScannedLeavesItsMapsAndLooksUpLittle) {
+  std::string root = test::temp_path("rescan");
+  fs::create_directories(root + "/proc/100");
+  fs::create_directories(root + "/proc/root");
+  fs::create_directory_symlink(root + "/proc/root", root + "/proc/100/root");
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  auto write_maps = [&](int inode) {
+    std::ofstream(root + "/proc/100/maps")
+        << "555500000000-555500001000 r-xp 00001000 fd:01 7 /usr/bin/sleep\n"
+           "7f0000000000-7f0000001000 r-xp 00001000 fd:01 "
+        << inode << " " << loader << "\n";
+  };
+  write_maps(11);
+  CountingHost host(root + "/proc");
+  DiscoveryOptions o;
+  o.hints = {"libcudart"};
+  o.ld_cache = root + "/none";
+  LibraryDiscovery d(host, o);
+  std::vector<MapEntry> maps;
+  d.scan_process(100, &maps);
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(maps[0].path, "/usr/bin/sleep");
+  EXPECT_EQ(maps[1].path, loader);
+  EXPECT_EQ(maps[1].inode, 11u);
+  d.scan_process(100, nullptr);
+  EXPECT_EQ(host.looked_up["/"], 1);
+  EXPECT_EQ(host.looked_up[loader], 1);
+  EXPECT_EQ(host.looked_up[root + "/proc/100/root"], 2);  // each process's root, every time
+  ASSERT_EQ(d.loaders().size(), 1u);
+  write_maps(12);  // replaced: another file at that path
+  d.scan_process(100, nullptr);
+  EXPECT_EQ(host.looked_up[loader], 2);
+}
+
 }  // namespace
 }  // namespace ingero::hal

@@ -2,8 +2,10 @@
 // this test binary's own functions as a captured stack, deduplication across processes, and
 // frames that must not survive (garbage past a broken frame-pointer chain).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -249,6 +251,48 @@ TEST(StackCollector, ResolvesDeduplicatesAndStopsAtGarbage) {
                                   {"1", "native", "ingero_stack_marker_b", "1", "1"}}));
   c.process_exited(me);
   EXPECT_EQ(c.stack_id(me, 0x1111), 0u);  // forgotten with the process
+}
+
+// On a host-wide trace every exec of the host is shown to the collector: a process gone before
+// it is looked at leaves nothing, and one that exits without ever having a stack (it made no
+// traced call, so no exit of it is reported) is forgotten by the periodic sweep, unless the
+// caller keeps it.
+TEST(StackCollector, ProcessesWithoutStacksThatAreGoneAreForgotten) {
+  std::string db = test::temp_path("stacks-gone.db");
+  auto w = store::TraceWriter::open(db);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE((*w)->begin_session(store::SessionInfo{}));
+  StackCollector c(**w, nullptr);
+  auto a = test::Subprocess::spawn({"/bin/sleep", "30"});
+  auto b = test::Subprocess::spawn({"/bin/sleep", "30"});
+  auto gone = test::Subprocess::spawn({"/bin/true"});
+  ASSERT_EQ(gone.wait(), 0);
+  c.process_changed(uint32_t(gone.pid()));
+  EXPECT_EQ(c.processes(), 0u);
+  c.process_changed(uint32_t(a.pid()));
+  c.process_changed(uint32_t(b.pid()));
+  EXPECT_EQ(c.processes(), 2u);
+  // The maps handed in are the snapshot (no read of its own).
+  hal::MapEntry x;
+  x.start = 0x1000;
+  x.end = 0x2000;
+  std::memcpy(x.perms, "r-xp", 4);
+  x.path = "/x";
+  c.process_changed(uint32_t(a.pid()), {x});
+  ASSERT_EQ(c.maps_of(uint32_t(a.pid())).size(), 1u);
+  EXPECT_EQ(c.maps_of(uint32_t(a.pid()))[0].path, "/x");
+  c.forget_gone();
+  EXPECT_EQ(c.processes(), 2u);  // both live
+  a.signal(SIGKILL);
+  a.wait();
+  b.signal(SIGKILL);
+  b.wait();
+  uint32_t kept = uint32_t(b.pid());
+  c.forget_gone([&](uint32_t pid) { return pid == kept; });
+  EXPECT_EQ(c.processes(), 1u);
+  EXPECT_FALSE(c.maps_of(kept).empty());
+  c.forget_gone();
+  EXPECT_EQ(c.processes(), 0u);
 }
 
 }  // namespace
