@@ -293,10 +293,21 @@ int BPF_PROG(ingero_exec, struct task_struct* p, pid_t old_pid, struct linux_bin
   return 0;
 }
 
-/* Attached to the dynamic loader's _dl_debug_state(), which it calls after every change
- * to the link map: initial load, dlopen, dlclose. */
+/* Attached to the dynamic loader's _dl_debug_state(), which it calls around every change to
+ * the link map (initial load, dlopen, dlclose): once before it (r_state RT_ADD or RT_DELETE)
+ * and once it is done (RT_CONSISTENT). Only the second shows anything new to map; where the
+ * cookie locates _r_debug, the first is not reported (a Python start-up dlopens hundreds of
+ * extension modules, each a re-scan of a large process's maps). A state that cannot be read
+ * is reported. */
 SEC("uprobe")
 int ingero_linkmap(struct pt_regs* ctx) {
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  if (cookie & INGERO_LINKMAP_STATE_KNOWN) {
+    __s64 delta = (__s32)(__u32)cookie;
+    __s32 state = 0;
+    __u64 at = PT_REGS_IP(ctx) + delta + INGERO_R_DEBUG_STATE_OFFSET;
+    if (bpf_probe_read_user(&state, sizeof(state), (void*)at) == 0 && state != 0) return 0;
+  }
   emit_libwatch(INGERO_LIBWATCH_LINKMAP);
   return 0;
 }

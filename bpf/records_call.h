@@ -156,6 +156,13 @@ enum ingero_libwatch_kind {
   INGERO_LIBWATCH_LINKMAP = 2,
 };
 
+/* The link-map probe's attach cookie: where the loader's `_r_debug` lies from
+ * `_dl_debug_state` (glibc's struct r_debug of a 64-bit process: r_state, an int, at byte 24;
+ * 0 is RT_CONSISTENT). Bit 63 set: the low 32 bits are that distance, signed. 0: not known,
+ * every call is reported. */
+#define INGERO_LINKMAP_STATE_KNOWN (1ull << 63)
+#define INGERO_R_DEBUG_STATE_OFFSET 24
+
 struct ingero_libwatch_rec {
   __u32 type; /* INGERO_REC_LIBWATCH */
   __u32 kind;

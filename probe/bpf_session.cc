@@ -298,8 +298,9 @@ AttachResult BpfSession::attach_calls(const std::string& path, const std::vector
   return out;
 }
 
-Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t file_offset) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = false);
+Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t file_offset,
+                                        uint64_t cookie) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = false);
   bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_linkmap, -1, ldso_path.c_str(),
                                                 file_offset, &opts);
   if (!l) return bpf_error("uprobe on " + ldso_path + " _dl_debug_state", errno);

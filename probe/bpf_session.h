@@ -157,7 +157,9 @@ class BpfSession {
   CallAttach call_attach() const { return attach_; }
   bool uses_uprobe_multi() const { return attach_ != CallAttach::kPerfPair; }
   // Link-map notifications from a dynamic loader's _dl_debug_state.
-  Result<Link> attach_linkmap(const std::string& ldso_path, uint64_t file_offset);
+  // `cookie`: INGERO_LINKMAP_STATE_KNOWN and where _r_debug lies from the probed function, or 0.
+  Result<Link> attach_linkmap(const std::string& ldso_path, uint64_t file_offset,
+                              uint64_t cookie = 0);
   // The check self-test: attach to a function of this process, for this process alone, and
   // count hits.
   Result<Link> attach_selftest(const std::string& path, uint64_t file_offset);

@@ -201,6 +201,22 @@ void ProbeManager::detach() {
   close_links(std::move(all));
 }
 
+namespace {
+
+// Where the loader's _r_debug lies from _dl_debug_state, for its probe to report a change of
+// the link map once it is done, not also before (INGERO_LINKMAP_STATE_KNOWN). Only glibc's
+// 64-bit layout (an object of at least 40 bytes: r_state at byte 24) is read; other loaders
+// report every call.
+uint64_t linkmap_cookie(const SymbolIndex& idx, const ElfSymbol& debug_state) {
+  const ElfSymbol* r = idx.find_object("_r_debug");
+  if (!r || r->size < 40) return 0;
+  int64_t delta = int64_t(r->value) - int64_t(debug_state.value);
+  if (delta < INT32_MIN || delta > INT32_MAX) return 0;
+  return INGERO_LINKMAP_STATE_KNOWN | uint32_t(int32_t(delta));
+}
+
+}  // namespace
+
 void ProbeManager::watch_loaders() {
   if (!session_) return;
   for (const auto& ld : discovery_.loaders()) {
@@ -211,7 +227,7 @@ void ProbeManager::watch_loaders() {
     if (!s) continue;
     auto off = (*idx)->file_offset(s->value);
     if (!off) continue;
-    auto link = session_->attach_linkmap(ld.path, *off);
+    auto link = session_->attach_linkmap(ld.path, *off, linkmap_cookie(**idx, *s));
     if (link)
       loader_links_.push_back(std::move(*link));
     else
