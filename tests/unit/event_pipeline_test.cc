@@ -31,28 +31,44 @@ struct ProcessSink final : hal::EventSink {
   }
 };
 
-// A traced thread lost its CPU to another process: both are named, and only the traced one's
-// maps are read (the stack collector snapshots a process it is shown). On a busy host every
-// short-lived process that preempts a traced thread would otherwise cost a read of its maps.
-TEST(EventPipeline, APreemptorIsNamedButItsMapsAreNotRead) {
-  auto peer = test::Subprocess::spawn({"/bin/sleep", "30"});
-  uint32_t own = uint32_t(getpid()), other = uint32_t(peer.pid());
+// A pipeline over no probes, reading nothing of /proc, with what it names kept.
+struct Piped {
   hal::ProbeTable table;
-  hal::CallDecoder decoder(table);
+  hal::CallDecoder decoder{table};
   ProcessSink sink;
-  StackCollector stacks(sink, nullptr);
-  EventPipeline pipeline(decoder, sink);
-  pipeline.read_proc = false;
-  pipeline.stacks = &stacks;
+  EventPipeline pipeline{decoder, sink};
+  Piped() { pipeline.read_proc = false; }
+};
+
+class PipelineNaming : public ::testing::Test {
+ protected:
+  Piped p;
+  ProcessSink& sink = p.sink;
+  EventPipeline& pipeline = p.pipeline;
+};
+
+ingero_sched_rec preempted(uint32_t pid, uint32_t by, const char* comm, const char* by_comm) {
   ingero_sched_rec r{};
   r.type = INGERO_REC_SCHED;
-  r.pid = r.tid = own;
+  r.pid = r.tid = pid;
   r.start_ns = 1000;
   r.end_ns = 2000;
   r.preempted = 1;
-  r.by_pid = r.by_tid = other;
-  std::strcpy(r.comm, "train");
-  std::strcpy(r.by_comm, "noisy");
+  r.by_pid = r.by_tid = by;
+  std::strncpy(r.comm, comm, sizeof(r.comm) - 1);
+  std::strncpy(r.by_comm, by_comm, sizeof(r.by_comm) - 1);
+  return r;
+}
+
+// A traced thread lost its CPU to another process: both are named, and only the traced one's
+// maps are read (the stack collector snapshots a process it is shown). On a busy host every
+// short-lived process that preempts a traced thread would otherwise cost a read of its maps.
+TEST_F(PipelineNaming, APreemptorIsNamedButItsMapsAreNotRead) {
+  auto peer = test::Subprocess::spawn({"/bin/sleep", "30"});
+  uint32_t own = uint32_t(getpid()), other = uint32_t(peer.pid());
+  StackCollector stacks(sink, nullptr);
+  pipeline.stacks = &stacks;
+  auto r = preempted(own, other, "train", "noisy");
   pipeline.on_record(&r, sizeof(r));
   pipeline.on_record(&r, sizeof(r));  // seen again: nothing new
   EXPECT_EQ(sink.names, (std::map<uint32_t, std::string>{{own, "train"}, {other, "noisy"}}));
@@ -70,27 +86,9 @@ TEST(EventPipeline, APreemptorIsNamedButItsMapsAreNotRead) {
   peer.wait();
 }
 
-ingero_sched_rec preempted(uint32_t pid, uint32_t by, const char* comm, const char* by_comm) {
-  ingero_sched_rec r{};
-  r.type = INGERO_REC_SCHED;
-  r.pid = r.tid = pid;
-  r.start_ns = 1000;
-  r.end_ns = 2000;
-  r.preempted = 1;
-  r.by_pid = r.by_tid = by;
-  std::strncpy(r.comm, comm, sizeof(r.comm) - 1);
-  std::strncpy(r.by_comm, by_comm, sizeof(r.by_comm) - 1);
-  return r;
-}
-
 // An agent left on for days on a busy host sees every pid the kernel hands out: what it
 // remembers of them is bounded, and past the bound a pid is named again.
-TEST(EventPipeline, ThePidsItRemembersAreBounded) {
-  hal::ProbeTable table;
-  hal::CallDecoder decoder(table);
-  ProcessSink sink;
-  EventPipeline pipeline(decoder, sink);
-  pipeline.read_proc = false;
+TEST_F(PipelineNaming, ThePidsItRemembersAreBounded) {
   auto r = preempted(7, 100000, "train", "short");
   pipeline.on_record(&r, sizeof(r));
   pipeline.on_record(&r, sizeof(r));
@@ -112,12 +110,7 @@ TEST(EventPipeline, ThePidsItRemembersAreBounded) {
 }
 
 // A traced process exits and the kernel gives its pid to another: the new one is named.
-TEST(EventPipeline, APidReusedAfterAnExitIsNamedAgain) {
-  hal::ProbeTable table;
-  hal::CallDecoder decoder(table);
-  ProcessSink sink;
-  EventPipeline pipeline(decoder, sink);
-  pipeline.read_proc = false;
+TEST_F(PipelineNaming, APidReusedAfterAnExitIsNamedAgain) {
   auto r = preempted(7, 8, "train", "noisy");
   pipeline.on_record(&r, sizeof(r));
   ingero_proc_rec e{};

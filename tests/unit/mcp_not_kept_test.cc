@@ -63,6 +63,14 @@ std::vector<Event> switching(uint64_t switches) {
   return events;
 }
 
+// explain's line for `count` intervals not kept, the last kept at `last_kept`.
+std::string not_kept_line(int64_t last_kept, const std::string& count) {
+  return "off-CPU intervals of GPU threads kept until " + engine::format_wall(last_kept) +
+         " only (the first 1,000,000): " + count +
+         " later ones are counted among the host events but not attributed to steps, tails or "
+         "contention (explain --from covers them)\n";
+}
+
 TEST(McpNotKept, CausalChainsSayWhichOffCpuIntervalsWereNotKept) {
   constexpr uint64_t kExtra = 2'500;
   std::vector<Event> events = switching(engine::kMaxOffCpuIntervals + kExtra);
@@ -79,11 +87,7 @@ TEST(McpNotKept, CausalChainsSayWhichOffCpuIntervalsWereNotKept) {
   EXPECT_EQ(r["structuredContent"]["offcpu_intervals_not_kept"],
             Json({{"count", kExtra}, {"kept_until_ns", last_kept}}));
   std::string text = r["content"][0]["text"];
-  std::string want = "\noff-CPU intervals of GPU threads kept until " +
-                     engine::format_wall(last_kept) +
-                     " only (the first 1,000,000): 2,500 later ones are counted among the host "
-                     "events but not attributed to steps, tails or contention (explain --from "
-                     "covers them)\n";
+  std::string want = "\n" + not_kept_line(last_kept, "2,500");
   EXPECT_NE(text.find(want), std::string::npos) << text;
 }
 
@@ -163,11 +167,7 @@ TEST(McpNotKept, OverAFleetTheNodeIsNamed) {
   EXPECT_EQ(r["structuredContent"]["offcpu_intervals_not_kept"],
             Json({{"gpu-a", {{"count", kExtra}, {"kept_until_ns", last_kept}}}}));
   std::string text = r["content"][0]["text"];
-  std::string want = "\nnode gpu-a: off-CPU intervals of GPU threads kept until " +
-                     engine::format_wall(last_kept) +
-                     " only (the first 1,000,000): 1,200 later ones are counted among the host "
-                     "events but not attributed to steps, tails or contention (explain --from "
-                     "covers them)\n";
+  std::string want = "\nnode gpu-a: " + not_kept_line(last_kept, "1,200");
   EXPECT_NE(text.find(want), std::string::npos) << text;
   EXPECT_EQ(text.find("node gpu-b:"), std::string::npos) << text;
 }
