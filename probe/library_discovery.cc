@@ -47,8 +47,9 @@ void LibraryDiscovery::scan_maps(
   }
   // A process in our own mount namespace: its paths are ours, and stay valid after it exits
   // (attach needs a path the kernel can resolve; /proc/PID/root/... dies with the process).
-  // Ours is looked up once: this runs at every exec of the host on a host-wide trace.
-  if (!self_root_) self_root_ = host_.identify("/");
+  // Ours is looked up once (until found): this runs at every exec of the host on a host-wide
+  // trace.
+  if (!self_root_ || !*self_root_) self_root_ = host_.identify("/");
   const auto& self_root = *self_root_;
   auto its_root = host_.identify(proc + "/root");
   bool same_root =
@@ -60,12 +61,16 @@ void LibraryDiscovery::scan_maps(
     if (!done.insert(m.path).second) continue;
     std::string_view base = path_basename(m.path);
     std::string openable = same_root ? m.path : proc + "/root" + m.path;
-    // A loader of our own root seen before is not looked up again (every process maps one).
-    if ((base.substr(0, 9) == "ld-linux-" || base.substr(0, 6) == "ld.so.") &&
-        !(same_root && !own_loaders_.insert({m.path, m.dev_major, m.dev_minor, m.inode}).second)) {
-      auto id = host_.identify(openable);
-      if (id && loader_ids_.insert({id->dev, id->ino}).second)
-        loaders_.push_back({openable, m.path, *id, {"maps"}, {pid}, false});
+    if (base.substr(0, 9) == "ld-linux-" || base.substr(0, 6) == "ld.so.") {
+      // A loader of our own root identified before is not looked up again (every process
+      // maps one).
+      std::tuple key{m.path, m.dev_major, m.dev_minor, m.inode};
+      if (!same_root || !own_loaders_.count(key)) {
+        auto id = host_.identify(openable);
+        if (id && same_root) own_loaders_.insert(std::move(key));
+        if (id && loader_ids_.insert({id->dev, id->ino}).second)
+          loaders_.push_back({openable, m.path, *id, {"maps"}, {pid}, false});
+      }
     }
     bool is_main = !exe.empty() && m.path == exe;
     if (!is_main && !hinted(base)) continue;

@@ -141,10 +141,12 @@ class CountingHost : public FakeHost {
   using FakeHost::FakeHost;
   Result<FileIdentity> identify(const std::string& path) const override {
     ++looked_up[path];
+    if (fail_once.erase(path)) return make_error("EIO");
     // The processes' roots and ours are one directory.
     return LocalHost::identify(path == "/" ? proc_ + "/root" : path);
   }
   mutable std::map<std::string, int> looked_up;
+  mutable std::set<std::string> fail_once;  // paths whose next look-up fails
 };
 
 // A re-scan runs at every exec of the host on a host-wide trace: it hands back the maps it read
@@ -183,6 +185,31 @@ TEST(Discovery, AProcessReScannedLeavesItsMapsAndLooksUpLittle) {
   write_maps(12);  // replaced: another file at that path
   d.scan_process(100, nullptr);
   EXPECT_EQ(host.looked_up[loader], 2);
+}
+
+// A look-up that failed is not remembered: the next re-scan looks again, and finds.
+TEST(Discovery, AFailedLookUpIsTriedAgain) {
+  std::string root = test::temp_path("rescan-fail");
+  fs::create_directories(root + "/proc/100");
+  fs::create_directories(root + "/proc/root");
+  fs::create_directory_symlink(root + "/proc/root", root + "/proc/100/root");
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  std::ofstream(root + "/proc/100/maps")
+      << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 11 " << loader << "\n";
+  CountingHost host(root + "/proc");
+  host.fail_once = {"/", loader};
+  DiscoveryOptions o;
+  o.hints = {"libcudart"};
+  o.ld_cache = root + "/none";
+  LibraryDiscovery d(host, o);
+  d.scan_process(100, nullptr);
+  EXPECT_EQ(d.loaders().size(), 0u);
+  d.scan_process(100, nullptr);
+  d.scan_process(100, nullptr);
+  EXPECT_EQ(host.looked_up["/"], 2);
+  EXPECT_EQ(host.looked_up[loader], 2);
+  ASSERT_EQ(d.loaders().size(), 1u);
+  EXPECT_EQ(d.loaders()[0].path, loader);  // our root: the path as mapped
 }
 
 }  // namespace
