@@ -149,67 +149,70 @@ class CountingHost : public FakeHost {
   mutable std::set<std::string> fail_once;  // paths whose next look-up fails
 };
 
+// Process 100 of a fake /proc, in our own root, seen through a CountingHost.
+struct OurRootProcess {
+  static DiscoveryOptions options(const std::string& root) {
+    DiscoveryOptions o;
+    o.hints = {"libcudart"};
+    o.ld_cache = root + "/none";
+    return o;
+  }
+  explicit OurRootProcess(const std::string& name)
+      : root(test::temp_path(name)), host(root + "/proc"), d(host, options(root)) {
+    fs::create_directories(root + "/proc/100");
+    fs::create_directories(root + "/proc/root");
+    fs::create_directory_symlink(root + "/proc/root", root + "/proc/100/root");
+  }
+  void maps(const std::string& text) const { std::ofstream(root + "/proc/100/maps") << text; }
+  std::string root;
+  CountingHost host;
+  LibraryDiscovery d;
+};
+
+const std::string kLoader = "/lib64/ld-linux-x86-64.so.2";
+
+std::string loader_line(int inode) {
+  return "7f0000000000-7f0000001000 r-xp 00001000 fd:01 " + std::to_string(inode) + " " + kLoader +
+         "\n";
+}
+
 // A re-scan runs at every exec of the host on a host-wide trace: it hands back the maps it read
 // (the stack collector's snapshot reads none of its own), looks our root up once, and a
 // loader already identified by its mapping only again when the mapping is another file (an
 // upgrade replaced it).
 TEST(Discovery, AProcessReScannedLeavesItsMapsAndLooksUpLittle) {
-  std::string root = test::temp_path("rescan");
-  fs::create_directories(root + "/proc/100");
-  fs::create_directories(root + "/proc/root");
-  fs::create_directory_symlink(root + "/proc/root", root + "/proc/100/root");
-  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
-  auto write_maps = [&](int inode) {
-    std::ofstream(root + "/proc/100/maps")
-        << "555500000000-555500001000 r-xp 00001000 fd:01 7 /usr/bin/sleep\n"
-           "7f0000000000-7f0000001000 r-xp 00001000 fd:01 "
-        << inode << " " << loader << "\n";
-  };
-  write_maps(11);
-  CountingHost host(root + "/proc");
-  DiscoveryOptions o;
-  o.hints = {"libcudart"};
-  o.ld_cache = root + "/none";
-  LibraryDiscovery d(host, o);
+  OurRootProcess p("rescan");
+  const std::string sleep = "555500000000-555500001000 r-xp 00001000 fd:01 7 /usr/bin/sleep\n";
+  p.maps(sleep + loader_line(11));
   std::vector<MapEntry> maps;
-  d.scan_process(100, &maps);
+  p.d.scan_process(100, &maps);
   ASSERT_EQ(maps.size(), 2u);
   EXPECT_EQ(maps[0].path, "/usr/bin/sleep");
-  EXPECT_EQ(maps[1].path, loader);
+  EXPECT_EQ(maps[1].path, kLoader);
   EXPECT_EQ(maps[1].inode, 11u);
-  d.scan_process(100, nullptr);
-  EXPECT_EQ(host.looked_up["/"], 1);
-  EXPECT_EQ(host.looked_up[loader], 1);
-  EXPECT_EQ(host.looked_up[root + "/proc/100/root"], 2);  // each process's root, every time
-  ASSERT_EQ(d.loaders().size(), 1u);
-  write_maps(12);  // replaced: another file at that path
-  d.scan_process(100, nullptr);
-  EXPECT_EQ(host.looked_up[loader], 2);
+  p.d.scan_process(100, nullptr);
+  EXPECT_EQ(p.host.looked_up["/"], 1);
+  EXPECT_EQ(p.host.looked_up[kLoader], 1);
+  EXPECT_EQ(p.host.looked_up[p.root + "/proc/100/root"], 2);  // each process's root, every time
+  ASSERT_EQ(p.d.loaders().size(), 1u);
+  p.maps(sleep + loader_line(12));  // replaced: another file at that path
+  p.d.scan_process(100, nullptr);
+  EXPECT_EQ(p.host.looked_up[kLoader], 2);
 }
 
 // A look-up that failed is not remembered: the next re-scan looks again, and finds.
 TEST(Discovery, AFailedLookUpIsTriedAgain) {
-  std::string root = test::temp_path("rescan-fail");
-  fs::create_directories(root + "/proc/100");
-  fs::create_directories(root + "/proc/root");
-  fs::create_directory_symlink(root + "/proc/root", root + "/proc/100/root");
-  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
-  std::ofstream(root + "/proc/100/maps")
-      << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 11 " << loader << "\n";
-  CountingHost host(root + "/proc");
-  host.fail_once = {"/", loader};
-  DiscoveryOptions o;
-  o.hints = {"libcudart"};
-  o.ld_cache = root + "/none";
-  LibraryDiscovery d(host, o);
-  d.scan_process(100, nullptr);
-  EXPECT_EQ(d.loaders().size(), 0u);
-  d.scan_process(100, nullptr);
-  d.scan_process(100, nullptr);
-  EXPECT_EQ(host.looked_up["/"], 2);
-  EXPECT_EQ(host.looked_up[loader], 2);
-  ASSERT_EQ(d.loaders().size(), 1u);
-  EXPECT_EQ(d.loaders()[0].path, loader);  // our root: the path as mapped
+  OurRootProcess p("rescan-fail");
+  p.maps(loader_line(11));
+  p.host.fail_once = {"/", kLoader};
+  p.d.scan_process(100, nullptr);
+  EXPECT_EQ(p.d.loaders().size(), 0u);
+  p.d.scan_process(100, nullptr);
+  p.d.scan_process(100, nullptr);
+  EXPECT_EQ(p.host.looked_up["/"], 2);
+  EXPECT_EQ(p.host.looked_up[kLoader], 2);
+  ASSERT_EQ(p.d.loaders().size(), 1u);
+  EXPECT_EQ(p.d.loaders()[0].path, kLoader);  // our root: the path as mapped
 }
 
 }  // namespace
