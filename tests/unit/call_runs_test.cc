@@ -159,11 +159,7 @@ TEST(CallRuns, SpansWalkTheSameCallsAsTheEventsOneByOne) {
     r.calls = 1 + rng() % 40;
     r.min_ns = 100 + rng() % 1000;
     r.max_ns = r.min_ns + rng() % 5000;
-    uint64_t middle = r.calls > 2 ? r.calls - 2 : 0;
-    r.sum_ns = r.calls == 1   ? r.min_ns
-               : r.calls == 2 ? r.min_ns + r.max_ns
-                              : r.min_ns + r.max_ns + middle * r.min_ns +
-                                    rng() % (middle * (r.max_ns - r.min_ns) + 1);
+    r.sum_ns = random_run_total(rng, r.calls, r.min_ns, r.max_ns);
     // Sometimes no idle time; a single call spans its duration.
     r.span_ns = r.sum_ns + (r.calls > 1 ? rng() % 3 * (rng() % 100000) : 0);
     std::vector<std::pair<int64_t, uint64_t>> spans, events;

@@ -31,6 +31,13 @@ using hal::Field;
 inline constexpr int64_t kOffset = 1'800'000'000'000'000'000;  // wall = mono + offset
 inline constexpr uint64_t kUs = 1000, kMs = 1000000;
 
+// A run's total for `n` calls whose extremes are `lo` and `hi` (the middle ones anywhere
+// between), drawn from `rng`: the shape a folded run's counts can have.
+inline uint64_t random_run_total(std::mt19937_64& rng, uint64_t n, uint64_t lo, uint64_t hi) {
+  uint64_t middle = n > 2 ? n - 2 : 0;
+  return n == 1 ? lo : n == 2 ? lo + hi : lo + hi + middle * lo + rng() % (middle * (hi - lo) + 1);
+}
+
 inline Event call(uint64_t ts, uint64_t dur, const char* api, const char* op, EventKind kind,
                   uint32_t pid = 10, uint32_t tid = 10) {
   Event e;

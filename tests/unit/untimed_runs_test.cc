@@ -68,10 +68,7 @@ TEST(UntimedRuns, SpansWalkTheSameCallsAsTheEventsWhateverTheirTimedShare) {
     r.untimed_ns = 100 + rng() % 3000;
     uint64_t lo = 100 + rng() % 1000, hi = lo + rng() % 5000, sum = 0;
     if (timed) {
-      uint64_t middle = timed > 2 ? timed - 2 : 0;
-      sum = timed == 1   ? lo
-            : timed == 2 ? lo + hi
-                         : lo + hi + middle * lo + rng() % (middle * (hi - lo) + 1);
+      sum = random_run_total(rng, timed, lo, hi);
       if (timed == 1) hi = lo;
       r.timed_min_ns = lo;
       r.timed_max_ns = hi;
