@@ -254,7 +254,7 @@ HostContext collect_host_context(TraceSource& source, const Window& w, int64_t m
   Lookups l;
   Room room;
   if (modelled_from_ns > w.from_ns) room.modelled_from = modelled_from_ns;
-  source.host_events(all, [&](const hal::Event& e) { add_host_event(h, l, room, e); });
+  source.host_context_events(all, [&](const hal::Event& e) { add_host_event(h, l, room, e); });
   room.finish(h);
   take_process_activity(h, source.process_activity(all));
   h.snapshots = source.snapshots(all);

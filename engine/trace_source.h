@@ -195,6 +195,14 @@ class TraceSource {
   // TCP retransmits, OOM kills) in the window, in time order. The pid restriction of the
   // window does not apply: host context is about everybody.
   virtual void host_events(const Window& w, const EventFn& fn) = 0;
+  // The same events with what the host context reads of them (engine/host_context.cc): op,
+  // kind, times, process, thread, names, cgroups, the stack of an on-CPU sample, and of the
+  // fields only kHostContextFields. A source may leave the rest unset to read less; by
+  // default every event is as host_events() gives it.
+  static constexpr hal::Field kHostContextFields[] = {hal::Field::kFlags,   hal::Field::kState,
+                                                      hal::Field::kPeerPid, hal::Field::kPeerCgroup,
+                                                      hal::Field::kBytes,   hal::Field::kCount};
+  virtual void host_context_events(const Window& w, const EventFn& fn) { host_events(w, fn); }
   virtual std::vector<SnapshotRow> snapshots(const Window& w) = 0;
   virtual std::map<uint32_t, ProcessActivity> process_activity(const Window& w) = 0;
   virtual std::map<uint32_t, ProcessInfo> processes() = 0;

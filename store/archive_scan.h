@@ -91,23 +91,30 @@ class ArchiveScan {
   const std::vector<uint32_t>& live_columns() const { return cur_->live; }
   int64_t ts() const { return cur_->key_ts(); }
   // The current row's wanted columns read as a statement's are: int64(), is_null(),
-  // text_view(), by index into the columns wanted.
+  // text_view(), by index into the columns wanted; value() as archived_int(). Each reads the
+  // column's storage straight (RowBlock::ColumnView), as the block was opened.
   struct Row {
     const ArchiveScan& s;
-    int64_t int64(int col) const {
-      auto v = archived_int(s.rows(), s.row(), s.column(size_t(col)));
-      return int64_t(v.value_or(0));
+    const RowBlock::ColumnView* v;  // the wanted columns' (a missing one's: all NULL)
+    size_t r;
+    std::optional<uint64_t> value(int col) const {
+      const RowBlock::ColumnView& c = v[col];
+      int type = c.type(r);
+      if (type == SQLITE_INTEGER) return uint64_t(c.values[r]);
+      if (type == SQLITE_NULL) return std::nullopt;
+      return archived_non_int(s.rows(), r, s.column(size_t(col)));
     }
-    bool is_null(int col) const {
-      int bc = s.column(size_t(col));
-      return bc < 0 || s.rows().type(s.row(), size_t(bc)) == SQLITE_NULL;
-    }
+    int64_t int64(int col) const { return int64_t(value(col).value_or(0)); }
+    bool is_null(int col) const { return v[col].type(r) == SQLITE_NULL; }
     std::string_view text_view(int col) const {
-      int bc = s.column(size_t(col));
-      return bc < 0 ? std::string_view() : s.rows().bytes(s.row(), size_t(bc));
+      const RowBlock::ColumnView& c = v[col];
+      int type = c.type(r);
+      return type == SQLITE_TEXT || type == SQLITE_BLOB
+                 ? std::string_view(c.strings[size_t(c.values[r])])
+                 : std::string_view();
     }
   };
-  Row current() const { return Row{*this}; }
+  Row current() const { return Row{*this, cur_->views.data(), row()}; }
   int64_t id() const { return cur_->key_id(); }
 
  private:
@@ -117,7 +124,8 @@ class ArchiveScan {
   // A decoded block being read: its rows in the bounds, in the order given.
   struct Open {
     RowBlock rows;
-    std::vector<int> map;  // wanted column -> block column
+    std::vector<int> map;                     // wanted column -> block column
+    std::vector<RowBlock::ColumnView> views;  // wanted column -> its storage
     std::vector<uint32_t> live;
     int ts = -1, id = -1;  // block columns
     std::vector<uint32_t> order;
@@ -132,6 +140,8 @@ class ArchiveScan {
   static constexpr size_t kPooled = 4;
   static std::vector<std::unique_ptr<Open>>& pool();
   int fail(const std::string& why);
+  // Puts an open block's rows in (timestamp, id) order.
+  static void sort_rows(Open& o);
   // Decodes block `m`; `out` holds its rows in the bounds, null when none are.
   int open_block(const Meta& m, std::unique_ptr<Open>& out);
   // Makes the next row current: opens every block that could hold a row before the least

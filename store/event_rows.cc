@@ -41,7 +41,8 @@ const std::vector<std::string> kArchiveCols = {
     "timestamp", "duration",  "pid",        "tid",    "comm",       "cgroup_id",
     "source",    "op",        "ret_code",   "status", "off_cpu_ns", "preempts",
     "switches",  "peer_comm", "stack_hash", "id",     "node"};
-constexpr size_t kArchTs = 0, kArchId = 15, kArchStack = 14;
+constexpr size_t kArchTs = 0, kArchRet = 8, kArchStatus = 9, kArchOffCpu = 10, kArchPreempts = 11,
+                 kArchSwitches = 12, kArchId = 15, kArchStack = 14;
 constexpr int kArchNode = 16, kArchDetail = 17;
 // Where a block's decoded fields begin among the columns read.
 size_t archive_fields_at(EventRows rows) { return rows == EventRows::kCalls ? 17 : 20; }
@@ -108,6 +109,12 @@ bool EventCursor::open_direct(const EventFilter& f) {
   // The view's columns: a host event has the fields host_events shows, as through the view.
   std::set<std::string> shown;
   if (!calls && !view_columns(db_, "host_events", shown)) return false;
+  if (!calls && f.fields) {  // of those, only the fields asked for
+    std::set<std::string> asked;
+    for (hal::Field field : *f.fields)
+      if (shown.count(field_columns()[size_t(field)])) asked.insert(field_columns()[size_t(field)]);
+    shown = std::move(asked);
+  }
   auto sources = load_op_names(calls);
   if (!sources) return false;
   auto select = select_list(table, calls, shown);
@@ -212,6 +219,12 @@ bool EventCursor::open_archive(const EventFilter& f, bool store, std::unique_ptr
   bool host = rows_ == Rows::kHostEvents;  // schema 11's host_store (open_direct)
   if (host)
     for (const char* c : {"detail", "saddr", "daddr"}) cols.emplace_back(c);
+  // Host events read for some fields only: the columns they do not read are named "", which
+  // no block has (read as NULL, and past when decoded).
+  if (host && f.fields)
+    for (size_t c : {kArchRet, kArchStatus, kArchOffCpu, kArchPreempts, kArchSwitches,
+                     size_t(kArchDetail), size_t(kArchDetail) + 1, size_t(kArchDetail) + 2})
+      cols[c].clear();
   const auto& fields = field_columns();
   for (uint8_t field : cols_->packed_fields) cols.push_back(fields[field]);
   const BlockForm& form = host ? host_form() : f.rows ? sql_calls_form() : engine_calls_form();
@@ -292,7 +305,7 @@ bool EventCursor::archived_event(hal::Event& e) const {
   const size_t first_field = archive_fields_at(rows_);
   for (uint32_t col : s.live_columns())
     if (col >= first_field)
-      if (auto x = archived_int(s.rows(), s.row(), s.column(col)))
+      if (auto x = row.value(int(col)))
         e.set(static_cast<hal::Field>(to_field[col - first_field]), *x);
   return true;
 }

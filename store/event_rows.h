@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hal/event.h"
 #include "hal/result.h"
@@ -39,6 +40,10 @@ struct EventFilter {
   // merge, export), not the folded form the engine reads (the calls kept; runs come through
   // RunCursor).
   bool rows = false;
+  // Host events: only these fields, and no return code, detail or addresses (what the engine's
+  // host context reads: engine::TraceSource::host_context_events); nullopt: all that the
+  // host_events view shows.
+  std::optional<std::vector<hal::Field>> fields;
 };
 
 class EventCursor {

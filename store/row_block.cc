@@ -64,6 +64,18 @@ struct RowBlock::Reader {
     auto s = bytes(1);
     return ok ? uint8_t(s[0]) : 0;
   }
+  // Reads past `n` varints.
+  void skip_varints(uint64_t n) {
+    for (; n > 0 && ok; --n) {
+      int len = 1;
+      while (p < end && (*p & 0x80) && len < 10) ++p, ++len;
+      if (p == end || (*p & 0x80)) {
+        ok = false;
+        return;
+      }
+      ++p;
+    }
+  }
 };
 
 void RowBlock::append(Column& col, int type, int64_t v, std::string_view s) {
@@ -277,13 +289,39 @@ std::string RowBlock::decode_column(Reader& in, Column& col, size_t rows) {
   return "";
 }
 
+std::string RowBlock::skip_column(Reader& in, size_t rows) {
+  // decode_column's reads, in its order, counting each class's rows instead of storing them.
+  uint64_t of[256] = {};
+  if (in.byte() == 1) {
+    if (rows > 0) of[in.byte()] = rows;
+  } else {
+    for (char c : in.bytes(rows)) ++of[uint8_t(c)];
+  }
+  if (!in.ok) return "";
+  for (int t = 0; t < 256; ++t)
+    if (of[t] && (t < SQLITE_INTEGER || t > SQLITE_NULL)) return "bad storage class";
+  if (in.byte()) {  // the list of distinct integers, then an index a row
+    uint64_t k = in.varint();
+    if (k > rows) return "bad value list";
+    in.skip_varints(k);
+  }
+  in.skip_varints(of[SQLITE_INTEGER]);
+  in.bytes(8 * of[SQLITE_FLOAT]);
+  uint64_t k = in.varint();
+  if (k > rows) return "bad string list";
+  for (uint64_t i = 0; i < k && in.ok; ++i) in.bytes(in.varint());
+  in.skip_varints(of[SQLITE_TEXT] + of[SQLITE_BLOB]);
+  return "";
+}
+
 ingero::Result<RowBlock> RowBlock::decode(std::string_view bytes, size_t max_bytes) {
   RowBlock b;
   if (auto st = decode_into(bytes, b, max_bytes); !st) return st.error();
   return b;
 }
 
-ingero::Status RowBlock::decode_into(std::string_view bytes, RowBlock& b, size_t max_bytes) {
+ingero::Status RowBlock::decode_into(std::string_view bytes, RowBlock& b, size_t max_bytes,
+                                     const std::vector<std::string>* only) {
   auto bad = [&b](const std::string& why) {
     b.rows_ = 0;
     b.columns_.clear();
@@ -326,9 +364,11 @@ ingero::Status RowBlock::decode_into(std::string_view bytes, RowBlock& b, size_t
     col.strings.clear();
     col.index.clear();
   }
-  for (Column& col : b.cols_) {
-    if (!in.ok) break;
-    if (std::string why = decode_column(in, col, rows); !why.empty()) return bad(why);
+  for (size_t c = 0; c < ncols && in.ok; ++c) {
+    bool wanted = !only || std::find(only->begin(), only->end(), b.columns_[c]) != only->end();
+    // A column read past stays all NULL (uniform, no values), as cleared above.
+    std::string why = wanted ? decode_column(in, b.cols_[c], rows) : skip_column(in, rows);
+    if (!why.empty()) return bad(why);
   }
   if (!in.ok) return bad("truncated");
   if (in.p != in.end) return bad("trailing bytes");

@@ -43,9 +43,12 @@ class RowBlock {
   // does not add up, more than `max_bytes` decompressed) is an Error; nothing is guessed.
   static ingero::Result<RowBlock> decode(std::string_view bytes, size_t max_bytes = 64u << 20);
   // The same into `into`, whose columns' storage is reused (a reader of many blocks allocates
-  // nothing after the first). On an Error `into` is left empty.
+  // nothing after the first). On an Error `into` is left empty. With `only`, a column not named
+  // there is read past and kept as all NULL: a reader of a few of a block's columns does not
+  // store the others (its layout is checked as far as reading past it needs).
   static ingero::Status decode_into(std::string_view bytes, RowBlock& into,
-                                    size_t max_bytes = 64u << 20);
+                                    size_t max_bytes = 64u << 20,
+                                    const std::vector<std::string>* only = nullptr);
 
   const std::vector<std::string>& columns() const { return columns_; }
   size_t rows() const { return rows_; }
@@ -67,6 +70,22 @@ class RowBlock {
   // Hands the value to SQLite (a virtual table's xColumn).
   void result(sqlite3_context* ctx, size_t row, size_t col) const;
 
+  // One column's decoded storage, for a reader that looks at the same columns row after row
+  // (store/archive_scan.h): the class and value of a row without going through the block's
+  // column list. Valid until the block is decoded into again.
+  struct ColumnView {
+    const uint8_t* types = nullptr;  // null: every row is of class `uniform`
+    uint8_t uniform = SQLITE_NULL;
+    const int64_t* values = nullptr;
+    const std::string* strings = nullptr;
+    int type(size_t row) const { return types ? types[row] : uniform; }
+  };
+  ColumnView view(size_t col) const {
+    const Column& c = cols_[col];
+    return {c.types.empty() ? nullptr : c.types.data(), c.uniform, c.values.data(),
+            c.strings.data()};
+  }
+
  private:
   // Decoded, a column of one storage class has no `types`, and one of NULLs no `values`.
   struct Column {
@@ -85,6 +104,8 @@ class RowBlock {
   static void append(Column& col, int type, int64_t v, std::string_view s);
   // Decodes one column of `rows` rows: an empty string, or what is wrong with it.
   static std::string decode_column(Reader& in, Column& col, size_t rows);
+  // Reads past one column of `rows` rows, storing nothing; the same errors.
+  static std::string skip_column(Reader& in, size_t rows);
   std::vector<std::string> columns_;
   std::vector<Column> cols_;
   size_t rows_ = 0;

@@ -9,8 +9,18 @@
 namespace ingero::store {
 
 void SqlTraceSource::host_events(const engine::Window& w, const engine::EventFn& fn) {
+  read_host_events(w, fn, false);
+}
+
+void SqlTraceSource::host_context_events(const engine::Window& w, const engine::EventFn& fn) {
+  read_host_events(w, fn, true);
+}
+
+void SqlTraceSource::read_host_events(const engine::Window& w, const engine::EventFn& fn,
+                                      bool for_context) {
   EventFilter f = filter(w, false);
   f.scan = covers_file(w);
+  if (for_context) f.fields.emplace(std::begin(kHostContextFields), std::end(kHostContextFields));
   ahead_samples_.reset();
   auto cursor = EventCursor::open(reader_.db(), EventCursor::Rows::kHostEvents, f, strings_);
   if (!cursor) return fail(cursor.error());

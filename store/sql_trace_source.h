@@ -57,6 +57,7 @@ class SqlTraceSource final : public engine::TraceSource {
   void call_runs(const engine::Window& w, const engine::EventFn& fn,
                  const engine::CallRunFn& run) override;
   void host_events(const engine::Window& w, const engine::EventFn& fn) override;
+  void host_context_events(const engine::Window& w, const engine::EventFn& fn) override;
   std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override;
   std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override;
   std::map<uint32_t, engine::ProcessInfo> processes() override;
@@ -132,6 +133,8 @@ class SqlTraceSource final : public engine::TraceSource {
   bool row(Stmt& st);
   void fail(const ingero::Error& e);
   EventFilter filter(const engine::Window& w, bool with_pid) const;
+  // host_events(), or with `for_context` host_context_events().
+  void read_host_events(const engine::Window& w, const engine::EventFn& fn, bool for_context);
   bool cache_covers(const engine::Window& w) const;
   // Every call and run of the window in start order (runs: those with a call starting in it),
   // from the cache when it holds the window, else from the file (filling an empty cache).

@@ -152,6 +152,17 @@ TEST(RowBlock, AnAlteredOrCutBlockIsAnError) {
   EXPECT_FALSE(store::RowBlock::decode("not a block at all"));
 }
 
+// `content` compressed as a block is, with its checksum.
+std::string packed(const std::string& content) {
+  std::string out(ZSTD_compressBound(content.size()), '\0');
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  size_t n = ZSTD_compress2(cctx, out.data(), out.size(), content.data(), content.size());
+  ZSTD_freeCCtx(cctx);
+  out.resize(ZSTD_isError(n) ? 0 : n);
+  return out;
+}
+
 // A block compressed with its checksum whose content is wrong (a writer's bug, or a file made
 // to mislead): each row's storage class must be one SQLite has, 1 to 5. Every other byte is
 // refused, whatever its low bits (33 and 129 would read as classes 1 if only those were
@@ -171,15 +182,6 @@ TEST(RowBlock, AStorageClassSQLiteDoesNotHaveIsAnError) {
       "\x00\x01\x05",
       8);
   ASSERT_EQ(raw.substr(0, head.size()), head);
-  auto packed = [](const std::string& content) {
-    std::string out(ZSTD_compressBound(content.size()), '\0');
-    ZSTD_CCtx* cctx = ZSTD_createCCtx();
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-    size_t n = ZSTD_compress2(cctx, out.data(), out.size(), content.data(), content.size());
-    ZSTD_freeCCtx(cctx);
-    out.resize(ZSTD_isError(n) ? 0 : n);
-    return out;
-  };
   auto good = store::RowBlock::decode(packed(raw));
   ASSERT_TRUE(good) << good.error().message;
   EXPECT_EQ(good->int64(0, 0), 7);
@@ -191,6 +193,61 @@ TEST(RowBlock, AStorageClassSQLiteDoesNotHaveIsAnError) {
     ASSERT_FALSE(r) << "class " << bad;
     EXPECT_EQ(r.error().message, "damaged archive block: bad storage class") << "class " << bad;
   }
+}
+
+// A reader of a few of a block's columns (store/archive_scan.h) reads past the others: those
+// asked for come back exactly, the others all NULL, whatever the storage it decodes into held
+// before (a full block of the same columns).
+TEST(RowBlock, ColumnsNotAskedForAreReadPastAndReadAsNull) {
+  for (size_t repeat : {1, 50}) {  // differences, and lists of distinct values
+    Table t = encode_values(repeat);
+    std::string bytes = t.block.encode();
+    store::RowBlock into;
+    ASSERT_TRUE(store::RowBlock::decode_into(bytes, into));
+    const std::vector<std::string> only = {"b", "d", "not a column"};
+    ASSERT_TRUE(store::RowBlock::decode_into(bytes, into, 64u << 20, &only));
+    ASSERT_EQ(into.rows(), t.rows.size());
+    EXPECT_EQ(into.columns(), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+    for (size_t c : {0, 2, 4}) EXPECT_TRUE(into.null_column(c)) << c;
+    for (size_t r = 0; r < t.rows.size(); ++r)
+      for (size_t c = 0; c < 5; ++c)
+        EXPECT_EQ(block_cell(into, r, c), c == 1 || c == 3 ? t.rows[r][c] : "NULL")
+            << repeat << ": " << r << "," << c;
+    const std::vector<std::string> none;
+    ASSERT_TRUE(store::RowBlock::decode_into(bytes, into, 64u << 20, &none));
+    for (size_t c = 0; c < 5; ++c) EXPECT_TRUE(into.null_column(c)) << c;
+  }
+}
+
+// Content whose checksum is right but whose layout is not (a writer's bug, a file made to
+// mislead) is refused when its columns are read past as when they are read: cut anywhere, a
+// byte too many, or a storage class SQLite does not have.
+TEST(RowBlock, AColumnReadPastIsCheckedAsFarAsReadingPastNeeds) {
+  for (size_t repeat : {1, 50}) {
+    std::string bytes = encode_values(repeat).block.encode();
+    std::string raw(ZSTD_getFrameContentSize(bytes.data(), bytes.size()), '\0');
+    ASSERT_EQ(ZSTD_decompress(raw.data(), raw.size(), bytes.data(), bytes.size()), raw.size());
+    const std::vector<std::string> none;
+    store::RowBlock into;
+    ASSERT_TRUE(store::RowBlock::decode_into(packed(raw), into, 64u << 20, &none));
+    for (size_t n = 0; n < raw.size(); ++n) {
+      auto st = store::RowBlock::decode_into(packed(raw.substr(0, n)), into, 64u << 20, &none);
+      ASSERT_FALSE(st) << repeat << ": cut to " << n << " of " << raw.size();
+    }
+    EXPECT_FALSE(store::RowBlock::decode_into(packed(raw + "x"), into, 64u << 20, &none));
+  }
+  store::ColumnBlock one({"a"});
+  one.set_int(0, 7);
+  one.end_row();
+  one.end_row();
+  std::string raw;
+  one.encode_raw(raw);
+  raw[6] = char(6);  // the first row's class (as in the test above)
+  const std::vector<std::string> none;
+  store::RowBlock into;
+  auto st = store::RowBlock::decode_into(packed(raw), into, 64u << 20, &none);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message, "damaged archive block: bad storage class");
 }
 
 }  // namespace
