@@ -31,6 +31,10 @@ namespace {
 // a walk of a tree. The maps' nodes do not move.
 struct Lookups {
   std::string_view op;
+  // The event's own view of that op: sources keep an op's name in one place
+  // (engine/trace_source.h), so an event whose view is this one needs no comparison of names
+  // (two ops alternate on a host: switches and on-CPU samples).
+  std::string_view op_seen;
   HostOpStat* op_stat = nullptr;
   uint32_t pid = 0;
   PidHost* pid_host = nullptr;
@@ -148,11 +152,13 @@ void add_block_io(HostContext& h, PidHost& p, const hal::Event& e) {
 
 // One host event: counted under its op, and into its process's and the host's tallies.
 void add_host_event(HostContext& h, Lookups& l, Room& room, const hal::Event& e) {
-  if (!l.op_stat || e.op != l.op) {
+  bool same_view = e.op.data() == l.op_seen.data() && e.op.size() == l.op_seen.size();
+  if (!l.op_stat || (!same_view && e.op != l.op)) {
     auto it = h.ops.try_emplace(std::string(e.op)).first;
     l.op = it->first;
     l.op_stat = &it->second;
   }
+  l.op_seen = e.op;
   HostOpStat& os = *l.op_stat;
   ++os.count;
   // Durations mean latency for these; a page-allocation row's duration is its window.
