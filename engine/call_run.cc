@@ -22,7 +22,8 @@ uint64_t RunShape::gap(uint64_t k) const {
 int64_t RunShape::last_start() const {
   // Every call but the last with its gap: the total less the last call, and all the idle time.
   uint64_t idle = span_ns > sum_ns ? span_ns - sum_ns : 0;
-  return ts_ns + int64_t(sum_ns - duration(calls - 1) + (calls > 1 ? idle : 0));
+  return std::min(ts_ns + int64_t(sum_ns - duration(calls - 1) + (calls > 1 ? idle : 0)),
+                  ts_ns + int64_t(span_ns));
 }
 
 void CallRun::call(uint64_t k, int64_t ts, hal::Event& e) const {

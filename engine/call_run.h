@@ -22,7 +22,9 @@
 namespace ingero::engine {
 
 // Where a run's calls lie, without what they are: enough to spread them (and for the step
-// model, which keeps a run as one item).
+// model, which keeps a run as one item). No call starts after the run's last end: where the
+// estimates of calls seen at entry only make the calls longer than the span (their op's mean,
+// which one slow timed call lifts), the last ones start at its end.
 struct RunShape {
   int64_t ts_ns = 0;                                       // start of the first call
   uint64_t span_ns = 0;                                    // to the end of the last call
@@ -53,14 +55,14 @@ struct RunShape {
     uint64_t rest = t.calls > 2 ? t.sum - t.min - t.max : 0;
     uint64_t idle = calls > 1 && span_ns > sum_ns ? span_ns - sum_ns : 0;
     uint64_t d = rest / middle, d_extra = rest % middle, g = idle / gaps, g_extra = idle % gaps;
-    int64_t ts = ts_ns;
+    int64_t ts = ts_ns, last_end = ts_ns + int64_t(span_ns);
     for (uint64_t k = 0, n = std::min(calls, first); k < n; ++k) {
       uint64_t dur = k >= t.calls       ? untimed_ns
                      : t.calls == 1     ? t.sum
                      : k == 0           ? t.min
                      : k == t.calls - 1 ? t.max
                                         : d + (k - 1 < d_extra ? 1 : 0);
-      fn(k, ts, dur);
+      fn(k, std::min(ts, last_end), dur);
       ts += int64_t(dur + g + (k < g_extra ? 1 : 0));
     }
   }

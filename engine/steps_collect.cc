@@ -59,6 +59,7 @@ Call make_call(const hal::Event& e, uint32_t op) {
   c.stream = e.get_or(hal::Field::kStream, c.work ? 0 : kNoStream);
   c.stack = e.stack_id;
   c.bytes = e.get_or(hal::Field::kBytes, 0);
+  c.estimated = !e.timed;
   return c;
 }
 
@@ -179,7 +180,20 @@ bool join(Proc& p, Call& last, const Call& c, Budget& b) {
   p.groups[last.run & ~kGroupBit].push_back(
       {uint32_t(c.start - last.start), uint64_t(c.end - c.start), stack});
   last.end = c.end;
+  last.estimated = c.estimated;
   return true;
+}
+
+// The thread's item ends by `to` (< its end): its last call, seen at entry only, read back with
+// its op's mean duration, and the thread's next call starts at `to`: it had returned by then.
+void cut_estimate(Proc& p, Call& item, int64_t to) {
+  auto cut = uint64_t(item.end - to);
+  p.ops[item.op].sum_ns -= cut;
+  if (Proc::grouped(item)) {
+    Grouped& last = p.groups[item.run & ~kGroupBit].back();
+    last = Grouped(last.delta, last.dur() - cut, last.stack());
+  }
+  item.end = to;
 }
 
 // A caller recorded after its callee (same start, longer): the callee, the last call of the
@@ -209,6 +223,11 @@ void collect(const hal::Event& e, Proc& p, Budget& b) {
     Call& outer = p.calls[open->second.last];
     bool folded = outer.run != kNoRun && !Proc::grouped(outer);
     int64_t last = p.last_start(outer);
+    // A call after an untimed one of its thread is not inside it: the untimed call's end is its
+    // op's mean, which one slow timed call can lift past the thread's next calls (nested in
+    // BPF, a launch's own driver call never comes as a call of its own).
+    if (outer.estimated && !folded && c.start > last && c.start < outer.end)
+      cut_estimate(p, outer, c.start);
     if (c.start == last && c.end > outer.end && !folded) {
       // Same start and longer: this is the caller, recorded after its callee.
       drop_last(p, outer);

@@ -48,6 +48,9 @@ struct Call {
   bool work : 1 = false;  // queues device work on `stream`
   bool d2h : 1 = false;
   bool h2d : 1 = false;
+  // Its end (of a group: its last call's) is an estimate: a call seen at entry only reads back
+  // with its op's mean duration (hal::Event::timed).
+  bool estimated : 1 = false;
 };
 
 // Whether consecutive calls are grouped (see Call::run). Tests turn it off to check that
@@ -153,19 +156,19 @@ struct Proc {
   Span first(const Call& c) const {
     if (c.run == kNoRun) return {c.start, uint64_t(c.end - c.start), c.stack};
     if (grouped(c)) return span_of(c, 0);
-    return {c.start, run(c).duration(0), c.stack};
+    return inside(c, {c.start, run(c).duration(0), c.stack});
   }
   Span next(const Call& c, uint64_t k, const Span& at) const {
     if (grouped(c)) return span_of(c, k + 1);
     RunShape r = run(c);
-    return {at.end() + int64_t(r.gap(k)), r.duration(k + 1), c.stack};
+    return inside(c, {at.end() + int64_t(r.gap(k)), r.duration(k + 1), c.stack});
   }
   // Each call of item c: fn(uint64_t k, const Span&).
   template <class Fn>
   void for_each_span(const Call& c, Fn&& fn) const {
     if (c.run != kNoRun && !grouped(c)) {  // a run spreads its calls itself
       run(c).for_each_span([&](uint64_t k, int64_t start, uint64_t dur) {
-        fn(k, static_cast<const Span&>(Span{start, dur, c.stack}));
+        fn(k, static_cast<const Span&>(inside(c, Span{start, dur, c.stack})));
       });
       return;
     }
@@ -175,6 +178,15 @@ struct Proc {
   }
 
  private:
+  // A folded run's call kept within its run: calls seen at entry only spread at their op's
+  // mean (engine/call_run.h), and one slow timed call can lift the mean so far that the spread
+  // runs past the run's last end, over the thread's next calls (a sync would then not drain
+  // the launches before it). No call of the run starts (RunShape) or ends after the run.
+  static Span inside(const Call& c, Span s) {
+    s.start = std::min(s.start, c.end);
+    s.dur = std::min(s.dur, uint64_t(c.end - s.start));
+    return s;
+  }
   Span span_of(const Call& c, uint64_t k) const {
     const Grouped& g = group(c)[k];
     return {c.start + int64_t(g.delta), g.dur(), stacks[g.stack()]};
