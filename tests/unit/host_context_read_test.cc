@@ -18,18 +18,7 @@ namespace ingero::store {
 namespace {
 
 using namespace tiers_fixture;
-
-// What the read gives of an event: every member a host event may have, as text.
-std::string describe(const Event& e) {
-  std::ostringstream o;
-  o << e.ts_ns << ' ' << e.dur_ns << ' ' << e.pid << ' ' << e.tid << ' ' << e.comm_view() << ' '
-    << e.cgroup_id << ' ' << e.vendor << ' ' << e.api << ' ' << e.op << ' ' << int(e.kind) << ' '
-    << e.has_ret << ' ' << e.ret << ' ' << e.peer_comm_view() << " [" << e.detail << "] ["
-    << e.saddr << "] [" << e.daddr << "]";
-  for (size_t i = 0; i < hal::kFieldCount; ++i)
-    if (e.has(Field(i))) o << ' ' << hal::field_name(Field(i)) << '=' << e.fields[i];
-  return o.str();
-}
+using tiers_fixture::describe;  // beside this file's own overload
 
 // `e` as the host context's read gives it: no return code, detail or addresses, and of the
 // fields only those it reads.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,19 @@ using hal::Field;
 
 inline constexpr int64_t kOffset = 1'800'000'000'000'000'000;  // wall = mono + offset
 inline constexpr uint64_t kUs = 1000, kMs = 1000000;
+
+// Every member the engine reads of an event, as text.
+inline std::string describe(const Event& e) {
+  std::ostringstream o;
+  o << e.ts_ns << ' ' << e.dur_ns << ' ' << e.pid << ' ' << e.tid << ' ' << e.comm_view() << ' '
+    << e.cgroup_id << ' ' << e.vendor << ' ' << e.api << ' ' << e.op << ' ' << int(e.kind) << ' '
+    << e.has_ret << ' ' << e.ret << ' ' << e.unfinished << ' ' << e.off_cpu_ns << ' ' << e.preempts
+    << ' ' << e.switches << ' ' << e.peer_comm_view() << ' ' << e.stack_id << " [" << e.detail
+    << "] [" << e.saddr << "] [" << e.daddr << "]";
+  for (size_t i = 0; i < hal::kFieldCount; ++i)
+    if (e.has(Field(i))) o << ' ' << hal::field_name(Field(i)) << '=' << e.fields[i];
+  return o.str();
+}
 
 // A run's total for `n` calls whose extremes are `lo` and `hi` (the middle ones anywhere
 // between), drawn from `rng`: the shape a folded run's counts can have.
