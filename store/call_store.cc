@@ -101,18 +101,22 @@ int register_call_store_tables(sqlite3* db) {
   return rc;
 }
 
-ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns,
-                                          const std::optional<std::string>& node) {
+namespace {
+// The rows of `form` (counted in its blocks' entries by `form.rows`) that start in
+// [from_ns, to_ns], of `node` where given: the blocks inside the window by their entries, the
+// others by their rows' timestamps. `what` names them in errors.
+ingero::Result<uint64_t> count_in_window(Db& db, BlockForm form, int64_t from_ns, int64_t to_ns,
+                                         const std::optional<std::string>& node, const char* what) {
   std::string inside =
       "first_ts >= " + std::to_string(from_ns) + " AND last_ts <= " + std::to_string(to_ns);
   std::string of_node = node ? " AND node = " + sql_quote(*node) : std::string();
-  auto whole = db.query_int(
-      "SELECT coalesce(sum(coalesce(kept, calls)), 0) FROM call_store WHERE " + inside + of_node);
+  auto whole = db.query_int("SELECT coalesce(sum(" + form.rows + "), 0) FROM " + form.table +
+                            " WHERE " + inside + of_node);
   if (!whole) return whole.error();
   uint64_t n = uint64_t(whole->value_or(0));
-  BlockForm edge = engine_calls_form();
-  edge.filter = "NOT (" + inside + ")" + of_node;
-  ArchiveScan scan(db.handle(), edge, db.path(), {"timestamp", "id", "node"}, 0, 1);
+  form.filter =
+      (form.filter.empty() ? "" : "(" + form.filter + ") AND ") + "NOT (" + inside + ")" + of_node;
+  ArchiveScan scan(db.handle(), form, db.path(), {"timestamp", "id", "node"}, 0, 1);
   ArchiveScan::Bounds b{.lo_ts = from_ns, .hi_ts = to_ns};
   int rc = scan.start(b, false);
   for (; rc == SQLITE_OK && !scan.eof(); rc = scan.next())
@@ -120,8 +124,19 @@ ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns
   if (rc != SQLITE_OK)
     return ingero::make_error(rc == SQLITE_CORRUPT
                                   ? scan.error()
-                                  : db.path() + ": counting calls: " + sqlite3_errstr(rc));
+                                  : db.path() + ": counting " + what + ": " + sqlite3_errstr(rc));
   return n;
+}
+}  // namespace
+
+ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns,
+                                          const std::optional<std::string>& node) {
+  return count_in_window(db, engine_calls_form(), from_ns, to_ns, node, "calls");
+}
+
+ingero::Result<uint64_t> count_host_events(Db& db, int64_t from_ns, int64_t to_ns,
+                                           const std::optional<std::string>& node) {
+  return count_in_window(db, host_form(), from_ns, to_ns, node, "host events");
 }
 
 std::string host_table(Db& db) { return has_call_store(db) ? "main.host_rows" : "main.events"; }

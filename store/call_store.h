@@ -59,5 +59,8 @@ const BlockForm& sql_runs_form();
 // rows. The calls in runs are not counted (RunCursor reads those).
 ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns,
                                           const std::optional<std::string>& node);
+// The same of a schema 11 file's host events (host_store).
+ingero::Result<uint64_t> count_host_events(Db& db, int64_t from_ns, int64_t to_ns,
+                                           const std::optional<std::string>& node);
 
 }  // namespace ingero::store

@@ -286,15 +286,24 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
 uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   bool store = has_call_store(reader_.db());
   bool by_node = reader_.db().column_exists("events", "node");
-  // Host events: every block's count where the window covers the file.
-  auto st = has_host_store(reader_.db()) && covers_file(w)
-                ? prepare("SELECT coalesce(sum(events), 0) FROM main.host_store" +
-                          (w.node ? " WHERE node = " + sql_quote(*w.node) : std::string()))
-                : prepare(std::string("SELECT count(*) FROM ") +
-                          (store ? "main.host_rows" : "main.events") +
-                          window_sql(w, "timestamp", false, by_node));
-  if (!st || !row(*st)) return 0;
-  uint64_t n = uint64_t(st->int64(0));
+  // Host events: the blocks' counts, but for those across an edge of the window (their rows'
+  // timestamps: reading every block inside it too was a quarter of the tracer's session end,
+  // whose window begins after the first block I/O it records).
+  uint64_t n = 0;
+  if (has_host_store(reader_.db())) {
+    auto host = count_host_events(reader_.db(), w.from_ns, w.to_ns, w.node);
+    if (!host) {
+      fail(host.error());
+      return 0;
+    }
+    n = *host;
+  } else {
+    auto st =
+        prepare(std::string("SELECT count(*) FROM ") + (store ? "main.host_rows" : "main.events") +
+                window_sql(w, "timestamp", false, by_node));
+    if (!st || !row(*st)) return 0;
+    n = uint64_t(st->int64(0));
+  }
   if (store) {
     if (covers_file(w)) {  // every block: their entries' counts
       if (auto c = prepare("SELECT coalesce(sum(calls), 0) FROM main.call_store" +
