@@ -2,8 +2,8 @@
 # Two builds' tracers side by side on the step proxy (bench/step_proxy.py, real libcudart):
 # for each, in the same minutes and rounds interleaved, `--no-stack` and the default, the
 # tracer's own CPU a call (bench/tracer_cpu.py: utime + stime, its end included), host events
-# a call, and the file's bytes a call. For a change to the writer: the build before it and the
-# build with it.
+# a call, the file's bytes a call and the tracer's peak RSS. For a change to the writer: the
+# build before it and the build with it.
 #   bench/tracer_ab.sh BUILD_A BUILD_B      (root: BPF)
 # Environment: ROUNDS (1), STEPS (1500: ~1 M calls), LIB (real libcudart).
 set -euo pipefail
@@ -35,10 +35,11 @@ import json, sys
 build, mode, r, calls, host, size, cpu = sys.argv[1:]
 calls, host, size = int(calls), int(host), int(size)
 cpu = json.load(open(cpu))
-cpu_s, end_s = cpu["cpu_s"], cpu.get("end_cpu_s")
+cpu_s, end_s, hwm = cpu["cpu_s"], cpu.get("end_cpu_s"), cpu.get("hwm_kib")
 end = f" ({end_s * 1e6 / calls:.2f} of it at the end)" if end_s is not None else ""
 print(f"  {build:<28} {mode:<9} round {r}: {calls} calls, {host / calls:.2f} host events a call, "
-      f"tracer CPU {cpu_s * 1e6 / calls:.2f} us a call{end}, file {size / calls:.1f} B a call")
+      f"tracer CPU {cpu_s * 1e6 / calls:.2f} us a call{end}, file {size / calls:.1f} B a call"
+      + (f", peak RSS {hwm / 1024:.0f} MiB" if hwm else ""))
 PY
     done
   done
