@@ -86,13 +86,17 @@ static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 f
   stat_inc(INGERO_STAT_CALLS);
 }
 
-/* What an untimed launch reserves on the ring: its largest record (header, every argument
- * word, caller), and the ident block where the launch may ship one. A smaller record leaves the
- * rest unwritten, past what its counts and flags tell user space to read. The ring holds what
- * is reserved, so most launches, which carry no ident block, reserve without it: 12% more of
- * them fit in the ring a reader late by a commit must hold. */
+/* What an untimed launch reserves on the ring: its largest record (header, every register
+ * word, up to INGERO_LAUNCH_STACK_WORDS stack words, caller), and the ident block where the
+ * launch may ship one. A smaller record leaves the rest unwritten, past what its counts and
+ * flags tell user space to read. The ring holds what is reserved, so most launches, which
+ * carry no ident block, reserve without it: 12% more of them fit in the ring a reader late by a
+ * commit must hold. Every launch API takes at most three arguments on the stack (cuLaunchKernel:
+ * blockDimZ, sharedMemBytes, hStream); a recipe with more takes the general path
+ * (call_paths.h). */
+#define INGERO_LAUNCH_STACK_WORDS 3
 #define INGERO_LAUNCH_REC_SIZE \
-  (sizeof(struct ingero_call_rec) + 8 * (INGERO_REG_WORDS + INGERO_STACK_WORDS) + 8)
+  (sizeof(struct ingero_call_rec) + 8 * (INGERO_REG_WORDS + INGERO_LAUNCH_STACK_WORDS) + 8)
 #define INGERO_LAUNCH_IDENT_REC_SIZE (INGERO_LAUNCH_REC_SIZE + sizeof(struct ingero_call_ident))
 
 /* An untimed launch (no entry read): its record is written straight into the ring, from the
@@ -104,7 +108,8 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   __u32 nregs = r->nregs;
   if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
   __u32 nstack = r->stack_words;
-  if (nstack > INGERO_STACK_WORDS) nstack = INGERO_STACK_WORDS;
+  if (nstack > INGERO_LAUNCH_STACK_WORDS)
+    nstack = INGERO_LAUNCH_STACK_WORDS; /* (never: its caller) */
   /* A thread's name and cgroup are read at its first call, at one untimed launch in 16 and at
    * one in 16 of its calls that return (two helper calls each time otherwise): a rename or a
    * cgroup move shows from the next of those. */

@@ -124,7 +124,8 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
     __u32 seq = t->timing_seq++;
     untimed = !launch_timing_every || seq % launch_timing_every != 0;
   }
-  if (untimed && r->entry_read.src == INGERO_PTR_NONE) {
+  if (untimed && r->entry_read.src == INGERO_PTR_NONE &&
+      r->stack_words <= INGERO_LAUNCH_STACK_WORDS) {
     launch_at_entry(ctx, t, r, probe, tid, sp);
     stat_inc(INGERO_STAT_UNTIMED);
     return 1; /* no return probe; the thread's depth stays 0 */

@@ -1,0 +1,116 @@
+// An untimed launch's record on the calls ring (bpf/call_emit.h: launch_at_entry): it reserves
+// its header, six register words, at most three stack words and its caller (144 bytes, not the
+// 168 that room for six stack words took: a sixth less of the ring to fill and read a launch),
+// and a launch recipe with more stack words takes the general path with every word kept.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "bpf/ingero_records.h"
+#include "probe/ring_reader.h"
+#include "tests/bpf/self_probe.h"
+#include "tests/support/trace_db.h"
+
+// A launch API's shape: six register arguments, three on the stack (cuLaunchKernel's).
+extern "C" __attribute__((noinline, used, visibility("default"))) uint64_t ingero_test_launch9(
+    uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t s0,
+    uint64_t s1, uint64_t s2) {
+  asm volatile("" ::: "memory");
+  return a0 + a1 + a2 + a3 + a4 + a5 + s0 + s1 + s2;
+}
+
+// One with six on the stack.
+extern "C" __attribute__((noinline, used, visibility("default"))) uint64_t ingero_test_launch12(
+    uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t s0,
+    uint64_t s1, uint64_t s2, uint64_t s3, uint64_t s4, uint64_t s5) {
+  asm volatile("" ::: "memory");
+  return a0 + a1 + a2 + a3 + a4 + a5 + s0 + s1 + s2 + s3 + s4 + s5;
+}
+
+namespace ingero::test {
+namespace {
+
+struct Shipped {
+  std::vector<std::vector<uint8_t>> records;
+};
+
+// Attaches a launch recipe of `stack_words` to `symbol`, runs `calls` and returns the records.
+template <class F>
+void launches(const char* symbol, uint8_t stack_words, F&& calls, Shipped& out) {
+  auto session = open_small_session();
+  ASSERT_TRUE(session) << session.error().message;
+  const hal::ProbeSpec spec{.symbol = symbol,
+                            .kind = hal::EventKind::kLaunch,
+                            .args = {.stack_words = stack_words},
+                            .fields = {{hal::Field::kStream, hal::reg(5)}}};
+  std::string why;
+  auto links = attach_to_self(**session, spec, &why);
+  ASSERT_FALSE(links.empty()) << why;
+  auto reader =
+      hal::RingReader::create((*session)->calls_fd(), -1, -1, [&](const void* d, size_t size) {
+        auto* p = static_cast<const uint8_t*>(d);
+        out.records.emplace_back(p, p + size);
+      });
+  ASSERT_TRUE(reader) << reader.error().message;
+  calls();
+  ASSERT_TRUE((*reader)->drain());
+}
+
+uint64_t word(const std::vector<uint8_t>& rec, size_t i) {
+  uint64_t w = 0;
+  std::memcpy(&w, rec.data() + sizeof(ingero_call_rec) + 8 * i, 8);
+  return w;
+}
+
+TEST(LaunchRecords, AnUntimedLaunchReservesOnlyItsHeaderWordsAndCaller) {
+  REQUIRE_BPF();
+  Shipped s;
+  launches(
+      "ingero_test_launch9", 3,
+      [] {
+        for (uint64_t i = 0; i < 4; ++i)
+          EXPECT_EQ(ingero_test_launch9(i, 1, 2, 3, 4, 5, 100 + i, 200 + i, 300 + i), 615 + 4 * i);
+      },
+      s);
+  // The thread's first launch is timed; the next three (one in 32 is) are not.
+  ASSERT_EQ(s.records.size(), 4u);
+  for (size_t k = 1; k < 4; ++k) {
+    const auto& rec = s.records[k];
+    ingero_call_rec h;
+    std::memcpy(&h, rec.data(), sizeof(h));
+    EXPECT_TRUE(h.flags & INGERO_CALL_ENTRY_ONLY) << k;
+    EXPECT_EQ(h.flags & INGERO_CALL_IDENT, 0) << k;
+    EXPECT_EQ(rec.size(), sizeof(ingero_call_rec) + 8 * (6 + 3) + 8) << k;
+    ASSERT_EQ(h.nregs, 6) << k;
+    ASSERT_EQ(h.nstack, 3) << k;
+    EXPECT_EQ(word(rec, 0), k);
+    for (uint64_t j = 0; j < 3; ++j) EXPECT_EQ(word(rec, 6 + j), 100 * (j + 1) + k) << k;
+    EXPECT_TRUE(h.flags & INGERO_CALL_CALLER) << k;
+  }
+}
+
+TEST(LaunchRecords, ALaunchWithMoreStackWordsKeepsThemAll) {
+  REQUIRE_BPF();
+  Shipped s;
+  launches(
+      "ingero_test_launch12", 6,
+      [] {
+        for (uint64_t i = 0; i < 4; ++i)
+          ingero_test_launch12(i, 1, 2, 3, 4, 5, 10 + i, 20 + i, 30 + i, 40 + i, 50 + i, 60 + i);
+      },
+      s);
+  ASSERT_EQ(s.records.size(), 4u);
+  for (size_t k = 1; k < 4; ++k) {
+    const auto& rec = s.records[k];
+    ingero_call_rec h;
+    std::memcpy(&h, rec.data(), sizeof(h));
+    EXPECT_TRUE(h.flags & INGERO_CALL_ENTRY_ONLY) << k;
+    ASSERT_EQ(h.nstack, 6) << k;
+    ASSERT_GE(rec.size(), sizeof(ingero_call_rec) + 8 * 12);
+    for (uint64_t j = 0; j < 6; ++j) EXPECT_EQ(word(rec, 6 + j), 10 * (j + 1) + k) << k;
+  }
+}
+
+}  // namespace
+}  // namespace ingero::test
