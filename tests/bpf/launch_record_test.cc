@@ -63,6 +63,30 @@ uint64_t word(const std::vector<uint8_t>& rec, size_t i) {
   return w;
 }
 
+ingero_call_rec header(const std::vector<uint8_t>& rec) {
+  ingero_call_rec h;
+  std::memcpy(&h, rec.data(), sizeof(h));
+  return h;
+}
+
+// Four launches, call k's first argument k: the thread's first is timed, the next three (one in
+// 32 is) are not, and carry every register word and `nstack` stack words, stack word j of
+// call k being stack(j, k).
+template <class Stack>
+void expect_untimed(const Shipped& s, uint8_t nstack, Stack&& stack) {
+  ASSERT_EQ(s.records.size(), 4u);
+  for (size_t k = 1; k < 4; ++k) {
+    const auto& rec = s.records[k];
+    ingero_call_rec h = header(rec);
+    EXPECT_TRUE(h.flags & INGERO_CALL_ENTRY_ONLY) << k;
+    ASSERT_EQ(h.nregs, 6) << k;
+    ASSERT_EQ(h.nstack, nstack) << k;
+    ASSERT_GE(rec.size(), sizeof(h) + 8 * (6 + nstack)) << k;
+    EXPECT_EQ(word(rec, 0), k);
+    for (uint64_t j = 0; j < nstack; ++j) EXPECT_EQ(word(rec, 6 + j), stack(j, k)) << k;
+  }
+}
+
 TEST(LaunchRecords, AnUntimedLaunchReservesOnlyItsHeaderWordsAndCaller) {
   REQUIRE_BPF();
   Shipped s;
@@ -73,20 +97,12 @@ TEST(LaunchRecords, AnUntimedLaunchReservesOnlyItsHeaderWordsAndCaller) {
           EXPECT_EQ(ingero_test_launch9(i, 1, 2, 3, 4, 5, 100 + i, 200 + i, 300 + i), 615 + 4 * i);
       },
       s);
-  // The thread's first launch is timed; the next three (one in 32 is) are not.
-  ASSERT_EQ(s.records.size(), 4u);
-  for (size_t k = 1; k < 4; ++k) {
-    const auto& rec = s.records[k];
-    ingero_call_rec h;
-    std::memcpy(&h, rec.data(), sizeof(h));
-    EXPECT_TRUE(h.flags & INGERO_CALL_ENTRY_ONLY) << k;
+  expect_untimed(s, 3, [](uint64_t j, uint64_t k) { return 100 * (j + 1) + k; });
+  for (size_t k = 1; k < s.records.size(); ++k) {
+    ingero_call_rec h = header(s.records[k]);
     EXPECT_EQ(h.flags & INGERO_CALL_IDENT, 0) << k;
-    EXPECT_EQ(rec.size(), sizeof(ingero_call_rec) + 8 * (6 + 3) + 8) << k;
-    ASSERT_EQ(h.nregs, 6) << k;
-    ASSERT_EQ(h.nstack, 3) << k;
-    EXPECT_EQ(word(rec, 0), k);
-    for (uint64_t j = 0; j < 3; ++j) EXPECT_EQ(word(rec, 6 + j), 100 * (j + 1) + k) << k;
     EXPECT_TRUE(h.flags & INGERO_CALL_CALLER) << k;
+    EXPECT_EQ(s.records[k].size(), sizeof(ingero_call_rec) + 8 * (6 + 3) + 8) << k;
   }
 }
 
@@ -100,16 +116,7 @@ TEST(LaunchRecords, ALaunchWithMoreStackWordsKeepsThemAll) {
           ingero_test_launch12(i, 1, 2, 3, 4, 5, 10 + i, 20 + i, 30 + i, 40 + i, 50 + i, 60 + i);
       },
       s);
-  ASSERT_EQ(s.records.size(), 4u);
-  for (size_t k = 1; k < 4; ++k) {
-    const auto& rec = s.records[k];
-    ingero_call_rec h;
-    std::memcpy(&h, rec.data(), sizeof(h));
-    EXPECT_TRUE(h.flags & INGERO_CALL_ENTRY_ONLY) << k;
-    ASSERT_EQ(h.nstack, 6) << k;
-    ASSERT_GE(rec.size(), sizeof(ingero_call_rec) + 8 * 12);
-    for (uint64_t j = 0; j < 6; ++j) EXPECT_EQ(word(rec, 6 + j), 10 * (j + 1) + k) << k;
-  }
+  expect_untimed(s, 6, [](uint64_t j, uint64_t k) { return 10 * (j + 1) + k; });
 }
 
 }  // namespace
