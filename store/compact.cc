@@ -243,6 +243,7 @@ ingero::Result<uint64_t> fold_unfolded(Db& db) {
 
 ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_rows_ns,
                                         std::span<const hal::SqlView> views) {
+  if (auto st = roll_back_interrupted_write(path); !st) return st.error();
   {  // classified read-only: a file refused is left byte for byte as it was
     auto ro = Db::open(path, Db::Mode::kReadOnly);
     if (!ro) return ro.error();

@@ -1,6 +1,7 @@
 #include "store/schema.h"
 
 #include <ctime>
+#include <filesystem>
 #include <functional>
 
 #include "hal/event.h"
@@ -187,6 +188,25 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
   return ingero::make_error(db.path() +
                             ": not an ingero trace (no ingero schema: expected an events table "
                             "with sources/ops, as written by `ingero trace`)");
+}
+
+ingero::Status roll_back_interrupted_write(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path + "-journal", ec)) return {};
+  {
+    auto ro = Db::open(path, Db::Mode::kReadOnly);
+    if (!ro) return ro.error();
+    if ((*ro)->query_int("PRAGMA application_id") ||
+        sqlite3_extended_errcode((*ro)->handle()) != SQLITE_READONLY_ROLLBACK)
+      return {};  // not hot: SQLite ignores it (or the file is refused for its own reasons)
+  }
+  auto rw = Db::open(path, Db::Mode::kReadWrite);
+  if (!rw) return rw.error();
+  // The first read of a read-write connection rolls a hot journal back.
+  if (auto n = (*rw)->query_int("SELECT count(*) FROM sqlite_master"); !n)
+    return ingero::make_error(path + ": rolling back the interrupted write in " + path +
+                              "-journal failed: " + n.error().message);
+  return {};
 }
 
 ingero::Status check_schema_writable(const std::string& path, const TraceFileInfo& info) {

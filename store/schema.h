@@ -43,6 +43,12 @@ struct TraceFileInfo {
 // Classifies an open database. A file that is neither ours nor theirs, is not SQLite, or
 // is newer than this build is an Error that says which.
 ingero::Result<TraceFileInfo> inspect(Db& db);
+// A write interrupted in rollback-journal mode (a killed compact; a tracer killed while it
+// created the file) leaves PATH-journal "hot": a read-only connection refuses the file until a
+// read-write one rolls it back. Writers call this first: it rolls the journal back (the file is
+// as it was before that write; nothing committed is lost), and does nothing to a file without
+// one.
+ingero::Status roll_back_interrupted_write(const std::string& path);
 // Refuses writing into a file of ours older than schema 10 (calls as rows), naming the way out
 // (`ingero compact PATH` converts it); checked before a read-write connection touches it.
 ingero::Status check_schema_writable(const std::string& path, const TraceFileInfo& info);

@@ -52,6 +52,7 @@ constexpr int kFirstDynamicOp = 32;
 
 ingero::Status validate_before_writing(const std::string& path) {
   if (auto st = prepare_writable(path, true); !st) return st;
+  if (auto st = roll_back_interrupted_write(path); !st) return st;
   auto db = Db::open(path, Db::Mode::kReadOnly);
   if (!db) return db.error();
   auto info = inspect(**db);

@@ -1,0 +1,105 @@
+// A write interrupted in rollback-journal mode (a compact killed part-way; a tracer killed while
+// it created its file) leaves a hot FILE-journal: read-only commands refuse the file and name
+// `ingero compact` as the way out, and every writer rolls it back first
+// (store::roll_back_interrupted_write): nothing committed is lost, nothing half-written stays.
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "store/schema.h"
+#include "tests/unit/tiers_fixture.h"
+
+namespace ingero::store {
+namespace {
+
+using namespace tiers_fixture;
+
+// In a child that dies mid-transaction: the file switched to a rollback journal, a table
+// created and 2.4 MB written with a cache of two pages, so uncommitted pages reach the file
+// and the journal holds what they overwrote.
+void interrupt_a_write(const std::string& path) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) _exit(2);
+    const char* steps[] = {
+        "PRAGMA journal_mode = DELETE",
+        "PRAGMA cache_size = 2",
+        "BEGIN",
+        "CREATE TABLE half_written (x BLOB)",
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) "
+        "INSERT INTO half_written SELECT randomblob(8000) FROM n",
+        "UPDATE sessions SET node = 'half-written'"};
+    for (const char* sql : steps)
+      if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) _exit(3);
+    _exit(0);  // killed: no COMMIT, no ROLLBACK, no close
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_TRUE(std::filesystem::exists(path + "-journal"));
+}
+
+struct Content {
+  int64_t calls = 0, half_written = 0;
+  std::string node;
+};
+
+Content content(const std::string& path) {
+  return {test::query_int(path, "SELECT count(*) FROM calls"),
+          test::query_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'half_written'"),
+          test::query_rows(path, "SELECT DISTINCT node FROM sessions")[0][0]};
+}
+
+TEST(InterruptedWrite, ReadersNameCompactWhichRollsItBack) {
+  std::string path = write_trace("interrupted-compact.db", training_loop(30).calls);
+  Content before = content(path);
+  ASSERT_GT(before.calls, 0);
+  interrupt_a_write(path);
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_FALSE(reader);
+  EXPECT_NE(reader.error().message.find("`ingero compact " + path + "` rolls it back"),
+            std::string::npos)
+      << reader.error().message;
+  auto c = compact_trace(path, int64_t(1) << 62, app::builtin_views());
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_FALSE(std::filesystem::exists(path + "-journal"));
+  Content after = content(path);
+  EXPECT_EQ(after.calls, before.calls);
+  EXPECT_EQ(after.half_written, 0);
+  EXPECT_EQ(after.node, "n1");
+}
+
+TEST(InterruptedWrite, TheWriterRollsItBackBeforeAppending) {
+  std::string path = write_trace("interrupted-append.db", training_loop(30).calls);
+  Content before = content(path);
+  interrupt_a_write(path);
+  auto w = TraceWriter::open(path);
+  ASSERT_TRUE(w) << w.error().message;
+  w->reset();
+  EXPECT_FALSE(std::filesystem::exists(path + "-journal"));
+  Content after = content(path);
+  EXPECT_EQ(after.calls, before.calls);
+  EXPECT_EQ(after.half_written, 0);
+  EXPECT_EQ(after.node, "n1");
+}
+
+TEST(InterruptedWrite, AFileWithoutAHotJournalIsLeftAsItIs) {
+  std::string path = write_trace("no-journal.db", training_loop(5).calls);
+  std::string sum = test::sha256_file(path);
+  ASSERT_TRUE(roll_back_interrupted_write(path));
+  // A journal left empty by a clean end is not hot: SQLite ignores it, and so does this.
+  {
+    std::FILE* f = std::fopen((path + "-journal").c_str(), "w");
+    std::fclose(f);
+  }
+  ASSERT_TRUE(roll_back_interrupted_write(path));
+  EXPECT_EQ(test::sha256_file(path), sum);
+}
+
+}  // namespace
+}  // namespace ingero::store
