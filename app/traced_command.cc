@@ -40,6 +40,9 @@ int TracedCommand::start(const std::vector<std::string>& argv, std::optional<int
   if (pid < 0) return -1;
   if (pid == 0) {
     close(fds[1]);
+    // The tracer's handlers are reset at exec, but not while the child waits: a terminal's
+    // Ctrl-C (or a hang-up) meanwhile ends it as it would end the command.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
     char c;
     // Wait until the tracer has attached; EOF means it died: do not run untraced.
     if (read(fds[0], &c, 1) != 1) _exit(126);
@@ -60,6 +63,15 @@ int TracedCommand::start(const std::vector<std::string>& argv, std::optional<int
 void TracedCommand::release() {
   if (go_pipe_ < 0) return;
   if (write(go_pipe_, "g", 1) != 1) std::cerr << "ingero: cannot release the command\n";
+  close(go_pipe_);
+  go_pipe_ = -1;
+}
+
+void TracedCommand::end_unreleased(int sig) {
+  if (pid_ <= 0 || done_ || go_pipe_ < 0) return;
+  kill(pid_, sig);  // waiting for its release, with the default disposition: it ends
+  waitpid(pid_, &status_, 0);
+  done_ = true;
   close(go_pipe_);
   go_pipe_ = -1;
 }

@@ -32,6 +32,9 @@ class TracedCommand {
   void signal(int sig) const;
   // Kills and reaps a command that must not run (the tracer failed before it was released).
   void kill_and_reap();
+  // Ends a command not yet released with signal `sig` (the tracer was stopped by it before
+  // tracing began) and reaps it: its status says so (128 + sig).
+  void end_unreleased(int sig);
 
   pid_t pid() const { return pid_; }
   bool started() const { return pid_ > 0; }

@@ -59,6 +59,29 @@ void on_signal(int sig, siginfo_t* info, void*) {
   g_signal_from_tty = info && info->si_code == SI_KERNEL;
 }
 
+// A write to a pipe whose reader is gone (the command, killed before it was released) fails
+// with EPIPE instead of killing the tracer. A handler, not SIG_IGN: the command is exec'd
+// with its default disposition, as an ignored signal would be inherited.
+void on_sigpipe(int) {}
+
+// From the start, before the file is opened and the probes attached (a second or more on a
+// busy host): a signal then ends the session as one while tracing does, never the tracer.
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  struct sigaction pipe {};
+  pipe.sa_handler = on_sigpipe;
+  sigemptyset(&pipe.sa_mask);
+  sigaction(SIGPIPE, &pipe, nullptr);
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
 }  // namespace
 
 std::string human_bytes(double b) {
@@ -360,13 +383,6 @@ int Trace::attach() {
 }
 
 void Trace::loop() {
-  struct sigaction sa {};
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-
   start_mono_ = mono_now_ns();
   samplers_ = std::make_unique<HostSamplers>(
       sinks_, *pipeline_, session_->config().host_context ? session_->pid_stats_fd() : -1,
@@ -393,6 +409,13 @@ void Trace::loop() {
     periodic_.push_back({sec, false, [this](int64_t m, bool) { inflight_->tick(uint64_t(m)); }});
   for (auto& p : periodic_) p.next = start_mono_ + p.period_ns;
 
+  if (g_stop_signal) {  // before the command was released: it never runs
+    exit_reason_ = signal_name(g_stop_signal);
+    cmd_.end_unreleased(g_stop_signal);
+    std::cerr << "ingero: " << exit_reason_ << " before tracing began"  // even with -q
+              << (cmd_.started() ? ": the command was not run" : "") << "\n";
+    return;
+  }
   cmd_.release();
   if (!opts_.quiet && opts_.command.empty())
     std::cerr << "ingero: tracing"
@@ -407,7 +430,7 @@ void Trace::loop() {
   exit_reason_ = "signal";
   while (true) {
     if (g_stop_signal) {
-      exit_reason_ = g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+      exit_reason_ = signal_name(g_stop_signal);
       break;
     }
     if (deadline && mono_now_ns() >= deadline) {
@@ -436,10 +459,16 @@ void Trace::loop() {
 }
 
 int Trace::run() {
+  install_signal_handlers();
   if (int rc = open(); rc != kExitOk) {
     cmd_.kill_and_reap();
     return rc;
   }
+  // Test-only: INGERO_TEST_ATTACH_PAUSE_MS holds the tracer between opening its file (the
+  // command forked, waiting for its release) and attaching the probes, so that a test can
+  // signal it, or end the waiting command, at a known point of its start.
+  if (const char* pause = getenv("INGERO_TEST_ATTACH_PAUSE_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(atoll(pause)));
   if (int rc = attach(); rc != kExitOk) {
     cmd_.kill_and_reap();
     return rc;

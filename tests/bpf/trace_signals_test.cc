@@ -1,0 +1,108 @@
+// Signals reach `ingero trace` at any moment (docs/cli.md): one that comes while it opens its
+// file and attaches its probes ends the session once they are, without running the command;
+// SIGHUP (a closed terminal) ends it as SIGINT and SIGTERM do; a command that dies before it
+// was released is reported as such, not by a tracer killed by SIGPIPE.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The tracer's one child (the command, waiting for its release), once it exists.
+pid_t child_of(pid_t tracer) {
+  for (int i = 0; i < 3000; ++i) {
+    std::ifstream in("/proc/" + std::to_string(tracer) + "/task/" + std::to_string(tracer) +
+                     "/children");
+    pid_t pid = 0;
+    if (in >> pid && pid > 0) return pid;
+    std::this_thread::sleep_for(2ms);
+  }
+  return 0;
+}
+
+struct Started {
+  Subprocess tracer;
+  pid_t command = 0;
+  std::string db, marker;
+};
+
+// `ingero trace` of a command that leaves a marker file once it runs, held after its file
+// is opened (INGERO_TEST_ATTACH_PAUSE_MS), with its command forked and waiting.
+Started start_held(const std::string& name) {
+  Started s;
+  s.db = temp_path(name + ".db");
+  s.marker = temp_path(name + ".ran");
+  s.tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", s.db, "--", "sh", "-c",
+                                "touch " + s.marker + "; exec sleep 30"},
+                               {"INGERO_TEST_ATTACH_PAUSE_MS=3000"});
+  s.command = child_of(s.tracer.pid());
+  return s;
+}
+
+std::vector<std::vector<std::string>> session(const std::string& db) {
+  return query_rows(db, "SELECT exit_reason, stopped_at > 0, bpf_stats <> '{}' FROM sessions");
+}
+
+TEST(TraceSignals, ASignalWhileStartingEndsTheSessionWithoutRunningTheCommand) {
+  REQUIRE_BPF();
+  for (int sig : {SIGTERM, SIGHUP, SIGINT}) {
+    Started s = start_held("starting-" + std::to_string(sig));
+    ASSERT_GT(s.command, 0) << "the command was never forked";
+    s.tracer.signal(sig);
+    int rc = s.tracer.wait(60s);
+    const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+    EXPECT_EQ(rc, 128 + sig) << name << ": " << s.tracer.err();
+    EXPECT_NE(s.tracer.err().find(std::string("ingero: ") + name +
+                                  " before tracing began: the command was not run"),
+              std::string::npos)
+        << s.tracer.err();
+    EXPECT_FALSE(std::filesystem::exists(s.marker)) << name << ": the command ran";
+    EXPECT_EQ(session(s.db), (std::vector<std::vector<std::string>>{{name, "1", "1"}})) << name;
+    EXPECT_FALSE(std::filesystem::exists(s.db + "-reserve")) << name;
+  }
+}
+
+TEST(TraceSignals, SighupWhileTracingEndsTheSessionAsSigtermDoes) {
+  REQUIRE_BPF();
+  std::string db = temp_path("hup.db"), marker = temp_path("hup.ran");
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--", "sh", "-c",
+                                   "touch " + marker + "; exec sleep 30"});
+  for (int i = 0; i < 3000 && !std::filesystem::exists(marker); ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(std::filesystem::exists(marker)) << tracer.err();
+  tracer.signal(SIGHUP);  // passed on to the command, as SIGTERM would be
+  EXPECT_EQ(tracer.wait(60s), 128 + SIGHUP) << tracer.err();
+  EXPECT_NE(tracer.err().find("ingero: command killed by signal 1"), std::string::npos)
+      << tracer.err();
+  EXPECT_EQ(session(db), (std::vector<std::vector<std::string>>{{"SIGHUP", "1", "1"}}));
+}
+
+TEST(TraceSignals, ACommandKilledBeforeItsReleaseIsReportedNotFatal) {
+  REQUIRE_BPF();
+  Started s = start_held("killed-waiting");
+  ASSERT_GT(s.command, 0);
+  ASSERT_EQ(kill(s.command, SIGKILL), 0);
+  // Releasing it writes to a pipe nobody reads: EPIPE, not SIGPIPE's death.
+  EXPECT_EQ(s.tracer.wait(60s), 128 + SIGKILL) << s.tracer.err();
+  EXPECT_NE(s.tracer.err().find("ingero: command killed by signal 9"), std::string::npos)
+      << s.tracer.err();
+  EXPECT_FALSE(std::filesystem::exists(s.marker));
+  EXPECT_EQ(session(s.db), (std::vector<std::vector<std::string>>{{"command exited", "1", "1"}}));
+}
+
+}  // namespace
+}  // namespace ingero::test
