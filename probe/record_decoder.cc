@@ -9,6 +9,7 @@ namespace ingero::hal {
 
 uint32_t ProbeTable::add(AttachedProbe p) {
   probes_.push_back(std::move(p));
+  index_.push_back(&probes_.back());
   return uint32_t(probes_.size() - 1);
 }
 

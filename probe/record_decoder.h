@@ -27,15 +27,21 @@ struct AttachedProbe {
 // Probe ids are indexes into this table; the BPF attach cookie carries them.
 class ProbeTable {
  public:
+  ProbeTable() = default;
+  ProbeTable(const ProbeTable&) = delete;  // index_ points into probes_ (a move keeps both)
+  ProbeTable& operator=(const ProbeTable&) = delete;
+  ProbeTable(ProbeTable&&) = default;
+  ProbeTable& operator=(ProbeTable&&) = default;
   uint32_t add(AttachedProbe p);
-  const AttachedProbe* find(uint32_t id) const {
-    return id < probes_.size() ? &probes_[id] : nullptr;
-  }
+  // Every record looks its probe up (a deque's index was 3% of the tracer's CPU on a launch
+  // loop): through a vector of the entries' addresses.
+  const AttachedProbe* find(uint32_t id) const { return id < index_.size() ? index_[id] : nullptr; }
   size_t size() const { return probes_.size(); }
   const std::deque<AttachedProbe>& all() const { return probes_; }
 
  private:
-  std::deque<AttachedProbe> probes_;  // stable addresses: Events point into it
+  std::deque<AttachedProbe> probes_;         // stable addresses: Events point into it
+  std::vector<const AttachedProbe*> index_;  // by id
 };
 
 // The recipe the BPF side needs for a spec.

@@ -299,6 +299,7 @@ ingero::Status TraceWriter::fail_batch(const ingero::Error& e) {
   next_op_.clear();
   library_ids_.clear();
   library_by_ptr_.clear();
+  last_library_ptr_ = nullptr;
   launch_ops_.clear();
   next_source_ = 0;
   if (auto st = prepare(); !st) return ingero::make_error(e.message + "; " + st.error().message);
@@ -367,7 +368,11 @@ ingero::Status TraceWriter::commit_batch(bool final, int64_t summarise_before, b
 }
 
 int64_t TraceWriter::library_id(std::string_view path) {
-  if (auto it = library_by_ptr_.find(path.data()); it != library_by_ptr_.end()) return it->second;
+  if (path.data() == last_library_ptr_) return last_library_id_;
+  if (auto it = library_by_ptr_.find(path.data()); it != library_by_ptr_.end()) {
+    last_library_ptr_ = path.data();
+    return last_library_id_ = it->second;
+  }
   std::string key(path);
   int64_t id = 0;
   if (auto it = library_ids_.find(key); it != library_ids_.end()) {
@@ -380,7 +385,8 @@ int64_t TraceWriter::library_id(std::string_view path) {
     id = *r;
   }
   library_by_ptr_[path.data()] = id;
-  return id;
+  last_library_ptr_ = path.data();
+  return last_library_id_ = id;
 }
 
 ingero::Result<int64_t> TraceWriter::add_library(const LibraryRow& row) {

@@ -352,6 +352,10 @@ class TraceWriter final : public hal::EventSink {
   std::unordered_map<int, int> next_op_;
   std::unordered_map<std::string, int64_t> library_ids_;
   std::unordered_map<const void*, int64_t> library_by_ptr_;
+  // The last library asked for (a launch loop's calls name one library again and again; a
+  // hash lookup a call was 3% of the tracer's CPU on a launch loop).
+  const void* last_library_ptr_ = nullptr;
+  int64_t last_library_id_ = 0;
   int next_source_ = 0;
   int64_t session_id_ = 0;
   std::set<uint64_t> session_cgroups_;
