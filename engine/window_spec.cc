@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 
 namespace ingero::engine {
@@ -33,19 +34,43 @@ double parse_duration_s(const std::string& text) {
   return v * mult;
 }
 
+namespace {
+
+constexpr int64_t kNsPerS = 1'000'000'000;
+
+// Whether `t` (as strptime read it) names a real instant: strptime takes the 30th of February
+// and a 61st second, which timegm then rolls into the next month or minute.
+bool real_date(const std::tm& t, time_t secs) {
+  std::tm back{};
+  if (!gmtime_r(&secs, &back)) return false;
+  return back.tm_year == t.tm_year && back.tm_mon == t.tm_mon && back.tm_mday == t.tm_mday &&
+         back.tm_hour == t.tm_hour && back.tm_min == t.tm_min && back.tm_sec == t.tm_sec;
+}
+
+}  // namespace
+
+// Times are Unix ns in an int64_t: from 1677-09-21 to 2262-04-11. Anything outside is refused,
+// never wrapped around (a --to in 2300 read as 1730 was "after --from").
 std::optional<int64_t> parse_time_ns(const std::string& s) {
   if (s.empty()) return std::nullopt;
   bool digits = s.find_first_not_of("0123456789") == std::string::npos;
   if (digits) {
     if (s.size() > 19) return std::nullopt;
-    int64_t v = std::stoll(s);
-    return v < 100'000'000'000LL ? v * 1'000'000'000 : v;  // seconds or ns
+    uint64_t v = std::stoull(s);  // 19 digits fit in 64 bits
+    if (v >= 100'000'000'000ULL)  // ns
+      return v <= uint64_t(INT64_MAX) ? std::optional<int64_t>(int64_t(v)) : std::nullopt;
+    if (v > uint64_t(INT64_MAX / kNsPerS)) return std::nullopt;  // seconds past 2262
+    return int64_t(v) * kNsPerS;
   }
   std::tm tm{};
   const char* p = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (!p) p = strptime(s.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
   if (!p) return std::nullopt;
-  int64_t ns = int64_t(timegm(&tm)) * 1'000'000'000;
+  std::tm parsed = tm;
+  time_t secs = timegm(&tm);
+  if (!real_date(parsed, secs)) return std::nullopt;
+  int64_t ns = 0;
+  if (__builtin_mul_overflow(int64_t(secs), kNsPerS, &ns)) return std::nullopt;
   // A fraction of a second, then a zone (Z or an offset, as `date --iso-8601=ns` writes it);
   // anything else is refused, never ignored: a dropped offset moves the window by hours.
   auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
@@ -55,7 +80,7 @@ std::optional<int64_t> parse_time_ns(const std::string& s) {
     int64_t scale = 100'000'000;
     for (; digit(*p); ++p, ++n, scale /= 10) {
       if (n == 9) return std::nullopt;  // finer than a nanosecond
-      ns += (*p - '0') * scale;
+      if (__builtin_add_overflow(ns, (*p - '0') * scale, &ns)) return std::nullopt;
     }
     if (n == 0) return std::nullopt;
   }
@@ -74,7 +99,8 @@ std::optional<int64_t> parse_time_ns(const std::string& s) {
     if (*p == ':') ++p;
     if (*p && !two(minutes)) return std::nullopt;
     if (hours > 23 || minutes > 59) return std::nullopt;
-    ns -= sign * (int64_t(hours) * 3600 + minutes * 60) * 1'000'000'000;
+    if (__builtin_sub_overflow(ns, sign * (int64_t(hours) * 3600 + minutes * 60) * kNsPerS, &ns))
+      return std::nullopt;
   }
   if (*p) return std::nullopt;
   return ns;
@@ -83,22 +109,34 @@ std::optional<int64_t> parse_time_ns(const std::string& s) {
 ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec) {
   Window w;
   w.pid = spec.pid;
+  // --since counts back from the trace's end: with --from it was dropped without a word, and
+  // with --to it made a window that ended before it began.
+  if (!spec.since.empty() && (!spec.from.empty() || !spec.to.empty()))
+    return ingero::make_error("--since cannot be combined with --from or --to");
   auto span = source.time_span();
   if (!spec.since.empty()) {
     double s = parse_duration_s(spec.since);
-    if (s <= 0) return ingero::make_error("bad --since '" + spec.since + "' (use 30s, 5m, 1h)");
-    w.from_ns = span.second - int64_t(s * 1e9);
+    if (s * 1e9 < 1)
+      return ingero::make_error("bad --since '" + spec.since + "' (use 30s, 5m, 1h)");
+    // Longer than the clock can count back: the whole trace.
+    double back = s * 1e9;
+    w.from_ns =
+        back >= double(span.second) - double(INT64_MIN) ? INT64_MIN : span.second - int64_t(back);
   }
   if (!spec.from.empty()) {
     auto t = parse_time_ns(spec.from);
     if (!t)
       return ingero::make_error("bad --from '" + spec.from +
-                                "' (use 2026-04-03T12:18:02 or Unix seconds)");
+                                "' (use 2026-04-03T12:18:02 or Unix seconds, a real date "
+                                "between 1677 and 2262)");
     w.from_ns = *t;
   }
   if (!spec.to.empty()) {
     auto t = parse_time_ns(spec.to);
-    if (!t) return ingero::make_error("bad --to '" + spec.to + "'");
+    if (!t)
+      return ingero::make_error("bad --to '" + spec.to +
+                                "' (use 2026-04-03T12:18:02 or Unix seconds, a real date "
+                                "between 1677 and 2262)");
     w.to_ns = *t;
   }
   if (w.from_ns > w.to_ns) return ingero::make_error("--from is after --to");

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/step_source.h"
+
 namespace ingero::engine {
 namespace {
 
@@ -28,6 +30,41 @@ TEST(WindowSpec, AnythingElseAfterTheSecondsIsRefused) {
         "2026-11-22T18:20:19+2", "2026-11-22T18:20:19+25:00", "2026-11-22T18:20:19+02:00x",
         "2026-11-22T18:20:19 UTC", "1795371619.5"})
     EXPECT_EQ(parse_time_ns(bad), std::nullopt) << bad;
+}
+
+// Unix ns in an int64_t end on 2262-04-11T23:47:16.854775807Z: a time past it (or before
+// 1677) was wrapped around into another century, and a window ending in 2300 was "after --from".
+TEST(WindowSpec, TimesTheClockCannotHoldAreRefusedNotWrapped) {
+  EXPECT_EQ(parse_time_ns("9223372036"), int64_t(9223372036) * kS);
+  EXPECT_EQ(parse_time_ns("2262-04-11T23:47:16.854775807Z"), INT64_MAX);
+  EXPECT_EQ(parse_time_ns("9223372036854775807"), INT64_MAX);  // ns
+  for (const char* bad :
+       {"9223372037", "9300000000", "99999999999", "9223372036854775808", "9999999999999999999",
+        "2262-04-11T23:47:16.854775808Z", "2262-04-11T23:47:17", "2300-01-01T00:00:00",
+        "9999-12-31T23:59:59", "1600-01-01T00:00:00"})
+    EXPECT_EQ(parse_time_ns(bad), std::nullopt) << bad;
+}
+
+TEST(WindowSpec, DatesThatDoNotExistAreRefused) {
+  for (const char* bad : {"2026-02-30T02:22:30", "2026-02-29T00:00:00", "2026-04-31T00:00:00",
+                          "2026-11-22T18:20:60", "2026-11-22T18:20:61"})
+    EXPECT_EQ(parse_time_ns(bad), std::nullopt) << bad;
+  EXPECT_EQ(parse_time_ns("2028-02-29T00:00:00Z"), int64_t(1835395200) * kS);  // a leap year
+}
+
+TEST(WindowSpec, SinceIsNotCombinedWithFromOrTo) {
+  step_source::Source src;
+  for (WindowSpec spec : {WindowSpec{"5s", "1795371619", "", std::nullopt},
+                          WindowSpec{"5s", "", "1795371619", std::nullopt}}) {
+    auto w = resolve_window(src, spec);
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error().message, "--since cannot be combined with --from or --to");
+  }
+  auto w = resolve_window(src, WindowSpec{"1e-12s", "", "", std::nullopt});
+  ASSERT_FALSE(w);  // shorter than a nanosecond: no window at all
+  w = resolve_window(src, WindowSpec{"1e19s", "", "", std::nullopt});
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->from_ns, INT64_MIN);  // longer than the clock: the whole trace
 }
 
 }  // namespace
