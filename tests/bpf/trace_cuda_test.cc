@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -387,7 +388,25 @@ TEST(TraceCuda, ExitStatusIsTheCommands) {
   EXPECT_EQ(trace_command(temp_path("exit0.db"), {"/bin/true"}).rc, 0);
   EXPECT_EQ(trace_command(temp_path("term.db"), {"/bin/sh", "-c", "kill -TERM $$"}).rc,
             128 + SIGTERM);
-  EXPECT_EQ(trace_command(temp_path("missing.db"), {"/nonexistent/program"}).rc, 127);
+  // A command that cannot be run: refused before anything is attached or written, as a shell
+  // refuses it (127 not found, 126 not executable).
+  std::string missing = temp_path("missing.db");
+  auto run = trace_command(missing, {"/nonexistent/program"});
+  EXPECT_EQ(run.rc, 127);
+  EXPECT_NE(run.err.find("ingero trace: cannot run /nonexistent/program: no such file"),
+            std::string::npos)
+      << run.err;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  run = trace_command(missing, {"no-such-program-in-path"});
+  EXPECT_EQ(run.rc, 127);
+  EXPECT_NE(run.err.find("no-such-program-in-path: not found in PATH"), std::string::npos)
+      << run.err;
+  std::string plain = temp_path("not-executable.sh");
+  std::ofstream(plain) << "exit 0\n";
+  run = trace_command(missing, {plain});
+  EXPECT_EQ(run.rc, 126);
+  EXPECT_NE(run.err.find(plain + ": not executable"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(missing));
 }
 
 }  // namespace
