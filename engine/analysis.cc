@@ -129,10 +129,16 @@ HostReads read_host(TraceSource& s, const Window& window, const Window& recent) 
 
 // The window's events span: from its first call to its last (`first`, `last`: none when
 // INT64_MAX, INT64_MIN), widened to the trace's own span and bounded by the window.
+// A window wholly before or after the trace holds nothing: its span is then the window's edge
+// nearest the trace, an instant, never one that ends before it begins.
 std::pair<int64_t, int64_t> events_span(int64_t first, int64_t last,
                                         std::pair<int64_t, int64_t> trace, const Window& window) {
-  return {std::max(first == INT64_MAX ? trace.first : std::min(first, trace.first), window.from_ns),
-          std::min(last == INT64_MIN ? trace.second : std::max(last, trace.second), window.to_ns)};
+  std::pair<int64_t, int64_t> s{
+      std::max(first == INT64_MAX ? trace.first : std::min(first, trace.first), window.from_ns),
+      std::min(last == INT64_MIN ? trace.second : std::max(last, trace.second), window.to_ns)};
+  if (s.second < s.first)
+    s.first = s.second = window.to_ns < trace.first ? window.to_ns : window.from_ns;
+  return s;
 }
 
 // The step model words preemptors without knowing the tracer: its texts name it here.

@@ -100,5 +100,27 @@ TEST(EventCount, HostBlocksInsideTheWindowAreCountedByTheirEntries) {
   EXPECT_NE(error.find("host block"), std::string::npos) << error;
 }
 
+// A window before or after the trace: no event, and a span that is an instant at its edge, not
+// one from the trace's start to the window's end (explain printed "02:22:21 -> 02:00:00").
+TEST(EventCount, AWindowOutsideTheTraceHasNoEventsAndAnEmptySpan) {
+  std::vector<Event> events = switches_and_launches();
+  std::string path = write_trace("event-count-outside.db", events);
+  const uint64_t t0 = 1'000'000, end = t0 + 10'000 * 10 * kUs;
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_TRUE(reader);
+  SqlTraceSource s(**reader);
+  engine::Window before = window(0, t0 / 2), after = window(end + kMs, end + 2 * kMs);
+  engine::Analysis a = engine::analyze(s, before);
+  EXPECT_EQ(a.events, 0u);
+  EXPECT_EQ(a.span, std::make_pair(before.to_ns, before.to_ns));
+  a = engine::analyze(s, after);
+  EXPECT_EQ(a.events, 0u);
+  EXPECT_EQ(a.span, std::make_pair(after.from_ns, after.from_ns));
+  after.to_ns = INT64_MAX;  // --from alone
+  a = engine::analyze(s, after);
+  EXPECT_EQ(a.span, std::make_pair(after.from_ns, after.from_ns));
+  EXPECT_EQ(s.error(), "");
+}
+
 }  // namespace
 }  // namespace ingero::store
