@@ -125,6 +125,18 @@ int run_compact(const CompactOpts& o) {
                  "archive keep the file compact)\n";
     return kExitFailure;
   }
+  // What an interrupted write left in FILE-journal, rolled back first: every read-only
+  // connection, before_compacting's among them, refuses the file until then.
+  if (auto st = store::roll_back_interrupted_write(o.db); !st) {
+    std::cerr << "ingero compact: " << st.error().message << "\n";
+    return kExitFailure;
+  }
+  // The space a killed tracer set aside beside the file: no tracer writes it while compact
+  // holds the lock. Only our own plain file goes, never what a link points to.
+  struct stat rs {};
+  std::string reserve = o.db + "-reserve";
+  if (::lstat(reserve.c_str(), &rs) == 0 && S_ISREG(rs.st_mode) && rs.st_uid == ::geteuid())
+    (void)::unlink(reserve.c_str());
   int64_t size0 = file_size(o.db);
   int64_t host_rows = -1;
   Before before = before_compacting(o.db, &host_rows);

@@ -2,14 +2,18 @@
 // it created its file) leaves a hot FILE-journal: read-only commands refuse the file and name
 // `ingero compact` as the way out, and every writer rolls it back first
 // (store::roll_back_interrupted_write): nothing committed is lost, nothing half-written stays.
+// `ingero compact` also removes the FILE-reserve a killed tracer left.
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "store/schema.h"
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/unit/tiers_fixture.h"
 
 namespace ingero::store {
@@ -55,23 +59,31 @@ Content content(const std::string& path) {
           test::query_rows(path, "SELECT DISTINCT node FROM sessions")[0][0]};
 }
 
-TEST(InterruptedWrite, ReadersNameCompactWhichRollsItBack) {
-  std::string path = write_trace("interrupted-compact.db", training_loop(30).calls);
-  Content before = content(path);
-  ASSERT_GT(before.calls, 0);
-  interrupt_a_write(path);
-  auto reader = TraceReader::open(path, app::builtin_views());
-  ASSERT_FALSE(reader);
-  EXPECT_NE(reader.error().message.find("`ingero compact " + path + "` rolls it back"),
-            std::string::npos)
-      << reader.error().message;
-  auto c = compact_trace(path, int64_t(1) << 62, app::builtin_views());
-  ASSERT_TRUE(c) << c.error().message;
+// Rolled back: the journal gone, every committed call kept, nothing of the interrupted write.
+void expect_rolled_back(const std::string& path, const Content& before) {
   EXPECT_FALSE(std::filesystem::exists(path + "-journal"));
   Content after = content(path);
   EXPECT_EQ(after.calls, before.calls);
   EXPECT_EQ(after.half_written, 0);
   EXPECT_EQ(after.node, "n1");
+}
+
+TEST(InterruptedWrite, ReadersNameCompactWhichRollsItBack) {
+  std::string path = write_trace("interrupted-compact.db", training_loop(30).calls);
+  Content before = content(path);
+  ASSERT_GT(before.calls, 0);
+  interrupt_a_write(path);
+  // The tracer was killed: its space set aside beside the file is left too.
+  { std::ofstream(path + "-reserve") << std::string(4096, '\0'); }
+  auto reader = TraceReader::open(path, app::builtin_views());
+  ASSERT_FALSE(reader);
+  EXPECT_NE(reader.error().message.find("`ingero compact " + path + "` rolls it back"),
+            std::string::npos)
+      << reader.error().message;
+  std::string out, err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "compact", path}, &out, &err), 0) << err;
+  expect_rolled_back(path, before);
+  EXPECT_FALSE(std::filesystem::exists(path + "-reserve"));
 }
 
 TEST(InterruptedWrite, TheWriterRollsItBackBeforeAppending) {
@@ -81,11 +93,7 @@ TEST(InterruptedWrite, TheWriterRollsItBackBeforeAppending) {
   auto w = TraceWriter::open(path);
   ASSERT_TRUE(w) << w.error().message;
   w->reset();
-  EXPECT_FALSE(std::filesystem::exists(path + "-journal"));
-  Content after = content(path);
-  EXPECT_EQ(after.calls, before.calls);
-  EXPECT_EQ(after.half_written, 0);
-  EXPECT_EQ(after.node, "n1");
+  expect_rolled_back(path, before);
 }
 
 TEST(InterruptedWrite, AFileWithoutAHotJournalIsLeftAsItIs) {
