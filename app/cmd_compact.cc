@@ -132,11 +132,10 @@ int run_compact(const CompactOpts& o) {
     return kExitFailure;
   }
   // The space a killed tracer set aside beside the file: no tracer writes it while compact
-  // holds the lock. Only our own plain file goes, never what a link points to.
-  struct stat rs {};
+  // holds the lock. Only a file ingero would have written goes (store::check_owned_file: not a
+  // link, not another user's).
   std::string reserve = o.db + "-reserve";
-  if (::lstat(reserve.c_str(), &rs) == 0 && S_ISREG(rs.st_mode) && rs.st_uid == ::geteuid())
-    (void)::unlink(reserve.c_str());
+  if (store::check_owned_file(reserve)) (void)::unlink(reserve.c_str());
   int64_t size0 = file_size(o.db);
   int64_t host_rows = -1;
   Before before = before_compacting(o.db, &host_rows);
