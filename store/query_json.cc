@@ -39,13 +39,15 @@ nlohmann::json to_json(const Value& v) {
   return nlohmann::json(s);
 }
 
+nlohmann::json row_to_json(const QueryResult& r, size_t row) {
+  nlohmann::json o = nlohmann::json::object();
+  for (size_t i = 0; i < r.columns.size(); ++i) o[r.columns[i]] = to_json(r.rows[row][i]);
+  return o;
+}
+
 nlohmann::json to_json(const QueryResult& r) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& row : r.rows) {
-    nlohmann::json o = nlohmann::json::object();
-    for (size_t i = 0; i < r.columns.size(); ++i) o[r.columns[i]] = to_json(row[i]);
-    rows.push_back(std::move(o));
-  }
+  for (size_t i = 0; i < r.rows.size(); ++i) rows.push_back(row_to_json(r, i));
   return rows;
 }
 
