@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "app/builtin_backends.h"
 #include "engine/analysis.h"
@@ -20,6 +21,7 @@
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
+#include "test_paths.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 #include "tests/unit/tiers_fixture.h"
@@ -203,6 +205,66 @@ TEST(CallStore, ADamagedBlockIsAnErrorNamingIt) {
   ASSERT_FALSE(q);
   EXPECT_NE(q.error().message.find("call block 1: damaged archive block"), std::string::npos)
       << q.error().message;
+}
+
+// Each reader reads its own form of a block and fails on that form's damage: SQL reads every
+// call (`full`), the engine the folded form where there is one (`kept_data`, `run_data`). The
+// engine's answer from an intact folded form is the intact trace's, whatever `full` holds.
+TEST(CallStore, EachReaderFailsOnTheDamageOfTheFormItReads) {
+  Loop l = training_loop(60);
+  std::string intact = write_trace("form-intact.db", l.calls, true);
+  ASSERT_GT(query_int(intact,
+                      "SELECT count(*) FROM call_store WHERE kept_data IS NOT NULL AND "
+                      "full IS NOT NULL AND id = 1"),
+            0);
+  const std::string flip_middle_of =
+      "UPDATE call_store SET {c} = substr({c}, 1, length({c}) / 2) "
+      "|| x'5a' || substr({c}, length({c}) / 2 + 2) WHERE id = 1";
+  auto damage = [&](const std::string& name, const std::string& column) {
+    std::string path = copy_of(intact, name);
+    std::string sql = flip_middle_of;
+    for (size_t at; (at = sql.find("{c}")) != std::string::npos;) sql.replace(at, 3, column);
+    auto db = Db::open(path, Db::Mode::kReadWrite);
+    EXPECT_TRUE(db);
+    if (db) {
+      EXPECT_TRUE((*db)->exec(sql));
+    }
+    return path;
+  };
+  std::string full = damage("form-full.db", "full");
+  std::string kept = damage("form-kept.db", "kept_data");
+  auto explain = [](const std::string& path) {
+    std::string out, err;
+    int rc = test::run_command({INGERO_BIN, "explain", "--db", path, "--json"}, &out, &err);
+    return std::make_tuple(rc, out, err);
+  };
+  auto sql = [](const std::string& path) {
+    std::string out, err;
+    int rc = test::run_command({INGERO_BIN, "query", "--db", path, "SELECT count(*) FROM calls"},
+                               &out, &err);
+    return std::make_pair(rc, err);
+  };
+  auto [rc0, out0, err0] = explain(intact);
+  ASSERT_EQ(rc0, 0) << err0;
+  // `full` damaged: SQL fails naming the block; the engine, reading the folded form, answers
+  // as on the intact file.
+  EXPECT_EQ(sql(full).first, 1);
+  EXPECT_NE(sql(full).second.find("call block 1: damaged archive block"), std::string::npos)
+      << sql(full).second;
+  auto [rc1, out1, err1] = explain(full);
+  EXPECT_EQ(rc1, 0) << err1;
+  // The same answer, but for the file's name.
+  for (size_t at; (at = out1.find(full)) != std::string::npos;)
+    out1.replace(at, full.size(), intact);
+  EXPECT_EQ(out1, out0);
+  // `kept_data` damaged: the engine fails naming the block and prints nothing; SQL, reading
+  // `full`, counts every call.
+  auto [rc2, out2, err2] = explain(kept);
+  EXPECT_EQ(rc2, 1);
+  EXPECT_NE(err2.find(kept + ": call block 1: damaged archive block"), std::string::npos) << err2;
+  EXPECT_EQ(out2, "");
+  EXPECT_EQ(sql(kept).first, 0) << sql(kept).second;
+  EXPECT_EQ(query_int(kept, "SELECT count(*) FROM calls"), calls_in(l));
 }
 
 // A tracer killed mid-trace leaves the block then filling (every call of the last commit, no

@@ -217,6 +217,74 @@ TEST(DamagedIndex, RetentionLeftoversAreNotDamage) {
   EXPECT_NE(read_calls(db).error.find("damaged"), std::string::npos);
 }
 
+// A block's entry in call_store says which calls it holds (ids, times): blocks are chosen and
+// merged in time order by their entries. An entry that misstates its rows is an error naming
+// the block wherever the block is read: by SQL and by the engine.
+TEST(DamagedIndex, ABlockEntryThatMisstatesItsRowsIsAnErrorNamingIt) {
+  std::string db = temp_path("misstated.db");
+  std::filesystem::copy_file(intact(), db, std::filesystem::copy_options::overwrite_existing);
+  ASSERT_EQ(query_int(db, "SELECT calls FROM call_store WHERE id = 100"), 25);
+  ASSERT_EQ(std::system(("sqlite3 '" + db +
+                         "' 'UPDATE call_store SET first_id = first_id + 1 WHERE id = 100'")
+                            .c_str()),
+            0);
+  const std::string said =
+      "call block 100: its rows do not lie in the id and time range its "
+      "entry says";
+  auto q = ingero({"query", "--db", db, "SELECT count(*) AS n FROM calls"});
+  EXPECT_EQ(q.rc, 1) << q.out;
+  EXPECT_NE(q.err.find(said), std::string::npos) << q.err;
+  EXPECT_EQ(q.out, "");
+  auto e = ingero({"explain", "--db", db});
+  EXPECT_EQ(e.rc, 1) << e.out.substr(0, 2000);
+  EXPECT_NE(e.err.find(db + ": "), std::string::npos) << e.err;
+  EXPECT_NE(e.err.find(said), std::string::npos) << e.err;
+  EXPECT_EQ(e.out.find("cudaFree"), std::string::npos) << "a partial report was printed";
+}
+
+// An entry whose time range moved away hides its block from a window that holds its calls,
+// as a damaged index hides rows: the read falls short of the per-second summaries by exactly
+// the block's calls, and explain refuses the window.
+TEST(DamagedIndex, ABlockEntryWhoseTimesMovedAwayIsMissedAndRefused) {
+  std::string db = temp_path("moved.db");
+  std::filesystem::copy_file(intact(), db, std::filesystem::copy_options::overwrite_existing);
+  // The block holding the calls 5 s in; its entry moved an hour later.
+  int64_t block = query_int(
+      db, "SELECT id FROM call_store WHERE first_ts >= " + std::to_string(kBase + 5 * kSecond) +
+              " ORDER BY first_ts LIMIT 1");
+  int64_t in_it = query_int(db, "SELECT calls FROM call_store WHERE id = " + std::to_string(block));
+  ASSERT_GT(in_it, 0);
+  std::string hour = std::to_string(3600 * kSecond);
+  ASSERT_EQ(std::system(("sqlite3 '" + db + "' 'UPDATE call_store SET first_ts = first_ts + " +
+                         hour + ", last_ts = last_ts + " + hour + ", end_ts = end_ts + " + hour +
+                         " WHERE id = " + std::to_string(block) + "'")
+                            .c_str()),
+            0);
+  engine::Window w;
+  w.from_ns = kBase + 1500 * kMs;
+  w.to_ns = kBase + 8500 * kMs;
+  ASSERT_EQ(read_calls(intact(), w).error, "");
+  Read bad = read_calls(db, w);
+  EXPECT_NE(bad.error.find(db + ": damaged: " + std::to_string(in_it) +
+                           " calls counted by the file's per-second summaries were not read"),
+            std::string::npos)
+      << bad.error;
+  EXPECT_NE(bad.error.find("a block of calls whose entry in call_store holds a damaged time "
+                           "range"),
+            std::string::npos)
+      << bad.error;
+  // The command, on the same window and on the whole trace.
+  auto r = ingero({"explain", "--db", db, "--from", "2023-11-14T22:13:21.5Z", "--to",
+                   "2023-11-14T22:13:28.5Z"});
+  EXPECT_EQ(r.rc, 1) << r.out.substr(0, 2000);
+  EXPECT_NE(r.err.find(db + ": damaged: " + std::to_string(in_it) + " calls"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("cudaFree"), std::string::npos) << "a partial report was printed";
+  auto all = ingero({"explain", "--db", db});
+  EXPECT_EQ(all.rc, 1) << all.out.substr(0, 2000);
+  EXPECT_NE(all.err.find(db + ": "), std::string::npos) << all.err;
+}
+
 // Folded runs are read back spread evenly over their span, so a run across a second's edge
 // may put its calls in the other second: the seconds it spans are compared as one.
 TEST(DamagedIndex, RunsAcrossASecondAreComparedAsOne) {

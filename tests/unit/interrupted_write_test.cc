@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "store/schema.h"
 #include "test_paths.h"
@@ -81,6 +82,15 @@ TEST(InterruptedWrite, ReadersNameCompactWhichRollsItBack) {
             std::string::npos)
       << reader.error().message;
   std::string out, err;
+  // The commands that read say so and print nothing else.
+  for (const char* cmd : {"explain", "report", "query"}) {
+    std::vector<std::string> args = {INGERO_BIN, cmd, "--db", path};
+    if (std::string(cmd) == "query") args.push_back("SELECT count(*) FROM calls");
+    EXPECT_EQ(test::run_command(args, &out, &err), 1) << cmd;
+    EXPECT_NE(err.find("`ingero compact " + path + "` rolls it back"), std::string::npos)
+        << cmd << ": " << err;
+    EXPECT_EQ(out, "") << cmd;
+  }
   ASSERT_EQ(test::run_command({INGERO_BIN, "compact", path}, &out, &err), 0) << err;
   expect_rolled_back(path, before);
   EXPECT_FALSE(std::filesystem::exists(path + "-reserve"));
