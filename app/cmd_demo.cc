@@ -10,6 +10,7 @@
 #include "app/commands.h"
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
+#include "app/read_error.h"
 #include "hal/memory.h"
 #include "store/sql_trace_source.h"
 
@@ -83,7 +84,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
     hal::keep_freed_memory();  // the trace is written: one analysis, then the process exits
     engine::Analysis a = engine::analyze(source, engine::Window{});
     if (!source.error().empty()) {
-      std::cerr << "ingero demo: reading " << path << ": " << source.error() << "\n";
+      std::cerr << "ingero demo: " << reading_error(path, source.error()) << "\n";
       ctx.exit_code = kExitFailure;
       return;
     }

@@ -19,6 +19,7 @@
 #include "app/export_options.h"
 #include "app/node_selection.h"
 #include "app/output_file.h"
+#include "app/read_error.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
 #include "fleet/clickhouse_source.h"
@@ -265,7 +266,7 @@ int run_export(const ExportOpts& o) {
       return kExitUsage;
     }
     write_perfetto(source, *w, *nodes, have.size() > 1, nullptr, em);
-    if (!source.error().empty()) error = "reading " + path + ": " + source.error();
+    if (!source.error().empty()) error = reading_error(path, source.error());
   }
   // A read error leaves no output file: the temporary file goes with `out`.
   if (!error.empty()) {

@@ -7,6 +7,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/output_file.h"
+#include "app/read_error.h"
 #include "app/report_file.h"
 #include "hal/memory.h"
 #include "serve/report/report_html.h"
@@ -26,7 +27,7 @@ Result<nlohmann::json> build_report_model(const std::string& path, const engine:
   o.window = *w;
   auto model = serve::report::build_report(**reader, source, o);
   if (!model) return make_error(path + ": " + model.error().message);
-  if (!source.error().empty()) return make_error("reading " + path + ": " + source.error());
+  if (!source.error().empty()) return make_error(reading_error(path, source.error()));
   return model;
 }
 

@@ -11,6 +11,7 @@
 #include "app/export_options.h"
 #include "app/node_selection.h"
 #include "app/output_file.h"
+#include "app/read_error.h"
 #include "compress/gzip.h"
 #include "serve/export/pprof.h"
 #include "store/sql_trace_source.h"
@@ -154,7 +155,7 @@ int run_pprof_export(const ExportOpts& o) {
   serve::pprof::read_profile(source, *reading, builder);
   std::string error = !source.error().empty() ? source.error() : stack_error;
   // A read error leaves no output file: the temporary file goes with `out`.
-  if (!error.empty()) return fail("reading " + path + ": " + error);
+  if (!error.empty()) return fail(reading_error(path, error));
   auto z = compress::gzip(builder.serialize());
   if (!z) return fail(z.error().message);
   if (auto st = (*out)->write(*z); !st) return fail(st.error().message);

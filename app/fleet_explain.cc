@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/explain_report.h"
+#include "app/read_error.h"
 #include "engine/result_json.h"
 
 namespace ingero::app {
@@ -165,19 +166,20 @@ nlohmann::json fleet_json(const engine::FleetAnalysis& f) {
 }
 
 int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std::ostream& out) {
-  auto failed = [&](const char* what) {
+  auto failed = [&] {
     std::string e = o.error ? o.error() : "";
     if (e.empty()) return false;
-    std::cerr << "ingero explain: " << what << " " << o.title << ": " << e << "\n";
+    std::cerr << "ingero explain: " << reading_error(o.title, e) << "\n";
     return true;
   };
+
   const bool fleet = o.nodes.size() >= 2;
   std::vector<engine::NodeClock> clocks;
   engine::ClockShift shift;  // applied by the engine (sources that do not apply offsets)
   if (fleet) {
     clocks = engine::estimate_clock_offsets(
         engine::gather_fleet_collectives(source, o.window, o.nodes), o.nodes);
-    if (failed("reading")) return kExitFailure;
+    if (failed()) return kExitFailure;
     if (o.apply_offsets)
       o.apply_offsets(engine::clock_shift(clocks));
     else
@@ -190,7 +192,7 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
     engine::Window nw = shifted(o.window, shift.count(node) ? shift.at(node) : 0);
     if (!node.empty()) nw.node = node;
     analyses.push_back(engine::analyze(source, nw));
-    if (failed("reading")) return kExitFailure;
+    if (failed()) return kExitFailure;
   }
   if (o.scope) o.scope(std::nullopt);
   std::optional<engine::FleetAnalysis> f;
@@ -198,7 +200,7 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
     std::map<std::string, const engine::Analysis*> per_node;
     for (size_t i = 0; i < o.nodes.size(); ++i) per_node[o.nodes[i]] = &analyses[i];
     f = engine::analyze_fleet(source, o.window, o.nodes, per_node, clocks, shift);
-    if (failed("reading")) return kExitFailure;
+    if (failed()) return kExitFailure;
   }
   nlohmann::json all = nlohmann::json::array();
   if (f && !o.json) print_fleet(out, *f);

@@ -60,17 +60,26 @@ int ArchiveScan::fail(const std::string& why) {
   return SQLITE_CORRUPT;
 }
 
+int ArchiveScan::sql_fail(int rc, const std::string& what) {
+  // SQLite's own message names the table or index that is missing or damaged.
+  error_ = path_ + ": " + what + " of " + form_.table + ": " + sqlite3_errmsg(db_);
+  heap_.clear();
+  cur_.reset();
+  return rc;
+}
+
 int ArchiveScan::open_block(const Meta& m, std::unique_ptr<Open>& out) {
   if (!load_) {
     std::string sql = "SELECT " + form_.data + " FROM " + form_.table + " WHERE id = ?";
     if (int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &load_, nullptr); rc != SQLITE_OK)
-      return rc;
+      return sql_fail(rc, "reading the blocks");
   }
   sqlite3_reset(load_);
   sqlite3_bind_int64(load_, 1, m.id);
   int rc = sqlite3_step(load_);
   std::string name = form_.label + " " + std::to_string(m.id);
-  if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? fail(name + " vanished") : rc;
+  if (rc != SQLITE_ROW)
+    return rc == SQLITE_DONE ? fail(name + " vanished") : sql_fail(rc, "reading " + name);
   std::string_view data(static_cast<const char*>(sqlite3_column_blob(load_, 0)),
                         size_t(sqlite3_column_bytes(load_, 0)));
   std::unique_ptr<Open> o;
@@ -239,7 +248,7 @@ int ArchiveScan::start(const Bounds& b, bool by_ts) {
       std::string(by_ts ? "first_ts, first_id" : "last_id");
   sqlite3_stmt* st = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr);
-  if (rc != SQLITE_OK) return rc;
+  if (rc != SQLITE_OK) return sql_fail(rc, "listing the blocks");
   sqlite3_bind_int64(st, 1, b.lo_ts);
   sqlite3_bind_int64(st, 2, b.hi_ts);
   sqlite3_bind_int64(st, 3, b.lo_id);
@@ -249,6 +258,7 @@ int ArchiveScan::start(const Bounds& b, bool by_ts) {
     auto col = [&](int i) { return sqlite3_column_int64(st, i); };
     metas_.push_back({col(0), col(1), col(2), col(3), col(4), col(5)});
   }
+  if (rc != SQLITE_DONE) rc = sql_fail(rc, "listing the blocks");
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return rc;
   return advance();

@@ -72,12 +72,12 @@ class ArchiveScan {
   ArchiveScan& operator=(const ArchiveScan&) = delete;
 
   // Lists the blocks that may hold rows in `b` and makes the first such row current.
-  // SQLITE_OK, or an SQLite error code (SQLITE_CORRUPT: a damaged block, error() says how).
+  // SQLITE_OK, or an SQLite error code (SQLITE_CORRUPT: a damaged block); error() says how.
   int start(const Bounds& b, bool by_ts);
   // The next row; the same codes.
   int next();
   bool eof() const { return cur_ == nullptr; }
-  // "<path>: <what is wrong>" after SQLITE_CORRUPT.
+  // "<path>: <what is wrong>" after an error.
   const std::string& error() const { return error_; }
   const std::string& path() const { return path_; }
 
@@ -140,6 +140,8 @@ class ArchiveScan {
   static constexpr size_t kPooled = 4;
   static std::vector<std::unique_ptr<Open>>& pool();
   int fail(const std::string& why);
+  // An SQLite error `rc` while `what`: error() gets SQLite's message.
+  int sql_fail(int rc, const std::string& what);
   // Puts an open block's rows in (timestamp, id) order.
   static void sort_rows(Open& o);
   // Decodes block `m`; `out` holds its rows in the bounds, null when none are.

@@ -29,9 +29,10 @@ struct Cursor {
   std::unique_ptr<ArchiveScan> scan;
 };
 
-// SQLite's code for what the scan reported; a damaged block's message goes to the table.
+// SQLite's code for what the scan reported; its message (a damaged block, a table missing)
+// goes to the table.
 int report(Cursor* c, int rc) {
-  if (rc == SQLITE_CORRUPT && !c->scan->error().empty()) {
+  if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE && !c->scan->error().empty()) {
     sqlite3_free(c->t->base.zErrMsg);
     c->t->base.zErrMsg = sqlite3_mprintf("%s", c->scan->error().c_str());
   }

@@ -122,7 +122,7 @@ ingero::Result<uint64_t> count_in_window(Db& db, BlockForm form, int64_t from_ns
   for (; rc == SQLITE_OK && !scan.eof(); rc = scan.next())
     if (!node || scan.current().text_view(2) == *node) ++n;
   if (rc != SQLITE_OK)
-    return ingero::make_error(rc == SQLITE_CORRUPT
+    return ingero::make_error(!scan.error().empty()
                                   ? scan.error()
                                   : db.path() + ": counting " + what + ": " + sqlite3_errstr(rc));
   return n;

@@ -57,7 +57,7 @@ class MergedRows {
 
  private:
   ingero::Error scan_error(int rc) const {
-    if (rc == SQLITE_CORRUPT && !scan_->error().empty()) return ingero::make_error(scan_->error());
+    if (!scan_->error().empty()) return ingero::make_error(scan_->error());
     return ingero::make_error(scan_->path() + ": reading archived rows: " + sqlite3_errstr(rc));
   }
   std::unique_ptr<Stmt> rows_;

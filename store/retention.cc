@@ -95,8 +95,8 @@ ingero::Status delete_blocks(Db& db, const BlockStore& s, int64_t cut,
     int rc = scan.start(b, false);
     for (; rc == SQLITE_OK && !scan.eof(); rc = scan.next()) ++out.unshipped;
     if (rc != SQLITE_OK)
-      return ingero::make_error(rc == SQLITE_CORRUPT ? scan.error()
-                                                     : db.path() + ": " + sqlite3_errstr(rc));
+      return ingero::make_error(!scan.error().empty() ? scan.error()
+                                                      : db.path() + ": " + sqlite3_errstr(rc));
   }
   if (auto d = db.exec("DELETE FROM " + table + " WHERE id IN (" + doomed + ")"); !d) return d;
   if (sqlite3_changes(db.handle()) == 64) out.more = true;

@@ -20,7 +20,9 @@ ingero::Result<bool> Stmt::step() {
   const char* file = sqlite3_db_filename(db, "main");
   std::string where = file && *file ? std::string(file) + ": " : "";
   std::string detail = sqlite3_errmsg(db), kind = sqlite3_errstr(rc);
-  std::string msg = where + detail + (detail == kind ? "" : " (" + kind + ")");
+  // ingero's own tables (store/archive_table.h) say what went wrong, the file first.
+  bool own = !where.empty() && detail.starts_with(where);
+  std::string msg = own ? detail : where + detail + (detail == kind ? "" : " (" + kind + ")");
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB)
     msg +=
         "; the file is damaged: `sqlite3 FILE 'PRAGMA quick_check'` lists the damage, and "

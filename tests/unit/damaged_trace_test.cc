@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "serve/mcp/server.h"
@@ -187,6 +188,29 @@ TEST(DamagedTraceBaseline, MergeSucceedsAndRenamesIntoPlace) {
     ++files;
   }
   EXPECT_EQ(files, 1u) << "a temporary file was left beside the output";
+}
+
+// A trace whose table of call blocks or host blocks is gone (dropped by hand, a half-copied
+// file): every reader names the table, not SQLite's bare "SQL logic error".
+TEST(DamagedTraceBaseline, ATableOfBlocksMissingIsNamed) {
+  for (const std::string table : {"call_store", "host_store"}) {
+    std::string db = temp_path("no-" + table + ".db");
+    std::filesystem::copy_file(intact_trace(), db,
+                               std::filesystem::copy_options::overwrite_existing);
+    ASSERT_EQ(std::system(("sqlite3 '" + db + "' 'DROP TABLE " + table + "'").c_str()), 0);
+    const std::string said =
+        db + ": listing the blocks of main." + table + ": no such table: main." + table;
+    auto ex = ingero({"explain", "--db", db});
+    EXPECT_EQ(ex.rc, 1) << ex.out.substr(0, 2000);
+    EXPECT_NE(ex.err.find(said), std::string::npos) << ex.err;
+    EXPECT_EQ(ex.err.find("SQL logic error"), std::string::npos) << ex.err;
+    EXPECT_EQ(ex.err.find(db + ": " + db), std::string::npos) << "the path twice: " << ex.err;
+    EXPECT_EQ(ex.out, "");
+    auto q = ingero({"query", "--db", db, "SELECT count(*) AS n FROM events"});
+    EXPECT_EQ(q.rc, 1) << q.out;
+    EXPECT_NE(q.err.find(said), std::string::npos) << q.err;
+    EXPECT_EQ(q.out, "");
+  }
 }
 
 }  // namespace
