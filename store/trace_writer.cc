@@ -1,8 +1,10 @@
 #include "store/trace_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <map>
 
 #include "hal/clock.h"
@@ -72,12 +74,24 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   // Classify and check on a read-only connection before the first write: a foreign, legacy,
   // newer or damaged file is refused byte-identical (closing a read-write connection would
   // already checkpoint its WAL into it).
+  struct stat before {};
+  const bool created = ::stat(path.c_str(), &before) != 0 && errno == ENOENT;
   if (auto st = validate_before_writing(path); !st) return st.error();
+  std::unique_ptr<TraceWriter> w;
+  // A file this call created and could not make a trace of (a full disk while its tables were
+  // created) is not left behind half-made: it and SQLite's files beside it go.
+  auto abandon = [&](const ingero::Error& e) -> ingero::Error {
+    if (!created) return e;
+    w.reset();
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      (void)::unlink((path + suffix).c_str());
+    return ingero::make_error(e.message + " (the new file was removed)");
+  };
   auto db = Db::open(path, Db::Mode::kCreate);
-  if (!db) return db.error();
+  if (!db) return abandon(db.error());
   auto info = inspect(**db);
-  if (!info) return info.error();
-  std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(*db)));
+  if (!info) return abandon(info.error());
+  w.reset(new TraceWriter(std::move(*db)));
   Db& d = *w->db_;
   // WAL: readers can query a live trace. NORMAL: commits need no fsync; a power cut can lose
   // the last commits but never corrupts the file.
@@ -89,10 +103,11 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   for (const char* p :
        {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA cache_size = -2048",
         "PRAGMA wal_autocheckpoint = 4000", "PRAGMA temp_store = MEMORY"}) {
-    if (auto st = d.exec(p); !st) return ingero::make_error(path + ": " + st.error().message);
+    if (auto st = d.exec(p); !st)
+      return abandon(ingero::make_error(path + ": " + st.error().message));
   }
-  if (auto st = migrate(d, views); !st) return st.error();
-  if (auto st = w->prepare(); !st) return st.error();
+  if (auto st = migrate(d, views); !st) return abandon(st.error());
+  if (auto st = w->prepare(); !st) return abandon(st.error());
   // Best effort: without the reserve a full disk may also lose the session's final counters.
   // But a planted one (a symbolic link, another user's file) is refused, never written through.
   auto fd = open_owned_file(path + "-reserve");

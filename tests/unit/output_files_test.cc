@@ -132,6 +132,27 @@ TEST_F(OutputFiles, ExportOntoAFullDiskFailsAndLeavesNothing) {
   EXPECT_EQ(r.out, "") << "left on the full disk: " << r.out;
 }
 
+// A new trace on a disk too full for its tables (~600 KiB empty): the error says what failed
+// and the half-made file is not left behind, nor SQLite's files beside it. (`demo --db` writes
+// its trace through the same writer as `trace`.)
+TEST_F(OutputFiles, ANewTraceOnAFullDiskIsNotLeftHalfMade) {
+  std::string mnt = dir_ + "/tiny";
+  std::filesystem::create_directories(mnt);
+  auto r =
+      shell("unshare -rm /bin/sh -c 'mount -t tmpfs -o size=64k tmpfs " + mnt + " || exit 99; " +
+            INGERO_BIN + " demo --db " + mnt + "/t.db; rc=$?; ls -A " + mnt + "; exit $rc'");
+  if (r.rc == 99) {
+    if (running_in_ci()) FAIL() << "CI=true but no private tmpfs mount: " << r.err;
+    GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << r.err << " ***";
+  }
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find(mnt + "/t.db: creating the trace's tables failed: database or disk is "
+                             "full (the new file was removed)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "") << "left on the full disk: " << r.out;
+}
+
 TEST_F(OutputFiles, QueryAndExplainIntoAFullStdoutFail) {
   for (const std::string& cmd : {"query " + db_ + " 'SELECT ts_ns, op FROM calls'",
                                  "query --json " + db_ + " 'SELECT ts_ns FROM calls'",
