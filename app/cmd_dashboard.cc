@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "app/report_file.h"
 #include "app/serve_options.h"
+#include "engine/window_spec.h"
 #include "serve/http/auth.h"
 #include "serve/report/dashboard.h"
 #include "store/schema.h"
@@ -56,6 +57,10 @@ Result<serve::http::ServerOptions> server_options(const ServeOptions& o, std::st
 }
 
 int run_dashboard(const DashboardOpts& o) {
+  if (auto st = engine::check_window_spec(o.w); !st) {
+    std::cerr << "ingero dashboard: " << st.error().message << "\n";
+    return kExitUsage;
+  }
   // A foreign or corrupt file is refused now, rather than shown as an error in every poll. A
   // missing or still empty file is waited for: `ingero trace` may be about to create it.
   bool waiting = access(o.db.c_str(), F_OK) != 0;

@@ -150,6 +150,11 @@ void add_explain_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitUsage;
       return;
     }
+    if (auto st = engine::check_window_spec(o->w); !st) {
+      std::cerr << "ingero explain: " << st.error().message << "\n";
+      ctx.exit_code = kExitUsage;
+      return;
+    }
     hal::keep_freed_memory();  // one analysis, then the process exits
     ctx.exit_code = o->source.empty() ? explain_file(*o) : explain_clickhouse(*o);
   });

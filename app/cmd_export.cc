@@ -22,6 +22,7 @@
 #include "app/read_error.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
+#include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "store/plain_copy.h"
 #include "store/sql_trace_source.h"
@@ -223,6 +224,10 @@ int export_sqlite(const ExportOpts& o) {
 }
 
 int run_export(const ExportOpts& o) {
+  if (auto st = engine::check_window_spec(o.w); !st) {
+    std::cerr << "ingero export: " << st.error().message << "\n";
+    return kExitUsage;
+  }
   if (o.format == "sqlite") return export_sqlite(o);
   if (o.format == "pprof") return run_pprof_export(o);
   if (!o.source.empty() && !o.db.empty()) {

@@ -9,6 +9,7 @@
 #include "app/output_file.h"
 #include "app/read_error.h"
 #include "app/report_file.h"
+#include "engine/window_spec.h"
 #include "hal/memory.h"
 #include "serve/report/report_html.h"
 #include "serve/report/report_model.h"
@@ -40,6 +41,10 @@ struct ReportOpts {
 };
 
 int run_report(const ReportOpts& o) {
+  if (auto st = engine::check_window_spec(o.w); !st) {
+    std::cerr << "ingero report: " << st.error().message << "\n";
+    return kExitUsage;
+  }
   hal::keep_freed_memory();  // one analysis, then the process exits
   std::string path = o.db.empty() ? default_db_path() : o.db;
   auto t0 = std::chrono::steady_clock::now();

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <ctime>
+#include <optional>
+#include <tuple>
 
 namespace ingero::engine {
 
@@ -106,40 +108,39 @@ std::optional<int64_t> parse_time_ns(const std::string& s) {
   return ns;
 }
 
-ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec) {
-  Window w;
-  w.pid = spec.pid;
+ingero::Status check_window_spec(const WindowSpec& spec) {
   // --since counts back from the trace's end: with --from it was dropped without a word, and
   // with --to it made a window that ended before it began.
   if (!spec.since.empty() && (!spec.from.empty() || !spec.to.empty()))
     return ingero::make_error("--since cannot be combined with --from or --to");
-  auto span = source.time_span();
+  if (!spec.since.empty() && parse_duration_s(spec.since) * 1e9 < 1)
+    return ingero::make_error("bad --since '" + spec.since + "' (use 30s, 5m, 1h)");
+  std::optional<int64_t> from, to;
+  for (auto [flag, text, t] : {std::tuple{"--from", &spec.from, &from}, {"--to", &spec.to, &to}}) {
+    if (text->empty()) continue;
+    *t = parse_time_ns(*text);
+    if (!*t)
+      return ingero::make_error(std::string("bad ") + flag + " '" + *text +
+                                "' (use 2026-04-03T12:18:02 or Unix seconds, a real date "
+                                "between 1677 and 2262)");
+  }
+  if (from && to && *from > *to) return ingero::make_error("--from is after --to");
+  return {};
+}
+
+ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec) {
+  if (auto st = check_window_spec(spec); !st) return st.error();
+  Window w;
+  w.pid = spec.pid;
   if (!spec.since.empty()) {
-    double s = parse_duration_s(spec.since);
-    if (s * 1e9 < 1)
-      return ingero::make_error("bad --since '" + spec.since + "' (use 30s, 5m, 1h)");
+    auto span = source.time_span();
     // Longer than the clock can count back: the whole trace.
-    double back = s * 1e9;
+    double back = parse_duration_s(spec.since) * 1e9;
     w.from_ns =
         back >= double(span.second) - double(INT64_MIN) ? INT64_MIN : span.second - int64_t(back);
   }
-  if (!spec.from.empty()) {
-    auto t = parse_time_ns(spec.from);
-    if (!t)
-      return ingero::make_error("bad --from '" + spec.from +
-                                "' (use 2026-04-03T12:18:02 or Unix seconds, a real date "
-                                "between 1677 and 2262)");
-    w.from_ns = *t;
-  }
-  if (!spec.to.empty()) {
-    auto t = parse_time_ns(spec.to);
-    if (!t)
-      return ingero::make_error("bad --to '" + spec.to +
-                                "' (use 2026-04-03T12:18:02 or Unix seconds, a real date "
-                                "between 1677 and 2262)");
-    w.to_ns = *t;
-  }
-  if (w.from_ns > w.to_ns) return ingero::make_error("--from is after --to");
+  if (!spec.from.empty()) w.from_ns = *parse_time_ns(spec.from);
+  if (!spec.to.empty()) w.to_ns = *parse_time_ns(spec.to);
   return w;
 }
 

@@ -16,6 +16,10 @@ struct WindowSpec {
   std::string since, from, to;
   std::optional<uint32_t> pid;
 };
+// The spec's own errors, before any trace is read (a usage error: exit 2): a malformed
+// --since, --from or --to, --since with either of the others, --from after --to.
+ingero::Status check_window_spec(const WindowSpec& spec);
+// The window: check_window_spec()'s errors, else --since counted back from the trace's end.
 ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec);
 
 // "30s", "5m", "1h", "7d", "250ms", "2.5s"; plain numbers are seconds (the trace flags refuse

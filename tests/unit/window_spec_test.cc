@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "tests/support/run_ingero.h"
 #include "tests/unit/step_source.h"
 
 namespace ingero::engine {
@@ -65,6 +69,40 @@ TEST(WindowSpec, SinceIsNotCombinedWithFromOrTo) {
   w = resolve_window(src, WindowSpec{"1e19s", "", "", std::nullopt});
   ASSERT_TRUE(w);
   EXPECT_EQ(w->from_ns, INT64_MIN);  // longer than the clock: the whole trace
+}
+
+// A malformed window is a usage error (exit 2) from every command that takes one, said before
+// any file is opened: report said it with exit 1, and a missing file hid it.
+TEST(WindowSpec, EveryCommandCallsAMalformedWindowAUsageErrorBeforeReadingAnyFile) {
+  const std::string missing = "/nonexistent/ingero-trace.db";
+  struct Case {
+    std::vector<std::string> flags;
+    std::string said;
+  };
+  const std::vector<Case> cases = {
+      {{"--from", "garbage"},
+       "bad --from 'garbage' (use 2026-04-03T12:18:02 or Unix seconds, a real date between 1677 "
+       "and 2262)"},
+      {{"--to", "2026-02-30T00:00:00Z"}, "bad --to '2026-02-30T00:00:00Z'"},
+      {{"--since", "-5m"}, "bad --since '-5m' (use 30s, 5m, 1h)"},
+      {{"--since", "5m", "--from", "1795371619"}, "--since cannot be combined with --from or --to"},
+      {{"--from", "1795371619", "--to", "1795371618"}, "--from is after --to"},
+  };
+  for (const std::string cmd : {"explain", "report", "export", "dashboard"}) {
+    for (const Case& c : cases) {
+      std::vector<std::string> args = {cmd, "--db", missing};
+      args.insert(args.end(), c.flags.begin(), c.flags.end());
+      auto r = test::run_ingero(args);
+      EXPECT_EQ(r.rc, 2) << cmd << " " << c.flags[0] << ": " << r.err;
+      EXPECT_NE(r.err.find("ingero " + cmd + ": " + c.said), std::string::npos)
+          << cmd << ": " << r.err;
+      EXPECT_EQ(r.out, "") << cmd;
+    }
+  }
+  // The spec alone, as the commands check it.
+  EXPECT_TRUE(check_window_spec(WindowSpec{"5m", "", "", std::nullopt}));
+  EXPECT_TRUE(check_window_spec(WindowSpec{"", "1795371618", "1795371619", std::nullopt}));
+  EXPECT_FALSE(check_window_spec(WindowSpec{"", "1795371619", "1795371618", std::nullopt}));
 }
 
 }  // namespace
