@@ -111,10 +111,11 @@ void print_result(const store::QueryResult& res, bool json) {
                 << store::row_to_json(res, i).dump(-1, ' ', false,
                                                    nlohmann::json::error_handler_t::replace);
     std::cout << "]\n";
-    if (res.truncated) std::cerr << "ingero query: truncated at " << res.truncated_reason << "\n";
   } else {
-    print_table(std::cout, res);
+    print_table(std::cout, res);  // its last line says the cut too
   }
+  // On stderr whatever the format: a script reading the table's rows sees no last line.
+  if (res.truncated) std::cerr << "ingero query: truncated at " << res.truncated_reason << "\n";
   if (!res.note.empty()) std::cerr << "ingero query: note: " << res.note << "\n";
 }
 
@@ -177,7 +178,17 @@ void add_query_command(CLI::App& app, Context& ctx) {
                   "Query a fleet in ClickHouse instead of a file: clickhouse://HOST:8123/DB");
   cmd->add_option("args", o->args, "[PATH] SQL")->required()->expected(1, 2);
   cmd->add_flag("--json", o->json, "Print a JSON array of row objects");
-  cmd->add_option("--limit", o->limit, "Stop after this many rows")->capture_default_str();
+  // Digits only: "-1" converted to the largest size_t, an unlimited answer no one asked for
+  // (and, for --source, a limit + 1 of 0).
+  cmd->add_option("--limit", o->limit, "Stop after this many rows")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return !v.empty() && v.size() <= 15 && v.find_first_not_of("0123456789") == v.npos
+                       ? ""
+                       : "expected a number of rows, 0 to 999999999999999";
+          },
+          "ROWS"))
+      ->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s, "Abort the statement after this many seconds")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();

@@ -53,5 +53,28 @@ TEST(QueryJson, TheCommandWritesRowByRowWhatOneDocumentWould) {
             "(3 rows)\n");
 }
 
+// --limit takes a count of rows: "-1" was read as the largest size_t, an unlimited answer
+// (and for --source a limit + 1 of 0). It is a usage error now; 0 and N cut where they say.
+TEST(QueryLimit, OnlyACountOfRowsIsALimit) {
+  std::string path =
+      tiers_fixture::write_trace("query-limit.db", tiers_fixture::training_loop(3).calls);
+  const std::string sql = "SELECT id FROM calls ORDER BY id LIMIT 3";
+  std::string out, err;
+  for (const char* bad : {"-1", "1e3", "2.5", "", "1000000000000000"}) {
+    EXPECT_EQ(
+        test::run_command({INGERO_BIN, "query", "--db", path, "--limit", bad, sql}, &out, &err), 2)
+        << bad;
+    EXPECT_NE(err.find("--limit: expected a number of rows, 0 to 999999999999999"),
+              std::string::npos)
+        << bad << ": " << err;
+    EXPECT_EQ(out, "") << bad;
+  }
+  ASSERT_EQ(test::run_command({INGERO_BIN, "query", "--db", path, "--limit", "2", sql}, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "id\n--\n 1\n 2\n(2 rows; truncated at row limit 2)\n");
+  EXPECT_EQ(err, "ingero query: truncated at row limit 2\n");
+}
+
 }  // namespace
 }  // namespace ingero::store
