@@ -12,6 +12,7 @@
 #include "store/schema.h"
 #include "store/sketch_sql.h"
 #include "store/tiers.h"
+#include "store/unsummarised_calls.h"
 
 namespace ingero::store {
 namespace {
@@ -53,24 +54,6 @@ ingero::Result<Limits> limits_from_summaries(Db& db, const std::set<std::pair<in
   for (const auto& [k, sk] : sketches)
     if (!sk.empty()) out[k] = int64_t(double(sk.quantile(0.95)) * kKeepAboveP95Share);
   return out;
-}
-
-ingero::Result<RowBlock> decode_full(Db& db, int64_t block) {
-  auto st = db.prepare("SELECT full FROM call_store WHERE id = ?");
-  if (!st) return st.error();
-  st->bind(1, block);
-  auto r = st->step();
-  if (!r) return r.error();
-  if (!*r || st->is_null(0))
-    return ingero::make_error(db.path() + ": call block " + std::to_string(block) +
-                              " has no calls to fold");
-  std::string_view data(static_cast<const char*>(sqlite3_column_blob(st->get(), 0)),
-                        size_t(sqlite3_column_bytes(st->get(), 0)));
-  auto rows = RowBlock::decode(data);
-  if (!rows)
-    return ingero::make_error(db.path() + ": call block " + std::to_string(block) + ": " +
-                              rows.error().message);
-  return std::move(*rows);
 }
 
 // Folds the blocks an unfinished session left filling, and (`all`) those never folded
@@ -133,51 +116,17 @@ ingero::Status fold_tails(Db& db, const std::set<std::pair<int, int>>& ops, Repa
 }
 
 // Writes the summaries of the seconds of unfinished sessions that have none: every call of the
-// session from the second after its last summarised one.
-ingero::Status summarise_rest(Db& db, const std::set<int64_t>& sessions, Repaired& out) {
-  for (int64_t session : sessions) {
-    auto last = db.query_int("SELECT max(timestamp) FROM call_seconds WHERE session_id = " +
-                             std::to_string(session));
-    if (!last) return last.error();
-    int64_t from = last->has_value() ? **last + kSecond : INT64_MIN;
-    auto blocks = db.prepare(
-        "SELECT id, node FROM call_store WHERE session_id = ? AND last_ts >= ? AND full IS NOT "
-        "NULL ORDER BY id");
-    if (!blocks) return blocks.error();
-    blocks->bind(1, session).bind(2, from);
-    CallSummarizer sums;
-    while (true) {
-      auto r = blocks->step();
-      if (!r) return r.error();
-      if (!*r) break;
-      auto rows = decode_full(db, blocks->int64(0));
-      if (!rows) return rows.error();
-      CallBlock b;
-      if (auto st = b.add_decoded(*rows, [](int, int) { return false; }); !st) return st;
-      const ColumnBlock& c = b.columns();
-      for (size_t i = 0; i < b.size(); ++i) {
-        SummarizedCall s;
-        s.ts_ns = c.int64(i, kCallTs);
-        if (s.ts_ns < from) continue;
-        s.timed = c.has(i, kCallDur) && c.int64(i, kCallStatus) != kStatusUntimed;
-        s.dur_ns = uint64_t(std::max<int64_t>(0, c.int64(i, kCallDur)));
-        s.pid = uint32_t(c.int64(i, kCallPid));
-        s.tid = uint32_t(c.int64(i, kCallTid));
-        s.source = int(c.int64(i, kCallSource));
-        s.op = int(c.int64(i, kCallOp));
-        s.unfinished = c.int64(i, kCallStatus) == kStatusUnfinished;
-        s.error = c.has(i, kCallRet) && c.int64(i, kCallRet) != 0;
-        s.off_cpu_ns = uint64_t(c.int64(i, kCallOffCpu));
-        s.preempts = uint64_t(c.int64(i, kCallPreempts));
-        s.bytes = uint64_t(c.int64(i, kCallFirstField + size_t(hal::Field::kBytes)));
-        sums.add(c.text(i, kCallNode), session, s);
+// session from the second after its last summarised one (store/unsummarised_calls.h).
+ingero::Status summarise_rest(Db& db, Repaired& out) {
+  CallSummarizer sums;
+  auto st = for_each_unsummarised_call(
+      db, [&](std::string_view node, int64_t session, const SummarizedCall& c) {
+        sums.add(node, session, c);
         ++out.calls_summarised;
-      }
-    }
-    out.seconds_rebuilt += sums.open_seconds();
-    if (auto st = sums.flush(db, INT64_MAX); !st) return st;
-  }
-  return {};
+      });
+  if (!st) return st;
+  out.seconds_rebuilt += sums.open_seconds();
+  return sums.flush(db, INT64_MAX);
 }
 
 }  // namespace
@@ -207,7 +156,7 @@ ingero::Result<Repaired> repair_unfinished(Db& db) {
     return e;
   };
   // Summaries first: folding the tails reads the launches' limits from them.
-  if (auto st = summarise_rest(db, unfinished, out); !st) return fail(st.error());
+  if (auto st = summarise_rest(db, out); !st) return fail(st.error());
   if (auto st = fold_tails(db, *ops, out); !st) return fail(st.error());
   // Ended: a session with no stop time reads as still being written. It stopped at its last
   // call or host event, and says how.

@@ -14,6 +14,7 @@
 #include "store/sketch_sql.h"
 #include "store/stacks.h"
 #include "store/trace_queries.h"
+#include "store/unsummarised_calls.h"
 
 namespace ingero::store {
 
@@ -448,6 +449,59 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses_of(
   return l;
 }
 
+namespace {
+
+// The sketches of the calls no summary counts yet (store/unsummarised_calls.h), as compact
+// will write them: only timed calls, those whose second overlaps the window.
+using SketchesByOp =
+    std::map<std::tuple<uint32_t, std::string, std::string, std::string>, engine::QuantileSketch>;
+
+ingero::Status add_unsummarised_sketches(Db& db, const engine::Window& secs,
+                                         const engine::Window& w, SketchesByOp& m) {
+  std::map<int, std::pair<std::string, std::string>> sources;  // id -> vendor, api
+  std::map<std::pair<int, int>, std::string> ops;
+  auto names = [&]() -> ingero::Status {
+    auto src = db.prepare("SELECT id, vendor, api FROM sources");
+    if (!src) return src.error();
+    while (true) {
+      auto r = src->step();
+      if (!r) return r.error();
+      if (!*r) break;
+      sources[int(src->int64(0))] = {src->text(1), src->text(2)};
+    }
+    auto op = db.prepare("SELECT source_id, op_id, name FROM ops");
+    if (!op) return op.error();
+    while (true) {
+      auto r = op->step();
+      if (!r) return r.error();
+      if (!*r) break;
+      ops[{int(op->int64(0)), int(op->int64(1))}] = op->text(2);
+    }
+    return {};
+  };
+  bool named = false;
+  ingero::Status st_names;
+  auto st =
+      for_each_unsummarised_call(db, [&](std::string_view node, int64_t, const SummarizedCall& c) {
+        if (!c.timed || (w.pid && c.pid != *w.pid) || (w.node && node != *w.node)) return;
+        constexpr int64_t kSecond = 1000000000;
+        int64_t second =
+            (c.ts_ns >= 0 ? c.ts_ns / kSecond : (c.ts_ns - kSecond + 1) / kSecond) * kSecond;
+        if (second < secs.from_ns || second > secs.to_ns) return;
+        if (!named) {
+          named = true;
+          st_names = names();
+        }
+        auto s = sources.find(c.source);
+        auto o = ops.find({c.source, c.op});
+        if (s == sources.end() || o == ops.end()) return;
+        m[{c.pid, s->second.first, s->second.second, o->second}].add(c.dur_ns);
+      });
+  return !st ? st : st_names;
+}
+
+}  // namespace
+
 std::optional<std::vector<engine::CallSketch>> SqlTraceSource::folded_call_sketches(
     const engine::Window& w) {
   if (!has_folded_calls(w) || !reader_.db().table_exists("call_seconds")) return std::nullopt;
@@ -461,7 +515,7 @@ std::optional<std::vector<engine::CallSketch>> SqlTraceSource::folded_call_sketc
       (w.pid ? " AND c.pid = " + std::to_string(*w.pid) : std::string()) +
       (w.node ? " AND c.node = " + sql_quote(*w.node) : std::string()));
   if (!st) return std::nullopt;
-  std::map<std::tuple<uint32_t, std::string, std::string, std::string>, engine::QuantileSketch> m;
+  SketchesByOp m;
   while (row(*st)) {
     auto sk = sketch_column(st->get(), 4);
     if (!sk) {
@@ -469,6 +523,10 @@ std::optional<std::vector<engine::CallSketch>> SqlTraceSource::folded_call_sketc
       return std::nullopt;
     }
     m[{uint32_t(st->int64(0)), st->text(1), st->text(2), st->text(3)}].merge(*sk);
+  }
+  if (auto rest = add_unsummarised_sketches(reader_.db(), secs, w, m); !rest) {
+    fail(rest.error());
+    return std::nullopt;
   }
   std::vector<engine::CallSketch> out;
   for (auto& [k, sk] : m)

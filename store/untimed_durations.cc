@@ -1,6 +1,7 @@
 #include "store/untimed_durations.h"
 
 #include "store/call_store.h"
+#include "store/unsummarised_calls.h"
 
 namespace ingero::store {
 
@@ -14,18 +15,33 @@ ingero::Result<UntimedDurations> UntimedDurations::load(Db& db) {
   auto st = db.prepare(
       "SELECT pid, source, op, sum(sum_ns), sum(timed) FROM call_seconds GROUP BY pid, source, op");
   if (!st) return st.error();
-  std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> op_totals;
+  // (sum of the timed calls' durations, timed calls), by process and op, then by op.
+  std::map<std::tuple<uint32_t, int, int>, std::pair<uint64_t, uint64_t>> totals;
   while (true) {
     auto r = st->step();
     if (!r) return r.error();
     if (!*r) break;
-    int source = int(st->int64(1)), op = int(st->int64(2));
-    uint64_t sum = uint64_t(st->int64(3)), timed = uint64_t(st->int64(4));
-    if (!timed) continue;
-    u.by_process_[{uint32_t(st->int64(0)), source, op}] = sum / timed;
-    auto& t = op_totals[{source, op}];
-    t.first += sum;
-    t.second += timed;
+    auto& t = totals[{uint32_t(st->int64(0)), int(st->int64(1)), int(st->int64(2))}];
+    t.first += uint64_t(st->int64(3));
+    t.second += uint64_t(st->int64(4));
+  }
+  // The calls of a session not ended that no summary counts yet, as compact will count them.
+  auto rest =
+      for_each_unsummarised_call(db, [&](std::string_view, int64_t, const SummarizedCall& c) {
+        if (!c.timed) return;
+        auto& t = totals[{c.pid, c.source, c.op}];
+        t.first += c.dur_ns;
+        ++t.second;
+      });
+  if (!rest) return rest.error();
+  std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> op_totals;
+  for (const auto& [k, t] : totals) {
+    if (!t.second) continue;
+    auto [pid, source, op] = k;
+    u.by_process_[k] = t.first / t.second;
+    auto& o = op_totals[{source, op}];
+    o.first += t.first;
+    o.second += t.second;
   }
   for (const auto& [k, t] : op_totals) u.by_op_[k] = t.first / t.second;
   return u;
