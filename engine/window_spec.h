@@ -1,6 +1,6 @@
 // What a user asked for (--since/--from/--to, a tool's arguments) resolved against a trace:
-// relative times count back from the trace's last event, since a stored trace is read long
-// after it was written.
+// relative times count back from the trace's end (where its last event ended), since a stored
+// trace is read long after it was written.
 #pragma once
 
 #include <cstdint>
