@@ -134,17 +134,9 @@ ingero::Status summarise_rest(Db& db, Repaired& out) {
 ingero::Result<Repaired> repair_unfinished(Db& db) {
   Repaired out;
   if (!has_call_store(db)) return out;
-  std::set<int64_t> unfinished;
-  {
-    auto st = db.prepare("SELECT id FROM sessions WHERE stopped_at = 0");
-    if (!st) return st.error();
-    while (true) {
-      auto r = st->step();
-      if (!r) return r.error();
-      if (!*r) break;
-      unfinished.insert(st->int64(0));
-    }
-  }
+  auto ids = unended_sessions(db);
+  if (!ids) return ids.error();
+  const std::vector<int64_t>& unfinished = *ids;
   auto tail = db.query_int("SELECT count(*) FROM call_store WHERE kept IS NULL");
   if (!tail) return tail.error();
   if (unfinished.empty() && tail->value_or(0) == 0) return out;

@@ -71,22 +71,25 @@ ingero::Result<RowBlock> decode_full(Db& db, int64_t block) {
   return std::move(*rows);
 }
 
-ingero::Status for_each_unsummarised_call(Db& db, const UnsummarisedCall& f) {
-  if (!has_call_store(db) || !db.table_exists("call_seconds") ||
-      !db.column_exists("sessions", "stopped_at"))
-    return {};
+ingero::Result<std::vector<int64_t>> unended_sessions(Db& db) {
   std::vector<int64_t> sessions;
-  {
-    auto st = db.prepare("SELECT id FROM sessions WHERE stopped_at = 0 ORDER BY id");
-    if (!st) return st.error();
-    while (true) {
-      auto r = st->step();
-      if (!r) return r.error();
-      if (!*r) break;
-      sessions.push_back(st->int64(0));
-    }
+  if (!db.column_exists("sessions", "stopped_at")) return sessions;
+  auto st = db.prepare("SELECT id FROM sessions WHERE stopped_at = 0 ORDER BY id");
+  if (!st) return st.error();
+  while (true) {
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    sessions.push_back(st->int64(0));
   }
-  for (int64_t s : sessions)
+  return sessions;
+}
+
+ingero::Status for_each_unsummarised_call(Db& db, const UnsummarisedCall& f) {
+  if (!has_call_store(db) || !db.table_exists("call_seconds")) return {};
+  auto sessions = unended_sessions(db);
+  if (!sessions) return sessions.error();
+  for (int64_t s : *sessions)
     if (auto st = each_of_session(db, s, f); !st) return st;
   return {};
 }

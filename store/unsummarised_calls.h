@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include "hal/result.h"
 #include "store/call_summaries.h"
@@ -20,6 +21,9 @@ namespace ingero::store {
 
 using UnsummarisedCall =
     std::function<void(std::string_view node, int64_t session_id, const SummarizedCall& c)>;
+
+// The sessions not ended (`stopped_at` 0), in id order: none in a file without the column.
+ingero::Result<std::vector<int64_t>> unended_sessions(Db& db);
 
 // Calls `f` for each such call, block by block, as the summarizer takes it. Nothing when every
 // session has ended (a query of the sessions, no block read).
