@@ -73,8 +73,11 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
                                             const std::string& node, int64_t from_ns, int64_t to_ns,
                                             kernelside::TenantResolver& tenants,
                                             std::vector<engine::Chain>* chains) {
-  // Every block in memory goes in: the analysis reads the file.
-  if (auto st = writer.commit_all(); !st) return st.error();
+  // Every block in memory goes in, and every second's summary: the analysis reads the file,
+  // and the command and the rings are done (a late call starts a second row for its second).
+  // Summaries left out would be derived again from the blocks by every read of the analysis
+  // (store/unsummarised_calls.h).
+  if (auto st = writer.summarise_before(INT64_MAX); !st) return st.error();
   auto reader = store::TraceReader::open(db_path, builtin_views());
   if (!reader) return reader.error();
   // Name the cgroups this session saw (the writer kept them as events came: no block is read).
