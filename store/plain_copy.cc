@@ -74,8 +74,8 @@ ingero::Status convert(Db& db, std::span<const hal::SqlView> views, PlainCopy& o
   }
   auto runs = stored_columns(db, "call_runs");
   if (!runs) return runs.error();
-  std::string sql = "BEGIN;\n" + events_ddl("events_plain") + "INSERT INTO events_plain (" + cols +
-                    ") SELECT " + cols + " FROM main.events ORDER BY timestamp, id;\n" +
+  std::string sql = "BEGIN;\n" + events_ddl("events_plain", true) + "INSERT INTO events_plain (" +
+                    cols + ") SELECT " + cols + " FROM main.events ORDER BY timestamp, id;\n" +
                     kRunsTable + "INSERT INTO call_runs_plain (" + *runs + ") SELECT " + *runs +
                     " FROM main.call_runs ORDER BY timestamp, id;\n";
   // Every view first (they read what goes), then the call store.

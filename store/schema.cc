@@ -16,8 +16,12 @@
 
 namespace ingero::store {
 
-std::string events_ddl(const std::string& table) {
+std::string events_ddl(const std::string& table, bool untimed_calls) {
   TableDef t = events_def();
+  // A call seen at entry only has no duration: NULL, as the calls view shows it.
+  if (untimed_calls)
+    for (auto& c : t.columns)
+      if (c.name == "duration") c.decl = "INTEGER";
   // Columns the original implementation's users query by name.
   for (const auto& g : kEventGeneratedColumns)
     t.columns.push_back(

@@ -58,8 +58,9 @@ ingero::Status check_schema_writable(const std::string& path, const TraceFileInf
 ingero::Status migrate(Db& db, std::span<const hal::SqlView> views = {});
 
 // The CREATE TABLE of `events` (schema <= 9: calls and host events) under `table` (schema 10
-// kept host events in a table `host_rows` of the same columns).
-std::string events_ddl(const std::string& table);
+// kept host events in a table `host_rows` of the same columns). `untimed_calls`: its duration
+// may be NULL (a call seen at entry only: `export --format sqlite`).
+std::string events_ddl(const std::string& table, bool untimed_calls = false);
 
 // Columns of the events table that hold decoded Fields, in Field order.
 const std::vector<std::string>& field_columns();

@@ -368,6 +368,39 @@ TEST(CallStore, CompactRepairsATraceWhoseTracerWasKilled) {
 
 // The sqlite3 shell has no ingero_calls: it cannot read a file of schema 10's calls, and reads
 // every call of its plain copy (`ingero export --format sqlite`).
+// Launches seen at entry only have no duration (NULL): the plain copy refused them
+// ("NOT NULL constraint failed: events_plain.duration"), so `export --format sqlite` failed on
+// every trace the tracer writes by default. The copy keeps them untimed, as the calls view
+// shows them.
+TEST(CallStore, ThePlainCopyKeepsUntimedCallsWithoutADuration) {
+  std::vector<Event> calls;
+  for (int i = 0; i < 3000; ++i) {
+    Event e = launch(uint64_t(i) * 40 * kUs, 0);
+    e.timed = i % 30 == 0;
+    if (e.timed) e.dur_ns = 6 * kUs;
+    e.has_ret = e.timed;
+    calls.push_back(e);
+  }
+  std::string path = write_trace("plain-untimed.db", calls, true);
+  const std::string sql =
+      "SELECT status, count(*), count(dur_ns), sum(dur_ns) FROM calls GROUP BY status ORDER BY "
+      "status";
+  auto want = query_rows(path, sql);
+  ASSERT_EQ(want, (std::vector<std::vector<std::string>>{{"ok", "100", "100", "600000"},
+                                                         {"untimed", "2900", "0", "NULL"}}));
+  std::string dir = temp_path("plain-untimed");
+  std::filesystem::create_directories(dir);
+  std::string out, err;
+  ASSERT_EQ(test::run_command(
+                {INGERO_BIN, "export", "--format", "sqlite", "--db", path, "-o", dir + "/plain.db"},
+                &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(query_rows(dir + "/plain.db", sql), want);
+  EXPECT_EQ(query_int(dir + "/plain.db", "SELECT count(*) FROM events WHERE duration IS NULL"),
+            2900);
+}
+
 TEST(CallStore, ThePlainCopyGivesTheSqliteShellEveryCallAndHostEventAsARow) {
   Loop l = training_loop(120);
   std::string path = write_trace("plain-src.db", l.calls, true);
