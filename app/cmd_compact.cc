@@ -12,6 +12,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/merge_traces.h"
+#include "app/read_error.h"
 #include "engine/chain.h"
 #include "engine/window_spec.h"
 #include "store/call_store.h"
@@ -82,7 +83,7 @@ Before before_compacting(const std::string& db, int64_t* host_rows) {
 // lock follows it. False (said on stderr) when either fails.
 bool convert_in_place(const std::string& db, store::TraceLock& lock) {
   if (auto s = convert_trace(db); !s) {
-    std::cerr << "ingero compact: " << db << ": " << s.error().message << "\n";
+    std::cerr << "ingero compact: " << file_error(db, s.error().message) << "\n";
     return false;
   }
   auto relock = store::TraceLock::acquire(db);

@@ -16,6 +16,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/merge_traces.h"
+#include "app/read_error.h"
 #include "engine/chain.h"
 #include "hal/event.h"
 #include "store/call_count_check.h"
@@ -91,10 +92,10 @@ ingero::Status refuse_sessions_twice(const std::vector<std::string>& inputs,
     auto reader = store::TraceReader::open(inputs[i], builtin_views());
     if (!reader) return reader.error();
     auto nodes = input_nodes((*reader)->db(), inputs[i], force_node);
-    if (!nodes) return ingero::make_error(inputs[i] + ": " + nodes.error().message);
+    if (!nodes) return ingero::make_error(file_error(inputs[i], nodes.error().message));
     for (const auto& n : *nodes) {
       auto ids = node_sessions((*reader)->db(), n, force_node);
-      if (!ids) return ingero::make_error(inputs[i] + ": " + ids.error().message);
+      if (!ids) return ingero::make_error(file_error(inputs[i], ids.error().message));
       for (const auto& id : *ids) {
         auto [it, fresh] = first_in.try_emplace(id, i);
         if (fresh || it->second == i) continue;
@@ -307,7 +308,7 @@ ingero::Status merge_traces(const std::vector<std::string>& inputs, const std::s
     store::SessionEnd end;
     for (const auto& in : inputs)
       if (auto s = merge_one(in, force_node, **w, strings, events, end); !s)
-        return ingero::make_error(in + ": " + s.error().message);
+        return ingero::make_error(file_error(in, s.error().message));
     if (auto s = (*w)->finish(end); !s) return s;
   }
   auto db = store::Db::open(tmp, store::Db::Mode::kReadWrite);

@@ -27,7 +27,7 @@ Result<nlohmann::json> build_report_model(const std::string& path, const engine:
   o.title = title;
   o.window = *w;
   auto model = serve::report::build_report(**reader, source, o);
-  if (!model) return make_error(path + ": " + model.error().message);
+  if (!model) return make_error(file_error(path, model.error().message));
   if (!source.error().empty()) return make_error(reading_error(path, source.error()));
   return model;
 }

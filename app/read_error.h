@@ -1,6 +1,6 @@
 // How a command says that reading a trace failed: "reading PATH: ERROR". Errors from the store
-// already begin with the file they come from, as SQLite names it (an absolute path): the path
-// is then not said twice.
+// already name the file they come from, as SQLite names it (an absolute path): the path is then
+// not said twice.
 #pragma once
 
 #include <filesystem>
@@ -8,11 +8,21 @@
 
 namespace ingero::app {
 
-inline std::string reading_error(const std::string& path, const std::string& error) {
+// Whether `error` already names the file `path`, as given or as SQLite names it.
+inline bool names_file(const std::string& path, const std::string& error) {
   std::error_code ec;
   std::string full = std::filesystem::absolute(path, ec).lexically_normal().string();
-  if (error.starts_with(path + ": ") || (!ec && error.starts_with(full + ": "))) return error;
-  return "reading " + path + ": " + error;
+  return error.find(path + ": ") != std::string::npos ||
+         (!ec && error.find(full + ": ") != std::string::npos);
+}
+
+// "PATH: ERROR", or ERROR where it names the file already.
+inline std::string file_error(const std::string& path, const std::string& error) {
+  return names_file(path, error) ? error : path + ": " + error;
+}
+
+inline std::string reading_error(const std::string& path, const std::string& error) {
+  return names_file(path, error) ? error : "reading " + path + ": " + error;
 }
 
 }  // namespace ingero::app

@@ -210,6 +210,24 @@ TEST(DamagedTraceBaseline, ATableOfBlocksMissingIsNamed) {
     EXPECT_EQ(q.rc, 1) << q.out;
     EXPECT_NE(q.err.find(said), std::string::npos) << q.err;
     EXPECT_EQ(q.out, "");
+    // The other readers name it too, the file once.
+    std::string dir = temp_path("out-" + table);
+    std::filesystem::create_directories(dir);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"report", "--db", db, "-o", "-", "--json"},
+          std::vector<std::string>{"merge", db, "-o", dir + "/merged.db"},
+          std::vector<std::string>{"export", "--db", db, "-o", dir + "/t.json"}}) {
+      auto r = ingero(args);
+      EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+      EXPECT_NE(r.err.find("no such table: main." + table), std::string::npos)
+          << args[0] << ": " << r.err;
+      size_t first = r.err.find(db);
+      EXPECT_NE(first, std::string::npos) << args[0] << ": " << r.err;
+      EXPECT_EQ(r.err.find(db, first + 1), std::string::npos)
+          << args[0] << ": the path twice: " << r.err;
+      EXPECT_EQ(r.out, "") << args[0];
+    }
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a file was left behind";
   }
 }
 
