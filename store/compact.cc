@@ -193,6 +193,7 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
     if (info->format == TraceFormat::kLegacyGo)
       return ingero::make_error(path + ": a trace from the original Go implementation (schema " +
                                 info->legacy_version + "); it is read-only here");
+    if (auto st = check_tables(**ro, *info); !st) return st.error();
     if (info->format != TraceFormat::kIngero || !has_call_store(**ro))
       return ingero::make_error(path + ": not a trace of schema " + std::to_string(kSchemaVersion) +
                                 " (convert it first)");

@@ -226,6 +226,18 @@ ingero::Status check_schema_writable(const std::string& path, const TraceFileInf
   return {};
 }
 
+ingero::Status check_tables(Db& db, const TraceFileInfo& info) {
+  if (info.format != TraceFormat::kIngero || info.schema_version != kSchemaVersion) return {};
+  for (const char* t : {"schema_version", "sessions", "sources", "ops", "call_seconds",
+                        "call_store", "host_store", "inflight", "kernel_names"})
+    if (!db.table_exists(t))
+      return ingero::make_error(db.path() + ": damaged: a trace of schema " +
+                                std::to_string(kSchemaVersion) + " lacks its table " + t +
+                                " (dropped, or a copy cut short); run: sqlite3 " + db.path() +
+                                " 'PRAGMA quick_check'");
+  return {};
+}
+
 ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   auto info = inspect(db);
   if (!info) return info.error();

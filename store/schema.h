@@ -43,6 +43,11 @@ struct TraceFileInfo {
 // Classifies an open database. A file that is neither ours nor theirs, is not SQLite, or
 // is newer than this build is an Error that says which.
 ingero::Result<TraceFileInfo> inspect(Db& db);
+
+// A file of this build's schema lacking a table every such file has (dropped by hand, a copy
+// cut short): an Error naming it. Readers would otherwise read such a file as an empty one
+// (`status`: "nothing was stuck"; `compact`: done). Other formats: nothing to say.
+ingero::Status check_tables(Db& db, const TraceFileInfo& info);
 // A write interrupted in rollback-journal mode (a killed compact; a tracer killed while it
 // created the file) leaves PATH-journal "hot": a read-only connection refuses the file until a
 // read-write one rolls it back. Writers call this first: it rolls the journal back (the file is

@@ -174,6 +174,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
   if (!info) return info.error();
   if (info->format == TraceFormat::kEmpty)
     return ingero::make_error(path + ": empty database, not an ingero trace");
+  if (auto st = check_tables(**db, *info); !st) return st.error();
   std::unique_ptr<TraceReader> r(new TraceReader());
   r->db_ = std::move(*db);
   r->info_ = *info;
@@ -192,8 +193,8 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
              ? install_legacy_views(*r->db_, *info)
              : r->db_->exec(contract_views_sql(
                    true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
-                   [&](const std::string& c) { return r->db_->column_exists("events", c); },
-                   false, r->db_->table_exists("kernel_names")));
+                   [&](const std::string& c) { return r->db_->column_exists("events", c); }, false,
+                   r->db_->table_exists("kernel_names")));
   if (st) st = install_device_counters_compat(*r->db_);
   if (st) st = install_vendor_views(*r->db_, true, views);
   if (!st) return ingero::make_error(path + ": " + st.error().message);

@@ -63,6 +63,7 @@ ingero::Status validate_before_writing(const std::string& path) {
     return ingero::make_error(path + ": a trace from the original Go implementation (schema " +
                               info->legacy_version + "); it is opened read-only, never written");
   if (auto st = check_schema_writable(path, *info); !st) return st;
+  if (auto st = check_tables(**db, *info); !st) return st;
   if (info->format == TraceFormat::kIngero) return check_intact(**db);
   return {};
 }

@@ -15,8 +15,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "serve/mcp/server.h"
+#include "store/schema.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -190,16 +192,22 @@ TEST(DamagedTraceBaseline, MergeSucceedsAndRenamesIntoPlace) {
   EXPECT_EQ(files, 1u) << "a temporary file was left beside the output";
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 // A trace whose table of call blocks or host blocks is gone (dropped by hand, a half-copied
-// file): every reader names the table, not SQLite's bare "SQL logic error".
+// file): every reader names the table, not SQLite's bare "SQL logic error", and the file once.
 TEST(DamagedTraceBaseline, ATableOfBlocksMissingIsNamed) {
   for (const std::string table : {"call_store", "host_store"}) {
     std::string db = temp_path("no-" + table + ".db");
     std::filesystem::copy_file(intact_trace(), db,
                                std::filesystem::copy_options::overwrite_existing);
     ASSERT_EQ(std::system(("sqlite3 '" + db + "' 'DROP TABLE " + table + "'").c_str()), 0);
-    const std::string said =
-        db + ": listing the blocks of main." + table + ": no such table: main." + table;
+    const std::string said = db + ": damaged: a trace of schema " +
+                             std::to_string(store::kSchemaVersion) + " lacks its table " + table +
+                             " (dropped, or a copy cut short)";
     auto ex = ingero({"explain", "--db", db});
     EXPECT_EQ(ex.rc, 1) << ex.out.substr(0, 2000);
     EXPECT_NE(ex.err.find(said), std::string::npos) << ex.err;
@@ -216,18 +224,26 @@ TEST(DamagedTraceBaseline, ATableOfBlocksMissingIsNamed) {
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"report", "--db", db, "-o", "-", "--json"},
           std::vector<std::string>{"merge", db, "-o", dir + "/merged.db"},
-          std::vector<std::string>{"export", "--db", db, "-o", dir + "/t.json"}}) {
+          std::vector<std::string>{"export", "--db", db, "-o", dir + "/t.json"},
+          std::vector<std::string>{"status", "--db", db},
+          std::vector<std::string>{"compact", db}}) {
       auto r = ingero(args);
       EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
-      EXPECT_NE(r.err.find("no such table: main." + table), std::string::npos)
-          << args[0] << ": " << r.err;
-      size_t first = r.err.find(db);
+      EXPECT_NE(r.err.find(said), std::string::npos) << args[0] << ": " << r.err;
+      // Named once as the file the error is about (the hint's `sqlite3 PATH` aside).
+      size_t first = r.err.find(db + ": ");
       EXPECT_NE(first, std::string::npos) << args[0] << ": " << r.err;
-      EXPECT_EQ(r.err.find(db, first + 1), std::string::npos)
+      EXPECT_EQ(r.err.find(db + ": ", first + 1), std::string::npos)
           << args[0] << ": the path twice: " << r.err;
       EXPECT_EQ(r.out, "") << args[0];
     }
     EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a file was left behind";
+    // The writer (`trace --db`) refuses it before any change.
+    std::string before = file_bytes(db);
+    auto w = store::TraceWriter::open(db);
+    ASSERT_FALSE(w);
+    EXPECT_NE(w.error().message.find(said), std::string::npos) << w.error().message;
+    EXPECT_EQ(file_bytes(db), before) << "the writer changed the damaged file";
   }
 }
 
