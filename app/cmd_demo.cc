@@ -35,6 +35,19 @@ void add_demo_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--db", o->db,
                   "Keep the synthetic trace at this path (default: a temporary file)");
   cmd->callback([&ctx, o] {
+    // An unknown scenario is a usage error, said before any file is made.
+    bool known = false;
+    std::string names;
+    for (const auto& s : demo_scenarios()) {
+      known = known || s.name == o->scenario;
+      names += (names.empty() ? "" : ", ") + s.name;
+    }
+    if (!known) {
+      std::cerr << "ingero demo: unknown scenario '" << o->scenario << "' (known: " << names
+                << ")\n";
+      ctx.exit_code = kExitUsage;
+      return;
+    }
     std::string path = o->db, temp_dir;
     if (path.empty()) {
       // A private folder (0700) of its own in /tmp: a fixed or guessable file name in a folder
@@ -67,12 +80,19 @@ void add_demo_command(CLI::App& app, Context& ctx) {
         ctx.exit_code = kExitFailure;
         return;
       }
-      if (auto st = write_demo(o->scenario, **w); !st) {
-        std::cerr << "ingero demo: " << st.error().message << "\n";
-        ctx.exit_code = kExitUsage;
+      // Written whole or not at all: the file is new (an existing one is refused above), and a
+      // half-written demo (a full disk) is removed with SQLite's files beside it.
+      ingero::Status st = write_demo(o->scenario, **w);
+      if (st) st = (*w)->finish({});
+      if (!st) {
+        w->reset();
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+          (void)::unlink((path + suffix).c_str());
+        std::cerr << "ingero demo: " << file_error(path, st.error().message)
+                  << (o->db.empty() ? "" : " (the new file was removed)") << "\n";
+        ctx.exit_code = kExitFailure;
         return;
       }
-      (void)(*w)->finish({});
     }
     auto reader = store::TraceReader::open(path, builtin_views());
     if (!reader) {

@@ -132,25 +132,33 @@ TEST_F(OutputFiles, ExportOntoAFullDiskFailsAndLeavesNothing) {
   EXPECT_EQ(r.out, "") << "left on the full disk: " << r.out;
 }
 
-// A new trace on a disk too full for its tables (~600 KiB empty): the error says what failed
-// and the half-made file is not left behind, nor SQLite's files beside it. (`demo --db` writes
-// its trace through the same writer as `trace`.)
+// A new trace on a disk too full for its tables (~600 KiB empty), or for what is then written
+// into it: the error says what failed, exit 1, and the half-made file is not left behind, nor
+// SQLite's files beside it. (`demo --db` writes its trace through the same writer as `trace`;
+// it exited 2, a usage error, and left the file when its calls did not fit.)
 TEST_F(OutputFiles, ANewTraceOnAFullDiskIsNotLeftHalfMade) {
-  std::string mnt = dir_ + "/tiny";
-  std::filesystem::create_directories(mnt);
-  auto r =
-      shell("unshare -rm /bin/sh -c 'mount -t tmpfs -o size=64k tmpfs " + mnt + " || exit 99; " +
-            INGERO_BIN + " demo --db " + mnt + "/t.db; rc=$?; ls -A " + mnt + "; exit $rc'");
-  if (r.rc == 99) {
-    if (running_in_ci()) FAIL() << "CI=true but no private tmpfs mount: " << r.err;
-    GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << r.err << " ***";
+  // 64 KiB: the tables do not fit; 1,500 KiB: they do, and the demo's calls then do not.
+  const std::pair<std::string, std::string> cases[] = {
+      {"64k",
+       "/t.db: creating the trace's tables failed: database or disk is full (the new file "
+       "was removed)"},
+      {"1500k", "writing " + dir_ +
+                    "/tiny-1500k/t.db: database or disk is full (the new file was "
+                    "removed)"}};
+  for (const auto& [size, said] : cases) {
+    std::string mnt = dir_ + "/tiny-" + size;
+    std::filesystem::create_directories(mnt);
+    auto r = shell("unshare -rm /bin/sh -c 'mount -t tmpfs -o size=" + size + " tmpfs " + mnt +
+                   " || exit 99; " + INGERO_BIN + " demo --db " + mnt +
+                   "/t.db > /dev/null; rc=$?; ls -A " + mnt + "; exit $rc'");
+    if (r.rc == 99) {
+      if (running_in_ci()) FAIL() << "CI=true but no private tmpfs mount: " << r.err;
+      GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << r.err << " ***";
+    }
+    EXPECT_EQ(r.rc, 1) << size << ": " << r.err;
+    EXPECT_NE(r.err.find(said), std::string::npos) << size << ": " << r.err;
+    EXPECT_EQ(r.out, "") << size << ": left on the full disk: " << r.out;
   }
-  EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_NE(r.err.find(mnt + "/t.db: creating the trace's tables failed: database or disk is "
-                             "full (the new file was removed)"),
-            std::string::npos)
-      << r.err;
-  EXPECT_EQ(r.out, "") << "left on the full disk: " << r.out;
 }
 
 TEST_F(OutputFiles, QueryAndExplainIntoAFullStdoutFail) {
