@@ -5,6 +5,7 @@
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
 #include "app/node_selection.h"
+#include "engine/chain.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
@@ -96,6 +97,13 @@ int explain_file(const Opts& o) {
     std::cerr << "ingero explain: " << nodes.error().message << "\n";
     return kExitUsage;
   }
+  // A window that misses the trace is answered (nothing to explain), and said to miss it: a
+  // --from in the wrong year or zone otherwise reads as a quiet trace.
+  if (auto span = source.time_span();
+      span.first <= span.second && (w->to_ns < span.first || w->from_ns > span.second))
+    std::cerr << "ingero explain: the window holds no event of " << path << ", which runs from "
+              << engine::format_wall(span.first) << " to " << engine::format_wall(span.second)
+              << "\n";
   FleetExplainOptions fo;
   fo.title = path;
   fo.subtitle = (*reader)->is_legacy() ? (*reader)->format_name() : "";

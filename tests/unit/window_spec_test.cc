@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/damaged_trace.h"
 #include "tests/support/run_ingero.h"
+#include "tests/support/trace_db.h"
 #include "tests/unit/step_source.h"
 
 namespace ingero::engine {
@@ -103,6 +105,22 @@ TEST(WindowSpec, EveryCommandCallsAMalformedWindowAUsageErrorBeforeReadingAnyFil
   EXPECT_TRUE(check_window_spec(WindowSpec{"5m", "", "", std::nullopt}));
   EXPECT_TRUE(check_window_spec(WindowSpec{"", "1795371618", "1795371619", std::nullopt}));
   EXPECT_FALSE(check_window_spec(WindowSpec{"", "1795371619", "1795371618", std::nullopt}));
+}
+
+// A window that misses the trace is answered (exit 0, nothing to explain) and said to miss
+// it, with the trace's own span: a --from in the wrong year or zone read as a quiet trace.
+TEST(WindowSpec, AWindowThatMissesTheTraceIsSaidToMissIt) {
+  std::string db = test::write_free_calls(test::temp_path("span.db"), 100);
+  auto off = test::run_ingero({"explain", "--db", db, "--from", "10", "--to", "20"});
+  EXPECT_EQ(off.rc, 0) << off.err;
+  EXPECT_NE(
+      off.err.find("ingero explain: the window holds no event of " + db + ", which runs from "),
+      std::string::npos)
+      << off.err;
+  EXPECT_NE(off.out.find("nothing in this window needs explaining"), std::string::npos) << off.out;
+  auto whole = test::run_ingero({"explain", "--db", db});
+  EXPECT_EQ(whole.rc, 0) << whole.err;
+  EXPECT_EQ(whole.err.find("holds no event"), std::string::npos) << whole.err;
 }
 
 }  // namespace
