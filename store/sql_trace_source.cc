@@ -458,46 +458,37 @@ using SketchesByOp =
 
 ingero::Status add_unsummarised_sketches(Db& db, const engine::Window& secs,
                                          const engine::Window& w, SketchesByOp& m) {
+  auto unended = unended_sessions(db);
+  if (!unended) return unended.error();
+  if (unended->empty()) return {};  // every session ended: every call is summarised
   std::map<int, std::pair<std::string, std::string>> sources;  // id -> vendor, api
   std::map<std::pair<int, int>, std::string> ops;
-  auto names = [&]() -> ingero::Status {
-    auto src = db.prepare("SELECT id, vendor, api FROM sources");
-    if (!src) return src.error();
+  for (auto [sql, names] : {std::pair{"SELECT id, vendor, api FROM sources", true},
+                            std::pair{"SELECT source_id, op_id, name FROM ops", false}}) {
+    auto st = db.prepare(sql);
+    if (!st) return st.error();
     while (true) {
-      auto r = src->step();
+      auto r = st->step();
       if (!r) return r.error();
       if (!*r) break;
-      sources[int(src->int64(0))] = {src->text(1), src->text(2)};
+      if (names)
+        sources[int(st->int64(0))] = {st->text(1), st->text(2)};
+      else
+        ops[{int(st->int64(0)), int(st->int64(1))}] = st->text(2);
     }
-    auto op = db.prepare("SELECT source_id, op_id, name FROM ops");
-    if (!op) return op.error();
-    while (true) {
-      auto r = op->step();
-      if (!r) return r.error();
-      if (!*r) break;
-      ops[{int(op->int64(0)), int(op->int64(1))}] = op->text(2);
-    }
-    return {};
-  };
-  bool named = false;
-  ingero::Status st_names;
-  auto st =
-      for_each_unsummarised_call(db, [&](std::string_view node, int64_t, const SummarizedCall& c) {
+  }
+  return for_each_unsummarised_call(
+      db, [&](std::string_view node, int64_t, const SummarizedCall& c) {
         if (!c.timed || (w.pid && c.pid != *w.pid) || (w.node && node != *w.node)) return;
         constexpr int64_t kSecond = 1000000000;
         int64_t second =
             (c.ts_ns >= 0 ? c.ts_ns / kSecond : (c.ts_ns - kSecond + 1) / kSecond) * kSecond;
         if (second < secs.from_ns || second > secs.to_ns) return;
-        if (!named) {
-          named = true;
-          st_names = names();
-        }
         auto s = sources.find(c.source);
         auto o = ops.find({c.source, c.op});
         if (s == sources.end() || o == ops.end()) return;
         m[{c.pid, s->second.first, s->second.second, o->second}].add(c.dur_ns);
       });
-  return !st ? st : st_names;
 }
 
 }  // namespace
