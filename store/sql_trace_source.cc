@@ -461,21 +461,18 @@ ingero::Status add_unsummarised_sketches(Db& db, const engine::Window& secs,
   auto unended = unended_sessions(db);
   if (!unended) return unended.error();
   if (unended->empty()) return {};  // every session ended: every call is summarised
-  std::map<int, std::pair<std::string, std::string>> sources;  // id -> vendor, api
-  std::map<std::pair<int, int>, std::string> ops;
-  for (auto [sql, names] : {std::pair{"SELECT id, vendor, api FROM sources", true},
-                            std::pair{"SELECT source_id, op_id, name FROM ops", false}}) {
-    auto st = db.prepare(sql);
-    if (!st) return st.error();
-    while (true) {
-      auto r = st->step();
-      if (!r) return r.error();
-      if (!*r) break;
-      if (names)
-        sources[int(st->int64(0))] = {st->text(1), st->text(2)};
-      else
-        ops[{int(st->int64(0)), int(st->int64(1))}] = st->text(2);
-    }
+  // (source, op) -> vendor, api, op name: the dictionary every reader of calls joins.
+  std::map<std::pair<int, int>, std::tuple<std::string, std::string, std::string>> names;
+  auto dict = db.prepare(
+      "SELECT s.id, o.op_id, s.vendor, s.api, o.name FROM sources s JOIN ops o ON "
+      "o.source_id = s.id");
+  if (!dict) return dict.error();
+  while (true) {
+    auto r = dict->step();
+    if (!r) return r.error();
+    if (!*r) break;
+    names[{int(dict->int64(0)), int(dict->int64(1))}] = {dict->text(2), dict->text(3),
+                                                         dict->text(4)};
   }
   return for_each_unsummarised_call(
       db, [&](std::string_view node, int64_t, const SummarizedCall& c) {
@@ -484,10 +481,10 @@ ingero::Status add_unsummarised_sketches(Db& db, const engine::Window& secs,
         int64_t second =
             (c.ts_ns >= 0 ? c.ts_ns / kSecond : (c.ts_ns - kSecond + 1) / kSecond) * kSecond;
         if (second < secs.from_ns || second > secs.to_ns) return;
-        auto s = sources.find(c.source);
-        auto o = ops.find({c.source, c.op});
-        if (s == sources.end() || o == ops.end()) return;
-        m[{c.pid, s->second.first, s->second.second, o->second}].add(c.dur_ns);
+        auto n = names.find({c.source, c.op});
+        if (n == names.end()) return;
+        const auto& [vendor, api, op] = n->second;
+        m[{c.pid, vendor, api, op}].add(c.dur_ns);
       });
 }
 
