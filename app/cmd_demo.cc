@@ -12,6 +12,7 @@
 #include "app/explain_report.h"
 #include "app/read_error.h"
 #include "hal/memory.h"
+#include "store/file_access.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -86,8 +87,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       if (st) st = (*w)->finish({});
       if (!st) {
         w->reset();
-        for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-          (void)::unlink((path + suffix).c_str());
+        store::remove_database_files(path);
         std::cerr << "ingero demo: " << file_error(path, st.error().message)
                   << (o->db.empty() ? "" : " (the new file was removed)") << "\n";
         ctx.exit_code = kExitFailure;

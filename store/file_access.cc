@@ -184,4 +184,9 @@ ingero::Status check_intact(Db& db) {
   return {};
 }
 
+void remove_database_files(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    (void)::unlink((path + suffix).c_str());
+}
+
 }  // namespace ingero::store

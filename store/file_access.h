@@ -69,6 +69,10 @@ ingero::Status prepare_writable(const std::string& path, bool create);
 // are). An Error names the folder that could not be created and why.
 ingero::Status make_private_dirs(const std::string& dir);
 
+// Removes a database file this process made and could not finish, with the files SQLite keeps
+// beside it (-wal, -shm, -journal). Best effort: what is not there is not an error.
+void remove_database_files(const std::string& path);
+
 class Db;
 // PRAGMA quick_check on an open file (read-only): a damaged file is an Error naming the path
 // and the first problem SQLite found. Reads the whole file (4.8 s for 967 MB on a 2-core VM).

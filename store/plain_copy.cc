@@ -8,6 +8,7 @@
 #include "store/call_block.h"
 #include "store/call_store.h"
 #include "store/contract_views.h"
+#include "store/file_access.h"
 #include "store/host_store.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -151,7 +152,7 @@ ingero::Result<PlainCopy> write_plain_copy(const std::string& in, const std::str
       return ingero::make_error("copying " + in + " to " + out + ": " + st.error().message);
   }
   auto fail = [&](const ingero::Error& e) {
-    for (const char* suffix : {"", "-journal", "-wal", "-shm"}) ::unlink((out + suffix).c_str());
+    remove_database_files(out);
     return e;
   };
   auto db = Db::open(out, Db::Mode::kReadWrite);

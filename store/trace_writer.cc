@@ -84,8 +84,7 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   auto abandon = [&](const ingero::Error& e) -> ingero::Error {
     if (!created) return e;
     w.reset();
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-      (void)::unlink((path + suffix).c_str());
+    remove_database_files(path);
     return ingero::make_error(e.message + " (the new file was removed)");
   };
   auto db = Db::open(path, Db::Mode::kCreate);
