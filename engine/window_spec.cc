@@ -49,6 +49,27 @@ bool real_date(const std::tm& t, time_t secs) {
          back.tm_hour == t.tm_hour && back.tm_min == t.tm_min && back.tm_sec == t.tm_sec;
 }
 
+// Unix seconds as `date +%s.%N` writes them: a sign for a time before 1970 and a fraction of up
+// to nine digits; nullopt when `s` is not of that form or the clock cannot hold it.
+std::optional<int64_t> parse_unix_seconds(const std::string& s) {
+  size_t at = s[0] == '-' ? 1 : 0;
+  size_t dot = s.find('.', at);
+  std::string whole = s.substr(at, dot == std::string::npos ? std::string::npos : dot - at);
+  std::string frac = dot == std::string::npos ? "" : s.substr(dot + 1);
+  auto all_digits = [](const std::string& t) {
+    return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!all_digits(whole) || (dot != std::string::npos && !all_digits(frac)) || frac.size() > 9 ||
+      whole.size() > 19)
+    return std::nullopt;
+  uint64_t secs = std::stoull(whole);  // 19 digits fit in 64 bits
+  if (secs > uint64_t(INT64_MAX / kNsPerS)) return std::nullopt;
+  frac.resize(9, '0');
+  int64_t ns = int64_t(secs) * kNsPerS;
+  if (__builtin_add_overflow(ns, int64_t(std::stoll(frac)), &ns)) return std::nullopt;
+  return at ? -ns : ns;
+}
+
 }  // namespace
 
 // Times are Unix ns in an int64_t: from 1677-09-21 to 2262-04-11. Anything outside is refused,
@@ -56,14 +77,13 @@ bool real_date(const std::tm& t, time_t secs) {
 std::optional<int64_t> parse_time_ns(const std::string& s) {
   if (s.empty()) return std::nullopt;
   bool digits = s.find_first_not_of("0123456789") == std::string::npos;
-  if (digits) {
-    if (s.size() > 19) return std::nullopt;
-    uint64_t v = std::stoull(s);  // 19 digits fit in 64 bits
-    if (v >= 100'000'000'000ULL)  // ns
-      return v <= uint64_t(INT64_MAX) ? std::optional<int64_t>(int64_t(v)) : std::nullopt;
-    if (v > uint64_t(INT64_MAX / kNsPerS)) return std::nullopt;  // seconds past 2262
-    return int64_t(v) * kNsPerS;
+  // Eleven digits or more, unsigned and without a fraction: Unix ns (seconds that large are
+  // past 5138).
+  if (digits && s.size() <= 19 && std::stoull(s) >= 100'000'000'000ULL) {
+    uint64_t v = std::stoull(s);
+    return v <= uint64_t(INT64_MAX) ? std::optional<int64_t>(int64_t(v)) : std::nullopt;
   }
+  if (s.find_first_not_of("-.0123456789") == std::string::npos) return parse_unix_seconds(s);
   std::tm tm{};
   const char* p = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (!p) p = strptime(s.c_str(), "%Y-%m-%d %H:%M:%S", &tm);

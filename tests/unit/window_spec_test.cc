@@ -34,7 +34,23 @@ TEST(WindowSpec, AnythingElseAfterTheSecondsIsRefused) {
   for (const char* bad :
        {"2026-11-22T18:20:19junk", "2026-11-22T18:20:19.", "2026-11-22T18:20:19.1234567891",
         "2026-11-22T18:20:19+2", "2026-11-22T18:20:19+25:00", "2026-11-22T18:20:19+02:00x",
-        "2026-11-22T18:20:19 UTC", "1795371619.5"})
+        "2026-11-22T18:20:19 UTC"})
+    EXPECT_EQ(parse_time_ns(bad), std::nullopt) << bad;
+}
+
+// Unix seconds as `date +%s.%N` prints them: a fraction of up to nine digits, and a sign before
+// 1970 (the clock reaches back to 1677). Eleven digits or more without either are Unix ns.
+TEST(WindowSpec, UnixSecondsTakeAFractionAndASign) {
+  EXPECT_EQ(parse_time_ns("1795371619.5"), kT * kS + 500'000'000);
+  EXPECT_EQ(parse_time_ns("1795371619.000000001"), kT * kS + 1);
+  EXPECT_EQ(parse_time_ns("1795371619.123456789"), kT * kS + 123'456'789);
+  EXPECT_EQ(parse_time_ns("-1"), -kS);
+  EXPECT_EQ(parse_time_ns("-1.25"), -kS - 250'000'000);
+  EXPECT_EQ(parse_time_ns("-9223372036"), -int64_t(9223372036) * kS);  // 1677-09-21
+  EXPECT_EQ(parse_time_ns("1795371619000000000"), kT * kS);            // ns
+  for (const char* bad :
+       {"1795371619.", ".5", "-", "--1", "1-2", "1.2.3", "-.5", "1795371619.1234567891",
+        "1795371619000000000.5", "-9223372037", "-1795371619000000000", "1795371619.5Z"})
     EXPECT_EQ(parse_time_ns(bad), std::nullopt) << bad;
 }
 
