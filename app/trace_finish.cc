@@ -165,9 +165,17 @@ int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) 
   print_losses(std::cerr, end.counters);  // even with -q: the figures are lower bounds
   if (otlp_) print_otlp_summary(std::cerr, *otlp_, opts_.quiet);  // its drops even with -q
   if (writer_->failed() || !fin) {
-    std::cerr << "ingero: " << writer_->failed() << " events could not be written to " << db_
-              << (sinks_.last_error().empty() ? "" : ": " + sinks_.last_error())
-              << (fin ? "" : "; " + fin.error().message) << "\n";
+    // The causes, each once (the writer's last failure is often the finish's too); the file is
+    // named once, by them where the store's messages name it already.
+    std::string cause = sinks_.last_error();
+    if (!fin && fin.error().message != cause)
+      cause += (cause.empty() ? "" : "; ") + fin.error().message;
+    std::string file = cause.find(db_) == std::string::npos ? " to " + db_ : "";
+    if (writer_->failed())
+      std::cerr << "ingero: " << writer_->failed() << " events could not be written" << file;
+    else
+      std::cerr << "ingero: the trace could not be finished" << file;
+    std::cerr << (cause.empty() ? "" : ": " + cause) << "\n";
     code = kExitFailure;
   }
   if (!opts_.quiet) cmd_.describe_end(std::cerr);
