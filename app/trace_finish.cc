@@ -52,6 +52,8 @@ int Trace::finish() {
   // memory the larger of tracing and analysing, not their sum.
   pipeline_->catch_up_stacks = nullptr;
   reader_.reset();
+  // So are the stacks: the processes' maps and the symbol tables read for them go too.
+  if (stacks_) stacks_->release();
   size_t nchains = store_analysis(end);
   auto fin = finish_writing(end);
   if (!opts_.quiet) print_stopped(stats, nchains);

@@ -37,6 +37,15 @@ StackCollector::StackCollector(hal::EventSink& out, hal::BpfSession* session, st
 
 StackCollector::~StackCollector() = default;
 
+void StackCollector::release() {
+  symbolizer_.forget();
+  std::unordered_map<uint32_t, Process>().swap(procs_);
+  std::unordered_set<uint64_t>().swap(stored_);
+  std::unordered_set<std::string>().swap(warned_);
+  std::unordered_set<std::string>().swap(same_on_host_);
+  last_ = {};
+}
+
 StackCollector::Process& StackCollector::process(uint32_t pid) {
   auto it = procs_.find(pid);
   if (it != procs_.end()) return it->second;

@@ -65,6 +65,8 @@ class StackCollector {
   // host-wide trace, and only a traced process's exit is (process_exited).
   void forget_gone(const std::function<bool(uint32_t)>& keep = nullptr);
   size_t processes() const { return procs_.size(); }
+  // Modules whose symbols are open now.
+  size_t open_modules() const { return symbolizer_.modules(); }
   // Processes already running when tracing starts: set up the Python ones.
   void scan_existing(const std::vector<int>& pids);
 
@@ -84,6 +86,11 @@ class StackCollector {
   bool knows(uint32_t pid, uint64_t hash) const;
 
   const Counters& counters() const { return counters_; }
+  // Forgets every process, stored stack and open module, keeping the counters: once the last
+  // stack of a session is stored, the memory they hold (a few MiB) goes back before the
+  // session's analysis. What comes after is resolved from scratch (a stack stored before is
+  // offered to the sink again, which keeps one row of it).
+  void release();
   // The snapshot of a process's maps, as last taken (empty when it has none).
   std::vector<hal::MapEntry> maps_of(uint32_t pid) const {
     auto it = procs_.find(pid);

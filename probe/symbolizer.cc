@@ -117,6 +117,11 @@ Symbolizer::Symbolizer(std::string debug_path) : callbacks_(std::make_unique<Cal
 }
 Symbolizer::~Symbolizer() = default;
 
+void Symbolizer::forget() {
+  std::unordered_map<std::string, std::unique_ptr<Module>>().swap(modules_);
+  cache_.clear();
+}
+
 bool Symbolizer::has(const std::string& key) const {
   auto it = modules_.find(key);
   return it != modules_.end() && it->second->mod;

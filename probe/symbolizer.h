@@ -51,6 +51,9 @@ class Symbolizer {
   }
   // Whether `key` is open (a failed attempt does not count).
   bool has(const std::string& key) const;
+  // Closes every module and forgets every answer: the memory they hold (libdwfl's tables, the
+  // files' mapped pages) goes back. Later lookups open modules again.
+  void forget();
   // How many times libdwfl searched a module's symbols: once per stretch of addresses that
   // gives one answer (between consecutive symbol starts and ends), not once per address.
   uint64_t searches() const { return searches_; }

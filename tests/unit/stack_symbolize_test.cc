@@ -253,6 +253,39 @@ TEST(StackCollector, ResolvesDeduplicatesAndStopsAtGarbage) {
   EXPECT_EQ(c.stack_id(me, 0x1111), 0u);  // forgotten with the process
 }
 
+// At a session's end the collector gives back what it holds (processes, stored stacks' ids,
+// open modules) and keeps its counts for the summary; a stack offered again is resolved anew
+// and kept once.
+TEST(StackCollector, ReleaseForgetsWhatItHoldsAndKeepsItsCounts) {
+  std::string db = test::temp_path("stacks-release.db");
+  auto w = store::TraceWriter::open(db);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE((*w)->begin_session(store::SessionInfo{}));
+  StackCollector c(**w, nullptr);
+  uint32_t me = uint32_t(getpid());
+  uint64_t a = uint64_t(&ingero_stack_marker_a) + 4, b = uint64_t(&ingero_stack_marker_b) + 4;
+  c.on_stack(record(me, 0x1111, {a, b}));
+  uint64_t id = c.stack_id(me, 0x1111);
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(c.processes(), 1u);
+  EXPECT_EQ(c.open_modules(), 1u);
+  c.release();
+  EXPECT_EQ(c.processes(), 0u);
+  EXPECT_EQ(c.open_modules(), 0u);
+  EXPECT_EQ(c.counters().received, 1u);
+  EXPECT_EQ(c.counters().stored, 1u);
+  EXPECT_EQ(c.counters().native_frames, 2u);
+  EXPECT_EQ(c.stack_id(me, 0x1111), 0u);  // its id went with the process
+  EXPECT_EQ(c.counters().unknown_refs, 1u);
+  c.on_stack(record(me, 0x1111, {a, b}));
+  EXPECT_EQ(c.stack_id(me, 0x1111), id);
+  EXPECT_EQ(c.counters().stored, 2u);  // offered to the sink again
+  ASSERT_TRUE((*w)->commit());
+  EXPECT_EQ(test::query_int(
+                db, "SELECT count(*) FROM stacks WHERE stack_id = " + std::to_string(int64_t(id))),
+            2);  // its two frames, once
+}
+
 // On a host-wide trace every exec of the host is shown to the collector: a process gone before
 // it is looked at leaves nothing, and one that exits without ever having a stack (it made no
 // traced call, so no exit of it is reported) is forgotten by the periodic sweep, unless the
