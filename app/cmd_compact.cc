@@ -7,12 +7,14 @@
 // file.
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <iostream>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/merge_traces.h"
 #include "app/read_error.h"
+#include "app/trace_flags.h"
 #include "engine/chain.h"
 #include "engine/window_spec.h"
 #include "store/call_store.h"
@@ -122,8 +124,11 @@ int run_compact(const CompactOpts& o) {
   auto lock = store::TraceLock::acquire(o.db);
   if (!lock) {
     std::cerr << "ingero compact: " << lock.error().message
-              << "; compact it once that has stopped (while tracing, --full-rows and the "
-                 "archive keep the file compact)\n";
+              << (lock.error().sys_errno == EWOULDBLOCK
+                      ? "; compact it once that has stopped (while tracing, --full-rows and the "
+                        "archive keep the file compact)"
+                      : "")
+              << "\n";
     return kExitFailure;
   }
   // What an interrupted write left in FILE-journal, rolled back first: every read-only
@@ -169,11 +174,7 @@ void add_compact_command(CLI::App& app, Context& ctx) {
   cmd->add_option("trace", o->db, "Trace file to compact")->required();
   cmd->add_option("--full-rows", o->full_rows,
                   "Keep every call's row for this long before the trace's end (default 10m)")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 10m, 1h";
-          },
-          "DURATION"));
+      ->check(trace_flags::duration_check("10m, 1h"));  // a bare number is refused
   cmd->add_flag("--no-archive", o->no_archive,
                 "Has no effect: calls are kept in compressed blocks; `ingero export --format "
                 "sqlite` writes a copy of plain rows for the sqlite3 shell")

@@ -11,10 +11,7 @@
 #include "serve/otlp/config.h"
 
 namespace ingero::app::trace_flags {
-namespace {
 
-// A duration with its unit (500ms, 30s, 5m, 1h, 7d), in a config file as on the command line:
-// a bare number (`duration = 12`: 12 what?) is refused.
 CLI::Validator duration_check(const std::string& examples) {
   return CLI::Validator(
       [examples](std::string& s) -> std::string {
@@ -25,6 +22,8 @@ CLI::Validator duration_check(const std::string& examples) {
       },
       "DURATION");
 }
+
+namespace {
 
 // A duration flag: "10s", "250ms", "1m" (the validator refuses anything else, or <= 0).
 CLI::Option* add_duration(CLI::App& cmd, const std::string& name, std::string& into,

@@ -87,10 +87,13 @@ ingero::Result<TraceLock> TraceLock::acquire(const std::string& path) {
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     ::close(fd);
-    if (err == EWOULDBLOCK)
-      return ingero::make_error(path +
-                                " is being written by another ingero process (a running `ingero "
-                                "trace`, or `ingero compact`)");
+    if (err == EWOULDBLOCK) {
+      ingero::Error held{path +
+                         " is being written by another ingero process (a running `ingero "
+                         "trace`, or `ingero compact`)"};
+      held.sys_errno = EWOULDBLOCK;  // the one failure a caller may wait out
+      return held;
+    }
     return ingero::Error::sys("cannot lock " + path, err);
   }
   return TraceLock(fd);

@@ -37,5 +37,24 @@ TEST(CompactLive, AFileBeingWrittenIsRefusedUnchanged) {
   EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 0) << err;
 }
 
+// --full-rows takes a duration with its unit, as every duration of `trace` does: a bare number
+// (12 what?) is refused before the file is touched, where `--full-rows 1` folded all but the
+// last second of a trace in place. A file that cannot be read is said without the hint that
+// belongs to one being written.
+TEST(CompactFlags, FullRowsWithoutAUnitIsRefusedAndTheFileKept) {
+  std::string db = write_free_calls(temp_path("bare.db"), 1000);
+  std::string before = sha256_file(db);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db, "--full-rows", "1"}, &out, &err), 2);
+  EXPECT_EQ(err,
+            "--full-rows: '1' has no unit: write a duration with its unit (10m, 1h)\n"
+            "Run with --help or --help-all for more information.\n");
+  EXPECT_EQ(sha256_file(db), before);
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db, "--full-rows", "1s"}, &out, &err), 0) << err;
+  std::string missing = temp_path("no-such-trace.db");
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", missing}, &out, &err), 1);
+  EXPECT_EQ(err, "ingero compact: cannot read " + missing + ": No such file or directory\n");
+}
+
 }  // namespace
 }  // namespace ingero::test
