@@ -97,6 +97,11 @@ int explain_file(const Opts& o) {
     std::cerr << "ingero explain: " << nodes.error().message << "\n";
     return kExitUsage;
   }
+  if (o.pid)
+    if (auto st = check_pid(source.processes(), o.pid); !st) {
+      std::cerr << "ingero explain: " << st.error().message << "\n";
+      return kExitUsage;
+    }
   // A window that misses the trace is answered (nothing to explain), and said to miss it: a
   // --from in the wrong year or zone otherwise reads as a quiet trace.
   if (auto span = source.time_span();

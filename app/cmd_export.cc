@@ -162,6 +162,8 @@ ingero::Result<engine::Window> export_window(engine::TraceSource& source, const 
   if (o.pid) spec.pid = o.pid;
   auto w = engine::resolve_window(source, spec);
   if (!w) return w;
+  if (o.pid)
+    if (auto st = check_pid(source.processes(), o.pid); !st) return st.error();
   if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
   return w;
 }

@@ -27,6 +27,7 @@
 #include "store/tiers.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
+#include "tests/support/h100_fixture.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::serve::report {
@@ -34,14 +35,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string h100(const std::string& name) {
-  std::string out = test::temp_path("report-" + name + ".db");
-  if (!std::filesystem::exists(out)) {
-    std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/" + name + ".db.xz' > '" + out + "'";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  }
-  return out;
-}
+std::string h100(const std::string& name) { return test::h100_fixture(name, "report"); }
 
 std::string legacy(const std::string& name) {
   return std::string(INGERO_FIXTURES_DIR) + "/ingero-go/" + name + ".db";

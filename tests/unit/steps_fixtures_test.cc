@@ -12,6 +12,7 @@
 #include "engine/analysis.h"
 #include "store/sql_trace_source.h"
 #include "test_paths.h"
+#include "tests/support/h100_fixture.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::app {
@@ -20,14 +21,7 @@ namespace {
 using engine::Severity;
 
 // Decompressed once per test binary run, under the per-run temporary directory.
-std::string fixture(const std::string& name) {
-  std::string out = test::temp_path("h100-" + name + ".db");
-  if (!std::filesystem::exists(out)) {
-    std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/" + name + ".db.xz' > '" + out + "'";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  }
-  return out;
-}
+std::string fixture(const std::string& name) { return test::h100_fixture(name); }
 
 struct Fixture {
   std::unique_ptr<store::TraceReader> reader;

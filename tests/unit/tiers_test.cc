@@ -22,6 +22,7 @@
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
+#include "tests/support/h100_fixture.h"
 #include "tests/support/trace_db.h"
 #include "tests/unit/tiers_fixture.h"
 
@@ -201,12 +202,7 @@ TEST(Tiers, SameChainsStepsAndQuantilesWithinTheBoundOnAFoldedCopy) {
 
 // The real H100 traces (tests/fixtures/h100): the same chains, in the same order, with the
 // same severities, whether the launches have rows or are folded.
-std::string fixture(const std::string& name) {
-  std::string out = test::temp_path("h100-" + name + ".db");
-  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/" + name + ".db.xz' > '" + out + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  return out;
-}
+std::string fixture(const std::string& name) { return test::h100_fixture(name, "tiers", true); }
 
 TEST(Tiers, H100TracesGiveTheSameChainsFullAndFolded) {
   for (const char* name : {"starve", "emptycache", "resnet-clean", "resnet-contended"}) {

@@ -1,0 +1,35 @@
+// --pid names a process of the trace: a mistyped pid was answered with the whole trace's event
+// count and "nothing in this window needs explaining", exit 0, a false all-clear. It is a usage
+// error naming the processes the trace holds, as an unknown --node is.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_paths.h"
+#include "tests/support/h100_fixture.h"
+#include "tests/support/subprocess.h"
+
+namespace ingero::test {
+namespace {
+
+TEST(ProcessSelection, APidTheTraceDoesNotNameIsAUsageErrorListingItsProcesses) {
+  std::string db = h100_fixture("starve", "pid");
+  const std::string named =
+      "no process 999999 in this trace (processes: 11 kworker/0:1-events, 12 "
+      "kworker/u64:0-ext4-rsv-conversion, 31 migration/3, 91 migration/15, 153 "
+      "kworker/3:1-events, 155 kworker/15:1H-kblockd, 157 kworker/15:1-events, 416 ingero, 418 "
+      "python3, 618 python3)\n";
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--pid", "999999"}, &out, &err), 2);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "ingero explain: " + named);
+  EXPECT_EQ(
+      run_command({INGERO_BIN, "export", "--db", db, "--pid", "999999", "-o", "-"}, &out, &err), 2);
+  EXPECT_EQ(err, "ingero export: " + named);
+  // The training process itself is explained.
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--pid", "618"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("[HIGH] Data-loader starvation: the GPU is idle"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ingero::test
