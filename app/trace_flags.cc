@@ -209,8 +209,17 @@ void add_storage(CLI::App& cmd, TraceOptions& o, Args& a) {
                  "Keep the trace's data under SIZE (500MiB, 2GiB, 1GB): the oldest events, "
                  "snapshots and counters are deleted in bounded batches while tracing")
       ->check(CLI::Validator(
-          [](std::string& s) {
-            return parse_size(s) > 0 ? "" : "expected a size: 500MiB, 2GiB, 1GB";
+          [](std::string& s) -> std::string {
+            // An empty trace's tables take ~0.6 MiB: a smaller limit was taken, could never be
+            // met and deleted nearly every call trying.
+            constexpr uint64_t kLeast = uint64_t(1) << 20;
+            uint64_t bytes = parse_size(s);
+            if (!bytes) return "expected a size: 500MiB, 2GiB, 1GB";
+            if (bytes < kLeast)
+              return "'" + s +
+                     "' is below 1MiB, the least a trace can be held to (its empty tables take "
+                     "~0.6 MiB)";
+            return "";
           },
           "SIZE"));
   cmd.add_option("--full-rows", a.full_rows,

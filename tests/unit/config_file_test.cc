@@ -17,6 +17,7 @@
 #include "app/commands.h"
 #include "app/man_page.h"
 #include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::app {
@@ -192,6 +193,26 @@ TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
                           "retain = \"7d\"\n"
                           "clickhouse_exit_timeout = \"5s\"\n"),
             std::vector<std::string>{});
+}
+
+// --max-db-size below 1 MiB, under which an empty trace cannot be held (its tables take ~0.6
+// MiB): refused, from the file as from the command line, where 100KiB was taken, never met, and
+// 98% of the calls deleted trying.
+TEST(ConfigFile, AMaxDbSizeNoTraceCanMeetIsRefused) {
+  EXPECT_EQ(problem_lines("[trace]\nmax_db_size = \"100KiB\"\n"),
+            std::vector<std::string>{
+                "f.toml:2:1: [trace] max_db_size: bad value: --max-db-size: '100KiB' is below "
+                "1MiB, the least a trace can be held to (its empty tables take ~0.6 MiB)"});
+  EXPECT_EQ(problem_lines("[trace]\nmax_db_size = \"1MiB\"\n"), std::vector<std::string>{});
+  std::string out, err;
+  EXPECT_EQ(test::run_command({INGERO_BIN, "trace", "--max-db-size", "1", "--db",
+                               test::temp_path("never.db"), "--", "true"},
+                              &out, &err),
+            2);
+  EXPECT_EQ(err,
+            "--max-db-size: '1' is below 1MiB, the least a trace can be held to (its empty tables "
+            "take ~0.6 MiB)\nRun with --help or --help-all for more information.\n");
+  EXPECT_FALSE(std::filesystem::exists(test::temp_path("never.db")));
 }
 
 // `check --config /dev/zero` read without end. A config file is read up to 1 MiB; a larger
