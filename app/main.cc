@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 
@@ -27,6 +28,9 @@ int main(int argc, char** argv) {
       "Linux scheduler, memory, block I/O and TCP, and explains GPU stalls."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  // A standard output closed early (`| head -1`) is a write error each command says, exit 1,
+  // not a silent death by SIGPIPE. The traced command gets it back (traced_command.cc).
+  std::signal(SIGPIPE, SIG_IGN);
   CheckedStdout out;
   Context ctx;
   register_builtin_backends(ctx.registry);

@@ -175,5 +175,22 @@ TEST_F(OutputFiles, QueryAndExplainIntoAFullStdoutFail) {
   }
 }
 
+// A standard output closed early (`| head -c 1`) is a write error each command says, exit 1
+// (cli.md), not a death by SIGPIPE (141 in a shell with pipefail), which hid it. Each output
+// here is larger than a pipe holds, so the write after head has gone always fails.
+TEST_F(OutputFiles, AStandardOutputClosedEarlyIsAFailureSaid) {
+  for (const std::string& cmd :
+       {"query " + db_ + " 'SELECT * FROM calls'", "query --json " + db_ + " 'SELECT * FROM calls'",
+        "export --db " + db_ + " -o -", "report --db " + db_ + " -o -"}) {
+    std::string out, err;
+    run_command({"/bin/bash", "-c",
+                 std::string(INGERO_BIN) + " " + cmd +
+                     " | head -c 1 > /dev/null; echo \"${PIPESTATUS[0]}\""},
+                &out, &err);
+    EXPECT_EQ(out, "1\n") << cmd << ": " << err;
+    EXPECT_NE(err.find("Broken pipe"), std::string::npos) << cmd << ": " << err;
+  }
+}
+
 }  // namespace
 }  // namespace ingero::test
