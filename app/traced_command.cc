@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,12 +11,50 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 namespace ingero::app {
 
+namespace {
+
+// A regular file this process may execute (a directory passes access(X_OK)).
+bool runnable(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// The interpreter a script's first line names ("#!/usr/bin/env python3": /usr/bin/env), or ""
+// for a file that is not a script.
+std::string interpreter(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("#!", 0) != 0) return "";
+  size_t b = line.find_first_not_of(" \t", 2);
+  if (b == std::string::npos) return "";
+  return line.substr(b, line.find_first_of(" \t\r", b) - b);
+}
+
+}  // namespace
+
+std::optional<CannotRun> cannot_run(const std::string& name) {
+  if (name.empty()) return CannotRun{127, "an empty command name"};
+  bool path = name.find('/') != std::string::npos;
+  std::string exe = resolve_program(name);
+  if (exe.empty()) {
+    struct stat st {};
+    if (!path || stat(name.c_str(), &st) != 0)
+      return CannotRun{127, path ? "no such file" : "not found in PATH"};
+    return CannotRun{126, S_ISDIR(st.st_mode) ? "is a directory" : "not executable"};
+  }
+  if (std::string interp = interpreter(exe); !interp.empty() && !runnable(interp))
+    return CannotRun{126, "bad interpreter " + interp};
+  return std::nullopt;
+}
+
 std::string resolve_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return runnable(name) ? name : "";
   const char* path = getenv("PATH");
   std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
   size_t start = 0;
@@ -23,7 +62,7 @@ std::string resolve_program(const std::string& name) {
     size_t end = p.find(':', start);
     if (end == std::string::npos) end = p.size();
     std::string cand = (end > start ? p.substr(start, end - start) : ".") + "/" + name;
-    if (access(cand.c_str(), X_OK) == 0) return cand;
+    if (runnable(cand)) return cand;
     start = end + 1;
   }
   return "";

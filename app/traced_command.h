@@ -13,8 +13,18 @@
 
 namespace ingero::app {
 
-// What execvp would run: argv[0] as a path, or searched along $PATH ("" if nothing).
+// What execvp would run: argv[0] as a path, or searched along $PATH: a regular file that may be
+// executed ("" if nothing).
 std::string resolve_program(const std::string& name);
+
+// Why argv[0] cannot be run, as a shell says it: 127 and "not found in PATH" or "no such
+// file" (nothing there), 126 and "is a directory", "not executable" or "bad interpreter
+// PATH" (a script whose #! names nothing that runs); nullopt when it can be exec'd.
+struct CannotRun {
+  int status = 0;
+  std::string why;
+};
+std::optional<CannotRun> cannot_run(const std::string& name);
 
 class TracedCommand {
  public:

@@ -266,16 +266,17 @@ int Trace::open() {
     metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
   // A command that cannot be run is refused before any probe or file: a mistyped one appended
   // an empty session to the trace. 127 and 126, as a shell says them.
-  if (!opts_.command.empty() && resolve_program(opts_.command[0]).empty()) {
-    const std::string& name = opts_.command[0];
-    bool there = name.find('/') != std::string::npos && access(name.c_str(), F_OK) == 0;
-    std::cerr << "ingero trace: cannot run " << name << ": "
-              << (there                                 ? "not executable"
-                  : name.find('/') != std::string::npos ? "no such file"
-                                                        : "not found in PATH")
-              << "\n";
-    return there ? 126 : 127;
-  }
+  // So is a --pid that names no running process: its trace would be empty, without a word.
+  for (uint32_t pid : opts_.pids)
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
+      std::cerr << "ingero trace: --pid " << pid << ": no such process is running\n";
+      return kExitUsage;
+    }
+  if (!opts_.command.empty())
+    if (auto no = cannot_run(opts_.command[0])) {
+      std::cerr << "ingero trace: cannot run '" << opts_.command[0] << "': " << no->why << "\n";
+      return no->status;
+    }
   if (!opts_.command.empty() &&
       cmd_.start(opts_.command, raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt) !=
           0) {

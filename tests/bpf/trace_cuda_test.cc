@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -393,19 +394,36 @@ TEST(TraceCuda, ExitStatusIsTheCommands) {
   std::string missing = temp_path("missing.db");
   auto run = trace_command(missing, {"/nonexistent/program"});
   EXPECT_EQ(run.rc, 127);
-  EXPECT_NE(run.err.find("ingero trace: cannot run /nonexistent/program: no such file"),
+  EXPECT_NE(run.err.find("ingero trace: cannot run '/nonexistent/program': no such file"),
             std::string::npos)
       << run.err;
   EXPECT_FALSE(std::filesystem::exists(missing));
   run = trace_command(missing, {"no-such-program-in-path"});
   EXPECT_EQ(run.rc, 127);
-  EXPECT_NE(run.err.find("no-such-program-in-path: not found in PATH"), std::string::npos)
+  EXPECT_NE(run.err.find("'no-such-program-in-path': not found in PATH"), std::string::npos)
       << run.err;
   std::string plain = temp_path("not-executable.sh");
   std::ofstream(plain) << "exit 0\n";
   run = trace_command(missing, {plain});
   EXPECT_EQ(run.rc, 126);
-  EXPECT_NE(run.err.find(plain + ": not executable"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(plain + "': not executable"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  // A directory, an empty name, a script whose interpreter is missing: refused alike.
+  run = trace_command(missing, {"/tmp"});
+  EXPECT_EQ(run.rc, 126);
+  EXPECT_NE(run.err.find("ingero trace: cannot run '/tmp': is a directory"), std::string::npos)
+      << run.err;
+  run = trace_command(missing, {""});
+  EXPECT_EQ(run.rc, 127);
+  EXPECT_NE(run.err.find("ingero trace: cannot run '': an empty command name"), std::string::npos)
+      << run.err;
+  std::string orphan = temp_path("orphan.sh");
+  std::ofstream(orphan) << "#!/nonexistent/interpreter\nexit 0\n";
+  ::chmod(orphan.c_str(), 0755);
+  run = trace_command(missing, {orphan});
+  EXPECT_EQ(run.rc, 126);
+  EXPECT_NE(run.err.find(orphan + "': bad interpreter /nonexistent/interpreter"), std::string::npos)
+      << run.err;
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
 

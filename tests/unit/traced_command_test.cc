@@ -1,0 +1,64 @@
+// Whether `ingero trace -- CMD` can run CMD, decided before any probe is attached or the trace
+// file touched, as a shell decides it: 127 nothing there, 126 there but not runnable. A
+// directory, an empty name and a script whose #! names nothing passed access(X_OK) or failed
+// only at exec, after an empty session had been appended to the trace.
+#include "app/traced_command.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::app {
+namespace {
+
+std::string script(const std::string& name, const std::string& text, bool executable) {
+  std::string p = test::temp_path(name);
+  std::ofstream(p) << text;
+  ::chmod(p.c_str(), executable ? 0755 : 0644);
+  return p;
+}
+
+TEST(TracedCommand, WhatCannotRunIsSaidAsAShellSaysIt) {
+  auto says = [](const std::string& name) {
+    auto no = cannot_run(name);
+    return no ? std::to_string(no->status) + " " + no->why : std::string("runs");
+  };
+  EXPECT_EQ(says("/bin/true"), "runs");
+  EXPECT_EQ(says("true"), "runs");  // along $PATH
+  EXPECT_EQ(says(script("ok.sh", "#!/bin/sh\nexit 0\n", true)), "runs");
+  EXPECT_EQ(says(script("env.sh", "#! /usr/bin/env python3\n", true)), "runs");
+  EXPECT_EQ(says(""), "127 an empty command name");
+  EXPECT_EQ(says("/nonexistent/program"), "127 no such file");
+  EXPECT_EQ(says("no-such-program-in-path"), "127 not found in PATH");
+  std::string dir = test::temp_path("a-directory");
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(says(dir), "126 is a directory");
+  EXPECT_EQ(resolve_program(dir), "");
+  EXPECT_EQ(says(script("plain.sh", "exit 0\n", false)), "126 not executable");
+  EXPECT_EQ(says(script("bad.sh", "#!/nonexistent/interpreter -x\nexit 0\n", true)),
+            "126 bad interpreter /nonexistent/interpreter");
+  EXPECT_EQ(says(script("dir-interp.sh", "#!" + dir + "\n", true)), "126 bad interpreter " + dir);
+}
+
+// A --pid that names no running process is refused before anything is attached or written:
+// it made an empty trace, exit 0, without a word.
+TEST(TracedCommand, APidThatIsNotRunningIsRefused) {
+  std::string db = test::temp_path("no-such-pid.db");
+  std::string out, err;
+  EXPECT_EQ(test::run_command(
+                {INGERO_BIN, "trace", "-q", "--pid", "4194304", "--duration", "1s", "--db", db},
+                &out, &err),
+            2);
+  EXPECT_EQ(err, "ingero trace: --pid 4194304: no such process is running\n");
+  EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+}  // namespace
+}  // namespace ingero::app
