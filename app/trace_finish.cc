@@ -136,6 +136,10 @@ void Trace::print_stopped(const hal::BpfStats& stats, size_t nchains) const {
   std::cerr << "ingero: stopped (" << exit_reason_ << "): " << pc.calls << " calls (" << pc.nested
             << " nested calls folded into them) and " << pc.host << " host events decoded, "
             << nchains << " causal chains, " << writer_->written() << " events stored in " << db_;
+  // What retention deleted since, so that the figure agrees with the file.
+  if (uint64_t gone = writer_->retention_calls() + writer_->retention_events())
+    std::cerr << ", " << writer_->written() - std::min(gone, writer_->written())
+              << " of them kept after retention";
   struct stat st {};
   if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
   std::cerr << "\n";
@@ -143,7 +147,12 @@ void Trace::print_stopped(const hal::BpfStats& stats, size_t nchains) const {
   if (kernels_) print_kernel_names_summary(std::cerr, *kernels_);
   if (writer_->retention_deleted())
     std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
-              << " rows past the policy (--retain/--max-db-size)"
+              << " rows past the policy (--retain/--max-db-size): " << writer_->retention_calls()
+              << " calls, " << writer_->retention_events() << " host events and "
+              << writer_->retention_deleted() -
+                     std::min(writer_->retention_deleted(),
+                              writer_->retention_calls() + writer_->retention_events())
+              << " other rows"
               << (shipper_ ? ", " + std::to_string(writer_->retention_unshipped()) +
                                  " of them before ClickHouse had them"
                            : "")

@@ -222,6 +222,9 @@ class TraceWriter final : public hal::EventSink {
   ingero::Result<RetentionPass> apply_retention(const RetentionPolicy& p, int64_t now_ns,
                                                 uint64_t budget = 20000);
   uint64_t retention_deleted() const { return retention_deleted_; }
+  // Of them, this session's calls and host events (the rest: snapshots, counters, summaries).
+  uint64_t retention_calls() const { return retention_calls_; }
+  uint64_t retention_events() const { return retention_events_; }
   uint64_t retention_unshipped() const { return retention_unshipped_; }
   // Commits, then folds for good the blocks whose calls all ended before `before_ns` (wall
   // clock) and whose ids are up to `through_id` (the tracer's shipper: calls not yet in

@@ -108,6 +108,18 @@ void expect_max_db_size_holds(const std::string& name, const std::vector<std::st
   const std::string err = tracer.err();
   ASSERT_TRUE(std::regex_search(err, m, std::regex("retention deleted ([0-9]+) rows"))) << err;
   EXPECT_GE(std::stoll(m[1]), 2000002 - kept - lost);
+  // The summary's figures agree with the file: what was stored, less what retention deleted
+  // since, is what the file holds.
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(" ([0-9]+) of them kept after retention")))
+      << err;
+  EXPECT_EQ(std::stoll(m[1]), query_int(db, "SELECT count(*) FROM events")) << err;
+  ASSERT_TRUE(std::regex_search(err, m,
+                                std::regex("retention deleted [0-9]+ rows past the policy "
+                                           "\\(--retain/--max-db-size\\): ([0-9]+) calls, "
+                                           "([0-9]+) host events and [0-9]+ other rows")))
+      << err;
+  EXPECT_EQ(std::stoll(m[1]), query_int(db, "SELECT retention_calls FROM sessions"));
+  EXPECT_EQ(std::stoll(m[2]), query_int(db, "SELECT retention_events FROM sessions"));
 }
 
 TEST(TraceCuda, MaxDbSizeHoldsTheDiskWhileTracingAndKeepsTheNewest) {
