@@ -190,6 +190,9 @@ int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) 
     code = kExitFailure;
   }
   if (!opts_.quiet) cmd_.describe_end(std::cerr);
+  // A command that outlived the signal's grace has no status yet: the tracer was stopped by
+  // that signal, and says so as a shell would (128 + N), not success.
+  if (cmd_.started() && !cmd_.done() && g_stop_signal) return 128 + g_stop_signal;
   // With a command, its status (128 + N when a signal ended it), as time(1) and strace(1) do;
   // the tracer's own failures are on stderr and in the session row. Without one, the tracer's.
   return cmd_.exit_code(code);

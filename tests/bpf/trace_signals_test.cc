@@ -104,5 +104,30 @@ TEST(TraceSignals, ACommandKilledBeforeItsReleaseIsReportedNotFatal) {
   EXPECT_EQ(session(s.db), (std::vector<std::vector<std::string>>{{"command exited", "1", "1"}}));
 }
 
+// A command that ignores the signal passed on to it outlives the tracer's 5 s of grace and
+// keeps running, untraced. It has no status yet: the tracer exits 128 + the signal that
+// stopped it, as a shell reports an interrupted job, where it exited 0 and a script read
+// success.
+TEST(TraceSignals, ACommandThatOutlivesTheSignalLeavesTheTracersStatusTheSignals) {
+  REQUIRE_BPF();
+  std::string db = temp_path("stubborn.db"), marker = temp_path("stubborn.ran");
+  auto tracer =
+      Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--", "sh", "-c",
+                         "exec >/dev/null 2>&1; trap '' TERM; touch " + marker + "; sleep 20"});
+  for (int i = 0; i < 3000 && !std::filesystem::exists(marker); ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(std::filesystem::exists(marker)) << tracer.err();
+  pid_t command = child_of(tracer.pid());
+  ASSERT_GT(command, 0);
+  tracer.signal(SIGTERM);
+  EXPECT_EQ(tracer.wait(60s), 128 + SIGTERM) << tracer.err();
+  EXPECT_NE(tracer.err().find("did not exit within 5 s of the signal; it keeps running, untraced"),
+            std::string::npos)
+      << tracer.err();
+  EXPECT_EQ(kill(command, 0), 0) << "the command was left running";
+  kill(command, SIGKILL);
+  EXPECT_EQ(session(db), (std::vector<std::vector<std::string>>{{"SIGTERM", "1", "1"}}));
+}
+
 }  // namespace
 }  // namespace ingero::test
