@@ -137,7 +137,8 @@ void Trace::print_stopped(const hal::BpfStats& stats, size_t nchains) const {
             << " nested calls folded into them) and " << pc.host << " host events decoded, "
             << nchains << " causal chains, " << writer_->written() << " events stored in " << db_;
   // What retention deleted since, so that the figure agrees with the file.
-  if (uint64_t gone = writer_->retention_calls() + writer_->retention_events())
+  const uint64_t gone = writer_->retention_calls() + writer_->retention_events();
+  if (gone)
     std::cerr << ", " << writer_->written() - std::min(gone, writer_->written())
               << " of them kept after retention";
   struct stat st {};
@@ -149,9 +150,7 @@ void Trace::print_stopped(const hal::BpfStats& stats, size_t nchains) const {
     std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
               << " rows past the policy (--retain/--max-db-size): " << writer_->retention_calls()
               << " calls, " << writer_->retention_events() << " host events and "
-              << writer_->retention_deleted() -
-                     std::min(writer_->retention_deleted(),
-                              writer_->retention_calls() + writer_->retention_events())
+              << writer_->retention_deleted() - std::min(writer_->retention_deleted(), gone)
               << " other rows"
               << (shipper_ ? ", " + std::to_string(writer_->retention_unshipped()) +
                                  " of them before ClickHouse had them"

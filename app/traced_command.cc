@@ -14,6 +14,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "app/commands.h"
+
 namespace ingero::app {
 
 namespace {
@@ -50,6 +52,21 @@ std::optional<CannotRun> cannot_run(const std::string& name) {
   if (std::string interp = interpreter(exe); !interp.empty() && !runnable(interp))
     return CannotRun{126, "bad interpreter " + interp};
   return std::nullopt;
+}
+
+int refuse_untraceable(const std::vector<uint32_t>& pids, const std::vector<std::string>& command,
+                       std::ostream& err) {
+  for (uint32_t pid : pids)
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
+      err << "ingero trace: --pid " << pid << ": no such process is running\n";
+      return kExitUsage;
+    }
+  if (!command.empty())
+    if (auto no = cannot_run(command[0])) {
+      err << "ingero trace: cannot run '" << command[0] << "': " << no->why << "\n";
+      return no->status;
+    }
+  return 0;
 }
 
 std::string resolve_program(const std::string& name) {

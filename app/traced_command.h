@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -25,6 +26,13 @@ struct CannotRun {
   std::string why;
 };
 std::optional<CannotRun> cannot_run(const std::string& name);
+
+// What `ingero trace` refuses before any probe is attached or the file touched, said on `err`:
+// a --pid that names no running process (its trace would be empty, without a word: exit 2),
+// and a command that cannot be run (a mistyped one appended an empty session to the trace:
+// 127 or 126, as a shell says them). 0 when neither.
+int refuse_untraceable(const std::vector<uint32_t>& pids, const std::vector<std::string>& command,
+                       std::ostream& err);
 
 class TracedCommand {
  public:

@@ -264,19 +264,8 @@ int Trace::open() {
   // OTLP exports the registry's series: it is kept whether or not /metrics is served.
   if (!metrics_ && otlp_config_)
     metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
-  // A command that cannot be run is refused before any probe or file: a mistyped one appended
-  // an empty session to the trace. 127 and 126, as a shell says them.
-  // So is a --pid that names no running process: its trace would be empty, without a word.
-  for (uint32_t pid : opts_.pids)
-    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
-      std::cerr << "ingero trace: --pid " << pid << ": no such process is running\n";
-      return kExitUsage;
-    }
-  if (!opts_.command.empty())
-    if (auto no = cannot_run(opts_.command[0])) {
-      std::cerr << "ingero trace: cannot run '" << opts_.command[0] << "': " << no->why << "\n";
-      return no->status;
-    }
+  // What cannot be traced is refused before any probe or file (app/traced_command.h).
+  if (int rc = refuse_untraceable(opts_.pids, opts_.command, std::cerr); rc != kExitOk) return rc;
   if (!opts_.command.empty() &&
       cmd_.start(opts_.command, raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt) !=
           0) {
