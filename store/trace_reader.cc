@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "store/call_archive.h"
@@ -168,10 +169,21 @@ std::string TraceReader::format_name() const {
 
 ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
     const std::string& path, std::span<const hal::SqlView> views) {
+  // Looked for before the open: SQLite deletes a journal beside a file of no pages (not hot).
+  std::string beside;
+  std::error_code ec;
+  for (const char* side : {"-journal", "-wal"})
+    if (beside.empty() && std::filesystem::exists(path + side, ec)) beside = path + side;
   auto db = Db::open(path, Db::Mode::kReadOnly);
   if (!db) return db.error();
   auto info = inspect(**db);
   if (!info) return info.error();
+  // A tracer killed while it created the file left it without tables, its journal or log
+  // beside it: no trace was ever committed there.
+  if (info->format == TraceFormat::kEmpty && !beside.empty())
+    return ingero::make_error(path + ": holds no trace: a tracer was killed while it created it (" +
+                              beside + " was beside it); `ingero trace --db " + path +
+                              "` starts it anew");
   if (info->format == TraceFormat::kEmpty)
     return ingero::make_error(path + ": empty database, not an ingero trace");
   if (auto st = check_tables(**db, *info); !st) return st.error();

@@ -119,5 +119,34 @@ TEST(InterruptedWrite, AFileWithoutAHotJournalIsLeftAsItIs) {
   EXPECT_EQ(test::sha256_file(path), sum);
 }
 
+// A tracer killed while it created its file (within ~0.1 s of starting) leaves it with no
+// tables and its journal or log beside it. Readers and compact said "empty database, not an
+// ingero trace"; they now say what happened and how to start again. A plain empty file is
+// still only empty.
+TEST(InterruptedWrite, AFileItsTracerDiedCreatingIsSaidToHoldNoTrace) {
+  // Each command on a file as the tracer left it: SQLite removes a log that holds nothing when
+  // its last reader closes, so only the first reader sees it.
+  for (const char* side : {"-journal", "-wal"})
+    for (const char* cmd : {"explain", "compact"}) {
+      std::string path = test::temp_path(std::string("died-creating-") + cmd + side + ".db");
+      std::ofstream(path).close();
+      std::ofstream(path + side) << std::string(512, '\0');
+      std::vector<std::string> argv = {INGERO_BIN, cmd, path};
+      if (std::string(cmd) == "explain") argv = {INGERO_BIN, cmd, "--db", path};
+      std::string out, err;
+      EXPECT_EQ(test::run_command(argv, &out, &err), 1) << cmd << side;
+      EXPECT_EQ(err, std::string("ingero ") + cmd + ": " + path +
+                         ": holds no trace: a tracer was killed while it created it (" + path +
+                         side + " was beside it); `ingero trace --db " + path +
+                         "` starts it anew\n")
+          << cmd << side;
+    }
+  std::string empty = test::temp_path("just-empty.db");
+  std::ofstream(empty).close();
+  std::string out, err;
+  EXPECT_EQ(test::run_command({INGERO_BIN, "explain", "--db", empty}, &out, &err), 1);
+  EXPECT_EQ(err, "ingero explain: " + empty + ": empty database, not an ingero trace\n");
+}
+
 }  // namespace
 }  // namespace ingero::store
