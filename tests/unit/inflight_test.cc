@@ -23,6 +23,7 @@
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
+#include "tests/support/h100_fixture.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
@@ -363,6 +364,24 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
 // A new version of a row takes an id above every id the file held, even where the old one was
 // the last (the shipper sends rows by id: a reused id would never ship), and `ingero merge`
 // carries the rows, under the merged session and node.
+// A trace recorded by a build that did not report calls in flight (the H100 fixtures): none
+// found says nothing about what was stuck, where status said "nothing was stuck"; its JSON has
+// no inflight_after_s.
+TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
+  std::string db = test::h100_fixture("starve", "status");
+  auto st = test::run_ingero({"status", "--db", db});
+  ASSERT_EQ(st.rc, 0) << st.err;
+  EXPECT_EQ(st.out, db + ": the tracer stopped at 2026-11-22 18:21:33 UTC; what was stuck then "
+                         "(recorded by a build that did not report calls in flight)\n"
+                         "whether anything was stuck is unknown: calls in flight were not "
+                         "recorded\n");
+  auto js = test::run_ingero({"status", "--db", db, "--json"});
+  ASSERT_EQ(js.rc, 0) << js.err;
+  auto j = nlohmann::json::parse(js.out);
+  EXPECT_FALSE(j.contains("inflight_after_s"));
+  EXPECT_EQ(j["stuck"], nlohmann::json::array());
+}
+
 TEST(InflightStore, NewVersionsTakeNewIdsAndMergeCarriesThem) {
   std::string path = write_stuck_file("inflight-ids.db");
   EXPECT_EQ(test::query_rows(path, "SELECT id, seen_at - entered_at FROM inflight"),
