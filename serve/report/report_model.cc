@@ -92,7 +92,8 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
     add("notice", std::to_string(loss[kUnfinished]) +
                       " calls were still running when their thread exited (stored as unfinished)");
   if (!has_loss) add("notice", "this file records no loss counters: drops, if any, are unknown");
-  // Tiered retention: folded launches have no rows, and the tables of this page count rows.
+  // Tiered retention: folded launches have no rows; the page counts them from their runs
+  // (serve/report/call_pass.cc) and says how many there are.
   uint64_t folded = 0;
   if (db.table_exists("call_runs")) {
     auto n = query_count(
