@@ -151,7 +151,8 @@ ingero::Result<Repaired> repair_unfinished(Db& db) {
   if (auto st = summarise_rest(db, out); !st) return fail(st.error());
   if (auto st = fold_tails(db, *ops, out); !st) return fail(st.error());
   // Ended: a session with no stop time reads as still being written. It stopped at its last
-  // call or host event, and says how.
+  // call or host event, and says how; the events it stored are those its blocks hold and those
+  // retention deleted (its own count was last written at a commit before the kill, or never).
   for (int64_t s : unfinished) {
     std::string id = std::to_string(s);
     if (auto st = db.exec(
@@ -160,7 +161,12 @@ ingero::Result<Repaired> repair_unfinished(Db& db) {
             id +
             "), 0), coalesce((SELECT max(end_ts) FROM host_store WHERE "
             "session_id = " +
-            id + "), 0)), exit_reason = 'unclean stop (repaired)' WHERE id = " + id);
+            id +
+            "), 0)), exit_reason = 'unclean stop (repaired)', events_stored = "
+            "coalesce((SELECT sum(calls) FROM call_store WHERE session_id = " +
+            id + "), 0) + coalesce((SELECT sum(events) FROM host_store WHERE session_id = " + id +
+            "), 0) + coalesce(retention_calls, 0) + coalesce(retention_events, 0) WHERE id = " +
+            id);
         !st)
       return fail(st.error());
   }

@@ -364,6 +364,9 @@ TEST(CallStore, CompactRepairsATraceWhoseTracerWasKilled) {
   EXPECT_GT(query_int(path, "SELECT stopped_at FROM sessions"), 0);
   EXPECT_EQ(query_rows(path, "SELECT exit_reason FROM sessions"),
             (std::vector<std::vector<std::string>>{{"unclean stop (repaired)"}}));
+  // The events the killed session stored, as its blocks hold them: its own count was never
+  // written (0), or written at a commit before the kill.
+  EXPECT_EQ(query_int(path, "SELECT events_stored FROM sessions"), int64_t(l.calls.size()));
 }
 
 // The sqlite3 shell has no ingero_calls: it cannot read a file of schema 10's calls, and reads
