@@ -144,7 +144,8 @@ void add_explain_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
   cmd->add_option("--to", o->w.to, "Window end");
-  cmd->add_option("--pid,-p", o->pid, "Only this process's calls");
+  cmd->add_option("--pid,-p", o->pid, "Only this process's calls")
+      ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT: 0 read as no --pid at all
   cmd->add_flag("--per-process", o->per_process, "Add the per-process breakdown");
   cmd->add_option("--group-by", o->group_by,
                   "Add the TENANTS section: GPU API time, preempted time and who preempted whom "

@@ -318,7 +318,8 @@ void add_export_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
   cmd->add_option("--to", o->w.to, "Window end");
-  cmd->add_option("--pid,-p", o->pid, "Only this process's calls and samples");
+  cmd->add_option("--pid,-p", o->pid, "Only this process's calls and samples")
+      ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT: 0 read as no --pid at all
   cmd->add_option("--node", o->nodes, "Only this node (repeatable; default: every node)");
   cmd->callback([&ctx, o] { ctx.exit_code = run_export(*o); });
 }

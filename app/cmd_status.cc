@@ -136,7 +136,8 @@ void add_status_command(CLI::App& app, Context& ctx) {
       "each rank's thread that has made no GPU call for that long. Without a running tracer:\n"
       "what was stuck when it stopped.");
   cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
-  cmd->add_option("--pid,-p", o->pid, "Only this process");
+  cmd->add_option("--pid,-p", o->pid, "Only this process")
+      ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT: 0 read as no --pid at all
   cmd->add_flag("--json", o->json, "JSON: one object, its stuck threads in `stuck`");
   cmd->callback([&ctx, o] { ctx.exit_code = run_status(*o); });
 }

@@ -26,6 +26,14 @@ TEST(ProcessSelection, APidTheTraceDoesNotNameIsAUsageErrorListingItsProcesses) 
   EXPECT_EQ(
       run_command({INGERO_BIN, "export", "--db", db, "--pid", "999999", "-o", "-"}, &out, &err), 2);
   EXPECT_EQ(err, "ingero export: " + named);
+  // 0 is no process: it was taken as no --pid at all.
+  for (const char* cmd : {"explain", "export", "status"}) {
+    EXPECT_EQ(run_command({INGERO_BIN, cmd, "--db", db, "--pid", "0"}, &out, &err), 2) << cmd;
+    EXPECT_EQ(err,
+              "--pid: Value 0 not in range 1 to 4194304\n"
+              "Run with --help or --help-all for more information.\n")
+        << cmd;
+  }
   // The training process itself is explained.
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--pid", "618"}, &out, &err), 0) << err;
   EXPECT_NE(out.find("[HIGH] Data-loader starvation: the GPU is idle"), std::string::npos) << out;
