@@ -361,9 +361,6 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   EXPECT_EQ(j["stuck"][0]["state"], "in I/O");
 }
 
-// A new version of a row takes an id above every id the file held, even where the old one was
-// the last (the shipper sends rows by id: a reused id would never ship), and `ingero merge`
-// carries the rows, under the merged session and node.
 // A trace recorded by a build that did not report calls in flight (the H100 fixtures): none
 // found says nothing about what was stuck, where status said "nothing was stuck"; its JSON has
 // no inflight_after_s.
@@ -382,6 +379,9 @@ TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
   EXPECT_EQ(j["stuck"], nlohmann::json::array());
 }
 
+// A new version of a row takes an id above every id the file held, even where the old one was
+// the last (the shipper sends rows by id: a reused id would never ship), and `ingero merge`
+// carries the rows, under the merged session and node.
 TEST(InflightStore, NewVersionsTakeNewIdsAndMergeCarriesThem) {
   std::string path = write_stuck_file("inflight-ids.db");
   EXPECT_EQ(test::query_rows(path, "SELECT id, seen_at - entered_at FROM inflight"),
