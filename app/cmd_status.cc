@@ -99,13 +99,7 @@ int run_status(const Opts& o) {
     std::cout << " (recorded by a build that did not report calls in flight)";
   std::cout << "\n";
   if (stuck.empty()) {
-    // Where calls in flight were not recorded, none found says nothing about what was stuck.
-    if (after.empty() || after == "off")
-      std::cout << "whether anything " << (live ? "is" : "was")
-                << " stuck is unknown: calls in flight were not recorded\n";
-    else
-      std::cout << (live ? "nothing is stuck: no traced call is in flight for that long\n"
-                         : "nothing was stuck\n");
+    std::cout << engine::nothing_stuck_line(live, s.inflight_after_s) << "\n";
     return kExitOk;
   }
   for (const auto& t : stuck) {

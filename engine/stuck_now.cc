@@ -81,4 +81,11 @@ nlohmann::json stuck_thread_json(const StuckThread& t) {
   return j;
 }
 
+std::string nothing_stuck_line(bool live, double inflight_after_s) {
+  if (inflight_after_s <= 0)
+    return std::string("whether anything ") + (live ? "is" : "was") +
+           " stuck is unknown: calls in flight were not recorded";
+  return live ? "nothing is stuck: no traced call is in flight for that long" : "nothing was stuck";
+}
+
 }  // namespace ingero::engine

@@ -32,4 +32,9 @@ std::vector<StuckThread> stuck_threads(TraceSource& source, std::vector<Inflight
 
 nlohmann::json stuck_thread_json(const StuckThread& t);
 
+// What is said when no thread is found stuck: that none is (`live`) or was, where the tracer
+// recorded calls in flight (`inflight_after_s` > 0), else that it is unknown (0: it ran with
+// --inflight-after 0s; < 0: a build that did not record them).
+std::string nothing_stuck_line(bool live, double inflight_after_s);
+
 }  // namespace ingero::engine

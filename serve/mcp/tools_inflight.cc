@@ -94,8 +94,10 @@ ToolOutput get_inflight(ToolContext& ctx, const ToolCall& call) {
   else if (s.inflight_after_s > 0)
     t << " (calls in flight longer than "
       << engine::hang_duration(int64_t(s.inflight_after_s * 1e9)) << " are reported)";
+  else
+    t << " (recorded by a build that did not report calls in flight)";
   t << "\n";
-  if (threads.empty()) t << "nothing is stuck\n";
+  if (threads.empty()) t << engine::nothing_stuck_line(read->live, s.inflight_after_s) << "\n";
   for (size_t i = 0; i < threads.size() && i < limit; ++i) {
     t << ident(threads[i].line) << "\n";
     stuck.push_back(engine::stuck_thread_json(threads[i]));

@@ -361,6 +361,16 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   EXPECT_EQ(j["stuck"][0]["state"], "in I/O");
 }
 
+// The backends `ingero mcp` serves with.
+const hal::BackendRegistry& builtin_registry() {
+  static const hal::BackendRegistry registry = [] {
+    hal::BackendRegistry r;
+    app::register_builtin_backends(r);
+    return r;
+  }();
+  return registry;
+}
+
 // A trace recorded by a build that did not report calls in flight (the H100 fixtures): none
 // found says nothing about what was stuck, where status said "nothing was stuck"; its JSON has
 // no inflight_after_s.
@@ -377,6 +387,25 @@ TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
   auto j = nlohmann::json::parse(js.out);
   EXPECT_FALSE(j.contains("inflight_after_s"));
   EXPECT_EQ(j["stuck"], nlohmann::json::array());
+  // The MCP tool an agent asks says the same.
+  serve::mcp::ToolContext ctx(db, app::mcp_tool_host(builtin_registry()));
+  ASSERT_TRUE(ctx.validate());
+  serve::mcp::Server server(ctx);
+  serve::mcp::Session session;
+  auto call = [&](const std::string& method, nlohmann::json params) {
+    nlohmann::json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", method}, {"params", params}};
+    auto r = server.handle(msg.dump(), session, nullptr);
+    return r ? *r : nlohmann::json();
+  };
+  call("initialize", {{"protocolVersion", serve::mcp::kLatestVersion},
+                      {"capabilities", nlohmann::json::object()},
+                      {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}});
+  auto r = call("tools/call", {{"name", "get_inflight"}, {"arguments", nlohmann::json::object()}});
+  EXPECT_EQ(r["result"]["content"][0]["text"],
+            "the tracer stopped at 2026-11-22 18:21:33 UTC; stuck then (recorded by a build that "
+            "did not report calls in flight)\n"
+            "whether anything was stuck is unknown: calls in flight were not recorded\n")
+      << r.dump();
 }
 
 // A new version of a row takes an id above every id the file held, even where the old one was
@@ -455,12 +484,7 @@ TEST(InflightStore, StatusCountsToNowWhileATracerHoldsTheFile) {
 
 TEST(InflightMcp, GetInflightListsTheStuckCallWithItsArguments) {
   std::string db = write_stuck_file("inflight-mcp.db");
-  static hal::BackendRegistry registry = [] {
-    hal::BackendRegistry r;
-    app::register_builtin_backends(r);
-    return r;
-  }();
-  serve::mcp::ToolContext ctx(db, app::mcp_tool_host(registry));
+  serve::mcp::ToolContext ctx(db, app::mcp_tool_host(builtin_registry()));
   ASSERT_TRUE(ctx.validate());
   serve::mcp::Server server(ctx);
   serve::mcp::Session session;
@@ -497,7 +521,7 @@ TEST(InflightMcp, GetInflightListsTheStuckCallWithItsArguments) {
   // Another process: nothing.
   auto none = rpc("tools/call", {{"name", "get_inflight"}, {"arguments", {{"pid", 9}}}})["result"];
   EXPECT_EQ(none["structuredContent"]["stuck"].size(), 0u);
-  EXPECT_NE(none["content"][0]["text"].get<std::string>().find("nothing is stuck"),
+  EXPECT_NE(none["content"][0]["text"].get<std::string>().find("\nnothing was stuck\n"),
             std::string::npos);
 }
 
