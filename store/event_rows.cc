@@ -10,6 +10,7 @@
 #include "store/archive_scan.h"
 #include "store/call_store.h"
 #include "store/host_store.h"
+#include "store/op_dictionary.h"
 #include "store/packed_fields.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -139,24 +140,17 @@ bool EventCursor::open_direct(const EventFilter& f) {
 }
 
 std::optional<std::string> EventCursor::load_op_names(bool calls) {
-  auto dict = db_.prepare(
-      std::string("SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops "
-                  "o ON o.source_id = s.id WHERE s.vendor ") +
-      (calls ? "<> 'host'" : "= 'host'"));
-  if (!dict) return std::nullopt;
   names_ = std::make_unique<OpNames>();
   std::set<uint64_t> source_ids;
-  while (true) {
-    auto r = dict->step();
-    if (!r) return std::nullopt;
-    if (!*r) break;
-    uint64_t id = uint64_t(dict->int64(0)), op = uint64_t(dict->int64(1));
-    names_->by_id[id << 32 | op] = {
-        strings_.intern(calls ? dict->text_view(2) : "host"),
-        strings_.intern(calls ? dict->text_view(3) : "kernel"), strings_.intern(dict->text_view(4)),
-        hal::kind_from_name(dict->text_view(5)).value_or(hal::EventKind::kUnknown)};
-    source_ids.insert(id);
-  }
+  if (!for_each_op(db_, calls ? OpVendors::kCalls : OpVendors::kHost, [&](const OpEntry& o) {
+        uint64_t id = uint64_t(o.source), op = uint64_t(o.op);
+        names_->by_id[id << 32 | op] = {
+            strings_.intern(calls ? o.vendor : "host"), strings_.intern(calls ? o.api : "kernel"),
+            strings_.intern(o.name),
+            hal::kind_from_name(o.kind).value_or(hal::EventKind::kUnknown)};
+        source_ids.insert(id);
+      }))
+    return std::nullopt;
   std::string sources;
   for (uint64_t id : source_ids) sources += (sources.empty() ? "" : ",") + std::to_string(id);
   return sources;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "store/call_store.h"
+#include "store/op_dictionary.h"
 #include "store/sqlite_db.h"
 #include "store/untimed_durations.h"
 
@@ -26,19 +27,15 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   auto untimed = UntimedDurations::load(db);
   if (!untimed) return untimed.error();
   out->untimed_ = std::move(*untimed);
-  auto dict = db.prepare(
-      "SELECT s.id, o.op_id, s.vendor, s.api, o.name, o.kind FROM sources s JOIN ops o ON "
-      "o.source_id = s.id");
-  if (!dict) return dict.error();
-  while (true) {
-    auto r = dict->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    out->names_[{dict->int64(0), dict->int64(1)}] = {
-        strings.intern(dict->text_view(2)), strings.intern(dict->text_view(3)),
-        strings.intern(dict->text_view(4)),
-        hal::kind_from_name(dict->text_view(5)).value_or(hal::EventKind::kUnknown)};
-  }
+  if (auto st = for_each_op(db, OpVendors::kAll,
+                            [&](const OpEntry& o) {
+                              out->names_[{o.source, o.op}] = {
+                                  strings.intern(o.vendor), strings.intern(o.api),
+                                  strings.intern(o.name),
+                                  hal::kind_from_name(o.kind).value_or(hal::EventKind::kUnknown)};
+                            });
+      !st)
+    return st.error();
   if (db.table_exists("libraries")) {
     auto libs = db.prepare("SELECT id, path FROM libraries");
     if (!libs) return libs.error();

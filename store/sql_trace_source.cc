@@ -11,6 +11,7 @@
 #include "store/folded_calls.h"
 #include "store/host_store.h"
 #include "store/kernel_names.h"
+#include "store/op_dictionary.h"
 #include "store/sketch_sql.h"
 #include "store/stacks.h"
 #include "store/trace_queries.h"
@@ -463,17 +464,13 @@ ingero::Status add_unsummarised_sketches(Db& db, const engine::Window& secs,
   if (unended->empty()) return {};  // every session ended: every call is summarised
   // (source, op) -> vendor, api, op name: the dictionary every reader of calls joins.
   std::map<std::pair<int, int>, std::tuple<std::string, std::string, std::string>> names;
-  auto dict = db.prepare(
-      "SELECT s.id, o.op_id, s.vendor, s.api, o.name FROM sources s JOIN ops o ON "
-      "o.source_id = s.id");
-  if (!dict) return dict.error();
-  while (true) {
-    auto r = dict->step();
-    if (!r) return r.error();
-    if (!*r) break;
-    names[{int(dict->int64(0)), int(dict->int64(1))}] = {dict->text(2), dict->text(3),
-                                                         dict->text(4)};
-  }
+  if (auto st = for_each_op(db, OpVendors::kAll,
+                            [&](const OpEntry& o) {
+                              names[{int(o.source), int(o.op)}] = {
+                                  std::string(o.vendor), std::string(o.api), std::string(o.name)};
+                            });
+      !st)
+    return st.error();
   return for_each_unsummarised_call(
       db, [&](std::string_view node, int64_t, const SummarizedCall& c) {
         if (!c.timed || (w.pid && c.pid != *w.pid) || (w.node && node != *w.node)) return;
