@@ -171,7 +171,8 @@ void add_compact_command(CLI::App& app, Context& ctx) {
       "trace whose tracer was killed; shrink the file. A trace of an older schema is converted\n"
       "first. Modifies TRACE in place.");
   auto o = std::make_shared<CompactOpts>();
-  cmd->add_option("trace", o->db, "Trace file to compact")->required();
+  // Positional, or --db as every other command that reads a trace takes it.
+  cmd->add_option("trace,-d,--db", o->db, "Trace file to compact (or --db TRACE)")->required();
   cmd->add_option("--full-rows", o->full_rows,
                   "Keep every call's row for this long before the trace's end (default 10m)")
       ->check(trace_flags::duration_check("10m, 1h"));  // a bare number is refused

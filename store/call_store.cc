@@ -129,6 +129,19 @@ ingero::Result<uint64_t> count_in_window(Db& db, BlockForm form, int64_t from_ns
 }
 }  // namespace
 
+ingero::Status check_block_counts(Db& db) {
+  auto st = db.prepare(
+      "SELECT id, calls, kept + coalesce(folded, 0) FROM main.call_store WHERE kept IS NOT NULL "
+      "AND calls != kept + coalesce(folded, 0) ORDER BY id LIMIT 1");
+  if (!st) return st.error();
+  auto r = st->step();
+  if (!r) return r.error();
+  if (!*r) return {};
+  return ingero::make_error(db.path() + ": call block " + std::to_string(st->int64(0)) +
+                            ": its entry counts " + std::to_string(st->int64(1)) +
+                            " calls where its folded form holds " + std::to_string(st->int64(2)));
+}
+
 ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns,
                                           const std::optional<std::string>& node) {
   return count_in_window(db, engine_calls_form(), from_ns, to_ns, node, "calls");

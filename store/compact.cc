@@ -129,6 +129,49 @@ ingero::Status summarise_rest(Db& db, Repaired& out) {
   return sums.flush(db, INT64_MAX);
 }
 
+// Every block the file holds decodes, to as many rows as its entry says. compact cannot mend a
+// damaged block, which every reader refuses: going on, it said "0 of N calls" folded, exit 0,
+// and the file was no more readable than before.
+constexpr const char* kCannotMend =
+    "; compact cannot mend a damaged block, and left the file as it was";
+ingero::Status check_blocks(Db& db) {
+  struct Form {
+    const char *table, *data, *rows, *what;
+  };
+  static constexpr Form kForms[] = {{"call_store", "full", "calls", "its calls"},
+                                    {"call_store", "kept_data", "kept", "its calls kept"},
+                                    {"call_store", "run_data", "runs", "its runs"},
+                                    {"host_store", "data", "events", "its events"}};
+  const std::vector<std::string> no_column;  // the frame and its checksum, the columns skipped
+  RowBlock rows;
+  for (const Form& f : kForms) {
+    if (!db.table_exists(f.table)) continue;
+    auto st = db.prepare(std::string("SELECT id, ") + f.data + ", " + f.rows + " FROM " + f.table +
+                         " WHERE " + f.data + " IS NOT NULL ORDER BY id");
+    if (!st) return st.error();
+    while (true) {
+      auto r = st->step();
+      if (!r) return r.error();
+      if (!*r) break;
+      std::string_view data(static_cast<const char*>(sqlite3_column_blob(st->get(), 1)),
+                            size_t(sqlite3_column_bytes(st->get(), 1)));
+      std::string name = std::string(f.table == std::string_view("host_store") ? "host" : "call") +
+                         " block " + std::to_string(st->int64(0)) + " (" + f.what + ")";
+      std::string why;
+      if (auto d = RowBlock::decode_into(data, rows, 64u << 20, &no_column); !d)
+        why = d.error().message;
+      else if (int64_t(rows.rows()) != st->int64(2))
+        why = "it holds " + std::to_string(rows.rows()) + " rows where its entry says " +
+              std::to_string(st->int64(2));
+      if (!why.empty())
+        return ingero::make_error(db.path() + ": " + name + ": " + why + kCannotMend);
+    }
+  }
+  if (auto counts = check_block_counts(db); !counts)
+    return ingero::make_error(counts.error().message + kCannotMend);
+  return {};
+}
+
 }  // namespace
 
 ingero::Result<Repaired> repair_unfinished(Db& db) {
@@ -203,6 +246,7 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
     if (info->format != TraceFormat::kIngero || !has_call_store(**ro))
       return ingero::make_error(path + ": not a trace of schema " + std::to_string(kSchemaVersion) +
                                 " (convert it first)");
+    if (auto st = check_blocks(**ro); !st) return st.error();
   }
   auto db = Db::open(path, Db::Mode::kReadWrite);
   if (!db) return db.error();

@@ -308,6 +308,10 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
   }
   if (store) {
     if (covers_file(w)) {  // every block: their entries' counts
+      if (auto counts = check_block_counts(reader_.db()); !counts) {
+        fail(counts.error());
+        return 0;
+      }
       if (auto c = prepare("SELECT coalesce(sum(calls), 0) FROM main.call_store" +
                            (w.node ? " WHERE node = " + sql_quote(*w.node) : std::string()));
           c && row(*c))

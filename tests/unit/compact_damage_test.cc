@@ -1,0 +1,93 @@
+// `compact` on a damaged trace: it cannot mend a block that does not decode, or an entry whose
+// count is not its block's, and says so with exit 1, the file left byte for byte. Before, it
+// printed "0 of N calls now keep only their folded form", exit 0, on a file every reader
+// refuses; and an entry's damaged count changed explain's event count without a word.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include "test_paths.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+void damage(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(h);
+  sqlite3_close(h);
+}
+
+TEST(CompactDamage, ABlockThatDoesNotDecodeIsRefusedAndTheFileKept) {
+  std::string db = write_free_calls(temp_path("undecodable.db"), 1000);
+  ASSERT_EQ(query_int(db, "SELECT count(*) FROM call_store WHERE full IS NOT NULL"), 16);
+  damage(db, "UPDATE call_store SET full = zeroblob(600) WHERE id = 5");
+  std::string before = sha256_file(db);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "ingero compact: " + db +
+                     ": call block 5 (its calls): damaged archive block: not a compressed block; "
+                     "compact cannot mend a damaged block, and left the file as it was\n");
+  EXPECT_EQ(sha256_file(db), before);
+  // The readers refuse it too: compact was not hiding damage they would have read past.
+  EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 1);
+  EXPECT_EQ(err, "ingero explain: " + db +
+                     ": call block 5: damaged archive block: not a compressed block\n");
+}
+
+TEST(CompactDamage, AHostBlockCutShortIsRefused) {
+  std::string db = write_free_calls(temp_path("host-cut.db"), 200);
+  // A host block of the file's own kind, cut: the frame's length is not the blob's.
+  damage(db,
+         "INSERT INTO host_store (node, session_id, first_id, last_id, first_ts, last_ts, "
+         "end_ts, events, data) SELECT node, session_id, 900000, 900001, first_ts, last_ts, "
+         "end_ts, 2, substr(full, 1, length(full) - 9) FROM call_store WHERE id = 1");
+  int64_t id = query_int(db, "SELECT max(id) FROM host_store");
+  std::string before = sha256_file(db);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
+  EXPECT_EQ(err, "ingero compact: " + db + ": host block " + std::to_string(id) +
+                     " (its events): damaged archive block: its length is not its frame's; "
+                     "compact cannot mend a damaged block, and left the file as it was\n");
+  EXPECT_EQ(sha256_file(db), before);
+}
+
+// The entries' counts are the trace's event count: one damaged changed explain's header by as
+// much, exit 0. Now every reader of the whole trace and compact name the block.
+TEST(CompactDamage, AnEntryCountingOtherThanItsBlockIsAnErrorForCompactAndExplain) {
+  std::string db = write_free_calls(temp_path("miscounted.db"), 1000);
+  ASSERT_EQ(query_int(db, "SELECT calls = kept + folded FROM call_store WHERE id = 3"), 1);
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("\n1,000 events over"), std::string::npos) << out;
+  damage(db, "UPDATE call_store SET calls = calls + 5 WHERE id = 3");
+  std::string before = sha256_file(db);
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
+  EXPECT_EQ(err, "ingero compact: " + db +
+                     ": call block 3 (its calls): it holds 64 rows where its entry says 69; "
+                     "compact cannot mend a damaged block, and left the file as it was\n");
+  EXPECT_EQ(sha256_file(db), before);
+  EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 1);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "ingero explain: " + db +
+                     ": call block 3: its entry counts 69 calls where its folded form holds 64\n");
+}
+
+// compact takes its trace as every other command that reads one does, as well as positionally.
+TEST(CompactFlags, TheTraceMayBeGivenAsDb) {
+  std::string db = write_free_calls(temp_path("as-db.db"), 1000);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", "--db", db, "--full-rows", "1h"}, &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("0 of 1000 calls now keep only their folded form (0 blocks); " + db + ": "),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(err, "");
+}
+
+}  // namespace
+}  // namespace ingero::test
