@@ -25,15 +25,12 @@ CLI::Validator duration_check(const std::string& examples) {
 
 namespace {
 
-// A duration flag: "10s", "250ms", "1m" (the validator refuses anything else, or <= 0).
+// A duration flag: "10s", "250ms", "1m" (the validator refuses anything else, a bare number
+// among them, or <= 0).
 CLI::Option* add_duration(CLI::App& cmd, const std::string& name, std::string& into,
                           const std::string& help) {
   return cmd.add_option(name, into, help)
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            return engine::parse_duration_s(s) > 0 ? "" : "expected a duration: 500ms, 10s, 1m";
-          },
-          "DURATION"))
+      ->check(duration_check("500ms, 10s, 1m"))
       ->capture_default_str();
 }
 

@@ -20,10 +20,15 @@ double parse_duration_s(const std::string& text) {
   }
   std::string unit = text.substr(pos);
   double mult;
-  if (unit.empty() || unit == "s")
+  if (unit.empty()) return -1;  // 5 what? (cli.md: every duration is written with its unit)
+  if (unit == "s")
     mult = 1;
   else if (unit == "ms")
     mult = 1e-3;
+  else if (unit == "us")  // as the MCP tools' schema allows
+    mult = 1e-6;
+  else if (unit == "ns")
+    mult = 1e-9;
   else if (unit == "m")
     mult = 60;
   else if (unit == "h")

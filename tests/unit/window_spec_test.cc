@@ -103,6 +103,7 @@ TEST(WindowSpec, EveryCommandCallsAMalformedWindowAUsageErrorBeforeReadingAnyFil
        "and 2262)"},
       {{"--to", "2026-02-30T00:00:00Z"}, "bad --to '2026-02-30T00:00:00Z'"},
       {{"--since", "-5m"}, "bad --since '-5m' (use 30s, 5m, 1h)"},
+      {{"--since", "5"}, "bad --since '5' (use 30s, 5m, 1h)"},
       {{"--since", "5m", "--from", "1795371619"}, "--since cannot be combined with --from or --to"},
       {{"--from", "1795371619", "--to", "1795371618"}, "--from is after --to"},
   };
@@ -121,6 +122,38 @@ TEST(WindowSpec, EveryCommandCallsAMalformedWindowAUsageErrorBeforeReadingAnyFil
   EXPECT_TRUE(check_window_spec(WindowSpec{"5m", "", "", std::nullopt}));
   EXPECT_TRUE(check_window_spec(WindowSpec{"", "1795371618", "1795371619", std::nullopt}));
   EXPECT_FALSE(check_window_spec(WindowSpec{"", "1795371619", "1795371618", std::nullopt}));
+}
+
+// A duration is written with its unit wherever one is taken: `explain --since 5` read as 5 s
+// without a word (5 what?), as did trace's --otlp-* durations and ship's --timeout; compact's
+// --full-rows and trace's other durations already refused a bare number. The MCP tools' schema
+// takes us and ns, which the parser now reads too.
+TEST(WindowSpec, ADurationWithoutItsUnitIsRefusedByEveryFlag) {
+  EXPECT_LT(parse_duration_s("5"), 0);
+  EXPECT_LT(parse_duration_s("2.5"), 0);
+  EXPECT_EQ(parse_duration_s("5s"), 5);
+  EXPECT_DOUBLE_EQ(parse_duration_s("500us"), 500e-6);
+  EXPECT_DOUBLE_EQ(parse_duration_s("100ns"), 100e-9);
+  EXPECT_EQ(parse_duration_s("2m"), 120);
+  const std::string missing = "/nonexistent/ingero-trace.db";
+  struct Case {
+    std::vector<std::string> args;
+    std::string said;
+  };
+  const std::vector<Case> cases = {
+      {{"trace", "--otlp", "http://127.0.0.1:1", "--otlp-interval", "10", "--", "true"},
+       "--otlp-interval: '10' has no unit: write a duration with its unit (500ms, 10s, 1m)"},
+      {{"trace", "--otlp", "http://127.0.0.1:1", "--otlp-span-threshold", "1", "--", "true"},
+       "--otlp-span-threshold: '1' has no unit: write a duration with its unit (500ms, 10s, 1m)"},
+      {{"ship", "--db", missing, "--clickhouse", "http://127.0.0.1:1/db", "--timeout", "10"},
+       "ingero ship: bad --timeout '10' (use 30s, 5m)"},
+  };
+  for (const Case& c : cases) {
+    auto r = test::run_ingero(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.said), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 // A window that misses the trace is answered (exit 0, nothing to explain) and said to miss
