@@ -203,10 +203,6 @@ int export_sqlite(const ExportOpts& o) {
   }
   std::string path = o.db.empty() ? default_db_path() : o.db;
   std::error_code ec;
-  if (std::filesystem::exists(o.out, ec) && !o.force) {
-    std::cerr << "ingero export: " << o.out << " exists (--force replaces it)\n";
-    return kExitUsage;
-  }
   std::filesystem::path out(o.out);
   std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
                     ("." + out.filename().string() + ".export-" + std::to_string(getpid()));
@@ -228,6 +224,13 @@ int export_sqlite(const ExportOpts& o) {
 int run_export(const ExportOpts& o) {
   if (auto st = engine::check_window_spec(o.w); !st) {
     std::cerr << "ingero export: " << st.error().message << "\n";
+    return kExitUsage;
+  }
+  // The output: not a folder, not the trace read, not a file that exists without --force.
+  std::vector<std::string> inputs;
+  if (o.source.empty()) inputs.push_back(o.db.empty() ? default_db_path() : o.db);
+  if (auto why = OutputFile::refusal(o.out, o.force, inputs)) {
+    std::cerr << "ingero export: " << *why << "\n";
     return kExitUsage;
   }
   if (o.format == "sqlite") return export_sqlite(o);

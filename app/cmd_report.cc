@@ -45,8 +45,12 @@ int run_report(const ReportOpts& o) {
     std::cerr << "ingero report: " << st.error().message << "\n";
     return kExitUsage;
   }
-  hal::keep_freed_memory();  // one analysis, then the process exits
   std::string path = o.db.empty() ? default_db_path() : o.db;
+  if (auto why = OutputFile::refusal(o.out, true, {path})) {  // a folder, or the trace read
+    std::cerr << "ingero report: " << *why << "\n";
+    return kExitUsage;
+  }
+  hal::keep_freed_memory();  // one analysis, then the process exits
   auto t0 = std::chrono::steady_clock::now();
   auto model = build_report_model(path, o.w, path);
   if (!model) {

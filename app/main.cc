@@ -49,21 +49,24 @@ int main(int argc, char** argv) {
   add_ship_command(app, ctx);
   add_version_command(app, ctx);
   add_man_page_command(app, ctx);
+  // Output that did not reach its reader (a full disk, /dev/full, a closed pipe) is a failure:
+  // `query` and `explain` must not exit 0 with their answer lost, nor `--help` with its text.
+  auto finish = [&out](int code) {
+    if (auto st = out.finish(); !st) {
+      std::cerr << "ingero: " << st.error().message << "\n";
+      return code == kExitOk ? kExitFailure : code;
+    }
+    return code;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return finish(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return finish(app.exit(e));
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
   }
-  // Output that did not reach its reader (a full disk, /dev/full, a closed pipe) is a failure:
-  // `query` and `explain` must not exit 0 with their answer lost.
-  if (auto st = out.finish(); !st) {
-    std::cerr << "ingero: " << st.error().message << "\n";
-    return ctx.exit_code == kExitOk ? kExitFailure : ctx.exit_code;
-  }
-  return ctx.exit_code;
+  return finish(ctx.exit_code);
 }

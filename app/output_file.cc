@@ -20,6 +20,20 @@ bool same_file(const struct stat& a, const std::string& other) {
 
 }  // namespace
 
+std::optional<std::string> OutputFile::refusal(const std::string& path, bool force,
+                                               const std::vector<std::string>& inputs) {
+  struct stat st {};
+  if (path.empty() || path == "-" || stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (S_ISDIR(st.st_mode)) return path + ": is a directory, not a file to write";
+  for (const auto& in : inputs)
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      if (same_file(st, in + suffix))
+        return path + ": is the input " + in + suffix +
+               "; writing it would destroy the trace (choose another output file)";
+  if (S_ISREG(st.st_mode) && !force) return path + ": exists; pass --force to replace it";
+  return std::nullopt;
+}
+
 Result<std::unique_ptr<OutputFile>> OutputFile::open(const std::string& path, bool force,
                                                      const std::vector<std::string>& inputs) {
   std::unique_ptr<OutputFile> f(new OutputFile());
@@ -30,14 +44,9 @@ Result<std::unique_ptr<OutputFile>> OutputFile::open(const std::string& path, bo
   }
   f->path_ = path;
   f->force_ = force;
+  if (auto why = refusal(path, force, inputs)) return make_error(*why);
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return make_error(path + ": is a directory, not a file to write");
-    for (const auto& in : inputs)
-      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-        if (same_file(st, in + suffix))
-          return make_error(path + ": is the input " + in + suffix +
-                            "; writing it would destroy the trace (choose another output file)");
     if (!S_ISREG(st.st_mode)) {
       // A device, a FIFO, /dev/stdout: written in place, there is nothing to rename.
       f->fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -45,7 +54,6 @@ Result<std::unique_ptr<OutputFile>> OutputFile::open(const std::string& path, bo
       f->owns_fd_ = true;
       return f;
     }
-    if (!force) return make_error(path + ": exists; pass --force to replace it");
   } else if (errno != ENOENT) {
     return Error::sys(path, errno);
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,11 @@ namespace ingero::app {
 
 class OutputFile {
  public:
+  // Why `path` may not be written as asked: a folder, one of the inputs, or a file that exists
+  // without `force`. Each is a usage error (exit 2), said before any trace is read, as merge and
+  // export --format sqlite say theirs; nullopt where it may be written. open() refuses the same.
+  static std::optional<std::string> refusal(const std::string& path, bool force,
+                                            const std::vector<std::string>& inputs);
   static Result<std::unique_ptr<OutputFile>> open(const std::string& path, bool force,
                                                   const std::vector<std::string>& inputs);
   ~OutputFile();  // without commit(): the temporary file is removed

@@ -65,42 +65,56 @@ TEST_F(OutputFiles, ExportWritesAWholeFileWithPrivateMode) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+// An output that exists without --force is a usage error (exit 2) in every format, as merge's
+// is: export said it with exit 1 for perfetto and pprof, 2 for sqlite.
 TEST_F(OutputFiles, ExportRefusesToOverwriteWithoutForce) {
   std::string out = dir_ + "/t.json";
   std::ofstream(out) << "keep me";
-  auto r = ingero({"export", "--db", db_, "-o", out});
-  EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.err.find(out + ": exists; pass --force"), std::string::npos) << r.err;
-  EXPECT_EQ(slurp(out), "keep me");
-  EXPECT_EQ(entries(dir_), 1u);
+  for (const std::string format : {"perfetto", "pprof", "sqlite"}) {
+    auto r = ingero({"export", "--format", format, "--db", db_, "-o", out});
+    EXPECT_EQ(r.rc, 2) << format;
+    EXPECT_EQ(r.err, "ingero export: " + out + ": exists; pass --force to replace it\n") << format;
+    EXPECT_EQ(r.out, "") << format;
+    EXPECT_EQ(slurp(out), "keep me");
+    EXPECT_EQ(entries(dir_), 1u);
+  }
   auto f = ingero({"export", "--db", db_, "-o", out, "--force"});
   ASSERT_EQ(f.rc, 0) << f.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(out)).size(), 2000u + 1u);  // calls + process track
   EXPECT_EQ(entries(dir_), 1u);
 }
 
+// The trace read is never the output, --force or not, in any format (a usage error, exit 2):
+// --format sqlite --force renamed its plain copy over the trace it read.
 TEST_F(OutputFiles, ExportRefusesToWriteOverItsInput) {
   std::string before = sha256_file(db_);
-  for (bool force : {false, true}) {
-    std::vector<std::string> args = {"export", "--db", db_, "-o", db_};
-    if (force) args.push_back("--force");
-    auto r = ingero(args);
-    EXPECT_EQ(r.rc, 1);
-    EXPECT_NE(r.err.find("is the input " + db_), std::string::npos) << r.err;
-    EXPECT_EQ(sha256_file(db_), before);
-  }
+  for (const std::string format : {"perfetto", "pprof", "sqlite"})
+    for (bool force : {false, true}) {
+      std::vector<std::string> args = {"export", "--format", format, "--db", db_, "-o", db_};
+      if (force) args.push_back("--force");
+      auto r = ingero(args);
+      EXPECT_EQ(r.rc, 2) << format;
+      EXPECT_NE(r.err.find("is the input " + db_), std::string::npos) << format << ": " << r.err;
+      EXPECT_EQ(sha256_file(db_), before) << format;
+    }
+  // report writes over its output always, never over its input.
+  auto rep = ingero({"report", "--db", db_, "-o", db_});
+  EXPECT_EQ(rep.rc, 2);
+  EXPECT_EQ(rep.err, "ingero report: " + db_ + ": is the input " + db_ +
+                         "; writing it would destroy the trace (choose another output file)\n");
+  EXPECT_EQ(sha256_file(db_), before);
   // Another name for the same file (a hard link, a path through a symlinked folder).
   std::string link = dir_ + "/same.db";
   std::filesystem::create_hard_link(db_, link);
   auto r = ingero({"export", "--db", db_, "-o", link, "--force"});
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("is the input"), std::string::npos) << r.err;
   EXPECT_EQ(sha256_file(db_), before);
   std::filesystem::create_directory_symlink(std::filesystem::path(db_).parent_path(),
                                             dir_ + "/alias");
   auto s = ingero({"export", "--db", db_, "-o",
                    dir_ + "/alias/" + std::filesystem::path(db_).filename().string(), "--force"});
-  EXPECT_EQ(s.rc, 1);
+  EXPECT_EQ(s.rc, 2);
   EXPECT_EQ(sha256_file(db_), before);
 }
 
@@ -172,6 +186,18 @@ TEST_F(OutputFiles, QueryAndExplainIntoAFullStdoutFail) {
     EXPECT_NE(r.err.find("writing to standard output failed: No space left on device"),
               std::string::npos)
         << cmd << ": " << r.err;
+  }
+}
+
+// Help that did not reach its reader is a failure too: `query --help > /dev/full` exited 0.
+TEST_F(OutputFiles, HelpIntoAFullStdoutFails) {
+  for (const std::string flags : {"query --help", "--help", "--help-all", "explain -h"}) {
+    auto ok = shell(std::string(INGERO_BIN) + " " + flags + " > /dev/null");
+    EXPECT_EQ(ok.rc, 0) << flags << ": " << ok.err;
+    auto r = shell(std::string(INGERO_BIN) + " " + flags + " > /dev/full");
+    EXPECT_EQ(r.rc, 1) << flags;
+    EXPECT_EQ(r.err, "ingero: writing to standard output failed: No space left on device\n")
+        << flags;
   }
 }
 

@@ -246,7 +246,7 @@ TEST(PlantedFiles, TheReportWritesNoFixedTemporaryName) {
   EXPECT_EQ(mode_of(out), 0600u);
   EXPECT_NE(read_text(out).find("<html"), std::string::npos);
   // The input trace itself is never the output.
-  EXPECT_EQ(run_command({INGERO_BIN, "report", "--db", db, "-o", db}, nullptr, &err), 1);
+  EXPECT_EQ(run_command({INGERO_BIN, "report", "--db", db, "-o", db}, nullptr, &err), 2);
   EXPECT_NE(err.find(db + ": is the input " + db + ";"), std::string::npos) << err;
 }
 
