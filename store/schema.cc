@@ -2,7 +2,10 @@
 
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <optional>
+#include <string_view>
 
 #include "hal/event.h"
 #include "store/call_store.h"
@@ -157,6 +160,38 @@ const std::vector<std::string>& field_columns() {
   return cols;
 }
 
+namespace {
+
+// What a file SQLite cannot open holds, where it is not an SQLite database at all (a damaged
+// one keeps SQLite's 16-byte header): the compressed fixture or the export given in its
+// place was said to be a damaged trace, with a hint to check it page by page.
+std::optional<std::string> not_sqlite(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  std::string_view h(head, size_t(in.gcount()));
+  if (h.size() < 16 || h == std::string_view("SQLite format 3\0", 16)) return std::nullopt;
+  std::string why = path + ": not a trace: not an SQLite database";
+  auto starts = [&h](std::string_view magic) { return h.substr(0, magic.size()) == magic; };
+  if (starts("\xfd"
+             "7zXZ"))
+    return why + "; it is xz-compressed (`xz -dk " + path + "` gives the file inside)";
+  if (starts("\x1f\x8b"))
+    return why +
+           "; it is gzip-compressed (a pprof profile from `ingero export --format pprof`, "
+           "or a file to `gunzip` first)";
+  if (starts("\x28\xb5\x2f\xfd"))
+    return why + "; it is zstd-compressed (`zstd -d " + path + "` gives the file inside)";
+  size_t first = h.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && (h[first] == '{' || h[first] == '['))
+    return why +
+           "; it holds JSON (a Perfetto trace written by `ingero export`? ingero reads the "
+           "trace file it was exported from)";
+  return why;
+}
+
+}  // namespace
+
 ingero::Result<TraceFileInfo> inspect(Db& db) {
   TraceFileInfo info;
   auto app = db.query_int("PRAGMA application_id");
@@ -168,6 +203,7 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
                                 "-journal holds what it changed; `ingero compact " + db.path() +
                                 "` rolls it back (as does any program that opens it for "
                                 "writing) and nothing is lost");
+    if (auto why = not_sqlite(db.path())) return ingero::make_error(*why);
     return ingero::make_error(db.path() + ": not a readable SQLite database (" +
                               app.error().message + ")");
   }

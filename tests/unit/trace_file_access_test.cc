@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "store/file_access.h"
 #include "store/trace_writer.h"
@@ -22,6 +23,11 @@ mode_t mode_of(const std::string& path) {
   struct stat st {};
   EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
   return st.st_mode & 07777;
+}
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 struct Run {
@@ -96,6 +102,50 @@ TEST(TraceFiles, ADirectoryAsDbIsNamed) {
   auto w = store::TraceWriter::open(dir);
   ASSERT_FALSE(w);
   EXPECT_EQ(w.error().message, dir + ": is a directory, not a trace file");
+}
+
+// A file that is no SQLite database at all (the fixture still xz-compressed, an export given
+// back) is said to be what it is, by every command, and left as it was: it was called a
+// damaged trace, with a hint to check its pages.
+TEST(TraceFiles, AFileThatIsNoDatabaseIsSaidToBeWhatItIs) {
+  std::string out = temp_path("out");
+  std::filesystem::create_directories(out);
+  struct Case {
+    std::string name, bytes, said;
+  };
+  const std::vector<Case> cases = {
+      {"run.json", "  {\"traceEvents\": []}\n",
+       "; it holds JSON (a Perfetto trace written by `ingero export`? ingero reads the trace file "
+       "it was exported from)"},
+      {"run.db.xz",
+       std::string("\xfd"
+                   "7zXZ\0\0\x04\xe6\xd6\xb4\x46\x02\0\x21\x01",
+                   18),
+       "; it is xz-compressed (`xz -dk @` gives the file inside)"},
+      {"run.pb.gz", std::string("\x1f\x8b\x08\0\0\0\0\0\0\x03\x01\0\0\xff\xff\0", 16),
+       "; it is gzip-compressed (a pprof profile from `ingero export --format pprof`, or a file "
+       "to `gunzip` first)"},
+      {"notes.txt", std::string(4096, 'x'), ""},
+  };
+  for (const Case& c : cases) {
+    std::string path = temp_path(c.name);
+    std::ofstream(path, std::ios::binary) << c.bytes;
+    std::string said = path + ": not a trace: not an SQLite database" + c.said;
+    for (size_t at; (at = said.find('@')) != std::string::npos;) said.replace(at, 1, path);
+    for (const auto& args : readers(path, out)) {
+      auto r = ingero(args);
+      EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+      EXPECT_EQ(r.err, "ingero " + args[0] + ": " + said + "\n") << args[0];
+    }
+    auto r = ingero({"compact", path});
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_EQ(r.err, "ingero compact: " + said + "\n");
+    EXPECT_EQ(bytes_of(path), c.bytes) << c.name;
+    auto w = store::TraceWriter::open(path);
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error().message, said);
+    EXPECT_EQ(bytes_of(path), c.bytes) << c.name;
+  }
 }
 
 TEST(TraceFiles, AMissingFileOrFolderIsNamed) {
