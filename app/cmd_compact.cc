@@ -152,7 +152,15 @@ int run_compact(const CompactOpts& o) {
   auto r = store::compact_trace(o.db, int64_t(engine::parse_duration_s(o.full_rows) * 1e9),
                                 builtin_views());
   if (!r) {
-    std::cerr << "ingero compact: " << r.error().message << "\n";
+    // A full disk was said as SQLite's bare "database or disk is full", without the file.
+    const std::string& m = r.error().message;
+    std::cerr << "ingero compact: " << file_error(o.db, m)
+              << (m.find("disk is full") != std::string::npos
+                      ? ": compact needs free space about the file's size, as it rewrites it; the "
+                        "steps it finished are kept and the file is whole: run it again once "
+                        "there is room"
+                      : "")
+              << "\n";
     return kExitFailure;
   }
   print_compacted(o.db, converted, host_rows, *r, size0, file_size(o.db));

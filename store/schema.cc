@@ -286,10 +286,11 @@ ingero::Status migrate(Db& db, std::span<const hal::SqlView> views) {
   if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st;
   auto fail = [&](const ingero::Error& e) {
     (void)db.exec("ROLLBACK");
-    return ingero::make_error(
-        db.path() +
-        (from < 1 ? ": creating the trace's tables failed: " : ": schema migration failed: ") +
-        e.message);
+    // A file of this schema only has its views made again: no migration to speak of.
+    const char* what = from < 1                ? ": creating the trace's tables failed: "
+                       : from < kSchemaVersion ? ": schema migration failed: "
+                                               : ": preparing it for writing failed: ";
+    return ingero::make_error(db.path() + what + e.message);
   };
   if (from < 1) {
     for (const std::string& ddl : {std::string(kTablesV1), described_tables_ddl(),

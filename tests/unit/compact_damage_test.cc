@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <filesystem>
+
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/subprocess.h"
@@ -75,6 +77,34 @@ TEST(CompactDamage, AnEntryCountingOtherThanItsBlockIsAnErrorForCompactAndExplai
   EXPECT_EQ(out, "");
   EXPECT_EQ(err, "ingero explain: " + db +
                      ": call block 3: its entry counts 69 calls where its folded form holds 64\n");
+}
+
+// On a full disk compact said SQLite's bare "database or disk is full": no file, no way out.
+// It names the file and what it needs, and the file stays whole and readable.
+TEST(CompactDamage, AFullDiskIsSaidWithTheFileAndWhatCompactNeeds) {
+  std::string db = write_free_calls(temp_path("full.db"), 20000);
+  std::string mnt = temp_path("tiny");
+  std::filesystem::create_directories(mnt);
+  std::string copy = mnt + "/full.db";
+  // A tmpfs in a private mount namespace, filled but for 16 KiB once the trace is in it; the
+  // checks run inside, before the mount goes away.
+  std::string script = "mount -t tmpfs -o size=4m tmpfs " + mnt + " || exit 99; cp " + db + " " +
+                       copy + "; free=$(df -k --output=avail " + mnt +
+                       " | tail -1); head -c $(( (free - 16) * 1024 )) /dev/zero > " + mnt +
+                       "/filler; " + INGERO_BIN + " compact " + copy + "; echo \"rc=$?\"; " +
+                       INGERO_BIN + " explain --db " + copy + " | grep -c '20,000 events over'";
+  std::string out, err;
+  int rc = run_command({"unshare", "-rm", "/bin/sh", "-c", script}, &out, &err);
+  if (rc == 99) {
+    if (running_in_ci()) FAIL() << "CI=true but no private tmpfs mount: " << err;
+    GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << err << " ***";
+  }
+  EXPECT_EQ(out, "rc=1\n1\n") << err;
+  EXPECT_EQ(err, "ingero compact: " + copy +
+                     ": preparing it for writing failed: database or disk is full: compact needs "
+                     "free space about the file's size, "
+                     "as it rewrites it; the steps it finished are kept and the file is whole: "
+                     "run it again once there is room\n");
 }
 
 // compact takes its trace as every other command that reads one does, as well as positionally.
