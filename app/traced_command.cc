@@ -128,6 +128,7 @@ void TracedCommand::end_unreleased(int sig) {
   kill(pid_, sig);  // waiting for its release, with the default disposition: it ends
   waitpid(pid_, &status_, 0);
   done_ = true;
+  never_ran_ = true;
   close(go_pipe_);
   go_pipe_ = -1;
 }
@@ -157,7 +158,8 @@ int TracedCommand::exit_code(int fallback) const {
 }
 
 void TracedCommand::describe_end(std::ostream& out) const {
-  if (pid_ <= 0 || !done_) return;
+  // One that never ran was said to be "killed by signal N" after "the command was not run".
+  if (pid_ <= 0 || !done_ || never_ran_) return;
   if (WIFEXITED(status_))
     out << "ingero: command exited with status " << WEXITSTATUS(status_) << "\n";
   else if (WIFSIGNALED(status_))

@@ -66,6 +66,7 @@ class TracedCommand {
   pid_t pid_ = -1;
   int status_ = 0;
   bool done_ = false;
+  bool never_ran_ = false;  // ended before its release (end_unreleased)
   int go_pipe_ = -1;
 };
 

@@ -71,6 +71,8 @@ TEST(TraceSignals, ASignalWhileStartingEndsTheSessionWithoutRunningTheCommand) {
               std::string::npos)
         << s.tracer.err();
     EXPECT_FALSE(std::filesystem::exists(s.marker)) << name << ": the command ran";
+    // Not said to have been killed as well: it never ran ("command killed by signal 2" followed).
+    EXPECT_EQ(s.tracer.err().find("command killed by signal"), std::string::npos) << s.tracer.err();
     EXPECT_EQ(session(s.db), (std::vector<std::vector<std::string>>{{name, "1", "1"}})) << name;
     EXPECT_FALSE(std::filesystem::exists(s.db + "-reserve")) << name;
   }
