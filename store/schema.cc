@@ -263,12 +263,18 @@ ingero::Status check_schema_writable(const std::string& path, const TraceFileInf
 }
 
 ingero::Status check_tables(Db& db, const TraceFileInfo& info) {
-  if (info.format != TraceFormat::kIngero || info.schema_version != kSchemaVersion) return {};
-  for (const char* t : {"schema_version", "sessions", "sources", "ops", "call_seconds",
-                        "call_store", "host_store", "inflight", "kernel_names"})
+  if (info.format != TraceFormat::kIngero || info.schema_version < 1) return {};
+  // An older schema's: the calls' table every reader of it needs (a schema 4 file without it
+  // said "preparing SQL: no such table: main.events").
+  std::vector<const char*> need = {"events"};
+  if (info.schema_version == 10) need = {"sessions", "call_store", "host_rows"};
+  if (info.schema_version == kSchemaVersion)
+    need = {"schema_version", "sessions",   "sources",  "ops",         "call_seconds",
+            "call_store",     "host_store", "inflight", "kernel_names"};
+  for (const char* t : need)
     if (!db.table_exists(t))
       return ingero::make_error(db.path() + ": damaged: a trace of schema " +
-                                std::to_string(kSchemaVersion) + " lacks its table " + t +
+                                std::to_string(info.schema_version) + " lacks its table " + t +
                                 " (dropped, or a copy cut short); run: sqlite3 " + db.path() +
                                 " 'PRAGMA quick_check'");
   return {};

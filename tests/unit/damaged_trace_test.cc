@@ -23,6 +23,7 @@
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
+#include "tests/support/h100_fixture.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
@@ -245,6 +246,29 @@ TEST(DamagedTraceBaseline, ATableOfBlocksMissingIsNamed) {
     EXPECT_NE(w.error().message.find(said), std::string::npos) << w.error().message;
     EXPECT_EQ(file_bytes(db), before) << "the writer changed the damaged file";
   }
+}
+
+// The same of an older schema's calls table: a schema 4 trace (the H100 fixtures') without
+// `events` said "preparing SQL: no such table: main.events", and `status` exited 0 on it.
+TEST(DamagedTraceBaseline, AnOlderTraceWithoutItsCallsTableIsNamed) {
+  std::string db = h100_fixture("starve", "no-events", true);
+  ASSERT_EQ(query_int(db, "PRAGMA user_version"), 4);
+  ASSERT_EQ(std::system(("sqlite3 '" + db + "' 'DROP TABLE events'").c_str()), 0);
+  const std::string said = db +
+                           ": damaged: a trace of schema 4 lacks its table events (dropped, or a "
+                           "copy cut short); run: sqlite3 " +
+                           db + " 'PRAGMA quick_check'\n";
+  std::string before = file_bytes(db);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"explain", "--db", db},
+        std::vector<std::string>{"query", "--db", db, "SELECT 1"},
+        std::vector<std::string>{"status", "--db", db}, std::vector<std::string>{"compact", db}}) {
+    auto r = ingero(args);
+    EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err, "ingero " + args[0] + ": " + said) << args[0];
+    EXPECT_EQ(r.out, "") << args[0];
+  }
+  EXPECT_EQ(file_bytes(db), before);
 }
 
 }  // namespace
