@@ -19,6 +19,7 @@
 #include "app/fleet_hook.h"
 #include "app/otlp_hook.h"
 #include "app/trace_samplers.h"
+#include "app/trace_signals.h"
 #include "app/traced_command.h"
 #include "app/tracer.h"
 #include "capture/event_pipeline.h"
@@ -46,11 +47,6 @@ namespace ingero::app::trace_detail {
 
 using capture::mono_now_ns;
 using capture::wall_now_ns;
-
-// The signal that stops the session (0: none yet), and whether a terminal sent it to the whole
-// foreground group (the command got it too).
-extern volatile sig_atomic_t g_stop_signal;
-extern volatile sig_atomic_t g_signal_from_tty;
 
 std::string human_bytes(double b);
 

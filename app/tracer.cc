@@ -25,6 +25,7 @@
 #include "app/session_chains.h"
 #include "app/trace_samplers.h"
 #include "app/trace_session.h"
+#include "app/trace_signals.h"
 #include "app/trace_summary.h"
 #include "app/traced_command.h"
 #include "capture/event_pipeline.h"
@@ -46,43 +47,6 @@
 
 namespace ingero::app {
 namespace trace_detail {
-
-volatile sig_atomic_t g_stop_signal = 0;
-volatile sig_atomic_t g_signal_from_tty = 0;
-
-namespace {
-
-// A terminal's Ctrl-C reaches the whole foreground process group, the traced command
-// included (si_code SI_KERNEL); a `kill` reaches the tracer alone (SI_USER) and is forwarded.
-void on_signal(int sig, siginfo_t* info, void*) {
-  g_stop_signal = sig;
-  g_signal_from_tty = info && info->si_code == SI_KERNEL;
-}
-
-// A write to a pipe whose reader is gone (the command, killed before it was released) fails
-// with EPIPE instead of killing the tracer. A handler, not SIG_IGN: the command is exec'd
-// with its default disposition, as an ignored signal would be inherited.
-void on_sigpipe(int) {}
-
-// From the start, before the file is opened and the probes attached (a second or more on a
-// busy host): a signal then ends the session as one while tracing does, never the tracer.
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-  struct sigaction pipe {};
-  pipe.sa_handler = on_sigpipe;
-  sigemptyset(&pipe.sa_mask);
-  sigaction(SIGPIPE, &pipe, nullptr);
-}
-
-const char* signal_name(int sig) {
-  return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
-}
-
-}  // namespace
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -432,7 +396,9 @@ void Trace::loop() {
   exit_reason_ = "signal";
   while (true) {
     if (g_stop_signal) {
-      exit_reason_ = signal_name(g_stop_signal);
+      // A signal that came after the command had exited on its own did not end the session.
+      exit_reason_ = cmd_.exited() && signal_came_after_child_exit() ? "command exited"
+                                                                     : signal_name(g_stop_signal);
       break;
     }
     if (deadline && mono_now_ns() >= deadline) {

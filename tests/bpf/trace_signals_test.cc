@@ -78,6 +78,36 @@ TEST(TraceSignals, ASignalWhileStartingEndsTheSessionWithoutRunningTheCommand) {
   }
 }
 
+// A Ctrl-C a moment after the command exited on its own (before the tracer's loop saw the exit)
+// was recorded as the session's stop reason. The command's exit came first: that is the reason,
+// and the tracer's status is the command's. Held before its first read of the rings
+// (INGERO_TEST_READ_PAUSE_MS), the tracer sees both at once, as a busy one would.
+TEST(TraceSignals, ASignalAfterTheCommandExitedIsNotTheStopReason) {
+  REQUIRE_BPF();
+  std::string db = temp_path("late.db");
+  auto tracer =
+      Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--", "sh", "-c", "exit 3"},
+                        {"INGERO_TEST_READ_PAUSE_MS=3000"});
+  pid_t command = child_of(tracer.pid());
+  ASSERT_GT(command, 0) << tracer.err();
+  auto state = [command] {
+    std::ifstream in("/proc/" + std::to_string(command) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    size_t paren = line.rfind(')');
+    return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+  };
+  for (int i = 0; i < 3000 && state() != 'Z'; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(state(), 'Z') << "the command has not exited: " << tracer.err();
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(60s), 3) << tracer.err();
+  EXPECT_NE(tracer.err().find("ingero: stopped (command exited)"), std::string::npos)
+      << tracer.err();
+  EXPECT_NE(tracer.err().find("ingero: command exited with status 3"), std::string::npos)
+      << tracer.err();
+  EXPECT_EQ(session(db), (std::vector<std::vector<std::string>>{{"command exited", "1", "1"}}));
+}
+
 TEST(TraceSignals, SighupWhileTracingEndsTheSessionAsSigtermDoes) {
   REQUIRE_BPF();
   std::string db = temp_path("hup.db"), marker = temp_path("hup.ran");

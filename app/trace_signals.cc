@@ -1,0 +1,70 @@
+#include "app/trace_signals.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace ingero::app::trace_detail {
+
+volatile sig_atomic_t g_stop_signal = 0;
+volatile sig_atomic_t g_signal_from_tty = 0;
+
+namespace {
+
+static_assert(std::atomic<int64_t>::is_always_lock_free, "read and written in signal handlers");
+std::atomic<int64_t> g_first_stop_ns{0};  // CLOCK_MONOTONIC of the first stop signal
+std::atomic<int64_t> g_child_exit_ns{0};  // of the latest SIGCHLD
+
+int64_t now_ns() {  // async-signal-safe
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A terminal's Ctrl-C reaches the whole foreground process group, the traced command
+// included (si_code SI_KERNEL); a `kill` reaches the tracer alone (SI_USER) and is forwarded.
+void on_signal(int sig, siginfo_t* info, void*) {
+  if (!g_stop_signal) g_first_stop_ns.store(now_ns());
+  g_stop_signal = sig;
+  g_signal_from_tty = info && info->si_code == SI_KERNEL;
+}
+
+void on_sigchld(int) { g_child_exit_ns.store(now_ns()); }
+
+// A write to a pipe whose reader is gone (the command, killed before it was released) fails
+// with EPIPE instead of killing the tracer. A handler, not SIG_IGN: the command is exec'd
+// with its default disposition, as an ignored signal would be inherited.
+void on_sigpipe(int) {}
+
+}  // namespace
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  struct sigaction pipe {};
+  pipe.sa_handler = on_sigpipe;
+  sigemptyset(&pipe.sa_mask);
+  sigaction(SIGPIPE, &pipe, nullptr);
+  // SA_RESTART: other calls go on; the wait on the rings (epoll) returns early all the same.
+  struct sigaction chld {};
+  chld.sa_handler = on_sigchld;
+  chld.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigemptyset(&chld.sa_mask);
+  sigaction(SIGCHLD, &chld, nullptr);
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
+bool signal_came_after_child_exit() {
+  int64_t child = g_child_exit_ns.load();
+  return child != 0 && g_first_stop_ns.load() > child;
+}
+
+}  // namespace ingero::app::trace_detail
