@@ -275,9 +275,13 @@ static __always_inline struct ingero_proc_rec* proc_rec(__u32 kind, __u32 pid, _
 
 /* A wakeup of a GPU process's thread is not a record of its own: the thread's off-CPU entry keeps
  * who woke it and when, and the interval it ends (emit_interval) carries them. Every wakeup of
- * every process is counted in pid_stats. */
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(ingero_sched_wakeup, struct task_struct* p) {
+ * every process is counted in pid_stats.
+ * sched_waking, not sched_wakeup: it fires in the waker's context, at the start of
+ * try_to_wake_up. A wakeup queued to the wakee's CPU (an idle one, or one sharing no cache with
+ * the waker) reaches sched_wakeup there, from its idle task: the thread was said to have been
+ * woken by swapper/N (HostContext.TheIntervalOfABlockedThreadNamesWhoWokeIt, 1 in ~8 runs). */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(ingero_sched_waking, struct task_struct* p) {
   if (!host_context) return 0;
   __u32 tgid = p->tgid;
   struct ingero_pid_stats* ps = pid_stats_of(tgid, p);

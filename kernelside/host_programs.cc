@@ -19,7 +19,7 @@ std::vector<std::pair<std::string, Status>> HostPrograms::attach() {
              {sk->progs.ingero_host_exec, "sched_process_exec"},
              {sk->progs.ingero_host_exit, "sched_process_exit"},
              {sk->progs.ingero_sched_switch, "sched_switch"},
-             {sk->progs.ingero_sched_wakeup, "sched_wakeup"},
+             {sk->progs.ingero_sched_waking, "sched_waking"},
              {sk->progs.ingero_oom_victim, "mark_victim"},
              {sk->progs.ingero_page_alloc, "mm_page_alloc"},
              {sk->progs.ingero_block_issue, "block_rq_issue"},

@@ -135,7 +135,7 @@ Status BpfSession::load() {
       bpf_program__set_expected_attach_type(p, bpf_attach_type(kBpfTraceUprobeMulti));
   if (!config.host_context) {
     for (bpf_program* p :
-         {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_wakeup, sk->progs.ingero_oom_victim,
+         {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_waking, sk->progs.ingero_oom_victim,
           sk->progs.ingero_page_alloc, sk->progs.ingero_block_issue,
           sk->progs.ingero_block_complete, sk->progs.ingero_tcp_retransmit,
           sk->progs.ingero_host_fork, sk->progs.ingero_host_exec, sk->progs.ingero_host_exit})
