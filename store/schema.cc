@@ -223,11 +223,13 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
   if (**tables == 0) return info;  // empty: ours to create
   if (app->value_or(0) != 0)
     return ingero::make_error(db.path() + ": not an ingero trace (SQLite application_id " +
-                              std::to_string(**app) + " belongs to another program)");
+                              std::to_string(**app) + " belongs to another program)" +
+                              stray_wal_hint(db.path()));
   if (auto legacy = detect_legacy(db)) return *legacy;
   return ingero::make_error(db.path() +
                             ": not an ingero trace (no ingero schema: expected an events table "
-                            "with sources/ops, as written by `ingero trace`)");
+                            "with sources/ops, as written by `ingero trace`)" +
+                            stray_wal_hint(db.path()));
 }
 
 ingero::Status roll_back_interrupted_write(const std::string& path) {

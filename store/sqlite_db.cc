@@ -1,5 +1,7 @@
 #include "store/sqlite_db.h"
 
+#include <filesystem>
+
 #include "store/call_store.h"
 #include "store/file_access.h"
 #include "store/sketch_sql.h"
@@ -10,6 +12,14 @@ std::string sql_quote(std::string_view s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
   return q + "'";
+}
+
+std::string stray_wal_hint(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path + "-wal", ec)) return "";
+  return ". Or " + path +
+         "-wal beside it is not its own (a write-ahead log copied from another file): move it "
+         "aside and read the file again";
 }
 
 ingero::Result<bool> Stmt::step() {
@@ -23,10 +33,13 @@ ingero::Result<bool> Stmt::step() {
   // ingero's own tables (store/archive_table.h) say what went wrong, the file first.
   bool own = !where.empty() && detail.starts_with(where);
   std::string msg = own ? detail : where + detail + (detail == kind ? "" : " (" + kind + ")");
-  if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB)
+  if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
+    // Read-only: a shell that opens it for writing would also write a stray log into it.
     msg +=
-        "; the file is damaged: `sqlite3 FILE 'PRAGMA quick_check'` lists the damage, and "
-        "no answer read from it is complete";
+        "; the file is damaged: `sqlite3 -readonly FILE 'PRAGMA quick_check'` lists the damage, "
+        "and no answer read from it is complete";
+    if (file && *file) msg += stray_wal_hint(file);
+  }
   return ingero::make_error(msg);
 }
 

@@ -65,6 +65,10 @@ class Stmt {
 
 // `s` as an SQL string literal: 'it''s'.
 std::string sql_quote(std::string_view s);
+// Where PATH-wal lies beside a file that reads as damaged or as another program's: ". Or
+// PATH-wal beside it is not its own ...", the likelier cause and the way out; "" where none.
+// SQLite takes a write-ahead log copied from another database for the file's own pages.
+std::string stray_wal_hint(const std::string& path);
 
 class Db {
  public:

@@ -12,6 +12,7 @@
 #include "tests/support/damaged_trace.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -269,6 +270,54 @@ TEST(DamagedTraceBaseline, AnOlderTraceWithoutItsCallsTableIsNamed) {
     EXPECT_EQ(r.out, "") << args[0];
   }
   EXPECT_EQ(file_bytes(db), before);
+}
+
+// A write-ahead log from another database left beside a trace (a copy of `run.db*` from two
+// places) reads as damage of the trace: the error names that likelier cause, the way out, and a
+// check that cannot write the log into the trace. The trace itself is intact, and is unchanged.
+TEST(DamagedTraceBaseline, AForeignWriteAheadLogIsNamedAsTheLikelyCause) {
+  std::string db = temp_path("foreign-wal.db");
+  std::filesystem::copy_file(intact_trace(), db, std::filesystem::copy_options::overwrite_existing);
+  std::string other = temp_path("other.db");
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(other.c_str(), &h), SQLITE_OK);
+  for (const char* sql :
+       {"PRAGMA page_size = 4096", "PRAGMA journal_mode = WAL", "PRAGMA wal_autocheckpoint = 0",
+        "CREATE TABLE t (x)", "INSERT INTO t VALUES (zeroblob(20000))"})
+    ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  std::filesystem::copy_file(other + "-wal", db + "-wal");  // while its database still holds it
+  sqlite3_close(h);
+  std::string before = file_bytes(db);
+  auto r = ingero({"explain", "--db", db});
+  EXPECT_EQ(r.rc, 1) << r.out.substr(0, 500);
+  // Its first page is the other database's: the trace reads as that one.
+  EXPECT_NE(r.err.find(db + ": not an ingero trace (no ingero schema"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(". Or " + db +
+                       "-wal beside it is not its own (a write-ahead log copied from another "
+                       "file): move it aside and read the file again"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(file_bytes(db), before);
+  // A log whose pages take the place of the trace's own b-tree pages reads as damage: the
+  // check said there reads only (a shell that writes would write the log into the trace).
+  std::string damaged = temp_path("foreign-wal-2.db");
+  std::filesystem::copy_file(db, damaged);
+  sqlite3* t = nullptr;
+  ASSERT_EQ(sqlite3_open(temp_path("third.db").c_str(), &t), SQLITE_OK);
+  for (const char* sql :
+       {"PRAGMA page_size = 4096", "PRAGMA journal_mode = WAL", "PRAGMA wal_autocheckpoint = 0",
+        "CREATE TABLE a (x)", "CREATE TABLE b (x)", "INSERT INTO b VALUES (zeroblob(9000))"})
+    ASSERT_EQ(sqlite3_exec(t, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  std::filesystem::copy_file(temp_path("third.db") + "-wal", damaged + "-wal");
+  sqlite3_close(t);
+  auto d = ingero({"explain", "--db", damaged});
+  EXPECT_EQ(d.rc, 1);
+  EXPECT_NE(d.err.find(". Or " + damaged + "-wal beside it is not its own"), std::string::npos)
+      << d.err;
+  std::filesystem::rename(db + "-wal", temp_path("aside.wal"));
+  std::filesystem::remove(db + "-shm");
+  auto ok = ingero({"explain", "--db", db});
+  EXPECT_EQ(ok.rc, 0) << ok.err;
 }
 
 }  // namespace
