@@ -203,16 +203,35 @@ int export_sqlite(const ExportOpts& o) {
   }
   std::string path = o.db.empty() ? default_db_path() : o.db;
   std::error_code ec;
+  // The copy is renamed into place: over a device or a FIFO it would replace it (/dev/full
+  // became an 88 MB file, exit 0).
+  if (auto t = std::filesystem::status(o.out, ec);
+      !ec && std::filesystem::exists(t) && !std::filesystem::is_regular_file(t)) {
+    std::cerr << "ingero export: " << o.out
+              << ": is not a regular file (a device or a FIFO): --format sqlite writes a "
+                 "database file of its own, renamed into place (give a file name)\n";
+    return kExitUsage;
+  }
+  ec.clear();
   std::filesystem::path out(o.out);
   std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
                     ("." + out.filename().string() + ".export-" + std::to_string(getpid()));
   auto r = store::write_plain_copy(path, tmp, builtin_views());
-  if (r && ::rename(tmp.c_str(), o.out.c_str()) != 0) {
-    r = ingero::Error::sys("renaming " + tmp + " to " + o.out, errno);
-    std::filesystem::remove(tmp, ec);
-  }
   if (!r) {
-    std::cerr << "ingero export: " << r.error().message << "\n";
+    // The copy reads the trace through the temporary file's connection, whose name SQLite's
+    // and the archive's errors carry (twice, and never the trace's): said as the copy's.
+    std::string m = r.error().message;
+    for (const std::string& name :
+         {std::filesystem::absolute(tmp, ec).lexically_normal().string() + ": ", tmp + ": "})
+      for (size_t at; !name.empty() && (at = m.find(name)) != std::string::npos;)
+        m.erase(at, name.size());
+    std::cerr << "ingero export: copying " << path << " into " << o.out << ": " << m << "\n";
+    return kExitFailure;
+  }
+  if (::rename(tmp.c_str(), o.out.c_str()) != 0) {
+    std::cerr << "ingero export: "
+              << ingero::Error::sys("renaming " + tmp + " to " + o.out, errno).message << "\n";
+    std::filesystem::remove(tmp, ec);
     return kExitFailure;
   }
   std::cerr << "ingero export: " << r->calls << " calls, " << r->runs

@@ -22,13 +22,33 @@ bool same_file(const struct stat& a, const std::string& other) {
 
 std::optional<std::string> OutputFile::refusal(const std::string& path, bool force,
                                                const std::vector<std::string>& inputs) {
+  if (path.empty() || path == "-") return std::nullopt;
+  // SQLite's files beside an input, by name: a report written as TRACE-journal made every
+  // reader take it for an interrupted write, and compact deleted it as one.
+  auto what = [](std::string_view suffix) -> std::string {
+    return suffix == "-wal"   ? "the write-ahead log of the input "
+           : suffix == "-shm" ? "the shared-memory index of the input "
+           : suffix.empty()   ? "the input "
+                              : "the rollback journal of the input ";
+  };
+  std::error_code ec;
+  // Absolute first: a relative name none of whose folders exist stays relative otherwise.
+  auto name_of = [&ec](const std::string& p) {
+    return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+  };
+  auto out_name = name_of(path);
+  for (const auto& in : inputs)
+    for (const char* suffix : {"-wal", "-shm", "-journal"})
+      if (!ec && out_name == name_of(in + suffix) && !ec)
+        return path + ": is " + what(suffix) + in +
+               "; writing it would destroy the trace (choose another output file)";
   struct stat st {};
-  if (path.empty() || path == "-" || stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
   if (S_ISDIR(st.st_mode)) return path + ": is a directory, not a file to write";
   for (const auto& in : inputs)
     for (const char* suffix : {"", "-wal", "-shm", "-journal"})
       if (same_file(st, in + suffix))
-        return path + ": is the input " + in + suffix +
+        return path + ": is " + what(suffix) + in +
                "; writing it would destroy the trace (choose another output file)";
   if (S_ISREG(st.st_mode) && !force) return path + ": exists; pass --force to replace it";
   return std::nullopt;

@@ -39,6 +39,14 @@ TEST(CompactDamage, ABlockThatDoesNotDecodeIsRefusedAndTheFileKept) {
   EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 1);
   EXPECT_EQ(err, "ingero explain: " + db +
                      ": call block 5: damaged archive block: not a compressed block\n");
+  // The plain copy names the trace it read, not its temporary file (twice, as it did).
+  std::string plain = temp_path("plain.db");
+  EXPECT_EQ(run_command({INGERO_BIN, "export", "--format", "sqlite", "--db", db, "-o", plain}, &out,
+                        &err),
+            1);
+  EXPECT_EQ(err, "ingero export: copying " + db + " into " + plain +
+                     ": call block 5: damaged archive block: not a compressed block\n");
+  EXPECT_FALSE(std::filesystem::exists(plain));
 }
 
 TEST(CompactDamage, AHostBlockCutShortIsRefused) {

@@ -5,6 +5,7 @@
 // private mount namespace) are errors that leave nothing behind. query and explain writing
 // into a full standard output exit non-zero.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -116,6 +117,52 @@ TEST_F(OutputFiles, ExportRefusesToWriteOverItsInput) {
                    dir_ + "/alias/" + std::filesystem::path(db_).filename().string(), "--force"});
   EXPECT_EQ(s.rc, 2);
   EXPECT_EQ(sha256_file(db_), before);
+}
+
+// SQLite's files beside the trace, by name even before they exist: a report written as
+// TRACE-journal made every reader take it for an interrupted write (and compact deleted it).
+TEST_F(OutputFiles, TheTracesJournalLogAndIndexAreNeverAnOutput) {
+  std::string before = sha256_file(db_);
+  for (const std::string suffix : {"-journal", "-wal", "-shm"}) {
+    std::string what = suffix == "-wal"   ? "the write-ahead log"
+                       : suffix == "-shm" ? "the shared-memory index"
+                                          : "the rollback journal";
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"report", "--db", db_, "-o", db_ + suffix},
+          std::vector<std::string>{"export", "--db", db_, "-o", db_ + suffix},
+          std::vector<std::string>{"export", "--format", "sqlite", "--db", db_, "-o",
+                                   db_ + suffix}}) {
+      auto r = ingero(args);
+      EXPECT_EQ(r.rc, 2) << args[0] << suffix;
+      EXPECT_EQ(r.err, "ingero " + args[0] + ": " + db_ + suffix + ": is " + what +
+                           " of the input " + db_ +
+                           "; writing it would destroy the trace (choose another output file)\n");
+      EXPECT_FALSE(std::filesystem::exists(db_ + suffix)) << suffix;
+    }
+  }
+  EXPECT_EQ(sha256_file(db_), before);
+  auto ok = ingero({"explain", "--db", db_});
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+}
+
+// A SQLite copy is a file renamed into place: over a device or a FIFO it replaced it with a
+// regular file, exit 0 (a hostile test turned /dev/full into an 88 MB file). Refused, exit 2;
+// the other formats write such a target in place.
+TEST_F(OutputFiles, ASqliteCopyIsNeverRenamedOverADeviceOrFifo) {
+  std::string fifo = dir_ + "/copy.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& target : {fifo, std::string("/dev/full")}) {
+    auto r = ingero({"export", "--format", "sqlite", "--db", db_, "-o", target, "--force"});
+    EXPECT_EQ(r.rc, 2) << target;
+    EXPECT_EQ(r.err, "ingero export: " + target +
+                         ": is not a regular file (a device or a FIFO): --format sqlite writes a "
+                         "database file of its own, renamed into place (give a file name)\n");
+  }
+  struct stat st {};
+  ASSERT_EQ(stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
 TEST_F(OutputFiles, ExportIntoDevFullFails) {
