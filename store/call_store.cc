@@ -130,16 +130,60 @@ ingero::Result<uint64_t> count_in_window(Db& db, BlockForm form, int64_t from_ns
 }  // namespace
 
 ingero::Status check_block_counts(Db& db) {
-  auto st = db.prepare(
-      "SELECT id, calls, kept + coalesce(folded, 0) FROM main.call_store WHERE kept IS NOT NULL "
-      "AND calls != kept + coalesce(folded, 0) ORDER BY id LIMIT 1");
-  if (!st) return st.error();
-  auto r = st->step();
-  if (!r) return r.error();
-  if (!*r) return {};
-  return ingero::make_error(db.path() + ": call block " + std::to_string(st->int64(0)) +
-                            ": its entry counts " + std::to_string(st->int64(1)) +
-                            " calls where its folded form holds " + std::to_string(st->int64(2)));
+  // Each rule: the first entry that breaks it, and what it then says. An entry is written with
+  // its block, so none of these happens but by damage.
+  struct Rule {
+    const char *table, *sql, *what;
+  };
+  static constexpr Rule kRules[] = {
+      {"call_store",
+       "SELECT id, calls, kept + coalesce(folded, 0) FROM main.call_store WHERE kept IS NOT NULL "
+       "AND calls != kept + coalesce(folded, 0)",
+       "its entry counts %1 calls where its folded form holds %2"},
+      {"call_store",
+       "SELECT id, untimed, calls FROM main.call_store WHERE untimed < 0 OR untimed > calls OR "
+       "calls < 1",
+       "its entry counts %1 untimed of %2 calls"},
+      // Folded: both forms or neither (left whole); whole or filling: its calls themselves.
+      {"call_store",
+       "SELECT id, kept_data IS NULL, run_data IS NULL FROM main.call_store WHERE (kept IS NOT "
+       "NULL AND (kept_data IS NULL) != (run_data IS NULL)) OR (full IS NULL AND kept_data IS "
+       "NULL)",
+       "its calls are in none of its forms, or in half of its folded form"},
+      {"call_store",
+       "SELECT id, first_id, last_id FROM main.call_store WHERE first_id > last_id OR first_ts > "
+       "last_ts OR last_ts > end_ts",
+       "its entry's id or time range is reversed"},
+      {"host_store",
+       "SELECT id, first_id, last_id FROM main.host_store WHERE first_id > last_id OR first_ts > "
+       "last_ts OR last_ts > end_ts OR events < 1",
+       "its entry's id or time range is reversed, or it counts no event"},
+      // A block entered twice (a copied row) counted its calls twice.
+      {"call_store",
+       "SELECT id, first_id, prev FROM (SELECT id, first_id, lag(last_id) OVER (ORDER BY "
+       "first_id, id) AS prev FROM main.call_store) WHERE first_id <= prev",
+       "its ids from %1 overlap the block before it, which ends at %2"},
+      {"host_store",
+       "SELECT id, first_id, prev FROM (SELECT id, first_id, lag(last_id) OVER (ORDER BY "
+       "first_id, id) AS prev FROM main.host_store) WHERE first_id <= prev",
+       "its ids from %1 overlap the block before it, which ends at %2"},
+  };
+  for (const Rule& rule : kRules) {
+    if (!db.table_exists(rule.table)) continue;
+    auto st = db.prepare(std::string(rule.sql) + " ORDER BY 1 LIMIT 1");
+    if (!st) return st.error();
+    auto r = st->step();
+    if (!r) return r.error();
+    if (!*r) continue;
+    std::string what = rule.what;
+    for (auto [mark, col] : {std::pair{"%1", 1}, std::pair{"%2", 2}})
+      if (size_t at = what.find(mark); at != std::string::npos)
+        what.replace(at, 2, std::to_string(st->int64(col)));
+    return ingero::make_error(db.path() + ": " +
+                              (rule.table == std::string_view("host_store") ? "host" : "call") +
+                              " block " + std::to_string(st->int64(0)) + ": " + what);
+  }
+  return {};
 }
 
 ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns,

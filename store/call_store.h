@@ -59,8 +59,10 @@ const BlockForm& sql_runs_form();
 // rows. The calls in runs are not counted (RunCursor reads those).
 ingero::Result<uint64_t> count_kept_calls(Db& db, int64_t from_ns, int64_t to_ns,
                                           const std::optional<std::string>& node);
-// A block entry whose count is not its folded form's (the calls kept plus those in its runs):
-// the entries' counts are the trace's, so a damaged one is an error naming the block.
+// Block entries that do not hold together: a count that is not its folded form's (the calls
+// kept plus those in its runs), calls in none of a block's forms, a reversed range, two blocks
+// whose ids overlap (a row copied). The entries' counts are the trace's, so a damaged one is
+// an error naming the block.
 ingero::Status check_block_counts(Db& db);
 // The same of a schema 11 file's host events (host_store).
 ingero::Result<uint64_t> count_host_events(Db& db, int64_t from_ns, int64_t to_ns,

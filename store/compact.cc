@@ -1,5 +1,7 @@
 #include "store/compact.h"
 
+#include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -8,6 +10,7 @@
 #include "store/call_block.h"
 #include "store/call_store.h"
 #include "store/call_summaries.h"
+#include "store/file_access.h"
 #include "store/row_block.h"
 #include "store/schema.h"
 #include "store/sketch_sql.h"
@@ -132,6 +135,31 @@ ingero::Status summarise_rest(Db& db, Repaired& out) {
 // Every block the file holds decodes, to as many rows as its entry says. compact cannot mend a
 // damaged block, which every reader refuses: going on, it said "0 of N calls" folded, exit 0,
 // and the file was no more readable than before.
+// Whether the rows' ids and timestamps lie in the entry's ranges (columns 3 to 6 of `entry`)
+// and, `exact` (a block's every call or event), span them: an entry whose start moved to 0 said
+// "events over 1795875763 s" in explain, exit 0.
+bool rows_in_range(const RowBlock& rows, const Stmt& entry, bool exact) {
+  int id = -1, ts = -1;
+  for (size_t c = 0; c < rows.columns().size(); ++c) {
+    if (rows.columns()[c] == "id") id = int(c);
+    if (rows.columns()[c] == "timestamp") ts = int(c);
+  }
+  if (id < 0 || ts < 0 || rows.rows() == 0) return false;
+  int64_t min_id = INT64_MAX, max_id = INT64_MIN, min_ts = INT64_MAX, max_ts = INT64_MIN;
+  for (size_t r = 0; r < rows.rows(); ++r) {
+    int64_t i = rows.int64(r, size_t(id)), t = rows.int64(r, size_t(ts));
+    min_id = std::min(min_id, i);
+    max_id = std::max(max_id, i);
+    min_ts = std::min(min_ts, t);
+    max_ts = std::max(max_ts, t);
+  }
+  if (exact)
+    return min_id == entry.int64(3) && max_id == entry.int64(4) && min_ts == entry.int64(5) &&
+           max_ts == entry.int64(6);
+  return min_id >= entry.int64(3) && max_id <= entry.int64(4) && min_ts >= entry.int64(5) &&
+         max_ts <= entry.int64(6);
+}
+
 constexpr const char* kCannotMend =
     "; compact cannot mend a damaged block, and left the file as it was";
 ingero::Status check_blocks(Db& db) {
@@ -142,12 +170,15 @@ ingero::Status check_blocks(Db& db) {
                                     {"call_store", "kept_data", "kept", "its calls kept"},
                                     {"call_store", "run_data", "runs", "its runs"},
                                     {"host_store", "data", "events", "its events"}};
-  const std::vector<std::string> no_column;  // the frame and its checksum, the columns skipped
+  // The frame and its checksum, its id and time columns read (the rest skipped): the rows must
+  // lie in the range the entry gives, since blocks are chosen and merged by their entries.
+  const std::vector<std::string> range_columns = {"id", "timestamp"};
   RowBlock rows;
   for (const Form& f : kForms) {
     if (!db.table_exists(f.table)) continue;
-    auto st = db.prepare(std::string("SELECT id, ") + f.data + ", " + f.rows + " FROM " + f.table +
-                         " WHERE " + f.data + " IS NOT NULL ORDER BY id");
+    auto st = db.prepare(std::string("SELECT id, ") + f.data + ", " + f.rows +
+                         ", first_id, last_id, first_ts, last_ts FROM " + f.table + " WHERE " +
+                         f.data + " IS NOT NULL ORDER BY id");
     if (!st) return st.error();
     while (true) {
       auto r = st->step();
@@ -158,11 +189,14 @@ ingero::Status check_blocks(Db& db) {
       std::string name = std::string(f.table == std::string_view("host_store") ? "host" : "call") +
                          " block " + std::to_string(st->int64(0)) + " (" + f.what + ")";
       std::string why;
-      if (auto d = RowBlock::decode_into(data, rows, 64u << 20, &no_column); !d)
+      if (auto d = RowBlock::decode_into(data, rows, 64u << 20, &range_columns); !d)
         why = d.error().message;
       else if (int64_t(rows.rows()) != st->int64(2))
         why = "it holds " + std::to_string(rows.rows()) + " rows where its entry says " +
               std::to_string(st->int64(2));
+      else if (f.rows != std::string_view("runs") &&
+               !rows_in_range(rows, *st, f.rows != std::string_view("kept")))
+        why = "its rows do not lie in the id and time range its entry says";
       if (!why.empty())
         return ingero::make_error(db.path() + ": " + name + ": " + why + kCannotMend);
     }
@@ -243,6 +277,9 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
       return ingero::make_error(path + ": a trace from the original Go implementation (schema " +
                                 info->legacy_version + "); it is read-only here");
     if (auto st = check_tables(**ro, *info); !st) return st.error();
+    // Pages SQLite cannot read back: compact would rewrite around them (a flipped byte was
+    // VACUUMed into a smaller file, still damaged, exit 0), as `trace` refuses such a file.
+    if (auto qc = check_intact(**ro); !qc) return qc.error();
     if (info->format != TraceFormat::kIngero || !has_call_store(**ro))
       return ingero::make_error(path + ": not a trace of schema " + std::to_string(kSchemaVersion) +
                                 " (convert it first)");
