@@ -10,12 +10,20 @@
 namespace ingero::engine {
 
 double parse_duration_s(const std::string& text) {
-  if (text.empty()) return -1;
+  // Digits, an optional fraction, then the unit: std::stod also took " 5s", "+5s", "1e3s" and
+  // "0x10s" (16 s), none of which a user writes meaning what it read.
   size_t pos = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+  if (pos == 0) return -1;
+  if (pos < text.size() && text[pos] == '.') {
+    size_t frac = ++pos;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+    if (pos == frac) return -1;
+  }
   double v;
   try {
-    v = std::stod(text, &pos);
-  } catch (...) {
+    v = std::stod(text.substr(0, pos));
+  } catch (...) {  // out of range
     return -1;
   }
   std::string unit = text.substr(pos);

@@ -82,9 +82,9 @@ TEST(WindowSpec, SinceIsNotCombinedWithFromOrTo) {
     ASSERT_FALSE(w);
     EXPECT_EQ(w.error().message, "--since cannot be combined with --from or --to");
   }
-  auto w = resolve_window(src, WindowSpec{"1e-12s", "", "", std::nullopt});
+  auto w = resolve_window(src, WindowSpec{"0.000000000001s", "", "", std::nullopt});
   ASSERT_FALSE(w);  // shorter than a nanosecond: no window at all
-  w = resolve_window(src, WindowSpec{"1e19s", "", "", std::nullopt});
+  w = resolve_window(src, WindowSpec{"10000000000000000000s", "", "", std::nullopt});
   ASSERT_TRUE(w);
   EXPECT_EQ(w->from_ns, INT64_MIN);  // longer than the clock: the whole trace
 }
@@ -131,6 +131,12 @@ TEST(WindowSpec, EveryCommandCallsAMalformedWindowAUsageErrorBeforeReadingAnyFil
 TEST(WindowSpec, ADurationWithoutItsUnitIsRefusedByEveryFlag) {
   EXPECT_LT(parse_duration_s("5"), 0);
   EXPECT_LT(parse_duration_s("2.5"), 0);
+  // Only digits, a fraction and the unit: std::stod read these as numbers.
+  for (const char* odd : {"1e3s", "0x10s", " 5s", "+5s", "5 s", ".5s", "5.s", "-0s", "infs", "5M"})
+    EXPECT_LT(parse_duration_s(odd), 0) << odd;
+  EXPECT_DOUBLE_EQ(parse_duration_s("2.5s"), 2.5);
+  EXPECT_DOUBLE_EQ(parse_duration_s("0.5ms"), 0.5e-3);
+  EXPECT_EQ(parse_duration_s("0s"), 0);
   EXPECT_EQ(parse_duration_s("5s"), 5);
   EXPECT_DOUBLE_EQ(parse_duration_s("500us"), 500e-6);
   EXPECT_DOUBLE_EQ(parse_duration_s("100ns"), 100e-9);
