@@ -27,7 +27,7 @@ namespace ingero::app {
 namespace {
 
 struct CompactOpts {
-  std::string db, full_rows = "10m";
+  std::string db, db_flag, full_rows = "10m";
   bool no_archive = false;
 };
 
@@ -179,8 +179,9 @@ void add_compact_command(CLI::App& app, Context& ctx) {
       "trace whose tracer was killed; shrink the file. A trace of an older schema is converted\n"
       "first. Modifies TRACE in place.");
   auto o = std::make_shared<CompactOpts>();
-  // Positional, or --db as every other command that reads a trace takes it.
-  cmd->add_option("trace,-d,--db", o->db, "Trace file to compact (or --db TRACE)")->required();
+  // Positional, or --db as every other command that reads a trace takes it; one of them.
+  cmd->add_option("trace", o->db, "Trace file to compact (or --db TRACE)");
+  cmd->add_option("-d,--db", o->db_flag, "Trace file to compact");
   cmd->add_option("--full-rows", o->full_rows,
                   "Keep every call's row for this long before the trace's end (default 10m)")
       ->check(trace_flags::duration_check("10m, 1h"));  // a bare number is refused
@@ -190,6 +191,13 @@ void add_compact_command(CLI::App& app, Context& ctx) {
       ->group("");
   // A success leaves the exit code as it is.
   cmd->callback([&ctx, o] {
+    if (o->db.empty() == o->db_flag.empty()) {  // neither, or both: which one?
+      std::cerr << "ingero compact: give the trace to compact once: ingero compact TRACE (or "
+                   "--db TRACE)\n";
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    if (o->db.empty()) o->db = o->db_flag;
     if (int code = run_compact(*o); code != kExitOk) ctx.exit_code = code;
   });
 }

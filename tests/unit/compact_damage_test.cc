@@ -125,6 +125,15 @@ TEST(CompactFlags, TheTraceMayBeGivenAsDb) {
             std::string::npos)
       << out;
   EXPECT_EQ(err, "");
+  // Neither, or both: said as a usage error (it said "--db is required" of the positional form).
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{INGERO_BIN, "compact"},
+        std::vector<std::string>{INGERO_BIN, "compact", db, "--db", db}}) {
+    EXPECT_EQ(run_command(args, &out, &err), 2);
+    EXPECT_EQ(err,
+              "ingero compact: give the trace to compact once: ingero compact TRACE (or --db "
+              "TRACE)\n");
+  }
 }
 
 }  // namespace
