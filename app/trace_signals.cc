@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 namespace ingero::app::trace_detail {
@@ -26,12 +27,18 @@ int64_t now_ns() {  // async-signal-safe
 // A terminal's Ctrl-C reaches the whole foreground process group, the traced command
 // included (si_code SI_KERNEL); a `kill` reaches the tracer alone (SI_USER) and is forwarded.
 void on_signal(int sig, siginfo_t* info, void*) {
+  const int saved = errno;  // the code interrupted may read it next
   if (!g_stop_signal) g_first_stop_ns.store(now_ns());
   g_stop_signal = sig;
   g_signal_from_tty = info && info->si_code == SI_KERNEL;
+  errno = saved;
 }
 
-void on_sigchld(int) { g_child_exit_ns.store(now_ns()); }
+void on_sigchld(int) {
+  const int saved = errno;
+  g_child_exit_ns.store(now_ns());
+  errno = saved;
+}
 
 // A write to a pipe whose reader is gone (the command, killed before it was released) fails
 // with EPIPE instead of killing the tracer. A handler, not SIG_IGN: the command is exec'd

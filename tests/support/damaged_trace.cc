@@ -1,6 +1,7 @@
 #include "tests/support/damaged_trace.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <atomic>
 #include <fstream>
@@ -104,6 +105,14 @@ void flip_byte(const std::string& path, int64_t offset, uint8_t mask) {
   f.seekp(offset);
   f.write(&c, 1);
   ASSERT_TRUE(f.good()) << "cannot damage " << path;
+}
+
+void alter_trace(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sql << ": " << sqlite3_errmsg(h);
+  sqlite3_close(h);
 }
 
 }  // namespace ingero::test

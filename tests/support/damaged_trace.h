@@ -28,4 +28,7 @@ int64_t drop_index_entries(const std::string& path, const std::string& index);
 // XORs the byte at `offset` with `mask`.
 void flip_byte(const std::string& path, int64_t offset, uint8_t mask);
 
+// Runs `sql` on `db` as a user with the sqlite3 shell would (a damaged count, a blob replaced).
+void alter_trace(const std::string& db, const std::string& sql);
+
 }  // namespace ingero::test

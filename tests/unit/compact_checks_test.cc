@@ -4,7 +4,6 @@
 // for byte; the readers of the whole trace refuse the damaged entries too, where a copied entry
 // counted its block twice with exit 0.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <filesystem>
 
@@ -16,14 +15,6 @@
 
 namespace ingero::test {
 namespace {
-
-void exec_sql(const std::string& db, const std::string& sql) {
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(h);
-  sqlite3_close(h);
-}
 
 // The resnet-clean H100 trace converted to this schema: its launches folded into runs. In the
 // scratch root, not the first test's folder, which goes when that test passes.
@@ -92,7 +83,7 @@ TEST(CompactChecks, ABlockHalfFoldedOrInNoFormIsRefusedByCompactAndTheReaders) {
   };
   for (const Case& c : cases) {
     std::string db = copy_of(folded_trace(), c.name + ".db");
-    exec_sql(db, c.sql);
+    alter_trace(db, c.sql);
     std::string said = c.said;
     if (size_t at = said.find("@u"); at != std::string::npos)
       said.replace(at, 2,
@@ -129,8 +120,8 @@ TEST(CompactChecks, ABlockEnteredTwiceIsRefusedByCompactAndTheReaders) {
               "kept, runs, folded, full, kept_data, run_data"
             : "node, session_id, first_id, last_id, first_ts, last_ts, end_ts, events, data";
     int64_t first = query_int(db, "SELECT min(id) FROM " + table);
-    exec_sql(db, "INSERT INTO " + table + " (" + cols + ") SELECT " + cols + " FROM " + table +
-                     " WHERE id = " + std::to_string(first));
+    alter_trace(db, "INSERT INTO " + table + " (" + cols + ") SELECT " + cols + " FROM " + table +
+                        " WHERE id = " + std::to_string(first));
     int64_t copy = query_int(db, "SELECT max(id) FROM " + table);
     int64_t from =
         query_int(db, "SELECT first_id FROM " + table + " WHERE id = " + std::to_string(first));
@@ -154,7 +145,7 @@ TEST(CompactChecks, ABlockEnteredTwiceIsRefusedByCompactAndTheReaders) {
 // reads every block's ids and times and refuses it.
 TEST(CompactChecks, AnEntryWhoseRangeIsNotItsRowsIsRefused) {
   std::string db = write_free_calls(temp_path("range.db"), 2000);
-  exec_sql(db, "UPDATE call_store SET first_ts = 0 WHERE id = 3");
+  alter_trace(db, "UPDATE call_store SET first_ts = 0 WHERE id = 3");
   std::string before = sha256_file(db);
   auto r = run({INGERO_BIN, "compact", db});
   EXPECT_EQ(r.rc, 1);

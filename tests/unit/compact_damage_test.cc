@@ -3,7 +3,6 @@
 // printed "0 of N calls now keep only their folded form", exit 0, on a file every reader
 // refuses; and an entry's damaged count changed explain's event count without a word.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <filesystem>
 
@@ -15,18 +14,10 @@
 namespace ingero::test {
 namespace {
 
-void damage(const std::string& db, const std::string& sql) {
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(h);
-  sqlite3_close(h);
-}
-
 TEST(CompactDamage, ABlockThatDoesNotDecodeIsRefusedAndTheFileKept) {
   std::string db = write_free_calls(temp_path("undecodable.db"), 1000);
   ASSERT_EQ(query_int(db, "SELECT count(*) FROM call_store WHERE full IS NOT NULL"), 16);
-  damage(db, "UPDATE call_store SET full = zeroblob(600) WHERE id = 5");
+  alter_trace(db, "UPDATE call_store SET full = zeroblob(600) WHERE id = 5");
   std::string before = sha256_file(db);
   std::string out, err;
   EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
@@ -52,10 +43,10 @@ TEST(CompactDamage, ABlockThatDoesNotDecodeIsRefusedAndTheFileKept) {
 TEST(CompactDamage, AHostBlockCutShortIsRefused) {
   std::string db = write_free_calls(temp_path("host-cut.db"), 200);
   // A host block of the file's own kind, cut: the frame's length is not the blob's.
-  damage(db,
-         "INSERT INTO host_store (node, session_id, first_id, last_id, first_ts, last_ts, "
-         "end_ts, events, data) SELECT node, session_id, 900000, 900001, first_ts, last_ts, "
-         "end_ts, 2, substr(full, 1, length(full) - 9) FROM call_store WHERE id = 1");
+  alter_trace(db,
+              "INSERT INTO host_store (node, session_id, first_id, last_id, first_ts, last_ts, "
+              "end_ts, events, data) SELECT node, session_id, 900000, 900001, first_ts, last_ts, "
+              "end_ts, 2, substr(full, 1, length(full) - 9) FROM call_store WHERE id = 1");
   int64_t id = query_int(db, "SELECT max(id) FROM host_store");
   std::string before = sha256_file(db);
   std::string out, err;
@@ -74,7 +65,7 @@ TEST(CompactDamage, AnEntryCountingOtherThanItsBlockIsAnErrorForCompactAndExplai
   std::string out, err;
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 0) << err;
   EXPECT_NE(out.find("\n1,000 events over"), std::string::npos) << out;
-  damage(db, "UPDATE call_store SET calls = calls + 5 WHERE id = 3");
+  alter_trace(db, "UPDATE call_store SET calls = calls + 5 WHERE id = 3");
   std::string before = sha256_file(db);
   EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
   EXPECT_EQ(err, "ingero compact: " + db +
