@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "app/commands.h"
 #include "app/session_chains.h"
@@ -116,18 +118,36 @@ ingero::Status Trace::finish_writing(const store::SessionEnd& end) {
   // --clickhouse-exit-timeout; the writer's own finish between them is not shipping.
   using SteadyClock = std::chrono::steady_clock;
   auto ship_left = std::chrono::milliseconds(int64_t(opts_.clickhouse_exit_timeout_s * 1000));
+  // A second stop signal gives up waiting for ClickHouse: only SIGKILL ended a tracer whose
+  // --clickhouse-exit-timeout was long and ClickHouse away. What is left ships later.
+  std::atomic<bool> shipped{false};
+  std::thread give_up;
+  if (shipper_)
+    give_up = std::thread([this, &shipped] {
+      while (!shipped.load()) {
+        if (g_stop_signals >= 2) {
+          shipper_->set_deadline(SteadyClock::now());
+          std::cerr << "ingero: " << signal_name(g_stop_signal)
+                    << " again: stopped waiting for ClickHouse\n";
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
   if (shipper_) {
     auto t0 = SteadyClock::now();
-    shipper_->set_deadline(t0 + ship_left);
+    if (g_stop_signals < 2) shipper_->set_deadline(t0 + ship_left);
     shipper_->stop();  // finish() checkpoints: no reader may hold the file
     ship_left -= std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0);
   }
   auto fin = writer_->finish(end);
   if (shipper_) {
     auto deadline = SteadyClock::now() + std::max(ship_left, std::chrono::milliseconds(0));
-    shipper_->set_deadline(deadline);
+    if (g_stop_signals < 2) shipper_->set_deadline(deadline);
     finish_shipping(*shipper_, db_, opts_.quiet, deadline);
   }
+  shipped = true;
+  if (give_up.joinable()) give_up.join();
   return fin;
 }
 

@@ -11,6 +11,7 @@ namespace ingero::app::trace_detail {
 
 volatile sig_atomic_t g_stop_signal = 0;
 volatile sig_atomic_t g_signal_from_tty = 0;
+volatile sig_atomic_t g_stop_signals = 0;
 
 namespace {
 
@@ -30,6 +31,7 @@ void on_signal(int sig, siginfo_t* info, void*) {
   const int saved = errno;  // the code interrupted may read it next
   if (!g_stop_signal) g_first_stop_ns.store(now_ns());
   g_stop_signal = sig;
+  g_stop_signals = g_stop_signals + 1;
   g_signal_from_tty = info && info->si_code == SI_KERNEL;
   errno = saved;
 }

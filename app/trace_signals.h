@@ -11,6 +11,8 @@ namespace ingero::app::trace_detail {
 // foreground group (the command got it too).
 extern volatile sig_atomic_t g_stop_signal;
 extern volatile sig_atomic_t g_signal_from_tty;
+// How many stop signals came: a second one cuts short what the session's end waits for.
+extern volatile sig_atomic_t g_stop_signals;
 
 // From the start, before the file is opened and the probes attached (a second or more on a
 // busy host): a signal then ends the session as one while tracing does, never the tracer. A

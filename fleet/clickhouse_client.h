@@ -69,6 +69,13 @@ class ClickHouseClient {
   // No request runs past `deadline` (steady clock); any thread may set or clear it.
   void set_deadline(std::chrono::steady_clock::time_point deadline);
   void clear_deadline() { deadline_ns_ = 0; }
+  // Whether a deadline is set and has passed (a drain gives up then: nothing more is sent).
+  bool deadline_passed() const {
+    int64_t d = deadline_ns_.load();
+    return d && d <= std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+  }
 
   // A statement with a small answer (DDL, max(), count()): the whole body.
   virtual ingero::Result<std::string> execute(const std::string& sql,

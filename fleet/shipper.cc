@@ -345,7 +345,9 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
   const int timeout = client_->options().request_timeout_ms;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-    if (left <= 0) break;
+    // The client's deadline too: another thread moves it to now to give up (the tracer, on a
+    // second stop signal while its exit waits for ClickHouse).
+    if (left <= 0 || client_->deadline_passed()) break;
     client_->set_request_timeout_ms(int(std::min<int64_t>(timeout ? timeout : left, left)));
     auto r = pass(end);
     if (r && *r) {
@@ -359,7 +361,11 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
       auto wait = std::min<int64_t>(
           backoff,
           std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
-      if (wait > 0) std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+      // In slices, so that a deadline moved to now is seen within 100 ms.
+      for (auto until = Clock::now() + std::chrono::milliseconds(wait);
+           Clock::now() < until && !client_->deadline_passed();)
+        std::this_thread::sleep_for(
+            std::min<Clock::duration>(std::chrono::milliseconds(100), until - Clock::now()));
     }
   }
   client_->set_request_timeout_ms(timeout);
