@@ -22,8 +22,9 @@ ingero::Status check_window_spec(const WindowSpec& spec);
 // The window: check_window_spec()'s errors, else --since counted back from the trace's end.
 ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec);
 
-// "30s", "5m", "1h", "7d", "250ms", "2.5s", "500us", "100ns". Negative on error, and for a number without its
-// unit: `--since 5` was taken as 5 s without a word, where a user may have meant minutes.
+// "30s", "5m", "1h", "7d", "250ms", "2.5s", "500us", "100ns". Negative on error, and for a number
+// without its unit: `--since 5` was taken as 5 s without a word, where a user may have meant
+// minutes.
 double parse_duration_s(const std::string& text);
 // "2026-04-03T12:18:02" or "2026-04-03 12:18:02" (UTC), with an optional fraction of a second
 // and zone ("Z", "+02:00", "-0500", "+02"), or Unix seconds / ns as digits. Anything else after

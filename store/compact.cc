@@ -132,9 +132,6 @@ ingero::Status summarise_rest(Db& db, Repaired& out) {
   return sums.flush(db, INT64_MAX);
 }
 
-// Every block the file holds decodes, to as many rows as its entry says. compact cannot mend a
-// damaged block, which every reader refuses: going on, it said "0 of N calls" folded, exit 0,
-// and the file was no more readable than before.
 // Whether the rows' ids and timestamps lie in the entry's ranges (columns 3 to 6 of `entry`)
 // and, `exact` (a block's every call or event), span them: an entry whose start moved to 0 said
 // "events over 1795875763 s" in explain, exit 0.
@@ -162,6 +159,9 @@ bool rows_in_range(const RowBlock& rows, const Stmt& entry, bool exact) {
 
 constexpr const char* kCannotMend =
     "; compact cannot mend a damaged block, and left the file as it was";
+// Every block the file holds decodes, to as many rows as its entry says. compact cannot mend a
+// damaged block, which every reader refuses: going on, it said "0 of N calls" folded, exit 0,
+// and the file was no more readable than before.
 ingero::Status check_blocks(Db& db) {
   struct Form {
     const char *table, *data, *rows, *what;
