@@ -36,6 +36,11 @@ int64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
 }
 
+// SQLite's SQLITE_FULL, as its message says it.
+bool disk_full(const std::string& message) {
+  return message.find("disk is full") != std::string::npos;
+}
+
 // What is done with the file before compacting it.
 enum class Before {
   kNothing,  // this schema
@@ -67,16 +72,18 @@ Before before_compacting(const std::string& db, int64_t* host_rows) {
   }
   // An older file already folded has no rows for its folded launches to re-encode: it stays
   // in its own schema, which every command reads.
-  if ((*r)->db().table_exists("call_runs")) {
-    auto runs = (*r)->db().query_int("SELECT count(*) FROM call_runs");
-    if (runs && runs->value_or(0) > 0) {
-      std::cout << "ingero compact: " << db << ": schema " << (*r)->info().schema_version
-                << ", whose launches an earlier ingero already folded (" << **runs
-                << " runs): left as it is (every ingero command reads it; traces written "
-                   "from now on are schema "
-                << store::kSchemaVersion << ")\n";
-      return Before::kLeave;
-    }
+  auto runs = older_folded_runs((*r)->db());
+  if (!runs) {
+    std::cerr << "ingero compact: " << file_error(db, runs.error().message) << "\n";
+    return Before::kRefused;
+  }
+  if (*runs > 0) {
+    std::cout << "ingero compact: " << db << ": schema " << (*r)->info().schema_version
+              << ", whose launches an earlier ingero already folded (" << *runs
+              << " runs): left as it is (every ingero command reads it; traces written "
+                 "from now on are schema "
+              << store::kSchemaVersion << ")\n";
+    return Before::kLeave;
   }
   return Before::kConvert;
 }
@@ -85,7 +92,13 @@ Before before_compacting(const std::string& db, int64_t* host_rows) {
 // lock follows it. False (said on stderr) when either fails.
 bool convert_in_place(const std::string& db, store::TraceLock& lock) {
   if (auto s = convert_trace(db); !s) {
-    std::cerr << "ingero compact: " << file_error(db, s.error().message) << "\n";
+    const std::string& m = s.error().message;
+    std::cerr << "ingero compact: " << file_error(db, m)
+              << (disk_full(m) ? ": converting writes a copy beside the file and needs free space "
+                                 "about its size; the file is as it was: run it again once there "
+                                 "is room"
+                               : "")
+              << "\n";
     return false;
   }
   auto relock = store::TraceLock::acquire(db);
@@ -155,7 +168,7 @@ int run_compact(const CompactOpts& o) {
     // A full disk was said as SQLite's bare "database or disk is full", without the file.
     const std::string& m = r.error().message;
     std::cerr << "ingero compact: " << file_error(o.db, m)
-              << (m.find("disk is full") != std::string::npos
+              << (disk_full(m)
                       ? ": compact needs free space about the file's size, as it rewrites it; the "
                         "steps it finished are kept and the file is whole: run it again once "
                         "there is room"

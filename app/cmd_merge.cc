@@ -4,6 +4,7 @@
 // inputs are opened read-only and never modified.
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -133,12 +134,13 @@ ingero::Status carry_rows(store::Db& db, store::TraceWriter& w,
 
 // Folded launches have no rows to re-encode, and summaries rebuilt from the rows left would
 // undercount them: refused rather than merged short.
+// The reader's TEMP `call_runs` of a schema 9 file folded while tracing shows none of its runs
+// (their calls' copies stand for them): it was merged short, and said to be damaged.
 ingero::Status refuse_folded_launches(store::Db& db, const std::string& in) {
-  if (!db.table_exists("call_runs")) return {};
-  auto runs = db.query_int("SELECT count(*) FROM call_runs");
+  auto runs = older_folded_runs(db);
   if (!runs) return runs.error();
-  if (runs->value_or(0) > 0)
-    return ingero::make_error(in + ": " + std::to_string(**runs) +
+  if (*runs > 0)
+    return ingero::make_error(in + ": " + std::to_string(*runs) +
                               " runs of folded launches (tiered retention); merge keeps "
                               "every call's row, so it takes traces recorded with --keep-all "
                               "or before folding began");
@@ -335,19 +337,49 @@ ingero::Result<std::string> private_dir_beside(const std::string& path, const ch
 
 }  // namespace
 
+ingero::Result<int64_t> older_folded_runs(store::Db& db) {
+  if (!db.is_table("call_runs")) return int64_t(0);
+  // Those still rows, and those archived in blocks (schema 8 and 9: store/call_archive.h).
+  auto runs = db.query_int(db.table_exists("archived_runs", "temp")
+                               ? "SELECT (SELECT count(*) FROM main.call_runs) + "
+                                 "(SELECT count(*) FROM temp.archived_runs)"
+                               : "SELECT count(*) FROM main.call_runs");
+  if (!runs) return runs.error();
+  return runs->value_or(0);
+}
+
 ingero::Status convert_trace(const std::string& path) {
+  struct stat was {};
+  if (::stat(path.c_str(), &was) != 0) return ingero::Error::sys("reading " + path, errno);
   auto dir = private_dir_beside(path, "converting");
   if (!dir) return dir.error();
   const std::string tmp = *dir + "/converted.db";
   size_t events = 0;
   auto s = merge_traces({path}, "", tmp, &events);
+  // The file keeps its mode and owner: the new one was made 0600 by whoever ran compact, and a
+  // trace others were given to read became theirs no longer. An owner is kept where we may
+  // (root); a mode always.
+  if (s && ::chmod(tmp.c_str(), was.st_mode & 07777) != 0)
+    s = ingero::Error::sys("giving the converted copy the file's mode", errno);
+  if (s && (was.st_uid != ::geteuid() || was.st_gid != ::getegid()))
+    (void)::chown(tmp.c_str(), was.st_uid, was.st_gid);
   if (s && ::rename(tmp.c_str(), path.c_str()) != 0)
-    s = ingero::Error::sys("renaming " + tmp + " to " + path, errno);
+    s = ingero::Error::sys("renaming the converted copy over " + path, errno);
   std::error_code ec;
   std::filesystem::remove_all(*dir, ec);
-  if (!s)
+  if (!s) {
+    // The copy lived in a private folder now gone: said as what it was, not by its name.
+    std::string m = s.error().message;
+    for (size_t at; (at = m.find(tmp + ": ")) != std::string::npos;) m.erase(at, tmp.size() + 2);
+    for (size_t at; (at = m.find(tmp)) != std::string::npos;)
+      m.replace(at, tmp.size(), "the converted copy");
+    const std::string removed = " (the new file was removed)";
+    if (m.size() >= removed.size() &&
+        m.compare(m.size() - removed.size(), removed.size(), removed) == 0)
+      m.resize(m.size() - removed.size());
     return ingero::make_error("converting to schema " + std::to_string(store::kSchemaVersion) +
-                              ": " + s.error().message);
+                              ": " + m);
+  }
   return {};
 }
 
