@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "app/report_file.h"
 #include "app/serve_options.h"
+#include "app/window_flags.h"
 #include "engine/window_spec.h"
 #include "serve/http/auth.h"
 #include "serve/report/dashboard.h"
@@ -131,9 +132,7 @@ void add_dashboard_command(CLI::App& app, Context& ctx) {
                   "Seconds between the page's refreshes; the report is rebuilt at most this often")
       ->check(CLI::Range(0.5, 3600.0))
       ->capture_default_str();
-  cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace (sliding)");
-  cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
-  cmd->add_option("--to", o->w.to, "Window end");
+  add_window_flags(*cmd, o->w, "Only the last 30s / 5m / 1h of the trace (sliding)");
   cmd->callback([&ctx, o] { ctx.exit_code = run_dashboard(*o); });
 }
 

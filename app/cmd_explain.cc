@@ -5,6 +5,7 @@
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
 #include "app/node_selection.h"
+#include "app/window_flags.h"
 #include "engine/chain.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
@@ -141,9 +142,7 @@ void add_explain_command(CLI::App& app, Context& ctx) {
                   "Read a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
                   "(clickhouses:// for TLS; password in INGERO_CLICKHOUSE_PASSWORD)");
   cmd->add_option("--node", o->nodes, "Only this node (repeatable; default: every node)");
-  cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
-  cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
-  cmd->add_option("--to", o->w.to, "Window end");
+  add_window_flags(*cmd, o->w, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_option("--pid,-p", o->pid, "Only this process's calls")
       ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT: 0 read as no --pid at all
   cmd->add_flag("--per-process", o->per_process, "Add the per-process breakdown");

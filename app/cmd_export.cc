@@ -20,6 +20,7 @@
 #include "app/node_selection.h"
 #include "app/output_file.h"
 #include "app/read_error.h"
+#include "app/window_flags.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
 #include "engine/window_spec.h"
@@ -337,9 +338,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "Output file (default: stdout). Written to a temporary file in the same folder "
                   "and renamed over it when complete; never the input trace");
   cmd->add_flag("--force", o->force, "Replace the output file if it exists");
-  cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
-  cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
-  cmd->add_option("--to", o->w.to, "Window end");
+  add_window_flags(*cmd, o->w, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_option("--pid,-p", o->pid, "Only this process's calls and samples")
       ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT: 0 read as no --pid at all
   cmd->add_option("--node", o->nodes, "Only this node (repeatable; default: every node)");

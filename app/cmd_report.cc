@@ -9,6 +9,7 @@
 #include "app/output_file.h"
 #include "app/read_error.h"
 #include "app/report_file.h"
+#include "app/window_flags.h"
 #include "engine/window_spec.h"
 #include "hal/memory.h"
 #include "serve/report/report_html.h"
@@ -96,9 +97,7 @@ void add_report_command(CLI::App& app, Context& ctx) {
       "Trace file, ours or the original implementation's (default ~/.ingero/ingero.db)");
   cmd->add_option("--output,-o", o->out, "Where to write the report; - for stdout")
       ->capture_default_str();
-  cmd->add_option("--since", o->w.since, "Only the last 30s / 5m / 1h of the trace");
-  cmd->add_option("--from", o->w.from, "Window start (2026-04-03T12:18:02, UTC, or Unix seconds)");
-  cmd->add_option("--to", o->w.to, "Window end");
+  add_window_flags(*cmd, o->w, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_flag("--json", o->json, "Write the report's data model as JSON instead of HTML");
   cmd->callback([&ctx, o] { ctx.exit_code = run_report(*o); });
 }

@@ -15,7 +15,8 @@ namespace ingero::app::trace_flags {
 CLI::Validator duration_check(const std::string& examples) {
   return CLI::Validator(
       [examples](std::string& s) -> std::string {
-        if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.back())))
+        if (s.empty()) return "empty: write a duration with its unit (" + examples + ")";
+        if (!std::isalpha(static_cast<unsigned char>(s.back())))
           return "'" + s + "' has no unit: write a duration with its unit (" + examples + ")";
         return engine::parse_duration_s(s) > 0 ? ""
                                                : "bad duration '" + s + "' (use " + examples + ")";
@@ -176,7 +177,8 @@ void add_host(CLI::App& cmd, TraceOptions& o, Args& a) {
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             if (s == "0s" || s == "0") return "";
-            if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.back())))
+            if (s.empty()) return "empty: write a duration with its unit (5s, 1m)";
+            if (!std::isalpha(static_cast<unsigned char>(s.back())))
               return "'" + s + "' has no unit: write a duration with its unit (5s, 1m)";
             double v = engine::parse_duration_s(s);
             return v >= 1 ? "" : "--inflight-after must be 0s (off) or at least 1s";

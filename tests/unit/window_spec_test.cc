@@ -162,6 +162,28 @@ TEST(WindowSpec, ADurationWithoutItsUnitIsRefusedByEveryFlag) {
   }
 }
 
+// An empty window flag read as no flag, the whole trace, exit 0, in explain, report, export and
+// the dashboard, where trace, compact and ship refused an empty duration.
+TEST(WindowSpec, AnEmptyWindowFlagIsRefusedByEveryCommandThatReadsOne) {
+  std::string db = test::write_free_calls(test::temp_path("empty.db"), 100);
+  for (const char* cmd : {"explain", "report", "export", "dashboard"})
+    for (const char* flag : {"--since", "--from", "--to"}) {
+      auto r = test::run_ingero({cmd, "--db", db, flag, ""});
+      EXPECT_EQ(r.rc, 2) << cmd << " " << flag << ": " << r.err;
+      EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+                std::string(flag) + ": empty: " +
+                    (std::string(flag) == "--since"
+                         ? "write a duration with its unit (30s, 5m, 1h)"
+                         : "give a time (2026-04-03T12:18:02, UTC, or Unix seconds)"))
+          << cmd;
+      EXPECT_EQ(r.out, "") << cmd << " " << flag;
+    }
+  auto compact = test::run_ingero({"compact", db, "--full-rows", ""});
+  EXPECT_EQ(compact.rc, 2);
+  EXPECT_EQ(compact.err.substr(0, compact.err.find('\n')),
+            "--full-rows: empty: write a duration with its unit (10m, 1h)");
+}
+
 // A window that misses the trace is answered (exit 0, nothing to explain) and said to miss
 // it, with the trace's own span: a --from in the wrong year or zone read as a quiet trace.
 TEST(WindowSpec, AWindowThatMissesTheTraceIsSaidToMissIt) {
