@@ -77,15 +77,28 @@ ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
   // already checkpoint its WAL into it).
   struct stat before {};
   const bool created = ::stat(path.c_str(), &before) != 0 && errno == ENOENT;
+  // An empty file the user made for the trace (SQLite takes it for an empty database).
+  const bool was_empty = !created && S_ISREG(before.st_mode) && before.st_size == 0;
+  std::vector<std::string> new_beside;  // SQLite's files beside it that this call would make
+  for (const char* suffix : {"-wal", "-shm", "-journal"})
+    if (struct stat st{}; ::lstat((path + suffix).c_str(), &st) != 0 && errno == ENOENT)
+      new_beside.push_back(path + suffix);
   if (auto st = validate_before_writing(path); !st) return st.error();
   std::unique_ptr<TraceWriter> w;
   // A file this call created and could not make a trace of (a full disk while its tables were
-  // created) is not left behind half-made: it and SQLite's files beside it go.
+  // created) is not left behind half-made: it and SQLite's files beside it go. An empty file
+  // given is left empty: it grew to 16 KiB of a half-made schema.
   auto abandon = [&](const ingero::Error& e) -> ingero::Error {
-    if (!created) return e;
+    if (!created && !was_empty) return e;
     w.reset();
-    remove_database_files(path);
-    return ingero::make_error(e.message + " (the new file was removed)");
+    if (created) {
+      remove_database_files(path);
+      return ingero::make_error(e.message + " (the new file was removed)");
+    }
+    for (const std::string& f : new_beside) (void)::unlink(f.c_str());
+    if (::truncate(path.c_str(), 0) != 0)
+      return ingero::Error::sys(e.message + "; emptying " + path + " again", errno);
+    return ingero::make_error(e.message + " (the file was left empty, as it was)");
   };
   auto db = Db::open(path, Db::Mode::kCreate);
   if (!db) return abandon(db.error());

@@ -62,6 +62,33 @@ TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
       << out;
 }
 
+// An empty file given as --db (SQLite takes it for an empty database) on a disk too full for a
+// trace's tables grew to 16 KiB of a half-made schema: it is left empty, as it was, with
+// nothing beside it.
+TEST(TraceCuda, AnEmptyFileGivenOnAFullDiskIsLeftEmpty) {
+  REQUIRE_BPF();
+  std::string dir = temp_path("tiny-empty");
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m"), 0) << strerror(errno);
+  struct Unmount {
+    std::string d;
+    ~Unmount() { umount2(d.c_str(), MNT_DETACH); }
+  } um{dir};
+  std::string db = dir + "/empty.db";
+  // 64 KiB left: room for SQLite's first pages, not for the tables.
+  std::string fill = "touch " + db + " && head -c $(( ($(df -k --output=avail " + dir +
+                     " | tail -1) - 64) * 1024 )) /dev/zero > " + dir + "/filler";
+  ASSERT_EQ(run_command({"/bin/sh", "-c", fill}), 0);
+  auto run = trace_command(db, {"/bin/true"});
+  EXPECT_EQ(run.rc, 1) << run.err;
+  EXPECT_EQ(run.err, "ingero trace: cannot open trace file: " + db +
+                         ": creating the trace's tables failed: database or disk is full (the "
+                         "file was left empty, as it was)\n");
+  EXPECT_EQ(std::filesystem::file_size(db), 0u);
+  for (const char* beside : {"-wal", "-shm", "-journal", "-reserve"})
+    EXPECT_FALSE(std::filesystem::exists(db + beside)) << beside;
+}
+
 // --max-db-size (issue 37.5): two million calls kept under 1 MiB, write-ahead log included,
 // while the tracer runs (within the stated slack) and at its end; the oldest calls go, the
 // newest stay, and the tracer says how many it deleted. `env` is the tracer's extra environment.
