@@ -197,9 +197,16 @@ int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) 
   if (writer_->failed() || !fin) {
     // The causes, each once (the writer's last failure is often the finish's too); the file is
     // named once, by them where the store's messages name it already.
+    // One said in the other's words ("F: disk is full" and "writing F: disk is full") is
+    // said once, in the longer (TraceCuda.FullDiskIsAClearErrorAndKeepsCommittedData, 1 in 5).
     std::string cause = sinks_.last_error();
-    if (!fin && fin.error().message != cause)
-      cause += (cause.empty() ? "" : "; ") + fin.error().message;
+    if (!fin) {
+      const std::string& f = fin.error().message;
+      if (f.find(cause) != std::string::npos)
+        cause = f;
+      else if (cause.find(f) == std::string::npos)
+        cause += "; " + f;
+    }
     std::string file = cause.find(db_) == std::string::npos ? " to " + db_ : "";
     if (writer_->failed())
       std::cerr << "ingero: " << writer_->failed() << " events could not be written" << file;
