@@ -204,8 +204,12 @@ ingero::Result<TraceFileInfo> inspect(Db& db) {
                                 "` rolls it back (as does any program that opens it for "
                                 "writing) and nothing is lost");
     if (auto why = not_sqlite(db.path())) return ingero::make_error(*why);
-    return ingero::make_error(db.path() + ": not a readable SQLite database (" +
-                              app.error().message + ")");
+    // SQLite's message names the file already: said once.
+    std::string why = app.error().message;
+    const char* file = sqlite3_db_filename(db.handle(), "main");
+    for (const std::string& named : {db.path(), std::string(file ? file : "")})
+      if (!named.empty() && why.rfind(named + ": ", 0) == 0) why.erase(0, named.size() + 2);
+    return ingero::make_error(db.path() + ": not a readable SQLite database: " + why);
   }
   auto uv = db.query_int("PRAGMA user_version");
   if (!uv) return uv.error();

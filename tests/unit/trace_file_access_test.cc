@@ -148,6 +148,27 @@ TEST(TraceFiles, AFileThatIsNoDatabaseIsSaidToBeWhatItIs) {
   }
 }
 
+// A file whose header says SQLite but whose pages are not: said to be damaged, naming the file
+// once (SQLite's own message named it again, by its absolute path, in parentheses).
+TEST(TraceFiles, AFileWithAnSQLiteHeaderAndNoDatabaseIsNamedOnce) {
+  std::string out = temp_path("out");
+  std::filesystem::create_directories(out);
+  std::string path = temp_path("half.db");
+  std::string bytes = std::string("SQLite format 3\0", 16) + std::string(8000, 'g');
+  std::ofstream(path, std::ios::binary) << bytes;
+  const std::string said =
+      path +
+      ": not a readable SQLite database: file is not a database; the file is damaged: `sqlite3 "
+      "-readonly FILE 'PRAGMA quick_check'` lists the damage, and no answer read from it is "
+      "complete";
+  for (const auto& args : readers(path, out)) {
+    auto r = ingero(args);
+    EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err, "ingero " + args[0] + ": " + said + "\n") << args[0];
+  }
+  EXPECT_EQ(bytes_of(path), bytes);
+}
+
 TEST(TraceFiles, AMissingFileOrFolderIsNamed) {
   std::string missing = temp_path("nope.db");
   std::string out = temp_path("out");
