@@ -36,6 +36,10 @@ int64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
 }
 
+// The trace on disk: the file and its write-ahead log, which a killed tracer leaves holding its
+// last commits (the size said before compacting left it out).
+int64_t trace_size(const std::string& path) { return file_size(path) + file_size(path + "-wal"); }
+
 // SQLite's SQLITE_FULL, as its message says it.
 bool disk_full(const std::string& message) {
   return message.find("disk is full") != std::string::npos;
@@ -155,7 +159,7 @@ int run_compact(const CompactOpts& o) {
   // link, not another user's).
   std::string reserve = o.db + "-reserve";
   if (store::check_owned_file(reserve)) (void)::unlink(reserve.c_str());
-  int64_t size0 = file_size(o.db);
+  int64_t size0 = trace_size(o.db);
   int64_t host_rows = -1;
   Before before = before_compacting(o.db, &host_rows);
   if (before == Before::kRefused) return kExitFailure;
@@ -176,7 +180,7 @@ int run_compact(const CompactOpts& o) {
               << "\n";
     return kExitFailure;
   }
-  print_compacted(o.db, converted, host_rows, *r, size0, file_size(o.db));
+  print_compacted(o.db, converted, host_rows, *r, size0, trace_size(o.db));
   return kExitOk;
 }
 

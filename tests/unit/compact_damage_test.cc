@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "engine/chain.h"
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/subprocess.h"
@@ -104,6 +105,31 @@ TEST(CompactDamage, AFullDiskIsSaidWithTheFileAndWhatCompactNeeds) {
                      "free space about the file's size, "
                      "as it rewrites it; the steps it finished are kept and the file is whole: "
                      "run it again once there is room\n");
+}
+
+// A killed writer leaves its last commits in FILE-wal: the size said before compacting is the
+// file's and its log's, as compact's own is after (the log was left out: "1.0 MB -> 1.1 MB" of a
+// trace that held 2 MB more).
+TEST(CompactSizes, TheSizeBeforeCountsTheWriteAheadLog) {
+  std::string db = write_free_calls(temp_path("with-wal.db"), 1000);
+  // A writer that commits ~2 MB into the log and dies before any checkpoint.
+  std::string py =
+      "import os, sqlite3\n"
+      "c = sqlite3.connect('" +
+      db +
+      "', isolation_level=None)\n"
+      "c.execute('PRAGMA journal_mode=WAL'); c.execute('PRAGMA wal_autocheckpoint=0')\n"
+      "c.execute('CREATE TABLE scratch(b)')\n"
+      "c.execute('INSERT INTO scratch VALUES (zeroblob(2000000))')\n"
+      "os._exit(0)\n";
+  ASSERT_EQ(run_command({"python3", "-c", py}), 0);
+  const auto size = [](const std::string& f) { return int64_t(std::filesystem::file_size(f)); };
+  int64_t before = size(db) + size(db + "-wal");
+  ASSERT_GT(size(db + "-wal"), 2000000);
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 0) << err;
+  std::string said = db + ": " + engine::format_bytes(uint64_t(before)) + " -> ";
+  EXPECT_NE(out.find(said), std::string::npos) << out << " (expected " << said << ")";
 }
 
 // compact takes its trace as every other command that reads one does, as well as positionally.
