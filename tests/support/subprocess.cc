@@ -152,4 +152,13 @@ int run_command(const std::vector<std::string>& argv, std::string* out, std::str
   return rc;
 }
 
+int run_on_full_tmpfs(const std::string& mnt, const std::string& size, const std::string& setup,
+                      int free_kib, const std::string& steps, std::string* out, std::string* err) {
+  std::string script = "mount -t tmpfs -o size=" + size + " tmpfs " + mnt + " || exit " +
+                       std::to_string(kNoTmpfs) + "; " + setup + "; free=$(df -k --output=avail " +
+                       mnt + " | tail -1); head -c $(( (free - " + std::to_string(free_kib) +
+                       ") * 1024 )) /dev/zero > " + mnt + "/filler; " + steps;
+  return run_command({"unshare", "-rm", "/bin/sh", "-c", script}, out, err);
+}
+
 }  // namespace ingero::test

@@ -51,4 +51,12 @@ int run_command(const std::vector<std::string>& argv, std::string* out = nullptr
                 std::string* err = nullptr, const std::vector<std::string>& env = {},
                 std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
+// A full disk for a command (no root needed): in a private mount namespace (`unshare -rm`),
+// `mnt` becomes a tmpfs of `size` ("4m"), the shell `setup` puts the test's files there, a
+// filler takes all but `free_kib` KiB, and the shell `steps` run, all before the mount goes.
+// Returns their exit status, or kNoTmpfs where no such mount can be made here.
+inline constexpr int kNoTmpfs = 99;
+int run_on_full_tmpfs(const std::string& mnt, const std::string& size, const std::string& setup,
+                      int free_kib, const std::string& steps, std::string* out, std::string* err);
+
 }  // namespace ingero::test

@@ -86,16 +86,14 @@ TEST(CompactDamage, AFullDiskIsSaidWithTheFileAndWhatCompactNeeds) {
   std::string mnt = temp_path("tiny");
   std::filesystem::create_directories(mnt);
   std::string copy = mnt + "/full.db";
-  // A tmpfs in a private mount namespace, filled but for 16 KiB once the trace is in it; the
-  // checks run inside, before the mount goes away.
-  std::string script = "mount -t tmpfs -o size=4m tmpfs " + mnt + " || exit 99; cp " + db + " " +
-                       copy + "; free=$(df -k --output=avail " + mnt +
-                       " | tail -1); head -c $(( (free - 16) * 1024 )) /dev/zero > " + mnt +
-                       "/filler; " + INGERO_BIN + " compact " + copy + "; echo \"rc=$?\"; " +
-                       INGERO_BIN + " explain --db " + copy + " | grep -c '20,000 events over'";
+  // Filled but for 16 KiB once the trace is in it; the checks run before the mount goes.
   std::string out, err;
-  int rc = run_command({"unshare", "-rm", "/bin/sh", "-c", script}, &out, &err);
-  if (rc == 99) {
+  int rc = run_on_full_tmpfs(mnt, "4m", "cp " + db + " " + copy, 16,
+                             std::string(INGERO_BIN) + " compact " + copy + "; echo \"rc=$?\"; " +
+                                 INGERO_BIN + " explain --db " + copy +
+                                 " | grep -c '20,000 events over'",
+                             &out, &err);
+  if (rc == kNoTmpfs) {
     if (running_in_ci()) FAIL() << "CI=true but no private tmpfs mount: " << err;
     GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << err << " ***";
   }

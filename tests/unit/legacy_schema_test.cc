@@ -169,15 +169,16 @@ TEST(LegacySchema, ConvertingOnAFullDiskSaysWhatItNeedsAndLeavesTheFile) {
   std::string mnt = temp_path("full-convert");
   std::filesystem::create_directories(mnt);
   std::string db = mnt + "/resnet-clean.db";
-  std::string script = "mount -t tmpfs -o size=20m tmpfs " + mnt + " || exit 99; xz -dc '" +
-                       INGERO_FIXTURES_DIR "/h100/resnet-clean.db.xz' > " + db +
-                       "; sum=$(sha256sum < " + db + "); free=$(df -k --output=avail " + mnt +
-                       " | tail -1); head -c $(( (free - 64) * 1024 )) /dev/zero > " + mnt +
-                       "/filler; " + INGERO_BIN + " compact " + db + "; echo \"rc=$?\"; " +
-                       "[ \"$(sha256sum < " + db + ")\" = \"$sum\" ] && echo same; ls -A " + mnt;
   std::string out, err;
-  int rc = run_command({"unshare", "-rm", "/bin/sh", "-c", script}, &out, &err);
-  if (rc == 99) {
+  int rc = run_on_full_tmpfs(mnt, "20m",
+                             "xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-clean.db.xz' > " + db +
+                                 "; sum=$(sha256sum < " + db + ")",
+                             64,
+                             std::string(INGERO_BIN) + " compact " + db +
+                                 "; echo \"rc=$?\"; [ \"$(sha256sum < " + db +
+                                 ")\" = \"$sum\" ] && echo same; ls -A " + mnt,
+                             &out, &err);
+  if (rc == kNoTmpfs) {
     if (running_in_ci()) FAIL() << "CI=true but no private tmpfs mount: " << err;
     GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << err << " ***";
   }
