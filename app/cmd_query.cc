@@ -59,7 +59,7 @@ int query_clickhouse(const std::string& url, const std::string& sql, bool json, 
         partial.append(chunk.substr(start));
         return true;
       },
-      0);
+      (timeout_s + 5) * 1000);
   if (!partial.empty() && !truncated) emit(partial);
   if (json) std::cout << "]\n";
   std::cout.flush();

@@ -1,5 +1,6 @@
 // `ingero ship`: ship a trace file's rows that ClickHouse does not have yet (after an agent
 // exited with rows left, or for a file traced without --clickhouse), and the DDL.
+#include <algorithm>
 #include <iostream>
 
 #include "app/commands.h"
@@ -7,6 +8,7 @@
 #include "engine/window_spec.h"
 #include "fleet/ch_schema.h"
 #include "fleet/shipper.h"
+#include "fleet/spool.h"
 
 namespace ingero::app {
 namespace {
@@ -63,10 +65,17 @@ int ship(const Opts& o) {
     std::cerr << "ingero ship: " << ep.error().message << "\n";
     return kExitUsage;
   }
-  double secs = engine::parse_duration_s(o.timeout);
+  // At most a century (Shipper::drain): longer overflowed, and the drain gave up at once.
+  double secs = std::min(engine::parse_duration_s(o.timeout), 100 * 365 * 86400.0);
   if (secs <= 0) {
     std::cerr << "ingero ship: bad --timeout '" << o.timeout << "' (use 30s, 5m)\n";
     return kExitUsage;
+  }
+  // A file that is no trace of ours is said at once: it was retried until --timeout (5
+  // minutes), said to hold "0 rows left" that "stay in" it.
+  if (auto spool = fleet::Spool::open(o.db); !spool) {
+    std::cerr << "ingero ship: " << spool.error().message << "\n";
+    return kExitFailure;
   }
   fleet::ShipperOptions so;
   so.log = [](const std::string& m) { std::cerr << "ingero ship: " << m << "\n"; };

@@ -85,6 +85,20 @@ std::string trim(std::string s) {
   return s;
 }
 
+// Refusals the same request meets again however often it is retried (clickhouse_client.h,
+// refused_for_good): by HTTP status, or by the "Code: N" ClickHouse puts first in its answer.
+bool refused_again(long status, std::string_view body) {
+  if (status == 401 || status == 403) return true;
+  size_t at = body.find("Code: ");
+  if (at == std::string_view::npos) return false;
+  int code = 0;
+  for (size_t i = at + 6; i < body.size() && i < at + 12 && body[i] >= '0' && body[i] <= '9'; ++i)
+    code = code * 10 + (body[i] - '0');
+  for (int permanent : {16, 47, 164, 192, 193, 194, 497, 516})
+    if (code == permanent) return true;
+  return false;
+}
+
 }  // namespace
 
 const char* failure_name(Failure f) {
@@ -157,9 +171,18 @@ void ClickHouseClient::set_deadline(std::chrono::steady_clock::time_point deadli
   deadline_ns_ = ns ? ns : 1;
 }
 
+void ClickHouseClient::bound_deadline(std::chrono::steady_clock::time_point deadline) {
+  int64_t ns = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
+  int64_t was = deadline_ns_.load();
+  while ((was == 0 || ns < was) && !deadline_ns_.compare_exchange_weak(was, ns)) {
+  }
+}
+
 ingero::Status ClickHouseClient::perform(const Settings& params, std::string_view body,
                                          bool gzip_body, const ChunkFn* on_chunk, int timeout_ms) {
   last_failure_ = Failure::kNone;
+  refused_for_good_ = false;
   written_rows_.reset();
   auto* h = static_cast<CURL*>(curl_);
   const std::string where = "ClickHouse at " + endpoint_.display();
@@ -237,6 +260,7 @@ ingero::Status ClickHouseClient::perform(const Settings& params, std::string_vie
   }
   if (rc == CURLE_OK) {
     last_failure_ = Failure::kRejected;
+    refused_for_good_ = refused_again(call.status, call.error_body);
     return ingero::make_error(where + " answered HTTP " + std::to_string(call.status) + ": " +
                               trim(call.error_body));
   }

@@ -69,6 +69,8 @@ class ClickHouseClient {
   // No request runs past `deadline` (steady clock); any thread may set or clear it.
   void set_deadline(std::chrono::steady_clock::time_point deadline);
   void clear_deadline() { deadline_ns_ = 0; }
+  // The deadline moved to `deadline` where none is set or the one set is later.
+  void bound_deadline(std::chrono::steady_clock::time_point deadline);
   // Whether a deadline is set and has passed (a drain gives up then: nothing more is sent).
   bool deadline_passed() const {
     int64_t d = deadline_ns_.load();
@@ -99,11 +101,17 @@ class ClickHouseClient {
   void forget_written_rows() { written_rows_.reset(); }
 
   Failure last_failure() const { return last_failure_; }
+  // The latest failure is a refusal that will be the same on retry (kRejected): the server
+  // does not know the user or password (HTTP 401, 403; ClickHouse 192-194, 516), the user
+  // may not write (164 readonly, 497 access denied), or a table is not ours (47 unknown
+  // identifier, 16 no such column): a drain gives up at once instead of until its timeout.
+  bool refused_for_good() const { return refused_for_good_; }
   uint64_t bytes_sent() const { return bytes_sent_; }         // request bodies, compressed
   uint64_t bytes_uncompressed() const { return bytes_raw_; }  // request bodies before gzip
 
  protected:
   Failure last_failure_ = Failure::kNone;
+  bool refused_for_good_ = false;
 
  private:
   ingero::Status perform(const Settings& params, std::string_view body, bool gzip_body,

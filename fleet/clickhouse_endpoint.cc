@@ -16,8 +16,17 @@ bool is_identifier(std::string_view name) {
 }
 
 ingero::Result<Endpoint> parse_endpoint(std::string_view url) {
+  // A password written into the URL is refused, and not said back: the line would carry it
+  // into a service's logs.
+  std::string shown(url);
+  if (size_t from = shown.find("://"); from != std::string::npos) {
+    size_t end = shown.find('/', from + 3), at = shown.rfind('@', end);
+    size_t colon = at == std::string::npos ? at : shown.find(':', from + 3);
+    if (at != std::string::npos && at > from && colon < at)
+      shown.replace(colon + 1, at - colon - 1, "***");
+  }
   auto bad = [&](const std::string& why) {
-    return ingero::make_error("bad ClickHouse URL '" + std::string(url) + "': " + why);
+    return ingero::make_error("bad ClickHouse URL '" + shown + "': " + why);
   };
   struct Scheme {
     std::string_view prefix, http;
@@ -65,6 +74,12 @@ ingero::Result<Endpoint> parse_endpoint(std::string_view url) {
   ep.database = path.empty() ? "ingero" : std::string(path);
   if (!is_identifier(ep.database))
     return bad("the database '" + ep.database + "' must be a plain name ([A-Za-z_][A-Za-z0-9_]*)");
+  // ClickHouse's own: ship made its tables in `system`.
+  for (const char* own : {"system", "information_schema", "INFORMATION_SCHEMA"})
+    if (ep.database == own)
+      return bad("the database '" + ep.database +
+                 "' is ClickHouse's own: name the one that holds ingero's tables (default "
+                 "ingero)");
   ep.base = std::string(scheme->http) + "://" + host + ":" + port;
   if (const char* pw = std::getenv(kPasswordEnv)) ep.password = pw;
   return ep;

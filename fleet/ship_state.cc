@@ -45,8 +45,17 @@ std::string sql_string_list(const std::vector<std::string>& values) {
 
 ingero::Status ensure_schema(ClickHouseClient& client) {
   const std::string& db = client.endpoint().database;
-  for (const std::string& ddl : local_ddl(db))
+  // The database and tables first, their missing columns next, the views over them last: 18.16
+  // checks a view's SELECT even where the view exists, so a database made before a column
+  // (runq_ns) refused every ship at the view, before the ALTER that adds it was reached.
+  std::vector<std::string> views;
+  for (const std::string& ddl : local_ddl(db)) {
+    if (ddl.rfind("CREATE VIEW", 0) == 0) {
+      views.push_back(ddl);
+      continue;
+    }
     if (auto r = client.execute(ddl); !r) return r.error();
+  }
   std::set<std::pair<std::string, std::string>> have;
   auto st = rows(client, "SELECT table, name FROM system.columns WHERE database = " + sql_quote(db),
                  2, [&](const auto& f) {
@@ -68,6 +77,8 @@ ingero::Status ensure_schema(ClickHouseClient& client) {
                                     " " + c.type);
             !r)
           return r.error();
+  for (const std::string& ddl : views)
+    if (auto r = client.execute(ddl); !r) return r.error();
   return {};
 }
 

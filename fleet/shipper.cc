@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -25,7 +27,12 @@ ingero::Result<std::unique_ptr<Shipper>> Shipper::create(const std::string& db_p
     return ingero::Error::sys(db_path + ": cannot read the trace file to ship", errno);
   // Two shippers of one file would both ship the rows above the same resume point.
   // A planted lock (a symbolic link, another user's file) is refused (store/file_access.h).
+  // Named after the file, not the path given: a symbolic link to it shipped every row twice.
   std::string lock = db_path + ".ship.lock";
+  if (char* real = ::realpath(db_path.c_str(), nullptr)) {
+    lock = std::string(real) + ".ship.lock";
+    std::free(real);
+  }
   auto opened = store::open_owned_file(lock);
   if (!opened) return ingero::make_error("the shipping lock: " + opened.error().message);
   int fd = *opened;
@@ -86,7 +93,7 @@ ShipTotals Shipper::totals() const {
   return t;
 }
 
-void Shipper::note_failure(const std::string& message) {
+void Shipper::note_failure(const std::string& message, bool retried) {
   state_.valid = false;  // re-read from ClickHouse before the next insert
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -94,7 +101,8 @@ void Shipper::note_failure(const std::string& message) {
     totals_.last_error = message;
   }
   if (!failing_ && opts_.log)
-    opts_.log(message + "; the rows stay in " + path_ + " and are retried");
+    opts_.log(message + "; the rows stay in " + path_ +
+              (retried ? " and are retried" : " (retrying cannot mend this)"));
   failing_ = true;
 }
 
@@ -131,7 +139,7 @@ void Shipper::loop() {
     auto r = pass(Clock::now() + std::chrono::seconds(5));
     int wait_ms;
     if (!r) {
-      note_failure(r.error().message);
+      note_failure(r.error().message, true);
       backoff = backoff ? std::min(backoff * 2, opts_.backoff_max_ms) : opts_.backoff_min_ms;
       wait_ms = backoff;
     } else {
@@ -339,7 +347,12 @@ ingero::Result<uint64_t> Shipper::pending() {
 }
 
 DrainReport Shipper::drain(std::chrono::milliseconds budget) {
+  // At most a century: a longer one overflowed the clock, and the drain gave up at once.
+  budget = std::min<std::chrono::milliseconds>(budget, std::chrono::hours(24 * 365 * 100));
   const Deadline end = Clock::now() + budget;
+  // Every request of the drain ends by then, each of a pass's (the schema's, the resume
+  // point's) included: a slow server answering each in 2 s held a 7 s drain for 74 s.
+  client_->bound_deadline(end);
   DrainReport rep;
   int backoff = 0;
   const int timeout = client_->options().request_timeout_ms;
@@ -348,15 +361,20 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
     // The client's deadline too: another thread moves it to now to give up (the tracer, on a
     // second stop signal while its exit waits for ClickHouse).
     if (left <= 0 || client_->deadline_passed()) break;
-    client_->set_request_timeout_ms(int(std::min<int64_t>(timeout ? timeout : left, left)));
+    client_->set_request_timeout_ms(
+        int(std::min<int64_t>({timeout ? timeout : left, left, INT32_MAX})));
     auto r = pass(end);
     if (r && *r) {
       rep.caught_up = true;
       break;
     }
     if (!r) {
-      note_failure(r.error().message);
+      // A refusal the same request meets on every retry (a password, a user who may not
+      // write, a table not ours) ends the drain: it waited out --timeout (5 minutes).
+      const bool for_good = client_->refused_for_good();
+      note_failure(r.error().message, !for_good);
       rep.last_error = r.error().message;
+      if (for_good) break;
       backoff = backoff ? std::min(backoff * 2, opts_.backoff_max_ms) : opts_.backoff_min_ms;
       auto wait = std::min<int64_t>(
           backoff,

@@ -79,8 +79,9 @@ class Shipper {
   void set_deadline(std::chrono::steady_clock::time_point deadline) {
     client_->set_deadline(deadline);
   }
-  // Ships until caught up or `budget` has passed (retrying with backoff), then counts what is
-  // left. An error only when the file itself cannot be read.
+  // Ships until caught up or `budget` has passed (retrying with backoff; every request ends
+  // within it), or until ClickHouse refuses for good (ClickHouseClient::refused_for_good),
+  // then counts what is left. An error only when the file itself cannot be read.
   DrainReport drain(std::chrono::milliseconds budget);
   ShipTotals totals() const;
   // The file's `events` rows up to this id are in ClickHouse (0 until ClickHouse answered).
@@ -112,7 +113,8 @@ class Shipper {
   const std::vector<ChType>& types(const TableSpec& t);
   void reset_spool();
   ingero::Result<uint64_t> pending();
-  void note_failure(const std::string& message);
+  // `retried`: whether the caller tries again (said in the log).
+  void note_failure(const std::string& message, bool retried);
   void note_success();
   void warn_folded_unshipped();
 

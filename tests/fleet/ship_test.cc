@@ -284,6 +284,40 @@ TEST(FleetShip, CallsFoldedBeforeTheyWereShippedAreSaidToBeMissing) {
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM other.events"), 1000);
 }
 
+// A database made before the wakeup columns (waker_pid, waker_tid, runq_ns) is brought up to
+// date: 18.16 checks a view's SELECT even where the view exists, and the views came before the
+// ALTERs that add the columns, so every ship was refused ("Unknown identifier: runq_ns").
+TEST(FleetShip, ADatabaseMadeBeforeAColumnIsBroughtUpToDate) {
+  START_SERVERS(ch, 1);
+  fleet::ClickHouseClient c(endpoint(ch, 0, "older"));
+  for (std::string ddl : fleet::local_ddl("older")) {
+    for (const char* col : {"waker_pid", "waker_tid", "runq_ns"})
+      for (const std::string& cut :
+           {std::string(",\n  ") + col + " Nullable(Int64)", std::string(", ") + col})
+        for (size_t at; (at = ddl.find(cut)) != std::string::npos;) ddl.erase(at, cut.size());
+    ASSERT_TRUE(c.execute(ddl)) << ddl;
+  }
+  ASSERT_EQ(ch.query_int(0,
+                         "SELECT count() FROM system.columns WHERE database = 'older' AND "
+                         "name = 'runq_ns'"),
+            0);
+  std::string db = temp_path("older.db");
+  write_launches(db, 1000);
+  auto s = fleet::Shipper::create(db, endpoint(ch, 0, "older"));
+  ASSERT_TRUE(s) << s.error().message;
+  auto r = (*s)->drain(std::chrono::seconds(60));
+  EXPECT_TRUE(r.caught_up) << r.last_error;
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM older.events"), 1000);
+  // Added to every table that has it; the views made before stay as they were.
+  long long tables = 0;
+  for (const auto& t : fleet::fleet_tables()) tables += t.column_index("runq_ns") >= 0;
+  ASSERT_GT(tables, 0);
+  EXPECT_EQ(ch.query_int(0,
+                         "SELECT count() FROM system.columns WHERE database = 'older' AND "
+                         "name = 'runq_ns'"),
+            tables);
+}
+
 // Issue 37, item 6: an INSERT answered with success that stored nothing (here a proxy that
 // says 200 and drops the body) is not shipped: the read-back finds none of its rows, the
 // failure is said once, the batch is sent again, and the shipped-through id that folding waits

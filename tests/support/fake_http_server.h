@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -62,6 +63,13 @@ class FakeHttpServer {
   // answered, their connections kept open: a server that stopped answering. Any thread may call
   // it, the answer function included (the request it is answering is answered).
   void stop_answering() { answering_ = false; }
+  // Every answer from now on has this status line ("401 Unauthorized"; 200 OK before), and
+  // comes `delay_ms` after its request (a slow server). Set before requests arrive.
+  void answer_with(std::string status, int delay_ms = 0) {
+    std::lock_guard<std::mutex> g(mu_);
+    status_ = std::move(status);
+    delay_ms_ = delay_ms;
+  }
   // The requests taken since stop_answering().
   size_t unanswered() const {
     std::lock_guard<std::mutex> g(mu_);
@@ -116,8 +124,16 @@ class FakeHttpServer {
           continue;
         }
       }
+      std::string status;
+      int delay_ms = 0;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        status = status_;
+        delay_ms = delay_ms_;
+      }
+      if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       std::string b = answer_(target, body);
-      std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" +
+      std::string out = "HTTP/1.1 " + status + "\r\nContent-Type: text/plain\r\n" +
                         (headers_ ? headers_(target) : std::string()) +
                         "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
       if (write(c.fd, out.data(), out.size()) != ssize_t(out.size())) return false;
@@ -154,6 +170,8 @@ class FakeHttpServer {
   std::vector<std::string> targets_;
   std::vector<std::string> seen_;  // target, newline, body
   size_t unanswered_ = 0;
+  std::string status_ = "200 OK";
+  int delay_ms_ = 0;
   std::thread thread_;
 };
 
