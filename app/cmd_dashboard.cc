@@ -48,7 +48,9 @@ Result<serve::http::ServerOptions> server_options(const ServeOptions& o, std::st
   s.hosts.allow_hosts = o.allow_hosts;
   s.hosts.allow_origins = o.allow_origins;
   s.workers = o.threads;
-  if (std::string t = o.token(); !t.empty()) {
+  auto given = o.token();
+  if (!given) return given.error();
+  if (const std::string& t = *given; !t.empty()) {
     auto auth = serve::http::BearerAuth::create({{"default", t}});
     if (!auth) return make_error("$" + o.token_env + ": " + auth.error().message);
     s.auth = *auth;

@@ -62,7 +62,12 @@ int run_mcp(Context& ctx, const McpOptions& o) {
   h.allow_hosts = s.allow_hosts;
   h.allow_origins = s.allow_origins;
   h.threads = s.threads;
-  h.token = s.token();
+  auto token = s.token();
+  if (!token) {
+    std::cerr << "ingero mcp: " << token.error().message << "\n";
+    return kExitUsage;
+  }
+  h.token = *token;
   mcp::HttpServer http(server, h);
   if (auto st = http.start(); !st) {
     std::cerr << "ingero mcp: " << st.error().message << "\n";

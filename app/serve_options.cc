@@ -4,9 +4,13 @@
 
 namespace ingero::app {
 
-std::string ServeOptions::token() const {
+ingero::Result<std::string> ServeOptions::token() const {
   const char* t = std::getenv(token_env.c_str());
-  return t ? t : "";
+  if (t && !*t)
+    return ingero::make_error("$" + token_env +
+                              " is set but empty: unset it to serve without a token, or give "
+                              "it the token");
+  return std::string(t ? t : "");
 }
 
 ServeOptions serve_options(std::string http, std::string token_env) {

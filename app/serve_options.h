@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "hal/result.h"
+
 namespace ingero::app {
 
 struct ServeOptions {
@@ -15,8 +17,9 @@ struct ServeOptions {
   std::string token_env;  // the variable's name, never the token
   std::vector<std::string> allow_hosts, allow_origins;
   size_t threads = 4;
-  // The token from the environment ("" when the variable is unset or empty).
-  std::string token() const;
+  // The token from the environment, "" when the variable is unset; an error when it is set
+  // but empty (a secret that failed to be filled in served the trace to anyone).
+  ingero::Result<std::string> token() const;
 };
 
 // Options listening at `http` by default ("": none), the token in the variable `token_env`.
