@@ -209,6 +209,7 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
   if (spool_->sessions().empty()) return true;  // nothing written yet
   if (spool_->file_start() != state_file_) state_.valid = false;
   if (!state_.valid) {
+    if (auto st = spool_->refresh_nodes(); !st) return st.error();
     if (auto st = ensure_schema(*client_); !st) return st.error();
     auto s = read_ship_state(*client_, *spool_);
     if (!s) return s.error();

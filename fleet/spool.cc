@@ -90,9 +90,30 @@ const std::string& Spool::origin_node() const {
 }
 
 std::vector<std::string> Spool::nodes() const {
-  std::set<std::string> s;
+  std::set<std::string> s = row_nodes_;
   for (const auto& x : sessions_) s.insert(x.node);
   return {s.begin(), s.end()};
+}
+
+ingero::Status Spool::refresh_nodes() {
+  std::set<std::string> found;
+  for (const TableSpec& t : fleet_tables()) {
+    const std::string table = main_table(t);
+    if (table == "events" || table == "sessions" || !db_->table_exists(table) ||
+        !db_->column_exists(table, "node"))
+      continue;
+    auto st = db_->prepare("SELECT DISTINCT node FROM main." + table + " WHERE node IS NOT NULL");
+    if (!st) return ingero::make_error(path_ + ": " + st.error().message);
+    while (true) {
+      auto r = st->step();
+      if (!r)
+        return ingero::make_error(path_ + ": reading " + table + "'s nodes: " + r.error().message);
+      if (!*r) break;
+      found.insert(st->text(0));
+    }
+  }
+  row_nodes_ = std::move(found);
+  return {};
 }
 
 bool Spool::replaced() const {

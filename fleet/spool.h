@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,13 @@ class Spool {
   const std::vector<SpoolSession>& sessions() const { return sessions_; }
   uint64_t file_start() const { return sessions_.empty() ? 0 : sessions_.front().started_at; }
   const std::string& origin_node() const;
-  std::vector<std::string> nodes() const;  // distinct session nodes, sorted
+  // The nodes the file's rows carry, sorted: its sessions', and as of the last
+  // refresh_nodes(), those of rows whose node no session has (an older file's snapshots and
+  // process names under the host's own name). What was shipped is read back by these: rows of
+  // the others were shipped again on every run, and said not to have been stored.
+  std::vector<std::string> nodes() const;
+  // Reads the nodes of every table but `events` (small tables; once per resync).
+  ingero::Status refresh_nodes();
   // Whether the path now names another file than the one open (deleted and re-created).
   bool replaced() const;
   bool has_table(const TableSpec& t) const;
@@ -93,6 +100,7 @@ class Spool {
   dev_t dev_;
   ino_t ino_;
   std::vector<SpoolSession> sessions_;
+  std::set<std::string> row_nodes_;  // refresh_nodes()
   std::map<std::string, std::string> select_cache_;
 };
 

@@ -13,6 +13,7 @@
 #include "fleet/shipper.h"
 #include "fleet/tsv.h"
 #include "store/plain_copy.h"
+#include "store/sqlite_db.h"
 #include "store/tiers.h"
 #include "store/trace_writer.h"
 #include "tests/fleet/fleet_support.h"
@@ -316,6 +317,43 @@ TEST(FleetShip, ADatabaseMadeBeforeAColumnIsBroughtUpToDate) {
                          "SELECT count() FROM system.columns WHERE database = 'older' AND "
                          "name = 'runq_ns'"),
             tables);
+}
+
+// Rows under a node no session has (an older file's process names and snapshots under the
+// host's own name) were shipped again on every run, 7 more each time on a real H100 trace, and
+// their read-back said an insert "answered with success" was not stored: what was shipped is
+// now read back by every node the rows carry.
+TEST(FleetShip, RowsOfANodeWithoutASessionAreShippedOnce) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("orphan.db");
+  write_launches(db, 100);
+  {
+    auto w = store::Db::open(db, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(
+        (*w)->exec("INSERT INTO process_names (node, pid, name, cmdline, seen_at) VALUES "
+                   "('old-name', 4242, 'python3', 'x', 1795371736697505062)"));
+    ASSERT_TRUE(
+        (*w)->exec("INSERT INTO system_snapshots (node, timestamp) SELECT 'old-name', "
+                   "timestamp + 1 FROM system_snapshots LIMIT 1"));
+  }
+  std::vector<std::string> said;
+  fleet::ShipperOptions o;
+  o.log = [&](const std::string& m) { said.push_back(m); };
+  for (int run = 0; run < 3; ++run) {
+    auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"), o);
+    ASSERT_TRUE(s) << s.error().message;
+    auto r = (*s)->drain(std::chrono::seconds(60));
+    EXPECT_TRUE(r.caught_up) << r.last_error;
+    EXPECT_EQ((*s)->totals().unconfirmed, 0u) << "run " << run;
+  }
+  EXPECT_EQ(said, std::vector<std::string>{});
+  EXPECT_EQ(ch.query(0,
+                     "SELECT node, pid, count() FROM ingero.process_names WHERE node = "
+                     "'old-name' GROUP BY node, pid"),
+            "old-name\t4242\t1\n");
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.system_snapshots"),
+            query_int(db, "SELECT count(*) FROM system_snapshots"));
 }
 
 // Issue 37, item 6: an INSERT answered with success that stored nothing (here a proxy that
