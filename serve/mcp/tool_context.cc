@@ -1,4 +1,7 @@
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <map>
 
 #include "serve/mcp/tool_support.h"
@@ -37,6 +40,8 @@ ingero::Result<store::TraceReader*> ToolContext::reader(int which) {
   struct Slot {
     uint64_t generation = 0;
     std::unique_ptr<store::TraceReader> r[2];
+    dev_t dev[2] = {};
+    ino_t ino[2] = {};
   };
   thread_local std::map<const ToolContext*, Slot> slots;
   Slot& s = slots[this];
@@ -44,12 +49,23 @@ ingero::Result<store::TraceReader*> ToolContext::reader(int which) {
     s = Slot{};
     s.generation = generation_;
   }
+  // The file the path names now: one replaced (a new trace renamed over it) or removed since
+  // the reader opened was still answered from, by each worker thread's reader as it opened
+  // it, so that the same question got the old file's and the new one's answers in turn.
+  struct stat now {};
+  if (::stat(db_path_.c_str(), &now) != 0) {
+    s.r[which].reset();
+    return ingero::Error::sys(db_path_ + ": the trace file is gone", errno);
+  }
+  if (s.r[which] && (now.st_dev != s.dev[which] || now.st_ino != s.ino[which])) s.r[which].reset();
   // A compact that archived the file's rows since: the reader's `events` would miss them.
   if (s.r[which] && !s.r[which]->archive_current()) s.r[which].reset();
   if (!s.r[which]) {
     auto r = store::TraceReader::open(db_path_, host_.views);
     if (!r) return r.error();
     s.r[which] = std::move(*r);
+    s.dev[which] = now.st_dev;
+    s.ino[which] = now.st_ino;
   }
   return s.r[which].get();
 }

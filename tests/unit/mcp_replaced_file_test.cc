@@ -1,0 +1,74 @@
+// The MCP server over a trace file that is replaced (a new trace renamed over it) or removed
+// while it serves: each worker thread kept the reader it had opened, so that 20 identical
+// queries answered 9 times from the old file and 11 times from the new one, and a removed
+// file went on answering with isError false.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "app/builtin_backends.h"
+#include "app/mcp_host.h"
+#include "serve/mcp/server.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::serve::mcp {
+namespace {
+
+hal::BackendRegistry& registry() {
+  static hal::BackendRegistry r = [] {
+    hal::BackendRegistry b;
+    app::register_builtin_backends(b);
+    return b;
+  }();
+  return r;
+}
+
+Json run_sql(Server& server, Session& session, const std::string& sql, int id) {
+  auto send = [&](const Json& msg) {
+    return server.handle(msg.dump(), session, [](const Json&) {});
+  };
+  if (id == 1) {
+    send({{"jsonrpc", "2.0"},
+          {"id", 1000},
+          {"method", "initialize"},
+          {"params",
+           {{"protocolVersion", kLatestVersion},
+            {"capabilities", Json::object()},
+            {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}}}});
+    send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  }
+  auto r = send({{"jsonrpc", "2.0"},
+                 {"id", id},
+                 {"method", "tools/call"},
+                 {"params", {{"name", "run_sql"}, {"arguments", {{"sql", sql}}}}}});
+  EXPECT_TRUE(r && r->contains("result"));
+  return r ? (*r)["result"] : Json();
+}
+
+TEST(McpReplacedFile, AnswersComeFromTheFileThePathNamesNow) {
+  std::string path = test::write_free_calls(test::temp_path("served.db"), 100);
+  std::string next = test::write_free_calls(test::temp_path("next.db"), 10);
+  ToolContext ctx(path, app::mcp_tool_host(registry()));
+  ASSERT_TRUE(ctx.validate());
+  Server server(ctx);
+  Session session;
+  const std::string sql = "SELECT count(*) AS n FROM calls";
+  Json r = run_sql(server, session, sql, 1);
+  ASSERT_EQ(r["isError"], false) << r.dump();
+  EXPECT_EQ(r["structuredContent"]["rows"], Json::parse("[[100]]"));
+  std::filesystem::rename(next, path);
+  r = run_sql(server, session, sql, 2);
+  ASSERT_EQ(r["isError"], false) << r.dump();
+  EXPECT_EQ(r["structuredContent"]["rows"], Json::parse("[[10]]"));
+  std::filesystem::remove(path);
+  r = run_sql(server, session, sql, 3);
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find(path + ": the trace file is gone"),
+            std::string::npos)
+      << r.dump();
+}
+
+}  // namespace
+}  // namespace ingero::serve::mcp
