@@ -7,6 +7,7 @@
 #include "app/node_selection.h"
 #include "app/window_flags.h"
 #include "engine/chain.h"
+#include "engine/fleet.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
@@ -51,6 +52,20 @@ int explain_clickhouse(const Opts& o) {
     std::cerr << "ingero explain: " << nodes.error().message << "\n";
     return kExitUsage;
   }
+  // The nodes' clocks first, over the whole fleet, and the window then on the reference clock:
+  // resolved on the nodes' own clocks, --since 10s of a fleet with a node an hour ahead
+  // counted back from that node's end, and every node's report was empty (export did it in
+  // this order already).
+  FleetExplainOptions fo;
+  if (nodes->size() >= 2) {
+    fo.clocks = engine::estimate_clock_offsets(
+        engine::gather_fleet_collectives(source, engine::Window{}, *nodes), *nodes);
+    if (!source.error().empty()) {
+      std::cerr << "ingero explain: " << source.error() << "\n";
+      return kExitFailure;
+    }
+    source.set_clock_offsets(engine::clock_shift(*fo.clocks));
+  }
   engine::WindowSpec spec = o.w;
   if (o.pid) spec.pid = o.pid;
   auto w = engine::resolve_window(source, spec);
@@ -60,7 +75,6 @@ int explain_clickhouse(const Opts& o) {
   }
   // Pin the end: rows still arriving must not change the data between the engine's passes.
   if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
-  FleetExplainOptions fo;
   fo.title = ep->display();
   fo.nodes = *nodes;
   fo.window = *w;

@@ -176,7 +176,9 @@ int explain_nodes(engine::TraceSource& source, const FleetExplainOptions& o, std
   const bool fleet = o.nodes.size() >= 2;
   std::vector<engine::NodeClock> clocks;
   engine::ClockShift shift;  // applied by the engine (sources that do not apply offsets)
-  if (fleet) {
+  if (fleet && o.clocks) {
+    clocks = *o.clocks;
+  } else if (fleet) {
     clocks = engine::estimate_clock_offsets(
         engine::gather_fleet_collectives(source, o.window, o.nodes), o.nodes);
     if (failed()) return kExitFailure;

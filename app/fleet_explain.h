@@ -28,6 +28,9 @@ struct FleetExplainOptions {
   // The source applies clock offsets itself (ClickHouse): called with them once estimated.
   // Unset: the engine applies them (merged files).
   std::function<void(const engine::ClockShift&)> apply_offsets;
+  // The nodes' clocks, estimated and applied by the caller before it resolved `window` on the
+  // reference clock (ClickHouse); unset: estimated here, over `window`.
+  std::optional<std::vector<engine::NodeClock>> clocks;
   // Limits every read to one node (nullopt: all); unset for sources that need no scope.
   std::function<void(const std::optional<std::string>&)> scope;
   // The first read error, checked after each analysis ("" when none).

@@ -17,6 +17,12 @@ namespace {
 constexpr int64_t kBeforeMidnight = 1775001599LL * 1'000'000'000;
 constexpr int64_t kMs = 1'000'000;
 
+// An SQL change to a trace file of schema 4 (calls as rows).
+void alter(const std::string& db, const std::string& sql) {
+  std::string err;
+  EXPECT_EQ(run_command({"sqlite3", db, sql}, nullptr, &err), 0) << sql << ": " << err;
+}
+
 TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {
   START_SERVERS(ch, 1);
   std::string db = temp_path("demo.db"), out, err;
@@ -47,6 +53,44 @@ TEST(FleetSource, ExplainAndExportOverClickHouseEqualTheFile) {
       << err;
   EXPECT_GT(from_file.size(), 100000u);
   EXPECT_EQ(from_file, from_ch);
+}
+
+// Three ranks of the real H100 NCCL trace on three nodes, the second's clock an hour ahead:
+// --since counted back from that node's own end, on the nodes' own clocks, so each report was
+// empty ("0 events over 0 s"). The window is now taken on the reference clock, after the
+// offsets are removed, as export took it.
+TEST(FleetSource, AWindowOfASkewedFleetIsOnTheReferenceClock) {
+  START_SERVERS(ch, 1);
+  std::string out, err;
+  for (int n = 1; n <= 3; ++n) {
+    std::string db = temp_path("sq-" + std::to_string(n) + ".db");
+    ASSERT_EQ(
+        std::system(
+            ("xz -dc '" INGERO_FIXTURES_DIR "/h100/nccl-1rank.db.xz' > '" + db + "'").c_str()),
+        0);
+    const std::string node = "'sq-" + std::to_string(n) + "'";
+    const std::string ahead = n == 2 ? " + 3600000000000" : "";
+    alter(db, "UPDATE sessions SET node = " + node + ", started_at = started_at" + ahead +
+                  ", stopped_at = stopped_at" + ahead);
+    alter(db, "UPDATE events SET node = " + node + ", timestamp = timestamp" + ahead);
+    alter(db, "UPDATE events SET rank = " + std::to_string(n - 1) +
+                  ", nranks = 3 WHERE rank IS NOT NULL");
+    ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "skew")}, &out,
+                          &err),
+              0)
+        << err;
+  }
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "skew"), "--since", "10s"},
+                        &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("sq-2: +3600000.000 ms"), std::string::npos) << out;
+  // Every node's 908 events fall in the last 10 s of the reference clock.
+  for (const char* node : {"sq-1", "sq-2", "sq-3"}) {
+    size_t at = out.find(std::string("[node ") + node + "]");
+    ASSERT_NE(at, std::string::npos) << node << "\n" << out;
+    EXPECT_EQ(out.substr(out.find('\n', at) + 1, 16), "908 events over ") << node << "\n" << out;
+  }
 }
 
 TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
