@@ -104,8 +104,9 @@ void add_sql_tools(std::vector<Tool>& t) {
        "cuda_events, "
        "hip_events, nccl_events, host_events, tcp_events, process_names, sessions; schema in "
        "resource "
-       "ingero://docs/schema. Limits: 5 s, the row limit (default 100, max 1000), 256 KiB of "
-       "results. "
+       "ingero://docs/schema. Limits: 5 s, the row limit (default 100, max 1000), 100 KiB of "
+       "rows as JSON (the response carries them twice, as text and as structuredContent: 256 "
+       "KiB at most), 64 KiB a value. "
        "Writes, ATTACH, state-changing pragmas and extensions are refused by SQLite." +
            kDataNote,
        object_schema({{"sql", {{"type", "string"}, {"minLength", 1}, {"maxLength", 20000}}},
