@@ -5,6 +5,7 @@
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
 #include "app/node_selection.h"
+#include "app/terminal_text.h"
 #include "app/window_flags.h"
 #include "engine/chain.h"
 #include "engine/fleet.h"
@@ -85,7 +86,8 @@ int explain_clickhouse(const Opts& o) {
   fo.apply_offsets = [&](const engine::ClockShift& s) { source.set_clock_offsets(s); };
   fo.scope = [&](const std::optional<std::string>& n) { source.set_scope(n); };
   fo.error = [&] { return source.error(); };
-  return explain_nodes(source, fo, std::cout);
+  TerminalText text(std::cout);  // node and process names may hold escape sequences
+  return explain_nodes(source, fo, o.json ? static_cast<std::ostream&>(std::cout) : text);
 }
 
 int explain_file(const Opts& o) {
@@ -135,7 +137,8 @@ int explain_file(const Opts& o) {
   fo.all_chains = o.all_chains;
   fo.group_by = grouping(o.group_by);
   fo.error = [&] { return source.error(); };
-  return explain_nodes(source, fo, std::cout);
+  TerminalText text(std::cout);  // node and process names may hold escape sequences
+  return explain_nodes(source, fo, o.json ? static_cast<std::ostream&>(std::cout) : text);
 }
 
 }  // namespace

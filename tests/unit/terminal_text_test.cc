@@ -1,0 +1,56 @@
+// Names from the traced system reach a terminal: a process's comm (any process sets its own)
+// and a node name shipped from another host were printed raw by explain, escape sequences and
+// all (`\e]0;pwned\a\e[2J` retitled and cleared the reader's terminal).
+#include "app/terminal_text.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "test_paths.h"
+#include "tests/support/run_ingero.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+TEST(TerminalText, ControlCharactersButNewlineAndTabAreWrittenAsEscapes) {
+  std::ostringstream to;
+  {
+    app::TerminalText t(to);
+    t << "a\x1b]0;pwned\x07" << '\x1b' << "[2J\tb\n"
+      << std::string(1, '\0') << "\x7f"
+      << "é";
+  }
+  EXPECT_EQ(to.str(), "a\\x1b]0;pwned\\x07\\x1b[2J\tb\n\\x00\\x7fé");
+}
+
+TEST(TerminalText, ExplainPrintsATracedNameThatHoldsEscapesAsText) {
+  std::string db = temp_path("evil.db");
+  ASSERT_EQ(
+      std::system(("xz -dc '" INGERO_FIXTURES_DIR "/h100/starve.db.xz' > '" + db + "'").c_str()),
+      0);
+  std::string out, err;
+  ASSERT_EQ(run_command({"sqlite3", db,
+                         "UPDATE events SET comm = 'py' || char(27) || ']0;pwned' || char(7) || "
+                         "char(27) || '[2J' WHERE comm = 'python3'; UPDATE process_names SET "
+                         "name = 'py' || char(27) || ']0;pwned' || char(7) || char(27) || '[2J' "
+                         "WHERE name = 'python3'"},
+                        &out, &err),
+            0)
+      << err;
+  auto r = run_ingero({"explain", "--db", db});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos);
+  EXPECT_NE(r.out.find("py\\x1b]0;pwned\\x07\\x1b[2J"), std::string::npos) << r.out;
+  // JSON escapes them itself.
+  r = run_ingero({"explain", "--db", db, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("py\\u001b]0;pwned\\u0007\\u001b[2J"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ingero::test
