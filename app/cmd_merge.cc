@@ -400,6 +400,12 @@ void add_merge_command(CLI::App& app, Context& ctx) {
   cmd->add_option("-o,--out", o->out, "Merged trace file to create")->required();
   cmd->add_option("--force-node", o->force_node, "Node name for every event of every input");
   cmd->callback([&ctx, o] {
+    // Merged whole, then refused at the rename ("renaming ... to : No such file").
+    if (o->out.empty()) {
+      std::cerr << "ingero merge: -o is empty: name the merged trace file to create\n";
+      ctx.exit_code = kExitUsage;
+      return;
+    }
     if (std::filesystem::exists(o->out)) {
       std::cerr << "ingero merge: " << o->out << " exists; merge into a new file\n";
       ctx.exit_code = kExitUsage;

@@ -129,7 +129,16 @@ void add_ship_command(CLI::App& app, Context& ctx) {
                   "With --cluster: the database holding the local tables on every shard "
                   "(default ingero)");
   cmd->add_flag("--create", o->create, "With --ddl: run the statements on --clickhouse");
-  cmd->callback([&ctx, o] { ctx.exit_code = o->ddl ? print_or_create_ddl(*o) : ship(*o); });
+  cmd->callback([&ctx, o, cmd] {
+    // --cluster, --shard-db and --create shape the DDL; without --ddl they did nothing, unsaid.
+    for (const char* ddl_only : {"--cluster", "--shard-db", "--create"})
+      if (!o->ddl && cmd->count(ddl_only)) {
+        std::cerr << "ingero ship: " << ddl_only << " goes with --ddl\n";
+        ctx.exit_code = kExitUsage;
+        return;
+      }
+    ctx.exit_code = o->ddl ? print_or_create_ddl(*o) : ship(*o);
+  });
 }
 
 }  // namespace ingero::app

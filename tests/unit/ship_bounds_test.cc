@@ -120,5 +120,18 @@ TEST(ShipBounds, AQueryOfAServerThatNeverAnswersEndsAfterItsTimeout) {
   EXPECT_NE(r.err.find("no complete answer within 6000 ms"), std::string::npos) << r.err;
 }
 
+// Flags that did nothing, unsaid: --cluster without --ddl; merge -o "" merged everything and
+// then failed at the rename.
+TEST(ShipBounds, FlagsThatCannotApplyAreUsageErrors) {
+  std::string db = write_free_calls(temp_path("flags.db"), 10);
+  auto r = run_ingero(
+      {"ship", "--db", db, "--clickhouse", "http://127.0.0.1:1/ingero", "--cluster", "fleet"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err, "ingero ship: --cluster goes with --ddl\n");
+  r = run_ingero({"merge", db, "-o", ""});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err, "ingero merge: -o is empty: name the merged trace file to create\n");
+}
+
 }  // namespace
 }  // namespace ingero::test
