@@ -68,6 +68,8 @@ void Connection<S>::evict() {
       case State::reading:
         if (!self->head_done_) return self->close_now();
         break;
+      case State::closing:  // answered already: only draining what the client still sends
+        return self->close_now();
       default:
         break;
     }
@@ -121,6 +123,10 @@ template <class S>
 void Connection<S>::close_gracefully() {
   if (state_ == State::closed || state_ == State::closing) return;
   state_ = State::closing;
+  // Its answer is sent; it lingers only so that what the client still sends is not met with a
+  // reset. The first to make room: 130 refused requests without a token, lingering, held the
+  // per-address cap, and the token holder met 503 for as long as they were sent again.
+  wait_from_now(kNothing);
   arm(kLinger);
   if constexpr (kIsTls<S>) {
     stream_.async_shutdown([self = self()](error_code) { self->close_now(); });

@@ -43,8 +43,12 @@ template <class S>
 void Connection<S>::read_header() {
   state_ = State::reading;
   head_done_ = false;
-  // The head of a first request may still be a dribble; a known client's is a request.
-  if (proven_ != kNothing) standing = kBusy;
+  // A head still arriving, first request or not, may be a dribble: until it is in, the
+  // connection is among the first to make room (Core::admit), as one that has shown nothing.
+  // A kept-alive client that sent one request and then dribbled the next head was counted
+  // busy, never closed for room: 32 of them held the per-address cap, and every other local
+  // client met 503. A head that comes whole is in at once.
+  standing = kNothing;
   timed_out_ = false;
   version_ = 11;
   parser_.emplace();

@@ -44,15 +44,16 @@ class ConnectionBase {
   // All three post to the connection's strand; safe from any thread.
   virtual void stop_gracefully() = 0;  // see Server::stop
   virtual void stop_now() = 0;
-  // Closed to make room under a cap (Core::admit): at once while it waits for a request (or
-  // is still receiving its first one's head), else after the response in progress.
+  // Closed to make room under a cap (Core::admit): at once while it waits for a request, is
+  // still receiving a request's head, or lingers after its answer; else after the response in
+  // progress.
   virtual void evict() = 0;
 
   // What Core::admit weighs when a cap is full, written on the strand, read under Core's lock.
   // kBusy while a request is in progress (its head is in): never closed for room. Otherwise the
-  // connection waits for a request, and has shown: kNothing (new, a TLS handshake, or the head
-  // of its first request still arriving), kServed (requests that needed no credentials), or
-  // kAuthenticated (a request that passed authentication).
+  // connection waits for a request, and has shown: kNothing (new, a TLS handshake, a request
+  // head still arriving, or lingering after its answer), kServed (requests that needed no
+  // credentials), or kAuthenticated (a request that passed authentication).
   enum Standing : int { kBusy = -1, kNothing = 0, kServed = 1, kAuthenticated = 2 };
   std::atomic<int> standing{kNothing};
   std::atomic<int64_t> waiting_since_ns{0};  // steady clock: when it began to wait

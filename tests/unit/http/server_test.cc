@@ -478,6 +478,54 @@ TEST_F(HttpTest, IdleSocketsDoNotLockOutClientsThatSendRequests) {
   EXPECT_EQ(mine.read_response().status, 200);
 }
 
+// A hostile tester's two lockouts of every local client (2026-11-28): requests refused for
+// want of a token linger after their 401 (so that what the client still sends meets no
+// reset), and kept-alive clients that dribble the head of their next request were counted as
+// busy; neither made room under the per-address cap, and the token holder met 503 for as long
+// as they were sent again. Both now make room, before any client that has shown more.
+TEST_F(HttpTest, RefusedAndDribblingConnectionsDoNotLockOutClients) {
+  ServerOptions o;
+  o.auth = bearer();
+  o.limits.max_connections_per_peer = 32;
+  start(o);
+  Conn mine(port_);
+  mine.send(request_text("GET", "/echo", kAuth));
+  ASSERT_EQ(mine.read_response().status, 200);
+  // 31 requests without the token, never read: each is answered 401 and lingers.
+  std::vector<Conn> refused;
+  for (int i = 0; i < 31; ++i) {
+    refused.emplace_back(port_);
+    refused.back().send(request_text("GET", "/echo"));
+  }
+  ASSERT_TRUE(eventually([&] { return server_->stats().unauthorized == 31; }));
+  ASSERT_EQ(server_->stats().connections_open, 32u);
+  for (int i = 0; i < 5; ++i) {
+    Reply r = request(port_, "GET", "/echo", kAuth);
+    EXPECT_EQ(r.status, 200) << i << ": " << r.error;
+  }
+  EXPECT_EQ(server_->stats().refused_per_peer, 0u);
+  refused.clear();
+  ASSERT_TRUE(eventually([&] { return server_->stats().connections_open == 1; }));
+  // 31 clients that made one request each, then send one byte of the next head.
+  std::vector<Conn> dribbling;
+  for (int i = 0; i < 31; ++i) {
+    dribbling.emplace_back(port_);
+    dribbling.back().send(request_text("GET", "/echo", kAuth));
+    ASSERT_EQ(dribbling.back().read_response().status, 200);
+    dribbling.back().send("G");
+  }
+  ASSERT_EQ(server_->stats().connections_open, 32u);
+  for (int i = 0; i < 5; ++i) {
+    Reply r = request(port_, "GET", "/echo", kAuth);
+    EXPECT_EQ(r.status, 200) << i << ": " << r.error;
+  }
+  EXPECT_EQ(server_->stats().refused_per_peer, 0u);
+  // The oldest dribbler made room each time; the client that waited idle was kept.
+  EXPECT_TRUE(dribbling[0].wait_closed(5s));
+  mine.send(request_text("GET", "/echo", kAuth));
+  EXPECT_EQ(mine.read_response().status, 200);
+}
+
 // A socket that never sends a request is closed at the request deadline, not held for the
 // idle deadline of a kept-alive connection.
 TEST_F(HttpTest, ANewConnectionHasTheRequestDeadlineToStart) {
