@@ -75,6 +75,23 @@ int json_depth(std::string_view text) {
 
 Server::Server(ToolContext& ctx) : ctx_(ctx), tools_(make_tools(ctx.host())) {}
 
+std::shared_ptr<std::atomic<bool>> Session::track(const Json& id) {
+  std::lock_guard<std::mutex> g(mu);
+  auto& flag = in_flight[id_key(id)];
+  if (!flag) flag = std::make_shared<std::atomic<bool>>(false);
+  return flag;
+}
+
+void Session::untrack(const Json& id) {
+  std::lock_guard<std::mutex> g(mu);
+  in_flight.erase(id_key(id));
+}
+
+void Session::cancel_all() {
+  std::lock_guard<std::mutex> g(mu);
+  for (auto& [key, flag] : in_flight) flag->store(true);
+}
+
 bool Server::is_request(const Json& msg) {
   return msg.is_object() && msg.contains("method") && msg.contains("id");
 }
@@ -269,19 +286,12 @@ Json Server::call_tool(const Json& params, const Json& id, Session& s, const Not
         {"content", {{{"type", "text"}, {"text", "Invalid arguments for " + name + ": " + bad}}}},
         {"isError", true}};
   }
-  auto cancel = std::make_shared<std::atomic<bool>>(false);
-  {
-    std::lock_guard<std::mutex> g(s.mu);
-    s.in_flight[id_key(id)] = cancel;
-  }
+  auto cancel = s.track(id);  // the one made when the request was queued, if it was
   struct Done {
     Session& s;
-    std::string key;
-    ~Done() {
-      std::lock_guard<std::mutex> g(s.mu);
-      s.in_flight.erase(key);
-    }
-  } done{s, id_key(id)};
+    const Json& id;
+    ~Done() { s.untrack(id); }
+  } done{s, id};
   auto log = [&](int level, const std::string& msg) {
     if (level < s.log_level || !notify) return;
     notify({{"jsonrpc", "2.0"},

@@ -49,6 +49,12 @@ struct Session {
   // In-flight requests that notifications/cancelled can abort.
   std::mutex mu;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight;
+  // Request `id`'s cancel flag, made (and tracked) on first ask: a transport that queues the
+  // request asks when it queues it, so that a cancel reaches it while it waits.
+  std::shared_ptr<std::atomic<bool>> track(const Json& id);
+  void untrack(const Json& id);
+  // Every request tracked is cancelled (the server is stopping).
+  void cancel_all();
 };
 
 // Where a request's notifications go (stdio: straight out; HTTP: into the SSE response).

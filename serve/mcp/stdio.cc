@@ -38,6 +38,15 @@ bool ThreadPool::try_submit(std::function<void()> job) {
   return true;
 }
 
+size_t ThreadPool::clear() {
+  std::lock_guard<std::mutex> g(mu_);
+  size_t n = q_.size();
+  q_.clear();
+  space_.notify_all();
+  if (running_ == 0) idle_.notify_all();
+  return n;
+}
+
 void ThreadPool::drain() {
   std::unique_lock<std::mutex> l(mu_);
   idle_.wait(l, [&] { return q_.empty() && running_ == 0; });
@@ -69,6 +78,8 @@ void ThreadPool::worker() {
 }
 
 namespace {
+
+constexpr size_t kMaxQueued = 64;
 
 class StdoutWriter {
  public:
@@ -104,7 +115,7 @@ int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
   StdoutWriter out;
   Session session;
   session.id = "stdio";
-  ThreadPool pool(threads, 64);
+  ThreadPool pool(threads, kMaxQueued);
   Notify notify = [&out](const Json& m) { out.write(m); };
   std::string buf;
   bool discarding = false;  // inside an over-long line: drop until its newline
@@ -117,16 +128,32 @@ int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
     Json msg = Json::parse(line, nullptr, false);
     // Until initialize is answered everything runs in order, so the lifecycle check sees the
     // state at arrival.
+    // A ping too: it waited behind every busy worker.
     bool inline_ = !session.initialized || msg.is_discarded() || !Server::is_request(msg) ||
-                   Server::is_initialize(msg) || json_depth(line) > kMaxJsonDepth ||
-                   line.size() > kMaxMessageBytes;
+                   Server::is_initialize(msg) || msg["method"] == "ping" ||
+                   json_depth(line) > kMaxJsonDepth || line.size() > kMaxMessageBytes;
     if (inline_) {
       if (auto r = server.handle(line, session, notify)) out.write(*r);
       return;
     }
-    pool.submit([&server, &session, &out, &notify, m = std::move(msg)] {
-      if (auto r = server.handle_message(m, session, notify)) out.write(*r);
-    });
+    // Tracked from now: a cancel that comes while it waits is not lost, and it does not run.
+    Json id = msg["id"];
+    auto cancelled = session.track(id);
+    // Never blocks: a reader waiting for room read no cancel, nor the end of its input.
+    if (!pool.try_submit([&server, &session, &out, &notify, cancelled, id, m = std::move(msg)] {
+          if (!cancelled->load())  // cancelled while it waited: no answer (the spec)
+            if (auto r = server.handle_message(m, session, notify)) out.write(*r);
+          session.untrack(id);
+        })) {
+      session.untrack(id);
+      out.write({{"jsonrpc", "2.0"},
+                 {"id", id},
+                 {"error",
+                  {{"code", kInternalError},
+                   {"message", "the server has " + std::to_string(kMaxQueued) +
+                                   " requests waiting: send this one again once some are "
+                                   "answered"}}}});
+    }
   };
   while (!stop && !out.broken()) {
     pollfd p{0, POLLIN, 0};
@@ -161,6 +188,13 @@ int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
     }
   }
   if (!buf.empty() && !discarding) process(std::move(buf));  // a last message without newline
+  // Stopped (SIGINT, SIGTERM): what waits is dropped and what runs is cancelled; a stop ran
+  // every queued query to its end first (24 s for 20 of them). At the end of the input every
+  // request is still answered.
+  if (stop) {
+    pool.clear();
+    session.cancel_all();
+  }
   pool.drain();
   return 0;
 }

@@ -27,7 +27,8 @@ class ThreadPool {
   void submit(std::function<void()> job);
   // Queues `job` unless the queue is full.
   bool try_submit(std::function<void()> job);
-  void drain();  // waits until the queue is empty and no job runs
+  void drain();    // waits until the queue is empty and no job runs
+  size_t clear();  // drops the jobs not yet started; returns how many
 
  private:
   void worker();

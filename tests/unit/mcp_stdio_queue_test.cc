@@ -1,0 +1,84 @@
+// `ingero mcp` over stdio with more requests than workers (a hostile tester's findings,
+// 2026-11-28): a cancel reached only the requests already running, so that 9 of 12 cancelled
+// queries ran their full 5 s; ping waited behind every busy worker; and SIGTERM ran every
+// queued query to its end before the server exited (24 s for 20 of them).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "test_paths.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// An MCP client over the server's stdin and stdout.
+struct StdioClient {
+  Subprocess p;
+  explicit StdioClient(const std::string& db)
+      : p(Subprocess::spawn({INGERO_BIN, "mcp", "--db", db, "--threads", "1"})) {
+    send(R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":)"
+         R"("2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+    EXPECT_TRUE(p.wait_stdout_line("\"id\":0", 10s));
+    send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  }
+  void send(const std::string& line) { p.write_stdin(line + "\n"); }
+  // A query that runs until run_sql's 5 s limit.
+  void endless(int id) {
+    send(R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+         R"(,"method":"tools/call","params":{"name":"run_sql","arguments":{"sql":)"
+         R"("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) )"
+         R"(SELECT count(*) FROM r"}}})");
+  }
+  void cancel(int id) {
+    send(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":)" +
+         std::to_string(id) + "}}");
+  }
+};
+
+TEST(McpStdioQueue, ACancelReachesAQueuedRequestAndPingDoesNotWait) {
+  std::string db = write_free_calls(temp_path("queue.db"), 10);
+  StdioClient c(db);
+  for (int id = 1; id <= 6; ++id) c.endless(id);
+  for (int id = 1; id <= 6; ++id) c.cancel(id);
+  auto t0 = Clock::now();
+  c.send(R"({"jsonrpc":"2.0","id":100,"method":"ping"})");
+  ASSERT_TRUE(c.p.wait_stdout_line("\"id\":100", 10s));
+  EXPECT_LT(seconds_since(t0), 1.0) << "ping waited behind the worker";
+  // The one running stops within milliseconds; the five queued never run.
+  c.send(R"({"jsonrpc":"2.0","id":101,"method":"tools/list"})");
+  ASSERT_TRUE(c.p.wait_stdout_line("\"id\":101", 10s));
+  EXPECT_LT(seconds_since(t0), 2.0) << "a cancelled query held the only worker";
+  c.p.close_stdin();
+  EXPECT_EQ(c.p.wait(10s), 0);
+  for (int id = 2; id <= 6; ++id)
+    EXPECT_EQ(c.p.out().find("\"id\":" + std::to_string(id) + ","), std::string::npos)
+        << "cancelled while queued, answered anyway: " << id;
+}
+
+TEST(McpStdioQueue, AStopSignalDropsWhatWaitsAndCancelsWhatRuns) {
+  std::string db = write_free_calls(temp_path("stop.db"), 10);
+  StdioClient c(db);
+  for (int id = 1; id <= 8; ++id) c.endless(id);
+  // The first is running (its worker took it): the rest wait.
+  std::this_thread::sleep_for(300ms);
+  auto t0 = Clock::now();
+  c.p.signal(SIGTERM);
+  EXPECT_EQ(c.p.wait(30s), 0);
+  EXPECT_LT(seconds_since(t0), 2.0) << "the queued queries ran before the exit";
+}
+
+}  // namespace
+}  // namespace ingero::test
