@@ -100,6 +100,7 @@ int run_dashboard(const DashboardOpts& o) {
   sa.sa_handler = on_dashboard_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // a closed terminal: stop as for the others (it was rc 129)
   signal(SIGPIPE, SIG_IGN);
   std::cerr << "ingero dashboard: serving " << o.db << " at " << dash.url() << " (refresh every "
             << o.refresh_s << " s; "

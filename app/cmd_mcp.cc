@@ -48,6 +48,7 @@ int run_mcp(Context& ctx, const McpOptions& o) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // a closed terminal: stop as for the others (it was rc 129)
   signal(SIGPIPE, SIG_IGN);
   const ServeOptions& s = o.serve;
   if (s.http.empty()) {
@@ -78,7 +79,9 @@ int run_mcp(Context& ctx, const McpOptions& o) {
                                 : " (bearer token required)")
             << "\n";
   std::cerr << exposure_warning("ingero mcp", s, http.loopback_only(), !h.token.empty());
-  return http.run(g_mcp_stop);
+  int rc = http.run(g_mcp_stop);
+  if (g_mcp_stop) std::cerr << "ingero mcp: stopping\n";
+  return rc;
 }
 
 }  // namespace

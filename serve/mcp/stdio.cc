@@ -196,6 +196,11 @@ int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
     session.cancel_all();
   }
   pool.drain();
+  // The client is gone before its answers: said, and not success (it exited 0 unsaid).
+  if (out.broken()) {
+    std::cerr << "ingero mcp: writing to standard output failed: the client closed it\n";
+    return 1;
+  }
   return 0;
 }
 
