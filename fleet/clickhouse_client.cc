@@ -171,12 +171,14 @@ void ClickHouseClient::set_deadline(std::chrono::steady_clock::time_point deadli
   deadline_ns_ = ns ? ns : 1;
 }
 
-void ClickHouseClient::bound_deadline(std::chrono::steady_clock::time_point deadline) {
+ClickHouseClient::Bound ClickHouseClient::bound_deadline(
+    std::chrono::steady_clock::time_point deadline) {
   int64_t ns = std::max<int64_t>(
       1, std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
   int64_t was = deadline_ns_.load();
   while ((was == 0 || ns < was) && !deadline_ns_.compare_exchange_weak(was, ns)) {
   }
+  return {was, deadline_ns_.load()};
 }
 
 ingero::Status ClickHouseClient::perform(const Settings& params, std::string_view body,

@@ -69,8 +69,13 @@ class ClickHouseClient {
   // No request runs past `deadline` (steady clock); any thread may set or clear it.
   void set_deadline(std::chrono::steady_clock::time_point deadline);
   void clear_deadline() { deadline_ns_ = 0; }
-  // The deadline moved to `deadline` where none is set or the one set is later.
-  void bound_deadline(std::chrono::steady_clock::time_point deadline);
+  // For the length of a drain: the deadline moved to `deadline` where none is set or the one
+  // set is later; end_bound() puts back the one before, unless another thread set one since.
+  struct Bound {
+    int64_t was = 0, set = 0;
+  };
+  Bound bound_deadline(std::chrono::steady_clock::time_point deadline);
+  void end_bound(Bound b) { deadline_ns_.compare_exchange_strong(b.set, b.was); }
   // Whether a deadline is set and has passed (a drain gives up then: nothing more is sent).
   bool deadline_passed() const {
     int64_t d = deadline_ns_.load();

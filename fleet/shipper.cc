@@ -353,7 +353,7 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
   const Deadline end = Clock::now() + budget;
   // Every request of the drain ends by then, each of a pass's (the schema's, the resume
   // point's) included: a slow server answering each in 2 s held a 7 s drain for 74 s.
-  client_->bound_deadline(end);
+  const auto bound = client_->bound_deadline(end);
   DrainReport rep;
   int backoff = 0;
   const int timeout = client_->options().request_timeout_ms;
@@ -388,6 +388,7 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
     }
   }
   client_->set_request_timeout_ms(timeout);
+  client_->end_bound(bound);  // a later drain has its own time (a drain of 0 ms left it past)
   if (rep.caught_up) return rep;
   auto p = pending();
   if (!p) {
