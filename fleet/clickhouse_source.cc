@@ -185,11 +185,15 @@ std::map<uint32_t, engine::ProcessInfo> ClickHouseTraceSource::processes() {
 }
 
 std::vector<std::string> ClickHouseTraceSource::nodes() {
+  // A node that shipped its sessions and no event (a silent node, the one an operator looks
+  // for) is a node: it was said not to exist, and the fleet header did not count it.
   std::vector<std::string> out;
-  rows("SELECT DISTINCT node FROM " + table("events") + " ORDER BY node", 1, [&](const auto& f) {
-    out.push_back(f[0].text);
-    return true;
-  });
+  rows("SELECT DISTINCT node FROM (SELECT DISTINCT node FROM " + table("events") +
+           " UNION ALL SELECT DISTINCT node FROM " + table("sessions") + ") ORDER BY node",
+       1, [&](const auto& f) {
+         out.push_back(f[0].text);
+         return true;
+       });
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "app/builtin_backends.h"
@@ -16,7 +17,9 @@
 #include "store/sqlite_db.h"
 #include "store/tiers.h"
 #include "store/trace_writer.h"
+#include "test_paths.h"
 #include "tests/fleet/fleet_support.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -317,6 +320,44 @@ TEST(FleetShip, ADatabaseMadeBeforeAColumnIsBroughtUpToDate) {
                          "SELECT count() FROM system.columns WHERE database = 'older' AND "
                          "name = 'runq_ns'"),
             tables);
+}
+
+// A node that shipped its session and no event was said not to exist ("no node 'quiet' in this
+// trace") and left out of the fleet: a silent node is the one an operator looks for.
+TEST(FleetShip, ANodeWithASessionAndNoEventIsANode) {
+  START_SERVERS(ch, 1);
+  std::string busy = temp_path("busy.db"), quiet = temp_path("quiet.db");
+  write_launches(busy, 100);
+  {
+    auto w = store::TraceWriter::open(quiet);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = si.host = "quiet";
+    si.started_at_ns = kBeforeMidnight - 3600 * 1'000'000'000LL;
+    si.mono_offset_ns = si.started_at_ns;
+    ASSERT_TRUE((*w)->begin_session(si));
+    store::SessionEnd end;
+    end.stopped_at_ns = si.started_at_ns + 2'000'000'000;
+    end.exit_reason = "duration";
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  for (const std::string& db : {busy, quiet}) {
+    auto s = fleet::Shipper::create(db, endpoint(ch, 0, "ingero"));
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
+  }
+  std::string out, err;
+  ASSERT_EQ(
+      run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--node", "quiet"},
+                  &out, &err),
+      0)
+      << err;
+  EXPECT_NE(out.find("[node quiet]"), std::string::npos) << out;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"}, &out,
+                        &err),
+            0)
+      << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["fleet"]["nodes"], nlohmann::json({"node-f", "quiet"}));
 }
 
 // Rows under a node no session has (an older file's process names and snapshots under the
