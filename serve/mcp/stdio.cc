@@ -109,53 +109,80 @@ class StdoutWriter {
   bool broken_ = false;
 };
 
+// One stdio client's messages, as they are read: in order, or onto the pool.
+class StdioDispatch {
+ public:
+  StdioDispatch(Server& server, size_t threads) : server_(server), pool_(threads, kMaxQueued) {
+    session_.id = "stdio";
+  }
+  StdoutWriter& out() { return out_; }
+
+  void line(std::string line) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) return;
+    Json msg = Json::parse(line, nullptr, false);
+    // initialize and notifications run in order, here; requests run on the pool, so a slow
+    // query does not hold up a cancellation. Until initialize is answered everything runs in
+    // order, so the lifecycle check sees the state at arrival. A ping too: it waited behind
+    // every busy worker.
+    bool in_order = !session_.initialized || msg.is_discarded() || !Server::is_request(msg) ||
+                    Server::is_initialize(msg) || msg["method"] == "ping" ||
+                    json_depth(line) > kMaxJsonDepth || line.size() > kMaxMessageBytes;
+    if (in_order) {
+      if (auto r = server_.handle(line, session_, notify_)) out_.write(*r);
+      return;
+    }
+    queue(std::move(msg));
+  }
+
+  // Stopped (SIGINT, SIGTERM, SIGHUP): what waits is dropped and what runs is cancelled; a
+  // stop ran every queued query to its end first (24 s for 20 of them). At the end of the
+  // input every request is still answered.
+  void finish(bool stopped) {
+    if (stopped) {
+      pool_.clear();
+      session_.cancel_all();
+    }
+    pool_.drain();
+  }
+
+ private:
+  void queue(Json msg) {
+    // Tracked from now: a cancel that comes while it waits is not lost, and it does not run.
+    Json id = msg["id"];
+    auto cancelled = session_.track(id);
+    // Never blocks: a reader waiting for room read no cancel, nor the end of its input.
+    if (pool_.try_submit([this, cancelled, id, m = std::move(msg)] {
+          if (!cancelled->load())  // cancelled while it waited: no answer (the spec)
+            if (auto r = server_.handle_message(m, session_, notify_)) out_.write(*r);
+          session_.untrack(id);
+        }))
+      return;
+    session_.untrack(id);
+    out_.write({{"jsonrpc", "2.0"},
+                {"id", id},
+                {"error",
+                 {{"code", kInternalError},
+                  {"message", "the server has " + std::to_string(kMaxQueued) +
+                                  " requests waiting: send this one again once some are "
+                                  "answered"}}}});
+  }
+
+  Server& server_;
+  StdoutWriter out_;
+  Session session_;
+  Notify notify_ = [this](const Json& m) { out_.write(m); };
+  ThreadPool pool_;  // last: its workers use the members above until it is gone
+};
+
 }  // namespace
 
 int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
-  StdoutWriter out;
-  Session session;
-  session.id = "stdio";
-  ThreadPool pool(threads, kMaxQueued);
-  Notify notify = [&out](const Json& m) { out.write(m); };
+  StdioDispatch d(server, threads);
   std::string buf;
   bool discarding = false;  // inside an over-long line: drop until its newline
   char chunk[65536];
-  auto process = [&](std::string line) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) return;
-    // initialize and notifications run in order, here; requests run on the pool, so a slow
-    // query does not hold up ping or cancellation.
-    Json msg = Json::parse(line, nullptr, false);
-    // Until initialize is answered everything runs in order, so the lifecycle check sees the
-    // state at arrival.
-    // A ping too: it waited behind every busy worker.
-    bool inline_ = !session.initialized || msg.is_discarded() || !Server::is_request(msg) ||
-                   Server::is_initialize(msg) || msg["method"] == "ping" ||
-                   json_depth(line) > kMaxJsonDepth || line.size() > kMaxMessageBytes;
-    if (inline_) {
-      if (auto r = server.handle(line, session, notify)) out.write(*r);
-      return;
-    }
-    // Tracked from now: a cancel that comes while it waits is not lost, and it does not run.
-    Json id = msg["id"];
-    auto cancelled = session.track(id);
-    // Never blocks: a reader waiting for room read no cancel, nor the end of its input.
-    if (!pool.try_submit([&server, &session, &out, &notify, cancelled, id, m = std::move(msg)] {
-          if (!cancelled->load())  // cancelled while it waited: no answer (the spec)
-            if (auto r = server.handle_message(m, session, notify)) out.write(*r);
-          session.untrack(id);
-        })) {
-      session.untrack(id);
-      out.write({{"jsonrpc", "2.0"},
-                 {"id", id},
-                 {"error",
-                  {{"code", kInternalError},
-                   {"message", "the server has " + std::to_string(kMaxQueued) +
-                                   " requests waiting: send this one again once some are "
-                                   "answered"}}}});
-    }
-  };
-  while (!stop && !out.broken()) {
+  while (!stop && !d.out().broken()) {
     pollfd p{0, POLLIN, 0};
     int pr = poll(&p, 1, 200);
     if (pr < 0 && errno == EINTR) continue;
@@ -170,34 +197,27 @@ int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
         discarding = false;
       } else {
         buf.append(chunk + start, size_t(i) - start);
-        process(std::move(buf));
+        d.line(std::move(buf));
       }
       buf.clear();
       start = size_t(i) + 1;
     }
     if (!discarding) buf.append(chunk + start, size_t(n) - start);
     if (buf.size() > kMaxMessageBytes) {
-      out.write({{"jsonrpc", "2.0"},
-                 {"id", nullptr},
-                 {"error",
-                  {{"code", kInvalidRequest},
-                   {"message", "message exceeds the limit of " + std::to_string(kMaxMessageBytes) +
-                                   " bytes"}}}});
+      d.out().write({{"jsonrpc", "2.0"},
+                     {"id", nullptr},
+                     {"error",
+                      {{"code", kInvalidRequest},
+                       {"message", "message exceeds the limit of " +
+                                       std::to_string(kMaxMessageBytes) + " bytes"}}}});
       buf.clear();
       discarding = true;
     }
   }
-  if (!buf.empty() && !discarding) process(std::move(buf));  // a last message without newline
-  // Stopped (SIGINT, SIGTERM): what waits is dropped and what runs is cancelled; a stop ran
-  // every queued query to its end first (24 s for 20 of them). At the end of the input every
-  // request is still answered.
-  if (stop) {
-    pool.clear();
-    session.cancel_all();
-  }
-  pool.drain();
+  if (!buf.empty() && !discarding) d.line(std::move(buf));  // a last message without newline
+  d.finish(stop);
   // The client is gone before its answers: said, and not success (it exited 0 unsaid).
-  if (out.broken()) {
+  if (d.out().broken()) {
     std::cerr << "ingero mcp: writing to standard output failed: the client closed it\n";
     return 1;
   }
