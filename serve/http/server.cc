@@ -325,7 +325,10 @@ void Server::stop(std::chrono::milliseconds grace) {
   for (auto& c : core.live_connections()) c->stop_gracefully();
   if (!core.wait_closed(std::chrono::steady_clock::now() + grace))
     for (auto& c : core.live_connections()) c->stop_now();
-  // Handlers still running finish; their responses find closed connections.
+  // Handlers still running finish; their responses find closed connections. Those still
+  // queued would answer no one: they are dropped (8 queued MCP queries ran for 8 s after their
+  // clients had been disconnected, and held the exit).
+  core.pool->drop_queued();
   core.pool->stop();
   core.wait_closed(std::chrono::steady_clock::now() + std::chrono::seconds(1));
   {

@@ -31,6 +31,15 @@ void WorkerPool::stop() {
     if (t.joinable()) t.join();
 }
 
+size_t WorkerPool::drop_queued() {
+  std::deque<std::function<void()>> dropped;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    dropped.swap(q_);
+  }
+  return dropped.size();  // destroyed here, outside the lock
+}
+
 size_t WorkerPool::busy() const {
   std::lock_guard<std::mutex> g(mu_);
   return busy_;

@@ -24,6 +24,8 @@ class WorkerPool {
   bool try_submit(std::function<void()> job);
   // Runs what is queued, waits for the running jobs, joins the threads. Idempotent.
   void stop();
+  // Drops the jobs not yet started (their captures released); returns how many.
+  size_t drop_queued();
 
   size_t busy() const;    // jobs running now
   size_t queued() const;  // jobs waiting

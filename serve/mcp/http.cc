@@ -173,6 +173,8 @@ const SessionStore& HttpServer::sessions() const { return impl_->sessions; }
 
 int HttpServer::run(std::atomic<bool>& stop) {
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // What runs stops as its tool allows (run_sql within milliseconds); what waits is dropped.
+  impl_->sessions.cancel_all();
   if (impl_->http) impl_->http->stop();
   return 0;
 }

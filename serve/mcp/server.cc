@@ -78,7 +78,7 @@ Server::Server(ToolContext& ctx) : ctx_(ctx), tools_(make_tools(ctx.host())) {}
 std::shared_ptr<std::atomic<bool>> Session::track(const Json& id) {
   std::lock_guard<std::mutex> g(mu);
   auto& flag = in_flight[id_key(id)];
-  if (!flag) flag = std::make_shared<std::atomic<bool>>(false);
+  if (!flag) flag = std::make_shared<std::atomic<bool>>(stopping);
   return flag;
 }
 
@@ -89,6 +89,7 @@ void Session::untrack(const Json& id) {
 
 void Session::cancel_all() {
   std::lock_guard<std::mutex> g(mu);
+  stopping = true;
   for (auto& [key, flag] : in_flight) flag->store(true);
 }
 

@@ -53,8 +53,10 @@ struct Session {
   // request asks when it queues it, so that a cancel reaches it while it waits.
   std::shared_ptr<std::atomic<bool>> track(const Json& id);
   void untrack(const Json& id);
-  // Every request tracked is cancelled (the server is stopping).
+  // Every request tracked is cancelled, and every one tracked from now on (the server is
+  // stopping).
   void cancel_all();
+  bool stopping = false;  // under mu
 };
 
 // Where a request's notifications go (stdio: straight out; HTTP: into the SSE response).

@@ -98,4 +98,9 @@ uint64_t SessionStore::evicted() const {
   return evicted_;
 }
 
+void SessionStore::cancel_all() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& [id, e] : sessions_) e.session->cancel_all();
+}
+
 }  // namespace ingero::serve::mcp

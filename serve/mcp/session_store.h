@@ -48,6 +48,8 @@ class SessionStore {
   size_t size() const;
   size_t count(const std::string& client) const;
   uint64_t evicted() const;  // sessions pushed out by the bounds (not expiry, not erase)
+  // Every request in flight in every session is cancelled (the server is stopping).
+  void cancel_all();
 
  private:
   struct Entry {

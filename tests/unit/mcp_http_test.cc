@@ -92,6 +92,37 @@ class McpHttp : public ::testing::Test {
   int port_ = 0;
 };
 
+// A stop (SIGTERM) with queries running and queued: the running one was left to its 5 s limit
+// and the queued ones ran after their clients were disconnected (8 queued: the exit at 14 s;
+// here 10 s). What runs is cancelled, and what starts after the stop is cancelled as it starts.
+TEST_F(McpHttp, AStopCancelsWhatRunsAndDropsWhatWaits) {
+  HttpOptions o;
+  o.threads = 1;
+  start(o);
+  std::string sid = session();
+  std::vector<std::thread> clients;
+  for (int id = 1; id <= 4; ++id)
+    clients.emplace_back([&, id] {
+      post({{"jsonrpc", "2.0"},
+            {"id", id},
+            {"method", "tools/call"},
+            {"params",
+             {{"name", "run_sql"},
+              {"arguments",
+               {{"sql",
+                 "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+                 "SELECT count(*) FROM r"}}}}}},
+           {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "2025-11-25"}});
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t0 = std::chrono::steady_clock::now();
+  stop_ = true;
+  runner_.join();
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& c : clients) c.join();
+  EXPECT_LT(took, 2.5) << "the queries ran out their limits before the exit";
+}
+
 TEST_F(McpHttp, SessionLifecycleAndProtocolHeaders) {
   start();
   auto r = post(init_msg());
@@ -287,15 +318,15 @@ TEST_F(McpHttp, TwentyConcurrentClientsGetCorrectAnswers) {
       std::map<std::string, std::string> h = {{"MCP-Session-Id", sid},
                                               {"MCP-Protocol-Version", "2025-11-25"}};
       for (int i = 0; i < 5; ++i) {
-        auto r = post({{"jsonrpc", "2.0"},
-                       {"id", 100 + i},
-                       {"method", "tools/call"},
-                       {"params",
-                        {{"name", "run_sql"},
-                         {"arguments",
-                          {{"sql", "SELECT count(*) FROM calls WHERE op = 'cudaStreamSync' AND " +
-                                       std::to_string(c) + " = " + std::to_string(c)}}}}}},
-                      h);
+        post({{"jsonrpc", "2.0"},
+              {"id", 100 + i},
+              {"method", "tools/call"},
+              {"params",
+               {{"name", "run_sql"},
+                {"arguments",
+                 {{"sql", "SELECT count(*) FROM calls WHERE op = 'cudaStreamSync' AND " +
+                              std::to_string(c) + " = " + std::to_string(c)}}}}}},
+             h);
         if (r.status != 200) return "status " + std::to_string(r.status) + " " + r.error;
         Json j = Json::parse(r.body);
         if (j["id"] != 100 + i) return "wrong id";

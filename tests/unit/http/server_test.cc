@@ -707,6 +707,29 @@ TEST_F(HttpTest, StopFinishesRunningRequestsAndClosesTheRest) {
   EXPECT_LT(seconds_since(t0), 8.0);
 }
 
+// Requests still queued for a worker when the server stops answer no one (their connections
+// are closed): they ran anyway, one after another, and held the exit (8 queued MCP queries
+// ran 8 s after their clients were disconnected). They are dropped now.
+TEST_F(HttpTest, StopDropsTheRequestsStillQueued) {
+  ServerOptions o;
+  o.workers = 1;
+  start(o);
+  Conn running(port_);
+  running.send(request_text("GET", "/block"));
+  ASSERT_TRUE(eventually([&] { return blocked == 1; }));
+  std::vector<Conn> queued;
+  for (int i = 0; i < 4; ++i) {
+    queued.emplace_back(port_);
+    queued.back().send(request_text("GET", "/block"));
+  }
+  ASSERT_TRUE(eventually([&] { return server_->stats().requests == 5; }));
+  std::thread stopper([&] { server_->stop(std::chrono::milliseconds(200)); });
+  for (auto& c : queued) EXPECT_TRUE(c.wait_closed(5s));
+  release();
+  stopper.join();
+  EXPECT_EQ(blocked, 1) << "a request queued when the server stopped ran";
+}
+
 TEST_F(HttpTest, StopEndsOpenStreams) {
   auto server = std::make_unique<Server>(ServerOptions{});
   std::shared_ptr<Stream> stream;
