@@ -318,15 +318,15 @@ TEST_F(McpHttp, TwentyConcurrentClientsGetCorrectAnswers) {
       std::map<std::string, std::string> h = {{"MCP-Session-Id", sid},
                                               {"MCP-Protocol-Version", "2025-11-25"}};
       for (int i = 0; i < 5; ++i) {
-        post({{"jsonrpc", "2.0"},
-              {"id", 100 + i},
-              {"method", "tools/call"},
-              {"params",
-               {{"name", "run_sql"},
-                {"arguments",
-                 {{"sql", "SELECT count(*) FROM calls WHERE op = 'cudaStreamSync' AND " +
-                              std::to_string(c) + " = " + std::to_string(c)}}}}}},
-             h);
+        auto r = post({{"jsonrpc", "2.0"},
+                       {"id", 100 + i},
+                       {"method", "tools/call"},
+                       {"params",
+                        {{"name", "run_sql"},
+                         {"arguments",
+                          {{"sql", "SELECT count(*) FROM calls WHERE op = 'cudaStreamSync' AND " +
+                                       std::to_string(c) + " = " + std::to_string(c)}}}}}},
+                      h);
         if (r.status != 200) return "status " + std::to_string(r.status) + " " + r.error;
         Json j = Json::parse(r.body);
         if (j["id"] != 100 + i) return "wrong id";
