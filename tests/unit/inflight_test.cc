@@ -23,6 +23,7 @@
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
+#include "tests/support/builtin_tool_host.h"
 #include "tests/support/h100_fixture.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
@@ -361,16 +362,6 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   EXPECT_EQ(j["stuck"][0]["state"], "in I/O");
 }
 
-// The backends `ingero mcp` serves with.
-const hal::BackendRegistry& builtin_registry() {
-  static const hal::BackendRegistry registry = [] {
-    hal::BackendRegistry r;
-    app::register_builtin_backends(r);
-    return r;
-  }();
-  return registry;
-}
-
 // A trace recorded by a build that did not report calls in flight (the H100 fixtures): none
 // found says nothing about what was stuck, where status said "nothing was stuck"; its JSON has
 // no inflight_after_s.
@@ -388,7 +379,7 @@ TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
   EXPECT_FALSE(j.contains("inflight_after_s"));
   EXPECT_EQ(j["stuck"], nlohmann::json::array());
   // The MCP tool an agent asks says the same.
-  serve::mcp::ToolContext ctx(db, app::mcp_tool_host(builtin_registry()));
+  serve::mcp::ToolContext ctx(db, test::builtin_tool_host());
   ASSERT_TRUE(ctx.validate());
   serve::mcp::Server server(ctx);
   serve::mcp::Session session;
@@ -484,7 +475,7 @@ TEST(InflightStore, StatusCountsToNowWhileATracerHoldsTheFile) {
 
 TEST(InflightMcp, GetInflightListsTheStuckCallWithItsArguments) {
   std::string db = write_stuck_file("inflight-mcp.db");
-  serve::mcp::ToolContext ctx(db, app::mcp_tool_host(builtin_registry()));
+  serve::mcp::ToolContext ctx(db, test::builtin_tool_host());
   ASSERT_TRUE(ctx.validate());
   serve::mcp::Server server(ctx);
   serve::mcp::Session session;

@@ -18,6 +18,7 @@
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
+#include "tests/support/builtin_tool_host.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero {
@@ -163,12 +164,7 @@ TEST(KernelNamesStore, MergeCarriesNamesAndWhatCouldNotBeNamed) {
 
 TEST(KernelNamesStore, McpGetKernelsAndTheReportListThem) {
   std::string db = write_trace("mcp.db");
-  static hal::BackendRegistry registry = [] {
-    hal::BackendRegistry r;
-    app::register_builtin_backends(r);
-    return r;
-  }();
-  serve::mcp::ToolContext ctx(db, app::mcp_tool_host(registry));
+  serve::mcp::ToolContext ctx(db, test::builtin_tool_host());
   ASSERT_TRUE(ctx.validate());
   serve::mcp::Server server(ctx);
   serve::mcp::Session session;

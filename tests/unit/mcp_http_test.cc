@@ -16,6 +16,7 @@
 #include "app/mcp_host.h"
 #include "serve/mcp/transport.h"
 #include "test_paths.h"
+#include "tests/support/builtin_tool_host.h"
 #include "tests/support/http_client.h"
 #include "tests/support/trace_db.h"
 
@@ -23,14 +24,7 @@ namespace ingero::serve::mcp {
 namespace {
 
 // The host `ingero mcp` supplies: the real audit and demo scenarios.
-ToolHost test_host() {
-  static hal::BackendRegistry registry = [] {
-    hal::BackendRegistry r;
-    app::register_builtin_backends(r);
-    return r;
-  }();
-  return app::mcp_tool_host(registry);
-}
+ToolHost test_host() { return test::builtin_tool_host(); }
 
 using test::http_request;
 using test::HttpResponse;

@@ -10,6 +10,7 @@
 #include "engine/chain.h"
 #include "engine/host_context.h"
 #include "serve/mcp/server.h"
+#include "tests/support/builtin_tool_host.h"
 #include "tests/unit/tiers_fixture.h"
 
 namespace ingero::serve::mcp {
@@ -40,15 +41,6 @@ Json call_tool(Server& server, Session& session, const std::string& name, int id
   return r ? (*r)["result"] : Json();
 }
 
-hal::BackendRegistry& registry() {
-  static hal::BackendRegistry r = [] {
-    hal::BackendRegistry b;
-    app::register_builtin_backends(b);
-    return b;
-  }();
-  return r;
-}
-
 // One launch, `switches` off-CPU intervals of its thread 20 us apart, one launch.
 std::vector<Event> switching(uint64_t switches) {
   std::vector<Event> events;
@@ -76,7 +68,7 @@ TEST(McpNotKept, CausalChainsSayWhichOffCpuIntervalsWereNotKept) {
   std::vector<Event> events = switching(engine::kMaxOffCpuIntervals + kExtra);
   std::string path = write_trace("mcp-not-kept.db", events);
 
-  ToolContext ctx(path, app::mcp_tool_host(registry()));
+  ToolContext ctx(path, test::builtin_tool_host());
   ASSERT_TRUE(ctx.validate());
   Server server(ctx);
   Session session;
@@ -154,7 +146,7 @@ TEST(McpNotKept, OverAFleetTheNodeIsNamed) {
   constexpr uint64_t kExtra = 1'200;
   std::map<std::string, std::vector<Event>> events = {
       {"gpu-a", switching(engine::kMaxOffCpuIntervals + kExtra)}, {"gpu-b", switching(40)}};
-  auto host = app::mcp_tool_host(registry());
+  auto host = test::builtin_tool_host();
   host.fleet = [&events]() -> ingero::Result<std::unique_ptr<FleetSource>> {
     return std::unique_ptr<FleetSource>(std::make_unique<MemoryFleet>(events));
   };

@@ -10,20 +10,12 @@
 #include "app/builtin_backends.h"
 #include "app/mcp_host.h"
 #include "serve/mcp/server.h"
+#include "tests/support/builtin_tool_host.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::serve::mcp {
 namespace {
-
-hal::BackendRegistry& registry() {
-  static hal::BackendRegistry r = [] {
-    hal::BackendRegistry b;
-    app::register_builtin_backends(b);
-    return b;
-  }();
-  return r;
-}
 
 Json run_sql(Server& server, Session& session, const std::string& sql, int id) {
   auto send = [&](const Json& msg) {
@@ -50,7 +42,7 @@ Json run_sql(Server& server, Session& session, const std::string& sql, int id) {
 TEST(McpReplacedFile, AnswersComeFromTheFileThePathNamesNow) {
   std::string path = test::write_free_calls(test::temp_path("served.db"), 100);
   std::string next = test::write_free_calls(test::temp_path("next.db"), 10);
-  ToolContext ctx(path, app::mcp_tool_host(registry()));
+  ToolContext ctx(path, test::builtin_tool_host());
   ASSERT_TRUE(ctx.validate());
   Server server(ctx);
   Session session;
