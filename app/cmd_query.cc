@@ -4,6 +4,7 @@
 #include "app/byte_size.h"
 #include "app/commands.h"
 #include "app/result_printer.h"
+#include "app/terminal_text.h"
 #include "fleet/clickhouse_client.h"
 #include "store/query_json.h"
 #include "store/temp_file_cap.h"
@@ -112,7 +113,8 @@ void print_result(const store::QueryResult& res, bool json) {
                                                    nlohmann::json::error_handler_t::replace);
     std::cout << "]\n";
   } else {
-    print_table(std::cout, res);  // its last line says the cut too
+    TerminalText text(std::cout);  // values may hold escape sequences (--json escapes them)
+    print_table(text, res);        // its last line says the cut too
   }
   // On stderr whatever the format: a script reading the table's rows sees no last line.
   if (res.truncated) std::cerr << "ingero query: truncated at " << res.truncated_reason << "\n";

@@ -10,6 +10,7 @@
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
+#include "app/terminal_text.h"
 #include "engine/chain.h"
 #include "engine/hangs.h"
 #include "engine/stuck_now.h"
@@ -83,36 +84,36 @@ int run_status(const Opts& o) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  std::cout << path;
+  TerminalText out(std::cout);  // traced names may hold escape sequences
+  out << path;
   if (live)
-    std::cout << ": being traced now";
+    out << ": being traced now";
   else if (s.stopped_at)
-    std::cout << ": the tracer stopped at " << engine::format_wall(s.stopped_at)
-              << "; what was stuck then";
+    out << ": the tracer stopped at " << engine::format_wall(s.stopped_at)
+        << "; what was stuck then";
   else
-    std::cout << ": not being traced (its tracer ended without stopping); what it last recorded";
+    out << ": not being traced (its tracer ended without stopping); what it last recorded";
   if (after == "off")
-    std::cout << " (--inflight-after 0s: calls in flight were not recorded)";
+    out << " (--inflight-after 0s: calls in flight were not recorded)";
   else if (!after.empty())
-    std::cout << " (calls in flight longer than " << after << " are reported)";
+    out << " (calls in flight longer than " << after << " are reported)";
   else
-    std::cout << " (recorded by a build that did not report calls in flight)";
-  std::cout << "\n";
+    out << " (recorded by a build that did not report calls in flight)";
+  out << "\n";
   if (stuck.empty()) {
-    std::cout << engine::nothing_stuck_line(live, s.inflight_after_s) << "\n";
+    out << engine::nothing_stuck_line(live, s.inflight_after_s) << "\n";
     return kExitOk;
   }
   for (const auto& t : stuck) {
-    std::cout << t.line << "\n";
-    if (std::string a = args_text(t.row.in.call); !a.empty())
-      std::cout << "    args: " << a << "\n";
+    out << t.line << "\n";
+    if (std::string a = args_text(t.row.in.call); !a.empty()) out << "    args: " << a << "\n";
     size_t shown = 0;
     for (const auto& fr : t.stack) {
       if (shown++ == 8) {
-        std::cout << "    ... " << (t.stack.size() - 8) << " more frames\n";
+        out << "    ... " << (t.stack.size() - 8) << " more frames\n";
         break;
       }
-      std::cout << "    " << frame_text(fr) << "\n";
+      out << "    " << frame_text(fr) << "\n";
     }
   }
   return kExitOk;

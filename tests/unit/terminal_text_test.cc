@@ -1,6 +1,6 @@
 // Names from the traced system reach a terminal: a process's comm (any process sets its own)
-// and a node name shipped from another host were printed raw by explain, escape sequences and
-// all (`\e]0;pwned\a\e[2J` retitled and cleared the reader's terminal).
+// and a node name shipped from another host were printed raw by explain and query's table,
+// escape sequences and all (`\e]0;pwned\a\e[2J` retitled and cleared the reader's terminal).
 #include "app/terminal_text.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +45,11 @@ TEST(TerminalText, ExplainPrintsATracedNameThatHoldsEscapesAsText) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
   EXPECT_EQ(r.out.find('\x07'), std::string::npos);
+  EXPECT_NE(r.out.find("py\\x1b]0;pwned\\x07\\x1b[2J"), std::string::npos) << r.out;
+  // query's table the same.
+  r = run_ingero({"query", "--db", db, "SELECT DISTINCT comm FROM calls WHERE comm LIKE 'py%'"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("py\\x1b]0;pwned\\x07\\x1b[2J"), std::string::npos) << r.out;
   // JSON escapes them itself.
   r = run_ingero({"explain", "--db", db, "--json"});
