@@ -18,6 +18,7 @@
 #include "test_paths.h"
 #include "tests/support/builtin_tool_host.h"
 #include "tests/support/http_client.h"
+#include "tests/support/mcp_calls.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::serve::mcp {
@@ -97,15 +98,7 @@ TEST_F(McpHttp, AStopCancelsWhatRunsAndDropsWhatWaits) {
   std::vector<std::thread> clients;
   for (int id = 1; id <= 4; ++id)
     clients.emplace_back([&, id] {
-      post({{"jsonrpc", "2.0"},
-            {"id", id},
-            {"method", "tools/call"},
-            {"params",
-             {{"name", "run_sql"},
-              {"arguments",
-               {{"sql",
-                 "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
-                 "SELECT count(*) FROM r"}}}}}},
+      post(test::tools_call(id, "run_sql", {{"sql", test::kEndlessSql}}),
            {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "2025-11-25"}});
     });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

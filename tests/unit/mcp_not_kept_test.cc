@@ -11,35 +11,13 @@
 #include "engine/host_context.h"
 #include "serve/mcp/server.h"
 #include "tests/support/builtin_tool_host.h"
+#include "tests/support/mcp_calls.h"
 #include "tests/unit/tiers_fixture.h"
 
 namespace ingero::serve::mcp {
 namespace {
 
 using namespace store::tiers_fixture;
-
-Json call_tool(Server& server, Session& session, const std::string& name, int id) {
-  auto send = [&](const Json& msg) {
-    return server.handle(msg.dump(), session, [](const Json&) {});
-  };
-  if (id == 1) {
-    auto init = send({{"jsonrpc", "2.0"},
-                      {"id", 1000},
-                      {"method", "initialize"},
-                      {"params",
-                       {{"protocolVersion", kLatestVersion},
-                        {"capabilities", Json::object()},
-                        {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}}}});
-    EXPECT_TRUE(init.has_value());
-    send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
-  }
-  auto r = send({{"jsonrpc", "2.0"},
-                 {"id", id},
-                 {"method", "tools/call"},
-                 {"params", {{"name", name}, {"arguments", Json::object()}}}});
-  EXPECT_TRUE(r && r->contains("result"));
-  return r ? (*r)["result"] : Json();
-}
 
 // One launch, `switches` off-CPU intervals of its thread 20 us apart, one launch.
 std::vector<Event> switching(uint64_t switches) {
@@ -72,7 +50,7 @@ TEST(McpNotKept, CausalChainsSayWhichOffCpuIntervalsWereNotKept) {
   ASSERT_TRUE(ctx.validate());
   Server server(ctx);
   Session session;
-  Json r = call_tool(server, session, "get_causal_chains", 1);
+  Json r = test::call_tool(server, session, "get_causal_chains", Json::object(), 1);
   ASSERT_EQ(r["isError"], false) << r.dump();
   // The first million were kept, until the first that was not.
   int64_t last_kept = kOffset + int64_t(1000 + 10 * kUs + 20 * kUs * engine::kMaxOffCpuIntervals);
@@ -153,7 +131,7 @@ TEST(McpNotKept, OverAFleetTheNodeIsNamed) {
   ToolContext ctx("", host);
   Server server(ctx);
   Session session;
-  Json r = call_tool(server, session, "get_causal_chains", 1);
+  Json r = test::call_tool(server, session, "get_causal_chains", Json::object(), 1);
   ASSERT_EQ(r["isError"], false) << r.dump();
   int64_t last_kept = int64_t(1000 + 10 * kUs + 20 * kUs * engine::kMaxOffCpuIntervals);
   EXPECT_EQ(r["structuredContent"]["offcpu_intervals_not_kept"],

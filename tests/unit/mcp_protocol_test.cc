@@ -14,6 +14,7 @@
 #include "serve/mcp/server.h"
 #include "test_paths.h"
 #include "tests/support/builtin_tool_host.h"
+#include "tests/support/mcp_calls.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::serve::mcp {
@@ -456,15 +457,7 @@ TEST_F(Mcp, PromptsResourcesAndLogging) {
 
 TEST_F(Mcp, CancelledRunSqlStopsEarly) {
   open("pytorch-dataloader-starvation.db");
-  Json call = {{"jsonrpc", "2.0"},
-               {"id", "slow"},
-               {"method", "tools/call"},
-               {"params",
-                {{"name", "run_sql"},
-                 {"arguments",
-                  {{"sql",
-                    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
-                    "SELECT count(*) FROM r"}}}}}};
+  Json call = test::tools_call("slow", "run_sql", {{"sql", test::kEndlessSql}});
   auto t0 = std::chrono::steady_clock::now();
   auto fut = std::async(std::launch::async,
                         [&] { return server_->handle(call.dump(), session_, nullptr); });
@@ -494,8 +487,7 @@ TEST_F(Mcp, HostileRunSqlFailsCleanlyAndTheFileIsUnchanged) {
       {"PRAGMA writable_schema = ON", "not authorized"},
       {"PRAGMA query_only = OFF", "not authorized"},
       {"SELECT load_extension('/tmp/x.so')", "SQL rejected"},
-      {"WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
-       "time limit"},
+      {test::kEndlessSql, "time limit"},
       {"SELECT zeroblob(1000000000)", "SQL"},
       {"SELECT 1; DELETE FROM events", "only one statement"},
       {"SELECT 1; SELECT 2", "only one statement"},

@@ -12,31 +12,14 @@
 #include "serve/mcp/server.h"
 #include "tests/support/builtin_tool_host.h"
 #include "tests/support/damaged_trace.h"
+#include "tests/support/mcp_calls.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::serve::mcp {
 namespace {
 
 Json run_sql(Server& server, Session& session, const std::string& sql, int id) {
-  auto send = [&](const Json& msg) {
-    return server.handle(msg.dump(), session, [](const Json&) {});
-  };
-  if (id == 1) {
-    send({{"jsonrpc", "2.0"},
-          {"id", 1000},
-          {"method", "initialize"},
-          {"params",
-           {{"protocolVersion", kLatestVersion},
-            {"capabilities", Json::object()},
-            {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}}}});
-    send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
-  }
-  auto r = send({{"jsonrpc", "2.0"},
-                 {"id", id},
-                 {"method", "tools/call"},
-                 {"params", {{"name", "run_sql"}, {"arguments", {{"sql", sql}}}}}});
-  EXPECT_TRUE(r && r->contains("result"));
-  return r ? (*r)["result"] : Json();
+  return test::call_tool(server, session, "run_sql", {{"sql", sql}}, id);
 }
 
 TEST(McpReplacedFile, AnswersComeFromTheFileThePathNamesNow) {
