@@ -20,6 +20,7 @@
 #include "store/call_store.h"
 #include "store/compact.h"
 #include "store/file_access.h"
+#include "store/folded_calls.h"
 #include "store/schema.h"
 #include "store/trace_reader.h"
 
@@ -76,7 +77,7 @@ Before before_compacting(const std::string& db, int64_t* host_rows) {
   }
   // An older file already folded has no rows for its folded launches to re-encode: it stays
   // in its own schema, which every command reads.
-  auto runs = older_folded_runs((*r)->db());
+  auto runs = store::older_folded_runs((*r)->db());
   if (!runs) {
     std::cerr << "ingero compact: " << file_error(db, runs.error().message) << "\n";
     return Before::kRefused;

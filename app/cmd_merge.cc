@@ -24,6 +24,7 @@
 #include "store/compact.h"
 #include "store/copy_rows.h"
 #include "store/event_rows.h"
+#include "store/folded_calls.h"
 #include "store/kernel_names.h"
 #include "store/trace_queries.h"
 #include "store/trace_reader.h"
@@ -137,7 +138,7 @@ ingero::Status carry_rows(store::Db& db, store::TraceWriter& w,
 // The reader's TEMP `call_runs` of a schema 9 file folded while tracing shows none of its runs
 // (their calls' copies stand for them): it was merged short, and said to be damaged.
 ingero::Status refuse_folded_launches(store::Db& db, const std::string& in) {
-  auto runs = older_folded_runs(db);
+  auto runs = store::older_folded_runs(db);
   if (!runs) return runs.error();
   if (*runs > 0)
     return ingero::make_error(in + ": " + std::to_string(*runs) +
@@ -336,17 +337,6 @@ ingero::Result<std::string> private_dir_beside(const std::string& path, const ch
 }
 
 }  // namespace
-
-ingero::Result<int64_t> older_folded_runs(store::Db& db) {
-  if (!db.is_table("call_runs")) return int64_t(0);
-  // Those still rows, and those archived in blocks (schema 8 and 9: store/call_archive.h).
-  auto runs = db.query_int(db.table_exists("archived_runs", "temp")
-                               ? "SELECT (SELECT count(*) FROM main.call_runs) + "
-                                 "(SELECT count(*) FROM temp.archived_runs)"
-                               : "SELECT count(*) FROM main.call_runs");
-  if (!runs) return runs.error();
-  return runs->value_or(0);
-}
 
 ingero::Status convert_trace(const std::string& path) {
   struct stat was {};

@@ -7,16 +7,8 @@
 #include <vector>
 
 #include "hal/result.h"
-#include "store/sqlite_db.h"
 
 namespace ingero::app {
-
-// The runs of folded launches an older file (schema 9 and before) holds, as rows of its own
-// `call_runs` table or archived: every one, including those a reader's view leaves out because
-// copies of their calls' rows are kept beside them (a schema 9 file folded while tracing). 0
-// for a file of this schema, whose `call_runs` is a view of its call store. `db`: a
-// TraceReader's connection (it installs the archive's tables).
-ingero::Result<int64_t> older_folded_runs(store::Db& db);
 
 // Merges `inputs` (read-only; ours of any schema, or the original implementation's) into a new
 // file `tmp`, one session per node of each input; the caller renames it over the output only

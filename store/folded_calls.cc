@@ -196,4 +196,15 @@ bool RunExpander::next(hal::Event& e) {
   return in;
 }
 
+ingero::Result<int64_t> older_folded_runs(Db& db) {
+  if (!db.is_table("call_runs")) return int64_t(0);
+  // Those still rows, and those archived in blocks (schema 8 and 9: store/call_archive.h).
+  auto runs = db.query_int(db.table_exists("archived_runs", "temp")
+                               ? "SELECT (SELECT count(*) FROM main.call_runs) + "
+                                 "(SELECT count(*) FROM temp.archived_runs)"
+                               : "SELECT count(*) FROM main.call_runs");
+  if (!runs) return runs.error();
+  return runs->value_or(0);
+}
+
 }  // namespace ingero::store

@@ -24,6 +24,13 @@ namespace ingero::store {
 class Db;
 class Stmt;
 
+// The runs of folded launches an older file (schema 9 and before) holds, as rows of its own
+// `call_runs` table or archived: every one, including those a reader's view leaves out because
+// copies of their calls' rows are kept beside them (a schema 9 file folded while tracing). 0
+// for a file of this schema, whose `call_runs` is a view of its call store. `db`: a
+// TraceReader's connection (it installs the archive's tables).
+ingero::Result<int64_t> older_folded_runs(Db& db);
+
 // The runs overlapping `f` (its pid and node restrictions apply) that start at or after
 // `min_start`, by start, one at a time. None for files without runs. A damaged row (no calls,
 // or extremes that do not fit the total) is an error, never expanded into invented calls.
