@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "hal/utf8.h"
 #include "profile.pb.h"
 
 namespace ingero::serve::pprof {
@@ -21,7 +22,7 @@ class Strings {
   explicit Strings(pp::Profile* p) : p_(p) { id(""); }
   int64_t id(const std::string& s) {
     auto [it, fresh] = ids_.try_emplace(s, int64_t(ids_.size()));
-    if (fresh) p_->add_string_table(s);
+    if (fresh) p_->add_string_table(hal::valid_utf8(s));  // proto3 strings: UTF-8 only
     return it->second;
   }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/chain.h"
+#include "hal/utf8.h"
 #include "serve/http/web_config.h"
 
 namespace ingero::serve {
@@ -441,9 +442,16 @@ ingero::Status Metrics::on_chains(const std::vector<engine::Chain>& chains, int6
 }
 
 std::string Metrics::exposition() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  // Label values name what a process chose (comm, cgroup, kernel and device names): one that
+  // is not UTF-8 makes Prometheus refuse the whole scrape.
+  for (auto& f : families)
+    for (auto& m : f.metric)
+      for (auto& l : m.label)
+        if (!hal::is_utf8(l.value)) l.value = hal::valid_utf8(l.value);
   prometheus::TextSerializer ser;
   std::ostringstream out;
-  ser.Serialize(out, registry_->Collect());
+  ser.Serialize(out, families);
   return out.str();
 }
 

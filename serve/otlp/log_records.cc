@@ -38,7 +38,7 @@ void chain_record(const engine::Chain& c, const std::string& node, int64_t now_n
       break;
   }
   r->set_severity_text(engine::severity_name(c.severity));
-  r->mutable_body()->set_string_value(c.summary);
+  r->mutable_body()->set_string_value(hal::valid_utf8(c.summary));
   r->set_event_name("ingero.causal_chain");
   auto* a = r->mutable_attributes();
   add_attr(a, "ingero.chain.id", c.id);

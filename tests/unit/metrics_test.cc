@@ -253,6 +253,48 @@ TEST(Metrics, ExpositionPassesPromtool) {
   }
 }
 
+// Any process may name itself any bytes: one comm that is not UTF-8 must not make Prometheus
+// refuse every series of the scrape. Its invalid bytes read as U+FFFD; quotes, backslashes and
+// newlines are escaped.
+TEST(Metrics, ACommThatIsNotUtf8LeavesTheScrapeValid) {
+  const char* promtool = "/usr/bin/promtool";
+  if (access(promtool, X_OK) != 0) {
+    if (test::running_in_ci())
+      FAIL() << "CI=true but promtool is missing (Debian package prometheus)";
+    GTEST_SKIP() << "*** SKIPPED: promtool not installed (apt-get install prometheus) ***";
+  }
+  Metrics m(true, &rdma_registry());
+  hal::Event bad =
+      call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1000, 0, 41);
+  bad.set_comm(
+      "\xff\xfe"
+      "bad");
+  hal::Event odd =
+      call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1000, 0, 42);
+  odd.set_comm("q\"b\\s\nn");
+  ASSERT_TRUE(m.on_event(bad));
+  ASSERT_TRUE(m.on_event(odd));
+  std::string text = m.exposition();
+  EXPECT_EQ(sample(text,
+                   "ingero_gpu_api_calls_total{api=\"cuda_runtime\",comm=\""
+                   "\xEF\xBF\xBD\xEF\xBF\xBD"
+                   "bad\",kind=\"launch\",op=\"cudaLaunchKernel\",pid=\"41\","
+                   "vendor=\"nvidia\"}"),
+            1);
+  EXPECT_EQ(
+      sample(
+          text,
+          R"(ingero_gpu_api_calls_total{api="cuda_runtime",comm="q\"b\\s\nn",kind="launch",op="cudaLaunchKernel",pid="42",vendor="nvidia"})"),
+      1);
+  std::string path = test::temp_path("bad-comm.prom");
+  std::ofstream(path) << text;
+  std::string out, err;
+  EXPECT_EQ(test::run_command({"/bin/sh", "-c", std::string(promtool) + " check metrics < " + path},
+                              &out, &err),
+            0)
+      << out << err;
+}
+
 TEST(Metrics, FiftyShortLivedProcessesDoNotGrowTheLabelSets) {
   Metrics m(false);
   for (uint32_t pid = 1000; pid < 1050; ++pid) {

@@ -240,6 +240,42 @@ TEST(OtlpExport, SlowCallsAndCollectivesBecomeSpansBoundedPerSecond) {
   EXPECT_EQ(spans[4].start_time_unix_nano(), 1'700'000'010'000'000'000u);
 }
 
+// A process may name itself, and its code, any bytes: a span's strings are UTF-8 all the same,
+// or a collector that checks proto3 strings rejects the whole request.
+TEST(OtlpExport, NamesThatAreNotUtf8ReachTheCollectorAsUtf8) {
+  test::OtlpReceiver rx;
+  auto o = fast_options();
+  o.spans = true;
+  o.span_threshold_ns = 1'000'000;
+  Exporter e(config_for(rx.url()), o, nullptr);
+  hal::StackFrame py;
+  py.python = true;
+  py.function = "caf\xE9";
+  py.file = "train.py";
+  py.line = 41;
+  ASSERT_TRUE(e.on_stack(0x77, {py}));
+  auto slow =
+      call("cuda_runtime", hal::EventKind::kSync, "cudaStreamSynchronize", 2'000'000, 0, 4242);
+  slow.set_comm(
+      "\xFF\xFE"
+      "bad");
+  slow.stack_id = 0x77;
+  ASSERT_TRUE(e.on_event(slow));
+  e.finish(Clock::now() + 5s);
+  std::vector<pt::Span> spans;
+  for (const auto& r : rx.traces())
+    for (const auto& rs : r.resource_spans())
+      for (const auto& ss : rs.scope_spans())
+        for (const auto& sp : ss.spans()) spans.push_back(sp);
+  ASSERT_EQ(spans.size(), 1u);
+  std::map<std::string, pc::AnyValue> at;
+  for (const auto& kv : spans[0].attributes()) at[kv.key()] = kv.value();
+  EXPECT_EQ(at["process.executable.name"].string_value(),
+            "\xEF\xBF\xBD\xEF\xBF\xBD"
+            "bad");
+  EXPECT_EQ(at["code.stacktrace"].string_value(), "[Python] train.py:41 in caf\xEF\xBF\xBD()");
+}
+
 // The wire format checked by protoc, with our definitions (--decode) and with none at all
 // (--decode_raw: the field numbers themselves).
 TEST(OtlpWire, ProtocDecodesARequest) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -330,6 +331,78 @@ TEST(PprofExport, GoToolPprofTotalsEqualQueryOverAFoldedTrace) {
   pp::Profile p;
   ASSERT_TRUE(p.ParseFromString(*plain));
   EXPECT_EQ(p.period(), period);
+}
+
+// Launches seen at entry only count in gpu_api at their process and op's mean timed duration,
+// as explain reads them: the total is the SQL docs/cli.md gives, and more than the timed
+// calls' own total.
+TEST(PprofExport, GpuApiCountsEntryOnlyLaunchesAtTheirMean) {
+  REQUIRE_GO();
+  using namespace store::tiers_fixture;
+  auto loop = training_loop(20);
+  size_t n = 0, untimed = 0;
+  for (auto& e : loop.calls)
+    if (e.kind == hal::EventKind::kLaunch && n++ % 4 != 0) {
+      e.timed = false;
+      e.has_ret = false;
+      ++untimed;
+    }
+  ASSERT_GT(untimed, 100u);
+  std::string path = test::temp_path("untimed.db");
+  {
+    auto w = begin_trace(path);
+    ASSERT_TRUE(w);
+    for (const auto& e : loop.calls) ASSERT_TRUE(w->add(e));
+    ASSERT_TRUE(w->finish(store::SessionEnd{}));
+  }
+  std::string out = test::temp_path("untimed.pb.gz"), err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--format", "pprof", "--db", path, "-o", out},
+                              nullptr, &err),
+            0)
+      << err;
+  const int64_t timed_only = query_one(path, "SELECT sum(sum_ns) FROM call_summaries");
+  const int64_t with_means = query_one(
+      path,
+      "SELECT sum(sum_ns + (calls - timed) * mean) FROM (SELECT sum(sum_ns) AS sum_ns, "
+      "sum(calls) AS calls, sum(timed) AS timed, coalesce(sum(sum_ns) / nullif(sum(timed), 0), "
+      "0) AS mean FROM call_seconds GROUP BY pid, source, op)");
+  EXPECT_GT(with_means, timed_only);
+  EXPECT_EQ(pprof_raw_totals(out)[3], with_means);
+}
+
+// A comm that is not UTF-8 (any process may take one) is written as UTF-8: proto3 strings are,
+// and a profile with one that is not fails to parse in strict readers.
+TEST(PprofExport, ACommThatIsNotUtf8IsWrittenAsUtf8) {
+  using namespace store::tiers_fixture;
+  auto loop = training_loop(2);
+  for (auto& e : loop.calls)
+    e.set_comm(
+        "\xFF\xFE"
+        "bad");
+  std::string path = test::temp_path("badcomm.db");
+  {
+    auto w = begin_trace(path);
+    ASSERT_TRUE(w);
+    for (const auto& e : loop.calls) ASSERT_TRUE(w->add(e));
+    ASSERT_TRUE(w->finish(store::SessionEnd{}));
+  }
+  std::string out = test::temp_path("badcomm.pb.gz"), err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--format", "pprof", "--db", path, "-o", out},
+                              nullptr, &err),
+            0)
+      << err;
+  EXPECT_EQ(err.find("libprotobuf"), std::string::npos) << err;
+  std::ifstream f(out, std::ios::binary);
+  std::stringstream raw;
+  raw << f.rdbuf();
+  auto plain = compress::gunzip(raw.str());
+  ASSERT_TRUE(plain);
+  pp::Profile p;
+  ASSERT_TRUE(p.ParseFromString(*plain));
+  EXPECT_NE(std::find(p.string_table().begin(), p.string_table().end(),
+                      "\xEF\xBF\xBD\xEF\xBF\xBD"
+                      "bad"),
+            p.string_table().end());
 }
 
 // The windows of --since, --pid and --node: exactly the calls and samples they name, for
