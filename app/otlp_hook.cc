@@ -110,7 +110,8 @@ void print_otlp_summary(std::ostream& out, const otlp::Exporter& e, bool quiet) 
   reason(full, "queue full");
   reason(rejected, "rejected by the receiver");
   reason(expired, "still failing after 5 minutes of retries");
-  reason(at_exit, "unsent at the exit deadline (--otlp-exit-timeout)");
+  // A request cut at the deadline may have reached the receiver: unanswered is all it is.
+  reason(at_exit, "unsent or unanswered at the exit deadline (--otlp-exit-timeout)");
   out << why
       << "); last error: " << (s.delivery.last_error.empty() ? "none" : s.delivery.last_error)
       << "\n";

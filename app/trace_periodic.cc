@@ -3,6 +3,7 @@
 // kind goes to the sinks once, through the SinkSet (hal/event_sink.h).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -133,7 +134,9 @@ void Trace::update_metrics(int64_t mono, bool final) {
   if (final || live_chains_.valid() || mono < next_chains_) return;
   pipeline_->commit();
   std::string db = db_;
-  int64_t to = clock_.now(), from = to - 300'000'000'000LL;
+  // The last 5 minutes of this session: a file reused for a new session holds the chains of
+  // the ones before, which are not this session's to report (or send as alerts again).
+  int64_t to = clock_.now(), from = std::max<int64_t>(to - 300'000'000'000LL, si_.started_at_ns);
   live_chains_ = std::async(std::launch::async, [db, from, to] {
     LiveAnalysis out;
     auto reader = store::TraceReader::open(db);

@@ -149,6 +149,32 @@ TEST(OtlpTrace, TheSeriesOfMetricsAndTheSessionsChainsAsLogRecords) {
   EXPECT_EQ(rx.undecodable(), 0u);
 }
 
+// A file reused for a second session (a restarted unit keeps its --db) holds the first one's
+// chains: the second session's live analysis sends its own chains, never the first's again.
+TEST(OtlpTrace, ASessionSendsNoChainOfTheSessionsBeforeIt) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_STEP_FAULTS);
+  REQUIRE_FILE("/usr/bin/chrt");
+  std::string db = temp_path("reused.db");
+  auto first = Subprocess::spawn({INGERO_BIN, "trace", "-q", "--no-live", "--db", db, "--", "chrt",
+                                  "-f", "20", INGERO_STEP_FAULTS, "rowsync", "30"});
+  ASSERT_EQ(first.wait(180s), 0) << first.err();
+  ASSERT_FALSE(query_rows(db, "SELECT id FROM causal_chains").empty()) << first.err();
+  OtlpReceiver rx;
+  auto second = Subprocess::spawn({INGERO_BIN, "trace", "-q", "--no-live", "--db", db, "--otlp",
+                                   rx.url(), "--otlp-interval", "1s", "--", "sleep", "5"});
+  ASSERT_EQ(second.wait(120s), 0) << second.err();
+  EXPECT_EQ(query_rows(db, "SELECT count(*) FROM causal_chains WHERE session_id = 2")[0][0], "0");
+  size_t records = 0;
+  for (const auto& r : rx.logs())
+    for (const auto& rl : r.resource_logs())
+      for (const auto& sl : rl.scope_logs()) records += size_t(sl.log_records_size());
+  EXPECT_EQ(records, 0u);
+  EXPECT_FALSE(rx.metrics().empty());  // the exporter did send: the live analysis had its turn
+  auto stats = query_rows(db, "SELECT bpf_stats FROM sessions ORDER BY id DESC LIMIT 1");
+  EXPECT_EQ(nlohmann::json::parse(stats[0][0])["otlp_log_records_sent"], 0);
+}
+
 TEST(OtlpTrace, ACollectorThatNeverAnswersHoldsNeitherTheTraceNorItsExit) {
   REQUIRE_BPF();
   REQUIRE_FILE(INGERO_CUDA_CALLS);
