@@ -4,6 +4,7 @@
 
 #include "app/commands.h"
 #include "app/config_file.h"
+#include "engine/json_text.h"
 
 namespace ingero::app {
 
@@ -22,11 +23,11 @@ int run_config_check(const std::string& path, bool json, std::ostream& out) {
     for (const auto& e : parsed.entries)
       settings.push_back(
           {{"table", e.table}, {"key", e.key}, {"values", e.values}, {"line", e.line}});
-    out << nlohmann::json{{"config", path},
-                          {"valid", problems.empty()},
-                          {"problems", probs},
-                          {"settings", settings}}
-               .dump(2)
+    out << engine::json_text({{"config", path},
+                              {"valid", problems.empty()},
+                              {"problems", probs},
+                              {"settings", settings}},
+                             2)
         << "\n";
     return problems.empty() ? kExitOk : kExitFailure;
   }

@@ -16,7 +16,9 @@
 #include "app/check_items.h"
 #include "app/check_otlp.h"
 #include "app/commands.h"
+#include "app/terminal_text.h"
 #include "capture/host_info.h"
+#include "engine/json_text.h"
 #include "hal/elf_symbols.h"
 #include "kernelside/host_programs.h"
 #include "probe/bpf_session.h"
@@ -321,7 +323,10 @@ void add_check_command(CLI::App& app, Context& ctx) {
     check_otlp_delivery(db->empty() ? default_db_path() : *db, !db->empty(), rep);
     ctx.exit_code = rep.can_trace() ? kExitOk : kExitNoTracing;
     nlohmann::json j = check_report_json(rep);
-    if (!*json) print_check_report(std::cout, rep);
+    if (!*json) {
+      TerminalText text(std::cout);  // library paths and device names are anyone's bytes
+      print_check_report(text, rep);
+    }
     if (*bench && rep.can_trace()) {
       auto cost = measure_probe_cost(2.0);
       if (!cost) {
@@ -336,7 +341,7 @@ void add_check_command(CLI::App& app, Context& ctx) {
         }
       }
     }
-    if (*json) std::cout << j.dump(2) << "\n";
+    if (*json) std::cout << engine::json_text(j, 2) << "\n";
   });
 }
 

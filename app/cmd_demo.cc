@@ -11,6 +11,7 @@
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
 #include "app/read_error.h"
+#include "engine/json_text.h"
 #include "hal/memory.h"
 #include "store/file_access.h"
 #include "store/sql_trace_source.h"
@@ -118,7 +119,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       auto j = report_json(a, ro);
       j["synthetic"] = true;
       j["scenario"] = o->scenario;
-      std::cout << j.dump(2) << "\n";
+      std::cout << engine::json_text(j, 2) << "\n";
     } else {
       print_report(std::cout, a, ro);
     }

@@ -13,6 +13,7 @@
 #include "app/terminal_text.h"
 #include "engine/chain.h"
 #include "engine/hangs.h"
+#include "engine/json_text.h"
 #include "engine/stuck_now.h"
 #include "store/inflight_rows.h"
 #include "store/sql_trace_source.h"
@@ -81,7 +82,7 @@ int run_status(const Opts& o) {
     if (s.stopped_at) j["stopped_at"] = engine::format_wall(s.stopped_at);
     if (s.inflight_after_s >= 0) j["inflight_after_s"] = s.inflight_after_s;
     for (const auto& t : stuck) j["stuck"].push_back(engine::stuck_thread_json(t));
-    std::cout << j.dump(2) << "\n";
+    std::cout << engine::json_text(j, 2) << "\n";
     return kExitOk;
   }
   TerminalText out(std::cout);  // traced names may hold escape sequences

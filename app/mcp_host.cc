@@ -5,6 +5,7 @@
 
 #include "app/check_items.h"
 #include "app/demo_scenarios.h"
+#include "engine/json_text.h"
 #include "fleet/clickhouse_source.h"
 
 namespace ingero::app {
@@ -19,7 +20,7 @@ store::Value cell(const nlohmann::json& v) {
   if (v.is_number_float()) return v.get<double>();
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return int64_t(v.get<bool>());
-  return v.dump();
+  return engine::json_text(v);
 }
 
 // One read-only statement in ClickHouse (readonly=1, enforced by the server), its answer in
@@ -65,7 +66,7 @@ ingero::Result<store::QueryResult> clickhouse_query(const fleet::Endpoint& e,
       out.truncated_reason = "row limit " + std::to_string(lim.max_rows);
       break;
     }
-    size_t cost = row.dump().size() + 1;
+    size_t cost = engine::json_text(row).size() + 1;
     if (bytes + cost > lim.max_bytes) {
       out.truncated = true;
       out.truncated_reason = "result size limit of " + std::to_string(lim.max_bytes) + " bytes";

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "app/builtin_backends.h"
+#include "engine/json_text.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -50,12 +51,12 @@ store::ChainRow chain_row(const engine::Chain& c, const std::string& node, int64
   r.summary = c.summary;
   r.root_cause = c.root_cause;
   r.explanation = c.explanation;
-  r.recommendations_json = nlohmann::json(c.fixes).dump();
+  r.recommendations_json = engine::json_text(c.fixes);
   nlohmann::json tl = nlohmann::json::array();
   for (const auto& t : c.timeline)
     tl.push_back({{"layer", t.layer}, {"op", t.op}, {"detail", t.detail}, {"dur_us", t.dur_us}});
-  r.timeline_json = tl.dump();
-  r.pids_json = nlohmann::json(c.pids).dump();
+  r.timeline_json = engine::json_text(tl);
+  r.pids_json = engine::json_text(c.pids);
   r.op = c.op;
   r.rule = c.rule;
   r.vendor = c.vendor;

@@ -13,6 +13,7 @@
 #include "app/session_chains.h"
 #include "app/trace_session.h"
 #include "app/trace_summary.h"
+#include "engine/json_text.h"
 
 namespace ingero::app::trace_detail {
 
@@ -43,7 +44,7 @@ void Trace::finish_otlp(const std::vector<engine::Chain>& chains, store::Session
   nlohmann::json j = nlohmann::json::parse(end.bpf_stats_json, nullptr, false);
   if (j.is_discarded()) j = nlohmann::json::object();
   add_otlp_stats(j, otlp_->stats());
-  end.bpf_stats_json = j.dump();
+  end.bpf_stats_json = engine::json_text(j);
 }
 
 int Trace::finish() {

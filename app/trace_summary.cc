@@ -5,6 +5,7 @@
 
 #include "capture/inflight_monitor.h"
 #include "capture/launch_nesting.h"
+#include "engine/json_text.h"
 #include "engine/loss_notes.h"
 
 namespace ingero::app {
@@ -83,7 +84,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     sj["stack_python_processes"] = sc.python_processes;
     sj["stack_python_refused"] = sc.python_refused;
   }
-  return sj.dump();
+  return engine::json_text(sj);
 }
 
 void print_losses(std::ostream& out, const store::SessionCounters& c) {

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/json_text.h"
+
 namespace ingero::store {
 
 FileStamp file_stamp(const std::string& path) {
@@ -54,7 +56,7 @@ TraceCache::Entry TraceCache::get() {
   Entry e;
   e.ok = r.ok();
   e.body = std::make_shared<const std::string>(
-      r ? std::move(*r) : nlohmann::json{{"error", r.error().message}}.dump());
+      r ? std::move(*r) : engine::json_text({{"error", r.error().message}}));
   e.generation = entry_.generation + 1;
   e.etag = "\"g" + std::to_string(e.generation) + "\"";
   e.compute_s = secs;

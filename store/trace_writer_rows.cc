@@ -2,6 +2,7 @@
 // aggregates and device counters, cgroup paths, call stacks, and the engine's causal chains.
 #include <nlohmann/json.hpp>
 
+#include "engine/json_text.h"
 #include "store/contract_views.h"
 #include "store/trace_writer.h"
 
@@ -60,7 +61,7 @@ ingero::Status TraceWriter::add_device_counter(const DeviceCounterRow& r) {
       .bind(9, int64_t(r.base_value))
       .bind(10, r.unit)
       .bind(11, int64_t(r.is_error))
-      .bind(12, attrs.dump());
+      .bind(12, engine::json_text(attrs));
   if (auto x = st.step(); !x) return x.error();
   return {};
 }

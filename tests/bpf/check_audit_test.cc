@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "bpf/ingero_records.h"
@@ -53,6 +54,46 @@ TEST(CheckAudit, ListsLibibverbsAsOptInWithVersionAndCoverage) {
   EXPECT_EQ(lib["probes_total"], 1);
   EXPECT_EQ(lib["probes_resolved"], 1);
   EXPECT_EQ(lib["opt_in"], "--rdma-verbs");
+}
+
+// A library in a folder whose name is not UTF-8 (Latin-1 "café"): `check --json` is still one
+// JSON document, the path's bad byte as U+FFFD. It aborted with nothing on stdout.
+TEST(CheckAudit, ALibraryPathThatIsNotUtf8KeepsTheJsonValid) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CUDA_ROOT "/lib64/libcudart.so.13");
+  std::string home = temp_path("caf\xE9");
+  std::filesystem::create_directories(home + "/lib64");
+  std::filesystem::copy_file(INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
+                             home + "/lib64/libcudart.so.13");
+  std::string out, err;
+  int rc = run_command({INGERO_BIN, "check", "--json", "--backends", "cuda"}, &out, &err,
+                       {"CUDA_HOME=" + home});
+  EXPECT_EQ(rc, 0) << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out << err;
+  std::string shown = temp_path("caf") +
+                      "\xEF\xBF\xBD"
+                      "/lib64/libcudart.so.13";
+  bool found = false;
+  for (const auto& lib : j["libraries"]) found |= lib["path"] == shown;
+  EXPECT_TRUE(found) << j["libraries"].dump(2);
+}
+
+// The same report as text: a folder name with an escape sequence reaches the terminal as text.
+TEST(CheckAudit, ALibraryPathWithAnEscapeSequenceIsPrintedAsText) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CUDA_ROOT "/lib64/libcudart.so.13");
+  std::string home = temp_path("red\x1b[31m");
+  std::filesystem::create_directories(home + "/lib64");
+  std::filesystem::copy_file(INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
+                             home + "/lib64/libcudart.so.13");
+  std::string out, err;
+  EXPECT_EQ(
+      run_command({INGERO_BIN, "check", "--backends", "cuda"}, &out, &err, {"CUDA_HOME=" + home}),
+      0)
+      << err;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  EXPECT_NE(out.find("red\\x1b[31m"), std::string::npos) << out;
 }
 
 // The uprobe self-test of `ingero check` (and MCP's get_check) probes a function of its own
