@@ -1,5 +1,6 @@
 #include "app/config_file.h"
 
+#include <sys/stat.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -242,20 +243,29 @@ std::string too_large(const std::string& path) {
          " MiB: a config file is a few KiB (is it the right file?)";
 }
 
+// Why `path` cannot be a config file, or "" where it can be read: a directory opens and reads
+// as empty, which is no empty, valid file. (A pipe is read as it comes: `--config <(...)`.)
+std::string unreadable(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "cannot read " + path + ": " + std::strerror(errno);
+  if (S_ISDIR(st.st_mode)) return path + " is a directory, not a config file";
+  return "";
+}
+
 }  // namespace
 
 ParsedConfig parse_config_file(const std::string& path) {
   ParsedConfig out;
+  auto fail = [&](std::string why) {
+    out.problems.push_back({0, 0, "", "", std::move(why)});
+    return out;
+  };
+  if (std::string why = unreadable(path); !why.empty()) return fail(why);
   std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    out.problems.push_back({0, 0, "", "", "cannot read " + path + ": " + std::strerror(errno)});
-    return out;
-  }
+  if (!f) return fail("cannot read " + path + ": " + std::strerror(errno));
   auto text = read_bounded(f);
-  if (!text) {
-    out.problems.push_back({0, 0, "", "", too_large(path)});
-    return out;
-  }
+  if (f.bad()) return fail("cannot read " + path + ": " + std::strerror(errno));
+  if (!text) return fail(too_large(path));
   return parse_config_text(*text, path);
 }
 
@@ -315,6 +325,7 @@ std::string format_problem(const std::string& file, const ConfigProblem& p) {
 
 std::vector<CLI::ConfigItem> TomlConfig::from_config(std::istream& input) const {
   auto text = read_bounded(input);
+  if (input.bad()) throw CLI::ConfigError("cannot read " + source_ + ": " + std::strerror(errno));
   if (!text) throw CLI::ConfigError(too_large(source_));
   ParsedConfig parsed = parse_config_text(*text, source_);
   auto problems = check_config(parsed, schema_);

@@ -12,14 +12,20 @@
 
 namespace ingero::app::trace_flags {
 
+constexpr double kCenturyS = 100 * 365.25 * 86400;
+
 CLI::Validator duration_check(const std::string& examples) {
   return CLI::Validator(
       [examples](std::string& s) -> std::string {
         if (s.empty()) return "empty: write a duration with its unit (" + examples + ")";
         if (!std::isalpha(static_cast<unsigned char>(s.back())))
           return "'" + s + "' has no unit: write a duration with its unit (" + examples + ")";
-        return engine::parse_duration_s(s) > 0 ? ""
-                                               : "bad duration '" + s + "' (use " + examples + ")";
+        double v = engine::parse_duration_s(s);
+        if (v <= 0) return "bad duration '" + s + "' (use " + examples + ")";
+        // Past these, nanoseconds (the session's clock) round to nothing or overflow.
+        if (v < 1e-9) return "'" + s + "' is shorter than a nanosecond";
+        if (v > kCenturyS) return "'" + s + "' is longer than a century";
+        return "";
       },
       "DURATION");
 }

@@ -385,7 +385,9 @@ void Trace::loop() {
   cmd_.release();
   if (!opts_.quiet && opts_.command.empty())
     std::cerr << "ingero: tracing"
-              << (opts_.duration_s > 0 ? " for " + std::to_string(int(opts_.duration_s)) + "s" : "")
+              << (opts_.duration_s > 0
+                      ? " for " + engine::format_duration(uint64_t(opts_.duration_s * 1e9))
+                      : "")
               << "; Ctrl-C to stop. Writing " << db_ << "\n";
 
   // Test-only: INGERO_TEST_READ_PAUSE_MS delays the first read of the rings, so a test can

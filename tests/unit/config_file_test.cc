@@ -140,6 +140,25 @@ TEST(ConfigFile, EveryUnknownKeyAndBadValueIsNamedWithItsLine) {
 
 // Issue 37, item 10: `flush_ms = -1`, `stack = "yes"` and `duration = 12` passed as valid. The
 // TOML type of every value is held against its flag's, and every flag has its range.
+// A duration the session's nanosecond clock cannot hold is refused: 999999d overflowed into a
+// deadline already past (the trace stopped at once, "tracing for -2147483648s"), and 0.1ns was
+// no time at all.
+TEST(ConfigFile, DurationsPastACenturyOrUnderANanosecondAreRefused) {
+  auto lines = problem_lines(
+      "[trace]\n"
+      "duration = \"999999d\"\n"
+      "retain = \"0.1ns\"\n"
+      "otlp_interval = \"36600d\"\n");
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "f.toml:2:1: [trace] duration: bad value: --duration: '999999d' is longer "
+                       "than a century",
+                       "f.toml:3:1: [trace] retain: bad value: --retain: '0.1ns' is shorter than "
+                       "a nanosecond",
+                       "f.toml:4:1: [trace] otlp_interval: bad value: --otlp-interval: '36600d' "
+                       "is longer than a century"}));
+  EXPECT_TRUE(problem_lines("[trace]\nduration = \"36500d\"\nretain = \"1ns\"\n").empty());
+}
+
 TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
   auto lines = problem_lines(
       "[trace]\n"                        // 1
@@ -310,6 +329,40 @@ TEST(ConfigFile, ToConfigRoundTrips) {
   std::set<std::string> keys;
   for (const auto& e : parsed.entries) keys.insert(e.key + "=" + e.values.back());
   EXPECT_EQ(keys, (std::set<std::string>{"pid=3", "ringbuf_mb=32"})) << toml;
+}
+
+// A directory opens and reads as nothing, and a file that fails to read (EIO) reads as
+// nothing too: neither is an empty, valid config file.
+TEST(ConfigFile, ADirectoryOrAFileThatCannotBeReadIsNoValidFile) {
+  std::string dir = test::temp_path("cfg.d");
+  std::filesystem::create_directories(dir);
+  std::ostringstream out;
+  EXPECT_EQ(run_config_check(dir, false, out), kExitFailure);
+  EXPECT_EQ(out.str(),
+            dir + ": " + dir + " is a directory, not a config file\n1 problem in " + dir + "\n");
+  std::ostringstream out2;
+  EXPECT_EQ(run_config_check("/proc/self/mem", false, out2), kExitFailure);
+  EXPECT_EQ(out2.str(),
+            "/proc/self/mem: cannot read /proc/self/mem: Input/output error\n1 problem in "
+            "/proc/self/mem\n");
+  TraceCli cli;
+  try {
+    cli.parse({"trace", "--config", dir});
+    FAIL() << "a directory was read as a config file";
+  } catch (const CLI::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--config: File is actually a directory"),
+              std::string::npos)
+        << e.what();
+  }
+  TraceCli cli2;
+  try {
+    cli2.parse({"trace", "--config", "/proc/self/mem"});
+    FAIL() << "/proc/self/mem was read as a config file";
+  } catch (const CLI::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read /proc/self/mem: Input/output error"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ConfigFile, CheckCommandJson) {
