@@ -63,14 +63,16 @@ class RdmaBackend final : public VendorBackend {
   std::vector<CheckLine> check(const std::string& sysfs_root) const override;
   std::span<const SqlView> views() const override { return kViews; }
   void decode(const RawCall&, const ProbeSpec&, Event& ev) const override {
-    if (auto t = ev.get(Field::kRdmaEvent))
-      ev.set(Field::kFabricError, rdma_event_is_fabric_error(*t) ? 1 : 0);
     if (ev.has_ret && ev.ret != 0) {
-      // The call failed: nothing was written through the output pointer.
+      // The call failed: nothing was written through the output pointer, and what was read
+      // there (the stack's old bytes) names no event.
       ev.clear(Field::kRdmaEvent);
       ev.clear(Field::kFlags);
       ev.set(Field::kErrClass, uint64_t(ErrorClass::kOther));
+      return;
     }
+    if (auto t = ev.get(Field::kRdmaEvent))
+      ev.set(Field::kFabricError, rdma_event_is_fabric_error(*t) ? 1 : 0);
   }
 
  private:

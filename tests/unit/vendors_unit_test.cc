@@ -59,9 +59,12 @@ TEST(RdmaVerbs, AsyncEventTypeIsDecodedWithItsFabricErrorFlag) {
   std::memcpy(r.return_buf + 8, &type, 4);
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_EQ(ev.get(Field::kFabricError), 0u);
-  r.hdr.ret = uint64_t(-1);  // failed: nothing was written
+  r.hdr.ret = uint64_t(-1);  // failed: nothing was written, and the old bytes name no error
+  type = 10;
+  std::memcpy(r.return_buf + 8, &type, 4);
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_FALSE(ev.has(Field::kRdmaEvent));
+  EXPECT_FALSE(ev.has(Field::kFabricError));
   for (uint64_t t : {0, 1, 2, 3, 7, 8, 10, 14, 19}) EXPECT_TRUE(rdma_event_is_fabric_error(t)) << t;
   for (uint64_t t : {4, 5, 6, 9, 11, 12, 13, 15, 16, 17, 18})
     EXPECT_FALSE(rdma_event_is_fabric_error(t)) << t;
