@@ -2,6 +2,13 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <thread>
+
+#include "backends/nvml/crash_note.h"
+
 namespace ingero::backends::nvml {
 namespace {
 
@@ -69,12 +76,27 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::open(const std::string& name) 
 }
 
 NvmlLibrary::~NvmlLibrary() {
+  if (stuck_) return;  // its thread is still inside the library
   if (initialised_) shutdown();
   if (handle_) dlclose(handle_);
 }
 
 Status NvmlLibrary::init() {
-  nvmlReturn_t r = init_v2();
+  int limit_ms = kInitLimitMs;
+  if (const char* v = getenv("INGERO_NVML_INIT_LIMIT_MS"); v && atoi(v) > 0) limit_ms = atoi(v);
+  auto done = std::make_shared<std::promise<nvmlReturn_t>>();
+  std::future<nvmlReturn_t> answer = done->get_future();
+  CrashNote note(name_, "nvmlInit_v2");
+  std::thread([fn = init_v2, done] {
+    CrashNote::Inside inside;
+    done->set_value(fn());
+  }).detach();
+  if (answer.wait_for(std::chrono::milliseconds(limit_ms)) != std::future_status::ready) {
+    stuck_ = true;
+    return make_error("nvmlInit_v2 did not return within " + std::to_string(limit_ms / 1000) +
+                      " s (a GPU or driver that no longer answers: nvidia-smi hangs too)");
+  }
+  nvmlReturn_t r = answer.get();
   if (r != NVML_SUCCESS) return make_error("nvmlInit_v2 failed: " + describe(r));
   initialised_ = true;
   return {};

@@ -24,8 +24,14 @@ class NvmlLibrary {
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
 
-  // nvmlInit_v2. Error: "nvmlInit_v2 failed: Driver Not Loaded (NVML error 9)".
+  // nvmlInit_v2, on a thread of its own, for at most `limit_ms` (kInitLimitMs; the environment's
+  // INGERO_NVML_INIT_LIMIT_MS where set): a GPU that fell off the bus or a driver that no longer
+  // answers can hold it for ever, and the tracer must still start and stop. Errors: "nvmlInit_v2
+  // failed: Driver Not Loaded (NVML error 9)", "nvmlInit_v2 did not return within 20 s ...".
+  // A library left inside nvmlInit_v2 is never closed. Should the library crash in it, the
+  // process says so on stderr (which library, and --device-poll-ms 0) before it dies.
   Status init();
+  static constexpr int kInitLimitMs = 20'000;
   // "Not Supported (NVML error 3)": nvmlErrorString where the library has it.
   std::string describe(nvmlReturn_t r) const;
   const std::string& name() const { return name_; }
@@ -61,6 +67,7 @@ class NvmlLibrary {
   NvmlLibrary() = default;
   void* handle_ = nullptr;
   bool initialised_ = false;
+  bool stuck_ = false;  // left inside nvmlInit_v2: neither shut down nor closed
   std::string name_;
   std::vector<std::string> missing_;
 };

@@ -20,7 +20,15 @@ int64_t realtime_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::string text(const char* buf) { return std::string(buf, strnlen(buf, 96)); }
+// NVML's own limit is 64 GPUs a host; room for more, none for nonsense.
+constexpr unsigned int kMaxDevices = 1024;
+
+// A string NVML wrote into a buffer of `size` bytes: up to its NUL, never past the buffer (a
+// library that fills it without one ends it).
+template <size_t size>
+std::string text(const char (&buf)[size]) {
+  return std::string(buf, strnlen(buf, size));
+}
 
 }  // namespace
 
@@ -84,6 +92,9 @@ Result<std::unique_ptr<NvmlSampler>> NvmlSampler::open(const hal::DeviceSamplerO
   unsigned int n = 0;
   if (nvmlReturn_t r = l.device_count(&n); r != NVML_SUCCESS)
     return make_error("nvmlDeviceGetCount_v2 failed: " + l.describe(r));
+  if (n > kMaxDevices)  // a library that answers this is broken: 4 billion took minutes to walk
+    return make_error("nvmlDeviceGetCount_v2 says " + std::to_string(n) +
+                      " devices, more than any host has (a broken library?)");
   for (unsigned int i = 0; i < n; ++i) {
     Device d;
     d.index = i;

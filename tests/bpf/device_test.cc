@@ -5,6 +5,7 @@
 // Without NVML the same loop gets the lower-bound wording; NVML refusing nvmlInit (no driver)
 // is reported by check and changes nothing else.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -176,6 +177,32 @@ TEST(DeviceTruth, RefusedNvmlInitIsReportedByCheckAndCostsNothingElse) {
   for (size_t at = 0; (at = t.err.find("nvmlInit_v2 failed", at)) != std::string::npos; ++at)
     ++mentions;
   EXPECT_EQ(mentions, 1u) << t.err;
+  EXPECT_TRUE(has(t.text, "(no device data: lower bound)")) << t.text;
+}
+
+// A driver library that crashes inside nvmlInit_v2: the process dies, but says which library and
+// how to trace without it; one that never answers holds neither `check` nor the trace.
+TEST(DeviceTruth, ACrashingOrHungNvmlIsNamedAndHoldsNothing) {
+  REQUIRE_LOOP();
+  std::string out, err;
+  int rc = run_command({INGERO_BIN, "check"}, &out, &err, nvml_env(script("init crash\n")));
+  EXPECT_EQ(rc, 128 + SIGSEGV);
+  EXPECT_TRUE(has(err,
+                  "libnvidia-ml.so.1 crashed inside nvmlInit_v2 (a broken NVIDIA driver "
+                  "library): `ingero check` shows it, and --device-poll-ms 0 traces "
+                  "without it"))
+      << err;
+  auto env = nvml_env(script("init hang\ndevice gpu=9\n"));
+  env.push_back("INGERO_NVML_INIT_LIMIT_MS=1000");
+  out.clear();
+  err.clear();
+  EXPECT_EQ(run_command({INGERO_BIN, "check", "--json"}, &out, &err, env, std::chrono::seconds(60)),
+            0)
+      << err;
+  EXPECT_TRUE(has(out, "nvmlInit_v2 did not return within 1 s")) << out;
+  auto t = trace_loop(env);
+  EXPECT_EQ(device_tables(t.db), 0);
+  EXPECT_TRUE(has(t.err, "nvmlInit_v2 did not return within 1 s")) << t.err;
   EXPECT_TRUE(has(t.text, "(no device data: lower bound)")) << t.text;
 }
 

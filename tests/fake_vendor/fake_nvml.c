@@ -5,6 +5,9 @@
  * The script is the file named by FAKE_NVML_SCRIPT, read at nvmlInit_v2, one item a line
  * ('#' starts a comment):
  *   init CODE                     nvmlInit_v2 returns CODE (9: NVML_ERROR_DRIVER_NOT_LOADED)
+ *   init hang | init crash        nvmlInit_v2 never returns | dies of SIGSEGV (a broken driver)
+ *   count N                       nvmlDeviceGetCount_v2 says N (a broken library's count)
+ *   driver_fill                   nvmlSystemGetDriverVersion fills its buffer, no NUL
  *   device uuid=U name=N gpu=P mem=P used=B total=B sm_clock=MHZ mem_clock=MHZ power=MW
  *          temp=C reasons=BITS ecc_unc=N ecc_cor=N procs=0|1
  *       one device; a figure left out or written "-" answers NVML_ERROR_NOT_SUPPORTED;
@@ -92,7 +95,8 @@ static struct fxid xids[MAX_ITEMS];
 static int nxid;
 static struct fecc eccs[MAX_ITEMS];
 static int necc;
-static int init_code;
+static int init_code, init_hang, init_crash, driver_fill;
+static long long count_override = -1;
 static long long init_ms;
 
 static long long now_ms(void) {
@@ -129,6 +133,8 @@ static long long num(const char* line, const char* key, long long dflt) {
 static void load_script(void) {
   ndev = nproc = nxid = necc = 0;
   init_code = OK;
+  init_hang = init_crash = driver_fill = 0;
+  count_override = -1;
   const char* path = getenv("FAKE_NVML_SCRIPT");
   FILE* f = path ? fopen(path, "r") : NULL;
   if (!f) return;
@@ -136,7 +142,15 @@ static void load_script(void) {
   while (fgets(line, sizeof line, f)) {
     char* hash = strchr(line, '#');
     if (hash) *hash = 0;
-    if (!strncmp(line, "init ", 5)) {
+    if (!strncmp(line, "init hang", 9)) {
+      init_hang = 1;
+    } else if (!strncmp(line, "init crash", 10)) {
+      init_crash = 1;
+    } else if (!strncmp(line, "count ", 6)) {
+      count_override = atoll(line + 6);
+    } else if (!strncmp(line, "driver_fill", 11)) {
+      driver_fill = 1;
+    } else if (!strncmp(line, "init ", 5)) {
       init_code = atoi(line + 5);
     } else if (!strncmp(line, "device", 6) && ndev < MAX_DEV) {
       struct fdev* d = &devs[ndev++];
@@ -209,7 +223,10 @@ API nvmlReturn_t nvmlInit_v2(void) {
   load_script();
   init_ms = now_ms();
   int rc = init_code;
+  int hang = init_hang, crash = init_crash;
   pthread_mutex_unlock(&mu);
+  while (hang) pause();
+  if (crash) *(volatile int*)0 = 1;
   return rc;
 }
 
@@ -239,12 +256,16 @@ API const char* nvmlErrorString(nvmlReturn_t r) {
 }
 
 API nvmlReturn_t nvmlSystemGetDriverVersion(char* v, unsigned int n) {
+  if (driver_fill) {
+    memset(v, 'V', n);
+    return OK;
+  }
   snprintf(v, n, "999.0-fake");
   return OK;
 }
 
 API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* n) {
-  *n = (unsigned)ndev;
+  *n = count_override >= 0 ? (unsigned)count_override : (unsigned)ndev;
   return OK;
 }
 

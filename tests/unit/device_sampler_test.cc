@@ -216,6 +216,42 @@ TEST(NvmlSampler, RefusedInitAndAbsentLibraryAreReportedByCheckAndOpenNothing) {
       << none[0].detail;
 }
 
+// A driver that never answers nvmlInit_v2 (a GPU fallen off the bus): the open gives up after
+// its limit, says why, and neither check nor the tracer's poller is held.
+TEST(NvmlSampler, AnInitThatNeverReturnsIsGivenUpAfterItsLimit) {
+  script("init hang\n" + std::string(kDevice));
+  setenv("INGERO_NVML_INIT_LIMIT_MS", "300", 1);
+  auto t0 = std::chrono::steady_clock::now();
+  auto s = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "nvmlInit_v2 did not return within 0 s (a GPU or driver that no longer answers: "
+            "nvidia-smi hangs too)");
+  EXPECT_GE(took, std::chrono::milliseconds(300));
+  EXPECT_LT(took, std::chrono::seconds(10));
+  auto lines = backends::make_nvml_backend(kPartial)->check("/sys");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].status, hal::CheckLine::Status::kOptional);
+  EXPECT_EQ(lines[0].detail.rfind("nvmlInit_v2 did not return within", 0), 0u) << lines[0].detail;
+  unsetenv("INGERO_NVML_INIT_LIMIT_MS");
+}
+
+// A library that says it has 4 billion devices is broken, not walked; a driver version that
+// fills its buffer is read to the buffer's end, not past it.
+TEST(NvmlSampler, ABrokenCountOrAnUnendedStringIsHeldToItsBounds) {
+  script("count 4000000000\n" + std::string(kDevice));
+  auto s = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "nvmlDeviceGetCount_v2 says 4000000000 devices, more than any host has (a broken "
+            "library?)");
+  script("driver_fill\n" + std::string(kDevice));
+  auto f = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ((*f)->info().library, kPartial + " (driver " + std::string(80, 'V') + ")");
+}
+
 TEST(NvmlSampler, CheckSaysWhatItGives) {
   script(kDevice);
   auto lines = backends::make_nvml_backend(kPartial)->check("/sys");
