@@ -216,8 +216,11 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
     out << "GPU API calls\n";
     print_op_table(out, overall, "  ");
     if (a.stats.sketch_quantiles)
-      out << "  p50/p95/p99 from the per-second sketches, within 1%: tiered retention folded "
-             "launches into runs (a trace recorded with --keep-all gives them exact)\n";
+      // Sketches where the window has launches seen at entry only (no duration of their own)
+      // or folded into runs (SqlTraceSource::has_folded_calls): either, not always both.
+      out << "  p50/p95/p99 of the timed calls, from the per-second sketches, within 1%: the "
+             "window has launches seen at entry only or folded into runs (a trace recorded with "
+             "--launch-timing 1 --keep-all gives them exact)\n";
     out << "\n";
   }
   if (!a.host.ops.empty()) {

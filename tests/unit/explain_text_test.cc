@@ -129,6 +129,30 @@ TEST(ExplainText, OpTableColumnsAreSizedFromTheData) {
             "\n");
 }
 
+// Quantiles from the sketches are said to be so, and why, without claiming runs the trace may
+// not have: launches seen at entry only are enough (a HIP trace of 4 untimed launches said
+// "tiered retention folded launches into runs" with no run in the file).
+TEST(ExplainText, SketchQuantilesSayWhyWithoutClaimingRuns) {
+  engine::Analysis a;
+  engine::OpStats s;
+  s.key.op = "hipLaunchKernel";
+  s.key.api = "hip";
+  s.count = 5;
+  s.sum_ns = 5 * kUs;
+  s.p50 = s.p95 = s.p99 = s.max_ns = kUs;
+  a.stats.overall.push_back(s);
+  a.stats.sketch_quantiles = true;
+  std::ostringstream out;
+  print_report(out, a, {});
+  std::string table = section(out.str(), "GPU API calls", "CAUSAL CHAINS");
+  EXPECT_NE(table.find("  p50/p95/p99 of the timed calls, from the per-second sketches, within "
+                       "1%: the window has launches seen at entry only or folded into runs (a "
+                       "trace recorded with --launch-timing 1 --keep-all gives them exact)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("tiered retention folded"), std::string::npos) << table;
+}
+
 // A trace whose sessions row names the tracer's pid, and a process that preempts 100 of 200
 // syncs for 1 ms each (13 more by a kernel thread for 3 ms): `comm` and whether the session
 // names it as the tracer.
