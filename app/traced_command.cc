@@ -54,13 +54,35 @@ std::optional<CannotRun> cannot_run(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+
+// Whether the process has exited and waits to be reaped (state Z or X in /proc/PID/stat): it
+// answers kill(pid, 0), and nothing of it runs.
+bool has_exited(uint32_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  size_t close = line.rfind(')');  // the comm may hold spaces and parentheses
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  char state = line[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
 int refuse_untraceable(const std::vector<uint32_t>& pids, const std::vector<std::string>& command,
                        std::ostream& err) {
-  for (uint32_t pid : pids)
+  for (uint32_t pid : pids) {
     if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
       err << "ingero trace: --pid " << pid << ": no such process is running\n";
       return kExitUsage;
     }
+    if (has_exited(pid)) {
+      err << "ingero trace: --pid " << pid
+          << ": the process has exited (its parent has not reaped it yet): nothing runs to trace\n";
+      return kExitUsage;
+    }
+  }
   if (!command.empty())
     if (auto no = cannot_run(command[0])) {
       err << "ingero trace: cannot run '" << command[0] << "': " << no->why << "\n";

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -58,6 +60,32 @@ TEST(TracedCommand, APidThatIsNotRunningIsRefused) {
             2);
   EXPECT_EQ(err, "ingero trace: --pid 4194304: no such process is running\n");
   EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+// A zombie answers kill(pid, 0) but runs nothing: the trace ran silently, exit 0, and traced
+// nothing. It is refused as a process that has exited.
+TEST(TracedCommand, APidThatHasExitedUnreapedIsRefused) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  for (int i = 0; i < 200; ++i) {  // until it is a zombie (not waited for)
+    std::ifstream in("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    if (line.find(") Z ") != std::string::npos) break;
+    usleep(10'000);
+  }
+  std::string db = test::temp_path("zombie.db");
+  std::string out, err;
+  EXPECT_EQ(test::run_command({INGERO_BIN, "trace", "-q", "--pid", std::to_string(child),
+                               "--duration", "1s", "--db", db},
+                              &out, &err),
+            2);
+  EXPECT_EQ(err, "ingero trace: --pid " + std::to_string(child) +
+                     ": the process has exited (its parent has not reaped it yet): nothing runs "
+                     "to trace\n");
+  EXPECT_FALSE(std::filesystem::exists(db));
+  waitpid(child, nullptr, 0);
 }
 
 }  // namespace
