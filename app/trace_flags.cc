@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "app/builtin_backends.h"
 #include "app/byte_size.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_endpoint.h"
@@ -87,11 +88,20 @@ void add_target(CLI::App& cmd, TraceOptions& o, Args& a) {
             bool control = std::any_of(v.begin(), v.end(),
                                        [](unsigned char c) { return c < 0x20 || c == 0x7f; });
             return v.empty() || v.size() > 255 || control
-                       ? "a node name is 1 to 255 characters, none of them control characters"
+                       ? "a node name is 1 to 255 bytes (UTF-8), none of them control characters"
                        : "";
           },
           "NAME"));
-  cmd.add_option("--backends", o.backends, "Comma-separated backends to enable (default: all)");
+  cmd.add_option("--backends", o.backends, "Comma-separated backends to enable (default: all)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            // Checked with the flags, so that a config file's `backends` names its line.
+            hal::BackendRegistry all;
+            register_builtin_backends(all, kAllOptInsOn);
+            auto chosen = all.select(s);
+            return chosen ? "" : chosen.error().message;
+          },
+          "NAMES"));
   cmd.add_flag("--all", o.trace_all, "With a COMMAND, trace every process, not only the command");
   cmd.add_flag("--quiet,-q", o.quiet, "Print nothing but errors");
   cmd.add_flag("!--no-live", o.live, "No live one-line summary on a TTY");

@@ -159,6 +159,19 @@ TEST(ConfigFile, DurationsPastACenturyOrUnderANanosecondAreRefused) {
   EXPECT_TRUE(problem_lines("[trace]\nduration = \"36500d\"\nretain = \"1ns\"\n").empty());
 }
 
+// An unknown backend is named with its line by `check --config`, which called the file valid
+// (`trace` then refused it without naming the file).
+TEST(ConfigFile, AnUnknownBackendIsNamedWithItsLine) {
+  auto lines = problem_lines("[trace]\nbackends = \"cuda,bogus\"\n");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("f.toml:2:1: [trace] backends: bad value: --backends: unknown backend "
+                           "'bogus' (known: ",
+                           0),
+            0u)
+      << lines[0];
+  EXPECT_TRUE(problem_lines("[trace]\nbackends = \"cuda,nccl\"\n").empty());
+}
+
 TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
   auto lines = problem_lines(
       "[trace]\n"                        // 1
