@@ -237,7 +237,9 @@ struct SymbolLoader {
 Result<std::shared_ptr<const SymbolIndex>> SymbolIndex::load(const std::string& path,
                                                              const SymbolFilter& symtab_filter) {
   if (elf_version(EV_CURRENT) == EV_NONE) return make_error("libelf: version mismatch");
-  Fd fd{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO put where a library is looked for would block the open for ever (the
+  // check below refuses it); on a regular file the flag changes nothing.
+  Fd fd{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (fd.fd < 0) return Error::sys("open " + path, errno);
   struct stat st {};
   if (fstat(fd.fd, &st) != 0) return Error::sys("stat " + path, errno);

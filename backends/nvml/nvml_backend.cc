@@ -49,6 +49,12 @@ class NvmlBackend final : public VendorBackend {
                    "syncs",
                "install the NVIDIA driver (libnvidia-ml.so.1) to measure GPU utilisation"}};
     const DeviceSamplerInfo& i = (*s)->info();
+    if (i.devices.empty())  // every device refused its handle, or none is there
+      return {{"nvml", CheckLine::Status::kOptional, "0 devices",
+               i.library +
+                   "; no device answered: GPU busy is not measured; explain gives GPU idle as a "
+                   "lower bound from the syncs",
+               "see `nvidia-smi`: the driver sees no usable GPU"}};
     std::string detail = i.library + "; " + joined(i.devices);
     detail += "; gives " + (i.figures.empty() ? std::string("nothing") : joined(i.figures));
     if (!i.absent.empty()) detail += "; absent: " + joined(i.absent);

@@ -252,6 +252,21 @@ TEST(NvmlSampler, ABrokenCountOrAnUnendedStringIsHeldToItsBounds) {
   EXPECT_EQ((*f)->info().library, kPartial + " (driver " + std::string(80, 'V') + ")");
 }
 
+// A driver that sees no usable device says so, not "; ; gives nothing" with advice about
+// per-process figures.
+TEST(NvmlSampler, NoUsableDeviceIsSaidPlainly) {
+  script("# no device\n");
+  auto lines = backends::make_nvml_backend(kPartial)->check("/sys");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].status, hal::CheckLine::Status::kOptional);
+  EXPECT_EQ(lines[0].value, "0 devices");
+  EXPECT_EQ(lines[0].detail,
+            kPartial +
+                " (driver 999.0-fake); no device answered: GPU busy is not "
+                "measured; explain gives GPU idle as a lower bound from the syncs");
+  EXPECT_EQ(lines[0].fix, "see `nvidia-smi`: the driver sees no usable GPU");
+}
+
 TEST(NvmlSampler, CheckSaysWhatItGives) {
   script(kDevice);
   auto lines = backends::make_nvml_backend(kPartial)->check("/sys");

@@ -2,8 +2,10 @@
 #include "hal/elf_symbols.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -209,6 +211,18 @@ TEST_F(HostileFiles, NotElfEmptyTruncatedForeignAreClearErrors) {
   for (int i = 0; i < 8; ++i) bad[40 + i] = char(0xff);
   auto corrupt = SymbolIndex::load(write("corrupt.so", bad));
   EXPECT_FALSE(corrupt);
+}
+
+// A FIFO where a library is looked for (a junk CUDA_HOME): refused at once, where opening it
+// blocked `check` for ever waiting for a writer.
+TEST_F(HostileFiles, AFifoIsRefusedWithoutWaitingForAWriter) {
+  std::string fifo = test::temp_path("libcudart.so.13");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = SymbolIndex::load(fifo);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, fifo + ": not a regular file");
 }
 
 TEST_F(HostileFiles, StrippedFileHasNoSymtabButDynsymStillResolves) {
