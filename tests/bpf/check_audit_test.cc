@@ -56,15 +56,21 @@ TEST(CheckAudit, ListsLibibverbsAsOptInWithVersionAndCoverage) {
   EXPECT_EQ(lib["opt_in"], "--rdma-verbs");
 }
 
+// A CUDA_HOME named `name` (any bytes) holding the real libcudart, for `check` to find.
+std::string cuda_home_named(const std::string& name) {
+  std::string home = temp_path(name);
+  std::filesystem::create_directories(home + "/lib64");
+  std::filesystem::copy_file(INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
+                             home + "/lib64/libcudart.so.13");
+  return home;
+}
+
 // A library in a folder whose name is not UTF-8 (Latin-1 "café"): `check --json` is still one
 // JSON document, the path's bad byte as U+FFFD. It aborted with nothing on stdout.
 TEST(CheckAudit, ALibraryPathThatIsNotUtf8KeepsTheJsonValid) {
   REQUIRE_BPF();
   REQUIRE_FILE(INGERO_CUDA_ROOT "/lib64/libcudart.so.13");
-  std::string home = temp_path("caf\xE9");
-  std::filesystem::create_directories(home + "/lib64");
-  std::filesystem::copy_file(INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
-                             home + "/lib64/libcudart.so.13");
+  std::string home = cuda_home_named("caf\xE9");
   std::string out, err;
   int rc = run_command({INGERO_BIN, "check", "--json", "--backends", "cuda"}, &out, &err,
                        {"CUDA_HOME=" + home});
@@ -83,10 +89,7 @@ TEST(CheckAudit, ALibraryPathThatIsNotUtf8KeepsTheJsonValid) {
 TEST(CheckAudit, ALibraryPathWithAnEscapeSequenceIsPrintedAsText) {
   REQUIRE_BPF();
   REQUIRE_FILE(INGERO_CUDA_ROOT "/lib64/libcudart.so.13");
-  std::string home = temp_path("red\x1b[31m");
-  std::filesystem::create_directories(home + "/lib64");
-  std::filesystem::copy_file(INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
-                             home + "/lib64/libcudart.so.13");
+  std::string home = cuda_home_named("red\x1b[31m");
   std::string out, err;
   EXPECT_EQ(
       run_command({INGERO_BIN, "check", "--backends", "cuda"}, &out, &err, {"CUDA_HOME=" + home}),

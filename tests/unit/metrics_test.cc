@@ -232,24 +232,36 @@ TEST(Metrics, RdmaCounterResetRestartsFromTheNewValue) {
   EXPECT_EQ(sample(t, "ingero_rdma_vl15_dropped_total" + l), 2);  // names are lower-case
 }
 
+constexpr const char* kPromtool = "/usr/bin/promtool";
+
+#define REQUIRE_PROMTOOL()                                                                    \
+  do {                                                                                        \
+    if (access(kPromtool, X_OK) != 0) {                                                       \
+      if (test::running_in_ci())                                                              \
+        FAIL() << "CI=true but promtool is missing (Debian package prometheus)";              \
+      GTEST_SKIP() << "*** SKIPPED: promtool not installed (apt-get install prometheus) ***"; \
+    }                                                                                         \
+  } while (0)
+
+// What `promtool check metrics` says of `text` (file `name`): "rc=0\n" and nothing more where
+// it passes without a lint finding.
+std::string promtool_says(const std::string& text, const std::string& name) {
+  std::string path = test::temp_path(name);
+  std::ofstream(path) << text;
+  std::string out, err;
+  int rc = test::run_command({"/bin/sh", "-c", std::string(kPromtool) + " check metrics < " + path},
+                             &out, &err);
+  return "rc=" + std::to_string(rc) + "\n" + out + err;
+}
+
 TEST(Metrics, ExpositionPassesPromtool) {
-  const char* promtool = "/usr/bin/promtool";
-  if (access(promtool, X_OK) != 0) {
-    if (test::running_in_ci())
-      FAIL() << "CI=true but promtool is missing (Debian package prometheus)";
-    GTEST_SKIP() << "*** SKIPPED: promtool not installed (apt-get install prometheus) ***";
-  }
+  REQUIRE_PROMTOOL();
   for (bool per_process : {false, true}) {
     Metrics m(per_process, &rdma_registry());
     feed_workload(m);
-    std::string path = test::temp_path(per_process ? "pp.prom" : "metrics.prom");
-    std::ofstream(path) << m.exposition();
-    std::string out, err;
-    int rc = test::run_command(
-        {"/bin/sh", "-c", std::string(promtool) + " check metrics < " + path}, &out, &err);
-    EXPECT_EQ(rc, 0) << out << err;
     // promtool prints lint findings (naming, units, help) even when it exits 0: none allowed.
-    EXPECT_EQ(out + err, "") << "per_process=" << per_process;
+    EXPECT_EQ(promtool_says(m.exposition(), per_process ? "pp.prom" : "metrics.prom"), "rc=0\n")
+        << "per_process=" << per_process;
   }
 }
 
@@ -257,12 +269,7 @@ TEST(Metrics, ExpositionPassesPromtool) {
 // refuse every series of the scrape. Its invalid bytes read as U+FFFD; quotes, backslashes and
 // newlines are escaped.
 TEST(Metrics, ACommThatIsNotUtf8LeavesTheScrapeValid) {
-  const char* promtool = "/usr/bin/promtool";
-  if (access(promtool, X_OK) != 0) {
-    if (test::running_in_ci())
-      FAIL() << "CI=true but promtool is missing (Debian package prometheus)";
-    GTEST_SKIP() << "*** SKIPPED: promtool not installed (apt-get install prometheus) ***";
-  }
+  REQUIRE_PROMTOOL();
   Metrics m(true, &rdma_registry());
   hal::Event bad =
       call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 1000, 0, 41);
@@ -286,13 +293,7 @@ TEST(Metrics, ACommThatIsNotUtf8LeavesTheScrapeValid) {
           text,
           R"(ingero_gpu_api_calls_total{api="cuda_runtime",comm="q\"b\\s\nn",kind="launch",op="cudaLaunchKernel",pid="42",vendor="nvidia"})"),
       1);
-  std::string path = test::temp_path("bad-comm.prom");
-  std::ofstream(path) << text;
-  std::string out, err;
-  EXPECT_EQ(test::run_command({"/bin/sh", "-c", std::string(promtool) + " check metrics < " + path},
-                              &out, &err),
-            0)
-      << out << err;
+  EXPECT_EQ(promtool_says(text, "bad-comm.prom"), "rc=0\n");
 }
 
 TEST(Metrics, FiftyShortLivedProcessesDoNotGrowTheLabelSets) {

@@ -156,6 +156,16 @@ TEST(OtlpExport, ChainsBecomeLogRecordsOnceEachUntilTheyChange) {
   EXPECT_EQ(s.delivery.of(Signal::kLogs).dropped, 0u);
 }
 
+// Every span the receiver decoded, in arrival order.
+std::vector<pt::Span> all_spans(const test::OtlpReceiver& rx) {
+  std::vector<pt::Span> spans;
+  for (const auto& r : rx.traces())
+    for (const auto& rs : r.resource_spans())
+      for (const auto& ss : rs.scope_spans())
+        for (const auto& sp : ss.spans()) spans.push_back(sp);
+  return spans;
+}
+
 TEST(OtlpExport, SlowCallsAndCollectivesBecomeSpansBoundedPerSecond) {
   test::OtlpReceiver rx;
   auto o = fast_options();
@@ -203,11 +213,7 @@ TEST(OtlpExport, SlowCallsAndCollectivesBecomeSpansBoundedPerSecond) {
   host.dur_ns = 50'000'000;
   ASSERT_TRUE(e.on_event(host));  // host events never
   e.finish(Clock::now() + 5s);
-  std::vector<pt::Span> spans;
-  for (const auto& r : rx.traces())
-    for (const auto& rs : r.resource_spans())
-      for (const auto& ss : rs.scope_spans())
-        for (const auto& sp : ss.spans()) spans.push_back(sp);
+  std::vector<pt::Span> spans = all_spans(rx);
   ASSERT_EQ(spans.size(), 5u);
   auto s = e.stats();
   EXPECT_EQ(s.spans_over_rate, 3u);
@@ -262,11 +268,7 @@ TEST(OtlpExport, NamesThatAreNotUtf8ReachTheCollectorAsUtf8) {
   slow.stack_id = 0x77;
   ASSERT_TRUE(e.on_event(slow));
   e.finish(Clock::now() + 5s);
-  std::vector<pt::Span> spans;
-  for (const auto& r : rx.traces())
-    for (const auto& rs : r.resource_spans())
-      for (const auto& ss : rs.scope_spans())
-        for (const auto& sp : ss.spans()) spans.push_back(sp);
+  std::vector<pt::Span> spans = all_spans(rx);
   ASSERT_EQ(spans.size(), 1u);
   std::map<std::string, pc::AnyValue> at;
   for (const auto& kv : spans[0].attributes()) at[kv.key()] = kv.value();

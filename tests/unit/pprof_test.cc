@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -224,6 +225,35 @@ int64_t query_one(const std::string& db, const std::string& sql) {
   return v.is_null() ? 0 : v.get<int64_t>();
 }
 
+// `calls` written as one ended session in `name`.db and exported as pprof: the profile's path
+// ("" where either failed), the trace's in `db`, export's stderr in `err`.
+std::string exported(const std::vector<hal::Event>& calls, const std::string& name,
+                     std::string* db, std::string* err) {
+  std::string path = *db = test::temp_path(name + ".db");
+  {
+    auto w = store::tiers_fixture::begin_trace(path);
+    if (!w) return "";
+    for (const auto& e : calls)
+      if (!w->add(e)) return "";
+    if (!w->finish(store::SessionEnd{})) return "";
+  }
+  std::string out = test::temp_path(name + ".pb.gz");
+  int rc = test::run_command({INGERO_BIN, "export", "--format", "pprof", "--db", path, "-o", out},
+                             nullptr, err);
+  return rc == 0 ? out : "";
+}
+
+// A written profile, read back with our own definitions.
+std::optional<pp::Profile> read_profile(const std::string& file) {
+  std::ifstream f(file, std::ios::binary);
+  std::stringstream raw;
+  raw << f.rdbuf();
+  auto plain = compress::gunzip(raw.str());
+  pp::Profile p;
+  if (!plain || !p.ParseFromString(*plain)) return std::nullopt;
+  return p;
+}
+
 // Sums of each sample type over `go tool pprof -raw`'s samples.
 std::vector<int64_t> pprof_raw_totals(const std::string& file) {
   std::string out =
@@ -348,18 +378,8 @@ TEST(PprofExport, GpuApiCountsEntryOnlyLaunchesAtTheirMean) {
       ++untimed;
     }
   ASSERT_GT(untimed, 100u);
-  std::string path = test::temp_path("untimed.db");
-  {
-    auto w = begin_trace(path);
-    ASSERT_TRUE(w);
-    for (const auto& e : loop.calls) ASSERT_TRUE(w->add(e));
-    ASSERT_TRUE(w->finish(store::SessionEnd{}));
-  }
-  std::string out = test::temp_path("untimed.pb.gz"), err;
-  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--format", "pprof", "--db", path, "-o", out},
-                              nullptr, &err),
-            0)
-      << err;
+  std::string path, err, out = exported(loop.calls, "untimed", &path, &err);
+  ASSERT_FALSE(out.empty()) << err;
   const int64_t timed_only = query_one(path, "SELECT sum(sum_ns) FROM call_summaries");
   const int64_t with_means = query_one(
       path,
@@ -379,30 +399,15 @@ TEST(PprofExport, ACommThatIsNotUtf8IsWrittenAsUtf8) {
     e.set_comm(
         "\xFF\xFE"
         "bad");
-  std::string path = test::temp_path("badcomm.db");
-  {
-    auto w = begin_trace(path);
-    ASSERT_TRUE(w);
-    for (const auto& e : loop.calls) ASSERT_TRUE(w->add(e));
-    ASSERT_TRUE(w->finish(store::SessionEnd{}));
-  }
-  std::string out = test::temp_path("badcomm.pb.gz"), err;
-  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--format", "pprof", "--db", path, "-o", out},
-                              nullptr, &err),
-            0)
-      << err;
+  std::string path, err, out = exported(loop.calls, "badcomm", &path, &err);
+  ASSERT_FALSE(out.empty()) << err;
   EXPECT_EQ(err.find("libprotobuf"), std::string::npos) << err;
-  std::ifstream f(out, std::ios::binary);
-  std::stringstream raw;
-  raw << f.rdbuf();
-  auto plain = compress::gunzip(raw.str());
-  ASSERT_TRUE(plain);
-  pp::Profile p;
-  ASSERT_TRUE(p.ParseFromString(*plain));
-  EXPECT_NE(std::find(p.string_table().begin(), p.string_table().end(),
+  auto p = read_profile(out);
+  ASSERT_TRUE(p);
+  EXPECT_NE(std::find(p->string_table().begin(), p->string_table().end(),
                       "\xEF\xBF\xBD\xEF\xBF\xBD"
                       "bad"),
-            p.string_table().end());
+            p->string_table().end());
 }
 
 // The windows of --since, --pid and --node: exactly the calls and samples they name, for
