@@ -11,15 +11,27 @@ the last step's end, divided by the steady steps per thread: the threads share t
 a per-thread median would depend on how the GIL happens to be handed over), the median and
 p90 of single steps, and the calls made per function, for comparison with what a tracer
 stored. The first WARMUP steps of each thread are dropped.
-   python3 step_proxy.py LIBCUDART [STEPS [THREADS [WORK_US]]]"""
+
+GIL: how the threads share the interpreter, which decides how often they switch.
+  held      (default) as PyTorch calls the runtime: with the GIL held (ctypes.PyDLL), so the
+            stepping threads hand it over at Python's switch interval; beside them a native
+            thread (STEP_PROXY_SLEEPER: build/bench/libproxy_sleeper.so) that each stepping
+            thread wakes PINS times a step, as a pin-memory thread wakes for its batches. The
+            H100 ResNet-18 trace (fixtures/h100/resnet-clean) has 0.058 context switches a
+            call: 11 a step on its main thread, 15 on its pin-memory thread.
+  released  ctypes' default (ctypes.CDLL): every call releases the GIL and the other thread
+            takes it, about a context switch a call: a stress case for the tracer's host
+            side (~8x the switches a call of the real trace), not the shape of training.
+   python3 step_proxy.py LIBCUDART [STEPS [THREADS [WORK_US [GIL]]]]"""
 import ctypes
 import json
+import os
 import statistics
 import sys
 import threading
 import time
 
-LAUNCHES, COPIES, DEPTH, WARMUP = 330, 4, 25, 5
+LAUNCHES, COPIES, DEPTH, WARMUP, PINS = 330, 4, 25, 5, 12
 
 
 class Dim3(ctypes.Structure):
@@ -45,7 +57,7 @@ def python_work(n):
 
 
 class Step:
-    def __init__(self, lib, work_iters):
+    def __init__(self, lib, work_iters, sleeper):
         self.launch = lib.cudaLaunchKernel
         self.launch.argtypes = [ctypes.c_void_p, Dim3, Dim3, ctypes.c_void_p, ctypes.c_size_t,
                                 ctypes.c_void_p]
@@ -57,11 +69,15 @@ class Step:
         self.grid, self.block = Dim3(64, 1, 1), Dim3(256, 1, 1)
         self.buf = ctypes.create_string_buffer(4096)
         self.work_iters = work_iters
+        self.wake = sleeper.proxy_sleeper_post if sleeper else None
 
     def run(self):
-        for _ in range(LAUNCHES):
+        every = LAUNCHES // PINS
+        for i in range(LAUNCHES):
             python_work(self.work_iters)
             self.launch(0x1000, self.grid, self.block, None, 0, None)
+            if self.wake and i % every == every - 1:
+                self.wake()
         for _ in range(COPIES):
             self.copy(self.buf, self.buf, 4096, 1, None)
         self.sync(None)
@@ -75,17 +91,26 @@ def nest(depth, fn):
 
 
 def main():
-    lib = ctypes.CDLL(sys.argv[1])
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     work_us = float(sys.argv[4]) if len(sys.argv) > 4 else 20.0
+    gil = sys.argv[5] if len(sys.argv) > 5 else "held"
+    if gil not in ("held", "released"):
+        sys.exit(f"step_proxy: GIL is held or released, not {gil!r}")
+    sleeper = None
+    if gil == "held":
+        path = os.environ.get("STEP_PROXY_SLEEPER")
+        if not path:
+            sys.exit("step_proxy: GIL held needs STEP_PROXY_SLEEPER (build/bench/libproxy_sleeper.so)")
+        sleeper = ctypes.PyDLL(path)
+    lib = ctypes.PyDLL(sys.argv[1]) if gil == "held" else ctypes.CDLL(sys.argv[1])
     calibrate(work_us)  # the interpreter specialises the loop on its first runs: warm it up
     iters = calibrate(work_us)
     times = [[] for _ in range(threads)]
     start = threading.Barrier(threads)
 
     def worker(k):
-        step = Step(lib, iters)
+        step = Step(lib, iters, sleeper)
         start.wait()
 
         def loop():
@@ -97,15 +122,19 @@ def main():
         nest(DEPTH - 4, loop)
 
     ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    if sleeper and sleeper.proxy_sleeper_start():
+        sys.exit("step_proxy: cannot start the sleeper thread")
     for t in ts:
         t.start()
     for t in ts:
         t.join()
+    if sleeper:
+        sleeper.proxy_sleeper_stop()
     steady = sorted(t1 - t0 for per in times for t0, t1 in per[WARMUP:])
     first = min(per[WARMUP][0] for per in times)
     last = max(per[-1][1] for per in times)
     print(json.dumps({
-        "steps": steps, "threads": threads, "work_us": work_us,
+        "steps": steps, "threads": threads, "work_us": work_us, "gil": gil,
         "step_ms": (last - first) / (steps - WARMUP) / 1e6,
         "step_ms_median": statistics.median(steady) / 1e6,
         "step_ms_p90": steady[int(len(steady) * 0.9)] / 1e6,

@@ -5,20 +5,24 @@
 # of ROUNDS. For ingero, calls stored vs made per function, every loss counter, and the tracer's
 # own CPU per call (bench/tracer_cpu.py: utime + stime over its whole run, its end included).
 #   bench/step_proxy.sh [BUILD_DIR]     (root: BPF)
-# Environment: ROUNDS (3), STEPS (60), THREADS (2), WORK_US (20), LIB (real libcudart).
+# Environment: ROUNDS (3), STEPS (60), THREADS (2), WORK_US (20), LIB (real libcudart), GIL
+# (held: as PyTorch calls the runtime; released: a context switch a call, the stress case).
 set -euo pipefail
 B=${1:-build}
 ING=$B/app/ingero
 LIB=${LIB:-/usr/local/cuda/lib64/libcudart.so.13}
 SYMS=cudaLaunchKernel,cudaMemcpyAsync,cudaStreamSynchronize
 ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-60} THREADS=${THREADS:-2} WORK_US=${WORK_US:-20}
+GIL=${GIL:-held}
 HERE=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [[ -e $LIB ]] || { echo "step_proxy: $LIB is missing (set LIB)" >&2; exit 2; }
+export STEP_PROXY_SLEEPER=${STEP_PROXY_SLEEPER:-$(realpath "$B/bench/libproxy_sleeper.so")}
+[[ -e $STEP_PROXY_SLEEPER ]] || { echo "step_proxy: build $B/bench first (libproxy_sleeper.so)" >&2; exit 2; }
 [[ $EUID -eq 0 ]] || { echo "step_proxy: needs root (BPF)" >&2; exit 2; }
 
-proxy() { python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" "$THREADS" "$WORK_US"; }
+proxy() { python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" "$THREADS" "$WORK_US" "$GIL"; }
 run_untraced() { proxy > "$out/$1.json"; }
 run_min() {
   coproc MP { "$B/bench/min_probe" "$LIB" "$SYMS" pair; }
@@ -31,7 +35,7 @@ run_ingero() {  # NAME [flags...]
   local name=$1; shift
   python3 "$HERE/tracer_cpu.py" "$out/$name.cpu" "$ING" trace -q --no-live "$@" \
     --db "$out/$name.db" -- \
-    python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" "$THREADS" "$WORK_US" > "$out/$name.json"
+    python3 "$HERE/step_proxy.py" "$LIB" "$STEPS" "$THREADS" "$WORK_US" "$GIL" > "$out/$name.json"
   "$ING" query --db "$out/$name.db" --json \
     "SELECT op, count(*) AS n FROM calls GROUP BY op" > "$out/$name.calls.json"
   "$ING" query --db "$out/$name.db" --json \

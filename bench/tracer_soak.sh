@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Whether the tracer's memory stays flat while it traces: the step proxy (bench/step_proxy.py,
-# real libcudart, 2 threads handing the GIL back and forth) traced for MINUTES, the tracer's
+# real libcudart, 2 threads, the GIL shape GIL: held by default) traced for MINUTES, the tracer's
 # anonymous memory (RssAnon) sampled every 30 s. The first minute fills SQLite's page cache and
 # the symbolizer's tables; after it an agent left on must not grow. Prints each sample, then the
 # growth from the first minute to the end, in MiB a minute and as a ratio.
 #   bench/tracer_soak.sh [BUILD_DIR]       (root: BPF)
-# Environment: MINUTES (10), LIB (real libcudart). Target: growth after the first minute
+# Environment: MINUTES (10), LIB (real libcudart), GIL (held or released). Target: growth after the first minute
 # <= 1.05x (docs/performance.md, "Memory").
 set -euo pipefail
 [[ $EUID -eq 0 ]] || { echo "tracer_soak: needs root (BPF)" >&2; exit 2; }
@@ -14,9 +14,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 LIB=${LIB:-/usr/local/cuda/lib64/libcudart.so.13}
 MINUTES=${MINUTES:-10}
 [[ -e $LIB ]] || { echo "tracer_soak: $LIB is missing (set LIB)" >&2; exit 2; }
+export STEP_PROXY_SLEEPER=${STEP_PROXY_SLEEPER:-$(realpath "$B/bench/libproxy_sleeper.so")}
+[[ -e $STEP_PROXY_SLEEPER ]] || { echo "tracer_soak: build $B/bench first (libproxy_sleeper.so)" >&2; exit 2; }
 out=$(mktemp -d)
 "$B/app/ingero" trace -q --no-live --db "$out/t.db" -- \
-  python3 "$HERE/step_proxy.py" "$LIB" 1000000 2 20 > /dev/null 2>&1 &
+  python3 "$HERE/step_proxy.py" "$LIB" 1000000 2 20 "${GIL:-held}" > /dev/null 2>&1 &
 tracer=$!
 # The traced command first (a signal to the tracer alone leaves it running), then the tracer.
 stop() {
