@@ -62,7 +62,7 @@ void print_step_kernels(std::ostream& out, const engine::ProcessKernels& k) {
     if (c.per_step_median) shown.push_back(&c);
   std::stable_sort(shown.begin(), shown.end(),
                    [](auto* x, auto* y) { return x->per_step_median > y->per_step_median; });
-  if (shown.empty() && !k.unnamed_launches) return;
+  if (shown.empty() && !k.unnamed_launches && !k.folded_launches) return;
   constexpr size_t kShown = 6;
   out << "    kernels per step:";
   for (size_t i = 0; i < shown.size() && i < kShown; ++i)
@@ -73,6 +73,12 @@ void print_step_kernels(std::ostream& out, const engine::ProcessKernels& k) {
   if (k.unnamed_launches)
     out << " (" << format_count(k.unnamed_launches) << " of " << format_count(k.launches)
         << " launches have no kernel name)";
+  // Back-to-back launches of different kernels fold into one run, which keeps no kernel: the
+  // counts above leave them out, and say so (a trace recorded with --keep-all keeps each).
+  if (k.folded_launches)
+    out << "; not counted: " << format_count(k.folded_launches) << " of "
+        << format_count(k.folded_launches + k.launches)
+        << " launches, folded into runs of several kernels (--keep-all keeps each kernel)";
   out << "\n";
 }
 

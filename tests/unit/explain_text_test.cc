@@ -153,6 +153,36 @@ TEST(ExplainText, SketchQuantilesSayWhyWithoutClaimingRuns) {
   EXPECT_EQ(table.find("tiered retention folded"), std::string::npos) << table;
 }
 
+// Launches folded into runs of several kernels keep no kernel: the per-step kernel counts leave
+// them out, and the line says how many (it showed "16 × apply<lambda>" for 29 a step, and five
+// kernels not at all, without a word).
+TEST(ExplainText, KernelsPerStepSayHowManyLaunchesWereNotCounted) {
+  engine::Analysis a;
+  engine::StepSeries s;
+  s.pid = 42;
+  s.summary.steps = 50;
+  s.summary.text = "50 steady steps, median 2.0ms";
+  a.steps.processes.push_back(s);
+  engine::ProcessKernels k;
+  k.pid = 42;
+  engine::KernelCount apply;
+  apply.name = "apply<lambda>";
+  apply.func = 0x10;
+  apply.launches = 800;
+  apply.per_step_median = 16;
+  k.kernels.push_back(apply);
+  k.launches = 800;
+  k.folded_launches = 4'450;
+  a.kernels.processes.push_back(k);
+  std::ostringstream out;
+  print_report(out, a, {});
+  EXPECT_NE(out.str().find("    kernels per step: 16 \u00d7 apply<lambda>; not counted: 4,450 of "
+                           "5,250 launches, folded into runs of several kernels (--keep-all keeps "
+                           "each kernel)\n"),
+            std::string::npos)
+      << out.str();
+}
+
 // A trace whose sessions row names the tracer's pid, and a process that preempts 100 of 200
 // syncs for 1 ms each (13 more by a kernel thread for 3 ms): `comm` and whether the session
 // names it as the tracer.
