@@ -102,7 +102,7 @@ int run_status(const Opts& o) {
     out << " (recorded by a build that did not report calls in flight)";
   out << "\n";
   if (stuck.empty()) {
-    out << engine::nothing_stuck_line(live, s.inflight_after_s) << "\n";
+    out << engine::nothing_stuck_line(live, s.inflight_after_s, s.launch_timing) << "\n";
     return kExitOk;
   }
   for (const auto& t : stuck) {

@@ -81,11 +81,16 @@ nlohmann::json stuck_thread_json(const StuckThread& t) {
   return j;
 }
 
-std::string nothing_stuck_line(bool live, double inflight_after_s) {
+std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_timing) {
   if (inflight_after_s <= 0)
     return std::string("whether anything ") + (live ? "is" : "was") +
            " stuck is unknown: calls in flight were not recorded";
-  return live ? "nothing is stuck: no traced call is in flight for that long" : "nothing was stuck";
+  std::string line =
+      live ? "nothing is stuck: no traced call is in flight for that long" : "nothing was stuck";
+  if (launch_timing > 1)
+    line += " (kernel launches are watched only when timed, 1 in " + std::to_string(launch_timing) +
+            ": a thread stuck inside another would not show; --launch-timing 1 watches every one)";
+  return line;
 }
 
 }  // namespace ingero::engine

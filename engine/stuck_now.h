@@ -35,6 +35,8 @@ nlohmann::json stuck_thread_json(const StuckThread& t);
 // What is said when no thread is found stuck: that none is (`live`) or was, where the tracer
 // recorded calls in flight (`inflight_after_s` > 0), else that it is unknown (0: it ran with
 // --inflight-after 0s; < 0: a build that did not record them).
-std::string nothing_stuck_line(bool live, double inflight_after_s);
+// `launch_timing` (1 in N launches timed; 0: unknown): a launch seen at entry only is never in
+// flight, so with N > 1 the line says that a thread stuck inside one would not show.
+std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_timing = 0);
 
 }  // namespace ingero::engine

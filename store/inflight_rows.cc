@@ -106,6 +106,9 @@ ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {
   const std::string key = ",inflight-after=";
   if (auto at = flags.find(key); at != std::string::npos)
     s.inflight_after_s = std::strtod(flags.c_str() + at + key.size(), nullptr);
+  const std::string timing = ",launch-timing=";
+  if (auto at = flags.find(timing); at != std::string::npos)
+    s.launch_timing = std::atoi(flags.c_str() + at + timing.size());
   return std::optional<LatestSession>{s};
 }
 

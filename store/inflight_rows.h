@@ -96,6 +96,9 @@ struct LatestSession {
   std::string node, host;
   int64_t stopped_at = 0;
   double inflight_after_s = -1;
+  // --launch-timing (sessions.flags): 1 in N launches is timed, and only a timed launch is in
+  // flight while it runs; 0 when the session did not record it.
+  int launch_timing = 0;
   int64_t mono_offset_ns = 0;  // the session's clock: CLOCK_MONOTONIC + this (0: unknown)
 };
 ingero::Result<std::optional<LatestSession>> latest_session(Db& db);

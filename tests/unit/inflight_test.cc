@@ -399,6 +399,36 @@ TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
       << r.dump();
 }
 
+// A launch seen at entry only is never in flight: where the session timed 1 launch in 32, a
+// thread stuck inside another one would not show, and "nothing was stuck" says so (a thread
+// held 9 s inside cudaLaunchKernel read as "nothing is stuck"). Timing every launch, it does not.
+TEST(InflightStore, NothingStuckSaysWhichLaunchesAreWatched) {
+  for (int timing : {32, 1}) {
+    std::string path = test::temp_path("timing-" + std::to_string(timing) + ".db");
+    {
+      auto w = store::TraceWriter::open(path);
+      ASSERT_TRUE(w) << w.error().message;
+      store::SessionInfo si;
+      si.node = "gpu-a";
+      si.mono_offset_ns = kOffset;
+      si.flags = "stack,inflight-after=5,launch-timing=" + std::to_string(timing);
+      ASSERT_TRUE((*w)->begin_session(si));
+      store::SessionEnd end;
+      end.exit_reason = "test";
+      end.stopped_at_ns = kOffset + 30 * kSec;
+      ASSERT_TRUE((*w)->finish(end));
+    }
+    auto st = test::run_ingero({"status", "--db", path});
+    ASSERT_EQ(st.rc, 0) << st.err;
+    std::string last = st.out.substr(st.out.find('\n') + 1);
+    EXPECT_EQ(last, timing == 32 ? "nothing was stuck (kernel launches are watched only when "
+                                   "timed, 1 in 32: a thread stuck inside another would not "
+                                   "show; --launch-timing 1 watches every one)\n"
+                                 : "nothing was stuck\n")
+        << st.out;
+  }
+}
+
 // A new version of a row takes an id above every id the file held, even where the old one was
 // the last (the shipper sends rows by id: a reused id would never ship), and `ingero merge`
 // carries the rows, under the merged session and node.
