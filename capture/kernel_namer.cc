@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -28,12 +29,14 @@ ingero::Result<std::string> pread_at(const std::string& path, uint64_t offset, s
   return buf;
 }
 
-// A name as a toolchain writes it: printable ASCII, nothing else (a pointer that led elsewhere
-// reads as bytes of something else, and is refused rather than stored).
+// A name as a toolchain writes it: a symbol, mangled (_Z...) or not, of letters, digits and
+// _ $ . @, not starting with a digit. A pointer that led elsewhere reads as bytes of something
+// else, and is refused rather than stored: maps kept from before a dlopen once turned a kernel's
+// name into "lib/x86_64-linux-gnu/libk5crypto.so.3", a path from the loader's cache.
 bool plausible_name(const std::string& s) {
-  if (s.empty()) return false;
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   for (unsigned char c : s)
-    if (c < 0x20 || c > 0x7e) return false;
+    if (!std::isalnum(c) && c != '_' && c != '$' && c != '.' && c != '@') return false;
   return true;
 }
 

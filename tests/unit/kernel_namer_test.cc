@@ -237,6 +237,8 @@ class Namer : public ::testing::Test {
     std::memcpy(&file[0x2100], "mul", 3);
     std::memcpy(&file[0x4010], "stale_name", 10);  // the file's copy of a changed global
     std::memcpy(&file[0x2200], "bad\x01name", 8);
+    std::memcpy(&file[0x2300], "lib/x86_64-linux-gnu/libk5crypto.so.3",
+                37);  // printable, no symbol
     image->files["/opt/app/trainer"] = file;
     image->mem[77][0x1000000] = std::string("_ZN4conv7forwardEPKfPf\0", 23);
     image->mem[77][0x404010] = std::string("live_name\0", 10);
@@ -282,10 +284,11 @@ TEST_F(Namer, HeapAndWritableDataAreReadFromMemoryAndJunkIsRefused) {
   namer->on_capture(cap(0x55aa0002, 0x404010));
   namer->on_capture(cap(0x55aa0003, 0x402200));    // not a name: never guessed
   namer->on_capture(cap(0x55aa0004, 0x7fff0000));  // mapped nowhere, unreadable
+  namer->on_capture(cap(0x55aa0005, 0x402300));    // printable text, but a path: no symbol
   EXPECT_EQ(named(),
             (std::vector<std::pair<uint64_t, std::string>>{
                 {0x55aa0001, "conv::forward(float const*, float*)"}, {0x55aa0002, "live_name"}}));
-  EXPECT_EQ(namer->counters().unreadable, 2u);
+  EXPECT_EQ(namer->counters().unreadable, 3u);
 }
 
 TEST_F(Namer, AHandleTakesItsStubsNameWhenEitherComesFirst) {
