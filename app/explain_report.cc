@@ -208,7 +208,11 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
   double secs = a.span.second > a.span.first ? double(a.span.second - a.span.first) / 1e9 : 0;
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.0f s", secs);
-  out << format_count(a.events) << " events over " << buf;
+  // Under a second, "0 s" said nothing: the span as a duration ("34.5ms").
+  std::string span = secs >= 1 || secs == 0
+                         ? std::string(buf)
+                         : format_duration(uint64_t(a.span.second - a.span.first));
+  out << format_count(a.events) << " events over " << span;
   if (a.span.first)
     out << " (" << format_wall(a.span.first) << " \u2192 " << format_wall(a.span.second) << ")";
   if (a.window.pid) out << ", pid " << *a.window.pid;

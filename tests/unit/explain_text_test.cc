@@ -153,6 +153,20 @@ TEST(ExplainText, SketchQuantilesSayWhyWithoutClaimingRuns) {
   EXPECT_EQ(table.find("tiered retention folded"), std::string::npos) << table;
 }
 
+// A window shorter than a second gives its length, not "over 0 s".
+TEST(ExplainText, ASpanUnderASecondIsGivenInItsUnit) {
+  engine::Analysis a;
+  a.events = 6'004;
+  a.span = {1'000'000'000, 1'034'500'000};
+  std::ostringstream out;
+  print_report(out, a, {});
+  EXPECT_NE(out.str().find("6,004 events over 34.5ms"), std::string::npos) << out.str();
+  a.span = {1'000'000'000, 9'000'000'000};
+  std::ostringstream out2;
+  print_report(out2, a, {});
+  EXPECT_NE(out2.str().find("6,004 events over 8 s"), std::string::npos) << out2.str();
+}
+
 // Launches folded into runs of several kernels keep no kernel: the per-step kernel counts leave
 // them out, and the line says how many (it showed "16 × apply<lambda>" for 29 a step, and five
 // kernels not at all, without a word).
