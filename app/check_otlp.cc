@@ -35,10 +35,8 @@ void check_otlp_endpoint(const std::string& endpoint, CheckReport& rep) {
       : r.status == 0   ? "start the collector, or check the address, port, firewall and TLS "
                           "(OTEL_EXPORTER_OTLP_CERTIFICATE)"
                         : "see the receiver's logs";
-  // What `trace` does with this answer (serve/otlp/http_post.cc): OTLP/HTTP retries no
-  // answer, 429, 502, 503 and 504; any other status is final.
-  bool retried =
-      r.status == 0 || r.status == 429 || r.status == 502 || r.status == 503 || r.status == 504;
+  // What `trace` does with this answer: the post classified it as the exporter does.
+  bool retried = r.outcome == otlp::PostResult::Outcome::kRetryable;
   rep.add("otlp_endpoint", CheckStatus::kOptional,
           r.status ? "HTTP " + std::to_string(r.status) : "no answer",
           url + ": " + r.error +

@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "capture/inflight_host.h"
 
 namespace ingero::app {
 
@@ -62,9 +63,7 @@ bool has_exited(uint32_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!std::getline(in, line)) return false;
-  size_t close = line.rfind(')');  // the comm may hold spaces and parentheses
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  char state = line[close + 2];
+  char state = capture::stat_state(line);
   return state == 'Z' || state == 'X';
 }
 

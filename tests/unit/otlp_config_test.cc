@@ -236,6 +236,26 @@ TEST(OtlpCheck, TheEndpointIsTriedWithTheExportersSettings) {
   EXPECT_EQ(c["value"], "misconfigured") << c.dump();
 }
 
+// What the check says trace does with an answer is what the exporter does: a 503 is retried,
+// a 500 is final (it said "retries with backoff" for every status).
+TEST(OtlpCheck, TheEndpointSaysWhetherTheExporterRetriesItsAnswer) {
+  for (int status : {503, 500}) {
+    OtlpReceiverOptions o;
+    o.statuses = {status};
+    OtlpReceiver rx(o);
+    auto c = check_line({"--otlp", rx.url()}, "otlp_endpoint");
+    EXPECT_EQ(c["value"], "HTTP " + std::to_string(status)) << c.dump();
+    std::string detail = c["detail"];
+    EXPECT_NE(detail.find(status == 503 ? "(tracing works; the exporter retries with backoff, "
+                                          "then drops and counts)"
+                                        : "(tracing works; the exporter does not retry this "
+                                          "answer: what it sends is dropped and counted as "
+                                          "rejected)"),
+              std::string::npos)
+        << detail;
+  }
+}
+
 TEST(OtlpCheck, TheLastOtlpSessionsDropsFromTheSessionRow) {
   std::string db = temp_path("sessions.db");
   auto write_session = [&](const std::string& stats) {
