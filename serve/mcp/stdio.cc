@@ -140,6 +140,7 @@ class StdioDispatch {
   // input every request is still answered.
   void finish(bool stopped) {
     if (stopped) {
+      stopped_.store(true);
       pool_.clear();
       session_.cancel_all();
     }
@@ -153,8 +154,13 @@ class StdioDispatch {
     auto cancelled = session_.track(id);
     // Never blocks: a reader waiting for room read no cancel, nor the end of its input.
     if (pool_.try_submit([this, cancelled, id, m = std::move(msg)] {
-          if (!cancelled->load())  // cancelled while it waited: no answer (the spec)
-            if (auto r = server_.handle_message(m, session_, notify_)) out_.write(*r);
+          // Cancelled by the client while it waited, or while it ran: no answer (the spec: a
+          // receiver should not answer a request it was told to cancel). One the server's
+          // stop cancelled while it ran says so.
+          if (!cancelled->load())
+            if (auto r = server_.handle_message(m, session_, notify_);
+                r && (!cancelled->load() || stopped_.load()))
+              out_.write(*r);
           session_.untrack(id);
         }))
       return;
@@ -169,6 +175,7 @@ class StdioDispatch {
   }
 
   Server& server_;
+  std::atomic<bool> stopped_{false};  // a signal stopped the server
   StdoutWriter out_;
   Session session_;
   Notify notify_ = [this](const Json& m) { out_.write(m); };
