@@ -89,6 +89,7 @@ std::string stack_counts_text(const ChainStack& s);
 std::string format_duration(uint64_t ns);
 std::string format_bytes(uint64_t bytes);
 std::string format_count(uint64_t n);  // "3,676"
+std::string pct(double share);         // "62%"
 std::string format_wall(int64_t ns);   // "2026-03-20 13:52:53 UTC"
 
 }  // namespace ingero::engine

@@ -98,6 +98,12 @@ std::string format_count(uint64_t n) {
   return out;
 }
 
+std::string pct(double share) {
+  char b[16];
+  std::snprintf(b, sizeof(b), "%.0f%%", share * 100);
+  return b;
+}
+
 std::string format_wall(int64_t ns) {
   time_t t = time_t(ns / 1'000'000'000);
   std::tm tm{};

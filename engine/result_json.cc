@@ -90,6 +90,29 @@ nlohmann::json chain_json(const Chain& c) {
   return j;
 }
 
+namespace {
+
+nlohmann::json gap_time_json(const GapTime& t) {
+  return {{"on_cpu_ns", t.on_cpu_ns},
+          {"preempted_ns", t.preempted_ns},
+          {"io_ns", t.io_ns},
+          {"sleep_ns", t.sleep_ns},
+          {"unknown_ns", t.unknown_ns}};
+}
+
+// The parts of `t` as shares of the step, `t` being `share` of it.
+nlohmann::json gap_time_shares(const GapTime& t, double share) {
+  double total = double(t.total());
+  auto part = [&](uint64_t ns) { return total > 0 ? share * double(ns) / total : 0.0; };
+  return {{"on_cpu", part(t.on_cpu_ns)},
+          {"preempted", part(t.preempted_ns)},
+          {"io", part(t.io_ns)},
+          {"sleep", part(t.sleep_ns)},
+          {"unknown", part(t.unknown_ns)}};
+}
+
+}  // namespace
+
 nlohmann::json step_summary_json(const StepSummary& s) {
   return {
       {"text", s.text},
@@ -103,6 +126,9 @@ nlohmann::json step_summary_json(const StepSummary& s) {
       {"enqueue", s.enqueue},
       {"api", s.api},
       {"host", s.host},
+      // How `host` was spent by the threads making the calls (shares of the step; all of it
+      // unknown where the trace has no scheduler events).
+      {"host_time", gap_time_shares(s.host_time, s.host)},
       // The GPU side: measured where the devices covered the steps, else only the share the
       // syncs prove idle (a lower bound, never a measurement).
       {"gpu_busy", s.busy_measured ? nlohmann::json(s.gpu_busy) : nlohmann::json()},
@@ -137,12 +163,8 @@ nlohmann::json step_json(const Step& s) {
                                                   : nlohmann::json("device")},
           {"gpu_idle_lower_bound_ns", s.gpu_idle_ns},
           {"host_gap_ns", s.host_gap_ns},
-          {"gap",
-           {{"on_cpu_ns", s.gap.on_cpu_ns},
-            {"preempted_ns", s.gap.preempted_ns},
-            {"io_ns", s.gap.io_ns},
-            {"sleep_ns", s.gap.sleep_ns},
-            {"unknown_ns", s.gap.unknown_ns}}},
+          {"gap", gap_time_json(s.gap)},
+          {"host_time", gap_time_json(s.host_time)},
           {"preempted_ns", s.preempted_ns},
           {"launches", s.launches},
           {"copies", s.copies},

@@ -13,7 +13,6 @@ namespace {
 
 using step_rules::band;
 using step_rules::Context;
-using step_rules::pct;
 
 // The innermost Python function of a stack, when it is in an installed package ("empty_cache"):
 // the library call the user's line made.
@@ -164,8 +163,8 @@ void launch_bound(const Context& x, std::vector<Chain>& out) {
                   "between them is not measured: " +
                       gpu + ")";
   c.explanation = "The host spends " + pct(x.m.enqueue) +
-                  " of the step inside launch and copy calls and " + pct(x.m.host) +
-                  " in its own code between them; it waited for the GPU " + pct(x.m.wait) + ".";
+                  " of the step inside launch and copy calls; between them, " +
+                  host_time_text(x.m) + "; it waited for the GPU " + pct(x.m.wait) + ".";
   if (!x.m.launch_where.empty())
     c.explanation += " " + format_count(x.m.launch_site_calls) + " of the " +
                      format_count(x.m.launches) + " launches of the steady steps come from " +

@@ -12,12 +12,6 @@
 
 namespace ingero::engine::step_rules {
 
-inline std::string pct(double x) {
-  char b[16];
-  std::snprintf(b, sizeof(b), "%.0f%%", x * 100);
-  return b;
-}
-
 inline Severity band(double share, double medium, double high) {
   return share >= high ? Severity::kHigh : share >= medium ? Severity::kMedium : Severity::kLow;
 }

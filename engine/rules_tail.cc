@@ -11,12 +11,6 @@
 namespace ingero::engine {
 namespace {
 
-std::string pct(double x) {
-  char b[16];
-  std::snprintf(b, sizeof(b), "%.0f%%", x * 100);
-  return b;
-}
-
 std::string ratio_str(double r) {
   char b[32];
   std::snprintf(b, sizeof(b), r >= 100 ? "%.0fx" : "%.1fx", r);

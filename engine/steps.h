@@ -88,6 +88,7 @@ struct Step {
   uint64_t enqueue_ns = 0;  // inside launches, other copies, memsets, collectives
   uint64_t api_ns = 0;      // inside other GPU API calls: allocation, free, graph build, setup
   uint64_t host_ns = 0;     // inside no GPU call
+  GapTime host_time;        // how host_ns was spent, by the thread that made the next GPU call
   // GPU side, estimated: no work outstanding on any stream (a lower bound).
   uint64_t gpu_idle_ns = 0;
   // GPU side, measured by the device (NVML, amdgpu): the share of the step it was busy, -1
@@ -140,6 +141,7 @@ struct StepSummary {
   double wait = 0, enqueue = 0, api = 0, host = 0, gpu_idle = 0, host_gap = 0;  // shares
   double median_gpu_idle = 0;                                                   // per step
   GapTime gap;                                                                  // over steady steps
+  GapTime host_time;     // how the host time outside GPU calls was spent, over steady steps
   double preempted = 0;  // share of steady step time a GPU-feeding thread was preempted
   // Who took their CPU in steady steps: up to 3 other processes' tasks, longest first, then the
   // process's own threads as one entry (pid = the process, comm = their names).
@@ -179,6 +181,11 @@ struct StepSummary {
 // The GPU's share as the summary names it: "GPU busy 9% (NVML)" where measured ("(NVML, whole
 // device)" from whole-device samples), else "GPU idle ≥ 86% (no device data: lower bound)".
 std::string gpu_share_text(const StepSummary& m);
+
+// The host's time outside GPU calls as the summary names it, split by what the thread that made
+// the next call did meanwhile: "in its own code 2%, asleep 97%"; "outside GPU calls 74% (...)"
+// where the trace has no scheduler events to tell.
+std::string host_time_text(const StepSummary& m);
 
 struct StepSeries {
   uint32_t pid = 0;

@@ -6,16 +6,6 @@
 #include "engine/steps_internal.h"
 
 namespace ingero::engine {
-namespace {
-
-std::string pct(double x) {
-  char b[16];
-  std::snprintf(b, sizeof(b), "%.0f%%", x * 100);
-  return b;
-}
-
-}  // namespace
-
 std::string gpu_share_text(const StepSummary& m) {
   if (m.busy_measured)
     return "GPU busy " + pct(m.gpu_busy) + " (" + source_label(m.busy_source) +

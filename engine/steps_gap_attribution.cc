@@ -12,14 +12,32 @@ constexpr int64_t kMaxLookbackNs = 60'000'000'000;
 
 }  // namespace
 
-Attributor::Attributor(uint32_t pid, const HostContext& host,
+Attributor::Attributor(const Proc& p, const HostContext& host,
                        const std::map<uint32_t, std::vector<CpuSample>>& samples)
     : host_(host), samples_(samples) {
-  if (auto it = host.block_by_pid.find(pid); it != host.block_by_pid.end()) blocks_ = &it->second;
-  auto it = host.offcpu.find(pid);
-  if (it == host.offcpu.end() || it->second.empty()) return;
-  offcpu_ = &it->second;
-  const PodVector<OffCpuInterval>& v = *offcpu_;
+  if (auto it = host.block_by_pid.find(p.pid); it != host.block_by_pid.end()) blocks_ = &it->second;
+  if (auto it = host.offcpu.find(p.pid); it != host.offcpu.end() && !it->second.empty())
+    place_intervals(it->second);
+  // The threads making GPU calls, each with the span of its calls and its intervals.
+  std::map<uint32_t, Feeder> feeders;
+  for (const Call& c : p.calls) {
+    auto [it, fresh] = feeders.try_emplace(c.tid, Feeder{c.start, c.end});
+    if (!fresh) it->second.to = std::max(it->second.to, c.end);  // calls come in start order
+  }
+  feeders_.reserve(feeders.size());
+  for (auto& [tid, f] : feeders) {
+    if (auto it = by_tid_.find(tid); it != by_tid_.end()) {
+      f.next = it->second.first;
+      f.last = it->second.second;
+    }
+    feeders_.push_back(f);
+  }
+  std::sort(feeders_.begin(), feeders_.end(),
+            [](const Feeder& x, const Feeder& y) { return x.from < y.from; });
+}
+
+void Attributor::place_intervals(const PodVector<OffCpuInterval>& v) {
+  offcpu_ = &v;
   // Counted by thread, then placed: the process's order (start) is each thread's.
   auto range = by_tid_.end();
   for (const OffCpuInterval& iv : v) {
@@ -110,6 +128,74 @@ void Attributor::attribute(HostGap& g, Tallies* tally) {
                          return x.second < y.second;
                        })->first;
   }
+}
+
+GapTime Attributor::host_spent(int64_t a, int64_t b) {
+  GapTime t;
+  if (b <= a) return t;
+  uint64_t len = uint64_t(b - a);
+  if (!host_.has_sched_events) {
+    t.unknown_ns = len;
+    return t;
+  }
+  // The threads whose calls' span meets [a, b): the others are asleep throughout, which
+  // changes nothing below. Spans come in time order, so the set moves forward with them.
+  while (started_ < feeders_.size() && feeders_[started_].from < b) active_.push_back(started_++);
+  std::erase_if(active_, [&](uint32_t i) { return feeders_[i].to <= a; });
+  if (active_.empty()) {
+    t.sleep_ns = len;
+    return t;
+  }
+  // Each thread's time off its CPU in [a, b) as edges: its intervals there, and the time
+  // outside the span of its calls (taken as asleep). A thread with none ran throughout.
+  edges_.clear();
+  for (uint32_t i : active_) {
+    Feeder& f = feeders_[i];
+    size_t before = edges_.size();
+    auto off = [&](int64_t lo, int64_t hi, uint8_t what) {
+      lo = std::max(lo, a);
+      hi = std::min(hi, b);
+      if (hi <= lo) return;
+      edges_.push_back({lo, 1, what});
+      edges_.push_back({hi, -1, what});
+    };
+    off(INT64_MIN, f.from, 0);
+    if (offcpu_) {
+      const PodVector<OffCpuInterval>& v = *offcpu_;
+      while (f.next < f.last && v[order_[f.next]].end <= a) ++f.next;
+      for (uint32_t j = f.next; j < f.last && v[order_[j]].start < b; ++j) {
+        const OffCpuInterval& x = v[order_[j]];
+        off(x.start, x.end, x.preempted ? 2 : x.io ? 1 : 0);
+      }
+    }
+    off(f.to, INT64_MAX, 0);
+    if (edges_.size() == before) {  // on its CPU all along: so was the host
+      t.on_cpu_ns = len;
+      return t;
+    }
+  }
+  // Where every thread was off its CPU, the host was too: preempted if any of them was, else
+  // in I/O if any was, else asleep.
+  std::sort(edges_.begin(), edges_.end(), [](const Edge& x, const Edge& y) { return x.t < y.t; });
+  int n = int(active_.size()), out = 0, by[3] = {0, 0, 0};
+  int64_t at = a;
+  uint64_t off_ns = 0;
+  for (const Edge& e : edges_) {
+    if (out == n && e.t > at) {
+      uint64_t d = uint64_t(e.t - at);
+      off_ns += d;
+      (by[2] ? t.preempted_ns : by[1] ? t.io_ns : t.sleep_ns) += d;
+    }
+    at = std::max(at, e.t);
+    out += e.step;
+    by[e.what] += e.step;
+  }
+  if (out == n && b > at) {
+    off_ns += uint64_t(b - at);
+    (by[2] ? t.preempted_ns : by[1] ? t.io_ns : t.sleep_ns) += uint64_t(b - at);
+  }
+  t.on_cpu_ns = off_ns >= len ? 0 : len - off_ns;
+  return t;
 }
 
 }  // namespace ingero::engine::steps_detail

@@ -47,12 +47,6 @@ std::string site_key(const std::vector<StackFrameInfo>& frames, uint64_t stack) 
   return "stack:" + std::to_string(stack);
 }
 
-std::string pct(double x) {
-  char b[16];
-  std::snprintf(b, sizeof(b), "%.0f%%", x * 100);
-  return b;
-}
-
 }  // namespace
 
 uint32_t Sites::of(uint64_t stack, std::string_view op) {
@@ -300,6 +294,7 @@ void totals(StepSeries& s, const Tallies& tally) {
     sum.enqueue_ns += st.enqueue_ns;
     sum.api_ns += st.api_ns;
     sum.host_ns += st.host_ns;
+    m.host_time += st.host_time;
     sum.gpu_idle_ns += st.gpu_idle_ns;
     sum.host_gap_ns += st.host_gap_ns;
     sum.preempted_ns += st.preempted_ns;
@@ -399,12 +394,27 @@ void summarize(StepSeries& s, Sites& sites, const Tallies& tally) {
     m.text = head + ": host " + m.gap_cause + where;
   else
     m.text = head + ": host waiting for the GPU " + pct(m.wait) + ", enqueueing " + pct(m.enqueue) +
-             ", in other GPU calls " + pct(m.api) + ", in its own code " + pct(m.host);
+             ", in other GPU calls " + pct(m.api) + ", " + host_time_text(m);
 }
 
 }  // namespace ingero::engine::steps_detail
 
 namespace ingero::engine {
+
+std::string host_time_text(const StepSummary& m) {
+  const GapTime& h = m.host_time;
+  uint64_t total = h.total();
+  if (!total) return "in its own code " + pct(m.host);
+  if (h.unknown_ns * 2 >= total)
+    return "outside GPU calls " + pct(m.host) + " (no scheduler events: running or not unknown)";
+  auto share = [&](uint64_t ns) { return m.host * double(ns) / double(total); };
+  std::string out = "in its own code " + pct(share(h.on_cpu_ns));
+  // Shares that print as 0% are left out.
+  if (share(h.sleep_ns) >= 0.005) out += ", asleep " + pct(share(h.sleep_ns));
+  if (share(h.io_ns) >= 0.005) out += ", blocked on I/O " + pct(share(h.io_ns));
+  if (share(h.preempted_ns) >= 0.005) out += ", preempted " + pct(share(h.preempted_ns));
+  return out;
+}
 
 std::string code_location(const std::vector<StackFrameInfo>& frames) {
   using steps_detail::basename;

@@ -106,6 +106,7 @@ class Sweep {
          : top == kEnqueue ? st.enqueue_ns
          : top == kApi     ? st.api_ns
                            : st.host_ns) += d;
+        if (top == 3) st.host_time += attr_.host_spent(a, end);
         if (idle) st.gpu_idle_ns += d;
         if (idle && top == 3) st.host_gap_ns += d;
       }
@@ -168,11 +169,31 @@ class Sweep {
     if (uint32_t k = step_of(first.end()); k != kNoStep && c.end > first.end()) {
       Step& st = s_.steps[k];
       st.enqueue_ns += rest;
-      st.host_ns += uint64_t(c.end - first.end()) - rest;
+      uint64_t host = uint64_t(c.end - first.end()) - rest;
+      st.host_ns += host;
+      st.host_time += run_host_time(first.end(), c.end, host);
     }
     StreamState& st = streams_[c.stream];
     st.last_work = std::max(st.last_work, c.end);
     if (Proc::grouped(c)) last_closed_stack_ = p_.stacks[p_.group(c).back().stack()];
+  }
+
+  // How the host time between a run's launches was spent: the host's time off its CPU over
+  // the run, all of it taken as host time (a launch rarely leaves the CPU, and an untimed one's
+  // length is not known), the rest on CPU.
+  GapTime run_host_time(int64_t a, int64_t b, uint64_t host) {
+    GapTime t = attr_.host_spent(a, b);
+    if (t.unknown_ns) return GapTime{.unknown_ns = host};
+    uint64_t off = t.preempted_ns + t.io_ns + t.sleep_ns;
+    if (off > host) {
+      double f = double(host) / double(off);
+      t.preempted_ns = uint64_t(double(t.preempted_ns) * f);
+      t.io_ns = uint64_t(double(t.io_ns) * f);
+      t.sleep_ns = host - t.preempted_ns - t.io_ns;
+      off = host;
+    }
+    t.on_cpu_ns = host - off;
+    return t;
   }
 
   void update_gap(int64_t t) {
@@ -307,7 +328,7 @@ void build_timeline(const Proc& p, const HostContext& host,
                     const FeedingThreads& feeding, StepSeries& s, Tallies& tally, size_t max_gaps) {
   if (s.steps.empty() || p.calls.empty()) return;
   count_calls(p, s);
-  Attributor attr(p.pid, host, samples);
+  Attributor attr(p, host, samples);
   Sweep(p, s, attr, tally, max_gaps).run();
   count_preemptors(p, host, feeding, s, tally);
 }
