@@ -264,6 +264,12 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
     return x.calls != y.calls ? x.calls > y.calls : x.op < y.op;
   });
   if (p.calls.empty()) return s;
+  // A process that only waited for fabric events (verbs) has no GPU to be idle, nor steps.
+  if (std::none_of(p.calls.begin(), p.calls.end(),
+                   [](const Call& c) { return c.kind != hal::EventKind::kRdmaAsyncEvent; })) {
+    s.cadence_note = "no GPU calls: fabric events only";
+    return s;
+  }
   s.first_call_ns = p.calls.front().start;
   for (const Call& c : p.calls) s.last_call_ns = std::max(s.last_call_ns, c.end);
   std::vector<RoundTrip> trips = round_trips(p, sites);

@@ -118,5 +118,21 @@ TEST(StepHostTime, WithoutSchedulerEventsTheHostsTimeIsOutsideGpuCallsNotItsOwnC
   EXPECT_EQ(text.find("in its own code"), std::string::npos) << text;
 }
 
+// A process that only waits for fabric events (ibv_get_async_event) makes no GPU call: it has
+// no GPU to be idle, and no steps.
+TEST(StepHostTime, AProcessWithoutGpuCallsHasNoSteps) {
+  Source s;
+  for (int i = 0; i < 100; ++i)
+    s.call("ibv_get_async_event", EventKind::kRdmaAsyncEvent, uint64_t(i) * kStep, 5 * kMs, 0,
+           "rdma");
+  auto a = analyze(s, Window{});
+  ASSERT_EQ(a.steps.processes.size(), 1u);
+  const StepSeries& st = only(a);
+  EXPECT_TRUE(st.steps.empty());
+  EXPECT_EQ(st.cadence, Cadence::kNone);
+  EXPECT_EQ(st.summary.text, "") << st.summary.text;
+  EXPECT_EQ(st.cadence_note, "no GPU calls: fabric events only");
+}
+
 }  // namespace
 }  // namespace ingero::engine
