@@ -145,6 +145,25 @@ TEST(TraceCuda, RealRuntimeAndDriverStubExactCalls) {
   EXPECT_EQ(query_rows(db, "SELECT DISTINCT comm FROM calls")[0][0], "cuda_calls");
 }
 
+// Cooperative launches (grid-wide sync), runtime and driver: each counted, with its geometry.
+TEST(TraceCuda, CooperativeLaunchesAreLaunches) {
+  std::string db = temp_path("coop.db");
+  auto run = trace_command(db, {INGERO_CUDA_CALLS, kStub, "1", "cooperative"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = 0;
+  auto lines = parse_workload(run.out, &pid);
+  ASSERT_EQ(lines.size(), 5u) << run.out;
+  auto k = query_rows(db,
+                      "SELECT op, kind, func, grid_x, grid_y, block_x, block_y, shared_mem, "
+                      "stream, count(*) FROM calls WHERE pid = " +
+                          std::to_string(pid) + " GROUP BY 1,2,3,4,5,6,7,8,9 ORDER BY 1");
+  EXPECT_EQ(k, (std::vector<std::vector<std::string>>{
+                   {"cuLaunchCooperativeKernel", "launch", std::to_string(0xc0de), "7", "1", "32",
+                    "2", "64", std::to_string(0x9999), "2"},
+                   {"cudaLaunchCooperativeKernel", "launch", std::to_string(0xc00b), "6", "5", "64",
+                    "1", "128", std::to_string(0x5151), "3"}}));
+}
+
 TEST(TraceCuda, NestedRuntimeToDriverAndConcurrentThreadsPair) {
   REQUIRE_BPF();
   std::string db = temp_path("nested.db");

@@ -4,7 +4,8 @@
  * path given as argv[1] (the toolkit's stub libcuda.so when no driver is installed). With no
  * GPU every call fails, but every call enters the library with real arguments, which is what
  * the tracer sees. It prints one line per call: "<op> <tid> <ret>", plus "pid <pid>".
- * Optional argv[2]: repeat count for the whole sequence (default 1).
+ * Optional argv[2]: repeat count for the whole sequence (default 1); argv[3] "cooperative":
+ * cooperative launches instead (cooperative_calls).
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -92,10 +94,35 @@ static void runtime_calls(void) {
   LOG("cudaGraphLaunch", cudaGraphLaunch(exec, kStream));
 }
 
+/* With argv[3] "cooperative": only cooperative launches, runtime and driver. */
+typedef int (*cuLaunchCooperativeKernel_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                           unsigned, unsigned, void*, void**);
+
+static void cooperative_calls(const char* path) {
+  dim3 grid = {6, 5, 1}, block = {64, 1, 1};
+  for (int i = 0; i < 3; i++)
+    LOG("cudaLaunchCooperativeKernel",
+        cudaLaunchCooperativeKernel((const void*)0xc00b, grid, block, NULL, 128, kStream));
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    exit(2);
+  }
+  cuLaunchCooperativeKernel_t launch =
+      (cuLaunchCooperativeKernel_t)dlsym(h, "cuLaunchCooperativeKernel");
+  for (int i = 0; i < 2; i++)
+    LOG("cuLaunchCooperativeKernel",
+        launch((void*)0xc0de, 7, 1, 1, 32, 2, 1, 64, (void*)0x9999, NULL));
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("pid %d\n", (int)getpid());
   int repeat = argc > 2 ? atoi(argv[2]) : 1;
+  if (argc > 3 && strcmp(argv[3], "cooperative") == 0) {
+    cooperative_calls(argv[1]);
+    return 0;
+  }
   for (int r = 0; r < repeat; r++) {
     runtime_calls();
     pthread_t t;
