@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "engine/analysis.h"
+#include "engine/preemptors.h"
 #include "engine/tenants.h"
 #include "engine/thresholds.h"
 
@@ -110,6 +111,9 @@ struct Contention {
   std::pair<int64_t, int64_t> active;  // its first and last call
   const PidHost* host = nullptr;
   double rate = 0, off_share = 0;
+  // Who took its CPU (engine/preemptors.h), from the scheduler's intervals; empty without.
+  std::vector<Preemptor> preemptors;
+  std::string preempted_by;
 };
 
 // Whether `pid`, active over `w`, is contended, on a `busy` host.
@@ -123,20 +127,34 @@ std::optional<Contention> contention_of(const Analysis& a, uint32_t pid,
   // off-CPU without anybody taking its CPU. With scheduler intervals, count the preempted
   // ones; without (aggregates only), the involuntary switches and all off-CPU time.
   uint64_t preempted_ns = p.off_cpu_ns;
+  std::map<std::pair<uint32_t, std::string>, uint64_t> by;  // preemptor (pid, name) -> ns
   if (auto iv = a.host.offcpu.find(pid); iv != a.host.offcpu.end()) {
     preempted_ns = 0;
-    for (const OffCpuInterval& x : iv->second)
-      if (x.preempted) preempted_ns += uint64_t(x.end - x.start);
+    for (const OffCpuInterval& x : iv->second) {
+      if (!x.preempted) continue;
+      uint64_t d = uint64_t(x.end - x.start);
+      preempted_ns += d;
+      if (uint32_t who = a.host.by_pid(x)) by[{who, a.host.comm_name(a.host.by_comm(x))}] += d;
+    }
   }
   double rate = double(p.involuntary) / secs;
   double off_share = double(preempted_ns) / (secs * 1e9);
   if (!busy || rate < kMinSwitchRate || off_share < kProcessOffCpuShareMedium) return std::nullopt;
-  return Contention{pid, w, &p, rate, off_share};
+  Contention c;
+  c.pid = pid;
+  c.active = w;
+  c.host = &p;
+  c.rate = rate;
+  c.off_share = off_share;
+  c.preemptors = rank_preemptors(by, pid, &c.preempted_by);
+  c.preempted_by = name_tracer(a, c.preemptors, c.preempted_by);
+  return c;
 }
 
 // The worker processes a process forked, and what they cost.
 struct Workers {
   std::map<std::string, uint64_t> names;  // "child" where the trace has no name
+  std::vector<std::string> comms;         // their names as the preemptors give them
   uint64_t count = 0, switches = 0, pages = 0;
   std::string text;  // "pt_data_worker x4, child"
 };
@@ -148,6 +166,7 @@ Workers forked_workers(const Analysis& a, uint32_t pid) {
     ++w.count;
     std::string n = f.child_comm.empty() ? a.process_name(f.child) : f.child_comm;
     ++w.names[n.rfind("pid ", 0) == 0 ? "child" : n];
+    if (std::find(w.comms.begin(), w.comms.end(), n) == w.comms.end()) w.comms.push_back(n);
     if (auto c = a.host.per_pid.find(f.child); c != a.host.per_pid.end()) {
       w.switches += c->second.switches;
       w.pages += c->second.page_allocs;
@@ -204,20 +223,26 @@ Chain contention_chain(const Analysis& a, const Contention& x, const Workers& wo
   c.pids = {x.pid};
   c.window_start = x.active.first;
   c.window_end = x.active.second;
+  const Preemptor* top = x.preemptors.empty() ? nullptr : &x.preemptors[0];
+  std::string by = !top                ? ""
+                   : top->pid == x.pid ? "its own threads (" + top->comm + ")"
+                                       : preemptor_label(a, *top);
   c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) +
               " times (" + format_duration(p.off_cpu_ns) + " off-CPU, worst stall " +
-              format_duration(p.max_off_cpu_ns) + ") with " + cpu;
+              format_duration(p.max_off_cpu_ns) + ") with " + cpu +
+              (top ? ", preempted mostly by " + by : "");
   uint64_t n = workers.count;
   if (n)
     c.summary += "; " + format_count(n) + " worker process" + (n == 1 ? "" : "es") + " forked (" +
                  workers.text + ")";
   c.root_cause = n ? "CPU scheduling contention between " + who + " and the " + format_count(n) +
                          " worker processes it forked, on a busy host: the GPU waits for the host"
-                   : "CPU scheduling contention on a busy host: " + who +
-                         " keeps losing the CPU, so the GPU waits for the host";
+                   : "CPU scheduling contention on a busy host: " + who + " keeps losing the CPU" +
+                         (top ? " to " + by : "") + ", so the GPU waits for the host";
   c.explanation = who + " was switched out " + engine::format_count(uint64_t(x.rate)) +
                   " times a second on average (" + format_count(p.involuntary) +
                   " preempted while runnable).";
+  if (top) c.explanation += " Preempted by: " + x.preempted_by + ".";
   if (n)
     c.explanation += " Its workers were switched out " + format_count(workers.switches) +
                      " times and allocated " + format_count(workers.pages) + " pages.";
@@ -225,15 +250,19 @@ Chain contention_chain(const Analysis& a, const Contention& x, const Workers& wo
   c.severity = x.off_share >= kProcessOffCpuShareHigh && a.host.cpu_avg >= kCpuSaturatedPct
                    ? Severity::kHigh
                    : Severity::kMedium;
-  if (n)
+  c.fixes.push_back("Pin the training process to dedicated cores (taskset -c)" +
+                    std::string(n ? ", apart from its workers" : "") +
+                    (top && top->pid != x.pid ? ", away from " + by : ""));
+  for (std::string& f : preemptor_fixes(a, x.pid, x.preemptors, workers.comms))
+    c.fixes.push_back(std::move(f));
+  if (n) {
     c.fixes.push_back(
         "Reduce DataLoader num_workers to (cores - 1) or fewer; add persistent_workers=True "
         "to avoid re-forking every epoch");
-  c.fixes.push_back(
-      "Pin the training process to dedicated cores (taskset -c), apart from workers and "
-      "background jobs");
-  c.fixes.push_back(
-      "For in-memory datasets, index tensors directly instead of going through worker processes");
+    c.fixes.push_back(
+        "For in-memory datasets, index tensors directly instead of going through worker "
+        "processes");
+  }
   c.id = c.rule + ":" + std::to_string(x.pid);
   c.score = x.off_share * 1000;
   return c;

@@ -1,6 +1,7 @@
 // Step rules over host gaps: the GPU idle while the thread that feeds it runs its own code
 // (data-loader starvation, host-bound), waits for the disk (blocking I/O), is preempted (CPU
 // contention) or sleeps. Thresholds: engine/thresholds_steps.h.
+#include "engine/preemptors.h"
 #include "engine/rules_steps_internal.h"
 #include "engine/thresholds_steps.h"
 
@@ -171,25 +172,8 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
                         ns / std::max<uint64_t>(1, x.m.steps) / 1000});
   c.fixes.push_back("Give the GPU-feeding threads cores of their own (taskset -c, a cpuset)" +
                     std::string(top && top->pid != x.s.pid ? ", away from " + by : ""));
-  for (const Preemptor& p : x.m.preemptors) {
-    if (p.pid == x.s.pid) {
-      c.fixes.push_back(
-          "Run fewer CPU threads than the cores it has (torch.set_num_threads, "
-          "OMP_NUM_THREADS): its own threads (" +
-          p.comm + ") preempt each other");
-    } else if (std::find(x.workers.begin(), x.workers.end(), p.comm) != x.workers.end()) {
-      c.fixes.push_back("Give its worker processes (" + p.comm +
-                        ") other cores than the "
-                        "training thread, or fewer of them (num_workers <= cores - 1)");
-    } else if (is_tracer(x.a, p.pid)) {
-      c.fixes.push_back(tracer_fix(p));
-      break;
-    } else {
-      c.fixes.push_back("Lower the priority of " + p.comm + " (pid " + std::to_string(p.pid) +
-                        "): nice -n 19, or move it to other cores");
-      break;  // the largest foreign preemptor is the one to name
-    }
-  }
+  for (std::string& f : preemptor_fixes(x.a, x.s.pid, x.m.preemptors, x.workers))
+    c.fixes.push_back(std::move(f));
   out.push_back(std::move(c));
 }
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "engine/chain.h"
+#include "engine/preemptors.h"
 #include "engine/steps_internal.h"
 #include "engine/thresholds_steps.h"
 #include "hal/demangle.h"
@@ -230,42 +231,6 @@ void count_launch_sites(const Proc& p, Sites& sites, StepSeries& s) {
 }
 
 namespace {
-
-// Who took the CPU, another process's tasks first (those a user can move away), then the
-// process's own threads as one entry: "noisy_neighbor (pid 579) 34%, its own threads
-// (python3, pt_autograd_0) 66%".
-std::vector<Preemptor> rank_preemptors(
-    const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own,
-    std::string* text) {
-  std::vector<Preemptor> foreign;
-  Preemptor mine;
-  uint64_t total = 0;
-  for (const auto& [key, ns] : by) {
-    total += ns;
-    if (key.first == own) {
-      mine.pid = own;
-      mine.off_ns += ns;
-      mine.comm += (mine.comm.empty() ? "" : ", ") + key.second;
-      continue;
-    }
-    Preemptor p;
-    p.pid = key.first;
-    p.comm = key.second;
-    p.off_ns = ns;
-    foreign.push_back(p);
-  }
-  std::sort(foreign.begin(), foreign.end(),
-            [](const Preemptor& x, const Preemptor& y) { return x.off_ns > y.off_ns; });
-  if (foreign.size() > 3) foreign.resize(3);
-  if (mine.off_ns) foreign.push_back(mine);
-  text->clear();
-  for (const Preemptor& p : foreign)
-    *text += (text->empty() ? "" : ", ") +
-             (p.pid == own ? "its own threads (" + p.comm + ")"
-                           : p.comm + " (pid " + std::to_string(p.pid) + ")") +
-             " " + pct(total ? double(p.off_ns) / double(total) : 0);
-  return foreign;
-}
 
 uint64_t top_of(const std::map<uint64_t, uint64_t>& t) {
   return t.empty() ? 0 : std::max_element(t.begin(), t.end(), [](auto& x, auto& y) {

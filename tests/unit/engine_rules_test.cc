@@ -137,6 +137,46 @@ TEST(EngineRules, DataloaderStarvationIsHostContentionWithWorkers) {
   EXPECT_EQ(workers, 4u);
 }
 
+// A process without workers losing its CPU to another process on a busy host: the chain names
+// who took it, and its fixes are about that process, not about DataLoader workers it has none of.
+TEST(EngineRules, HostContentionNamesItsPreemptorAndNoWorkerFixesWithoutWorkers) {
+  Replay r;
+  for (int i = 0; i < 1000; ++i) {  // 10 s of steps: launches and a sync every 10 ms
+    uint64_t t = uint64_t(i) * 10 * kMs;
+    for (int k = 0; k < 4; ++k)
+      r.add(
+          r.call(100, "cudaLaunchKernel", EventKind::kLaunch, t + uint64_t(k) * 20 * kUs, 8 * kUs));
+    r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, t + 200 * kUs, 1 * kMs));
+  }
+  for (int i = 0; i < 500; ++i) {  // preempted 50 times a second, 2 ms each: 10% of the time
+    Event e = r.host(100, "sched_switch", EventKind::kSchedSwitch, uint64_t(i) * 20 * kMs + 3 * kMs,
+                     2 * kMs);
+    e.set_comm("trainer");
+    e.set(Field::kFlags, i % 5 ? 1 : 0);  // one in five slept instead
+    e.set(Field::kState, i % 5 ? 0 : 1);
+    e.set(Field::kPeerPid, i % 5 ? 200 : 0);
+    if (i % 5) e.set_peer_comm("hog");
+    r.add(e);
+  }
+  for (int s = 0; s < 12; ++s)
+    ASSERT_TRUE(r.writer().add_snapshot(
+        {int64_t(1'700'000'000 + s) * int64_t(kS), 97.0, 30.0, 4.0, 16000, 0, 1}));
+  auto a = r.analyze();
+  const auto* c = find(a, "host_cpu_contention");
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c->summary.find(", preempted mostly by hog (pid 200)"), std::string::npos)
+      << c->summary;
+  EXPECT_NE(c->root_cause.find("keeps losing the CPU to hog (pid 200)"), std::string::npos)
+      << c->root_cause;
+  EXPECT_NE(c->explanation.find("Preempted by: hog (pid 200) 100%."), std::string::npos)
+      << c->explanation;
+  EXPECT_EQ(c->fixes, (std::vector<std::string>{
+                          "Pin the training process to dedicated cores (taskset -c), away from "
+                          "hog (pid 200)",
+                          "Lower the priority of hog (pid 200): nice -n 19, or move it to other "
+                          "cores"}));
+}
+
 TEST(EngineRules, HiddenSyncIsRepeatedSynchronisation) {
   auto a = demo("hidden-sync");
   const auto* c = find(a, "repeated_sync");
