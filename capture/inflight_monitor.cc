@@ -12,6 +12,8 @@ namespace ingero::capture {
 namespace {
 
 constexpr uint32_t kTaskUninterruptible = 0x2, kTaskNoload = 0x400;
+// __TASK_STOPPED and __TASK_TRACED (include/linux/sched.h): stopped by a signal, or by a tracer.
+constexpr uint32_t kTaskStopped = 0x4, kTaskTraced = 0x8;
 
 uint64_t thread_cpu_ns() {
   timespec ts{};
@@ -87,6 +89,7 @@ hal::ThreadState InflightMonitor::state_of(uint32_t pid, uint32_t tid,
     if (!s->off_since_ns) return hal::ThreadState::kRunning;
     *since = s->off_since_ns;
     if (s->state == 0) return hal::ThreadState::kRunnable;
+    if (s->state & (kTaskStopped | kTaskTraced)) return hal::ThreadState::kStopped;
     if ((s->state & kTaskUninterruptible) && !(s->state & kTaskNoload))
       return hal::ThreadState::kIo;
     return hal::ThreadState::kSleeping;
@@ -100,9 +103,10 @@ hal::ThreadState InflightMonitor::state_of(uint32_t pid, uint32_t tid,
       return hal::ThreadState::kIo;
     case 'S':
     case 'I':
+      return hal::ThreadState::kSleeping;
     case 'T':
     case 't':
-      return hal::ThreadState::kSleeping;
+      return hal::ThreadState::kStopped;
     default:
       return hal::ThreadState::kUnknown;
   }
@@ -132,6 +136,8 @@ void InflightMonitor::count_others(hal::Inflight& row) {
         ++row.others_io;
         break;
       case hal::ThreadState::kSleeping:
+      case hal::ThreadState::kStopped:  // not running, as a sleeper: the row has no column of its
+                                        // own
         ++row.others_sleeping;
         break;
       default:

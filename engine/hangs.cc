@@ -51,6 +51,8 @@ std::string state_words(hal::ThreadState s) {
       return "in uninterruptible I/O";
     case hal::ThreadState::kExited:
       return "gone";
+    case hal::ThreadState::kStopped:
+      return "stopped (by a signal, or a debugger holding it)";
     default:
       return "in an unknown state";
   }

@@ -5,8 +5,8 @@
 namespace ingero::hal {
 namespace {
 
-constexpr std::array<std::string_view, 6> kStates = {"unknown",  "on-CPU", "runnable",
-                                                     "sleeping", "in I/O", "exited"};
+constexpr std::array<std::string_view, 7> kStates = {"unknown", "on-CPU", "runnable", "sleeping",
+                                                     "in I/O",  "exited", "stopped"};
 constexpr std::array<std::string_view, 2> kWhat = {"call", "idle"};
 constexpr std::array<std::string_view, 4> kStatus = {"in_flight", "returned", "unfinished",
                                                      "stopped"};

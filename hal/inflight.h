@@ -24,6 +24,7 @@ enum class ThreadState : uint8_t {
   kSleeping,  // waiting for an event (a futex, a pipe, a timer)
   kIo,        // uninterruptible sleep (D): disk or device I/O, a page fault
   kExited,
+  kStopped,  // stopped (T, t): by a signal (SIGSTOP, ^Z) or a debugger holding it (ptrace)
 };
 std::string_view thread_state_name(ThreadState s);  // "on-CPU", "runnable", "sleeping", ...
 std::optional<ThreadState> thread_state_from_name(std::string_view name);

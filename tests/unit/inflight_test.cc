@@ -238,6 +238,25 @@ TEST_F(InflightMonitorTest, StaleFrameAboveABlockedThreadIsNotReported) {
   EXPECT_EQ(m.counters().reported, 0u);
 }
 
+// A thread a debugger holds (ptrace: t) or a signal stopped (T) is stopped, not asleep: from the
+// scheduler's state when it left its CPU, else from /proc.
+TEST_F(InflightMonitorTest, AStoppedThreadIsStoppedNotAsleep) {
+  auto m = make();
+  host_.now = {frame(100, 1 * kSec, 1), frame(101, 1 * kSec, 2)};
+  host_.sched_of[100] = {2 * kSec, 0x8};  // __TASK_TRACED: a debugger stopped it
+  host_.proc[101] = 'T';                  // no scheduler data: /proc says stopped
+  host_.proc[102] = 't';
+  m.tick(10 * kSec);
+  ASSERT_EQ(out_.reports[0].current.size(), 2u);
+  for (const Inflight& r : out_.reports[0].current) {
+    EXPECT_EQ(r.state, ThreadState::kStopped) << r.call.tid;
+    EXPECT_EQ(hal::thread_state_name(r.state), "stopped");
+  }
+  EXPECT_EQ(out_.reports[0].current[0].state_since_ns, 2 * kSec);
+  EXPECT_EQ(out_.reports[0].current[0].others_sleeping, 2u);  // 101 and 102: not running
+  EXPECT_EQ(out_.reports[0].current[0].others_running, 0u);
+}
+
 TEST_F(InflightMonitorTest, ThreadStatesAreReadOncePerProcessPerTick) {
   auto m = make();
   host_.now = {frame(100, 1 * kSec, 1), frame(101, 1 * kSec, 2), frame(102, 1 * kSec, 3)};
