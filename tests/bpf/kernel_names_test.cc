@@ -239,7 +239,7 @@ TEST(KernelNames, NoKernelNamesAttachesNoNameProbe) {
   EXPECT_EQ(query_int(db,
                       "SELECT specs_total FROM libraries WHERE path LIKE '%libcudart.so%' "
                       "ORDER BY id LIMIT 1"),
-            25);
+            26);
   EXPECT_NE(query_rows(db, "SELECT flags FROM sessions")[0][0].find("no-kernel-names"),
             std::string::npos);
 }

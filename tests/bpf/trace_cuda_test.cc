@@ -152,10 +152,10 @@ TEST(TraceCuda, CooperativeLaunchesAreLaunches) {
   ASSERT_EQ(run.rc, 0) << run.err;
   int pid = 0;
   auto lines = parse_workload(run.out, &pid);
-  ASSERT_EQ(lines.size(), 5u) << run.out;
+  ASSERT_EQ(lines.size(), 6u) << run.out;
   auto k = query_rows(db,
                       "SELECT op, kind, func, grid_x, grid_y, block_x, block_y, shared_mem, "
-                      "stream, count(*) FROM calls WHERE pid = " +
+                      "stream, count(*) FROM calls WHERE kind = 'launch' AND pid = " +
                           std::to_string(pid) + " GROUP BY 1,2,3,4,5,6,7,8,9 ORDER BY 1");
   EXPECT_EQ(k, (std::vector<std::vector<std::string>>{
                    {"cuLaunchCooperativeKernel", "launch", std::to_string(0xc0de), "7", "1", "32",

@@ -149,7 +149,7 @@ TEST(ElfSymbols, CudaBackendPlansEveryRuntimeAndDriverFunction) {
   auto cuda = backends::make_cuda_backend();
   const VendorBackend* bs[] = {cuda.get()};
   for (auto [path, api, total] :
-       {std::tuple{kCudart, "cuda_runtime", 29}, {kStub, "cuda_driver", 22}}) {
+       {std::tuple{kCudart, "cuda_runtime", 30}, {kStub, "cuda_driver", 23}}) {
     auto idx = SymbolIndex::load(path);
     ASSERT_TRUE(idx);
     MappedFile f{path, path, "", idx->get(), false};

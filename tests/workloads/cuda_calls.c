@@ -94,7 +94,10 @@ static void runtime_calls(void) {
   LOG("cudaGraphLaunch", cudaGraphLaunch(exec, kStream));
 }
 
-/* With argv[3] "cooperative": only cooperative launches, runtime and driver. */
+/* With argv[3] "cooperative": cooperative launches, runtime and driver, a sync between them. A
+ * runtime launch refused before it reaches the driver (no GPU) and a driver launch right after
+ * it on the same thread, read after the process exited, would be taken for one launch
+ * (capture/launch_nesting.h: folded by order); the sync keeps them apart. */
 typedef int (*cuLaunchCooperativeKernel_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
                                            unsigned, unsigned, void*, void**);
 
@@ -103,6 +106,7 @@ static void cooperative_calls(const char* path) {
   for (int i = 0; i < 3; i++)
     LOG("cudaLaunchCooperativeKernel",
         cudaLaunchCooperativeKernel((const void*)0xc00b, grid, block, NULL, 128, kStream));
+  LOG("cudaStreamSynchronize", cudaStreamSynchronize(kStream));
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
