@@ -11,6 +11,7 @@
 
 #include "app/commands.h"
 #include "app/session_chains.h"
+#include "app/terminal_text.h"
 #include "app/trace_session.h"
 #include "app/trace_summary.h"
 #include "engine/json_text.h"
@@ -108,7 +109,7 @@ size_t Trace::store_analysis(store::SessionEnd& end) {
                                     *tenants_, otlp_ ? &chains : nullptr))
     nchains = *c;
   else if (!opts_.quiet)
-    std::cerr << "ingero: causal chains not stored: " << c.error().message << "\n";
+    TerminalText(std::cerr) << "ingero: causal chains not stored: " << c.error().message << "\n";
   if (otlp_) finish_otlp(chains, end);
   return nchains;
 }
@@ -153,48 +154,50 @@ ingero::Status Trace::finish_writing(const store::SessionEnd& end) {
 }
 
 void Trace::print_stopped(const hal::BpfStats& stats, size_t nchains) const {
+  // The command's name, paths and the store's messages are anyone's bytes.
+  TerminalText err(std::cerr);
   const auto& pc = pipeline_->counters();
-  std::cerr << "ingero: stopped (" << exit_reason_ << "): " << pc.calls << " calls (" << pc.nested
-            << " nested calls folded into them) and " << pc.host << " host events decoded, "
-            << nchains << " causal chains, " << writer_->written() << " events stored in " << db_;
+  err << "ingero: stopped (" << exit_reason_ << "): " << pc.calls << " calls (" << pc.nested
+      << " nested calls folded into them) and " << pc.host << " host events decoded, " << nchains
+      << " causal chains, " << writer_->written() << " events stored in " << db_;
   // What retention deleted since, so that the figure agrees with the file.
   const uint64_t gone = writer_->retention_calls() + writer_->retention_events();
   if (gone)
-    std::cerr << ", " << writer_->written() - std::min(gone, writer_->written())
-              << " of them kept after retention";
+    err << ", " << writer_->written() - std::min(gone, writer_->written())
+        << " of them kept after retention";
   struct stat st {};
-  if (stat(db_.c_str(), &st) == 0) std::cerr << " (" << human_bytes(double(st.st_size)) << ")";
-  std::cerr << "\n";
-  if (stacks_) print_stacks_summary(std::cerr, stats, *stacks_);
-  if (kernels_) print_kernel_names_summary(std::cerr, *kernels_);
+  if (stat(db_.c_str(), &st) == 0) err << " (" << human_bytes(double(st.st_size)) << ")";
+  err << "\n";
+  if (stacks_) print_stacks_summary(err, stats, *stacks_);
+  if (kernels_) print_kernel_names_summary(err, *kernels_);
   if (writer_->retention_deleted())
-    std::cerr << "ingero: retention deleted " << writer_->retention_deleted()
-              << " rows past the policy (--retain/--max-db-size): " << writer_->retention_calls()
-              << " calls, " << writer_->retention_events() << " host events and "
-              << writer_->retention_deleted() - std::min(writer_->retention_deleted(), gone)
-              << " other rows"
-              << (shipper_ ? ", " + std::to_string(writer_->retention_unshipped()) +
-                                 " of them before ClickHouse had them"
-                           : "")
-              << "; longest pass " << engine::format_duration(uint64_t(retention_pause_max_ns_))
-              << "\n";
+    err << "ingero: retention deleted " << writer_->retention_deleted()
+        << " rows past the policy (--retain/--max-db-size): " << writer_->retention_calls()
+        << " calls, " << writer_->retention_events() << " host events and "
+        << writer_->retention_deleted() - std::min(writer_->retention_deleted(), gone)
+        << " other rows"
+        << (shipper_ ? ", " + std::to_string(writer_->retention_unshipped()) +
+                           " of them before ClickHouse had them"
+                     : "")
+        << "; longest pass " << engine::format_duration(uint64_t(retention_pause_max_ns_)) << "\n";
   if (folded_)
-    std::cerr << "ingero: " << folded_
-              << " calls older than --full-rows keep only their folded form (launches in runs; "
-                 "per-second summaries keep every call); longest pass "
-              << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
+    err << "ingero: " << folded_
+        << " calls older than --full-rows keep only their folded form (launches in runs; "
+           "per-second summaries keep every call); longest pass "
+        << engine::format_duration(uint64_t(fold_pause_max_ns_)) << "\n";
   if (auto tc = tenants_->cost(); tc.named)
-    std::cerr << "ingero: named " << tc.named << " of " << tc.cgroups
-              << " cgroups (pod, namespace, container: cgroup_metadata) from " << tc.reads
-              << " files read in " << engine::format_duration(uint64_t(tc.ns)) << "\n";
+    err << "ingero: named " << tc.named << " of " << tc.cgroups
+        << " cgroups (pod, namespace, container: cgroup_metadata) from " << tc.reads
+        << " files read in " << engine::format_duration(uint64_t(tc.ns)) << "\n";
   if (pc.unknown_probe || pc.malformed)
-    std::cerr << "ingero: " << pc.unknown_probe + pc.malformed << " records could not be decoded\n";
+    err << "ingero: " << pc.unknown_probe + pc.malformed << " records could not be decoded\n";
 }
 
 int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) {
   int code = kExitOk;
-  print_losses(std::cerr, end.counters);  // even with -q: the figures are lower bounds
-  if (otlp_) print_otlp_summary(std::cerr, *otlp_, opts_.quiet);  // its drops even with -q
+  TerminalText err(std::cerr);      // paths and the store's messages are anyone's bytes
+  print_losses(err, end.counters);  // even with -q: the figures are lower bounds
+  if (otlp_) print_otlp_summary(err, *otlp_, opts_.quiet);  // its drops even with -q
   if (writer_->failed() || !fin) {
     // The causes, each once (the writer's last failure is often the finish's too); the file is
     // named once, by them where the store's messages name it already.
@@ -210,13 +213,13 @@ int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) 
     }
     std::string file = cause.find(db_) == std::string::npos ? " to " + db_ : "";
     if (writer_->failed())
-      std::cerr << "ingero: " << writer_->failed() << " events could not be written" << file;
+      err << "ingero: " << writer_->failed() << " events could not be written" << file;
     else
-      std::cerr << "ingero: the trace could not be finished" << file;
-    std::cerr << (cause.empty() ? "" : ": " + cause) << "\n";
+      err << "ingero: the trace could not be finished" << file;
+    err << (cause.empty() ? "" : ": " + cause) << "\n";
     code = kExitFailure;
   }
-  if (!opts_.quiet) cmd_.describe_end(std::cerr);
+  if (!opts_.quiet) cmd_.describe_end(err);
   // A command that outlived the signal's grace has no status yet: the tracer was stopped by
   // that signal, and says so as a shell would (128 + N), not success.
   if (cmd_.started() && !cmd_.done() && g_stop_signal) return 128 + g_stop_signal;

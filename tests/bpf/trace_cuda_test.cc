@@ -446,5 +446,19 @@ TEST(TraceCuda, ExitStatusIsTheCommands) {
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
 
+// The end's summary names the trace file, and a name is anyone's bytes: an escape sequence in
+// it reaches the terminal as \xHH, not as a command to retitle or clear it.
+TEST(TraceCuda, TheEndsSummaryEscapesControlCharacters) {
+  REQUIRE_BPF();
+  std::string db = temp_path("esc\x1b]0;owned\x07.db");
+  auto run = trace_command(db, {"/bin/true"});
+  EXPECT_EQ(run.rc, 0) << run.err;
+  EXPECT_EQ(run.err.find('\x1b'), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find('\x07'), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("events stored in " + temp_path("esc") + "\\x1b]0;owned\\x07.db"),
+            std::string::npos)
+      << run.err;
+}
+
 }  // namespace
 }  // namespace ingero::test
