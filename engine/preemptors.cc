@@ -39,6 +39,10 @@ std::vector<Preemptor> rank_preemptors(
   return foreign;
 }
 
+std::string preemptor_name(const Analysis& a, const Preemptor& p, uint32_t own) {
+  return p.pid == own ? "its own threads (" + p.comm + ")" : preemptor_label(a, p);
+}
+
 std::vector<std::string> preemptor_fixes(const Analysis& a, uint32_t pid,
                                          const std::vector<Preemptor>& ranked,
                                          const std::vector<std::string>& workers) {

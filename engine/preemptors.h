@@ -19,6 +19,10 @@ std::vector<Preemptor> rank_preemptors(
     const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own,
     std::string* text);
 
+// One of them as a chain's sentence names it: "its own threads (python3, pt_autograd_0)" for
+// process `own`'s, else as preemptor_label does (the tracer as the tracer).
+std::string preemptor_name(const Analysis& a, const Preemptor& p, uint32_t own);
+
 // What to do about `ranked` (rank_preemptors) taking the CPU of process `pid`'s threads: for
 // its own threads, its worker processes (`workers`: the names of the processes it forked), and
 // the largest other process, or the tracer where that is the one.

@@ -224,9 +224,7 @@ Chain contention_chain(const Analysis& a, const Contention& x, const Workers& wo
   c.window_start = x.active.first;
   c.window_end = x.active.second;
   const Preemptor* top = x.preemptors.empty() ? nullptr : &x.preemptors[0];
-  std::string by = !top                ? ""
-                   : top->pid == x.pid ? "its own threads (" + top->comm + ")"
-                                       : preemptor_label(a, *top);
+  std::string by = top ? preemptor_name(a, *top, x.pid) : "";
   c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) +
               " times (" + format_duration(p.off_cpu_ns) + " off-CPU, worst stall " +
               format_duration(p.max_off_cpu_ns) + ") with " + cpu +

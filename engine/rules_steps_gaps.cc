@@ -150,9 +150,7 @@ void step_contention(const Context& x, std::vector<Chain>& out) {
   c.id = "cpu_contention:steps:" + std::to_string(x.s.pid);
   c.severity = band(share, kPreemptedShareMedium, kPreemptedShareHigh);
   const Preemptor* top = x.m.preemptors.empty() ? nullptr : &x.m.preemptors[0];
-  std::string by = top ? (top->pid == x.s.pid ? "its own threads (" + top->comm + ")"
-                                              : preemptor_label(x.a, *top))
-                       : "other tasks";
+  std::string by = top ? preemptor_name(x.a, *top, x.s.pid) : "other tasks";
   const std::string& preempted_by = x.m.preempted_by;  // the tracer named (name_tracer)
   c.summary = "CPU contention in the training steps: the threads of " + x.who +
               " that feed the GPU were preempted " + pct(share) + " of the step time" +

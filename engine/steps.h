@@ -47,6 +47,19 @@ struct GapTime {
   uint64_t sleep_ns = 0;      // interruptible sleep: a lock, a queue, sleep()
   uint64_t unknown_ns = 0;    // the trace has no scheduler events: the thread's state is unknown
   uint64_t total() const { return on_cpu_ns + preempted_ns + io_ns + sleep_ns + unknown_ns; }
+  // For a span of `len` whose off-CPU parts are counted: those parts scaled down to fit where
+  // they exceed it (rounding at the span's edges), and the rest of it on CPU.
+  void fit(uint64_t len) {
+    uint64_t off = preempted_ns + io_ns + sleep_ns;
+    if (off > len) {
+      double f = double(len) / double(off);
+      preempted_ns = uint64_t(double(preempted_ns) * f);
+      io_ns = uint64_t(double(io_ns) * f);
+      sleep_ns = len - preempted_ns - io_ns;
+      off = len;
+    }
+    on_cpu_ns = len - off;
+  }
   GapTime& operator+=(const GapTime& o) {
     on_cpu_ns += o.on_cpu_ns;
     preempted_ns += o.preempted_ns;

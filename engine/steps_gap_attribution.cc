@@ -60,7 +60,6 @@ void Attributor::place_intervals(const PodVector<OffCpuInterval>& v) {
 
 void Attributor::attribute(HostGap& g, Tallies* tally) {
   int64_t a = g.start_ns, b = g.end_ns;
-  uint64_t off = 0;
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> by;  // preemptor (pid, comm) -> ns
   if (auto it = by_tid_.find(g.tid); it != by_tid_.end()) {
     const PodVector<OffCpuInterval>& v = *offcpu_;
@@ -72,7 +71,6 @@ void Attributor::attribute(HostGap& g, Tallies* tally) {
       int64_t lo = std::max(x.start, a), hi = std::min(x.end, b);
       if (hi <= lo) continue;
       uint64_t d = uint64_t(hi - lo);
-      off += d;
       if (x.preempted) {
         g.time.preempted_ns += d;
         if (uint32_t pid = host_.by_pid(x)) by[{pid, host_.by_comm(x)}] += d;
@@ -88,13 +86,7 @@ void Attributor::attribute(HostGap& g, Tallies* tally) {
     g.time.unknown_ns = len;
     return;
   }
-  g.time.on_cpu_ns = off >= len ? 0 : len - off;
-  if (off > len) {  // rounding at the edges: keep the parts summing to the gap
-    double f = double(len) / double(off);
-    g.time.preempted_ns = uint64_t(double(g.time.preempted_ns) * f);
-    g.time.io_ns = uint64_t(double(g.time.io_ns) * f);
-    g.time.sleep_ns = len - g.time.preempted_ns - g.time.io_ns;
-  }
+  g.time.fit(len);
   if (!by.empty()) {
     auto top = std::max_element(by.begin(), by.end(),
                                 [](auto& x, auto& y) { return x.second < y.second; });
@@ -179,22 +171,18 @@ GapTime Attributor::host_spent(int64_t a, int64_t b) {
   std::sort(edges_.begin(), edges_.end(), [](const Edge& x, const Edge& y) { return x.t < y.t; });
   int n = int(active_.size()), out = 0, by[3] = {0, 0, 0};
   int64_t at = a;
-  uint64_t off_ns = 0;
+  auto until = [&](int64_t end) {  // [at, end) in the state the edges so far leave
+    if (out == n && end > at)
+      (by[2] ? t.preempted_ns : by[1] ? t.io_ns : t.sleep_ns) += uint64_t(end - at);
+    at = std::max(at, end);
+  };
   for (const Edge& e : edges_) {
-    if (out == n && e.t > at) {
-      uint64_t d = uint64_t(e.t - at);
-      off_ns += d;
-      (by[2] ? t.preempted_ns : by[1] ? t.io_ns : t.sleep_ns) += d;
-    }
-    at = std::max(at, e.t);
+    until(e.t);
     out += e.step;
     by[e.what] += e.step;
   }
-  if (out == n && b > at) {
-    off_ns += uint64_t(b - at);
-    (by[2] ? t.preempted_ns : by[1] ? t.io_ns : t.sleep_ns) += uint64_t(b - at);
-  }
-  t.on_cpu_ns = off_ns >= len ? 0 : len - off_ns;
+  until(b);
+  t.fit(len);
   return t;
 }
 

@@ -184,15 +184,7 @@ class Sweep {
   GapTime run_host_time(int64_t a, int64_t b, uint64_t host) {
     GapTime t = attr_.host_spent(a, b);
     if (t.unknown_ns) return GapTime{.unknown_ns = host};
-    uint64_t off = t.preempted_ns + t.io_ns + t.sleep_ns;
-    if (off > host) {
-      double f = double(host) / double(off);
-      t.preempted_ns = uint64_t(double(t.preempted_ns) * f);
-      t.io_ns = uint64_t(double(t.io_ns) * f);
-      t.sleep_ns = host - t.preempted_ns - t.io_ns;
-      off = host;
-    }
-    t.on_cpu_ns = host - off;
+    t.fit(host);
     return t;
   }
 

@@ -18,35 +18,25 @@ inline constexpr uint64_t kD2H = uint64_t(CopyDirection::kDeviceToHost);
 inline constexpr uint64_t kD2D = uint64_t(CopyDirection::kDeviceToDevice);
 inline constexpr uint64_t kAny = uint64_t(CopyDirection::kDefault);
 
+// Eleven scalar arguments: blockDimZ, sharedMemBytes and hStream are stack words 0..2.
+inline constexpr ProbeSpec kCuLaunchKernel = {.symbol = "cuLaunchKernel",
+                                              .kind = EventKind::kLaunch,
+                                              .args = {.stack_words = 3},
+                                              .fields = {{Field::kFunc, reg(0)},
+                                                         {Field::kGridX, reg(1, 4)},
+                                                         {Field::kGridY, reg(2, 4)},
+                                                         {Field::kGridZ, reg(3, 4)},
+                                                         {Field::kBlockX, reg(4, 4)},
+                                                         {Field::kBlockY, reg(5, 4)},
+                                                         {Field::kBlockZ, stack_arg(0, 4)},
+                                                         {Field::kSharedMem, stack_arg(1, 4)},
+                                                         {Field::kStream, stack_arg(2)}},
+                                              .variants = kStreamVariants};
+
 inline constexpr ProbeSpec kDriverProbes[] = {
-    // Eleven scalar arguments: blockDimZ, sharedMemBytes and hStream are stack words 0..2.
-    {.symbol = "cuLaunchKernel",
-     .kind = EventKind::kLaunch,
-     .args = {.stack_words = 3},
-     .fields = {{Field::kFunc, reg(0)},
-                {Field::kGridX, reg(1, 4)},
-                {Field::kGridY, reg(2, 4)},
-                {Field::kGridZ, reg(3, 4)},
-                {Field::kBlockX, reg(4, 4)},
-                {Field::kBlockY, reg(5, 4)},
-                {Field::kBlockZ, stack_arg(0, 4)},
-                {Field::kSharedMem, stack_arg(1, 4)},
-                {Field::kStream, stack_arg(2)}},
-     .variants = kStreamVariants},
+    kCuLaunchKernel,
     // Cooperative kernels: cuLaunchKernel's first nine arguments (then kernelParams, no extra).
-    {.symbol = "cuLaunchCooperativeKernel",
-     .kind = EventKind::kLaunch,
-     .args = {.stack_words = 3},
-     .fields = {{Field::kFunc, reg(0)},
-                {Field::kGridX, reg(1, 4)},
-                {Field::kGridY, reg(2, 4)},
-                {Field::kGridZ, reg(3, 4)},
-                {Field::kBlockX, reg(4, 4)},
-                {Field::kBlockY, reg(5, 4)},
-                {Field::kBlockZ, stack_arg(0, 4)},
-                {Field::kSharedMem, stack_arg(1, 4)},
-                {Field::kStream, stack_arg(2)}},
-     .variants = kStreamVariants},
+    same_args_as(kCuLaunchKernel, "cuLaunchCooperativeKernel"),
     // Geometry is in the CUlaunchConfig the first argument points to.
     {.symbol = "cuLaunchKernelEx",
      .kind = EventKind::kLaunch,
