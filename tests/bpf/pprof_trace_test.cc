@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "test_paths.h"
+#include "tests/support/pprof_tool.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -17,45 +18,6 @@ namespace {
 
 const char* kCudart = INGERO_CUDA_ROOT "/lib64/libcudart.so.13";
 
-std::string run_ok(const std::vector<std::string>& argv) {
-  std::string out, err;
-  EXPECT_EQ(run_command(argv, &out, &err, {"HOME=" + scratch_root()}), 0) << argv[0] << ": " << err;
-  return out;
-}
-
-int64_t query_one(const std::string& db, const std::string& sql) {
-  auto j = nlohmann::json::parse(run_ok({INGERO_BIN, "query", "--json", "--db", db, sql}));
-  const auto& v = j[0].begin().value();
-  return v.is_null() ? 0 : v.get<int64_t>();
-}
-
-std::vector<int64_t> raw_totals(const std::string& file) {
-  std::istringstream in(run_ok({INGERO_GO, "tool", "pprof", "-raw", file}));
-  std::vector<int64_t> sums;
-  bool samples = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Samples:", 0) == 0) samples = true;
-    if (line.rfind("Locations", 0) == 0) break;
-    size_t colon = line.find(':');
-    if (!samples || colon == std::string::npos) continue;
-    std::istringstream vals(line.substr(0, colon));
-    std::vector<int64_t> v;
-    std::string tok;
-    bool numbers = true;
-    while (vals >> tok) {
-      if (tok.find_first_not_of("-0123456789") != std::string::npos) {
-        numbers = false;
-      } else {
-        v.push_back(std::stoll(tok));
-      }
-    }
-    if (!numbers || v.empty()) continue;
-    sums.resize(v.size());
-    for (size_t i = 0; i < v.size(); ++i) sums[i] += v[i];
-  }
-  return sums;
-}
-
 // go tool pprof -traces: each trace's value and frames (leaf first), for one sample type.
 struct Trace {
   double value = 0;  // as printed, in the unit pprof chose
@@ -63,7 +25,8 @@ struct Trace {
 };
 std::vector<Trace> traces(const std::string& file, const std::string& type) {
   std::istringstream in(run_ok({INGERO_GO, "tool", "pprof", "-traces", "-lines", "-symbolize=none",
-                                "-sample_index=" + type, file}));
+                                "-sample_index=" + type, file},
+                               {"HOME=" + scratch_root()}));
   std::vector<Trace> out;
   bool in_trace = false;
   for (std::string line; std::getline(in, line);) {
@@ -113,17 +76,10 @@ TEST(PprofTrace, APythonSyncLoopsGpuWaitAndCpuByTheirLines) {
   run_ok({INGERO_BIN, "export", "--format", "pprof", "--db", db, "-o", out});
   const int64_t period = 1'000'000'000 / 49;  // the default --cpu-sample-hz, in the flags
   EXPECT_EQ(query_rows(db, "SELECT flags LIKE '%cpu-sample-hz=49%' FROM sessions")[0][0], "1");
-  const int64_t samples =
-      query_one(db, "SELECT count(*) FROM host_events WHERE event = 'cpu_sample'");
-  const int64_t waits = query_one(db,
-                                  "SELECT sum(dur_ns) FROM calls WHERE kind = 'sync' OR (kind = "
-                                  "'memcpy' AND direction = 'D2H')");
-  const int64_t launches = query_one(
-      db, "SELECT sum(calls) FROM call_summaries WHERE kind IN ('launch', 'graph_launch')");
-  const int64_t api = query_one(db, "SELECT sum(sum_ns) FROM call_summaries");
+  const PprofTotals want = pprof_expected_totals(db);
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM calls WHERE op = 'cudaStreamSynchronize'"), 200);
-  EXPECT_GT(samples, 0);
-  EXPECT_EQ(raw_totals(out), (std::vector<int64_t>{samples * period, waits, launches, api}));
+  EXPECT_GT(want.samples, 0);
+  EXPECT_EQ(pprof_raw_totals(out), want.values(period));
 
   // gpu_wait: one trace, the sync called from the planted line, main and the module below.
   const std::string script = INGERO_SYNC_LOOP_PY;
@@ -141,8 +97,9 @@ TEST(PprofTrace, APythonSyncLoopsGpuWaitAndCpuByTheirLines) {
   ASSERT_GE(python.size(), 2u) << ::testing::PrintToString(f);
   EXPECT_EQ(python[0], "wait_for_gpu " + script + ":" + k["sync_line"]);
   EXPECT_EQ(python[1].rfind("main " + script + ":", 0), 0u) << python[1];
-  std::string top = run_ok(
-      {INGERO_GO, "tool", "pprof", "-top", "-symbolize=none", "-sample_index=gpu_wait", out});
+  std::string top =
+      run_ok({INGERO_GO, "tool", "pprof", "-top", "-symbolize=none", "-sample_index=gpu_wait", out},
+             {"HOME=" + scratch_root()});
   EXPECT_NE(top.find("100%   100%"), std::string::npos) << top;
   EXPECT_NE(top.find("cudaStreamSynchronize"), std::string::npos) << top;
 

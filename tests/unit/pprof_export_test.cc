@@ -52,17 +52,10 @@ TEST(PprofExport, GoToolPprofTotalsEqualQueryOverAFoldedTrace) {
             0)
       << err;
   const int64_t period = 1'000'000'000 / 49;  // no cpu-sample-hz in the session: the default
-  const int64_t samples =
-      query_one(path, "SELECT count(*) FROM host_events WHERE event = 'cpu_sample'");
-  const int64_t waits = query_one(path,
-                                  "SELECT sum(dur_ns) FROM calls WHERE kind = 'sync' OR (kind = "
-                                  "'memcpy' AND direction = 'D2H')");
-  const int64_t launches = query_one(
-      path, "SELECT sum(calls) FROM call_summaries WHERE kind IN ('launch', 'graph_launch')");
-  const int64_t api = query_one(path, "SELECT sum(sum_ns) FROM call_summaries");
-  EXPECT_EQ(samples, 30 * 8);
-  EXPECT_EQ(launches, int64_t(loop.launches));
-  EXPECT_EQ(pprof_raw_totals(out), (std::vector<int64_t>{samples * period, waits, launches, api}));
+  const PprofTotals want = pprof_expected_totals(path);
+  EXPECT_EQ(want.samples, 30 * 8);
+  EXPECT_EQ(want.launches, int64_t(loop.launches));
+  EXPECT_EQ(pprof_raw_totals(out), want.values(period));
   std::string err2;
   EXPECT_TRUE(err.find("written to " + out) != std::string::npos) << err;
   // The top of each sample type, as go tool pprof ranks it.
@@ -71,13 +64,9 @@ TEST(PprofExport, GoToolPprofTotalsEqualQueryOverAFoldedTrace) {
              {"HOME=" + test::scratch_root()});
   EXPECT_NE(top.find("cudaMemcpyAsync"), std::string::npos) << top;
   // The profile as stored: decoded with our own definitions too.
-  std::ifstream f(out, std::ios::binary);
-  std::stringstream raw;
-  raw << f.rdbuf();
-  auto plain = compress::gunzip(raw.str());
-  ASSERT_TRUE(plain);
-  pp::Profile p;
-  ASSERT_TRUE(p.ParseFromString(*plain));
+  auto read = read_profile(out);
+  ASSERT_TRUE(read);
+  const pp::Profile& p = *read;
   EXPECT_EQ(p.period(), period);
 }
 
@@ -155,12 +144,9 @@ TEST(PprofExport, SincePidAndNodeSelectWhatTheyName) {
     argv.insert(argv.end(), extra.begin(), extra.end());
     int rc = test::run_command(argv, nullptr, &err);
     if (rc != 0) return err;
-    std::ifstream f(out, std::ios::binary);
-    std::stringstream raw;
-    raw << f.rdbuf();
-    pp::Profile p;
-    auto plain = compress::gunzip(raw.str());
-    EXPECT_TRUE(plain && p.ParseFromString(*plain));
+    auto read = read_profile(out);
+    EXPECT_TRUE(read) << out;
+    pp::Profile p = read.value_or(pp::Profile{});
     *t = Totals{};
     for (const auto& s : p.sample())
       for (int i = 0; i < kSampleTypes; ++i) t->values[size_t(i)] += s.value(i);
@@ -238,12 +224,9 @@ TEST(PprofExport, NodeOfAMergedFile) {
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::string e;
     EXPECT_EQ(test::run_command(argv, nullptr, &e), 0) << e;
-    std::ifstream f(out, std::ios::binary);
-    std::stringstream raw;
-    raw << f.rdbuf();
-    pp::Profile p;
-    auto plain = compress::gunzip(raw.str());
-    EXPECT_TRUE(plain && p.ParseFromString(*plain));
+    auto read = read_profile(out);
+    EXPECT_TRUE(read) << out;
+    pp::Profile p = read.value_or(pp::Profile{});
     std::map<std::string, int64_t> wait_by_node;
     for (const auto& s : p.sample()) wait_by_node[labels_of(p, s)["node"]] += s.value(kGpuWait);
     return wait_by_node;
@@ -272,12 +255,9 @@ TEST(PprofExport, TheOriginalImplementationsFiles) {
                               nullptr, &err),
             0)
       << err;
-  std::ifstream f(out, std::ios::binary);
-  std::stringstream raw;
-  raw << f.rdbuf();
-  pp::Profile p;
-  auto plain = compress::gunzip(raw.str());
-  ASSERT_TRUE(plain && p.ParseFromString(*plain));
+  auto read = read_profile(out);
+  ASSERT_TRUE(read);
+  const pp::Profile& p = *read;
   int64_t api = 0;
   std::set<std::string> nodes;
   size_t with_stack = 0;

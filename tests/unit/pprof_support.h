@@ -16,6 +16,7 @@
 #include "compress/gzip.h"
 #include "profile.pb.h"
 #include "test_paths.h"
+#include "tests/support/pprof_tool.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 #include "tests/unit/tiers_fixture.h"
@@ -31,21 +32,6 @@ inline std::map<std::string, std::string> labels_of(const pp::Profile& p, const 
   for (const auto& l : s.label())
     out[str(p, l.key())] = l.str() ? str(p, l.str()) : std::to_string(l.num());
   return out;
-}
-
-inline std::string run_ok(const std::vector<std::string>& argv,
-                          const std::vector<std::string>& env = {}) {
-  std::string out, err;
-  int rc = test::run_command(argv, &out, &err, env);
-  EXPECT_EQ(rc, 0) << argv[0] << " " << (argv.size() > 1 ? argv[1] : "") << ": " << err;
-  return out;
-}
-
-inline int64_t query_one(const std::string& db, const std::string& sql) {
-  auto j = nlohmann::json::parse(run_ok({INGERO_BIN, "query", "--json", "--db", db, sql}));
-  EXPECT_EQ(j.size(), 1u) << j.dump();
-  const auto& v = j[0].begin().value();
-  return v.is_null() ? 0 : v.get<int64_t>();
 }
 
 // `calls` written as one ended session in `name`.db and exported as pprof: the profile's path
@@ -77,49 +63,11 @@ inline std::optional<pp::Profile> read_profile(const std::string& file) {
   return p;
 }
 
-// Sums of each sample type over `go tool pprof -raw`'s samples.
-inline std::vector<int64_t> pprof_raw_totals(const std::string& file) {
-  std::string out =
-      run_ok({INGERO_GO, "tool", "pprof", "-raw", file}, {"HOME=" + test::scratch_root()});
-  std::istringstream in(out);
-  std::vector<int64_t> sums;
-  bool samples = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Samples:", 0) == 0) {
-      samples = true;
-      continue;
-    }
-    if (line.rfind("Locations", 0) == 0) break;
-    size_t colon = line.find(':');
-    if (!samples || colon == std::string::npos) continue;
-    std::istringstream vals(line.substr(0, colon));
-    std::vector<int64_t> v;
-    bool numbers = true;
-    for (std::string tok; vals >> tok;) {
-      if (tok.find_first_not_of("-0123456789") != std::string::npos) {
-        numbers = false;
-      } else {
-        v.push_back(std::stoll(tok));
-      }
-    }
-    if (!numbers || v.empty()) continue;
-    sums.resize(v.size());
-    for (size_t i = 0; i < v.size(); ++i) sums[i] += v[i];
-  }
-  return sums;
-}
-
-inline bool have_go() {
-  if (*INGERO_GO && access(INGERO_GO, X_OK) == 0) return true;
-  return false;
-}
-
-#define REQUIRE_GO()                                                                  \
-  do {                                                                                \
-    if (!have_go()) {                                                                 \
-      if (test::running_in_ci()) FAIL() << "CI=true but `go` (golang-go) is missing"; \
-      GTEST_SKIP() << "*** SKIPPED: no `go` (golang-go) to run go tool pprof ***";    \
-    }                                                                                 \
-  } while (0)
+using test::have_go;
+using test::pprof_expected_totals;
+using test::pprof_raw_totals;
+using test::PprofTotals;
+using test::query_one;
+using test::run_ok;
 
 }  // namespace ingero::serve::pprof
