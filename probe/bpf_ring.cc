@@ -12,7 +12,14 @@ namespace ingero::hal {
 
 int consume_ring(const RingView& ring, std::vector<uint8_t>& scratch, const RingCallback& cb) {
   const uint64_t mask = ring.size - 1;
+  const uint64_t step = release_step(ring.size);
   uint64_t cons = __atomic_load_n(ring.consumer_pos, __ATOMIC_ACQUIRE);
+  uint64_t released = cons;
+  auto release = [&] {
+    if (cons == released) return;
+    __atomic_store_n(ring.consumer_pos, cons, __ATOMIC_RELEASE);
+    released = cons;
+  };
   int n = 0;
   bool more = true;
   while (more) {  // until a pass finds nothing new: records committed meanwhile are read too
@@ -22,7 +29,10 @@ int consume_ring(const RingView& ring, std::vector<uint8_t>& scratch, const Ring
       // Headers are 8-aligned in a data area of whole pages: a header never wraps.
       const uint8_t* hdr = ring.data + (cons & mask);
       uint32_t len = __atomic_load_n(reinterpret_cast<const uint32_t*>(hdr), __ATOMIC_ACQUIRE);
-      if (len & BPF_RINGBUF_BUSY_BIT) return n;  // still being written: later records wait
+      if (len & BPF_RINGBUF_BUSY_BIT) {  // still being written: later records wait
+        release();
+        return n;
+      }
       more = true;
       uint32_t size = len & ~(BPF_RINGBUF_BUSY_BIT | BPF_RINGBUF_DISCARD_BIT);
       if (!(len & BPF_RINGBUF_DISCARD_BIT)) {
@@ -39,8 +49,9 @@ int consume_ring(const RingView& ring, std::vector<uint8_t>& scratch, const Ring
         ++n;
       }
       cons += (uint64_t(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t(7);
-      __atomic_store_n(ring.consumer_pos, cons, __ATOMIC_RELEASE);
+      if (cons - released >= step) release();
     }
+    release();
   }
   return n;
 }

@@ -89,6 +89,29 @@ TEST(BpfRing, DiscardedRecordsAreSkippedAndTheirSpaceGivenBack) {
   EXPECT_EQ(r.consumer, r.producer);
 }
 
+// The space read is given back a sixteenth of the ring at a time while a pass reads, then
+// whole when it ends: not after every record, whose write the producer's next reservation would
+// read from the reader's CPU.
+TEST(BpfRing, SpaceIsGivenBackASixteenthAtATimeAndWholeAtTheEnd) {
+  FakeRing r(1024);
+  ASSERT_EQ(release_step(1024), 64u);
+  for (int i = 0; i < 64; ++i) r.produce(std::string(8, char('a' + i % 26)));  // 16 bytes each
+  std::vector<uint64_t> seen;
+  EXPECT_EQ(
+      consume_ring(r.view, r.scratch, [&](const void*, size_t) { seen.push_back(r.consumer); }),
+      64);
+  std::vector<uint64_t> want;
+  for (uint64_t i = 0; i < 64; ++i) want.push_back(i * 16 / 64 * 64);
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(r.consumer, 1024u);
+  // A pass that stops at a record still being written gives back what it read before it.
+  r.produce("done");
+  uint64_t busy = r.produce("busy", BPF_RINGBUF_BUSY_BIT);
+  std::vector<std::string> got;
+  EXPECT_EQ(r.consume(got), 1);
+  EXPECT_EQ(r.consumer, busy);
+}
+
 // Many records of every size through a small ring, produced and consumed in bursts: each one
 // arrives once, whole and in order, wherever it fell.
 TEST(BpfRing, TenThousandRecordsThroughARingOf256BytesArriveInOrder) {
