@@ -155,14 +155,15 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
   if (!outer && ev.caller && !m) {
     // Where it was made from is unknown: the process exited before its records were read (a
     // short program: its maps are gone), or the code is newer than the maps last read (read
-    // again at most every 100 ms). A launch of another library right after a runtime launch
-    // of its thread, with no record between, is the launch that runtime launch made (a
-    // runtime launch the runtime refuses makes none, and the program's next driver launch
-    // would be taken for it: rare).
+    // again at most every 100 ms). A launch of a lower layer's library (a driver's) right after
+    // a launch of a higher layer (a runtime's) on its thread, with no record between, is the
+    // launch that one made (a runtime launch the runtime refuses makes none, and the program's
+    // next driver launch would be taken for it: rare). Never the other way: a runtime launch
+    // after a driver launch is a launch of its own, whatever their libraries.
     auto h = held_.find(ev.tid);
     const hal::AttachedProbe* hp =
         h != held_.end() && h->second.active ? table_.find(h->second.probe) : nullptr;
-    if (hp && hp->library != p->library && fold_into_held(ev, nullptr, 0)) {
+    if (hp && hp->match.layer > p->match.layer && fold_into_held(ev, nullptr, 0)) {
       ++counters_.folded_by_order;
       return Fate::kFolded;
     }

@@ -48,6 +48,10 @@ struct LibraryMatch {
   std::string_view api;     // "cuda_runtime", "cuda_driver", "hip", "nccl", "rccl", ...
   int table = 0;            // backend-private: which probe table
   bool embedded = false;    // found by symbol inside a host object (static copy)
+  // Where the library sits among its vendor's: a launch through a higher layer makes one through
+  // a lower (a runtime's cudaLaunchKernel enters the driver's cuLaunchKernel), never the other
+  // way (capture/launch_nesting.h). 0: the lowest, or a library alone.
+  int layer = 0;
 };
 
 // A captured call as decode() sees it.

@@ -57,12 +57,18 @@ class CudaBackend final : public VendorBackend {
   }
 
   std::vector<LibraryMatch> match(const MappedFile& f) const override {
+    // The runtime calls into the driver: the layer above it.
     if (basename_matches(f.basename, "libcudart"))
-      return {{"nvidia", "cuda_runtime", kRuntime, false}};
-    if (basename_matches(f.basename, "libcuda")) return {{"nvidia", "cuda_driver", kDriver, false}};
+      return {{.vendor = "nvidia", .api = "cuda_runtime", .table = kRuntime, .layer = 1}};
+    if (basename_matches(f.basename, "libcuda"))
+      return {{.vendor = "nvidia", .api = "cuda_driver", .table = kDriver}};
     // A statically linked runtime (nvcc's default) inside a program or host object.
     if (defines_all(*f.symbols, {"cudaLaunchKernel", "cudaMalloc", "cudaStreamSynchronize"}))
-      return {{"nvidia", "cuda_runtime", kRuntime, true}};
+      return {{.vendor = "nvidia",
+               .api = "cuda_runtime",
+               .table = kRuntime,
+               .embedded = true,
+               .layer = 1}};
     return {};
   }
 

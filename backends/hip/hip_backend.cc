@@ -32,7 +32,7 @@ class HipBackend final : public VendorBackend {
     return dirs;
   }
   std::vector<LibraryMatch> match(const MappedFile& f) const override {
-    if (basename_matches(f.basename, "libamdhip64")) return {{"amd", "hip", 0, false}};
+    if (basename_matches(f.basename, "libamdhip64")) return {{.vendor = "amd", .api = "hip"}};
     return {};
   }
   std::span<const ProbeSpec> probes(const LibraryMatch&) const override { return hip::kHipProbes; }

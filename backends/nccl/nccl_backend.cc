@@ -71,8 +71,8 @@ class NcclBackend final : public VendorBackend {
     return dirs;
   }
   std::vector<LibraryMatch> match(const MappedFile& f) const override {
-    if (basename_matches(f.basename, "libnccl")) return {{"nvidia", "nccl", 0, false}};
-    if (basename_matches(f.basename, "librccl")) return {{"amd", "rccl", 0, false}};
+    if (basename_matches(f.basename, "libnccl")) return {{.vendor = "nvidia", .api = "nccl"}};
+    if (basename_matches(f.basename, "librccl")) return {{.vendor = "amd", .api = "rccl"}};
     // A static copy inside a host object: pncclAllReduce is NCCL's own definition.
     const ElfSymbol* s = f.symbols->find_function("pncclAllReduce");
     if (!s) s = f.symbols->find_function("ncclAllReduce");

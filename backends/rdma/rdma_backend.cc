@@ -47,7 +47,7 @@ class RdmaBackend final : public VendorBackend {
   }
   std::vector<LibraryMatch> match(const MappedFile& f) const override {
     if (verbs_ && basename_matches(f.basename, "libibverbs"))
-      return {{"rdma", "ibverbs", 0, false}};
+      return {{.vendor = "rdma", .api = "ibverbs"}};
     return {};
   }
   std::span<const ProbeSpec> probes(const LibraryMatch&) const override { return kVerbsProbes; }

@@ -26,7 +26,7 @@ struct FakeRtBackend final : VendorBackend {
   }
   std::vector<LibraryMatch> match(const MappedFile& f) const override {
     return basename_matches(f.basename, "libfakert")
-               ? std::vector<LibraryMatch>{{"acme", "fakert", 0, false}}
+               ? std::vector<LibraryMatch>{{.vendor = "acme", .api = "fakert"}}
                : std::vector<LibraryMatch>{};
   }
   std::span<const ProbeSpec> probes(const LibraryMatch&) const override { return kFakeRt; }

@@ -34,11 +34,11 @@ struct Fixture {
            "3000-4000 r-xp 00000000 00:00 0 /fake/libcuda.so.1\n"
            "5000-6000 r-xp 00000000 00:00 0 /fake/app\n";
     table.add({.spec = &rt_spec,
-               .match = {"nvidia", "cuda_runtime"},
+               .match = {.vendor = "nvidia", .api = "cuda_runtime", .layer = 1},
                .library = "/fake/libcudart.so.13",
                .symbol = "cudaLaunchKernel"});
     table.add({.spec = &drv_spec,
-               .match = {"nvidia", "cuda_driver"},
+               .match = {.vendor = "nvidia", .api = "cuda_driver"},
                .library = "/fake/libcuda.so.1",
                .symbol = "cuLaunchKernel"});
     nesting = std::make_unique<LaunchNesting>(host, table);
@@ -136,6 +136,29 @@ TEST(LaunchNesting, ARuntimeSeenAfterItsTextWasLookedUpIsFoundThere) {
   EXPECT_EQ(f.out[1].op, "cudaLaunchKernel");
   EXPECT_EQ(f.out[1].nested, 1u);
   EXPECT_EQ(f.nesting->counters().folded, 1u);
+}
+
+// Where a launch was made from cannot be placed (its process's maps were gone when its records
+// were read), a launch is taken for the one the launch held for its thread made only if that
+// one's library is the layer above (hal::LibraryMatch::layer): a driver launch after a runtime
+// launch. A runtime launch after a driver launch is a launch of its own.
+TEST(LaunchNesting, ByOrderOnlyALowerLayersLaunchFoldsIntoAnUpperOnes) {
+  Fixture f;
+  constexpr uint64_t kUnmapped = 0x9000;
+  auto drv = f.launch(1, kUnmapped);
+  EXPECT_EQ(f.nesting->on_launch(1, drv, f.out), Fate::kHeld);
+  auto rt = f.launch(0, kUnmapped);
+  EXPECT_EQ(f.nesting->on_launch(0, rt, f.out), Fate::kHeld);  // itself, not in the driver's
+  ASSERT_EQ(f.out.size(), 1u);
+  EXPECT_EQ(f.out[0].op, "cuLaunchKernel");
+  EXPECT_EQ(f.out[0].nested, 0u);
+  auto made = f.launch(1, kUnmapped);  // the driver launch the runtime launch made
+  EXPECT_EQ(f.nesting->on_launch(1, made, f.out), Fate::kFolded);
+  f.nesting->flush(f.out);
+  ASSERT_EQ(f.out.size(), 2u);
+  EXPECT_EQ(f.out[1].op, "cudaLaunchKernel");
+  EXPECT_EQ(f.out[1].nested, 1u);
+  EXPECT_EQ(f.nesting->counters().folded_by_order, 1u);
 }
 
 }  // namespace
