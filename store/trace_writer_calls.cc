@@ -118,19 +118,28 @@ ingero::Status TraceWriter::write_blocks(bool final) {
 
 ingero::Result<uint64_t> TraceWriter::fold_blocks(int64_t before_ns, int64_t through_id) {
   if (auto st = commit(); !st) return st.error();
-  auto n = db_->query_int(
-      "SELECT coalesce(sum(calls), 0) FROM call_store WHERE full IS NOT NULL AND kept_data IS NOT "
-      "NULL AND end_ts < " +
-      std::to_string(before_ns) + " AND last_id <= " + std::to_string(through_id));
-  if (!n) return n.error();
-  if (n->value_or(0) == 0) return uint64_t(0);
-  if (auto st = db_->exec(
-          "UPDATE call_store SET full = NULL WHERE full IS NOT NULL AND kept_data IS NOT NULL AND "
-          "end_ts < " +
-          std::to_string(before_ns) + " AND last_id <= " + std::to_string(through_id));
-      !st)
-    return st.error();
-  return uint64_t(n->value_or(0));
+  // Every half second while tracing: prepared once (their parse was 6% of the tracer's CPU at a
+  // few thousand calls a second), their bounds bound.
+  constexpr const char* kWhere =
+      " WHERE full IS NOT NULL AND kept_data IS NOT NULL AND end_ts < ?1 AND last_id <= ?2";
+  auto count = db_->cached(std::string("SELECT coalesce(sum(calls), 0) FROM call_store") + kWhere);
+  if (!count) return count.error();
+  Stmt& c = **count;
+  c.reset();
+  c.bind(1, before_ns).bind(2, through_id);
+  auto row = c.step();
+  if (!row) return row.error();
+  int64_t n = *row ? c.int64(0) : 0;
+  c.reset();
+  if (n == 0) return uint64_t(0);
+  auto drop = db_->cached(std::string("UPDATE call_store SET full = NULL") + kWhere);
+  if (!drop) return drop.error();
+  Stmt& d = **drop;
+  d.reset();
+  d.bind(1, before_ns).bind(2, through_id);
+  if (auto r = d.step(); !r) return r.error();
+  d.reset();
+  return uint64_t(n);
 }
 
 }  // namespace ingero::store
