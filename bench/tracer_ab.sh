@@ -28,6 +28,17 @@ trap 'rm -rf "$out"' EXIT
 figure() { "$2/app/ingero" query --db "$1" --json "$3" |
   python3 -c "import json,sys; print(json.load(sys.stdin)[0][\"n\"])"; }
 echo "tracer A/B on the step proxy: $STEPS steps x 2 threads, $ROUNDS round(s)"
+# What this host charges work done in bursts after idling (bench/cold_burst.c), before and after
+# the rounds: the tracer's reader works so at a training step's call rate, and its CPU a call
+# follows this factor from host to host and hour to hour.
+cold() {
+  for b in "$1" "$2"; do
+    [[ -x $b/bench/cold_burst ]] && { echo "  host cold factor ($3): $("$b/bench/cold_burst")"; return 0; }
+  done
+  return 0
+}
+cold "$1" "$2" before
+trap 'cold "$1" "$2" after; rm -rf "$out"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
  for gil in $SHAPES; do
   for build in "$1" "$2"; do
