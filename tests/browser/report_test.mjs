@@ -2,7 +2,7 @@
 // no console errors, its numbers equal the SQL answers on the same file, the flame graph's
 // root frames total the slow calls, and a full-page screenshot is a picture.
 //   run.sh report_test.mjs --ingero BIN --out DIR --name NAME (--xz FILE.db.xz | --db FILE)
-//          [--expect-steps] [--expect-nodes N] [--expect-kernels]
+//          [--expect-steps] [--expect-nodes N] [--expect-kernels] [--expect-host-time]
 // or, as root, the trace made here first: the step_faults launch loop traced with the stand-in
 // libnvidia-ml.so.1 reporting 9% busy, whose report must draw the GPU-busy lane:
 //   run.sh report_test.mjs --ingero BIN --out DIR --name NAME --step-faults BIN --nvml-dir DIR
@@ -182,6 +182,24 @@ try {
     const steps = await testValue(page, 'step-count');
     check(Number(steps) > 0, 'steps counted', steps);
     check((await page.$$('[data-testid="step-series"] canvas')).length > 0, 'step chart drawn');
+    // The host's time outside GPU calls split as the model has it, series by series.
+    const model = JSON.parse(ingero.run(['report', '--db', db, '--json', '-o', '-']).stdout);
+    const drawn = await page.$$eval('[data-testid="step-series"]', (els) => els.map((e) => {
+      const t = e.querySelector('[data-testid="host-time"]');
+      return [e.getAttribute('data-pid'), t ? ['on-cpu', 'preempted', 'io', 'sleep', 'unknown']
+        .map((k) => t.getAttribute('data-' + k)) : null];
+    }));
+    for (const [pid, shares] of drawn) {
+      const m = model.steps.find((x) => String(x.pid) === pid);
+      const t = m && m.summary.host_time;
+      const want = t && Object.values(t).some((v) => v > 0)
+        ? ['on_cpu', 'preempted', 'io', 'sleep', 'unknown'].map((k) => String(t[k])) : null;
+      equal(shares, want, 'host time split of pid ' + pid);
+    }
+    if (a['expect-host-time']) {
+      check(drawn.some(([, sh]) => sh && Number(sh[0]) > 0 && Number(sh[4]) === 0),
+        'host time split from the scheduler drawn', JSON.stringify(drawn));
+    }
     // The GPU-busy lane where the devices measured the steps; else a line saying they did not.
     if (a['step-faults']) {
       check((await page.$$('[data-testid="gpu-busy-lane"] canvas')).length > 0, 'GPU-busy lane drawn');

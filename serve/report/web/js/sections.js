@@ -47,6 +47,21 @@ function shareBar(parts) {
   return [bar, legend];
 }
 
+// The host's time outside GPU calls by what its threads did (the scheduler's intervals), as
+// shares of the step; "unknown" where the trace has no scheduler events.
+function hostTimeBar(t) {
+  if (!t) return null;
+  // The step chart's colours for the same states (charts.js).
+  const parts = [['in its own code', t.on_cpu, '#f0a202'], ['preempted', t.preempted, '#e4572e'],
+    ['in I/O', t.io, '#a05eb5'], ['asleep', t.sleep, '#8d6e63'],
+    ['running or not unknown (no scheduler events)', t.unknown, '#e0e0e0']];
+  if (!parts.some((p) => p[1] > 0)) return null;
+  const attrs = { 'data-testid': 'host-time' };
+  for (const k of ['on_cpu', 'preempted', 'io', 'sleep', 'unknown']) attrs['data-' + k.replace('_', '-')] = String(t[k]);
+  return h('div', attrs, h('div', { class: 'small' }, 'Host time outside GPU calls, as shares of the step:'),
+    shareBar(parts));
+}
+
 function stepSeriesBlock(s) {
   const sum = s.summary;
   const box = h('div', { class: 'chartbox wide' });
@@ -67,6 +82,7 @@ function stepSeriesBlock(s) {
     shareBar([
       ['GPU wait', sum.wait, '#2a5bd7'], ['enqueue', sum.enqueue, '#29a36a'], ['other GPU API', sum.api, '#17a2b8'],
       ['host gap (GPU idle)', sum.host_gap, '#f0a202'], ['host, GPU busy', Math.max(0, sum.host - sum.host_gap), '#cfd8dc']]),
+    hostTimeBar(sum.host_time),
     sum.gap_where ? h('div', { class: 'small' }, 'Host gaps mostly ', sum.gap_cause || '', ' in ', h('span', { class: 'mono' }, sum.gap_where)) : null,
     s.calls_not_modelled ? h('div', { class: 'small muted' }, fmt.count(s.calls_not_modelled) +
       ' top-level calls beyond the step model\u2019s cap were not modelled.') : null,
