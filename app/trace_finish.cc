@@ -76,7 +76,7 @@ uint64_t Trace::stop_recording() {
   }
   probes_->detach();
   (void)reader_->drain();
-  pipeline_->end_cycle();
+  pipeline_->end_cycle(true);
   int64_t mono = mono_now_ns();
   for (auto& p : periodic_)
     if (p.at_end) p.run(mono, true);

@@ -94,9 +94,9 @@ void EventPipeline::name_kernel(const hal::Event& e) {
     if (auto f = e.get(hal::Field::kFunc)) kernels->on_launch(e.pid, *f, e.ts_ns);
 }
 
-void EventPipeline::end_cycle() {
+void EventPipeline::end_cycle(bool final) {
   if (nesting) {
-    nesting->flush(ready_);
+    nesting->flush(ready_, final);
     emit_ready();
   }
   for (uint32_t pid : exited_prev_) {

@@ -74,8 +74,10 @@ class EventPipeline {
   std::function<void()> on_batch;
 
   void on_record(const void* data, size_t size);
-  // After each read of the rings: forgets the processes that exited a cycle ago.
-  void end_cycle();
+  // After each read of the rings: forgets the processes that exited a cycle ago, and releases
+  // the launches held since the cycle before (capture/launch_nesting.h); `final` (the
+  // session's end, every ring read): every launch held.
+  void end_cycle(bool final = false);
   void commit();
   const Counters& counters() const { return counters_; }
   // How long call records waited between the call's return and their decoding here, sampled

@@ -133,11 +133,12 @@ bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_
   return true;
 }
 
-void LaunchNesting::flush(std::vector<hal::Event>& out) {
+void LaunchNesting::flush(std::vector<hal::Event>& out, bool all) {
   if (holding_)
     for (auto& [tid, h] : held_)
-      if (h.active) settle(tid, out, false);
-  if (held_.size() > kMaxHeldSlots) {  // every slot is inactive now
+      if (h.active && (all || h.cycle != cycle_)) settle(tid, out, false);
+  ++cycle_;
+  if (!holding_ && held_.size() > kMaxHeldSlots) {  // every slot is inactive
     held_.clear();
     awaiting_ = 0;
   }
@@ -191,8 +192,10 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
       settle(ev.tid, out);
       return Fate::kEmit;
     }
-    // The runtime launch it was made in went out already (the first of its library, a timed
-    // one, or one released at the end of a read cycle): counted there.
+    // The runtime launch it was made in went out already: the first of its library or a timed
+    // one, counted there (in BPF); or one released at the end of a read cycle after the one it
+    // was read in, its thread stalled between the two probes for a whole cycle: its nested
+    // call goes uncounted, the launch is not counted twice.
     outer->nests = true;
     ++counters_.folded;
     return Fate::kFolded;
@@ -208,6 +211,7 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
     h.runtime = &self;
     h.nested = false;
     h.active = true;
+    h.cycle = cycle_;
     ++holding_;
     ++counters_.held;
     return Fate::kHeld;

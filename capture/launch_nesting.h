@@ -63,8 +63,10 @@ class LaunchNesting {
     if (awaiting_) take_awaiting(tid);
     if (holding_) settle(tid, out);
   }
-  // Everything held (the end of a read cycle).
-  void flush(std::vector<hal::Event>& out);
+  // The end of a read cycle: releases the launches held since before the last one (a launch
+  // read at a cycle's end may make its driver launch a few microseconds after: that record is
+  // read in the next cycle, and counted in it), or, with `all` (the session's end), every one.
+  void flush(std::vector<hal::Event>& out, bool all = false);
   // Process `pid` mapped or unmapped a library (its loader said so): its maps are read again
   // at the next launch whose caller they do not hold, however recently they were read.
   void process_mapped(uint32_t pid) {
@@ -139,11 +141,13 @@ class LaunchNesting {
     bool nested = false;
     bool active = false;
     bool awaiting = false;  // released unnested at a cycle's end; the thread sent nothing since
+    uint64_t cycle = 0;     // the read cycle it was held in
   };
   static constexpr size_t kMaxHeldSlots = 1024;
   std::unordered_map<uint32_t, Held> held_;
   size_t holding_ = 0;   // slots active
   size_t awaiting_ = 0;  // slots awaiting
+  uint64_t cycle_ = 0;   // read cycles ended
   Counters counters_;
 };
 
