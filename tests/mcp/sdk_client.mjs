@@ -190,11 +190,12 @@ async function call(o) {
 
 const o = opts(process.argv.slice(2));
 const modes = { tools, malformed, 'malformed-http': malformedHttp, concurrent, call };
+// The report is written whole before the process exits: stdout to a pipe is asynchronous in
+// Node, and process.exit() right after write() cut a report longer than the pipe's buffer
+// (McpRealTrace.StdioEveryTool read "no report" once in CI).
+const finish = (obj, code) => process.stdout.write(JSON.stringify(obj) + '\n', () => process.exit(code));
 try {
-  const report = await modes[o.mode](o);
-  process.stdout.write(JSON.stringify(report) + '\n');
-  process.exit(0);
+  finish(await modes[o.mode](o), 0);
 } catch (e) {
-  process.stdout.write(JSON.stringify({ fatal: String(e.stack ?? e) }) + '\n');
-  process.exit(1);
+  finish({ fatal: String(e.stack ?? e) }, 1);
 }
