@@ -349,9 +349,10 @@ void summarize(StepSeries& s, Sites& sites, const Tallies& tally) {
            : "median step ") +
       format_duration(m.median_ns) + ": " + gpu_share_text(m);
   // The larger of the two host-side stories: the GPU idle waiting for the host (gaps), or the
-  // threads feeding it losing their CPU.
+  // threads feeding it losing their CPU. Said as what it counts (a thread preempted, inside its
+  // GPU calls too), not as the host's time outside them (host_time's "preempted" beside it).
   if (m.preempted >= kGapShareLow && m.preempted >= m.host_gap)
-    m.text = head + ": host preempted " + pct(m.preempted) + " of the step" +
+    m.text = head + ": a thread feeding the GPU preempted " + pct(m.preempted) + " of the step" +
              (m.preempted_by.empty() ? "" : ", by " + m.preempted_by);
   else if (m.host_gap >= kGapShareLow && m.gap_cause == "unattributed")
     m.text = head + ": waiting for the host" + where;

@@ -340,11 +340,13 @@ TEST(ExplainText, TheTracerIsNamedAsTheTracerOnARealTrace) {
   store::SqlTraceSource src(**r);
   auto a = engine::analyze(src, engine::Window{});
   ASSERT_EQ(a.steps.processes.size(), 1u);
-  EXPECT_EQ(a.steps.processes[0].summary.text,
-            "median step 32.9ms: GPU idle \u2265 11% (no device data: lower bound): host preempted "
-            "61% of the step, by the tracer itself (noisy_neighbor, pid 579) 23%, pt_data_worker "
-            "(pid 599) 12%, pt_data_worker (pid 598) 8%, its own threads (cuda-EvtHandlr, "
-            "pt_autograd_0, pt_data_pin, python3) 51%");
+  EXPECT_EQ(
+      a.steps.processes[0].summary.text,
+      "median step 32.9ms: GPU idle \u2265 11% (no device data: lower bound): a thread feeding "
+      "the GPU preempted 61% of the step, by the tracer itself (noisy_neighbor, pid 579) 23%, "
+      "pt_data_worker "
+      "(pid 599) 12%, pt_data_worker (pid 598) 8%, its own threads (cuda-EvtHandlr, "
+      "pt_autograd_0, pt_data_pin, python3) 51%");
   ASSERT_FALSE(a.chains.empty());
   const Chain& c = a.chains[0];
   EXPECT_EQ(c.summary,

@@ -98,7 +98,8 @@ TEST(StepHostTime, PreemptedTimeOfTheHostIsNamed) {
   EXPECT_EQ(x.host_time.preempted_ns, 3 * kMs);
   EXPECT_EQ(x.host_time.sleep_ns, 0u);
   EXPECT_EQ(x.host_time.on_cpu_ns, x.host_ns - 3 * kMs);
-  EXPECT_NE(only(a).summary.text.find("host preempted 30% of the step, by hog (pid 99)"),
+  EXPECT_NE(only(a).summary.text.find(
+                "a thread feeding the GPU preempted 30% of the step, by hog (pid 99)"),
             std::string::npos)
       << only(a).summary.text;
 }
