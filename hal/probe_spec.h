@@ -105,11 +105,4 @@ struct ProbeSpec {
   NameRecipe name{};  // kind kKernelName only
 };
 
-// `base` under another symbol: an API taking the same arguments (a cooperative launch).
-constexpr ProbeSpec same_args_as(const ProbeSpec& base, std::string_view symbol) {
-  ProbeSpec s = base;
-  s.symbol = symbol;
-  return s;
-}
-
 }  // namespace ingero::hal

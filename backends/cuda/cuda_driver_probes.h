@@ -3,6 +3,7 @@
 // tables attach the v2 family for those.
 #pragma once
 
+#include "hal/launch_layouts.h"
 #include "hal/probe_spec.h"
 
 namespace ingero::backends::cuda {
@@ -18,25 +19,11 @@ inline constexpr uint64_t kD2H = uint64_t(CopyDirection::kDeviceToHost);
 inline constexpr uint64_t kD2D = uint64_t(CopyDirection::kDeviceToDevice);
 inline constexpr uint64_t kAny = uint64_t(CopyDirection::kDefault);
 
-// Eleven scalar arguments: blockDimZ, sharedMemBytes and hStream are stack words 0..2.
-inline constexpr ProbeSpec kCuLaunchKernel = {.symbol = "cuLaunchKernel",
-                                              .kind = EventKind::kLaunch,
-                                              .args = {.stack_words = 3},
-                                              .fields = {{Field::kFunc, reg(0)},
-                                                         {Field::kGridX, reg(1, 4)},
-                                                         {Field::kGridY, reg(2, 4)},
-                                                         {Field::kGridZ, reg(3, 4)},
-                                                         {Field::kBlockX, reg(4, 4)},
-                                                         {Field::kBlockY, reg(5, 4)},
-                                                         {Field::kBlockZ, stack_arg(0, 4)},
-                                                         {Field::kSharedMem, stack_arg(1, 4)},
-                                                         {Field::kStream, stack_arg(2)}},
-                                              .variants = kStreamVariants};
-
 inline constexpr ProbeSpec kDriverProbes[] = {
-    kCuLaunchKernel,
-    // Cooperative kernels: cuLaunchKernel's first nine arguments (then kernelParams, no extra).
-    same_args_as(kCuLaunchKernel, "cuLaunchCooperativeKernel"),
+    // Eleven scalar arguments (hal/launch_layouts.h); cooperative kernels take cuLaunchKernel's
+    // first nine (then kernelParams, no extra).
+    with_variants(scalar_dims_launch("cuLaunchKernel"), kStreamVariants),
+    with_variants(scalar_dims_launch("cuLaunchCooperativeKernel"), kStreamVariants),
     // Geometry is in the CUlaunchConfig the first argument points to.
     {.symbol = "cuLaunchKernelEx",
      .kind = EventKind::kLaunch,

@@ -1,26 +1,12 @@
 // CUDA runtime API (libcudart, or a copy linked statically into a program or host object).
 #pragma once
 
+#include "hal/launch_layouts.h"
 #include "hal/probe_spec.h"
 
 namespace ingero::backends::cuda {
 
 using namespace ingero::hal;  // NOLINT: table notation
-
-// dim3 gridDim and blockDim are 12-byte structs passed by value in two registers each
-// (x|y<<32, then z); sharedMem and stream spill to the stack.
-inline constexpr ProbeSpec kCudaLaunchKernel = {.symbol = "cudaLaunchKernel",
-                                                .kind = EventKind::kLaunch,
-                                                .args = {.stack_words = 2},
-                                                .fields = {{Field::kFunc, reg(0)},
-                                                           {Field::kGridX, reg(1, 4)},
-                                                           {Field::kGridY, reg(1, 4, 32)},
-                                                           {Field::kGridZ, reg(2, 4)},
-                                                           {Field::kBlockX, reg(3, 4)},
-                                                           {Field::kBlockY, reg(3, 4, 32)},
-                                                           {Field::kBlockZ, reg(4, 4)},
-                                                           {Field::kSharedMem, stack_arg(0)},
-                                                           {Field::kStream, stack_arg(1)}}};
 
 inline constexpr ProbeSpec kRuntimeProbes[] = {
     // Output pointer: the allocated device pointer is read through arg 0 at return.
@@ -85,9 +71,10 @@ inline constexpr ProbeSpec kRuntimeProbes[] = {
     {.symbol = "cudaMemsetAsync",
      .kind = EventKind::kMemset,
      .fields = {{Field::kDptr, reg(0)}, {Field::kBytes, reg(2)}, {Field::kStream, reg(3)}}},
-    kCudaLaunchKernel,
-    // Cooperative kernels (grid-wide sync): cudaLaunchKernel's arguments.
-    same_args_as(kCudaLaunchKernel, "cudaLaunchCooperativeKernel"),
+    // dim3 gridDim and blockDim by value (hal/launch_layouts.h); cooperative kernels (grid-wide
+    // sync) take cudaLaunchKernel's arguments.
+    struct_dims_launch("cudaLaunchKernel"),
+    struct_dims_launch("cudaLaunchCooperativeKernel"),
     // Launch geometry lives in the cudaLaunchConfig_t the first argument points to.
     {.symbol = "cudaLaunchKernelExC",
      .kind = EventKind::kLaunch,

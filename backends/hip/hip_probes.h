@@ -2,6 +2,7 @@
 // carry version nodes (hipMalloc@@hip_4.2) that hal/ resolves to the default version.
 #pragma once
 
+#include "hal/launch_layouts.h"
 #include "hal/probe_spec.h"
 
 namespace ingero::backends::hip {
@@ -76,44 +77,10 @@ inline constexpr ProbeSpec kHipProbes[] = {
     {.symbol = "hipMemsetAsync",
      .kind = EventKind::kMemset,
      .fields = {{Field::kDptr, reg(0)}, {Field::kBytes, reg(2)}, {Field::kStream, reg(3)}}},
-    // dim3 by value in two registers each; sharedMemBytes and stream on the stack.
-    {.symbol = "hipLaunchKernel",
-     .kind = EventKind::kLaunch,
-     .args = {.stack_words = 2},
-     .fields = {{Field::kFunc, reg(0)},
-                {Field::kGridX, reg(1, 4)},
-                {Field::kGridY, reg(1, 4, 32)},
-                {Field::kGridZ, reg(2, 4)},
-                {Field::kBlockX, reg(3, 4)},
-                {Field::kBlockY, reg(3, 4, 32)},
-                {Field::kBlockZ, reg(4, 4)},
-                {Field::kSharedMem, stack_arg(0)},
-                {Field::kStream, stack_arg(1)}}},
-    // Eleven scalars, as cuLaunchKernel: blockDimZ, sharedMemBytes, stream on the stack.
-    {.symbol = "hipModuleLaunchKernel",
-     .kind = EventKind::kLaunch,
-     .args = {.stack_words = 3},
-     .fields = {{Field::kFunc, reg(0)},
-                {Field::kGridX, reg(1, 4)},
-                {Field::kGridY, reg(2, 4)},
-                {Field::kGridZ, reg(3, 4)},
-                {Field::kBlockX, reg(4, 4)},
-                {Field::kBlockY, reg(5, 4)},
-                {Field::kBlockZ, stack_arg(0, 4)},
-                {Field::kSharedMem, stack_arg(1, 4)},
-                {Field::kStream, stack_arg(2)}}},
-    {.symbol = "hipExtLaunchKernel",
-     .kind = EventKind::kLaunch,
-     .args = {.stack_words = 2},
-     .fields = {{Field::kFunc, reg(0)},
-                {Field::kGridX, reg(1, 4)},
-                {Field::kGridY, reg(1, 4, 32)},
-                {Field::kGridZ, reg(2, 4)},
-                {Field::kBlockX, reg(3, 4)},
-                {Field::kBlockY, reg(3, 4, 32)},
-                {Field::kBlockZ, reg(4, 4)},
-                {Field::kSharedMem, stack_arg(0)},
-                {Field::kStream, stack_arg(1)}}},
+    // cudaLaunchKernel's and cuLaunchKernel's layouts (hal/launch_layouts.h).
+    struct_dims_launch("hipLaunchKernel"),
+    scalar_dims_launch("hipModuleLaunchKernel"),
+    struct_dims_launch("hipExtLaunchKernel"),
     {.symbol = "hipDeviceSynchronize", .kind = EventKind::kSync},
     {.symbol = "hipStreamSynchronize",
      .kind = EventKind::kSync,
