@@ -220,6 +220,9 @@ void add_host_event(HostContext& h, Lookups& l, Room& room, const hal::Event& e)
 void take_process_activity(HostContext& h, const std::map<uint32_t, ProcessActivity>& act) {
   h.has_activity = !act.empty();
   for (const auto& [pid, a] : act) {
+    // Switches counted by the kernel say the scheduler was traced, whether or not any was stored
+    // as an event (a process busy on its CPU all along, at SCHED_FIFO, switched never).
+    if (a.switches) h.has_sched_events = true;
     PidHost& p = h.per_pid[pid];
     if (p.comm.empty()) p.comm = a.comm;
     p.switches = std::max(p.switches, a.switches);

@@ -98,6 +98,8 @@ struct HostContext {
   std::vector<SnapshotRow> snapshots;
   double cpu_max = 0, cpu_avg = 0, mem_pct_max = 0;
   int64_t swap_max_mb = 0, mem_avail_min_mb = 0;
+  // The scheduler was traced: a context switch stored as an event, or counted in the kernel's
+  // per-process aggregates (a process that never left its CPU has no event of its own).
   bool has_sched_events = false;
   bool has_activity = false;               // kernel per-process aggregates were recorded
   std::map<uint64_t, CgroupInfo> cgroups;  // TraceSource::cgroups()

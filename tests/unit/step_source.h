@@ -29,7 +29,7 @@ class Source : public TraceSource {
     for (const auto& e : host_) fn(e);
   }
   std::vector<SnapshotRow> snapshots(const Window&) override { return {}; }
-  std::map<uint32_t, ProcessActivity> process_activity(const Window&) override { return {}; }
+  std::map<uint32_t, ProcessActivity> process_activity(const Window&) override { return activity_; }
   std::map<uint32_t, ProcessInfo> processes() override { return {{1, {1, "trainer", ""}}}; }
   std::pair<int64_t, int64_t> time_span() override { return {0, 0}; }
   uint64_t event_count(const Window&) override { return calls_.size() + host_.size(); }
@@ -82,6 +82,7 @@ class Source : public TraceSource {
   }
 
   std::vector<Event> calls_, host_;
+  std::map<uint32_t, ProcessActivity> activity_;  // the kernel's per-process aggregates
   std::map<uint64_t, std::vector<StackFrameInfo>> frames_;
   std::vector<CpuSample> samples_;
   std::vector<hal::DeviceSample> devices_;

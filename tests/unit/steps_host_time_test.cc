@@ -119,6 +119,31 @@ TEST(StepHostTime, WithoutSchedulerEventsTheHostsTimeIsOutsideGpuCallsNotItsOwnC
   EXPECT_EQ(text.find("in its own code"), std::string::npos) << text;
 }
 
+// The scheduler was traced (the kernel's aggregates counted other processes' switches) and the
+// process never left its CPU: no event of its own, and its host time is on its CPU, not
+// unknown. Faults.DataLoaderBusyLoopWithoutSamplesIsLocatedBeforeTheUpload found no chain once
+// in CI where its SCHED_FIFO busy loop made no context switch at all.
+TEST(StepHostTime, AProcessThatNeverSwitchedOnATracedSchedulerRanThroughout) {
+  Source s;
+  bursts(s);
+  ProcessActivity other;
+  other.pid = 15;
+  other.comm = "rcu_preempt";
+  other.switches = 24;
+  s.activity_[15] = other;
+  auto a = analyze(s, Window{});
+  ASSERT_GE(only(a).steps.size(), 20u);
+  const Step& x = only(a).steps[10];
+  EXPECT_EQ(x.host_time.on_cpu_ns, x.host_ns);
+  EXPECT_EQ(x.host_time.unknown_ns, 0u);
+  const std::string& text = only(a).summary.text;
+  EXPECT_NE(text.find("in its own code 96%"), std::string::npos) << text;
+  // Aggregates without a switch (a legacy file's page counts) say nothing of the scheduler.
+  s.activity_[15].switches = 0;
+  a = analyze(s, Window{});
+  EXPECT_EQ(only(a).steps[10].host_time.unknown_ns, only(a).steps[10].host_ns);
+}
+
 // A process that only waits for fabric events (ibv_get_async_event) makes no GPU call: it has
 // no GPU to be idle, and no steps.
 TEST(StepHostTime, AProcessWithoutGpuCallsHasNoSteps) {
