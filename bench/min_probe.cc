@@ -1,20 +1,85 @@
 // Attaches the minimal counting probe(s) to LIB:SYMBOL[,SYMBOL...] and holds them until stdin
 // closes.
-//   min_probe LIB SYMBOLS entry|pair|session|session-skip
+//   min_probe LIB SYMBOLS entry|pair|session|session-skip|record
 // entry and pair are perf-event uprobes (an entry program; entry + return programs); session is
 // one uprobe-session program that runs at entry and return (Linux 6.12+), session-skip the same
-// program returning 1 at entry, so no return probe is armed. bench/run_benchmarks.sh compares
-// them with ingero's own probes on the same function.
+// program returning 1 at entry, so no return probe is armed. record is the smallest probe that
+// records each launch (bench/record_floor.bpf.c), its ring read on another thread; at the end
+// it prints "records N refused M" on stderr. bench/run_benchmarks.sh and bench/launch_cost.sh
+// compare them with ingero's own probes on the same function.
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hal/elf_symbols.h"
 #include "probe/uprobe_multi.h"
 #include "probe_cost.skel.h"
+#include "record_floor.skel.h"
+
+namespace {
+
+// Counts each record and reads every word of it, as a tracer's decoder would: the record's
+// cache lines move to the reader's CPU.
+int read_record(void* ctx, void* data, size_t size) {
+  auto* sum = static_cast<uint64_t*>(ctx);
+  const auto* w = static_cast<const uint64_t*>(data);
+  for (size_t i = 0; i < size / 8; ++i) sum[1] += w[i];
+  ++sum[0];
+  return 0;
+}
+
+// The record mode: attaches record_launch, reads its ring every 5 ms until stdin closes.
+int run_record(const char* lib, const std::vector<uint64_t>& offsets) {
+  auto* skel = record_floor_bpf__open();
+  if (!skel) return 3;
+  bpf_program__set_expected_attach_type(skel->progs.record_launch,
+                                        bpf_attach_type(ingero::hal::kBpfTraceUprobeSession));
+  if (record_floor_bpf__load(skel)) return 3;
+  auto fd = ingero::hal::link_uprobe_multi(bpf_program__fd(skel->progs.record_launch), lib, offsets,
+                                           {}, ingero::hal::UprobeMode::kSession);
+  if (!fd) {
+    std::fprintf(stderr, "%s\n", fd.error().message.c_str());
+    return 4;
+  }
+  uint64_t sum[2] = {0, 0};
+  ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.records), read_record, sum, nullptr);
+  if (!rb) return 5;
+  std::atomic<bool> stop{false};
+  std::thread reader([rb, &stop] {
+    while (!stop.load()) {
+      ring_buffer__consume(rb);
+      usleep(5000);
+    }
+    ring_buffer__consume(rb);
+  });
+  std::printf("attached\n");
+  std::fflush(stdout);
+  char buf[16];
+  while (read(0, buf, sizeof(buf)) > 0) {
+  }
+  stop = true;
+  reader.join();
+  uint64_t refused = 0;
+  int ncpu = libbpf_num_possible_cpus();
+  std::vector<uint64_t> per_cpu(size_t(ncpu > 0 ? ncpu : 1));
+  uint32_t key = 1;
+  if (bpf_map__lookup_elem(skel->maps.counts, &key, sizeof(key), per_cpu.data(),
+                           per_cpu.size() * sizeof(uint64_t), 0) == 0)
+    for (uint64_t v : per_cpu) refused += v;
+  std::fprintf(stderr, "records %llu refused %llu\n", static_cast<unsigned long long>(sum[0]),
+               static_cast<unsigned long long>(refused));
+  ring_buffer__free(rb);
+  close(*fd);
+  record_floor_bpf__destroy(skel);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
@@ -32,6 +97,7 @@ int main(int argc, char** argv) {
     offsets.push_back(*off);
     at = comma + 1;
   }
+  if (mode == "record") return run_record(argv[1], offsets);
   auto* skel = probe_cost_bpf__open();
   if (!skel) return 3;
   bool session = mode == "session" || mode == "session-skip";
