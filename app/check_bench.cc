@@ -60,7 +60,8 @@ Result<std::unique_ptr<IngeroProbe>> attach_ingero(const hal::PrivateFunction& f
   uint64_t* records = &p->records;
   auto reader = hal::RingReader::create(p->session->calls_fd(), p->session->aux_fd(), -1,
                                         [records](const void* d, size_t) {
-                                          if (*static_cast<const uint32_t*>(d) == INGERO_REC_CALL)
+                                          uint32_t type = *static_cast<const uint32_t*>(d);
+                                          if (type == INGERO_REC_CALL || type == INGERO_REC_LAUNCH)
                                             ++*records;
                                         });
   if (!reader) return reader.error();

@@ -17,6 +17,14 @@ static __always_inline __u32 settled(struct call_buf* buf, __u32 off, __u32 max)
   return off > max ? max : off;
 }
 
+/* The flags a stack result (ingero_call_stack) adds to a record. */
+static __always_inline __u16 stack_flags(__u64 stack) {
+  __u16 flags = 0;
+  if (stack & INGERO_STACK_RET_SHIPPED) flags |= INGERO_CALL_STACK_SHIPPED;
+  if (stack & INGERO_STACK_RET_OF_SITE) flags |= INGERO_CALL_STACK_OF_SITE;
+  return flags;
+}
+
 /* Fills a call record's header; returns the flags its stack result adds. */
 static __always_inline __u16 put_header(struct ingero_call_rec* h, __u32 probe, __u32 pid,
                                         __u32 tid, __u64 start, __u64 end, __u64 ret, __u64 stack,
@@ -33,10 +41,7 @@ static __always_inline __u16 put_header(struct ingero_call_rec* h, __u32 probe, 
   h->return_len = 0;
   h->nested = nested;
   h->nested_probe = nested_probe;
-  __u16 flags = 0;
-  if (stack & INGERO_STACK_RET_SHIPPED) flags |= INGERO_CALL_STACK_SHIPPED;
-  if (stack & INGERO_STACK_RET_OF_SITE) flags |= INGERO_CALL_STACK_OF_SITE;
-  return flags;
+  return stack_flags(stack);
 }
 
 /* Appends the register and stack argument words a record ships after its header; returns the
@@ -86,9 +91,9 @@ static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 f
   stat_inc(INGERO_STAT_CALLS);
 }
 
-/* What an untimed launch reserves on the ring: its largest record (header, every register
- * word, up to INGERO_LAUNCH_STACK_WORDS stack words, caller), and the ident block where the
- * launch may ship one. A smaller record leaves the rest unwritten, past what its counts and
+/* What an untimed launch reserves on the ring: its largest record (its short header, every
+ * register word, up to INGERO_LAUNCH_STACK_WORDS stack words, caller), and the ident block where
+ * the launch may ship one. A smaller record leaves the rest unwritten, past what its counts and
  * flags tell user space to read. The ring holds what is reserved, so most launches, which
  * carry no ident block, reserve without it: 12% more of them fit in the ring a reader late by a
  * commit must hold. Every launch API takes at most three arguments on the stack (cuLaunchKernel:
@@ -96,12 +101,12 @@ static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 f
  * (call_paths.h). */
 #define INGERO_LAUNCH_STACK_WORDS 3
 #define INGERO_LAUNCH_REC_SIZE \
-  (sizeof(struct ingero_call_rec) + 8 * (INGERO_REG_WORDS + INGERO_LAUNCH_STACK_WORDS) + 8)
+  (sizeof(struct ingero_launch_rec) + 8 * (INGERO_REG_WORDS + INGERO_LAUNCH_STACK_WORDS) + 8)
 #define INGERO_LAUNCH_IDENT_REC_SIZE (INGERO_LAUNCH_REC_SIZE + sizeof(struct ingero_call_ident))
 
-/* An untimed launch (no entry read): its record is written straight into the ring, from the
- * registers and one read of the user stack, without the frame a call that returns needs or a
- * copy through call_scratch. */
+/* An untimed launch (no entry read): its record (struct ingero_launch_rec) is written straight
+ * into the ring, from the registers and one read of the user stack, without the frame a call
+ * that returns needs or a copy through call_scratch. */
 static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_thread* t,
                                             struct ingero_recipe* r, __u32 probe, __u32 tid,
                                             __u64 sp) {
@@ -125,7 +130,7 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   /* The return address, then the stack arguments past it, read at once into the record: the
    * arguments land where the record ships them, the return address in the word before them
    * (the last register word, or the header's last), taken out before that word is written. */
-  __u32 at = sizeof(struct ingero_call_rec) + 8 * nregs - 8;
+  __u32 at = sizeof(struct ingero_launch_rec) + 8 * nregs - 8;
   if (bpf_probe_read_user(b + at, (nstack + 1) * 8, (void*)sp)) {
     bpf_probe_read_user(b + at, 8, (void*)sp);
     if (nstack) flags |= INGERO_CALL_STACK_READ_FAULT;
@@ -138,10 +143,17 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
         .caller = caller, .now_ns = start, .probe = probe, .tgid = t->tgid, .tid = tid};
     stack = ingero_call_stack(ctx, t, &ask);
   }
-  struct ingero_call_rec* h = (void*)b;
-  flags |= put_header(h, probe, t->tgid, tid, start, 0, 0, stack, 0, 0);
+  struct ingero_launch_rec* h = (void*)b;
+  h->type = INGERO_REC_LAUNCH;
+  h->probe_id = probe;
+  h->pid = t->tgid;
+  h->tid = tid;
+  h->start_ns = start;
+  h->stack_hash = stack & INGERO_STACK_HASH_MASK;
   h->nregs = nregs;
   h->nstack = nstack;
+  h->pad = 0;
+  flags |= stack_flags(stack);
   __u64 regs[INGERO_REG_WORDS] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                                   PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), INGERO_PARM6(ctx)};
   __u64* w = (void*)(b + sizeof(*h));

@@ -29,6 +29,7 @@ enum ingero_rec_type {
   INGERO_REC_STACK = 7,      /* struct ingero_stack_rec (aux ring) */
   INGERO_REC_PYCODE = 8,     /* struct ingero_py_code_rec (aux ring) */
   INGERO_REC_CPU_SAMPLE = 9, /* struct ingero_cpu_sample_rec (aux ring) */
+  INGERO_REC_LAUNCH = 10,    /* struct ingero_launch_rec (calls ring) */
 };
 
 #include "records_call.h"

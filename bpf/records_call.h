@@ -97,6 +97,26 @@ struct ingero_call_rec {
   __u32 nested;       /* traced calls made inside this one (folded into it) */
 };
 
+/* An untimed launch's record (INGERO_CALL_ENTRY_ONLY, written at its entry by launch_at_entry):
+ * a call record's header less what such a launch leaves zero (its end, return value, nested
+ * counts and read lengths), then the same words and blocks in the same order. 40 bytes instead of
+ * 64: with six register words, three stack words and its caller, a launch takes 128 bytes of
+ * the ring (its 8-byte ring header included) instead of 152; a launch's cost grows with the
+ * bytes it writes there (docs/performance.md, "What recording a launch costs"). User space
+ * unpacks it into the call record's form. */
+struct ingero_launch_rec {
+  __u32 type; /* INGERO_REC_LAUNCH */
+  __u32 probe_id;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns;
+  __u64 stack_hash;
+  __u16 flags;
+  __u8 nregs;
+  __u8 nstack;
+  __u32 pad; /* 0 */
+};
+
 struct ingero_call_offcpu {
   __u64 off_cpu_ns;       /* time this thread spent off-CPU between entry and return */
   __u64 preemptor_off_ns; /* the longest single involuntary off-CPU interval during the call */

@@ -176,6 +176,7 @@ void EventPipeline::on_record(const void* data, size_t size) {
   std::memcpy(&type, data, sizeof(type));
   switch (type) {
     case INGERO_REC_CALL:
+    case INGERO_REC_LAUNCH:
       on_call(data, size);
       break;
     case INGERO_REC_LIBWATCH: {

@@ -8,12 +8,9 @@ namespace {
 
 constexpr size_t rounded(size_t n) { return (n + 7) & ~size_t(7); }
 
-}  // namespace
-
-std::vector<uint8_t> pack_call(const CallRecord& r) {
+// The words and blocks after a header, in wire order.
+void pack_body(const CallRecord& r, std::vector<uint8_t>& out) {
   const ingero_call_rec& h = r.hdr;
-  std::vector<uint8_t> out(sizeof(h));
-  std::memcpy(out.data(), &h, sizeof(h));
   auto put = [&](const void* src, size_t n, size_t advance) {
     size_t at = out.size();
     out.resize(at + advance, 0);
@@ -30,18 +27,73 @@ std::vector<uint8_t> pack_call(const CallRecord& r) {
   size_t el = std::min<size_t>(h.entry_len, INGERO_ENTRY_READ_MAX);
   put(r.return_buf, rl, rounded(rl));
   put(r.entry_buf, el, rounded(el));
+}
+
+// An untimed launch's short header, as the call record's.
+bool unpack_launch_header(const uint8_t* p, size_t size, ingero_call_rec& h) {
+  ingero_launch_rec l;
+  if (size < sizeof(l)) return false;
+  std::memcpy(&l, p, sizeof(l));
+  h = {};
+  h.type = INGERO_REC_CALL;
+  h.probe_id = l.probe_id;
+  h.pid = l.pid;
+  h.tid = l.tid;
+  h.start_ns = l.start_ns;
+  h.stack_hash = l.stack_hash;
+  h.flags = l.flags;
+  h.nregs = l.nregs;
+  h.nstack = l.nstack;
+  return true;
+}
+
+}  // namespace
+
+std::vector<uint8_t> pack_call(const CallRecord& r) {
+  std::vector<uint8_t> out(sizeof(r.hdr));
+  std::memcpy(out.data(), &r.hdr, sizeof(r.hdr));
+  pack_body(r, out);
+  return out;
+}
+
+std::vector<uint8_t> pack_launch(const CallRecord& r) {
+  const ingero_call_rec& h = r.hdr;
+  ingero_launch_rec l{};
+  l.type = INGERO_REC_LAUNCH;
+  l.probe_id = h.probe_id;
+  l.pid = h.pid;
+  l.tid = h.tid;
+  l.start_ns = h.start_ns;
+  l.stack_hash = h.stack_hash;
+  l.flags = h.flags;
+  l.nregs = h.nregs;
+  l.nstack = h.nstack;
+  std::vector<uint8_t> out(sizeof(l));
+  std::memcpy(out.data(), &l, sizeof(l));
+  pack_body(r, out);
   return out;
 }
 
 bool unpack_call(const void* data, size_t size, CallRecord& out) {
   const auto* p = static_cast<const uint8_t*>(data);
-  if (size < sizeof(ingero_call_rec)) return false;
-  std::memcpy(&out.hdr, p, sizeof(out.hdr));
+  uint32_t type = 0;
+  if (size < sizeof(type)) return false;
+  std::memcpy(&type, p, sizeof(type));
+  size_t off = 0;
+  if (type == INGERO_REC_LAUNCH) {
+    if (!unpack_launch_header(p, size, out.hdr)) return false;
+    off = sizeof(ingero_launch_rec);
+  } else if (type == INGERO_REC_CALL) {
+    if (size < sizeof(ingero_call_rec)) return false;
+    std::memcpy(&out.hdr, p, sizeof(out.hdr));
+    off = sizeof(ingero_call_rec);
+  } else {
+    return false;
+  }
   const ingero_call_rec& h = out.hdr;
   if (h.nregs > INGERO_REG_WORDS || h.nstack > INGERO_STACK_WORDS ||
       h.entry_len > INGERO_ENTRY_READ_MAX || h.return_len > INGERO_RETURN_READ_MAX)
     return false;
-  size_t off = sizeof(ingero_call_rec);
   auto take = [&](void* dst, size_t n, size_t advance) {
     if (off + n > size) return false;
     std::memcpy(dst, p + off, n);

@@ -1,6 +1,7 @@
 // A call record as it arrives (records_call.h: a header, the words its recipe shipped, then the
 // optional blocks its flags name) unpacked into fixed fields, so decoding never depends on
-// where in the wire record a value sat. Pure.
+// where in the wire record a value sat. An untimed launch's shorter record (ingero_launch_rec)
+// unpacks into the same form, the fields it does not carry zero. Pure.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +29,14 @@ struct CallRecord {
 // The wire form of `r` (the BPF side's layout): for replay sources, benchmarks and tests.
 // The header's counts and flags say what goes in.
 std::vector<uint8_t> pack_call(const CallRecord& r);
+// The same as an untimed launch's record (ingero_launch_rec), as launch_at_entry writes it: the
+// header's end, return value, nested counts and read lengths are not carried (they must be 0).
+std::vector<uint8_t> pack_launch(const CallRecord& r);
 
-// False when the record is shorter than its header says, or its counts are out of range:
-// the caller counts it as malformed. Never reads past `size`.
+// A call record (INGERO_REC_CALL) or an untimed launch's (INGERO_REC_LAUNCH; its hdr.type then
+// reads INGERO_REC_CALL). False when the record is of another type, shorter than its header
+// says, or its counts are out of range: the caller counts it as malformed. Never reads past
+// `size`.
 bool unpack_call(const void* data, size_t size, CallRecord& out);
 
 }  // namespace ingero::hal

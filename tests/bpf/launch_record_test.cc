@@ -1,13 +1,15 @@
 // An untimed launch's record on the calls ring (bpf/call_emit.h: launch_at_entry): it reserves
-// its header, six register words, at most three stack words and its caller (144 bytes, not the
-// 168 that room for six stack words took: a sixth less of the ring to fill and read a launch),
-// and a launch recipe with more stack words takes the general path with every word kept.
+// its short header (ingero_launch_rec), six register words, at most three stack words and its
+// caller (120 bytes: 168 when room was kept for six stack words, 144 with the call record's
+// header), and a launch recipe with more stack words takes the general path with every word
+// kept, in a call record.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
 #include "bpf/ingero_records.h"
+#include "hal/call_record.h"
 #include "probe/ring_reader.h"
 #include "tests/bpf/self_probe.h"
 #include "tests/support/trace_db.h"
@@ -57,33 +59,34 @@ void launches(const char* symbol, uint8_t stack_words, F&& calls, Shipped& out) 
   ASSERT_TRUE((*reader)->drain());
 }
 
-uint64_t word(const std::vector<uint8_t>& rec, size_t i) {
-  uint64_t w = 0;
-  std::memcpy(&w, rec.data() + sizeof(ingero_call_rec) + 8 * i, 8);
-  return w;
+uint32_t type(const std::vector<uint8_t>& rec) {
+  uint32_t t = 0;
+  std::memcpy(&t, rec.data(), sizeof(t));
+  return t;
 }
 
-ingero_call_rec header(const std::vector<uint8_t>& rec) {
-  ingero_call_rec h;
-  std::memcpy(&h, rec.data(), sizeof(h));
-  return h;
+hal::CallRecord unpacked(const std::vector<uint8_t>& rec) {
+  hal::CallRecord r;
+  EXPECT_TRUE(hal::unpack_call(rec.data(), rec.size(), r));
+  return r;
 }
 
 // Four launches, call k's first argument k: the thread's first is timed, the next three (one in
 // 32 is) are not, and carry every register word and `nstack` stack words, stack word j of
-// call k being stack(j, k).
+// call k being stack(j, k), in records of type `untimed`.
 template <class Stack>
-void expect_untimed(const Shipped& s, uint8_t nstack, Stack&& stack) {
+void expect_untimed(const Shipped& s, uint8_t nstack, uint32_t untimed, Stack&& stack) {
   ASSERT_EQ(s.records.size(), 4u);
+  EXPECT_EQ(type(s.records[0]), uint32_t(INGERO_REC_CALL)) << "the thread's first is timed";
   for (size_t k = 1; k < 4; ++k) {
-    const auto& rec = s.records[k];
-    ingero_call_rec h = header(rec);
-    EXPECT_TRUE(h.flags & INGERO_CALL_ENTRY_ONLY) << k;
-    ASSERT_EQ(h.nregs, 6) << k;
-    ASSERT_EQ(h.nstack, nstack) << k;
-    ASSERT_GE(rec.size(), sizeof(h) + 8 * (6 + nstack)) << k;
-    EXPECT_EQ(word(rec, 0), k);
-    for (uint64_t j = 0; j < nstack; ++j) EXPECT_EQ(word(rec, 6 + j), stack(j, k)) << k;
+    EXPECT_EQ(type(s.records[k]), untimed) << k;
+    hal::CallRecord r = unpacked(s.records[k]);
+    EXPECT_TRUE(r.hdr.flags & INGERO_CALL_ENTRY_ONLY) << k;
+    ASSERT_EQ(r.hdr.nregs, 6) << k;
+    ASSERT_EQ(r.hdr.nstack, nstack) << k;
+    EXPECT_EQ(r.regs[0], k);
+    EXPECT_EQ(r.regs[5], 5u);
+    for (uint64_t j = 0; j < nstack; ++j) EXPECT_EQ(r.stack[j], stack(j, k)) << k;
   }
 }
 
@@ -97,12 +100,15 @@ TEST(LaunchRecords, AnUntimedLaunchReservesOnlyItsHeaderWordsAndCaller) {
           EXPECT_EQ(ingero_test_launch9(i, 1, 2, 3, 4, 5, 100 + i, 200 + i, 300 + i), 615 + 4 * i);
       },
       s);
-  expect_untimed(s, 3, [](uint64_t j, uint64_t k) { return 100 * (j + 1) + k; });
+  expect_untimed(s, 3, INGERO_REC_LAUNCH, [](uint64_t j, uint64_t k) { return 100 * (j + 1) + k; });
   for (size_t k = 1; k < s.records.size(); ++k) {
-    ingero_call_rec h = header(s.records[k]);
-    EXPECT_EQ(h.flags & INGERO_CALL_IDENT, 0) << k;
-    EXPECT_TRUE(h.flags & INGERO_CALL_CALLER) << k;
-    EXPECT_EQ(s.records[k].size(), sizeof(ingero_call_rec) + 8 * (6 + 3) + 8) << k;
+    hal::CallRecord r = unpacked(s.records[k]);
+    EXPECT_EQ(r.hdr.flags & INGERO_CALL_IDENT, 0) << k;
+    EXPECT_TRUE(r.hdr.flags & INGERO_CALL_CALLER) << k;
+    EXPECT_NE(r.caller, 0u) << k;
+    EXPECT_EQ(r.caller, unpacked(s.records[1]).caller) << "one call site";
+    EXPECT_EQ(s.records[k].size(), size_t(120)) << k;
+    EXPECT_EQ(s.records[k].size(), sizeof(ingero_launch_rec) + 8 * (6 + 3) + 8) << k;
   }
 }
 
@@ -116,7 +122,7 @@ TEST(LaunchRecords, ALaunchWithMoreStackWordsKeepsThemAll) {
           ingero_test_launch12(i, 1, 2, 3, 4, 5, 10 + i, 20 + i, 30 + i, 40 + i, 50 + i, 60 + i);
       },
       s);
-  expect_untimed(s, 6, [](uint64_t j, uint64_t k) { return 10 * (j + 1) + k; });
+  expect_untimed(s, 6, INGERO_REC_CALL, [](uint64_t j, uint64_t k) { return 10 * (j + 1) + k; });
 }
 
 }  // namespace

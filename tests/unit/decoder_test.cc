@@ -89,6 +89,50 @@ TEST_F(DecoderTest, LaunchUnpacksDim3RegistersAndStackArguments) {
   EXPECT_FALSE(ev.has(Field::kBytes));
 }
 
+// An untimed launch as launch_at_entry writes it: the short header, its words, its caller.
+TEST_F(DecoderTest, AnUntimedLaunchsShortRecordDecodesAsTheFullOne) {
+  uint32_t id = add("cuda_driver", backends::cuda::kDriverProbes, "cuLaunchKernel");
+  auto r = rec(id);
+  r.hdr.end_ns = 0;
+  r.hdr.ret = 0;
+  r.hdr.stack_hash = 0x5eed;
+  r.hdr.flags = INGERO_CALL_ENTRY_ONLY | INGERO_CALL_IDENT | INGERO_CALL_CALLER;
+  for (int i = 0; i < INGERO_REG_WORDS; ++i) r.regs[i] = uint64_t(10 + i);
+  r.stack[0] = 1;       // blockDimZ
+  r.stack[1] = 512;     // sharedMemBytes
+  r.stack[2] = 0x5151;  // hStream
+  r.caller = 0x7f00deadbeef;
+  auto full = pack_call(r);
+  auto short_form = pack_launch(r);
+  ASSERT_EQ(short_form.size(), full.size() - (sizeof(ingero_call_rec) - sizeof(ingero_launch_rec)));
+  uint32_t type = 0;
+  std::memcpy(&type, short_form.data(), sizeof(type));
+  EXPECT_EQ(type, uint32_t(INGERO_REC_LAUNCH));
+  CallRecord a, b;
+  ASSERT_TRUE(unpack_call(full.data(), full.size(), a));
+  ASSERT_TRUE(unpack_call(short_form.data(), short_form.size(), b));
+  EXPECT_EQ(pack_call(a), pack_call(b)) << "the two forms unpack alike";
+  EXPECT_EQ(b.hdr.type, uint32_t(INGERO_REC_CALL));
+  EXPECT_EQ(b.hdr.stack_hash, 0x5eedu);
+  EXPECT_EQ(b.caller, 0x7f00deadbeefu);
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(b, ev));
+  EXPECT_EQ(ev.op, "cuLaunchKernel");
+  EXPECT_FALSE(ev.timed);
+  EXPECT_EQ(ev.comm_view(), "trainer");
+  EXPECT_EQ(ev.get(Field::kFunc), 10u);
+  EXPECT_EQ(ev.get(Field::kGridX), 11u);
+  EXPECT_EQ(ev.get(Field::kBlockY), 15u);
+  EXPECT_EQ(ev.get(Field::kBlockZ), 1u);
+  EXPECT_EQ(ev.get(Field::kSharedMem), 512u);
+  EXPECT_EQ(ev.get(Field::kStream), 0x5151u);
+  // Cut anywhere, or of another type, it is malformed, never read past its end.
+  for (size_t n = 0; n < short_form.size(); ++n)
+    EXPECT_FALSE(unpack_call(short_form.data(), n, b)) << n;
+  short_form[0] = 77;
+  EXPECT_FALSE(unpack_call(short_form.data(), short_form.size(), b));
+}
+
 TEST_F(DecoderTest, MallocReadsOutputPointerAtReturn) {
   uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaMalloc");
   auto r = rec(id);
