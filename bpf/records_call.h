@@ -101,9 +101,9 @@ struct ingero_call_rec {
  * a call record's header less what such a launch leaves zero (its end, return value, nested
  * counts and read lengths), then the same words and blocks in the same order. 40 bytes instead of
  * 64: with six register words, three stack words and its caller, a launch takes 128 bytes of
- * the ring (its 8-byte ring header included) instead of 152; a launch's cost grows with the
- * bytes it writes there (docs/performance.md, "What recording a launch costs"). User space
- * unpacks it into the call record's form. */
+ * the ring (its 8-byte ring header included) instead of 152, so the ring holds a fifth more
+ * launches while the reader is late (docs/performance.md, "What recording a launch costs").
+ * User space unpacks it into the call record's form. */
 struct ingero_launch_rec {
   __u32 type; /* INGERO_REC_LAUNCH */
   __u32 probe_id;
