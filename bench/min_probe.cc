@@ -1,12 +1,12 @@
 // Attaches the minimal counting probe(s) to LIB:SYMBOL[,SYMBOL...] and holds them until stdin
 // closes.
-//   min_probe LIB SYMBOLS entry|pair|session|session-skip|record
+//   min_probe LIB SYMBOLS entry|pair|session|session-skip|record|record-call
 // entry and pair are perf-event uprobes (an entry program; entry + return programs); session is
 // one uprobe-session program that runs at entry and return (Linux 6.12+), session-skip the same
 // program returning 1 at entry, so no return probe is armed. record is the smallest probe that
-// records each launch (bench/record_floor.bpf.c), its ring read on another thread; at the end
-// it prints "records N refused M" on stderr. bench/run_benchmarks.sh and bench/launch_cost.sh
-// compare them with ingero's own probes on the same function.
+// records each launch, record-call each timed call (bench/record_floor.bpf.c), their ring read
+// on another thread; at the end they print "records N refused M" on stderr. bench/run_benchmarks.sh
+// and bench/launch_cost.sh compare them with ingero's own probes on the same function.
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
@@ -33,15 +33,18 @@ int read_record(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-// The record mode: attaches record_launch, reads its ring every 5 ms until stdin closes.
-int run_record(const char* lib, const std::vector<uint64_t>& offsets) {
+// The record modes: attaches record_launch (`calls` false) or record_call, reads their ring
+// every 5 ms until stdin closes.
+int run_record(const char* lib, const std::vector<uint64_t>& offsets, bool calls) {
   auto* skel = record_floor_bpf__open();
   if (!skel) return 3;
-  bpf_program__set_expected_attach_type(skel->progs.record_launch,
-                                        bpf_attach_type(ingero::hal::kBpfTraceUprobeSession));
+  bpf_program* prog = calls ? skel->progs.record_call : skel->progs.record_launch;
+  for (bpf_program* p : {skel->progs.record_call, skel->progs.record_launch})
+    bpf_program__set_autoload(p, p == prog);
+  bpf_program__set_expected_attach_type(prog, bpf_attach_type(ingero::hal::kBpfTraceUprobeSession));
   if (record_floor_bpf__load(skel)) return 3;
-  auto fd = ingero::hal::link_uprobe_multi(bpf_program__fd(skel->progs.record_launch), lib, offsets,
-                                           {}, ingero::hal::UprobeMode::kSession);
+  auto fd = ingero::hal::link_uprobe_multi(bpf_program__fd(prog), lib, offsets, {},
+                                           ingero::hal::UprobeMode::kSession);
   if (!fd) {
     std::fprintf(stderr, "%s\n", fd.error().message.c_str());
     return 4;
@@ -97,7 +100,8 @@ int main(int argc, char** argv) {
     offsets.push_back(*off);
     at = comma + 1;
   }
-  if (mode == "record") return run_record(argv[1], offsets);
+  if (mode == "record" || mode == "record-call")
+    return run_record(argv[1], offsets, mode == "record-call");
   auto* skel = probe_cost_bpf__open();
   if (!skel) return 3;
   bool session = mode == "session" || mode == "session-skip";

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* The smallest probe that records a launch: what any tracer that keeps every launch must do at
- * each one, and nothing of ingero's own. bench/launch_cost.sh measures ingero against it beside
- * the bare floor (a probe that records nothing): ingero's cost over this one is what its design
- * adds, this one's over the bare floor what recording a launch costs on the host.
+/* The smallest probes that record a call: what any tracer that keeps every call must do at each
+ * one, and nothing of ingero's own. bench/launch_cost.sh and bench/run_benchmarks.sh measure
+ * ingero against them beside the bare floors (probes that record nothing): ingero's cost over
+ * these is what its design adds, theirs over the bare floors what recording costs on the host.
+ * Both are uprobe session programs writing one record a call into a ring of ingero's default
+ * size, read by another thread (bench/min_probe.cc, modes `record` and `record-call`); no
+ * filter, no header fields the call does not use, no wake-up (the reader polls).
  *
- * One uprobe session program, entry only (it returns 1, so no return probe is armed), writing
- * one record a launch into a ring of ingero's default size, read by another thread
- * (bench/min_probe.cc, mode `record`). The record holds what a launch record must: the
- * process and thread, the time, the six register arguments, and one read of the user stack for
- * the return address (what names the launch's call site) and three stack arguments
- * (cuLaunchKernel's blockDimZ, sharedMemBytes and hStream). No thread state, no filter, no
- * header fields a launch does not use, no wake-up (the reader polls). */
+ * record_launch, an entry-only launch (it returns 1, so no return probe is armed): the process
+ * and thread, the time, the six register arguments, and one read of the user stack for the
+ * return address (what names the launch's call site) and three stack arguments
+ * (cuLaunchKernel's blockDimZ, sharedMemBytes and hStream). No thread state.
+ *
+ * record_call, a timed call (a sync, a copy): at entry its arguments, return address and start
+ * kept in the thread's slot of a hash map; at return its record: the same, its end and its
+ * return value. */
 /* vmlinux.h must come first. */
 // clang-format off
 #include "vmlinux.h"
@@ -34,6 +38,31 @@ struct launch_record {
   __u64 stack[4]; /* the return address, then three stack arguments */
 };
 
+/* A timed call between its entry and its return. */
+struct call_entry {
+  __u64 start_ns;
+  __u64 regs[6];
+  __u64 caller;
+};
+
+struct call_record {
+  __u64 id;
+  __u64 start_ns;
+  __u64 end_ns;
+  __u64 ret;
+  __u64 regs[6];
+  __u64 caller;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);
+  __type(value, struct call_entry);
+} calls_in_flight SEC(".maps");
+
+extern bool bpf_session_is_return(void) __ksym __weak;
+
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 8 << 20); /* ingero's calls ring on a host of up to 8 CPUs */
@@ -52,6 +81,15 @@ static __always_inline void bump(__u32 k) {
   if (v) *v += 1;
 }
 
+static __always_inline void put_regs(struct pt_regs* ctx, __u64* regs) {
+  regs[0] = PT_REGS_PARM1(ctx);
+  regs[1] = PT_REGS_PARM2(ctx);
+  regs[2] = PT_REGS_PARM3(ctx);
+  regs[3] = PT_REGS_PARM4(ctx);
+  regs[4] = PT_REGS_PARM5(ctx);
+  regs[5] = RECORD_PARM6(ctx);
+}
+
 SEC("uprobe")
 int record_launch(struct pt_regs* ctx) {
   struct launch_record* r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
@@ -60,15 +98,48 @@ int record_launch(struct pt_regs* ctx) {
     return 1;
   }
   r->id = bpf_get_current_pid_tgid();
-  r->regs[0] = PT_REGS_PARM1(ctx);
-  r->regs[1] = PT_REGS_PARM2(ctx);
-  r->regs[2] = PT_REGS_PARM3(ctx);
-  r->regs[3] = PT_REGS_PARM4(ctx);
-  r->regs[4] = PT_REGS_PARM5(ctx);
-  r->regs[5] = RECORD_PARM6(ctx);
+  put_regs(ctx, r->regs);
   if (bpf_probe_read_user(r->stack, sizeof(r->stack), (void*)PT_REGS_SP(ctx))) r->stack[0] = 0;
   r->ts_ns = bpf_ktime_get_ns();
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
   bump(0);
   return 1;
+}
+
+static __always_inline int call_enter(struct pt_regs* ctx, __u32 tid) {
+  struct call_entry* e = bpf_map_lookup_elem(&calls_in_flight, &tid);
+  if (!e) {
+    struct call_entry zero = {};
+    bpf_map_update_elem(&calls_in_flight, &tid, &zero, BPF_NOEXIST);
+    e = bpf_map_lookup_elem(&calls_in_flight, &tid);
+    if (!e) return 1;
+  }
+  put_regs(ctx, e->regs);
+  if (bpf_probe_read_user(&e->caller, sizeof(e->caller), (void*)PT_REGS_SP(ctx))) e->caller = 0;
+  e->start_ns = bpf_ktime_get_ns();
+  return 0; /* its return is wanted */
+}
+
+SEC("uprobe")
+int record_call(struct pt_regs* ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tid = (__u32)id;
+  if (!bpf_session_is_return()) return call_enter(ctx, tid);
+  __u64 end = bpf_ktime_get_ns();
+  struct call_entry* e = bpf_map_lookup_elem(&calls_in_flight, &tid);
+  if (!e) return 0;
+  struct call_record* r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
+  if (!r) {
+    bump(1);
+    return 0;
+  }
+  r->id = id;
+  r->start_ns = e->start_ns;
+  r->end_ns = end;
+  r->ret = PT_REGS_RC(ctx);
+  __builtin_memcpy(r->regs, e->regs, sizeof(r->regs));
+  r->caller = e->caller;
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+  bump(0);
+  return 0;
 }

@@ -35,7 +35,7 @@ run_plain() { for i in 1 2 3 4 5; do "${PIN[@]}" $B/bench/call_loop "$LIB" $SYM 
 run_min() {
   local mode=$1
   for i in 1 2 3 4 5; do
-    coproc MP { $B/bench/min_probe "$LIB" $SYM "$mode"; }
+    coproc MP { $B/bench/min_probe "$LIB" $SYM "$mode" 2>> "$out/min_probe.err"; }
     read -r line <&"${MP[0]}"
     "${PIN[@]}" $B/bench/call_loop "$LIB" $SYM "$N" | ns
     eval "exec ${MP[1]}>&-"
@@ -51,20 +51,30 @@ run_ingero() {  # extra flags: --no-stack, or nothing (stacks are on by default)
 base=$(run_plain)
 minE=$(run_min entry)
 minP=$(run_min pair)
+# The smallest probe that records each timed call (bench/record_floor.bpf.c: record_call).
+minR=$(run_min record-call)
 ing=$(run_ingero --no-stack)
 ings=$(run_ingero)
-python3 - "$base" "$minE" "$minP" "$ing" "$ings" <<'PY'
+python3 - "$base" "$minE" "$minP" "$minR" "$ing" "$ings" <<'PY'
 import sys
-base, e, p, i, s = map(float, sys.argv[1:])
+base, e, p, r, i, s = map(float, sys.argv[1:])
 print(f"untraced            {base:8.1f} ns/call")
 print(f"min counting entry  {e:8.1f} ns/call  (+{e-base:.1f})")
 print(f"min counting pair   {p:8.1f} ns/call  (+{p-base:.1f})")
+print(f"min recording probe {r:8.1f} ns/call  (+{r-base:.1f})")
 print(f"ingero --no-stack   {i:8.1f} ns/call  (+{i-base:.1f})")
 print(f"ingero (stacks)     {s:8.1f} ns/call  (+{s-base:.1f})")
 print(f"ratio ingero / min pair  (cost over untraced): {(i-base)/(p-base):.2f}x   target <= 1.25x")
+print(f"ratio min recording / min pair (cost over untraced): {(r-base)/(p-base):.2f}x"
+      "   (recording each call, whoever records it)")
+print(f"ratio ingero / min recording (cost over untraced): {(i-base)/(r-base):.2f}x")
 print(f"ratio ingero / min entry (cost over untraced): {(i-base)/(e-base):.2f}x")
 print(f"ratio stacks on / off    (cost over untraced): {(s-base)/(i-base):.2f}x   target <= 2x")
 PY
+# Every call recorded by the recording probe, or its figure is of a probe that did less.
+awk -v n="$N" '$1 == "records" && ($2 != n || $4 != 0) {
+  print "  the min recording probe kept " $2 " of " n " calls (" $4 " refused): NOT EXACT" }' \
+  "$out/min_probe.err"
 # The same with every other CPU kept busy (bench/busy_cpus.sh): what the probes themselves add,
 # without the tracer's own CPU slowing the loop's CPU through the next one.
 # shellcheck source=bench/busy_cpus.sh
