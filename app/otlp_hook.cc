@@ -23,10 +23,9 @@ std::optional<otlp::ExporterConfig> resolve_otlp(const TraceOptions& o) {
   return std::move(*c);
 }
 
-std::unique_ptr<otlp::Exporter> make_otlp_exporter(const TraceOptions& o,
-                                                   otlp::ExporterConfig config,
-                                                   const OtlpSession& s,
-                                                   std::shared_ptr<prometheus::Registry> registry) {
+std::unique_ptr<otlp::Exporter> make_otlp_exporter(
+    const TraceOptions& o, otlp::ExporterConfig config, const OtlpSession& s,
+    std::shared_ptr<prometheus::Collectable> registry) {
   std::ifstream f("/proc/self/cgroup");
   std::stringstream cg;
   cg << f.rdbuf();

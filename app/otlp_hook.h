@@ -29,7 +29,7 @@ struct OtlpSession {
 // Starts the exporter; on a bad OTEL_RESOURCE_ATTRIBUTES prints why and returns null.
 std::unique_ptr<serve::otlp::Exporter> make_otlp_exporter(
     const TraceOptions& o, serve::otlp::ExporterConfig config, const OtlpSession& s,
-    std::shared_ptr<prometheus::Registry> registry);
+    std::shared_ptr<prometheus::Collectable> registry);
 
 // The exporter's counters for the session row's bpf_stats (otlp_* keys, docs/schema.md).
 void add_otlp_stats(nlohmann::json& stats, const serve::otlp::ExporterStats& s);

@@ -331,7 +331,7 @@ int Trace::attach() {
   if (otlp_config_) {
     otlp_ = make_otlp_exporter(opts_, std::move(*otlp_config_),
                                {si_.host, si_.node, si_.started_at_ns, si_.mono_offset_ns},
-                               metrics_->registry());
+                               metrics_->collectable());
     if (!otlp_) return kExitUsage;
     sinks_.add(otlp_.get());  // chains; with --otlp-spans, slow calls and collectives too
   }

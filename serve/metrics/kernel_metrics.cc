@@ -10,7 +10,7 @@ ingero::Status Metrics::on_kernel_name(const hal::KernelName& k) {
   std::string label = hal::short_kernel_name(k.name);
   if (label.size() > kMaxKernelLabel) label = label.substr(0, kMaxKernelLabel - 3) + "...";
   auto [it, fresh] = kernel_index_.try_emplace(label, uint32_t(kernels_.size()));
-  if (fresh) kernels_.push_back({label, 0, nullptr});
+  if (fresh) kernels_.push_back({label, 0, nullptr, 0});
   kernel_of_[k.pid][k.func] = it->second;
   return {};
 }
@@ -26,16 +26,17 @@ void Metrics::observe_launch(const hal::Event& ev) {
     if (auto p = kernel_of_.find(ev.pid); p != kernel_of_.end())
       if (auto k = p->second.find(*f); k != p->second.end()) index = &k->second;
   if (!index) {
-    kernel_unnamed_->Increment();
+    ++unnamed_pending_;
     return;
   }
   KernelSeries& s = kernels_[*index];
   ++s.launches;
-  (s.series ? s.series : kernel_other_)->Increment();
+  if (!s.pending++) pending_kernels_.push_back(*index);
 }
 
 void Metrics::refresh_kernel_series() {
   std::lock_guard<std::mutex> g(mu_);
+  flush_pending();  // launches before a kernel's series stay in `other`
   if (kernels_given_ >= kernel_series_) return;
   std::vector<KernelSeries*> waiting;
   for (auto& s : kernels_)

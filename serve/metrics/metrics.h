@@ -114,8 +114,15 @@ class Metrics final : public hal::EventSink {
   // and ingero_collective_hang, this node's ranks waiting inside a collective that long.
   ingero::Status on_inflight(const hal::InflightReport& report) override;
 
-  std::string exposition() const;  // the text format, as /metrics serves it
-  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The text format, as /metrics serves it.
+  std::string exposition();
+  // Every family, the counts of the events observed so far included: what an exporter reads
+  // (serve/otlp). The launches' and calls' counts wait in plain integers between collections
+  // (an update of a series is an atomic read-modify-write loop on a double, ~20 ns, and a launch
+  // made two to four of them), and each collection adds them to their series first. Reads the
+  // Metrics, which must outlive it.
+  std::shared_ptr<prometheus::Collectable> collectable();
+  std::vector<prometheus::MetricFamily> collect();
   // Histogram bucket boundaries in seconds: 1 us .. 10 s.
   static const std::vector<double>& latency_buckets();
 
@@ -175,11 +182,17 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Counter>* counter_family(const std::string& name,
                                                           const std::string& help);
   struct CallMetrics {
-    prometheus::Histogram* duration;
-    prometheus::Counter* calls;
-    prometheus::Counter* off_cpu;
-    prometheus::Counter* preempted;
+    prometheus::Histogram* duration = nullptr;
+    prometheus::Counter* calls = nullptr;
+    prometheus::Counter* off_cpu = nullptr;
+    prometheus::Counter* preempted = nullptr;
     std::map<int64_t, prometheus::Counter*> errors;  // by return code (bounded by kMaxCodes)
+    // Not yet in `calls` and `duration` (added by flush_pending): calls, and timed calls by
+    // duration bucket (latency_buckets(), then +Inf) with their seconds.
+    uint64_t calls_pending = 0;
+    std::vector<double> duration_pending;  // empty while none
+    double seconds_pending = 0;
+    bool queued = false;  // in pending_calls_
   };
   // Event api/op views point at static or interned storage, so the cache keys on the
   // pointers (no string building per event); equal names at two addresses only cost a
@@ -239,6 +252,7 @@ class Metrics final : public hal::EventSink {
     std::string label;
     uint64_t launches = 0;
     prometheus::Counter* series = nullptr;  // null: counted in `other`
+    uint64_t pending = 0;                   // launches not yet in its series (or `other`)
   };
   uint32_t kernel_series_ = 20;
   uint32_t kernels_given_ = 0;  // kernels with a series
@@ -248,6 +262,14 @@ class Metrics final : public hal::EventSink {
   std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint32_t>> kernel_of_;
   prometheus::Counter* kernel_other_ = nullptr;
   prometheus::Counter* kernel_unnamed_ = nullptr;
+  uint64_t unnamed_pending_ = 0;
+  // The series with counts waiting (CallMetrics::queued, KernelSeries::pending), added to
+  // them by flush_pending (mu_ held) at each collection, and before a series is retired or a
+  // kernel given its own.
+  std::vector<CallMetrics*> pending_calls_;
+  std::vector<uint32_t> pending_kernels_;
+  void flush_pending();
+  class Flushing;
   std::unordered_map<CallKey, CallMetrics, CallKeyHash> call_cache_;
   struct ProcessSeries {
     std::vector<CallKey> keys;  // call_cache_ keys

@@ -36,7 +36,7 @@ void name_scope(ScopeX* sx) {
 }  // namespace
 
 Exporter::Exporter(ExporterConfig config, ExporterOptions options,
-                   std::shared_ptr<prometheus::Registry> registry)
+                   std::shared_ptr<prometheus::Collectable> registry)
     : options_(std::move(options)),
       registry_(std::move(registry)),
       delivery_(std::move(config), options_.delivery),

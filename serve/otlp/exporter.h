@@ -10,7 +10,7 @@
 // network. What is dropped is counted (stats()).
 #pragma once
 
-#include <prometheus/registry.h>
+#include <prometheus/collectable.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -61,9 +61,10 @@ class Exporter final : public hal::EventSink {
   static constexpr size_t kMaxBatch = 512;       // items per logs or traces request
   static constexpr size_t kMaxBuffered = 16384;  // items waiting for the batcher, per signal
 
-  // `registry`: the series to export (null: no metrics). Starts both threads.
+  // `registry`: the series to export, collected at each export (serve::Metrics::collectable();
+  // null: no metrics). Starts both threads.
   Exporter(ExporterConfig config, ExporterOptions options,
-           std::shared_ptr<prometheus::Registry> registry);
+           std::shared_ptr<prometheus::Collectable> registry);
   ~Exporter() override;  // finish(now) if not finished
 
   // Spans (with options.spans); otherwise nothing. Never fails.
@@ -84,7 +85,7 @@ class Exporter final : public hal::EventSink {
   const ContainerIds& container_of(uint32_t pid);  // batcher-side cache
 
   ExporterOptions options_;
-  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> registry_;
   Delivery delivery_;
   SpanFilter filter_;
   std::mt19937_64 rng_;                                    // batcher only

@@ -2,8 +2,10 @@
 #include "serve/metrics/metrics.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/histogram.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -466,6 +468,75 @@ TEST(Metrics, KernelLaunchesKeepTheTopKernelsAndOther) {
   none.refresh_kernel_series();
   EXPECT_EQ(series_count(none.exposition(), k), 2u);
   EXPECT_EQ(sample(none.exposition(), k + R"({kernel="other"})"), 1);
+}
+
+// A call's counts wait in plain integers between collections and are in every collection, by
+// /metrics (exposition) or by an exporter (collectable): the same totals, and the same buckets
+// as prometheus-cpp's own Observe gives the same durations, bounds included.
+TEST(Metrics, CountsWaitingBetweenCollectionsAreInEveryCollection) {
+  Metrics m(false);
+  using K = hal::EventKind;
+  const auto& bounds = Metrics::latency_buckets();
+  prometheus::Histogram reference(bounds);
+  auto timed = [&](uint64_t ns) {
+    m.observe(call("nvidia", "cuda_runtime", K::kSync, "cudaStreamSynchronize", ns, 0));
+    reference.Observe(double(ns) / 1e9);
+  };
+  for (double b : bounds) timed(uint64_t(b * 1e9 + 0.5));  // on each bound
+  for (uint64_t ns : {1ull, 999ull, 1'001ull, 3'000'000ull, 20'000'000'000ull}) timed(ns);
+  auto untimed = call("nvidia", "cuda_runtime", K::kLaunch, "cudaLaunchKernel", 0, 0);
+  untimed.timed = false;
+  untimed.has_ret = false;
+  for (int i = 0; i < 1000; ++i) m.observe(untimed);
+  const std::string launches =
+      R"(ingero_gpu_api_calls_total{api="cuda_runtime",kind="launch",op="cudaLaunchKernel",vendor="nvidia"})";
+  const std::string sync =
+      R"({api="cuda_runtime",kind="sync",op="cudaStreamSynchronize",vendor="nvidia")";
+  // The exporter's path first: everything observed so far.
+  auto exported = m.collectable()->Collect();
+  double calls = -1;
+  for (const auto& f : exported)
+    if (f.name == "ingero_gpu_api_calls_total")
+      for (const auto& c : f.metric)
+        for (const auto& l : c.label)
+          if (l.name == "op" && l.value == "cudaLaunchKernel") calls = c.counter.value;
+  EXPECT_EQ(calls, 1000);
+  for (int i = 0; i < 24; ++i) m.observe(untimed);
+  std::string t = m.exposition();
+  EXPECT_EQ(sample(t, launches), 1024);
+  EXPECT_EQ(sample(t, "ingero_gpu_api_calls_total" + sync + "}"), double(bounds.size() + 5));
+  auto want = reference.Collect().histogram;
+  EXPECT_EQ(sample(t, "ingero_gpu_api_call_duration_seconds_count" + sync + "}"),
+            double(want.sample_count));
+  EXPECT_NEAR(sample(t, "ingero_gpu_api_call_duration_seconds_sum" + sync + "}"), want.sample_sum,
+              1e-9);
+  for (const auto& b : want.bucket) {
+    std::ostringstream le;
+    le << b.upper_bound;
+    std::string bound = std::isinf(b.upper_bound) ? "+Inf" : le.str();
+    EXPECT_EQ(
+        sample(t, "ingero_gpu_api_call_duration_seconds_bucket" + sync + ",le=\"" + bound + "\"}"),
+        double(b.cumulative_count))
+        << bound;
+  }
+}
+
+// Launches counted before a kernel is given its own series stay in `other`, collected or not in
+// between.
+TEST(Metrics, LaunchesBeforeAKernelsSeriesStayInOtherUncollected) {
+  Metrics m(false);
+  m.set_kernel_series(1);
+  ASSERT_TRUE(
+      m.on_kernel_name({100, 0x10, "gemm", "gemm", hal::KernelNameSource::kRegistration, 0}));
+  auto e = call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 0, 0);
+  e.set(hal::Field::kFunc, 0x10);
+  for (int i = 0; i < 5; ++i) m.observe(e);
+  m.refresh_kernel_series();
+  for (int i = 0; i < 3; ++i) m.observe(e);
+  std::string t = m.exposition();
+  const std::string k = "ingero_kernel_launches_total";
+  EXPECT_EQ(sample(t, k + R"({kernel="gemm"})"), 3);
+  EXPECT_EQ(sample(t, k + R"({kernel="other"})"), 5);
 }
 
 // A label is the short name, bounded.

@@ -22,7 +22,7 @@ TEST(OtlpExport, AReceiverAnswering503ThenOkLosesNothing) {
   test::OtlpReceiver rx(ro);
   Metrics m(false);
   feed(m);
-  Exporter e(config_for(rx.url()), fast_options(), m.registry());
+  Exporter e(config_for(rx.url()), fast_options(), m.collectable());
   std::vector<engine::Chain> chains;
   for (uint32_t i = 0; i < 6; ++i)
     chains.push_back(chain("tail_latency", engine::Severity::kLow, 100 + i, "cudaMalloc"));
@@ -68,7 +68,7 @@ TEST(OtlpExport, AReceiverThatNeverAnswersHoldsNothingAndEveryDropIsCounted) {
   Metrics m(false);
   feed(m);
   auto o = fast_options();
-  Exporter e(config_for(rx.url(), {{"OTEL_EXPORTER_OTLP_TIMEOUT", "300"}}), o, m.registry());
+  Exporter e(config_for(rx.url(), {{"OTEL_EXPORTER_OTLP_TIMEOUT", "300"}}), o, m.collectable());
   // The tracer's side returns at once whatever the network does.
   auto t0 = Clock::now();
   for (int i = 0; i < 1000; ++i) {
@@ -172,7 +172,7 @@ TEST(OtlpExport, TlsWithTheCaFromTheEnvironmentHeadersAndGzip) {
                                      {"OTEL_EXPORTER_OTLP_HEADERS", "x-scope-orgid=team%20a"},
                                      {"INGERO_OTLP_HEADERS", "Authorization=Bearer%20s3cr%3Dt"},
                                      {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"}}),
-               fast_options(), m.registry());
+               fast_options(), m.collectable());
     ASSERT_TRUE(rx.wait_for([&] { return !rx.metrics().empty(); }, 20s));
     e.finish(Clock::now() + 5s);
     EXPECT_EQ(e.stats().delivery.of(Signal::kMetrics).dropped, 0u);
@@ -188,7 +188,7 @@ TEST(OtlpExport, TlsWithTheCaFromTheEnvironmentHeadersAndGzip) {
             "");
   // Without the CA the certificate does not verify: nothing is sent, everything is counted.
   size_t before = rx.metrics().size();
-  Exporter e(config_for(rx.url()), fast_options(), m.registry());
+  Exporter e(config_for(rx.url()), fast_options(), m.collectable());
   std::this_thread::sleep_for(400ms);
   e.finish(Clock::now() + 1s);
   auto s = e.stats();

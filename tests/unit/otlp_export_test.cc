@@ -30,7 +30,7 @@ TEST(OtlpExport, EveryPrometheusSeriesWithTheSameNamesLabelsAndValues) {
   Metrics m(false);
   feed(m);
   test::OtlpReceiver rx;
-  Exporter e(config_for(rx.url()), fast_options(), m.registry());
+  Exporter e(config_for(rx.url()), fast_options(), m.collectable());
   ASSERT_TRUE(rx.wait_for([&] { return !rx.metrics().empty(); }, 20s));
   // Nothing changes the registry after feed(): this is /metrics "in the same second".
   const std::string text = m.exposition();
@@ -86,7 +86,7 @@ TEST(OtlpExport, MetricPointsAreStampedOnTheSessionsClock) {
   auto o = fast_options();
   o.mono_to_wall_ns = ns(std::chrono::system_clock::now()) - ns(Clock::now()) - 3'600'000'000'000LL;
   int64_t lo = ns(Clock::now()) + o.mono_to_wall_ns;
-  Exporter e(config_for(rx.url()), o, m.registry());
+  Exporter e(config_for(rx.url()), o, m.collectable());
   ASSERT_TRUE(rx.wait_for([&] { return !rx.metrics().empty(); }, 20s));
   int64_t hi = ns(Clock::now()) + o.mono_to_wall_ns;
   e.finish(Clock::now() + 5s);
@@ -288,7 +288,7 @@ TEST(OtlpWire, ProtocDecodesARequest) {
   Metrics m(false);
   m.observe(call("cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 4'000));
   test::OtlpReceiver rx;
-  Exporter e(config_for(rx.url()), fast_options(), m.registry());
+  Exporter e(config_for(rx.url()), fast_options(), m.collectable());
   ASSERT_TRUE(rx.wait_for([&] { return !rx.raw_metrics().empty(); }, 20s));
   e.finish(Clock::now() + 5s);
   std::string body = test::temp_path("metrics.pb");
