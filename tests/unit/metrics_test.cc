@@ -5,11 +5,14 @@
 #include <prometheus/histogram.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "backends/rdma/rdma_backend.h"
 #include "tests/support/sink_inputs.h"
@@ -519,6 +522,43 @@ TEST(Metrics, CountsWaitingBetweenCollectionsAreInEveryCollection) {
         double(b.cumulative_count))
         << bound;
   }
+}
+
+// Scraped while calls arrive (the HTTP workers collect while the reader observes): no count is
+// lost or counted twice, and every scrape's count only grows.
+TEST(Metrics, ScrapesWhileCallsArriveLoseAndRepeatNothing) {
+  Metrics m(false);
+  auto e = call("nvidia", "cuda_runtime", hal::EventKind::kSync, "cudaStreamSynchronize", 5'000, 0);
+  const std::string labels =
+      R"({api="cuda_runtime",kind="sync",op="cudaStreamSynchronize",vendor="nvidia"})";
+  const std::string calls = "ingero_gpu_api_calls_total" + labels;
+  constexpr int kChunks = 20, kChunk = 10'000;
+  std::atomic<bool> done{false};
+  std::atomic<int> scrapes{0};
+  std::vector<double> seen;
+  std::thread scraper([&] {
+    auto exporter = m.collectable();
+    while (!done.load()) {
+      std::string t = m.exposition();
+      if (t.find(calls) != std::string::npos) seen.push_back(sample(t, calls));
+      exporter->Collect();
+      ++scrapes;
+    }
+  });
+  // Each chunk of calls is followed by at least one whole scrape, some begun during the chunk.
+  for (int c = 0; c < kChunks; ++c) {
+    int before = scrapes.load();
+    for (int i = 0; i < kChunk; ++i) m.observe(e);
+    while (scrapes.load() < before + 2) std::this_thread::yield();
+  }
+  done = true;
+  scraper.join();
+  ASSERT_GE(seen.size(), size_t(kChunks));
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(std::set<double>(seen.begin(), seen.end()).size() >= size_t(kChunks), true);
+  std::string t = m.exposition();
+  EXPECT_EQ(sample(t, calls), kChunks * kChunk);
+  EXPECT_EQ(sample(t, "ingero_gpu_api_call_duration_seconds_count" + labels), kChunks * kChunk);
 }
 
 // Launches counted before a kernel is given its own series stay in `other`, collected or not in
