@@ -5,6 +5,12 @@
 #include "engine/chain.h"
 
 namespace ingero::engine {
+namespace {
+
+// The process's own threads as a preemptor of its GPU thread.
+std::string own_threads(const std::string& comm) { return "its own threads (" + comm + ")"; }
+
+}  // namespace
 
 std::vector<Preemptor> rank_preemptors(
     const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own,
@@ -32,15 +38,15 @@ std::vector<Preemptor> rank_preemptors(
   if (mine.off_ns) foreign.push_back(mine);
   text->clear();
   for (const Preemptor& p : foreign)
-    *text += (text->empty() ? "" : ", ") +
-             (p.pid == own ? "its own threads (" + p.comm + ")"
-                           : p.comm + " (pid " + std::to_string(p.pid) + ")") +
-             " " + pct(total ? double(p.off_ns) / double(total) : 0);
+    *text +=
+        (text->empty() ? "" : ", ") +
+        (p.pid == own ? own_threads(p.comm) : p.comm + " (pid " + std::to_string(p.pid) + ")") +
+        " " + pct(total ? double(p.off_ns) / double(total) : 0);
   return foreign;
 }
 
 std::string preemptor_name(const Analysis& a, const Preemptor& p, uint32_t own) {
-  return p.pid == own ? "its own threads (" + p.comm + ")" : preemptor_label(a, p);
+  return p.pid == own ? own_threads(p.comm) : preemptor_label(a, p);
 }
 
 std::vector<std::string> preemptor_fixes(const Analysis& a, uint32_t pid,
@@ -51,8 +57,8 @@ std::vector<std::string> preemptor_fixes(const Analysis& a, uint32_t pid,
     if (p.pid == pid) {
       fixes.push_back(
           "Run fewer CPU threads than the cores it has (torch.set_num_threads, "
-          "OMP_NUM_THREADS): its own threads (" +
-          p.comm + ") preempt each other");
+          "OMP_NUM_THREADS): " +
+          own_threads(p.comm) + " preempt each other");
     } else if (std::find(workers.begin(), workers.end(), p.comm) != workers.end()) {
       fixes.push_back("Give its worker processes (" + p.comm +
                       ") other cores than the training thread, or fewer of them (num_workers "
