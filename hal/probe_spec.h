@@ -39,6 +39,8 @@ constexpr ArgRef return_buf(uint16_t offset, uint8_t width = 8) {
   return {ArgRef::Src::kReturnBuf, 0, width, 0, offset, 0};
 }
 constexpr ArgRef constant(uint64_t v) { return {ArgRef::Src::kConst, 0, 8, 0, 0, v}; }
+// A copy's direction implied by the function itself (cuMemcpyHtoD, hipMemcpyDtoH).
+constexpr ArgRef constant(CopyDirection d) { return constant(uint64_t(d)); }
 constexpr ArgRef ret_value(uint8_t width = 8) { return {ArgRef::Src::kRet, 0, width, 0, 0, 0}; }
 
 // A bounded read of user memory, mirrored into struct ingero_ptr_read.

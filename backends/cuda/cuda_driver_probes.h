@@ -14,11 +14,6 @@ inline constexpr uint16_t kStreamVariants = kBase | kPtsz;
 inline constexpr uint16_t kV2StreamVariants = kV2 | kV2Ptsz;
 inline constexpr uint16_t kV2SyncVariants = kV2 | kV2Ptds;
 
-inline constexpr uint64_t kH2D = uint64_t(CopyDirection::kHostToDevice);
-inline constexpr uint64_t kD2H = uint64_t(CopyDirection::kDeviceToHost);
-inline constexpr uint64_t kD2D = uint64_t(CopyDirection::kDeviceToDevice);
-inline constexpr uint64_t kAny = uint64_t(CopyDirection::kDefault);
-
 inline constexpr ProbeSpec kDriverProbes[] = {
     // Eleven scalar arguments (hal/launch_layouts.h); cooperative kernels take cuLaunchKernel's
     // first nine (then kernelParams, no extra).
@@ -60,42 +55,45 @@ inline constexpr ProbeSpec kDriverProbes[] = {
      .variants = kV2},
     {.symbol = "cuMemcpy",
      .kind = EventKind::kMemcpy,
-     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(kAny)}},
+     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(CopyDirection::kDefault)}},
      .variants = kBase | kPtds},
     {.symbol = "cuMemcpyAsync",
      .kind = EventKind::kMemcpy,
      .fields = {{Field::kBytes, reg(2)},
-                {Field::kDirection, constant(kAny)},
+                {Field::kDirection, constant(CopyDirection::kDefault)},
                 {Field::kStream, reg(3)}},
      .variants = kStreamVariants},
     {.symbol = "cuMemcpyHtoD",
      .kind = EventKind::kMemcpy,
-     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(kH2D)}},
+     .fields = {{Field::kBytes, reg(2)},
+                {Field::kDirection, constant(CopyDirection::kHostToDevice)}},
      .variants = kV2SyncVariants},
     {.symbol = "cuMemcpyDtoH",
      .kind = EventKind::kMemcpy,
-     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(kD2H)}},
+     .fields = {{Field::kBytes, reg(2)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToHost)}},
      .variants = kV2SyncVariants},
     {.symbol = "cuMemcpyDtoD",
      .kind = EventKind::kMemcpy,
-     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(kD2D)}},
+     .fields = {{Field::kBytes, reg(2)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToDevice)}},
      .variants = kV2SyncVariants},
     {.symbol = "cuMemcpyHtoDAsync",
      .kind = EventKind::kMemcpy,
      .fields = {{Field::kBytes, reg(2)},
-                {Field::kDirection, constant(kH2D)},
+                {Field::kDirection, constant(CopyDirection::kHostToDevice)},
                 {Field::kStream, reg(3)}},
      .variants = kV2StreamVariants},
     {.symbol = "cuMemcpyDtoHAsync",
      .kind = EventKind::kMemcpy,
      .fields = {{Field::kBytes, reg(2)},
-                {Field::kDirection, constant(kD2H)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToHost)},
                 {Field::kStream, reg(3)}},
      .variants = kV2StreamVariants},
     {.symbol = "cuMemcpyDtoDAsync",
      .kind = EventKind::kMemcpy,
      .fields = {{Field::kBytes, reg(2)},
-                {Field::kDirection, constant(kD2D)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToDevice)},
                 {Field::kStream, reg(3)}},
      .variants = kV2StreamVariants},
     {.symbol = "cuCtxSynchronize", .kind = EventKind::kSync, .variants = kBase | kV2},

@@ -9,10 +9,6 @@ namespace ingero::backends::hip {
 
 using namespace ingero::hal;  // NOLINT: table notation
 
-inline constexpr uint64_t kH2D = uint64_t(CopyDirection::kHostToDevice);
-inline constexpr uint64_t kD2H = uint64_t(CopyDirection::kDeviceToHost);
-inline constexpr uint64_t kD2D = uint64_t(CopyDirection::kDeviceToDevice);
-
 inline constexpr ProbeSpec kHipProbes[] = {
     // Output pointers: the allocation is read through argument 0 at return.
     {.symbol = "hipMalloc",
@@ -49,27 +45,30 @@ inline constexpr ProbeSpec kHipProbes[] = {
      .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, reg(3, 4)}, {Field::kStream, reg(4)}}},
     {.symbol = "hipMemcpyHtoD",
      .kind = EventKind::kMemcpy,
-     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(kH2D)}}},
+     .fields = {{Field::kBytes, reg(2)},
+                {Field::kDirection, constant(CopyDirection::kHostToDevice)}}},
     {.symbol = "hipMemcpyDtoH",
      .kind = EventKind::kMemcpy,
-     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(kD2H)}}},
+     .fields = {{Field::kBytes, reg(2)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToHost)}}},
     {.symbol = "hipMemcpyDtoD",
      .kind = EventKind::kMemcpy,
-     .fields = {{Field::kBytes, reg(2)}, {Field::kDirection, constant(kD2D)}}},
+     .fields = {{Field::kBytes, reg(2)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToDevice)}}},
     {.symbol = "hipMemcpyHtoDAsync",
      .kind = EventKind::kMemcpy,
      .fields = {{Field::kBytes, reg(2)},
-                {Field::kDirection, constant(kH2D)},
+                {Field::kDirection, constant(CopyDirection::kHostToDevice)},
                 {Field::kStream, reg(3)}}},
     {.symbol = "hipMemcpyDtoHAsync",
      .kind = EventKind::kMemcpy,
      .fields = {{Field::kBytes, reg(2)},
-                {Field::kDirection, constant(kD2H)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToHost)},
                 {Field::kStream, reg(3)}}},
     {.symbol = "hipMemcpyDtoDAsync",
      .kind = EventKind::kMemcpy,
      .fields = {{Field::kBytes, reg(2)},
-                {Field::kDirection, constant(kD2D)},
+                {Field::kDirection, constant(CopyDirection::kDeviceToDevice)},
                 {Field::kStream, reg(3)}}},
     {.symbol = "hipMemset",
      .kind = EventKind::kMemset,
