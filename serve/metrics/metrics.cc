@@ -140,11 +140,7 @@ void Metrics::observe(const hal::Event& ev) {
       m.duration_pending[size_t(std::lower_bound(b.begin(), b.end(), secs) - b.begin())] += 1;
       m.seconds_pending += secs;
     }
-    ++m.calls_pending;
-    if (!m.queued) {
-      m.queued = true;
-      pending_calls_.push_back(&m);
-    }
+    if (!m.calls_pending++) pending_calls_.push_back(&m);
     if (ev.off_cpu_ns) m.off_cpu->Increment(double(ev.off_cpu_ns) / 1e9);
     if (ev.preempts) m.preempted->Increment();
     if (ev.has_ret && ev.ret != 0) {
@@ -289,14 +285,13 @@ ingero::Status Metrics::on_chains(const std::vector<engine::Chain>& chains, int6
 
 void Metrics::flush_pending() {
   for (CallMetrics* m : pending_calls_) {
-    if (m->calls_pending) m->calls->Increment(double(m->calls_pending));
+    m->calls->Increment(double(m->calls_pending));
     m->calls_pending = 0;
     if (!m->duration_pending.empty()) {
       m->duration->ObserveMultiple(m->duration_pending, m->seconds_pending);
       m->duration_pending.clear();
       m->seconds_pending = 0;
     }
-    m->queued = false;
   }
   pending_calls_.clear();
   for (uint32_t i : pending_kernels_) {

@@ -187,12 +187,12 @@ class Metrics final : public hal::EventSink {
     prometheus::Counter* off_cpu = nullptr;
     prometheus::Counter* preempted = nullptr;
     std::map<int64_t, prometheus::Counter*> errors;  // by return code (bounded by kMaxCodes)
-    // Not yet in `calls` and `duration` (added by flush_pending): calls, and timed calls by
-    // duration bucket (latency_buckets(), then +Inf) with their seconds.
+    // Not yet in `calls` and `duration` (added by flush_pending): calls (in pending_calls_
+    // while not 0), and timed calls by duration bucket (latency_buckets(), then +Inf) with
+    // their seconds.
     uint64_t calls_pending = 0;
     std::vector<double> duration_pending;  // empty while none
     double seconds_pending = 0;
-    bool queued = false;  // in pending_calls_
   };
   // Event api/op views point at static or interned storage, so the cache keys on the
   // pointers (no string building per event); equal names at two addresses only cost a
@@ -263,7 +263,7 @@ class Metrics final : public hal::EventSink {
   prometheus::Counter* kernel_other_ = nullptr;
   prometheus::Counter* kernel_unnamed_ = nullptr;
   uint64_t unnamed_pending_ = 0;
-  // The series with counts waiting (CallMetrics::queued, KernelSeries::pending), added to
+  // The series with counts waiting (CallMetrics::calls_pending, KernelSeries::pending), added to
   // them by flush_pending (mu_ held) at each collection, and before a series is retired or a
   // kernel given its own.
   std::vector<CallMetrics*> pending_calls_;
