@@ -3,8 +3,8 @@
  * one, and nothing of ingero's own. bench/launch_cost.sh and bench/run_benchmarks.sh measure
  * ingero against them beside the bare floors (probes that record nothing): ingero's cost over
  * these is what its design adds, theirs over the bare floors what recording costs on the host.
- * Both are uprobe session programs writing one record a call into a ring of ingero's default
- * size, read by another thread (bench/min_probe.cc, modes `record` and `record-call`); no
+ * They are uprobe session programs writing into a ring of ingero's default size, read by
+ * another thread (bench/min_probe.cc, modes `record`, `record-batch` and `record-call`); no
  * filter, no header fields the call does not use, no wake-up (the reader polls).
  *
  * record_launch, an entry-only launch (it returns 1, so no return probe is armed): the process
@@ -68,7 +68,7 @@ struct {
   __uint(max_entries, 8 << 20); /* ingero's calls ring on a host of up to 8 CPUs */
 } records SEC(".maps");
 
-/* [0]: records written; [1]: refused by a full ring. */
+/* [0]: launches or calls recorded; [1]: refused by a full ring. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 2);
@@ -76,10 +76,12 @@ struct {
   __type(value, __u64);
 } counts SEC(".maps");
 
-static __always_inline void bump(__u32 k) {
+static __always_inline void bump_n(__u32 k, __u64 n) {
   __u64* v = bpf_map_lookup_elem(&counts, &k);
-  if (v) *v += 1;
+  if (v) *v += n;
 }
+
+static __always_inline void bump(__u32 k) { bump_n(k, 1); }
 
 static __always_inline void put_regs(struct pt_regs* ctx, __u64* regs) {
   regs[0] = PT_REGS_PARM1(ctx);
@@ -103,6 +105,49 @@ int record_launch(struct pt_regs* ctx) {
   r->ts_ns = bpf_ktime_get_ns();
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
   bump(0);
+  return 1;
+}
+
+/* record_batch: record_launch's records gathered in a per-CPU batch, the ring given one record
+ * of batch_len launches when the batch fills (ingero's launches in batches, bpf/launch_batch.h,
+ * without its guard against a preempted writer or its shipping of a batch left waiting): what
+ * recording each launch costs when the ring's reservation is paid once a batch. */
+#define RECORD_BATCH 32
+struct launch_batch {
+  __u32 n;
+  __u32 pad;
+  struct launch_record r[RECORD_BATCH];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct launch_batch);
+} batches SEC(".maps");
+
+const volatile __u32 batch_len = RECORD_BATCH; /* launches a batch, 1..RECORD_BATCH */
+
+SEC("uprobe")
+int record_batch(struct pt_regs* ctx) {
+  __u32 zero = 0;
+  struct launch_batch* b = bpf_map_lookup_elem(&batches, &zero);
+  if (!b) return 1;
+  __u32 i = b->n;
+  if (i >= RECORD_BATCH) i = 0;
+  struct launch_record* r = &b->r[i];
+  r->id = bpf_get_current_pid_tgid();
+  put_regs(ctx, r->regs);
+  if (bpf_probe_read_user(r->stack, sizeof(r->stack), (void*)PT_REGS_SP(ctx))) r->stack[0] = 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  if (++i < batch_len) {
+    b->n = i;
+    return 1;
+  }
+  b->n = 0;
+  __u64 bytes = (__u64)i * sizeof(struct launch_record);
+  if (bytes > sizeof(b->r)) bytes = sizeof(b->r);
+  bump_n(bpf_ringbuf_output(&records, b->r, bytes, BPF_RB_NO_WAKEUP) ? 1 : 0, i);
   return 1;
 }
 
