@@ -75,6 +75,9 @@ uint64_t Trace::stop_recording() {
     inflight_->stop(uint64_t(mono_now_ns()));
   }
   probes_->detach();
+  // The launches still waiting in CPUs' batches go to the ring first (bpf/launch_batch.h).
+  (void)session_->ship_launch_batches(
+      0, [this](const void* d, size_t n) { pipeline_->on_record(d, n); });
   (void)reader_->drain();
   pipeline_->end_cycle(true);
   int64_t mono = mono_now_ns();

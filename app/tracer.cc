@@ -66,6 +66,7 @@ hal::BpfConfig Trace::bpf_config() {
   cfg.stacks = opts_.stacks;
   cfg.stack_site_walks = opts_.stack_samples;
   cfg.launch_timing_every = opts_.launch_timing;
+  cfg.launch_batches = true;  // shipped below while tracing (loop) and at the end
   cfg.stack_walk_interval_ns = uint64_t(opts_.stack_interval_ms) * 1'000'000;
   cfg.cpu_samples = opts_.stacks && opts_.cpu_sample_hz > 0;
   if (cmd_.started() && !opts_.trace_all) cfg.pids.push_back(uint32_t(cmd_.pid()));
@@ -370,6 +371,9 @@ void Trace::loop() {
       {opts_.max_db_bytes ? int64_t(opts_.flush_ms) * 1'000'000 : sec / 2, true,
        [this](int64_t, bool final) { apply_retention(final); }},
       {30 * sec, false, [this](int64_t, bool) { rescan_all(); }},
+      // Launches a thread made before keeping its CPU wait in that CPU's batch: shipped once
+      // they waited a poll's length (the end ships every batch: stop_recording).
+      {sec / 10, false, [this](int64_t, bool) { (void)session_->ship_launch_batches(sec / 10); }},
   };
   if (inflight_)
     periodic_.push_back({sec, false, [this](int64_t m, bool) { inflight_->tick(uint64_t(m)); }});

@@ -78,9 +78,11 @@ static __always_inline __u32 put_ident(struct ingero_thread* t, __u8* b, __u32 c
   return off + sizeof(*id);
 }
 
-/* Copies the record assembled in `buf` to the calls ring. */
+/* Copies the record assembled in `buf` to the calls ring, after this CPU's launches waiting in
+ * its batch: they came first. */
 static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 flags) {
   if (off > INGERO_CALL_REC_MAX) return;
+  if (launch_batching) batch_flush();
   /* A thread's first record (it carries the ident block) wakes the reader at once: a new
    * process's maps must be read while it still runs, or a short program's stacks stay raw. */
   __u64 wake = (flags & INGERO_CALL_IDENT) ? BPF_RB_FORCE_WAKEUP : ingero_wakeup_flags(&calls_rb);
@@ -91,68 +93,59 @@ static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 f
   stat_inc(INGERO_STAT_CALLS);
 }
 
-/* What an untimed launch reserves on the ring: its largest record (its short header, every
- * register word, up to INGERO_LAUNCH_STACK_WORDS stack words, caller), and the ident block where
- * the launch may ship one. A smaller record leaves the rest unwritten, past what its counts and
- * flags tell user space to read. The ring holds what is reserved, so most launches, which
- * carry no ident block, reserve without it: 12% more of them fit in the ring a reader late by a
- * commit must hold. Every launch API takes at most three arguments on the stack (cuLaunchKernel:
- * blockDimZ, sharedMemBytes, hStream); a recipe with more takes the general path
- * (call_paths.h). */
-#define INGERO_LAUNCH_STACK_WORDS 3
-#define INGERO_LAUNCH_REC_SIZE \
-  (sizeof(struct ingero_launch_rec) + 8 * (INGERO_REG_WORDS + INGERO_LAUNCH_STACK_WORDS) + 8)
-#define INGERO_LAUNCH_IDENT_REC_SIZE (INGERO_LAUNCH_REC_SIZE + sizeof(struct ingero_call_ident))
+/* Where an untimed launch was made: launch_at_entry's arguments past the thread and recipe (a
+ * BPF function takes five). */
+struct launch_ask {
+  __u64 sp;
+  __u32 probe;
+  __u32 tid;
+};
 
-/* An untimed launch (no entry read): its record (struct ingero_launch_rec) is written straight
- * into the ring, from the registers and one read of the user stack, without the frame a call
- * that returns needs or a copy through call_scratch. */
-static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_thread* t,
-                                            struct ingero_recipe* r, __u32 probe, __u32 tid,
-                                            __u64 sp) {
+/* A thread's name and cgroup are read at its first call, at one untimed launch in 16 and at one
+ * in 16 of its calls that return (two helper calls each time otherwise): a rename or a cgroup
+ * move shows from the next of those. */
+static __always_inline bool launch_reads_ident(struct ingero_thread* t) {
+  return !t->ident_comm[0] || (t->timing_seq & 15) == 0;
+}
+
+/* Writes an untimed launch's record (struct ingero_launch_rec) at `b`, which has `cap` bytes
+ * (room for the ident block where `ident`), from the registers and one read of the user stack;
+ * its start in *start. Returns its size; 0 if it did not fit (never). */
+static __always_inline __u32 put_launch(struct pt_regs* ctx, struct ingero_thread* t,
+                                        struct ingero_recipe* r, struct launch_ask* a, __u8* b,
+                                        __u32 cap, bool ident, __u64* start) {
   __u32 nregs = r->nregs;
   if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
   __u32 nstack = r->stack_words;
   if (nstack > INGERO_LAUNCH_STACK_WORDS)
     nstack = INGERO_LAUNCH_STACK_WORDS; /* (never: its caller) */
-  /* A thread's name and cgroup are read at its first call, at one untimed launch in 16 and at
-   * one in 16 of its calls that return (two helper calls each time otherwise): a rename or a
-   * cgroup move shows from the next of those. */
-  bool ident = !t->ident_comm[0] || (t->timing_seq & 15) == 0;
-  __u32 cap = ident ? INGERO_LAUNCH_IDENT_REC_SIZE : INGERO_LAUNCH_REC_SIZE;
-  __u8* b = ident ? bpf_ringbuf_reserve(&calls_rb, INGERO_LAUNCH_IDENT_REC_SIZE, 0)
-                  : bpf_ringbuf_reserve(&calls_rb, INGERO_LAUNCH_REC_SIZE, 0);
-  if (!b) {
-    stat_inc(INGERO_STAT_RINGBUF_DROPS);
-    return;
-  }
   __u16 flags = INGERO_CALL_ENTRY_ONLY;
   /* The return address, then the stack arguments past it, read at once into the record: the
    * arguments land where the record ships them, the return address in the word before them
    * (the last register word, or the header's last), taken out before that word is written. */
   __u32 at = sizeof(struct ingero_launch_rec) + 8 * nregs - 8;
-  if (bpf_probe_read_user(b + at, (nstack + 1) * 8, (void*)sp)) {
-    bpf_probe_read_user(b + at, 8, (void*)sp);
+  if (bpf_probe_read_user(b + at, (nstack + 1) * 8, (void*)a->sp)) {
+    bpf_probe_read_user(b + at, 8, (void*)a->sp);
     if (nstack) flags |= INGERO_CALL_STACK_READ_FAULT;
   }
   __u64 caller = *(__u64*)(b + at);
-  __u64 start = bpf_ktime_get_ns();
+  __u64 now = bpf_ktime_get_ns();
+  *start = now;
   __u64 stack = 0;
   if (stacks_enabled) {
     struct ingero_stack_ask ask = {
-        .caller = caller, .now_ns = start, .probe = probe, .tgid = t->tgid, .tid = tid};
+        .caller = caller, .now_ns = now, .probe = a->probe, .tgid = t->tgid, .tid = a->tid};
     stack = ingero_call_stack(ctx, t, &ask);
   }
   struct ingero_launch_rec* h = (void*)b;
   h->type = INGERO_REC_LAUNCH;
-  h->probe_id = probe;
+  h->probe_id = a->probe;
   h->pid = t->tgid;
-  h->tid = tid;
-  h->start_ns = start;
+  h->tid = a->tid;
+  h->start_ns = now;
   h->stack_hash = stack & INGERO_STACK_HASH_MASK;
   h->nregs = nregs;
   h->nstack = nstack;
-  h->pad = 0;
   flags |= stack_flags(stack);
   __u64 regs[INGERO_REG_WORDS] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                                   PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), INGERO_PARM6(ctx)};
@@ -163,26 +156,80 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   __u32 off = sizeof(*h) + 8 * (nregs + nstack);
   if (ident) off = put_ident(t, b, cap - 8, off, &flags);
   if (r->flags & INGERO_RECIPE_CALLER) {
-    if (off > cap - 8) {
-      bpf_ringbuf_discard(b, 0);
-      return;
-    }
+    if (off > cap - 8) return 0; /* (never) */
     *(__u64*)(b + off) = caller;
     flags |= INGERO_CALL_CALLER;
+    off += 8;
   }
   h->flags = flags;
+  h->size = off;
+  return off;
+}
+
+/* An untimed launch reserved on the ring alone: where batches are off, or a program preempted
+ * on this CPU holds its batch. It reserves its largest record, with the ident block only where
+ * the launch may ship one (the ring holds what is reserved, so most launches, which carry no
+ * ident block, reserve without it). A global function: the verifier walks its writer once here,
+ * where inline it would walk it again for the ring's memory beside the batch's. */
+__noinline int ingero_launch_alone(struct pt_regs* ctx, struct ingero_thread* t,
+                                   struct ingero_recipe* r, struct launch_ask* a) {
+  if (!t || !r || !a) return 0;
+  bool ident = launch_reads_ident(t);
+  __u32 cap = ident ? INGERO_LAUNCH_IDENT_REC_SIZE : INGERO_LAUNCH_REC_SIZE;
+  __u8* b = ident ? bpf_ringbuf_reserve(&calls_rb, INGERO_LAUNCH_IDENT_REC_SIZE, 0)
+                  : bpf_ringbuf_reserve(&calls_rb, INGERO_LAUNCH_REC_SIZE, 0);
+  if (!b) {
+    stat_inc(INGERO_STAT_RINGBUF_DROPS);
+    return 0;
+  }
+  __u64 start;
+  if (!put_launch(ctx, t, r, a, b, cap, ident, &start)) {
+    bpf_ringbuf_discard(b, 0);
+    return 0;
+  }
   /* A thread's first record (it carries the ident block) wakes the reader at once, as
    * submit_call's do. Whether enough is queued to wake it otherwise is asked at one launch in
    * 16 of each thread, not at every one: the ring's fill is a helper call, whose return costs
    * about as much as its work. The reader polls every 100 ms anyway, and a thread's wake-up
    * comes at most 15 of its records past the threshold (INGERO_WAKEUP_BYTES). */
   __u64 wake = BPF_RB_NO_WAKEUP;
-  if (flags & INGERO_CALL_IDENT)
+  if (((struct ingero_launch_rec*)b)->flags & INGERO_CALL_IDENT)
     wake = BPF_RB_FORCE_WAKEUP;
   else if ((t->timing_seq & 15) == 0)
     wake = ingero_wakeup_flags(&calls_rb);
   bpf_ringbuf_submit(b, wake);
   stat_inc(INGERO_STAT_CALLS);
+  return 0;
+}
+
+/* An untimed launch (no entry read), without the frame a call that returns needs or a copy
+ * through call_scratch: written into this CPU's batch (launch_batch.h), or alone into the ring.
+ * The batch goes to the ring at once with a thread's first record (it carries the ident block,
+ * and wakes the reader, as submit_call's do), and when it has no room for another launch. */
+static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_thread* t,
+                                            struct ingero_recipe* r, __u32 probe, __u32 tid,
+                                            __u64 sp) {
+  struct launch_ask a = {.sp = sp, .probe = probe, .tid = tid};
+  struct ingero_launch_batch* lb = launch_batching ? batch_take() : 0;
+  if (!lb) {
+    ingero_launch_alone(ctx, t, r, &a);
+    return;
+  }
+  __u32 used = lb->bytes;
+  if (used > INGERO_LAUNCH_BATCH_ROOM) used = INGERO_LAUNCH_BATCH_ROOM; /* (never) */
+  __u64 start;
+  bool ident = launch_reads_ident(t);
+  __u32 off =
+      put_launch(ctx, t, r, &a, lb->data + used, INGERO_LAUNCH_IDENT_REC_SIZE, ident, &start);
+  if (off) {
+    if (!lb->count) lb->first_ns = start;
+    lb->count += 1;
+    lb->bytes = used + off;
+    bool first = ((struct ingero_launch_rec*)(lb->data + used))->flags & INGERO_CALL_IDENT;
+    if (first || used + off > INGERO_LAUNCH_BATCH_ROOM)
+      batch_ship(lb, first ? BPF_RB_FORCE_WAKEUP : ingero_wakeup_flags(&calls_rb));
+  }
+  batch_give(lb);
 }
 
 /* emit_call's arguments past the thread, frame and recipe (a BPF function takes five). */

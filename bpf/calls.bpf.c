@@ -26,6 +26,8 @@
 #include <bpf/bpf_tracing.h>
 
 #include "shared.bpf.h"
+#define INGERO_LAUNCH_BATCH_SHIP
+#include "launch_batch.h"
 // clang-format on
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -46,6 +48,9 @@ const volatile __u64 stack_slow_ns = 1000000;
 /* Entry-only calls (launches): one in this many per thread is timed, through its return (the
  * first of each thread among them); 0: none; 1: every one (no call is entry-only). */
 const volatile __u32 launch_timing_every = 32;
+/* Untimed launches wait in their CPU's batch (launch_batch.h): set where the scheduler's switch
+ * program ships a CPU's batch and user space ships batches left waiting. */
+const volatile __u32 launch_batching = 0;
 /* shared.bpf.h: ingero_wakeup_flags. */
 volatile __u32 ingero_reader_busy = 0;
 
@@ -78,10 +83,8 @@ struct {
   __type(value, struct ingero_thread);
 } thread_zero SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 8 << 20); /* resized by user space before load */
-} calls_rb SEC(".maps");
+struct ingero_calls_ring_map calls_rb SEC(".maps");
+struct ingero_launch_batches_map launch_batches SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -190,7 +193,17 @@ int BPF_PROG(ingero_thread_exit, struct task_struct* p) {
     emit_call(t, f, tid, bpf_ktime_get_ns(), 0, INGERO_CALL_UNFINISHED, r, 0);
     stat_inc(INGERO_STAT_UNFINISHED);
   }
+  if (launch_batching) batch_flush(); /* its last launches, if they wait here */
   bpf_map_delete_elem(&threads, &tid);
+  return 0;
+}
+
+/* Ships this CPU's batch of launches (launch_batch.h). Never attached: user space runs it on
+ * a CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU) whose batch has waited too long, a thread
+ * there having launched and then kept the CPU, and on every CPU at the session's end. */
+SEC("raw_tp")
+int ingero_ship_launches(void* ctx) {
+  batch_flush();
   return 0;
 }
 

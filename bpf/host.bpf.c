@@ -15,13 +15,13 @@
 #include <bpf/bpf_tracing.h>
 
 #include "shared.bpf.h"
+#include "launch_batch.h"
 // clang-format on
 
 #define INGERO_SLOW_BLOCK_NS (1000ull * 1000) /* 1 ms: slow enough to matter to a GPU stall */
 #define TASK_RUNNING_STATE 0
 
 const volatile __u32 host_context = 1;
-
 
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -219,6 +219,8 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
   if (!host_context) return 0;
+  /* The launches prev made here wait in this CPU's batch: they go before it runs elsewhere. */
+  batch_flush();
   __u64 now = bpf_ktime_get_ns();
   __u32 prev_tid = prev->pid;
   __u32 next_tid = next->pid;

@@ -20,16 +20,17 @@
 #define INGERO_COMM_LEN 16
 
 enum ingero_rec_type {
-  INGERO_REC_CALL = 1,       /* struct ingero_call_rec (calls ring) */
-  INGERO_REC_LIBWATCH = 2,   /* struct ingero_libwatch_rec (calls ring) */
-  INGERO_REC_SCHED = 3,      /* struct ingero_sched_rec (host ring) */
-  INGERO_REC_PROC = 4,       /* struct ingero_proc_rec (host ring) */
-  INGERO_REC_BLOCK = 5,      /* struct ingero_block_rec (host ring) */
-  INGERO_REC_TCP = 6,        /* struct ingero_tcp_rec (host ring) */
-  INGERO_REC_STACK = 7,      /* struct ingero_stack_rec (aux ring) */
-  INGERO_REC_PYCODE = 8,     /* struct ingero_py_code_rec (aux ring) */
-  INGERO_REC_CPU_SAMPLE = 9, /* struct ingero_cpu_sample_rec (aux ring) */
-  INGERO_REC_LAUNCH = 10,    /* struct ingero_launch_rec (calls ring) */
+  INGERO_REC_CALL = 1,          /* struct ingero_call_rec (calls ring) */
+  INGERO_REC_LIBWATCH = 2,      /* struct ingero_libwatch_rec (calls ring) */
+  INGERO_REC_SCHED = 3,         /* struct ingero_sched_rec (host ring) */
+  INGERO_REC_PROC = 4,          /* struct ingero_proc_rec (host ring) */
+  INGERO_REC_BLOCK = 5,         /* struct ingero_block_rec (host ring) */
+  INGERO_REC_TCP = 6,           /* struct ingero_tcp_rec (host ring) */
+  INGERO_REC_STACK = 7,         /* struct ingero_stack_rec (aux ring) */
+  INGERO_REC_PYCODE = 8,        /* struct ingero_py_code_rec (aux ring) */
+  INGERO_REC_CPU_SAMPLE = 9,    /* struct ingero_cpu_sample_rec (aux ring) */
+  INGERO_REC_LAUNCH = 10,       /* struct ingero_launch_rec (calls ring) */
+  INGERO_REC_LAUNCH_BATCH = 11, /* struct ingero_launch_batch_rec: launch records (calls ring) */
 };
 
 #include "records_call.h"
@@ -61,6 +62,7 @@ enum ingero_stat {
   INGERO_STAT_LIBWATCH_DROPS,   /* library-watch notifications lost to a full calls ring */
   INGERO_STAT_UNTIMED,          /* launches emitted at entry, not timed (no return probe) */
   INGERO_STAT_RETURNS_DETACHED, /* calls whose probe was detached while they ran: untimed */
+  INGERO_STAT_LAUNCH_BATCHES,   /* batches of untimed launches submitted (bpf/launch_batch.h) */
   INGERO_STAT_MAX,
 };
 

@@ -114,7 +114,31 @@ struct ingero_launch_rec {
   __u16 flags;
   __u8 nregs;
   __u8 nstack;
+  __u32 size; /* the record's bytes (a batch is walked by it) */
+};
+
+/* Untimed launches gathered per CPU and submitted together (bpf/launch_batch.h): the ring's
+ * record is this header, then `bytes` bytes of `count` launch records (struct ingero_launch_rec
+ * with what follows it), each starting 8-aligned, `size` bytes long. */
+#define INGERO_LAUNCH_BATCH_BYTES 4096
+struct ingero_launch_batch_rec {
+  __u32 type; /* INGERO_REC_LAUNCH_BATCH */
+  __u32 count;
+  __u32 bytes;
   __u32 pad; /* 0 */
+};
+
+/* A CPU's batch as it is filled (a per-CPU array's value; user space reads `count` and
+ * `first_ns` to ship a batch left waiting, and at the end). `busy` is taken with a compare and
+ * exchange by whichever program writes or ships it: a program preempted on this CPU keeps it,
+ * and the others go without the batch meanwhile. */
+struct ingero_launch_batch {
+  __u64 busy;
+  __u64 first_ns; /* the first launch's start, 0 while empty */
+  __u32 count;
+  __u32 bytes;
+  struct ingero_launch_batch_rec rec; /* the ring's record: this header, then data */
+  __u8 data[INGERO_LAUNCH_BATCH_BYTES];
 };
 
 struct ingero_call_offcpu {

@@ -44,10 +44,28 @@ struct ingero_watched_map {
 };
 extern struct ingero_watched_map watched_pids SEC(".maps");
 
-static __always_inline void stat_inc(__u32 which) {
+/* The calls ring (resized by user space before load) and each CPU's batch of untimed launches
+ * (bpf/launch_batch.h): host.bpf.c ships a CPU's batch when the CPU switches tasks. */
+struct ingero_calls_ring_map {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 8 << 20);
+};
+extern struct ingero_calls_ring_map calls_rb SEC(".maps");
+
+struct ingero_launch_batches_map {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ingero_launch_batch);
+};
+extern struct ingero_launch_batches_map launch_batches SEC(".maps");
+
+static __always_inline void stat_add(__u32 which, __u64 n) {
   __u64* v = bpf_map_lookup_elem(&stats, &which);
-  if (v) *v += 1;
+  if (v) *v += n;
 }
+
+static __always_inline void stat_inc(__u32 which) { stat_add(which, 1); }
 
 static __always_inline __u8 watch_flags(__u32 tgid) {
   __u8* w = bpf_map_lookup_elem(&watched_pids, &tgid);

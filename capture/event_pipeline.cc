@@ -167,17 +167,29 @@ void EventPipeline::on_call(const void* data, size_t size) {
 }
 
 void EventPipeline::on_record(const void* data, size_t size) {
-  if (batch_records && ++since_commit_ >= batch_records && on_batch) on_batch();
   if (size < sizeof(uint32_t)) {
     ++counters_.malformed;
     return;
   }
   uint32_t type;
   std::memcpy(&type, data, sizeof(type));
+  if (batch_records) {  // a batch of launches counts as its launches
+    uint32_t n = 1;
+    if (type == INGERO_REC_LAUNCH_BATCH && size >= sizeof(ingero_launch_batch_rec))
+      std::memcpy(&n, static_cast<const uint8_t*>(data) + offsetof(ingero_launch_batch_rec, count),
+                  sizeof(n));
+    since_commit_ += n;
+    if (since_commit_ >= batch_records && on_batch) on_batch();
+  }
   switch (type) {
     case INGERO_REC_CALL:
     case INGERO_REC_LAUNCH:
       on_call(data, size);
+      break;
+    case INGERO_REC_LAUNCH_BATCH:  // bpf/launch_batch.h: a CPU's launches, in order
+      if (!hal::for_each_batched_launch(data, size,
+                                        [this](const void* d, size_t n) { on_call(d, n); }))
+        ++counters_.malformed;
       break;
     case INGERO_REC_LIBWATCH: {
       if (size < sizeof(ingero_libwatch_rec)) {

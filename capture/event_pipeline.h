@@ -67,9 +67,9 @@ class EventPipeline {
   // was being read) catches up once before the stack counts as lost.
   std::function<void()> catch_up_stacks;
 
-  // Called once `batch_records` records were read since the last commit() (0: never): a
-  // drain of full rings is then committed in parts, and the tracer's size limit applied
-  // between them (`--max-db-size`), not only after it.
+  // Called once `batch_records` records (a batch of launches: its launches) were read since
+  // the last commit() (0: never): a drain of full rings is then committed in parts, and the
+  // tracer's size limit applied between them (`--max-db-size`), not only after it.
   size_t batch_records = 0;
   std::function<void()> on_batch;
 

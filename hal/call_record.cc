@@ -69,8 +69,24 @@ std::vector<uint8_t> pack_launch(const CallRecord& r) {
   l.nregs = h.nregs;
   l.nstack = h.nstack;
   std::vector<uint8_t> out(sizeof(l));
-  std::memcpy(out.data(), &l, sizeof(l));
   pack_body(r, out);
+  l.size = uint32_t(out.size());
+  std::memcpy(out.data(), &l, sizeof(l));
+  return out;
+}
+
+std::vector<uint8_t> pack_launch_batch(const std::vector<std::vector<uint8_t>>& launches) {
+  ingero_launch_batch_rec b{};
+  b.type = INGERO_REC_LAUNCH_BATCH;
+  b.count = uint32_t(launches.size());
+  std::vector<uint8_t> out(sizeof(b));
+  for (const auto& l : launches) {
+    size_t at = out.size();
+    out.resize(at + rounded(l.size()), 0);
+    std::memcpy(out.data() + at, l.data(), l.size());
+  }
+  b.bytes = uint32_t(out.size() - sizeof(b));
+  std::memcpy(out.data(), &b, sizeof(b));
   return out;
 }
 

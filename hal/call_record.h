@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "ingero_records.h"
@@ -32,6 +33,34 @@ std::vector<uint8_t> pack_call(const CallRecord& r);
 // The same as an untimed launch's record (ingero_launch_rec), as launch_at_entry writes it: the
 // header's end, return value, nested counts and read lengths are not carried (they must be 0).
 std::vector<uint8_t> pack_launch(const CallRecord& r);
+
+// The same launches gathered in one batch (INGERO_REC_LAUNCH_BATCH), as bpf/launch_batch.h
+// submits them: its header, then each launch record (pack_launch) 8-aligned.
+std::vector<uint8_t> pack_launch_batch(const std::vector<std::vector<uint8_t>>& launches);
+
+// Hands each launch record of a batch (INGERO_REC_LAUNCH_BATCH) to `each(data, size)`, in order.
+// False when the batch is malformed: shorter than its header says, a launch shorter than a
+// launch header or running past the batch, or not `count` launches in all. The launches before
+// a fault were handed over. Never reads past `size`.
+template <typename F>
+bool for_each_batched_launch(const void* data, size_t size, F&& each) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  ingero_launch_batch_rec b;
+  if (size < sizeof(b)) return false;
+  std::memcpy(&b, p, sizeof(b));
+  if (b.type != INGERO_REC_LAUNCH_BATCH || b.bytes > size - sizeof(b)) return false;
+  p += sizeof(b);
+  uint32_t n = 0;
+  for (size_t at = 0; at < b.bytes; ++n) {
+    ingero_launch_rec l;
+    if (b.bytes - at < sizeof(l)) return false;
+    std::memcpy(&l, p + at, sizeof(l));
+    if (l.size < sizeof(l) || l.size > b.bytes - at) return false;
+    each(static_cast<const void*>(p + at), size_t(l.size));
+    at += (size_t(l.size) + 7) & ~size_t(7);
+  }
+  return n == b.count;
+}
 
 // A call record (INGERO_REC_CALL) or an untimed launch's (INGERO_REC_LAUNCH; its hdr.type then
 // reads INGERO_REC_CALL). False when the record is of another type, shorter than its header

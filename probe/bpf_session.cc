@@ -120,6 +120,10 @@ Status BpfSession::load() {
   ro->stacks_enabled = config.stacks ? 1 : 0;
   ro->stack_slow_ns = config.stack_slow_ns;
   ro->launch_timing_every = config.launch_timing_every;
+  batching_ = config.launch_batches && config.host_context && !config.selftest_only &&
+              attach_ == CallAttach::kSession;
+  ro->launch_batching = batching_ ? 1 : 0;
+  bpf_program__set_autoload(sk->progs.ingero_ship_launches, batching_);
   ro->site_walks = config.stack_site_walks;
   ro->walk_interval_ns = config.stack_walk_interval_ns;
 

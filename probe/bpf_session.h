@@ -105,6 +105,11 @@ struct BpfConfig {
   // Launches are emitted at entry; one in this many per thread is timed through its return
   // (1: every launch timed, as a call of any other kind; 0: none).
   uint32_t launch_timing_every = 32;
+  // Untimed launches wait in their CPU's batch and reach the calls ring ~30 at a time
+  // (bpf/launch_batch.h): with uprobe sessions and the host context (whose switch program ships
+  // a CPU's batch when its task leaves). Whoever turns it on ships the batches left waiting
+  // (BpfSession::ship_launch_batches) while it reads the ring, and all of them at the end.
+  bool launch_batches = false;
   // Keep what the kernel's verifier says of each program it loads (instructions it walked, its
   // time): a session's fixed cost is mostly verification (docs/performance.md).
   bool verifier_stats = false;
@@ -175,6 +180,15 @@ class BpfSession {
   // outermost frame), read through the ingero_inflight iterator over the thread table, which
   // is attached on first use. An Error when the iterator cannot be attached or read.
   Status read_inflight(std::vector<ingero_inflight_rec>& out);
+  // Ships the untimed launches waiting in CPUs' batches (BpfConfig::launch_batches): those whose
+  // first launch is at least `waited_ns` old, or every one with 0, by running the shipping
+  // program on their CPUs. A batch that cannot be shipped on its CPU (it went offline) is
+  // handed to `leftover` as the ring would hand it, when given: at the end, once no probe is
+  // attached. Returns the batches shipped or handed over; an Error when the batches cannot be
+  // read.
+  Result<int> ship_launch_batches(uint64_t waited_ns,
+                                  const std::function<void(const void*, size_t)>& leftover = {});
+  bool launch_batches() const { return batching_; }
   // The scheduler's last record of a thread; nullopt when it has none (not switched since
   // tracing began, or no host context).
   std::optional<ThreadSched> thread_sched(uint32_t tid) const;
@@ -205,6 +219,7 @@ class BpfSession {
   ingero_bpf* skel_ = nullptr;
   std::vector<Link> core_links_;
   Link inflight_iter_;
+  bool batching_ = false;  // the programs batch launches (BpfConfig::launch_batches, in effect)
   std::vector<ProgramVerification> verification_;
 };
 

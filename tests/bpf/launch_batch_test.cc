@@ -1,0 +1,124 @@
+// Untimed launches gathered in their CPU's batch (bpf/launch_batch.h), on real probes: the
+// scheduler's switch program is loaded but not attached here, so a batch goes to the ring only
+// when a record of its own must (a thread's first launch, a timed call), or when user space
+// ships it (BpfSession::ship_launch_batches).
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstring>
+#include <vector>
+
+#include "bpf/ingero_records.h"
+#include "hal/call_record.h"
+#include "probe/ring_reader.h"
+#include "tests/bpf/self_probe.h"
+#include "tests/support/trace_db.h"
+
+// A launch API's shape: six register arguments, three on the stack (cuLaunchKernel's).
+extern "C" __attribute__((noinline, used, visibility("default"))) uint64_t ingero_test_batched9(
+    uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t s0,
+    uint64_t s1, uint64_t s2) {
+  asm volatile("" ::: "memory");
+  return a0 + a1 + a2 + a3 + a4 + a5 + s0 + s1 + s2;
+}
+
+namespace ingero::test {
+namespace {
+
+// Keeps the calling thread on the CPU it runs on, so that its launches share one batch.
+class PinnedHere {
+ public:
+  PinnedHere() {
+    sched_getaffinity(0, sizeof(old_), &old_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    sched_setaffinity(0, sizeof(one), &one);
+  }
+  ~PinnedHere() { sched_setaffinity(0, sizeof(old_), &old_); }
+
+ private:
+  cpu_set_t old_;
+};
+
+// What the ring held, each record as the launches it carries (a call record: one).
+struct Record {
+  uint32_t type = 0;
+  std::vector<uint64_t> first_args;  // each launch's first argument, in order
+};
+
+TEST(LaunchBatches, WaitInTheirCPUsBatchUntilARecordOfTheirThreadOrUserSpaceShipsThem) {
+  REQUIRE_BPF();
+  hal::BpfConfig cfg;
+  cfg.rings = {1u << 16, 1u << 16, 1u << 16};
+  cfg.host_context = true;  // its switch program is not attached by this test
+  cfg.launch_batches = true;
+  cfg.launch_timing_every = 4;  // launches 0 and 4 of the thread are timed: records of their own
+  auto session = hal::BpfSession::open(cfg);
+  ASSERT_TRUE(session) << session.error().message;
+  ASSERT_TRUE((*session)->launch_batches());
+  const hal::ProbeSpec spec{.symbol = "ingero_test_batched9",
+                            .kind = hal::EventKind::kLaunch,
+                            .args = {.stack_words = 3},
+                            .fields = {{hal::Field::kStream, hal::reg(5)}}};
+  std::string why;
+  auto links = attach_to_self(**session, spec, &why);
+  ASSERT_FALSE(links.empty()) << why;
+  std::vector<Record> ring;
+  auto reader =
+      hal::RingReader::create((*session)->calls_fd(), -1, -1, [&](const void* d, size_t size) {
+        Record r;
+        std::memcpy(&r.type, d, sizeof(r.type));
+        auto one = [&](const void* l, size_t n) {
+          hal::CallRecord c;
+          ASSERT_TRUE(hal::unpack_call(l, n, c));
+          r.first_args.push_back(c.regs[0]);
+        };
+        if (r.type == INGERO_REC_LAUNCH_BATCH)
+          EXPECT_TRUE(hal::for_each_batched_launch(d, size, one));
+        else
+          one(d, size);
+        ring.push_back(r);
+      });
+  ASSERT_TRUE(reader) << reader.error().message;
+  auto read = [&] { ASSERT_TRUE((*reader)->drain()); };
+  {
+    PinnedHere pinned;
+    for (uint64_t i = 0; i < 7; ++i)
+      EXPECT_EQ(ingero_test_batched9(i, 1, 2, 3, 4, 5, 6, 7, 8), 36 + i);
+    read();
+    // Launch 0 timed; 1-3 batched, shipped before launch 4's own record; 5 and 6 wait.
+    ASSERT_EQ(ring.size(), 3u);
+    EXPECT_EQ(ring[0].type, uint32_t(INGERO_REC_CALL));
+    EXPECT_EQ(ring[0].first_args, (std::vector<uint64_t>{0}));
+    EXPECT_EQ(ring[1].type, uint32_t(INGERO_REC_LAUNCH_BATCH));
+    EXPECT_EQ(ring[1].first_args, (std::vector<uint64_t>{1, 2, 3}));
+    EXPECT_EQ(ring[2].type, uint32_t(INGERO_REC_CALL));
+    EXPECT_EQ(ring[2].first_args, (std::vector<uint64_t>{4}));
+    // A batch younger than asked stays; then it goes.
+    auto young = (*session)->ship_launch_batches(uint64_t(60) * 1'000'000'000);
+    ASSERT_TRUE(young) << young.error().message;
+    EXPECT_EQ(*young, 0);
+    read();
+    EXPECT_EQ(ring.size(), 3u);
+    auto all = (*session)->ship_launch_batches(0);
+    ASSERT_TRUE(all) << all.error().message;
+    EXPECT_EQ(*all, 1);
+    read();
+  }
+  ASSERT_EQ(ring.size(), 4u);
+  EXPECT_EQ(ring[3].type, uint32_t(INGERO_REC_LAUNCH_BATCH));
+  EXPECT_EQ(ring[3].first_args, (std::vector<uint64_t>{5, 6}));
+  auto s = (*session)->stats();
+  EXPECT_EQ(s[INGERO_STAT_CALLS], 7u);
+  EXPECT_EQ(s[INGERO_STAT_LAUNCH_BATCHES], 2u);
+  EXPECT_EQ(s[INGERO_STAT_UNTIMED], 5u);
+  EXPECT_EQ(s[INGERO_STAT_RINGBUF_DROPS], 0u);
+  // Nothing waits any more.
+  auto none = (*session)->ship_launch_batches(0);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(*none, 0);
+}
+
+}  // namespace
+}  // namespace ingero::test
