@@ -109,11 +109,11 @@ static __always_inline bool launch_reads_ident(struct ingero_thread* t) {
 }
 
 /* Writes an untimed launch's record (struct ingero_launch_rec) at `b`, which has `cap` bytes
- * (room for the ident block where `ident`), from the registers and one read of the user stack;
- * its start in *start. Returns its size; 0 if it did not fit (never). */
+ * (room for the ident block where `ident`), from the registers and one read of the user stack.
+ * Returns its size; 0 if it did not fit (never). */
 static __always_inline __u32 put_launch(struct pt_regs* ctx, struct ingero_thread* t,
                                         struct ingero_recipe* r, struct launch_ask* a, __u8* b,
-                                        __u32 cap, bool ident, __u64* start) {
+                                        __u32 cap, bool ident) {
   __u32 nregs = r->nregs;
   if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
   __u32 nstack = r->stack_words;
@@ -130,7 +130,6 @@ static __always_inline __u32 put_launch(struct pt_regs* ctx, struct ingero_threa
   }
   __u64 caller = *(__u64*)(b + at);
   __u64 now = bpf_ktime_get_ns();
-  *start = now;
   __u64 stack = 0;
   if (stacks_enabled) {
     struct ingero_stack_ask ask = {
@@ -182,8 +181,7 @@ __noinline int ingero_launch_alone(struct pt_regs* ctx, struct ingero_thread* t,
     stat_inc(INGERO_STAT_RINGBUF_DROPS);
     return 0;
   }
-  __u64 start;
-  if (!put_launch(ctx, t, r, a, b, cap, ident, &start)) {
+  if (!put_launch(ctx, t, r, a, b, cap, ident)) {
     bpf_ringbuf_discard(b, 0);
     return 0;
   }
@@ -217,12 +215,9 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   }
   __u32 used = lb->bytes;
   if (used > INGERO_LAUNCH_BATCH_ROOM) used = INGERO_LAUNCH_BATCH_ROOM; /* (never) */
-  __u64 start;
   bool ident = launch_reads_ident(t);
-  __u32 off =
-      put_launch(ctx, t, r, &a, lb->data + used, INGERO_LAUNCH_IDENT_REC_SIZE, ident, &start);
+  __u32 off = put_launch(ctx, t, r, &a, lb->data + used, INGERO_LAUNCH_IDENT_REC_SIZE, ident);
   if (off) {
-    if (!lb->count) lb->first_ns = start;
     lb->count += 1;
     lb->bytes = used + off;
     bool first = ((struct ingero_launch_rec*)(lb->data + used))->flags & INGERO_CALL_IDENT;

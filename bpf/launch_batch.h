@@ -66,7 +66,6 @@ __noinline int batch_ship(struct ingero_launch_batch* b, __u64 wake) {
   }
   b->count = 0;
   b->bytes = 0;
-  b->first_ns = 0;
   return 0;
 }
 #endif

@@ -4,6 +4,8 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "hal/clock.h"
@@ -29,7 +31,10 @@ Result<int> BpfSession::ship_launch_batches(
   int shipped = 0;
   for (int cpu = 0; cpu < ncpu; ++cpu) {
     const ingero_launch_batch& b = batches[size_t(cpu)];
-    if (!b.count || (waited_ns && b.first_ns + waited_ns > now)) continue;
+    if (!b.count) continue;
+    uint64_t first = 0;  // its first launch's start (read while it may be written: a hint)
+    std::memcpy(&first, b.data + offsetof(ingero_launch_rec, start_ns), sizeof(first));
+    if (waited_ns && first + waited_ns > now) continue;
     LIBBPF_OPTS(bpf_test_run_opts, run, .flags = BPF_F_TEST_RUN_ON_CPU, .cpu = uint32_t(cpu));
     if (bpf_prog_test_run_opts(prog, &run) == 0) {
       ++shipped;
