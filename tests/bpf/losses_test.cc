@@ -111,6 +111,33 @@ TEST(Losses, AnOverflowingCallsRingIsReportedInEveryPlace) {
             std::string::npos);
 }
 
+// Launches go to the ring in batches of ~33 (bpf/launch_batch.h): a batch the full ring refuses
+// is counted launch by launch, so what was stored and what was refused still add up to what the
+// program made, and the batches were the launches' way to the ring.
+TEST(Losses, LaunchesRefusedInBatchesAreCountedOneByOne) {
+  REQUIRE_BPF();
+  std::string db = temp_path("launch-losses.db");
+  auto env = kFakeEnv;
+  env.push_back("INGERO_TEST_READ_PAUSE_MS=3000");
+  constexpr int64_t kLaunches = 60000;  // cuLaunchKernel from the program: one record each
+  auto run = trace_command(
+      db, {INGERO_FAKE_CALLS, "launches", INGERO_FAKE_CUDART, "0", std::to_string(kLaunches)},
+      {"-q", "--ringbuf-mb", "1", "--no-stack"}, env);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int64_t stored = query_int(db, "SELECT count(*) FROM calls WHERE op = 'cuLaunchKernel'");
+  int64_t refused = query_int(db, "SELECT call_drops FROM sessions");
+  ASSERT_GT(refused, 0) << "a 1 MiB ring held " << stored << " launches";
+  EXPECT_EQ(stored + refused, kLaunches);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), stored);
+  EXPECT_EQ(query_rows(db, "SELECT lost_calls, calls_lost_at_exit FROM sessions"),
+            (std::vector<std::vector<std::string>>{{"0", "0"}}));
+  auto stats = nlohmann::json::parse(query_rows(db, "SELECT bpf_stats FROM sessions")[0][0]);
+  // Stored in batches of many (a batch is counted when the ring takes it).
+  int64_t batches = stats["launch_batches"].get<int64_t>();
+  EXPECT_GT(batches, 0) << stats.dump();
+  EXPECT_GT(stored, 10 * batches) << stats.dump();
+}
+
 // At the highest rate 16 threads reach (about 190,000 calls/s on 2 cores), every call is
 // accounted for: stored, or counted in the session row as a call the full ring refused and
 // then said on stderr. Whether any is refused depends on the host's load (the tracer needs
