@@ -43,16 +43,25 @@ with_min() {  # LIBRARY SYMBOL MODE, then the loop under that probe
   eval "exec ${MP[1]}>&-"
   wait "$MP_PID" 2>/dev/null || true
 }
+# Starts min_probe LIBRARY SYMBOL MODE in the background and waits until it is attached; it
+# holds its probe until the writer fd HELD_FD is closed (two at once: bash keeps one coproc).
+hold_probe() {
+  local tag=$1; shift
+  rm -f "$out/$tag.in" "$out/$tag.out"
+  mkfifo "$out/$tag.in" "$out/$tag.out"
+  "$B/bench/min_probe" "$@" < "$out/$tag.in" > "$out/$tag.out" 2>> "$out/min_probe.err" &
+  HELD_PID=$!
+  exec {HELD_FD}> "$out/$tag.in"
+  read -r _ < "$out/$tag.out"
+}
 with_two() {  # both layers, entry only
-  coproc MA { "$B/bench/min_probe" "$DRV" cuLaunchKernel session-skip; }
-  read -r _ <&"${MA[0]}"
-  coproc MB { "$B/bench/min_probe" "$LIB" cudaLaunchKernel session-skip; }
-  read -r _ <&"${MB[0]}"
+  hold_probe drv "$DRV" cuLaunchKernel session-skip
+  local fa=$HELD_FD pa=$HELD_PID
+  hold_probe rt "$LIB" cudaLaunchKernel session-skip
+  local fb=$HELD_FD pb=$HELD_PID
   loop | ns
-  eval "exec ${MB[1]}>&-"
-  wait "$MB_PID" 2>/dev/null || true
-  eval "exec ${MA[1]}>&-"
-  wait "$MA_PID" 2>/dev/null || true
+  exec {fb}>&- {fa}>&-
+  wait "$pb" "$pa" 2>/dev/null || true
 }
 with_ingero() {  # NAME [flags...]: ns per launch; the tracer's own CPU in NAME.cpu
   local name=$1; shift
