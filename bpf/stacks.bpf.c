@@ -110,6 +110,9 @@ struct {
 #define INGERO_FNV_BASIS 0xcbf29ce484222325ULL
 #define INGERO_FNV_PRIME 0x100000001b3ULL
 
+/* The most bytes site_key reads at once from one object (read_pair). */
+#define INGERO_SITE_READ 128
+
 static __always_inline __u64 fnv(__u64 h, __u64 v) { return (h ^ v) * INGERO_FNV_PRIME; }
 
 static __always_inline __u64 read_u64(__u64 addr) {
@@ -402,6 +405,52 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
 
 /* The call site of the call returning in `ctx`: its return address, its innermost Python
  * frame and the extra key (a failing call's return code). */
+/* Where read_pair reads its window: a map value, which the verifier lets a bounded variable
+ * offset read (a stack buffer it does not). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64[INGERO_SITE_READ / 8]);
+} site_window SEC(".maps");
+
+/* Two 8-aligned words of a user object at `off_a` and `off_b`, read at once where they lie
+ * within INGERO_SITE_READ bytes of each other (every layout of probe/python_layout.cc): a call
+ * site's key costs a launch of a Python process one user read fewer for each pair. False when
+ * they do not, or the read failed (the window ran into an unmapped page): the caller reads them
+ * one by one. */
+static __always_inline bool read_pair(__u32 off_a, __u32 off_b, __u64 obj, __u64* a, __u64* b) {
+  __u32 lo = off_a < off_b ? off_a : off_b;
+  __u32 da = off_a - lo, db = off_b - lo;
+  if (da >= INGERO_SITE_READ || db >= INGERO_SITE_READ || (da & 7) || (db & 7)) return false;
+  __u32 zero = 0;
+  __u8* w = bpf_map_lookup_elem(&site_window, &zero);
+  if (!w || bpf_probe_read_user(w, INGERO_SITE_READ, (void*)(obj + lo))) return false;
+  *a = *(__u64*)(w + (da & (INGERO_SITE_READ - 8)));
+  *b = *(__u64*)(w + (db & (INGERO_SITE_READ - 8)));
+  return true;
+}
+
+/* The innermost Python frame of the calling thread, for its call site's key: py_tstate and
+ * py_top_frame, with the cached thread state's id and its frame (or C frame) read at once. */
+static __always_inline __u64 site_frame(struct ingero_py_config* c, struct ingero_thread* t,
+                                        __u32 tid) {
+  __u64 want = current_thread_id(c, tid);
+  if (!want) return 0;
+  __u64 ts = t ? t->py_tstate : 0, id = 0, frame = 0;
+  bool known = false;
+  if (ts && read_pair(c->tstate_thread_id, c->tstate_frame, ts, &id, &frame)) {
+    if (!c->thread_id_is_pthread) id &= 0xffffffffULL;
+    known = id == want; /* else another thread's now: found again below */
+  }
+  if (!known) {
+    ts = py_tstate(c, t, tid);
+    frame = ts ? read_u64(ts + c->tstate_frame) : 0;
+  }
+  if (frame && c->cframe_current_frame != 0xffff) frame = read_u64(frame + c->cframe_current_frame);
+  return frame;
+}
+
 static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread* t, __u32 tgid,
                                       __u32 tid, __u32 probe, __u64 extra, __u64 caller) {
   __u64 h = fnv(fnv(fnv(INGERO_FNV_BASIS ^ tgid, probe), caller ? caller : PT_REGS_IP(ctx)), extra);
@@ -412,15 +461,17 @@ static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread*
     if (t) t->py_absent_gen = gen + 1;
     return h;
   }
-  __u64 ts = py_tstate(c, t, tid);
-  __u64 frame = ts ? py_top_frame(c, ts) : 0;
+  __u64 frame = site_frame(c, t, tid);
   if (!frame) return h;
-  __u64 code = read_u64(frame + c->frame_code);
-  __u64 instr = 0;
-  if (c->instr_is_int)
-    bpf_probe_read_user(&instr, 4, (void*)(frame + c->frame_instr));
-  else
-    instr = read_u64(frame + c->frame_instr);
+  __u64 code = 0, instr = 0;
+  if (!read_pair(c->frame_code, c->frame_instr, frame, &code, &instr)) {
+    code = read_u64(frame + c->frame_code);
+    if (c->instr_is_int)
+      bpf_probe_read_user(&instr, 4, (void*)(frame + c->frame_instr));
+    else
+      instr = read_u64(frame + c->frame_instr);
+  }
+  if (c->instr_is_int) instr &= 0xffffffffULL;
   return fnv(fnv(h, code), instr);
 }
 
