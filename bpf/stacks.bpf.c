@@ -196,11 +196,17 @@ static __always_inline __u64 py_tstate(struct ingero_py_config* c, struct ingero
   return found;
 }
 
+/* The innermost Python frame from what a thread state holds at tstate_frame: the frame itself,
+ * or (3.11, 3.12) its C frame, which holds it. */
+static __always_inline __u64 frame_of(struct ingero_py_config* c, __u64 at_tstate_frame) {
+  if (at_tstate_frame && c->cframe_current_frame != 0xffff)
+    return read_u64(at_tstate_frame + c->cframe_current_frame);
+  return at_tstate_frame;
+}
+
 /* The innermost Python frame of a thread state. */
 static __always_inline __u64 py_top_frame(struct ingero_py_config* c, __u64 tstate) {
-  __u64 frame = read_u64(tstate + c->tstate_frame);
-  if (frame && c->cframe_current_frame != 0xffff) frame = read_u64(frame + c->cframe_current_frame);
-  return frame;
+  return frame_of(c, read_u64(tstate + c->tstate_frame));
 }
 
 /* ---- the frame list ---- */
@@ -443,12 +449,9 @@ static __always_inline __u64 site_frame(struct ingero_py_config* c, struct inger
     if (!c->thread_id_is_pthread) id &= 0xffffffffULL;
     known = id == want; /* else another thread's now: found again below */
   }
-  if (!known) {
-    ts = py_tstate(c, t, tid);
-    frame = ts ? read_u64(ts + c->tstate_frame) : 0;
-  }
-  if (frame && c->cframe_current_frame != 0xffff) frame = read_u64(frame + c->cframe_current_frame);
-  return frame;
+  if (known) return frame_of(c, frame);
+  ts = py_tstate(c, t, tid);
+  return ts ? py_top_frame(c, ts) : 0;
 }
 
 static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread* t, __u32 tgid,
