@@ -213,13 +213,14 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
     ingero_launch_alone(ctx, t, r, &a);
     return;
   }
-  __u32 used = lb->bytes;
+  __u32 used = lb->rec.bytes;
   if (used > INGERO_LAUNCH_BATCH_ROOM) used = INGERO_LAUNCH_BATCH_ROOM; /* (never) */
   bool ident = launch_reads_ident(t);
   __u32 off = put_launch(ctx, t, r, &a, lb->data + used, INGERO_LAUNCH_IDENT_REC_SIZE, ident);
   if (off) {
-    lb->count += 1;
-    lb->bytes = used + off;
+    if (!lb->rec.count) lb->rec.type = INGERO_REC_LAUNCH_BATCH; /* the map starts zeroed */
+    lb->rec.count += 1;
+    lb->rec.bytes = used + off;
     bool first = ((struct ingero_launch_rec*)(lb->data + used))->flags & INGERO_CALL_IDENT;
     if (first || used + off > INGERO_LAUNCH_BATCH_ROOM)
       batch_ship(lb, first ? BPF_RB_FORCE_WAKEUP : ingero_wakeup_flags(&calls_rb));

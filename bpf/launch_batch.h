@@ -50,22 +50,18 @@ extern int batch_ship(struct ingero_launch_batch* b, __u64 wake);
 #else
 __noinline int batch_ship(struct ingero_launch_batch* b, __u64 wake) {
   if (!b) return 0;
-  __u32 count = b->count;
+  __u32 count = b->rec.count;
   if (!count) return 0;
-  __u32 bytes = b->bytes;
+  __u32 bytes = b->rec.bytes;
   if (bytes > INGERO_LAUNCH_BATCH_BYTES) bytes = INGERO_LAUNCH_BATCH_BYTES;
-  b->rec.type = INGERO_REC_LAUNCH_BATCH;
-  b->rec.count = count;
-  b->rec.bytes = bytes;
-  b->rec.pad = 0;
   if (bpf_ringbuf_output(&calls_rb, &b->rec, sizeof(b->rec) + bytes, wake)) {
     stat_add(INGERO_STAT_RINGBUF_DROPS, count);
   } else {
     stat_add(INGERO_STAT_CALLS, count);
     stat_inc(INGERO_STAT_LAUNCH_BATCHES);
   }
-  b->count = 0;
-  b->bytes = 0;
+  b->rec.count = 0;
+  b->rec.bytes = 0;
   return 0;
 }
 #endif
@@ -74,7 +70,7 @@ __noinline int batch_ship(struct ingero_launch_batch* b, __u64 wake) {
 static __always_inline void batch_flush(void) {
   __u32 zero = 0;
   struct ingero_launch_batch* b = bpf_map_lookup_elem(&launch_batches, &zero);
-  if (!b || !b->count || __sync_val_compare_and_swap(&b->busy, 0, 1) != 0) return;
+  if (!b || !b->rec.count || __sync_val_compare_and_swap(&b->busy, 0, 1) != 0) return;
   batch_ship(b, BPF_RB_NO_WAKEUP);
   batch_give(b);
 }

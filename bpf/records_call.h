@@ -128,15 +128,14 @@ struct ingero_launch_batch_rec {
   __u32 pad; /* 0 */
 };
 
-/* A CPU's batch as it is filled (a per-CPU array's value; user space reads `count` and its first
- * launch's start to ship a batch left waiting, and at the end). `busy` is taken with a compare
- * and exchange by whichever program writes or ships it: a program preempted on this CPU keeps
- * it, and the others go without the batch meanwhile. */
+/* A CPU's batch as it is filled (a per-CPU array's value): `rec` and `data` are the ring's
+ * record as it stands, its count and bytes kept as launches are added, so shipping it is a copy
+ * (user space reads the count and the first launch's start to ship a batch left waiting, and at
+ * the end). `busy` is taken with a compare and exchange by whichever program writes or ships
+ * it: a program preempted on this CPU keeps it, and the others go without the batch meanwhile. */
 struct ingero_launch_batch {
   __u64 busy;
-  __u32 count;
-  __u32 bytes;
-  struct ingero_launch_batch_rec rec; /* the ring's record: this header, then data */
+  struct ingero_launch_batch_rec rec;
   __u8 data[INGERO_LAUNCH_BATCH_BYTES];
 };
 

@@ -31,21 +31,16 @@ Result<int> BpfSession::ship_launch_batches(
   int shipped = 0;
   for (int cpu = 0; cpu < ncpu; ++cpu) {
     const ingero_launch_batch& b = batches[size_t(cpu)];
-    if (!b.count) continue;
+    if (!b.rec.count) continue;
     uint64_t first = 0;  // its first launch's start (read while it may be written: a hint)
     std::memcpy(&first, b.data + offsetof(ingero_launch_rec, start_ns), sizeof(first));
     if (waited_ns && first + waited_ns > now) continue;
     LIBBPF_OPTS(bpf_test_run_opts, run, .flags = BPF_F_TEST_RUN_ON_CPU, .cpu = uint32_t(cpu));
     if (bpf_prog_test_run_opts(prog, &run) == 0) {
       ++shipped;
-    } else if (leftover && b.bytes <= sizeof(b.data)) {
-      // Its CPU runs nothing now: what was read is the batch, whole.
-      ingero_launch_batch copy = b;
-      copy.rec.type = INGERO_REC_LAUNCH_BATCH;
-      copy.rec.count = b.count;
-      copy.rec.bytes = b.bytes;
-      copy.rec.pad = 0;
-      leftover(&copy.rec, sizeof(copy.rec) + b.bytes);
+    } else if (leftover && b.rec.bytes <= sizeof(b.data)) {
+      // Its CPU runs nothing now: what was read is the batch's record, whole.
+      leftover(&b.rec, sizeof(b.rec) + b.rec.bytes);
       ++shipped;
     }
   }
