@@ -454,16 +454,32 @@ static __always_inline __u64 site_frame(struct ingero_py_config* c, struct inger
   return ts ? py_top_frame(c, ts) : 0;
 }
 
+/* Where the interpreter of the calling thread's process keeps threads and frames: the thread's
+ * own copy of its process's entry in py_procs, made again when the map changed (a hash lookup
+ * less at each call of a Python process); 0 when the process has none. Always the copy, never
+ * the map's entry: the verifier would walk what reads through it once for each. */
+static __always_inline struct ingero_py_config* py_config_of(struct ingero_thread* t, __u32 tgid) {
+  if (!t) return 0; /* (never: the call programs keep a thread's state before they ask) */
+  __u32 gen = py_procs_gen;
+  if (t->py_absent_gen == gen + 1) return 0;
+  if (t->py_config_gen == gen + 1) return &t->py_config;
+  struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
+  if (!c) {
+    t->py_absent_gen = gen + 1;
+    return 0;
+  }
+  /* `gen` was read before the entry: an entry changed since is copied again at the next call,
+   * after user space bumps the generation (BpfSession::set_python). */
+  __builtin_memcpy(&t->py_config, c, sizeof(*c));
+  t->py_config_gen = gen + 1;
+  return &t->py_config;
+}
+
 static __always_inline __u64 site_key(struct pt_regs* ctx, struct ingero_thread* t, __u32 tgid,
                                       __u32 tid, __u32 probe, __u64 extra, __u64 caller) {
   __u64 h = fnv(fnv(fnv(INGERO_FNV_BASIS ^ tgid, probe), caller ? caller : PT_REGS_IP(ctx)), extra);
-  __u32 gen = py_procs_gen;
-  if (t && t->py_absent_gen == gen + 1) return h;
-  struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
-  if (!c) {
-    if (t) t->py_absent_gen = gen + 1;
-    return h;
-  }
+  struct ingero_py_config* c = py_config_of(t, tgid);
+  if (!c) return h;
   __u64 frame = site_frame(c, t, tid);
   if (!frame) return h;
   __u64 code = 0, instr = 0;

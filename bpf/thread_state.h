@@ -59,7 +59,12 @@ struct ingero_thread {
   __u32 gpu_marked;                 /* its process is in watched_pids as a GPU process */
   __u32 py_absent_gen;              /* py_procs_gen + 1 when its process had no py_procs entry
                                      * at that generation; 0: not known */
-  __u32 ident_seq; /* records built from a frame: one in 16 reads the name and cgroup again */
+  __u32 ident_seq;     /* records built from a frame: one in 16 reads the name and cgroup again */
+  __u32 py_config_gen; /* py_procs_gen + 1 when py_config was copied from its process's entry */
+  __u32 pad;
+  /* Its process's py_procs entry as of py_config_gen: a launch's call site key reads the
+   * thread's innermost Python frame through it, without the lookup in py_procs. */
+  struct ingero_py_config py_config;
   struct ingero_frame frames[INGERO_MAX_DEPTH];
   struct ingero_site_memo site_memo[INGERO_SITE_MEMO];
 };

@@ -416,13 +416,12 @@ volatile uint32_t* BpfSession::reader_busy_flag() { return &skel_->bss->ingero_r
 
 Status BpfSession::set_python(uint32_t tgid, const ingero_py_config* config) {
   int fd = bpf_map__fd(skel_->maps.py_procs);
-  if (!config) {
+  if (!config)
     bpf_map_delete_elem(fd, &tgid);
-    return {};
-  }
-  if (bpf_map_update_elem(fd, &tgid, config, BPF_ANY) != 0)
+  else if (bpf_map_update_elem(fd, &tgid, config, BPF_ANY) != 0)
     return bpf_error("configuring Python frames for pid " + std::to_string(tgid), errno);
-  // Threads that found no entry for their process look again (stacks.bpf.c: py_procs_gen).
+  // Threads look again: those that found no entry for their process, and those that keep a
+  // copy of it (stacks.bpf.c: py_procs_gen, py_config_of).
   __atomic_fetch_add(&skel_->bss->py_procs_gen, 1, __ATOMIC_RELEASE);
   return {};
 }
