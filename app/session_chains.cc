@@ -1,7 +1,6 @@
 #include "app/session_chains.h"
 
 #include <malloc.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -96,9 +95,10 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
           return st.error();
   }
   if (auto st = writer.commit(); !st) return st.error();
-  // The writer's page cache (8 MiB while tracing) is not needed for the few rows left to
-  // write: handed back before the analysis, the session's peak memory is not their sum.
-  sqlite3_db_release_memory(writer.db().handle());
+  // The writer's page cache (8 MiB while tracing) and its blocks kept for reuse are not needed
+  // for the few rows left to write: handed back before the analysis, the session's peak memory
+  // is not their sum.
+  writer.release_memory();
   malloc_trim(0);  // and what tracing freed goes back to the system, not only to malloc
   store::SqlTraceSource source(**reader);
   // A small copy of the calls (~34 bytes each): the analysis of a short session reads the

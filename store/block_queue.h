@@ -74,6 +74,10 @@ class BlockQueue {
     }
   }
 
+  // Frees the emptied blocks kept for reuse (a writer done with filling blocks: the session's
+  // end, before its analysis).
+  void drop_spares() { spare_.clear(); }
+
   // The batch failed: back to what the file holds (what the last commit wrote): the block
   // then filling, with as many of its events as the file has.
   void restore() {

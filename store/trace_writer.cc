@@ -459,4 +459,10 @@ ingero::Status TraceWriter::note_process(uint32_t pid, std::string_view name,
   return {};
 }
 
+void TraceWriter::release_memory() {
+  calls_.drop_spares();
+  hosts_.drop_spares();
+  sqlite3_db_release_memory(db_->handle());
+}
+
 }  // namespace ingero::store

@@ -265,6 +265,10 @@ class TraceWriter final : public hal::EventSink {
   // are added so that naming them at session end reads no block back.
   const std::set<uint64_t>& session_cgroups() const { return session_cgroups_; }
   Db& db() { return *db_; }
+  // Hands back what the writer keeps for events to come: its emptied blocks kept for reuse and
+  // SQLite's page cache. For a session's end, after the last events and before its analysis:
+  // the tracer's peak memory is then the larger of the two, not their sum.
+  void release_memory();
 
  private:
   struct OpKey {
