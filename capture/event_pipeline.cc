@@ -53,11 +53,18 @@ void EventPipeline::identify(hal::Event& ev, bool shipped) {
     it->second.comm = ev.comm;
     it->second.cgroup_id = ev.cgroup_id;
     if (fresh) tids_of_[ev.pid].push_back(ev.tid);
+    last_ident_tid_ = ev.tid;
+    last_ident_ = &it->second;  // a map's nodes stay where they are
     return;
   }
-  if (auto it = idents_.find(ev.tid); it != idents_.end()) {
-    ev.comm = it->second.comm;
-    ev.cgroup_id = it->second.cgroup_id;
+  if (!last_ident_ || last_ident_tid_ != ev.tid) {
+    auto it = idents_.find(ev.tid);
+    last_ident_ = it != idents_.end() ? &it->second : nullptr;
+    last_ident_tid_ = ev.tid;
+  }
+  if (last_ident_) {
+    ev.comm = last_ident_->comm;
+    ev.cgroup_id = last_ident_->cgroup_id;
     return;
   }
   // The record that carried it was lost: ask the kernel while the thread lives.
@@ -74,6 +81,7 @@ void EventPipeline::forget_process(uint32_t pid) {
   auto it = tids_of_.find(pid);
   if (it == tids_of_.end()) return;
   for (uint32_t tid : it->second) idents_.erase(tid);
+  last_ident_ = nullptr;
   tids_of_.erase(it);
 }
 

@@ -111,6 +111,9 @@ class EventPipeline {
   hal::CallRecord rec_;
   std::vector<hal::Event> ready_;               // released by the launch nesting, for the sinks
   std::unordered_map<uint32_t, Ident> idents_;  // by tid
+  // identify()'s last thread and its entry in idents_ (null: none there, or forgotten since).
+  uint32_t last_ident_tid_ = 0;
+  Ident* last_ident_ = nullptr;
   std::unordered_map<uint32_t, std::vector<uint32_t>> tids_of_;  // pid -> tids in idents_
   std::vector<uint32_t> exited_now_, exited_prev_;
   hal::CommunicatorJoin communicators_;

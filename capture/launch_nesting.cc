@@ -21,20 +21,29 @@ constexpr int64_t kMapsRereadNs = 100'000'000;
 }  // namespace
 
 const LaunchNesting::Mapping* LaunchNesting::mapping(uint32_t pid, uint64_t addr) {
+  // Most launches come from where the one before them did.
+  if (last_ && last_pid_ == pid && addr >= last_->start && addr < last_->end) return last_;
   auto find = [&](const Maps& m) -> const Mapping* {
     auto it = std::upper_bound(m.exec.begin(), m.exec.end(), addr,
                                [](uint64_t a, const Mapping& x) { return a < x.start; });
     if (it == m.exec.begin()) return nullptr;
     --it;
-    return addr < it->end ? &*it : nullptr;
+    if (addr >= it->end) return nullptr;
+    last_pid_ = pid;
+    last_ = &*it;
+    return last_;
   };
-  if (maps_.size() >= kMaxProcesses && !maps_.count(pid)) maps_.erase(maps_.begin());
+  if (maps_.size() >= kMaxProcesses && !maps_.count(pid)) {
+    last_ = nullptr;  // it may point into the maps dropped
+    maps_.erase(maps_.begin());
+  }
   auto [it, fresh] = maps_.try_emplace(pid);
   if (!fresh) {
     if (const Mapping* m = find(it->second)) return m;
     if (mono_ns() - it->second.read_at_ns < kMapsRereadNs) return nullptr;
   }
   Maps& m = it->second;
+  if (last_pid_ == pid) last_ = nullptr;  // it points into the maps read again
   m.exec.clear();
   m.read_at_ns = mono_ns();
   auto text = host_.read_text(host_.proc_root() + "/" + std::to_string(pid) + "/maps");
@@ -63,7 +72,8 @@ LaunchNesting::Runtime* LaunchNesting::runtime_of(const Mapping& m) {
 
 LaunchNesting::Runtime& LaunchNesting::runtime_of_probe(uint32_t probe_id,
                                                         const hal::AttachedProbe& p) {
-  if (auto it = probe_runtimes_.find(probe_id); it != probe_runtimes_.end()) return *it->second;
+  if (probe_id < probe_runtimes_.size() && probe_runtimes_[probe_id])
+    return *probe_runtimes_[probe_id];
   auto [it, fresh] = runtimes_.try_emplace(p.library);
   Runtime& r = it->second;
   if (fresh) {
@@ -75,14 +85,24 @@ LaunchNesting::Runtime& LaunchNesting::runtime_of_probe(uint32_t probe_id,
     }
     r.any_probe = probe_id;
   }
+  if (probe_id >= probe_runtimes_.size()) probe_runtimes_.resize(size_t(probe_id) + 1, nullptr);
   probe_runtimes_[probe_id] = &r;  // map nodes stay where they are
   return r;
 }
 
-void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out, bool known) {
+LaunchNesting::Held* LaunchNesting::held_of(uint32_t tid) {
+  if (last_held_ && last_held_tid_ == tid) return last_held_;
   auto it = held_.find(tid);
-  if (it == held_.end() || !it->second.active) return;
-  Held& h = it->second;
+  if (it == held_.end()) return nullptr;
+  last_held_tid_ = tid;
+  last_held_ = &it->second;  // a map's nodes stay where they are
+  return last_held_;
+}
+
+void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out, bool known) {
+  Held* slot = held_of(tid);
+  if (!slot || !slot->active) return;
+  Held& h = *slot;
   if (h.runtime && (known || h.nested)) {
     Runtime& r = *h.runtime;
     r.in_a_row = h.nested ? r.in_a_row + 1 : 0;
@@ -105,19 +125,19 @@ void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out, bool know
 
 bool LaunchNesting::take_awaiting(uint32_t tid) {
   if (!awaiting_) return false;
-  auto it = held_.find(tid);
-  if (it == held_.end() || !it->second.awaiting) return false;
-  it->second.awaiting = false;
+  Held* h = held_of(tid);
+  if (!h || !h->awaiting) return false;
+  h->awaiting = false;
   --awaiting_;
   return true;
 }
 
 bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site) {
-  auto h = held_.find(ev.tid);
-  if (h == held_.end() || !h->second.active || h->second.nested) return false;
+  Held* h = held_of(ev.tid);
+  if (!h || !h->active || h->nested) return false;
   // The driver launch of the runtime launch held for it (records of a thread come in order):
   // counted in it, and its call site learnt.
-  Held& held = h->second;
+  Held& held = *h;
   held.nested = true;
   if (!held.ev.nested) {
     held.ev.nested_api = ev.api;
@@ -140,6 +160,7 @@ void LaunchNesting::flush(std::vector<hal::Event>& out, bool all) {
   ++cycle_;
   if (!holding_ && held_.size() > kMaxHeldSlots) {  // every slot is inactive
     held_.clear();
+    last_held_ = nullptr;
     awaiting_ = 0;
   }
 }
@@ -161,9 +182,8 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
     // launch that one made (a runtime launch the runtime refuses makes none, and the program's
     // next driver launch would be taken for it: rare). Never the other way: a runtime launch
     // after a driver launch is a launch of its own, whatever their libraries.
-    auto h = held_.find(ev.tid);
-    const hal::AttachedProbe* hp =
-        h != held_.end() && h->second.active ? table_.find(h->second.probe) : nullptr;
+    const Held* h = held_of(ev.tid);
+    const hal::AttachedProbe* hp = h && h->active ? table_.find(h->probe) : nullptr;
     if (hp && hp->match.layer > p->match.layer && fold_into_held(ev, nullptr, 0)) {
       ++counters_.folded_by_order;
       return Fate::kFolded;
@@ -206,6 +226,8 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
   // only once it is seen to nest, so that no driver launch goes uncounted.
   if (!ev.timed) {
     Held& h = held_[ev.tid];  // released by the settle above, if it was held
+    last_held_tid_ = ev.tid;
+    last_held_ = &h;
     h.ev = std::move(ev);
     h.probe = probe_id;
     h.runtime = &self;

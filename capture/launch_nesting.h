@@ -97,6 +97,9 @@ class LaunchNesting {
   // The executable mapping of `pid` that holds `addr` (re-reading the maps once on a miss; null
   // too when they cannot be read: the process exited before its records were read).
   const Mapping* mapping(uint32_t pid, uint64_t addr);
+  // mapping()'s last answer, and its process (null when its maps were read again or dropped).
+  const Mapping* last_ = nullptr;
+  uint32_t last_pid_ = 0;
   // What is known of a library with launch probes, by display path.
   struct Runtime {
     uint64_t dev = 0, inode = 0;
@@ -129,7 +132,7 @@ class LaunchNesting {
   std::map<std::string, Runtime> runtimes_;  // by display path of their probes
   // The runtime of a launch probe, by probe id (found by its library's path once).
   Runtime& runtime_of_probe(uint32_t probe_id, const hal::AttachedProbe& p);
-  std::unordered_map<uint32_t, Runtime*> probe_runtimes_;
+  std::vector<Runtime*> probe_runtimes_;  // by probe id (ids are dense: hal::ProbeTable)
   // Launches held for the driver launch they may make: by thread, with their probe id. A
   // thread's slot stays when its launch is released (`active` false) and is used again by its
   // next launch: holding a launch allocates nothing. Inactive slots are dropped at a flush once
@@ -145,6 +148,11 @@ class LaunchNesting {
   };
   static constexpr size_t kMaxHeldSlots = 1024;
   std::unordered_map<uint32_t, Held> held_;
+  // The slot of `tid` in held_, or null: the last one found is kept (a thread's launches come
+  // in runs), until held_ is cleared.
+  Held* held_of(uint32_t tid);
+  Held* last_held_ = nullptr;
+  uint32_t last_held_tid_ = 0;
   size_t holding_ = 0;   // slots active
   size_t awaiting_ = 0;  // slots awaiting
   uint64_t cycle_ = 0;   // read cycles ended
