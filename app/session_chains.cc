@@ -16,8 +16,8 @@ namespace ingero::app {
 namespace {
 // The session's end keeps a copy of the calls for its analysis's passes up to this size. At
 // 16 MiB the end of 800,000 calls at full rate peaked at 69-75 MiB, above the tracer's 64 MiB
-// target; at 8 MiB, 56-66 MiB, its analysis ~0.1 s slower for reading the file at each pass
-// (docs/performance.md, "The session's end, 5 MiB less at full rate").
+// target; at 8 MiB, 56-67 MiB, its analysis ~0.15 s slower for reading the file at each pass
+// (docs/performance.md, "The end's copy of the calls, 8 MiB").
 constexpr size_t kSessionCallCacheBytes = size_t(8) << 20;
 }  // namespace
 
