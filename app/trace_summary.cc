@@ -32,7 +32,8 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
       "host_records",    "selftest",         "stacks_shipped",   "stacks_sampled",
       "stack_drops",     "py_walks",         "py_faults",        "nested",
       "stacks_of_site",  "stack_walks",      "cpu_samples",      "sample_drops",
-      "libwatch_drops",  "untimed",          "returns_detached", "launch_batches"};
+      "libwatch_drops",  "untimed",          "returns_detached", "launch_batches",
+      "site_lookups"};
   static_assert(std::size(names) == INGERO_STAT_MAX, "name every BPF counter");
   for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
   const auto& pc = pipeline.counters();

@@ -63,6 +63,7 @@ enum ingero_stat {
   INGERO_STAT_UNTIMED,          /* launches emitted at entry, not timed (no return probe) */
   INGERO_STAT_RETURNS_DETACHED, /* calls whose probe was detached while they ran: untimed */
   INGERO_STAT_LAUNCH_BATCHES,   /* batches of untimed launches submitted (bpf/launch_batch.h) */
+  INGERO_STAT_SITE_LOOKUPS,     /* calls whose site was looked up in `sites`: not in the memo */
   INGERO_STAT_MAX,
 };
 

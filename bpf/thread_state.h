@@ -38,7 +38,8 @@ struct ingero_frame {
  * the stack's hash, kept per thread in a small direct-mapped table so that the thread's next
  * calls of the site take that stack without the lookup in the shared `sites` map until its
  * next walk is due (and its walk refreshes it). */
-#define INGERO_SITE_MEMO 8
+#define INGERO_SITE_MEMO_BITS 5
+#define INGERO_SITE_MEMO (1 << INGERO_SITE_MEMO_BITS)
 struct ingero_site_memo {
   __u64 key; /* the site's key hash; 0: empty */
   __u64 stack_hash;
