@@ -81,14 +81,7 @@ TEST(PythonSiteKey, FollowsItsProcesssEntryAsItGoesAndComesBack) {
   g_tstate.thread_id = uint64_t(syscall(SYS_gettid));  // 3.11+: the native thread id
   g_tstate.frame = uint64_t(&g_frame);
 
-  hal::BpfConfig cfg;
-  cfg.rings = {1u << 20, 1u << 20, 1u << 20};
-  cfg.host_context = false;
-  cfg.stacks = true;
-  cfg.stack_site_walks = 2;
-  cfg.stack_walk_interval_ns = uint64_t(3600) * 1'000'000'000;  // only a thread's first call
-  cfg.launch_timing_every = 0;  // every launch at its entry: none always walks
-  auto s = hal::BpfSession::open(cfg);
+  auto s = open_site_session();
   ASSERT_TRUE(s) << s.error().message;
   auto& session = **s;
   const hal::ProbeSpec spec{.symbol = "ingero_test_py_site", .kind = hal::EventKind::kLaunch};

@@ -24,6 +24,20 @@ inline Result<std::unique_ptr<hal::BpfSession>> open_small_session(bool host_con
   return hal::BpfSession::open(cfg);
 }
 
+// A session with stacks on, for tests of call site keys: each site walks its first two calls,
+// a thread's sampling clock allows only its first call, and every launch goes at its entry
+// (none is timed, so none always walks and each site has one key).
+inline Result<std::unique_ptr<hal::BpfSession>> open_site_session() {
+  hal::BpfConfig cfg;
+  cfg.rings = {1u << 20, 1u << 20, 1u << 20};
+  cfg.host_context = false;
+  cfg.stacks = true;
+  cfg.stack_site_walks = 2;
+  cfg.stack_walk_interval_ns = uint64_t(3600) * 1'000'000'000;
+  cfg.launch_timing_every = 0;
+  return hal::BpfSession::open(cfg);
+}
+
 // The links, as probe id 0; empty, with `why` set, when the function or the attach failed.
 inline std::vector<hal::Link> attach_to_self(hal::BpfSession& session, const hal::ProbeSpec& spec,
                                              std::string* why) {

@@ -36,14 +36,7 @@ __attribute__((noipa, aligned(64))) uint64_t site_b(uint64_t i) {
 
 TEST(SiteMemo, TwoSitesOfAlignedFunctionsTakenInTurnBothStayInTheMemo) {
   REQUIRE_BPF();
-  hal::BpfConfig cfg;
-  cfg.rings = {1u << 20, 1u << 20, 1u << 20};
-  cfg.host_context = false;
-  cfg.stacks = true;
-  cfg.stack_site_walks = 2;
-  cfg.stack_walk_interval_ns = uint64_t(3600) * 1'000'000'000;  // only a thread's first call
-  cfg.launch_timing_every = 0;  // every launch at its entry: one key a site
-  auto s = hal::BpfSession::open(cfg);
+  auto s = open_site_session();
   ASSERT_TRUE(s) << s.error().message;
   auto& session = **s;
   const hal::ProbeSpec spec{.symbol = "ingero_test_memo_site", .kind = hal::EventKind::kLaunch};
