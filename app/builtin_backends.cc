@@ -24,4 +24,10 @@ std::vector<hal::SqlView> builtin_views() {
   return r.views();  // static storage: they outlive r
 }
 
+hal::ErrorCodeFn builtin_error_codes() {
+  auto r = std::make_shared<hal::BackendRegistry>();
+  register_builtin_backends(*r, kAllOptInsOn);
+  return [r](std::string_view api, int64_t ret) { return r->error_code(api, ret); };
+}
+
 }  // namespace ingero::app

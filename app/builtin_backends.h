@@ -13,6 +13,9 @@ void register_builtin_backends(hal::BackendRegistry& registry, const BackendOpti
 // The builtin backends' SQL views (hal::BackendRegistry::views()), for the commands that open
 // trace files.
 std::vector<hal::SqlView> builtin_views();
+// The builtin backends' names of return codes (hal::BackendRegistry::error_code), for the
+// readers the engine analyses: their chains name "cudaErrorIllegalAddress (700)".
+hal::ErrorCodeFn builtin_error_codes();
 
 // Backends `trace` attaches only when a flag asks. `check` audits them anyway (registering
 // them with every opt-in on) and says which flag turns each on.

@@ -95,7 +95,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
         return;
       }
     }
-    auto reader = store::TraceReader::open(path, builtin_views());
+    auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
     if (!reader) {
       std::cerr << "ingero demo: " << reader.error().message << "\n";
       ctx.exit_code = kExitFailure;

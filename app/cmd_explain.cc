@@ -39,6 +39,7 @@ int explain_clickhouse(const Opts& o) {
     return kExitUsage;
   }
   fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
+  source.name_errors_with(builtin_error_codes());
   auto have = source.nodes();
   if (!source.error().empty()) {
     std::cerr << "ingero explain: " << source.error() << "\n";
@@ -92,7 +93,7 @@ int explain_clickhouse(const Opts& o) {
 
 int explain_file(const Opts& o) {
   std::string path = o.db.empty() ? default_db_path() : o.db;
-  auto reader = store::TraceReader::open(path, builtin_views());
+  auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
   if (!reader) {
     std::cerr << "ingero explain: " << reader.error().message << "\n";
     return kExitFailure;

@@ -174,6 +174,7 @@ std::string export_fleet(const ExportOpts& o, Emitter& em) {
   auto ep = fleet::parse_endpoint(o.source);
   if (!ep) return ep.error().message;
   fleet::ClickHouseTraceSource source(std::make_unique<fleet::ClickHouseClient>(*ep));
+  source.name_errors_with(builtin_error_codes());
   std::vector<std::string> have = source.nodes();
   if (have.size() > 1 && source.error().empty())
     source.set_clock_offsets(engine::clock_shift(engine::estimate_clock_offsets(
@@ -267,7 +268,7 @@ int run_export(const ExportOpts& o) {
   std::string path = o.db.empty() ? default_db_path() : o.db;
   std::unique_ptr<store::TraceReader> reader;
   if (o.source.empty()) {
-    auto r = store::TraceReader::open(path, builtin_views());
+    auto r = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
     if (!r) {
       std::cerr << "ingero export: " << r.error().message << "\n";
       return kExitFailure;

@@ -19,7 +19,7 @@ namespace ingero::app {
 
 Result<nlohmann::json> build_report_model(const std::string& path, const engine::WindowSpec& spec,
                                           const std::string& title) {
-  auto reader = store::TraceReader::open(path, builtin_views());
+  auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
   if (!reader) return reader.error();
   store::SqlTraceSource source(**reader);
   auto w = engine::resolve_window(source, spec);

@@ -49,7 +49,7 @@ std::string frame_text(const engine::StackFrameInfo& f) {
 
 int run_status(const Opts& o) {
   std::string path = o.db.empty() ? default_db_path() : o.db;
-  auto reader = store::TraceReader::open(path, builtin_views());
+  auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
   if (!reader) {
     std::cerr << "ingero status: " << reader.error().message << "\n";
     return kExitFailure;

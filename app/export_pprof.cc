@@ -135,7 +135,7 @@ int run_pprof_export(const ExportOpts& o) {
     return fail("a pprof profile is binary (gzip): give -o FILE, or redirect standard output",
                 kExitUsage);
   std::string path = o.db.empty() ? default_db_path() : o.db;
-  auto reader = store::TraceReader::open(path, builtin_views());
+  auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
   if (!reader) return fail(reader.error().message);
   store::Db& db = (*reader)->db();
   store::SqlTraceSource source(**reader);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "app/builtin_backends.h"
 #include "app/check_items.h"
 #include "app/demo_scenarios.h"
 #include "engine/json_text.h"
@@ -83,7 +84,9 @@ ingero::Result<store::QueryResult> clickhouse_query(const fleet::Endpoint& e,
 class ClickHouseFleet final : public serve::mcp::FleetSource {
  public:
   explicit ClickHouseFleet(const fleet::Endpoint& e)
-      : endpoint_(e), source_(std::make_unique<fleet::ClickHouseClient>(e)) {}
+      : endpoint_(e), source_(std::make_unique<fleet::ClickHouseClient>(e)) {
+    source_.name_errors_with(builtin_error_codes());
+  }
   engine::TraceSource& source() override { return source_; }
   std::vector<std::string> nodes() override { return source_.nodes(); }
   void set_scope(const std::optional<std::string>& node) override { source_.set_scope(node); }
@@ -110,6 +113,9 @@ serve::mcp::ToolHost mcp_tool_host(const hal::BackendRegistry& registry) {
   for (const auto& d : demo_scenarios()) h.demos.push_back({d.name, d.description});
   h.write_demo = write_demo;
   h.views = registry.views();
+  h.error_codes = [&registry](std::string_view api, int64_t ret) {
+    return registry.error_code(api, ret);
+  };
   h.device_event_name = [&registry](std::string_view api, uint64_t type) {
     return registry.device_event_name(api, type);
   };

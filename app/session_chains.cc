@@ -82,7 +82,7 @@ ingero::Result<size_t> store_session_chains(store::TraceWriter& writer, const st
   // Summaries left out would be derived again from the blocks by every read of the analysis
   // (store/unsummarised_calls.h).
   if (auto st = writer.summarise_before(INT64_MAX); !st) return st.error();
-  auto reader = store::TraceReader::open(db_path, builtin_views());
+  auto reader = store::TraceReader::open(db_path, builtin_views(), builtin_error_codes());
   if (!reader) return reader.error();
   // Name the cgroups this session saw (the writer kept them as events came: no block is read).
   const std::set<uint64_t>& ids = writer.session_cgroups();

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/builtin_backends.h"
 #include "app/session_chains.h"
 #include "app/trace_session.h"
 #include "app/trace_summary.h"
@@ -139,7 +140,7 @@ void Trace::update_metrics(int64_t mono, bool final) {
   int64_t to = clock_.now(), from = std::max<int64_t>(to - 300'000'000'000LL, si_.started_at_ns);
   live_chains_ = std::async(std::launch::async, [db, from, to] {
     LiveAnalysis out;
-    auto reader = store::TraceReader::open(db);
+    auto reader = store::TraceReader::open(db, {}, builtin_error_codes());
     if (!reader) return out;
     store::SqlTraceSource source(**reader);
     source.set_call_cache(0);  // the tracer's memory stays bounded (docs/performance.md)

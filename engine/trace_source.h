@@ -17,6 +17,7 @@
 #include "engine/call_run.h"
 #include "engine/quantile_sketch.h"
 #include "hal/device_sampler.h"
+#include "hal/error_codes.h"
 #include "hal/event.h"
 #include "hal/inflight.h"
 #include "hal/sink_records.h"
@@ -256,6 +257,11 @@ class TraceSource {
     return {};
   }
   virtual std::optional<KernelNaming> kernel_naming(const std::optional<std::string>& /*node*/) {
+    return std::nullopt;
+  }
+  // The vendor's name and the class of return code `ret` of a call of `api` ("cuda_runtime"),
+  // as the backends know it (hal/error_codes.h); nullopt where none was given the source.
+  virtual std::optional<hal::ErrorCode> error_code(std::string_view /*api*/, int64_t /*ret*/) {
     return std::nullopt;
   }
   // The pids of the tracer itself in the sessions that recorded the trace (of `node` when given):

@@ -33,6 +33,13 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   // timeout_ms bounds each SELECT (0 = none).
   explicit ClickHouseTraceSource(std::unique_ptr<ClickHouseClient> client, int timeout_ms = 600000);
 
+  // Names the calls' return codes (hal::BackendRegistry::error_code); without it they are
+  // numbers.
+  void name_errors_with(hal::ErrorCodeFn fn) { error_codes_ = std::move(fn); }
+  std::optional<hal::ErrorCode> error_code(std::string_view api, int64_t ret) override {
+    return error_codes_ ? error_codes_(api, ret) : std::nullopt;
+  }
+
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
   void host_events(const engine::Window& w, const engine::EventFn& fn) override;
   std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override;
@@ -62,6 +69,7 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   const Endpoint& endpoint() const { return client_->endpoint(); }
 
  private:
+  hal::ErrorCodeFn error_codes_;
   using RowFn = std::function<bool(const std::vector<TsvField>&)>;
   // Runs `sql` (without FORMAT) and calls fn per row; false on error (recorded).
   bool rows(const std::string& sql, size_t columns, const RowFn& fn);

@@ -100,4 +100,10 @@ std::string_view BackendRegistry::device_event_name(std::string_view api, uint64
   return {};
 }
 
+std::optional<ErrorCode> BackendRegistry::error_code(std::string_view api, int64_t ret) const {
+  for (const auto& b : backends_)
+    if (auto c = b->error_code(api, ret)) return c;
+  return std::nullopt;
+}
+
 }  // namespace ingero::hal

@@ -27,6 +27,7 @@
 #include "hal/call_record.h"
 #include "hal/device_sampler.h"
 #include "hal/elf_symbols.h"
+#include "hal/error_codes.h"
 #include "hal/event.h"
 #include "hal/probe_spec.h"
 #include "hal/side_channel.h"
@@ -121,6 +122,11 @@ class VendorBackend {
   virtual std::string_view device_event_name(std::string_view /*api*/, uint64_t /*type*/) const {
     return {};
   }
+  // The name and class of return code RET of a call of API ("cuda_runtime"); nullopt when API
+  // is not this backend's or the code is not in its table (hal/error_codes.h). Pure.
+  virtual std::optional<ErrorCode> error_code(std::string_view /*api*/, int64_t /*ret*/) const {
+    return std::nullopt;
+  }
   // What `ingero check` says of the side channel on the host whose /sys is SYSFS_ROOT: one
   // line per device class, e.g. "infiniband: 1 devices, 2 ports". None by default.
   virtual std::vector<CheckLine> check(const std::string& /*sysfs_root*/) const { return {}; }
@@ -149,6 +155,8 @@ class BackendRegistry {
   std::vector<SqlView> views() const;
   // The first non-empty device_event_name() among the backends; "" when none knows it.
   std::string_view device_event_name(std::string_view api, uint64_t type) const;
+  // The first error_code() among the backends that knows it.
+  std::optional<ErrorCode> error_code(std::string_view api, int64_t ret) const;
 
  private:
   std::vector<std::unique_ptr<VendorBackend>> backends_;

@@ -69,8 +69,17 @@ enum class CopyDirection : uint8_t {
 };
 std::string_view direction_name(uint64_t raw);  // "H2D", ... "unknown"
 
-// What a failed call's return code means, whatever the vendor (backends translate).
-enum class ErrorClass : uint8_t { kNone = 0, kOutOfMemory = 1, kOther = 2 };
+// What a failed call's return code means, whatever the vendor (backends translate it:
+// hal/error_codes.h). Stored as calls.err_class; files written before classes 3-6 hold 1 or 2.
+enum class ErrorClass : uint8_t {
+  kNone = 0,
+  kOutOfMemory = 1,
+  kOther = 2,
+  kNotReady = 3,     // no failure: a query whose work still runs, a call still in progress
+  kNoDevice = 4,     // no usable GPU: no device or driver, one older than the runtime, no binary
+  kDeviceFault = 5,  // the device or its context failed (a kernel's illegal access, ECC): sticky
+  kInvalid = 6,      // the call's arguments or the program's state: an invalid value or handle
+};
 
 // Decoded numeric fields. Each maps to one column of the events table.
 enum class Field : uint8_t {

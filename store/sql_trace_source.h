@@ -82,6 +82,9 @@ class SqlTraceSource final : public engine::TraceSource {
   std::optional<engine::KernelNaming> kernel_naming(
       const std::optional<std::string>& node) override;
   std::set<uint32_t> tracer_pids(const std::optional<std::string>& node) override;
+  std::optional<hal::ErrorCode> error_code(std::string_view api, int64_t ret) override {
+    return reader_.error_code(api, ret);
+  }
   int64_t recent_start(const engine::Window& w, uint64_t max_calls) override;
   std::vector<engine::InflightRow> inflight(const engine::Window& w) override;
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(

@@ -167,8 +167,9 @@ std::string TraceReader::format_name() const {
   return "";
 }
 
-ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
-    const std::string& path, std::span<const hal::SqlView> views) {
+ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path,
+                                                               std::span<const hal::SqlView> views,
+                                                               hal::ErrorCodeFn error_codes) {
   // Looked for before the open: SQLite deletes a journal beside a file of no pages (not hot).
   std::string beside;
   std::error_code ec;
@@ -191,6 +192,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
   r->db_ = std::move(*db);
   r->info_ = *info;
   r->views_.assign(views.begin(), views.end());
+  r->error_codes_ = std::move(error_codes);
   // Files of schema 10 on read their calls through their own views (store/call_store.h), the
   // same on every connection. Older files' archived calls first: the contract views then read
   // them through the TEMP `events`.
@@ -214,7 +216,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(
 }
 
 ingero::Result<std::unique_ptr<TraceReader>> TraceReader::reopen() const {
-  return open(db_->path(), views_);
+  return open(db_->path(), views_, error_codes_);
 }
 
 bool TraceReader::archive_current() {

@@ -15,12 +15,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "hal/error_codes.h"
 #include "hal/result.h"
 #include "hal/side_channel.h"
 #include "store/schema.h"
@@ -30,8 +32,11 @@ namespace ingero::store {
 
 class TraceReader {
  public:
-  static ingero::Result<std::unique_ptr<TraceReader>> open(
-      const std::string& path, std::span<const hal::SqlView> views = {});
+  // `error_codes` names the calls' return codes for the engine (TraceSource::error_code): the
+  // backends' tables (hal::BackendRegistry::error_code); without it codes are numbers.
+  static ingero::Result<std::unique_ptr<TraceReader>> open(const std::string& path,
+                                                           std::span<const hal::SqlView> views = {},
+                                                           hal::ErrorCodeFn error_codes = {});
   Db& db() { return *db_; }
   const TraceFileInfo& info() const { return info_; }
   bool is_legacy() const { return info_.format == TraceFormat::kLegacyGo; }
@@ -45,10 +50,15 @@ class TraceReader {
   // reader had none (its `events` or `call_runs` would miss them): a reader kept across
   // requests opens again.
   bool archive_current();
+  // The name and class of return code `ret` of API `api`; nullopt when not known.
+  std::optional<hal::ErrorCode> error_code(std::string_view api, int64_t ret) const {
+    return error_codes_ ? error_codes_(api, ret) : std::nullopt;
+  }
 
  private:
   std::unique_ptr<Db> db_;
   std::vector<hal::SqlView> views_;
+  hal::ErrorCodeFn error_codes_;
   bool confined_ = false;
   std::pair<bool, bool> archive_installed_{false, false};  // calls, runs
   TraceFileInfo info_;

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include "backends/cuda/cuda_driver_probes.h"
+#include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/cuda_runtime_probes.h"
 
 namespace ingero::backends {
@@ -83,11 +84,15 @@ class CudaBackend final : public VendorBackend {
 
   std::span<const SqlView> views() const override { return kViews; }
 
+  std::optional<ErrorCode> error_code(std::string_view api, int64_t ret) const override {
+    return cuda::error_code(api, ret);
+  }
+
   void decode(const RawCall&, const ProbeSpec&, Event& ev) const override {
-    // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
-    if (ev.has_ret && ev.ret != 0)
-      ev.set(Field::kErrClass,
-             uint64_t(ev.ret == 2 ? ErrorClass::kOutOfMemory : ErrorClass::kOther));
+    if (ev.has_ret && ev.ret != 0) {
+      auto code = cuda::error_code(ev.api, ev.ret);
+      ev.set(Field::kErrClass, uint64_t(code ? code->cls : ErrorClass::kOther));
+    }
     if (ev.has(Field::kWidth) && ev.has(Field::kHeight))
       ev.set(Field::kBytes, ev.get_or(Field::kWidth, 0) * ev.get_or(Field::kHeight, 0));
   }

@@ -13,6 +13,57 @@ constexpr SqlView kViews[] = {
                " WHERE c.api = 'hip'"},
 };
 
+constexpr ErrorClass kOom = ErrorClass::kOutOfMemory, kNotReady = ErrorClass::kNotReady,
+                     kNoDevice = ErrorClass::kNoDevice, kFault = ErrorClass::kDeviceFault,
+                     kInvalid = ErrorClass::kInvalid, kOther = ErrorClass::kOther;
+
+// hipError_t, sorted by code (hal/error_codes.h; the classes as CUDA's:
+// backends/cuda/cuda_errors.cc).
+constexpr ErrorCodeEntry kErrors[] = {
+    {1, "hipErrorInvalidValue", kInvalid},
+    {2, "hipErrorOutOfMemory", kOom},
+    {3, "hipErrorNotInitialized", kNoDevice},
+    {4, "hipErrorDeinitialized", kOther},
+    {9, "hipErrorInvalidConfiguration", kInvalid},
+    {12, "hipErrorInvalidPitchValue", kInvalid},
+    {13, "hipErrorInvalidSymbol", kInvalid},
+    {17, "hipErrorInvalidDevicePointer", kInvalid},
+    {21, "hipErrorInvalidMemcpyDirection", kInvalid},
+    {35, "hipErrorInsufficientDriver", kNoDevice},
+    {52, "hipErrorMissingConfiguration", kInvalid},
+    {98, "hipErrorInvalidDeviceFunction", kInvalid},
+    {100, "hipErrorNoDevice", kNoDevice},
+    {101, "hipErrorInvalidDevice", kInvalid},
+    {200, "hipErrorInvalidImage", kInvalid},
+    {201, "hipErrorInvalidContext", kInvalid},
+    {209, "hipErrorNoBinaryForGpu", kNoDevice},
+    {214, "hipErrorECCNotCorrectable", kFault},
+    {215, "hipErrorUnsupportedLimit", kInvalid},
+    {217, "hipErrorPeerAccessUnsupported", kInvalid},
+    {218, "hipErrorInvalidKernelFile", kNoDevice},
+    {304, "hipErrorOperatingSystem", kOther},
+    {400, "hipErrorInvalidHandle", kInvalid},
+    {401, "hipErrorIllegalState", kInvalid},
+    {500, "hipErrorNotFound", kInvalid},
+    {600, "hipErrorNotReady", kNotReady},
+    {700, "hipErrorIllegalAddress", kFault},
+    {701, "hipErrorLaunchOutOfResources", kInvalid},
+    {702, "hipErrorLaunchTimeOut", kFault},
+    {704, "hipErrorPeerAccessAlreadyEnabled", kInvalid},
+    {705, "hipErrorPeerAccessNotEnabled", kInvalid},
+    {708, "hipErrorSetOnActiveProcess", kInvalid},
+    {709, "hipErrorContextIsDestroyed", kFault},
+    {710, "hipErrorAssert", kFault},
+    {719, "hipErrorLaunchFailure", kFault},
+    {720, "hipErrorCooperativeLaunchTooLarge", kInvalid},
+    {801, "hipErrorNotSupported", kInvalid},
+    {900, "hipErrorStreamCaptureUnsupported", kInvalid},
+    {901, "hipErrorStreamCaptureInvalidated", kInvalid},
+    {999, "hipErrorUnknown", kOther},
+    {1052, "hipErrorRuntimeMemory", kOther},
+    {1053, "hipErrorRuntimeOther", kOther},
+};
+
 class HipBackend final : public VendorBackend {
  public:
   std::string_view name() const override { return "hip"; }
@@ -39,10 +90,14 @@ class HipBackend final : public VendorBackend {
   std::vector<std::span<const ProbeSpec>> tables() const override { return {hip::kHipProbes}; }
   std::span<const SqlView> views() const override { return kViews; }
   void decode(const RawCall&, const ProbeSpec&, Event& ev) const override {
-    // hipErrorOutOfMemory (and hipErrorMemoryAllocation) is 2.
-    if (ev.has_ret && ev.ret != 0)
-      ev.set(Field::kErrClass,
-             uint64_t(ev.ret == 2 ? ErrorClass::kOutOfMemory : ErrorClass::kOther));
+    if (ev.has_ret && ev.ret != 0) {
+      auto code = find_error_code(kErrors, ev.ret);
+      ev.set(Field::kErrClass, uint64_t(code ? code->cls : ErrorClass::kOther));
+    }
+  }
+  std::optional<ErrorCode> error_code(std::string_view api, int64_t ret) const override {
+    if (api != "hip") return std::nullopt;
+    return find_error_code(kErrors, ret);
   }
 };
 

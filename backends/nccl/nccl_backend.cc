@@ -42,6 +42,18 @@ constexpr SqlView kViews[] = {
   FROM calls c WHERE c.api IN ('nccl', 'rccl'))SQL"},
 };
 
+// ncclResult_t, which RCCL shares, sorted by code (hal/error_codes.h). ncclInProgress is a
+// nonblocking communicator's call still under way, not a failure.
+constexpr ErrorCodeEntry kErrors[] = {
+    {1, "ncclUnhandledCudaError", ErrorClass::kOther},
+    {2, "ncclSystemError", ErrorClass::kOther},
+    {3, "ncclInternalError", ErrorClass::kOther},
+    {4, "ncclInvalidArgument", ErrorClass::kInvalid},
+    {5, "ncclInvalidUsage", ErrorClass::kInvalid},
+    {6, "ncclRemoteError", ErrorClass::kOther},
+    {7, "ncclInProgress", ErrorClass::kNotReady},
+};
+
 class NcclBackend final : public VendorBackend {
  public:
   std::string_view name() const override { return "nccl"; }
@@ -94,7 +106,14 @@ class NcclBackend final : public VendorBackend {
     }
     if (spec.kind == EventKind::kCommInit && call.entry_bytes().size() == 128)
       ev.set(Field::kCommHash, nccl_comm_hash(call.entry_bytes()));
-    if (ev.has_ret && ev.ret != 0) ev.set(Field::kErrClass, uint64_t(ErrorClass::kOther));
+    if (ev.has_ret && ev.ret != 0) {
+      auto code = find_error_code(kErrors, ev.ret);
+      ev.set(Field::kErrClass, uint64_t(code ? code->cls : ErrorClass::kOther));
+    }
+  }
+  std::optional<ErrorCode> error_code(std::string_view api, int64_t ret) const override {
+    if (api != "nccl" && api != "rccl") return std::nullopt;
+    return find_error_code(kErrors, ret);
   }
 };
 

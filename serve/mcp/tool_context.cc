@@ -25,7 +25,7 @@ ingero::Status ToolContext::validate() {
     if (std::string e = (*f)->error(); !e.empty()) return ingero::make_error(e);
     return {};
   }
-  auto r = store::TraceReader::open(db_path_, host_.views);
+  auto r = store::TraceReader::open(db_path_, host_.views, host_.error_codes);
   if (!r) return r.error();
   return {};
 }
@@ -61,7 +61,7 @@ ingero::Result<store::TraceReader*> ToolContext::reader(int which) {
   // A compact that archived the file's rows since: the reader's `events` would miss them.
   if (s.r[which] && !s.r[which]->archive_current()) s.r[which].reset();
   if (!s.r[which]) {
-    auto r = store::TraceReader::open(db_path_, host_.views);
+    auto r = store::TraceReader::open(db_path_, host_.views, host_.error_codes);
     if (!r) return r.error();
     s.r[which] = std::move(*r);
     s.dev[which] = now.st_dev;

@@ -62,6 +62,9 @@ struct ToolHost {
   // The backends' views (hal::BackendRegistry::views()): every trace file the tools open or
   // write gets them. Empty: only the views a file holds itself.
   std::vector<hal::SqlView> views;
+  // The backends' names of return codes (hal::BackendRegistry::error_code) for the readers the
+  // tools analyse; empty: codes are numbers.
+  hal::ErrorCodeFn error_codes;
   // The name of a device asynchronous event (hal::BackendRegistry::device_event_name); null
   // or "": get_rdma_counters names it by number.
   std::function<std::string_view(std::string_view api, uint64_t type)> device_event_name;

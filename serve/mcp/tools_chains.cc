@@ -185,7 +185,7 @@ ToolOutput run_demo(ToolContext& ctx, const ToolCall& call) {
     if (auto st = ctx.host().write_demo(scenario, **w); !st)
       return error_output(st.error().message);
   }
-  auto reader = store::TraceReader::open(db, ctx.host().views);
+  auto reader = store::TraceReader::open(db, ctx.host().views, ctx.host().error_codes);
   if (!reader) return error_output(reader.error().message);
   store::SqlTraceSource src(**reader);
   engine::Window w;

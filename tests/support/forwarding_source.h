@@ -38,6 +38,9 @@ class ForwardingSource : public engine::TraceSource {
     s_.cpu_samples(w, fn);
   }
   std::optional<engine::TraceLosses> losses() override { return s_.losses(); }
+  std::optional<hal::ErrorCode> error_code(std::string_view api, int64_t ret) override {
+    return s_.error_code(api, ret);
+  }
 
  protected:
   engine::TraceSource& inner() { return s_; }
