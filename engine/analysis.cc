@@ -217,8 +217,15 @@ class AnalysisRun {
   std::optional<Release> release_;
   // Launch collapse and repeated syncs count the calls the statistics' tail pass reads.
   LaunchCollapseAndRepeatedSync launches_and_syncs_;
-  CallRider rider_{[this](const hal::Event& e) { launches_and_syncs_.call(e); },
-                   [this](const CallRun& r) { launches_and_syncs_.run(r); }};
+  FailedCalls failed_{source_};
+  CallRider rider_{[this](const hal::Event& e) {
+                     launches_and_syncs_.call(e);
+                     failed_.call(e);
+                   },
+                   [this](const CallRun& r) {
+                     launches_and_syncs_.run(r);
+                     failed_.run(r);
+                   }};
 };
 
 void AnalysisRun::run() {
@@ -310,6 +317,7 @@ void AnalysisRun::chains_from_calls() {
   rule_collective_straggler(source_, a_, a_.chains);
   a_.inflight = source_.inflight(window_);
   rule_hangs(source_, a_, a_.chains);
+  failed_.chains(source_, a_, a_.chains);
 }
 
 void AnalysisRun::join_step_model() {

@@ -94,6 +94,21 @@ class LaunchCollapseAndRepeatedSync {
   struct Counts;
   std::unique_ptr<Counts> counts_;
 };
+// Calls that returned an error, per process, counted in the op statistics' pass, and the
+// failed_calls chains (engine/rules_failed_calls.cc). `source` names the return codes.
+class FailedCalls {
+ public:
+  explicit FailedCalls(TraceSource& source);
+  ~FailedCalls();
+  void call(const hal::Event& e);
+  void run(const CallRun& r);
+  // Reads the first failures' stacks and, for a device fault, the kernels' names.
+  void chains(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
+  struct Counts;
+
+ private:
+  std::unique_ptr<Counts> counts_;
+};
 void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Chain>& out);
 void rule_noisy_neighbour(const Analysis& a, std::vector<Chain>& out);
 void rule_process_contention(const Analysis& a, std::vector<Chain>& out);

@@ -26,6 +26,7 @@ enum class StackCounts {
   kGaps,          // `calls` host gaps in `examined` steady steps; worst: the longest gap
   kPreempted,     // worst_ns: time preempted just before this call, over `examined` steady steps
   kNone,          // located without counting (on-CPU samples)
+  kFirstFailure,  // the first call that failed (failed_calls); worst: its duration
 };
 const char* stack_counts_name(StackCounts c);  // "slowest_calls", "site_calls", "gaps", ...
 

@@ -30,6 +30,8 @@ const char* stack_counts_name(StackCounts c) {
       return "preempted";
     case StackCounts::kNone:
       return "none";
+    case StackCounts::kFirstFailure:
+      return "first_failure";
   }
   return "none";
 }
@@ -58,6 +60,8 @@ std::string stack_counts_text(const ChainStack& s) {
              " steady steps";
     case StackCounts::kNone:
       return "";
+    case StackCounts::kFirstFailure:
+      return "the first failing call";
   }
   return "";
 }

@@ -9,11 +9,14 @@
 
 namespace ingero::engine {
 
-std::string KernelCount::label() const {
-  if (!name.empty()) return name;
+std::string unnamed_function_label(uint64_t func) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "function 0x%llx", static_cast<unsigned long long>(func));
   return buf;
+}
+
+std::string KernelCount::label() const {
+  return name.empty() ? unnamed_function_label(func) : name;
 }
 
 namespace {

@@ -65,6 +65,8 @@ KernelReport compute_kernels(TraceSource& source, const Window& w, const StepMod
 // launched kernels per steady step (up to `top`, those with at least 10% of its launches), each
 // with its line; "" when it launched none with a name in steady steps.
 std::string kernels_per_step_text(const ProcessKernels& p, size_t top = 3);
+// A launched function without a kernel name: "function 0x55d0c0a01e45".
+std::string unnamed_function_label(uint64_t func);
 // "12 launches (of 2 functions) have no kernel name: ..." for the report; "" when every launch
 // was named.
 std::string unnamed_kernels_line(const KernelReport& k);

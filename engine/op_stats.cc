@@ -172,8 +172,9 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
       s.max_ns = std::max<uint64_t>(s.max_ns, e.dur_ns);
       if (e.unfinished)
         ++s.unfinished;
-      else if (e.has_ret && e.ret != 0)
-        ++s.errors;
+      else if (e.has_ret && e.ret != 0 &&
+               e.get_or(hal::Field::kErrClass, 0) != uint64_t(hal::ErrorClass::kNotReady))
+        ++s.errors;  // a query's "not ready" is an answer, not an error
       if (e.get_or(hal::Field::kErrClass, 0) == uint64_t(hal::ErrorClass::kOutOfMemory))
         ++s.oom_errors;
       s.bytes += e.get_or(hal::Field::kBytes, 0);

@@ -252,7 +252,9 @@ void apply_step_phases(Analysis& a) {
   for (auto it = folded.rbegin(); it != folded.rend(); ++it)
     a.chains.erase(a.chains.begin() + long(*it));
   for (Chain& c : a.chains) {
-    if (is_step_chain(c) || c.pids.size() != 1) continue;
+    // A call that failed is a fault in any phase: a device fault surfacing at step 3 is not
+    // model loading.
+    if (is_step_chain(c) || c.pids.size() != 1 || c.rule == "failed_calls") continue;
     const StepSeries* s = a.steps.find(c.pids[0]);
     if (!s || (s->cadence != Cadence::kSync && s->cadence != Cadence::kBursts)) continue;
     // The chain's evidence: its op's slowest calls, or its time window.

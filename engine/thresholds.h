@@ -92,4 +92,17 @@ inline constexpr double kNeighbourShareHigh = 0.60;
 inline constexpr uint64_t kNeighbourMinNs = 100'000'000;
 inline constexpr uint64_t kNeighbourHighNs = 1'000'000'000;
 
+// --- failed calls (rules_failed_calls.cc) -----------------------------------------------
+// Half of a process's calls failing is the process not working; a sticky device fault or no
+// usable GPU is HIGH at any count (every later call fails, or none could succeed).
+inline constexpr double kFailedCallsHighShare = 0.5;
+// One call in twenty failing, or a hundred failures, is a pattern, not a one-off.
+inline constexpr double kFailedCallsMediumShare = 0.05;
+inline constexpr uint64_t kFailedCallsMediumCount = 100;
+// What a chain names: the launches in flight when a fault surfaced, the ops of each code, the
+// codes.
+inline constexpr uint64_t kFailedCallsLaunchesKept = 8;
+inline constexpr size_t kFailedCallsOpsKept = 4;
+inline constexpr size_t kFailedCallsCodesNamed = 4;
+
 }  // namespace ingero::engine

@@ -1,0 +1,346 @@
+// failed_calls: GPU calls that returned an error, per process. A call that fails is as silent
+// as one that succeeds to a program that does not check it, and a sticky device fault (a
+// kernel's illegal access) surfaces at the next call that waits, not at the launch that caused
+// it: the chain names the first failure, its code as the vendor spells it, what every later
+// call did, and for a fault the launches in flight when it surfaced. Out-of-memory is gpu_oom's
+// (rules_host.cc); a query's "not ready" is no failure.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "engine/analysis.h"
+#include "engine/kernels.h"
+#include "engine/thresholds.h"
+#include "hal/kernel_names.h"
+
+namespace ingero::engine {
+
+using hal::ErrorClass;
+
+namespace {
+
+bool waits_for_gpu(const hal::Event& e) {
+  if (e.kind == hal::EventKind::kSync) return true;
+  return e.kind == hal::EventKind::kMemcpy &&
+         e.get_or(hal::Field::kDirection, 0) == uint64_t(hal::CopyDirection::kDeviceToHost);
+}
+
+}  // namespace
+
+struct FailedCalls::Counts {
+  // One return code of one API in one process.
+  struct Code {
+    std::string_view api;
+    int64_t ret = 0;
+    std::optional<hal::ErrorCode> known;
+    ErrorClass cls = ErrorClass::kOther;
+    uint64_t calls = 0;
+    std::set<std::string_view> ops;  // the first kFailedCallsOpsKept
+    bool more_ops = false;
+  };
+  struct Launch {
+    int64_t ts = 0;
+    uint32_t tid = 0;
+    uint64_t func = 0;
+  };
+  struct Failure {
+    int64_t ts = 0;
+    uint64_t dur = 0, stack = 0;
+    uint32_t tid = 0;
+    std::string_view vendor, api, op;
+    size_t code = 0;  // index into Proc::codes
+  };
+  struct Proc {
+    uint64_t returned = 0, failed = 0;          // calls that returned, and failed (OOM excluded)
+    uint64_t ok_before = 0;                     // returned success before the first failure
+    uint64_t returned_after = 0, ok_after = 0;  // after it
+    std::optional<Failure> first;
+    int64_t last_fail = 0;
+    // Before the first failure: the end of the last call that waited for the GPU and returned
+    // success, and the launches since (the last kFailedCallsLaunchesKept of them, in a ring).
+    int64_t last_wait_end = 0;
+    std::string_view last_wait_op;
+    uint64_t launches_since_wait = 0;
+    std::array<Launch, kFailedCallsLaunchesKept> recent{};
+    std::vector<Code> codes;
+  };
+
+  explicit Counts(TraceSource& s) : source(s) {}
+
+  // The class and name of a code, asked of the source once per API and code; else the class
+  // the backend stored with the call (files whose reader was given no names).
+  std::pair<ErrorClass, std::optional<hal::ErrorCode>> classify(const hal::Event& e) {
+    auto key = std::make_pair(e.api.data(), e.ret);
+    auto it = known.find(key);
+    if (it == known.end()) it = known.emplace(key, source.error_code(e.api, e.ret)).first;
+    if (it->second) return {it->second->cls, it->second};
+    uint64_t stored = e.get_or(hal::Field::kErrClass, uint64_t(ErrorClass::kOther));
+    return {stored > uint64_t(ErrorClass::kInvalid) ? ErrorClass::kOther : ErrorClass(stored),
+            std::nullopt};
+  }
+
+  Proc& proc(uint32_t pid) {
+    if (pid != last_pid || !last) {
+      last = &procs[pid];
+      last_pid = pid;
+    }
+    return *last;
+  }
+
+  void call(const hal::Event& e) {
+    Proc& p = proc(e.pid);
+    if (e.kind == hal::EventKind::kLaunch && !p.first) {
+      p.recent[p.launches_since_wait % kFailedCallsLaunchesKept] = {
+          .ts = int64_t(e.ts_ns), .tid = e.tid, .func = e.get_or(hal::Field::kFunc, 0)};
+      ++p.launches_since_wait;
+    }
+    if (!e.has_ret || e.unfinished) return;
+    bool ok = e.ret == 0;
+    ErrorClass cls = ErrorClass::kNone;
+    std::optional<hal::ErrorCode> name;
+    if (!ok) {
+      std::tie(cls, name) = classify(e);
+      if (cls == ErrorClass::kNotReady) return;  // an answer, not a failure
+    }
+    ++p.returned;
+    if (p.first) {
+      ++p.returned_after;
+      if (ok) ++p.ok_after;
+    } else if (ok) {
+      ++p.ok_before;
+      if (waits_for_gpu(e)) {
+        p.last_wait_end = int64_t(e.ts_ns + e.dur_ns);
+        p.last_wait_op = e.op;
+        p.launches_since_wait = 0;
+      }
+    }
+    if (ok || cls == ErrorClass::kOutOfMemory) return;
+    ++p.failed;
+    p.last_fail = std::max(p.last_fail, int64_t(e.ts_ns));
+    size_t ci = 0;
+    while (ci < p.codes.size() && (p.codes[ci].api != e.api || p.codes[ci].ret != e.ret)) ++ci;
+    if (ci == p.codes.size())
+      p.codes.push_back({.api = e.api,
+                         .ret = e.ret,
+                         .known = name,
+                         .cls = cls,
+                         .calls = 0,
+                         .ops = {},
+                         .more_ops = false});
+    Code& c = p.codes[ci];
+    ++c.calls;
+    if (c.ops.size() < kFailedCallsOpsKept)
+      c.ops.insert(e.op);
+    else if (!c.ops.count(e.op))
+      c.more_ops = true;
+    if (!p.first)
+      p.first = Failure{.ts = int64_t(e.ts_ns),
+                        .dur = e.dur_ns,
+                        .stack = e.stack_id,
+                        .tid = e.tid,
+                        .vendor = e.vendor,
+                        .api = e.api,
+                        .op = e.op,
+                        .code = ci};
+  }
+
+  // A folded run holds launches that succeeded.
+  void run(const CallRun& r) {
+    Proc& p = proc(r.pid);
+    uint64_t timed = r.timed();
+    p.returned += timed;
+    (p.first ? p.ok_after : p.ok_before) += timed;
+    if (p.first) p.returned_after += timed;
+  }
+
+  TraceSource& source;
+  std::map<std::pair<const char*, int64_t>, std::optional<hal::ErrorCode>> known;
+  std::map<uint32_t, Proc> procs;
+  uint32_t last_pid = 0;
+  Proc* last = nullptr;
+};
+
+FailedCalls::FailedCalls(TraceSource& source) : counts_(std::make_unique<Counts>(source)) {}
+FailedCalls::~FailedCalls() = default;
+void FailedCalls::call(const hal::Event& e) { counts_->call(e); }
+void FailedCalls::run(const CallRun& r) { counts_->run(r); }
+
+namespace {
+
+using Counts = FailedCalls::Counts;
+
+std::string code_text(const Counts::Code& c) {
+  return c.known ? std::string(c.known->name) + " (" + std::to_string(c.ret) + ")"
+                 : "error " + std::to_string(c.ret);
+}
+
+std::string ops_text(const Counts::Code& c) {
+  std::string s;
+  for (std::string_view op : c.ops) s += (s.empty() ? "" : ", ") + std::string(op);
+  return s + (c.more_ops ? ", ..." : "");
+}
+
+Severity severity_of(ErrorClass cls, const Counts::Proc& p) {
+  if (cls == ErrorClass::kNoDevice || cls == ErrorClass::kDeviceFault) return Severity::kHigh;
+  double share = double(p.failed) / double(std::max<uint64_t>(p.returned, 1));
+  if (share >= kFailedCallsHighShare) return Severity::kHigh;
+  if (share >= kFailedCallsMediumShare || p.failed >= kFailedCallsMediumCount)
+    return Severity::kMedium;
+  return Severity::kLow;
+}
+
+const char* root_cause_of(ErrorClass cls) {
+  switch (cls) {
+    case ErrorClass::kNoDevice:
+      return "The process could not use a GPU: none is visible to it, its driver is missing or "
+             "older than the runtime, or its code was not built for this GPU. Every call that "
+             "needs the device fails";
+    case ErrorClass::kDeviceFault:
+      return "The GPU context failed (a kernel's illegal access, a device fault). The error is "
+             "sticky: every later call of the process fails, and it surfaces at the next call "
+             "that waits for the GPU, not at the launch that caused it";
+    case ErrorClass::kInvalid:
+      return "GPU calls were made with invalid arguments or in an invalid state, and the "
+             "program went on";
+    default:
+      return "GPU calls returned errors";
+  }
+}
+
+std::vector<std::string> fixes_of(ErrorClass cls, bool amd) {
+  switch (cls) {
+    case ErrorClass::kNoDevice:
+      return {amd ? "Check that the process sees a GPU: rocm-smi, HIP_VISIBLE_DEVICES and "
+                    "ROCR_VISIBLE_DEVICES, access to /dev/kfd and /dev/dri in its container"
+                  : "Check that the process sees a GPU: nvidia-smi, CUDA_VISIBLE_DEVICES, the "
+                    "container's GPU runtime (--gpus, the NVIDIA device plugin)",
+              amd ? "Check the ROCm runtime against the kernel driver (amdgpu) and that the "
+                    "binary has code for this GPU's architecture (gfx)"
+                  : "The driver must be as new as the CUDA runtime the program ships (its "
+                    "wheel's libcudart), and the binary must have code for this GPU (sm_XX)"};
+    case ErrorClass::kDeviceFault:
+      return {amd ? "Rerun with AMD_SERIALIZE_KERNEL=3 so that the launch that faults is the "
+                    "call that fails"
+                  : "Rerun with CUDA_LAUNCH_BLOCKING=1 so that the launch that faults is the "
+                    "call that fails",
+              amd ? "Find the faulting access with the address sanitizer or rocgdb; the "
+                    "launches above were in flight"
+                  : "Find the faulting access with compute-sanitizer; the launches above were "
+                    "in flight",
+              amd ? "Check the device (dmesg, rocm-smi): a fault that recurs on one GPU only is "
+                    "the GPU"
+                  : "Check the device (dmesg for Xid lines, nvidia-smi -q for ECC errors): a "
+                    "fault that recurs on one GPU only is the GPU"};
+    case ErrorClass::kInvalid:
+      return {
+          "Check the arguments of the call at the stack below, and check the return codes "
+          "of GPU calls where the program does not"};
+    default:
+      return {
+          "Look the code up in the vendor's documentation and check the call at the stack "
+          "below"};
+  }
+}
+
+// The launches in flight when a fault surfaced: those since the last call that waited for the
+// GPU and returned success, the last of them by kernel name.
+std::string in_flight_text(const Counts::Proc& p, uint32_t pid,
+                           const std::map<std::pair<uint32_t, uint64_t>, std::string>& names) {
+  uint64_t n = p.launches_since_wait;
+  std::string since = p.last_wait_end
+                          ? "since the last " + std::string(p.last_wait_op) +
+                                " that returned success (" + format_wall(p.last_wait_end) + ")"
+                          : "since the trace began";
+  if (!n) return "no launch " + since;
+  uint64_t kept = std::min<uint64_t>(n, kFailedCallsLaunchesKept);
+  std::string list;
+  for (uint64_t k = n - kept; k < n; ++k) {
+    const auto& l = p.recent[k % kFailedCallsLaunchesKept];
+    auto it = names.find({pid, l.func});
+    std::string name = it != names.end() ? hal::short_kernel_name(it->second)
+                       : l.func          ? unnamed_function_label(l.func)
+                                         : "a kernel";
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  return format_count(n) + (n == 1 ? " launch " : " launches ") + since + "; " +
+         (kept == n ? "" : "the last " + std::to_string(kept) + ": ") + list;
+}
+
+Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const Counts::Proc& p,
+                   const std::map<std::pair<uint32_t, uint64_t>, std::string>& names) {
+  const Counts::Failure& f = *p.first;
+  const Counts::Code& code = p.codes[f.code];
+  ErrorClass cls = code.cls;
+  Chain c = new_chain("failed_calls", std::string(f.vendor), std::string(f.api), std::string(f.op),
+                      {pid}, f.ts, std::max(f.ts, p.last_fail));
+  c.severity = severity_of(cls, p);
+  std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
+  std::string counted = format_count(p.failed) + " of " + format_count(p.returned) + " GPU calls";
+  std::string first = std::string(f.op) + " returned " + code_text(code);
+  if (cls == ErrorClass::kNoDevice)
+    c.summary = who + " could not use a GPU: " + counted + " failed, the first " + first;
+  else if (cls == ErrorClass::kDeviceFault)
+    c.summary = who + "'s GPU context failed: " + first + ", and " +
+                format_count(p.returned_after - p.ok_after) + " of the " +
+                format_count(p.returned_after) + " calls that returned after it failed";
+  else
+    c.summary = counted + " of " + who + " failed, the first " + first;
+  c.root_cause = root_cause_of(cls);
+  std::vector<const Counts::Code*> codes;
+  for (const auto& k : p.codes) codes.push_back(&k);
+  std::stable_sort(codes.begin(), codes.end(),
+                   [](const auto* x, const auto* y) { return x->calls > y->calls; });
+  std::string by_code;
+  for (size_t i = 0; i < codes.size() && i < kFailedCallsCodesNamed; ++i)
+    by_code += (i ? "; " : "") + code_text(*codes[i]) + " from " + format_count(codes[i]->calls) +
+               (codes[i]->calls == 1 ? " call of " : " calls of ") + ops_text(*codes[i]);
+  if (codes.size() > kFailedCallsCodesNamed)
+    by_code += "; and " + std::to_string(codes.size() - kFailedCallsCodesNamed) + " other codes";
+  c.explanation = "Failed: " + by_code + ". The first failure at " + format_wall(f.ts) +
+                  " on thread " + std::to_string(f.tid) + ", after " + format_count(p.ok_before) +
+                  (p.ok_before == 1 ? " call" : " calls") + " that returned success; after it, " +
+                  format_count(p.ok_after) + " of " + format_count(p.returned_after) +
+                  " succeeded.";
+  std::string layer = layer_of(f.api);
+  c.timeline.push_back({layer, std::string(f.op), "first failure: " + first, f.dur / 1000});
+  if (cls == ErrorClass::kDeviceFault)
+    c.timeline.push_back({layer, "launches", "in flight: " + in_flight_text(p, pid, names), 0});
+  if (p.returned_after)
+    c.timeline.push_back({layer, "after",
+                          format_count(p.ok_after) + " of the " + format_count(p.returned_after) +
+                              " calls that returned after it succeeded",
+                          0});
+  c.fixes = fixes_of(cls, f.vendor == "amd");
+  if (f.stack) {
+    ChainStack cs;
+    cs.stack_id = f.stack;
+    cs.counts = StackCounts::kFirstFailure;
+    cs.calls = cs.examined = 1;
+    cs.worst_ns = f.dur;
+    cs.pid = pid;
+    cs.tid = f.tid;
+    cs.frames = user_frames(source.stack(f.stack));
+    if (!cs.frames.empty()) c.stacks.push_back(std::move(cs));
+  }
+  c.stacks_sought = true;
+  c.id = c.rule + ":" + std::to_string(pid) + ":" + c.op;
+  c.score = (c.severity == Severity::kHigh ? 1e8 : 0) + double(p.failed);
+  return c;
+}
+
+}  // namespace
+
+void FailedCalls::chains(TraceSource& source, const Analysis& a, std::vector<Chain>& out) {
+  std::map<std::pair<uint32_t, uint64_t>, std::string> names;
+  bool faults = false;
+  for (const auto& [pid, p] : counts_->procs)
+    faults |= p.first && p.codes[p.first->code].cls == ErrorClass::kDeviceFault;
+  if (faults)
+    for (auto& k : source.kernel_names(a.window.node)) names[{k.pid, k.func}] = std::move(k.name);
+  for (const auto& [pid, p] : counts_->procs)
+    if (p.first && !is_tracer(a, pid)) out.push_back(failed_chain(source, a, pid, p, names));
+}
+
+}  // namespace ingero::engine

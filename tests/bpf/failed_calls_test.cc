@@ -1,0 +1,66 @@
+// explain on calls that failed, traced from the real CUDA libraries (engine/rules_failed_calls.cc).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_paths.h"
+#include "tests/bpf/cuda_workload.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+// Without a GPU every call of the real runtime fails: explain says so in one HIGH chain that
+// names each code as the runtime and the driver stub spell it, with the exact counts.
+TEST(TraceCuda, FailedCallsOfTheRealRuntimeAreExplainedByName) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(INGERO_CUDA_CALLS);
+  REQUIRE_FILE(kStub);
+  std::string db = temp_path("failed.db");
+  auto run = trace_command(db, {INGERO_CUDA_CALLS, kStub}, {"--launch-timing", "1"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = 0;
+  auto lines = parse_workload(run.out, &pid);
+  ASSERT_EQ(lines.size(), 47u) << run.out;
+  std::map<int, int> by_ret;
+  for (const auto& l : lines) by_ret[l.ret]++;
+  // The runtime's calls fail with cudaErrorInsufficientDriver, the stub driver's with
+  // CUDA_ERROR_STUB_LIBRARY: nothing else, nothing succeeds.
+  ASSERT_EQ(by_ret.size(), 2u) << run.out;
+  ASSERT_EQ(by_ret[35] + by_ret[34], 47);
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out);
+  std::vector<nlohmann::json> failed;
+  for (const auto& c : j["chains"])
+    if (c["rule"] == "failed_calls") failed.push_back(c);
+  ASSERT_EQ(failed.size(), 1u) << out;
+  const auto& c = failed[0];
+  EXPECT_EQ(c["severity"], "HIGH");
+  EXPECT_EQ(c["pids"], nlohmann::json::array({pid}));
+  std::string summary = c["summary"];
+  std::string who = "cuda_calls (pid " + std::to_string(pid) + ")";
+  EXPECT_EQ(summary.rfind(who + " could not use a GPU: 47 of 47 GPU calls failed, the first ", 0),
+            0u)
+      << summary;
+  std::string expl = c["explanation"];
+  auto runtime = std::to_string(by_ret[35]), driver = std::to_string(by_ret[34]);
+  EXPECT_NE(expl.find("cudaErrorInsufficientDriver (35) from " + runtime + " calls of "),
+            std::string::npos)
+      << expl;
+  EXPECT_NE(expl.find("CUDA_ERROR_STUB_LIBRARY (34) from " + driver + " calls of "),
+            std::string::npos)
+      << expl;
+  EXPECT_NE(expl.find("after 0 calls that returned success"), std::string::npos) << expl;
+  // The text report leads with it.
+  std::string text;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &text, &err), 0) << err;
+  EXPECT_NE(text.find("[HIGH] " + summary), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ingero::test

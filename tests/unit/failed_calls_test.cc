@@ -1,0 +1,221 @@
+// The failed_calls rule (engine/rules_failed_calls.cc) on synthetic traces: which calls count
+// as failures, the severity, the first failure, and the launches in flight at a device fault.
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_errors.h"
+#include "step_source.h"
+
+namespace ingero::engine {
+namespace {
+
+using hal::Event;
+using hal::EventKind;
+using hal::Field;
+using step_source::kMs;
+using step_source::kUs;
+
+// Names codes as the CUDA backend does, where `named` (a trace's reader given the backends).
+class Source : public step_source::Source {
+ public:
+  bool named = true;
+  std::vector<KernelNameInfo> kernels;
+  std::optional<hal::ErrorCode> error_code(std::string_view api, int64_t ret) override {
+    return named ? backends::cuda::error_code(api, ret) : std::nullopt;
+  }
+  std::vector<KernelNameInfo> kernel_names(const std::optional<std::string>&) override {
+    return kernels;
+  }
+  Event& launch(uint64_t ts, uint64_t func) {
+    Event& e = call("cudaLaunchKernel", EventKind::kLaunch, ts, 0);
+    e.timed = false;
+    e.has_ret = false;
+    e.set(Field::kFunc, func);
+    return e;
+  }
+  Event& sync(uint64_t ts, int64_t ret, uint64_t stack = 0) {
+    Event& e = call("cudaStreamSynchronize", EventKind::kSync, ts, 50 * kUs, stack);
+    e.ret = ret;
+    return e;
+  }
+};
+
+KernelNameInfo kernel(uint64_t func, std::string name) {
+  KernelNameInfo k;
+  k.pid = 1;
+  k.func = func;
+  k.name = std::move(name);
+  return k;
+}
+
+const Chain* failed(const Analysis& a) {
+  for (const auto& c : a.chains)
+    if (c.rule == "failed_calls") return &c;
+  return nullptr;
+}
+
+TEST(FailedCalls, AStickyFaultNamesItsFirstFailureAndTheLaunchesInFlight) {
+  Source s;
+  s.kernels = {kernel(0xa1, "void scale<float>(float*, float, int)"),
+               kernel(0xa2, "gather(int const*, float*)")};
+  for (int i = 0; i < 3; ++i) s.launch(uint64_t(i) * kMs, 0xa1);
+  s.sync(3 * kMs, 0);
+  s.launch(4 * kMs, 0xa1);
+  s.launch(5 * kMs, 0xa2);
+  s.launch(6 * kMs, 0xa3);  // no name
+  s.sync(7 * kMs, 700, 42);
+  s.frames_[42] = {{true, "step", "/w/train.py", 88, "", ""}};
+  for (int i = 0; i < 4; ++i) s.sync(8 * kMs + uint64_t(i) * kMs, 700);
+  s.call("cudaFree", EventKind::kFree, 20 * kMs, kUs).ret = 0;  // a free may still succeed
+
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_EQ(c->op, "cudaStreamSynchronize");
+  EXPECT_EQ(c->pids, std::vector<uint32_t>{1});
+  EXPECT_EQ(c->window_start, int64_t(7 * kMs));
+  EXPECT_EQ(c->window_end, int64_t(11 * kMs));
+  EXPECT_EQ(c->summary,
+            "trainer (pid 1)'s GPU context failed: cudaStreamSynchronize returned "
+            "cudaErrorIllegalAddress (700), and 4 of the 5 calls that returned after it failed");
+  ASSERT_EQ(c->timeline.size(), 3u);
+  EXPECT_EQ(c->timeline[0].detail,
+            "first failure: cudaStreamSynchronize returned cudaErrorIllegalAddress (700)");
+  EXPECT_EQ(c->timeline[1].detail,
+            "in flight: 3 launches since the last cudaStreamSynchronize that returned success (" +
+                format_wall(int64_t(3 * kMs + 50 * kUs)) +
+                "); scale<float>, gather, function 0xa3");
+  EXPECT_EQ(c->timeline[2].detail, "1 of the 5 calls that returned after it succeeded");
+  EXPECT_NE(c->explanation.find("cudaErrorIllegalAddress (700) from 5 calls of "
+                                "cudaStreamSynchronize"),
+            std::string::npos)
+      << c->explanation;
+  ASSERT_EQ(c->stacks.size(), 1u);
+  EXPECT_EQ(c->stacks[0].counts, StackCounts::kFirstFailure);
+  EXPECT_EQ(c->stacks[0].frames, std::vector<std::string>{"[Python] /w/train.py:88 in step()"});
+  EXPECT_NE(c->fixes[0].find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
+}
+
+TEST(FailedCalls, TheLastLaunchesAreNamedWhereMoreWereInFlight) {
+  Source s;
+  for (int i = 0; i < 20; ++i) s.launch(uint64_t(i) * kUs, 0x100 + uint64_t(i));
+  s.sync(kMs, 719);
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->timeline[1].detail,
+            "in flight: 20 launches since the trace began; the last 8: function 0x10c, function "
+            "0x10d, function 0x10e, function 0x10f, function 0x110, function 0x111, function "
+            "0x112, function 0x113");
+}
+
+TEST(FailedCalls, NotReadyAnswersAndOutOfMemoryAreNoFailureOfThisRule) {
+  Source s;
+  for (int i = 0; i < 50; ++i) {
+    Event& q = s.call("cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * kMs, kUs);
+    q.ret = 600;  // as a query's answer: still running
+    q.set(Field::kErrClass, uint64_t(hal::ErrorClass::kNotReady));
+  }
+  Event& m = s.call("cudaMalloc", EventKind::kAlloc, 60 * kMs, kUs);
+  m.ret = 2;
+  m.set(Field::kErrClass, uint64_t(hal::ErrorClass::kOutOfMemory));
+  Analysis a = analyze(s, Window{});
+  EXPECT_EQ(failed(a), nullptr);
+  bool oom = false;
+  for (const auto& c : a.chains) oom |= c.rule == "gpu_oom";
+  EXPECT_TRUE(oom);
+  // Nor an error in the op's statistics: "not ready" is an answer.
+  for (const auto& st : a.stats.per_process)
+    if (st.key.op == "cudaStreamSynchronize") {
+      EXPECT_EQ(st.errors, 0u);
+    }
+}
+
+// 1,000 copies that returned, some with cudaErrorInvalidValue: the share sets the severity.
+Severity severity_with(int failures) {
+  Source s;
+  for (int i = 0; i < 1000; ++i) {
+    Event& e = s.call("cudaMemcpyAsync", EventKind::kMemcpy, uint64_t(i) * kMs, 5 * kUs);
+    e.ret = i < failures ? 1 : 0;
+  }
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  return c ? c->severity : Severity(-1);
+}
+
+TEST(FailedCalls, TheShareOfCallsThatFailedSetsTheSeverityOfInvalidCalls) {
+  EXPECT_EQ(severity_with(0), Severity(-1));
+  EXPECT_EQ(severity_with(1), Severity::kLow);
+  EXPECT_EQ(severity_with(49), Severity::kLow);
+  EXPECT_EQ(severity_with(50), Severity::kMedium);
+  EXPECT_EQ(severity_with(499), Severity::kMedium);
+  EXPECT_EQ(severity_with(500), Severity::kHigh);
+}
+
+TEST(FailedCalls, WithoutNamesTheStoredClassAndTheNumberAreUsed) {
+  Source s;
+  s.named = false;
+  for (int i = 0; i < 3; ++i) {
+    Event& e = s.call("cudaMalloc", EventKind::kAlloc, uint64_t(i) * kMs, kUs);
+    e.ret = 35;
+    e.set(Field::kErrClass, uint64_t(hal::ErrorClass::kNoDevice));
+  }
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_EQ(c->summary,
+            "trainer (pid 1) could not use a GPU: 3 of 3 GPU calls failed, the first cudaMalloc "
+            "returned error 35");
+}
+
+TEST(FailedCalls, NoDeviceNamesEveryCodeAndItsOps) {
+  Source s;
+  uint64_t t = 0;
+  for (const char* op : {"cudaMalloc", "cudaMemcpy", "cudaFree", "cudaMemset", "cudaMalloc"})
+    s.call(op, EventKind::kAlloc, t += kMs, kUs).ret = 35;
+  s.call("cuMemAlloc", EventKind::kAlloc, t += kMs, kUs, 0, "cuda_driver").ret = 34;
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->summary,
+            "trainer (pid 1) could not use a GPU: 6 of 6 GPU calls failed, the first cudaMalloc "
+            "returned cudaErrorInsufficientDriver (35)");
+  EXPECT_EQ(c->explanation.substr(0, c->explanation.find(". ")),
+            "Failed: cudaErrorInsufficientDriver (35) from 5 calls of cudaFree, cudaMalloc, "
+            "cudaMemcpy, cudaMemset; CUDA_ERROR_STUB_LIBRARY (34) from 1 call of cuMemAlloc");
+}
+
+// Steps of 40 ms (warm-up) then of 10 ms; the first two allocate, and fail with no device.
+TEST(FailedCalls, AFailureInTheWarmUpKeepsItsSeverity) {
+  Source s;
+  uint64_t t = 0;
+  for (int i = 0; i < 45; ++i) {
+    t += i < 5 ? 40 * kMs : 10 * kMs;
+    uint64_t at = t - 400 * kUs;
+    Event& up = s.call("cudaMemcpy", EventKind::kMemcpy, at, 20 * kUs, step_source::kUploadStack);
+    up.set(Field::kDirection, uint64_t(hal::CopyDirection::kHostToDevice));
+    // Allocations only while it warms up, each failing.
+    if (i < 2) s.call("cudaMalloc", EventKind::kAlloc, at - 2 * kMs, 30 * kUs).ret = 100;
+    for (int k = 0; k < 10; ++k)
+      s.call("cudaLaunchKernel", EventKind::kLaunch, at + 30 * kUs + uint64_t(k) * 10 * kUs,
+             8 * kUs);
+    s.call("cudaMemcpyAsync", EventKind::kMemcpy, at + 200 * kUs, 10 * kUs, step_source::kLossStack)
+        .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    s.call("cudaStreamSynchronize", EventKind::kSync, at + 212 * kUs, 100 * kUs,
+           step_source::kLossStack);
+  }
+  s.frames_[step_source::kLossStack] = {{true, "<module>", "/w/train.py", 43, "", ""}};
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  // Its window lies in the warm-up, which would cap another rule's chain at LOW.
+  ASSERT_EQ(a.steps.processes.size(), 1u);
+  EXPECT_LE(c->window_end, step_source::only(a).warmup_end_ns);
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_FALSE(c->warmup);
+  EXPECT_EQ(c->summary.find("warm-up"), std::string::npos) << c->summary;
+}
+
+}  // namespace
+}  // namespace ingero::engine
