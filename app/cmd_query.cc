@@ -129,7 +129,7 @@ int query_file(const QueryOpts& o, const std::string& path, const std::string& s
     std::cerr << "ingero query: " << st.error().message << "\n";
     return kExitFailure;
   }
-  auto reader = store::TraceReader::open(path, builtin_views());
+  auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
   if (!reader) {
     std::cerr << "ingero query: " << reader.error().message << "\n";
     return kExitFailure;

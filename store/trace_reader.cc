@@ -9,6 +9,7 @@
 #include "store/call_archive.h"
 #include "store/call_store.h"
 #include "store/contract_views.h"
+#include "store/error_sql.h"
 #include "store/legacy_views.h"
 #include "store/query_note.h"
 
@@ -193,6 +194,7 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
   r->info_ = *info;
   r->views_.assign(views.begin(), views.end());
   r->error_codes_ = std::move(error_codes);
+  register_error_functions(r->db_->handle(), &r->error_codes_);
   // Files of schema 10 on read their calls through their own views (store/call_store.h), the
   // same on every connection. Older files' archived calls first: the contract views then read
   // them through the TEMP `events`.

@@ -143,7 +143,9 @@ void Metrics::observe(const hal::Event& ev) {
     if (!m.calls_pending++) pending_calls_.push_back(&m);
     if (ev.off_cpu_ns) m.off_cpu->Increment(double(ev.off_cpu_ns) / 1e9);
     if (ev.preempts) m.preempted->Increment();
-    if (ev.has_ret && ev.ret != 0) {
+    // A query's "not ready" (a call still in progress) is an answer, not an error.
+    if (ev.has_ret && ev.ret != 0 &&
+        ev.get_or(hal::Field::kErrClass, 0) != uint64_t(hal::ErrorClass::kNotReady)) {
       prometheus::Counter* counter = nullptr;
       if (auto e = m.errors.find(ev.ret); e != m.errors.end()) {
         counter = e->second;

@@ -56,6 +56,21 @@ TEST(TraceCuda, FailedCallsOfTheRealRuntimeAreExplainedByName) {
             std::string::npos)
       << expl;
   EXPECT_NE(expl.find("after 0 calls that returned success"), std::string::npos) << expl;
+  // SQL users name the codes the same way (store/error_sql.h).
+  std::string rows;
+  ASSERT_EQ(run_command({INGERO_BIN, "query", "--db", db, "--json",
+                         "SELECT error_name(api, ret) AS error, error_class(api, ret) AS class, "
+                         "count(*) AS n FROM calls GROUP BY 1, 2 ORDER BY 1"},
+                        &rows, &err),
+            0)
+      << err;
+  EXPECT_EQ(nlohmann::json::parse(rows),
+            nlohmann::json::parse(R"([{"error": "CUDA_ERROR_STUB_LIBRARY", "class": "no_device",
+                                       "n": )" +
+                                  driver + R"(},
+                                      {"error": "cudaErrorInsufficientDriver",
+                                       "class": "no_device", "n": )" +
+                                  runtime + "}]"));
   // The text report leads with it.
   std::string text;
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &text, &err), 0) << err;

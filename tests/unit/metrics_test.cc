@@ -125,6 +125,26 @@ void feed_workload(Metrics& m) {
   EXPECT_TRUE(m.on_chains(test::chains_of({{"HIGH", 1}}), 0));
 }
 
+// A call still in progress (a nonblocking communicator's ncclInProgress, classed not ready by
+// its backend) is an answer: no error series; a failure of the same op is one.
+TEST(Metrics, ACallStillInProgressIsNoError) {
+  Metrics m(false, &rdma_registry());
+  auto busy = call("nvidia", "nccl", hal::EventKind::kCollective, "ncclAllReduce", 5'000, 7);
+  busy.set(hal::Field::kErrClass, uint64_t(hal::ErrorClass::kNotReady));
+  m.observe(busy);
+  EXPECT_EQ(series_count(m.exposition(), "ingero_gpu_api_errors_total"), 0u);
+  auto failed = call("nvidia", "nccl", hal::EventKind::kCollective, "ncclAllReduce", 5'000, 2);
+  failed.set(hal::Field::kErrClass, uint64_t(hal::ErrorClass::kOther));
+  m.observe(failed);
+  std::string t = m.exposition();
+  EXPECT_EQ(series_count(t, "ingero_gpu_api_errors_total"), 1u);
+  EXPECT_EQ(
+      sample(
+          t,
+          R"(ingero_gpu_api_errors_total{api="nccl",code="2",op="ncclAllReduce",vendor="nvidia"})"),
+      1);
+}
+
 TEST(Metrics, ExactValuesForAKnownWorkload) {
   Metrics m(false, &rdma_registry());
   feed_workload(m);
