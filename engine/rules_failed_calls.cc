@@ -30,7 +30,26 @@ bool waits_for_gpu(const hal::Event& e) {
 }  // namespace
 
 struct FailedCalls::Counts {
-  // One return code of one API in one process.
+  struct Launch {
+    int64_t ts = 0;
+    uint32_t tid = 0;
+    uint64_t func = 0;
+  };
+  // The launches since the last call that waited for the GPU and returned success: how many,
+  // the last kFailedCallsLaunchesKept of them (a ring), and that wait's end and op.
+  struct InFlight {
+    uint64_t launches = 0;
+    std::array<Launch, kFailedCallsLaunchesKept> last{};
+    int64_t wait_end = 0;
+    std::string_view wait_op;
+  };
+  struct Failure {
+    int64_t ts = 0;
+    uint64_t dur = 0, stack = 0;
+    uint32_t tid = 0;
+    std::string_view vendor, api, op;
+  };
+  // One return code of one API in one process, and its first failure.
   struct Code {
     std::string_view api;
     int64_t ret = 0;
@@ -39,43 +58,32 @@ struct FailedCalls::Counts {
     uint64_t calls = 0;
     std::set<std::string_view> ops;  // the first kFailedCallsOpsKept
     bool more_ops = false;
-  };
-  struct Launch {
-    int64_t ts = 0;
-    uint32_t tid = 0;
-    uint64_t func = 0;
-  };
-  struct Failure {
-    int64_t ts = 0;
-    uint64_t dur = 0, stack = 0;
-    uint32_t tid = 0;
-    std::string_view vendor, api, op;
-    size_t code = 0;  // index into Proc::codes
+    Failure first;
+    // The process's calls that had returned, and returned success, before its first failure.
+    uint64_t returned_before = 0, ok_before = 0;
+    InFlight in_flight;  // at its first failure, for a device fault
   };
   struct Proc {
-    uint64_t returned = 0, failed = 0;          // calls that returned, and failed (OOM excluded)
-    uint64_t ok_before = 0;                     // returned success before the first failure
-    uint64_t returned_after = 0, ok_after = 0;  // after it
-    std::optional<Failure> first;
-    int64_t last_fail = 0;
-    // Before the first failure: the end of the last call that waited for the GPU and returned
-    // success, and the launches since (the last kFailedCallsLaunchesKept of them, in a ring).
-    int64_t last_wait_end = 0;
-    std::string_view last_wait_op;
-    uint64_t launches_since_wait = 0;
-    std::array<Launch, kFailedCallsLaunchesKept> recent{};
-    std::vector<Code> codes;
+    uint64_t returned = 0, ok = 0, failed = 0;  // failed: OOM excluded
+    int64_t first_fail = 0, last_fail = 0;
+    InFlight now;
+    std::vector<Code> codes;       // the first kFailedCallsCodesKept codes, in order of first
+    uint64_t unkept_failures = 0;  // failures with a code past them
   };
 
   explicit Counts(TraceSource& s) : source(s) {}
 
   // The class and name of a code, asked of the source once per API and code; else the class
-  // the backend stored with the call (files whose reader was given no names).
+  // the backend stored with the call (files whose reader was given no names). A stream of
+  // distinct codes (garbage returns) is asked each time rather than kept.
   std::pair<ErrorClass, std::optional<hal::ErrorCode>> classify(const hal::Event& e) {
     auto key = std::make_pair(e.api.data(), e.ret);
-    auto it = known.find(key);
-    if (it == known.end()) it = known.emplace(key, source.error_code(e.api, e.ret)).first;
-    if (it->second) return {it->second->cls, it->second};
+    std::optional<hal::ErrorCode> code;
+    if (auto it = known.find(key); it != known.end())
+      code = it->second;
+    else if ((code = source.error_code(e.api, e.ret)), known.size() < kFailedCallsCodesCached)
+      known.emplace(key, code);
+    if (code) return {code->cls, code};
     uint64_t stored = e.get_or(hal::Field::kErrClass, uint64_t(ErrorClass::kOther));
     return {stored > uint64_t(ErrorClass::kInvalid) ? ErrorClass::kOther : ErrorClass(stored),
             std::nullopt};
@@ -91,68 +99,70 @@ struct FailedCalls::Counts {
 
   void call(const hal::Event& e) {
     Proc& p = proc(e.pid);
-    if (e.kind == hal::EventKind::kLaunch && !p.first) {
-      p.recent[p.launches_since_wait % kFailedCallsLaunchesKept] = {
+    if (e.kind == hal::EventKind::kLaunch) {
+      p.now.last[p.now.launches % kFailedCallsLaunchesKept] = {
           .ts = int64_t(e.ts_ns), .tid = e.tid, .func = e.get_or(hal::Field::kFunc, 0)};
-      ++p.launches_since_wait;
+      ++p.now.launches;
     }
     if (!e.has_ret || e.unfinished) return;
-    bool ok = e.ret == 0;
-    ErrorClass cls = ErrorClass::kNone;
-    std::optional<hal::ErrorCode> name;
-    if (!ok) {
-      std::tie(cls, name) = classify(e);
-      if (cls == ErrorClass::kNotReady) return;  // an answer, not a failure
+    if (e.ret == 0) {
+      ++p.returned;
+      ++p.ok;
+      if (waits_for_gpu(e))
+        p.now = {
+            .launches = 0, .last = {}, .wait_end = int64_t(e.ts_ns + e.dur_ns), .wait_op = e.op};
+      return;
     }
+    auto [cls, name] = classify(e);
+    if (cls == ErrorClass::kNotReady) return;  // an answer, not a failure
     ++p.returned;
-    if (p.first) {
-      ++p.returned_after;
-      if (ok) ++p.ok_after;
-    } else if (ok) {
-      ++p.ok_before;
-      if (waits_for_gpu(e)) {
-        p.last_wait_end = int64_t(e.ts_ns + e.dur_ns);
-        p.last_wait_op = e.op;
-        p.launches_since_wait = 0;
+    if (cls == ErrorClass::kOutOfMemory) return;  // gpu_oom's
+    failed(p, e, cls, name);
+  }
+
+  void failed(Proc& p, const hal::Event& e, ErrorClass cls,
+              const std::optional<hal::ErrorCode>& name) {
+    int64_t ts = int64_t(e.ts_ns);
+    p.first_fail = p.failed++ ? std::min(p.first_fail, ts) : ts;
+    p.last_fail = std::max(p.last_fail, ts);
+    auto it = std::find_if(p.codes.begin(), p.codes.end(),
+                           [&](const Code& c) { return c.api == e.api && c.ret == e.ret; });
+    if (it == p.codes.end()) {
+      if (p.codes.size() >= kFailedCallsCodesKept) {
+        ++p.unkept_failures;
+        return;
       }
+      Failure f{.ts = ts,
+                .dur = e.dur_ns,
+                .stack = e.stack_id,
+                .tid = e.tid,
+                .vendor = e.vendor,
+                .api = e.api,
+                .op = e.op};
+      it = p.codes.insert(p.codes.end(), Code{.api = e.api,
+                                              .ret = e.ret,
+                                              .known = name,
+                                              .cls = cls,
+                                              .calls = 0,
+                                              .ops = {},
+                                              .more_ops = false,
+                                              .first = f,
+                                              .returned_before = p.returned - 1,
+                                              .ok_before = p.ok,
+                                              .in_flight = p.now});
     }
-    if (ok || cls == ErrorClass::kOutOfMemory) return;
-    ++p.failed;
-    p.last_fail = std::max(p.last_fail, int64_t(e.ts_ns));
-    size_t ci = 0;
-    while (ci < p.codes.size() && (p.codes[ci].api != e.api || p.codes[ci].ret != e.ret)) ++ci;
-    if (ci == p.codes.size())
-      p.codes.push_back({.api = e.api,
-                         .ret = e.ret,
-                         .known = name,
-                         .cls = cls,
-                         .calls = 0,
-                         .ops = {},
-                         .more_ops = false});
-    Code& c = p.codes[ci];
-    ++c.calls;
-    if (c.ops.size() < kFailedCallsOpsKept)
-      c.ops.insert(e.op);
-    else if (!c.ops.count(e.op))
-      c.more_ops = true;
-    if (!p.first)
-      p.first = Failure{.ts = int64_t(e.ts_ns),
-                        .dur = e.dur_ns,
-                        .stack = e.stack_id,
-                        .tid = e.tid,
-                        .vendor = e.vendor,
-                        .api = e.api,
-                        .op = e.op,
-                        .code = ci};
+    ++it->calls;
+    if (it->ops.size() < kFailedCallsOpsKept)
+      it->ops.insert(e.op);
+    else if (!it->ops.count(e.op))
+      it->more_ops = true;
   }
 
   // A folded run holds launches that succeeded.
   void run(const CallRun& r) {
     Proc& p = proc(r.pid);
-    uint64_t timed = r.timed();
-    p.returned += timed;
-    (p.first ? p.ok_after : p.ok_before) += timed;
-    if (p.first) p.returned_after += timed;
+    p.returned += r.timed();
+    p.ok += r.timed();
   }
 
   TraceSource& source;
@@ -246,18 +256,17 @@ std::vector<std::string> fixes_of(ErrorClass cls, bool amd) {
 
 // The launches in flight when a fault surfaced: those since the last call that waited for the
 // GPU and returned success, the last of them by kernel name.
-std::string in_flight_text(const Counts::Proc& p, uint32_t pid,
+std::string in_flight_text(const Counts::InFlight& in, uint32_t pid,
                            const std::map<std::pair<uint32_t, uint64_t>, std::string>& names) {
-  uint64_t n = p.launches_since_wait;
-  std::string since = p.last_wait_end
-                          ? "since the last " + std::string(p.last_wait_op) +
-                                " that returned success (" + format_wall(p.last_wait_end) + ")"
-                          : "since the trace began";
+  uint64_t n = in.launches;
+  std::string since = in.wait_end ? "since the last " + std::string(in.wait_op) +
+                                        " that returned success (" + format_wall(in.wait_end) + ")"
+                                  : "since the trace began";
   if (!n) return "no launch " + since;
   uint64_t kept = std::min<uint64_t>(n, kFailedCallsLaunchesKept);
   std::string list;
   for (uint64_t k = n - kept; k < n; ++k) {
-    const auto& l = p.recent[k % kFailedCallsLaunchesKept];
+    const auto& l = in.last[k % kFailedCallsLaunchesKept];
     auto it = names.find({pid, l.func});
     std::string name = it != names.end() ? hal::short_kernel_name(it->second)
                        : l.func          ? unnamed_function_label(l.func)
@@ -268,14 +277,58 @@ std::string in_flight_text(const Counts::Proc& p, uint32_t pid,
          (kept == n ? "" : "the last " + std::to_string(kept) + ": ") + list;
 }
 
+// What a class weighs when a process failed with several: a fault makes every later call
+// fail, so it leads even where an invalid argument came first.
+int weight(ErrorClass cls) {
+  switch (cls) {
+    case ErrorClass::kDeviceFault:
+      return 3;
+    case ErrorClass::kNoDevice:
+      return 2;
+    case ErrorClass::kInvalid:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// The code a process's chain is about: the weightiest class, its earliest first failure.
+const Counts::Code& lead_code(const Counts::Proc& p) {
+  const Counts::Code* lead = &p.codes.front();
+  for (const auto& c : p.codes)
+    if (std::make_pair(-weight(c.cls), c.first.ts) <
+        std::make_pair(-weight(lead->cls), lead->first.ts))
+      lead = &c;
+  return *lead;
+}
+
+// "Failed: cudaErrorIllegalAddress (700) from 5 calls of cudaStreamSynchronize; ...", the codes
+// by their calls.
+std::string codes_text(const Counts::Proc& p) {
+  std::vector<const Counts::Code*> codes;
+  for (const auto& k : p.codes) codes.push_back(&k);
+  std::stable_sort(codes.begin(), codes.end(),
+                   [](const auto* x, const auto* y) { return x->calls > y->calls; });
+  std::string s;
+  for (size_t i = 0; i < codes.size() && i < kFailedCallsCodesNamed; ++i)
+    s += (i ? "; " : "") + code_text(*codes[i]) + " from " + format_count(codes[i]->calls) +
+         (codes[i]->calls == 1 ? " call of " : " calls of ") + ops_text(*codes[i]);
+  uint64_t others = p.unkept_failures;
+  for (size_t i = kFailedCallsCodesNamed; i < codes.size(); ++i) others += codes[i]->calls;
+  if (others) s += "; " + format_count(others) + " more with other codes";
+  return "Failed: " + s + ".";
+}
+
 Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const Counts::Proc& p,
                    const std::map<std::pair<uint32_t, uint64_t>, std::string>& names) {
-  const Counts::Failure& f = *p.first;
-  const Counts::Code& code = p.codes[f.code];
+  const Counts::Code& code = lead_code(p);
+  const Counts::Failure& f = code.first;
   ErrorClass cls = code.cls;
   Chain c = new_chain("failed_calls", std::string(f.vendor), std::string(f.api), std::string(f.op),
                       {pid}, f.ts, std::max(f.ts, p.last_fail));
   c.severity = severity_of(cls, p);
+  uint64_t returned_after = p.returned - code.returned_before - 1;
+  uint64_t ok_after = p.ok - code.ok_before;
   std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
   std::string counted = format_count(p.failed) + " of " + format_count(p.returned) + " GPU calls";
   std::string first = std::string(f.op) + " returned " + code_text(code);
@@ -283,33 +336,26 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
     c.summary = who + " could not use a GPU: " + counted + " failed, the first " + first;
   else if (cls == ErrorClass::kDeviceFault)
     c.summary = who + "'s GPU context failed: " + first + ", and " +
-                format_count(p.returned_after - p.ok_after) + " of the " +
-                format_count(p.returned_after) + " calls that returned after it failed";
+                format_count(returned_after - ok_after) + " of the " +
+                format_count(returned_after) + " calls that returned after it failed";
   else
     c.summary = counted + " of " + who + " failed, the first " + first;
   c.root_cause = root_cause_of(cls);
-  std::vector<const Counts::Code*> codes;
-  for (const auto& k : p.codes) codes.push_back(&k);
-  std::stable_sort(codes.begin(), codes.end(),
-                   [](const auto* x, const auto* y) { return x->calls > y->calls; });
-  std::string by_code;
-  for (size_t i = 0; i < codes.size() && i < kFailedCallsCodesNamed; ++i)
-    by_code += (i ? "; " : "") + code_text(*codes[i]) + " from " + format_count(codes[i]->calls) +
-               (codes[i]->calls == 1 ? " call of " : " calls of ") + ops_text(*codes[i]);
-  if (codes.size() > kFailedCallsCodesNamed)
-    by_code += "; and " + std::to_string(codes.size() - kFailedCallsCodesNamed) + " other codes";
-  c.explanation = "Failed: " + by_code + ". The first failure at " + format_wall(f.ts) +
-                  " on thread " + std::to_string(f.tid) + ", after " + format_count(p.ok_before) +
-                  (p.ok_before == 1 ? " call" : " calls") + " that returned success; after it, " +
-                  format_count(p.ok_after) + " of " + format_count(p.returned_after) +
-                  " succeeded.";
+  c.explanation = codes_text(p) + " The first " + code_text(code) + " at " + format_wall(f.ts) +
+                  " on thread " + std::to_string(f.tid) + ", after " +
+                  format_count(code.ok_before) + (code.ok_before == 1 ? " call" : " calls") +
+                  " that returned success; after it, " + format_count(ok_after) + " of " +
+                  format_count(returned_after) + " succeeded.";
+  if (p.first_fail < f.ts)
+    c.explanation += " Calls had failed before it, from " + format_wall(p.first_fail) + ".";
   std::string layer = layer_of(f.api);
   c.timeline.push_back({layer, std::string(f.op), "first failure: " + first, f.dur / 1000});
   if (cls == ErrorClass::kDeviceFault)
-    c.timeline.push_back({layer, "launches", "in flight: " + in_flight_text(p, pid, names), 0});
-  if (p.returned_after)
+    c.timeline.push_back(
+        {layer, "launches", "in flight: " + in_flight_text(code.in_flight, pid, names), 0});
+  if (returned_after)
     c.timeline.push_back({layer, "after",
-                          format_count(p.ok_after) + " of the " + format_count(p.returned_after) +
+                          format_count(ok_after) + " of the " + format_count(returned_after) +
                               " calls that returned after it succeeded",
                           0});
   c.fixes = fixes_of(cls, f.vendor == "amd");
@@ -336,11 +382,12 @@ void FailedCalls::chains(TraceSource& source, const Analysis& a, std::vector<Cha
   std::map<std::pair<uint32_t, uint64_t>, std::string> names;
   bool faults = false;
   for (const auto& [pid, p] : counts_->procs)
-    faults |= p.first && p.codes[p.first->code].cls == ErrorClass::kDeviceFault;
+    for (const auto& c : p.codes) faults |= c.cls == ErrorClass::kDeviceFault;
   if (faults)
     for (auto& k : source.kernel_names(a.window.node)) names[{k.pid, k.func}] = std::move(k.name);
   for (const auto& [pid, p] : counts_->procs)
-    if (p.first && !is_tracer(a, pid)) out.push_back(failed_chain(source, a, pid, p, names));
+    if (!p.codes.empty() && !is_tracer(a, pid))
+      out.push_back(failed_chain(source, a, pid, p, names));
 }
 
 }  // namespace ingero::engine

@@ -104,5 +104,9 @@ inline constexpr uint64_t kFailedCallsMediumCount = 100;
 inline constexpr uint64_t kFailedCallsLaunchesKept = 8;
 inline constexpr size_t kFailedCallsOpsKept = 4;
 inline constexpr size_t kFailedCallsCodesNamed = 4;
+// A process's distinct codes kept, and the codes whose name and class are kept for the pass: a
+// library returning garbage must not make the pass quadratic or its memory grow per call.
+inline constexpr size_t kFailedCallsCodesKept = 64;
+inline constexpr size_t kFailedCallsCodesCached = 4096;
 
 }  // namespace ingero::engine

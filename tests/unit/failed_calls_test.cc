@@ -186,6 +186,55 @@ TEST(FailedCalls, NoDeviceNamesEveryCodeAndItsOps) {
             "cudaMemcpy, cudaMemset; CUDA_ERROR_STUB_LIBRARY (34) from 1 call of cuMemAlloc");
 }
 
+// An invalid argument first, then a fault: the fault leads (every later call fails after it),
+// and the chain says calls had failed before it.
+TEST(FailedCalls, AFaultLeadsWhereAnInvalidCallFailedFirst) {
+  Source s;
+  s.call("cudaMemcpyAsync", EventKind::kMemcpy, kMs, 5 * kUs).ret = 1;
+  s.sync(2 * kMs, 0);
+  s.launch(3 * kMs, 0xa1);
+  s.sync(5 * kMs, 700);
+  s.sync(6 * kMs, 700);
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->op, "cudaStreamSynchronize");
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_EQ(c->window_start, int64_t(5 * kMs));
+  EXPECT_EQ(c->summary,
+            "trainer (pid 1)'s GPU context failed: cudaStreamSynchronize returned "
+            "cudaErrorIllegalAddress (700), and 1 of the 1 calls that returned after it failed");
+  EXPECT_NE(c->explanation.find("after 1 call that returned success"), std::string::npos)
+      << c->explanation;
+  EXPECT_NE(c->explanation.find("Calls had failed before it, from " + format_wall(int64_t(kMs))),
+            std::string::npos)
+      << c->explanation;
+  EXPECT_EQ(c->timeline[1].detail,
+            "in flight: 1 launch since the last cudaStreamSynchronize that returned success (" +
+                format_wall(int64_t(2 * kMs + 50 * kUs)) + "); function 0xa1");
+}
+
+// A library that returns garbage: every call a code of its own. The pass keeps 64 codes and
+// counts the rest, in one pass, and the chain still says how many failed.
+TEST(FailedCalls, ACodeForEveryCallIsCountedWithoutKeepingEach) {
+  Source s;
+  s.named = false;
+  constexpr int kCalls = 100'000;
+  for (int i = 0; i < kCalls; ++i)
+    s.call("cudaMemcpyAsync", EventKind::kMemcpy, uint64_t(i) * kUs, 100, 0).ret = 1'000'000 + i;
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, Severity::kHigh);
+  EXPECT_EQ(c->summary,
+            "100,000 of 100,000 GPU calls of trainer (pid 1) failed, the first cudaMemcpyAsync "
+            "returned error 1000000");
+  EXPECT_EQ(c->explanation.substr(0, c->explanation.find(". ")),
+            "Failed: error 1000000 from 1 call of cudaMemcpyAsync; error 1000001 from 1 call of "
+            "cudaMemcpyAsync; error 1000002 from 1 call of cudaMemcpyAsync; error 1000003 from 1 "
+            "call of cudaMemcpyAsync; 99,996 more with other codes");
+}
+
 // Steps of 40 ms (warm-up) then of 10 ms; the first two allocate, and fail with no device.
 TEST(FailedCalls, AFailureInTheWarmUpKeepsItsSeverity) {
   Source s;
