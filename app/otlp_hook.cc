@@ -4,6 +4,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "app/builtin_backends.h"
+
 namespace ingero::app {
 
 namespace otlp = serve::otlp;
@@ -43,6 +45,7 @@ std::unique_ptr<otlp::Exporter> make_otlp_exporter(
   eo.start_ns = s.started_at_ns;
   eo.node = s.node;
   eo.resource = std::move(*resource);
+  eo.error_codes = builtin_error_codes();
   std::string display = config.display;
   auto e = std::make_unique<otlp::Exporter>(std::move(config), std::move(eo), std::move(registry));
   if (!o.quiet)

@@ -60,8 +60,9 @@ Status Exporter::on_event(const hal::Event& ev) {
     ++buffer_full_spans_;
     return {};
   }
-  spans_in_.push_back(
-      span_input(ev, options_.mono_to_wall_ns, ev.stack_id ? stacks_.find(ev.stack_id) : nullptr));
+  spans_in_.push_back(span_input(ev, options_.mono_to_wall_ns,
+                                 ev.stack_id ? stacks_.find(ev.stack_id) : nullptr,
+                                 &options_.error_codes));
   if (spans_in_.size() >= kMaxBatch) cv_.notify_all();
   return {};
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/chain.h"
+#include "hal/error_codes.h"
 #include "hal/event_sink.h"
 #include "serve/otlp/config.h"
 #include "serve/otlp/delivery.h"
@@ -44,6 +45,7 @@ struct ExporterOptions {
   std::string node;                            // ingero.node of records and spans
   Attributes resource;                         // agent_resource()
   std::string proc_root = "/proc";             // processes' cgroups, for container ids
+  hal::ErrorCodeFn error_codes;                // names failed calls' codes in spans
   DeliveryOptions delivery;
 };
 

@@ -23,7 +23,8 @@ SpanFilter::Verdict SpanFilter::check(const hal::Event& e) {
   return Verdict::kSpan;
 }
 
-SpanInput span_input(const hal::Event& e, int64_t mono_to_wall_ns, const std::string* stack) {
+SpanInput span_input(const hal::Event& e, int64_t mono_to_wall_ns, const std::string* stack,
+                     const hal::ErrorCodeFn* codes) {
   SpanInput s;
   s.start_ns = int64_t(e.ts_ns) + mono_to_wall_ns;
   s.dur_ns = e.dur_ns;
@@ -36,6 +37,14 @@ SpanInput span_input(const hal::Event& e, int64_t mono_to_wall_ns, const std::st
   s.op = std::string(e.op);
   s.has_ret = e.has_ret;
   s.ret = e.ret;
+  if (e.has_ret && e.ret != 0) {
+    auto code = codes && *codes ? (*codes)(e.api, e.ret) : std::nullopt;
+    if (code) s.error = std::string(code->name);
+    auto cls =
+        code ? code->cls
+             : hal::ErrorClass(e.get_or(hal::Field::kErrClass, uint64_t(hal::ErrorClass::kOther)));
+    s.failed = cls != hal::ErrorClass::kNotReady;
+  }
   s.bytes = e.get(hal::Field::kBytes);
   s.count = e.get(hal::Field::kCount);
   s.rank = e.get(hal::Field::kRank);
@@ -92,11 +101,14 @@ void make_span(const SpanInput& in, const ContainerIds& ids, const std::string& 
   s->set_kind(pt::Span::SPAN_KIND_INTERNAL);
   s->set_start_time_unix_nano(uint64_t(in.start_ns));
   s->set_end_time_unix_nano(uint64_t(in.start_ns) + in.dur_ns);
-  if (in.has_ret && in.ret != 0) {
+  std::string code = std::to_string(in.ret);
+  if (in.failed) {
     s->mutable_status()->set_code(pt::Status::STATUS_CODE_ERROR);
-    s->mutable_status()->set_message("returned " + std::to_string(in.ret));
+    s->mutable_status()->set_message("returned " +
+                                     (in.error.empty() ? code : in.error + " (" + code + ")"));
   }
   auto* a = s->mutable_attributes();
+  if (in.failed) add_attr(a, "error.type", in.error.empty() ? code : in.error);
   add_attr(a, "process.pid", int64_t(in.pid));
   add_attr(a, "thread.id", int64_t(in.tid));
   add_attr(a, "process.executable.name", in.comm);

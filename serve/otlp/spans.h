@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hal/error_codes.h"
 #include "hal/event.h"
 #include "hal/stack_frame.h"
 #include "opentelemetry/proto/trace/v1/trace.pb.h"
@@ -35,6 +36,8 @@ struct SpanInput {
   std::string comm, vendor, api, kind, op;
   bool has_ret = false;
   int64_t ret = 0;
+  std::string error;    // the code's name ("cudaErrorIllegalAddress"), "" when unknown
+  bool failed = false;  // returned a failure: non-zero, and not "not ready" (a call in progress)
   std::optional<uint64_t> bytes, count, rank, nranks, comm_hash;
   uint64_t off_cpu_ns = 0;
   uint32_t preempts = 0;
@@ -55,7 +58,9 @@ class SpanFilter {
   uint64_t second_ = 0, in_second_ = 0;
 };
 
-SpanInput span_input(const hal::Event& e, int64_t mono_to_wall_ns, const std::string* stack);
+// `codes` names a failed call's code (hal/error_codes.h); null or empty: its number only.
+SpanInput span_input(const hal::Event& e, int64_t mono_to_wall_ns, const std::string* stack,
+                     const hal::ErrorCodeFn* codes = nullptr);
 
 // Stacks seen so far (EventSink::on_stack), as the text of code.stacktrace; the oldest are
 // forgotten beyond `capacity`.

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "app/builtin_backends.h"
 #include "serve/metrics/metrics.h"
 #include "serve/otlp/exporter.h"
 #include "test_paths.h"
@@ -244,6 +245,41 @@ TEST(OtlpExport, SlowCallsAndCollectivesBecomeSpansBoundedPerSecond) {
   EXPECT_EQ(spans[2].status().code(), pt::Status::STATUS_CODE_ERROR);
   EXPECT_EQ(spans[2].status().message(), "returned 700");
   EXPECT_EQ(spans[4].start_time_unix_nano(), 1'700'000'010'000'000'000u);
+}
+
+// With the backends' names, a failed call's span says which error; a call in progress is no
+// error at all.
+TEST(OtlpExport, AFailedCallsSpanNamesItsCode) {
+  test::OtlpReceiver rx;
+  auto o = fast_options();
+  o.spans = true;
+  o.span_threshold_ns = 1'000'000;
+  o.error_codes = app::builtin_error_codes();
+  Exporter e(config_for(rx.url()), o, nullptr);
+  using K = hal::EventKind;
+  auto fault = call("cuda_runtime", K::kSync, "cudaStreamSynchronize", 2'000'000, 700);
+  ASSERT_TRUE(e.on_event(fault));
+  auto odd = call("cuda_runtime", K::kSync, "cudaStreamSynchronize", 2'000'000, 4242);
+  odd.ts_ns += 1;
+  ASSERT_TRUE(e.on_event(odd));
+  auto busy = call("nccl", K::kCollective, "ncclAllReduce", 20'000, 7);
+  busy.ts_ns += 2;
+  ASSERT_TRUE(e.on_event(busy));
+  e.finish(Clock::now() + 5s);
+  std::vector<pt::Span> spans = all_spans(rx);
+  ASSERT_EQ(spans.size(), 3u);
+  auto error_type = [](const pt::Span& sp) {
+    for (const auto& kv : sp.attributes())
+      if (kv.key() == "error.type") return kv.value().string_value();
+    return std::string("(none)");
+  };
+  EXPECT_EQ(spans[0].status().code(), pt::Status::STATUS_CODE_ERROR);
+  EXPECT_EQ(spans[0].status().message(), "returned cudaErrorIllegalAddress (700)");
+  EXPECT_EQ(error_type(spans[0]), "cudaErrorIllegalAddress");
+  EXPECT_EQ(spans[1].status().message(), "returned 4242");
+  EXPECT_EQ(error_type(spans[1]), "4242");
+  EXPECT_EQ(spans[2].status().code(), pt::Status::STATUS_CODE_UNSET);
+  EXPECT_EQ(error_type(spans[2]), "(none)");
 }
 
 // A process may name itself, and its code, any bytes: a span's strings are UTF-8 all the same,
