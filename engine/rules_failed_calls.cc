@@ -158,11 +158,18 @@ struct FailedCalls::Counts {
       it->more_ops = true;
   }
 
-  // A folded run holds launches that succeeded.
+  // A folded run holds launches that succeeded, with no other call of the process among them
+  // (store/tiers.h): in flight like any.
   void run(const CallRun& r) {
     Proc& p = proc(r.pid);
     p.returned += r.timed();
     p.ok += r.timed();
+    if (r.kind != hal::EventKind::kLaunch) return;
+    uint64_t kept = std::min<uint64_t>(r.calls, kFailedCallsLaunchesKept);
+    for (uint64_t k = r.calls - kept; k < r.calls; ++k)
+      p.now.last[(p.now.launches + k) % kFailedCallsLaunchesKept] = {
+          .ts = r.ts_ns, .tid = r.tid, .func = r.func.value_or(0)};
+    p.now.launches += r.calls;
   }
 
   TraceSource& source;

@@ -77,5 +77,48 @@ TEST(TraceCuda, FailedCallsOfTheRealRuntimeAreExplainedByName) {
   EXPECT_NE(text.find("[HIGH] " + summary), std::string::npos) << text;
 }
 
+// A sticky device fault (the stand-in runtime's INGERO_FAKE_FAULT_AFTER): the sync of step 21
+// fails with cudaErrorIllegalAddress, and every call after it. explain names it, the 16
+// launches in flight since the last sync that succeeded, and what failed after it.
+TEST(TraceCuda, AStickyFaultNamesTheLaunchesInFlight) {
+  REQUIRE_BPF();
+  std::string db = temp_path("fault.db");
+  std::vector<std::string> env = kFakeEnv;
+  env.push_back("INGERO_FAKE_FAULT_AFTER=20");
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "steps", INGERO_FAKE_CUDART, "40"},
+                           {"--launch-timing", "1"}, env);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  // Steps 1-20 succeed; step 21's launches too, then its sync fails; steps 22-40 fail whole.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE ret = 700"), 1 + 19 * 17);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE ret = 0"), 20 * 17 + 16);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE err_class = 5"), 1 + 19 * 17);
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_FALSE(j["chains"].empty()) << out;
+  const auto& c = j["chains"][0];
+  EXPECT_EQ(c["rule"], "failed_calls") << c.dump(2);
+  EXPECT_EQ(c["severity"], "HIGH");
+  std::string summary = c["summary"];
+  EXPECT_NE(summary.find("'s GPU context failed: cudaStreamSynchronize returned "
+                         "cudaErrorIllegalAddress (700), and 323 of the 323 calls that returned "
+                         "after it failed"),
+            std::string::npos)
+      << summary;
+  ASSERT_EQ(c["timeline"].size(), 3u) << c.dump(2);
+  std::string in_flight = c["timeline"][1]["detail"];
+  EXPECT_EQ(in_flight.rfind("in flight: 16 launches since the last cudaStreamSynchronize that "
+                            "returned success (",
+                            0),
+            0u)
+      << in_flight;
+  std::string last8 = "the last 8: function 0x1234";
+  for (int i = 1; i < 8; ++i) last8 += ", function 0x1234";
+  EXPECT_EQ(in_flight.substr(in_flight.size() - last8.size()), last8) << in_flight;
+  EXPECT_EQ(c["fixes"][0],
+            "Rerun with CUDA_LAUNCH_BLOCKING=1 so that the launch that faults is "
+            "the call that fails");
+}
+
 }  // namespace
 }  // namespace ingero::test

@@ -15,6 +15,9 @@
  *   INGERO_FAKE_LAUNCH_SPIN_EVERY=K (with INGERO_FAKE_LAUNCH_SPIN_US=N) every K-th
  *                             cudaLaunchKernel of the process busy-waits N microseconds on the
  *                             CPU: a known share of slow launches, whatever the machine
+ *   INGERO_FAKE_FAULT_AFTER=N a sticky device fault: the first N cudaStreamSynchronize succeed,
+ *                             every later one returns 700 (cudaErrorIllegalAddress), and so
+ *                             does every cudaLaunchKernel after the first that failed
  * cudaDeviceSynchronize calls the driver's cuCtxSynchronize and cudaLaunchKernel its
  * cuLaunchKernel, as the real runtime does: nested calls. */
 #include <stdint.h>
@@ -50,6 +53,9 @@ __attribute__((visibility("default"))) int cudaMemcpyAsync(void* d, const void* 
   (void)d, (void)s, (void)n, (void)kind, (void)stream;
   return 0;
 }
+/* INGERO_FAKE_FAULT_AFTER: set by the first cudaStreamSynchronize that reports the fault. */
+static int faulted;
+
 __attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** a,
                                                             size_t shm, void* stream) {
   const char* us = getenv("INGERO_FAKE_LAUNCH_US");  // a slow launch path (fleet metrics test)
@@ -65,7 +71,8 @@ __attribute__((visibility("default"))) int cudaLaunchKernel(const void* f, dim3 
   static unsigned long launches;
   if (every && spin && atol(every) > 0 && ++launches % (unsigned long)atol(every) == 0)
     spin_us(atol(spin));
-  return cuLaunchKernel((void*)f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shm, stream, a, 0);
+  int r = cuLaunchKernel((void*)f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shm, stream, a, 0);
+  return faulted ? 700 : r;
 }
 __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
   (void)stream;
@@ -84,7 +91,10 @@ __attribute__((visibility("default"))) int cudaStreamSynchronize(void* stream) {
   if (us) usleep((useconds_t)atoi(us));
   const char* spin = getenv("INGERO_FAKE_SYNC_SPIN_US");
   if (spin) spin_us(atol(spin));
-  return 0;
+  const char* fault = getenv("INGERO_FAKE_FAULT_AFTER");
+  static long syncs;
+  if (fault && ++syncs > atol(fault)) faulted = 1;
+  return faulted ? 700 : 0;
 }
 __attribute__((visibility("default"))) int cudaDeviceSynchronize(void) {
   return cuCtxSynchronize();
