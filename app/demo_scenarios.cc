@@ -373,6 +373,57 @@ void launch_bound(Demo& d) {
   (void)d.naming({2, 120 * 8, 1, 0, 0});
 }
 
+// A kernel indexes past its input at step 150: the step's loss read (a D2H copy) returns
+// cudaErrorIllegalAddress, and so does every call after it until the program gives up.
+void device_fault(Demo& d) {
+  const uint32_t kPid = 7373;
+  const uint64_t kStepStack = 0x71, kLossStack = 0x72;
+  const uint64_t kEmbed = 0x55d0c0b01000, kGather = 0x55d0c0b01100, kLoss = 0x55d0c0b01200;
+  d.proc(kPid, "python3");
+  auto py = [](const char* fn, int64_t line) {
+    hal::StackFrame f;
+    f.python = true;
+    f.function = fn;
+    f.file = "/home/user/train.py";
+    f.line = line;
+    return f;
+  };
+  d.stack(kStepStack, {py("forward", 41), py("train_step", 77), py("<module>", 90)});
+  d.stack(kLossStack, {py("train_step", 80), py("<module>", 90)});
+  d.kernel(kPid, kEmbed, "_Z9embed_fwdPKfPKlPfi", hal::KernelNameSource::kRegistration);
+  d.kernel(kPid, kGather, "_Z11gather_rowsIfEvPKT_PKlPS0_i", hal::KernelNameSource::kRegistration);
+  d.kernel(kPid, kLoss, "_Z8mse_lossPKfS0_Pfi", hal::KernelNameSource::kRegistration);
+  for (uint64_t s = 0; s < 3; ++s) d.snapshot(kT0 + s * kS, 40.0, 30.0);
+  const uint64_t kFault = 150;
+  for (uint64_t i = 0; i < kFault + 4; ++i) {  // 12 ms steps
+    uint64_t t = kT0 + i * 12 * kMs;
+    int64_t ret = i >= kFault ? 700 : 0;
+    for (int k = 0; k < 12; ++k) {
+      Event e = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaLaunchKernel",
+                       EventKind::kLaunch, t + uint64_t(k) * 200 * kUs, d.jitter(6 * kUs, 0.2));
+      e.set(Field::kFunc, k < 4 ? kEmbed : k < 11 ? kGather : kLoss);
+      e.set(Field::kStream, 0);
+      e.stack_id = kStepStack;
+      e.ret = i > kFault ? 700 : 0;  // the fault surfaces at step 150's loss read
+      d.add(e);
+    }
+    Event c = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy,
+                     t + 10 * kMs, d.jitter(30 * kUs, 0.2));
+    c.set(Field::kBytes, 4);
+    c.set(Field::kDirection, 2);
+    c.set(Field::kStream, 0);
+    c.stack_id = kLossStack;
+    c.ret = ret;
+    d.add(c);
+    Event s = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaStreamSynchronize",
+                     EventKind::kSync, t + 10 * kMs + 40 * kUs, d.jitter(1500 * kUs, 0.1));
+    s.set(Field::kStream, 0);
+    s.stack_id = kLossStack;
+    s.ret = ret;
+    d.add(s);
+  }
+}
+
 }  // namespace
 
 const std::vector<DemoScenario>& demo_scenarios() {
@@ -389,6 +440,9 @@ const std::vector<DemoScenario>& demo_scenarios() {
       {"launch-bound",
        "400 tiny mul and 400 add kernels per step from one line: the host's launch rate sets "
        "the step time"},
+      {"device-fault",
+       "a kernel indexes out of bounds at step 150: cudaErrorIllegalAddress surfaces at the loss "
+       "read, and every call after it fails"},
   };
   return s;
 }
@@ -414,6 +468,8 @@ ingero::Status write_demo(const std::string& scenario, store::TraceWriter& w) {
     nccl_straggler(d);
   else if (scenario == "launch-bound")
     launch_bound(d);
+  else if (scenario == "device-fault")
+    device_fault(d);
   else {
     std::string known;
     for (const auto& s : demo_scenarios()) known += (known.empty() ? "" : ", ") + s.name;

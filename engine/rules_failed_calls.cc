@@ -271,15 +271,23 @@ std::string in_flight_text(const Counts::InFlight& in, uint32_t pid,
                                   : "since the trace began";
   if (!n) return "no launch " + since;
   uint64_t kept = std::min<uint64_t>(n, kFailedCallsLaunchesKept);
-  std::string list;
+  // In order, a kernel launched several times in a row once: "gather_rows<float> × 7".
+  std::vector<std::pair<std::string, uint64_t>> runs;
   for (uint64_t k = n - kept; k < n; ++k) {
     const auto& l = in.last[k % kFailedCallsLaunchesKept];
     auto it = names.find({pid, l.func});
     std::string name = it != names.end() ? hal::short_kernel_name(it->second)
                        : l.func          ? unnamed_function_label(l.func)
                                          : "a kernel";
-    list += (list.empty() ? "" : ", ") + name;
+    if (!runs.empty() && runs.back().first == name)
+      ++runs.back().second;
+    else
+      runs.emplace_back(std::move(name), 1);
   }
+  std::string list;
+  for (const auto& [name, times] : runs)
+    list +=
+        (list.empty() ? "" : ", ") + name + (times > 1 ? " \u00d7 " + std::to_string(times) : "");
   return format_count(n) + (n == 1 ? " launch " : " launches ") + since + "; " +
          (kept == n ? "" : "the last " + std::to_string(kept) + ": ") + list;
 }

@@ -2,8 +2,14 @@
 // as failures, the severity, the first failure, and the launches in flight at a device fault.
 #include <gtest/gtest.h>
 
+#include "app/builtin_backends.h"
+#include "app/demo_scenarios.h"
 #include "backends/cuda/cuda_errors.h"
 #include "step_source.h"
+#include "store/sql_trace_source.h"
+#include "store/trace_reader.h"
+#include "store/trace_writer.h"
+#include "tests/support/trace_db.h"
 
 namespace ingero::engine {
 namespace {
@@ -212,6 +218,40 @@ TEST(FailedCalls, AFaultLeadsWhereAnInvalidCallFailedFirst) {
   EXPECT_EQ(c->timeline[1].detail,
             "in flight: 1 launch since the last cudaStreamSynchronize that returned success (" +
                 format_wall(int64_t(2 * kMs + 50 * kUs)) + "); function 0xa1");
+}
+
+// The device-fault demo (ingero demo device-fault): a gather kernel faults at step 150, its
+// loss read reports it, and the chain names the kernels in flight, a repeated one once.
+TEST(FailedCalls, TheDeviceFaultDemoNamesItsKernelsInFlight) {
+  std::string path = test::temp_path("device-fault.db");
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(app::write_demo("device-fault", **w));
+    ASSERT_TRUE((*w)->finish({}));
+  }
+  auto reader = store::TraceReader::open(path, {}, app::builtin_error_codes());
+  ASSERT_TRUE(reader);
+  store::SqlTraceSource src(**reader);
+  Analysis a = analyze(src, Window{});
+  ASSERT_FALSE(a.chains.empty());
+  const Chain& c = a.chains[0];
+  EXPECT_EQ(c.rule, "failed_calls");
+  EXPECT_EQ(c.severity, Severity::kHigh);
+  EXPECT_EQ(c.summary,
+            "python3 (pid 7373)'s GPU context failed: cudaMemcpyAsync returned "
+            "cudaErrorIllegalAddress (700), and 43 of the 43 calls that returned after it failed");
+  ASSERT_EQ(c.timeline.size(), 3u);
+  EXPECT_NE(c.timeline[1].detail.find("; the last 8: gather_rows<float> \u00d7 7, mse_loss"),
+            std::string::npos)
+      << c.timeline[1].detail;
+  EXPECT_EQ(c.timeline[1].detail.rfind("in flight: 12 launches since the last "
+                                       "cudaStreamSynchronize that returned success (",
+                                       0),
+            0u)
+      << c.timeline[1].detail;
+  ASSERT_EQ(c.stacks.size(), 1u);
+  EXPECT_EQ(c.stacks[0].frames[0], "[Python] /home/user/train.py:80 in train_step()");
 }
 
 // A library that returns garbage: every call a code of its own. The pass keeps 64 codes and
