@@ -21,6 +21,23 @@ using hal::ErrorClass;
 
 namespace {
 
+constexpr uint64_t kNoStream = UINT64_MAX;
+
+bool queues_work(const hal::Event& e) {
+  using K = hal::EventKind;
+  switch (e.kind) {
+    case K::kLaunch:
+    case K::kGraphLaunch:
+    case K::kCollective:
+    case K::kP2P:
+    case K::kMemset:
+    case K::kMemcpy:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool waits_for_gpu(const hal::Event& e) {
   if (e.kind == hal::EventKind::kSync) return true;
   return e.kind == hal::EventKind::kMemcpy &&
@@ -30,18 +47,27 @@ bool waits_for_gpu(const hal::Event& e) {
 }  // namespace
 
 struct FailedCalls::Counts {
-  struct Launch {
+  // A call that queued work on the GPU: a launch, a graph launch, a collective, a copy or set
+  // that did not wait.
+  struct Queued {
     int64_t ts = 0;
-    uint32_t tid = 0;
-    uint64_t func = 0;
+    uint64_t func = 0;  // a launch's kernel function
+    std::string_view op;
+    bool kernel = false;
   };
-  // The launches since the last call that waited for the GPU and returned success: how many,
-  // the last kFailedCallsLaunchesKept of them (a ring), and that wait's end and op.
+  // What one stream had queued since the last call that waited for it and returned success:
+  // how many, the last kFailedCallsLaunchesKept (a ring), and that wait's end and op.
   struct InFlight {
-    uint64_t launches = 0;
-    std::array<Launch, kFailedCallsLaunchesKept> last{};
+    uint64_t queued = 0, kernels = 0;
+    std::array<Queued, kFailedCallsLaunchesKept> last{};
     int64_t wait_end = 0;
     std::string_view wait_op;
+    bool merged = false;  // every stream's together: the failing call named none
+    void add(const Queued& q) {
+      last[queued % kFailedCallsLaunchesKept] = q;
+      ++queued;
+      kernels += q.kernel;
+    }
   };
   struct Failure {
     int64_t ts = 0;
@@ -61,12 +87,13 @@ struct FailedCalls::Counts {
     Failure first;
     // The process's calls that had returned, and returned success, before its first failure.
     uint64_t returned_before = 0, ok_before = 0;
-    InFlight in_flight;  // at its first failure, for a device fault
+    InFlight in_flight;  // at its first failure: its stream's, for a device fault
   };
   struct Proc {
     uint64_t returned = 0, ok = 0, failed = 0;  // failed: OOM excluded
     int64_t first_fail = 0, last_fail = 0;
-    InFlight now;
+    // By stream (kNoStream: calls that name none, and streams past kFailedCallsStreamsKept).
+    std::map<uint64_t, InFlight> streams;
     std::vector<Code> codes;       // the first kFailedCallsCodesKept codes, in order of first
     uint64_t unkept_failures = 0;  // failures with a code past them
   };
@@ -79,10 +106,12 @@ struct FailedCalls::Counts {
   std::pair<ErrorClass, std::optional<hal::ErrorCode>> classify(const hal::Event& e) {
     auto key = std::make_pair(e.api.data(), e.ret);
     std::optional<hal::ErrorCode> code;
-    if (auto it = known.find(key); it != known.end())
+    if (auto it = known.find(key); it != known.end()) {
       code = it->second;
-    else if ((code = source.error_code(e.api, e.ret)), known.size() < kFailedCallsCodesCached)
-      known.emplace(key, code);
+    } else {
+      code = source.error_code(e.api, e.ret);
+      if (known.size() < kFailedCallsCodesCached) known.emplace(key, code);
+    }
     if (code) return {code->cls, code};
     uint64_t stored = e.get_or(hal::Field::kErrClass, uint64_t(ErrorClass::kOther));
     return {stored > uint64_t(ErrorClass::kInvalid) ? ErrorClass::kOther : ErrorClass(stored),
@@ -97,27 +126,76 @@ struct FailedCalls::Counts {
     return *last;
   }
 
+  // The stream a call names, or kNoStream; a process's streams past kFailedCallsStreamsKept
+  // share kNoStream's.
+  static uint64_t stream_of(const Proc& p, std::optional<uint64_t> s) {
+    if (!s || *s == kNoStream) return kNoStream;
+    if (p.streams.count(*s) || p.streams.size() < kFailedCallsStreamsKept) return *s;
+    return kNoStream;
+  }
+
   void call(const hal::Event& e) {
     Proc& p = proc(e.pid);
-    if (e.kind == hal::EventKind::kLaunch) {
-      p.now.last[p.now.launches % kFailedCallsLaunchesKept] = {
-          .ts = int64_t(e.ts_ns), .tid = e.tid, .func = e.get_or(hal::Field::kFunc, 0)};
-      ++p.now.launches;
-    }
-    if (!e.has_ret || e.unfinished) return;
-    if (e.ret == 0) {
+    bool finished = e.has_ret && !e.unfinished;
+    if (finished && e.ret == 0) {
       ++p.returned;
       ++p.ok;
-      if (waits_for_gpu(e))
-        p.now = {
-            .launches = 0, .last = {}, .wait_end = int64_t(e.ts_ns + e.dur_ns), .wait_op = e.op};
+      if (waits_for_gpu(e)) waited(p, e);
+    } else if (finished) {
+      auto [cls, name] = classify(e);
+      if (cls == ErrorClass::kNotReady) return;  // an answer, not a failure
+      ++p.returned;
+      if (cls == ErrorClass::kOutOfMemory) return;  // gpu_oom's
+      failed(p, e, cls, name);
+      return;  // a call that failed queued nothing
+    }
+    if (queues_work(e) && !(finished && waits_for_gpu(e)))
+      p.streams[stream_of(p, e.get(hal::Field::kStream))].add(
+          {.ts = int64_t(e.ts_ns),
+           .func = e.get_or(hal::Field::kFunc, 0),
+           .op = e.op,
+           .kernel = e.kind == hal::EventKind::kLaunch});
+  }
+
+  // A wait that returned success: its stream's work is done, or every stream's where it names
+  // none (a device or context sync).
+  static void waited(Proc& p, const hal::Event& e) {
+    InFlight done;
+    done.wait_end = int64_t(e.ts_ns + e.dur_ns);
+    done.wait_op = e.op;
+    auto s = e.get(hal::Field::kStream);
+    if (s) {
+      p.streams[stream_of(p, s)] = done;
       return;
     }
-    auto [cls, name] = classify(e);
-    if (cls == ErrorClass::kNotReady) return;  // an answer, not a failure
-    ++p.returned;
-    if (cls == ErrorClass::kOutOfMemory) return;  // gpu_oom's
-    failed(p, e, cls, name);
+    for (auto& [id, in] : p.streams) in = done;
+    p.streams[kNoStream] = done;
+  }
+
+  // What was in flight at a failure: its stream's queue where it names one, else every
+  // stream's together (the most recent last).
+  static InFlight in_flight_at(const Proc& p, const hal::Event& e) {
+    if (auto s = e.get(hal::Field::kStream)) {
+      auto it = p.streams.find(stream_of(p, s));
+      return it == p.streams.end() ? InFlight{} : it->second;
+    }
+    InFlight all;
+    all.merged = true;
+    std::vector<Queued> recent;
+    for (const auto& [id, in] : p.streams) {
+      all.queued += in.queued;
+      all.kernels += in.kernels;
+      for (uint64_t k = in.queued - std::min<uint64_t>(in.queued, kFailedCallsLaunchesKept);
+           k < in.queued; ++k)
+        recent.push_back(in.last[k % kFailedCallsLaunchesKept]);
+    }
+    std::stable_sort(recent.begin(), recent.end(),
+                     [](const Queued& x, const Queued& y) { return x.ts < y.ts; });
+    size_t from = recent.size() - std::min(recent.size(), size_t(kFailedCallsLaunchesKept));
+    uint64_t before = all.queued - (recent.size() - from);
+    for (size_t i = from; i < recent.size(); ++i)
+      all.last[(before + (i - from)) % kFailedCallsLaunchesKept] = recent[i];
+    return all;
   }
 
   void failed(Proc& p, const hal::Event& e, ErrorClass cls,
@@ -149,7 +227,7 @@ struct FailedCalls::Counts {
                                               .first = f,
                                               .returned_before = p.returned - 1,
                                               .ok_before = p.ok,
-                                              .in_flight = p.now});
+                                              .in_flight = in_flight_at(p, e)});
     }
     ++it->calls;
     if (it->ops.size() < kFailedCallsOpsKept)
@@ -158,18 +236,19 @@ struct FailedCalls::Counts {
       it->more_ops = true;
   }
 
-  // A folded run holds launches that succeeded, with no other call of the process among them
-  // (store/tiers.h): in flight like any.
+  // A folded run holds launches that succeeded on one stream, with no other call of the
+  // process among them (store/tiers.h): in flight like any.
   void run(const CallRun& r) {
     Proc& p = proc(r.pid);
     p.returned += r.timed();
     p.ok += r.timed();
     if (r.kind != hal::EventKind::kLaunch) return;
+    InFlight& in = p.streams[stream_of(p, r.stream)];
     uint64_t kept = std::min<uint64_t>(r.calls, kFailedCallsLaunchesKept);
-    for (uint64_t k = r.calls - kept; k < r.calls; ++k)
-      p.now.last[(p.now.launches + k) % kFailedCallsLaunchesKept] = {
-          .ts = r.ts_ns, .tid = r.tid, .func = r.func.value_or(0)};
-    p.now.launches += r.calls;
+    in.queued += r.calls - kept;
+    in.kernels += r.calls - kept;
+    for (uint64_t k = 0; k < kept; ++k)
+      in.add({.ts = r.ts_ns, .func = r.func.value_or(0), .op = r.op, .kernel = true});
   }
 
   TraceSource& source;
@@ -201,6 +280,7 @@ std::string ops_text(const Counts::Code& c) {
 
 Severity severity_of(ErrorClass cls, const Counts::Proc& p) {
   if (cls == ErrorClass::kNoDevice || cls == ErrorClass::kDeviceFault) return Severity::kHigh;
+  if (p.failed < kFailedCallsMinForShare) return Severity::kLow;  // a share of a few is none
   double share = double(p.failed) / double(std::max<uint64_t>(p.returned, 1));
   if (share >= kFailedCallsHighShare) return Severity::kHigh;
   if (share >= kFailedCallsMediumShare || p.failed >= kFailedCallsMediumCount)
@@ -261,24 +341,29 @@ std::vector<std::string> fixes_of(ErrorClass cls, bool amd) {
   }
 }
 
-// The launches in flight when a fault surfaced: those since the last call that waited for the
-// GPU and returned success, the last of them by kernel name.
-std::string in_flight_text(const Counts::InFlight& in, uint32_t pid,
+// The work in flight when a fault surfaced: what its stream had queued since the last call
+// that waited for it and returned success (every stream's, where the failing call named none),
+// the last of it by kernel name or op. `windowed`: the analysis saw a window, not the trace.
+std::string in_flight_text(const Counts::InFlight& in, uint32_t pid, bool windowed,
                            const std::map<std::pair<uint32_t, uint64_t>, std::string>& names) {
-  uint64_t n = in.launches;
-  std::string since = in.wait_end ? "since the last " + std::string(in.wait_op) +
-                                        " that returned success (" + format_wall(in.wait_end) + ")"
-                                  : "since the trace began";
+  uint64_t n = in.queued;
+  std::string since = in.merged ? "since each stream's last wait that returned success"
+                      : in.wait_end
+                          ? "since the last " + std::string(in.wait_op) +
+                                " that returned success (" + format_wall(in.wait_end) + ")"
+                      : windowed ? "since the window began"
+                                 : "since the trace began";
   if (!n) return "no launch " + since;
   uint64_t kept = std::min<uint64_t>(n, kFailedCallsLaunchesKept);
   // In order, a kernel launched several times in a row once: "gather_rows<float> × 7".
   std::vector<std::pair<std::string, uint64_t>> runs;
   for (uint64_t k = n - kept; k < n; ++k) {
-    const auto& l = in.last[k % kFailedCallsLaunchesKept];
-    auto it = names.find({pid, l.func});
-    std::string name = it != names.end() ? hal::short_kernel_name(it->second)
-                       : l.func          ? unnamed_function_label(l.func)
-                                         : "a kernel";
+    const auto& q = in.last[k % kFailedCallsLaunchesKept];
+    auto it = names.find({pid, q.func});
+    std::string name = !q.kernel           ? std::string(q.op)
+                       : it != names.end() ? hal::short_kernel_name(it->second)
+                       : q.func            ? unnamed_function_label(q.func)
+                                           : "a kernel";
     if (!runs.empty() && runs.back().first == name)
       ++runs.back().second;
     else
@@ -288,7 +373,10 @@ std::string in_flight_text(const Counts::InFlight& in, uint32_t pid,
   for (const auto& [name, times] : runs)
     list +=
         (list.empty() ? "" : ", ") + name + (times > 1 ? " \u00d7 " + std::to_string(times) : "");
-  return format_count(n) + (n == 1 ? " launch " : " launches ") + since + "; " +
+  std::string what =
+      in.kernels == n ? (n == 1 ? " launch " : " launches ")
+                      : (n == 1 ? " call that queued GPU work " : " calls that queued GPU work ");
+  return format_count(n) + what + since + "; " +
          (kept == n ? "" : "the last " + std::to_string(kept) + ": ") + list;
 }
 
@@ -344,20 +432,25 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
   c.severity = severity_of(cls, p);
   uint64_t returned_after = p.returned - code.returned_before - 1;
   uint64_t ok_after = p.ok - code.ok_before;
+  // A window that is not the whole trace may begin after a process's first failure.
+  bool windowed = a.window.from_ns != Window{}.from_ns;
+  std::string first_of = windowed ? " in the window" : "";
   std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
   std::string counted = format_count(p.failed) + " of " + format_count(p.returned) + " GPU calls";
   std::string first = std::string(f.op) + " returned " + code_text(code);
   if (cls == ErrorClass::kNoDevice)
     c.summary = who + " could not use a GPU: " + counted + " failed, the first " + first;
   else if (cls == ErrorClass::kDeviceFault)
-    c.summary = who + "'s GPU context failed: " + first + ", and " +
-                format_count(returned_after - ok_after) + " of the " +
-                format_count(returned_after) + " calls that returned after it failed";
+    c.summary =
+        who + "'s GPU context failed: " + first +
+        (returned_after ? ", and " + format_count(returned_after - ok_after) + " of the " +
+                              format_count(returned_after) + " calls that returned after it failed"
+                        : "");
   else
     c.summary = counted + " of " + who + " failed, the first " + first;
   c.root_cause = root_cause_of(cls);
-  c.explanation = codes_text(p) + " The first " + code_text(code) + " at " + format_wall(f.ts) +
-                  " on thread " + std::to_string(f.tid) + ", after " +
+  c.explanation = codes_text(p) + " The first " + code_text(code) + first_of + " at " +
+                  format_wall(f.ts) + " on thread " + std::to_string(f.tid) + ", after " +
                   format_count(code.ok_before) + (code.ok_before == 1 ? " call" : " calls") +
                   " that returned success; after it, " + format_count(ok_after) + " of " +
                   format_count(returned_after) + " succeeded.";
@@ -366,8 +459,8 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
   std::string layer = layer_of(f.api);
   c.timeline.push_back({layer, std::string(f.op), "first failure: " + first, f.dur / 1000});
   if (cls == ErrorClass::kDeviceFault)
-    c.timeline.push_back(
-        {layer, "launches", "in flight: " + in_flight_text(code.in_flight, pid, names), 0});
+    c.timeline.push_back({layer, "launches",
+                          "in flight: " + in_flight_text(code.in_flight, pid, windowed, names), 0});
   if (returned_after)
     c.timeline.push_back({layer, "after",
                           format_count(ok_after) + " of the " + format_count(returned_after) +
@@ -387,7 +480,9 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
   }
   c.stacks_sought = true;
   c.id = c.rule + ":" + std::to_string(pid) + ":" + c.op;
-  c.score = (c.severity == Severity::kHigh ? 1e8 : 0) + double(p.failed);
+  // No usable GPU, or a context lost: nothing else the process did can be judged after it.
+  bool fatal = cls == ErrorClass::kNoDevice || cls == ErrorClass::kDeviceFault;
+  c.score = (fatal ? 1e8 : 0) + double(p.failed);
   return c;
 }
 

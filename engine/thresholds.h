@@ -96,6 +96,9 @@ inline constexpr uint64_t kNeighbourHighNs = 1'000'000'000;
 // Half of a process's calls failing is the process not working; a sticky device fault or no
 // usable GPU is HIGH at any count (every later call fails, or none could succeed).
 inline constexpr double kFailedCallsHighShare = 0.5;
+// A share of fewer failures says nothing (one call of one that failed at exit is not half the
+// process failing): they are LOW, but for no usable GPU or a device fault.
+inline constexpr uint64_t kFailedCallsMinForShare = 10;
 // One call in twenty failing, or a hundred failures, is a pattern, not a one-off.
 inline constexpr double kFailedCallsMediumShare = 0.05;
 inline constexpr uint64_t kFailedCallsMediumCount = 100;
@@ -108,5 +111,7 @@ inline constexpr size_t kFailedCallsCodesNamed = 4;
 // library returning garbage must not make the pass quadratic or its memory grow per call.
 inline constexpr size_t kFailedCallsCodesKept = 64;
 inline constexpr size_t kFailedCallsCodesCached = 4096;
+// Streams whose queued work a process keeps apart; the others' share one queue.
+inline constexpr size_t kFailedCallsStreamsKept = 64;
 
 }  // namespace ingero::engine

@@ -7,7 +7,7 @@ namespace {
 
 // The code of the call in argv (api, ret); nullopt where ret is NULL or 0 (no failure).
 std::optional<int64_t> failed_ret(sqlite3_value** argv) {
-  if (sqlite3_value_type(argv[1]) == SQLITE_NULL) return std::nullopt;
+  if (sqlite3_value_type(argv[1]) != SQLITE_INTEGER) return std::nullopt;  // NULL, text, real
   int64_t ret = sqlite3_value_int64(argv[1]);
   if (ret == 0) return std::nullopt;
   return ret;

@@ -2,10 +2,10 @@
 // on the connections of readers given them (TraceReader::open): `ingero query`, MCP's query,
 // every command that analyses a file.
 //   error_name(api, ret)   TEXT  the vendor's name ("cudaErrorIllegalAddress"); NULL where ret
-//                                is NULL or 0, or no backend knows the code
+//                                is NULL, 0 or not an integer, or no backend knows the code
 //   error_class(api, ret)  TEXT  its class: "no_device", "device_fault", "invalid",
-//                                "not_ready", "out_of_memory", "other"; NULL where ret is NULL
-//                                or 0, "other" for a code no backend knows
+//                                "not_ready", "out_of_memory", "other"; NULL where ret is NULL,
+//                                0 or not an integer, "other" for a code no backend knows
 #pragma once
 
 #include <sqlite3.h>

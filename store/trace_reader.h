@@ -32,6 +32,9 @@ namespace ingero::store {
 
 class TraceReader {
  public:
+  // Not copied or moved: its connection's SQL functions hold the address of its error codes.
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
   // `error_codes` names the calls' return codes for the engine (TraceSource::error_code): the
   // backends' tables (hal::BackendRegistry::error_code); without it codes are numbers.
   static ingero::Result<std::unique_ptr<TraceReader>> open(const std::string& path,
@@ -56,6 +59,7 @@ class TraceReader {
   }
 
  private:
+  TraceReader() = default;
   std::unique_ptr<Db> db_;
   std::vector<hal::SqlView> views_;
   hal::ErrorCodeFn error_codes_;

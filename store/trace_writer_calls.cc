@@ -51,7 +51,9 @@ ingero::Status TraceWriter::add_call(const hal::Event& ev, const OpIds& ids) {
   s.op = ids.op;
   s.timed = ev.timed;
   s.unfinished = ev.unfinished;
-  s.error = ev.has_ret && ev.ret != 0;
+  // A call still in progress (err_class "not ready") is an answer, as in explain's errors.
+  s.error = ev.has_ret && ev.ret != 0 &&
+            ev.get_or(hal::Field::kErrClass, 0) != uint64_t(hal::ErrorClass::kNotReady);
   s.off_cpu_ns = ev.off_cpu_ns;
   s.preempts = ev.preempts;
   s.bytes = ev.get_or(hal::Field::kBytes, 0);

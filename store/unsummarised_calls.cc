@@ -41,7 +41,9 @@ ingero::Status each_of_session(Db& db, int64_t session, const UnsummarisedCall& 
       s.source = int(c.int64(i, kCallSource));
       s.op = int(c.int64(i, kCallOp));
       s.unfinished = c.int64(i, kCallStatus) == kStatusUnfinished;
-      s.error = c.has(i, kCallRet) && c.int64(i, kCallRet) != 0;
+      size_t cls = kCallFirstField + size_t(hal::Field::kErrClass);
+      s.error = c.has(i, kCallRet) && c.int64(i, kCallRet) != 0 &&
+                !(c.has(i, cls) && c.int64(i, cls) == int64_t(hal::ErrorClass::kNotReady));
       s.off_cpu_ns = uint64_t(c.int64(i, kCallOffCpu));
       s.preempts = uint64_t(c.int64(i, kCallPreempts));
       s.bytes = uint64_t(c.int64(i, kCallFirstField + size_t(hal::Field::kBytes)));

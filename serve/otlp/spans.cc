@@ -101,14 +101,14 @@ void make_span(const SpanInput& in, const ContainerIds& ids, const std::string& 
   s->set_kind(pt::Span::SPAN_KIND_INTERNAL);
   s->set_start_time_unix_nano(uint64_t(in.start_ns));
   s->set_end_time_unix_nano(uint64_t(in.start_ns) + in.dur_ns);
-  std::string code = std::to_string(in.ret);
+  auto* a = s->mutable_attributes();
   if (in.failed) {
+    std::string code = std::to_string(in.ret);
     s->mutable_status()->set_code(pt::Status::STATUS_CODE_ERROR);
     s->mutable_status()->set_message("returned " +
                                      (in.error.empty() ? code : in.error + " (" + code + ")"));
+    add_attr(a, "error.type", in.error.empty() ? code : in.error);
   }
-  auto* a = s->mutable_attributes();
-  if (in.failed) add_attr(a, "error.type", in.error.empty() ? code : in.error);
   add_attr(a, "process.pid", int64_t(in.pid));
   add_attr(a, "thread.id", int64_t(in.tid));
   add_attr(a, "process.executable.name", in.comm);

@@ -7,6 +7,7 @@
 
 #include "app/builtin_backends.h"
 #include "backends/cuda/cuda_errors.h"
+#include "fleet/clickhouse_source.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
 
@@ -67,7 +68,7 @@ TEST(ErrorCodes, HipsNamesAreThoseOfTheInstalledLibamdhip64) {
     ++named;
     EXPECT_EQ(std::string(name_of(code)), c->name) << code;
   }
-  EXPECT_EQ(named, 42);
+  EXPECT_EQ(named, 43);
   dlclose(h);
 }
 
@@ -95,6 +96,18 @@ TEST(ErrorCodes, TheRegistryNamesEachApisCodesAndClassesThem) {
   auto fn = app::builtin_error_codes();
   ASSERT_TRUE(fn("cuda_driver", 100));
   EXPECT_EQ(fn("cuda_driver", 100)->name, "CUDA_ERROR_NO_DEVICE");
+}
+
+// The fleet's source names codes once given the backends' tables; no server is needed to ask.
+TEST(ErrorCodes, TheClickHouseSourceNamesCodesOnceGivenThem) {
+  fleet::Endpoint ep{
+      .base = "http://127.0.0.1:1", .database = "ingero", .user = "", .password = ""};
+  fleet::ClickHouseTraceSource src(std::make_unique<fleet::ClickHouseClient>(ep));
+  EXPECT_FALSE(src.error_code("cuda_runtime", 700));
+  src.name_errors_with(app::builtin_error_codes());
+  auto c = src.error_code("cuda_runtime", 700);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->name, "cudaErrorIllegalAddress");
 }
 
 // Decoding a failed call stores its class (calls.err_class); an unknown code is "other".

@@ -6,7 +6,12 @@
 
 #include <string>
 
+#include "app/builtin_backends.h"
+#include "app/demo_scenarios.h"
 #include "backends/cuda/cuda_errors.h"
+#include "store/trace_reader.h"
+#include "store/trace_writer.h"
+#include "tests/support/trace_db.h"
 
 namespace ingero::store {
 namespace {
@@ -48,6 +53,69 @@ TEST(ErrorSql, AReaderGivenNoNamesKnowsNone) {
   hal::ErrorCodeFn none;
   EXPECT_EQ(value(none, "SELECT error_name('cuda_runtime', 700)"), "NULL");
   EXPECT_EQ(value(none, "SELECT error_class('cuda_runtime', 700)"), "other");
+}
+
+// Through a trace's reader and the confinement users' SQL runs in (`ingero query`, MCP's
+// query): the device-fault demo's failed calls by name and class.
+TEST(ErrorSql, AReadersQueriesNameTheCodesOfItsCalls) {
+  std::string path = test::temp_path("error-sql.db");
+  {
+    auto w = TraceWriter::open(path);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(app::write_demo("device-fault", **w));
+    ASSERT_TRUE((*w)->finish({}));
+  }
+  auto reader = TraceReader::open(path, {}, app::builtin_error_codes());
+  ASSERT_TRUE(reader) << reader.error().message;
+  auto r = run_query(**reader,
+                     "SELECT error_name(api, ret), error_class(api, ret), count(*) FROM calls "
+                     "WHERE status = 'error' GROUP BY 1, 2");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->rows.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(r->rows[0][0]), "cudaErrorIllegalAddress");
+  EXPECT_EQ(std::get<std::string>(r->rows[0][1]), "device_fault");
+  EXPECT_EQ(std::get<int64_t>(r->rows[0][2]), 44);
+  // A reader given no names: the functions exist, and know nothing.
+  auto bare = TraceReader::open(path);
+  ASSERT_TRUE(bare);
+  auto n = run_query(**bare, "SELECT error_name('cuda_runtime', 700), error_name('x', 7.5)");
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(n->rows[0][0]));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(n->rows[0][1]));
+}
+
+// The per-second summaries count errors as explain does: a call still in progress (class not
+// ready) is an answer, a failure is one.
+TEST(ErrorSql, TheSummariesCountNoCallInProgressAsAnError) {
+  std::string path = test::temp_path("not-ready.db");
+  auto w = TraceWriter::open(path);
+  ASSERT_TRUE(w);
+  SessionInfo si;
+  si.node = "t";
+  si.started_at_ns = 1'775'000'000'000'000'000;
+  si.mono_offset_ns = si.started_at_ns - 1'000'000'000'000;
+  ASSERT_TRUE((*w)->begin_session(si));
+  auto call = [&](int64_t ret, hal::ErrorClass cls) {
+    hal::Event e;
+    e.ts_ns = 1'000'000'000'000;
+    e.dur_ns = 1000;
+    e.pid = e.tid = 7;
+    e.vendor = "nvidia";
+    e.api = "nccl";
+    e.op = "ncclAllReduce";
+    e.kind = hal::EventKind::kCollective;
+    e.has_ret = true;
+    e.ret = ret;
+    if (ret) e.set(hal::Field::kErrClass, uint64_t(cls));
+    ASSERT_TRUE((*w)->add(e));
+  };
+  call(0, hal::ErrorClass::kNone);
+  call(7, hal::ErrorClass::kNotReady);  // ncclInProgress
+  call(7, hal::ErrorClass::kNotReady);
+  call(2, hal::ErrorClass::kOther);  // ncclSystemError
+  ASSERT_TRUE((*w)->finish({}));
+  EXPECT_EQ(test::query_int(path, "SELECT sum(calls) FROM call_summaries"), 4);
+  EXPECT_EQ(test::query_int(path, "SELECT sum(errors) FROM call_summaries"), 1);
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 // as failures, the severity, the first failure, and the launches in flight at a device fault.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "app/builtin_backends.h"
 #include "app/demo_scenarios.h"
 #include "backends/cuda/cuda_errors.h"
@@ -30,6 +33,11 @@ class Source : public step_source::Source {
   }
   std::vector<KernelNameInfo> kernel_names(const std::optional<std::string>&) override {
     return kernels;
+  }
+  std::set<uint32_t> tracer;
+  std::set<uint32_t> tracer_pids(const std::optional<std::string>&) override { return tracer; }
+  std::map<uint32_t, ProcessInfo> processes() override {
+    return {{1, {1, "trainer", ""}}, {2, {2, "evaluator", ""}}, {9, {9, "ingero", ""}}};
   }
   Event& launch(uint64_t ts, uint64_t func) {
     Event& e = call("cudaLaunchKernel", EventKind::kLaunch, ts, 0);
@@ -113,6 +121,10 @@ TEST(FailedCalls, TheLastLaunchesAreNamedWhereMoreWereInFlight) {
             "in flight: 20 launches since the trace began; the last 8: function 0x10c, function "
             "0x10d, function 0x10e, function 0x10f, function 0x110, function 0x111, function "
             "0x112, function 0x113");
+  // The fault is the last call: nothing returned after it, and the summary says nothing of it.
+  EXPECT_EQ(c->summary,
+            "trainer (pid 1)'s GPU context failed: cudaStreamSynchronize returned "
+            "cudaErrorLaunchFailure (719)");
 }
 
 TEST(FailedCalls, NotReadyAnswersAndOutOfMemoryAreNoFailureOfThisRule) {
@@ -252,6 +264,117 @@ TEST(FailedCalls, TheDeviceFaultDemoNamesItsKernelsInFlight) {
       << c.timeline[1].detail;
   ASSERT_EQ(c.stacks.size(), 1u);
   EXPECT_EQ(c.stacks[0].frames[0], "[Python] /home/user/train.py:80 in train_step()");
+}
+
+// One failure is no share: a call that failed at exit is LOW, not half the process failing.
+// A hundred failures are MEDIUM however small their share.
+TEST(FailedCalls, AFewFailuresAreLowAndAHundredAreMedium) {
+  auto with = [](int calls, int failures) {
+    Source s;
+    for (int i = 0; i < calls; ++i)
+      s.call("cudaFree", EventKind::kFree, uint64_t(i) * kUs, 100).ret = i < failures ? 4 : 0;
+    Analysis a = analyze(s, Window{});
+    const Chain* c = failed(a);
+    return c ? c->severity : Severity(-1);
+  };
+  EXPECT_EQ(with(1, 1), Severity::kLow);  // cudaErrorCudartUnloading, its only call
+  EXPECT_EQ(with(9, 9), Severity::kLow);
+  EXPECT_EQ(with(10, 10), Severity::kHigh);
+  EXPECT_EQ(with(10'000, 99), Severity::kLow);
+  EXPECT_EQ(with(10'000, 100), Severity::kMedium);
+}
+
+// In flight is per stream: a sync that succeeded on one stream leaves the other's work queued,
+// and graph launches and collectives are work too. A device sync that fails names every
+// stream's.
+TEST(FailedCalls, WorkInFlightIsEachStreamsAndEveryKind) {
+  Source s;
+  s.kernels = {kernel(0xa1, "embed(float*)")};
+  for (int i = 0; i < 3; ++i) s.launch(uint64_t(i) * kUs, 0xa1).set(Field::kStream, 0xA);
+  s.call("ncclAllReduce", EventKind::kCollective, 10 * kUs, 5 * kUs, 0, "nccl")
+      .set(Field::kStream, 0xB);
+  s.call("cudaGraphLaunch", EventKind::kGraphLaunch, 20 * kUs, 3 * kUs).set(Field::kStream, 0xB);
+  s.sync(30 * kUs, 0).set(Field::kStream, 0xA);  // stream A's work is done
+  s.sync(200 * kUs, 700).set(Field::kStream, 0xB);
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->timeline[1].detail,
+            "in flight: 2 calls that queued GPU work since the trace began; ncclAllReduce, "
+            "cudaGraphLaunch");
+  // The same, but the failing wait is the device's: every stream's work.
+  Source d;
+  d.kernels = s.kernels;
+  for (int i = 0; i < 3; ++i) d.launch(uint64_t(i) * kUs, 0xa1).set(Field::kStream, 0xA);
+  d.call("ncclAllReduce", EventKind::kCollective, 10 * kUs, 5 * kUs, 0, "nccl")
+      .set(Field::kStream, 0xB);
+  Event& dev = d.call("cudaDeviceSynchronize", EventKind::kSync, 200 * kUs, 50 * kUs);
+  dev.clear(Field::kStream);
+  dev.ret = 719;
+  Analysis b = analyze(d, Window{});
+  const Chain* e = failed(b);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->timeline[1].detail,
+            "in flight: 4 calls that queued GPU work since each stream's last wait that returned "
+            "success; embed \u00d7 3, ncclAllReduce");
+}
+
+// Each process its chain, the tracer none; a window that is not the trace says so.
+TEST(FailedCalls, OneChainAProcessNoneForTheTracerAndAWindowSaysSo) {
+  Source s;
+  s.tracer = {9};
+  for (uint32_t pid : {1u, 2u, 9u}) {
+    Event& e = s.call("cudaMalloc", EventKind::kAlloc, 5 * kMs + pid, kUs);
+    e.pid = e.tid = pid;
+    e.ret = 100;
+  }
+  s.launch(3 * kMs, 0xa1);
+  s.sync(6 * kMs, 700);
+  Analysis a = analyze(s, Window{});
+  std::map<uint32_t, std::string> by_pid;
+  for (const auto& c : a.chains)
+    if (c.rule == "failed_calls") by_pid[c.pids.at(0)] = c.summary;
+  ASSERT_EQ(by_pid.size(), 2u);
+  EXPECT_EQ(by_pid[2],
+            "evaluator (pid 2) could not use a GPU: 1 of 1 GPU calls failed, the first cudaMalloc "
+            "returned cudaErrorNoDevice (100)");
+  // pid 1: the fault (sync 700) outweighs its allocation's earlier cudaErrorNoDevice.
+  EXPECT_EQ(by_pid[1].rfind("trainer (pid 1)'s GPU context failed: cudaStreamSynchronize", 0), 0u)
+      << by_pid[1];
+  // From 2 ms on only: "in the window", and since when it counts (this source gives every call
+  // whatever the window; a file's reader gives the window's).
+  Window w;
+  w.from_ns = int64_t(2 * kMs);
+  Analysis b = analyze(s, w);
+  const Chain* c = nullptr;
+  for (const auto& x : b.chains)
+    if (x.rule == "failed_calls" && x.pids == std::vector<uint32_t>{1}) c = &x;
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c->explanation.find("The first cudaErrorIllegalAddress (700) in the window at "),
+            std::string::npos)
+      << c->explanation;
+  EXPECT_EQ(c->timeline[1].detail, "in flight: 1 launch since the window began; function 0xa1");
+}
+
+// An AMD process's fault: ROCm's fixes.
+TEST(FailedCalls, AnAmdFaultGetsRocmsFixes) {
+  Source s;
+  Event& e = s.call("hipStreamSynchronize", EventKind::kSync, kMs, kUs, 0, "hip");
+  e.vendor = "amd";
+  e.ret = 700;
+  s.named = false;
+  e.set(Field::kErrClass, uint64_t(hal::ErrorClass::kDeviceFault));
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->summary,
+            "trainer (pid 1)'s GPU context failed: hipStreamSynchronize returned "
+            "error 700");
+  EXPECT_EQ(c->fixes.at(0),
+            "Rerun with AMD_SERIALIZE_KERNEL=3 so that the launch that faults is the call that "
+            "fails");
+  ASSERT_EQ(c->stacks.size(), 0u);
+  EXPECT_STREQ(stack_counts_name(StackCounts::kFirstFailure), "first_failure");
 }
 
 // A library that returns garbage: every call a code of its own. The pass keeps 64 codes and
