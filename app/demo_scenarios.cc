@@ -325,19 +325,21 @@ void nccl_straggler(Demo& d) {
 // A launch-bound step: 400 tiny `mul` and 400 `add` kernels a step from one line of Python,
 // then the loss read from another; the kernels named as the tracer names them, 8 launches a
 // step of a function registered before the trace began (no name).
+// A frame of the demos' training script, /home/user/train.py.
+hal::StackFrame py(const char* fn, int64_t line) {
+  hal::StackFrame f;
+  f.python = true;
+  f.function = fn;
+  f.file = "/home/user/train.py";
+  f.line = line;
+  return f;
+}
+
 void launch_bound(Demo& d) {
   const uint32_t kPid = 5151;
   const uint64_t kStepStack = 0x51, kLossStack = 0x52;
   const uint64_t kMul = 0x55d0c0a01e40, kAdd = 0x55d0c0a01f10, kOld = 0x55d0c0a02000;
   d.proc(kPid, "python3");
-  auto py = [](const char* fn, int64_t line) {
-    hal::StackFrame f;
-    f.python = true;
-    f.function = fn;
-    f.file = "/home/user/train.py";
-    f.line = line;
-    return f;
-  };
   d.stack(kStepStack,
           {py("tiny_step", 8), py("train_epoch", 21), py("main", 30), py("<module>", 34)});
   d.stack(kLossStack, {py("train_epoch", 23), py("main", 30), py("<module>", 34)});
@@ -380,14 +382,6 @@ void device_fault(Demo& d) {
   const uint64_t kStepStack = 0x71, kLossStack = 0x72;
   const uint64_t kEmbed = 0x55d0c0b01000, kGather = 0x55d0c0b01100, kLoss = 0x55d0c0b01200;
   d.proc(kPid, "python3");
-  auto py = [](const char* fn, int64_t line) {
-    hal::StackFrame f;
-    f.python = true;
-    f.function = fn;
-    f.file = "/home/user/train.py";
-    f.line = line;
-    return f;
-  };
   d.stack(kStepStack, {py("forward", 41), py("train_step", 77), py("<module>", 90)});
   d.stack(kLossStack, {py("train_step", 80), py("<module>", 90)});
   d.kernel(kPid, kEmbed, "_Z9embed_fwdPKfPKlPfi", hal::KernelNameSource::kRegistration);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "test_paths.h"
+#include "tests/bpf/cuda_workload.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -16,25 +17,13 @@ namespace {
 
 const char* kHip = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 const char* kNccl = INGERO_CUDA_ROOT "/lib64/libnccl.so.2";
-const char* kStub = INGERO_CUDA_ROOT "/lib64/stubs/libcuda.so";
 
 // "<op> <tid> <ret>" lines -> op -> (count, ret)
 std::map<std::string, std::pair<int, int>> calls_by_op(const std::string& out, int* pid) {
   std::map<std::string, std::pair<int, int>> m;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream ls(line);
-    std::string op;
-    ls >> op;
-    if (op == "pid") {
-      ls >> *pid;
-      continue;
-    }
-    int tid, ret;
-    if (ls >> tid >> ret) {
-      m[op].first++;
-      m[op].second = ret;
-    }
+  for (const auto& l : parse_workload(out, pid)) {
+    m[l.op].first++;
+    m[l.op].second = l.ret;
   }
   return m;
 }
