@@ -6,6 +6,7 @@
 
 #include "engine/exact_quantiles.h"
 #include "engine/op_stats_first_pass.h"
+#include "hal/call_failure.h"
 #include "hal/memory.h"
 
 namespace ingero::engine {
@@ -172,8 +173,7 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
       s.max_ns = std::max<uint64_t>(s.max_ns, e.dur_ns);
       if (e.unfinished)
         ++s.unfinished;
-      else if (e.has_ret && e.ret != 0 &&
-               e.get_or(hal::Field::kErrClass, 0) != uint64_t(hal::ErrorClass::kNotReady))
+      else if (hal::is_failure(e))
         ++s.errors;  // a query's "not ready" is an answer, not an error
       if (e.get_or(hal::Field::kErrClass, 0) == uint64_t(hal::ErrorClass::kOutOfMemory))
         ++s.oom_errors;

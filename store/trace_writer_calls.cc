@@ -1,5 +1,6 @@
 // TraceWriter's calls: into blocks of columns as they come, written once per commit
 // (store/call_block.h, store/call_store.h), folded when full, and folded for good as they age.
+#include "hal/call_failure.h"
 #include "store/block_level.h"
 #include "store/call_store.h"
 #include "store/tiers.h"
@@ -52,8 +53,7 @@ ingero::Status TraceWriter::add_call(const hal::Event& ev, const OpIds& ids) {
   s.timed = ev.timed;
   s.unfinished = ev.unfinished;
   // A call still in progress (err_class "not ready") is an answer, as in explain's errors.
-  s.error = ev.has_ret && ev.ret != 0 &&
-            ev.get_or(hal::Field::kErrClass, 0) != uint64_t(hal::ErrorClass::kNotReady);
+  s.error = hal::is_failure(ev);
   s.off_cpu_ns = ev.off_cpu_ns;
   s.preempts = ev.preempts;
   s.bytes = ev.get_or(hal::Field::kBytes, 0);

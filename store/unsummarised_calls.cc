@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "hal/call_failure.h"
 #include "store/call_block.h"
 #include "store/call_store.h"
 
@@ -42,8 +43,9 @@ ingero::Status each_of_session(Db& db, int64_t session, const UnsummarisedCall& 
       s.op = int(c.int64(i, kCallOp));
       s.unfinished = c.int64(i, kCallStatus) == kStatusUnfinished;
       size_t cls = kCallFirstField + size_t(hal::Field::kErrClass);
-      s.error = c.has(i, kCallRet) && c.int64(i, kCallRet) != 0 &&
-                !(c.has(i, cls) && c.int64(i, cls) == int64_t(hal::ErrorClass::kNotReady));
+      s.error =
+          c.has(i, kCallRet) &&
+          hal::is_failure(c.int64(i, kCallRet), c.has(i, cls) ? uint64_t(c.int64(i, cls)) : 0);
       s.off_cpu_ns = uint64_t(c.int64(i, kCallOffCpu));
       s.preempts = uint64_t(c.int64(i, kCallPreempts));
       s.bytes = uint64_t(c.int64(i, kCallFirstField + size_t(hal::Field::kBytes)));

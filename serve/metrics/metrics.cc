@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/chain.h"
+#include "hal/call_failure.h"
 #include "hal/utf8.h"
 #include "serve/http/web_config.h"
 
@@ -144,8 +145,7 @@ void Metrics::observe(const hal::Event& ev) {
     if (ev.off_cpu_ns) m.off_cpu->Increment(double(ev.off_cpu_ns) / 1e9);
     if (ev.preempts) m.preempted->Increment();
     // A query's "not ready" (a call still in progress) is an answer, not an error.
-    if (ev.has_ret && ev.ret != 0 &&
-        ev.get_or(hal::Field::kErrClass, 0) != uint64_t(hal::ErrorClass::kNotReady)) {
+    if (hal::is_failure(ev)) {
       prometheus::Counter* counter = nullptr;
       if (auto e = m.errors.find(ev.ret); e != m.errors.end()) {
         counter = e->second;

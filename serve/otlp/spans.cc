@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "hal/call_failure.h"
 #include "serve/otlp/attributes.h"
 
 namespace ingero::serve::otlp {
@@ -43,7 +44,7 @@ SpanInput span_input(const hal::Event& e, int64_t mono_to_wall_ns, const std::st
     auto cls =
         code ? code->cls
              : hal::ErrorClass(e.get_or(hal::Field::kErrClass, uint64_t(hal::ErrorClass::kOther)));
-    s.failed = cls != hal::ErrorClass::kNotReady;
+    s.failed = hal::is_failure(e.ret, uint64_t(cls));
   }
   s.bytes = e.get(hal::Field::kBytes);
   s.count = e.get(hal::Field::kCount);
