@@ -119,6 +119,25 @@ class Demo {
     return uint64_t(double(base) * d(rng_));
   }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  // A python3 training loop's loss read on stream 0: a 4-byte device-to-host copy at
+  // `copy_at`, its sync at `sync_at`, both from `stack`, both returning `ret`.
+  void loss_read(uint32_t pid, uint64_t stack, uint64_t copy_at, uint64_t copy_ns, uint64_t sync_at,
+                 uint64_t sync_ns, int64_t ret = 0) {
+    Event c = call(pid, pid, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy,
+                   copy_at, copy_ns);
+    c.set(Field::kBytes, 4);
+    c.set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    c.set(Field::kStream, 0);
+    c.stack_id = stack;
+    c.ret = ret;
+    add(c);
+    Event s = call(pid, pid, "python3", "cuda_runtime", "cudaStreamSynchronize", EventKind::kSync,
+                   sync_at, sync_ns);
+    s.set(Field::kStream, 0);
+    s.stack_id = stack;
+    s.ret = ret;
+    add(s);
+  }
 
  private:
   store::TraceWriter& w_;
@@ -359,18 +378,8 @@ void launch_bound(Demo& d) {
       e.stack_of_site = true;
       d.add(e);
     }
-    Event c = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy,
-                     t + 4060 * kUs, d.jitter(8 * kUs, 0.2));
-    c.set(Field::kBytes, 4);
-    c.set(Field::kDirection, 2);
-    c.set(Field::kStream, 0);
-    c.stack_id = kLossStack;
-    d.add(c);
-    Event s = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaStreamSynchronize",
-                     EventKind::kSync, t + 4070 * kUs, d.jitter(20 * kUs, 0.2));
-    s.set(Field::kStream, 0);
-    s.stack_id = kLossStack;
-    d.add(s);
+    uint64_t copy = d.jitter(8 * kUs, 0.2), sync = d.jitter(20 * kUs, 0.2);
+    d.loss_read(kPid, kLossStack, t + 4060 * kUs, copy, t + 4070 * kUs, sync);
   }
   (void)d.naming({2, 120 * 8, 1, 0, 0});
 }
@@ -401,20 +410,8 @@ void device_fault(Demo& d) {
       e.ret = i > kFault ? 700 : 0;  // the fault surfaces at step 150's loss read
       d.add(e);
     }
-    Event c = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaMemcpyAsync", EventKind::kMemcpy,
-                     t + 10 * kMs, d.jitter(30 * kUs, 0.2));
-    c.set(Field::kBytes, 4);
-    c.set(Field::kDirection, 2);
-    c.set(Field::kStream, 0);
-    c.stack_id = kLossStack;
-    c.ret = ret;
-    d.add(c);
-    Event s = d.call(kPid, kPid, "python3", "cuda_runtime", "cudaStreamSynchronize",
-                     EventKind::kSync, t + 10 * kMs + 40 * kUs, d.jitter(1500 * kUs, 0.1));
-    s.set(Field::kStream, 0);
-    s.stack_id = kLossStack;
-    s.ret = ret;
-    d.add(s);
+    uint64_t copy = d.jitter(30 * kUs, 0.2), sync = d.jitter(1500 * kUs, 0.1);
+    d.loss_read(kPid, kLossStack, t + 10 * kMs, copy, t + 10 * kMs + 40 * kUs, sync, ret);
   }
 }
 

@@ -70,6 +70,14 @@ struct FailedCalls::Counts {
       ++queued;
       kernels += q.kernel;
     }
+    // The last of what was queued, in order (at most kFailedCallsLaunchesKept).
+    std::vector<Queued> recent() const {
+      std::vector<Queued> v;
+      for (uint64_t k = queued - std::min<uint64_t>(queued, kFailedCallsLaunchesKept); k < queued;
+           ++k)
+        v.push_back(last[k % kFailedCallsLaunchesKept]);
+      return v;
+    }
   };
   struct Failure {
     int64_t ts = 0;
@@ -187,16 +195,17 @@ struct FailedCalls::Counts {
     for (const auto& [id, in] : p.streams) {
       all.queued += in.queued;
       all.kernels += in.kernels;
-      for (uint64_t k = in.queued - std::min<uint64_t>(in.queued, kFailedCallsLaunchesKept);
-           k < in.queued; ++k)
-        recent.push_back(in.last[k % kFailedCallsLaunchesKept]);
+      for (const Queued& q : in.recent()) recent.push_back(q);
     }
     std::stable_sort(recent.begin(), recent.end(),
                      [](const Queued& x, const Queued& y) { return x.ts < y.ts; });
     size_t from = recent.size() - std::min(recent.size(), size_t(kFailedCallsLaunchesKept));
-    uint64_t before = all.queued - (recent.size() - from);
-    for (size_t i = from; i < recent.size(); ++i)
-      all.last[(before + (i - from)) % kFailedCallsLaunchesKept] = recent[i];
+    // The totals less what is added back, so that the ring holds the newest at their places.
+    for (size_t i = from; i < recent.size(); ++i) {
+      --all.queued;
+      all.kernels -= recent[i].kernel;
+    }
+    for (size_t i = from; i < recent.size(); ++i) all.add(recent[i]);
     return all;
   }
 

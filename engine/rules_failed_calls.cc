@@ -35,8 +35,13 @@ std::string ops_text(const Counts::Code& c) {
   return s + (c.more_ops ? ", ..." : "");
 }
 
+// No usable GPU, or a context lost: nothing else the process did can be judged after it.
+bool fatal(ErrorClass cls) {
+  return cls == ErrorClass::kNoDevice || cls == ErrorClass::kDeviceFault;
+}
+
 Severity severity_of(ErrorClass cls, const Counts::Proc& p) {
-  if (cls == ErrorClass::kNoDevice || cls == ErrorClass::kDeviceFault) return Severity::kHigh;
+  if (fatal(cls)) return Severity::kHigh;
   if (p.failed < kFailedCallsMinForShare) return Severity::kLow;  // a share of a few is none
   double share = double(p.failed) / double(std::max<uint64_t>(p.returned, 1));
   if (share >= kFailedCallsHighShare) return Severity::kHigh;
@@ -111,11 +116,11 @@ std::string in_flight_text(const Counts::InFlight& in, uint32_t pid, bool window
                       : windowed ? "since the window began"
                                  : "since the trace began";
   if (!n) return "no launch " + since;
-  uint64_t kept = std::min<uint64_t>(n, kFailedCallsLaunchesKept);
+  std::vector<Counts::Queued> recent = in.recent();
+  uint64_t kept = recent.size();
   // In order, a kernel launched several times in a row once: "gather_rows<float> × 7".
   std::vector<std::pair<std::string, uint64_t>> runs;
-  for (uint64_t k = n - kept; k < n; ++k) {
-    const auto& q = in.last[k % kFailedCallsLaunchesKept];
+  for (const auto& q : recent) {
     auto it = names.find({pid, q.func});
     std::string name = !q.kernel           ? std::string(q.op)
                        : it != names.end() ? hal::short_kernel_name(it->second)
@@ -237,9 +242,7 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
   }
   c.stacks_sought = true;
   c.id = c.rule + ":" + std::to_string(pid) + ":" + c.op;
-  // No usable GPU, or a context lost: nothing else the process did can be judged after it.
-  bool fatal = cls == ErrorClass::kNoDevice || cls == ErrorClass::kDeviceFault;
-  c.score = (fatal ? 1e8 : 0) + double(p.failed);
+  c.score = (fatal(cls) ? 1e8 : 0) + double(p.failed);
   return c;
 }
 
