@@ -8,13 +8,23 @@
 #include "backends/rdma/rdma_backend.h"
 
 namespace ingero::app {
+namespace {
+
+std::string& sampler_executable() {
+  static std::string path;
+  return path;
+}
+
+}  // namespace
+
+void set_sampler_executable(std::string path) { sampler_executable() = std::move(path); }
 
 void register_builtin_backends(hal::BackendRegistry& registry, const BackendOptions& opts) {
   registry.add(backends::make_cuda_backend());
   registry.add(backends::make_hip_backend());
   registry.add(backends::make_nccl_backend());
   registry.add(backends::make_rdma_backend(opts.rdma_verbs));
-  registry.add(backends::make_nvml_backend());
+  registry.add(backends::make_nvml_backend("libnvidia-ml.so.1", sampler_executable()));
   registry.add(backends::make_amdgpu_backend());
 }
 

@@ -10,6 +10,11 @@ struct BackendOptions {
   bool rdma_verbs = false;  // attach to libibverbs (ingero trace --rdma-verbs)
 };
 void register_builtin_backends(hal::BackendRegistry& registry, const BackendOptions& opts = {});
+// The executable that runs a vendor library that may crash or hang the process calling it
+// (NVML: backends/nvml/nvml_child.h) in a process of its own. main() sets it to the running
+// binary before registering; left empty (tests and benches linking the backends), such
+// libraries run in the calling process.
+void set_sampler_executable(std::string path);
 // The builtin backends' SQL views (hal::BackendRegistry::views()), for the commands that open
 // trace files.
 std::vector<hal::SqlView> builtin_views();

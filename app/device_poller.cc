@@ -11,6 +11,8 @@
 #include <fstream>
 #include <set>
 
+#include "hal/sampler_process.h"
+
 namespace ingero::app {
 namespace {
 
@@ -52,6 +54,12 @@ std::vector<const hal::DeviceSamplerInfo*> DevicePoller::infos() const {
   std::vector<const hal::DeviceSamplerInfo*> out;
   for (const auto& s : samplers_) out.push_back(&s->info());
   return out;
+}
+
+int64_t DevicePoller::process_cpu_ns() const {
+  int64_t sum = 0;
+  for (const auto& s : samplers_) sum += hal::sampler_process_cpu_ns(*s);
+  return sum;
 }
 
 void DevicePoller::set_gpu_pids(std::vector<uint32_t> pids) {

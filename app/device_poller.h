@@ -58,6 +58,9 @@ class DevicePoller {
   Batch take();
   uint64_t polls() const { return polls_.load(); }
   int64_t thread_cpu_ns() const { return cpu_ns_.load(); }  // the poll thread's CPU time
+  // The CPU time of the samplers' own processes (NVML's: hal/sampler_process.h), as of their
+  // last polls.
+  int64_t process_cpu_ns() const;
 
   // At most this many samples wait for the event loop (about 10 minutes of 8 GPUs at 10 Hz).
   static constexpr size_t kMaxPending = 50'000;

@@ -6,6 +6,7 @@
 #include "app/commands.h"
 #include "app/man_page.h"
 #include "app/stdout_check.h"
+#include "backends/nvml/nvml_child.h"
 #include "store/schema.h"
 
 namespace ingero::app {
@@ -23,6 +24,11 @@ void add_version_command(CLI::App& app, Context& ctx) {
 
 int main(int argc, char** argv) {
   using namespace ingero::app;
+  // NVML's own process (hal/sampler_process.h), started by the tracer or `check`, never by hand.
+  if (argc >= 2 && std::string_view(argv[1]) == ingero::backends::nvml::kSamplerCommand)
+    return ingero::backends::nvml::sampler_main(argc - 2, argv + 2);
+  // The running binary, whichever path it was started by and even if it was replaced since.
+  set_sampler_executable("/proc/self/exe");
   CLI::App app{
       "ingero: eBPF GPU debugging agent. Traces CUDA, HIP, NCCL/RCCL and RDMA calls plus the\n"
       "Linux scheduler, memory, block I/O and TCP, and explains GPU stalls."};

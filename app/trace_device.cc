@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/trace_session.h"
+#include "hal/sampler_process.h"
 
 namespace ingero::app::trace_detail {
 
@@ -46,6 +47,10 @@ void Trace::drain_devices(bool final) {
   }
   DevicePoller::Batch b = devices_->take();
   device_rows_lost_ += b.dropped;
+  // A sampler whose own process died or hung (NVML's): said as it happens; the event is stored.
+  for (const hal::DeviceEvent& e : b.events)
+    if (e.kind == hal::kSamplerLost && !opts_.quiet)
+      std::cerr << "ingero: " << e.source << ": " << e.detail << "\n";
   if (auto st = record_device_batch(b, sinks_); !st) {
     device_rows_lost_ += b.samples.size() + b.events.size();
     if (!device_warned_ && !opts_.quiet)

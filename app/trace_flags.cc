@@ -173,9 +173,10 @@ void add_host(CLI::App& cmd, TraceOptions& o, Args& a) {
       ->check(CLI::ExistingDirectory);
   cmd.add_option("--device-poll-ms", o.device_poll_ms,
                  "Poll the GPUs' own utilisation, memory, clocks, power, temperature and errors "
-                 "(NVML via libnvidia-ml.so.1, amdgpu sysfs), per device and per process, every "
-                 "N ms (0: off). Where they cover the steps, explain measures GPU busy instead "
-                 "of bounding GPU idle")
+                 "(NVML via libnvidia-ml.so.1, in a process of its own that a broken driver "
+                 "library may crash without the trace; amdgpu sysfs), per device and per "
+                 "process, every N ms (0: off). Where they cover the steps, explain measures GPU "
+                 "busy instead of bounding GPU idle")
       ->check(CLI::Range(0u, 60000u))
       ->capture_default_str();
   cmd.add_flag("--rdma-verbs", a.rdma_verbs,

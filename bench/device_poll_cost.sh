@@ -27,21 +27,24 @@ amd_tree() {  # ROOT: one card, and this shell's fdinfo with one DRM client amon
   for fd in 0 1 2 3 4 5 6 7 8 9; do printf 'pos:\t0\nflags:\t02\n' > $proc/$$/fdinfo/$fd; done
   printf 'drm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\ndrm-client-id:\t9\ndrm-engine-gfx:\t1000 ns\ndrm-engine-compute:\t5000 ns\ndrm-memory-vram:\t2048 KiB\n' > $proc/$$/fdinfo/10
 }
-run() {  # NAME DEVICES PROCS AMD(0/1)
-  local dir=$out/run-$2-$3-$4
+run() {  # NAME DEVICES PROCS AMD(0/1) [SAMPLER_EXE: NVML in its own process, as the tracer runs it]
+  local dir=$out/run-$2-$3-$4-${5:+own}
   mkdir -p $dir/sys $dir/proc
   nvml_script $2 $3 > $dir/script
   [[ $4 == 1 ]] && amd_tree $dir
-  FAKE_NVML_SCRIPT=$dir/script $B/bench/device_poll_bench "$B/tests/fake/nvml-full/libnvidia-ml.so.1" \
+  FAKE_NVML_SCRIPT=$dir/script INGERO_BENCH_SAMPLER_EXE=${5:-} $B/bench/device_poll_bench "$B/tests/fake/nvml-full/libnvidia-ml.so.1" \
     $dir/sys $dir/proc "$SECS" 100 $dir/bench.db $$ 2>/dev/null > $dir/r.json
   python3 - "$1" $dir/r.json <<'PY'
 import json, sys
 r = json.load(open(sys.argv[2]))
-print(f"{sys.argv[1]:32} poll thread {r['poll_core_share_pct']:.4f}% of a core at {r['polls_per_s']:.1f} Hz "
-      f"({r['poll_cpu_us_per_poll']:.1f} us a poll); recording {r['record_core_share_pct']:.4f}% "
+print(f"{sys.argv[1]:44} poll {r['poll_core_share_pct']:.4f}% of a core at {r['polls_per_s']:.1f} Hz "
+      f"({r['poll_cpu_us_per_poll']:.1f} us a poll, {r['process_cpu_us_per_poll']:.1f} of it NVML's process: "
+      f"{r['process_start_cpu_ms']:.1f} ms to start, then {r['process_steady_cpu_us_per_poll']:.1f} us a poll); recording {r['record_core_share_pct']:.4f}% "
       f"({r['record_us_per_row']:.2f} us a row, {r['samples'] / max(1, r['polls']):.0f} rows a poll)")
 PY
 }
-echo "target: poll thread <= 0.1% of a core at 10 Hz"
-run "1 GPU, 1 process" 1 1 0
-run "8 GPUs x 4 processes + amdgpu" 8 4 1
+echo "target: poll thread (and NVML's own process) <= 0.1% of a core at 10 Hz"
+run "1 GPU, 1 process, in process" 1 1 0
+run "1 GPU, 1 process, NVML's own process" 1 1 0 "$B/app/ingero"
+run "8 GPUs x 4 processes + amdgpu, in process" 8 4 1
+run "8 GPUs x 4 processes + amdgpu, NVML's own" 8 4 1 "$B/app/ingero"

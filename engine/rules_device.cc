@@ -26,6 +26,18 @@ bool on_device(const Analysis& a, uint32_t pid, const std::string& key) {
   return std::find(d.begin(), d.end(), key) != d.end();
 }
 
+// An event of the sampler rather than of one device (its event set failed, its process was
+// lost): it concerns every device of its source, and names none.
+bool of_the_sampler(const hal::DeviceEvent& e) {
+  return e.kind == "event_error" || e.kind == "sampler_lost";
+}
+
+bool on_source(const Analysis& a, uint32_t pid, const std::string& source) {
+  for (const std::string& key : a.device.devices_of(pid))
+    if (key.rfind(source + ":", 0) == 0) return true;
+  return false;
+}
+
 std::string what(const hal::DeviceEvent& e) {
   return e.detail.empty() ? e.kind + " " + std::to_string(e.code) : e.detail;
 }
@@ -88,11 +100,14 @@ void rule_device_errors(Analysis& a, std::vector<Chain>& out) {
       if (added >= kMaxEvidencePerChain) break;
       if (e.ts_ns < c.window_start - kNearNs || e.ts_ns > c.window_end + kNearNs) continue;
       bool mine = false;
-      for (uint32_t pid : c.pids) mine = mine || on_device(a, pid, key_of(e));
+      for (uint32_t pid : c.pids)
+        mine = mine ||
+               (of_the_sampler(e) ? on_source(a, pid, e.source) : on_device(a, pid, key_of(e)));
       if (!mine) continue;
+      std::string who =
+          of_the_sampler(e) ? source_label(e.source) : a.device.device_name(key_of(e));
       c.timeline.push_back(
-          {"DEVICE", e.kind,
-           a.device.device_name(key_of(e)) + ": " + what(e) + " at " + format_wall(e.ts_ns), 0});
+          {"DEVICE", e.kind, who + ": " + what(e) + " at " + format_wall(e.ts_ns), 0});
       ++added;
     }
   }

@@ -228,7 +228,7 @@ TableDef device_events() {
   c.push_back(col("device", kInt, "UInt32"));
   c.push_back(col("uuid", kText, "String"));
   c.push_back(col("kind", "TEXT NOT NULL", "String",
-                  "xid | ecc_uncorrected | ecc_corrected | gpu_lost | event_error"));
+                  "xid | ecc_uncorrected | ecc_corrected | gpu_lost | event_error | sampler_lost"));
   c.push_back(col("code", kInt0, "Int64", "the Xid; for ECC the count it rose by"));
   c.push_back(col("detail", kText, "String"));
   t.indexes = {"CREATE INDEX IF NOT EXISTS idx_device_events_ts ON device_events(timestamp)"};

@@ -16,9 +16,10 @@ struct sigaction g_before[std::size(kSignals)];
 char g_message[512];  // written before the handlers are set, read only by them
 size_t g_length = 0;
 thread_local volatile sig_atomic_t t_inside = 0;
+volatile sig_atomic_t g_silent = 0;
 
 void on_crash(int sig) {
-  if (t_inside) {
+  if (t_inside && !g_silent) {
     ssize_t ignored = write(STDERR_FILENO, g_message, g_length);
     (void)ignored;
   }
@@ -43,6 +44,8 @@ CrashNote::CrashNote(const std::string& library, const char* call) {
 CrashNote::~CrashNote() {
   for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &g_before[i], nullptr);
 }
+
+void CrashNote::silence() { g_silent = 1; }
 
 CrashNote::Inside::Inside() { t_inside = 1; }
 CrashNote::Inside::~Inside() { t_inside = 0; }

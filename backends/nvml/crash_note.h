@@ -13,6 +13,9 @@ class CrashNote {
   CrashNote(const std::string& library, const char* call);
   ~CrashNote();  // the handlers there were before
   CrashNote(const CrashNote&) = delete;
+  // From now on no CrashNote writes anything (NVML's own process, whose death the tracer
+  // reports itself).
+  static void silence();
   CrashNote& operator=(const CrashNote&) = delete;
 
   // On the thread that calls into the library, for the call's length.

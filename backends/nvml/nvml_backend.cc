@@ -1,6 +1,11 @@
 #include "backends/nvml/nvml_backend.h"
 
+#include <cstdlib>
+
+#include "backends/nvml/nvml_child.h"
+#include "backends/nvml/nvml_library.h"
 #include "backends/nvml/nvml_sampler.h"
+#include "hal/sampler_process.h"
 
 namespace ingero::backends {
 namespace {
@@ -15,7 +20,8 @@ std::string joined(const std::vector<std::string>& v) {
 
 class NvmlBackend final : public VendorBackend {
  public:
-  explicit NvmlBackend(std::string library) : library_(std::move(library)) {}
+  NvmlBackend(std::string library, std::string sampler_exe)
+      : library_(std::move(library)), sampler_exe_(std::move(sampler_exe)) {}
   std::string_view name() const override { return "nvml"; }
   std::vector<std::string_view> file_hints() const override { return {}; }
   std::vector<std::string> install_dirs(
@@ -31,9 +37,7 @@ class NvmlBackend final : public VendorBackend {
       const DeviceSamplerOptions& opts) const override {
     DeviceSamplerOptions o = opts;
     if (o.nvml_library == DeviceSamplerOptions{}.nvml_library) o.nvml_library = library_;
-    auto s = nvml::NvmlSampler::open(o);
-    if (!s) return s.error();
-    return std::unique_ptr<DeviceSampler>(std::move(*s));
+    return open(o);
   }
 
   // Whether NVML is there and what it gives. Never a failure: without NVML the GPU side of
@@ -41,7 +45,7 @@ class NvmlBackend final : public VendorBackend {
   std::vector<CheckLine> check(const std::string&) const override {
     DeviceSamplerOptions o;
     o.nvml_library = library_;
-    auto s = nvml::NvmlSampler::open(o);
+    auto s = open(o);
     if (!s)
       return {{"nvml", CheckLine::Status::kOptional, "unavailable",
                s.error().message +
@@ -67,13 +71,34 @@ class NvmlBackend final : public VendorBackend {
   }
 
  private:
+  Result<std::unique_ptr<DeviceSampler>> open(const DeviceSamplerOptions& o) const {
+    if (sampler_exe_.empty()) {
+      auto s = nvml::NvmlSampler::open(o);
+      if (!s) return s.error();
+      return std::unique_ptr<DeviceSampler>(std::move(*s));
+    }
+    SamplerProcessOptions p;
+    p.argv = nvml::sampler_argv(sampler_exe_, o.nvml_library, o.poll_ns);
+    p.source = "nvml";
+    p.library = o.nvml_library;
+    p.open_call = "nvmlInit_v2";
+    // The child gives nvmlInit_v2 up after its own limit and says so; this is the backstop.
+    int64_t init_ms = nvml::NvmlLibrary::kInitLimitMs;
+    if (const char* v = getenv("INGERO_NVML_INIT_LIMIT_MS"); v && atoi(v) > 0) init_ms = atoi(v);
+    p.open_limit_ns = (init_ms + 5'000) * 1'000'000;
+    if (const char* v = getenv("INGERO_NVML_POLL_LIMIT_MS"); v && atoi(v) > 0)
+      p.poll_limit_ns = int64_t(atoi(v)) * 1'000'000;
+    return open_sampler_process(p);
+  }
+
   std::string library_;
+  std::string sampler_exe_;
 };
 
 }  // namespace
 
-std::unique_ptr<VendorBackend> make_nvml_backend(std::string library) {
-  return std::make_unique<NvmlBackend>(std::move(library));
+std::unique_ptr<VendorBackend> make_nvml_backend(std::string library, std::string sampler_exe) {
+  return std::make_unique<NvmlBackend>(std::move(library), std::move(sampler_exe));
 }
 
 }  // namespace ingero::backends

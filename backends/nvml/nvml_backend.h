@@ -11,7 +11,11 @@
 namespace ingero::backends {
 
 // `library`: what to dlopen, by default found as the dynamic loader finds it (tests pass a
-// stand-in's path).
-std::unique_ptr<hal::VendorBackend> make_nvml_backend(std::string library = "libnvidia-ml.so.1");
+// stand-in's path). `sampler_exe`: when set, NVML is opened and polled in a process of its own
+// running `sampler_exe __nvml-sampler` (backends/nvml/nvml_child.h, hal/sampler_process.h), so
+// that a broken driver library that crashes or hangs costs the device figures, never the
+// tracer; when empty (tests, benches), in the calling process.
+std::unique_ptr<hal::VendorBackend> make_nvml_backend(std::string library = "libnvidia-ml.so.1",
+                                                      std::string sampler_exe = "");
 
 }  // namespace ingero::backends

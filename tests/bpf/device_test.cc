@@ -5,7 +5,6 @@
 // Without NVML the same loop gets the lower-bound wording; NVML refusing nvmlInit (no driver)
 // is reported by check and changes nothing else.
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -183,18 +182,31 @@ TEST(DeviceTruth, RefusedNvmlInitIsReportedByCheckAndCostsNothingElse) {
   EXPECT_TRUE(has(t.text, "(no device data: lower bound)")) << t.text;
 }
 
-// A driver library that crashes inside nvmlInit_v2: the process dies, but says which library and
-// how to trace without it; one that never answers holds neither `check` nor the trace.
+// A driver library that crashes inside nvmlInit_v2 takes down its own process (NVML runs in one,
+// hal/sampler_process.h), not `check` or the trace: both say which library and where, and go
+// on; one that never answers holds neither.
 TEST(DeviceTruth, ACrashingOrHungNvmlIsNamedAndHoldsNothing) {
   REQUIRE_LOOP();
   std::string out, err;
-  int rc = run_command({INGERO_BIN, "check"}, &out, &err, nvml_env(script("init crash\n")));
-  EXPECT_EQ(rc, 128 + SIGSEGV);
-  EXPECT_TRUE(has(err,
-                  "libnvidia-ml.so.1 crashed inside nvmlInit_v2 (a broken NVIDIA driver "
-                  "library): `ingero check` shows it, and --device-poll-ms 0 traces "
-                  "without it"))
-      << err;
+  auto crash = nvml_env(script("init crash\n"));
+  run_command({INGERO_BIN, "check", "--json"}, &out, &err, crash);
+  auto j = nlohmann::json::parse(out);  // `check` finished, and said it
+  const std::string said =
+      "libnvidia-ml.so.1 crashed inside nvmlInit_v2 (SIGSEGV; a broken driver library); it ran "
+      "in a process of its own: nothing else is affected";
+  bool found = false;
+  for (const auto& item : j["checks"])
+    if (item["name"] == "nvml") {
+      found = true;
+      EXPECT_EQ(item["value"], "unavailable");
+      EXPECT_TRUE(has(item["detail"], said)) << item["detail"];
+    }
+  EXPECT_TRUE(found) << out;
+  auto c = trace_loop(crash);
+  EXPECT_EQ(device_tables(c.db), 0);
+  EXPECT_TRUE(has(c.err, "GPU busy not measured (nvml: " + said)) << c.err;
+  EXPECT_TRUE(has(c.text, "(no device data: lower bound)")) << c.text;
+
   auto env = nvml_env(script("init hang\ndevice gpu=9\n"));
   env.push_back("INGERO_NVML_INIT_LIMIT_MS=1000");
   out.clear();
@@ -207,6 +219,36 @@ TEST(DeviceTruth, ACrashingOrHungNvmlIsNamedAndHoldsNothing) {
   EXPECT_EQ(device_tables(t.db), 0);
   EXPECT_TRUE(has(t.err, "nvmlInit_v2 did not return within 1 s")) << t.err;
   EXPECT_TRUE(has(t.text, "(no device data: lower bound)")) << t.text;
+}
+
+// A driver library that crashes, or stops answering, while the trace runs: the device figures
+// stop there, one stored event and one line say why, and the trace ends as it would have.
+TEST(DeviceTruth, ANvmlThatBreaksWhileTracingStopsItsFiguresNotTheTrace) {
+  REQUIRE_LOOP();
+  const std::string device = "device uuid=GPU-fake-0 gpu=9 mem=3\n";
+  const std::string lost =
+      "SELECT count(*) FROM device_events WHERE kind = 'sampler_lost' AND source = 'nvml' AND ";
+  const std::string after =
+      "SELECT count(*) FROM device_samples WHERE timestamp > (SELECT timestamp FROM "
+      "device_events WHERE kind = 'sampler_lost')";
+  auto c = trace_loop(nvml_env(script(device + "poll crash after_ms=300\n")));
+  EXPECT_EQ(query_int(c.db, lost + "code = 11"), 1);
+  EXPECT_GT(query_int(c.db, "SELECT count(*) FROM device_samples WHERE sm_util = 9"), 0);
+  EXPECT_EQ(query_int(c.db, after), 0);
+  EXPECT_TRUE(has(c.err,
+                  "ingero: nvml: libnvidia-ml.so.1 crashed (SIGSEGV) during a poll: no device "
+                  "figures from here on (it ran in a process of its own: the trace goes on)\n"))
+      << c.err;
+
+  auto env = nvml_env(script(device + "poll hang after_ms=300\n"));
+  env.push_back("INGERO_NVML_POLL_LIMIT_MS=500");
+  auto h = trace_loop(env);
+  EXPECT_EQ(query_int(h.db, lost + "code = 0"), 1);
+  EXPECT_EQ(query_int(h.db, after), 0);
+  EXPECT_TRUE(has(h.err,
+                  "ingero: nvml: libnvidia-ml.so.1 did not answer a poll within 500 ms (a GPU or "
+                  "driver that no longer answers); its sampler process was stopped"))
+      << h.err;
 }
 
 // An Xid during the loop, with every NVML function present: a device event in the file, and a

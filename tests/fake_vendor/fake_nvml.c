@@ -6,6 +6,9 @@
  * ('#' starts a comment):
  *   init CODE                     nvmlInit_v2 returns CODE (9: NVML_ERROR_DRIVER_NOT_LOADED)
  *   init hang | init crash        nvmlInit_v2 never returns | dies of SIGSEGV (a broken driver)
+ *   poll hang after_ms=T | poll crash after_ms=T
+ *       nvmlDeviceGetUtilizationRates, called T ms or more after nvmlInit_v2, never returns |
+ *       dies of SIGSEGV (a driver that breaks while it is polled)
  *   count N                       nvmlDeviceGetCount_v2 says N (a broken library's count)
  *   driver_fill                   nvmlSystemGetDriverVersion fills its buffer, no NUL
  *   device uuid=U name=N gpu=P mem=P used=B total=B sm_clock=MHZ mem_clock=MHZ power=MW
@@ -96,6 +99,7 @@ static int nxid;
 static struct fecc eccs[MAX_ITEMS];
 static int necc;
 static int init_code, init_hang, init_crash, driver_fill;
+static long long poll_hang_ms = -1, poll_crash_ms = -1;
 static long long count_override = -1;
 static long long init_ms;
 
@@ -134,6 +138,7 @@ static void load_script(void) {
   ndev = nproc = nxid = necc = 0;
   init_code = OK;
   init_hang = init_crash = driver_fill = 0;
+  poll_hang_ms = poll_crash_ms = -1;
   count_override = -1;
   const char* path = getenv("FAKE_NVML_SCRIPT");
   FILE* f = path ? fopen(path, "r") : NULL;
@@ -146,6 +151,10 @@ static void load_script(void) {
       init_hang = 1;
     } else if (!strncmp(line, "init crash", 10)) {
       init_crash = 1;
+    } else if (!strncmp(line, "poll hang", 9)) {
+      poll_hang_ms = num(line, "after_ms", 0);
+    } else if (!strncmp(line, "poll crash", 10)) {
+      poll_crash_ms = num(line, "after_ms", 0);
     } else if (!strncmp(line, "count ", 6)) {
       count_override = atoll(line + 6);
     } else if (!strncmp(line, "driver_fill", 11)) {
@@ -298,7 +307,9 @@ static nvmlReturn_t figure(void* h, int which, long long* v) {
 }
 
 API nvmlReturn_t nvmlDeviceGetUtilizationRates(void* h, unsigned int* u) {
-  long long g, m;
+  long long g, m, since = now_ms() - init_ms;
+  if (poll_crash_ms >= 0 && since >= poll_crash_ms) *(volatile int*)0 = 1;
+  while (poll_hang_ms >= 0 && since >= poll_hang_ms) pause();
   nvmlReturn_t r = figure(h, F_GPU, &g);
   if (r != OK) return r;
   if (figure(h, F_MEM, &m) != OK) m = 0;
@@ -482,9 +493,19 @@ API nvmlReturn_t nvmlEventSetWait_v2(void* set, struct event_data* out, unsigned
       pthread_mutex_unlock(&mu);
       return OK;
     }
+    /* Asleep until the next Xid is due or the wait ends, as the driver blocks on its fd: a
+     * stand-in that woke every few ms would cost CPU the real library does not. */
+    long long wake = deadline;
+    for (int i = 0; i < nxid; ++i) {
+      struct fxid* x = &xids[i];
+      if (!x->delivered && x->device < ndev && registered[x->device] &&
+          init_ms + x->after_ms < wake)
+        wake = init_ms + x->after_ms;
+    }
     pthread_mutex_unlock(&mu);
-    if (now_ms() >= deadline) return E_TIMEOUT;
-    usleep(5000);
+    long long now = now_ms();
+    if (now >= deadline) return E_TIMEOUT;
+    if (wake > now) usleep((useconds_t)((wake - now) * 1000));
   }
 }
 

@@ -17,25 +17,14 @@
 #include "backends/nvml/nvml_sampler.h"
 #include "capture/host_info.h"
 #include "test_paths.h"
+#include "tests/support/fake_nvml.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
 namespace {
 
-void put(const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path) << text;
-}
-
-const std::string kPartial = std::string(INGERO_FAKE_NVML_DIR) + "/libnvidia-ml.so.1";
-const std::string kFull = std::string(INGERO_FAKE_NVML_FULL_DIR) + "/libnvidia-ml.so.1";
-
-// Writes the script and points the stand-in at it (read at nvmlInit_v2).
-void script(const std::string& text) {
-  std::string path = temp_path("nvml.script");
-  put(path, text);
-  setenv("FAKE_NVML_SCRIPT", path.c_str(), 1);
-}
+const std::string& kPartial = kFakeNvmlPartial;
+const std::string& kFull = kFakeNvmlFull;
 
 hal::DeviceSamplerOptions nvml_options(const std::string& lib) {
   hal::DeviceSamplerOptions o;
@@ -59,7 +48,7 @@ constexpr const char* kDevice =
     "sm_clock=1980 mem_clock=2619 power=- temp=45 reasons=0x24 ecc_unc=0 ecc_cor=3\n";
 
 TEST(NvmlSampler, MissingOptionalFunctionsLeaveTheirFiguresAbsent) {
-  script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2 used=123456\n");
+  fake_nvml_script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2 used=123456\n");
   auto s = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
   ASSERT_TRUE(s) << s.error().message;
   const auto& i = (*s)->info();
@@ -117,9 +106,9 @@ TEST(NvmlSampler, MissingOptionalFunctionsLeaveTheirFiguresAbsent) {
 // stamped at the poll's now, not 10 s after it (and a step under the 60 s sanity bound would
 // otherwise stand).
 TEST(NvmlSampler, PerProcessSamplesAreStampedOnThePollsClock) {
-  script(std::string(kDevice) +
-         "proc device=0 pid=4242 sm=9 mem=2 used=123456\n"
-         "xid device=0 code=79 after_ms=300\n");
+  fake_nvml_script(std::string(kDevice) +
+                   "proc device=0 pid=4242 sm=9 mem=2 used=123456\n"
+                   "xid device=0 code=79 after_ms=300\n");
   auto s = backends::nvml::NvmlSampler::open(nvml_options(kFull));
   ASSERT_TRUE(s) << s.error().message;
   constexpr int64_t kBehind = 10'000'000'000;
@@ -140,11 +129,11 @@ TEST(NvmlSampler, PerProcessSamplesAreStampedOnThePollsClock) {
 }
 
 TEST(NvmlSampler, EveryFigureEccRisesAndXidEvents) {
-  script(std::string(kDevice) +
-         "proc device=0 pid=4242 sm=9 mem=2 used=123456\n"
-         "proc device=0 pid=5353 sm=0 mem=0 used=777\n"
-         "ecc device=0 after_ms=150 unc=2 cor=0\n"
-         "xid device=0 code=79 after_ms=0\n");
+  fake_nvml_script(std::string(kDevice) +
+                   "proc device=0 pid=4242 sm=9 mem=2 used=123456\n"
+                   "proc device=0 pid=5353 sm=0 mem=0 used=777\n"
+                   "ecc device=0 after_ms=150 unc=2 cor=0\n"
+                   "xid device=0 code=79 after_ms=0\n");
   // Polled once a second: every poll reads the slow figures (memory, ECC) too.
   hal::DeviceSamplerOptions o = nvml_options(kFull);
   o.poll_ns = 1'000'000'000;
@@ -186,7 +175,7 @@ TEST(NvmlSampler, EveryFigureEccRisesAndXidEvents) {
 }
 
 TEST(NvmlSampler, RefusedInitAndAbsentLibraryAreReportedByCheckAndOpenNothing) {
-  script("init 9\n");
+  fake_nvml_script("init 9\n");
   auto s = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message, "nvmlInit_v2 failed: Driver Not Loaded (NVML error 9)");
@@ -219,7 +208,7 @@ TEST(NvmlSampler, RefusedInitAndAbsentLibraryAreReportedByCheckAndOpenNothing) {
 // A driver that never answers nvmlInit_v2 (a GPU fallen off the bus): the open gives up after
 // its limit, says why, and neither check nor the tracer's poller is held.
 TEST(NvmlSampler, AnInitThatNeverReturnsIsGivenUpAfterItsLimit) {
-  script("init hang\n" + std::string(kDevice));
+  fake_nvml_script("init hang\n" + std::string(kDevice));
   setenv("INGERO_NVML_INIT_LIMIT_MS", "300", 1);
   auto t0 = std::chrono::steady_clock::now();
   auto s = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
@@ -240,13 +229,13 @@ TEST(NvmlSampler, AnInitThatNeverReturnsIsGivenUpAfterItsLimit) {
 // A library that says it has 4 billion devices is broken, not walked; a driver version that
 // fills its buffer is read to the buffer's end, not past it.
 TEST(NvmlSampler, ABrokenCountOrAnUnendedStringIsHeldToItsBounds) {
-  script("count 4000000000\n" + std::string(kDevice));
+  fake_nvml_script("count 4000000000\n" + std::string(kDevice));
   auto s = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message,
             "nvmlDeviceGetCount_v2 says 4000000000 devices, more than any host has (a broken "
             "library?)");
-  script("driver_fill\n" + std::string(kDevice));
+  fake_nvml_script("driver_fill\n" + std::string(kDevice));
   auto f = backends::nvml::NvmlSampler::open(nvml_options(kPartial));
   ASSERT_TRUE(f) << f.error().message;
   EXPECT_EQ((*f)->info().library, kPartial + " (driver " + std::string(80, 'V') + ")");
@@ -255,7 +244,7 @@ TEST(NvmlSampler, ABrokenCountOrAnUnendedStringIsHeldToItsBounds) {
 // A driver that sees no usable device says so, not "; ; gives nothing" with advice about
 // per-process figures.
 TEST(NvmlSampler, NoUsableDeviceIsSaidPlainly) {
-  script("# no device\n");
+  fake_nvml_script("# no device\n");
   auto lines = backends::make_nvml_backend(kPartial)->check("/sys");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].status, hal::CheckLine::Status::kOptional);
@@ -268,7 +257,7 @@ TEST(NvmlSampler, NoUsableDeviceIsSaidPlainly) {
 }
 
 TEST(NvmlSampler, CheckSaysWhatItGives) {
-  script(kDevice);
+  fake_nvml_script(kDevice);
   auto lines = backends::make_nvml_backend(kPartial)->check("/sys");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].status, hal::CheckLine::Status::kPass);
@@ -284,7 +273,7 @@ TEST(NvmlSampler, CheckSaysWhatItGives) {
 
 // The poller's thread polls every period and keeps what it read for the event loop.
 TEST(NvmlSampler, PollerThreadPollsEveryPeriod) {
-  script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2\n");
+  fake_nvml_script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2\n");
   auto b = backends::make_nvml_backend(kPartial);
   hal::DeviceSamplerOptions o = nvml_options(kPartial);
   o.poll_ns = 20'000'000;
@@ -304,7 +293,7 @@ TEST(NvmlSampler, PollerThreadPollsEveryPeriod) {
 // clock 10 s behind the wall clock, every sample, whole-device and per-process, is near its
 // now, not the wall clock's.
 TEST(NvmlSampler, PollerThreadStampsOnTheSessionsClock) {
-  script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2\n");
+  fake_nvml_script(std::string(kDevice) + "proc device=0 pid=4242 sm=9 mem=2\n");
   auto b = backends::make_nvml_backend(kPartial);
   hal::DeviceSamplerOptions o = nvml_options(kPartial);
   o.poll_ns = 20'000'000;
@@ -330,19 +319,19 @@ struct FakeAmd {
   std::string sys = root + "/sys", proc = root + "/proc";
   FakeAmd() {
     std::string d = sys + "/class/drm/card0/device";
-    put(d + "/gpu_busy_percent", "37\n");
-    put(d + "/mem_busy_percent", "12\n");
-    put(d + "/mem_info_vram_used", "1048576\n");
-    put(d + "/mem_info_vram_total", "17179869184\n");
-    put(d + "/uevent", "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n");
-    put(d + "/product_name", "AMD Instinct MI210\n");
-    put(d + "/hwmon/hwmon3/power1_average", "123456000\n");
-    put(d + "/hwmon/hwmon3/temp1_input", "51000\n");
-    put(d + "/hwmon/hwmon3/freq1_input", "1700000000\n");
-    put(d + "/hwmon/hwmon3/freq2_input", "1600000000\n");
-    put(sys + "/class/drm/card0-DP-1/status", "connected\n");      // a connector
-    put(sys + "/class/drm/card1/device/uevent", "DRIVER=i915\n");  // another driver
-    put(proc + "/777/fdinfo/0", "pos:\t0\nflags:\t02\n");
+    put_file(d + "/gpu_busy_percent", "37\n");
+    put_file(d + "/mem_busy_percent", "12\n");
+    put_file(d + "/mem_info_vram_used", "1048576\n");
+    put_file(d + "/mem_info_vram_total", "17179869184\n");
+    put_file(d + "/uevent", "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n");
+    put_file(d + "/product_name", "AMD Instinct MI210\n");
+    put_file(d + "/hwmon/hwmon3/power1_average", "123456000\n");
+    put_file(d + "/hwmon/hwmon3/temp1_input", "51000\n");
+    put_file(d + "/hwmon/hwmon3/freq1_input", "1700000000\n");
+    put_file(d + "/hwmon/hwmon3/freq2_input", "1600000000\n");
+    put_file(sys + "/class/drm/card0-DP-1/status", "connected\n");      // a connector
+    put_file(sys + "/class/drm/card1/device/uevent", "DRIVER=i915\n");  // another driver
+    put_file(proc + "/777/fdinfo/0", "pos:\t0\nflags:\t02\n");
     fdinfo(5'000'000);
   }
   // The process's render node, open twice (a dup'd fd: the same client).
@@ -352,8 +341,8 @@ struct FakeAmd {
         "drm-client-id:\t9\ndrm-engine-gfx:\t1000000 ns\ndrm-engine-compute:\t" +
         std::to_string(compute_ns) +
         " ns\ndrm-engine-dma:\t900000000 ns\ndrm-memory-vram:\t2048 KiB\n";
-    put(proc + "/777/fdinfo/5", text);
-    put(proc + "/777/fdinfo/6", text);
+    put_file(proc + "/777/fdinfo/5", text);
+    put_file(proc + "/777/fdinfo/6", text);
   }
 };
 
@@ -412,7 +401,7 @@ TEST(AmdgpuSampler, CardFiguresAndPerProcessFromFdinfo) {
 
 TEST(AmdgpuSampler, NoCardIsNoSamplerAndAnOptionalCheckLine) {
   std::string root = temp_path("noamd");
-  put(root + "/class/drm/card0/device/uevent", "DRIVER=i915\n");
+  put_file(root + "/class/drm/card0/device/uevent", "DRIVER=i915\n");
   auto b = backends::make_amdgpu_backend();
   hal::DeviceSamplerOptions o;
   o.sysfs_root = root;

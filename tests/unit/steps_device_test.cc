@@ -280,6 +280,38 @@ TEST(StepsDevice, XidWithoutAStallIsLow) {
   EXPECT_TRUE(has(c->fixes[0], "compute-sanitizer")) << c->fixes[0];
 }
 
+// The sampler's own process lost a third of the way in (NVML crashed in it): the samples stop
+// there, so the steps are bounded, not measured (under half covered), and the chains of the
+// processes on its devices say where the figures stopped, naming the source, not a GPU; no
+// device_error chain.
+TEST(StepsDevice, ALostSamplerIsEvidenceOfItsSourceNotAGpuError) {
+  Source s;
+  launch_loop(s);
+  samples(s, 1, 9, 0, kSteps / 3 * int64_t(kStep), /*device=*/1, /*period=*/int64_t(kStep));
+  hal::DeviceEvent x;
+  x.ts_ns = int64_t(kSteps / 3 * kStep);
+  x.source = "nvml";
+  x.kind = "sampler_lost";
+  x.code = 11;
+  x.detail =
+      "libnvidia-ml.so.1 crashed (SIGSEGV) during a poll: no device figures from here on (it "
+      "ran in a process of its own: the trace goes on)";
+  s.device_events_.push_back(x);
+  auto a = analyze(s, Window{});
+  EXPECT_EQ(find_rule(a, "device_error"), nullptr);
+  const Chain* l = find_rule(a, "launch_bound");
+  ASSERT_NE(l, nullptr);
+  int evidence = 0;
+  for (const auto& t : l->timeline)
+    if (t.layer == "DEVICE") {
+      ++evidence;
+      EXPECT_EQ(t.detail.rfind("NVML: libnvidia-ml.so.1 crashed (SIGSEGV) during a poll", 0), 0u)
+          << t.detail;
+    }
+  EXPECT_EQ(evidence, 1);
+  EXPECT_TRUE(has(l->summary, "lower bound")) << l->summary;
+}
+
 TEST(StepsDevice, DeviceBusyCoversAStepByTheSamplesOverlappingIt) {
   DeviceBusy d;
   auto add = [&](std::optional<uint32_t> pid, int64_t ts, int64_t period, double util) {
