@@ -34,6 +34,12 @@ DevicePoller::DevicePoller(const std::vector<const hal::VendorBackend*>& backend
     else if (*s)
       samplers_.push_back(std::move(*s));
   }
+  for (const auto& s : samplers_) {
+    if (auto* p = dynamic_cast<hal::SelfPacedSampler*>(s.get()))
+      self_paced_.push_back(p);
+    else
+      polled_.push_back(s.get());
+  }
 }
 
 DevicePoller::~DevicePoller() {
@@ -58,7 +64,7 @@ std::vector<const hal::DeviceSamplerInfo*> DevicePoller::infos() const {
 
 int64_t DevicePoller::process_cpu_ns() const {
   int64_t sum = 0;
-  for (const auto& s : samplers_) sum += hal::sampler_process_cpu_ns(*s);
+  for (const hal::SelfPacedSampler* s : self_paced_) sum += s->cpu_ns();
   return sum;
 }
 
@@ -67,7 +73,14 @@ void DevicePoller::set_gpu_pids(std::vector<uint32_t> pids) {
   gpu_pids_ = std::move(pids);
 }
 
-void DevicePoller::poll_once(int64_t now) {
+uint64_t DevicePoller::polls() const {
+  if (polled_.empty() && !self_paced_.empty()) return self_paced_.front()->answers();
+  return polls_.load();
+}
+
+void DevicePoller::poll_once(int64_t now) { poll(now, /*every=*/true); }
+
+void DevicePoller::poll(int64_t now, bool every) {
   std::vector<uint32_t> pids;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -75,14 +88,23 @@ void DevicePoller::poll_once(int64_t now) {
   }
   std::vector<hal::DeviceSample> got;
   std::vector<hal::DeviceEvent> events;
-  for (auto& s : samplers_) {
-    auto v = s->poll(now, pids);
+  auto ask = [&](hal::DeviceSampler& s) {
+    auto v = s.poll(now, pids);
     got.insert(got.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
-    auto e = s->take_events();
+    auto e = s.take_events();
     events.insert(events.end(), std::make_move_iterator(e.begin()),
                   std::make_move_iterator(e.end()));
-  }
+  };
+  if (every)
+    for (const auto& s : samplers_) ask(*s);
+  else
+    for (hal::DeviceSampler* s : polled_) ask(*s);
   ++polls_;
+  keep(got, events);
+}
+
+void DevicePoller::keep(std::vector<hal::DeviceSample>& got,
+                        std::vector<hal::DeviceEvent>& events) {
   std::lock_guard<std::mutex> g(mu_);
   for (auto& x : got) {
     if (pending_.samples.size() >= kMaxPending) {
@@ -96,7 +118,10 @@ void DevicePoller::poll_once(int64_t now) {
 }
 
 void DevicePoller::start() {
-  if (samplers_.empty() || thread_.joinable() || stop_fd_ < 0) return;
+  // Those that poll on their own (NVML's process) from now on, no thread of ours waking for
+  // them: take() collects what they sent.
+  for (hal::SelfPacedSampler* s : self_paced_) s->start(clock_);
+  if (polled_.empty() || thread_.joinable() || stop_fd_ < 0) return;
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "ingero-gpu-poll");  // as top and perf name it
     run();
@@ -106,7 +131,7 @@ void DevicePoller::start() {
 void DevicePoller::run() {
   int64_t due = capture::mono_now_ns();
   while (true) {
-    poll_once(clock_.now());
+    poll(clock_.now(), /*every=*/false);
     cpu_ns_ = thread_cpu();
     // The next poll one period after this one was due; a poll that ran long is not followed by
     // a burst of catch-up polls.
@@ -124,6 +149,15 @@ void DevicePoller::run() {
 }
 
 DevicePoller::Batch DevicePoller::take() {
+  std::vector<hal::DeviceSample> got;
+  std::vector<hal::DeviceEvent> events;
+  for (hal::SelfPacedSampler* s : self_paced_) {
+    s->collect(got);
+    auto e = s->take_events();
+    events.insert(events.end(), std::make_move_iterator(e.begin()),
+                  std::make_move_iterator(e.end()));
+  }
+  keep(got, events);
   std::lock_guard<std::mutex> g(mu_);
   return std::exchange(pending_, {});
 }

@@ -1,7 +1,9 @@
 // The tracer's device side channel: every backend's device sampler (hal/device_sampler.h:
 // NVML, amdgpu sysfs) polled on a thread of its own every --device-poll-ms, so a slow driver
 // call never delays the ring buffers. The event loop takes what was read (take()) and writes
-// it to the tracer's sinks (record_device_batch()).
+// it to the tracer's sinks (record_device_batch()). A sampler that polls on its own
+// (hal::SelfPacedSampler: NVML in its own process) is started instead, and take() collects what
+// it sent: no thread here wakes for it, and none is started when every sampler is such.
 //
 // A backend whose devices are absent (no libnvidia-ml, nvmlInit refused, no amdgpu card) opens
 // no sampler and costs nothing after the attempt: the reason is one line of notes().
@@ -20,6 +22,7 @@
 #include "hal/backend.h"
 #include "hal/device_sampler.h"
 #include "hal/event_sink.h"
+#include "hal/sampler_process.h"
 #include "serve/metrics/metrics.h"
 
 namespace ingero::app {
@@ -40,14 +43,15 @@ class DevicePoller {
   const std::vector<std::string>& notes() const { return notes_; }
   std::vector<const hal::DeviceSamplerInfo*> infos() const;
 
-  // Polls every sampler now, then every poll period on the thread, until stop() or destroyed.
+  // Polls every sampler now, then every poll period on the thread, until stop() or destroyed;
+  // starts those that poll on their own.
   void start();
   // Stops the thread (what it read stays for take()); poll_once() may follow.
   void stop();
   // The processes that make GPU calls (amdgpu reads their fdinfo), from the event loop.
   void set_gpu_pids(std::vector<uint32_t> pids);
-  // One poll on the calling thread (tests, the bench, the last one after stop(); never while
-  // the thread runs).
+  // One poll of every sampler on the calling thread (tests, the bench, the last one after
+  // stop(); never while the thread runs).
   void poll_once(int64_t wall_ns);
 
   struct Batch {
@@ -55,8 +59,12 @@ class DevicePoller {
     std::vector<hal::DeviceEvent> events;
     uint64_t dropped = 0;  // samples not kept since the last take: the event loop fell behind
   };
+  // What was read since the last take(), with what the self-paced samplers sent; from one
+  // thread (the event loop).
   Batch take();
-  uint64_t polls() const { return polls_.load(); }
+  // Polls made (the thread's, and poll_once()'s); with only self-paced samplers, the answers
+  // the first sent.
+  uint64_t polls() const;
   int64_t thread_cpu_ns() const { return cpu_ns_.load(); }  // the poll thread's CPU time
   // The CPU time of the samplers' own processes (NVML's: hal/sampler_process.h), as of their
   // last polls.
@@ -67,7 +75,12 @@ class DevicePoller {
 
  private:
   void run();
+  // Polls every sampler (`every`), or those the thread polls.
+  void poll(int64_t now, bool every);
+  void keep(std::vector<hal::DeviceSample>& got, std::vector<hal::DeviceEvent>& events);
   std::vector<std::unique_ptr<hal::DeviceSampler>> samplers_;
+  std::vector<hal::DeviceSampler*> polled_;         // by the thread
+  std::vector<hal::SelfPacedSampler*> self_paced_;  // polling on their own, once started
   std::vector<std::string> notes_;
   int64_t poll_ns_;
   capture::TraceClock clock_;

@@ -77,12 +77,12 @@ int main(int argc, char** argv) {
   // The event loop's share: drain and write every 200 ms, as the tracer does at --flush-ms.
   while (clock_ns(CLOCK_MONOTONIC) - wall0 < int64_t(seconds * 1e9)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    int64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    auto batch = poller.take();
     if (started_cpu < 0 && poller.polls() >= 2) {
       started_cpu = poller.process_cpu_ns();
       started_polls = poller.polls();
     }
-    int64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    auto batch = poller.take();
     samples += batch.samples.size();
     if (auto st = app::record_device_batch(batch, sinks); !st) {
       std::cerr << st.error().message << "\n";

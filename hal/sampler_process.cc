@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -27,8 +28,10 @@ constexpr uint32_t kMaxFrame = 64u << 20;  // 8 GPUs x 4,096 processes is ~1 MiB
 enum FrameType : char {
   kOpened = 'O',   // child: the sampler's info
   kRefused = 'R',  // child: why it could not open
-  kPoll = 'P',     // parent: wall clock, the GPU processes
-  kAnswer = 'A',   // child: its CPU time, the samples, the events
+  kPoll = 'P',     // parent: poll now: the wall clock, the GPU processes
+  kStart = 'S',    // parent: poll on your own from now: the clock's offset, the period
+  kReply = 'B',    // child: the answer to a poll: its CPU time, the samples, the events
+  kPushed = 'A',   // child: the same, from a poll of its own
 };
 
 int64_t mono_ns() {
@@ -61,41 +64,61 @@ bool send_frame(int fd, FrameType type, const std::string& payload) {
 
 enum class Read { kOk, kEnd, kTimeout, kBad };
 
-// Reads exactly `n` bytes by `deadline` (CLOCK_MONOTONIC ns; 0: no deadline).
-Read read_exact(int fd, char* p, size_t n, int64_t deadline) {
-  while (n > 0) {
-    int wait_ms = -1;
-    if (deadline) {
-      int64_t left = deadline - mono_ns();
-      if (left <= 0) return Read::kTimeout;
-      wait_ms = int((left + 999'999) / 1'000'000);
+// Frames from a socket, whole: bytes that arrive in pieces wait in `inbox` for the rest.
+class FrameReader {
+ public:
+  explicit FrameReader(int fd) : fd_(fd) {}
+  // The next frame, waiting until `deadline` (CLOCK_MONOTONIC ns; < 0: as long as it takes; in
+  // the past: not at all). kEnd: the socket closed; kBad: a frame that cannot be one, or one
+  // cut short by the end.
+  Read next(int64_t deadline, char& type, std::string& payload) {
+    while (true) {
+      if (inbox_.size() >= sizeof(uint32_t)) {
+        uint32_t len = 0;
+        std::memcpy(&len, inbox_.data(), sizeof(len));
+        if (len < 1 || len > kMaxFrame) return Read::kBad;
+        if (inbox_.size() >= sizeof(len) + len) {
+          type = inbox_[sizeof(len)];
+          payload.assign(inbox_, sizeof(len) + 1, len - 1);
+          inbox_.erase(0, sizeof(len) + len);
+          return Read::kOk;
+        }
+      }
+      Read r = fill(deadline);
+      if (r == Read::kEnd && !inbox_.empty()) return Read::kBad;  // it died writing
+      if (r != Read::kOk) return r;
     }
-    pollfd pf{fd, POLLIN, 0};
-    int r = ::poll(&pf, 1, wait_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Read::kEnd;
-    if (r == 0) continue;  // the deadline is checked above
-    ssize_t got = recv(fd, p, n, 0);
-    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got <= 0) return Read::kEnd;
-    p += got;
-    n -= size_t(got);
   }
-  return Read::kOk;
-}
 
-Read read_frame(int fd, int64_t deadline, char& type, std::string& payload) {
-  uint32_t len = 0;
-  if (Read r = read_exact(fd, reinterpret_cast<char*>(&len), sizeof(len), deadline); r != Read::kOk)
-    return r;
-  if (len < 1 || len > kMaxFrame) return Read::kBad;
-  std::string f(len, '\0');
-  if (Read r = read_exact(fd, f.data(), len, deadline); r != Read::kOk)
-    return r == Read::kEnd ? Read::kBad : r;  // cut mid-frame: it died writing
-  type = f[0];
-  payload.assign(f, 1);
-  return Read::kOk;
-}
+ private:
+  // Reads what the socket holds, waiting for at least a byte until `deadline`.
+  Read fill(int64_t deadline) {
+    while (true) {
+      int wait_ms = -1;
+      if (deadline >= 0) {
+        int64_t left = deadline - mono_ns();
+        wait_ms = left <= 0 ? 0 : int((left + 999'999) / 1'000'000);
+      }
+      pollfd pf{fd_, POLLIN, 0};
+      int r = ::poll(&pf, 1, wait_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Read::kEnd;
+      if (r == 0) {
+        if (wait_ms == 0) return Read::kTimeout;
+        continue;  // woken early: the deadline is checked again
+      }
+      char buf[65536];
+      ssize_t got = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (got <= 0) return Read::kEnd;
+      inbox_.append(buf, size_t(got));
+      return Read::kOk;
+    }
+  }
+
+  int fd_;
+  std::string inbox_;
+};
 
 std::string signal_text(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -138,10 +161,15 @@ std::string seconds(int64_t ns) {
   return std::to_string(ns / 1'000'000) + " ms";
 }
 
-class ProcessSampler final : public DeviceSampler {
+class ProcessSampler final : public SelfPacedSampler {
  public:
-  ProcessSampler(SamplerProcessOptions opts, pid_t pid, int fd, DeviceSamplerInfo info)
-      : opts_(std::move(opts)), pid_(pid), fd_(fd), info_(std::move(info)) {}
+  ProcessSampler(SamplerProcessOptions opts, pid_t pid, FrameReader reader, int fd,
+                 DeviceSamplerInfo info)
+      : opts_(std::move(opts)),
+        pid_(pid),
+        fd_(fd),
+        reader_(std::move(reader)),
+        info_(std::move(info)) {}
   ~ProcessSampler() override {
     if (fd_ >= 0) close(fd_);  // the child reads the end, shuts its library down and exits
     if (pid_ > 0) reap(pid_, 1000);
@@ -151,40 +179,86 @@ class ProcessSampler final : public DeviceSampler {
 
   const DeviceSamplerInfo& info() const override { return info_; }
 
+  // Asks now and waits for the answer; what the child sent unasked before it comes first.
   std::vector<DeviceSample> poll(int64_t wall_ns, const std::vector<uint32_t>& gpu_pids) override {
-    if (fd_ < 0) return {};
+    std::vector<DeviceSample> out;
+    if (fd_ < 0) return out;
     std::string req;
     device_wire::put_int(req, wall_ns);
     device_wire::put_pids(req, gpu_pids);
     if (!send_frame(fd_, kPoll, req)) {
       lose(wall_ns, Read::kEnd);
-      return {};
+      return out;
     }
-    char type = 0;
-    std::string answer;
-    Read r = read_frame(fd_, mono_ns() + opts_.poll_limit_ns, type, answer);
-    std::vector<DeviceSample> samples;
-    std::vector<DeviceEvent> events;
-    std::string_view in = answer;
-    int64_t cpu = 0;
-    if (r == Read::kOk && (type != kAnswer || !device_wire::get_int(in, cpu) ||
-                           !device_wire::get_samples(in, samples) ||
-                           !device_wire::get_events(in, events) || !in.empty()))
-      r = Read::kBad;
-    if (r != Read::kOk) {
-      lose(wall_ns, r);
-      return {};
+    int64_t deadline = mono_ns() + opts_.poll_limit_ns;
+    while (true) {
+      char type = 0;
+      std::string answer;
+      Read r = reader_.next(deadline, type, answer);
+      if (r == Read::kOk && !absorb(type, answer, out)) r = Read::kBad;
+      if (r != Read::kOk) {
+        lose(wall_ns, r);
+        return out;
+      }
+      if (type == kReply) return out;
     }
-    cpu_ns_.store(cpu, std::memory_order_relaxed);
-    for (auto& e : events) events_.push_back(std::move(e));
-    return samples;
   }
 
   std::vector<DeviceEvent> take_events() override { return std::exchange(events_, {}); }
 
-  int64_t cpu_ns() const { return cpu_ns_.load(std::memory_order_relaxed); }
+  void start(TraceClock clock) override {
+    clock_ = clock;
+    if (fd_ < 0) return;
+    std::string req;
+    device_wire::put_int(req, clock.mono_to_wall_ns);
+    device_wire::put_int(req, opts_.poll_ns);
+    started_ = true;
+    last_heard_ = mono_ns();
+    if (!send_frame(fd_, kStart, req)) lose(clock_.now(), Read::kEnd);
+  }
+
+  void collect(std::vector<DeviceSample>& out) override {
+    bool got = false;
+    while (fd_ >= 0) {
+      char type = 0;
+      std::string answer;
+      Read r = reader_.next(0, type, answer);  // no wait
+      if (r == Read::kTimeout) break;
+      if (r == Read::kOk && (type != kPushed || !absorb(type, answer, out))) r = Read::kBad;
+      if (r != Read::kOk) return lose(clock_.now(), r);
+      got = true;
+    }
+    // Silent too long: judged by when it last polled, and only when nothing came now (a child
+    // whose answers waited for a late reader was blocked by it, not hung).
+    if (fd_ >= 0 && started_ && !got &&
+        mono_ns() - last_heard_ > opts_.poll_ns + opts_.poll_limit_ns)
+      lose(clock_.now(), Read::kTimeout);
+  }
+
+  uint64_t answers() const override { return answers_.load(std::memory_order_relaxed); }
+  int64_t cpu_ns() const override { return cpu_ns_.load(std::memory_order_relaxed); }
 
  private:
+  // An answer's samples into `out`, its events into events_; false where it does not parse.
+  bool absorb(char type, const std::string& answer, std::vector<DeviceSample>& out) {
+    if (type != kReply && type != kPushed) return false;
+    std::string_view in = answer;
+    int64_t cpu = 0, polled_at = 0;
+    std::vector<DeviceSample> samples;
+    std::vector<DeviceEvent> events;
+    if (!device_wire::get_int(in, cpu) || !device_wire::get_int(in, polled_at) ||
+        !device_wire::get_samples(in, samples) || !device_wire::get_events(in, events) ||
+        !in.empty())
+      return false;
+    cpu_ns_.store(cpu, std::memory_order_relaxed);
+    answers_.fetch_add(1, std::memory_order_relaxed);
+    // When the child polled, not when this side read it: read late, an answer is not news.
+    last_heard_ = std::max(last_heard_, polled_at);
+    for (auto& x : samples) out.push_back(std::move(x));
+    for (auto& e : events) events_.push_back(std::move(e));
+    return true;
+  }
+
   // The child is gone or no longer to be trusted: it is ended, and one event says why.
   void lose(int64_t wall_ns, Read how) {
     close(fd_);
@@ -219,8 +293,13 @@ class ProcessSampler final : public DeviceSampler {
   SamplerProcessOptions opts_;
   pid_t pid_;
   int fd_;
+  FrameReader reader_;
   DeviceSamplerInfo info_;
+  TraceClock clock_;
+  bool started_ = false;
+  int64_t last_heard_ = 0;  // CLOCK_MONOTONIC of the child's last poll (or the start)
   std::vector<DeviceEvent> events_;
+  std::atomic<uint64_t> answers_{0};
   std::atomic<int64_t> cpu_ns_{0};  // read by other threads
 };
 
@@ -277,9 +356,10 @@ Result<std::unique_ptr<DeviceSampler>> open_sampler_process(const SamplerProcess
     return pid.error();
   }
   int fd = sv[0];
+  FrameReader reader(fd);
   char type = 0;
   std::string payload;
-  Read r = read_frame(fd, mono_ns() + opts.open_limit_ns, type, payload);
+  Read r = reader.next(mono_ns() + opts.open_limit_ns, type, payload);
   DeviceSamplerInfo info;
   std::string_view in = payload;
   if (r == Read::kOk && type == kRefused) {
@@ -304,12 +384,7 @@ Result<std::unique_ptr<DeviceSampler>> open_sampler_process(const SamplerProcess
     return make_error(why + "; it ran in a process of its own: nothing else is affected");
   }
   return std::unique_ptr<DeviceSampler>(
-      std::make_unique<ProcessSampler>(opts, *pid, fd, std::move(info)));
-}
-
-int64_t sampler_process_cpu_ns(const DeviceSampler& s) {
-  const auto* p = dynamic_cast<const ProcessSampler*>(&s);
-  return p ? p->cpu_ns() : 0;
+      std::make_unique<ProcessSampler>(opts, *pid, std::move(reader), fd, std::move(info)));
 }
 
 int serve_sampler(int fd, const std::function<Result<std::unique_ptr<DeviceSampler>>()>& open) {
@@ -320,26 +395,46 @@ int serve_sampler(int fd, const std::function<Result<std::unique_ptr<DeviceSampl
   std::string out;
   device_wire::put_info(out, (*s)->info());
   if (!send_frame(fd, kOpened, out)) return 1;
-  while (true) {
-    char type = 0;
-    std::string req;
-    Read r = read_frame(fd, 0, type, req);
-    if (r == Read::kEnd) return 0;  // the parent closed: done
-    std::string_view in = req;
-    int64_t wall = 0;
-    std::vector<uint32_t> pids;
-    if (r != Read::kOk || type != kPoll || !device_wire::get_int(in, wall) ||
-        !device_wire::get_pids(in, pids) || !in.empty())
-      return 2;
+  auto answer = [&](FrameType type, int64_t wall, const std::vector<uint32_t>& pids) {
+    int64_t polled_at = mono_ns();
     auto samples = (*s)->poll(wall, pids);
     auto events = (*s)->take_events();
     timespec cpu{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
     out.clear();
     device_wire::put_int(out, int64_t(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec);
+    device_wire::put_int(out, polled_at);  // CLOCK_MONOTONIC, which both sides share
     device_wire::put_samples(out, samples);
     device_wire::put_events(out, events);
-    if (!send_frame(fd, kAnswer, out)) return 0;
+    return send_frame(fd, type, out);
+  };
+  FrameReader reader(fd);
+  TraceClock clock;
+  int64_t period = 0, due = -1;  // once started: CLOCK_MONOTONIC of the next poll of its own
+  while (true) {
+    char type = 0;
+    std::string req;
+    Read r = reader.next(due, type, req);
+    if (r == Read::kEnd) return 0;  // the parent closed: done
+    if (r == Read::kTimeout) {
+      if (!answer(kPushed, clock.now(), {})) return 0;
+      // The next one period after this one was due; one that ran long is not caught up.
+      due = std::max(due + period, mono_ns());
+      continue;
+    }
+    std::string_view in = req;
+    int64_t wall = 0;
+    std::vector<uint32_t> pids;
+    if (r == Read::kOk && type == kPoll && device_wire::get_int(in, wall) &&
+        device_wire::get_pids(in, pids) && in.empty()) {
+      if (!answer(kReply, wall, pids)) return 0;
+    } else if (r == Read::kOk && type == kStart &&
+               device_wire::get_int(in, clock.mono_to_wall_ns) &&
+               device_wire::get_int(in, period) && in.empty() && period > 0) {
+      due = mono_ns();
+    } else {
+      return 2;
+    }
   }
 }
 

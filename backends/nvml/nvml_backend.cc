@@ -82,6 +82,7 @@ class NvmlBackend final : public VendorBackend {
     p.source = "nvml";
     p.library = o.nvml_library;
     p.open_call = "nvmlInit_v2";
+    p.poll_ns = o.poll_ns;
     // The child gives nvmlInit_v2 up after its own limit and says so; this is the backstop.
     int64_t init_ms = nvml::NvmlLibrary::kInitLimitMs;
     if (const char* v = getenv("INGERO_NVML_INIT_LIMIT_MS"); v && atoi(v) > 0) init_ms = atoi(v);

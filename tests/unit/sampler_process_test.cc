@@ -10,10 +10,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "app/device_poller.h"
 #include "backends/nvml/nvml_backend.h"
 #include "backends/nvml/nvml_child.h"
 #include "backends/nvml/nvml_sampler.h"
@@ -232,8 +235,11 @@ TEST(SamplerProcess, AnswersAsTheLibraryDoesInProcess) {
   EXPECT_EQ(v[1].sm_util, 7.0);
   EXPECT_EQ(v[1].mem_util, 2.0);
   EXPECT_TRUE((*s)->take_events().empty());
-  EXPECT_GT(hal::sampler_process_cpu_ns(**s), 0);
-  EXPECT_EQ(hal::sampler_process_cpu_ns(**direct), 0);
+  auto* own = dynamic_cast<hal::SelfPacedSampler*>(s->get());
+  ASSERT_NE(own, nullptr);
+  EXPECT_GT(own->cpu_ns(), 0);
+  EXPECT_EQ(own->answers(), 1u);
+  EXPECT_EQ(dynamic_cast<hal::SelfPacedSampler*>(direct->get()), nullptr);
   s->reset();
   EXPECT_EQ(children_named("ingero-nvml"), 0);
 }
@@ -263,6 +269,93 @@ TEST(SamplerProcess, ACrashDuringAPollIsOneEventAndTheCallerGoesOn) {
   EXPECT_TRUE((*s)->poll(wall(), {}).empty());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
   EXPECT_TRUE((*s)->take_events().empty());
+}
+
+// This process's threads named `comm`.
+int threads_named(const std::string& comm) {
+  int n = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(t.path() / "comm");
+    std::string name;
+    if (std::getline(f, name) && name == comm) ++n;
+  }
+  return n;
+}
+
+// As the tracer runs it: started, the process polls on its own clock and sends each answer
+// unasked; no thread of the poller wakes for it; take() collects every answer, stamped on the
+// session's clock; a poll asked at the end comes after them.
+TEST(SamplerProcess, StartedItPollsOnItsOwnAndTheCallerOnlyCollects) {
+  fake_nvml_script(kDevice);
+  auto nvml = backends::make_nvml_backend(kFakeNvmlPartial, INGERO_BIN);
+  hal::DeviceSamplerOptions o;
+  o.poll_ns = 100'000'000;
+  hal::TraceClock clock{.mono_to_wall_ns = -5'000'000'000};  // the session's, 5 s behind
+  app::DevicePoller poller({nvml.get()}, o, clock);
+  ASSERT_TRUE(poller.active());
+  int64_t t0 = clock.now();
+  poller.start();
+  EXPECT_EQ(threads_named("ingero-gpu-poll"), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  auto b = poller.take();
+  int64_t t1 = clock.now();
+  std::vector<int64_t> stamps;
+  for (const auto& x : b.samples)
+    if (!x.pid) stamps.push_back(x.ts_ns);
+  ASSERT_FALSE(stamps.empty());
+  EXPECT_EQ(stamps.size(), poller.polls());  // one device sample an answer
+  EXPECT_TRUE(std::is_sorted(stamps.begin(), stamps.end()));
+  EXPECT_GE(stamps.front(), t0);
+  EXPECT_LE(stamps.back(), t1);
+  EXPECT_TRUE(b.events.empty());
+  EXPECT_GT(poller.process_cpu_ns(), 0);
+  poller.stop();
+  int64_t t2 = clock.now();
+  poller.poll_once(t2);
+  auto end = poller.take();
+  ASSERT_FALSE(end.samples.empty());
+  size_t last_device = 0;
+  for (size_t i = 0; i < end.samples.size(); ++i)
+    if (!end.samples[i].pid) last_device = i;
+  EXPECT_EQ(end.samples[last_device].ts_ns, t2);  // the asked poll's, after any sent unasked
+}
+
+// Started, a process that crashes or stops sending is found by take(): one event, and nothing
+// after it. Silence is judged by when it last polled, never by when its answers were read.
+TEST(SamplerProcess, StartedItIsLostWhenItCrashesOrFallsSilent) {
+  for (const char* what : {"crash", "hang"}) {
+    fake_nvml_script(std::string(kDevice) + "poll " + what + " after_ms=150\n");
+    setenv("INGERO_NVML_POLL_LIMIT_MS", "300", 1);
+    auto nvml = backends::make_nvml_backend(kFakeNvmlPartial, INGERO_BIN);
+    hal::DeviceSamplerOptions o;
+    o.poll_ns = 100'000'000;
+    app::DevicePoller poller({nvml.get()}, o);  // opened here, with the limit
+    unsetenv("INGERO_NVML_POLL_LIMIT_MS");
+    poller.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    auto b = poller.take();
+    // A take that reads answers waiting since before the silence judges it at the next one.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto next = poller.take();
+    for (auto& e : next.events) b.events.push_back(e);
+    EXPECT_TRUE(next.samples.empty()) << what;
+    EXPECT_FALSE(b.samples.empty()) << what;
+    ASSERT_EQ(b.events.size(), 1u) << what;
+    EXPECT_EQ(b.events[0].kind, "sampler_lost");
+    EXPECT_EQ(b.events[0].detail,
+              kFakeNvmlPartial +
+                  (what == std::string("crash")
+                       ? " crashed (SIGSEGV) during a poll"
+                       : " did not answer a poll within 300 ms (a GPU or driver that no longer "
+                         "answers); its sampler process was stopped") +
+                  ": no device figures from here on (it ran in a process of its own: the trace "
+                  "goes on)");
+    EXPECT_EQ(children_named("ingero-nvml"), 0);
+    poller.poll_once(0);
+    auto after = poller.take();
+    EXPECT_TRUE(after.samples.empty());
+    EXPECT_TRUE(after.events.empty());
+  }
 }
 
 // A poll that never returns is given up after its limit, and the process is killed.
