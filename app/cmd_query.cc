@@ -169,8 +169,14 @@ void add_query_command(CLI::App& app, Context& ctx) {
       "query",
       "Run one read-only SQL statement against a trace file (ours or the original Go\n"
       "implementation's). Writes, ATTACH, state-changing pragmas and extensions are refused\n"
-      "by SQLite itself. Views: calls, cuda_events, hip_events, nccl_events, host_events,\n"
-      "tcp_events; tables: events, sessions, ops, sources, process_names, libraries.\n"
+      "by SQLite itself. Views: calls, call_runs, call_summaries, events, cuda_events,\n"
+      "hip_events, nccl_events, host_events, tcp_events, stacks; tables: sessions, ops,\n"
+      "sources, process_names, libraries, kernel_names, causal_chains, inflight,\n"
+      "device_samples, device_events (where the GPUs were sampled) (docs/schema.md).\n"
+      "Functions: error_name(api, ret) and error_class(api, ret), a return code's vendor\n"
+      "name and class (api as in calls.api: cuda_runtime, hip, nccl; NULL for 0);\n"
+      "sketch_quantile(sketch, q), sketch_count(sketch) and the aggregate sketch_merge(sketch),\n"
+      "over call_seconds' per-second latency sketches.\n"
       "With --source clickhouse://HOST:8123/DB the statement runs in ClickHouse with\n"
       "readonly=1 (views calls, host_events; tables in docs/fleet.md), and rows stream out as\n"
       "TSVWithNames (or a JSON array with --json) as they arrive.");
