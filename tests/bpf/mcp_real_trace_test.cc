@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "test_paths.h"
+#include "tests/bpf/cuda_workload.h"
 #include "tests/support/http_client.h"
 #include "tests/support/mcp_sdk.h"
 #include "tests/support/trace_db.h"
@@ -19,7 +20,6 @@ using Json = nlohmann::json;
 
 const char* kHip = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 const char* kNccl = INGERO_CUDA_ROOT "/lib64/libnccl.so.2";
-const char* kStub = INGERO_CUDA_ROOT "/lib64/stubs/libcuda.so";
 
 // Records the trace once for all tests here.
 class McpRealTrace : public ::testing::Test {

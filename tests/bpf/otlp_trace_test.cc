@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "test_paths.h"
+#include "tests/bpf/cuda_workload.h"
 #include "tests/support/http_client.h"
 #include "tests/support/otlp_receiver.h"
 #include "tests/support/otlp_series.h"
@@ -25,7 +26,6 @@ namespace ingero::test {
 namespace {
 
 using namespace std::chrono_literals;
-const char* kStub = INGERO_CUDA_ROOT "/lib64/stubs/libcuda.so";
 
 std::map<std::string, std::string> keyed(const std::string& path) {
   std::map<std::string, std::string> m;

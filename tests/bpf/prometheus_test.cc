@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "test_paths.h"
+#include "tests/bpf/cuda_workload.h"
 #include "tests/support/http_client.h"
 #include "tests/support/prometheus_server.h"
 #include "tests/support/trace_db.h"
@@ -21,7 +22,6 @@ namespace ingero::test {
 namespace {
 
 const char* kHip = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
-const char* kStub = INGERO_CUDA_ROOT "/lib64/stubs/libcuda.so";
 
 using Json = nlohmann::json;
 
