@@ -5,15 +5,19 @@
 // Without NVML the same loop gets the lower-bound wording; NVML refusing nvmlInit (no driver)
 // is reported by check and changes nothing else.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -249,6 +253,58 @@ TEST(DeviceTruth, ANvmlThatBreaksWhileTracingStopsItsFiguresNotTheTrace) {
                   "ingero: nvml: libnvidia-ml.so.1 did not answer a poll within 500 ms (a GPU or "
                   "driver that no longer answers); its sampler process was stopped"))
       << h.err;
+}
+
+// The children of `parent` named `comm`, by /proc.
+std::vector<pid_t> children_named(pid_t parent, const std::string& comm) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent &&
+        line.substr(open + 1, close - open - 1) == comm)
+      out.push_back(pid_t(atoi(e.path().filename().c_str())));
+  }
+  return out;
+}
+
+// Gone, or a zombie waiting for whoever adopted it.
+bool ended(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return true;
+  size_t close = line.rfind(')');
+  return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+}
+
+// The tracer killed outright (SIGKILL: nothing of it runs): NVML's process reads its socket's
+// end and exits by itself, rather than polling a driver for nobody.
+TEST(DeviceTruth, NvmlsProcessEndsWhenTheTracerIsKilled) {
+  REQUIRE_LOOP();
+  std::string db = temp_path("killed.db");
+  auto t = Subprocess::spawn({INGERO_BIN, "trace", "--db", db, "--", "sleep", "30"},
+                             nvml_env(script("device gpu=9\n")));
+  ASSERT_TRUE(t.wait_stderr_line("device sampling every", std::chrono::seconds(30))) << t.err();
+  auto nvml = children_named(t.pid(), "ingero-nvml");
+  ASSERT_EQ(nvml.size(), 1u);
+  std::vector<pid_t> command;  // released once the probes are on
+  for (int i = 0; i < 500 && command.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    command = children_named(t.pid(), "sleep");
+  }
+  ASSERT_EQ(command.size(), 1u);
+  t.signal(SIGKILL);
+  kill(command[0], SIGKILL);  // the traced command outlives its tracer, by design
+  EXPECT_EQ(t.wait(), 128 + SIGKILL);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!ended(nvml[0]) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(ended(nvml[0]));
 }
 
 // An Xid during the loop, with every NVML function present: a device event in the file, and a
