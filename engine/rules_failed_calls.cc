@@ -214,8 +214,10 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
   c.explanation = codes_text(p) + " The first " + code_text(code) + first_of + " at " +
                   format_wall(f.ts) + " on thread " + std::to_string(f.tid) + ", after " +
                   format_count(code.ok_before) + (code.ok_before == 1 ? " call" : " calls") +
-                  " that returned success; after it, " + format_count(ok_after) + " of " +
-                  format_count(returned_after) + " succeeded.";
+                  " that returned success; " +
+                  (returned_after ? "after it, " + format_count(ok_after) + " of " +
+                                        format_count(returned_after) + " succeeded."
+                                  : "no call returned after it.");
   if (p.first_fail < f.ts)
     c.explanation += " Calls had failed before it, from " + format_wall(p.first_fail) + ".";
   std::string layer = layer_of(f.api);

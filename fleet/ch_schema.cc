@@ -236,7 +236,7 @@ const std::vector<ViewColumn>& view_columns(View v) {
         {"ret", ""},
         {"status",
          "multiIf(status = 1, 'unfinished', status = 2, 'untimed', ifNull(ret, 1) = 0, 'ok', "
-         "'error')"},
+         "ifNull(err_class, 0) = 3, 'not_ready', 'error')"},
         {"off_cpu_ns", ""},
         {"preempts", ""},
         {"switches", ""},

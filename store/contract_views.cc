@@ -34,6 +34,11 @@ std::string views_body(const char* create, const std::function<bool(const std::s
   std::string waker_cols;
   for (const char* w : {"waker_pid", "waker_tid", "runq_ns"})
     waker_cols += std::string(", ") + (has(w) ? "e." : "NULL AS ") + w;
+  // A call still in progress (class 3, "not ready": ncclInProgress) answered, and failed not:
+  // as the summaries, explain and the metrics count it (hal/call_failure.h). Files written
+  // before the classes (or before err_class) say 'error' for it.
+  std::string not_ready =
+      has("err_class") ? "            WHEN e.err_class = 3 THEN 'not_ready'\n" : "";
   std::string c = create;
   std::string calls_from = call_store ? "ingero_calls" : "events";
   std::string host_from = call_store ? "main.host_rows" : "events";
@@ -43,7 +48,9 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          "       e.pid, e.tid, e.comm, e.cgroup_id, s.vendor, s.api, o.kind, o.name AS op,\n"
          "       e.ret_code AS ret,\n"
          "       CASE WHEN e.status = 1 THEN 'unfinished' WHEN e.status = 2 THEN 'untimed'\n"
-         "            WHEN e.ret_code = 0 THEN 'ok' ELSE 'error' END AS status,\n"
+         "            WHEN e.ret_code = 0 THEN 'ok'\n" +
+         not_ready +
+         "            ELSE 'error' END AS status,\n"
          "       e.off_cpu_ns, e.preempts, e.switches, e.peer_pid AS preemptor_pid,\n"
          "       e.peer_comm AS preemptor_comm,\n"
          "       CASE e.direction WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' WHEN 2 THEN 'D2H'\n"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "app/builtin_backends.h"
@@ -11,6 +12,8 @@
 #include "backends/cuda/cuda_errors.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::store {
@@ -116,6 +119,22 @@ TEST(ErrorSql, TheSummariesCountNoCallInProgressAsAnError) {
   ASSERT_TRUE((*w)->finish({}));
   EXPECT_EQ(test::query_int(path, "SELECT sum(calls) FROM call_summaries"), 4);
   EXPECT_EQ(test::query_int(path, "SELECT sum(errors) FROM call_summaries"), 1);
+  // The rows say so too, and the report counts what the summaries do.
+  auto rows = test::query_rows(path, "SELECT status, count(*) FROM calls GROUP BY 1 ORDER BY 1");
+  EXPECT_EQ(rows, (std::vector<std::vector<std::string>>{
+                      {"error", "1"}, {"not_ready", "2"}, {"ok", "1"}}));
+  std::string out, err;
+  ASSERT_EQ(
+      test::run_command({INGERO_BIN, "report", "--db", path, "--json", "-o", "-"}, &out, &err), 0)
+      << err;
+  auto report = nlohmann::json::parse(out);
+  EXPECT_EQ(report["header"]["errors"], 1);
+  EXPECT_EQ(report["ops"][0]["errors"], 1);
+  // Its one failure was the last call: nothing after it, said so rather than "0 of 0".
+  ASSERT_EQ(report["chains"].size(), 1u);
+  std::string why = report["chains"][0]["explanation"];
+  EXPECT_NE(why.find("that returned success; no call returned after it."), std::string::npos)
+      << why;
 }
 
 }  // namespace
