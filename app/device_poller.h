@@ -6,7 +6,8 @@
 // it sent: no thread here wakes for it, and none is started when every sampler is such.
 //
 // A backend whose devices are absent (no libnvidia-ml, nvmlInit refused, no amdgpu card) opens
-// no sampler and costs nothing after the attempt: the reason is one line of notes().
+// no sampler and costs nothing after the attempt (for NVML a short-lived process of its own,
+// ~20-30 ms of its CPU): the reason is one line of notes().
 #pragma once
 
 #include <atomic>

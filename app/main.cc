@@ -1,4 +1,5 @@
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -25,8 +26,13 @@ void add_version_command(CLI::App& app, Context& ctx) {
 int main(int argc, char** argv) {
   using namespace ingero::app;
   // NVML's own process (hal/sampler_process.h), started by the tracer or `check`, never by hand.
-  if (argc >= 2 && std::string_view(argv[1]) == ingero::backends::nvml::kSamplerCommand)
-    return ingero::backends::nvml::sampler_main(argc - 2, argv + 2);
+  // It ends with _Exit: a driver library with a thread still inside it (an nvmlInit_v2 given
+  // up) must not run its destructors on the way out.
+  if (argc >= 2 && std::string_view(argv[1]) == ingero::backends::nvml::kSamplerCommand) {
+    int rc = ingero::backends::nvml::sampler_main(argc - 2, argv + 2);
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
   // The running binary, whichever path it was started by and even if it was replaced since.
   set_sampler_executable("/proc/self/exe");
   CLI::App app{

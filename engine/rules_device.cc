@@ -6,6 +6,7 @@
 #include <map>
 
 #include "engine/analysis.h"
+#include "hal/sampler_process.h"
 
 namespace ingero::engine {
 namespace {
@@ -24,12 +25,6 @@ std::string key_of(const hal::DeviceEvent& e) { return e.source + ":" + std::to_
 bool on_device(const Analysis& a, uint32_t pid, const std::string& key) {
   auto d = a.device.devices_of(pid);
   return std::find(d.begin(), d.end(), key) != d.end();
-}
-
-// An event of the sampler rather than of one device (its event set failed, its process was
-// lost): it concerns every device of its source, and names none.
-bool of_the_sampler(const hal::DeviceEvent& e) {
-  return e.kind == "event_error" || e.kind == "sampler_lost";
 }
 
 bool on_source(const Analysis& a, uint32_t pid, const std::string& source) {
@@ -101,11 +96,11 @@ void rule_device_errors(Analysis& a, std::vector<Chain>& out) {
       if (e.ts_ns < c.window_start - kNearNs || e.ts_ns > c.window_end + kNearNs) continue;
       bool mine = false;
       for (uint32_t pid : c.pids)
-        mine = mine ||
-               (of_the_sampler(e) ? on_source(a, pid, e.source) : on_device(a, pid, key_of(e)));
+        mine = mine || (hal::is_sampler_event(e) ? on_source(a, pid, e.source)
+                                                 : on_device(a, pid, key_of(e)));
       if (!mine) continue;
       std::string who =
-          of_the_sampler(e) ? source_label(e.source) : a.device.device_name(key_of(e));
+          hal::is_sampler_event(e) ? source_label(e.source) : a.device.device_name(key_of(e));
       c.timeline.push_back(
           {"DEVICE", e.kind, who + ": " + what(e) + " at " + format_wall(e.ts_ns), 0});
       ++added;

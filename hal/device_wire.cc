@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "hal/varint.h"
 
@@ -17,6 +18,7 @@ bool get_u(std::string_view& in, uint64_t& v) {
     if (in.empty()) return false;
     auto b = uint8_t(in.front());
     in.remove_prefix(1);
+    if (shift == 63 && b > 1) return false;  // bits past the 64th: not a 64-bit value
     v |= uint64_t(b & 0x7f) << shift;
     if (!(b & 0x80)) return true;
   }
@@ -36,14 +38,22 @@ bool get_double(std::string_view& in, double& d) {
   return true;
 }
 
-// A count of items each at least one byte long: never more than the bytes left, so a damaged
-// count cannot ask for gigabytes.
-bool get_count(std::string_view& in, size_t& n) {
+// A count of items each at least `min_bytes` long, at most `max`: never more than the bytes
+// left could hold, nor more than any sampler sends, so a damaged count cannot ask for gigabytes
+// (the items are decoded into structs many times their encoded size).
+bool get_count(std::string_view& in, size_t& n, size_t min_bytes, size_t max) {
   uint64_t v;
-  if (!get_u(in, v) || v > in.size()) return false;
+  if (!get_u(in, v) || v > in.size() / min_bytes || v > max) return false;
   n = size_t(v);
   return true;
 }
+
+// The most of each a sampler sends at once: NVML's 64 GPUs a host with 4,096 processes each is
+// 266,240 samples; names and figures a few dozen.
+constexpr size_t kMaxSamples = 300'000, kMaxEvents = 65'536, kMaxTexts = 65'536,
+                 kMaxPids = 1'000'000;
+// The fewest bytes each item takes.
+constexpr size_t kSampleBytes = 6, kEventBytes = 7;
 
 void put_texts(std::string& out, const std::vector<std::string>& v) {
   put_u(out, v.size());
@@ -52,7 +62,7 @@ void put_texts(std::string& out, const std::vector<std::string>& v) {
 
 bool get_texts(std::string_view& in, std::vector<std::string>& v) {
   size_t n;
-  if (!get_count(in, n)) return false;
+  if (!get_count(in, n, 1, kMaxTexts)) return false;
   v.resize(n);
   for (auto& s : v)
     if (!get_text(in, s)) return false;
@@ -86,10 +96,14 @@ bool get_opt(std::string_view& in, uint32_t bits, uint32_t bit, std::optional<T>
   } else {
     uint64_t u;
     if (!get_u(in, u)) return false;
-    if constexpr (std::is_signed_v<T>)
-      v = T(unzigzag(u));
-    else
+    if constexpr (std::is_signed_v<T>) {
+      int64_t x = unzigzag(u);
+      if (!std::in_range<T>(x)) return false;  // a damaged figure, refused, not truncated
+      v = T(x);
+    } else {
+      if (!std::in_range<T>(u)) return false;
       v = T(u);
+    }
   }
   return true;
 }
@@ -169,7 +183,7 @@ void put_samples(std::string& out, const std::vector<DeviceSample>& samples) {
 
 bool get_samples(std::string_view& in, std::vector<DeviceSample>& samples) {
   size_t n;
-  if (!get_count(in, n)) return false;
+  if (!get_count(in, n, kSampleBytes, kMaxSamples)) return false;
   samples.clear();
   samples.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -210,7 +224,7 @@ void put_events(std::string& out, const std::vector<DeviceEvent>& events) {
 
 bool get_events(std::string_view& in, std::vector<DeviceEvent>& events) {
   size_t n;
-  if (!get_count(in, n)) return false;
+  if (!get_count(in, n, kEventBytes, kMaxEvents)) return false;
   events.clear();
   events.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -233,7 +247,7 @@ void put_pids(std::string& out, const std::vector<uint32_t>& pids) {
 
 bool get_pids(std::string_view& in, std::vector<uint32_t>& pids) {
   size_t n;
-  if (!get_count(in, n)) return false;
+  if (!get_count(in, n, 1, kMaxPids)) return false;
   pids.resize(n);
   for (auto& p : pids) {
     uint64_t v;

@@ -21,7 +21,8 @@ void put_int(std::string& out, int64_t v);
 void put_text(std::string& out, std::string_view s);
 
 // Each reads from the front of `in` and advances it; false (and `in` in any state) where the
-// bytes end early or say more items or longer strings than they hold.
+// bytes end early, say more items or longer strings than they hold or than any sampler sends
+// (300,000 samples, 65,536 events or names), or give a figure outside its type.
 bool get_info(std::string_view& in, DeviceSamplerInfo& info);
 bool get_samples(std::string_view& in, std::vector<DeviceSample>& samples);
 bool get_events(std::string_view& in, std::vector<DeviceEvent>& events);

@@ -135,18 +135,21 @@ pid_t wait_for(pid_t pid, int ms, int& status) {
   }
 }
 
-// How the child ended: waits up to `wait_ms` for it, then kills it and waits a second more.
-// "crashed (SIGSEGV)", "exited with status 3", "was killed"; `sig` the signal that ended it.
-std::string reap(pid_t pid, int wait_ms, int* sig = nullptr) {
+constexpr const char* kStuck = "did not end when killed (stuck inside the driver)";
+
+// How the child ended: waits up to `wait_ms` for it, then kills it and waits `kill_ms` more.
+// "crashed (SIGSEGV)", "exited with status 3", "was killed", or kStuck (not reaped: a process
+// in an uninterruptible driver call ignores even SIGKILL); `sig` the signal that ended it.
+std::string reap(pid_t pid, int wait_ms, int* sig = nullptr, int kill_ms = 1000) {
   int status = 0;
   pid_t r = wait_for(pid, wait_ms, status);
   bool killed = false;
   if (r == 0) {
     kill(pid, SIGKILL);
     killed = true;
-    r = wait_for(pid, 1000, status);
+    r = wait_for(pid, kill_ms, status);
   }
-  if (r == 0) return "did not end when killed (stuck inside the driver)";
+  if (r == 0) return kStuck;
   if (r < 0) return "ended";
   if (killed) return "was killed";
   if (WIFSIGNALED(status)) {
@@ -171,8 +174,14 @@ class ProcessSampler final : public SelfPacedSampler {
         reader_(std::move(reader)),
         info_(std::move(info)) {}
   ~ProcessSampler() override {
-    if (fd_ >= 0) close(fd_);  // the child reads the end, shuts its library down and exits
-    if (pid_ > 0) reap(pid_, 1000);
+    // The child reads the end, shuts its library down and exits; one stuck in the driver is
+    // killed, and left to whoever reaps after this process if even that does not end it.
+    if (fd_ >= 0) {
+      close(fd_);
+      if (pid_ > 0) reap(pid_, 1000, nullptr, 200);
+    } else if (pid_ > 0) {
+      reap(pid_, 0, nullptr, 0);  // lost and killed before: reaped if it has ended since
+    }
   }
   ProcessSampler(const ProcessSampler&) = delete;
   ProcessSampler& operator=(const ProcessSampler&) = delete;
@@ -232,7 +241,11 @@ class ProcessSampler final : public SelfPacedSampler {
     // whose answers waited for a late reader was blocked by it, not hung).
     if (fd_ >= 0 && started_ && !got &&
         mono_ns() - last_heard_ > opts_.poll_ns + opts_.poll_limit_ns)
-      lose(clock_.now(), Read::kTimeout);
+      lose(clock_.now(), Read::kTimeout, /*asked=*/false);
+    if (fd_ < 0 && pid_ > 0) {  // lost, killed, not yet reaped: without waiting
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) != 0) pid_ = -1;
+    }
   }
 
   uint64_t answers() const override { return answers_.load(std::memory_order_relaxed); }
@@ -259,27 +272,31 @@ class ProcessSampler final : public SelfPacedSampler {
     return true;
   }
 
-  // The child is gone or no longer to be trusted: it is ended, and one event says why.
-  void lose(int64_t wall_ns, Read how) {
+  // The child is gone or no longer to be trusted: it is ended, and one event says why. Called
+  // on the caller's thread (the tracer's event loop): it waits at most 1.2 s for the child.
+  // `asked`: a poll went unanswered (else: it sent nothing, unasked, for too long).
+  void lose(int64_t wall_ns, Read how, bool asked = true) {
     close(fd_);
     fd_ = -1;
     int sig = 0;
-    std::string end;
     std::string why;
-    if (how == Read::kTimeout) {
+    if (how == Read::kTimeout || how == Read::kBad) {
       kill(pid_, SIGKILL);
-      end = reap(pid_, 1000);
-      why = opts_.library + " did not answer a poll within " + seconds(opts_.poll_limit_ns) +
-            " (a GPU or driver that no longer answers); its sampler process was stopped";
-    } else if (how == Read::kBad) {
-      kill(pid_, SIGKILL);
-      end = reap(pid_, 1000);
-      why = opts_.library + "'s sampler process sent a malformed answer; it was stopped";
+      std::string end = reap(pid_, 200, nullptr, 0);
+      why = opts_.library +
+            (how == Read::kBad ? "'s sampler process sent a malformed answer"
+             : asked           ? " did not answer a poll within " + seconds(opts_.poll_limit_ns) +
+                           " (a GPU or driver that no longer answers)"
+                     : " sent no figures for " + seconds(opts_.poll_ns + opts_.poll_limit_ns) +
+                           " (a GPU or driver that no longer answers)") +
+            "; its sampler process was stopped" + (end == kStuck ? std::string(" but ") + end : "");
+      if (end != kStuck) pid_ = -1;
     } else {
-      end = reap(pid_, 1000, &sig);
+      // It closed its end: it is exiting (a crash may first write a core dump).
+      std::string end = reap(pid_, 1000, &sig, 200);
       why = opts_.library + (sig ? " " + end + " during a poll" : "'s sampler process " + end);
+      if (end != kStuck) pid_ = -1;
     }
-    pid_ = -1;
     why += ": no device figures from here on (it ran in a process of its own: the trace goes on)";
     DeviceEvent e;
     e.ts_ns = wall_ns;
@@ -364,7 +381,7 @@ Result<std::unique_ptr<DeviceSampler>> open_sampler_process(const SamplerProcess
   std::string_view in = payload;
   if (r == Read::kOk && type == kRefused) {
     close(fd);
-    reap(*pid, 1000);
+    reap(*pid, 1000, nullptr, 200);
     return make_error(payload);
   }
   if (r == Read::kOk && (type != kOpened || !device_wire::get_info(in, info) || !in.empty()))
@@ -373,7 +390,7 @@ Result<std::unique_ptr<DeviceSampler>> open_sampler_process(const SamplerProcess
     close(fd);
     if (r != Read::kEnd) kill(*pid, SIGKILL);
     int sig = 0;
-    std::string end = reap(*pid, 1000, &sig);
+    std::string end = reap(*pid, 1000, &sig, 200);
     std::string why =
         r == Read::kTimeout ? opts.library + " did not open within " + seconds(opts.open_limit_ns) +
                                   "; its sampler process was stopped"

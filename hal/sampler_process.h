@@ -66,4 +66,10 @@ int serve_sampler(int fd, const std::function<Result<std::unique_ptr<DeviceSampl
 // The kind of the event a lost child leaves (device_events.kind).
 inline constexpr const char* kSamplerLost = "sampler_lost";
 
+// An event of a sampler rather than of one device (its event set failed, its process was
+// lost): it concerns every device of its source, and its `device` names none.
+inline bool is_sampler_event(const DeviceEvent& e) {
+  return e.kind == "event_error" || e.kind == kSamplerLost;
+}
+
 }  // namespace ingero::hal

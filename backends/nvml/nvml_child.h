@@ -10,7 +10,8 @@ namespace ingero::backends::nvml {
 
 inline constexpr const char* kSamplerCommand = "__nvml-sampler";
 
-// The child's command line: `exe __nvml-sampler LIBRARY POLL_NS`.
+// The child's command line: `exe __nvml-sampler LIBRARY POLL_NS PARENT_PID`. The child dies
+// with the thread that starts it (PR_SET_PDEATHSIG): the tracer's main thread, `check`'s.
 std::vector<std::string> sampler_argv(const std::string& exe, const std::string& library,
                                       int64_t poll_ns);
 

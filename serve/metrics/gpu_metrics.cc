@@ -5,6 +5,7 @@
 // kMaxProcesses processes a device, retired kExitedRetentionNs after their last sample.
 #include <algorithm>
 
+#include "hal/sampler_process.h"
 #include "serve/metrics/metrics.h"
 
 namespace ingero::serve {
@@ -170,7 +171,7 @@ ingero::Status Metrics::on_device_events(const std::vector<hal::DeviceEvent>& ev
     if (e.kind == "ecc_corrected" || e.kind == "ecc_uncorrected") continue;
     gpu_->events
         ->Add({{"source", e.source},
-               {"gpu", std::to_string(e.device)},
+               {"gpu", hal::is_sampler_event(e) ? "" : std::to_string(e.device)},
                {"uuid", e.uuid},
                {"kind", e.kind},
                {"code", e.kind == "xid" ? std::to_string(e.code) : ""}})

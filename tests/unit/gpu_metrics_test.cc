@@ -81,7 +81,8 @@ TEST(GpuMetrics, DeviceSeriesExactAndAbsentFiguresHaveNone) {
   EXPECT_TRUE(m.on_device_samples({later}));
   EXPECT_TRUE(
       m.on_device_events({{1'100'000'000, "nvml", 0, "GPU-0", "xid", 79, "Xid 79"},
-                          {1'100'000'000, "nvml", 0, "GPU-0", "ecc_corrected", 2, "2 corrected"}}));
+                          {1'100'000'000, "nvml", 0, "GPU-0", "ecc_corrected", 2, "2 corrected"},
+                          {1'200'000'000, "nvml", 0, "", "sampler_lost", 11, "crashed"}}));
   std::string t = m.exposition();
   // prometheus-cpp sorts labels by name: gpu, source, uuid.
   const std::string l = R"({gpu="0",)" + kDev;
@@ -110,6 +111,10 @@ TEST(GpuMetrics, DeviceSeriesExactAndAbsentFiguresHaveNone) {
       0);
   EXPECT_EQ(
       sample(t, R"(ingero_gpu_device_events_total{code="79",gpu="0",kind="xid",)" + kDev + "}"), 1);
+  // The sampler's own event names no GPU (not GPU 0).
+  EXPECT_EQ(sample(t, R"(ingero_gpu_device_events_total{code="",gpu="",kind="sampler_lost",)"
+                      R"(source="nvml",uuid=""})"),
+            1);
   // No memory clock in the samples: no series, not a 0.
   EXPECT_FALSE(mentions(t, "ingero_gpu_memory_clock_hertz{"));
   // Per-process series only with --prometheus-per-process.

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,13 @@ hal::SamplerProcessOptions nvml_process(const std::string& lib) {
   o.library = lib;
   o.open_call = "nvmlInit_v2";
   return o;
+}
+
+// A crash here is planted: no core dump (one written slowly keeps the child's socket open, and
+// its death unseen, for as long as it takes).
+void no_core_dumps() {
+  rlimit none{0, 0};
+  setrlimit(RLIMIT_CORE, &none);
 }
 
 int64_t wall() {
@@ -194,6 +202,25 @@ TEST(DeviceWire, CutOrDamagedAnswersAreRefused) {
   std::string_view eleven_byte_varint = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01";
   int64_t v;
   EXPECT_FALSE(hal::device_wire::get_int(eleven_byte_varint, v));
+  std::string_view past_64_bits = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02";
+  EXPECT_FALSE(hal::device_wire::get_int(past_64_bits, v));
+  std::string_view all_64_bits = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01";
+  EXPECT_TRUE(hal::device_wire::get_int(all_64_bits, v));
+  // Figures outside their type (a pid over 32 bits, a temperature over int32): refused, not cut.
+  std::string wide_pid = std::string("\x01\x00\x00\x00\x00\x00\x01\x80\x80\x80\x80\x10", 12);
+  std::string_view wp = wide_pid;
+  EXPECT_FALSE(hal::device_wire::get_samples(wp, out));
+  std::string hot = std::string("\x01\x00\x00\x00\x00\x00\x80\x02\x80\x80\x80\x80\x10", 13);
+  std::string_view h = hot;
+  EXPECT_FALSE(hal::device_wire::get_samples(h, out));
+  // A count the bytes left could not hold at 6 bytes a sample.
+  std::string two = std::string("\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", 12);
+  std::string_view t2 = two;
+  EXPECT_FALSE(hal::device_wire::get_samples(t2, out));
+  std::string one_more = two + std::string(1, '\0');
+  std::string_view t3 = one_more;
+  EXPECT_TRUE(hal::device_wire::get_samples(t3, out));
+  EXPECT_EQ(out.size(), 2u);
 }
 
 // The same figures through the sampler's own process as in this one: info, a device sample's
@@ -247,6 +274,7 @@ TEST(SamplerProcess, AnswersAsTheLibraryDoesInProcess) {
 // A library that crashes while it is polled: that poll and every later one return nothing, one
 // event says what happened, and the caller goes on.
 TEST(SamplerProcess, ACrashDuringAPollIsOneEventAndTheCallerGoesOn) {
+  no_core_dumps();
   fake_nvml_script(std::string(kDevice) + "poll crash after_ms=300\n");
   auto s = hal::open_sampler_process(nvml_process(kFakeNvmlPartial));
   ASSERT_TRUE(s) << s.error().message;
@@ -313,16 +341,19 @@ TEST(SamplerProcess, StartedItPollsOnItsOwnAndTheCallerOnlyCollects) {
   int64_t t2 = clock.now();
   poller.poll_once(t2);
   auto end = poller.take();
-  ASSERT_FALSE(end.samples.empty());
-  size_t last_device = 0;
+  // The asked poll's sample, after those sent unasked before it (one sent while it was asked
+  // may follow it).
+  size_t asked = end.samples.size();
   for (size_t i = 0; i < end.samples.size(); ++i)
-    if (!end.samples[i].pid) last_device = i;
-  EXPECT_EQ(end.samples[last_device].ts_ns, t2);  // the asked poll's, after any sent unasked
+    if (!end.samples[i].pid && end.samples[i].ts_ns == t2) asked = i;
+  ASSERT_LT(asked, end.samples.size());
+  for (size_t i = 0; i < asked; ++i) EXPECT_LE(end.samples[i].ts_ns, t2);
 }
 
 // Started, a process that crashes or stops sending is found by take(): one event, and nothing
 // after it. Silence is judged by when it last polled, never by when its answers were read.
 TEST(SamplerProcess, StartedItIsLostWhenItCrashesOrFallsSilent) {
+  no_core_dumps();
   for (const char* what : {"crash", "hang"}) {
     fake_nvml_script(std::string(kDevice) + "poll " + what + " after_ms=150\n");
     setenv("INGERO_NVML_POLL_LIMIT_MS", "300", 1);
@@ -346,8 +377,8 @@ TEST(SamplerProcess, StartedItIsLostWhenItCrashesOrFallsSilent) {
               kFakeNvmlPartial +
                   (what == std::string("crash")
                        ? " crashed (SIGSEGV) during a poll"
-                       : " did not answer a poll within 300 ms (a GPU or driver that no longer "
-                         "answers); its sampler process was stopped") +
+                       : " sent no figures for 400 ms (a GPU or driver that no longer answers); "
+                         "its sampler process was stopped") +
                   ": no device figures from here on (it ran in a process of its own: the trace "
                   "goes on)");
     EXPECT_EQ(children_named("ingero-nvml"), 0);
@@ -385,6 +416,7 @@ TEST(SamplerProcess, AHungPollIsStoppedAfterItsLimit) {
 // A library that crashes inside nvmlInit_v2 is an error to the caller, who lives on: `check`
 // says it, through the backend.
 TEST(SamplerProcess, ACrashWhileOpeningIsAnErrorNotADeath) {
+  no_core_dumps();
   fake_nvml_script("init crash\n");
   auto s = hal::open_sampler_process(nvml_process(kFakeNvmlPartial));
   ASSERT_FALSE(s);
