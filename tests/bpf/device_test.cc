@@ -6,7 +6,6 @@
 // is reported by check and changes nothing else.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -79,12 +78,6 @@ Traced trace_loop(const std::vector<std::string>& env) {
   t.explain = nlohmann::json::parse(out);
   EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", t.db}, &t.text, &err), 0) << err;
   return t;
-}
-
-// The crashes here are planted: no core dumps (the tracer and NVML's process inherit the limit).
-void no_core_dumps() {
-  rlimit none{0, 0};
-  setrlimit(RLIMIT_CORE, &none);
 }
 
 #define REQUIRE_LOOP()                \
@@ -270,33 +263,6 @@ TEST(DeviceTruth, ANvmlThatBreaksWhileTracingStopsItsFiguresNotTheTrace) {
   EXPECT_NE(silent, unanswered) << h.err;
 }
 
-// The children of `parent` named `comm`, by /proc.
-std::vector<pid_t> children_named(pid_t parent, const std::string& comm) {
-  std::vector<pid_t> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream f(e.path() / "stat");
-    std::string line;
-    if (!std::getline(f, line)) continue;
-    size_t open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    char state = 0;
-    int ppid = 0;
-    if (sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent &&
-        line.substr(open + 1, close - open - 1) == comm)
-      out.push_back(pid_t(atoi(e.path().filename().c_str())));
-  }
-  return out;
-}
-
-// Gone, or a zombie waiting for whoever adopted it.
-bool ended(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return true;
-  size_t close = line.rfind(')');
-  return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
-}
-
 // The tracer killed outright (SIGKILL: nothing of it runs): NVML's process reads its socket's
 // end and exits by itself, rather than polling a driver for nobody.
 TEST(DeviceTruth, NvmlsProcessEndsWhenTheTracerIsKilled) {
@@ -317,9 +283,9 @@ TEST(DeviceTruth, NvmlsProcessEndsWhenTheTracerIsKilled) {
   kill(command[0], SIGKILL);  // the traced command outlives its tracer, by design
   EXPECT_EQ(t.wait(), 128 + SIGKILL);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!ended(nvml[0]) && std::chrono::steady_clock::now() < deadline)
+  while (!process_ended(nvml[0]) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_TRUE(ended(nvml[0]));
+  EXPECT_TRUE(process_ended(nvml[0]));
 }
 
 // An Xid during the loop, with every NVML function present: a device event in the file, and a

@@ -3,10 +3,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 namespace ingero::test {
 
@@ -159,6 +164,37 @@ int run_on_full_tmpfs(const std::string& mnt, const std::string& size, const std
                        mnt + " | tail -1); head -c $(( (free - " + std::to_string(free_kib) +
                        ") * 1024 )) /dev/zero > " + mnt + "/filler; " + steps;
   return run_command({"unshare", "-rm", "/bin/sh", "-c", script}, out, err);
+}
+
+std::vector<pid_t> children_named(pid_t parent, const std::string& comm) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent &&
+        line.substr(open + 1, close - open - 1) == comm)
+      out.push_back(pid_t(std::atoi(e.path().filename().c_str())));
+  }
+  return out;
+}
+
+bool process_ended(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return true;
+  size_t close = line.rfind(')');
+  return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+}
+
+void no_core_dumps() {
+  rlimit none{0, 0};
+  setrlimit(RLIMIT_CORE, &none);
 }
 
 }  // namespace ingero::test

@@ -51,6 +51,14 @@ int run_command(const std::vector<std::string>& argv, std::string* out = nullptr
                 std::string* err = nullptr, const std::vector<std::string>& env = {},
                 std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
+// The children of `parent` named `comm` (their /proc/PID/stat), and whether a process has ended
+// (gone, or a zombie waiting for whoever adopted it).
+std::vector<pid_t> children_named(pid_t parent, const std::string& comm);
+bool process_ended(pid_t pid);
+// Turns core dumps off for this process and what it starts: for planted crashes (a dump written
+// slowly keeps a crashed child's descriptors open, its death unseen, for as long as it takes).
+void no_core_dumps();
+
 // A full disk for a command (no root needed): in a private mount namespace (`unshare -rm`),
 // `mnt` becomes a tmpfs of `size` ("4m"), the shell `setup` puts the test's files there, a
 // filler takes all but `free_kib` KiB, and the shell `steps` run, all before the mount goes.

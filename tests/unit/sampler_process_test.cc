@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include "hal/device_wire.h"
 #include "test_paths.h"
 #include "tests/support/fake_nvml.h"
+#include "tests/support/subprocess.h"
 
 namespace ingero::test {
 namespace {
@@ -42,13 +42,6 @@ hal::SamplerProcessOptions nvml_process(const std::string& lib) {
   return o;
 }
 
-// A crash here is planted: no core dump (one written slowly keeps the child's socket open, and
-// its death unseen, for as long as it takes).
-void no_core_dumps() {
-  rlimit none{0, 0};
-  setrlimit(RLIMIT_CORE, &none);
-}
-
 int64_t wall() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -57,23 +50,7 @@ int64_t wall() {
 
 // This process's children named `comm` (the sampler names itself ingero-nvml).
 int children_named(const std::string& comm) {
-  int n = 0;
-  DIR* d = opendir("/proc");
-  while (dirent* e = readdir(d)) {
-    std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    size_t close = line.rfind(')');
-    size_t open = line.find('(');
-    if (close == std::string::npos || open == std::string::npos) continue;
-    std::string name = line.substr(open + 1, close - open - 1);
-    char state = 0;
-    int ppid = 0;
-    if (sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
-    if (ppid == getpid() && name == comm) ++n;
-  }
-  closedir(d);
-  return n;
+  return int(test::children_named(getpid(), comm).size());
 }
 
 TEST(DeviceWire, EveryFigureAndEveryAbsenceComeBackAsTheyWent) {
