@@ -98,18 +98,12 @@ class Reader {
     out = uint8_t(b_[pos_++]);
     return true;
   }
-  // False for truncation, more than 64 bits, or an overlong encoding (a last byte of 0 after
-  // the first), so that every value has one encoding.
+  // hal::get_varint: false for truncation, more than 64 bits, or an overlong encoding.
   bool varint(uint64_t& out) {
-    out = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t c;
-      if (!byte(c)) return false;
-      if (shift == 63 && c > 1) return false;
-      out |= uint64_t(c & 0x7f) << shift;
-      if (!(c & 0x80)) return c != 0 || shift == 0;
-    }
-    return false;
+    std::string_view rest = b_.substr(pos_);
+    bool ok = hal::get_varint(rest, out);
+    pos_ = b_.size() - rest.size();
+    return ok;
   }
 
  private:

@@ -12,18 +12,7 @@ namespace {
 
 void put_u(std::string& out, uint64_t v) { put_varint(out, v); }
 
-bool get_u(std::string_view& in, uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (in.empty()) return false;
-    auto b = uint8_t(in.front());
-    in.remove_prefix(1);
-    if (shift == 63 && b > 1) return false;  // bits past the 64th: not a 64-bit value
-    v |= uint64_t(b & 0x7f) << shift;
-    if (!(b & 0x80)) return true;
-  }
-  return false;  // more than ten bytes: not a varint
-}
+bool get_u(std::string_view& in, uint64_t& v) { return get_varint(in, v); }
 
 void put_double(std::string& out, double d) {
   uint64_t bits;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace ingero::hal {
 
@@ -15,6 +16,23 @@ inline void put_varint(Bytes& out, uint64_t x) {
     x >>= 7;
   }
   out.push_back(Byte(uint8_t(x)));
+}
+
+// Reads a varint from the front of `in` and advances past it: false for one cut short, one of
+// more than 64 bits, or an overlong one (a last byte of 0 after the first), so that every value
+// has one encoding. For formats read from bytes that may be damaged; the column blocks' and the
+// call cache's hot readers have their own.
+inline bool get_varint(std::string_view& in, uint64_t& out) {
+  out = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (in.empty()) return false;
+    auto c = uint8_t(in.front());
+    in.remove_prefix(1);
+    if (shift == 63 && c > 1) return false;
+    out |= uint64_t(c & 0x7f) << shift;
+    if (!(c & 0x80)) return c != 0 || shift == 0;
+  }
+  return false;
 }
 
 // Small magnitudes of either sign to small unsigned values, and back.
