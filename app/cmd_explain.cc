@@ -129,7 +129,15 @@ int explain_file(const Opts& o) {
               << "\n";
   FleetExplainOptions fo;
   fo.title = path;
-  fo.subtitle = (*reader)->is_legacy() ? (*reader)->format_name() : "";
+  if ((*reader)->is_legacy()) {
+    fo.subtitle = (*reader)->format_name();
+    if (int64_t n = (*reader)->legacy_nested_calls())
+      fo.subtitle += ": " + engine::format_count(uint64_t(n)) +
+                     (n == 1 ? " driver call made inside a runtime call is counted in it"
+                             : " driver calls made inside runtime calls are counted in them") +
+                     ", as ingero records them (one launch is one row; the file's own `events` "
+                     "table keeps both)";
+  }
   fo.nodes = *nodes;
   if (have.size() == 1) fo.only_node = have[0];
   fo.window = *w;

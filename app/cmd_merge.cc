@@ -283,6 +283,13 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
   if (!reader) return reader.error();
   store::Db& db = (*reader)->db();
   if (auto s = refuse_folded_launches(db, in); !s) return s;
+  // The original implementation stored a runtime call and the driver call inside it as two;
+  // they are merged as ours records them, as one (store/legacy_views.h): said, not hidden.
+  if (int64_t n = (*reader)->legacy_nested_calls())
+    std::cerr << "ingero merge: " << in << ": " << n
+              << (n == 1 ? " driver call made inside a runtime call is counted in it"
+                         : " driver calls made inside runtime calls are counted in them")
+              << " (nested_calls), as ingero records them\n";
   auto nodes = input_nodes(db, in, force_node);
   if (!nodes) return nodes.error();
   auto first = store::first_event_ns(db);

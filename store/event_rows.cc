@@ -10,6 +10,7 @@
 #include "store/archive_scan.h"
 #include "store/call_store.h"
 #include "store/host_store.h"
+#include "store/legacy_views.h"
 #include "store/op_dictionary.h"
 #include "store/packed_fields.h"
 #include "store/schema.h"
@@ -77,6 +78,12 @@ struct EventCursor::Columns {
   EventColumns view;
   int packed = kNone;
   std::vector<uint8_t> packed_fields;
+  // Reads of every call's row (merge, export): the calls folded into it (nested_calls,
+  // nested_source, nested_op from `nested` on; through the views: nested_calls and nested_op,
+  // whose api and kind `nested_names` gives).
+  int nested = kNone;
+  int view_nested_calls = kNone, view_nested_op = kNone;
+  std::unordered_map<std::string, std::pair<std::string_view, hal::EventKind>> nested_names;
 };
 
 // The dictionaries of a direct read: (source, op) -> names, for the calls' sources only.
@@ -118,6 +125,7 @@ bool EventCursor::open_direct(const EventFilter& f) {
   }
   auto sources = load_op_names(calls);
   if (!sources) return false;
+  filter_ = f;
   auto select = select_list(table, calls, shown);
   if (!select) return false;
   if (store && calls) {  // calls seen at entry only read back with these durations
@@ -181,8 +189,14 @@ std::optional<std::string> EventCursor::select_list(const char* table, bool call
       return std::nullopt;
     k.packed = calls ? 15 : 18;
   }
+  sql += args.empty() ? "" : ", pack_fields(" + args + ")";
+  if (calls && filter_.rows) {
+    k.nested = k.packed == kNone ? 15 : 16;
+    for (const char* c : {"nested_calls", "nested_source", "nested_op"})
+      sql += db_.column_exists(table, c) ? std::string(", ") + c : ", NULL";
+  }
   // The row's id, last: the merge with archived calls orders ties by it.
-  return sql + (args.empty() ? "" : ", pack_fields(" + args + ")") + ", id";
+  return sql + ", id";
 }
 
 std::optional<std::string> EventCursor::rows_where(const EventFilter& f, const std::string& sources,
@@ -221,6 +235,8 @@ bool EventCursor::open_archive(const EventFilter& f, bool store, std::unique_ptr
       cols[c].clear();
   const auto& fields = field_columns();
   for (uint8_t field : cols_->packed_fields) cols.push_back(fields[field]);
+  if (cols_->nested != kNone)
+    for (const char* c : {"nested_calls", "nested_source", "nested_op"}) cols.emplace_back(c);
   const BlockForm& form = host ? host_form() : f.rows ? sql_calls_form() : engine_calls_form();
   scan = store ? std::make_unique<ArchiveScan>(db_.handle(), form, db_.path(), std::move(cols),
                                                kArchTs, kArchId)
@@ -297,11 +313,25 @@ bool EventCursor::archived_event(hal::Event& e) const {
   }
   const auto& to_field = cols_->packed_fields;
   const size_t first_field = archive_fields_at(rows_);
+  const size_t nested = first_field + to_field.size();
   for (uint32_t col : s.live_columns())
-    if (col >= first_field)
+    if (col >= first_field && col < nested)
       if (auto x = row.value(int(col)))
         e.set(static_cast<hal::Field>(to_field[col - first_field]), *x);
+  if (cols_->nested != kNone) nested_call(row, int(nested), e);
   return true;
+}
+
+template <class Row>
+void EventCursor::nested_call(const Row& row, int at, hal::Event& e) const {
+  if (row.is_null(at) || row.int64(at) <= 0 || row.is_null(at + 1) || row.is_null(at + 2)) return;
+  const OpNames::Names* n =
+      names_->find(uint64_t(row.int64(at + 1)) << 32 | uint64_t(row.int64(at + 2)));
+  if (!n) return;
+  e.nested = uint32_t(row.int64(at));
+  e.nested_api = n->api;
+  e.nested_op = n->op;
+  e.nested_kind = n->kind;
 }
 
 ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
@@ -315,6 +345,7 @@ ingero::Result<bool> EventCursor::next_direct(hal::Event& e) {
     const Stmt& st = rows_of_.row();
     if (!row_event(st, e)) continue;
     if (cols_->packed != kNone && !unpack_fields(st, e)) return bad_fields();
+    if (cols_->nested != kNone) nested_call(st, cols_->nested, e);
     return true;
   }
 }
@@ -382,7 +413,54 @@ ingero::Result<std::unique_ptr<EventCursor>> EventCursor::open(Db& db, Rows rows
   });
   if (!c->cols_->view.complete())
     return ingero::make_error(db.path() + ": the " + view + " view has no ts_ns or op column");
+  if (calls && f.rows && by_name.count("nested_calls") && by_name.count("nested_op")) {
+    if (auto st = c->nested_names_of_view(); !st) return st.error();
+    c->cols_->view_nested_calls = by_name["nested_calls"];
+    c->cols_->view_nested_op = by_name["nested_op"];
+  }
   return c;
+}
+
+ingero::Status EventCursor::nested_names_of_view() {
+  auto& names = cols_->nested_names;
+  // The original implementation's files: a call folded into another is a driver call
+  // (store/legacy_views.h); its kind as the file's op names give it.
+  if (detect_legacy(db_)) {
+    auto st = db_.prepare("SELECT name FROM main.ops WHERE source_id = 4");
+    if (!st) return st.error();
+    while (true) {
+      auto row = st->step();
+      if (!row) return row.error();
+      if (!*row) return {};
+      std::string name = st->text(0);
+      names[name] = {strings_.intern("cuda_driver"),
+                     hal::kind_from_name(legacy_kind(name)).value_or(hal::EventKind::kUnknown)};
+    }
+  }
+  if (!db_.column_exists("ops", "kind") || !db_.column_exists("sources", "api")) return {};
+  auto st = db_.prepare(
+      "SELECT o.name, s.api, o.kind FROM ops o JOIN sources s ON s.id = o.source_id "
+      "WHERE s.vendor <> 'host'");
+  if (!st) return st.error();
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) return {};
+    names[st->text(0)] = {strings_.intern(st->text_view(1)),
+                          hal::kind_from_name(st->text_view(2)).value_or(hal::EventKind::kUnknown)};
+  }
+}
+
+void EventCursor::nested_call_of_view(hal::Event& e) const {
+  const Stmt& st = *stmt_;
+  int n = cols_->view_nested_calls, op = cols_->view_nested_op;
+  if (st.is_null(n) || st.int64(n) <= 0 || st.is_null(op)) return;
+  auto it = cols_->nested_names.find(std::string(st.text_view(op)));
+  if (it == cols_->nested_names.end()) return;
+  e.nested = uint32_t(st.int64(n));
+  e.nested_api = it->second.first;
+  e.nested_op = strings_.intern(it->first);
+  e.nested_kind = it->second.second;
 }
 
 ingero::Result<bool> EventCursor::next(hal::Event& e) {
@@ -391,6 +469,7 @@ ingero::Result<bool> EventCursor::next(hal::Event& e) {
   if (!r) return r.error();
   if (!*r) return false;
   cols_->view.read(*stmt_, e, strings_);
+  if (cols_->view_nested_calls != kNone) nested_call_of_view(e);
   return true;
 }
 

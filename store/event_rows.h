@@ -108,6 +108,15 @@ class EventCursor {
   bool archived_event(hal::Event& e) const;
   // The direct read's optional fields, from one pack_fields() blob; false if it is malformed.
   bool unpack_fields(const Stmt& st, hal::Event& e) const;
+  // The calls folded into the call (nested_calls, nested_source, nested_op at columns `at`
+  // on) into `e`: reads of every call's row only (EventFilter::rows).
+  template <class Row>
+  void nested_call(const Row& row, int at, hal::Event& e) const;
+  // Through the views: nested_calls and nested_op by name, their api and kind from the file's
+  // dictionary.
+  void nested_call_of_view(hal::Event& e) const;
+  // Their api and kind by op name, from the file's dictionary (view reads of every row).
+  ingero::Status nested_names_of_view();
   ingero::Error bad_fields() const;
   Db& db_;
   Rows rows_;

@@ -1,7 +1,10 @@
 #include "store/legacy_views.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "store/contract_views.h"
 
@@ -83,6 +86,9 @@ std::string calls_select(const TraceFileInfo& info) {
       {"func", "CASE WHEN " + kind + " = 'launch' THEN e.arg0 END"},
       {"device", "e.gpu_id"},
       {"stack_hash", "e.stack_hash"},
+      {"stack_of_site", "0"},
+      {"nested_calls", "coalesce(lo.nested_calls, 0)"},
+      {"nested_op", "CASE WHEN lo.id IS NOT NULL THEN coalesce(no.name, 'op' || lo.nested_op) END"},
   };
   std::vector<std::string> cols = {"id",        "node",     "session_id",    "ts_ns",
                                    "dur_ns",    "pid",      "tid",           "comm",
@@ -94,6 +100,7 @@ std::string calls_select(const TraceFileInfo& info) {
     if (c != "direction") cols.push_back(c);
   cols.push_back("stack_hash");
   cols.push_back("library_id");
+  for (const char* c : {"stack_of_site", "nested_calls", "nested_op"}) cols.push_back(c);
   cols.push_back("kernel");  // the original implementation never named kernels
   std::string s = "SELECT ";
   for (size_t i = 0; i < cols.size(); ++i) {
@@ -102,11 +109,110 @@ std::string calls_select(const TraceFileInfo& info) {
   }
   s += "\n  FROM main.events e LEFT JOIN main.ops o ON o.source_id = e.source AND o.op_id = e.op"
        "\n  LEFT JOIN main.process_names pn ON pn.pid = e.pid"
-       "\n WHERE e.source IN (1, 4)";
+       "\n  LEFT JOIN temp.legacy_outer lo ON lo.id = e.rowid"
+       "\n  LEFT JOIN main.ops no ON no.source_id = 4 AND no.op_id = lo.nested_op"
+       "\n WHERE e.source IN (1, 4) AND e.rowid NOT IN (SELECT id FROM temp.legacy_nested)";
   return s;
 }
 
+// The original implementation probed both the CUDA runtime (source 1) and the driver (source 4)
+// and stored both calls of a runtime call that enters the driver: a cudaLaunchKernel and the
+// cuLaunchKernel inside it were two launches. Our tracer folds such a call into the one it was
+// made in (`nested_calls`; one launch is one row), so a legacy file reads the same way: a driver
+// call that begins and ends within a runtime call of the same thread is counted in it. Found
+// once at open, in one sorted pass over the file's calls. `legacy_nested`: such a driver call's
+// row and its runtime call's; `legacy_outer`: a runtime call's row, how many calls it holds and
+// the op of the first.
+ingero::Status fold_nested_calls(Db& db, const TraceFileInfo& info) {
+  if (auto st = db.exec(
+          "DROP TABLE IF EXISTS temp.legacy_nested;\n"
+          "DROP TABLE IF EXISTS temp.legacy_outer;\n"
+          "CREATE TEMP TABLE legacy_nested(id INTEGER PRIMARY KEY, outer_id INTEGER NOT NULL);\n"
+          "CREATE TEMP TABLE legacy_outer(id INTEGER PRIMARY KEY, nested_calls INTEGER NOT NULL,\n"
+          "                               nested_op INTEGER NOT NULL);\n");
+      !st)
+    return st;
+  // The calls in the file's order (a scan, no sort in SQLite: its sorter spilled), each thread
+  // (node, pid, tid) numbered; then sorted here by thread and start, a runtime call before a
+  // driver call begun at the same instant.
+  struct Call {
+    uint32_t thread;
+    bool driver;
+    int32_t op;
+    int64_t ts, end, id;
+  };
+  std::vector<Call> calls;
+  {
+    auto rows = db.prepare(std::string("SELECT rowid, ") + (info.legacy_has_node ? "node" : "''") +
+                           ", pid, tid, source, timestamp, timestamp + duration, op "
+                           "FROM main.events WHERE source IN (1, 4)");
+    if (!rows) return rows.error();
+    std::map<std::tuple<std::string, int64_t, int64_t>, uint32_t> threads;
+    while (true) {
+      auto row = rows->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      auto key = std::make_tuple(std::string(rows->text_view(1)), rows->int64(2), rows->int64(3));
+      auto [it, fresh] = threads.try_emplace(std::move(key), uint32_t(threads.size()));
+      calls.push_back({.thread = it->second,
+                       .driver = rows->int64(4) == 4,
+                       .op = int32_t(rows->int64(7)),
+                       .ts = rows->int64(5),
+                       .end = rows->int64(6),
+                       .id = rows->int64(0)});
+    }
+  }
+  std::sort(calls.begin(), calls.end(), [](const Call& x, const Call& y) {
+    return std::tie(x.thread, x.ts, x.driver, x.id) < std::tie(y.thread, y.ts, y.driver, y.id);
+  });
+  auto nested = db.prepare("INSERT INTO temp.legacy_nested VALUES (?, ?)");
+  if (!nested) return nested.error();
+  auto outer = db.prepare("INSERT INTO temp.legacy_outer VALUES (?, ?, ?)");
+  if (!outer) return outer.error();
+  auto run = [](Stmt& s) -> ingero::Status {
+    auto r = s.step();
+    s.reset();
+    if (!r) return r.error();
+    return {};
+  };
+  if (auto st = db.exec("BEGIN"); !st) return st;
+  // The thread's runtime call begun last, and the calls found inside it.
+  const Call* rt = nullptr;
+  int64_t inside = 0, first_op = 0;
+  auto close = [&]() -> ingero::Status {
+    int64_t n = inside;
+    inside = 0;
+    return n ? run(outer->bind(1, rt->id).bind(2, n).bind(3, first_op)) : ingero::Status();
+  };
+  ingero::Status st;
+  for (const Call& c : calls) {
+    if (rt && rt->thread != c.thread) {
+      st = close();
+      rt = nullptr;
+    }
+    if (st && !c.driver) {
+      st = close();
+      rt = &c;
+    } else if (st && rt && c.end <= rt->end) {  // else begun before any runtime call, or ends after
+      if (!inside++) first_op = c.op;
+      st = run(nested->bind(1, c.id).bind(2, rt->id));
+    }
+    if (!st) break;
+  }
+  if (st) st = close();
+  if (!st) {
+    (void)db.exec("ROLLBACK");
+    return st;
+  }
+  return db.exec("COMMIT");
+}
+
 }  // namespace
+
+int64_t legacy_nested_calls(Db& db) {
+  auto n = db.query_int("SELECT count(*) FROM temp.legacy_nested");
+  return n && *n ? **n : 0;
+}
 
 std::string_view legacy_kind(std::string_view op_name) {
   for (auto& [op, kind] : kLegacyKinds)
@@ -131,6 +237,7 @@ std::optional<TraceFileInfo> detect_legacy(Db& db) {
 }
 
 ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info) {
+  if (auto st = fold_nested_calls(db, info); !st) return st;
   const std::string node = info.legacy_has_node ? "e.node" : "''";
   const std::string host_kind = kind_case("o.name");
   std::string sql;

@@ -211,6 +211,8 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
                    true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
                    [&](const std::string& c) { return r->db_->column_exists("events", c); }, false,
                    r->db_->table_exists("kernel_names")));
+  if (st && info->format == TraceFormat::kLegacyGo)
+    r->legacy_nested_ = store::legacy_nested_calls(*r->db_);
   if (st) st = install_device_counters_compat(*r->db_);
   if (st) st = install_vendor_views(*r->db_, true, views);
   if (!st) return ingero::make_error(path + ": " + st.error().message);

@@ -44,6 +44,9 @@ class TraceReader {
   const TraceFileInfo& info() const { return info_; }
   bool is_legacy() const { return info_.format == TraceFormat::kLegacyGo; }
   std::string format_name() const;
+  // The driver calls of a legacy file folded into the runtime calls they were made in
+  // (store/legacy_views.h): said beside its format.
+  int64_t legacy_nested_calls() const { return legacy_nested_; }
   // Installs the query confinement once; later calls are no-ops.
   ingero::Status confine(int max_value_bytes);
   // A second reader of the same file with the same views (its own connection, for another
@@ -66,6 +69,7 @@ class TraceReader {
   bool confined_ = false;
   std::pair<bool, bool> archive_installed_{false, false};  // calls, runs
   TraceFileInfo info_;
+  int64_t legacy_nested_ = 0;
 };
 
 struct QueryLimits {

@@ -27,6 +27,8 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
                 {"format", (*r)->format_name()},
                 {"read_only", true},
                 {"sessions", std::move(*sessions)}};
+  // A legacy file's driver calls made inside runtime calls are counted in them (calls view).
+  if ((*r)->is_legacy()) trace["nested_calls_folded"] = (*r)->legacy_nested_calls();
   o.structured = {{"host", host}, {"trace", trace}};
   std::ostringstream t;
   t << "host: " << (host.value("can_trace", false) ? "can trace" : "CANNOT trace") << "\n";
@@ -53,6 +55,9 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
   }
   t << "trace: " << as_data(ctx.db_path(), 200) << " (" << (*r)->format_name() << "), "
     << trace["sessions"].size() << " session(s)\n";
+  if (int64_t n = (*r)->legacy_nested_calls())
+    t << "  " << n << " driver call(s) made inside runtime calls are counted in them in `calls` "
+      << "(one launch is one row; the file's own `events` table keeps both)\n";
   for (const auto& s : trace["sessions"]) {
     t << "  session " << s["id"].get<int64_t>() << ": kernel "
       << as_data(s["kernel"].get<std::string>()) << ", "

@@ -157,7 +157,7 @@ TEST(McpSdk, TwentyConcurrentHttpClients) {
                         "SELECT count(*) FROM host_events WHERE event = 'sched_switch'"});
   ASSERT_FALSE(r.contains("fatal")) << r["fatal"];
   EXPECT_EQ(r["values"], Json(std::vector<int64_t>(20, 7757)));
-  EXPECT_EQ(r["events"], Json(std::vector<int64_t>(20, 10869)));
+  EXPECT_EQ(r["events"], Json(std::vector<int64_t>(20, 10869 - 445)));  // each call once
 }
 
 TEST(McpSdk, TlsAndBearerToken) {
