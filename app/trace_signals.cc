@@ -1,6 +1,7 @@
 #include "app/trace_signals.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include <atomic>
@@ -17,7 +18,8 @@ namespace {
 
 static_assert(std::atomic<int64_t>::is_always_lock_free, "read and written in signal handlers");
 std::atomic<int64_t> g_first_stop_ns{0};  // CLOCK_MONOTONIC of the first stop signal
-std::atomic<int64_t> g_child_exit_ns{0};  // of the latest SIGCHLD
+std::atomic<int64_t> g_child_exit_ns{0};  // of the traced command's exit
+std::atomic<pid_t> g_command_pid{0};
 
 int64_t now_ns() {  // async-signal-safe
   timespec ts{};
@@ -36,9 +38,17 @@ void on_signal(int sig, siginfo_t* info, void*) {
   errno = saved;
 }
 
-void on_sigchld(int) {
+// The tracer has other children (NVML's own process, which may end at any moment): only the
+// command's exit is noted. SIGCHLDs that come together are delivered as one, naming one child:
+// the command's exit is also looked for without reaping it (waitid is async-signal-safe).
+void on_sigchld(int, siginfo_t* info, void*) {
   const int saved = errno;
-  g_child_exit_ns.store(now_ns());
+  const pid_t cmd = g_command_pid.load();
+  siginfo_t ended{};
+  if (cmd > 0 && g_child_exit_ns.load() == 0 &&
+      ((info && info->si_pid == cmd) ||
+       (waitid(P_PID, id_t(cmd), &ended, WEXITED | WNOHANG | WNOWAIT) == 0 && ended.si_pid == cmd)))
+    g_child_exit_ns.store(now_ns());
   errno = saved;
 }
 
@@ -61,14 +71,19 @@ void install_signal_handlers() {
   sigaction(SIGPIPE, &pipe, nullptr);
   // SA_RESTART: other calls go on; the wait on the rings (epoll) returns early all the same.
   struct sigaction chld {};
-  chld.sa_handler = on_sigchld;
-  chld.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  chld.sa_sigaction = on_sigchld;
+  chld.sa_flags = SA_RESTART | SA_NOCLDSTOP | SA_SIGINFO;
   sigemptyset(&chld.sa_mask);
   sigaction(SIGCHLD, &chld, nullptr);
 }
 
 const char* signal_name(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
+void note_command_pid(pid_t pid) {
+  g_child_exit_ns.store(0);
+  g_command_pid.store(pid);
 }
 
 bool signal_came_after_child_exit() {

@@ -3,6 +3,8 @@
 // already exited on its own.
 #pragma once
 
+#include <sys/types.h>
+
 #include <csignal>
 
 namespace ingero::app::trace_detail {
@@ -22,9 +24,13 @@ void install_signal_handlers();
 // "SIGINT", "SIGTERM" or "SIGHUP".
 const char* signal_name(int sig);
 
-// Whether the first stop signal came after the latest exit of a child of the tracer: the
-// command, having exited on its own, ended the session, and a Ctrl-C a moment later did not (it
-// was recorded as the reason). A terminal's Ctrl-C that kills the command comes before its exit.
+// The traced command, once started: its exit is the one signal_came_after_child_exit() weighs
+// (the tracer's other children, NVML's own process, end when they end).
+void note_command_pid(pid_t pid);
+
+// Whether the first stop signal came after the traced command exited: the command, having
+// exited on its own, ended the session, and a Ctrl-C a moment later did not (it was recorded as
+// the reason). A terminal's Ctrl-C that kills the command comes before its exit.
 bool signal_came_after_child_exit();
 
 }  // namespace ingero::app::trace_detail

@@ -237,6 +237,7 @@ int Trace::open() {
     std::cerr << "ingero trace: cannot start the command: " << std::strerror(errno) << "\n";
     return kExitFailure;
   }
+  if (cmd_.started()) note_command_pid(cmd_.pid());
   if (!hal::has_uprobe_pmu()) {
     if (auto t = hal::ensure_tracefs(); !t)
       std::cerr << "ingero: warning: " << t.error().message << "\n";
