@@ -215,6 +215,11 @@ TEST(ReportModel, LegacyFileHasNoLossCountersAndSaysSo) {
   json m = model_of(path);
   expect_consistent(path, m);
   EXPECT_TRUE(m["trace"]["legacy"]);
+  // Its 16 + 3 + 7 driver calls made inside runtime calls are counted in them, and said so.
+  EXPECT_EQ(m["trace"]["nested_calls_folded"], 26);
+  EXPECT_EQ(m["trace"]["format"],
+            "ingero-go schema 0.8 (read-only); 26 driver calls made inside runtime calls are "
+            "counted in them");
   EXPECT_FALSE(m["header"]["loss_recorded"]);
   bool notice = false;
   for (const auto& w : m["header"]["warnings"])
