@@ -131,7 +131,10 @@ int explain_file(const Opts& o) {
   fo.title = path;
   if ((*reader)->is_legacy()) {
     fo.subtitle = (*reader)->format_name();
-    if (int64_t n = (*reader)->legacy_nested_calls())
+    // Those of the calls explained: the window's, the node's where it is one.
+    std::optional<std::string> one_node;
+    if (nodes->size() == 1 && !nodes->front().empty()) one_node = nodes->front();
+    if (int64_t n = (*reader)->legacy_nested_calls(one_node, w->from_ns, w->to_ns))
       fo.subtitle += ": " + engine::format_count(uint64_t(n)) +
                      (n == 1 ? " driver call made inside a runtime call is counted in it"
                              : " driver calls made inside runtime calls are counted in them") +

@@ -125,7 +125,7 @@ void print_result(const store::QueryResult& res, bool json) {
 int query_file(const QueryOpts& o, const std::string& path, const std::string& sql) {
   // Before the file is opened: every connection from now on counts its temporary files.
   const uint64_t max_temp = parse_size(o.max_temp);
-  if (auto st = store::cap_temp_files(max_temp); !st) {
+  if (auto st = store::cap_temp_files(INT64_MAX / 2); !st) {
     std::cerr << "ingero query: " << st.error().message << "\n";
     return kExitFailure;
   }
@@ -134,6 +134,8 @@ int query_file(const QueryOpts& o, const std::string& path, const std::string& s
     std::cerr << "ingero query: " << reader.error().message << "\n";
     return kExitFailure;
   }
+  // The statement's own: what opening the file made (a legacy file's folded calls) is not.
+  store::cap_temp_files_beyond_held(max_temp);
   store::QueryLimits limits;
   limits.max_rows = o.limit;
   limits.timeout_ms = o.timeout_s * 1000;

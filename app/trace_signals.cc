@@ -40,7 +40,8 @@ void on_signal(int sig, siginfo_t* info, void*) {
 
 // The tracer has other children (NVML's own process, which may end at any moment): only the
 // command's exit is noted. SIGCHLDs that come together are delivered as one, naming one child:
-// the command's exit is also looked for without reaping it (waitid is async-signal-safe).
+// the command's exit is also looked for without reaping it (waitid: POSIX lists wait and
+// waitpid as async-signal-safe, not waitid; on Linux it is the same plain system call).
 void on_sigchld(int, siginfo_t* info, void*) {
   const int saved = errno;
   const pid_t cmd = g_command_pid.load();

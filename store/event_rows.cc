@@ -83,6 +83,7 @@ struct EventCursor::Columns {
   // whose api and kind `nested_names` gives).
   int nested = kNone;
   int view_nested_calls = kNone, view_nested_op = kNone;
+  bool legacy = false;  // every call folded into another is a driver call (store/legacy_views.h)
   std::unordered_map<std::string, std::pair<std::string_view, hal::EventKind>> nested_names;
 };
 
@@ -426,6 +427,7 @@ ingero::Status EventCursor::nested_names_of_view() {
   // The original implementation's files: a call folded into another is a driver call
   // (store/legacy_views.h); its kind as the file's op names give it.
   if (detect_legacy(db_)) {
+    cols_->legacy = true;
     auto st = db_.prepare("SELECT name FROM main.ops WHERE source_id = 4");
     if (!st) return st.error();
     while (true) {
@@ -455,12 +457,20 @@ void EventCursor::nested_call_of_view(hal::Event& e) const {
   const Stmt& st = *stmt_;
   int n = cols_->view_nested_calls, op = cols_->view_nested_op;
   if (st.is_null(n) || st.int64(n) <= 0 || st.is_null(op)) return;
-  auto it = cols_->nested_names.find(std::string(st.text_view(op)));
-  if (it == cols_->nested_names.end()) return;
+  std::string_view name = st.text_view(op);
+  auto it = cols_->nested_names.find(std::string(name));
   e.nested = uint32_t(st.int64(n));
-  e.nested_api = it->second.first;
-  e.nested_op = strings_.intern(it->first);
-  e.nested_kind = it->second.second;
+  e.nested_op = strings_.intern(name);
+  if (it != cols_->nested_names.end()) {
+    e.nested_api = it->second.first;
+    e.nested_kind = it->second.second;
+  } else if (cols_->legacy) {  // an op the file's dictionary does not name ('op7')
+    e.nested_api = strings_.intern("cuda_driver");
+    e.nested_kind = hal::EventKind::kUnknown;
+  } else {
+    e.nested = 0;  // (never: our files name every op they store)
+    e.nested_op = {};
+  }
 }
 
 ingero::Result<bool> EventCursor::next(hal::Event& e) {

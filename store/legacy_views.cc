@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "store/contract_views.h"
@@ -115,15 +116,49 @@ std::string calls_select(const TraceFileInfo& info) {
   return s;
 }
 
-// The original implementation probed both the CUDA runtime (source 1) and the driver (source 4)
-// and stored both calls of a runtime call that enters the driver: a cudaLaunchKernel and the
-// cuLaunchKernel inside it were two launches. Our tracer folds such a call into the one it was
-// made in (`nested_calls`; one launch is one row), so a legacy file reads the same way: a driver
-// call that begins and ends within a runtime call of the same thread is counted in it. Found
-// once at open, in one sorted pass over the file's calls. `legacy_nested`: such a driver call's
-// row and its runtime call's; `legacy_outer`: a runtime call's row, how many calls it holds and
-// the op of the first.
-ingero::Status fold_nested_calls(Db& db, const TraceFileInfo& info) {
+// The calls of the file that may fold or hold one, sorted by thread (node, pid, tid) and start,
+// a runtime call before a driver call begun at the same instant. Read in the file's order (a
+// scan: SQLite's sorter spilled to temporary files), sorted here. A row whose time or duration
+// is not an integer, or whose duration is negative, neither folds nor holds a call.
+struct FoldCall {
+  uint32_t node;
+  bool driver;
+  int32_t op;
+  int64_t pid, tid, ts, end, id;
+};
+
+ingero::Result<std::vector<FoldCall>> fold_candidates(Db& db, const TraceFileInfo& info) {
+  auto rows = db.prepare(std::string("SELECT rowid, ") + (info.legacy_has_node ? "node" : "''") +
+                         ", pid, tid, source, timestamp, timestamp + duration, op "
+                         "FROM main.events WHERE source IN (1, 4) AND typeof(timestamp) = "
+                         "'integer' AND typeof(duration) = 'integer' AND duration >= 0");
+  if (!rows) return rows.error();
+  std::vector<FoldCall> calls;
+  std::unordered_map<std::string, uint32_t> nodes;
+  while (true) {
+    auto row = rows->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    auto [it, fresh] = nodes.try_emplace(std::string(rows->text_view(1)), uint32_t(nodes.size()));
+    calls.push_back({.node = it->second,
+                     .driver = rows->int64(4) == 4,
+                     .op = int32_t(rows->int64(7)),
+                     .pid = rows->int64(2),
+                     .tid = rows->int64(3),
+                     .ts = rows->int64(5),
+                     .end = rows->int64(6),
+                     .id = rows->int64(0)});
+  }
+  std::sort(calls.begin(), calls.end(), [](const FoldCall& x, const FoldCall& y) {
+    return std::tie(x.node, x.pid, x.tid, x.ts, x.driver, x.id) <
+           std::tie(y.node, y.pid, y.tid, y.ts, y.driver, y.id);
+  });
+  return calls;
+}
+
+// The tables the views read the fold from (TEMP: a read-only connection's only writable
+// schema).
+ingero::Status install_fold(Db& db, const LegacyFold& fold) {
   if (auto st = db.exec(
           "DROP TABLE IF EXISTS temp.legacy_nested;\n"
           "DROP TABLE IF EXISTS temp.legacy_outer;\n"
@@ -132,39 +167,6 @@ ingero::Status fold_nested_calls(Db& db, const TraceFileInfo& info) {
           "                               nested_op INTEGER NOT NULL);\n");
       !st)
     return st;
-  // The calls in the file's order (a scan, no sort in SQLite: its sorter spilled), each thread
-  // (node, pid, tid) numbered; then sorted here by thread and start, a runtime call before a
-  // driver call begun at the same instant.
-  struct Call {
-    uint32_t thread;
-    bool driver;
-    int32_t op;
-    int64_t ts, end, id;
-  };
-  std::vector<Call> calls;
-  {
-    auto rows = db.prepare(std::string("SELECT rowid, ") + (info.legacy_has_node ? "node" : "''") +
-                           ", pid, tid, source, timestamp, timestamp + duration, op "
-                           "FROM main.events WHERE source IN (1, 4)");
-    if (!rows) return rows.error();
-    std::map<std::tuple<std::string, int64_t, int64_t>, uint32_t> threads;
-    while (true) {
-      auto row = rows->step();
-      if (!row) return row.error();
-      if (!*row) break;
-      auto key = std::make_tuple(std::string(rows->text_view(1)), rows->int64(2), rows->int64(3));
-      auto [it, fresh] = threads.try_emplace(std::move(key), uint32_t(threads.size()));
-      calls.push_back({.thread = it->second,
-                       .driver = rows->int64(4) == 4,
-                       .op = int32_t(rows->int64(7)),
-                       .ts = rows->int64(5),
-                       .end = rows->int64(6),
-                       .id = rows->int64(0)});
-    }
-  }
-  std::sort(calls.begin(), calls.end(), [](const Call& x, const Call& y) {
-    return std::tie(x.thread, x.ts, x.driver, x.id) < std::tie(y.thread, y.ts, y.driver, y.id);
-  });
   auto nested = db.prepare("INSERT INTO temp.legacy_nested VALUES (?, ?)");
   if (!nested) return nested.error();
   auto outer = db.prepare("INSERT INTO temp.legacy_outer VALUES (?, ?, ?)");
@@ -176,30 +178,13 @@ ingero::Status fold_nested_calls(Db& db, const TraceFileInfo& info) {
     return {};
   };
   if (auto st = db.exec("BEGIN"); !st) return st;
-  // The thread's runtime call begun last, and the calls found inside it.
-  const Call* rt = nullptr;
-  int64_t inside = 0, first_op = 0;
-  auto close = [&]() -> ingero::Status {
-    int64_t n = inside;
-    inside = 0;
-    return n ? run(outer->bind(1, rt->id).bind(2, n).bind(3, first_op)) : ingero::Status();
-  };
   ingero::Status st;
-  for (const Call& c : calls) {
-    if (rt && rt->thread != c.thread) {
-      st = close();
-      rt = nullptr;
-    }
-    if (st && !c.driver) {
-      st = close();
-      rt = &c;
-    } else if (st && rt && c.end <= rt->end) {  // else begun before any runtime call, or ends after
-      if (!inside++) first_op = c.op;
-      st = run(nested->bind(1, c.id).bind(2, rt->id));
-    }
-    if (!st) break;
-  }
-  if (st) st = close();
+  for (size_t i = 0; st && i < fold.nested.size(); ++i)
+    st = run(nested->bind(1, fold.nested[i].first).bind(2, fold.nested[i].second));
+  for (size_t i = 0; st && i < fold.outer.size(); ++i)
+    st = run(outer->bind(1, fold.outer[i].id)
+                 .bind(2, fold.outer[i].calls)
+                 .bind(3, int64_t(fold.outer[i].first_op)));
   if (!st) {
     (void)db.exec("ROLLBACK");
     return st;
@@ -209,8 +194,62 @@ ingero::Status fold_nested_calls(Db& db, const TraceFileInfo& info) {
 
 }  // namespace
 
-int64_t legacy_nested_calls(Db& db) {
-  auto n = db.query_int("SELECT count(*) FROM temp.legacy_nested");
+// The original implementation probed both the CUDA runtime (source 1) and the driver (source 4)
+// and stored both calls of a runtime call that enters the driver: a cudaLaunchKernel and the
+// cuLaunchKernel inside it were two launches. Our tracer folds such a call into the call in
+// flight on its thread (`nested_calls`; one launch is one row), so a legacy file reads the same
+// way: a driver call that begins and ends within a runtime call of its node, process and thread
+// is counted in the innermost such call.
+ingero::Result<LegacyFold> find_nested_calls(Db& db, const TraceFileInfo& info) {
+  auto calls = fold_candidates(db, info);
+  if (!calls) return calls.error();
+  LegacyFold fold;
+  // The thread's runtime calls still open at the call walked, innermost last, and the calls
+  // found inside each.
+  struct Open {
+    const FoldCall* call;
+    int64_t inside;
+    int32_t first_op;
+  };
+  std::vector<Open> open;
+  auto close = [&](const Open& o) {
+    if (o.inside) fold.outer.push_back({o.call->id, o.inside, o.first_op});
+  };
+  const FoldCall* prev = nullptr;
+  for (const FoldCall& c : *calls) {
+    if (prev && (prev->node != c.node || prev->pid != c.pid || prev->tid != c.tid)) {
+      for (const Open& o : open) close(o);
+      open.clear();
+    }
+    prev = &c;
+    while (!open.empty() && open.back().call->end < c.ts) {  // ended before this one began
+      close(open.back());
+      open.pop_back();
+    }
+    if (!c.driver) {
+      open.push_back({&c, 0, 0});
+      continue;
+    }
+    for (size_t i = open.size(); i-- > 0;) {
+      if (c.end > open[i].call->end) continue;  // ends after it
+      if (!open[i].inside++) open[i].first_op = c.op;
+      fold.nested.emplace_back(c.id, open[i].call->id);
+      break;
+    }
+  }
+  for (const Open& o : open) close(o);
+  std::sort(fold.nested.begin(), fold.nested.end());
+  return fold;
+}
+
+int64_t legacy_nested_calls(Db& db, const std::optional<std::string>& node, int64_t from_ns,
+                            int64_t to_ns) {
+  std::string sql =
+      "SELECT count(*) FROM temp.legacy_nested n JOIN main.events e ON e.rowid = n.id WHERE "
+      "e.timestamp BETWEEN " +
+      std::to_string(from_ns) + " AND " + std::to_string(to_ns);
+  if (node && db.column_exists("events", "node")) sql += " AND e.node = " + sql_quote(*node);
+  auto n = db.query_int(sql);
   return n && *n ? **n : 0;
 }
 
@@ -236,8 +275,8 @@ std::optional<TraceFileInfo> detect_legacy(Db& db) {
   return info;
 }
 
-ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info) {
-  if (auto st = fold_nested_calls(db, info); !st) return st;
+ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info, const LegacyFold& fold) {
+  if (auto st = install_fold(db, fold); !st) return st;
   const std::string node = info.legacy_has_node ? "e.node" : "''";
   const std::string host_kind = kind_case("o.name");
   std::string sql;

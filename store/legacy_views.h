@@ -9,7 +9,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "hal/result.h"
 #include "store/schema.h"
@@ -20,13 +23,31 @@ namespace ingero::store {
 // Some(info) when the database looks like a legacy trace (events + sources + ops tables).
 std::optional<TraceFileInfo> detect_legacy(Db& db);
 
-// Installs the TEMP contract views over a legacy file. A driver call the file holds beside the
-// runtime call it was made in is folded into that call in `calls`, as our tracer records it
-// (`nested_calls`, `nested_op`); the file's own `events` keeps both.
-ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info);
+// The driver calls of a legacy file made inside a runtime call: the original implementation
+// stored both calls, our tracer records one (`nested_calls`). Found once per file; a connection
+// opened again on the file is given them (TraceReader::reopen).
+struct LegacyFold {
+  std::vector<std::pair<int64_t, int64_t>> nested;  // (driver call's rowid, runtime call's)
+  struct Outer {
+    int64_t id;        // the runtime call's rowid
+    int64_t calls;     // driver calls inside it
+    int32_t first_op;  // events.op of the first
+  };
+  std::vector<Outer> outer;
+};
+// A driver call (source 4) that begins and ends within a runtime call (source 1) of its node,
+// process and thread, folded into the innermost such call. Rows whose time or duration is not
+// an integer, or whose duration is negative, take no part.
+ingero::Result<LegacyFold> find_nested_calls(Db& db, const TraceFileInfo& info);
 
-// How many driver calls install_legacy_views folded into the runtime calls they were made in.
-int64_t legacy_nested_calls(Db& db);
+// Installs the TEMP contract views over a legacy file: `calls` leaves out the driver calls of
+// `fold` and gives their runtime calls `nested_calls` and `nested_op`, as our tracer records
+// them (TEMP tables legacy_nested, legacy_outer); the file's own `events` keeps both.
+ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info, const LegacyFold& fold);
+
+// How many driver calls begun in [from_ns, to_ns] (of `node`, where given) the views fold.
+int64_t legacy_nested_calls(Db& db, const std::optional<std::string>& node = std::nullopt,
+                            int64_t from_ns = INT64_MIN, int64_t to_ns = INT64_MAX);
 
 // Event kind of a legacy op name ("cudaStreamSync" -> "sync"); "" when unknown.
 std::string_view legacy_kind(std::string_view op_name);

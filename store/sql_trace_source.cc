@@ -308,9 +308,9 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
     // The original implementation's driver calls made inside a runtime call are counted in it,
     // as `calls` reads them (store/legacy_views.h).
     if (reader_.legacy_nested_calls()) {
-      auto nested = prepare(
-          "SELECT count(*) FROM temp.legacy_nested n JOIN main.events e ON e.rowid = n.id" +
-          window_sql(w, "timestamp", false, by_node));
+      auto nested =
+          prepare("SELECT count(*) FROM temp.legacy_nested n JOIN main.events e ON e.rowid = n.id" +
+                  window_sql(w, "timestamp", false, by_node));
       if (!nested || !row(*nested)) return 0;
       n -= uint64_t(nested->int64(0));
     }

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -122,5 +123,8 @@ ingero::Status cap_temp_files(uint64_t max_bytes) {
 
 bool temp_cap_hit() { return g_hit; }
 uint64_t temp_bytes_peak() { return uint64_t(g_peak.load()); }
+void cap_temp_files_beyond_held(uint64_t max_bytes) {
+  g_cap = g_used.load() + int64_t(std::min<uint64_t>(max_bytes, INT64_MAX / 2));
+}
 
 }  // namespace ingero::store

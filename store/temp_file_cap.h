@@ -20,5 +20,8 @@ ingero::Status cap_temp_files(uint64_t max_bytes);
 bool temp_cap_hit();
 // The most the temporary files held at once, since cap_temp_files().
 uint64_t temp_bytes_peak();
+// The cap from now on: `max_bytes` beyond what the temporary files hold now. What opening the
+// trace made (a legacy file's folded calls, store/legacy_views.h) is not the statement's.
+void cap_temp_files_beyond_held(uint64_t max_bytes);
 
 }  // namespace ingero::store

@@ -171,6 +171,12 @@ std::string TraceReader::format_name() const {
 ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path,
                                                                std::span<const hal::SqlView> views,
                                                                hal::ErrorCodeFn error_codes) {
+  return open_with(path, views, std::move(error_codes), nullptr);
+}
+
+ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open_with(
+    const std::string& path, std::span<const hal::SqlView> views, hal::ErrorCodeFn error_codes,
+    std::shared_ptr<const LegacyFold> fold) {
   // Looked for before the open: SQLite deletes a journal beside a file of no pages (not hot).
   std::string beside;
   std::error_code ec;
@@ -204,15 +210,20 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
                           : install_call_archive(*r->db_);
   r->archive_installed_ = {r->db_->table_exists("archived_calls", "temp"),
                            r->db_->table_exists("archived_runs", "temp")};
+  // A legacy file's driver calls inside runtime calls, found once per file. A file where they
+  // cannot be found (a table without rowids) is read as it is, nothing folded.
+  if (st && info->format == TraceFormat::kLegacyGo && !fold) {
+    auto found = find_nested_calls(*r->db_, *info);
+    fold = std::make_shared<const LegacyFold>(found ? std::move(*found) : LegacyFold{});
+  }
+  r->legacy_fold_ = fold;
   if (st && !store)
     st = info->format == TraceFormat::kLegacyGo
-             ? install_legacy_views(*r->db_, *info)
+             ? install_legacy_views(*r->db_, *info, *fold)
              : r->db_->exec(contract_views_sql(
                    true, r->db_->table_exists("stack_frames"), r->db_->table_exists("stack_traces"),
                    [&](const std::string& c) { return r->db_->column_exists("events", c); }, false,
                    r->db_->table_exists("kernel_names")));
-  if (st && info->format == TraceFormat::kLegacyGo)
-    r->legacy_nested_ = store::legacy_nested_calls(*r->db_);
   if (st) st = install_device_counters_compat(*r->db_);
   if (st) st = install_vendor_views(*r->db_, true, views);
   if (!st) return ingero::make_error(path + ": " + st.error().message);
@@ -220,7 +231,17 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string
 }
 
 ingero::Result<std::unique_ptr<TraceReader>> TraceReader::reopen() const {
-  return open(db_->path(), views_, error_codes_);
+  return open_with(db_->path(), views_, error_codes_, legacy_fold_);
+}
+
+int64_t TraceReader::legacy_nested_calls() const {
+  return legacy_fold_ ? int64_t(legacy_fold_->nested.size()) : 0;
+}
+
+int64_t TraceReader::legacy_nested_calls(const std::optional<std::string>& node, int64_t from_ns,
+                                         int64_t to_ns) {
+  if (!legacy_nested_calls()) return 0;
+  return store::legacy_nested_calls(*db_, node, from_ns, to_ns);
 }
 
 bool TraceReader::archive_current() {

@@ -30,6 +30,8 @@
 
 namespace ingero::store {
 
+struct LegacyFold;  // store/legacy_views.h
+
 class TraceReader {
  public:
   // Not copied or moved: its connection's SQL functions hold the address of its error codes.
@@ -45,8 +47,11 @@ class TraceReader {
   bool is_legacy() const { return info_.format == TraceFormat::kLegacyGo; }
   std::string format_name() const;
   // The driver calls of a legacy file folded into the runtime calls they were made in
-  // (store/legacy_views.h): said beside its format.
-  int64_t legacy_nested_calls() const { return legacy_nested_; }
+  // (store/legacy_views.h): said beside its format. All of them, or those begun in a window
+  // (of one node).
+  int64_t legacy_nested_calls() const;
+  int64_t legacy_nested_calls(const std::optional<std::string>& node, int64_t from_ns,
+                              int64_t to_ns);
   // Installs the query confinement once; later calls are no-ops.
   ingero::Status confine(int max_value_bytes);
   // A second reader of the same file with the same views (its own connection, for another
@@ -63,13 +68,17 @@ class TraceReader {
 
  private:
   TraceReader() = default;
+  // open(), given a legacy file's fold where a reader of the file already found it.
+  static ingero::Result<std::unique_ptr<TraceReader>> open_with(
+      const std::string& path, std::span<const hal::SqlView> views, hal::ErrorCodeFn error_codes,
+      std::shared_ptr<const LegacyFold> fold);
   std::unique_ptr<Db> db_;
   std::vector<hal::SqlView> views_;
   hal::ErrorCodeFn error_codes_;
   bool confined_ = false;
   std::pair<bool, bool> archive_installed_{false, false};  // calls, runs
   TraceFileInfo info_;
-  int64_t legacy_nested_ = 0;
+  std::shared_ptr<const LegacyFold> legacy_fold_;  // a legacy file's (store/legacy_views.h)
 };
 
 struct QueryLimits {

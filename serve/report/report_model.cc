@@ -379,14 +379,15 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
   // A legacy file's driver calls made inside runtime calls are counted in them
   // (store/legacy_views.h): said with its format, as explain says it.
   std::string format = reader.format_name();
-  if (int64_t n = reader.legacy_nested_calls())
+  const int64_t folded = reader.legacy_nested_calls(std::nullopt, w.from_ns, w.to_ns);
+  if (int64_t n = folded)
     format += "; " + std::to_string(n) +
               (n == 1 ? " driver call made inside a runtime call is counted in it"
                       : " driver calls made inside runtime calls are counted in them");
   j["trace"] = {{"path", o.title},
                 {"format", format},
                 {"legacy", reader.is_legacy()},
-                {"nested_calls_folded", reader.legacy_nested_calls()}};
+                {"nested_calls_folded", folded}};
   // The window explain reports: the engine's span of what it read (calls, folded runs and host
   // events), not the rows of `events`, which hold no folded run (and would decode every block).
   int64_t t0 = 0, t1 = 0;

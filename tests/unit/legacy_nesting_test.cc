@@ -43,17 +43,23 @@ TEST(LegacyNesting, ADriverCallWithinARuntimeCallOfItsThreadIsCountedInIt) {
   // (1 cuLaunchKernel, 4 cuCtxSynchronize). Rows are not in time order.
   std::string f = planted_legacy_file(
       "planted.db",
-      "('a:1', 1000, 100, 'a', 10, 11, 1, 3),"   // runtime launch [1000, 1100]
-      "('a:2', 900, 50, 'a', 10, 11, 4, 1),"     // before any runtime call: its own
-      "('a:3', 1010, 50, 'a', 10, 11, 4, 1),"    // inside a:1
-      "('a:4', 1070, 100, 'a', 10, 11, 4, 1),"   // ends after a:1: its own
-      "('a:5', 1020, 10, 'a', 10, 12, 4, 1),"    // another thread: its own
-      "('b:1', 1030, 10, 'b', 10, 11, 4, 1),"    // another node's same pid and tid: its own
-      "('a:6', 2000, 500, 'a', 10, 11, 1, 6),"   // runtime sync [2000, 2500]
-      "('a:7', 2100, 100, 'a', 10, 11, 4, 4),"   // inside a:6, second
-      "('a:8', 2050, 10, 'a', 10, 11, 4, 1),"    // inside a:6, first
-      "('a:9', 3000, 10, 'a', 10, 11, 4, 1),"    // begins and ends with a:10: inside it
-      "('a:10', 3000, 10, 'a', 10, 11, 1, 3)");  // runtime launch
+      "('a:1', 1000, 100, 'a', 10, 11, 1, 3),"    // runtime launch [1000, 1100]
+      "('a:2', 900, 50, 'a', 10, 11, 4, 1),"      // before any runtime call: its own
+      "('a:3', 1010, 50, 'a', 10, 11, 4, 1),"     // inside a:1
+      "('a:4', 1070, 100, 'a', 10, 11, 4, 1),"    // ends after a:1: its own
+      "('a:5', 1020, 10, 'a', 10, 12, 4, 1),"     // another thread: its own
+      "('b:1', 1030, 10, 'b', 10, 11, 4, 1),"     // another node's same pid and tid: its own
+      "('a:6', 2000, 500, 'a', 10, 11, 1, 6),"    // runtime sync [2000, 2500]
+      "('a:7', 2100, 100, 'a', 10, 11, 4, 4),"    // inside a:6, second
+      "('a:8', 2050, 10, 'a', 10, 11, 4, 1),"     // inside a:6, first
+      "('a:9', 3000, 10, 'a', 10, 11, 4, 1),"     // begins and ends with a:10: inside it
+      "('a:10', 3000, 10, 'a', 10, 11, 1, 3),"    // runtime launch
+      "('a:11', 4000, 100, 'a', 10, 11, 1, 3),"   // runtime launch [4000, 4100]
+      "('a:12', 4200, -150, 'a', 10, 11, 4, 1),"  // after a:11 ended, though it 'ends' at 4050
+      "('a:13', 5000, 1000, 'a', 10, 11, 1, 6),"  // runtime sync [5000, 6000]
+      "('a:14', 5100, 100, 'a', 10, 11, 1, 3),"   // a runtime launch inside it [5100, 5200]
+      "('a:15', 5120, 30, 'a', 10, 11, 4, 1),"    // inside a:14, the innermost
+      "('a:16', 5500, 100, 'a', 10, 11, 4, 4)");  // after a:14 ended, inside a:13
   EXPECT_EQ(test::query_rows(f,
                              "SELECT ts_ns, node, tid, op, nested_calls, nested_op FROM calls "
                              "ORDER BY ts_ns, node, tid"),
@@ -63,11 +69,54 @@ TEST(LegacyNesting, ADriverCallWithinARuntimeCallOfItsThreadIsCountedInIt) {
                   {"1030", "b", "11", "cuLaunchKernel", "0", "NULL"},
                   {"1070", "a", "11", "cuLaunchKernel", "0", "NULL"},
                   {"2000", "a", "11", "cudaDeviceSync", "2", "cuLaunchKernel"},
-                  {"3000", "a", "11", "cudaLaunchKernel", "1", "cuLaunchKernel"}}));
-  EXPECT_EQ(test::query_int(f, "SELECT count(*) FROM events"), 11);  // the file's own: as it was
+                  {"3000", "a", "11", "cudaLaunchKernel", "1", "cuLaunchKernel"},
+                  {"4000", "a", "11", "cudaLaunchKernel", "0", "NULL"},
+                  {"4200", "a", "11", "cuLaunchKernel", "0", "NULL"},
+                  {"5000", "a", "11", "cudaDeviceSync", "1", "cuCtxSynchronize"},
+                  {"5100", "a", "11", "cudaLaunchKernel", "1", "cuLaunchKernel"}}));
+  EXPECT_EQ(test::query_int(f, "SELECT count(*) FROM events"), 17);  // the file's own: as it was
   auto r = TraceReader::open(f);
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ((*r)->legacy_nested_calls(), 4);
+  EXPECT_EQ((*r)->legacy_nested_calls(), 6);
+  EXPECT_EQ((*r)->legacy_nested_calls(std::string("a"), 2000, 3000), 3);  // a window of a node
+  EXPECT_EQ((*r)->legacy_nested_calls(std::string("b"), INT64_MIN, INT64_MAX), 0);
+  // A second connection (the engine's host reads) is given the same fold.
+  auto again = (*r)->reopen();
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ((*again)->legacy_nested_calls(), 6);
+  EXPECT_EQ(test::query_int(f, "SELECT count(*) FROM calls"), 11);
+  // explain says the folded calls of the node it explains.
+  for (auto [node, says] : {std::pair{"a", true}, std::pair{"b", false}}) {
+    std::string out, err;
+    ASSERT_EQ(test::run_command({INGERO_BIN, "explain", "--db", f, "--node", node}, &out, &err), 0)
+        << err;
+    EXPECT_EQ(out.find("ingero-go schema 0.9 (read-only): 6 driver calls made inside runtime "
+                       "calls are counted in them") != std::string::npos,
+              says)
+        << node << "\n"
+        << out;
+  }
+}
+
+// A file whose calls cannot be folded (its events table has no rowid) still opens, nothing
+// folded: it used to be refused at open ("no such column: rowid").
+TEST(LegacyNesting, AFileWhoseCallsCannotBeFoldedStillOpens) {
+  std::string path = test::temp_path("without-rowid.db");
+  std::filesystem::copy_file(kDir + "sample-gpu-node-01.db", path,
+                             std::filesystem::copy_options::overwrite_existing);
+  {
+    auto db = Db::open(path, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db) << db.error().message;
+    auto create = (*db)->query_text("SELECT sql FROM sqlite_master WHERE name = 'events'");
+    ASSERT_TRUE(create && *create);
+    ASSERT_TRUE((*db)->exec("ALTER TABLE events RENAME TO events_old; " + **create +
+                            " WITHOUT ROWID; INSERT INTO events SELECT * FROM events_old; "
+                            "DROP TABLE events_old;"));
+  }
+  auto r = TraceReader::open(path);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((*r)->legacy_nested_calls(), 0);
+  EXPECT_EQ(test::query_int(path, "SELECT count(*) FROM events"), 200);
 }
 
 TEST(LegacyNesting, TheVllmEnginesLaunchesAreCountedOnce) {
@@ -154,6 +203,22 @@ TEST(LegacyNesting, MergeCarriesTheCallsFoldedIntoACall) {
       "SELECT op, nested_op, count(*), sum(nested_calls) FROM calls GROUP BY 1, 2 ORDER BY 1, 2";
   EXPECT_EQ(test::query_rows(legacy, by_op), test::query_rows(f, by_op));
   EXPECT_EQ(test::query_int(legacy, "SELECT count(*) FROM events"), 10869 - 445);
+  // A file whose dictionary does not name its driver ops: the folded calls go in all the same,
+  // under the names the view gives them ('op1').
+  std::string unnamed = test::temp_path("unnamed-driver-ops.db");
+  std::filesystem::copy_file(f, unnamed, std::filesystem::copy_options::overwrite_existing);
+  {
+    auto db = Db::open(unnamed, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db) << db.error().message;
+    ASSERT_TRUE((*db)->exec("DELETE FROM ops WHERE source_id = 4"));
+  }
+  std::string merged = test::temp_path("merged-unnamed.db");
+  ASSERT_EQ(test::run_command({INGERO_BIN, "merge", unnamed, "-o", merged}, nullptr, &err), 0)
+      << err;
+  EXPECT_EQ(test::query_rows(merged,
+                             "SELECT op, nested_op, sum(nested_calls) FROM calls WHERE "
+                             "nested_calls > 0 GROUP BY 1, 2 ORDER BY 1, 2"),
+            (Rows{{"cudaDeviceSync", "op4", "10"}, {"cudaLaunchKernel", "op1", "435"}}));
 }
 
 }  // namespace
