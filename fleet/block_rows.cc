@@ -48,10 +48,13 @@ ingero::Result<std::unique_ptr<BlockRows>> BlockRows::create(Spool& spool, const
   br->w_source_ = want("source");
   br->w_op_ = want("op");
   br->w_session_ = want("session_id");
+  br->w_nested_source_ = want("nested_source");
+  br->w_nested_op_ = want("nested_op");
   static const std::map<std::string, From, std::less<>> kKnown = {
       {":file_start", From::kFileStart}, {"coalesce(ss.started_at, 0)", From::kSessionStart},
       {"src.vendor", From::kVendor},     {"src.api", From::kApi},
-      {"o.kind", From::kKind},           {"o.name", From::kOp}};
+      {"o.kind", From::kKind},           {"o.name", From::kOp},
+      {kNestedOpName, From::kNestedOp}};
   for (size_t i = 0; i < t.columns.size(); ++i) {
     const ColumnSpec& c = t.columns[i];
     Column col;
@@ -223,6 +226,11 @@ ingero::Result<bool> BlockRows::next_batch(int64_t after, const BatchLimits& lim
         case From::kSessionStart: {
           auto it = sessions_.find(block_int(w_session_));
           rb.integer(c.type, it == sessions_.end() ? 0 : it->second);
+          break;
+        }
+        case From::kNestedOp: {
+          auto it = ops_.find({block_int(w_nested_source_), block_int(w_nested_op_)});
+          rb.text(c.type, it == ops_.end() ? std::string_view() : it->second.second);
           break;
         }
       }

@@ -48,6 +48,7 @@ class BlockRows {
     kKind,          // of the call's op
     kOp,            //
     kSessionStart,  // of the call's session (0 without one)
+    kNestedOp,      // the name of the first call folded into it ('' for none)
   };
   struct Column {
     From from = From::kNull;
@@ -63,6 +64,7 @@ class BlockRows {
   std::vector<Column> plan_;
   std::vector<std::string> wanted_;  // block columns the scan reads
   size_t w_id_ = 0, w_ts_ = 0, w_source_ = 0, w_op_ = 0, w_session_ = 0;
+  size_t w_nested_source_ = 0, w_nested_op_ = 0;
   int day_col_ = -1, id_col_ = -1;                                  // ClickHouse columns
   std::map<int64_t, std::pair<std::string, std::string>> sources_;  // id -> vendor, api
   std::map<std::pair<int64_t, int64_t>, std::pair<std::string, std::string>> ops_;  // kind, name

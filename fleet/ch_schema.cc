@@ -122,7 +122,8 @@ std::vector<Shape> shapes() {
   v.back().joined = {{"vendor", "String", "src.vendor"},
                      {"api", "String", "src.api"},
                      {"kind", "String", "o.kind"},
-                     {"op", "String", "o.name"}};
+                     {"op", "String", "o.name"},
+                     {"nested_op", "String", std::string(kNestedOpName)}};
   v.back().joins =
       " JOIN sources src ON src.id = e.source JOIN ops o ON o.source_id = e.source AND o.op_id = "
       "e.op";
@@ -249,6 +250,9 @@ const std::vector<ViewColumn>& view_columns(View v) {
       if (f != "direction") c.push_back({f, ""});
     c.push_back({"stack_hash", ""});
     c.push_back({"library_id", ""});
+    c.push_back({"stack_of_site", "ifNull(stack_of_site, 0)"});
+    c.push_back({"nested_calls", "ifNull(nested_calls, 0)"});
+    c.push_back({"nested_op", "nullIf(nested_op, '')"});
     return c;
   }();
   static const std::vector<ViewColumn> host = {{"id", "src_id"},

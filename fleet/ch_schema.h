@@ -26,6 +26,12 @@ namespace ingero::fleet {
 
 inline constexpr uint64_t kNsPerDay = 86'400'000'000'000ULL;
 
+// events.nested_op in ClickHouse: the name of the first call folded into a call (the file keeps
+// its source and op ids), '' for none; the SQL that reads it from a file's row.
+inline constexpr const char* kNestedOpName =
+    "coalesce((SELECT name FROM ops no WHERE no.source_id = e.nested_source AND "
+    "no.op_id = e.nested_op), '')";
+
 // How the shipper finds the rows of a table that ClickHouse does not have yet.
 enum class ShipMode : uint8_t {
   kRowid,      // rows with a trace-file id above the high-water mark, in id order

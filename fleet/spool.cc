@@ -131,6 +131,8 @@ std::string Spool::select_sql(const TableSpec& t, const std::string& main_from) 
     // Decoded-field columns added by later schema versions: NULL in older files.
     if (events && src.rfind("e.", 0) == 0 && !db_->column_exists("events", src.substr(2)))
       src = "NULL";
+    // The first folded call's name: none in files written before calls were folded (v5).
+    if (events && src == kNestedOpName && !db_->column_exists("events", "nested_op")) src = "''";
     // cgroup_metadata's name columns: NULL in files written before them.
     if (t.name == "cgroup_metadata" && src.rfind("g.", 0) == 0 &&
         !db_->column_exists("cgroup_metadata", src.substr(2)))

@@ -260,8 +260,10 @@ TableDef events() {
     c.push_back(col(s, "TEXT", "String"));
   c.push_back(col("stack_hash", kInt0, "Int64"));
   c.push_back(col("library_id", "INTEGER", "Nullable(Int64)", "libraries.id of the traced file"));
-  c.push_back(col("stack_of_site", "INTEGER", "", "1: stack_hash is its call site's last stack"));
-  c.push_back(col("nested_calls", "INTEGER", "", "traced calls made inside this one (folded)"));
+  c.push_back(col("stack_of_site", "INTEGER", "Nullable(Int64)",
+                  "1: stack_hash is its call site's last stack"));
+  c.push_back(col("nested_calls", "INTEGER", "Nullable(Int64)",
+                  "traced calls made inside this one (folded)"));
   c.push_back(col("nested_source", "INTEGER", "", "sources.id / ops.op_id of the first of them"));
   c.push_back(col("nested_op", "INTEGER", ""));
   for (size_t i = 0; i < hal::kFieldCount; ++i)

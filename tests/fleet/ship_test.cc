@@ -490,6 +490,65 @@ TEST(FleetShip, CallsInBlocksAreShippedAsTheirRows) {
             query_int(rows, "SELECT sum(duration) FROM events"));
 }
 
+// A call ships with the calls folded into it (a runtime launch's driver launch) and whether its
+// stack is its site's: ClickHouse's calls view gives them as the file's does, from blocks and
+// from rows alike.
+TEST(FleetShip, TheCallsFoldedIntoACallShipWithIt) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("nested.db");
+  {
+    auto w = store::TraceWriter::open(db);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = si.host = "node-n";
+    si.started_at_ns = kBeforeMidnight - 3600 * 1'000'000'000LL;
+    si.mono_offset_ns = si.started_at_ns;
+    ASSERT_TRUE((*w)->begin_session(si));
+    for (int i = 0; i < 300; ++i) {
+      hal::Event e = runtime_call(uint64_t(1'000'000 + int64_t(i) * 10'000), 1000, 4001, 4001,
+                                  hal::EventKind::kLaunch, "cudaLaunchKernel");
+      e.nested = uint32_t(i % 3);
+      if (e.nested) {
+        e.nested_api = "cuda_driver";
+        e.nested_op = i % 3 == 1 ? "cuLaunchKernel" : "cuLaunchKernelEx";
+        e.nested_kind = hal::EventKind::kLaunch;
+      }
+      e.stack_id = 0x77;
+      e.stack_of_site = i % 2;
+      ASSERT_TRUE((*w)->add(e));
+    }
+    store::SessionEnd end;
+    end.stopped_at_ns = si.started_at_ns + 2'000'000'000;
+    end.exit_reason = "duration";
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  std::string rows = temp_path("nested-rows.db");
+  auto copy = store::write_plain_copy(db, rows, app::builtin_views());
+  ASSERT_TRUE(copy) << copy.error().message;
+  for (auto [file, database] : {std::pair{db, "ingero"}, std::pair{rows, "other"}}) {
+    auto s = fleet::Shipper::create(file, endpoint(ch, 0, database), {});
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)->drain(std::chrono::seconds(60)).caught_up);
+  }
+  std::string want;
+  for (const auto& r : test::query_rows(
+           db,
+           "SELECT nested_calls, coalesce(nested_op, '\\N'), stack_of_site, count(*) FROM "
+           "calls GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"))
+    want += r[0] + "\t" + r[1] + "\t" + r[2] + "\t" + r[3] + "\n";
+  EXPECT_EQ(want,
+            "0\t\\N\t0\t50\n0\t\\N\t1\t50\n1\tcuLaunchKernel\t0\t50\n"
+            "1\tcuLaunchKernel\t1\t50\n2\tcuLaunchKernelEx\t0\t50\n2\tcuLaunchKernelEx\t1\t50\n");
+  for (const char* database : {"ingero", "other"})
+    EXPECT_EQ(
+        ch.query(0, std::string("SELECT nested_calls, nested_op, stack_of_site, count() FROM ") +
+                        database +
+                        ".calls GROUP BY nested_calls, nested_op, stack_of_site "
+                        "ORDER BY nested_calls, nested_op, stack_of_site"),
+        want)
+        << database;
+}
+
 // A database whose cgroup_metadata was created before the name columns gains them when the
 // shipper starts; the names ship, a row ships again when a name changes, and the ClickHouse
 // source reads them back as the file's source does.
