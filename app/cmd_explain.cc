@@ -12,6 +12,7 @@
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
+#include "store/legacy_views.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -136,8 +137,7 @@ int explain_file(const Opts& o) {
     if (nodes->size() == 1 && !nodes->front().empty()) one_node = nodes->front();
     if (int64_t n = (*reader)->legacy_nested_calls(one_node, w->from_ns, w->to_ns))
       fo.subtitle += ": " + engine::format_count(uint64_t(n)) +
-                     (n == 1 ? " driver call made inside a runtime call is counted in it"
-                             : " driver calls made inside runtime calls are counted in them") +
+                     std::string(store::folded_calls_words(n)) +
                      ", as ingero records them (one launch is one row; the file's own `events` "
                      "table keeps both)";
   }

@@ -26,6 +26,7 @@
 #include "store/event_rows.h"
 #include "store/folded_calls.h"
 #include "store/kernel_names.h"
+#include "store/legacy_views.h"
 #include "store/trace_queries.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -286,9 +287,7 @@ ingero::Status merge_one(const std::string& in, const std::string& force_node,
   // The original implementation stored a runtime call and the driver call inside it as two;
   // they are merged as ours records them, as one (store/legacy_views.h): said, not hidden.
   if (int64_t n = (*reader)->legacy_nested_calls())
-    std::cerr << "ingero merge: " << in << ": " << n
-              << (n == 1 ? " driver call made inside a runtime call is counted in it"
-                         : " driver calls made inside runtime calls are counted in them")
+    std::cerr << "ingero merge: " << in << ": " << n << store::folded_calls_words(n)
               << " (nested_calls), as ingero records them\n";
   auto nodes = input_nodes(db, in, force_node);
   if (!nodes) return nodes.error();

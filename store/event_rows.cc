@@ -84,6 +84,7 @@ struct EventCursor::Columns {
   int nested = kNone;
   int view_nested_calls = kNone, view_nested_op = kNone;
   bool legacy = false;  // every call folded into another is a driver call (store/legacy_views.h)
+  // Our files read through the views: a folded op's api and kind by its name.
   std::unordered_map<std::string, std::pair<std::string_view, hal::EventKind>> nested_names;
 };
 
@@ -425,19 +426,10 @@ ingero::Result<std::unique_ptr<EventCursor>> EventCursor::open(Db& db, Rows rows
 ingero::Status EventCursor::nested_names_of_view() {
   auto& names = cols_->nested_names;
   // The original implementation's files: a call folded into another is a driver call
-  // (store/legacy_views.h); its kind as the file's op names give it.
+  // (store/legacy_views.h), its kind that of its name (nested_call_of_view).
   if (detect_legacy(db_)) {
     cols_->legacy = true;
-    auto st = db_.prepare("SELECT name FROM main.ops WHERE source_id = 4");
-    if (!st) return st.error();
-    while (true) {
-      auto row = st->step();
-      if (!row) return row.error();
-      if (!*row) return {};
-      std::string name = st->text(0);
-      names[name] = {strings_.intern("cuda_driver"),
-                     hal::kind_from_name(legacy_kind(name)).value_or(hal::EventKind::kUnknown)};
-    }
+    return {};
   }
   if (!db_.column_exists("ops", "kind") || !db_.column_exists("sources", "api")) return {};
   auto st = db_.prepare(
@@ -458,19 +450,21 @@ void EventCursor::nested_call_of_view(hal::Event& e) const {
   int n = cols_->view_nested_calls, op = cols_->view_nested_op;
   if (st.is_null(n) || st.int64(n) <= 0 || st.is_null(op)) return;
   std::string_view name = st.text_view(op);
-  auto it = cols_->nested_names.find(std::string(name));
   e.nested = uint32_t(st.int64(n));
   e.nested_op = strings_.intern(name);
-  if (it != cols_->nested_names.end()) {
-    e.nested_api = it->second.first;
-    e.nested_kind = it->second.second;
-  } else if (cols_->legacy) {  // an op the file's dictionary does not name ('op7')
+  if (cols_->legacy) {  // a driver call; 'op7' where the file's dictionary does not name it
     e.nested_api = strings_.intern("cuda_driver");
-    e.nested_kind = hal::EventKind::kUnknown;
-  } else {
+    e.nested_kind = hal::kind_from_name(legacy_kind(name)).value_or(hal::EventKind::kUnknown);
+    return;
+  }
+  auto it = cols_->nested_names.find(std::string(name));
+  if (it == cols_->nested_names.end()) {
     e.nested = 0;  // (never: our files name every op they store)
     e.nested_op = {};
+    return;
   }
+  e.nested_api = it->second.first;
+  e.nested_kind = it->second.second;
 }
 
 ingero::Result<bool> EventCursor::next(hal::Event& e) {

@@ -253,6 +253,11 @@ int64_t legacy_nested_calls(Db& db, const std::optional<std::string>& node, int6
   return n && *n ? **n : 0;
 }
 
+std::string_view folded_calls_words(int64_t n) {
+  return n == 1 ? " driver call made inside a runtime call is counted in it"
+                : " driver calls made inside runtime calls are counted in them";
+}
+
 std::string_view legacy_kind(std::string_view op_name) {
   for (auto& [op, kind] : kLegacyKinds)
     if (op == op_name) return kind;

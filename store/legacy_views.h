@@ -45,6 +45,10 @@ ingero::Result<LegacyFold> find_nested_calls(Db& db, const TraceFileInfo& info);
 // them (TEMP tables legacy_nested, legacy_outer); the file's own `events` keeps both.
 ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info, const LegacyFold& fold);
 
+// What follows the number of calls a fold counted, as explain, the report and merge say it:
+// " driver calls made inside runtime calls are counted in them" (or the one call's).
+std::string_view folded_calls_words(int64_t n);
+
 // How many driver calls begun in [from_ns, to_ns] (of `node`, where given) the views fold.
 int64_t legacy_nested_calls(Db& db, const std::optional<std::string>& node = std::nullopt,
                             int64_t from_ns = INT64_MIN, int64_t to_ns = INT64_MAX);

@@ -307,13 +307,7 @@ uint64_t SqlTraceSource::event_count(const engine::Window& w) {
     n = uint64_t(st->int64(0));
     // The original implementation's driver calls made inside a runtime call are counted in it,
     // as `calls` reads them (store/legacy_views.h).
-    if (reader_.legacy_nested_calls()) {
-      auto nested =
-          prepare("SELECT count(*) FROM temp.legacy_nested n JOIN main.events e ON e.rowid = n.id" +
-                  window_sql(w, "timestamp", false, by_node));
-      if (!nested || !row(*nested)) return 0;
-      n -= uint64_t(nested->int64(0));
-    }
+    n -= uint64_t(reader_.legacy_nested_calls(by_node ? w.node : std::nullopt, w.from_ns, w.to_ns));
   }
   if (store) {
     if (covers_file(w)) {  // every block: their entries' counts

@@ -11,6 +11,7 @@
 #include "serve/report/engine_json.h"
 #include "serve/report/flame_tree.h"
 #include "serve/report/report_sql.h"
+#include "store/legacy_views.h"
 
 namespace ingero::serve::report {
 namespace {
@@ -380,10 +381,8 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
   // (store/legacy_views.h): said with its format, as explain says it.
   std::string format = reader.format_name();
   const int64_t folded = reader.legacy_nested_calls(std::nullopt, w.from_ns, w.to_ns);
-  if (int64_t n = folded)
-    format += "; " + std::to_string(n) +
-              (n == 1 ? " driver call made inside a runtime call is counted in it"
-                      : " driver calls made inside runtime calls are counted in them");
+  if (folded)
+    format += "; " + std::to_string(folded) + std::string(store::folded_calls_words(folded));
   j["trace"] = {{"path", o.title},
                 {"format", format},
                 {"legacy", reader.is_legacy()},
