@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -204,7 +205,9 @@ TEST(FleetShip, ServerDownKeepsEveryRowInTheFileUntilItIsBack) {
 
 // A trace of `n` launches on one thread, 10 us apart, most of them foldable (tiered
 // retention folds those under 0.99 x the op's p95).
-void write_launches(const std::string& path, int n) {
+// `shape`, where given, changes launch i before it is written.
+void write_launches(const std::string& path, int n,
+                    const std::function<void(hal::Event&, int)>& shape = {}) {
   auto w = store::TraceWriter::open(path);
   ASSERT_TRUE(w) << w.error().message;
   (*w)->set_folding(true);  // as `ingero trace` writes: blocks folded as they close
@@ -225,6 +228,7 @@ void write_launches(const std::string& path, int n) {
     e.kind = hal::EventKind::kLaunch;
     e.has_ret = true;
     e.set(hal::Field::kStream, 0x5a);
+    if (shape) shape(e, i);
     ASSERT_TRUE((*w)->add(e));
   }
   store::SessionEnd end;
@@ -496,32 +500,16 @@ TEST(FleetShip, CallsInBlocksAreShippedAsTheirRows) {
 TEST(FleetShip, TheCallsFoldedIntoACallShipWithIt) {
   START_SERVERS(ch, 1);
   std::string db = temp_path("nested.db");
-  {
-    auto w = store::TraceWriter::open(db);
-    ASSERT_TRUE(w) << w.error().message;
-    store::SessionInfo si;
-    si.node = si.host = "node-n";
-    si.started_at_ns = kBeforeMidnight - 3600 * 1'000'000'000LL;
-    si.mono_offset_ns = si.started_at_ns;
-    ASSERT_TRUE((*w)->begin_session(si));
-    for (int i = 0; i < 300; ++i) {
-      hal::Event e = runtime_call(uint64_t(1'000'000 + int64_t(i) * 10'000), 1000, 4001, 4001,
-                                  hal::EventKind::kLaunch, "cudaLaunchKernel");
-      e.nested = uint32_t(i % 3);
-      if (e.nested) {
-        e.nested_api = "cuda_driver";
-        e.nested_op = i % 3 == 1 ? "cuLaunchKernel" : "cuLaunchKernelEx";
-        e.nested_kind = hal::EventKind::kLaunch;
-      }
-      e.stack_id = 0x77;
-      e.stack_of_site = i % 2;
-      ASSERT_TRUE((*w)->add(e));
+  write_launches(db, 300, [](hal::Event& e, int i) {
+    e.nested = uint32_t(i % 3);
+    if (e.nested) {
+      e.nested_api = "cuda_driver";
+      e.nested_op = i % 3 == 1 ? "cuLaunchKernel" : "cuLaunchKernelEx";
+      e.nested_kind = hal::EventKind::kLaunch;
     }
-    store::SessionEnd end;
-    end.stopped_at_ns = si.started_at_ns + 2'000'000'000;
-    end.exit_reason = "duration";
-    ASSERT_TRUE((*w)->finish(end));
-  }
+    e.stack_id = 0x77;
+    e.stack_of_site = i % 2;
+  });
   std::string rows = temp_path("nested-rows.db");
   auto copy = store::write_plain_copy(db, rows, app::builtin_views());
   ASSERT_TRUE(copy) << copy.error().message;
