@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "hal/clock.h"
 #include "hal/device_wire.h"
 
 extern char** environ;
@@ -33,12 +34,6 @@ enum FrameType : char {
   kReply = 'B',    // child: the answer to a poll: its CPU time, the samples, the events
   kPushed = 'A',   // child: the same, from a poll of its own
 };
-
-int64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 bool write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -96,7 +91,7 @@ class FrameReader {
     while (true) {
       int wait_ms = -1;
       if (deadline >= 0) {
-        int64_t left = deadline - mono_ns();
+        int64_t left = deadline - mono_now_ns();
         wait_ms = left <= 0 ? 0 : int((left + 999'999) / 1'000'000);
       }
       pollfd pf{fd_, POLLIN, 0};
@@ -199,7 +194,7 @@ class ProcessSampler final : public SelfPacedSampler {
       lose(wall_ns, Read::kEnd);
       return out;
     }
-    int64_t deadline = mono_ns() + opts_.poll_limit_ns;
+    int64_t deadline = mono_now_ns() + opts_.poll_limit_ns;
     while (true) {
       char type = 0;
       std::string answer;
@@ -222,7 +217,7 @@ class ProcessSampler final : public SelfPacedSampler {
     device_wire::put_int(req, clock.mono_to_wall_ns);
     device_wire::put_int(req, opts_.poll_ns);
     started_ = true;
-    last_heard_ = mono_ns();
+    last_heard_ = mono_now_ns();
     if (!send_frame(fd_, kStart, req)) lose(clock_.now(), Read::kEnd);
   }
 
@@ -240,7 +235,7 @@ class ProcessSampler final : public SelfPacedSampler {
     // Silent too long: judged by when it last polled, and only when nothing came now (a child
     // whose answers waited for a late reader was blocked by it, not hung).
     if (fd_ >= 0 && started_ && !got &&
-        mono_ns() - last_heard_ > opts_.poll_ns + opts_.poll_limit_ns)
+        mono_now_ns() - last_heard_ > opts_.poll_ns + opts_.poll_limit_ns)
       lose(clock_.now(), Read::kTimeout, /*asked=*/false);
     if (fd_ < 0 && pid_ > 0) {  // lost, killed, not yet reaped: without waiting
       int status = 0;
@@ -376,7 +371,7 @@ Result<std::unique_ptr<DeviceSampler>> open_sampler_process(const SamplerProcess
   FrameReader reader(fd);
   char type = 0;
   std::string payload;
-  Read r = reader.next(mono_ns() + opts.open_limit_ns, type, payload);
+  Read r = reader.next(mono_now_ns() + opts.open_limit_ns, type, payload);
   DeviceSamplerInfo info;
   std::string_view in = payload;
   if (r == Read::kOk && type == kRefused) {
@@ -413,7 +408,7 @@ int serve_sampler(int fd, const std::function<Result<std::unique_ptr<DeviceSampl
   device_wire::put_info(out, (*s)->info());
   if (!send_frame(fd, kOpened, out)) return 1;
   auto answer = [&](FrameType type, int64_t wall, const std::vector<uint32_t>& pids) {
-    int64_t polled_at = mono_ns();
+    int64_t polled_at = mono_now_ns();
     auto samples = (*s)->poll(wall, pids);
     auto events = (*s)->take_events();
     timespec cpu{};
@@ -436,7 +431,7 @@ int serve_sampler(int fd, const std::function<Result<std::unique_ptr<DeviceSampl
     if (r == Read::kTimeout) {
       if (!answer(kPushed, clock.now(), {})) return 0;
       // The next one period after this one was due; one that ran long is not caught up.
-      due = std::max(due + period, mono_ns());
+      due = std::max(due + period, mono_now_ns());
       continue;
     }
     std::string_view in = req;
@@ -448,7 +443,7 @@ int serve_sampler(int fd, const std::function<Result<std::unique_ptr<DeviceSampl
     } else if (r == Read::kOk && type == kStart &&
                device_wire::get_int(in, clock.mono_to_wall_ns) &&
                device_wire::get_int(in, period) && in.empty() && period > 0) {
-      due = mono_ns();
+      due = mono_now_ns();
     } else {
       return 2;
     }
