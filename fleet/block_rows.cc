@@ -5,6 +5,7 @@
 #include "store/archive_scan.h"
 #include "store/call_block.h"
 #include "store/call_store.h"
+#include "store/read_snapshot.h"
 #include "store/schema.h"
 
 namespace ingero::fleet {
@@ -141,6 +142,12 @@ ingero::Status BlockRows::host_rows(int64_t after, size_t limit) {
 ingero::Result<bool> BlockRows::next_batch(int64_t after, const BatchLimits& limits,
                                            RowBatch& out) {
   out.clear();
+  // Names, host rows, the block list and each block, all as of one commit of the writer. Its
+  // commits hold calls and host events whose ids interleave: host rows read before a commit and
+  // calls read after it put the commit's calls in this batch without its host events, which
+  // the next batch, reading past the last id sent, would never send. Declared first, so it
+  // ends after the scan's statements.
+  store::ReadSnapshot snapshot(spool_.db());
   if (auto s = load_names(); !s) return s.error();
   if (auto s = host_rows(after, limits.rows + 1); !s) return s.error();
   store::ArchiveScan scan(spool_.db().handle(), store::sql_calls_form(), spool_.path(), wanted_,

@@ -12,6 +12,7 @@
 #include "store/call_count_check.h"
 #include "store/call_store.h"
 #include "store/folded_calls.h"
+#include "store/read_snapshot.h"
 #include "store/sql_reads_internal.h"
 #include "store/sql_trace_source.h"
 
@@ -54,7 +55,6 @@ ingero::Status merge_rows_and_runs(Db& db, StringPool& strings, const EventFilte
 }  // namespace reads
 
 using reads::merge_rows_and_runs;
-using reads::Snapshot;
 
 size_t SqlTraceSource::default_call_cache_bytes() {
   return hal::memory_share(hal::read_memory_info(), kMinCallCacheBytes, kMaxCallCacheBytes);
@@ -115,18 +115,11 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   // Calls folded into runs by tiered retention come in start order among the others. The
   // runs and the rows are read in one snapshot: a trace being written folds while it is read,
   // and a call moved from its row into a run between two reads would be missed.
-  // Only when no statement of the connection is running: its COMMIT would fail, and the
-  // connection would keep an old snapshot.
-  sqlite3* h = reader_.db().handle();
-  bool busy = false;
-  for (sqlite3_stmt* st = sqlite3_next_stmt(h, nullptr); st; st = sqlite3_next_stmt(h, st))
-    busy = busy || sqlite3_stmt_busy(st);
-  bool in_txn = busy || sqlite3_get_autocommit(h) == 0;  // a read transaction is open
-  Snapshot snapshot{reader_.db(), !in_txn && reader_.db().exec("BEGIN").ok()};
+  ReadSnapshot snapshot(reader_.db());
   // The calls read are checked against the file's own counts, in the same snapshot: a damaged
   // time index ends a read early without an error (store/call_count_check.h).
   std::optional<CallCountCheck> count;
-  if (!reader_.is_legacy() && (snapshot.on || in_txn)) {
+  if (!reader_.is_legacy() && snapshot.consistent()) {
     count.emplace(filter(w, true), plan_span_ ? *plan_span_ : extent().span);
     fill.count = &*count;
   }
@@ -135,7 +128,7 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   // cache.
   if (fill.on) last_slices_.clear();
   std::unique_ptr<Slices> slices;
-  if (fill.on && snapshot.on) slices = start_slices(w);
+  if (fill.on && snapshot.began()) slices = start_slices(w);
   ingero::Status st = slices ? read_slices(*slices, fill)
                              : merge_rows_and_runs(
                                    reader_.db(), strings_, filter(w, true), INT64_MIN,

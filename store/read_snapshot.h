@@ -1,0 +1,34 @@
+// One state of a file for a read made of several statements. In WAL mode each statement run
+// outside a transaction sees the file as of its own start: a read that lists, then loads, then
+// merges from two tables sees the writer's commits land between its statements, and rows one
+// statement saw and another did not are lost or doubled (the shipper's call blocks against its
+// host rows: fleet/block_rows.cc).
+#pragma once
+
+namespace ingero::store {
+
+class Db;
+
+class ReadSnapshot {
+ public:
+  // Begins a read transaction on `db` where none is open and no statement of the connection
+  // is running (a COMMIT then would fail, and the connection would keep an old state for
+  // good); the first statement run takes the state. Ended (COMMIT) with this guard, which must
+  // outlive every statement of the read.
+  explicit ReadSnapshot(Db& db);
+  ~ReadSnapshot();
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+  // This guard began the transaction, and ends it.
+  bool began() const { return began_; }
+  // The read is in one transaction: this guard's, or one the connection had open already.
+  bool consistent() const { return began_ || was_open_; }
+
+ private:
+  Db& db_;
+  bool began_ = false;
+  bool was_open_ = false;
+};
+
+}  // namespace ingero::store
