@@ -28,6 +28,8 @@ void put_cell(RowBinary& rb, ChType t, const store::RowBlock& rows, size_t r, si
   }
 }
 
+const std::pair<std::string, std::string> kNoName;
+
 }  // namespace
 
 ingero::Result<std::unique_ptr<BlockRows>> BlockRows::create(Spool& spool, const TableSpec& t) {
@@ -139,6 +141,67 @@ ingero::Status BlockRows::host_rows(int64_t after, size_t limit) {
       "main.host_rows e");
 }
 
+void BlockRows::put_call(const store::ArchiveScan& scan, RowBinary& rb, NameCache& names) const {
+  const store::RowBlock& rows = scan.rows();
+  const size_t r = scan.row();
+  auto block_int = [&](size_t w) {
+    int bc = scan.column(w);
+    return bc < 0 ? 0 : rows.int64(r, size_t(bc));
+  };
+  int64_t s = block_int(w_source_), o = block_int(w_op_);
+  if (s != names.source_id) {
+    auto it = sources_.find(s);
+    names.source = it == sources_.end() ? &kNoName : &it->second;
+    names.source_id = s;
+    names.op_id = -1;
+  }
+  if (o != names.op_id) {
+    auto it = ops_.find({s, o});
+    names.op = it == ops_.end() ? &kNoName : &it->second;
+    names.op_id = o;
+  }
+  for (const Column& c : plan_) {
+    switch (c.from) {
+      case From::kBlock: {
+        int bc = scan.column(c.wanted);
+        if (bc < 0)
+          rb.null(c.type);
+        else
+          put_cell(rb, c.type, rows, r, size_t(bc));
+        break;
+      }
+      case From::kNull:
+        rb.null(c.type);
+        break;
+      case From::kFileStart:
+        rb.integer(c.type, int64_t(spool_.file_start()));
+        break;
+      case From::kVendor:
+        rb.text(c.type, names.source->first);
+        break;
+      case From::kApi:
+        rb.text(c.type, names.source->second);
+        break;
+      case From::kKind:
+        rb.text(c.type, names.op->first);
+        break;
+      case From::kOp:
+        rb.text(c.type, names.op->second);
+        break;
+      case From::kSessionStart: {
+        auto it = sessions_.find(block_int(w_session_));
+        rb.integer(c.type, it == sessions_.end() ? 0 : it->second);
+        break;
+      }
+      case From::kNestedOp: {
+        auto it = ops_.find({block_int(w_nested_source_), block_int(w_nested_op_)});
+        rb.text(c.type, it == ops_.end() ? std::string_view() : it->second.second);
+        break;
+      }
+    }
+  }
+}
+
 ingero::Result<bool> BlockRows::next_batch(int64_t after, const BatchLimits& limits,
                                            RowBatch& out) {
   out.clear();
@@ -162,12 +225,9 @@ ingero::Result<bool> BlockRows::next_batch(int64_t after, const BatchLimits& lim
   int rc = scan.start(bounds, false);
   if (rc != SQLITE_OK) return failed(rc);
   const bool timed = day_col_ >= 0;
-  const int64_t file_start = int64_t(spool_.file_start());
-  static const std::pair<std::string, std::string> kNone;
-  const std::pair<std::string, std::string>* source = &kNone;
-  const std::pair<std::string, std::string>* op = &kNone;
-  int64_t source_id = -1, op_id = -1, prev = after;
+  int64_t prev = after;
   RowBinary rb(out.body);
+  NameCache names{.source = &kNoName, .op = &kNoName};
   size_t h = 0;
   while (true) {
     bool call = !scan.eof(), host = h < host_index_.size();
@@ -184,64 +244,7 @@ ingero::Result<bool> BlockRows::next_batch(int64_t after, const BatchLimits& lim
     const int64_t id = scan.id(), ts = scan.ts();
     if (id <= prev) return false;
     if (!out.admit(limits, timed, ts)) break;
-    const store::RowBlock& rows = scan.rows();
-    const size_t r = scan.row();
-    auto block_int = [&](size_t w) {
-      int bc = scan.column(w);
-      return bc < 0 ? 0 : rows.int64(r, size_t(bc));
-    };
-    int64_t s = block_int(w_source_), o = block_int(w_op_);
-    if (s != source_id) {
-      auto it = sources_.find(s);
-      source = it == sources_.end() ? &kNone : &it->second;
-      source_id = s;
-      op_id = -1;
-    }
-    if (o != op_id) {
-      auto it = ops_.find({s, o});
-      op = it == ops_.end() ? &kNone : &it->second;
-      op_id = o;
-    }
-    for (const Column& c : plan_) {
-      switch (c.from) {
-        case From::kBlock: {
-          int bc = scan.column(c.wanted);
-          if (bc < 0)
-            rb.null(c.type);
-          else
-            put_cell(rb, c.type, rows, r, size_t(bc));
-          break;
-        }
-        case From::kNull:
-          rb.null(c.type);
-          break;
-        case From::kFileStart:
-          rb.integer(c.type, file_start);
-          break;
-        case From::kVendor:
-          rb.text(c.type, source->first);
-          break;
-        case From::kApi:
-          rb.text(c.type, source->second);
-          break;
-        case From::kKind:
-          rb.text(c.type, op->first);
-          break;
-        case From::kOp:
-          rb.text(c.type, op->second);
-          break;
-        case From::kSessionStart: {
-          auto it = sessions_.find(block_int(w_session_));
-          rb.integer(c.type, it == sessions_.end() ? 0 : it->second);
-          break;
-        }
-        case From::kNestedOp: {
-          auto it = ops_.find({block_int(w_nested_source_), block_int(w_nested_op_)});
-          rb.text(c.type, it == ops_.end() ? std::string_view() : it->second.second);
-          break;
-        }
-      }
-    }
+    put_call(scan, rb, names);
     out.added(id, timed, ts);
     prev = id;
     if (rc = scan.next(); rc != SQLITE_OK) return failed(rc);

@@ -23,6 +23,7 @@
 #include "fleet/row_binary.h"
 #include "fleet/spool.h"
 #include "hal/result.h"
+#include "store/archive_scan.h"
 
 namespace ingero::fleet {
 
@@ -58,6 +59,14 @@ class BlockRows {
   BlockRows(Spool& spool, const TableSpec& t) : spool_(spool), t_(t) {}
   ingero::Status load_names();  // sources, ops, sessions: small tables, read per batch
   ingero::Status host_rows(int64_t after, size_t limit);
+  // The source and op names of the call written last, kept while the next call shares them.
+  struct NameCache {
+    int64_t source_id = -1, op_id = -1;
+    const std::pair<std::string, std::string>* source = nullptr;
+    const std::pair<std::string, std::string>* op = nullptr;
+  };
+  // Writes the scan's current call as a row of the table, each column from its source.
+  void put_call(const store::ArchiveScan& scan, RowBinary& rb, NameCache& names) const;
   Spool& spool_;
   const TableSpec& t_;
   std::vector<ChType> types_;
