@@ -21,5 +21,12 @@ __attribute__((visibility("default"))) int cuLaunchKernel(void* f, unsigned gx, 
 
 __attribute__((visibility("default"))) int cuStreamSynchronize(void* stream) {
   (void)stream;
+  count(1); /* not a leaf: see count() */
+  return 0;
+}
+__attribute__((visibility("default"))) int cuMemcpyAsync(void* dst, const void* src, size_t bytes,
+                                                         void* stream) {
+  (void)dst, (void)src, (void)stream;
+  count(bytes);
   return 0;
 }

@@ -9,8 +9,9 @@ the library, so the probes fire as they would in training.
 Prints one JSON line: the step time (the wall time from the first steady step's start to
 the last step's end, divided by the steady steps per thread: the threads share the GIL, so
 a per-thread median would depend on how the GIL happens to be handed over), the median and
-p90 of single steps, and the calls made per function, for comparison with what a tracer
-stored. The first WARMUP steps of each thread are dropped.
+p90 of single steps, a stepping thread's own CPU a step (cpu_ms: user and system, where a
+probe's traps and programs are charged), and the calls made per function, for comparison
+with what a tracer stored. The first WARMUP steps of each thread are dropped.
 
 GIL: how the threads share the interpreter, which decides how often they switch.
   held      (default) as PyTorch calls the runtime: with the GIL held (ctypes.PyDLL), so the
@@ -107,6 +108,7 @@ def main():
     calibrate(work_us)  # the interpreter specialises the loop on its first runs: warm it up
     iters = calibrate(work_us)
     times = [[] for _ in range(threads)]
+    cpu = [[] for _ in range(threads)]
     start = threading.Barrier(threads)
 
     def worker(k):
@@ -115,9 +117,10 @@ def main():
 
         def loop():
             for _ in range(steps):
-                t0 = time.perf_counter_ns()
+                t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
                 step.run()
                 times[k].append((t0, time.perf_counter_ns()))
+                cpu[k].append(time.thread_time_ns() - c0)
 
         nest(DEPTH - 4, loop)
 
@@ -138,6 +141,11 @@ def main():
         "step_ms": (last - first) / (steps - WARMUP) / 1e6,
         "step_ms_median": statistics.median(steady) / 1e6,
         "step_ms_p90": steady[int(len(steady) * 0.9)] / 1e6,
+        # The stepping threads' own CPU a step (user and system: a probe's trap and program
+        # run in the thread that called), steady steps: with the GIL held it is serial, so
+        # what a tracer adds to it is what it adds to the step, without the wall time's
+        # noise of how the GIL is handed over.
+        "cpu_ms": sum(sum(per[WARMUP:]) for per in cpu) / (threads * (steps - WARMUP)) / 1e6,
         "made": {"cudaLaunchKernel": LAUNCHES * steps * threads,
                  "cudaMemcpyAsync": COPIES * steps * threads,
                  "cudaStreamSynchronize": steps * threads},
