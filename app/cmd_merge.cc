@@ -241,6 +241,13 @@ ingero::Status merge_node(store::TraceReader& reader, const std::string& in, con
                           store::SessionEnd& last) {
   store::Db& db = reader.db();
   const store::NodeFilter& which = n.which;
+  // One read snapshot for the node: what its sessions lost as of the events copied (an input
+  // still being traced commits meanwhile).
+  if (auto s = db.exec("BEGIN"); !s) return s;
+  struct End {
+    store::Db& db;
+    ~End() { (void)db.exec("COMMIT"); }
+  } end{db};
   if (auto s = begin_node_session(reader, in, n, force_node, started_at_ns, w); !s) return s;
   // What the node's sessions lost, and the libraries attached late, stay said.
   auto losses = store::read_losses(db, which);
@@ -249,12 +256,6 @@ ingero::Status merge_node(store::TraceReader& reader, const std::string& in, con
   if (!late) return late.error();
   for (const auto& l : *late)
     if (auto s = w.add_library(l); !s) return s.error();
-  // One read snapshot for the rest of the node.
-  if (auto s = db.exec("BEGIN"); !s) return s;
-  struct End {
-    store::Db& db;
-    ~End() { (void)db.exec("COMMIT"); }
-  } end{db};
   if (auto s = copy_node_events(reader, which, w, strings, events); !s) return s;
   if (auto s = copy_node_names(db, which, w); !s) return s;
   if (auto s = w.commit(); !s) return s;

@@ -221,6 +221,7 @@ int ArchiveScan::advance() {
 int ArchiveScan::next() { return advance(); }
 
 int ArchiveScan::start(const Bounds& b, bool by_ts) {
+  if (!snapshot_) snapshot_.emplace(db_);
   b_ = b;
   by_ts_ = by_ts;
   error_.clear();

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store/read_snapshot.h"
 #include "store/row_block.h"
 
 namespace ingero::store {
@@ -151,6 +152,11 @@ class ArchiveScan {
   int advance();
 
   sqlite3* db_;
+  // The listing and every block's load as of one commit, from the first start() to the end of
+  // the scan: a live file's filling block is rewritten whole at each commit, and a block
+  // listed before a commit and loaded after it held more rows than its entry said and read as
+  // damaged. Nothing inside a statement or transaction (a virtual table's scan, the writer's).
+  std::optional<ReadSnapshot> snapshot_;
   BlockForm form_;
   std::string path_;
   std::vector<std::string> cols_;

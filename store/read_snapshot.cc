@@ -6,25 +6,20 @@
 
 namespace ingero::store {
 
-ReadSnapshot::ReadSnapshot(Db& db) : db_(db) {
-  sqlite3* h = db.handle();
+ReadSnapshot::ReadSnapshot(sqlite3* db) : db_(db) {
   bool busy = false;
-  for (sqlite3_stmt* st = sqlite3_next_stmt(h, nullptr); st; st = sqlite3_next_stmt(h, st))
+  for (sqlite3_stmt* st = sqlite3_next_stmt(db, nullptr); st; st = sqlite3_next_stmt(db, st))
     busy = busy || sqlite3_stmt_busy(st);
   // A running statement holds a read transaction even in autocommit mode.
-  was_open_ = busy || sqlite3_get_autocommit(h) == 0;
-  began_ = !was_open_ && db.exec("BEGIN").ok();
+  was_open_ = busy || sqlite3_get_autocommit(db) == 0;
+  began_ = !was_open_ && sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr) == SQLITE_OK;
 }
 
+ReadSnapshot::ReadSnapshot(Db& db) : ReadSnapshot(db.handle()) {}
+
 ReadSnapshot::~ReadSnapshot() {
-  if (!began_ || db_.exec("COMMIT").ok()) return;
-  // A statement of the read still running (the COMMIT is then refused): the transaction only
-  // read, so its statements are reset and it ends, rather than leave this connection on an
-  // old state of the file for good.
-  sqlite3* h = db_.handle();
-  for (sqlite3_stmt* st = sqlite3_next_stmt(h, nullptr); st; st = sqlite3_next_stmt(h, st))
-    if (sqlite3_stmt_busy(st)) sqlite3_reset(st);
-  (void)db_.exec("COMMIT");
+  // Refused only while a statement of the connection writes, which a read never starts.
+  if (began_) (void)sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
 }
 
 }  // namespace ingero::store

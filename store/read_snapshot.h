@@ -2,8 +2,11 @@
 // outside a transaction sees the file as of its own start: a read that lists, then loads, then
 // merges from two tables sees the writer's commits land between its statements, and rows one
 // statement saw and another did not are lost or doubled (the shipper's call blocks against its
-// host rows: fleet/block_rows.cc).
+// host rows: fleet/block_rows.cc), or a block rewritten since it was listed reads as damaged
+// (store/archive_scan.h).
 #pragma once
+
+struct sqlite3;
 
 namespace ingero::store {
 
@@ -12,9 +15,10 @@ class Db;
 class ReadSnapshot {
  public:
   // Begins a read transaction on `db` where none is open and no statement of the connection
-  // is running (a COMMIT then would fail, and the connection would keep an old state for
-  // good); the first statement run takes the state. Ended (COMMIT) with this guard, which must
-  // outlive every statement of the read.
+  // is running (inside one, the reads already share its state); the first statement run takes
+  // the state. Ended (COMMIT) with this guard: a statement still running then keeps its state
+  // until it is reset, and the connection sees new commits after that.
+  explicit ReadSnapshot(sqlite3* db);
   explicit ReadSnapshot(Db& db);
   ~ReadSnapshot();
   ReadSnapshot(const ReadSnapshot&) = delete;
@@ -26,7 +30,7 @@ class ReadSnapshot {
   bool consistent() const { return began_ || was_open_; }
 
  private:
-  Db& db_;
+  sqlite3* db_;
   bool began_ = false;
   bool was_open_ = false;
 };

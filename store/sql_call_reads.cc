@@ -104,6 +104,11 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
     later_.clear();
     cache_state_ = CacheState::kEmpty;
   }
+  // Calls folded into runs by tiered retention come in start order among the others. The
+  // runs and the rows are read in one snapshot, and the calls expected (may_fit_cache) counted
+  // in it: a trace being written folds while it is read, and a call moved from its row into a
+  // run between two reads would be missed.
+  ReadSnapshot snapshot(reader_.db());
   Fill fill{*this, fn, run, cache_state_ == CacheState::kEmpty};
   expected_calls_ = 0;
   if (fill.on && !may_fit_cache(w, expected_calls_)) {  // not filled only to be thrown away
@@ -112,10 +117,6 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   }
   cache_.set_expected(fill.on ? expected_calls_ : 0);
   cache_abandoned_.store(false);
-  // Calls folded into runs by tiered retention come in start order among the others. The
-  // runs and the rows are read in one snapshot: a trace being written folds while it is read,
-  // and a call moved from its row into a run between two reads would be missed.
-  ReadSnapshot snapshot(reader_.db());
   // The calls read are checked against the file's own counts, in the same snapshot: a damaged
   // time index ends a read early without an error (store/call_count_check.h).
   std::optional<CallCountCheck> count;

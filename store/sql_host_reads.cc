@@ -4,6 +4,7 @@
 #include "store/call_store.h"
 #include "store/cgroup_metadata.h"
 #include "store/inflight_rows.h"
+#include "store/read_snapshot.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::store {
@@ -18,6 +19,9 @@ void SqlTraceSource::host_context_events(const engine::Window& w, const engine::
 
 void SqlTraceSource::read_host_events(const engine::Window& w, const engine::EventFn& fn,
                                       bool for_context) {
+  // The op names and the blocks as of one commit (an op first seen in a later one would be
+  // skipped); declared before the cursor, which it outlives.
+  ReadSnapshot snapshot(reader_.db());
   EventFilter f = filter(w, false);
   f.scan = covers_file(w);
   if (for_context) f.fields.emplace(std::begin(kHostContextFields), std::end(kHostContextFields));

@@ -12,25 +12,12 @@
 #include "serve/report/flame_tree.h"
 #include "serve/report/report_sql.h"
 #include "store/legacy_views.h"
+#include "store/read_snapshot.h"
 
 namespace ingero::serve::report {
 namespace {
 
 using nlohmann::json;
-
-// Every read of one report sees one snapshot of the file: a trace being written (WAL) keeps
-// growing while the report is built, and the sections must agree with each other.
-class ReadSnapshot {
- public:
-  explicit ReadSnapshot(store::Db& db) : db_(db) { ok_ = bool(db_.exec("BEGIN")); }
-  ~ReadSnapshot() {
-    if (ok_) (void)db_.exec("COMMIT");
-  }
-
- private:
-  store::Db& db_;
-  bool ok_ = false;
-};
 
 struct NodeAnalysis {
   std::string node;
@@ -412,7 +399,9 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
 
 Result<json> build_report(store::TraceReader& reader, engine::TraceSource& source,
                           const ReportOptions& o) {
-  ReadSnapshot snapshot(reader.db());
+  // Every read of one report sees one state of the file: a trace being written (WAL) keeps
+  // growing while the report is built, and the sections must agree with each other.
+  store::ReadSnapshot snapshot(reader.db());
   return build_sections(reader, source, o);
 }
 
