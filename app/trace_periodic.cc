@@ -120,19 +120,37 @@ void Trace::update_metrics(int64_t mono, bool final) {
   (void)sinks_.on_tick(mono);
   if (live_chains_.valid() &&
       live_chains_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    LiveAnalysis la = live_chains_.get();
-    (void)sinks_.on_chains(la.chains, clock_.now());
-    std::vector<hal::StepSample> fresh;
-    int64_t last = steps_observed_to_;
-    for (const auto& [end, sample] : la.steps)
-      if (end > steps_observed_to_) {
-        fresh.push_back(sample);
-        last = std::max(last, end);
-      }
-    steps_observed_to_ = last;
-    (void)sinks_.on_steps(fresh);
+    publish_live(live_chains_.get());
   }
   if (final || live_chains_.valid() || mono < next_chains_) return;
+  start_live_analysis(mono);
+}
+
+// An analysis that could not read its window whole would publish chains and steps computed
+// from part of it (a chains gauge emptied, a step's idle share from missing events): the last
+// ones published stand instead, and the failure is said once.
+void Trace::publish_live(const LiveAnalysis& la) {
+  if (!la.error.empty()) {
+    if (!live_warned_)
+      std::cerr << "ingero: the live analysis (chains and steps for /metrics and OTLP) could not "
+                   "read the trace; the last published stand: "
+                << la.error << "\n";
+    live_warned_ = true;
+    return;
+  }
+  (void)sinks_.on_chains(la.chains, clock_.now());
+  std::vector<hal::StepSample> fresh;
+  int64_t last = steps_observed_to_;
+  for (const auto& [end, sample] : la.steps)
+    if (end > steps_observed_to_) {
+      fresh.push_back(sample);
+      last = std::max(last, end);
+    }
+  steps_observed_to_ = last;
+  (void)sinks_.on_steps(fresh);
+}
+
+void Trace::start_live_analysis(int64_t mono) {
   pipeline_->commit();
   std::string db = db_;
   // The last 5 minutes of this session: a file reused for a new session holds the chains of
@@ -141,7 +159,10 @@ void Trace::update_metrics(int64_t mono, bool final) {
   live_chains_ = std::async(std::launch::async, [db, from, to] {
     LiveAnalysis out;
     auto reader = store::TraceReader::open(db, {}, builtin_error_codes());
-    if (!reader) return out;
+    if (!reader) {
+      out.error = reader.error().message;
+      return out;
+    }
     store::SqlTraceSource source(**reader);
     source.set_call_cache(0);  // the tracer's memory stays bounded (docs/performance.md)
     engine::Window w;
@@ -155,6 +176,10 @@ void Trace::update_metrics(int64_t mono, bool final) {
     eo.model_calls = 0;  // the whole window is those seconds already: no second look-up
     eo.kernels = false;  // only severities and steps are kept of it
     auto a = engine::analyze(source, w, eo);
+    if (!source.error().empty()) {
+      out.error = source.error();
+      return out;
+    }
     out.chains = std::move(a.chains);
     for (const auto& s : a.steps.processes)
       for (const auto& st : s.steps)

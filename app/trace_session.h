@@ -106,6 +106,9 @@ class Trace {
   void apply_retention(bool final);
   void fold_blocks();
   void update_metrics(int64_t mono, bool final);
+  struct LiveAnalysis;
+  void publish_live(const LiveAnalysis& la);  // a finished live analysis, to the sinks
+  void start_live_analysis(int64_t mono);     // the next, off the event loop
   void update_counters();
   void make_inflight();
   // The session row's kernel-naming counters (store/kernel_names.h), from the namer (none
@@ -159,11 +162,13 @@ class Trace {
   struct LiveAnalysis {
     std::vector<engine::Chain> chains;
     std::vector<std::pair<int64_t, hal::StepSample>> steps;  // (end_ns, sample)
+    std::string error;  // the file could not be read whole: nothing of it is published
   };
   std::future<LiveAnalysis> live_chains_;
   int64_t steps_observed_to_ = 0;  // steps ending after this are new to the histograms
   bool retention_warned_ = false;
   bool fold_warned_ = false;
+  bool live_warned_ = false;            // the live analysis failed, and that was said
   uint64_t folded_ = 0;                 // calls whose rows went with --full-rows
   int64_t fold_pause_max_ns_ = 0;       // the longest single folding pass
   int64_t retention_pause_max_ns_ = 0;  // the longest single retention pass while tracing
