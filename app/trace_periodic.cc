@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "app/builtin_backends.h"
@@ -189,7 +190,12 @@ void Trace::start_live_analysis(int64_t mono) {
                                 double(st.gpu_idle_ns) / double(st.duration()), st.gpu_busy}});
     return out;
   });
-  next_chains_ = mono + 30'000'000'000LL;
+  // Test-only: INGERO_TEST_LIVE_ANALYSIS_MS runs it more often, so a test sees several.
+  static const int64_t every_ns = [] {
+    const char* ms = getenv("INGERO_TEST_LIVE_ANALYSIS_MS");
+    return ms && atoll(ms) > 0 ? atoll(ms) * 1'000'000LL : 30'000'000'000LL;
+  }();
+  next_chains_ = mono + every_ns;
 }
 
 }  // namespace ingero::app::trace_detail
