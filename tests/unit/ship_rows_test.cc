@@ -3,15 +3,14 @@
 // blocks (fleet/block_rows.h) equal to the rows SQL gives, byte for byte, in batches that end
 // at their limits and at midnight.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
-#include <cstring>
 #include <functional>
 
 #include "fleet/block_rows.h"
 #include "fleet/row_binary.h"
 #include "fleet/spool.h"
 #include "store/trace_writer.h"
+#include "tests/support/live_commit.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::fleet {
@@ -229,29 +228,7 @@ TEST(FleetBlockRows, ACommitBetweenTheirReadsLosesNoRowOfIt) {
   si.started_at_ns = kStart - 3'600'000'000'000;  // within one day
   si.mono_offset_ns = si.started_at_ns;
   ASSERT_TRUE((*w)->begin_session(si));
-  auto add = [&](int from, int to) {
-    for (int i = from; i < to; ++i) {
-      hal::Event e;
-      e.ts_ns = uint64_t(i) * 1'000'000;
-      e.pid = 7000;
-      e.tid = 7001;
-      e.set_comm("python3");
-      if (i % 3 == 2) {
-        e.vendor = "host";
-        e.api = "kernel";
-        e.op = "sched_switch";
-        e.kind = hal::EventKind::kSchedSwitch;
-        e.dur_ns = 2000;
-      } else {
-        e.vendor = "nvidia";
-        e.api = "cuda_runtime";
-        e.op = "cudaLaunchKernel";
-        e.kind = hal::EventKind::kLaunch;
-      }
-      ASSERT_TRUE((*w)->add(e));
-    }
-  };
-  add(0, 30);
+  test::add_interleaved_events(**w, 0, 30);
   ASSERT_TRUE((*w)->commit_all());
   auto spool = Spool::open(path);
   ASSERT_TRUE(spool) << spool.error().message;
@@ -260,22 +237,10 @@ TEST(FleetBlockRows, ACommitBetweenTheirReadsLosesNoRowOfIt) {
 
   // The second commit (20 calls, 10 host events), made by the writer's own connection as the
   // reader's starts listing the call blocks.
-  struct Hook {
-    std::function<void()> commit;
-    int fired = 0;
-  } hook;
-  hook.commit = [&] {
-    add(30, 60);
+  test::CommitAt at((*spool)->db().handle(), "last_id >= ?3", [&] {
+    test::add_interleaved_events(**w, 30, 60);
     ASSERT_TRUE((*w)->commit_all());
-  };
-  sqlite3_trace_v2((*spool)->db().handle(), SQLITE_TRACE_STMT,
-                   [](unsigned, void* ctx, void* stmt, void*) {
-                     auto* h = static_cast<Hook*>(ctx);
-                     const char* sql = sqlite3_sql(static_cast<sqlite3_stmt*>(stmt));
-                     if (sql && std::strstr(sql, "last_id >= ?3") && !h->fired++) h->commit();
-                     return 0;
-                   },
-                   &hook);
+  });
   std::vector<size_t> rows;
   int64_t after = 0;
   RowBatch b;
@@ -287,8 +252,9 @@ TEST(FleetBlockRows, ACommitBetweenTheirReadsLosesNoRowOfIt) {
     rows.push_back(b.rows);
     after = b.last_id;
   }
-  sqlite3_trace_v2((*spool)->db().handle(), 0, nullptr, nullptr);
-  EXPECT_GE(hook.fired, 2);
+  // Two listings a batch (its host events', in their table's scan, and its calls'), three
+  // batches: 30 rows, 30, none.
+  EXPECT_EQ(at.starts(), 6);
   ASSERT_EQ(query_int(path, "SELECT count(*) FROM events"), 60);
   // The first batch as of the first commit, the second the whole of the second commit.
   EXPECT_EQ(rows, (std::vector<size_t>{30, 30}));
