@@ -138,9 +138,17 @@ ingero::Status carry_rows(store::Db& db, store::TraceWriter& w,
 // undercount them: refused rather than merged short.
 // The reader's TEMP `call_runs` of a schema 9 file folded while tracing shows none of its runs
 // (their calls' copies stand for them): it was merged short, and said to be damaged.
+// A file of schema 10 and later keeps a block's runs beside its rows until the block is folded
+// for good (`full` NULL: tiered retention, --full-rows): its launches then have no row, and the
+// merge was refused by its count check as "damaged".
 ingero::Status refuse_folded_launches(store::Db& db, const std::string& in) {
   auto runs = store::older_folded_runs(db);
   if (!runs) return runs.error();
+  if (db.is_table("call_store")) {
+    auto stored = db.query_int("SELECT coalesce(sum(runs), 0) FROM call_store WHERE full IS NULL");
+    if (!stored) return stored.error();
+    *runs += stored->value_or(0);
+  }
   if (*runs > 0)
     return ingero::make_error(in + ": " + std::to_string(*runs) +
                               " runs of folded launches (tiered retention); merge keeps "

@@ -101,5 +101,42 @@ TEST(MergeLosses, TheSameTraceTwiceIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(merged));
 }
 
+// A trace whose older blocks were folded for good (tiered retention, `--full-rows`, which is on
+// by default: every trace longer than 10 minutes) has launches with no row: merge, which copies
+// rows, is refused as the documentation says, naming the runs, where it said the file was
+// damaged ("N calls counted by the file's per-second summaries were not read").
+TEST(MergeLosses, ATraceFoldedForGoodIsRefusedAndSaidToBe) {
+  std::string path = test::temp_path("folded.db");
+  {
+    auto w = TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+    (*w)->set_block_rows(64);
+    (*w)->set_folding(true);
+    SessionInfo si;
+    si.node = "node-f";
+    ASSERT_TRUE((*w)->begin_session(si));
+    for (int i = 0; i < 640; ++i) {
+      hal::Event e = test::runtime_call(1000 + uint64_t(i) * 1000, 10, 42, 42,
+                                        hal::EventKind::kLaunch, "cudaLaunchKernel");
+      e.timed = false;
+      ASSERT_TRUE((*w)->add(e));
+    }
+    auto folded = (*w)->fold_blocks(INT64_MAX, 320);
+    ASSERT_TRUE(folded) << folded.error().message;
+    ASSERT_GT(*folded, 0u);
+    SessionEnd end;
+    end.exit_reason = "test";
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  int64_t runs = test::query_int(path, "SELECT sum(runs) FROM call_store WHERE full IS NULL");
+  ASSERT_GT(runs, 0);
+  std::string merged = test::temp_path("folded-merged.db"), err;
+  EXPECT_EQ(test::run_command({INGERO_BIN, "merge", path, "-o", merged}, nullptr, &err), 1);
+  EXPECT_EQ(err, "ingero merge: " + path + ": " + std::to_string(runs) +
+                     " runs of folded launches (tiered retention); merge keeps every call's "
+                     "row, so it takes traces recorded with --keep-all or before folding began\n");
+  EXPECT_FALSE(std::filesystem::exists(merged));
+}
+
 }  // namespace
 }  // namespace ingero::store
