@@ -13,6 +13,7 @@
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
 #include "store/legacy_views.h"
+#include "store/read_snapshot.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::app {
@@ -99,6 +100,10 @@ int explain_file(const Opts& o) {
     std::cerr << "ingero explain: " << reader.error().message << "\n";
     return kExitFailure;
   }
+  // Every figure of one explain from one state of the file: a trace being written commits
+  // meanwhile, and its event count would not add up with its calls and host events. Declared
+  // before the source, which it outlives.
+  store::ReadSnapshot snapshot((*reader)->db());
   store::SqlTraceSource source(**reader);
   engine::WindowSpec spec = o.w;
   if (o.pid) spec.pid = o.pid;

@@ -38,9 +38,14 @@ SqlTraceSource::~SqlTraceSource() {
 }
 
 std::unique_ptr<engine::TraceSource> SqlTraceSource::open_another() {
-  // Inside a read transaction (the report's), the reads stay on its state of the file: a
-  // second connection would see commits made since.
-  if (sqlite3_get_autocommit(reader_.db().handle()) == 0) return nullptr;
+  // Inside a read transaction (a report's, an MCP tool's, explain's), the second connection
+  // reads the same state of the file (its folding state checked), or none is opened and the
+  // caller reads on this one: a connection of its own would see commits made since, and a
+  // figure of one read would not add up with another's.
+  if (sqlite3_get_autocommit(reader_.db().handle()) == 0) {
+    auto state = folding_state();
+    return state ? open_matching(*state) : nullptr;
+  }
   auto r = reader_.reopen();
   if (!r) return nullptr;  // the caller reads on this connection instead
   return std::unique_ptr<SqlTraceSource>(new SqlTraceSource(std::move(*r), this));

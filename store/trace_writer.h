@@ -260,6 +260,11 @@ class TraceWriter final : public hal::EventSink {
   // own folded form and every call keeps its row for good (`trace --keep-all`; `compact` folds such
   // a file later).
   void set_folding(bool on) { folding_ = on; }
+  // How long finish() waits for readers that hold the file (a report or an export of it still
+  // reading) before it leaves the log beside the file; default 20 s.
+  void set_end_wait_ms(int64_t ms) { end_wait_ms_ = ms; }
+  // finish() could not fold the log back into the file: FILE-wal holds part of the trace.
+  bool left_in_wal() const { return left_in_wal_; }
   int64_t session_id() const { return session_id_; }
   // The cgroups of the current session's events and of their peers (0 included), kept as they
   // are added so that naming them at session end reads no block back.
@@ -271,6 +276,8 @@ class TraceWriter final : public hal::EventSink {
   void release_memory();
 
  private:
+  // Folds the whole log into the file, waiting up to end_wait_ms_ for readers: whether it did.
+  bool checkpoint_whole();
   struct OpKey {
     const void* api;
     const void* op;
@@ -329,6 +336,8 @@ class TraceWriter final : public hal::EventSink {
   int64_t blocks_written_ns_ = INT64_MIN;  // steady clock; INT64_MIN: never
   std::function<int64_t()> steady_now_;
   bool folding_ = false;
+  int64_t end_wait_ms_ = 20'000;
+  bool left_in_wal_ = false;
   FoldedCalls folded_;  // scratch of write_block, and its encoded forms
   std::string encoded_[3];
   // Each launch op's latency per (session, pid, source, op), timed calls only: the fold limit.

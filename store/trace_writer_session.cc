@@ -1,6 +1,9 @@
 // TraceWriter's upkeep while a session runs and its end: retention passes, the session's loss
 // counters, and the final commit that leaves a self-contained file.
+#include <sqlite3.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include "store/trace_writer.h"
 
@@ -59,6 +62,21 @@ ingero::Status TraceWriter::end_session(const SessionEnd& end) {
   return counted;
 }
 
+bool TraceWriter::checkpoint_whole() {
+  sqlite3* h = db_->handle();
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(end_wait_ms_);
+  sqlite3_busy_timeout(h, 100);  // a try every ~100 ms, up to the bound
+  bool whole = false;
+  while (true) {
+    // Its row: busy (1 where a reader kept it from the end of the log), frames, checkpointed.
+    auto busy = db_->query_int("PRAGMA wal_checkpoint(TRUNCATE)");
+    whole = busy && busy->value_or(1) == 0;
+    if (whole || std::chrono::steady_clock::now() >= until) break;
+  }
+  sqlite3_busy_timeout(h, 5000);
+  return whole;
+}
+
 ingero::Status TraceWriter::finish(const SessionEnd& end) {
   // The block still filling is folded too, and every second summarised.
   ingero::Status result = commit_batch(true);
@@ -75,9 +93,12 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
   // system (files created with incremental auto-vacuum).
   (void)db_->exec("PRAGMA incremental_vacuum");
   // Self-contained file: fold the WAL back in so the trace can be copied or opened from
-  // read-only media.
-  (void)db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  (void)db_->exec("PRAGMA journal_mode = DELETE");
+  // read-only media. A reader in a read transaction (a report or an export still reading) holds
+  // the log: wait for it, a bounded time, then leave the log beside the file and say so. The
+  // journal mode changes only where no other connection has the file open; an emptied log
+  // left beside the file holds nothing of the trace.
+  left_in_wal_ = !checkpoint_whole();
+  if (!left_in_wal_) (void)db_->exec("PRAGMA journal_mode = DELETE");
   if (!reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
   return result;
 }

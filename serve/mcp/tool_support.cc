@@ -102,6 +102,7 @@ ingero::Result<Opened> open_source(ToolContext& ctx) {
   auto r = ctx.engine_reader();
   if (!r) return r.error();
   o.reader = *r;
+  o.snapshot = std::make_unique<store::ReadSnapshot>((*r)->db());
   o.file = std::make_unique<store::SqlTraceSource>(**r);
   o.source = o.file.get();
   return o;

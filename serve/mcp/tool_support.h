@@ -11,6 +11,7 @@
 #include "engine/chain.h"
 #include "engine/trace_source.h"
 #include "serve/mcp/tools.h"
+#include "store/read_snapshot.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::serve::mcp {
@@ -46,6 +47,9 @@ std::string arg_str(const Json& a, const char* k);
 // The source a tool reads: the trace file's (with its reader), or a fleet database's.
 struct Opened {
   store::TraceReader* reader = nullptr;  // null over a fleet
+  // A tool's reads of a file see one state of it (a trace being written commits meanwhile, and
+  // its figures would not add up): ended after the source's reads (declared before it).
+  std::unique_ptr<store::ReadSnapshot> snapshot;
   std::unique_ptr<store::SqlTraceSource> file;
   std::unique_ptr<FleetSource> fleet;
   engine::TraceSource* source = nullptr;
