@@ -28,8 +28,6 @@ void put_cell(RowBinary& rb, ChType t, const store::RowBlock& rows, size_t r, si
   }
 }
 
-const std::pair<std::string, std::string> kNoName;
-
 }  // namespace
 
 ingero::Result<std::unique_ptr<BlockRows>> BlockRows::create(Spool& spool, const TableSpec& t) {
@@ -227,7 +225,7 @@ ingero::Result<bool> BlockRows::next_batch(int64_t after, const BatchLimits& lim
   const bool timed = day_col_ >= 0;
   int64_t prev = after;
   RowBinary rb(out.body);
-  NameCache names{.source = &kNoName, .op = &kNoName};
+  NameCache names;
   size_t h = 0;
   while (true) {
     bool call = !scan.eof(), host = h < host_index_.size();

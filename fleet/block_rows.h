@@ -59,11 +59,13 @@ class BlockRows {
   BlockRows(Spool& spool, const TableSpec& t) : spool_(spool), t_(t) {}
   ingero::Status load_names();  // sources, ops, sessions: small tables, read per batch
   ingero::Status host_rows(int64_t after, size_t limit);
+  // The names of a source or an op the file's dictionary lacks: empty.
+  static inline const std::pair<std::string, std::string> kNoName;
   // The source and op names of the call written last, kept while the next call shares them.
   struct NameCache {
     int64_t source_id = -1, op_id = -1;
-    const std::pair<std::string, std::string>* source = nullptr;
-    const std::pair<std::string, std::string>* op = nullptr;
+    const std::pair<std::string, std::string>* source = &kNoName;
+    const std::pair<std::string, std::string>* op = &kNoName;
   };
   // Writes the scan's current call as a row of the table, each column from its source.
   void put_call(const store::ArchiveScan& scan, RowBinary& rb, NameCache& names) const;
