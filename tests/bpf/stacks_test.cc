@@ -2,13 +2,18 @@
 // alloc_weights() at its file:line and main() below it; Debian's python3.11 calling the real
 // libcudart through ctypes, resolved to the exact Python lines (and other CPython versions
 // when the host has them); the sample cap; --no-stack; explain naming the slow call's line.
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
+#include "ingero_records.h"
 #include "probe/python.h"
 #include "store/trace_reader.h"
 #include "test_paths.h"
@@ -112,13 +117,64 @@ TEST(Stacks, ProcessInAnotherMountNamespaceThatExitsStillResolves) {
                         {"main", INGERO_STACK_CALLS_SRC, k["main_line"], mnt + "/app"}}));
 }
 
+// Each stack the calls of `op` in `pid` took, its calls and flags, and its frames: what a
+// failing check of their stacks prints.
+std::string stacks_of_calls(const std::string& db, const std::string& op, const std::string& pid) {
+  std::string out;
+  for (const auto& r :
+       query_rows(db,
+                  "SELECT stack_hash, count(*), min(stack_of_site), max(stack_of_site) FROM "
+                  "calls WHERE op = '" +
+                      op + "' AND pid = " + pid + " GROUP BY stack_hash")) {
+    out += "stack " + r[0] + ": " + r[1] + " calls, of site " + r[2] + ".." + r[3] + "\n";
+    for (const auto& f : query_rows(db,
+                                    "SELECT frame, kind, location FROM stacks WHERE "
+                                    "stack_id = " +
+                                        r[0] + " ORDER BY frame"))
+      out += "  " + f[0] + " " + f[1] + " " + f[2] + "\n";
+  }
+  return out;
+}
+
+// Whether a tracer's BPF walk has an interpreter configuration for `pid` (a `py_procs` map of a
+// loaded ingero program holds it).
+bool python_configured(uint32_t pid) {
+  for (uint32_t id = 0; bpf_map_get_next_id(id, &id) == 0;) {
+    int fd = bpf_map_get_fd_by_id(id);
+    if (fd < 0) continue;
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    bool found = false;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && std::string(info.name) == "py_procs" &&
+        info.value_size == sizeof(ingero_py_config)) {
+      ingero_py_config c{};
+      found = bpf_map_lookup_elem(fd, &pid, &c) == 0;
+    }
+    close(fd);
+    if (found) return true;
+  }
+  return false;
+}
+
 // Python: [Python] script:LINE in load_weights() / warmup(), main() below, for one interpreter.
+// The tracer reads a new process's interpreter while the process runs on (milliseconds after
+// the loader maps libpython); calls made before then keep native frames only
+// (docs/stacks.md). The script waits, after loading the runtime, until the walk is configured
+// for it, so that every call below is one the walk covers, however slow the host.
 void check_python(const std::string& python, const std::vector<std::string>& env) {
   std::string db = temp_path("py.db");
-  auto run = trace_command(db, {python, INGERO_CTYPES_CALLS_PY, kCudart, "3"}, {}, env);
-  ASSERT_EQ(run.rc, 0) << run.err;
-  auto k = keyed(run.out);
-  ASSERT_EQ(k["calls"], "3") << run.out;
+  auto tr = spawn_trace(db, {python, INGERO_CTYPES_CALLS_PY, kCudart, "3", "gate"}, {}, env);
+  std::string pid_line;
+  ASSERT_TRUE(tr.wait_stdout_line("pid ", std::chrono::seconds(60), &pid_line)) << tr.err();
+  uint32_t py_pid = uint32_t(std::stoul(pid_line.substr(4)));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!python_configured(py_pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(python_configured(py_pid)) << "no interpreter configuration for pid " << py_pid;
+  tr.write_stdin("go\n");
+  ASSERT_EQ(tr.wait(std::chrono::seconds(180)), 0) << tr.err();
+  auto k = keyed(tr.out());
+  ASSERT_EQ(k["calls"], "3") << tr.out();
   std::string main_malloc =
       std::to_string(line_of(INGERO_CTYPES_CALLS_PY, "rc, line = load_weights(lib"));
   std::string main_warmup =
@@ -132,7 +188,8 @@ void check_python(const std::string& python, const std::vector<std::string>& env
     EXPECT_EQ(query_int(db, "SELECT count(DISTINCT stack_hash) FROM calls WHERE op = '" + op +
                                 "' AND pid = " + k["pid"] + " AND stack_hash != 0"),
               1)
-        << python << " " << op;
+        << python << " " << op << "\n"
+        << stacks_of_calls(db, op, k["pid"]) << session_stats(db).dump();
     auto py =
         query_rows(db,
                    "SELECT file, line, function FROM stacks WHERE kind = 'python' AND stack_id = "

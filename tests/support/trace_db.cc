@@ -85,6 +85,11 @@ TraceRun trace_command_on_cpu0(const std::string& db, const std::vector<std::str
   return run_trace({"taskset", "-c", "0"}, db, command, extra, env);
 }
 
+Subprocess spawn_trace(const std::string& db, const std::vector<std::string>& command,
+                       const std::vector<std::string>& extra, const std::vector<std::string>& env) {
+  return Subprocess::spawn(trace_argv({}, db, command, extra), env);
+}
+
 Subprocess spawn_trace_on_cpu0(const std::string& db, const std::vector<std::string>& command,
                                const std::vector<std::string>& extra,
                                const std::vector<std::string>& env) {

@@ -35,6 +35,11 @@ TraceRun trace_command_on_cpu0(const std::string& db, const std::vector<std::str
                                const std::vector<std::string>& extra = {},
                                const std::vector<std::string>& env = {});
 
+// trace_command, running: for tests that steer the command while it is traced (its stdin).
+Subprocess spawn_trace(const std::string& db, const std::vector<std::string>& command,
+                       const std::vector<std::string>& extra = {},
+                       const std::vector<std::string>& env = {});
+
 // trace_command_on_cpu0, running: for tests that read the tracer while it traces (/metrics).
 Subprocess spawn_trace_on_cpu0(const std::string& db, const std::vector<std::string>& command,
                                const std::vector<std::string>& extra = {},

@@ -1,6 +1,8 @@
 """Python stacks: cudaMalloc through the real libcudart via ctypes, from two functions at
 lines this script prints ("load_weights_line N", "warmup_line M"), each called from main().
-Usage: python3 ctypes_calls.py /path/to/libcudart.so.13 [calls]"""
+Usage: python3 ctypes_calls.py /path/to/libcudart.so.13 [calls] [gate]
+With "gate", it waits for a line on stdin after printing its pid and before its calls: a test
+lets it go once the tracer has configured this process's interpreter."""
 import ctypes
 import os
 import sys
@@ -21,6 +23,8 @@ def main():
     lib = ctypes.CDLL(sys.argv[1])
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     print("pid", os.getpid(), flush=True)
+    if len(sys.argv) > 3 and sys.argv[3] == "gate":
+        sys.stdin.readline()
     for i in range(calls):
         rc, line = load_weights(lib, 4096 * (i + 1))
     print("load_weights_line", line, "ret", rc, flush=True)
