@@ -56,6 +56,7 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
     if (!(watch_flags(tgid) & INGERO_WATCH_GPU)) {
       __u8 gpu = INGERO_WATCH_GPU;
       bpf_map_update_elem(&watched_pids, &tgid, &gpu, BPF_ANY);
+      __sync_fetch_and_add(&ingero_gpu_gen, 1);
     }
     t->gpu_marked = 1;
   }

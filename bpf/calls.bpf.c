@@ -53,6 +53,8 @@ const volatile __u32 launch_timing_every = 32;
 const volatile __u32 launch_batching = 0;
 /* shared.bpf.h: ingero_wakeup_flags. */
 volatile __u32 ingero_reader_busy = 0;
+/* shared.bpf.h: the scheduler's switch program. */
+volatile __u32 ingero_gpu_gen = 0;
 
 struct ingero_threads_map threads SEC(".maps");
 struct ingero_stats_map stats SEC(".maps");

@@ -110,7 +110,20 @@ static __always_inline __u64 task_cgroup(struct task_struct* t) {
 }
 
 /* The scheduler programs run at every switch and wakeup on the host: they read the tasks'
- * fields directly (BTF pointers, one load each) where a BPF_CORE_READ is a helper call. */
+ * fields directly (BTF pointers, one load each; a faulting load reads 0) where a BPF_CORE_READ
+ * is a helper call a pointer, and its return, on this kernel's mitigations, costs as much as
+ * its work. */
+static __always_inline __u64 task_cgroup_direct(struct task_struct* t) {
+  return t->cgroups->dfl_cgrp->kn->id;
+}
+
+/* The task's name: the kernel keeps it NUL-terminated and padded (strscpy_pad). */
+static __always_inline void task_comm_direct(char* dst, struct task_struct* t) {
+  __u64* to = (__u64*)dst;
+  const __u64* from = (const __u64*)t->comm;
+  to[0] = from[0];
+  to[1] = from[1];
+}
 
 /* A waiter on this CPU: prev held the CPU from running_since to now; the longest stretch names
  * the task that kept the waiter off it. */
@@ -122,8 +135,8 @@ static __always_inline void note_cpu_holder(struct cpu_holder* h, struct task_st
       h->best_ns = held;
       h->best_pid = prev->tgid;
       h->best_tid = prev_tid;
-      h->best_cgroup = task_cgroup(prev);
-      BPF_CORE_READ_STR_INTO(&h->best_comm, prev, comm);
+      h->best_cgroup = task_cgroup_direct(prev);
+      task_comm_direct(h->best_comm, prev);
     }
   }
   h->running_since = now;
@@ -149,9 +162,12 @@ static __always_inline void note_off_cpu(struct cpu_holder* h, struct task_struc
   st->prev_state = prev_state;
   st->by_pid = next->tgid;
   st->by_tid = next->pid;
-  if (watch_flags(prev->tgid) & INGERO_WATCH_GPU) {
-    st->by_cgroup = task_cgroup(next);
-    BPF_CORE_READ_STR_INTO(&st->by_comm, next, comm);
+  /* The generation before the lookup: a process marked after it is seen by the next one. */
+  st->gpu_gen = (__u16)ingero_gpu_gen;
+  st->gpu = (watch_flags(prev->tgid) & INGERO_WATCH_GPU) != 0;
+  if (st->gpu) {
+    st->by_cgroup = task_cgroup_direct(next);
+    task_comm_direct(st->by_comm, next);
     if (h && st->preempted) {
       h->waiter_tid = prev_tid;
       h->since = now;
@@ -200,13 +216,13 @@ static __always_inline void emit_interval(struct task_struct* next, __u32 tgid, 
   e->cpu = bpf_get_smp_processor_id();
   e->start_ns = st->ts;
   e->end_ns = now;
-  e->cgroup_id = task_cgroup(next);
+  e->cgroup_id = task_cgroup_direct(next);
   e->by_cgroup_id = st->by_cgroup;
   e->preempted = st->preempted;
   e->prev_state = st->prev_state;
   e->by_pid = st->by_pid;
   e->by_tid = st->by_tid;
-  BPF_CORE_READ_STR_INTO(&e->comm, next, comm);
+  task_comm_direct(e->comm, next);
   __builtin_memcpy(e->by_comm, st->by_comm, sizeof(e->by_comm));
   e->woken_ns = st->woken_ns;
   e->waker_pid = st->waker_pid;
@@ -251,8 +267,12 @@ int BPF_PROG(ingero_sched_switch, bool preempt, struct task_struct* prev, struct
     __sync_fetch_and_add(&ps->off_cpu_ns, delta);
     if (delta > ps->max_off_cpu_ns) ps->max_off_cpu_ns = delta;
   }
-  charge_calls_in_flight(next_tid, st, delta);
-  if (watch_flags(tgid) & INGERO_WATCH_GPU) emit_interval(next, tgid, next_tid, st, now);
+  /* Only a GPU process's threads have calls in flight and intervals of their own; the
+   * process is looked up again only if one was marked since this thread went off-CPU. */
+  if (st->gpu || (st->gpu_gen != (__u16)ingero_gpu_gen && (watch_flags(tgid) & INGERO_WATCH_GPU))) {
+    charge_calls_in_flight(next_tid, st, delta);
+    emit_interval(next, tgid, next_tid, st, now);
+  }
   st->ts = 0;
   return 0;
 }

@@ -72,6 +72,12 @@ static __always_inline __u8 watch_flags(__u32 tgid) {
   return w ? *w : 0;
 }
 
+/* Bumped when a process is first marked a GPU process (call_paths.h). The scheduler's switch
+ * program keeps, for a thread going off-CPU, whether its process was one and this generation;
+ * the thread back on a CPU looks its process up again only if a process was marked meanwhile.
+ * Defined in calls.bpf.c. */
+extern volatile __u32 ingero_gpu_gen;
+
 /* Set by the reader while it is not waiting for a wake-up (it is draining the rings or doing
  * its other work), clear while it waits (probe/ring_reader.cc); set by the program that wakes
  * it (ingero_wakeup_flags). Defined in calls.bpf.c. */

@@ -76,7 +76,9 @@ struct ingero_thread {
 struct ingero_offcpu_start {
   __u64 ts;
   __u64 by_cgroup;
-  __u32 preempted;
+  __u8 preempted;
+  __u8 gpu;      /* its process was a GPU process when the thread went off-CPU */
+  __u16 gpu_gen; /* ingero_gpu_gen's low bits then (shared.bpf.h) */
   __u32 prev_state;
   __u32 by_pid;
   __u32 by_tid;

@@ -11,6 +11,7 @@
 namespace ingero::test {
 namespace {
 
+const char* kCudart = INGERO_CUDA_ROOT "/lib64/libcudart.so.13";
 const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
                                            "CUDA_HOME=" INGERO_FAKE_CUDA_HOME,
                                            "INGERO_FAKE_SYNC_SPIN_US=2000"};
@@ -18,6 +19,17 @@ const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
 int field_after(const std::string& out, const std::string& key) {
   auto pos = out.find(key + " ");
   return pos == std::string::npos ? -1 : std::stoi(out.substr(pos + key.size() + 1));
+}
+
+// The tid a workload printed as "tid N ROLE"; -1 when none.
+int tid_of(const std::string& out, const std::string& role) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("tid ", 0) == 0 && line.size() > role.size() &&
+        line.compare(line.size() - role.size(), role.size(), role) == 0)
+      return std::stoi(line.substr(4));
+  return -1;
 }
 
 nlohmann::json explain_json(const std::string& db) {
@@ -170,16 +182,7 @@ TEST(HostContext, TheIntervalOfABlockedThreadNamesWhoWokeIt) {
   auto run = trace_command(db, {INGERO_FAKE_CALLS, "wake", INGERO_FAKE_CUDART, "20"}, {}, kFakeEnv);
   ASSERT_EQ(run.rc, 0) << run.err;
   int pid = field_after(run.out, "pid");
-  auto tid_of = [&](const std::string& role) {
-    std::istringstream in(run.out);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("tid ", 0) == 0 && line.size() > role.size() &&
-          line.compare(line.size() - role.size(), role.size(), role) == 0)
-        return std::stoi(line.substr(4));
-    return -1;
-  };
-  int sleeper = tid_of("sleeper"), waker = tid_of("waker");
+  int sleeper = tid_of(run.out, "sleeper"), waker = tid_of(run.out, "waker");
   ASSERT_GT(sleeper, 0) << run.out;
   ASSERT_GT(waker, 0) << run.out;
   std::string mine =
@@ -205,6 +208,32 @@ TEST(HostContext, TheIntervalOfABlockedThreadNamesWhoWokeIt) {
   EXPECT_GE(
       query_int(db, "SELECT sum(wakeups) FROM process_stats WHERE pid = " + std::to_string(pid)),
       20);
+}
+
+// A thread that went off-CPU before its process made its first GPU call still has that interval
+// recorded when it comes back: the switch program keeps whether the process was a GPU process
+// as the thread left, and looks the process up again only because one was marked meanwhile
+// (bpf/host.bpf.c, ingero_gpu_gen).
+TEST(HostContext, AThreadAsleepBeforeItsProcessBecameAGpuProcessKeepsThatInterval) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(kCudart);
+  std::string db = temp_path("wake-late.db");
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "wake-late", kCudart});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = field_after(run.out, "pid");
+  int sleeper = tid_of(run.out, "sleeper"), main_tid = tid_of(run.out, "main");
+  ASSERT_GT(sleeper, 0) << run.out;
+  ASSERT_GT(main_tid, 0) << run.out;
+  std::string first_call =
+      "(SELECT min(ts_ns) FROM calls WHERE op = 'cudaMalloc' AND pid = " + std::to_string(pid) +
+      ")";
+  // Its one sleep began before the call and ended after it, woken by the main thread.
+  EXPECT_EQ(query_rows(db,
+                       "SELECT count(*), min(flags), min(waker_tid) FROM host_events WHERE "
+                       "event = 'sched_switch' AND tid = " +
+                           std::to_string(sleeper) + " AND ts_ns < " + first_call +
+                           " AND ts_ns + dur_ns > " + first_call)[0],
+            (std::vector<std::string>{"1", "0", std::to_string(main_tid)}));
 }
 
 }  // namespace

@@ -28,6 +28,11 @@
  *                                            once the reader is asleep in its read (so every
  *                                            read blocks and is woken by it), then exits
  *                                            unjoined
+ *   fake_calls wake-late PATH                a thread "sleeper" blocks in a read of a pipe
+ *                                            before the process makes any call; once it is
+ *                                            asleep the main thread makes one cudaMalloc (the
+ *                                            process is a GPU process from then on), then
+ *                                            wakes it with a byte, and joins it
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -132,6 +137,33 @@ static void* waker(void* arg) {
     if (write(wake_pipe[1], "w", 1) != 1) exit(3);
   }
   return NULL;
+}
+
+/* wake-late: the sleeper's one read, which blocks before the process is a GPU process. */
+static void* late_sleeper(void* arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "sleeper");
+  __atomic_store_n(&sleeper_tid, (long)syscall(SYS_gettid), __ATOMIC_RELEASE);
+  char c;
+  if (read(wake_pipe[0], &c, 1) != 1) exit(3);
+  return NULL;
+}
+
+static int wake_late_mode(void) {
+  malloc_t m = (malloc_t)sym("cudaMalloc");
+  if (pipe(wake_pipe) != 0) return 3;
+  printf("tid %ld main\n", (long)syscall(SYS_gettid));
+  pthread_t t;
+  pthread_create(&t, NULL, late_sleeper, NULL);
+  long tid;
+  while (!(tid = __atomic_load_n(&sleeper_tid, __ATOMIC_ACQUIRE))) usleep(100);
+  printf("tid %ld sleeper\n", tid);
+  while (!sleeping(tid)) usleep(200);
+  void* p;
+  m(&p, 4096); /* the process is a GPU process from here */
+  if (write(wake_pipe[1], "w", 1) != 1) return 3;
+  pthread_join(t, NULL);
+  return 0;
 }
 
 /* The main thread blocks on the pipe N times; the waker wakes it each time. */
@@ -272,6 +304,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 10; i++) glaunch(ea, (void*)0x5151);
     void* none;
     printf("failed %d\n", inst(&none, NULL, 0));
+  } else if (!strcmp(argv[1], "wake-late")) {
+    return wake_late_mode();
   } else if (!strcmp(argv[1], "wake")) {
     return wake_mode(argc > 3 ? atoi(argv[3]) : 20);
   } else if (!strcmp(argv[1], "unload")) {
