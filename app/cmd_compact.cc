@@ -28,7 +28,7 @@ namespace ingero::app {
 namespace {
 
 struct CompactOpts {
-  std::string db, db_flag, full_rows = "10m";
+  std::string db, db_flag, full_rows = "10m", wait = "60s";
   bool no_archive = false;
 };
 
@@ -44,6 +44,11 @@ int64_t trace_size(const std::string& path) { return file_size(path) + file_size
 // SQLite's SQLITE_FULL, as its message says it.
 bool disk_full(const std::string& message) {
   return message.find("disk is full") != std::string::npos;
+}
+
+// SQLite's SQLITE_BUSY: another process kept its lock on the file past the wait.
+bool locked(const std::string& message) {
+  return message.find("database is locked") != std::string::npos;
 }
 
 // What is done with the file before compacting it.
@@ -167,8 +172,16 @@ int run_compact(const CompactOpts& o) {
   if (before == Before::kLeave) return kExitOk;
   bool converted = before == Before::kConvert;
   if (converted && !convert_in_place(o.db, *lock)) return kExitFailure;
+  // A reader of the file (a report, an MCP tool call) made compact fail at once with "database
+  // is locked": its writes need every reader of a file at rest to let go.
+  store::CompactWait wait{
+      .limit = std::chrono::milliseconds(int64_t(engine::parse_duration_s(o.wait) * 1e3)),
+      .notice = [&o] {
+        std::cerr << "ingero compact: " << o.db << " is open in another process; waiting up to "
+                  << o.wait << " for it to let go\n";
+      }};
   auto r = store::compact_trace(o.db, int64_t(engine::parse_duration_s(o.full_rows) * 1e9),
-                                builtin_views());
+                                builtin_views(), wait);
   if (!r) {
     // A full disk was said as SQLite's bare "database or disk is full", without the file.
     const std::string& m = r.error().message;
@@ -178,6 +191,9 @@ int run_compact(const CompactOpts& o) {
                         "steps it finished are kept and the file is whole: run it again once "
                         "there is room"
                       : "")
+              << (locked(m) ? ": compact waited " + o.wait +
+                                  " (--wait); the steps it finished are kept and the file is whole"
+                            : "")
               << "\n";
     return kExitFailure;
   }
@@ -203,6 +219,10 @@ void add_compact_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--full-rows", o->full_rows,
                   "Keep every call's row for this long before the trace's end (default 10m)")
       ->check(trace_flags::duration_check("10m, 1h"));  // a bare number is refused
+  cmd->add_option("--wait", o->wait,
+                  "How long to wait for other processes reading TRACE to let go of it "
+                  "(default 60s)")
+      ->check(trace_flags::duration_check("30s, 5m"));
   cmd->add_flag("--no-archive", o->no_archive,
                 "Has no effect: calls are kept in compressed blocks; `ingero export --format "
                 "sqlite` writes a copy of plain rows for the sqlite3 shell")

@@ -11,6 +11,7 @@
 #include "store/call_store.h"
 #include "store/call_summaries.h"
 #include "store/file_access.h"
+#include "store/lock_wait.h"
 #include "store/row_block.h"
 #include "store/schema.h"
 #include "store/sketch_sql.h"
@@ -266,7 +267,8 @@ ingero::Result<uint64_t> fold_unfolded(Db& db) {
 }
 
 ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_rows_ns,
-                                        std::span<const hal::SqlView> views) {
+                                        std::span<const hal::SqlView> views,
+                                        const CompactWait& wait) {
   if (auto st = roll_back_interrupted_write(path); !st) return st.error();
   {  // classified read-only: a file refused is left byte for byte as it was
     auto ro = Db::open(path, Db::Mode::kReadOnly);
@@ -288,6 +290,7 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
   auto db = Db::open(path, Db::Mode::kReadWrite);
   if (!db) return db.error();
   Db& d = **db;
+  LockWait waits(d.handle(), wait.limit, std::chrono::seconds(1), wait.notice);
   if (auto st = migrate(d, views); !st) return st.error();
   Compacted out;
   auto rep = repair_unfinished(d);

@@ -3,7 +3,9 @@
 // (SIGKILL, a power cut).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -41,6 +43,14 @@ struct Compacted {
   bool converted = false;  // an older schema was converted (by the caller, before)
 };
 
+// How long compact waits for other processes to let go of the file (its writes need every
+// reader of a file at rest to let go: each statement waits up to `limit`), and what it calls
+// once a wait has lasted a second.
+struct CompactWait {
+  std::chrono::milliseconds limit{60'000};
+  std::function<void()> notice;
+};
+
 // `ingero compact` of a file of schema 10: repairs it (above), folds the blocks never folded
 // (a trace recorded with --keep-all) by each launch op's limit over the whole file, folds for
 // good the blocks whose calls all ended `full_rows_ns` or more before the file's last call (0:
@@ -48,6 +58,7 @@ struct Compacted {
 // gives the freed space back (VACUUM). Refuses files of other schemas (the caller converts older
 // ones first).
 ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_rows_ns,
-                                        std::span<const hal::SqlView> views);
+                                        std::span<const hal::SqlView> views,
+                                        const CompactWait& wait = {});
 
 }  // namespace ingero::store

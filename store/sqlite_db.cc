@@ -4,6 +4,7 @@
 
 #include "store/call_store.h"
 #include "store/file_access.h"
+#include "store/lock_wait.h"
 #include "store/sketch_sql.h"
 
 namespace ingero::store {
@@ -33,6 +34,7 @@ ingero::Result<bool> Stmt::step() {
   // ingero's own tables (store/archive_table.h) say what went wrong, the file first.
   bool own = !where.empty() && detail.starts_with(where);
   std::string msg = own ? detail : where + detail + (detail == kind ? "" : " (" + kind + ")");
+  msg += busy_hint(rc);
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
     // Read-only: a shell that opens it for writing would also write a stray log into it.
     msg +=
@@ -86,7 +88,7 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
     return ingero::make_error(path + ": " + msg);
   }
   sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   register_sketch_functions(db);
   // The call store's tables (schema 10), which the file's own views read.
   if (rc = register_call_store_tables(db); rc != SQLITE_OK) {
@@ -103,7 +105,8 @@ Db::~Db() {
 }
 
 ingero::Error Db::last_error(std::string_view what) const {
-  return ingero::make_error(std::string(what) + ": " + sqlite3_errmsg(db_));
+  return ingero::make_error(std::string(what) + ": " + sqlite3_errmsg(db_) +
+                            busy_hint(sqlite3_extended_errcode(db_)));
 }
 
 ingero::Status Db::exec(const std::string& sql) {
@@ -111,7 +114,7 @@ ingero::Status Db::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
-    return ingero::make_error(msg);
+    return ingero::make_error(msg + busy_hint(sqlite3_extended_errcode(db_)));
   }
   return {};
 }

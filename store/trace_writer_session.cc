@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "store/lock_wait.h"
 #include "store/trace_writer.h"
 
 namespace ingero::store {
@@ -73,7 +74,7 @@ bool TraceWriter::checkpoint_whole() {
     whole = busy && busy->value_or(1) == 0;
     if (whole || std::chrono::steady_clock::now() >= until) break;
   }
-  sqlite3_busy_timeout(h, 5000);
+  sqlite3_busy_timeout(h, kBusyTimeoutMs);
   return whole;
 }
 

@@ -1,0 +1,36 @@
+#include "store/lock_wait.h"
+
+#include <thread>
+
+namespace ingero::store {
+
+std::string busy_hint(int rc) {
+  if ((rc & 0xff) != SQLITE_BUSY) return "";
+  return "; another process has the file: a reader (explain, report, query, an MCP tool call) "
+         "while this writes it, or ingero compact or a tracer ending its session while this "
+         "reads it. Run this again once it is done";
+}
+
+LockWait::LockWait(sqlite3* db, std::chrono::milliseconds limit,
+                   std::chrono::milliseconds notice_after, std::function<void()> notice)
+    : db_(db), limit_(limit), notice_after_(notice_after), notice_(std::move(notice)) {
+  sqlite3_busy_handler(db_, &LockWait::on_busy, this);
+}
+
+LockWait::~LockWait() { sqlite3_busy_timeout(db_, kBusyTimeoutMs); }
+
+int LockWait::on_busy(void* self, int tries) {
+  auto* w = static_cast<LockWait*>(self);
+  auto now = std::chrono::steady_clock::now();
+  if (tries == 0) w->since_ = now;  // a new wait: each lock a statement asks for is one
+  auto waited = now - w->since_;
+  if (!w->noticed_ && waited >= w->notice_after_ && w->notice_) {
+    w->noticed_ = true;
+    w->notice_();
+  }
+  if (waited >= w->limit_) return 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(tries < 10 ? 2 : 20));
+  return 1;
+}
+
+}  // namespace ingero::store

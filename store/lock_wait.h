@@ -1,0 +1,42 @@
+// How long a connection waits for another connection's lock on its file, and what it says
+// while it waits. Every connection ingero opens waits kBusyTimeoutMs (Db::open); a command that
+// must have the file to itself for a moment (compact, whose writes need every reader of a file
+// at rest to let go) waits longer and says so once.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace ingero::store {
+
+// What a statement waits for another connection's lock before it fails with SQLITE_BUSY.
+inline constexpr int kBusyTimeoutMs = 5000;
+
+// What follows SQLite's "database is locked": who may hold the file, and what to do. Empty for
+// any other result code.
+std::string busy_hint(int rc);
+
+// While it lives, statements on `db` wait up to `limit` for a lock, retrying every few
+// milliseconds; `notice` is called once, when a wait first lasts `notice_after`. Restores the
+// default wait when it goes.
+class LockWait {
+ public:
+  LockWait(sqlite3* db, std::chrono::milliseconds limit, std::chrono::milliseconds notice_after,
+           std::function<void()> notice);
+  ~LockWait();
+  LockWait(const LockWait&) = delete;
+  LockWait& operator=(const LockWait&) = delete;
+
+ private:
+  static int on_busy(void* self, int tries);
+  sqlite3* db_;
+  std::chrono::milliseconds limit_, notice_after_;
+  std::function<void()> notice_;
+  std::chrono::steady_clock::time_point since_;
+  bool noticed_ = false;
+};
+
+}  // namespace ingero::store
