@@ -3,12 +3,15 @@
 // (--retain, --full-rows). Every assertion is an exact outcome.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/chain.h"
@@ -162,6 +165,46 @@ TEST(TraceCuda, MaxDbSizeHoldsOnASlowDisk) {
   REQUIRE_FILE(INGERO_SLOW_SYNC);
   expect_max_db_size_holds("capped-slow.db",
                            {"LD_PRELOAD=" INGERO_SLOW_SYNC, "SLOW_SYNC_US=30000"});
+}
+
+// Retention never waits for a reader of the live file. A reader's snapshot (explain, an MCP
+// tool call) pins the write-ahead log's end; a pass's TRUNCATE checkpoint waited for it the whole
+// busy timeout, 5 s, while the rings filled: 1.18 M of 2.4 M calls lost beside an 8 s read.
+TEST(TraceCuda, MaxDbSizeNeverWaitsForAReaderOfTheLiveFile) {
+  REQUIRE_BPF();
+  std::string db = temp_path("capped-read.db");
+  // 120,000 timed calls a second for 8 s, far more than 1 MiB holds: a pass at every tick.
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--max-db-size",
+                                   "1MiB", "--db", db, "--", INGERO_CALL_LOOP,
+                                   INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
+                                   "cudaStreamSynchronize", "960000", "120000"});
+  // A reader of the live file that holds its snapshot for 6 s, from its first blocks on.
+  sqlite3* r = nullptr;
+  bool reading = false;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !reading && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    if (!std::filesystem::exists(db)) continue;
+    if (!r && sqlite3_open_v2(db.c_str(), &r, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      sqlite3_close(r);
+      r = nullptr;
+      continue;
+    }
+    reading = sqlite3_exec(r, "BEGIN; SELECT count(*) FROM call_store;", nullptr, nullptr,
+                           nullptr) == SQLITE_OK;
+    if (!reading) sqlite3_exec(r, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  ASSERT_TRUE(reading) << tracer.err();
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  sqlite3_exec(r, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(r);
+  ASSERT_EQ(tracer.wait(std::chrono::seconds(120)), 0) << tracer.err();
+  const std::string err = tracer.err();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("longest pass ([0-9.]+)(ns|us|ms|s)\n"))) << err;
+  double scale = m[2] == "s" ? 1e3 : m[2] == "ms" ? 1 : m[2] == "us" ? 1e-3 : 1e-6;
+  EXPECT_LT(std::stod(m[1]) * scale, 2500) << err;  // milliseconds; it waited 5,000 at least
+  EXPECT_EQ(query_int(db, "SELECT call_drops + lost_calls FROM sessions"), 0) << err;
 }
 
 // --retain: rows older than the window are deleted while tracing.
