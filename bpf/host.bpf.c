@@ -93,36 +93,32 @@ static __always_inline void* host_reserve(__u64 size) {
   return e;
 }
 
+/* The scheduler programs run at every switch and wakeup on the host: they read the tasks'
+ * fields directly (BTF pointers, one load each; a faulting load reads 0) where a BPF_CORE_READ
+ * is a helper call for each pointer it follows, whose return, on this kernel's mitigations,
+ * costs as much as its work. The task's cgroup (v2) id: */
+static __always_inline __u64 task_cgroup(struct task_struct* t) {
+  return t->cgroups->dfl_cgrp->kn->id;
+}
+
+/* The task's name: the kernel keeps it NUL-terminated and padded (strscpy_pad). */
+static __always_inline void task_comm(char* dst, struct task_struct* t) {
+  __u64* to = (__u64*)dst;
+  const __u64* from = (const __u64*)t->comm;
+  to[0] = from[0];
+  to[1] = from[1];
+}
+
 static __always_inline struct ingero_pid_stats* pid_stats_of(__u32 tgid, struct task_struct* t) {
   struct ingero_pid_stats* s = bpf_map_lookup_elem(&pid_stats, &tgid);
   if (s) return s;
   struct ingero_pid_stats zero = {};
   if (t) {
     BPF_CORE_READ_STR_INTO(&zero.comm, t, group_leader, comm);
-    zero.cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+    zero.cgroup_id = task_cgroup(t);
   }
   bpf_map_update_elem(&pid_stats, &tgid, &zero, BPF_NOEXIST);
   return bpf_map_lookup_elem(&pid_stats, &tgid);
-}
-
-static __always_inline __u64 task_cgroup(struct task_struct* t) {
-  return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-}
-
-/* The scheduler programs run at every switch and wakeup on the host: they read the tasks'
- * fields directly (BTF pointers, one load each; a faulting load reads 0) where a BPF_CORE_READ
- * is a helper call a pointer, and its return, on this kernel's mitigations, costs as much as
- * its work. */
-static __always_inline __u64 task_cgroup_direct(struct task_struct* t) {
-  return t->cgroups->dfl_cgrp->kn->id;
-}
-
-/* The task's name: the kernel keeps it NUL-terminated and padded (strscpy_pad). */
-static __always_inline void task_comm_direct(char* dst, struct task_struct* t) {
-  __u64* to = (__u64*)dst;
-  const __u64* from = (const __u64*)t->comm;
-  to[0] = from[0];
-  to[1] = from[1];
 }
 
 /* A waiter on this CPU: prev held the CPU from running_since to now; the longest stretch names
@@ -135,8 +131,8 @@ static __always_inline void note_cpu_holder(struct cpu_holder* h, struct task_st
       h->best_ns = held;
       h->best_pid = prev->tgid;
       h->best_tid = prev_tid;
-      h->best_cgroup = task_cgroup_direct(prev);
-      task_comm_direct(h->best_comm, prev);
+      h->best_cgroup = task_cgroup(prev);
+      task_comm(h->best_comm, prev);
     }
   }
   h->running_since = now;
@@ -166,8 +162,8 @@ static __always_inline void note_off_cpu(struct cpu_holder* h, struct task_struc
   st->gpu_gen = (__u16)ingero_gpu_gen;
   st->gpu = (watch_flags(prev->tgid) & INGERO_WATCH_GPU) != 0;
   if (st->gpu) {
-    st->by_cgroup = task_cgroup_direct(next);
-    task_comm_direct(st->by_comm, next);
+    st->by_cgroup = task_cgroup(next);
+    task_comm(st->by_comm, next);
     if (h && st->preempted) {
       h->waiter_tid = prev_tid;
       h->since = now;
@@ -216,13 +212,13 @@ static __always_inline void emit_interval(struct task_struct* next, __u32 tgid, 
   e->cpu = bpf_get_smp_processor_id();
   e->start_ns = st->ts;
   e->end_ns = now;
-  e->cgroup_id = task_cgroup_direct(next);
+  e->cgroup_id = task_cgroup(next);
   e->by_cgroup_id = st->by_cgroup;
   e->preempted = st->preempted;
   e->prev_state = st->prev_state;
   e->by_pid = st->by_pid;
   e->by_tid = st->by_tid;
-  task_comm_direct(e->comm, next);
+  task_comm(e->comm, next);
   __builtin_memcpy(e->by_comm, st->by_comm, sizeof(e->by_comm));
   e->woken_ns = st->woken_ns;
   e->waker_pid = st->waker_pid;
