@@ -173,11 +173,12 @@ TEST(TraceCuda, MaxDbSizeHoldsOnASlowDisk) {
 TEST(TraceCuda, MaxDbSizeNeverWaitsForAReaderOfTheLiveFile) {
   REQUIRE_BPF();
   std::string db = temp_path("capped-read.db");
-  // 120,000 timed calls a second for 8 s, far more than 1 MiB holds: a pass at every tick.
+  // 60,000 timed calls a second for 8 s, far more than 1 MiB holds: a pass at every tick; the
+  // rings hold about a second of them, so a pass that waits 5 s loses calls.
   auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--max-db-size",
                                    "1MiB", "--db", db, "--", INGERO_CALL_LOOP,
                                    INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
-                                   "cudaStreamSynchronize", "960000", "120000"});
+                                   "cudaStreamSynchronize", "480000", "60000"});
   // A reader of the live file that holds its snapshot for 6 s, from its first blocks on.
   sqlite3* r = nullptr;
   bool reading = false;
