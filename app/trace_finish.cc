@@ -146,10 +146,15 @@ ingero::Status Trace::finish_writing(const store::SessionEnd& end) {
     ship_left -= std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0);
   }
   auto fin = writer_->finish(end);
-  if (writer_->left_in_wal())
-    std::cerr << "ingero: " << db_ << "-wal still holds part of the trace: a reader (a report "
-              << "or an export of it) kept reading past the end for over 20 s; copy it with " << db_
-              << " (every ingero command reads the two together)\n";
+  if (writer_->left_in_wal()) {
+    std::string why = writer_->left_in_wal_why();
+    if (why.starts_with(db_ + ": ")) why.erase(0, db_.size() + 2);  // the file is named once
+    std::cerr << "ingero: " << db_ << "-wal still holds part of the trace: "
+              << (why.empty() ? "a reader (a report or an export of it) kept reading past the end "
+                                "for over 20 s"
+                              : "folding it into the file failed (" + why + ")")
+              << "; copy it with " << db_ << " (every ingero command reads the two together)\n";
+  }
   if (shipper_) {
     auto deadline = SteadyClock::now() + std::max(ship_left, std::chrono::milliseconds(0));
     if (g_stop_signals < 2) shipper_->set_deadline(deadline);

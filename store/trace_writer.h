@@ -265,6 +265,8 @@ class TraceWriter final : public hal::EventSink {
   void set_end_wait_ms(int64_t ms) { end_wait_ms_ = ms; }
   // finish() could not fold the log back into the file: FILE-wal holds part of the trace.
   bool left_in_wal() const { return left_in_wal_; }
+  // Why, where it was not a reader: the checkpoint's error (a full disk); empty for a reader.
+  const std::string& left_in_wal_why() const { return left_in_wal_why_; }
   int64_t session_id() const { return session_id_; }
   // The cgroups of the current session's events and of their peers (0 included), kept as they
   // are added so that naming them at session end reads no block back.
@@ -338,6 +340,7 @@ class TraceWriter final : public hal::EventSink {
   bool folding_ = false;
   int64_t end_wait_ms_ = 20'000;
   bool left_in_wal_ = false;
+  std::string left_in_wal_why_;
   FoldedCalls folded_;  // scratch of write_block, and its encoded forms
   std::string encoded_[3];
   // Each launch op's latency per (session, pid, source, op), timed calls only: the fold limit.

@@ -65,6 +65,38 @@ TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
       << out;
 }
 
+// A disk that fills while tracing leaves the log beside the file (folding it in needs room),
+// and the tracer says why, at once. It blamed a reader that did not exist ("kept reading past
+// the end for over 20 s") after spinning a core for those 20 s, retrying a checkpoint that
+// failed with SQLITE_FULL.
+TEST(TraceCuda, ALogAFullDiskKeptIsSaidAsTheDisksNotAReaders) {
+  REQUIRE_BPF();
+  std::string dir = temp_path("tiny-end");
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=2m"), 0) << strerror(errno);
+  struct Unmount {
+    std::string d;
+    ~Unmount() { umount2(d.c_str(), MNT_DETACH); }
+  } um{dir};
+  std::string db = dir + "/end.db";
+  auto run = trace_command(db, {INGERO_CALL_LOOP, INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
+                                "cudaStreamSynchronize", "200000", "100000"});
+  EXPECT_EQ(run.rc, 0) << run.err;
+  EXPECT_NE(
+      run.err.find(" events could not be written: writing " + db + ": database or disk is full"),
+      std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("ingero: " + db +
+                         "-wal still holds part of the trace: folding it into the file failed "
+                         "(database or disk is full); copy it with " +
+                         db + " (every ingero command reads the two together)\n"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("kept reading past the end"), std::string::npos) << run.err;
+  // What the two hold together is readable.
+  EXPECT_GT(query_int(db, "SELECT count(*) FROM calls"), 0);
+}
+
 // An empty file given as --db (SQLite takes it for an empty database) on a disk too full for a
 // trace's tables grew to 16 KiB of a half-made schema: it is left empty, as it was, with
 // nothing beside it.
@@ -196,7 +228,12 @@ TEST(TraceCuda, MaxDbSizeNeverWaitsForAReaderOfTheLiveFile) {
     if (!reading) sqlite3_exec(r, "ROLLBACK", nullptr, nullptr, nullptr);
   }
   ASSERT_TRUE(reading) << tracer.err();
-  std::this_thread::sleep_for(std::chrono::seconds(6));
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  // What the file holds now, 5 s into the read: the limit's worth of the newest calls (~107,000
+  // without the reader). The log the reader pinned (25 times the limit) counted in the size:
+  // every pass deleted nearly every row, and hundreds of calls were left.
+  int64_t during = query_int(db, "SELECT coalesce(sum(calls), 0) FROM call_store");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   sqlite3_exec(r, "COMMIT", nullptr, nullptr, nullptr);
   sqlite3_close(r);
   ASSERT_EQ(tracer.wait(std::chrono::seconds(120)), 0) << tracer.err();
@@ -206,6 +243,7 @@ TEST(TraceCuda, MaxDbSizeNeverWaitsForAReaderOfTheLiveFile) {
   double scale = m[2] == "s" ? 1e3 : m[2] == "ms" ? 1 : m[2] == "us" ? 1e-3 : 1e-6;
   EXPECT_LT(std::stod(m[1]) * scale, 2500) << err;  // milliseconds; it waited 5,000 at least
   EXPECT_EQ(query_int(db, "SELECT call_drops + lost_calls FROM sessions"), 0) << err;
+  EXPECT_GT(during, 30000) << err;
 }
 
 // --retain: rows older than the window are deleted while tracing.
