@@ -27,19 +27,37 @@ namespace {
 const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
                                            "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
 
+// A small disk: a tmpfs of `size` ("2m") at a fresh directory, unmounted when it goes.
+class TinyDisk {
+ public:
+  TinyDisk(const std::string& name, const std::string& size) : dir_(temp_path(name)) {
+    std::filesystem::create_directories(dir_);
+    mounted_ = mount("tmpfs", dir_.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    if (!mounted_) why_ = strerror(errno);
+  }
+  ~TinyDisk() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+  }
+  TinyDisk(const TinyDisk&) = delete;
+  TinyDisk& operator=(const TinyDisk&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& why() const { return why_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_, why_;
+  bool mounted_ = false;
+};
+
 TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
   REQUIRE_BPF();
   REQUIRE_FILE(INGERO_CUDA_CALLS);
-  std::string dir = temp_path("tiny");
-  std::filesystem::create_directories(dir);
   // 2 MiB: a new trace file takes ~640 KiB and its reserve 256 KiB; the ~20,000 calls fill the
   // rest (with 1 MiB, ~130 KiB were left: whether a batch was committed before the disk filled
   // depended on timing).
-  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=2m"), 0) << strerror(errno);
-  struct Unmount {
-    std::string d;
-    ~Unmount() { umount2(d.c_str(), MNT_DETACH); }
-  } um{dir};
+  TinyDisk disk("tiny", "2m");
+  ASSERT_TRUE(disk.mounted()) << disk.why();
+  const std::string& dir = disk.dir();
   std::string db = dir + "/full.db";
   auto run = trace_command(db, {INGERO_CUDA_CALLS, "", "1000"}, {"--flush-ms", "5"});
   EXPECT_EQ(run.rc, 0) << run.err;  // the command's status; the trace's trouble is on stderr
@@ -71,13 +89,9 @@ TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
 // failed with SQLITE_FULL.
 TEST(TraceCuda, ALogAFullDiskKeptIsSaidAsTheDisksNotAReaders) {
   REQUIRE_BPF();
-  std::string dir = temp_path("tiny-end");
-  std::filesystem::create_directories(dir);
-  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=2m"), 0) << strerror(errno);
-  struct Unmount {
-    std::string d;
-    ~Unmount() { umount2(d.c_str(), MNT_DETACH); }
-  } um{dir};
+  TinyDisk disk("tiny-end", "2m");
+  ASSERT_TRUE(disk.mounted()) << disk.why();
+  const std::string& dir = disk.dir();
   std::string db = dir + "/end.db";
   auto run = trace_command(db, {INGERO_CALL_LOOP, INGERO_CUDA_ROOT "/lib64/libcudart.so.13",
                                 "cudaStreamSynchronize", "200000", "100000"});
@@ -102,13 +116,9 @@ TEST(TraceCuda, ALogAFullDiskKeptIsSaidAsTheDisksNotAReaders) {
 // nothing beside it.
 TEST(TraceCuda, AnEmptyFileGivenOnAFullDiskIsLeftEmpty) {
   REQUIRE_BPF();
-  std::string dir = temp_path("tiny-empty");
-  std::filesystem::create_directories(dir);
-  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m"), 0) << strerror(errno);
-  struct Unmount {
-    std::string d;
-    ~Unmount() { umount2(d.c_str(), MNT_DETACH); }
-  } um{dir};
+  TinyDisk disk("tiny-empty", "1m");
+  ASSERT_TRUE(disk.mounted()) << disk.why();
+  const std::string& dir = disk.dir();
   std::string db = dir + "/empty.db";
   // 64 KiB left: room for SQLite's first pages, not for the tables.
   std::string fill = "touch " + db + " && head -c $(( ($(df -k --output=avail " + dir +
