@@ -11,6 +11,16 @@ std::string busy_hint(int rc) {
          "reads it. Run this again once it is done";
 }
 
+ingero::Result<bool> checkpoint_truncate(Db& db) {
+  // Its row: busy (1 where a reader kept it from the end of the log), frames, checkpointed.
+  auto busy = db.query_int("PRAGMA wal_checkpoint(TRUNCATE)");
+  if (!busy) {
+    if ((sqlite3_extended_errcode(db.handle()) & 0xff) == SQLITE_BUSY) return false;
+    return busy.error();
+  }
+  return busy->value_or(1) == 0;
+}
+
 LockWait::LockWait(sqlite3* db, std::chrono::milliseconds limit,
                    std::chrono::milliseconds notice_after, std::function<void()> notice)
     : db_(db), limit_(limit), notice_after_(notice_after), notice_(std::move(notice)) {

@@ -10,6 +10,9 @@
 #include <functional>
 #include <string>
 
+#include "hal/result.h"
+#include "store/sqlite_db.h"
+
 namespace ingero::store {
 
 // What a statement waits for another connection's lock before it fails with SQLITE_BUSY.
@@ -18,6 +21,12 @@ inline constexpr int kBusyTimeoutMs = 5000;
 // What follows SQLite's "database is locked": who may hold the file, and what to do. Empty for
 // any other result code.
 std::string busy_hint(int rc);
+
+// PRAGMA wal_checkpoint(TRUNCATE) on `db`, waiting for readers as long as its connection's lock
+// wait says: whether the whole log went back into the file (false where a reader, or another
+// connection's lock, kept it); an Error for anything else (a full disk, an I/O error), which
+// trying again does not mend.
+ingero::Result<bool> checkpoint_truncate(Db& db);
 
 // While it lives, statements on `db` wait up to `limit` for a lock, retrying every few
 // milliseconds; `notice` is called once, when a wait first lasts `notice_after`. Restores the

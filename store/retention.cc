@@ -133,9 +133,8 @@ ingero::Status record(Db& db, const RetentionPass& p, int64_t cut) {
 // pass. Whether the whole log went.
 bool checkpoint_without_waiting(Db& db) {
   LockWait none(db.handle(), std::chrono::milliseconds(0), std::chrono::milliseconds::max(), {});
-  // Its row: busy (1 where a reader kept it from the end of the log), frames, checkpointed.
-  auto busy = db.query_int("PRAGMA wal_checkpoint(TRUNCATE)");
-  return busy && busy->value_or(1) == 0;
+  auto whole = checkpoint_truncate(db);
+  return whole && *whole;
 }
 
 }  // namespace

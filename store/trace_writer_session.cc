@@ -69,15 +69,13 @@ bool TraceWriter::checkpoint_whole() {
   sqlite3_busy_timeout(h, 100);  // a try every ~100 ms, up to the bound
   bool whole = false;
   while (true) {
-    // Its row: busy (1 where a reader kept it from the end of the log), frames, checkpointed.
-    auto busy = db_->query_int("PRAGMA wal_checkpoint(TRUNCATE)");
-    // An error is not a reader (a reader is a row saying busy): a full disk, an I/O error.
-    // Trying again changes nothing; it spun a core for the whole bound on a full disk.
-    if (!busy && busy.error().message.find("database is locked") == std::string::npos) {
-      left_in_wal_why_ = busy.error().message;
+    auto done = checkpoint_truncate(*db_);
+    // An error is not a reader: trying again spun a core for the whole bound on a full disk.
+    if (!done) {
+      left_in_wal_why_ = done.error().message;
       break;
     }
-    whole = busy && busy->value_or(1) == 0;
+    whole = *done;
     if (whole || std::chrono::steady_clock::now() >= until) break;
   }
   sqlite3_busy_timeout(h, kBusyTimeoutMs);
