@@ -27,6 +27,7 @@
 #include "store/folded_calls.h"
 #include "store/kernel_names.h"
 #include "store/legacy_views.h"
+#include "store/read_snapshot.h"
 #include "store/trace_queries.h"
 #include "store/trace_reader.h"
 #include "store/trace_writer.h"
@@ -252,10 +253,7 @@ ingero::Status merge_node(store::TraceReader& reader, const std::string& in, con
   // One read snapshot for the node: what its sessions lost as of the events copied (an input
   // still being traced commits meanwhile).
   if (auto s = db.exec("BEGIN"); !s) return s;
-  struct End {
-    store::Db& db;
-    ~End() { (void)db.exec("COMMIT"); }
-  } end{db};
+  store::ReadSnapshot end(db, store::ReadSnapshot::kAdopt);
   if (auto s = begin_node_session(reader, in, n, force_node, started_at_ns, w); !s) return s;
   // What the node's sessions lost, and the libraries attached late, stay said.
   auto losses = store::read_losses(db, which);

@@ -150,9 +150,11 @@ ingero::Status Trace::finish_writing(const store::SessionEnd& end) {
     std::string why = writer_->left_in_wal_why();
     if (why.starts_with(db_ + ": ")) why.erase(0, db_.size() + 2);  // the file is named once
     std::cerr << "ingero: " << db_ << "-wal still holds part of the trace: "
-              << (why.empty() ? "a reader (a report or an export of it) kept reading past the end "
-                                "for over 20 s"
-                              : "folding it into the file failed (" + why + ")")
+              << (why.empty()
+                      ? "a reader (a report or an export of it) kept reading past the end "
+                        "for over " +
+                            engine::format_duration(uint64_t(writer_->end_wait_ms()) * 1000000)
+                      : "folding it into the file failed (" + why + ")")
               << "; copy it with " << db_ << " (every ingero command reads the two together)\n";
   }
   if (shipper_) {

@@ -17,6 +17,10 @@ ReadSnapshot::ReadSnapshot(sqlite3* db) : db_(db) {
 
 ReadSnapshot::ReadSnapshot(Db& db) : ReadSnapshot(db.handle()) {}
 
+ReadSnapshot::ReadSnapshot(Db& db, Adopt) : db_(db.handle()), began_(true) {}
+
+bool in_transaction(Db& db) { return sqlite3_get_autocommit(db.handle()) == 0; }
+
 ReadSnapshot::~ReadSnapshot() {
   // Refused only while a statement of the connection writes, which a read never starts.
   if (began_) (void)sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);

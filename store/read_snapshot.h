@@ -12,14 +12,22 @@ namespace ingero::store {
 
 class Db;
 
+// Whether `db` is inside a transaction now (BEGIN ... not yet ended): a read on it sees one
+// state of the file, and a second connection can be checked to match it
+// (SqlTraceSource::open_another).
+bool in_transaction(Db& db);
+
 class ReadSnapshot {
  public:
+  // For a transaction the caller has begun itself: the guard ends it.
+  enum Adopt { kAdopt };
   // Begins a read transaction on `db` where none is open and no statement of the connection
   // is running (inside one, the reads already share its state); the first statement run takes
   // the state. Ended (COMMIT) with this guard: a statement still running then keeps its state
   // until it is reset, and the connection sees new commits after that.
   explicit ReadSnapshot(sqlite3* db);
   explicit ReadSnapshot(Db& db);
+  ReadSnapshot(Db& db, Adopt);
   ~ReadSnapshot();
   ReadSnapshot(const ReadSnapshot&) = delete;
   ReadSnapshot& operator=(const ReadSnapshot&) = delete;

@@ -131,8 +131,7 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   std::unique_ptr<Slices> slices;
   // Only in a transaction (this read's, or a caller's: explain's, an MCP tool's), whose state
   // the second connection is checked to match.
-  if (fill.on && (snapshot.began() || sqlite3_get_autocommit(reader_.db().handle()) == 0))
-    slices = start_slices(w);
+  if (fill.on && in_transaction(reader_.db())) slices = start_slices(w);
   ingero::Status st = slices ? read_slices(*slices, fill)
                              : merge_rows_and_runs(
                                    reader_.db(), strings_, filter(w, true), INT64_MIN,

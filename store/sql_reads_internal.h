@@ -1,5 +1,5 @@
 // What store/sql_call_reads.cc and store/sql_split_reads.cc share: the merge of a window's rows
-// and runs, a read transaction's guard, and where a window's first read goes.
+// and runs, and where a window's first read goes.
 #pragma once
 
 #include <functional>
@@ -16,15 +16,6 @@ ingero::Status merge_rows_and_runs(Db& db, StringPool& strings, const EventFilte
                                    int64_t runs_from,
                                    const std::function<bool(const hal::Event&)>& call,
                                    const std::function<bool(const engine::CallRun&)>& run);
-
-// A read transaction ended when the read is.
-struct Snapshot {
-  Db& db;
-  bool on = false;
-  ~Snapshot() {
-    if (on) (void)db.exec("COMMIT");
-  }
-};
 
 }  // namespace ingero::store::reads
 

@@ -8,13 +8,13 @@
 #include "store/call_archive.h"
 #include "store/call_store.h"
 #include "store/host_store.h"
+#include "store/read_snapshot.h"
 #include "store/sql_reads_internal.h"
 #include "store/sql_trace_source.h"
 
 namespace ingero::store {
 
 using reads::merge_rows_and_runs;
-using reads::Snapshot;
 
 std::optional<std::string> SqlTraceSource::folding_state() {
   Db& db = reader_.db();
@@ -185,7 +185,7 @@ std::unique_ptr<SqlTraceSource::Slices> SqlTraceSource::start_slices(const engin
   // one from the start, until they meet.
   s->done = std::async(std::launch::async, [this, sl = s.get()] {
     SqlTraceSource& o = *sl->other;
-    Snapshot end{o.reader_.db(), true};  // begun by open_matching
+    ReadSnapshot end(o.reader_.db(), ReadSnapshot::kAdopt);  // begun by open_matching
     size_t budget = sl->limit - sl->limit / 2;
     while (auto i = sl->queue.take(false)) {
       CallCache& part = later_[*i];

@@ -42,7 +42,7 @@ std::unique_ptr<engine::TraceSource> SqlTraceSource::open_another() {
   // reads the same state of the file (its folding state checked), or none is opened and the
   // caller reads on this one: a connection of its own would see commits made since, and a
   // figure of one read would not add up with another's.
-  if (sqlite3_get_autocommit(reader_.db().handle()) == 0) {
+  if (in_transaction(reader_.db())) {
     auto state = folding_state();
     return state ? open_matching(*state) : nullptr;
   }

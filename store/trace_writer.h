@@ -263,6 +263,7 @@ class TraceWriter final : public hal::EventSink {
   // How long finish() waits for readers that hold the file (a report or an export of it still
   // reading) before it leaves the log beside the file; default 20 s.
   void set_end_wait_ms(int64_t ms) { end_wait_ms_ = ms; }
+  int64_t end_wait_ms() const { return end_wait_ms_; }
   // finish() could not fold the log back into the file: FILE-wal holds part of the trace.
   bool left_in_wal() const { return left_in_wal_; }
   // Why, where it was not a reader: the checkpoint's error (a full disk); empty for a reader.
