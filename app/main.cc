@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/man_page.h"
 #include "app/stdout_check.h"
+#include "app/traced_command.h"
 #include "backends/nvml/nvml_child.h"
 #include "store/schema.h"
 
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     std::_Exit(rc);
   }
+  // What `ingero trace -- CMD` hands on to CMD: what ingero itself was given, nothing more.
+  note_inherited_fds();
   // The running binary, whichever path it was started by and even if it was replaced since.
   set_sampler_executable("/proc/self/exe");
   CLI::App app{

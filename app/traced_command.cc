@@ -1,5 +1,6 @@
 #include "app/traced_command.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -7,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -106,6 +108,43 @@ std::string resolve_program(const std::string& name) {
   return "";
 }
 
+namespace {
+
+std::vector<int>& inherited_fds() {
+  static std::vector<int> fds;
+  return fds;
+}
+
+// The descriptor ranges above stderr the command must not inherit: all but those ingero was
+// started with. Made before fork: the child may only make system calls.
+std::vector<std::pair<unsigned, unsigned>> fds_to_close() {
+  std::vector<std::pair<unsigned, unsigned>> ranges;
+  unsigned from = 3;
+  for (int fd : inherited_fds()) {
+    if (unsigned(fd) > from) ranges.emplace_back(from, unsigned(fd) - 1);
+    from = unsigned(fd) + 1;
+  }
+  ranges.emplace_back(from, ~0u);
+  return ranges;
+}
+
+}  // namespace
+
+void note_inherited_fds() {
+  auto& fds = inherited_fds();
+  fds.clear();
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  int own = dirfd(d);
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == 0 && fd > 2 && fd != own) fds.push_back(int(fd));
+  }
+  closedir(d);
+  std::sort(fds.begin(), fds.end());
+}
+
 TracedCommand::~TracedCommand() {
   if (go_pipe_ >= 0) close(go_pipe_);  // an unreleased child reads EOF and exits, never run
 }
@@ -113,6 +152,7 @@ TracedCommand::~TracedCommand() {
 int TracedCommand::start(const std::vector<std::string>& argv, std::optional<int> nice) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  const auto close_ranges = fds_to_close();
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -123,6 +163,8 @@ int TracedCommand::start(const std::vector<std::string>& argv, std::optional<int
     char c;
     // Wait until the tracer has attached; EOF means it died: do not run untraced.
     if (read(fds[0], &c, 1) != 1) _exit(126);
+    // Not close-on-exec alone: libraries (Asio's sockets) open descriptors without it.
+    for (auto [lo, hi] : close_ranges) (void)close_range(lo, hi, 0);
     if (nice) (void)setpriority(PRIO_PROCESS, 0, *nice);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -1,7 +1,8 @@
 // The command `ingero trace -- CMD ARGS` runs: forked before the probes are attached and held
 // on a pipe until they are (a command that would run untraced is never exec'd), then exec'd
 // at the priority ingero started with. Its status becomes the tracer's exit status, as with
-// time(1) and strace(1).
+// time(1) and strace(1). It inherits the descriptors ingero was started with, and none of the
+// tracer's own (its sockets, files and BPF objects, whichever library opened them).
 #pragma once
 
 #include <sys/types.h>
@@ -33,6 +34,10 @@ std::optional<CannotRun> cannot_run(const std::string& name);
 // 127 or 126, as a shell says them). 0 when neither.
 int refuse_untraceable(const std::vector<uint32_t>& pids, const std::vector<std::string>& command,
                        std::ostream& err);
+
+// Notes the descriptors above stderr open now, as those the traced command inherits; called
+// first in main(), before ingero opens any.
+void note_inherited_fds();
 
 class TracedCommand {
  public:

@@ -236,5 +236,32 @@ TEST(Prometheus, PortInUseRefusesToStartBeforeAttaching) {
   EXPECT_EQ(first.wait(std::chrono::seconds(30)), 0) << first.err();
 }
 
+// Found by a hostile client: the command `ingero trace --prometheus PORT -- CMD` ran held the
+// listening socket (Asio opens sockets without close-on-exec), and kept the port, unanswered,
+// after the tracer ended. The command gets exactly the descriptors ingero was started with:
+// here fd 7, opened by the shell that starts ingero, and none of ingero's own.
+TEST(Prometheus, TheTracedCommandInheritsWhatIngeroWasGivenNotItsSocket) {
+  REQUIRE_BPF();
+  std::string given = temp_path("given.txt"), db = temp_path("fds.db");
+  // The same lister for both: what a process started by this shell gets (ingero, with fd 7
+  // the shell opened), and what ingero's command gets.
+  const std::string list =
+      "import os; print(chr(10).join(sorted(os.listdir('/proc/self/fd'), key=int)))";
+  int port = free_tcp_port();
+  std::string out, err;
+  int rc = run_command(
+      {"sh", "-c",
+       "exec 7</dev/null; python3 -c \"" + list + "\" > " + given + "; exec \"$0\" \"$@\"",
+       INGERO_BIN, "trace", "--no-live", "--db", db, "--prometheus",
+       "127.0.0.1:" + std::to_string(port), "--", "python3", "-c", list},
+      &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  std::ifstream g(given);
+  std::stringstream ingero_got;
+  ingero_got << g.rdbuf();
+  EXPECT_NE(ingero_got.str().find("\n7\n"), std::string::npos) << ingero_got.str();
+  EXPECT_EQ(out, ingero_got.str());
+}
+
 }  // namespace
 }  // namespace ingero::test
