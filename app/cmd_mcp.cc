@@ -97,8 +97,9 @@ void add_mcp_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--source", o->source,
                   "Serve a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
                   "(clickhouses:// for TLS; password in INGERO_CLICKHOUSE_PASSWORD). The tools "
-                  "that analyse calls answer over every node; those that read a file itself "
-                  "(get_check, get_stacks, run_sql, get_rdma_counters) are refused");
+                  "that analyse calls answer over every node and run_sql runs in ClickHouse "
+                  "(read-only); those that read a file itself (get_check, get_stacks, "
+                  "get_rdma_counters) are refused");
   add_serve_options(
       cmd, o->serve,
       "Serve Streamable HTTP at ADDR/mcp instead of stdio: 127.0.0.1:8081, :8081 (loopback), "

@@ -78,7 +78,10 @@ hal::BpfConfig Trace::bpf_config() {
 bool Trace::serve_metrics() {
   metrics_ = std::make_unique<serve::Metrics>(opts_.prometheus_per_process, &registry_);
   metrics_->set_kernel_series(opts_.prometheus_kernels);
-  if (auto st = metrics_->serve(opts_.prometheus, opts_.prometheus_web_config); !st) {
+  // Scrapes are served at the priority ingero started with, not the rings' reader's.
+  if (auto st = metrics_->serve(opts_.prometheus, opts_.prometheus_web_config,
+                                raised_priority_ ? std::optional<int>(base_nice_) : std::nullopt);
+      !st) {
     std::cerr << "ingero trace: " << st.error().message << "\n";
     return false;
   }

@@ -31,7 +31,8 @@ class Authenticator {
   // Decides on `head` (method, target, headers, peer; `body` is empty). Thread-safe.
   virtual AuthDecision check(const Request& head) const = 0;
   // False when check() may take long for this head (bcrypt: ~50-250 ms): the server then
-  // runs it on the worker pool instead of the I/O thread.
+  // runs it on its slow-check thread (ServerOptions::max_queued_slow_auth) instead of the I/O
+  // thread.
   virtual bool quick(const Request& head) const {
     (void)head;
     return true;

@@ -166,6 +166,15 @@ void Connection<S>::close_now() {
   release();
 }
 
+// Not in release(): a handler on a worker may still read the body of a connection closed
+// meanwhile; the bytes go with the connection (its destructor) or at its next request.
+template <class S>
+void Connection<S>::let_go_body() {
+  req_.body = std::string();
+  if (body_held_) core_.let_go_body(body_held_);
+  body_held_ = 0;
+}
+
 template <class S>
 void Connection<S>::release() {
   if (released_) return;
@@ -187,6 +196,7 @@ template void Connection<tcp::socket>::close_gracefully();
 template void Connection<tcp::socket>::drain();
 template void Connection<tcp::socket>::close_now();
 template void Connection<tcp::socket>::release();
+template void Connection<tcp::socket>::let_go_body();
 template void Connection<net::ssl::stream<tcp::socket>>::start();
 template void Connection<net::ssl::stream<tcp::socket>>::stop_gracefully();
 template void Connection<net::ssl::stream<tcp::socket>>::stop_now();
@@ -199,6 +209,7 @@ template void Connection<net::ssl::stream<tcp::socket>>::close_gracefully();
 template void Connection<net::ssl::stream<tcp::socket>>::drain();
 template void Connection<net::ssl::stream<tcp::socket>>::close_now();
 template void Connection<net::ssl::stream<tcp::socket>>::release();
+template void Connection<net::ssl::stream<tcp::socket>>::let_go_body();
 
 void start_connection(Core& core, tcp::socket socket, net::ssl::context* ssl, std::string peer,
                       uint16_t peer_port) {

@@ -52,6 +52,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   ~Connection() override {
     if (body_stream_) StreamLink::end(*body_stream_);
     release();
+    let_go_body();
   }
 
   void start();
@@ -104,6 +105,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
   Response invoke();
   void dispatch();
+  void watch_client();  // Request::client
 
   // --- writing the response (connection_response.cc) ------------------------------------
 
@@ -121,6 +123,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void drain();
   void close_now();
   void release();
+  void let_go_body();  // the request's body and its share of max_bodies_bytes
 
   Core& core_;
   const Limits& limits_;
@@ -138,6 +141,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   const Route* route_ = nullptr;
   const Authenticator* auth_ = nullptr;
   size_t max_body_ = 0;
+  size_t body_held_ = 0;  // bytes of Limits::max_bodies_bytes this request holds (Core::hold_body)
   std::string peer_;
   uint16_t peer_port_;
   uint64_t id_ = 0;

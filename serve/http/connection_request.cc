@@ -21,6 +21,7 @@ template <class S>
 void Connection<S>::wait_request() {
   if (stop_requested_ || core_.stopping) return close_gracefully();
   parser_.reset();
+  let_go_body();
   route_ = nullptr;
   auth_ = nullptr;
   if (buffer_.size() > 0) return read_header();  // pipelined
@@ -104,9 +105,10 @@ void Connection<S>::on_header() {
   auth_ = c.auth;
   if (!auth_) return after_auth({true, ""});
   if (auth_->quick(req_)) return after_auth(auth_->check(req_));
-  // A slow check (bcrypt) runs on a worker; the request deadline keeps running.
+  // A slow check (bcrypt) runs on the slow-check thread (ServerOptions::max_queued_slow_auth);
+  // the request deadline keeps running.
   state_ = State::authorizing;
-  bool queued = core_.pool->try_submit([self = self(), a = auth_, head = req_] {
+  bool queued = core_.slow_auth->try_submit([self = self(), a = auth_, head = req_] {
     AuthDecision d;
     try {
       d = a->check(head);
@@ -136,6 +138,16 @@ void Connection<S>::after_auth(const AuthDecision& d) {
   max_body_ = core_.max_body(*route_);
   parser_->body_limit(max_body_);
   if (parser_->is_done()) return dispatch();
+  // The body's bytes are held until the request is done: a chunked one's limit at once.
+  size_t body = cl ? size_t(*cl) : max_body_;
+  if (body && !core_.hold_body(body)) {
+    ++core_.counters.busy;
+    auto r =
+        Response::text(503, "busy, retry: the server holds as many request bodies as it takes");
+    r.headers.add("Retry-After", "1");
+    return reject(std::move(r));
+  }
+  body_held_ = body;
   if (req_.headers.has("expect") && version_ >= 11) {  // 100-continue: send the body now
     net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
                      [self = self()](error_code ec, size_t) {

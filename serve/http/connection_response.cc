@@ -1,8 +1,11 @@
 // A connection answers a request: the handler run (on the I/O thread or a worker), then its
 // response written whole, or streamed in chunks from a Stream (HTTP/1.0: until the close).
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
 
 #include "serve/http/beast_messages.h"
 #include "serve/http/connection.h"
@@ -39,6 +42,8 @@ void Connection<S>::dispatch() {
   state_ = State::handling;
   ++core_.counters.requests;
   if (route_->options.run_on == RunOn::io_thread) return send(invoke());
+  req_.client = std::make_shared<ClientWatch>();
+  watch_client();
   // The strand leaves req_ and route_ alone while the state is `handling`.
   bool queued = core_.pool->try_submit([self = self()] {
     Response r = self->invoke();
@@ -51,6 +56,21 @@ void Connection<S>::dispatch() {
     r.headers.add("Retry-After", "1");
     send(std::move(r));
   }
+}
+
+// While a worker has the request: readable with nothing to read is the end of the connection.
+// Bytes (a pipelined request, a TLS record) end the watch: nothing more can be told.
+template <class S>
+void Connection<S>::watch_client() {
+  socket().async_wait(tcp::socket::wait_read, [self = self(), w = req_.client](error_code ec) {
+    if (ec || self->state_ != State::handling || self->req_.client != w) return;
+    char c;
+    ssize_t n = ::recv(self->socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      self->req_.client->set_gone();
+    else if (n < 0)
+      self->watch_client();  // woken for nothing
+  });
 }
 
 // --- writing the response --------------------------------------------------------------
@@ -176,6 +196,7 @@ void Connection<S>::on_chunk_written(error_code ec, bool last) {
 // This file's members, for both sockets: the other files of the connection call them.
 template Response Connection<tcp::socket>::invoke();
 template void Connection<tcp::socket>::dispatch();
+template void Connection<tcp::socket>::watch_client();
 template void Connection<tcp::socket>::add_headers(bhttp::fields&, const Headers&);
 template void Connection<tcp::socket>::reject(Response);
 template void Connection<tcp::socket>::send(Response);
@@ -184,6 +205,7 @@ template void Connection<tcp::socket>::pump();
 template void Connection<tcp::socket>::on_chunk_written(error_code, bool);
 template Response Connection<net::ssl::stream<tcp::socket>>::invoke();
 template void Connection<net::ssl::stream<tcp::socket>>::dispatch();
+template void Connection<net::ssl::stream<tcp::socket>>::watch_client();
 template void Connection<net::ssl::stream<tcp::socket>>::add_headers(bhttp::fields&,
                                                                      const Headers&);
 template void Connection<net::ssl::stream<tcp::socket>>::reject(Response);

@@ -7,6 +7,33 @@
 
 namespace ingero::serve::http {
 
+void ClientWatch::on_gone(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!gone_) {
+      on_gone_ = std::move(f);
+      return;
+    }
+  }
+  f();
+}
+
+bool ClientWatch::gone() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return gone_;
+}
+
+void ClientWatch::set_gone() {
+  std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (gone_) return;
+    gone_ = true;
+    f = std::move(on_gone_);
+  }
+  if (f) f();
+}
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +44,23 @@ class Headers {
 
 bool iequals(std::string_view a, std::string_view b);
 
+// Whether the client of a request a worker handles has left: the server watches its
+// connection while the handler waits or runs, and an end of the connection (the client closed
+// it, or half-closed its side: as in Go's net/http, the two cannot be told apart) marks it
+// gone. A handler that can stop early (an MCP tool's SQL) asks to be told.
+class ClientWatch {
+ public:
+  // `f` runs once the client is gone: at once if it is, else on the server's I/O thread.
+  void on_gone(std::function<void()> f);
+  bool gone() const;
+  void set_gone();  // the server's
+
+ private:
+  mutable std::mutex mu_;
+  bool gone_ = false;
+  std::function<void()> on_gone_;
+};
+
 struct Request {
   std::string method;  // as sent: "GET", "POST", ...
   std::string target;  // "/mcp?x=1"
@@ -58,6 +77,8 @@ struct Request {
   // "" on a route without authentication.
   std::string principal;
   bool tls = false;  // arrived over TLS
+  // Set for requests handled on a worker (RunOn::worker); null on the I/O thread.
+  std::shared_ptr<ClientWatch> client;
 };
 
 struct Response {

@@ -48,6 +48,7 @@ std::optional<Response> check_admission(Core& core, const Route& route, const Au
   size_t limit = core.max_body(route);
   if (content_length && *content_length > limit) {
     ++core.counters.too_large;
+    if (limit == 0) return Response::text(413, route.method + " " + head.path + " takes no body");
     return Response::text(413, "the body (" + std::to_string(*content_length) + " bytes) exceeds " +
                                    std::to_string(limit) + " bytes");
   }

@@ -1,6 +1,11 @@
 // The acceptor, the caps on connections, and the server's life: start, stop, threads.
 #include "serve/http/server.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -24,6 +29,8 @@ namespace {
 constexpr std::string_view kRefused =
     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
     "Content-Length: 21\r\nConnection: close\r\nRetry-After: 1\r\n\r\ntoo many connections\n";
+
+void close_on_exec(int fd) { (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC); }
 
 }  // namespace
 
@@ -57,8 +64,20 @@ const Authenticator* Core::auth_for(const Route& r) const {
 }
 
 size_t Core::max_body(const Route& r) const {
-  return r.options.max_body_bytes.value_or(opts.limits.max_body_bytes);
+  if (r.options.max_body_bytes) return *r.options.max_body_bytes;
+  return r.method == "GET" || r.method == "HEAD" ? 0 : opts.limits.max_body_bytes;
 }
+
+bool Core::hold_body(size_t n) {
+  size_t held = bodies_held_.load();
+  do {
+    if (n > opts.limits.max_bodies_bytes - std::min(held, opts.limits.max_bodies_bytes))
+      return false;
+  } while (!bodies_held_.compare_exchange_weak(held, held + n));
+  return true;
+}
+
+void Core::let_go_body(size_t n) { bodies_held_.fetch_sub(n); }
 
 void Core::log(const std::string& msg) const { opts.log(msg); }
 
@@ -191,6 +210,7 @@ void Server::Impl::on_accept(boost::system::error_code ec, tcp::socket s) {
     }
     return accept();
   }
+  close_on_exec(s.native_handle());
   boost::system::error_code e2;
   tcp::endpoint remote = s.remote_endpoint(e2);
   if (e2) return accept();  // already gone
@@ -250,6 +270,9 @@ Status Server::start() {
     tcp::acceptor a(net::make_strand(*im.ioc));
     auto ep = entry.endpoint();
     a.open(ep.protocol(), ec);
+    // Asio opens sockets without close-on-exec: a command the tracer runs would hold the
+    // port, and leave it unanswered, after the tracer ends.
+    if (!ec) close_on_exec(a.native_handle());
     if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) a.bind(ep, ec);
     if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
@@ -267,12 +290,21 @@ Status Server::start() {
   im.wildcard = local.address().is_unspecified();
   im.loopback = local.address().is_loopback();
   im.core.hosts.emplace(o.hosts, im.address, im.wildcard);
-  im.core.pool = std::make_unique<WorkerPool>(o.workers, o.max_queued);
+  auto at_nice = [](std::optional<int> n) -> std::function<void()> {
+    if (!n) return {};
+    return [n] { (void)setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), *n); };
+  };
+  im.core.pool = std::make_unique<WorkerPool>(o.workers, o.max_queued, at_nice(o.nice));
+  im.core.slow_auth = std::make_unique<WorkerPool>(1, o.max_queued_slow_auth, at_nice(19));
   im.accept_retry.emplace(im.acceptor->get_executor());
   im.work.emplace(im.ioc->get_executor());
   im.started = true;
   im.accept();
-  for (size_t i = 0; i < o.io_threads; ++i) im.io_threads.emplace_back([&im] { im.ioc->run(); });
+  for (size_t i = 0; i < o.io_threads; ++i)
+    im.io_threads.emplace_back([&im, start = at_nice(o.nice)] {
+      if (start) start();
+      im.ioc->run();
+    });
   return {};
 }
 
@@ -303,6 +335,7 @@ Stats Server::stats() const {
   s.busy = c.busy;
   s.handler_errors = c.handler_errors;
   s.body_bytes = c.body_bytes;
+  s.bodies_held_bytes = impl_->core.bodies_held();
   if (impl_->core.pool) {
     s.workers_busy = impl_->core.pool->busy();
     s.queued = impl_->core.pool->queued();
@@ -329,7 +362,9 @@ void Server::stop(std::chrono::milliseconds grace) {
   // queued would answer no one: they are dropped (8 queued MCP queries ran for 8 s after their
   // clients had been disconnected, and held the exit).
   core.pool->drop_queued();
+  core.slow_auth->drop_queued();
   core.pool->stop();
+  core.slow_auth->stop();
   core.wait_closed(std::chrono::steady_clock::now() + std::chrono::seconds(1));
   {
     std::lock_guard<std::mutex> gg(core.gate->mu);

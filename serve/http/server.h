@@ -7,7 +7,9 @@
 //   2. Host and Origin    400/403 (HostPolicy: DNS-rebinding protection)
 //   3. route              404 unknown path, 405 (with Allow) known path, other method
 //   4. authentication     401 (with WWW-Authenticate) when the route's Authenticator refuses
-//   5. declared body size 413 when Content-Length exceeds the route's limit
+//   5. declared body size 413 when Content-Length exceeds the route's limit (a GET or HEAD
+//                         route takes none unless it says so), 503 when the bodies held at
+//                         once would pass max_bodies_bytes
 // A refused request is answered and its connection closed, so its body is never read. Then:
 //   6. the body is read (an `Expect: 100-continue` client is told to send it), 413 when a
 //      chunked body grows past the limit;
@@ -46,10 +48,15 @@
 namespace ingero::serve::http {
 
 struct Limits {
-  size_t max_header_bytes = 16 << 10;    // request line and header fields
-  size_t max_body_bytes = 4 << 20;       // default for every route (RouteOptions overrides)
-  size_t max_connections = 512;          // open connections in all
-  size_t max_connections_per_peer = 32;  // open connections per client IP address
+  size_t max_header_bytes = 16 << 10;  // request line and header fields
+  size_t max_body_bytes = 4 << 20;     // default for every route but GET and HEAD (0)
+  // Request bodies held at once, over every connection: being read, waiting for a worker and
+  // handled. A request whose body would pass it is answered 503 (Retry-After) before its body
+  // is read: many clients each sending a body just under max_body_bytes cannot grow the
+  // process by their number.
+  size_t max_bodies_bytes = 32 << 20;
+  size_t max_connections = 512;                       // open connections in all
+  size_t max_connections_per_peer = 32;               // open connections per client IP address
   std::chrono::milliseconds request_timeout{10'000};  // first byte to last body byte; TLS handshake
   std::chrono::milliseconds idle_timeout{30'000};     // waiting for a request on an open connection
   std::chrono::milliseconds write_timeout{30'000};    // sending a response, or one stream chunk
@@ -71,7 +78,8 @@ struct RouteOptions {
   bool public_route = false;
   // This route's Authenticator instead of the server's.
   std::shared_ptr<const Authenticator> auth;
-  std::optional<size_t> max_body_bytes;  // instead of Limits::max_body_bytes
+  // Instead of Limits::max_body_bytes (and of 0 for GET and HEAD, which take no body).
+  std::optional<size_t> max_body_bytes;
 };
 
 struct ServerOptions {
@@ -85,6 +93,15 @@ struct ServerOptions {
   size_t workers = 4;      // threads running handlers
   size_t max_queued = 64;  // requests waiting for a worker; beyond: 503
   size_t io_threads = 1;
+  // The nice value of the server's I/O threads and workers; unset: the starting thread's. A
+  // tracer raised to nice -10 to keep up with its rings serves at the nice it was started
+  // with: its clients' requests never take CPU from the work it traces at a higher priority.
+  std::optional<int> nice;
+  // Checks of credentials not yet remembered (bcrypt, ~50-250 ms each) run one at a time on a
+  // thread of their own at nice 19, at most this many waiting (beyond: 503): a client
+  // guessing passwords takes at most that thread's share of one CPU, and only what the host
+  // leaves idle; clients whose credentials were verified once never wait for it.
+  size_t max_queued_slow_auth = 16;
   // Added to every response (the web-config's http_server_config.headers). By default every
   // response also carries Cache-Control: no-store and X-Content-Type-Options: nosniff unless
   // its handler set them.
@@ -107,11 +124,12 @@ struct Stats {
   uint64_t forbidden = 0;     // 403 and 400 from the Host/Origin checks
   uint64_t unauthorized = 0;  // 401
   uint64_t too_large = 0;     // 413 and 431
-  uint64_t busy = 0;          // 503: the worker queue was full
-  uint64_t handler_errors = 0;  // 500: a handler threw
-  uint64_t body_bytes = 0;      // body bytes read and handed to handlers
-  size_t workers_busy = 0;      // handlers running now
-  size_t queued = 0;            // requests waiting for a worker now
+  uint64_t busy = 0;          // 503: the worker queue was full, or the bodies' budget
+  uint64_t handler_errors = 0;   // 500: a handler threw
+  uint64_t body_bytes = 0;       // body bytes read and handed to handlers
+  size_t bodies_held_bytes = 0;  // of Limits::max_bodies_bytes, held by requests now
+  size_t workers_busy = 0;       // handlers running now
+  size_t queued = 0;             // requests waiting for a worker now
 };
 
 class Server {

@@ -80,6 +80,11 @@ struct Core {
   // The route's Authenticator, or null when it needs none.
   const Authenticator* auth_for(const Route& r) const;
   size_t max_body(const Route& r) const;
+  // Takes `n` bytes of Limits::max_bodies_bytes for a request's body; false when they would
+  // pass it. let_go_body gives them back once the request is done.
+  bool hold_body(size_t n);
+  void let_go_body(size_t n);
+  size_t bodies_held() const { return bodies_held_.load(); }
   void log(const std::string& msg) const;
 
   // Admission of a new connection from `peer`. When a cap (the peer's, or the total) is full,
@@ -100,6 +105,7 @@ struct Core {
   std::vector<Route> routes;
   std::optional<HostChecker> hosts;
   std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<WorkerPool> slow_auth;  // ServerOptions::max_queued_slow_auth
   std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
   std::atomic<bool> stopping{false};
   bool tls = false;
@@ -111,6 +117,7 @@ struct Core {
   bool evict_one(const std::string* peer);
   void give_back(const std::string& peer);  // under mu_
 
+  std::atomic<size_t> bodies_held_{0};
   std::mutex mu_;
   std::condition_variable closed_cv_;
   std::unordered_map<std::string, size_t> per_peer_;

@@ -2,9 +2,14 @@
 
 namespace ingero::serve::http {
 
-WorkerPool::WorkerPool(size_t threads, size_t max_queued) : max_queued_(max_queued) {
+WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::function<void()> on_start)
+    : max_queued_(max_queued) {
   if (threads == 0) threads = 1;
-  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  for (size_t i = 0; i < threads; ++i)
+    threads_.emplace_back([this, on_start] {
+      if (on_start) on_start();
+      work();
+    });
 }
 
 WorkerPool::~WorkerPool() { stop(); }

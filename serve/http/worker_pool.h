@@ -14,8 +14,9 @@ namespace ingero::serve::http {
 
 class WorkerPool {
  public:
-  // `threads` >= 1 workers; at most `max_queued` jobs wait for one.
-  WorkerPool(size_t threads, size_t max_queued);
+  // `threads` >= 1 workers; at most `max_queued` jobs wait for one. Each thread runs
+  // `on_start` first, when given (its priority).
+  WorkerPool(size_t threads, size_t max_queued, std::function<void()> on_start = {});
   ~WorkerPool();  // stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;

@@ -30,9 +30,11 @@ Metrics::Metrics(bool per_process, const hal::BackendRegistry* backends)
   make_inflight_gauges();
 }
 
-ingero::Status Metrics::serve(const std::string& addr, const std::string& web_config) {
+ingero::Status Metrics::serve(const std::string& addr, const std::string& web_config,
+                              std::optional<int> nice) {
   http::ServerOptions o;
   o.listen = addr;
+  o.nice = nice;
   o.hosts.check_host = false;  // scraped by name from other hosts; no page a browser could use
   o.workers = 2;
   o.max_queued = 16;

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -47,7 +48,9 @@ class Metrics final : public hal::EventSink {
   // basic_auth_users, http_server_config.headers; serve/http/web_config.h), "" for plain HTTP
   // without authentication. A port in use or a bad web-config file is an Error, so the tracer
   // can refuse to start half-way. Host names are not checked: Prometheus scrapes by any name.
-  ingero::Status serve(const std::string& addr, const std::string& web_config = "");
+  // `nice`: the server threads' nice value (http::ServerOptions::nice); unset: the caller's.
+  ingero::Status serve(const std::string& addr, const std::string& web_config = "",
+                       std::optional<int> nice = std::nullopt);
   bool loopback_only() const;
   bool authenticated() const { return authenticated_; }  // basic auth from the web config
   std::string url() const;  // "http(s)://HOST:PORT/metrics", "" before serve()

@@ -110,6 +110,46 @@ TEST_F(McpHttp, AStopCancelsWhatRunsAndDropsWhatWaits) {
   EXPECT_LT(took, 2.5) << "the queries ran out their limits before the exit";
 }
 
+// Sends `msg` as a POST on a connection of its own and closes it at once: a client that leaves.
+void post_and_leave(int port, const Json& msg, const std::string& sid) {
+  std::string body = msg.dump();
+  std::string req =
+      "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Accept: application/json, text/event-stream\r\nMCP-Session-Id: " +
+      sid +
+      "\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(write(fd, req.data(), req.size()), ssize_t(req.size()));
+  close(fd);
+}
+
+// Found by a hostile client: 40 run_sql requests whose clients closed their connections at
+// once still ran their queries to the end (33 s of CPU), and a live client's call waited 50 s
+// behind them. A client that leaves cancels its request, running or waiting: here three
+// endless queries (5 s each to their limit) on the only worker, then a live client's query.
+TEST_F(McpHttp, AClientThatLeavesCancelsItsRequest) {
+  HttpOptions o;
+  o.threads = 1;
+  start(o);
+  std::string sid = session();
+  for (int id = 1; id <= 3; ++id)
+    post_and_leave(port_, test::tools_call(id, "run_sql", {{"sql", test::kEndlessSql}}), sid);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t0 = std::chrono::steady_clock::now();
+  HttpResponse r = post(test::tools_call(9, "run_sql", {{"sql", "select 41 + 1 as x"}}),
+                        {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "2025-11-25"}});
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, 200) << r.error;
+  EXPECT_NE(r.body.find("42"), std::string::npos) << r.body;
+  EXPECT_LT(took, 2.5) << "the left clients' queries ran to their limits first";
+}
+
 TEST_F(McpHttp, SessionLifecycleAndProtocolHeaders) {
   start();
   auto r = post(init_msg());

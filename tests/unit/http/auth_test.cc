@@ -94,27 +94,54 @@ TEST_F(HttpBasicAuth, UsersAndPasswordsAreChecked) {
   EXPECT_EQ(server_->stats().unauthorized, 5u);
 }
 
-// bcrypt costs ~0.1-0.5 s: it runs on a worker. With the only worker held, a request whose
-// password is not yet verified waits, while the I/O thread keeps answering others, including
-// requests whose credentials are already verified.
-TEST_F(HttpBasicAuth, BcryptRunsOnAWorkerNotTheIoThread) {
+// bcrypt costs ~0.1-0.5 s: it runs on a thread of its own (at nice 19: hostile_test.cc), never
+// on the I/O thread or a handler's worker. With the only worker held, a password not yet
+// verified is still checked, while the I/O thread keeps answering others, including requests
+// whose credentials are already verified.
+TEST_F(HttpBasicAuth, BcryptRunsOnAThreadOfItsOwn) {
   Conn holder(port_);
-  // The first verification of alice:test would also need the worker: cache it first.
   ASSERT_EQ(request(port_, "GET", "/echo", {{"Authorization", basic("alice:test")}}).status, 200);
   holder.send(request_text("GET", "/block", {{"Authorization", basic("alice:test")}}));
   ASSERT_TRUE(eventually([&] { return blocked == 1; }));
-  Conn waiting(port_);
-  waiting.send(request_text("GET", "/echo", {{"Authorization", basic("alice:wrong-guess")}}));
-  ASSERT_TRUE(eventually([&] { return server_->stats().queued == 1; }));
+  Conn guess(port_);
+  guess.send(request_text("GET", "/echo", {{"Authorization", basic("alice:wrong-guess")}}));
   EXPECT_EQ(request(port_, "GET", "/fast").status, 200);  // the I/O thread is free
   // A cached credential is decided on the I/O thread: no worker needed.
   Reply cached = request(port_, "GET", "/fast-auth", {{"Authorization", basic("alice:test")}});
   EXPECT_EQ(cached.status, 200);
   EXPECT_EQ(cached.body, "alice\n");
-  EXPECT_EQ(waiting.read_response(200ms).status, 0);  // the check waits for the worker
+  EXPECT_EQ(guess.read_response().status, 401);  // decided with the worker still held
+  EXPECT_EQ(blocked.load(), 1);
   release();
-  EXPECT_EQ(waiting.read_response().status, 401);
   EXPECT_EQ(holder.read_response().status, 200);
+}
+
+// Guesses wait for the one slow-check thread, at most max_queued_slow_auth of them; beyond,
+// 503: a client guessing passwords in parallel takes no more than that thread.
+TEST(HttpSlowChecks, AreQueuedBoundedOnOneThread) {
+  auto a = BasicAuth::create({{"alice", kPrometheusGuideHash}}, "metrics");
+  ASSERT_TRUE(a) << a.error().message;
+  ServerOptions o;
+  o.auth = *a;
+  o.max_queued_slow_auth = 2;
+  Server s(std::move(o));
+  s.route("GET", "/x", [](const Request&) { return Response::text(200, "x"); });
+  ASSERT_TRUE(s.start());
+  std::vector<Conn> guesses;
+  for (int i = 0; i < 6; ++i) {
+    guesses.emplace_back(s.port());
+    guesses.back().send(
+        request_text("GET", "/x", {{"Authorization", basic("alice:guess" + std::to_string(i))}}));
+  }
+  std::map<int, int> statuses;
+  for (auto& g : guesses) ++statuses[g.read_response(30s).status];
+  // One checking and two waiting at most when the rest arrive: every guess is 401 or 503,
+  // at least three 401s, and the rest refused at once.
+  EXPECT_EQ(statuses[401] + statuses[503], 6) << statuses[0];
+  EXPECT_GE(statuses[401], 3);
+  EXPECT_GE(statuses[503], 1);
+  EXPECT_EQ(s.stats().busy, uint64_t(statuses[503]));
+  s.stop(std::chrono::seconds(2));
 }
 
 // --- the Prometheus web-config file ------------------------------------------------------
