@@ -117,9 +117,12 @@ ingero::Status check_readable(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return ingero::Error::sys(path, errno);
   if (auto s = regular_file(path, st); !s) return s;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ingero::Error::sys("cannot read " + path, errno);
-  ::close(fd);
+  // Asked without opening the file: closing any descriptor of a file drops every POSIX lock
+  // the process holds on it, SQLite's too. A second connection opened while a read
+  // transaction held the file (explain's split read) let `compact` rewrite it under the reader,
+  // which then called it damaged.
+  if (faccessat(AT_FDCWD, path.c_str(), R_OK, AT_EACCESS) != 0)
+    return ingero::Error::sys("cannot read " + path, errno);
   return {};
 }
 

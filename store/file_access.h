@@ -56,7 +56,8 @@ class TraceLock {
   int fd_ = -1;
 };
 
-// A file to read: exists, is a regular file, and this process may read it.
+// A file to read: exists, is a regular file, and this process may read it. Never opens it:
+// closing a descriptor of a file drops the process's POSIX locks on it (SQLite's).
 ingero::Status check_readable(const std::string& path);
 
 // A file to write: an existing regular file this process may read and write, in a folder it

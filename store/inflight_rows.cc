@@ -67,19 +67,37 @@ ingero::Result<std::vector<engine::InflightRow>> read_inflight(Db& db, const Inf
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 namespace ingero::store {
 
 bool trace_being_written(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);  // releases the shared lock when it was granted
-  return held;
+  // One descriptor per file, kept open: closing a descriptor of a file drops every POSIX lock
+  // the process holds on it, and the caller may hold SQLite's (a read transaction). A file
+  // replaced at the path gets a new one; the old one is kept too, for the same reason.
+  static std::mutex mu;
+  static std::map<std::string, int> fds;
+  struct stat now {};
+  if (stat(path.c_str(), &now) != 0) return false;
+  std::lock_guard<std::mutex> g(mu);
+  int& fd = fds[path];
+  struct stat had {};
+  if (fd <= 0 || fstat(fd, &had) != 0 || had.st_ino != now.st_ino || had.st_dev != now.st_dev) {
+    int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f < 0) return false;
+    fd = f;
+  }
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    (void)flock(fd, LOCK_UN);
+    return false;
+  }
+  return errno == EWOULDBLOCK;
 }
 
 ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {

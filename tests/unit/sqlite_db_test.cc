@@ -1,9 +1,13 @@
 // store::Db's kept statements (store/sqlite_db.h): prepared once per connection, handed back
-// reset with every parameter NULL, and still right after the schema they read changes.
+// reset with every parameter NULL, and still right after the schema they read changes; and a
+// read's locks, which opening the file again must not drop.
 #include "store/sqlite_db.h"
 
 #include <gtest/gtest.h>
 
+#include "store/inflight_rows.h"
+#include "store/read_snapshot.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::store {
@@ -63,6 +67,42 @@ TEST(DbCached, AKeptInsertFollowsItsTableThroughASchemaChange) {
   ASSERT_FALSE(step);
   EXPECT_NE(step.error().message.find("no such table: t"), std::string::npos)
       << step.error().message;
+}
+
+}  // namespace
+}  // namespace ingero::store
+
+namespace ingero::store {
+namespace {
+
+// Found by a hostile-testing helper: `compact` rewrote a file while `explain` read it, and
+// explain then called it damaged. Opening a second connection (explain's split read) checked
+// the file by opening and closing it, and closing any descriptor of a file drops every POSIX
+// lock the process holds on it: the read transaction's too. Other processes stay out for as
+// long as a read lasts, whatever the process opens meanwhile.
+TEST(ReadLocks, OpeningTheFileAgainKeepsOtherProcessesOutOfARead) {
+  std::string path = test::temp_path("locks.db");
+  {
+    auto w = Db::open(path, Db::Mode::kCreate);
+    ASSERT_TRUE(w) << w.error().message;
+    ASSERT_TRUE((*w)->exec("CREATE TABLE t(a); INSERT INTO t VALUES (1)"));
+  }
+  auto r = Db::open(path, Db::Mode::kReadOnly);
+  ASSERT_TRUE(r) << r.error().message;
+  auto write = [&] {
+    std::string out, err;
+    int rc = test::run_command({"sqlite3", path, "INSERT INTO t VALUES (2)"}, &out, &err);
+    return rc == 0 ? std::string("written") : err;
+  };
+  {
+    ReadSnapshot snapshot(**r);
+    ASSERT_EQ((*r)->query_int("SELECT count(*) FROM t")->value_or(0), 1);
+    auto again = Db::open(path, Db::Mode::kReadOnly);
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_FALSE(trace_being_written(path));
+    EXPECT_NE(write().find("database is locked"), std::string::npos);
+  }
+  EXPECT_EQ(write(), "written");
 }
 
 }  // namespace
