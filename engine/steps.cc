@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -253,6 +254,26 @@ void mark_warmup(StepSeries& s) {
     }
 }
 
+// The bounds of kFallbackWindowNs windows from `first` to `last`. More than kMaxEmptyWindows
+// whole windows in which no call starts are one step with the window before them: at most
+// kMaxEmptyWindows + 1 bounds a call, whatever the span.
+void fallback_windows(const Proc& p, int64_t first, int64_t last, std::vector<int64_t>& bounds) {
+  constexpr int64_t kW = kFallbackWindowNs;
+  bounds.push_back(first);
+  size_t i = 0;
+  int64_t t = first;  // the current window's start
+  while (t < last) {
+    int64_t end = t > std::numeric_limits<int64_t>::max() - kW ? last : t + kW;
+    while (i < p.calls.size() && p.calls[i].start < end) ++i;
+    if (end >= last) break;
+    int64_t next = i < p.calls.size() ? p.calls[i].start : last;  // the next call's start
+    int64_t skip_to = first + (next - first) / kW * kW;           // its window
+    t = (skip_to - end) / kW > kMaxEmptyWindows ? skip_to : end;
+    bounds.push_back(t);
+  }
+  bounds.push_back(last);
+}
+
 StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, size_t max_gaps,
                          const std::map<uint32_t, std::vector<CpuSample>>& samples,
                          const DeviceBusy* device) {
@@ -279,9 +300,7 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
     s.cadence = Cadence::kWindows;
     s.cadence_note = "no periodic step: " + why + ", and GPU calls come in no periodic bursts; " +
                      format_duration(uint64_t(kFallbackWindowNs)) + " windows";
-    for (int64_t t = s.first_call_ns; t < s.last_call_ns; t += kFallbackWindowNs)
-      bounds.push_back(t);
-    bounds.push_back(s.last_call_ns);
+    fallback_windows(p, s.first_call_ns, s.last_call_ns, bounds);
   }
   s.steps.reserve(bounds.size());  // ~150 K steps a rank in an hour: grown, each was copied
   for (size_t i = 0; i + 1 < bounds.size(); ++i)

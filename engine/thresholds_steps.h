@@ -35,6 +35,10 @@ inline constexpr int64_t kBurstGapMinNs = 1'000'000;
 inline constexpr double kBurstGapFactor = 20.0;
 // Nothing periodic: 1 s windows, the granularity of the other per-second views.
 inline constexpr int64_t kFallbackWindowNs = 1'000'000'000;
+// More whole windows than this in which no call starts are one step with the window before
+// them: an idle hour is one step, not 3,600 empty ones, and a clock that jumped years (one call
+// at 1970 in a file of 2025) not 1.7 billion (14 GB before a step was made).
+inline constexpr int64_t kMaxEmptyWindows = 60;
 // Warm-up: the first iteration (before the first round trip) and the leading steps slower
 // than 2x the median step (autotuning, lazy init, allocator growth), both counted without the
 // time another task held the CPU: a noisy neighbour slowing the first steps is not warm-up.

@@ -452,5 +452,32 @@ TEST(StepModel, NoCadenceFallsBackToWindows) {
   EXPECT_TRUE(a.chains.empty()) << a.chains[0].summary;
 }
 
+// Found by a hostile-testing helper: one call of an ingero-go file moved to 1970 (timestamp 0)
+// made the windows span 56 years: 1.7 billion bounds, bad_alloc after 2 GB (two years back:
+// 45 s and 20 GB). More than kMaxEmptyWindows empty windows are one step with the window
+// before them: the steps are the windows where calls are.
+TEST(StepModel, WindowsAcrossAGapOfYearsAreTheWindowsWhereCallsAre) {
+  constexpr uint64_t kS = 1'000'000'000;
+  Source s;
+  s.call("cudaLaunchKernel", EventKind::kLaunch, kMs, 8 * kUs);
+  uint64_t t = 2 * 365 * 86400 * kS, lcg = 12345, first_late = 0;  // two years on
+  for (int i = 0; i < 60; ++i) {
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    t += (1ull << ((lcg >> 33) % 8)) * kMs;
+    if (!first_late) first_late = t;
+    s.call("cudaLaunchKernel", EventKind::kLaunch, t, 8 * kUs);
+    s.call("cudaStreamSynchronize", EventKind::kSync, t + 10 * kUs, 5 * kUs);
+  }
+  auto a = analyze(s, Window{});
+  const auto& st = only(a);
+  ASSERT_EQ(st.cadence, Cadence::kWindows);
+  // The first window with its gap of two years, then the late calls' windows, one a second.
+  const int64_t late_window = int64_t(kMs + (first_late - kMs) / kS * kS);
+  size_t late_windows = size_t((st.last_call_ns - late_window + int64_t(kS) - 1) / int64_t(kS));
+  EXPECT_EQ(st.steps.size(), 1 + late_windows);
+  EXPECT_EQ(st.steps.front().start_ns, int64_t(kMs));
+  EXPECT_EQ(st.steps.front().end_ns, late_window);
+}
+
 }  // namespace
 }  // namespace ingero::engine
