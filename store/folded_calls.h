@@ -71,7 +71,9 @@ class RunExpander {
   void add(const engine::CallRun& r);
   // Start of the next call in time order (INT64_MAX when none is left).
   int64_t next_ts() const { return active_.empty() ? INT64_MAX : active_.top().first; }
-  // Takes the next call (only when next_ts() != INT64_MAX): into `e` and true when it starts
+  // No call is left (next_ts() alone cannot say it for a call at INT64_MAX).
+  bool done() const { return active_.empty(); }
+  // Takes the next call (only when !done()): into `e` and true when it starts
   // inside the window, false when it is outside (runs straddling an edge).
   bool next(hal::Event& e);
 

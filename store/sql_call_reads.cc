@@ -162,12 +162,14 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
   read_calls(
       w,
       [&](const hal::Event& e) {
-        while (folded.next_ts() <= int64_t(e.ts_ns))
+        // Not by next_ts() alone: a call at INT64_MAX (a damaged or hand-edited file) met the
+        // sentinel, and an empty expander was asked for its next call (export: SIGSEGV).
+        while (!folded.done() && folded.next_ts() <= int64_t(e.ts_ns))
           if (folded.next(f)) fn(f);
         fn(e);
       },
       [&](const engine::CallRun& r) { folded.add(r); });
-  while (folded.next_ts() != INT64_MAX)
+  while (!folded.done())
     if (folded.next(f)) fn(f);
 }
 

@@ -304,5 +304,33 @@ TEST(LegacyFiles, ForeignFileIsAClearError) {
   EXPECT_NE(err.find("not a"), std::string::npos) << err;
 }
 
+// Found by a hostile-testing helper: one event of an ingero-go file at timestamp INT64_MAX
+// crashed `export` (SIGSEGV): that call's start met the empty run expander's sentinel, and it
+// was asked for a call it did not have. Every call is read, the edited one last.
+TEST(LegacyFiles, ACallAtTheLastInstantIsReadLast) {
+  std::string path = test::temp_path("max-ts.db");
+  std::filesystem::copy_file(kDir + "pytorch-dataloader-starvation.db", path,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  {
+    auto db = store::Db::open(path, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(db) << db.error().message;
+    ASSERT_TRUE((*db)->exec("UPDATE events SET timestamp = 9223372036854775807 WHERE id = 60"));
+  }
+  auto r = store::TraceReader::open(path);
+  ASSERT_TRUE(r) << r.error().message;
+  store::SqlTraceSource src(**r);
+  size_t calls = 0;
+  uint64_t last = 0;
+  src.calls(engine::Window{}, [&](const hal::Event& e) {
+    ++calls;
+    last = e.ts_ns;
+  });
+  EXPECT_EQ(src.error(), "");
+  EXPECT_EQ(last, uint64_t(INT64_MAX));
+  EXPECT_GT(calls, 0u);
+}
+
 }  // namespace
 }  // namespace ingero::app
