@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "app/builtin_backends.h"
@@ -21,6 +22,7 @@
 #include "store/compact.h"
 #include "store/file_access.h"
 #include "store/folded_calls.h"
+#include "store/interrupt.h"
 #include "store/schema.h"
 #include "store/trace_reader.h"
 
@@ -182,6 +184,13 @@ int run_compact(const CompactOpts& o) {
       }};
   auto r = store::compact_trace(o.db, int64_t(engine::parse_duration_s(o.full_rows) * 1e9),
                                 builtin_views(), wait);
+  if (!r && store::InterruptOnSignal::signal()) {
+    int sig = store::InterruptOnSignal::signal();
+    std::cerr << "ingero compact: interrupted (" << strsignal(sig)
+              << "): the step in progress was rolled back; the steps it finished are kept and "
+              << o.db << " is whole\n";
+    return 128 + sig;
+  }
   if (!r) {
     // A full disk was said as SQLite's bare "database or disk is full", without the file.
     const std::string& m = r.error().message;

@@ -11,6 +11,7 @@
 #include "store/call_store.h"
 #include "store/call_summaries.h"
 #include "store/file_access.h"
+#include "store/interrupt.h"
 #include "store/lock_wait.h"
 #include "store/row_block.h"
 #include "store/schema.h"
@@ -291,11 +292,20 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
   if (!db) return db.error();
   Db& d = **db;
   LockWait waits(d.handle(), wait.limit, std::chrono::seconds(1), wait.notice);
+  // A signal interrupts the statement in progress, which SQLite rolls back; between
+  // statements, the next stage is not begun.
+  InterruptOnSignal interruptible(d);
+  auto stop = [] {
+    return ingero::make_error("interrupted by signal " +
+                              std::to_string(InterruptOnSignal::signal()));
+  };
   if (auto st = migrate(d, views); !st) return st.error();
   Compacted out;
+  if (InterruptOnSignal::signal()) return stop();
   auto rep = repair_unfinished(d);
   if (!rep) return rep.error();
   out.repaired = *rep;
+  if (InterruptOnSignal::signal()) return stop();
   auto refolded = fold_unfolded(d);
   if (!refolded) return refolded.error();
   out.blocks_refolded = *refolded;
@@ -322,6 +332,7 @@ ingero::Result<Compacted> compact_trace(const std::string& path, int64_t full_ro
     out.kept_rows = uint64_t(totals->int64(1));
   }
   // The file rewritten to its size: the blocks' old `full` forms go back to the file system.
+  if (InterruptOnSignal::signal()) return stop();
   if (auto s = d.exec("VACUUM"); !s) return s.error();
   return out;
 }

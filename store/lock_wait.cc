@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "store/interrupt.h"
+
 namespace ingero::store {
 
 std::string busy_hint(int rc) {
@@ -31,6 +33,7 @@ LockWait::~LockWait() { sqlite3_busy_timeout(db_, kBusyTimeoutMs); }
 
 int LockWait::on_busy(void* self, int tries) {
   auto* w = static_cast<LockWait*>(self);
+  if (InterruptOnSignal::signal()) return 0;  // Ctrl-C: stop waiting (store/interrupt.h)
   auto now = std::chrono::steady_clock::now();
   if (tries == 0) w->since_ = now;  // a new wait: each lock a statement asks for is one
   auto waited = now - w->since_;

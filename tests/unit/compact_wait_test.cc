@@ -6,6 +6,8 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 
 #include "store/lock_wait.h"
 #include "store/sqlite_db.h"
@@ -76,6 +78,30 @@ TEST(CompactWait, AReaderThatStaysIsNamedAsTheCauseAndTheFileKept) {
   EXPECT_NE(err.find("database is locked; another process has the file"), std::string::npos) << err;
   again.done();
   EXPECT_EQ(sha256_file(db), before);
+}
+
+// Found by a hostile-testing helper: Ctrl-C during compact killed it with its journal beside
+// the file, a hot journal read-only readers cannot roll back: every reader failed until
+// compact ran again. A signal now interrupts the statement in progress (here, the wait for a
+// reader to let go of the file), which is rolled back, and compact says so: exit 130.
+TEST(CompactWait, CtrlCRollsBackAndLeavesTheFileWhole) {
+  std::string db = write_free_calls(temp_path("interrupted.db"), 1000);
+  std::string before = sha256_file(db);
+  Reader reader(db);
+  auto c = Subprocess::spawn({INGERO_BIN, "compact", db, "--wait", "30s"});
+  ASSERT_TRUE(c.wait_stderr_line("is open in another process", std::chrono::seconds(20)))
+      << c.err();
+  c.signal(SIGINT);
+  EXPECT_EQ(c.wait(std::chrono::seconds(20)), 130) << c.err();
+  EXPECT_NE(c.err().find("ingero compact: interrupted (Interrupt): the step in progress was "
+                         "rolled back; the steps it finished are kept and " +
+                         db + " is whole\n"),
+            std::string::npos)
+      << c.err();
+  reader.done();
+  EXPECT_FALSE(std::filesystem::exists(db + "-journal"));
+  EXPECT_EQ(sha256_file(db), before);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 1000);
 }
 
 // Any reader of a file another process holds for writing (compact's VACUUM, a tracer's end)
