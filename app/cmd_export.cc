@@ -20,6 +20,7 @@
 #include "app/node_selection.h"
 #include "app/output_file.h"
 #include "app/read_error.h"
+#include "app/temp_files.h"
 #include "app/window_flags.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
@@ -218,6 +219,16 @@ int export_sqlite(const ExportOpts& o) {
   std::filesystem::path out(o.out);
   std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
                     ("." + out.filename().string() + ".export-" + std::to_string(getpid()));
+  // Ctrl-C while it copies: the copy and its journal go (app/temp_files.h).
+  remove_on_fatal_signal(tmp);
+  remove_on_fatal_signal(tmp + "-journal");
+  struct Unlisted {
+    std::string tmp;
+    ~Unlisted() {
+      keep_on_fatal_signal(tmp);
+      keep_on_fatal_signal(tmp + "-journal");
+    }
+  } unlisted{tmp};
   auto r = store::write_plain_copy(path, tmp, builtin_views());
   if (!r) {
     // The copy reads the trace through the temporary file's connection, whose name SQLite's

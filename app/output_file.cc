@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "app/temp_files.h"
+
 namespace ingero::app {
 namespace {
 
@@ -85,6 +87,7 @@ Result<std::unique_ptr<OutputFile>> OutputFile::open(const std::string& path, bo
   f->fd_ = mkostemp(name.data(), O_CLOEXEC);  // mode 0600
   if (f->fd_ < 0) return Error::sys("cannot create a temporary file in " + dir, errno);
   f->tmp_ = name.data();
+  remove_on_fatal_signal(f->tmp_);
   f->owns_fd_ = true;
   f->regular_ = true;
   return f;
@@ -93,6 +96,7 @@ Result<std::unique_ptr<OutputFile>> OutputFile::open(const std::string& path, bo
 OutputFile::~OutputFile() {
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
   if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) keep_on_fatal_signal(tmp_);
 }
 
 Status OutputFile::flush() {

@@ -8,13 +8,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/run_ingero.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -163,6 +166,28 @@ TEST_F(OutputFiles, ASqliteCopyIsNeverRenamedOverADeviceOrFifo) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   ASSERT_EQ(stat("/dev/full", &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+// Found by a hostile-testing helper: Ctrl-C during `export --format sqlite -o F` left
+// .F.export-PID and its journal beside F (and the other formats their .F.tmp-XXXXXX). A copy
+// of three million calls is interrupted as soon as it appears (it takes seconds to finish; the
+// test looks every 10 ms): nothing is left.
+TEST_F(OutputFiles, CtrlCDuringAnExportLeavesNothingBehind) {
+  std::string big = write_free_calls(temp_path("big.db"), 3'000'000);
+  auto e = Subprocess::spawn(
+      {INGERO_BIN, "export", "--db", big, "--format", "sqlite", "-o", dir_ + "/t.sqlite"});
+  bool copying = false;
+  for (int i = 0; i < 3000 && !copying; ++i) {
+    copying = entries(dir_) > 0;
+    if (!copying) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(copying) << e.err();
+  e.signal(SIGINT);
+  EXPECT_EQ(e.wait(std::chrono::seconds(20)), 128 + SIGINT) << e.err();
+  std::vector<std::string> left;
+  for (const auto& f : std::filesystem::directory_iterator(dir_))
+    left.push_back(f.path().filename().string());
+  EXPECT_TRUE(left.empty()) << left.front();
 }
 
 TEST_F(OutputFiles, ExportIntoDevFullFails) {

@@ -1,0 +1,68 @@
+#include "app/temp_files.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+namespace ingero::app {
+
+namespace {
+
+constexpr int kSlots = 8;
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV, SIGBUS};
+// Written under g_mu by the listing thread; read by the handler, which may only make system
+// calls: a slot's path is complete before its flag is set, and cleared after it is reset.
+char g_paths[kSlots][4096];
+std::atomic<bool> g_used[kSlots];
+std::mutex g_mu;
+bool g_installed = false;
+
+void on_fatal(int sig) {
+  for (int i = 0; i < kSlots; ++i)
+    if (g_used[i].load()) (void)unlink(g_paths[i]);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install() {
+  for (int sig : kSignals) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_fatal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+}  // namespace
+
+void remove_on_fatal_signal(const std::string& path) {
+  if (path.size() >= sizeof(g_paths[0])) return;
+  std::lock_guard<std::mutex> g(g_mu);
+  if (!g_installed) {
+    install();
+    g_installed = true;
+  }
+  for (int i = 0; i < kSlots; ++i)
+    if (!g_used[i].load()) {
+      std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
+      g_used[i].store(true);
+      return;
+    }
+}
+
+void keep_on_fatal_signal(const std::string& path) {
+  std::lock_guard<std::mutex> g(g_mu);
+  for (int i = 0; i < kSlots; ++i)
+    if (g_used[i].load() && path == g_paths[i]) {
+      g_used[i].store(false);
+      g_paths[i][0] = 0;
+    }
+}
+
+}  // namespace ingero::app

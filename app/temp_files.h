@@ -1,0 +1,18 @@
+// Files a command writes before it renames them into place, removed when a signal ends the
+// process first: Ctrl-C during `export -o FILE` left .FILE.tmp-XXXXXX beside FILE (and
+// `--format sqlite` its copy and the copy's journal), against "a failure leaves nothing
+// behind".
+#pragma once
+
+#include <string>
+
+namespace ingero::app {
+
+// While listed, `path` is removed if SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV or SIGBUS ends
+// the process; the signal then takes its default course (the exit status says it). A signal
+// the command handles itself (trace, mcp, dashboard) is left to it. At most 8 at once.
+void remove_on_fatal_signal(const std::string& path);
+// No longer listed: renamed into place, or removed by its owner.
+void keep_on_fatal_signal(const std::string& path);
+
+}  // namespace ingero::app
