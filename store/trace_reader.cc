@@ -272,6 +272,11 @@ ingero::Status TraceReader::confine(int max_value_bytes) {
 ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
                                       const QueryLimits& limits) {
   Db& db = reader.db();
+  // SQLite reads a statement up to its first NUL: "select 1\0; drop table x" ran `select 1`
+  // and dropped the rest without a word.
+  if (sql.find('\0') != std::string_view::npos)
+    return ingero::make_error("SQL rejected: it holds a NUL character (byte " +
+                              std::to_string(sql.find('\0')) + ")");
   if (auto st = reader.confine(limits.max_value_bytes); !st) return st.error();
   Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms),
                     limits.cancel};

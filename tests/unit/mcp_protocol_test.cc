@@ -517,6 +517,8 @@ TEST_F(Mcp, HostileRunSqlFailsCleanlyAndTheFileIsUnchanged) {
       {"CREATE TABLE t(x)", "not authorized"},
       {"VACUUM INTO '" + victim + "'", "would modify the database"},
       {"INSERT INTO events(id) VALUES (1)", "not authorized"},
+      // SQLite reads up to the first NUL: the rest was dropped without a word (hostile test).
+      {std::string("SELECT 1\0; DROP TABLE events", 29), "holds a NUL character (byte 8)"},
   };
   for (const auto& c : cases) {
     auto r = tool("run_sql", {{"sql", c.sql}});
