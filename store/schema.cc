@@ -170,7 +170,10 @@ std::optional<std::string> not_sqlite(const std::string& path) {
   char head[16] = {};
   in.read(head, sizeof head);
   std::string_view h(head, size_t(in.gcount()));
-  if (h.size() < 16 || h == std::string_view("SQLite format 3\0", 16)) return std::nullopt;
+  // A file shorter than the header is not a database either ("hello" was called damaged),
+  // unless it is the start of SQLite's own header (a database cut short).
+  constexpr std::string_view kMagic("SQLite format 3\0", 16);
+  if (h.empty() || kMagic.substr(0, h.size()) == h) return std::nullopt;
   std::string why = path + ": not a trace: not an SQLite database";
   auto starts = [&h](std::string_view magic) { return h.substr(0, magic.size()) == magic; };
   if (starts("\xfd"

@@ -126,6 +126,11 @@ TEST(TraceFiles, AFileThatIsNoDatabaseIsSaidToBeWhatItIs) {
        "; it is gzip-compressed (a pprof profile from `ingero export --format pprof`, or a file "
        "to `gunzip` first)"},
       {"notes.txt", std::string(4096, 'x'), ""},
+      // Shorter than SQLite's header: "hello" was called a damaged trace (hostile test).
+      {"hello.db", "hello\n", ""},
+      {"tiny.json", "{\"a\":1}\n",
+       "; it holds JSON (a Perfetto trace written by `ingero export`? ingero reads the trace file "
+       "it was exported from)"},
   };
   for (const Case& c : cases) {
     std::string path = temp_path(c.name);
