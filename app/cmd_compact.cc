@@ -219,8 +219,9 @@ void add_compact_command(CLI::App& app, Context& ctx) {
       "calls only in their folded form: launches in runs, slow, failed and off-CPU calls,\n"
       "syncs, copies, allocations, collectives and every host event, per-second summaries\n"
       "of every call (tiered retention, as `ingero trace` does while it records); repair a\n"
-      "trace whose tracer was killed; shrink the file. A trace of an older schema is converted\n"
-      "first. Modifies TRACE in place.");
+      "trace whose tracer was killed; give the space freed back (a trace recorded with\n"
+      "--keep-all whose calls all lie within --full-rows grows instead, by their folded forms).\n"
+      "A trace of an older schema is converted first. Modifies TRACE in place.");
   auto o = std::make_shared<CompactOpts>();
   // Positional, or --db as every other command that reads a trace takes it; one of them.
   cmd->add_option("trace", o->db, "Trace file to compact (or --db TRACE)");

@@ -67,7 +67,7 @@ struct HttpServer::Impl {
     bool sse_ok = accept.find("text/event-stream") != std::string::npos;
     if (!accept.empty() && accept.find("application/json") == std::string::npos && !sse_ok &&
         accept.find("*/*") == std::string::npos)
-      return plain(406, "Accept must include application/json and text/event-stream");
+      return plain(406, "Accept must include application/json or text/event-stream");
     if (rq.body.size() > kMaxMessageBytes || json_depth(rq.body) > kMaxJsonDepth)
       return rpc_error(400, kInvalidRequest, "message too large or nested too deeply");
     return std::nullopt;
