@@ -140,6 +140,7 @@ int query_file(const QueryOpts& o, const std::string& path, const std::string& s
   limits.max_rows = o.limit;
   limits.timeout_ms = o.timeout_s * 1000;
   limits.max_bytes = 256u << 20;
+  limits.keyed_rows = o.json;
   limits.max_value_bytes = 64 << 20;
   auto res = store::run_query(**reader, sql, limits);
   if (!res && store::temp_cap_hit()) {

@@ -83,6 +83,17 @@ int progress(void* p) {
   return 0;
 }
 
+// A string's cost as a JSON string: its bytes, quotes and escapes.
+size_t json_text_cost(std::string_view t) {
+  size_t cost = t.size() + 2;
+  for (unsigned char c : t)
+    if (c < 0x20)
+      cost += 5;  // \u00XX
+    else if (c == '"' || c == '\\')
+      cost += 1;
+  return cost;
+}
+
 // What a value costs in a result rendered as JSON: its text, quotes and escapes, and one
 // separator. Every type counts, so 2 million small integers are as limited as 2 MB of text.
 size_t json_cost(sqlite3_stmt* s, int col) {
@@ -99,22 +110,17 @@ size_t json_cost(sqlite3_stmt* s, int col) {
       return size_t(sqlite3_column_bytes(s, col)) * 2 + 6;  // "x'...'",
     default: {
       const auto* t = sqlite3_column_text(s, col);
-      size_t n = size_t(sqlite3_column_bytes(s, col)), cost = n + 3;
-      for (size_t i = 0; t && i < n; ++i)
-        if (t[i] < 0x20)
-          cost += 5;  // \u00XX
-        else if (t[i] == '"' || t[i] == '\\')
-          cost += 1;
-      return cost;
+      size_t n = size_t(sqlite3_column_bytes(s, col));
+      return json_text_cost(t ? std::string_view(reinterpret_cast<const char*>(t), n) : "") + 1;
     }
   }
 }
 
-// Reads the current row into `row`, adding its cost to `bytes`; false (and `row` left
-// incomplete) when the row would take `bytes` past `max_bytes`: nothing of it is kept.
-bool read_row(sqlite3_stmt* raw, int ncol, size_t max_bytes, size_t& bytes,
-              std::vector<Value>& row) {
-  size_t cost = 0;
+// Reads the current row into `row`, adding its cost (and `keys_cost`) to `bytes`; false (and `row`
+// left incomplete) when the row would take `bytes` past `max_bytes`: nothing of it is kept.
+bool read_row(sqlite3_stmt* raw, int ncol, size_t max_bytes, size_t& bytes, std::vector<Value>& row,
+              size_t keys_cost) {
+  size_t cost = keys_cost;
   for (int i = 0; i < ncol; ++i) cost += json_cost(raw, i);
   if (bytes + cost > max_bytes) return false;
   bytes += cost;
@@ -315,7 +321,12 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
   QueryResult out;
   if (rows_read) out.note = folded_calls_note(db, sql);
   int ncol = sqlite3_column_count(raw);
-  for (int i = 0; i < ncol; ++i) out.columns.emplace_back(sqlite3_column_name(raw, i));
+  size_t keys_cost = 0;  // "name": per value, and a row's braces
+  for (int i = 0; i < ncol; ++i) {
+    out.columns.emplace_back(sqlite3_column_name(raw, i));
+    if (limits.keyed_rows) keys_cost += json_text_cost(out.columns.back()) + 1;
+  }
+  if (limits.keyed_rows) keys_cost += 2;
   size_t bytes = 0;
   while (true) {
     rc = sqlite3_step(raw);
@@ -334,7 +345,7 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
       break;
     }
     std::vector<Value> row;
-    if (!read_row(raw, ncol, limits.max_bytes, bytes, row)) {
+    if (!read_row(raw, ncol, limits.max_bytes, bytes, row, keys_cost)) {
       out.truncated = true;
       out.truncated_reason = "result size limit of " + std::to_string(limits.max_bytes) + " bytes";
       break;

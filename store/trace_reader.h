@@ -86,6 +86,9 @@ struct QueryLimits {
   // The result's size as JSON text, every value type counted (its rendering, quotes, escapes
   // and a separator): a row that would pass it is not read, and the result is truncated.
   size_t max_bytes = 16u << 20;
+  // The rows are rendered as objects keyed by column name (`ingero query --json`): each row's
+  // keys count in max_bytes too (746 MB were written under a cut said to be at 256 MiB).
+  bool keyed_rows = false;
   int timeout_ms = 10000;
   int max_value_bytes = 1 << 20;              // SQLITE_LIMIT_LENGTH: zeroblob(1e9) fails fast
   const std::atomic<bool>* cancel = nullptr;  // set (by another thread) to abort the query

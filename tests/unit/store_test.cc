@@ -379,6 +379,12 @@ TEST(QueryConfinement, RowAndSizeLimitsTruncateWithAReason) {
   auto n = run_query(**reader, "SELECT NULL, 0.5 FROM events", lim);  // 5 + 25 bytes a row
   ASSERT_TRUE(n);
   EXPECT_EQ(n->rows.size(), 3u);
+  // Rows rendered as objects (`query --json`) count their keys too: "abcdefghij": and the
+  // braces add 15 to the integer's 10 (hostile test: 746 MB under a cut said at 256 MiB).
+  lim.keyed_rows = true;
+  auto k = run_query(**reader, "SELECT 123456789 AS abcdefghij FROM events", lim);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->rows.size(), 4u);
 }
 
 }  // namespace
