@@ -69,10 +69,12 @@ size_t Core::max_body(const Route& r) const {
 }
 
 bool Core::hold_body(size_t n) {
+  const size_t cap = opts.limits.max_bodies_bytes;
   size_t held = bodies_held_.load();
   do {
-    if (n > opts.limits.max_bodies_bytes - std::min(held, opts.limits.max_bodies_bytes))
-      return false;
+    // A body larger than the whole budget (a route's own limit above it) is read alone: told
+    // to retry for ever, it would never be.
+    if (n > cap ? held > 0 : n > cap - std::min(held, cap)) return false;
   } while (!bodies_held_.compare_exchange_weak(held, held + n));
   return true;
 }

@@ -53,7 +53,8 @@ struct Limits {
   // Request bodies held at once, over every connection: being read, waiting for a worker and
   // handled. A request whose body would pass it is answered 503 (Retry-After) before its body
   // is read: many clients each sending a body just under max_body_bytes cannot grow the
-  // process by their number.
+  // process by their number. A body larger than it (a route's own limit above it) is read
+  // only while no other is held.
   size_t max_bodies_bytes = 32 << 20;
   size_t max_connections = 512;                       // open connections in all
   size_t max_connections_per_peer = 32;               // open connections per client IP address

@@ -49,6 +49,8 @@ TEST_F(HttpTest, RequestBodiesHeldAtOnceAreBounded) {
   EXPECT_EQ(request(port_, "POST", "/echo", {}, std::string(1000, 'c')).body,
             "bytes=1000 principal=\n");
   EXPECT_EQ(server_->stats().busy, 2u);
+  // A route whose own limit is above the whole budget (/upload, 128 MiB) is read alone.
+  EXPECT_EQ(request(port_, "POST", "/upload", {}, std::string(2000, 'd')).body, "bytes=2000\n");
 }
 
 // GET and HEAD take no body unless their route says so (/metrics accepted 4 MiB ones).
