@@ -1,5 +1,7 @@
 #include "store/sqlite_db.h"
 
+#include <sys/statvfs.h>
+
 #include <filesystem>
 
 #include "store/call_store.h"
@@ -58,6 +60,30 @@ namespace {
 // SQLite initializes (the first open); later it is refused, harmlessly.
 const int kNoMemoryCount = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 
+// `path` as an SQLite URI that says the file cannot change (immutable=1): no locks, no -shm.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20) {
+      static const char* hex = "0123456789ABCDEF";
+      uri += '%';
+      uri += hex[c >> 4];
+      uri += hex[c & 15];
+    } else {
+      uri += char(c);
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+// On a read-only file system nothing can change the file. A WAL-mode file there (every
+// ingero-go trace) could not be read at all: SQLite needs a -shm beside it, and could not make
+// one ("unable to open database file"); opened as immutable it needs none.
+bool on_read_only_fs(const std::string& path) {
+  struct statvfs fs {};
+  return statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY);
+}
+
 }  // namespace
 
 ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode) {
@@ -80,8 +106,13 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
       flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
       break;
   }
+  std::string name = path;
+  if (mode == Mode::kReadOnly && on_read_only_fs(path)) {
+    name = immutable_uri(path);
+    flags |= SQLITE_OPEN_URI;
+  }
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);

@@ -332,5 +332,28 @@ TEST(LegacyFiles, ACallAtTheLastInstantIsReadLast) {
   EXPECT_GT(calls, 0u);
 }
 
+// Found by a hostile-testing helper: an ingero-go file (WAL mode) on read-only media could
+// not be read at all ("not a readable SQLite database: unable to open database file"): SQLite
+// needs a -shm beside a WAL-mode file and could not make one. On a read-only file system
+// nothing can change the file, and it is opened as immutable: read, nothing made beside it.
+TEST(LegacyFiles, AFileOnReadOnlyMediaIsRead) {
+  std::string mnt = test::temp_path("ro");
+  std::filesystem::create_directories(mnt);
+  std::string out, err;
+  int rc = test::run_command(
+      {"unshare", "-rm", "/bin/sh", "-c",
+       "mount -t tmpfs -o size=8m tmpfs " + mnt + " || exit 99; cp " + kDir +
+           "sample-gpu-node-01.db " + mnt + "/ && mount -o remount,ro " + mnt + " || exit 99; " +
+           INGERO_BIN + " explain --db " + mnt +
+           "/sample-gpu-node-01.db > /dev/null; rc=$?; ls -A " + mnt + "; exit $rc"},
+      &out, &err);
+  if (rc == 99) {
+    if (test::running_in_ci()) FAIL() << "CI=true but no private read-only tmpfs: " << err;
+    GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs in a user namespace: " << err << " ***";
+  }
+  EXPECT_EQ(rc, 0) << err;
+  EXPECT_EQ(out, "sample-gpu-node-01.db\n") << "made beside it: " << out;
+}
+
 }  // namespace
 }  // namespace ingero::app
