@@ -18,11 +18,6 @@ void ClientWatch::on_gone(std::function<void()> f) {
   f();
 }
 
-bool ClientWatch::gone() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return gone_;
-}
-
 void ClientWatch::set_gone() {
   std::function<void()> f;
   {

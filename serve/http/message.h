@@ -52,11 +52,10 @@ class ClientWatch {
  public:
   // `f` runs once the client is gone: at once if it is, else on the server's I/O thread.
   void on_gone(std::function<void()> f);
-  bool gone() const;
   void set_gone();  // the server's
 
  private:
-  mutable std::mutex mu_;
+  std::mutex mu_;
   bool gone_ = false;
   std::function<void()> on_gone_;
 };
