@@ -111,8 +111,11 @@ size_t Trace::store_analysis(store::SessionEnd& end) {
   if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns,
                                     *tenants_, otlp_ ? &chains : nullptr))
     nchains = *c;
-  else if (!opts_.quiet)
-    TerminalText(std::cerr) << "ingero: causal chains not stored: " << c.error().message << "\n";
+  else {
+    chains_error_ = c.error().message;
+    if (!opts_.quiet)
+      TerminalText(std::cerr) << "ingero: causal chains not stored: " << chains_error_ << "\n";
+  }
   if (otlp_) finish_otlp(chains, end);
   return nchains;
 }
@@ -218,6 +221,7 @@ int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) 
     // One said in the other's words ("F: disk is full" and "writing F: disk is full") is
     // said once, in the longer (TraceCuda.FullDiskIsAClearErrorAndKeepsCommittedData, 1 in 5).
     std::string cause = sinks_.last_error();
+    if (cause.empty()) cause = chains_error_;  // the last events went with the chains
     if (!fin) {
       const std::string& f = fin.error().message;
       if (f.find(cause) != std::string::npos)

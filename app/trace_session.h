@@ -185,6 +185,9 @@ class Trace {
   int64_t start_mono_ = 0;
   bool tty_ = false;
   std::string exit_reason_ = "signal";
+  // Why the causal chains could not be stored: their commit carries the last events too, whose
+  // loss is then said with this cause (the sinks never saw that write fail).
+  std::string chains_error_;
 };
 
 }  // namespace ingero::app::trace_detail
