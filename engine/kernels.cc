@@ -38,6 +38,7 @@ struct Acc {
   std::unordered_map<uint64_t, uint32_t> slot_of_func;
   std::unordered_map<std::string, uint32_t> slot_of_name;
   std::vector<Slot> slots;
+  std::vector<bool> partial;  // per step: a run that kept no function overlaps it
   ProcessKernels out;
 };
 
@@ -58,6 +59,9 @@ void finish(Acc& a, TraceSource& source, std::mutex* lock) {
     for (size_t i = 0; i < s->steps.size(); ++i)
       if (!s->steps[i].warmup) steady.push_back(i);
   out.steady_steps = steady.size();
+  // The per-step figures are those of the steps that kept every launch's kernel.
+  std::erase_if(steady, [&](size_t i) { return i < a.partial.size() && a.partial[i]; });
+  out.whole_steps = steady.size();
   std::vector<uint32_t> order(a.slots.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
@@ -138,6 +142,7 @@ class KernelPass {
     Acc& a = acc(r.pid);
     if (!r.func) {
       a.out.folded_launches += r.calls;
+      mark_partial(a, r.ts_ns, r.ts_ns + int64_t(r.span_ns));
       return;
     }
     Slot& s = count(a, r.pid, *r.func, r.stack_id, r.calls);
@@ -170,6 +175,18 @@ class KernelPass {
         s.stacks.emplace(stack, launches);
     }
     return s;
+  }
+
+  // Every step that [from, to] overlaps holds launches whose kernels were not kept.
+  void mark_partial(Acc& a, int64_t from, int64_t to) {
+    if (!a.series || a.starts.empty()) return;
+    auto it = std::upper_bound(a.starts.begin(), a.starts.end(), from);
+    size_t i = it == a.starts.begin() ? 0 : size_t(it - a.starts.begin()) - 1;
+    for (; i < a.starts.size() && (a.starts[i] <= from || a.starts[i] < to); ++i) {
+      if (a.series->steps[i].end_ns <= from) continue;
+      if (a.partial.empty()) a.partial.assign(a.starts.size(), false);
+      a.partial[i] = true;
+    }
   }
 
   // The steady step a launch starting at `ts` falls in, if any.

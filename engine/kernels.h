@@ -22,7 +22,8 @@ struct KernelCount {
   std::string source;     // registration, driver_lookup, elf_symbol; "" when unnamed
   uint64_t func = 0;      // its function (the first seen, when several share the name)
   uint64_t launches = 0;  // in the window
-  // In steady steps: launches, how many steps had one, and per step the median and the most.
+  // In whole steady steps (ProcessKernels::whole_steps): launches, how many steps had one, and
+  // per step the median and the most.
   uint64_t steady_launches = 0, steps_with = 0, per_step_median = 0, per_step_max = 0;
   uint64_t stack = 0;  // its most frequent launch stack (0: none)
   std::string where;   // that stack's line in the user's code: "tiny_step (faults2.py:8)"
@@ -38,6 +39,10 @@ struct ProcessKernels {
   uint64_t unnamed_functions = 0;
   uint64_t folded_launches = 0;  // in runs of tiered retention: their functions were not kept
   size_t steady_steps = 0;       // of the process's step model
+  // Of the steady steps, those that no such run overlaps: the per-step figures are theirs (a
+  // step whose launches were partly folded would count its kernels short: 28 × `mul` per step
+  // where 400 were made). All of them in a trace without folded launches.
+  size_t whole_steps = 0;
   // Per step of the process's StepSeries::steps: (index into `kernels`, launches) of the
   // kernels launched in it, for at most kMaxStepKernels kernels (the most launched).
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> per_step;

@@ -195,6 +195,23 @@ TEST(ExplainText, KernelsPerStepSayHowManyLaunchesWereNotCounted) {
                            "each kernel)\n"),
             std::string::npos)
       << out.str();
+  // The per-step figures are those of the steps that kept every kernel (engine/kernels.h).
+  a.kernels.processes[0].steady_steps = 50;
+  a.kernels.processes[0].whole_steps = 12;
+  out.str("");
+  print_report(out, a, {});
+  EXPECT_NE(out.str().find("each kernel); per step: the 12 of 50 steady steps that kept every "
+                           "kernel\n"),
+            std::string::npos)
+      << out.str();
+  a.kernels.processes[0].whole_steps = 0;
+  a.kernels.processes[0].kernels[0].per_step_median = 0;
+  out.str("");
+  print_report(out, a, {});
+  EXPECT_NE(out.str().find("    kernels per step: not known (every steady step has folded "
+                           "launches); not counted: 4,450 of"),
+            std::string::npos)
+      << out.str();
 }
 
 // A trace whose sessions row names the tracer's pid, and a process that preempts 100 of 200

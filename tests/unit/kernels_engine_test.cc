@@ -158,6 +158,104 @@ TEST(Kernels, FoldedLaunchesAreCountedApart) {
   EXPECT_EQ(kernels_per_step_text(k.processes[0]), "");
 }
 
+// A source whose launches also come as folded runs.
+struct Folded : NamedSource {
+  std::vector<CallRun> runs;
+  void call_runs(const Window& w, const EventFn& fn, const CallRunFn& run) override {
+    calls(w, fn);
+    for (const auto& r : runs) run(r);
+  }
+};
+
+constexpr uint64_t kFoldedStep = 4100 * kUs;
+
+// 20 steps of alternating mul and add launches, 400 of each, the first `folded` of them as
+// tiered retention leaves them: 28 of each kept as rows, 744 folded into one run of several
+// kernels (no function kept).
+void folded_loop(Folded& s, int folded) {
+  for (int i = 0; i < 20; ++i) {
+    uint64_t t = uint64_t(i) * kFoldedStep;
+    int kept = i < folded ? 56 : 800;
+    for (int k = 0; k < kept; ++k)
+      s.call("cudaLaunchKernel", EventKind::kLaunch, t + uint64_t(k) * 5 * kUs, 4 * kUs, kStepStack)
+          .set(Field::kFunc, k % 2 ? kAdd : kMul);
+    if (i < folded) {
+      CallRun r;
+      r.pid = r.tid = 1;
+      r.kind = EventKind::kLaunch;
+      r.op = "cudaLaunchKernel";
+      r.calls = 744;
+      r.ts_ns = int64_t(t + 56 * 5 * kUs);
+      r.span_ns = 743 * 5 * kUs + 4 * kUs;
+      r.sum_ns = 744 * 4 * kUs;
+      r.min_ns = r.max_ns = 4 * kUs;
+      r.stack_id = kStepStack;
+      s.runs.push_back(r);
+    }
+    uint64_t r = t + 4040 * kUs;
+    s.call("cudaMemcpyAsync", EventKind::kMemcpy, r, 5 * kUs, kLossStack)
+        .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    s.call("cudaStreamSynchronize", EventKind::kSync, r + 6 * kUs, 20 * kUs, kLossStack);
+  }
+  s.frames_[kLossStack] = {{true, "<module>", "/w/faults2.py", 12, "", ""}};
+  s.frames_[kStepStack] = {{true, "tiny_step", "/w/faults2.py", 8, "", ""}};
+  s.names = {{"", 1, kMul, "mul", "mul", "registration"},
+             {"", 1, kAdd, "add", "add", "registration"}};
+}
+
+// Found on `demo launch-bound` after compact: "28 × `mul` and 28 × `add` per step" where 400
+// of each were made. The per-step figures are those of the steps that kept every kernel.
+TEST(Kernels, StepsWithLaunchesFoldedWithoutTheirKernelAreNotCountedByKernel) {
+  Folded s;
+  folded_loop(s, 14);
+  auto a = analyze(s, Window{});
+  const StepSeries* st = a.steps.find(1);
+  ASSERT_NE(st, nullptr);
+  size_t steady = 0, whole = 0;
+  for (const auto& x : st->steps) {
+    if (x.warmup) continue;
+    ++steady;
+    bool folded = false;  // a run overlaps it
+    for (const auto& r : s.runs)
+      folded = folded || (r.ts_ns < x.end_ns && r.ts_ns + int64_t(r.span_ns) > x.start_ns);
+    whole += !folded;
+  }
+  ASSERT_GT(whole, 3u);
+  ASSERT_LT(whole, steady);
+  const ProcessKernels* k = a.kernels.find(1);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->folded_launches, 14u * 744);
+  EXPECT_EQ(k->steady_steps, steady);
+  EXPECT_EQ(k->whole_steps, whole);
+  ASSERT_EQ(k->kernels.size(), 2u);
+  for (const auto& c : k->kernels) {
+    EXPECT_EQ(c.per_step_median, 400u) << c.name;  // 28 before: most steady steps were folded
+    EXPECT_EQ(c.steps_with, whole) << c.name;
+    EXPECT_EQ(c.steady_launches, 400 * whole) << c.name;
+  }
+  EXPECT_EQ(kernels_per_step_text(*k),
+            "400 \u00d7 `add` and 400 \u00d7 `mul` per step from tiny_step (faults2.py:8)");
+  EXPECT_EQ(report_json(a, {})["kernels"]["processes"][0]["whole_steps"], whole);
+}
+
+TEST(Kernels, WithEveryStepFoldedNoKernelIsCountedPerStep) {
+  Folded s;
+  folded_loop(s, 20);
+  auto a = analyze(s, Window{});
+  const ProcessKernels* k = a.kernels.find(1);
+  ASSERT_NE(k, nullptr);
+  EXPECT_GT(k->steady_steps, 3u);
+  EXPECT_EQ(k->whole_steps, 0u);
+  for (const auto& c : k->kernels) EXPECT_EQ(c.per_step_median, 0u) << c.name;
+  EXPECT_EQ(kernels_per_step_text(*k), "");
+  const Chain* lb = nullptr;
+  for (const auto& c : a.chains)
+    if (c.rule == "launch_bound") lb = &c;
+  ASSERT_NE(lb, nullptr);
+  EXPECT_EQ(lb->summary.find("\u00d7"), std::string::npos) << lb->summary;
+  EXPECT_NE(lb->summary.find("launches 800 kernels per"), std::string::npos) << lb->summary;
+}
+
 TEST(Kernels, RunsThatKeptTheirFunctionCountAsItsLaunchesStepByStep) {
   // Launches folded into a run of one kernel (as tracers fold since runs keep `func`).
   struct Runs : NamedSource {
