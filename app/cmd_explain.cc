@@ -140,11 +140,22 @@ int explain_file(const Opts& o) {
     // Those of the calls explained: the window's, the node's where it is one.
     std::optional<std::string> one_node;
     if (nodes->size() == 1 && !nodes->front().empty()) one_node = nodes->front();
-    if (int64_t n = (*reader)->legacy_nested_calls(one_node, w->from_ns, w->to_ns))
-      fo.subtitle += ": " + engine::format_count(uint64_t(n)) +
+    std::string sep = ": ";
+    if (int64_t n = (*reader)->legacy_nested_calls(one_node, w->from_ns, w->to_ns)) {
+      fo.subtitle += sep + engine::format_count(uint64_t(n)) +
                      std::string(store::folded_calls_words(n)) +
                      ", as ingero records them (one launch is one row; the file's own `events` "
                      "table keeps both)";
+      sep = "; ";
+    }
+    // Damage the file holds (store/legacy_views.h), said beside its format as the report does.
+    auto damage = store::legacy_damage((*reader)->db());
+    if (!damage) {
+      std::cerr << "ingero explain: " << path << ": " << damage.error().message << "\n";
+      return kExitFailure;
+    }
+    if (std::string words = store::legacy_damage_words(*damage); !words.empty())
+      fo.subtitle += sep + words;
   }
   fo.nodes = *nodes;
   if (have.size() == 1) fo.only_node = have[0];

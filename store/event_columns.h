@@ -86,7 +86,10 @@ void EventColumns::read(const Row& row, hal::Event& e, StringPool& strings) cons
     e.vendor = strings.intern(has(vendor_) ? row.text_view(vendor_) : std::string_view());
     e.api = strings.intern(has(api_) ? row.text_view(api_) : std::string_view());
     e.unfinished = has(status_) && row.text_view(status_) == "unfinished";
-    e.timed = !has(status_) || row.text_view(status_) != "untimed";
+    // A call without a duration is not timed, whatever its status (a legacy file's failed call
+    // whose duration is damaged, store/legacy_views.h): its 0 is no latency.
+    e.timed =
+        (!has(status_) || row.text_view(status_) != "untimed") && (dur_ == kNone || has(dur_));
     e.off_cpu_ns = u64(off_cpu_);
     e.preempts = uint32_t(u64(preempts_));
     e.switches = uint32_t(u64(switches_));

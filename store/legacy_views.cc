@@ -69,7 +69,7 @@ std::string calls_select(const TraceFileInfo& info) {
       {"node", node},
       {"session_id", "0"},
       {"ts_ns", "e.timestamp"},
-      {"dur_ns", "e.duration"},
+      {"dur_ns", legacy_duration_sql("e.")},
       {"pid", "e.pid"},
       {"tid", "e.tid"},
       {"comm", "coalesce(pn.name, '')"},
@@ -79,7 +79,8 @@ std::string calls_select(const TraceFileInfo& info) {
       {"kind", kind},
       {"op", "coalesce(o.name, 'op' || e.op)"},
       {"ret", "e.ret_code"},
-      {"status", "CASE WHEN e.ret_code = 0 THEN 'ok' ELSE 'error' END"},
+      {"status", "CASE WHEN e.ret_code = 0 AND " + legacy_duration_sql("e.") +
+                     " IS NULL THEN 'untimed' WHEN e.ret_code = 0 THEN 'ok' ELSE 'error' END"},
       {"direction", "CASE WHEN " + kind +
                         " = 'memcpy' THEN CASE e.arg1 WHEN 0 THEN 'H2H' WHEN 1 THEN 'H2D' "
                         "WHEN 2 THEN 'D2H' WHEN 3 THEN 'D2D' WHEN 4 THEN 'default' END END"},
@@ -112,14 +113,15 @@ std::string calls_select(const TraceFileInfo& info) {
        "\n  LEFT JOIN main.process_names pn ON pn.pid = e.pid"
        "\n  LEFT JOIN temp.legacy_outer lo ON lo.id = e.rowid"
        "\n  LEFT JOIN main.ops no ON no.source_id = 4 AND no.op_id = lo.nested_op"
-       "\n WHERE e.source IN (1, 4) AND e.rowid NOT IN (SELECT id FROM temp.legacy_nested)";
+       "\n WHERE e.source IN (1, 4) AND e.rowid NOT IN (SELECT id FROM temp.legacy_nested) AND " +
+       legacy_has_time_sql("e.");
   return s;
 }
 
 // The calls of the file that may fold or hold one, sorted by thread (node, pid, tid) and start,
 // a runtime call before a driver call begun at the same instant. Read in the file's order (a
-// scan: SQLite's sorter spilled to temporary files), sorted here. A row whose time or duration
-// is not an integer, or whose duration is negative, neither folds nor holds a call.
+// scan: SQLite's sorter spilled to temporary files), sorted here. A row whose time is not an
+// integer, or that has no time or no duration, neither folds nor holds a call.
 struct FoldCall {
   uint32_t node;
   bool driver;
@@ -128,10 +130,12 @@ struct FoldCall {
 };
 
 ingero::Result<std::vector<FoldCall>> fold_candidates(Db& db, const TraceFileInfo& info) {
-  auto rows = db.prepare(std::string("SELECT rowid, ") + (info.legacy_has_node ? "node" : "''") +
-                         ", pid, tid, source, timestamp, timestamp + duration, op "
-                         "FROM main.events WHERE source IN (1, 4) AND typeof(timestamp) = "
-                         "'integer' AND typeof(duration) = 'integer' AND duration >= 0");
+  auto rows =
+      db.prepare(std::string("SELECT rowid, ") + (info.legacy_has_node ? "node" : "''") +
+                 ", pid, tid, source, timestamp, timestamp + duration, op "
+                 "FROM main.events WHERE source IN (1, 4) AND typeof(timestamp) = "
+                 "'integer' AND " +
+                 legacy_has_time_sql("") + " AND " + legacy_duration_sql("") + " IS NOT NULL");
   if (!rows) return rows.error();
   std::vector<FoldCall> calls;
   std::unordered_map<std::string, uint32_t> nodes;
@@ -253,6 +257,41 @@ int64_t legacy_nested_calls(Db& db, const std::optional<std::string>& node, int6
   return n && *n ? **n : 0;
 }
 
+std::string legacy_has_time_sql(std::string_view e) { return std::string(e) + "timestamp > 0"; }
+
+std::string legacy_duration_sql(std::string_view e) {
+  const std::string d = std::string(e) + "duration";
+  return "CASE WHEN typeof(" + d + ") = 'integer' AND " + d + " >= 0 AND " + d +
+         " <= 9223372036854775807 - " + std::string(e) + "timestamp THEN " + d + " END";
+}
+
+ingero::Result<LegacyDamage> legacy_damage(Db& db) {
+  auto st = db.prepare("SELECT coalesce(sum(NOT (" + legacy_has_time_sql("") +
+                       ")), 0), coalesce(sum(" + legacy_has_time_sql("") + " AND " +
+                       legacy_duration_sql("") + " IS NULL), 0) FROM main.events");
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  LegacyDamage d;
+  if (*row) d = {.timeless = st->int64(0), .no_duration = st->int64(1)};
+  return d;
+}
+
+std::string legacy_damage_words(const LegacyDamage& d) {
+  std::string s;
+  if (d.timeless)
+    s += std::to_string(d.timeless) +
+         (d.timeless == 1 ? " event stamped at or before 1970 (no time) is left out"
+                          : " events stamped at or before 1970 (no time) are left out");
+  if (d.no_duration)
+    s += (s.empty() ? "" : "; ") + std::to_string(d.no_duration) +
+         (d.no_duration == 1
+              ? " event whose duration is negative or ends past 2262 is read without one"
+              : " events whose duration is negative or ends past 2262 are read without one") +
+         ": counted, not timed";
+  return s;
+}
+
 std::string_view folded_calls_words(int64_t n) {
   return n == 1 ? " driver call made inside a runtime call is counted in it"
                 : " driver calls made inside runtime calls are counted in them";
@@ -284,14 +323,16 @@ ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info, const Leg
   if (auto st = install_fold(db, fold); !st) return st;
   const std::string node = info.legacy_has_node ? "e.node" : "''";
   const std::string host_kind = kind_case("o.name");
+  const std::string duration = legacy_duration_sql("e.");
   std::string sql;
   for (const char* v : {"calls", "host_events", "tcp_events", "stacks"})
     sql += std::string("DROP VIEW IF EXISTS temp.") + v + ";\n";
   sql += stacks_view_sql("CREATE TEMP VIEW", false, db.table_exists("stack_traces"));
   sql += "CREATE TEMP VIEW calls AS " + calls_select(info) + ";\n";
   sql += "CREATE TEMP VIEW host_events AS SELECT e.rowid AS id, " + node +
-         " AS node, 0 AS session_id, e.timestamp AS ts_ns, e.duration AS dur_ns, "
-         "e.timestamp AS timestamp_ns, e.duration AS duration_ns, e.pid, e.tid, "
+         " AS node, 0 AS session_id, e.timestamp AS ts_ns, " + duration +
+         " AS dur_ns, e.timestamp AS timestamp_ns, " + duration +
+         " AS duration_ns, e.pid, e.tid, "
          "coalesce(pn.name, '') AS comm, e.cgroup_id, coalesce(o.name, 'op' || e.op) AS event, " +
          host_kind +
          " AS kind, NULL AS cpu, NULL AS state, "
@@ -302,11 +343,13 @@ ingero::Status install_legacy_views(Db& db, const TraceFileInfo& info, const Leg
          "NULL AS dport, e.ret_code AS code, NULL AS flags, NULL AS peer_cgroup FROM main.events e "
          "LEFT JOIN main.ops o ON o.source_id = e.source AND o.op_id = e.op "
          "LEFT JOIN main.process_names pn ON pn.pid = e.pid "
-         "WHERE e.source NOT IN (1, 4);\n";
+         "WHERE e.source NOT IN (1, 4) AND " +
+         legacy_has_time_sql("e.") + ";\n";
   sql += "CREATE TEMP VIEW tcp_events AS SELECT e.rowid AS id, " + node +
          " AS node, e.timestamp AS timestamp_ns, e.pid, e.tid, '' AS comm, e.cgroup_id, "
          "'tcp_retransmit_skb' AS event, NULL AS saddr, NULL AS daddr, NULL AS sport, "
-         "NULL AS dport, NULL AS tcp_state FROM main.events e WHERE e.source = 6;\n";
+         "NULL AS dport, NULL AS tcp_state FROM main.events e WHERE e.source = 6 AND " +
+         legacy_has_time_sql("e.") + ";\n";
   return db.exec(sql);
 }
 

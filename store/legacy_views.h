@@ -36,9 +36,29 @@ struct LegacyFold {
   std::vector<Outer> outer;
 };
 // A driver call (source 4) that begins and ends within a runtime call (source 1) of its node,
-// process and thread, folded into the innermost such call. Rows whose time or duration is not
-// an integer, or whose duration is negative, take no part.
+// process and thread, folded into the innermost such call. Rows whose time is not an integer,
+// that have no time or no duration (legacy_has_time_sql, legacy_duration_sql) take no part.
 ingero::Result<LegacyFold> find_nested_calls(Db& db, const TraceFileInfo& info);
+
+// Damage the original implementation never wrote, as every reader of the file reads it. Its
+// times are Unix-epoch nanoseconds: a row stamped at or before the epoch (0, a Go zero value)
+// has no time, and is left out of the views, the trace's span and every count (one call at 0
+// made a step of 56 years: "GPU idle >= 100%"). A duration that is not an integer, is negative,
+// or would end its call past the clock's last instant (INT64_MAX, in 2262) is none: the views
+// give it as NULL, its call `untimed` (counted, no latency: -5000 ns read as a p99 of
+// 18446744073.7 s, INT64_MAX overflowed the report's sums and made the span end in 2262).
+// `e`: the alias of main.events with its dot ("e."), or "".
+std::string legacy_has_time_sql(std::string_view e);
+std::string legacy_duration_sql(std::string_view e);  // the duration, or NULL
+
+// The rows of the whole file left out for their time, and those read without a duration.
+struct LegacyDamage {
+  int64_t timeless = 0, no_duration = 0;
+};
+ingero::Result<LegacyDamage> legacy_damage(Db& db);
+// As explain, the report and MCP say it ("2 events whose duration is negative or ends past
+// 2262 are read without one: counted, not timed"); "" when the file has none.
+std::string legacy_damage_words(const LegacyDamage& d);
 
 // Installs the TEMP contract views over a legacy file: `calls` leaves out the driver calls of
 // `fold` and gives their runtime calls `nested_calls` and `nested_op`, as our tracer records

@@ -7,6 +7,7 @@
 #include "engine/loss_notes.h"
 #include "engine/result_json.h"
 #include "serve/mcp/tool_support.h"
+#include "store/legacy_views.h"
 
 namespace ingero::serve::mcp {
 namespace {
@@ -29,6 +30,14 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
                 {"sessions", std::move(*sessions)}};
   // A legacy file's driver calls made inside runtime calls are counted in them (calls view).
   if ((*r)->is_legacy()) trace["nested_calls_folded"] = (*r)->legacy_nested_calls();
+  // And the damage it holds (store/legacy_views.h), as explain and the report say it.
+  std::string damage;
+  if ((*r)->is_legacy()) {
+    auto d = store::legacy_damage((*r)->db());
+    if (!d) return error_output(d.error().message);
+    damage = store::legacy_damage_words(*d);
+    if (!damage.empty()) trace["damage"] = damage;
+  }
   o.structured = {{"host", host}, {"trace", trace}};
   std::ostringstream t;
   t << "host: " << (host.value("can_trace", false) ? "can trace" : "CANNOT trace") << "\n";
@@ -58,6 +67,7 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
   if (int64_t n = (*r)->legacy_nested_calls())
     t << "  " << n << " driver call(s) made inside runtime calls are counted in them in `calls` "
       << "(one launch is one row; the file's own `events` table keeps both)\n";
+  if (!damage.empty()) t << "  " << damage << "\n";
   for (const auto& s : trace["sessions"]) {
     t << "  session " << s["id"].get<int64_t>() << ": kernel "
       << as_data(s["kernel"].get<std::string>()) << ", "

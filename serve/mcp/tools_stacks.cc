@@ -75,7 +75,7 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
   if (auto s = totals->step(); !s) return error_output(s.error().message);
   int64_t calls = totals->int64(0), with_stack = totals->int64(1);
   auto st = db.prepare(
-      "SELECT stack_hash, count(*), sum(dur_ns), max(dur_ns), count(DISTINCT pid), min(pid) FROM "
+      "SELECT stack_hash, count(*), total(dur_ns), max(dur_ns), count(DISTINCT pid), min(pid) FROM "
       "calls WHERE " +
       where + " AND stack_hash IS NOT NULL AND stack_hash != 0 GROUP BY stack_hash ORDER BY " +
       (order == "total_time" ? "3" : "2") + " DESC, 1 LIMIT " + std::to_string(limit));

@@ -370,6 +370,13 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
   const int64_t folded = reader.legacy_nested_calls(std::nullopt, w.from_ns, w.to_ns);
   if (folded)
     format += "; " + std::to_string(folded) + std::string(store::folded_calls_words(folded));
+  // And the damage it holds (store/legacy_views.h), as explain says it.
+  if (reader.is_legacy()) {
+    auto damage = store::legacy_damage(db);
+    if (!damage) return damage.error();
+    if (std::string words = store::legacy_damage_words(*damage); !words.empty())
+      format += "; " + words;
+  }
   j["trace"] = {{"path", o.title},
                 {"format", format},
                 {"legacy", reader.is_legacy()},

@@ -98,7 +98,9 @@ Result<int64_t> query_count(store::Db& db, const std::string& sql, const std::st
 
 // The window's calls as rows to aggregate: one per call that has its row (n = 1), and one per
 // run of launches folded by tiered retention standing for its calls (n of them, dur_ns their
-// total, end_ns the end of the last).
+// total, end_ns the end of the last). Durations are summed with total(), read back saturated:
+// sum() fails the whole report on an overflow ("integer overflow": a damaged duration near
+// INT64_MAX).
 std::string counted_calls(store::Db& db, const engine::Window& w) {
   std::string rows =
       "SELECT node, pid, tid, comm, status, ts_ns, dur_ns, ts_ns + dur_ns AS end_ns, 1 AS n "
@@ -162,7 +164,7 @@ Result<json> nodes_json(store::Db& db, const engine::Window& w,
   const std::string what = "per-node totals";
   auto st = prepare(db,
                     "SELECT node, sum(n), count(DISTINCT pid), coalesce(sum(status = 'error'), 0), "
-                    "coalesce(sum(status = 'unfinished'), 0), coalesce(sum(dur_ns), 0), "
+                    "coalesce(sum(status = 'unfinished'), 0), total(dur_ns), "
                     "min(ts_ns), max(end_ns)" +
                         counted_calls(db, w) + " GROUP BY node ORDER BY node",
                     what);
@@ -207,7 +209,7 @@ Result<json> processes_json(store::Db& db, const engine::Window& w, size_t limit
           name_cols +
           " FROM (SELECT node, pid, sum(n) AS calls, count(DISTINCT tid) AS threads, "
           "coalesce(sum(status = 'error'), 0) AS errors, "
-          "coalesce(sum(status = 'unfinished'), 0) AS unfinished, coalesce(sum(dur_ns), 0) AS "
+          "coalesce(sum(status = 'unfinished'), 0) AS unfinished, total(dur_ns) AS "
           "busy, "
           "min(ts_ns) AS first, max(end_ns) AS last, max(comm) AS comm" +
           counted_calls(db, w) + " GROUP BY node, pid ORDER BY calls DESC, node, pid LIMIT " +

@@ -355,5 +355,124 @@ TEST(LegacyFiles, AFileOnReadOnlyMediaIsRead) {
   EXPECT_EQ(out, "sample-gpu-node-01.db\n") << "made beside it: " << out;
 }
 
+// A copy of the dataloader file with `sql` run on it: the damage a hostile-testing helper
+// planted (the fixture stays as it is).
+std::string damaged_copy(const std::string& name, const std::string& sql) {
+  std::string path = test::temp_path(name);
+  std::filesystem::copy_file(kDir + "pytorch-dataloader-starvation.db", path,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  auto db = store::Db::open(path, store::Db::Mode::kReadWrite);
+  EXPECT_TRUE(db) << db.error().message;
+  EXPECT_TRUE((*db)->exec(sql));
+  return path;
+}
+
+std::string explain_text(const std::string& path) {
+  std::string out, err;
+  EXPECT_EQ(test::run_command({INGERO_BIN, "explain", "--db", path}, &out, &err), 0) << err;
+  return out;
+}
+
+// Found by a hostile-testing helper: two cudaStreamSync of -5000 ns (a negative duration read
+// as unsigned) made the op's p95, p99 and max 18446744073.7 s in explain, the report and MCP. A
+// negative duration is none: the calls are counted, untimed, and no latency; the quantiles are
+// the nearest ranks of the 19 timed calls, and explain says how many were so read.
+TEST(LegacyFiles, ANegativeDurationIsNoLatency) {
+  std::string path =
+      damaged_copy("negative-duration.db", "UPDATE events SET duration = -5000 WHERE id IN (4, 6)");
+  {
+    auto f = analyze_file(path);
+    const auto& s = overall(f.a, "cudaStreamSync");
+    EXPECT_EQ(s.count, 21u);
+    EXPECT_EQ(s.errors, 0u);
+    EXPECT_EQ(s.sum_ns, 597003u);  // the 19 timed calls'
+    EXPECT_EQ(s.max_ns, 93587u);
+    EXPECT_EQ(s.p50, 27657u);
+    EXPECT_EQ(s.p95, 93587u);
+    EXPECT_EQ(s.p99, 93587u);
+  }
+  EXPECT_EQ(test::query_rows(path,
+                             "SELECT ts_ns, status, dur_ns FROM calls WHERE dur_ns IS NULL "
+                             "ORDER BY ts_ns"),
+            (std::vector<std::vector<std::string>>{{"1774015573212769041", "untimed", "NULL"},
+                                                   {"1774015573213822246", "untimed", "NULL"}}));
+  std::string out = explain_text(path);
+  EXPECT_EQ(out.find("18446744073"), std::string::npos) << out;
+  EXPECT_NE(out.find("; 2 events whose duration is negative or ends past 2262 are read without "
+                     "one: counted, not timed"),
+            std::string::npos)
+      << out;
+  std::string json, err;
+  ASSERT_EQ(
+      test::run_command({INGERO_BIN, "report", "--db", path, "--json", "-o", "-"}, &json, &err), 0)
+      << err;
+  auto report = nlohmann::json::parse(json);
+  bool found = false;
+  for (const auto& op : report["ops"]) {
+    if (op["op"] != "cudaStreamSync") continue;
+    found = true;
+    EXPECT_EQ(op["max_ns"], 93587);
+    EXPECT_EQ(op["p99_ns"], 93587);
+  }
+  EXPECT_TRUE(found);
+}
+
+// Found by a hostile-testing helper: a cudaStreamSync of INT64_MAX ns failed the report
+// ("per-process totals: integer overflow") and ended explain's span in 2262. A call that would
+// end past the clock's last instant has no duration: the span, the folded calls and the op's
+// figures are the undamaged file's, and the report prints.
+TEST(LegacyFiles, AnImpossibleDurationIsNone) {
+  std::string path = damaged_copy("int64-max-duration.db",
+                                  "UPDATE events SET duration = 9223372036854775807 WHERE id = 4");
+  {
+    auto f = analyze_file(path);
+    EXPECT_EQ(f.a.span, (std::pair<int64_t, int64_t>{1774015573210657601, 1774015650154142554}));
+    EXPECT_EQ(f.reader->legacy_nested_calls(), 26);
+    const auto& s = overall(f.a, "cudaStreamSync");
+    EXPECT_EQ(s.count, 21u);
+    EXPECT_EQ(s.max_ns, 93587u);
+    EXPECT_EQ(s.p99, 93587u);
+  }
+  std::string out, err;
+  EXPECT_EQ(
+      test::run_command({INGERO_BIN, "report", "--db", path, "--json", "-o", "-"}, &out, &err), 0)
+      << err;
+  out = explain_text(path);
+  EXPECT_NE(out.find("(2026-03-20 14:06:13 UTC \u2192 2026-03-20 14:07:30 UTC)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("; 1 event whose duration is negative or ends past 2262 is read without "
+                     "one: counted, not timed"),
+            std::string::npos)
+      << out;
+}
+
+// Found by a hostile-testing helper: the file's first call stamped 0 (1970) made explain's
+// span 1774015650 s and its one step of 56 years "GPU idle >= 100%". A row at or before the
+// epoch has no time: the file reads as it would without the row, and explain says so.
+TEST(LegacyFiles, AnEventAtTheEpochIsLeftOut) {
+  std::string at_zero = damaged_copy("at-epoch.db", "UPDATE events SET timestamp = 0 WHERE id = 2");
+  std::string without = damaged_copy("without-row.db", "DELETE FROM events WHERE id = 2");
+  auto damaged = analyze_file(at_zero);
+  auto clean = analyze_file(without);
+  EXPECT_EQ(damaged.a.span, clean.a.span);
+  EXPECT_EQ(damaged.a.span.first, 1774015573210678554);  // the next event's (a cuMemAlloc)
+  EXPECT_EQ(damaged.a.events, clean.a.events);
+  EXPECT_EQ(damaged.reader->legacy_nested_calls(), clean.reader->legacy_nested_calls());
+  EXPECT_EQ(overall(damaged.a, "cudaMalloc").count, 6u);
+  const engine::StepSeries* d = damaged.a.steps.find(2233);
+  const engine::StepSeries* c = clean.a.steps.find(2233);
+  ASSERT_TRUE(d && c);
+  EXPECT_EQ(d->steps.size(), c->steps.size());
+  EXPECT_EQ(d->summary.gpu_idle, c->summary.gpu_idle);
+  EXPECT_LT(d->summary.gpu_idle, 1.0);
+  std::string out = explain_text(at_zero);
+  EXPECT_NE(out.find("; 1 event stamped at or before 1970 (no time) is left out"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("GPU idle \u2265 100%"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace ingero::app
