@@ -265,6 +265,33 @@ TEST_F(Mcp, CheckSaysWhatALegacyFilesCallsCountOnce) {
       << r["content"][0]["text"];
 }
 
+// And the rows it reads as damage (store/legacy_views.h): none in a clean file.
+TEST_F(Mcp, CheckSaysWhichRowsOfALegacyFileAreReadAsDamage) {
+  open("pytorch-dataloader-starvation.db");
+  auto clean = tool("get_check");
+  ASSERT_EQ(clean["isError"], false) << clean.dump();
+  EXPECT_FALSE(clean["structuredContent"]["trace"].contains("damage"));
+  std::string path = fixture_copy("pytorch-dataloader-starvation.db");
+  std::filesystem::permissions(path, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  {
+    auto db = store::Db::open(path, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(db) << db.error().message;
+    ASSERT_TRUE(
+        (*db)->exec("UPDATE events SET duration = -5000 WHERE id IN (4, 6); "
+                    "UPDATE events SET timestamp = 0 WHERE id = 2"));
+  }
+  open_path(path);
+  auto r = tool("get_check");
+  ASSERT_EQ(r["isError"], false) << r.dump();
+  const std::string words =
+      "1 event stamped at or before 1970 (no time) is left out; 2 events whose duration is "
+      "negative or ends past 2262 are read without one: counted, not timed";
+  EXPECT_EQ(r["structuredContent"]["trace"]["damage"], words);
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find("  " + words + "\n"), std::string::npos)
+      << r["content"][0]["text"];
+}
+
 TEST_F(Mcp, TraceStatsMatchSql) {
   open("vllm-37343-logprobs-amplification.db");
   auto r = tool("get_trace_stats", {{"limit", 200}});
