@@ -71,8 +71,8 @@ class DeviceSampler {
   // block for long (a poll is budgeted at well under a millisecond of CPU).
   virtual std::vector<DeviceSample> poll(int64_t wall_ns,
                                          const std::vector<uint32_t>& gpu_pids) = 0;
-  // Device events received since the last call (Xid through NVML's event set, read at this
-  // call; ECC counters that rose between polls). Any thread.
+  // Device events received since the last call (Xid through NVML's event set, on the
+  // sampler's own thread; ECC counters that rose between polls). Any thread.
   virtual std::vector<DeviceEvent> take_events() = 0;
 };
 

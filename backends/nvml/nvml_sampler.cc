@@ -1,5 +1,7 @@
 #include "backends/nvml/nvml_sampler.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -8,8 +10,7 @@ namespace ingero::backends::nvml {
 namespace {
 
 constexpr int64_t kMaxPeriodNs = 1'000'000'000;  // NVML's longest sample period
-// Xid events read from the event set at one take_events(), at most: a storm is read over polls.
-constexpr int kMaxEventsARead = 64;
+constexpr unsigned int kEventWaitMs = 200;       // how soon the event thread sees a stop
 
 int64_t clamp_period(int64_t p) { return std::clamp<int64_t>(p, 0, kMaxPeriodNs); }
 
@@ -241,19 +242,20 @@ void NvmlSampler::start_events() {
   }
   info_.events = true;
   info_.figures.emplace_back("Xid events");
+  event_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "ingero-nvml-xid");
+    event_loop();
+  });
 }
 
-// What waits in the event set, read without waiting: NVML answers a wait of 0 ms at once, with
-// an event or NVML_ERROR_TIMEOUT. No thread waits on the set (its wakes would cost more than
-// the poll, on a host that has no Xid); an Xid is stamped when the poll after it reads it.
-void NvmlSampler::drain_events() {
+void NvmlSampler::event_loop() {
   NvmlLibrary& l = *lib_;
-  for (int i = 0; event_set_ && i < kMaxEventsARead; ++i) {
+  while (!stop_.load(std::memory_order_relaxed)) {
     nvmlEventData_t data{};
-    nvmlReturn_t r = l.event_set_wait(event_set_, &data, 0);
-    if (r == NVML_ERROR_TIMEOUT) return;
+    nvmlReturn_t r = l.event_set_wait(event_set_, &data, kEventWaitMs);
+    if (r == NVML_ERROR_TIMEOUT) continue;
     if (r != NVML_SUCCESS) {
-      // A broken event set: say so once and stop reading it; the polls go on.
+      // A broken event set: say so once and stop listening; the polls go on.
       hal::DeviceEvent e;
       e.ts_ns = 0;
       e.source = "nvml";
@@ -261,8 +263,6 @@ void NvmlSampler::drain_events() {
       e.code = r;
       e.detail = "nvmlEventSetWait_v2 failed: " + l.describe(r) + "; no more Xid events";
       add_event(std::move(e));
-      l.event_set_free(event_set_);
-      event_set_ = nullptr;
       return;
     }
     hal::DeviceEvent e;
@@ -299,15 +299,13 @@ void NvmlSampler::add_event(hal::DeviceEvent e) {
 }
 
 std::vector<hal::DeviceEvent> NvmlSampler::take_events() {
-  {
-    std::lock_guard<std::mutex> d(drain_mu_);
-    drain_events();
-  }
   std::lock_guard<std::mutex> g(mu_);
   return std::exchange(pending_, {});
 }
 
 NvmlSampler::~NvmlSampler() {
+  stop_ = true;
+  if (event_thread_.joinable()) event_thread_.join();
   if (event_set_) lib_->event_set_free(event_set_);
 }
 

@@ -1,7 +1,7 @@
 // The NVML device sampler: every device's utilisation, memory, clocks, throttle reasons,
 // power, temperature and ECC totals, every process's SM and memory utilisation
 // (nvmlDeviceGetProcessUtilization, samples newer than the last one seen) and memory, and Xid
-// and ECC events from NVML's event set, read at each take_events().
+// and ECC events from NVML's event set on a thread of its own.
 //
 // A function the library lacks, or that answers NVML_ERROR_NOT_SUPPORTED, leaves its figure
 // absent (the sampler stops asking); any other error leaves it absent for that poll only.
@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "backends/nvml/nvml_library.h"
@@ -29,11 +30,11 @@ class NvmlSampler final : public hal::DeviceSampler {
   // Per-process rows read from one device in one call, at most (no GPU runs more processes).
   static constexpr size_t kMaxProcessRows = 4096;
   // Opens the library (opts.nvml_library), initialises NVML, enumerates the devices, asks each
-  // function once to learn what is supported, and registers the Xid events where the library
+  // function once to learn what is supported, and starts the event thread where the library
   // has the event-set functions. Errors: the library's (not found, a required function
   // missing, nvmlInit_v2 refused: no driver) and a device count NVML cannot give.
   static Result<std::unique_ptr<NvmlSampler>> open(const hal::DeviceSamplerOptions& opts);
-  ~NvmlSampler() override;  // frees the event set, nvmlShutdown
+  ~NvmlSampler() override;  // stops the event thread, frees the event set, nvmlShutdown
 
   const hal::DeviceSamplerInfo& info() const override { return info_; }
   std::vector<hal::DeviceSample> poll(int64_t wall_ns,
@@ -61,7 +62,7 @@ class NvmlSampler final : public hal::DeviceSampler {
   // Asks every function once per device: what the devices support, into info_.
   void probe();
   void start_events();
-  void drain_events();  // under drain_mu_
+  void event_loop();
   void add_event(hal::DeviceEvent e);
   // A poll's reading of one function: true with a value; false, marking it unsupported on
   // NOT_SUPPORTED, otherwise. GPU_IS_LOST marks the device lost (one event).
@@ -78,10 +79,11 @@ class NvmlSampler final : public hal::DeviceSampler {
   std::vector<nvmlProcessUtilizationSample_t> util_buf_;
   std::vector<nvmlProcessInfo_t> proc_buf_;
   nvmlEventSet_t event_set_ = nullptr;
+  std::thread event_thread_;
+  std::atomic<bool> stop_{false};
   // CLOCK_REALTIME minus the poll's clock (the session's, which a step of the wall clock while
   // tracing does not move), at the last poll: NVML's own timestamps are CLOCK_REALTIME.
   std::atomic<int64_t> realtime_ahead_ns_{0};
-  std::mutex drain_mu_;  // take_events() may be called from any thread
   std::mutex mu_;
   std::vector<hal::DeviceEvent> pending_;
 };

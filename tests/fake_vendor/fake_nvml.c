@@ -20,8 +20,6 @@
  *       whose /proc/PID/comm is NAME; used= is its memory (running processes)
  *   xid device=I code=X after_ms=T    one Xid event, delivered T ms after nvmlInit_v2
  *   ecc device=I after_ms=T unc=N cor=N   the volatile ECC totals rise by N after T ms
- *   wait_fail CODE                nvmlEventSetWait_v2 answers CODE (a broken event set); the
- *       calls it answered are counted (fake_nvml_event_waits(), for tests that load this copy)
  *
  * Built twice (tests/CMakeLists.txt): fake/nvml-full has every function ingero may call;
  * fake/nvml (FAKE_NVML_PARTIAL) lacks the optional nvmlDeviceGetComputeRunningProcesses_v3,
@@ -103,8 +101,6 @@ static int necc;
 static int init_code, init_hang, init_crash, driver_fill;
 static long long poll_hang_ms = -1, poll_crash_ms = -1;
 static long long count_override = -1;
-static int wait_fail;
-static long long event_waits;
 static long long init_ms;
 
 static long long now_ms(void) {
@@ -144,8 +140,6 @@ static void load_script(void) {
   init_hang = init_crash = driver_fill = 0;
   poll_hang_ms = poll_crash_ms = -1;
   count_override = -1;
-  wait_fail = 0;
-  event_waits = 0;
   const char* path = getenv("FAKE_NVML_SCRIPT");
   FILE* f = path ? fopen(path, "r") : NULL;
   if (!f) return;
@@ -165,8 +159,6 @@ static void load_script(void) {
       count_override = atoll(line + 6);
     } else if (!strncmp(line, "driver_fill", 11)) {
       driver_fill = 1;
-    } else if (!strncmp(line, "wait_fail ", 10)) {
-      wait_fail = atoi(line + 10);
     } else if (!strncmp(line, "init ", 5)) {
       init_code = atoi(line + 5);
     } else if (!strncmp(line, "device", 6) && ndev < MAX_DEV) {
@@ -485,11 +477,6 @@ struct event_data {
 
 API nvmlReturn_t nvmlEventSetWait_v2(void* set, struct event_data* out, unsigned int timeout_ms) {
   if (set != (void*)registered) return E_ARG;
-  pthread_mutex_lock(&mu);
-  ++event_waits;
-  int fail = wait_fail;
-  pthread_mutex_unlock(&mu);
-  if (fail) return (nvmlReturn_t)fail;
   long long deadline = now_ms() + timeout_ms;
   for (;;) {
     pthread_mutex_lock(&mu);
@@ -520,13 +507,6 @@ API nvmlReturn_t nvmlEventSetWait_v2(void* set, struct event_data* out, unsigned
     if (now >= deadline) return E_TIMEOUT;
     if (wake > now) usleep((useconds_t)((wake - now) * 1000));
   }
-}
-
-API long long fake_nvml_event_waits(void) {
-  pthread_mutex_lock(&mu);
-  long long n = event_waits;
-  pthread_mutex_unlock(&mu);
-  return n;
 }
 
 API nvmlReturn_t nvmlEventSetFree(void* set) { return set == (void*)registered ? OK : E_ARG; }

@@ -2,7 +2,6 @@
 // (tests/fake_vendor/fake_nvml.c, scripted through FAKE_NVML_SCRIPT), with and without its
 // optional functions, refusing nvmlInit, and absent; the amdgpu sampler over a fake sysfs tree
 // and fake /proc/PID/fdinfo files. Exact figures throughout; an absent figure is nullopt.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -173,52 +172,6 @@ TEST(NvmlSampler, EveryFigureEccRisesAndXidEvents) {
   EXPECT_EQ(events[1].kind, "ecc_uncorrected");
   EXPECT_EQ(events[1].code, 2);
   EXPECT_EQ(events[1].detail, "2 uncorrected ECC errors (volatile count now 2)");
-}
-
-size_t threads_of_this_process() {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
-  return n;
-}
-
-// Xid events are read from the event set when events are taken, without waiting: no thread of
-// the sampler's wakes on a host that has none (each wake cost more than a poll).
-TEST(NvmlSampler, XidEventsAreReadWhenTakenWithoutAThreadOfTheirOwn) {
-  // One Xid due at once, one in ten minutes: a read that waited would not return.
-  fake_nvml_script(std::string(kDevice) +
-                   "xid device=0 code=43 after_ms=0\nxid device=0 code=79 after_ms=600000\n");
-  size_t before = threads_of_this_process();
-  auto s = backends::nvml::NvmlSampler::open(nvml_options(kFull));
-  ASSERT_TRUE(s) << s.error().message;
-  EXPECT_TRUE(contains((*s)->info().figures, "Xid events"));
-  EXPECT_EQ(threads_of_this_process(), before);
-  auto e = (*s)->take_events();
-  ASSERT_EQ(e.size(), 1u);
-  EXPECT_EQ(e[0].kind, "xid");
-  EXPECT_EQ(e[0].detail, "Xid 43 (GPU stopped processing)");
-  EXPECT_TRUE((*s)->take_events().empty());
-}
-
-TEST(NvmlSampler, ABrokenEventSetIsSaidOnceAndNotAskedAgain) {
-  fake_nvml_script(std::string(kDevice) + "wait_fail 999\n");
-  auto s = backends::nvml::NvmlSampler::open(nvml_options(kFull));
-  ASSERT_TRUE(s) << s.error().message;
-  void* lib = dlopen(kFull.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  ASSERT_NE(lib, nullptr);
-  auto waits = reinterpret_cast<long long (*)()>(dlsym(lib, "fake_nvml_event_waits"));
-  ASSERT_NE(waits, nullptr);
-  auto e = (*s)->take_events();
-  ASSERT_EQ(e.size(), 1u);
-  EXPECT_EQ(e[0].kind, "event_error");
-  EXPECT_EQ(e[0].code, 999);
-  EXPECT_EQ(e[0].detail,
-            "nvmlEventSetWait_v2 failed: Unknown Error (NVML error 999); no more "
-            "Xid events");
-  EXPECT_EQ(waits(), 1);
-  (*s)->poll(wall(), {});
-  EXPECT_TRUE((*s)->take_events().empty());
-  EXPECT_EQ(waits(), 1);
-  dlclose(lib);
 }
 
 TEST(NvmlSampler, RefusedInitAndAbsentLibraryAreReportedByCheckAndOpenNothing) {
