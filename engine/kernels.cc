@@ -62,6 +62,7 @@ void finish(Acc& a, TraceSource& source, std::mutex* lock) {
   // The per-step figures are those of the steps that kept every launch's kernel.
   std::erase_if(steady, [&](size_t i) { return i < a.partial.size() && a.partial[i]; });
   out.whole_steps = steady.size();
+  out.partial_steps = a.partial;
   std::vector<uint32_t> order(a.slots.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
@@ -177,12 +178,14 @@ class KernelPass {
     return s;
   }
 
-  // Every step that [from, to] overlaps holds launches whose kernels were not kept.
+  // Every step that [from, to] overlaps may hold launches whose kernels were not kept: a run's
+  // calls are counted by their estimated starts, which reach its end at most. A step left out
+  // in doubt leaves the per-step figures to the others; one kept would count short.
   void mark_partial(Acc& a, int64_t from, int64_t to) {
     if (!a.series || a.starts.empty()) return;
     auto it = std::upper_bound(a.starts.begin(), a.starts.end(), from);
     size_t i = it == a.starts.begin() ? 0 : size_t(it - a.starts.begin()) - 1;
-    for (; i < a.starts.size() && (a.starts[i] <= from || a.starts[i] < to); ++i) {
+    for (; i < a.starts.size() && a.starts[i] <= to; ++i) {
       if (a.series->steps[i].end_ns <= from) continue;
       if (a.partial.empty()) a.partial.assign(a.starts.size(), false);
       a.partial[i] = true;

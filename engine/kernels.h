@@ -43,6 +43,10 @@ struct ProcessKernels {
   // step whose launches were partly folded would count its kernels short: 28 × `mul` per step
   // where 400 were made). All of them in a trace without folded launches.
   size_t whole_steps = 0;
+  // Per step of the process's StepSeries::steps: whether such a run overlaps it (its kernels
+  // in per_step count short). Empty when none does.
+  std::vector<bool> partial_steps;
+  bool partial(size_t step) const { return step < partial_steps.size() && partial_steps[step]; }
   // Per step of the process's StepSeries::steps: (index into `kernels`, launches) of the
   // kernels launched in it, for at most kMaxStepKernels kernels (the most launched).
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> per_step;

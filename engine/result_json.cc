@@ -293,12 +293,14 @@ nlohmann::json kernel_steps_json(const ProcessKernels& p, const StepSeries& s,
     nlohmann::json ks = nlohmann::json::array();
     for (const auto& [k, n] : p.per_step[i])
       ks.push_back({{"name", p.kernels[k].label()}, {"launches", n}});
-    out.push_back({{"step", i},
-                   {"start_ns", s.steps[i].start_ns},
-                   {"dur_ns", s.steps[i].duration()},
-                   {"warmup", s.steps[i].warmup},
-                   {"launches", s.steps[i].launches},
-                   {"kernels", std::move(ks)}});
+    nlohmann::json step = {{"step", i},
+                           {"start_ns", s.steps[i].start_ns},
+                           {"dur_ns", s.steps[i].duration()},
+                           {"warmup", s.steps[i].warmup},
+                           {"launches", s.steps[i].launches},
+                           {"kernels", std::move(ks)}};
+    if (p.partial(i)) step["kernels_partial"] = true;  // some launches kept no kernel
+    out.push_back(std::move(step));
   }
   return out;
 }

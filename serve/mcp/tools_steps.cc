@@ -46,6 +46,7 @@ ToolOutput get_step_breakdown(ToolContext& ctx, const ToolCall& call) {
         for (const auto& [kernel, n] : k->per_step[i])
           ks.push_back({{"name", k->kernels[kernel].label()}, {"launches", n}});
         sj["kernels"] = std::move(ks);
+        if (k->partial(i)) sj["kernels_partial"] = true;  // some launches kept no kernel
       }
       steps.push_back(std::move(sj));
     }

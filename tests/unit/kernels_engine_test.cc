@@ -236,6 +236,22 @@ TEST(Kernels, StepsWithLaunchesFoldedWithoutTheirKernelAreNotCountedByKernel) {
   EXPECT_EQ(kernels_per_step_text(*k),
             "400 \u00d7 `add` and 400 \u00d7 `mul` per step from tiny_step (faults2.py:8)");
   EXPECT_EQ(report_json(a, {})["kernels"]["processes"][0]["whole_steps"], whole);
+  // Each step says whether its kernels count short.
+  std::vector<size_t> all(st->steps.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  auto steps = kernel_steps_json(*k, *st, all);
+  size_t partial = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    bool folded = false;
+    for (const auto& r : s.runs)
+      folded = folded || (r.ts_ns <= st->steps[i].end_ns &&
+                          r.ts_ns + int64_t(r.span_ns) >= st->steps[i].start_ns);
+    EXPECT_EQ(steps[i].value("kernels_partial", false), folded) << i;
+    partial += folded;
+  }
+  // The 14 folded iterations fall in 13 steps: the first one's launches come before the first
+  // sync, which begins the first step.
+  EXPECT_EQ(partial, 13u);
 }
 
 TEST(Kernels, WithEveryStepFoldedNoKernelIsCountedPerStep) {
