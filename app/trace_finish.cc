@@ -108,13 +108,15 @@ size_t Trace::store_analysis(store::SessionEnd& end) {
   pipeline_->commit();
   size_t nchains = 0;
   std::vector<engine::Chain> chains;
+  const uint64_t failed_before = writer_->failed();
   if (auto c = store_session_chains(*writer_, db_, si_.node, si_.started_at_ns, end.stopped_at_ns,
                                     *tenants_, otlp_ ? &chains : nullptr))
     nchains = *c;
   else {
-    chains_error_ = c.error().message;
+    // A write that lost events is their cause; a read of the analysis lost none.
+    if (writer_->failed() > failed_before) chains_error_ = c.error().message;
     if (!opts_.quiet)
-      TerminalText(std::cerr) << "ingero: causal chains not stored: " << chains_error_ << "\n";
+      TerminalText(std::cerr) << "ingero: causal chains not stored: " << c.error().message << "\n";
   }
   if (otlp_) finish_otlp(chains, end);
   return nchains;

@@ -103,7 +103,8 @@ Result<int64_t> query_count(store::Db& db, const std::string& sql, const std::st
 // INT64_MAX).
 std::string counted_calls(store::Db& db, const engine::Window& w) {
   std::string rows =
-      "SELECT node, pid, tid, comm, status, ts_ns, dur_ns, ts_ns + dur_ns AS end_ns, 1 AS n "
+      "SELECT node, pid, tid, comm, status, ts_ns, dur_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns, "
+      "1 AS n "
       "FROM calls" +
       window_where(w, "ts_ns");
   if (db.table_exists("call_runs"))
