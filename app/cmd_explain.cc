@@ -149,13 +149,12 @@ int explain_file(const Opts& o) {
       sep = "; ";
     }
     // Damage the file holds (store/legacy_views.h), said beside its format as the report does.
-    auto damage = store::legacy_damage((*reader)->db());
+    auto damage = store::legacy_damage_words((*reader)->db());
     if (!damage) {
       std::cerr << "ingero explain: " << path << ": " << damage.error().message << "\n";
       return kExitFailure;
     }
-    if (std::string words = store::legacy_damage_words(*damage); !words.empty())
-      fo.subtitle += sep + words;
+    if (!damage->empty()) fo.subtitle += sep + *damage;
   }
   fo.nodes = *nodes;
   if (have.size() == 1) fo.only_node = have[0];

@@ -265,27 +265,26 @@ std::string legacy_duration_sql(std::string_view e) {
          " <= 9223372036854775807 - " + std::string(e) + "timestamp THEN " + d + " END";
 }
 
-ingero::Result<LegacyDamage> legacy_damage(Db& db) {
+std::string legacy_end_sql(std::string_view e) {
+  return std::string(e) + "timestamp + coalesce(" + legacy_duration_sql(e) + ", 0)";
+}
+
+ingero::Result<std::string> legacy_damage_words(Db& db) {
   auto st = db.prepare("SELECT coalesce(sum(NOT (" + legacy_has_time_sql("") +
                        ")), 0), coalesce(sum(" + legacy_has_time_sql("") + " AND " +
                        legacy_duration_sql("") + " IS NULL), 0) FROM main.events");
   if (!st) return st.error();
   auto row = st->step();
   if (!row) return row.error();
-  LegacyDamage d;
-  if (*row) d = {.timeless = st->int64(0), .no_duration = st->int64(1)};
-  return d;
-}
-
-std::string legacy_damage_words(const LegacyDamage& d) {
+  int64_t timeless = *row ? st->int64(0) : 0, no_duration = *row ? st->int64(1) : 0;
   std::string s;
-  if (d.timeless)
-    s += std::to_string(d.timeless) +
-         (d.timeless == 1 ? " event stamped at or before 1970 (no time) is left out"
-                          : " events stamped at or before 1970 (no time) are left out");
-  if (d.no_duration)
-    s += (s.empty() ? "" : "; ") + std::to_string(d.no_duration) +
-         (d.no_duration == 1
+  if (timeless)
+    s += std::to_string(timeless) +
+         (timeless == 1 ? " event stamped at or before 1970 (no time) is left out"
+                        : " events stamped at or before 1970 (no time) are left out");
+  if (no_duration)
+    s += (s.empty() ? "" : "; ") + std::to_string(no_duration) +
+         (no_duration == 1
               ? " event whose duration is negative or ends past 2262 is read without one"
               : " events whose duration is negative or ends past 2262 are read without one") +
          ": counted, not timed";

@@ -50,15 +50,12 @@ ingero::Result<LegacyFold> find_nested_calls(Db& db, const TraceFileInfo& info);
 // `e`: the alias of main.events with its dot ("e."), or "".
 std::string legacy_has_time_sql(std::string_view e);
 std::string legacy_duration_sql(std::string_view e);  // the duration, or NULL
+std::string legacy_end_sql(std::string_view e);       // its end: its start without a duration
 
-// The rows of the whole file left out for their time, and those read without a duration.
-struct LegacyDamage {
-  int64_t timeless = 0, no_duration = 0;
-};
-ingero::Result<LegacyDamage> legacy_damage(Db& db);
-// As explain, the report and MCP say it ("2 events whose duration is negative or ends past
-// 2262 are read without one: counted, not timed"); "" when the file has none.
-std::string legacy_damage_words(const LegacyDamage& d);
+// The rows of the whole file left out for their time, and those read without a duration, as
+// explain, the report and MCP say them ("2 events whose duration is negative or ends past 2262
+// are read without one: counted, not timed"); "" when the file has none.
+ingero::Result<std::string> legacy_damage_words(Db& db);
 
 // Installs the TEMP contract views over a legacy file: `calls` leaves out the driver calls of
 // `fold` and gives their runtime calls `nested_calls` and `nested_op`, as our tracer records

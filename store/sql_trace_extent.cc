@@ -43,8 +43,8 @@ ingero::Result<ExtentPart> scan_extent(Db& db, bool by_node, const std::string& 
           "SELECT min(timestamp), max(timestamp + duration)" + nodes + " FROM main.events" + where;
       break;
     case Part::kLegacyEvents:  // read whole (`where` is ""): its rows are not split by id
-      sql = "SELECT min(timestamp), max(timestamp + coalesce(" + legacy_duration_sql("") + ", 0))" +
-            nodes + " FROM main.events WHERE " + legacy_has_time_sql("");
+      sql = "SELECT min(timestamp), max(" + legacy_end_sql("") + ")" + nodes +
+            " FROM main.events WHERE " + legacy_has_time_sql("");
   }
   auto st = db.prepare(sql);
   if (!st) return st.error();
@@ -197,8 +197,8 @@ std::pair<int64_t, int64_t> SqlTraceSource::node_span(const std::string& node) {
     if (has_host_store(reader_.db()))
       add("SELECT node, min(first_ts), max(end_ts) FROM main.host_store GROUP BY node");
     else if (reader_.is_legacy())
-      add("SELECT node, min(timestamp), max(timestamp + coalesce(" + legacy_duration_sql("") +
-          ", 0)) FROM main.events NOT INDEXED WHERE " + legacy_has_time_sql("") + " GROUP BY node");
+      add("SELECT node, min(timestamp), max(" + legacy_end_sql("") +
+          ") FROM main.events NOT INDEXED WHERE " + legacy_has_time_sql("") + " GROUP BY node");
     else
       add(std::string("SELECT node, min(timestamp), max(timestamp + duration) FROM ") +
           (store ? "main.host_rows" : "main.events") + " NOT INDEXED GROUP BY node");

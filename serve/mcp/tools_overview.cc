@@ -33,9 +33,9 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
   // And the damage it holds (store/legacy_views.h), as explain and the report say it.
   std::string damage;
   if ((*r)->is_legacy()) {
-    auto d = store::legacy_damage((*r)->db());
+    auto d = store::legacy_damage_words((*r)->db());
     if (!d) return error_output(d.error().message);
-    damage = store::legacy_damage_words(*d);
+    damage = std::move(*d);
     if (!damage.empty()) trace["damage"] = damage;
   }
   o.structured = {{"host", host}, {"trace", trace}};

@@ -372,10 +372,9 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
     format += "; " + std::to_string(folded) + std::string(store::folded_calls_words(folded));
   // And the damage it holds (store/legacy_views.h), as explain says it.
   if (reader.is_legacy()) {
-    auto damage = store::legacy_damage(db);
+    auto damage = store::legacy_damage_words(db);
     if (!damage) return damage.error();
-    if (std::string words = store::legacy_damage_words(*damage); !words.empty())
-      format += "; " + words;
+    if (!damage->empty()) format += "; " + *damage;
   }
   j["trace"] = {{"path", o.title},
                 {"format", format},
