@@ -1,7 +1,8 @@
 #!/bin/sh
 # explain at scale: generated long traces (bench/trace_gen: two training ranks, ~38,000 calls
 # per second, a DataLoader stall planted in rank 1 from 60% to 75% of the steps), explain's
-# wall time and peak memory, the file's size, and whether the planted fault is found.
+# wall time and peak memory, the file's size, and whether the planted fault is found; then
+# `report --json` on the same trace, its wall time, peak and calls counted.
 #   bench/explain_scale.sh [BUILD_DIR] [EVENTS...]     default: build 1000000 10000000
 # With INGERO_NO_FAULT=1 nothing is planted and the fault must not be reported. Exits 1 when
 # the answer is wrong either way (ctest Bench.PlantedFaultFoundOnlyWhenPlanted runs both).
@@ -60,5 +61,13 @@ print("%-11d %9.1f %12.0f %9.0f %10.0f %8s  %s" % (
     "yes" if hit else "no", (hit[0]["summary"] if hit else "-")[:70]))
 sys.exit(0 if bool(hit) == g["fault"] else 1)
 PY
+  # The report on the same trace: its wall time and peak beside explain's (the report runs
+  # the same analysis, then counts the calls it read).
+  /usr/bin/time -f "%e %M" -o "$dir/report-$n.time" "$build/app/ingero" report --db "$db" \
+    --json -o "$dir/report-$n.json" 2>/dev/null
+  read -r rs rk <"$dir/report-$n.time"
+  printf '%-11s %9s %12s %9s %10s  report: %s calls\n' "" "$rs" "" "" "$((rk / 1024))" \
+    "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["header"]["calls"])' \
+      "$dir/report-$n.json")"
   rm -f "$db" "$db-reserve"
 done

@@ -1,10 +1,12 @@
 #include "serve/report/call_pass.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
+#include <string_view>
 #include <unordered_map>
 
-#include "serve/report/report_sql.h"
+#include "engine/call_run.h"
 
 namespace ingero::serve::report {
 
@@ -51,7 +53,8 @@ double hist_quantile(const uint32_t* bins, size_t n_bins, double q) {
 
 namespace {
 
-// Finds an op's index from the three text columns without allocating per row.
+// Finds an op's index from its vendor, api and op. The engine's strings live in interned
+// storage: the last op's addresses answer most calls without hashing.
 class OpIndex {
  public:
   explicit OpIndex(const std::vector<PassOp>& ops) {
@@ -59,82 +62,100 @@ class OpIndex {
       index_.emplace(key(ops[i].vendor, ops[i].api, ops[i].op), i);
   }
   // SIZE_MAX when unknown.
-  size_t find(const unsigned char* vendor, const unsigned char* api, const unsigned char* op) {
-    buf_.clear();
-    append(vendor);
-    append(api);
-    append(op);
-    auto it = index_.find(buf_);
-    return it == index_.end() ? SIZE_MAX : it->second;
+  size_t find(std::string_view vendor, std::string_view api, std::string_view op) {
+    if (vendor.data() == last_[0] && api.data() == last_[1] && op.data() == last_[2])
+      return last_index_;
+    auto it = index_.find(key(vendor, api, op));
+    last_index_ = it == index_.end() ? SIZE_MAX : it->second;
+    last_ = {vendor.data(), api.data(), op.data()};
+    return last_index_;
   }
 
  private:
-  static std::string key(const std::string& v, const std::string& a, const std::string& o) {
-    return v + '\x1f' + a + '\x1f' + o + '\x1f';
-  }
-  void append(const unsigned char* s) {
-    if (s) buf_ += reinterpret_cast<const char*>(s);
-    buf_ += '\x1f';
+  static std::string key(std::string_view v, std::string_view a, std::string_view o) {
+    std::string k;
+    k.reserve(v.size() + a.size() + o.size() + 3);
+    k.append(v).append(1, '\x1f').append(a).append(1, '\x1f').append(o).append(1, '\x1f');
+    return k;
   }
   std::unordered_map<std::string, size_t> index_;
-  std::string buf_;
+  std::array<const char*, 3> last_{};
+  size_t last_index_ = SIZE_MAX;
 };
 
-// Launches folded into runs by tiered retention (store/tiers.h): counted in their op's rate
-// bucket (a run lasts milliseconds: the bucket of its start) and histogram, the run's minimum
-// and maximum in their bins and the rest at the run's mean. Folded calls were below their op's
-// p95 when folded: none is a slow call.
-Status add_folded_calls(store::Db& db, const CallPassInput& in, OpIndex& index,
-                        CallPassResult& out) {
-  if (!db.table_exists("call_runs")) return {};
-  const std::string what = "aggregating folded calls";
-  auto st = db.prepare(
-      "SELECT s.vendor, s.api, o.name, r.timestamp, r.calls, r.sum_ns, r.min_ns, r.max_ns "
-      "FROM call_runs r JOIN sources s ON s.id = r.source "
-      "JOIN ops o ON o.source_id = r.source AND o.op_id = r.op" +
-      window_where(in.window, "r.timestamp"));
-  if (!st) return make_error(what + ": " + st.error().message);
-  sqlite3_stmt* s = st->get();
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    uint64_t n = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 4)));
-    size_t i =
-        index.find(sqlite3_column_text(s, 0), sqlite3_column_text(s, 1), sqlite3_column_text(s, 2));
+class Pass {
+ public:
+  Pass(const CallPassInput& in, CallPassResult& out) : in_(in), out_(out), index_(in.ops) {}
+
+  void call(const hal::Event& e) {
+    size_t i = index_.find(e.vendor, e.api, e.op);
     if (i == SIZE_MAX) {
-      out.other_calls += n;
-      continue;
+      ++out_.other_calls;
+      return;
     }
-    if (n == 0) continue;
-    uint64_t sum = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 5)));
-    uint64_t mn = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 6)));
-    uint64_t mx = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 7)));
-    OpAccum& a = out.ops[i];
-    int64_t rel = sqlite3_column_int64(s, 3) - out.t0;
-    size_t b = rel <= 0 ? 0 : std::min(out.buckets - 1, size_t(rel / out.bucket_ns));
-    auto add = [&](uint64_t dur, uint64_t count) {
-      if (!count) return;
-      size_t bin = latency_bin(dur);
-      a.hist[bin] += count;
-      if (!a.bucket_hist.empty()) a.bucket_hist[b * kLatencyBins + bin] += uint32_t(count);
-    };
-    if (n == 1) {
-      add(sum, 1);
-    } else {
-      add(mn, 1);
-      add(mx, 1);
-      uint64_t rest = sum >= mn + mx ? sum - mn - mx : 0;
-      if (n > 2) add(rest / (n - 2), n - 2);
+    size_t bin = latency_bin(e.dur_ns);
+    OpAccum& a = out_.ops[i];
+    size_t b = bucket(int64_t(e.ts_ns));
+    ++a.calls;
+    ++a.hist[bin];
+    ++a.buckets[b];
+    if (!a.bucket_hist.empty()) ++a.bucket_hist[b * kLatencyBins + bin];
+    const PassOp& op = in_.ops[i];
+    if (op.count >= 2 && e.timed && e.dur_ns >= op.p95) {
+      SlowAgg& g = out_.slow[{e.stack_id, i}];
+      ++g.calls;
+      g.sum_ns += e.dur_ns;
+      ++out_.slow_calls;
     }
-    a.calls += n;
-    a.buckets[b] += n;
   }
-  if (rc != SQLITE_DONE) return make_error(what + ": " + db.last_error("step").message);
-  return {};
-}
+
+  // Launches folded into runs by tiered retention (store/tiers.h): counted in their op's rate
+  // bucket (a run lasts milliseconds: the bucket of its start) and histogram at the durations
+  // its calls read back with (engine/call_run.h). Folded calls were below their op's p95 when
+  // folded: none is a slow call.
+  void run(const engine::CallRun& r) {
+    size_t i = index_.find(r.vendor, r.api, r.op);
+    if (i == SIZE_MAX) {
+      out_.other_calls += r.calls;
+      return;
+    }
+    OpAccum& a = out_.ops[i];
+    size_t b = bucket(r.ts_ns);
+    a.calls += r.calls;
+    a.buckets[b] += r.calls;
+    // Equal durations in a row (the middle of a run) go into their bin together.
+    uint64_t last = UINT64_MAX, same = 0;
+    auto flush = [&] {
+      if (!same) return;
+      size_t bin = latency_bin(last);
+      a.hist[bin] += same;
+      if (!a.bucket_hist.empty()) a.bucket_hist[b * kLatencyBins + bin] += uint32_t(same);
+    };
+    r.for_each_span([&](uint64_t, int64_t, uint64_t dur) {
+      if (dur != last) {
+        flush();
+        last = dur;
+        same = 0;
+      }
+      ++same;
+    });
+    flush();
+  }
+
+ private:
+  size_t bucket(int64_t ts) const {
+    int64_t rel = ts - out_.t0;
+    return rel <= 0 ? 0 : std::min(out_.buckets - 1, size_t(rel / out_.bucket_ns));
+  }
+
+  const CallPassInput& in_;
+  CallPassResult& out_;
+  OpIndex index_;
+};
 
 }  // namespace
 
-Result<CallPassResult> run_call_pass(store::Db& db, const CallPassInput& in) {
+CallPassResult run_call_pass(engine::TraceSource& source, const CallPassInput& in) {
   CallPassResult out;
   out.t0 = in.first_ns;
   out.bucket_ns = bucket_width_ns(std::max<int64_t>(0, in.last_ns - in.first_ns), in.max_buckets);
@@ -145,40 +166,11 @@ Result<CallPassResult> run_call_pass(store::Db& db, const CallPassInput& in) {
     out.ops[i].buckets.assign(out.buckets, 0);
     if (in.ops[i].rated) out.ops[i].bucket_hist.assign(out.buckets * kLatencyBins, 0);
   }
-  OpIndex index(in.ops);
-  const std::string what = "aggregating calls";
-  auto st = db.prepare("SELECT vendor, api, op, ts_ns, dur_ns, coalesce(stack_hash, 0) FROM calls" +
-                       window_where(in.window, "ts_ns"));
-  if (!st) return make_error(what + ": " + st.error().message);
-  sqlite3_stmt* s = st->get();
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    size_t i =
-        index.find(sqlite3_column_text(s, 0), sqlite3_column_text(s, 1), sqlite3_column_text(s, 2));
-    if (i == SIZE_MAX) {
-      ++out.other_calls;
-      continue;
-    }
-    int64_t ts = sqlite3_column_int64(s, 3);
-    uint64_t dur = uint64_t(std::max<int64_t>(0, sqlite3_column_int64(s, 4)));
-    size_t bin = latency_bin(dur);
-    OpAccum& a = out.ops[i];
-    ++a.calls;
-    ++a.hist[bin];
-    int64_t rel = ts - out.t0;
-    size_t b = rel <= 0 ? 0 : std::min(out.buckets - 1, size_t(rel / out.bucket_ns));
-    ++a.buckets[b];
-    if (!a.bucket_hist.empty()) ++a.bucket_hist[b * kLatencyBins + bin];
-    const PassOp& op = in.ops[i];
-    if (op.count >= 2 && dur >= op.p95) {
-      SlowAgg& g = out.slow[{uint64_t(sqlite3_column_int64(s, 5)), i}];
-      ++g.calls;
-      g.sum_ns += dur;
-      ++out.slow_calls;
-    }
-  }
-  if (rc != SQLITE_DONE) return make_error(what + ": " + db.last_error("step").message);
-  if (auto st = add_folded_calls(db, in, index, out); !st) return st.error();
+  Pass pass(in, out);
+  for (const auto& w : in.windows)
+    source.call_runs(
+        w, [&](const hal::Event& e) { pass.call(e); },
+        [&](const engine::CallRun& r) { pass.run(r); });
   return out;
 }
 

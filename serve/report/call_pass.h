@@ -1,9 +1,10 @@
-// One streaming pass over the calls of a window, aggregating what the engine does not:
+// One streaming pass over the calls of a window as the engine reads them (TraceSource::
+// call_runs: folded runs whole), aggregating what the engine does not:
 //   - per-op latency histograms in quarter-octave bins (edges 2^e x 1, 1.25, 1.5, 1.75);
 //   - per-op call counts per time bucket, and for the busiest ops a histogram per bucket from
 //     which p50/p99 are read (approximate: the bin's midpoint, within 12.5% of the true value);
-//   - the stacks of the slow calls: those at or above their op's p95 (the engine's tail), by
-//     (stack, op), with their count and total time.
+//   - the stacks of the slow calls: timed calls at or above their op's p95 (the engine's
+//     tail), by (stack, op), with their count and total time.
 // Memory is bounded by ops x buckets x bins and the number of distinct slow stacks, never by
 // the number of calls.
 #pragma once
@@ -15,8 +16,6 @@
 #include <vector>
 
 #include "engine/trace_source.h"
-#include "hal/result.h"
-#include "store/sqlite_db.h"
 
 namespace ingero::serve::report {
 
@@ -34,8 +33,8 @@ struct PassOp {
 };
 
 struct CallPassInput {
-  engine::Window window;
-  int64_t first_ns = 0, last_ns = 0;  // the calls' span: time buckets cover it
+  std::vector<engine::Window> windows;  // one per node of a merged file
+  int64_t first_ns = 0, last_ns = 0;    // the calls' span: time buckets cover it
   size_t max_buckets = 600;
   std::vector<PassOp> ops;
 };
@@ -64,7 +63,8 @@ struct CallPassResult {
 // that covers `span_ns` in at most `max_buckets` buckets.
 int64_t bucket_width_ns(int64_t span_ns, size_t max_buckets);
 
-Result<CallPassResult> run_call_pass(store::Db& db, const CallPassInput& in);
+// Read errors go to the source's error().
+CallPassResult run_call_pass(engine::TraceSource& source, const CallPassInput& in);
 
 // The q-quantile (nearest rank) of a histogram, as the midpoint of the bin holding it; -1
 // when the histogram is empty.

@@ -7,6 +7,7 @@
 #include "engine/analysis.h"
 #include "engine/loss_notes.h"
 #include "engine/result_json.h"
+#include "serve/report/call_census.h"
 #include "serve/report/call_pass.h"
 #include "serve/report/engine_json.h"
 #include "serve/report/flame_tree.h"
@@ -26,7 +27,7 @@ struct NodeAnalysis {
 
 double seconds_since(int64_t ts, int64_t t0) { return std::round(double(ts - t0) / 1e3) / 1e6; }
 
-Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotals& calls,
+Result<json> header_json(store::Db& db, const engine::Window& w, const CallCensus& census,
                          json sessions, const std::vector<NodeAnalysis>& analyses) {
   json h;
   h["sessions"] = std::move(sessions);
@@ -38,10 +39,10 @@ Result<json> header_json(store::Db& db, const engine::Window& w, const CallTotal
   if (!host) return host.error();
   h["events"] = events;
   h["host_events"] = *host;
-  h["calls"] = calls.calls;
-  h["processes"] = calls.processes;
-  h["errors"] = calls.errors;
-  h["unfinished"] = calls.unfinished;
+  h["calls"] = census.totals.calls;
+  h["processes"] = census.processes.size();
+  h["errors"] = census.totals.errors;
+  h["unfinished"] = census.totals.unfinished;
   // Indexes into kLoss; 4.. are the per-kind counters of schema v5 files.
   enum { kRing, kUntraced, kStore, kUnfinished, kCalls, kStacks, kHost, kSamples, kAtExit, kN };
   uint64_t loss[kN] = {};
@@ -209,16 +210,13 @@ json samples_json(engine::TraceSource& source, const engine::Window& w, size_t m
 }
 
 // Steps, chains and collectives from each node's analysis.
-Status engine_sections(store::Db& db, engine::TraceSource& source, const ReportOptions& o,
-                       std::vector<NodeAnalysis>& analyses, int64_t t0, json& j) {
+void engine_sections(engine::TraceSource& source, const ReportOptions& o,
+                     std::vector<NodeAnalysis>& analyses, const CallCensus& census, int64_t t0,
+                     json& j) {
   json steps = json::array(), chains = json::array(), colls = json::array();
   json kernels = json::array();
   bool named = false;
   uint64_t unnamed = 0, unnamed_functions = 0;
-  auto n = query_count(
-      db, "SELECT count(*) FROM calls WHERE kind = 'collective'" + window_and(o.window, "ts_ns"),
-      "counting collectives");
-  if (!n) return n.error();
   for (auto& na : analyses) {
     for (const auto& s : na.a.steps.processes)
       if (!s.steps.empty())
@@ -233,7 +231,7 @@ Status engine_sections(store::Db& db, engine::TraceSource& source, const ReportO
                                            na.a.process_name(k.pid), t0, o.max_step_points,
                                            o.max_kernel_rows));
     }
-    if (*n > 0)
+    if (census.collectives > 0)
       for (auto& c : collectives_json(engine::compute_collectives(source, na.a.window), na.node,
                                       o.max_collective_ranks))
         colls.push_back(std::move(c));
@@ -261,15 +259,16 @@ Status engine_sections(store::Db& db, engine::TraceSource& source, const ReportO
   j["kernels"] = std::move(kj);
   j["chains"] = std::move(chains);
   j["collectives"] = std::move(colls);
-  return {};
 }
 
-// The per-process table: SQL totals of the processes with calls, joined with the engine's
-// host activity; processes the engine knows without calls (DataLoader workers) are added.
+// The per-process table: the call totals of the processes with calls, joined with the
+// engine's host activity; processes the engine knows without calls (DataLoader workers) are
+// added.
 Status process_section(store::Db& db, const ReportOptions& o,
-                       const std::vector<NodeAnalysis>& analyses, json& j) {
-  uint64_t total = 0;
-  auto procs = processes_json(db, o.window, o.max_processes, &total);
+                       const std::vector<NodeAnalysis>& analyses, const CallCensus& census,
+                       json& j) {
+  uint64_t total = census.processes.size();
+  auto procs = processes_json(db, census, o.max_processes);
   if (!procs) return procs.error();
   for (const auto& na : analyses)
     for (const auto& p : na.a.processes) {
@@ -278,8 +277,8 @@ Status process_section(store::Db& db, const ReportOptions& o,
       });
       json pj = process_json(p, na.node);
       if (it != procs->end()) {
-        // The row's calls and name are the window's SQL totals (the table's other columns
-        // count the same calls); the rest is the engine's.
+        // The row's calls and name are the census's (the table's other columns count the
+        // same calls); the rest is the engine's.
         pj.erase("calls");
         pj.erase("name");
         it->update(pj);
@@ -296,17 +295,15 @@ Status process_section(store::Db& db, const ReportOptions& o,
   j["tenants"] = tenants_json(tenants);
   std::vector<std::string> names;
   for (const auto& na : analyses) names.push_back(na.node);
-  auto nodes = nodes_json(db, o.window, names);
-  if (!nodes) return nodes.error();
-  j["nodes"] = std::move(*nodes);
+  j["nodes"] = nodes_json(census, names);
   return {};
 }
 
 // Ops (by total time), their histograms and rates, and the slow calls' flame graph: one pass
 // over the calls. The busiest ops by calls get their own rate series.
-Status call_sections(store::Db& db, engine::TraceSource& source, const ReportOptions& o,
-                     const engine::OpStatsSet& whole, const CallTotals& totals, int64_t t0,
-                     json& j) {
+void call_sections(engine::TraceSource& source, const ReportOptions& o,
+                   const engine::OpStatsSet& whole, const std::vector<NodeWindow>& windows,
+                   const CallCensus& census, int64_t t0, json& j) {
   std::vector<const engine::OpStats*> ops;
   for (const auto& s : whole.overall) ops.push_back(&s);
   std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) {
@@ -317,31 +314,27 @@ Status call_sections(store::Db& db, engine::TraceSource& source, const ReportOpt
                    [](auto* a, auto* b) { return a->count > b->count; });
   busiest.resize(std::min(o.max_rate_ops, busiest.size()));
   CallPassInput in;
-  in.window = o.window;
-  in.first_ns = totals.first_ns;
-  in.last_ns = totals.last_end_ns;
+  for (const auto& nw : windows) in.windows.push_back(nw.window);
+  in.first_ns = census.totals.first_ns;
+  in.last_ns = census.totals.last_end_ns;
   in.max_buckets = o.max_rate_buckets;
   for (const auto* s : ops) {
     bool rated = std::find(busiest.begin(), busiest.end(), s) != busiest.end();
     in.ops.push_back({s->key.vendor, s->key.api, s->key.op, s->p95, s->count, rated});
   }
-  auto pass = run_call_pass(db, in);
-  if (!pass) return pass.error();
+  CallPassResult pass = run_call_pass(source, in);
   json ops_json = json::array();
-  for (size_t i = 0; i < ops.size(); ++i) ops_json.push_back(op_json(*ops[i], pass->ops[i]));
+  for (size_t i = 0; i < ops.size(); ++i) ops_json.push_back(op_json(*ops[i], pass.ops[i]));
   j["ops"] = std::move(ops_json);
-  j["rates"] = rates_json(in, *pass, t0);
-  j["flame"] = {{"calls", flame_json(source, in, *pass, o.max_flame_nodes)},
+  j["rates"] = rates_json(in, pass, t0);
+  j["flame"] = {{"calls", flame_json(source, in, pass, o.max_flame_nodes)},
                 {"samples", samples_json(source, o.window, o.max_flame_nodes)}};
-  return {};
 }
 
 Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& source,
                             const ReportOptions& o) {
   store::Db& db = reader.db();
   const engine::Window& w = o.window;
-  auto totals = call_totals(db, w);
-  if (!totals) return totals.error();
   auto sessions = sessions_json(db);
   if (!sessions) return sessions.error();
   auto nodes = node_names(db);
@@ -389,15 +382,19 @@ Result<json> build_sections(store::TraceReader& reader, engine::TraceSource& sou
     t1 = std::max(t1, na.a.span.second);
   }
   j["window"] = {{"start_ns", t0}, {"end_ns", t1}, {"seconds", double(t1 - t0) / 1e9}};
-  auto header = header_json(db, w, *totals, std::move(*sessions), analyses);
+  // The calls counted as the engine read them: the same window, held in memory where it fits.
+  std::vector<NodeWindow> windows;
+  for (const auto& na : analyses) windows.push_back({na.node, na.a.window});
+  const CallCensus census = census_calls(source, windows);
+  auto header = header_json(db, w, census, std::move(*sessions), analyses);
   if (!header) return header.error();
   j["header"] = std::move(*header);
   engine::OpStatsSet merged;
   if (analyses.size() > 1) merged = engine::compute_op_stats(source, w);
   const engine::OpStatsSet& whole = analyses.size() > 1 ? merged : analyses[0].a.stats;
-  if (auto s = call_sections(db, source, o, whole, *totals, t0, j); !s) return s.error();
-  if (auto s = engine_sections(db, source, o, analyses, t0, j); !s) return s.error();
-  if (auto s = process_section(db, o, analyses, j); !s) return s.error();
+  call_sections(source, o, whole, windows, census, t0, j);
+  engine_sections(source, o, analyses, census, t0, j);
+  if (auto s = process_section(db, o, analyses, census, j); !s) return s.error();
   return j;
 }
 

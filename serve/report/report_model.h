@@ -1,5 +1,6 @@
-// The report's data model: one JSON document, built from a trace by SQL aggregates and the
-// engine, that the one-file HTML report embeds and the dashboard serves at /api/report.
+// The report's data model: one JSON document, built from a trace by the engine, passes over
+// the calls it reads (call_census.h, call_pass.h) and a few SQL reads (report_sql.h), that the
+// one-file HTML report embeds and the dashboard serves at /api/report.
 //
 // Never raw rows. Every array in it is bounded by ReportOptions (steps are averaged in groups,
 // time series have at most max_rate_buckets points, tables are capped and say so), so the

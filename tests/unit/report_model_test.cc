@@ -140,7 +140,7 @@ TEST(ReportModel, H100ContendedAgreesWithSqlAndTheEngine) {
 
 // The report reads the engine's one JSON shape (engine/result_json.h, as explain --json and the
 // MCP tools give it): each engine section of the model is that JSON, with only the report's
-// own keys (node, chart points, SQL totals) added.
+// own keys (node, chart points, call totals) added.
 json without(json j, std::initializer_list<const char*> keys) {
   for (const char* k : keys) j.erase(k);
   return j;
@@ -437,6 +437,55 @@ TEST(ReportModel, FoldedLaunchesCountAsTheCallsTheyWere) {
   EXPECT_NE(notice.find(std::to_string(in_runs) + " launches in this window were folded"),
             std::string::npos)
       << b["header"]["warnings"].dump();
+}
+
+// A window that starts inside a folded run counts the run's calls that start inside it, as
+// the engine reads them (TraceSource::call_runs): the report's totals, its per-node and
+// per-process tables and its rates are explain's calls, not the runs whose start is inside.
+TEST(ReportModel, AWindowStartingInsideAFoldedRunCountsItsCallsInside) {
+  std::string path = test::temp_path("report-resnet-clean-cut.db");
+  std::filesystem::copy_file(h100("resnet-clean"), path);
+  ASSERT_TRUE(app::convert_trace(path));
+  auto folded = store::compact_trace(path, 0, app::builtin_views());
+  ASSERT_TRUE(folded) << folded.error().message;
+  // The middle of the longest run.
+  int64_t start = test::query_int(path, "SELECT timestamp FROM call_runs ORDER BY calls DESC");
+  int64_t span = test::query_int(path, "SELECT span_ns FROM call_runs ORDER BY calls DESC");
+  ASSERT_GE(test::query_int(path, "SELECT max(calls) FROM call_runs"), 3);
+  ReportOptions o;
+  o.window.from_ns = start + span / 2;
+  json m = model_of(path, o);
+  // What the engine reads of that window, counted call by call.
+  auto reader = store::TraceReader::open(path);
+  ASSERT_TRUE(reader);
+  store::SqlTraceSource source(**reader);
+  uint64_t calls = 0;
+  std::map<uint32_t, uint64_t> per_pid;
+  source.calls(o.window, [&](const hal::Event& e) {
+    ++calls;
+    ++per_pid[e.pid];
+  });
+  ASSERT_EQ(source.error(), "");
+  // Rows and runs that start in the window are fewer: the cut run's later calls count too.
+  const std::string from = std::to_string(o.window.from_ns);
+  uint64_t starting_inside =
+      uint64_t(test::query_int(path, "SELECT count(*) FROM calls WHERE ts_ns >= " + from)) +
+      uint64_t(test::query_int(
+          path, "SELECT coalesce(sum(calls), 0) FROM call_runs WHERE timestamp >= " + from));
+  ASSERT_GT(calls, starting_inside);
+  EXPECT_EQ(m["header"]["calls"], calls);
+  uint64_t per_node = 0;
+  for (const auto& n : m["nodes"]) per_node += n["calls"].get<uint64_t>();
+  EXPECT_EQ(per_node, calls);
+  std::map<uint32_t, uint64_t> report_pid;
+  for (const auto& p : m["processes"])
+    if (p.contains("calls")) report_pid[p["pid"].get<uint32_t>()] += p["calls"].get<uint64_t>();
+  EXPECT_EQ(report_pid, per_pid);
+  uint64_t rated = sum(m["rates"]["other_calls"]), hist = 0;
+  for (const auto& s : m["rates"]["series"]) rated += sum(s["calls"]);
+  for (const auto& op : m["ops"]) hist += sum(op["hist"]["counts"]);
+  EXPECT_EQ(rated, calls);
+  EXPECT_EQ(hist, calls);
 }
 
 // Issue 37.3: what retention deleted is said by the report, in explain's words (one wording,
