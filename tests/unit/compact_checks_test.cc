@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/h100_fixture.h"
@@ -49,6 +50,39 @@ Said run(const std::vector<std::string>& args) {
 
 const std::string kCannotMend =
     "; compact cannot mend a damaged block, and left the file as it was\n";
+
+// A block whose every call folded into runs keeps no call beside them: that is no damage
+// (compact refused such a file: "its rows do not lie in the id and time range its entry says").
+TEST(CompactChecks, ABlockWhoseEveryCallFoldedIsNoDamage) {
+  std::string db = temp_path("all-folded.db");
+  {
+    auto w = store::TraceWriter::open(db);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.mono_offset_ns = 1'700'000'000'000'000'000;
+    ASSERT_TRUE((*w)->begin_session(si));
+    (*w)->set_folding(true);
+    (*w)->set_block_rows(1000);  // the launches' block, then a sync's two seconds later
+    for (int i = 0; i < 1000; ++i) {
+      hal::Event e = runtime_call(1'000'000 + uint64_t(i) * 5000, 0, 100, 100,
+                                  hal::EventKind::kLaunch, "cudaLaunchKernel");
+      e.timed = false;  // seen at entry only, as the tracer sees most launches
+      e.has_ret = false;
+      e.set(hal::Field::kFunc, i % 2 ? 0x10 : 0x20);
+      ASSERT_TRUE((*w)->add(e));
+    }
+    ASSERT_TRUE((*w)->add(runtime_call(2'100'000'000, 1000, 100, 100, hal::EventKind::kSync,
+                                       "cudaStreamSynchronize")));
+    store::SessionEnd end;
+    end.exit_reason = "test";
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  ASSERT_EQ(query_int(db, "SELECT count(*) FROM call_store WHERE kept = 0"), 1);
+  auto r = run({INGERO_BIN, "compact", db, "--full-rows", "1s"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(query_int(db, "SELECT sum(calls) FROM call_runs"), 1000);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 1);
+}
 
 TEST(CompactChecks, DamagedPagesAreRefusedBeforeAnyChange) {
   std::string db = write_free_calls(temp_path("pages.db"), 20000);
