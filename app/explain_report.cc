@@ -75,17 +75,18 @@ void print_step_kernels(std::ostream& out, const engine::ProcessKernels& k) {
   if (k.unnamed_launches)
     out << " (" << format_count(k.unnamed_launches) << " of " << format_count(k.launches)
         << " launches have no kernel name)";
-  // Back-to-back launches of different kernels fold into one run, which keeps no kernel: the
-  // counts above leave them out, and say so (a trace recorded with --keep-all keeps each).
-  if (k.folded_launches) {
+  // Runs that kept no kernel (files before runs kept their kernels' counts, runs of more
+  // kernels than the store keeps): the counts above leave them out, and say so (a trace
+  // recorded with --keep-all keeps each).
+  if (k.folded_launches)
     out << "; not counted: " << format_count(k.folded_launches) << " of "
         << format_count(k.folded_launches + k.launches)
-        << " launches, folded into runs of several kernels (--keep-all keeps each kernel)";
-    // The per-step figures are those of the steps none of them falls in (engine/kernels.h).
-    if (k.whole_steps && k.whole_steps < k.steady_steps)
-      out << "; per step: the " << format_count(k.whole_steps) << " of "
-          << format_count(k.steady_steps) << " steady steps that kept every kernel";
-  }
+        << " launches, folded into runs that kept no kernel (--keep-all keeps each kernel)";
+  // The per-step figures are those of the steps no such run, nor a run across a step's edge,
+  // falls in (engine/kernels.h).
+  if (k.whole_steps && k.whole_steps < k.steady_steps)
+    out << "; per step: the " << format_count(k.whole_steps) << " of "
+        << format_count(k.steady_steps) << " steady steps that kept every kernel";
   out << "\n";
 }
 

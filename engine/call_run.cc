@@ -1,5 +1,7 @@
 #include "engine/call_run.h"
 
+#include <string>
+
 namespace ingero::engine {
 
 uint64_t RunShape::duration(uint64_t k) const {
@@ -24,6 +26,19 @@ int64_t RunShape::last_start() const {
   uint64_t idle = span_ns > sum_ns ? span_ns - sum_ns : 0;
   return std::min(ts_ns + int64_t(sum_ns - duration(calls - 1) + (calls > 1 ? idle : 0)),
                   ts_ns + int64_t(span_ns));
+}
+
+bool CallRun::kernel_counts_fit() const {
+  uint64_t total = 0, pairs = 0, chars = 0;
+  bool whole = true;
+  parse_funcs([&](uint64_t f, uint64_t n) {
+    if (n == 0 || n > calls - total) whole = false;
+    if (whole) total += n;
+    ++pairs;
+    chars += std::to_string(f).size() + std::to_string(n).size() + 2;
+  });
+  // What parsed is the whole text (each pair and its separator), and counts every call.
+  return whole && pairs && chars == funcs.size() + 1 && total == calls;
 }
 
 void CallRun::call(uint64_t k, int64_t ts, hal::Event& e) const {

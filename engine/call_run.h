@@ -88,6 +88,26 @@ struct CallRun : RunShape {
   uint64_t nested = 0;           // traced calls made inside the run's calls, in all
   uint64_t stack_id = 0;         // the first call's stack; the others share it
   std::optional<uint64_t> func;  // launches: the kernel's function, which every call shares
+  // Launches of several kernels: how many of its calls launched each function, as the store
+  // keeps it ("func:count,func:count", decimal; the counts add up to `calls`): which call
+  // launched which is not kept. "" where every call launched `func`, or where the run kept no
+  // kernel (files before it, a run of more kernels than the store keeps). Storage that lives
+  // as long as the source.
+  std::string_view funcs;
+
+  // Each kernel of the run and its launches, fn(uint64_t func, uint64_t launches): `func`'s
+  // for all its calls, or those of `funcs`. False, with nothing given, where the run knows no
+  // kernel or `funcs` does not add up to its calls (damage).
+  template <class Fn>
+  bool for_each_kernel(Fn&& fn) const {
+    if (func) {
+      fn(*func, calls);
+      return true;
+    }
+    if (funcs.empty() || !kernel_counts_fit()) return false;
+    parse_funcs([&](uint64_t f, uint64_t n) { fn(f, n); });
+    return true;
+  }
 
   // Call k, starting at `ts` (the previous call's start + its duration + its gap), as
   // TraceSource::calls gives it. Sets every field a call row would; calls from timed() on are
@@ -105,6 +125,26 @@ struct CallRun : RunShape {
   }
 
  private:
+  // Whether `funcs` parses whole and its counts add up to `calls`.
+  bool kernel_counts_fit() const;
+  // Each "func:count" of `funcs` that parses, in order.
+  template <class Fn>
+  void parse_funcs(Fn&& fn) const {
+    size_t i = 0;
+    auto number = [&](uint64_t& v) {
+      size_t start = i;
+      v = 0;
+      while (i < funcs.size() && funcs[i] >= '0' && funcs[i] <= '9' && i - start < 20)
+        v = v * 10 + uint64_t(funcs[i++] - '0');
+      return i > start;
+    };
+    while (i < funcs.size()) {
+      uint64_t f = 0, n = 0;
+      if (!number(f) || i >= funcs.size() || funcs[i++] != ':' || !number(n)) return;
+      fn(f, n);
+      if (i < funcs.size() && funcs[i++] != ',') return;
+    }
+  }
   template <class Fn>
   void first_calls(Fn& fn, uint64_t n) const {
     hal::Event e;

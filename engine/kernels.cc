@@ -133,22 +133,31 @@ class KernelPass {
     if (!func) return;
     Acc& a = acc(e.pid);
     Slot& s = count(a, e.pid, *func, e.stack_id, 1);
-    in_step(a, s, int64_t(e.ts_ns));
+    in_step(a, s, int64_t(e.ts_ns), 1);
   }
 
-  // A run of launches of one kernel counts as its calls, each in the step its start falls in;
-  // a run of a file that kept no function is counted apart.
+  // A run of launches of one kernel counts as its calls, each in the step its start falls in.
+  // A run of several kernels counts each kernel's launches; in a step where the whole run lies
+  // in it, else the steps it overlaps are left out of the per-step figures (which call launched
+  // which kernel is not kept). A run that kept no kernel is counted apart.
   void run(const CallRun& r) {
     if (r.kind != hal::EventKind::kLaunch) return;
     Acc& a = acc(r.pid);
-    if (!r.func) {
-      a.out.folded_launches += r.calls;
-      mark_partial(a, r.ts_ns, r.ts_ns + int64_t(r.span_ns));
+    if (r.func) {
+      Slot& s = count(a, r.pid, *r.func, r.stack_id, r.calls);
+      if (a.series && !a.starts.empty())
+        r.for_each_span([&](uint64_t, int64_t start, uint64_t) { in_step(a, s, start, 1); });
       return;
     }
-    Slot& s = count(a, r.pid, *r.func, r.stack_id, r.calls);
-    if (a.series && !a.starts.empty())
-      r.for_each_span([&](uint64_t, int64_t start, uint64_t) { in_step(a, s, start); });
+    const int64_t last = r.last_start();
+    const size_t step = step_of(a, r.ts_ns);
+    const bool one_step = step != SIZE_MAX && last < a.series->steps[step].end_ns;
+    bool known = r.for_each_kernel([&](uint64_t func, uint64_t launches) {
+      Slot& s = count(a, r.pid, func, r.stack_id, launches);
+      if (one_step) add_in_step(a, s, step, launches);
+    });
+    if (!known) a.out.folded_launches += r.calls;
+    if (!known || !one_step) mark_partial(a, r.ts_ns, r.ts_ns + int64_t(r.span_ns));
   }
 
   std::vector<ProcessKernels> finish_all(TraceSource& source, std::mutex* lock) {
@@ -192,15 +201,20 @@ class KernelPass {
     }
   }
 
-  // The steady step a launch starting at `ts` falls in, if any.
-  void in_step(Acc& a, Slot& s, int64_t ts) {
-    if (!a.series || a.starts.empty()) return;
+  // The steady step a launch starting at `ts` falls in; SIZE_MAX when none.
+  static size_t step_of(const Acc& a, int64_t ts) {
+    if (!a.series || a.starts.empty()) return SIZE_MAX;
     auto it = std::upper_bound(a.starts.begin(), a.starts.end(), ts);
-    if (it == a.starts.begin()) return;
+    if (it == a.starts.begin()) return SIZE_MAX;
     size_t i = size_t(it - a.starts.begin()) - 1;
-    if (ts >= a.series->steps[i].end_ns) return;
+    return ts < a.series->steps[i].end_ns ? i : SIZE_MAX;
+  }
+  void add_in_step(Acc& a, Slot& s, size_t i, uint64_t launches) {
     if (s.per_step.empty()) s.per_step.assign(a.starts.size(), 0);
-    ++s.per_step[i];
+    s.per_step[i] += uint32_t(launches);
+  }
+  void in_step(Acc& a, Slot& s, int64_t ts, uint64_t launches) {
+    if (size_t i = step_of(a, ts); i != SIZE_MAX) add_in_step(a, s, i, launches);
   }
 
   Acc& acc(uint32_t pid) {

@@ -51,7 +51,10 @@ enum RunColumn : size_t {
   kRunFirstCall,
   kRunTimed,
   kRunFunc,
+  kRunFuncs,
 };
+// The most kernels a run of several keeps counts of; a run of more keeps none.
+constexpr size_t kMaxRunKernels = 256;
 constexpr size_t kStreamCol = kCallFirstField + size_t(hal::Field::kStream);
 constexpr size_t kDeviceCol = kCallFirstField + size_t(hal::Field::kDevice);
 constexpr size_t kFuncCol = kCallFirstField + size_t(hal::Field::kFunc);
@@ -62,7 +65,7 @@ const std::vector<std::string>& run_column_names() {
       "id",           "node",       "session_id",    "timestamp",   "span_ns", "pid",
       "tid",          "comm",       "cgroup_id",     "source",      "op",      "library_id",
       "stream",       "device",     "calls",         "sum_ns",      "min_ns",  "max_ns",
-      "nested_calls", "stack_hash", "first_call_id", "timed_calls", "func"};
+      "nested_calls", "stack_hash", "first_call_id", "timed_calls", "func",    "funcs"};
   return names;
 }
 
@@ -224,13 +227,14 @@ void CallBlock::clear() {
 
 // A run being formed: its rows (indexes into meta_) and totals.
 struct CallBlock::Run {
+  uint32_t index = 0;  // in the order runs were opened
   uint32_t first = 0;
   uint32_t calls = 0, timed = 0;
-  bool mixed = false;  // of more than one kernel: the run keeps none
+  bool mixed = false;  // of more than one kernel: the run keeps their counts, not one func
   int64_t end = 0, sum = 0, min = INT64_MAX, max = 0, nested = 0;
 };
 
-void CallBlock::write_run(const Run& r, ColumnBlock& out) const {
+void CallBlock::write_run(const Run& r, std::string_view funcs, ColumnBlock& out) const {
   const Meta& f = meta_[r.first];
   out.set_int(kRunId, f.id);
   out.set_text(kRunNode, cols_.text(r.first, kCallNode));
@@ -255,7 +259,48 @@ void CallBlock::write_run(const Run& r, ColumnBlock& out) const {
   out.set_int(kRunFirstCall, f.id);
   out.set_int(kRunTimed, r.timed);
   if (!r.mixed && cols_.has(r.first, kFuncCol)) out.set_int(kRunFunc, f.func);
+  if (r.mixed && !funcs.empty()) out.set_text(kRunFuncs, funcs);
   out.end_row();
+}
+
+// Per run of several kernels (by Run::index), how many of its calls launched each function:
+// "func:count,..." by function. "" for the other runs, and for a run of more than
+// kMaxRunKernels kernels or with a launch whose function is unknown. Empty when no run is of
+// several kernels.
+std::vector<std::string> CallBlock::kernels_of_runs(const std::vector<Run>& done,
+                                                    const std::vector<uint32_t>& run_of,
+                                                    uint32_t runs) const {
+  std::vector<uint8_t> mixed(runs, 0);
+  bool any = false;
+  for (const Run& r : done) any |= (mixed[r.index] = r.mixed);
+  if (!any) return {};
+  std::vector<std::pair<uint32_t, int64_t>> launched;  // (run, function) of each call
+  for (size_t i = 0; i < meta_.size(); ++i)
+    if (run_of[i] != UINT32_MAX && mixed[run_of[i]])
+      launched.emplace_back(run_of[i], meta_[i].func);
+  std::sort(launched.begin(), launched.end());
+  std::vector<std::string> out(runs);
+  std::vector<std::pair<uint64_t, int64_t>> counts;  // (launches, function) of one run
+  for (size_t i = 0; i < launched.size();) {
+    uint32_t run = launched[i].first;
+    counts.clear();
+    bool known = true;
+    for (size_t j = i; i < launched.size() && launched[i].first == run; i = j) {
+      while (j < launched.size() && launched[j] == launched[i]) ++j;
+      known = known && launched[i].second >= 0;
+      counts.emplace_back(j - i, launched[i].second);
+    }
+    if (!known || counts.size() > kMaxRunKernels) continue;
+    // By function (as sorted): the runs of a loop then differ in their counts alone, which
+    // compresses (compacted, bench/trace_gen's trace took 10.2 MB sorted by count, 9.7 by
+    // function; docs/performance.md).
+    std::string& text = out[run];
+    for (const auto& [n, func] : counts) {
+      if (!text.empty()) text += ',';
+      text += std::to_string(func) + ':' + std::to_string(n);
+    }
+  }
+  return out;
 }
 
 void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) const {
@@ -305,11 +350,14 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
   // Open runs by (pid, tid, source, op): launches of different ops interleaved on a thread each
   // make their own. A kept launch closes its thread's runs; a kept call of another kind (a
   // sync, a copy) closes every run of its process, so gaps and round trips stay where they were.
-  // A run keeps its kernel when all its launches are of one (runs split by kernel would be
-  // spread apart from each other, and the step model's counts move).
+  // A run keeps its kernel when all its launches are of one, else how many launches of each
+  // (kernels_of_runs): runs split by kernel would be spread apart from each other, and the
+  // step model's counts move.
   using Key = std::tuple<uint32_t, uint32_t, int, int>;
   std::map<Key, Run> open;
   std::vector<Run> done;
+  std::vector<uint32_t> run_of(n, UINT32_MAX);  // a folded call's run, by Run::index
+  uint32_t runs = 0;
   auto close_while = [&](auto it, auto same) {
     while (it != open.end() && same(it->first)) {
       done.push_back(it->second);
@@ -339,8 +387,10 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
     if (it == open.end()) {
       it = open.emplace(k, Run{}).first;
       it->second.first = i;
+      it->second.index = runs++;
     }
     Run& r = it->second;
+    run_of[i] = r.index;
     if (r.calls && w.func != meta_[r.first].func) r.mixed = true;
     ++r.calls;
     r.end = std::max(r.end, w.ts + w.dur);
@@ -357,8 +407,9 @@ void CallBlock::fold(const FoldLimitFn& limit, FoldedCalls& out, bool enabled) c
     return std::pair(meta_[a.first].ts, meta_[a.first].id) <
            std::pair(meta_[b.first].ts, meta_[b.first].id);
   });
+  std::vector<std::string> funcs = kernels_of_runs(done, run_of, runs);
   for (const Run& r : done) {
-    write_run(r, out.runs);
+    write_run(r, funcs.empty() ? std::string_view() : funcs[r.index], out.runs);
     out.folded += r.calls;
   }
   out.kept_rows = n - out.folded;

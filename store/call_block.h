@@ -139,7 +139,10 @@ class CallBlock {
   };
   void note(const Meta& m);
   struct Run;
-  void write_run(const Run& r, ColumnBlock& out) const;
+  void write_run(const Run& r, std::string_view funcs, ColumnBlock& out) const;
+  std::vector<std::string> kernels_of_runs(const std::vector<Run>& done,
+                                           const std::vector<uint32_t>& run_of,
+                                           uint32_t runs) const;
   ColumnBlock cols_;
   std::vector<Meta> meta_;
   std::vector<std::string> comms_;  // thread names, by Meta::comm

@@ -67,6 +67,12 @@ uint32_t CallCache::comm_index(std::string_view comm) {
   return it->second;
 }
 
+uint32_t CallCache::funcs_index(std::string_view funcs) {
+  auto [it, fresh] = func_ids_.try_emplace(funcs, uint32_t(funcs_.size()));
+  if (fresh) funcs_.push_back(funcs);
+  return it->second;
+}
+
 uint32_t CallCache::stack_index(uint64_t stack) {
   auto [it, fresh] = stack_ids_.try_emplace(stack, uint32_t(stacks_.size()));
   if (fresh) stacks_.push_back(stack);
@@ -129,6 +135,7 @@ bool CallCache::add_run(const engine::CallRun& r) {
   put_varint(b, r.stream ? *r.stream + 1 : 0);
   put_varint(b, r.device ? *r.device + 1 : 0);
   put_varint(b, r.func ? *r.func + 1 : 0);
+  put_varint(b, r.funcs.empty() ? 0 : funcs_index(r.funcs) + 1);
   if (r.cgroup_id) put_varint(b, r.cgroup_id);
   if (!append()) return false;
   calls_ += r.calls;
@@ -308,6 +315,8 @@ const uint8_t* CallCache::decode_run(const uint8_t* p, Decoder& at, engine::Call
   r.device = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
   p = get(p, v);
   r.func = v ? std::optional<uint64_t>(v - 1) : std::nullopt;
+  p = get(p, v);
+  r.funcs = v && v <= funcs_.size() ? funcs_[v - 1] : std::string_view();
   r.cgroup_id = 0;
   if (rare & kCgroup) p = get(p, r.cgroup_id);
   return p;
@@ -320,11 +329,13 @@ void CallCache::intern_names(StringPool& strings) {
     n = {strings.intern(n.vendor), strings.intern(n.api), strings.intern(n.op), n.kind};
     name_ids_[n.op.data()].push_back(i);
   }
+  func_ids_.clear();
+  for (uint32_t i = 0; i < funcs_.size(); ++i) func_ids_[funcs_[i] = strings.intern(funcs_[i])] = i;
 }
 
 size_t CallCache::bytes() const {
-  return chunks_.size() * kChunkBytes + comms_.size() * 48 + stacks_.size() * 40 +
-         names_.size() * 64 + enc_threads_.size() * (sizeof(EncThread) + 32);
+  return chunks_.size() * kChunkBytes + comms_.size() * 48 + funcs_.size() * 48 +
+         stacks_.size() * 40 + names_.size() * 64 + enc_threads_.size() * (sizeof(EncThread) + 32);
 }
 
 size_t CallCache::encoded_bytes() const {
@@ -345,6 +356,8 @@ void CallCache::clear() {
   name_ids_.clear();
   comms_.clear();
   comm_ids_.clear();
+  funcs_.clear();
+  func_ids_.clear();
   last_comm_ = 0;
   stacks_.clear();
   stack_ids_.clear();

@@ -97,6 +97,7 @@ class CallCache {
                       hal::EventKind kind);
   uint32_t comm_index(std::string_view comm);
   uint32_t stack_index(uint64_t stack);
+  uint32_t funcs_index(std::string_view funcs);
   // What an item is encoded against, the encoder's and each decoder's own copy: the previous
   // item's start and thread, and per thread its comm and its previous call's field mask and
   // fields. Two ranks' loops interleave in time, each a thread's calls with the same fields on
@@ -176,6 +177,9 @@ class CallCache {
   uint32_t last_name_ = UINT32_MAX;                                  // the last name_index() answer
   std::vector<std::string> comms_;
   std::unordered_map<std::string, uint32_t> comm_ids_;
+  // Runs' kernel counts (CallRun::funcs): views of the reading source's strings, as the names.
+  std::vector<std::string_view> funcs_;
+  std::unordered_map<std::string_view, uint32_t> func_ids_;
   uint32_t last_comm_ = 0;  // the last comm_index() answer
   std::vector<uint64_t> stacks_;
   std::unordered_map<uint64_t, uint32_t> stack_ids_;

@@ -25,7 +25,12 @@ namespace ingero::store {
 // valid as long as the pool.
 class StringPool {
  public:
-  std::string_view intern(std::string_view s) { return *strings_.emplace(s).first; }
+  // Found before it is added: a string met again (a run's kernel counts, ~1.5 KB) costs a
+  // look-up, not a copy into a new node that is then thrown away.
+  std::string_view intern(std::string_view s) {
+    if (auto it = strings_.find(s); it != strings_.end()) return *it;
+    return *strings_.emplace(s).first;
+  }
 
  private:
   std::set<std::string, std::less<>> strings_;

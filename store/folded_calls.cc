@@ -17,11 +17,22 @@ namespace ingero::store {
 const std::vector<std::string> RunCursor::kColumns = {
     "timestamp", "span_ns",      "pid",        "tid",         "comm",  "cgroup_id", "source",
     "op",        "library_id",   "stream",     "device",      "calls", "sum_ns",    "min_ns",
-    "max_ns",    "nested_calls", "stack_hash", "timed_calls", "func",  "id"};
+    "max_ns",    "nested_calls", "stack_hash", "timed_calls", "func",  "funcs",     "id"};
+
+namespace {
+// Whether the file's own `call_runs` (not a reader's TEMP view) has `column`.
+bool main_run_column(Db& db, const std::string& column) {
+  auto st = db.prepare("SELECT 1 FROM pragma_table_info('call_runs', 'main') WHERE name = ?1");
+  if (!st) return false;
+  st->bind(1, std::string_view(column));
+  auto r = st->step();
+  return r && *r;
+}
+}  // namespace
 
 ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFilter& f,
                                                            StringPool& strings, int64_t min_start) {
-  std::unique_ptr<RunCursor> out(new RunCursor(db));
+  std::unique_ptr<RunCursor> out(new RunCursor(db, strings));
   if (!db.table_exists("call_runs")) return out;
   bool store = has_call_store(db);  // schema 10: every run is in a block (store/call_store.h)
   auto untimed = UntimedDurations::load(db);
@@ -52,8 +63,8 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   for (const auto& c : kColumns) {
     // Runs of files before schema 10 timed every call.
     std::string col = c == "timed_calls" && !store ? "calls AS timed_calls" : c;
-    // Nor did they keep a run's kernel.
-    if (c == "func" && !store) col = "NULL AS func";
+    // Nor did they keep a run's kernels (a plain copy of a later file does: export).
+    if ((c == "func" || c == "funcs") && !store && !main_run_column(db, c)) col = "NULL AS " + c;
     select += col + (&c == &kColumns.back() ? " FROM " : ", ");
   }
   std::string where = " WHERE timestamp <= " + std::to_string(f.to_ns) +
@@ -93,7 +104,7 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   return out;
 }
 
-RunCursor::RunCursor(Db& db) : db_(db) {}
+RunCursor::RunCursor(Db& db, StringPool& strings) : db_(db), strings_(strings) {}
 RunCursor::~RunCursor() = default;
 
 ingero::Result<bool> RunCursor::next(engine::CallRun& w) {
@@ -143,6 +154,15 @@ ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
   w.nested = uint64_t(std::max<int64_t>(0, st.int64(15)));
   w.stack_id = uint64_t(st.int64(16));
   if (!st.is_null(18)) w.func = uint64_t(st.int64(18));
+  if (!st.is_null(19)) {
+    std::string_view text = st.text_view(19);
+    auto it = funcs_.find(text);
+    if (it == funcs_.end()) {
+      std::string_view kept = strings_.intern(text);
+      it = funcs_.emplace(kept, kept).first;
+    }
+    w.funcs = it->second;
+  }
   uint64_t timed = st.is_null(17) ? w.calls : uint64_t(std::max<int64_t>(0, st.int64(17)));
   // A damaged row (no calls, or extremes that do not fit the total of its timed calls) is not
   // expanded into invented calls.

@@ -10,6 +10,8 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/call_run.h"
@@ -44,9 +46,9 @@ class RunCursor {
   ingero::Result<bool> next(engine::CallRun& r);
 
  private:
-  explicit RunCursor(Db& db);
+  RunCursor(Db& db, StringPool& strings);
   static const std::vector<std::string> kColumns;
-  static constexpr int kNode = 20;  // of an archived run: after kColumns
+  static constexpr int kNode = 21;  // of an archived run: after kColumns
   // The current row, of the table or the archive, into `r`: true; false when its op is
   // missing from the dictionary; an Error when it is damaged.
   template <class Row>
@@ -56,6 +58,10 @@ class RunCursor {
     hal::EventKind kind;
   };
   Db& db_;
+  StringPool& strings_;  // a run's kernels (CallRun::funcs)
+  // Kernel counts met, by their text: a hash, where the pool's ordered look-up compared ~1.5 KB
+  // texts that differ only in their counts over and over (explain 0.44 -> 0.56 s on 9.8 M calls).
+  mutable std::unordered_map<std::string_view, std::string_view> funcs_;
   std::map<std::pair<int64_t, int64_t>, Names> names_;  // (source, op)
   std::map<int64_t, std::string_view> libraries_;
   MergedRows rows_;     // main.call_runs, and any archived runs

@@ -42,7 +42,8 @@ CREATE TABLE call_runs_plain (
   stack_hash INTEGER NOT NULL DEFAULT 0,
   first_call_id INTEGER,
   timed_calls INTEGER,
-  func INTEGER
+  func INTEGER,
+  funcs TEXT
 );
 )SQL";
 

@@ -41,13 +41,12 @@ ToolOutput get_kernels(ToolContext& ctx, const ToolCall& call) {
         << (p.unnamed_launches == 1 ? " launch of " : " launches of ")
         << format_count(p.unnamed_functions)
         << (p.unnamed_functions == 1 ? " unnamed function)" : " unnamed functions)");
-    if (p.folded_launches) {
+    if (p.folded_launches)
       t << "; " << format_count(p.folded_launches)
         << " older launches folded by tiered retention kept no function";
-      if (p.whole_steps < p.steady_steps)
-        t << " (per step: the " << format_count(p.whole_steps) << " of "
-          << format_count(p.steady_steps) << " steady steps that kept every kernel)";
-    }
+    if (p.whole_steps < p.steady_steps)
+      t << " (per step: the " << format_count(p.whole_steps) << " of "
+        << format_count(p.steady_steps) << " steady steps that kept every kernel)";
     t << "\n";
     if (std::string per = engine::kernels_per_step_text(p); !per.empty())
       t << "  per step: " << ident(per) << "\n";

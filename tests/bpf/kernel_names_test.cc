@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -179,6 +181,34 @@ TEST(KernelNames, StrippedProgramRunningBeforeTheTracerIsUnnamedCountedAndExplai
                      "registered before the trace began"),
             std::string::npos)
       << out;
+}
+
+// A training-like loop taking two kernels in turn, traced with the defaults: its launches fold
+// into runs of both kernels as blocks close, and explain still counts each kernel per step (it
+// said "kernels per step: not known (every steady step has folded launches)" where SQL named
+// every launch).
+TEST(KernelNames, KernelsTakenInTurnAreCountedPerStepInATraceAsRecorded) {
+  REQUIRE_BPF();
+  REQUIRE_KERNELS_APP(INGERO_KERNELS_APP);
+  int pid = 0;
+  std::string db = trace_workload({INGERO_KERNELS_APP, "steps", "300"}, 30000, {}, &pid);
+  EXPECT_GT(query_int(db, "SELECT sum(folded) FROM call_store"), 20000);
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out);
+  const nlohmann::json* p = nullptr;
+  for (const auto& q : j["kernels"]["processes"])
+    if (q["pid"] == pid) p = &q;
+  ASSERT_NE(p, nullptr) << j["kernels"].dump();
+  EXPECT_EQ((*p)["launches"], 30000);
+  EXPECT_EQ((*p)["folded_launches"], 0);
+  EXPECT_GT((*p)["steady_steps"].get<int>(), 250);
+  EXPECT_EQ((*p)["whole_steps"], (*p)["steady_steps"]);
+  std::map<std::string, std::pair<int, int>> got;  // launches, per step
+  for (const auto& k : (*p)["kernels"])
+    got[k["name"]] = {k["launches"].get<int>(), k["per_step_median"].get<int>()};
+  EXPECT_EQ(got, (std::map<std::string, std::pair<int, int>>{{"plain_add", {15000, 50}},
+                                                             {"scale<float>", {15000, 50}}}));
 }
 
 TEST(KernelNames, DriverLookUpsNameTheirHandlesAndAHandleNeverLookedUpStaysUnnamed) {

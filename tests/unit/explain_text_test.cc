@@ -167,7 +167,7 @@ TEST(ExplainText, ASpanUnderASecondIsGivenInItsUnit) {
   EXPECT_NE(out2.str().find("6,004 events over 8 s"), std::string::npos) << out2.str();
 }
 
-// Launches folded into runs of several kernels keep no kernel: the per-step kernel counts leave
+// Launches folded into runs that kept no kernel (older files): the per-step kernel counts leave
 // them out, and the line says how many (it showed "16 × apply<lambda>" for 29 a step, and five
 // kernels not at all, without a word).
 TEST(ExplainText, KernelsPerStepSayHowManyLaunchesWereNotCounted) {
@@ -191,7 +191,7 @@ TEST(ExplainText, KernelsPerStepSayHowManyLaunchesWereNotCounted) {
   std::ostringstream out;
   print_report(out, a, {});
   EXPECT_NE(out.str().find("    kernels per step: 16 \u00d7 apply<lambda>; not counted: 4,450 of "
-                           "5,250 launches, folded into runs of several kernels (--keep-all keeps "
+                           "5,250 launches, folded into runs that kept no kernel (--keep-all keeps "
                            "each kernel)\n"),
             std::string::npos)
       << out.str();
@@ -204,6 +204,16 @@ TEST(ExplainText, KernelsPerStepSayHowManyLaunchesWereNotCounted) {
                            "kernel\n"),
             std::string::npos)
       << out.str();
+  // Runs that kept their kernels' counts but lie across a step's edge: nothing is uncounted,
+  // and the per-step figures are still the whole steps'.
+  a.kernels.processes[0].folded_launches = 0;
+  out.str("");
+  print_report(out, a, {});
+  EXPECT_NE(out.str().find("    kernels per step: 16 \u00d7 apply<lambda>; per step: the 12 of 50 "
+                           "steady steps that kept every kernel\n"),
+            std::string::npos)
+      << out.str();
+  a.kernels.processes[0].folded_launches = 4'450;
   a.kernels.processes[0].whole_steps = 0;
   a.kernels.processes[0].kernels[0].per_step_median = 0;
   out.str("");

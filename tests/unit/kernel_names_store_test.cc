@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -13,6 +14,7 @@
 #include "engine/kernels.h"
 #include "serve/mcp/server.h"
 #include "serve/report/report_model.h"
+#include "store/compact.h"
 #include "store/plain_copy.h"
 #include "store/sql_trace_source.h"
 #include "store/trace_reader.h"
@@ -241,7 +243,8 @@ TEST(KernelNamesStore, McpGetKernelsAndTheReportListThem) {
 // Folding keeps a run's kernel when the run is of one: 1,000 launches of `mul` on one thread
 // and 1,000 of `add` on another, seen at entry only (as the tracer sees all but one in 32),
 // fold into a run of each, which the engine counts by kernel; a thread alternating the two
-// folds into one run of both, whose launches are counted as folded, kernel unknown.
+// folds into one run of both, which keeps how many launches of each (funcs), counted by
+// kernel too.
 TEST(KernelNamesStore, RunsKeepTheirKernel) {
   std::string path = test::temp_path("runs-kernels.db");
   {
@@ -276,20 +279,60 @@ TEST(KernelNamesStore, RunsKeepTheirKernel) {
     end.stopped_at_ns = kOffset + 20'000'000;
     ASSERT_TRUE((*w)->finish(end));
   }
-  // One block: its folded form holds three runs of all 2,100 launches.
+  // One block: its folded form holds three runs of all 2,100 launches; the run of both kernels
+  // keeps how many launches of each.
   EXPECT_EQ(query_rows(path, "SELECT kept, runs, folded FROM call_store"),
             (Rows{{"0", "3", "2100"}}));
   auto reader = store::TraceReader::open(path, app::builtin_views());
   ASSERT_TRUE(reader);
   store::SqlTraceSource source(**reader);
+  Rows runs;
+  source.call_runs(
+      engine::Window{}, [](const hal::Event&) {},
+      [&](const engine::CallRun& r) {
+        runs.push_back({std::to_string(r.tid), r.func ? std::to_string(*r.func) : "NULL",
+                        r.funcs.empty() ? "NULL" : std::string(r.funcs), std::to_string(r.calls)});
+      });
+  std::sort(runs.begin(), runs.end());
+  EXPECT_EQ(runs, (Rows{{"100", "16", "NULL", "1000"},
+                        {"101", "32", "NULL", "1000"},
+                        {"102", "NULL", "16:50,32:50", "100"}}));
   auto k = engine::compute_kernels(source, engine::Window{}, engine::StepModel{});
   ASSERT_EQ(k.processes.size(), 1u);
-  EXPECT_EQ(k.processes[0].launches, 2000u);
-  EXPECT_EQ(k.processes[0].folded_launches, 100u);
+  EXPECT_EQ(k.processes[0].launches, 2100u);
+  EXPECT_EQ(k.processes[0].folded_launches, 0u);
   EXPECT_EQ(k.processes[0].unnamed_launches, 0u);
   ASSERT_EQ(k.processes[0].kernels.size(), 2u);
-  EXPECT_EQ(k.processes[0].kernels[0].launches, 1000u);
-  EXPECT_EQ(k.processes[0].kernels[1].launches, 1000u);
+  EXPECT_EQ(k.processes[0].kernels[0].launches, 1050u);
+  EXPECT_EQ(k.processes[0].kernels[1].launches, 1050u);
+  // Once the rows are gone (aged past --full-rows; here compact), SQL reads the same runs.
+  std::string aged = test::temp_path("runs-kernels-aged.db");
+  std::filesystem::copy_file(path, aged);
+  auto folded = store::compact_trace(aged, 0, app::builtin_views());
+  ASSERT_TRUE(folded) << folded.error().message;
+  const Rows want = {{"100", "16", "NULL", "1000"},
+                     {"101", "32", "NULL", "1000"},
+                     {"102", "NULL", "16:50,32:50", "100"}};
+  const std::string sql =
+      "SELECT tid, coalesce(func, 'NULL'), coalesce(funcs, 'NULL'), calls FROM call_runs "
+      "ORDER BY tid";
+  EXPECT_EQ(query_rows(aged, sql), want);
+  // The plain copy `ingero export --format sqlite` writes keeps them as rows, and the engine
+  // reads them there too.
+  std::string plain = test::temp_path("runs-kernels-plain.db");
+  auto copy = store::write_plain_copy(aged, plain, app::builtin_views());
+  ASSERT_TRUE(copy) << copy.error().message;
+  EXPECT_EQ(query_rows(plain, sql), want);
+  auto plain_reader = store::TraceReader::open(plain, app::builtin_views());
+  ASSERT_TRUE(plain_reader);
+  store::SqlTraceSource plain_source(**plain_reader);
+  auto pk = engine::compute_kernels(plain_source, engine::Window{}, engine::StepModel{});
+  ASSERT_EQ(pk.processes.size(), 1u);
+  EXPECT_EQ(pk.processes[0].folded_launches, 0u);
+  ASSERT_EQ(pk.processes[0].kernels.size(), 2u);
+  EXPECT_EQ(pk.processes[0].kernels[0].launches, 1050u);
+  EXPECT_EQ(pk.processes[0].kernels[1].launches, 1050u);
+  EXPECT_EQ(plain_source.error(), "");
 }
 
 }  // namespace

@@ -171,8 +171,9 @@ constexpr uint64_t kFoldedStep = 4100 * kUs;
 
 // 20 steps of alternating mul and add launches, 400 of each, the first `folded` of them as
 // tiered retention leaves them: 28 of each kept as rows, 744 folded into one run of several
-// kernels (no function kept).
-void folded_loop(Folded& s, int folded) {
+// kernels (no function kept; with `counts`, how many launches of each, as runs keep them).
+void folded_loop(Folded& s, int folded, bool counts = false) {
+  static const std::string kCounts = std::to_string(kAdd) + ":372," + std::to_string(kMul) + ":372";
   for (int i = 0; i < 20; ++i) {
     uint64_t t = uint64_t(i) * kFoldedStep;
     int kept = i < folded ? 56 : 800;
@@ -190,6 +191,7 @@ void folded_loop(Folded& s, int folded) {
       r.sum_ns = 744 * 4 * kUs;
       r.min_ns = r.max_ns = 4 * kUs;
       r.stack_id = kStepStack;
+      if (counts) r.funcs = kCounts;
       s.runs.push_back(r);
     }
     uint64_t r = t + 4040 * kUs;
@@ -270,6 +272,72 @@ TEST(Kernels, WithEveryStepFoldedNoKernelIsCountedPerStep) {
   ASSERT_NE(lb, nullptr);
   EXPECT_EQ(lb->summary.find("\u00d7"), std::string::npos) << lb->summary;
   EXPECT_NE(lb->summary.find("launches 800 kernels per"), std::string::npos) << lb->summary;
+}
+
+// Runs of several kernels keep how many launches of each (store/call_block.h): a run that lies
+// in one step counts them in it, so the steps with folded launches count whole.
+TEST(Kernels, RunsOfSeveralKernelsCountEachKernelInTheStepTheyLieIn) {
+  Folded s;
+  folded_loop(s, 14, true);
+  auto a = analyze(s, Window{});
+  const ProcessKernels* k = a.kernels.find(1);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->folded_launches, 0u);
+  EXPECT_EQ(k->launches, 20u * 800);
+  EXPECT_GT(k->steady_steps, 10u);
+  EXPECT_EQ(k->whole_steps, k->steady_steps);
+  ASSERT_EQ(k->kernels.size(), 2u);
+  for (const auto& c : k->kernels) {
+    EXPECT_EQ(c.launches, 20u * 400) << c.name;
+    EXPECT_EQ(c.per_step_median, 400u) << c.name;
+    EXPECT_EQ(c.steady_launches, 400 * k->steady_steps) << c.name;
+  }
+  EXPECT_EQ(kernels_per_step_text(*k),
+            "400 \u00d7 `add` and 400 \u00d7 `mul` per step from tiny_step (faults2.py:8)");
+}
+
+// A run of several kernels across a step's end: which of its launches fall on each side is not
+// known, so the steps it overlaps leave the per-step figures to the others.
+TEST(Kernels, ARunOfSeveralKernelsAcrossAStepsEndLeavesItsStepsOut) {
+  Folded s;
+  folded_loop(s, 14, true);
+  CallRun& cut = s.runs[6];
+  cut.span_ns += kFoldedStep;  // into the next iteration's step
+  auto a = analyze(s, Window{});
+  const StepSeries* st = a.steps.find(1);
+  ASSERT_NE(st, nullptr);
+  size_t overlapped = 0;
+  for (const auto& x : st->steps)
+    if (!x.warmup && cut.ts_ns <= x.end_ns && cut.ts_ns + int64_t(cut.span_ns) >= x.start_ns)
+      ++overlapped;
+  ASSERT_GE(overlapped, 2u);
+  const ProcessKernels* k = a.kernels.find(1);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->folded_launches, 0u);
+  EXPECT_EQ(k->whole_steps, k->steady_steps - overlapped);
+  for (const auto& c : k->kernels) {
+    EXPECT_EQ(c.launches, 20u * 400) << c.name;
+    EXPECT_EQ(c.per_step_median, 400u) << c.name;
+    EXPECT_EQ(c.steady_launches, 400 * k->whole_steps) << c.name;
+  }
+}
+
+// Kernel counts that do not add up to the run's calls (damage) count the run as folded.
+TEST(Kernels, ARunWhoseKernelCountsDoNotAddUpCountsAsFolded) {
+  for (std::string counts :
+       std::vector<std::string>{std::to_string(kAdd) + ":372," + std::to_string(kMul) + ":371",
+                                std::to_string(kAdd) + ":744,", std::string("x:744"),
+                                std::to_string(kAdd) + ":0", std::to_string(kAdd) + ":744" + "0"}) {
+    SCOPED_TRACE(counts);
+    Folded s;
+    folded_loop(s, 14, true);
+    for (auto& r : s.runs) r.funcs = counts;
+    auto a = analyze(s, Window{});
+    const ProcessKernels* k = a.kernels.find(1);
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->folded_launches, 14u * 744);
+    EXPECT_EQ(k->launches, 20u * 800 - 14u * 744);
+  }
 }
 
 TEST(Kernels, RunsThatKeptTheirFunctionCountAsItsLaunchesStepByStep) {
