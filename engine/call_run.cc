@@ -1,7 +1,5 @@
 #include "engine/call_run.h"
 
-#include <string>
-
 namespace ingero::engine {
 
 uint64_t RunShape::duration(uint64_t k) const {
@@ -29,16 +27,15 @@ int64_t RunShape::last_start() const {
 }
 
 bool CallRun::kernel_counts_fit() const {
-  uint64_t total = 0, pairs = 0, chars = 0;
-  bool whole = true;
-  parse_funcs([&](uint64_t f, uint64_t n) {
-    if (n == 0 || n > calls - total) whole = false;
-    if (whole) total += n;
-    ++pairs;
-    chars += std::to_string(f).size() + std::to_string(n).size() + 2;
+  uint64_t total = 0;
+  bool counts = true;
+  bool whole = parse_funcs([&](uint64_t, uint64_t n) {
+    if (n == 0 || n > calls - total)
+      counts = false;
+    else
+      total += n;
   });
-  // What parsed is the whole text (each pair and its separator), and counts every call.
-  return whole && pairs && chars == funcs.size() + 1 && total == calls;
+  return whole && counts && total == calls;
 }
 
 void CallRun::call(uint64_t k, int64_t ts, hal::Event& e) const {

@@ -89,15 +89,16 @@ struct CallRun : RunShape {
   uint64_t stack_id = 0;         // the first call's stack; the others share it
   std::optional<uint64_t> func;  // launches: the kernel's function, which every call shares
   // Launches of several kernels: how many of its calls launched each function, as the store
-  // keeps it ("func:count,func:count", decimal; the counts add up to `calls`): which call
-  // launched which is not kept. "" where every call launched `func`, or where the run kept no
-  // kernel (files before it, a run of more kernels than the store keeps). Storage that lives
-  // as long as the source.
+  // keeps it: "func:count,+delta:count,..." in decimal, by function, each function after the
+  // first as its distance from the one before ("4096:372,+320:372" is 4096 and 4416); the
+  // counts add up to `calls`; which call launched which is not kept. "" where every call
+  // launched `func`, or where the run kept no kernel (files before it, a run of more kernels
+  // than the store keeps). Storage that lives as long as the source.
   std::string_view funcs;
 
   // Each kernel of the run and its launches, fn(uint64_t func, uint64_t launches): `func`'s
   // for all its calls, or those of `funcs`. False, with nothing given, where the run knows no
-  // kernel or `funcs` does not add up to its calls (damage).
+  // kernel or `funcs` is not whole or does not add up to its calls (damage).
   template <class Fn>
   bool for_each_kernel(Fn&& fn) const {
     if (func) {
@@ -127,23 +128,32 @@ struct CallRun : RunShape {
  private:
   // Whether `funcs` parses whole and its counts add up to `calls`.
   bool kernel_counts_fit() const;
-  // Each "func:count" of `funcs` that parses, in order.
+  // fn(func, count) for each entry of `funcs`, in order; false where the text is not whole
+  // (what came before was given).
   template <class Fn>
-  void parse_funcs(Fn&& fn) const {
+  bool parse_funcs(Fn&& fn) const {
     size_t i = 0;
     auto number = [&](uint64_t& v) {
       size_t start = i;
       v = 0;
-      while (i < funcs.size() && funcs[i] >= '0' && funcs[i] <= '9' && i - start < 20)
-        v = v * 10 + uint64_t(funcs[i++] - '0');
+      while (i < funcs.size() && funcs[i] >= '0' && funcs[i] <= '9') {
+        uint64_t d = uint64_t(funcs[i++] - '0');
+        if (v > (UINT64_MAX - d) / 10) return false;
+        v = v * 10 + d;
+      }
       return i > start;
     };
-    while (i < funcs.size()) {
-      uint64_t f = 0, n = 0;
-      if (!number(f) || i >= funcs.size() || funcs[i++] != ':' || !number(n)) return;
+    uint64_t f = 0;
+    for (bool first = true; i < funcs.size(); first = false) {
+      if (!first && funcs[i++] != '+') return false;
+      uint64_t d = 0, n = 0;
+      if (!number(d) || i >= funcs.size() || funcs[i++] != ':' || !number(n)) return false;
+      if (!first && (d == 0 || d > UINT64_MAX - f)) return false;
+      f = first ? d : f + d;
       fn(f, n);
-      if (i < funcs.size() && funcs[i++] != ',') return;
+      if (i < funcs.size() && (funcs[i++] != ',' || i == funcs.size())) return false;
     }
+    return true;
   }
   template <class Fn>
   void first_calls(Fn& fn, uint64_t n) const {

@@ -264,9 +264,9 @@ void CallBlock::write_run(const Run& r, std::string_view funcs, ColumnBlock& out
 }
 
 // Per run of several kernels (by Run::index), how many of its calls launched each function:
-// "func:count,..." by function. "" for the other runs, and for a run of more than
-// kMaxRunKernels kernels or with a launch whose function is unknown. Empty when no run is of
-// several kernels.
+// "func:count,+delta:count,..." by function (engine/call_run.h reads it). "" for the other runs,
+// and for a run of more than kMaxRunKernels kernels or with a launch whose function is unknown.
+// Empty when no run is of several kernels.
 std::vector<std::string> CallBlock::kernels_of_runs(const std::vector<Run>& done,
                                                     const std::vector<uint32_t>& run_of,
                                                     uint32_t runs) const {
@@ -294,10 +294,17 @@ std::vector<std::string> CallBlock::kernels_of_runs(const std::vector<Run>& done
     // By function (as sorted): the runs of a loop then differ in their counts alone, which
     // compresses (compacted, bench/trace_gen's trace took 10.2 MB sorted by count, 9.7 by
     // function; docs/performance.md).
+    // The first function whole, each next one as its distance from the one before: a
+    // program's kernels lie near each other, and the text is half as long.
     std::string& text = out[run];
+    int64_t prev = 0;
     for (const auto& [n, func] : counts) {
-      if (!text.empty()) text += ',';
-      text += std::to_string(func) + ':' + std::to_string(n);
+      if (text.empty())
+        text = std::to_string(func);
+      else
+        text += ",+" + std::to_string(func - prev);
+      text += ':' + std::to_string(n);
+      prev = func;
     }
   }
   return out;

@@ -3,7 +3,7 @@
 // root frames total the slow calls, and a full-page screenshot is a picture.
 //   run.sh report_test.mjs --ingero BIN --out DIR --name NAME (--xz FILE.db.xz | --db FILE)
 //          [--expect-steps] [--expect-nodes N] [--expect-kernels] [--expect-host-time]
-//          [--expect-whole-steps TEXT]
+//          [--expect-whole-steps TEXT] [--expect-folded]
 // or, as root, the trace made here first: the step_faults launch loop traced with the stand-in
 // libnvidia-ml.so.1 reporting 9% busy, whose report must draw the GPU-busy lane:
 //   run.sh report_test.mjs --ingero BIN --out DIR --name NAME --step-faults BIN --nvml-dir DIR
@@ -233,13 +233,18 @@ try {
     const dom = await page.$$eval('[data-testid="kernel-series"]', (els) => els.map((e) => [e.getAttribute('data-pid'),
       [...e.querySelectorAll('[data-testid="kernels-table"] tbody tr')].map((tr) =>
         Number(tr.querySelector('[data-col="launches"]').getAttribute('data-value')))]));
-    // A compacted trace's table counts the folded form's kernels (runs of several kernels keep
-    // none), where SQL still reads the full rows: equal only where nothing was folded.
+    // A compacted trace's table counts the folded form's kernels (runs of several keep how many
+    // launches of each), where SQL still reads the full rows: equal all the same.
     for (const [pid, counts] of a['expect-whole-steps'] ? [] : dom) {
       const want = perKernel.filter((r) => String(r.pid) === pid).map((r) => r.n).sort((x, y) => y - x);
       equal(counts.sort((x, y) => y - x).join(','), want.join(','), 'pid ' + pid + ': launches per kernel equal SQL');
     }
     check((await page.$$('[data-testid="kernel-chart"] canvas')).length > 0, 'launches-per-step chart drawn');
+    if (a['expect-folded']) {
+      check(ingero.scalar('SELECT coalesce(sum(folded), 0) FROM call_store') > 0, 'launches were folded');
+      check((await page.$$('[data-testid="kernels-whole-steps"]')).length === 0,
+        'every steady step counted by kernel: no note on which steps');
+    }
     if (typeof a['expect-whole-steps'] === 'string') {
       const text = await page.$eval('[data-testid="kernels-whole-steps"]', (e) => e.textContent);
       equal(text, a['expect-whole-steps'], 'which steps the per-step figures come from');

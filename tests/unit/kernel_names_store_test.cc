@@ -296,7 +296,7 @@ TEST(KernelNamesStore, RunsKeepTheirKernel) {
   std::sort(runs.begin(), runs.end());
   EXPECT_EQ(runs, (Rows{{"100", "16", "NULL", "1000"},
                         {"101", "32", "NULL", "1000"},
-                        {"102", "NULL", "16:50,32:50", "100"}}));
+                        {"102", "NULL", "16:50,+16:50", "100"}}));
   auto k = engine::compute_kernels(source, engine::Window{}, engine::StepModel{});
   ASSERT_EQ(k.processes.size(), 1u);
   EXPECT_EQ(k.processes[0].launches, 2100u);
@@ -312,7 +312,7 @@ TEST(KernelNamesStore, RunsKeepTheirKernel) {
   ASSERT_TRUE(folded) << folded.error().message;
   const Rows want = {{"100", "16", "NULL", "1000"},
                      {"101", "32", "NULL", "1000"},
-                     {"102", "NULL", "16:50,32:50", "100"}};
+                     {"102", "NULL", "16:50,+16:50", "100"}};
   const std::string sql =
       "SELECT tid, coalesce(func, 'NULL'), coalesce(funcs, 'NULL'), calls FROM call_runs "
       "ORDER BY tid";

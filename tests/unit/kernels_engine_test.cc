@@ -173,7 +173,8 @@ constexpr uint64_t kFoldedStep = 4100 * kUs;
 // tiered retention leaves them: 28 of each kept as rows, 744 folded into one run of several
 // kernels (no function kept; with `counts`, how many launches of each, as runs keep them).
 void folded_loop(Folded& s, int folded, bool counts = false) {
-  static const std::string kCounts = std::to_string(kAdd) + ":372," + std::to_string(kMul) + ":372";
+  static const std::string kCounts =
+      std::to_string(kMul) + ":372,+" + std::to_string(kAdd - kMul) + ":372";
   for (int i = 0; i < 20; ++i) {
     uint64_t t = uint64_t(i) * kFoldedStep;
     int kept = i < folded ? 56 : 800;
@@ -324,10 +325,16 @@ TEST(Kernels, ARunOfSeveralKernelsAcrossAStepsEndLeavesItsStepsOut) {
 
 // Kernel counts that do not add up to the run's calls (damage) count the run as folded.
 TEST(Kernels, ARunWhoseKernelCountsDoNotAddUpCountsAsFolded) {
+  const std::string mul = std::to_string(kMul), gap = std::to_string(kAdd - kMul);
   for (std::string counts :
-       std::vector<std::string>{std::to_string(kAdd) + ":372," + std::to_string(kMul) + ":371",
-                                std::to_string(kAdd) + ":744,", std::string("x:744"),
-                                std::to_string(kAdd) + ":0", std::to_string(kAdd) + ":744" + "0"}) {
+       std::vector<std::string>{mul + ":372,+" + gap + ":371",  // 743 of 744
+                                mul + ":744,",                  // a trailing comma
+                                "x:744",                        // no function
+                                mul + ":0,+" + gap + ":744",    // a count of 0
+                                mul + ":7440",                  // more than the run's calls
+                                mul + ":372," + gap + ":372",   // a distance without its +
+                                mul + ":372,+0:372",            // the same function twice
+                                "99999999999999999999:744"}) {  // past 64 bits
     SCOPED_TRACE(counts);
     Folded s;
     folded_loop(s, 14, true);
