@@ -46,6 +46,7 @@ void Connection<S>::dispatch() {
   watch_client();
   // The strand leaves req_ and route_ alone while the state is `handling`.
   bool queued = core_.pool->try_submit([self = self()] {
+    if (self->core_.dropping) return self->stop_now();  // the server stopped: answers no one
     Response r = self->invoke();
     net::post(self->executor(), [self, r = std::move(r)]() mutable { self->send(std::move(r)); });
   });

@@ -358,11 +358,14 @@ void Server::stop(std::chrono::milliseconds grace) {
     im.accept_retry->cancel();
   });
   for (auto& c : core.live_connections()) c->stop_gracefully();
-  if (!core.wait_closed(std::chrono::steady_clock::now() + grace))
-    for (auto& c : core.live_connections()) c->stop_now();
+  bool closed = core.wait_closed(std::chrono::steady_clock::now() + grace);
   // Handlers still running finish; their responses find closed connections. Those still
   // queued would answer no one: they are dropped (8 queued MCP queries ran for 8 s after their
-  // clients had been disconnected, and held the exit).
+  // clients had been disconnected, and held the exit). A worker that finishes between the
+  // connections' close and the drop takes the next request: it sees `dropping` and runs none.
+  core.dropping = true;
+  if (!closed)
+    for (auto& c : core.live_connections()) c->stop_now();
   core.pool->drop_queued();
   core.slow_auth->drop_queued();
   core.pool->stop();

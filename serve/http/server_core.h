@@ -108,6 +108,9 @@ struct Core {
   std::unique_ptr<WorkerPool> slow_auth;  // ServerOptions::max_queued_slow_auth
   std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
   std::atomic<bool> stopping{false};
+  // Set by stop() once its grace is over: a request a worker takes from then on answers no one
+  // and is not run (its connection is closed).
+  std::atomic<bool> dropping{false};
   bool tls = false;
   Counters counters;
 
