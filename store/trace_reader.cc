@@ -166,8 +166,16 @@ std::string TraceReader::format_name() const {
   switch (info_.format) {
     case TraceFormat::kIngero:
       return "ingero schema " + std::to_string(info_.schema_version);
-    case TraceFormat::kLegacyGo:
+    case TraceFormat::kLegacyGo: {
+      // A version this build was not written for is read as the one its columns look like,
+      // and said: what it changed (a column, a unit) would otherwise be misread without a word.
+      const std::string as = info_.legacy_has_node ? "0.9" : "0.8";
+      if (info_.legacy_version != "0.8" && info_.legacy_version != "0.9")
+        return "ingero-go schema " + info_.legacy_version +
+               " (read-only; not a version this build knows, 0.8 or 0.9: read as " + as +
+               ", and what it changed is not read)";
       return "ingero-go schema " + info_.legacy_version + " (read-only)";
+    }
     case TraceFormat::kEmpty:
       return "empty";
   }

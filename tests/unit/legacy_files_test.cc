@@ -375,6 +375,28 @@ std::string explain_text(const std::string& path) {
   return out;
 }
 
+// A version of the original implementation's schema this build was not written for is read as
+// the one its columns look like, and explain, the report and MCP's check say so (it was read
+// without a word).
+TEST(LegacyFiles, AnUnknownSchemaVersionIsSaid) {
+  std::string path = damaged_copy("unknown-version.db",
+                                  "UPDATE schema_info SET value = '1.4' WHERE key = 'version'");
+  const std::string said =
+      "ingero-go schema 1.4 (read-only; not a version this build knows, 0.8 or 0.9: read as 0.8, "
+      "and what it changed is not read)";
+  std::string out = explain_text(path);
+  EXPECT_NE(out.find(said), std::string::npos) << out;
+  std::string json, err;
+  ASSERT_EQ(
+      test::run_command({INGERO_BIN, "report", "--db", path, "--json", "-o", "-"}, &json, &err), 0)
+      << err;
+  EXPECT_EQ(nlohmann::json::parse(json)["trace"]["format"].get<std::string>().rfind(said, 0), 0u);
+  // A version it knows says nothing more.
+  EXPECT_NE(explain_text(kDir + "pytorch-dataloader-starvation.db")
+                .find("ingero-go schema 0.8 (read-only)"),
+            std::string::npos);
+}
+
 // Found by a hostile-testing helper: two cudaStreamSync of -5000 ns (a negative duration read
 // as unsigned) made the op's p95, p99 and max 18446744073.7 s in explain, the report and MCP. A
 // negative duration is none: the calls are counted, untimed, and no latency; the quantiles are
