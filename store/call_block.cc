@@ -291,11 +291,10 @@ std::vector<std::string> CallBlock::kernels_of_runs(const std::vector<Run>& done
       counts.emplace_back(j - i, launched[i].second);
     }
     if (!known || counts.size() > kMaxRunKernels) continue;
-    // By function (as sorted): the runs of a loop then differ in their counts alone, which
-    // compresses (compacted, bench/trace_gen's trace took 10.2 MB sorted by count, 9.7 by
-    // function; docs/performance.md).
-    // The first function whole, each next one as its distance from the one before: a
-    // program's kernels lie near each other, and the text is half as long.
+    // By function (as sorted), the first whole and each next one as its distance from the one
+    // before: the runs of a loop then differ in their counts alone, and a program's kernels lie
+    // near each other (bench/trace_gen's run blocks: 4.24 MB with whole functions, 2.54 MB so;
+    // docs/performance.md).
     std::string& text = out[run];
     int64_t prev = 0;
     for (const auto& [n, func] : counts) {

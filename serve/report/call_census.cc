@@ -20,7 +20,7 @@ void CallCount::add(int64_t ts, uint64_t n, uint64_t dur, int64_t end) {
 
 namespace {
 
-// A call's end: its start and duration, saturated (a damaged duration must not wrap).
+// A call's or a run's end: its start and length, saturated (a damaged duration must not wrap).
 int64_t end_of(uint64_t ts, uint64_t dur) {
   return dur > uint64_t(INT64_MAX) - ts ? INT64_MAX : int64_t(ts + dur);
 }
@@ -49,8 +49,7 @@ class Counter {
   void run(const engine::CallRun& r) {
     ProcessCount& p = process(r.pid, comm_of(r.comm));
     p.threads.insert(r.tid);
-    int64_t end =
-        r.span_ns > uint64_t(INT64_MAX - r.ts_ns) ? INT64_MAX : r.ts_ns + int64_t(r.span_ns);
+    int64_t end = end_of(uint64_t(r.ts_ns), r.span_ns);
     for (CallCount* k : {&c_.totals, &node_, static_cast<CallCount*>(&p)})
       k->add(r.ts_ns, r.calls, r.sum_ns, end);
   }

@@ -57,7 +57,7 @@ nlohmann::json nodes_json(const CallCensus& c, const std::vector<std::string>& n
 
 // Per (node, pid) with calls, most calls first, at most `limit` rows: calls, threads,
 // errors, unfinished, busy time, first/last call, process name and command line where
-// `process_names` records them (the newest row of the pid), else its comm.
+// `process_names` records them (one row per node and pid), else its comm.
 Result<nlohmann::json> processes_json(store::Db& db, const CallCensus& c, size_t limit);
 
 }  // namespace ingero::serve::report

@@ -83,11 +83,6 @@ std::string window_where(const engine::Window& w, const char* ts_column) {
          std::to_string(w.to_ns);
 }
 
-std::string window_and(const engine::Window& w, const char* ts_column) {
-  std::string s = window_where(w, ts_column);
-  return s.empty() ? s : " AND" + s.substr(6);
-}
-
 Result<int64_t> query_count(store::Db& db, const std::string& sql, const std::string& what) {
   auto st = prepare(db, sql, what);
   if (!st) return st.error();

@@ -16,8 +16,6 @@ namespace ingero::serve::report {
 
 // " WHERE <ts> BETWEEN from AND to" (empty for the unbounded window).
 std::string window_where(const engine::Window& w, const char* ts_column);
-// " AND <ts> BETWEEN from AND to" (empty for the unbounded window).
-std::string window_and(const engine::Window& w, const char* ts_column);
 
 // Rows of the `sessions` table with the columns this file has (ours: host facts and loss
 // counters; the original implementation's: host facts only).

@@ -20,30 +20,15 @@
 #include "test_paths.h"
 #include "tests/support/h100_fixture.h"
 #include "tests/support/trace_db.h"
+#include "tests/unit/report_model_support.h"
 
 namespace ingero::serve::report {
 namespace {
 
 using nlohmann::json;
-
-std::string h100(const std::string& name) { return test::h100_fixture(name, "report"); }
-
-json model_of(const std::string& path, ReportOptions o = {}) {
-  auto reader = store::TraceReader::open(path);
-  EXPECT_TRUE(reader) << (reader ? "" : reader.error().message);
-  store::SqlTraceSource source(**reader);
-  o.title = path;
-  auto m = build_report(**reader, source, o);
-  EXPECT_TRUE(m) << (m ? "" : m.error().message);
-  EXPECT_EQ(source.error(), "");
-  return m ? *m : json();
-}
-
-uint64_t sum(const json& arr) {
-  uint64_t s = 0;
-  for (const auto& v : arr) s += v.get<uint64_t>();
-  return s;
-}
+using test_support::h100;
+using test_support::model_of;
+using test_support::sum;
 
 // A folded trace (tiered retention): every count and rate is the same as with every row, and
 // the header says how many launches were folded.
