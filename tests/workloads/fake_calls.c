@@ -23,6 +23,10 @@
  *   fake_calls detach-launch PATH N GATE     the same, but the thread's call in flight is a
  *                                            cudaLaunchKernel (blocked on a pipe before it
  *                                            reaches the driver); then 5 cudaMalloc
+ *   fake_calls after-direct PATH N GATE      N cudaLaunchKernel, "launched", waits for the file
+ *                                            GATE.1; then 4 times: a direct cuLaunchKernel from
+ *                                            the program, 250 ms asleep (the tracer's read
+ *                                            cycles end meanwhile), one cudaLaunchKernel
  *   fake_calls wake PATH N                   one cudaMalloc, then the main thread reads a pipe N
  *                                            times; a thread named "waker" writes each byte
  *                                            once the reader is asleep in its read (so every
@@ -87,6 +91,8 @@ typedef struct {
   unsigned x, y, z;
 } dim3_t;
 typedef int (*rt_launch_fn)(const void*, dim3_t, dim3_t, void**, size_t, void*);
+typedef int (*drv_launch_fn)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, void*, void**, void**);
 
 static void* held_sync(void* arg) {
   printf("tid %ld held\n", (long)syscall(SYS_gettid));
@@ -234,6 +240,21 @@ int main(int argc, char** argv) {
     if (write(sync_pipe[1], "x", 1) != 1) return 3;
     pthread_join(t, NULL);
     for (int i = 0; i < 10; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+  } else if (!strcmp(argv[1], "after-direct")) {
+    rt_launch_fn rt = (rt_launch_fn)sym("cudaLaunchKernel");
+    void* drv_lib = dlopen("libcuda.so.1", RTLD_NOW);
+    drv_launch_fn drv = drv_lib ? (drv_launch_fn)dlsym(drv_lib, "cuLaunchKernel") : NULL;
+    int n = argc > 3 ? atoi(argv[3]) : 3000;
+    if (!drv || argc < 5) return 2;
+    dim3_t g = {8, 4, 1}, b = {128, 1, 1};
+    for (int i = 0; i < n; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+    printf("launched\n");
+    wait_gate(argv[4], 1);
+    for (int i = 0; i < 4; i++) {
+      drv((void*)0xbeef, 2, 1, 1, 64, 1, 1, 0, (void*)0x5151, NULL, NULL);
+      usleep(250 * 1000);
+      rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+    }
   } else if (!strcmp(argv[1], "exit-midcall")) {
     pthread_t t;
     setenv("INGERO_FAKE_SYNC_BLOCK", "1", 1);
