@@ -29,13 +29,28 @@ struct Symbolizer::Module {
   std::string build_id;
   std::string tried;  // the path that failed to open (mod == nullptr)
   // libdwfl's symbol lookup compares every symbol of the module (~0.4 ms in a libpython of
-  // 14,685 symbols, ~5 ms in a libtorch of 200,000; a sample's leaf is a new address nearly
-  // every time). Which symbols start at or
-  // before an address, which hold it and which section holds it change only at a symbol's
-  // start or end or a section's bounds, and libdwfl's pick depends on nothing else: so one
-  // pick per stretch (a bound, or the addresses between two), kept by stretch.
+  // 14,685 symbols, ~1.8 ms in a libLLVM of 45,000, ~5 ms in a libtorch of 200,000; a
+  // sample's leaf is a new address nearly every time). Which symbols start at or before an
+  // address, which hold it and which section holds it change only at a symbol's start or end
+  // or a section's bounds, and the pick depends on nothing else: so one pick per stretch (a
+  // bound, or the addresses between two), kept by stretch.
   std::vector<GElf_Addr> bounds;  // sorted, unique; built at the first lookup
   bool bounded = false;
+  // The same symbols sorted by address, to pick without libdwfl where the pick is plain (one
+  // sized symbol, or several at one address and of one size, holds the address and nothing
+  // else could be named there): libdwfl is asked only near sizeless symbols and where symbols
+  // overlap. Its answer and this one were compared at every stretch of libcudart, libc,
+  // libstdc++, libsqlite3, libLLVM and python3 (SymbolizerLookup.*).
+  struct Sym {
+    GElf_Addr start, end;
+    const char* name;
+    int rank;  // global 2, weak 1, local 0: libdwfl names the strongest of equals
+  };
+  std::vector<Sym> sized;                // by start
+  std::vector<GElf_Addr> sized_max_end;  // the furthest end of sized[0..i]
+  std::vector<GElf_Addr> sizeless;       // starts, sorted
+  // The pick for `addr` from the tables: true when plain (`*name` null: no symbol holds it).
+  bool plain_pick(GElf_Addr addr, const Sym** pick) const;
   struct Pick {
     const char* name;  // libdwfl's, valid while the module is open; null: no symbol
     GElf_Addr start;   // the symbol's address
@@ -72,12 +87,30 @@ void Symbolizer::Module::bound() {
     GElf_Addr addr = 0;
     Elf* elf = nullptr;
     Dwarf_Addr elf_bias = 0;
-    if (!dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, &elf, &elf_bias)) continue;
+    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, &elf, &elf_bias);
+    if (!name) continue;
     bounds.push_back(addr);
     bounds.push_back(addr + sym.st_size);
     if (elf && std::find(files.begin(), files.end(), std::make_pair(elf, elf_bias)) == files.end())
       files.emplace_back(elf, elf_bias);
+    int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+    if (sym.st_shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE || type == STT_TLS)
+      continue;
+    if (sym.st_size == 0) {
+      sizeless.push_back(addr);
+      continue;
+    }
+    sized.push_back({addr, addr + sym.st_size, name,
+                     bind == STB_GLOBAL ? 2
+                     : bind == STB_WEAK ? 1
+                                        : 0});
   }
+  std::stable_sort(sized.begin(), sized.end(),
+                   [](const Sym& a, const Sym& b) { return a.start < b.start; });
+  std::sort(sizeless.begin(), sizeless.end());
+  sized_max_end.resize(sized.size());
+  for (size_t i = 0; i < sized.size(); ++i)
+    sized_max_end[i] = std::max(sized[i].end, i ? sized_max_end[i - 1] : 0);
   for (auto [elf, elf_bias] : files)
     for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn));) {
       GElf_Shdr sh;
@@ -89,6 +122,31 @@ void Symbolizer::Module::bound() {
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
 }
 
+bool Symbolizer::Module::plain_pick(GElf_Addr addr, const Sym** pick) const {
+  *pick = nullptr;
+  // Sized symbols starting at or before addr: [0, n).
+  size_t n = size_t(std::upper_bound(sized.begin(), sized.end(), addr,
+                                     [](GElf_Addr a, const Sym& s) { return a < s.start; }) -
+                    sized.begin());
+  // The last sizeless symbol at or before addr: libdwfl may name it.
+  auto sl = std::upper_bound(sizeless.begin(), sizeless.end(), addr);
+  GElf_Addr last_sizeless = sl == sizeless.begin() ? 0 : *(sl - 1);
+  bool any_sizeless = sl != sizeless.begin();
+  if (n == 0 || sized_max_end[n - 1] <= addr) {  // no sized symbol holds addr
+    return !any_sizeless || (n > 0 && last_sizeless < sized[n - 1].start);
+  }
+  size_t first = n - 1;  // the symbols at the closest start
+  while (first > 0 && sized[first - 1].start == sized[n - 1].start) --first;
+  if (first > 0 && sized_max_end[first - 1] > addr) return false;  // an earlier one holds it too
+  if (any_sizeless && last_sizeless >= sized[first].start) return false;
+  for (size_t i = first; i < n; ++i) {
+    if (addr >= sized[i].end) continue;
+    if (*pick && (*pick)->end != sized[i].end) return false;
+    if (!*pick || sized[i].rank > (*pick)->rank) *pick = &sized[i];
+  }
+  return *pick != nullptr;
+}
+
 const char* Symbolizer::Module::symbol(GElf_Addr addr, GElf_Off* off, uint64_t* searches) {
   if (!bounded) bound();
   // The stretch: a bound itself (libdwfl names a sizeless symbol at its own address only), or
@@ -97,11 +155,17 @@ const char* Symbolizer::Module::symbol(GElf_Addr addr, GElf_Off* off, uint64_t* 
   size_t stretch = 2 * i + (i > 0 && bounds[i - 1] == addr ? 0 : 1);
   auto it = picks.find(stretch);
   if (it == picks.end()) {
-    ++*searches;
-    GElf_Off o = 0;
-    GElf_Sym sym;
-    const char* name = dwfl_module_addrinfo(mod, addr, &o, &sym, nullptr, nullptr, nullptr);
-    it = picks.emplace(stretch, Pick{name, addr - o}).first;
+    const Sym* plain = nullptr;
+    if (plain_pick(addr, &plain)) {
+      it = picks.emplace(stretch, plain ? Pick{plain->name, plain->start} : Pick{nullptr, addr})
+               .first;
+    } else {
+      ++*searches;
+      GElf_Off o = 0;
+      GElf_Sym sym;
+      const char* name = dwfl_module_addrinfo(mod, addr, &o, &sym, nullptr, nullptr, nullptr);
+      it = picks.emplace(stretch, Pick{name, addr - o}).first;
+    }
   }
   *off = addr - it->second.start;
   return it->second.name;

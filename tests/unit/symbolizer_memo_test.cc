@@ -1,7 +1,8 @@
-// The symbolizer's memo of libdwfl's symbol picks (probe/symbolizer.cc): one search of a
-// module's symbols per stretch of addresses between symbol bounds, and answers equal to
-// libdwfl's own at every address tried, in a large library with aliases, sizeless and local
-// symbols (libc).
+// The symbolizer's symbol picks (probe/symbolizer.cc): its own sorted tables where the pick is
+// plain, libdwfl's search (which compares every symbol of the module) only near sizeless or
+// overlapping symbols, once per stretch of addresses between symbol bounds; and answers equal to
+// libdwfl's own at every address tried, in large libraries with aliases, sizeless and local
+// symbols (libc, libstdc++, the real libcudart).
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "hal/elf_symbols.h"
 #include "probe/symbolizer.h"
+#include "test_paths.h"
 
 namespace ingero::hal {
 namespace {
@@ -89,20 +91,21 @@ TEST(SymbolizerMemo, TwoAddressesOfOneFunctionSearchOnceAndKeepTheirOffsets) {
   EXPECT_EQ(a.symbol_offset, 5u);
   EXPECT_EQ(b.function, "qsort_r");
   EXPECT_EQ(b.symbol_offset, 40u);
-  EXPECT_EQ(sym.searches(), 1u);  // the second address is inside the same stretch
   // A return address looks up the call before it: offset 40 - 1, the same stretch.
   EXPECT_EQ(sym.symbolize("libc", kLibc, *start + 40, true, false).symbol_offset, 39u);
-  EXPECT_EQ(sym.searches(), 1u);
+  EXPECT_EQ(sym.searches(), 0u);  // one sized symbol holds them: no search of libdwfl's
 }
 
-TEST(SymbolizerMemo, EveryAddressTriedGetsLibdwflsOwnAnswer) {
-  DirectDwfl direct(kLibc);
+// What every address of `path` tried gets, against libdwfl asked directly.
+void every_address_gets_libdwfls_answer(const std::string& path, size_t min_symbols) {
+  SCOPED_TRACE(path);
+  DirectDwfl direct(path);
   ASSERT_TRUE(direct.ok());
   // Around every symbol's bounds (the stretches' edges, where a wrong stretch would show) and
   // through its body, in the order a trace meets them: nothing sorted.
   std::vector<uint64_t> offsets;
   auto symbols = direct.symbols();
-  ASSERT_GT(symbols.size(), 2000u);
+  ASSERT_GT(symbols.size(), min_symbols);
   for (size_t i = 0; i < symbols.size(); i += 7) {  // every 7th: libdwfl's own search is slow
     auto [start, size] = symbols[i];
     if (start < 2) continue;
@@ -110,11 +113,11 @@ TEST(SymbolizerMemo, EveryAddressTriedGetsLibdwflsOwnAnswer) {
       offsets.push_back(start + d);
     offsets.push_back(start - 1);
   }
-  ASSERT_GT(offsets.size(), 1500u);
+  ASSERT_GT(offsets.size(), min_symbols / 2);
   Symbolizer sym;
   size_t named = 0;
   for (uint64_t off : offsets) {
-    NativeSymbol got = sym.symbolize("libc", kLibc, off, false, false);
+    NativeSymbol got = sym.symbolize(path, path, off, false, false);
     auto want = direct.at(off);
     ASSERT_EQ(got.function, want.first) << "file offset 0x" << std::hex << off;
     if (!want.first.empty()) {
@@ -123,8 +126,17 @@ TEST(SymbolizerMemo, EveryAddressTriedGetsLibdwflsOwnAnswer) {
     }
   }
   EXPECT_GT(named, offsets.size() / 2);
-  // Fewer searches than addresses: the bodies' middles share their stretches with the starts.
-  EXPECT_LT(sym.searches(), offsets.size() * 5 / 6);
+  // libdwfl searched for under 2% of the addresses (each search ~5 ms in a libtorch of 200,000
+  // symbols, ~1.8 ms in a libLLVM of 45,000): the build before searched once a stretch, for
+  // ~5 addresses in 6 here, and its tracer spent 6-7 s of CPU symbolizing a 25 s ResNet-18
+  // trace on an H200.
+  EXPECT_LT(sym.searches(), offsets.size() / 50) << offsets.size() << " addresses";
+}
+
+TEST(SymbolizerMemo, EveryAddressTriedGetsLibdwflsOwnAnswer) {
+  every_address_gets_libdwfls_answer(kLibc, 2000);
+  every_address_gets_libdwfls_answer("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", 2000);
+  every_address_gets_libdwfls_answer(INGERO_CUDA_ROOT "/lib64/libcudart.so.13", 300);
 }
 
 }  // namespace
