@@ -77,6 +77,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     const auto& sc = stacks->counters();
     sj["stacks_distinct"] = sc.stored;
     sj["stack_unknown_refs"] = sc.unknown_refs;
+    sj["stack_maps_rereads"] = sc.maps_rereads;
     sj["stack_native_frames"] = sc.native_frames;
     sj["stack_unresolved_frames"] = sc.unresolved;
     sj["stack_python_frames"] = sc.python_frames;

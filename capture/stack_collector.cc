@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "capture/host_info.h"
+#include "hal/clock.h"
 #include "probe/bpf_session.h"
 
 namespace ingero::capture {
@@ -205,12 +206,17 @@ std::vector<hal::StackFrame> StackCollector::native_frames(const ingero_stack_re
                                                            Process& p) {
   uint32_t n_ips = std::min<uint32_t>(rec.n_ips, INGERO_STACK_MAX);
   // Refresh once if an address is outside the snapshot (a library loaded since), while the
-  // process still lives.
+  // process still lives; not within kMapsRereadNs of a refresh that left its address outside
+  // (garbage: a broken frame-pointer chain).
   bool refreshed = false;
-  for (uint32_t i = 0; i < n_ips && !refreshed; ++i)
+  int64_t now = hal::mono_now_ns();
+  bool may_reread = now - p.useless_reread_ns >= kMapsRereadNs;
+  for (uint32_t i = 0; i < n_ips && !refreshed && may_reread; ++i)
     if (!find(p, rec.ips[i]) && kill(pid_t(rec.pid), 0) == 0) {
       snapshot(rec.pid, p);
       refreshed = true;
+      ++counters_.maps_rereads;
+      if (!find(p, rec.ips[i])) p.useless_reread_ns = now;
     }
 
   std::vector<hal::StackFrame> native;

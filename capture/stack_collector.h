@@ -46,7 +46,13 @@ class StackCollector {
     uint64_t python_processes = 0;
     uint64_t python_refused = 0;  // interpreters whose layout did not check out
     uint64_t live = 0;            // stacks read from stuck threads (live_stack)
+    uint64_t maps_rereads = 0;    // maps read again for an address outside them
   };
+  // A live process's maps are read again for an address outside them; once that found the
+  // address outside them still (garbage, not a library loaded since), not again for this long:
+  // a frame-pointer chain through code built without them (libtorch, cuDNN) yields garbage in
+  // most stacks, and reading the maps of a CUDA process (thousands of mappings) costs ~2 ms.
+  static constexpr int64_t kMapsRereadNs = 100'000'000;
 
   // New stacks go to `out`. `session` may be null (tests): Python processes are then resolved
   // but not configured.
@@ -101,7 +107,8 @@ class StackCollector {
 
  private:
   struct Process {
-    std::vector<hal::MapEntry> maps;  // sorted by start
+    std::vector<hal::MapEntry> maps;            // sorted by start
+    int64_t useless_reread_ns = INT64_MIN / 2;  // when a re-read left its address outside
     std::optional<hal::PythonProcess> python;
     bool rechecked = false;                      // an unverified interpreter was inspected again
     bool refused = false;                        // its layout did not check out: native frames only
