@@ -4,7 +4,7 @@
 #     libcuda's cuLaunchKernel), the minimal counting pair (uprobe + uretprobe on cudaLaunchKernel
 #     and cuLaunchKernel: 4 traps), ingero --no-stack and default; the tracer's CPU a call;
 #   - ResNet-18 step time (launch-bound 64 px and GPU-bound 224 px): untraced, under the pair,
-#     ingero --no-stack and default, interleaved rounds; the launches each trace kept per step of
+#     ingero --no-stack, default and (launch-bound) --no-kernel-names, interleaved rounds; the launches each trace kept per step of
 #     PyTorch's window, beside PyTorch's own count (fixtures/h100/README.md: 264 cudaLaunchKernel
 #     through libcudart, 11 cuLaunchKernel and 64 cuLaunchKernelEx direct, a step);
 #   - fresh traces of the planted faults, with explain's text.
@@ -81,6 +81,7 @@ traced() {  # TAG MODE COMMAND...: ingero (MODE nostack|default) around COMMAND,
   local tag=$1 mode=$2 flags=()
   shift 2
   [[ $mode == nostack ]] && flags=(--no-stack)
+  [[ $mode == nonames ]] && flags=(--no-kernel-names)
   timeout 150 python3 tracer_cpu.py $T/$tag.cpu "$I" trace "${flags[@]}" --db $T/$tag.db -- "$@"
 }
 micro_ns() { awk '/RESULT/{print $3}'; }
@@ -122,7 +123,7 @@ GB="--steps 120 --warm 20 --res 224 --batch 128"
 # in BUDGET_S (the device call's limit less the summary's minute) is left out, said so.
 fits() { (($(date +%s) - START + ${1:-30} < ${BUDGET_S:-480})) || { echo "!! out of time: $2 left out"; false; }; }
 echo "== ResNet-18 launch-bound, 3 interleaved rounds"
-for k in 1 2 3; do for m in plain pair nostack default; do
+for k in 1 2 3; do for m in plain pair nostack default nonames; do
   fits 30 "LB-$m-$k" && train LB-$m-$k $m $LB
 done; done
 

@@ -62,12 +62,12 @@ for wl in ("LB", "GB"):
         print(f"  {wl} {mode:8s} {mm:7.2f} ms  ({100 * (mm - b) / b:+.1f}%)  runs {[round(x, 2) for x in v]}")
     if per.get("pair"):
         pb = statistics.median(per["pair"]) - b
-        for mode in ("nostack", "default"):
+        for mode in ("nostack", "default", "nonames"):
             if per.get(mode) and pb > 0:
                 print(f"  {wl} {mode}: added / the pair's = {(statistics.median(per[mode]) - b) / pb:.2f}x")
 print("== summary: what each trace kept in PyTorch's window, per step")
 for tag, (mode, r) in sorted(runs.items()):
-    if mode not in ("nostack", "default"):
+    if mode not in ("nostack", "default", "nonames"):
         continue
     db = f"{T}/{tag}.db"
     ops = q(db, f"SELECT op, count(*) AS n FROM calls WHERE pid = {r['pid']} AND ts_ns BETWEEN "

@@ -181,7 +181,7 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
   struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
   __u64 ret = PT_REGS_RC(ctx);
   __u64 stack = 0;
-  if (stacks_enabled) {
+  if (stacks_enabled && !(r && (r->flags & INGERO_RECIPE_NO_STACK))) {
     /* Slow and off-CPU calls are what explain examines: always walk them. A failing call
      * walks like a new call site, keyed by its return code: the first few per site. */
     __u32 always = t->off_cpu_total_ns != f->off_cpu_at_entry || now - f->start_ns >= stack_slow_ns;

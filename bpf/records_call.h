@@ -35,6 +35,9 @@ struct ingero_ptr_read {
   0x1                            /* a launch: its record is emitted at entry, and only one \
                                   * call in launch_timing_every per thread is timed */
 #define INGERO_RECIPE_CALLER 0x2 /* ship the return address (INGERO_CALL_CALLER) */
+/* Walk no stack for it: a kernel-name look-up, once per kernel and each from a call site of its
+ * own (21,577 at PyTorch's import, whose walks overflowed the stack ring). */
+#define INGERO_RECIPE_NO_STACK 0x4
 
 /* ingero_recipe.valid */
 #define INGERO_RECIPE_GONE 0     /* unused, or detached: a return still due never comes */

@@ -48,6 +48,8 @@ ingero_recipe make_recipe(const ProbeSpec& spec) {
   // space folds a driver launch made inside a runtime launch and names launches of a runtime
   // whose own probe was detached (capture/launch_nesting.h).
   if (spec.kind == EventKind::kLaunch) r.flags = INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER;
+  // Kernel names are read once per kernel and stored without a stack: none is walked.
+  if (spec.kind == EventKind::kKernelName) r.flags |= INGERO_RECIPE_NO_STACK;
   return r;
 }
 

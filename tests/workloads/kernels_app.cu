@@ -7,6 +7,7 @@
 // Prints "pid N" and "ready", waits for a line on stdin, launches scale<float> 3 times,
 // scale<double> 5, plain_add 7 and physics::step 2, prints "launched N" (N: the launches made)
 // and waits for stdin to close before it exits, so the tracer reads its names while it lives.
+// With `register-only`: no launch at all (the kernels are registered, nothing else is called).
 // With `steps S`: instead, S training-like steps of 50 scale<float> and 50 plain_add launches
 // in turn, a little host work between them, and a cudaDeviceSynchronize that ends each step.
 #include <cuda_runtime.h>
@@ -37,6 +38,12 @@ int main(int argc, char** argv) {
   std::printf("pid %d\nready\n", int(getpid()));
   char line[64];
   if (!std::fgets(line, sizeof line, stdin)) return 2;
+  if (argc == 2 && std::strcmp(argv[1], "register-only") == 0) {  // the registrations alone
+    std::printf("launched 0\n");
+    while (std::fgets(line, sizeof line, stdin)) {
+    }
+    return 0;
+  }
   int n = 0;
   if (argc == 3 && std::strcmp(argv[1], "steps") == 0) {
     for (int s = 0, steps = std::atoi(argv[2]); s < steps; ++s) {
