@@ -1,5 +1,6 @@
 #include "store/sql_trace_source.h"
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <set>
@@ -259,7 +260,17 @@ std::optional<engine::TraceLosses> SqlTraceSource::losses_of(
     fail(late.error());
     return std::nullopt;
   }
-  for (const LibraryRow& r : *late) l.late_libraries.push_back({r.path, r.late_pid, r.late_ns});
+  // One library is attached by each backend that probes it (libnccl: NCCL's API and its static
+  // copy of the CUDA runtime): its lateness is said once per process, the latest.
+  for (const LibraryRow& r : *late) {
+    auto same = std::find_if(l.late_libraries.begin(), l.late_libraries.end(), [&](const auto& x) {
+      return x.path == r.path && x.pid == r.late_pid;
+    });
+    if (same == l.late_libraries.end())
+      l.late_libraries.push_back({r.path, r.late_pid, r.late_ns});
+    else
+      same->late_ns = std::max(same->late_ns, r.late_ns);
+  }
   // What retention deleted (store/retention.h); older files recorded only where it cut.
   Db& db = reader_.db();
   if (db.table_exists("retention_state")) {

@@ -1,6 +1,6 @@
 // `ingero merge` keeps what its inputs lost: each node's session counters and the libraries
-// attached late. A merged file that read as complete where its inputs were not would be a
-// quiet wrong answer.
+// attached late (each said once). A merged file that read as complete where its inputs were not
+// would be a quiet wrong answer.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -83,6 +83,43 @@ TEST(MergeLosses, EachNodesLossesAndLateLibrariesSurviveTheMerge) {
   ASSERT_EQ(l["late_libraries"].size(), 1u) << l.dump();
   EXPECT_EQ(l["late_libraries"][0]["pid"], 42);
   EXPECT_TRUE(l["lower_bounds"].get<bool>());
+}
+
+// A library that two backends probe (libnccl: NCCL's API and its static copy of the CUDA
+// runtime) has a row of each in `libraries`; attached late, it is said once per process. An
+// H200 trace said "libnccl.so.2 attached 23.1ms after pid 1080 loaded it" twice.
+TEST(MergeLosses, ALibraryOfTwoBackendsAttachedLateIsSaidOnce) {
+  std::string db = test::temp_path("late-twice.db");
+  {
+    auto w = TraceWriter::open(db);
+    ASSERT_TRUE(w) << w.error().message;
+    ASSERT_TRUE((*w)->begin_session(SessionInfo{}));
+    for (const char* api : {"nccl", "cuda_runtime"}) {
+      LibraryRow l;
+      l.backend = api;
+      l.vendor = "nvidia";
+      l.api = api;
+      l.path = "/usr/lib/x86_64-linux-gnu/libnccl.so.2";
+      l.late_pid = 42;
+      l.late_ns = std::string(api) == "nccl" ? 23'100'000 : 23'000'000;
+      ASSERT_TRUE((*w)->add_library(l));
+    }
+    ASSERT_TRUE(
+        (*w)->add(test::runtime_call(1000, 10, 42, 42, hal::EventKind::kAlloc, "cudaMalloc")));
+    SessionEnd end;
+    end.exit_reason = "test";
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  std::string out, err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &out, &err), 0) << err;
+  auto l = nlohmann::json::parse(out)["losses"]["late_libraries"];
+  ASSERT_EQ(l.size(), 1u) << l.dump();
+  EXPECT_EQ(l[0]["pid"], 42);
+  EXPECT_EQ(l[0]["late_ns"], 23'100'000);
+  ASSERT_EQ(test::run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 0) << err;
+  size_t first = out.find("libnccl.so.2 attached");
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find("libnccl.so.2 attached", first + 1), std::string::npos) << out;
 }
 
 // The same trace given twice (a file and its copy) would double every count: refused, and no
