@@ -40,7 +40,8 @@ struct Symbolizer::Module {
   // sized symbol, or several at one address and of one size, holds the address and nothing
   // else could be named there): libdwfl is asked only near sizeless symbols and where symbols
   // overlap. Its answer and this one were compared at every stretch of libcudart, libc,
-  // libstdc++, libsqlite3, libLLVM and python3 (SymbolizerLookup.*).
+  // libstdc++, libsqlite3, libLLVM and python3 (SymbolizerMemo.EveryAddressTriedGets... checks
+  // libc, libstdc++ and libcudart).
   struct Sym {
     GElf_Addr start, end;
     const char* name;
@@ -49,7 +50,7 @@ struct Symbolizer::Module {
   std::vector<Sym> sized;                // by start
   std::vector<GElf_Addr> sized_max_end;  // the furthest end of sized[0..i]
   std::vector<GElf_Addr> sizeless;       // starts, sorted
-  // The pick for `addr` from the tables: true when plain (`*name` null: no symbol holds it).
+  // The pick for `addr` from the tables: true when plain (`*pick` null: no symbol holds it).
   bool plain_pick(GElf_Addr addr, const Sym** pick) const;
   struct Pick {
     const char* name;  // libdwfl's, valid while the module is open; null: no symbol
