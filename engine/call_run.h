@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -81,6 +82,8 @@ struct RunShape {
 struct CallRun : RunShape {
   uint32_t pid = 0, tid = 0;
   std::array<char, 16> comm{};
+  // The comm as text: up to its first NUL (a 15-character comm fills the array but one).
+  std::string_view comm_view() const { return {comm.data(), strnlen(comm.data(), comm.size())}; }
   uint64_t cgroup_id = 0;
   std::string_view vendor, api, op, library;  // storage that lives as long as the source
   hal::EventKind kind = hal::EventKind::kUnknown;

@@ -115,7 +115,7 @@ bool CallCache::add(const hal::Event& e) {
 
 bool CallCache::add_run(const engine::CallRun& r) {
   if (!room_for(r.pid, r.tid)) return false;
-  std::string_view comm(r.comm.data(), strnlen(r.comm.data(), r.comm.size()));
+  std::string_view comm = r.comm_view();
   put_head({uint8_t(kRunFlag | (r.cgroup_id ? kRare : 0)), uint64_t(r.ts_ns), r.span_ns, r.pid,
             r.tid, name_index(r.vendor, r.api, r.op, r.kind), comm_index(comm),
             stack_index(r.stack_id)});

@@ -19,17 +19,6 @@ const std::vector<std::string> RunCursor::kColumns = {
     "op",        "library_id",   "stream",     "device",      "calls", "sum_ns",    "min_ns",
     "max_ns",    "nested_calls", "stack_hash", "timed_calls", "func",  "funcs",     "id"};
 
-namespace {
-// Whether the file's own `call_runs` (not a reader's TEMP view) has `column`.
-bool main_run_column(Db& db, const std::string& column) {
-  auto st = db.prepare("SELECT 1 FROM pragma_table_info('call_runs', 'main') WHERE name = ?1");
-  if (!st) return false;
-  st->bind(1, std::string_view(column));
-  auto r = st->step();
-  return r && *r;
-}
-}  // namespace
-
 ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFilter& f,
                                                            StringPool& strings, int64_t min_start) {
   std::unique_ptr<RunCursor> out(new RunCursor(db, strings));
@@ -64,7 +53,9 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
     // Runs of files before schema 10 timed every call.
     std::string col = c == "timed_calls" && !store ? "calls AS timed_calls" : c;
     // Nor did they keep a run's kernels (a plain copy of a later file does: export).
-    if ((c == "func" || c == "funcs") && !store && !main_run_column(db, c)) col = "NULL AS " + c;
+    // The file's own call_runs, not a reader's TEMP view over it.
+    if ((c == "func" || c == "funcs") && !store && !db.column_exists("call_runs", c, "main"))
+      col = "NULL AS " + c;
     select += col + (&c == &kColumns.back() ? " FROM " : ", ");
   }
   std::string where = " WHERE timestamp <= " + std::to_string(f.to_ns) +

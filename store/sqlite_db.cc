@@ -221,10 +221,12 @@ bool Db::is_table(std::string_view name) {
   return r && *r;
 }
 
-bool Db::column_exists(std::string_view table, std::string_view column) {
-  auto st = prepare("SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+bool Db::column_exists(std::string_view table, std::string_view column, std::string_view schema) {
+  auto st = prepare(schema.empty() ? "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2"
+                                   : "SELECT 1 FROM pragma_table_info(?1, ?3) WHERE name = ?2");
   if (!st) return false;
   st->bind(1, table).bind(2, column);
+  if (!schema.empty()) st->bind(3, schema);
   auto r = st->step();
   return r && *r;
 }

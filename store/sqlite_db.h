@@ -101,7 +101,9 @@ class Db {
   bool table_exists(std::string_view name, std::string_view schema = "main");
   // A table of main of that name (not a view).
   bool is_table(std::string_view name);
-  bool column_exists(std::string_view table, std::string_view column);
+  // Whether `table` has `column`: in `schema` ("main", "temp", an attached one), or in the one
+  // an unqualified name finds (temp first) when it is empty.
+  bool column_exists(std::string_view table, std::string_view column, std::string_view schema = {});
   ingero::Error last_error(std::string_view what) const;
 
  private:

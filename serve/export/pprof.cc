@@ -1,7 +1,6 @@
 #include "serve/export/pprof.h"
 
 #include <algorithm>
-#include <cstring>
 #include <tuple>
 #include <unordered_map>
 
@@ -148,7 +147,7 @@ void ProfileBuilder::add_run(const engine::CallRun& r, const std::string& node) 
   std::vector<uint64_t> locs = {op_location(r.op, r.library, r.api)};
   const auto& below = stack_locations(r.stack_id);
   locs.insert(locs.end(), below.begin(), below.end());
-  std::string_view comm(r.comm.data(), strnlen(r.comm.data(), r.comm.size()));
+  std::string_view comm = r.comm_view();
   add(std::move(locs), r.pid, r.tid, comm, node, v);
   totals_.calls += r.calls;
 }

@@ -1,7 +1,6 @@
 #include "serve/report/call_census.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
 #include "engine/call_run.h"
@@ -47,7 +46,7 @@ class Counter {
   }
 
   void run(const engine::CallRun& r) {
-    ProcessCount& p = process(r.pid, comm_of(r.comm));
+    ProcessCount& p = process(r.pid, r.comm_view());
     p.threads.insert(r.tid);
     int64_t end = end_of(uint64_t(r.ts_ns), r.span_ns);
     for (CallCount* k : {&c_.totals, &node_, static_cast<CallCount*>(&p)})
@@ -55,9 +54,6 @@ class Counter {
   }
 
  private:
-  static std::string_view comm_of(const std::array<char, 16>& comm) {
-    return {comm.data(), strnlen(comm.data(), comm.size())};
-  }
   ProcessCount& process(uint32_t pid, std::string_view comm) {
     if (!last_ || pid != last_pid_) {
       last_ = &c_.processes[{name_, pid}];
