@@ -123,13 +123,13 @@ void LaunchNesting::settle(uint32_t tid, std::vector<hal::Event>& out, bool know
   }
 }
 
-bool LaunchNesting::take_awaiting(uint32_t tid) {
-  if (!awaiting_) return false;
+const hal::AttachedProbe* LaunchNesting::take_awaiting(uint32_t tid) {
+  if (!awaiting_) return nullptr;
   Held* h = held_of(tid);
-  if (!h || !h->awaiting) return false;
+  if (!h || !h->awaiting) return nullptr;
   h->awaiting = false;
   --awaiting_;
-  return true;
+  return table_.find(h->probe);
 }
 
 bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site) {
@@ -175,11 +175,8 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
   // released so (cuDNN's private runtime, cublasLt) made none: the launch after it is its own
   // (counting it in that one lost every runtime launch that followed a direct driver launch
   // across a read cycle's end, 40 of ResNet-18's 264 a step on an H200).
-  const Held* before = awaiting_ ? held_of(ev.tid) : nullptr;
-  const hal::AttachedProbe* before_probe =
-      before && before->awaiting ? table_.find(before->probe) : nullptr;
-  bool awaited =
-      take_awaiting(ev.tid) && before_probe && before_probe->match.layer > p->match.layer;
+  const hal::AttachedProbe* before = take_awaiting(ev.tid);
+  bool awaited = before && before->match.layer > p->match.layer;
   // Made from inside a library with launch probes: a driver launch of a runtime launch.
   const Mapping* m = ev.caller ? mapping(ev.pid, ev.caller) : nullptr;
   Runtime* outer = m ? runtime_of(*m) : nullptr;

@@ -120,9 +120,10 @@ class LaunchNesting {
   // launch released at the end of a read cycle may still see its driver launch in the next
   // one, folded then; its runtime's run of nesting launches is not broken by it).
   void settle(uint32_t tid, std::vector<hal::Event>& out, bool known = true);
-  // Whether the thread's last record was a launch released at the end of a read cycle before
-  // its driver launch was read (and forgets it: this is the thread's next record).
-  bool take_awaiting(uint32_t tid);
+  // The probe of the thread's last record if it was a launch released at the end of a read
+  // cycle before its driver launch was read, else null (and forgets it: this is the thread's
+  // next record).
+  const hal::AttachedProbe* take_awaiting(uint32_t tid);
 
   const hal::HostView& host_;
   const hal::ProbeTable& table_;
