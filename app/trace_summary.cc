@@ -27,13 +27,13 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
                        const capture::StackCollector* stacks, const capture::KernelNamer* kernels) {
   nlohmann::json sj;
   const char* names[] = {
-      "calls",           "ringbuf_drops",    "thread_map_full",  "depth_overflow",
-      "unpaired_return", "frames_discarded", "unfinished",       "host_drops",
-      "host_records",    "selftest",         "stacks_shipped",   "stacks_sampled",
-      "stack_drops",     "py_walks",         "py_faults",        "nested",
-      "stacks_of_site",  "stack_walks",      "cpu_samples",      "sample_drops",
-      "libwatch_drops",  "untimed",          "returns_detached", "launch_batches",
-      "site_lookups"};
+      "calls",           "ringbuf_drops",    "thread_map_full",    "depth_overflow",
+      "unpaired_return", "frames_discarded", "unfinished",         "host_drops",
+      "host_records",    "selftest",         "stacks_shipped",     "stacks_sampled",
+      "stack_drops",     "py_walks",         "py_faults",          "nested",
+      "stacks_of_site",  "stack_walks",      "cpu_samples",        "sample_drops",
+      "libwatch_drops",  "untimed",          "returns_detached",   "launch_batches",
+      "site_lookups",    "name_asked_again", "name_answered_again"};
   static_assert(std::size(names) == INGERO_STAT_MAX, "name every BPF counter");
   for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
   const auto& pc = pipeline.counters();
@@ -67,6 +67,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     const auto& k = kernels->counters();
     sj["kernel_names"] = k.names;
     sj["kernel_name_captures"] = k.captures;
+    sj["kernel_name_repeats"] = k.repeats;
     sj["kernel_names_unreadable"] = k.unreadable;
     sj["kernel_named_launches"] = k.named_launches;
     sj["kernel_unnamed_launches"] = k.unnamed_launches;

@@ -66,6 +66,10 @@ hal::BpfConfig Trace::bpf_config() {
   cfg.stacks = opts_.stacks;
   cfg.stack_site_walks = opts_.stack_samples;
   cfg.launch_timing_every = opts_.launch_timing;
+  // Test-only: INGERO_TEST_NAME_REPEAT_MS sets how long a name look-up's answer holds its repeats
+  // off, so that a test can count them exactly whatever the machine's load.
+  if (const char* ms = getenv("INGERO_TEST_NAME_REPEAT_MS"))
+    cfg.name_repeat_ns = uint64_t(atoll(ms)) * 1'000'000;
   cfg.launch_batches = true;  // shipped below while tracing (loop) and at the end
   cfg.stack_walk_interval_ns = uint64_t(opts_.stack_interval_ms) * 1'000'000;
   cfg.cpu_samples = opts_.stacks && opts_.cpu_sample_hz > 0;

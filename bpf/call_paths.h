@@ -34,6 +34,73 @@ static __always_inline struct ingero_thread* thread_get_or_create(struct ingero_
   return t;
 }
 
+/* A kernel-name look-up's key (INGERO_NAME_ONCE) for its process image. */
+static __always_inline void name_key_of(struct name_key* k, __u32 tgid, __u32 probe, __u64 answer,
+                                        __u64 question) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  k->tgid = tgid;
+  k->probe = probe;
+  k->started = task->group_leader->start_time;
+  k->image = task->self_exec_id;
+  k->answer = answer;
+  k->question = question;
+}
+
+/* Whether `k` was shipped less than name_repeat_ns before `now`. */
+static __always_inline bool name_shipped_lately(struct name_key* k, __u64 now) {
+  __u64* at = bpf_map_lookup_elem(&names_shipped, k);
+  return at && now - *at < name_repeat_ns;
+}
+
+/* Register argument `i` at entry (a switch on it would become a variable offset into ctx, which
+ * the verifier refuses). */
+static __always_inline __u64 entry_reg(struct pt_regs* ctx, __u32 i) {
+  __u64 regs[8] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
+                   PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), INGERO_PARM6(ctx)};
+  return regs[i & 7]; /* 6 and 7: none (0) */
+}
+
+/* At entry: 1 when a look-up whose question alone fixes its answer (INGERO_NAME_FIXED) was
+ * answered lately. A global function: the verifier walks it once, not along every path of the
+ * entry that reaches it (the session's fixed cost is mostly verification). */
+__noinline int ingero_name_asked_lately(struct pt_regs* ctx, __u32 tgid, __u32 probe,
+                                        __u32 question) {
+  if (!ctx) return 0;
+  struct name_key k;
+  name_key_of(&k, tgid, probe, 0, entry_reg(ctx, question));
+  return name_shipped_lately(&k, bpf_ktime_get_ns());
+}
+
+/* ingero_name_at_return's arguments past the frame and recipe. */
+struct name_ask {
+  __u64 ret;
+  __u64 now;
+  __u32 tgid;
+};
+
+/* At a name look-up's return: 2 when its answer went out lately (it ships nothing), 1 when it
+ * answered (keyed now, before its record goes: one lost to a full ring is asked again within the
+ * window), 0 when it answered nothing. Global, as ingero_name_asked_lately. */
+__noinline int ingero_name_at_return(struct ingero_frame* f, struct ingero_recipe* r,
+                                     struct name_ask* a) {
+  if (!f || !r || !a) return 0;
+  __u8 once = r->name_once;
+  __u64 answer = 0;
+  if (once & INGERO_NAME_ANSWER_RET) {
+    answer = a->ret;
+  } else {
+    __u64 ptr = arg_word(f, r->return_read.src, r->return_read.index);
+    if (ptr) bpf_probe_read_user(&answer, sizeof(answer), (void*)(ptr + r->return_read.offset));
+  }
+  if (!answer || ((once & INGERO_NAME_NEEDS_ZERO) && (__u32)a->ret != 0)) return 0;
+  struct name_key k;
+  name_key_of(&k, a->tgid, f->probe_id, (once & INGERO_NAME_FIXED) ? 0 : answer,
+              arg_word(f, INGERO_PTR_REG, r->name_question));
+  if (name_shipped_lately(&k, a->now)) return 2;
+  bpf_map_update_elem(&names_shipped, &k, &a->now, BPF_ANY);
+  return 1;
+}
+
 /* Entry. Returns 0 when the return must be seen, 1 when not (a session then arms no return
  * probe). `session`: nested calls push no frame, since their return never comes. *
  * Kept whole despite its length: splitting it into inline helpers, even the 7-line GPU
@@ -118,6 +185,12 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
     t->depth = d + 1;
     return 0;
   }
+  /* A name look-up whose question alone fixes its answer, asked again lately: not entered. */
+  if (session && (r->name_once & INGERO_NAME_FIXED) &&
+      ingero_name_asked_lately(ctx, tgid, probe, r->name_question)) {
+    stat_inc(INGERO_STAT_NAME_ASKED_AGAIN);
+    return 1;
+  }
   /* A launch needs no return probe: its record goes now, but for one in launch_timing_every
    * per thread, whose return times it. Kernels without sessions keep the return (pair). */
   bool untimed = false;
@@ -180,6 +253,16 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
   }
   struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
   __u64 ret = PT_REGS_RC(ctx);
+  /* A name look-up whose answer went out lately names nothing new (cuDNN asks before every
+   * launch). */
+  if (r && r->name_once) {
+    struct name_ask na = {.ret = ret, .now = now, .tgid = t->tgid};
+    if (ingero_name_at_return(f, r, &na) == 2) {
+      stat_inc(INGERO_STAT_NAME_ANSWERED_AGAIN);
+      t->depth = 0;
+      return;
+    }
+  }
   __u64 stack = 0;
   if (stacks_enabled && !(r && (r->flags & INGERO_RECIPE_NO_STACK))) {
     /* Slow and off-CPU calls are what explain examines: always walk them. A failing call

@@ -51,6 +51,9 @@ const volatile __u32 launch_timing_every = 32;
 /* Untimed launches wait in their CPU's batch (launch_batch.h): set where the scheduler's switch
  * program ships a CPU's batch and user space ships batches left waiting. */
 const volatile __u32 launch_batching = 0;
+/* A kernel-name look-up whose key was shipped less than this long ago ships nothing
+ * (records_call.h, INGERO_NAME_ONCE): a lost or unreadable first answer is asked for again. */
+const volatile __u64 name_repeat_ns = 1000000000;
 /* shared.bpf.h: ingero_wakeup_flags. */
 volatile __u32 ingero_reader_busy = 0;
 /* shared.bpf.h: the scheduler's switch program. */
@@ -84,6 +87,22 @@ struct {
   __type(key, __u32);
   __type(value, struct ingero_thread);
 } thread_zero SEC(".maps");
+
+/* Kernel-name look-ups shipped (INGERO_NAME_ONCE): when each key last went out. */
+struct name_key {
+  __u32 tgid;
+  __u32 probe;
+  __u64 started; /* the process's start, and its image: a pid reused or exec'd asks anew */
+  __u64 image;
+  __u64 answer; /* 0 where the question alone fixes it (INGERO_NAME_FIXED) */
+  __u64 question;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct name_key);
+  __type(value, __u64);
+} names_shipped SEC(".maps");
 
 struct ingero_calls_ring_map calls_rb SEC(".maps");
 struct ingero_launch_batches_map launch_batches SEC(".maps");

@@ -39,31 +39,33 @@ enum ingero_rec_type {
 
 /* Counters kept per CPU in the `stats` map; user space sums them. */
 enum ingero_stat {
-  INGERO_STAT_CALLS = 0,        /* call records submitted */
-  INGERO_STAT_RINGBUF_DROPS,    /* call records lost because the calls ring was full */
-  INGERO_STAT_THREAD_MAP_FULL,  /* calls not traced: no room for another thread */
-  INGERO_STAT_DEPTH_OVERFLOW,   /* calls nested deeper than INGERO_MAX_DEPTH */
-  INGERO_STAT_UNPAIRED_RETURN,  /* a return with no matching entry */
-  INGERO_STAT_FRAMES_DISCARDED, /* entries whose return never came (unwound) */
-  INGERO_STAT_UNFINISHED,       /* calls in flight when their thread exited */
-  INGERO_STAT_HOST_DROPS,       /* host-context records lost to a full host ring */
-  INGERO_STAT_HOST_RECORDS,     /* host-context records submitted */
-  INGERO_STAT_SELFTEST,         /* hits of the check self-test uprobe */
-  INGERO_STAT_STACKS_SHIPPED,   /* stack records submitted */
-  INGERO_STAT_STACKS_SAMPLED,   /* calls whose stack was walked but shipped already: hash only */
-  INGERO_STAT_STACK_DROPS,      /* stack and code records lost to a full aux ring */
-  INGERO_STAT_PY_WALKS,         /* Python frame walks attempted */
-  INGERO_STAT_PY_FAULTS,        /* ... that hit an unreadable address */
-  INGERO_STAT_NESTED,           /* calls folded into the traced call they were made in */
-  INGERO_STAT_STACKS_OF_SITE,   /* calls that took their call site's stack without a walk */
-  INGERO_STAT_STACK_WALKS,      /* calls whose stack was walked (samples: CPU_SAMPLES) */
-  INGERO_STAT_CPU_SAMPLES,      /* on-CPU samples of GPU processes submitted */
-  INGERO_STAT_SAMPLE_DROPS,     /* on-CPU samples lost to a full aux ring */
-  INGERO_STAT_LIBWATCH_DROPS,   /* library-watch notifications lost to a full calls ring */
-  INGERO_STAT_UNTIMED,          /* launches emitted at entry, not timed (no return probe) */
-  INGERO_STAT_RETURNS_DETACHED, /* calls whose probe was detached while they ran: untimed */
-  INGERO_STAT_LAUNCH_BATCHES,   /* batches of untimed launches submitted (bpf/launch_batch.h) */
-  INGERO_STAT_SITE_LOOKUPS,     /* calls whose site was looked up in `sites`: not in the memo */
+  INGERO_STAT_CALLS = 0,           /* call records submitted */
+  INGERO_STAT_RINGBUF_DROPS,       /* call records lost because the calls ring was full */
+  INGERO_STAT_THREAD_MAP_FULL,     /* calls not traced: no room for another thread */
+  INGERO_STAT_DEPTH_OVERFLOW,      /* calls nested deeper than INGERO_MAX_DEPTH */
+  INGERO_STAT_UNPAIRED_RETURN,     /* a return with no matching entry */
+  INGERO_STAT_FRAMES_DISCARDED,    /* entries whose return never came (unwound) */
+  INGERO_STAT_UNFINISHED,          /* calls in flight when their thread exited */
+  INGERO_STAT_HOST_DROPS,          /* host-context records lost to a full host ring */
+  INGERO_STAT_HOST_RECORDS,        /* host-context records submitted */
+  INGERO_STAT_SELFTEST,            /* hits of the check self-test uprobe */
+  INGERO_STAT_STACKS_SHIPPED,      /* stack records submitted */
+  INGERO_STAT_STACKS_SAMPLED,      /* calls whose stack was walked but shipped already: hash only */
+  INGERO_STAT_STACK_DROPS,         /* stack and code records lost to a full aux ring */
+  INGERO_STAT_PY_WALKS,            /* Python frame walks attempted */
+  INGERO_STAT_PY_FAULTS,           /* ... that hit an unreadable address */
+  INGERO_STAT_NESTED,              /* calls folded into the traced call they were made in */
+  INGERO_STAT_STACKS_OF_SITE,      /* calls that took their call site's stack without a walk */
+  INGERO_STAT_STACK_WALKS,         /* calls whose stack was walked (samples: CPU_SAMPLES) */
+  INGERO_STAT_CPU_SAMPLES,         /* on-CPU samples of GPU processes submitted */
+  INGERO_STAT_SAMPLE_DROPS,        /* on-CPU samples lost to a full aux ring */
+  INGERO_STAT_LIBWATCH_DROPS,      /* library-watch notifications lost to a full calls ring */
+  INGERO_STAT_UNTIMED,             /* launches emitted at entry, not timed (no return probe) */
+  INGERO_STAT_RETURNS_DETACHED,    /* calls whose probe was detached while they ran: untimed */
+  INGERO_STAT_LAUNCH_BATCHES,      /* batches of untimed launches submitted (bpf/launch_batch.h) */
+  INGERO_STAT_SITE_LOOKUPS,        /* calls whose site was looked up in `sites`: not in the memo */
+  INGERO_STAT_NAME_ASKED_AGAIN,    /* name look-ups not entered: their question was just answered */
+  INGERO_STAT_NAME_ANSWERED_AGAIN, /* name look-ups not shipped: their answer was just shipped */
   INGERO_STAT_MAX,
 };
 

@@ -39,18 +39,33 @@ struct ingero_ptr_read {
  * own (21,577 at PyTorch's import, whose walks overflowed the stack ring). */
 #define INGERO_RECIPE_NO_STACK 0x4
 
+/* ingero_recipe.name_once: a kernel-name look-up (hal/kernel_names.h) whose repeats are not
+ * shipped. A look-up is keyed by its process image, probe, answer (the handle or name pointer it
+ * returns) and question (the register argument it asks about); one whose key was shipped less
+ * than name_repeat_ns ago ships nothing, its repeat counted (cuDNN looks its kernels up again
+ * before each launch: 125-131 look-ups a step of ResNet-18 on an H200). */
+#define INGERO_NAME_ONCE 0x1 /* repeats of a shipped answer ship nothing */
+#define INGERO_NAME_FIXED                                                           \
+  0x2 /* the question alone fixes the answer in a process image (a stub's handle, a \
+       * handle's name): a repeat is not entered, no return probe; the key's answer is 0 */
+#define INGERO_NAME_ANSWER_RET \
+  0x4 /* the answer is the return value, not the word return_read reads */
+#define INGERO_NAME_NEEDS_ZERO 0x8 /* only a call returning 0 answered (the output was written) */
+
 /* ingero_recipe.valid */
 #define INGERO_RECIPE_GONE 0     /* unused, or detached: a return still due never comes */
 #define INGERO_RECIPE_LIVE 1     /* calls enter through it */
 #define INGERO_RECIPE_RETIRING 2 /* being detached: no call enters, a call in flight returns */
 
 struct ingero_recipe {
-  __u8 stack_words; /* 0..INGERO_STACK_WORDS: copied at entry and shipped */
-  __u8 valid;       /* INGERO_RECIPE_LIVE once user space wrote the slot; then RETIRING and
-                     * GONE while its probe is detached */
-  __u8 nregs;       /* 0..INGERO_REG_WORDS: register arguments user space decodes (shipped) */
-  __u8 flags;       /* INGERO_RECIPE_* */
-  __u32 pad1;
+  __u8 stack_words;   /* 0..INGERO_STACK_WORDS: copied at entry and shipped */
+  __u8 valid;         /* INGERO_RECIPE_LIVE once user space wrote the slot; then RETIRING and
+                       * GONE while its probe is detached */
+  __u8 nregs;         /* 0..INGERO_REG_WORDS: register arguments user space decodes (shipped) */
+  __u8 flags;         /* INGERO_RECIPE_* */
+  __u8 name_once;     /* INGERO_NAME_*; 0: every call is shipped */
+  __u8 name_question; /* the register argument (0..5) a name look-up asks about */
+  __u16 pad1;
   struct ingero_ptr_read entry_read;  /* at entry, into entry_buf */
   struct ingero_ptr_read return_read; /* at return, pointer from entry-time arguments */
 };

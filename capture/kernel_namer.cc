@@ -206,6 +206,13 @@ void KernelNamer::name(uint32_t pid, Proc& p, uint64_t func, const std::string& 
 
 void KernelNamer::on_capture(const hal::NameCapture& c) {
   Proc& p = proc(c.pid);
+  // The first name stands: a function already named reads nothing (a library that looks its
+  // kernels up before every launch, as cuDNN does, sends a repeat once a second; BPF holds the
+  // rest back).
+  if (auto it = p.funcs.find(c.func); it != p.funcs.end() && it->second.named) {
+    ++counters_.repeats;
+    return;
+  }
   if (c.name_addr) {
     if (auto text = read_name(c.pid, p, *c.name_addr)) {
       ++counters_.captures;

@@ -68,6 +68,7 @@ class KernelNamer {
  public:
   struct Counters {
     uint64_t captures = 0;           // name-source records that named something
+    uint64_t repeats = 0;            // ... of a function already named: nothing read
     uint64_t names = 0;              // (pid, func) handed to the sinks
     uint64_t by_source[4] = {};      // of those, by hal::KernelNameSource
     uint64_t unreadable = 0;         // captures whose name could not be read (process gone, ...)

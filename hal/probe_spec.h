@@ -89,12 +89,20 @@ inline constexpr uint16_t kV2Variants = kV2 | kV2Ptsz | kV2Ptds;
 // `name` in the process, or takes the name of the key `alias_of` (a handle looked up from a
 // host stub). With `needs_success`, a call returning non-zero names nothing (its output
 // pointer was not written).
+//
+// A look-up (an output at return_buf(0) or the return value, asked about a register argument)
+// is shipped once per answer: libraries such as cuDNN look their kernels up again before every
+// launch, and a repeat names nothing new. With `answer_fixed`, the register argument alone fixes
+// the answer within a process image (a stub's cudaKernel_t, a handle's name), so a repeat is
+// not even entered: no return probe. A look-up whose answer depends on the thread's current
+// device (cuKernelGetFunction, hipGetFuncBySymbol) must not say so.
 struct NameRecipe {
   KernelNameSource source = KernelNameSource::kNone;
   ArgRef func{};
   ArgRef name{};
   ArgRef alias_of{};
   bool needs_success = false;
+  bool answer_fixed = false;
 };
 
 struct ProbeSpec {

@@ -120,6 +120,7 @@ Status BpfSession::load() {
   ro->stacks_enabled = config.stacks ? 1 : 0;
   ro->stack_slow_ns = config.stack_slow_ns;
   ro->launch_timing_every = config.launch_timing_every;
+  ro->name_repeat_ns = config.name_repeat_ns;
   batching_ = config.launch_batches && config.host_context && !config.selftest_only &&
               attach_ == CallAttach::kSession;
   ro->launch_batching = batching_ ? 1 : 0;

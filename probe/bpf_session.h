@@ -105,6 +105,9 @@ struct BpfConfig {
   // Launches are emitted at entry; one in this many per thread is timed through its return
   // (1: every launch timed, as a call of any other kind; 0: none).
   uint32_t launch_timing_every = 32;
+  // A kernel-name look-up whose answer went out less than this long ago ships nothing
+  // (bpf/records_call.h, INGERO_NAME_ONCE).
+  uint64_t name_repeat_ns = 1'000'000'000;
   // Untimed launches wait in their CPU's batch and reach the calls ring ~30 at a time
   // (bpf/launch_batch.h): with uprobe sessions and the host context (whose switch program ships
   // a CPU's batch when its task leaves). Whoever turns it on ships the batches left waiting

@@ -13,6 +13,35 @@ uint32_t ProbeTable::add(AttachedProbe p) {
   return uint32_t(probes_.size() - 1);
 }
 
+namespace {
+
+// A kernel-name look-up ships each answer once a while (records_call.h, INGERO_NAME_ONCE): its
+// answer is its output word (return_buf(0), read at return) or its return value, its question
+// the first register argument the capture names by. A registration has no answer: each is
+// shipped.
+void set_name_once(const ProbeSpec& spec, ingero_recipe& r) {
+  const NameRecipe& n = spec.name;
+  const ArgRef* refs[] = {&n.func, &n.alias_of, &n.name};
+  uint8_t answer = 0;
+  const ArgRef* question = nullptr;
+  for (const ArgRef* a : refs) {
+    if (a->src == ArgRef::Src::kReturnBuf && a->offset == 0 && a->width == 8 &&
+        spec.args.return_read.src != PtrRead::Src::kNone && spec.args.return_read.len >= 8)
+      answer = INGERO_NAME_ONCE;
+    else if (a->src == ArgRef::Src::kRet)
+      answer = INGERO_NAME_ONCE | INGERO_NAME_ANSWER_RET;
+    else if (a->src == ArgRef::Src::kReg && a->index < INGERO_REG_WORDS && !question)
+      question = a;
+  }
+  if (!answer || !question) return;
+  r.name_once = answer;
+  if (n.needs_success) r.name_once |= INGERO_NAME_NEEDS_ZERO;
+  if (n.answer_fixed) r.name_once |= INGERO_NAME_FIXED;
+  r.name_question = question->index;
+}
+
+}  // namespace
+
 ingero_recipe make_recipe(const ProbeSpec& spec) {
   ingero_recipe r{};
   r.valid = INGERO_RECIPE_LIVE;
@@ -49,7 +78,10 @@ ingero_recipe make_recipe(const ProbeSpec& spec) {
   // whose own probe was detached (capture/launch_nesting.h).
   if (spec.kind == EventKind::kLaunch) r.flags = INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER;
   // Kernel names are read once per kernel and stored without a stack: none is walked.
-  if (spec.kind == EventKind::kKernelName) r.flags |= INGERO_RECIPE_NO_STACK;
+  if (spec.kind == EventKind::kKernelName) {
+    r.flags |= INGERO_RECIPE_NO_STACK;
+    set_name_once(spec, r);
+  }
   return r;
 }
 

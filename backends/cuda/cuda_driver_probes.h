@@ -105,7 +105,10 @@ inline constexpr ProbeSpec kDriverProbes[] = {
      .kind = EventKind::kGraphLaunch,
      .fields = {{Field::kGraphExec, reg(0)}, {Field::kStream, reg(1)}},
      .variants = kStreamVariants},
-    // Kernel names (hal/kernel_names.h), once per kernel or module. Output pointers: the handle
+    // Kernel names (hal/kernel_names.h), once per kernel or module: a library that looks a
+    // kernel up again before each launch (cuDNN) ships each answer once a second, and a look-up
+    // whose argument alone fixes its answer (`answer_fixed`) is not entered again in between
+    // (hal/probe_spec.h, NameRecipe). Output pointers: the handle
     // cuLaunchKernel will get, written at return; the name is an entry argument.
     {.symbol = "cuModuleGetFunction",
      .kind = EventKind::kKernelName,
@@ -126,6 +129,7 @@ inline constexpr ProbeSpec kDriverProbes[] = {
               .name = reg(2),
               .needs_success = true}},
     // Output pointer: a CUkernel's CUfunction in the current context takes the kernel's name.
+    // The context, not the kernel alone, fixes the answer: each repeat is entered.
     {.symbol = "cuKernelGetFunction",
      .kind = EventKind::kKernelName,
      .args = {.return_read = read_at_reg(0, 8)},
@@ -144,7 +148,8 @@ inline constexpr ProbeSpec kDriverProbes[] = {
      .name = {.source = KernelNameSource::kDriverLookup,
               .func = reg(1),
               .name = return_buf(0),
-              .needs_success = true}},
+              .needs_success = true,
+              .answer_fixed = true}},
     {.symbol = "cuKernelGetName",
      .kind = EventKind::kKernelName,
      .args = {.return_read = read_at_reg(0, 8)},
@@ -153,7 +158,8 @@ inline constexpr ProbeSpec kDriverProbes[] = {
      .name = {.source = KernelNameSource::kDriverLookup,
               .func = reg(1),
               .name = return_buf(0),
-              .needs_success = true}},
+              .needs_success = true,
+              .answer_fixed = true}},
 };
 
 }  // namespace ingero::backends::cuda

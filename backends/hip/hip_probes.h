@@ -118,7 +118,7 @@ inline constexpr ProbeSpec kHipProbes[] = {
               .func = return_buf(0),
               .name = reg(2),
               .needs_success = true}},
-    // Output pointer: a stub's hipFunction_t takes the stub's name.
+    // Output pointer: a stub's hipFunction_t (the current device's) takes the stub's name.
     {.symbol = "hipGetFuncBySymbol",
      .kind = EventKind::kKernelName,
      .args = {.return_read = read_at_reg(0, 8)},
@@ -131,11 +131,17 @@ inline constexpr ProbeSpec kHipProbes[] = {
     {.symbol = "hipKernelNameRef",
      .kind = EventKind::kKernelName,
      .optional = true,
-     .name = {.source = KernelNameSource::kDriverLookup, .func = reg(0), .name = ret_value()}},
+     .name = {.source = KernelNameSource::kDriverLookup,
+              .func = reg(0),
+              .name = ret_value(),
+              .answer_fixed = true}},
     {.symbol = "hipKernelNameRefByPtr",
      .kind = EventKind::kKernelName,
      .optional = true,
-     .name = {.source = KernelNameSource::kDriverLookup, .func = reg(0), .name = ret_value()}},
+     .name = {.source = KernelNameSource::kDriverLookup,
+              .func = reg(0),
+              .name = ret_value(),
+              .answer_fixed = true}},
 };
 
 }  // namespace ingero::backends::hip

@@ -251,6 +251,54 @@ TEST(KernelNames, DriverLookUpsNameTheirHandlesAndAHandleNeverLookedUpStaysUnnam
             0);
 }
 
+// cuDNN looks a kernel up again before each launch (125-131 look-ups a step of ResNet-18 on an
+// H200). A repeat whose answer went out lately ships nothing; one whose question alone fixes
+// its answer (a handle's name) is not even entered. A failed look-up answers nothing and holds
+// nothing back. The window (1 s by default) is stretched past any stall of a loaded machine and
+// still expires between the two batches: each answer goes out once a batch.
+struct Repeats {
+  Rows kernels, names;
+  nlohmann::json stats;
+};
+Repeats trace_repeats(int rounds, const std::string& attach_env) {
+  int pid = 0;
+  std::vector<std::string> env = {"CUDA_HOME=" INGERO_FAKE_CUDA_HOME,
+                                  "INGERO_TEST_NAME_REPEAT_MS=2000"};
+  if (!attach_env.empty()) env.push_back(attach_env);
+  std::string db = trace_workload(
+      {INGERO_DRIVER_KERNELS, INGERO_FAKE_CUDA, "repeat", std::to_string(rounds), "3000"},
+      2 * rounds, env, &pid);
+  return {kernels_of(db, pid), names_of(db, pid),
+          nlohmann::json::parse(query_rows(db, "SELECT bpf_stats FROM sessions")[0][0])};
+}
+
+TEST(KernelNames, ALookUpRepeatedBeforeEachLaunchShipsEachAnswerOnce) {
+  REQUIRE_BPF();
+  constexpr int kRounds = 200;
+  Repeats r = trace_repeats(kRounds, "");
+  EXPECT_EQ(r.kernels, (Rows{{"vector_add", std::to_string(2 * kRounds)}}));
+  EXPECT_EQ(r.names, (Rows{{"vector_add", "vector_add", "driver_lookup"}}));
+  // A batch: the look-up and the name once each, every failed look-up.
+  EXPECT_EQ(r.stats["kernel_name_records"], 2 * (2 + kRounds)) << r.stats.dump();
+  EXPECT_EQ(r.stats["name_answered_again"], 2 * (kRounds - 1)) << r.stats.dump();
+  EXPECT_EQ(r.stats["name_asked_again"], 2 * (kRounds - 1)) << r.stats.dump();
+  EXPECT_EQ(r.stats["kernel_name_captures"], 1) << r.stats.dump();
+  EXPECT_EQ(r.stats["kernel_name_repeats"], 3) << r.stats.dump();
+}
+
+// Without uprobe sessions (uprobe_multi pairs, as on kernels before 6.12) every look-up's return
+// probe fires: repeats are held back there.
+TEST(KernelNames, WithoutSessionsARepeatedLookUpIsHeldBackAtItsReturn) {
+  REQUIRE_BPF();
+  constexpr int kRounds = 200;
+  Repeats r = trace_repeats(kRounds, "INGERO_CALL_ATTACH=multi");
+  EXPECT_EQ(r.kernels, (Rows{{"vector_add", std::to_string(2 * kRounds)}}));
+  EXPECT_EQ(r.names, (Rows{{"vector_add", "vector_add", "driver_lookup"}}));
+  EXPECT_EQ(r.stats["kernel_name_records"], 2 * (2 + kRounds)) << r.stats.dump();
+  EXPECT_EQ(r.stats["name_answered_again"], 4 * (kRounds - 1)) << r.stats.dump();
+  EXPECT_EQ(r.stats["name_asked_again"], 0) << r.stats.dump();
+}
+
 TEST(KernelNames, HipRegistrationAndModuleLookUpName) {
   REQUIRE_BPF();
   int pid = 0;

@@ -5,6 +5,7 @@
 // kernel and an object on every run, unlike its time).
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -22,6 +23,7 @@ std::map<std::string, uint64_t> verified_insns(hal::BpfConfig cfg) {
   std::map<std::string, uint64_t> out;
   if (!session) return out;
   for (const auto& p : (*session)->verification()) out[p.name] = p.insns;
+  for (const auto& [name, n] : out) std::cout << "  verified " << name << ": " << n << "\n";
   return out;
 }
 
@@ -33,8 +35,8 @@ uint64_t total(const std::map<std::string, uint64_t>& insns) {
 
 // As `ingero trace` loads them by default: stacks with Python frames, on-CPU samples, the host
 // context. Walked before: ingero_call 230,572 instructions, ingero_thread_exit 48,772,
-// ingero_cpu_sample 14,444 (this kernel, 6.18); now ~30,000 (launches batched), ~6,200 and
-// ~3,300.
+// ingero_cpu_sample 14,444 (this kernel, 6.18); now ~31,700 (launches batched; ~30,000 before
+// the name look-ups' checks, global functions walked once), ~6,200 and ~3,300.
 TEST(BpfVerifier, TheDefaultSessionsProgramsVerifyInBoundedWork) {
   REQUIRE_BPF();
   hal::BpfConfig cfg;
@@ -55,7 +57,8 @@ TEST(BpfVerifier, TheDefaultSessionsProgramsVerifyInBoundedWork) {
 
 // `--no-stack`: the call program without the stack walk. Walked before: ingero_call 187,665;
 // ~15,500 before launches were batched (bpf/launch_batch.h), whose writer is walked twice since,
-// for the batch and for the ring alone: ~23,500 (10 ms against 7 here).
+// for the batch and for the ring alone: ~23,500 (10 ms against 7 here); 23,758 with the name
+// look-ups' checks.
 TEST(BpfVerifier, TheNoStackSessionsProgramsVerifyInBoundedWork) {
   REQUIRE_BPF();
   hal::BpfConfig cfg;

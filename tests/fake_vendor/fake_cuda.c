@@ -24,6 +24,9 @@ __attribute__((visibility("default"))) int cuLaunchKernel(void* f, unsigned gx, 
 struct fake_func {
   char name[256];
 };
+/* As the driver does, a module hands out one handle per function: a repeated look-up gets the
+ * same one. */
+static struct fake_func* fake_funcs[64];
 __attribute__((visibility("default"))) int cuModuleLoadData(void** module, const void* image) {
   (void)image;
   *module = (void*)0xa0d0;
@@ -33,9 +36,15 @@ __attribute__((visibility("default"))) int cuModuleGetFunction(void** f, void* m
                                                                const char* name) {
   if (!module || !name) return 1;                      /* CUDA_ERROR_INVALID_VALUE */
   if (strcmp(name, "missing_kernel") == 0) return 500; /* CUDA_ERROR_NOT_FOUND */
-  struct fake_func* h = calloc(1, sizeof *h);
-  strncpy(h->name, name, sizeof h->name - 1);
-  *f = h;
+  size_t i = 0;
+  for (; i < 64 && fake_funcs[i]; i++)
+    if (strcmp(fake_funcs[i]->name, name) == 0) break;
+  if (i == 64) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+  if (!fake_funcs[i]) {
+    fake_funcs[i] = calloc(1, sizeof *fake_funcs[i]);
+    strncpy(fake_funcs[i]->name, name, sizeof fake_funcs[i]->name - 1);
+  }
+  *f = fake_funcs[i];
   return 0;
 }
 __attribute__((visibility("default"))) int cuFuncGetName(const char** name, void* f) {

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_driver_probes.h"
 #include "backends/cuda/cuda_runtime_probes.h"
+#include "backends/hip/hip_probes.h"
 #include "probe/record_decoder.h"
 #include "probe/record_layout.h"
 
@@ -215,6 +216,40 @@ TEST(Recipes, MirrorTheSpec) {
   EXPECT_EQ(rm.return_read.len, 8);
   EXPECT_EQ(make_recipe(spec_named(backends::cuda::kDriverProbes, "cuLaunchKernel")).stack_words,
             3);
+}
+
+// A name look-up's repeats are held back in BPF by its answer and question (records_call.h,
+// INGERO_NAME_ONCE); only one whose question alone fixes the answer skips its entry.
+TEST(Recipes, NameLookUpsAreKeyedByTheirAnswerAndQuestion) {
+  struct Want {
+    std::span<const ProbeSpec> table;
+    const char* symbol;
+    uint8_t once, question;
+  };
+  const uint8_t once_ok = INGERO_NAME_ONCE | INGERO_NAME_NEEDS_ZERO;
+  const Want wants[] = {
+      {backends::cuda::kDriverProbes, "cuModuleGetFunction", once_ok, 2},
+      {backends::cuda::kDriverProbes, "cuLibraryGetKernel", once_ok, 2},
+      {backends::cuda::kDriverProbes, "cuKernelGetFunction", once_ok, 1},  // per context
+      {backends::cuda::kDriverProbes, "cuFuncGetName", once_ok | INGERO_NAME_FIXED, 1},
+      {backends::cuda::kDriverProbes, "cuKernelGetName", once_ok | INGERO_NAME_FIXED, 1},
+      {backends::cuda::kRuntimeProbes, "__cudaGetKernel", once_ok | INGERO_NAME_FIXED, 1},
+      {backends::cuda::kRuntimeProbes, "cudaGetKernel", once_ok | INGERO_NAME_FIXED, 1},
+      {backends::cuda::kRuntimeProbes, "cudaLibraryGetKernel", once_ok, 2},
+      {backends::hip::kHipProbes, "hipModuleGetFunction", once_ok, 2},
+      {backends::hip::kHipProbes, "hipGetFuncBySymbol", once_ok, 1},  // the current device's
+      {backends::hip::kHipProbes, "hipKernelNameRef",
+       INGERO_NAME_ONCE | INGERO_NAME_ANSWER_RET | INGERO_NAME_FIXED, 0},
+      // Registrations answer nothing: each is shipped.
+      {backends::cuda::kRuntimeProbes, "__cudaRegisterFunction", 0, 0},
+      {backends::hip::kHipProbes, "__hipRegisterFunction", 0, 0},
+      {backends::cuda::kRuntimeProbes, "cudaLaunchKernel", 0, 0},
+  };
+  for (const Want& w : wants) {
+    auto r = make_recipe(spec_named(w.table, w.symbol));
+    EXPECT_EQ(r.name_once, w.once) << w.symbol;
+    EXPECT_EQ(r.name_question, w.question) << w.symbol;
+  }
 }
 
 }  // namespace

@@ -279,6 +279,28 @@ TEST_F(Namer, ARegisteredNameIsReadFromTheFileAndHandedOnOnce) {
   EXPECT_EQ(image->maps_reads, 1);
 }
 
+// cuDNN looks each kernel up again before every launch: once a function has its name, its repeats
+// read nothing, whichever address or key they name it by.
+TEST_F(Namer, ALookUpOfAFunctionAlreadyNamedReadsNothing) {
+  namer->on_capture(cap(0x55aa0001, 0x402010, std::nullopt, KernelNameSource::kDriverLookup));
+  int reads = image->file_reads + image->mem_reads;
+  ASSERT_GT(reads, 0);
+  for (int i = 0; i < 50; ++i) {
+    namer->on_capture(cap(0x55aa0001, 0x402010, std::nullopt, KernelNameSource::kDriverLookup));
+    namer->on_capture(cap(0x55aa0001, 0x1000000, std::nullopt, KernelNameSource::kDriverLookup));
+    namer->on_capture(cap(0x55aa0001, std::nullopt, 0x401e45, KernelNameSource::kDriverLookup));
+  }
+  EXPECT_EQ(image->file_reads + image->mem_reads, reads);
+  EXPECT_EQ(named(), (std::vector<std::pair<uint64_t, std::string>>{
+                         {0x55aa0001, "void scale<float>(float*, float, int)"}}));
+  EXPECT_EQ(namer->counters().captures, 1u);
+  EXPECT_EQ(namer->counters().repeats, 150u);
+  // A key not yet named is still read.
+  namer->on_capture(cap(0x55aa0002, 0x402100, std::nullopt, KernelNameSource::kDriverLookup));
+  EXPECT_EQ(named().back(), (std::pair<uint64_t, std::string>{0x55aa0002, "mul"}));
+  EXPECT_EQ(namer->counters().captures, 2u);
+}
+
 TEST_F(Namer, HeapAndWritableDataAreReadFromMemoryAndJunkIsRefused) {
   namer->on_capture(cap(0x55aa0001, 0x1000000, std::nullopt, KernelNameSource::kDriverLookup));
   namer->on_capture(cap(0x55aa0002, 0x404010));

@@ -6,7 +6,11 @@
  * "_ZN6matmul4tileILi16EEEvPfS1_" (names in this program's file) and "_Z9reduce_v2Pfi" (a
  * copy on the heap), and "missing_kernel" (the driver fails it); launches vector_add 4 times,
  * the matmul tile 6, reduce_v2 once and a handle never looked up (0xbeef) twice; asks
- * cuFuncGetName of vector_add; prints "launched" and waits for stdin to close. */
+ * cuFuncGetName of vector_add; prints "launched" and waits for stdin to close.
+ *
+ * `driver_kernels LIB repeat N PAUSE_MS`, as cuDNN launches: two batches PAUSE_MS apart, each of
+ * N rounds of a look-up of vector_add, its name asked, a look-up of "missing_kernel" that fails
+ * (its output keeps the handle it held) and a launch. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -39,6 +43,23 @@ int main(int argc, char** argv) {
   void* mod = NULL;
   static const char image[] = "fatbin";
   if (load(&mod, image) != 0) return 3;
+  if (argc >= 5 && strcmp(argv[2], "repeat") == 0) {
+    int rounds = atoi(argv[3]);
+    for (int batch = 0; batch < 2; batch++) {
+      if (batch) usleep((useconds_t)atoi(argv[4]) * 1000);
+      for (int i = 0; i < rounds; i++) {
+        void* f = NULL;
+        const char* asked = NULL;
+        if (get(&f, mod, "vector_add") || name(&asked, f)) return 4;
+        if (get(&f, mod, "missing_kernel") == 0) return 5;
+        launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+      }
+    }
+    printf("launched\n");
+    while (fgets(line, sizeof line, stdin)) {
+    }
+    return 0;
+  }
   void *add = NULL, *tile = NULL, *reduce = NULL, *missing = NULL;
   char* heap_name = strdup("_Z9reduce_v2Pfi");
   if (get(&add, mod, "vector_add") || get(&tile, mod, "_ZN6matmul4tileILi16EEEvPfS1_") ||

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# What a kernel look-up before every launch costs under ingero, as cuDNN launches (125-131
+# look-ups a step of ResNet-18 on an H200): bench/lookup_loop.c asks the stand-in driver
+# (bench/pair_driver.c, ordinary -O2 code) for the kernel by name (cuLibraryGetKernel) and its
+# function (cuKernelGetFunction) before each cuLaunchKernel. Rounds interleaved, medians, ns per
+# launch over untraced:
+#   ingero --no-stack --no-kernel-names: the launch alone is traced (the floor of this question);
+#   ingero --no-stack: the look-ups too, each answer shipped once a second (INGERO_NAME_ONCE);
+#   OLD=path/to/ingero: the same under another build, side by side.
+# Also the tracer's own CPU per launch (utime + stime, its end included) and the name records it
+# read, and the launches stored (exact).
+#   bench/lookup_cost.sh [BUILD_DIR]      (root: BPF)
+# Environment: ROUNDS (5), LAUNCHES (200000), OLD.
+set -euo pipefail
+B=${1:-build}
+NAME=lookup_cost
+# shellcheck source=bench/pair_env.sh
+source "$(dirname "$0")/pair_env.sh"
+N=${LAUNCHES:-200000}
+ROUNDS=${ROUNDS:-5}
+HERE=$(cd "$(dirname "$0")" && pwd)
+[[ $EUID -eq 0 ]] || { echo "$NAME: needs root (BPF)" >&2; exit 2; }
+[[ -x $B/bench/lookup_loop ]] || { echo "$NAME: build the target lookup_loop first" >&2; exit 2; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+ns() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["ns_per_call"])'; }
+traced() {  # NAME TRACER [flags...]
+  local name=$1 tracer=$2; shift 2
+  CUDA_HOME=$PAIR python3 "$HERE/tracer_cpu.py" "$out/$name.cpu" \
+    "$tracer" trace -q --no-live "$@" --db "$out/$name.db" -- \
+    "$B/bench/lookup_loop" "$DRV" "$N" | ns
+}
+modes=(untraced floor names)
+[[ -n ${OLD:-} ]] && modes+=(old)
+for r in $(seq 1 "$ROUNDS"); do
+  "$B/bench/lookup_loop" "$DRV" "$N" | ns >> "$out/untraced"
+  traced floor.$r "$ING" --no-stack --no-kernel-names >> "$out/floor"
+  traced names.$r "$ING" --no-stack >> "$out/names"
+  [[ -n ${OLD:-} ]] && traced old.$r "$OLD" --no-stack >> "$out/old"
+done
+
+python3 - "$out" "$ROUNDS" "$N" "$ING" "${modes[@]}" <<'PY'
+import json, os, sqlite3, statistics, subprocess, sys
+out, rounds, n, ing, modes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+def vals(m): return [float(x) for x in open(f"{out}/{m}").read().split()]
+base = statistics.median(vals("untraced"))
+print(f"lookup_cost: {n} launches, each after 2 look-ups, {rounds} rounds interleaved; medians")
+print(f"  untraced                         {base:8.1f} ns a launch")
+for m in modes[1:]:
+    v = statistics.median(vals(m))
+    cpu, recs, stored, again = [], [], [], []
+    for r in range(1, rounds + 1):
+        c = json.load(open(f"{out}/{m}.{r}.cpu"))
+        cpu.append((c["utime_s"] + c["stime_s"]) * 1e6 / n)
+        q = subprocess.run([ing, "query", "--db", f"{out}/{m}.{r}.db", "--json",
+                            "SELECT bpf_stats, (SELECT count(*) FROM calls WHERE kind = 'launch') AS l FROM sessions"],
+                           capture_output=True, text=True, check=True)
+        row = json.loads(q.stdout)[0]
+        st = json.loads(row["bpf_stats"])
+        recs.append(st.get("kernel_name_records", 0))
+        again.append(st.get("name_answered_again", 0) + st.get("name_asked_again", 0))
+        stored.append(row["l"])
+    label = {"floor": "ingero --no-stack --no-kernel-names", "names": "ingero --no-stack",
+             "old": "OLD --no-stack"}[m]
+    print(f"  {label:32s} {v:8.1f} ns (+{v - base:.1f}); tracer CPU {min(cpu):.2f}-{max(cpu):.2f} us a launch; "
+          f"name records {min(recs)}-{max(recs)}, held back {min(again)}-{max(again)}; "
+          f"launches stored {min(stored)}-{max(stored)} of {n}")
+PY

@@ -1,0 +1,62 @@
+/* Launches as cuDNN makes them (bench/lookup_cost.sh): before each cuLaunchKernel, the kernel is
+ * looked up in its library by name (cuLibraryGetKernel) and its function in the current context
+ * (cuKernelGetFunction), each time, over 4 kernels in turn. Prints ns per launch.
+ *   lookup_loop LIBCUDA N [plain]       plain: the launches alone, no look-ups */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int (*kernel_t)(void**, void*, const char*);
+typedef int (*func_t)(void**, void*);
+typedef int (*launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        void*, void**, void**);
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static const char* const kNames[4] = {
+    "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64",
+    "sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64",
+    "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64",
+    "_Z20nhwcAddPaddingKernelI13__nv_bfloat16S0_fLb0EEvPKT_PT0_iiiii"};
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  void* h = dlopen(argv[1], RTLD_NOW);
+  if (!h) {
+    fprintf(stderr, "%s\n", dlerror());
+    return 2;
+  }
+  kernel_t get_kernel = (kernel_t)dlsym(h, "cuLibraryGetKernel");
+  func_t get_func = (func_t)dlsym(h, "cuKernelGetFunction");
+  launch_t launch = (launch_t)dlsym(h, "cuLaunchKernel");
+  if (!get_kernel || !get_func || !launch) return 2;
+  long n = atol(argv[2]);
+  int plain = argc > 3 && strcmp(argv[3], "plain") == 0;
+  static char library;  /* a CUlibrary */
+  void* funcs[4] = {0}; /* plain: looked up once, before the loop */
+  for (int k = 0; k < 4; k++) {
+    void* kernel = NULL;
+    if (get_kernel(&kernel, &library, kNames[k]) || get_func(&funcs[k], kernel)) return 3;
+  }
+  volatile int sink = 0;
+  double t0 = now();
+  for (long i = 0; i < n; i++) {
+    void* f = funcs[i & 3];
+    if (!plain) {
+      void* kernel = NULL;
+      sink += get_kernel(&kernel, &library, kNames[i & 3]);
+      sink += get_func(&f, kernel);
+    }
+    sink += launch(f, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
+  }
+  double t1 = now();
+  printf("{\"calls\": %ld, \"ns_per_call\": %.1f}\n", n, (t1 - t0) * 1e9 / n);
+  return sink == 0 ? 0 : 4;
+}
