@@ -18,6 +18,9 @@ inline constexpr uint64_t kMinTailExcessNs = 50'000;
 // under 20, the slowest 5% is the slowest call alone). Under 100 calls p99 is the slowest call,
 // and one slow call (the first call's lazy initialisation, a page fault) is an outlier.
 inline constexpr uint64_t kMinTailCalls = 2;
+// From 200 calls, at least two stand at or over p99: one preempted call cannot have made it,
+// and is not CPU contention (it still is where p99 is the slowest call).
+inline constexpr uint64_t kCallsForManyAtP99 = 200;
 // A fifth of the slow calls' time off-CPU means contention contributes; half means it is
 // the tail.
 inline constexpr double kOffCpuShareMedium = 0.20;
