@@ -61,6 +61,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     sj["inflight_cpu_ns"] = f.cpu_ns;
   }
   sj["kernel_name_records"] = pc.name_records;
+  for (const auto& [op, n] : pc.name_records_by_op) sj["kernel_name_records_by_op"][op] = n;
   sj["delivery_lag_p50_us"] = pipeline.delivery_lag_quantile_ns(0.50) / 1000;
   sj["delivery_lag_p99_us"] = pipeline.delivery_lag_quantile_ns(0.99) / 1000;
   if (kernels) {

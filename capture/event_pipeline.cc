@@ -132,6 +132,10 @@ void EventPipeline::on_call(const void* data, size_t size) {
   if (ev_.kind == hal::EventKind::kKernelName) {
     // A name source: its name is kept, and it is not a call anyone counts.
     ++counters_.name_records;
+    auto by_op = counters_.name_records_by_op.find(ev_.op);
+    if (by_op == counters_.name_records_by_op.end())
+      by_op = counters_.name_records_by_op.emplace(std::string(ev_.op), 0).first;
+    ++by_op->second;
     identify(ev_, rec_.has_ident());
     note_pid(h.pid, ev_.comm.data());
     if (kernels)

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -38,6 +39,9 @@ class EventPipeline {
     uint64_t no_ident = 0;       // calls of a thread whose name was never shipped (read /proc)
     uint64_t untimed = 0;        // calls seen at entry only (launches whose return was not sampled)
     uint64_t name_records = 0;   // kernel name sources' records (not calls; capture/kernel_namer.h)
+    // ... by the function that made them (cuKernelGetFunction, __cudaRegisterFunction): which
+    // look-ups a library makes before its launches (each answer once a second: backends.md).
+    std::map<std::string, uint64_t, std::less<>> name_records_by_op;
   };
 
   // `out` receives every decoded event and process (a SinkSet fans them out and reports

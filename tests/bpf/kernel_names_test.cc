@@ -280,6 +280,8 @@ TEST(KernelNames, ALookUpRepeatedBeforeEachLaunchShipsEachAnswerOnce) {
   EXPECT_EQ(r.names, (Rows{{"vector_add", "vector_add", "driver_lookup"}}));
   // A batch: the look-up and the name once each, every failed look-up.
   EXPECT_EQ(r.stats["kernel_name_records"], 2 * (2 + kRounds)) << r.stats.dump();
+  EXPECT_EQ(r.stats["kernel_name_records_by_op"],
+            (nlohmann::json{{"cuModuleGetFunction", 2 * (1 + kRounds)}, {"cuFuncGetName", 2}}));
   EXPECT_EQ(r.stats["name_answered_again"], 2 * (kRounds - 1)) << r.stats.dump();
   EXPECT_EQ(r.stats["name_asked_again"], 2 * (kRounds - 1)) << r.stats.dump();
   EXPECT_EQ(r.stats["kernel_name_captures"], 1) << r.stats.dump();
