@@ -84,9 +84,8 @@ void print_step_kernels(std::ostream& out, const engine::ProcessKernels& k) {
         << " launches, folded into runs that kept no kernel (--keep-all keeps each kernel)";
   // The per-step figures are those of the steps no such run, nor a run across a step's edge,
   // falls in (engine/kernels.h).
-  if (k.whole_steps && k.whole_steps < k.steady_steps)
-    out << "; per step: the " << format_count(k.whole_steps) << " of "
-        << format_count(k.steady_steps) << " steady steps that kept every kernel";
+  if (std::string whole = engine::whole_steps_text(k); k.whole_steps && !whole.empty())
+    out << "; per step: " << whole;  // none at all is said above
   out << "\n";
 }
 

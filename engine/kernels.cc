@@ -282,6 +282,13 @@ KernelReport compute_kernels(TraceSource& source, const Window& w, const StepMod
   return r;
 }
 
+std::string whole_steps_text(const ProcessKernels& p) {
+  if (p.whole_steps >= p.steady_steps) return "";
+  if (!p.whole_steps) return "not known: every steady step has folded launches";
+  return "the " + format_count(p.whole_steps) + " of " + format_count(p.steady_steps) +
+         " steady steps that kept every kernel";
+}
+
 std::string kernels_per_step_text(const ProcessKernels& p, size_t top) {
   uint64_t steady = 0;
   for (const auto& k : p.kernels) steady += k.steady_launches;

@@ -74,6 +74,10 @@ KernelReport compute_kernels(TraceSource& source, const Window& w, const StepMod
 // launched kernels per steady step (up to `top`, those with at least 10% of its launches), each
 // with its line; "" when it launched none with a name in steady steps.
 std::string kernels_per_step_text(const ProcessKernels& p, size_t top = 3);
+// Which steady steps the per-step figures come from, where not every one: "the 12 of 50 steady
+// steps that kept every kernel", or "not known: every steady step has folded launches"; "" when
+// each kept every kernel. One wording for explain, get_kernels and the report's page.
+std::string whole_steps_text(const ProcessKernels& p);
 // A launched function without a kernel name: "function 0x55d0c0a01e45".
 std::string unnamed_function_label(uint64_t func);
 // "12 launches (of 2 functions) have no kernel name: ..." for the report; "" when every launch

@@ -280,6 +280,7 @@ nlohmann::json process_kernels_json(const ProcessKernels& p, const std::string& 
           {"folded_launches", p.folded_launches},
           {"steady_steps", p.steady_steps},
           {"whole_steps", p.whole_steps},
+          {"whole_steps_text", whole_steps_text(p)},
           {"kernels_total", p.kernels.size()},
           {"per_step", kernels_per_step_text(p)},
           {"kernels", std::move(ks)}};

@@ -44,9 +44,8 @@ ToolOutput get_kernels(ToolContext& ctx, const ToolCall& call) {
     if (p.folded_launches)
       t << "; " << format_count(p.folded_launches)
         << " older launches folded by tiered retention kept no function";
-    if (p.whole_steps < p.steady_steps)
-      t << " (per step: the " << format_count(p.whole_steps) << " of "
-        << format_count(p.steady_steps) << " steady steps that kept every kernel)";
+    if (std::string whole = engine::whole_steps_text(p); !whole.empty())
+      t << " (per step: " << whole << ")";
     t << "\n";
     if (std::string per = engine::kernels_per_step_text(p); !per.empty())
       t << "  per step: " << ident(per) << "\n";

@@ -239,6 +239,11 @@ TEST(Kernels, StepsWithLaunchesFoldedWithoutTheirKernelAreNotCountedByKernel) {
   EXPECT_EQ(kernels_per_step_text(*k),
             "400 \u00d7 `add` and 400 \u00d7 `mul` per step from tiny_step (faults2.py:8)");
   EXPECT_EQ(report_json(a, {})["kernels"]["processes"][0]["whole_steps"], whole);
+  // One wording for explain, get_kernels and the report's page (which shows the model's text).
+  std::string which = "the " + std::to_string(whole) + " of " + std::to_string(steady) +
+                      " steady steps that kept every kernel";
+  EXPECT_EQ(whole_steps_text(*k), which);
+  EXPECT_EQ(report_json(a, {})["kernels"]["processes"][0]["whole_steps_text"], which);
   // Each step says whether its kernels count short.
   std::vector<size_t> all(st->steps.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -267,6 +272,7 @@ TEST(Kernels, WithEveryStepFoldedNoKernelIsCountedPerStep) {
   EXPECT_EQ(k->whole_steps, 0u);
   for (const auto& c : k->kernels) EXPECT_EQ(c.per_step_median, 0u) << c.name;
   EXPECT_EQ(kernels_per_step_text(*k), "");
+  EXPECT_EQ(whole_steps_text(*k), "not known: every steady step has folded launches");
   const Chain* lb = nullptr;
   for (const auto& c : a.chains)
     if (c.rule == "launch_bound") lb = &c;
@@ -287,6 +293,7 @@ TEST(Kernels, RunsOfSeveralKernelsCountEachKernelInTheStepTheyLieIn) {
   EXPECT_EQ(k->launches, 20u * 800);
   EXPECT_GT(k->steady_steps, 10u);
   EXPECT_EQ(k->whole_steps, k->steady_steps);
+  EXPECT_EQ(whole_steps_text(*k), "");
   ASSERT_EQ(k->kernels.size(), 2u);
   for (const auto& c : k->kernels) {
     EXPECT_EQ(c.launches, 20u * 400) << c.name;

@@ -48,9 +48,8 @@ function kernelBlock(k) {
       k.unnamed_launches ? ' (' + fmt.count(k.unnamed_launches) + ' launches of ' + fmt.count(k.unnamed_functions) +
         ' functions without a name)' : '',
       k.folded_launches ? '; ' + fmt.count(k.folded_launches) + ' older launches were folded and kept no function' : '',
-      k.whole_steps < k.steady_steps ? h('span', { 'data-testid': 'kernels-whole-steps' }, ' (per step: ' +
-        (k.whole_steps ? 'the ' + fmt.count(k.whole_steps) + ' of ' + fmt.count(k.steady_steps) +
-          ' steady steps that kept every kernel)' : 'not known: every steady step has folded launches)')) : ''),
+      k.whole_steps_text ? h('span', { 'data-testid': 'kernels-whole-steps' },
+        ' (per step: ' + k.whole_steps_text + ')') : ''),
     k.per_step ? h('p', null, h('b', { 'data-testid': 'kernels-per-step' }, k.per_step)) : null,
     table,
     k.kernels_total > k.kernels.length ? h('p', { class: 'muted small' }, (k.kernels_total - k.kernels.length) +
