@@ -137,6 +137,17 @@ bool ClickHouseServers::start(size_t n, std::string* why) {
     *why = "clickhouse-server is not installed";
     return false;
   }
+  // A port found free can be taken by a test running beside this one before the server binds
+  // it (CI: "Address already in use" on its TCP port, the set never up): new ports, again.
+  for (int attempt = 0;; ++attempt) {
+    if (start_on_free_ports(n, why)) return true;
+    for (size_t i = 0; i < servers_.size(); ++i) stop(i);
+    if (attempt == 2 || why->find("Address already in use") == std::string::npos) return false;
+    servers_.clear();
+  }
+}
+
+bool ClickHouseServers::start_on_free_ports(size_t n, std::string* why) {
   servers_.resize(n);
   std::vector<int> tcp;
   for (auto& s : servers_) {

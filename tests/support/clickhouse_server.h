@@ -40,6 +40,7 @@ class ClickHouseServers {
     int http_port = 0, tcp_port = 0;
     pid_t pid = 0;
   };
+  bool start_on_free_ports(size_t n, std::string* why);
   bool launch(Server& s, std::string* why);
   std::vector<Server> servers_;
 };
