@@ -32,7 +32,6 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [[ $EUID -eq 0 ]] || { echo "launch_cost: needs root (BPF)" >&2; exit 2; }
 
-ns() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["ns_per_call"])'; }
 PIN=()     # the loop's CPU, while the other CPUs are kept busy
 TRACER=()  # the tracer's CPUs meanwhile: the others
 loop() { "${PIN[@]}" "$B/bench/launch_loop" "$LIB" "$N"; }

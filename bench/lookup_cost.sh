@@ -24,7 +24,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-ns() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["ns_per_call"])'; }
 traced() {  # NAME TRACER [flags...]
   local name=$1 tracer=$2; shift 2
   CUDA_HOME=$PAIR python3 "$HERE/tracer_cpu.py" "$out/$name.cpu" \
