@@ -38,10 +38,7 @@ std::vector<int> online_cpus() {
 
 }  // namespace
 
-CpuSampler::~CpuSampler() {
-  links_.clear();
-  for (int fd : fds_) close(fd);
-}
+CpuSampler::~CpuSampler() { links_.clear(); }
 
 Status CpuSampler::start(int hz) {
   bpf_program* prog = session_.skeleton()->progs.ingero_cpu_sample;
@@ -60,10 +57,10 @@ Status CpuSampler::start(int hz) {
           "opening the CPU-clock sampler on CPU " + std::to_string(cpu) + ": " + std::strerror(err),
           err};
     }
-    fds_.push_back(fd);
     bpf_link* l = bpf_program__attach_perf_event(prog, fd);
     if (!l) {
       int err = errno;
+      close(fd);  // no link took it
       links_.clear();
       return Error{"attaching the CPU-clock sampler on CPU " + std::to_string(cpu) + ": " +
                        std::strerror(err),

@@ -24,7 +24,7 @@ class CpuSampler {
 
  private:
   hal::BpfSession& session_;
-  std::vector<int> fds_;
+  // Each link owns its event's file (libbpf closes it at the detach): nothing else closes it.
   std::vector<hal::Link> links_;
 };
 
