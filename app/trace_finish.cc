@@ -74,7 +74,14 @@ uint64_t Trace::stop_recording() {
     inflight_->tick(uint64_t(mono_now_ns()));
     inflight_->stop(uint64_t(mono_now_ns()));
   }
-  probes_->detach();
+  hal::HandOff off = probes_->detach();
+  if (!opts_.quiet && off.pid > 0)
+    std::cerr << "ingero: " << off.perf_events << " perf-event probes detached; process " << off.pid
+              << " frees them after this ends (this kernel frees them one at a time)\n";
+  else if (!opts_.quiet && !off.error.empty())
+    std::cerr << "ingero: freeing the perf-event probes here, one at a time (~0.1 s each): no "
+                 "process could hold them: "
+              << off.error << "\n";
   // The launches still waiting in CPUs' batches go to the ring first (bpf/launch_batch.h).
   (void)session_->ship_launch_batches(
       0, [this](const void* d, size_t n) { pipeline_->on_record(d, n); });

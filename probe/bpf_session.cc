@@ -229,7 +229,7 @@ Result<std::vector<Link>> BpfSession::attach_sites(const std::string& path,
             ret ? skel_->progs.ingero_return : skel_->progs.ingero_entry, -1, path.c_str(),
             sites[i].file_offset, &opts);
         if (!l) return bpf_error(std::string(ret ? "uretprobe" : "uprobe") + " on " + path, errno);
-        links.emplace_back(l);
+        links.push_back(Link::perf_uprobe(l));
       }
     }
     return links;
@@ -309,7 +309,7 @@ Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t f
   bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_linkmap, -1, ldso_path.c_str(),
                                                 file_offset, &opts);
   if (!l) return bpf_error("uprobe on " + ldso_path + " _dl_debug_state", errno);
-  return Link(l);
+  return Link::perf_uprobe(l);
 }
 
 Result<Link> BpfSession::attach_selftest(const std::string& path, uint64_t file_offset) {
@@ -321,7 +321,7 @@ Result<Link> BpfSession::attach_selftest(const std::string& path, uint64_t file_
   bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_selftest, int(getpid()),
                                                 path.c_str(), file_offset, &opts);
   if (!l) return bpf_error("self-test uprobe", errno);
-  return Link(l);
+  return Link::perf_uprobe(l);
 }
 
 Status BpfSession::add_pid(uint32_t tgid) {

@@ -43,13 +43,21 @@ class Link {
     l.fd_ = fd;
     return l;
   }
-  Link(Link&& o) noexcept : link_(o.link_), fd_(o.fd_) {
+  // A perf-event uprobe's link: the kernel frees such probes one at a time at their last close
+  // (probe/link_closer.h, hand_off_perf_events).
+  static Link perf_uprobe(bpf_link* l) {
+    Link k(l);
+    k.perf_uprobe_ = true;
+    return k;
+  }
+  Link(Link&& o) noexcept : link_(o.link_), fd_(o.fd_), perf_uprobe_(o.perf_uprobe_) {
     o.link_ = nullptr;
     o.fd_ = -1;
   }
   Link& operator=(Link&& o) noexcept {
     std::swap(link_, o.link_);
     std::swap(fd_, o.fd_);
+    std::swap(perf_uprobe_, o.perf_uprobe_);
     return *this;
   }
   Link(const Link&) = delete;
@@ -57,10 +65,12 @@ class Link {
   ~Link();
   explicit operator bool() const { return link_ || fd_ >= 0; }
   int fd() const;  // the link's file descriptor, -1 when empty
+  bool perf_uprobe() const { return perf_uprobe_ && link_; }
 
  private:
   bpf_link* link_ = nullptr;
   int fd_ = -1;
+  bool perf_uprobe_ = false;
 };
 
 // One function to trace in one file.

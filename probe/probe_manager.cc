@@ -189,8 +189,7 @@ Result<size_t> ProbeManager::detach_launches(const std::string& path,
   return total;
 }
 
-void ProbeManager::detach() {
-  closer_.wait();
+HandOff ProbeManager::detach() {
   std::vector<Link> all;
   for (AttachedFile& a : attached_files_)
     for (auto* links : {&a.links, &a.launch_links})
@@ -198,7 +197,19 @@ void ProbeManager::detach() {
   for (Link& l : loader_links_) all.push_back(std::move(l));
   attached_files_.clear();
   loader_links_.clear();
-  close_links(std::move(all));
+  HandOff off;
+  size_t perf =
+      size_t(std::count_if(all.begin(), all.end(), [](const Link& l) { return l.perf_uprobe(); }));
+  auto close_here = [&] {
+    closer_.wait();
+    close_links(std::move(all));
+  };
+  // The launch links the closer still holds are then not the last references either.
+  if (perf >= kHandOffPerfLinks)
+    off = hand_off_perf_events(close_here);
+  else
+    close_here();
+  return off;
 }
 
 namespace {

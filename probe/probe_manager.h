@@ -56,8 +56,10 @@ class ProbeManager {
   // Attaches link-map notification probes to dynamic loaders seen so far.
   void watch_loaders();
   // Detaches every probe; the table stays, so records already in the rings still decode.
-  // The links close together (close_links), after any detach_launches still closing.
-  void detach();
+  // The links close together (close_links), after any detach_launches still closing. From
+  // kHandOffPerfLinks perf-event uprobes on, a process of its own frees them after they are
+  // detached here (hand_off_perf_events), and this returns at once: it says which.
+  HandOff detach();
   // Detaches the launch probes of one library file (its display path), keeping its others,
   // which are in links of their own and stay attached. Returns how many probes went: from now
   // on no launch enters through them. Their links close on another thread (detach() waits for
