@@ -13,7 +13,9 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <set>
 
 namespace ingero::test {
 namespace {
@@ -62,8 +64,12 @@ int free_tcp_port() {
   // HTTP client) between this check and the server's bind. Bindable on every interface, with
   // the TIME_WAIT tolerance servers use (SO_REUSEADDR).
   static std::mt19937 rng(uint32_t(getpid()) * 2654435761u ^ uint32_t(time(nullptr)));
+  static std::mutex mu;
+  static std::set<int> given;
+  std::lock_guard lk(mu);
   for (int tries = 0; tries < 1000; ++tries) {
     int port = 20000 + int(rng() % 12000);
+    if (given.count(port)) continue;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -73,7 +79,10 @@ int free_tcp_port() {
     a.sin_port = htons(uint16_t(port));
     bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     close(fd);
-    if (ok) return port;
+    if (ok) {
+      given.insert(port);
+      return port;
+    }
   }
   return 0;
 }

@@ -26,7 +26,8 @@ inline HttpResponse http_get(const std::string& host, int port, const std::strin
   return http_request(host, port, "GET", target);
 }
 std::string url_encode(const std::string& s);
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago, and not handed out before by this process
+// (two servers asked for ports before either binds get two).
 int free_tcp_port();
 
 }  // namespace ingero::test

@@ -17,22 +17,30 @@ bool PrometheusServer::start(int target_port, std::string* why) {
 }
 
 bool PrometheusServer::start_with(const std::string& scrape_configs, std::string* why) {
-  port_ = free_tcp_port();
   std::string dir = temp_path("prometheus");
   std::filesystem::create_directories(dir + "/data");
   std::ofstream(dir + "/prometheus.yml")
       << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
       << scrape_configs;
-  proc_ = Subprocess::spawn({kPrometheusBinary, "--config.file=" + dir + "/prometheus.yml",
-                             "--storage.tsdb.path=" + dir + "/data",
-                             "--web.listen-address=127.0.0.1:" + std::to_string(port_)});
-  for (int i = 0; i < 300; ++i) {
-    if (http_get("127.0.0.1", port_, "/-/ready").status == 200) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // A port found free can be taken by a test running beside this one before the server binds
+  // it (it then exits at once): a new port, again.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    port_ = free_tcp_port();
+    proc_ = Subprocess::spawn({kPrometheusBinary, "--config.file=" + dir + "/prometheus.yml",
+                               "--storage.tsdb.path=" + dir + "/data",
+                               "--web.listen-address=127.0.0.1:" + std::to_string(port_)});
+    bool exited = false;
+    for (int i = 0; i < 300 && !exited; ++i) {
+      if (http_get("127.0.0.1", port_, "/-/ready").status == 200) return true;
+      exited = proc_.wait(std::chrono::milliseconds(100)) != -1;
+    }
+    if (!exited) {
+      proc_.signal(SIGTERM);
+      proc_.wait(std::chrono::seconds(10));
+    }
+    *why = "prometheus did not become ready: " + proc_.err().substr(0, 2000);
+    if (!exited || why->find("address already in use") == std::string::npos) return false;
   }
-  proc_.signal(SIGTERM);
-  proc_.wait(std::chrono::seconds(10));
-  *why = "prometheus did not become ready: " + proc_.err().substr(0, 2000);
   return false;
 }
 
