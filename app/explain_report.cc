@@ -32,11 +32,12 @@ void print_op_table(std::ostream& out, const std::vector<const engine::OpStats*>
   static const size_t kMinWidth[kCols] = {26, 14, 9, 9, 9, 9, 9, 9, 8};
   std::vector<std::array<std::string, kCols>> rows;
   rows.reserve(ops.size());
-  for (const auto* s : ops)
-    rows.push_back({s->key.op, s->key.api, format_count(s->count),
-                    format_duration(uint64_t(s->avg_ns())), format_duration(s->p50),
-                    format_duration(s->p95), format_duration(s->p99), format_duration(s->max_ns),
+  for (const auto* s : ops) {
+    auto dur = [s](uint64_t ns) { return s->timed() ? format_duration(ns) : std::string("-"); };
+    rows.push_back({s->key.op, s->key.api, format_count(s->count), dur(uint64_t(s->avg_ns())),
+                    dur(s->p50), dur(s->p95), dur(s->p99), dur(s->max_ns),
                     format_count(s->errors + s->unfinished)});
+  }
   std::array<size_t, kCols> w;
   for (size_t i = 0; i < kCols; ++i) {
     w[i] = kMinWidth[i];
@@ -232,6 +233,9 @@ void print_report(std::ostream& out, const engine::Analysis& a, const ReportOpti
   if (!overall.empty()) {
     out << "GPU API calls\n";
     print_op_table(out, overall, "  ");
+    if (std::any_of(overall.begin(), overall.end(), [](auto* s) { return !s->timed(); }))
+      out << "  -: no call of the op was timed (launches seen at entry only: one in "
+             "--launch-timing per thread is timed, among all its launches; 1 times every one)\n";
     if (a.stats.sketch_quantiles)
       // Sketches where the window has launches seen at entry only (no duration of their own)
       // or folded into runs (SqlTraceSource::has_folded_calls): either, not always both.

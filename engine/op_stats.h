@@ -59,6 +59,10 @@ struct OpStats {
   uint64_t tail_windows_dropped = 0;
 
   double avg_ns() const { return count ? double(sum_ns) / double(count) : 0; }
+  // Whether any of its calls has a duration. Launches are timed one in --launch-timing per thread,
+  // across ops: a thread's 7 driver launches after its 40 runtime ones may all be untimed. Their
+  // durations are then unknown, not 0: said as such ("-", null).
+  bool timed() const { return max_ns > 0 || count == 0; }
   double tail_ratio() const { return p50 ? double(p99) / double(p50) : (p99 ? 1e9 : 0); }
   // Share of the tail's time spent off-CPU (per-call data only).
   double tail_off_cpu_share() const {

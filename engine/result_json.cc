@@ -28,6 +28,9 @@ nlohmann::json op_stats_json(const OpStats& s) {
                       {"bytes", s.bytes},
                       {"off_cpu_ns", s.off_cpu_ns}};
   if (s.key.pid) j["pid"] = s.key.pid;
+  if (!s.timed())  // its durations are unknown, not 0
+    for (const char* k : {"avg_ns", "min_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns"})
+      j[k] = nullptr;
   return j;
 }
 

@@ -132,9 +132,16 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
                     {"tail_ratio", s->p50 ? double(s->p99) / double(s->p50) : 0.0},
                     {"off_cpu_ns", s->off_cpu_ns},
                     {"bytes", s->bytes}});
+    if (!s->timed())  // its durations are unknown, not 0
+      for (const char* k : {"total_ns", "avg_ns", "min_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns"})
+        jops.back()[k] = nullptr;
     t << "  " << format_count(s->count) << " " << ident(s->key.op) << " [" << ident(s->key.vendor)
-      << "/" << ident(s->key.api) << "] p50 " << dur(s->p50) << " p95 " << dur(s->p95) << " p99 "
-      << dur(s->p99) << " max " << dur(s->max_ns);
+      << "/" << ident(s->key.api) << "] ";
+    if (s->timed())
+      t << "p50 " << dur(s->p50) << " p95 " << dur(s->p95) << " p99 " << dur(s->p99) << " max "
+        << dur(s->max_ns);
+    else
+      t << "none timed (launches seen at entry only)";
     if (s->p50 && s->p99 >= 10 * s->p50)
       t << " (p99 " << fmt("%.0f", double(s->p99) / double(s->p50)) << "x p50)";
     if (s->errors) t << ", " << format_count(s->errors) << " errors";
@@ -185,14 +192,14 @@ ToolOutput get_process_breakdown(ToolContext& ctx, const ToolCall& call) {
     std::vector<const engine::OpStats*> top(p.ops.begin(), p.ops.end());
     std::sort(top.begin(), top.end(), [](auto* x, auto* y) { return x->sum_ns > y->sum_ns; });
     if (top.size() > 5) top.resize(5);
-    for (const auto* s : top)
-      ops.push_back({{"op", s->key.op},
-                     {"vendor", s->key.vendor},
-                     {"calls", s->count},
-                     {"total_ns", s->sum_ns},
-                     {"p50_ns", s->p50},
-                     {"p99_ns", s->p99},
-                     {"errors", s->errors}});
+    for (const auto* s : top) {
+      Json o = {{"op", s->key.op},       {"vendor", s->key.vendor}, {"calls", s->count},
+                {"total_ns", s->sum_ns}, {"p50_ns", s->p50},        {"p99_ns", s->p99},
+                {"errors", s->errors}};
+      if (!s->timed())  // its durations are unknown, not 0
+        for (const char* k : {"total_ns", "p50_ns", "p99_ns"}) o[k] = nullptr;
+      ops.push_back(std::move(o));
+    }
     Json pj = process_json(p);
     pj["top_ops"] = ops;
     procs.push_back(std::move(pj));
@@ -205,8 +212,10 @@ ToolOutput get_process_breakdown(ToolContext& ctx, const ToolCall& call) {
     if (p.block_ios) t << ", " << format_count(p.block_ios) << " block I/Os";
     t << "\n";
     for (const auto* s : top)
-      t << "    " << format_count(s->count) << " " << ident(s->key.op) << " total "
-        << dur(s->sum_ns) << " p99 " << dur(s->p99) << "\n";
+      t << "    " << format_count(s->count) << " " << ident(s->key.op)
+        << (s->timed() ? " total " + dur(s->sum_ns) + " p99 " + dur(s->p99)
+                       : std::string(" none timed"))
+        << "\n";
   }
   if (a.processes.size() > limit)
     t << "(" << a.processes.size() - limit << " more processes; raise limit)\n";

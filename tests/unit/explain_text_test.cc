@@ -126,6 +126,42 @@ TEST(ExplainText, OpTableColumnsAreSizedFromTheData) {
             "\n");
 }
 
+// An op none of whose calls was timed (a thread's few driver launches after its runtime ones,
+// all between two timed launches) has no duration: "-" and null, not 0 ns.
+TEST(ExplainText, AnOpWithNoTimedCallShowsNoDuration) {
+  engine::Analysis a;
+  engine::OpStats timed;
+  timed.key.op = "cudaLaunchKernel";
+  timed.key.api = "cuda_runtime";
+  timed.count = 40;
+  timed.sum_ns = 40 * 12 * kUs;
+  timed.min_ns = timed.p50 = timed.p95 = timed.p99 = timed.max_ns = 12 * kUs;
+  a.stats.overall.push_back(timed);
+  engine::OpStats untimed;
+  untimed.key.op = "cuLaunchKernel";
+  untimed.key.api = "cuda_driver";
+  untimed.count = 7;
+  a.stats.overall.push_back(untimed);
+  std::ostringstream out;
+  print_report(out, a, {});
+  EXPECT_EQ(section(out.str(), "GPU API calls", "CAUSAL CHAINS"),
+            "GPU API calls\n"
+            "  op                        api               calls      avg      p50      p95      "
+            "p99      max  errors\n"
+            "  cudaLaunchKernel          cuda_runtime         40     12us     12us     12us     "
+            "12us     12us       0\n"
+            "  cuLaunchKernel            cuda_driver           7        -        -        -        "
+            "-        -       0\n"
+            "  -: no call of the op was timed (launches seen at entry only: one in "
+            "--launch-timing per thread is timed, among all its launches; 1 times every one)\n"
+            "\n");
+  auto j = engine::op_stats_json(untimed);
+  for (const char* k : {"avg_ns", "min_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns"})
+    EXPECT_TRUE(j[k].is_null()) << k << ": " << j.dump();
+  EXPECT_EQ(j["calls"], 7);
+  EXPECT_EQ(engine::op_stats_json(timed)["p99_ns"], 12 * kUs);
+}
+
 // Quantiles from the sketches are said to be so, and why, without claiming runs the trace may
 // not have: launches seen at entry only are enough (a HIP trace of 4 untimed launches said
 // "tiered retention folded launches into runs" with no run in the file).
