@@ -1,6 +1,7 @@
 #include "probe/link_closer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -26,6 +27,14 @@ constexpr size_t kCouldNotList = ~size_t(0);
 [[noreturn]] void keep_perf_events_and_exit(int report, int release) {
   setsid();  // no terminal: the tracer's Ctrl-C and hang-up are not its
   prctl(PR_SET_NAME, "ingero-detach");
+  // The tracer's handlers note a stop and go on: a kill of this process ends it instead (the
+  // kernel frees the events at its exit all the same).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   size_t kept = 0;
   int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) {
