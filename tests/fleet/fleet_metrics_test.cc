@@ -69,11 +69,20 @@ TEST(FleetMetrics, VictoriaMetricsRanksNodesByLaunchLatencyP99) {
       cfg << "      - targets: ['127.0.0.1:" << n.port << "']\n        labels: {node: " << n.name
           << "}\n";
   }
-  int vm_port = free_tcp_port();
-  Subprocess vm = Subprocess::spawn({kVictoria, "-promscrape.config=" + dir + "/scrape.yml",
-                                     "-storageDataPath=" + dir + "/data",
-                                     "-httpListenAddr=127.0.0.1:" + std::to_string(vm_port),
-                                     "-search.latencyOffset=0s", "-loggerLevel=ERROR"});
+  // A port found free can be taken by a test running beside this one before the server binds it
+  // (it then exits at once): a new port, again.
+  int vm_port = 0;
+  Subprocess vm;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    vm_port = free_tcp_port();
+    vm = Subprocess::spawn({kVictoria, "-promscrape.config=" + dir + "/scrape.yml",
+                            "-storageDataPath=" + dir + "/data",
+                            "-httpListenAddr=127.0.0.1:" + std::to_string(vm_port),
+                            "-search.latencyOffset=0s", "-loggerLevel=ERROR"});
+    if (vm.wait(std::chrono::milliseconds(500)) == -1 ||
+        vm.err().find("address already in use") == std::string::npos)
+      break;
+  }
   std::vector<std::pair<std::string, double>> ranking;
   for (int i = 0; i < 300 && ranking.size() < 3; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
