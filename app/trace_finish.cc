@@ -77,7 +77,8 @@ uint64_t Trace::stop_recording() {
   hal::HandOff off = probes_->detach();
   if (!opts_.quiet && off.pid > 0)
     std::cerr << "ingero: " << off.perf_events << " perf-event probes detached; process " << off.pid
-              << " frees them after this ends (this kernel frees them one at a time)\n";
+              << " (ingero-detach) frees them in the background: this kernel frees them one at a "
+                 "time\n";
   else if (!opts_.quiet && !off.error.empty())
     std::cerr << "ingero: freeing the perf-event probes here, one at a time (~0.1 s each): no "
                  "process could hold them: "

@@ -114,9 +114,10 @@ TEST(PerfDetach, TheSessionEndsBeforeItsPerfEventProbesAreFreed) {
                            {"INGERO_CALL_ATTACH=perf"});
   ASSERT_EQ(run.rc, 0) << run.err;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      run.err, m,
-      std::regex("ingero: ([0-9]+) perf-event probes detached; process ([0-9]+) frees them")))
+  ASSERT_TRUE(
+      std::regex_search(run.err, m,
+                        std::regex("ingero: ([0-9]+) perf-event probes detached; process ([0-9]+) "
+                                   "\\(ingero-detach\\) frees them in the background")))
       << run.err;
   const int held = std::stoi(m[1]);
   const int pid = std::stoi(m[2]);
