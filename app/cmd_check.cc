@@ -96,7 +96,8 @@ void check_uprobe(hal::BpfSession& session, CheckReport& rep) {
           session.uses_uprobe_multi() ? "supported" : "not supported",
           session.uses_uprobe_multi()
               ? "one link per library; attach/detach in one kernel operation"
-              : "one perf-event uprobe per function (slower attach/detach)",
+              : "one perf-event uprobe per function and direction: this kernel frees them one at "
+                "a time at a session's end, in a process of its own (ingero-detach)",
           session.uses_uprobe_multi() ? "" : "Linux 6.6+ attaches faster");
 }
 
@@ -210,7 +211,8 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
             hal::call_attach_name(mode),
             mode == hal::CallAttach::kSession
                 ? "a nested call (cudaLaunchKernel -> cuLaunchKernel) arms no return probe"
-                : "nested calls pay a return probe too",
+                : "a launch costs two traps (its entry and its return), and nested calls pay a "
+                  "return probe too",
             mode == hal::CallAttach::kSession ? "" : "Linux 6.12+ has uprobe sessions");
     kernelside::HostPrograms host(**session);
     // The call side and the host context attach to some tracepoints alike (process exit, fork,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "bpf/ingero_records.h"
@@ -54,6 +55,43 @@ TEST(CheckAudit, ListsLibibverbsAsOptInWithVersionAndCoverage) {
   EXPECT_EQ(lib["probes_total"], 1);
   EXPECT_EQ(lib["probes_resolved"], 1);
   EXPECT_EQ(lib["opt_in"], "--rdma-verbs");
+}
+
+// How calls are probed, and what that costs a launch: one trap with uprobe sessions, two
+// without; the perf pair's probes are freed after a session by a process of its own.
+TEST(CheckAudit, SaysWhatALaunchCostsUnderEachWayOfProbing) {
+  REQUIRE_BPF();
+  struct Want {
+    const char* mode;
+    const char* value;
+    const char* detail;
+    const char* multi;
+  } wants[] = {
+      {"session", "uprobe session",
+       "a nested call (cudaLaunchKernel -> cuLaunchKernel) arms no return probe",
+       "one link per library; attach/detach in one kernel operation"},
+      {"multi", "uprobe_multi pair",
+       "a launch costs two traps (its entry and its return), and nested calls pay a return "
+       "probe too",
+       "one link per library; attach/detach in one kernel operation"},
+      {"perf", "perf-event uprobe pair",
+       "a launch costs two traps (its entry and its return), and nested calls pay a return "
+       "probe too",
+       "one perf-event uprobe per function and direction: this kernel frees them one at a time "
+       "at a session's end, in a process of its own (ingero-detach)"}};
+  for (const Want& w : wants) {
+    std::string out;
+    ASSERT_EQ(run_command({INGERO_BIN, "check", "--json", "--backends", "nccl"}, &out, nullptr,
+                          {std::string("INGERO_CALL_ATTACH=") + w.mode}),
+              0)
+        << out;
+    auto j = nlohmann::json::parse(out);
+    std::map<std::string, nlohmann::json> by;
+    for (auto& c : j["checks"]) by[c["name"]] = c;
+    EXPECT_EQ(by["call_probes"]["value"], w.value) << w.mode;
+    EXPECT_EQ(by["call_probes"]["detail"], w.detail) << w.mode;
+    EXPECT_EQ(by["uprobe_multi"]["detail"], w.multi) << w.mode;
+  }
 }
 
 // A CUDA_HOME named `name` (any bytes) holding the real libcudart, for `check` to find.
