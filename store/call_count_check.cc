@@ -41,8 +41,9 @@ ingero::Error CallCountCheck::damaged(Db& db, const std::string& what) const {
   if (has_call_store(db))  // schema 10: blocks are found by their entries' time ranges
     return ingero::make_error(
         db.path() + ": damaged: " + what +
-        " (a block of calls whose entry in call_store holds a damaged time range, or a damaged "
-        "index idx_call_store_ts, hides its calls from a window without an error); run: "
+        " (a block of calls whose entry in call_store was lost or holds a damaged time range, or "
+        "a damaged index idx_call_store_ts, hides its calls from a window without an error); "
+        "run: "
         "sqlite3 " +
         db.path() + " 'PRAGMA quick_check' (REINDEX on a copy rebuilds the indexes)");
   std::string archive = has_call_archive(db) || has_run_archive(db)

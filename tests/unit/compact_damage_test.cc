@@ -79,6 +79,35 @@ TEST(CompactDamage, AnEntryCountingOtherThanItsBlockIsAnErrorForCompactAndExplai
                      ": call block 3: its entry counts 69 calls where its folded form holds 64\n");
 }
 
+// A block whose entry was lost (its row deleted) hides its calls from every reader without an
+// error of SQLite's: compact said "0 of 936 calls now keep only their folded form", exit 0. Now
+// compact and explain alike find the file's summaries counting calls no read returns.
+TEST(CompactDamage, ABlockWhoseEntryWasLostIsRefusedAndTheFileKept) {
+  std::string db = write_free_calls(temp_path("lost-entry.db"), 1000);
+  ASSERT_EQ(query_int(db, "SELECT calls FROM call_store WHERE id = 5"), 64);
+  alter_trace(db, "DELETE FROM call_store WHERE id = 5");
+  std::string before = sha256_file(db);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
+  EXPECT_EQ(out, "");
+  const std::string says =
+      ": damaged: 64 calls counted by the file's per-second summaries were "
+      "not read, the first in the second from ";
+  EXPECT_EQ(err.rfind("ingero compact: " + db + says, 0), 0u) << err;
+  const std::string tail =
+      " (a block of calls whose entry in call_store was lost or holds a damaged time range, or "
+      "a damaged index idx_call_store_ts, hides its calls from a window without an error); run: "
+      "sqlite3 " +
+      db +
+      " 'PRAGMA quick_check' (REINDEX on a copy rebuilds the indexes); compact cannot mend a "
+      "damaged block, and left the file as it was\n";
+  ASSERT_GE(err.size(), tail.size());
+  EXPECT_EQ(err.substr(err.size() - tail.size()), tail) << err;
+  EXPECT_EQ(sha256_file(db), before);
+  EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 1);
+  EXPECT_EQ(err.rfind("ingero explain: " + db + says, 0), 0u) << err;
+}
+
 // On a full disk compact said SQLite's bare "database or disk is full": no file, no way out.
 // It names the file and what it needs, and the file stays whole and readable.
 TEST(CompactDamage, AFullDiskIsSaidWithTheFileAndWhatCompactNeeds) {

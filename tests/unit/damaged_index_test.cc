@@ -269,8 +269,8 @@ TEST(DamagedIndex, ABlockEntryWhoseTimesMovedAwayIsMissedAndRefused) {
                            " calls counted by the file's per-second summaries were not read"),
             std::string::npos)
       << bad.error;
-  EXPECT_NE(bad.error.find("a block of calls whose entry in call_store holds a damaged time "
-                           "range"),
+  EXPECT_NE(bad.error.find("a block of calls whose entry in call_store was lost or holds a "
+                           "damaged time range"),
             std::string::npos)
       << bad.error;
   // The command, on the same window and on the whole trace.
