@@ -200,9 +200,11 @@ HandOff ProbeManager::detach() {
   HandOff off;
   size_t perf =
       size_t(std::count_if(all.begin(), all.end(), [](const Link& l) { return l.perf_uprobe(); }));
+  // Each close of a perf-event link waits for a grace period (the program's detach), which the
+  // closes made together share: 16 at a time took 0.8 s for 357 links here, 64 take ~0.15 s.
   auto close_here = [&] {
     closer_.wait();
-    close_links(std::move(all));
+    close_links(std::move(all), perf >= kHandOffPerfLinks ? 64 : 16);
   };
   // The launch links the closer still holds are then not the last references either.
   if (perf >= kHandOffPerfLinks)
