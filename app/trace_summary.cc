@@ -79,6 +79,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     const auto& sc = stacks->counters();
     sj["stacks_distinct"] = sc.stored;
     sj["stack_unknown_refs"] = sc.unknown_refs;
+    sj["stack_records_empty"] = sc.empty;
     sj["stack_maps_rereads"] = sc.maps_rereads;
     sj["stack_native_frames"] = sc.native_frames;
     sj["stack_unresolved_frames"] = sc.unresolved;
@@ -132,6 +133,8 @@ void print_stacks_summary(std::ostream& out, const hal::BpfStats& stats,
     out << ", " << sc.python_gone
         << " Python frames lost (the process exited before they were read)";
   if (sc.unknown_refs) out << ", " << sc.unknown_refs << " calls lost their stack record";
+  if (sc.empty)
+    out << ", " << sc.empty << " stacks with no readable frame (a broken frame-pointer chain)";
   out << "\n";
 }
 

@@ -370,9 +370,16 @@ static long hash_step(__u32 i, void* arg) {
 
 /* A full capture into the scratch record, shipped unless this process shipped it already.
  * Returns the hash (0: no frames) with INGERO_STACK_RET_SHIPPED when shipped now. `ctx` is the
- * program's own context (uprobe or perf event): bpf_get_stack reads its user registers. */
+ * program's own context (uprobe or perf event): bpf_get_stack reads its user registers.
+ * `caller`: at a function's entry, the return address at its stack pointer (0 elsewhere). There
+ * the first address is the function's own (skipped), and the frame-pointer chain starts at the
+ * caller's caller: the kernel (6.11+) puts the return address at the stack pointer between
+ * them only where the function begins with `push %rbp` or `endbr64` (the real libcudart's
+ * launch does, the -O2 code of many libraries does not). Where it did not, the stack is taken
+ * again one word further and the caller put first: the call site is the stack's first frame,
+ * as at a return. */
 static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, __u32 tgid,
-                                           __u32 tid, __u64 skip) {
+                                           __u32 tid, __u64 caller) {
   struct ingero_stack_rec* e = scratch();
   if (!e) return 0;
   e->type = INGERO_REC_STACK;
@@ -380,9 +387,14 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
   e->tid = tid;
   e->n_py = 0;
   e->py_status = INGERO_PY_NONE;
-  long got =
-      bpf_get_stack(ctx, e->ips, sizeof(e->ips), BPF_F_USER_STACK | (skip & BPF_F_SKIP_FIELD_MASK));
+  __u64 skip = caller ? 1 : 0;
+  long got = bpf_get_stack(ctx, e->ips, sizeof(e->ips), BPF_F_USER_STACK | skip);
   __u32 n_ips = got > 0 ? (__u32)got / 8 : 0;
+  if (caller && (n_ips == 0 || e->ips[0] != caller)) {
+    got = bpf_get_stack(ctx, &e->ips[1], sizeof(e->ips) - 8, BPF_F_USER_STACK | skip);
+    e->ips[0] = caller;
+    n_ips = 1 + (got > 0 ? (__u32)got / 8 : 0);
+  }
   if (n_ips > INGERO_STACK_MAX) n_ips = INGERO_STACK_MAX;
   e->n_ips = n_ips;
   struct ingero_py_config* c = bpf_map_lookup_elem(&py_procs, &tgid);
@@ -544,7 +556,7 @@ __noinline __u64 ingero_call_stack(struct pt_regs* ctx __arg_ctx, struct ingero_
   }
   /* At entry (`caller` given) the innermost frame is the traced function itself: skipped, so
    * the stack is the one its return would see. */
-  __u64 r = walk_and_ship(ctx, t, tgid, tid, caller ? 1 : 0);
+  __u64 r = walk_and_ship(ctx, t, tgid, tid, caller);
   stat_inc(INGERO_STAT_STACK_WALKS);
   if (t) t->next_walk_ns = now + walk_interval_ns;
   if (!always) {

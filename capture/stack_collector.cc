@@ -186,7 +186,14 @@ void StackCollector::on_stack(const ingero_stack_rec& rec) {
   }
   auto native = native_frames(rec, p);  // may read the maps again: before the Python frames
   std::vector<hal::StackFrame> frames = merge(std::move(native), python_groups(rec, p));
-  if (frames.empty()) return;
+  if (frames.empty()) {
+    // Arrived, but its first address already broke the frame-pointer chain: the calls that
+    // name it have no stack, and lost no record.
+    ++counters_.empty;
+    p.ids[rec.hash] = 0;
+    last_ = {};
+    return;
+  }
   uint64_t id = stack_identity(frames);
   if (stored_.insert(id).second) {
     if (auto st = out_.on_stack(id, frames); !st) {

@@ -37,6 +37,7 @@ class StackCollector {
     uint64_t received = 0;        // stack records
     uint64_t stored = 0;          // distinct stacks written
     uint64_t unknown_refs = 0;    // calls naming a stack that never arrived (dropped record)
+    uint64_t empty = 0;           // stack records without a readable frame (calls name none)
     uint64_t native_frames = 0;   // in received stacks
     uint64_t unresolved = 0;      // native frames with no symbol (module + offset kept)
     uint64_t python_frames = 0;   // Python frames merged
