@@ -211,8 +211,9 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
             hal::call_attach_name(mode),
             mode == hal::CallAttach::kSession
                 ? "a nested call (cudaLaunchKernel -> cuLaunchKernel) arms no return probe"
-                : "a launch costs two traps (its entry and its return), and nested calls pay a "
-                  "return probe too",
+                : "a launch costs one trap, two in its timing windows (1 s in every "
+                  "--launch-timing seconds, 32 by default, while its return probe is attached), "
+                  "and other nested calls pay a return probe too",
             mode == hal::CallAttach::kSession ? "" : "Linux 6.12+ has uprobe sessions");
     kernelside::HostPrograms host(**session);
     // The call side and the host context attach to some tracepoints alike (process exit, fork,

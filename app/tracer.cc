@@ -155,6 +155,11 @@ void Trace::make_pipeline() {
     detached_.push_back(lib);
   };
   pipeline_->nesting = nesting_.get();
+  // Without uprobe sessions, launches are timed in windows (probe/launch_windows.h).
+  if (probes_->window_plan().period_ns)
+    pipeline_->on_first_launch = [this](uint32_t probe) {
+      probes_->launch_seen(probe, mono_now_ns());
+    };
   // --max-db-size: commits of at most a 256th of the limit in records (1,024 or more), each
   // followed by a retention pass, so a drain of full rings (a slow disk, a stalled reader)
   // cannot write past the limit before the next tick's pass.
@@ -382,6 +387,7 @@ void Trace::loop() {
       // Launches a thread made before keeping its CPU wait in that CPU's batch: shipped once
       // they waited a poll's length (the end ships every batch: stop_recording).
       {sec / 10, false, [this](int64_t, bool) { (void)session_->ship_launch_batches(sec / 10); }},
+      {sec / 10, false, [this](int64_t m, bool) { probes_->tick_launch_windows(m); }},
   };
   if (inflight_)
     periodic_.push_back({sec, false, [this](int64_t m, bool) { inflight_->tick(uint64_t(m)); }});

@@ -27,6 +27,7 @@ static __always_inline void begin_frame(struct pt_regs* ctx, struct ingero_threa
   f->nested = 0;
   f->nested_probe = 0;
   f->is_nested = 0;
+  f->window = r->window;
   f->sp = sp;
   /* A call that may block keeps its caller's frame pointer too, so that user space can read
    * its stack from the process while it is in flight (the caller's frames above sp stay intact

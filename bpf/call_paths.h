@@ -101,6 +101,30 @@ __noinline int ingero_name_at_return(struct ingero_frame* f, struct ingero_recip
   return 1;
 }
 
+/* Without sessions: a launch whose entry pushes no frame, its timing window being closed
+ * (ingero_recipe.window even). */
+static __always_inline bool outside_window(struct ingero_recipe* r) {
+  return launch_timing_every != 1 && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && !(r->window & 1);
+}
+
+/* Whether the window frame `f` was pushed in has closed since: its return probe may be gone. */
+static __always_inline bool window_closed(struct ingero_frame* f) {
+  __u32 was = f->probe_id;
+  struct ingero_recipe* wr = bpf_map_lookup_elem(&recipes, &was);
+  return !wr || wr->window != f->window;
+}
+
+/* A return without a frame of its own, of a launch entered untimed while its return probe was
+ * attached (in a timing window, of the launches it does not time, or at its edges): expected,
+ * not unpaired. */
+static __always_inline bool untimed_return(bool session, __u32 probe) {
+  if (session || launch_timing_every == 1) return false;
+  struct ingero_recipe* r = bpf_map_lookup_elem(&recipes, &probe);
+  if (!r || !(r->flags & INGERO_RECIPE_ENTRY_ONLY)) return false;
+  stat_inc(INGERO_STAT_UNTIMED_RETURNS);
+  return true;
+}
+
 /* Entry. Returns 0 when the return must be seen, 1 when not (a session then arms no return
  * probe). `session`: nested calls push no frame, since their return never comes. *
  * Kept whole despite its length: splitting it into inline helpers, even the 7-line GPU
@@ -129,11 +153,16 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
   }
   __u64 sp = PT_REGS_SP(ctx);
   __u32 d = t->depth;
+  /* Without sessions: a launch timed in a window that has closed since, and which is no
+   * longer on the stack (we run at its depth or above), lost its return with the window's
+   * return probe. It goes out untimed below. */
+  bool window_over = !session && d > 0 && d <= INGERO_MAX_DEPTH && t->frames[0].window &&
+                     sp >= t->frames[0].sp && window_closed(&t->frames[0]);
   /* A call below us whose return never came (longjmp, an unwound exception, a return
    * instance the kernel dropped) left a frame whose stack pointer is below ours. A call
    * nested in it runs deeper (lower sp); a tail call from it (an alias jumping to the API it
    * wraps) runs at the same sp. */
-  if (d > 0 && d <= INGERO_MAX_DEPTH && sp > t->frames[0].sp) {
+  if (!window_over && d > 0 && d <= INGERO_MAX_DEPTH && sp > t->frames[0].sp) {
     stat_inc(INGERO_STAT_FRAMES_DISCARDED);
     d = 0;
   }
@@ -146,7 +175,7 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
     struct ingero_frame* below = &t->frames[0];
     __u32 was = below->probe_id;
     struct ingero_recipe* wr = bpf_map_lookup_elem(&recipes, &was);
-    if (!wr || wr->valid == INGERO_RECIPE_GONE ||
+    if (window_over || !wr || wr->valid == INGERO_RECIPE_GONE ||
         (wr->valid == INGERO_RECIPE_RETIRING && below->nested)) {
       /* A launch that has not reached the driver yet: this launch is the one it makes. */
       bool own = session && wr && (wr->flags & INGERO_RECIPE_ENTRY_ONLY) && !below->nested &&
@@ -172,6 +201,9 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
       t->depth = d;
       return 1;
     }
+    /* A launch outside its timing window has no return probe to pair (or one about to go,
+     * whose return call_return lets pass): no placeholder. */
+    if (outside_window(r)) return 1;
     /* Pair fallback: a placeholder frame pairs the nested return. */
     if (d >= INGERO_MAX_DEPTH) {
       if (d < 0xffff) t->depth = d + 1; /* keep counting so returns pop the right frames */
@@ -181,6 +213,7 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
     struct ingero_frame* f = &t->frames[d & (INGERO_MAX_DEPTH - 1)];
     f->probe_id = probe;
     f->is_nested = 1;
+    f->window = r->window;
     f->sp = sp;
     t->depth = d + 1;
     return 0;
@@ -192,11 +225,25 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
     return 1;
   }
   /* A launch needs no return probe: its record goes now, but for one in launch_timing_every
-   * per thread, whose return times it. Kernels without sessions keep the return (pair). */
+   * per thread, whose return times it. Kernels without sessions time the launches made while
+   * user space holds their return probe attached: a window of each period. */
   bool untimed = false;
   if (session && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && launch_timing_every != 1) {
     __u32 seq = t->timing_seq++;
     untimed = !launch_timing_every || seq % launch_timing_every != 0;
+  } else if (!session && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && launch_timing_every != 1) {
+    /* Outside a window: untimed. In one: timed but within INGERO_WINDOW_TIMING_GAP_NS of the
+     * thread's last timed one, so that a loop of a million launches a second does not send a
+     * million records of its own to the ring; the others' returns still trap, and pass. */
+    t->timing_seq++; /* one untimed launch in 16 reads the thread's name and cgroup */
+    untimed = true;
+    if (r->window & 1) {
+      __u64 now = bpf_ktime_get_ns();
+      if (now >= t->next_timed_ns) {
+        t->next_timed_ns = now + INGERO_WINDOW_TIMING_GAP_NS;
+        untimed = false;
+      }
+    }
   }
   if (untimed && r->entry_read.src == INGERO_PTR_NONE &&
       r->stack_words <= INGERO_LAUNCH_STACK_WORDS) {
@@ -225,9 +272,10 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
                                         __u32 session_probe) {
   __u64 now = bpf_ktime_get_ns();
   __u32 tid = session ? session_tid : (__u32)bpf_get_current_pid_tgid();
+  __u32 probe = session ? session_probe : (__u32)bpf_get_attach_cookie(ctx);
   struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
   if (!t || t->depth == 0) {
-    stat_inc(INGERO_STAT_UNPAIRED_RETURN);
+    if (!untimed_return(session, probe)) stat_inc(INGERO_STAT_UNPAIRED_RETURN);
     return;
   }
   __u32 d = t->depth;
@@ -235,7 +283,6 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
     t->depth = d - 1;
     return;
   }
-  __u32 probe = session ? session_probe : (__u32)bpf_get_attach_cookie(ctx);
   __u32 top = (d - 1) & (INGERO_MAX_DEPTH - 1);
   if (d > 1 && t->frames[top].is_nested && t->frames[top].probe_id == probe) {
     t->depth = d - 1; /* a nested call returned: it is counted in frames[0] */
@@ -243,11 +290,13 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
   }
   struct ingero_frame* f = &t->frames[0];
   if (f->probe_id != probe) {
-    stat_inc(INGERO_STAT_UNPAIRED_RETURN);
+    if (!untimed_return(session, probe)) stat_inc(INGERO_STAT_UNPAIRED_RETURN);
     return;
   }
   __u16 flags = 0;
-  if (d > 1) { /* nested calls above it unwound without returning */
+  /* Nested calls above it unwound without returning; not a nested launch whose return went
+   * with its timing window. */
+  if (d > 1 && !(d == 2 && t->frames[1].window && window_closed(&t->frames[1]))) {
     stat_inc(INGERO_STAT_FRAMES_DISCARDED);
     flags |= INGERO_CALL_FRAMES_DISCARDED;
   }

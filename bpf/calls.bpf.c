@@ -244,6 +244,8 @@ int ingero_inflight(struct bpf_iter__bpf_map_elem* ctx) {
   __u32 entered = t->frames[0].probe_id;
   struct ingero_recipe* er = bpf_map_lookup_elem(&recipes, &entered);
   if (!er || er->valid != INGERO_RECIPE_LIVE) return 0;
+  /* Nor is a launch timed in a window that has closed since (call_paths.h). */
+  if (t->frames[0].window && er->window != t->frames[0].window) return 0;
   __u32 zero = 0;
   struct ingero_inflight_rec* o = bpf_map_lookup_elem(&inflight_scratch, &zero);
   if (!o) return 0;

@@ -66,6 +66,7 @@ enum ingero_stat {
   INGERO_STAT_SITE_LOOKUPS,        /* calls whose site was looked up in `sites`: not in the memo */
   INGERO_STAT_NAME_ASKED_AGAIN,    /* name look-ups not entered: their question was just answered */
   INGERO_STAT_NAME_ANSWERED_AGAIN, /* name look-ups not shipped: their answer was just shipped */
+  INGERO_STAT_UNTIMED_RETURNS, /* returns that trapped of launches entered untimed (no sessions) */
   INGERO_STAT_MAX,
 };
 

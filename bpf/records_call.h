@@ -52,6 +52,13 @@ struct ingero_ptr_read {
   0x4 /* the answer is the return value, not the word return_read reads */
 #define INGERO_NAME_NEEDS_ZERO 0x8 /* only a call returning 0 answered (the output was written) */
 
+/* Without sessions, in a timing window (ingero_recipe.window), a thread times a launch unless
+ * it began timing one less than this long ago: a loop of a million launches a second times one
+ * in four or five, a training step's launches (tens of microseconds apart) every one. By time,
+ * not by count: a runtime launch entered untimed is followed by its driver launch, so a count
+ * would land on the driver's launches alone. */
+#define INGERO_WINDOW_TIMING_GAP_NS 4000
+
 /* ingero_recipe.valid */
 #define INGERO_RECIPE_GONE 0     /* unused, or detached: a return still due never comes */
 #define INGERO_RECIPE_LIVE 1     /* calls enter through it */
@@ -65,7 +72,12 @@ struct ingero_recipe {
   __u8 flags;         /* INGERO_RECIPE_* */
   __u8 name_once;     /* INGERO_NAME_*; 0: every call is shipped */
   __u8 name_question; /* the register argument (0..5) a name look-up asks about */
-  __u16 pad1;
+  /* A launch's timing window, without uprobe sessions (launch_timing_every not 1): odd while
+   * user space holds its return probe attached (an entry pushes a frame, timed by its return),
+   * even otherwise (an entry ships untimed: one trap). User space counts it up at each opening
+   * and each closing (probe/launch_windows.h); a frame keeps the window it was pushed in, and one
+   * whose window has closed never gets its return. 0 for every other probe, and in sessions. */
+  __u16 window;
   struct ingero_ptr_read entry_read;  /* at entry, into entry_buf */
   struct ingero_ptr_read return_read; /* at return, pointer from entry-time arguments */
 };

@@ -19,9 +19,9 @@ struct ingero_frame {
   __u32 nested;       /* traced calls made inside this one */
   __u32 nested_probe; /* the first of them */
   __u32 is_nested;    /* pair fallback only: a call folded into the frame below */
-  __u32 pad;
-  __u64 sp; /* stack pointer at entry: a frame below the current one was unwound */
-  __u64 fp; /* the caller's frame pointer at entry (calls that may block), 0 otherwise */
+  __u32 window;       /* its recipe's window when pushed (ingero_recipe.window); 0: none */
+  __u64 sp;           /* stack pointer at entry: a frame below the current one was unwound */
+  __u64 fp;           /* the caller's frame pointer at entry (calls that may block), 0 otherwise */
   __u64 start_ns;
   __u64 off_cpu_at_entry;
   __u64 preemptor_off_ns;
@@ -56,10 +56,12 @@ struct ingero_thread {
   char ident_comm[INGERO_COMM_LEN]; /* name last shipped; "" = nothing shipped yet */
   __u64 py_tstate;                  /* this thread's PyThreadState, 0 = unknown */
   __u64 next_walk_ns;               /* time-based stack sampling: next walk not before */
-  __u32 timing_seq;                 /* entry-only calls seen: one in launch_timing_every is timed */
-  __u32 gpu_marked;                 /* its process is in watched_pids as a GPU process */
-  __u32 py_absent_gen;              /* py_procs_gen + 1 when its process had no py_procs entry
-                                     * at that generation; 0: not known */
+  __u64 next_timed_ns; /* without sessions, in a launch timing window: next timed launch not
+                        * before (INGERO_WINDOW_TIMING_GAP_NS after the last) */
+  __u32 timing_seq;    /* entry-only calls seen: one in launch_timing_every is timed */
+  __u32 gpu_marked;    /* its process is in watched_pids as a GPU process */
+  __u32 py_absent_gen; /* py_procs_gen + 1 when its process had no py_procs entry
+                        * at that generation; 0: not known */
   __u32 ident_seq;     /* records built from a frame: one in 16 reads the name and cgroup again */
   __u32 py_config_gen; /* py_procs_gen + 1 when py_config was copied from its process's entry */
   __u32 pad;

@@ -159,6 +159,12 @@ void EventPipeline::on_call(const void* data, size_t size) {
     gpu_pids_.insert(h.pid);
     last_gpu_pid_ = h.pid;
   }
+  if (ev_.kind == hal::EventKind::kLaunch && on_first_launch &&
+      (h.probe_id >= launch_probes_seen_.size() || !launch_probes_seen_[h.probe_id])) {
+    if (h.probe_id >= launch_probes_seen_.size()) launch_probes_seen_.resize(h.probe_id + 1);
+    launch_probes_seen_[h.probe_id] = true;
+    on_first_launch(h.probe_id);
+  }
   if (nesting) {
     using Fate = LaunchNesting::Fate;
     Fate f = Fate::kEmit;

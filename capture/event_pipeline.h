@@ -67,6 +67,9 @@ class EventPipeline {
   // Kernel names (null: launches keep their function only). Name sources' records go to it
   // and never to the sinks as calls; each launch's function is named before it is handed on.
   KernelNamer* kernels = nullptr;
+  // The first launch read of each probe (probe/launch_windows.h: a file's first timing window
+  // closes a window's length after it).
+  std::function<void(uint32_t probe_id)> on_first_launch;
   // Consumes the aux ring now: a call naming a stack not seen yet (shipped while the calls ring
   // was being read) catches up once before the stack counts as lost.
   std::function<void()> catch_up_stacks;
@@ -130,7 +133,8 @@ class EventPipeline {
   Counters counters_;
   std::array<uint64_t, 64> lag_log2_{};  // histogram of sampled delivery lags, log2 ns buckets
   uint64_t lag_samples_ = 0;
-  size_t since_commit_ = 0;  // records read since the last commit()
+  size_t since_commit_ = 0;               // records read since the last commit()
+  std::vector<bool> launch_probes_seen_;  // by probe id (on_first_launch)
 };
 
 }  // namespace ingero::capture

@@ -121,8 +121,7 @@ Status BpfSession::load() {
   ro->stack_slow_ns = config.stack_slow_ns;
   ro->launch_timing_every = config.launch_timing_every;
   ro->name_repeat_ns = config.name_repeat_ns;
-  batching_ = config.launch_batches && config.host_context && !config.selftest_only &&
-              attach_ == CallAttach::kSession;
+  batching_ = config.launch_batches && config.host_context && !config.selftest_only;
   ro->launch_batching = batching_ ? 1 : 0;
   bpf_program__set_autoload(sk->progs.ingero_ship_launches, batching_);
   ro->site_walks = config.stack_site_walks;
@@ -216,19 +215,22 @@ std::vector<std::pair<std::string, Status>> BpfSession::attach_core() {
 }
 
 // Links for `which` of `sites`: one session link, or an entry and a return uprobe_multi link,
-// for all of them; or two perf-event uprobes each.
+// for all of them; or two perf-event uprobes each. `ends`: both of a pair, or one.
 Result<std::vector<Link>> BpfSession::attach_sites(const std::string& path,
                                                    const std::vector<CallSite>& sites,
-                                                   const std::vector<size_t>& which) {
+                                                   const std::vector<size_t>& which, Ends ends) {
   std::vector<Link> links;
+  bool entry = ends != Ends::kReturn, ret = ends != Ends::kEntry;
   if (attach_ == CallAttach::kPerfPair) {
     for (size_t i : which) {
-      for (bool ret : {false, true}) {
-        LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = sites[i].probe_id, .retprobe = ret);
+      for (bool is_ret : {false, true}) {
+        if (!(is_ret ? ret : entry)) continue;
+        LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = sites[i].probe_id, .retprobe = is_ret);
         bpf_link* l = bpf_program__attach_uprobe_opts(
-            ret ? skel_->progs.ingero_return : skel_->progs.ingero_entry, -1, path.c_str(),
+            is_ret ? skel_->progs.ingero_return : skel_->progs.ingero_entry, -1, path.c_str(),
             sites[i].file_offset, &opts);
-        if (!l) return bpf_error(std::string(ret ? "uretprobe" : "uprobe") + " on " + path, errno);
+        if (!l)
+          return bpf_error(std::string(is_ret ? "uretprobe" : "uprobe") + " on " + path, errno);
         links.push_back(Link::perf_uprobe(l));
       }
     }
@@ -249,25 +251,43 @@ Result<std::vector<Link>> BpfSession::attach_sites(const std::string& path,
     if (auto st = link(skel_->progs.ingero_call, UprobeMode::kSession); !st) return st.error();
     return links;
   }
-  if (auto st = link(skel_->progs.ingero_entry, UprobeMode::kEntry); !st) return st.error();
-  if (auto st = link(skel_->progs.ingero_return, UprobeMode::kReturn); !st) return st.error();
+  if (entry)
+    if (auto st = link(skel_->progs.ingero_entry, UprobeMode::kEntry); !st) return st.error();
+  if (ret)
+    if (auto st = link(skel_->progs.ingero_return, UprobeMode::kReturn); !st) return st.error();
   return links;
 }
 
-Status BpfSession::retire_probes(const std::vector<uint32_t>& probe_ids, bool gone) {
+Status BpfSession::update_recipes(const std::vector<uint32_t>& probe_ids,
+                                  const std::function<void(ingero_recipe&)>& change,
+                                  const char* what) {
   for (uint32_t id : probe_ids) {
     if (id >= INGERO_MAX_PROBES) continue;
     ingero_recipe r{};
     if (bpf_map__lookup_elem(skel_->maps.recipes, &id, sizeof(id), &r, sizeof(r), 0) != 0)
       return bpf_error("reading a probe recipe", errno);
-    r.valid = gone ? INGERO_RECIPE_GONE : INGERO_RECIPE_RETIRING;
+    change(r);
     if (bpf_map__update_elem(skel_->maps.recipes, &id, sizeof(id), &r, sizeof(r), BPF_ANY) != 0)
-      return bpf_error("retiring a probe recipe", errno);
+      return bpf_error(what, errno);
   }
   return {};
 }
 
-AttachResult BpfSession::attach_calls(const std::string& path, const std::vector<CallSite>& sites) {
+Status BpfSession::retire_probes(const std::vector<uint32_t>& probe_ids, bool gone) {
+  return update_recipes(
+      probe_ids,
+      [gone](ingero_recipe& r) { r.valid = gone ? INGERO_RECIPE_GONE : INGERO_RECIPE_RETIRING; },
+      "retiring a probe recipe");
+}
+
+Status BpfSession::set_launch_window(const std::vector<uint32_t>& probe_ids, uint16_t window) {
+  return update_recipes(
+      probe_ids, [window](ingero_recipe& r) { r.window = window; },
+      "setting a launch timing window");
+}
+
+AttachResult BpfSession::attach_calls(const std::string& path, const std::vector<CallSite>& sites,
+                                      bool entries_only) {
   AttachResult out;
   std::vector<size_t> ok;
   for (size_t i = 0; i < sites.size(); ++i) {
@@ -285,15 +305,16 @@ AttachResult BpfSession::attach_calls(const std::string& path, const std::vector
     ok.push_back(i);
   }
   if (ok.empty()) return out;
+  Ends ends = entries_only && attach_ != CallAttach::kSession ? Ends::kEntry : Ends::kBoth;
   if (attach_ != CallAttach::kPerfPair) {
-    if (auto links = attach_sites(path, sites, ok)) {
+    if (auto links = attach_sites(path, sites, ok, ends)) {
       for (auto& l : *links) out.links.push_back(std::move(l));
       return out;
     }
     // One bad offset fails the whole batch: isolate it by attaching the sites one by one.
   }
   for (size_t i : ok) {
-    auto links = attach_sites(path, sites, {i});
+    auto links = attach_sites(path, sites, {i}, ends);
     if (!links) {
       out.failed.push_back({i, links.error().message});
       continue;
@@ -301,6 +322,14 @@ AttachResult BpfSession::attach_calls(const std::string& path, const std::vector
     for (auto& l : *links) out.links.push_back(std::move(l));
   }
   return out;
+}
+
+Result<std::vector<Link>> BpfSession::attach_returns(const std::string& path,
+                                                     const std::vector<CallSite>& sites) {
+  if (attach_ == CallAttach::kSession) return std::vector<Link>{};
+  std::vector<size_t> all(sites.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return attach_sites(path, sites, all, Ends::kReturn);
 }
 
 Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t file_offset,

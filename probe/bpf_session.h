@@ -119,7 +119,7 @@ struct BpfConfig {
   // (bpf/records_call.h, INGERO_NAME_ONCE).
   uint64_t name_repeat_ns = 1'000'000'000;
   // Untimed launches wait in their CPU's batch and reach the calls ring ~30 at a time
-  // (bpf/launch_batch.h): with uprobe sessions and the host context (whose switch program ships
+  // (bpf/launch_batch.h): with the host context (whose switch program ships
   // a CPU's batch when its task leaves). Whoever turns it on ships the batches left waiting
   // (BpfSession::ship_launch_batches) while it reads the ring, and all of them at the end.
   bool launch_batches = false;
@@ -165,8 +165,16 @@ class BpfSession {
   // the host context).
   std::vector<std::pair<std::string, Status>> attach_core();
   // The call program(s) on every site of one file, cookie = probe_id. A site the kernel refuses
-  // is reported in `failed`; the others stay attached.
-  AttachResult attach_calls(const std::string& path, const std::vector<CallSite>& sites);
+  // is reported in `failed`; the others stay attached. `entries_only` (without sessions): no
+  // return probe; attach_returns adds them (launch timing windows, probe/launch_windows.h).
+  AttachResult attach_calls(const std::string& path, const std::vector<CallSite>& sites,
+                            bool entries_only = false);
+  // Without sessions: the return probes of `sites`, attached by attach_calls at entry only.
+  Result<std::vector<Link>> attach_returns(const std::string& path,
+                                           const std::vector<CallSite>& sites);
+  // Sets the timing window of launch probes (ingero_recipe.window: odd while their return
+  // probes are attached).
+  Status set_launch_window(const std::vector<uint32_t>& probe_ids, uint16_t window);
   // Retires probes being detached. Before their links go (`gone` false): no call enters
   // through them any more, a call in flight through them still returns. Once the links are
   // gone: a thread still inside a call entered through one ships it untimed at its next call,
@@ -223,9 +231,13 @@ class BpfSession {
  private:
   explicit BpfSession(BpfConfig c, CallAttach a) : config_(std::move(c)), attach_(a) {}
   Status load();
+  enum class Ends { kBoth, kEntry, kReturn };  // which probes of a pair
   Result<std::vector<Link>> attach_sites(const std::string& path,
                                          const std::vector<CallSite>& sites,
-                                         const std::vector<size_t>& which);
+                                         const std::vector<size_t>& which, Ends ends);
+  // Reads, changes and writes back the recipes of `probe_ids`.
+  Status update_recipes(const std::vector<uint32_t>& probe_ids,
+                        const std::function<void(ingero_recipe&)>& change, const char* what);
 
   BpfConfig config_;
   CallAttach attach_;

@@ -1,7 +1,8 @@
-// Closes BPF links on a thread of its own. Closing a uprobe link waits for the kernel's RCU
-// grace periods: 30-150 ms each on a 6.18 kernel. The tracer's reader must not wait that long
-// while a program launches a million kernels a second into an 8 MiB ring, which fills in
-// ~40 ms (bench/launch_cost.sh lost 20,000 launches of 300,000 to one such close).
+// Closes BPF links (and attaches a launch timing window's) on a thread of its own. Closing a uprobe
+// link waits for the kernel's RCU grace periods: 30-150 ms each on a 6.18 kernel. The tracer's
+// reader must not wait that long while a program launches a million kernels a second into an 8 MiB
+// ring, which fills in ~40 ms (bench/launch_cost.sh lost 20,000 launches of 300,000 to one such
+// close).
 #pragma once
 
 #include <sys/types.h>
@@ -56,6 +57,9 @@ class LinkCloser {
   // Closes `links`, in order, then runs `then` on the closing thread (on the caller's, before
   // it returns, where no thread can be started).
   void close(std::vector<Link> links, std::function<void()> then = {});
+  // Runs `job` on the closing thread, after the closes queued before it: what may wait for the
+  // kernel as long as a close (attaching perf-event uprobes waits for the frees of others).
+  void run(std::function<void()> job) { close({}, std::move(job)); }
   // Returns once every close queued so far, and its `then`, has finished.
   void wait();
 

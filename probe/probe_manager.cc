@@ -58,7 +58,14 @@ ProbeManager::ProbeManager(BpfSession* session, std::vector<const VendorBackend*
       backends_(std::move(backends)),
       host_(host),
       discovery_(host, options_for(backends_, host)),
-      symbols_(wanted_names(backends_)) {}
+      symbols_(wanted_names(backends_)) {
+  if (!session_ || session_->call_attach() == CallAttach::kSession) return;
+  uint32_t every = session_->config().launch_timing_every;
+  if (every <= 1) return;  // 1: every launch timed, its return probe always attached
+  if (const char* ms = std::getenv("INGERO_LAUNCH_WINDOW_MS"); ms && std::atoll(ms) > 0)
+    windows_.window_ns = std::atoll(ms) * 1'000'000;
+  windows_.period_ns = windows_.window_ns * int64_t(every);
+}
 
 std::vector<LibraryStatus> ProbeManager::scan_all(const std::vector<int>* only) {
   return handle(discovery_.scan_all(only));
@@ -131,7 +138,7 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
 
 void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<ResolvedProbe>& probes,
                                LibraryStatus& st) {
-  AttachedFile a{f.path, f.display_path, {}, {}, {}, {}};
+  AttachedFile a{f.path, f.display_path, {}, {}, {}, {}, {}, {}, 0, {}, false};
   for (bool launches : {false, true}) {
     std::vector<CallSite> sites;
     std::vector<const ResolvedProbe*> of;
@@ -142,7 +149,8 @@ void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<Resolv
       of.push_back(&rp);
     }
     if (sites.empty()) continue;
-    auto res = session_->attach_calls(f.path, sites);
+    bool windows = launches && windows_.period_ns;
+    auto res = session_->attach_calls(f.path, sites, windows);
     for (auto& [i, why] : res.failed) st.errors.push_back(of[i]->symbol + ": " + why);
     st.probes_attached += sites.size() - res.failed.size();
     for (size_t i = 0; i < sites.size(); ++i)
@@ -150,6 +158,8 @@ void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<Resolv
                        [&](const auto& x) { return x.first == i; }))
         (launches ? a.launch_sites : a.sites).push_back(sites[i]);
     for (Link& l : res.links) (launches ? a.launch_links : a.links).push_back(std::move(l));
+    // The first window, from now until a window's length after the file's first launch.
+    if (windows && !a.launch_sites.empty() && !open_window(a)) a.window.next_ns = INT64_MAX;
   }
   attached_ += st.probes_attached;
   attached_files_.push_back(std::move(a));
@@ -170,8 +180,11 @@ Result<size_t> ProbeManager::detach_launches(const std::string& path,
     if (auto st = session_->retire_probes(of, false); !st)
       return make_error(path + ": " + st.error().message);
     ids.insert(ids.end(), of.begin(), of.end());
-    for (Link& l : a.launch_links) links.push_back(std::move(l));
+    for (auto* ls : {&a.launch_links, &a.launch_returns, &a.closing_returns})
+      for (Link& l : *ls) links.push_back(std::move(l));
     a.launch_links.clear();
+    a.launch_returns.clear();
+    a.closing_returns.clear();
     a.launch_sites.clear();
   }
   size_t total = ids.size();
@@ -192,7 +205,7 @@ Result<size_t> ProbeManager::detach_launches(const std::string& path,
 HandOff ProbeManager::detach() {
   std::vector<Link> all;
   for (AttachedFile& a : attached_files_)
-    for (auto* links : {&a.links, &a.launch_links})
+    for (auto* links : {&a.links, &a.launch_links, &a.launch_returns, &a.closing_returns})
       for (Link& l : *links) all.push_back(std::move(l));
   for (Link& l : loader_links_) all.push_back(std::move(l));
   attached_files_.clear();
@@ -204,6 +217,13 @@ HandOff ProbeManager::detach() {
   // closes made together share: 16 at a time took 0.8 s for 357 links here, 64 take ~0.15 s.
   auto close_here = [&] {
     closer_.wait();
+    {  // windows opened since: their return probes too
+      std::lock_guard lk(opened_mu_);
+      for (Opened& o : opened_)
+        if (o.links)
+          for (Link& l : *o.links) all.push_back(std::move(l));
+      opened_.clear();
+    }
     close_links(std::move(all), perf >= kHandOffPerfLinks ? 64 : 16);
   };
   // The launch links the closer still holds are then not the last references either.
@@ -212,6 +232,128 @@ HandOff ProbeManager::detach() {
   else
     close_here();
   return off;
+}
+
+std::vector<uint32_t> ProbeManager::launch_ids(const AttachedFile& a) const {
+  std::vector<uint32_t> ids;
+  for (const CallSite& c : a.launch_sites) ids.push_back(c.probe_id);
+  return ids;
+}
+
+// Attaches the file's launch return probes, then opens the window (entries push frames from
+// then on). False when it could not: its launches stay untimed, as said once.
+bool ProbeManager::open_window(AttachedFile& a) {
+  auto links = session_->attach_returns(a.path, a.launch_sites);
+  Status st = links ? session_->set_launch_window(launch_ids(a), next_window(a.window.window))
+                    : Status(links.error());
+  if (!st) {
+    std::fprintf(stderr,
+                 "ingero: warning: %s: its launches are not timed (%s); they are still counted, "
+                 "at one trap each\n",
+                 a.display_path.c_str(), st.error().message.c_str());
+    if (links) closer_.close(std::move(*links));
+    return false;
+  }
+  a.window.window = next_window(a.window.window);
+  a.launch_returns = std::move(*links);
+  ++windows_opened_;
+  return true;
+}
+
+// Closes the window: entries push no frame from then on. Its return probes go a tick later, on
+// the closer's thread, so that the launches in flight as it closed return timed (a launch
+// returns within microseconds, unless the GPU's queue is full); meanwhile a launch entered
+// untimed still traps at its return. A frame whose return goes with them is shipped untimed by
+// BPF at its thread's next call.
+void ProbeManager::close_window(AttachedFile& a, int64_t now_ns) {
+  if (auto st = session_->set_launch_window(launch_ids(a), next_window(a.window.window)); !st) {
+    // Its frames would wait for returns that never come: the window stays open.
+    std::fprintf(stderr, "ingero: warning: %s: %s\n", a.display_path.c_str(),
+                 st.error().message.c_str());
+    return;
+  }
+  a.window.window = next_window(a.window.window);
+  for (Link& l : a.launch_returns) a.closing_returns.push_back(std::move(l));
+  a.launch_returns.clear();
+  a.close_returns_at = now_ns + kReturnGraceNs;
+}
+
+void ProbeManager::launch_seen(uint32_t probe_id, int64_t now_ns) {
+  if (!windows_.period_ns) return;
+  for (AttachedFile& a : attached_files_)
+    for (const CallSite& c : a.launch_sites)
+      if (c.probe_id == probe_id) return window_first_launch(a.window, now_ns, windows_);
+}
+
+// Attaches file `file`'s launch return probes on the closer's thread, then opens its window
+// there; take_opened() hands the result to the reading thread.
+void ProbeManager::open_later(size_t file) {
+  AttachedFile& a = attached_files_[file];
+  a.opening = true;
+  uint16_t w = next_window(a.window.window);
+  closer_.run([this, file, w, session = session_, path = a.path, sites = a.launch_sites,
+               ids = launch_ids(a)] {
+    Opened o{file, w, session->attach_returns(path, sites)};
+    if (o.links) {
+      if (auto st = session->set_launch_window(ids, w); !st) {
+        closer_.close(std::move(*o.links));  // queued: after this job
+        o.links = st.error();
+      }
+    }
+    std::lock_guard lk(opened_mu_);
+    opened_.push_back(std::move(o));
+  });
+}
+
+void ProbeManager::take_opened(int64_t now_ns) {
+  std::vector<Opened> got;
+  {
+    std::lock_guard lk(opened_mu_);
+    got.swap(opened_);
+  }
+  for (Opened& o : got) {
+    if (o.file >= attached_files_.size()) continue;  // (never: files are only added)
+    AttachedFile& a = attached_files_[o.file];
+    a.opening = false;
+    if (!o.links) {
+      // Tried again a period later; meanwhile its launches are counted, untimed.
+      std::fprintf(stderr, "ingero: warning: %s: a launch timing window did not open (%s)\n",
+                   a.display_path.c_str(), o.links.error().message.c_str());
+      a.window.next_ns = now_ns + windows_.period_ns;
+      continue;
+    }
+    if (a.launch_sites.empty()) {  // its launch probes went meanwhile (detach_launches)
+      closer_.close(std::move(*o.links));
+      continue;
+    }
+    a.window.window = o.window;
+    a.window.next_ns = now_ns + windows_.window_ns;
+    a.launch_returns = std::move(*o.links);
+    ++windows_opened_;
+  }
+}
+
+void ProbeManager::tick_launch_windows(int64_t now_ns) {
+  if (!windows_.period_ns) return;
+  take_opened(now_ns);
+  for (size_t i = 0; i < attached_files_.size(); ++i) {
+    AttachedFile& a = attached_files_[i];
+    if (!a.closing_returns.empty() && now_ns >= a.close_returns_at) {
+      closer_.close(std::move(a.closing_returns));
+      a.closing_returns.clear();
+    }
+    if (a.launch_sites.empty() || a.opening) continue;  // none, detached, or being opened
+    switch (window_step(a.window, now_ns, windows_)) {
+      case WindowStep::kOpen:
+        open_later(i);
+        break;
+      case WindowStep::kClose:
+        close_window(a, now_ns);
+        break;
+      case WindowStep::kNone:
+        break;
+    }
+  }
 }
 
 namespace {

@@ -8,12 +8,14 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "hal/backend.h"
 #include "probe/bpf_session.h"
+#include "probe/launch_windows.h"
 #include "probe/library_discovery.h"
 #include "probe/link_closer.h"
 #include "probe/probe_plan.h"
@@ -69,6 +71,22 @@ class ProbeManager {
   // Plans only the specs `want` accepts (probe/probe_plan.h), from the next file handled on.
   void set_spec_filter(SpecFilter want) { want_ = std::move(want); }
 
+  // Without uprobe sessions, launches are timed in windows (probe/launch_windows.h): their
+  // return probes are attached in each file's windows alone. The plan's default comes from
+  // the session's --launch-timing; INGERO_LAUNCH_WINDOW_MS sets the window for tests.
+  const WindowPlan& window_plan() const { return windows_; }
+  // A launch of probe `probe_id` was read (the first of that probe): its file's first window
+  // closes a window's length later.
+  void launch_seen(uint32_t probe_id, int64_t now_ns);
+  // Opens and closes the windows due at `now_ns` (CLOCK_MONOTONIC), from the reading thread,
+  // which never waits for the kernel here: an opening attaches the return probes on the
+  // closer's thread (a perf-event uprobe's attach waits while the kernel frees others: ~120 ms
+  // each, 30 s after another session's end) and takes effect at the tick after; a closing
+  // hands them to that thread.
+  void tick_launch_windows(int64_t now_ns);
+  // Windows opened so far, all files together (tests, the trace summary).
+  uint64_t windows_opened() const { return windows_opened_; }
+
   const ProbeTable& table() const { return table_; }
   const std::vector<LibraryStatus>& libraries() const { return libraries_; }
   size_t attached_probes() const { return attached_; }
@@ -98,13 +116,34 @@ class ProbeManager {
     std::vector<Link> links;
     std::vector<CallSite> launch_sites;
     std::vector<Link> launch_links;
+    std::vector<Link> launch_returns;  // in a timing window only (without sessions)
+    // A closed window's, until close_returns_at: a launch in flight as it closed still returns.
+    std::vector<Link> closing_returns;
+    int64_t close_returns_at = 0;
+    WindowState window;
+    bool opening = false;  // its window's return probes are being attached (open_later)
   };
+  bool open_window(AttachedFile& a);
+  void open_later(size_t file);
+  // Takes the windows open_later opened: their files' state, or their links to close.
+  void take_opened(int64_t now_ns);
+  struct Opened {
+    size_t file = 0;
+    uint16_t window = 0;
+    Result<std::vector<Link>> links = std::vector<Link>{};
+  };
+  void close_window(AttachedFile& a, int64_t now_ns);
+  std::vector<uint32_t> launch_ids(const AttachedFile& a) const;
   std::vector<AttachedFile> attached_files_;
   std::vector<Link> loader_links_;
   std::vector<LibraryStatus> libraries_;
   std::vector<std::string> errors_;
   size_t attached_ = 0;
-  LinkCloser closer_;  // last: its thread finishes before the rest goes
+  WindowPlan windows_;  // period 0: launches are timed as any call (sessions, --launch-timing 1)
+  uint64_t windows_opened_ = 0;
+  std::mutex opened_mu_;
+  std::vector<Opened> opened_;  // by open_later's jobs, for the reading thread
+  LinkCloser closer_;           // last: its thread finishes before the rest goes
 };
 
 }  // namespace ingero::hal

@@ -57,8 +57,9 @@ TEST(CheckAudit, ListsLibibverbsAsOptInWithVersionAndCoverage) {
   EXPECT_EQ(lib["opt_in"], "--rdma-verbs");
 }
 
-// How calls are probed, and what that costs a launch: one trap with uprobe sessions, two
-// without; the perf pair's probes are freed after a session by a process of its own.
+// How calls are probed, and what that costs a launch: one trap with uprobe sessions, and
+// without them but in its timing windows; the perf pair's probes are freed after a session by a
+// process of its own.
 TEST(CheckAudit, SaysWhatALaunchCostsUnderEachWayOfProbing) {
   REQUIRE_BPF();
   struct Want {
@@ -71,12 +72,14 @@ TEST(CheckAudit, SaysWhatALaunchCostsUnderEachWayOfProbing) {
        "a nested call (cudaLaunchKernel -> cuLaunchKernel) arms no return probe",
        "one link per library; attach/detach in one kernel operation"},
       {"multi", "uprobe_multi pair",
-       "a launch costs two traps (its entry and its return), and nested calls pay a return "
-       "probe too",
+       "a launch costs one trap, two in its timing windows (1 s in every --launch-timing "
+       "seconds, 32 by default, while its return probe is attached), and other nested calls pay "
+       "a return probe too",
        "one link per library; attach/detach in one kernel operation"},
       {"perf", "perf-event uprobe pair",
-       "a launch costs two traps (its entry and its return), and nested calls pay a return "
-       "probe too",
+       "a launch costs one trap, two in its timing windows (1 s in every --launch-timing "
+       "seconds, 32 by default, while its return probe is attached), and other nested calls pay "
+       "a return probe too",
        "one perf-event uprobe per function and direction: this kernel frees them one at a time "
        "at a session's end, in a process of its own (ingero-detach)"}};
   for (const Want& w : wants) {

@@ -12,9 +12,10 @@
  *                                            or hip selects the function names; with
  *                                            INGERO_FAKE_GATE=P, each quarter K>0 starts once
  *                                            the file P.K exists (a test paces the run)
- *   fake_calls launches PATH N M             N cudaLaunchKernel (each nests the driver's
- *                                            cuLaunchKernel), then M direct cuLaunchKernel
- *                                            calls from the program, as cuBLAS makes them
+ *   fake_calls launches PATH N M [GAP]       N cudaLaunchKernel (each nests the driver's
+ *                                            cuLaunchKernel; GAP µs apart), then M direct
+ *                                            cuLaunchKernel calls from the program, as cuBLAS
+ *                                            makes them
  *   fake_calls detach PATH N GATE            a thread enters cudaStreamSynchronize (blocked on a
  *                                            pipe); the main thread makes N cudaLaunchKernel,
  *                                            prints "launched", waits for the file GATE.1, lets
@@ -219,8 +220,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     int n = argc > 3 ? atoi(argv[3]) : 10, m = argc > 4 ? atoi(argv[4]) : 5;
+    int gap_us = argc > 5 ? atoi(argv[5]) : 0; /* between runtime launches */
     dim3 g = {8, 4, 1}, b = {128, 1, 1};
-    for (int i = 0; i < n; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+    for (int i = 0; i < n; i++) {
+      rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+      if (gap_us) usleep(gap_us);
+    }
     for (int i = 0; i < m; i++) drv((void*)0xbeef, 2, 1, 1, 64, 1, 1, 0, (void*)0x5151, NULL, NULL);
   } else if (!strcmp(argv[1], "detach") || !strcmp(argv[1], "detach-launch")) {
     int launch = !strcmp(argv[1], "detach-launch");
