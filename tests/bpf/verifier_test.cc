@@ -35,8 +35,9 @@ uint64_t total(const std::map<std::string, uint64_t>& insns) {
 
 // As `ingero trace` loads them by default: stacks with Python frames, on-CPU samples, the host
 // context. Walked before: ingero_call 230,572 instructions, ingero_thread_exit 48,772,
-// ingero_cpu_sample 14,444 (this kernel, 6.18); now ~31,700 (launches batched; ~30,000 before
-// the name look-ups' checks, global functions walked once), ~6,200 and ~3,300.
+// ingero_cpu_sample 14,444 (this kernel, 6.18); now ~32,600 (launches batched; ~30,000 before
+// the name look-ups' checks, global functions walked once; ~31,700 before an entry walk took
+// the stack again where the kernel left out the call site), ~6,200 and ~3,300.
 TEST(BpfVerifier, TheDefaultSessionsProgramsVerifyInBoundedWork) {
   REQUIRE_BPF();
   hal::BpfConfig cfg;
@@ -49,7 +50,7 @@ TEST(BpfVerifier, TheDefaultSessionsProgramsVerifyInBoundedWork) {
   for (const char* name : {"ingero_thread_exit", "ingero_cpu_sample", "ingero_sched_switch"})
     ASSERT_TRUE(insns.count(name)) << name << " was not loaded";
   for (const auto& [name, n] : insns) EXPECT_GT(n, 0u) << name << ": no verifier summary";
-  EXPECT_LE(insns["ingero_call"], 32'000u);
+  EXPECT_LE(insns["ingero_call"], 33'500u);
   EXPECT_LE(insns["ingero_thread_exit"], 10'000u);
   EXPECT_LE(insns["ingero_cpu_sample"], 7'000u);
   EXPECT_LE(total(insns), 50'000u);
