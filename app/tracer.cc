@@ -337,6 +337,12 @@ int Trace::attach() {
               << hal::call_attach_name(session_->call_attach()) << ", "
               << probes_->loaders_watched() << " dynamic loader"
               << (probes_->loaders_watched() == 1 ? "" : "s") << " watched for new ones)\n";
+    if (const auto& w = probes_->window_plan(); w.period_ns)  // probe/launch_windows.h
+      std::cerr << "ingero: without uprobe sessions (Linux 6.12+) a return probe traps at every "
+                   "call: launches are timed in windows of "
+                << engine::format_duration(uint64_t(w.window_ns)) << " in every "
+                << engine::format_duration(uint64_t(w.period_ns))
+                << " and until a window after a library's first launch, at one trap outside them\n";
     print_libraries(libs);
   }
 

@@ -89,7 +89,8 @@ std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_ti
       live ? "nothing is stuck: no traced call is in flight for that long" : "nothing was stuck";
   if (launch_timing > 1)
     line += " (kernel launches are watched only when timed, 1 in " + std::to_string(launch_timing) +
-            ": a thread stuck inside another would not show; --launch-timing 1 watches every one)";
+            " per thread, or without uprobe sessions those in timing windows: a thread stuck "
+            "inside another would not show; --launch-timing 1 watches every one)";
   return line;
 }
 
