@@ -128,7 +128,9 @@ void add_calls(CLI::App& cmd, TraceOptions& o, Args& a) {
                  "Time one kernel launch in N per thread (through its return); the others "
                  "cost one uprobe trap, are counted exactly with their arguments and stacks, "
                  "and have no duration (status 'untimed'). 1: time every launch (two traps "
-                 "each). Without uprobe sessions (Linux < 6.12): launches are timed for 1 s in "
+                 "each; three for a runtime launch that reaches the driver, whose runtime "
+                 "probes then stay, four without uprobe sessions). Without uprobe sessions (Linux "
+                 "< 6.12): launches are timed for 1 s in "
                  "every N s instead (at most one per 4 us per thread), and from the attach to 1 s "
                  "after a library's first launch")
       ->check(CLI::Range(1u, 1000000u))
