@@ -7,6 +7,8 @@
 #     ingero --no-stack, default and (launch-bound) --no-kernel-names, interleaved rounds; the launches each trace kept per step of
 #     PyTorch's window, beside PyTorch's own count (fixtures/h100/README.md: 264 cudaLaunchKernel
 #     through libcudart, 11 cuLaunchKernel and 64 cuLaunchKernelEx direct, a step);
+#   - the same launches under the uprobe_multi pair (kernels before 6.12), launches timed in
+#     windows: ns per launch and the traps' counters;
 #   - fresh traces of the planted faults, with explain's text.
 # Here (after a build):   bench/gpu_check.sh pack [BUILD_DIR]
 # There:                  device run, carry [".gpu-bundle"], timeout_s 560,
@@ -101,6 +103,18 @@ for k in 1 2 3; do
 done
 cat $T/micro.txt
 grep -h -i -E 'detach|drop|lost|stopped|GPU busy' $T/micro-default-1.err
+
+# Kernels before 6.12 (no uprobe sessions): launches timed in windows (probe/launch_windows.h),
+# scaled to 100 ms in every 3.2 s so that a run of seconds holds several.
+echo "== per launch under the uprobe_multi pair, windows of 100 ms in every 3.2 s, 2,000,000 launches"
+echo "untraced $($T/micro 2000000 | micro_ns)"
+echo "multi $(INGERO_CALL_ATTACH=multi INGERO_LAUNCH_WINDOW_MS=100 traced micro-multi default \
+  $T/micro 2000000 2> $T/micro-multi.err | micro_ns)"
+"$I" query --db $T/micro-multi.db --json "SELECT bpf_stats FROM sessions" | python3 -c '
+import json, sys
+s = json.loads(json.load(sys.stdin)[0]["bpf_stats"])
+print({k: s.get(k) for k in ("calls", "untimed", "nested", "untimed_returns", "launch_windows_opened",
+                             "runtimes_detached", "ringbuf_drops")})'
 
 train() {  # TAG MODE ARGS...
   local tag=$1 mode=$2
