@@ -168,10 +168,14 @@ void EventPipeline::on_call(const void* data, size_t size) {
   if (nesting) {
     using Fate = LaunchNesting::Fate;
     Fate f = Fate::kEmit;
-    if (ev_.kind == hal::EventKind::kLaunch)
+    if (ev_.kind == hal::EventKind::kLaunch) {
       f = nesting->on_launch(h.probe_id, ev_, ready_);
-    else
+      // A driver launch named as the runtime launch it was made in counts the driver's call in
+      // it, as a fold does.
+      if (f == Fate::kEmit && ev_.nested > h.nested) counters_.nested += ev_.nested - h.nested;
+    } else {
       nesting->before_call(ev_.tid, ready_);
+    }
     emit_ready();
     if (f == Fate::kFolded) {  // a call made inside another: counted there, as BPF counts them
       --counters_.calls;
