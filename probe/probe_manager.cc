@@ -240,21 +240,38 @@ std::vector<uint32_t> ProbeManager::launch_ids(const AttachedFile& a) const {
   return ids;
 }
 
-// Attaches the file's launch return probes, then opens the window (entries push frames from
-// then on). False when it could not: its launches stay untimed, as said once.
+namespace {
+
+// Attaches the return probes of `sites` in `path`, then sets their launch window to `w` (entries
+// push frames from then on): their links, or why not (those attached are then closed on
+// `closer`'s thread).
+Result<std::vector<Link>> attach_window(BpfSession& session, LinkCloser& closer,
+                                        const std::string& path, const std::vector<CallSite>& sites,
+                                        const std::vector<uint32_t>& ids, uint16_t w) {
+  auto links = session.attach_returns(path, sites);
+  if (!links) return links.error();
+  if (auto st = session.set_launch_window(ids, w); !st) {
+    closer.close(std::move(*links));
+    return st.error();
+  }
+  return links;
+}
+
+}  // namespace
+
+// Opens the file's first window, at its attach. False when it could not: its launches stay
+// untimed, as said once.
 bool ProbeManager::open_window(AttachedFile& a) {
-  auto links = session_->attach_returns(a.path, a.launch_sites);
-  Status st = links ? session_->set_launch_window(launch_ids(a), next_window(a.window.window))
-                    : Status(links.error());
-  if (!st) {
+  uint16_t w = next_window(a.window.window);
+  auto links = attach_window(*session_, closer_, a.path, a.launch_sites, launch_ids(a), w);
+  if (!links) {
     std::fprintf(stderr,
                  "ingero: warning: %s: its launches are not timed (%s); they are still counted, "
                  "at one trap each\n",
-                 a.display_path.c_str(), st.error().message.c_str());
-    if (links) closer_.close(std::move(*links));
+                 a.display_path.c_str(), links.error().message.c_str());
     return false;
   }
-  a.window.window = next_window(a.window.window);
+  a.window.window = w;
   a.launch_returns = std::move(*links);
   ++windows_opened_;
   return true;
@@ -291,15 +308,8 @@ void ProbeManager::open_later(size_t file) {
   AttachedFile& a = attached_files_[file];
   a.opening = true;
   uint16_t w = next_window(a.window.window);
-  closer_.run([this, file, w, session = session_, path = a.path, sites = a.launch_sites,
-               ids = launch_ids(a)] {
-    Opened o{file, w, session->attach_returns(path, sites)};
-    if (o.links) {
-      if (auto st = session->set_launch_window(ids, w); !st) {
-        closer_.close(std::move(*o.links));  // queued: after this job
-        o.links = st.error();
-      }
-    }
+  closer_.run([this, file, w, path = a.path, sites = a.launch_sites, ids = launch_ids(a)] {
+    Opened o{file, w, attach_window(*session_, closer_, path, sites, ids, w)};
     std::lock_guard lk(opened_mu_);
     opened_.push_back(std::move(o));
   });
