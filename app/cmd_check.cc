@@ -215,6 +215,15 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
                   "--launch-timing seconds, 32 by default, while its return probe is attached), "
                   "and other nested calls pay a return probe too",
             mode == hal::CallAttach::kSession ? "" : "Linux 6.12+ has uprobe sessions");
+    bool lookups = (*session)->inflight_by_lookup();
+    rep.add("inflight_reader", lookups ? CheckStatus::kOptional : CheckStatus::kPass,
+            lookups ? "thread-table look-ups" : "map-element iterator",
+            lookups ? "this kernel refused to load the map-element iterator (EPERM): calls in "
+                      "flight (hangs, `ingero status`, the in-flight gauges) are read by looking "
+                      "each traced thread up, a copy of its whole state each"
+                    : "calls in flight (hangs, `ingero status`, the in-flight gauges) are read by "
+                      "an iterator over the thread table",
+            lookups ? "a kernel whose BPF policy lets root load iter/bpf_map_elem programs" : "");
     kernelside::HostPrograms host(**session);
     // The call side and the host context attach to some tracepoints alike (process exit, fork,
     // exec): one line each, failed if either failed.

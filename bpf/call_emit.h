@@ -97,6 +97,8 @@ static __always_inline void submit_call(struct call_buf* buf, __u32 off, __u16 f
  * BPF function takes five). */
 struct launch_ask {
   __u64 sp;
+  /* Taken before the record's writer runs (ingero_launch_alone): its caller, clock and stack. */
+  __u64 caller, now, stack;
   __u32 probe;
   __u32 tid;
 };
@@ -110,10 +112,11 @@ static __always_inline bool launch_reads_ident(struct ingero_thread* t) {
 
 /* Writes an untimed launch's record (struct ingero_launch_rec) at `b`, which has `cap` bytes
  * (room for the ident block where `ident`), from the registers and one read of the user stack.
- * Returns its size; 0 if it did not fit (never). */
+ * `taken` (a constant): its caller, clock and stack are `a`'s, taken before. Returns its size; 0
+ * if it did not fit (never). */
 static __always_inline __u32 put_launch(struct pt_regs* ctx, struct ingero_thread* t,
                                         struct ingero_recipe* r, struct launch_ask* a, __u8* b,
-                                        __u32 cap, bool ident) {
+                                        __u32 cap, bool ident, const bool taken) {
   __u32 nregs = r->nregs;
   if (nregs > INGERO_REG_WORDS) nregs = INGERO_REG_WORDS;
   __u32 nstack = r->stack_words;
@@ -128,10 +131,10 @@ static __always_inline __u32 put_launch(struct pt_regs* ctx, struct ingero_threa
     bpf_probe_read_user(b + at, 8, (void*)a->sp);
     if (nstack) flags |= INGERO_CALL_STACK_READ_FAULT;
   }
-  __u64 caller = *(__u64*)(b + at);
-  __u64 now = bpf_ktime_get_ns();
-  __u64 stack = 0;
-  if (stacks_enabled) {
+  __u64 caller = taken ? a->caller : *(__u64*)(b + at);
+  __u64 now = taken ? a->now : bpf_ktime_get_ns();
+  __u64 stack = taken ? a->stack : 0;
+  if (!taken && stacks_enabled) {
     struct ingero_stack_ask ask = {
         .caller = caller, .now_ns = now, .probe = a->probe, .tgid = t->tgid, .tid = a->tid};
     stack = ingero_call_stack(ctx, t, &ask);
@@ -181,7 +184,7 @@ __noinline int ingero_launch_alone(struct pt_regs* ctx, struct ingero_thread* t,
     stat_inc(INGERO_STAT_RINGBUF_DROPS);
     return 0;
   }
-  if (!put_launch(ctx, t, r, a, b, cap, ident)) {
+  if (!put_launch(ctx, t, r, a, b, cap, ident, true)) {
     bpf_ringbuf_discard(b, 0);
     return 0;
   }
@@ -210,13 +213,25 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
   struct launch_ask a = {.sp = sp, .probe = probe, .tid = tid};
   struct ingero_launch_batch* lb = launch_batching ? batch_take() : 0;
   if (!lb) {
+    /* Its stack is taken here, not in ingero_launch_alone: the verifier sums the frames of a
+     * chain of calls, and ingero_call, ingero_launch_alone, ingero_call_stack and
+     * ingero_py_walk came to 560 bytes of the 512 a program may have. One more read of the
+     * user stack, for the return address, where batches are off. */
+    bpf_probe_read_user(&a.caller, 8, (void*)sp);
+    a.now = bpf_ktime_get_ns();
+    if (stacks_enabled) {
+      struct ingero_stack_ask ask = {
+          .caller = a.caller, .now_ns = a.now, .probe = probe, .tgid = t->tgid, .tid = tid};
+      a.stack = ingero_call_stack(ctx, t, &ask);
+    }
     ingero_launch_alone(ctx, t, r, &a);
     return;
   }
   __u32 used = lb->rec.bytes;
   if (used > INGERO_LAUNCH_BATCH_ROOM) used = INGERO_LAUNCH_BATCH_ROOM; /* (never) */
   bool ident = launch_reads_ident(t);
-  __u32 off = put_launch(ctx, t, r, &a, lb->data + used, INGERO_LAUNCH_IDENT_REC_SIZE, ident);
+  __u32 off =
+      put_launch(ctx, t, r, &a, lb->data + used, INGERO_LAUNCH_IDENT_REC_SIZE, ident, false);
   if (off) {
     if (!lb->rec.count) lb->rec.type = INGERO_REC_LAUNCH_BATCH; /* the map starts zeroed */
     lb->rec.count += 1;

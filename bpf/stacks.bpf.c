@@ -128,8 +128,12 @@ static __always_inline struct ingero_stack_rec* scratch(void) {
 
 /* ---- the thread list: find this thread's PyThreadState ---- */
 
+/* The walks' state, on the stack (bpf_loop's context must be): their process's config by
+ * pointer (a map value), not a copy, which took 80 bytes of each frame, and a call's chain of
+ * frames (the call program's, ingero_call_stack's, ingero_py_walk's, ingero_find_tstate's) must
+ * stay within the verifier's 512 bytes. */
 struct py_thread_walk {
-  struct ingero_py_config c;
+  struct ingero_py_config* c;
   __u64 ts;
   __u64 want;
   __u64 found;
@@ -147,11 +151,11 @@ static __always_inline __u64 thread_id_at(struct ingero_py_config* c, __u64 ts) 
 static long py_thread_step(__u32 i, void* arg) {
   struct py_thread_walk* w = arg;
   if (!w->ts) return 1;
-  if (thread_id_at(&w->c, w->ts) == w->want) {
+  if (thread_id_at(w->c, w->ts) == w->want) {
     w->found = w->ts;
     return 1;
   }
-  w->ts = read_u64(w->ts + w->c.tstate_next);
+  w->ts = read_u64(w->ts + w->c->tstate_next);
   return 0;
 }
 
@@ -176,9 +180,9 @@ static __always_inline __u64 current_thread_id(struct ingero_py_config* c, __u32
 __noinline __u64 ingero_find_tstate(struct ingero_py_config* c, __u64 want) {
   if (!c) return 0;
   struct py_thread_walk tw = {};
-  __builtin_memcpy(&tw.c, c, sizeof(tw.c));
-  __u64 interp = read_u64(tw.c.runtime + tw.c.runtime_interp_head);
-  tw.ts = interp ? read_u64(interp + tw.c.interp_threads_head) : 0;
+  tw.c = c;
+  __u64 interp = read_u64(c->runtime + c->runtime_interp_head);
+  tw.ts = interp ? read_u64(interp + c->interp_threads_head) : 0;
   tw.want = want;
   bpf_loop(INGERO_PY_MAX_THREADS, py_thread_step, &tw, 0);
   return tw.found;
@@ -212,7 +216,7 @@ static __always_inline __u64 py_top_frame(struct ingero_py_config* c, __u64 tsta
 /* ---- the frame list ---- */
 
 struct py_frame_walk {
-  struct ingero_py_config c;
+  struct ingero_py_config* c;
   __u64 frame;
   __u32 fault;
   __u32 tgid;
@@ -236,30 +240,29 @@ static __always_inline __u32 read_ascii(struct ingero_py_config* c, __u64 obj, c
 /* Ships a code object's file, name, first line and line table once per process. Global: inline
  * in py_frame_step, its branches were verified again on every pass the verifier makes over the
  * callback. */
-__noinline int ingero_ship_code(struct py_frame_walk* w, __u64 code) {
-  if (!w) return 0;
-  struct ingero_code_key key = {.tgid = w->tgid, .code = code};
+__noinline int ingero_ship_code(struct ingero_py_config* c, __u32 tgid, __u64 code) {
+  if (!c) return 0;
+  struct ingero_code_key key = {.tgid = tgid, .code = code};
   if (bpf_map_lookup_elem(&py_codes_sent, &key)) return 0;
   __u32 zero = 0;
   struct ingero_py_code_rec* r = bpf_map_lookup_elem(&code_scratch, &zero);
   if (!r) return 0;
   r->type = INGERO_REC_PYCODE;
-  r->pid = w->tgid;
+  r->pid = tgid;
   r->code = code;
   r->firstlineno = 0;
-  bpf_probe_read_user(&r->firstlineno, 4, (void*)(code + w->c.code_firstlineno));
-  __u64 fn = read_u64(code + w->c.code_filename);
-  __u64 nm = read_u64(code + w->c.code_name);
-  __u64 lt = read_u64(code + w->c.code_linetable);
-  r->file_len = read_ascii(&w->c, fn, r->file, INGERO_PY_FILE_MAX);
-  r->name_len = read_ascii(&w->c, nm, r->name, INGERO_PY_NAME_MAX);
-  __u64 tlen = lt ? read_u64(lt + w->c.bytes_size) : 0;
+  bpf_probe_read_user(&r->firstlineno, 4, (void*)(code + c->code_firstlineno));
+  __u64 fn = read_u64(code + c->code_filename);
+  __u64 nm = read_u64(code + c->code_name);
+  __u64 lt = read_u64(code + c->code_linetable);
+  r->file_len = read_ascii(c, fn, r->file, INGERO_PY_FILE_MAX);
+  r->name_len = read_ascii(c, nm, r->name, INGERO_PY_NAME_MAX);
+  __u64 tlen = lt ? read_u64(lt + c->bytes_size) : 0;
   __u32 n = tlen > INGERO_PY_TABLE_MAX ? INGERO_PY_TABLE_MAX : (__u32)tlen;
   asm volatile("" : "+r"(n));
   if (n > INGERO_PY_TABLE_MAX) n = INGERO_PY_TABLE_MAX;
   r->table_len = tlen > 0xffffffff ? 0xffffffff : (__u32)tlen;
-  if (n && bpf_probe_read_user(r->table, n, (void*)(lt + w->c.bytes_data)))
-    r->table_len = 0xffffffff;
+  if (n && bpf_probe_read_user(r->table, n, (void*)(lt + c->bytes_data))) r->table_len = 0xffffffff;
   if (bpf_ringbuf_output(&aux_rb, r, sizeof(*r), BPF_RB_NO_WAKEUP) == 0) {
     __u8 one = 1;
     bpf_map_update_elem(&py_codes_sent, &key, &one, BPF_ANY);
@@ -271,34 +274,37 @@ __noinline int ingero_ship_code(struct py_frame_walk* w, __u64 code) {
 
 static long py_frame_step(__u32 i, void* arg) {
   struct py_frame_walk* w = arg;
-  if (!w->frame) return 1;
+  /* Held here, not read from *w again: a global function given the walk (ingero_ship_code)
+   * leaves the verifier nothing known of what *w holds after it. */
+  struct ingero_py_config* c = w->c;
+  if (!w->frame || !c) return 1;
   struct ingero_stack_rec* e = scratch();
   if (!e) return 1;
   __u64 code = 0, instr = 0;
   __u8 flags = 0;
-  if (bpf_probe_read_user(&code, 8, (void*)(w->frame + w->c.frame_code))) {
+  if (bpf_probe_read_user(&code, 8, (void*)(w->frame + c->frame_code))) {
     w->fault = 1;
     return 1;
   }
   __u64 type = code ? read_u64(code + 8) : 0; /* ob_type */
-  if (type != w->c.code_type)
+  if (type != c->code_type)
     flags |= INGERO_PY_NOT_CODE;
   else
-    ingero_ship_code(w, code);
-  if (w->c.instr_is_int)
-    bpf_probe_read_user(&instr, 4, (void*)(w->frame + w->c.frame_instr));
+    ingero_ship_code(c, w->tgid, code);
+  if (c->instr_is_int)
+    bpf_probe_read_user(&instr, 4, (void*)(w->frame + c->frame_instr));
   else
-    bpf_probe_read_user(&instr, 8, (void*)(w->frame + w->c.frame_instr));
-  if (w->c.frame_owner != 0xffff) {
+    bpf_probe_read_user(&instr, 8, (void*)(w->frame + c->frame_instr));
+  if (c->frame_owner != 0xffff) {
     __u8 owner = 0;
-    bpf_probe_read_user(&owner, 1, (void*)(w->frame + w->c.frame_owner));
-    if (owner == w->c.owner_cstack) flags |= INGERO_PY_SHIM;
+    bpf_probe_read_user(&owner, 1, (void*)(w->frame + c->frame_owner));
+    if (owner == c->owner_cstack) flags |= INGERO_PY_SHIM;
   }
-  if (w->c.frame_is_entry != 0xffff) {
+  if (c->frame_is_entry != 0xffff) {
     __u8 entry = 0;
-    bpf_probe_read_user(&entry, 1, (void*)(w->frame + w->c.frame_is_entry));
+    bpf_probe_read_user(&entry, 1, (void*)(w->frame + c->frame_is_entry));
     if (entry) flags |= INGERO_PY_ENTRY;
-  } else if (w->c.instr_is_int) {
+  } else if (c->instr_is_int) {
     flags |= INGERO_PY_ENTRY; /* 3.10: every frame object is its own eval loop */
   }
   /* The count lives in the scratch record (a map value), not in *w on the caller's stack: a
@@ -309,7 +315,7 @@ static long py_frame_step(__u32 i, void* arg) {
   e->py[k].code = code;
   e->py[k].instr = instr;
   e->py_flags[k] = flags;
-  w->frame = read_u64(w->frame + w->c.frame_previous);
+  w->frame = read_u64(w->frame + c->frame_previous);
   return 0;
 }
 
@@ -326,7 +332,7 @@ __noinline int ingero_py_walk(struct ingero_stack_rec* e, struct ingero_py_confi
     return 0;
   }
   struct py_frame_walk fw = {};
-  __builtin_memcpy(&fw.c, c, sizeof(fw.c));
+  fw.c = c;
   fw.tgid = tgid;
   fw.frame = py_top_frame(c, ts);
   bpf_loop(INGERO_PY_MAX, py_frame_step, &fw, 0);

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "ingero.skel.h"
+#include "probe/inflight_table.h"
 #include "probe/uprobe_multi.h"
 #include "thread_state.h"
 
@@ -108,6 +109,25 @@ Result<std::unique_ptr<BpfSession>> BpfSession::open(const BpfConfig& config) {
 }
 
 Status BpfSession::load() {
+  // INGERO_NO_MAP_ITER (tests) reads the calls in flight from the thread table from the start.
+  bool iter = !getenv("INGERO_NO_MAP_ITER");
+  Status st = load_object(iter);
+  if (st || !iter || st.error().sys_errno != EPERM) {
+    inflight_by_lookup_ = st && !iter;
+    return st;
+  }
+  // Some kernels refuse a map-element iterator (a BPF LSM policy answered EPERM before the
+  // verifier ran, and the whole object failed with it): the rest loads without it, and the
+  // calls in flight are read from the thread table (probe/inflight_table.h).
+  ingero_bpf__destroy(skel_);
+  skel_ = nullptr;
+  verification_.clear();
+  if (Status again = load_object(false); !again) return st;
+  inflight_by_lookup_ = true;
+  return {};
+}
+
+Status BpfSession::load_object(bool inflight_iter) {
   const BpfConfig& config = config_;
   skel_ = ingero_bpf__open();
   if (!skel_) return bpf_error("opening the BPF object", errno);
@@ -146,6 +166,7 @@ Status BpfSession::load() {
       bpf_program__set_autoload(p, false);
   }
   bpf_program__set_autoload(sk->progs.ingero_cpu_sample, config.cpu_samples);
+  bpf_program__set_autoload(sk->progs.ingero_inflight, inflight_iter);
   RingSizes rings = config.rings;
   RingSizes dflt = ring_sizes(libbpf_num_possible_cpus());
   bpf_map__set_max_entries(sk->maps.calls_rb, rings.calls ? rings.calls : dflt.calls);
@@ -390,6 +411,10 @@ BpfStats BpfSession::stats() const {
 }
 
 Status BpfSession::read_inflight(std::vector<ingero_inflight_rec>& out) {
+  if (inflight_by_lookup_)
+    return read_inflight_from_table(bpf_map__fd(skel_->maps.threads),
+                                    bpf_map__fd(skel_->maps.recipes),
+                                    bpf_map__fd(skel_->maps.offcpu), out);
   if (!inflight_iter_) {
     union bpf_iter_link_info info;
     std::memset(&info, 0, sizeof(info));

@@ -199,8 +199,11 @@ class BpfSession {
   BpfStats stats() const;
   // The calls in flight now: appends one record per thread inside a traced call (its
   // outermost frame), read through the ingero_inflight iterator over the thread table, which
-  // is attached on first use. An Error when the iterator cannot be attached or read.
+  // is attached on first use, or, where the kernel refused to load that iterator, from the
+  // thread table by look-ups (probe/inflight_table.h). An Error when they cannot be read.
   Status read_inflight(std::vector<ingero_inflight_rec>& out);
+  // The kernel refused the map-element iterator: read_inflight looks the threads up.
+  bool inflight_by_lookup() const { return inflight_by_lookup_; }
   // Ships the untimed launches waiting in CPUs' batches (BpfConfig::launch_batches): those whose
   // first launch is at least `waited_ns` old, or every one with 0, by running the shipping
   // program on their CPUs. A batch that cannot be shipped on its CPU (it went offline) is
@@ -231,6 +234,8 @@ class BpfSession {
  private:
   explicit BpfSession(BpfConfig c, CallAttach a) : config_(std::move(c)), attach_(a) {}
   Status load();
+  // Opens, configures and loads the programs; the in-flight iterator among them or not.
+  Status load_object(bool inflight_iter);
   enum class Ends { kBoth, kEntry, kReturn };  // which probes of a pair
   Result<std::vector<Link>> attach_sites(const std::string& path,
                                          const std::vector<CallSite>& sites,
@@ -245,6 +250,7 @@ class BpfSession {
   std::vector<Link> core_links_;
   Link inflight_iter_;
   bool batching_ = false;  // the programs batch launches (BpfConfig::launch_batches, in effect)
+  bool inflight_by_lookup_ = false;  // loaded without the in-flight iterator
   std::vector<ProgramVerification> verification_;
 };
 

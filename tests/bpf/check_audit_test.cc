@@ -97,6 +97,29 @@ TEST(CheckAudit, SaysWhatALaunchCostsUnderEachWayOfProbing) {
   }
 }
 
+// Where the kernel refuses the map-element iterator (forced here by INGERO_NO_MAP_ITER, as
+// Linux 6.18.44 with a BPF LSM policy does), every other program still loads, and check says
+// how calls in flight are read instead.
+TEST(CheckAudit, SaysHowCallsInFlightAreRead) {
+  REQUIRE_BPF();
+  std::string out;
+  ASSERT_EQ(run_command({INGERO_BIN, "check", "--json", "--backends", "nccl"}, &out, nullptr,
+                        {"INGERO_NO_MAP_ITER=1"}),
+            0)
+      << out;
+  auto j = nlohmann::json::parse(out);
+  std::map<std::string, nlohmann::json> by;
+  for (auto& c : j["checks"]) by[c["name"]] = c;
+  EXPECT_EQ(by["bpf_load"]["value"], "ok") << out;
+  EXPECT_EQ(by["inflight_reader"]["status"], "optional") << out;
+  EXPECT_EQ(by["inflight_reader"]["value"], "thread-table look-ups") << out;
+  EXPECT_EQ(by["inflight_reader"]["detail"],
+            "this kernel refused to load the map-element iterator (EPERM): calls in flight "
+            "(hangs, `ingero status`, the in-flight gauges) are read by looking each traced "
+            "thread up, a copy of its whole state each")
+      << out;
+}
+
 // A CUDA_HOME named `name` (any bytes) holding the real libcudart, for `check` to find.
 std::string cuda_home_named(const std::string& name) {
   std::string home = temp_path(name);
