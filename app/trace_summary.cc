@@ -47,6 +47,7 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     const auto& n = pipeline.nesting->counters();
     sj["launches_folded"] = n.folded;
     sj["launches_folded_by_order"] = n.folded_by_order;
+    sj["launches_timed_by_driver"] = n.timed_by_driver;
     sj["launches_renamed"] = n.renamed;
     sj["runtimes_detached"] = n.proven;
   }

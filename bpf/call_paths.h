@@ -229,8 +229,20 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
    * user space holds their return probe attached: a window of each period. */
   bool untimed = false;
   if (session && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && launch_timing_every != 1) {
-    __u32 seq = t->timing_seq++;
-    untimed = !launch_timing_every || seq % launch_timing_every != 0;
+    /* Counted as a program makes launches: the driver launch of a runtime launch sent untimed
+     * (entered deeper on the thread's stack, close below it) is that launch, untimed too.
+     * Counting both layers' entries landed every timed one on a driver launch (with N even),
+     * whose timing was lost in the fold into its untimed runtime launch. */
+    __u32 below = t->nest_sp - (__u32)sp;
+    bool upper = r->flags & INGERO_RECIPE_UPPER_LAYER;
+    untimed = true;
+    if (!upper && t->nest_sp && below && below < INGERO_NEST_SP_RANGE) {
+      t->nest_sp = 0;
+    } else {
+      __u32 seq = t->timing_seq++;
+      untimed = !launch_timing_every || seq % launch_timing_every != 0;
+      t->nest_sp = untimed && upper ? (__u32)sp : 0;
+    }
   } else if (!session && (r->flags & INGERO_RECIPE_ENTRY_ONLY) && launch_timing_every != 1) {
     /* Outside a window: untimed. In one: timed but within INGERO_WINDOW_TIMING_GAP_NS of the
      * thread's last timed one, so that a loop of a million launches a second does not send a

@@ -38,6 +38,9 @@ struct ingero_ptr_read {
 /* Walk no stack for it: a kernel-name look-up, once per kernel and each from a call site of its
  * own (21,577 at PyTorch's import, whose walks overflowed the stack ring). */
 #define INGERO_RECIPE_NO_STACK 0x4
+/* A launch of a library above another's (hal::LibraryMatch::layer > 0: a runtime's, whose
+ * launch enters the driver's): its driver launch follows on the thread, deeper in its stack. */
+#define INGERO_RECIPE_UPPER_LAYER 0x8
 
 /* ingero_recipe.name_once: a kernel-name look-up (hal/kernel_names.h) whose repeats are not
  * shipped. A look-up is keyed by its process image, probe, answer (the handle or name pointer it
@@ -58,6 +61,11 @@ struct ingero_ptr_read {
  * not by count: a runtime launch entered untimed is followed by its driver launch, so a count
  * would land on the driver's launches alone. */
 #define INGERO_WINDOW_TIMING_GAP_NS 4000
+
+/* With sessions, a lower layer's launch entered on a thread less than this far below the stack
+ * pointer of its last launch, an upper layer's sent untimed, is the driver launch that one makes
+ * (a runtime's launch path stays well within it). */
+#define INGERO_NEST_SP_RANGE 16384
 
 /* ingero_recipe.valid */
 #define INGERO_RECIPE_GONE 0     /* unused, or detached: a return still due never comes */

@@ -64,7 +64,10 @@ struct ingero_thread {
                         * at that generation; 0: not known */
   __u32 ident_seq;     /* records built from a frame: one in 16 reads the name and cgroup again */
   __u32 py_config_gen; /* py_procs_gen + 1 when py_config was copied from its process's entry */
-  __u32 pad;
+  __u32 nest_sp;       /* with sessions, the low 32 bits of the stack pointer at the entry of its
+                        * last launch, if it was an upper layer's sent untimed (else 0): a lower
+                        * layer's launch entered below it within INGERO_NEST_SP_RANGE is the
+                        * driver launch that one makes */
   /* Its process's py_procs entry as of py_config_gen: a launch's call site key reads the
    * thread's innermost Python frame through it, without the lookup in py_procs. */
   struct ingero_py_config py_config;

@@ -145,6 +145,22 @@ bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_
     held.ev.nested_kind = ev.kind;
   }
   held.ev.nested += 1 + ev.nested;
+  // A runtime launch sent untimed whose driver launch was timed (without uprobe sessions, in a
+  // timing window, the thread's gap since its last timed launch ran out between the two
+  // entries): the launch is timed to its driver call's return, all but the runtime's few
+  // instructions after it. A failed driver call's code is not the runtime's: left untimed.
+  if (ev.timed && !held.ev.timed && ev.has_ret && ev.ret == 0 && !ev.unfinished &&
+      ev.ts_ns >= held.ev.ts_ns) {
+    held.ev.timed = true;
+    held.ev.has_ret = true;
+    held.ev.ret = 0;
+    held.ev.dur_ns = ev.ts_ns + ev.dur_ns - held.ev.ts_ns;
+    held.ev.off_cpu_ns = ev.off_cpu_ns;
+    held.ev.preempts = ev.preempts;
+    held.ev.switches = ev.switches;
+    held.ev.peer_comm = ev.peer_comm;
+    ++counters_.timed_by_driver;
+  }
   if (outer) {
     outer->sites.try_emplace(site, held.probe);
     outer->nests = true;

@@ -46,6 +46,9 @@ class LaunchNesting {
     // Of `folded`: driver launches of processes whose maps were gone when their records were
     // read, folded into the runtime launch held for their thread, by order alone.
     uint64_t folded_by_order = 0;
+    // Of `folded`: timed driver launches whose timing went to the untimed runtime launch they
+    // were made in.
+    uint64_t timed_by_driver = 0;
   };
 
   // `host` reads /proc/PID/maps; `table` names the probes records come from.

@@ -145,7 +145,7 @@ void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<Resolv
     for (const ResolvedProbe& rp : probes) {
       if ((rp.spec->kind == EventKind::kLaunch) != launches) continue;
       uint32_t id = table_.add({rp.backend, rp.spec, rp.match, f.display_path, rp.symbol});
-      sites.push_back({rp.file_offset, id, make_recipe(*rp.spec)});
+      sites.push_back({rp.file_offset, id, make_recipe(*rp.spec, rp.match.layer)});
       of.push_back(&rp);
     }
     if (sites.empty()) continue;

@@ -42,7 +42,7 @@ void set_name_once(const ProbeSpec& spec, ingero_recipe& r) {
 
 }  // namespace
 
-ingero_recipe make_recipe(const ProbeSpec& spec) {
+ingero_recipe make_recipe(const ProbeSpec& spec, int layer) {
   ingero_recipe r{};
   r.valid = INGERO_RECIPE_LIVE;
   r.stack_words = spec.args.stack_words;
@@ -77,6 +77,9 @@ ingero_recipe make_recipe(const ProbeSpec& spec) {
   // space folds a driver launch made inside a runtime launch and names launches of a runtime
   // whose own probe was detached (capture/launch_nesting.h).
   if (spec.kind == EventKind::kLaunch) r.flags = INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER;
+  // A runtime's launch, whose driver launch is the same launch: counted once among the thread's
+  // launches for --launch-timing.
+  if (spec.kind == EventKind::kLaunch && layer > 0) r.flags |= INGERO_RECIPE_UPPER_LAYER;
   // Kernel names are read once per kernel and stored without a stack: none is walked.
   if (spec.kind == EventKind::kKernelName) {
     r.flags |= INGERO_RECIPE_NO_STACK;

@@ -44,8 +44,9 @@ class ProbeTable {
   std::vector<const AttachedProbe*> index_;  // by id
 };
 
-// The recipe the BPF side needs for a spec.
-ingero_recipe make_recipe(const ProbeSpec& spec);
+// The recipe the BPF side needs for a spec, in a library at `layer` among its vendor's
+// (LibraryMatch::layer).
+ingero_recipe make_recipe(const ProbeSpec& spec, int layer = 0);
 
 class CallDecoder {
  public:

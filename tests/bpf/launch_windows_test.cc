@@ -55,7 +55,11 @@ TEST(LaunchWindows, WithoutSessionsLaunchesOutsideWindowsAreUntimedAndEachIsStor
         db, "SELECT count(*) FROM calls WHERE op = 'cudaLaunchKernel' AND status = 'untimed'");
     EXPECT_EQ(timed + untimed, 1500) << mode;
     EXPECT_GE(timed, 50) << mode;  // a window holds 100 ms of launches 1 ms apart
-    EXPECT_GE(untimed, 1000) << mode << ": timed " << timed;
+    // Outside both files' windows (the runtime's and the driver's, 100 ms in each 800 after
+    // their first): untimed. A runtime launch entered outside its own window whose driver
+    // launch was timed in the driver's is timed to the driver call's return
+    // (launches_timed_by_driver), so the windows of either file time launches.
+    EXPECT_GE(untimed, 750) << mode << ": timed " << timed << ", " << sj.dump();
     // Outside a window and the 100 ms its return probes stay, a launch's return did not trap:
     // some 300 ms of the run's first 800, then 200 of each 800. Were they attached throughout,
     // every entry shipped untimed would have its return trap.

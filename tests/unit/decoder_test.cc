@@ -218,6 +218,20 @@ TEST(Recipes, MirrorTheSpec) {
             3);
 }
 
+// A launch of a library above another (the runtime's, layer 1) is marked so: the driver launch
+// it makes is the same launch among the thread's for --launch-timing (bpf/call_paths.h). A
+// driver's launch, and a call of another kind at any layer, are not.
+TEST(Recipes, AnUpperLayersLaunchIsMarkedAsOne) {
+  const auto& rt = spec_named(backends::cuda::kRuntimeProbes, "cudaLaunchKernel");
+  const auto& drv = spec_named(backends::cuda::kDriverProbes, "cuLaunchKernel");
+  const auto& sync = spec_named(backends::cuda::kRuntimeProbes, "cudaStreamSynchronize");
+  EXPECT_EQ(make_recipe(rt, 1).flags,
+            INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER | INGERO_RECIPE_UPPER_LAYER);
+  EXPECT_EQ(make_recipe(rt, 0).flags, INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER);
+  EXPECT_EQ(make_recipe(drv, 0).flags, INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER);
+  EXPECT_EQ(make_recipe(sync, 1).flags, 0);
+}
+
 // A name look-up's repeats are held back in BPF by its answer and question (records_call.h,
 // INGERO_NAME_ONCE); only one whose question alone fixes the answer skips its entry.
 TEST(Recipes, NameLookUpsAreKeyedByTheirAnswerAndQuestion) {

@@ -216,5 +216,48 @@ TEST(LaunchNesting, ALaunchReadAtACyclesEndCountsTheDriverLaunchReadInTheNext) {
   EXPECT_EQ(f.out.size(), 3u);
 }
 
+// Without uprobe sessions a launch is timed in a window where the thread's gap since its last
+// timed launch ran out (bpf/call_paths.h): between a runtime launch's entry and its driver
+// launch's, the runtime launch goes untimed and the driver launch it makes is timed. Folded
+// into the runtime launch, its timing is the launch's, to the driver call's return; a failed
+// driver call's code is the driver's, not the runtime's, and its launch stays untimed.
+TEST(LaunchNesting, ADriverLaunchsTimingIsTheUntimedRuntimeLaunchsItFoldsInto) {
+  Fixture f;
+  auto rt = f.launch(0, kApp + 0x10);
+  rt.ts_ns = 1'000;
+  ASSERT_EQ(f.nesting->on_launch(0, rt, f.out), Fate::kHeld);
+  auto drv = f.launch(1, kRuntimeText + 0x40);
+  drv.ts_ns = 1'300;
+  drv.dur_ns = 2'000;
+  drv.timed = true;
+  drv.has_ret = true;
+  drv.off_cpu_ns = 700;
+  drv.switches = 1;
+  EXPECT_EQ(f.nesting->on_launch(1, drv, f.out), Fate::kFolded);
+
+  auto failed_rt = f.launch(0, kApp + 0x10);
+  failed_rt.ts_ns = 5'000;
+  ASSERT_EQ(f.nesting->on_launch(0, failed_rt, f.out), Fate::kHeld);
+  auto failed = drv;
+  failed.ts_ns = 5'100;
+  failed.ret = 1;  // CUDA_ERROR_INVALID_VALUE
+  EXPECT_EQ(f.nesting->on_launch(1, failed, f.out), Fate::kFolded);
+  f.nesting->flush(f.out, true);
+
+  ASSERT_EQ(f.out.size(), 2u);
+  EXPECT_TRUE(f.out[0].timed);
+  EXPECT_TRUE(f.out[0].has_ret);
+  EXPECT_EQ(f.out[0].ret, 0);
+  EXPECT_EQ(f.out[0].dur_ns, 2'300u);  // from the runtime's entry to the driver's return
+  EXPECT_EQ(f.out[0].off_cpu_ns, 700u);
+  EXPECT_EQ(f.out[0].switches, 1u);
+  EXPECT_EQ(f.out[0].nested, 1u);
+  EXPECT_FALSE(f.out[1].timed);
+  EXPECT_FALSE(f.out[1].has_ret);
+  EXPECT_EQ(f.out[1].dur_ns, 0u);
+  EXPECT_EQ(f.out[1].nested, 1u);
+  EXPECT_EQ(f.nesting->counters().timed_by_driver, 1u);
+}
+
 }  // namespace
 }  // namespace ingero::capture
