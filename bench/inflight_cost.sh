@@ -25,8 +25,13 @@ trap 'rm -rf "$out"' EXIT
 
 run() {  # MODE -> prints the figures
   local mode=$1 db="$out/$1.db" pid tpid
-  # The stuck threads' sync reads a pipe nobody writes: fd 9, this coproc's own.
-  coproc W { exec 9< <(sleep infinity); INGERO_FAKE_SYNC_FD=9 exec "$B/bench/many_threads" "$LIB" "$N" "$mode"; }
+  # The stuck threads' sync reads a pipe nobody writes: fd 9, this coproc's own. Its writer
+  # (a sleep) is killed at the end: left, it held the bench's stdout open after it exited.
+  coproc W {
+    exec 9< <(sleep infinity)
+    echo $! > "$out/$mode.sleep"
+    INGERO_FAKE_SYNC_FD=9 exec "$B/bench/many_threads" "$LIB" "$N" "$mode"
+  }
   read -r _ pid <&"${W[0]}"
   "$ING" trace -q --no-live --pid "$pid" --db "$db" >"$out/$mode.log" 2>&1 &
   tpid=$!
@@ -39,6 +44,7 @@ run() {  # MODE -> prints the figures
   wait "$tpid" || true
   kill "$W_PID" 2>/dev/null || true
   wait "$W_PID" 2>/dev/null || true
+  kill "$(cat "$out/$mode.sleep")" 2>/dev/null || true
   sqlite3 "$db" "SELECT json_extract(bpf_stats, '$.inflight_ticks'),
                         json_extract(bpf_stats, '$.inflight_frames_read'),
                         json_extract(bpf_stats, '$.inflight_reported'),
