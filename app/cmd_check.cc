@@ -201,8 +201,13 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
   cfg.cpu_samples = true;
   auto session = hal::BpfSession::open(cfg);
   if (!session) {
+    // A program the kernel refused though ingero had the privileges (its verifier, or a security
+    // policy): the message names it and why, and privileges are no fix.
+    bool refused = session.error().message.find("the kernel refused program") != std::string::npos;
     rep.add("bpf_load", CheckStatus::kFail, "failed", session.error().message,
-            "run `ingero check` as root; see the privileges line");
+            refused ? "this kernel refuses a program ingero needs: please report it with `uname "
+                      "-r` and the reason above"
+                    : "run `ingero check` as root; see the privileges line");
   } else {
     rep.add("bpf_load", CheckStatus::kPass, "ok", "all BPF programs passed the verifier", "");
     hal::CallAttach mode = (*session)->call_attach();

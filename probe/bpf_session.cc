@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,6 +17,7 @@
 
 #include "ingero.skel.h"
 #include "probe/inflight_table.h"
+#include "probe/load_failure.h"
 #include "probe/uprobe_multi.h"
 #include "thread_state.h"
 
@@ -47,9 +49,35 @@ Result<bool> ensure_tracefs() {
 
 namespace {
 
+// libbpf's warnings while this thread loads an object (load_failure_of reads them), else null.
+thread_local std::string* g_load_warnings = nullptr;
+
 int libbpf_quiet(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (level == LIBBPF_WARN && getenv("INGERO_LIBBPF_DEBUG") == nullptr) return 0;
-  if (level == LIBBPF_DEBUG && getenv("INGERO_LIBBPF_DEBUG") == nullptr) return 0;
+  bool debug = getenv("INGERO_LIBBPF_DEBUG") != nullptr;
+  if (level == LIBBPF_WARN && g_load_warnings) {
+    va_list copy;
+    va_copy(copy, args);
+    char small[512];
+    int n = vsnprintf(small, sizeof(small), fmt, copy);
+    va_end(copy);
+    std::string msg;
+    if (n >= int(sizeof(small))) {
+      msg.resize(size_t(n) + 1);
+      va_copy(copy, args);
+      vsnprintf(msg.data(), msg.size(), fmt, copy);
+      va_end(copy);
+      msg.pop_back();
+    } else if (n > 0) {
+      msg.assign(small, size_t(n));
+    }
+    // A failed program's verifier log can run to megabytes: its head (where libbpf names the
+    // program) and its tail (where the verifier says why) are kept.
+    constexpr size_t kKeepHead = 1024, kKeepTail = 64 * 1024;
+    if (msg.size() > kKeepHead + kKeepTail)
+      msg = msg.substr(0, kKeepHead) + "\n" + msg.substr(msg.size() - kKeepTail);
+    *g_load_warnings += msg;
+  }
+  if (!debug && (level == LIBBPF_WARN || level == LIBBPF_DEBUG)) return 0;
   return vfprintf(stderr, fmt, args);
 }
 
@@ -59,6 +87,22 @@ Error bpf_error(const std::string& what, int err) {
   if (err == EPERM || err == EACCES)
     hint = " (tracing needs root, or CAP_BPF and CAP_PERFMON; run `ingero check`)";
   return Error{what + ": " + std::strerror(err) + hint, err};
+}
+
+// A load that failed, with what the kernel refused and why (libbpf's warnings `warnings`). The
+// privileges hint only where they are missing: as root, EACCES is the verifier's and EPERM a
+// security policy's.
+Error load_error(int err, const std::string& warnings) {
+  if (err < 0) err = -err;
+  auto f = load_failure_of(warnings);
+  auto caps = effective_caps();
+  bool privileged = caps && can_load_tracing(*caps);
+  if (!f || (!privileged && (err == EPERM || err == EACCES)))
+    return bpf_error("loading the BPF programs", err);
+  std::string why = f->reason.empty() ? "before verifying it" : "its verifier said: " + f->reason;
+  return Error{"loading the BPF programs: the kernel refused program " + f->program + ", " + why +
+                   " (" + std::strerror(err) + ")",
+               err};
 }
 
 }  // namespace
@@ -190,7 +234,11 @@ Status BpfSession::load_object(bool inflight_iter) {
       bpf_program__set_log_buf(p, logs.back().second.get(), kStatsLog);
       bpf_program__set_log_level(p, 4);
     }
-  if (int err = ingero_bpf__load(sk)) return bpf_error("loading the BPF programs", err);
+  std::string warnings;
+  g_load_warnings = &warnings;
+  int err = ingero_bpf__load(sk);
+  g_load_warnings = nullptr;
+  if (err) return load_error(err, warnings);
   for (auto& [prog, log] : logs) {
     ProgramVerification v;
     v.name = bpf_program__name(prog);

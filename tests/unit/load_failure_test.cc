@@ -1,0 +1,55 @@
+// What ingero says when the kernel refuses its BPF programs (probe/load_failure.h): the program
+// and the verifier's reason, from libbpf's own words, as Linux 6.18.44 gave them.
+#include "probe/load_failure.h"
+
+#include <gtest/gtest.h>
+
+namespace ingero::hal {
+namespace {
+
+// The verifier refused the call program: its last line that is not a statistic is the reason.
+TEST(LoadFailure, NamesTheProgramAndTheVerifiersReason) {
+  std::string out =
+      "libbpf: prog 'ingero_call': BPF program load failed: Permission denied\n"
+      "libbpf: prog 'ingero_call': -- BEGIN PROG LOAD LOG --\n"
+      "0: R1=ctx() R10=fp0\n"
+      "Func#12 ('ingero_name_at_return') is safe for any args that match its prototype\n"
+      "combined stack size of 4 calls is 560. Too large\n"
+      "processed 32428 insns (limit 1000000) max_states_per_insn 14 total_states 1781\n"
+      "-- END PROG LOAD LOG --\n"
+      "libbpf: prog 'ingero_call': failed to load: -13\n"
+      "libbpf: failed to load object 'ingero_bpf'\n";
+  auto f = load_failure_of(out);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->program, "ingero_call");
+  EXPECT_EQ(f->reason, "combined stack size of 4 calls is 560. Too large");
+}
+
+// Refused before its verifier ran (a security policy): no reason beyond the statistics.
+TEST(LoadFailure, AProgramRefusedBeforeVerificationHasNoReason) {
+  std::string out =
+      "libbpf: prog 'ingero_inflight': BPF program load failed: Operation not permitted\n"
+      "libbpf: permission error while running as root; try raising 'ulimit -l'? current value: "
+      "8.0 MiB\n"
+      "libbpf: prog 'ingero_inflight': -- BEGIN PROG LOAD LOG --\n"
+      "processed 0 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0\n"
+      "-- END PROG LOAD LOG --\n"
+      "libbpf: prog 'ingero_inflight': failed to load: -1\n";
+  auto f = load_failure_of(out);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->program, "ingero_inflight");
+  EXPECT_EQ(f->reason, "");
+  EXPECT_FALSE(load_failure_of("libbpf: failed to open object\n"));
+}
+
+// Root, or CAP_BPF with CAP_PERFMON, may load tracing programs; CAP_BPF alone may not.
+TEST(LoadFailure, PrivilegesAreSysAdminOrBpfWithPerfmon) {
+  EXPECT_TRUE(can_load_tracing(0x000001fffeffffffull));  // root without CAP_SYS_RESOURCE
+  EXPECT_TRUE(can_load_tracing(1ull << 21));
+  EXPECT_TRUE(can_load_tracing((1ull << 38) | (1ull << 39)));
+  EXPECT_FALSE(can_load_tracing(1ull << 39));
+  EXPECT_FALSE(can_load_tracing(0));
+}
+
+}  // namespace
+}  // namespace ingero::hal
