@@ -80,9 +80,16 @@ for tag, (mode, r) in sorted(runs.items()):
     print(f"    {n} calls stored; tracer CPU {c.get('cpu_s', 0):.2f} s = "
           f"{1e6 * c.get('cpu_s', 0) / max(n, 1):.2f} us a call (end {c.get('end_cpu_s') or 0:.2f} s),"
           f" peak {c.get('hwm_kib') or 0} KiB, file {os.path.getsize(db) if os.path.exists(db) else 0} B")
+    # One launch in --launch-timing (32) per thread timed, counted as launches are made, before
+    # the runtime's launch probes go (2,000 launches) as after (LaunchTiming.*).
+    lt = q(db, f"SELECT count(*) AS n, sum(status <> 'untimed') AS timed FROM calls "
+               f"WHERE pid = {r['pid']} AND kind = 'launch'")
+    if lt and lt[0].get("n"):
+        n_l, t_l = lt[0]["n"], lt[0].get("timed") or 0
+        print(f"    launches timed: {t_l} of {n_l} (1 in {n_l / max(t_l, 1):.1f}; want ~32)")
     if tag.endswith("-1"):
         st = q(db, "SELECT bpf_stats FROM sessions")
         st = json.loads(st[0].get("bpf_stats") or "{}") if st else {}
         print("    bpf_stats:", {k: v for k, v in st.items() if v and any(
-            w in k for w in ("detach", "drop", "fold", "renamed", "nested", "untimed", "kernel",
+            w in k for w in ("detach", "drop", "fold", "renamed", "nested", "timed", "kernel",
                              "refused", "lost", "unpaired", "overflow", "again"))})
