@@ -9,15 +9,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 
 #include "ingero.skel.h"
+#include "probe/bpf_errors.h"
 #include "probe/inflight_table.h"
-#include "probe/load_failure.h"
 #include "probe/uprobe_multi.h"
 #include "thread_state.h"
 
@@ -47,66 +46,6 @@ Result<bool> ensure_tracefs() {
   return true;
 }
 
-namespace {
-
-// libbpf's warnings while this thread loads an object (load_failure_of reads them), else null.
-thread_local std::string* g_load_warnings = nullptr;
-
-int libbpf_quiet(enum libbpf_print_level level, const char* fmt, va_list args) {
-  bool debug = getenv("INGERO_LIBBPF_DEBUG") != nullptr;
-  if (level == LIBBPF_WARN && g_load_warnings) {
-    va_list copy;
-    va_copy(copy, args);
-    char small[512];
-    int n = vsnprintf(small, sizeof(small), fmt, copy);
-    va_end(copy);
-    std::string msg;
-    if (n >= int(sizeof(small))) {
-      msg.resize(size_t(n) + 1);
-      va_copy(copy, args);
-      vsnprintf(msg.data(), msg.size(), fmt, copy);
-      va_end(copy);
-      msg.pop_back();
-    } else if (n > 0) {
-      msg.assign(small, size_t(n));
-    }
-    // A failed program's verifier log can run to megabytes: its head (where libbpf names the
-    // program) and its tail (where the verifier says why) are kept.
-    constexpr size_t kKeepHead = 1024, kKeepTail = 64 * 1024;
-    if (msg.size() > kKeepHead + kKeepTail)
-      msg = msg.substr(0, kKeepHead) + "\n" + msg.substr(msg.size() - kKeepTail);
-    *g_load_warnings += msg;
-  }
-  if (!debug && (level == LIBBPF_WARN || level == LIBBPF_DEBUG)) return 0;
-  return vfprintf(stderr, fmt, args);
-}
-
-Error bpf_error(const std::string& what, int err) {
-  if (err < 0) err = -err;
-  std::string hint;
-  if (err == EPERM || err == EACCES)
-    hint = " (tracing needs root, or CAP_BPF and CAP_PERFMON; run `ingero check`)";
-  return Error{what + ": " + std::strerror(err) + hint, err};
-}
-
-// A load that failed, with what the kernel refused and why (libbpf's warnings `warnings`). The
-// privileges hint only where they are missing: as root, EACCES is the verifier's and EPERM a
-// security policy's.
-Error load_error(int err, const std::string& warnings) {
-  if (err < 0) err = -err;
-  auto f = load_failure_of(warnings);
-  auto caps = effective_caps();
-  bool privileged = caps && can_load_tracing(*caps);
-  if (!f || (!privileged && (err == EPERM || err == EACCES)))
-    return bpf_error("loading the BPF programs", err);
-  std::string why = f->reason.empty() ? "before verifying it" : "its verifier said: " + f->reason;
-  return Error{"loading the BPF programs: the kernel refused program " + f->program + ", " + why +
-                   " (" + std::strerror(err) + ")",
-               err};
-}
-
-}  // namespace
-
 RingSizes ring_sizes(int ncpus, uint32_t calls_mb) {
   auto pow2 = [](uint64_t v) {
     uint64_t p = 1;
@@ -133,7 +72,7 @@ const char* call_attach_name(CallAttach a) {
 }
 
 Result<std::unique_ptr<BpfSession>> BpfSession::open(const BpfConfig& config) {
-  libbpf_set_print(libbpf_quiet);
+  libbpf_set_print(libbpf_print);
   // The best mode the kernel loads: a kernel that does not know an attach type rejects the
   // load, and the next one is tried. The environment may narrow the choice (tests, bench).
   std::vector<CallAttach> modes = {CallAttach::kSession, CallAttach::kMultiPair,
@@ -166,7 +105,8 @@ Status BpfSession::load() {
   ingero_bpf__destroy(skel_);
   skel_ = nullptr;
   verification_.clear();
-  if (Status again = load_object(false); !again) return st;
+  // Refused again: what the second load says is about the programs that remain.
+  if (Status again = load_object(false); !again) return again;
   inflight_by_lookup_ = true;
   return {};
 }
@@ -234,11 +174,8 @@ Status BpfSession::load_object(bool inflight_iter) {
       bpf_program__set_log_buf(p, logs.back().second.get(), kStatsLog);
       bpf_program__set_log_level(p, 4);
     }
-  std::string warnings;
-  g_load_warnings = &warnings;
-  int err = ingero_bpf__load(sk);
-  g_load_warnings = nullptr;
-  if (err) return load_error(err, warnings);
+  LoadWarnings warnings;
+  if (int err = ingero_bpf__load(sk)) return load_error(err, warnings.text());
   for (auto& [prog, log] : logs) {
     ProgramVerification v;
     v.name = bpf_program__name(prog);

@@ -1,8 +1,11 @@
-// What ingero says when the kernel refuses its BPF programs (probe/load_failure.h): the program
+// What ingero says when the kernel refuses its BPF programs (probe/bpf_errors.h): the program
 // and the verifier's reason, from libbpf's own words, as Linux 6.18.44 gave them.
-#include "probe/load_failure.h"
+#include "probe/bpf_errors.h"
 
 #include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdarg>
 
 namespace ingero::hal {
 namespace {
@@ -49,6 +52,47 @@ TEST(LoadFailure, PrivilegesAreSysAdminOrBpfWithPerfmon) {
   EXPECT_TRUE(can_load_tracing((1ull << 38) | (1ull << 39)));
   EXPECT_FALSE(can_load_tracing(1ull << 39));
   EXPECT_FALSE(can_load_tracing(0));
+}
+
+void say(enum libbpf_print_level level, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  libbpf_print(level, fmt, args);
+  va_end(args);
+}
+
+// libbpf's warnings are kept while a LoadWarnings lives: a verifier log of megabytes by its head
+// and tail, where libbpf names the program and the verifier says why; its debug lines are not.
+// The error then says what was refused, as root; without the privileges, to get them.
+TEST(LoadFailure, WarningsAreKeptWhileACaptureLivesAndNameTheRefusal) {
+  std::string text;
+  {
+    LoadWarnings w;
+    say(LIBBPF_DEBUG, "libbpf: loading object '%s'\n", "ingero_bpf");
+    say(LIBBPF_WARN, "libbpf: prog '%s': BPF program load failed: %s\n", "ingero_call",
+        "Permission denied");
+    std::string trace(2 << 20, 'x');
+    say(LIBBPF_WARN,
+        "libbpf: prog '%s': -- BEGIN PROG LOAD LOG --\n%s\ncombined stack size of 4 calls is "
+        "560. Too large\nprocessed 32428 insns\n-- END PROG LOAD LOG --\n",
+        "ingero_call", trace.c_str());
+    text = w.text();
+    EXPECT_EQ(text.find("loading object"), std::string::npos);
+    EXPECT_LT(text.size(), 70u * 1024);
+  }
+  EXPECT_TRUE(LoadWarnings().text().empty());
+  auto f = load_failure_of(text);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->program, "ingero_call");
+  EXPECT_EQ(f->reason, "combined stack size of 4 calls is 560. Too large");
+  auto caps = effective_caps();
+  ASSERT_TRUE(caps);
+  EXPECT_EQ(load_error(-EACCES, text).message,
+            can_load_tracing(*caps)
+                ? "loading the BPF programs: the kernel refused program ingero_call, its verifier "
+                  "said: combined stack size of 4 calls is 560. Too large (Permission denied)"
+                : "loading the BPF programs: Permission denied (tracing needs root, or CAP_BPF "
+                  "and CAP_PERFMON; run `ingero check`)");
 }
 
 }  // namespace
