@@ -343,6 +343,9 @@ int Trace::attach() {
                 << engine::format_duration(uint64_t(w.window_ns)) << " in every "
                 << engine::format_duration(uint64_t(w.period_ns))
                 << " and until a window after a library's first launch, at one trap outside them\n";
+    if (inflight_ && session_->inflight_by_lookup())  // probe/inflight_table.h
+      std::cerr << "ingero: this kernel refused the BPF map-element iterator: calls in flight are "
+                   "read by looking each traced thread up, a copy of its whole state a second\n";
     print_libraries(libs);
   }
 
