@@ -5,7 +5,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -21,6 +20,7 @@
 #include "engine/json_text.h"
 #include "hal/elf_symbols.h"
 #include "kernelside/host_programs.h"
+#include "probe/bpf_errors.h"
 #include "probe/bpf_session.h"
 #include "probe/probe_manager.h"
 
@@ -119,15 +119,10 @@ void host_checks(const CheckInputs& in, CheckReport& rep) {
     rep.add("btf", CheckStatus::kFail, "missing", "CO-RE programs need kernel BTF",
             "use a kernel built with CONFIG_DEBUG_INFO_BTF=y");
 
-  uint64_t caps = 0;
-  {
-    std::ifstream f(r.empty() ? "/proc/self/status" : r + "/proc/self/status");
-    for (std::string line; std::getline(f, line);)
-      if (line.rfind("CapEff:", 0) == 0) caps = std::stoull(line.substr(7), nullptr, 16);
-  }
+  uint64_t caps = hal::effective_caps(r + "/proc/self/status").value_or(0);
   bool root = r.empty() ? geteuid() == 0 : caps == 0x1ffffffffffULL || caps == 0x3ffffffffffULL;
-  bool bpf_cap = caps & (1ull << 39), perfmon = caps & (1ull << 38), sysadmin = caps & (1ull << 21);
-  if (root || sysadmin || (bpf_cap && perfmon))
+  bool perfmon = caps & (1ull << 38), sysadmin = caps & (1ull << 21);
+  if (root || hal::can_load_tracing(caps))
     rep.add("privileges", CheckStatus::kPass,
             root       ? "root"
             : sysadmin ? "CAP_SYS_ADMIN"
@@ -201,9 +196,9 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
   cfg.cpu_samples = true;
   auto session = hal::BpfSession::open(cfg);
   if (!session) {
-    // A program the kernel refused though ingero had the privileges (its verifier, or a security
-    // policy): the message names it and why, and privileges are no fix.
-    bool refused = session.error().message.find("the kernel refused program") != std::string::npos;
+    // Refused though ingero had the privileges (its verifier, or a security policy): the
+    // message names the program and why (hal::load_error), and privileges are no fix.
+    bool refused = hal::may_load_bpf();
     rep.add("bpf_load", CheckStatus::kFail, "failed", session.error().message,
             refused ? "this kernel refuses a program ingero needs: please report it with `uname "
                       "-r` and the reason above"

@@ -54,8 +54,8 @@ bool can_load_tracing(uint64_t cap_eff) {
   return (cap_eff & kSysAdmin) || ((cap_eff & kPerfmon) && (cap_eff & kBpf));
 }
 
-std::optional<uint64_t> effective_caps() {
-  std::ifstream in("/proc/self/status");
+std::optional<uint64_t> effective_caps(const std::string& status) {
+  std::ifstream in(status);
   std::string line;
   while (std::getline(in, line))
     if (line.rfind("CapEff:", 0) == 0) {
@@ -66,6 +66,11 @@ std::optional<uint64_t> effective_caps() {
       }
     }
   return std::nullopt;
+}
+
+bool may_load_bpf() {
+  auto caps = effective_caps();
+  return caps && can_load_tracing(*caps);
 }
 
 LoadWarnings::LoadWarnings() : outer_(g_load_warnings) { g_load_warnings = &text_; }
@@ -112,9 +117,7 @@ Error bpf_error(const std::string& what, int err) {
 Error load_error(int err, const std::string& warnings) {
   if (err < 0) err = -err;
   auto f = load_failure_of(warnings);
-  auto caps = effective_caps();
-  bool privileged = caps && can_load_tracing(*caps);
-  if (!f || (!privileged && (err == EPERM || err == EACCES)))
+  if (!f || (!may_load_bpf() && (err == EPERM || err == EACCES)))
     return bpf_error("loading the BPF programs", err);
   std::string why = f->reason.empty() ? "before verifying it" : "its verifier said: " + f->reason;
   return Error{"loading the BPF programs: the kernel refused program " + f->program + ", " + why +

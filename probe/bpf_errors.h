@@ -31,8 +31,13 @@ std::optional<LoadFailure> load_failure_of(std::string_view libbpf_output);
 // programs: CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN (kernels before 5.8).
 bool can_load_tracing(uint64_t cap_eff);
 
-// This process's effective capabilities; nullopt when /proc/self/status cannot be read.
-std::optional<uint64_t> effective_caps();
+// A process's effective capabilities from its status file (`status`, /proc/self/status by
+// default); nullopt when it cannot be read or holds no CapEff line.
+std::optional<uint64_t> effective_caps(const std::string& status = "/proc/self/status");
+
+// Whether this process holds what loading tracing programs takes (can_load_tracing): where it
+// does, a refused load is the kernel's verdict (its verifier, a security policy), not privileges'.
+bool may_load_bpf();
 
 // libbpf's print callback (libbpf_set_print): silent but with INGERO_LIBBPF_DEBUG, and its
 // warnings kept while a LoadWarnings of this thread lives.
