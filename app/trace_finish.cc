@@ -105,12 +105,13 @@ store::SessionEnd Trace::session_end(const hal::BpfStats& stats, uint64_t attach
   end.attached_probes = attached;
   end.counters = session_counters(stats, pipeline_->counters().call_records, true);
   end.bpf_stats_json = stats_json(stats, *pipeline_, stacks_.get(), kernels_.get());
-  if (probes_->window_plan().period_ns) {  // without sessions: launches timed in windows
-    nlohmann::json j = nlohmann::json::parse(end.bpf_stats_json, nullptr, false);
-    if (j.is_object()) {
-      j["launch_windows_opened"] = probes_->windows_opened();
-      end.bpf_stats_json = engine::json_text(j);
-    }
+  nlohmann::json j = nlohmann::json::parse(end.bpf_stats_json, nullptr, false);
+  if (j.is_object()) {
+    // Without sessions: launches timed in windows.
+    if (probes_->window_plan().period_ns) j["launch_windows_opened"] = probes_->windows_opened();
+    j["lookup_probes_rested"] = lookup_rest_.rests();  // capture/lookup_rest.h
+    j["lookup_wakes"] = lookup_rest_.wakes();
+    end.bpf_stats_json = engine::json_text(j);
   }
   end.exit_reason = exit_reason_;
   return end;

@@ -140,6 +140,11 @@ void add_calls(CLI::App& cmd, TraceOptions& o, Args& a) {
                "launches of it in a row were seen to reach the driver's launch, whose probe "
                "then names them: one trap a launch instead of two (a launch the runtime "
                "refuses before reaching the driver is then not seen)");
+  cmd.add_flag("--keep-lookup-probes", o.keep_lookup_probes,
+               "Keep the kernel-name look-up probes (cuKernelGetFunction, cuLibraryGetKernel, "
+               "...) attached. By default a look-up that named nothing new in 2,000 calls in a "
+               "row rests (cuDNN asks before each of its launches: up to three traps a launch "
+               "more); a kernel launched without a name attaches them again");
   cmd.add_option("--stack-interval", o.stack_interval_ms,
                  "Milliseconds between stack walks of one thread at known call sites")
       ->check(CLI::Range(1u, 3600000u))
@@ -324,6 +329,7 @@ std::string session_flags(const TraceOptions& o, bool rdma_verbs) {
   flags += o.stacks ? "stack,stack-samples=" + std::to_string(o.stack_samples) + "," : "no-stack,";
   flags += "launch-timing=" + std::to_string(o.launch_timing) + ",";
   if (o.keep_runtime_probes) flags += "keep-runtime-probes,";
+  if (o.keep_lookup_probes) flags += "keep-lookup-probes,";
   if (o.keep_all) flags += "keep-all,";
   if (!o.kernel_names) flags += "no-kernel-names,";
   // The on-CPU sampling rate: what each sample is worth (export --format pprof).

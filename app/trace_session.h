@@ -28,6 +28,7 @@
 #include "capture/inflight_monitor.h"
 #include "capture/kernel_namer.h"
 #include "capture/launch_nesting.h"
+#include "capture/lookup_rest.h"
 #include "capture/sink_set.h"
 #include "capture/stack_collector.h"
 #include "kernelside/cpu_sampler.h"
@@ -110,6 +111,10 @@ class Trace {
   void publish_live(const LiveAnalysis& la);  // a finished live analysis, to the sinks
   void start_live_analysis(int64_t mono);     // the next, off the event loop
   void update_counters();
+  // app/trace_lookups.cc: kernel-name look-ups that only repeat rest, and come back when a
+  // kernel is launched without a name (capture/lookup_rest.h).
+  void rest_lookups();
+  void wake_lookups();
   void make_inflight();
   // The session row's kernel-naming counters (store/kernel_names.h), from the namer (none
   // when kernels are not named).
@@ -146,6 +151,8 @@ class Trace {
   std::unique_ptr<capture::ProcInflightHost> inflight_host_;
   std::unique_ptr<capture::InflightMonitor> inflight_;  // calls in flight (--inflight-after)
   std::unique_ptr<capture::KernelNamer> kernels_;
+  capture::LookupRest lookup_rest_;
+  bool lookup_rest_off_ = false;  // a rest or wake failed: the look-ups stay as they are
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;

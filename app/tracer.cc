@@ -133,8 +133,8 @@ void Trace::make_pipeline() {
   // Launches are seen at entry (one trap): the driver launch of a runtime launch is folded into
   // it, and a runtime whose launches all reach the driver has its own launch probes detached.
   nesting_ = std::make_unique<capture::LaunchNesting>(local_, probes_->table());
-  // Its other probes are attached again under new ids, and a call in flight through the old
-  // ones is shipped untimed at its thread's next call (bpf/calls.bpf.c, ProbeManager).
+  // Its other probes, in links of their own, are not touched; a launch in flight through the
+  // ones detached is shipped untimed at its thread's next call (bpf/calls.bpf.c, ProbeManager).
   nesting_->detach = !opts_.keep_runtime_probes;
   nesting_->on_proven = [this](const std::string& lib) {
     // Said once the links are gone, from the thread that closed them (ProbeManager).
@@ -400,6 +400,11 @@ void Trace::loop() {
   };
   if (inflight_)
     periodic_.push_back({sec, false, [this](int64_t m, bool) { inflight_->tick(uint64_t(m)); }});
+  // Not under the perf pair, whose closes take ~0.1 s a probe (a wake waits for them).
+  if (kernels_ && !opts_.keep_lookup_probes && session_->uses_uprobe_multi()) {
+    periodic_.push_back({sec, false, [this](int64_t, bool) { rest_lookups(); }});
+    periodic_.push_back({sec / 10, false, [this](int64_t, bool) { wake_lookups(); }});
+  }
   for (auto& p : periodic_) p.next = start_mono_ + p.period_ns;
 
   if (g_stop_signal) {  // before the command was released: it never runs

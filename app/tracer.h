@@ -38,6 +38,7 @@ struct TraceOptions {
   uint32_t stack_samples = 2;         // calls per call site that walk their stack
   uint32_t launch_timing = 32;        // one launch in this many per thread is timed
   bool keep_runtime_probes = false;   // never detach a runtime's launch probes, once proven
+  bool keep_lookup_probes = false;    // never rest the kernel look-ups (capture/lookup_rest.h)
   uint32_t stack_interval_ms = 20;    // then one walk per thread per interval
   double retain_s = 0;                // delete rows older than this while tracing (0: keep)
   uint64_t max_db_bytes = 0;          // keep the trace's used pages under this (0: no limit)

@@ -52,6 +52,13 @@ static __always_inline bool name_shipped_lately(struct name_key* k, __u64 now) {
   return at && now - *at < name_repeat_ns;
 }
 
+/* A look-up held back (it named nothing new): counted in `stat` and for its probe. */
+static __always_inline void name_held_back(__u32 probe, __u32 stat) {
+  stat_inc(stat);
+  __u64* n = bpf_map_lookup_elem(&names_held, &probe);
+  if (n) __sync_fetch_and_add(n, 1);
+}
+
 /* Register argument `i` at entry (a switch on it would become a variable offset into ctx, which
  * the verifier refuses). */
 static __always_inline __u64 entry_reg(struct pt_regs* ctx, __u32 i) {
@@ -221,7 +228,7 @@ static __always_inline int call_entry(struct pt_regs* ctx, bool session, __u64 i
   /* A name look-up whose question alone fixes its answer, asked again lately: not entered. */
   if (session && (r->name_once & INGERO_NAME_FIXED) &&
       ingero_name_asked_lately(ctx, tgid, probe, r->name_question)) {
-    stat_inc(INGERO_STAT_NAME_ASKED_AGAIN);
+    name_held_back(probe, INGERO_STAT_NAME_ASKED_AGAIN);
     return 1;
   }
   /* A launch needs no return probe: its record goes now, but for one in launch_timing_every
@@ -319,7 +326,7 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
   if (r && r->name_once) {
     struct name_ask na = {.ret = ret, .now = now, .tgid = t->tgid};
     if (ingero_name_at_return(f, r, &na) == 2) {
-      stat_inc(INGERO_STAT_NAME_ANSWERED_AGAIN);
+      name_held_back(probe, INGERO_STAT_NAME_ANSWERED_AGAIN);
       t->depth = 0;
       return;
     }

@@ -104,6 +104,16 @@ struct {
   __type(value, __u64);
 } names_shipped SEC(".maps");
 
+/* Kernel-name look-ups that named nothing new (held back at their entry or return), by probe:
+ * user space rests the look-up probes a library repeats before each launch once they only
+ * repeat (capture/lookup_rest.h). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, INGERO_MAX_PROBES);
+  __type(key, __u32);
+  __type(value, __u64);
+} names_held SEC(".maps");
+
 struct ingero_calls_ring_map calls_rb SEC(".maps");
 struct ingero_launch_batches_map launch_batches SEC(".maps");
 

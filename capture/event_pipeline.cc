@@ -139,7 +139,8 @@ void EventPipeline::on_call(const void* data, size_t size) {
     identify(ev_, rec_.has_ident());
     note_pid(h.pid, ev_.comm.data());
     if (kernels)
-      if (auto c = decoder_.name_capture(rec_)) kernels->on_capture(*c);
+      if (auto c = decoder_.name_capture(rec_); c && kernels->on_capture(*c))
+        ++counters_.name_news_by_probe[h.probe_id];
     return;
   }
   ++counters_.calls;

@@ -42,6 +42,9 @@ class EventPipeline {
     // ... by the function that made them (cuKernelGetFunction, __cudaRegisterFunction): which
     // look-ups a library makes before its launches (each answer once a second: backends.md).
     std::map<std::string, uint64_t, std::less<>> name_records_by_op;
+    // ... that named something new, by probe (capture/lookup_rest.h: a look-up that only
+    // repeats rests).
+    std::map<uint32_t, uint64_t> name_news_by_probe;
   };
 
   // `out` receives every decoded event and process (a SinkSet fans them out and reports

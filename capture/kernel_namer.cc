@@ -204,30 +204,30 @@ void KernelNamer::name(uint32_t pid, Proc& p, uint64_t func, const std::string& 
     for (uint64_t w : waiting) name(pid, p, w, raw, source, ts_ns, depth + 1);
 }
 
-void KernelNamer::on_capture(const hal::NameCapture& c) {
+bool KernelNamer::on_capture(const hal::NameCapture& c) {
   Proc& p = proc(c.pid);
   // The first name stands: a function already named reads nothing (a library that looks its
   // kernels up before every launch, as cuDNN does, sends a repeat once a second; BPF holds the
   // rest back).
   if (auto it = p.funcs.find(c.func); it != p.funcs.end() && it->second.named) {
     ++counters_.repeats;
-    return;
+    return false;
   }
   if (c.name_addr) {
     if (auto text = read_name(c.pid, p, *c.name_addr)) {
       ++counters_.captures;
       name(c.pid, p, c.func, *text, c.source, c.ts_ns);
-      return;
+      return true;
     }
     ++counters_.unreadable;
-    if (!c.alias_of) return;
+    if (!c.alias_of) return false;
   }
-  if (!c.alias_of) return;
+  if (!c.alias_of) return false;
   ++counters_.captures;
   // A handle of another key (a stub's cudaKernel_t): that key's name, from its own source or,
   // for a stub registered before the trace began, its ELF symbol.
   Func* t = entry(p, *c.alias_of, c.ts_ns);
-  if (!t) return;
+  if (!t) return false;
   if (!t->named && !t->elf_tried) {
     t->elf_tried = true;
     std::string raw;
@@ -241,6 +241,7 @@ void KernelNamer::on_capture(const hal::NameCapture& c) {
   } else if (t->waiting.size() < 64) {
     t->waiting.push_back(c.func);
   }
+  return true;
 }
 
 void KernelNamer::launch_slow(Proc& p, uint32_t pid, uint64_t func, uint64_t ts_ns, bool known) {
@@ -261,7 +262,10 @@ void KernelNamer::launch_slow(Proc& p, uint32_t pid, uint64_t func, uint64_t ts_
     }
   }
   ++counters_.unnamed_launches;
-  if (f->unnamed++ == 0) ++counters_.unnamed_functions;
+  if (f->unnamed++ == 0) {
+    ++counters_.unnamed_functions;
+    ++counters_.launched_unnamed;
+  }
 }
 
 void KernelNamer::process_exec(uint32_t pid, uint64_t ts_ns) {

@@ -75,8 +75,11 @@ class KernelNamer {
     uint64_t named_launches = 0;     // launches whose function had a name when they were read
     uint64_t unnamed_launches = 0;   // launches whose function had none: NULL in calls.kernel
     uint64_t unnamed_functions = 0;  // distinct (pid, func) launched without a name
-    uint64_t dropped = 0;            // entries over kMaxEntries, not kept
-    uint64_t unkept = 0;             // handles of a kernel whose name was past kMaxKeptBytes
+    // Functions first launched without a name, those named later included: only grows
+    // (capture/lookup_rest.h wakes the kernel look-ups by it).
+    uint64_t launched_unnamed = 0;
+    uint64_t dropped = 0;  // entries over kMaxEntries, not kept
+    uint64_t unkept = 0;   // handles of a kernel whose name was past kMaxKeptBytes
   };
   // Longest name read; longer ones are unreadable (mangled names of deep templates reach a few
   // KiB).
@@ -89,7 +92,9 @@ class KernelNamer {
 
   KernelNamer(hal::EventSink& out, std::unique_ptr<ProcessImage> image);
 
-  void on_capture(const hal::NameCapture& c);
+  // True when the capture named something or is kept for an alias (news); false for a repeat of
+  // a function already named, or a name that could not be read.
+  bool on_capture(const hal::NameCapture& c);
   // A launch of `func` by `pid` is about to go to the sinks.
   void on_launch(uint32_t pid, uint64_t func, uint64_t ts_ns) {
     Proc* p = last_pid_ == pid && last_ ? last_ : &proc(pid);

@@ -395,6 +395,16 @@ BpfStats BpfSession::stats() const {
   return out;
 }
 
+std::vector<uint64_t> BpfSession::names_held_back(const std::vector<uint32_t>& probe_ids) const {
+  std::vector<uint64_t> out(probe_ids.size(), 0);
+  for (size_t i = 0; i < probe_ids.size(); ++i) {
+    uint32_t k = probe_ids[i];
+    if (k < INGERO_MAX_PROBES)
+      (void)bpf_map__lookup_elem(skel_->maps.names_held, &k, sizeof(k), &out[i], sizeof(out[i]), 0);
+  }
+  return out;
+}
+
 Status BpfSession::read_inflight(std::vector<ingero_inflight_rec>& out) {
   if (inflight_by_lookup_)
     return read_inflight_from_table(bpf_map__fd(skel_->maps.threads),

@@ -197,6 +197,9 @@ class BpfSession {
   // Where the Python interpreter of `tgid` keeps its frames (nullptr: forget the process).
   Status set_python(uint32_t tgid, const ingero_py_config* config);
   BpfStats stats() const;
+  // Kernel-name look-ups held back in BPF (they named nothing new), by probe: one count for each
+  // of `probe_ids` (0 where it cannot be read).
+  std::vector<uint64_t> names_held_back(const std::vector<uint32_t>& probe_ids) const;
   // The calls in flight now: appends one record per thread inside a traced call (its
   // outermost frame), read through the ingero_inflight iterator over the thread table, which
   // is attached on first use, or, where the kernel refused to load that iterator, from the

@@ -138,17 +138,40 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
 
 void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<ResolvedProbe>& probes,
                                LibraryStatus& st) {
-  AttachedFile a{f.path, f.display_path, {}, {}, {}, {}, {}, {}, 0, {}, false};
-  for (bool launches : {false, true}) {
+  AttachedFile a;
+  a.path = f.path;
+  a.display_path = f.display_path;
+  // The file's probes in three kinds of links: launches and kernel-name look-ups (a recipe that
+  // holds repeats back: INGERO_NAME_ONCE) apart from the others, so that either can be detached
+  // alone.
+  enum Group { kOther, kLaunches, kLookups };
+  auto group_of = [](const ResolvedProbe& rp, const ingero_recipe& r) {
+    return rp.spec->kind == EventKind::kLaunch ? kLaunches : r.name_once ? kLookups : kOther;
+  };
+  for (Group g : {kOther, kLaunches, kLookups}) {
     std::vector<CallSite> sites;
     std::vector<const ResolvedProbe*> of;
     for (const ResolvedProbe& rp : probes) {
-      if ((rp.spec->kind == EventKind::kLaunch) != launches) continue;
+      ingero_recipe r = make_recipe(*rp.spec, rp.match.layer);
+      if (group_of(rp, r) != g) continue;
       uint32_t id = table_.add({rp.backend, rp.spec, rp.match, f.display_path, rp.symbol});
-      sites.push_back({rp.file_offset, id, make_recipe(*rp.spec, rp.match.layer)});
+      sites.push_back({rp.file_offset, id, r});
       of.push_back(&rp);
     }
+    if (g == kLookups) {
+      for (size_t i = 0; i < sites.size(); ++i) {
+        auto res = session_->attach_calls(f.path, {sites[i]});
+        if (!res.failed.empty()) {
+          st.errors.push_back(of[i]->symbol + ": " + res.failed.front().second);
+          continue;
+        }
+        ++st.probes_attached;
+        a.lookups.push_back({sites[i], std::move(res.links), false});
+      }
+      continue;
+    }
     if (sites.empty()) continue;
+    bool launches = g == kLaunches;
     bool windows = launches && windows_.period_ns;
     auto res = session_->attach_calls(f.path, sites, windows);
     for (auto& [i, why] : res.failed) st.errors.push_back(of[i]->symbol + ": " + why);
@@ -204,9 +227,12 @@ Result<size_t> ProbeManager::detach_launches(const std::string& path,
 
 HandOff ProbeManager::detach() {
   std::vector<Link> all;
-  for (AttachedFile& a : attached_files_)
+  for (AttachedFile& a : attached_files_) {
     for (auto* links : {&a.links, &a.launch_links, &a.launch_returns, &a.closing_returns})
       for (Link& l : *links) all.push_back(std::move(l));
+    for (auto& lk : a.lookups)
+      for (Link& l : lk.links) all.push_back(std::move(l));
+  }
   for (Link& l : loader_links_) all.push_back(std::move(l));
   attached_files_.clear();
   loader_links_.clear();

@@ -68,6 +68,19 @@ class ProbeManager {
   // it), which then calls `gone` with that count.
   Result<size_t> detach_launches(const std::string& path, std::function<void(size_t)> gone = {});
 
+  // Kernel-name look-ups (a recipe with INGERO_NAME_ONCE: cuKernelGetFunction, cuFuncGetName,
+  // hipModuleGetFunction, ...), which cuDNN repeats before each of its launches, are attached in
+  // links of their own. rest_lookups() detaches every file's look-up probes, as detach_launches
+  // does a runtime's launch probes (their links close on another thread, which then calls
+  // `gone`); wake_lookups() attaches them again under the same ids, once those closes are done.
+  // Each returns how many probes went or came back (0: none to move).
+  // rest_lookups() rests the look-up probes among `probe_ids`. The look-up probes of every file:
+  // their ids, with whether each rests now.
+  Result<size_t> rest_lookups(const std::vector<uint32_t>& probe_ids,
+                              std::function<void(size_t)> gone = {});
+  Result<size_t> wake_lookups();
+  std::vector<std::pair<uint32_t, bool>> lookup_probes() const;
+
   // Plans only the specs `want` accepts (probe/probe_plan.h), from the next file handled on.
   void set_spec_filter(SpecFilter want) { want_ = std::move(want); }
 
@@ -96,7 +109,8 @@ class ProbeManager {
  private:
   std::vector<LibraryStatus> handle(std::vector<DiscoveredFile> files);
   // Attaches a file's probes, its launch probes in links of their own (detach_launches drops
-  // them alone), and records them in `st` and attached_files_.
+  // them alone) and each of its look-ups in links of its own (rest_lookups), and records them in
+  // `st` and attached_files_.
   void attach_file(const DiscoveredFile& f, const std::vector<ResolvedProbe>& probes,
                    LibraryStatus& st);
 
@@ -116,6 +130,13 @@ class ProbeManager {
     std::vector<Link> links;
     std::vector<CallSite> launch_sites;
     std::vector<Link> launch_links;
+    // Its kernel-name look-ups, each in links of its own (rest_lookups), none while it rests.
+    struct Lookup {
+      CallSite site;
+      std::vector<Link> links;
+      bool resting = false;
+    };
+    std::vector<Lookup> lookups;
     std::vector<Link> launch_returns;  // in a timing window only (without sessions)
     // A closed window's, until close_returns_at: a launch in flight as it closed still returns.
     std::vector<Link> closing_returns;
@@ -123,6 +144,7 @@ class ProbeManager {
     WindowState window;
     bool opening = false;  // its window's return probes are being attached (open_later)
   };
+  LibraryStatus* status_of(const std::string& display_path);
   bool open_window(AttachedFile& a);
   void open_later(size_t file);
   // Takes the windows open_later opened: their files' state, or their links to close.

@@ -147,6 +147,9 @@ std::optional<NameCapture> CallDecoder::name_capture(const CallRecord& rec) cons
   if (!p || !p->spec || p->spec->kind != EventKind::kKernelName) return std::nullopt;
   const NameRecipe& r = p->spec->name;
   if (rec.hdr.flags & INGERO_CALL_UNFINISHED) return std::nullopt;  // nothing was written
+  // Shipped at entry, its probe detached before it returned (a look-up put to rest,
+  // probe/probe_manager.h): its answer was never read.
+  if (rec.entry_only()) return std::nullopt;
   if (r.needs_success && int32_t(uint32_t(rec.hdr.ret)) != 0) return std::nullopt;
   RawCall raw(rec);
   auto func = raw.value(r.func);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -299,6 +300,116 @@ TEST(KernelNames, WithoutSessionsARepeatedLookUpIsHeldBackAtItsReturn) {
   EXPECT_EQ(r.stats["kernel_name_records"], 2 * (2 + kRounds)) << r.stats.dump();
   EXPECT_EQ(r.stats["name_answered_again"], 4 * (kRounds - 1)) << r.stats.dump();
   EXPECT_EQ(r.stats["name_asked_again"], 0) << r.stats.dump();
+}
+
+// Look-ups that only repeat rest (capture/lookup_rest.h): a look-up, its name asked and a launch
+// every 100 us put both look-up probes to rest. A kernel new to the program, looked up while they
+// rest, is launched unnamed: that brings them back, its next look-up names it, and every launch
+// of it, those before included, carries the name; nothing is left unnamed.
+constexpr long kAtRest = 3000;  // rounds made at once after the first phase
+struct RestRun {
+  int pid = 0;
+  long rounds = 0, reduce = 0;  // the first phase's rounds, the launches of the new kernel
+  std::string db, err;
+};
+// Runs `driver_kernels LIB rest kAtRest` under the tracer with `flags`: `between` runs while its
+// first phase repeats the look-ups, then kAtRest rounds more are made at once, and its second
+// phase (the new kernel) ends once `second` returns.
+RestRun trace_rest(const std::vector<std::string>& flags,
+                   const std::function<void(Subprocess&)>& between,
+                   const std::function<void(Subprocess&, const std::string& db)>& second) {
+  RestRun run;
+  run.db = temp_path("rest.db");
+  std::vector<std::string> argv = {INGERO_BIN, "trace", "--no-live", "--db", run.db};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  for (const char* a : {"--", INGERO_DRIVER_KERNELS, INGERO_FAKE_CUDA, "rest"}) argv.push_back(a);
+  argv.push_back(std::to_string(kAtRest));
+  auto tracer = Subprocess::spawn(argv, {"CUDA_HOME=" INGERO_FAKE_CUDA_HOME});
+  run.pid = pid_of(tracer, "workload");
+  EXPECT_TRUE(tracer.wait_stdout_line("ready", seconds(30))) << tracer.err();
+  tracer.write_stdin("go\n");
+  between(tracer);
+  tracer.write_stdin("go\n");
+  std::string line;
+  EXPECT_TRUE(tracer.wait_stdout_line("looked up ", seconds(30), &line)) << tracer.err();
+  run.rounds = std::stol(line.substr(line.find("looked up ") + 10));
+  second(tracer, run.db);
+  tracer.write_stdin("stop\n");
+  EXPECT_TRUE(tracer.wait_stdout_line("launched ", seconds(30), &line)) << tracer.err();
+  run.reduce = std::stol(line.substr(line.find("launched ") + 9));
+  EXPECT_TRUE(wait_for(run.db, launches_of(run.pid), run.rounds + kAtRest + run.reduce))
+      << tracer.err();
+  tracer.close_stdin();
+  EXPECT_EQ(tracer.wait(), 0) << tracer.err();
+  run.err = tracer.err();
+  return run;
+}
+
+TEST(KernelNames, LookUpsThatOnlyRepeatRestAndAnUnnamedLaunchBringsThemBack) {
+  REQUIRE_BPF();
+  std::string rest;
+  RestRun run = trace_rest(
+      {},
+      [&](Subprocess& t) {
+        // Each rests once it held back 2,000 since the sample after its last news: a second
+        // apart here, or together.
+        for (int probes = 0; probes < 2;) {
+          std::string line;
+          ASSERT_TRUE(t.wait_stderr_line("probes at rest", seconds(60), &line)) << t.err();
+          rest += line + "\n";
+          probes += (line.find("cuFuncGetName") != std::string::npos) +
+                    (line.find("cuModuleGetFunction") != std::string::npos);
+        }
+      },
+      [](Subprocess& t, const std::string& db) {
+        ASSERT_TRUE(t.wait_stderr_line("attached again", seconds(60))) << t.err();
+        EXPECT_TRUE(
+            wait_for(db, "SELECT count(*) FROM kernel_names WHERE raw_name = '_Z9reduce_v2Pfi'", 1))
+            << t.err();
+      });
+  EXPECT_NE(rest.find("each named nothing new in 2000 calls or more): "), std::string::npos)
+      << rest;
+  EXPECT_NE(run.err.find("a kernel was launched without a name: 2 resting kernel look-up probes "
+                         "are attached again"),
+            std::string::npos)
+      << run.err;
+  ASSERT_GT(run.reduce, 0);
+  EXPECT_EQ(kernels_of(run.db, run.pid),
+            (Rows{{"reduce_v2(float*, int)", std::to_string(run.reduce)},
+                  {"vector_add", std::to_string(run.rounds + kAtRest)}}));
+  EXPECT_EQ(
+      query_rows(run.db, "SELECT kernels_named, unnamed_launches, unnamed_functions FROM sessions"),
+      (Rows{{"2", "0", "0"}}));
+  auto stats = nlohmann::json::parse(query_rows(run.db, "SELECT bpf_stats FROM sessions")[0][0]);
+  EXPECT_EQ(stats["lookup_probes_rested"], 2) << stats.dump();
+  EXPECT_EQ(stats["lookup_wakes"], 1) << stats.dump();
+  // The kAtRest rounds made after the rest was said entered neither look-up: at most the first
+  // phase's were held back (its first of each went out), and the new kernel's after the wake.
+  EXPECT_LT(stats["name_answered_again"].get<long>(), run.rounds + run.reduce) << stats.dump();
+  EXPECT_LT(stats["name_asked_again"].get<long>(), run.rounds) << stats.dump();
+}
+
+// --keep-lookup-probes: the same look-ups never rest, and each is held back in BPF.
+TEST(KernelNames, KeepLookupProbesKeepsThemAttached) {
+  REQUIRE_BPF();
+  RestRun run = trace_rest(
+      {"--keep-lookup-probes"},
+      // Past a rest's first chances (once a second), with time to spare on a loaded machine.
+      [](Subprocess&) { std::this_thread::sleep_for(seconds(4)); },
+      [](Subprocess&, const std::string&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      });
+  EXPECT_EQ(run.err.find("probes at rest"), std::string::npos) << run.err;
+  EXPECT_EQ(kernels_of(run.db, run.pid),
+            (Rows{{"reduce_v2(float*, int)", std::to_string(run.reduce)},
+                  {"vector_add", std::to_string(run.rounds + kAtRest)}}));
+  auto stats = nlohmann::json::parse(query_rows(run.db, "SELECT bpf_stats FROM sessions")[0][0]);
+  EXPECT_EQ(stats["lookup_probes_rested"], 0) << stats.dump();
+  // Every look-up of vector_add but those that went out (its first, then one a second) is held
+  // back at its return, the kAtRest rounds' too.
+  EXPECT_GE(stats["name_answered_again"].get<long>(), run.rounds + kAtRest - 10) << stats.dump();
+  EXPECT_NE(query_rows(run.db, "SELECT flags FROM sessions")[0][0].find("keep-lookup-probes"),
+            std::string::npos);
 }
 
 TEST(KernelNames, HipRegistrationAndModuleLookUpName) {

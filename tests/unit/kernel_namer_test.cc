@@ -109,6 +109,12 @@ TEST_F(NameCaptures, LookUpNamesTheHandleItWroteAndNothingWhenItFailed) {
   output(unfinished, 0x55aa00112200);
   unfinished.hdr.flags = INGERO_CALL_UNFINISHED;
   EXPECT_FALSE(capture(unfinished));
+  // Shipped at entry, its probe put to rest before it returned: its answer was never read.
+  auto at_entry = rec(id);
+  at_entry.regs[2] = 0x4020a0;
+  output(at_entry, 0x55aa00112200);
+  at_entry.hdr.flags = INGERO_CALL_ENTRY_ONLY;
+  EXPECT_FALSE(capture(at_entry));
 }
 
 TEST_F(NameCaptures, AHandleOfAStubTakesTheStubsNameAndGetNameReadsTheReturnedPointer) {
@@ -282,21 +288,28 @@ TEST_F(Namer, ARegisteredNameIsReadFromTheFileAndHandedOnOnce) {
 // cuDNN looks each kernel up again before every launch: once a function has its name, its repeats
 // read nothing, whichever address or key they name it by.
 TEST_F(Namer, ALookUpOfAFunctionAlreadyNamedReadsNothing) {
-  namer->on_capture(cap(0x55aa0001, 0x402010, std::nullopt, KernelNameSource::kDriverLookup));
+  EXPECT_TRUE(
+      namer->on_capture(cap(0x55aa0001, 0x402010, std::nullopt, KernelNameSource::kDriverLookup)));
   int reads = image->file_reads + image->mem_reads;
   ASSERT_GT(reads, 0);
+  int news = 0;
   for (int i = 0; i < 50; ++i) {
-    namer->on_capture(cap(0x55aa0001, 0x402010, std::nullopt, KernelNameSource::kDriverLookup));
-    namer->on_capture(cap(0x55aa0001, 0x1000000, std::nullopt, KernelNameSource::kDriverLookup));
-    namer->on_capture(cap(0x55aa0001, std::nullopt, 0x401e45, KernelNameSource::kDriverLookup));
+    news +=
+        namer->on_capture(cap(0x55aa0001, 0x402010, std::nullopt, KernelNameSource::kDriverLookup));
+    news += namer->on_capture(
+        cap(0x55aa0001, 0x1000000, std::nullopt, KernelNameSource::kDriverLookup));
+    news +=
+        namer->on_capture(cap(0x55aa0001, std::nullopt, 0x401e45, KernelNameSource::kDriverLookup));
   }
+  EXPECT_EQ(news, 0);  // no news: capture/lookup_rest.h counts these toward a rest
   EXPECT_EQ(image->file_reads + image->mem_reads, reads);
   EXPECT_EQ(named(), (std::vector<std::pair<uint64_t, std::string>>{
                          {0x55aa0001, "void scale<float>(float*, float, int)"}}));
   EXPECT_EQ(namer->counters().captures, 1u);
   EXPECT_EQ(namer->counters().repeats, 150u);
   // A key not yet named is still read.
-  namer->on_capture(cap(0x55aa0002, 0x402100, std::nullopt, KernelNameSource::kDriverLookup));
+  EXPECT_TRUE(
+      namer->on_capture(cap(0x55aa0002, 0x402100, std::nullopt, KernelNameSource::kDriverLookup)));
   EXPECT_EQ(named().back(), (std::pair<uint64_t, std::string>{0x55aa0002, "mul"}));
   EXPECT_EQ(namer->counters().captures, 2u);
 }
@@ -354,6 +367,13 @@ TEST_F(Namer, AStubRegisteredBeforeTheTraceIsNamedByItsExactSymbolOnly) {
   EXPECT_EQ(c.unnamed_launches, 5u);
   EXPECT_EQ(c.named_launches, 5u);
   EXPECT_EQ(c.unnamed_functions, 1u);
+  // Functions first launched unnamed only grow (the kernel look-ups at rest wake by it): the
+  // handle named since still counts, and its launches from now on add nothing.
+  EXPECT_EQ(c.launched_unnamed, 2u);
+  for (int i = 0; i < 4; ++i) namer->on_launch(77, 0xdead0000, 300);
+  namer->on_launch(77, 0xdead1000, 300);
+  EXPECT_EQ(c.launched_unnamed, 3u);
+  EXPECT_EQ(c.unnamed_functions, 2u);
 }
 
 TEST_F(Namer, AProcessGoneBeforeItsNamesWereReadUsesTheMapsKeptOfIt) {

@@ -10,9 +10,15 @@
  *
  * `driver_kernels LIB repeat N PAUSE_MS`, as cuDNN launches: two batches PAUSE_MS apart, each of
  * N rounds of a look-up of vector_add, its name asked, a look-up of "missing_kernel" that fails
- * (its output keeps the handle it held) and a launch. */
+ * (its output keeps the handle it held) and a launch.
+ *
+ * `driver_kernels LIB rest M`, as cuDNN launches: every 100 us until a line comes, a look-up of
+ * vector_add, its name asked and a launch; prints "looked up N" (N: those rounds); M rounds more
+ * at once; then, every 2 ms until the next line, a look-up of "_Z9reduce_v2Pfi" (a kernel new to
+ * it) and a launch of it; prints "launched K" (K: those launches) and waits for stdin to close. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +29,15 @@ typedef int (*get_t)(void**, void*, const char*);
 typedef int (*name_t)(const char**, void*);
 typedef int (*launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         void*, void**, void**);
+
+/* vector_add looked up, its name asked, and launched: 0, or the failure. */
+static int look_up_and_launch(get_t get, name_t name, launch_t launch, void* mod) {
+  void* f = NULL;
+  const char* asked = NULL;
+  if (get(&f, mod, "vector_add") || name(&asked, f)) return 1;
+  launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+  return 0;
+}
 
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -43,6 +58,30 @@ int main(int argc, char** argv) {
   void* mod = NULL;
   static const char image[] = "fatbin";
   if (load(&mod, image) != 0) return 3;
+  if (argc >= 4 && strcmp(argv[2], "rest") == 0) {
+    long rounds = 0, more = atol(argv[3]), launched = 0;
+    struct pollfd in = {.fd = 0, .events = POLLIN};
+    while (poll(&in, 1, 0) == 0) {
+      if (look_up_and_launch(get, name, launch, mod)) return 4;
+      rounds++;
+      usleep(100);
+    }
+    if (!fgets(line, sizeof line, stdin)) return 2;
+    printf("looked up %ld\n", rounds);
+    for (long i = 0; i < more; i++)
+      if (look_up_and_launch(get, name, launch, mod)) return 4;
+    while (poll(&in, 1, 0) == 0) {
+      void* f = NULL;
+      if (get(&f, mod, "_Z9reduce_v2Pfi")) return 4;
+      launch(f, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL);
+      launched++;
+      usleep(2000);
+    }
+    printf("launched %ld\n", launched);
+    while (fgets(line, sizeof line, stdin)) {
+    }
+    return 0;
+  }
   if (argc >= 5 && strcmp(argv[2], "repeat") == 0) {
     int rounds = atoi(argv[3]);
     for (int batch = 0; batch < 2; batch++) {
