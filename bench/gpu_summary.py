@@ -92,4 +92,4 @@ for tag, (mode, r) in sorted(runs.items()):
         st = json.loads(st[0].get("bpf_stats") or "{}") if st else {}
         print("    bpf_stats:", {k: v for k, v in st.items() if v and any(
             w in k for w in ("detach", "drop", "fold", "renamed", "nested", "timed", "kernel",
-                             "refused", "lost", "unpaired", "overflow", "again"))})
+                             "refused", "lost", "unpaired", "overflow", "again", "lookup"))})

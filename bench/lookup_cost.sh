@@ -5,12 +5,17 @@
 # function (cuKernelGetFunction) before each cuLaunchKernel. Rounds interleaved, medians, ns per
 # launch over untraced:
 #   ingero --no-stack --no-kernel-names: the launch alone is traced (the floor of this question);
-#   ingero --no-stack: the look-ups too, each answer shipped once a second (INGERO_NAME_ONCE);
+#   ingero --no-stack: the look-ups too, each answer shipped once a second (INGERO_NAME_ONCE),
+#     the look-ups at rest once they only repeat (capture/lookup_rest.h: from the tracer's first
+#     second on, so LAUNCHES should make a round last several seconds);
+#   ingero --no-stack --keep-lookup-probes: the look-ups never rest;
 #   OLD=path/to/ingero: the same under another build, side by side.
 # Also the tracer's own CPU per launch (utime + stime, its end included) and the name records it
 # read, and the launches stored (exact).
 #   bench/lookup_cost.sh [BUILD_DIR]      (root: BPF)
-# Environment: ROUNDS (5), LAUNCHES (200000), OLD.
+# Environment: ROUNDS (5), LAUNCHES (200000), OLD, WARM_MS (3000: each traced loop runs that long
+# before its LAUNCHES are timed, the look-ups at rest by then; its launches are stored too).
+# The launches stored are counted against LAUNCHES plus the warm-up's, which the loop reports.
 set -euo pipefail
 B=${1:-build}
 NAME=lookup_cost
@@ -26,16 +31,17 @@ trap 'rm -rf "$out"' EXIT
 
 traced() {  # NAME TRACER [flags...]
   local name=$1 tracer=$2; shift 2
-  CUDA_HOME=$PAIR python3 "$HERE/tracer_cpu.py" "$out/$name.cpu" \
+  CUDA_HOME=$PAIR LOOKUP_WARM_MS=${WARM_MS:-3000} python3 "$HERE/tracer_cpu.py" "$out/$name.cpu" \
     "$tracer" trace -q --no-live "$@" --db "$out/$name.db" -- \
-    "$B/bench/lookup_loop" "$DRV" "$N" | ns
+    "$B/bench/lookup_loop" "$DRV" "$N" | tee "$out/$name.json" | ns
 }
-modes=(untraced floor names)
+modes=(untraced floor names keep)
 [[ -n ${OLD:-} ]] && modes+=(old)
 for r in $(seq 1 "$ROUNDS"); do
   "$B/bench/lookup_loop" "$DRV" "$N" | ns >> "$out/untraced"
   traced floor.$r "$ING" --no-stack --no-kernel-names >> "$out/floor"
   traced names.$r "$ING" --no-stack >> "$out/names"
+  traced keep.$r "$ING" --no-stack --keep-lookup-probes >> "$out/keep"
   [[ -n ${OLD:-} ]] && traced old.$r "$OLD" --no-stack >> "$out/old"
 done
 
@@ -44,14 +50,16 @@ import json, os, sqlite3, statistics, subprocess, sys
 out, rounds, n, ing, modes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 def vals(m): return [float(x) for x in open(f"{out}/{m}").read().split()]
 base = statistics.median(vals("untraced"))
-print(f"lookup_cost: {n} launches, each after 2 look-ups, {rounds} rounds interleaved; medians")
-print(f"  untraced                         {base:8.1f} ns a launch")
+print(f"lookup_cost: {n} launches timed, each after 2 look-ups, after a warm-up of the same; "
+      f"{rounds} rounds interleaved; medians")
+print(f"  {'untraced':40s} {base:8.1f} ns a launch")
 for m in modes[1:]:
     v = statistics.median(vals(m))
-    cpu, recs, stored, again = [], [], [], []
+    cpu, recs, stored, again, rested = [], [], [], [], []
     for r in range(1, rounds + 1):
         c = json.load(open(f"{out}/{m}.{r}.cpu"))
-        cpu.append((c["utime_s"] + c["stime_s"]) * 1e6 / n)
+        made = n + json.loads(open(f"{out}/{m}.{r}.json").read().strip().splitlines()[-1])["warm"]
+        cpu.append((c["utime_s"] + c["stime_s"]) * 1e6 / made)
         q = subprocess.run([ing, "query", "--db", f"{out}/{m}.{r}.db", "--json",
                             "SELECT bpf_stats, (SELECT count(*) FROM calls WHERE kind = 'launch') AS l FROM sessions"],
                            capture_output=True, text=True, check=True)
@@ -59,10 +67,12 @@ for m in modes[1:]:
         st = json.loads(row["bpf_stats"])
         recs.append(st.get("kernel_name_records", 0))
         again.append(st.get("name_answered_again", 0) + st.get("name_asked_again", 0))
-        stored.append(row["l"])
+        rested.append(f'{st.get("lookup_probes_rested", 0)}/{st.get("lookup_wakes", 0)}')
+        stored.append(f'{row["l"]}/{made}')
     label = {"floor": "ingero --no-stack --no-kernel-names", "names": "ingero --no-stack",
-             "old": "OLD --no-stack"}[m]
-    print(f"  {label:32s} {v:8.1f} ns (+{v - base:.1f}); tracer CPU {min(cpu):.2f}-{max(cpu):.2f} us a launch; "
+             "keep": "ingero --no-stack --keep-lookup-probes", "old": "OLD --no-stack"}[m]
+    print(f"  {label:40s} {v:8.1f} ns (+{v - base:.1f}); tracer CPU {min(cpu):.2f}-{max(cpu):.2f} us a launch; "
           f"name records {min(recs)}-{max(recs)}, held back {min(again)}-{max(again)}; "
-          f"launches stored {min(stored)}-{max(stored)} of {n}")
+          f"launches stored/made {' '.join(stored)}; look-up probes rested/wakes "
+          f"{' '.join(rested)}")
 PY

@@ -1,7 +1,9 @@
 /* Launches as cuDNN makes them (bench/lookup_cost.sh): before each cuLaunchKernel, the kernel is
  * looked up in its library by name (cuLibraryGetKernel) and its function in the current context
  * (cuKernelGetFunction), each time, over 4 kernels in turn. Prints ns per launch.
- *   lookup_loop LIBCUDA N [plain]       plain: the launches alone, no look-ups */
+ *   lookup_loop LIBCUDA N [plain]       plain: the launches alone, no look-ups
+ * LOOKUP_WARM_MS=T: the same loop runs T ms before the N launches timed (a tracer's steady
+ * state: its look-up probes at rest, capture/lookup_rest.h). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -46,7 +48,20 @@ int main(int argc, char** argv) {
     if (get_kernel(&kernel, &library, kNames[k]) || get_func(&funcs[k], kernel)) return 3;
   }
   volatile int sink = 0;
-  double t0 = now();
+  const char* warm = getenv("LOOKUP_WARM_MS");
+  double t0 = now(), warm_until = t0 + (warm ? atof(warm) / 1e3 : 0);
+  long warmed = 0;
+  for (; warm && now() < warm_until; warmed++) {
+    long i = warmed;
+    void* f = funcs[i & 3];
+    if (!plain) {
+      void* kernel = NULL;
+      sink += get_kernel(&kernel, &library, kNames[i & 3]);
+      sink += get_func(&f, kernel);
+    }
+    sink += launch(f, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
+  }
+  t0 = now();
   for (long i = 0; i < n; i++) {
     void* f = funcs[i & 3];
     if (!plain) {
@@ -57,6 +72,7 @@ int main(int argc, char** argv) {
     sink += launch(f, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
   }
   double t1 = now();
-  printf("{\"calls\": %ld, \"ns_per_call\": %.1f}\n", n, (t1 - t0) * 1e9 / n);
+  printf("{\"calls\": %ld, \"warm\": %ld, \"ns_per_call\": %.1f}\n", n, warmed,
+         (t1 - t0) * 1e9 / n);
   return sink == 0 ? 0 : 4;
 }
