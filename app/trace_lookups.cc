@@ -37,6 +37,7 @@ void Trace::rest_lookups() {
     return;
   }
   lookup_rest_.rested(rest, kernels_->counters().launched_unnamed);
+  kernels_->set_lookups_resting(true);
   if (!opts_.quiet)
     std::cerr << cr() << "ingero: kernel look-up probes at rest (" << *n
               << ", each named nothing new in " << proof << " calls or more): " << ops.str()
@@ -57,6 +58,7 @@ void Trace::wake_lookups() {
     return;
   }
   lookup_rest_.woke();
+  kernels_->set_lookups_resting(false);
   if (!opts_.quiet)
     std::cerr << cr() << "ingero: a kernel was launched without a name: " << *n
               << " resting kernel look-up probes are attached again\n";

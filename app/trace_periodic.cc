@@ -43,7 +43,8 @@ void Trace::update_counters() {
 std::optional<hal::KernelNaming> Trace::kernel_naming() const {
   if (!kernels_) return std::nullopt;
   const auto& k = kernels_->counters();
-  return hal::KernelNaming{k.names, k.unnamed_launches, k.unnamed_functions, k.unreadable, 0};
+  return hal::KernelNaming{k.names, k.unnamed_launches, k.unnamed_functions, k.unreadable,
+                           0,       k.unnamed_at_rest};
 }
 
 // --retain / --max-db-size: bounded passes every 2 s, between batches; more passes follow

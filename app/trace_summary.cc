@@ -73,6 +73,9 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     sj["kernel_names_unreadable"] = k.unreadable;
     sj["kernel_named_launches"] = k.named_launches;
     sj["kernel_unnamed_launches"] = k.unnamed_launches;
+    // Read back by explain (store/kernel_names.cc): the unnamed first launched while the
+    // kernel look-ups rested.
+    sj["unnamed_functions_at_rest"] = k.unnamed_at_rest;
     sj["kernel_entries_dropped"] = k.dropped;
     sj["kernel_names_unkept"] = k.unkept;
   }
@@ -157,6 +160,11 @@ void print_kernel_names_summary(std::ostream& out, const capture::KernelNamer& n
     out << "; " << k.unnamed_launches << " launches of " << k.unnamed_functions
         << " functions have none (registered before the trace began in a file without "
            "symbols, or named by what could not be read)";
+  if (k.unnamed_at_rest)
+    out << "; " << k.unnamed_at_rest << " of those functions "
+        << (k.unnamed_at_rest == 1 ? "was" : "were")
+        << " first launched while the kernel look-up probes rested, and their library did not "
+           "look them up again (--keep-lookup-probes keeps the look-ups attached)";
   if (k.unreadable)
     out << "; " << k.unreadable
         << " names could not be read (the process exited before the tracer read them)";

@@ -197,6 +197,10 @@ void KernelNamer::name(uint32_t pid, Proc& p, uint64_t func, const std::string& 
     --counters_.unnamed_functions;
     f->unnamed = 0;
   }
+  if (f->at_rest) {
+    --counters_.unnamed_at_rest;
+    f->at_rest = false;
+  }
   (void)out_.on_kernel_name({pid, func, hal::demangle(raw), raw, source, ts_ns});
   std::vector<uint64_t> waiting = std::move(f->waiting);
   f->waiting.clear();
@@ -265,6 +269,10 @@ void KernelNamer::launch_slow(Proc& p, uint32_t pid, uint64_t func, uint64_t ts_
   if (f->unnamed++ == 0) {
     ++counters_.unnamed_functions;
     ++counters_.launched_unnamed;
+    if (lookups_resting_) {
+      f->at_rest = true;
+      ++counters_.unnamed_at_rest;
+    }
   }
 }
 

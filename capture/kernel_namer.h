@@ -78,6 +78,9 @@ class KernelNamer {
     // Functions first launched without a name, those named later included: only grows
     // (capture/lookup_rest.h wakes the kernel look-ups by it).
     uint64_t launched_unnamed = 0;
+    // Of unnamed_functions: those first launched while the kernel look-ups rested (their
+    // look-up may have gone unseen; set_lookups_resting).
+    uint64_t unnamed_at_rest = 0;
     uint64_t dropped = 0;  // entries over kMaxEntries, not kept
     uint64_t unkept = 0;   // handles of a kernel whose name was past kMaxKeptBytes
   };
@@ -113,6 +116,9 @@ class KernelNamer {
   void process_mapped(uint32_t pid);
   void process_exited(uint32_t pid);
   const Counters& counters() const { return counters_; }
+  // Whether the kernel look-up probes rest now (capture/lookup_rest.h): a function first
+  // launched unnamed meanwhile is counted in unnamed_at_rest until it is named.
+  void set_lookups_resting(bool resting) { lookups_resting_ = resting; }
   // Maps kept of a process elsewhere (the stack collector's snapshot, taken when its first
   // stack arrived): used when /proc/PID/maps reads empty (it exited before its records were
   // read). Null: none.
@@ -124,6 +130,7 @@ class KernelNamer {
     bool elf_tried = false;  // its ELF symbol was looked up
     uint64_t since_ns = 0;   // the capture or launch that made the entry
     uint64_t unnamed = 0;    // launches read while it had no name
+    bool at_rest = false;    // first launched unnamed while the look-ups rested
     // The name as the binary spells it, for aliases that arrive later: interned (every process
     // that loads a library registers the same names), null past kMaxKeptBytes.
     const std::string* raw = nullptr;
@@ -156,6 +163,7 @@ class KernelNamer {
   std::unordered_set<std::string> kept_;  // interned names (node-based: pointers stay valid)
   size_t kept_bytes_ = 0;
   Counters counters_;
+  bool lookups_resting_ = false;
 };
 
 }  // namespace ingero::capture

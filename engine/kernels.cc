@@ -315,6 +315,20 @@ std::string kernels_per_step_text(const ProcessKernels& p, size_t top) {
   return out;
 }
 
+std::string unnamed_cause(const KernelReport& k, uint64_t functions) {
+  const std::string before =
+      "their kernels were registered before the trace began and the file has no symbol at them "
+      "(trace the program from its start, or keep its symbols)";
+  const std::string rest =
+      "first launched while the tracer's kernel look-up probes rested, and their library did "
+      "not look them up again (trace with --keep-lookup-probes)";
+  uint64_t at_rest = k.naming ? std::min(k.naming->at_rest, functions) : 0;
+  if (!at_rest) return before;
+  if (at_rest == functions) return "they were " + rest;
+  return before + "; " + format_count(at_rest) + " of those functions " +
+         (at_rest == 1 ? "was " : "were ") + rest;
+}
+
 std::string unnamed_kernels_line(const KernelReport& k) {
   uint64_t launches = 0, functions = 0, folded = 0;
   for (const auto& p : k.processes) {
@@ -331,9 +345,7 @@ std::string unnamed_kernels_line(const KernelReport& k) {
   if (!launches) return "";
   return format_count(launches) + (launches == 1 ? " launch" : " launches") + " (of " +
          format_count(functions) + (functions == 1 ? " function" : " functions") +
-         (launches == 1 ? ") has" : ") have") +
-         " no kernel name: their kernels were registered before the trace began and the "
-         "file has no symbol at them (trace the program from its start, or keep its symbols)" +
+         (launches == 1 ? ") has" : ") have") + " no kernel name: " + unnamed_cause(k, functions) +
          (k.naming && k.naming->unreadable
               ? "; " + format_count(k.naming->unreadable) +
                     " names a registration or look-up gave could not be read (the process "

@@ -83,5 +83,9 @@ std::string unnamed_function_label(uint64_t func);
 // "12 launches (of 2 functions) have no kernel name: ..." for the report; "" when every launch
 // was named.
 std::string unnamed_kernels_line(const KernelReport& k);
+// Why `functions` launched functions have no name: registered before the trace began in a file
+// without symbols, or first launched while the tracer's kernel look-ups rested (as many as it
+// counted, KernelNaming::at_rest), or both.
+std::string unnamed_cause(const KernelReport& k, uint64_t functions);
 
 }  // namespace ingero::engine

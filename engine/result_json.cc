@@ -326,7 +326,8 @@ nlohmann::json kernels_json(const Analysis& a, size_t limit) {
                    {"unnamed_launches", a.kernels.naming->unnamed_launches},
                    {"unnamed_functions", a.kernels.naming->unnamed_functions},
                    {"unreadable", a.kernels.naming->unreadable},
-                   {"conflicts", a.kernels.naming->conflicts}};
+                   {"conflicts", a.kernels.naming->conflicts},
+                   {"unnamed_functions_at_rest", a.kernels.naming->at_rest}};
   j["processes"] = std::move(procs);
   return j;
 }

@@ -178,10 +178,9 @@ void launch_bound(const Context& x, std::vector<Chain>& out) {
     c.timeline.push_back({x.layer(""), "launch", kernels, 0});
   }
   if (k && k->unnamed_launches)
-    c.explanation += " " + format_count(k->unnamed_launches) + " of its " +
-                     format_count(k->launches) +
-                     " launches have no kernel name (registered before the trace began, in a "
-                     "file without symbols).";
+    c.explanation +=
+        " " + format_count(k->unnamed_launches) + " of its " + format_count(k->launches) +
+        " launches have no kernel name: " + unnamed_cause(x.a.kernels, k->unnamed_functions) + ".";
   if (x.m.launch_stack)
     c.stacks.push_back(x.located(x.m.launch_stack, StackCounts::kSiteCalls, x.m.launch_site_calls,
                                  x.m.launches, 0, x.m.launch_tid));

@@ -32,6 +32,10 @@ struct KernelNaming {
   uint64_t unnamed_functions = 0;  // distinct (pid, function) among them
   uint64_t unreadable = 0;         // names a source gave whose bytes could not be read
   uint64_t conflicts = 0;          // a (pid, function) named twice differently: the first kept
+  // Of unnamed_functions: those first launched while the tracer's kernel look-up probes rested
+  // (capture/lookup_rest.h), whose look-up it may have missed. Kept in sessions.bpf_stats
+  // (unnamed_functions_at_rest), not a column of its own.
+  uint64_t at_rest = 0;
 };
 
 // The host once a second, from /proc (kernelside/system_snapshot.h).

@@ -65,7 +65,11 @@ ingero::Result<std::optional<engine::KernelNaming>> read_kernel_naming(
   auto st = db.prepare(
       "SELECT coalesce(sum(kernels_named), 0), coalesce(sum(unnamed_launches), 0), "
       "coalesce(sum(unnamed_functions), 0), coalesce(sum(unreadable_kernel_names), 0), "
-      "coalesce(sum(kernel_name_conflicts), 0) FROM sessions" +
+      "coalesce(sum(kernel_name_conflicts), 0), "
+      // Not a column: the tracer's session end writes it among its counters (json_valid: a
+      // damaged or foreign value counts nothing).
+      "coalesce(sum(CASE WHEN json_valid(bpf_stats) THEN "
+      "json_extract(bpf_stats, '$.unnamed_functions_at_rest') END), 0) FROM sessions" +
       std::string(node ? " WHERE node = ?" : ""));
   if (!st) return st.error();
   if (node) st->bind(1, *node);
@@ -77,6 +81,7 @@ ingero::Result<std::optional<engine::KernelNaming>> read_kernel_naming(
   n.unnamed_functions = uint64_t(st->int64(2));
   n.unreadable = uint64_t(st->int64(3));
   n.conflicts = uint64_t(st->int64(4));
+  n.at_rest = uint64_t(st->int64(5));
   return std::optional<engine::KernelNaming>(n);
 }
 

@@ -317,13 +317,15 @@ struct RestRun {
 // phase (the new kernel) ends once `second` returns.
 RestRun trace_rest(const std::vector<std::string>& flags,
                    const std::function<void(Subprocess&)>& between,
-                   const std::function<void(Subprocess&, const std::string& db)>& second) {
+                   const std::function<void(Subprocess&, const std::string& db)>& second,
+                   const std::string& mode = "") {
   RestRun run;
   run.db = temp_path("rest.db");
   std::vector<std::string> argv = {INGERO_BIN, "trace", "--no-live", "--db", run.db};
   argv.insert(argv.end(), flags.begin(), flags.end());
   for (const char* a : {"--", INGERO_DRIVER_KERNELS, INGERO_FAKE_CUDA, "rest"}) argv.push_back(a);
   argv.push_back(std::to_string(kAtRest));
+  if (!mode.empty()) argv.push_back(mode);
   auto tracer = Subprocess::spawn(argv, {"CUDA_HOME=" INGERO_FAKE_CUDA_HOME});
   run.pid = pid_of(tracer, "workload");
   EXPECT_TRUE(tracer.wait_stdout_line("ready", seconds(30))) << tracer.err();
@@ -410,6 +412,50 @@ TEST(KernelNames, KeepLookupProbesKeepsThemAttached) {
   EXPECT_GE(stats["name_answered_again"].get<long>(), run.rounds + kAtRest - 10) << stats.dump();
   EXPECT_NE(query_rows(run.db, "SELECT flags FROM sessions")[0][0].find("keep-lookup-probes"),
             std::string::npos);
+}
+
+// A kernel looked up once, while the look-ups rest, by a program that never asks again: its
+// launches wake them but stay unnamed, and the tracer and explain say that this is why.
+TEST(KernelNames, AKernelLookedUpOnceWhileTheLookUpsRestStaysUnnamedAndIsSaidToBe) {
+  REQUIRE_BPF();
+  RestRun run = trace_rest(
+      {},
+      [](Subprocess& t) {
+        for (int probes = 0; probes < 2;) {
+          std::string line;
+          ASSERT_TRUE(t.wait_stderr_line("probes at rest", seconds(60), &line)) << t.err();
+          probes += (line.find("cuFuncGetName") != std::string::npos) +
+                    (line.find("cuModuleGetFunction") != std::string::npos);
+        }
+      },
+      [](Subprocess& t, const std::string&) {
+        ASSERT_TRUE(t.wait_stderr_line("attached again", seconds(60))) << t.err();
+      },
+      "once");
+  ASSERT_GT(run.reduce, 0);
+  EXPECT_EQ(kernels_of(run.db, run.pid),
+            (Rows{{"NULL", std::to_string(run.reduce)},
+                  {"vector_add", std::to_string(run.rounds + kAtRest)}}));
+  EXPECT_EQ(
+      query_rows(run.db, "SELECT kernels_named, unnamed_launches, unnamed_functions FROM sessions"),
+      (Rows{{"1", std::to_string(run.reduce), "1"}}));
+  auto stats = nlohmann::json::parse(query_rows(run.db, "SELECT bpf_stats FROM sessions")[0][0]);
+  EXPECT_EQ(stats["unnamed_functions_at_rest"], 1) << stats.dump();
+  EXPECT_EQ(stats["lookup_wakes"], 1) << stats.dump();
+  EXPECT_NE(run.err.find("; 1 of those functions was first launched while the kernel look-up "
+                         "probes rested"),
+            std::string::npos)
+      << run.err;
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", run.db}, &out, &err), 0) << err;
+  EXPECT_NE(out.find(std::to_string(run.reduce) +
+                     (run.reduce == 1 ? " launch (of 1 function) has"
+                                      : " launches (of 1 function) have") +
+                     " no kernel name: they were first launched while the tracer's kernel "
+                     "look-up probes rested, and their library did not look them up again (trace "
+                     "with --keep-lookup-probes)"),
+            std::string::npos)
+      << out;
 }
 
 TEST(KernelNames, HipRegistrationAndModuleLookUpName) {

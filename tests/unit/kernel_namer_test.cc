@@ -376,6 +376,26 @@ TEST_F(Namer, AStubRegisteredBeforeTheTraceIsNamedByItsExactSymbolOnly) {
   EXPECT_EQ(c.unnamed_functions, 2u);
 }
 
+// While the kernel look-ups rest, a function first launched without a name is counted as such
+// until a name comes; one launched unnamed before the rest is not.
+TEST_F(Namer, FunctionsFirstLaunchedUnnamedWhileTheLookUpsRestAreCountedUntilNamed) {
+  namer->on_launch(77, 0xdead0000, 100);
+  namer->set_lookups_resting(true);
+  for (int i = 0; i < 3; ++i) namer->on_launch(77, 0xdead1000, 200);
+  namer->on_launch(77, 0xdead2000, 200);
+  namer->on_launch(77, 0xdead0000, 200);  // unnamed since before the rest
+  const auto& c = namer->counters();
+  EXPECT_EQ(c.unnamed_functions, 3u);
+  EXPECT_EQ(c.unnamed_at_rest, 2u);
+  namer->set_lookups_resting(false);
+  namer->on_capture(cap(0xdead1000, 0x402100, std::nullopt, KernelNameSource::kDriverLookup));
+  EXPECT_EQ(c.unnamed_at_rest, 1u);
+  EXPECT_EQ(c.unnamed_functions, 2u);
+  namer->on_launch(77, 0xdead3000, 300);  // awake again: not counted
+  EXPECT_EQ(c.unnamed_at_rest, 1u);
+  EXPECT_EQ(c.launched_unnamed, 4u);
+}
+
 TEST_F(Namer, AProcessGoneBeforeItsNamesWereReadUsesTheMapsKeptOfIt) {
   // Gone before its record is read, and nothing kept of it: counted, not named...
   namer->on_capture({99, 100, 0x401e45, 0x402010, std::nullopt, KernelNameSource::kRegistration});

@@ -70,9 +70,12 @@ std::string write_trace(const std::string& name, bool small_blocks = false) {
       test::runtime_call(t += 10'000, 5000, 100, 100, EventKind::kSync, "cudaStreamSynchronize");
   sync.set(Field::kFunc, 0x10);  // never a launch: never named
   EXPECT_TRUE((*w)->add(sync));
-  EXPECT_TRUE((*w)->update_kernel_naming({2, 2, 2, 1, 0}));
+  EXPECT_TRUE((*w)->update_kernel_naming({2, 2, 2, 1, 0, 0}));
   store::SessionEnd end;
   end.exit_reason = "test";
+  // The tracer's counters: one of the unnamed functions was first launched while its kernel
+  // look-ups rested (not a column: read back from here).
+  end.bpf_stats_json = R"({"calls": 8, "unnamed_functions_at_rest": 1})";
   end.stopped_at_ns = kOffset + int64_t(t);
   EXPECT_TRUE((*w)->finish(end));
   return path;
@@ -147,6 +150,31 @@ TEST(KernelNamesStore, AFileWithoutTheTableReadsNullKernelsAndTheEngineSaysNothi
   // The original implementation's files: the column exists, NULL.
   std::string go = std::string(INGERO_FIXTURES_DIR) + "/ingero-go/sample-gpu-node-02.db";
   EXPECT_EQ(query_int(go, "SELECT count(*) FROM calls WHERE kernel IS NOT NULL"), 0);
+}
+
+TEST(KernelNamesStore, UnnamedFunctionsFirstLaunchedAtRestAreReadFromTheSessionsCounters) {
+  std::string db = write_trace("rest.db");
+  auto read = [&db] {
+    auto r = store::TraceReader::open(db, app::builtin_views());
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    store::SqlTraceSource src(**r);
+    return src.kernel_naming(std::nullopt);
+  };
+  auto n = read();
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->unnamed_functions, 2u);
+  EXPECT_EQ(n->at_rest, 1u);
+  // A session row whose counters are not JSON (damaged, or another tool's) counts none.
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  EXPECT_EQ(
+      sqlite3_exec(h, "UPDATE sessions SET bpf_stats = 'not json'", nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(h);
+  n = read();
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->unnamed_functions, 2u);
+  EXPECT_EQ(n->at_rest, 0u);
 }
 
 TEST(KernelNamesStore, MergeCarriesNamesAndWhatCouldNotBeNamed) {

@@ -54,7 +54,7 @@ void launch_bound_loop(NamedSource& s, int steps) {
   s.names = {{"", 1, kMul, "mul", "mul", "registration"},
              {"", 1, kAdd, "add", "add", "registration"},
              {"", 1, kFill, "void fill<float>(float*, int)", "_Z4fillIfEvPT_i", "elf_symbol"}};
-  s.naming = KernelNaming{3, uint64_t(steps) * 3, 1, 0, 0};
+  s.naming = KernelNaming{3, uint64_t(steps) * 3, 1, 0, 0, 0};
 }
 
 TEST(Kernels, PerStepCountsNamesAndTheLaunchingLine) {
@@ -122,6 +122,38 @@ TEST(Kernels, PerStepCountsNamesAndTheLaunchingLine) {
   EXPECT_EQ(j["kernels"]["unnamed_launches"], 90);
   EXPECT_EQ(j["kernels"]["processes"][0]["kernels"][1]["per_step_median"], 400);
   EXPECT_EQ(j["kernels"]["processes"][0]["kernels"][1]["where"], "tiny_step (faults2.py:8)");
+}
+
+// Why launches have no name: what the tracer counted as first launched while its kernel look-ups
+// rested is said as that, not as a registration before the trace.
+TEST(Kernels, UnnamedLaunchesSayWhenTheLookUpsRested) {
+  KernelReport k;
+  k.named = true;
+  ProcessKernels p;
+  p.pid = 1;
+  p.unnamed_launches = 40;
+  p.unnamed_functions = 3;
+  k.processes.push_back(p);
+  k.naming = KernelNaming{};
+  const std::string before =
+      "their kernels were registered before the trace began and the file has no symbol at them "
+      "(trace the program from its start, or keep its symbols)";
+  const std::string rest =
+      "first launched while the tracer's kernel look-up probes rested, and their library did not "
+      "look them up again (trace with --keep-lookup-probes)";
+  EXPECT_EQ(unnamed_kernels_line(k), "40 launches (of 3 functions) have no kernel name: " + before);
+  k.naming->at_rest = 1;
+  EXPECT_EQ(unnamed_kernels_line(k), "40 launches (of 3 functions) have no kernel name: " + before +
+                                         "; 1 of those functions was " + rest);
+  k.naming->at_rest = 2;
+  EXPECT_EQ(unnamed_kernels_line(k), "40 launches (of 3 functions) have no kernel name: " + before +
+                                         "; 2 of those functions were " + rest);
+  k.naming->at_rest = 3;
+  EXPECT_EQ(unnamed_kernels_line(k),
+            "40 launches (of 3 functions) have no kernel name: they were " + rest);
+  // Counted over the whole trace: never more than the window's own unnamed functions.
+  k.naming->at_rest = 7;
+  EXPECT_EQ(unnamed_cause(k, 3), "they were " + rest);
 }
 
 TEST(Kernels, ATraceWithoutNamesReadsNothingMoreAndSaysNothing) {

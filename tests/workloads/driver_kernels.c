@@ -12,10 +12,11 @@
  * N rounds of a look-up of vector_add, its name asked, a look-up of "missing_kernel" that fails
  * (its output keeps the handle it held) and a launch.
  *
- * `driver_kernels LIB rest M`, as cuDNN launches: every 100 us until a line comes, a look-up of
- * vector_add, its name asked and a launch; prints "looked up N" (N: those rounds); M rounds more
- * at once; then, every 2 ms until the next line, a look-up of "_Z9reduce_v2Pfi" (a kernel new to
- * it) and a launch of it; prints "launched K" (K: those launches) and waits for stdin to close. */
+ * `driver_kernels LIB rest M [once]`, as cuDNN launches: every 100 us until a line comes, a
+ * look-up of vector_add, its name asked and a launch; prints "looked up N" (N: those rounds); M
+ * rounds more at once; then, every 2 ms until the next line, a look-up of "_Z9reduce_v2Pfi" (a
+ * kernel new to it; with `once`, only before the first) and a launch of it; prints "launched K"
+ * (K: those launches) and waits for stdin to close. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <poll.h>
@@ -70,9 +71,10 @@ int main(int argc, char** argv) {
     printf("looked up %ld\n", rounds);
     for (long i = 0; i < more; i++)
       if (look_up_and_launch(get, name, launch, mod)) return 4;
+    int once = argc >= 5 && strcmp(argv[4], "once") == 0;
+    void* f = NULL;
     while (poll(&in, 1, 0) == 0) {
-      void* f = NULL;
-      if (get(&f, mod, "_Z9reduce_v2Pfi")) return 4;
+      if ((!once || !f) && get(&f, mod, "_Z9reduce_v2Pfi")) return 4;
       launch(f, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL);
       launched++;
       usleep(2000);
