@@ -28,6 +28,25 @@ static const char* const kNames[4] = {
     "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64",
     "_Z20nhwcAddPaddingKernelI13__nv_bfloat16S0_fLb0EEvPKT_PT0_iiiii"};
 
+static kernel_t get_kernel;
+static func_t get_func;
+static launch_t launch;
+static int plain;
+static char library;   /* a CUlibrary */
+static void* funcs[4]; /* plain: looked up once, before the loop */
+
+/* Launch i of the loop (its look-ups first, unless plain): 0, or what the calls returned. */
+static int one_launch(long i) {
+  void* f = funcs[i & 3];
+  int r = 0;
+  if (!plain) {
+    void* kernel = NULL;
+    r += get_kernel(&kernel, &library, kNames[i & 3]);
+    r += get_func(&f, kernel);
+  }
+  return r + launch(f, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   void* h = dlopen(argv[1], RTLD_NOW);
@@ -35,14 +54,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s\n", dlerror());
     return 2;
   }
-  kernel_t get_kernel = (kernel_t)dlsym(h, "cuLibraryGetKernel");
-  func_t get_func = (func_t)dlsym(h, "cuKernelGetFunction");
-  launch_t launch = (launch_t)dlsym(h, "cuLaunchKernel");
+  get_kernel = (kernel_t)dlsym(h, "cuLibraryGetKernel");
+  get_func = (func_t)dlsym(h, "cuKernelGetFunction");
+  launch = (launch_t)dlsym(h, "cuLaunchKernel");
   if (!get_kernel || !get_func || !launch) return 2;
   long n = atol(argv[2]);
-  int plain = argc > 3 && strcmp(argv[3], "plain") == 0;
-  static char library;  /* a CUlibrary */
-  void* funcs[4] = {0}; /* plain: looked up once, before the loop */
+  plain = argc > 3 && strcmp(argv[3], "plain") == 0;
   for (int k = 0; k < 4; k++) {
     void* kernel = NULL;
     if (get_kernel(&kernel, &library, kNames[k]) || get_func(&funcs[k], kernel)) return 3;
@@ -51,26 +68,9 @@ int main(int argc, char** argv) {
   const char* warm = getenv("LOOKUP_WARM_MS");
   double t0 = now(), warm_until = t0 + (warm ? atof(warm) / 1e3 : 0);
   long warmed = 0;
-  for (; warm && now() < warm_until; warmed++) {
-    long i = warmed;
-    void* f = funcs[i & 3];
-    if (!plain) {
-      void* kernel = NULL;
-      sink += get_kernel(&kernel, &library, kNames[i & 3]);
-      sink += get_func(&f, kernel);
-    }
-    sink += launch(f, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
-  }
+  for (; warm && now() < warm_until; warmed++) sink += one_launch(warmed);
   t0 = now();
-  for (long i = 0; i < n; i++) {
-    void* f = funcs[i & 3];
-    if (!plain) {
-      void* kernel = NULL;
-      sink += get_kernel(&kernel, &library, kNames[i & 3]);
-      sink += get_func(&f, kernel);
-    }
-    sink += launch(f, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
-  }
+  for (long i = 0; i < n; i++) sink += one_launch(i);
   double t1 = now();
   printf("{\"calls\": %ld, \"warm\": %ld, \"ns_per_call\": %.1f}\n", n, warmed,
          (t1 - t0) * 1e9 / n);

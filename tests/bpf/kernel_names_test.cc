@@ -347,22 +347,24 @@ RestRun trace_rest(const std::vector<std::string>& flags,
   return run;
 }
 
+// Waits until the tracer has said that both of the workload's look-up probes rest (each rests
+// once it held back 2,000 since the sample after its last news: a second apart, or together);
+// `said`: those lines.
+void wait_both_at_rest(Subprocess& t, std::string* said = nullptr) {
+  for (int probes = 0; probes < 2;) {
+    std::string line;
+    ASSERT_TRUE(t.wait_stderr_line("probes at rest", seconds(60), &line)) << t.err();
+    if (said) *said += line + "\n";
+    probes += (line.find("cuFuncGetName") != std::string::npos) +
+              (line.find("cuModuleGetFunction") != std::string::npos);
+  }
+}
+
 TEST(KernelNames, LookUpsThatOnlyRepeatRestAndAnUnnamedLaunchBringsThemBack) {
   REQUIRE_BPF();
   std::string rest;
   RestRun run = trace_rest(
-      {},
-      [&](Subprocess& t) {
-        // Each rests once it held back 2,000 since the sample after its last news: a second
-        // apart here, or together.
-        for (int probes = 0; probes < 2;) {
-          std::string line;
-          ASSERT_TRUE(t.wait_stderr_line("probes at rest", seconds(60), &line)) << t.err();
-          rest += line + "\n";
-          probes += (line.find("cuFuncGetName") != std::string::npos) +
-                    (line.find("cuModuleGetFunction") != std::string::npos);
-        }
-      },
+      {}, [&](Subprocess& t) { wait_both_at_rest(t, &rest); },
       [](Subprocess& t, const std::string& db) {
         ASSERT_TRUE(t.wait_stderr_line("attached again", seconds(60))) << t.err();
         EXPECT_TRUE(
@@ -419,15 +421,7 @@ TEST(KernelNames, KeepLookupProbesKeepsThemAttached) {
 TEST(KernelNames, AKernelLookedUpOnceWhileTheLookUpsRestStaysUnnamedAndIsSaidToBe) {
   REQUIRE_BPF();
   RestRun run = trace_rest(
-      {},
-      [](Subprocess& t) {
-        for (int probes = 0; probes < 2;) {
-          std::string line;
-          ASSERT_TRUE(t.wait_stderr_line("probes at rest", seconds(60), &line)) << t.err();
-          probes += (line.find("cuFuncGetName") != std::string::npos) +
-                    (line.find("cuModuleGetFunction") != std::string::npos);
-        }
-      },
+      {}, [](Subprocess& t) { wait_both_at_rest(t); },
       [](Subprocess& t, const std::string&) {
         ASSERT_TRUE(t.wait_stderr_line("attached again", seconds(60))) << t.err();
       },
