@@ -82,6 +82,7 @@ void Trace::rescan_pending() {
     store_libraries(fresh, false, uint32_t(pid), late);
   }
   probes_->watch_loaders();
+  if (probes_->take_lookup_newcomer()) wake_lookups(true);
 }
 
 void Trace::rescan_all() {
@@ -97,6 +98,9 @@ void Trace::rescan_all() {
   for (const auto& l : fresh)
     store_libraries({l}, false, l.pids.empty() ? 0 : uint32_t(*l.pids.begin()), 0);
   probes_->watch_loaders();
+  // Not a wake: what this scan finds first is mostly forks of a traced process (DataLoader
+  // workers share its image, and look nothing up); an exec or a dlopen is re-scanned at once.
+  (void)probes_->take_lookup_newcomer();
 }
 
 }  // namespace ingero::app::trace_detail

@@ -1,6 +1,8 @@
 // Kernel-name look-ups at rest (capture/lookup_rest.h): once a second, the look-up probes that
 // named nothing new in their last calls are detached; every tenth of a second, a kernel launched
-// without a name since brings them back.
+// without a name since brings them back, as does a process newly mapping a library of theirs (a
+// re-scan after its loader's notification): its look-ups may come once each, before its first
+// launch.
 #include <iostream>
 #include <sstream>
 
@@ -45,9 +47,9 @@ void Trace::rest_lookups() {
                  "without a name attaches them again (--keep-lookup-probes keeps them)\n";
 }
 
-void Trace::wake_lookups() {
-  if (lookup_rest_off_ || !kernels_ || !lookup_rest_.to_wake(kernels_->counters().launched_unnamed))
-    return;
+void Trace::wake_lookups(bool newcomer) {
+  if (lookup_rest_off_ || !kernels_ || !lookup_rest_.resting()) return;
+  if (!newcomer && !lookup_rest_.to_wake(kernels_->counters().launched_unnamed)) return;
   auto n = probes_->wake_lookups();
   if (!n) {
     // Those attached again are live; the others stay at rest, and nothing rests from now on.
@@ -57,11 +59,13 @@ void Trace::wake_lookups() {
                  "unnamed_launches)\n";
     return;
   }
-  lookup_rest_.woke();
+  lookup_rest_.woke(!newcomer);
   kernels_->set_lookups_resting(false);
   if (!opts_.quiet)
-    std::cerr << cr() << "ingero: a kernel was launched without a name: " << *n
-              << " resting kernel look-up probes are attached again\n";
+    std::cerr << cr() << "ingero: "
+              << (newcomer ? "a process newly mapped a library whose kernel look-ups rest"
+                           : "a kernel was launched without a name")
+              << ": " << *n << " resting kernel look-up probes are attached again\n";
 }
 
 }  // namespace ingero::app::trace_detail

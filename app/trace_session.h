@@ -112,9 +112,10 @@ class Trace {
   void start_live_analysis(int64_t mono);     // the next, off the event loop
   void update_counters();
   // app/trace_lookups.cc: kernel-name look-ups that only repeat rest, and come back when a
-  // kernel is launched without a name (capture/lookup_rest.h).
+  // kernel is launched without a name, or (`newcomer`) a process maps a library whose look-ups
+  // rest (capture/lookup_rest.h).
   void rest_lookups();
-  void wake_lookups();
+  void wake_lookups(bool newcomer = false);
   void make_inflight();
   // The session row's kernel-naming counters (store/kernel_names.h), from the namer (none
   // when kernels are not named).

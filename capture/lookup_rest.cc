@@ -33,13 +33,13 @@ void LookupRest::rested(const std::vector<uint32_t>& probes, uint64_t unnamed) {
   unnamed_at_rest_ = unnamed;
 }
 
-void LookupRest::woke() {
+void LookupRest::woke(bool doubling) {
   if (!resting_) return;
   for (auto& [id, p] : probes_) {
     if (!p.resting) continue;
     p.resting = false;
     p.rebase = true;
-    p.proof = std::min(p.proof * 2, kMaxProof);
+    if (doubling) p.proof = std::min(p.proof * 2, kMaxProof);
   }
   resting_ = 0;
   ++wakes_;

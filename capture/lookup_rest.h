@@ -44,7 +44,9 @@ class LookupRest {
   bool to_wake(uint64_t unnamed);
   // What was carried out: `probes` rested (with the unnamed count then), or the resting came back.
   void rested(const std::vector<uint32_t>& probes, uint64_t unnamed);
-  void woke();
+  // `doubling`: the woken probes need twice the proof to rest again (a kernel came unnamed);
+  // not for a wake that foresaw one (a process newly mapping their library).
+  void woke(bool doubling = true);
 
   bool resting() const { return resting_ > 0; }
   // The repeats a probe needs to rest (kFirstProof until its first wake).

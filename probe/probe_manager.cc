@@ -86,6 +86,9 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
     if (handled_.count(f.id)) {
       for (auto& lib : libraries_)
         if (lib.path == f.display_path) lib.pids.insert(f.pids.begin(), f.pids.end());
+      // By identity: a process may map the file by another path (a soname link).
+      if (lookup_files_.count(f.id))
+        for (int pid : f.pids) lookup_newcomer_ |= lookup_pids_.insert(pid).second;
       continue;
     }
     handled_.insert(f.id);
@@ -158,33 +161,28 @@ void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<Resolv
       sites.push_back({rp.file_offset, id, r});
       of.push_back(&rp);
     }
-    if (g == kLookups) {
-      for (size_t i = 0; i < sites.size(); ++i) {
-        auto res = session_->attach_calls(f.path, {sites[i]});
-        if (!res.failed.empty()) {
-          st.errors.push_back(of[i]->symbol + ": " + res.failed.front().second);
-          continue;
-        }
-        ++st.probes_attached;
-        a.lookups.push_back({sites[i], std::move(res.links), false});
-      }
-      continue;
-    }
     if (sites.empty()) continue;
     bool launches = g == kLaunches;
     bool windows = launches && windows_.period_ns;
     auto res = session_->attach_calls(f.path, sites, windows);
     for (auto& [i, why] : res.failed) st.errors.push_back(of[i]->symbol + ": " + why);
     st.probes_attached += sites.size() - res.failed.size();
+    auto& kept = launches ? a.launch_sites : g == kLookups ? a.lookup_sites : a.sites;
     for (size_t i = 0; i < sites.size(); ++i)
       if (std::none_of(res.failed.begin(), res.failed.end(),
                        [&](const auto& x) { return x.first == i; }))
-        (launches ? a.launch_sites : a.sites).push_back(sites[i]);
-    for (Link& l : res.links) (launches ? a.launch_links : a.links).push_back(std::move(l));
+        kept.push_back(sites[i]);
+    auto& links = launches ? a.launch_links : g == kLookups ? a.lookup_links : a.links;
+    for (Link& l : res.links) links.push_back(std::move(l));
+    a.lookup_resting.assign(a.lookup_sites.size(), false);
     // The first window, from now until a window's length after the file's first launch.
     if (windows && !a.launch_sites.empty() && !open_window(a)) a.window.next_ns = INT64_MAX;
   }
   attached_ += st.probes_attached;
+  if (!a.lookup_sites.empty()) {
+    lookup_files_.insert(f.id);
+    lookup_pids_.insert(f.pids.begin(), f.pids.end());
+  }
   attached_files_.push_back(std::move(a));
 }
 
@@ -228,10 +226,9 @@ Result<size_t> ProbeManager::detach_launches(const std::string& path,
 HandOff ProbeManager::detach() {
   std::vector<Link> all;
   for (AttachedFile& a : attached_files_) {
-    for (auto* links : {&a.links, &a.launch_links, &a.launch_returns, &a.closing_returns})
+    for (auto* links :
+         {&a.links, &a.launch_links, &a.lookup_links, &a.launch_returns, &a.closing_returns})
       for (Link& l : *links) all.push_back(std::move(l));
-    for (auto& lk : a.lookups)
-      for (Link& l : lk.links) all.push_back(std::move(l));
   }
   for (Link& l : loader_links_) all.push_back(std::move(l));
   attached_files_.clear();
@@ -239,8 +236,10 @@ HandOff ProbeManager::detach() {
   HandOff off;
   size_t perf =
       size_t(std::count_if(all.begin(), all.end(), [](const Link& l) { return l.perf_uprobe(); }));
-  // Each close of a perf-event link waits for a grace period (the program's detach), which the
-  // closes made together share: 16 at a time took 0.8 s for 357 links here, 64 take ~0.15 s.
+  // Each close waits for a grace period (the program's detach), which the closes made together
+  // share: perf-event links 16 at a time took 0.8 s for 357 links here, 64 ~0.15 s; a session's
+  // ~25 uprobe_multi links (a file's other probes, launches and look-ups apart), 16 at a time,
+  // two rounds of grace periods where 64 at a time take one.
   auto close_here = [&] {
     closer_.wait();
     {  // windows opened since: their return probes too
@@ -250,7 +249,7 @@ HandOff ProbeManager::detach() {
           for (Link& l : *o.links) all.push_back(std::move(l));
       opened_.clear();
     }
-    close_links(std::move(all), perf >= kHandOffPerfLinks ? 64 : 16);
+    close_links(std::move(all), 64);
   };
   // The launch links the closer still holds are then not the last references either.
   if (perf >= kHandOffPerfLinks)

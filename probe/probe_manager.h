@@ -9,8 +9,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "hal/backend.h"
@@ -70,16 +72,21 @@ class ProbeManager {
 
   // Kernel-name look-ups (a recipe with INGERO_NAME_ONCE: cuKernelGetFunction, cuFuncGetName,
   // hipModuleGetFunction, ...), which cuDNN repeats before each of its launches, are attached in
-  // links of their own. rest_lookups() detaches every file's look-up probes, as detach_launches
-  // does a runtime's launch probes (their links close on another thread, which then calls
-  // `gone`); wake_lookups() attaches them again under the same ids, once those closes are done.
-  // Each returns how many probes went or came back (0: none to move).
+  // links of their own, one set a file. rest_lookups() detaches some, as detach_launches does a
+  // runtime's launch probes: the file's others are attached again in new links first, then the
+  // old links close on another thread, which then calls `gone`. wake_lookups() attaches every
+  // file's look-ups again under the same ids, once those closes are done. Each returns how many
+  // probes went or came back (0: none to move); a file whose look-ups cannot be moved keeps
+  // them attached (rest_lookups says so on stderr; wake_lookups fails).
   // rest_lookups() rests the look-up probes among `probe_ids`. The look-up probes of every file:
   // their ids, with whether each rests now.
   Result<size_t> rest_lookups(const std::vector<uint32_t>& probe_ids,
                               std::function<void(size_t)> gone = {});
   Result<size_t> wake_lookups();
   std::vector<std::pair<uint32_t, bool>> lookup_probes() const;
+  // Whether a process was seen mapping a file with look-up probes it had not mapped before
+  // (a scan since the last call): its look-ups may come before its first launch, once each.
+  bool take_lookup_newcomer() { return std::exchange(lookup_newcomer_, false); }
 
   // Plans only the specs `want` accepts (probe/probe_plan.h), from the next file handled on.
   void set_spec_filter(SpecFilter want) { want_ = std::move(want); }
@@ -108,9 +115,8 @@ class ProbeManager {
 
  private:
   std::vector<LibraryStatus> handle(std::vector<DiscoveredFile> files);
-  // Attaches a file's probes, its launch probes in links of their own (detach_launches drops
-  // them alone) and each of its look-ups in links of its own (rest_lookups), and records them in
-  // `st` and attached_files_.
+  // Attaches a file's probes, its launch probes and its look-ups each in links of their own
+  // (detach_launches, rest_lookups), and records them in `st` and attached_files_.
   void attach_file(const DiscoveredFile& f, const std::vector<ResolvedProbe>& probes,
                    LibraryStatus& st);
 
@@ -130,13 +136,11 @@ class ProbeManager {
     std::vector<Link> links;
     std::vector<CallSite> launch_sites;
     std::vector<Link> launch_links;
-    // Its kernel-name look-ups, each in links of its own (rest_lookups), none while it rests.
-    struct Lookup {
-      CallSite site;
-      std::vector<Link> links;
-      bool resting = false;
-    };
-    std::vector<Lookup> lookups;
+    // Its kernel-name look-ups, in links of their own (rest_lookups), which hold those that do
+    // not rest.
+    std::vector<CallSite> lookup_sites;
+    std::vector<bool> lookup_resting;  // by lookup_sites
+    std::vector<Link> lookup_links;
     std::vector<Link> launch_returns;  // in a timing window only (without sessions)
     // A closed window's, until close_returns_at: a launch in flight as it closed still returns.
     std::vector<Link> closing_returns;
@@ -163,6 +167,10 @@ class ProbeManager {
   size_t attached_ = 0;
   WindowPlan windows_;  // period 0: launches are timed as any call (sessions, --launch-timing 1)
   uint64_t windows_opened_ = 0;
+  // Files with look-up probes, and the processes seen mapping one (take_lookup_newcomer).
+  std::unordered_set<FileIdentity, FileIdentityHash> lookup_files_;
+  std::set<int> lookup_pids_;
+  bool lookup_newcomer_ = false;
   std::mutex opened_mu_;
   std::vector<Opened> opened_;  // by open_later's jobs, for the reading thread
   LinkCloser closer_;           // last: its thread finishes before the rest goes

@@ -452,6 +452,46 @@ TEST(KernelNames, AKernelLookedUpOnceWhileTheLookUpsRestStaysUnnamedAndIsSaidToB
       << out;
 }
 
+// A process newly mapping a library whose look-ups rest wakes them before its own look-ups
+// (a new process looks a kernel up once, before its first launch): its kernel is named.
+TEST(KernelNames, AProcessNewlyMappingTheLibraryWakesTheLookUpsBeforeItsOwn) {
+  REQUIRE_BPF();
+  std::string db = temp_path("newcomer.db");
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--",
+                                   INGERO_DRIVER_KERNELS, INGERO_FAKE_CUDA, "rest", "0", "child"},
+                                  {"CUDA_HOME=" INGERO_FAKE_CUDA_HOME});
+  (void)pid_of(tracer, "workload");
+  ASSERT_TRUE(tracer.wait_stdout_line("ready", seconds(30))) << tracer.err();
+  tracer.write_stdin("go\n");
+  wait_both_at_rest(tracer);
+  tracer.write_stdin("go\n");
+  std::string line;
+  ASSERT_TRUE(tracer.wait_stdout_line("looked up ", seconds(30), &line)) << tracer.err();
+  long rounds = std::stol(line.substr(line.find("looked up ") + 10));
+  ASSERT_TRUE(tracer.wait_stdout_line("child ready", seconds(30))) << tracer.err();
+  ASSERT_TRUE(
+      tracer.wait_stderr_line("a process newly mapped a library whose kernel look-ups "
+                              "rest: 2 resting kernel look-up probes are attached again",
+                              seconds(60)))
+      << tracer.err();
+  tracer.write_stdin("go\n");  // read by the child: its parent waits for it
+  ASSERT_TRUE(tracer.wait_stdout_line("child done", seconds(30))) << tracer.out() << tracer.err();
+  ASSERT_TRUE(wait_for(db, "SELECT count(*) FROM calls WHERE kind = 'launch'", rounds + 3))
+      << tracer.err();
+  tracer.close_stdin();
+  ASSERT_EQ(tracer.wait(), 0) << tracer.err();
+  EXPECT_EQ(query_rows(db,
+                       "SELECT coalesce(kernel, 'NULL'), count(*) FROM calls WHERE kind = "
+                       "'launch' GROUP BY 1 ORDER BY 1"),
+            (Rows{{"reduce_v2(float*, int)", "3"}, {"vector_add", std::to_string(rounds)}}));
+  EXPECT_EQ(query_int(db, "SELECT count(DISTINCT pid) FROM calls WHERE kind = 'launch'"), 2);
+  EXPECT_EQ(query_rows(db, "SELECT unnamed_launches, unnamed_functions FROM sessions"),
+            (Rows{{"0", "0"}}));
+  auto stats = nlohmann::json::parse(query_rows(db, "SELECT bpf_stats FROM sessions")[0][0]);
+  EXPECT_EQ(stats["lookup_wakes"], 1) << stats.dump();
+  EXPECT_EQ(stats["unnamed_functions_at_rest"], 0) << stats.dump();
+}
+
 TEST(KernelNames, HipRegistrationAndModuleLookUpName) {
   REQUIRE_BPF();
   int pid = 0;

@@ -70,6 +70,20 @@ TEST(LookupRest, OnlyAFunctionFirstLaunchedUnnamedSinceTheRestWakesThem) {
   EXPECT_EQ(r.to_rest({{7, 3 * kProof + 50, 0}, {8, 4 * kProof, 7}}), (Ids{7, 8}));
 }
 
+// A wake that foresaw a look-up (a process newly mapping their library) is no sign that they
+// rest too soon: the proof stays.
+TEST(LookupRest, AWakeForANewcomerKeepsTheProof) {
+  LookupRest r;
+  EXPECT_EQ(r.to_rest({{1, kProof, 0}}), Ids{1});
+  r.rested({1}, 0);
+  r.woke(false);
+  EXPECT_FALSE(r.resting());
+  EXPECT_EQ(r.proof(1), kProof);
+  EXPECT_EQ(r.wakes(), 1u);
+  EXPECT_EQ(r.to_rest({{1, kProof + 7, 0}}), Ids{});  // its base again
+  EXPECT_EQ(r.to_rest({{1, 2 * kProof + 7, 0}}), Ids{1});
+}
+
 TEST(LookupRest, TheProofDoublesAtEachWakeUpToItsBound) {
   LookupRest r;
   uint64_t held = 0, unnamed = 0;

@@ -12,17 +12,21 @@
  * N rounds of a look-up of vector_add, its name asked, a look-up of "missing_kernel" that fails
  * (its output keeps the handle it held) and a launch.
  *
- * `driver_kernels LIB rest M [once]`, as cuDNN launches: every 100 us until a line comes, a
- * look-up of vector_add, its name asked and a launch; prints "looked up N" (N: those rounds); M
- * rounds more at once; then, every 2 ms until the next line, a look-up of "_Z9reduce_v2Pfi" (a
+ * `driver_kernels LIB rest M [once|child]`, as cuDNN launches: every 100 us until a line comes,
+ * a look-up of vector_add, its name asked and a launch; prints "looked up N" (N: those rounds);
+ * M rounds more at once; then, every 2 ms until the next line, a look-up of "_Z9reduce_v2Pfi" (a
  * kernel new to it; with `once`, only before the first) and a launch of it; prints "launched K"
- * (K: those launches) and waits for stdin to close. */
+ * (K: those launches) and waits for stdin to close. With `child`, instead of that, runs
+ * `driver_kernels LIB newcomer` and waits for it, prints "child done" and waits for stdin to
+ * close: that one opens LIB, prints "child ready", waits for a line, looks "_Z9reduce_v2Pfi" up
+ * once and launches it 3 times, prints "child launched 3" and exits. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef int (*load_t)(void**, const void*);
@@ -53,8 +57,18 @@ int main(int argc, char** argv) {
   name_t name = (name_t)dlsym(h, "cuFuncGetName");
   launch_t launch = (launch_t)dlsym(h, "cuLaunchKernel");
   if (!load || !get || !name || !launch) return 2;
-  printf("pid %d\nready\n", (int)getpid());
   char line[64];
+  if (argc >= 3 && strcmp(argv[2], "newcomer") == 0) {
+    printf("child ready\n");
+    void *mod = NULL, *f = NULL;
+    static const char image[] = "fatbin";
+    if (!fgets(line, sizeof line, stdin)) return 2;
+    if (load(&mod, image) || get(&f, mod, "_Z9reduce_v2Pfi")) return 4;
+    for (int i = 0; i < 3; i++) launch(f, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL);
+    printf("child launched 3\n");
+    return 0;
+  }
+  printf("pid %d\nready\n", (int)getpid());
   if (!fgets(line, sizeof line, stdin)) return 2;
   void* mod = NULL;
   static const char image[] = "fatbin";
@@ -71,6 +85,19 @@ int main(int argc, char** argv) {
     printf("looked up %ld\n", rounds);
     for (long i = 0; i < more; i++)
       if (look_up_and_launch(get, name, launch, mod)) return 4;
+    if (argc >= 5 && strcmp(argv[4], "child") == 0) {
+      pid_t child = fork();
+      if (child == 0) {
+        execl(argv[0], argv[0], argv[1], "newcomer", (char*)NULL);
+        _exit(127);
+      }
+      int status = 0;
+      if (child < 0 || waitpid(child, &status, 0) != child || status != 0) return 6;
+      printf("child done\n");
+      while (fgets(line, sizeof line, stdin)) {
+      }
+      return 0;
+    }
     int once = argc >= 5 && strcmp(argv[4], "once") == 0;
     void* f = NULL;
     while (poll(&in, 1, 0) == 0) {
