@@ -132,9 +132,16 @@ const hal::AttachedProbe* LaunchNesting::take_awaiting(uint32_t tid) {
   return table_.find(h->probe);
 }
 
-bool LaunchNesting::fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site) {
+bool LaunchNesting::fold_into_held(const hal::Event& ev, const hal::AttachedProbe& p,
+                                   Runtime* outer, uint64_t site) {
   Held* h = held_of(ev.tid);
   if (!h || !h->active || h->nested) return false;
+  // A launch of the same layer held (the program's own driver launch, cuDNN's, still held when
+  // the runtime's launch after it is read: a driver launch from the runtime's text once its
+  // probes went) made none: this launch is its own. Folding it lost the first runtime launch
+  // after each step's direct launches (bench/lookup_loop.c's mix).
+  const hal::AttachedProbe* hp = table_.find(h->probe);
+  if (!hp || hp->match.layer <= p.match.layer) return false;
   // The driver launch of the runtime launch held for it (records of a thread come in order):
   // counted in it, and its call site learnt.
   Held& held = *h;
@@ -204,16 +211,14 @@ LaunchNesting::Fate LaunchNesting::on_launch(uint32_t probe_id, hal::Event& ev,
     // launch that one made (a runtime launch the runtime refuses makes none, and the program's
     // next driver launch would be taken for it: rare). Never the other way: a runtime launch
     // after a driver launch is a launch of its own, whatever their libraries.
-    const Held* h = held_of(ev.tid);
-    const hal::AttachedProbe* hp = h && h->active ? table_.find(h->probe) : nullptr;
-    if (hp && hp->match.layer > p->match.layer && fold_into_held(ev, nullptr, 0)) {
+    if (fold_into_held(ev, *p, nullptr, 0)) {
       ++counters_.folded_by_order;
       return Fate::kFolded;
     }
   }
   if (outer) {
     uint64_t site = ev.caller - m->start + m->offset;
-    if (fold_into_held(ev, outer, site)) return Fate::kFolded;
+    if (fold_into_held(ev, *p, outer, site)) return Fate::kFolded;
     // The runtime's own probe is gone: this launch is the runtime's. Unless the thread's last
     // record was a runtime launch released at the end of a read cycle: one entered before its
     // probe went, whose driver launch this is (counted there, below).

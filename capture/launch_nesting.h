@@ -116,9 +116,10 @@ class LaunchNesting {
   };
   Runtime* runtime_of(const Mapping& m);
   uint64_t runtimes_gen_ = 1;  // grows as runtimes_ does
-  // Folds driver launch `ev` into the runtime launch held for its thread, if one waits for it,
-  // learning its call site `site` in `outer` (when known).
-  bool fold_into_held(const hal::Event& ev, Runtime* outer, uint64_t site);
+  // Folds driver launch `ev` (of probe `p`) into the runtime launch held for its thread, if one
+  // of a higher layer waits for it, learning its call site `site` in `outer` (when known).
+  bool fold_into_held(const hal::Event& ev, const hal::AttachedProbe& p, Runtime* outer,
+                      uint64_t site);
   // Releases the launch held for `tid`. `known`: whether its thread's next record came (a
   // launch released at the end of a read cycle may still see its driver launch in the next
   // one, folded then; its runtime's run of nesting launches is not broken by it).

@@ -28,6 +28,9 @@
  *                                            GATE.1; then 4 times: a direct cuLaunchKernel from
  *                                            the program, 250 ms asleep (the tracer's read
  *                                            cycles end meanwhile), one cudaLaunchKernel
+ *   fake_calls between-direct PATH N GATE    the same, but 1,000 times a direct cuLaunchKernel
+ *                                            and at once two cudaLaunchKernel (read in the same
+ *                                            cycle, as ResNet-18's after cuDNN's launches)
  *   fake_calls wake PATH N                   one cudaMalloc, then the main thread reads a pipe N
  *                                            times; a thread named "waker" writes each byte
  *                                            once the reader is asleep in its read (so every
@@ -245,7 +248,8 @@ int main(int argc, char** argv) {
     if (write(sync_pipe[1], "x", 1) != 1) return 3;
     pthread_join(t, NULL);
     for (int i = 0; i < 10; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
-  } else if (!strcmp(argv[1], "after-direct")) {
+  } else if (!strcmp(argv[1], "after-direct") || !strcmp(argv[1], "between-direct")) {
+    int between = !strcmp(argv[1], "between-direct");
     rt_launch_fn rt = (rt_launch_fn)sym("cudaLaunchKernel");
     void* drv_lib = dlopen("libcuda.so.1", RTLD_NOW);
     drv_launch_fn drv = drv_lib ? (drv_launch_fn)dlsym(drv_lib, "cuLaunchKernel") : NULL;
@@ -255,10 +259,11 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; i++) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
     printf("launched\n");
     wait_gate(argv[4], 1);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (between ? 1000 : 4); i++) {
       drv((void*)0xbeef, 2, 1, 1, 64, 1, 1, 0, (void*)0x5151, NULL, NULL);
-      usleep(250 * 1000);
+      if (!between) usleep(250 * 1000);
       rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
+      if (between) rt((void*)0xf00d, g, b, NULL, 0, (void*)0x5151);
     }
   } else if (!strcmp(argv[1], "exit-midcall")) {
     pthread_t t;
