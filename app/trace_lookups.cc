@@ -32,16 +32,11 @@ void Trace::rest_lookups() {
     ops << (ops.tellp() > 0 ? ", " : "") << (p && p->spec ? p->spec->symbol : "?");
     proof = std::max(proof, lookup_rest_.proof(id));
   }
-  auto n = probes_->rest_lookups(rest);
-  if (!n) {
-    lookup_rest_off_ = true;
-    std::cerr << cr() << "ingero: kernel look-ups stay attached: " << n.error().message << "\n";
-    return;
-  }
+  size_t n = probes_->rest_lookups(rest);
   lookup_rest_.rested(rest, kernels_->counters().launched_unnamed);
   kernels_->set_lookups_resting(true);
   if (!opts_.quiet)
-    std::cerr << cr() << "ingero: kernel look-up probes at rest (" << *n
+    std::cerr << cr() << "ingero: kernel look-up probes at rest (" << n
               << ", each named nothing new in " << proof << " calls or more): " << ops.str()
               << "; the launches they came before cost one trap each, and a kernel launched "
                  "without a name attaches them again (--keep-lookup-probes keeps them)\n";

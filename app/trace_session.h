@@ -153,7 +153,7 @@ class Trace {
   std::unique_ptr<capture::InflightMonitor> inflight_;  // calls in flight (--inflight-after)
   std::unique_ptr<capture::KernelNamer> kernels_;
   capture::LookupRest lookup_rest_;
-  bool lookup_rest_off_ = false;  // a rest or wake failed: the look-ups stay as they are
+  bool lookup_rest_off_ = false;  // a wake failed: the look-ups stay as they are
   std::unique_ptr<hal::RingReader> reader_;
   std::unique_ptr<serve::Metrics> metrics_;
   std::unique_ptr<fleet::Shipper> shipper_;

@@ -148,17 +148,22 @@ void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<Resolv
   // holds repeats back: INGERO_NAME_ONCE) apart from the others, so that either can be detached
   // alone.
   enum Group { kOther, kLaunches, kLookups };
-  auto group_of = [](const ResolvedProbe& rp, const ingero_recipe& r) {
-    return rp.spec->kind == EventKind::kLaunch ? kLaunches : r.name_once ? kLookups : kOther;
-  };
+  std::vector<ingero_recipe> recipes;
+  std::vector<Group> groups;
+  for (const ResolvedProbe& rp : probes) {
+    recipes.push_back(make_recipe(*rp.spec, rp.match.layer));
+    groups.push_back(rp.spec->kind == EventKind::kLaunch ? kLaunches
+                     : recipes.back().name_once          ? kLookups
+                                                         : kOther);
+  }
   for (Group g : {kOther, kLaunches, kLookups}) {
     std::vector<CallSite> sites;
     std::vector<const ResolvedProbe*> of;
-    for (const ResolvedProbe& rp : probes) {
-      ingero_recipe r = make_recipe(*rp.spec, rp.match.layer);
-      if (group_of(rp, r) != g) continue;
+    for (size_t k = 0; k < probes.size(); ++k) {
+      if (groups[k] != g) continue;
+      const ResolvedProbe& rp = probes[k];
       uint32_t id = table_.add({rp.backend, rp.spec, rp.match, f.display_path, rp.symbol});
-      sites.push_back({rp.file_offset, id, r});
+      sites.push_back({rp.file_offset, id, recipes[k]});
       of.push_back(&rp);
     }
     if (sites.empty()) continue;
@@ -174,11 +179,11 @@ void ProbeManager::attach_file(const DiscoveredFile& f, const std::vector<Resolv
         kept.push_back(sites[i]);
     auto& links = launches ? a.launch_links : g == kLookups ? a.lookup_links : a.links;
     for (Link& l : res.links) links.push_back(std::move(l));
-    a.lookup_resting.assign(a.lookup_sites.size(), false);
     // The first window, from now until a window's length after the file's first launch.
     if (windows && !a.launch_sites.empty() && !open_window(a)) a.window.next_ns = INT64_MAX;
   }
   attached_ += st.probes_attached;
+  a.lookup_resting.assign(a.lookup_sites.size(), false);
   if (!a.lookup_sites.empty()) {
     lookup_files_.insert(f.id);
     lookup_pids_.insert(f.pids.begin(), f.pids.end());

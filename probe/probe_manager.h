@@ -80,8 +80,8 @@ class ProbeManager {
   // them attached (rest_lookups says so on stderr; wake_lookups fails).
   // rest_lookups() rests the look-up probes among `probe_ids`. The look-up probes of every file:
   // their ids, with whether each rests now.
-  Result<size_t> rest_lookups(const std::vector<uint32_t>& probe_ids,
-                              std::function<void(size_t)> gone = {});
+  size_t rest_lookups(const std::vector<uint32_t>& probe_ids,
+                      std::function<void(size_t)> gone = {});
   Result<size_t> wake_lookups();
   std::vector<std::pair<uint32_t, bool>> lookup_probes() const;
   // Whether a process was seen mapping a file with look-up probes it had not mapped before

@@ -39,9 +39,9 @@ std::vector<CallSite> sites_where(const std::vector<CallSite>& sites,
 
 }  // namespace
 
-Result<size_t> ProbeManager::rest_lookups(const std::vector<uint32_t>& probe_ids,
-                                          std::function<void(size_t)> gone) {
-  if (!session_) return size_t(0);
+size_t ProbeManager::rest_lookups(const std::vector<uint32_t>& probe_ids,
+                                  std::function<void(size_t)> gone) {
+  if (!session_) return 0;
   std::unordered_set<uint32_t> want(probe_ids.begin(), probe_ids.end());
   std::vector<uint32_t> ids;
   std::vector<Link> old;

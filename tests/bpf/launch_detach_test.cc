@@ -18,6 +18,13 @@ namespace {
 const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
                                            "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
 
+// Launches stored by op and api: how many, and the driver calls counted in them.
+std::vector<std::vector<std::string>> launches_by_op(const std::string& db) {
+  return query_rows(db,
+                    "SELECT op, api, count(*), sum(nested_calls) FROM calls WHERE kind = 'launch' "
+                    "GROUP BY op, api ORDER BY op");
+}
+
 struct DetachRun {
   bool ok = false;
   std::string db;
@@ -104,12 +111,9 @@ TEST(LaunchDetach, ARuntimeLaunchAfterADirectDriverLaunchAcrossReadCyclesIsItsOw
   REQUIRE_BPF();
   auto run = detach_run("after-direct", {});
   ASSERT_TRUE(run.ok);
-  EXPECT_EQ(query_rows(run.db,
-                       "SELECT op, api, count(*), sum(nested_calls) FROM calls WHERE kind = "
-                       "'launch' GROUP BY op, api ORDER BY op"),
-            (std::vector<std::vector<std::string>>{
-                {"cuLaunchKernel", "cuda_driver", "4", "0"},
-                {"cudaLaunchKernel", "cuda_runtime", "3004", "3004"}}));
+  EXPECT_EQ(launches_by_op(run.db), (std::vector<std::vector<std::string>>{
+                                        {"cuLaunchKernel", "cuda_driver", "4", "0"},
+                                        {"cudaLaunchKernel", "cuda_runtime", "3004", "3004"}}));
   EXPECT_EQ(run.stats["runtimes_detached"], 1) << run.stats.dump();
   // The tracer's last line counts the driver calls in the launches named from the driver's
   // probe too (it left them out: 2,253 of 3,000 in a run like this).
@@ -118,19 +122,16 @@ TEST(LaunchDetach, ARuntimeLaunchAfterADirectDriverLaunchAcrossReadCyclesIsItsOw
 }
 
 // The same within a read cycle: a direct driver launch still held when the runtime's launches
-// after it are read (drivers launches from the runtime's text, its probes gone). Each is its
+// after it are read (driver launches from the runtime's text, its probes gone). Each is its
 // own: the stand-in's ResNet-18 mix lost the first runtime launch after each step's direct
 // launches (2,899 of 792,000), and the tracer said nothing of it.
 TEST(LaunchDetach, RuntimeLaunchesRightAfterADirectDriverLaunchAreEachTheirOwn) {
   REQUIRE_BPF();
   auto run = detach_run("between-direct", {});
   ASSERT_TRUE(run.ok);
-  EXPECT_EQ(query_rows(run.db,
-                       "SELECT op, api, count(*), sum(nested_calls) FROM calls WHERE kind = "
-                       "'launch' GROUP BY op, api ORDER BY op"),
-            (std::vector<std::vector<std::string>>{
-                {"cuLaunchKernel", "cuda_driver", "1000", "0"},
-                {"cudaLaunchKernel", "cuda_runtime", "5000", "5000"}}));
+  EXPECT_EQ(launches_by_op(run.db), (std::vector<std::vector<std::string>>{
+                                        {"cuLaunchKernel", "cuda_driver", "1000", "0"},
+                                        {"cudaLaunchKernel", "cuda_runtime", "5000", "5000"}}));
   EXPECT_EQ(run.stats["runtimes_detached"], 1) << run.stats.dump();
 }
 
