@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -170,15 +171,15 @@ ProcessLabels labels_from_cgroup(const std::string& path) {
   std::string leaf = last == std::string::npos ? path : path.substr(last + 1);
   for (const char* p : kScopes)
     if (leaf.rfind(p, 0) == 0 && leaf.size() > 6 && leaf.ends_with(".scope")) {
-      l.container = leaf.substr(strlen(p), leaf.size() - strlen(p) - 6);
+      l.container_id = leaf.substr(strlen(p), leaf.size() - strlen(p) - 6);
       break;
     }
-  if (l.container.empty() && (path.find("/docker/") != std::string::npos ||
-                              path.find("/kubepods/") != std::string::npos)) {
+  if (l.container_id.empty() && (path.find("/docker/") != std::string::npos ||
+                                 path.find("/kubepods/") != std::string::npos)) {
     bool hex = leaf.size() >= 32 && leaf.find_first_not_of("0123456789abcdef") == std::string::npos;
-    if (hex) l.container = leaf;
+    if (hex) l.container_id = leaf;
   }
-  if (l.container.size() > 12) l.container.resize(12);
+  if (l.container_id.size() > 12) l.container_id.resize(12);
   // Pod: "pod<uid>" in a systemd slice (dashes for the UID's dashes... underscores) or a
   // cgroupfs directory.
   size_t at = path.find("pod");
@@ -190,7 +191,7 @@ ProcessLabels labels_from_cgroup(const std::string& path) {
     if (boundary && uid.size() >= 32 && path.find("kubepods") != std::string::npos) {
       for (auto& c : uid)
         if (c == '_') c = '-';
-      l.pod = uid;
+      l.pod_uid = uid;
       break;
     }
     at = path.find("pod", at + 3);
@@ -208,9 +209,16 @@ const ProcessLabels& ProcessLabeller::of(uint32_t pid) {
   std::ifstream cg(dir + "/cgroup");
   for (std::string line; std::getline(cg, line);)
     if (line.rfind("0::", 0) == 0) {  // the unified hierarchy
-      ProcessLabels c = labels_from_cgroup(line.substr(3));
-      l.container = c.container;
-      l.pod = c.pod;
+      std::string path = line.substr(3);
+      ProcessLabels c = labels_from_cgroup(path);
+      l.container_id = c.container_id;
+      l.pod_uid = c.pod_uid;
+      struct stat st {};
+      // A path relative to another cgroup namespace ("/../..") names no directory of ours.
+      if (!cgroup_root_.empty() && path.rfind("/", 0) == 0 &&
+          path.find("/..") == std::string::npos &&
+          stat((cgroup_root_ + (path == "/" ? "" : path)).c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        l.cgroup_id = st.st_ino;
     }
   return cache_[pid] = std::move(l);
 }

@@ -134,8 +134,16 @@ ingero::Status Metrics::on_device_samples(const std::vector<hal::DeviceSample>& 
       prometheus::Labels pl_all = l;
       pl_all["pid"] = std::to_string(*s.pid);
       pl_all["comm"] = pl.comm;
-      pl_all["container"] = pl.container;
-      pl_all["pod"] = pl.pod;
+      pl_all["container_id"] = pl.container_id;
+      pl_all["pod_uid"] = pl.pod_uid;
+      // The names the per-call series carry, from the same cgroup: `pod` and `container` mean
+      // one thing in every family, so the two join on them.
+      if (tenants_ && pl.cgroup_id) {
+        kernelside::TenantNames n = tenants_->resolve(pl.cgroup_id, *s.pid).names;
+        if (n.pod_namespace) pl_all["namespace"] = *n.pod_namespace;
+        if (n.pod) pl_all["pod"] = *n.pod;
+        if (n.container) pl_all["container"] = *n.container;
+      }
       it = gpu_procs_.emplace(key, GpuProcess{pl_all, 0, {}}).first;
     }
     GpuProcess& p = it->second;

@@ -79,10 +79,12 @@ class Metrics final : public hal::EventSink {
   // The device side channel (hal/device_sampler.h; serve/metrics/gpu_metrics.cc): per device
   // gauges (utilisation, memory, clocks, power, temperature, throttle reasons) and ECC
   // counters, and with per_process the process series, labelled by set_process_labels()
-  // (comm, and the container and pod from its cgroup where known; none set: the pid's series
-  // have empty labels). A figure a sample lacks has no series.
+  // (comm, the container id and pod UID its cgroup path holds, and through its cgroup the
+  // names set_tenants() gives the per-call series: namespace, pod, container; none set: the
+  // pid's series have empty labels). A figure a sample lacks has no series.
   struct ProcessLabels {
-    std::string comm, container, pod;
+    std::string comm, container_id, pod_uid;
+    uint64_t cgroup_id = 0;  // its cgroup v2 directory's inode, as BPF's cgroup ids; 0: unknown
   };
   using LabelFn = std::function<ProcessLabels(uint32_t pid)>;
   void set_process_labels(LabelFn labels) { labels_of_ = std::move(labels); }
@@ -105,7 +107,7 @@ class Metrics final : public hal::EventSink {
   void set_kernel_series(uint32_t k) { kernel_series_ = k; }
   ingero::Status on_kernel_name(const hal::KernelName& k) override;
   // Gives a series to the kernels with the most launches so far while fewer than K have one
-  // (the tracer calls it every few seconds). A series, once given, stays, and counts the
+  // (on_tick: once a second). A series, once given, stays, and counts the
   // kernel's launches from then on; those before it stay in kernel="other", so every counter
   // only grows and the family's sum is every launch.
   void refresh_kernel_series();

@@ -5,12 +5,31 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/chain.h"
 #include "hal/sink_records.h"
 
 namespace ingero::test {
+
+// A call of `op` as the decoder hands it to the sinks: ended, `dur_ns` long, returning `ret`,
+// made by process `pid` (its only thread), comm "train.py".
+inline hal::Event call(std::string_view vendor, std::string_view api, hal::EventKind kind,
+                       std::string_view op, uint64_t dur_ns, int64_t ret, uint32_t pid = 100) {
+  hal::Event e;
+  e.vendor = vendor;
+  e.api = api;
+  e.kind = kind;
+  e.op = op;
+  e.dur_ns = dur_ns;
+  e.ret = ret;
+  e.has_ret = true;
+  e.pid = pid;
+  e.tid = pid;
+  e.set_comm("train.py");
+  return e;
+}
 
 inline hal::AgentStats agent_stats(uint64_t events_total, double events_per_s,
                                    const hal::SessionCounters& lost, uint64_t store_errors,

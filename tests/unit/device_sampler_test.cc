@@ -418,14 +418,14 @@ TEST(DeviceLabels, ContainerAndPodFromTheCgroupPath) {
       "/kubepods.slice/kubepods-burstable.slice/"
       "kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice/"
       "cri-containerd-3f4e5d6c7b8a99887766554433221100aabbccddeeff00112233445566778899.scope");
-  EXPECT_EQ(l.container, "3f4e5d6c7b8a");
-  EXPECT_EQ(l.pod, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+  EXPECT_EQ(l.container_id, "3f4e5d6c7b8a");
+  EXPECT_EQ(l.pod_uid, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
   auto d = app::labels_from_cgroup("/system.slice/docker-0123456789abcdef0123.scope");
-  EXPECT_EQ(d.container, "0123456789ab");
-  EXPECT_EQ(d.pod, "");
+  EXPECT_EQ(d.container_id, "0123456789ab");
+  EXPECT_EQ(d.pod_uid, "");
   auto none = app::labels_from_cgroup("/user.slice/user-1000.slice/session-2.scope");
-  EXPECT_EQ(none.container, "");
-  EXPECT_EQ(none.pod, "");
+  EXPECT_EQ(none.container_id, "");
+  EXPECT_EQ(none.pod_uid, "");
 }
 
 }  // namespace

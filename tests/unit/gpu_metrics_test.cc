@@ -8,31 +8,15 @@
 #include <sstream>
 
 #include "serve/metrics/metrics.h"
+#include "tests/support/exposition.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::serve {
 namespace {
 
-double sample(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  int found = 0;
-  double v = -1;
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(series + " ", 0) == 0) {
-      ++found;
-      v = std::stod(line.substr(series.size() + 1));
-    }
-  EXPECT_EQ(found, 1) << series << "\n" << text;
-  return v;
-}
-
-bool mentions(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(name, 0) == 0) return true;
-  return false;
-}
+using test::mentions;
+using test::sample;
 
 hal::DeviceSample device(int64_t ts) {
   hal::DeviceSample s;
@@ -69,7 +53,8 @@ hal::DeviceSample proc(int64_t ts, uint32_t pid, double util) {
 const std::string kDev = R"(source="nvml",uuid="GPU-0")";
 
 Metrics::ProcessLabels labels(uint32_t pid) {
-  return {"trainer" + std::to_string(pid), "3f4e5d6c7b8a", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"};
+  return {"trainer" + std::to_string(pid), "3f4e5d6c7b8a", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+          0};
 }
 
 TEST(GpuMetrics, DeviceSeriesExactAndAbsentFiguresHaveNone) {
@@ -129,7 +114,7 @@ TEST(GpuMetrics, PerProcessSeriesAreLabelledBoundedAndRetired) {
   EXPECT_DOUBLE_EQ(
       sample(
           t,
-          R"(ingero_gpu_process_utilization_ratio{comm="trainer42",container="3f4e5d6c7b8a",gpu="0",pid="42",pod="0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",)" +
+          R"(ingero_gpu_process_utilization_ratio{comm="trainer42",container_id="3f4e5d6c7b8a",gpu="0",pid="42",pod_uid="0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",)" +
               kDev + "}"),
       0.09);
   EXPECT_TRUE(mentions(t, "ingero_gpu_process_memory_used_bytes{"));

@@ -7,8 +7,10 @@
 
 #include <sstream>
 
+#include "app/device_poller.h"
 #include "app/explain_report.h"
 #include "app/session_chains.h"
+#include "hal/device_sampler.h"
 #include "serve/metrics/metrics.h"
 #include "store/cgroup_metadata.h"
 #include "store/schema.h"
@@ -337,6 +339,52 @@ TEST(Tenants, ACgroupRowFromTheResolver) {
   EXPECT_EQ(row.qos, "burstable");
   EXPECT_EQ(row.runtime, "containerd");
   EXPECT_EQ(row.names_from, "environ,serviceaccount");
+}
+
+// The per-process GPU series name who the process runs for as the per-call series do (pod and
+// container mean the same in both: names, so the two families join on them), with the ids its
+// cgroup path holds under labels of their own.
+TEST(Tenants, PerProcessGpuSeriesCarryThePerCallSeriesNames) {
+  test::FakeHost h;
+  uint64_t id = h.cgroup(test::kScope);
+  h.process(100, test::kScope, "HOSTNAME=trainer-7f9c-x2k4\0"s);
+  test::put(h.proc("100/comm"), "python3\n");
+  h.service_account(100, "team-a");
+  h.containerd_state(test::kId, R"("io.kubernetes.cri.container-name":"trainer")");
+  h.process(200, "/user.slice/user-1000.slice/session-7.scope", "HOSTNAME=laptop\0"s);
+  test::put(h.proc("200/comm"), "python3\n");  // its cgroup's directory is not there: no names
+  kernelside::TenantResolver r(h.sources());
+  app::ProcessLabeller labeller(h.proc(), r.cgroup_root());
+  EXPECT_EQ(labeller.of(100).cgroup_id, id);
+  EXPECT_EQ(labeller.of(200).cgroup_id, 0u);
+  serve::Metrics m(true);
+  m.set_tenants(&r);
+  m.set_process_labels([&](uint32_t pid) { return labeller.of(pid); });
+  std::vector<hal::DeviceSample> samples;
+  for (uint32_t pid : {100u, 200u}) {
+    hal::DeviceSample s;
+    s.ts_ns = 1'000'000'000;
+    s.period_ns = 100'000'000;
+    s.source = "nvml";
+    s.uuid = "GPU-0";
+    s.pid = pid;
+    s.sm_util = 40;
+    samples.push_back(s);
+  }
+  ASSERT_TRUE(m.on_device_samples(samples));
+  std::string x = m.exposition();
+  EXPECT_NE(x.find("ingero_gpu_process_utilization_ratio{comm=\"python3\",container=\"trainer\","
+                   "container_id=\"" +
+                   test::kId.substr(0, 12) +
+                   "\",gpu=\"0\",namespace=\"team-a\",pid=\"100\","
+                   "pod=\"trainer-7f9c-x2k4\",pod_uid=\"" +
+                   test::kUid + "\",source=\"nvml\",uuid=\"GPU-0\"} 0.4\n"),
+            std::string::npos)
+      << x;
+  EXPECT_NE(x.find("ingero_gpu_process_utilization_ratio{comm=\"python3\",container_id=\"\","
+                   "gpu=\"0\",pid=\"200\",pod_uid=\"\",source=\"nvml\",uuid=\"GPU-0\"} 0.4\n"),
+            std::string::npos)
+      << x;
 }
 
 TEST(Tenants, PerProcessMetricsCarryNamespacePodAndContainer) {
