@@ -339,7 +339,13 @@ void add_check_command(CLI::App& app, Context& ctx) {
       TerminalText text(std::cout);  // library paths and device names are anyone's bytes
       print_check_report(text, rep);
     }
-    if (*bench && rep.can_trace()) {
+    if (*bench && !rep.can_trace()) {
+      // Said, not skipped in silence: the exit status (3) alone would not tell a script that
+      // asked for the figures that there are none.
+      const char* why = "not run: this host cannot trace (the checks above say why)";
+      std::cerr << "ingero check --bench: " << why << "\n";
+      j["probe_cost"] = {{"not_run", why}};
+    } else if (*bench) {
       auto cost = measure_probe_cost(2.0);
       if (!cost) {
         std::cerr << "ingero check --bench: " << cost.error().message << "\n";

@@ -168,6 +168,55 @@ TEST_F(OutputFiles, ASqliteCopyIsNeverRenamedOverADeviceOrFifo) {
   EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
+// The copy is a file of the whole trace: standard output, a fleet and every flag that selects
+// part of it are usage errors, said before anything is written.
+TEST_F(OutputFiles, ASqliteCopyIsAWholeFileOrAUsageError) {
+  const std::string give = "ingero export: --format sqlite writes a file: give --db and -o FILE\n";
+  const std::string whole =
+      "ingero export: --format sqlite copies the whole file: --since, --from, --to, --pid and "
+      "--node do not apply (`ingero query` selects rows)\n";
+  const std::string out = dir_ + "/copy.sqlite";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--db", db_}, give},
+      {{"--db", db_, "-o", "-"}, give},
+      {{"--source", "clickhouse://127.0.0.1:1/ingero", "-o", out}, give},
+      {{"--db", db_, "-o", out, "--since", "5s"}, whole},
+      {{"--db", db_, "-o", out, "--pid", "7"}, whole},
+      {{"--db", db_, "-o", out, "--node", "a"}, whole},
+  };
+  for (const auto& [args, said] : cases) {
+    std::vector<std::string> argv = {"export", "--format", "sqlite"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = ingero(argv);
+    EXPECT_EQ(r.rc, 2) << args.back();
+    EXPECT_EQ(r.err, said) << args.back();
+    EXPECT_EQ(r.out, "") << args.back();
+    EXPECT_EQ(entries(dir_), 0u) << args.back();
+  }
+}
+
+// demo keeps its trace only in a new file, and an unknown scenario makes none: both are usage
+// errors said before anything is written, and an existing file is left as it was.
+TEST_F(OutputFiles, ADemoRefusesAnExistingFileAndAnUnknownScenarioBeforeMakingOne) {
+  const std::string kept = dir_ + "/kept.db";
+  { std::ofstream(kept) << "mine"; }
+  auto r = ingero({"demo", "launch-bound", "--db", kept});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err, "ingero demo: " + kept + " exists; give a new path\n");
+  EXPECT_EQ(r.out, "");
+  std::ifstream in(kept);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "mine");
+  const std::string fresh = dir_ + "/fresh.db";
+  r = ingero({"demo", "no-such-incident", "--db", fresh});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err,
+            "ingero demo: unknown scenario 'no-such-incident' (known: incident, "
+            "dataloader-starvation, hidden-sync, graph-recapture, nccl-straggler, launch-bound, "
+            "device-fault)\n");
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(entries(dir_), 1u) << "only the file that was there";
+}
+
 // Found by a hostile-testing helper: Ctrl-C during `export --format sqlite -o F` left
 // .F.export-PID and its journal beside F (and the other formats their .F.tmp-XXXXXX). A copy
 // of three million calls is interrupted as soon as it appears (it takes seconds to finish; the

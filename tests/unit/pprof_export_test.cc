@@ -182,6 +182,19 @@ TEST(PprofExport, SincePidAndNodeSelectWhatTheyName) {
                               nullptr, &err),
             2);
   EXPECT_EQ(err, "ingero export: --format pprof reads a trace file (--db), not --source\n");
+  // Standard output a terminal (script(1) gives the command one): refused, nothing written to
+  // it; the exit status is the command's (script -e).
+  std::string tty_out;
+  EXPECT_EQ(test::run_command(
+                {"script", "-qec",
+                 std::string("'") + INGERO_BIN + "' export --format pprof --db '" + path + "'",
+                 "/dev/null"},
+                &tty_out, &err),
+            2)
+      << err;
+  EXPECT_EQ(tty_out,
+            "ingero export: a pprof profile is binary (gzip): give -o FILE, or redirect standard "
+            "output\r\n");
   // perfetto takes the same window: pid 20's calls only.
   std::string json;
   ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--db", path, "--pid", "20"}, &json, &err), 0)

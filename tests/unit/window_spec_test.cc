@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -153,12 +154,49 @@ TEST(WindowSpec, ADurationWithoutItsUnitIsRefusedByEveryFlag) {
        "--otlp-span-threshold: '1' has no unit: write a duration with its unit (500ms, 10s, 1m)"},
       {{"ship", "--db", missing, "--clickhouse", "http://127.0.0.1:1/db", "--timeout", "10"},
        "ingero ship: bad --timeout '10' (use 30s, 5m)"},
+      // Its own rule (0s: off, else at least 1s) on top of every duration's, not instead.
+      {{"trace", "--inflight-after", "0", "--", "true"},
+       "--inflight-after: '0' has no unit: write a duration with its unit (5s, 1m)"},
+      {{"trace", "--inflight-after", "10", "--", "true"},
+       "--inflight-after: '10' has no unit: write a duration with its unit (5s, 1m)"},
+      {{"trace", "--inflight-after", "999999d", "--", "true"},
+       "--inflight-after: '999999d' is longer than a century"},
+      {{"trace", "--inflight-after", "500ms", "--", "true"},
+       "--inflight-after must be 0s (off) or at least 1s"},
   };
   for (const Case& c : cases) {
     auto r = test::run_ingero(c.args);
     EXPECT_EQ(r.rc, 2) << c.args[0] << ": " << r.err;
     EXPECT_NE(r.err.find(c.said), std::string::npos) << r.err;
     EXPECT_EQ(r.out, "");
+  }
+}
+
+// A node name is stamped on every event and shipped to the fleet: 1 to 255 bytes (a UTF-8
+// character may be several), no control characters; anything else is refused before tracing.
+TEST(WindowSpec, ANodeNameIsOneTo255BytesWithoutControlCharacters) {
+  const std::string said =
+      "--node: a node name is 1 to 255 bytes (UTF-8), none of them control characters";
+  for (const std::string& bad : {std::string(""), std::string(256, 'n'), std::string("a\tb"),
+                                 std::string("gpu-7\n"), std::string("x\x7f")}) {
+    auto r = test::run_ingero({"trace", "--node", bad, "--", "true"});
+    EXPECT_EQ(r.rc, 2) << bad.size();
+    EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  // 255 bytes pass: 127 two-byte characters and one more byte, checked as the agent's config
+  // file sets them (the same validator, without tracing); 256 do not.
+  std::string longest;
+  for (int i = 0; i < 127; ++i) longest += "\xc3\xa9";  // é
+  longest += "n";
+  ASSERT_EQ(longest.size(), 255u);
+  for (const std::string& name : {longest, longest + "n"}) {
+    std::string conf = test::temp_path("node.toml");
+    std::ofstream(conf) << "[trace]\nnode = \"" << name << "\"\n";
+    auto r = test::run_ingero({"check", "--config", conf});
+    EXPECT_EQ(r.rc, name.size() == 255 ? 0 : 1) << r.out << r.err;
+    EXPECT_EQ((r.out + r.err).find("a node name is") != std::string::npos, name.size() == 256)
+        << r.out << r.err;
   }
 }
 

@@ -1,0 +1,119 @@
+// How `dashboard` and `mcp --http` start: a busy port or an unusable certificate is a usage
+// error (exit 2) said at once, never a server that never serves; and the dashboard waits for a
+// trace file that does not exist yet (`ingero trace` may be about to create it), then shows it.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_paths.h"
+#include "tests/support/damaged_trace.h"
+#include "tests/support/http_client.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
+
+namespace ingero::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A socket listening on 127.0.0.1, held for the test: its port is busy.
+struct BusyPort {
+  int fd = -1, port = 0;
+  BusyPort() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 && listen(fd, 1) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+  }
+  ~BusyPort() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+TEST(ServeStart, ABusyPortOrAMissingCertificateExits2AtOnce) {
+  std::string db = write_free_calls(temp_path("start.db"), 10);
+  BusyPort busy;
+  ASSERT_NE(busy.port, 0);
+  const std::string addr = "127.0.0.1:" + std::to_string(busy.port);
+  const std::string missing = temp_path("no-such-cert.pem");
+  for (std::string cmd : {"dashboard", "mcp"}) {
+    struct Case {
+      std::vector<std::string> extra;
+      std::string said;
+    };
+    const std::vector<Case> cases = {
+        {{"--http", addr}, "Address already in use"},
+        {{"--http", "127.0.0.1:0", "--tls-cert", missing, "--tls-key", missing}, missing},
+    };
+    for (const Case& c : cases) {
+      std::vector<std::string> argv = {INGERO_BIN, cmd, "--db", db};
+      argv.insert(argv.end(), c.extra.begin(), c.extra.end());
+      std::string out, err;
+      // A server that started anyway would run until the timeout: rc -1.
+      EXPECT_EQ(run_command(argv, &out, &err, {}, 10s), 2) << cmd << ": " << err;
+      EXPECT_EQ(err.rfind("ingero " + cmd + ": ", 0), 0u) << err;
+      EXPECT_NE(err.find(c.said), std::string::npos) << cmd << ": " << err;
+      EXPECT_EQ(err.find("serving"), std::string::npos) << err;
+    }
+  }
+}
+
+// A fleet whose ClickHouse answers nobody: refused at start (exit 1), over stdio and HTTP
+// alike, rather than a server whose every tool fails.
+TEST(ServeStart, AnMcpServerOfAFleetThatCannotBeReachedExits1) {
+  BusyPort closed;  // listening, never answering: then closed, refusing
+  int port = closed.port;
+  close(closed.fd);
+  closed.fd = -1;
+  const std::string url = "clickhouse://127.0.0.1:" + std::to_string(port) + "/ingero";
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--http", "127.0.0.1:0"}}) {
+    std::vector<std::string> argv = {INGERO_BIN, "mcp", "--source", url};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::string out, err;
+    EXPECT_EQ(run_command(argv, &out, &err, {}, 30s), 1) << err;
+    EXPECT_EQ(err.rfind("ingero mcp: ", 0), 0u) << err;
+    EXPECT_NE(err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << err;
+    EXPECT_EQ(err.find("serving"), std::string::npos) << err;
+    EXPECT_EQ(out, "");
+  }
+}
+
+TEST(ServeStart, TheDashboardWaitsForAMissingTraceAndShowsItOnceWritten) {
+  std::string db = temp_path("later.db");
+  auto p = Subprocess::spawn(
+      {INGERO_BIN, "dashboard", "--db", db, "--http", "127.0.0.1:0", "--refresh", "0.5"});
+  ASSERT_TRUE(p.wait_stderr_line("is not a trace yet", 10s)) << p.err();
+  std::string line;
+  ASSERT_TRUE(p.wait_stderr_line("serving", 10s, &line)) << p.err();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(line, m, std::regex(R"(127\.0\.0\.1:(\d+)/)"))) << line;
+  int port = std::stoi(m[1]);
+  EXPECT_EQ(http_get("127.0.0.1", port, "/api/report").status, 503);
+  write_free_calls(db, 200);
+  HttpResponse r;
+  for (int i = 0; i < 100 && r.status != 200; ++i) {
+    std::this_thread::sleep_for(100ms);
+    r = http_get("127.0.0.1", port, "/api/report");
+  }
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  EXPECT_TRUE(nlohmann::json::parse(r.body).is_object());
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(10s), 0) << p.err();
+}
+
+}  // namespace
+}  // namespace ingero::test
