@@ -91,16 +91,31 @@ TEST(FleetMcp, SdkClientAnswersOverTwoNodes) {
   ship(ch, f2);
   const std::string source = ch.source(0, "ingero");
 
-  auto r = run_mcp_sdk(
-      {"call", "--ingero", INGERO_BIN, "--source", source, "--tools",
-       "get_trace_stats,get_causal_chains,get_inflight,run_sql", "--args",
-       R"({"get_causal_chains":{"limit":50},"run_sql":{"sql":")" + kNodeSql + R"("}})"});
+  auto r =
+      run_mcp_sdk({"call", "--ingero", INGERO_BIN, "--source", source, "--tools",
+                   "get_trace_stats,get_causal_chains,get_inflight,run_sql,get_check,get_stacks,"
+                   "get_rdma_counters",
+                   "--args",
+                   R"({"get_causal_chains":{"limit":50},"run_sql":{"sql":")" + kNodeSql +
+                       R"("},"get_stacks":{"op":"cudaLaunchKernel"}})"});
   ASSERT_FALSE(r.contains("fatal")) << r["fatal"];
   EXPECT_EQ(r["tools"].size(), 15u) << r["tools"];
   for (const char* t : {"get_trace_stats", "get_causal_chains", "get_inflight", "run_sql"}) {
     const Json& x = r["results"][t];
     ASSERT_FALSE(x.contains("exception")) << t << ": " << x["exception"];
     ASSERT_EQ(x["isError"], false) << t << ": " << x["text"];
+  }
+  // The tools that read a file itself say they are not served over a fleet.
+  for (const char* t : {"get_check", "get_stacks", "get_rdma_counters"}) {
+    const Json& x = r["results"][t];
+    ASSERT_FALSE(x.contains("exception")) << t << ": " << x["exception"];
+    EXPECT_EQ(x["isError"], true) << t << ": " << x["text"];
+    EXPECT_EQ(x["text"].get<std::string>().rfind(
+                  "this tool reads a trace file itself (its sessions, its stacks table) and is "
+                  "not served over a fleet database",
+                  0),
+              0u)
+        << t << ": " << x["text"];
   }
 
   // get_trace_stats: both nodes' calls.

@@ -157,6 +157,25 @@ TEST(McpSessionStore, AFullStoreEvictsFromTheGreediestClient) {
   EXPECT_EQ(s.count("a"), 1u);
 }
 
+// The limits docs/mcp.md gives (64 sessions a client, 1,024 in all, an hour idle), and the
+// idle expiry itself: a session unused for longer is gone at the next creation.
+TEST(McpSessionStore, IdleSessionsExpireAndTheDefaultsAreTheDocumentedOnes) {
+  SessionLimits def;
+  EXPECT_EQ(def.max_per_client, 64u);
+  EXPECT_EQ(def.max_sessions, 1024u);
+  EXPECT_EQ(def.idle_expiry, std::chrono::seconds(3600));
+  SessionLimits lim;
+  lim.idle_expiry = std::chrono::seconds(1);
+  SessionStore s(lim);
+  auto idle = s.create("a");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  auto fresh = s.create("b");
+  EXPECT_FALSE(s.find(idle->id, "a"));
+  EXPECT_TRUE(s.find(fresh->id, "b"));
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(s.evicted(), 0u) << "expiry is not eviction";
+}
+
 // ---- run_sql: size and memory -------------------------------------------------------------
 
 // `ingero mcp --http` as its own process, so its peak RSS is its own.

@@ -1,6 +1,6 @@
 // The MCP protocol core against raw JSON-RPC: lifecycle and version negotiation, the spec's
 // error codes for malformed input, every tool on a published trace file cross-checked with
-// SQL, prompts, resources, logging, cancellation and hostile run_sql (file bytes unchanged).
+// SQL, prompts, resources and logging (run_sql: mcp_run_sql_test.cc).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -16,61 +16,13 @@
 #include "tests/support/builtin_tool_host.h"
 #include "tests/support/mcp_calls.h"
 #include "tests/support/trace_db.h"
+#include "tests/unit/mcp_fixture.h"
 
 namespace ingero::serve::mcp {
 namespace {
 
-// The host `ingero mcp` supplies: the real audit and demo scenarios.
-ToolHost test_host() { return test::builtin_tool_host(); }
-
 using test::query_int;
 using test::query_rows;
-
-std::string fixture_copy(const std::string& name) {
-  std::string dst = test::temp_path(name);
-  std::filesystem::copy_file(std::string(INGERO_FIXTURES_DIR) + "/ingero-go/" + name, dst,
-                             std::filesystem::copy_options::overwrite_existing);
-  return dst;
-}
-
-class Mcp : public ::testing::Test {
- protected:
-  void open(const std::string& fixture, const std::string& version = kLatestVersion) {
-    open_path(fixture_copy(fixture), version);
-  }
-  void open_path(const std::string& path, const std::string& version = kLatestVersion) {
-    db_ = path;
-    ctx_ = std::make_unique<ToolContext>(db_, test_host());
-    ASSERT_TRUE(ctx_->validate());
-    server_ = std::make_unique<Server>(*ctx_);
-    auto r = rpc("initialize", {{"protocolVersion", version},
-                                {"capabilities", Json::object()},
-                                {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}});
-    ASSERT_EQ(r["result"]["protocolVersion"], version);
-    EXPECT_FALSE(raw(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"));
-  }
-  std::optional<Json> raw(std::string_view text) {
-    return server_->handle(text, session_, [this](const Json& n) { notes_.push_back(n); });
-  }
-  Json rpc(const std::string& method, Json params = Json::object()) {
-    Json msg = {
-        {"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", std::move(params)}};
-    auto r = raw(msg.dump());
-    EXPECT_TRUE(r.has_value());
-    return r ? *r : Json();
-  }
-  Json tool(const std::string& name, Json args = Json::object()) {
-    Json r = rpc("tools/call", {{"name", name}, {"arguments", std::move(args)}});
-    EXPECT_TRUE(r.contains("result")) << r.dump();
-    return r["result"];
-  }
-  std::string db_;
-  std::unique_ptr<ToolContext> ctx_;
-  std::unique_ptr<Server> server_;
-  Session session_;
-  std::vector<Json> notes_;
-  int id_ = 0;
-};
 
 int error_code(const std::optional<Json>& r) {
   return r && r->contains("error") ? (*r)["error"]["code"].get<int>() : 0;
@@ -500,72 +452,6 @@ TEST_F(Mcp, PromptsResourcesAndLogging) {
   EXPECT_EQ(notes_[0]["method"], "notifications/message");
   EXPECT_EQ(notes_[0]["params"]["level"], "debug");
   EXPECT_EQ(notes_[0]["params"]["logger"], "ingero.get_trace_stats");
-}
-
-TEST_F(Mcp, CancelledRunSqlStopsEarly) {
-  open("pytorch-dataloader-starvation.db");
-  Json call = test::tools_call("slow", "run_sql", {{"sql", test::kEndlessSql}});
-  auto t0 = std::chrono::steady_clock::now();
-  auto fut = std::async(std::launch::async,
-                        [&] { return server_->handle(call.dump(), session_, nullptr); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(raw(
-      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"user"}})"));
-  auto r = fut.get();
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(secs, 2.0);  // the time limit would be 5 s
-  EXPECT_EQ((*r)["result"]["isError"], true);
-  EXPECT_NE((*r)["result"]["content"][0]["text"].get<std::string>().find("cancelled"),
-            std::string::npos);
-}
-
-TEST_F(Mcp, HostileRunSqlFailsCleanlyAndTheFileIsUnchanged) {
-  open("pytorch-dataloader-starvation.db");
-  std::string before = test::sha256_file(db_);
-  std::string victim = test::temp_path("victim.db");
-  struct Case {
-    std::string sql, expect;
-  };
-  std::vector<Case> cases = {
-      {"WITH x AS (SELECT 1) DELETE FROM events", "not authorized"},
-      {"WITH x AS (DELETE FROM events RETURNING *) SELECT * FROM x", "SQL rejected"},
-      {"ATTACH DATABASE '" + victim + "' AS v", "not authorized"},
-      {"SELECT * FROM pragma_writable_schema", "not authorized"},
-      {"PRAGMA writable_schema = ON", "not authorized"},
-      {"PRAGMA query_only = OFF", "not authorized"},
-      {"SELECT load_extension('/tmp/x.so')", "SQL rejected"},
-      {test::kEndlessSql, "time limit"},
-      {"SELECT zeroblob(1000000000)", "SQL"},
-      {"SELECT 1; DELETE FROM events", "only one statement"},
-      {"SELECT 1; SELECT 2", "only one statement"},
-      {"/* harmless? */ DELETE FROM events", "not authorized"},
-      {"SELECT 1 -- ; \n; DROP TABLE events", "only one statement"},
-      {"UPDATE events SET pid = 0", "not authorized"},
-      {"CREATE TABLE t(x)", "not authorized"},
-      {"VACUUM INTO '" + victim + "'", "would modify the database"},
-      {"INSERT INTO events(id) VALUES (1)", "not authorized"},
-      // SQLite reads up to the first NUL: the rest was dropped without a word (hostile test).
-      {std::string("SELECT 1\0; DROP TABLE events", 29), "holds a NUL character (byte 8)"},
-  };
-  for (const auto& c : cases) {
-    auto r = tool("run_sql", {{"sql", c.sql}});
-    EXPECT_EQ(r["isError"], true) << c.sql;
-    EXPECT_NE(r["content"][0]["text"].get<std::string>().find(c.expect), std::string::npos)
-        << c.sql << " -> " << r["content"][0]["text"];
-    EXPECT_FALSE(r.contains("structuredContent")) << c.sql;
-  }
-  // A comment in a query is inert: this one runs and changes nothing.
-  auto ok =
-      tool("run_sql", {{"sql", "SELECT count(*) AS n FROM events /* ; DROP TABLE events */"}});
-  EXPECT_EQ(ok["isError"], false);
-  EXPECT_EQ(ok["structuredContent"]["rows"][0][0].get<int64_t>(),
-            query_int(db_, "SELECT count(*) FROM events"));
-  EXPECT_FALSE(std::filesystem::exists(victim));
-  EXPECT_EQ(test::sha256_file(db_), before);
-  // Row and size limits truncate instead of failing.
-  auto many = tool("run_sql", {{"sql", "SELECT * FROM events"}, {"limit", 5}});
-  EXPECT_EQ(many["structuredContent"]["row_count"], 5);
-  EXPECT_EQ(many["structuredContent"]["truncated"], true);
 }
 
 TEST_F(Mcp, HostileProcessNamesStayQuotedData) {
