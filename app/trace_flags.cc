@@ -82,6 +82,13 @@ void add_target(CLI::App& cmd, TraceOptions& o, Args& a) {
   cmd.add_option("--db,--out,-o", o.db_path, "Trace file to write (default ~/.ingero/ingero.db)")
       ->check(CLI::Validator(
           [](std::string& v) { return v.empty() ? "an empty path names no file" : ""; }, "PATH"));
+  cmd.add_option("--older-schema", o.older_schema,
+                 "A trace file written by an earlier ingero that kept calls as rows (schema 1 to "
+                 "9): refuse it (exit 1, saying how to convert it), or move-aside: rename it "
+                 "beside itself (FILE.schemaN-TIME, every command reads it) and trace into a new "
+                 "FILE, as the agent's unit and DaemonSet do after an upgrade")
+      ->check(CLI::IsMember({"refuse", "move-aside"}))
+      ->capture_default_str();
   cmd.add_option("--node", o.node, "Node name stamped on every event (default: hostname)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {

@@ -1,6 +1,7 @@
 // Trace::open_file (app/trace_session.h): the trace file, its folder and its lock, the
 // sessions a killed tracer left, and how the writer lays out and writes its blocks.
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 
@@ -8,10 +9,55 @@
 #include "app/trace_repair.h"
 #include "app/trace_session.h"
 #include "store/file_access.h"
+#include "store/schema.h"
+#include "store/sqlite_db.h"
 #include "store/trace_writer.h"
 #include "store/wal_limit.h"
 
 namespace ingero::app::trace_detail {
+
+namespace {
+
+// A trace of a schema before blocks (1 to 9: an earlier ingero's, which kept calls as rows)
+// renamed beside itself, whole, for a new file to take its path: its write-ahead log and any
+// interrupted write folded in first, so the file alone holds it. The new name, or an Error;
+// "" when `path` is not such a file (the writer then says what it is).
+Result<std::string> move_older_aside(const std::string& path) {
+  int schema = 0;
+  {
+    auto db = store::Db::open(path, store::Db::Mode::kReadOnly);
+    if (!db) return std::string();
+    auto info = store::inspect(**db);
+    if (!info || info->format != store::TraceFormat::kIngero || info->schema_version < 1 ||
+        info->schema_version >= store::kFirstCallStoreSchema)
+      return std::string();
+    schema = info->schema_version;
+  }
+  if (auto st = store::roll_back_interrupted_write(path); !st) return st.error();
+  {
+    auto rw = store::Db::open(path, store::Db::Mode::kReadWrite);
+    if (!rw) return rw.error();
+    if (auto st = (*rw)->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !st) return st.error();
+  }
+  // The last connection's close removes the log and its index; one left means another program
+  // still has the file open, and a new file under this name would share them with it.
+  std::error_code ec;
+  for (const char* side : {"-wal", "-shm", "-journal"})
+    if (std::filesystem::exists(path + side, ec))
+      return ingero::make_error(path + " is open in another program (its " + side +
+                                " is still there): close it, or move the file aside by hand");
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  std::string aside = path + ".schema" + std::to_string(schema) + "-" + stamp;
+  if (std::filesystem::exists(aside, ec))
+    return ingero::make_error(aside + " exists: move " + path + " aside by hand");
+  std::filesystem::rename(path, aside, ec);
+  if (ec) return ingero::make_error("renaming " + path + " to " + aside + ": " + ec.message());
+  return aside;
+}
+
+}  // namespace
 
 int Trace::open_file() {
   // A folder it creates (~/.ingero) is private (0700), as is the file (0600): a trace holds
@@ -29,6 +75,21 @@ int Trace::open_file() {
     return l.ok();
   };
   if (std::filesystem::exists(db_) && !lock()) return kExitFailure;
+  if (lock_.held() && opts_.older_schema == "move-aside") {
+    auto aside = move_older_aside(db_);
+    if (!aside) {
+      std::cerr << "ingero trace: " << aside.error().message << "\n";
+      return kExitFailure;
+    }
+    if (!aside->empty()) {
+      std::cerr << "ingero trace: " << db_
+                << " was written by an earlier ingero (calls as rows); moved aside to " << *aside
+                << " (every command reads it; `ingero compact` converts it) and tracing into a "
+                   "new "
+                << db_ << "\n";
+      lock_ = store::TraceLock();  // the moved file's: the new one is locked once made
+    }
+  }
   auto writer = store::TraceWriter::open(db_, registry_.views());
   if (!writer) {
     std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";

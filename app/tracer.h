@@ -18,6 +18,9 @@ struct TraceOptions {
   std::vector<uint32_t> pids;
   double duration_s = 0;  // 0: until SIGINT/SIGTERM or the command exits
   std::string db_path;
+  // A trace file of a schema before blocks (an earlier ingero's): refused ("refuse"), or moved
+  // aside beside itself and a new file begun ("move-aside": the agent's unit and DaemonSet).
+  std::string older_schema = "refuse";
   std::string node;
   std::string backends;              // comma list; "" = all
   std::vector<std::string> command;  // run this and trace it (and its children)

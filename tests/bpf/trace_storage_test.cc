@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -132,6 +133,64 @@ TEST(TraceCuda, AnEmptyFileGivenOnAFullDiskIsLeftEmpty) {
   EXPECT_EQ(std::filesystem::file_size(db), 0u);
   for (const char* beside : {"-wal", "-shm", "-journal", "-reserve"})
     EXPECT_FALSE(std::filesystem::exists(db + beside)) << beside;
+}
+
+// A trace an earlier ingero wrote (schema 9: calls as rows). By default `trace` refuses it,
+// saying how to convert it, and leaves it as it was. With --older-schema move-aside (the unit's
+// and the DaemonSet's) it is renamed beside itself, byte for byte, the move is said, and a new
+// file takes its name; one still open elsewhere (its -wal there) is not moved.
+TEST(TraceCuda, AnEarlierIngerosTraceIsRefusedOrMovedAsideWhole) {
+  REQUIRE_BPF();
+  std::string dir = temp_path("older-schema");
+  std::filesystem::create_directories(dir);
+  std::string db = dir + "/ingero.db";
+  ASSERT_EQ(
+      std::system(
+          ("xz -dc '" INGERO_FIXTURES_DIR "/legacy/v8-archived.db.xz' > '" + db + "'").c_str()),
+      0);
+  const std::string sum = sha256_file(db);
+  auto refused = trace_command(db, {"/bin/true"});
+  EXPECT_EQ(refused.rc, 1);
+  EXPECT_NE(
+      refused.err.find("ingero trace: cannot open trace file: " + db + ": a trace of schema 9"),
+      std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("`ingero compact " + db + "`"), std::string::npos) << refused.err;
+  EXPECT_EQ(sha256_file(db), sum);
+
+  // Something SQLite's close left beside it (a -wal: another program has the file open)
+  // holds it where it is.
+  { std::ofstream(db + "-wal") << ""; }
+  auto busy = trace_command(db, {"/bin/true"}, {"--older-schema", "move-aside"});
+  EXPECT_EQ(busy.rc, 1);
+  EXPECT_EQ(busy.err, "ingero trace: " + db +
+                          " is open in another program (its -wal is still there): close it, or "
+                          "move the file aside by hand\n");
+  std::filesystem::remove(db + "-wal");
+  EXPECT_EQ(sha256_file(db), sum);
+
+  auto moved = trace_command(db, {"/bin/true"}, {"--older-schema", "move-aside"});
+  ASSERT_EQ(moved.rc, 0) << moved.err;
+  std::vector<std::string> asides;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().rfind("ingero.db.schema9-", 0) == 0)
+      asides.push_back(e.path().string());
+  ASSERT_EQ(asides.size(), 1u);
+  EXPECT_TRUE(std::regex_match(asides[0], std::regex(".*/ingero\\.db\\.schema9-\\d{8}T\\d{6}Z")))
+      << asides[0];
+  EXPECT_EQ(sha256_file(asides[0]), sum);
+  EXPECT_NE(moved.err.find("ingero trace: " + db +
+                           " was written by an earlier ingero (calls as rows); moved aside to " +
+                           asides[0] +
+                           " (every command reads it; `ingero compact` converts it) and tracing "
+                           "into a new " +
+                           db + "\n"),
+            std::string::npos)
+      << moved.err;
+  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 11);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions"), 1);
+  // The file moved aside still reads as it was.
+  EXPECT_GT(query_int(asides[0], "SELECT count(*) FROM calls"), 0);
 }
 
 // --max-db-size (issue 37.5): two million calls kept under 1 MiB, write-ahead log included,

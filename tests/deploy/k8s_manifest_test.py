@@ -91,6 +91,10 @@ def semantic_errors(docs):
     node_var = (arg("--node") or "").removeprefix("$(").removesuffix(")")
     if env.get(node_var, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         errs.append("--node is not the downward API's spec.nodeName")
+    # After an upgrade a node's file may be an earlier ingero's: moved aside, not refused at
+    # every restart of the pod (docs/deploy.md, Upgrades).
+    if arg("--older-schema") != "move-aside":
+        errs.append("--older-schema is not move-aside")
     config = arg("--config") or ""
     m, v = by_path.get(config.rsplit("/", 1)[0], ({}, {}))
     key = config.rsplit("/", 1)[-1]

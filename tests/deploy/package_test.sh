@@ -111,6 +111,12 @@ if [[ -n $WORKLOAD ]]; then
   echo "capabilities: $bounding"
   state="$work/state"
   mkdir -p "$state"
+  # An upgrade: the state directory holds a trace an earlier ingero wrote (schema 9, calls as
+  # rows). The unit's own command line (its ExecStart) must move it aside, not refuse it.
+  xz -dc "$SRC/tests/fixtures/legacy/v8-archived.db.xz" >"$state/ingero.db"
+  older_sum=$(sha256sum <"$state/ingero.db")
+  execstart=$(sed -n 's|^ExecStart=/usr/bin/ingero ||p' /lib/systemd/system/ingero.service)
+  [[ $execstart == "trace --config /etc/ingero/ingero.toml "* ]] || fail "ExecStart: $execstart"
   # A private mount namespace: every mount read-only, then the state directory writable.
   cat >"$work/sandbox.sh" <<EOF
 set -e
@@ -123,7 +129,7 @@ mount --bind "$state" "$state"
 mount -o remount,bind,rw "$state"
 touch /usr/ingero-ro-probe 2>/dev/null && { echo "root file system is writable"; exit 9; }
 exec setpriv --bounding-set $bounding --inh-caps $bounding --ambient-caps $bounding -- \\
-  /usr/bin/ingero trace --config /etc/ingero/ingero.toml --db "$state/ingero.db" \\
+  /usr/bin/ingero $execstart --db "$state/ingero.db" \\
   --prometheus "" --duration 60s -q -- $WORKLOAD
 EOF
   rm -f /usr/ingero-ro-probe
@@ -135,6 +141,12 @@ EOF
     "SELECT count(*) AS n FROM calls WHERE op = 'cudaMalloc'" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["n"])')
   echo "cudaMalloc calls traced under the sandbox: $calls"
+  aside=$(ls "$state"/ingero.db.schema9-* 2>/dev/null)
+  [[ -n $aside && $(sha256sum <"$aside") == "$older_sum" ]] || {
+    cat "$work/trace.log"
+    fail "the earlier ingero's trace was not moved aside whole: ${aside:-none}"
+  }
+  grep -q "moved aside to $aside" "$work/trace.log" || fail "the move was not said: $(cat "$work/trace.log")"
   [[ $calls == "${INGERO_PKG_EXPECT_CALLS:-}" ]] || {
     cat "$work/trace.log"
     fail "expected ${INGERO_PKG_EXPECT_CALLS:-?} cudaMalloc calls, got $calls"
