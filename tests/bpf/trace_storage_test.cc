@@ -135,6 +135,35 @@ TEST(TraceCuda, AnEmptyFileGivenOnAFullDiskIsLeftEmpty) {
     EXPECT_FALSE(std::filesystem::exists(db + beside)) << beside;
 }
 
+// A trace whose folder the tracer cannot write in (SQLite keeps its -wal and -shm there), the
+// file itself writable: named as that, before any change, not as SQLite's "unable to open
+// database file". Root writes in any folder; an immutable one (chattr +i) it cannot.
+TEST(TraceCuda, AFolderTheTracerCannotWriteInIsNamed) {
+  REQUIRE_BPF();
+  TinyDisk disk("no-write-in", "4m");
+  ASSERT_TRUE(disk.mounted()) << disk.why();
+  std::string dir = disk.dir() + "/locked";
+  std::filesystem::create_directories(dir);
+  std::string db = dir + "/t.db";
+  ASSERT_EQ(trace_command(db, {"/bin/true"}).rc, 0);
+  const std::string sum = sha256_file(db);
+  std::string why;
+  if (run_command({"chattr", "+i", dir}, nullptr, &why) != 0) {
+    if (running_in_ci()) FAIL() << "chattr +i on tmpfs: " << why;
+    GTEST_SKIP() << "chattr +i on tmpfs: " << why;
+  }
+  struct Unlock {
+    std::string d;
+    ~Unlock() { run_command({"chattr", "-i", d}); }
+  } unlock{dir};
+  auto run = trace_command(db, {"/bin/true"});
+  EXPECT_EQ(run.rc, 1);
+  EXPECT_EQ(run.err, "ingero trace: cannot open trace file: cannot write in " + dir +
+                         " (SQLite keeps t.db-wal and -shm beside the trace): Operation not "
+                         "permitted\n");
+  EXPECT_EQ(sha256_file(db), sum);
+}
+
 // A trace an earlier ingero wrote (schema 9: calls as rows). By default `trace` refuses it,
 // saying how to convert it, and leaves it as it was. With --older-schema move-aside (the unit's
 // and the DaemonSet's) it is renamed beside itself, byte for byte, the move is said, and a new

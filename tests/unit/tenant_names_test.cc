@@ -58,6 +58,29 @@ TEST(TenantNames, PodNamesFromEnvironServiceAccountAndContainerdState) {
   EXPECT_EQ(r.find(id)->names.pod_namespace, "team-a");
 }
 
+// --no-tenant-names (sources.names = false) reads no process's environment, service account or
+// runtime state at all: only the cgroup file that places the process. The path and its layout
+// (ids) are kept; no name is. A security property (docs/security.md).
+TEST(TenantNames, WithoutNamesNoEnvironmentOrStateIsRead) {
+  FakeHost h;
+  uint64_t id = h.cgroup(kScope);
+  h.process(100, kScope, "PATH=/bin\0HOSTNAME=trainer-7f9c-x2k4\0API_KEY=secret\0"s);
+  h.service_account(100, "team-a");
+  h.containerd_state(kId, R"("io.kubernetes.cri.container-name":"trainer")");
+  kernelside::TenantSources src = h.sources();
+  src.names = false;
+  TenantResolver r(src);
+  CgroupTenant t = r.resolve(id, 100);
+  EXPECT_EQ(t.path, kScope);
+  EXPECT_EQ(t.layout.pod_uid, kUid);
+  EXPECT_EQ(t.layout.container_id, kId);
+  EXPECT_FALSE(t.names.any());
+  EXPECT_EQ(r.cost().files, (std::map<std::string, uint64_t>{{"cgroup", 1}}));
+  EXPECT_EQ(r.cost().reads, 1u);
+  EXPECT_EQ(r.resolve_path(id + 1, kScope).names.any(), false);
+  EXPECT_EQ(r.cost().files, (std::map<std::string, uint64_t>{{"cgroup", 1}}));
+}
+
 TEST(TenantNames, RuntimeStateNamesComeFirstAndSpareTheProcessReads) {
   FakeHost h;
   uint64_t id = h.cgroup(kScope);
