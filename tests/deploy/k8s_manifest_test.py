@@ -71,6 +71,18 @@ def semantic_errors(docs):
         errs.append(f"capabilities add {sorted(add)}, want exactly {sorted(CAPS)}")
     if sc.get("capabilities", {}).get("drop") != ["ALL"]:
         errs.append("capabilities do not drop ALL")
+    # The rest of the sandbox docs/deploy.md and security.md promise.
+    if sc.get("allowPrivilegeEscalation") is not False:
+        errs.append("allowPrivilegeEscalation is not false")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        errs.append("readOnlyRootFilesystem is not true")
+    if pod.get("automountServiceAccountToken") is not False:
+        errs.append("automountServiceAccountToken is not false")
+    if pod.get("terminationGracePeriodSeconds") != 30:
+        errs.append("terminationGracePeriodSeconds is not 30 (SIGTERM flushes the last batch)")
+    limits = c.get("resources", {}).get("limits", {})
+    if limits.get("memory") != "1Gi":
+        errs.append(f"memory limit {limits.get('memory')}, want 1Gi")
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
     for name in mounts.keys() - volumes.keys():

@@ -74,6 +74,14 @@ installed=1
 cmp -s /etc/ingero/ingero.toml "$SRC/deploy/ingero.toml" || fail "/etc/ingero/ingero.toml differs from deploy/ingero.toml"
 
 echo "== systemd-analyze verify"
+# The sandbox docs/deploy.md and security.md promise, line by line: verify checks syntax only.
+unit=/lib/systemd/system/ingero.service
+for line in NoNewPrivileges=yes ProtectSystem=strict ProtectHome=read-only PrivateTmp=yes \
+  PrivateDevices=yes UMask=0027 StateDirectory=ingero StateDirectoryMode=0750 \
+  Restart=on-failure RestartSec=5s StartLimitBurst=5 TimeoutStopSec=30 KillSignal=SIGTERM \
+  MemoryDenyWriteExecute=yes LimitMEMLOCK=infinity; do
+  grep -qx "$line" "$unit" || fail "the unit lacks $line"
+done
 # Offline: no running systemd is needed; a unit with unknown keys or a bad ExecStart fails.
 out=$(systemd-analyze verify /lib/systemd/system/ingero.service 2>&1) || fail "systemd-analyze verify: $out"
 [[ -z $out ]] || fail "systemd-analyze verify warned: $out"
@@ -156,8 +164,13 @@ else
 fi
 
 echo "== dpkg --purge"
+# The service's trace file (its StateDirectory) goes with a purge, as deploy.md says.
+state_dir_was_there=0
+[[ -e /var/lib/ingero ]] && state_dir_was_there=1
+if ((!state_dir_was_there)); then mkdir -p /var/lib/ingero && : >/var/lib/ingero/ingero.db; fi
 dpkg_locked --purge ingero >/dev/null || fail "dpkg --purge"
 installed=0
+if ((!state_dir_was_there)); then [[ ! -e /var/lib/ingero ]] || fail "/var/lib/ingero is still there after purge"; fi
 for f in /usr/bin/ingero /lib/systemd/system/ingero.service /etc/ingero/ingero.toml /usr/share/doc/ingero; do
   [[ ! -e $f ]] || fail "$f is still there after purge"
 done

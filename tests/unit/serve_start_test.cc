@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,6 +90,40 @@ TEST(ServeStart, AnMcpServerOfAFleetThatCannotBeReachedExits1) {
     EXPECT_NE(err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << err;
     EXPECT_EQ(err.find("serving"), std::string::npos) << err;
     EXPECT_EQ(out, "");
+  }
+}
+
+// Bound beyond loopback, each server says so at start, louder without a token; on loopback it
+// says nothing of it.
+TEST(ServeStart, AServerReachableFromOtherHostsSaysSo) {
+  std::string db = write_free_calls(temp_path("exposed.db"), 10);
+  struct Case {
+    std::string cmd, env, addr, token, said;
+  };
+  const std::vector<Case> cases = {
+      {"dashboard", "INGERO_DASHBOARD_TOKEN", "0.0.0.0:0", "",
+       "ingero dashboard: WARNING: 0.0.0.0:0 is reachable from other hosts and there is no "
+       "bearer token: anyone who can reach this port can read the trace. Set "
+       "INGERO_DASHBOARD_TOKEN and use --tls-cert/--tls-key.\n"},
+      {"mcp", "INGERO_MCP_TOKEN", "0.0.0.0:0", "",
+       "ingero mcp: WARNING: 0.0.0.0:0 is reachable from other hosts and there is no bearer "
+       "token: anyone who can reach this port can read the trace. Set INGERO_MCP_TOKEN and use "
+       "--tls-cert/--tls-key.\n"},
+      {"dashboard", "INGERO_DASHBOARD_TOKEN", "0.0.0.0:0", "s3cret",
+       "ingero dashboard: WARNING: 0.0.0.0:0 is reachable from other hosts.\n"},
+      {"dashboard", "INGERO_DASHBOARD_TOKEN", "127.0.0.1:0", "", ""},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> env;
+    if (!c.token.empty()) env.push_back(c.env + "=" + c.token);
+    auto p = Subprocess::spawn({INGERO_BIN, c.cmd, "--db", db, "--http", c.addr}, env);
+    ASSERT_TRUE(p.wait_stderr_line("serving", 10s)) << c.cmd << ": " << p.err();
+    p.signal(SIGTERM);
+    EXPECT_EQ(p.wait(10s), 0) << p.err();
+    if (c.said.empty())
+      EXPECT_EQ(p.err().find("WARNING"), std::string::npos) << p.err();
+    else
+      EXPECT_NE(p.err().find(c.said), std::string::npos) << c.cmd << ": " << p.err();
   }
 }
 
