@@ -59,7 +59,7 @@ constexpr int64_t kOffset = 1'700'000'000'000'000'000LL;
 // A trace whose session never stopped, holding one call in flight (thread 8 of pid 7 inside
 // cudaStreamSynchronize(0xabc) from 10 s, last seen at 20 s, in I/O), written as the tracer
 // writes it: a first row, then its replacement, then an unchanged report that writes nothing.
-std::string write_stuck_file(const std::string& name) {
+std::string write_stuck_file(const std::string& name, const std::string& comm = "trainer") {
   std::string path = test::temp_path(name);
   {
     auto w = store::TraceWriter::open(path);
@@ -73,7 +73,7 @@ std::string write_stuck_file(const std::string& name) {
     Inflight r;
     r.call.pid = 7;
     r.call.tid = 8;
-    r.call.set_comm("trainer");
+    r.call.set_comm(comm);
     r.call.vendor = "nvidia";
     r.call.api = "cuda_runtime";
     r.call.op = "cudaStreamSynchronize";
@@ -291,6 +291,22 @@ TEST(InflightStore, ALiveSessionsNowIsItsOwnClockOnItsHost) {
   ASSERT_TRUE(latest && *latest);
   EXPECT_EQ((*latest)->mono_offset_ns, kOffset);
   EXPECT_EQ((*latest)->host, "");
+}
+
+// A traced process may name itself anything, escape sequences included: status prints them
+// as text, never to the terminal (docs/security.md); its JSON escapes them itself.
+TEST(InflightStore, StatusPrintsAHostileProcessNameAsText) {
+  std::string path = write_stuck_file("inflight-evil.db", "t\x1b]0;pwned\x07\x1b[2J");
+  auto st = test::run_ingero({"status", "--db", path});
+  ASSERT_EQ(st.rc, 0) << st.err;
+  EXPECT_EQ(st.out.find('\x1b'), std::string::npos) << st.out;
+  EXPECT_EQ(st.out.find('\x07'), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("t\\x1b]0;pwned\\x07\\x1b[2J (pid 7, thread 8) has been inside"),
+            std::string::npos)
+      << st.out;
+  auto js = test::run_ingero({"status", "--db", path, "--json"});
+  ASSERT_EQ(js.rc, 0) << js.err;
+  EXPECT_EQ(nlohmann::json::parse(js.out)["stuck"][0]["comm"], "t\x1b]0;pwned\x07\x1b[2J");
 }
 
 // While a tracer holds the file's writer lock, the wait counts to now, and status says so.
