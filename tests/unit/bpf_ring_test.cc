@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "probe/bpf_session.h"
+
 namespace ingero::hal {
 namespace {
 
@@ -132,6 +134,31 @@ TEST(BpfRing, TenThousandRecordsThroughARingOf256BytesArriveInOrder) {
   r.consume(got);
   EXPECT_EQ(got, sent);
   EXPECT_GT(wrapped, 1000u);  // the case this is about, often
+}
+
+// cli.md, --ringbuf-mb: by default the calls ring is 1 MiB per CPU, rounded up to a power of
+// two, between 8 and 64 MiB; the stack and host rings a quarter of it, between 2 and 16 MiB. A
+// size given scales the others the same way.
+TEST(BpfRing, TheRingsAreSizedByTheCpusOrTheSizeGiven) {
+  constexpr uint32_t kMiB = 1u << 20;
+  struct Case {
+    int cpus;
+    uint32_t mb, calls, rest;
+  };
+  for (const Case& c : std::vector<Case>{{1, 0, 8, 2},
+                                         {2, 0, 8, 2},
+                                         {12, 0, 16, 4},
+                                         {32, 0, 32, 8},
+                                         {96, 0, 64, 16},
+                                         {512, 0, 64, 16},
+                                         {2, 1, 1, 2},
+                                         {2, 256, 256, 16},
+                                         {2, 1024, 1024, 16}}) {
+    RingSizes r = ring_sizes(c.cpus, c.mb);
+    EXPECT_EQ(r.calls, c.calls * kMiB) << c.cpus << " CPUs, " << c.mb << " MiB";
+    EXPECT_EQ(r.aux, c.rest * kMiB) << c.cpus << " CPUs, " << c.mb << " MiB";
+    EXPECT_EQ(r.host, c.rest * kMiB) << c.cpus << " CPUs, " << c.mb << " MiB";
+  }
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <functional>
 
 #include "fleet/block_rows.h"
+#include "fleet/row_batch.h"
 #include "fleet/row_binary.h"
+#include "fleet/shipper.h"
 #include "fleet/spool.h"
 #include "store/trace_writer.h"
 #include "tests/support/live_commit.h"
@@ -195,6 +197,40 @@ TEST(FleetBlockRows, GiveTheRowsSqlGivesByteForByteInBatchesWithinADay) {
   EXPECT_TRUE(b.more);
   EXPECT_GE(b.body.size(), 1000u);
   EXPECT_EQ(b.body, sql.substr(0, b.body.size()));
+}
+
+// fleet.md: batches of at most 100,000 rows and 32 MiB of RowBinary, within one UTC day (an
+// INSERT into one partition is atomic); failed passes retried after 0.5 s, doubling to 10 s.
+TEST(FleetBatches, ABatchEndsAtItsRowsItsBytesOrTheNextUtcDay) {
+  ShipperOptions o;
+  EXPECT_EQ(o.batch_rows, 100000u);
+  EXPECT_EQ(o.batch_bytes, size_t(32) << 20);
+  EXPECT_EQ(o.backoff_min_ms, 500);
+  EXPECT_EQ(o.backoff_max_ms, 10000);
+  const BatchLimits l{3, 100};
+  const int64_t day = int64_t(kNsPerDay), t = 20000 * day + 5;
+  RowBatch b;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(b.admit(l, true, t + i)) << i;
+    b.body += "xx";
+    b.added(10 + i, true, t + i);
+  }
+  EXPECT_FALSE(b.admit(l, true, t + 3));  // its rows
+  EXPECT_TRUE(b.more);
+  EXPECT_EQ(b.first_id, 10);
+  EXPECT_EQ(b.last_id, 12);
+  EXPECT_EQ(b.min_time, t);
+  EXPECT_EQ(b.max_time, t + 2);
+  b.clear();
+  ASSERT_TRUE(b.admit(l, true, t));
+  b.body.assign(100, 'x');
+  b.added(1, true, t);
+  EXPECT_FALSE(b.admit(l, true, t));  // its bytes
+  b.clear();
+  ASSERT_TRUE(b.admit(l, true, t));
+  b.added(1, true, t);
+  EXPECT_FALSE(b.admit(l, true, 20001 * day));  // the next UTC day
+  EXPECT_TRUE(b.admit(l, false, 20001 * day));  // a table without a day column: no such bound
 }
 
 TEST(FleetBlockRows, AColumnTheyCannotGiveLeavesEventsToSql) {
