@@ -86,7 +86,7 @@ void feed_workload(Metrics& m) {
   p.counters["port_rcv_data"] = 1500;
   EXPECT_TRUE(m.on_device_counters(0, "rdma", {backends::to_device_sample(p)}));
   EXPECT_TRUE(m.on_agent_stats(
-      test::agent_stats(12, 12.0, hal::SessionCounters{}, 0, {{"cuda", 40}, {"hip", 30}}, 65536)));
+      test::agent_stats(12, 12.5, hal::SessionCounters{}, 0, {{"cuda", 40}, {"hip", 30}}, 65536)));
   EXPECT_TRUE(m.on_chains(test::chains_of({{"HIGH", 1}}), 0));
 }
 
@@ -176,6 +176,7 @@ TEST(Metrics, ExactValuesForAKnownWorkload) {
   EXPECT_EQ(sample(t, R"(ingero_causal_chains_active{severity="HIGH"})"), 1);
   EXPECT_EQ(sample(t, R"(ingero_causal_chains_active{severity="LOW"})"), 0);
   EXPECT_EQ(sample(t, "ingero_events_total"), 12);
+  EXPECT_EQ(sample(t, "ingero_events_per_second"), 12.5);
   EXPECT_EQ(sample(t, "ingero_ringbuf_drops_total"), 0);
   EXPECT_EQ(sample(t, R"(ingero_attached_probes{backend="hip"})"), 30);
   EXPECT_EQ(sample(t, "ingero_db_bytes"), 65536);

@@ -18,7 +18,7 @@ using namespace fixture;
 
 TEST(OtlpExport, AReceiverAnswering503ThenOkLosesNothing) {
   test::OtlpReceiverOptions ro;
-  ro.statuses = {503, 503, 429, 503};
+  ro.statuses = {503, 502, 429, 504};  // every status metrics.md says is retried
   test::OtlpReceiver rx(ro);
   Metrics m(false);
   feed(m);
@@ -46,7 +46,7 @@ TEST(OtlpExport, AReceiverAnswering503ThenOkLosesNothing) {
   EXPECT_EQ(s.delivery.attempts, rx.requests());
   EXPECT_EQ(s.delivery.attempts, s.delivery.failures + s.delivery.of(Signal::kMetrics).requests +
                                      s.delivery.of(Signal::kLogs).requests);
-  EXPECT_NE(s.delivery.last_error.find("HTTP 503"), std::string::npos) << s.delivery.last_error;
+  EXPECT_NE(s.delivery.last_error.find("HTTP 504"), std::string::npos) << s.delivery.last_error;
 }
 
 TEST(OtlpExport, RetryAfterIsWaitedFor) {
