@@ -4,15 +4,18 @@
 // And the on-CPU sampler's events are closed once, by their links.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -130,6 +133,24 @@ TEST(PerfDetach, TheSessionEndsBeforeItsPerfEventProbesAreFreed) {
   EXPECT_TRUE(alive(pid)) << "process " << pid << " is gone: the tracer waited for it";
   EXPECT_EQ(comm_of(pid), "ingero-detach");
   EXPECT_NE(status_field(pid, "PPid"), std::to_string(getpid()));
+  // security.md: it keeps the perf events and nothing else. It is exiting, its fd table
+  // already gone from /proc, while the kernel frees the events in order; a trace file still
+  // among them would keep the tracer's lock, holding compact and the next tracer off for
+  // seconds. The lock is free, and the process is in a session other than ours.
+  int fd = ::open(db.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0)
+      << "the trace file's lock is held: " << strerror(errno);
+  ::close(fd);
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  // pid (comm) state ppid pgrp session ...
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::string state, ppid, pgrp, session;
+  fields >> state >> ppid >> pgrp >> session;
+  EXPECT_NE(session, std::to_string(getsid(0))) << "the session it came from: " << line;
+  EXPECT_NE(session, "0") << line;
   // It frees them all and ends (33 probes: ~4 s here).
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (alive(pid) && std::chrono::steady_clock::now() < until)
