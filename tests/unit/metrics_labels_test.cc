@@ -51,21 +51,19 @@ TEST(Metrics, PerProcessModeLeavesErrorsAndKernelsWithoutAProcess) {
     failed.set(hal::Field::kErrClass, uint64_t(hal::ErrorClass::kOther));
     m.observe(failed);
   }
-  ASSERT_TRUE(m.on_tick(1'000'000'000));
-  for (uint32_t pid : {100u, 200u}) {
-    auto e =
-        call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 4'000, 0, pid);
-    e.set(hal::Field::kFunc, 0x10);
-    m.observe(e);
-    m.observe(e);
-  }
-  ASSERT_TRUE(m.on_tick(2'000'000'000));
-  for (uint32_t pid : {100u, 200u}) {
-    auto e =
-        call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 4'000, 0, pid);
-    e.set(hal::Field::kFunc, 0x10);
-    m.observe(e);
-  }
+  // `n` launches of the kernel by each process.
+  auto launches = [&](int n) {
+    for (uint32_t pid : {100u, 200u}) {
+      auto e = call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel", 4'000, 0,
+                    pid);
+      e.set(hal::Field::kFunc, 0x10);
+      for (int i = 0; i < n; ++i) m.observe(e);
+    }
+  };
+  ASSERT_TRUE(m.on_tick(1'000'000'000));  // no launch yet: no series
+  launches(2);                            // into `other`
+  ASSERT_TRUE(m.on_tick(2'000'000'000));  // the kernel's series, from now on
+  launches(1);
   std::string t = m.exposition();
   EXPECT_EQ(series_count(t, "ingero_gpu_api_errors_total"), 1u);
   EXPECT_EQ(

@@ -48,19 +48,11 @@ inline ExporterOptions fast_options() {
   return o;
 }
 
+// test::call with the vendor its api belongs to, made by the process's second thread.
 inline hal::Event call(std::string_view api, hal::EventKind kind, std::string_view op,
                        uint64_t dur_ns, int64_t ret = 0, uint32_t pid = 100) {
-  hal::Event e;
-  e.vendor = api == "nccl" ? "nvidia" : (api == "hip" ? "amd" : "nvidia");
-  e.api = api;
-  e.kind = kind;
-  e.op = op;
-  e.dur_ns = dur_ns;
-  e.ret = ret;
-  e.has_ret = true;
-  e.pid = pid;
+  hal::Event e = test::call(api == "hip" ? "amd" : "nvidia", api, kind, op, dur_ns, ret, pid);
   e.tid = pid + 1;
-  e.set_comm("train.py");
   return e;
 }
 
