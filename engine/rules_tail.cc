@@ -89,6 +89,48 @@ double busy_share(const std::vector<std::pair<int64_t, int64_t>>& intervals,
   return total > 0 ? double(busy) / double(total) : 0;
 }
 
+// Memory pressure at the slow calls, on real pressure signals only: a system snapshot within
+// kMemNearNs of a slow call with memory nearly full, or with swap use above the snapshot
+// before it; or an OOM kill that near. Page allocations are what every process does; they are
+// not pressure. Memory full an hour before the slow calls, or swap given back, is no cause of
+// them. The slow calls are the tail's kMinTailExcessNs over p50 (stalled_calls: the tail's
+// windows reach down to p95, which may be any call); an op whose slow calls were not kept is
+// judged on the whole window.
+bool memory_pressure_at(const HostContext& h, const OpStats& s) {
+  std::vector<TailWindow> tails;
+  for (const TailWindow& w : s.tail_windows)
+    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs) tails.push_back(w);
+  if (tails.empty()) {
+    bool grew = false;
+    for (size_t i = 1; i < h.snapshots.size(); ++i)
+      grew = grew || h.snapshots[i].swap_mb > h.snapshots[i - 1].swap_mb;
+    return h.mem_pct_max >= kMemPressurePct || grew || !h.ooms.empty();
+  }
+  // The slow calls, widened by kMemNearNs, merged, in time order.
+  std::vector<std::pair<int64_t, int64_t>> near;
+  for (const TailWindow& w : tails) near.push_back({w.start - kMemNearNs, w.end + kMemNearNs});
+  std::sort(near.begin(), near.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& n : near)
+    if (!merged.empty() && n.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, n.second);
+    else
+      merged.push_back(n);
+  auto at = [&](int64_t ts) {
+    auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(ts, INT64_MAX));
+    return it != merged.begin() && ts <= std::prev(it)->second;
+  };
+  for (size_t i = 0; i < h.snapshots.size(); ++i) {
+    const SnapshotRow& snap = h.snapshots[i];
+    if (!at(snap.ts_ns)) continue;
+    if (snap.mem_pct >= kMemPressurePct) return true;
+    if (i > 0 && snap.swap_mb > h.snapshots[i - 1].swap_mb) return true;
+  }
+  for (const OomKill& k : h.ooms)
+    if (at(k.ts)) return true;
+  return false;
+}
+
 Evidence gather(const Analysis& a, const OpStats& s) {
   Evidence ev;
   const HostContext& h = a.host;
@@ -154,15 +196,7 @@ Evidence gather(const Analysis& a, const OpStats& s) {
     ev.io_heavy = ev.io_saturated = true;
     ev.io_hits = overlap_count(h.block_intervals, s.tail_windows);
   }
-  // Memory pressure only on real pressure signals: memory nearly full, swap growing, the OOM
-  // killer. Page allocations are what every process does; they are not pressure.
-  int64_t swap_min = INT64_MAX, swap_max = 0;
-  for (const auto& snap : h.snapshots) {
-    swap_min = std::min(swap_min, snap.swap_mb);
-    swap_max = std::max(swap_max, snap.swap_mb);
-  }
-  bool swap_grew = !h.snapshots.empty() && swap_max > swap_min;
-  ev.mem = h.mem_pct_max >= kMemPressurePct || swap_grew || !h.ooms.empty();
+  ev.mem = memory_pressure_at(h, s);
   return ev;
 }
 

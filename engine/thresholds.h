@@ -46,9 +46,11 @@ inline constexpr uint64_t kSlowIoNs = 10'000'000;
 // Block I/O of other processes counts only when it saturates the device during the slow calls:
 // requests in flight for >= 90% of their time (and some request >= kSlowIoNs).
 inline constexpr double kIoSaturatedShare = 0.90;
-// Memory pressure: memory 90% used, swap use growing in the window, or an OOM kill. Never a
-// count of page allocations: every process allocates pages.
+// Memory pressure: memory 90% used, swap use growing, or an OOM kill, within kMemNearNs of the
+// slow calls (system snapshots come once a second). Never a count of page allocations: every
+// process allocates pages.
 inline constexpr double kMemPressurePct = 90.0;
+inline constexpr int64_t kMemNearNs = 1'000'000'000;
 
 // --- launch throughput collapse -------------------------------------------------------
 // Only steady launchers: below 50 launches/s there is no throughput to collapse.
@@ -60,7 +62,7 @@ inline constexpr int kMinCollapseSeconds = 2;
 
 // --- repeated synchronisation (hidden .cpu()) -------------------------------------------
 // A thread blocking in syncs/D2H copies for >= 10% of its active time, at >= 20 per second,
-// with at least one sync per 4 launches: the host round-trips every few kernels.
+// with at least one sync per 2 launches: the host round-trips every few kernels.
 inline constexpr double kSyncBlockedShareLow = 0.10;
 inline constexpr double kSyncBlockedShareMedium = 0.25;
 inline constexpr double kSyncBlockedShareHigh = 0.50;

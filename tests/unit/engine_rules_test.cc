@@ -8,79 +8,11 @@
 #include "engine/analysis.h"
 #include "store/sql_trace_source.h"
 #include "tests/support/trace_db.h"
+#include "tests/unit/engine_replay.h"
 
 namespace ingero::app {
 namespace {
 
-using engine::Severity;
-using hal::Event;
-using hal::EventKind;
-using hal::Field;
-
-constexpr uint64_t kMs = 1'000'000, kUs = 1'000, kS = 1'000'000'000;
-
-// Writes events, then analyses them.
-class Replay {
- public:
-  Replay() : path_(test::temp_path("replay.db")) {
-    auto w = store::TraceWriter::open(path_);
-    EXPECT_TRUE(w);
-    w_ = std::move(*w);
-    store::SessionInfo si;
-    si.node = "test";
-    si.mono_offset_ns = 1'700'000'000'000'000'000;
-    EXPECT_TRUE(w_->begin_session(si));
-  }
-  Event call(uint32_t pid, std::string_view op, EventKind k, uint64_t ts, uint64_t dur,
-             std::string_view api = "cuda_runtime") {
-    Event e;
-    e.ts_ns = ts;
-    e.dur_ns = dur;
-    e.pid = pid;
-    e.tid = pid;
-    e.set_comm("trainer");
-    e.vendor = api == "hip" ? "amd" : "nvidia";
-    e.api = api;
-    e.op = op;
-    e.kind = k;
-    e.has_ret = true;
-    return e;
-  }
-  Event host(uint32_t pid, std::string_view op, EventKind k, uint64_t ts, uint64_t dur) {
-    Event e;
-    e.ts_ns = ts;
-    e.dur_ns = dur;
-    e.pid = pid;
-    e.tid = pid;
-    e.set_comm("kworker");
-    e.vendor = "host";
-    e.api = "kernel";
-    e.op = op;
-    e.kind = k;
-    return e;
-  }
-  void add(const Event& e) { ASSERT_TRUE(w_->add(e)); }
-  store::TraceWriter& writer() { return *w_; }
-  engine::Analysis analyze() {
-    EXPECT_TRUE(w_->finish({}));
-    w_.reset();
-    reader_ = std::move(*store::TraceReader::open(path_));
-    source_ = std::make_unique<store::SqlTraceSource>(*reader_);
-    return engine::analyze(*source_, engine::Window{});
-  }
-
- private:
-  std::string path_;
-  std::unique_ptr<store::TraceWriter> w_;
-  std::unique_ptr<store::TraceReader> reader_;
-  std::unique_ptr<store::SqlTraceSource> source_;
-};
-
-const engine::Chain* find(const engine::Analysis& a, const std::string& rule) {
-  for (const auto& c : a.chains)
-    if (c.rule == rule) return &c;
-  return nullptr;
-}
 size_t count_severity(const engine::Analysis& a, Severity s) {
   size_t n = 0;
   for (const auto& c : a.chains) n += c.severity == s;
