@@ -2,7 +2,9 @@
 // the preemptors, or scheduler events overlapping the slow calls), block I/O, memory pressure.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <string_view>
 
 #include "engine/analysis.h"
 #include "engine/tenants.h"
@@ -90,27 +92,34 @@ double busy_share(const std::vector<std::pair<int64_t, int64_t>>& intervals,
 }
 
 // Memory pressure at the slow calls, on real pressure signals only: a system snapshot within
-// kMemNearNs of a slow call with memory nearly full, or with swap use above the snapshot
+// kMemNearNs of a slow call with memory nearly full, or with swap use above its node's snapshot
 // before it; or an OOM kill that near. Page allocations are what every process does; they are
 // not pressure. Memory full an hour before the slow calls, or swap given back, is no cause of
 // them. The slow calls are the tail's kMinTailExcessNs over p50 (stalled_calls: the tail's
-// windows reach down to p95, which may be any call); an op whose slow calls were not kept is
-// judged on the whole window.
+// windows reach down to p95, which may be any call); those past the cap on kept windows came
+// after the kept ones, so all after the last kept one counts. An op whose slow calls were not
+// kept is judged on the whole window.
 bool memory_pressure_at(const HostContext& h, const OpStats& s) {
-  std::vector<TailWindow> tails;
-  for (const TailWindow& w : s.tail_windows)
-    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs) tails.push_back(w);
-  if (tails.empty()) {
-    bool grew = false;
-    for (size_t i = 1; i < h.snapshots.size(); ++i)
-      grew = grew || h.snapshots[i].swap_mb > h.snapshots[i - 1].swap_mb;
-    return h.mem_pct_max >= kMemPressurePct || grew || !h.ooms.empty();
+  // Each snapshot's rise of swap over the one before it of its node (several nodes' interleave
+  // in a merged file or a fleet).
+  std::vector<bool> rose(h.snapshots.size());
+  std::map<std::string_view, int64_t> last_swap;
+  for (size_t i = 0; i < h.snapshots.size(); ++i) {
+    const SnapshotRow& snap = h.snapshots[i];
+    auto [it, first] = last_swap.try_emplace(snap.node, snap.swap_mb);
+    rose[i] = !first && snap.swap_mb > it->second;
+    it->second = snap.swap_mb;
   }
-  // The slow calls, widened by kMemNearNs, merged, in time order.
-  std::vector<std::pair<int64_t, int64_t>> near;
-  for (const TailWindow& w : tails) near.push_back({w.start - kMemNearNs, w.end + kMemNearNs});
+  std::vector<std::pair<int64_t, int64_t>> near;  // the slow calls, widened by kMemNearNs
+  for (const TailWindow& w : s.tail_windows)
+    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs)
+      near.push_back({w.start - kMemNearNs, w.end + kMemNearNs});
+  if (near.empty())
+    return h.mem_pct_max >= kMemPressurePct ||
+           std::find(rose.begin(), rose.end(), true) != rose.end() || !h.ooms.empty();
   std::sort(near.begin(), near.end());
-  std::vector<std::pair<int64_t, int64_t>> merged;
+  if (s.tail_windows_dropped) near.push_back({near.back().second, INT64_MAX});
+  std::vector<std::pair<int64_t, int64_t>> merged;  // in time order, disjoint
   for (const auto& n : near)
     if (!merged.empty() && n.first <= merged.back().second)
       merged.back().second = std::max(merged.back().second, n.second);
@@ -120,12 +129,9 @@ bool memory_pressure_at(const HostContext& h, const OpStats& s) {
     auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(ts, INT64_MAX));
     return it != merged.begin() && ts <= std::prev(it)->second;
   };
-  for (size_t i = 0; i < h.snapshots.size(); ++i) {
-    const SnapshotRow& snap = h.snapshots[i];
-    if (!at(snap.ts_ns)) continue;
-    if (snap.mem_pct >= kMemPressurePct) return true;
-    if (i > 0 && snap.swap_mb > h.snapshots[i - 1].swap_mb) return true;
-  }
+  for (size_t i = 0; i < h.snapshots.size(); ++i)
+    if (at(h.snapshots[i].ts_ns) && (h.snapshots[i].mem_pct >= kMemPressurePct || rose[i]))
+      return true;
   for (const OomKill& k : h.ooms)
     if (at(k.ts)) return true;
   return false;

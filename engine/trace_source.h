@@ -38,6 +38,7 @@ struct SnapshotRow {
   int64_t ts_ns = 0;
   double cpu_pct = 0, mem_pct = 0, load_avg = 0;
   int64_t mem_avail_mb = 0, swap_mb = 0;
+  std::string node;  // whose (a merged file or a fleet holds several nodes'); "" unknown
 };
 
 // Per-process host activity summed over the window (kernel aggregates, or derived from

@@ -130,9 +130,10 @@ void ClickHouseTraceSource::host_events(const engine::Window& w, const engine::E
 
 std::vector<engine::SnapshotRow> ClickHouseTraceSource::snapshots(const engine::Window& w) {
   std::vector<engine::SnapshotRow> out;
-  rows("SELECT " + ts("timestamp") + " AS t, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg FROM " +
+  rows("SELECT " + ts("timestamp") +
+           " AS t, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg, node FROM " +
            table("system_snapshots") + where(w, "timestamp", false) + " ORDER BY t, node",
-       6, [&](const auto& f) {
+       7, [&](const auto& f) {
          engine::SnapshotRow r;
          r.ts_ns = i64(f[0]);
          r.cpu_pct = f64(f[1]);
@@ -140,6 +141,7 @@ std::vector<engine::SnapshotRow> ClickHouseTraceSource::snapshots(const engine::
          r.mem_avail_mb = i64(f[3]);
          r.swap_mb = i64(f[4]);
          r.load_avg = f64(f[5]);
+         r.node = f[6].text;
          out.push_back(r);
          return true;
        });

@@ -52,9 +52,10 @@ std::vector<engine::SnapshotRow> SqlTraceSource::snapshots(const engine::Window&
   std::vector<engine::SnapshotRow> out;
   if (!reader_.db().table_exists("system_snapshots")) return out;
   bool node_col = reader_.db().column_exists("system_snapshots", "node");
-  auto st = prepare(
-      "SELECT timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg FROM system_snapshots" +
-      window_sql(w, "timestamp", false, node_col) + " ORDER BY timestamp");
+  auto st =
+      prepare(std::string("SELECT timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg, ") +
+              (node_col ? "node" : "''") + " FROM system_snapshots" +
+              window_sql(w, "timestamp", false, node_col) + " ORDER BY timestamp");
   if (!st) return out;
   while (row(*st)) {
     engine::SnapshotRow r;
@@ -64,6 +65,7 @@ std::vector<engine::SnapshotRow> SqlTraceSource::snapshots(const engine::Window&
     r.mem_avail_mb = st->int64(3);
     r.swap_mb = st->int64(4);
     r.load_avg = st->real(5);
+    r.node = st->text(6);
     out.push_back(r);
   }
   return out;
