@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,16 +208,9 @@ const ProcessLabels& ProcessLabeller::of(uint32_t pid) {
   std::ifstream cg(dir + "/cgroup");
   for (std::string line; std::getline(cg, line);)
     if (line.rfind("0::", 0) == 0) {  // the unified hierarchy
-      std::string path = line.substr(3);
-      ProcessLabels c = labels_from_cgroup(path);
+      ProcessLabels c = labels_from_cgroup(line.substr(3));
       l.container_id = c.container_id;
       l.pod_uid = c.pod_uid;
-      struct stat st {};
-      // A path relative to another cgroup namespace ("/../..") names no directory of ours.
-      if (!cgroup_root_.empty() && path.rfind("/", 0) == 0 &&
-          path.find("/..") == std::string::npos &&
-          stat((cgroup_root_ + (path == "/" ? "" : path)).c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-        l.cgroup_id = st.st_ino;
     }
   return cache_[pid] = std::move(l);
 }

@@ -97,23 +97,17 @@ class DevicePoller {
 };
 
 // Labels of a process for the per-process device series: its comm and, from its cgroup, the
-// container id and pod UID where the path names them (empty otherwise), and the cgroup's id
-// (the inode of its directory under `cgroup_root`, the v2 mount) where that directory exists,
-// for the names the metrics give every family. Read once per pid.
+// container id and pod UID where the path names them (empty otherwise). Read once per pid.
 using ProcessLabels = serve::Metrics::ProcessLabels;
 class ProcessLabeller {
  public:
-  explicit ProcessLabeller(std::string procfs_root = "/proc",
-                           std::string cgroup_root = "/sys/fs/cgroup")
-      : root_(std::move(procfs_root)), cgroup_root_(std::move(cgroup_root)) {}
-  // The tracer's: the cgroup v2 mount its tenant resolver found.
-  void set_cgroup_root(std::string root) { cgroup_root_ = std::move(root); }
+  explicit ProcessLabeller(std::string procfs_root = "/proc") : root_(std::move(procfs_root)) {}
   const ProcessLabels& of(uint32_t pid);
   void forget_except(const std::vector<uint32_t>& live);
   size_t size() const { return cache_.size(); }
 
  private:
-  std::string root_, cgroup_root_;
+  std::string root_;
   std::map<uint32_t, ProcessLabels> cache_;
 };
 // The container id and pod UID in a cgroup path (docker-<id>.scope, cri-containerd-<id>.scope,

@@ -209,8 +209,9 @@ void add_host(CLI::App& cmd, TraceOptions& o, Args& a) {
                  "that long. 0s: off")
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
-            // The rules of every duration flag (a unit, at most a century), and 0s for off.
-            if (s == "0s") return "";
+            // The rules of every duration flag (a unit, at most a century), and zero for off: a
+            // bare 0 too, which configs written before those rules hold (zero needs no unit).
+            if (s == "0" || engine::parse_duration_s(s) == 0) return "";
             if (auto why = duration_check("5s, 1m")(s); !why.empty()) return why;
             return engine::parse_duration_s(s) >= 1
                        ? ""
@@ -320,7 +321,7 @@ void resolve(const Args& a, TraceOptions& o) {
   if (!a.full_rows.empty()) o.full_rows_s = engine::parse_duration_s(a.full_rows);
   if (!a.max_size.empty()) o.max_db_bytes = parse_size(a.max_size);
   o.clickhouse_exit_timeout_s = engine::parse_duration_s(a.ship_exit);
-  o.inflight_after_s = a.inflight_after == "0s" ? 0 : engine::parse_duration_s(a.inflight_after);
+  o.inflight_after_s = a.inflight_after == "0" ? 0 : engine::parse_duration_s(a.inflight_after);
   o.otlp_interval_s = engine::parse_duration_s(a.otlp_interval);
   o.otlp_span_threshold_s = engine::parse_duration_s(a.otlp_threshold);
   o.otlp_exit_timeout_s = engine::parse_duration_s(a.otlp_exit);

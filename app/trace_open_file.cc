@@ -19,10 +19,17 @@ namespace ingero::app::trace_detail {
 namespace {
 
 // A trace of a schema before blocks (1 to 9: an earlier ingero's, which kept calls as rows)
-// renamed beside itself, whole, for a new file to take its path: its write-ahead log and any
-// interrupted write folded in first, so the file alone holds it. The new name, or an Error;
-// "" when `path` is not such a file (the writer then says what it is).
-Result<std::string> move_older_aside(const std::string& path) {
+// renamed beside itself, whole, for a new file to take its path: any interrupted write rolled
+// back and its write-ahead log folded in first, so the file alone holds it. Through a symbolic
+// link, the file it names is moved (SQLite keeps the log beside that file), and the link then
+// names the new one. The new name, or an Error; "" when `given` is not such a file (the writer
+// then says what it is).
+Result<std::string> move_older_aside(const std::string& given) {
+  std::error_code ec;
+  const std::string path = std::filesystem::canonical(given, ec).string();
+  if (ec) return std::string();
+  // A hot journal makes a read-only connection fail: rolled back first, as any writer would.
+  if (auto st = store::roll_back_interrupted_write(path); !st) return st.error();
   int schema = 0;
   {
     auto db = store::Db::open(path, store::Db::Mode::kReadOnly);
@@ -33,7 +40,6 @@ Result<std::string> move_older_aside(const std::string& path) {
       return std::string();
     schema = info->schema_version;
   }
-  if (auto st = store::roll_back_interrupted_write(path); !st) return st.error();
   {
     auto rw = store::Db::open(path, store::Db::Mode::kReadWrite);
     if (!rw) return rw.error();
@@ -41,14 +47,15 @@ Result<std::string> move_older_aside(const std::string& path) {
   }
   // The last connection's close removes the log and its index; one left means another program
   // still has the file open, and a new file under this name would share them with it.
-  std::error_code ec;
   for (const char* side : {"-wal", "-shm", "-journal"})
     if (std::filesystem::exists(path + side, ec))
       return ingero::make_error(path + " is open in another program (its " + side +
                                 " is still there): close it, or move the file aside by hand");
   char stamp[32];
   std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
   std::string aside = path + ".schema" + std::to_string(schema) + "-" + stamp;
   if (std::filesystem::exists(aside, ec))
     return ingero::make_error(aside + " exists: move " + path + " aside by hand");
@@ -82,7 +89,11 @@ int Trace::open_file() {
       return kExitFailure;
     }
     if (!aside->empty()) {
-      std::cerr << "ingero trace: " << db_
+      // Through a link, the new file is made where the link points (a trace file is never
+      // created through a link: it could be one planted to make root write elsewhere).
+      std::string given = db_;
+      db_ = aside->substr(0, aside->rfind(".schema"));  // the file's own path, links resolved
+      std::cerr << "ingero trace: " << given
                 << " was written by an earlier ingero (calls as rows); moved aside to " << *aside
                 << " (every command reads it; `ingero compact` converts it) and tracing into a "
                    "new "

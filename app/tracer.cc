@@ -120,7 +120,6 @@ void Trace::make_pipeline() {
   sinks_.add(tenant_watch_.get());
   if (metrics_) {
     metrics_->set_tenants(tenants_.get());
-    device_labels_.set_cgroup_root(tenants_->cgroup_root());
     metrics_->set_process_labels([this](uint32_t pid) { return device_labels_.of(pid); });
   }
   sinks_.add(writer_.get());

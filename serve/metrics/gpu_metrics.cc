@@ -131,23 +131,34 @@ ingero::Status Metrics::on_device_samples(const std::vector<hal::DeviceSample>& 
       for (const auto& [k, p] : gpu_procs_) on_device += k.first == key.first;
       if (on_device >= kMaxProcesses) continue;  // bounded: later processes get no series
       ProcessLabels pl = labels_of_ ? labels_of_(*s.pid) : ProcessLabels{};
-      prometheus::Labels pl_all = l;
-      pl_all["pid"] = std::to_string(*s.pid);
-      pl_all["comm"] = pl.comm;
-      pl_all["container_id"] = pl.container_id;
-      pl_all["pod_uid"] = pl.pod_uid;
-      // The names the per-call series carry, from the same cgroup: `pod` and `container` mean
-      // one thing in every family, so the two join on them.
-      if (tenants_ && pl.cgroup_id) {
-        kernelside::TenantNames n = tenants_->resolve(pl.cgroup_id, *s.pid).names;
-        if (n.pod_namespace) pl_all["namespace"] = *n.pod_namespace;
-        if (n.pod) pl_all["pod"] = *n.pod;
-        if (n.container) pl_all["container"] = *n.container;
-      }
-      it = gpu_procs_.emplace(key, GpuProcess{pl_all, 0, {}}).first;
+      GpuProcess np;
+      np.labels = l;
+      np.labels["pid"] = std::to_string(*s.pid);
+      np.labels["comm"] = pl.comm;
+      np.labels["container_id"] = pl.container_id;
+      np.labels["pod_uid"] = pl.pod_uid;
+      it = gpu_procs_.emplace(key, std::move(np)).first;
     }
     GpuProcess& p = it->second;
     p.last_ns = s.ts_ns;
+    // The names the per-call series carry, once the process's traced calls brought its cgroup
+    // and the tenant resolver named it (read from the cache: the device path reads no file of
+    // a process, nor of one ingero does not trace). `pod` and `container` then mean one thing
+    // in every family, and the two join on them. A series made before is made again with them.
+    if (!p.named && tenants_)
+      if (auto c = processes_.find(*s.pid);
+          c != processes_.end() && c->second.cgroup && tenants_->settled(c->second.cgroup))
+        if (auto t = tenants_->find(c->second.cgroup)) {
+          if (t->names.pod_namespace) p.labels["namespace"] = *t->names.pod_namespace;
+          if (t->names.pod) p.labels["pod"] = *t->names.pod;
+          if (t->names.container) p.labels["container"] = *t->names.container;
+          p.named = true;
+          for (auto& [fam, gauge] : p.gauges)
+            if (gauge) {
+              fam->Remove(gauge);
+              gauge = nullptr;
+            }
+        }
     auto put = [&](int i, prometheus::Family<prometheus::Gauge>* fam, const auto& v, double scale) {
       if (!v) return;
       if (!p.gauges[i].second) p.gauges[i] = {fam, &fam->Add(p.labels)};

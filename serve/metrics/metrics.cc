@@ -105,7 +105,11 @@ Metrics::CallMetrics& Metrics::call_metrics(const hal::Event& ev) {
   m.calls = &calls_->Add(labels);
   m.off_cpu = &off_cpu_->Add(short_labels);
   m.preempted = &preempted_->Add(short_labels);
-  if (per_process_ && key.process != kOtherProcess) processes_[ev.pid].keys.push_back(key);
+  if (per_process_ && key.process != kOtherProcess) {
+    ProcessSeries& p = processes_[ev.pid];
+    p.keys.push_back(key);
+    if (ev.cgroup_id) p.cgroup = ev.cgroup_id;
+  }
   return call_cache_.emplace(key, std::move(m)).first->second;
 }
 

@@ -79,12 +79,12 @@ class Metrics final : public hal::EventSink {
   // The device side channel (hal/device_sampler.h; serve/metrics/gpu_metrics.cc): per device
   // gauges (utilisation, memory, clocks, power, temperature, throttle reasons) and ECC
   // counters, and with per_process the process series, labelled by set_process_labels()
-  // (comm, the container id and pod UID its cgroup path holds, and through its cgroup the
-  // names set_tenants() gives the per-call series: namespace, pod, container; none set: the
-  // pid's series have empty labels). A figure a sample lacks has no series.
+  // (comm, the container id and pod UID its cgroup path holds; none set: the pid's series have
+  // empty labels), and for a process whose traced calls came with a cgroup set_tenants() has
+  // named, those names as the per-call series have them (namespace, pod, container). A figure
+  // a sample lacks has no series.
   struct ProcessLabels {
     std::string comm, container_id, pod_uid;
-    uint64_t cgroup_id = 0;  // its cgroup v2 directory's inode, as BPF's cgroup ids; 0: unknown
   };
   using LabelFn = std::function<ProcessLabels(uint32_t pid)>;
   void set_process_labels(LabelFn labels) { labels_of_ = std::move(labels); }
@@ -168,6 +168,7 @@ class Metrics final : public hal::EventSink {
   struct GpuProcess {
     prometheus::Labels labels;
     int64_t last_ns = 0;  // its newest sample (wall clock)
+    bool named = false;   // its cgroup's names are in `labels`
     // Its utilisation, memory utilisation and memory series, each once it had the figure.
     std::array<std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>, 3> gauges{};
   };
@@ -279,6 +280,7 @@ class Metrics final : public hal::EventSink {
   struct ProcessSeries {
     std::vector<CallKey> keys;  // call_cache_ keys
     int64_t exited_ns = 0;      // 0 while running
+    uint64_t cgroup = 0;        // its calls' cgroup: its GPU series' names (gpu_metrics.cc)
   };
   std::unordered_map<uint32_t, ProcessSeries> processes_;  // per-process mode only
   std::set<std::string> codes_;

@@ -53,8 +53,7 @@ hal::DeviceSample proc(int64_t ts, uint32_t pid, double util) {
 const std::string kDev = R"(source="nvml",uuid="GPU-0")";
 
 Metrics::ProcessLabels labels(uint32_t pid) {
-  return {"trainer" + std::to_string(pid), "3f4e5d6c7b8a", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
-          0};
+  return {"trainer" + std::to_string(pid), "3f4e5d6c7b8a", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"};
 }
 
 TEST(GpuMetrics, DeviceSeriesExactAndAbsentFiguresHaveNone) {

@@ -15,6 +15,7 @@
 #include "store/cgroup_metadata.h"
 #include "store/schema.h"
 #include "store/sql_trace_source.h"
+#include "tests/support/sink_inputs.h"
 #include "tests/unit/fake_host.h"
 
 namespace ingero {
@@ -343,7 +344,9 @@ TEST(Tenants, ACgroupRowFromTheResolver) {
 
 // The per-process GPU series name who the process runs for as the per-call series do (pod and
 // container mean the same in both: names, so the two families join on them), with the ids its
-// cgroup path holds under labels of their own.
+// cgroup path holds under labels of their own. The names come with the process's traced calls
+// (their cgroup, named by the resolver): a GPU series made before them is made again with
+// them, and a process ingero does not trace gets none (none of its files is read for them).
 TEST(Tenants, PerProcessGpuSeriesCarryThePerCallSeriesNames) {
   test::FakeHost h;
   uint64_t id = h.cgroup(test::kScope);
@@ -351,40 +354,59 @@ TEST(Tenants, PerProcessGpuSeriesCarryThePerCallSeriesNames) {
   test::put(h.proc("100/comm"), "python3\n");
   h.service_account(100, "team-a");
   h.containerd_state(test::kId, R"("io.kubernetes.cri.container-name":"trainer")");
-  h.process(200, "/user.slice/user-1000.slice/session-7.scope", "HOSTNAME=laptop\0"s);
-  test::put(h.proc("200/comm"), "python3\n");  // its cgroup's directory is not there: no names
+  uint64_t other = h.cgroup(test::kPodPath + "/cri-containerd-" + std::string(64, 'e') + ".scope");
+  h.process(200, test::kPodPath + "/cri-containerd-" + std::string(64, 'e') + ".scope",
+            "HOSTNAME=untraced-x\0"s);
+  test::put(h.proc("200/comm"), "python3\n");
   kernelside::TenantResolver r(h.sources());
-  app::ProcessLabeller labeller(h.proc(), r.cgroup_root());
-  EXPECT_EQ(labeller.of(100).cgroup_id, id);
-  EXPECT_EQ(labeller.of(200).cgroup_id, 0u);
+  app::ProcessLabeller labeller(h.proc());
   serve::Metrics m(true);
   m.set_tenants(&r);
   m.set_process_labels([&](uint32_t pid) { return labeller.of(pid); });
-  std::vector<hal::DeviceSample> samples;
-  for (uint32_t pid : {100u, 200u}) {
-    hal::DeviceSample s;
-    s.ts_ns = 1'000'000'000;
-    s.period_ns = 100'000'000;
-    s.source = "nvml";
-    s.uuid = "GPU-0";
-    s.pid = pid;
-    s.sm_util = 40;
-    samples.push_back(s);
-  }
-  ASSERT_TRUE(m.on_device_samples(samples));
+  auto sample = [&](int64_t ts, double util) {
+    std::vector<hal::DeviceSample> samples;
+    for (uint32_t pid : {100u, 200u}) {
+      hal::DeviceSample s;
+      s.ts_ns = ts;
+      s.period_ns = 100'000'000;
+      s.source = "nvml";
+      s.uuid = "GPU-0";
+      s.pid = pid;
+      s.sm_util = util;
+      samples.push_back(s);
+    }
+    ASSERT_TRUE(m.on_device_samples(samples));
+  };
+  const std::string fam = "ingero_gpu_process_utilization_ratio";
+  const std::string unnamed100 = fam + "{comm=\"python3\",container_id=\"" +
+                                 test::kId.substr(0, 12) + "\",gpu=\"0\",pid=\"100\",pod_uid=\"" +
+                                 test::kUid + "\",source=\"nvml\",uuid=\"GPU-0\"}";
+  const std::string named100 =
+      fam + "{comm=\"python3\",container=\"trainer\",container_id=\"" + test::kId.substr(0, 12) +
+      "\",gpu=\"0\",namespace=\"team-a\",pid=\"100\",pod=\"trainer-7f9c-x2k4\",pod_uid=\"" +
+      test::kUid + "\",source=\"nvml\",uuid=\"GPU-0\"}";
+  // Before any traced call: the ids only.
+  sample(1'000'000'000, 40);
   std::string x = m.exposition();
-  EXPECT_NE(x.find("ingero_gpu_process_utilization_ratio{comm=\"python3\",container=\"trainer\","
-                   "container_id=\"" +
-                   test::kId.substr(0, 12) +
-                   "\",gpu=\"0\",namespace=\"team-a\",pid=\"100\","
-                   "pod=\"trainer-7f9c-x2k4\",pod_uid=\"" +
-                   test::kUid + "\",source=\"nvml\",uuid=\"GPU-0\"} 0.4\n"),
+  EXPECT_NE(x.find(unnamed100 + " 0.4\n"), std::string::npos) << x;
+  // Its first traced call brings its cgroup; the next sample has one series, named.
+  hal::Event e = test::call("nvidia", "cuda_runtime", hal::EventKind::kLaunch, "cudaLaunchKernel",
+                            1'000, 0, 100);
+  e.cgroup_id = id;
+  m.observe(e);
+  sample(1'100'000'000, 60);
+  x = m.exposition();
+  EXPECT_NE(x.find(named100 + " 0.6\n"), std::string::npos) << x;
+  EXPECT_EQ(x.find(unnamed100), std::string::npos) << x;
+  // The untraced process: ids only, and nothing of it was read for names.
+  EXPECT_NE(x.find(fam +
+                   "{comm=\"python3\",container_id=\"eeeeeeeeeeee\",gpu=\"0\",pid=\"200\","
+                   "pod_uid=\"" +
+                   test::kUid + "\",source=\"nvml\",uuid=\"GPU-0\"} 0.6\n"),
             std::string::npos)
       << x;
-  EXPECT_NE(x.find("ingero_gpu_process_utilization_ratio{comm=\"python3\",container_id=\"\","
-                   "gpu=\"0\",pid=\"200\",pod_uid=\"\",source=\"nvml\",uuid=\"GPU-0\"} 0.4\n"),
-            std::string::npos)
-      << x;
+  EXPECT_FALSE(r.find(other)) << "the untraced process's cgroup was resolved";
+  EXPECT_EQ(r.cost().files.at("environ"), 1u);
 }
 
 TEST(Tenants, PerProcessMetricsCarryNamespacePodAndContainer) {
