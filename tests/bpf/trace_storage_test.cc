@@ -220,6 +220,27 @@ TEST(TraceCuda, AnEarlierIngerosTraceIsRefusedOrMovedAsideWhole) {
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions"), 1);
   // The file moved aside still reads as it was.
   EXPECT_GT(query_int(asides[0], "SELECT count(*) FROM calls"), 0);
+
+  // Given through a symbolic link: the file it names is moved, beside itself, and the link
+  // then names the new trace (the link moved aside would have left the new file in the link's
+  // folder, and SQLite's log beside the other).
+  std::string data = dir + "/data";
+  std::filesystem::create_directories(data);
+  std::string real = data + "/t.db", link = dir + "/link.db";
+  ASSERT_EQ(
+      std::system(
+          ("xz -dc '" INGERO_FIXTURES_DIR "/legacy/v8-archived.db.xz' > '" + real + "'").c_str()),
+      0);
+  std::filesystem::create_symlink(real, link);
+  auto linked = trace_command(link, {"/bin/true"}, {"--older-schema", "move-aside"});
+  ASSERT_EQ(linked.rc, 0) << linked.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(std::filesystem::read_symlink(link), real);
+  size_t moved_beside_real = 0;
+  for (const auto& e : std::filesystem::directory_iterator(data))
+    moved_beside_real += e.path().filename().string().rfind("t.db.schema9-", 0) == 0;
+  EXPECT_EQ(moved_beside_real, 1u) << linked.err;
+  EXPECT_EQ(query_int(real, "PRAGMA user_version"), 11);
 }
 
 // --max-db-size (issue 37.5): two million calls kept under 1 MiB, write-ahead log included,

@@ -155,8 +155,6 @@ TEST(WindowSpec, ADurationWithoutItsUnitIsRefusedByEveryFlag) {
       {{"ship", "--db", missing, "--clickhouse", "http://127.0.0.1:1/db", "--timeout", "10"},
        "ingero ship: bad --timeout '10' (use 30s, 5m)"},
       // Its own rule (0s: off, else at least 1s) on top of every duration's, not instead.
-      {{"trace", "--inflight-after", "0", "--", "true"},
-       "--inflight-after: '0' has no unit: write a duration with its unit (5s, 1m)"},
       {{"trace", "--inflight-after", "10", "--", "true"},
        "--inflight-after: '10' has no unit: write a duration with its unit (5s, 1m)"},
       {{"trace", "--inflight-after", "999999d", "--", "true"},
@@ -164,6 +162,13 @@ TEST(WindowSpec, ADurationWithoutItsUnitIsRefusedByEveryFlag) {
       {{"trace", "--inflight-after", "500ms", "--", "true"},
        "--inflight-after must be 0s (off) or at least 1s"},
   };
+  // Zero is off, with or without a unit (configs written before these rules hold a bare 0).
+  for (const char* off : {"0", "0s", "0ms"}) {
+    std::string conf = test::temp_path("inflight-off.toml");
+    std::ofstream(conf) << "[trace]\ninflight_after = \"" << off << "\"\n";
+    auto r = test::run_ingero({"check", "--config", conf});
+    EXPECT_EQ(r.rc, 0) << off << ": " << r.out << r.err;
+  }
   for (const Case& c : cases) {
     auto r = test::run_ingero(c.args);
     EXPECT_EQ(r.rc, 2) << c.args[0] << ": " << r.err;
