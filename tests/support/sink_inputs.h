@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/chain.h"
+#include "hal/device_sampler.h"
 #include "hal/sink_records.h"
 
 namespace ingero::test {
@@ -29,6 +30,20 @@ inline hal::Event call(std::string_view vendor, std::string_view api, hal::Event
   e.tid = pid;
   e.set_comm("train.py");
   return e;
+}
+
+// NVML's sample of process `pid` on GPU-0 (device 0) at `ts`: `util` percent of the 100 ms
+// period running its kernels, 4 KiB of device memory.
+inline hal::DeviceSample gpu_process_sample(int64_t ts, uint32_t pid, double util) {
+  hal::DeviceSample s;
+  s.ts_ns = ts;
+  s.period_ns = 100'000'000;
+  s.source = "nvml";
+  s.uuid = "GPU-0";
+  s.pid = pid;
+  s.sm_util = util;
+  s.mem_used = 4096;
+  return s;
 }
 
 inline hal::AgentStats agent_stats(uint64_t events_total, double events_per_s,

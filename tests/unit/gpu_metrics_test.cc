@@ -9,6 +9,7 @@
 
 #include "serve/metrics/metrics.h"
 #include "tests/support/exposition.h"
+#include "tests/support/sink_inputs.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -39,15 +40,7 @@ hal::DeviceSample device(int64_t ts) {
 }
 
 hal::DeviceSample proc(int64_t ts, uint32_t pid, double util) {
-  hal::DeviceSample s;
-  s.ts_ns = ts;
-  s.period_ns = 100'000'000;
-  s.source = "nvml";
-  s.uuid = "GPU-0";
-  s.pid = pid;
-  s.sm_util = util;
-  s.mem_used = 4096;
-  return s;
+  return test::gpu_process_sample(ts, pid, util);
 }
 
 const std::string kDev = R"(source="nvml",uuid="GPU-0")";

@@ -364,18 +364,8 @@ TEST(Tenants, PerProcessGpuSeriesCarryThePerCallSeriesNames) {
   m.set_tenants(&r);
   m.set_process_labels([&](uint32_t pid) { return labeller.of(pid); });
   auto sample = [&](int64_t ts, double util) {
-    std::vector<hal::DeviceSample> samples;
-    for (uint32_t pid : {100u, 200u}) {
-      hal::DeviceSample s;
-      s.ts_ns = ts;
-      s.period_ns = 100'000'000;
-      s.source = "nvml";
-      s.uuid = "GPU-0";
-      s.pid = pid;
-      s.sm_util = util;
-      samples.push_back(s);
-    }
-    ASSERT_TRUE(m.on_device_samples(samples));
+    ASSERT_TRUE(m.on_device_samples(
+        {test::gpu_process_sample(ts, 100, util), test::gpu_process_sample(ts, 200, util)}));
   };
   const std::string fam = "ingero_gpu_process_utilization_ratio";
   const std::string unnamed100 = fam + "{comm=\"python3\",container_id=\"" +
