@@ -13,6 +13,7 @@
 #include "engine/chain.h"
 #include "serve/metrics/metrics.h"
 #include "store/trace_writer.h"
+#include "tests/support/exposition.h"
 #include "tests/support/sink_inputs.h"
 #include "tests/support/trace_db.h"
 
@@ -175,19 +176,6 @@ TEST(SinkSet, KindsASinkDoesNotOverrideAreNoOps) {
   EXPECT_EQ(set.errors(), 0u);
 }
 
-double series(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  int found = 0;
-  double v = -1;
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(name + " ", 0) == 0) {
-      ++found;
-      v = std::stod(line.substr(name.size() + 1));
-    }
-  EXPECT_EQ(found, 1) << name << "\n" << text;
-  return v;
-}
-
 hal::DevicePortSample port(uint64_t rcv_errors) {
   hal::DevicePortSample p;
   p.device = "mlx5_0";
@@ -237,24 +225,24 @@ TEST(SinkSet, WriterAndMetricsKeepTheSampledKindsTheyGetThroughTheSeam) {
   ASSERT_TRUE(set.commit());
 
   std::string t = m.exposition();
-  EXPECT_EQ(series(t, "ingero_page_allocations_total"), 12);
-  EXPECT_EQ(series(t, "ingero_page_allocated_bytes_total"), 49152);
+  EXPECT_EQ(sample(t, "ingero_page_allocations_total"), 12);
+  EXPECT_EQ(sample(t, "ingero_page_allocated_bytes_total"), 49152);
   EXPECT_EQ(
-      series(
+      sample(
           t,
           R"(ingero_rdma_port_rcv_errors_total{rdma_device="mlx5_0",rdma_port="1",rdma_transport="InfiniBand"})"),
       8);
-  EXPECT_EQ(series(t, "ingero_events_total"), 500);
-  EXPECT_EQ(series(t, R"(ingero_dropped_records_total{kind="calls"})"), 1200);
-  EXPECT_EQ(series(t, "ingero_untraced_calls_total"), 7);
-  EXPECT_EQ(series(t, "ingero_store_errors_total"), 2);
-  EXPECT_EQ(series(t, R"(ingero_attached_probes{backend="cuda"})"), 40);
-  EXPECT_EQ(series(t, "ingero_db_bytes"), 65536);
-  EXPECT_EQ(series(t, R"(ingero_causal_chains_active{severity="HIGH"})"), 1);
-  EXPECT_EQ(series(t, R"(ingero_causal_chains_active{severity="MEDIUM"})"), 0);
-  EXPECT_EQ(series(t, R"(ingero_causal_chains_active{severity="LOW"})"), 2);
-  EXPECT_EQ(series(t, "ingero_step_duration_seconds_count"), 2);
-  EXPECT_EQ(series(t, "ingero_step_gpu_busy_ratio_count"), 1);
+  EXPECT_EQ(sample(t, "ingero_events_total"), 500);
+  EXPECT_EQ(sample(t, R"(ingero_dropped_records_total{kind="calls"})"), 1200);
+  EXPECT_EQ(sample(t, "ingero_untraced_calls_total"), 7);
+  EXPECT_EQ(sample(t, "ingero_store_errors_total"), 2);
+  EXPECT_EQ(sample(t, R"(ingero_attached_probes{backend="cuda"})"), 40);
+  EXPECT_EQ(sample(t, "ingero_db_bytes"), 65536);
+  EXPECT_EQ(sample(t, R"(ingero_causal_chains_active{severity="HIGH"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_causal_chains_active{severity="MEDIUM"})"), 0);
+  EXPECT_EQ(sample(t, R"(ingero_causal_chains_active{severity="LOW"})"), 2);
+  EXPECT_EQ(sample(t, "ingero_step_duration_seconds_count"), 2);
+  EXPECT_EQ(sample(t, "ingero_step_gpu_busy_ratio_count"), 1);
 
   EXPECT_EQ(query_rows(db,
                        "SELECT timestamp, cpu_pct, mem_pct, mem_avail, swap_mb, load_avg, "
