@@ -149,9 +149,7 @@ ingero::Status Metrics::on_device_samples(const std::vector<hal::DeviceSample>& 
       if (auto c = processes_.find(*s.pid);
           c != processes_.end() && c->second.cgroup && tenants_->settled(c->second.cgroup))
         if (auto t = tenants_->find(c->second.cgroup)) {
-          if (t->names.pod_namespace) p.labels["namespace"] = *t->names.pod_namespace;
-          if (t->names.pod) p.labels["pod"] = *t->names.pod;
-          if (t->names.container) p.labels["container"] = *t->names.container;
+          add_tenant_labels(p.labels, t->names);
           p.named = true;
           for (auto& [fam, gauge] : p.gauges)
             if (gauge) {

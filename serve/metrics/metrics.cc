@@ -84,13 +84,16 @@ prometheus::Labels Metrics::call_labels(const hal::Event& ev, uint64_t process) 
     // Who the process runs for, where known (an absent label is Prometheus's ""): read once
     // per cgroup (the tenant watch usually has).
     if (!other && tenants_) {
-      kernelside::TenantNames n = tenants_->resolve(ev.cgroup_id, ev.pid).names;
-      if (n.pod_namespace) l["namespace"] = *n.pod_namespace;
-      if (n.pod) l["pod"] = *n.pod;
-      if (n.container) l["container"] = *n.container;
+      add_tenant_labels(l, tenants_->resolve(ev.cgroup_id, ev.pid).names);
     }
   }
   return l;
+}
+
+void Metrics::add_tenant_labels(prometheus::Labels& l, const kernelside::TenantNames& n) {
+  if (n.pod_namespace) l["namespace"] = *n.pod_namespace;
+  if (n.pod) l["pod"] = *n.pod;
+  if (n.container) l["container"] = *n.container;
 }
 
 Metrics::CallMetrics& Metrics::call_metrics(const hal::Event& ev) {

@@ -140,6 +140,9 @@ class Metrics final : public hal::EventSink {
 
  private:
   prometheus::Labels call_labels(const hal::Event& ev, uint64_t process) const;
+  // Who a process runs for, as every per-process family labels it: namespace, pod and
+  // container, each where its cgroup's names have it.
+  static void add_tenant_labels(prometheus::Labels& l, const kernelside::TenantNames& n);
   uint64_t process_key(const hal::Event& ev);
   void observe_launch(const hal::Event& ev);  // ingero_kernel_launches_total
   // Device asynchronous events: ingero_<vendor>_async_event_total by event type.
