@@ -32,6 +32,11 @@ std::string Analysis::process_name(uint32_t pid) const {
   return "pid " + std::to_string(pid);
 }
 
+std::string Analysis::process_label(uint32_t pid) const {
+  std::string name = process_name(pid), id = "pid " + std::to_string(pid);
+  return name == id ? id : name + " (" + id + ")";
+}
+
 bool is_tracer(const Analysis& a, uint32_t pid) { return pid && a.tracer_pids.count(pid); }
 
 std::string preemptor_label(const Analysis& a, const Preemptor& p) {

@@ -49,6 +49,9 @@ struct Analysis {
   std::set<uint32_t> tracer_pids;     // the tracer's own processes (TraceSource::tracer_pids)
   std::vector<InflightRow> inflight;  // stuck threads the tracer recorded (engine/hangs.h)
   std::string process_name(uint32_t pid) const;
+  // As the chains name a process: "trainer (pid 7)", or "pid 7" when no name is known (never
+  // "pid 7 (pid 7)").
+  std::string process_label(uint32_t pid) const;
 };
 
 // Whether `pid` is the tracer itself (the sessions that recorded the trace name it).

@@ -149,7 +149,7 @@ void launch_collapse_chains(LaunchRates& rates, const Analysis& a, std::vector<C
     int64_t from = s.first + int64_t(best_start) * kSecond, to = from + int64_t(best_len) * kSecond;
     Chain c = new_chain("launch_collapse", s.vendor, s.api, "launch", {pid}, from, to);
     double drop = 1.0 - low / baseline;
-    std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
+    std::string who = a.process_label(pid);
     c.summary = "Kernel launch rate dropped " + fmt("%.0f%%", drop * 100) + " for " +
                 std::to_string(best_len) + " s (" + fmt("%.0f -> %.0f launches/s", baseline, low) +
                 ") in " + who;
@@ -249,8 +249,9 @@ void repeated_sync_chains(SyncCallers& sc, const Analysis& a, std::vector<Chain>
     ch.pids = {c.pid};
     ch.window_start = c.first;
     ch.window_end = c.last;
-    std::string who = a.process_name(c.pid) + " (pid " + std::to_string(c.pid) + ", tid " +
-                      std::to_string(key.first) + ")";
+    std::string who = a.process_label(c.pid);  // "trainer (pid 7)", or "pid 7"
+    who.insert(who.back() == ')' ? who.size() - 1 : who.size(),
+               ", tid " + std::to_string(key.first));
     ch.summary = format_count(n) + " host round-trips (" + format_count(c.syncs) + " syncs, " +
                  format_count(c.small_d2h) + " small D2H copies) from one caller in " + who + ": " +
                  fmt("%.0f/s, %.0f%% of its time blocked", rate, share * 100);
@@ -465,7 +466,7 @@ void rule_graph_lifecycle(TraceSource& source, const Analysis& a, std::vector<Ch
           {K::kGraphBeginCapture, K::kGraphEndCapture, K::kGraphInstantiate, K::kGraphLaunch}))
     return;
   for (const auto& [pid, g] : read_graph_use(source, a.window)) {
-    std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
+    std::string who = a.process_label(pid);
     if (uint64_t n = recaptures(g); n >= kRecaptureMedium)
       out.push_back(recapture_chain(pid, g, n, who));
     if (auto drop = rate_drop_after_instantiate(g))  // one per process

@@ -236,8 +236,9 @@ Chain straggler_chain(const Analysis& a, const CollectiveReport& rep, uint64_t g
   size_t n = st.n;
   Chain c = new_chain("collective_straggler", rep.vendor, rep.api, op, {}, 0, 0);
   for (auto& [k, r] : ranks) c.pids.push_back(r.pid);
-  std::string who = "rank " + std::to_string(st.rank) + " (" + a.process_name(s.pid) + ", pid " +
-                    std::to_string(s.pid) + ")";
+  std::string name = a.process_name(s.pid), id = "pid " + std::to_string(s.pid);
+  std::string who =
+      "rank " + std::to_string(st.rank) + " (" + (name == id ? id : name + ", " + id) + ")";
   char share[16];
   std::snprintf(share, sizeof(share), "%.0f%%", st.last_share * 100);
   c.summary = op + " straggler: " + who + " arrives last in " + share + " of " + format_count(n) +

@@ -135,8 +135,7 @@ void rule_device_errors(Analysis& a, std::vector<Chain>& out) {
     c.summary = "GPU error: " + dev + " reported " + what(*at) + count + " at " +
                 format_wall(at->ts_ns) +
                 (stall.empty() ? "; no stall of a traced process lines up with it"
-                               : "; " + a.process_name(stalled) + " (pid " +
-                                     std::to_string(stalled) + ") stalled: " + stall);
+                               : "; " + a.process_label(stalled) + " stalled: " + stall);
     c.root_cause = stall.empty()
                        ? "The device reported an error; no traced step or call slowed down around "
                          "it"

@@ -197,7 +197,7 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
   // A window that is not the whole trace may begin after a process's first failure.
   bool windowed = a.window.from_ns != Window{}.from_ns;
   std::string first_of = windowed ? " in the window" : "";
-  std::string who = a.process_name(pid) + " (pid " + std::to_string(pid) + ")";
+  std::string who = a.process_label(pid);
   std::string counted = format_count(p.failed) + " of " + format_count(p.returned) + " GPU calls";
   std::string first = std::string(f.op) + " returned " + code_text(code);
   if (cls == ErrorClass::kNoDevice)

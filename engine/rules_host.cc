@@ -212,7 +212,7 @@ void contention_timeline(const Contention& x, const Workers& workers, const OpSt
 Chain contention_chain(const Analysis& a, const Contention& x, const Workers& workers,
                        const OpStats* worst) {
   const PidHost& p = *x.host;
-  std::string who = a.process_name(x.pid) + " (pid " + std::to_string(x.pid) + ")";
+  std::string who = a.process_label(x.pid);
   char cpu[96];
   std::snprintf(cpu, sizeof(cpu), "CPU %.0f%% avg, %.0f%% peak", a.host.cpu_avg, a.host.cpu_max);
   Chain c;
@@ -319,7 +319,7 @@ void rule_oom(const Analysis& a, std::vector<Chain>& out) {
     c.severity = Severity::kHigh;
     c.window_start = s.first_ts;
     c.window_end = s.last_ts;
-    std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
+    std::string who = a.process_label(s.key.pid);
     c.summary = format_count(s.oom_errors) + " of " + format_count(s.count) + " " + s.key.op +
                 " calls failed with out-of-memory in " + who;
     c.root_cause = "Device memory exhausted: allocations fail";

@@ -206,9 +206,7 @@ void rule_step_faults(TraceSource& source, const Analysis& a, std::vector<Chain>
   for (const StepSeries& s : a.steps.processes) {
     if (s.cadence != Cadence::kSync && s.cadence != Cadence::kBursts) continue;
     if (s.summary.steps < kMinSteadySteps || !s.summary.total_ns) continue;
-    Context x{
-        a,  source, s,  s.summary, a.process_name(s.pid) + " (pid " + std::to_string(s.pid) + ")",
-        "", "",     {}, {}};
+    Context x{a, source, s, s.summary, a.process_label(s.pid), "", "", {}, {}};
     // The process's main layer: the api of its most frequent top-level call.
     if (!s.ops.empty()) x.api = s.ops.front().api;
     for (const OpStats& st : a.stats.per_process)

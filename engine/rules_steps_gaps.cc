@@ -1,6 +1,8 @@
 // Step rules over host gaps: the GPU idle while the thread that feeds it runs its own code
 // (data-loader starvation, host-bound), waits for the disk (blocking I/O), is preempted (CPU
 // contention) or sleeps. Thresholds: engine/thresholds_steps.h.
+#include <algorithm>
+
 #include "engine/preemptors.h"
 #include "engine/rules_steps_internal.h"
 #include "engine/thresholds_steps.h"
@@ -24,20 +26,30 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
     all += g.ns;
   }
   bool data = h2d * 2 >= all;
+  // With worker processes, the gaps' sleep is waiting for them: the same starvation, in this one
+  // chain (gap_sleep leaves it), never a second chain under the same id.
+  uint64_t asleep = data && !x.workers.empty() && x.share(x.m.gap.sleep_ns) >= kGapShareLow
+                        ? x.m.gap.sleep_ns
+                        : 0;
+  double starved = x.share(on_cpu + asleep);
   const auto* top = top_site(sites);
   std::string where = x.m.gap_where.empty()
                           ? std::string("in its own code")
                           : (x.m.gap_where_sampled ? "in " : "before ") + x.m.gap_where;
-  Chain c = x.chain(data ? "data_loader_starvation" : "host_bound", "host_gap", share);
-  c.severity = band(share, kGapShareMedium, kGapShareHigh);
+  Chain c = x.chain(data ? "data_loader_starvation" : "host_bound", "host_gap", starved);
+  c.severity = band(starved, kGapShareMedium, kGapShareHigh);
   // The device's own figure: a host-bound step whose GPU is measured mostly idle is worse than
   // its gaps alone prove.
   if (double idle = x.m.measured_idle(); idle >= 0)
     c.severity = std::max(c.severity, band(idle, kMeasuredIdleMedium, kMeasuredIdleHigh));
   std::string per = x.per_step(on_cpu);
   c.summary = std::string(data ? "Data-loader starvation" : "Host-bound steps") +
-              ": the GPU is idle \u2265 " + pct(share) + " of each " +
-              format_duration(x.m.median_ns) + " step while " + x.who + " runs on-CPU " + where;
+              ": the GPU is idle \u2265 " + pct(starved) + " of each " +
+              format_duration(x.m.median_ns) + " step while " + x.who + " runs on-CPU " + where +
+              (asleep ? " (" + pct(share) + ") and sleeps waiting for its " +
+                            format_count(x.workers.size()) + " worker process(es) (" +
+                            pct(x.share(asleep)) + ")"
+                      : "");
   c.root_cause = data ? "The training thread builds each batch itself" +
                             std::string(x.workers.empty() ? " (it forked no worker process)" : "") +
                             ": the GPU waits " + per + " per step for the next batch"
@@ -55,6 +67,14 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
                      (data ? ", a host-to-device copy: the next batch going up." : ".");
   c.timeline.push_back({"HOST", "host_gap", per + " per step on-CPU with the GPU idle, " + where,
                         on_cpu / std::max<uint64_t>(1, x.m.steps) / 1000});
+  if (asleep) {
+    c.explanation += " It slept " + pct(x.share(asleep)) +
+                     " of the step more in the gaps, waiting for its worker processes.";
+    c.timeline.push_back({"HOST", "host_gap",
+                          x.per_step(asleep) + " per step asleep, waiting for its " +
+                              format_count(x.workers.size()) + " worker process(es)",
+                          asleep / std::max<uint64_t>(1, x.m.steps) / 1000});
+  }
   if (x.m.gap_where_sampled && x.m.gap_stack)
     c.stacks.push_back(x.located(x.m.gap_stack, StackCounts::kNone, 0, 0, 0, x.s.anchor_tid));
   if (top && top->first) {
@@ -180,6 +200,11 @@ void gap_sleep(const Context& x, std::vector<Chain>& out) {
   double share = x.share(x.m.gap.sleep_ns);
   if (share < kGapShareLow) return;
   bool workers = !x.workers.empty();
+  // Waiting for workers beside on-CPU starvation is in gap_on_cpu's chain already.
+  const std::string merged = "data_loader_starvation:" + std::to_string(x.s.pid);
+  if (workers &&
+      std::any_of(out.begin(), out.end(), [&](const Chain& c) { return c.id == merged; }))
+    return;
   auto sites = gap_sites(x.s, false, false);
   const auto* top = top_site(sites);
   std::string before =

@@ -317,7 +317,7 @@ std::string tail_summary(const TailFinding& f, const std::string& cpu_line) {
 std::string tail_root_cause(const Analysis& a, const TailFinding& f) {
   const Evidence& ev = f.ev;
   const OpStats& s = *f.s;
-  std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
+  std::string who = a.process_label(s.key.pid);
   if (ev.cpu) {
     const Preemptor* top = top_preemptor(f);
     std::string by = top ? "; the CPU went mostly to " + preemptor_label(a, *top) : "";
@@ -428,7 +428,7 @@ std::vector<std::string> tail_fixes(const Analysis& a, const TailFinding& f) {
   const OpStats& s = *f.s;
   std::vector<std::string> fixes;
   if (ev.cpu) {
-    std::string who = a.process_name(s.key.pid) + " (pid " + std::to_string(s.key.pid) + ")";
+    std::string who = a.process_label(s.key.pid);
     fixes.push_back("Pin the GPU-feeding threads of " + who +
                     " to dedicated cores (taskset -c, or a cgroup cpuset) away from other work");
     const Preemptor* top = top_preemptor(f);

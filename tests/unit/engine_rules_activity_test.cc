@@ -1,0 +1,151 @@
+// The activity rules' thresholds and severities (engine.md's rule table): graph re-capture,
+// graphs never launched, a launch rate that collapses, a noisy neighbour. Through the replay
+// path (tests/unit/engine_replay.h).
+#include <gtest/gtest.h>
+
+#include "tests/unit/engine_replay.h"
+
+namespace ingero::app {
+namespace {
+
+// A graph call of pid 100; `exec` its executable graph (cudaGraphExec_t).
+Event graph_call(Replay& r, std::string_view op, EventKind k, uint64_t ts, uint64_t exec) {
+  Event e = r.call(100, op, k, ts, 50 * kUs);
+  if (exec) e.set(Field::kGraphExec, exec);
+  return e;
+}
+
+// A capture, its instantiation as `exec`, and `launches` launches of it, 1 ms apart from `t`.
+uint64_t capture_and_launch(Replay& r, uint64_t t, uint64_t exec, int launches) {
+  r.add(graph_call(r, "cudaStreamBeginCapture", EventKind::kGraphBeginCapture, t, 0));
+  r.add(graph_call(r, "cudaStreamEndCapture", EventKind::kGraphEndCapture, t + 100 * kUs, 0));
+  r.add(graph_call(r, "cudaGraphInstantiate", EventKind::kGraphInstantiate, t + 200 * kUs, exec));
+  for (int i = 0; i < launches; ++i)
+    r.add(
+        graph_call(r, "cudaGraphLaunch", EventKind::kGraphLaunch, t + uint64_t(i + 1) * kMs, exec));
+  return t + uint64_t(launches + 1) * kMs;
+}
+
+// Captures after the first graph launch: 4 are warm-up, 5 a storm (MEDIUM), 20 HIGH.
+TEST(EngineRulesActivity, GraphRecaptureIsBandedByTheCapturesAfterTheFirstLaunch) {
+  for (int again : {4, 5, 20}) {
+    SCOPED_TRACE(again);
+    Replay r;
+    uint64_t t = capture_and_launch(r, kMs, 1, 10);
+    for (int i = 0; i < again; ++i) t = capture_and_launch(r, t, uint64_t(2 + i), 10);
+    auto a = r.analyze();
+    const engine::Chain* c = find(a, "graph_recapture");
+    if (again == 4) {
+      EXPECT_EQ(c, nullptr);
+      continue;
+    }
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->severity, again >= 20 ? Severity::kHigh : Severity::kMedium);
+    EXPECT_EQ(c->summary.rfind("Graph re-capture storm: " + std::to_string(again) +
+                                   " captures/instantiations after the first graph launch in "
+                                   "pid 100 (",
+                               0),
+              0u)
+        << c->summary;
+    EXPECT_EQ(find(a, "graph_never_launched"), nullptr);  // every one was launched
+  }
+}
+
+// Executable graphs instantiated and never launched: LOW, MEDIUM from 5. A failed
+// instantiation made no graph and counts for nothing. The trace has no name for the process.
+TEST(EngineRulesActivity, GraphsNeverLaunchedAreCountedAndBanded) {
+  for (int unused : {1, 4, 5}) {
+    SCOPED_TRACE(unused);
+    Replay r;
+    uint64_t t = capture_and_launch(r, kMs, 1, 10);
+    for (int i = 0; i < unused; ++i)
+      r.add(graph_call(r, "cudaGraphInstantiate", EventKind::kGraphInstantiate,
+                       t + uint64_t(i) * kMs, uint64_t(100 + i)));
+    Event failed =
+        graph_call(r, "cudaGraphInstantiate", EventKind::kGraphInstantiate, t + 50 * kMs, 999);
+    failed.ret = 1;  // cudaErrorInvalidValue
+    r.add(failed);
+    auto a = r.analyze();
+    const engine::Chain* c = find(a, "graph_never_launched");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->severity, unused >= 5 ? Severity::kMedium : Severity::kLow);
+    EXPECT_EQ(c->summary, std::to_string(unused) + " instantiated graph" +
+                              (unused == 1 ? "" : "s") + " never launched in pid 100");
+    EXPECT_EQ(c->explanation, std::to_string(unused + 1) + " graphs instantiated, 1 launched.");
+  }
+}
+
+// 200 launches a second, then 3 s at 5 a second (a 98% drop) while the process keeps making
+// other GPU calls, then 200 again. With the launching thread off-CPU through the collapse it
+// lost the CPU: HIGH. With nothing on the host to explain it: MEDIUM.
+TEST(EngineRulesActivity, ALaunchCollapseIsHighOnlyWhenTheHostExplainsIt) {
+  for (bool preempted : {false, true}) {
+    SCOPED_TRACE(preempted);
+    Replay r;
+    for (uint64_t s = 0; s < 12; ++s) {
+      bool low = s >= 5 && s < 8;
+      int n = low ? 5 : 200;
+      for (int k = 0; k < n; ++k)
+        r.add(r.call(100, "cudaLaunchKernel", EventKind::kLaunch,
+                     s * kS + uint64_t(k) * (kS / uint64_t(n)), 10 * kUs));
+      r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, s * kS + 999 * kMs, 100 * kUs));
+      if (low && preempted)
+        for (int k = 0; k < 10; ++k) {  // 600 ms of each second off-CPU, preempted
+          Event e = r.host(100, "sched_switch", EventKind::kSchedSwitch,
+                           s * kS + uint64_t(k) * 100 * kMs + 1 * kMs, 60 * kMs);
+          e.set_comm("trainer");
+          e.set(Field::kFlags, 1);
+          e.set(Field::kPeerPid, 200);
+          e.set_peer_comm("hog");
+          r.add(e);
+        }
+    }
+    auto a = r.analyze();
+    const engine::Chain* c = find(a, "launch_collapse");
+    ASSERT_NE(c, nullptr);
+    // The process is named where the trace has its name (here its scheduler events), and is
+    // "pid 100" where it has none, never "pid 100 (pid 100)".
+    EXPECT_EQ(c->summary, std::string("Kernel launch rate dropped 98% for 3 s (200 -> 5 "
+                                      "launches/s) in ") +
+                              (preempted ? "trainer (pid 100)" : "pid 100"));
+    EXPECT_EQ(c->severity, preempted ? Severity::kHigh : Severity::kMedium);
+    EXPECT_EQ(c->root_cause.rfind(preempted ? "The thread feeding the GPU lost the CPU: 1.8s "
+                                            : "The process stopped submitting work",
+                                  0),
+              0u)
+        << c->root_cause;
+  }
+}
+
+// A foreign cgroup's share of the GPU threads' preempted time: MEDIUM from 30% (and 100 ms),
+// HIGH from 60% when it took at least a second. 86% of 300 ms is MEDIUM (tenants_test.cc); here
+// the same share of 1.2 s.
+TEST(EngineRulesActivity, ANoisyNeighbourIsHighFromItsShareAndASecond) {
+  for (uint64_t each : {25 * kMs, 100 * kMs}) {
+    SCOPED_TRACE(each);
+    Replay r;
+    for (int i = 0; i < 50; ++i)
+      r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * 100 * kMs, kMs));
+    for (int i = 0; i < 14; ++i) {  // 12 by the neighbour's cgroup, 2 by the trainer's own
+      bool foreign = i < 12;
+      Event e = r.host(100, "sched_switch", EventKind::kSchedSwitch,
+                       uint64_t(i) * 300 * kMs + 5 * kMs, each);
+      e.set_comm("trainer");
+      e.cgroup_id = 11;
+      e.set(Field::kFlags, 1);
+      e.set(Field::kPeerPid, foreign ? 300 : 101);
+      e.set(Field::kPeerCgroup, foreign ? 22 : 11);
+      e.set_peer_comm(foreign ? "etl" : "sidecar");
+      r.add(e);
+    }
+    auto a = r.analyze();
+    const engine::Chain* c = find(a, "noisy_neighbour");
+    ASSERT_NE(c, nullptr);
+    EXPECT_NE(c->summary.find(" took 86% of the GPU threads' preempted time"), std::string::npos)
+        << c->summary;
+    EXPECT_EQ(c->severity, each == 100 * kMs ? Severity::kHigh : Severity::kMedium);
+  }
+}
+
+}  // namespace
+}  // namespace ingero::app
