@@ -1,6 +1,7 @@
 // Trace::open_file (app/trace_session.h): the trace file, its folder and its lock, the
 // sessions a killed tracer left, and how the writer lays out and writes its blocks.
 #include <algorithm>
+#include <cerrno>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -77,11 +78,27 @@ int Trace::open_file() {
   // one writes it, and this one is refused while another writes it, before any change.
   auto lock = [&] {
     auto l = store::TraceLock::acquire(db_);
-    if (!l) std::cerr << "ingero trace: " << l.error().message << "\n";
+    if (!l) std::cerr << "ingero trace: cannot open trace file: " << l.error().message << "\n";
     if (l) lock_ = std::move(*l);
     return l.ok();
   };
-  if (std::filesystem::exists(db_) && !lock()) return kExitFailure;
+  // A file it creates is locked from the moment it has its name (TraceLock::create): before,
+  // another tracer or a compact could take it while its tables were made, or take the new file
+  // of a move-aside.
+  bool created = false;
+  auto create = [&] {
+    // A planted reserve is refused before the trace is created (security.md).
+    if (auto st = store::check_owned_file(db_ + "-reserve"); !st) {
+      std::cerr << "ingero trace: cannot open trace file: " << st.error().message << "\n";
+      return false;
+    }
+    auto l = store::TraceLock::create(db_);
+    if (!l && l.error().sys_errno == EEXIST) return lock();  // another made it meanwhile
+    if (!l) std::cerr << "ingero trace: cannot open trace file: " << l.error().message << "\n";
+    if (l) lock_ = std::move(*l);
+    return created = l.ok();
+  };
+  if (std::filesystem::exists(db_) ? !lock() : !create()) return kExitFailure;
   if (lock_.held() && opts_.older_schema == "move-aside") {
     auto aside = move_older_aside(db_);
     if (!aside) {
@@ -98,16 +115,16 @@ int Trace::open_file() {
                 << " (every command reads it; `ingero compact` converts it) and tracing into a "
                    "new "
                 << db_ << "\n";
-      lock_ = store::TraceLock();  // the moved file's: the new one is locked once made
+      lock_ = store::TraceLock();  // the moved file's
+      if (!create()) return kExitFailure;
     }
   }
-  auto writer = store::TraceWriter::open(db_, registry_.views());
+  auto writer = store::TraceWriter::open(db_, registry_.views(), created);
   if (!writer) {
     std::cerr << "ingero trace: cannot open trace file: " << writer.error().message << "\n";
     return kExitFailure;
   }
   writer_ = std::move(*writer);
-  if (!lock_.held() && !lock()) return kExitFailure;  // a file it created
   if (!repair_left_sessions(writer_->db(), db_, opts_.quiet, std::cerr)) return kExitFailure;
   writer_->set_folding(!opts_.keep_all);
   // Blocks span at most an eighth of the full-row window and of --retain (1 s to 60 s): their

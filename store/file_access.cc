@@ -99,6 +99,38 @@ ingero::Result<TraceLock> TraceLock::acquire(const std::string& path) {
   return TraceLock(fd);
 }
 
+ingero::Result<TraceLock> TraceLock::create(const std::string& path) {
+  auto failed = [&](int err) { return ingero::Error::sys("cannot create " + path, err); };
+  int fd = ::open(folder_of(path).c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    // Nobody else can reach a file without a name: this lock cannot be refused.
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      ::close(fd);
+      return ingero::Error::sys("cannot lock " + path, err);
+    }
+    std::string self = "/proc/self/fd/" + std::to_string(fd);
+    if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0)
+      return TraceLock(fd);
+    int err = errno;
+    ::close(fd);
+    if (err == EEXIST) return failed(EEXIST);
+    if (err != ENOENT && err != EPERM && err != EOPNOTSUPP && err != EXDEV) return failed(err);
+    // No /proc, or a file system that links no such file: made under its name below.
+  } else if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+    return failed(errno);
+  }
+  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return failed(errno);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {  // another process opened it in the instant since
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) return acquire(path);  // says who holds it
+    return ingero::Error::sys("cannot lock " + path, err);
+  }
+  return TraceLock(fd);
+}
+
 TraceLock& TraceLock::operator=(TraceLock&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);

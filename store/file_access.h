@@ -44,6 +44,13 @@ class TraceLock {
   // "PATH is being written by another ingero process (a running `ingero trace`, or
   // `ingero compact`)".
   static ingero::Result<TraceLock> acquire(const std::string& path);
+  // Creates `path` empty (mode 0600) already locked: the file is made without a name
+  // (O_TMPFILE), locked, then linked to `path`, so no other process can open it under `path`
+  // unlocked, as another tracer or a compact could while its tables were made. Never through a
+  // symbolic link. An existing `path` is an Error with sys_errno EEXIST (lock that file with
+  // acquire()). Where the file system cannot make such a file, it is created (O_EXCL) and
+  // locked at once.
+  static ingero::Result<TraceLock> create(const std::string& path);
   TraceLock() = default;
   TraceLock(TraceLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   TraceLock& operator=(TraceLock&& o) noexcept;

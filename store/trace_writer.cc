@@ -70,13 +70,14 @@ ingero::Status validate_before_writing(const std::string& path) {
 
 }  // namespace
 
-ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(
-    const std::string& path, std::span<const hal::SqlView> views) {
+ingero::Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path,
+                                                               std::span<const hal::SqlView> views,
+                                                               bool made_by_caller) {
   // Classify and check on a read-only connection before the first write: a foreign, legacy,
   // newer or damaged file is refused byte-identical (closing a read-write connection would
   // already checkpoint its WAL into it).
   struct stat before {};
-  const bool created = ::stat(path.c_str(), &before) != 0 && errno == ENOENT;
+  const bool created = made_by_caller || (::stat(path.c_str(), &before) != 0 && errno == ENOENT);
   // An empty file the user made for the trace (SQLite takes it for an empty database).
   const bool was_empty = !created && S_ISREG(before.st_mode) && before.st_size == 0;
   std::vector<std::string> new_beside;  // SQLite's files beside it that this call would make

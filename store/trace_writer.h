@@ -136,8 +136,11 @@ class TraceWriter final : public hal::EventSink {
   // (store/contract_views.h). Refuses legacy, foreign, older- and newer-schema files (an older
   // one says how to convert it). Sets aside
   // 256 KiB next to it (PATH-reserve) for the final session update on a full disk.
-  static ingero::Result<std::unique_ptr<TraceWriter>> open(
-      const std::string& path, std::span<const hal::SqlView> views = {});
+  // `created`: the caller made `path` empty just before (TraceLock::create), so a failure
+  // removes it as it removes a file this call created.
+  static ingero::Result<std::unique_ptr<TraceWriter>> open(const std::string& path,
+                                                           std::span<const hal::SqlView> views = {},
+                                                           bool created = false);
   ~TraceWriter();
 
   ingero::Result<int64_t> begin_session(const SessionInfo& info);

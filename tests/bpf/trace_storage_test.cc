@@ -1,15 +1,20 @@
 // Real uprobes on the fake runtime, traced end to end through `ingero trace`: what the trace
 // keeps when the disk is full, slow or limited (--max-db-size), and what retention keeps
 // (--retain, --full-rows). Every assertion is an exact outcome.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -241,6 +246,59 @@ TEST(TraceCuda, AnEarlierIngerosTraceIsRefusedOrMovedAsideWhole) {
     moved_beside_real += e.path().filename().string().rfind("t.db.schema9-", 0) == 0;
   EXPECT_EQ(moved_beside_real, 1u) << linked.err;
   EXPECT_EQ(query_int(real, "PRAGMA user_version"), 11);
+}
+
+// Tries to lock `dir`/`name` (as a compact or a second tracer would) the moment that name
+// appears in `dir`; runs `start` once the folder is watched. The lock's errno (0: it was taken).
+int lock_errno_when_named(const std::string& dir, const std::string& name,
+                          const std::function<void()>& start) {
+  int in = inotify_init1(IN_CLOEXEC);
+  if (in < 0 || inotify_add_watch(in, dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) return -1;
+  start();
+  alignas(inotify_event) char buf[4096];
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof buf);
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n;) {
+      auto* ev = reinterpret_cast<inotify_event*>(buf + i);
+      i += ssize_t(sizeof(inotify_event) + ev->len);
+      if (!ev->len || name != ev->name) continue;
+      int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+      int err = fd < 0 ? errno : flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+      if (fd >= 0) close(fd);  // drops the lock, if it was taken
+      close(in);
+      return err;
+    }
+  }
+  close(in);
+  return -1;
+}
+
+// A trace file `trace` creates, new or in place of one it moved aside, is locked from the
+// moment it has its name: a compact or a second tracer that finds it is refused, never takes
+// it while the first makes its tables (which made the first exit 1, or both write).
+TEST(TraceCuda, ANewTraceIsLockedFromTheMomentItHasAName) {
+  REQUIRE_BPF();
+  std::string dir = temp_path("locked-new");
+  std::filesystem::create_directories(dir);
+  for (bool aside : {false, true}) {
+    SCOPED_TRACE(aside);
+    std::string db = dir + (aside ? "/ingero.db" : "/new.db");
+    if (aside) {
+      ASSERT_EQ(
+          std::system(
+              ("xz -dc '" INGERO_FIXTURES_DIR "/legacy/v8-archived.db.xz' > '" + db + "'").c_str()),
+          0);
+    }
+    Subprocess tracer;
+    int err = lock_errno_when_named(dir, std::filesystem::path(db).filename(), [&] {
+      tracer = Subprocess::spawn({INGERO_BIN, "trace", "-q", "--no-live", "--no-stack", "--db", db,
+                                  "--older-schema", "move-aside", "--", "/bin/true"});
+    });
+    EXPECT_EQ(err, EWOULDBLOCK) << strerror(err);
+    EXPECT_EQ(tracer.wait(), 0) << tracer.err();
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM sessions"), 1);
+  }
 }
 
 // --max-db-size (issue 37.5): two million calls kept under 1 MiB, write-ahead log included,

@@ -3,6 +3,10 @@
 // as it writes it; `compact` refuses a locked file, unchanged, and takes the lock itself.
 // (tests/bpf checks the same against a running `ingero trace`.)
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
 
 #include "store/file_access.h"
 #include "test_paths.h"
@@ -35,6 +39,37 @@ TEST(CompactLive, AFileBeingWrittenIsRefusedUnchanged) {
   }
   // Released: compact runs.
   EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 0) << err;
+}
+
+// A trace file the tracer creates is locked before it has its name (TraceLock::create): a
+// compact or a second tracer that finds the name is refused, however early it looks.
+TEST(TraceLockCreate, ANewFileIsLockedFromItsFirstMomentAndNeverMadeTwice) {
+  std::string db = temp_path("new.db");
+  auto made = store::TraceLock::create(db);
+  ASSERT_TRUE(made) << made.error().message;
+  struct stat st {};
+  ASSERT_EQ(stat(db.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_nlink, 1u);
+  auto second = store::TraceLock::acquire(db);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().sys_errno, EWOULDBLOCK);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "compact", db}, &out, &err), 1);
+  EXPECT_NE(err.find(" is being written by another ingero process"), std::string::npos) << err;
+  // A name that exists, or a link (even to nothing), is never created over.
+  auto again = store::TraceLock::create(db);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().sys_errno, EEXIST);
+  std::string target = temp_path("elsewhere.db"), link = temp_path("link.db");
+  std::filesystem::create_symlink(target, link);
+  auto through = store::TraceLock::create(link);
+  ASSERT_FALSE(through);
+  EXPECT_EQ(through.error().sys_errno, EEXIST);
+  EXPECT_FALSE(std::filesystem::exists(target));
+  made = store::TraceLock();  // released
+  EXPECT_TRUE(store::TraceLock::acquire(db));
 }
 
 // --full-rows takes a duration with its unit, as every duration of `trace` does: a bare number
