@@ -87,9 +87,11 @@ void write_perfetto(engine::TraceSource& source, const engine::Window& base,
     auto track = [&](const std::string& node, uint32_t pid, std::string_view comm) {
       auto [it, fresh] = tracks.try_emplace({node, pid}, int(tracks.size()) + 1);
       if (fresh) {
+        // "trainer (pid 7)", or "pid 7" for a process without a name (never "pid 7 (pid 7)").
+        std::string known = names.count(pid) ? names[pid].name : std::string(comm);
+        std::string id = "pid " + std::to_string(pid);
         std::string name = (node.empty() ? "" : node + " / ") +
-                           (names.count(pid) ? names[pid].name : std::string(comm)) + " (pid " +
-                           std::to_string(pid) + ")";
+                           (known.empty() || known == id ? id : known + " (" + id + ")");
         em.emit({{"name", "process_name"},
                  {"ph", "M"},
                  {"ts", 0},

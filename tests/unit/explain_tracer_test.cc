@@ -92,7 +92,7 @@ TEST(ExplainText, TheTracerAmongThePreemptorsIsNamedAsTheTracer) {
             "preemptions by the tracer itself (ingero, pid 4411, 100ms of CPU taken), 139ms "
             "off-CPU");
   EXPECT_EQ(c->root_cause,
-            "CPU contention: pid 100 (pid 100) was off-CPU for 26% of its cudaStreamSynchronize "
+            "CPU contention: pid 100 was off-CPU for 26% of its cudaStreamSynchronize "
             "time; the CPU went mostly to the tracer itself (ingero, pid 4411, 100ms of CPU "
             "taken)");
   ASSERT_EQ(c->fixes.size(), 2u);

@@ -293,7 +293,8 @@ TEST(LegacyFiles, PerfettoExportHasATrackPerNodeAndPid) {
   EXPECT_EQ(meta, size_t(test::query_int(
                       kDir + "sample-cluster.db",
                       "SELECT count(*) FROM (SELECT DISTINCT node, pid FROM events)")));
-  EXPECT_TRUE(names.count("gpu-node-02 / pid 4599 (pid 4599)") || names.size() == meta);
+  EXPECT_EQ(names.size(), meta);  // a track a (node, pid), each named once
+  EXPECT_EQ(names.count("gpu-node-02 / python3 (pid 4599)"), 1u);
 }
 
 TEST(LegacyFiles, ForeignFileIsAClearError) {
