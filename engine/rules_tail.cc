@@ -186,7 +186,14 @@ Evidence gather(const Analysis& a, const OpStats& s) {
 
   // Block I/O only when the process's own requests overlap its slow calls, or the device is
   // saturated during them (requests in flight nearly all of the slow calls' time, some of
-  // them slow): somebody else's I/O at the same time is not a cause.
+  // them slow): somebody else's I/O at the same time is not a cause. The slow calls are those
+  // kMinTailExcessNs over p50: the tail's windows reach down to p95, which may be every call
+  // (a disk busy through 8 ms calls was judged over them and 190 calls of 100 us, and not
+  // saturated). Where none is that slow (every call slowed), the tail's windows.
+  std::vector<TailWindow> slow;
+  for (const TailWindow& w : s.tail_windows)
+    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs) slow.push_back(w);
+  const std::vector<TailWindow>& judged = slow.empty() ? s.tail_windows : slow;
   std::vector<std::pair<int64_t, int64_t>> own;
   uint64_t own_max = 0;
   if (auto it = h.block_by_pid.find(s.key.pid); it != h.block_by_pid.end())
@@ -195,12 +202,12 @@ Evidence gather(const Analysis& a, const OpStats& s) {
       own_max = std::max<uint64_t>(own_max, uint64_t(b.end - b.start));
       ev.io_writes = ev.io_writes || b.write;
     }
-  ev.io_hits = overlap_count(own, s.tail_windows);
+  ev.io_hits = overlap_count(own, judged);
   ev.io_heavy = ev.io_hits > 0 && (own.size() >= kHeavyIoOps || own_max >= kSlowIoNs);
   if (!ev.io_heavy && h.block_max_ns >= kSlowIoNs &&
-      busy_share(h.block_intervals, s.tail_windows) >= kIoSaturatedShare) {
+      busy_share(h.block_intervals, judged) >= kIoSaturatedShare) {
     ev.io_heavy = ev.io_saturated = true;
-    ev.io_hits = overlap_count(h.block_intervals, s.tail_windows);
+    ev.io_hits = overlap_count(h.block_intervals, judged);
   }
   ev.mem = memory_pressure_at(h, s);
   return ev;

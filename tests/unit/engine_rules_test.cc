@@ -2,6 +2,7 @@
 // TraceWriter the tracer uses and read back through the same TraceSource `explain` uses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "app/demo_scenarios.h"
@@ -345,25 +346,43 @@ TEST(EngineRules, BlockIoDuringTheTail) {
   EXPECT_TRUE(io_layer);
 }
 
-// Another process's I/O at the same time is not a cause unless it saturates the device.
-TEST(EngineRules, OtherProcessIoIsNotACause) {
-  Replay r;
-  for (int i = 0; i < 200; ++i) {
-    uint64_t t = uint64_t(i) * 10 * kMs;
-    bool slow = i % 20 == 0;
-    r.add(
-        r.call(100, "cuMemAlloc", EventKind::kAlloc, t, slow ? 8 * kMs : 100 * kUs, "cuda_driver"));
-    if (slow) {
-      Event b = r.host(200, "block_write", EventKind::kBlockIo, t + 500 * kUs, 15 * kMs);
-      b.set(Field::kBytes, 1 << 20);
-      r.add(b);
+// Another process's I/O at the same time is not a cause unless it saturates the device: in
+// flight through 90% of the slow calls' time, one request 10 ms or more. Here a request of
+// another process in each of the ten 8 ms calls: 2 ms is not a cause; 15 ms from 0.5 ms in is
+// (the disk busy 94% of those calls' time). The slowest 5% reach down to p95, which here is a
+// call of 100 us: judged over all 200 calls, the disk was busy 76% of their time, and the
+// saturation was missed.
+TEST(EngineRules, OtherProcessIoIsACauseOnlyWhenItSaturatesTheDevice) {
+  for (uint64_t io : {2 * kMs, 15 * kMs}) {
+    SCOPED_TRACE(io);
+    Replay r;
+    for (int i = 0; i < 200; ++i) {
+      uint64_t t = uint64_t(i) * 10 * kMs;
+      bool slow = i % 20 == 0;
+      r.add(r.call(100, "cuMemAlloc", EventKind::kAlloc, t, slow ? 8 * kMs : 100 * kUs,
+                   "cuda_driver"));
+      if (slow) {
+        Event b = r.host(200, "block_write", EventKind::kBlockIo, t + 500 * kUs, io);
+        b.set(Field::kBytes, 1 << 20);
+        r.add(b);
+      }
     }
-  }
-  auto a = r.analyze();
-  EXPECT_EQ(find(a, "io_pressure"), nullptr);
-  for (const auto& c : a.chains) {
-    EXPECT_EQ(c.summary.find("block I/O"), std::string::npos) << c.summary;
-    for (const auto& f : c.fixes) EXPECT_EQ(f.find("checkpoint"), std::string::npos) << f;
+    auto a = r.analyze();
+    const auto* c = find(a, "io_pressure");
+    if (io == 2 * kMs) {
+      EXPECT_EQ(c, nullptr);
+      for (const auto& x : a.chains) {
+        EXPECT_EQ(x.summary.find("block I/O"), std::string::npos) << x.summary;
+        for (const auto& f : x.fixes) EXPECT_EQ(f.find("checkpoint"), std::string::npos) << f;
+      }
+      continue;
+    }
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->op, "cuMemAlloc");
+    EXPECT_NE(std::find(c->fixes.begin(), c->fixes.end(),
+                        "Move the other I/O on this device away from the training volume, or cap "
+                        "it (io.max on its cgroup)"),
+              c->fixes.end());
   }
 }
 
