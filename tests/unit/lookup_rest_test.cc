@@ -11,6 +11,15 @@ using capture::LookupRest;
 using Ids = std::vector<uint32_t>;
 constexpr uint64_t kProof = LookupRest::kFirstProof;
 
+// architecture.md: a look-up probe rests once it held back 2,000 repeats since it last named
+// something (the tests below count from the constant; this pins the constant to the docs).
+TEST(LookupRest, TheFirstProofIsTheDocumentedTwoThousandRepeats) {
+  EXPECT_EQ(kProof, 2000u);
+  LookupRest r;
+  EXPECT_EQ(r.to_rest({{7, 1999, 0}}), Ids{});
+  EXPECT_EQ(r.to_rest({{7, 2000, 0}}), Ids{7});
+}
+
 TEST(LookupRest, AProbeRestsAfterItsProofOfRepeatsAndNotOneBefore) {
   LookupRest r;
   // It named something before its first sample: the repeats count from that sample on.
