@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -124,6 +126,34 @@ TEST(ServeStart, AServerReachableFromOtherHostsSaysSo) {
       EXPECT_EQ(p.err().find("WARNING"), std::string::npos) << p.err();
     else
       EXPECT_NE(p.err().find(c.said), std::string::npos) << c.cmd << ": " << p.err();
+  }
+}
+
+// cli.md: the dashboard listens on 127.0.0.1:8080 by default, and `:PORT` or a bare port bind
+// loopback, never every interface. With 127.0.0.1:8080 held (by this test, or by whatever holds
+// it already), the default is refused naming that address: deterministic whoever has the port.
+TEST(ServeStart, TheDashboardsDefaultAddressAndABarePortAreLoopback) {
+  std::string db = write_free_calls(temp_path("default.db"), 10);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(8080);
+  bool held = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd, 1) == 0;
+  int bind_errno = held ? 0 : errno;
+  EXPECT_TRUE(held || bind_errno == EADDRINUSE) << strerror(bind_errno);  // or another holds it
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "dashboard", "--db", db}, &out, &err, {}, 10s), 2) << err;
+  EXPECT_EQ(err, "ingero dashboard: cannot listen on 127.0.0.1:8080: Address already in use\n");
+  close(fd);
+  for (std::string addr : {":0", "0"}) {
+    auto p = Subprocess::spawn({INGERO_BIN, "dashboard", "--db", db, "--http", addr});
+    std::string line;
+    ASSERT_TRUE(p.wait_stderr_line("serving", 10s, &line)) << addr << ": " << p.err();
+    EXPECT_TRUE(std::regex_search(line, std::regex(R"( at http://127\.0\.0\.1:\d+/ )"))) << line;
+    EXPECT_EQ(p.err().find("WARNING"), std::string::npos) << p.err();
+    p.signal(SIGTERM);
+    EXPECT_EQ(p.wait(10s), 0) << p.err();
   }
 }
 
