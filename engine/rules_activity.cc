@@ -255,11 +255,18 @@ void repeated_sync_chains(SyncCallers& sc, const Analysis& a, std::vector<Chain>
     ch.summary = format_count(n) + " host round-trips (" + format_count(c.syncs) + " syncs, " +
                  format_count(c.small_d2h) + " small D2H copies) from one caller in " + who + ": " +
                  fmt("%.0f/s, %.0f%% of its time blocked", rate, share * 100);
-    ch.root_cause = "Repeated synchronisation: the same caller waits for the GPU every " +
-                    fmt("%.1f", c.launches ? double(c.launches) / double(n) : 0.0) +
-                    " launches (the hidden .cpu()/.item()/.numpy() pattern)";
-    ch.explanation = "Between " + format_count(c.launches) + " launches, this caller blocked " +
-                     format_count(n) + " times for " + format_duration(c.blocked_ns) +
+    // Its thread's launches per wait; a thread that launches less than it waits (its work is
+    // queued by other threads) is said in counts, never "every 0.0 launches".
+    std::string how_often =
+        c.launches >= n ? "every " + fmt("%.1f", double(c.launches) / double(n)) + " launches"
+                        : format_count(n) + " times against " + format_count(c.launches) +
+                              (c.launches == 1 ? " launch" : " launches") + " of its thread";
+    ch.root_cause = "Repeated synchronisation: the same caller waits for the GPU " + how_often +
+                    " (the hidden .cpu()/.item()/.numpy() pattern)";
+    ch.explanation = (c.launches ? "Between " + format_count(c.launches) + " launches of its thread"
+                                 : std::string("With no launch on its thread")) +
+                     ", this caller blocked " + format_count(n) + " times for " +
+                     format_duration(c.blocked_ns) +
                      " in total. Each round-trip drains the GPU queue and idles the device while "
                      "the host catches up; faster GPUs make it worse.";
     ch.timeline.push_back(
@@ -276,7 +283,9 @@ void repeated_sync_chains(SyncCallers& sc, const Analysis& a, std::vector<Chain>
         "(e.g. scatter_/gather instead of NumPy set operations)",
         "If the value is needed on the host, copy it asynchronously (non_blocking=True into pinned "
         "memory) and read it once per step, not per element"};
-    ch.id = ch.rule + ":" + std::to_string(c.pid) + ":" + std::to_string(key.first);
+    // A caller is a thread and a stack: one thread may sync from several sites.
+    ch.id = ch.rule + ":" + std::to_string(c.pid) + ":" + std::to_string(key.first) + ":" +
+            std::to_string(key.second);
     ch.score = share * double(n);
     out.push_back(std::move(ch));
   }

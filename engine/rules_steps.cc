@@ -29,7 +29,8 @@ void hidden_sync(const Context& x, std::vector<Chain>& out) {
     if (!step_rules::hidden_sync_site(site, x.m)) continue;
     double share = x.share(site.host_ns + site.gap_after_ns);
     Chain c = x.chain("hidden_sync", site.op, share);
-    c.id += ":" + std::to_string(site.stack);
+    // The site: its stack, or without one its op (a copy's and a sync's sites both have 0).
+    c.id += ":" + (site.stack ? std::to_string(site.stack) : site.op);
     c.severity = step_rules::band(share, kHiddenSyncMedium, kHiddenSyncHigh);
     std::string at = x.at(site.stack);
     c.summary = "Hidden sync: " + format_count(site.median_per_step) +

@@ -131,9 +131,15 @@ void count_sites(const Proc& p, Sites& sites, const std::vector<RoundTrip>& trip
     auto it = acc.find({0, sites.of(g.before_stack, "")});
     if (it != acc.end()) it->second.c.gap_after_ns += g.duration();
   }
-  // Name round-trip sites by the op of their first call (the copy or the sync).
+  // Name round-trip sites by the op of their first call (the copy or the sync). A site without
+  // a stack is its op ("op:NAME"): every call without a stack has stack 0, so the first of them
+  // would name every such site.
   for (auto& [key, a] : acc) {
     if (key.first != 0) continue;
+    if (!a.c.stack) {
+      if (a.c.site.rfind("op:", 0) == 0) a.c.op = a.c.site.substr(3);
+      continue;
+    }
     for (const Call& c : p.calls)
       if (c.cat == kWait && c.stack == a.c.stack) {
         a.c.op = p.ops[c.op].op;

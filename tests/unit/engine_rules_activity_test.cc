@@ -3,6 +3,8 @@
 // path (tests/unit/engine_replay.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/unit/engine_replay.h"
 
 namespace ingero::app {
@@ -144,6 +146,45 @@ TEST(EngineRulesActivity, ANoisyNeighbourIsHighFromItsShareAndASecond) {
     EXPECT_NE(c->summary.find(" took 86% of the GPU threads' preempted time"), std::string::npos)
         << c->summary;
     EXPECT_EQ(c->severity, each == 100 * kMs ? Severity::kHigh : Severity::kMedium);
+  }
+}
+
+// One thread blocking from two call sites is two callers: two repeated_sync chains under two
+// ids (the id was pid:tid, so the store kept one of them). A thread that launches nothing
+// itself is said in counts, not "every 0.0 launches".
+TEST(EngineRulesActivity, RepeatedSyncIsOneChainACallSiteWithItsOwnId) {
+  for (bool launches : {true, false}) {
+    SCOPED_TRACE(launches);
+    Replay r;
+    for (int i = 0; i < 400; ++i) {
+      uint64_t t = uint64_t(i) * 5 * kMs;
+      if (launches) r.add(r.call(100, "cudaLaunchKernel", EventKind::kLaunch, t, 10 * kUs));
+      Event e = r.call(100, "cudaStreamSynchronize", EventKind::kSync, t + 100 * kUs, 2 * kMs);
+      e.stack_id = i % 2 ? 502 : 501;
+      r.add(e);
+    }
+    auto a = r.analyze();
+    std::vector<std::string> ids;
+    for (const auto& c : a.chains)
+      if (c.rule == "repeated_sync") {
+        ids.push_back(c.id);
+        EXPECT_EQ(c.root_cause, launches ? "Repeated synchronisation: the same caller waits for "
+                                           "the GPU every 2.0 launches (the hidden "
+                                           ".cpu()/.item()/.numpy() pattern)"
+                                         : "Repeated synchronisation: the same caller waits for "
+                                           "the GPU 200 times against 0 launches of its thread "
+                                           "(the hidden .cpu()/.item()/.numpy() pattern)");
+        EXPECT_EQ(c.explanation.rfind(launches ? "Between 400 launches of its thread, this "
+                                                 "caller blocked 200 times for 400ms"
+                                               : "With no launch on its thread, this caller "
+                                                 "blocked 200 times for 400ms",
+                                      0),
+                  0u)
+            << c.explanation;
+      }
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids,
+              (std::vector<std::string>{"repeated_sync:100:100:501", "repeated_sync:100:100:502"}));
   }
 }
 

@@ -111,3 +111,4 @@ TEST(StepRulesSleep, OnCpuStarvationAndWaitingForWorkersAreOneChain) {
 
 }  // namespace
 }  // namespace ingero::engine
+
