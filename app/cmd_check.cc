@@ -16,6 +16,7 @@
 #include "app/check_otlp.h"
 #include "app/commands.h"
 #include "app/terminal_text.h"
+#include "app/window_flags.h"
 #include "capture/host_info.h"
 #include "engine/json_text.h"
 #include "hal/elf_symbols.h"
@@ -314,7 +315,8 @@ void add_check_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--db", *db,
                   "Trace file whose last OTLP-exporting session's delivery is reported (default "
                   "~/.ingero/ingero.db, when it exists)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(path_given());
   cmd->callback([&ctx, json, backends, config, bench, otlp, db] {
     if (!config->empty()) {
       ctx.exit_code = run_config_check(*config, *json, std::cout);

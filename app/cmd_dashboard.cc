@@ -125,7 +125,8 @@ void add_dashboard_command(CLI::App& app, Context& ctx) {
       "writing it: the page refreshes every few seconds. Loopback only unless told otherwise;\n"
       "the bearer token comes from the environment (--token-env).");
   cmd->add_option("--db,-d", o->db, "Trace file (ours or the original implementation's), read-only")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(path_given());
   add_serve_options(cmd, o->serve,
                     "Listen address: 127.0.0.1:8080, :8080 (loopback), 0.0.0.0:8080 (all "
                     "interfaces: set a token and TLS); port 0 picks a free port",

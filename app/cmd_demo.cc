@@ -11,6 +11,7 @@
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
 #include "app/read_error.h"
+#include "app/window_flags.h"
 #include "engine/json_text.h"
 #include "hal/memory.h"
 #include "store/file_access.h"
@@ -35,7 +36,8 @@ void add_demo_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->add_flag("--per-process", o->per_process, "Add the per-process breakdown");
   cmd->add_option("--db", o->db,
-                  "Keep the synthetic trace at this path (default: a temporary file)");
+                  "Keep the synthetic trace at this path (default: a temporary file)")
+      ->check(path_given());
   cmd->callback([&ctx, o] {
     // An unknown scenario is a usage error, said before any file is made.
     bool known = false;

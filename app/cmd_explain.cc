@@ -181,7 +181,8 @@ void add_explain_command(CLI::App& app, Context& ctx) {
       "collectives, outlier nodes) before their own reports. --since counts back from the\n"
       "last event.");
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
+  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)")
+      ->check(path_given());
   cmd->add_option("--source", o->source,
                   "Read a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
                   "(clickhouses:// for TLS; password in INGERO_CLICKHOUSE_PASSWORD)");

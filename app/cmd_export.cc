@@ -344,13 +344,15 @@ void add_export_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--format", o->format, "Output format: perfetto, pprof or sqlite")
       ->check(CLI::IsMember({"perfetto", "pprof", "sqlite"}))
       ->capture_default_str();
-  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
+  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)")
+      ->check(path_given());
   cmd->add_option("--source", o->source,
                   "Export a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
                   "(one timeline: node clock offsets removed)");
   cmd->add_option("-o,--out", o->out,
                   "Output file (default: stdout). Written to a temporary file in the same folder "
-                  "and renamed over it when complete; never the input trace");
+                  "and renamed over it when complete; never the input trace")
+      ->check(path_given());
   cmd->add_flag("--force", o->force, "Replace the output file if it exists");
   add_window_flags(*cmd, o->w, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_option("--pid,-p", o->pid, "Only this process's calls and samples")

@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "app/mcp_host.h"
 #include "app/serve_options.h"
+#include "app/window_flags.h"
 #include "fleet/clickhouse_endpoint.h"
 #include "serve/mcp/server.h"
 #include "serve/mcp/transport.h"
@@ -93,7 +94,8 @@ void add_mcp_command(CLI::App& app, Context& ctx) {
                                  "Streamable HTTP with --http)");
   cmd->add_option("--db,-d", o->db,
                   "Trace file (ours or the original implementation's), opened read-only")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(path_given());
   cmd->add_option("--source", o->source,
                   "Serve a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
                   "(clickhouses:// for TLS; password in INGERO_CLICKHOUSE_PASSWORD). The tools "

@@ -5,6 +5,7 @@
 #include "app/commands.h"
 #include "app/result_printer.h"
 #include "app/terminal_text.h"
+#include "app/window_flags.h"
 #include "fleet/clickhouse_client.h"
 #include "store/query_json.h"
 #include "store/temp_file_cap.h"
@@ -184,7 +185,8 @@ void add_query_command(CLI::App& app, Context& ctx) {
       "readonly=1 (views calls, host_events; tables in docs/fleet.md), and rows stream out as\n"
       "TSVWithNames (or a JSON array with --json) as they arrive.");
   auto o = std::make_shared<QueryOpts>();
-  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
+  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)")
+      ->check(path_given());
   cmd->add_option("--source", o->source,
                   "Query a fleet in ClickHouse instead of a file: clickhouse://HOST:8123/DB");
   cmd->add_option("args", o->args, "[PATH] SQL")->required()->expected(1, 2);

@@ -92,11 +92,12 @@ void add_report_command(CLI::App& app, Context& ctx) {
       "and latency percentiles), causal chains, a flame graph of the slow calls' stacks, per-op\n"
       "latency histograms, per-process and per-node tables, NCCL collectives per rank.");
   auto o = std::make_shared<ReportOpts>();
-  cmd->add_option(
-      "--db,-d", o->db,
-      "Trace file, ours or the original implementation's (default ~/.ingero/ingero.db)");
+  cmd->add_option("--db,-d", o->db,
+                  "Trace file, ours or the original implementation's (default ~/.ingero/ingero.db)")
+      ->check(path_given());
   cmd->add_option("--output,-o", o->out, "Where to write the report; - for stdout")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(path_given());
   add_window_flags(*cmd, o->w, "Only the last 30s / 5m / 1h of the trace");
   cmd->add_flag("--json", o->json, "Write the report's data model as JSON instead of HTML");
   cmd->callback([&ctx, o] { ctx.exit_code = run_report(*o); });

@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/tracer.h"
+#include "app/window_flags.h"
 #include "engine/window_spec.h"
 #include "fleet/ch_schema.h"
 #include "fleet/shipper.h"
@@ -117,7 +118,7 @@ void add_ship_command(CLI::App& app, Context& ctx) {
       "  ingero ship --ddl --clickhouse http://ch1:8123/fleet --cluster fleet --shard-db ingero "
       "--create");
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--db,-d", o->db, "Trace file to ship");
+  cmd->add_option("--db,-d", o->db, "Trace file to ship")->check(path_given());
   cmd->add_option("--clickhouse", o->url,
                   "ClickHouse database: http://HOST:8123/DB (https:// for TLS; password in "
                   "INGERO_CLICKHOUSE_PASSWORD)");

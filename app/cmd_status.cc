@@ -11,6 +11,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/terminal_text.h"
+#include "app/window_flags.h"
 #include "engine/chain.h"
 #include "engine/hangs.h"
 #include "engine/json_text.h"
@@ -131,7 +132,8 @@ void add_status_command(CLI::App& app, Context& ctx) {
       "the line it was called from, its arguments and stack, what its other threads do), and\n"
       "each rank's thread that has made no GPU call for that long. Without a running tracer:\n"
       "what was stuck when it stopped.");
-  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)");
+  cmd->add_option("--db,-d", o->db, "Trace file (default ~/.ingero/ingero.db)")
+      ->check(path_given());
   cmd->add_option("--pid,-p", o->pid, "Only this process")
       ->check(CLI::Range(1u, 4194304u));  // PID_MAX_LIMIT: 0 read as no --pid at all
   cmd->add_flag("--json", o->json, "JSON: one object, its stuck threads in `stuck`");

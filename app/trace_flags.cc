@@ -6,6 +6,7 @@
 
 #include "app/builtin_backends.h"
 #include "app/byte_size.h"
+#include "app/window_flags.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_endpoint.h"
 #include "serve/http/listen_address.h"
@@ -80,8 +81,7 @@ void add_target(CLI::App& cmd, TraceOptions& o, Args& a) {
                  "Stop after this long: 30s, 5m, 1h (default: until Ctrl-C)")
       ->check(duration_check("30s, 5m, 1h"));
   cmd.add_option("--db,--out,-o", o.db_path, "Trace file to write (default ~/.ingero/ingero.db)")
-      ->check(CLI::Validator(
-          [](std::string& v) { return v.empty() ? "an empty path names no file" : ""; }, "PATH"));
+      ->check(path_given());
   cmd.add_option("--older-schema", o.older_schema,
                  "A trace file written by an earlier ingero that kept calls as rows (schema 1 to "
                  "9): refuse it (exit 1, saying how to convert it), or move-aside: rename it "

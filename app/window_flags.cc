@@ -14,6 +14,11 @@ CLI::Validator given(const std::string& what, const std::string& examples) {
 
 }  // namespace
 
+CLI::Validator path_given() {
+  return CLI::Validator(
+      [](std::string& v) { return v.empty() ? "an empty path names no file" : ""; }, "PATH");
+}
+
 void add_window_flags(CLI::App& cmd, engine::WindowSpec& w, const std::string& since_help) {
   cmd.add_option("--since", w.since, since_help)
       ->check(given("write a duration with its unit", "30s, 5m, 1h"));

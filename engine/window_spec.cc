@@ -148,6 +148,10 @@ ingero::Status check_window_spec(const WindowSpec& spec) {
     return ingero::make_error("--since cannot be combined with --from or --to");
   if (!spec.since.empty() && parse_duration_s(spec.since) * 1e9 < 1)
     return ingero::make_error("bad --since '" + spec.since + "' (use 30s, 5m, 1h)");
+  // As every duration flag (cli.md): past a century it is no window anyone means.
+  constexpr double kCenturyS = 100 * 365.25 * 86400;
+  if (!spec.since.empty() && parse_duration_s(spec.since) > kCenturyS)
+    return ingero::make_error("bad --since '" + spec.since + "': longer than a century");
   std::optional<int64_t> from, to;
   for (auto [flag, text, t] : {std::tuple{"--from", &spec.from, &from}, {"--to", &spec.to, &to}}) {
     if (text->empty()) continue;

@@ -86,8 +86,11 @@ TEST(WindowSpec, SinceIsNotCombinedWithFromOrTo) {
   auto w = resolve_window(src, WindowSpec{"0.000000000001s", "", "", std::nullopt});
   ASSERT_FALSE(w);  // shorter than a nanosecond: no window at all
   w = resolve_window(src, WindowSpec{"10000000000000000000s", "", "", std::nullopt});
-  ASSERT_TRUE(w);
-  EXPECT_EQ(w->from_ns, INT64_MIN);  // longer than the clock: the whole trace
+  ASSERT_FALSE(w);  // past a century, as every duration (it was read as the whole trace)
+  EXPECT_EQ(w.error().message, "bad --since '10000000000000000000s': longer than a century");
+  w = resolve_window(src, WindowSpec{"36525d", "", "", std::nullopt});
+  ASSERT_TRUE(w);  // a century back from this trace's end (0)
+  EXPECT_EQ(w->from_ns, -int64_t(36525) * 86400 * kS);
 }
 
 // A malformed window is a usage error (exit 2) from every command that takes one, said before
@@ -225,6 +228,54 @@ TEST(WindowSpec, AnEmptyWindowFlagIsRefusedByEveryCommandThatReadsOne) {
   EXPECT_EQ(compact.rc, 2);
   EXPECT_EQ(compact.err.substr(0, compact.err.find('\n')),
             "--full-rows: empty: write a duration with its unit (10m, 1h)");
+}
+
+// An empty path (`--db "$TRACE"` with TRACE unset) is a usage error from every command: read
+// as no flag, explain, query, status and report read ~/.ingero/ingero.db, a file nobody named,
+// the dashboard served "" for ever, and `report -o ''` wrote the page to standard output, then
+// aborted (an uncaught filesystem_error naming where it wrote).
+TEST(WindowSpec, AnEmptyPathIsRefusedByEveryCommand) {
+  std::string db = test::write_free_calls(test::temp_path("paths.db"), 100);
+  const std::vector<std::vector<std::string>> cases = {
+      {"explain", "--db", ""},
+      {"query", "--db", "", "SELECT 1"},
+      {"status", "--db", ""},
+      {"report", "--db", ""},
+      {"export", "--db", ""},
+      {"dashboard", "--db", ""},
+      {"mcp", "--db", ""},
+      {"ship", "--db", "", "--clickhouse", "http://127.0.0.1:1/db"},
+      {"check", "--db", ""},
+      {"demo", "--db", ""},
+      {"trace", "--db", ""},
+      {"report", "--db", db, "-o", ""},
+      {"export", "--db", db, "-o", ""},
+  };
+  for (const auto& args : cases) {
+    auto r = test::run_ingero(args);
+    EXPECT_EQ(r.rc, 2) << args[0] << ": " << r.err;
+    std::string flag = args[args.size() - 1].empty() ? args[args.size() - 2] : "--db";
+    if (flag == "-o") flag = args[0] == "report" ? "--output" : "--out";
+    EXPECT_EQ(r.err.substr(0, r.err.find('\n')), flag + ": an empty path names no file") << args[0];
+    EXPECT_EQ(r.out, "") << args[0];
+  }
+}
+
+// --since is a duration as every other: at most a century. Longer was read as the whole trace.
+TEST(WindowSpec, ASincePastACenturyIsRefused) {
+  std::string db = test::write_free_calls(test::temp_path("century.db"), 100);
+  for (const char* cmd : {"explain", "report", "export"})
+    for (const char* since :
+         {"36526d", "9999999999999999999999d", "1000000000000000000000000000000s"}) {
+      std::vector<std::string> args = {cmd, "--db", db, "--since", since};
+      if (std::string(cmd) == "report") args.insert(args.end(), {"-o", test::temp_path("r.html")});
+      auto r = test::run_ingero(args);
+      EXPECT_EQ(r.rc, 2) << cmd << " " << since << ": " << r.err;
+      EXPECT_EQ(r.err, "ingero " + std::string(cmd) + ": bad --since '" + since +
+                           "': longer than a century\n")
+          << cmd;
+    }
+  EXPECT_EQ(test::run_ingero({"explain", "--db", db, "--since", "36525d"}).rc, 0);  // a century
 }
 
 // A window that misses the trace is answered (exit 0, nothing to explain) and said to miss
