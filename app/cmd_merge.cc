@@ -18,6 +18,7 @@
 #include "app/commands.h"
 #include "app/merge_traces.h"
 #include "app/read_error.h"
+#include "app/temp_files.h"
 #include "engine/chain.h"
 #include "hal/event.h"
 #include "store/call_count_check.h"
@@ -351,12 +352,28 @@ ingero::Result<std::string> private_dir_beside(const std::string& path, const ch
 
 }  // namespace
 
-ingero::Status convert_trace(const std::string& path) {
+ingero::Status convert_trace(const std::string& given) {
+  // Through a symbolic link, the file it names is converted beside itself: renamed over the
+  // link, the copy replaced the link and left the file it named unconverted.
+  std::error_code ec;
+  const std::string path = std::filesystem::canonical(given, ec).string();
+  if (ec) return ingero::Error::sys("reading " + given, ec.value());
   struct stat was {};
   if (::stat(path.c_str(), &was) != 0) return ingero::Error::sys("reading " + path, errno);
   auto dir = private_dir_beside(path, "converting");
   if (!dir) return dir.error();
   const std::string tmp = *dir + "/converted.db";
+  // A signal that ends the process meanwhile (Ctrl-C, a service stop) removes the copy, its
+  // SQLite files and the folder, and says the file was left as it was: it left them all.
+  const std::vector<std::string> temps = {tmp,          tmp + "-journal", tmp + "-wal",
+                                          tmp + "-shm", tmp + "-reserve", *dir};
+  for (const auto& t : temps) remove_on_fatal_signal(t);
+  say_on_fatal_signal("ingero compact: interrupted: converting " + path +
+                      " was abandoned and its copy removed; the file is as it was\n");
+  auto forget = [&] {
+    say_on_fatal_signal("");
+    for (const auto& t : temps) keep_on_fatal_signal(t);
+  };
   size_t events = 0;
   auto s = merge_traces({path}, "", tmp, &events);
   // The file keeps its mode and owner: the new one was made 0600 by whoever ran compact, and a
@@ -366,10 +383,11 @@ ingero::Status convert_trace(const std::string& path) {
     s = ingero::Error::sys("giving the converted copy the file's mode", errno);
   if (s && (was.st_uid != ::geteuid() || was.st_gid != ::getegid()))
     (void)::chown(tmp.c_str(), was.st_uid, was.st_gid);
+  if (s) say_on_fatal_signal("");  // from the rename on, the file may be the converted one
   if (s && ::rename(tmp.c_str(), path.c_str()) != 0)
     s = ingero::Error::sys("renaming the converted copy over " + path, errno);
-  std::error_code ec;
   std::filesystem::remove_all(*dir, ec);
+  forget();
   if (!s) {
     // The copy lived in a private folder now gone: said as what it was, not by its name.
     std::string m = s.error().message;

@@ -20,9 +20,15 @@ std::atomic<bool> g_used[kSlots];
 std::mutex g_mu;
 bool g_installed = false;
 
+char g_note[1024];
+std::atomic<size_t> g_note_len{0};
+
 void on_fatal(int sig) {
   for (int i = 0; i < kSlots; ++i)
     if (g_used[i].load()) (void)unlink(g_paths[i]);
+  for (int i = 0; i < kSlots; ++i)  // the folders, once their files are gone
+    if (g_used[i].load()) (void)rmdir(g_paths[i]);
+  if (size_t n = g_note_len.load()) (void)!write(STDERR_FILENO, g_note, n);
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -54,6 +60,18 @@ void remove_on_fatal_signal(const std::string& path) {
       g_used[i].store(true);
       return;
     }
+}
+
+void say_on_fatal_signal(const std::string& text) {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (!g_installed) {
+    install();
+    g_installed = true;
+  }
+  g_note_len.store(0);
+  if (text.size() > sizeof g_note) return;
+  std::memcpy(g_note, text.data(), text.size());
+  g_note_len.store(text.size());
 }
 
 void keep_on_fatal_signal(const std::string& path) {

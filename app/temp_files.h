@@ -10,9 +10,13 @@ namespace ingero::app {
 
 // While listed, `path` is removed if SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV or SIGBUS ends
 // the process; the signal then takes its default course (the exit status says it). A signal
-// the command handles itself (trace, mcp, dashboard) is left to it. At most 8 at once.
+// the command handles itself (trace, mcp, dashboard) is left to it. At most 8 at once; an
+// empty folder among them is removed after the files.
 void remove_on_fatal_signal(const std::string& path);
 // No longer listed: renamed into place, or removed by its owner.
 void keep_on_fatal_signal(const std::string& path);
+// While set, `text` is written to standard error when such a signal ends the process, after the
+// files listed are removed (empty: nothing). A listed folder is removed once its files are.
+void say_on_fatal_signal(const std::string& text);
 
 }  // namespace ingero::app

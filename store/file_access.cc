@@ -82,8 +82,15 @@ ingero::Status check_owned_file(const std::string& path) {
 }
 
 ingero::Result<TraceLock> TraceLock::acquire(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO for reading waited for a writer for ever (`compact FIFO`).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ingero::Error::sys("cannot read " + path, errno);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return ingero::make_error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not a trace file"
+                                                          : ": is not a regular file"));
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     ::close(fd);
