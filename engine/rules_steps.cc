@@ -249,10 +249,15 @@ void apply_step_phases(Analysis& a) {
   }
   for (auto it = folded.rbegin(); it != folded.rend(); ++it)
     a.chains.erase(a.chains.begin() + long(*it));
+  // Faults are faults in any phase: a device fault surfacing at step 3 is not model loading, and
+  // an out-of-memory at step 5,000 was called "(warm-up)" and LOW because its op's slowest
+  // calls (a caching allocator's allocations) all came in warm-up. Only how fast things ran is
+  // judged by phase.
+  static const std::set<std::string> kFaults = {"failed_calls", "gpu_oom",   "oom_kill",
+                                                "device_error", "hung_call", "collective_hang",
+                                                "fabric_errors"};
   for (Chain& c : a.chains) {
-    // A call that failed is a fault in any phase: a device fault surfacing at step 3 is not
-    // model loading.
-    if (is_step_chain(c) || c.pids.size() != 1 || c.rule == "failed_calls") continue;
+    if (is_step_chain(c) || c.pids.size() != 1 || kFaults.count(c.rule)) continue;
     const StepSeries* s = a.steps.find(c.pids[0]);
     if (!s || (s->cadence != Cadence::kSync && s->cadence != Cadence::kBursts)) continue;
     // The chain's evidence: its op's slowest calls, or its time window.

@@ -105,5 +105,33 @@ TEST(StepWarmup, StepsSlowOnTheirOwnAreWarmUpWhateverElseTookTheCpu) {
   }
 }
 
+// A fault is a fault in any phase. A caching allocator makes its slow cudaMallocs while the
+// model loads; an out-of-memory at step 90 was judged by that op's slowest calls, all in the
+// warm-up: "(warm-up)", LOW. Its slow calls as a latency finding are warm-up, as before.
+TEST(StepWarmup, AFaultLateInTheRunIsNeverCalledWarmUp) {
+  Source s;
+  auto starts = run_phases(s, {{5, 40 * kMs, 0}, {100, 10 * kMs, 0}});
+  for (int i = 0; i < 10; ++i)  // the allocator's first, slow allocations: in the warm-up
+    s.call("cudaMalloc", EventKind::kAlloc, starts[0] + uint64_t(i) * 15 * kMs + kMs, 5 * kMs);
+  for (int i = 10; i < 100; ++i)
+    for (int k = 0; k < 2; ++k)
+      s.call("cudaMalloc", EventKind::kAlloc, starts[size_t(i)] + uint64_t(k + 1) * kMs, 40 * kUs);
+  for (int k = 0; k < 2; ++k) {
+    Event& e =
+        s.call("cudaMalloc", EventKind::kAlloc, starts[90] + 5 * kMs + uint64_t(k) * kMs, 30 * kUs);
+    e.ret = 2;  // cudaErrorMemoryAllocation
+    e.set(Field::kErrClass, uint64_t(hal::ErrorClass::kOutOfMemory));
+  }
+  auto a = analyze(s, Window{});
+  ASSERT_EQ(warm(only(a)), 4u);  // the first of the five is the loop's start
+  const Chain* oom = nullptr;
+  for (const Chain& c : a.chains)
+    if (c.rule == "gpu_oom") oom = &c;
+  ASSERT_NE(oom, nullptr);
+  EXPECT_EQ(oom->severity, Severity::kHigh);
+  EXPECT_FALSE(oom->warmup);
+  EXPECT_EQ(oom->summary.find("warm-up"), std::string::npos) << oom->summary;
+}
+
 }  // namespace
 }  // namespace ingero::engine
