@@ -122,9 +122,22 @@ ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) 
       "session_id, rule, vendor, api, pids, window_start, window_end) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
+  // Ids are a chain's node, rule, process and op: the same in a later session of the file (the
+  // default trace gathers every session), whose row replaced the earlier session's. A chain
+  // whose id another session holds is kept as ID@SESSION; one repeated within the session
+  // replaces its first.
+  auto owner = db_->prepare("SELECT session_id FROM causal_chains WHERE id = ?");
+  if (!owner) return owner.error();
   for (const auto& c : chains) {
+    std::string id = c.id;
+    owner->reset();
+    owner->bind(1, id);
+    auto held = owner->step();
+    if (!held) return held.error();
+    if (*held && owner->int64(0) != session_id_) id += "@" + std::to_string(session_id_);
+    owner->reset();
     st->reset();
-    st->bind(1, c.id)
+    st->bind(1, id)
         .bind(2, c.detected_at_ns)
         .bind(3, c.severity)
         .bind(4, c.summary)
