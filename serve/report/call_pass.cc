@@ -159,8 +159,11 @@ CallPassResult run_call_pass(engine::TraceSource& source, const CallPassInput& i
   CallPassResult out;
   out.t0 = in.first_ns;
   out.bucket_ns = bucket_width_ns(std::max<int64_t>(0, in.last_ns - in.first_ns), in.max_buckets);
-  out.buckets =
-      in.last_ns > in.first_ns ? size_t((in.last_ns - in.first_ns) / out.bucket_ns) + 1 : 1;
+  // No op in the window, so no call: no bucket (one at time 0 was a rate at 1970, -1.8e9 s from
+  // the window's start in report --json).
+  out.buckets = in.ops.empty()             ? 0
+                : in.last_ns > in.first_ns ? size_t((in.last_ns - in.first_ns) / out.bucket_ns) + 1
+                                           : 1;
   out.ops.resize(in.ops.size());
   for (size_t i = 0; i < in.ops.size(); ++i) {
     out.ops[i].buckets.assign(out.buckets, 0);

@@ -283,6 +283,19 @@ TEST(ReportModel, WindowRestrictsEverySection) {
   EXPECT_LE(m["window"]["end_ns"].get<int64_t>(), to + 1'000'000'000LL);  // + the last duration
 }
 
+// A window without a call (here one of 2020, before the trace) has no rate bucket: it had one
+// at time 0, which the JSON gave as -1.8e9 s from the window's start.
+TEST(ReportModel, AWindowWithoutCallsHasNoRateBuckets) {
+  std::string path = h100("starve");
+  ReportOptions o;
+  o.window.from_ns = 1'577'836'800'000'000'000;  // 2020-01-01
+  o.window.to_ns = 1'577'923'200'000'000'000;
+  json m = model_of(path, o);
+  EXPECT_EQ(m["header"]["calls"], 0u);
+  EXPECT_EQ(m["rates"]["t"], json::array());
+  EXPECT_EQ(m["rates"]["series"], json::array());
+}
+
 TEST(ReportBins, QuarterOctaveBinsCoverEveryValue) {
   for (uint64_t v : {0ull, 1ull, 7ull, 8ull, 9ull, 10ull, 15ull, 16ull, 1000ull, 123456789ull,
                      (1ull << 40) + 12345, (1ull << 62) + 1}) {
