@@ -4,11 +4,11 @@
 #include "app/commands.h"
 #include "app/explain_report.h"
 #include "app/fleet_explain.h"
-#include "app/node_selection.h"
 #include "app/terminal_text.h"
 #include "app/window_flags.h"
 #include "engine/chain.h"
 #include "engine/fleet.h"
+#include "engine/node_selection.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
@@ -51,7 +51,7 @@ int explain_clickhouse(const Opts& o) {
     std::cerr << "ingero explain: no events in " << ep->display() << "\n";
     return kExitFailure;
   }
-  auto nodes = pick_nodes(have, o.nodes);
+  auto nodes = engine::pick_nodes(have, o.nodes);
   if (!nodes) {
     std::cerr << "ingero explain: " << nodes.error().message << "\n";
     return kExitUsage;
@@ -115,14 +115,14 @@ int explain_file(const Opts& o) {
   // A merged trace holds several nodes whose pids may collide: one analysis per node, and the
   // fleet rules across them.
   std::vector<std::string> have = source.nodes();
-  auto nodes =
-      pick_nodes(have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
+  auto nodes = engine::pick_nodes(
+      have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
   if (!nodes) {
     std::cerr << "ingero explain: " << nodes.error().message << "\n";
     return kExitUsage;
   }
   if (o.pid)
-    if (auto st = check_pid(source.processes(), o.pid); !st) {
+    if (auto st = engine::check_pid(source.processes(), o.pid); !st) {
       std::cerr << "ingero explain: " << st.error().message << "\n";
       return kExitUsage;
     }

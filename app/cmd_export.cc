@@ -17,13 +17,13 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/export_options.h"
-#include "app/node_selection.h"
 #include "app/output_file.h"
 #include "app/read_error.h"
 #include "app/temp_files.h"
 #include "app/window_flags.h"
 #include "engine/analysis.h"
 #include "engine/fleet.h"
+#include "engine/node_selection.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "store/plain_copy.h"
@@ -167,7 +167,7 @@ ingero::Result<engine::Window> export_window(engine::TraceSource& source, const 
   auto w = engine::resolve_window(source, spec);
   if (!w) return w;
   if (o.pid)
-    if (auto st = check_pid(source.processes(), o.pid); !st) return st.error();
+    if (auto st = engine::check_pid(source.processes(), o.pid); !st) return st.error();
   if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
   return w;
 }
@@ -183,7 +183,7 @@ std::string export_fleet(const ExportOpts& o, Emitter& em) {
     source.set_clock_offsets(engine::clock_shift(engine::estimate_clock_offsets(
         engine::gather_fleet_collectives(source, engine::Window{}, have), have)));
   if (!source.error().empty()) return source.error();
-  auto nodes = pick_nodes(have, o.nodes);
+  auto nodes = engine::pick_nodes(have, o.nodes);
   if (!nodes) return nodes.error().message;
   auto w = export_window(source, o);
   if (!w) return w.error().message;
@@ -302,7 +302,7 @@ int run_export(const ExportOpts& o) {
   } else {
     store::SqlTraceSource source(*reader);
     std::vector<std::string> have = source.nodes();
-    auto nodes = pick_nodes(have.empty() ? std::vector<std::string>{""} : have, o.nodes);
+    auto nodes = engine::pick_nodes(have.empty() ? std::vector<std::string>{""} : have, o.nodes);
     auto w = export_window(source, o);
     if (!nodes || !w) {
       std::cerr << "ingero export: " << (!nodes ? nodes.error().message : w.error().message)

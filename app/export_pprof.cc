@@ -9,10 +9,10 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/export_options.h"
-#include "app/node_selection.h"
 #include "app/output_file.h"
 #include "app/read_error.h"
 #include "compress/gzip.h"
+#include "engine/node_selection.h"
 #include "serve/export/pprof.h"
 #include "store/sql_trace_source.h"
 #include "store/stacks.h"
@@ -103,8 +103,8 @@ ingero::Result<serve::pprof::Reading> reading_of(store::SqlTraceSource& source, 
   if (!w) return w.error();
   if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
   std::vector<std::string> have = source.nodes();
-  auto nodes =
-      pick_nodes(have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
+  auto nodes = engine::pick_nodes(
+      have.size() < 2 && o.nodes.empty() ? std::vector<std::string>{""} : have, o.nodes);
   if (!nodes) return nodes.error();
   serve::pprof::Reading reading;
   for (const auto& n : *nodes) {

@@ -208,6 +208,9 @@ class TraceSource {
   virtual std::vector<SnapshotRow> snapshots(const Window& w) = 0;
   virtual std::map<uint32_t, ProcessActivity> process_activity(const Window& w) = 0;
   virtual std::map<uint32_t, ProcessInfo> processes() = 0;
+  // The distinct node names of the trace (a merged file's or a fleet's several); empty when the
+  // source does not know them.
+  virtual std::vector<std::string> nodes() { return {}; }
   // First and last event timestamps of the whole trace; {0, 0} when empty.
   virtual std::pair<int64_t, int64_t> time_span() = 0;
   // The same of one node's events (a merged or fleet trace analysed node by node): by default

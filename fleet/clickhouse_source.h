@@ -61,7 +61,7 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   std::vector<engine::InflightRow> inflight(const engine::Window& w) override;
 
   // Nodes that shipped events, sorted.
-  std::vector<std::string> nodes();
+  std::vector<std::string> nodes() override;
   void set_scope(std::optional<std::string> node) { scope_ = std::move(node); }
   void set_clock_offsets(std::map<std::string, int64_t> offsets_ns);
   // The first error met (reads go on with what they have, as over SQLite); "" when none.

@@ -90,7 +90,7 @@ class SqlTraceSource final : public engine::TraceSource {
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(
       const engine::Window& w) override;
   // Distinct node names in the trace (merged files hold several).
-  std::vector<std::string> nodes();
+  std::vector<std::string> nodes() override;
   // The first error met while reading ("" when none): any answer computed after it is
   // incomplete.
   const std::string& error() const { return error_; }

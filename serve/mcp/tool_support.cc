@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <regex>
 
+#include "engine/node_selection.h"
 #include "engine/window_spec.h"
 
 namespace ingero::serve::mcp {
@@ -113,7 +114,16 @@ ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src
   if (with_pid && a.contains("pid")) spec.pid = a["pid"].get<uint32_t>();
   auto w = engine::resolve_window(src, spec);
   if (!w) return w.error();
-  if (a.contains("node")) w->node = a["node"].get<std::string>();
+  // A pid or node the trace does not hold is an error naming those it does, as in the CLI: it
+  // was answered as a quiet process ("0 events ... node \"nope\""), isError false.
+  if (spec.pid)
+    if (auto st = engine::check_pid(src.processes(), *spec.pid); !st) return st.error();
+  if (a.contains("node")) {
+    std::string node = a["node"].get<std::string>();
+    if (auto have = src.nodes(); !have.empty())
+      if (auto n = engine::pick_nodes(have, {node}); !n) return n.error();
+    w->node = node;
+  }
   return w;
 }
 

@@ -25,6 +25,7 @@ class ForwardingSource : public engine::TraceSource {
     return s_.process_activity(w);
   }
   std::map<uint32_t, engine::ProcessInfo> processes() override { return s_.processes(); }
+  std::vector<std::string> nodes() override { return s_.nodes(); }
   std::pair<int64_t, int64_t> time_span() override { return s_.time_span(); }
   uint64_t event_count(const engine::Window& w) override { return s_.event_count(w); }
   std::optional<std::vector<engine::CallSketch>> folded_call_sketches(

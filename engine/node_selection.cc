@@ -1,8 +1,8 @@
-#include "app/node_selection.h"
+#include "engine/node_selection.h"
 
 #include <algorithm>
 
-namespace ingero::app {
+namespace ingero::engine {
 
 ingero::Result<std::vector<std::string>> pick_nodes(std::vector<std::string> have,
                                                     const std::vector<std::string>& asked) {
@@ -16,7 +16,7 @@ ingero::Result<std::vector<std::string>> pick_nodes(std::vector<std::string> hav
   return asked;
 }
 
-ingero::Status check_pid(const std::map<uint32_t, engine::ProcessInfo>& have, uint32_t pid) {
+ingero::Status check_pid(const std::map<uint32_t, ProcessInfo>& have, uint32_t pid) {
   if (have.empty() || have.count(pid)) return {};
   constexpr size_t kNamed = 10;
   std::string list;
@@ -31,4 +31,4 @@ ingero::Status check_pid(const std::map<uint32_t, engine::ProcessInfo>& have, ui
                             " in this trace (processes: " + list + ")");
 }
 
-}  // namespace ingero::app
+}  // namespace ingero::engine

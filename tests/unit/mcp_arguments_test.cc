@@ -1,0 +1,27 @@
+// A tool's pid or node the trace does not hold is a tool error naming those it does, as the
+// CLI's --pid and --node are: it was answered as a quiet process or node, isError false.
+#include <gtest/gtest.h>
+
+#include "tests/unit/mcp_fixture.h"
+
+namespace ingero::serve::mcp {
+namespace {
+
+TEST_F(Mcp, AnUnknownPidOrNodeIsAToolErrorNamingTheKnownOnes) {
+  open("sample-cluster.db");
+  auto r = tool("get_trace_stats", {{"pid", 99999}});
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  std::string text = r["content"][0]["text"];
+  EXPECT_EQ(text.rfind("no process 99999 in this trace (processes: ", 0), 0u) << text;
+  EXPECT_NE(text.find("1887 python3, 1893 ingero"), std::string::npos) << text;
+  r = tool("get_causal_chains", {{"node", "nope"}});
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  EXPECT_EQ(r["content"][0]["text"],
+            "no node 'nope' in this trace (nodes: gpu-node-01, gpu-node-02, gpu-node-03)");
+  r = tool("get_trace_stats", {{"node", "gpu-node-02"}, {"pid", 4599}});
+  EXPECT_EQ(r["isError"], false) << r.dump();
+  EXPECT_GT(r["structuredContent"]["events"].get<int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace ingero::serve::mcp
