@@ -154,13 +154,24 @@ void launch_collapse_chains(LaunchRates& rates, const Analysis& a, std::vector<C
                 std::to_string(best_len) + " s (" + fmt("%.0f -> %.0f launches/s", baseline, low) +
                 ") in " + who;
     host_lines(a, pid, from, to, c);
+    // The time its threads were preempted in the collapse, overlaps counted once: a thread
+    // asleep on a lock is the other branch's "blocking call", not a lost CPU, and two threads
+    // off-CPU at once summed to "12.4s off-CPU during the 2 s collapse".
     uint64_t off = 0, n = 0;
+    std::vector<std::pair<int64_t, int64_t>> lost;
     if (auto it = a.host.offcpu.find(pid); it != a.host.offcpu.end())
       for (const auto& iv : it->second)
-        if (iv.end >= from && iv.start <= to) {
+        if (iv.preempted && iv.end >= from && iv.start <= to) {
           ++n;
-          off += uint64_t(std::min(iv.end, to) - std::max(iv.start, from));
+          lost.push_back({std::max(iv.start, from), std::min(iv.end, to)});
         }
+    std::sort(lost.begin(), lost.end());
+    int64_t reach = from;
+    for (const auto& [b, e] : lost) {
+      if (e <= reach) continue;
+      off += uint64_t(e - std::max(b, reach));
+      reach = e;
+    }
     double off_share = double(off) / double(to - from);
     bool cpu = off_share >= kOffCpuShareMedium || (n && a.host.cpu_max >= kCpuSaturatedPct);
     c.root_cause = cpu ? "The thread feeding the GPU lost the CPU: " + format_duration(off) +

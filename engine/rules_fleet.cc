@@ -305,7 +305,8 @@ void rule_fleet_straggler(const std::vector<FleetCommunicator>& communicators,
         {"NCCL", op,
          who + " (pid " + std::to_string(r.pid) + "): median lag " +
              format_duration(uint64_t(s->median_lag)) + ", last in " + share + "; it held its " +
-             std::to_string(c.ranks.size() - 1) + " peers for " + format_duration(s->imposed),
+             std::to_string(c.ranks.size() - 1) + (c.ranks.size() == 2 ? " peer" : " peers") +
+             " for " + format_duration(s->imposed),
          uint64_t(s->median_lag) / 1000});
     if (a) {
       if (const StepSeries* st = a->steps.find(r.pid); st && !st->summary.text.empty())

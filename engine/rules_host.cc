@@ -234,7 +234,8 @@ Chain contention_chain(const Analysis& a, const Contention& x, const Workers& wo
     c.summary += "; " + format_count(n) + " worker process" + (n == 1 ? "" : "es") + " forked (" +
                  workers.text + ")";
   c.root_cause = n ? "CPU scheduling contention between " + who + " and the " + format_count(n) +
-                         " worker processes it forked, on a busy host: the GPU waits for the host"
+                         (n == 1 ? " worker process" : " worker processes") +
+                         " it forked, on a busy host: the GPU waits for the host"
                    : "CPU scheduling contention on a busy host: " + who + " keeps losing the CPU" +
                          (top ? " to " + by : "") + ", so the GPU waits for the host";
   c.explanation = who + " was switched out " + engine::format_count(uint64_t(x.rate)) +

@@ -3,6 +3,7 @@
 #include "engine/rules_steps.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "engine/rules_steps_internal.h"
@@ -66,6 +67,15 @@ const SiteCount* top_site_of(const StepSeries& s, hal::EventKind k) {
   return best;
 }
 
+// `n` over `steps` steps: whole where it divides evenly, else to a tenth ("0.9"), never the
+// "0 frees per step" of a division that dropped the fraction.
+std::string count_per_step(uint64_t n, uint64_t steps) {
+  if (!steps || n % steps == 0) return format_count(steps ? n / steps : 0);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", double(n) / double(steps));
+  return buf;
+}
+
 // Allocations and frees of device memory every step.
 void allocator_churn(const Context& x, std::vector<Chain>& out) {
   uint64_t steps_with = 0, ns = 0, allocs = 0, frees = 0;
@@ -87,8 +97,8 @@ void allocator_churn(const Context& x, std::vector<Chain>& out) {
   std::string alloc_at = alloc_site ? x.at(alloc_site->stack) : "";
   std::string via = free_site ? library_function(x.source.stack(free_site->stack)) : "";
   c.summary = "Allocator churn: " + x.who + " frees and re-allocates device memory every step (" +
-              format_count(frees / x.m.steps) + " frees per step" + free_at + ", " +
-              format_count(allocs / x.m.steps) + " allocations" + alloc_at + "), " + pct(share) +
+              count_per_step(frees, x.m.steps) + " frees per step" + free_at + ", " +
+              count_per_step(allocs, x.m.steps) + " allocations" + alloc_at + "), " + pct(share) +
               " of the step time";
   c.root_cause = "Device memory is released inside the loop" +
                  (via.empty() ? std::string() : " by " + via + "()") + free_at +

@@ -354,7 +354,8 @@ std::string tail_explanation(const Analysis& a, const TailFinding& f) {
                   s.key.op.c_str(), format_duration(s.sum_ns).c_str(), (unsigned long long)s.count,
                   format_duration(s.p50).c_str(), format_duration(s.p99).c_str(),
                   format_duration(s.off_cpu_ns).c_str());
-    x = std::string(buf) + " (" + format_count(s.preempts) + " preemptions)";
+    x = std::string(buf) + " (" + format_count(s.preempts) +
+        (s.preempts == 1 ? " preemption)" : " preemptions)");
   } else {
     std::snprintf(buf, sizeof(buf),
                   "%s tail latency is %s its median (p99=%s vs p50=%s over %llu calls; p95=%s). "
@@ -366,7 +367,8 @@ std::string tail_explanation(const Analysis& a, const TailFinding& f) {
     x = buf;
     if (ev.per_call)
       x += ", of which " + format_duration(s.tail_off_cpu_ns) + " off-CPU (" +
-           format_count(s.tail_preempts) + " preemptions)";
+           format_count(s.tail_preempts) +
+           (s.tail_preempts == 1 ? " preemption)" : " preemptions)");
     else if (ev.sched_hits)
       x += ", overlapped by " + format_duration(ev.sched_off_ns) + " of scheduler off-CPU time";
     else

@@ -78,11 +78,13 @@ TEST(EngineRulesActivity, GraphsNeverLaunchedAreCountedAndBanded) {
 }
 
 // 200 launches a second, then 3 s at 5 a second (a 98% drop) while the process keeps making
-// other GPU calls, then 200 again. With the launching thread off-CPU through the collapse it
-// lost the CPU: HIGH. With nothing on the host to explain it: MEDIUM.
+// other GPU calls, then 200 again. With the launching thread preempted through the collapse it
+// lost the CPU: HIGH. With nothing on the host to explain it, or the thread asleep (a lock, a
+// blocking call: not a lost CPU, though it was called one), MEDIUM.
 TEST(EngineRulesActivity, ALaunchCollapseIsHighOnlyWhenTheHostExplainsIt) {
-  for (bool preempted : {false, true}) {
-    SCOPED_TRACE(preempted);
+  for (int mode : {0, 1, 2}) {  // nothing, preempted, asleep
+    bool preempted = mode == 1, asleep = mode == 2;
+    SCOPED_TRACE(mode);
     Replay r;
     for (uint64_t s = 0; s < 12; ++s) {
       bool low = s >= 5 && s < 8;
@@ -91,12 +93,13 @@ TEST(EngineRulesActivity, ALaunchCollapseIsHighOnlyWhenTheHostExplainsIt) {
         r.add(r.call(100, "cudaLaunchKernel", EventKind::kLaunch,
                      s * kS + uint64_t(k) * (kS / uint64_t(n)), 10 * kUs));
       r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, s * kS + 999 * kMs, 100 * kUs));
-      if (low && preempted)
-        for (int k = 0; k < 10; ++k) {  // 600 ms of each second off-CPU, preempted
+      if (low && (preempted || asleep))
+        for (int k = 0; k < 10; ++k) {  // 600 ms of each second off-CPU
           Event e = r.host(100, "sched_switch", EventKind::kSchedSwitch,
                            s * kS + uint64_t(k) * 100 * kMs + 1 * kMs, 60 * kMs);
           e.set_comm("trainer");
-          e.set(Field::kFlags, 1);
+          e.set(Field::kFlags, preempted ? 1 : 0);
+          e.set(Field::kState, preempted ? 0 : 1);
           e.set(Field::kPeerPid, 200);
           e.set_peer_comm("hog");
           r.add(e);
@@ -109,7 +112,7 @@ TEST(EngineRulesActivity, ALaunchCollapseIsHighOnlyWhenTheHostExplainsIt) {
     // "pid 100" where it has none, never "pid 100 (pid 100)".
     EXPECT_EQ(c->summary, std::string("Kernel launch rate dropped 98% for 3 s (200 -> 5 "
                                       "launches/s) in ") +
-                              (preempted ? "trainer (pid 100)" : "pid 100"));
+                              (mode ? "trainer (pid 100)" : "pid 100"));
     EXPECT_EQ(c->severity, preempted ? Severity::kHigh : Severity::kMedium);
     EXPECT_EQ(c->root_cause.rfind(preempted ? "The thread feeding the GPU lost the CPU: 1.8s "
                                             : "The process stopped submitting work",
