@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/read_error.h"
 #include "app/report_file.h"
 #include "app/serve_options.h"
 #include "app/window_flags.h"
@@ -71,7 +72,7 @@ int run_dashboard(const DashboardOpts& o) {
     auto db = store::Db::open(o.db, store::Db::Mode::kReadOnly);
     auto info = db ? store::inspect(**db) : Result<store::TraceFileInfo>(db.error());
     if (!info) {
-      std::cerr << "ingero dashboard: " << o.db << ": " << info.error().message << "\n";
+      std::cerr << "ingero dashboard: " << file_error(o.db, info.error().message) << "\n";
       return kExitFailure;
     }
     waiting = info->format == store::TraceFormat::kEmpty;

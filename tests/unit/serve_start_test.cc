@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -155,6 +156,18 @@ TEST(ServeStart, TheDashboardsDefaultAddressAndABarePortAreLoopback) {
     p.signal(SIGTERM);
     EXPECT_EQ(p.wait(10s), 0) << p.err();
   }
+}
+
+// A file that is no trace is refused at start (exit 1), its path said once: it was
+// "ingero dashboard: F: F: not a trace: not an SQLite database".
+TEST(ServeStart, TheDashboardRefusesAForeignFileNamingItOnce) {
+  std::string db = temp_path("foreign.db");
+  { std::ofstream(db) << std::string(5000, 'x'); }
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "dashboard", "--db", db, "--http", "127.0.0.1:0"}, &out, &err,
+                        {}, 10s),
+            1);
+  EXPECT_EQ(err, "ingero dashboard: " + db + ": not a trace: not an SQLite database\n");
 }
 
 TEST(ServeStart, TheDashboardWaitsForAMissingTraceAndShowsItOnceWritten) {
