@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -55,6 +56,33 @@ TEST(TerminalText, ExplainPrintsATracedNameThatHoldsEscapesAsText) {
   r = run_ingero({"explain", "--db", db, "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("py\\u001b]0;pwned\\u0007\\u001b[2J"), std::string::npos);
+}
+
+// security.md: a node name shipped from another host reaches the reader's terminal as text too:
+// here a merged file whose node gpu-node-02 is renamed with a title-setting escape.
+TEST(TerminalText, ANodeNameThatHoldsEscapesIsPrintedAsText) {
+  std::string db = temp_path("evil-node.db");
+  std::filesystem::copy_file(INGERO_FIXTURES_DIR "/ingero-go/sample-cluster.db", db);
+  std::string out, err;
+  for (const char* table : {"events", "causal_chains", "sessions"})
+    ASSERT_EQ(run_command({"sqlite3", db,
+                           std::string("UPDATE ") + table +
+                               " SET node = 'gpu' || char(27) || ']0;pwned' || char(7) || '-02' "
+                               "WHERE node = 'gpu-node-02'"},
+                          &out, &err),
+              0)
+        << err;
+  const std::string shown = "gpu\\x1b]0;pwned\\x07-02";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"explain", "--db", db},
+        {"explain", "--db", db, "--node", "gpu\x1b]0;pwned\x07-02"},
+        {"query", "--db", db, "SELECT DISTINCT node FROM calls ORDER BY node"}}) {
+    auto r = run_ingero(args);
+    ASSERT_EQ(r.rc, 0) << args[0] << ": " << r.err;
+    EXPECT_EQ((r.out + r.err).find('\x1b'), std::string::npos) << args[0];
+    EXPECT_EQ((r.out + r.err).find('\x07'), std::string::npos) << args[0];
+    EXPECT_NE(r.out.find(shown), std::string::npos) << args[0] << ": " << r.out;
+  }
 }
 
 }  // namespace
