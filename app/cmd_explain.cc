@@ -128,11 +128,8 @@ int explain_file(const Opts& o) {
     }
   // A window that misses the trace is answered (nothing to explain), and said to miss it: a
   // --from in the wrong year or zone otherwise reads as a quiet trace.
-  if (auto span = source.time_span();
-      span.first <= span.second && (w->to_ns < span.first || w->from_ns > span.second))
-    std::cerr << "ingero explain: the window holds no event of " << path << ", which runs from "
-              << engine::format_wall(span.first) << " to " << engine::format_wall(span.second)
-              << "\n";
+  if (auto miss = engine::window_miss(source, *w, path); !miss.empty())
+    std::cerr << "ingero explain: " << miss << "\n";
   FleetExplainOptions fo;
   fo.title = path;
   if ((*reader)->is_legacy()) {

@@ -18,12 +18,13 @@
 namespace ingero::app {
 
 Result<nlohmann::json> build_report_model(const std::string& path, const engine::WindowSpec& spec,
-                                          const std::string& title) {
+                                          const std::string& title, std::string* miss) {
   auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
   if (!reader) return reader.error();
   store::SqlTraceSource source(**reader);
   auto w = engine::resolve_window(source, spec);
   if (!w) return w.error();
+  if (miss) *miss = engine::window_miss(source, *w, path);
   serve::report::ReportOptions o;
   o.title = title;
   o.window = *w;
@@ -53,11 +54,13 @@ int run_report(const ReportOpts& o) {
   }
   hal::keep_freed_memory();  // one analysis, then the process exits
   auto t0 = std::chrono::steady_clock::now();
-  auto model = build_report_model(path, o.w, path);
+  std::string miss;
+  auto model = build_report_model(path, o.w, path, &miss);
   if (!model) {
     std::cerr << "ingero report: " << model.error().message << "\n";
     return kExitFailure;
   }
+  if (!miss.empty()) std::cerr << "ingero report: " << miss << "\n";
   std::string text = o.json ? model->dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
                             : serve::report::render_report_html(*model, path);
   if (o.out == "-") {

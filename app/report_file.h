@@ -12,8 +12,9 @@
 
 namespace ingero::app {
 
-// A read error of the engine's source is an Error too, naming the file.
+// A read error of the engine's source is an Error too, naming the file. `miss`, where given:
+// engine::window_miss's sentence, "" where the window holds some of the trace.
 Result<nlohmann::json> build_report_model(const std::string& path, const engine::WindowSpec& spec,
-                                          const std::string& title);
+                                          const std::string& title, std::string* miss = nullptr);
 
 }  // namespace ingero::app

@@ -7,6 +7,8 @@
 #include <optional>
 #include <tuple>
 
+#include "engine/chain.h"
+
 namespace ingero::engine {
 
 double parse_duration_s(const std::string& text) {
@@ -179,6 +181,14 @@ ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spe
   if (!spec.from.empty()) w.from_ns = *parse_time_ns(spec.from);
   if (!spec.to.empty()) w.to_ns = *parse_time_ns(spec.to);
   return w;
+}
+
+std::string window_miss(TraceSource& source, const Window& w, const std::string& path) {
+  auto span = source.time_span();
+  if (span.first > span.second || (span.first == 0 && span.second == 0)) return "";
+  if (w.to_ns >= span.first && w.from_ns <= span.second) return "";
+  return "the window holds no event of " + path + ", which runs from " + format_wall(span.first) +
+         " to " + format_wall(span.second);
 }
 
 }  // namespace ingero::engine

@@ -21,6 +21,10 @@ struct WindowSpec {
 ingero::Status check_window_spec(const WindowSpec& spec);
 // The window: check_window_spec()'s errors, else --since counted back from the trace's end.
 ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spec);
+// Where `w` misses the trace (a --from in the wrong year or zone reads as a quiet trace
+// otherwise): "the window holds no event of PATH, which runs from A to B"; "" where it holds
+// some of it, or the trace holds nothing.
+std::string window_miss(TraceSource& source, const Window& w, const std::string& path);
 
 // "30s", "5m", "1h", "7d", "250ms", "2.5s", "500us", "100ns". Negative on error, and for a number
 // without its unit: `--since 5` was taken as 5 s without a word, where a user may have meant

@@ -292,6 +292,14 @@ TEST(WindowSpec, AWindowThatMissesTheTraceIsSaidToMissIt) {
   auto whole = test::run_ingero({"explain", "--db", db});
   EXPECT_EQ(whole.rc, 0) << whole.err;
   EXPECT_EQ(whole.err.find("holds no event"), std::string::npos) << whole.err;
+  // report says it too (it wrote a page of nothing without a word).
+  std::string page = test::temp_path("missed.html");
+  auto rep = test::run_ingero({"report", "--db", db, "--from", "10", "--to", "20", "-o", page});
+  EXPECT_EQ(rep.rc, 0) << rep.err;
+  EXPECT_EQ(
+      rep.err.rfind("ingero report: the window holds no event of " + db + ", which runs from ", 0),
+      0u)
+      << rep.err;
 }
 
 }  // namespace
