@@ -117,6 +117,18 @@ inline void loop(Source& s, int steps, uint64_t step, uint64_t host, bool nested
   s.frames_[kUploadStack] = {{true, "<module>", "/w/train.py", 35, "", ""}};
 }
 
+// Per-row syncs in a step that starts at `t`: 16 rows from t + 2 ms, 400 us apart, each a
+// launch and a small device-to-host copy with its sync, both at `stack` (0: no stack).
+inline void row_syncs(Source& s, uint64_t t, uint64_t stack) {
+  for (int r = 0; r < 16; ++r) {
+    uint64_t u = t + 2 * kMs + uint64_t(r) * 400 * kUs;
+    s.call("cudaLaunchKernel", EventKind::kLaunch, u, 8 * kUs);
+    s.call("cudaMemcpyAsync", EventKind::kMemcpy, u + 20 * kUs, 10 * kUs, stack)
+        .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
+    s.call("cudaStreamSynchronize", EventKind::kSync, u + 32 * kUs, 20 * kUs, stack);
+  }
+}
+
 inline const StepSeries& only(const Analysis& a) { return a.steps.processes.at(0); }
 
 }  // namespace ingero::engine::step_source

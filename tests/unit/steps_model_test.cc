@@ -204,13 +204,7 @@ TEST(StepModel, PerRowSyncIsAnInnerLoopNotTheStep) {
   s.offcpu(0, 10 * kUs, false, 1);
   for (int i = 0; i < 30; ++i) {
     uint64_t t = uint64_t(i) * 10 * kMs;
-    for (int r = 0; r < 16; ++r) {
-      uint64_t u = t + 2 * kMs + uint64_t(r) * 400 * kUs;
-      s.call("cudaLaunchKernel", EventKind::kLaunch, u, 8 * kUs);
-      s.call("cudaMemcpyAsync", EventKind::kMemcpy, u + 20 * kUs, 10 * kUs, kRowStack)
-          .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
-      s.call("cudaStreamSynchronize", EventKind::kSync, u + 32 * kUs, 20 * kUs, kRowStack);
-    }
+    row_syncs(s, t, kRowStack);
     s.call("cudaMemcpyAsync", EventKind::kMemcpy, t + 9 * kMs, 10 * kUs, kLossStack)
         .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
     s.call("cudaStreamSynchronize", EventKind::kSync, t + 9 * kMs + 12 * kUs, 50 * kUs, kLossStack);

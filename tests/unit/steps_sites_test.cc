@@ -18,13 +18,7 @@ TEST(StepSites, SitesWithoutAStackAreNamedByTheirOwnOp) {
   s.offcpu(0, 10 * kUs, false, 1);
   for (int i = 0; i < 30; ++i) {
     uint64_t t = uint64_t(i) * 10 * kMs;
-    for (int r = 0; r < 16; ++r) {
-      uint64_t u = t + 2 * kMs + uint64_t(r) * 400 * kUs;
-      s.call("cudaLaunchKernel", EventKind::kLaunch, u, 8 * kUs);
-      s.call("cudaMemcpyAsync", EventKind::kMemcpy, u + 20 * kUs, 10 * kUs, 0)
-          .set(Field::kDirection, uint64_t(hal::CopyDirection::kDeviceToHost));
-      s.call("cudaStreamSynchronize", EventKind::kSync, u + 32 * kUs, 20 * kUs, 0);
-    }
+    row_syncs(s, t, 0);
   }
   auto a = analyze(s, Window{});
   size_t op_sites = 0;
