@@ -1,11 +1,18 @@
 // Host context for real: scheduler events, off-CPU time inside calls, preemptors, process
 // lifecycle, and a planted CPU contention that `ingero explain` must name.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -234,6 +241,50 @@ TEST(HostContext, AThreadAsleepBeforeItsProcessBecameAGpuProcessKeepsThatInterva
                            std::to_string(sleeper) + " AND ts_ns < " + first_call +
                            " AND ts_ns + dur_ns > " + first_call)[0],
             (std::vector<std::string>{"1", "0", std::to_string(main_tid)}));
+}
+
+// host-context.md: OOM kills are stored always, whoever the victim (rare, and always relevant).
+// A host-wide trace while a process it has no reason to watch (no GPU call, not a child of a
+// traced one) is killed in a 32 MiB memory cgroup: one oom_kill row, the victim's pid and name.
+TEST(HostContext, AnOomKillIsStoredWhoeverItsVictim) {
+  REQUIRE_BPF();
+  // The memory controller: cgroup v1's, or v2's where it is the only hierarchy.
+  std::string cg;
+  for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup"})
+    if (std::filesystem::exists(std::string(root) + "/cgroup.procs") &&
+        (std::filesystem::exists(std::string(root) + "/memory.limit_in_bytes") ||
+         std::filesystem::exists(std::string(root) + "/cgroup.subtree_control"))) {
+      cg = std::string(root) + "/ingero-oom-" + std::to_string(getpid());
+      break;
+    }
+  if (cg.empty()) {
+    if (running_in_ci()) FAIL() << "CI=true but no memory cgroup to plant an OOM kill in";
+    GTEST_SKIP() << "*** SKIPPED (not CI): no memory cgroup to plant an OOM kill in ***";
+  }
+  std::error_code ec;
+  ASSERT_TRUE(std::filesystem::create_directory(cg, ec)) << cg << ": " << ec.message();
+  const bool v1 = std::filesystem::exists(cg + "/memory.limit_in_bytes");
+  { std::ofstream(cg + (v1 ? "/memory.limit_in_bytes" : "/memory.max")) << "33554432"; }
+  if (!v1) std::ofstream(cg + "/memory.swap.max") << "0";
+  std::string db = temp_path("oom.db");
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(60))) << tracer.err();
+  std::string out, err;
+  // The victim prints its pid, joins the cgroup, then writes 200 MiB.
+  int rc = run_command(
+      {"/bin/sh", "-c",
+       "echo $$; echo $$ > " + cg + "/cgroup.procs && exec python3 -c 'x = b\"x\" * (200 << 20)'"},
+      &out, &err);
+  EXPECT_EQ(rc, 128 + SIGKILL) << err;
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(std::chrono::seconds(60)), 0) << tracer.err();
+  std::filesystem::remove(cg, ec);
+  int victim = std::atoi(out.c_str());
+  ASSERT_GT(victim, 0) << out;
+  EXPECT_EQ(query_rows(db,
+                       "SELECT count(*), min(pid), min(comm) FROM host_events WHERE event = "
+                       "'oom_kill'")[0],
+            (std::vector<std::string>{"1", std::to_string(victim), "python3"}));
 }
 
 }  // namespace
