@@ -75,6 +75,13 @@ ingero::Result<uint64_t> copy_rows(Db& from, Db& to, const std::string& table,
     from_col.push_back(i);
   }
   if (from_col.empty()) return uint64_t(0);
+  // causal_chains: where its id is read and bound (below).
+  int chain_id = -1, chain_at = 0;
+  for (size_t k = 0; k < from_col.size(); ++k)
+    if (from_col[k] >= 0 && from_col[k] == index_of("id")) {
+      chain_id = from_col[k];
+      chain_at = int(k) + 1;
+    }
   std::string select = "SELECT * FROM " + table;
   bool by_node = node && index_of("node") >= 0;
   if (by_node) select += " WHERE node = ?";
@@ -102,7 +109,19 @@ ingero::Result<uint64_t> copy_rows(Db& from, Db& to, const std::string& table,
     }
     auto done = ins->step();
     if (!done) return ingero::make_error(table + ": " + done.error().message);
-    copied += uint64_t(sqlite3_changes(to.handle()));
+    int changed = sqlite3_changes(to.handle());
+    // A chain's id is its node, rule, process and op: another session's chain (merged from
+    // another file of the node) may hold it. Kept as ID@SESSION, as the writer keeps it
+    // (TraceWriter::replace_chains), not dropped.
+    if (!changed && table == "causal_chains" && session && chain_id >= 0) {
+      std::string id = std::string(rows->text(chain_id)) + "@" + std::to_string(*session);
+      ins->reset();  // bindings stay; only the id changes
+      sqlite3_bind_text(ins->get(), chain_at, id.data(), int(id.size()), SQLITE_TRANSIENT);
+      auto again = ins->step();
+      if (!again) return ingero::make_error(table + ": " + again.error().message);
+      changed = sqlite3_changes(to.handle());
+    }
+    copied += uint64_t(changed);
   }
   return copied;
 }

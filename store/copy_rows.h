@@ -17,8 +17,9 @@ namespace ingero::store {
 // integer `id` key is given anew; `session_id`, where both have it, becomes `session`; only the
 // rows of `node` are copied where the source has a node column and `node` is given, and their
 // node is `as_node` where that is given (a node renamed by merge). A row whose
-// key `to` already holds is left as it is there (INSERT OR IGNORE). A table `from` or `to` lacks
-// copies nothing. Returns the rows copied.
+// key `to` already holds is left as it is there (INSERT OR IGNORE), but for a causal chain given
+// a `session`, kept as ID@SESSION. A table `from` or `to` lacks copies nothing. Returns the rows
+// copied.
 ingero::Result<uint64_t> copy_rows(Db& from, Db& to, const std::string& table,
                                    const std::optional<std::string>& node,
                                    std::optional<int64_t> session, const std::string& as_node = "");

@@ -3,17 +3,20 @@
 #include <gtest/gtest.h>
 
 #include "store/trace_writer.h"
+#include "test_paths.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
 namespace {
 
 void session_with_chains(const std::string& path, const std::vector<std::string>& ids,
-                         const std::string& summary) {
+                         const std::string& summary, int64_t started_at_ns = 0) {
   auto w = store::TraceWriter::open(path);
   ASSERT_TRUE(w) << w.error().message;
   store::SessionInfo si;
   si.node = "n1";
+  si.started_at_ns = started_at_ns;
   ASSERT_TRUE((*w)->begin_session(si));
   std::vector<store::ChainRow> rows;
   for (const auto& id : ids) {
@@ -43,6 +46,19 @@ TEST(ChainRows, EverySessionKeepsItsChainsUnderOneId) {
                 {"n1:oom_kill:7:1", "1", "first"},
                 {"n1:cpu_contention:7:cudaStreamSynchronize@2", "2", "second"},
                 {"n1:cpu_contention:7:cudaStreamSynchronize@3", "3", "third"}}));
+}
+
+// Two files of one node merged: the second file's chain under the same id was dropped (INSERT
+// OR IGNORE); it is kept as ID@SESSION too.
+TEST(ChainRows, AMergeKeepsEveryFilesChains) {
+  std::string a = temp_path("day1.db"), b = temp_path("day2.db"), m = temp_path("both.db");
+  session_with_chains(a, {"n1:oom_kill:7:1"}, "day one", 1'700'000'000'000'000'000);
+  session_with_chains(b, {"n1:oom_kill:7:1"}, "day two", 1'700'086'400'000'000'000);
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "merge", a, b, "-o", m}, &out, &err), 0) << err;
+  EXPECT_EQ(query_rows(m, "SELECT id, summary FROM causal_chains ORDER BY session_id"),
+            (std::vector<std::vector<std::string>>{{"n1:oom_kill:7:1", "day one"},
+                                                   {"n1:oom_kill:7:1@2", "day two"}}));
 }
 
 }  // namespace
