@@ -10,6 +10,7 @@
 #include "app/commands.h"
 #include "app/demo_scenarios.h"
 #include "app/explain_report.h"
+#include "app/output_file.h"
 #include "app/read_error.h"
 #include "app/window_flags.h"
 #include "engine/json_text.h"
@@ -65,7 +66,12 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       }
       temp_dir = tmpl;
       path = temp_dir + "/demo.db";
-    } else if (std::filesystem::exists(path)) {
+    } else if (auto there = name_taken(path); !there) {
+      // A link loop, a name past 255 bytes: said, not thrown (it aborted, exit 134).
+      std::cerr << "ingero demo: " << path << ": " << there.error().message << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    } else if (*there) {
       std::cerr << "ingero demo: " << path << " exists; give a new path\n";
       ctx.exit_code = kExitUsage;
       return;

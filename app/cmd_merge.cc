@@ -17,6 +17,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/merge_traces.h"
+#include "app/output_file.h"
 #include "app/read_error.h"
 #include "app/temp_files.h"
 #include "engine/chain.h"
@@ -427,7 +428,13 @@ void add_merge_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitUsage;
       return;
     }
-    if (std::filesystem::exists(o->out)) {
+    auto there = name_taken(o->out);
+    if (!there) {  // a link loop, a name past 255 bytes: said, not thrown (it aborted)
+      std::cerr << "ingero merge: " << o->out << ": " << there.error().message << "\n";
+      ctx.exit_code = kExitFailure;
+      return;
+    }
+    if (*there) {
       std::cerr << "ingero merge: " << o->out << " exists; merge into a new file\n";
       ctx.exit_code = kExitUsage;
       return;

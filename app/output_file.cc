@@ -22,6 +22,13 @@ bool same_file(const struct stat& a, const std::string& other) {
 
 }  // namespace
 
+Result<bool> name_taken(const std::string& path) {
+  std::error_code ec;
+  auto st = std::filesystem::symlink_status(path, ec);
+  if (ec) return make_error(ec.message());
+  return std::filesystem::exists(st);
+}
+
 std::optional<std::string> OutputFile::refusal(const std::string& path, bool force,
                                                const std::vector<std::string>& inputs) {
   if (path.empty() || path == "-") return std::nullopt;

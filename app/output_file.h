@@ -19,6 +19,11 @@
 
 namespace ingero::app {
 
+// Whether a file to create already has its name (anything there, a link to nothing or a link
+// loop too), or an Error where the name cannot be looked up (a name past 255 bytes, a folder
+// that cannot be searched): never an exception.
+Result<bool> name_taken(const std::string& path);
+
 class OutputFile {
  public:
   // Why `path` may not be written as asked: a folder, one of the inputs, or a file that exists

@@ -98,7 +98,15 @@ int Trace::open_file() {
     if (l) lock_ = std::move(*l);
     return created = l.ok();
   };
-  if (std::filesystem::exists(db_) ? !lock() : !create()) return kExitFailure;
+  // Never the throwing overload: a link loop or a name past 255 bytes aborted the tracer
+  // (exit 134) where every reader said why (exit 1).
+  std::error_code ec;
+  bool there = std::filesystem::exists(db_, ec);
+  if (ec) {
+    std::cerr << "ingero trace: cannot open trace file: " << db_ << ": " << ec.message() << "\n";
+    return kExitFailure;
+  }
+  if (there ? !lock() : !create()) return kExitFailure;
   if (lock_.held() && opts_.older_schema == "move-aside") {
     auto aside = move_older_aside(db_);
     if (!aside) {

@@ -301,6 +301,27 @@ TEST(TraceCuda, ANewTraceIsLockedFromTheMomentItHasAName) {
   }
 }
 
+// A --db that cannot be looked up (a link loop, a name past 255 bytes) is said with its cause,
+// exit 1, as every reader says it: the tracer aborted on an uncaught filesystem error (134).
+TEST(TraceCuda, ATraceFileThatCannotBeLookedUpIsSaid) {
+  REQUIRE_BPF();
+  std::string dir = temp_path("unlookable");
+  std::filesystem::create_directories(dir);
+  const std::string loop = dir + "/loop-a";
+  std::filesystem::create_symlink(dir + "/loop-b", loop);
+  std::filesystem::create_symlink(loop, dir + "/loop-b");
+  for (const auto& [db, cause] : {std::pair<std::string, std::string>{loop,
+                                                                      "Too many levels of "
+                                                                      "symbolic links"},
+                                  {dir + "/" + std::string(256, 'b'), "File name too long"}}) {
+    auto r = trace_command(db, {"/bin/true"});
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("ingero trace: cannot open trace file: " + db + ": " + cause + "\n"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 // --max-db-size (issue 37.5): two million calls kept under 1 MiB, write-ahead log included,
 // while the tracer runs (within the stated slack) and at its end; the oldest calls go, the
 // newest stay, and the tracer says how many it deleted. `env` is the tracer's extra environment.
