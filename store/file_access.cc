@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "store/sqlite_db.h"
@@ -136,6 +139,30 @@ ingero::Result<TraceLock> TraceLock::create(const std::string& path) {
     return ingero::Error::sys("cannot lock " + path, err);
   }
   return TraceLock(fd);
+}
+
+bool locked_by_another_process(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return false;
+  FILE* f = std::fopen("/proc/locks", "re");
+  if (!f) return false;
+  // "1: FLOCK  ADVISORY  WRITE 10892 fe:00:11027016 0 EOF"
+  char line[256];
+  bool held = false;
+  const long self = long(getpid());
+  while (!held && std::fgets(line, sizeof line, f)) {
+    char kind[16], mode[16], access[16];
+    long pid = 0;
+    unsigned maj = 0, min = 0;
+    unsigned long long ino = 0;
+    if (std::sscanf(line, "%*[^:]: %15s %15s %15s %ld %x:%x:%llu", kind, mode, access, &pid, &maj,
+                    &min, &ino) != 7)
+      continue;
+    held = std::strcmp(kind, "FLOCK") == 0 && std::strcmp(access, "WRITE") == 0 && pid != self &&
+           maj == major(st.st_dev) && min == minor(st.st_dev) && ino == st.st_ino;
+  }
+  std::fclose(f);
+  return held;
 }
 
 TraceLock& TraceLock::operator=(TraceLock&& o) noexcept {

@@ -63,6 +63,12 @@ class TraceLock {
   int fd_ = -1;
 };
 
+// Whether another process holds an exclusive flock on `path` (a running `ingero trace` or
+// `ingero compact`), read from /proc/locks: taking no lock itself, so a tracer that starts
+// meanwhile is never refused because of it, and not counting this process's own (compact reads
+// the file it locked). False where /proc/locks cannot be read.
+bool locked_by_another_process(const std::string& path);
+
 // A file to read: exists, is a regular file, and this process may read it. Never opens it:
 // closing a descriptor of a file drops the process's POSIX locks on it (SQLite's).
 ingero::Status check_readable(const std::string& path);

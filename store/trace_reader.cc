@@ -10,6 +10,7 @@
 #include "store/call_store.h"
 #include "store/contract_views.h"
 #include "store/error_sql.h"
+#include "store/file_access.h"
 #include "store/legacy_views.h"
 #include "store/query_note.h"
 
@@ -200,6 +201,12 @@ ingero::Result<std::unique_ptr<TraceReader>> TraceReader::open_with(
   if (!db) return db.error();
   auto info = inspect(**db);
   if (!info) return info.error();
+  // A tracer that is making the file's tables holds its lock (from the file's first instant):
+  // not a killed one, whose advice to start it anew would be refused.
+  if (info->format == TraceFormat::kEmpty && locked_by_another_process(path))
+    return ingero::make_error(path +
+                              ": holds no trace yet: a running `ingero trace` is creating "
+                              "it; read it again in a moment");
   // A tracer killed while it created the file left it without tables, its journal or log
   // beside it: no trace was ever committed there.
   if (info->format == TraceFormat::kEmpty && !beside.empty())

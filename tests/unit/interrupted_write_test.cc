@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "store/file_access.h"
 #include "store/schema.h"
 #include "test_paths.h"
 #include "tests/support/subprocess.h"
@@ -141,6 +142,23 @@ TEST(InterruptedWrite, AFileItsTracerDiedCreatingIsSaidToHoldNoTrace) {
                          "` starts it anew\n")
           << cmd << side;
     }
+  // The same file while a tracer holds its lock (it is making the tables now): not a killed
+  // tracer, whose advice ("starts it anew") that tracer's lock would refuse.
+  std::string making = test::temp_path("being-made.db");
+  std::ofstream(making).close();
+  std::ofstream(making + "-wal") << std::string(512, '\0');
+  {
+    auto held = store::TraceLock::acquire(making);
+    ASSERT_TRUE(held) << held.error().message;
+    for (const char* cmd : {"explain", "status"}) {
+      std::string out, err;
+      EXPECT_EQ(test::run_command({INGERO_BIN, cmd, "--db", making}, &out, &err), 1) << cmd;
+      EXPECT_EQ(err, std::string("ingero ") + cmd + ": " + making +
+                         ": holds no trace yet: a running `ingero trace` is creating it; read it "
+                         "again in a moment\n")
+          << cmd;
+    }
+  }
   std::string empty = test::temp_path("just-empty.db");
   std::ofstream(empty).close();
   std::string out, err;
