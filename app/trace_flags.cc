@@ -9,6 +9,7 @@
 #include "app/window_flags.h"
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_endpoint.h"
+#include "hal/utf8.h"
 #include "serve/http/listen_address.h"
 #include "serve/otlp/config.h"
 
@@ -94,7 +95,9 @@ void add_target(CLI::App& cmd, TraceOptions& o, Args& a) {
           [](std::string& v) -> std::string {
             bool control = std::any_of(v.begin(), v.end(),
                                        [](unsigned char c) { return c < 0x20 || c == 0x7f; });
-            return v.empty() || v.size() > 255 || control
+            // Not UTF-8 ("\xff\xfe") was stored raw: JSON gave it as U+FFFD, a name no
+            // --node could select again.
+            return v.empty() || v.size() > 255 || control || !hal::is_utf8(v)
                        ? "a node name is 1 to 255 bytes (UTF-8), none of them control characters"
                        : "";
           },

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "store/sqlite_db.h"
 
@@ -228,18 +229,27 @@ ingero::Status prepare_writable(const std::string& path, bool create) {
 ingero::Status make_private_dirs(const std::string& dir) {
   if (dir.empty()) return {};
   std::filesystem::path p(dir), built;
+  // The folders this call made, removed again when a later one fails: a path too long for the
+  // system left 2,044 empty nested folders behind its error.
+  std::vector<std::string> made;
+  auto undo = [&](ingero::Error e) {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) (void)rmdir(it->c_str());
+    return e;
+  };
   for (const auto& part : p) {
     built /= part;
     if (part.empty() || part == "/") continue;
-    if (mkdir(built.c_str(), 0700) == 0 || errno == EEXIST) {
+    bool fresh = mkdir(built.c_str(), 0700) == 0;
+    if (fresh) made.push_back(built.string());
+    if (fresh || errno == EEXIST) {
       struct stat st {};
-      if (stat(built.c_str(), &st) != 0) return ingero::Error::sys(built.string(), errno);
+      if (stat(built.c_str(), &st) != 0) return undo(ingero::Error::sys(built.string(), errno));
       if (!S_ISDIR(st.st_mode))
-        return ingero::make_error("cannot create " + dir + ": " + built.string() +
-                                  " is not a directory");
+        return undo(ingero::make_error("cannot create " + dir + ": " + built.string() +
+                                       " is not a directory"));
       continue;
     }
-    return ingero::Error::sys("cannot create the folder " + built.string(), errno);
+    return undo(ingero::Error::sys("cannot create the folder " + built.string(), errno));
   }
   return {};
 }

@@ -85,6 +85,20 @@ TEST(TraceFiles, NewTracesAre0600InA0700Folder) {
       << bad.error().message;
 }
 
+// Folders made for a trace whose path turns out too long for the system are removed again:
+// 2,100 nested folders past PATH_MAX left 2,044 empty ones behind the error.
+TEST(TraceFiles, FoldersMadeForAPathThatFailsAreRemovedAgain) {
+  std::string base = temp_path("deep");
+  std::filesystem::create_directories(base);
+  std::string dir = base;
+  for (int i = 0; i < 2100; ++i) dir += "/a";
+  auto r = store::make_private_dirs(dir);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("cannot create the folder " + base + "/a/a/"), std::string::npos)
+      << r.error().message.substr(0, 200);
+  EXPECT_TRUE(std::filesystem::is_empty(base));
+}
+
 TEST(TraceFiles, ADirectoryAsDbIsNamed) {
   std::string dir = temp_path("a-folder.db");
   std::string out = temp_path("out");
