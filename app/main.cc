@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/man_page.h"
 #include "app/stdout_check.h"
+#include "app/trace_signals.h"
 #include "app/traced_command.h"
 #include "backends/nvml/nvml_child.h"
 #include "store/schema.h"
@@ -34,6 +35,11 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     std::_Exit(rc);
   }
+  // `trace`'s stop signals end the session from the tracer's first instant: installed when the
+  // run began, SIGTERM or SIGHUP in its first ~20 ms (registering the commands, reading the
+  // config file) killed it silently, and a SIGINT a script's `&` had ignored was dropped then
+  // and honoured later.
+  if (argc >= 2 && std::string_view(argv[1]) == "trace") trace_detail::install_signal_handlers();
   // What `ingero trace -- CMD` hands on to CMD: what ingero itself was given, nothing more.
   note_inherited_fds();
   // The running binary, whichever path it was started by and even if it was replaced since.
@@ -80,6 +86,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return finish(app.exit(e));
   } catch (const CLI::ParseError& e) {
+    // A stop signal while `trace` read its flags (a --config on a FIFO no one writes): the
+    // read it interrupted is no usage error ("was not readable (missing?)").
+    if (int sig = trace_detail::g_stop_signal) {
+      std::cerr << "ingero: " << trace_detail::signal_name(sig)
+                << " before tracing began: nothing was traced\n";
+      return 128 + sig;
+    }
     app.exit(e);
     return kExitUsage;
   }
