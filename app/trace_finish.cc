@@ -96,6 +96,7 @@ uint64_t Trace::stop_recording() {
   if (cmd_.started() && !cmd_.done() && !g_stop_signal && !opts_.quiet)
     std::cerr << "ingero: the traced command (pid " << cmd_.pid()
               << ") is still running, untraced\n";
+  say_descendants_left();
   return attached;
 }
 

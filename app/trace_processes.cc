@@ -1,5 +1,8 @@
 // Which processes a trace filtered by pid reads and lets in: the maps the scans read, and the
 // given processes' children that already run when the tracer attaches.
+#include <signal.h>
+
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,6 +15,31 @@ namespace ingero::app::trace_detail {
 
 std::vector<int> Trace::scanned_pids() const {
   return session_->config().pids.empty() ? local_.pids() : session_->filtered_pids();
+}
+
+void Trace::say_descendants_left() const {
+  if (opts_.quiet || !cmd_.started() || !cmd_.done() || session_->config().pids.empty()) return;
+  std::vector<int> left;
+  for (int pid : session_->filtered_pids()) {
+    if (pid == cmd_.pid() || kill(pid, 0) != 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');  // "PID (comm) S ...": a zombie has ended
+    if (close == std::string::npos || line.compare(close + 1, 3, " Z ") == 0) continue;
+    left.push_back(pid);
+  }
+  if (left.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < left.size() && i < 8; ++i)
+    list += (i ? ", " : "") + std::to_string(left[i]);
+  if (left.size() > 8) list += ", ...";
+  bool one = left.size() == 1;
+  std::cerr << cr() << "ingero: " << left.size() << (one ? " process" : " processes")
+            << " the command started " << (one ? "still runs" : "still run") << " (pid"
+            << (one ? " " : "s ") << list
+            << "), untraced from here on: trace a command that waits for them, or trace them with "
+               "--pid\n";
 }
 
 void Trace::add_running_children() {

@@ -103,6 +103,9 @@ class Trace {
   // With --pid: the given processes' children that already run (a launcher's workers) join the
   // filter, as those forked from now on do in BPF; said on stderr.
   void add_running_children();
+  // At the end, once the command exited on its own: the processes it started that still run
+  // (a `&` in a shell script), said on stderr; untraced from here on.
+  void say_descendants_left() const;
   void live_line(bool final);
   void apply_retention(bool final);
   void fold_blocks();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -159,6 +160,27 @@ TEST(TraceSignals, ACommandThatOutlivesTheSignalLeavesTheTracersStatusTheSignals
   EXPECT_EQ(kill(command, 0), 0) << "the command was left running";
   kill(command, SIGKILL);
   EXPECT_EQ(session(db), (std::vector<std::vector<std::string>>{{"SIGTERM", "1", "1"}}));
+}
+
+// The command exits while a process it started runs on (a `&` in a script): the session ends
+// with the command, and that process, untraced from then on, is said with its pid; nothing is
+// said of one the command waited for.
+TEST(TraceSignals, ProcessesTheCommandLeftRunningAreSaid) {
+  REQUIRE_BPF();
+  std::string db = temp_path("left.db");
+  auto left = trace_command(db, {"/bin/sh", "-c", "sleep 3 & echo $!; exit 3"});
+  EXPECT_EQ(left.rc, 3) << left.err;
+  int sleeper = std::atoi(left.out.c_str());
+  ASSERT_GT(sleeper, 0) << left.out;
+  EXPECT_NE(left.err.find("ingero: 1 process the command started still runs (pid " +
+                          std::to_string(sleeper) +
+                          "), untraced from here on: trace a command that waits for them, or "
+                          "trace them with --pid\n"),
+            std::string::npos)
+      << left.err;
+  auto waited = trace_command(temp_path("waited.db"), {"/bin/sh", "-c", "sleep 0.2 & wait"});
+  EXPECT_EQ(waited.rc, 0) << waited.err;
+  EXPECT_EQ(waited.err.find("the command started"), std::string::npos) << waited.err;
 }
 
 }  // namespace
