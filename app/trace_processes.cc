@@ -13,6 +13,19 @@
 
 namespace ingero::app::trace_detail {
 
+namespace {
+
+// "7, 8, 9": the first 8 pids, then "...".
+std::string pid_list(const std::vector<int>& pids) {
+  std::string list;
+  for (size_t i = 0; i < pids.size() && i < 8; ++i)
+    list += (i ? ", " : "") + std::to_string(pids[i]);
+  if (pids.size() > 8) list += ", ...";
+  return list;
+}
+
+}  // namespace
+
 std::vector<int> Trace::scanned_pids() const {
   return session_->config().pids.empty() ? local_.pids() : session_->filtered_pids();
 }
@@ -30,10 +43,7 @@ void Trace::say_descendants_left() const {
     left.push_back(pid);
   }
   if (left.empty()) return;
-  std::string list;
-  for (size_t i = 0; i < left.size() && i < 8; ++i)
-    list += (i ? ", " : "") + std::to_string(left[i]);
-  if (left.size() > 8) list += ", ...";
+  std::string list = pid_list(left);
   bool one = left.size() == 1;
   std::cerr << cr() << "ingero: " << left.size() << (one ? " process" : " processes")
             << " the command started " << (one ? "still runs" : "still run") << " (pid"
@@ -56,10 +66,7 @@ void Trace::add_running_children() {
   if (added.empty()) return;
   if (stacks_) stacks_->scan_existing(added);
   if (opts_.quiet) return;
-  std::string list;
-  for (size_t i = 0; i < added.size() && i < 8; ++i)
-    list += (i ? ", " : "") + std::to_string(added[i]);
-  if (added.size() > 8) list += ", ...";
+  std::string list = pid_list(added);
   bool one = added.size() == 1;
   std::cerr << cr() << "ingero: " << added.size() << (one ? " child" : " children")
             << " of the given process" << (roots.size() == 1 ? "" : "es")

@@ -111,4 +111,3 @@ TEST(StepRulesSleep, OnCpuStarvationAndWaitingForWorkersAreOneChain) {
 
 }  // namespace
 }  // namespace ingero::engine
-
