@@ -25,6 +25,8 @@ bool same_file(const struct stat& a, const std::string& other) {
 Result<bool> name_taken(const std::string& path) {
   std::error_code ec;
   auto st = std::filesystem::symlink_status(path, ec);
+  // A name that is not there sets `ec` too (ENOENT), with the type not_found: free to take.
+  if (st.type() == std::filesystem::file_type::not_found) return false;
   if (ec) return make_error(ec.message());
   return std::filesystem::exists(st);
 }

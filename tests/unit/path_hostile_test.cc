@@ -32,6 +32,10 @@ TEST(HostilePaths, ALinkLoopOrAnOverlongNameIsSaidNotThrown) {
   EXPECT_EQ(err, "ingero demo: " + longname + ": File name too long\n");
   EXPECT_EQ(run_command({INGERO_BIN, "merge", input, "-o", longname}, &out, &err), 1) << err;
   EXPECT_EQ(err, "ingero merge: " + longname + ": File name too long\n");
+  // A name that is not there is free: both make their file.
+  EXPECT_EQ(run_command({INGERO_BIN, "demo", "--db", dir + "/new-demo.db"}, &out, &err), 0) << err;
+  EXPECT_EQ(run_command({INGERO_BIN, "merge", input, "-o", dir + "/new-merge.db"}, &out, &err), 0)
+      << err;
 }
 
 }  // namespace
