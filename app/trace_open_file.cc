@@ -78,7 +78,7 @@ int Trace::open_file() {
   // one writes it, and this one is refused while another writes it, before any change.
   auto lock = [&] {
     auto l = store::TraceLock::acquire(db_);
-    if (!l) std::cerr << "ingero trace: cannot open trace file: " << l.error().message << "\n";
+    if (!l) std::cerr << "ingero trace: " << l.error().message << "\n";
     if (l) lock_ = std::move(*l);
     return l.ok();
   };
