@@ -37,17 +37,9 @@ class Replay {
   }
   Event call(uint32_t pid, std::string_view op, EventKind k, uint64_t ts, uint64_t dur,
              std::string_view api = "cuda_runtime") {
-    Event e;
-    e.ts_ns = ts;
-    e.dur_ns = dur;
-    e.pid = pid;
-    e.tid = pid;
-    e.set_comm("trainer");
+    Event e = test::runtime_call(ts, dur, pid, pid, k, op);
     e.vendor = api == "hip" ? "amd" : "nvidia";
     e.api = api;
-    e.op = op;
-    e.kind = k;
-    e.has_ret = true;
     return e;
   }
   Event host(uint32_t pid, std::string_view op, EventKind k, uint64_t ts, uint64_t dur) {
@@ -61,6 +53,18 @@ class Replay {
     e.api = "kernel";
     e.op = op;
     e.kind = k;
+    return e;
+  }
+  // An off-CPU interval of `pid` ("trainer") from `ts` for `dur`: preempted while `by` held
+  // the CPU, or asleep (interruptible) and `by` ran next. No name for `by` 0.
+  Event switched_out(uint32_t pid, uint64_t ts, uint64_t dur, bool preempted, uint32_t by,
+                     std::string_view by_comm) {
+    Event e = host(pid, "sched_switch", EventKind::kSchedSwitch, ts, dur);
+    e.set_comm("trainer");
+    e.set(Field::kFlags, preempted ? 1 : 0);
+    e.set(Field::kState, preempted ? 0 : 1);
+    e.set(Field::kPeerPid, by);
+    if (by) e.set_peer_comm(by_comm);
     return e;
   }
   void add(const Event& e) { ASSERT_TRUE(w_->add(e)); }

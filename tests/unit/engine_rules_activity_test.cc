@@ -95,14 +95,8 @@ TEST(EngineRulesActivity, ALaunchCollapseIsHighOnlyWhenTheHostExplainsIt) {
       r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, s * kS + 999 * kMs, 100 * kUs));
       if (low && (preempted || asleep))
         for (int k = 0; k < 10; ++k) {  // 600 ms of each second off-CPU
-          Event e = r.host(100, "sched_switch", EventKind::kSchedSwitch,
-                           s * kS + uint64_t(k) * 100 * kMs + 1 * kMs, 60 * kMs);
-          e.set_comm("trainer");
-          e.set(Field::kFlags, preempted ? 1 : 0);
-          e.set(Field::kState, preempted ? 0 : 1);
-          e.set(Field::kPeerPid, 200);
-          e.set_peer_comm("hog");
-          r.add(e);
+          r.add(r.switched_out(100, s * kS + uint64_t(k) * 100 * kMs + 1 * kMs, 60 * kMs, preempted,
+                               200, "hog"));
         }
     }
     auto a = r.analyze();
@@ -133,14 +127,10 @@ TEST(EngineRulesActivity, ANoisyNeighbourIsHighFromItsShareAndASecond) {
       r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * 100 * kMs, kMs));
     for (int i = 0; i < 14; ++i) {  // 12 by the neighbour's cgroup, 2 by the trainer's own
       bool foreign = i < 12;
-      Event e = r.host(100, "sched_switch", EventKind::kSchedSwitch,
-                       uint64_t(i) * 300 * kMs + 5 * kMs, each);
-      e.set_comm("trainer");
+      Event e = r.switched_out(100, uint64_t(i) * 300 * kMs + 5 * kMs, each, true,
+                               foreign ? 300 : 101, foreign ? "etl" : "sidecar");
       e.cgroup_id = 11;
-      e.set(Field::kFlags, 1);
-      e.set(Field::kPeerPid, foreign ? 300 : 101);
       e.set(Field::kPeerCgroup, foreign ? 22 : 11);
-      e.set_peer_comm(foreign ? "etl" : "sidecar");
       r.add(e);
     }
     auto a = r.analyze();

@@ -82,14 +82,9 @@ TEST(EngineRules, HostContentionNamesItsPreemptorAndNoWorkerFixesWithoutWorkers)
     r.add(r.call(100, "cudaStreamSynchronize", EventKind::kSync, t + 200 * kUs, 1 * kMs));
   }
   for (int i = 0; i < 500; ++i) {  // preempted 50 times a second, 2 ms each: 10% of the time
-    Event e = r.host(100, "sched_switch", EventKind::kSchedSwitch, uint64_t(i) * 20 * kMs + 3 * kMs,
-                     2 * kMs);
-    e.set_comm("trainer");
-    e.set(Field::kFlags, i % 5 ? 1 : 0);  // one in five slept instead
-    e.set(Field::kState, i % 5 ? 0 : 1);
-    e.set(Field::kPeerPid, i % 5 ? 200 : 0);
-    if (i % 5) e.set_peer_comm("hog");
-    r.add(e);
+    bool slept = i % 5 == 0;       // one in five slept instead
+    r.add(r.switched_out(100, uint64_t(i) * 20 * kMs + 3 * kMs, 2 * kMs, !slept, slept ? 0 : 200,
+                         "hog"));
   }
   for (int s = 0; s < 12; ++s)
     ASSERT_TRUE(r.writer().add_snapshot(
