@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "store/trace_writer.h"
+
 namespace ingero::store {
 namespace {
 
@@ -59,7 +61,7 @@ ingero::Result<uint64_t> copy_rows(Db& from, Db& to, const std::string& table,
   };
   // The columns copied, in the destination's terms, and where each value comes from.
   std::string names, marks;
-  constexpr int kSession = -1, kNode = -2;
+  constexpr int kSession = -1, kNode = -2, kChainId = -3;
   std::vector<int> from_col;
   for (const Column& c : *dest) {
     if (c.new_id) continue;
@@ -68,6 +70,8 @@ ingero::Result<uint64_t> copy_rows(Db& from, Db& to, const std::string& table,
       i = kSession;
     else if (c.name == "node" && !as_node.empty() && i >= 0)
       i = kNode;
+    else if (c.name == "id" && table == "causal_chains" && session && i >= 0)
+      i = kChainId;
     else if (i < 0)
       continue;
     names += (names.empty() ? "" : ", ") + c.name;
@@ -75,13 +79,6 @@ ingero::Result<uint64_t> copy_rows(Db& from, Db& to, const std::string& table,
     from_col.push_back(i);
   }
   if (from_col.empty()) return uint64_t(0);
-  // causal_chains: where its id is read and bound (below).
-  int chain_id = -1, chain_at = 0;
-  for (size_t k = 0; k < from_col.size(); ++k)
-    if (from_col[k] >= 0 && from_col[k] == index_of("id")) {
-      chain_id = from_col[k];
-      chain_at = int(k) + 1;
-    }
   std::string select = "SELECT * FROM " + table;
   bool by_node = node && index_of("node") >= 0;
   if (by_node) select += " WHERE node = ?";
@@ -104,24 +101,18 @@ ingero::Result<uint64_t> copy_rows(Db& from, Db& to, const std::string& table,
         sqlite3_bind_int64(ins->get(), at, *session);
       else if (from_col[k] == kNode)
         sqlite3_bind_text(ins->get(), at, as_node.data(), int(as_node.size()), SQLITE_STATIC);
-      else
+      else if (from_col[k] == kChainId) {
+        // Another session's chain (merged from another file of the node) may hold the id:
+        // kept as ID@SESSION, as the writer keeps it, not dropped by the IGNORE.
+        auto id = stored_chain_id(to, rows->text(index_of("id")), *session);
+        if (!id) return ingero::make_error(table + ": " + id.error().message);
+        sqlite3_bind_text(ins->get(), at, id->data(), int(id->size()), SQLITE_TRANSIENT);
+      } else
         sqlite3_bind_value(ins->get(), at, sqlite3_column_value(rows->get(), from_col[k]));
     }
     auto done = ins->step();
     if (!done) return ingero::make_error(table + ": " + done.error().message);
-    int changed = sqlite3_changes(to.handle());
-    // A chain's id is its node, rule, process and op: another session's chain (merged from
-    // another file of the node) may hold it. Kept as ID@SESSION, as the writer keeps it
-    // (TraceWriter::replace_chains), not dropped.
-    if (!changed && table == "causal_chains" && session && chain_id >= 0) {
-      std::string id = std::string(rows->text(chain_id)) + "@" + std::to_string(*session);
-      ins->reset();  // bindings stay; only the id changes
-      sqlite3_bind_text(ins->get(), chain_at, id.data(), int(id.size()), SQLITE_TRANSIENT);
-      auto again = ins->step();
-      if (!again) return ingero::make_error(table + ": " + again.error().message);
-      changed = sqlite3_changes(to.handle());
-    }
-    copied += uint64_t(changed);
+    copied += uint64_t(sqlite3_changes(to.handle()));
   }
   return copied;
 }

@@ -110,6 +110,11 @@ struct ChainRow {
   double tail_ratio = 0;
 };
 
+// The id a chain of `session` is stored under in `db`'s causal_chains, the table's key: `id`
+// (NODE:RULE:...), or ID@SESSION where another session holds `id` (a later session of the file
+// or another file merged in: the same process and op again), which replaced or dropped it.
+ingero::Result<std::string> stored_chain_id(Db& db, const std::string& id, int64_t session);
+
 // One counter of one device port, as a backend's poller read it (hal/side_channel.h).
 struct DeviceCounterRow {
   int64_t ts_ns = 0;

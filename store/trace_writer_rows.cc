@@ -109,6 +109,18 @@ ingero::Status TraceWriter::add_process_stats(const ProcessStatsRow& r) {
   return {};
 }
 
+ingero::Result<std::string> stored_chain_id(Db& db, const std::string& id, int64_t session) {
+  auto owner = db.cached("SELECT session_id FROM causal_chains WHERE id = ?");
+  if (!owner) return owner.error();
+  (*owner)->reset();
+  (*owner)->bind(1, id);
+  auto held = (*owner)->step();
+  if (!held) return held.error();
+  bool other = *held && (*owner)->int64(0) != session;
+  (*owner)->reset();
+  return other ? id + "@" + std::to_string(session) : id;
+}
+
 ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) {
   if (auto st = begin_if_needed(); !st) return st;
   auto del = db_->prepare("DELETE FROM causal_chains WHERE session_id = ?");
@@ -122,22 +134,11 @@ ingero::Status TraceWriter::replace_chains(const std::vector<ChainRow>& chains) 
       "session_id, rule, vendor, api, pids, window_start, window_end) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
-  // Ids are a chain's node, rule, process and op: the same in a later session of the file (the
-  // default trace gathers every session), whose row replaced the earlier session's. A chain
-  // whose id another session holds is kept as ID@SESSION; one repeated within the session
-  // replaces its first.
-  auto owner = db_->prepare("SELECT session_id FROM causal_chains WHERE id = ?");
-  if (!owner) return owner.error();
   for (const auto& c : chains) {
-    std::string id = c.id;
-    owner->reset();
-    owner->bind(1, id);
-    auto held = owner->step();
-    if (!held) return held.error();
-    if (*held && owner->int64(0) != session_id_) id += "@" + std::to_string(session_id_);
-    owner->reset();
+    auto id = stored_chain_id(*db_, c.id, session_id_);
+    if (!id) return id.error();
     st->reset();
-    st->bind(1, id)
+    st->bind(1, *id)
         .bind(2, c.detected_at_ns)
         .bind(3, c.severity)
         .bind(4, c.summary)
