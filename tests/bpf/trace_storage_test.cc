@@ -178,10 +178,7 @@ TEST(TraceCuda, AnEarlierIngerosTraceIsRefusedOrMovedAsideWhole) {
   std::string dir = temp_path("older-schema");
   std::filesystem::create_directories(dir);
   std::string db = dir + "/ingero.db";
-  ASSERT_EQ(
-      std::system(
-          ("xz -dc '" INGERO_FIXTURES_DIR "/legacy/v8-archived.db.xz' > '" + db + "'").c_str()),
-      0);
+  ASSERT_TRUE(unpack_fixture("legacy/v8-archived", db));
   const std::string sum = sha256_file(db);
   auto refused = trace_command(db, {"/bin/true"});
   EXPECT_EQ(refused.rc, 1);
@@ -232,10 +229,7 @@ TEST(TraceCuda, AnEarlierIngerosTraceIsRefusedOrMovedAsideWhole) {
   std::string data = dir + "/data";
   std::filesystem::create_directories(data);
   std::string real = data + "/t.db", link = dir + "/link.db";
-  ASSERT_EQ(
-      std::system(
-          ("xz -dc '" INGERO_FIXTURES_DIR "/legacy/v8-archived.db.xz' > '" + real + "'").c_str()),
-      0);
+  ASSERT_TRUE(unpack_fixture("legacy/v8-archived", real));
   std::filesystem::create_symlink(real, link);
   auto linked = trace_command(link, {"/bin/true"}, {"--older-schema", "move-aside"});
   ASSERT_EQ(linked.rc, 0) << linked.err;
@@ -285,10 +279,7 @@ TEST(TraceCuda, ANewTraceIsLockedFromTheMomentItHasAName) {
     SCOPED_TRACE(aside);
     std::string db = dir + (aside ? "/ingero.db" : "/new.db");
     if (aside) {
-      ASSERT_EQ(
-          std::system(
-              ("xz -dc '" INGERO_FIXTURES_DIR "/legacy/v8-archived.db.xz' > '" + db + "'").c_str()),
-          0);
+      ASSERT_TRUE(unpack_fixture("legacy/v8-archived", db));
     }
     Subprocess tracer;
     int err = lock_errno_when_named(dir, std::filesystem::path(db).filename(), [&] {

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -20,8 +19,7 @@ inline std::string h100_fixture(const std::string& name, const std::string& copy
                                 bool fresh = false) {
   std::string out = temp_path(copy + "-" + name + ".db");
   if (fresh || !std::filesystem::exists(out)) {
-    std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/" + name + ".db.xz' > '" + out + "'";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    EXPECT_TRUE(unpack_fixture("h100/" + name, out)) << name;
   }
   return out;
 }

@@ -173,6 +173,11 @@ std::string temp_path(const std::string& name) {
   return p;
 }
 
+bool unpack_fixture(const std::string& rel, const std::string& out) {
+  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/" + rel + ".db.xz' > '" + out + "'";
+  return std::system(cmd.c_str()) == 0;
+}
+
 std::string sha256_file(const std::string& path) {
   std::string out;
   run_command({"/usr/bin/sha256sum", path}, &out);

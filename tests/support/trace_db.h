@@ -56,6 +56,9 @@ std::string scratch_root();
 // A fresh path under a per-test directory of scratch_root(), removed when the test passes.
 std::string temp_path(const std::string& name);
 std::string sha256_file(const std::string& path);
+// The fixture INGERO_FIXTURES_DIR/REL.db.xz ("legacy/v8-archived") decompressed to `out`;
+// false where it could not be.
+bool unpack_fixture(const std::string& rel, const std::string& out);
 // The 1-based number of the first line of file `path` holding `needle` (0: none), e.g. of a
 // workload's source line a stack must name.
 int line_of(const std::string& path, const std::string& needle);
