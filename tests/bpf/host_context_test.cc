@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -285,6 +286,38 @@ TEST(HostContext, AnOomKillIsStoredWhoeverItsVictim) {
                        "SELECT count(*), min(pid), min(comm) FROM host_events WHERE event = "
                        "'oom_kill'")[0],
             (std::vector<std::string>{"1", std::to_string(victim), "python3"}));
+}
+
+// host-context.md: TCP retransmits are stored always, with addresses, ports and state. A
+// listener whose accept queue is full (backlog 0, one connection waiting) drops the next SYN;
+// its client resends it after the initial RTO (1 s) and again at 3 s. The client leaves after
+// 2 s: one retransmit of that connection, in SYN_SENT (2), from its port to the listener's.
+TEST(HostContext, ATcpRetransmitIsStoredWithAddressesPortsAndState) {
+  REQUIRE_BPF();
+  std::string db = temp_path("tcp.db");
+  auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing", std::chrono::seconds(60))) << tracer.err();
+  const char* client =
+      "import socket, time\n"
+      "l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(0)\n"
+      "first = socket.create_connection(l.getsockname())\n"
+      "time.sleep(0.2)\n"
+      "c = socket.socket(); c.setblocking(False)\n"
+      "try: c.connect(l.getsockname())\n"
+      "except BlockingIOError: pass\n"
+      "print(l.getsockname()[1], c.getsockname()[1], flush=True)\n"
+      "time.sleep(2)\n";
+  std::string out, err;
+  EXPECT_EQ(run_command({"python3", "-c", client}, &out, &err), 0) << err;
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(std::chrono::seconds(60)), 0) << tracer.err();
+  int listener = 0, port = 0;
+  ASSERT_EQ(std::sscanf(out.c_str(), "%d %d", &listener, &port), 2) << out;
+  EXPECT_EQ(query_rows(db,
+                       "SELECT count(*), min(saddr), min(daddr), min(tcp_state) FROM "
+                       "tcp_events WHERE sport = " +
+                           std::to_string(port) + " AND dport = " + std::to_string(listener))[0],
+            (std::vector<std::string>{"1", "127.0.0.1", "127.0.0.1", "2"}));
 }
 
 }  // namespace
