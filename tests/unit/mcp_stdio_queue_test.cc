@@ -4,8 +4,11 @@
 // queued query to its end before the server exited (24 s for 20 of them).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -78,6 +81,55 @@ TEST(McpStdioQueue, AStopSignalDropsWhatWaitsAndCancelsWhatRuns) {
   c.p.signal(SIGTERM);
   EXPECT_EQ(c.p.wait(30s), 0);
   EXPECT_LT(seconds_since(t0), 2.0) << "the queued queries ran before the exit";
+}
+
+// mcp.md: "at most 64 waiting (one more is answered with an error at once)". One query keeps
+// the only worker busy (the process has burned 100 ms of CPU: the reader sleeps in poll, so
+// the worker runs it); 65 more arrive together: 64 wait, the 65th is refused at once, by id.
+TEST(McpStdioQueue, SixtyFourWaitAndTheNextIsRefusedAtOnce) {
+  std::string db = write_free_calls(temp_path("cap.db"), 10);
+  StdioClient c(db);
+  c.endless(1);
+  auto cpu_ms = [&] {
+    std::ifstream f("/proc/" + std::to_string(c.p.pid()) + "/stat");
+    std::string line;
+    std::getline(f, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string field;
+    long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) utime = std::stoll(field);
+      if (i == 15) stime = std::stoll(field);
+    }
+    return (utime + stime) * 1000 / sysconf(_SC_CLK_TCK);
+  };
+  const long long before = cpu_ms();
+  auto t0 = Clock::now();
+  while (cpu_ms() - before < 100 && seconds_since(t0) < 4.5) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(cpu_ms() - before, 100) << "the first query never ran";
+  std::string many;
+  for (int id = 2; id <= 66; ++id)
+    many += R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+            R"(,"method":"tools/call","params":{"name":"run_sql","arguments":{"sql":)"
+            R"("SELECT 1"}}})"
+            "\n";
+  c.p.write_stdin(many);
+  ASSERT_TRUE(c.p.wait_stdout_line("\"id\":66", 3s)) << c.p.out();
+  EXPECT_NE(c.p.out().find(R"({"error":{"code":-32603,"message":"the server has 64 requests )"
+                           R"(waiting: send this one again once some are answered"},"id":66,)"),
+            std::string::npos)
+      << c.p.out();
+  c.cancel(1);
+  c.p.close_stdin();
+  EXPECT_EQ(c.p.wait(20s), 0);
+  // The 64 that waited ran once the worker was free, each answered with its row.
+  for (int id = 2; id <= 65; ++id)
+    EXPECT_NE(c.p.out().find("\"id\":" + std::to_string(id) + ",\"jsonrpc\":\"2.0\",\"result\""),
+              std::string::npos)
+        << id;
+  EXPECT_EQ(c.p.out().find("\"id\":1,"), std::string::npos) << "cancelled, answered anyway";
+  // One refusal (the cancelled query's end is a log notification, level "error").
+  EXPECT_EQ(c.p.out().find("{\"error\""), c.p.out().rfind("{\"error\"")) << c.p.out();
 }
 
 }  // namespace
