@@ -8,6 +8,8 @@
 #      capabilities of its CapabilityBoundingSet (setpriv), and a read-only file system
 #      except the state directory (ProtectSystem=strict, emulated in a mount namespace);
 #   6. dpkg --purge removes everything it installed.
+# Before installing, the maintainer scripts run as under systemd (a stub systemctl): an upgrade
+# restarts a running service, and only then; a removal stops and disables it.
 # The package is purged on every exit path. Needs root; skips (77) elsewhere, fails under CI.
 #   package_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -66,6 +68,36 @@ for f in /usr/bin/ingero /lib/systemd/system/ingero.service /etc/ingero/ingero.t
          /usr/share/doc/ingero/examples/k8s/ingero.yaml /usr/share/doc/ingero/examples/prometheus/ingero-alerts.yml; do
   grep -qx "$f" "$work/files" || fail "$f is not in the package"
 done
+
+echo "== maintainer scripts under systemd"
+# No systemd runs here: the scripts run in a mount namespace whose /run says it does, with a
+# systemctl that logs what it is asked and answers is-active as told.
+mkdir -p "$work/stub"
+printf '%s\n' '#!/bin/sh' 'echo "$*" >>"$STUB_LOG"' \
+  'if [ "$1" = is-active ]; then exit "$STUB_ACTIVE"; fi' 'exit 0' >"$work/stub/systemctl"
+chmod +x "$work/stub/systemctl"
+# maint SCRIPT ACTIVE ARGS...: what the script asked systemctl, one call a line.
+maint() {
+  local script=$1 active=$2
+  shift 2
+  : >"$work/stub.log"
+  STUB_LOG="$work/stub.log" STUB_ACTIVE=$active PATH="$work/stub:$PATH" unshare --mount sh -c \
+    'mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec "$@"' sh \
+    "$work/control/$script" "$@" || fail "$script $* exited $?"
+  tr '\n' ';' <"$work/stub.log"
+}
+got=$(maint postinst 0 configure "")
+[[ $got == "daemon-reload;" ]] || fail "a first install asked systemctl: $got"
+got=$(maint postinst 0 configure 0.0.9)
+[[ $got == "daemon-reload;is-active --quiet ingero.service;restart ingero.service;" ]] ||
+  fail "an upgrade with the service running did not restart it: $got"
+got=$(maint postinst 3 configure 0.0.9)
+[[ $got == "daemon-reload;is-active --quiet ingero.service;" ]] ||
+  fail "an upgrade with the service stopped asked systemctl: $got"
+got=$(maint prerm 0 remove)
+[[ $got == "stop ingero.service;disable ingero.service;" ]] || fail "prerm remove asked systemctl: $got"
+got=$(maint prerm 0 upgrade 0.1.1)
+[[ -z $got ]] || fail "prerm upgrade asked systemctl: $got"
 
 echo "== dpkg -i"
 dpkg_locked -i "$deb" || fail "dpkg -i"
