@@ -64,10 +64,7 @@ TEST(FleetSource, AWindowOfASkewedFleetIsOnTheReferenceClock) {
   std::string out, err;
   for (int n = 1; n <= 3; ++n) {
     std::string db = temp_path("sq-" + std::to_string(n) + ".db");
-    ASSERT_EQ(
-        std::system(
-            ("xz -dc '" INGERO_FIXTURES_DIR "/h100/nccl-1rank.db.xz' > '" + db + "'").c_str()),
-        0);
+    ASSERT_TRUE(unpack_fixture("h100/nccl-1rank", db));
     const std::string node = "'sq-" + std::to_string(n) + "'";
     const std::string ahead = n == 2 ? " + 3600000000000" : "";
     alter(db, "UPDATE sessions SET node = " + node + ", started_at = started_at" + ahead +

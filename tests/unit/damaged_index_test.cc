@@ -167,8 +167,7 @@ TEST(DamagedIndex, MergeAndExportRefuseIt) {
 // along the table instead.
 TEST(DamagedIndex, AFileWithoutSummariesIsCheckedByItsRows) {
   std::string db = temp_path("resnet-clean.db");
-  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-clean.db.xz' > '" + db + "'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(unpack_fixture("h100/resnet-clean", db));
   ASSERT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'call_seconds'"), 0);
   Read ok = read_calls(db);
   EXPECT_EQ(ok.error, "");

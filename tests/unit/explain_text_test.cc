@@ -267,8 +267,7 @@ struct Starve {
 
 Starve starve() {
   std::string db = test::temp_path("h100-starve.db");
-  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/starve.db.xz' > '" + db + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_TRUE(test::unpack_fixture("h100/starve", db));
   Starve s;
   auto r = store::TraceReader::open(db);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);

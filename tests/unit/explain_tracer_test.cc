@@ -161,8 +161,7 @@ TEST(ExplainText, AFileFromBeforeTracerPidGainsTheColumn) {
 // sessions.tracer_pid gains the column: every chain and the step summary name it as the tracer.
 TEST(ExplainText, TheTracerIsNamedAsTheTracerOnARealTrace) {
   std::string db = test::temp_path("h100-contended.db");
-  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-contended.db.xz' > '" + db + "'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(test::unpack_fixture("h100/resnet-contended", db));
   {
     auto raw = store::Db::open(db, store::Db::Mode::kReadWrite);
     ASSERT_TRUE(raw);

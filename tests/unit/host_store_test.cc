@@ -423,10 +423,7 @@ TEST(HostStore, ASchema10FileFromThePreviousBuildConvertsWithTheSameAnswer) {
   std::string dir = test::temp_path("schema10");
   std::filesystem::create_directories(dir);
   std::string path = dir + "/trace.db";
-  ASSERT_EQ(
-      std::system(
-          ("xz -dc '" INGERO_FIXTURES_DIR "/schema10/trace_gen.db.xz' > '" + path + "'").c_str()),
-      0);
+  ASSERT_TRUE(test::unpack_fixture("schema10/trace_gen", path));
   ASSERT_EQ(test::query_int(path, "PRAGMA user_version"), 10);
   const std::string all = "SELECT * FROM events ORDER BY id";
   Rows events = test::query_rows(path, all);

@@ -137,8 +137,7 @@ TEST(KernelNamesStore, AFileWithoutTheTableReadsNullKernelsAndTheEngineSaysNothi
   // Every file of schema 10 has the table (the migration creates it); a file of schema 9, as
   // the last build before it wrote one, has none: its calls read with a NULL kernel.
   std::string db = test::temp_path("v9-traced.db");
-  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/legacy/v9-traced.db.xz' > '" + db + "'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(test::unpack_fixture("legacy/v9-traced", db));
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE kernel IS NULL"),
             query_int(db, "SELECT count(*) FROM calls"));
   EXPECT_GT(query_int(db, "SELECT count(*) FROM calls"), 0);

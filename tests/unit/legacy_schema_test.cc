@@ -33,8 +33,7 @@ std::string unpack(const std::string& name) {
   std::string dir = temp_path(name);
   std::filesystem::create_directories(dir);
   std::string out = dir + "/" + name + ".db";
-  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/legacy/" + name + ".db.xz' > '" + out + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_TRUE(unpack_fixture("legacy/" + name, out)) << name;
   return out;
 }
 
@@ -86,10 +85,7 @@ TEST(LegacySchema, CompactConvertsAnOlderFileKeepingEveryCall) {
   std::string dir = temp_path("convert");
   std::filesystem::create_directories(dir);
   std::string db = dir + "/resnet-clean.db";
-  ASSERT_EQ(
-      std::system(
-          ("xz -dc '" INGERO_FIXTURES_DIR "/h100/resnet-clean.db.xz' > '" + db + "'").c_str()),
-      0);
+  ASSERT_TRUE(unpack_fixture("h100/resnet-clean", db));
   int64_t calls = query_int(db, "SELECT count(*) FROM calls");
   auto ops = query_rows(db, "SELECT op, count(*) FROM calls GROUP BY op ORDER BY op");
   const char* host_sql =

@@ -169,8 +169,7 @@ TEST_F(Mcp, BadArgumentsAreToolErrorsIn20251125AndProtocolErrorsIn20250618) {
 // step count and the exact breakdown of each listed step.
 TEST_F(Mcp, StepBreakdownOfTheStarveTrace) {
   std::string db = test::temp_path("mcp-starve.db");
-  std::string cmd = "xz -dc '" INGERO_FIXTURES_DIR "/h100/starve.db.xz' > '" + db + "'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ASSERT_TRUE(test::unpack_fixture("h100/starve", db));
   open_path(db);
   auto r = tool("get_step_breakdown", {{"order", "slowest"}, {"limit", 3}});
   ASSERT_EQ(r["isError"], false) << r.dump();

@@ -30,9 +30,7 @@ TEST(TerminalText, ControlCharactersButNewlineAndTabAreWrittenAsEscapes) {
 
 TEST(TerminalText, ExplainPrintsATracedNameThatHoldsEscapesAsText) {
   std::string db = temp_path("evil.db");
-  ASSERT_EQ(
-      std::system(("xz -dc '" INGERO_FIXTURES_DIR "/h100/starve.db.xz' > '" + db + "'").c_str()),
-      0);
+  ASSERT_TRUE(unpack_fixture("h100/starve", db));
   std::string out, err;
   ASSERT_EQ(run_command({"sqlite3", db,
                          "UPDATE events SET comm = 'py' || char(27) || ']0;pwned' || char(7) || "
