@@ -349,7 +349,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--source", o->source,
                   "Export a fleet from ClickHouse instead of a file: clickhouse://HOST:8123/DB "
                   "(one timeline: node clock offsets removed)");
-  cmd->add_option("-o,--out", o->out,
+  cmd->add_option("-o,--out,--output", o->out,
                   "Output file (default: stdout). Written to a temporary file in the same folder "
                   "and renamed over it when complete; never the input trace")
       ->check(path_given());

@@ -419,7 +419,7 @@ void add_merge_command(CLI::App& app, Context& ctx) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("inputs", o->inputs, "Trace files to merge")->required();
-  cmd->add_option("-o,--out", o->out, "Merged trace file to create")->required();
+  cmd->add_option("-o,--out,--output", o->out, "Merged trace file to create")->required();
   cmd->add_option("--force-node", o->force_node, "Node name for every event of every input");
   cmd->callback([&ctx, o] {
     // Merged whole, then refused at the rename ("renaming ... to : No such file").

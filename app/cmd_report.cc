@@ -98,7 +98,7 @@ void add_report_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--db,-d", o->db,
                   "Trace file, ours or the original implementation's (default ~/.ingero/ingero.db)")
       ->check(path_given());
-  cmd->add_option("--output,-o", o->out, "Where to write the report; - for stdout")
+  cmd->add_option("--output,--out,-o", o->out, "Where to write the report; - for stdout")
       ->capture_default_str()
       ->check(path_given());
   add_window_flags(*cmd, o->w, "Only the last 30s / 5m / 1h of the trace");

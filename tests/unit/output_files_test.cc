@@ -69,6 +69,23 @@ TEST_F(OutputFiles, ExportWritesAWholeFileWithPrivateMode) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+// cli.md: export, report and merge each take -o, --out and --output as one option (export had
+// only --out, report only --output: "--output" from export's docs was a usage error).
+TEST_F(OutputFiles, ExportReportAndMergeTakeOutAndOutput) {
+  for (const char* flag : {"-o", "--out", "--output"}) {
+    const std::string f = flag;
+    auto e = ingero({"export", "--db", db_, f, dir_ + "/e" + f + ".json"});
+    EXPECT_EQ(e.rc, 0) << f << ": " << e.err;
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir_ + "/e" + f + ".json")) << f;
+    auto r = ingero({"report", "--db", db_, f, dir_ + "/r" + f + ".html"});
+    EXPECT_EQ(r.rc, 0) << f << ": " << r.err;
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir_ + "/r" + f + ".html")) << f;
+    auto m = ingero({"merge", db_, f, dir_ + "/m" + f + ".db"});
+    EXPECT_EQ(m.rc, 0) << f << ": " << m.err;
+    EXPECT_EQ(query_int(dir_ + "/m" + f + ".db", "SELECT count(*) FROM calls"), 2000) << f;
+  }
+}
+
 // An output that exists without --force is a usage error (exit 2) in every format, as merge's
 // is: export said it with exit 1 for perfetto and pprof, 2 for sqlite.
 TEST_F(OutputFiles, ExportRefusesToOverwriteWithoutForce) {
