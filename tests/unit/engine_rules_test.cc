@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "app/demo_scenarios.h"
@@ -409,7 +410,9 @@ TEST(EngineRules, OomKillAndGpuOutOfMemory) {
       << gpu->summary;
 }
 
-TEST(EngineRules, CollectiveTailWithFabricErrors) {
+// 100 all-reduces, five of them slow, while `counter` of mlx5_0 port 1 rises by 42 between
+// the samples at 5 s and 10 s, when the slow calls ran: the fabric_errors chain, if any.
+std::optional<engine::Chain> fabric_chain(const std::string& counter) {
   Replay r;
   for (int i = 0; i < 100; ++i) {
     bool slow = i >= 60 && i < 65;
@@ -417,27 +420,43 @@ TEST(EngineRules, CollectiveTailWithFabricErrors) {
                      slow ? 80 * kMs : 2 * kMs, "nccl");
     r.add(c);
   }
-  // port_rcv_errors rises between the samples at 5 s and 10 s, when the slow calls ran.
   int64_t base = 1'700'000'000'000'000'000;
   for (int s = 0; s <= 10; s += 5) {
     store::DeviceCounterRow row{base + int64_t(s) * int64_t(kS),
                                 "rdma",
                                 "mlx5_0",
-                                "port_rcv_errors",
+                                counter,
                                 "events",
                                 1,
                                 uint64_t(s >= 10 ? 42 : 0),
                                 uint64_t(s >= 10 ? 42 : 0),
                                 true,
                                 {{"transport", "InfiniBand"}, {"state", "4: ACTIVE"}}};
-    ASSERT_TRUE(r.writer().add_device_counter(row));
+    EXPECT_TRUE(r.writer().add_device_counter(row));
   }
   auto a = r.analyze();
   const auto* c = find(a, "fabric_errors");
-  ASSERT_NE(c, nullptr);
+  if (!c) return std::nullopt;
+  return *c;
+}
+
+TEST(EngineRules, CollectiveTailWithFabricErrors) {
+  auto c = fabric_chain("port_rcv_errors");
+  ASSERT_TRUE(c);
   EXPECT_EQ(c->op, "ncclAllReduce");
   EXPECT_NE(c->summary.find("mlx5_0/1 port_rcv_errors +42"), std::string::npos) << c->summary;
   EXPECT_EQ(c->severity, Severity::kMedium);
+}
+
+// engine.md: link downs, symbol errors and link error recoveries are physical: HIGH.
+TEST(EngineRules, PhysicalFabricErrorsAreHigh) {
+  for (const char* counter : {"link_downed", "symbol_error", "link_error_recovery"}) {
+    auto c = fabric_chain(counter);
+    ASSERT_TRUE(c) << counter;
+    EXPECT_NE(c->summary.find(std::string("mlx5_0/1 ") + counter + " +42"), std::string::npos)
+        << c->summary;
+    EXPECT_EQ(c->severity, Severity::kHigh) << counter;
+  }
 }
 
 TEST(EngineRules, LaunchCollapseIgnoresIdleGaps) {

@@ -66,6 +66,7 @@ TEST(GpuMetrics, DeviceSeriesExactAndAbsentFiguresHaveNone) {
   EXPECT_DOUBLE_EQ(sample(t, "ingero_gpu_utilization_ratio" + l + "}"), 0.09);
   EXPECT_DOUBLE_EQ(sample(t, "ingero_gpu_memory_utilization_ratio" + l + "}"), 0.30);
   EXPECT_EQ(sample(t, "ingero_gpu_memory_used_bytes" + l + "}"), double(1 << 30));
+  EXPECT_EQ(sample(t, "ingero_gpu_memory_total_bytes" + l + "}"), double(80ull << 30));
   EXPECT_EQ(sample(t, "ingero_gpu_sm_clock_hertz" + l + "}"), 1.98e9);
   EXPECT_DOUBLE_EQ(sample(t, "ingero_gpu_power_watts" + l + "}"), 250.5);
   EXPECT_EQ(sample(t, "ingero_gpu_temperature_celsius" + l + "}"), 41);

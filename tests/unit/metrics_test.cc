@@ -152,6 +152,13 @@ TEST(Metrics, ExactValuesForAKnownWorkload) {
   EXPECT_EQ(sample(t, R"(ingero_collectives_total{op="ncclAllReduce",vendor="nvidia"})"), 1);
   EXPECT_EQ(sample(t, R"(ingero_collective_bytes_total{op="ncclAllReduce",vendor="nvidia"})"),
             4096);
+  // The enqueue call's host-side duration (50 us), in its own histogram.
+  EXPECT_EQ(
+      sample(t, R"(ingero_collective_duration_seconds_count{op="ncclAllReduce",vendor="nvidia"})"),
+      1);
+  EXPECT_DOUBLE_EQ(
+      sample(t, R"(ingero_collective_duration_seconds_sum{op="ncclAllReduce",vendor="nvidia"})"),
+      50e-6);
   // Only the sync on the collective's stream is barrier wait; the earlier one is not.
   EXPECT_DOUBLE_EQ(
       sample(t,
