@@ -132,5 +132,34 @@ TEST(McpStdioQueue, SixtyFourWaitAndTheNextIsRefusedAtOnce) {
   EXPECT_EQ(c.p.out().find("{\"error\""), c.p.out().rfind("{\"error\"")) << c.p.out();
 }
 
+// mcp.md: "Lines longer than 4 MiB are discarded with an error", and the server reads on. A
+// ping padded to exactly 4 MiB is answered; one byte more is refused (id null: it was never
+// parsed), and the ping after it is answered.
+TEST(McpStdioQueue, ALineOver4MiBIsDiscardedAndTheNextIsAnswered) {
+  std::string db = write_free_calls(temp_path("long.db"), 10);
+  StdioClient c(db);
+  auto padded = [](int id, size_t total) {
+    std::string head = R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+                       R"(,"method":"ping","params":{"_meta":{"pad":")";
+    std::string tail = R"("}}})";
+    return head + std::string(total - head.size() - tail.size(), 'x') + tail;
+  };
+  c.send(padded(5, 4u << 20));
+  ASSERT_TRUE(c.p.wait_stdout_line("\"id\":5,", 10s)) << c.p.err();
+  c.send(padded(6, (4u << 20) + 1));
+  c.send(R"({"jsonrpc":"2.0","id":7,"method":"ping"})");
+  ASSERT_TRUE(c.p.wait_stdout_line("\"id\":7,", 10s)) << c.p.err();
+  // Said by the reader ("message exceeds the limit of 4194304 bytes") when the line is read in
+  // pieces, or whole by the server ("message of 4194305 bytes exceeds ...").
+  const std::string& out = c.p.out();
+  size_t refused = out.find(R"({"error":{"code":-32600,"message":"message )");
+  ASSERT_NE(refused, std::string::npos) << out.substr(0, 2000);
+  EXPECT_NE(out.find("exceeds the limit of 4194304", refused), std::string::npos)
+      << out.substr(refused, 200);
+  EXPECT_EQ(c.p.out().find("\"id\":6,"), std::string::npos);
+  c.p.close_stdin();
+  EXPECT_EQ(c.p.wait(10s), 0);
+}
+
 }  // namespace
 }  // namespace ingero::test
