@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include "app/builtin_backends.h"
 #include "app/mcp_host.h"
@@ -59,7 +60,9 @@ constexpr int64_t kOffset = 1'700'000'000'000'000'000LL;
 // A trace whose session never stopped, holding one call in flight (thread 8 of pid 7 inside
 // cudaStreamSynchronize(0xabc) from 10 s, last seen at 20 s, in I/O), written as the tracer
 // writes it: a first row, then its replacement, then an unchanged report that writes nothing.
-std::string write_stuck_file(const std::string& name, const std::string& comm = "trainer") {
+// With `frames`, the call's stack holds that many Python frames, f0 (train.py:1) innermost.
+std::string write_stuck_file(const std::string& name, const std::string& comm = "trainer",
+                             int frames = 0) {
   std::string path = test::temp_path(name);
   {
     auto w = store::TraceWriter::open(path);
@@ -84,6 +87,13 @@ std::string write_stuck_file(const std::string& name, const std::string& comm = 
     r.reported_ns = r.seen_ns = 15 * kSec;
     r.state = ThreadState::kSleeping;
     r.others_sleeping = 2;
+    if (frames > 0) {
+      std::vector<hal::StackFrame> stack;
+      for (int i = 0; i < frames; ++i)
+        stack.push_back({true, "", std::nullopt, "", "f" + std::to_string(i), "train.py", i + 1});
+      EXPECT_TRUE((*w)->add_stack(0x5757, stack));
+      r.stack_id = 0x5757;
+    }
     hal::InflightReport rep;
     rep.current = {r};
     rep.changed = {true};
@@ -307,6 +317,28 @@ TEST(InflightStore, StatusPrintsAHostileProcessNameAsText) {
   auto js = test::run_ingero({"status", "--db", path, "--json"});
   ASSERT_EQ(js.rc, 0) << js.err;
   EXPECT_EQ(nlohmann::json::parse(js.out)["stuck"][0]["comm"], "t\x1b]0;pwned\x07\x1b[2J");
+}
+
+// cli.md: status shows at most 8 frames of a stuck call's stack, then how many it left out.
+TEST(InflightStore, StatusShowsEightFramesThenHowManyMore) {
+  std::string path = write_stuck_file("inflight-deep.db", "trainer", 12);
+  auto st = test::run_ingero({"status", "--db", path});
+  ASSERT_EQ(st.rc, 0) << st.err;
+  std::vector<std::string> frames;
+  std::istringstream in(st.out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("    ", 0) == 0 && line.rfind("    args:", 0) != 0) frames.push_back(line);
+  ASSERT_EQ(frames.size(), 9u) << st.out;
+  for (int i = 0; i < 8; ++i)
+    EXPECT_NE(frames[size_t(i)].find("train.py:" + std::to_string(i + 1)), std::string::npos)
+        << frames[size_t(i)];
+  EXPECT_EQ(frames[8], "    ... 4 more frames");
+  // Eight frames exactly: all of them, and no "more" line.
+  std::string eight = write_stuck_file("inflight-eight.db", "trainer", 8);
+  auto e = test::run_ingero({"status", "--db", eight});
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_NE(e.out.find("train.py:8"), std::string::npos) << e.out;
+  EXPECT_EQ(e.out.find("more frames"), std::string::npos) << e.out;
 }
 
 // While a tracer holds the file's writer lock, the wait counts to now, and status says so.

@@ -86,6 +86,15 @@ TEST_F(OutputFiles, ExportReportAndMergeTakeOutAndOutput) {
   }
 }
 
+// cli.md: without -o, report writes ingero-report.html in the working folder, and says so.
+TEST_F(OutputFiles, AReportWithoutOutputIsIngeroReportHtmlHere) {
+  auto r = shell("cd '" + dir_ + "' && '" INGERO_BIN "' report --db '" + db_ + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(entries(dir_), 1u);
+  EXPECT_NE(slurp(dir_ + "/ingero-report.html").find("<html"), std::string::npos);
+  EXPECT_NE(r.err.find("ingero-report.html"), std::string::npos) << r.err;
+}
+
 // An output that exists without --force is a usage error (exit 2) in every format, as merge's
 // is: export said it with exit 1 for perfetto and pprof, 2 for sqlite.
 TEST_F(OutputFiles, ExportRefusesToOverwriteWithoutForce) {
