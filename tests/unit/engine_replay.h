@@ -76,6 +76,8 @@ class Replay {
     source_ = std::make_unique<store::SqlTraceSource>(*reader_);
     return engine::analyze(*source_, engine::Window{});
   }
+  // The trace as explain reads it, once analyze() has run.
+  store::SqlTraceSource& source() { return *source_; }
 
  private:
   std::string path_;

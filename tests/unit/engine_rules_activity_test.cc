@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
+#include "engine/graphs.h"
 #include "tests/unit/engine_replay.h"
 
 namespace ingero::app {
@@ -26,6 +28,33 @@ uint64_t capture_and_launch(Replay& r, uint64_t t, uint64_t exec, int launches) 
     r.add(
         graph_call(r, "cudaGraphLaunch", EventKind::kGraphLaunch, t + uint64_t(i + 1) * kMs, exec));
   return t + uint64_t(launches + 1) * kMs;
+}
+
+// mcp.md: graph_frequency's timeline has at most 60 buckets, 1 s doubled until they fit, and
+// every launch is in one of them. Launches from 1 s, one a second: 60 launches span 59.x s
+// (60 buckets of 1 s); 600 span 599.x s (38 buckets of 16 s).
+TEST(EngineRulesActivity, GraphTimelineHasAtMostSixtyBucketsHoldingEveryLaunch) {
+  for (auto [launches, bucket_s, buckets] :
+       {std::tuple{60, 1, 60}, std::tuple{600, 16, 38}, std::tuple{6000, 128, 47}}) {
+    SCOPED_TRACE(launches);
+    Replay r;
+    r.add(graph_call(r, "cudaStreamBeginCapture", EventKind::kGraphBeginCapture, kMs, 0));
+    r.add(graph_call(r, "cudaGraphInstantiate", EventKind::kGraphInstantiate, 2 * kMs, 1));
+    for (int i = 0; i < launches; ++i)
+      r.add(graph_call(r, "cudaGraphLaunch", EventKind::kGraphLaunch, uint64_t(i) * kS + 500 * kMs,
+                       1));
+    r.analyze();
+    auto g = engine::compute_graphs(r.source(), engine::Window{});
+    EXPECT_EQ(g.bucket_ns, int64_t(bucket_s) * int64_t(kS));
+    EXPECT_EQ(g.timeline.size(), size_t(buckets));
+    uint64_t sum = 0, captures = 0;
+    for (const auto& b : g.timeline) {
+      sum += b.launches;
+      captures += b.captures;
+    }
+    EXPECT_EQ(sum, uint64_t(launches));
+    EXPECT_EQ(captures, 1u);
+  }
 }
 
 // Captures after the first graph launch: 4 are warm-up, 5 a storm (MEDIUM), 20 HIGH.
