@@ -114,6 +114,37 @@ TEST(OtlpDelivery, AFullQueueDropsTheOldestRequests) {
   EXPECT_EQ(s.sent, 0u);
 }
 
+// metrics.md: a request still failing max_elapsed after its first try is dropped as expired
+// (5 minutes by default; 300 ms here). The receiver answers 503 to everything: the request is
+// tried, backed off and retried until then, and its items are counted expired, nothing else.
+TEST(OtlpDelivery, ARequestStillFailingAfterMaxElapsedIsDroppedAsExpired) {
+  test::OtlpReceiverOptions ro;
+  ro.statuses = std::vector<int>(10'000, 503);
+  test::OtlpReceiver rx(ro);
+  DeliveryOptions o;
+  o.initial_backoff = 20ms;
+  o.max_backoff = 50ms;
+  o.max_elapsed = 300ms;
+  EXPECT_EQ(DeliveryOptions{}.max_elapsed, std::chrono::minutes(5));
+  Delivery d(config_for(rx.url()), o);
+  auto t0 = Clock::now();
+  d.enqueue(Signal::kLogs, "a", 5);
+  for (int i = 0; i < 1000 && d.stats().of(Signal::kLogs).dropped == 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  auto took = Clock::now() - t0;
+  auto s = d.stats();
+  const auto& x = s.of(Signal::kLogs);
+  EXPECT_EQ(x.queued, 5u);
+  EXPECT_EQ(x.expired, 5u);
+  EXPECT_EQ(x.dropped, 5u);
+  EXPECT_EQ(x.sent + x.rejected + x.queue_full + x.at_exit, 0u);
+  EXPECT_GE(took, 300ms);
+  EXPECT_GE(s.failures, 3u);  // the first try and its retries, every one refused
+  EXPECT_EQ(s.failures, rx.requests());
+  d.finish(Clock::now());
+  EXPECT_EQ(d.stats().of(Signal::kLogs).at_exit, 0u);  // nothing was left to cut
+}
+
 TEST(OtlpDelivery, ARefusedRequestIsNotRetriedAndAPartialSuccessCountsItsRejections) {
   test::OtlpReceiverOptions ro;
   ro.statuses = {400};
