@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "app/builtin_backends.h"
@@ -108,6 +109,39 @@ TEST_F(McpHttp, AStopCancelsWhatRunsAndDropsWhatWaits) {
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& c : clients) c.join();
   EXPECT_LT(took, 2.5) << "the queries ran out their limits before the exit";
+}
+
+// mcp.md: `--threads` workers with 256 requests queued, 503 with Retry-After beyond. With one
+// worker and room for two waiting, four endless queries sent together (each runs 5 s): one
+// runs, two wait, and exactly one is answered 503 with a Retry-After at once.
+TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
+  EXPECT_EQ(HttpOptions{}.max_queued, 256u);
+  HttpOptions o;
+  o.threads = 1;
+  o.max_queued = 2;
+  start(o);
+  std::string sid = session();
+  std::mutex mu;
+  std::vector<HttpResponse> answered;  // before the stop
+  std::vector<std::thread> clients;
+  for (int id = 1; id <= 4; ++id)
+    clients.emplace_back([&, id] {
+      auto r = post(test::tools_call(id, "run_sql", {{"sql", test::kEndlessSql}}),
+                    {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "2025-11-25"}});
+      std::lock_guard<std::mutex> g(mu);
+      if (!stop_) answered.push_back(r);
+    });
+  // The refused one is answered at once; the others only when the stop cancels them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  {
+    std::lock_guard<std::mutex> g(mu);
+    stop_ = true;
+  }
+  runner_.join();
+  for (auto& c : clients) c.join();
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(answered[0].status, 503) << answered[0].body;
+  EXPECT_EQ(answered[0].headers.count("retry-after"), 1u) << answered[0].body;
 }
 
 // Sends `msg` as a POST on a connection of its own and closes it at once: a client that leaves.
