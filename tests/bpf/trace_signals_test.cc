@@ -183,5 +183,33 @@ TEST(TraceSignals, ProcessesTheCommandLeftRunningAreSaid) {
   EXPECT_EQ(waited.err.find("the command started"), std::string::npos) << waited.err;
 }
 
+// cli.md: --duration ends the trace with the command still running: the tracer says so with
+// the command's pid, exits 0, and leaves it running; the session's stop reason is the
+// duration, not a signal.
+TEST(TraceSignals, ADurationEndsTheTraceAndLeavesTheCommandRunning) {
+  REQUIRE_BPF();
+  std::string db = temp_path("duration.db");
+  auto tracer =
+      Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--duration", "1s", "--db",
+                         db, "--", "sh", "-c", "exec >/dev/null 2>&1; exec sleep 30"});
+  EXPECT_EQ(tracer.wait(60s), 0) << tracer.err();
+  pid_t command = 0;
+  auto at = tracer.err().find("ingero: the traced command (pid ");
+  ASSERT_NE(at, std::string::npos) << tracer.err();
+  command = pid_t(std::atoi(tracer.err().c_str() + at + 32));
+  EXPECT_NE(tracer.err().find("ingero: the traced command (pid " + std::to_string(command) +
+                              ") is still running, untraced\n"),
+            std::string::npos)
+      << tracer.err();
+  ASSERT_GT(command, 0);
+  EXPECT_EQ(kill(command, 0), 0) << "the command was not left running";
+  std::string comm;
+  std::ifstream(std::string("/proc/") + std::to_string(command) + "/comm") >> comm;
+  EXPECT_EQ(comm, "sleep");
+  kill(command, SIGKILL);
+  EXPECT_EQ(query_rows(db, "SELECT exit_reason FROM sessions")[0],
+            std::vector<std::string>{"duration"});
+}
+
 }  // namespace
 }  // namespace ingero::test
