@@ -158,6 +158,28 @@ TEST(DeviceTruth, SameLoopWithoutNvmlSaysItsIdleIsALowerBound) {
       << (*c)["summary"];
 }
 
+// security.md: `ingero trace --device-poll-ms 0` loads nothing. The stand-in NVML first on the
+// loader's path dies in nvmlInit_v2: polled at 100 ms, the tracer names the crash; at 0 nothing
+// is said of NVML or GPU busy, and the file has no device tables.
+TEST(DeviceTruth, DevicePollZeroLoadsNoLibrary) {
+  REQUIRE_BPF();
+  std::string crash = script("init crash\n");
+  for (const char* ms : {"100", "0"}) {
+    SCOPED_TRACE(ms);
+    std::string db = temp_path(std::string("poll-") + ms + ".db");
+    auto run = trace_command(db, {"sleep", "0.3"}, {"--no-stack", "--device-poll-ms", ms},
+                             nvml_env(crash));
+    EXPECT_EQ(run.rc, 0) << run.err;
+    const bool crashed = has(run.err, "libnvidia-ml.so.1 crashed inside nvmlInit_v2 (SIGSEGV");
+    EXPECT_EQ(crashed, std::string(ms) != "0") << run.err;
+    if (std::string(ms) == "0") {
+      EXPECT_FALSE(has(run.err, "nvml")) << run.err;
+      EXPECT_FALSE(has(run.err, "GPU busy")) << run.err;
+      EXPECT_EQ(device_tables(db), 0);
+    }
+  }
+}
+
 TEST(DeviceTruth, RefusedNvmlInitIsReportedByCheckAndCostsNothingElse) {
   REQUIRE_LOOP();
   auto env = nvml_env(script("init 9\ndevice gpu=9\n"));
