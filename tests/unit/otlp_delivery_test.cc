@@ -188,6 +188,32 @@ void make_cert(const std::string& dir) {
       << err;
 }
 
+// metrics.md: at most 16,384 records wait per signal, and requests carry at most 512. 20,000
+// new chains at once: 16,384 wait (3,616 dropped as buffer_full, counted in the logs' dropped),
+// and reach the receiver in 32 requests of 512, each record once.
+TEST(OtlpExport, RecordsWaitUpTo16384AndGoInRequestsOf512) {
+  test::OtlpReceiver rx;
+  Exporter e(config_for(rx.url()), fast_options(), nullptr);
+  std::vector<engine::Chain> chains;
+  for (uint32_t i = 0; i < 20'000; ++i)
+    chains.push_back(chain("tail_latency", engine::Severity::kLow, 10 + 2 * i, "cudaFree"));
+  EXPECT_TRUE(e.on_chains(chains, 1'700'000'010'000'000'000));
+  ASSERT_TRUE(rx.wait_for([&] { return all_records(rx).size() >= 16'384; }, 60s));
+  e.finish(Clock::now() + 10s);
+  auto s = e.stats();
+  EXPECT_EQ(s.chain_records, 16'384u);
+  EXPECT_EQ(s.buffer_full, 3'616u);
+  const auto& logs = s.delivery.of(Signal::kLogs);
+  EXPECT_EQ(logs.sent, 16'384u);
+  EXPECT_EQ(logs.dropped, 3'616u);
+  std::vector<size_t> sizes;
+  for (const auto& r : rx.logs())
+    for (const auto& rl : r.resource_logs())
+      for (const auto& sl : rl.scope_logs()) sizes.push_back(size_t(sl.log_records_size()));
+  EXPECT_EQ(sizes, std::vector<size_t>(32, 512));
+  EXPECT_EQ(all_records(rx).size(), 16'384u);
+}
+
 TEST(OtlpExport, TlsWithTheCaFromTheEnvironmentHeadersAndGzip) {
   std::string dir = test::temp_path("tls");
   make_cert(dir);
