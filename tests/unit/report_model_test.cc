@@ -69,6 +69,16 @@ void expect_consistent(const std::string& path, const json& m) {
   EXPECT_EQ(per_node, calls);
 }
 
+// cli.md's caps of the report (the other tests narrow them): 1,500 step points per process,
+// 50 kernel rows, 300 process rows, 100 chains.
+TEST(ReportModel, TheShippedCapsAreTheDocumentedOnes) {
+  ReportOptions o;
+  EXPECT_EQ(o.max_step_points, 1500u);
+  EXPECT_EQ(o.max_kernel_rows, 50u);
+  EXPECT_EQ(o.max_processes, 300u);
+  EXPECT_EQ(o.max_chains, 100u);
+}
+
 TEST(ReportModel, H100ContendedAgreesWithSqlAndTheEngine) {
   std::string path = h100("resnet-contended");
   json m = model_of(path);
