@@ -26,6 +26,44 @@ int64_t RunShape::last_start() const {
                   ts_ns + int64_t(span_ns));
 }
 
+uint64_t RunShape::durations_before(uint64_t k) const {
+  const Timed t = timed_shape();
+  uint64_t m = std::min(k, t.calls);
+  uint64_t sum = (k - m) * untimed_ns;  // calls seen at entry only come after the timed ones
+  if (m == 0) return sum;
+  if (t.calls == 1) return sum + t.sum;
+  sum += t.min;  // call 0; calls 1 .. t.calls - 2 share the rest; the last is the maximum
+  if (uint64_t mid = std::min(m, t.calls - 1) - 1) {
+    uint64_t rest = t.sum - t.min - t.max, middle = t.calls - 2;
+    sum += mid * (rest / middle) + std::min(mid, rest % middle);
+  }
+  if (m == t.calls) sum += t.max;
+  return sum;
+}
+
+uint64_t RunShape::gaps_before(uint64_t k) const {
+  if (calls < 2) return 0;
+  uint64_t idle = span_ns > sum_ns ? span_ns - sum_ns : 0;
+  uint64_t gaps = calls - 1;
+  return k * (idle / gaps) + std::min(k, idle % gaps);
+}
+
+int64_t RunShape::start(uint64_t k) const {
+  return std::min(ts_ns + int64_t(durations_before(k) + gaps_before(k)), ts_ns + int64_t(span_ns));
+}
+
+uint64_t RunShape::first_from(int64_t t) const {
+  uint64_t lo = 0, hi = calls;  // starts never decrease with k
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (start(mid) >= t)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 bool CallRun::kernel_counts_fit() const {
   uint64_t total = 0;
   bool counts = true;

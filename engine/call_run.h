@@ -44,6 +44,10 @@ struct RunShape {
   uint64_t gap(uint64_t k) const;
   // Start of the last call.
   int64_t last_start() const;
+  // Start of call k (k < calls), as for_each_span gives it, without walking the calls before.
+  int64_t start(uint64_t k) const;
+  // The first call starting at or after t (calls where none): a binary search over start().
+  uint64_t first_from(int64_t t) const;
   // Whether every call of the run starts inside [from, to].
   bool inside(int64_t from, int64_t to) const { return ts_ns >= from && last_start() <= to; }
   // Every call's start and duration in order (the first `first` calls only, where fewer),
@@ -73,6 +77,9 @@ struct RunShape {
   struct Timed {
     uint64_t calls, sum, min, max;
   };
+  // The calls before call k (k <= calls): their durations, and the gaps after them.
+  uint64_t durations_before(uint64_t k) const;
+  uint64_t gaps_before(uint64_t k) const;
   Timed timed_shape() const {
     if (untimed == 0) return {calls, sum_ns, min_ns, max_ns};
     return {timed(), sum_ns - untimed * untimed_ns, timed_min_ns, timed_max_ns};

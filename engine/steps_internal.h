@@ -163,6 +163,23 @@ struct Proc {
     RunShape r = run(c);
     return inside(c, {at.end() + int64_t(r.gap(k)), r.duration(k + 1), c.stack});
   }
+  // The first call of item c starting at or after t, if any: found, not walked to (a run of
+  // thousands of launches is searched once per preemption of its thread).
+  std::optional<Span> span_from(const Call& c, int64_t t) const {
+    if (c.run == kNoRun) return c.start >= t ? std::optional<Span>(first(c)) : std::nullopt;
+    if (grouped(c)) {
+      const GroupList& g = group(c);
+      auto at = std::lower_bound(g.begin(), g.end(), t, [&](const Grouped& x, int64_t v) {
+        return c.start + int64_t(x.delta) < v;
+      });
+      if (at == g.end()) return std::nullopt;
+      return span_of(c, uint64_t(at - g.begin()));
+    }
+    RunShape r = run(c);
+    uint64_t k = r.first_from(t);
+    if (k == r.calls) return std::nullopt;
+    return inside(c, {r.start(k), r.duration(k), c.stack});
+  }
   // Each call of item c: fn(uint64_t k, const Span&).
   template <class Fn>
   void for_each_span(const Call& c, Fn&& fn) const {

@@ -44,16 +44,15 @@ void count_preemptors(const Proc& p, const HostContext& host, const FeedingThrea
   int64_t first = split.first(), last = split.last();
   // Each feeding thread's calls in start order, to find the call it made after a preemption:
   // the process's own list where one thread makes every call (a training loop's main thread),
-  // else one list a thread, made when a preemption asks for it.
+  // else one list a thread, all made in one pass when a preemption first asks (a pass a
+  // thread was 20,000 passes over 940,000 calls for a process of 20,000 threads).
   std::map<uint32_t, std::vector<const Call*>> by_tid;
   auto calls_of = [&](uint32_t tid) -> const std::vector<const Call*>& {
-    auto [it, fresh] = by_tid.try_emplace(tid);
-    if (fresh) {
-      it->second.reserve(feeding.at(tid));
-      for (const Call& c : p.calls)
-        if (c.tid == tid) it->second.push_back(&c);
+    if (by_tid.empty()) {
+      for (const auto& [t, n] : feeding) by_tid[t].reserve(n);
+      for (const Call& c : p.calls) by_tid[c.tid].push_back(&c);
     }
-    return it->second;
+    return by_tid[tid];
   };
   // The first call of the thread starting at or after t: (its stack, its op), or none.
   auto next_call = [&](uint32_t tid, int64_t t) -> std::optional<std::pair<uint64_t, uint32_t>> {
@@ -73,12 +72,9 @@ void count_preemptors(const Proc& p, const HostContext& host, const FeedingThrea
     }
     // A run or group started before t may have calls left after it.
     if (before && p.last_start(*before) >= t) {
-      const Call& c = *before;
-      std::optional<std::pair<uint64_t, uint32_t>> found;
-      p.for_each_span(c, [&](uint64_t, const Span& x) {
-        if (!found && x.start >= t) found.emplace(x.stack, c.op);
-      });
-      return found;
+      auto x = p.span_from(*before, t);
+      if (!x) return std::nullopt;
+      return std::make_pair(x->stack, before->op);
     }
     if (!later) return std::nullopt;
     return std::make_pair(p.first(*later).stack, later->op);

@@ -95,6 +95,15 @@ TEST(UntimedRuns, SpansWalkTheSameCallsAsTheEventsWhateverTheirTimedShare) {
     EXPECT_EQ(timed_sum, sum) << i;
     EXPECT_EQ(r.timed_max(), timed ? hi : 0) << i;
     EXPECT_EQ(spans.back().first, r.last_start());
+    // start(k) is the walk's k-th start without the walk; first_from(t) the first at or after t.
+    for (uint64_t k = 0; k < r.calls; ++k) ASSERT_EQ(r.start(k), spans[k].first) << i << " " << k;
+    for (int64_t t :
+         {spans.front().first - 1, spans.front().first, spans.front().first + 1, spans.back().first,
+          spans.back().first + 1, spans.front().first + int64_t(rng() % (r.span_ns + 1))}) {
+      uint64_t want = 0;
+      while (want < r.calls && spans[want].first < t) ++want;
+      EXPECT_EQ(r.first_from(t), want) << i << " t=" << t;
+    }
     uint64_t total = 0;
     for (auto [start, dur] : spans) total += dur;
     EXPECT_EQ(total, r.sum_ns);
