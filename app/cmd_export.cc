@@ -3,6 +3,7 @@
 // and host intervals as complete events, causal chains as global instant markers coloured by
 // severity); --format pprof a profile for continuous profilers (app/export_pprof.cc); --format
 // sqlite a copy whose calls are plain rows.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -218,35 +219,51 @@ int export_sqlite(const ExportOpts& o) {
     return kExitUsage;
   }
   ec.clear();
+  // The copy is made in a folder of its own beside the output (mkdtemp: a name nobody could
+  // plant a file or a link at beforehand, mode 0700), as 0600, and renamed out of it: SQLite
+  // opens VACUUM INTO's file by name, so a fixed name in a shared folder was a file another user
+  // could plant (written through, and left world-readable).
   std::filesystem::path out(o.out);
-  std::string tmp = (out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
-                    ("." + out.filename().string() + ".export-" + std::to_string(getpid()));
-  // Ctrl-C while it copies: the copy and its journal go (app/temp_files.h).
+  std::string folder =
+      ((out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
+       ("." + out.filename().string() + ".export-XXXXXX"))
+          .string();
+  if (!::mkdtemp(folder.data())) {
+    std::cerr << "ingero export: "
+              << ingero::Error::sys("making a folder for the copy beside " + o.out, errno).message
+              << "\n";
+    return kExitFailure;
+  }
+  std::string tmp = folder + "/copy.db";
+  // Ctrl-C while it copies: the copy, its journal and the folder go (app/temp_files.h).
   remove_on_fatal_signal(tmp);
   remove_on_fatal_signal(tmp + "-journal");
+  remove_on_fatal_signal(folder);
   struct Unlisted {
-    std::string tmp;
+    std::string tmp, folder;
     ~Unlisted() {
       keep_on_fatal_signal(tmp);
       keep_on_fatal_signal(tmp + "-journal");
+      keep_on_fatal_signal(folder);
+      std::error_code ec;
+      std::filesystem::remove_all(folder, ec);  // what a failure left in it; empty otherwise
     }
-  } unlisted{tmp};
+  } unlisted{tmp, folder};
   auto r = store::write_plain_copy(path, tmp, builtin_views());
   if (!r) {
     // The copy reads the trace through the temporary file's connection, whose name SQLite's
-    // and the archive's errors carry (twice, and never the trace's): said as the copy's.
+    // and the archive's errors carry (and never the trace's): said as the output's.
     std::string m = r.error().message;
     for (const std::string& name :
-         {std::filesystem::absolute(tmp, ec).lexically_normal().string() + ": ", tmp + ": "})
+         {std::filesystem::absolute(tmp, ec).lexically_normal().string(), tmp})
       for (size_t at; !name.empty() && (at = m.find(name)) != std::string::npos;)
-        m.erase(at, name.size());
+        m.replace(at, name.size(), o.out);
     std::cerr << "ingero export: copying " << path << " into " << o.out << ": " << m << "\n";
     return kExitFailure;
   }
-  if (::rename(tmp.c_str(), o.out.c_str()) != 0) {
+  if (::chmod(tmp.c_str(), 0600) != 0 || ::rename(tmp.c_str(), o.out.c_str()) != 0) {
     std::cerr << "ingero export: "
-              << ingero::Error::sys("renaming " + tmp + " to " + o.out, errno).message << "\n";
-    std::filesystem::remove(tmp, ec);
+              << ingero::Error::sys("renaming the copy to " + o.out, errno).message << "\n";
     return kExitFailure;
   }
   std::cerr << "ingero export: " << r->calls << " calls, " << r->runs

@@ -12,7 +12,12 @@ namespace ingero::app {
 namespace {
 
 constexpr int kSlots = 8;
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV, SIGBUS};
+// Every signal whose default action ends the process (SIGKILL and SIGSTOP cannot be caught):
+// Ctrl-backslash, a file-size or CPU limit (SIGXFSZ, SIGXCPU), an alarm or a user signal left a
+// copy.
+constexpr int kSignals[] = {SIGHUP,  SIGINT,  SIGQUIT,   SIGILL,  SIGTRAP, SIGABRT, SIGBUS,
+                            SIGFPE,  SIGUSR1, SIGSEGV,   SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
+                            SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS,  SIGPOLL, SIGPWR};
 // Written under g_mu by the listing thread; read by the handler, which may only make system
 // calls: a slot's path is complete before its flag is set, and cleared after it is reset.
 char g_paths[kSlots][4096];

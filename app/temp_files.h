@@ -8,8 +8,9 @@
 
 namespace ingero::app {
 
-// While listed, `path` is removed if SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV or SIGBUS ends
-// the process; the signal then takes its default course (the exit status says it). A signal
+// While listed, `path` is removed if a signal ends the process (any whose default action does:
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ, SIGSEGV, ...; not SIGKILL, which cannot be caught);
+// the signal then takes its default course (the exit status says it). A signal
 // the command handles itself (trace, mcp, dashboard) is left to it. At most 8 at once; an
 // empty folder among them is removed after the files.
 void remove_on_fatal_signal(const std::string& path);

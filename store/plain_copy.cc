@@ -149,8 +149,10 @@ ingero::Result<PlainCopy> write_plain_copy(const std::string& in, const std::str
       return ingero::make_error(in + ": its calls are rows already (schema " +
                                 std::to_string(info->schema_version) +
                                 "): the sqlite3 shell reads it as it is");
-    if (auto st = (*src)->exec("VACUUM INTO " + sql_quote(out)); !st)
-      return ingero::make_error("copying " + in + " to " + out + ": " + st.error().message);
+    if (auto st = (*src)->exec("VACUUM INTO " + sql_quote(out)); !st) {
+      remove_database_files(out);  // what it wrote before the disk filled
+      return st.error();
+    }
   }
   auto fail = [&](const ingero::Error& e) {
     remove_database_files(out);

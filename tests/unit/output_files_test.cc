@@ -265,6 +265,25 @@ TEST_F(OutputFiles, CtrlCDuringAnExportLeavesNothingBehind) {
   EXPECT_TRUE(left.empty()) << left.front();
 }
 
+// Any signal that ends the command removes its temporary file: a file-size limit (SIGXFSZ,
+// raised by the write that passes it) and Ctrl-backslash (SIGQUIT) left a hidden copy of up to
+// the whole output beside FILE.
+TEST_F(OutputFiles, AFileSizeLimitOrSigquitLeavesNothingBehind) {
+  auto r = shell("ulimit -f 50; exec '" INGERO_BIN "' export --db '" + db_ + "' -o '" + dir_ +
+                 "/t.json'");
+  EXPECT_EQ(r.rc, 128 + SIGXFSZ) << r.err;
+  EXPECT_EQ(entries(dir_), 0u) << "a temporary file was left behind";
+  std::string big = write_free_calls(temp_path("big.db"), 3'000'000);
+  auto e = Subprocess::spawn(
+      {INGERO_BIN, "export", "--db", big, "--format", "sqlite", "-o", dir_ + "/t.sqlite"});
+  for (int i = 0; i < 3000 && entries(dir_) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GT(entries(dir_), 0u) << e.err();
+  e.signal(SIGQUIT);
+  EXPECT_EQ(e.wait(std::chrono::seconds(20)), 128 + SIGQUIT) << e.err();
+  EXPECT_EQ(entries(dir_), 0u) << "a temporary file was left behind";
+}
+
 TEST_F(OutputFiles, ExportIntoDevFullFails) {
   auto r = ingero({"export", "--db", db_, "-o", "/dev/full"});
   EXPECT_EQ(r.rc, 1);
@@ -291,6 +310,15 @@ TEST_F(OutputFiles, ExportOntoAFullDiskFailsAndLeavesNothing) {
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(mnt + "/t.json"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "") << "left on the full disk: " << r.out;
+  // --format sqlite: SQLite's own words, the output named once, nothing left (its copy was left
+  // empty beside it, and the message lost the path: "copying T to database or disk is full").
+  auto q = shell("unshare -rm /bin/sh -c 'mount -t tmpfs -o size=64k tmpfs " + mnt +
+                 " || exit 99; " + INGERO_BIN + " export --format sqlite --db " + db_ + " -o " +
+                 mnt + "/t.db; rc=$?; ls -A " + mnt + "; exit $rc'");
+  EXPECT_EQ(q.rc, 1) << q.err;
+  EXPECT_EQ(q.err,
+            "ingero export: copying " + db_ + " into " + mnt + "/t.db: database or disk is full\n");
+  EXPECT_EQ(q.out, "") << "left on the full disk: " << q.out;
 }
 
 // A new trace on a disk too full for its tables (~600 KiB empty), or for what is then written

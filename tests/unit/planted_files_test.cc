@@ -250,5 +250,31 @@ TEST(PlantedFiles, TheReportWritesNoFixedTemporaryName) {
   EXPECT_NE(err.find(db + ": is the input " + db + ";"), std::string::npos) << err;
 }
 
+// export --format sqlite made its copy at ".OUT.export-PID" beside OUT: a user who can write
+// that folder planted a link there (PID is the exec'ing shell's own), root's copy went through
+// it into the link's target, and OUT became the link; under umask 022 the copy was 0644. It
+// is made in a folder of its own (mkdtemp) now, as 0600, and the folder goes.
+TEST(PlantedFiles, ASqliteExportWritesNoFixedTemporaryNameAndIsPrivate) {
+  std::string db = write_free_calls(temp_path("t.db"), 100);
+  std::string victim = write_text(temp_path("victim"), "");
+  std::string dir = temp_path("shared");
+  std::filesystem::create_directories(dir);
+  std::string out = dir + "/out.db", err;
+  ASSERT_EQ(
+      run_command({"/bin/sh", "-c",
+                   "umask 022; ln -s '" + victim + "' '" + dir + "/.out.db.export-'$$; exec '" +
+                       INGERO_BIN + "' export --format sqlite --db '" + db + "' -o '" + out + "'"},
+                  nullptr, &err),
+      0)
+      << err;
+  EXPECT_EQ(read_text(victim), "");
+  EXPECT_FALSE(std::filesystem::is_symlink(out));
+  EXPECT_EQ(mode_of(out), 0600u);
+  EXPECT_EQ(query_int(out, "SELECT count(*) FROM events"), 100);
+  size_t left = 0;  // the planted link, and nothing of the copy's
+  for (const auto& e : std::filesystem::directory_iterator(dir)) left += e.path() != out;
+  EXPECT_EQ(left, 1u);
+}
+
 }  // namespace
 }  // namespace ingero::test
