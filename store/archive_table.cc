@@ -11,6 +11,13 @@
 namespace ingero::store {
 namespace {
 
+// The columns of calls, runs and host events that hold text; every other one is an integer.
+bool is_text_column(const std::string& name) {
+  for (const char* t : {"node", "comm", "peer_comm", "funcs", "detail", "saddr", "daddr"})
+    if (name == t) return true;
+  return false;
+}
+
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
@@ -67,11 +74,15 @@ int x_connect(sqlite3* db, void* aux, int argc, const char* const* argv, sqlite3
                                         : "recent archive block"};
     for (int i = 4; i < argc; ++i) names.emplace_back(argv[i]);
   }
+  // Each column with its type, as the tables of rows had them: without one a column has no
+  // affinity, and `pid = '4242'` (a number quoted, as agents write SQL) matched nothing, where
+  // a file of rows compared it as the number.
   std::string decl = "CREATE TABLE x(";
   for (auto& name : names) {
     if (name == "id") t->id_col = int(t->cols.size());
     if (name == "timestamp") t->ts_col = int(t->cols.size());
-    decl += (t->cols.empty() ? "" : ", ") + std::string("\"") + name + "\"";
+    decl += (t->cols.empty() ? "" : ", ") + std::string("\"") + name + "\" " +
+            (is_text_column(name) ? "TEXT" : "INTEGER");
     t->cols.push_back(std::move(name));
   }
   decl += ")";
