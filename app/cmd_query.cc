@@ -107,12 +107,19 @@ void print_result(const store::QueryResult& res, bool json) {
   if (json) {
     // The array written row by row, as its dump() writes it: the whole result as one JSON
     // document beside its values took 3.3 GB for 300,000 calls.
+    const std::vector<std::string> keys = store::json_keys(res);
     std::cout << '[';
     for (size_t i = 0; i < res.rows.size(); ++i)
       std::cout << (i ? "," : "")
-                << store::row_to_json(res, i).dump(-1, ' ', false,
-                                                   nlohmann::json::error_handler_t::replace);
+                << store::row_to_json(res, i, keys)
+                       .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     std::cout << "]\n";
+    std::string renamed;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] != res.columns[i]) renamed += (renamed.empty() ? "" : ", ") + keys[i];
+    if (!renamed.empty())
+      std::cerr << "ingero query: note: columns named as one before them are keyed " << renamed
+                << " in the JSON\n";
   } else {
     TerminalText text(std::cout);  // values may hold escape sequences (--json escapes them)
     print_table(text, res);        // its last line says the cut too

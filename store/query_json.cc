@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 namespace ingero::store {
 
@@ -39,15 +40,37 @@ nlohmann::json to_json(const Value& v) {
   return nlohmann::json(s);
 }
 
-nlohmann::json row_to_json(const QueryResult& r, size_t row) {
-  nlohmann::json o = nlohmann::json::object();
-  for (size_t i = 0; i < r.columns.size(); ++i) o[r.columns[i]] = to_json(r.rows[row][i]);
+std::vector<std::string> json_keys(const QueryResult& r) {
+  std::vector<std::string> keys;
+  std::set<std::string> taken(r.columns.begin(), r.columns.end());
+  std::set<std::string> used;
+  for (const std::string& c : r.columns) {
+    std::string k = c;
+    for (int n = 2; used.count(k); ++n) {
+      k = c + "_" + std::to_string(n);
+      if (taken.count(k)) k = c;  // a column of that name comes later: try the next number
+    }
+    used.insert(k);
+    keys.push_back(k);
+  }
+  return keys;
+}
+
+nlohmann::ordered_json row_to_json(const QueryResult& r, size_t row,
+                                   const std::vector<std::string>& keys) {
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < keys.size(); ++i) o[keys[i]] = to_json(r.rows[row][i]);
   return o;
 }
 
-nlohmann::json to_json(const QueryResult& r) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (size_t i = 0; i < r.rows.size(); ++i) rows.push_back(row_to_json(r, i));
+nlohmann::ordered_json row_to_json(const QueryResult& r, size_t row) {
+  return row_to_json(r, row, json_keys(r));
+}
+
+nlohmann::ordered_json to_json(const QueryResult& r) {
+  const std::vector<std::string> keys = json_keys(r);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < r.rows.size(); ++i) rows.push_back(row_to_json(r, i, keys));
   return rows;
 }
 

@@ -24,6 +24,29 @@ TEST(QueryJson, NonFiniteRealsAreNamedNotNull) {
   EXPECT_EQ(to_json(r).dump(), R"([{"a":"inf","b":"-inf","c":"nan","d":null,"e":0.5}])");
 }
 
+// A hostile tester's findings: --json sorted each row's keys and kept only the last of columns
+// named alike (a join's two `id`s). Keys now keep the statement's order, and a repeated name is
+// keyed NAME_2, NAME_3 (passing over a name a later column has), said once on stderr.
+TEST(QueryJson, KeysKeepTheirOrderAndColumnsNamedAlikeAreAllKept) {
+  std::string path =
+      tiers_fixture::write_trace("query-keys.db", tiers_fixture::training_loop(1).calls);
+  std::string out, err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "query", "--json", "--db", path,
+                               "SELECT 2 AS z, 1 AS a, 3 AS a, 4 AS a_2, 5 AS a"},
+                              &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, R"([{"z":2,"a":1,"a_3":3,"a_2":4,"a_4":5}])"
+                 "\n");
+  EXPECT_EQ(err,
+            "ingero query: note: columns named as one before them are keyed a_3, a_4 in "
+            "the JSON\n");
+  ASSERT_EQ(
+      test::run_command({INGERO_BIN, "query", "--json", "--db", path, "SELECT 1 AS b"}, &out, &err),
+      0);
+  EXPECT_EQ(err, "");
+}
+
 // `query --json` writes its array row by row (the whole result as one JSON document beside its
 // values took 3.3 GB for 300,000 calls): byte for byte what the document's dump() wrote, and
 // the table likewise from two passes over the values, without a copy of every cell.
