@@ -96,6 +96,28 @@ TEST(ServeStart, AnMcpServerOfAFleetThatCannotBeReachedExits1) {
   }
 }
 
+// A "ClickHouse" that takes the connection and never answers (hung, or something else on the
+// port): `mcp --source` sat there silent for 10 minutes, each SELECT's limit, and explain with
+// it. Both are refused within the bare SELECT's 10 s, naming the server.
+TEST(ServeStart, AFleetServerThatNeverAnswersIsRefusedWithinTenSeconds) {
+  BusyPort silent[2];  // listening, never answering
+  auto url = [&](int i) {
+    return "clickhouse://127.0.0.1:" + std::to_string(silent[i].port) + "/ingero";
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  Subprocess p[2] = {Subprocess::spawn({INGERO_BIN, "mcp", "--source", url(0)}),
+                     Subprocess::spawn({INGERO_BIN, "explain", "--source", url(1)})};
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(p[i].wait(60s), 1) << p[i].err();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 40s);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NE(p[i].err().find("127.0.0.1:" + std::to_string(silent[i].port) +
+                              "/ingero: no complete answer within 10000 ms"),
+              std::string::npos)
+        << p[i].err();
+    EXPECT_EQ(p[i].out(), "");
+  }
+}
+
 // Bound beyond loopback, each server says so at start, louder without a token; on loopback it
 // says nothing of it.
 TEST(ServeStart, AServerReachableFromOtherHostsSaysSo) {
