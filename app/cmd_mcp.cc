@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "app/byte_size.h"
 #include "app/commands.h"
 #include "app/mcp_host.h"
 #include "app/serve_options.h"
@@ -12,6 +13,7 @@
 #include "fleet/clickhouse_endpoint.h"
 #include "serve/mcp/server.h"
 #include "serve/mcp/transport.h"
+#include "store/temp_file_cap.h"
 
 namespace ingero::app {
 namespace {
@@ -24,6 +26,7 @@ void on_signal(int) { g_mcp_stop = true; }
 struct McpOptions {
   std::string db = default_db_path();
   std::string source;  // clickhouse://HOST:8123/DB: the fleet instead of a file
+  std::string max_temp = "1GiB";
   ServeOptions serve = serve_options("", "INGERO_MCP_TOKEN");
 };
 
@@ -39,11 +42,19 @@ int run_mcp(Context& ctx, const McpOptions& o) {
     serving = "the fleet database " + ep->display();
     host = mcp_fleet_host(ctx.registry, *ep);
   }
+  // Every connection opened from now on counts its temporary files: run_sql's sorts, GROUP BY
+  // and DISTINCT spilled hundreds of MB each, requests in parallel and without end.
+  if (o.source.empty())
+    if (auto st = store::cap_temp_files(INT64_MAX / 2); !st) {
+      std::cerr << "ingero mcp: " << st.error().message << "\n";
+      return kExitFailure;
+    }
   mcp::ToolContext tools(o.source.empty() ? o.db : o.source, std::move(host));
   if (auto st = tools.validate(); !st) {
     std::cerr << "ingero mcp: " << st.error().message << "\n";
     return kExitFailure;
   }
+  if (o.source.empty()) store::cap_temp_files_beyond_held(parse_size(o.max_temp));
   mcp::Server server(tools);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -102,6 +113,14 @@ void add_mcp_command(CLI::App& app, Context& ctx) {
                   "that analyse calls answer over every node and run_sql runs in ClickHouse "
                   "(read-only); those that read a file itself (get_check, get_stacks, "
                   "get_rdma_counters) are refused");
+  cmd->add_option("--max-temp", o->max_temp,
+                  "Temporary files SQLite may hold for every request at once (run_sql's sorts, "
+                  "GROUP BY and DISTINCT; 1GiB, 500MiB); a statement that would pass it fails, "
+                  "saying so")
+      ->check(CLI::Validator(
+          [](std::string& v) { return parse_size(v) > 0 ? "" : "expected a size: 500MiB, 1GiB"; },
+          "SIZE"))
+      ->capture_default_str();
   add_serve_options(
       cmd, o->serve,
       "Serve Streamable HTTP at ADDR/mcp instead of stdio: 127.0.0.1:8081, :8081 (loopback), "

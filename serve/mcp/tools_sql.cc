@@ -2,6 +2,7 @@
 
 #include "serve/mcp/tool_support.h"
 #include "store/query_json.h"
+#include "store/temp_file_cap.h"
 #include "store/trace_reader.h"
 
 namespace ingero::serve::mcp {
@@ -76,6 +77,12 @@ ToolOutput run_sql(ToolContext& ctx, const ToolCall& call) {
   lim.cancel = call.cancel;
   std::string sql = arg_str(call.args, "sql");
   auto res = reader ? store::run_query(*reader, sql, lim) : fleet_query(ctx, sql, lim);
+  if (!res && reader && store::temp_cap_hit() &&
+      res.error().message.find("database or disk is full") != std::string::npos)
+    res = ingero::make_error(
+        "the statement needs more temporary files (its sorts, GROUP BY or DISTINCT over many "
+        "rows) than the server lets every request hold at once (ingero mcp --max-temp): a "
+        "WHERE or LIMIT narrows it");
   if (!res) {
     if (call.log) call.log(4, "run_sql refused: " + res.error().message);
     return error_output(res.error().message +

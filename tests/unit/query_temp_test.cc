@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
@@ -41,6 +42,42 @@ TEST(QueryTempFiles, AStatementPastTheBoundStopsNamingIt) {
   // A malformed bound is a usage error.
   EXPECT_EQ(run_command({INGERO_BIN, "query", db, "SELECT 1", "--max-temp", "lots"}, &out, &err),
             2);
+}
+
+// MCP's run_sql had no bound at all (four such statements at once held 589 MB of temporary
+// files): `mcp --max-temp` bounds what every request holds at once (1GiB by default).
+TEST(QueryTempFiles, McpRunSqlPastTheServersBoundFailsSayingSo) {
+  std::string db = write_free_calls(temp_path("mcp-temp.db"), 200'000);
+  for (const char* bound : {"512KiB", "1GiB"}) {
+    SCOPED_TRACE(bound);
+    auto p = Subprocess::spawn({INGERO_BIN, "mcp", "--db", db, "--max-temp", bound});
+    p.write_stdin(R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":)"
+                  R"("2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+                  "\n"
+                  R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+                  "\n");
+    ASSERT_TRUE(p.wait_stdout_line("\"id\":0", std::chrono::seconds(10))) << p.err();
+    nlohmann::json call = {
+        {"jsonrpc", "2.0"},
+        {"id", 1},
+        {"method", "tools/call"},
+        {"params", {{"name", "run_sql"}, {"arguments", {{"sql", kSort}, {"limit", 3}}}}}};
+    p.write_stdin(call.dump() + "\n");
+    ASSERT_TRUE(p.wait_stdout_line("\"id\":1,", std::chrono::seconds(30))) << p.err();
+    p.close_stdin();
+    EXPECT_EQ(p.wait(std::chrono::seconds(10)), 0) << p.err();
+    nlohmann::json answer;
+    std::istringstream lines(p.out());
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("\"id\":1,") != std::string::npos) answer = nlohmann::json::parse(line);
+    const bool cut = std::string(bound) == "512KiB";
+    EXPECT_EQ(answer["result"]["isError"], cut) << answer.dump();
+    const std::string text = answer["result"]["content"][0]["text"];
+    EXPECT_EQ(text.find("than the server lets every request hold at once (ingero mcp "
+                        "--max-temp)") != std::string::npos,
+              cut)
+        << text;
+  }
 }
 
 }  // namespace
