@@ -109,6 +109,10 @@ std::optional<Json> Server::handle(std::string_view raw, Session& s, const Notif
   if (json_depth(raw) > kMaxJsonDepth)
     return error_response(nullptr, kInvalidRequest,
                           "message nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  // JSON has no raw NUL; the parser took one for the end of the input and answered what came
+  // before it, dropping the rest without a word.
+  if (raw.find('\0') != std::string_view::npos)
+    return error_response(nullptr, kParseError, "Parse error: a NUL byte in the message");
   Json msg = Json::parse(raw, nullptr, false);
   if (msg.is_discarded())
     return error_response(nullptr, kParseError, "Parse error: not valid JSON");
@@ -241,6 +245,12 @@ Json Server::dispatch(const std::string& method, const Json& params, const Json&
 }
 
 Json Server::initialize(const Json& params, Session& s) {
+  // Once a session: a second one changed the protocol version under requests already queued
+  // (and wrote it while workers read it).
+  if (s.initialized)
+    throw RpcError{kInvalidRequest,
+                   "Invalid Request: this session is initialized already (initialize is sent "
+                   "once; over HTTP a new session is an initialize without MCP-Session-Id)"};
   if (!params.contains("protocolVersion") || !params["protocolVersion"].is_string())
     throw RpcError{kInvalidParams, "Invalid params: protocolVersion (string) is required"};
   if (params.contains("capabilities") && !params["capabilities"].is_object())

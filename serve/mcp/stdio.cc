@@ -120,7 +120,9 @@ class StdioDispatch {
   void line(std::string line) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) return;
-    Json msg = Json::parse(line, nullptr, false);
+    // A NUL is no JSON: the server's handler says so, in order (the parser stopped there).
+    Json msg = line.find('\0') == std::string::npos ? Json::parse(line, nullptr, false)
+                                                    : Json(Json::value_t::discarded);
     // initialize and notifications run in order, here; requests run on the pool, so a slow
     // query does not hold up a cancellation. Until initialize is answered everything runs in
     // order, so the lifecycle check sees the state at arrival. A ping too: it waited behind

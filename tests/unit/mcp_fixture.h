@@ -38,6 +38,8 @@ class Mcp : public ::testing::Test {
     ctx_ = std::make_unique<ToolContext>(db_, test_host());
     ASSERT_TRUE(ctx_->validate());
     server_ = std::make_unique<Server>(*ctx_);
+    session_.initialized = false;  // a session of its own for each file opened
+    session_.version.clear();
     auto r = rpc("initialize", {{"protocolVersion", version},
                                 {"capabilities", Json::object()},
                                 {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}});

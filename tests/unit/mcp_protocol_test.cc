@@ -56,9 +56,17 @@ TEST_F(Mcp, VersionNegotiation) {
       s, nullptr);
   EXPECT_EQ((*r)["result"]["protocolVersion"], "2025-11-25");
   EXPECT_EQ((*r)["id"], "a");
+  Session fresh;
   EXPECT_EQ(error_code(server.handle(
-                R"({"jsonrpc":"2.0","id":2,"method":"initialize","params":{}})", s, nullptr)),
+                R"({"jsonrpc":"2.0","id":2,"method":"initialize","params":{}})", fresh, nullptr)),
             kInvalidParams);
+  // Once a session: a second initialize is refused and changes nothing.
+  EXPECT_EQ(
+      error_code(server.handle(
+          R"({"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})",
+          s, nullptr)),
+      kInvalidRequest);
+  EXPECT_EQ(s.version, "2025-11-25");
 }
 
 TEST_F(Mcp, RequestsBeforeInitializeAreRefusedButPingWorks) {

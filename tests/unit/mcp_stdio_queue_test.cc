@@ -161,5 +161,36 @@ TEST(McpStdioQueue, ALineOver4MiBIsDiscardedAndTheNextIsAnswered) {
   EXPECT_EQ(c.p.wait(10s), 0);
 }
 
+// A hostile tester's findings: a second initialize was accepted and changed the protocol version
+// under requests already queued; and a raw NUL ended a message for the parser, so that what
+// followed it on the line was dropped and its request never answered. Now the second
+// initialize is an Invalid Request and a NUL a Parse error; what follows is answered.
+TEST(McpStdioQueue, ASecondInitializeAndANulAreRefusedAndNothingIsLost) {
+  std::string db = write_free_calls(temp_path("twice.db"), 10);
+  StdioClient c(db);  // initialized at 2025-06-18
+  c.send(R"({"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":)"
+         R"("2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  c.send(std::string(R"({"jsonrpc":"2.0","id":3,"method":"ping"})") + '\0' +
+         R"({"jsonrpc":"2.0","id":4,"method":"ping"})");
+  // An argument of the wrong type: a protocol error in 2025-06-18, a tool error in 2025-11-25.
+  c.send(R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_sql",)"
+         R"("arguments":{"sql":5}}})");
+  ASSERT_TRUE(c.p.wait_stdout_line("\"id\":5,", 10s)) << c.p.err();
+  const std::string& out = c.p.out();
+  EXPECT_NE(out.find(R"({"error":{"code":-32600,"message":"Invalid Request: this session is )"
+                     R"(initialized already)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(R"({"error":{"code":-32700,"message":"Parse error: a NUL byte in the )"
+                     R"(message"},"id":null,)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("\"id\":3,"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"id\":4,"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"({"error":{"code":-32602,)"), std::string::npos) << out;
+  c.p.close_stdin();
+  EXPECT_EQ(c.p.wait(10s), 0);
+}
+
 }  // namespace
 }  // namespace ingero::test
