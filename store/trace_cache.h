@@ -38,7 +38,7 @@ class TraceCache {
   struct Entry {
     std::shared_ptr<const std::string> body;  // the result, or {"error": ...}
     bool ok = false;
-    std::string etag;  // "\"g<generation>\"": changes with every computation
+    std::string etag;  // "\"<16 hex digits>\"": the body's digest, the same for the same body
     double compute_s = 0;
     uint64_t generation = 0;
   };
