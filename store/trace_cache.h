@@ -11,6 +11,7 @@
 // not re-opened by every poll.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +27,11 @@ namespace ingero::store {
 struct FileStamp {
   int64_t size = -1, mtime_ns = 0, wal_size = -1, wal_mtime_ns = 0;  // -1: absent
   bool operator==(const FileStamp&) const = default;
+  // What the trace takes on disk: the file and its write-ahead log, whose frames reach the
+  // file only at a checkpoint (what --max-db-size bounds).
+  uint64_t bytes() const {
+    return uint64_t(std::max<int64_t>(size, 0) + std::max<int64_t>(wal_size, 0));
+  }
 };
 FileStamp file_stamp(const std::string& path);
 

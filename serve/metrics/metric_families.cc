@@ -151,7 +151,10 @@ void Metrics::register_agent_families(prometheus::Registry& r) {
                  .Name("ingero_attached_probes")
                  .Help("Functions with uprobes attached, per backend")
                  .Register(r);
-  db_bytes_ = &BuildGauge().Name("ingero_db_bytes").Help("Size of the trace file").Register(r);
+  db_bytes_ = &BuildGauge()
+                   .Name("ingero_db_bytes")
+                   .Help("Bytes the trace takes on disk: the file and its WAL")
+                   .Register(r);
 }
 
 // Kernel launches by kernel name (series added by refresh_kernel_series and observe_launch).

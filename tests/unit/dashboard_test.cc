@@ -75,6 +75,17 @@ TEST(ReportCache, TheETagIsTheBodysOwnNotACount) {
             first_etag("etag-d.db", "{\"trace\":\"a\"}"));
 }
 
+// ingero_db_bytes is what the trace takes on disk: the file and its WAL (it read the file
+// alone, 16 KiB, while 1.2 MB of frames waited in the WAL for a checkpoint).
+TEST(ReportCache, ATracesBytesAreItsFileAndItsWal) {
+  std::string path = test::temp_path("bytes.db");
+  EXPECT_EQ(file_stamp(path).bytes(), 0u);
+  touch(path, std::string(4096, 'x'));
+  EXPECT_EQ(file_stamp(path).bytes(), 4096u);
+  touch(path + "-wal", std::string(1000, 'w'));
+  EXPECT_EQ(file_stamp(path).bytes(), 5096u);
+}
+
 TEST(ReportCache, AtMostOneComputationPerMinAgeAndFailuresAreCached) {
   std::string path = test::temp_path("cache-b.db");
   std::atomic<int> computed{0};
