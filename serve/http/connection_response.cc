@@ -97,6 +97,12 @@ void Connection<S>::send(Response r) {
     return;
   }
   if (r.close || stop_requested_ || core_.stopping) keep_alive_ = false;
+  const bool head = req_.method == "HEAD";
+  if (r.stream && head) {  // a stream's length is not known: its head, then the connection ends
+    StreamLink::end(*r.stream);
+    r.stream.reset();
+    keep_alive_ = false;
+  }
   if (r.stream) return start_stream(std::move(r));
   res_.emplace(static_cast<bhttp::status>(r.status), version_);
   res_->reason(std::string(reason_phrase(r.status)));
@@ -104,6 +110,11 @@ void Connection<S>::send(Response r) {
   res_->body() = std::move(r.body);
   res_->keep_alive(keep_alive_);
   res_->prepare_payload();
+  if (head) {  // the GET's Content-Length, without its body
+    const size_t length = res_->body().size();
+    res_->body().clear();
+    res_->content_length(length);
+  }
   state_ = State::writing;
   arm(limits_.write_timeout);
   bhttp::async_write(stream_, *res_, [self = self()](error_code ec, size_t) {

@@ -44,6 +44,7 @@ Core::Core(ServerOptions o) : opts(std::move(o)) {
 Core::Match Core::find(const std::string& method, const std::string& path) const {
   Match m;
   std::vector<std::string_view> others;  // methods the path has
+  const Route* get = nullptr;
   for (const auto& r : routes) {
     bool hit = r.prefix ? path.compare(0, r.path.size(), r.path) == 0 : path == r.path;
     if (!hit) continue;
@@ -51,9 +52,18 @@ Core::Match Core::find(const std::string& method, const std::string& path) const
       m.route = &r;
       return m;
     }
+    if (r.method == "GET" && !get) get = &r;
     if (std::find(others.begin(), others.end(), r.method) == others.end())
       others.push_back(r.method);
   }
+  // HEAD is GET without the body (RFC 9110 9.3.2: every server supports both); the connection
+  // sends the GET's head only.
+  if (method == "HEAD" && get) {
+    m.route = get;
+    return m;
+  }
+  if (get && std::find(others.begin(), others.end(), "HEAD") == others.end())
+    others.push_back("HEAD");
   for (auto o : others) m.allow += (m.allow.empty() ? "" : ", ") + std::string(o);
   return m;
 }

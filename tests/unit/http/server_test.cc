@@ -53,12 +53,34 @@ TEST_F(HttpTest, RoutesAnswer404And405WithAllow) {
   EXPECT_EQ(request(port_, "GET", "/nope").status, 404);
   Reply r = request(port_, "DELETE", "/echo");
   EXPECT_EQ(r.status, 405);
-  EXPECT_EQ(r.headers["allow"], "GET, POST");
+  EXPECT_EQ(r.headers["allow"], "GET, POST, HEAD");
   EXPECT_EQ(request(port_, "GET", "/static/js/app.js").body, "/static/js/app.js\n");
   EXPECT_EQ(request(port_, "GET", "/staticx").status, 404);
   EXPECT_EQ(request(port_, "GET", "/echo?x=1").status, 200);
   // Absolute-form targets are for proxies: refused.
   EXPECT_EQ(request(port_, "GET", "http://127.0.0.1/echo").status, 400);
+}
+
+// RFC 9110: a server supports HEAD wherever it supports GET. HEAD was 405 everywhere (curl -I
+// on /metrics and the dashboard). The GET's head, its Content-Length, no body: the next
+// request on the connection is read as one.
+TEST_F(HttpTest, HeadIsTheGetsHeadWithoutItsBody) {
+  start();
+  Conn c(port_);
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_TRUE(c.send(request_text("HEAD", "/static/a") + request_text("GET", "/static/b")));
+  std::string head = c.read_until("\r\n\r\n");
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << head;
+  EXPECT_NE(head.find("Content-Length: 10\r\n"), std::string::npos) << head;  // "/static/a\n"
+  Reply next = c.read_response();
+  EXPECT_EQ(next.status, 200);
+  EXPECT_EQ(next.body, "/static/b\n");
+  // A path without GET has no HEAD either: its 404's head, no body, and the refusal's close.
+  ASSERT_TRUE(c.send(request_text("HEAD", "/nope")));
+  EXPECT_EQ(c.read_until("\r\n\r\n").rfind("HTTP/1.1 404 ", 0), 0u);
+  std::string rest;
+  EXPECT_TRUE(c.wait_closed(5s, &rest));
+  EXPECT_EQ(rest, "");
 }
 
 TEST_F(HttpTest, HostAndOriginAreCheckedBeforeAuthentication) {
