@@ -101,6 +101,10 @@ ingero::Result<serve::pprof::Reading> reading_of(store::SqlTraceSource& source, 
   if (o.pid) spec.pid = o.pid;
   auto w = engine::resolve_window(source, spec);
   if (!w) return w.error();
+  // A pid the trace does not name is a usage error, as perfetto's and explain's are (the
+  // profile was written empty, exit 0).
+  if (o.pid)
+    if (auto st = engine::check_pid(source.processes(), o.pid); !st) return st.error();
   if (w->to_ns == std::numeric_limits<int64_t>::max()) w->to_ns = source.time_span().second;
   std::vector<std::string> have = source.nodes();
   auto nodes = engine::pick_nodes(

@@ -3,11 +3,13 @@
 // error naming the processes the trace holds, as an unknown --node is.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "test_paths.h"
 #include "tests/support/h100_fixture.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/trace_db.h"
 
 namespace ingero::test {
 namespace {
@@ -26,6 +28,14 @@ TEST(ProcessSelection, APidTheTraceDoesNotNameIsAUsageErrorListingItsProcesses) 
   EXPECT_EQ(
       run_command({INGERO_BIN, "export", "--db", db, "--pid", "999999", "-o", "-"}, &out, &err), 2);
   EXPECT_EQ(err, "ingero export: " + named);
+  // pprof alike: it wrote an empty profile and exited 0.
+  std::string pb = temp_path("pid.pb.gz");
+  EXPECT_EQ(run_command({INGERO_BIN, "export", "--format", "pprof", "--db", db, "--pid", "999999",
+                         "-o", pb},
+                        &out, &err),
+            2);
+  EXPECT_EQ(err, "ingero export: " + named);
+  EXPECT_FALSE(std::filesystem::exists(pb));
   // 0 is no process: it was taken as no --pid at all.
   for (const char* cmd : {"explain", "export", "status"}) {
     EXPECT_EQ(run_command({INGERO_BIN, cmd, "--db", db, "--pid", "0"}, &out, &err), 2) << cmd;
