@@ -16,6 +16,17 @@ constexpr size_t kMaxResponseBytes = 256u << 10;
 constexpr size_t kEnvelopeBytes = 4u << 10;     // JSON-RPC envelope, columns, counts
 constexpr size_t kRowBudgetBytes = 100u << 10;  // rows as JSON; the text repeats them
 
+// A value of structuredContent's rows: an integer past 2^53 - 1 (a nanosecond timestamp, a
+// stack hash) as its decimal string, which a JavaScript client's JSON.parse would round (the
+// text and the structured rows disagreed, and a filter on the structured stack_hash found
+// nothing); every other value as query --json gives it.
+Json structured_cell(const store::Value& v) {
+  constexpr int64_t kExact = (int64_t(1) << 53) - 1;
+  if (const auto* i = std::get_if<int64_t>(&v); i && (*i > kExact || *i < -kExact))
+    return std::to_string(*i);
+  return store::to_json(v);
+}
+
 std::string cell_text(const store::Value& v) {
   if (std::holds_alternative<std::string>(v)) return as_data(std::get<std::string>(v), 200);
   return store::to_text(v);
@@ -31,7 +42,7 @@ size_t render(const store::QueryResult& res, size_t n, bool truncated, const std
   for (size_t r = 0; r < n; ++r) {
     Json jr = Json::array();
     for (size_t i = 0; i < res.rows[r].size(); ++i) {
-      jr.push_back(store::to_json(res.rows[r][i]));
+      jr.push_back(structured_cell(res.rows[r][i]));
       t += (i ? "\t" : "") + cell_text(res.rows[r][i]);
     }
     t += "\n";
@@ -113,7 +124,8 @@ void add_sql_tools(std::vector<Tool>& t) {
        "resource "
        "ingero://docs/schema. Limits: 5 s, the row limit (default 100, max 1000), 100 KiB of "
        "rows as JSON (the response carries them twice, as text and as structuredContent: 256 "
-       "KiB at most), 64 KiB a value. "
+       "KiB at most), 64 KiB a value. In structuredContent an integer past 2^53 (ns "
+       "timestamps, hashes) is its decimal string, exact. "
        "Writes, ATTACH, state-changing pragmas and extensions are refused by SQLite." +
            kDataNote,
        object_schema({{"sql", {{"type", "string"}, {"minLength", 1}, {"maxLength", 20000}}},

@@ -85,6 +85,24 @@ TEST_F(Mcp, HostileRunSqlFailsCleanlyAndTheFileIsUnchanged) {
 
 // run_sql's two size limits, exactly: a value of 64 KiB is answered and one byte more is an
 // error; rows are cut once their JSON passes 100 KiB, and the cut says so in those words.
+// A hostile tester's finding with the official SDK: structuredContent's ts_ns and stack_hash
+// came back rounded (JSON.parse holds 53 bits), so they disagreed with the text. Integers past
+// 2^53 - 1 are decimal strings there now; the text is unchanged; smaller ones stay numbers.
+TEST_F(Mcp, RunSqlGivesIntegersPast53BitsAsExactStrings) {
+  open("pytorch-dataloader-starvation.db");
+  auto r = tool("run_sql", {{"sql",
+                             "SELECT 9007199254740991 AS fits, 9007199254740992 AS past, "
+                             "-1795371615486962520 AS neg, 4515528125893346140 AS hash"}});
+  ASSERT_EQ(r["isError"], false) << r.dump();
+  EXPECT_EQ(r["structuredContent"]["rows"][0],
+            Json::parse(R"([9007199254740991, "9007199254740992", "-1795371615486962520",)"
+                        R"( "4515528125893346140"])"));
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find(
+                "9007199254740991\t9007199254740992\t-1795371615486962520\t4515528125893346140"),
+            std::string::npos)
+      << r["content"][0]["text"];
+}
+
 TEST_F(Mcp, RunSqlCutsRowsAt100KiBAndRefusesAValueOver64KiB) {
   open("pytorch-dataloader-starvation.db");
   auto at = tool("run_sql", {{"sql",
