@@ -31,6 +31,11 @@ struct McpOptions {
 };
 
 int run_mcp(Context& ctx, const McpOptions& o) {
+  if (o.serve.http.empty() && (!o.serve.tls_cert.empty() || !o.serve.tls_key.empty())) {
+    // Served over stdio they were ignored without a word.
+    std::cerr << "ingero mcp: --tls-cert and --tls-key are for --http (stdio has no TLS)\n";
+    return kExitUsage;
+  }
   std::string serving = o.db;
   mcp::ToolHost host = mcp_tool_host(ctx.registry);
   if (!o.source.empty()) {

@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <iostream>
 
 #include "app/builtin_backends.h"
@@ -95,6 +96,15 @@ bool trace_and_statement(const QueryOpts& o, std::string& path, std::string& sql
     sql = o.args[1];
   } else {
     sql = o.args[0];
+    // `ingero query run.db`: the trace without a statement was read as the statement, against
+    // the default trace ("~/.ingero/ingero.db: No such file or directory", exit 1).
+    std::error_code ec;
+    if (path.empty() && o.source.empty() && std::filesystem::is_regular_file(sql, ec)) {
+      std::cerr << "ingero query: " << sql
+                << " is a file, not a statement: give the SQL after it (ingero query " << sql
+                << " \"SELECT ...\")\n";
+      return false;
+    }
   }
   if (!o.source.empty() && !path.empty()) {
     std::cerr << "ingero query: give either a trace file or --source\n";

@@ -93,6 +93,7 @@ class StdoutWriter {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         broken_ = true;
+        errno_ = n < 0 ? errno : 0;
         return false;
       }
       off += size_t(n);
@@ -103,10 +104,17 @@ class StdoutWriter {
     std::lock_guard<std::mutex> g(mu_);
     return broken_;
   }
+  // Why the write failed: the client gone (EPIPE), or the file standard output is full, ...
+  std::string why() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (errno_ == EPIPE || errno_ == ECONNRESET || errno_ == 0) return "the client closed it";
+    return std::strerror(errno_);
+  }
 
  private:
   std::mutex mu_;
   bool broken_ = false;
+  int errno_ = 0;
 };
 
 // One stdio client's messages, as they are read: in order, or onto the pool.
@@ -227,7 +235,7 @@ int serve_stdio(Server& server, size_t threads, std::atomic<bool>& stop) {
   d.finish(stop);
   // The client is gone before its answers: said, and not success (it exited 0 unsaid).
   if (d.out().broken()) {
-    std::cerr << "ingero mcp: writing to standard output failed: the client closed it\n";
+    std::cerr << "ingero mcp: writing to standard output failed: " << d.out().why() << "\n";
     return 1;
   }
   return 0;

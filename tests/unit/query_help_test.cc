@@ -9,6 +9,7 @@
 
 #include "store/trace_writer.h"
 #include "test_paths.h"
+#include "tests/support/damaged_trace.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -20,6 +21,20 @@ nlohmann::json query(const std::string& db, const std::string& sql) {
   EXPECT_EQ(run_command({INGERO_BIN, "query", "--db", db, "--json", sql}, &out, &err), 0)
       << sql << ": " << err;
   return out.empty() ? nlohmann::json::array() : nlohmann::json::parse(out);
+}
+
+// `ingero query run.db` (the statement forgotten) read the file's name as the statement, against
+// the default trace: "~/.ingero/ingero.db: No such file or directory", exit 1. It is a usage
+// error saying what is missing.
+TEST(QueryHelp, AFileGivenAsTheStatementIsAUsageError) {
+  std::string db = write_free_calls(temp_path("forgot.db"), 10);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "query", db}, &out, &err), 2);
+  EXPECT_EQ(err, "ingero query: " + db +
+                     " is a file, not a statement: give the SQL after it "
+                     "(ingero query " +
+                     db + " \"SELECT ...\")\n");
+  EXPECT_EQ(out, "");
 }
 
 TEST(QueryHelp, EveryViewTableAndFunctionItNamesIsInATrace) {

@@ -45,6 +45,20 @@ TEST(ServeSignals, AnMcpClientThatClosedStdoutIsSaid) {
   EXPECT_NE(err.find("ingero mcp: writing to standard output failed: the client closed it\n"),
             std::string::npos)
       << err;
+  // A full standard output is no client that left: its cause is said (it read "the client
+  // closed it" whatever the cause).
+  ASSERT_EQ(
+      run_command(
+          {"/bin/bash", "-c",
+           "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}' | '" INGERO_BIN
+           "' mcp --db '" +
+               db + "' > /dev/full; echo \"rc=$?\""},
+          &out, &err),
+      0);
+  EXPECT_EQ(out, "rc=1\n");
+  EXPECT_NE(err.find("ingero mcp: writing to standard output failed: No space left on device\n"),
+            std::string::npos)
+      << err;
 }
 
 }  // namespace

@@ -118,6 +118,17 @@ TEST(ServeStart, AFleetServerThatNeverAnswersIsRefusedWithinTenSeconds) {
   }
 }
 
+// --tls-cert and --tls-key without --http were ignored without a word: stdio has no TLS.
+TEST(ServeStart, TlsFlagsWithoutHttpAreAUsageError) {
+  std::string db = write_free_calls(temp_path("tls-stdio.db"), 10);
+  std::string out, err;
+  EXPECT_EQ(
+      run_command({INGERO_BIN, "mcp", "--db", db, "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+                  &out, &err, {}, 30s),
+      2);
+  EXPECT_EQ(err, "ingero mcp: --tls-cert and --tls-key are for --http (stdio has no TLS)\n");
+}
+
 // Bound beyond loopback, each server says so at start, louder without a token; on loopback it
 // says nothing of it.
 TEST(ServeStart, AServerReachableFromOtherHostsSaysSo) {
