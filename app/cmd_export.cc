@@ -255,9 +255,11 @@ int export_sqlite(const ExportOpts& o) {
     // and the archive's errors carry (and never the trace's): said as the output's.
     std::string m = r.error().message;
     for (const std::string& name :
-         {std::filesystem::absolute(tmp, ec).lexically_normal().string(), tmp})
-      for (size_t at; !name.empty() && (at = m.find(name)) != std::string::npos;)
-        m.replace(at, name.size(), o.out);
+         {std::filesystem::absolute(tmp, ec).lexically_normal().string(), tmp}) {
+      for (size_t at; (at = m.find(name + ": ")) != std::string::npos;)
+        m.erase(at, name.size() + 2);  // "TMP: TMP: call block 5: ...": said once, for FILE
+      for (size_t at; (at = m.find(name)) != std::string::npos;) m.replace(at, name.size(), o.out);
+    }
     std::cerr << "ingero export: copying " << path << " into " << o.out << ": " << m << "\n";
     return kExitFailure;
   }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -64,7 +65,17 @@ TEST(LegacySchema, ExplainAndQueriesGiveWhatTheBuildThatWroteThemGave) {
       got += ingero({"query", "--db", file, "--json", q}, dir, &rc);
       got += "\n";
     }
-    EXPECT_EQ(got, slurp(INGERO_FIXTURES_DIR "/legacy/" + std::string(name) + ".queries.json"))
+    // Compared as JSON: the values are what the older build gave; the keys' order is the
+    // statement's now (the golden files have them sorted, as --json wrote them then).
+    auto parsed = [](const std::string& text) {
+      std::vector<nlohmann::json> v;
+      std::istringstream in(text);
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty()) v.push_back(nlohmann::json::parse(line));
+      return v;
+    };
+    EXPECT_EQ(parsed(got),
+              parsed(slurp(INGERO_FIXTURES_DIR "/legacy/" + std::string(name) + ".queries.json")))
         << name;
   }
 }
