@@ -114,6 +114,10 @@ ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src
   if (with_pid && a.contains("pid")) spec.pid = a["pid"].get<uint32_t>();
   auto w = engine::resolve_window(src, spec);
   if (!w) return w.error();
+  // A window past either end of the trace: said with the trace's span, as explain says it
+  // (get_trace_stats answered "0 events (2030-01-01 .. 2026-03-31)", the others a quiet trace).
+  if (std::string miss = engine::window_miss(src, *w, "the trace"); !miss.empty())
+    return ingero::make_error(miss);
   // A pid or node the trace does not hold is an error naming those it does, as in the CLI: it
   // was answered as a quiet process ("0 events ... node \"nope\""), isError false.
   if (spec.pid)

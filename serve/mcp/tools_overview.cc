@@ -1,6 +1,7 @@
 // MCP tools that give the overview: the host and trace check, per-op statistics and the
 // per-process breakdown.
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "engine/analysis.h"
@@ -99,8 +100,19 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
   if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());
 
   std::vector<const engine::OpStats*> ops;
-  for (const auto& s : stats.overall)
+  std::set<std::string> vendors;
+  for (const auto& s : stats.overall) {
+    vendors.insert(std::string(s.key.vendor));
     if (vendor.empty() || s.key.vendor == vendor) ops.push_back(&s);
+  }
+  // A vendor the window has no call of is said with those it has ("bogus" was answered as a
+  // window without GPU calls).
+  if (!vendor.empty() && !vendors.empty() && !vendors.count(vendor)) {
+    std::string have;
+    for (const auto& v : vendors) have += (have.empty() ? "" : ", ") + v;
+    return error_output("no calls of vendor " + as_data(vendor) +
+                        " in this window (vendors: " + have + ")");
+  }
   std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) {
     return std::tie(b->sum_ns, b->count, a->key.op) < std::tie(a->sum_ns, a->count, b->key.op);
   });

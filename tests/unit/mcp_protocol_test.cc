@@ -167,6 +167,21 @@ TEST_F(Mcp, BadArgumentsAreToolErrorsIn20251125AndProtocolErrorsIn20250618) {
   EXPECT_EQ(r["isError"], true);
   r = tool("get_trace_stats", {{"since", "yesterday"}});
   EXPECT_EQ(r["isError"], true);
+  // A window past the trace's end, and a vendor without calls in it, are errors that say what
+  // the trace holds (they were "0 events (2030-01-01 .. 2026-...)" and "no GPU API calls").
+  for (const char* t : {"get_trace_stats", "get_causal_chains", "get_step_breakdown"}) {
+    r = tool(t, {{"from", "2030-01-01T00:00:00"}});
+    EXPECT_EQ(r["isError"], true) << t;
+    EXPECT_EQ(r["content"][0]["text"].get<std::string>().rfind(
+                  "the window holds no event of the trace, which runs from ", 0),
+              0u)
+        << r["content"][0]["text"];
+  }
+  r = tool("get_trace_stats", {{"vendor", "bogus"}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_EQ(r["content"][0]["text"],
+            "no calls of vendor \"bogus\" in this window (vendors: nvidia)");
+  EXPECT_EQ(tool("get_trace_stats", {{"vendor", "nvidia"}})["isError"], false);
 
   open("sample-gpu-node-02.db", "2025-06-18");
   auto e = rpc("tools/call", {{"name", "get_trace_stats"}, {"arguments", {{"limit", 0}}}});
