@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <thread>
 
@@ -27,6 +29,8 @@ namespace {
 
 std::atomic<bool> g_dashboard_stop{false};
 void on_dashboard_signal(int) { g_dashboard_stop = true; }
+// How long a stop waits for a report being built (the connections' own grace is 1 s).
+constexpr std::chrono::seconds kStopGrace{3};
 
 struct DashboardOpts {
   std::string db = default_db_path();
@@ -91,7 +95,13 @@ int run_dashboard(const DashboardOpts& o) {
   d.title = o.db;
   d.server = std::move(*so);
   d.refresh = std::chrono::milliseconds(int64_t(o.refresh_s * 1000));
-  d.compute = [path = o.db, w = o.w] { return build_report_model(path, w, path); };
+  d.compute = [path = o.db, w = o.w] {
+    // Test-only: INGERO_TEST_REPORT_PAUSE_MS makes every report this long to build (a stop
+    // during one is what the test looks at).
+    if (const char* pause = getenv("INGERO_TEST_REPORT_PAUSE_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+    return build_report_model(path, w, path);
+  };
   serve::report::Dashboard dash(std::move(d));
   if (auto st = dash.start(); !st) {
     std::cerr << "ingero dashboard: " << st.error().message << "\n";
@@ -112,7 +122,21 @@ int run_dashboard(const DashboardOpts& o) {
   std::cerr << exposure_warning("ingero dashboard", o.serve, dash.loopback_only(), !token.empty());
   while (!g_dashboard_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::cerr << "ingero dashboard: stopping\n";
-  dash.stop();
+  // A report being built cannot be interrupted; the stop waited for it (14 s on a large
+  // trace, past a service manager's patience). It reads only: after kStopGrace it is left
+  // unfinished and the process ends.
+  std::promise<void> stopped;
+  auto done = stopped.get_future();
+  std::thread stopper([&dash, &stopped] {
+    dash.stop();
+    stopped.set_value();
+  });
+  if (done.wait_for(kStopGrace) != std::future_status::ready) {
+    std::cerr << "ingero dashboard: stopped with a report still being built (left unfinished)"
+              << std::endl;
+    std::_Exit(kExitOk);
+  }
+  stopper.join();
   return kExitOk;
 }
 
