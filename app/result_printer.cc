@@ -11,11 +11,21 @@ using store::to_text;
 
 namespace {
 
-// A value as the table shows it: one line, at most 80 characters.
+// A value as the table shows it: one line, at most 80 characters. A newline, tab or carriage
+// return inside it is written as \n, \t, \r (they were spaces, which a value holding a real
+// space could not be told from; --json keeps them).
 std::string cell(const store::Value& v) {
-  std::string s = to_text(v);
-  for (auto& ch : s)
-    if (ch == '\n' || ch == '\t' || ch == '\r') ch = ' ';
+  std::string s;
+  for (char ch : to_text(v)) {
+    if (ch == '\n')
+      s += "\\n";
+    else if (ch == '\t')
+      s += "\\t";
+    else if (ch == '\r')
+      s += "\\r";
+    else
+      s += ch;
+  }
   if (s.size() > 80) s = s.substr(0, 77) + "...";
   return s;
 }

@@ -47,6 +47,20 @@ TEST(QueryJson, KeysKeepTheirOrderAndColumnsNamedAlikeAreAllKept) {
   EXPECT_EQ(err, "");
 }
 
+// The table keeps a row on its line: a newline, tab or carriage return inside a value is shown
+// as \n, \t, \r (they were spaces: "a\nb" read as "a b"); --json keeps them.
+TEST(QueryJson, TheTableShowsNewlinesAndTabsInsideValues) {
+  std::string path =
+      tiers_fixture::write_trace("query-table.db", tiers_fixture::training_loop(1).calls);
+  std::string out, err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "query", "--db", path,
+                               "SELECT 'a' || char(10) || 'b' || char(9) || 'c' AS v, 'a b' AS w"},
+                              &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "v        w  \n-------  ---\na\\nb\\tc  a b\n(1 row)\n");
+}
+
 // `query --json` writes its array row by row (the whole result as one JSON document beside its
 // values took 3.3 GB for 300,000 calls): byte for byte what the document's dump() wrote, and
 // the table likewise from two passes over the values, without a copy of every cell.
@@ -68,11 +82,11 @@ TEST(QueryJson, TheCommandWritesRowByRowWhatOneDocumentWould) {
             to_json(*res).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   ASSERT_EQ(test::run_command({INGERO_BIN, "query", "--db", path, sql}, &out, &err), 0) << err;
   EXPECT_EQ(out,
-            "n  t                         z     r     \n"
-            "-  ------------------------  ----  ------\n"
-            "1  a \"quoted\" and a newline  NULL     2.5\n"
-            "2  two                       x     1e+300\n"
-            "3                            NULL   -0.25\n"
+            "n  t                          z     r     \n"
+            "-  -------------------------  ----  ------\n"
+            "1  a \"quoted\" and a\\nnewline  NULL     2.5\n"
+            "2  two                        x     1e+300\n"
+            "3                             NULL   -0.25\n"
             "(3 rows)\n");
 }
 
