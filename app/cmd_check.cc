@@ -265,9 +265,10 @@ CheckReport run_checks(const hal::BackendRegistry& registry,
       }
     std::string opt_in = opt_in_flag(b->name());
     std::string value = !enabled ? "disabled" : std::to_string(found) + " libraries";
-    std::string detail = found ? std::to_string(resolved) + "/" + std::to_string(total) +
-                                     " probes resolved; see below"
-                               : "no library of this vendor found on this host";
+    std::string detail = !enabled ? "not among --backends"
+                         : found  ? std::to_string(resolved) + "/" + std::to_string(total) +
+                                       " probes resolved; see below"
+                                 : "no library of this vendor found on this host";
     if (enabled && !opt_in.empty()) {
       value += ", opt-in";
       detail += "; traced only with `ingero trace " + opt_in + "`";

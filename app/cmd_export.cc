@@ -105,7 +105,7 @@ void write_perfetto(engine::TraceSource& source, const engine::Window& base,
       engine::Window w = base;
       if (!node.empty() && by_node) w.node = node;
       if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
-      names = source.processes();
+      names = source.processes_of(w.node);
       auto emit_event = [&](const hal::Event& e, const char* cat) {
         int pid = track(node, e.pid, e.comm_view());
         nlohmann::json j = {{"name", std::string(e.op)},

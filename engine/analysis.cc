@@ -235,7 +235,7 @@ class AnalysisRun {
 
 void AnalysisRun::run() {
   a_.window = window_;
-  a_.names = source_.processes();
+  a_.names = source_.processes_of(window_.node);
   recent_ = window_;
   if (opts_.model_calls) recent_.from_ns = source_.recent_start(window_, opts_.model_calls);
   start_host_reads();

@@ -208,6 +208,12 @@ class TraceSource {
   virtual std::vector<SnapshotRow> snapshots(const Window& w) = 0;
   virtual std::map<uint32_t, ProcessActivity> process_activity(const Window& w) = 0;
   virtual std::map<uint32_t, ProcessInfo> processes() = 0;
+  // Those of one node of a merged trace (pids of several nodes collide: node b's pid 741 was
+  // named as node a's); nullopt: processes(). A source scoped to a node already gives its own.
+  virtual std::map<uint32_t, ProcessInfo> processes_of(const std::optional<std::string>& node) {
+    (void)node;
+    return processes();
+  }
   // The distinct node names of the trace (a merged file's or a fleet's several); empty when the
   // source does not know them.
   virtual std::vector<std::string> nodes() { return {}; }

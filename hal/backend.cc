@@ -1,6 +1,7 @@
 // The backend vocabulary's few functions: a raw call's arguments, the registry.
 #include "hal/backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ingero::hal {
@@ -70,19 +71,24 @@ std::vector<const VendorBackend*> BackendRegistry::all() const {
 
 Result<std::vector<const VendorBackend*>> BackendRegistry::select(std::string_view names) const {
   if (names.empty()) return all();
+  std::string known;
+  for (const auto& x : backends_) known += (known.empty() ? "" : ", ") + std::string(x->name());
+  const std::string given(names);
   std::vector<const VendorBackend*> out;
-  while (!names.empty()) {
+  while (true) {
     size_t comma = names.find(',');
     std::string_view n = names.substr(0, comma);
-    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
-    if (n.empty()) continue;
+    // ",", "cuda,,nccl": an empty name chose nothing and was passed over (`check --backends ,`
+    // audited no backend and passed).
+    if (n.empty())
+      return make_error("an empty backend name in '" + given + "' (known: " + known + ")");
     const VendorBackend* b = find(n);
-    if (!b) {
-      std::string known;
-      for (const auto& x : backends_) known += (known.empty() ? "" : ", ") + std::string(x->name());
-      return make_error("unknown backend '" + std::string(n) + "' (known: " + known + ")");
-    }
-    out.push_back(b);
+    if (!b) return make_error("unknown backend '" + std::string(n) + "' (known: " + known + ")");
+    // A name given twice is one backend: "cuda,cuda" attached every CUDA probe twice, two traps
+    // a call.
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+    if (comma == std::string_view::npos) break;
+    names = names.substr(comma + 1);
   }
   return out;
 }

@@ -84,12 +84,15 @@ EventFilter SqlTraceSource::filter(const engine::Window& w, bool with_pid) const
   return f;
 }
 
-std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes() {
+std::map<uint32_t, engine::ProcessInfo> SqlTraceSource::processes_of(
+    const std::optional<std::string>& node) {
   std::map<uint32_t, engine::ProcessInfo> out;
   bool has_cmd = reader_.db().column_exists("process_names", "cmdline");
+  bool by_node = node && reader_.db().column_exists("process_names", "node");
   auto st = prepare(std::string("SELECT pid, name, ") + (has_cmd ? "cmdline" : "''") +
-                    " FROM process_names");
+                    " FROM process_names" + (by_node ? " WHERE node = ?" : ""));
   if (!st) return out;
+  if (by_node) st->bind(1, std::string_view(*node));
   while (row(*st)) {
     engine::ProcessInfo p;
     p.pid = uint32_t(st->int64(0));

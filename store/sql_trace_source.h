@@ -60,7 +60,9 @@ class SqlTraceSource final : public engine::TraceSource {
   void host_context_events(const engine::Window& w, const engine::EventFn& fn) override;
   std::vector<engine::SnapshotRow> snapshots(const engine::Window& w) override;
   std::map<uint32_t, engine::ProcessActivity> process_activity(const engine::Window& w) override;
-  std::map<uint32_t, engine::ProcessInfo> processes() override;
+  std::map<uint32_t, engine::ProcessInfo> processes() override { return processes_of({}); }
+  std::map<uint32_t, engine::ProcessInfo> processes_of(
+      const std::optional<std::string>& node) override;
   std::pair<int64_t, int64_t> time_span() override;
   // A file of several nodes (merged): one pass over its events and runs gives every node's
   // span, kept while the file is unchanged.

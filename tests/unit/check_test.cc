@@ -14,6 +14,26 @@ namespace {
 
 using test::put;
 
+// --backends as check and trace read it: a name given twice is one backend (cuda,cuda attached
+// every CUDA probe twice, two traps a call); an empty name is an error (`--backends ,` audited
+// nothing and passed).
+TEST(Check, BackendsNamedTwiceAreOneAndAnEmptyNameIsRefused) {
+  hal::BackendRegistry backends;
+  register_builtin_backends(backends);
+  auto twice = backends.select("cuda,cuda,nccl,cuda");
+  ASSERT_TRUE(twice) << twice.error().message;
+  ASSERT_EQ(twice->size(), 2u);
+  EXPECT_EQ((*twice)[0]->name(), "cuda");
+  EXPECT_EQ((*twice)[1]->name(), "nccl");
+  for (const char* bad : {",", "cuda,", ",cuda", "cuda,,nccl"}) {
+    auto r = backends.select(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message.rfind(std::string("an empty backend name in '") + bad + "'", 0), 0u)
+        << r.error().message;
+  }
+  EXPECT_EQ(backends.select("")->size(), backends.all().size());
+}
+
 TEST(Check, HealthyGpuHostFromFixtures) {
   std::string r = test::temp_path("healthy");
   put(r + "/proc/sys/kernel/osrelease", "6.8.0-48-generic\n");

@@ -131,8 +131,17 @@ TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
       std::lock_guard<std::mutex> g(mu);
       if (!stop_) answered.push_back(r);
     });
-  // The refused one is answered at once; the others only when the stop cancels them.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The refused one is answered at once; the others only when the stop cancels them (or the
+  // running query's 5 s limit ends it): wait for the first answer, then a little longer for a
+  // second one there should not be.
+  for (int i = 0; i < 400; ++i) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (!answered.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   {
     std::lock_guard<std::mutex> g(mu);
     stop_ = true;

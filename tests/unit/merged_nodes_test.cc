@@ -18,13 +18,16 @@ constexpr int64_t kBase = 1'700'000'000'000'000'000;
 
 // `n` cudaFree calls of 10 us, 1 ms apart from `start_ms`; the session ends with `lost`.
 void write_node(const std::string& path, const std::string& node, int64_t start_ms, int n,
-                const SessionCounters& lost = {}) {
+                const SessionCounters& lost = {}, const std::string& name = "") {
   auto w = TraceWriter::open(path);
   ASSERT_TRUE(w) << w.error().message;
   SessionInfo si;
   si.node = node;
   si.mono_offset_ns = kBase;
   ASSERT_TRUE((*w)->begin_session(si));
+  if (!name.empty()) {
+    ASSERT_TRUE((*w)->on_process(42, name, name + " --rank", kBase));
+  }
   for (int i = 0; i < n; ++i) {
     ASSERT_TRUE((*w)->add(test::runtime_call(uint64_t((start_ms + i) * 1'000'000), 10'000, 42, 42,
                                              hal::EventKind::kFree, "cudaFree")));
@@ -58,6 +61,24 @@ TEST(MergedNodes, EachNodeKeepsItsOwnWindow) {
   // The fleet's window spans both.
   EXPECT_EQ(m["window"]["start_ns"], kBase);
   EXPECT_EQ(m["window"]["end_ns"], kBase + 2'999'010'000);
+}
+
+// And its own processes' names: pid 42 is "alpha" on node-a and "beta" on node-b. Every node's
+// report named its processes from the whole file's names, one node's taking the other's.
+TEST(MergedNodes, EachNodeNamesItsOwnProcesses) {
+  std::string a = test::temp_path("names-a.db"), b = test::temp_path("names-b.db");
+  write_node(a, "node-a", 0, 200, {}, "alpha");
+  write_node(b, "node-b", 0, 200, {}, "beta");
+  std::string merged = test::temp_path("names.db"), out, err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "merge", a, b, "-o", merged}, nullptr, &err), 0) << err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "explain", "--db", merged}, &out, &err), 0) << err;
+  size_t at_b = out.find("[node node-b]");
+  ASSERT_NE(at_b, std::string::npos) << out;
+  const std::string node_a = out.substr(0, at_b), node_b = out.substr(at_b);
+  EXPECT_NE(node_a.find("  alpha (pid 42): "), std::string::npos) << node_a;
+  EXPECT_EQ(node_a.find("beta"), std::string::npos) << node_a;
+  EXPECT_NE(node_b.find("  beta (pid 42): "), std::string::npos) << node_b;
+  EXPECT_EQ(node_b.find("alpha"), std::string::npos) << node_b;
 }
 
 // And its own losses: a node that lost nothing said it lost what the other nodes lost.
