@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <mutex>
 
 #include "compress/gzip.h"
@@ -291,11 +292,55 @@ ingero::Result<std::string> ClickHouseClient::execute(const std::string& sql,
   return out;
 }
 
+ingero::Status ClickHouseClient::learn_profile(int timeout_ms) {
+  if (profile_readonly_ >= 0) return {};
+  std::string value;
+  ChunkFn keep = [&](std::string_view c) {
+    value.append(c);
+    return value.size() < 16;
+  };
+  // Asked with no setting at all: a read-only profile refuses any.
+  auto st =
+      perform({}, "SELECT value FROM system.settings WHERE name = 'readonly' FORMAT TabSeparated",
+              false, &keep, timeout_ms);
+  // A server that does not answer would not answer the read either: said now, once.
+  if (!st && last_failure_ != Failure::kRejected) return st;
+  profile_readonly_ = st && !value.empty() ? std::atoi(value.c_str()) : 0;
+  return {};
+}
+
 ingero::Status ClickHouseClient::stream(const std::string& sql, const Settings& settings,
                                         const ChunkFn& on_chunk, int timeout_ms) {
-  Settings s = settings;
-  s.insert(s.begin(), {"enable_http_compression", "1"});
-  return perform(s, sql, false, &on_chunk, timeout_ms);
+  if (auto st = learn_profile(timeout_ms); !st) return st;
+  const int readonly = profile_readonly_;
+  if (readonly != 1) {
+    // A readonly=2 profile may change any setting but readonly, which it holds already.
+    Settings s;
+    if (readonly == 0) s.push_back({"enable_http_compression", "1"});
+    for (const auto& kv : settings)
+      if (readonly == 0 || kv.first != "readonly") s.push_back(kv);
+    if (readonly != 0) s.push_back({"enable_http_compression", "1"});
+    return perform(s, sql, false, &on_chunk, timeout_ms);
+  }
+  // A user whose profile is readonly=1, as fleet.md advises for readers, may change no setting,
+  // not even a read's ("Cannot override setting (enable_http_compression) in readonly mode"):
+  // every read failed. The server refuses that user's writes itself: the read goes with its
+  // database alone, its format in the statement; its row limit and time are this client's (the
+  // rows it reads, its timeout), and the format's own defaults stand (JSON quotes 64-bit
+  // integers).
+  Settings s;
+  std::string body = sql;
+  for (const auto& [k, v] : settings) {
+    if (k == "database" || k == "query") {
+      s.push_back({k, v});
+    } else if (k == "default_format") {
+      while (!body.empty() &&
+             (std::isspace(static_cast<unsigned char>(body.back())) || body.back() == ';'))
+        body.pop_back();
+      body += "\nFORMAT " + v;
+    }
+  }
+  return perform(s, body, false, &on_chunk, timeout_ms);
 }
 
 ingero::Status ClickHouseClient::insert(const std::string& table, const std::string& columns,

@@ -122,6 +122,10 @@ class ClickHouseClient {
   ingero::Status perform(const Settings& params, std::string_view body, bool gzip_body,
                          const ChunkFn* on_chunk, int timeout_ms);
   std::string url(const Settings& params) const;
+  // The user's profile's `readonly` (0, 1, 2) into profile_readonly_, asked once without
+  // settings; 0 where the server refuses to say. An error where it does not answer.
+  ingero::Status learn_profile(int timeout_ms);
+  int profile_readonly_ = -1;
   Endpoint endpoint_;
   ClientOptions options_;
   void* curl_ = nullptr;                 // CURL*

@@ -90,6 +90,52 @@ TEST(FleetSource, AWindowOfASkewedFleetIsOnTheReferenceClock) {
   }
 }
 
+// fleet.md advises readers a user with `readonly` in its profile, and every read of such a user
+// failed: readonly=1 may change no setting (ours: compression, row and time limits, readonly
+// itself), readonly=2 not readonly. Both read as the default user does, and still write
+// nothing.
+TEST(FleetQuery, UsersWithAReadOnlyProfileRead) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("trace.db"), out, err;
+  write_session(db, "node-a", kBeforeMidnight, 10, kMs);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  const std::string port = ch.source(0, "ingero").substr(std::string("clickhouse://").size());
+  std::string explained;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"},
+                        &explained, &err),
+            0)
+      << err;
+  for (const char* user : {"reader1", "reader2"}) {
+    SCOPED_TRACE(user);
+    const std::string src = "clickhouse://" + std::string(user) + "@" + port;
+    ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src,
+                           "SELECT op, count() AS n FROM calls GROUP BY op ORDER BY op;  "},
+                          &out, &err),
+              0)
+        << err;
+    EXPECT_EQ(out, "op\tn\ncudaLaunchKernel\t5\ncudaStreamSynchronize\t5\n");
+    ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src, "--json", "--limit", "2",
+                           "SELECT src_id FROM events ORDER BY src_id"},
+                          &out, &err),
+              0)
+        << err;
+    // readonly=1 allows no setting, and ClickHouse's JSON quotes 64-bit integers by default.
+    EXPECT_EQ(
+        nlohmann::json::parse(out),
+        nlohmann::json::parse(std::string(user) == "reader1" ? R"([{"src_id":"1"},{"src_id":"2"}])"
+                                                             : R"([{"src_id":1},{"src_id":2}])"));
+    ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", src, "--json"}, &out, &err), 0)
+        << err;
+    EXPECT_EQ(nlohmann::json::parse(out)["stats"], nlohmann::json::parse(explained)["stats"]);
+    EXPECT_EQ(run_command({INGERO_BIN, "query", "--source", src, "DROP TABLE events"}, &out, &err),
+              1);
+  }
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 10);
+}
+
 TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
   START_SERVERS(ch, 1);
   std::string db = temp_path("trace.db"), out, err;

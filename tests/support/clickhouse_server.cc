@@ -59,9 +59,15 @@ std::string config_xml(const std::string& dir, int http, int tcp,
 
 constexpr const char* kUsersXml = R"(<?xml version="1.0"?>
 <yandex>
-  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
+  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default>
+    <readonly1><readonly>1</readonly></readonly1><readonly2><readonly>2</readonly></readonly2>
+  </profiles>
   <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-    <profile>default</profile><quota>default</quota></default></users>
+    <profile>default</profile><quota>default</quota></default>
+    <reader1><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+    <profile>readonly1</profile><quota>default</quota></reader1>
+    <reader2><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+    <profile>readonly2</profile><quota>default</quota></reader2></users>
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors>
     <result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time>
   </interval></default></quotas>
