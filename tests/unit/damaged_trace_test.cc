@@ -132,11 +132,14 @@ TEST_P(DamagedTrace, MergeFailingPartWayLeavesNoOutputAndNoTemporaryFile) {
   std::string bad = damaged_copy("merge-bad.db", GetParam());
   std::string dir = temp_path("merge-out");
   std::filesystem::create_directories(dir);
-  // The first input is merged into the temporary file before the second fails.
+  // The second input fails: at the whole-file check merge makes of its inputs first, or, for
+  // damage that check does not see, once the first is merged into the temporary file.
   auto r = ingero({"merge", good, bad, "-o", dir + "/cluster.db"});
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("malformed"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("malformed") != std::string::npos ||
+              r.err.find("the file is damaged (PRAGMA quick_check: ") != std::string::npos)
+      << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << "merge left a file behind";
 }
 
