@@ -111,6 +111,8 @@ class ClickHouseClient {
   // may not write (164 readonly, 497 access denied), or a table is not ours (47 unknown
   // identifier, 16 no such column): a drain gives up at once instead of until its timeout.
   bool refused_for_good() const { return refused_for_good_; }
+  // What the caller found in an answer will be the same on retry (a table not ingero's).
+  void refuse_for_good() { refused_for_good_ = true; }
   uint64_t bytes_sent() const { return bytes_sent_; }         // request bodies, compressed
   uint64_t bytes_uncompressed() const { return bytes_raw_; }  // request bodies before gzip
 

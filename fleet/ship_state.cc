@@ -1,5 +1,8 @@
 #include "fleet/ship_state.h"
 
+#include <algorithm>
+#include <map>
+
 #include "fleet/tsv.h"
 
 namespace ingero::fleet {
@@ -57,10 +60,13 @@ ingero::Status ensure_schema(ClickHouseClient& client) {
     if (auto r = client.execute(ddl); !r) return r.error();
   }
   std::set<std::pair<std::string, std::string>> have;
-  auto st = rows(client, "SELECT table, name FROM system.columns WHERE database = " + sql_quote(db),
-                 2, [&](const auto& f) {
-                   have.insert({f[0].text, f[1].text});
-                 });
+  std::map<std::pair<std::string, std::string>, std::string> type_of;
+  auto st =
+      rows(client, "SELECT table, name, type FROM system.columns WHERE database = " + sql_quote(db),
+           3, [&](const auto& f) {
+             have.insert({f[0].text, f[1].text});
+             type_of[{f[0].text, f[1].text}] = f[2].text;
+           });
   if (!st) return st;
   // The tables were just created if absent: a server that lists no column of theirs stored
   // nothing (an endpoint answering 200 with an empty body), and nothing it says can be trusted.
@@ -70,6 +76,33 @@ ingero::Status ensure_schema(ClickHouseClient& client) {
                               "answer to the read of system.columns was empty): nothing it says "
                               "about what it stores can be trusted (is this a ClickHouse server, "
                               "or something in front of it that does not pass answers?)");
+  // A table of that name that is not ingero's (none of its columns, or one of another type)
+  // cannot be mended by retrying: its ALTER or every insert failed the same way until --timeout
+  // (5 minutes), or for ever under a tracer.
+  for (const TableSpec& t : fleet_tables()) {
+    size_t ours = 0;
+    for (const ColumnSpec& c : t.columns) {
+      auto it = type_of.find({t.name, c.name});
+      if (it == type_of.end()) continue;
+      ++ours;
+      if (it->second != c.type) {
+        client.refuse_for_good();
+        return ingero::make_error("ClickHouse at " + client.endpoint().display() + ": " + db + "." +
+                                  t.name + "." + c.name + " is " + it->second +
+                                  " where ingero writes " + c.type +
+                                  ": the table is not ingero's (ship into another database)");
+      }
+    }
+    bool exists =
+        std::any_of(have.begin(), have.end(), [&](const auto& tc) { return tc.first == t.name; });
+    if (exists && ours == 0) {
+      client.refuse_for_good();
+      return ingero::make_error("ClickHouse at " + client.endpoint().display() + ": " + db + "." +
+                                t.name +
+                                " has none of ingero's columns: the table is not ingero's (ship "
+                                "into another database)");
+    }
+  }
   for (const TableSpec& t : fleet_tables())
     for (const ColumnSpec& c : t.columns)
       if (!have.count({t.name, c.name}))

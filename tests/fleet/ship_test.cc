@@ -326,6 +326,36 @@ TEST(FleetShip, ADatabaseMadeBeforeAColumnIsBroughtUpToDate) {
             tables);
 }
 
+// A table of ingero's name that is not ingero's: its ALTER (a Log table has none) or every
+// insert (a column of another type) failed the same way until --timeout, 5 minutes by default,
+// said to be "retried". Refused at once now, naming what is wrong.
+TEST(FleetShip, ATableThatIsNotIngerosEndsTheShipAtOnce) {
+  START_SERVERS(ch, 1);
+  ch.query(0, "CREATE DATABASE foreign1");
+  ch.query(0, "CREATE TABLE foreign1.events (x UInt8) ENGINE = Log");
+  ch.query(0, "CREATE DATABASE foreign2");
+  ch.query(0, "CREATE TABLE foreign2.events (node String, pid UInt64) ENGINE = Log");
+  std::string db = temp_path("foreign.db");
+  write_launches(db, 100);
+  const std::pair<const char*, std::string> cases[] = {
+      {"foreign1", "foreign1.events has none of ingero's columns: the table is not ingero's"},
+      {"foreign2",
+       "foreign2.events.pid is UInt64 where ingero writes UInt32: the table is not "
+       "ingero's"}};
+  for (const auto& [database, said] : cases) {
+    SCOPED_TRACE(database);
+    std::string out, err;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, database),
+                           "--timeout", "60s"},
+                          &out, &err),
+              1);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+    EXPECT_NE(err.find(said), std::string::npos) << err;
+    EXPECT_NE(err.find("(retrying cannot mend this)"), std::string::npos) << err;
+  }
+}
+
 // A node that shipped its session and no event was said not to exist ("no node 'quiet' in this
 // trace") and left out of the fleet: a silent node is the one an operator looks for.
 TEST(FleetShip, ANodeWithASessionAndNoEventIsANode) {

@@ -61,7 +61,7 @@ uint64_t fold_as_the_tracer_would(const std::string& path, int64_t through) {
 }
 
 // One line of system.columns (the others are ALTERed in, answered with an empty body).
-const char* const kOneColumn = "events\tid\n";
+const char* const kOneColumn = "events\tsrc_id\tUInt64\n";
 
 fleet::ShipperOptions quick(std::vector<std::string>& said) {
   fleet::ShipperOptions o;
