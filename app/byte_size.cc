@@ -24,4 +24,10 @@ uint64_t parse_size(const std::string& text) {
   return 0;
 }
 
+CLI::Validator size_validator() {
+  return CLI::Validator(
+      [](std::string& v) { return parse_size(v) > 0 ? "" : "expected a size: 500MiB, 1GiB"; },
+      "SIZE");
+}
+
 }  // namespace ingero::app

@@ -122,9 +122,7 @@ void add_mcp_command(CLI::App& app, Context& ctx) {
                   "Temporary files SQLite may hold for every request at once (run_sql's sorts, "
                   "GROUP BY and DISTINCT; 1GiB, 500MiB); a statement that would pass it fails, "
                   "saying so")
-      ->check(CLI::Validator(
-          [](std::string& v) { return parse_size(v) > 0 ? "" : "expected a size: 500MiB, 1GiB"; },
-          "SIZE"))
+      ->check(size_validator())
       ->capture_default_str();
   add_serve_options(
       cmd, o->serve,

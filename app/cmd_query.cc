@@ -225,9 +225,7 @@ void add_query_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--max-temp", o->max_temp,
                   "Temporary files SQLite may write for the statement's sorts, GROUP BY and "
                   "DISTINCT (1GiB, 500MiB); a statement that needs more fails, naming the limit")
-      ->check(CLI::Validator(
-          [](std::string& v) { return parse_size(v) > 0 ? "" : "expected a size: 500MiB, 1GiB"; },
-          "SIZE"))
+      ->check(size_validator())
       ->capture_default_str();
   cmd->callback([&ctx, o] { ctx.exit_code = run_query_command(*o); });
 }

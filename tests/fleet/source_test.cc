@@ -90,18 +90,24 @@ TEST(FleetSource, AWindowOfASkewedFleetIsOnTheReferenceClock) {
   }
 }
 
-// fleet.md advises readers a user with `readonly` in its profile, and every read of such a user
-// failed: readonly=1 may change no setting (ours: compression, row and time limits, readonly
-// itself), readonly=2 not readonly. Both read as the default user does, and still write
-// nothing.
-TEST(FleetQuery, UsersWithAReadOnlyProfileRead) {
-  START_SERVERS(ch, 1);
+// A session of node-a with 10 calls (5 launches, 5 syncs), shipped to database `ingero`.
+void ship_ten_calls(const ClickHouseServers& ch) {
   std::string db = temp_path("trace.db"), out, err;
   write_session(db, "node-a", kBeforeMidnight, 10, kMs);
   ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
                         &err),
             0)
       << err;
+}
+
+// fleet.md advises readers a user with `readonly` in its profile, and every read of such a user
+// failed: readonly=1 may change no setting (ours: compression, row and time limits, readonly
+// itself), readonly=2 not readonly. Both read as the default user does, and still write
+// nothing.
+TEST(FleetQuery, UsersWithAReadOnlyProfileRead) {
+  START_SERVERS(ch, 1);
+  std::string out, err;
+  ship_ten_calls(ch);
   const std::string port = ch.source(0, "ingero").substr(std::string("clickhouse://").size());
   std::string explained;
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", ch.source(0, "ingero"), "--json"},
@@ -138,12 +144,8 @@ TEST(FleetQuery, UsersWithAReadOnlyProfileRead) {
 
 TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
   START_SERVERS(ch, 1);
-  std::string db = temp_path("trace.db"), out, err;
-  write_session(db, "node-a", kBeforeMidnight, 10, kMs);
-  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
-                        &err),
-            0)
-      << err;
+  std::string out, err;
+  ship_ten_calls(ch);
   std::string src = ch.source(0, "ingero");
   ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src,
                          "SELECT op, count() AS n FROM calls GROUP BY op ORDER BY op"},
