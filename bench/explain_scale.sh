@@ -13,6 +13,8 @@
 # file a trace leaves, no compact. With INGERO_MAX_CALL_BYTES=B as well, the call store (its
 # pages, as dbstat counts them) must take at most B bytes a call: the size target as a rate
 # (0.5 GB an hour at 50,000 calls/s is 2.8 B a call, host events and summaries included).
+# With INGERO_THREADS=N each rank's launches come from N threads in turn, one of them preempted
+# each step (a process of thousands of threads; compare with N=1 at the same size).
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -22,9 +24,11 @@ mkdir -p "$dir"
 printf '%-11s %9s %12s %9s %10s %8s  %s\n' events seconds "file MB" "B/event" "peak MiB" found chain
 for n in $sizes; do
   db="$dir/gen-$n.db"
-  "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} >"$dir/gen-$n.json"
+  "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} \
+    ${INGERO_THREADS:+--threads "$INGERO_THREADS"} >"$dir/gen-$n.json"
   if [ -n "${INGERO_AS_TRACED:-}" ]; then
-    "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} --as-traced >"$dir/gen-$n.json"
+    "$build/bench/trace_gen" "$db" "$n" ${INGERO_NO_FAULT:+--no-fault} --as-traced \
+      ${INGERO_THREADS:+--threads "$INGERO_THREADS"} >"$dir/gen-$n.json"
   fi
   if [ -n "${INGERO_TIERED:-}" ]; then
     "$build/app/ingero" compact "$db" --full-rows "${INGERO_FULL_ROWS:-10m}" >&2

@@ -13,12 +13,13 @@
 // batch goes up its main thread spends 40 ms on-CPU in SlowDS.__getitem__ (train.py:15),
 // reached from next(dl) (train.py:35). explain must name it at every scale.
 //
-//   trace_gen OUT.db EVENTS [--no-fault] [--as-traced]
+//   trace_gen OUT.db EVENTS [--no-fault] [--as-traced] [--threads N]
 // Prints one JSON line: events written, steps, the fault's wall-clock window, seconds taken.
 // --as-traced: written as `ingero trace` writes with its defaults: blocks folded as they close
 // and folded for good 10 minutes on (--full-rows 10m; app/trace_periodic.cc), and one launch in
 // 32 timed (--launch-timing 32), so the file is the one a trace leaves.
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,6 +46,15 @@ struct Gen {
   // As `ingero trace --launch-timing N` records launches: one in N timed through its return,
   // the others with their start only (0: every launch timed).
   uint64_t launch_timing = 0, launch_seq = 0;
+  // --threads N: each rank's launches come from N threads in turn, and each step one of them
+  // is preempted (a process of thousands of threads: explain's step model once took a pass over
+  // every call for each preempted thread).
+  uint32_t threads = 1;
+  uint64_t thread_seq = 0;
+  uint32_t launch_tid(uint32_t pid) {
+    if (threads <= 1) return pid;
+    return 100'000 + (pid - 5000) * 50'000 + uint32_t(thread_seq++ % threads);
+  }
 
   // Log-normal around `median_ns` with shape `sigma`.
   uint64_t lat(double median_ns, double sigma) {
@@ -149,6 +159,7 @@ uint64_t step(Gen& g, uint32_t pid, uint64_t t, bool starved) {
     c.set(hal::Field::kFunc, 0x7f3a'0000'1000 + uint64_t(i % 97) * 0x140);
     c.set(hal::Field::kGridX, 64 + uint64_t(i % 13));
     c.set(hal::Field::kBlockX, 256);
+    c.tid = g.launch_tid(pid);
     if (g.launch_timing && g.launch_seq++ % g.launch_timing != 0) {
       c.timed = false;
       c.has_ret = false;
@@ -156,6 +167,16 @@ uint64_t step(Gen& g, uint32_t pid, uint64_t t, bool starved) {
     }
     g.add(c);
     if (i % 120 == 7) g.host(pid, t + 1000, 0, "cpu_sample", K::kCpuSample, c.stack_id);
+    if (g.threads > 1 && i == kLaunchesPerStep / 2) {  // this thread loses the CPU for 40 us
+      hal::Event sw = Gen::event(pid, t + dur + 1000, 40'000, "host", "kernel", "sched_switch",
+                                 K::kSchedSwitch, 0);
+      sw.tid = c.tid;
+      sw.set(hal::Field::kFlags, 1);  // preempted
+      sw.set(hal::Field::kState, 0);  // runnable
+      sw.set(hal::Field::kPeerPid, 9999);
+      sw.set_peer_comm("noisy");
+      g.add(sw);
+    }
     t += dur + g.lat(20'000, 0.25);
   }
   // The loss comes down once the GPU has drained: the host waits ~3 ms, off-CPU.
@@ -203,18 +224,22 @@ bool upkeep(store::TraceWriter& w, int64_t now, bool, Upkeep& u) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: trace_gen OUT.db EVENTS [--no-fault] [--as-traced]\n");
+    std::fprintf(stderr,
+                 "usage: trace_gen OUT.db EVENTS [--no-fault] [--as-traced] [--threads N]\n");
     return 2;
   }
   std::string out = argv[1];
   uint64_t target = std::stoull(argv[2]);
   bool fault = true, as_traced = false;
+  uint32_t threads = 1;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--no-fault")
       fault = false;
     else if (a == "--as-traced")
       as_traced = true;
+    else if (a == "--threads" && i + 1 < argc)
+      threads = uint32_t(std::max(1, std::min(40'000, std::atoi(argv[++i]))));
     else {
       std::fprintf(stderr, "trace_gen: unknown option %s\n", argv[i]);
       return 2;
@@ -223,6 +248,7 @@ int main(int argc, char** argv) {
   for (const char* s : {"", "-wal", "-shm", "-reserve"}) std::filesystem::remove(out + s);
   auto t0 = std::chrono::steady_clock::now();
   Gen g;
+  g.threads = threads;
   auto w = store::TraceWriter::open(out);
   if (!w) {
     std::fprintf(stderr, "trace_gen: %s\n", w.error().message.c_str());

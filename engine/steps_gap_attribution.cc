@@ -25,6 +25,7 @@ Attributor::Attributor(const Proc& p, const HostContext& host,
     if (!fresh) it->second.to = std::max(it->second.to, c.end);  // calls come in start order
   }
   feeders_.reserve(feeders.size());
+  place_.resize(feeders.size());
   for (auto& [tid, f] : feeders) {
     if (auto it = by_tid_.find(tid); it != by_tid_.end()) {
       f.next = it->second.first;
@@ -132,8 +133,22 @@ GapTime Attributor::host_spent(int64_t a, int64_t b) {
   }
   // The threads whose calls' span meets [a, b): the others are asleep throughout, which
   // changes nothing below. Spans come in time order, so the set moves forward with them.
-  while (started_ < feeders_.size() && feeders_[started_].from < b) active_.push_back(started_++);
-  std::erase_if(active_, [&](uint32_t i) { return feeders_[i].to <= a; });
+  // A thread leaves the set when its span ends, found by a heap of the ends: a pass over the set
+  // at every span was 78% of explain for a process of 20,000 threads that all launch
+  // throughout (the set is every thread).
+  while (started_ < feeders_.size() && feeders_[started_].from < b) {
+    uint32_t i = uint32_t(started_++);
+    place_[i] = uint32_t(active_.size());
+    active_.push_back(i);
+    ends_.push({feeders_[i].to, i});
+  }
+  while (!ends_.empty() && ends_.top().first <= a) {
+    uint32_t i = ends_.top().second, at = place_[i];
+    ends_.pop();
+    active_[at] = active_.back();
+    place_[active_[at]] = at;
+    active_.pop_back();
+  }
   if (active_.empty()) {
     t.sleep_ns = len;
     return t;

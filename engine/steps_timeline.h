@@ -3,7 +3,9 @@
 // (what a gap's thread did) and steps_preemption.cc (the CPU lost by the threads feeding the GPU).
 #pragma once
 
+#include <functional>
 #include <map>
+#include <queue>
 #include <utility>
 #include <vector>
 
@@ -50,6 +52,11 @@ class Attributor {
   std::vector<Feeder> feeders_;   // by the start of their spans
   size_t started_ = 0;            // feeders_[started_:] start after the spans asked so far
   std::vector<uint32_t> active_;  // those whose span may meet the next one asked
+  std::vector<uint32_t> place_;   // each feeder's position in active_, while it is there
+  // The ends of active_'s spans, the soonest first: (to, feeder).
+  std::priority_queue<std::pair<int64_t, uint32_t>, std::vector<std::pair<int64_t, uint32_t>>,
+                      std::greater<>>
+      ends_;
   struct Edge {
     int64_t t;
     int8_t step;   // +1: a thread leaves the CPU, -1: it comes back
