@@ -8,6 +8,7 @@
 
 #include "app/demo_scenarios.h"
 #include "engine/analysis.h"
+#include "engine/host_context.h"
 #include "store/sql_trace_source.h"
 #include "tests/support/trace_db.h"
 #include "tests/unit/engine_replay.h"
@@ -457,6 +458,28 @@ TEST(EngineRules, PhysicalFabricErrorsAreHigh) {
         << c->summary;
     EXPECT_EQ(c->severity, Severity::kHigh) << counter;
   }
+}
+
+// The system snapshots are those of the events' span: the tracer's snapshot before the first
+// event and after the last one made a file's figures ("peaked at 11%") where the same trace in
+// ClickHouse, whose window ends at the last event, said 9%.
+TEST(EngineRules, SystemSnapshotsAreThoseOfTheEventsSpan) {
+  Replay r;
+  for (int i = 0; i < 100; ++i)
+    r.add(r.call(100, "cudaMalloc", EventKind::kAlloc, kS + uint64_t(i) * 10 * kMs, 50 * kUs));
+  const int64_t base = r.writer().to_wall(0);
+  for (auto [at, cpu] : {std::pair{kS / 2, 90.0}, std::pair{kS + kS / 2, 10.0},
+                         std::pair{kS + 900 * kMs, 30.0}, std::pair{3 * kS, 80.0}}) {
+    hal::HostSnapshot snap;
+    snap.ts_ns = base + int64_t(at);
+    snap.cpu_pct = cpu;
+    ASSERT_TRUE(r.writer().add_snapshot(snap));
+  }
+  r.analyze();
+  auto h = engine::collect_host_context(r.source(), engine::Window{});
+  ASSERT_EQ(h.snapshots.size(), 2u);
+  EXPECT_DOUBLE_EQ(h.cpu_max, 30.0);
+  EXPECT_DOUBLE_EQ(h.cpu_avg, 20.0);
 }
 
 TEST(EngineRules, LaunchCollapseIgnoresIdleGaps) {
