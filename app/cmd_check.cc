@@ -303,7 +303,8 @@ void add_check_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--config", *config,
                   "Only validate this config file (e.g. /etc/ingero/ingero.toml): every unknown "
                   "key and bad value, with its line. Exit 0 valid, 1 not")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(path_given());  // "" (an unset $CFG) ran the whole host check and passed
   cmd->add_flag("--bench", *bench,
                 "Also measure for ~2 s what a traced call costs on this kernel (a private "
                 "function: untraced, a minimal uprobe pair, ingero's probes with and without "

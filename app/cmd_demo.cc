@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -93,7 +94,14 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       // Written whole or not at all: the file is new (an existing one is refused above), and a
       // half-written demo (a full disk) is removed with SQLite's files beside it.
       ingero::Status st = write_demo(o->scenario, **w);
-      if (st) st = (*w)->finish({});
+      // Ended as a tracer ends its session: without a stop time and reason it read as a tracer
+      // killed mid-trace (status: "ended without stopping"; compact "repaired" it).
+      store::SessionEnd end;
+      end.stopped_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      end.exit_reason = "demo";
+      if (st) st = (*w)->finish(end);
       if (!st) {
         w->reset();
         store::remove_database_files(path);

@@ -243,6 +243,22 @@ TEST_F(OutputFiles, ADemoRefusesAnExistingFileAndAnUnknownScenarioBeforeMakingOn
   EXPECT_EQ(entries(dir_), 1u) << "only the file that was there";
 }
 
+// A hostile tester's findings: demo's session was never ended (stopped_at 0, no reason), so
+// status read the file as a tracer killed mid-trace and compact "repaired" it; and
+// `check --config ""` (an unset $CFG) ran the whole host check and passed.
+TEST_F(OutputFiles, ADemoEndsItsSessionAndCheckConfigNeedsAPath) {
+  const std::string db = dir_ + "/demo.db";
+  auto r = ingero({"demo", "hidden-sync", "--db", db});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto row = query_rows(db, "SELECT stopped_at > 0, exit_reason FROM sessions");
+  EXPECT_EQ(row, (std::vector<std::vector<std::string>>{{"1", "demo"}}));
+  auto st = ingero({"status", "--db", db});
+  EXPECT_EQ(st.out.find("ended without stopping"), std::string::npos) << st.out;
+  auto c = ingero({"check", "--config", ""});
+  EXPECT_EQ(c.rc, 2) << c.out;
+  EXPECT_NE(c.err.find("an empty path names no file"), std::string::npos) << c.err;
+}
+
 // Found by a hostile-testing helper: Ctrl-C during `export --format sqlite -o F` left
 // .F.export-PID and its journal beside F (and the other formats their .F.tmp-XXXXXX). A copy
 // of three million calls is interrupted as soon as it appears (it takes seconds to finish; the
