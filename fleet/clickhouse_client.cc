@@ -315,11 +315,9 @@ ingero::Status ClickHouseClient::stream(const std::string& sql, const Settings& 
   const int readonly = profile_readonly_;
   if (readonly != 1) {
     // A readonly=2 profile may change any setting but readonly, which it holds already.
-    Settings s;
-    if (readonly == 0) s.push_back({"enable_http_compression", "1"});
+    Settings s = {{"enable_http_compression", "1"}};
     for (const auto& kv : settings)
       if (readonly == 0 || kv.first != "readonly") s.push_back(kv);
-    if (readonly != 0) s.push_back({"enable_http_compression", "1"});
     return perform(s, sql, false, &on_chunk, timeout_ms);
   }
   // A user whose profile is readonly=1, as fleet.md advises for readers, may change no setting,

@@ -72,6 +72,7 @@ void Connection<S>::read_header() {
 template <class S>
 void Connection<S>::on_read_error(error_code ec) {
   if (state_ == State::closed) return;
+  req_.method.clear();  // the request before this one's: a HEAD's would drop this answer's body
   if (timed_out_) return on_timeout();
   if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
     ++core_.counters.too_large;

@@ -98,7 +98,8 @@ void Connection<S>::send(Response r) {
   }
   if (r.close || stop_requested_ || core_.stopping) keep_alive_ = false;
   const bool head = req_.method == "HEAD";
-  if (r.stream && head) {  // a stream's length is not known: its head, then the connection ends
+  const bool streamed = head && r.stream;
+  if (streamed) {  // a stream's length is not known: its head, then the connection ends
     StreamLink::end(*r.stream);
     r.stream.reset();
     keep_alive_ = false;
@@ -110,10 +111,13 @@ void Connection<S>::send(Response r) {
   res_->body() = std::move(r.body);
   res_->keep_alive(keep_alive_);
   res_->prepare_payload();
-  if (head) {  // the GET's Content-Length, without its body
+  if (head) {  // the GET's Content-Length, without its body; a stream's has none
     const size_t length = res_->body().size();
     res_->body().clear();
-    res_->content_length(length);
+    if (streamed)
+      res_->erase(bhttp::field::content_length);
+    else
+      res_->content_length(length);
   }
   state_ = State::writing;
   arm(limits_.write_timeout);
