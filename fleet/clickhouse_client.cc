@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "compress/gzip.h"
+#include "engine/json_text.h"
 
 namespace ingero::fleet {
 namespace {
@@ -306,6 +307,29 @@ ingero::Status ClickHouseClient::learn_profile(int timeout_ms) {
   // A server that does not answer would not answer the read either: said now, once.
   if (!st && last_failure_ != Failure::kRejected) return st;
   profile_readonly_ = st && !value.empty() ? std::atoi(value.c_str()) : 0;
+  profile_answered_ = st && value.size() >= 2 && value.back() == '\n' &&
+                      value.find_first_not_of("0123456789") == value.size() - 1;
+  return {};
+}
+
+ingero::Status ClickHouseClient::ping(int timeout_ms) {
+  const bool asking = profile_readonly_ < 0;
+  if (auto st = learn_profile(timeout_ms); !st) return st;
+  // The profile's question just now was a round trip of its own: a second would add nothing.
+  if (asking && profile_answered_) return {};
+  std::string pong;
+  auto st = stream(
+      "SELECT 1 FORMAT TabSeparated", {{"readonly", "1"}},
+      [&](std::string_view c) {
+        pong.append(c);
+        return pong.size() < 64;
+      },
+      timeout_ms);
+  if (!st) return st;
+  if (pong != "1\n")
+    return ingero::make_error("ClickHouse at " + endpoint_.display() + " answered SELECT 1 with " +
+                              engine::json_text(nlohmann::json(pong.substr(0, 40))) +
+                              ": is it ClickHouse?");
   return {};
 }
 

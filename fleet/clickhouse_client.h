@@ -91,6 +91,11 @@ class ClickHouseClient {
   // gzip-compressed by the server. timeout_ms overrides the request timeout (0 = none).
   virtual ingero::Status stream(const std::string& sql, const Settings& settings,
                                 const ChunkFn& on_chunk, int timeout_ms);
+  // Whether ClickHouse answers within timeout_ms. The first request of a client asks the
+  // user's profile, and its answer (a number) says so at once; later, or where the profile's
+  // question was refused, a bare SELECT 1 is sent. An error names what the server did: no
+  // answer in time, or one that is not ClickHouse's.
+  ingero::Status ping(int timeout_ms);
   // INSERT INTO db.table (columns) FORMAT <format>: `body` holds `rows` rows in that format
   // (compressed here). A success says only that the server answered 200: written_rows() says
   // what a ClickHouse that sends X-ClickHouse-Summary stored; else it is read back
@@ -128,6 +133,7 @@ class ClickHouseClient {
   // settings; 0 where the server refuses to say. An error where it does not answer.
   ingero::Status learn_profile(int timeout_ms);
   int profile_readonly_ = -1;
+  bool profile_answered_ = false;  // the profile's question had ClickHouse's answer, a number
   Endpoint endpoint_;
   ClientOptions options_;
   void* curl_ = nullptr;                 // CURL*

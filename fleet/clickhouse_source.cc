@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/json_text.h"
 #include "fleet/ch_schema.h"
 #include "hal/demangle.h"
 #include "store/event_columns.h"
@@ -190,21 +189,9 @@ std::map<uint32_t, engine::ProcessInfo> ClickHouseTraceSource::processes() {
 std::vector<std::string> ClickHouseTraceSource::nodes() {
   // Asked first of every command and of `mcp` at its start: a server that takes the connection
   // and never answers (hung, or not ClickHouse) held them for each SELECT's limit, 10 minutes,
-  // without a word. It must answer a bare SELECT within kPingMs.
-  std::string pong;
-  auto st = client_->stream(
-      "SELECT 1 FORMAT TabSeparated", {{"readonly", "1"}},
-      [&](std::string_view c) {
-        pong.append(c);
-        return pong.size() < 64;
-      },
-      kPingMs);
-  if (!st || pong != "1\n") {
-    if (error_.empty())
-      error_ = !st ? st.error().message
-                   : "ClickHouse at " + client_->endpoint().display() + " answered SELECT 1 with " +
-                         engine::json_text(nlohmann::json(pong.substr(0, 40))) +
-                         ": is it ClickHouse?";
+  // without a word. It must answer within kPingMs: its first question, or a bare SELECT.
+  if (auto st = client_->ping(kPingMs); !st) {
+    if (error_.empty()) error_ = st.error().message;
     return {};
   }
   // A node that shipped its sessions and no event (a silent node, the one an operator looks

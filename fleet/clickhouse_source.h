@@ -30,7 +30,7 @@ namespace ingero::fleet {
 
 class ClickHouseTraceSource final : public engine::TraceSource {
  public:
-  // How long nodes() waits for the server to answer a bare SELECT before anything else.
+  // How long nodes() waits for the server's first answer (ClickHouseClient::ping).
   static constexpr int kPingMs = 10'000;
   // timeout_ms bounds each SELECT (0 = none).
   explicit ClickHouseTraceSource(std::unique_ptr<ClickHouseClient> client, int timeout_ms = 600000);
