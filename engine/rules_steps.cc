@@ -96,9 +96,15 @@ void allocator_churn(const Context& x, std::vector<Chain>& out) {
   std::string free_at = free_site ? x.at(free_site->stack) : "";
   std::string alloc_at = alloc_site ? x.at(alloc_site->stack) : "";
   std::string via = free_site ? library_function(x.source.stack(free_site->stack)) : "";
+  // A site named beside a count holds all of it, or says how many it holds.
+  auto at_site = [&](const SiteCount* site, uint64_t total, const std::string& at) {
+    if (!site || at.empty() || site->calls >= total) return at;
+    return ", " + count_per_step(site->calls, x.m.steps) + " of them" + at;
+  };
   c.summary = "Allocator churn: " + x.who + " frees and re-allocates device memory every step (" +
-              count_per_step(frees, x.m.steps) + " frees per step" + free_at + ", " +
-              count_per_step(allocs, x.m.steps) + " allocations" + alloc_at + "), " + pct(share) +
+              count_per_step(frees, x.m.steps) + " frees per step" +
+              at_site(free_site, frees, free_at) + "; " + count_per_step(allocs, x.m.steps) +
+              " allocations" + at_site(alloc_site, allocs, alloc_at) + "), " + pct(share) +
               " of the step time";
   c.root_cause = "Device memory is released inside the loop" +
                  (via.empty() ? std::string() : " by " + via + "()") + free_at +

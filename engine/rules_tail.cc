@@ -283,6 +283,12 @@ const Preemptor* top_preemptor(const TailFinding& f) {
   return !f.ev.preemptors.empty() && f.ev.preemptors[0].pid ? &f.ev.preemptors[0] : nullptr;
 }
 
+// The off-CPU time the evidence line gives: of every call, of the slow ones, or of the scheduler's
+// intervals overlapping them.
+uint64_t evidence_off_ns(const TailFinding& f) {
+  return !f.tail ? f.s->off_cpu_ns : f.ev.per_call ? f.s->tail_off_cpu_ns : f.ev.sched_off_ns;
+}
+
 // The CPU evidence in one line: "412 preemptions by hog (pid 7), 3.1s off-CPU", "" without it.
 std::string cpu_evidence(const Analysis& a, const TailFinding& f) {
   const Evidence& ev = f.ev;
@@ -295,13 +301,18 @@ std::string cpu_evidence(const Analysis& a, const TailFinding& f) {
     return format_count(ev.proc_switches) + " sched_switch events (" +
            format_duration(ev.proc_off_ns) + " off-CPU) on a busy host (" + b + ")";
   }
-  if (const Preemptor* top = top_preemptor(f))
-    return format_count(ev.preempts) + (ev.preempts == 1 ? " preemption by " : " preemptions by ") +
-           preemptor_label(a, *top) + preemptor_tenant(a, s.key.pid, *top) + ", " +
-           format_duration(!f.tail       ? s.off_cpu_ns
-                           : ev.per_call ? s.tail_off_cpu_ns
-                                         : ev.sched_off_ns) +
-           " off-CPU";
+  if (const Preemptor* top = top_preemptor(f)) {
+    const uint64_t off = evidence_off_ns(f);
+    const std::string by = preemptor_label(a, *top) + preemptor_tenant(a, s.key.pid, *top);
+    if (top->count >= ev.preempts)
+      return format_count(ev.preempts) +
+             (ev.preempts == 1 ? " preemption by " : " preemptions by ") + by + ", " +
+             format_duration(off) + " off-CPU";
+    // Others preempted it too: the total is not all the top one's.
+    return format_count(ev.preempts) + " preemptions, " + format_duration(off) +
+           " off-CPU, the most (" + format_count(top->count) + ", " + format_duration(top->off_ns) +
+           ") by " + by;
+  }
   return format_count(ev.per_call ? ev.preempts : ev.sched_hits) + " sched_switch events, " +
          format_duration(ev.per_call ? s.tail_off_cpu_ns : ev.sched_off_ns) + " off-CPU";
 }
@@ -327,7 +338,15 @@ std::string tail_root_cause(const Analysis& a, const TailFinding& f) {
   std::string who = a.process_label(s.key.pid);
   if (ev.cpu) {
     const Preemptor* top = top_preemptor(f);
-    std::string by = top ? "; the CPU went mostly to " + preemptor_label(a, *top) : "";
+    std::string by;
+    if (top) {
+      // "Mostly" where it took most of the time off-CPU; else the share it took.
+      const uint64_t off = evidence_off_ns(f);
+      by = off && 2 * top->off_ns <= off
+               ? "; the CPU went to " + preemptor_label(a, *top) + " more than to any other (" +
+                     pct(double(top->off_ns) / double(off)) + " of that time)"
+               : "; the CPU went mostly to " + preemptor_label(a, *top);
+    }
     if (ev.process_level)
       return "Host CPU contention: " + who + " was descheduled " + format_count(ev.proc_switches) +
              " times while the host ran at " + pct(a.host.cpu_avg / 100) +

@@ -172,7 +172,7 @@ TEST(Faults, FreeAndMallocEveryStepIsAllocatorChurn) {
   const auto& c = planted_first(p);
   EXPECT_EQ(c["rule"], "allocator_churn") << c.dump(2);
   EXPECT_TRUE(has(c["summary"], "4 frees per step at " + at("reset_buffers", p.lines["free_line"]) +
-                                    ", 4 allocations at " +
+                                    "; 4 allocations at " +
                                     at("reset_buffers", p.lines["malloc_line"])))
       << c["summary"];
   EXPECT_TRUE(stack_names(c, "reset_buffers", p.lines["free_line"])) << c["stacks"].dump(2);

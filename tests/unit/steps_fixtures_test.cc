@@ -150,7 +150,8 @@ TEST(StepsFixtures, EmptyCacheIsAllocatorChurnAtTheEmptyCacheLine) {
   EXPECT_EQ(c.severity, Severity::kHigh);
   EXPECT_TRUE(
       has(c.summary,
-          "3 frees per step at <module> (faults.py:47), 3 allocations at <module> (faults.py:42)"))
+          "3 frees per step at <module> (faults.py:47); 3 allocations, 2 of them at <module> "
+          "(faults.py:42)"))
       << c.summary;
   ASSERT_GE(c.stacks.size(), 1u);
   EXPECT_TRUE(has(c.stacks[0].frames.back(), "faults.py:47")) << c.stacks[0].frames.back();

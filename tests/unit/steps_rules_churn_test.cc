@@ -25,7 +25,7 @@ TEST(StepRulesChurn, LessThanOneAStepIsSaidToATenth) {
   for (const Chain& x : a.chains)
     if (x.rule == "allocator_churn") c = &x;
   ASSERT_NE(c, nullptr);
-  EXPECT_NE(c->summary.find("(0.9 frees per step, 0.9 allocations)"), std::string::npos)
+  EXPECT_NE(c->summary.find("(0.9 frees per step; 0.9 allocations)"), std::string::npos)
       << c->summary;
 }
 
