@@ -39,7 +39,15 @@ void ExactQuantiles::add(size_t group, uint64_t value) {
   ++g.n;
   g.min = std::min(g.min, value);
   g.max = std::max(g.max, value);
-  if (g.log_hist.empty()) g.log_hist.assign(kLogBuckets, 0);
+  if (g.log_hist.empty()) {
+    if (g.few.size() < kFewValues) {
+      g.few.push_back(value);
+      return;
+    }
+    g.log_hist.assign(kLogBuckets, 0);
+    for (uint64_t v : g.few) ++g.log_hist[log_bucket(v)];
+    g.few = {};
+  }
   ++g.log_hist[log_bucket(value)];
 }
 
@@ -47,6 +55,11 @@ uint64_t ExactQuantiles::floor_of(size_t group, double q) const {
   if (group >= groups_.size() || groups_[group].n == 0) return 0;
   const Group& g = groups_[group];
   uint64_t rank = std::clamp<uint64_t>(uint64_t(std::ceil(q * double(g.n))), 1, g.n);
+  if (g.log_hist.empty()) {  // the values themselves: the bucket of the rank's value
+    std::vector<uint64_t> v = g.few;
+    std::nth_element(v.begin(), v.begin() + long(rank - 1), v.end());
+    return log_bucket_range(log_bucket(v[rank - 1])).first;
+  }
   // Down from the largest value's bucket: the rank is in the first bucket with fewer values
   // below it than the rank.
   uint64_t from_top = 0;
@@ -103,9 +116,23 @@ void ExactQuantiles::aim_from_pass1(const Group& g, double q, Target& t) {
   }
 }
 
+// A group that kept its values: each rank's value read off them.
+void ExactQuantiles::settle_few(std::vector<uint64_t>& few, double q, Target& t) {
+  t.rank = std::clamp<uint64_t>(uint64_t(std::ceil(q * double(few.size()))), 1, few.size());
+  t.value = few[t.rank - 1];
+  t.lo = t.hi = t.value;
+  t.done = true;
+}
+
 void ExactQuantiles::start_targets() {
   for (Group& g : groups_) {
     g.targets.assign(qs_.size(), Target{});
+    if (g.n && g.log_hist.empty()) {
+      std::sort(g.few.begin(), g.few.end());
+      for (size_t i = 0; i < qs_.size(); ++i) settle_few(g.few, qs_[i], g.targets[i]);
+      g.few = {};
+      continue;
+    }
     for (size_t i = 0; i < qs_.size(); ++i) aim_from_pass1(g, qs_[i], g.targets[i]);
     g.log_hist = {};
   }

@@ -12,6 +12,11 @@
 // log bucket is then at most 4096 ns wide), or where the rank's bucket holds at most
 // kCollectMax values; two otherwise. Memory O(groups x (3,776 + quantiles x 4096)) plus at
 // most kCollectMax values per target. No pass holds all values.
+//
+// A group of at most kFewValues values keeps them instead of the histogram (its 30 KB): its
+// quantiles are read off them after pass 1, with no further pass. A trace of thousands of
+// short-lived GPU processes has a group per process and op, most of them small (5,000
+// processes held 498 MB of histograms).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +30,7 @@ class ExactQuantiles {
  public:
   static constexpr size_t kBuckets = 4096;
   static constexpr size_t kCollectMax = 65536;
+  static constexpr size_t kFewValues = 256;
 
   explicit ExactQuantiles(std::vector<double> quantiles) : qs_(std::move(quantiles)) {}
 
@@ -58,12 +64,14 @@ class ExactQuantiles {
   };
   struct Group {
     uint64_t n = 0, min = UINT64_MAX, max = 0;
-    std::vector<uint64_t> log_hist;  // pass 1
+    std::vector<uint64_t> log_hist;  // pass 1, past kFewValues values
+    std::vector<uint64_t> few;       // pass 1, up to kFewValues values: the values themselves
     std::vector<Target> targets;
   };
   // resolve(), by step: targets from pass 1, then per further pass prepare, take the replayed
   // values, and narrow or settle each open target.
   static void aim_from_pass1(const Group& g, double q, Target& t);
+  static void settle_few(std::vector<uint64_t>& few, double q, Target& t);
   static void settle_collected(Target& t);
   static void narrow_to_bucket(Target& t);
   void start_targets();

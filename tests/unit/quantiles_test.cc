@@ -92,5 +92,48 @@ TEST(ExactQuantiles, DurationsUnderHalfAMillisecondResolveInOneFurtherPass) {
   EXPECT_EQ(q.passes(), 2);
 }
 
+// Groups of few values keep them, not a 30 KB histogram each: their quantiles are read off
+// the values after pass 1. Around the limit (kFewValues, kFewValues + 1) and in the floor that
+// the tails use during pass 1, the answers are those of the histograms'.
+TEST(ExactQuantiles, SmallGroupsResolveInPassOneAndMatchSorting) {
+  std::mt19937_64 rng(5);
+  std::lognormal_distribution<double> lat(9.0, 1.0);
+  const size_t sizes[] = {1, 2, 3, 17, ExactQuantiles::kFewValues, ExactQuantiles::kFewValues + 1};
+  std::vector<std::vector<uint64_t>> groups;
+  for (int copies = 0; copies < 500; ++copies)
+    groups.emplace_back(sizes[size_t(copies) % 4]);  // 500 small groups
+  for (size_t n : sizes) groups.emplace_back(n);
+  for (auto& g : groups)
+    for (auto& v : g) v = uint64_t(lat(rng));
+  ExactQuantiles small({0.5, 0.95, 0.99});
+  for (size_t i = 0; i < groups.size() - 1; ++i)
+    for (uint64_t v : groups[i]) small.add(i, v);
+  // A group past the limit builds its histogram: its floor is the same either way.
+  const size_t last = groups.size() - 1;
+  for (uint64_t v : groups[last]) small.add(last, v);
+  std::vector<uint64_t> fewer(groups[last].begin(), groups[last].end() - 1);
+  ExactQuantiles at_limit({0.5});
+  for (uint64_t v : fewer) at_limit.add(0, v);
+  std::vector<uint64_t> sorted = fewer;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_LE(at_limit.floor_of(0, 0.95), nearest_rank(sorted, 0.95));
+  EXPECT_GT(at_limit.floor_of(0, 0.95) * 65 / 64 + 1, nearest_rank(sorted, 0.95));
+  small.resolve([&](const ExactQuantiles::Sink& s) {
+    for (size_t i = 0; i < groups.size(); ++i)
+      for (uint64_t v : groups[i]) s(i, v);
+  });
+  for (size_t i = 0; i < groups.size(); ++i) {
+    EXPECT_EQ(small.value(i, 0), nearest_rank(groups[i], 0.5)) << i;
+    EXPECT_EQ(small.value(i, 1), nearest_rank(groups[i], 0.95)) << i;
+    EXPECT_EQ(small.value(i, 2), nearest_rank(groups[i], 0.99)) << i;
+  }
+  // Only the group past the limit needed a pass more.
+  EXPECT_EQ(small.passes(), 2);
+  ExactQuantiles only_small({0.5});
+  for (uint64_t v : groups[0]) only_small.add(0, v);
+  only_small.resolve([](const ExactQuantiles::Sink&) { FAIL() << "no pass was needed"; });
+  EXPECT_EQ(only_small.passes(), 1);
+}
+
 }  // namespace
 }  // namespace ingero::engine
