@@ -148,11 +148,25 @@ void print_chains(std::ostream& out, const std::vector<engine::Chain>& chains, b
 // The report opens with where each GPU process's training steps go: "median step 16.1 ms:
 // GPU idle 80%: host on-CPU in SlowDS.__getitem__ (faults.py:15)".
 static void print_steps(std::ostream& out, const engine::Analysis& a) {
-  bool any = false;
-  for (const auto& s : a.steps.processes) {
-    if (s.summary.steps == 0 || s.summary.text.empty()) continue;
-    if (!any) out << "Training steps\n";
-    any = true;
+  // A host of many short-lived GPU processes (health checks, scripts) had a line each: 5,000
+  // lines before the chains. The processes with the most steps are shown, in pid order.
+  constexpr size_t kMaxProcesses = 20;
+  std::vector<const engine::StepSeries*> shown;
+  for (const auto& s : a.steps.processes)
+    if (s.summary.steps != 0 && !s.summary.text.empty()) shown.push_back(&s);
+  const size_t total = shown.size();
+  if (total > kMaxProcesses) {
+    std::stable_sort(shown.begin(), shown.end(), [](const auto* x, const auto* y) {
+      return x->summary.steps > y->summary.steps;
+    });
+    shown.resize(kMaxProcesses);
+    std::stable_sort(shown.begin(), shown.end(),
+                     [](const auto* x, const auto* y) { return x->pid < y->pid; });
+  }
+  if (shown.empty()) return;
+  out << "Training steps\n";
+  for (const engine::StepSeries* sp : shown) {
+    const auto& s = *sp;
     out << "  " << a.process_name(s.pid) << " (pid " << s.pid << "): " << s.summary.text << "\n";
     if (const engine::ProcessKernels* k = a.kernels.find(s.pid)) print_step_kernels(out, *k);
     if (s.calls_dropped)
@@ -160,7 +174,10 @@ static void print_steps(std::ostream& out, const engine::Analysis& a) {
           << " only: " << format_count(s.calls_dropped)
           << " later GPU calls are over the model's memory cap (explain --from covers them)\n";
   }
-  if (any) out << "\n";
+  if (total > shown.size())
+    out << "  " << format_count(total - shown.size()) << " more processes with fewer steps: "
+        << "explain --pid PID for one, --json for all\n";
+  out << "\n";
 }
 
 // Per tenant (explain --group-by): GPU API time, preempted time, and who preempted whom.

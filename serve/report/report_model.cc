@@ -217,11 +217,24 @@ void engine_sections(engine::TraceSource& source, const ReportOptions& o,
   json kernels = json::array();
   bool named = false;
   uint64_t unnamed = 0, unnamed_functions = 0;
-  for (auto& na : analyses) {
+  // The page draws the processes with the most steps: those go in the model, the rest are
+  // counted (a trace of 92,000 short-lived GPU processes made a 129 MB page of series).
+  std::vector<std::pair<const NodeAnalysis*, const engine::StepSeries*>> stepped;
+  size_t total_stepped = 0;
+  for (const auto& na : analyses)
     for (const auto& s : na.a.steps.processes)
-      if (!s.steps.empty())
-        steps.push_back(
-            step_series_json(s, na.node, na.a.process_name(s.pid), t0, o.max_step_points));
+      if (!s.steps.empty()) stepped.emplace_back(&na, &s);
+  total_stepped = stepped.size();
+  if (stepped.size() > o.max_step_processes) {
+    std::stable_sort(stepped.begin(), stepped.end(), [](const auto& x, const auto& y) {
+      return x.second->steps.size() > y.second->steps.size();
+    });
+    stepped.resize(o.max_step_processes);
+  }
+  for (const auto& [na, s] : stepped)
+    steps.push_back(
+        step_series_json(*s, na->node, na->a.process_name(s->pid), t0, o.max_step_points));
+  for (auto& na : analyses) {
     for (const auto& c : na.a.chains) chains.push_back(chain_json(c, na.node));
     named = named || na.a.kernels.named;
     for (const auto& k : na.a.kernels.processes) {
@@ -246,6 +259,7 @@ void engine_sections(engine::TraceSource& source, const ReportOptions& o,
   j["chains_total"] = chains.size();
   if (chains.size() > o.max_chains) chains.erase(chains.begin() + long(o.max_chains), chains.end());
   j["steps"] = std::move(steps);
+  j["steps_total"] = total_stepped;
   std::stable_sort(kernels.begin(), kernels.end(), [](const json& a, const json& b) {
     return a["launches"].get<uint64_t>() > b["launches"].get<uint64_t>();
   });
@@ -267,7 +281,7 @@ void engine_sections(engine::TraceSource& source, const ReportOptions& o,
 Status process_section(store::Db& db, const ReportOptions& o,
                        const std::vector<NodeAnalysis>& analyses, const CallCensus& census,
                        json& j) {
-  uint64_t total = census.processes.size();
+  uint64_t total = census.processes.size();  // with calls; those without are added below
   auto procs = processes_json(db, census, o.max_processes);
   if (!procs) return procs.error();
   for (const auto& na : analyses)
@@ -283,6 +297,8 @@ Status process_section(store::Db& db, const ReportOptions& o,
         pj.erase("name");
         it->update(pj);
       } else {
+        // Past the table's cap, a process with calls was counted already.
+        if (census.processes.count({na.node, p.pid})) continue;
         ++total;
         if (procs->size() >= o.max_processes) continue;
         procs->push_back(std::move(pj));

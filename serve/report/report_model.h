@@ -44,6 +44,7 @@ struct ReportOptions {
   // Time window in Unix ns (the whole trace by default); the pid restriction is not used.
   engine::Window window;
   size_t max_step_points = 1500;  // per process; more steps are averaged in equal groups
+  size_t max_step_processes = 8;  // step series (the page draws these): those with most steps
   size_t max_rate_buckets = 600;  // time buckets of the per-op rates (each >= 1 s)
   size_t max_rate_ops = 10;       // ops with their own rate series; the rest sum into "other"
   size_t max_processes = 300;     // rows of the per-process table

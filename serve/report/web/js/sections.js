@@ -111,8 +111,9 @@ function timelineSection(m) {
   }
   const series = m.steps.slice().sort((a, b) => b.steps - a.steps).slice(0, 8);
   const blocks = series.map(stepSeriesBlock);
-  const more = m.steps.length > series.length
-    ? h('p', { class: 'muted' }, (m.steps.length - series.length) + ' more processes with steps are not drawn.') : null;
+  const total = m.steps_total ?? m.steps.length;
+  const more = total > series.length
+    ? h('p', { class: 'muted' }, fmt.count(total - series.length) + ' more processes with steps are not drawn.') : null;
   const det = h('details', { id: 'rates-details' }, h('summary', null, 'Calls per second and latency per op'), rates);
   // A chart drawn while hidden has no width: the rates are drawn when first opened.
   let drawn = false;
