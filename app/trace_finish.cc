@@ -61,6 +61,10 @@ int Trace::finish() {
   size_t nchains = store_analysis(end);
   auto fin = finish_writing(end);
   if (!opts_.quiet) print_stopped(stats, nchains);
+  if (uint64_t n = stats[INGERO_STAT_CHILDREN_UNFOLLOWED])  // a loss: even with -q
+    std::cerr << "ingero: " << n
+              << " child processes of the traced ones were not traced: the pid filter was full "
+                 "(more traced processes alive at once than it holds)\n";
   return exit_status(end, fin);
 }
 

@@ -26,14 +26,16 @@ store::SessionCounters session_counters(const hal::BpfStats& s, uint64_t calls_r
 std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline& pipeline,
                        const capture::StackCollector* stacks, const capture::KernelNamer* kernels) {
   nlohmann::json sj;
-  const char* names[] = {
-      "calls",           "ringbuf_drops",    "thread_map_full",     "depth_overflow",
-      "unpaired_return", "frames_discarded", "unfinished",          "host_drops",
-      "host_records",    "selftest",         "stacks_shipped",      "stacks_sampled",
-      "stack_drops",     "py_walks",         "py_faults",           "nested",
-      "stacks_of_site",  "stack_walks",      "cpu_samples",         "sample_drops",
-      "libwatch_drops",  "untimed",          "returns_detached",    "launch_batches",
-      "site_lookups",    "name_asked_again", "name_answered_again", "untimed_returns"};
+  const char* names[] = {"calls",           "ringbuf_drops",      "thread_map_full",
+                         "depth_overflow",  "unpaired_return",    "frames_discarded",
+                         "unfinished",      "host_drops",         "host_records",
+                         "selftest",        "stacks_shipped",     "stacks_sampled",
+                         "stack_drops",     "py_walks",           "py_faults",
+                         "nested",          "stacks_of_site",     "stack_walks",
+                         "cpu_samples",     "sample_drops",       "libwatch_drops",
+                         "untimed",         "returns_detached",   "launch_batches",
+                         "site_lookups",    "name_asked_again",   "name_answered_again",
+                         "untimed_returns", "children_unfollowed"};
   static_assert(std::size(names) == INGERO_STAT_MAX, "name every BPF counter");
   for (int i = 0; i < INGERO_STAT_MAX; ++i) sj[names[i]] = stats.v[i];
   const auto& pc = pipeline.counters();

@@ -7,8 +7,9 @@
 #define INGERO_CALL_PATHS_H
 
 /* `known`: the thread's entry in `threads`, or 0. Only a call the filter let in creates one,
- * the pid filter only grows, and a thread's entry goes when it exits: a thread of the same
- * process found there needs no second hash lookup in pid_filter. */
+ * a thread's entry goes when it exits, and a process leaves the pid filter only when its last
+ * thread exits: a thread of the same process found there needs no second hash lookup in
+ * pid_filter. */
 static __always_inline bool pid_allowed(__u32 tgid, struct ingero_thread* known) {
   if (filter_pids_enabled && !(known && known->tgid == tgid) &&
       !bpf_map_lookup_elem(&pid_filter, &tgid))

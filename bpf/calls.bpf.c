@@ -73,9 +73,12 @@ struct {
   __type(value, struct ingero_recipe);
 } recipes SEC(".maps");
 
+/* The traced processes where a trace is filtered by pid: those given, and their children as
+ * they fork. A process leaves it when its last thread exits (ingero_thread_exit), so the limit is
+ * on processes alive at once; a child that finds it full is counted, never left out silently. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 4096);
+  __uint(max_entries, INGERO_MAX_FILTERED_PIDS);
   __type(key, __u32);
   __type(value, __u8);
 } pid_filter SEC(".maps");
@@ -216,6 +219,14 @@ int ingero_return(struct pt_regs* ctx) {
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ingero_thread_exit, struct task_struct* p) {
   __u32 tid = BPF_CORE_READ(p, pid);
+  /* The process's last thread (do_exit has counted it out of signal->live before this
+   * tracepoint): it leaves the pid filter, which would otherwise fill with the dead children of
+   * a launcher that keeps forking (4,096 of them once left every later child untraced). A new
+   * process given its pid is let in only by a traced parent's fork, as any other. */
+  if (filter_pids_enabled && BPF_CORE_READ(p, signal, live.counter) == 0) {
+    __u32 tgid = BPF_CORE_READ(p, tgid);
+    bpf_map_delete_elem(&pid_filter, &tgid);
+  }
   struct ingero_thread* t = bpf_map_lookup_elem(&threads, &tid);
   if (!t) return 0;
   if (t->depth > 0) {
@@ -329,7 +340,8 @@ int BPF_PROG(ingero_follow_fork, struct task_struct* parent, struct task_struct*
   __u32 ctgid = BPF_CORE_READ(child, tgid);
   if (ptgid == ctgid || !bpf_map_lookup_elem(&pid_filter, &ptgid)) return 0;
   __u8 one = 1;
-  bpf_map_update_elem(&pid_filter, &ctgid, &one, BPF_ANY);
+  if (bpf_map_update_elem(&pid_filter, &ctgid, &one, BPF_ANY) != 0)
+    stat_inc(INGERO_STAT_CHILDREN_UNFOLLOWED);
   return 0;
 }
 

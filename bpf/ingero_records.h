@@ -67,6 +67,7 @@ enum ingero_stat {
   INGERO_STAT_NAME_ASKED_AGAIN,    /* name look-ups not entered: their question was just answered */
   INGERO_STAT_NAME_ANSWERED_AGAIN, /* name look-ups not shipped: their answer was just shipped */
   INGERO_STAT_UNTIMED_RETURNS, /* returns that trapped of launches entered untimed (no sessions) */
+  INGERO_STAT_CHILDREN_UNFOLLOWED, /* children of traced processes left out: pid filter full */
   INGERO_STAT_MAX,
 };
 

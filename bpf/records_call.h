@@ -11,6 +11,7 @@
 #define INGERO_ENTRY_READ_MAX 128 /* by-value ncclUniqueId is the largest capture */
 #define INGERO_RETURN_READ_MAX 32 /* output pointers: device pointers, handles, event structs */
 #define INGERO_MAX_THREADS 65536
+#define INGERO_MAX_FILTERED_PIDS 16384 /* processes alive at once in a trace filtered by pid */
 
 /* Where a pointer to read comes from. Stack words and stack addresses are relative to the
  * stack pointer at function entry, past the return address (System V: the 7th integer

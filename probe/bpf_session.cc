@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -156,6 +157,9 @@ Status BpfSession::load_object(bool inflight_iter) {
   bpf_map__set_max_entries(sk->maps.calls_rb, rings.calls ? rings.calls : dflt.calls);
   bpf_map__set_max_entries(sk->maps.aux_rb, rings.aux ? rings.aux : dflt.aux);
   bpf_map__set_max_entries(sk->maps.host_rb, rings.host ? rings.host : dflt.host);
+  // Tests fill the pid filter with a few processes, not 16,384 (LongLivedLaunchers.*).
+  if (const char* n = getenv("INGERO_TEST_PID_FILTER_ENTRIES"); n && std::atoi(n) > 0)
+    bpf_map__set_max_entries(sk->maps.pid_filter, uint32_t(std::atoi(n)));
 
   if (config.selftest_only) {
     for (bpf_program* p = bpf_object__next_program(sk->obj, nullptr); p;

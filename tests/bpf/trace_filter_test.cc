@@ -109,5 +109,55 @@ TEST(PidFilter, OtherProcessesExecsAreNotScanned) {
             (std::vector<std::string>{pa, "5"}));
 }
 
+// The fake runtime and driver found at the start, as the tracer finds a user's.
+const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
+                                           "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
+std::vector<std::string> with_small_filter() {
+  std::vector<std::string> env = kFakeEnv;
+  env.push_back("INGERO_TEST_PID_FILTER_ENTRIES=16");
+  return env;
+}
+
+// A launcher that keeps forking: its children leave the pid filter as they exit. The filter
+// only grew, and once it held 4,096 processes every later child went untraced with every drop
+// counter at 0 (a hostile tester's shell loop of 4,100 short commands stored 0 of 47 calls).
+// The test shrinks the filter to 16 processes.
+TEST(LongLivedLaunchers, ChildrenThatExitedLeaveRoomForTheNext) {
+  REQUIRE_BPF();
+  std::string db = temp_path("launcher-loop.db");
+  auto r = trace_command(db,
+                         {"/bin/sh", "-c",
+                          std::string("for i in $(seq 60); do /bin/true; done; ") +
+                              INGERO_FAKE_CALLS + " threads " + INGERO_FAKE_CUDART + " 1 3"},
+                         {}, with_small_filter());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // 3 cudaMalloc and a cudaDeviceSynchronize.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 4);
+  EXPECT_EQ(query_int(db, "SELECT json_extract(bpf_stats, '$.children_unfollowed') FROM sessions"),
+            0);
+  EXPECT_EQ(r.err.find("were not traced"), std::string::npos) << r.err;
+}
+
+// More traced processes alive at once than the filter holds: the children left out are counted
+// and said, never dropped in silence. The shell and 15 of its 20 sleeping children fill the 16
+// places; the other 5 and the CUDA program after them are left out.
+TEST(LongLivedLaunchers, ChildrenLeftOutOfAFullFilterAreCountedAndSaid) {
+  REQUIRE_BPF();
+  std::string db = temp_path("launcher-full.db");
+  auto r = trace_command(db,
+                         {"/bin/sh", "-c",
+                          std::string("for i in $(seq 20); do sleep 3 & done; ") +
+                              INGERO_FAKE_CALLS + " threads " + INGERO_FAKE_CUDART + " 1 3; wait"},
+                         {}, with_small_filter());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls"), 0);
+  EXPECT_EQ(query_int(db, "SELECT json_extract(bpf_stats, '$.children_unfollowed') FROM sessions"),
+            6);
+  EXPECT_NE(r.err.find("ingero: 6 child processes of the traced ones were not traced: the pid "
+                       "filter was full (more traced processes alive at once than it holds)\n"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace ingero::test
