@@ -103,7 +103,8 @@ int run_status(const Opts& o) {
     out << " (recorded by a build that did not report calls in flight)";
   out << "\n";
   if (stuck.empty()) {
-    out << engine::nothing_stuck_line(live, s.inflight_after_s, s.launch_timing) << "\n";
+    out << engine::nothing_stuck_line(live, s.inflight_after_s, s.launch_timing, s.started_at)
+        << "\n";
     return kExitOk;
   }
   for (const auto& t : stuck) {

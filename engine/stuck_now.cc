@@ -81,7 +81,8 @@ nlohmann::json stuck_thread_json(const StuckThread& t) {
   return j;
 }
 
-std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_timing) {
+std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_timing,
+                               int64_t started_ns) {
   if (inflight_after_s <= 0)
     return std::string("whether anything ") + (live ? "is" : "was") +
            " stuck is unknown: calls in flight were not recorded";
@@ -91,6 +92,9 @@ std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_ti
     line += " (kernel launches are watched only when timed, 1 in " + std::to_string(launch_timing) +
             " per thread, or without uprobe sessions those in timing windows: a thread stuck "
             "inside another would not show; --launch-timing 1 watches every one)";
+  if (started_ns > 0)
+    line += "; a call entered before the tracer started (" + format_wall(started_ns) +
+            ") is not seen: a hang that began before it does not show";
   return line;
 }
 

@@ -37,6 +37,10 @@ nlohmann::json stuck_thread_json(const StuckThread& t);
 // --inflight-after 0s; < 0: a build that did not record them).
 // `launch_timing` (1 in N launches timed; 0: unknown): a launch seen at entry only is never in
 // flight, so with N > 1 the line says that a thread stuck inside one would not show.
-std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_timing = 0);
+// `started_ns` (the session's start; 0: unknown): a uprobe sees a call from its entry, so a
+// call entered before the tracer attached, a hang that began before the trace, is not seen:
+// the line says since when it speaks.
+std::string nothing_stuck_line(bool live, double inflight_after_s, int launch_timing = 0,
+                               int64_t started_ns = 0);
 
 }  // namespace ingero::engine

@@ -106,9 +106,10 @@ ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {
   auto col = [&](const char* c, const char* dflt) {
     return db.column_exists("sessions", c) ? std::string(c) : std::string(dflt);
   };
-  auto st = db.prepare("SELECT id, " + col("node", "''") + ", " + col("stopped_at", "0") + ", " +
-                       col("flags", "''") + ", " + col("host", "''") + ", " +
-                       col("mono_offset_ns", "0") + " FROM sessions ORDER BY id DESC LIMIT 1");
+  auto st =
+      db.prepare("SELECT id, " + col("node", "''") + ", " + col("stopped_at", "0") + ", " +
+                 col("flags", "''") + ", " + col("host", "''") + ", " + col("mono_offset_ns", "0") +
+                 ", " + col("started_at", "0") + " FROM sessions ORDER BY id DESC LIMIT 1");
   if (!st) return st.error();
   auto r = st->step();
   if (!r) return r.error();
@@ -119,6 +120,7 @@ ingero::Result<std::optional<LatestSession>> latest_session(Db& db) {
   s.stopped_at = st->int64(2);
   s.host = st->text(4);
   s.mono_offset_ns = st->int64(5);
+  s.started_at = st->int64(6);
   // flags: "...,inflight-after=5,..." (seconds) as app/cmd_trace.cc writes it.
   std::string flags = "," + st->text(3) + ",";
   const std::string key = ",inflight-after=";

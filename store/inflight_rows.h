@@ -94,7 +94,7 @@ bool trace_being_written(const std::string& path);
 struct LatestSession {
   int64_t id = 0;
   std::string node, host;
-  int64_t stopped_at = 0;
+  int64_t started_at = 0, stopped_at = 0;
   double inflight_after_s = -1;
   // --launch-timing (sessions.flags): 1 in N launches is timed, and only a timed launch is in
   // flight while it runs; 0 when the session did not record it.

@@ -98,7 +98,8 @@ ToolOutput get_inflight(ToolContext& ctx, const ToolCall& call) {
     t << " (recorded by a build that did not report calls in flight)";
   t << "\n";
   if (threads.empty())
-    t << engine::nothing_stuck_line(read->live, s.inflight_after_s, s.launch_timing) << "\n";
+    t << engine::nothing_stuck_line(read->live, s.inflight_after_s, s.launch_timing, s.started_at)
+      << "\n";
   for (size_t i = 0; i < threads.size() && i < limit; ++i) {
     t << ident(threads[i].line) << "\n";
     stuck.push_back(engine::stuck_thread_json(threads[i]));

@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_runtime_probes.h"
 #include "capture/inflight_host.h"
 #include "capture/inflight_monitor.h"
+#include "engine/chain.h"
 #include "engine/hangs.h"
 #include "probe/record_decoder.h"
 #include "serve/mcp/server.h"
@@ -71,6 +72,7 @@ std::string write_stuck_file(const std::string& name, const std::string& comm = 
     store::SessionInfo si;
     si.node = "gpu-a";
     si.mono_offset_ns = kOffset;
+    si.started_at_ns = kOffset + 5 * kSec;
     si.flags = "stack,inflight-after=5";
     EXPECT_TRUE((*w)->begin_session(si));
     Inflight r;
@@ -234,6 +236,7 @@ TEST(InflightStore, NothingStuckSaysWhichLaunchesAreWatched) {
       store::SessionInfo si;
       si.node = "gpu-a";
       si.mono_offset_ns = kOffset;
+      si.started_at_ns = kOffset + 5 * kSec;
       si.flags = "stack,inflight-after=5,launch-timing=" + std::to_string(timing);
       ASSERT_TRUE((*w)->begin_session(si));
       store::SessionEnd end;
@@ -244,11 +247,16 @@ TEST(InflightStore, NothingStuckSaysWhichLaunchesAreWatched) {
     auto st = test::run_ingero({"status", "--db", path});
     ASSERT_EQ(st.rc, 0) << st.err;
     std::string last = st.out.substr(st.out.find('\n') + 1);
+    // A hang older than the trace is not seen, and the line says since when it speaks.
+    const std::string before = "; a call entered before the tracer started (" +
+                               engine::format_wall(kOffset + 5 * kSec) +
+                               ") is not seen: a hang that began before it does not show\n";
     EXPECT_EQ(last, timing == 32 ? "nothing was stuck (kernel launches are watched only when "
                                    "timed, 1 in 32 per thread, or without uprobe sessions those "
                                    "in timing windows: a thread stuck inside another would not "
-                                   "show; --launch-timing 1 watches every one)\n"
-                                 : "nothing was stuck\n")
+                                   "show; --launch-timing 1 watches every one)" +
+                                       before
+                                 : "nothing was stuck" + before)
         << st.out;
   }
 }
@@ -404,8 +412,11 @@ TEST(InflightMcp, GetInflightListsTheStuckCallWithItsArguments) {
   // Another process: nothing.
   auto none = rpc("tools/call", {{"name", "get_inflight"}, {"arguments", {{"pid", 9}}}})["result"];
   EXPECT_EQ(none["structuredContent"]["stuck"].size(), 0u);
-  EXPECT_NE(none["content"][0]["text"].get<std::string>().find("\nnothing was stuck\n"),
-            std::string::npos);
+  EXPECT_NE(none["content"][0]["text"].get<std::string>().find(
+                "\nnothing was stuck; a call entered before the tracer started (" +
+                engine::format_wall(kOffset + 5 * kSec) + ") is not seen"),
+            std::string::npos)
+      << none["content"][0]["text"];
 }
 
 TEST(InflightProc, StatAndSyscallLinesParse) {
