@@ -138,6 +138,13 @@ PostResult HttpPost::post(const std::string& url, const std::string& payload) {
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
   r.body = std::move(call.body);
   r.retry_after = call.retry_after;
+  // The receiver took the request once it answered 2xx: a body then cut short or not as its
+  // headers said (a broken gzip) loses only its partial-success details. Sent again, it arrived
+  // up to four times and was then counted dropped.
+  if (rc != CURLE_OK && r.status >= 200 && r.status < 300) {
+    r.outcome = PostResult::Outcome::kSent;
+    return r;
+  }
   if (rc != CURLE_OK) {
     r.status = 0;
     r.outcome = PostResult::Outcome::kRetryable;
