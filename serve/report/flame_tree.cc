@@ -25,16 +25,19 @@ std::string clip(std::string s) {
 
 }  // namespace
 
-std::string frame_label(const engine::StackFrameInfo& f) {
+// A frame's whole name: what tells one frame from another.
+std::string frame_name(const engine::StackFrameInfo& f) {
   if (f.python) {
     std::string s = f.function.empty() ? "<python>" : f.function;
     if (!f.file.empty()) s += " (" + basename_of(f.file) + ":" + std::to_string(f.line) + ")";
-    return clip(s);
+    return s;
   }
-  if (!f.function.empty()) return clip(f.function);
-  if (!f.address.empty()) return clip(basename_of(f.address));
+  if (!f.function.empty()) return f.function;
+  if (!f.address.empty()) return basename_of(f.address);
   return "[unknown]";
 }
+
+std::string frame_label(const engine::StackFrameInfo& f) { return clip(frame_name(f)); }
 
 std::string frame_detail(const engine::StackFrameInfo& f) {
   std::string s;
@@ -51,6 +54,8 @@ FlameTree::FlameTree(std::string root_name, size_t max_nodes) : max_nodes_(max_n
 
 size_t FlameTree::child(size_t parent, const std::string& name, const char* kind,
                         const std::string& detail) {
+  // Siblings are told apart by their whole names; the node shows a clipped one. Two template
+  // instances alike in their first 157 characters were one frame.
   auto it = nodes_[parent].children.find(name);
   if (it != nodes_[parent].children.end()) return it->second;
   if (nodes_.size() >= max_nodes_) {
@@ -68,7 +73,7 @@ size_t FlameTree::child(size_t parent, const std::string& name, const char* kind
     if (fresh) locations_.push_back(detail);
     loc = li->second;
   }
-  nodes_.push_back({name, kind, loc, 0, 0, {}});
+  nodes_.push_back({clip(name), kind, loc, 0, 0, {}});
   nodes_[parent].children.emplace(name, nodes_.size() - 1);
   return nodes_.size() - 1;
 }
@@ -95,8 +100,7 @@ void FlameTree::add(const std::vector<engine::StackFrameInfo>& frames, const std
     descend("[no stack]", "none", "calls recorded without a stack");
   }
   for (auto it = frames.rbegin(); it != frames.rend(); ++it)
-    if (informative(*it))
-      descend(frame_label(*it), it->python ? "py" : "native", frame_detail(*it));
+    if (informative(*it)) descend(frame_name(*it), it->python ? "py" : "native", frame_detail(*it));
   if (!leaf.empty()) descend(leaf, leaf_kind, "");
   for (size_t i : path) {
     if (i == SIZE_MAX) break;

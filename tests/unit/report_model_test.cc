@@ -369,6 +369,25 @@ TEST(ReportFlame, TreeGrowsFromTheOutermostFrameAndKeepsTotalsUnderTheCap) {
   EXPECT_EQ(s["value"], 10);
 }
 
+// Two template instances alike in their first 157 characters are two frames, each shown
+// clipped: they were one, their calls summed (a hostile tester's edit of starve.db).
+TEST(ReportFlame, FramesAlikeInTheirClippedNamesStayApart) {
+  using F = engine::StackFrameInfo;
+  const std::string head = "void at::native::elementwise_kernel_helper<" + std::string(200, 'x');
+  std::vector<F> div = {{false, head + "DivFunctor<float>", "", 0, "libtorch.so", ""}};
+  std::vector<F> mul = {{false, head + "MulFunctor<float>", "", 0, "libtorch.so", ""}};
+  FlameTree t("slow calls", 100);
+  t.add(div, "", "op", 22, 2200);
+  t.add(mul, "", "op", 7, 700);
+  json j = t.to_json();
+  ASSERT_EQ(j["children"].size(), 2u);
+  EXPECT_EQ(j["children"][0]["value"], 22);
+  EXPECT_EQ(j["children"][1]["value"], 7);
+  const std::string shown = j["children"][0]["name"];
+  EXPECT_EQ(shown.size(), 160u);
+  EXPECT_EQ(shown, frame_label(div[0]));
+}
+
 TEST(ReportHtml, TheCspAllowsExactlyTheInlineScript) {
   std::string html = render_report_html(json{{"x", 1}}, "t");
   size_t data = html.find("id=\"ingero-data\"");
