@@ -14,7 +14,8 @@ namespace ingero::app {
 struct ServeOptions {
   std::string http;  // the listen address; "" = none (mcp serves stdio then)
   std::string tls_cert, tls_key;
-  std::string token_env;  // the variable's name, never the token
+  std::string token_env;         // the variable's name, never the token
+  bool token_env_given = false;  // named with --token-env: it must be set
   std::vector<std::string> allow_hosts, allow_origins;
   size_t threads = 4;
   // The token from the environment, "" when the variable is unset; an error when it is set

@@ -22,10 +22,12 @@ std::string_view credentials(const std::string& auth, std::string_view scheme) {
   return rest;
 }
 
+// Visible ASCII only: a browser sends nothing else in a header (fetch() refuses a token of
+// "пароль€", and the dashboard's page blamed the server).
 bool printable_token(std::string_view t) {
   if (t.empty()) return false;
   for (unsigned char c : t)
-    if (c <= 0x20 || c == 0x7f) return false;
+    if (c <= 0x20 || c >= 0x7f) return false;
   return true;
 }
 
@@ -72,7 +74,8 @@ Result<std::shared_ptr<BearerAuth>> BearerAuth::create(std::vector<BearerToken> 
   for (const auto& t : tokens)
     if (!printable_token(t.token))
       return make_error("bearer auth: token '" + t.name +
-                        "' is empty or holds spaces or control characters");
+                        "' is empty or holds spaces, control characters or bytes beyond ASCII "
+                        "(a browser sends only visible ASCII in a header)");
   return std::shared_ptr<BearerAuth>(new BearerAuth(std::move(tokens), std::move(realm)));
 }
 

@@ -48,7 +48,10 @@ TEST(HttpAuth, BcryptKnownAnswers) {
 TEST(HttpAuth, BearerTokensAreCheckedAtCreationAndPerRequest) {
   EXPECT_FALSE(BearerAuth::create({}));
   EXPECT_EQ(BearerAuth::create({{"x", "has space"}}).error().message,
-            "bearer auth: token 'x' is empty or holds spaces or control characters");
+            "bearer auth: token 'x' is empty or holds spaces, control characters or bytes beyond "
+            "ASCII (a browser sends only visible ASCII in a header)");
+  EXPECT_FALSE(BearerAuth::create({{"x", "\xd0\xbf\xd0\xb0\xe2\x82\xac"}}));  // "па€"
+  EXPECT_TRUE(BearerAuth::create({{"x", "a+b/c=&%~!"}}));
   EXPECT_FALSE(BearerAuth::create({{"x", ""}}));
   auto a = BearerAuth::create({{"ci", "token-one"}, {"laptop", "token-two"}});
   ASSERT_TRUE(a);

@@ -37,9 +37,14 @@ function showError(text) {
 function startLive(live) {
   document.getElementById('top-title').textContent = live.title;
   let token = sessionStorage.getItem('ingero-token') || '';
-  const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  // The rest of the fragment: a token pasted as it is may hold '&' or '%' (encoded or not).
+  const m = /(?:^#|&)token=(.*)$/.exec(location.hash);
   if (m) {
-    token = decodeURIComponent(m[1]);
+    try {
+      token = decodeURIComponent(m[1]);
+    } catch (e) {
+      token = m[1];
+    }
     sessionStorage.setItem('ingero-token', token);
     history.replaceState(null, '', location.pathname + location.search);
   }
