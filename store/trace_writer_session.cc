@@ -103,6 +103,13 @@ ingero::Status TraceWriter::finish(const SessionEnd& end) {
   // journal mode changes only where no other connection has the file open; an emptied log
   // left beside the file holds nothing of the trace.
   left_in_wal_ = !checkpoint_whole();
+  // The room set aside at open may be what the fold lacked on a full disk: freed, it is tried
+  // again. The log was said to be left when the close's own fold, after the reserve went,
+  // emptied it (a 2 MiB disk: no -wal beside the file, and a message naming one).
+  if (left_in_wal_ && !reserve_path_.empty() && ::unlink(reserve_path_.c_str()) == 0) {
+    left_in_wal_why_.clear();
+    left_in_wal_ = !checkpoint_whole();
+  }
   if (!left_in_wal_) (void)db_->exec("PRAGMA journal_mode = DELETE");
   if (!reserve_path_.empty()) (void)::unlink(reserve_path_.c_str());
   return result;

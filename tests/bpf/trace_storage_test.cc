@@ -23,6 +23,7 @@
 #include "engine/chain.h"
 #include "test_paths.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/tiny_disk.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::test {
@@ -32,28 +33,6 @@ namespace {
 // fake driver (CUDA_HOME/lib64) at start-up, before the workload loads them.
 const std::vector<std::string> kFakeEnv = {"VIRTUAL_ENV=" INGERO_FAKE_VENV,
                                            "CUDA_HOME=" INGERO_FAKE_CUDA_HOME};
-
-// A small disk: a tmpfs of `size` ("2m") at a fresh directory, unmounted when it goes.
-class TinyDisk {
- public:
-  TinyDisk(const std::string& name, const std::string& size) : dir_(temp_path(name)) {
-    std::filesystem::create_directories(dir_);
-    mounted_ = mount("tmpfs", dir_.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
-    if (!mounted_) why_ = strerror(errno);
-  }
-  ~TinyDisk() {
-    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
-  }
-  TinyDisk(const TinyDisk&) = delete;
-  TinyDisk& operator=(const TinyDisk&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& why() const { return why_; }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_, why_;
-  bool mounted_ = false;
-};
 
 TEST(TraceCuda, FullDiskIsAClearErrorAndKeepsCommittedData) {
   REQUIRE_BPF();
