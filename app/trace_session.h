@@ -167,6 +167,7 @@ class Trace {
   ProcessLabeller device_labels_;
   uint64_t device_rows_lost_ = 0;  // samples the poller dropped or the writer refused
   bool device_warned_ = false;
+  bool pids_gone_ = false;  // --pid: every traced process has exited
   std::vector<Periodic> periodic_;
   // The periodic analysis for the sinks (/metrics, OTLP): the active chains, and the steady
   // steps that ended.

@@ -405,6 +405,12 @@ void Trace::loop() {
     periodic_.push_back({sec, false, [this](int64_t, bool) { rest_lookups(); }});
     periodic_.push_back({sec / 10, false, [this](int64_t, bool) { wake_lookups(); }});
   }
+  // --pid: once every traced process (the given ones and their children) has exited, nothing
+  // is left to trace; the tracer ended only on a signal or --duration, tracing nothing.
+  if (!opts_.pids.empty() && opts_.command.empty())
+    periodic_.push_back({sec, false, [this](int64_t, bool) {
+                           pids_gone_ = pids_gone_ || session_->no_pid_left();
+                         }});
   for (auto& p : periodic_) p.next = start_mono_ + p.period_ns;
 
   if (g_stop_signal) {  // before the command was released: it never runs
@@ -441,6 +447,10 @@ void Trace::loop() {
     }
     if (cmd_.exited()) {
       exit_reason_ = "command exited";
+      break;
+    }
+    if (pids_gone_) {
+      exit_reason_ = "processes exited";
       break;
     }
     auto n = reader_->poll(100);

@@ -385,6 +385,13 @@ std::vector<int> BpfSession::filtered_pids() const {
   return out;
 }
 
+bool BpfSession::no_pid_left() const {
+  if (config_.pids.empty()) return false;
+  uint32_t first = 0;
+  return bpf_map__get_next_key(skel_->maps.pid_filter, nullptr, &first, sizeof(first)) != 0 &&
+         errno == ENOENT;
+}
+
 BpfStats BpfSession::stats() const {
   BpfStats out;
   int ncpu = libbpf_num_possible_cpus();

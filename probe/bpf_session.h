@@ -194,6 +194,9 @@ class BpfSession {
   // The processes the pid filter lets in now (those given, and the children that joined); empty
   // when there is no pid filter.
   std::vector<int> filtered_pids() const;
+  // Whether a trace filtered by pid has no traced process left alive (a process leaves the
+  // filter when its last thread exits): one look at the map, not a walk.
+  bool no_pid_left() const;
   // Where the Python interpreter of `tgid` keeps its frames (nullptr: forget the process).
   Status set_python(uint32_t tgid, const ingero_py_config* config);
   BpfStats stats() const;

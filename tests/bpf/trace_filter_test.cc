@@ -36,7 +36,7 @@ TEST(PidFilter, RunsInsideBpf) {
   b.write_stdin("go\n");
   ASSERT_EQ(a.wait(), 0);
   ASSERT_EQ(b.wait(), 0);
-  tracer.signal(SIGTERM);
+  // The traced process gone, the trace ends by itself.
   ASSERT_EQ(tracer.wait(), 0) << tracer.err();
   EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
             (std::vector<std::string>{pa, "5"}));
@@ -44,11 +44,11 @@ TEST(PidFilter, RunsInsideBpf) {
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM libraries WHERE path = '" +
                               std::string(INGERO_FAKE_CUDART) + "'"),
             1);
-  EXPECT_EQ(
-      query_int(db,
-                "SELECT count(*) FROM sessions WHERE exit_reason = 'SIGTERM' AND pid_filter = '" +
-                    pa + "'"),
-      1);
+  EXPECT_EQ(query_int(db,
+                      "SELECT count(*) FROM sessions WHERE exit_reason = 'processes exited' AND "
+                      "pid_filter = '" +
+                          pa + "'"),
+            1);
 }
 
 // `--pid` of a launcher whose worker already runs: the worker joins the filter at start, as one
@@ -107,6 +107,24 @@ TEST(PidFilter, OtherProcessesExecsAreNotScanned) {
   EXPECT_EQ(stats["libwatch_drops"].get<int64_t>(), 0);
   EXPECT_EQ(query_rows(db, "SELECT group_concat(DISTINCT pid), count(*) FROM calls")[0],
             (std::vector<std::string>{pa, "5"}));
+}
+
+// --pid: once every traced process has exited (the given one, then the child it left behind),
+// the trace ends by itself, saying why; it traced nothing until a signal or --duration.
+TEST(PidFilter, TheTraceEndsWhenEveryTracedProcessHasExited) {
+  REQUIRE_BPF();
+  std::string db = temp_path("filter-gone.db");
+  // The shell leaves a child that outlives it by 2 s.
+  auto sh = Subprocess::spawn({"/bin/sh", "-c", "sleep 2; /bin/sleep 2 & exit 0"});
+  const auto t0 = std::chrono::steady_clock::now();
+  auto tracer = Subprocess::spawn(
+      {INGERO_BIN, "trace", "--no-live", "--db", db, "--pid", std::to_string(sh.pid())});
+  ASSERT_EQ(tracer.wait(std::chrono::seconds(30)), 0) << tracer.err();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(3500));
+  EXPECT_EQ(sh.wait(), 0);
+  EXPECT_NE(tracer.err().find("ingero: stopped (processes exited): "), std::string::npos)
+      << tracer.err();
+  EXPECT_EQ(query_rows(db, "SELECT exit_reason FROM sessions")[0][0], "processes exited");
 }
 
 // The fake runtime and driver found at the start, as the tracer finds a user's.
