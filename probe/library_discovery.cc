@@ -1,5 +1,7 @@
 #include "probe/library_discovery.h"
 
+#include <cstdio>
+
 #include "probe/ld_cache.h"
 
 namespace ingero::hal {
@@ -57,9 +59,22 @@ void LibraryDiscovery::scan_maps(
   std::set<std::string_view> done;
   auto maps = parse_proc_maps(*text);
   for (const MapEntry& m : maps) {
-    if (!m.executable() || m.path.empty() || m.path[0] != '/' || m.deleted) continue;
-    if (!done.insert(m.path).second) continue;
+    if (!m.executable() || m.path.empty() || m.path[0] != '/') continue;
     std::string_view base = path_basename(m.path);
+    if (m.deleted) {
+      // Replaced or removed on disk since the process mapped it (pip or dpkg renames a new
+      // file over the old one under a running job): the process still runs the old file, which
+      // only its map_files entry reaches now. It was skipped, and the job went untraced with
+      // no word said.
+      if (!hinted(base)) continue;
+      char range[48];
+      std::snprintf(range, sizeof range, "/map_files/%llx-%llx",
+                    static_cast<unsigned long long>(m.start),
+                    static_cast<unsigned long long>(m.end));
+      add(out, proc + range, m.path + " (deleted)", "maps", pid, false);
+      continue;
+    }
+    if (!done.insert(m.path).second) continue;
     std::string openable = same_root ? m.path : proc + "/root" + m.path;
     if (base.substr(0, 9) == "ld-linux-" || base.substr(0, 6) == "ld.so.") {
       // A loader of our own root identified before is not looked up again (every process
