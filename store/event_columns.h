@@ -74,7 +74,7 @@ void EventColumns::read(const Row& row, hal::Event& e, StringPool& strings) cons
   auto u64 = [&](int c) { return has(c) ? uint64_t(row.int64(c)) : uint64_t(0); };
   e = hal::Event{};
   e.ts_ns = u64(ts_);
-  e.dur_ns = u64(dur_);
+  e.dur_ns = has(dur_) && row.int64(dur_) > 0 ? uint64_t(row.int64(dur_)) : 0;  // < 0: none
   e.pid = uint32_t(u64(pid_));
   e.tid = uint32_t(u64(tid_));
   if (has(comm_)) e.set_comm(row.text_view(comm_));
@@ -93,8 +93,8 @@ void EventColumns::read(const Row& row, hal::Event& e, StringPool& strings) cons
     e.unfinished = has(status_) && row.text_view(status_) == "unfinished";
     // A call without a duration is not timed, whatever its status (a legacy file's failed call
     // whose duration is damaged, store/legacy_views.h): its 0 is no latency.
-    e.timed =
-        (!has(status_) || row.text_view(status_) != "untimed") && (dur_ == kNone || has(dur_));
+    e.timed = (!has(status_) || row.text_view(status_) != "untimed") &&
+              (dur_ == kNone || (has(dur_) && row.int64(dur_) >= 0));
     e.off_cpu_ns = u64(off_cpu_);
     e.preempts = uint32_t(u64(preempts_));
     e.switches = uint32_t(u64(switches_));

@@ -265,7 +265,11 @@ bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
   const OpNames::Names& n = *found;
   e.reset();
   e.ts_ns = uint64_t(st.int64(0));
-  e.dur_ns = uint64_t(st.int64(1));
+  // A duration below 0 (a damaged or foreign file) is no duration: it read as 584 years in
+  // every p99 and max, and made tail chains of them.
+  const int64_t dur = st.int64(1);
+  const bool negative = dur < 0;
+  e.dur_ns = negative ? 0 : uint64_t(dur);
   e.pid = uint32_t(st.int64(2));
   e.tid = uint32_t(st.int64(3));
   e.set_comm(st.text_view(4));
@@ -281,7 +285,7 @@ bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
   if (!st.is_null(13)) e.set_peer_comm(st.text_view(13));
   if (rows_ == Rows::kCalls) {
     e.unfinished = st.int64(9) == 1;
-    e.timed = st.int64(9) != 2;  // 2: seen at entry only (store/call_block.h)
+    e.timed = st.int64(9) != 2 && !negative;  // 2: seen at entry only (store/call_block.h)
     if (!e.timed && untimed_) e.dur_ns = untimed_->of(e.pid, int(st.int64(6)), int(st.int64(7)));
     e.off_cpu_ns = uint64_t(st.int64(10));
     e.preempts = uint32_t(st.int64(11));
