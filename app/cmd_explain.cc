@@ -130,6 +130,10 @@ int explain_file(const Opts& o) {
   // --from in the wrong year or zone otherwise reads as a quiet trace.
   if (auto miss = engine::window_miss(source, *w, path); !miss.empty())
     std::cerr << "ingero explain: " << miss << "\n";
+  else if (have.size() >= 2)
+    for (const auto& n : *nodes)
+      if (auto m = engine::node_window_miss(source, *w, n); !m.empty())
+        std::cerr << "ingero explain: " << m << "\n";
   FleetExplainOptions fo;
   fo.title = path;
   if ((*reader)->is_legacy()) {

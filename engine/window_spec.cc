@@ -183,12 +183,23 @@ ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spe
   return w;
 }
 
-std::string window_miss(TraceSource& source, const Window& w, const std::string& path) {
-  auto span = source.time_span();
+namespace {
+
+std::string miss_of(std::pair<int64_t, int64_t> span, const Window& w, const std::string& what) {
   if (span.first > span.second || (span.first == 0 && span.second == 0)) return "";
   if (w.to_ns >= span.first && w.from_ns <= span.second) return "";
-  return "the window holds no event of " + path + ", which runs from " + format_wall(span.first) +
+  return "the window holds no event of " + what + ", which runs from " + format_wall(span.first) +
          " to " + format_wall(span.second);
+}
+
+}  // namespace
+
+std::string window_miss(TraceSource& source, const Window& w, const std::string& path) {
+  return miss_of(source.time_span(), w, path);
+}
+
+std::string node_window_miss(TraceSource& source, const Window& w, const std::string& node) {
+  return miss_of(source.node_span(node), w, "node " + node);
 }
 
 }  // namespace ingero::engine

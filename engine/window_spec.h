@@ -25,6 +25,9 @@ ingero::Result<Window> resolve_window(TraceSource& source, const WindowSpec& spe
 // otherwise): "the window holds no event of PATH, which runs from A to B"; "" where it holds
 // some of it, or the trace holds nothing.
 std::string window_miss(TraceSource& source, const Window& w, const std::string& path);
+// The same for one node of a merged trace (`explain --node N`): a window that holds events of
+// other nodes but none of N was answered with an empty report and no word.
+std::string node_window_miss(TraceSource& source, const Window& w, const std::string& node);
 
 // "30s", "5m", "1h", "7d", "250ms", "2.5s", "500us", "100ns". Negative on error, and for a number
 // without its unit: `--since 5` was taken as 5 s without a word, where a user may have meant

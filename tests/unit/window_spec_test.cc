@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/chain.h"
+#include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
@@ -302,6 +304,23 @@ TEST(WindowSpec, AWindowThatMissesTheTraceIsSaidToMissIt) {
       rep.err.rfind("ingero report: the window holds no event of " + db + ", which runs from ", 0),
       0u)
       << rep.err;
+}
+
+// A merged trace and one of its nodes: a window of other nodes' events that holds none of the
+// node's was an empty report and no word (a hostile tester's --node gpu-node-01 --since 1m of
+// the Go cluster file, whose gpu-node-01 ended 8 minutes before the others).
+TEST(WindowSpec, AWindowThatMissesTheNodeAskedForIsSaidToMissIt) {
+  const std::string db = std::string(INGERO_FIXTURES_DIR) + "/ingero-go/sample-cluster.db";
+  auto r = test::run_ingero({"explain", "--db", db, "--node", "gpu-node-01", "--since", "1m"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "ingero explain: the window holds no event of node gpu-node-01, which runs "
+            "from " +
+                format_wall(1775218723111028602) + " to " + format_wall(1775218723272966405) +
+                "\n");
+  auto other = test::run_ingero({"explain", "--db", db, "--node", "gpu-node-03", "--since", "1m"});
+  EXPECT_EQ(other.rc, 0) << other.err;
+  EXPECT_EQ(other.err, "");
 }
 
 }  // namespace
