@@ -91,6 +91,8 @@ std::string format_duration(uint64_t ns);
 std::string format_bytes(uint64_t bytes);
 std::string format_count(uint64_t n);  // "3,676"
 std::string pct(double share);         // "62%"
-std::string format_wall(int64_t ns);   // "2026-03-20 13:52:53 UTC"
+// A lower bound's share, rounded down: "≥ 99%" of 0.998, never the "≥ 100%" of rounding.
+std::string pct_at_least(double share);
+std::string format_wall(int64_t ns);  // "2026-03-20 13:52:53 UTC"
 
 }  // namespace ingero::engine

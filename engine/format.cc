@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -105,6 +106,13 @@ std::string format_count(uint64_t n) {
 std::string pct(double share) {
   char b[16];
   std::snprintf(b, sizeof(b), "%.0f%%", share * 100);
+  return b;
+}
+
+std::string pct_at_least(double share) {
+  char b[16];
+  // The 1e-9 keeps a share that is a whole percent in binary's way (0.29 * 100 = 28.999...).
+  std::snprintf(b, sizeof(b), "%.0f%%", std::floor(share * 100 + 1e-9));
   return b;
 }
 

@@ -44,7 +44,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
     c.severity = std::max(c.severity, band(idle, kMeasuredIdleMedium, kMeasuredIdleHigh));
   std::string per = x.per_step(on_cpu);
   c.summary = std::string(data ? "Data-loader starvation" : "Host-bound steps") +
-              ": the GPU is idle \u2265 " + pct(starved) + " of each " +
+              ": the GPU is idle \u2265 " + pct_at_least(starved) + " of each " +
               format_duration(x.m.median_ns) + " step while " + x.who + " runs on-CPU " + where +
               (asleep ? " (" + pct(share) + ") and sleeps waiting for its " +
                             format_count(x.workers.size()) + " worker process(es) (" +
@@ -213,8 +213,8 @@ void gap_sleep(const Context& x, std::vector<Chain>& out) {
   c.severity = band(share, kGapShareMedium, kGapShareHigh);
   c.summary =
       std::string(workers ? "Data-loader starvation" : "Host waiting") +
-      ": the GPU is idle \u2265 " + pct(share) + " of the step time while " + x.who + " sleeps" +
-      before +
+      ": the GPU is idle \u2265 " + pct_at_least(share) + " of the step time while " + x.who +
+      " sleeps" + before +
       (workers ? " waiting for its " + format_count(x.workers.size()) + " worker process(es)" : "");
   c.root_cause = workers ? "The training thread waits for batches its workers have not finished"
                          : "The training thread sleeps (a lock, a queue, a timer) while the GPU "

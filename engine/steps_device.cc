@@ -14,7 +14,7 @@ std::string gpu_share_text(const StepSummary& m) {
                     : !m.device_note.empty() ? m.device_note
                                              : "device data covers " + format_count(m.busy_steps) +
                                                    " of " + format_count(m.steps) + " steps";
-  return "GPU idle \u2265 " + pct(m.gpu_idle) + " (" + why + ": lower bound)";
+  return "GPU idle \u2265 " + pct_at_least(m.gpu_idle) + " (" + why + ": lower bound)";
 }
 
 namespace steps_detail {

@@ -297,7 +297,7 @@ TEST(ExplainText, TailsWithoutHostCauseFoldIntoOneLineOnTheStarveTrace) {
   EXPECT_EQ(count_of(chains, "\n["), 1u) << chains;  // the HIGH chain only
   // Without device data the GPU's idle share is a lower bound, in the headline as in the steps.
   EXPECT_NE(
-      chains.find("\n[HIGH] Data-loader starvation: the GPU is idle \u2265 86% of each 16.0ms "
+      chains.find("\n[HIGH] Data-loader starvation: the GPU is idle \u2265 85% of each 16.0ms "
                   "step while python3 (pid 618) runs on-CPU before <module> "
                   "(faults.py:35)\n"),
       std::string::npos)

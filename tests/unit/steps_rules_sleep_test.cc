@@ -97,7 +97,7 @@ TEST(StepRulesSleep, OnCpuStarvationAndWaitingForWorkersAreOneChain) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->severity, Severity::kHigh);
   EXPECT_EQ(c->summary,
-            "Data-loader starvation: the GPU is idle \u2265 97% of each 10.0ms step while trainer "
+            "Data-loader starvation: the GPU is idle \u2265 96% of each 10.0ms step while trainer "
             "(pid 1) runs on-CPU before <module> (train.py:35) (67%) and sleeps waiting for its 1 "
             "worker process(es) (30%)");
   bool asleep_line = false;
