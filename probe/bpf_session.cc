@@ -142,6 +142,13 @@ Status BpfSession::load_object(bool inflight_iter) {
   if (attach_ == CallAttach::kMultiPair)
     for (bpf_program* p : {sk->progs.ingero_entry, sk->progs.ingero_return})
       bpf_program__set_expected_attach_type(p, bpf_attach_type(kBpfTraceUprobeMulti));
+  // `check`'s self-test attaches as the calls do: a uprobe_multi link where the kernel has
+  // them. A perf-event uprobe may be refused where links are not (a host whose policy denies
+  // perf_event_open to a CAP_BPF+CAP_PERFMON process), and check then said tracing could not
+  // work where it did.
+  if (attach_ != CallAttach::kPerfPair)
+    bpf_program__set_expected_attach_type(sk->progs.ingero_selftest,
+                                          bpf_attach_type(kBpfTraceUprobeMulti));
   if (!config.host_context) {
     for (bpf_program* p :
          {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_waking, sk->progs.ingero_oom_victim,
@@ -357,6 +364,13 @@ Result<Link> BpfSession::attach_selftest(const std::string& path, uint64_t file_
   // (two `ingero check`, an MCP server's get_check) counted the other's call too, and the
   // breakpoints of two self-tests coming and going on one address could kill the other with
   // SIGTRAP. For one process the kernel puts the breakpoint in no other.
+  if (attach_ != CallAttach::kPerfPair) {
+    const uint64_t offsets[] = {file_offset};
+    auto fd = link_uprobe_multi(bpf_program__fd(skel_->progs.ingero_selftest), path, offsets, {},
+                                UprobeMode::kEntry, uint32_t(getpid()));
+    if (!fd) return bpf_error("self-test uprobe", fd.error().sys_errno);
+    return Link::from_fd(*fd);
+  }
   bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_selftest, int(getpid()),
                                                 path.c_str(), file_offset, &opts);
   if (!l) return bpf_error("self-test uprobe", errno);

@@ -35,7 +35,7 @@ static_assert(offsetof(UprobeMultiAttr, cnt) == 48);
 
 Result<int> link_uprobe_multi(int prog_fd, const std::string& path,
                               std::span<const uint64_t> offsets, std::span<const uint64_t> cookies,
-                              UprobeMode mode) {
+                              UprobeMode mode, uint32_t pid) {
   if (!cookies.empty() && cookies.size() != offsets.size())
     return Error{"uprobe_multi: one cookie per offset", EINVAL};
   UprobeMultiAttr attr{};
@@ -47,6 +47,7 @@ Result<int> link_uprobe_multi(int prog_fd, const std::string& path,
   attr.cookies = cookies.empty() ? 0 : uint64_t(uintptr_t(cookies.data()));
   attr.cnt = uint32_t(offsets.size());
   attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
+  attr.pid = pid;
   int fd = int(syscall(__NR_bpf, kBpfLinkCreate, &attr, sizeof(attr)));
   if (fd < 0)
     return Error{std::string(retprobe                       ? "uretprobe_multi"

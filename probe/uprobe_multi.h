@@ -25,9 +25,10 @@ enum class UprobeMode {
 };
 
 // Returns the link fd (the caller closes it to detach). cookies may be empty. A kSession link
-// needs a program loaded with expected attach type kBpfTraceUprobeSession.
+// needs a program loaded with expected attach type kBpfTraceUprobeSession. `pid` > 0: only
+// that process's calls run the program.
 Result<int> link_uprobe_multi(int prog_fd, const std::string& path,
                               std::span<const uint64_t> offsets, std::span<const uint64_t> cookies,
-                              UprobeMode mode);
+                              UprobeMode mode, uint32_t pid = 0);
 
 }  // namespace ingero::hal
