@@ -1,5 +1,7 @@
 #include "app/check_items.h"
 
+#include "app/terminal_text.h"
+
 namespace ingero::app {
 
 std::string_view status_name(CheckStatus s) {
@@ -70,21 +72,23 @@ void print_check_report(std::ostream& out, const CheckReport& rep) {
   for (const auto& i : rep.items) w = std::max(w, i.name.size());
   for (const auto& i : rep.items) {
     std::string tag = "[" + std::string(status_name(i.status)) + "]";
+    // Values and details name anyone's files and devices: each stays on its line.
     out << "  " << tag << std::string(11 - tag.size(), ' ') << i.name
-        << std::string(w + 2 - i.name.size(), ' ') << i.value;
-    if (!i.detail.empty()) out << "  (" << i.detail << ")";
+        << std::string(w + 2 - i.name.size(), ' ') << one_line(i.value);
+    if (!i.detail.empty()) out << "  (" << one_line(i.detail) << ")";
     out << "\n";
     if (!i.fix.empty() && i.status != CheckStatus::kPass)
-      out << std::string(13 + w + 2, ' ') << "fix: " << i.fix << "\n";
+      out << std::string(13 + w + 2, ' ') << "fix: " << one_line(i.fix) << "\n";
   }
   if (!rep.libraries.empty()) out << "\nLibraries:\n";
   for (const auto& l : rep.libraries) {
     if (l.backend.empty()) {
-      out << "  [error] " << l.path << ": " << (l.errors.empty() ? "" : l.errors.front()) << "\n";
+      out << "  [error] " << one_line(l.path) << ": "
+          << one_line(l.errors.empty() ? "" : l.errors.front()) << "\n";
       continue;
     }
-    out << "  " << l.backend << "/" << l.api << "  " << l.path;
-    if (!l.version.empty()) out << "  v" << l.version;
+    out << "  " << l.backend << "/" << l.api << "  " << one_line(l.path);
+    if (!l.version.empty()) out << "  v" << one_line(l.version);
     if (l.embedded) out << "  (static copy)";
     if (l.stub) out << "  (link stub: calls fail without a real driver)";
     if (auto it = rep.opt_in.find(l.backend); it != rep.opt_in.end())

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "app/terminal_text.h"
 #include "store/query_json.h"
 
 namespace ingero::app {
@@ -15,17 +16,7 @@ namespace {
 // return inside it is written as \n, \t, \r (they were spaces, which a value holding a real
 // space could not be told from; --json keeps them).
 std::string cell(const store::Value& v) {
-  std::string s;
-  for (char ch : to_text(v)) {
-    if (ch == '\n')
-      s += "\\n";
-    else if (ch == '\t')
-      s += "\\t";
-    else if (ch == '\r')
-      s += "\\r";
-    else
-      s += ch;
-  }
+  std::string s = one_line(to_text(v));
   if (s.size() > 80) s = s.substr(0, 77) + "...";
   return s;
 }

@@ -2,6 +2,22 @@
 
 namespace ingero::app {
 
+std::string one_line(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    if (ch == '\n')
+      out += "\\n";
+    else if (ch == '\t')
+      out += "\\t";
+    else if (ch == '\r')
+      out += "\\r";
+    else
+      out += ch;
+  }
+  return out;
+}
+
 class TerminalText::Buffer : public std::streambuf {
  public:
   explicit Buffer(std::ostream& to) : to_(to) {}

@@ -7,8 +7,16 @@
 #include <memory>
 #include <ostream>
 #include <streambuf>
+#include <string>
+#include <string_view>
 
 namespace ingero::app {
+
+// Anyone's bytes inside a line of output (a library's path, a value in a table): a newline, tab
+// or carriage return is written as \n, \t, \r, so that it can neither start a line of its own
+// (a library file named "x\n  [pass] privileges root" forged verdicts in root's `check`) nor
+// pass for a space. Other control characters are TerminalText's.
+std::string one_line(std::string_view s);
 
 class TerminalText : public std::ostream {
  public:
