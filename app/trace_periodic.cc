@@ -2,6 +2,9 @@
 // row's loss counters, retention and folding passes, agent metrics and the live chains. Each
 // kind goes to the sinks once, through the SinkSet (hal/event_sink.h).
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -19,14 +22,35 @@ namespace ingero::app::trace_detail {
 
 void Trace::live_line(bool final) {
   if (!tty_ || opts_.quiet) return;
-  double secs = double(mono_now_ns() - start_mono_) / 1e9;
+  const double secs = double(mono_now_ns() - start_mono_) / 1e9;
+  const uint64_t calls = pipeline_->counters().calls;
+  // A command shares the terminal: its output would land after a line redrawn in place ("...
+  // probes 177epoch 2: loss=0.2"). With one, the line is a line of its own, every 10 s.
+  const bool own_lines = !opts_.command.empty();
+  if (own_lines && !final && secs < live_next_s_) return;
+  // The rate since the line before: the rate since the start hid a stalled job (a burst, then
+  // 8 s idle, still read 7,003/s).
+  const double span = secs - live_last_s_;
+  const double rate = span > 0 ? double(calls - live_last_calls_) / span : 0.0;
+  live_last_s_ = secs;
+  live_last_calls_ = calls;
+  live_next_s_ = secs + 10;
   auto c = session_counters(session_->stats(), pipeline_->counters().call_records, false);
-  std::fprintf(stderr,
-               "\r\033[Kingero: %.1fs  calls %llu (%.0f/s)  stored %llu  lost %llu  probes %zu%s",
-               secs, (unsigned long long)pipeline_->counters().calls,
-               secs > 0 ? double(pipeline_->counters().calls) / secs : 0.0,
-               (unsigned long long)writer_->written(), (unsigned long long)c.calls_lost(),
-               probes_->attached_probes(), final ? "\n" : "");
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "ingero: %.1fs  calls %llu (%.0f/s)  stored %llu  lost %llu  probes %zu", secs,
+                (unsigned long long)calls, rate, (unsigned long long)writer_->written(),
+                (unsigned long long)c.calls_lost(), probes_->attached_probes());
+  std::string text = line;
+  if (own_lines) {
+    std::fprintf(stderr, "%s\n", text.c_str());
+  } else {
+    // One row of the terminal: a line that wraps leaves a row behind at each redraw.
+    winsize ws{};
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && text.size() >= ws.ws_col)
+      text.resize(ws.ws_col - 1);
+    std::fprintf(stderr, "\r\033[K%s%s", text.c_str(), final ? "\n" : "");
+  }
   std::fflush(stderr);
 }
 

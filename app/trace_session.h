@@ -196,6 +196,10 @@ class Trace {
   TracedCommand cmd_;               // with -- COMMAND
   int64_t start_mono_ = 0;
   bool tty_ = false;
+  // The live line's last figures (trace_periodic.cc): seconds, calls, and when the next line
+  // of its own is due where a command shares the terminal.
+  double live_last_s_ = 0, live_next_s_ = 0;
+  uint64_t live_last_calls_ = 0;
   std::string exit_reason_ = "signal";
   // Why the causal chains could not be stored: their commit carries the last events too, whose
   // loss is then said with this cause (the sinks never saw that write fail).
