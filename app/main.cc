@@ -49,6 +49,16 @@ int main(int argc, char** argv) {
       "Linux scheduler, memory, block I/O and TCP, and explains GPU stalls."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  // `ingero --version`, as most tools take it: `ingero version`'s answer. It read "A subcommand
+  // is required".
+  app.add_flag_callback(
+      "--version,-V",
+      [] {
+        std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema "
+                  << ingero::store::kSchemaVersion << ")\n";
+        throw CLI::Success();
+      },
+      "Print the version and exit");
   // A standard output closed early (`| head -1`) is a write error each command says, exit 1,
   // not a silent death by SIGPIPE. The traced command gets it back (traced_command.cc).
   std::signal(SIGPIPE, SIG_IGN);
@@ -79,12 +89,31 @@ int main(int argc, char** argv) {
     }
     return code;
   };
+  // A command that is not one (a typo) said "A subcommand is required", as if none was given.
+  auto known = [&app](const char* name) {
+    try {
+      return app.get_subcommand(name) != nullptr;
+    } catch (const CLI::Error&) {
+      return false;
+    }
+  };
+  if (argc >= 2 && argv[1][0] != '-' && !known(argv[1])) {
+    std::string names;
+    for (const auto* sub :
+         app.get_subcommands([](const CLI::App* c) { return !c->get_group().empty(); }))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::cerr << "ingero: unknown command '" << argv[1] << "' (commands: " << names
+              << "; ingero --help)\n";
+    return finish(kExitUsage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return finish(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
     return finish(app.exit(e));
+  } catch (const CLI::Success&) {
+    return finish(kExitOk);
   } catch (const CLI::ParseError& e) {
     // A stop signal while `trace` read its flags (a --config on a FIFO no one writes): the
     // read it interrupted is no usage error ("was not readable (missing?)").
