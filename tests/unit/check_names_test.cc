@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -34,6 +36,29 @@ TEST(CheckNames, ANewlineInALibrarysNameForgesNoLine) {
   }
   EXPECT_EQ(forged_lines, 0) << out;
   EXPECT_EQ(shown, 2) << out;
+}
+
+// --backends audits those backends only: their side channels too. `--backends cuda` started
+// NVML as well, 25 s against a driver library that hangs.
+TEST(CheckNames, BackendsLimitTheSideChannelsChecked) {
+  auto names = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {INGERO_BIN, "check", "--json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::string out, err;
+    int rc = run_command(argv, &out, &err, {}, std::chrono::seconds(120));
+    EXPECT_EQ(rc, 0) << err << out.substr(0, 2000);
+    std::set<std::string> got;
+    const auto j = nlohmann::json::parse(out);  // held: a range over a temporary's member dangles
+    for (const auto& c : j["checks"]) got.insert(c["name"].get<std::string>());
+    return got;
+  };
+  auto all = names({});
+  for (const char* n : {"nvml", "amdgpu", "infiniband"}) EXPECT_TRUE(all.count(n)) << n;
+  auto cuda = names({"--backends", "cuda"});
+  for (const char* n : {"nvml", "amdgpu", "infiniband"}) EXPECT_FALSE(cuda.count(n)) << n;
+  auto nvml = names({"--backends", "nvml"});
+  EXPECT_TRUE(nvml.count("nvml"));
+  EXPECT_FALSE(nvml.count("amdgpu"));
 }
 
 }  // namespace
