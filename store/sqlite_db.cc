@@ -1,7 +1,10 @@
 #include "store/sqlite_db.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 
 #include "store/call_store.h"
@@ -84,6 +87,20 @@ bool on_read_only_fs(const std::string& path) {
   return statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY);
 }
 
+// A file alone in a folder this reader may not write: a copy of a trace that was being written
+// (WAL mode) cannot be read there, SQLite needing its -shm beside it ("attempt to write a
+// readonly database"). With no -wal, -shm or -journal beside it the file holds the whole trace,
+// and no writer has it open (one in WAL mode keeps its -wal there): it is read as it is.
+bool alone_in_a_folder_not_ours(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (access(dir.c_str(), W_OK) == 0) return false;
+  struct stat st {};
+  for (const char* side : {"-wal", "-shm", "-journal"})
+    if (stat((path + side).c_str(), &st) == 0 || errno != ENOENT) return false;
+  return true;
+}
+
 }  // namespace
 
 ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode) {
@@ -107,7 +124,7 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
       break;
   }
   std::string name = path;
-  if (mode == Mode::kReadOnly && on_read_only_fs(path)) {
+  if (mode == Mode::kReadOnly && (on_read_only_fs(path) || alone_in_a_folder_not_ours(path))) {
     name = immutable_uri(path);
     flags |= SQLITE_OPEN_URI;
   }

@@ -4,6 +4,7 @@
 // gets a message naming the path and the cause from every command that takes --db, instead of
 // SQLite's "disk I/O error" or "unable to open database file".
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -237,6 +238,30 @@ TEST(TraceFiles, NoPermissionIsNamed) {
   if (geteuid() != 0) {
     ASSERT_EQ(chmod(locked.c_str(), 0700), 0);
   }
+}
+
+// A copy of a trace taken while it was written (WAL mode) and read where this user may not write
+// (a shared folder, another user's): SQLite needs its -shm beside it, and every reader failed
+// with "not a readable SQLite database: attempt to write a readonly database". Alone (no -wal,
+// -shm or -journal), the file holds the whole trace and is read as it is.
+TEST(TraceFiles, ACopyOfATraceInWalModeIsReadInAFolderNotOurs) {
+  std::string dir = temp_path("wal-copy");
+  std::filesystem::create_directories(dir);
+  std::string db = write_free_calls(dir + "/t.db", 10);
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+  ASSERT_FALSE(std::filesystem::exists(db + "-wal"));
+  ASSERT_EQ(chmod(db.c_str(), 0644), 0);
+  ASSERT_EQ(chmod(dir.c_str(), geteuid() == 0 ? 0755 : 0555), 0);
+  auto q = ingero({"query", db, "SELECT count(*) FROM calls"}, true);
+  EXPECT_EQ(q.rc, 0) << q.err;
+  EXPECT_EQ(q.out, "count(*)\n--------\n      10\n(1 row)\n") << q.err;
+  auto e = ingero({"explain", "--db", db}, true);
+  EXPECT_EQ(e.rc, 0) << e.err;
+  EXPECT_FALSE(std::filesystem::exists(db + "-shm"));
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
 }
 
 TEST(TraceFiles, AReadOnlyTraceIsRefusedForWritingBeforeAnyChange) {
