@@ -13,27 +13,21 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/loopback_listener.h"
 #include "tests/unit/otlp_fixture.h"
 
 namespace ingero::serve::otlp {
 namespace {
 
 using namespace fixture;
+using test::listen_on_loopback;
 
 // Reads each request whole (its head and Content-Length body), answers 200 with a body of 2
 // bytes where its head says 10, and closes the connection.
 class CutShortReceiver {
  public:
   CutShortReceiver() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(listen(fd_, 16), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    fd_ = listen_on_loopback(port_);
     thread_ = std::thread([this] { run(); });
   }
   ~CutShortReceiver() {
