@@ -170,6 +170,17 @@ ingero::Result<ExporterConfig> resolve_config(const std::string& endpoint, const
   std::string base_what = "--otlp";
   bool from_env = endpoint == "env";
   if (from_env) {
+    // OTLP/HTTP with protobuf is what ingero sends. An environment set up for gRPC (the
+    // OpenTelemetry operator's default: :4317) had HTTP sent to a gRPC port, and check said only
+    // "no answer".
+    for (const char* var :
+         {"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+          "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"})
+      if (auto p = env(var); p && !p->empty() && *p != "http/protobuf")
+        return ingero::make_error(std::string(var) + "=" + *p +
+                                  ": ingero exports OTLP/HTTP with protobuf only; set it to "
+                                  "http/protobuf and the endpoint to the collector's HTTP port "
+                                  "(4318 by default)");
     base = env("OTEL_EXPORTER_OTLP_ENDPOINT").value_or("");
     base_what = "OTEL_EXPORTER_OTLP_ENDPOINT";
     if (base.empty()) base = "http://localhost:4318";

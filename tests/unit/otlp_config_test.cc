@@ -68,6 +68,21 @@ TEST(OtlpConfig, EnvReadsTheOpenTelemetryEndpointsWithPerSignalOverrides) {
   EXPECT_EQ(c->url(Signal::kLogs), "http://mine:4318/v1/logs");
 }
 
+// An environment set up for gRPC (the OpenTelemetry operator's :4317) had OTLP/HTTP sent to a
+// gRPC port, without a word; a protocol other than http/protobuf is refused, naming it.
+TEST(OtlpConfig, AProtocolOtherThanHttpProtobufIsRefused) {
+  for (const char* var : {"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"}) {
+    auto c = resolve_config(
+        "env", env_of({{var, "grpc"}, {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://col:4317"}}));
+    ASSERT_FALSE(c) << var;
+    EXPECT_EQ(c.error().message,
+              std::string(var) +
+                  "=grpc: ingero exports OTLP/HTTP with protobuf only; set it to http/protobuf "
+                  "and the endpoint to the collector's HTTP port (4318 by default)");
+  }
+  EXPECT_TRUE(resolve_config("env", env_of({{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}})));
+}
+
 TEST(OtlpConfig, BadEndpointsAreRefusedWithTheReason) {
   EXPECT_EQ(error_of("grpc://collector:4317"),
             "--otlp: the scheme must be http or https (OTLP/HTTP), not 'grpc' in "
