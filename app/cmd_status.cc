@@ -15,6 +15,7 @@
 #include "engine/chain.h"
 #include "engine/hangs.h"
 #include "engine/json_text.h"
+#include "engine/node_selection.h"
 #include "engine/stuck_now.h"
 #include "store/inflight_rows.h"
 #include "store/sql_trace_source.h"
@@ -67,6 +68,16 @@ int run_status(const Opts& o) {
   }
   const store::LatestSession& s = *read->session;
   store::SqlTraceSource source(**reader);
+  // A pid the trace does not know was answered "nothing is stuck", as if it had been watched.
+  if (o.pid)
+    if (auto st = engine::check_pid(source.processes(), *o.pid); !st) {
+      std::cerr << "ingero status: " << st.error().message;
+      if (s.started_at > 0)
+        std::cerr << "; a call entered before the tracer started ("
+                  << engine::format_wall(s.started_at) << ") is not seen";
+      std::cerr << "\n";
+      return kExitUsage;
+    }
   int64_t at = store::session_now_ns(s);
   bool live = read->live;
   auto stuck = engine::stuck_threads(source, std::move(read->rows), live, at);

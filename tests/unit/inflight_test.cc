@@ -261,6 +261,21 @@ TEST(InflightStore, NothingStuckSaysWhichLaunchesAreWatched) {
   }
 }
 
+// `status --pid` of a process the trace does not know: it was answered "nothing is stuck", as if
+// that process had been watched. A hang in a process that made no traced call since the start is
+// the case a user asks about.
+TEST(InflightStore, StatusOfAPidTheTraceDoesNotKnowSaysSo) {
+  const std::string db = test::h100_fixture("starve");
+  auto r = test::run_ingero({"status", "--db", db, "--pid", "4242"});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.rfind("ingero status: no process 4242 in this trace (processes: ", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find(" 618 python3"), std::string::npos) << r.err;
+  auto known = test::run_ingero({"status", "--db", db, "--pid", "618"});
+  EXPECT_EQ(known.rc, 0) << known.err;
+}
+
 // A new version of a row takes an id above every id the file held, even where the old one was
 // the last (the shipper sends rows by id: a reused id would never ship), and `ingero merge`
 // carries the rows, under the merged session and node.
