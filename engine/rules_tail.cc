@@ -7,17 +7,14 @@
 #include <string_view>
 
 #include "engine/analysis.h"
-#include "engine/tenants.h"
+#include "engine/rules_tail_internal.h"
 #include "engine/thresholds.h"
 
 namespace ingero::engine {
 namespace {
 
-std::string ratio_str(double r) {
-  char b[32];
-  std::snprintf(b, sizeof(b), r >= 100 ? "%.0fx" : "%.1fx", r);
-  return b;
-}
+using tail_detail::Evidence;
+using tail_detail::TailFinding;
 
 // Scheduling pressure on a process over its active window, from its context switches and
 // the host's CPU load. Used when the trace has no per-call off-CPU accounting.
@@ -30,45 +27,6 @@ bool process_pressure(const Analysis& a, uint32_t pid, int64_t from, int64_t to,
   double secs = std::max(1.0, double(to - from) / 1e9);
   bool busy = a.host.cpu_avg >= kCpuBusyAvgPct || a.host.cpu_max >= kCpuSaturatedPct;
   return busy && double(*switches) / secs >= kMinSwitchRate;
-}
-
-struct Evidence {
-  // CPU
-  bool per_call = false;
-  double off_share = 0;     // off-CPU share of the tail's time
-  uint64_t preempts = 0;    // involuntary switches during slow calls
-  uint64_t sched_hits = 0;  // scheduler off-CPU intervals overlapping slow calls
-  uint64_t sched_off_ns = 0;
-  std::vector<Preemptor> preemptors;
-  int cpu = 0;  // 0 none, 1 contributes, 2 explains
-  // IO
-  uint64_t io_hits = 0;
-  bool io_heavy = false;
-  bool io_saturated = false;  // other processes' I/O saturating the device
-  bool io_writes = false;     // the process's own requests include writes
-  // memory
-  bool mem = false;
-  // process-level scheduling pressure (no per-call data)
-  bool process_level = false;
-  uint64_t proc_switches = 0, proc_off_ns = 0;
-};
-
-// " in pod team-b/etl-5d8f (container etl)" when the preemptor runs in another tenant that has a
-// name (a pod or a container), else "".
-std::string preemptor_tenant(const Analysis& a, uint32_t victim, const Preemptor& p) {
-  uint64_t cg = p.cgroup_id;
-  if (!cg)  // per-call data names the task, not its cgroup: the scheduler events do
-    if (auto it = a.host.offcpu.find(victim); it != a.host.offcpu.end())
-      for (const OffCpuInterval& iv : it->second)
-        if (a.host.by_pid(iv) == p.pid && a.host.by_cgroup(iv)) {
-          cg = a.host.by_cgroup(iv);
-          break;
-        }
-  if (!cg || same_tenant(a.host.cgroups, cg, process_cgroup(a, victim))) return "";
-  auto info = a.host.cgroups.find(cg);
-  if (info == a.host.cgroups.end()) return "";
-  std::string t = tenant_label(info->second);
-  return t.empty() ? "" : " in " + t;
 }
 
 // Share of the windows' time during which at least one of the intervals (start order) ran.
@@ -222,19 +180,6 @@ uint64_t stalled_calls(const OpStats& s) {
   return n;
 }
 
-// What detection decided about one op's latency, before any prose: the kind of finding, the
-// host evidence, the causes it names, the rule and the severity.
-struct TailFinding {
-  const OpStats* s = nullptr;
-  bool tail = false;     // the p99 stands far above the p50 (else: every call slowed)
-  double ratio = 0;      // p99 / p50
-  double all_share = 0;  // off-CPU share of all the op's time (per-call data)
-  Evidence ev;
-  std::vector<std::string> causes;  // "CPU contention", "block I/O", "memory pressure"
-  std::string rule;
-  Severity severity = Severity::kLow;
-};
-
 // Detection: whether the op's latency needs explaining, and what the host shows for it.
 std::optional<TailFinding> detect(const Analysis& a, const OpStats& s) {
   if (s.count < kMinCallsForTail) return std::nullopt;
@@ -277,245 +222,11 @@ std::optional<TailFinding> detect(const Analysis& a, const OpStats& s) {
   return f;
 }
 
-// The prose below turns a finding into the chain a user reads.
-
-const Preemptor* top_preemptor(const TailFinding& f) {
-  return !f.ev.preemptors.empty() && f.ev.preemptors[0].pid ? &f.ev.preemptors[0] : nullptr;
-}
-
-// The off-CPU time the evidence line gives: of every call, of the slow ones, or of the scheduler's
-// intervals overlapping them.
-uint64_t evidence_off_ns(const TailFinding& f) {
-  return !f.tail ? f.s->off_cpu_ns : f.ev.per_call ? f.s->tail_off_cpu_ns : f.ev.sched_off_ns;
-}
-
-// The CPU evidence in one line: "412 preemptions by hog (pid 7), 3.1s off-CPU", "" without it.
-std::string cpu_evidence(const Analysis& a, const TailFinding& f) {
-  const Evidence& ev = f.ev;
-  const OpStats& s = *f.s;
-  const HostContext& h = a.host;
-  if (!ev.cpu) return "";
-  if (ev.process_level) {
-    char b[64];
-    std::snprintf(b, sizeof(b), "CPU %.0f%% avg, %.0f%% peak", h.cpu_avg, h.cpu_max);
-    return format_count(ev.proc_switches) + " sched_switch events (" +
-           format_duration(ev.proc_off_ns) + " off-CPU) on a busy host (" + b + ")";
-  }
-  if (const Preemptor* top = top_preemptor(f)) {
-    const uint64_t off = evidence_off_ns(f);
-    const std::string by = preemptor_label(a, *top) + preemptor_tenant(a, s.key.pid, *top);
-    if (top->count >= ev.preempts)
-      return format_count(ev.preempts) +
-             (ev.preempts == 1 ? " preemption by " : " preemptions by ") + by + ", " +
-             format_duration(off) + " off-CPU";
-    // Others preempted it too: the total is not all the top one's.
-    return format_count(ev.preempts) + " preemptions, " + format_duration(off) +
-           " off-CPU, the most (" + format_count(top->count) + ", " + format_duration(top->off_ns) +
-           ") by " + by;
-  }
-  return format_count(ev.per_call ? ev.preempts : ev.sched_hits) + " sched_switch events, " +
-         format_duration(ev.per_call ? s.tail_off_cpu_ns : ev.sched_off_ns) + " off-CPU";
-}
-
-std::string tail_summary(const TailFinding& f, const std::string& cpu_line) {
-  const OpStats& s = *f.s;
-  std::string head = f.tail ? s.key.op + " p99=" + format_duration(s.p99) + " (" +
-                                  ratio_str(f.ratio) + " p50=" + format_duration(s.p50) + ")"
-                            : s.key.op + " avg=" + format_duration(uint64_t(s.avg_ns())) +
-                                  " (p50=" + format_duration(s.p50) +
-                                  ", p99=" + format_duration(s.p99) + ", " + pct(f.all_share) +
-                                  " of it off-CPU)";
-  std::string evidence = cpu_line;
-  if (f.ev.io_heavy) evidence += std::string(evidence.empty() ? "" : " + ") + "heavy block I/O";
-  if (f.ev.mem) evidence += std::string(evidence.empty() ? "" : " + ") + "memory pressure";
-  if (evidence.empty()) evidence = "no host-side cause in the trace";
-  return head + " \u2014 " + evidence;
-}
-
-std::string tail_root_cause(const Analysis& a, const TailFinding& f) {
-  const Evidence& ev = f.ev;
-  const OpStats& s = *f.s;
-  std::string who = a.process_label(s.key.pid);
-  if (ev.cpu) {
-    const Preemptor* top = top_preemptor(f);
-    std::string by;
-    if (top) {
-      // "Mostly" where it took most of the time off-CPU; else the share it took.
-      const uint64_t off = evidence_off_ns(f);
-      by = off && 2 * top->off_ns <= off
-               ? "; the CPU went to " + preemptor_label(a, *top) + " more than to any other (" +
-                     pct(double(top->off_ns) / double(off)) + " of that time)"
-               : "; the CPU went mostly to " + preemptor_label(a, *top);
-    }
-    if (ev.process_level)
-      return "Host CPU contention: " + who + " was descheduled " + format_count(ev.proc_switches) +
-             " times while the host ran at " + pct(a.host.cpu_avg / 100) +
-             " CPU on average; the GPU waits on a starved host";
-    return "CPU contention: " + who + " was off-CPU for " + pct(ev.off_share) + " of its " +
-           (f.tail ? "slowest " : "") + s.key.op + " time" + by;
-  }
-  if (ev.io_heavy)
-    return "Block I/O contention: " + format_count(ev.io_hits) +
-           " slow block requests overlapped the slowest " + s.key.op + " calls";
-  if (ev.mem) return "Host memory pressure while " + s.key.op + " ran";
-  return "Tail latency inside the runtime or device: the host shows no contention during the "
-         "slow calls";
-}
-
-std::string tail_explanation(const Analysis& a, const TailFinding& f) {
-  const Evidence& ev = f.ev;
-  const OpStats& s = *f.s;
-  const HostContext& h = a.host;
-  char buf[512];
-  std::string x;
-  if (!f.tail) {
-    std::snprintf(buf, sizeof(buf), "%s took %s over %llu calls (p50=%s, p99=%s), %s of it off-CPU",
-                  s.key.op.c_str(), format_duration(s.sum_ns).c_str(), (unsigned long long)s.count,
-                  format_duration(s.p50).c_str(), format_duration(s.p99).c_str(),
-                  format_duration(s.off_cpu_ns).c_str());
-    x = std::string(buf) + " (" + format_count(s.preempts) +
-        (s.preempts == 1 ? " preemption)" : " preemptions)");
-  } else {
-    std::snprintf(buf, sizeof(buf),
-                  "%s tail latency is %s its median (p99=%s vs p50=%s over %llu calls; p95=%s). "
-                  "The %llu slowest calls took %s",
-                  s.key.op.c_str(), ratio_str(f.ratio).c_str(), format_duration(s.p99).c_str(),
-                  format_duration(s.p50).c_str(), (unsigned long long)s.count,
-                  format_duration(s.p95).c_str(), (unsigned long long)s.tail_count,
-                  format_duration(s.tail_dur_ns).c_str());
-    x = buf;
-    if (ev.per_call)
-      x += ", of which " + format_duration(s.tail_off_cpu_ns) + " off-CPU (" +
-           format_count(s.tail_preempts) +
-           (s.tail_preempts == 1 ? " preemption)" : " preemptions)");
-    else if (ev.sched_hits)
-      x += ", overlapped by " + format_duration(ev.sched_off_ns) + " of scheduler off-CPU time";
-    else
-      x += " (this trace has no per-call off-CPU time; the evidence is process-level)";
-  }
-  if (!ev.per_call && ev.sched_hits)
-    x += " (" + format_count(ev.sched_hits) + " scheduler switches overlapped them)";
-  x += ".";
-  if (ev.io_heavy)
-    x += " Block I/O: " + format_count(h.block_ios) + " requests, " + format_bytes(h.block_bytes) +
-         ", peak " + format_duration(h.block_max_ns) + ".";
-  if (h.cpu_max > 0) {
-    std::snprintf(buf, sizeof(buf), " System CPU peaked at %.0f%% (avg %.0f%%).", h.cpu_max,
-                  h.cpu_avg);
-    x += buf;
-  }
-  return x;
-}
-
-// The layered timeline: the system, the process's host activity, I/O, network, the op.
-std::vector<TimelineEntry> tail_timeline(const Analysis& a, const TailFinding& f,
-                                         const std::string& cpu_line) {
-  const OpStats& s = *f.s;
-  const HostContext& h = a.host;
-  auto pit = h.per_pid.find(s.key.pid);
-  PidHost ph = pit == h.per_pid.end() ? PidHost{} : pit->second;
-  std::vector<TimelineEntry> t;
-  char buf[160];
-  if (!h.snapshots.empty()) {
-    std::snprintf(buf, sizeof(buf), "CPU %.0f%% peak, %.0f%% avg; memory %.0f%% used; swap %lld MB",
-                  h.cpu_max, h.cpu_avg, h.mem_pct_max, (long long)h.swap_max_mb);
-    t.push_back({"SYSTEM", "cpu", buf, 0});
-  }
-  if (ph.switches || f.ev.sched_hits)
-    t.push_back(
-        {"HOST", "sched_switch",
-         format_count(ph.switches) + " context switches (" + format_duration(ph.off_cpu_ns) +
-             " off-CPU, worst " + format_duration(ph.max_off_cpu_ns) + ")" +
-             (cpu_line.empty() || f.ev.process_level
-                  ? ""
-                  : std::string(f.tail ? "; during the slow calls: " : "; during the calls: ") +
-                        cpu_line),
-         ph.off_cpu_ns / 1000});
-  if (ph.page_allocs)
-    t.push_back(
-        {"HOST", "mm_page_alloc",
-         format_count(ph.page_allocs) + " page allocations (" + format_bytes(ph.page_bytes) + ")",
-         0});
-  if (h.block_ios)
-    t.push_back({"IO", "block_io",
-                 format_count(h.block_ios) + " I/O ops (" + format_count(h.block_reads) +
-                     " reads, " + format_count(h.block_writes) + " writes), " +
-                     format_bytes(h.block_bytes) + ", peak " + format_duration(h.block_max_ns),
-                 h.block_ns / 1000});
-  if (h.tcp_retransmits)
-    t.push_back({"NET", "tcp_retransmit", format_count(h.tcp_retransmits) + " TCP retransmits", 0});
-  t.push_back({layer_of(s.key.api), s.key.op,
-               "p99=" + format_duration(s.p99) + " (" + ratio_str(f.ratio) +
-                   " p50=" + format_duration(s.p50) + ")",
-               s.p99 / 1000});
-  return t;
-}
-
-std::vector<std::string> tail_fixes(const Analysis& a, const TailFinding& f) {
-  const Evidence& ev = f.ev;
-  const OpStats& s = *f.s;
-  std::vector<std::string> fixes;
-  if (ev.cpu) {
-    std::string who = a.process_label(s.key.pid);
-    fixes.push_back("Pin the GPU-feeding threads of " + who +
-                    " to dedicated cores (taskset -c, or a cgroup cpuset) away from other work");
-    const Preemptor* top = top_preemptor(f);
-    if (top && is_tracer(a, top->pid))
-      fixes.push_back(tracer_fix(*top));
-    else if (top)
-      fixes.push_back("Lower the priority of " + top->comm + " (pid " + std::to_string(top->pid) +
-                      "): nice -n 19, or move it to another cpuset");
-    else
-      fixes.push_back(
-          "Add nice -n 19 to background jobs sharing these cores (logrotate, cron, agents)");
-    auto pit = a.host.per_pid.find(s.key.pid);
-    if (pit != a.host.per_pid.end() && pit->second.forks)
-      fixes.push_back(
-          "If these are DataLoader workers: num_workers <= cores - 1, persistent_workers=True");
-  }
-  if (ev.io_saturated)
-    fixes.push_back(
-        "Move the other I/O on this device away from the training volume, or cap it "
-        "(io.max on its cgroup)");
-  else if (ev.io_heavy && ev.io_writes)
-    fixes.push_back(
-        "Move the process's writes (checkpoints, logs) off the training path: async "
-        "checkpointing or a separate fast volume");
-  else if (ev.io_heavy)
-    fixes.push_back(
-        "Stop reading from disk during the steps: pre-load or cache the data (/dev/shm, "
-        "page cache, faster storage)");
-  if (ev.mem)
-    fixes.push_back(
-        "Relieve host memory pressure: smaller prefetch_factor, fewer pinned buffers, no swap "
-        "for the job");
-  if (f.causes.empty())
-    fixes.push_back(
-        "The host was not the bottleneck here: inspect device-side work (kernel durations, "
-        "stream dependencies) with the vendor profiler");
-  return fixes;
-}
-
-Chain tail_chain(const Analysis& a, const TailFinding& f) {
-  const OpStats& s = *f.s;
-  Chain c = chain_for_op(f.rule, s);
-  c.severity = f.severity;
-  std::string cpu_line = cpu_evidence(a, f);
-  c.summary = tail_summary(f, cpu_line);
-  c.root_cause = tail_root_cause(a, f);
-  c.explanation = tail_explanation(a, f);
-  c.timeline = tail_timeline(a, f, cpu_line);
-  c.fixes = tail_fixes(a, f);
-  c.id = c.rule + ":" + std::to_string(s.key.pid) + ":" + s.key.op;
-  c.score = f.ratio * double(s.tail_count);
-  return c;
-}
-
 }  // namespace
 
 void rule_tail_latency(const Analysis& a, std::vector<Chain>& out) {
   for (const OpStats& s : a.stats.per_process)
-    if (auto f = detect(a, s)) out.push_back(tail_chain(a, *f));
+    if (auto f = detect(a, s)) out.push_back(tail_detail::tail_chain(a, *f));
 }
 
 }  // namespace ingero::engine
