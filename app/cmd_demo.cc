@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 #include "app/builtin_backends.h"
@@ -57,6 +58,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       return;
     }
     std::string path = o->db, temp_dir;
+    std::optional<FatalSignalsHeld> held;
     if (path.empty()) {
       // A private folder (0700) of its own in /tmp: a fixed or guessable file name in a folder
       // everyone writes to could be a link planted by another user.
@@ -64,6 +66,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       const char* env = std::getenv("TMPDIR");
       const std::string base = env && *env ? env : "/tmp";
       std::string tmpl = base + "/ingero-demo-XXXXXX";
+      held.emplace();  // until the folder is listed, below
       if (!mkdtemp(tmpl.data())) {
         std::cerr << "ingero demo: cannot create a temporary folder in " << base << ": "
                   << std::strerror(errno) << "\n";
@@ -105,6 +108,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
     for (const char* suffix : {"", "-journal", "-wal", "-shm", "-reserve"})
       cleanup.list(path + suffix);
     if (!temp_dir.empty()) cleanup.list(temp_dir);
+    held.reset();
     {
       auto w = store::TraceWriter::open(path, builtin_views());
       if (!w) {

@@ -228,6 +228,7 @@ int export_sqlite(const ExportOpts& o) {
       ((out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path()) /
        ("." + out.filename().string() + ".export-XXXXXX"))
           .string();
+  std::optional<FatalSignalsHeld> held(std::in_place);  // until the folder is listed
   if (!::mkdtemp(folder.data())) {
     std::cerr << "ingero export: "
               << ingero::Error::sys("making a folder for the copy beside " + o.out, errno).message
@@ -239,6 +240,7 @@ int export_sqlite(const ExportOpts& o) {
   remove_on_fatal_signal(tmp);
   remove_on_fatal_signal(tmp + "-journal");
   remove_on_fatal_signal(folder);
+  held.reset();
   struct Unlisted {
     std::string tmp, folder;
     ~Unlisted() {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "app/builtin_backends.h"
 #include "app/commands.h"
@@ -365,6 +366,7 @@ ingero::Status convert_trace(const std::string& given) {
   if (ec) return ingero::Error::sys("reading " + given, ec.value());
   struct stat was {};
   if (::stat(path.c_str(), &was) != 0) return ingero::Error::sys("reading " + path, errno);
+  std::optional<FatalSignalsHeld> held(std::in_place);  // until the folder is listed
   auto dir = private_dir_beside(path, "converting");
   if (!dir) return dir.error();
   const std::string tmp = *dir + "/converted.db";
@@ -375,6 +377,7 @@ ingero::Status convert_trace(const std::string& given) {
   for (const auto& t : temps) remove_on_fatal_signal(t);
   say_on_fatal_signal("ingero compact: interrupted: converting " + path +
                       " was abandoned and its copy removed; the file is as it was\n");
+  held.reset();
   auto forget = [&] {
     say_on_fatal_signal("");
     for (const auto& t : temps) keep_on_fatal_signal(t);

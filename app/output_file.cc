@@ -93,10 +93,13 @@ Result<std::unique_ptr<OutputFile>> OutputFile::open(const std::string& path, bo
   std::string tmpl = dir + "/." + p.filename().string() + ".tmp-XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
-  f->fd_ = mkostemp(name.data(), O_CLOEXEC);  // mode 0600
-  if (f->fd_ < 0) return Error::sys("cannot create a temporary file in " + dir, errno);
-  f->tmp_ = name.data();
-  remove_on_fatal_signal(f->tmp_);
+  {
+    FatalSignalsHeld held;                      // until the file is listed
+    f->fd_ = mkostemp(name.data(), O_CLOEXEC);  // mode 0600
+    if (f->fd_ < 0) return Error::sys("cannot create a temporary file in " + dir, errno);
+    f->tmp_ = name.data();
+    remove_on_fatal_signal(f->tmp_);
+  }
   f->owns_fd_ = true;
   f->regular_ = true;
   return f;

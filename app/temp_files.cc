@@ -88,4 +88,13 @@ void keep_on_fatal_signal(const std::string& path) {
     }
 }
 
+FatalSignalsHeld::FatalSignalsHeld() {
+  sigset_t held;
+  sigemptyset(&held);
+  for (int sig : kSignals) sigaddset(&held, sig);
+  pthread_sigmask(SIG_BLOCK, &held, &was_);
+}
+
+FatalSignalsHeld::~FatalSignalsHeld() { pthread_sigmask(SIG_SETMASK, &was_, nullptr); }
+
 }  // namespace ingero::app

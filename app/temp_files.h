@@ -4,6 +4,8 @@
 // behind".
 #pragma once
 
+#include <signal.h>
+
 #include <string>
 
 namespace ingero::app {
@@ -19,5 +21,20 @@ void keep_on_fatal_signal(const std::string& path);
 // While set, `text` is written to standard error when such a signal ends the process, after the
 // files listed are removed (empty: nothing). A listed folder is removed once its files are.
 void say_on_fatal_signal(const std::string& text);
+
+// While it lives, the signals above wait (the calling thread's mask): a file made and then listed
+// was left by a signal that came between the two (export's copy folder, a test's SIGQUIT sent as
+// soon as the folder showed). Made before the file, ended once it is listed; a signal held is
+// delivered then, and removes it.
+class FatalSignalsHeld {
+ public:
+  FatalSignalsHeld();
+  ~FatalSignalsHeld();
+  FatalSignalsHeld(const FatalSignalsHeld&) = delete;
+  FatalSignalsHeld& operator=(const FatalSignalsHeld&) = delete;
+
+ private:
+  sigset_t was_;
+};
 
 }  // namespace ingero::app
