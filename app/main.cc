@@ -14,11 +14,16 @@
 
 namespace ingero::app {
 
+// What `ingero version` and `ingero --version` print.
+std::string version_line() {
+  return std::string("ingero ") + INGERO_VERSION + " (C++20, libbpf CO-RE, schema " +
+         std::to_string(store::kSchemaVersion) + ")\n";
+}
+
 void add_version_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("version", "Print the version and build facts");
   cmd->callback([&ctx] {
-    std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema "
-              << store::kSchemaVersion << ")\n";
+    std::cout << version_line();
     ctx.exit_code = kExitOk;
   });
 }
@@ -54,8 +59,7 @@ int main(int argc, char** argv) {
   app.add_flag_callback(
       "--version,-V",
       [] {
-        std::cout << "ingero " << INGERO_VERSION << " (C++20, libbpf CO-RE, schema "
-                  << ingero::store::kSchemaVersion << ")\n";
+        std::cout << version_line();
         throw CLI::Success();
       },
       "Print the version and exit");

@@ -220,11 +220,10 @@ void engine_sections(engine::TraceSource& source, const ReportOptions& o,
   // The page draws the processes with the most steps: those go in the model, the rest are
   // counted (a trace of 92,000 short-lived GPU processes made a 129 MB page of series).
   std::vector<std::pair<const NodeAnalysis*, const engine::StepSeries*>> stepped;
-  size_t total_stepped = 0;
   for (const auto& na : analyses)
     for (const auto& s : na.a.steps.processes)
       if (!s.steps.empty()) stepped.emplace_back(&na, &s);
-  total_stepped = stepped.size();
+  const size_t total_stepped = stepped.size();
   if (stepped.size() > o.max_step_processes) {
     std::stable_sort(stepped.begin(), stepped.end(), [](const auto& x, const auto& y) {
       return x.second->steps.size() > y.second->steps.size();
