@@ -71,7 +71,7 @@ void LibraryDiscovery::scan_maps(
       std::snprintf(range, sizeof range, "/map_files/%llx-%llx",
                     static_cast<unsigned long long>(m.start),
                     static_cast<unsigned long long>(m.end));
-      add(out, proc + range, m.path + " (deleted)", "maps", pid, false);
+      add(out, proc + range, m.path + std::string(kDeletedMark), "maps", pid, false);
       continue;
     }
     if (!done.insert(m.path).second) continue;

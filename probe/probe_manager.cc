@@ -110,14 +110,13 @@ std::vector<LibraryStatus> ProbeManager::handle(std::vector<DiscoveredFile> file
     }
     // A file replaced on disk since it was mapped is shown "PATH (deleted)" (discovery reaches
     // it through /proc/PID/map_files): its name is the name before the mark.
-    constexpr std::string_view kDeleted = " (deleted)";
     std::string_view base = path_basename(f.display_path);
-    if (base.ends_with(kDeleted)) base.remove_suffix(kDeleted.size());
+    if (base.ends_with(kDeletedMark)) base.remove_suffix(kDeletedMark.size());
     MappedFile mf{f.path, f.display_path, base, idx->get(), f.main_executable};
     char real[PATH_MAX];
     std::string real_name = realpath(f.path.c_str(), real) ? std::string(path_basename(real))
                                                            : std::string(mf.basename);
-    if (real_name.ends_with(kDeleted)) real_name.resize(real_name.size() - kDeleted.size());
+    if (real_name.ends_with(kDeletedMark)) real_name.resize(real_name.size() - kDeletedMark.size());
     for (auto& plan : plan_file(mf, backends_, want_)) {
       LibraryStatus st;
       st.backend = std::string(plan.backend->name());

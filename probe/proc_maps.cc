@@ -56,10 +56,9 @@ std::vector<MapEntry> parse_proc_maps(std::string_view text) {
     m.dev_minor = uint32_t(min);
     skip_spaces(line);
     std::string_view path = line;
-    constexpr std::string_view kDeleted = " (deleted)";
-    if (path.size() > kDeleted.size() && path.substr(path.size() - kDeleted.size()) == kDeleted) {
+    if (path.size() > kDeletedMark.size() && path.ends_with(kDeletedMark)) {
       m.deleted = true;
-      path.remove_suffix(kDeleted.size());
+      path.remove_suffix(kDeletedMark.size());
     }
     m.path = std::string(path);
     out.push_back(std::move(m));

@@ -11,6 +11,10 @@
 
 namespace ingero::hal {
 
+// The kernel's mark after the path of a mapped file replaced or removed on disk; discovery
+// shows such a library with it (library_discovery.cc) and names it without it (probe_manager.cc).
+inline constexpr std::string_view kDeletedMark = " (deleted)";
+
 struct MapEntry {
   uint64_t start = 0, end = 0, offset = 0;
   char perms[5] = {};
