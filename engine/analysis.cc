@@ -243,7 +243,10 @@ void AnalysisRun::run() {
   chains_from_calls();
   join_step_model();
   h_.samples = {};
-  if (opts_.kernels) a_.kernels = compute_kernels(source_, recent_, a_.steps, &stacks_lock_);
+  if (opts_.kernels) {
+    a_.kernels = compute_kernels(source_, recent_, a_.steps, &stacks_lock_);
+    apply_kernel_sites(a_.steps, a_.kernels);
+  }
   chains_from_steps();
   rank_chains(a_.chains);
   attribute_stacks(source_, a_);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <unordered_map>
 
 #include "engine/chain.h"
@@ -28,7 +29,10 @@ struct Name {
 struct Slot {
   KernelCount k;
   std::vector<uint32_t> per_step;  // sized to the process's steps on its first launch in one
-  std::unordered_map<uint64_t, uint64_t> stacks;
+  // Its launches by stack: those seen with their own stack (kept rows, runs of this kernel
+  // alone), and those of runs of several kernels, at the run's first stack (which may be
+  // another kernel's).
+  std::unordered_map<uint64_t, uint64_t> stacks, run_stacks;
 };
 
 // One process's launches as they are read.
@@ -39,6 +43,9 @@ struct Acc {
   std::unordered_map<std::string, uint32_t> slot_of_name;
   std::vector<Slot> slots;
   std::vector<bool> partial;  // per step: a run that kept no function overlaps it
+  // Launches of runs of several kernels that start in a steady step, by (the run's first
+  // stack, slot): how many, and the run's thread. The step model counted them at that stack.
+  std::map<std::pair<uint64_t, uint32_t>, std::pair<uint64_t, uint32_t>> shared;
   ProcessKernels out;
 };
 
@@ -51,8 +58,87 @@ uint64_t median(std::vector<uint64_t> v) {
   return v[v.size() / 2];
 }
 
+// The stack seen with the most launches (the lowest id of a tie); 0 when none.
+uint64_t top_stack(const std::unordered_map<uint64_t, uint64_t>& stacks) {
+  uint64_t best = 0, top = 0;
+  for (const auto& [stack, n] : stacks)
+    if (n > best || (n == best && stack < top)) {
+      best = n;
+      top = stack;
+    }
+  return top;
+}
+
+// The lines of the user's code of stacks, each looked up once.
+class Lines {
+ public:
+  Lines(TraceSource& source, std::mutex* lock) : source_(source), lock_(lock) {}
+  const std::string& operator()(uint64_t stack) {
+    auto [it, fresh] = lines_.try_emplace(stack);
+    if (fresh && stack) {
+      std::vector<StackFrameInfo> frames;
+      if (lock_) {
+        std::lock_guard<std::mutex> hold(*lock_);
+        frames = source_.stack(stack);
+      } else {
+        frames = source_.stack(stack);
+      }
+      it->second = code_location(frames);
+    }
+    return it->second;
+  }
+
+ private:
+  TraceSource& source_;
+  std::mutex* lock_;
+  std::unordered_map<uint64_t, std::string> lines_;
+};
+
+// ProcessKernels::site_moves: each kernel's launches of runs of several kernels shared out over
+// the stacks its own launches were seen at, in their proportions (largest remainders), where
+// that stack's line is another than the run's.
+void move_shared_launches(Acc& a, Lines& line) {
+  std::map<std::tuple<std::string, std::string, uint64_t>, ProcessKernels::SiteMove> moves;
+  for (const auto& [key, value] : a.shared) {
+    const auto& [run_stack, slot] = key;
+    const auto& [launches, tid] = value;
+    const auto& own = a.slots[slot].stacks;
+    if (own.empty()) continue;
+    std::vector<std::pair<uint64_t, uint64_t>> seen(own.begin(), own.end());
+    std::sort(seen.begin(), seen.end());
+    unsigned __int128 total = 0;
+    for (const auto& [stack, n] : seen) total += n;
+    std::vector<std::pair<uint64_t, unsigned __int128>> share;  // (launches, remainder)
+    uint64_t given = 0;
+    for (const auto& [stack, n] : seen) {
+      unsigned __int128 x = static_cast<unsigned __int128>(launches) * n;
+      share.push_back({uint64_t(x / total), x % total});
+      given += share.back().first;
+    }
+    std::vector<size_t> by_rest(seen.size());
+    for (size_t i = 0; i < by_rest.size(); ++i) by_rest[i] = i;
+    std::stable_sort(by_rest.begin(), by_rest.end(),
+                     [&](size_t x, size_t y) { return share[x].second > share[y].second; });
+    for (size_t i = 0; given < launches; ++i, ++given) ++share[by_rest[i % by_rest.size()]].first;
+    const std::string& from = line(run_stack);
+    for (size_t i = 0; i < seen.size(); ++i) {
+      const std::string& to = line(seen[i].first);
+      if (!share[i].first || to.empty() || to == from) continue;
+      auto& m = moves[{from, to, seen[i].first}];
+      m.from = from;
+      m.to = to;
+      m.to_stack = seen[i].first;
+      m.tid = tid;
+      m.calls += share[i].first;
+    }
+  }
+  for (auto& [key, m] : moves) a.out.site_moves.push_back(std::move(m));
+}
+
 void finish(Acc& a, TraceSource& source, std::mutex* lock) {
   ProcessKernels& out = a.out;
+  Lines line(source, lock);
+  move_shared_launches(a, line);
   const StepSeries* s = a.series;
   std::vector<size_t> steady;
   if (s)
@@ -92,22 +178,10 @@ void finish(Acc& a, TraceSource& source, std::mutex* lock) {
         for (size_t i = 0; i < slot.per_step.size(); ++i)
           if (slot.per_step[i]) out.per_step[i].push_back({r, slot.per_step[i]});
     }
-    uint64_t best = 0;
-    for (const auto& [stack, n] : slot.stacks)
-      if (n > best || (n == best && stack < k.stack)) {
-        best = n;
-        k.stack = stack;
-      }
-    if (k.stack && r < kLocatedKernels) {
-      std::vector<StackFrameInfo> frames;
-      if (lock) {
-        std::lock_guard<std::mutex> hold(*lock);
-        frames = source.stack(k.stack);
-      } else {
-        frames = source.stack(k.stack);
-      }
-      k.where = code_location(frames);
-    }
+    // Its line: where its own launches were seen; else the first stack of the runs of several
+    // kernels it was launched in.
+    k.stack = top_stack(slot.stacks.empty() ? slot.run_stacks : slot.stacks);
+    if (k.stack && r < kLocatedKernels) k.where = line(k.stack);
     out.kernels.push_back(std::move(k));
   }
 }
@@ -132,7 +206,7 @@ class KernelPass {
     auto func = e.get(hal::Field::kFunc);
     if (!func) return;
     Acc& a = acc(e.pid);
-    Slot& s = count(a, e.pid, *func, e.stack_id, 1);
+    Slot& s = count(a, e.pid, *func, e.stack_id, 1, true);
     in_step(a, s, int64_t(e.ts_ns), 1);
   }
 
@@ -144,7 +218,7 @@ class KernelPass {
     if (r.kind != hal::EventKind::kLaunch) return;
     Acc& a = acc(r.pid);
     if (r.func) {
-      Slot& s = count(a, r.pid, *r.func, r.stack_id, r.calls);
+      Slot& s = count(a, r.pid, *r.func, r.stack_id, r.calls, true);
       if (a.series && !a.starts.empty())
         r.for_each_span([&](uint64_t, int64_t start, uint64_t) { in_step(a, s, start, 1); });
       return;
@@ -152,9 +226,15 @@ class KernelPass {
     const int64_t last = r.last_start();
     const size_t step = step_of(a, r.ts_ns);
     const bool one_step = step != SIZE_MAX && last < a.series->steps[step].end_ns;
+    const bool steady = r.stack_id && steady_start(a, r.ts_ns);
     bool known = r.for_each_kernel([&](uint64_t func, uint64_t launches) {
-      Slot& s = count(a, r.pid, func, r.stack_id, launches);
+      Slot& s = count(a, r.pid, func, r.stack_id, launches, false);
       if (one_step) add_in_step(a, s, step, launches);
+      if (steady) {
+        auto& x = a.shared[{r.stack_id, uint32_t(&s - a.slots.data())}];
+        x.first += launches;
+        x.second = r.tid;
+      }
     });
     if (!known) a.out.folded_launches += r.calls;
     if (!known || !one_step) mark_partial(a, r.ts_ns, r.ts_ns + int64_t(r.span_ns));
@@ -172,19 +252,31 @@ class KernelPass {
   }
 
  private:
-  Slot& count(Acc& a, uint32_t pid, uint64_t func, uint64_t stack, uint64_t launches) {
+  // `own`: the launches were seen with `stack` as their own (not a run of several kernels').
+  Slot& count(Acc& a, uint32_t pid, uint64_t func, uint64_t stack, uint64_t launches, bool own) {
     Slot& s = a.slots[slot_of(a, pid, func)];
     s.k.launches += launches;
     a.out.launches += launches;
     if (s.k.name.empty()) a.out.unnamed_launches += launches;
+    auto& stacks = own ? s.stacks : s.run_stacks;
     if (stack) {
-      auto it = s.stacks.find(stack);
-      if (it != s.stacks.end())
+      auto it = stacks.find(stack);
+      if (it != stacks.end())
         it->second += launches;
-      else if (s.stacks.size() < kMaxStacksPerKernel)
-        s.stacks.emplace(stack, launches);
+      else if (stacks.size() < kMaxStacksPerKernel)
+        stacks.emplace(stack, launches);
     }
     return s;
+  }
+
+  // Whether a call starting at `ts` is in a steady step as the step model's launch sites count
+  // it (engine/steps_summary.cc, count_launch_sites).
+  static bool steady_start(const Acc& a, int64_t ts) {
+    if (!a.series || a.starts.empty() || ts < a.starts.front() ||
+        ts >= a.series->steps.back().end_ns)
+      return false;
+    auto it = std::upper_bound(a.starts.begin(), a.starts.end(), ts);
+    return !a.series->steps[size_t(it - a.starts.begin()) - 1].warmup;
   }
 
   // Every step that [from, to] overlaps may hold launches whose kernels were not kept: a run's
@@ -280,6 +372,37 @@ KernelReport compute_kernels(TraceSource& source, const Window& w, const StepMod
       w, [&](const hal::Event& e) { pass.launch(e); }, [&](const CallRun& run) { pass.run(run); });
   r.processes = pass.finish_all(source, stacks_lock);
   return r;
+}
+
+void apply_kernel_sites(StepModel& steps, const KernelReport& k) {
+  for (const ProcessKernels& p : k.processes) {
+    if (p.site_moves.empty()) continue;
+    StepSeries* s = nullptr;
+    for (auto& x : steps.processes)
+      if (x.pid == p.pid) s = &x;
+    if (!s) continue;
+    auto& sites = s->summary.launch_sites;
+    auto find = [&](const std::string& where) -> StepSummary::LaunchSite* {
+      for (auto& x : sites)
+        if (x.where == where) return &x;
+      return nullptr;
+    };
+    for (const auto& m : p.site_moves) {
+      if (auto* from = find(m.from)) from->calls -= std::min(from->calls, m.calls);
+      StepSummary::LaunchSite* to = find(m.to);
+      if (!to) {
+        sites.push_back({m.to, 0, 0, 0, 0});
+        to = &sites.back();
+      }
+      to->calls += m.calls;
+      if (m.calls > to->stack_calls || (m.calls == to->stack_calls && m.to_stack < to->stack)) {
+        to->stack_calls = m.calls;
+        to->stack = m.to_stack;
+        to->tid = m.tid;
+      }
+    }
+    pick_launch_site(s->summary);
+  }
 }
 
 std::string whole_steps_text(const ProcessKernels& p) {

@@ -2,7 +2,8 @@
 // the line that launches them. Names come from the trace (TraceSource::kernel_names: what the
 // tracer learned from registrations, driver look-ups and ELF symbols); a launch whose function
 // has none is counted as unnamed, never guessed. Launches folded into runs by tiered retention
-// kept no function and are counted apart.
+// kept no function and are counted apart. A kernel's line comes from its own launches first
+// (see ProcessKernels::site_moves).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,18 @@ struct ProcessKernels {
   // kernels launched in it, for at most kMaxStepKernels kernels (the most launched).
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> per_step;
   static constexpr size_t kMaxStepKernels = 12;
+  // A folded run keeps its first call's stack alone, and the step model counts the run's
+  // launches at that stack's line. Of a run of several kernels in a steady step, each kernel's
+  // launches go instead to the lines its own launches were seen at (its launches that kept
+  // their rows and its runs of that kernel alone), in their proportions: `calls` launches from
+  // `from` to `to` (`to_stack`, on thread `tid`). Where a kernel was never seen on its own, its
+  // launches stay at the run's line.
+  struct SiteMove {
+    std::string from, to;
+    uint64_t to_stack = 0, calls = 0;
+    uint32_t tid = 0;
+  };
+  std::vector<SiteMove> site_moves;
 };
 
 struct KernelReport {
@@ -69,6 +82,10 @@ struct KernelReport {
 // trace from before kernel names). Reads of stacks hold `stacks_lock` when given.
 KernelReport compute_kernels(TraceSource& source, const Window& w, const StepModel& steps,
                              std::mutex* stacks_lock = nullptr);
+
+// Moves the launch sites' counts of each process's step summary as `k`'s site_moves say, and
+// picks its top launch site again (StepSummary::launch_sites).
+void apply_kernel_sites(StepModel& steps, const KernelReport& k);
 
 // "400 × `mul` and 400 × `add` per step from tiny_step (faults2.py:8)": the process's most
 // launched kernels per steady step (up to `top`, those with at least 10% of its launches), each

@@ -183,6 +183,18 @@ struct StepSummary {
   std::string device_note;        // why samples measure nothing: "2 devices sampled, none ..."
   // Measured idle share, or -1 when not measured.
   double measured_idle() const { return busy_measured ? 1 - gpu_busy : -1; }
+  // Every line in the user's code the steady steps' launches come from (code_location of
+  // their stacks), most launches first; at most kMaxLaunchSites, the rest counted in `launches`
+  // alone. A folded run's launches count at its first call's stack, then engine/kernels.h
+  // moves those of a run of several kernels to each kernel's own line (apply_kernel_sites).
+  struct LaunchSite {
+    std::string where;
+    uint64_t calls = 0;
+    uint64_t stack = 0, stack_calls = 0;  // its stack with the most launches, and how many
+    uint32_t tid = 0;                     // that stack's thread
+  };
+  std::vector<LaunchSite> launch_sites;
+  static constexpr size_t kMaxLaunchSites = 256;
   // The top launch site of steady steps: where the launches come from.
   uint64_t launch_stack = 0;
   uint64_t launch_site_calls = 0, launches = 0;  // its launches, and all steady launches
@@ -190,6 +202,10 @@ struct StepSummary {
   std::string launch_where;  // "forward (model.py:12)"
   std::string text;          // "median step 16.1 ms: GPU idle 80%: host on-CPU in f (file.py:15)"
 };
+
+// Sorts summary.launch_sites by launches and takes the first as launch_where, launch_stack,
+// launch_site_calls and launch_tid (none when the list is empty).
+void pick_launch_site(StepSummary& m);
 
 // The GPU's share as the summary names it: "GPU busy 9% (NVML)" where measured ("(NVML, whole
 // device)" from whole-device samples), else "GPU idle ≥ 86% (no device data: lower bound)".

@@ -208,17 +208,13 @@ void count_launch_sites(const Proc& p, Sites& sites, StepSeries& s) {
       x.tid = c.tid;
     }
   }
-  struct Where {
-    uint64_t calls = 0, stack = 0, stack_calls = 0;
-    uint32_t tid = 0;
-  };
-  std::map<std::string, Where> by_where;
+  std::map<std::string, StepSummary::LaunchSite> by_where;
   for (const auto& [stack, n] : by_stack) {
     m.launches += n.calls;
     if (!stack) continue;
     std::string w = sites.where(stack);
     if (w.empty()) continue;
-    Where& x = by_where[w];
+    StepSummary::LaunchSite& x = by_where[w];
     x.calls += n.calls;
     if (n.calls > x.stack_calls || (n.calls == x.stack_calls && stack < x.stack)) {
       x.stack_calls = n.calls;
@@ -226,14 +222,11 @@ void count_launch_sites(const Proc& p, Sites& sites, StepSeries& s) {
       x.tid = n.tid;
     }
   }
-  const std::pair<const std::string, Where>* top = nullptr;
-  for (const auto& e : by_where)
-    if (!top || e.second.calls > top->second.calls) top = &e;
-  if (!top) return;
-  m.launch_where = top->first;
-  m.launch_stack = top->second.stack;
-  m.launch_site_calls = top->second.calls;
-  m.launch_tid = top->second.tid;
+  for (auto& [w, x] : by_where) {
+    x.where = w;
+    m.launch_sites.push_back(std::move(x));
+  }
+  pick_launch_site(m);
 }
 
 namespace {
@@ -386,6 +379,22 @@ std::string host_time_text(const StepSummary& m) {
   if (share(h.io_ns) >= 0.005) out += ", blocked on I/O " + pct(share(h.io_ns));
   if (share(h.preempted_ns) >= 0.005) out += ", preempted " + pct(share(h.preempted_ns));
   return out;
+}
+
+void pick_launch_site(StepSummary& m) {
+  auto& v = m.launch_sites;
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.calls != b.calls ? a.calls > b.calls : a.where < b.where;
+  });
+  if (v.size() > StepSummary::kMaxLaunchSites) v.resize(StepSummary::kMaxLaunchSites);
+  m.launch_where.clear();
+  m.launch_stack = m.launch_site_calls = 0;
+  m.launch_tid = 0;
+  if (v.empty() || !v.front().calls) return;
+  m.launch_where = v.front().where;
+  m.launch_stack = v.front().stack;
+  m.launch_site_calls = v.front().calls;
+  m.launch_tid = v.front().tid;
 }
 
 std::string code_location(const std::vector<StackFrameInfo>& frames) {

@@ -362,6 +362,73 @@ TEST(Kernels, ARunOfSeveralKernelsAcrossAStepsEndLeavesItsStepsOut) {
   }
 }
 
+// Found on kernels_app (each kernel launched from its own line): a run keeps its first call's
+// stack alone, and "41,284 of 49,900 launches" were given to one line where each made 25,000.
+// A run of several kernels gives each kernel's launches to the line its own launches were seen
+// at: the kept rows here.
+TEST(Kernels, ARunOfSeveralKernelsGivesEachKernelsLaunchesToItsOwnLine) {
+  constexpr uint64_t kAddStack = 32;
+  Folded s;
+  folded_loop(s, 14, true);
+  s.calls_.erase(std::remove_if(s.calls_.begin(), s.calls_.end(),
+                                [](const Event& e) { return e.kind == EventKind::kLaunch; }),
+                 s.calls_.end());
+  for (int i = 0; i < 20; ++i) {  // the kept launches again, each kernel from its own line
+    uint64_t t = uint64_t(i) * kFoldedStep;
+    int kept = i < 14 ? 56 : 800;
+    for (int k = 0; k < kept; ++k)
+      s.call("cudaLaunchKernel", EventKind::kLaunch, t + uint64_t(k) * 5 * kUs, 4 * kUs,
+             k % 2 ? kAddStack : kStepStack)
+          .set(Field::kFunc, k % 2 ? kAdd : kMul);
+  }
+  s.frames_[kAddStack] = {{true, "add_step", "/w/faults2.py", 9, "", ""}};
+  auto a = analyze(s, Window{});
+  const StepSeries* st = a.steps.find(1);
+  ASSERT_NE(st, nullptr);
+  const StepSummary& m = st->summary;
+  ASSERT_GT(m.launches, 0u);
+  ASSERT_EQ(m.launch_sites.size(), 2u);
+  for (const auto& site : m.launch_sites) EXPECT_EQ(site.calls, m.launches / 2) << site.where;
+  EXPECT_EQ(m.launch_sites[0].where, "add_step (faults2.py:9)");  // a tie: by name
+  EXPECT_EQ(m.launch_sites[0].stack, kAddStack);
+  EXPECT_EQ(m.launch_sites[1].where, "tiny_step (faults2.py:8)");
+  EXPECT_EQ(m.launch_site_calls, m.launches / 2);
+  const ProcessKernels* k = a.kernels.find(1);
+  ASSERT_NE(k, nullptr);
+  ASSERT_EQ(k->kernels.size(), 2u);
+  EXPECT_EQ(k->kernels[0].label(), "add");
+  EXPECT_EQ(k->kernels[0].where, "add_step (faults2.py:9)");
+  EXPECT_EQ(k->kernels[1].where, "tiny_step (faults2.py:8)");
+  EXPECT_EQ(kernels_per_step_text(*k),
+            "400 \u00d7 `add` (from add_step (faults2.py:9)) and 400 \u00d7 `mul` (from "
+            "tiny_step (faults2.py:8)) per step");
+  const Chain* lb = nullptr;
+  for (const auto& c : a.chains)
+    if (c.rule == "launch_bound") lb = &c;
+  ASSERT_NE(lb, nullptr);
+  EXPECT_NE(
+      lb->explanation.find(format_count(m.launches / 2) + " of the " + format_count(m.launches) +
+                           " launches of the steady steps come from add_step"),
+      std::string::npos)
+      << lb->explanation;
+}
+
+// A kernel never seen on its own keeps the run's line.
+TEST(Kernels, AKernelOnlyEverSeenInRunsOfSeveralKeepsTheRunsLine) {
+  Folded s;
+  folded_loop(s, 20, true);  // every iteration folded: the kept rows are at the run's line
+  for (auto& e : s.calls_)
+    if (e.kind == EventKind::kLaunch && e.get(Field::kFunc) == kAdd) e.set(Field::kFunc, kMul);
+  auto a = analyze(s, Window{});
+  const ProcessKernels* k = a.kernels.find(1);
+  ASSERT_NE(k, nullptr);
+  for (const auto& c : k->kernels) EXPECT_EQ(c.where, "tiny_step (faults2.py:8)") << c.name;
+  EXPECT_TRUE(k->site_moves.empty());
+  const StepSeries* st = a.steps.find(1);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->summary.launch_site_calls, st->summary.launches);
+}
+
 // Kernel counts that do not add up to the run's calls (damage) count the run as folded.
 TEST(Kernels, ARunWhoseKernelCountsDoNotAddUpCountsAsFolded) {
   const std::string mul = std::to_string(kMul), gap = std::to_string(kAdd - kMul);
