@@ -180,6 +180,11 @@ void add_calls(TraceSource& source, const Window& w, Grouper& g, const FirstPass
       s.bytes += e.get_or(hal::Field::kBytes, 0);
       s.off_cpu_ns += e.off_cpu_ns;
       s.preempts += e.preempts;
+      if (e.preempts) {
+        ++s.preempted_calls;
+        s.preempted_sum_ns += e.dur_ns;
+        s.preempted_off_cpu_ns += e.off_cpu_ns;
+      }
       if (e.off_cpu_ns || e.switches || e.preempts) s.per_call_off_cpu = true;
       if (e.preempts)
         if (auto peer = e.get(hal::Field::kPeerPid); peer && *peer)

@@ -2,6 +2,7 @@
 // p50/p95/p99 (engine/exact_quantiles.h), and what happened to the slowest 5% of calls.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -45,6 +46,9 @@ struct OpStats {
   uint64_t p50 = 0, p95 = 0, p99 = 0;
   uint64_t bytes = 0;
   uint64_t off_cpu_ns = 0, preempts = 0;
+  // Of its calls with at least one preemption (per-call data): how many, their time, and their
+  // off-CPU time (which holds the sleep of a blocking call as well as the wait for a CPU).
+  uint64_t preempted_calls = 0, preempted_sum_ns = 0, preempted_off_cpu_ns = 0;
   bool per_call_off_cpu = false;  // the trace carries per-call off-CPU time
   int64_t first_ts = 0, last_ts = 0;
   uint64_t cgroup_id = 0;  // of the group's first call (a process's cgroup: engine/tenants.h)
@@ -65,6 +69,16 @@ struct OpStats {
   bool timed() const { return max_ns > 0 || count == 0; }
   double tail_ratio() const { return p50 ? double(p99) / double(p50) : (p99 ? 1e9 : 0); }
   // Share of the tail's time spent off-CPU (per-call data only).
+  // What preemption cost its calls (per-call data): the time its preempted calls took beyond
+  // its other calls' mean length, at most their off-CPU time; their off-CPU time where every
+  // call was preempted.
+  uint64_t contended_ns() const {
+    if (!preempted_calls) return 0;
+    if (count <= preempted_calls || sum_ns < preempted_sum_ns) return preempted_off_cpu_ns;
+    double others = double(sum_ns - preempted_sum_ns) / double(count - preempted_calls);
+    double excess = double(preempted_sum_ns) - others * double(preempted_calls);
+    return excess <= 0 ? 0 : std::min(preempted_off_cpu_ns, uint64_t(excess));
+  }
   double tail_off_cpu_share() const {
     return tail_dur_ns ? double(tail_off_cpu_ns) / double(tail_dur_ns) : 0;
   }

@@ -189,19 +189,22 @@ std::optional<TailFinding> detect(const Analysis& a, const OpStats& s) {
   f.tail = f.ratio >= kTailRatioMedium && s.p99 >= s.p50 + kMinTailExcessNs &&
            stalled_calls(s) >= kMinTailCalls;
   // Every call slowed, not just the tail: a large share of all the op's time off-CPU.
+  // Only what preemptions added counts: a blocking sync is off-CPU by design (engine.md).
   f.all_share = s.per_call_off_cpu && s.sum_ns ? double(s.off_cpu_ns) / double(s.sum_ns) : 0;
-  bool broad = f.all_share >= kOffCpuShareMedium && s.off_cpu_ns >= kMinOffCpuNs;
+  const uint64_t contended = s.per_call_off_cpu ? s.contended_ns() : 0;
+  f.contended_share = s.sum_ns ? double(contended) / double(s.sum_ns) : 0;
+  bool broad = f.contended_share >= kOffCpuShareMedium && contended >= kMinOffCpuNs;
   if (!f.tail && !broad) return std::nullopt;
   f.ev = gather(a, s);
   Evidence& ev = f.ev;
   if (!f.tail) {
     // Judge the whole distribution: the evidence is the share of all calls' time.
-    ev.off_share = f.all_share;
+    ev.off_share = f.contended_share;
     ev.preempts = s.preempts;
     // And who took the CPU from all of them: two long preemptions by a kernel thread can
     // outweigh a hog's hundreds in a tail of a few calls.
     if (!s.all_preemptors.empty()) ev.preemptors = s.all_preemptors;
-    ev.cpu = s.preempts == 0 ? 0 : f.all_share >= kOffCpuShareHigh ? 2 : 1;
+    ev.cpu = s.preempts == 0 ? 0 : f.contended_share >= kOffCpuShareHigh ? 2 : 1;
   }
   if (ev.cpu) f.causes.push_back("CPU contention");
   if (ev.io_heavy) f.causes.push_back("block I/O");

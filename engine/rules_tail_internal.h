@@ -39,6 +39,10 @@ struct TailFinding {
   bool tail = false;     // the p99 stands far above the p50 (else: every call slowed)
   double ratio = 0;      // p99 / p50
   double all_share = 0;  // off-CPU share of all the op's time (per-call data)
+  // Share of all the op's time its preempted calls took beyond the length of its other calls,
+  // at most their off-CPU time: a blocking sync sleeps off-CPU in every call, preempted or not,
+  // and only what preemption added is contention (OpStats::contended_ns).
+  double contended_share = 0;
   Evidence ev;
   std::vector<std::string> causes;  // "CPU contention", "block I/O", "memory pressure"
   std::string rule;

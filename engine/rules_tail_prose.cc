@@ -110,6 +110,10 @@ std::string tail_root_cause(const Analysis& a, const TailFinding& f) {
       return "Host CPU contention: " + who + " was descheduled " + format_count(ev.proc_switches) +
              " times while the host ran at " + pct(a.host.cpu_avg / 100) +
              " CPU on average; the GPU waits on a starved host";
+    // Every call slowed, some of that time blocked by design: the share preemption took.
+    if (!f.tail && pct(f.contended_share) != pct(f.all_share))
+      return "CPU contention: preemptions took " + pct(f.contended_share) + " of " + who + "'s " +
+             s.key.op + " time" + by;
     return "CPU contention: " + who + " was off-CPU for " + pct(ev.off_share) + " of its " +
            (f.tail ? "slowest " : "") + s.key.op + " time" + by;
   }
