@@ -72,6 +72,26 @@ TEST(Vendors, HipRealLibraryExactCallsAndDecode) {
                 {"hipMemcpyAsync", "4096", "D2H", std::to_string(0xa11)}}));
 }
 
+// NCCL spells all-to-all ncclAlltoAll (RCCL ncclAllToAll): every one is traced, by its
+// library's name, as the collective ALL_TO_ALL.
+TEST(Vendors, NcclAllToAllIsTracedUnderTheLibrarysSpelling) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(kNccl);
+  std::string db = temp_path("nccl_a2a.db");
+  auto run = trace_command(db, {INGERO_NCCL_CALLS, kNccl, "alltoall"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = 0;
+  auto want = calls_by_op(run.out, &pid);
+  ASSERT_EQ(want.size(), 1u) << run.out;
+  ASSERT_EQ(want.begin()->first, "ncclAlltoAll") << run.out;
+  EXPECT_EQ(want.begin()->second.first, 4);
+  EXPECT_EQ(query_rows(db,
+                       "SELECT op, api_op, count(*), count, datatype, bytes, stream FROM "
+                       "nccl_events GROUP BY 1, 2"),
+            (std::vector<std::vector<std::string>>{{"ALL_TO_ALL", "ncclAlltoAll", "4", "77",
+                                                    "int32", "308", std::to_string(0x57ab)}}));
+}
+
 TEST(Vendors, NcclCollectivesStackStreamAndUniqueIdHash) {
   REQUIRE_BPF();
   REQUIRE_FILE(kNccl);

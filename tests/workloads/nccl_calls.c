@@ -2,7 +2,9 @@
  * cannot be created and collectives on a NULL communicator are rejected, but every call
  * enters the library with real arguments: counts, datatypes, ops, the 7th (stack) argument,
  * and the 128-byte ncclUniqueId passed by value.
- * Prints "pid N", "id <hex of the 128 id bytes>" and "<op> <tid> <ret>" per call. */
+ * Prints "pid N", "id <hex of the 128 id bytes>" and "<op> <tid> <ret>" per call.
+ * With a second argument `alltoall`: 4 all-to-all calls instead, by the library's own spelling
+ * of the name (NCCL's ncclAlltoAll, RCCL's ncclAllToAll), and nothing else. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -34,6 +36,18 @@ int main(int argc, char** argv) {
   int (*recv)(void*, size_t, int, int, void*, void*) = dlsym(h, "ncclRecv");
   int (*gstart)(void) = dlsym(h, "ncclGroupStart");
   int (*gend)(void) = dlsym(h, "ncclGroupEnd");
+  if (argc > 2 && strcmp(argv[2], "alltoall") == 0) {
+    const char* name = "ncclAlltoAll";
+    int (*a2a)(const void*, void*, size_t, int, void*, void*) = dlsym(h, name);
+    if (!a2a) a2a = dlsym(h, name = "ncclAllToAll");
+    if (!a2a) {
+      fprintf(stderr, "no all-to-all in %s\n", argv[1]);
+      return 2;
+    }
+    for (int i = 0; i < 4; i++)
+      LOG(name, a2a((void*)0x1000, (void*)0x2000, 77, 2 /* int32 */, NULL, (void*)0x57ab));
+    return 0;
+  }
   ncclUniqueId id;
   for (int i = 0; i < 128; i++) id.internal[i] = (char)(i * 7 + 3);
   printf("id ");
