@@ -87,6 +87,27 @@ bool on_read_only_fs(const std::string& path) {
   return statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY);
 }
 
+// The size of the file beside `path` with `side` ("-wal"); 0 when there is none.
+off_t side_size(const std::string& path, const char* side) {
+  struct stat st {};
+  return stat((path + side).c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+// How a file on a read-only file system is opened: as immutable where no -wal holds part of it
+// (an immutable file's -wal would be ignored: a trace whose tracer was killed, half its calls in
+// the -wal, read as half without a word); with its -shm, as a plain read (SQLite reads the two
+// together on read-only media where the -shm exists); else refused, naming the -wal.
+ingero::Result<bool> read_only_fs_immutable(const std::string& path) {
+  const off_t wal = side_size(path, "-wal");
+  if (!wal) return true;
+  struct stat st {};
+  if (stat((path + "-shm").c_str(), &st) == 0) return false;
+  return ingero::make_error(path + ": its -wal holds part of the trace (" + std::to_string(wal) +
+                            " bytes), and on this read-only file system, without its -shm, "
+                            "SQLite cannot read the two together: copy " +
+                            path + " and " + path + "-wal to a writable folder and read the copy");
+}
+
 // A file alone in a folder this reader may not write: a copy of a trace that was being written
 // (WAL mode) cannot be read there, SQLite needing its -shm beside it ("attempt to write a
 // readonly database"). With no -wal, -shm or -journal beside it the file holds the whole trace,
@@ -124,7 +145,15 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
       break;
   }
   std::string name = path;
-  if (mode == Mode::kReadOnly && (on_read_only_fs(path) || alone_in_a_folder_not_ours(path))) {
+  bool immutable = false;
+  if (mode == Mode::kReadOnly && on_read_only_fs(path)) {
+    auto how = read_only_fs_immutable(path);
+    if (!how) return how.error();
+    immutable = *how;
+  } else if (mode == Mode::kReadOnly) {
+    immutable = alone_in_a_folder_not_ours(path);
+  }
+  if (immutable) {
     name = immutable_uri(path);
     flags |= SQLITE_OPEN_URI;
   }
