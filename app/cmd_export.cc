@@ -265,6 +265,11 @@ int export_sqlite(const ExportOpts& o) {
     std::cerr << "ingero export: copying " << path << " into " << o.out << ": " << m << "\n";
     return kExitFailure;
   }
+  // An old -wal beside the name would be read as the copy's.
+  if (auto st = clear_sqlite_sides(o.out); !st) {
+    std::cerr << "ingero export: " << st.error().message << "\n";
+    return kExitFailure;
+  }
   if (::chmod(tmp.c_str(), 0600) != 0 || ::rename(tmp.c_str(), o.out.c_str()) != 0) {
     std::cerr << "ingero export: "
               << ingero::Error::sys("renaming the copy to " + o.out, errno).message << "\n";

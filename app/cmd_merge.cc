@@ -464,6 +464,7 @@ void add_merge_command(CLI::App& app, Context& ctx) {
     const std::string tmp_dir = *dir, tmp = tmp_dir + "/merged.db";
     size_t events = 0;
     auto s = merge_traces(o->inputs, o->force_node, tmp, &events);
+    if (s) s = clear_sqlite_sides(o->out);  // a stray -wal would be read as the new file's
     // RENAME_NOREPLACE: a file that appeared at the output meanwhile is not overwritten.
     if (s && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, o->out.c_str(), RENAME_NOREPLACE) != 0)
       s = ingero::Error::sys("renaming " + tmp + " to " + o->out, errno);

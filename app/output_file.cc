@@ -31,6 +31,24 @@ Result<bool> name_taken(const std::string& path) {
   return std::filesystem::exists(st);
 }
 
+Status clear_sqlite_sides(const std::string& path) {
+  std::error_code ec;
+  const bool there = std::filesystem::exists(std::filesystem::symlink_status(path, ec));
+  for (const char* side : {"-wal", "-journal", "-shm"}) {
+    const std::string p = path + side;
+    auto st = std::filesystem::symlink_status(p, ec);
+    if (st.type() == std::filesystem::file_type::not_found) continue;
+    if (there)
+      return make_error(p + " is beside " + path + ": a program is writing " + path +
+                        ", or one was killed while it did; replacing " + path +
+                        " would give the new file its log (write to another name, or remove " +
+                        path + " and its -wal, -shm and -journal first)");
+    if (!std::filesystem::remove(p, ec) && ec)
+      return Error::sys("removing the stray " + p + " (no " + path + " beside it)", ec.value());
+  }
+  return {};
+}
+
 std::optional<std::string> OutputFile::refusal(const std::string& path, bool force,
                                                const std::vector<std::string>& inputs) {
   if (path.empty() || path == "-") return std::nullopt;

@@ -24,6 +24,13 @@ namespace ingero::app {
 // that cannot be searched): never an exception.
 Result<bool> name_taken(const std::string& path);
 
+// Before a new SQLite file is renamed to `path`: SQLite's files beside the name (-wal, -shm,
+// -journal) would be read as part of it (an old trace's -wal took a merged file over). Where
+// `path` is not there they are stray (a trace removed without its -wal) and are removed; beside
+// an existing `path` they are its own (a program writing it, or one that was killed), and the
+// answer is an Error naming them.
+Status clear_sqlite_sides(const std::string& path);
+
 class OutputFile {
  public:
   // Why `path` may not be written as asked: a folder, one of the inputs, or a file that exists

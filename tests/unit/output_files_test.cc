@@ -5,7 +5,9 @@
 // private mount namespace) are errors that leave nothing behind. query and explain writing
 // into a full standard output exit non-zero.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -219,6 +221,60 @@ TEST_F(OutputFiles, ASqliteCopyIsAWholeFileOrAUsageError) {
     EXPECT_EQ(r.out, "") << args.back();
     EXPECT_EQ(entries(dir_), 0u) << args.back();
   }
+}
+
+// `path`'s last change (its calls deleted) left in a -wal, as a killed writer leaves it.
+void leave_a_wal(const std::string& path) {
+  pid_t child = fork();
+  if (child == 0) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK ||
+        sqlite3_exec(db,
+                     "PRAGMA journal_mode=WAL; CREATE TABLE stray(x); INSERT INTO stray "
+                     "VALUES (1);",
+                     nullptr, nullptr, nullptr) != SQLITE_OK)
+      _exit(1);
+    _exit(0);  // without closing
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(status, 0);
+  ASSERT_GT(std::filesystem::file_size(path + "-wal"), 0u);
+}
+
+// Found by a hostile-testing helper: a trace removed without its -wal left OUT-wal behind, and
+// `merge ... -o OUT` and `export --format sqlite -o OUT` renamed their new file under it: SQLite
+// read the old -wal on top, and OUT answered as the other trace. A stray -wal (no OUT beside it)
+// is removed; beside an existing OUT it is OUT's, and replacing OUT is refused.
+TEST_F(OutputFiles, AStrayWalIsRemovedAndAnExistingFilesWalRefusesTheReplacement) {
+  const std::string other = temp_path("other.db");
+  std::filesystem::copy_file(db_, other, std::filesystem::copy_options::overwrite_existing);
+  leave_a_wal(other);
+  for (const char* cmd : {"merge", "export"}) {
+    SCOPED_TRACE(cmd);
+    const std::string out = dir_ + "/" + cmd + ".db";
+    std::filesystem::copy_file(other + "-wal", out + "-wal");
+    std::filesystem::copy_file(other + "-shm", out + "-shm");
+    auto r = std::string(cmd) == "merge"
+                 ? ingero({"merge", db_, "-o", out})
+                 : ingero({"export", "--format", "sqlite", "--db", db_, "-o", out});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(query_int(out, "SELECT count(*) FROM sqlite_master WHERE name = 'stray'"), 0);
+    EXPECT_EQ(query_int(out, "SELECT count(*) FROM calls"), 2000);
+    EXPECT_FALSE(std::filesystem::exists(out + "-wal"));
+  }
+  // An existing file with its -wal: the new copy is not renamed over it.
+  const std::string kept = dir_ + "/kept.db";
+  std::filesystem::copy_file(other, kept);
+  std::filesystem::copy_file(other + "-wal", kept + "-wal");
+  const auto before = slurp(kept);
+  auto r = ingero({"export", "--format", "sqlite", "--db", db_, "-o", kept, "--force"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "ingero export: " + kept + "-wal is beside " + kept + ": a program is writing " +
+                       kept + ", or one was killed while it did; replacing " + kept +
+                       " would give the new file its log (write to another name, or remove " +
+                       kept + " and its -wal, -shm and -journal first)\n");
+  EXPECT_EQ(slurp(kept), before);
 }
 
 // demo keeps its trace only in a new file, and an unknown scenario makes none: both are usage
