@@ -71,8 +71,16 @@ class RdmaBackend final : public VendorBackend {
       ev.set(Field::kErrClass, uint64_t(ErrorClass::kOther));
       return;
     }
-    if (auto t = ev.get(Field::kRdmaEvent))
+    if (auto t = ev.get(Field::kRdmaEvent)) {
       ev.set(Field::kFabricError, rdma_event_is_fabric_error(*t) ? 1 : 0);
+      // The element union: a port event's is the 4-byte port_num (the union's other 4 bytes
+      // are whatever the caller's buffer held); a device's fatal event has none.
+      if (rdma_event_is_port_event(*t)) {
+        if (auto e = ev.get(Field::kFlags)) ev.set(Field::kFlags, *e & 0xffffffffu);
+      } else if (*t == 8) {  // IBV_EVENT_DEVICE_FATAL
+        ev.clear(Field::kFlags);
+      }
+    }
   }
 
  private:
@@ -209,6 +217,8 @@ bool rdma_event_is_fabric_error(uint64_t t) {
       return false;
   }
 }
+
+bool rdma_event_is_port_event(uint64_t t) { return (t >= 9 && t <= 13) || t == 17 || t == 18; }
 
 std::pair<uint64_t, std::string_view> rdma_counter_unit(std::string_view c) {
   if (c.substr(0, 12) == "hw_counters/") c.remove_prefix(12);

@@ -24,6 +24,9 @@ std::unique_ptr<hal::VendorBackend> make_rdma_backend(bool verbs);
 // ibv_event_type -> name ("IBV_EVENT_PORT_ERR"), and whether it is a fabric error.
 std::string_view rdma_event_name(uint64_t type);
 bool rdma_event_is_fabric_error(uint64_t type);
+// Whether the event's element is a port number (PORT_ACTIVE, PORT_ERR, LID_CHANGE,
+// PKEY_CHANGE, SM_CHANGE, CLIENT_REREGISTER, GID_CHANGE), not an object's address.
+bool rdma_event_is_port_event(uint64_t type);
 
 // One port's counters at one instant.
 struct RdmaPortSample {

@@ -44,8 +44,8 @@ TEST(RdmaVerbs, AsyncEventTypeIsDecodedWithItsFabricErrorFlag) {
   hal::CallRecord r = all_words();
   r.hdr.probe_id = id;
   r.hdr.ret = 0;
-  uint64_t element = 1;  // port 1
-  uint32_t type = 10;    // IBV_EVENT_PORT_ERR
+  uint64_t element = 0xababab'ab00000001ull;  // port 1, and the caller's old bytes beside it
+  uint32_t type = 10;                         // IBV_EVENT_PORT_ERR
   std::memcpy(r.return_buf, &element, 8);
   std::memcpy(r.return_buf + 8, &type, 4);
   r.hdr.return_len = 16;
@@ -54,11 +54,22 @@ TEST(RdmaVerbs, AsyncEventTypeIsDecodedWithItsFabricErrorFlag) {
   EXPECT_EQ(ev.kind, EventKind::kRdmaAsyncEvent);
   EXPECT_EQ(ev.get(Field::kRdmaEvent), 10u);
   EXPECT_EQ(ev.get(Field::kFabricError), 1u);
+  EXPECT_EQ(ev.get(Field::kFlags), 1u);  // the port: port_num is an int, not the union's 8 bytes
   EXPECT_EQ(rdma_event_name(10), "IBV_EVENT_PORT_ERR");
   type = 9;  // IBV_EVENT_PORT_ACTIVE
   std::memcpy(r.return_buf + 8, &type, 4);
   ASSERT_TRUE(CallDecoder(table).decode(r, ev));
   EXPECT_EQ(ev.get(Field::kFabricError), 0u);
+  type = 1;  // IBV_EVENT_QP_FATAL: the element is the queue pair's address
+  std::memcpy(r.return_buf + 8, &type, 4);
+  ASSERT_TRUE(CallDecoder(table).decode(r, ev));
+  EXPECT_EQ(ev.get(Field::kFlags), element);
+  type = 8;  // IBV_EVENT_DEVICE_FATAL: no element
+  std::memcpy(r.return_buf + 8, &type, 4);
+  ASSERT_TRUE(CallDecoder(table).decode(r, ev));
+  EXPECT_FALSE(ev.has(Field::kFlags));
+  for (uint64_t t : {9, 10, 11, 12, 13, 17, 18}) EXPECT_TRUE(rdma_event_is_port_event(t)) << t;
+  for (uint64_t t : {0, 1, 8, 14, 16, 19}) EXPECT_FALSE(rdma_event_is_port_event(t)) << t;
   r.hdr.ret = uint64_t(-1);  // failed: nothing was written, and the old bytes name no error
   type = 10;
   std::memcpy(r.return_buf + 8, &type, 4);
