@@ -106,7 +106,7 @@ void write_perfetto(engine::TraceSource& source, const engine::Window& base,
       if (!node.empty() && by_node) w.node = node;
       if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
       names = source.processes_of(w.node);
-      auto emit_event = [&](const hal::Event& e, const char* cat) {
+      auto emit_event = [&](const hal::Event& e, const std::string& cat) {
         int pid = track(node, e.pid, e.comm_view());
         nlohmann::json j = {{"name", std::string(e.op)},
                             {"cat", cat},
@@ -129,7 +129,10 @@ void write_perfetto(engine::TraceSource& source, const engine::Window& base,
         em.emit(j);
       };
       source.calls(w, [&](const hal::Event& e) {
-        emit_event(e, std::string(e.api) == "cuda_driver" ? "driver" : "cuda");
+        // CUDA keeps its two categories; every other API is its own (hip, nccl, ibverbs, ...).
+        emit_event(e, e.api == "cuda_driver"    ? "driver"
+                      : e.api == "cuda_runtime" ? "cuda"
+                                                : std::string(e.api));
       });
       source.host_events(w, [&](const hal::Event& e) {
         emit_event(e, e.kind == hal::EventKind::kBlockIo         ? "io"

@@ -261,6 +261,37 @@ TEST(PprofExport, NodeOfAMergedFile) {
 }
 
 // The original implementation's files export too: their calls and stacks, node by node.
+// Found by a hostile-testing helper: the Perfetto export gave every call but the driver's the
+// category "cuda", HIP, NCCL and ibverbs calls too: a trace could not be filtered by vendor.
+TEST(PprofExport, PerfettoCategoriesNameEachApi) {
+  using namespace store::tiers_fixture;
+  std::string db = test::temp_path("apis.db"), err, json;
+  {
+    auto w = store::TraceWriter::open(db);
+    ASSERT_TRUE(w);
+    store::SessionInfo si;
+    si.mono_offset_ns = kOffset;
+    ASSERT_TRUE((*w)->begin_session(si));
+    uint64_t t = 1000;
+    for (const auto& [api, op] :
+         std::vector<std::pair<std::string, std::string>>{{"cuda_runtime", "cudaMalloc"},
+                                                          {"cuda_driver", "cuMemAlloc_v2"},
+                                                          {"hip", "hipMalloc"},
+                                                          {"nccl", "ncclAllReduce"}})
+      ASSERT_TRUE(
+          (*w)->add(call(t += kMs, 10 * kUs, api.c_str(), op.c_str(), hal::EventKind::kAlloc)));
+    ASSERT_TRUE((*w)->finish(store::SessionEnd{}));
+  }
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--db", db}, &json, &err), 0) << err;
+  std::map<std::string, std::string> cat_of;
+  for (const auto& e : nlohmann::json::parse(json))
+    if (e.value("ph", "") == "X") cat_of[e.value("name", "")] = e.value("cat", "");
+  EXPECT_EQ(cat_of, (std::map<std::string, std::string>{{"cudaMalloc", "cuda"},
+                                                        {"cuMemAlloc_v2", "driver"},
+                                                        {"hipMalloc", "hip"},
+                                                        {"ncclAllReduce", "nccl"}}));
+}
+
 TEST(PprofExport, TheOriginalImplementationsFiles) {
   std::string file = INGERO_FIXTURES_DIR "/ingero-go/sample-cluster.db";
   std::string out = test::temp_path("legacy.pb.gz"), err;
