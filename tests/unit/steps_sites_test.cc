@@ -30,5 +30,42 @@ TEST(StepSites, SitesWithoutAStackAreNamedByTheirOwnOp) {
   EXPECT_EQ(op_sites, 2u);
 }
 
+// Found by a hostile-testing helper: gaps were counted by whole stack and said under the stack's
+// line, "ends 102 gaps at upload (wl.c:24)" where all 299 ended at that line (called from three
+// loops). Gaps ending at one line are one site: here 50 steps whose upload comes from one line
+// through two callers, in turn.
+TEST(StepSites, GapsEndingAtOneLineAreCountedTogetherWhateverItsCaller) {
+  Source s;
+  loop(s, 50, 10 * kMs, 8 * kMs, false);
+  s.offcpu(0, 10 * kUs, false, 1);  // the trace has scheduler events
+  constexpr uint64_t kViaA = 41, kViaB = 42;
+  bool a_turn = true;
+  for (auto& e : s.calls_)
+    if (e.stack_id == kUploadStack) {
+      e.stack_id = a_turn ? kViaA : kViaB;
+      a_turn = !a_turn;
+    }
+  s.frames_[kViaA] = {{true, "load", "/w/train.py", 24, "", ""},
+                      {true, "<module>", "/w/train.py", 30, "", ""}};
+  s.frames_[kViaB] = {{true, "load", "/w/train.py", 24, "", ""},
+                      {true, "<module>", "/w/train.py", 40, "", ""}};
+  auto a = analyze(s, Window{});
+  const Chain* c = nullptr;
+  for (const auto& x : a.chains)
+    if (x.rule == "data_loader_starvation") c = &x;
+  ASSERT_NE(c, nullptr);
+  const uint64_t steady = only(a).summary.steps;
+  ASSERT_GT(steady, 40u);
+  EXPECT_NE(c->explanation.find(" " + format_count(steady) +
+                                " gaps (100% of gap time) ended with cudaMemcpy at load "
+                                "(train.py:24), a host-to-device copy"),
+            std::string::npos)
+      << c->explanation;
+  bool said = false;
+  for (const auto& t : c->timeline)
+    said = said || t.detail == "ends " + format_count(steady) + " gaps at load (train.py:24)";
+  EXPECT_TRUE(said);
+}
+
 }  // namespace
 }  // namespace ingero::engine
