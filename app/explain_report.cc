@@ -169,6 +169,17 @@ static void print_steps(std::ostream& out, const engine::Analysis& a) {
     const auto& s = *sp;
     out << "  " << a.process_name(s.pid) << " (pid " << s.pid << "): " << s.summary.text << "\n";
     if (const engine::ProcessKernels* k = a.kernels.find(s.pid)) print_step_kernels(out, *k);
+    if (s.after_steps_said()) {
+      const int64_t end = s.steps.back().end_ns;
+      char from[32];  // Unix seconds, as --from takes them
+      std::snprintf(from, sizeof from, "%lld.%09lld", static_cast<long long>(end / 1'000'000'000),
+                    static_cast<long long>(end % 1'000'000'000));
+      out << "    steps end at " << format_wall(end) << ": its "
+          << format_count(s.calls_after_steps) << " later GPU calls, to "
+          << format_wall(s.last_call_ns)
+          << ", are in no step (another loop, at another site; explain --from " << from
+          << " looks at them alone)\n";
+    }
     if (s.calls_dropped)
       out << "    steps modelled until " << format_wall(s.last_call_ns)
           << " only: " << format_count(s.calls_dropped)

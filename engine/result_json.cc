@@ -184,7 +184,10 @@ nlohmann::json step_series_json(const StepSeries& s, const std::string& name) {
           {"cadence", cadence_name(s.cadence)},
           {"cadence_note", s.cadence_note},
           {"anchor_site", s.anchor_site},
+          {"cycle", s.cycle},
           {"calls_not_modelled", s.calls_dropped},
+          {"calls_after_steps", s.calls_after_steps},
+          {"steps_end_ns", s.steps.empty() ? 0 : s.steps.back().end_ns},
           {"modelled_until_ns", s.last_call_ns},
           {"summary", step_summary_json(s.summary)}};
 }

@@ -74,10 +74,13 @@ struct Periodicity {
   bool periodic = false;
   int64_t median = 0;
   double count_share = 0, time_share = 0;
+  size_t cycle = 1, phase = 0;  // every cycle-th time from the phase-th (cycle_times)
 };
 
-// Is this series of times (ascending) a cadence? See thresholds_steps.h.
-Periodicity periodicity(const std::vector<int64_t>& t) {
+// Is this series of times (ascending) a cadence, its intervals within [lo, hi] x their median?
+// See thresholds_steps.h.
+Periodicity periodicity(const std::vector<int64_t>& t, double lo = kRegularLo,
+                        double hi = kRegularHi, double count_share = kRegularCountShare) {
   Periodicity r;
   if (t.size() < kMinCadenceIntervals + 1) return r;
   std::vector<uint64_t> d;
@@ -87,14 +90,42 @@ Periodicity periodicity(const std::vector<int64_t>& t) {
   uint64_t regular = 0, regular_ns = 0, total = 0;
   for (uint64_t x : d) {
     total += x;
-    if (double(x) >= kRegularLo * double(r.median) && double(x) <= kRegularHi * double(r.median)) {
+    if (double(x) >= lo * double(r.median) && double(x) <= hi * double(r.median)) {
       ++regular;
       regular_ns += x;
     }
   }
   r.count_share = double(regular) / double(d.size());
   r.time_share = total ? double(regular_ns) / double(total) : 0;
-  r.periodic = r.count_share >= kRegularCountShare && r.time_share >= kRegularTimeShare;
+  r.periodic = r.count_share >= count_share && r.time_share >= kRegularTimeShare;
+  return r;
+}
+
+// Every `cycle`-th of `t` from the `phase`-th.
+std::vector<int64_t> cycle_times(const std::vector<int64_t>& t, size_t cycle, size_t phase) {
+  std::vector<int64_t> out;
+  for (size_t i = phase; i < t.size(); i += cycle) out.push_back(t[i]);
+  return out;
+}
+
+// A cadence of `t` itself, else of every k-th time for the smallest k (2..kMaxCycle) at which
+// one is, at the phase whose intervals are most regular by time (thresholds_steps.h).
+Periodicity cycle_periodicity(const std::vector<int64_t>& t) {
+  Periodicity r = periodicity(t);
+  if (r.periodic) return r;
+  for (size_t k = 2; k <= kMaxCycle && t.size() >= k * (kMinCadenceIntervals + 1); ++k) {
+    Periodicity best;
+    for (size_t phase = 0; phase < k; ++phase) {
+      Periodicity x = periodicity(cycle_times(t, k, phase), 1 - kCycleTolerance,
+                                  1 + kCycleTolerance, kCycleCountShare);
+      if (x.periodic && (!best.periodic || x.time_share > best.time_share)) {
+        best = x;
+        best.cycle = k;
+        best.phase = phase;
+      }
+    }
+    if (best.periodic) return best;
+  }
   return r;
 }
 
@@ -136,7 +167,8 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
     int64_t span = 0;
     bool d2h = false;
     uint64_t wait = 0;
-    std::vector<int64_t> t;
+    std::vector<int64_t> t;  // the step ends: every cycle-th round trip's
+    size_t cycle = 1, phase = 0;
   };
   std::vector<Cand> periodic;
   size_t considered = 0;
@@ -150,7 +182,15 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
       c.wait += trips[i].wait_ns;
     }
     c.span = c.t.back() - c.t.front();
-    if (periodicity(c.t).periodic) periodic.push_back(std::move(c));
+    Periodicity pr = cycle_periodicity(c.t);
+    if (!pr.periodic) continue;
+    if (pr.cycle > 1) {
+      c.cycle = pr.cycle;
+      c.phase = pr.phase;
+      c.t = cycle_times(c.t, c.cycle, c.phase);
+      c.n = c.t.size();
+    }
+    periodic.push_back(std::move(c));
   }
   if (periodic.empty()) {
     why = considered ? std::to_string(considered) + " repeating round-trip site(s), none periodic"
@@ -178,7 +218,8 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
     if (same ? std::tie(c.d2h, c.wait) > std::tie(best->d2h, best->wait) : c.n > best->n) best = &c;
   }
   const auto& idx = groups[best->key];
-  for (size_t i : idx) bounds.push_back(trips[i].end);
+  for (size_t i = best->phase; i < idx.size(); i += best->cycle)
+    bounds.push_back(trips[idx[i]].end);
   const RoundTrip& first = trips[idx.front()];
   s.cadence = Cadence::kSync;
   s.anchor_tid = best->key.first;
@@ -188,9 +229,16 @@ bool find_sync_cadence(const Proc& p, const std::vector<RoundTrip>& trips, Sites
   std::string op;
   for (const Call& c : p.calls)
     if (c.tid == first.tid && c.start == first.start) op = p.ops[c.op].op;
-  s.cadence_note = "one blocking round trip per step (" + op +
-                   (where.empty() ? "" : " at " + where) + ", thread " + std::to_string(first.tid) +
-                   "): " + std::to_string(idx.size()) + " round trips";
+  const std::string site =
+      op + (where.empty() ? "" : " at " + where) + ", thread " + std::to_string(first.tid);
+  if (best->cycle == 1)
+    s.cadence_note = "one blocking round trip per step (" + site +
+                     "): " + std::to_string(idx.size()) + " round trips";
+  else
+    s.cadence_note = "one step per " + std::to_string(best->cycle) + " blocking round trips (" +
+                     site + "): their times repeat in a cycle of " + std::to_string(best->cycle) +
+                     ", not one by one (" + std::to_string(idx.size()) + " round trips)";
+  s.cycle = uint32_t(best->cycle);
   return true;
 }
 
@@ -310,6 +358,11 @@ StepSeries model_process(const Proc& p, Sites& sites, const HostContext& host, s
       st.end_ns = bounds[i + 1];
       s.steps.push_back(st);
     }
+  // A second loop at another site, after the one that marks the steps: its calls are in no
+  // step (half a trace was left out without a word), counted and said.
+  if (s.cadence == Cadence::kSync && !s.steps.empty())
+    for (const Call& c : p.calls)
+      if (c.start >= s.steps.back().end_ns) s.calls_after_steps += p.calls_in(c);
   FeedingThreads feeding = feeding_threads(p, host);
   count_preempted(p, host, feeding, s);
   mark_warmup(s);

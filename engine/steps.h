@@ -220,6 +220,7 @@ struct StepSeries {
   uint32_t pid = 0;
   Cadence cadence = Cadence::kNone;
   std::string cadence_note;  // how the steps were found, or why nothing was periodic
+  uint32_t cycle = 1;        // kSync: round trips per step (a cycle of them where not one)
   uint32_t anchor_tid = 0;   // kSync: the thread and site of the round trip marking a step
   uint64_t anchor_stack = 0;
   std::string anchor_site;
@@ -228,7 +229,17 @@ struct StepSeries {
   std::vector<Step> steps;
   std::vector<HostGap> gaps;  // time order, capped (gaps_dropped counts the rest)
   uint64_t gaps_dropped = 0;
-  uint64_t calls_dropped = 0;    // top-level calls beyond the model's cap (not modelled)
+  uint64_t calls_dropped = 0;  // top-level calls beyond the model's cap (not modelled)
+  // kSync: GPU calls that start after the last step's end (another loop at another site, the
+  // run's end), in no step; and whether they last long enough to be said (after_steps_said).
+  uint64_t calls_after_steps = 0;
+  // Whether the calls after the steps span more than a tenth of the process's calls and ten
+  // median steps: a second phase the steps leave out, not the run's last moments.
+  bool after_steps_said() const {
+    if (!calls_after_steps || steps.empty()) return false;
+    const int64_t after = last_call_ns - steps.back().end_ns;
+    return after > (last_call_ns - first_call_ns) / 10 && after > 10 * int64_t(summary.median_ns);
+  }
   std::vector<TopLevelOp> ops;   // by calls, descending
   std::vector<SiteCount> sites;  // round-trip, alloc and free sites in steady steps
   StepSummary summary;

@@ -17,6 +17,19 @@ inline constexpr double kRegularHi = 2.0;
 // time (the rest of each step is one long irregular interval), so it is not the step.
 inline constexpr double kRegularCountShare = 0.70;
 inline constexpr double kRegularTimeShare = 0.50;
+// A round-trip site whose intervals are no cadence may repeat in a cycle of up to 8 of them: a
+// loop whose every 4th batch waits 20 ms for data (5, 5, 5, 20 ms: regular by count, not by
+// time), gradient accumulation's 10 and 30 ms in turn. Every k-th of its round trips, at the
+// phase whose intervals are most regular, is then a cadence: one step is a cycle of k, and
+// "of each step" holds of every cycle (its stall is in each). A cycle's lengths must be tight,
+// within 15% of their median: sums of k intervals vary less than the intervals, and at
+// [median/2, 2 x median] syncs at random (1 to 128 ms apart) passed as a cycle of 8. A stall
+// at random is no cycle, nor is a trace's one long pause (an eval).
+// And nearly every cycle must: 90% of them. Sums of 3 of 5, 5, 5, 20 ms are 30 ms three times in
+// four (15 the fourth), a cycle of 3 at 75%; of 4, 35 ms every time.
+inline constexpr size_t kMaxCycle = 8;
+inline constexpr double kCycleTolerance = 0.15;
+inline constexpr double kCycleCountShare = 0.90;
 // The training loop is the periodic site that runs longest: a burst of syncs during warm-up
 // (autotuning, weight upload) is periodic too, but short. Sites spanning at least half as
 // long are the same loop (a slow first iteration lengthens one site's span and not another's);
