@@ -111,6 +111,11 @@ struct Contention {
   std::pair<int64_t, int64_t> active;  // its first and last call
   const PidHost* host = nullptr;
   double rate = 0, off_share = 0;
+  // With the scheduler's intervals: its preemptions, their time and the longest (the time it
+  // slept is no contention, and was said as such: "2.0s off-CPU" of which 1.5 s a planned
+  // sleep).
+  bool intervals = false;
+  uint64_t preemptions = 0, preempted_ns = 0, longest_ns = 0;
   // Who took its CPU (engine/preemptors.h), from the scheduler's intervals; empty without.
   std::vector<Preemptor> preemptors;
   std::string preempted_by;
@@ -126,14 +131,17 @@ std::optional<Contention> contention_of(const Analysis& a, uint32_t pid,
   // Contention is being preempted, not sleeping: a thread blocked in fsync or on a lock is
   // off-CPU without anybody taking its CPU. With scheduler intervals, count the preempted
   // ones; without (aggregates only), the involuntary switches and all off-CPU time.
-  uint64_t preempted_ns = p.off_cpu_ns;
+  uint64_t preempted_ns = p.off_cpu_ns, preemptions = 0, longest = 0;
   std::map<std::pair<uint32_t, std::string>, uint64_t> by;  // preemptor (pid, name) -> ns
-  if (auto iv = a.host.offcpu.find(pid); iv != a.host.offcpu.end()) {
+  auto iv = a.host.offcpu.find(pid);
+  if (iv != a.host.offcpu.end()) {
     preempted_ns = 0;
     for (const OffCpuInterval& x : iv->second) {
       if (!x.preempted) continue;
       uint64_t d = uint64_t(x.end - x.start);
       preempted_ns += d;
+      ++preemptions;
+      longest = std::max(longest, d);
       if (uint32_t who = a.host.by_pid(x)) by[{who, a.host.comm_name(a.host.by_comm(x))}] += d;
     }
   }
@@ -146,6 +154,10 @@ std::optional<Contention> contention_of(const Analysis& a, uint32_t pid,
   c.host = &p;
   c.rate = rate;
   c.off_share = off_share;
+  c.intervals = iv != a.host.offcpu.end();
+  c.preemptions = preemptions;
+  c.preempted_ns = preempted_ns;
+  c.longest_ns = longest;
   c.preemptors = rank_preemptors(by, pid, &c.preempted_by);
   c.preempted_by = name_tracer(a, c.preemptors, c.preempted_by);
   return c;
@@ -225,10 +237,17 @@ Chain contention_chain(const Analysis& a, const Contention& x, const Workers& wo
   c.window_end = x.active.second;
   const Preemptor* top = x.preemptors.empty() ? nullptr : &x.preemptors[0];
   std::string by = top ? preemptor_name(a, *top, x.pid) : "";
-  c.summary = "Host CPU contention: " + who + " descheduled " + format_count(p.switches) +
-              " times (" + format_duration(p.off_cpu_ns) + " off-CPU, worst stall " +
-              format_duration(p.max_off_cpu_ns) + ") with " + cpu +
-              (top ? ", preempted mostly by " + by : "");
+  // What preemption took, where the scheduler's intervals tell it from sleep; else every
+  // switch and all its off-CPU time, said as such.
+  c.summary =
+      "Host CPU contention: " + who +
+      (x.intervals ? " preempted " + format_count(x.preemptions) + " times (" +
+                         format_duration(x.preempted_ns) + " waiting for a CPU, the longest " +
+                         format_duration(x.longest_ns) + ")"
+                   : " descheduled " + format_count(p.switches) + " times (" +
+                         format_duration(p.off_cpu_ns) + " off-CPU, asleep included, worst " +
+                         format_duration(p.max_off_cpu_ns) + ")") +
+      " with " + cpu + (top ? ", preempted mostly by " + by : "");
   uint64_t n = workers.count;
   if (n)
     c.summary += "; " + format_count(n) + " worker process" + (n == 1 ? "" : "es") + " forked (" +

@@ -96,6 +96,10 @@ TEST(EngineRules, HostContentionNamesItsPreemptorAndNoWorkerFixesWithoutWorkers)
   ASSERT_NE(c, nullptr);
   EXPECT_NE(c->summary.find(", preempted mostly by hog (pid 200)"), std::string::npos)
       << c->summary;
+  // Its sleeps are no contention: 400 preemptions of 2 ms, not 500 switches and 1 s off-CPU.
+  EXPECT_NE(c->summary.find(" preempted 400 times (800ms waiting for a CPU, the longest 2.0ms)"),
+            std::string::npos)
+      << c->summary;
   EXPECT_NE(c->root_cause.find("keeps losing the CPU to hog (pid 200)"), std::string::npos)
       << c->root_cause;
   EXPECT_NE(c->explanation.find("Preempted by: hog (pid 200) 100%."), std::string::npos)
