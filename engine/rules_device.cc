@@ -77,10 +77,21 @@ std::vector<std::string> fixes_for(const hal::DeviceEvent& e) {
         "under compute-sanitizer to find it",
         "If it recurs with known-good code, check the driver and the GPU (dmesg, nvidia-smi "
         "-q)"};
-  return {
-      "Check the GPU's health (dmesg for NVRM Xid lines, nvidia-smi -q) and drain the node "
-      "if it repeats: this is the device or its driver, not the program",
-      "Restart the job from its last checkpoint on a healthy GPU"};
+  // The health check by the source's vendor: NVIDIA's tools for NVML's events, AMD's for the
+  // amdgpu driver's, the kernel log for any other.
+  const std::string check = e.source == "nvml"     ? "dmesg for NVRM Xid lines, nvidia-smi -q"
+                            : e.source == "amdgpu" ? "dmesg for amdgpu lines, rocm-smi"
+                                                   : "dmesg, the vendor's tools";
+  return {"Check the GPU's health (" + check +
+              ") and drain the node if it repeats: this is the device or its driver, not the "
+              "program",
+          "Restart the job from its last checkpoint on a healthy GPU"};
+}
+
+// The vendor of a device event's source: NVML's are NVIDIA's, the amdgpu driver's AMD's; any
+// other source names itself.
+std::string vendor_of_source(const std::string& source) {
+  return source == "nvml" ? "nvidia" : source == "amdgpu" ? "amd" : source;
 }
 
 }  // namespace
@@ -125,8 +136,8 @@ void rule_device_errors(Analysis& a, std::vector<Chain>& out) {
           stalled = pid;
           at = e;
         }
-    Chain c = new_chain("device_error", first.source == "nvml" ? "nvidia" : "amd", first.source,
-                        kind, pids, events.front()->ts_ns, events.back()->ts_ns);
+    Chain c = new_chain("device_error", vendor_of_source(first.source), first.source, kind, pids,
+                        events.front()->ts_ns, events.back()->ts_ns);
     c.id = "device_error:" + key + ":" + kind;
     c.severity = stall.empty() ? Severity::kLow : Severity::kHigh;
     c.score = double(events.size()) + (stall.empty() ? 0 : 1e6);

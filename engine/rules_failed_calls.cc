@@ -68,9 +68,18 @@ const char* root_cause_of(ErrorClass cls) {
   }
 }
 
-std::vector<std::string> fixes_of(ErrorClass cls, bool amd) {
+// The fixes by the vendor of the failing call: NVIDIA's and AMD's tools by name; any other
+// vendor's (a backend added later) in its own terms, never another vendor's tools.
+std::vector<std::string> fixes_of(ErrorClass cls, std::string_view vendor) {
+  const bool amd = vendor == "amd", nvidia = vendor == "nvidia";
   switch (cls) {
     case ErrorClass::kNoDevice:
+      if (!amd && !nvidia)
+        return {
+            "Check that the process sees a GPU: the vendor's device tool, its visible-devices "
+            "variable, the container's access to the device",
+            "Check the vendor's runtime against its kernel driver, and that the binary has "
+            "code for this GPU"};
       return {amd ? "Check that the process sees a GPU: rocm-smi, HIP_VISIBLE_DEVICES and "
                     "ROCR_VISIBLE_DEVICES, access to /dev/kfd and /dev/dri in its container"
                   : "Check that the process sees a GPU: nvidia-smi, CUDA_VISIBLE_DEVICES, the "
@@ -80,6 +89,14 @@ std::vector<std::string> fixes_of(ErrorClass cls, bool amd) {
                   : "The driver must be as new as the CUDA runtime the program ships (its "
                     "wheel's libcudart), and the binary must have code for this GPU (sm_XX)"};
     case ErrorClass::kDeviceFault:
+      if (!amd && !nvidia)
+        return {
+            "Rerun with the vendor's setting that makes launches synchronous, so that the "
+            "launch that faults is the call that fails",
+            "Find the faulting access with the vendor's memory checker; the launches above "
+            "were in flight",
+            "Check the device (dmesg, the vendor's tools): a fault that recurs on one GPU "
+            "only is the GPU"};
       return {amd ? "Rerun with AMD_SERIALIZE_KERNEL=3 so that the launch that faults is the "
                     "call that fails"
                   : "Rerun with CUDA_LAUNCH_BLOCKING=1 so that the launch that faults is the "
@@ -230,7 +247,7 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
                           format_count(ok_after) + " of the " + format_count(returned_after) +
                               " calls that returned after it succeeded",
                           0});
-  c.fixes = fixes_of(cls, f.vendor == "amd");
+  c.fixes = fixes_of(cls, f.vendor);
   if (f.stack) {
     ChainStack cs;
     cs.stack_id = f.stack;

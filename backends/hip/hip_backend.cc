@@ -34,7 +34,10 @@ constexpr ErrorCodeEntry kErrors[] = {
     {53, "hipErrorPriorLaunchFailure", kFault},
     {98, "hipErrorInvalidDeviceFunction", kInvalid},
     {100, "hipErrorNoDevice", kNoDevice},
-    {101, "hipErrorInvalidDevice", kInvalid},
+    // Not CUDA's class: libamdhip64 answers every call (hipMalloc, hipDeviceSynchronize, which
+    // takes no argument) with it when no GPU can be used, as in a container without /dev/kfd.
+    // Asked for a device it cannot see, it is what HIP_VISIBLE_DEVICES hid: no device either.
+    {101, "hipErrorInvalidDevice", kNoDevice},
     {200, "hipErrorInvalidImage", kInvalid},
     {201, "hipErrorInvalidContext", kInvalid},
     {209, "hipErrorNoBinaryForGpu", kNoDevice},

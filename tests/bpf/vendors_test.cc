@@ -70,6 +70,13 @@ TEST(Vendors, HipRealLibraryExactCallsAndDecode) {
             (std::vector<std::vector<std::string>>{
                 {"hipMemcpy", "65536", "H2D", "0"},
                 {"hipMemcpyAsync", "4096", "D2H", std::to_string(0xa11)}}));
+  // Without a GPU libamdhip64 answers every call hipErrorInvalidDevice: the process could not
+  // use a GPU (it read "GPU calls were made with invalid arguments: check the arguments").
+  std::string text, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &text, &err), 0) << err;
+  EXPECT_NE(text.find("could not use a GPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("hipErrorInvalidDevice (101)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("invalid arguments"), std::string::npos) << text;
 }
 
 // NCCL spells all-to-all ncclAlltoAll (RCCL ncclAllToAll): every one is traced, by its

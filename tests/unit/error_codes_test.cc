@@ -88,6 +88,9 @@ TEST(ErrorCodes, TheRegistryNamesEachApisCodesAndClassesThem) {
   expect("cuda_driver", 34, "CUDA_ERROR_STUB_LIBRARY", ErrorClass::kNoDevice);
   expect("cuda_driver", 719, "CUDA_ERROR_LAUNCH_FAILED", ErrorClass::kDeviceFault);
   expect("hip", 700, "hipErrorIllegalAddress", ErrorClass::kDeviceFault);
+  // libamdhip64's answer to every call without a usable GPU (CUDA's 101 stays invalid).
+  expect("hip", 101, "hipErrorInvalidDevice", ErrorClass::kNoDevice);
+  expect("cuda_runtime", 101, "cudaErrorInvalidDevice", ErrorClass::kInvalid);
   expect("nccl", 7, "ncclInProgress", ErrorClass::kNotReady);
   expect("rccl", 5, "ncclInvalidUsage", ErrorClass::kInvalid);
   EXPECT_FALSE(r.error_code("rdma", 12));

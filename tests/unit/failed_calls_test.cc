@@ -204,6 +204,43 @@ TEST(FailedCalls, NoDeviceNamesEveryCodeAndItsOps) {
             "cudaMemcpy, cudaMemset; CUDA_ERROR_STUB_LIBRARY (34) from 1 call of cuMemAlloc");
 }
 
+// Found by a hostile-testing helper: a vendor other than AMD (a backend added later) got
+// NVIDIA's fixes: nvidia-smi, CUDA_VISIBLE_DEVICES. Each vendor's fixes name its own tools, and
+// another's none.
+TEST(FailedCalls, AnotherVendorsFixesNameNoOtherVendorsTools) {
+  for (const char* vendor : {"nvidia", "amd", "myvendor"}) {
+    SCOPED_TRACE(vendor);
+    for (auto cls : {hal::ErrorClass::kNoDevice, hal::ErrorClass::kDeviceFault}) {
+      Source s;
+      s.named = false;
+      for (int i = 0; i < 3; ++i) {
+        Event& e = s.call("myMalloc", EventKind::kAlloc, uint64_t(i + 1) * kMs, kUs);
+        e.vendor = vendor;
+        e.ret = 7;
+        e.set(Field::kErrClass, uint64_t(cls));
+      }
+      Analysis a = analyze(s, Window{});
+      const Chain* c = failed(a);
+      ASSERT_NE(c, nullptr);
+      std::string fixes;
+      for (const auto& f : c->fixes) fixes += f + "\n";
+      const std::string v = vendor;
+      const std::string own = v == "nvidia" ? "CUDA" : v == "amd" ? "rocm" : "the vendor's";
+      EXPECT_NE(fixes.find(own), std::string::npos) << fixes;
+      std::vector<std::string> foreign = {"nvidia", "CUDA", "compute-sanitizer",
+                                          "rocm",   "AMD_", "HIP_"};
+      for (const auto& tool : foreign) {
+        bool mine = (v == "nvidia" &&
+                     (tool == "nvidia" || tool == "CUDA" || tool == "compute-sanitizer")) ||
+                    (v == "amd" && (tool == "rocm" || tool == "AMD_" || tool == "HIP_"));
+        if (!mine) {
+          EXPECT_EQ(fixes.find(tool), std::string::npos) << tool << ": " << fixes;
+        }
+      }
+    }
+  }
+}
+
 // An invalid argument first, then a fault: the fault leads (every later call fails after it),
 // and the chain says calls had failed before it.
 TEST(FailedCalls, AFaultLeadsWhereAnInvalidCallFailedFirst) {
