@@ -6,6 +6,7 @@
 #include "engine/chain.h"
 #include "store/call_archive.h"
 #include "store/call_store.h"
+#include "store/sql_reads_internal.h"
 
 namespace ingero::store {
 
@@ -162,6 +163,23 @@ ingero::Status CallCountCheck::verify_rows(Db& db) {
   if (read_ >= rows) return {};
   return damaged(db, "the window holds " + std::to_string(rows) + " calls but " +
                          std::to_string(read_) + " were read");
+}
+
+ingero::Status verify_every_call(Db& db) {
+  StringPool strings;
+  EventFilter every;
+  CallCountCheck count(every, {INT64_MIN, INT64_MAX});
+  auto st = reads::merge_rows_and_runs(
+      db, strings, every, INT64_MIN,
+      [&](const hal::Event& e) {
+        count.add(int64_t(e.ts_ns));
+        return true;
+      },
+      [&](const engine::CallRun& r) {
+        count.add_run(r);
+        return true;
+      });
+  return st ? count.verify(db) : st;
 }
 
 }  // namespace ingero::store

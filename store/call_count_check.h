@@ -32,6 +32,11 @@
 
 namespace ingero::store {
 
+// Every call of the whole file, read as the readers read them (its rows kept and its runs),
+// against the per-second summaries: a block whose entry was lost hides its calls from every
+// reader without an error. compact and export --format sqlite make it before writing.
+ingero::Status verify_every_call(Db& db);
+
 class CallCountCheck {
  public:
   // `f`: the read's window, pid and node. `span`: the first and last event of the file, from

@@ -212,26 +212,11 @@ ingero::Status check_blocks(Db& db) {
   return {};
 }
 
-// Every call the file's per-second summaries count is read, as the readers read them (its
-// folded form: rows kept and runs): a block whose entry was lost hides its calls from every
-// reader without an error (store/call_count_check.h). Going on, compact said "0 of N calls"
-// folded, exit 0, on a file explain then refused.
+// Every call the file's per-second summaries count is read, as the readers read them: going
+// on past a lost block, compact said "0 of N calls" folded, exit 0, on a file explain refused.
 ingero::Status check_call_counts(Db& db) {
-  StringPool strings;
-  EventFilter every;
-  CallCountCheck count(every, {INT64_MIN, INT64_MAX});
-  auto st = reads::merge_rows_and_runs(
-      db, strings, every, INT64_MIN,
-      [&](const hal::Event& e) {
-        count.add(int64_t(e.ts_ns));
-        return true;
-      },
-      [&](const engine::CallRun& r) {
-        count.add_run(r);
-        return true;
-      });
-  if (st) st = count.verify(db);
-  if (!st) return ingero::make_error(st.error().message + kCannotMend);
+  if (auto st = verify_every_call(db); !st)
+    return ingero::make_error(st.error().message + kCannotMend);
   return {};
 }
 

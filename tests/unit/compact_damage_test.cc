@@ -108,6 +108,23 @@ TEST(CompactDamage, ABlockWhoseEntryWasLostIsRefusedAndTheFileKept) {
   EXPECT_EQ(err.rfind("ingero explain: " + db + says, 0), 0u) << err;
 }
 
+// Found by a hostile-testing helper: export --format sqlite copied such a file without a word,
+// 64 calls short, exit 0 (every other reader refuses it). It refuses it too, writing nothing.
+TEST(CompactDamage, ASqliteExportOfAFileWithALostBlockIsRefused) {
+  std::string db = write_free_calls(temp_path("lost-export.db"), 1000);
+  alter_trace(db, "DELETE FROM call_store WHERE id = 5");
+  const std::string copy = temp_path("lost-export.sqlite");
+  std::string out, err;
+  EXPECT_EQ(
+      run_command({INGERO_BIN, "export", "--format", "sqlite", "--db", db, "-o", copy}, &out, &err),
+      1);
+  EXPECT_NE(err.find(": damaged: 64 calls counted by the file's per-second summaries were not "
+                     "read, the first in the second from "),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(std::filesystem::exists(copy));
+}
+
 // On a full disk compact said SQLite's bare "database or disk is full": no file, no way out.
 // It names the file and what it needs, and the file stays whole and readable.
 TEST(CompactDamage, AFullDiskIsSaidWithTheFileAndWhatCompactNeeds) {
