@@ -31,8 +31,10 @@ int query_clickhouse(const std::string& url, const std::string& sql, bool json, 
   fleet::Settings s = fleet::read_only_settings(ep->database, json ? "JSONEachRow" : "TSVWithNames",
                                                 limit + 1, timeout_s);
   size_t lines = 0, max_lines = limit + (json ? 0 : 1);  // TSVWithNames: the header line
-  bool truncated = false, first = true;
-  std::string partial;
+  bool truncated = false, first = true, held = false;
+  // Each line is printed once the next has come: ClickHouse appends an exception that stops
+  // the statement after its rows to the body, as the last line, which is no row.
+  std::string partial, last;
   if (json) std::cout << "[";
   auto emit = [&](std::string_view line) {  // one complete line, newline excluded
     if (json) {
@@ -54,7 +56,9 @@ int query_clickhouse(const std::string& url, const std::string& sql, bool json, 
             return false;
           }
           partial.append(chunk.substr(start, nl - start));
-          emit(partial);
+          if (held) emit(last);
+          last.swap(partial);
+          held = true;
           partial.clear();
           ++lines;
           start = nl + 1;
@@ -63,7 +67,10 @@ int query_clickhouse(const std::string& url, const std::string& sql, bool json, 
         return true;
       },
       (timeout_s + 5) * 1000);
-  if (!partial.empty() && !truncated) emit(partial);
+  if (held &&
+      (st || last.rfind("Code: ", 0) != 0 || last.find("DB::Exception") == std::string::npos))
+    emit(last);
+  if (st && !partial.empty() && !truncated) emit(partial);
   if (json) std::cout << "]\n";
   std::cout.flush();
   if (!st) {

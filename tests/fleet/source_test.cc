@@ -169,6 +169,36 @@ TEST(FleetQuery, ReadOnlyStreamedTsvAndJson) {
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), 10);
 }
 
+// Found by a hostile-testing helper: a statement ClickHouse failed after sending rows (a time
+// limit, throwIf) exited 0, its output cut short and the server's exception printed as its last
+// row ("Code: 395, e.displayText() = DB::Exception: ..."), the JSON array invalid. It is exit 1,
+// the exception on stderr, and the rows sent before it printed, none of it among them.
+TEST(FleetQuery, AStatementFailedAfterItsRowsIsAnErrorNotARow) {
+  START_SERVERS(ch, 1);
+  ship_ten_calls(ch);
+  std::string src = ch.source(0, "ingero");
+  const std::string sql =
+      "SELECT number, throwIf(number = 3000000) AS t FROM system.numbers LIMIT 10000000";
+  for (bool json : {false, true}) {
+    SCOPED_TRACE(json);
+    std::vector<std::string> argv = {INGERO_BIN, "query", "--source", src, "--limit", "20000000"};
+    if (json) argv.push_back("--json");
+    argv.push_back(sql);
+    std::string out, err;
+    EXPECT_EQ(run_command(argv, &out, &err), 1);
+    EXPECT_NE(err.find("ingero query: ClickHouse failed the statement after sending rows (they "
+                       "were cut short): Code: 395"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("Value passed to 'throwIf' function is non zero"), std::string::npos) << err;
+    EXPECT_EQ(out.find("DB::Exception"), std::string::npos);
+    ASSERT_GT(out.size(), 1000u) << "no row came before the exception";
+    if (json) {
+      EXPECT_TRUE(nlohmann::json::accept(out)) << out.substr(out.size() - 200);
+    }
+  }
+}
+
 namespace {
 
 // A launch-bound loop of pid 42 on node "gpu-node" (60 steps of 2.13 ms: 200 launches, then a
