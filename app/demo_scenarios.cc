@@ -442,7 +442,15 @@ ingero::Status write_demo(const std::string& scenario, store::TraceWriter& w) {
   store::SessionInfo si;
   si.node = "demo";
   si.host = "synthetic";
-  si.started_at_ns = 1'775'000'000'000'000'000;
+  // Each scenario starts at its own hour: a trace file is named in a fleet by its node and start
+  // (docs/fleet.md), and two scenarios shipped to one database were one file there, the second's
+  // events never stored and "every row" said. Two files of one scenario are the same trace.
+  int64_t index = 0;
+  for (const auto& s : demo_scenarios()) {
+    if (s.name == scenario) break;
+    ++index;
+  }
+  si.started_at_ns = 1'775'000'000'000'000'000 + index * 3'600'000'000'000;
   si.mono_offset_ns = si.started_at_ns - int64_t(kT0);
   si.flags = "demo," + scenario + ",synthetic";
   if (auto s = w.begin_session(si); !s) return s.error();

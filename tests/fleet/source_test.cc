@@ -199,6 +199,29 @@ TEST(FleetQuery, AStatementFailedAfterItsRowsIsAnErrorNotARow) {
   }
 }
 
+// Found by a hostile-testing helper: every demo file had node "demo" and one start, and a file
+// is named in the fleet by its node and start: the second scenario shipped to a database was
+// taken for the first, none of its events stored, and ship said "every row". Each scenario
+// starts at its own hour.
+TEST(FleetShip, TwoDemoScenariosShipToOneDatabaseWhole) {
+  START_SERVERS(ch, 1);
+  long long events = 0;
+  for (const char* scenario : {"incident", "nccl-straggler"}) {
+    SCOPED_TRACE(scenario);
+    const std::string db = temp_path(std::string(scenario) + ".db");
+    std::string out, err;
+    ASSERT_EQ(run_command({INGERO_BIN, "demo", scenario, "--db", db}, &out, &err), 0) << err;
+    events += query_int(db, "SELECT coalesce(max(id), 0) FROM events");
+    ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")},
+                          &out, &err),
+              0)
+        << err;
+  }
+  EXPECT_GT(events, 60000);
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), events);
+  EXPECT_EQ(ch.query_int(0, "SELECT uniqExact(file_start) FROM ingero.events"), 2);
+}
+
 namespace {
 
 // A launch-bound loop of pid 42 on node "gpu-node" (60 steps of 2.13 ms: 200 launches, then a
