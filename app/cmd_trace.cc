@@ -30,8 +30,13 @@ void add_trace_command(CLI::App& app, Context& ctx) {
       ->configurable(false);
   cmd->positionals_at_end(true);
   add_config_option(app, *cmd, config_cli_schema);
-  cmd->callback([&ctx, o, a] {
+  cmd->callback([&ctx, o, a, cmd] {
     trace_flags::resolve(*a, *o);
+    if (auto why = trace_flags::conflict(*cmd, *o)) {
+      std::cerr << "ingero trace: " << *why << "\n";
+      ctx.exit_code = kExitUsage;
+      return;
+    }
     if (o->no_archive)
       std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
                    "blocks from the start (`ingero export --format sqlite` writes plain rows)\n";

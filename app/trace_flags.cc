@@ -330,6 +330,33 @@ void resolve(const Args& a, TraceOptions& o) {
   o.otlp_exit_timeout_s = engine::parse_duration_s(a.otlp_exit);
 }
 
+std::optional<std::string> conflict(const CLI::App& cmd, const TraceOptions& o) {
+  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  if (o.trace_all && !o.pids.empty())
+    return std::string(
+        "--all traces every process and --pid only those it names: give one of "
+        "them");
+  if (o.otlp_spans && o.otlp.empty())
+    return std::string("--otlp-spans sends spans to the --otlp endpoint: give --otlp URL");
+  if (o.keep_all && given("--full-rows"))
+    return std::string(
+        "--keep-all keeps every call's row for the whole trace, --full-rows for "
+        "a time: give one of them");
+  if (!o.stacks && given("--stack-samples"))
+    return std::string(
+        "--stack-samples sets how calls walk their stacks, and --no-stack walks "
+        "none: give one of them");
+  if (!o.stacks && given("--cpu-sample-hz") && o.cpu_sample_hz)
+    return std::string(
+        "--cpu-sample-hz samples stacks, and --no-stack captures none: give one "
+        "of them (--cpu-sample-hz 0 turns sampling off)");
+  if (!o.prometheus_web_config.empty() && o.prometheus.empty())
+    return std::string(
+        "--prometheus-web-config configures the --prometheus endpoint: give "
+        "--prometheus ADDR");
+  return std::nullopt;
+}
+
 std::string session_flags(const TraceOptions& o, bool rdma_verbs) {
   std::string flags;
   if (!o.pids.empty()) flags += "pid-filter,";

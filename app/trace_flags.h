@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ CLI::Validator duration_check(const std::string& examples);
 // The text flags into `o` (their validators have accepted them), and the session's flags
 // column (docs/schema.md, sessions.flags).
 void resolve(const Args& a, TraceOptions& o);
+// Flags given together that cannot both hold, or one given that does nothing without another
+// (`cmd`'s counts: on the command line or in a config file): why, for a usage error; none.
+// `--all --pid P -- COMMAND` traced neither every process nor the command (0 calls, exit 0).
+std::optional<std::string> conflict(const CLI::App& cmd, const TraceOptions& o);
 std::string session_flags(const TraceOptions& o, bool rdma_verbs);
 
 }  // namespace ingero::app::trace_flags

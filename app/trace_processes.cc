@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,16 @@ std::vector<int> Trace::scanned_pids() const {
 
 void Trace::say_descendants_left() const {
   if (opts_.quiet || !cmd_.started() || !cmd_.done() || session_->config().pids.empty()) return;
+  // The processes --pid named, and theirs, are no processes the command started (the line
+  // named a `sleep` given with --pid, and told the user to trace it with --pid).
+  std::set<int> given(opts_.pids.begin(), opts_.pids.end());
+  if (!given.empty()) {
+    std::vector<int> roots(given.begin(), given.end());
+    for (int pid : hal::descendants_of(local_, roots)) given.insert(pid);
+  }
   std::vector<int> left;
   for (int pid : session_->filtered_pids()) {
-    if (pid == cmd_.pid() || kill(pid, 0) != 0) continue;
+    if (pid == cmd_.pid() || given.count(pid) || kill(pid, 0) != 0) continue;
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     std::getline(stat, line);

@@ -4,6 +4,7 @@
 // was released is reported as such, not by a tracer killed by SIGPIPE.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -181,6 +182,20 @@ TEST(TraceSignals, ProcessesTheCommandLeftRunningAreSaid) {
   auto waited = trace_command(temp_path("waited.db"), {"/bin/sh", "-c", "sleep 0.2 & wait"});
   EXPECT_EQ(waited.rc, 0) << waited.err;
   EXPECT_EQ(waited.err.find("the command started"), std::string::npos) << waited.err;
+  // A process given with --pid is none the command started (found by a hostile-testing helper:
+  // the line named it and said to trace it with --pid).
+  pid_t given = fork();
+  if (given == 0) {
+    execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(given, 0);
+  auto with_pid =
+      trace_command(temp_path("with-pid.db"), {"/bin/true"}, {"--pid", std::to_string(given)});
+  kill(given, SIGKILL);
+  waitpid(given, nullptr, 0);
+  EXPECT_EQ(with_pid.rc, 0) << with_pid.err;
+  EXPECT_EQ(with_pid.err.find("the command started"), std::string::npos) << with_pid.err;
 }
 
 // cli.md: --duration ends the trace with the command still running: the tracer says so with
