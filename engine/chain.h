@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ingero::engine {
@@ -94,5 +95,8 @@ std::string pct(double share);         // "62%"
 // A lower bound's share, rounded down: "≥ 99%" of 0.998, never the "≥ 100%" of rounding.
 std::string pct_at_least(double share);
 std::string format_wall(int64_t ns);  // "2026-03-20 13:52:53 UTC"
+// A word of a command a fix gives, as a shell reads it back: as it is when it holds only
+// letters, digits and _.,:/@%+=-, else in single quotes ("node 2's" -> 'node 2'\''s').
+std::string shell_word(std::string_view s);
 
 }  // namespace ingero::engine

@@ -1,5 +1,8 @@
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <string>
 
@@ -91,6 +94,17 @@ std::string format_bytes(uint64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), i ? "%.1f %s" : "%.0f %s", v, u[i]);
   return buf;
+}
+
+std::string shell_word(std::string_view s) {
+  auto plain = [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("_.,:/@%+=-", c) != nullptr;
+  };
+  if (!s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return c && plain(c); }))
+    return std::string(s);
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 std::string format_count(uint64_t n) {

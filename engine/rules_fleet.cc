@@ -331,8 +331,8 @@ void rule_fleet_straggler(const std::vector<FleetCommunicator>& communicators,
                     " does before each collective (see the host evidence "
                     "above): pin it to cores of its own, move the competing work away, or fix its "
                     "I/O or data loading",
-                "ingero explain (--source or --db as above) --node " + r.node + " --pid " +
-                    std::to_string(r.pid) + " shows that rank's own report"};
+                "ingero explain (--source or --db as above) --node " + shell_word(r.node) +
+                    " --pid " + std::to_string(r.pid) + " shows that rank's own report"};
     ch.id = ch.rule + ":" + hex(c.hash) + ":" + op;
     ch.score = double(s->median_lag) / 1e6 + 1000;  // ahead of a node's own straggler chains
     out.push_back(std::move(ch));

@@ -198,6 +198,10 @@ TEST(FleetEngine, StragglerNamesRankNodeAndPreemptorOnlyWithCorrectedClocks) {
   EXPECT_NE(c->root_cause.find("preempted for 20.0ms"), std::string::npos) << c->root_cause;
   EXPECT_NE(c->root_cause.find("fleet_hog (pid 999) 100%"), std::string::npos) << c->root_cause;
   EXPECT_NE(c->explanation.find("b +50.0ms"), std::string::npos) << c->explanation;
+  ASSERT_EQ(c->fixes.size(), 2u);
+  EXPECT_EQ(c->fixes[1],
+            "ingero explain (--source or --db as above) --node c --pid 103 shows that rank's own "
+            "report");
   // Without the correction node b's clock makes rank 2 look 50 ms late: the wrong rank.
   Outcome raw = analyse(s, false);
   const Chain* w = find(raw.fleet, "fleet_straggler");
