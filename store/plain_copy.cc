@@ -14,6 +14,7 @@
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 #include "store/table_defs.h"
+#include "store/trace_reader.h"
 
 namespace ingero::store {
 namespace {
@@ -143,9 +144,17 @@ ingero::Result<PlainCopy> write_plain_copy(const std::string& in, const std::str
     if (!src) return src.error();
     auto info = inspect(**src);
     if (!info) return info.error();
-    if (info->format != TraceFormat::kIngero)
+    // An empty file says why as every reader does (a tracer killed while it made it, or one
+    // making it now); the original implementation's file has its events as rows already.
+    if (info->format == TraceFormat::kEmpty) {
+      src->reset();
+      auto r = TraceReader::open(in);
+      return r ? ingero::make_error(in + ": empty database, not an ingero trace") : r.error();
+    }
+    if (info->format == TraceFormat::kLegacyGo)
       return ingero::make_error(in +
-                                ": not a trace of ours (a plain copy is of schema 10 or later)");
+                                ": a trace of the original Go implementation: its events are rows "
+                                "already, and the sqlite3 shell reads it as it is");
     if (!has_call_store(**src))
       return ingero::make_error(in + ": its calls are rows already (schema " +
                                 std::to_string(info->schema_version) +

@@ -277,6 +277,25 @@ TEST_F(OutputFiles, AStrayWalIsRemovedAndAnExistingFilesWalRefusesTheReplacement
   EXPECT_EQ(slurp(kept), before);
 }
 
+// Found by a hostile-testing helper: a sqlite copy of an empty file, or of the original
+// implementation's trace, said "not a trace of ours (a plain copy is of schema 10 or later)";
+// every other command says what the file is.
+TEST_F(OutputFiles, ASqliteCopyOfAFileItCannotCopySaysWhatTheFileIs) {
+  const std::string empty = dir_ + "/empty.db", out = dir_ + "/copy.sqlite";
+  { std::ofstream touch(empty); }
+  auto r = ingero({"export", "--format", "sqlite", "--db", empty, "-o", out});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "ingero export: copying " + empty + " into " + out + ": " + empty +
+                       ": empty database, not an ingero trace\n");
+  const std::string go = INGERO_FIXTURES_DIR "/ingero-go/sample-gpu-node-01.db";
+  r = ingero({"export", "--format", "sqlite", "--db", go, "-o", out});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "ingero export: copying " + go + " into " + out + ": " + go +
+                       ": a trace of the original Go implementation: its events are rows "
+                       "already, and the sqlite3 shell reads it as it is\n");
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // demo keeps its trace only in a new file, and an unknown scenario makes none: both are usage
 // errors said before anything is written, and an existing file is left as it was.
 TEST_F(OutputFiles, ADemoRefusesAnExistingFileAndAnUnknownScenarioBeforeMakingOne) {
