@@ -8,6 +8,17 @@ namespace ingero::backends::nccl {
 
 using namespace ingero::hal;  // NOLINT: table notation
 
+// ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream), under `symbol`.
+constexpr ProbeSpec all_to_all(std::string_view symbol) {
+  return {.symbol = symbol,
+          .kind = EventKind::kCollective,
+          .fields = {{Field::kCount, reg(2)},
+                     {Field::kDatatype, reg(3, 4)},
+                     {Field::kCommunicator, reg(4)},
+                     {Field::kStream, reg(5)}},
+          .optional = true};
+}
+
 inline constexpr ProbeSpec kNcclProbes[] = {
     // ncclUniqueId (128 bytes) is passed by value in memory: it is the stack argument area.
     // rank, after it, takes the next free register (rdx). The new communicator comes back
@@ -92,20 +103,8 @@ inline constexpr ProbeSpec kNcclProbes[] = {
                 {Field::kCommunicator, stack_arg(0)},
                 {Field::kStream, stack_arg(1)}}},
     // All-to-all: NCCL (2.28) spells it ncclAlltoAll, RCCL ncclAllToAll; each library has one.
-    {.symbol = "ncclAlltoAll",
-     .kind = EventKind::kCollective,
-     .fields = {{Field::kCount, reg(2)},
-                {Field::kDatatype, reg(3, 4)},
-                {Field::kCommunicator, reg(4)},
-                {Field::kStream, reg(5)}},
-     .optional = true},
-    {.symbol = "ncclAllToAll",
-     .kind = EventKind::kCollective,
-     .fields = {{Field::kCount, reg(2)},
-                {Field::kDatatype, reg(3, 4)},
-                {Field::kCommunicator, reg(4)},
-                {Field::kStream, reg(5)}},
-     .optional = true},
+    all_to_all("ncclAlltoAll"),
+    all_to_all("ncclAllToAll"),
     {.symbol = "ncclSend",
      .kind = EventKind::kP2P,
      .fields = {{Field::kCount, reg(1)},
