@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -113,6 +116,22 @@ void alter_trace(const std::string& db, const std::string& sql) {
   ASSERT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
       << sql << ": " << sqlite3_errmsg(h);
   sqlite3_close(h);
+}
+
+void leave_in_wal(const std::string& db, const std::string& sql) {
+  pid_t child = fork();
+  if (child == 0) {
+    sqlite3* h = nullptr;
+    const std::string all = "PRAGMA journal_mode=WAL; " + sql;
+    if (sqlite3_open(db.c_str(), &h) != SQLITE_OK ||
+        sqlite3_exec(h, all.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+      _exit(1);
+    _exit(0);  // without closing: the change stays in the -wal
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(status, 0) << sql;
+  ASSERT_GT(std::filesystem::file_size(db + "-wal"), 0u);
 }
 
 }  // namespace ingero::test

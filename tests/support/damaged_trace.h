@@ -31,4 +31,8 @@ void flip_byte(const std::string& path, int64_t offset, uint8_t mask);
 // Runs `sql` on `db` as a user with the sqlite3 shell would (a damaged count, a blob replaced).
 void alter_trace(const std::string& db, const std::string& sql);
 
+// Runs `sql` on `db` in WAL mode in a child process that ends without closing it, as a killed
+// writer does: the change stays in DB-wal (and DB-shm), which must not be empty.
+void leave_in_wal(const std::string& db, const std::string& sql);
+
 }  // namespace ingero::test

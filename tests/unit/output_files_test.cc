@@ -5,9 +5,7 @@
 // private mount namespace) are errors that leave nothing behind. query and explain writing
 // into a full standard output exit non-zero.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -223,25 +221,6 @@ TEST_F(OutputFiles, ASqliteCopyIsAWholeFileOrAUsageError) {
   }
 }
 
-// `path`'s last change (its calls deleted) left in a -wal, as a killed writer leaves it.
-void leave_a_wal(const std::string& path) {
-  pid_t child = fork();
-  if (child == 0) {
-    sqlite3* db = nullptr;
-    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK ||
-        sqlite3_exec(db,
-                     "PRAGMA journal_mode=WAL; CREATE TABLE stray(x); INSERT INTO stray "
-                     "VALUES (1);",
-                     nullptr, nullptr, nullptr) != SQLITE_OK)
-      _exit(1);
-    _exit(0);  // without closing
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_EQ(status, 0);
-  ASSERT_GT(std::filesystem::file_size(path + "-wal"), 0u);
-}
-
 // Found by a hostile-testing helper: a trace removed without its -wal left OUT-wal behind, and
 // `merge ... -o OUT` and `export --format sqlite -o OUT` renamed their new file under it: SQLite
 // read the old -wal on top, and OUT answered as the other trace. A stray -wal (no OUT beside it)
@@ -249,7 +228,7 @@ void leave_a_wal(const std::string& path) {
 TEST_F(OutputFiles, AStrayWalIsRemovedAndAnExistingFilesWalRefusesTheReplacement) {
   const std::string other = temp_path("other.db");
   std::filesystem::copy_file(db_, other, std::filesystem::copy_options::overwrite_existing);
-  leave_a_wal(other);
+  leave_in_wal(other, "CREATE TABLE stray(x); INSERT INTO stray VALUES (1);");
   for (const char* cmd : {"merge", "export"}) {
     SCOPED_TRACE(cmd);
     const std::string out = dir_ + "/" + cmd + ".db";

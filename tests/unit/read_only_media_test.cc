@@ -2,13 +2,11 @@
 // change, so a file alone is read as immutable; a -wal beside it holds part of the trace and
 // is read with it, or the file is refused naming it, never read as half (store/sqlite_db.cc).
 #include <gtest/gtest.h>
-#include <sqlite3.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "test_paths.h"
+#include "tests/support/damaged_trace.h"
 #include "tests/support/trace_db.h"
 
 namespace ingero::store {
@@ -24,21 +22,10 @@ std::string trace_half_in_its_wal(const std::string& name) {
   std::filesystem::copy_file(kFixture, path);
   std::filesystem::permissions(path, std::filesystem::perms::owner_write,
                                std::filesystem::perm_options::add);
-  pid_t child = fork();
-  if (child == 0) {
-    sqlite3* db = nullptr;
-    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK ||
-        sqlite3_exec(db,
-                     "PRAGMA journal_mode=WAL; DELETE FROM events WHERE rowid NOT IN (SELECT rowid "
-                     "FROM events ORDER BY rowid LIMIT 100);",
-                     nullptr, nullptr, nullptr) != SQLITE_OK)
-      _exit(1);
-    _exit(0);  // without closing: the change stays in the -wal
-  }
-  int status = 0;
-  EXPECT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_EQ(status, 0);
-  EXPECT_GT(std::filesystem::file_size(path + "-wal"), 0u);
+  test::leave_in_wal(
+      path,
+      "DELETE FROM events WHERE rowid NOT IN (SELECT rowid FROM events ORDER BY rowid "
+      "LIMIT 100);");
   return path;
 }
 
