@@ -148,10 +148,11 @@ ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool&
       if (!st) return st.error();
     }
     auto st = rows(client,
-                   "SELECT node, started_at, max(stopped_at) FROM " + db + "sessions" + mine +
-                       " GROUP BY node, started_at",
-                   3, [&](const auto& f) {
+                   "SELECT node, started_at, max(stopped_at), any(host), any(flags) FROM " + db +
+                       "sessions" + mine + " GROUP BY node, started_at",
+                   5, [&](const auto& f) {
                      s.sessions[{f[0].text, to_u64(f[1])}] = to_u64(f[2]);
+                     s.identity[{f[0].text, to_u64(f[1])}] = {f[3].text, f[4].text};
                    });
     if (!st) return st.error();
     st = rows(client, "SELECT DISTINCT node, session_start FROM " + db + "causal_chains" + mine, 2,

@@ -23,6 +23,9 @@ struct ShipState {
   std::map<std::string, int64_t> high_water;  // kRowid table -> max src_id stored
   // (node, started_at) -> the largest stopped_at stored (0: stored while running).
   std::map<std::pair<std::string, uint64_t>, uint64_t> sessions;
+  // (node, started_at) -> the host and flags of a session stored under that name: another
+  // trace's, where they differ from the file's (two files of one node and start).
+  std::map<std::pair<std::string, uint64_t>, std::pair<std::string, std::string>> identity;
   std::set<std::pair<std::string, uint64_t>> chains;  // sessions whose chains are stored
   std::set<int64_t> stacks;                           // stack ids stored for the origin node
   std::map<std::pair<std::string, uint32_t>, uint64_t> processes;  // (node, pid) -> seen_at

@@ -129,6 +129,27 @@ void Shipper::warn_folded_unshipped() {
             "every call before it is folded");
 }
 
+ingero::Status Shipper::same_trace() const {
+  for (const SpoolSession& s : spool_->sessions()) {
+    auto it = state_.identity.find({s.node, s.started_at});
+    if (it == state_.identity.end() || it->second == std::pair(s.host, s.flags)) continue;
+    client_->refuse_for_good();  // the same on every retry: the drain ends at once
+    return ingero::make_error(
+        path_ + ": ClickHouse at " + endpoint().display() +
+        " holds another trace under this "
+        "file's name (node '" +
+        s.node + "', started at " + std::to_string(s.started_at) + " ns): host '" +
+        it->second.first + "', flags '" + it->second.second +
+        "', where this "
+        "file's session is host '" +
+        s.host + "', flags '" + s.flags +
+        "'. A fleet names a file "
+        "by its node and start, and its rows would be taken for that trace's: nothing shipped "
+        "(trace with --node to give it a name of its own, or ship it to another database)");
+  }
+  return {};
+}
+
 void Shipper::loop() {
   int backoff = 0;
   while (true) {
@@ -215,6 +236,10 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
     if (!s) return s.error();
     state_ = std::move(*s);
     state_file_ = spool_->file_start();
+    if (auto st = same_trace(); !st) {
+      state_.valid = false;
+      return st.error();
+    }
     stacks_seen_frames_ = -1;
     for (auto& [table, through] : through_) through = state_.high_water[table];
     warn_folded_unshipped();

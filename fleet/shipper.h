@@ -117,6 +117,9 @@ class Shipper {
   void note_failure(const std::string& message, bool retried);
   void note_success();
   void warn_folded_unshipped();
+  // An Error where ClickHouse holds, under one of the file's sessions' names (node, start),
+  // another trace's session (another host or flags): its rows would be taken for the file's.
+  ingero::Status same_trace() const;
 
   std::string path_;
   ShipperOptions opts_;

@@ -71,14 +71,17 @@ ingero::Result<std::unique_ptr<Spool>> Spool::open(const std::string& path) {
 }
 
 ingero::Status Spool::refresh() {
-  auto st = db_->prepare("SELECT id, node, started_at, stopped_at FROM sessions ORDER BY id");
+  auto st = db_->prepare(
+      "SELECT id, node, started_at, stopped_at, coalesce(host, ''), coalesce(flags, '') FROM "
+      "sessions ORDER BY id");
   if (!st) return ingero::make_error(path_ + ": " + st.error().message);
   std::vector<SpoolSession> out;
   while (true) {
     auto r = st->step();
     if (!r) return ingero::make_error(path_ + ": reading sessions: " + r.error().message);
     if (!*r) break;
-    out.push_back({st->int64(0), st->text(1), uint64_t(st->int64(2)), uint64_t(st->int64(3))});
+    out.push_back({st->int64(0), st->text(1), uint64_t(st->int64(2)), uint64_t(st->int64(3)),
+                   st->text(4), st->text(5)});
   }
   sessions_ = std::move(out);
   return {};

@@ -27,6 +27,7 @@ struct SpoolSession {
   int64_t id = 0;
   std::string node;
   uint64_t started_at = 0, stopped_at = 0;
+  std::string host, flags;  // which trace it is, beside its name (node, started_at)
 };
 
 // One row of a spool query, as the shipper filters it.

@@ -2,11 +2,14 @@
 // (fleet/clickhouse_source.h): the same answers as from the file.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/fleet/fleet_support.h"
+#include "tests/support/damaged_trace.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -220,6 +223,44 @@ TEST(FleetShip, TwoDemoScenariosShipToOneDatabaseWhole) {
   EXPECT_GT(events, 60000);
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), events);
   EXPECT_EQ(ch.query_int(0, "SELECT uniqExact(file_start) FROM ingero.events"), 2);
+}
+
+// Two files under one name (node and start) that are different traces: the second's rows would
+// be taken for the first's (ship said "every row", none stored). ClickHouse holding a session of
+// that name from another host (or with other flags) refuses the ship at once; a copy of the same
+// trace is the same file, its rows there already.
+TEST(FleetShip, AnotherTraceUnderTheSameNameIsRefusedNotTakenForIt) {
+  START_SERVERS(ch, 1);
+  const std::string a = temp_path("a.db"), same = temp_path("same.db"), other = temp_path("b.db");
+  std::string out, err;
+  ASSERT_EQ(run_command({INGERO_BIN, "demo", "incident", "--db", a}, &out, &err), 0) << err;
+  std::filesystem::copy_file(a, same);
+  std::filesystem::copy_file(a, other);
+  alter_trace(other, "UPDATE sessions SET host = 'gpu-host-2'");
+  const std::string url = ch.url(0, "ingero");
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", a, "--clickhouse", url}, &out, &err), 0)
+      << err;
+  const long long events = ch.query_int(0, "SELECT count() FROM ingero.events");
+  EXPECT_EQ(events, query_int(a, "SELECT coalesce(max(id), 0) FROM events"));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(
+      run_command({INGERO_BIN, "ship", "--db", other, "--clickhouse", url, "--timeout", "60s"},
+                  &out, &err),
+      1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_NE(err.find(": ClickHouse at "), std::string::npos) << err;
+  EXPECT_NE(err.find(" holds another trace under this file's name (node 'demo', started at "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(": host 'synthetic', flags 'demo,incident,synthetic', where this file's "
+                     "session is host 'gpu-host-2', flags 'demo,incident,synthetic'"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), events);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", same, "--clickhouse", url}, &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("ClickHouse has every row of the file"), std::string::npos) << out;
+  EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), events);
 }
 
 namespace {
