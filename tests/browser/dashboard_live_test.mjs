@@ -85,6 +85,9 @@ try {
   check(seen.every((v, i) => i === 0 || v > seen[i - 1]), 'the call count only rose', seen);
   const final = new Ingero(a.ingero, db).scalar('SELECT count(*) FROM calls');
   equal(final, STEPS * 17, 'the trace holds every call of the workload (16 launches and a sync per step)');
+  // Once in a CI run 42,499 of 42,500 were stored: the tracer's own account (its end lines, its
+  // loss counters) says where the call went.
+  if (final !== STEPS * 17) log('the tracer said:\n' + traceErr.slice(-4000));
   await page.waitForFunction((want) => {
     const el = document.querySelector('[data-testid="calls"]');
     return el && el.getAttribute('data-value') === String(want);
