@@ -70,11 +70,12 @@ struct OpStats {
   double tail_ratio() const { return p50 ? double(p99) / double(p50) : (p99 ? 1e9 : 0); }
   // Share of the tail's time spent off-CPU (per-call data only).
   // What preemption cost its calls (per-call data): the time its preempted calls took beyond
-  // its other calls' mean length, at most their off-CPU time; their off-CPU time where every
-  // call was preempted.
+  // its other calls' mean length, at most their off-CPU time, where most calls were not
+  // preempted (their mean is the call's length); where most were, their off-CPU time (a sync
+  // spinning on a core a hog shares: a few unpreempted calls are no measure of the rest).
   uint64_t contended_ns() const {
     if (!preempted_calls) return 0;
-    if (count <= preempted_calls || sum_ns < preempted_sum_ns) return preempted_off_cpu_ns;
+    if (2 * preempted_calls >= count || sum_ns < preempted_sum_ns) return preempted_off_cpu_ns;
     double others = double(sum_ns - preempted_sum_ns) / double(count - preempted_calls);
     double excess = double(preempted_sum_ns) - others * double(preempted_calls);
     return excess <= 0 ? 0 : std::min(preempted_off_cpu_ns, uint64_t(excess));
