@@ -19,7 +19,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
       on_cpu -= std::min(on_cpu, g.time.on_cpu_ns);
   double share = x.share(on_cpu);
   if (share < kGapShareLow) return;
-  auto sites = by_line(x, gap_sites(x.s, false, false));
+  auto sites = gap_sites(x, false, false);
   uint64_t h2d = 0, all = 0;
   for (auto& [st, g] : sites) {
     h2d += g.h2d_ns;
@@ -109,7 +109,7 @@ void gap_on_cpu(const Context& x, std::vector<Chain>& out) {
 void gap_io(const Context& x, std::vector<Chain>& out) {
   double share = x.share(x.m.gap.io_ns);
   if (share < kIoShareLow) return;
-  auto sites = by_line(x, gap_sites(x.s, true, true));
+  auto sites = gap_sites(x, true, true);
   const auto* top = top_site(sites);
   uint64_t writes = 0, ios = 0, steps_with = 0;
   for (const auto& [st, g] : sites) {
@@ -205,7 +205,7 @@ void gap_sleep(const Context& x, std::vector<Chain>& out) {
   if (workers &&
       std::any_of(out.begin(), out.end(), [&](const Chain& c) { return c.id == merged; }))
     return;
-  auto sites = by_line(x, gap_sites(x.s, false, false));
+  auto sites = gap_sites(x, false, false);
   const auto* top = top_site(sites);
   std::string before =
       top && top->first ? " before " + code_location(x.source.stack(top->first)) : "";

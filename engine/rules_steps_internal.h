@@ -84,40 +84,34 @@ struct Context {
   }
 };
 
-// Steady gaps grouped by the stack of the call that ended them (or the one before them).
+// Steady gaps grouped by the line of the user's code of the call that ended them (or the one
+// before them), each line under its stack with the most gap time: counted per whole stack, a
+// loop's one line read "ends 102 gaps at upload (wl.c:24)" where all 299 ended there (its
+// callers differed). Gaps without a line stay by stack.
 struct GapSite {
   uint64_t ns = 0, count = 0, worst = 0, h2d_ns = 0, io_ns = 0, write_bytes = 0, ios = 0;
   uint32_t tid = 0;
   std::string op;
 };
-// `own`: leave out the gaps another finding explains (Context::charged_elsewhere).
-inline std::map<uint64_t, GapSite> gap_sites(const StepSeries& s, bool before, bool io_only,
-                                             const Context* own = nullptr) {
-  std::map<uint64_t, GapSite> out;
-  for (const HostGap& g : s.gaps) {
-    if (g.step == kNoStep || s.steps[g.step].warmup || (io_only && !g.time.io_ns)) continue;
-    if (own && own->charged_elsewhere(g)) continue;
-    GapSite& x = out[before ? g.before_stack : g.after_stack];
+inline std::map<uint64_t, GapSite> gap_sites(const Context& x, bool before, bool io_only) {
+  std::map<uint64_t, GapSite> by_stack;
+  for (const HostGap& g : x.s.gaps) {
+    if (g.step == kNoStep || x.s.steps[g.step].warmup || (io_only && !g.time.io_ns)) continue;
+    GapSite& site = by_stack[before ? g.before_stack : g.after_stack];
     uint64_t d = io_only ? g.time.io_ns : g.duration();
-    x.ns += d;
-    ++x.count;
-    x.io_ns += g.time.io_ns;
-    x.write_bytes += g.block_write_bytes;
-    x.ios += g.block_ios;
-    if (d >= x.worst) {
-      x.worst = d;
-      x.tid = g.tid;
+    site.ns += d;
+    ++site.count;
+    site.io_ns += g.time.io_ns;
+    site.write_bytes += g.block_write_bytes;
+    site.ios += g.block_ios;
+    if (d >= site.worst) {
+      site.worst = d;
+      site.tid = g.tid;
     }
-    if (g.after_direction == uint64_t(hal::CopyDirection::kHostToDevice)) x.h2d_ns += d;
-    if (x.op.empty()) x.op = g.after_op;
+    if (g.after_direction == uint64_t(hal::CopyDirection::kHostToDevice)) site.h2d_ns += d;
+    if (site.op.empty()) site.op = g.after_op;
   }
-  return out;
-}
-// Gap sites at one line of the user's code are one site, under the stack with the most gap
-// time: counted per whole stack, a loop's one line read "ends 102 gaps at upload (wl.c:24)"
-// where all 299 ended there (its callers differed).
-inline std::map<uint64_t, GapSite> by_line(const Context& x, std::map<uint64_t, GapSite> sites) {
-  std::vector<std::pair<uint64_t, GapSite>> v(sites.begin(), sites.end());
+  std::vector<std::pair<uint64_t, GapSite>> v(by_stack.begin(), by_stack.end());
   std::stable_sort(v.begin(), v.end(),
                    [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   std::map<std::string, uint64_t> first;  // line -> the stack it is kept under
