@@ -112,8 +112,10 @@ TEST_F(McpHttp, AStopCancelsWhatRunsAndDropsWhatWaits) {
 }
 
 // mcp.md: `--threads` workers with 256 requests queued, 503 with Retry-After beyond. With one
-// worker and room for two waiting, four endless queries sent together (each runs 5 s): one
-// runs, two wait, and exactly one is answered 503 with a Retry-After at once.
+// worker and room for two waiting: one endless query runs (5 s to its limit), two wait, and a
+// fourth is answered 503 with a Retry-After at once. Each is sent once the server holds the
+// ones before it: sent together, the first could still be waiting for the worker when the
+// third came, and then two were refused.
 TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
   EXPECT_EQ(HttpOptions{}.max_queued, 256u);
   HttpOptions o;
@@ -122,18 +124,27 @@ TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
   start(o);
   std::string sid = session();
   std::mutex mu;
-  std::vector<HttpResponse> answered;  // before the stop
+  std::vector<std::pair<int, HttpResponse>> answered;  // before the stop
   std::vector<std::thread> clients;
-  for (int id = 1; id <= 4; ++id)
+  auto send = [&](int id) {
     clients.emplace_back([&, id] {
       auto r = post(test::tools_call(id, "run_sql", {{"sql", test::kEndlessSql}}),
                     {{"MCP-Session-Id", sid}, {"MCP-Protocol-Version", "2025-11-25"}});
       std::lock_guard<std::mutex> g(mu);
-      if (!stop_) answered.push_back(r);
+      if (!stop_) answered.emplace_back(id, r);
     });
-  // The refused one is answered at once; the others only when the stop cancels them (or the
-  // running query's 5 s limit ends it): wait for the first answer, then a little longer for a
-  // second one there should not be.
+  };
+  auto wait_for = [&](const char* what, auto held) {
+    for (int i = 0; i < 400 && !held(http_->stats()); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(held(http_->stats())) << what;
+  };
+  send(1);
+  wait_for("the first query runs", [](const http::Stats& s) { return s.workers_busy == 1; });
+  send(2);
+  send(3);
+  wait_for("two wait", [](const http::Stats& s) { return s.queued == 2; });
+  send(4);
   for (int i = 0; i < 400; ++i) {
     {
       std::lock_guard<std::mutex> g(mu);
@@ -141,16 +152,20 @@ TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  http::Stats at_answer = http_->stats();
   {
     std::lock_guard<std::mutex> g(mu);
     stop_ = true;
   }
   runner_.join();
   for (auto& c : clients) c.join();
+  EXPECT_EQ(at_answer.workers_busy, 1u);
+  EXPECT_EQ(at_answer.queued, 2u);
+  EXPECT_EQ(at_answer.busy, 1u);
   ASSERT_EQ(answered.size(), 1u);
-  EXPECT_EQ(answered[0].status, 503) << answered[0].body;
-  EXPECT_EQ(answered[0].headers.count("retry-after"), 1u) << answered[0].body;
+  EXPECT_EQ(answered[0].first, 4);
+  EXPECT_EQ(answered[0].second.status, 503) << answered[0].second.body;
+  EXPECT_EQ(answered[0].second.headers.count("retry-after"), 1u) << answered[0].second.body;
 }
 
 // Sends `msg` as a POST on a connection of its own and closes it at once: a client that leaves.
