@@ -67,9 +67,8 @@ int query_clickhouse(const std::string& url, const std::string& sql, bool json, 
         return true;
       },
       (timeout_s + 5) * 1000);
-  if (held &&
-      (st || last.rfind("Code: ", 0) != 0 || last.find("DB::Exception") == std::string::npos))
-    emit(last);
+  // A failed stream's last line is ClickHouse's exception (said on stderr below), not a row.
+  if (held && (st || fleet::trailing_exception(last).empty())) emit(last);
   if (st && !partial.empty() && !truncated) emit(partial);
   if (json) std::cout << "]\n";
   std::cout.flush();

@@ -333,12 +333,6 @@ ingero::Status ClickHouseClient::ping(int timeout_ms) {
   return {};
 }
 
-namespace {
-
-// ClickHouse, failing a statement after its 200 and some rows (a time limit, throwIf, memory),
-// appends the exception to the body: "Code: 159, e.displayText() = DB::Exception: Timeout
-// exceeded ..." (18.x), "Code: 159. DB::Exception: ..." (later). The line, where the body's
-// last line is one; "" otherwise.
 std::string trailing_exception(std::string_view tail) {
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.remove_suffix(1);
   size_t at = tail.rfind('\n');
@@ -349,8 +343,6 @@ std::string trailing_exception(std::string_view tail) {
   if (digits == 6 || line.find("DB::Exception", digits) == std::string_view::npos) return "";
   return std::string(line);
 }
-
-}  // namespace
 
 ingero::Status ClickHouseClient::stream(const std::string& sql, const Settings& settings,
                                         const ChunkFn& given, int timeout_ms) {

@@ -56,6 +56,12 @@ struct ClientOptions {
   int gzip_level = 1;
 };
 
+// ClickHouse, failing a statement after its 200 and some rows (a time limit, throwIf, memory),
+// appends the exception to the body: "Code: 159, e.displayText() = DB::Exception: Timeout
+// exceeded ..." (18.x), "Code: 159. DB::Exception: ..." (later). The line, where the last line
+// of `tail` (a body's end) is one; "" otherwise.
+std::string trailing_exception(std::string_view tail);
+
 class ClickHouseClient {
  public:
   ClickHouseClient(Endpoint endpoint, ClientOptions options = {});
