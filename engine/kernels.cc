@@ -69,35 +69,10 @@ uint64_t top_stack(const std::unordered_map<uint64_t, uint64_t>& stacks) {
   return top;
 }
 
-// The lines of the user's code of stacks, each looked up once.
-class Lines {
- public:
-  Lines(TraceSource& source, std::mutex* lock) : source_(source), lock_(lock) {}
-  const std::string& operator()(uint64_t stack) {
-    auto [it, fresh] = lines_.try_emplace(stack);
-    if (fresh && stack) {
-      std::vector<StackFrameInfo> frames;
-      if (lock_) {
-        std::lock_guard<std::mutex> hold(*lock_);
-        frames = source_.stack(stack);
-      } else {
-        frames = source_.stack(stack);
-      }
-      it->second = code_location(frames);
-    }
-    return it->second;
-  }
-
- private:
-  TraceSource& source_;
-  std::mutex* lock_;
-  std::unordered_map<uint64_t, std::string> lines_;
-};
-
 // ProcessKernels::site_moves: each kernel's launches of runs of several kernels shared out over
 // the stacks its own launches were seen at, in their proportions (largest remainders), where
 // that stack's line is another than the run's.
-void move_shared_launches(Acc& a, Lines& line) {
+void move_shared_launches(Acc& a, CodeLocations& line) {
   std::map<std::tuple<std::string, std::string, uint64_t>, ProcessKernels::SiteMove> moves;
   for (const auto& [key, value] : a.shared) {
     const auto& [run_stack, slot] = key;
@@ -137,7 +112,7 @@ void move_shared_launches(Acc& a, Lines& line) {
 
 void finish(Acc& a, TraceSource& source, std::mutex* lock) {
   ProcessKernels& out = a.out;
-  Lines line(source, lock);
+  CodeLocations line(source, lock);
   move_shared_launches(a, line);
   const StepSeries* s = a.series;
   std::vector<size_t> steady;

@@ -261,6 +261,19 @@ struct StepModel {
 // innermost named function: "SlowDS.__getitem__ (faults.py:15)". "" without frames.
 std::string code_location(const std::vector<StackFrameInfo>& frames);
 
+// code_location() of the stacks of one source, each stack read once: under `lock` where one is
+// given (a source the step model's threads share).
+class CodeLocations {
+ public:
+  CodeLocations(TraceSource& source, std::mutex* lock) : source_(source), lock_(lock) {}
+  const std::string& operator()(uint64_t stack);  // "" for stack 0
+
+ private:
+  TraceSource& source_;
+  std::mutex* lock_;
+  std::map<uint64_t, std::string> where_;
+};
+
 // The step model's default memory cap: hal::memory_share between kMinModelledBytes and
 // kMaxModelledBytes.
 size_t default_model_bytes();

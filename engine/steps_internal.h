@@ -263,12 +263,13 @@ struct RoundTrip {
 // processes run in); their reads of stacks share the source, one at a time under `stacks_lock`.
 class Sites {
  public:
-  Sites(TraceSource& source, std::mutex& stacks_lock) : source_(source), lock_(stacks_lock) {}
+  Sites(TraceSource& source, std::mutex& stacks_lock)
+      : source_(source), lock_(stacks_lock), where_(source, &stacks_lock) {}
   uint32_t of(uint64_t stack, std::string_view op);
   const std::string& key(uint32_t site) const { return keys_[site]; }
   uint64_t stack(uint32_t site) const { return stacks_[site]; }
   // "function (file:line)" of the innermost user frame of a stack ("" without frames).
-  std::string where(uint64_t stack);
+  const std::string& where(uint64_t stack) { return where_(stack); }
 
  private:
   std::vector<StackFrameInfo> frames(uint64_t stack);
@@ -278,7 +279,7 @@ class Sites {
   std::map<std::string, uint32_t> by_key_;
   std::vector<std::string> keys_;
   std::vector<uint64_t> stacks_;
-  std::map<uint64_t, std::string> where_;
+  CodeLocations where_;
 };
 
 Cat category(const hal::Event& e);

@@ -63,12 +63,6 @@ uint32_t Sites::of(uint64_t stack, std::string_view op) {
   return it->second;
 }
 
-std::string Sites::where(uint64_t stack) {
-  if (!stack) return "";
-  if (auto it = where_.find(stack); it != where_.end()) return it->second;
-  return where_[stack] = code_location(frames(stack));
-}
-
 std::vector<StackFrameInfo> Sites::frames(uint64_t stack) {
   std::lock_guard<std::mutex> hold(lock_);
   return source_.stack(stack);
@@ -395,6 +389,21 @@ void pick_launch_site(StepSummary& m) {
   m.launch_stack = v.front().stack;
   m.launch_site_calls = v.front().calls;
   m.launch_tid = v.front().tid;
+}
+
+const std::string& CodeLocations::operator()(uint64_t stack) {
+  auto [it, fresh] = where_.try_emplace(stack);
+  if (fresh && stack) {
+    std::vector<StackFrameInfo> frames;
+    if (lock_) {
+      std::lock_guard<std::mutex> hold(*lock_);
+      frames = source_.stack(stack);
+    } else {
+      frames = source_.stack(stack);
+    }
+    it->second = code_location(frames);
+  }
+  return it->second;
 }
 
 std::string code_location(const std::vector<StackFrameInfo>& frames) {
