@@ -200,9 +200,13 @@ void Metrics::observe(const hal::Event& ev) {
       switches_->Add({{"preempted", ev.get_or(hal::Field::kFlags, 0) ? "true" : "false"}})
           .Increment();
       break;
-    case hal::EventKind::kBlockIo:
-      block_duration_->Add({{"op", std::string(ev.op)}}, latency_buckets()).Observe(secs);
+    case hal::EventKind::kBlockIo: {
+      // The trace's op is "block_read", "block_write", ...: the metric's name says block I/O.
+      std::string_view op = ev.op;
+      if (op.substr(0, 6) == "block_") op.remove_prefix(6);
+      block_duration_->Add({{"op", std::string(op)}}, latency_buckets()).Observe(secs);
       break;
+    }
     case hal::EventKind::kProcessExit:
       kernel_of_.erase(ev.pid);
       if (auto it = processes_.find(ev.pid); it != processes_.end())

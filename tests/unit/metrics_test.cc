@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "backends/rdma/rdma_backend.h"
+#include "kernelside/host_decoder.h"
 #include "tests/support/exposition.h"
 #include "tests/support/sink_inputs.h"
 #include "tests/support/subprocess.h"
@@ -58,11 +59,18 @@ void feed_workload(Metrics& m) {
   sw.kind = K::kSchedSwitch;
   sw.set(hal::Field::kFlags, 1);
   m.observe(sw);
-  hal::Event blk;
-  blk.kind = K::kBlockIo;
-  blk.op = "read";
-  blk.dur_ns = 2'000'000;
-  m.observe(blk);
+  // Block requests as the host decoder makes them from the kernel's records (REQ_OP_READ 0,
+  // REQ_OP_WRITE 1, REQ_OP_FLUSH 2, REQ_OP_DISCARD 3, and one it has no name for).
+  for (uint32_t op : {0u, 1u, 1u, 2u, 3u, 9u}) {
+    ingero_block_rec rec{};
+    rec.type = INGERO_REC_BLOCK;
+    rec.op = op;
+    rec.issue_ns = 1'000'000;
+    rec.complete_ns = 3'000'000;
+    hal::Event blk;
+    ASSERT_TRUE(kernelside::decode_host_record(&rec, sizeof(rec), blk));
+    m.observe(blk);
+  }
   auto async = call("rdma", "ibverbs", K::kRdmaAsyncEvent, "ibv_get_async_event", 1'000, 0);
   async.set(hal::Field::kRdmaEvent, 10);  // IBV_EVENT_PORT_ERR
   async.set(hal::Field::kFabricError, 1);
@@ -165,7 +173,14 @@ TEST(Metrics, ExactValuesForAKnownWorkload) {
              R"(ingero_collective_barrier_wait_seconds_total{op="ncclAllReduce",vendor="nvidia"})"),
       0.003);
   EXPECT_EQ(sample(t, R"(ingero_gpu_thread_context_switches_total{preempted="true"})"), 1);
+  // metrics.md: op read, write, flush, discard, io.
   EXPECT_EQ(sample(t, R"(ingero_block_io_duration_seconds_count{op="read"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_block_io_duration_seconds_count{op="write"})"), 2);
+  EXPECT_EQ(sample(t, R"(ingero_block_io_duration_seconds_count{op="flush"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_block_io_duration_seconds_count{op="discard"})"), 1);
+  EXPECT_EQ(sample(t, R"(ingero_block_io_duration_seconds_count{op="io"})"), 1);
+  EXPECT_DOUBLE_EQ(sample(t, R"(ingero_block_io_duration_seconds_sum{op="write"})"), 0.004);
+  EXPECT_EQ(series_count(t, "ingero_block_io_duration_seconds_count"), 5u);
   EXPECT_EQ(sample(t, "ingero_tcp_retransmits_total"), 1);
   EXPECT_EQ(sample(t, "ingero_page_allocations_total"), 10);
   EXPECT_EQ(sample(t, "ingero_page_allocated_bytes_total"), 40960);
