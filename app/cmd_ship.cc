@@ -116,7 +116,7 @@ int ship(const Opts& o) {
     return kExitOk;
   }
   std::cout << "; " << r.unshipped << " rows left\n";
-  std::cerr << "ingero ship: " << r.last_error << "\n";
+  if (!r.logged) std::cerr << "ingero ship: " << r.last_error << "\n";
   return kExitFailure;
 }
 

@@ -100,9 +100,11 @@ void Shipper::note_failure(const std::string& message, bool retried) {
     ++totals_.failures;
     totals_.last_error = message;
   }
-  if (!failing_ && opts_.log)
+  if (!failing_ && opts_.log) {
     opts_.log(message + "; the rows stay in " + path_ +
               (retried ? " and are retried" : " (retrying cannot mend this)"));
+    logged_error_ = message;
+  }
   failing_ = true;
 }
 
@@ -237,7 +239,9 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
     state_ = std::move(*s);
     state_file_ = spool_->file_start();
     if (auto st = same_trace(); !st) {
+      // The state read is the other trace's: none of this file's rows are in ClickHouse.
       state_.valid = false;
+      state_file_ = 0;
       return st.error();
     }
     stacks_seen_frames_ = -1;
@@ -425,6 +429,7 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
   // The background pass's failure when this drain had no time of its own to fail.
   if (rep.last_error.empty()) rep.last_error = totals().last_error;
   if (rep.last_error.empty()) rep.last_error = "the time allowed ran out";
+  rep.logged = rep.last_error == logged_error_;
   return rep;
 }
 

@@ -62,6 +62,7 @@ struct DrainReport {
   bool caught_up = false;  // everything in the file is in ClickHouse
   uint64_t unshipped = 0;  // rows of the file not (known to be) in ClickHouse
   std::string last_error;  // why not, when not caught up
+  bool logged = false;     // last_error went to ShipperOptions::log already
 };
 
 class Shipper {
@@ -133,6 +134,7 @@ class Shipper {
   std::map<std::string, std::vector<ChType>> types_;
   ShipState state_;
   uint64_t state_file_ = 0;          // file_start the state belongs to
+  std::string logged_error_;         // the failure note_failure() last logged
   int64_t stacks_seen_frames_ = -1;  // frame count when stacks were last caught up
   bool failing_ = false;
   uint64_t folding_warned_for_ = 0;  // file_start of the file last warned about

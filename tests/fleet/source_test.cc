@@ -240,6 +240,8 @@ TEST(FleetShip, AnotherTraceUnderTheSameNameIsRefusedNotTakenForIt) {
   const std::string url = ch.url(0, "ingero");
   ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", a, "--clickhouse", url}, &out, &err), 0)
       << err;
+  const std::string rows = out.substr(0, out.find(" of "));  // "shipped N rows"
+  ASSERT_EQ(rows.rfind("shipped ", 0), 0u) << out;
   const long long events = ch.query_int(0, "SELECT count() FROM ingero.events");
   EXPECT_EQ(events, query_int(a, "SELECT coalesce(max(id), 0) FROM events"));
   auto t0 = std::chrono::steady_clock::now();
@@ -256,6 +258,13 @@ TEST(FleetShip, AnotherTraceUnderTheSameNameIsRefusedNotTakenForIt) {
                      "session is host 'gpu-host-2', flags 'demo,incident,synthetic'"),
             std::string::npos)
       << err;
+  // Said once, and every row of the file is left (it said "0 rows left", counting against the
+  // other trace's rows, and printed the refusal twice).
+  EXPECT_EQ(err.find("holds another trace"), err.rfind("holds another trace")) << err;
+  EXPECT_NE(out.find("shipped 0 rows of "), std::string::npos) << out;
+  EXPECT_NE(out.find("; " + rows.substr(8, rows.size() - 8 - 5) + " rows left\n"),
+            std::string::npos)
+      << out << " (the first ship: " << rows << ")";
   EXPECT_EQ(ch.query_int(0, "SELECT count() FROM ingero.events"), events);
   ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", same, "--clickhouse", url}, &out, &err), 0)
       << err;
