@@ -29,10 +29,12 @@ void add_trace_command(CLI::App& app, Context& ctx) {
   cmd->add_option("command", o->command, "Command to run and trace (after --)")
       ->configurable(false);
   cmd->positionals_at_end(true);
-  add_config_option(app, *cmd, config_cli_schema);
+  add_config_option(app, *cmd, config_cli_schema, [](const CLI::App& table) {
+    return trace_flags::conflict(table, /*with_command=*/false);
+  });
   cmd->callback([&ctx, o, a, cmd] {
     trace_flags::resolve(*a, *o);
-    if (auto why = trace_flags::conflict(*cmd, *o)) {
+    if (auto why = trace_flags::conflict(*cmd)) {
       std::cerr << "ingero trace: " << *why << "\n";
       ctx.exit_code = kExitUsage;
       return;

@@ -197,6 +197,49 @@ void push_typed(toml::array& arr, const CLI::Option& op, const std::string& text
   arr.push_back(text);
 }
 
+// The table check of each table whose entries had no problem of their own, on a tree where
+// the table's entries alone are parsed: its problem stands at the line of the last entry the
+// message names (the flags it names), else of the table's first.
+void check_tables(const ParsedConfig& parsed, const CliSchema& schema,
+                  std::vector<ConfigProblem>& out) {
+  std::map<std::string, std::vector<const ConfigEntry*>> tables;
+  for (const auto& e : parsed.entries) tables[e.table].push_back(&e);
+  for (const auto& [name, entries] : tables) {
+    bool clean = std::none_of(out.begin(), out.end(), [&](const ConfigProblem& p) {
+      return p.table == name || p.line <= 0;
+    });
+    if (!clean) continue;
+    auto app = schema();
+    auto fmt = std::dynamic_pointer_cast<TomlConfig>(app->get_config_formatter());
+    const TableCheck* check = fmt ? fmt->table_check(name) : nullptr;
+    CLI::App* sub = find_subcommand(*app, name);
+    if (!check || !sub) continue;
+    TableCheck keep = *check;  // the formatter is replaced below
+    std::vector<CLI::ConfigItem> items;
+    for (const ConfigEntry* e : entries) {
+      CLI::ConfigItem item;
+      item.parents = {name};
+      item.name = dashed(e->key);
+      item.inputs = e->values;
+      items.push_back(std::move(item));
+    }
+    app->config_formatter(std::make_shared<FixedItems>(std::move(items)));
+    app->allow_config_extras(CLI::config_extras_mode::error);
+    std::istringstream none;
+    try {
+      app->parse_from_stream(none);
+    } catch (const CLI::Error&) {
+      continue;  // each entry parsed alone; together they are for the command to refuse
+    }
+    auto why = keep(*sub);
+    if (!why) continue;
+    const ConfigEntry* at = entries.front();
+    for (const ConfigEntry* e : entries)
+      if (why->find("--" + dashed(e->key)) != std::string::npos) at = e;
+    out.push_back({at->line, at->column, name, at->key, *why});
+  }
+}
+
 }  // namespace
 
 ParsedConfig parse_config_text(std::string_view text, const std::string& source) {
@@ -308,6 +351,7 @@ std::vector<ConfigProblem> check_config(const ParsedConfig& parsed, const CliSch
     }
     if (std::string err = trial_parse(schema, e); !err.empty()) problem("bad value: " + err);
   }
+  check_tables(parsed, schema, out);
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return std::tie(a.line, a.column) < std::tie(b.line, b.column);
   });
@@ -375,13 +419,14 @@ std::string TomlConfig::to_config(const CLI::App* app, bool default_also, bool, 
   return out.str();
 }
 
-void add_config_option(CLI::App& root, CLI::App& sub, CliSchema schema) {
+void add_config_option(CLI::App& root, CLI::App& sub, CliSchema schema, TableCheck check) {
   // One formatter per root, shared by every subcommand that takes --config.
   auto fmt = std::dynamic_pointer_cast<TomlConfig>(root.get_config_formatter());
   if (!fmt) {
     fmt = std::make_shared<TomlConfig>(std::move(schema));
     root.config_formatter(fmt);
   }
+  if (check) fmt->add_table_check(sub.get_name(), std::move(check));
   root.allow_config_extras(CLI::config_extras_mode::error);
   if (!root.get_config_ptr())
     root.set_config("--config", "", "Read flags from a TOML config file")->group("");

@@ -14,7 +14,9 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,10 +75,21 @@ std::vector<ConfigProblem> check_config(const ParsedConfig& parsed, const CliSch
 // "FILE:LINE:COL: [trace] key: message"
 std::string format_problem(const std::string& file, const ConfigProblem& p);
 
+// A check of a table's settings together, on a tree where they alone are parsed: flags that
+// contradict each other, or one that does nothing without another. Why, or nullopt.
+using TableCheck = std::function<std::optional<std::string>(const CLI::App& table)>;
+
 class TomlConfig final : public CLI::Config {
  public:
   explicit TomlConfig(CliSchema schema) : schema_(std::move(schema)) {}
   void set_source(std::string path) { source_ = std::move(path); }
+  void add_table_check(const std::string& table, TableCheck check) {
+    checks_[table] = std::move(check);
+  }
+  const TableCheck* table_check(const std::string& table) const {
+    auto it = checks_.find(table);
+    return it == checks_.end() ? nullptr : &it->second;
+  }
   // Throws CLI::ConfigError listing every problem of the file.
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
   // Writes the flags of the configurable subcommands that have a value, as TOML.
@@ -86,12 +99,14 @@ class TomlConfig final : public CLI::Config {
  private:
   CliSchema schema_;
   std::string source_ = "config file";
+  std::map<std::string, TableCheck> checks_;
 };
 
 // Adds `--config FILE` to `sub`, a subcommand of `root`: the file's [NAME] table supplies
 // any of sub's flags the command line does not give. Installs TomlConfig as root's config
 // formatter, with a hidden root-level --config that sub's option forwards to (CLI11 reads
-// config files at the root only).
-void add_config_option(CLI::App& root, CLI::App& sub, CliSchema schema);
+// config files at the root only). `check`, where given, judges the table's settings together
+// (check_config).
+void add_config_option(CLI::App& root, CLI::App& sub, CliSchema schema, TableCheck check = {});
 
 }  // namespace ingero::app

@@ -330,27 +330,66 @@ void resolve(const Args& a, TraceOptions& o) {
   o.otlp_exit_timeout_s = engine::parse_duration_s(a.otlp_exit);
 }
 
-std::optional<std::string> conflict(const CLI::App& cmd, const TraceOptions& o) {
-  auto given = [&](const char* name) { return cmd.count(name) > 0; };
-  if (o.trace_all && !o.pids.empty())
+namespace {
+
+// What `cmd` holds, on its command line or from a config file (an option's count says it was
+// given; a default is not).
+bool given(const CLI::App& cmd, const char* name) { return cmd.count(name) > 0; }
+bool on(const CLI::App& cmd, const char* name) {
+  const CLI::Option* o = cmd.get_option_no_throw(name);
+  return o && o->count() && o->as<bool>();
+}
+bool off(const CLI::App& cmd, const char* name) {
+  const CLI::Option* o = cmd.get_option_no_throw(name);
+  return o && o->count() && !o->as<bool>();
+}
+bool text(const CLI::App& cmd, const char* name) {
+  const CLI::Option* o = cmd.get_option_no_throw(name);
+  return o && o->count() && !o->as<std::string>().empty();
+}
+std::string needs(const char* flag, const char* what, const char* other) {
+  return std::string(flag) + " " + what + ": give " + other;
+}
+
+}  // namespace
+
+std::optional<std::string> conflict(const CLI::App& cmd, bool with_command) {
+  if (on(cmd, "--all") && given(cmd, "--pid"))
     return std::string(
         "--all traces every process and --pid only those it names: give one of "
         "them");
-  if (o.otlp_spans && o.otlp.empty())
+  if (with_command && on(cmd, "--all") && !given(cmd, "command"))
+    return std::string(
+        "--all traces every process beside a COMMAND, and none is given: "
+        "without one every process is traced already (drop --all, or give -- COMMAND)");
+  if (on(cmd, "--otlp-spans") && !text(cmd, "--otlp"))
     return std::string("--otlp-spans sends spans to the --otlp endpoint: give --otlp URL");
-  if (o.keep_all && given("--full-rows"))
+  for (const char* f : {"--otlp-interval", "--otlp-exit-timeout"})
+    if (given(cmd, f) && !text(cmd, "--otlp"))
+      return needs(f, "sets how the --otlp export runs", "--otlp URL");
+  for (const char* f : {"--otlp-span-threshold", "--otlp-span-rate"})
+    if (given(cmd, f) && !on(cmd, "--otlp-spans"))
+      return needs(f, "sets which calls --otlp-spans exports", "--otlp-spans (and --otlp URL)");
+  if (given(cmd, "--clickhouse-exit-timeout") && !text(cmd, "--clickhouse"))
+    return needs("--clickhouse-exit-timeout", "bounds shipping at exit", "--clickhouse URL");
+  if (on(cmd, "--keep-all") && given(cmd, "--full-rows"))
     return std::string(
         "--keep-all keeps every call's row for the whole trace, --full-rows for "
         "a time: give one of them");
-  if (!o.stacks && given("--stack-samples"))
+  if (off(cmd, "--stack") && given(cmd, "--stack-samples"))
     return std::string(
         "--stack-samples sets how calls walk their stacks, and --no-stack walks "
         "none: give one of them");
-  if (!o.stacks && given("--cpu-sample-hz") && o.cpu_sample_hz)
+  if (off(cmd, "--stack") && given(cmd, "--stack-interval"))
+    return std::string(
+        "--stack-interval sets how often threads walk their stacks, and --no-stack "
+        "walks none: give one of them");
+  if (off(cmd, "--stack") && given(cmd, "--cpu-sample-hz") &&
+      cmd.get_option("--cpu-sample-hz")->as<unsigned>() != 0)
     return std::string(
         "--cpu-sample-hz samples stacks, and --no-stack captures none: give one "
         "of them (--cpu-sample-hz 0 turns sampling off)");
-  if (!o.prometheus_web_config.empty() && o.prometheus.empty())
+  if (given(cmd, "--prometheus-web-config") && !text(cmd, "--prometheus"))
     return std::string(
         "--prometheus-web-config configures the --prometheus endpoint: give "
         "--prometheus ADDR");

@@ -41,9 +41,11 @@ CLI::Validator duration_check(const std::string& examples);
 // column (docs/schema.md, sessions.flags).
 void resolve(const Args& a, TraceOptions& o);
 // Flags given together that cannot both hold, or one given that does nothing without another
-// (`cmd`'s counts: on the command line or in a config file): why, for a usage error; none.
+// (what `cmd` holds, from the command line or a config file): why, for a usage error; none.
 // `--all --pid P -- COMMAND` traced neither every process nor the command (0 calls, exit 0).
-std::optional<std::string> conflict(const CLI::App& cmd, const TraceOptions& o);
+// Without `with_command`, what depends on the COMMAND is not judged (a config file's [trace]
+// table alone, which gives none).
+std::optional<std::string> conflict(const CLI::App& cmd, bool with_command = true);
 std::string session_flags(const TraceOptions& o, bool rdma_verbs);
 
 }  // namespace ingero::app::trace_flags

@@ -223,7 +223,8 @@ TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
   EXPECT_EQ(problem_lines("[trace]\nflush_ms = 50\nstack = false\nduration = \"12s\"\n"
                           "ringbuf_mb = 32\nmax_db_size = \"2GiB\"\nnode = \"n7\"\npid = [1]\n"
                           "retain = \"7d\"\n"
-                          "clickhouse_exit_timeout = \"5s\"\n"),
+                          "clickhouse_exit_timeout = \"5s\"\n"
+                          "clickhouse = \"http://127.0.0.1:8123/ingero\"\n"),
             std::vector<std::string>{});
 }
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
@@ -33,6 +34,25 @@ TEST(TraceFlagConflicts, EachIsAUsageErrorSaidBeforeAnythingStarts) {
        "(--cpu-sample-hz 0 turns sampling off)"},
       {{"--prometheus-web-config", web, "--", "/bin/true"},
        "--prometheus-web-config configures the --prometheus endpoint: give --prometheus ADDR"},
+      // Found by a docs audit (helper-68): each of these was accepted, exit 0, and did nothing.
+      {{"--all"},
+       "--all traces every process beside a COMMAND, and none is given: without one every "
+       "process is traced already (drop --all, or give -- COMMAND)"},
+      {{"--otlp-interval", "5s", "--", "/bin/true"},
+       "--otlp-interval sets how the --otlp export runs: give --otlp URL"},
+      {{"--otlp-exit-timeout", "5s", "--", "/bin/true"},
+       "--otlp-exit-timeout sets how the --otlp export runs: give --otlp URL"},
+      {{"--otlp", "http://127.0.0.1:9", "--otlp-span-threshold", "5ms", "--", "/bin/true"},
+       "--otlp-span-threshold sets which calls --otlp-spans exports: give --otlp-spans (and "
+       "--otlp URL)"},
+      {{"--otlp-span-rate", "5", "--", "/bin/true"},
+       "--otlp-span-rate sets which calls --otlp-spans exports: give --otlp-spans (and --otlp "
+       "URL)"},
+      {{"--clickhouse-exit-timeout", "5s", "--", "/bin/true"},
+       "--clickhouse-exit-timeout bounds shipping at exit: give --clickhouse URL"},
+      {{"--no-stack", "--stack-interval", "5", "--", "/bin/true"},
+       "--stack-interval sets how often threads walk their stacks, and --no-stack walks none: "
+       "give one of them"},
   };
   for (const auto& [flags, said] : cases) {
     SCOPED_TRACE(flags.front());
@@ -43,6 +63,53 @@ TEST(TraceFlagConflicts, EachIsAUsageErrorSaidBeforeAnythingStarts) {
     EXPECT_EQ(r.err, "ingero trace: " + said + "\n");
     EXPECT_FALSE(std::filesystem::exists(db));
   }
+}
+
+// cli.md: "from the command line or a config file alike". `check --config` said "valid" of a
+// file `trace --config` then refused (helper-68): both now name the file's line, and a file
+// and a command line that contradict each other are refused as well.
+TEST(TraceFlagConflicts, AConfigFileIsJudgedAsTheCommandLineIs) {
+  const std::string db = temp_path("never.db");
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"keep_all = true\nfull_rows = \"5m\"\n", "3:1: [trace] full_rows",
+       "--keep-all keeps every call's row for the whole trace, --full-rows for a time: give one "
+       "of them"},
+      {"pid = [1]\nall = true\n", "3:1: [trace] all",
+       "--all traces every process and --pid only those it names: give one of them"},
+      {"otlp_spans = true\n", "2:1: [trace] otlp_spans",
+       "--otlp-spans sends spans to the --otlp endpoint: give --otlp URL"},
+      {"stack = false\ncpu_sample_hz = 10\n", "3:1: [trace] cpu_sample_hz",
+       "--cpu-sample-hz samples stacks, and --no-stack captures none: give one of them "
+       "(--cpu-sample-hz 0 turns sampling off)"},
+      {"clickhouse_exit_timeout = \"5s\"\nnode = \"n1\"\n", "2:1: [trace] clickhouse_exit_timeout",
+       "--clickhouse-exit-timeout bounds shipping at exit: give --clickhouse URL"},
+  };
+  int n = 0;
+  for (const auto& [body, where, said] : cases) {
+    SCOPED_TRACE(body);
+    const std::string cfg = temp_path("conflict" + std::to_string(++n) + ".toml");
+    { std::ofstream(cfg) << "[trace]\n" << body; }
+    const std::string line = cfg + ":" + where + ": " + said + "\n";
+    auto check = run_ingero({"check", "--config", cfg});
+    EXPECT_EQ(check.rc, 1);
+    EXPECT_EQ(check.out, line + "1 problem in " + cfg + "\n");
+    auto trace = run_ingero({"trace", "--config", cfg, "--db", db, "--", "/bin/true"});
+    EXPECT_EQ(trace.rc, 2);
+    EXPECT_NE(trace.err.find("  " + line), std::string::npos) << trace.err;
+    EXPECT_FALSE(std::filesystem::exists(db));
+  }
+  // Each half valid alone: the file and the command line together.
+  const std::string cfg = temp_path("half.toml");
+  { std::ofstream(cfg) << "[trace]\nkeep_all = true\n"; }
+  auto check = run_ingero({"check", "--config", cfg});
+  EXPECT_EQ(check.rc, 0) << check.out;
+  auto trace =
+      run_ingero({"trace", "--config", cfg, "--full-rows", "1s", "--db", db, "--", "/bin/true"});
+  EXPECT_EQ(trace.rc, 2);
+  EXPECT_EQ(trace.err,
+            "ingero trace: --keep-all keeps every call's row for the whole trace, --full-rows "
+            "for a time: give one of them\n");
+  EXPECT_FALSE(std::filesystem::exists(db));
 }
 
 }  // namespace
