@@ -152,8 +152,10 @@ int run_pprof_export(const ExportOpts& o) {
   serve::pprof::ProfileBuilder builder(stored_stacks(db, stack_error), probed_libraries(db));
   const auto& [first_node, first] = reading->windows.front();
   builder.set_node_label(reading->windows.size() > 1);
-  builder.set_period(reading->cpu_period_ns(first_node, first.from_ns));
+  // The period at the window's start, or the trace's where the window has none (a window from
+  // the beginning of time found no session, and gave the default rate's period).
   auto span = source.time_span();
+  builder.set_period(reading->cpu_period_ns(first_node, std::max(first.from_ns, span.first)));
   builder.set_window(std::max(first.from_ns, span.first), std::min(first.to_ns, span.second));
   builder.add_comment("ingero export --format pprof " + path);
   serve::pprof::read_profile(source, *reading, builder);

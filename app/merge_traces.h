@@ -18,6 +18,16 @@ namespace ingero::app {
 ingero::Status merge_traces(const std::vector<std::string>& inputs, const std::string& force_node,
                             const std::string& tmp, size_t* events);
 
+// Refused before anything is written: a session in two inputs (a file given twice, a copy, or a
+// file beside a merged file that holds it) would count every call of it twice. `sessions` gets
+// how many sessions the inputs hold.
+ingero::Status refuse_sessions_twice(const std::vector<std::string>& inputs,
+                                     const std::string& force_node, size_t* sessions);
+
+// A private folder (mkdtemp, 0700) beside `path` for a file renamed over it at the end: a
+// failure leaves no partial file, and no one else can plant a link where it is written.
+ingero::Result<std::string> private_dir_beside(const std::string& path, const char* what);
+
 // Converts a trace of an older schema in place: re-encoded (as merge does, one session per
 // node) into a file beside it, renamed over it once whole; the original stays untouched until
 // then.

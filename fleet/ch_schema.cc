@@ -287,7 +287,8 @@ const std::vector<ViewColumn>& view_columns(View v) {
                                                {"peer_cgroup", ""},
                                                {"waker_pid", ""},
                                                {"waker_tid", ""},
-                                               {"runq_ns", ""}};
+                                               {"runq_ns", ""},
+                                               {"stack_hash", ""}};
   return v == View::kCalls ? calls : host;
 }
 

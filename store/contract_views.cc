@@ -65,7 +65,7 @@ std::string views_body(const char* create, const std::function<bool(const std::s
          "       e.cgroup_id, o.name AS event, o.kind, e.cpu, e.state, e.peer_pid, e.peer_tid,\n"
          "       e.peer_comm, e.bytes, e.count, e.device, e.sector, e.detail, e.saddr, e.daddr,\n"
          "       e.sport, e.dport, e.ret_code AS code, e.flags, e.peer_cgroup" +
-         waker_cols + "\n  FROM " + host_from +
+         waker_cols + ", e.stack_hash\n  FROM " + host_from +
          " e JOIN sources s ON s.id = e.source\n"
          "  JOIN ops o ON o.source_id = e.source AND o.op_id = e.op\n"
          " WHERE s.vendor = 'host';\n" +

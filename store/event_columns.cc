@@ -48,6 +48,7 @@ EventColumns::EventColumns(EventRows rows, const std::function<int(std::string_v
   comm_ = col("comm");
   cgroup_ = col("cgroup_id");
   kind_ = col("kind");
+  stack_ = col("stack_hash");  // a call's, an on-CPU sample's
   if (rows == EventRows::kCalls) {
     vendor_ = col("vendor");
     api_ = col("api");
@@ -60,7 +61,6 @@ EventColumns::EventColumns(EventRows rows, const std::function<int(std::string_v
     preemptor_pid_ = col("preemptor_pid");
     peer_comm_ = col("preemptor_comm");
     direction_ = col("direction");
-    stack_ = col("stack_hash");
   } else {
     op_ = col("event");
     ret_ = col("code");

@@ -79,6 +79,7 @@ void EventColumns::read(const Row& row, hal::Event& e, StringPool& strings) cons
   e.tid = uint32_t(u64(tid_));
   if (has(comm_)) e.set_comm(row.text_view(comm_));
   e.cgroup_id = u64(cgroup_);
+  e.stack_id = u64(stack_);
   e.op = strings.intern(has(op_) ? row.text_view(op_) : std::string_view());
   if (has(kind_))
     e.kind = hal::kind_from_name(row.text_view(kind_)).value_or(hal::EventKind::kUnknown);
@@ -100,7 +101,6 @@ void EventColumns::read(const Row& row, hal::Event& e, StringPool& strings) cons
     e.switches = uint32_t(u64(switches_));
     if (has(preemptor_pid_)) e.set(hal::Field::kPeerPid, u64(preemptor_pid_));
     if (has(direction_)) e.set(hal::Field::kDirection, direction_code(row.text_view(direction_)));
-    e.stack_id = u64(stack_);
   } else {
     e.vendor = strings.intern("host");
     e.api = strings.intern("kernel");

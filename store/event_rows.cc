@@ -290,8 +290,10 @@ bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
     e.off_cpu_ns = uint64_t(st.int64(10));
     e.preempts = uint32_t(st.int64(11));
     e.switches = uint32_t(st.int64(12));
-    e.stack_id = uint64_t(st.int64(14));
   }
+  // A call's stack, and an on-CPU sample's (host events of other kinds have none): a merge
+  // lost every sample's stack.
+  e.stack_id = uint64_t(st.int64(14));
   return true;
 }
 
