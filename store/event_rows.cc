@@ -130,7 +130,7 @@ bool EventCursor::open_direct(const EventFilter& f) {
   filter_ = f;
   auto select = select_list(table, calls, shown);
   if (!select) return false;
-  if (store && calls) {  // calls seen at entry only read back with these durations
+  if (calls) {  // calls seen at entry only read back with these durations
     auto u = UntimedDurations::load(db_);
     if (!u) return false;
     if (u->any()) untimed_ = std::make_unique<UntimedDurations>(std::move(*u));

@@ -50,8 +50,12 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
   // last: ties in start time come in id order, from the rows and the archive alike.
   std::string select = "SELECT ";
   for (const auto& c : kColumns) {
-    // Runs of files before schema 10 timed every call.
-    std::string col = c == "timed_calls" && !store ? "calls AS timed_calls" : c;
+    // Runs of files before schema 10 timed every call; a plain copy of a later file says how
+    // many of its runs' calls were timed (its runs read as every call timed and succeeded).
+    std::string col =
+        c == "timed_calls" && !store && !db.column_exists("call_runs", "timed_calls", "main")
+            ? "calls AS timed_calls"
+            : c;
     // Nor did they keep a run's kernels (a plain copy of a later file does: export).
     // The file's own call_runs, not a reader's TEMP view over it.
     if ((c == "func" || c == "funcs") && !store && !db.column_exists("call_runs", c, "main"))

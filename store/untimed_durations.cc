@@ -7,10 +7,21 @@ namespace ingero::store {
 
 ingero::Result<UntimedDurations> UntimedDurations::load(Db& db) {
   UntimedDurations u;
-  if (!has_call_store(db)) return u;
-  auto n = db.kept_int("SELECT count(*) FROM call_store WHERE untimed > 0");
-  if (!n) return n.error();
-  if (n->value_or(0) == 0) return u;
+  if (has_call_store(db)) {
+    auto n = db.kept_int("SELECT count(*) FROM call_store WHERE untimed > 0");
+    if (!n) return n.error();
+    if (n->value_or(0) == 0) return u;
+  } else {
+    // A plain copy (export --format sqlite) keeps its untimed calls as rows (status 2) and its
+    // runs' timed counts, beside the summaries: read as the file it was copied from (it read
+    // every untimed launch as 0 ns). Files of schema 7 to 9 timed every call.
+    if (!db.table_exists("call_seconds") || !db.column_exists("call_seconds", "timed", "main") ||
+        !db.column_exists("call_runs", "timed_calls", "main"))
+      return u;
+    auto n = db.kept_int("SELECT EXISTS (SELECT 1 FROM main.call_seconds WHERE timed < calls)");
+    if (!n) return n.error();
+    if (n->value_or(0) == 0) return u;
+  }
   u.any_ = true;
   auto st = db.prepare(
       "SELECT pid, source, op, sum(sum_ns), sum(timed) FROM call_seconds GROUP BY pid, source, op");
