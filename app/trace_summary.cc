@@ -93,6 +93,8 @@ std::string stats_json(const hal::BpfStats& stats, const capture::EventPipeline&
     sj["stack_python_invalid"] = sc.python_invalid;
     sj["stack_python_gone"] = sc.python_gone;
     sj["stack_python_missing"] = sc.python_missing;
+    sj["stack_python_truncated"] = sc.python_truncated;
+    sj["stack_python_no_line"] = sc.python_no_line;
     sj["stack_python_processes"] = sc.python_processes;
     sj["stack_python_refused"] = sc.python_refused;
   }
@@ -138,6 +140,13 @@ void print_stacks_summary(std::ostream& out, const hal::BpfStats& stats,
   if (sc.python_gone)
     out << ", " << sc.python_gone
         << " Python frames lost (the process exited before they were read)";
+  if (sc.python_truncated)
+    out << ", " << sc.python_truncated << " stacks deeper than " << INGERO_PY_MAX
+        << " Python frames (their outer frames are not in them)";
+  if (sc.python_no_line)
+    out << ", " << sc.python_no_line
+        << " Python frames without a line (a line table longer than was copied, and the "
+           "process exited before the rest was read)";
   if (sc.unknown_refs) out << ", " << sc.unknown_refs << " calls lost their stack record";
   if (sc.empty)
     out << ", " << sc.empty << " stacks with no readable frame (a broken frame-pointer chain)";

@@ -218,11 +218,17 @@ std::vector<hal::StackFrame> StackCollector::native_frames(const ingero_stack_re
   bool refreshed = false;
   int64_t now = hal::mono_now_ns();
   bool may_reread = now - p.useless_reread_ns >= kMapsRereadNs;
-  for (uint32_t i = 0; i < n_ips && !refreshed && may_reread; ++i)
+  // A process that has exited but not been reaped (a zombie) still answers kill(0), and its
+  // maps read empty: it is gone (its stacks were cut at their first frame, every frame of a
+  // complete chain lost, and said to be a broken one).
+  for (uint32_t i = 0; i < n_ips && !refreshed && may_reread && !p.gone; ++i)
     if (!find(p, rec.ips[i]) && kill(pid_t(rec.pid), 0) == 0) {
-      snapshot(rec.pid, p);
-      refreshed = true;
       ++counters_.maps_rereads;
+      if (!snapshot(rec.pid, p)) {
+        p.gone = true;
+        break;
+      }
+      refreshed = true;
       if (!find(p, rec.ips[i])) p.useless_reread_ns = now;
     }
 
@@ -239,7 +245,7 @@ std::vector<hal::StackFrame> StackCollector::native_frames(const ingero_stack_re
     // even a canonical user address; otherwise a library the exited process loaded after our
     // snapshot, kept as a raw address.
     if ((m && !m->executable()) ||
-        (!m && (refreshed || ip >= (1ULL << 47) || kill(pid_t(rec.pid), 0) == 0)))
+        (!m && (refreshed || ip >= (1ULL << 47) || (!p.gone && kill(pid_t(rec.pid), 0) == 0))))
       break;
     ++counters_.native_frames;
     if (!m || m->path.empty() || m->path[0] != '/') {
@@ -295,6 +301,7 @@ std::vector<std::vector<hal::StackFrame>> StackCollector::python_groups(const in
       uint64_t gone_before = p.python->unreadable_frames();
       auto info = p.python->resolve(rec.py[i].code, rec.py[i].instr);
       if (info) {
+        if (!info->line) ++counters_.python_no_line;
         hal::StackFrame f;
         f.python = true;
         f.function = info->function;
@@ -313,6 +320,7 @@ std::vector<std::vector<hal::StackFrame>> StackCollector::python_groups(const in
       }
     }
     if (!group.empty()) groups.push_back(std::move(group));
+    if (rec.py_status == INGERO_PY_TRUNCATED) ++counters_.python_truncated;
   } else if (p.python) {
     ++counters_.python_missing;
   }

@@ -44,6 +44,11 @@ class StackCollector {
     uint64_t python_invalid = 0;  // Python frames dropped: their code object did not check out
     uint64_t python_gone = 0;     // Python frames lost: the process exited before they were read
     uint64_t python_missing = 0;  // stacks of Python processes without Python frames
+    // Stacks whose Python walk stopped at INGERO_PY_MAX frames: their outer frames are not in it.
+    uint64_t python_truncated = 0;
+    // Python frames without a line: their line table was longer than BPF copies, and the process
+    // had exited before the rest could be read.
+    uint64_t python_no_line = 0;
     uint64_t python_processes = 0;
     uint64_t python_refused = 0;  // interpreters whose layout did not check out
     uint64_t live = 0;            // stacks read from stuck threads (live_stack)
@@ -111,8 +116,9 @@ class StackCollector {
     std::vector<hal::MapEntry> maps;            // sorted by start
     int64_t useless_reread_ns = INT64_MIN / 2;  // when a re-read left its address outside
     std::optional<hal::PythonProcess> python;
-    bool rechecked = false;                      // an unverified interpreter was inspected again
-    bool refused = false;                        // its layout did not check out: native frames only
+    bool rechecked = false;  // an unverified interpreter was inspected again
+    bool refused = false;    // its layout did not check out: native frames only
+    bool gone = false;       // exited: its maps read empty (a zombie), what was read stands
     std::unordered_map<uint64_t, uint64_t> ids;  // BPF hash -> stored stack id
   };
   Process& process(uint32_t pid);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -296,6 +297,37 @@ TEST(StackCollector, GarbageAddressesReadTheMapsAgainOnceAWhile) {
       test::query_rows(db, "SELECT frame, module = '" + file + "' FROM stacks WHERE stack_id = " +
                                std::to_string(int64_t(c.stack_id(me, 0x11))) + " ORDER BY frame"),
       (std::vector<std::vector<std::string>>{{"0", "0"}, {"1", "1"}}));
+}
+
+// Found by a hostile-testing helper (helper-71): a short-lived process's stacks, read once it
+// had exited but before it was reaped, were cut at their first frame: a zombie answers kill(0)
+// and its maps read empty, so every address looked like garbage past a broken frame-pointer
+// chain. Its frames stay raw addresses, as those of a process gone for good do.
+TEST(StackCollector, AZombiesStackKeepsItsFramesAsAddresses) {
+  std::string db = test::temp_path("stacks-zombie.db");
+  auto w = store::TraceWriter::open(db);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE((*w)->begin_session(store::SessionInfo{}));
+  StackCollector c(**w, nullptr);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, id_t(child), &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+  ASSERT_EQ(kill(child, 0), 0);
+  uint64_t a = uint64_t(&ingero_stack_marker_a) + 4, b = uint64_t(&ingero_stack_marker_b) + 4;
+  c.on_stack(record(uint32_t(child), 0x77, {a, b, a}));
+  EXPECT_EQ(c.counters().empty, 0u);
+  EXPECT_EQ(c.counters().native_frames, 3u);
+  uint64_t id = c.stack_id(uint32_t(child), 0x77);
+  ASSERT_NE(id, 0u);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE((*w)->commit());
+  EXPECT_EQ(test::query_rows(db, "SELECT frame, module_offset FROM stacks WHERE stack_id = " +
+                                     std::to_string(int64_t(id)) + " ORDER BY frame"),
+            (std::vector<std::vector<std::string>>{{"0", std::to_string(int64_t(a))},
+                                                   {"1", std::to_string(int64_t(b))},
+                                                   {"2", std::to_string(int64_t(a))}}));
 }
 
 // At a session's end the collector gives back what it holds (processes, stored stacks' ids,
