@@ -49,7 +49,7 @@ struct ingero_stack_rec {
  * ASCII (almost always); lengths are the full lengths, so a cut copy is visible. */
 #define INGERO_PY_FILE_MAX 128
 #define INGERO_PY_NAME_MAX 64
-#define INGERO_PY_TABLE_MAX 512
+#define INGERO_PY_TABLE_MAX 4096
 struct ingero_py_code_rec {
   __u32 type; /* INGERO_REC_PYCODE */
   __u32 pid;

@@ -86,7 +86,9 @@ struct {
   __type(value, struct ingero_stack_rec);
 } stack_scratch SEC(".maps");
 
-/* (process, code object) pairs whose code record was shipped. */
+/* (process, code object) pairs whose code record was shipped, with the identity of the code
+ * object shipped: a code object freed and another made at its address (exec, eval, a notebook
+ * cell, generated code) is shipped anew. */
 struct ingero_code_key {
   __u32 tgid;
   __u32 pad;
@@ -96,7 +98,7 @@ struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 65536);
   __type(key, struct ingero_code_key);
-  __type(value, __u8);
+  __type(value, __u32);
 } py_codes_sent SEC(".maps");
 
 struct {
@@ -237,24 +239,30 @@ static __always_inline __u32 read_ascii(struct ingero_py_config* c, __u64 obj, c
   return len > 0xfffffffe ? 0xfffffffe : (__u32)len;
 }
 
-/* Ships a code object's file, name, first line and line table once per process. Global: inline
- * in py_frame_step, its branches were verified again on every pass the verifier makes over the
- * callback. */
+/* Ships a code object's file, name, first line and line table once per process and identity
+ * (its file and line-table objects and first line: what tells a code object made at the
+ * address of a freed one apart). Returns that identity, which the stack's hash takes in (a
+ * frame of the new object is another stack). Global: inline in py_frame_step, its branches
+ * were verified again on every pass the verifier makes over the callback. */
 __noinline int ingero_ship_code(struct ingero_py_config* c, __u32 tgid, __u64 code) {
   if (!c) return 0;
+  __s32 first = 0;
+  bpf_probe_read_user(&first, 4, (void*)(code + c->code_firstlineno));
+  __u64 fn = read_u64(code + c->code_filename);
+  __u64 lt = read_u64(code + c->code_linetable);
+  __u64 ident = fnv(fnv(fnv(INGERO_FNV_BASIS, fn), lt), (__u32)first);
+  __u32 id = (__u32)(ident ^ (ident >> 32));
   struct ingero_code_key key = {.tgid = tgid, .code = code};
-  if (bpf_map_lookup_elem(&py_codes_sent, &key)) return 0;
+  __u32* sent = bpf_map_lookup_elem(&py_codes_sent, &key);
+  if (sent && *sent == id) return (int)id;
   __u32 zero = 0;
   struct ingero_py_code_rec* r = bpf_map_lookup_elem(&code_scratch, &zero);
-  if (!r) return 0;
+  if (!r) return (int)id;
   r->type = INGERO_REC_PYCODE;
   r->pid = tgid;
   r->code = code;
-  r->firstlineno = 0;
-  bpf_probe_read_user(&r->firstlineno, 4, (void*)(code + c->code_firstlineno));
-  __u64 fn = read_u64(code + c->code_filename);
+  r->firstlineno = first;
   __u64 nm = read_u64(code + c->code_name);
-  __u64 lt = read_u64(code + c->code_linetable);
   r->file_len = read_ascii(c, fn, r->file, INGERO_PY_FILE_MAX);
   r->name_len = read_ascii(c, nm, r->name, INGERO_PY_NAME_MAX);
   __u64 tlen = lt ? read_u64(lt + c->bytes_size) : 0;
@@ -263,13 +271,11 @@ __noinline int ingero_ship_code(struct ingero_py_config* c, __u32 tgid, __u64 co
   if (n > INGERO_PY_TABLE_MAX) n = INGERO_PY_TABLE_MAX;
   r->table_len = tlen > 0xffffffff ? 0xffffffff : (__u32)tlen;
   if (n && bpf_probe_read_user(r->table, n, (void*)(lt + c->bytes_data))) r->table_len = 0xffffffff;
-  if (bpf_ringbuf_output(&aux_rb, r, sizeof(*r), BPF_RB_NO_WAKEUP) == 0) {
-    __u8 one = 1;
-    bpf_map_update_elem(&py_codes_sent, &key, &one, BPF_ANY);
-  } else {
+  if (bpf_ringbuf_output(&aux_rb, r, sizeof(*r), BPF_RB_NO_WAKEUP) == 0)
+    bpf_map_update_elem(&py_codes_sent, &key, &id, BPF_ANY);
+  else
     stat_inc(INGERO_STAT_STACK_DROPS);
-  }
-  return 0;
+  return (int)id;
 }
 
 static long py_frame_step(__u32 i, void* arg) {
@@ -289,8 +295,8 @@ static long py_frame_step(__u32 i, void* arg) {
   __u64 type = code ? read_u64(code + 8) : 0; /* ob_type */
   if (type != c->code_type)
     flags |= INGERO_PY_NOT_CODE;
-  else
-    ingero_ship_code(c, w->tgid, code);
+  else /* the code objects' identities, for the stack's hash (e->hash until it is computed) */
+    e->hash = fnv(e->hash, (__u32)ingero_ship_code(c, w->tgid, code));
   if (c->instr_is_int)
     bpf_probe_read_user(&instr, 4, (void*)(w->frame + c->frame_instr));
   else
@@ -393,6 +399,7 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
   e->tid = tid;
   e->n_py = 0;
   e->py_status = INGERO_PY_NONE;
+  e->hash = 0;
   __u64 skip = caller ? 1 : 0;
   long got = bpf_get_stack(ctx, e->ips, sizeof(e->ips), BPF_F_USER_STACK | skip);
   __u32 n_ips = got > 0 ? (__u32)got / 8 : 0;
@@ -407,7 +414,8 @@ static __always_inline __u64 walk_and_ship(void* ctx, struct ingero_thread* t, _
   if (c) ingero_py_walk(e, c, t, tgid, tid);
   if (n_ips == 0 && e->n_py == 0) return 0;
 
-  struct stack_hash_walk hw = {.h = INGERO_FNV_BASIS ^ tgid, .n_ips = n_ips, .n_py = e->n_py};
+  struct stack_hash_walk hw = {
+      .h = fnv(INGERO_FNV_BASIS ^ tgid, e->hash), .n_ips = n_ips, .n_py = e->n_py};
   bpf_loop(INGERO_STACK_MAX + INGERO_PY_MAX, hash_step, &hw, 0);
   __u64 h = hw.h & INGERO_STACK_HASH_MASK;
   if (!h) h = 1;

@@ -241,6 +241,57 @@ TEST(Stacks, PythonFramesOfOtherCPythonVersions) {
 // points at another interpreter) is named on stderr and counted; its calls keep their native
 // stacks and get no Python frame at all. The stand-in stays alive until the test has seen its
 // stacks stored, so the verdict is about its layout, never about its having exited.
+// Found by a hostile-testing helper (helper-71): code compiled and run in turn (exec, eval, a
+// notebook's cells, generated code) is freed, and the next code object is often made at its
+// address. The tracer knew a code object by its address alone: later frames read the first
+// object's file and line ("<generated-0>:1" for the call of <generated-2>:3). Each exec here
+// compiles its own file name with its call on its own line, and frees the code before the next.
+TEST(Stacks, PythonCodeObjectMadeWhereAFreedOneWasIsItsOwn) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(kCudart);
+  REQUIRE_FILE("/usr/bin/python3.11");
+  const std::string script = temp_path("reuse.py");
+  {
+    std::ofstream(script) << "import ctypes, gc, os, sys\n"
+                             "lib = ctypes.CDLL(sys.argv[1])\n"
+                             "def m(n):\n"
+                             "    p = ctypes.c_void_p()\n"
+                             "    lib.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n))\n"
+                             "print('pid', os.getpid(), flush=True)\n"
+                             "sys.stdin.readline()\n"
+                             "for i in range(8):\n"
+                             "    code = compile('\\n' * i + 'm(%d)\\n' % (4000 + i),\n"
+                             "                   '<generated-%d>' % i, 'exec')\n"
+                             "    exec(code, {'m': m})\n"
+                             "    del code\n"
+                             "    gc.collect()\n";
+  }
+  std::string db = temp_path("reuse.db");
+  auto tr =
+      spawn_trace(db, {"/usr/bin/python3.11", script, kCudart}, {"--stack-samples", "1000000"});
+  std::string pid_line;
+  ASSERT_TRUE(tr.wait_stdout_line("pid ", std::chrono::seconds(60), &pid_line)) << tr.err();
+  uint32_t py_pid = uint32_t(std::stoul(pid_line.substr(4)));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!python_configured(py_pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(python_configured(py_pid)) << "no interpreter configuration for pid " << py_pid;
+  tr.write_stdin("go\n");
+  ASSERT_EQ(tr.wait(std::chrono::seconds(180)), 0) << tr.err();
+  for (int i = 0; i < 8; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(query_rows(db,
+                         "SELECT s.file, s.line FROM calls c JOIN stacks s ON s.stack_id = "
+                         "c.stack_hash WHERE c.op = 'cudaMalloc' AND c.bytes = " +
+                             std::to_string(4000 + i) +
+                             " AND s.kind = 'python' AND s.function = '<module>' AND s.file "
+                             "LIKE '<generated-%'"),
+              (std::vector<std::vector<std::string>>{
+                  {"<generated-" + std::to_string(i) + ">", std::to_string(i + 1)}}))
+        << stacks_of_calls(db, "cudaMalloc", std::to_string(py_pid));
+  }
+}
+
 TEST(Stacks, UnverifiableInterpreterIsReportedAndGetsNoPythonFrames) {
   REQUIRE_BPF();
   REQUIRE_FILE(kCudart);
