@@ -15,11 +15,15 @@ FileStamp file_stamp(const std::string& path) {
   if (stat(path.c_str(), &st) == 0) {
     s.size = int64_t(st.st_size);
     s.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    s.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+    s.dev = uint64_t(st.st_dev);
+    s.ino = uint64_t(st.st_ino);
   }
   std::string wal = path + "-wal";
   if (stat(wal.c_str(), &st) == 0) {
     s.wal_size = int64_t(st.st_size);
     s.wal_mtime_ns = int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    s.wal_ino = int64_t(st.st_ino);
   }
   return s;
 }

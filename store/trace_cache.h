@@ -2,7 +2,8 @@
 // once per change of the file and shared by every request that asks meanwhile (browser tabs,
 // reloads, several users, 200 agents asking for the same statistics).
 //
-// A file's change is its stamp: size and modification time of the file and of its -wal (the
+// A file's change is its stamp: which file the path names, and size and modification and
+// change times of the file and of its -wal (the
 // writer commits into the WAL every 200 ms; a checkpoint changes the file itself). A request
 // gets the cached model when the stamp is unchanged, or when the model is younger than
 // `min_age` (a trace being written changes every commit: the dashboard refreshes at most that
@@ -26,6 +27,10 @@ namespace ingero::store {
 
 struct FileStamp {
   int64_t size = -1, mtime_ns = 0, wal_size = -1, wal_mtime_ns = 0;  // -1: absent
+  // Which file, and when its inode last changed: a file renamed over the path with the same
+  // size and a modification time copied (`cp -p`, `rsync -a`, `touch -r`) is another file.
+  uint64_t dev = 0, ino = 0;
+  int64_t ctime_ns = 0, wal_ino = 0;
   bool operator==(const FileStamp&) const = default;
   // What the trace takes on disk: the file and its write-ahead log, whose frames reach the
   // file only at a checkpoint (what --max-db-size bounds).
