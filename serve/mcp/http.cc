@@ -76,7 +76,7 @@ struct HttpServer::Impl {
   http::Response post(const http::Request& rq) {
     if (auto r = refuse(rq)) return *r;
     bool sse_ok = lower(rq.headers.value("Accept")).find("text/event-stream") != std::string::npos;
-    Json msg = Json::parse(rq.body, nullptr, false);
+    Json msg = parse_message(rq.body);
     if (msg.is_discarded()) return rpc_error(400, kParseError, "Parse error: not valid JSON");
     const std::string client = client_of(rq);
     std::shared_ptr<Session> session;

@@ -50,6 +50,61 @@ std::optional<int> log_level_from_name(std::string_view name) {
 
 const char* log_level_name(int level) { return kLevels[std::clamp(level, 0, 7)]; }
 
+namespace {
+
+// A \uXXXX escape at `at` of `text`: its code unit, or -1.
+int escaped_unit(std::string_view text, size_t at) {
+  if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return -1;
+  int v = 0;
+  for (size_t i = at + 2; i < at + 6; ++i) {
+    char c = text[i];
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string mend_lone_surrogates(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] != '\\') {
+      out += text[i++];
+      continue;
+    }
+    int u = escaped_unit(text, i);
+    if (u >= 0xD800 && u <= 0xDBFF) {
+      int low = escaped_unit(text, i + 6);
+      if (low >= 0xDC00 && low <= 0xDFFF) {  // a pair: kept as it is
+        out.append(text.substr(i, 12));
+        i += 12;
+        continue;
+      }
+    }
+    if (u >= 0xD800 && u <= 0xDFFF) {
+      out += "\\ufffd";
+      i += 6;
+      continue;
+    }
+    out.append(text.substr(i, std::min<size_t>(2, text.size() - i)));  // any other escape
+    i += 2;
+  }
+  return out;
+}
+
+Json parse_message(std::string_view raw) {
+  Json msg = Json::parse(raw, nullptr, false);
+  if (msg.is_discarded() && raw.find("\\u") != std::string_view::npos)
+    msg = Json::parse(mend_lone_surrogates(raw), nullptr, false);
+  return msg;
+}
+
 int json_depth(std::string_view text) {
   int depth = 0, max = 0;
   bool in_str = false, esc = false;
@@ -113,7 +168,7 @@ std::optional<Json> Server::handle(std::string_view raw, Session& s, const Notif
   // before it, dropping the rest without a word.
   if (raw.find('\0') != std::string_view::npos)
     return error_response(nullptr, kParseError, "Parse error: a NUL byte in the message");
-  Json msg = Json::parse(raw, nullptr, false);
+  Json msg = parse_message(raw);
   if (msg.is_discarded())
     return error_response(nullptr, kParseError, "Parse error: not valid JSON");
   return handle_message(msg, s, notify);

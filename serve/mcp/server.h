@@ -105,4 +105,12 @@ struct RpcError {
 // Nesting depth of a JSON text (brackets outside strings); a cheap guard run before parsing.
 int json_depth(std::string_view text);
 
+// A JSON-RPC message as JSON (discarded where it is none). A lone UTF-16 surrogate escape, which
+// RFC 8259's grammar allows and JavaScript's JSON.stringify writes for a string cut inside an
+// emoji, reads as U+FFFD: the parser refused the whole message, and the answer (id null) left
+// the client waiting for its request's until its timeout.
+Json parse_message(std::string_view raw);
+// `text` with each lone surrogate escape replaced by \ufffd (pairs and other text as they are).
+std::string mend_lone_surrogates(std::string_view text);
+
 }  // namespace ingero::serve::mcp

@@ -129,6 +129,25 @@ TEST_F(Mcp, MalformedInputGetsTheSpecErrorCodes) {
   EXPECT_EQ(rpc("ping")["result"], Json::object());
 }
 
+// Found by a hostile-testing helper (helper-69): a lone UTF-16 surrogate escape (what
+// JavaScript's JSON.stringify writes for a string cut inside an emoji; RFC 8259's grammar allows
+// it) made the whole message a parse error answered with id null, and the client waited for
+// its request's answer until its timeout. It reads as U+FFFD; pairs and an escaped backslash
+// before "u" are as they were.
+TEST_F(Mcp, ALoneSurrogateReadsAsTheReplacementCharacter) {
+  open("sample-gpu-node-02.db");
+  auto r =
+      raw(R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_sql",)"
+          R"("arguments":{"sql":"SELECT '\ud83d' AS a, '\ud83d\udd25' AS b, '\\ud83d' AS c"}}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["id"], 7) << r->dump();
+  EXPECT_EQ((*r)["result"]["structuredContent"]["rows"],
+            Json::parse(R"([["\ufffd", "\ud83d\udd25", "\\ud83d"]])"))
+      << r->dump();
+  EXPECT_EQ(mend_lone_surrogates(R"("\udc00x\ud83d" "\ud83d\udd25" "\\ud83d" "\ud83d\u0041")"),
+            R"("\ufffdx\ufffd" "\ud83d\udd25" "\\ud83d" "\ufffd\u0041")");
+}
+
 TEST_F(Mcp, ToolsListHasAValidSchemaForEveryTool) {
   open("sample-gpu-node-02.db");
   auto r = rpc("tools/list");
