@@ -92,7 +92,7 @@ int run_status(const Opts& o) {
                         {"stuck", nlohmann::json::array()}};
     if (!s.node.empty()) j["node"] = s.node;
     if (s.stopped_at) j["stopped_at"] = engine::format_wall(s.stopped_at);
-    if (s.inflight_after_s >= 0) j["inflight_after_s"] = s.inflight_after_s;
+    if (s.inflight_after_s > 0) j["inflight_after_s"] = s.inflight_after_s;  // 0: off
     for (const auto& t : stuck) j["stuck"].push_back(engine::stuck_thread_json(t));
     std::cout << engine::json_text(j, 2) << "\n";
     return kExitOk;

@@ -79,7 +79,7 @@ ToolOutput get_inflight(ToolContext& ctx, const ToolCall& call) {
   const store::LatestSession& s = *read->session;
   o.structured["session_id"] = s.id;
   if (!s.node.empty()) o.structured["node"] = s.node;
-  if (s.inflight_after_s >= 0) o.structured["inflight_after_s"] = s.inflight_after_s;
+  if (s.inflight_after_s > 0) o.structured["inflight_after_s"] = s.inflight_after_s;  // 0: off
   auto threads = engine::stuck_threads(*op->source, std::move(read->rows), read->live,
                                        store::session_now_ns(s));
   if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());

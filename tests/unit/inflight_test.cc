@@ -261,6 +261,48 @@ TEST(InflightStore, NothingStuckSaysWhichLaunchesAreWatched) {
   }
 }
 
+// Found by a docs audit (helper-68): with calls in flight off (`--inflight-after 0s`) nothing was
+// recorded, yet status --json and get_inflight gave "inflight_after_s": 0.0 beside "stuck": [],
+// where cli.md and mcp.md promise the field only where calls in flight were recorded.
+TEST(InflightStore, WithCallsInFlightOffTheJsonHasNoThreshold) {
+  std::string path = test::temp_path("inflight-off.db");
+  {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = "gpu-a";
+    si.mono_offset_ns = kOffset;
+    si.started_at_ns = kOffset + 5 * kSec;
+    si.flags = "stack,launch-timing=32,inflight-after=0";
+    ASSERT_TRUE((*w)->begin_session(si));
+    store::SessionEnd end;
+    end.exit_reason = "test";
+    end.stopped_at_ns = kOffset + 30 * kSec;
+    ASSERT_TRUE((*w)->finish(end));
+  }
+  auto js = test::run_ingero({"status", "--db", path, "--json"});
+  ASSERT_EQ(js.rc, 0) << js.err;
+  auto j = nlohmann::json::parse(js.out);
+  EXPECT_FALSE(j.contains("inflight_after_s")) << js.out;
+  EXPECT_EQ(j["stuck"], nlohmann::json::array());
+  serve::mcp::ToolContext ctx(path, test::builtin_tool_host());
+  ASSERT_TRUE(ctx.validate());
+  serve::mcp::Server server(ctx);
+  serve::mcp::Session session;
+  auto call = [&](const std::string& method, nlohmann::json params) {
+    nlohmann::json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", method}, {"params", params}};
+    auto r = server.handle(msg.dump(), session, nullptr);
+    return r ? *r : nlohmann::json();
+  };
+  call("initialize", {{"protocolVersion", serve::mcp::kLatestVersion},
+                      {"capabilities", nlohmann::json::object()},
+                      {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}});
+  auto r = call("tools/call", {{"name", "get_inflight"}, {"arguments", nlohmann::json::object()}});
+  ASSERT_EQ(r["result"]["isError"], false) << r.dump();
+  EXPECT_FALSE(r["result"]["structuredContent"].contains("inflight_after_s")) << r.dump();
+  EXPECT_EQ(r["result"]["structuredContent"]["stuck"], nlohmann::json::array());
+}
+
 // `status --pid` of a process the trace does not know: it was answered "nothing is stuck", as if
 // that process had been watched. A hang in a process that made no traced call since the start is
 // the case a user asks about.
