@@ -87,9 +87,15 @@ std::string render_man_page(const CLI::App& root, std::string_view version) {
          "The default trace file of an interactive \\fBingero trace\\fR.\n";
   out << ".SH EXIT STATUS\n"
          ".TP\n0\nSuccess.\n"
-         ".TP\n1\nA runtime failure: bad input file, SQL error, invalid config file.\n"
-         ".TP\n2\nBad arguments.\n"
-         ".TP\n3\nThe host cannot trace (check failed, no privilege).\n";
+         ".TP\n1\nA runtime failure: an unreadable, damaged or foreign trace file, an SQL "
+         "error, output that could not be written; \\fBcheck \\-\\-config\\fR of an invalid "
+         "config file.\n"
+         ".TP\n2\nBad arguments, contradictory flags, or an invalid config file given to a "
+         "command that reads it.\n"
+         ".TP\n3\nThe host cannot trace (check failed, no privilege).\n"
+         ".PP\n\\fBingero trace \\-\\- COMMAND\\fR exits with the command's status instead "
+         "(128 + N when a signal N ended it), as \\fBtime\\fR(1) does: 127 when the command "
+         "is not found, 126 when it cannot be run.\n";
   out << ".SH SEE ALSO\n"
          "/usr/share/doc/ingero/ (cli.md, deploy.md, metrics.md, schema.md), "
          "\\fBsystemctl\\fR(1)\n";

@@ -405,6 +405,17 @@ TEST(ManPage, ListsEveryVisibleCommandAndTraceFlag) {
   EXPECT_NE(page.find("\\fB\\-\\-ringbuf\\-mb\\fR"), std::string::npos);
   EXPECT_NE(page.find("\\fB\\-\\-config\\fR"), std::string::npos);
   EXPECT_NE(page.find("\\fB\\-\\-bench\\fR"), std::string::npos);
+  // Exit statuses as cli.md gives them (helper-68: an invalid config file was said to be 1,
+  // where every command that reads one exits 2, and a traced command's status was unsaid).
+  EXPECT_NE(page.find(".TP\n2\nBad arguments, contradictory flags, or an invalid config file "
+                      "given to a command that reads it.\n"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("exits with the command's status instead (128 + N when a signal N ended "
+                      "it), as \\fBtime\\fR(1) does: 127 when the command is not found, 126 "
+                      "when it cannot be run.\n"),
+            std::string::npos)
+      << page;
   // No line may start with a control character that is not a request.
   std::istringstream in(page);
   for (std::string line; std::getline(in, line);)
