@@ -16,6 +16,7 @@
 #include "app/check_otlp.h"
 #include "app/commands.h"
 #include "app/terminal_text.h"
+#include "app/trace_flags.h"
 #include "app/window_flags.h"
 #include "capture/host_info.h"
 #include "engine/json_text.h"
@@ -301,7 +302,10 @@ void add_check_command(CLI::App& app, Context& ctx) {
   auto otlp = std::make_shared<std::string>();
   auto db = std::make_shared<std::string>();
   cmd->add_flag("--json", *json, "Print the report as JSON");
-  cmd->add_option("--backends", *backends, "Comma-separated backends to audit (default: all)");
+  cmd->add_option("--backends", *backends, "Comma-separated backends to audit (default: all)")
+      ->check(CLI::Validator(
+          [](std::string& s) { return s.empty() ? std::string(trace_flags::kEmptyBackends) : ""; },
+          "NAMES"));
   cmd->add_option("--config", *config,
                   "Only validate this config file (e.g. /etc/ingero/ingero.toml): every unknown "
                   "key and bad value, with its line. Exit 0 valid, 1 not")

@@ -106,6 +106,8 @@ void add_target(CLI::App& cmd, TraceOptions& o, Args& a) {
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             // Checked with the flags, so that a config file's `backends` names its line.
+            // An empty list (an unset $BACKENDS) was read as no flag: every backend.
+            if (s.empty()) return std::string(kEmptyBackends);
             hal::BackendRegistry all;
             register_builtin_backends(all, kAllOptInsOn);
             auto chosen = all.select(s);

@@ -33,6 +33,10 @@ void add_storage(CLI::App& cmd, TraceOptions& o, Args& a);
 // Where the trace goes while tracing: Prometheus, ClickHouse, OTLP.
 void add_export(CLI::App& cmd, TraceOptions& o, Args& a);
 
+// Said of `--backends ''`, by trace and check alike.
+inline constexpr const char* kEmptyBackends =
+    "an empty list names no backend (leave --backends out to use every one)";
+
 // A duration with its unit (500ms, 30s, 5m, 1h, 7d), in a config file as on the command line:
 // a bare number (`duration = 12`: 12 what?) is refused. `examples` are named in the error.
 CLI::Validator duration_check(const std::string& examples);

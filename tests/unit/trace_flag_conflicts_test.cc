@@ -65,6 +65,23 @@ TEST(TraceFlagConflicts, EachIsAUsageErrorSaidBeforeAnythingStarts) {
   }
 }
 
+// Found by a docs audit (helper-68): `--backends ''` (an unset $BACKENDS) was read as no flag,
+// every backend, without a word, as `--db ""` and `--since ""` were before.
+TEST(TraceFlagConflicts, AnEmptyBackendListIsRefused) {
+  const std::string db = temp_path("never.db");
+  auto trace = run_ingero({"trace", "--backends", "", "--db", db, "--", "/bin/true"});
+  EXPECT_EQ(trace.rc, 2);
+  EXPECT_NE(trace.err.find("--backends: an empty list names no backend (leave --backends out to "
+                           "use every one)"),
+            std::string::npos)
+      << trace.err;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  auto check = run_ingero({"check", "--backends", ""});
+  EXPECT_EQ(check.rc, 2);
+  EXPECT_NE(check.err.find("--backends: an empty list names no backend"), std::string::npos)
+      << check.err;
+}
+
 // cli.md: "from the command line or a config file alike". `check --config` said "valid" of a
 // file `trace --config` then refused (helper-68): both now name the file's line, and a file
 // and a command line that contradict each other are refused as well.
