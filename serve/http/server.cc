@@ -265,6 +265,16 @@ Status Server::start() {
   auto la = parse_listen_address(o.listen);
   if (!la) return la.error();
   if (o.workers == 0 || o.io_threads == 0) return make_error("http: workers and io_threads >= 1");
+  // Room for the connections the caps allow beside the files the process holds: the soft limit
+  // of open files is raised toward the hard one (systemd gives a service 1,024), where accepts
+  // failed (EMFILE) below the caps.
+  if (rlimit r{}; getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
+    const rlim_t want = rlim_t(o.limits.max_connections) + 256;
+    if (r.rlim_cur < want) {
+      r.rlim_cur = r.rlim_max == RLIM_INFINITY ? want : std::min(want, r.rlim_max);
+      (void)setrlimit(RLIMIT_NOFILE, &r);
+    }
+  }
   if (o.tls) {
     auto ctx = make_tls_context(*o.tls);
     if (!ctx) return ctx.error();
