@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -106,7 +107,7 @@ void write_perfetto(engine::TraceSource& source, const engine::Window& base,
       if (!node.empty() && by_node) w.node = node;
       if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
       names = source.processes_of(w.node);
-      auto emit_event = [&](const hal::Event& e, const std::string& cat) {
+      auto event_json = [&](const hal::Event& e, const std::string& cat) {
         int pid = track(node, e.pid, e.comm_view());
         nlohmann::json j = {{"name", std::string(e.op)},
                             {"cat", cat},
@@ -125,19 +126,40 @@ void write_perfetto(engine::TraceSource& source, const engine::Window& base,
         if (auto b = e.get(hal::Field::kBytes)) args["bytes"] = *b;
         if (e.off_cpu_ns) args["off_cpu_us"] = double(e.off_cpu_ns) / 1000.0;
         if (e.peer_comm[0]) args["peer"] = std::string(e.peer_comm_view());
+        if (!e.timed && !hal::is_host_kind(e.kind)) args["untimed"] = true;
         if (!args.empty()) j["args"] = args;
+        return j;
+      };
+      // A call seen at entry only (a launch not timed through its return) has its op's mean
+      // for a duration: its slice ends where its thread's next call begins, if sooner. Drawn at
+      // the mean, 48,778 of 100,998 slices of a trace began inside the one before on their
+      // thread, as no thread runs them.
+      std::map<std::pair<int, uint32_t>, nlohmann::json> held;  // (track, tid) -> untimed slice
+      auto release = [&](nlohmann::json& j, std::optional<double> next_us) {
+        if (next_us)
+          j["dur"] = std::clamp(*next_us - j["ts"].get<double>(), 0.0, j["dur"].get<double>());
         em.emit(j);
       };
       source.calls(w, [&](const hal::Event& e) {
         // CUDA keeps its two categories; every other API is its own (hip, nccl, ibverbs, ...).
-        emit_event(e, e.api == "cuda_driver"    ? "driver"
-                      : e.api == "cuda_runtime" ? "cuda"
-                                                : std::string(e.api));
+        nlohmann::json j = event_json(e, e.api == "cuda_driver"    ? "driver"
+                                         : e.api == "cuda_runtime" ? "cuda"
+                                                                   : std::string(e.api));
+        auto key = std::make_pair(j["pid"].get<int>(), e.tid);
+        if (auto it = held.find(key); it != held.end()) {
+          release(it->second, double(e.ts_ns) / 1000.0);
+          held.erase(it);
+        }
+        if (e.timed)
+          em.emit(j);
+        else
+          held.emplace(key, std::move(j));
       });
+      for (auto& [key, j] : held) release(j, std::nullopt);
       source.host_events(w, [&](const hal::Event& e) {
-        emit_event(e, e.kind == hal::EventKind::kBlockIo         ? "io"
-                      : e.kind == hal::EventKind::kTcpRetransmit ? "net"
-                                                                 : "host");
+        em.emit(event_json(e, e.kind == hal::EventKind::kBlockIo         ? "io"
+                              : e.kind == hal::EventKind::kTcpRetransmit ? "net"
+                                                                         : "host"));
       });
       engine::EngineOptions eo;
       eo.breakdown = false;

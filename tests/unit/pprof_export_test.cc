@@ -292,6 +292,47 @@ TEST(PprofExport, PerfettoCategoriesNameEachApi) {
                                                         {"ncclAllReduce", "nccl"}}));
 }
 
+// Found by a hostile-testing helper (helper-70): launches seen at entry only were drawn at their
+// op's mean duration, so where the timed ones were slow their slices overlapped the thread's next
+// calls (48,778 of 100,998 in a real trace), as no thread runs them. Each ends where its
+// thread's next call begins, if sooner, and says it was not timed.
+TEST(PprofExport, PerfettoUntimedLaunchesEndAtTheThreadsNextCall) {
+  using namespace store::tiers_fixture;
+  std::vector<hal::Event> calls;
+  uint64_t at[2] = {1000, 1000 + 7 * kUs};  // two threads, each making a call after the last
+  for (int i = 0; i < 300; ++i) {
+    uint64_t& t = at[i % 2];
+    hal::Event e = launch(t, 0, 10 + uint32_t(i % 2));
+    e.timed = i % 30 < 2;
+    if (e.timed) e.dur_ns = 200 * kUs;  // the mean: ten times the untimed ones' spacing
+    e.has_ret = e.timed;
+    calls.push_back(e);
+    t += e.dur_ns + 20 * kUs;
+  }
+  std::sort(calls.begin(), calls.end(),
+            [](const hal::Event& a, const hal::Event& b) { return a.ts_ns < b.ts_ns; });
+  std::string db = write_trace("perfetto-untimed.db", calls), json, err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "export", "--db", db}, &json, &err), 0) << err;
+  std::map<int64_t, std::vector<std::pair<double, double>>> by_tid;  // tid -> (ts, dur)
+  size_t untimed = 0;
+  for (const auto& e : nlohmann::json::parse(json)) {
+    if (e.value("name", "") != "cudaLaunchKernel") continue;
+    ASSERT_EQ(e["ph"], "X") << e.dump();
+    by_tid[e["tid"].get<int64_t>()].emplace_back(e["ts"].get<double>(), e["dur"].get<double>());
+    untimed += e.contains("args") && e["args"].value("untimed", false);
+  }
+  EXPECT_EQ(untimed, 280u);
+  size_t n = 0;
+  for (auto& [tid, v] : by_tid) {
+    std::sort(v.begin(), v.end());
+    n += v.size();
+    for (size_t i = 0; i + 1 < v.size(); ++i)
+      EXPECT_LE(v[i].first + v[i].second, v[i + 1].first + 1e-6) << "tid " << tid << " #" << i;
+    EXPECT_DOUBLE_EQ(v.back().second, 200.0);  // the last: the mean, nothing after it
+  }
+  EXPECT_EQ(n, 300u);
+}
+
 TEST(PprofExport, TheOriginalImplementationsFiles) {
   std::string file = INGERO_FIXTURES_DIR "/ingero-go/sample-cluster.db";
   std::string out = test::temp_path("legacy.pb.gz"), err;
