@@ -83,6 +83,7 @@ struct EventCursor::Columns {
   // whose api and kind `nested_names` gives).
   int nested = kNone;
   int view_nested_calls = kNone, view_nested_op = kNone;
+  int node = kNone;     // the row's node, before its id (a direct read's rows)
   bool legacy = false;  // every call folded into another is a driver call (store/legacy_views.h)
   // Our files read through the views: a folded op's api and kind by its name.
   std::unordered_map<std::string, std::pair<std::string_view, hal::EventKind>> nested_names;
@@ -197,7 +198,12 @@ std::optional<std::string> EventCursor::select_list(const char* table, bool call
     for (const char* c : {"nested_calls", "nested_source", "nested_op"})
       sql += db_.column_exists(table, c) ? std::string(", ") + c : ", NULL";
   }
-  // The row's id, last: the merge with archived calls orders ties by it.
+  // The row's node (whose means an untimed call takes), and its id, last: the merge with
+  // archived calls orders ties by it.
+  if (calls && db_.column_exists(table, "node")) {
+    k.node = k.nested != kNone ? k.nested + 3 : k.packed != kNone ? k.packed + 1 : 15;
+    sql += ", node";
+  }
   return sql + ", id";
 }
 
@@ -258,7 +264,7 @@ bool EventCursor::open_archive(const EventFilter& f, bool store, std::unique_ptr
 }
 
 template <class Row>
-bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
+bool EventCursor::call_fields(const Row& st, hal::Event& e, std::string_view node) const {
   const OpNames::Names* found = names_->find(uint64_t(st.int64(6)) << 32 | uint64_t(st.int64(7)));
   if (!found)
     return false;  // an op missing from the dictionary: the view (an inner join) leaves it out too
@@ -286,7 +292,8 @@ bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
   if (rows_ == Rows::kCalls) {
     e.unfinished = st.int64(9) == 1;
     e.timed = st.int64(9) != 2 && !negative;  // 2: seen at entry only (store/call_block.h)
-    if (!e.timed && untimed_) e.dur_ns = untimed_->of(e.pid, int(st.int64(6)), int(st.int64(7)));
+    if (!e.timed && untimed_)
+      e.dur_ns = untimed_->of(node, e.pid, int(st.int64(6)), int(st.int64(7)));
     e.off_cpu_ns = uint64_t(st.int64(10));
     e.preempts = uint32_t(st.int64(11));
     e.switches = uint32_t(st.int64(12));
@@ -298,7 +305,9 @@ bool EventCursor::call_fields(const Row& st, hal::Event& e) const {
 }
 
 bool EventCursor::row_event(const Stmt& st, hal::Event& e) const {
-  if (!call_fields(st, e)) return false;
+  const int node = cols_->node;
+  if (!call_fields(st, e, node == kNone || st.is_null(node) ? "" : st.text_view(node)))
+    return false;
   if (rows_ == Rows::kHostEvents) {  // what the host_events view shows of them
     if (!st.is_null(15)) e.detail = st.text(15);
     if (!st.is_null(16)) e.saddr = st.text(16);
@@ -313,7 +322,7 @@ bool EventCursor::archived_event(hal::Event& e) const {
   if (filter_.pid && (row.is_null(2) || uint32_t(row.int64(2)) != *filter_.pid)) return false;
   if (filter_.node && (row.is_null(kArchNode) || row.text_view(kArchNode) != *filter_.node))
     return false;
-  if (!call_fields(row, e)) return false;
+  if (!call_fields(row, e, row.is_null(kArchNode) ? "" : row.text_view(kArchNode))) return false;
   if (rows_ == Rows::kHostEvents) {  // what the host_events view shows of them
     if (!row.is_null(kArchDetail)) e.detail = row.text_view(kArchDetail);
     if (!row.is_null(kArchDetail + 1)) e.saddr = row.text_view(kArchDetail + 1);

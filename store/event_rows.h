@@ -100,7 +100,7 @@ class EventCursor {
   // What a call row and an archived call share (columns 0-14 of each): false when its op is
   // missing from the dictionary.
   template <class Row>
-  bool call_fields(const Row& st, hal::Event& e) const;
+  bool call_fields(const Row& st, hal::Event& e, std::string_view node) const;
   // The current events row into `e`: false when its op is missing from the dictionary.
   bool row_event(const Stmt& st, hal::Event& e) const;
   // The scan's current block row into `e`: false when it is not in the filter (pid, node)

@@ -60,6 +60,10 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
     // The file's own call_runs, not a reader's TEMP view over it.
     if ((c == "func" || c == "funcs") && !store && !db.column_exists("call_runs", c, "main"))
       col = "NULL AS " + c;
+    // A row's node before its id (the archive's comes after it): whose means its untimed
+    // calls take.
+    if (c == "id")
+      select += db.column_exists("call_runs", "node", "main") ? "node, " : "'' AS node, ";
     select += col + (&c == &kColumns.back() ? " FROM " : ", ");
   }
   std::string where = " WHERE timestamp <= " + std::to_string(f.to_ns) +
@@ -114,16 +118,17 @@ ingero::Result<bool> RunCursor::next(engine::CallRun& w) {
           (filter_.pid && (row.is_null(2) || uint32_t(row.int64(2)) != *filter_.pid)) ||
           (filter_.node && (row.is_null(kNode) || row.text_view(kNode) != *filter_.node)))
         continue;
-      auto done = take(row, w);
+      auto done = take(row, w, row.is_null(kNode) ? "" : row.text_view(kNode));
       if (!done || *done) return done;
-    } else if (auto done = take(rows_.row(), w); !done || *done) {
+    } else if (auto done = take(rows_.row(), w, rows_.row().text_view(kRowNode)); !done || *done) {
       return done;
     }
   }
 }
 
 template <class Row>
-ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
+ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w,
+                                     std::string_view node) const {
   auto n = names_.find({st.int64(6), st.int64(7)});
   if (n == names_.end()) return false;  // as the calls view: an op missing from the dictionary
   w = engine::CallRun{};
@@ -172,7 +177,7 @@ ingero::Result<bool> RunCursor::take(const Row& st, engine::CallRun& w) const {
   w.untimed = w.calls - timed;
   w.untimed_ns = w.timed_min_ns = w.timed_max_ns = 0;
   if (w.untimed) {
-    uint64_t est = untimed_.of(w.pid, int(st.int64(6)), int(st.int64(7)));
+    uint64_t est = untimed_.of(node, w.pid, int(st.int64(6)), int(st.int64(7)));
     w.untimed_ns = est;
     w.timed_min_ns = timed ? w.min_ns : 0;
     w.timed_max_ns = timed ? w.max_ns : 0;

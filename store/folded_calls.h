@@ -48,11 +48,12 @@ class RunCursor {
  private:
   RunCursor(Db& db, StringPool& strings);
   static const std::vector<std::string> kColumns;
-  static constexpr int kNode = 21;  // of an archived run: after kColumns
+  static constexpr int kNode = 21;     // of an archived run: after kColumns
+  static constexpr int kRowNode = 20;  // of a row: before its id, the last column
   // The current row, of the table or the archive, into `r`: true; false when its op is
   // missing from the dictionary; an Error when it is damaged.
   template <class Row>
-  ingero::Result<bool> take(const Row& st, engine::CallRun& r) const;
+  ingero::Result<bool> take(const Row& st, engine::CallRun& r, std::string_view node) const;
   struct Names {
     std::string_view vendor, api, op;
     hal::EventKind kind;

@@ -24,33 +24,34 @@ ingero::Result<UntimedDurations> UntimedDurations::load(Db& db) {
   }
   u.any_ = true;
   auto st = db.prepare(
-      "SELECT pid, source, op, sum(sum_ns), sum(timed) FROM call_seconds GROUP BY pid, source, op");
+      "SELECT node, pid, source, op, sum(sum_ns), sum(timed) FROM call_seconds GROUP BY node, "
+      "pid, source, op");
   if (!st) return st.error();
-  // (sum of the timed calls' durations, timed calls), by process and op, then by op.
-  std::map<std::tuple<uint32_t, int, int>, std::pair<uint64_t, uint64_t>> totals;
+  // (sum of the timed calls' durations, timed calls), by node, process and op, then by op.
+  std::map<std::tuple<std::string, uint32_t, int, int>, std::pair<uint64_t, uint64_t>> totals;
   while (true) {
     auto r = st->step();
     if (!r) return r.error();
     if (!*r) break;
-    auto& t = totals[{uint32_t(st->int64(0)), int(st->int64(1)), int(st->int64(2))}];
-    t.first += uint64_t(st->int64(3));
-    t.second += uint64_t(st->int64(4));
+    auto& t = totals[{st->text(0), uint32_t(st->int64(1)), int(st->int64(2)), int(st->int64(3))}];
+    t.first += uint64_t(st->int64(4));
+    t.second += uint64_t(st->int64(5));
   }
   // The calls of a session not ended that no summary counts yet, as compact will count them.
   auto rest =
-      for_each_unsummarised_call(db, [&](std::string_view, int64_t, const SummarizedCall& c) {
+      for_each_unsummarised_call(db, [&](std::string_view node, int64_t, const SummarizedCall& c) {
         if (!c.timed) return;
-        auto& t = totals[{c.pid, c.source, c.op}];
+        auto& t = totals[{std::string(node), c.pid, c.source, c.op}];
         t.first += c.dur_ns;
         ++t.second;
       });
   if (!rest) return rest.error();
-  std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> op_totals;
+  std::map<std::tuple<std::string, int, int>, std::pair<uint64_t, uint64_t>> op_totals;
   for (const auto& [k, t] : totals) {
     if (!t.second) continue;
-    auto [pid, source, op] = k;
+    const auto& [node, pid, source, op] = k;
     u.by_process_[k] = t.first / t.second;
-    auto& o = op_totals[{source, op}];
+    auto& o = op_totals[{node, source, op}];
     o.first += t.first;
     o.second += t.second;
   }
@@ -58,9 +59,11 @@ ingero::Result<UntimedDurations> UntimedDurations::load(Db& db) {
   return u;
 }
 
-uint64_t UntimedDurations::of(uint32_t pid, int source, int op) const {
-  if (auto it = by_process_.find({pid, source, op}); it != by_process_.end()) return it->second;
-  if (auto it = by_op_.find({source, op}); it != by_op_.end()) return it->second;
+uint64_t UntimedDurations::of(std::string_view node, uint32_t pid, int source, int op) const {
+  if (auto it = by_process_.find(std::make_tuple(node, pid, source, op)); it != by_process_.end())
+    return it->second;
+  if (auto it = by_op_.find(std::make_tuple(node, source, op)); it != by_op_.end())
+    return it->second;
   return 0;
 }
 

@@ -1,13 +1,17 @@
 // What a call seen at entry only took, as the engine's time accounting reads it: launches are
 // traced entry-only (one trap each) and one in N per thread is timed through its return
 // (docs/architecture.md). An untimed call reads back with the mean duration of the timed calls
-// of its process and op (of its op in any process where its process timed none), from the
-// per-second summaries, and stays marked untimed (hal::Event::timed): latency quantiles, minima
-// and maxima come from timed calls only (the summaries' sketches hold only those).
+// of its process and op (of its op in any process of its node where its process timed none),
+// from the per-second summaries, and stays marked untimed (hal::Event::timed): latency
+// quantiles, minima and maxima come from timed calls only (the summaries' sketches hold only
+// those). A merged file's nodes are apart: another machine's launches (and its processes of the
+// same pid) say nothing of these.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <string>
+#include <string_view>
 #include <tuple>
 
 #include "hal/result.h"
@@ -21,12 +25,12 @@ class UntimedDurations {
   // false, and of() says 0).
   static ingero::Result<UntimedDurations> load(Db& db);
   bool any() const { return any_; }
-  uint64_t of(uint32_t pid, int source, int op) const;
+  uint64_t of(std::string_view node, uint32_t pid, int source, int op) const;
 
  private:
   bool any_ = false;
-  std::map<std::tuple<uint32_t, int, int>, uint64_t> by_process_;
-  std::map<std::pair<int, int>, uint64_t> by_op_;
+  std::map<std::tuple<std::string, uint32_t, int, int>, uint64_t, std::less<>> by_process_;
+  std::map<std::tuple<std::string, int, int>, uint64_t, std::less<>> by_op_;
 };
 
 }  // namespace ingero::store

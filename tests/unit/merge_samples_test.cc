@@ -113,5 +113,54 @@ TEST(MergeSamples, SessionsAtDifferentRatesAreSaid) {
             1);
 }
 
+// Found by a hostile-testing helper (helper-70): launches seen at entry only take the mean of
+// their process's timed launches, or of their op's in any process. In a merged file, node vm's
+// 900 untimed launches (it timed none) took the mean of another machine's 25 timed ones, 47 us:
+// explain --node vm said "avg 47us, max 47us", where the file alone said "-". Processes of the
+// same pid on two nodes shared their means too. Each node's means are its own.
+TEST(MergeSamples, UntimedCallsTakeTheMeansOfTheirOwnNode) {
+  constexpr int64_t kNoMean = -2;
+  auto write = [](const std::string& path, const std::string& node, bool timed) {
+    auto w = store::TraceWriter::open(path);
+    ASSERT_TRUE(w) << w.error().message;
+    store::SessionInfo si;
+    si.node = si.host = node;
+    si.mono_offset_ns = kOffset;
+    si.started_at_ns = kOffset + (timed ? 1 : 2);
+    ASSERT_TRUE((*w)->begin_session(si));
+    for (int i = 0; i < 50; ++i) {
+      hal::Event e = store::tiers_fixture::launch(1000 + uint64_t(i) * kMs, 0);
+      e.pid = 42;
+      e.timed = timed;
+      e.has_ret = timed;
+      if (timed) e.dur_ns = 47'000;
+      ASSERT_TRUE((*w)->add(e));
+    }
+    ASSERT_TRUE((*w)->finish(store::SessionEnd{}));
+  };
+  const std::string a = test::temp_path("untimed-node.db"), b = test::temp_path("timed-node.db"),
+                    m = test::temp_path("nodes-merged.db");
+  write(a, "vm", false);
+  write(b, "h100", true);
+  std::string err;
+  ASSERT_EQ(test::run_command({INGERO_BIN, "merge", a, b, "-o", m}, nullptr, &err), 0) << err;
+  auto launch_avg = [](const std::string& db, const std::string& node) {
+    std::vector<std::string> argv = {INGERO_BIN, "explain", "--db", db, "--json"};
+    if (!node.empty()) argv.insert(argv.end(), {"--node", node});
+    std::string out, e;
+    EXPECT_EQ(test::run_command(argv, &out, &e), 0) << e;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    int64_t avg = -1;
+    if (j.is_object())
+      for (const auto& s : j["stats"])
+        if (s["op"] == "cudaLaunchKernel")
+          avg = s["avg_ns"].is_null() ? kNoMean : s["avg_ns"].get<int64_t>();
+    return avg;
+  };
+  EXPECT_EQ(launch_avg(a, ""), kNoMean);  // none timed: no mean ("-")
+  EXPECT_EQ(launch_avg(m, "vm"), kNoMean);
+  EXPECT_EQ(launch_avg(m, "h100"), 47'000);
+}
+
 }  // namespace
 }  // namespace ingero::serve::pprof
