@@ -21,6 +21,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/mcp_calls.h"
 #include "tests/support/trace_db.h"
+#include "tests/unit/http/test_client.h"
 
 namespace ingero::serve::mcp {
 namespace {
@@ -281,15 +282,16 @@ TEST_F(McpHttp, BearerToken) {
   EXPECT_EQ(post(init_msg(), {{"Authorization", "Bearer s3cret-token"}}).status, 200);
 }
 
-// Issue 37, item 7: 128 idle sockets from 127.0.0.1 (every local agent's address) answered
-// 503 to every other local agent for as long as they were held. An agent with the token is
-// served, and only idle sockets are closed to make room.
+// Issue 37, item 7: idle sockets from 127.0.0.1 (every local agent's address) filling its cap
+// answered 503 to every other local agent for as long as they were held. An agent with the
+// token is served, and only idle sockets are closed to make room.
 TEST_F(McpHttp, IdleLocalSocketsDoNotLockOutAnAgent) {
+  http::test::raise_fd_limit();
   HttpOptions o;
   o.token = "s3cret-token";
   start(o);
   std::vector<int> idle;
-  for (int i = 0; i < 128; ++i) {
+  for (size_t i = 0; i < o.limits.max_connections_per_peer; ++i) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -298,7 +300,9 @@ TEST_F(McpHttp, IdleLocalSocketsDoNotLockOutAnAgent) {
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
     idle.push_back(fd);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
+  for (int i = 0; i < 500 && http_->stats().connections_accepted < idle.size(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(http_->stats().connections_accepted, idle.size());  // all accepted, none evicted yet
   for (int i = 0; i < 5; ++i) {
     auto r = post(init_msg(), {{"Authorization", "Bearer s3cret-token"}});
     EXPECT_EQ(r.status, 200) << i << ": " << r.error << r.body;
