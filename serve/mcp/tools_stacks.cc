@@ -55,6 +55,30 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
         {"op", opname}, {"captured", false}, {"stacks", Json::array()}, {"note", o.text}};
     return o;
   }
+  // An op the trace does not name (a typo) is an error naming those it does, as an unknown pid
+  // or node is: it was answered "0 calls", isError false.
+  if (db.column_exists("ops", "name")) {
+    // The original implementation's sources have no vendor: every op it names.
+    auto known = db.prepare(
+        db.column_exists("sources", "vendor") && db.column_exists("ops", "source_id")
+            ? "SELECT DISTINCT o.name FROM ops o JOIN sources s ON s.id = o.source_id WHERE "
+              "s.vendor <> 'host' ORDER BY o.name"
+            : "SELECT DISTINCT name FROM ops ORDER BY name");
+    if (!known) return error_output(known.error().message);
+    std::vector<std::string> ops;
+    while (true) {
+      auto row = known->step();
+      if (!row) return error_output(row.error().message);
+      if (!*row) break;
+      ops.push_back(known->text(0));
+    }
+    if (!ops.empty() && std::find(ops.begin(), ops.end(), opname) == ops.end()) {
+      std::string names;
+      for (size_t i = 0; i < ops.size() && i < 40; ++i) names += (i ? ", " : "") + ops[i];
+      if (ops.size() > 40) names += ", ... (" + std::to_string(ops.size()) + " in all)";
+      return error_output("op '" + opname + "' is not an op of this trace; its ops: " + names);
+    }
+  }
   store::SqlTraceSource src(**r);
   auto w = window_of(call.args, src);
   if (!w) return error_output(w.error().message);

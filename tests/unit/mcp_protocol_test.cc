@@ -370,6 +370,16 @@ TEST_F(Mcp, ChainsProcessesStacksAndEmptyFamilies) {
     }
   EXPECT_TRUE(seen);
 
+  // Found by a hostile-testing helper (helper-69): a misspelled op was answered "0 calls",
+  // isError false, where an unknown pid or node is an error naming the known ones.
+  auto typo = tool("get_stacks", {{"op", "cudaLaunchKernal"}});
+  EXPECT_EQ(typo["isError"], true) << typo.dump();
+  EXPECT_EQ(typo["content"][0]["text"].get<std::string>().rfind(
+                "op 'cudaLaunchKernal' is not an op of this trace; its ops: ", 0),
+            0u)
+      << typo.dump();
+  EXPECT_NE(typo["content"][0]["text"].get<std::string>().find("cudaLaunchKernel"),
+            std::string::npos);
   auto st = tool("get_stacks", {{"op", "cudaLaunchKernel"}, {"limit", 3}});
   ASSERT_EQ(st["isError"], false);
   const Json& ss = st["structuredContent"];
