@@ -292,7 +292,8 @@ void add_export(CLI::App& cmd, TraceOptions& o, Args& a) {
       ->check(CLI::ExistingFile);
   cmd.add_flag(
       "--prometheus-per-process", o.prometheus_per_process,
-      "Add pid and comm labels to the GPU API metrics (one series per process: watch cardinality)");
+      "Add pid, comm, namespace, pod and container labels to the GPU API metrics (the last "
+      "three where known; one series per process, at most 512: watch cardinality)");
   cmd.add_option("--prometheus-kernels", o.prometheus_kernels,
                  "Launches by kernel name on /metrics: the K kernels with the most launches get "
                  "their own series, the rest share kernel=\"other\" (0: none)")
