@@ -1,6 +1,7 @@
 #include "serve/report/flame_tree.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace ingero::serve::report {
 namespace {
@@ -55,8 +56,11 @@ FlameTree::FlameTree(std::string root_name, size_t max_nodes) : max_nodes_(max_n
 size_t FlameTree::child(size_t parent, const std::string& name, const char* kind,
                         const std::string& detail) {
   // Siblings are told apart by their whole names; the node shows a clipped one. Two template
-  // instances alike in their first 157 characters were one frame.
-  auto it = nodes_[parent].children.find(name);
+  // instances alike in their first 157 characters were one frame. A Python frame's name holds
+  // its file's base name: two files of one name (each package's utils.py, model.py), each
+  // with a `run` calling at line 3, were one frame; its full path tells them apart.
+  const std::string key = std::strcmp(kind, "py") == 0 ? name + '\x1f' + detail : name;
+  auto it = nodes_[parent].children.find(key);
   if (it != nodes_[parent].children.end()) return it->second;
   if (nodes_.size() >= max_nodes_) {
     truncated_ = true;
@@ -74,7 +78,7 @@ size_t FlameTree::child(size_t parent, const std::string& name, const char* kind
     loc = li->second;
   }
   nodes_.push_back({clip(name), kind, loc, 0, 0, {}});
-  nodes_[parent].children.emplace(name, nodes_.size() - 1);
+  nodes_[parent].children.emplace(key, nodes_.size() - 1);
   return nodes_.size() - 1;
 }
 

@@ -47,7 +47,7 @@ class FlameTree {
     std::string name, kind;
     int64_t loc = -1;  // index into locations_
     uint64_t value = 0, ns = 0;
-    std::map<std::string, size_t> children;  // by name
+    std::map<std::string, size_t> children;  // by name (a Python frame's: and its full path)
   };
   size_t child(size_t parent, const std::string& name, const char* kind, const std::string& detail);
   nlohmann::json node_json(size_t i) const;

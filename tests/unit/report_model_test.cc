@@ -388,6 +388,28 @@ TEST(ReportFlame, FramesAlikeInTheirClippedNamesStayApart) {
   EXPECT_EQ(shown, frame_label(div[0]));
 }
 
+// Found by a hostile-testing helper (helper-71): two packages' mod.py, each with a `run`
+// calling at line 3, were one node "run (mod.py:3)" of 11 calls, its location the second
+// file's, where 5 of the calls came from the first.
+TEST(ReportFlame, PythonFramesOfTwoFilesOfOneNameStayApart) {
+  using F = engine::StackFrameInfo;
+  std::vector<F> a = {{true, "run", "/w/sa/pk/mod.py", 3, "", ""}};
+  std::vector<F> b = {{true, "run", "/w/sb/pk/mod.py", 3, "", ""}};
+  FlameTree t("calls", 100);
+  t.add(a, "cudaMalloc", "op", 5, 500);
+  t.add(b, "cudaMalloc", "op", 6, 600);
+  t.add(a, "cudaMalloc", "op", 1, 100);
+  json j = t.to_json();
+  ASSERT_EQ(j["children"].size(), 2u) << j.dump();
+  std::map<std::string, uint64_t> by_location;
+  for (const auto& c : j["children"]) {
+    EXPECT_EQ(c["name"], "run (mod.py:3)");
+    by_location[t.locations()[c["li"].get<size_t>()]] = c["value"].get<uint64_t>();
+  }
+  EXPECT_EQ(by_location,
+            (std::map<std::string, uint64_t>{{"/w/sa/pk/mod.py:3", 6}, {"/w/sb/pk/mod.py:3", 6}}));
+}
+
 TEST(ReportHtml, TheCspAllowsExactlyTheInlineScript) {
   std::string html = render_report_html(json{{"x", 1}}, "t");
   size_t data = html.find("id=\"ingero-data\"");
