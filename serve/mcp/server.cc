@@ -342,6 +342,7 @@ Json Server::call_tool(const Json& params, const Json& id, Session& s, const Not
   }
   Json args = params.contains("arguments") ? params["arguments"] : Json::object();
   if (args.is_null()) args = Json::object();
+  integral_numbers_as_integers(it->input_schema, args);
   std::string bad = validate_arguments(it->input_schema, args);
   if (!bad.empty()) {
     // 2025-11-25: input validation errors are tool execution errors, so the model can

@@ -1,5 +1,6 @@
 #include "serve/mcp/tool_support.h"
 
+#include <cmath>
 #include <cstdio>
 #include <regex>
 
@@ -217,6 +218,19 @@ std::string as_data(std::string_view s, size_t max) {
   std::string out = Json(cut).dump(-1, ' ', true, Json::error_handler_t::replace);
   if (s.size() > max) out += "…";
   return out;
+}
+
+void integral_numbers_as_integers(const Json& schema, Json& v) {
+  if (!v.is_object() || !schema.contains("properties")) return;
+  const Json& props = schema["properties"];
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!props.contains(it.key()) || props[it.key()].value("type", "") != "integer" ||
+        !it->is_number_float())
+      continue;
+    double d = it->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) <= 9007199254740992.0)
+      *it = int64_t(d);
+  }
 }
 
 std::string validate_arguments(const Json& schema, const Json& v) {

@@ -143,6 +143,9 @@ std::vector<Tool> make_tools(const ToolHost& host);
 // required, additionalProperties, enum, minimum/maximum, minLength/maxLength, pattern). Returns
 // "" when valid, else what is wrong, naming the argument.
 std::string validate_arguments(const nlohmann::json& schema, const nlohmann::json& value);
+// An argument the schema types "integer" given as a number with no fraction (1.0: JSON Schema
+// counts it an integer, and a JavaScript client may send one) becomes that integer.
+void integral_numbers_as_integers(const nlohmann::json& schema, nlohmann::json& value);
 
 // A traced string as it may appear in text for the model: JSON-quoted, control characters
 // escaped, cut at `max` bytes.

@@ -23,5 +23,20 @@ TEST_F(Mcp, AnUnknownPidOrNodeIsAToolErrorNamingTheKnownOnes) {
   EXPECT_GT(r["structuredContent"]["events"].get<int64_t>(), 0);
 }
 
+// Found by a hostile-testing helper (helper-69): `limit: 1.0` was refused as "must be an
+// integer"; JSON Schema, the language of the tools' inputSchema, counts 1.0 an integer, and a
+// JavaScript client may send one. A fraction is still refused.
+TEST_F(Mcp, AnIntegerWrittenWithAZeroFractionIsAnInteger) {
+  open("sample-cluster.db");
+  auto r = tool("run_sql", {{"sql", "SELECT 1 UNION ALL SELECT 2"}, {"limit", 1.0}});
+  EXPECT_EQ(r["isError"], false) << r.dump();
+  EXPECT_EQ(r["structuredContent"]["rows"], Json::parse("[[1]]")) << r.dump();
+  r = tool("run_sql", {{"sql", "SELECT 1"}, {"limit", 1.5}});
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find("argument 'limit' must be an integer"),
+            std::string::npos)
+      << r.dump();
+}
+
 }  // namespace
 }  // namespace ingero::serve::mcp
