@@ -156,6 +156,27 @@ bool python_configured(uint32_t pid) {
   return false;
 }
 
+// A traced Python script that prints "pid N" and waits for a line: once the tracer's walk is
+// configured for that process, the line is sent, so that every call the script makes after it
+// is one the walk covers, however slow the host. The pid; 0 (and a failure) when it never was.
+uint32_t go_once_configured(Subprocess& tr) {
+  std::string pid_line;
+  if (!tr.wait_stdout_line("pid ", std::chrono::seconds(60), &pid_line)) {
+    ADD_FAILURE() << "no pid line: " << tr.err();
+    return 0;
+  }
+  uint32_t pid = uint32_t(std::stoul(pid_line.substr(4)));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!python_configured(pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!python_configured(pid)) {
+    ADD_FAILURE() << "no interpreter configuration for pid " << pid;
+    return 0;
+  }
+  tr.write_stdin("go\n");
+  return pid;
+}
+
 // Python: [Python] script:LINE in load_weights() / warmup(), main() below, for one interpreter.
 // The tracer reads a new process's interpreter while the process runs on (milliseconds after
 // the loader maps libpython); calls made before then keep native frames only
@@ -164,14 +185,7 @@ bool python_configured(uint32_t pid) {
 void check_python(const std::string& python, const std::vector<std::string>& env) {
   std::string db = temp_path("py.db");
   auto tr = spawn_trace(db, {python, INGERO_CTYPES_CALLS_PY, kCudart, "3", "gate"}, {}, env);
-  std::string pid_line;
-  ASSERT_TRUE(tr.wait_stdout_line("pid ", std::chrono::seconds(60), &pid_line)) << tr.err();
-  uint32_t py_pid = uint32_t(std::stoul(pid_line.substr(4)));
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!python_configured(py_pid) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(python_configured(py_pid)) << "no interpreter configuration for pid " << py_pid;
-  tr.write_stdin("go\n");
+  ASSERT_NE(go_once_configured(tr), 0u);
   ASSERT_EQ(tr.wait(std::chrono::seconds(180)), 0) << tr.err();
   auto k = keyed(tr.out());
   ASSERT_EQ(k["calls"], "3") << tr.out();
@@ -269,14 +283,8 @@ TEST(Stacks, PythonCodeObjectMadeWhereAFreedOneWasIsItsOwn) {
   std::string db = temp_path("reuse.db");
   auto tr =
       spawn_trace(db, {"/usr/bin/python3.11", script, kCudart}, {"--stack-samples", "1000000"});
-  std::string pid_line;
-  ASSERT_TRUE(tr.wait_stdout_line("pid ", std::chrono::seconds(60), &pid_line)) << tr.err();
-  uint32_t py_pid = uint32_t(std::stoul(pid_line.substr(4)));
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!python_configured(py_pid) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(python_configured(py_pid)) << "no interpreter configuration for pid " << py_pid;
-  tr.write_stdin("go\n");
+  uint32_t py_pid = go_once_configured(tr);
+  ASSERT_NE(py_pid, 0u);
   ASSERT_EQ(tr.wait(std::chrono::seconds(180)), 0) << tr.err();
   for (int i = 0; i < 8; ++i) {
     SCOPED_TRACE(i);

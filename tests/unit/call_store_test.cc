@@ -369,13 +369,9 @@ TEST(CallStore, CompactRepairsATraceWhoseTracerWasKilled) {
   EXPECT_EQ(query_int(path, "SELECT events_stored FROM sessions"), int64_t(l.calls.size()));
 }
 
-// The sqlite3 shell has no ingero_calls: it cannot read a file of schema 10's calls, and reads
-// every call of its plain copy (`ingero export --format sqlite`).
-// Launches seen at entry only have no duration (NULL): the plain copy refused them
-// ("NOT NULL constraint failed: events_plain.duration"), so `export --format sqlite` failed on
-// every trace the tracer writes by default. The copy keeps them untimed, as the calls view
-// shows them.
-TEST(CallStore, ThePlainCopyKeepsUntimedCallsWithoutADuration) {
+// 3,000 launches 40 us apart, one in 30 timed at 6 us, the rest seen at entry only (as the
+// tracer's default launch timing leaves them).
+std::vector<Event> launches_timed_one_in_30() {
   std::vector<Event> calls;
   for (int i = 0; i < 3000; ++i) {
     Event e = launch(uint64_t(i) * 40 * kUs, 0);
@@ -384,6 +380,17 @@ TEST(CallStore, ThePlainCopyKeepsUntimedCallsWithoutADuration) {
     e.has_ret = e.timed;
     calls.push_back(e);
   }
+  return calls;
+}
+
+// The sqlite3 shell has no ingero_calls: it cannot read a file of schema 10's calls, and reads
+// every call of its plain copy (`ingero export --format sqlite`).
+// Launches seen at entry only have no duration (NULL): the plain copy refused them
+// ("NOT NULL constraint failed: events_plain.duration"), so `export --format sqlite` failed on
+// every trace the tracer writes by default. The copy keeps them untimed, as the calls view
+// shows them.
+TEST(CallStore, ThePlainCopyKeepsUntimedCallsWithoutADuration) {
+  std::vector<Event> calls = launches_timed_one_in_30();
   std::string path = write_trace("plain-untimed.db", calls, true);
   const std::string sql =
       "SELECT status, count(*), count(dur_ns), sum(dur_ns) FROM calls GROUP BY status ORDER BY "
@@ -409,14 +416,7 @@ TEST(CallStore, ThePlainCopyKeepsUntimedCallsWithoutADuration) {
 // enqueueing" 0%), and every call of a folded run as timed and successful. The copy keeps the
 // summaries and its runs' timed counts, and is read with them.
 TEST(CallStore, ThePlainCopyOfUntimedAndFoldedLaunchesReadsAsTheTraceItWas) {
-  std::vector<Event> calls;
-  for (int i = 0; i < 3000; ++i) {
-    Event e = launch(uint64_t(i) * 40 * kUs, 0);
-    e.timed = i % 30 == 0;
-    if (e.timed) e.dur_ns = 6 * kUs;
-    e.has_ret = e.timed;
-    calls.push_back(e);
-  }
+  std::vector<Event> calls = launches_timed_one_in_30();
   std::string path = write_trace("plain-folded.db", calls, true);
   {
     auto w = TraceWriter::open(path);

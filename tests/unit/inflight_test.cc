@@ -27,6 +27,7 @@
 #include "store/trace_writer.h"
 #include "tests/support/builtin_tool_host.h"
 #include "tests/support/h100_fixture.h"
+#include "tests/support/mcp_calls.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
@@ -163,6 +164,15 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   EXPECT_EQ(j["stuck"][0]["state"], "in I/O");
 }
 
+// MCP get_inflight's result on the trace `db`, asked by an agent of an in-process server.
+nlohmann::json get_inflight(const std::string& db) {
+  serve::mcp::ToolContext ctx(db, test::builtin_tool_host());
+  EXPECT_TRUE(ctx.validate());
+  serve::mcp::Server server(ctx);
+  serve::mcp::Session session;
+  return test::call_tool(server, session, "get_inflight", nlohmann::json::object(), 1);
+}
+
 // A trace recorded by a build that did not report calls in flight (the H100 fixtures): none
 // found says nothing about what was stuck, where status said "nothing was stuck"; its JSON has
 // no inflight_after_s.
@@ -204,20 +214,8 @@ TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
   EXPECT_FALSE(j.contains("inflight_after_s"));
   EXPECT_EQ(j["stuck"], nlohmann::json::array());
   // The MCP tool an agent asks says the same.
-  serve::mcp::ToolContext ctx(db, test::builtin_tool_host());
-  ASSERT_TRUE(ctx.validate());
-  serve::mcp::Server server(ctx);
-  serve::mcp::Session session;
-  auto call = [&](const std::string& method, nlohmann::json params) {
-    nlohmann::json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", method}, {"params", params}};
-    auto r = server.handle(msg.dump(), session, nullptr);
-    return r ? *r : nlohmann::json();
-  };
-  call("initialize", {{"protocolVersion", serve::mcp::kLatestVersion},
-                      {"capabilities", nlohmann::json::object()},
-                      {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}});
-  auto r = call("tools/call", {{"name", "get_inflight"}, {"arguments", nlohmann::json::object()}});
-  EXPECT_EQ(r["result"]["content"][0]["text"],
+  auto r = get_inflight(db);
+  EXPECT_EQ(r["content"][0]["text"],
             "the tracer stopped at 2026-11-22 18:21:33 UTC; stuck then (recorded by a build that "
             "did not report calls in flight)\n"
             "whether anything was stuck is unknown: calls in flight were not recorded\n")
@@ -285,22 +283,10 @@ TEST(InflightStore, WithCallsInFlightOffTheJsonHasNoThreshold) {
   auto j = nlohmann::json::parse(js.out);
   EXPECT_FALSE(j.contains("inflight_after_s")) << js.out;
   EXPECT_EQ(j["stuck"], nlohmann::json::array());
-  serve::mcp::ToolContext ctx(path, test::builtin_tool_host());
-  ASSERT_TRUE(ctx.validate());
-  serve::mcp::Server server(ctx);
-  serve::mcp::Session session;
-  auto call = [&](const std::string& method, nlohmann::json params) {
-    nlohmann::json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", method}, {"params", params}};
-    auto r = server.handle(msg.dump(), session, nullptr);
-    return r ? *r : nlohmann::json();
-  };
-  call("initialize", {{"protocolVersion", serve::mcp::kLatestVersion},
-                      {"capabilities", nlohmann::json::object()},
-                      {"clientInfo", {{"name", "gtest"}, {"version", "1"}}}});
-  auto r = call("tools/call", {{"name", "get_inflight"}, {"arguments", nlohmann::json::object()}});
-  ASSERT_EQ(r["result"]["isError"], false) << r.dump();
-  EXPECT_FALSE(r["result"]["structuredContent"].contains("inflight_after_s")) << r.dump();
-  EXPECT_EQ(r["result"]["structuredContent"]["stuck"], nlohmann::json::array());
+  auto r = get_inflight(path);
+  ASSERT_EQ(r["isError"], false) << r.dump();
+  EXPECT_FALSE(r["structuredContent"].contains("inflight_after_s")) << r.dump();
+  EXPECT_EQ(r["structuredContent"]["stuck"], nlohmann::json::array());
 }
 
 // `status --pid` of a process the trace does not know: it was answered "nothing is stuck", as if
