@@ -21,22 +21,6 @@ namespace {
 
 constexpr int kNone = -1;
 
-// pack_fields(a, b, ...): the arguments that are not NULL, packed (store/packed_fields.h); NULL
-// when all are. A call has ~40 optional field columns and uses a few: fetching each through
-// the C API cost about as much as the rest of the row (docs/performance.md), one blob costs
-// one fetch.
-void pack_fields(sqlite3_context* ctx, int n, sqlite3_value** v) {
-  uint8_t buf[hal::kFieldCount * kPackedFieldMax];
-  size_t k = 0;
-  for (int i = 0; i < n && i < int(hal::kFieldCount); ++i)
-    if (sqlite3_value_type(v[i]) != SQLITE_NULL)
-      k = put_packed_field(buf, k, uint8_t(i), uint64_t(sqlite3_value_int64(v[i])));
-  if (k == 0)
-    sqlite3_result_null(ctx);
-  else
-    sqlite3_result_blob(ctx, buf, int(k), SQLITE_TRANSIENT);
-}
-
 // The columns a direct read takes from blocks, in the order of the events rows' (then, for
 // host events, detail, saddr and daddr; then the decoded-field columns).
 const std::vector<std::string> kArchiveCols = {
@@ -188,7 +172,7 @@ std::optional<std::string> EventCursor::select_list(const char* table, bool call
     if (!db_.prepare("SELECT pack_fields(1)") &&
         sqlite3_create_function_v2(db_.handle(), "pack_fields", -1,
                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
-                                   pack_fields, nullptr, nullptr, nullptr) != SQLITE_OK)
+                                   sql_pack_fields, nullptr, nullptr, nullptr) != SQLITE_OK)
       return std::nullopt;
     k.packed = calls ? 15 : 18;
   }

@@ -8,6 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
+struct sqlite3_context;
+struct sqlite3_value;
+
 namespace ingero::store {
 
 // Bytes one field takes at most.
@@ -23,5 +26,10 @@ inline size_t put_packed_field(uint8_t* buf, size_t k, uint8_t position, uint64_
   } while (x);
   return k;
 }
+
+// The SQL function pack_fields(a, b, ...): the arguments that are not NULL, packed; NULL when all
+// are. A call has ~40 optional field columns and uses a few: fetching each through the C API
+// cost about as much as the rest of the row (docs/performance.md), one blob costs one fetch.
+void sql_pack_fields(sqlite3_context* ctx, int n, sqlite3_value** v);
 
 }  // namespace ingero::store
