@@ -110,11 +110,23 @@ ingero::Result<Opened> open_source(ToolContext& ctx) {
   return o;
 }
 
+namespace {
+
+// The window's errors name the CLI's flags ("bad --since '0s'"); an agent gave arguments: the
+// same words with the arguments' names.
+std::string as_arguments(std::string msg) {
+  for (const char* flag : {"--since", "--from", "--to"})
+    for (size_t at; (at = msg.find(flag)) != std::string::npos;) msg.erase(at, 2);
+  return msg;
+}
+
+}  // namespace
+
 ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src, bool with_pid) {
   engine::WindowSpec spec{arg_str(a, "since"), arg_str(a, "from"), arg_str(a, "to"), std::nullopt};
   if (with_pid && a.contains("pid")) spec.pid = a["pid"].get<uint32_t>();
   auto w = engine::resolve_window(src, spec);
-  if (!w) return w.error();
+  if (!w) return ingero::make_error(as_arguments(w.error().message));
   // A window past either end of the trace: said with the trace's span, as explain says it
   // (get_trace_stats answered "0 events (2030-01-01 .. 2026-03-31)", the others a quiet trace).
   if (std::string miss = engine::window_miss(src, *w, "the trace"); !miss.empty())

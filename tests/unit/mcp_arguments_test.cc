@@ -23,6 +23,19 @@ TEST_F(Mcp, AnUnknownPidOrNodeIsAToolErrorNamingTheKnownOnes) {
   EXPECT_GT(r["structuredContent"]["events"].get<int64_t>(), 0);
 }
 
+// Found by a hostile-testing helper (helper-69): a window's errors named the CLI's flags ("bad
+// --since '0s'", "--since cannot be combined with --from or --to") to an agent that gave the
+// arguments since, from and to.
+TEST_F(Mcp, AWindowsErrorsNameTheArguments) {
+  open("sample-cluster.db");
+  auto r = tool("get_trace_stats", {{"since", "0s"}});
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  EXPECT_EQ(r["content"][0]["text"], "bad since '0s' (use 30s, 5m, 1h)") << r.dump();
+  r = tool("get_causal_chains", {{"since", "5m"}, {"from", "2026-04-03T12:18:02"}});
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  EXPECT_EQ(r["content"][0]["text"], "since cannot be combined with from or to") << r.dump();
+}
+
 // Found by a hostile-testing helper (helper-69): `limit: 1.0` was refused as "must be an
 // integer"; JSON Schema, the language of the tools' inputSchema, counts 1.0 an integer, and a
 // JavaScript client may send one. A fraction is still refused.
