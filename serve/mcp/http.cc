@@ -60,9 +60,12 @@ struct HttpServer::Impl {
 
   // Checks before the message is parsed: content type, Accept, size, depth.
   std::optional<http::Response> refuse(const http::Request& rq) {
+    // The media type itself, before any parameter (charset): application/jsonx or
+    // application/json-seq began with the right letters and were taken for JSON.
     std::string ct = lower(rq.headers.value("Content-Type"));
-    if (ct.rfind("application/json", 0) != 0)
-      return plain(415, "Content-Type must be application/json");
+    ct = ct.substr(0, ct.find(';'));
+    while (!ct.empty() && (ct.back() == ' ' || ct.back() == '\t')) ct.pop_back();
+    if (ct != "application/json") return plain(415, "Content-Type must be application/json");
     std::string accept = lower(rq.headers.value("Accept"));
     bool sse_ok = accept.find("text/event-stream") != std::string::npos;
     if (!accept.empty() && accept.find("application/json") == std::string::npos && !sse_ok &&

@@ -331,6 +331,15 @@ TEST_F(McpHttp, BadRequestsGetTheirStatusCodes) {
   EXPECT_EQ(raw("PUT", "/mcp", "{}", kPost).status, 405);
   EXPECT_EQ(raw("POST", "/other", init_msg().dump(), kPost).status, 404);
   EXPECT_EQ(raw("POST", "/mcp", init_msg().dump(), {{"Content-Type", "text/plain"}}).status, 415);
+  // The media type itself (helper-69: these began with the right letters and were taken for
+  // JSON); a charset parameter is fine.
+  for (const char* ct : {"application/jsonx", "application/json-seq", "application/json+x"})
+    EXPECT_EQ(raw("POST", "/mcp", init_msg().dump(), {{"Content-Type", ct}}).status, 415) << ct;
+  EXPECT_EQ(raw("POST", "/mcp", init_msg().dump(),
+                {{"Content-Type", "Application/JSON ; charset=utf-8"},
+                 {"Accept", "application/json, text/event-stream"}})
+                .status,
+            200);
   auto html = raw("POST", "/mcp", init_msg().dump(),
                   {{"Content-Type", "application/json"}, {"Accept", "text/html"}});
   EXPECT_EQ(html.status, 406);
