@@ -91,4 +91,12 @@ inline const engine::Chain* find(const engine::Analysis& a, const std::string& r
     if (c.rule == rule) return &c;
   return nullptr;
 }
+// `e` preempted once, `off_ns` of its time off-CPU, while `by` (`by_comm`) held the CPU.
+inline void preempt(Event& e, uint64_t off_ns, uint32_t by, std::string_view by_comm) {
+  e.off_cpu_ns = off_ns;
+  e.switches = e.preempts = 1;
+  e.set(Field::kPeerPid, by);
+  e.set_peer_comm(by_comm);
+}
+
 }  // namespace ingero::app

@@ -46,12 +46,7 @@ TEST(EngineRules, OnePreemptedCallOfManyIsNoContention) {
       uint64_t dur = i % 25 == 0 ? 70 * kUs : 15 * kUs;  // 16 slow copies: the p99
       if (i < preempted) dur = 4800 * kUs;
       Event e = r.call(100, "cudaMemcpyAsync", EventKind::kMemcpy, uint64_t(i) * kMs, dur);
-      if (i < preempted) {
-        e.off_cpu_ns = 4700 * kUs;
-        e.switches = e.preempts = 1;
-        e.set(Field::kPeerPid, 21);
-        e.set_peer_comm("migration/1");
-      }
+      if (i < preempted) preempt(e, 4700 * kUs, 21, "migration/1");
       r.add(e);
     }
     auto a = r.analyze();
@@ -80,12 +75,7 @@ TEST(EngineRules, ContentionOfEveryCallNamesWhoTookTheCpuFromAllOfThem) {
     uint64_t off = kthread ? 3 * kMs : hog ? 1 * kMs : 0;
     Event e = r.call(100, "cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * 10 * kMs,
                      2 * kMs + off);
-    if (off) {
-      e.off_cpu_ns = off;
-      e.switches = e.preempts = 1;
-      e.set(Field::kPeerPid, kthread ? 77 : 4411);
-      e.set_peer_comm(kthread ? "kdamond.0" : "noisy_neighbor");
-    }
+    if (off) preempt(e, off, kthread ? 77 : 4411, kthread ? "kdamond.0" : "noisy_neighbor");
     r.add(e);
   }
   auto a = r.analyze();
@@ -112,12 +102,8 @@ TEST(EngineRules, ContentionSharedByManyNamesTheTopOnesShareNotAll) {
     uint64_t off = who == 0 ? 0 : who == 1 ? 2 * kMs : kMs;
     Event e = r.call(100, "cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * 10 * kMs,
                      2 * kMs + off);
-    if (off) {
-      e.off_cpu_ns = off;
-      e.switches = e.preempts = 1;
-      e.set(Field::kPeerPid, 4410 + uint64_t(who));
-      e.set_peer_comm(who == 1 ? "etl" : who == 2 ? "loader" : "logger");
-    }
+    if (off)
+      preempt(e, off, 4410 + uint32_t(who), who == 1 ? "etl" : who == 2 ? "loader" : "logger");
     r.add(e);
   }
   auto a = r.analyze();
@@ -212,12 +198,7 @@ TEST(EngineRules, MostCallsPreemptedAreJudgedByTheirOffCpuTime) {
     bool preempted = i % 6 != 0;  // 250 of 300
     Event e = r.call(100, "cudaStreamSynchronize", EventKind::kSync, uint64_t(i) * 5 * kMs,
                      2 * kMs + (i % 10 == 0 ? 1 * kMs : 0));
-    if (preempted) {
-      e.off_cpu_ns = 600 * kUs;
-      e.switches = e.preempts = 1;
-      e.set(Field::kPeerPid, 4411);
-      e.set_peer_comm("noisy_neighbor");
-    }
+    if (preempted) preempt(e, 600 * kUs, 4411, "noisy_neighbor");
     r.add(e);
   }
   auto a = r.analyze();

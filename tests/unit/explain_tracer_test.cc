@@ -15,6 +15,7 @@
 #include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/support/trace_db.h"
+#include "tests/unit/engine_replay.h"
 
 namespace ingero::app {
 namespace {
@@ -57,12 +58,7 @@ engine::Analysis preempted_by(const std::string& path, const char* comm, uint32_
       e.op = "cudaStreamSynchronize";
       e.kind = EventKind::kSync;
       e.has_ret = true;
-      if (off) {
-        e.off_cpu_ns = off;
-        e.switches = e.preempts = 1;
-        e.set(Field::kPeerPid, kthread ? 77 : 4411);
-        e.set_peer_comm(kthread ? "kdamond.0" : comm);
-      }
+      if (off) preempt(e, off, kthread ? 77 : 4411, kthread ? "kdamond.0" : comm);
       EXPECT_TRUE((*w)->add(e));
     }
     EXPECT_TRUE((*w)->finish({}));

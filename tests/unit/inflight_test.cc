@@ -222,26 +222,30 @@ TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
       << r.dump();
 }
 
+// One session of node gpu-a with `flags`, from 5 s to 30 s after kOffset, and nothing in it.
+void write_ended_session(const std::string& path, const std::string& flags) {
+  auto w = store::TraceWriter::open(path);
+  ASSERT_TRUE(w) << w.error().message;
+  store::SessionInfo si;
+  si.node = "gpu-a";
+  si.mono_offset_ns = kOffset;
+  si.started_at_ns = kOffset + 5 * kSec;
+  si.flags = flags;
+  ASSERT_TRUE((*w)->begin_session(si));
+  store::SessionEnd end;
+  end.exit_reason = "test";
+  end.stopped_at_ns = kOffset + 30 * kSec;
+  ASSERT_TRUE((*w)->finish(end));
+}
+
 // A launch seen at entry only is never in flight: where the session timed 1 launch in 32, a
 // thread stuck inside another one would not show, and "nothing was stuck" says so (a thread
 // held 9 s inside cudaLaunchKernel read as "nothing is stuck"). Timing every launch, it does not.
 TEST(InflightStore, NothingStuckSaysWhichLaunchesAreWatched) {
   for (int timing : {32, 1}) {
     std::string path = test::temp_path("timing-" + std::to_string(timing) + ".db");
-    {
-      auto w = store::TraceWriter::open(path);
-      ASSERT_TRUE(w) << w.error().message;
-      store::SessionInfo si;
-      si.node = "gpu-a";
-      si.mono_offset_ns = kOffset;
-      si.started_at_ns = kOffset + 5 * kSec;
-      si.flags = "stack,inflight-after=5,launch-timing=" + std::to_string(timing);
-      ASSERT_TRUE((*w)->begin_session(si));
-      store::SessionEnd end;
-      end.exit_reason = "test";
-      end.stopped_at_ns = kOffset + 30 * kSec;
-      ASSERT_TRUE((*w)->finish(end));
-    }
+    ASSERT_NO_FATAL_FAILURE(write_ended_session(
+        path, "stack,inflight-after=5,launch-timing=" + std::to_string(timing)));
     auto st = test::run_ingero({"status", "--db", path});
     ASSERT_EQ(st.rc, 0) << st.err;
     std::string last = st.out.substr(st.out.find('\n') + 1);
@@ -264,20 +268,7 @@ TEST(InflightStore, NothingStuckSaysWhichLaunchesAreWatched) {
 // where cli.md and mcp.md promise the field only where calls in flight were recorded.
 TEST(InflightStore, WithCallsInFlightOffTheJsonHasNoThreshold) {
   std::string path = test::temp_path("inflight-off.db");
-  {
-    auto w = store::TraceWriter::open(path);
-    ASSERT_TRUE(w) << w.error().message;
-    store::SessionInfo si;
-    si.node = "gpu-a";
-    si.mono_offset_ns = kOffset;
-    si.started_at_ns = kOffset + 5 * kSec;
-    si.flags = "stack,launch-timing=32,inflight-after=0";
-    ASSERT_TRUE((*w)->begin_session(si));
-    store::SessionEnd end;
-    end.exit_reason = "test";
-    end.stopped_at_ns = kOffset + 30 * kSec;
-    ASSERT_TRUE((*w)->finish(end));
-  }
+  ASSERT_NO_FATAL_FAILURE(write_ended_session(path, "stack,launch-timing=32,inflight-after=0"));
   auto js = test::run_ingero({"status", "--db", path, "--json"});
   ASSERT_EQ(js.rc, 0) << js.err;
   auto j = nlohmann::json::parse(js.out);
