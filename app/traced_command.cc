@@ -18,6 +18,7 @@
 
 #include "app/commands.h"
 #include "capture/inflight_host.h"
+#include "hal/secret_env.h"
 
 namespace ingero::app {
 
@@ -153,6 +154,8 @@ int TracedCommand::start(const std::vector<std::string>& argv, std::optional<int
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
   const auto close_ranges = fds_to_close();
+  // Made before the fork: the child only reads it.
+  std::vector<char*> env = hal::environment_without_secrets();
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -169,7 +172,7 @@ int TracedCommand::start(const std::vector<std::string>& argv, std::optional<int
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    execvp(args[0], args.data());
+    execvpe(args[0], args.data(), env.data());
     std::fprintf(stderr, "ingero: cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
   }

@@ -17,8 +17,7 @@
 
 #include "hal/clock.h"
 #include "hal/device_wire.h"
-
-extern char** environ;
+#include "hal/secret_env.h"
 
 namespace ingero::hal {
 namespace {
@@ -340,7 +339,8 @@ Result<pid_t> spawn(const std::vector<std::string>& argv, int child_end) {
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, args[0], &fa, &at, args.data(), environ);
+  std::vector<char*> env = environment_without_secrets();
+  int rc = posix_spawn(&pid, args[0], &fa, &at, args.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   if (rc != 0)

@@ -5,14 +5,21 @@
 #include "app/traced_command.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <sstream>
 #include <string>
+#include <thread>
 
+#include "hal/secret_env.h"
 #include "test_paths.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
@@ -86,6 +93,39 @@ TEST(TracedCommand, APidThatHasExitedUnreapedIsRefused) {
                      "to trace\n");
   EXPECT_FALSE(std::filesystem::exists(db));
   waitpid(child, nullptr, 0);
+}
+
+// ingero's own credentials never reach what it starts (helper-73: the traced command and the
+// NVML helper held the fleet store's password and the MCP token); the workload's own variables,
+// the OpenTelemetry ones among them, do.
+TEST(TracedCommand, TheCommandGetsNoneOfIngerosCredentials) {
+  for (const char* v : {"INGERO_CLICKHOUSE_PASSWORD", "INGERO_MCP_TOKEN", "INGERO_DASHBOARD_TOKEN",
+                        "INGERO_OTLP_HEADERS"})
+    setenv(v, "secret", 1);
+  setenv("OTEL_EXPORTER_OTLP_HEADERS", "keep=1", 1);
+  // What the NVML helper is spawned with (hal/sampler_process.cc) is the same environment.
+  size_t kept = 0;
+  for (char* e : hal::environment_without_secrets()) {
+    if (!e) break;
+    ++kept;
+    EXPECT_EQ(std::string(e).find("=secret"), std::string::npos) << e;
+  }
+  EXPECT_GT(kept, 0u);
+  std::string out = test::temp_path("env.txt");
+  TracedCommand c;
+  ASSERT_EQ(c.start({"/bin/sh", "-c", "env > " + out}, std::nullopt), 0);
+  c.release();
+  for (int i = 0; i < 500 && !c.exited(); ++i) usleep(10'000);
+  ASSERT_TRUE(c.done());
+  for (const char* v : {"INGERO_CLICKHOUSE_PASSWORD", "INGERO_MCP_TOKEN", "INGERO_DASHBOARD_TOKEN",
+                        "INGERO_OTLP_HEADERS"})
+    unsetenv(v);
+  unsetenv("OTEL_EXPORTER_OTLP_HEADERS");
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text.find("secret"), std::string::npos) << text;
+  EXPECT_NE(text.find("OTEL_EXPORTER_OTLP_HEADERS=keep=1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("PATH="), std::string::npos) << text;
 }
 
 }  // namespace
