@@ -42,6 +42,8 @@ void add_trace_command(CLI::App& app, Context& ctx) {
     if (o->no_archive)
       std::cerr << "ingero trace: --no-archive has no effect: calls are kept in compressed "
                    "blocks from the start (`ingero export --format sqlite` writes plain rows)\n";
+    if (auto note = trace_flags::notice(*o, a->rdma_verbs); note && !o->quiet)
+      std::cerr << "ingero trace: " << *note << "\n";
     o->flags = trace_flags::session_flags(*o, a->rdma_verbs);
     if (a->rdma_verbs) {
       hal::BackendRegistry with_verbs;

@@ -319,7 +319,9 @@ void add_export(CLI::App& cmd, TraceOptions& o, Args& a) {
 }
 
 void resolve(const Args& a, TraceOptions& o) {
-  o.pids = a.pids;
+  // Each once, in the order given (`--pid 5 --pid 5` stored "5,5" as the session's filter).
+  for (uint32_t pid : a.pids)
+    if (std::find(o.pids.begin(), o.pids.end(), pid) == o.pids.end()) o.pids.push_back(pid);
   // --duration and --ringbuf-mb are checked by their validators, on the command line and in a
   // config file alike.
   if (!a.duration.empty()) o.duration_s = engine::parse_duration_s(a.duration);
@@ -396,6 +398,20 @@ std::optional<std::string> conflict(const CLI::App& cmd, bool with_command) {
     return std::string(
         "--prometheus-web-config configures the --prometheus endpoint: give "
         "--prometheus ADDR");
+  return std::nullopt;
+}
+
+std::optional<std::string> notice(const TraceOptions& o, bool rdma_verbs) {
+  if (rdma_verbs || o.backends.empty()) return std::nullopt;
+  hal::BackendRegistry all;
+  register_builtin_backends(all, {});
+  auto chosen = all.select(o.backends);
+  if (!chosen) return std::nullopt;  // refused with the flags
+  for (const hal::VendorBackend* b : *chosen)
+    if (b->name() == "rdma")
+      return std::string(
+          "--backends names rdma, whose libibverbs calls are traced only with --rdma-verbs: "
+          "without it, rdma reads the InfiniBand port counters alone");
   return std::nullopt;
 }
 

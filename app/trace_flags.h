@@ -51,5 +51,9 @@ void resolve(const Args& a, TraceOptions& o);
 // table alone, which gives none).
 std::optional<std::string> conflict(const CLI::App& cmd, bool with_command = true);
 std::string session_flags(const TraceOptions& o, bool rdma_verbs);
+// What the chosen flags will not do that a user may expect of them: a line for stderr, said
+// once before tracing starts; none. `--backends rdma` without `--rdma-verbs` attached 0 probes
+// without a word.
+std::optional<std::string> notice(const TraceOptions& o, bool rdma_verbs);
 
 }  // namespace ingero::app::trace_flags

@@ -62,12 +62,39 @@ namespace {
 
 // Whether the process has exited and waits to be reaped (state Z or X in /proc/PID/stat): it
 // answers kill(pid, 0), and nothing of it runs.
-bool has_exited(uint32_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+bool gone(const std::string& stat_path) {
+  std::ifstream in(stat_path);
   std::string line;
   if (!std::getline(in, line)) return false;
   char state = capture::stat_state(line);
   return state == 'Z' || state == 'X';
+}
+
+// A main thread that ended with pthread_exit is Z while the process's other threads run on:
+// the process has exited only when every thread has (it was refused as exited while its worker
+// made calls).
+bool has_exited(uint32_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  if (!gone(dir + "/stat")) return false;
+  DIR* tasks = opendir((dir + "/task").c_str());
+  if (!tasks) return true;
+  bool all = true;
+  while (dirent* d = readdir(tasks))
+    if (d->d_name[0] != '.' && !gone(dir + "/task/" + d->d_name + "/stat")) all = false;
+  closedir(tasks);
+  return all;
+}
+
+// The process `tid` is a thread of, when it is not a process's own id (/proc/TID exists for
+// every thread, though it is not listed); 0 when it is, or unknown.
+uint32_t owner_of_thread(uint32_t tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Tgid:", 0) == 0) {
+      uint32_t tgid = uint32_t(std::strtoul(line.c_str() + 5, nullptr, 10));
+      return tgid != tid ? tgid : 0;
+    }
+  return 0;
 }
 
 }  // namespace
@@ -77,6 +104,12 @@ int refuse_untraceable(const std::vector<uint32_t>& pids, const std::vector<std:
   for (uint32_t pid : pids) {
     if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
       err << "ingero trace: --pid " << pid << ": no such process is running\n";
+      return kExitUsage;
+    }
+    // kill(2) answers for a thread id too: it traced nothing and ran to --duration.
+    if (uint32_t owner = owner_of_thread(pid)) {
+      err << "ingero trace: --pid " << pid << " is a thread of process " << owner << ": give --pid "
+          << owner << " (every thread of a process is traced)\n";
       return kExitUsage;
     }
     if (has_exited(pid)) {

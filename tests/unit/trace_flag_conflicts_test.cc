@@ -8,6 +8,7 @@
 #include <fstream>
 #include <tuple>
 
+#include "app/trace_flags.h"
 #include "tests/support/run_ingero.h"
 #include "tests/support/trace_db.h"
 
@@ -80,6 +81,32 @@ TEST(TraceFlagConflicts, AnEmptyBackendListIsRefused) {
   EXPECT_EQ(check.rc, 2);
   EXPECT_NE(check.err.find("--backends: an empty list names no backend"), std::string::npos)
       << check.err;
+}
+
+// `--backends rdma` without `--rdma-verbs` attached 0 probes and said nothing of why: it is
+// said once, before tracing starts, and tracing goes on (the port counters are read).
+TEST(TraceFlagConflicts, RdmaWithoutItsVerbsFlagIsSaid) {
+  app::TraceOptions o;
+  o.backends = "cuda,rdma";
+  auto note = app::trace_flags::notice(o, /*rdma_verbs=*/false);
+  ASSERT_TRUE(note);
+  EXPECT_EQ(*note,
+            "--backends names rdma, whose libibverbs calls are traced only with --rdma-verbs: "
+            "without it, rdma reads the InfiniBand port counters alone");
+  EXPECT_FALSE(app::trace_flags::notice(o, /*rdma_verbs=*/true));
+  o.backends = "cuda,hip";
+  EXPECT_FALSE(app::trace_flags::notice(o, false));
+  o.backends = "";  // every backend: rdma among them is no choice the user made
+  EXPECT_FALSE(app::trace_flags::notice(o, false));
+}
+
+// `--pid 5 --pid 3 --pid 5` traced 5 and 3 but stored "5,3,5" as the session's filter.
+TEST(TraceFlagConflicts, APidGivenTwiceIsOne) {
+  app::trace_flags::Args a;
+  a.pids = {5, 3, 5};
+  app::TraceOptions o;
+  app::trace_flags::resolve(a, o);
+  EXPECT_EQ(o.pids, (std::vector<uint32_t>{5, 3}));
 }
 
 // cli.md: "from the command line or a config file alike". `check --config` said "valid" of a

@@ -128,5 +128,60 @@ TEST(TracedCommand, TheCommandGetsNoneOfIngerosCredentials) {
   EXPECT_NE(text.find("PATH="), std::string::npos) << text;
 }
 
+// Waits (up to 2 s) until /proc/PID/stat shows state Z.
+void wait_zombie(pid_t pid) {
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    if (line.find(") Z ") != std::string::npos) return;
+    usleep(10'000);
+  }
+}
+
+// A main thread that ended with pthread_exit shows Z while a worker runs on: the process was
+// refused as exited while it made calls (helper-75).
+TEST(TracedCommand, AProcessWhoseMainThreadEndedIsStillTraced) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void*) -> void* {
+          sleep(10);
+          _exit(0);
+        },
+        nullptr);
+    // The main thread alone ends (pthread_exit would unwind into the test framework's frames,
+    // which this fork shares).
+    syscall(SYS_exit, 0);
+  }
+  wait_zombie(child);
+  std::ostringstream err;
+  EXPECT_EQ(refuse_untraceable({uint32_t(child)}, {}, err), 0);
+  EXPECT_EQ(err.str(), "");
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+// kill(2) answers for a thread's id too: `--pid TID` traced nothing and ran to --duration.
+TEST(TracedCommand, APidThatIsAThreadIsRefusedNamingItsProcess) {
+  std::promise<pid_t> tid;
+  std::promise<void> done;
+  std::thread t([&] {
+    tid.set_value(pid_t(syscall(SYS_gettid)));
+    done.get_future().wait();
+  });
+  pid_t id = tid.get_future().get();
+  std::ostringstream err;
+  EXPECT_EQ(refuse_untraceable({uint32_t(id)}, {}, err), 2);
+  EXPECT_EQ(err.str(), "ingero trace: --pid " + std::to_string(id) + " is a thread of process " +
+                           std::to_string(getpid()) + ": give --pid " + std::to_string(getpid()) +
+                           " (every thread of a process is traced)\n");
+  done.set_value();
+  t.join();
+}
+
 }  // namespace
 }  // namespace ingero::app
