@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "hal/utf8.h"
+
 namespace ingero::serve::otlp {
 namespace {
 
@@ -87,6 +89,13 @@ ingero::Result<Attributes> agent_resource(const std::string& host_name, const st
   if (auto extra = env("OTEL_RESOURCE_ATTRIBUTES"); extra && !extra->empty()) {
     auto kv = parse_key_values(*extra);
     if (!kv) return ingero::make_error("OTEL_RESOURCE_ATTRIBUTES: " + kv.error().message);
+    // A key or value of other bytes ("%ff") made every request one a strict collector
+    // rejects: the key went out as it was.
+    for (size_t i = 0; i < kv->size(); ++i)
+      if (!hal::is_utf8((*kv)[i].first) || !hal::is_utf8((*kv)[i].second))
+        return ingero::make_error("OTEL_RESOURCE_ATTRIBUTES: entry " + std::to_string(i + 1) +
+                                  ": not UTF-8 once percent-decoded (OTLP keys and strings "
+                                  "are UTF-8)");
     for (auto& [k, v] : *kv) set(a, k, v);
   }
   if (auto name = env("OTEL_SERVICE_NAME"); name && !name->empty()) set(a, "service.name", *name);

@@ -204,6 +204,14 @@ TEST(OtlpResource, TheAgentsResourceAndTheOpenTelemetryVariables) {
   r = agent_resource("h", "", "", env_of({{"OTEL_RESOURCE_ATTRIBUTES", "novalue"}}));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "OTEL_RESOURCE_ATTRIBUTES: entry 1: expected name=value");
+  // A key of other bytes went out as it was, and a strict collector refused every request.
+  for (const char* list : {"a=1,team%FF=x", "a=1,team=%C3"}) {
+    r = agent_resource("h", "", "", env_of({{"OTEL_RESOURCE_ATTRIBUTES", list}}));
+    ASSERT_FALSE(r) << list;
+    EXPECT_EQ(r.error().message,
+              "OTEL_RESOURCE_ATTRIBUTES: entry 2: not UTF-8 once percent-decoded (OTLP keys and "
+              "strings are UTF-8)");
+  }
 }
 
 }  // namespace
