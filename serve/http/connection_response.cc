@@ -41,7 +41,9 @@ void Connection<S>::dispatch() {
   keep_alive_ = parser_->keep_alive();
   state_ = State::handling;
   ++core_.counters.requests;
-  if (route_->options.run_on == RunOn::io_thread) return send(invoke());
+  if (route_->options.run_on == RunOn::io_thread ||
+      (route_->options.io_thread_if && route_->options.io_thread_if(req_)))
+    return send(invoke());
   req_.client = std::make_shared<ClientWatch>();
   watch_client();
   // The strand leaves req_ and route_ alone while the state is `handling`.

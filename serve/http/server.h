@@ -74,6 +74,10 @@ using Handler = std::function<Response(const Request&)>;
 
 struct RouteOptions {
   RunOn run_on = RunOn::worker;
+  // On a worker route, a request this says yes to (on the I/O thread, its body read) runs on
+  // the I/O thread instead: one the handler answers in microseconds, which must not wait
+  // behind the pool's queue (an MCP ping, or the cancellation of a call that is queued).
+  std::function<bool(const Request&)> io_thread_if;
   // No authentication on this route even when the server has an Authenticator (a health
   // check). Host/Origin checks still apply.
   bool public_route = false;

@@ -3,10 +3,12 @@
 // a whole-request deadline, per-peer and total connection caps, and the Host/Origin checks
 // and the bearer token decided on the request head, before one byte of the body is read.
 //   POST    a JSON-RPC message. Requests get application/json, or text/event-stream when the
-//           request produced notifications (log messages) and the client accepts SSE.
+//           request produced notifications (log messages) and the client accepts SSE, or
+//           when the client accepts SSE alone.
 //           Notifications and responses get 202.
 //   DELETE  ends the session named by MCP-Session-Id.
 //   GET     405 (from serve/http, with Allow): this server sends nothing unprompted.
+// A ping and a notification are answered on the I/O thread, never behind queued tool calls.
 // What is left to this file: content type and Accept, the message's size and depth, sessions
 // (session_store.h) and the MCP-Protocol-Version header.
 #include <thread>
@@ -40,6 +42,18 @@ std::string client_of(const http::Request& rq) {
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// A ping, or a notification (a cancellation, `initialized`): answered at once on the I/O
+// thread. Behind tool calls that held every worker, a client's ping went unanswered and its
+// cancellation reached the call it cancelled only once a worker was free.
+bool answered_at_once(const http::Request& rq) {
+  if (rq.body.size() > 4096) return false;
+  Json msg = parse_message(rq.body);
+  if (!msg.is_object() || !msg.contains("method") || !msg["method"].is_string()) return false;
+  const std::string& method = msg["method"].get_ref<const std::string&>();
+  if (method == "ping") return true;
+  return !msg.contains("id") && method.rfind("notifications/", 0) == 0;
+}
 
 }  // namespace
 
@@ -78,7 +92,12 @@ struct HttpServer::Impl {
 
   http::Response post(const http::Request& rq) {
     if (auto r = refuse(rq)) return *r;
-    bool sse_ok = lower(rq.headers.value("Accept")).find("text/event-stream") != std::string::npos;
+    const std::string accept = lower(rq.headers.value("Accept"));
+    bool sse_ok = accept.find("text/event-stream") != std::string::npos;
+    // A client that accepts the stream alone is answered in it: it was sent JSON it had said
+    // it would not take.
+    bool sse_only = sse_ok && accept.find("application/json") == std::string::npos &&
+                    accept.find("*/*") == std::string::npos;
     Json msg = parse_message(rq.body);
     if (msg.is_discarded()) return rpc_error(400, kParseError, "Parse error: not valid JSON");
     const std::string client = client_of(rq);
@@ -133,7 +152,7 @@ struct HttpServer::Impl {
       r.status = 202;
       return r;
     }
-    if (sse_ok && !notes.empty()) {
+    if (sse_ok && (!notes.empty() || sse_only)) {
       r.headers.set("Content-Type", "text/event-stream");
       for (const auto& n : notes) r.body += http::sse_event(dump(n), "message");
       r.body += http::sse_event(dump(*out), "message");
@@ -176,6 +195,7 @@ ingero::Status HttpServer::start() {
   impl_->http = std::make_unique<http::Server>(std::move(so));
   http::RouteOptions post;
   post.max_body_bytes = kMaxMessageBytes;
+  post.io_thread_if = answered_at_once;
   impl_->http->route(
       "POST", "/mcp", [this](const http::Request& rq) { return impl_->post(rq); }, post);
   http::RouteOptions del;

@@ -1,5 +1,6 @@
 #include "serve/mcp/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -132,9 +133,27 @@ Server::Server(ToolContext& ctx) : ctx_(ctx), tools_(make_tools(ctx.host())) {}
 
 std::shared_ptr<std::atomic<bool>> Session::track(const Json& id) {
   std::lock_guard<std::mutex> g(mu);
-  auto& flag = in_flight[id_key(id)];
-  if (!flag) flag = std::make_shared<std::atomic<bool>>(stopping);
+  const std::string key = id_key(id);
+  auto& flag = in_flight[key];
+  if (!flag) {
+    auto ahead = std::find(cancelled_ahead.begin(), cancelled_ahead.end(), key);
+    flag = std::make_shared<std::atomic<bool>>(stopping || ahead != cancelled_ahead.end());
+    if (ahead != cancelled_ahead.end()) cancelled_ahead.erase(ahead);
+  }
   return flag;
+}
+
+void Session::cancel(const Json& id) {
+  std::lock_guard<std::mutex> g(mu);
+  const std::string key = id_key(id);
+  if (auto it = in_flight.find(key); it != in_flight.end()) {
+    it->second->store(true);
+    return;
+  }
+  if (std::find(cancelled_ahead.begin(), cancelled_ahead.end(), key) != cancelled_ahead.end())
+    return;
+  if (cancelled_ahead.size() >= kMaxCancelledAhead) cancelled_ahead.pop_front();
+  cancelled_ahead.push_back(key);
 }
 
 void Session::untrack(const Json& id) {
@@ -205,11 +224,9 @@ std::optional<Json> Server::handle_message(const Json& msg, Session& s, const No
                  : std::nullopt;
     if (!has_id) {
       // Notifications: never answered.
-      if (method == "notifications/cancelled" && params.contains("requestId")) {
-        std::lock_guard<std::mutex> g(s.mu);
-        if (auto it = s.in_flight.find(id_key(params["requestId"])); it != s.in_flight.end())
-          it->second->store(true);
-      }
+      if (method == "notifications/cancelled" && params.contains("requestId") &&
+          valid_id(params["requestId"]))
+        s.cancel(params["requestId"]);
       return std::nullopt;
     }
     if (!valid_id(id))

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,10 +54,16 @@ struct Session {
   // request asks when it queues it, so that a cancel reaches it while it waits.
   std::shared_ptr<std::atomic<bool>> track(const Json& id);
   void untrack(const Json& id);
+  // notifications/cancelled of `id`: its flag is set; one not tracked yet (over HTTP, a call
+  // still waiting for a worker) is remembered, and starts cancelled when it is tracked. The
+  // last kMaxCancelledAhead are kept: ids are never reused within a session.
+  void cancel(const Json& id);
+  static constexpr size_t kMaxCancelledAhead = 256;
   // Every request tracked is cancelled, and every one tracked from now on (the server is
   // stopping).
   void cancel_all();
-  bool stopping = false;  // under mu
+  bool stopping = false;                    // under mu
+  std::deque<std::string> cancelled_ahead;  // under mu
 };
 
 // Where a request's notifications go (stdio: straight out; HTTP: into the SSE response).

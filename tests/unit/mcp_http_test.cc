@@ -169,6 +169,63 @@ TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
   EXPECT_EQ(answered[0].second.headers.count("retry-after"), 1u) << answered[0].second.body;
 }
 
+// A ping and a cancellation are answered at once, never behind the tool calls that hold the
+// workers: the ping went unanswered until both queries had run out their limits, and the
+// cancellations reached neither (the queued call was not tracked yet; the running one ran out).
+TEST_F(McpHttp, APingAndACancellationDoNotWaitBehindToolCalls) {
+  HttpOptions o;
+  o.threads = 1;
+  o.max_queued = 4;
+  start(o);
+  std::string sid = session();
+  const std::map<std::string, std::string> h = {{"MCP-Session-Id", sid},
+                                                {"MCP-Protocol-Version", "2025-11-25"}};
+  std::mutex mu;
+  std::map<int, HttpResponse> answered;
+  std::vector<std::thread> clients;
+  auto send = [&](int id) {
+    clients.emplace_back([&, id] {
+      auto r = post(test::tools_call(id, "run_sql", {{"sql", test::kEndlessSql}}), h);
+      std::lock_guard<std::mutex> g(mu);
+      answered[id] = r;
+    });
+  };
+  auto wait_for = [&](const char* what, auto held) {
+    for (int i = 0; i < 400 && !held(http_->stats()); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(held(http_->stats())) << what;
+  };
+  send(1);
+  wait_for("the first query runs", [](const http::Stats& s) { return s.workers_busy == 1; });
+  send(2);
+  wait_for("the second waits", [](const http::Stats& s) { return s.queued == 1; });
+
+  auto ping = post({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "ping"}}, h);
+  http::Stats at_ping = http_->stats();
+  EXPECT_EQ(ping.status, 200) << ping.body;
+  EXPECT_EQ(ping.body, R"({"id":9,"jsonrpc":"2.0","result":{}})");
+  EXPECT_EQ(at_ping.workers_busy, 1u);
+  EXPECT_EQ(at_ping.queued, 1u);
+
+  auto cancel = [&](int id) {
+    return post({{"jsonrpc", "2.0"},
+                 {"method", "notifications/cancelled"},
+                 {"params", {{"requestId", id}, {"reason", "test"}}}},
+                h)
+        .status;
+  };
+  EXPECT_EQ(cancel(2), 202);  // still waiting for the worker
+  EXPECT_EQ(http_->stats().queued, 1u);
+  EXPECT_EQ(cancel(1), 202);  // running
+  for (auto& c : clients) c.join();
+  ASSERT_EQ(answered.size(), 2u);
+  EXPECT_EQ(answered[1].status, 200);
+  EXPECT_NE(answered[1].body.find("SQL aborted: the request was cancelled"), std::string::npos)
+      << answered[1].body;
+  EXPECT_EQ(answered[2].status, 503) << answered[2].body;
+  EXPECT_EQ(answered[2].body, "cancelled before it ran: its client left, or cancelled it\n");
+}
+
 // Sends `msg` as a POST on a connection of its own and closes it at once: a client that leaves.
 void post_and_leave(int port, const Json& msg, const std::string& sid) {
   std::string body = msg.dump();
@@ -345,6 +402,13 @@ TEST_F(McpHttp, BadRequestsGetTheirStatusCodes) {
   EXPECT_EQ(html.status, 406);
   // Either is enough: it said "and" (hostile test).
   EXPECT_EQ(html.body, "Accept must include application/json or text/event-stream\n");
+  // A client that takes the stream alone is answered in it (it was sent JSON).
+  auto sse = raw("POST", "/mcp", init_msg().dump(),
+                 {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}});
+  EXPECT_EQ(sse.status, 200);
+  EXPECT_EQ(sse.headers["content-type"], "text/event-stream");
+  ASSERT_EQ(sse.body.rfind("event: message\ndata: {", 0), 0u) << sse.body;
+  EXPECT_NE(sse.body.find("\"protocolVersion\""), std::string::npos) << sse.body;
   auto pe = raw("POST", "/mcp", "{nope", kPost);
   EXPECT_EQ(pe.status, 400);
   EXPECT_EQ(Json::parse(pe.body)["error"]["code"], kParseError);
