@@ -358,13 +358,23 @@ int BPF_PROG(ingero_host_exit, struct task_struct* p) {
   __u32 tid = BPF_CORE_READ(p, pid);
   __u32 tgid = BPF_CORE_READ(p, tgid);
   bpf_map_delete_elem(&offcpu, &tid);
-  if (!host_context || tid != tgid) return 0; /* report processes, not threads */
+  /* Processes, not threads: the exit of the last thread (do_exit has counted it out of
+   * signal->live before this tracepoint). Its main thread's was taken for it: a program that
+   * ends main with pthread_exit while a worker runs on was "exited" with code 0 at that moment,
+   * its kernels' names and stacks forgotten, and the exit its worker gave never recorded. */
+  if (!host_context || BPF_CORE_READ(p, signal, live.counter) != 0) return 0;
   __u8 w = watch_flags(tgid);
   if (!w) return 0;
-  struct ingero_proc_rec* e = proc_rec(INGERO_PROC_EXIT, tgid, tid);
+  struct ingero_proc_rec* e = proc_rec(INGERO_PROC_EXIT, tgid, tgid);
   if (e) {
-    e->code = BPF_CORE_READ(p, exit_code);
-    BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
+    /* What wait(2) gives the parent: the group's code after exit_group or a fatal signal, else
+     * the main thread's own. */
+    const unsigned int kSignalGroupExit = 0x00000004; /* SIGNAL_GROUP_EXIT */
+    if (BPF_CORE_READ(p, signal, flags) & kSignalGroupExit)
+      e->code = BPF_CORE_READ(p, signal, group_exit_code);
+    else
+      e->code = BPF_CORE_READ(p, group_leader, exit_code);
+    BPF_CORE_READ_STR_INTO(&e->comm, p, group_leader, comm);
     host_submit(e);
   }
   bpf_map_delete_elem(&watched_pids, &tgid);

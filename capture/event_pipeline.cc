@@ -27,6 +27,10 @@ void EventPipeline::note_pid(uint32_t pid, const char* comm, bool own) {
     }
   }
   if (!fresh) return;
+  name_process(pid, comm);
+}
+
+void EventPipeline::name_process(uint32_t pid, const char* comm) {
   std::string name, cmdline;
   if (read_proc) {
     std::string base = "/proc/" + std::to_string(pid);
@@ -244,6 +248,12 @@ void EventPipeline::on_record(const void* data, size_t size) {
       if (ev_.kind == hal::EventKind::kProcessExec && stacks) stacks->process_changed(ev_.pid);
       if (ev_.kind == hal::EventKind::kProcessExec && kernels)
         kernels->process_exec(ev_.pid, ev_.ts_ns);
+      if (ev_.kind == hal::EventKind::kProcessFork && kernels)
+        if (auto child = ev_.get(hal::Field::kPeerPid))
+          kernels->process_fork(ev_.pid, uint32_t(*child), ev_.ts_ns);
+      // Named again: a GPU process's child was named at its fork, after its parent, and kept
+      // that name through its exec (explain blamed "bash" for the program it ran).
+      if (ev_.kind == hal::EventKind::kProcessExec) name_process(ev_.pid, ev_.comm.data());
       (void)out_.on_event(ev_);
       if (ev_.kind == hal::EventKind::kProcessExit) exited_now_.push_back(ev_.pid);
       break;

@@ -111,6 +111,8 @@ class EventPipeline {
   // `own`: the process made the call or host event itself, so its stacks may come; a process
   // named only as a peer (who preempted a traced thread, a child) is named, not mapped.
   void note_pid(uint32_t pid, const char* comm, bool own = true);
+  // Its name and command line as /proc has them now (`comm` once it has exited), to the sink.
+  void name_process(uint32_t pid, const char* comm);
   void identify(hal::Event& ev, bool shipped);
   uint64_t resolve_stack(uint32_t pid, uint64_t hash);
   void forget_process(uint32_t pid);

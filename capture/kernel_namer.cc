@@ -255,9 +255,15 @@ void KernelNamer::launch_slow(Proc& p, uint32_t pid, uint64_t func, uint64_t ts_
     return;
   }
   if (!f->elf_tried) {
-    // The first launch of a function no source named: a stub registered before the trace
-    // began still has its own symbol, where the file has symbols.
     f->elf_tried = true;
+    // The first launch of a function no source named: a forked child's parent may have named
+    // it (its image is the child's), else a stub registered before the trace began still has
+    // its own symbol, where the file has symbols.
+    if (const Func* from = inherited(pid, func)) {
+      name(pid, p, func, *from->raw, from->source, ts_ns);
+      ++counters_.named_launches;
+      return;
+    }
     std::string raw;
     if (elf_name(pid, p, func, raw)) {
       name(pid, p, func, raw, hal::KernelNameSource::kElfSymbol, ts_ns);
@@ -276,7 +282,28 @@ void KernelNamer::launch_slow(Proc& p, uint32_t pid, uint64_t func, uint64_t ts_
   }
 }
 
+const KernelNamer::Func* KernelNamer::inherited(uint32_t pid, uint64_t func) const {
+  for (int depth = 0; depth < 8; ++depth) {
+    auto up = parent_of_.find(pid);
+    if (up == parent_of_.end()) return nullptr;
+    pid = up->second;
+    auto p = procs_.find(pid);
+    if (p == procs_.end()) continue;
+    auto f = p->second.funcs.find(func);
+    if (f != p->second.funcs.end() && f->second.named && f->second.raw) return &f->second;
+  }
+  return nullptr;
+}
+
+void KernelNamer::process_fork(uint32_t parent, uint32_t child, uint64_t) {
+  if (parent == child) return;
+  // Bounded: a host-wide trace sees every fork of the host.
+  if (parent_of_.size() >= kMaxEntries) parent_of_.clear();
+  parent_of_[child] = parent;
+}
+
 void KernelNamer::process_exec(uint32_t pid, uint64_t ts_ns) {
+  parent_of_.erase(pid);  // a new image: its parent's names are not its
   // Nothing is read here: every exec of the host would cost a read of its maps. The new image's
   // maps are read when its first name or launch needs them (or, once it has exited, taken from
   // maps_fallback).
@@ -300,6 +327,7 @@ void KernelNamer::process_mapped(uint32_t pid) {
 }
 
 void KernelNamer::process_exited(uint32_t pid) {
+  parent_of_.erase(pid);
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;
   entries_ -= it->second.funcs.size();

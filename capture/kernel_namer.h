@@ -112,6 +112,11 @@ class KernelNamer {
   // next needed). What was named after the exec stays: the calls ring is read before the host
   // ring, so its first registrations may come before its exec record.
   void process_exec(uint32_t pid, uint64_t ts_ns);
+  // `child` was forked from `parent` at `ts_ns`: a function it launches that its parent (or
+  // theirs) had named takes that name, at its first launch; nothing is copied at the fork (a
+  // DataLoader worker forked from a process of 20,000 kernels launches none). Forked children
+  // launched unnamed what their parent had registered (import, then fork: legal in CUDA).
+  void process_fork(uint32_t parent, uint32_t child, uint64_t ts_ns);
   // Its mappings changed (dlopen): read again when next needed.
   void process_mapped(uint32_t pid);
   void process_exited(uint32_t pid);
@@ -143,6 +148,8 @@ class KernelNamer {
     std::unordered_map<uint64_t, Func> funcs;
   };
   Proc& proc(uint32_t pid);
+  // The name an ancestor this process was forked from gave `func` (null: none).
+  const Func* inherited(uint32_t pid, uint64_t func) const;
   void launch_slow(Proc& p, uint32_t pid, uint64_t func, uint64_t ts_ns, bool known);
   bool snapshot(uint32_t pid, Proc& p);
   const hal::MapEntry* mapping(uint32_t pid, Proc& p, uint64_t addr);
@@ -157,6 +164,7 @@ class KernelNamer {
   hal::EventSink& out_;
   std::unique_ptr<ProcessImage> image_;
   std::unordered_map<uint32_t, Proc> procs_;
+  std::unordered_map<uint32_t, uint32_t> parent_of_;  // a forked child's parent, until its exec
   uint32_t last_pid_ = 0;
   Proc* last_ = nullptr;
   size_t entries_ = 0;

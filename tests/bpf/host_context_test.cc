@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "test_paths.h"
 #include "tests/support/subprocess.h"
@@ -180,6 +181,59 @@ TEST(HostContext, LifecycleOfATracedProcess) {
   EXPECT_EQ(
       query_rows(db, "SELECT name FROM process_names WHERE pid = " + std::to_string(pid))[0][0],
       "fake_calls");
+}
+
+// A process whose main thread ends with pthread_exit lives on in its other threads: its exit is
+// its last thread's, with the status wait(2) gives. The main thread's end was taken for it: one
+// exit with code 0 before the worker's 8 calls, and the worker's exit(7) never recorded.
+TEST(HostContext, AProcessExitsWithItsLastThreadNotItsMainOne) {
+  REQUIRE_BPF();
+  std::string db = temp_path("mainexit.db");
+  auto run = trace_command(db, {INGERO_FAKE_CALLS, "main-exits", INGERO_FAKE_CUDART}, {}, kFakeEnv);
+  ASSERT_EQ(run.rc, 7) << run.err;
+  const std::string pid = std::to_string(field_after(run.out, "pid"));
+  EXPECT_EQ(query_rows(db,
+                       "SELECT count(*), max(code) FROM host_events WHERE event = "
+                       "'process_exit' AND pid = " +
+                           pid)[0],
+            (std::vector<std::string>{"1", std::to_string(7 << 8)}));
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE op = 'cudaMalloc' AND pid = " + pid),
+            10);
+  // After the last call, not between the main thread's and the worker's.
+  EXPECT_EQ(query_int(db,
+                      "SELECT (SELECT max(ts_ns) FROM host_events WHERE event = "
+                      "'process_exit' AND pid = " +
+                          pid +
+                          ") > (SELECT max(ts_ns) FROM "
+                          "calls WHERE pid = " +
+                          pid + ")"),
+            1);
+}
+
+// A GPU process's child is named at its fork after its parent; its exec names it again. It kept
+// its parent's name (helper-75: explain blamed "forks" for what /tmp/basic did, and a hung
+// program read as "bash").
+TEST(HostContext, AChildThatExecsTakesItsNewProgramsName) {
+  REQUIRE_BPF();
+  std::string db = temp_path("exec-child.db");
+  std::string gate = temp_path("exec-child-gate");
+  std::string renamed = temp_path("renamed_calls");
+  std::filesystem::create_symlink(INGERO_FAKE_CALLS, renamed);
+  auto tracer = spawn_trace(
+      db, {INGERO_FAKE_CALLS, "exec-child", INGERO_FAKE_CUDART, gate, renamed}, {}, kFakeEnv);
+  std::string line;
+  ASSERT_TRUE(tracer.wait_stdout_line("child ", std::chrono::seconds(60), &line)) << tracer.err();
+  const std::string child = line.substr(line.find(' ') + 1);
+  // Exec only once the trace has named the child after its parent.
+  const std::string named = "SELECT name FROM process_names WHERE pid = " + child;
+  for (int i = 0; i < 600 && query_rows(db, named).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(query_rows(db, named), (std::vector<std::vector<std::string>>{{"fake_calls"}}));
+  std::ofstream(gate + ".1") << "go\n";
+  ASSERT_EQ(tracer.wait(std::chrono::seconds(60)), 0) << tracer.err();
+  EXPECT_EQ(query_rows(db, named), (std::vector<std::vector<std::string>>{{"renamed_calls"}}));
+  // One before the exec, then 2 cudaMalloc and a cudaDeviceSynchronize.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM calls WHERE pid = " + child), 4);
 }
 
 // A thread that blocks carries who woke it on the interval that its wakeup ends, and a wakeup is

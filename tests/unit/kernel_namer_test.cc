@@ -285,6 +285,32 @@ TEST_F(Namer, ARegisteredNameIsReadFromTheFileAndHandedOnOnce) {
   EXPECT_EQ(image->maps_reads, 1);
 }
 
+// A child forked after its parent registered its kernels launches them by the parent's names
+// (helper-72: a stripped program's forked children launched 13 kernels unnamed); nothing is
+// copied at the fork, and a process that was not forked from it, or has exec'd since, is not
+// named so.
+TEST_F(Namer, AForkedChildLaunchesItsParentsKernelsByTheirNames) {
+  namer->on_capture(cap(0x401e45, 0x402010));
+  namer->process_fork(77, 78, 150);
+  namer->process_fork(78, 79, 160);  // a grandchild
+  namer->process_fork(77, 80, 170);
+  namer->process_exec(80, 180);
+  ASSERT_EQ(sink.names.size(), 1u);
+  namer->on_launch(78, 0x401e45, 200);
+  namer->on_launch(79, 0x401e45, 200);
+  namer->on_launch(80, 0x401e45, 200);
+  namer->on_launch(81, 0x401e45, 200);
+  ASSERT_EQ(sink.names.size(), 3u);
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(sink.names[i].pid, i == 1 ? 78u : 79u);
+    EXPECT_EQ(sink.names[i].func, 0x401e45u);
+    EXPECT_EQ(sink.names[i].name, "void scale<float>(float*, float, int)");
+    EXPECT_EQ(sink.names[i].source, KernelNameSource::kRegistration);
+  }
+  EXPECT_EQ(namer->counters().named_launches, 2u);
+  EXPECT_EQ(namer->counters().unnamed_launches, 2u);
+}
+
 // cuDNN looks each kernel up again before every launch: once a function has its name, its repeats
 // read nothing, whichever address or key they name it by.
 TEST_F(Namer, ALookUpOfAFunctionAlreadyNamedReadsNothing) {

@@ -41,6 +41,12 @@
  *                                            asleep the main thread makes one cudaMalloc (the
  *                                            process is a GPU process from then on), then
  *                                            wakes it with a byte, and joins it
+ *   fake_calls main-exits PATH               2 cudaMalloc, then the main thread ends with
+ *                                            pthread_exit while a worker, 300 ms later, makes 8
+ *                                            cudaMalloc and ends the process with exit(7)
+ *   fake_calls exec-child PATH GATE EXE      one cudaMalloc; a forked child makes one more,
+ *                                            prints "child <pid>", waits for the file GATE.1,
+ *                                            then execs EXE threads PATH 1 2
  * Prints "tid <n>" for every thread that makes calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -50,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef int (*malloc_t)(void**, size_t);
@@ -193,6 +200,18 @@ static int wake_mode(int n) {
   return 0; /* exits with the waker done or gone, never joined: no wakeup by its exit */
 }
 
+/* Outlives the main thread (main-exits): 8 calls, then the process's exit, status 7. */
+static void* outliver(void* arg) {
+  (void)arg;
+  usleep(300 * 1000);
+  malloc_t m = (malloc_t)sym("cudaMalloc");
+  for (int i = 0; i < 8; i++) {
+    void* p;
+    m(&p, 4096);
+  }
+  exit(7);
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 3) return 2;
@@ -271,6 +290,31 @@ int main(int argc, char** argv) {
     pthread_create(&t, NULL, blocker, NULL);
     usleep(300 * 1000);
     exit(0);
+  } else if (!strcmp(argv[1], "main-exits")) {
+    malloc_t m = (malloc_t)sym("cudaMalloc");
+    for (int i = 0; i < 2; i++) {
+      void* p;
+      m(&p, 4096);
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, outliver, NULL);
+    pthread_exit(NULL);
+  } else if (!strcmp(argv[1], "exec-child")) {
+    if (argc < 5) return 2;
+    malloc_t m = (malloc_t)sym("cudaMalloc");
+    void* p;
+    m(&p, 4096);
+    pid_t c = fork();
+    if (c == 0) {
+      m(&p, 4096);
+      printf("child %d\n", getpid());
+      wait_gate(argv[3], 1);
+      execl(argv[4], argv[4], "threads", argv[2], "1", "2", (char*)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(c, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   } else if (!strcmp(argv[1], "late")) {
     printf("loaded\n");
     char line[64];
