@@ -51,21 +51,37 @@ InflightMonitor::InflightMonitor(const hal::CallDecoder& decoder, Host& host, ha
     : decoder_(decoder), host_(host), out_(out), options_(options) {}
 
 void InflightMonitor::note_call(const hal::Event& ev) {
+  const uint64_t comm = ev.get_or(hal::Field::kCommunicator, 0);
+  // A rank's thread is watched from its communicator's init: a rank that never reaches the
+  // first collective its peers wait in is the classic hang, and it was in no row. A
+  // communicator of one rank has no peer to keep waiting.
+  auto watch = [&](uint64_t nranks) {
+    if (nranks == 1) return;
+    RankThread& rt = rank_threads_[ev.tid];
+    rt.pid = ev.pid;
+    rt.communicator = comm;
+  };
   if (ev.kind == hal::EventKind::kCommInit) {
+    if ((ev.has_ret && ev.ret != 0) || comm == 0) return;  // no communicator was made
     CommState c;
     c.hash = ev.get_or(hal::Field::kCommHash, 0);
     c.nranks = ev.get_or(hal::Field::kNranks, 0);
     c.has_rank = ev.has(hal::Field::kRank);
     c.rank = ev.get_or(hal::Field::kRank, 0);
     c.init_seen = true;
-    comms_[{ev.pid, ev.get_or(hal::Field::kCommunicator, 0)}] = c;
+    comms_[{ev.pid, comm}] = c;
+    watch(c.nranks);
   } else if (ev.kind == hal::EventKind::kCollective) {
-    uint64_t comm = ev.get_or(hal::Field::kCommunicator, 0);
     auto it = comms_.find({ev.pid, comm});
     if (it != comms_.end()) ++it->second.completed;
-    RankThread& rt = rank_threads_[ev.tid];
-    rt.pid = ev.pid;
-    rt.communicator = comm;
+    watch(it != comms_.end() ? it->second.nranks : 0);  // 0: unknown, peers assumed
+  } else if (ev.kind == hal::EventKind::kCommDestroy) {
+    // Done with its peers (the end of training, then evaluation or a checkpoint): it was
+    // reported idle for as long as it lived.
+    comms_.erase({ev.pid, comm});
+    for (auto it = rank_threads_.begin(); it != rank_threads_.end();)
+      it = it->second.pid == ev.pid && it->second.communicator == comm ? rank_threads_.erase(it)
+                                                                       : std::next(it);
   }
   if (!rank_threads_.empty()) {
     auto it = rank_threads_.find(ev.tid);

@@ -52,7 +52,7 @@ std::string state_words(hal::ThreadState s) {
     case hal::ThreadState::kExited:
       return "gone";
     case hal::ThreadState::kStopped:
-      return "stopped (by a signal, or a debugger holding it)";
+      return "stopped, by a signal or a debugger holding it";
     default:
       return "in an unknown state";
   }
@@ -78,10 +78,14 @@ size_t CollectiveHang::inside() const {
   return n;
 }
 
+bool CollectiveHang::passed(const HangRank& r) const {
+  return !r.inside && r.completed != hal::kNoSeq && r.completed > seq;
+}
+
 std::vector<const HangRank*> CollectiveHang::missing() const {
   std::vector<const HangRank*> out;
   for (const auto& r : ranks)
-    if (!r.inside) out.push_back(&r);
+    if (!r.inside && !passed(r)) out.push_back(&r);
   return out;
 }
 
@@ -113,6 +117,11 @@ std::vector<CollectiveHang> find_collective_hangs(
   }
   std::vector<CollectiveHang> out;
   for (const auto& [key, inside] : groups) {
+    // A collective every rank inside has left completed: a late rank, not a hang (a rank 7 s
+    // late read as a HIGH hang whose late rank "never entered it").
+    if (std::all_of(inside.begin(), inside.end(),
+                    [](const InflightRow* r) { return r->in.status == Status::kReturned; }))
+      continue;
     CollectiveHang h;
     h.comm_hash = key.first;
     h.seq = key.second;
@@ -232,11 +241,26 @@ std::string hang_line(const InflightRow& r, const std::string& process,
   std::string at = where.empty() ? "" : " at " + where;
   std::string state = " (" + state_words(in.state) + ")";
   if (in.what == What::kIdle) {
-    std::string s = who + " has made no GPU call for " + hang_duration(waited_ns);
+    // Past tense once the episode is over: after the tracer stopped, "has made no GPU call ...;
+    // it is asleep" spoke of a process that may be long gone.
+    const bool now = in.status == Status::kInFlight;
+    std::string s =
+        who + (now ? " has made" : " had made") + " no GPU call for " + hang_duration(waited_ns);
     if (in.seq != hal::kNoSeq)
       s += " after " + std::to_string(in.seq) + " collective" + (in.seq == 1 ? "" : "s");
-    s += "; it is " + state_words(in.state) + (where.empty() ? "" : " at " + where);
-    return s + "; " + others_text(in);
+    s += std::string(now ? "; it is " : "; it was ") + state_words(in.state) +
+         (where.empty() ? "" : " at " + where);
+    switch (in.status) {
+      case Status::kInFlight:
+        return s + "; " + others_text(in);
+      case Status::kStopped:
+        return s + " when tracing stopped";
+      case Status::kUnfinished:
+        return s + " when its thread exited";
+      case Status::kReturned:
+        return s + ", then called again";
+    }
+    return s;
   }
   std::string op = "`" + std::string(in.call.op) + "`";
   if (in.seq != hal::kNoSeq) op += " #" + std::to_string(in.seq);
@@ -313,7 +337,11 @@ std::string rank_now(TraceSource* source, const HangRank& r, int64_t seen_ns) {
 Chain collective_hang_chain(TraceSource* source, const CollectiveHang& h,
                             const std::map<std::string, std::map<uint32_t, std::string>>& names) {
   std::vector<uint64_t> inside, missing;
-  for (const auto& r : h.ranks) (r.inside ? inside : missing).push_back(r.rank);
+  for (const auto& r : h.ranks)
+    if (r.inside)
+      inside.push_back(r.rank);
+    else if (!h.passed(r))
+      missing.push_back(r.rank);
   std::string coll = h.op + " #" + std::to_string(h.seq);
   std::string where_inside;
   std::set<std::string> nodes;
@@ -350,14 +378,18 @@ Chain collective_hang_chain(TraceSource* source, const CollectiveHang& h,
                              uint64_t(waited(in)) / 1000});
       continue;
     }
-    std::string did = r.completed == hal::kNoSeq ? ""
-                      : r.completed > h.seq
-                          ? "it completed " + coll + " already; "
-                          : "it completed " + std::to_string(r.completed) + " collective" +
-                                (r.completed == 1 ? "" : "s") + " on the communicator; ";
-    std::string line = who + " never entered " + coll + ": " + did + rank_now(source, r, h.seen_ns);
-    causes.push_back(line);
+    // A rank past the collective (its latest row was read after it left) entered it.
+    std::string line =
+        h.passed(r) ? who + " has completed " + coll + " already: " + rank_now(source, r, h.seen_ns)
+                    : who + " never entered " + coll + ": " +
+                          (r.completed == hal::kNoSeq
+                               ? ""
+                               : "it completed " + std::to_string(r.completed) + " collective" +
+                                     (r.completed == 1 ? "" : "s") + " on the communicator; ") +
+                          rank_now(source, r, h.seen_ns);
     ch.timeline.push_back({"HOST", "rank " + std::to_string(r.rank), line, 0});
+    if (h.passed(r)) continue;
+    causes.push_back(line);
     if (ch.node.empty()) ch.node = r.node;
   }
   for (uint64_t rk : h.unseen)

@@ -43,12 +43,15 @@ struct CollectiveHang {
   int64_t seen_ns = 0;           // the latest observation
   bool ongoing = false;          // a rank is still inside (in_flight)
   size_t inside() const;
-  std::vector<const HangRank*> missing() const;  // ranks not inside
+  // Not inside, and past it: it completed the collective (read after it left).
+  bool passed(const HangRank& r) const;
+  std::vector<const HangRank*> missing() const;  // ranks not inside and not past it
 };
 
 // Collectives ranks wait in for longer than `after_ns`, grouped by (communicator, sequence
-// number). `communicators` (gather_fleet_collectives, may be empty) places ranks that have no
-// row: their node, pid and the collectives they completed.
+// number); one every rank inside has left (returned) is no hang. `communicators`
+// (gather_fleet_collectives, may be empty) places ranks that have no row: their node, pid and the
+// collectives they completed.
 std::vector<CollectiveHang> find_collective_hangs(
     const std::vector<InflightRow>& rows, const std::vector<FleetCommunicator>& communicators,
     uint64_t after_ns = 0);

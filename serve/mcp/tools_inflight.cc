@@ -6,12 +6,17 @@
 #include <sstream>
 
 #include "engine/hangs.h"
+#include "engine/node_selection.h"
 #include "engine/stuck_now.h"
 #include "serve/mcp/tool_support.h"
 #include "store/inflight_rows.h"
 
 namespace ingero::serve::mcp {
 namespace {
+
+// A stuck thread's sentence, whole: cut at 64 characters as a name is, it lost how long, where
+// and what the thread does ("... has been inside `ncclAllReduce` #3 for 15 s at ").
+constexpr size_t kLineChars = 1000;
 
 int64_t wall_now() {
   timespec ts{};
@@ -45,7 +50,7 @@ ToolOutput fleet_inflight(Opened& op, const ToolCall& call, std::optional<uint32
     << "\n";
   Json stuck = Json::array();
   for (size_t i = 0; i < threads.size() && i < limit; ++i) {
-    t << ident(threads[i].row.node) << ": " << ident(threads[i].line) << "\n";
+    t << ident(threads[i].row.node) << ": " << as_data(threads[i].line, kLineChars) << "\n";
     Json j = engine::stuck_thread_json(threads[i]);
     j["node"] = threads[i].row.node;
     stuck.push_back(std::move(j));
@@ -64,10 +69,26 @@ ToolOutput get_inflight(ToolContext& ctx, const ToolCall& call) {
   std::optional<uint32_t> pid;
   if (call.args.contains("pid")) pid = call.args["pid"].get<uint32_t>();
   size_t limit = size_t(arg_int(call.args, "limit", 50));
-  if (op->fleet) return fleet_inflight(*op, call, pid, limit);
+  // A pid or node the trace does not hold is an error naming those it does, as `ingero status
+  // --pid` and the other tools say it: it was answered "nothing is stuck".
+  auto unknown_pid = [&]() -> std::optional<std::string> {
+    if (!pid) return std::nullopt;
+    if (auto st = engine::check_pid(op->source->processes(), *pid); !st) return st.error().message;
+    return std::nullopt;
+  };
+  if (call.args.contains("node"))
+    if (auto have = op->source->nodes(); !have.empty())
+      if (auto n = engine::pick_nodes(have, {call.args["node"].get<std::string>()}); !n)
+        return error_output(n.error().message);
+  if (op->fleet) {
+    if (auto why = unknown_pid()) return error_output(*why);
+    return fleet_inflight(*op, call, pid, limit);
+  }
   store::StringPool strings;
   auto read = store::read_stuck_now(op->reader->db(), ctx.db_path(), pid, strings);
   if (!read) return error_output("reading the trace failed: " + read.error().message);
+  if (read->rows.empty())
+    if (auto why = unknown_pid()) return error_output(*why);
   ToolOutput o;
   std::ostringstream t;
   Json stuck = Json::array();
@@ -101,7 +122,7 @@ ToolOutput get_inflight(ToolContext& ctx, const ToolCall& call) {
     t << engine::nothing_stuck_line(read->live, s.inflight_after_s, s.launch_timing, s.started_at)
       << "\n";
   for (size_t i = 0; i < threads.size() && i < limit; ++i) {
-    t << ident(threads[i].line) << "\n";
+    t << as_data(threads[i].line, kLineChars) << "\n";
     stuck.push_back(engine::stuck_thread_json(threads[i]));
   }
   o.structured["stuck"] = std::move(stuck);

@@ -217,6 +217,51 @@ TEST_F(InflightMonitorTest, IdleRankEndsReturnedOrUnfinished) {
   EXPECT_EQ(by_tid[102], (std::pair{Inflight::Status::kUnfinished, ThreadState::kExited}));
 }
 
+// A rank is watched from its communicator's init: one that never reaches the first collective
+// its peers wait in was in no row ("not in this trace", helper-74). One whose communicator was
+// destroyed, or has no peer, or whose init failed, is never idle: they were idle for ever.
+TEST_F(InflightMonitorTest, RanksAreWatchedFromTheirInitUntilTheirCommunicatorGoes) {
+  auto m = make();
+  auto call = [](uint32_t tid, hal::EventKind kind, uint64_t comm, uint64_t nranks, int ret) {
+    hal::Event c;
+    c.pid = 100;
+    c.tid = tid;
+    c.kind = kind;
+    c.ts_ns = 9 * kSec;
+    c.dur_ns = kSec;
+    c.has_ret = true;
+    c.ret = ret;
+    c.set(hal::Field::kCommunicator, comm);
+    if (kind == hal::EventKind::kCommInit) {
+      c.set(hal::Field::kNranks, nranks);
+      c.set(hal::Field::kRank, 1);
+      c.set(hal::Field::kCommHash, 0xabc);
+    }
+    return c;
+  };
+  m.note_call(call(101, hal::EventKind::kCommInit, 0x77, 2, 0));  // then nothing
+  m.note_call(call(102, hal::EventKind::kCommInit, 0x88, 1, 0));  // alone
+  m.note_call(call(102, hal::EventKind::kCollective, 0x88, 0, 0));
+  m.note_call(call(103, hal::EventKind::kCommInit, 0x99, 2, 3));  // failed
+  m.tick(16 * kSec);
+  ASSERT_EQ(out_.reports[0].current.size(), 1u);
+  const Inflight& idle = out_.reports[0].current[0];
+  EXPECT_EQ(idle.what, Inflight::What::kIdle);
+  EXPECT_EQ(idle.call.tid, 101u);
+  EXPECT_EQ(idle.call.get(hal::Field::kRank), 1u);
+  EXPECT_EQ(idle.call.get(hal::Field::kCommHash), 0xabcu);
+  EXPECT_EQ(idle.seq, 0u);  // no collective completed
+  // Its communicator destroyed, its episode ends and none begins again.
+  hal::Event destroy = call(101, hal::EventKind::kCommDestroy, 0x77, 0, 0);
+  destroy.ts_ns = 16 * kSec;
+  m.note_call(destroy);
+  m.tick(17 * kSec);
+  ASSERT_EQ(out_.reports[1].ended.size(), 1u);
+  EXPECT_EQ(out_.reports[1].ended[0].status, Inflight::Status::kReturned);
+  m.tick(40 * kSec);
+  EXPECT_TRUE(out_.reports[2].current.empty());
+}
+
 TEST_F(InflightMonitorTest, StaleFrameAboveABlockedThreadIsNotReported) {
   auto m = make();
   host_.now = {frame(100, 1 * kSec, 1)};

@@ -114,6 +114,10 @@ std::string write_stuck_file(const std::string& name, const std::string& comm = 
   return path;
 }
 
+// MCP get_inflight's result on the trace `db`, asked by an agent of an in-process server.
+nlohmann::json get_inflight(const std::string& db,
+                            const nlohmann::json& args = nlohmann::json::object());
+
 // A row through the writer: replaced while it lasts (one row per call), read back exactly.
 TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   std::string path = write_stuck_file("inflight-rows.db");
@@ -162,15 +166,24 @@ TEST(InflightStore, RowsReplaceTheirCallAndReadBackExactly) {
   EXPECT_EQ(j["stuck"][0]["args"]["stream"], 0xabc);
   EXPECT_EQ(j["stuck"][0]["waited_s"], 10.0);
   EXPECT_EQ(j["stuck"][0]["state"], "in I/O");
+  // MCP gives the sentence whole (as data): cut at 64 characters, it lost how long, where and
+  // what the thread does.
+  auto r = get_inflight(path);
+  EXPECT_NE(
+      r["content"][0]["text"].get<std::string>().find(
+          "\n\"trainer (pid 7, thread 8) has been inside `cudaStreamSynchronize` for 10 s (in "
+          "uninterruptible I/O); its other threads are asleep\"\n"),
+      std::string::npos)
+      << r.dump();
 }
 
 // MCP get_inflight's result on the trace `db`, asked by an agent of an in-process server.
-nlohmann::json get_inflight(const std::string& db) {
+nlohmann::json get_inflight(const std::string& db, const nlohmann::json& args) {
   serve::mcp::ToolContext ctx(db, test::builtin_tool_host());
   EXPECT_TRUE(ctx.validate());
   serve::mcp::Server server(ctx);
   serve::mcp::Session session;
-  return test::call_tool(server, session, "get_inflight", nlohmann::json::object(), 1);
+  return test::call_tool(server, session, "get_inflight", args, 1);
 }
 
 // A trace recorded by a build that did not report calls in flight (the H100 fixtures): none
@@ -220,6 +233,18 @@ TEST(InflightStore, WithoutCallsInFlightRecordedWhatWasStuckIsUnknown) {
             "did not report calls in flight)\n"
             "whether anything was stuck is unknown: calls in flight were not recorded\n")
       << r.dump();
+  // A pid or node the trace does not hold is an error naming those it does, as status says it
+  // (it was answered as a quiet process).
+  for (const auto& args : {nlohmann::json{{"pid", 4242}}, nlohmann::json{{"node", "x"}}}) {
+    auto bad = get_inflight(db, args);
+    EXPECT_EQ(bad["isError"], true) << args << bad.dump();
+    const std::string text = bad["content"][0]["text"];
+    EXPECT_EQ(text.rfind(args.contains("pid") ? "no process 4242 in this trace (processes: "
+                                              : "no node 'x' in this trace (nodes: ",
+                         0),
+              0u)
+        << text;
+  }
 }
 
 // One session of node gpu-a with `flags`, from 5 s to 30 s after kOffset, and nothing in it.
