@@ -43,6 +43,16 @@ void LibraryDiscovery::scan_maps(
   std::string proc = host_.proc_root() + "/" + std::to_string(pid);
   auto text = host_.read_text(proc + "/maps");
   if (!text) return;  // exited or inaccessible
+  // A main thread that ended with pthread_exit leaves its process running in its other threads,
+  // with /proc/PID/maps (root, exe) empty: they are read through a live thread's. A library such
+  // a process loaded was never attached.
+  if (text->empty())
+    for (const std::string& t : host_.glob(proc + "/task/*/maps"))
+      if (auto live = host_.read_text(t); live && !live->empty()) {
+        proc = t.substr(0, t.size() - std::string_view("/maps").size());
+        text = std::move(live);
+        break;
+      }
   std::string exe;
   if (opts_.main_executables) {
     if (auto l = host_.readlink(proc + "/exe")) exe = *l;
@@ -61,16 +71,15 @@ void LibraryDiscovery::scan_maps(
   for (const MapEntry& m : maps) {
     if (!m.executable() || m.path.empty() || m.path[0] != '/') continue;
     std::string_view base = path_basename(m.path);
+    char range[48];
+    std::snprintf(range, sizeof range, "/map_files/%llx-%llx",
+                  static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end));
     if (m.deleted) {
       // Replaced or removed on disk since the process mapped it (pip or dpkg renames a new
       // file over the old one under a running job): the process still runs the old file, which
       // only its map_files entry reaches now. It was skipped, and the job went untraced with
       // no word said.
       if (!hinted(base)) continue;
-      char range[48];
-      std::snprintf(range, sizeof range, "/map_files/%llx-%llx",
-                    static_cast<unsigned long long>(m.start),
-                    static_cast<unsigned long long>(m.end));
       add(out, proc + range, m.path + std::string(kDeletedMark), "maps", pid, false);
       continue;
     }
@@ -89,6 +98,12 @@ void LibraryDiscovery::scan_maps(
     }
     bool is_main = !exe.empty() && m.path == exe;
     if (!is_main && !hinted(base)) continue;
+    // The file its path names from here may not be the one it mapped: after a chroot its maps
+    // give our paths and its root is another; a private mount namespace may bind-mount another
+    // copy over the path, or hold it on a tmpfs of its own. Each went untraced without a word.
+    // The mapped file itself is its map_files entry.
+    if (auto id = host_.identify(openable); !id || (m.inode && id->ino != m.inode))
+      if (host_.identify(proc + range)) openable = proc + range;
     add(out, openable, m.path, "maps", pid, is_main);
   }
   if (maps_out) *maps_out = std::move(maps);

@@ -1,5 +1,6 @@
 // Library discovery through the HostView seam: a fake /proc over real files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -34,6 +35,60 @@ class FakeHost : public LocalHost {
   std::map<std::string, std::string> env_, links_;
   std::string proc_;
 };
+
+// A process whose main thread ended with pthread_exit runs on in its other threads; its own maps
+// read empty, a live thread's do not (helper-75: a library its worker loaded was never
+// attached, 0 of 5 calls).
+TEST(Discovery, AProcessWhoseMainThreadEndedIsReadThroughALiveThread) {
+  std::string root = test::temp_path("host");
+  fs::create_directories(root + "/proc/100/task/100");
+  fs::create_directories(root + "/proc/100/task/101/root/opt");
+  fs::copy_file(INGERO_FAKE_CUDART, root + "/proc/100/task/101/root/opt/libcudart.so.13");
+  std::ofstream(root + "/proc/100/maps") << "";
+  std::ofstream(root + "/proc/100/task/100/maps") << "";
+  std::ofstream(root + "/proc/100/task/101/maps")
+      << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 1 /opt/libcudart.so.13\n";
+  FakeHost host(root + "/proc");
+  host.pids_ = {100};
+  DiscoveryOptions o;
+  o.hints = {"libcudart"};
+  o.ld_cache = root + "/none";
+  LibraryDiscovery d(host, o);
+  auto files = d.scan_all();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].display_path, "/opt/libcudart.so.13");
+  EXPECT_EQ(files[0].path, root + "/proc/100/task/101/root/opt/libcudart.so.13");
+  EXPECT_EQ(files[0].pids, (std::set<int>{100}));
+}
+
+// The file a mapping's path names from here is not the one mapped (a chroot, another copy bind-
+// mounted over the path in a private mount namespace, a tmpfs of its own): the mapped one is
+// reached through map_files. helper-75: each went untraced, 0 of 7 calls, without a word.
+TEST(Discovery, AMappedFileThatIsNotTheOneItsPathNamesIsReachedThroughMapFiles) {
+  std::string root = test::temp_path("host");
+  fs::create_directories(root + "/proc/100/root/opt");
+  fs::create_directories(root + "/proc/100/map_files");
+  fs::create_directories(root + "/elsewhere");
+  fs::copy_file(INGERO_FAKE_CUDART, root + "/proc/100/root/opt/libcudart.so.13");
+  fs::copy_file(INGERO_FAKE_CUDART, root + "/elsewhere/libcudart.so.13");
+  fs::create_symlink(root + "/elsewhere/libcudart.so.13",
+                     root + "/proc/100/map_files/7f0000000000-7f0000001000");
+  struct stat mapped {};
+  ASSERT_EQ(::stat((root + "/elsewhere/libcudart.so.13").c_str(), &mapped), 0);
+  std::ofstream(root + "/proc/100/maps") << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 "
+                                         << mapped.st_ino << " /opt/libcudart.so.13\n";
+  FakeHost host(root + "/proc");
+  host.pids_ = {100};
+  DiscoveryOptions o;
+  o.hints = {"libcudart"};
+  o.ld_cache = root + "/none";
+  LibraryDiscovery d(host, o);
+  auto files = d.scan_all();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].path, root + "/proc/100/map_files/7f0000000000-7f0000001000");
+  EXPECT_EQ(files[0].display_path, "/opt/libcudart.so.13");
+  EXPECT_EQ(files[0].id.ino, uint64_t(mapped.st_ino));
+}
 
 TEST(Discovery, FindsMappedFilesThroughProcRootDedupedByInode) {
   std::string root = test::temp_path("host");
