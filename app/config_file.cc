@@ -80,9 +80,13 @@ std::string type_problem(const CLI::Option& op, const ConfigEntry& e) {
       if (k != TomlKind::kInteger && k != TomlKind::kFloat)
         return flag + " takes a number, not " + given;
     } else if (k != TomlKind::kString) {
+      // A number is shown with a unit; anything else (`inflight_after = true` was told
+      // "trues") is not.
       if (duration)
-        return flag + " takes a duration with its unit, as a string (\"" + e.values[i] +
-               "s\", \"5m\"), not " + given;
+        return flag + " takes a duration with its unit, as a string (" +
+               (k == TomlKind::kInteger || k == TomlKind::kFloat ? "\"" + e.values[i] + "s\", "
+                                                                 : std::string()) +
+               "\"5m\"), not " + given;
       if (size) return flag + " takes a size with its unit, as a string (\"500MiB\"), not " + given;
       return flag + " takes a string, not " + given;
     }

@@ -189,7 +189,8 @@ TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
       "keep_all = 1\n"                   // 13
       "sysfs_root = \"/nonexistent\"\n"  // 14
       "db = \"\"\n"                      // 15
-      "clickhouse_exit_timeout = 5\n");  // 16
+      "clickhouse_exit_timeout = 5\n"    // 16
+      "inflight_after = true\n");        // 17
   std::vector<std::string> want = {
       "f.toml:2:1: [trace] flush_ms: bad value: --flush-ms: Value -1 not in range 1 to 60000",
       "f.toml:3:1: [trace] stack: wrong type: --stack takes true or false, not a string "
@@ -215,6 +216,9 @@ TEST(ConfigFile, TypesAndRangesOfEveryKeyAreChecked) {
       "f.toml:15:1: [trace] db: bad value: --db: an empty path names no file",
       "f.toml:16:1: [trace] clickhouse_exit_timeout: wrong type: --clickhouse-exit-timeout takes "
       "a duration with its unit, as a string (\"5s\", \"5m\"), not an integer (5)",
+      // A unit is put after a number only: it said ("trues", "5m").
+      "f.toml:17:1: [trace] inflight_after: wrong type: --inflight-after takes a duration with "
+      "its unit, as a string (\"5m\"), not a boolean (true)",
   };
   ASSERT_EQ(lines.size(), want.size()) << ::testing::PrintToString(lines);
   for (size_t i = 0; i < want.size(); ++i)
