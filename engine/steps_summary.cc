@@ -415,7 +415,8 @@ std::string code_location(const std::vector<StackFrameInfo>& frames) {
   // so a sample that lands in libc's clock_gettime names the loop that called it.
   for (int pass = 0; pass < 6 && !pick; ++pass)
     for (const auto& f : frames) {
-      bool native_own = !f.python && !library_module(f.module);
+      bool native_own = !f.python && !library_module(f.module) &&
+                        !hal::generated_launch_frame(f.function, f.file);
       bool take = pass == 0   ? f.python && !library_file(f.file)
                   : pass == 1 ? f.python
                   : pass == 2 ? native_own && !f.file.empty()

@@ -1,10 +1,35 @@
 #include "hal/demangle.h"
 
-#include <cxxabi.h>
+#include <libiberty/demangle.h>
 
-#include <cstdlib>
+#include <csetjmp>
 
 namespace ingero::hal {
+namespace {
+
+// Where the demangler's pieces go; past the bound it is left at once (longjmp): the demangler
+// calls back from C frames that allocate nothing (the callback interface exists for that).
+struct Bounded {
+  std::string out;
+  std::jmp_buf past;
+};
+
+void append(const char* s, size_t n, void* opaque) {
+  auto* b = static_cast<Bounded*>(opaque);
+  if (b->out.size() + n > kMaxDemangled) std::longjmp(b->past, 1);
+  b->out.append(s, n);
+}
+
+// The demangled name, or "" where it is not a C++ name or would pass the bound. The options
+// are __cxa_demangle's (libstdc++ carries the same demangler).
+std::string demangle_bounded(const char* mangled) {
+  Bounded b;
+  if (setjmp(b.past) != 0) return "";
+  if (!cplus_demangle_v3_callback(mangled, DMGL_PARAMS | DMGL_TYPES, append, &b)) return "";
+  return std::move(b.out);
+}
+
+}  // namespace
 
 std::string demangle(const std::string& sym) {
   // "name+0x1f" and "name.isra.0" (how stacks spell them) keep their suffixes.
@@ -14,11 +39,16 @@ std::string demangle(const std::string& sym) {
   size_t dot = name.find('.');
   std::string suffix = dot == std::string::npos ? "" : name.substr(dot);
   if (dot != std::string::npos) name.resize(dot);
-  int status = 0;
-  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  std::string out = status == 0 && d ? std::string(d) + suffix + off : sym;
-  std::free(d);
-  return out;
+  std::string d = demangle_bounded(name.c_str());
+  return d.empty() ? sym : d + suffix + off;
+}
+
+bool generated_launch_frame(std::string_view function, std::string_view file) {
+  if (!file.empty() && (system_library(file) || file.ends_with(".stub.c"))) return true;
+  for (std::string_view p :
+       {"__device_stub__", "__wrapper__device_stub_", "__cudaLaunchKernel", "__hipLaunchKernel"})
+    if (function.starts_with(p)) return true;
+  return false;
 }
 
 bool system_library(std::string_view path) {

@@ -17,8 +17,20 @@ namespace ingero::hal {
 // where the user's code is).
 bool system_library(std::string_view path);
 
+// Code a device compiler put into the program around a kernel launch, not the user's: the
+// runtime headers' launch helpers (a frame whose source is a system or vendor file, as
+// system_library() knows them: `__cudaLaunchKernel_helper` at .../cuda/include/...), the stubs
+// nvcc writes (`*.stub.c`, `__device_stub__*`, `__wrapper__device_stub_*`) and clang's for CUDA
+// and HIP (`__device_stub__*`). Where a launch comes from skips them: every nvcc-built program's
+// launches read "from __cudaLaunchKernel_helper (device_functions.h:2963)".
+bool generated_launch_frame(std::string_view function, std::string_view file);
+
 // "_ZN3foo3barEv" -> "foo::bar()", keeping "+0x1f" and ".isra.0" suffixes; anything else
-// unchanged.
+// unchanged. A name whose demangled form would pass kMaxDemangled bytes stays as it is: a
+// 197-byte symbol of nested templates demangled to 109 MB (1.8 GB of the tracer's memory, 70 s,
+// and a trace whose kernel names every query refused as too big). The demangler writes into a
+// bounded buffer and stops there, so such a name costs microseconds.
+inline constexpr size_t kMaxDemangled = 64 << 10;
 std::string demangle(const std::string& name);
 
 }  // namespace ingero::hal

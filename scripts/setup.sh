@@ -6,7 +6,8 @@ set -euo pipefail
 BUILD_PKGS=(build-essential cmake pkg-config clang llvm libbpf-dev bpftool libelf-dev libdw-dev
             libsqlite3-dev sqlite3 prometheus-cpp-dev libcli11-dev nlohmann-json3-dev
             libssl-dev zlib1g-dev libzstd-dev libboost1.74-dev libyaml-cpp-dev libcrypt-dev
-            libtomlplusplus-dev libcurl4-openssl-dev libprotobuf-dev protobuf-compiler)
+            libtomlplusplus-dev libcurl4-openssl-dev libprotobuf-dev protobuf-compiler
+            libiberty-dev)
 TEST_PKGS=(googletest libgtest-dev libgmock-dev libbenchmark-dev libamdhip64-5 libibverbs1
            prometheus python3 python3-dev clang-format openssl
            python3-yaml python3-jsonschema systemd libcap2-bin dpkg-dev
