@@ -197,12 +197,26 @@ ingero::Status prepare_writable(const std::string& path, bool create) {
   if (path.empty()) return ingero::make_error("no trace file given");
   // The trace writer's reserve beside the trace (store/trace_writer.h): a planted one is
   // refused here, before the trace is created or written, not after.
+  //
+  // So are SQLite's (and again as SQLite opens them: store/owned_vfs.h): whoever may write the
+  // folder (a sticky /tmp) could plant PATH-wal, keep it open and read every frame the tracer
+  // wrote through it, or plant a hot PATH-journal whose "original pages" (a file of theirs,
+  // with triggers) the writer then rolled back into the trace and ran.
   if (create)
-    if (auto s = check_owned_file(path + "-reserve"); !s) return s;
+    for (const char* side : {"-reserve", "-wal", "-shm", "-journal"})
+      if (auto s = check_owned_file(path + side); !s) return s;
   std::string dir = folder_of(path);
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) {
     if (auto s = regular_file(path, st); !s) return s;
+    // A trace of another user's: its owner would read every command line the tracer appends
+    // (any local user could make /tmp/run.db first, with `ingero demo`).
+    if (create && st.st_uid != geteuid())
+      return ingero::make_error(path + ": belongs to uid " + std::to_string(st.st_uid) +
+                                ", not to the user running ingero (uid " +
+                                std::to_string(geteuid()) +
+                                "); its owner would read what this trace records (give --db a "
+                                "file of your own)");
     int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) return ingero::Error::sys("cannot write " + path, errno);
     ::close(fd);

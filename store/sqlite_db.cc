@@ -10,6 +10,7 @@
 #include "store/call_store.h"
 #include "store/file_access.h"
 #include "store/lock_wait.h"
+#include "store/owned_vfs.h"
 #include "store/sketch_sql.h"
 
 namespace ingero::store {
@@ -158,7 +159,8 @@ ingero::Result<std::unique_ptr<Db>> Db::open(const std::string& path, Mode mode)
     flags |= SQLITE_OPEN_URI;
   }
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags,
+                           mode == Mode::kReadOnly ? nullptr : owned_vfs_name());
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);

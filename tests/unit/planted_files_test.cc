@@ -15,6 +15,7 @@
 
 #include "fleet/shipper.h"
 #include "store/file_access.h"
+#include "store/sqlite_db.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
@@ -213,6 +214,60 @@ TEST(PlantedFiles, SqliteFilesBesideTheTraceDoNotFollowLinks) {
     EXPECT_EQ(read_text(victim), "precious") << suffix;
     EXPECT_TRUE(std::filesystem::is_regular_file(victim)) << suffix;
   }
+}
+
+// helper-73, as filed: a user who may write the trace's folder (a sticky /tmp) planted TRACE-wal,
+// kept it open, and read every frame root's tracer then wrote through it; or planted a hot
+// TRACE-journal whose pages (a file of theirs, with triggers) root's tracer rolled back into the
+// trace and ran. SQLite's files of another user's are refused, before any change and as SQLite
+// opens them; so is appending to a trace of another user's, whose owner would read it all.
+TEST(PlantedFiles, SqliteFilesOfAnotherUserBesideATraceAreRefused) {
+  REQUIRE_ROOT();
+  std::string d = other_users_folder("d");
+  std::string trace = write_free_calls(d + "/t.db", 100);
+  const std::string sum = sha256_file(trace);
+  for (const char* side : {"-wal", "-shm", "-journal"}) {
+    SCOPED_TRACE(side);
+    ASSERT_EQ(as_other_user({"/usr/bin/touch", trace + side}), 0);
+    auto w = store::TraceWriter::open(trace);
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error().message, trace + side +
+                                     ": belongs to uid 65534, not to the user running ingero "
+                                     "(uid 0); ingero writes only its own files beside a trace" +
+                                     kFix);
+    EXPECT_EQ(sha256_file(trace), sum);
+    std::filesystem::remove(trace + side);
+  }
+  // Planted after ingero looked, before SQLite opens it: refused as SQLite opens it, and
+  // nothing is written through it. (A trace whose session ended is in rollback mode; one being
+  // written, or left by a killed tracer, is in WAL mode.)
+  {
+    auto db = store::Db::open(trace, store::Db::Mode::kReadWrite);
+    ASSERT_TRUE(db) << db.error().message;
+    ASSERT_TRUE((*db)->exec("PRAGMA journal_mode = WAL"));
+  }
+  ASSERT_FALSE(std::filesystem::exists(trace + "-wal"));
+  const std::string wal_sum = sha256_file(trace);
+  ASSERT_EQ(as_other_user({"/usr/bin/touch", trace + "-wal"}), 0);
+  ASSERT_EQ(chmod((trace + "-wal").c_str(), 0666), 0);
+  {
+    auto db = store::Db::open(trace, store::Db::Mode::kReadWrite);
+    bool wrote = db && (*db)->exec("PRAGMA user_version = 7");
+    EXPECT_FALSE(wrote);
+  }
+  EXPECT_EQ(std::filesystem::file_size(trace + "-wal"), 0u);
+  EXPECT_EQ(sha256_file(trace), wal_sum);
+  std::filesystem::remove(trace + "-wal");
+  std::filesystem::remove(trace + "-shm");
+  // A trace of another user's.
+  ASSERT_EQ(chown(trace.c_str(), kOtherUid, kOtherUid), 0);
+  auto w = store::TraceWriter::open(trace);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().message, trace +
+                                   ": belongs to uid 65534, not to the user running ingero (uid "
+                                   "0); its owner would read what this trace records (give --db "
+                                   "a file of your own)");
+  EXPECT_EQ(sha256_file(trace), wal_sum);
 }
 
 TEST(PlantedFiles, TheShippingLockIsNotFollowed) {
