@@ -13,6 +13,7 @@
 #include "store/file_access.h"
 #include "store/legacy_views.h"
 #include "store/query_note.h"
+#include "store/sql_printf.h"
 
 namespace ingero::store {
 namespace {
@@ -277,6 +278,8 @@ ingero::Status confine(Db& db, int max_value_bytes) {
   sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
   sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_set_authorizer(db.handle(), authorizer, nullptr);
+  if (int rc = guard_printf(db.handle()); rc != SQLITE_OK)
+    return ingero::make_error(std::string("confining the connection: ") + sqlite3_errstr(rc));
   return {};
 }
 

@@ -350,6 +350,40 @@ TEST(QueryConfinement, HostileSqlFailsAndLeavesTheFileUnchanged) {
   EXPECT_EQ(test::sha256_file(db), before);
 }
 
+// printf pads inside one step of SQLite's machine, where the progress handler never runs: one
+// printf('%.*c', 2147483647 - i, 'x') took 8-10 s of CPU per row, past the time limit, and a
+// statement of a few such rows ran for a minute (helper-73). A width or precision past the
+// value length limit is an error at once; within it, printf is SQLite's own.
+TEST(QueryConfinement, APrintfWidthPastTheLengthLimitIsAnErrorAtOnce) {
+  std::string db = write_sample(test::temp_path("printf.db"));
+  auto reader = TraceReader::open(db);
+  ASSERT_TRUE(reader);
+  QueryLimits lim;
+  lim.timeout_ms = 1500;
+  lim.max_value_bytes = 1 << 20;
+  for (const char* sql :
+       {"WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r LIMIT 3) SELECT "
+        "count(printf('%.*c', 2147483647 - i, 'x')) FROM r",
+        "SELECT format('%*d', 2000000, 1)", "SELECT printf('%.2000000000c', 'x')",
+        "SELECT printf('%s %-*.*f', 'a', 3, 1048577, 1.5)"}) {
+    auto r = run_query(**reader, sql, lim);
+    ASSERT_FALSE(r) << sql;
+    EXPECT_NE(r.error().message.find("passes the value length limit of 1048576 bytes"),
+              std::string::npos)
+        << r.error().message;
+  }
+  auto ok = run_query(**reader,
+                      "SELECT printf('%5.2f|%-4d|%s|%q|%%|%*d|%.*c', 3.14159, 7, 'x', 'it''s', 3, "
+                      "9, 3, 'z'), format('%d', 42), printf(NULL), printf('%d')",
+                      lim);
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_EQ(ok->rows.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(ok->rows[0][0]), " 3.14|7   |x|it''s|%|  9|zzz");
+  EXPECT_EQ(std::get<std::string>(ok->rows[0][1]), "42");
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(ok->rows[0][2]));
+  EXPECT_EQ(std::get<std::string>(ok->rows[0][3]), "0");
+}
+
 TEST(QueryConfinement, RowAndSizeLimitsTruncateWithAReason) {
   std::string db = write_sample(test::temp_path("limits.db"), 50);
   auto reader = TraceReader::open(db);
