@@ -6,6 +6,8 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace ingero::serve::http {
@@ -31,18 +33,19 @@ bool printable_token(std::string_view t) {
   return true;
 }
 
-// A real bcrypt hash (cost 10) of a random password: unknown users are checked against it so
-// that they cost what a known user costs.
-const std::string& dummy_hash() {
-  static const std::string h = [] {
-    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-    if (!crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof salt)) return std::string();
-    auto data = std::make_unique<crypt_data>();
-    const char* r = crypt_r("ingero-unknown-user", salt, data.get());
-    return std::string(r && r[0] != '*' ? r : "");
-  }();
-  return h;
+// A real bcrypt hash of a fixed password at `cost`: unknown users are checked against one at
+// the users' cost so that they cost what a known user costs (at a fixed cost 10, users of cost
+// 13 and 5 told unknown names apart by time).
+std::string dummy_hash(int cost) {
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  if (!crypt_gensalt_rn("$2b$", cost, nullptr, 0, salt, sizeof salt)) return std::string();
+  auto data = std::make_unique<crypt_data>();
+  const char* r = crypt_r("ingero-unknown-user", salt, data.get());
+  return std::string(r && r[0] != '*' ? r : "");
 }
+
+// A bcrypt hash's cost ("$2b$10$...").
+int bcrypt_cost(const std::string& hash) { return std::atoi(hash.substr(4, 2).c_str()); }
 
 }  // namespace
 
@@ -58,6 +61,8 @@ bool bcrypt_hash_valid(const std::string& hash) {
 
 bool bcrypt_verify(std::string_view password, const std::string& hash) {
   if (!bcrypt_hash_valid(hash)) return false;
+  // crypt_r reads up to a NUL: "pw\0junk" passed as "pw" (Go's bcrypt, Prometheus's, refuses it).
+  if (password.find('\0') != std::string_view::npos) return false;
   // crypt_data is 32 KiB: not on a worker's stack.
   auto data = std::make_unique<crypt_data>();
   std::string pw(password);
@@ -96,6 +101,7 @@ std::string BearerAuth::challenge() const { return "Bearer realm=\"" + realm_ + 
 Result<std::shared_ptr<BasicAuth>> BasicAuth::create(std::map<std::string, std::string> users,
                                                      std::string realm) {
   if (users.empty()) return make_error("basic auth: no user given");
+  std::map<int, size_t> costs;
   for (const auto& [user, hash] : users) {
     if (user.empty() || user.find(':') != std::string::npos)
       return make_error("basic auth: user name '" + user + "' is empty or holds ':'");
@@ -103,9 +109,24 @@ Result<std::shared_ptr<BasicAuth>> BasicAuth::create(std::map<std::string, std::
       return make_error("basic auth: the password hash of user '" + user +
                         "' is not a bcrypt hash ($2a$, $2b$ or $2y$, 60 characters; make one "
                         "with htpasswd -nBC 10 \"\" | tr -d ':\\n')");
+    // Below 4 no login ever matched; at 31 one check by anyone (no login needed) held the
+    // checking thread for days.
+    int cost = bcrypt_cost(hash);
+    if (cost < kMinBcryptCost || cost > kMaxBcryptCost)
+      return make_error("basic auth: the password hash of user '" + user + "' has cost " +
+                        std::to_string(cost) + ": give " + std::to_string(kMinBcryptCost) + " to " +
+                        std::to_string(kMaxBcryptCost) +
+                        " (each step doubles the time of a check; 10 takes ~50 ms)");
+    ++costs[cost];
   }
-  if (dummy_hash().empty()) return make_error("basic auth: crypt_r cannot make bcrypt hashes");
-  return std::shared_ptr<BasicAuth>(new BasicAuth(std::move(users), std::move(realm)));
+  // The users' most common cost.
+  int common = std::max_element(costs.begin(), costs.end(), [](auto& a, auto& b) {
+                 return a.second < b.second;
+               })->first;
+  std::string dummy = dummy_hash(common);
+  if (dummy.empty()) return make_error("basic auth: crypt_r cannot make bcrypt hashes");
+  return std::shared_ptr<BasicAuth>(
+      new BasicAuth(std::move(users), std::move(realm), std::move(dummy)));
 }
 
 bool BasicAuth::parse(const Request& head, std::string& user, std::string& password) {
@@ -160,8 +181,7 @@ AuthDecision BasicAuth::check(const Request& head) const {
     ok = *known;
   } else {
     auto it = users_.find(user);
-    ok = bcrypt_verify(password, it == users_.end() ? dummy_hash() : it->second) &&
-         it != users_.end();
+    ok = bcrypt_verify(password, it == users_.end() ? dummy_ : it->second) && it != users_.end();
     std::lock_guard<std::mutex> g(mu_);
     if (verified_.size() >= 1024) verified_.clear();
     verified_[key] = ok;

@@ -84,17 +84,22 @@ class BasicAuth : public Authenticator {
   std::string challenge() const override;
 
  private:
-  BasicAuth(std::map<std::string, std::string> u, std::string realm)
-      : users_(std::move(u)), realm_(std::move(realm)) {}
+  BasicAuth(std::map<std::string, std::string> u, std::string realm, std::string dummy)
+      : users_(std::move(u)), realm_(std::move(realm)), dummy_(std::move(dummy)) {}
   // The (user, password) in an Authorization header, if it is well-formed Basic.
   static bool parse(const Request& head, std::string& user, std::string& password);
   std::string cache_key(const std::string& user, const std::string& password) const;
 
   std::map<std::string, std::string> users_;
   std::string realm_;
+  std::string dummy_;  // what an unknown user is checked against: a hash at the users' cost
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, bool> verified_;  // cache_key -> password matched
 };
+
+// The bcrypt costs a web config may give: 4 is bcrypt's least; past 16 a check takes seconds,
+// which any client, without a login, could make the server spend.
+inline constexpr int kMinBcryptCost = 4, kMaxBcryptCost = 16;
 
 // Verifies `password` against a bcrypt `hash` with crypt_r (constant-time comparison).
 bool bcrypt_verify(std::string_view password, const std::string& hash);

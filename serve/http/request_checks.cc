@@ -9,8 +9,15 @@ HeadCheck check_head(Core& core, const Request& head, bool chunked) {
     c.refuse = Response::text(400, "the request target must be a path");
     return c;
   }
-  // Only "chunked" is understood; anything else would leave the body's end unknown.
-  if (head.headers.has("transfer-encoding") && !chunked) {
+  // Only "chunked" is understood, alone; anything else would leave the body's end unknown.
+  // `gzip, chunked` was de-chunked and taken as the body, its gzip ignored.
+  auto coding = head.headers.get("transfer-encoding");
+  auto only_chunked = [](std::string v) {
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+    size_t b = v.find_first_not_of(" \t");
+    return b != std::string::npos && iequals(std::string_view(v).substr(b), "chunked");
+  };
+  if (coding && (!chunked || !only_chunked(*coding))) {
     ++core.counters.bad_requests;
     c.refuse = Response::text(501, "unsupported Transfer-Encoding");
     return c;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -35,6 +36,8 @@ TEST(HttpAuth, BcryptKnownAnswers) {
   EXPECT_TRUE(bcrypt_verify("test", kPrometheusGuideHash));
   EXPECT_FALSE(bcrypt_verify("Test", kPrometheusGuideHash));
   EXPECT_TRUE(bcrypt_verify("U*U", kCryptBlowfishHash));
+  // crypt_r stops at a NUL: "test\0junk" passed as "test" (helper-73).
+  EXPECT_FALSE(bcrypt_verify(std::string_view("test\0junk", 9), kPrometheusGuideHash));
   // htpasswd -B writes $2y$: the same algorithm.
   std::string y = kCryptBlowfishHash;
   y[2] = 'y';
@@ -67,6 +70,25 @@ TEST(HttpAuth, BearerTokensAreCheckedAtCreationAndPerRequest) {
   Request t;
   t.headers.add("Authorization", "Bearer token-on");
   EXPECT_FALSE((*a)->check(t).ok);
+}
+
+// A cost outside 4..16 is refused at start: below 4 no login ever matched; at 31 one check by
+// any client, without a login, held the checking thread for days (helper-73).
+TEST(HttpAuth, BcryptCostsOutsideFourToSixteenAreRefused) {
+  for (const char* cost : {"03", "17", "31"}) {
+    std::string h = kCryptBlowfishHash;
+    h.replace(4, 2, cost);
+    auto a = BasicAuth::create({{"carol", h}}, "metrics");
+    ASSERT_FALSE(a) << cost;
+    EXPECT_EQ(a.error().message, "basic auth: the password hash of user 'carol' has cost " +
+                                     std::to_string(std::atoi(cost)) +
+                                     ": give 4 to 16 (each step doubles the time of a check; 10 "
+                                     "takes ~50 ms)");
+  }
+  // Users of different costs: accepted (an unknown user is checked at the most common one).
+  EXPECT_TRUE(BasicAuth::create(
+      {{"alice", kPrometheusGuideHash}, {"carol", kCryptBlowfishHash}, {"dan", kCryptBlowfishHash}},
+      "metrics"));
 }
 
 class HttpBasicAuth : public HttpTest {

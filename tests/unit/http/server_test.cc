@@ -280,6 +280,13 @@ TEST_F(HttpTest, MalformedRequestsAreRefused) {
   };
   EXPECT_EQ(raw("NOT HTTP AT ALL\r\n\r\n"), 400);
   EXPECT_EQ(raw("GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
+  // Chunked alone: `gzip, chunked` was de-chunked and its gzip ignored (helper-73).
+  EXPECT_EQ(raw("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                "3\r\nabc\r\n0\r\n\r\n"),
+            501);
+  EXPECT_EQ(raw("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: Chunked \r\n\r\n"
+                "3\r\nabc\r\n0\r\n\r\n"),
+            200);
   EXPECT_EQ(raw("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n"
                 "Content-Length: 4\r\n\r\nabcd"),
             400);
