@@ -72,7 +72,14 @@ std::optional<std::string> OutputFile::refusal(const std::string& path, bool for
         return path + ": is " + what(suffix) + in +
                "; writing it would destroy the trace (choose another output file)";
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (stat(path.c_str(), &st) != 0) {
+    // A link to nothing is a name that exists: perfetto and pprof wrote the whole output, then
+    // failed at the rename (exit 1); sqlite and the report replaced the link without a word.
+    struct stat lst {};
+    if (lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode) && !force)
+      return path + ": exists (a symbolic link to nothing); pass --force to replace it";
+    return std::nullopt;
+  }
   if (S_ISDIR(st.st_mode)) return path + ": is a directory, not a file to write";
   for (const auto& in : inputs)
     for (const char* suffix : {"", "-wal", "-shm", "-journal"})

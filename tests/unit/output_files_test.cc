@@ -114,6 +114,26 @@ TEST_F(OutputFiles, ExportRefusesToOverwriteWithoutForce) {
   EXPECT_EQ(entries(dir_), 1u);
 }
 
+// A symbolic link to nothing is a name that exists: perfetto and pprof wrote their whole output
+// and then failed at the rename, exit 1; sqlite replaced the link without a word (helper-73).
+TEST_F(OutputFiles, ALinkToNothingIsAnExistingOutput) {
+  std::string out = dir_ + "/dl.json";
+  std::filesystem::create_symlink(dir_ + "/nowhere", out);
+  for (const std::string format : {"perfetto", "pprof", "sqlite"}) {
+    auto r = ingero({"export", "--format", format, "--db", db_, "-o", out});
+    EXPECT_EQ(r.rc, 2) << format;
+    EXPECT_EQ(r.err, "ingero export: " + out +
+                         ": exists (a symbolic link to nothing); pass --force to replace it\n")
+        << format;
+    EXPECT_TRUE(std::filesystem::is_symlink(out)) << format;
+    EXPECT_EQ(entries(dir_), 1u) << format;
+  }
+  auto f = ingero({"export", "--db", db_, "-o", out, "--force"});
+  ASSERT_EQ(f.rc, 0) << f.err;
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(out)));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/nowhere"));
+}
+
 // The trace read is never the output, --force or not, in any format (a usage error, exit 2):
 // --format sqlite --force renamed its plain copy over the trace it read.
 TEST_F(OutputFiles, ExportRefusesToWriteOverItsInput) {
