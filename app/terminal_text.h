@@ -1,7 +1,7 @@
 // Text bound for a terminal: a traced system's names (a process's comm, which any process sets;
 // a node name shipped from another host) may hold escape sequences that retitle, clear or
 // rewrite the reader's terminal. Through TerminalText, control characters other than newline
-// and tab are written as \xHH.
+// and tab are written as \xHH, and the C1 controls (U+0080..U+009F in UTF-8) as \u00HH.
 #pragma once
 
 #include <memory>

@@ -28,6 +28,20 @@ TEST(TerminalText, ControlCharactersButNewlineAndTabAreWrittenAsEscapes) {
   EXPECT_EQ(to.str(), "a\\x1b]0;pwned\\x07\\x1b[2J\tb\n\\x00\\x7fé");
 }
 
+// The C1 controls, U+0080..U+009F (U+009B is CSI to a terminal that takes C1), were printed raw
+// (helper-73); other characters of the same lead byte, and a lead byte last, are kept.
+TEST(TerminalText, C1ControlsAreWrittenAsEscapes) {
+  std::ostringstream to;
+  {
+    app::TerminalText t(to);
+    t << "x\xc2\x9b"
+      << "31m \xc2\x85|\xc2\xa9|";
+    t << '\xc2';
+    t << '\x9b' << "\xc2";
+  }
+  EXPECT_EQ(to.str(), "x\\u009b31m \\u0085|\xc2\xa9|\\u009b\xc2");
+}
+
 TEST(TerminalText, ExplainPrintsATracedNameThatHoldsEscapesAsText) {
   std::string db = temp_path("evil.db");
   ASSERT_TRUE(unpack_fixture("h100/starve", db));
