@@ -51,6 +51,24 @@ InflightMonitor::InflightMonitor(const hal::CallDecoder& decoder, Host& host, ha
     : decoder_(decoder), host_(host), out_(out), options_(options) {}
 
 void InflightMonitor::note_call(const hal::Event& ev) {
+  if (ev.kind == hal::EventKind::kCommInit || ev.kind == hal::EventKind::kCollective ||
+      ev.kind == hal::EventKind::kCommDestroy)
+    note_communicator(ev);
+  if (!rank_threads_.empty()) {
+    auto it = rank_threads_.find(ev.tid);
+    if (it != rank_threads_.end())
+      it->second.last_end = std::max(it->second.last_end, ev.ts_ns + ev.dur_ns);
+  }
+  if (!tracked_.empty()) {
+    auto it = tracked_.find({ev.tid, ev.ts_ns});
+    if (it != tracked_.end() && it->second.row.what == hal::Inflight::What::kCall) {
+      it->second.returned_ns = ev.ts_ns + ev.dur_ns;
+      it->second.unfinished = ev.unfinished;
+    }
+  }
+}
+
+void InflightMonitor::note_communicator(const hal::Event& ev) {
   const uint64_t comm = ev.get_or(hal::Field::kCommunicator, 0);
   // A rank's thread is watched from its communicator's init: a rank that never reaches the
   // first collective its peers wait in is the classic hang, and it was in no row. A
@@ -82,18 +100,6 @@ void InflightMonitor::note_call(const hal::Event& ev) {
     for (auto it = rank_threads_.begin(); it != rank_threads_.end();)
       it = it->second.pid == ev.pid && it->second.communicator == comm ? rank_threads_.erase(it)
                                                                        : std::next(it);
-  }
-  if (!rank_threads_.empty()) {
-    auto it = rank_threads_.find(ev.tid);
-    if (it != rank_threads_.end())
-      it->second.last_end = std::max(it->second.last_end, ev.ts_ns + ev.dur_ns);
-  }
-  if (!tracked_.empty()) {
-    auto it = tracked_.find({ev.tid, ev.ts_ns});
-    if (it != tracked_.end() && it->second.row.what == hal::Inflight::What::kCall) {
-      it->second.returned_ns = ev.ts_ns + ev.dur_ns;
-      it->second.unfinished = ev.unfinished;
-    }
   }
 }
 

@@ -112,6 +112,9 @@ class InflightMonitor {
     bool seen = false;  // at this tick
   };
   using Key = std::pair<uint32_t, uint64_t>;  // (tid, entry) of a call; (tid, 0) idle
+  // An init, a collective or a destroy: its communicator's state, and whether its thread is a
+  // rank's to watch.
+  void note_communicator(const hal::Event& ev);
   void track_call(const ingero_inflight_rec& r, uint64_t now, hal::InflightReport& report);
   void track_idle(uint32_t tid, const RankThread& rt, uint64_t now, hal::InflightReport& report);
   hal::ThreadState state_of(uint32_t pid, uint32_t tid, std::optional<hal::ThreadSched> s,
