@@ -36,6 +36,17 @@ class FakeHost : public LocalHost {
   std::string proc_;
 };
 
+// What discovery finds of the libcudart files pid 100 maps, under ROOT/proc.
+std::vector<DiscoveredFile> scan_process_100(const std::string& root) {
+  FakeHost host(root + "/proc");
+  host.pids_ = {100};
+  DiscoveryOptions o;
+  o.hints = {"libcudart"};
+  o.ld_cache = root + "/none";
+  LibraryDiscovery d(host, o);
+  return d.scan_all();
+}
+
 // A process whose main thread ended with pthread_exit runs on in its other threads; its own maps
 // read empty, a live thread's do not (helper-75: a library its worker loaded was never
 // attached, 0 of 5 calls).
@@ -48,13 +59,7 @@ TEST(Discovery, AProcessWhoseMainThreadEndedIsReadThroughALiveThread) {
   std::ofstream(root + "/proc/100/task/100/maps") << "";
   std::ofstream(root + "/proc/100/task/101/maps")
       << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 1 /opt/libcudart.so.13\n";
-  FakeHost host(root + "/proc");
-  host.pids_ = {100};
-  DiscoveryOptions o;
-  o.hints = {"libcudart"};
-  o.ld_cache = root + "/none";
-  LibraryDiscovery d(host, o);
-  auto files = d.scan_all();
+  auto files = scan_process_100(root);
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(files[0].display_path, "/opt/libcudart.so.13");
   EXPECT_EQ(files[0].path, root + "/proc/100/task/101/root/opt/libcudart.so.13");
@@ -77,13 +82,7 @@ TEST(Discovery, AMappedFileThatIsNotTheOneItsPathNamesIsReachedThroughMapFiles) 
   ASSERT_EQ(::stat((root + "/elsewhere/libcudart.so.13").c_str(), &mapped), 0);
   std::ofstream(root + "/proc/100/maps") << "7f0000000000-7f0000001000 r-xp 00001000 fd:01 "
                                          << mapped.st_ino << " /opt/libcudart.so.13\n";
-  FakeHost host(root + "/proc");
-  host.pids_ = {100};
-  DiscoveryOptions o;
-  o.hints = {"libcudart"};
-  o.ld_cache = root + "/none";
-  LibraryDiscovery d(host, o);
-  auto files = d.scan_all();
+  auto files = scan_process_100(root);
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(files[0].path, root + "/proc/100/map_files/7f0000000000-7f0000001000");
   EXPECT_EQ(files[0].display_path, "/opt/libcudart.so.13");

@@ -72,6 +72,13 @@ class McpHttp : public ::testing::Test {
     return http_request("127.0.0.1", port_, "POST", "/mcp", msg.dump(), h, std::chrono::seconds(30),
                         ca);
   }
+  // Waits (up to 4 s) until the server's stats hold `held`.
+  template <class Held>
+  void wait_for(const char* what, Held held) {
+    for (int i = 0; i < 400 && !held(http_->stats()); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(held(http_->stats())) << what;
+  }
   std::string session(const std::string& ca = "") {
     auto r = post(init_msg(), {}, ca);
     EXPECT_EQ(r.status, 200) << r.error << r.body;
@@ -135,11 +142,6 @@ TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
       if (!stop_) answered.emplace_back(id, r);
     });
   };
-  auto wait_for = [&](const char* what, auto held) {
-    for (int i = 0; i < 400 && !held(http_->stats()); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_TRUE(held(http_->stats())) << what;
-  };
   send(1);
   wait_for("the first query runs", [](const http::Stats& s) { return s.workers_busy == 1; });
   send(2);
@@ -189,11 +191,6 @@ TEST_F(McpHttp, APingAndACancellationDoNotWaitBehindToolCalls) {
       std::lock_guard<std::mutex> g(mu);
       answered[id] = r;
     });
-  };
-  auto wait_for = [&](const char* what, auto held) {
-    for (int i = 0; i < 400 && !held(http_->stats()); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_TRUE(held(http_->stats())) << what;
   };
   send(1);
   wait_for("the first query runs", [](const http::Stats& s) { return s.workers_busy == 1; });
