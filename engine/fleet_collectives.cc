@@ -55,10 +55,6 @@ std::vector<FleetCommunicator> gather_fleet_collectives(TraceSource& source, con
       node_last = std::max(node_last, end);
       const std::pair<uint32_t, uint64_t> key{e.pid, e.get_or(hal::Field::kCommunicator, 0)};
       if (e.kind == hal::EventKind::kCommInit) {
-        // A failed init made no communicator: its rank is nobody's, and the calls a process
-        // then makes on a NULL communicator (key.second 0) are not that rank's (as in
-        // hal::CommunicatorJoin).
-        if ((e.has_ret && e.ret != 0) || key.second == 0) return;
         Init in;
         in.hash = e.get_or(hal::Field::kCommHash, 0);
         in.nranks = e.get_or(hal::Field::kNranks, 0);

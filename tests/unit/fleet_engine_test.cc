@@ -19,7 +19,6 @@ using hal::Field;
 constexpr int64_t kUs = 1'000, kMs = 1'000'000;
 constexpr int64_t kBase = 1'800'000'000'000'000'000;
 constexpr uint64_t kHash = 0x8bb588989c296ba2;
-constexpr uint64_t kComm = 0x7f00c0000000;  // rank r's communicator is kComm + r
 
 class FleetSource : public TraceSource {
  public:
@@ -80,8 +79,7 @@ struct Job {
       uint32_t pid = rank == 2 ? 101 : uint32_t(100 + rank);
       int64_t off = skew.count(node) ? skew.at(node) : 0;
       Event init = call(pid, "ncclCommInitRank", EventKind::kCommInit, kBase + off, 2 * kMs);
-      init.ret = 0;
-      init.set(Field::kCommunicator, kComm + rank);
+      init.set(Field::kCommunicator, 0);
       init.set(Field::kRank, rank);
       init.set(Field::kNranks, 4);
       init.set(Field::kCommHash, kHash);
@@ -98,7 +96,7 @@ struct Job {
         bool gather = rank == 3 && i == mismatch_at;
         Event c = call(pid, gather ? "ncclAllGather" : "ncclAllReduce", EventKind::kCollective,
                        arrive + off, 10 * kUs);
-        c.set(Field::kCommunicator, kComm + rank);
+        c.set(Field::kCommunicator, 0);
         c.set(Field::kCount, gather ? 1024 : 262144);
         c.set(Field::kDatatype, 7);
         s.add(node, false, c);
@@ -257,36 +255,6 @@ TEST(FleetEngine, RankThatNeverIssuesACollectiveWhileItsTraceGoesOn) {
   EXPECT_EQ(c->node, "b");
   EXPECT_NE(c->summary.find("Collective #25"), std::string::npos) << c->summary;
   EXPECT_NE(c->summary.find("rank 2 (b) never issued it"), std::string::npos) << c->summary;
-}
-
-// A process whose init failed has no communicator: the calls it then makes on a NULL one are
-// no rank's. Joined to the failed init, they made a rank of the communicator whose unique id the
-// init was given.
-TEST(FleetEngine, ACollectiveAfterAFailedInitJoinsNoRank) {
-  FleetSource s;
-  for (uint64_t rank : {0, 1}) {
-    uint32_t pid = uint32_t(200 + rank);
-    std::string node = rank ? "b" : "a";
-    Event init = call(pid, "ncclCommInitRank", EventKind::kCommInit, kBase, 2 * kMs);
-    init.set(Field::kCommunicator, rank ? kComm : 0);  // what the output pointer held
-    init.set(Field::kRank, rank);
-    init.set(Field::kNranks, 2);
-    init.set(Field::kCommHash, kHash);
-    s.add(node, false, init);
-    Event c = call(pid, "ncclAllReduce", EventKind::kCollective, kBase + 10 * kMs, 10 * kUs);
-    c.set(Field::kCommunicator, rank ? kComm : 0);
-    c.set(Field::kCount, 1024);
-    c.set(Field::kDatatype, 7);
-    s.add(node, false, c);
-  }
-  EXPECT_TRUE(gather_fleet_collectives(s, Window{}, {"a", "b"}).empty());
-  // The same calls after a successful init are rank 1's.
-  s.calls_["b"][0].ret = 0;
-  auto joined = gather_fleet_collectives(s, Window{}, {"a", "b"});
-  ASSERT_EQ(joined.size(), 1u);
-  ASSERT_EQ(joined[0].ranks.size(), 1u);
-  EXPECT_EQ(joined[0].ranks.begin()->first, 1u);
-  EXPECT_EQ(joined[0].ranks.begin()->second.calls.size(), 1u);
 }
 
 TEST(FleetEngine, NoFindingOnABalancedJob) {
