@@ -80,7 +80,8 @@ void InflightMonitor::note_communicator(const hal::Event& ev) {
     rt.communicator = comm;
   };
   if (ev.kind == hal::EventKind::kCommInit) {
-    if ((ev.has_ret && ev.ret != 0) || comm == 0) return;  // no communicator was made
+    // A failed init is kept as the engine keeps it (engine/fleet_collectives.cc): a collective
+    // in flight is numbered as the stored ones are.
     CommState c;
     c.hash = ev.get_or(hal::Field::kCommHash, 0);
     c.nranks = ev.get_or(hal::Field::kNranks, 0);

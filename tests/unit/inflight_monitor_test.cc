@@ -219,7 +219,7 @@ TEST_F(InflightMonitorTest, IdleRankEndsReturnedOrUnfinished) {
 
 // A rank is watched from its communicator's init: one that never reaches the first collective
 // its peers wait in was in no row ("not in this trace", helper-74). One whose communicator was
-// destroyed, or has no peer, or whose init failed, is never idle: they were idle for ever.
+// destroyed, or has no peer, is never idle: they were idle for ever.
 TEST_F(InflightMonitorTest, RanksAreWatchedFromTheirInitUntilTheirCommunicatorGoes) {
   auto m = make();
   auto call = [](uint32_t tid, hal::EventKind kind, uint64_t comm, uint64_t nranks, int ret) {
@@ -242,7 +242,6 @@ TEST_F(InflightMonitorTest, RanksAreWatchedFromTheirInitUntilTheirCommunicatorGo
   m.note_call(call(101, hal::EventKind::kCommInit, 0x77, 2, 0));  // then nothing
   m.note_call(call(102, hal::EventKind::kCommInit, 0x88, 1, 0));  // alone
   m.note_call(call(102, hal::EventKind::kCollective, 0x88, 0, 0));
-  m.note_call(call(103, hal::EventKind::kCommInit, 0x99, 2, 3));  // failed
   m.tick(16 * kSec);
   ASSERT_EQ(out_.reports[0].current.size(), 1u);
   const Inflight& idle = out_.reports[0].current[0];
