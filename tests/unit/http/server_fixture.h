@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <string>
@@ -13,6 +14,12 @@
 #include "tests/unit/http/test_client.h"
 
 namespace ingero::serve::http::test {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 inline const std::string kToken = "s3cret-token-0123456789";
 inline const std::map<std::string, std::string> kAuth = {{"Authorization", "Bearer " + kToken}};
