@@ -1,7 +1,9 @@
 #include "serve/http/web_config.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -199,6 +201,15 @@ Result<WebConfig> load_web_config(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return make_error("web config " + path + " does not exist");
   if (fs::is_directory(path, ec)) return make_error("web config " + path + " is a directory");
+  // It says who may log in: a file others may write lets them choose (a mode-0666 file was taken
+  // without a word).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+    return make_error("web config " + path + " is writable by others (mode " + mode +
+                      "): whoever can write it chooses who may log in (chmod go-w " + path + ")");
+  }
   std::ifstream in(path);
   if (!in) return Error::sys("cannot read web config " + path, errno);
   std::stringstream ss;

@@ -3,7 +3,9 @@
 // file (checked against Prometheus' own promtool).
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -271,6 +273,22 @@ TEST(HttpWebConfig, WhatIsNotImplementedOrWrongIsAnError) {
   EXPECT_EQ(err("a: [1\n").rfind("web.yml: not valid YAML (line ", 0), 0u) << err("a: [1\n");
   EXPECT_EQ(load_web_config("/nonexistent/web.yml").error().message,
             "web config /nonexistent/web.yml does not exist");
+  // A file others may write lets them choose who may log in: refused (helper-73: mode 0666 was
+  // taken without a word). Readable by others is the owner's choice.
+  const std::string web = ingero::test::temp_path("web.yml");
+  { std::ofstream(web) << "basic_auth_users:\n  alice: " << kPrometheusGuideHash << "\n"; }
+  for (mode_t m : {0666, 0620}) {
+    ASSERT_EQ(chmod(web.c_str(), m), 0);
+    auto c = load_web_config(web);
+    ASSERT_FALSE(c) << m;
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", unsigned(m));
+    EXPECT_EQ(c.error().message, "web config " + web + " is writable by others (mode " + octal +
+                                     "): whoever can write it chooses who may log in (chmod go-w " +
+                                     web + ")");
+  }
+  ASSERT_EQ(chmod(web.c_str(), 0644), 0);
+  EXPECT_TRUE(load_web_config(web));
 }
 
 // Prometheus' own parser (promtool check web-config) accepts the file we accept, and
