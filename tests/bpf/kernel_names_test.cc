@@ -400,9 +400,14 @@ TEST(KernelNames, KeepLookupProbesKeepsThemAttached) {
       {"--keep-lookup-probes"},
       // Past a rest's first chances (once a second), with time to spare on a loaded machine.
       [](Subprocess&) { std::this_thread::sleep_for(seconds(4)); },
-      [](Subprocess&, const std::string&) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      // Until the new kernel is named, so that it was launched before the stop: 200 ms after
+      // "looked up" the workload was still in its rounds on a slow host, and launched none.
+      [](Subprocess& t, const std::string& db) {
+        EXPECT_TRUE(
+            wait_for(db, "SELECT count(*) FROM kernel_names WHERE raw_name = '_Z9reduce_v2Pfi'", 1))
+            << t.err();
       });
+  EXPECT_GT(run.reduce, 0);
   EXPECT_EQ(run.err.find("probes at rest"), std::string::npos) << run.err;
   EXPECT_EQ(kernels_of(run.db, run.pid),
             (Rows{{"reduce_v2(float*, int)", std::to_string(run.reduce)},
