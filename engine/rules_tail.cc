@@ -180,6 +180,15 @@ uint64_t stalled_calls(const OpStats& s) {
   return n;
 }
 
+// Their time past p50, summed (those past the cap counted at kMinTailExcessNs).
+uint64_t stalled_excess(const OpStats& s) {
+  uint64_t ns = s.tail_windows_dropped * kMinTailExcessNs;
+  for (const TailWindow& w : s.tail_windows)
+    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs)
+      ns += uint64_t(w.end - w.start) - s.p50;
+  return ns;
+}
+
 // Detection: whether the op's latency needs explaining, and what the host shows for it.
 std::optional<TailFinding> detect(const Analysis& a, const OpStats& s) {
   if (s.count < kMinCallsForTail) return std::nullopt;
@@ -187,7 +196,7 @@ std::optional<TailFinding> detect(const Analysis& a, const OpStats& s) {
   f.s = &s;
   f.ratio = s.tail_ratio();
   f.tail = f.ratio >= kTailRatioMedium && s.p99 >= s.p50 + kMinTailExcessNs &&
-           stalled_calls(s) >= kMinTailCalls;
+           stalled_calls(s) >= kMinTailCalls && stalled_excess(s) >= kMinTailLostNs;
   // Every call slowed, not just the tail: a large share of all the op's time off-CPU.
   // Only what preemptions added counts: a blocking sync is off-CPU by design (engine.md).
   f.all_share = s.per_call_off_cpu && s.sum_ns ? double(s.off_cpu_ns) / double(s.sum_ns) : 0;

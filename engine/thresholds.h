@@ -18,6 +18,10 @@ inline constexpr uint64_t kMinTailExcessNs = 50'000;
 // under 20, the slowest 5% is the slowest call alone). Under 100 calls p99 is the slowest call,
 // and one slow call (the first call's lazy initialisation, a page fault) is an outlier.
 inline constexpr uint64_t kMinTailCalls = 2;
+// And a tail costs time: the slow calls' time past p50, summed, at least 1 ms. Two calls 55 us
+// slow in 120 (a VM's host stealing the core, an interrupt) cost a 2 ms step loop 0.05% of its
+// time, and were a chain that outranked the loop's planted allocator churn.
+inline constexpr uint64_t kMinTailLostNs = 1'000'000;
 // From 200 calls, at least two stand at or over p99: one preempted call cannot have made it,
 // and is not CPU contention (it still is where p99 is the slowest call).
 inline constexpr uint64_t kCallsForManyAtP99 = 200;

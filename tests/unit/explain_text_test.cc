@@ -288,12 +288,12 @@ std::string report(const engine::Analysis& a, bool all_chains) {
 
 TEST(ExplainText, TailsWithoutHostCauseFoldIntoOneLineOnTheStarveTrace) {
   auto s = starve();
-  ASSERT_EQ(s.a.chains.size(), 7u);
+  ASSERT_EQ(s.a.chains.size(), 6u);
   std::string text = report(s.a, false);
   std::string chains = section(text, "CAUSAL CHAINS", "\x01");
   // The header still counts every chain, and says how many are folded.
   EXPECT_EQ(chains.substr(0, chains.find('\n')),
-            "CAUSAL CHAINS \u2014 7 (1 HIGH, 0 MEDIUM, 6 LOW; 6 folded into the last line)");
+            "CAUSAL CHAINS \u2014 6 (1 HIGH, 0 MEDIUM, 5 LOW; 5 folded into the last line)");
   EXPECT_EQ(count_of(chains, "\n["), 1u) << chains;  // the HIGH chain only
   // Without device data the GPU's idle share is a lower bound, in the headline as in the steps.
   EXPECT_NE(
@@ -309,10 +309,9 @@ TEST(ExplainText, TailsWithoutHostCauseFoldIntoOneLineOnTheStarveTrace) {
             std::string::npos)
       << chains;
   EXPECT_EQ(chains.substr(chains.rfind("\n\n") + 2),
-            "6 ops have tail latency with no host-side cause: cuLaunchKernel p99 1.1ms, "
+            "5 ops have tail latency with no host-side cause: cuLaunchKernel p99 1.1ms, "
             "cudaLaunchKernel p99 1.2ms, cuLaunchKernelEx p99 2.6ms, cudaMemcpyAsync p99 1.9ms, "
-            "cuMemcpyHtoDAsync p99 1.9ms (warm-up), cuMemAlloc p99 360us (warm-up); explain "
-            "--all-chains shows each\n");
+            "cuMemcpyHtoDAsync p99 1.9ms (warm-up); explain --all-chains shows each\n");
 }
 
 TEST(ExplainText, AllChainsAndTheJsonShowEveryTail) {
@@ -320,7 +319,7 @@ TEST(ExplainText, AllChainsAndTheJsonShowEveryTail) {
   std::string text = report(s.a, true);
   std::string chains = section(text, "CAUSAL CHAINS", "\x01");
   EXPECT_EQ(chains.substr(0, chains.find('\n')),
-            "CAUSAL CHAINS \u2014 7 (1 HIGH, 0 MEDIUM, 6 LOW)");
+            "CAUSAL CHAINS \u2014 6 (1 HIGH, 0 MEDIUM, 5 LOW)");
   EXPECT_EQ(chains.find("tail latency with no host-side cause:"), std::string::npos);
   size_t tails = 0;
   for (const Chain& c : s.a.chains) {
@@ -329,14 +328,14 @@ TEST(ExplainText, AllChainsAndTheJsonShowEveryTail) {
     EXPECT_EQ(c.severity, Severity::kLow);
     EXPECT_NE(chains.find("\n[LOW] " + c.summary + "\n"), std::string::npos) << c.summary;
   }
-  EXPECT_EQ(tails, 6u);
-  EXPECT_EQ(count_of(chains, "\n[LOW] "), 6u);
-  EXPECT_EQ(count_of(chains, "no host-side cause in the trace"), 6u);
+  EXPECT_EQ(tails, 5u);
+  EXPECT_EQ(count_of(chains, "\n[LOW] "), 5u);
+  EXPECT_EQ(count_of(chains, "no host-side cause in the trace"), 5u);
   auto j = engine::report_json(s.a, {});
-  ASSERT_EQ(j["chains"].size(), 7u);
+  ASSERT_EQ(j["chains"].size(), 6u);
   size_t json_tails = 0;
   for (const auto& c : j["chains"]) json_tails += c["rule"] == "tail_latency";
-  EXPECT_EQ(json_tails, 6u);
+  EXPECT_EQ(json_tails, 5u);
 }
 
 // Off-CPU intervals past the cap are said to be missing, where and how many, in the text and the
