@@ -154,10 +154,14 @@ void name_tracer_in_steps(Analysis& a) {
   }
 }
 
-// HIGH first, then by score; equal chains keep the order in which the rules found them.
+// HIGH first; within a severity, a tail the host does not explain after the findings that say
+// what to change (the text report folds those tails into its last line; the JSON, MCP and the
+// HTML report list them in this order too), then by score; equal chains keep the order in which
+// the rules found them.
 void rank_chains(std::vector<Chain>& chains) {
   std::stable_sort(chains.begin(), chains.end(), [](const Chain& x, const Chain& y) {
     if (x.severity != y.severity) return x.severity > y.severity;
+    if (no_host_cause(x) != no_host_cause(y)) return no_host_cause(y);
     return x.score > y.score;
   });
 }
