@@ -77,8 +77,12 @@ void expect_one_clock(const Stepped& s) {
             (std::vector<std::vector<std::string>>{{"0", "0"}}));
   EXPECT_EQ(query_int(s.db, "SELECT sum(calls) FROM call_seconds"), s.decoded);
   EXPECT_GE(query_int(s.db, "SELECT count(*) FROM system_snapshots"), 4);
-  // Without a GPU every call of the real runtime fails (failed_calls), before the finding.
-  EXPECT_EQ(query_rows(s.db, "SELECT rule FROM causal_chains"),
+  // Every duration is the monotonic clock's: none is near the hour the wall clock stepped.
+  EXPECT_LT(query_int(s.db, "SELECT max(dur_ns) FROM calls"), 60'000'000'000LL);
+  // Without a GPU every call of the real runtime fails (failed_calls), before the finding. A
+  // loaded machine (a CI VM whose host takes the core) may stall a few calls past a millisecond:
+  // an op's tail with no host cause, which says nothing of the clocks, is left out.
+  EXPECT_EQ(query_rows(s.db, "SELECT rule FROM causal_chains WHERE rule <> 'tail_latency'"),
             (std::vector<std::vector<std::string>>{{"failed_calls"}, {"hidden_sync"}}))
       << s.run.err;
 }
