@@ -82,18 +82,12 @@ void InflightMonitor::note_communicator(const hal::Event& ev) {
   if (ev.kind == hal::EventKind::kCommInit) {
     // A failed init is kept as the engine keeps it (engine/fleet_collectives.cc): a collective
     // in flight is numbered as the stored ones are.
-    CommState c;
-    c.hash = ev.get_or(hal::Field::kCommHash, 0);
-    c.nranks = ev.get_or(hal::Field::kNranks, 0);
-    c.has_rank = ev.has(hal::Field::kRank);
-    c.rank = ev.get_or(hal::Field::kRank, 0);
-    c.init_seen = true;
-    comms_[{ev.pid, comm}] = c;
-    watch(c.nranks);
+    const CommState& c = comms_[{ev.pid, comm}] = CommState{hal::CommunicatorInit::of(ev), 0};
+    watch(c.init.nranks);
   } else if (ev.kind == hal::EventKind::kCollective) {
     auto it = comms_.find({ev.pid, comm});
     if (it != comms_.end()) ++it->second.completed;
-    watch(it != comms_.end() ? it->second.nranks : 0);  // 0: unknown, peers assumed
+    watch(it != comms_.end() ? it->second.init.nranks : 0);  // 0: unknown, peers assumed
   } else if (ev.kind == hal::EventKind::kCommDestroy) {
     // Done with its peers (the end of training, then evaluation or a checkpoint): it was
     // reported idle for as long as it lived.
@@ -173,11 +167,8 @@ void InflightMonitor::set_collective(hal::Event& ev, uint64_t* seq) const {
   *seq = hal::kNoSeq;
   auto it = comms_.find({ev.pid, ev.get_or(hal::Field::kCommunicator, 0)});
   if (it == comms_.end()) return;
-  const CommState& c = it->second;
-  if (!ev.has(hal::Field::kCommHash) && c.hash) ev.set(hal::Field::kCommHash, c.hash);
-  if (!ev.has(hal::Field::kRank) && c.has_rank) ev.set(hal::Field::kRank, c.rank);
-  if (!ev.has(hal::Field::kNranks) && c.nranks) ev.set(hal::Field::kNranks, c.nranks);
-  if (c.init_seen) *seq = c.completed;
+  it->second.init.fill(ev);
+  *seq = it->second.completed;
 }
 
 void InflightMonitor::track_call(const ingero_inflight_rec& r, uint64_t now,

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hal/communicator_join.h"
 #include "hal/event_sink.h"
 #include "hal/inflight.h"
 #include "hal/result.h"
@@ -95,9 +96,8 @@ class InflightMonitor {
 
  private:
   struct CommState {
-    uint64_t hash = 0, rank = 0, nranks = 0;
-    bool has_rank = false, init_seen = false;
-    uint64_t completed = 0;
+    hal::CommunicatorInit init;
+    uint64_t completed = 0;  // its collectives that returned
   };
   struct RankThread {
     uint32_t pid = 0;

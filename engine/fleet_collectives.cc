@@ -5,16 +5,12 @@
 #include <set>
 
 #include "engine/fleet.h"
+#include "hal/communicator_join.h"
 
 namespace ingero::engine {
 namespace {
 
 constexpr size_t kMaxCallsPerRank = 1'000'000;
-
-struct Init {
-  uint64_t rank = 0, nranks = 0, hash = 0;
-  bool has_rank = false;
-};
 
 struct Pending {
   uint64_t hash, rank;
@@ -45,7 +41,7 @@ std::vector<FleetCommunicator> gather_fleet_collectives(TraceSource& source, con
     nw.node = node;
     // From the start of the trace: a rank's sequence numbers count from its init.
     if (w.to_ns != std::numeric_limits<int64_t>::max()) nw.to_ns = w.to_ns + off;
-    std::map<std::pair<uint32_t, uint64_t>, Init> inits;
+    std::map<std::pair<uint32_t, uint64_t>, hal::CommunicatorInit> inits;
     std::map<std::pair<uint32_t, uint64_t>, uint64_t> next_seq;
     std::map<uint32_t, std::vector<Pending>> pending;  // pid -> collectives awaiting a sync
     int64_t node_last = 0;
@@ -55,12 +51,7 @@ std::vector<FleetCommunicator> gather_fleet_collectives(TraceSource& source, con
       node_last = std::max(node_last, end);
       const std::pair<uint32_t, uint64_t> key{e.pid, e.get_or(hal::Field::kCommunicator, 0)};
       if (e.kind == hal::EventKind::kCommInit) {
-        Init in;
-        in.hash = e.get_or(hal::Field::kCommHash, 0);
-        in.nranks = e.get_or(hal::Field::kNranks, 0);
-        in.has_rank = e.has(hal::Field::kRank);
-        in.rank = e.get_or(hal::Field::kRank, 0);
-        inits[key] = in;
+        inits[key] = hal::CommunicatorInit::of(e);
         next_seq[key] = 0;
         return;
       }

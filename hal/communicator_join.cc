@@ -2,6 +2,20 @@
 
 namespace ingero::hal {
 
+CommunicatorInit CommunicatorInit::of(const Event& init) {
+  CommunicatorInit c;
+  if (auto h = init.get(Field::kCommHash)) c.hash = *h, c.has_hash = true;
+  if (auto n = init.get(Field::kNranks)) c.nranks = *n;
+  if (auto r = init.get(Field::kRank)) c.rank = *r, c.has_rank = true;
+  return c;
+}
+
+void CommunicatorInit::fill(Event& ev) const {
+  if (has_hash && hash && !ev.has(Field::kCommHash)) ev.set(Field::kCommHash, hash);
+  if (has_rank && !ev.has(Field::kRank)) ev.set(Field::kRank, rank);
+  if (nranks && !ev.has(Field::kNranks)) ev.set(Field::kNranks, nranks);
+}
+
 void CommunicatorJoin::observe(Event& ev) {
   auto communicator = ev.get(Field::kCommunicator);
   if (!communicator || !*communicator) return;
@@ -9,10 +23,7 @@ void CommunicatorJoin::observe(Event& ev) {
   switch (ev.kind) {
     case EventKind::kCommInit: {
       if (ev.has_ret && ev.ret != 0) return;  // no communicator was created
-      Info& i = communicators_[key];
-      if (auto r = ev.get(Field::kRank)) i.rank = *r, i.has_rank = true;
-      if (auto n = ev.get(Field::kNranks)) i.nranks = *n;
-      if (auto h = ev.get(Field::kCommHash)) i.hash = *h, i.has_hash = true;
+      communicators_[key] = CommunicatorInit::of(ev);
       return;
     }
     case EventKind::kCommDestroy:
@@ -20,12 +31,7 @@ void CommunicatorJoin::observe(Event& ev) {
       return;
     case EventKind::kCollective:
     case EventKind::kP2P: {
-      auto it = communicators_.find(key);
-      if (it == communicators_.end()) return;
-      if (it->second.has_rank && !ev.has(Field::kRank)) ev.set(Field::kRank, it->second.rank);
-      if (it->second.nranks && !ev.has(Field::kNranks)) ev.set(Field::kNranks, it->second.nranks);
-      if (it->second.has_hash && !ev.has(Field::kCommHash))
-        ev.set(Field::kCommHash, it->second.hash);
+      if (auto it = communicators_.find(key); it != communicators_.end()) it->second.fill(ev);
       return;
     }
     default:
