@@ -133,15 +133,22 @@ ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src
     return ingero::make_error(miss);
   // A pid or node the trace does not hold is an error naming those it does, as in the CLI: it
   // was answered as a quiet process ("0 events ... node \"nope\""), isError false.
-  if (spec.pid)
-    if (auto st = engine::check_pid(src.processes(), *spec.pid); !st) return st.error();
-  if (a.contains("node")) {
-    std::string node = a["node"].get<std::string>();
-    if (auto have = src.nodes(); !have.empty())
-      if (auto n = engine::pick_nodes(have, {node}); !n) return n.error();
-    w->node = node;
-  }
+  std::optional<std::string> node;
+  if (a.contains("node")) node = a["node"].get<std::string>();
+  if (std::string why = not_in_trace(src, spec.pid, node); !why.empty())
+    return ingero::make_error(why);
+  if (node) w->node = node;
   return w;
+}
+
+std::string not_in_trace(engine::TraceSource& src, std::optional<uint32_t> pid,
+                         const std::optional<std::string>& node) {
+  if (pid)
+    if (auto st = engine::check_pid(src.processes(), *pid); !st) return st.error().message;
+  if (node)
+    if (auto have = src.nodes(); !have.empty())
+      if (auto n = engine::pick_nodes(have, {*node}); !n) return n.error().message;
+  return "";
 }
 
 Json window_json(const engine::Window& w, std::pair<int64_t, int64_t> span) {

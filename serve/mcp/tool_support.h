@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,10 @@ struct Opened {
   std::string error() const { return file ? file->error() : fleet ? fleet->error() : ""; }
 };
 ingero::Result<Opened> open_source(ToolContext& ctx);
+// A pid or node (either may be absent) that the trace does not hold: the error naming those it
+// does, as the CLI says it ("" where both are held).
+std::string not_in_trace(engine::TraceSource& src, std::optional<uint32_t> pid,
+                         const std::optional<std::string>& node);
 ingero::Result<engine::Window> window_of(const Json& a, engine::TraceSource& src,
                                          bool with_pid = true);
 Json window_json(const engine::Window& w, std::pair<int64_t, int64_t> span);

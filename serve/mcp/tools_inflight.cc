@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "engine/hangs.h"
-#include "engine/node_selection.h"
 #include "engine/stuck_now.h"
 #include "serve/mcp/tool_support.h"
 #include "store/inflight_rows.h"
@@ -70,25 +69,24 @@ ToolOutput get_inflight(ToolContext& ctx, const ToolCall& call) {
   if (call.args.contains("pid")) pid = call.args["pid"].get<uint32_t>();
   size_t limit = size_t(arg_int(call.args, "limit", 50));
   // A pid or node the trace does not hold is an error naming those it does, as `ingero status
-  // --pid` and the other tools say it: it was answered "nothing is stuck".
-  auto unknown_pid = [&]() -> std::optional<std::string> {
-    if (!pid) return std::nullopt;
-    if (auto st = engine::check_pid(op->source->processes(), *pid); !st) return st.error().message;
-    return std::nullopt;
-  };
+  // --pid` and the other tools say it: it was answered "nothing is stuck". The pid is looked up
+  // only where no row of it was read.
   if (call.args.contains("node"))
-    if (auto have = op->source->nodes(); !have.empty())
-      if (auto n = engine::pick_nodes(have, {call.args["node"].get<std::string>()}); !n)
-        return error_output(n.error().message);
+    if (std::string why =
+            not_in_trace(*op->source, std::nullopt, call.args["node"].get<std::string>());
+        !why.empty())
+      return error_output(why);
   if (op->fleet) {
-    if (auto why = unknown_pid()) return error_output(*why);
+    if (std::string why = not_in_trace(*op->source, pid, std::nullopt); !why.empty())
+      return error_output(why);
     return fleet_inflight(*op, call, pid, limit);
   }
   store::StringPool strings;
   auto read = store::read_stuck_now(op->reader->db(), ctx.db_path(), pid, strings);
   if (!read) return error_output("reading the trace failed: " + read.error().message);
   if (read->rows.empty())
-    if (auto why = unknown_pid()) return error_output(*why);
+    if (std::string why = not_in_trace(*op->source, pid, std::nullopt); !why.empty())
+      return error_output(why);
   ToolOutput o;
   std::ostringstream t;
   Json stuck = Json::array();
