@@ -43,6 +43,20 @@ std::string client_of(const http::Request& rq) {
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// What the client's Accept header takes: no header takes anything.
+struct Accepts {
+  bool json = true, sse = false;
+  bool sse_only() const { return sse && !json; }
+};
+
+Accepts accepts(const http::Request& rq) {
+  const std::string a = lower(rq.headers.value("Accept"));
+  if (a.empty()) return {};
+  bool any = a.find("*/*") != std::string::npos;
+  return {any || a.find("application/json") != std::string::npos,
+          a.find("text/event-stream") != std::string::npos};
+}
+
 // A ping, or a notification (a cancellation, `initialized`): answered at once on the I/O
 // thread. Behind tool calls that held every worker, a client's ping went unanswered and its
 // cancellation reached the call it cancelled only once a worker was free.
@@ -80,10 +94,7 @@ struct HttpServer::Impl {
     ct = ct.substr(0, ct.find(';'));
     while (!ct.empty() && (ct.back() == ' ' || ct.back() == '\t')) ct.pop_back();
     if (ct != "application/json") return plain(415, "Content-Type must be application/json");
-    std::string accept = lower(rq.headers.value("Accept"));
-    bool sse_ok = accept.find("text/event-stream") != std::string::npos;
-    if (!accept.empty() && accept.find("application/json") == std::string::npos && !sse_ok &&
-        accept.find("*/*") == std::string::npos)
+    if (Accepts a = accepts(rq); !a.json && !a.sse)
       return plain(406, "Accept must include application/json or text/event-stream");
     if (rq.body.size() > kMaxMessageBytes || json_depth(rq.body) > kMaxJsonDepth)
       return rpc_error(400, kInvalidRequest, "message too large or nested too deeply");
@@ -92,12 +103,9 @@ struct HttpServer::Impl {
 
   http::Response post(const http::Request& rq) {
     if (auto r = refuse(rq)) return *r;
-    const std::string accept = lower(rq.headers.value("Accept"));
-    bool sse_ok = accept.find("text/event-stream") != std::string::npos;
     // A client that accepts the stream alone is answered in it: it was sent JSON it had said
     // it would not take.
-    bool sse_only = sse_ok && accept.find("application/json") == std::string::npos &&
-                    accept.find("*/*") == std::string::npos;
+    const Accepts accept = accepts(rq);
     Json msg = parse_message(rq.body);
     if (msg.is_discarded()) return rpc_error(400, kParseError, "Parse error: not valid JSON");
     const std::string client = client_of(rq);
@@ -152,7 +160,7 @@ struct HttpServer::Impl {
       r.status = 202;
       return r;
     }
-    if (sse_ok && (!notes.empty() || sse_only)) {
+    if (accept.sse && (!notes.empty() || accept.sse_only())) {
       r.headers.set("Content-Type", "text/event-stream");
       for (const auto& n : notes) r.body += http::sse_event(dump(n), "message");
       r.body += http::sse_event(dump(*out), "message");
