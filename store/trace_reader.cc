@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "store/call_archive.h"
 #include "store/call_store.h"
@@ -12,6 +14,7 @@
 #include "store/error_sql.h"
 #include "store/file_access.h"
 #include "store/legacy_views.h"
+#include "store/lock_wait.h"
 #include "store/query_note.h"
 #include "store/sql_printf.h"
 
@@ -70,7 +73,28 @@ struct Deadline {
   std::chrono::steady_clock::time_point until;
   const std::atomic<bool>* cancel = nullptr;
   bool expired = false, cancelled = false;
+  std::chrono::steady_clock::time_point busy_since{};  // of the lock wait in progress
 };
+
+// A lock another process holds on the file (compact, a tracer ending its session) is waited
+// for as every connection waits (kBusyTimeoutMs), but never past the statement's time limit or
+// its cancellation: `query --timeout 1` waited 5 s for it, and said "database is locked".
+int busy_within(void* p, int tries) {
+  auto* d = static_cast<Deadline*>(p);
+  auto now = std::chrono::steady_clock::now();
+  if (tries == 0) d->busy_since = now;
+  if (d->cancel && d->cancel->load(std::memory_order_relaxed)) {
+    d->cancelled = true;
+    return 0;
+  }
+  if (now > d->until) {
+    d->expired = true;
+    return 0;
+  }
+  if (now - d->busy_since >= std::chrono::milliseconds(kBusyTimeoutMs)) return 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(tries < 10 ? 2 : 20));
+  return 1;
+}
 
 int progress(void* p) {
   auto* d = static_cast<Deadline*>(p);
@@ -305,10 +329,20 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
   Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms),
                     limits.cancel};
   sqlite3_progress_handler(db.handle(), 1000, progress, &deadline);
+  sqlite3_busy_handler(db.handle(), busy_within, &deadline);
   struct Restore {
     sqlite3* h;
-    ~Restore() { sqlite3_progress_handler(h, 0, nullptr, nullptr); }
+    ~Restore() {
+      sqlite3_progress_handler(h, 0, nullptr, nullptr);
+      sqlite3_busy_timeout(h, kBusyTimeoutMs);
+    }
   } restore{db.handle()};
+  auto stopped = [&]() -> std::optional<std::string> {
+    if (deadline.cancelled) return "SQL aborted: the request was cancelled";
+    if (deadline.expired)
+      return "SQL aborted: time limit of " + std::to_string(limits.timeout_ms) + " ms exceeded";
+    return std::nullopt;
+  };
 
   sqlite3_stmt* raw = nullptr;
   const char* tail = nullptr;
@@ -318,6 +352,7 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
   sqlite3_set_authorizer(db.handle(), authorizer, nullptr);
   Stmt stmt(raw);
   if (rc != SQLITE_OK) {
+    if (auto why = stopped()) return ingero::make_error(*why);
     std::string msg = sqlite3_errmsg(db.handle());
     if (rc == SQLITE_AUTH || msg.find("not authorized") != std::string::npos)
       msg += " (the trace is read-only: only SELECT and read-only pragmas are allowed)";
@@ -350,11 +385,9 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
     rc = sqlite3_step(raw);
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) {
-      if (deadline.cancelled) return ingero::make_error("SQL aborted: the request was cancelled");
-      if (deadline.expired)
-        return ingero::make_error("SQL aborted: time limit of " +
-                                  std::to_string(limits.timeout_ms) + " ms exceeded" +
-                                  (out.note.empty() ? "" : ". Note: " + out.note));
+      if (auto why = stopped())
+        return ingero::make_error(
+            *why + (deadline.expired && !out.note.empty() ? ". Note: " + out.note : ""));
       return ingero::make_error(std::string("SQL failed: ") + sqlite3_errmsg(db.handle()));
     }
     if (out.rows.size() >= limits.max_rows) {

@@ -9,8 +9,10 @@
 #include <csignal>
 #include <filesystem>
 
+#include "app/builtin_backends.h"
 #include "store/lock_wait.h"
 #include "store/sqlite_db.h"
+#include "store/trace_reader.h"
 #include "test_paths.h"
 #include "tests/support/damaged_trace.h"
 #include "tests/support/subprocess.h"
@@ -132,6 +134,37 @@ TEST(CompactWait, EveryReadOfAFileHeldForWritingSaysWhoMayHoldIt) {
   EXPECT_EQ(step.error().message, db + ": " + hint);
   sqlite3_exec(writer, "COMMIT", nullptr, nullptr, nullptr);
   sqlite3_close(writer);
+}
+
+// A statement that meets a lock (compact's VACUUM, a tracer's end) waits no longer than its own
+// time limit: `query --timeout 1` waited SQLite's 5 s for it and failed with "database is
+// locked", and an MCP tool's 5 s limit could become 10.
+TEST(CompactWait, AStatementWaitsForALockOnlyWithinItsTimeLimit) {
+  std::string db = write_free_calls(temp_path("held-query.db"), 100);
+  auto reader = store::TraceReader::open(db, app::builtin_views());
+  ASSERT_TRUE(reader) << reader.error().message;
+  sqlite3* writer = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &writer), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(writer, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  store::QueryLimits limits;
+  limits.timeout_ms = 200;
+  auto res = store::run_query(**reader, "SELECT count(*) FROM calls", limits);
+  ASSERT_FALSE(res);
+  EXPECT_EQ(res.error().message, "SQL aborted: time limit of 200 ms exceeded");
+  // Cancelled while it waits: said so.
+  std::atomic<bool> cancel{true};
+  limits.timeout_ms = 60'000;
+  limits.cancel = &cancel;
+  res = store::run_query(**reader, "SELECT count(*) FROM calls", limits);
+  ASSERT_FALSE(res);
+  EXPECT_EQ(res.error().message, "SQL aborted: the request was cancelled");
+  // The lock gone, the connection waits as every one does again, and reads.
+  sqlite3_exec(writer, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(writer);
+  limits.cancel = nullptr;
+  res = store::run_query(**reader, "SELECT count(*) FROM calls", limits);
+  ASSERT_TRUE(res) << res.error().message;
+  EXPECT_EQ(std::get<int64_t>(res->rows.at(0).at(0)), 100);
 }
 
 }  // namespace
