@@ -138,7 +138,10 @@ void print_result(const store::QueryResult& res, bool json) {
                 << " in the JSON\n";
   } else {
     TerminalText text(std::cout);  // values may hold escape sequences (--json escapes them)
-    print_table(text, res);        // its last line says the cut too
+    // Its last line says a cut of rows too.
+    if (size_t cut = print_table(text, res))
+      std::cerr << "ingero query: " << cut << (cut == 1 ? " value" : " values") << " longer than "
+                << kCellChars << " characters cut in the table (--json gives every value whole)\n";
   }
   // On stderr whatever the format: a script reading the table's rows sees no last line.
   if (res.truncated) std::cerr << "ingero query: truncated at " << res.truncated_reason << "\n";
