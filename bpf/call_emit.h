@@ -135,8 +135,12 @@ static __always_inline __u32 put_launch(struct pt_regs* ctx, struct ingero_threa
   __u64 now = taken ? a->now : bpf_ktime_get_ns();
   __u64 stack = taken ? a->stack : 0;
   if (!taken && stacks_enabled) {
-    struct ingero_stack_ask ask = {
-        .caller = caller, .now_ns = now, .probe = a->probe, .tgid = t->tgid, .tid = a->tid};
+    struct ingero_stack_ask ask = {.extra = site_arg(ctx, r) << 1,
+                                   .caller = caller,
+                                   .now_ns = now,
+                                   .probe = a->probe,
+                                   .tgid = t->tgid,
+                                   .tid = a->tid};
     stack = ingero_call_stack(ctx, t, &ask);
   }
   struct ingero_launch_rec* h = (void*)b;
@@ -220,8 +224,12 @@ static __always_inline void launch_at_entry(struct pt_regs* ctx, struct ingero_t
     bpf_probe_read_user(&a.caller, 8, (void*)sp);
     a.now = bpf_ktime_get_ns();
     if (stacks_enabled) {
-      struct ingero_stack_ask ask = {
-          .caller = a.caller, .now_ns = a.now, .probe = probe, .tgid = t->tgid, .tid = tid};
+      struct ingero_stack_ask ask = {.extra = site_arg(ctx, r) << 1,
+                                     .caller = a.caller,
+                                     .now_ns = a.now,
+                                     .probe = probe,
+                                     .tgid = t->tgid,
+                                     .tid = tid};
       a.stack = ingero_call_stack(ctx, t, &ask);
     }
     ingero_launch_alone(ctx, t, r, &a);

@@ -42,6 +42,11 @@ struct ingero_ptr_read {
 /* A launch of a library above another's (hal::LibraryMatch::layer > 0: a runtime's, whose
  * launch enters the driver's): its driver launch follows on the thread, deeper in its stack. */
 #define INGERO_RECIPE_UPPER_LAYER 0x8
+/* A launch whose kernel (the register argument name_question) is part of its call site's key:
+ * an nvcc program built without host optimisation launches every kernel of a file from the one
+ * call in its out-of-line __cudaLaunchKernel_helper, one return address for all of them, and
+ * each kernel took the stack of whichever was walked last. */
+#define INGERO_RECIPE_SITE_ARG 0x10
 
 /* ingero_recipe.name_once: a kernel-name look-up (hal/kernel_names.h) whose repeats are not
  * shipped. A look-up is keyed by its process image, probe, answer (the handle or name pointer it
@@ -80,7 +85,8 @@ struct ingero_recipe {
   __u8 nregs;         /* 0..INGERO_REG_WORDS: register arguments user space decodes (shipped) */
   __u8 flags;         /* INGERO_RECIPE_* */
   __u8 name_once;     /* INGERO_NAME_*; 0: every call is shipped */
-  __u8 name_question; /* the register argument (0..5) a name look-up asks about */
+  __u8 name_question; /* the register argument (0..5) a name look-up asks about, or a launch's
+                       * kernel (INGERO_RECIPE_SITE_ARG) */
   /* A launch's timing window, without uprobe sessions (launch_timing_every not 1): odd while
    * user space holds its return probe attached (an entry pushes a frame, timed by its return),
    * even otherwise (an entry ships untimed: one trap). User space counts it up at each opening

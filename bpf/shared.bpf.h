@@ -104,7 +104,8 @@ static __always_inline __u64 ingero_wakeup_flags(void* ring) {
 /* What a call program asks ingero_call_stack for (one pointer: a global function takes five
  * arguments at most). */
 struct ingero_stack_ask {
-  __u64 extra;  /* bit 0 = always walk; above it, a failing call's return code (its site) */
+  __u64 extra;  /* bit 0 = always walk; above it, what keys the site beside its return address: a
+                 * failing call's return code, a launch's kernel (INGERO_RECIPE_SITE_ARG) */
   __u64 caller; /* the return address of a call at its entry; 0 at its return */
   __u64 now_ns; /* the caller's clock (bpf_ktime_get_ns), for the sampling interval */
   __u32 probe;

@@ -80,6 +80,16 @@ ingero_recipe make_recipe(const ProbeSpec& spec, int layer) {
   // A runtime's launch, whose driver launch is the same launch: counted once among the thread's
   // launches for --launch-timing.
   if (spec.kind == EventKind::kLaunch && layer > 0) r.flags |= INGERO_RECIPE_UPPER_LAYER;
+  // Its kernel keys its call site with the return address (INGERO_RECIPE_SITE_ARG).
+  if (spec.kind == EventKind::kLaunch)
+    for (const FieldRef& f : spec.fields) {
+      if (f.field == Field::kCount_) break;
+      if (f.field == Field::kFunc && f.from.src == ArgRef::Src::kReg &&
+          f.from.index < INGERO_REG_WORDS) {
+        r.flags |= INGERO_RECIPE_SITE_ARG;
+        r.name_question = f.from.index;
+      }
+    }
   // Kernel names are read once per kernel and stored without a stack: none is walked.
   if (spec.kind == EventKind::kKernelName) {
     r.flags |= INGERO_RECIPE_NO_STACK;

@@ -225,11 +225,33 @@ TEST(Recipes, AnUpperLayersLaunchIsMarkedAsOne) {
   const auto& rt = spec_named(backends::cuda::kRuntimeProbes, "cudaLaunchKernel");
   const auto& drv = spec_named(backends::cuda::kDriverProbes, "cuLaunchKernel");
   const auto& sync = spec_named(backends::cuda::kRuntimeProbes, "cudaStreamSynchronize");
-  EXPECT_EQ(make_recipe(rt, 1).flags,
-            INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER | INGERO_RECIPE_UPPER_LAYER);
-  EXPECT_EQ(make_recipe(rt, 0).flags, INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER);
-  EXPECT_EQ(make_recipe(drv, 0).flags, INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER);
+  const uint8_t launch = INGERO_RECIPE_ENTRY_ONLY | INGERO_RECIPE_CALLER | INGERO_RECIPE_SITE_ARG;
+  EXPECT_EQ(make_recipe(rt, 1).flags, launch | INGERO_RECIPE_UPPER_LAYER);
+  EXPECT_EQ(make_recipe(rt, 0).flags, launch);
+  EXPECT_EQ(make_recipe(drv, 0).flags, launch);
   EXPECT_EQ(make_recipe(sync, 1).flags, 0);
+}
+
+// A launch keys its call site by its kernel too (bpf/stacks.bpf.c): the register that holds it,
+// the first for cudaLaunchKernel and cuLaunchKernel, the second where the first is the launch's
+// configuration. Other calls are keyed by their site alone.
+TEST(Recipes, ALaunchKeysItsSiteByItsKernel) {
+  struct Want {
+    std::span<const ProbeSpec> probes;
+    const char* symbol;
+    int reg;
+  };
+  for (const Want& w : {Want{backends::cuda::kRuntimeProbes, "cudaLaunchKernel", 0},
+                        Want{backends::cuda::kRuntimeProbes, "cudaLaunchKernelExC", 1},
+                        Want{backends::cuda::kDriverProbes, "cuLaunchKernel", 0}}) {
+    SCOPED_TRACE(w.symbol);
+    ingero_recipe r = make_recipe(spec_named(w.probes, w.symbol));
+    EXPECT_TRUE(r.flags & INGERO_RECIPE_SITE_ARG);
+    EXPECT_EQ(r.name_question, w.reg);
+  }
+  ingero_recipe sync =
+      make_recipe(spec_named(backends::cuda::kRuntimeProbes, "cudaStreamSynchronize"));
+  EXPECT_FALSE(sync.flags & INGERO_RECIPE_SITE_ARG);
 }
 
 // A name look-up's repeats are held back in BPF by its answer and question (records_call.h,
