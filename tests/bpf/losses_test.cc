@@ -15,6 +15,7 @@
 
 #include "engine/chain.h"
 #include "test_paths.h"
+#include "tests/support/mcp_stdio.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/trace_db.h"
 
@@ -33,29 +34,6 @@ std::string run_ingero(const std::vector<std::string>& args, int* rc) {
   std::string out;
   *rc = run_command(argv, &out);
   return out;
-}
-
-nlohmann::json mcp_trace_stats(const std::string& db) {
-  auto p = Subprocess::spawn({INGERO_BIN, "mcp", "--db", db});
-  p.write_stdin(
-      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
-      R"("capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
-      "\n"
-      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
-      "\n"
-      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_trace_stats",)"
-      R"("arguments":{}}})"
-      "\n");
-  EXPECT_TRUE(p.wait_stdout_line(R"("id":2)", std::chrono::seconds(30))) << p.err();
-  p.close_stdin();
-  p.wait();
-  std::string out = p.out();
-  size_t at = out.find(R"("id":2)");
-  size_t begin = out.rfind('\n', at);
-  size_t end = out.find('\n', at);
-  return nlohmann::json::parse(
-      out.substr(begin == std::string::npos ? 0 : begin + 1,
-                 end == std::string::npos ? std::string::npos : end - begin - 1));
 }
 
 TEST(Losses, AnOverflowingCallsRingIsReportedInEveryPlace) {
@@ -93,7 +71,7 @@ TEST(Losses, AnOverflowingCallsRingIsReportedInEveryPlace) {
   EXPECT_EQ(j["losses"]["call_drops"], lost);
   EXPECT_EQ(j["losses"]["lower_bounds"], true);
   // 4. MCP get_trace_stats: structured and in the text the agent reads first.
-  auto r = mcp_trace_stats(db);
+  auto r = mcp_tool_over_stdio(db, "get_trace_stats", nlohmann::json::object());
   ASSERT_EQ(r["result"]["isError"], false) << r.dump();
   EXPECT_EQ(r["result"]["structuredContent"]["losses"]["calls_lost"], lost) << r.dump();
   std::string first = r["result"]["content"][0]["text"];
