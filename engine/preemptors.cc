@@ -13,8 +13,8 @@ std::string own_threads(const std::string& comm) { return "its own threads (" + 
 }  // namespace
 
 std::vector<Preemptor> rank_preemptors(
-    const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own,
-    std::string* text) {
+    const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own, std::string* text,
+    uint64_t* total_ns) {
   std::vector<Preemptor> foreign;
   Preemptor mine;
   uint64_t total = 0;
@@ -42,6 +42,7 @@ std::vector<Preemptor> rank_preemptors(
         (text->empty() ? "" : ", ") +
         (p.pid == own ? own_threads(p.comm) : p.comm + " (pid " + std::to_string(p.pid) + ")") +
         " " + pct(total ? double(p.off_ns) / double(total) : 0);
+  if (total_ns) *total_ns = total;
   return foreign;
 }
 

@@ -16,8 +16,8 @@ namespace ingero::engine {
 // a user can move away), then the process `own`'s threads as one entry; `text` says the same:
 // "noisy_neighbor (pid 579) 34%, its own threads (python3, pt_autograd_0) 66%".
 std::vector<Preemptor> rank_preemptors(
-    const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own,
-    std::string* text);
+    const std::map<std::pair<uint32_t, std::string>, uint64_t>& by, uint32_t own, std::string* text,
+    uint64_t* total_ns = nullptr);
 
 // One of them as a chain's sentence names it: "its own threads (python3, pt_autograd_0)" for
 // process `own`'s, else as preemptor_label does (the tracer as the tracer).

@@ -159,7 +159,8 @@ struct StepSummary {
   // Who took their CPU in steady steps: up to 3 other processes' tasks, longest first, then the
   // process's own threads as one entry (pid = the process, comm = their names).
   std::vector<Preemptor> preemptors;
-  std::string preempted_by;  // the same as text: "noisy_neighbor (pid 579) 34%, its own ..."
+  std::string preempted_by;    // the same as text: "noisy_neighbor (pid 579) 34%, its own ..."
+  uint64_t preemptors_ns = 0;  // the preempted time they share
   uint32_t launches_per_step = 0, round_trips_per_step = 0;  // medians
   std::string gap_cause;           // dominant: "on-CPU", "preempted", "blocked on I/O", "sleeping"
   std::string gap_where;           // "SlowDS.__getitem__ (faults.py:15)" or "before <module> (...)"

@@ -274,7 +274,7 @@ void totals(StepSeries& s, const Tallies& tally) {
   m.median_gpu_idle = double(quantile(idle_share_pm, 0.5)) / 1e6;
   m.launches_per_step = uint32_t(quantile(launches, 0.5));
   m.round_trips_per_step = uint32_t(quantile(trips, 0.5));
-  m.preemptors = rank_preemptors(tally.step_preemptor_ns, s.pid, &m.preempted_by);
+  m.preemptors = rank_preemptors(tally.step_preemptor_ns, s.pid, &m.preempted_by, &m.preemptors_ns);
   for (const auto& [key, ns] : tally.preempted_before_ns)
     if (ns > m.preempted_before_ns) {
       m.preempted_before_ns = ns;

@@ -182,7 +182,7 @@ TEST(ExplainText, TheTracerIsNamedAsTheTracerOnARealTrace) {
   const Chain& c = a.chains[0];
   EXPECT_EQ(c.summary,
             "CPU contention in the training steps: the threads of python3 (pid 580) that feed the "
-            "GPU were preempted 61% of the step time, mostly by the tracer itself "
+            "GPU were preempted 61% of the step time, 23% of it by the tracer itself "
             "(noisy_neighbor, pid 579, 813ms of CPU taken)");
   ASSERT_EQ(c.fixes.size(), 2u);
   EXPECT_EQ(c.fixes[1],
