@@ -101,6 +101,9 @@ struct FailedCalls::Counts {
   };
   struct Proc {
     uint64_t returned = 0, ok = 0, failed = 0;  // failed: OOM excluded
+    // Calls whose result was not read: launches seen at entry only (--launch-timing), calls
+    // unfinished at the end. Neither failed nor succeeded as far as the trace knows.
+    uint64_t unread = 0;
     int64_t first_fail = 0, last_fail = 0;
     // By stream (kNoStream: calls that name none, and streams past kFailedCallsStreamsKept).
     std::map<uint64_t, InFlight> streams;
@@ -147,6 +150,7 @@ struct FailedCalls::Counts {
   void call(const hal::Event& e) {
     Proc& p = proc(e.pid);
     bool finished = e.has_ret && !e.unfinished;
+    if (!finished) ++p.unread;
     if (finished && e.ret == 0) {
       ++p.returned;
       ++p.ok;

@@ -215,7 +215,11 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
   bool windowed = a.window.from_ns != Window{}.from_ns;
   std::string first_of = windowed ? " in the window" : "";
   std::string who = a.process_label(pid);
-  std::string counted = format_count(p.failed) + " of " + format_count(p.returned) + " GPU calls";
+  // "of 1,971 GPU calls" read as all of them where 14,531 launches more were seen at entry only
+  // (helper-76): their result is not read, and the count says whose is.
+  std::string counted = format_count(p.failed) + " of " + (p.unread ? "the " : "") +
+                        format_count(p.returned) + " GPU calls" +
+                        (p.unread ? " whose result was read" : "");
   std::string first = std::string(f.op) + " returned " + code_text(code);
   if (cls == ErrorClass::kNoDevice)
     c.summary = who + " could not use a GPU: " + counted + " failed, the first " + first;
@@ -237,6 +241,10 @@ Chain failed_chain(TraceSource& source, const Analysis& a, uint32_t pid, const C
                                   : "no call returned after it.");
   if (p.first_fail < f.ts)
     c.explanation += " Calls had failed before it, from " + format_wall(p.first_fail) + ".";
+  if (p.unread)
+    c.explanation += " " + format_count(p.unread) + (p.unread == 1 ? " call has" : " calls have") +
+                     " no result to read (launches seen at entry only, --launch-timing; calls "
+                     "unfinished at the end).";
   std::string layer = layer_of(f.api);
   c.timeline.push_back({layer, std::string(f.op), "first failure: " + first, f.dur / 1000});
   if (cls == ErrorClass::kDeviceFault)

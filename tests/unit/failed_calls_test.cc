@@ -187,6 +187,29 @@ TEST(FailedCalls, WithoutNamesTheStoredClassAndTheNumberAreUsed) {
             "returned error 35");
 }
 
+// Launches seen at entry only have no result: "3 of 3 GPU calls failed" read as all of a
+// process's calls where 5 more were made (helper-76). The count says whose result was read.
+TEST(FailedCalls, CallsWithoutAResultAreNotCountedAsReturned) {
+  Source s;
+  uint64_t t = 0;
+  for (int i = 0; i < 3; ++i) s.call("cudaMalloc", EventKind::kAlloc, t += kMs, kUs).ret = 35;
+  for (int i = 0; i < 5; ++i) {
+    Event& e = s.call("cudaLaunchKernel", EventKind::kLaunch, t += kMs, 0);
+    e.has_ret = false;
+    e.timed = false;
+  }
+  Analysis a = analyze(s, Window{});
+  const Chain* c = failed(a);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->summary,
+            "trainer (pid 1) could not use a GPU: 3 of the 3 GPU calls whose result was read "
+            "failed, the first cudaMalloc returned cudaErrorInsufficientDriver (35)");
+  EXPECT_NE(c->explanation.find(" 5 calls have no result to read (launches seen at entry only, "
+                                "--launch-timing; calls unfinished at the end)."),
+            std::string::npos)
+      << c->explanation;
+}
+
 TEST(FailedCalls, NoDeviceNamesEveryCodeAndItsOps) {
   Source s;
   uint64_t t = 0;
