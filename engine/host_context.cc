@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <queue>
 
 namespace ingero::engine {
@@ -44,6 +45,9 @@ struct Lookups {
   uint32_t by_pid = 0;
   uint32_t by = 0;  // (by_pid, comm, cgroup) interned
   bool by_known = false;
+  // The process a window names: only its events are counted under their op (the others are
+  // read all the same: who took its CPU, whose I/O saturated the device).
+  std::optional<uint32_t> ops_pid;
 };
 
 // The cap on off-CPU intervals, where the window's last part is modelled: full, the oldest
@@ -152,19 +156,21 @@ void add_block_io(HostContext& h, PidHost& p, const hal::Event& e) {
 
 // One host event: counted under its op, and into its process's and the host's tallies.
 void add_host_event(HostContext& h, Lookups& l, Room& room, const hal::Event& e) {
-  bool same_view = e.op.data() == l.op_seen.data() && e.op.size() == l.op_seen.size();
-  if (!l.op_stat || (!same_view && e.op != l.op)) {
-    auto it = h.ops.try_emplace(std::string(e.op)).first;
-    l.op = it->first;
-    l.op_stat = &it->second;
-  }
-  l.op_seen = e.op;
-  HostOpStat& os = *l.op_stat;
-  ++os.count;
-  // Durations mean latency for these; a page-allocation row's duration is its window.
-  if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
-    os.sum_ns += e.dur_ns;
-    os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
+  if (!l.ops_pid || e.pid == *l.ops_pid) {
+    bool same_view = e.op.data() == l.op_seen.data() && e.op.size() == l.op_seen.size();
+    if (!l.op_stat || (!same_view && e.op != l.op)) {
+      auto it = h.ops.try_emplace(std::string(e.op)).first;
+      l.op = it->first;
+      l.op_stat = &it->second;
+    }
+    l.op_seen = e.op;
+    HostOpStat& os = *l.op_stat;
+    ++os.count;
+    // Durations mean latency for these; a page-allocation row's duration is its window.
+    if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
+      os.sum_ns += e.dur_ns;
+      os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
+    }
   }
   if (!l.pid_host || e.pid != l.pid) {
     l.pid = e.pid;
@@ -261,6 +267,8 @@ HostContext collect_host_context(TraceSource& source, const Window& w, int64_t m
   Window all = w;
   all.pid.reset();
   Lookups l;
+  // "Host events" under `explain --pid 579` counted every process's (helper-77).
+  l.ops_pid = w.pid;
   Room room;
   if (modelled_from_ns > w.from_ns) room.modelled_from = modelled_from_ns;
   source.host_context_events(all, [&](const hal::Event& e) { add_host_event(h, l, room, e); });

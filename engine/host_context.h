@@ -63,7 +63,9 @@ struct HostOpStat {
 };
 
 struct HostContext {
-  std::map<std::string, HostOpStat> ops;  // host events by name (sched_switch, process_fork, ...)
+  // Host events by name (sched_switch, process_fork, ...): a window's process's alone where it
+  // names one.
+  std::map<std::string, HostOpStat> ops;
   // Off-CPU intervals of traced (GPU-calling) processes' threads, time order, capped.
   // By process, in start order. Grown with realloc (engine/pod_vector.h): a session with a
   // context switch a call holds up to kMaxOffCpuIntervals of them.
