@@ -94,7 +94,9 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
   auto stats = engine::compute_op_stats(src, *w);
   auto host = engine::collect_host_context(src, *w);
   uint64_t events = src.event_count(*w);
-  auto span = src.time_span();
+  // A node's own span, as explain --node says it: the whole trace's gave a merged file's node
+  // 519.8 s for its 163 ms, and a fleet's node 245 days (helper-77).
+  auto span = w->node ? src.node_span(*w->node) : src.time_span();
   if (w->from_ns > span.first) span.first = w->from_ns;
   if (w->to_ns < span.second) span.second = w->to_ns;
   if (!op->error().empty()) return error_output("reading the trace failed: " + op->error());

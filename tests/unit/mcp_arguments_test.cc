@@ -23,6 +23,20 @@ TEST_F(Mcp, AnUnknownPidOrNodeIsAToolErrorNamingTheKnownOnes) {
   EXPECT_GT(r["structuredContent"]["events"].get<int64_t>(), 0);
 }
 
+// A node's statistics are over the node's own span, as explain --node says it: the merged
+// file's whole span, 519.8 s, was said for gpu-node-01's 163 ms (helper-77).
+TEST_F(Mcp, ANodesStatisticsAreOverItsOwnSpan) {
+  open("sample-cluster.db");
+  auto r = tool("get_trace_stats", {{"node", "gpu-node-01"}});
+  ASSERT_EQ(r["isError"], false) << r.dump();
+  std::string text = r["content"][0]["text"];
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "200 events over 163ms (2026-04-03 12:18:43 UTC .. 2026-04-03 12:18:43 UTC), node "
+            "\"gpu-node-01\"");
+  EXPECT_EQ(r["structuredContent"]["window"]["start_ns"], 1775218723111028602LL);
+  EXPECT_EQ(r["structuredContent"]["window"]["end_ns"], 1775218723273630928LL);
+}
+
 // Found by a hostile-testing helper (helper-69): a window's errors named the CLI's flags ("bad
 // --since '0s'", "--since cannot be combined with --from or --to") to an agent that gave the
 // arguments since, from and to.
