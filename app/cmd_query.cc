@@ -100,6 +100,16 @@ bool trace_and_statement(const QueryOpts& o, std::string& path, std::string& sql
     }
     path = o.args[0];
     sql = o.args[1];
+    // `ingero query "SELECT 1" run.db`: the statement was opened as the trace ("SELECT 1: No
+    // such file or directory", exit 1).
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec) && std::filesystem::is_regular_file(sql, ec)) {
+      std::cerr << "ingero query: " << sql
+                << " is a file and the statement comes first: give the trace first (ingero "
+                   "query "
+                << sql << " \"SQL\")\n";
+      return false;
+    }
   } else {
     sql = o.args[0];
     // `ingero query run.db`: the trace without a statement was read as the statement, against

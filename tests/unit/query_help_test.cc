@@ -37,6 +37,19 @@ TEST(QueryHelp, AFileGivenAsTheStatementIsAUsageError) {
   EXPECT_EQ(out, "");
 }
 
+// `ingero query "SELECT 1" run.db` (the two the wrong way round) opened the statement as the
+// trace: "SELECT 1: No such file or directory", exit 1 (helper-77). A usage error saying the order.
+TEST(QueryHelp, AStatementBeforeTheTraceIsAUsageError) {
+  std::string db = write_free_calls(temp_path("swapped.db"), 10);
+  std::string out, err;
+  EXPECT_EQ(run_command({INGERO_BIN, "query", "SELECT 1", db}, &out, &err), 2);
+  EXPECT_EQ(err, "ingero query: " + db +
+                     " is a file and the statement comes first: give the trace first (ingero "
+                     "query " +
+                     db + " \"SQL\")\n");
+  EXPECT_EQ(out, "");
+}
+
 TEST(QueryHelp, EveryViewTableAndFunctionItNamesIsInATrace) {
   std::string db = temp_path("query-help.db");
   ASSERT_EQ(run_command({INGERO_BIN, "demo", "device-fault", "--db", db}), 0);
