@@ -149,7 +149,7 @@ void Metrics::register_agent_families(prometheus::Registry& r) {
                        .Register(r);
   probes_ = &BuildGauge()
                  .Name("ingero_attached_probes")
-                 .Help("Functions with uprobes attached, per backend")
+                 .Help("Uprobes attached (entry and return probes, not functions), per backend")
                  .Register(r);
   db_bytes_ = &BuildGauge()
                    .Name("ingero_db_bytes")
