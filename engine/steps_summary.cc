@@ -336,11 +336,14 @@ void summarize(StepSeries& s, Sites& sites, const Tallies& tally) {
     return;
   }
   std::string where = gap_cause(s, sites, tally);
+  // Windows are of one length but the last, cut by the trace's end: their median was that
+  // remainder where there were two ("median window 55.7ms" of 1 s windows, helper-76).
   std::string head =
       (s.cadence == Cadence::kWindows
-           ? "no periodic step (" + std::to_string(m.steps) + " windows), median window "
-           : "median step ") +
-      format_duration(m.median_ns) + ": " + gpu_share_text(m);
+           ? "no periodic step (" + std::to_string(m.steps) + " windows of at most " +
+                 format_duration(uint64_t(kFallbackWindowNs)) + ")"
+           : "median step " + format_duration(m.median_ns)) +
+      ": " + gpu_share_text(m);
   // The larger of the two host-side stories: the GPU idle waiting for the host (gaps), or the
   // threads feeding it losing their CPU. Said as what it counts (a thread preempted, inside its
   // GPU calls too), not as the host's time outside them (host_time's "preempted" beside it).

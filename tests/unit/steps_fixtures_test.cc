@@ -238,6 +238,9 @@ TEST(StepsFixtures, NcclOneRankCountsCollectivesOnceAndHasNoCadence) {
   EXPECT_EQ(top_level(s, "ncclAllGather"), 5u);
   EXPECT_EQ(s.cadence, engine::Cadence::kWindows);
   EXPECT_EQ(s.cadence_note.rfind("no periodic step: ", 0), 0u) << s.cadence_note;
+  // A 1 s window and the 55.7 ms left at the end: their "median window" was the remainder.
+  EXPECT_EQ(s.summary.text.rfind("no periodic step (2 windows of at most 1.0s): GPU idle ", 0), 0u)
+      << s.summary.text;
   uint32_t collectives = 0;
   for (const auto& st : s.steps) collectives += st.collectives;
   EXPECT_EQ(collectives, 55u);
