@@ -74,7 +74,28 @@ struct Deadline {
   const std::atomic<bool>* cancel = nullptr;
   bool expired = false, cancelled = false;
   std::chrono::steady_clock::time_point busy_since{};  // of the lock wait in progress
+  // What stopped the statement, if this did.
+  std::optional<std::string> stopped(int64_t timeout_ms) const {
+    if (cancelled) return "SQL aborted: the request was cancelled";
+    if (expired) return "SQL aborted: time limit of " + std::to_string(timeout_ms) + " ms exceeded";
+    return std::nullopt;
+  }
 };
+
+// Why a prepared statement may not run as a query: a second statement after it (anything but
+// whitespace and comments in `tail`), or a write. "" where it may.
+std::string not_one_read(sqlite3* h, sqlite3_stmt* stmt, const char* tail) {
+  if (tail && *tail) {
+    sqlite3_stmt* next = nullptr;
+    const char* rest = nullptr;
+    int rc = sqlite3_prepare_v2(h, tail, -1, &next, &rest);
+    sqlite3_finalize(next);
+    if (rc != SQLITE_OK || next != nullptr)
+      return "SQL rejected: only one statement is allowed per query";
+  }
+  if (!sqlite3_stmt_readonly(stmt)) return "SQL rejected: the statement would modify the database";
+  return "";
+}
 
 // A lock another process holds on the file (compact, a tracer ending its session) is waited
 // for as every connection waits (kBusyTimeoutMs), but never past the statement's time limit or
@@ -337,13 +358,6 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
       sqlite3_busy_timeout(h, kBusyTimeoutMs);
     }
   } restore{db.handle()};
-  auto stopped = [&]() -> std::optional<std::string> {
-    if (deadline.cancelled) return "SQL aborted: the request was cancelled";
-    if (deadline.expired)
-      return "SQL aborted: time limit of " + std::to_string(limits.timeout_ms) + " ms exceeded";
-    return std::nullopt;
-  };
-
   sqlite3_stmt* raw = nullptr;
   const char* tail = nullptr;
   bool rows_read = false;
@@ -352,24 +366,15 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
   sqlite3_set_authorizer(db.handle(), authorizer, nullptr);
   Stmt stmt(raw);
   if (rc != SQLITE_OK) {
-    if (auto why = stopped()) return ingero::make_error(*why);
+    if (auto why = deadline.stopped(limits.timeout_ms)) return ingero::make_error(*why);
     std::string msg = sqlite3_errmsg(db.handle());
     if (rc == SQLITE_AUTH || msg.find("not authorized") != std::string::npos)
       msg += " (the trace is read-only: only SELECT and read-only pragmas are allowed)";
     return ingero::make_error("SQL rejected: " + msg);
   }
   if (!raw) return ingero::make_error("SQL rejected: empty statement");
-  // Anything but whitespace and comments after the first statement is a second statement.
-  if (tail && *tail) {
-    sqlite3_stmt* next = nullptr;
-    const char* rest = nullptr;
-    int rc2 = sqlite3_prepare_v2(db.handle(), tail, -1, &next, &rest);
-    sqlite3_finalize(next);
-    if (rc2 != SQLITE_OK || next != nullptr)
-      return ingero::make_error("SQL rejected: only one statement is allowed per query");
-  }
-  if (!sqlite3_stmt_readonly(raw))
-    return ingero::make_error("SQL rejected: the statement would modify the database");
+  if (std::string why = not_one_read(db.handle(), raw, tail); !why.empty())
+    return ingero::make_error(why);
 
   QueryResult out;
   if (rows_read) out.note = folded_calls_note(db, sql);
@@ -385,7 +390,7 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
     rc = sqlite3_step(raw);
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) {
-      if (auto why = stopped())
+      if (auto why = deadline.stopped(limits.timeout_ms))
         return ingero::make_error(
             *why + (deadline.expired && !out.note.empty() ? ". Note: " + out.note : ""));
       return ingero::make_error(std::string("SQL failed: ") + sqlite3_errmsg(db.handle()));

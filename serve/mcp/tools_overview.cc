@@ -83,6 +83,43 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
   return o;
 }
 
+// One op of get_trace_stats: its JSON, and its line into `t`.
+Json op_stats_row(const engine::OpStats& s, std::ostringstream& t) {
+  Json j = {{"vendor", s.key.vendor},
+            {"api", s.key.api},
+            {"op", s.key.op},
+            {"kind", std::string(hal::kind_name(s.key.kind))},
+            {"calls", s.count},
+            {"errors", s.errors},
+            {"pids", s.pids.size()},
+            {"total_ns", s.sum_ns},
+            {"avg_ns", uint64_t(s.avg_ns())},
+            {"min_ns", s.min_ns},
+            {"p50_ns", s.p50},
+            {"p95_ns", s.p95},
+            {"p99_ns", s.p99},
+            {"max_ns", s.max_ns},
+            {"tail_ratio", s.p50 ? double(s.p99) / double(s.p50) : 0.0},
+            {"off_cpu_ns", s.off_cpu_ns},
+            {"bytes", s.bytes}};
+  if (!s.timed())  // its durations are unknown, not 0
+    for (const char* k : {"total_ns", "avg_ns", "min_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns"})
+      j[k] = nullptr;
+  t << "  " << format_count(s.count) << " " << ident(s.key.op) << " [" << ident(s.key.vendor) << "/"
+    << ident(s.key.api) << "] ";
+  if (s.timed())
+    t << "p50 " << dur(s.p50) << " p95 " << dur(s.p95) << " p99 " << dur(s.p99) << " max "
+      << dur(s.max_ns);
+  else
+    t << "none timed (launches seen at entry only)";
+  if (s.p50 && s.p99 >= 10 * s.p50)
+    t << " (p99 " << fmt("%.0f", double(s.p99) / double(s.p50)) << "x p50)";
+  if (s.errors) t << ", " << format_count(s.errors) << " errors";
+  if (s.off_cpu_ns) t << ", " << dur(s.off_cpu_ns) << " off-CPU";
+  t << "\n";
+  return j;
+}
+
 ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
   auto op = open_source(ctx);
   if (!op) return error_output(op.error().message);
@@ -128,40 +165,7 @@ ToolOutput get_trace_stats(ToolContext& ctx, const ToolCall& call) {
   if (std::string lost = engine::losses_line(losses); !lost.empty()) t << lost << "\n";
   t << window_line(*w, span, events) << "\n";
   if (ops.empty()) t << "no GPU API calls in this window\n";
-  for (const auto* s : ops) {
-    jops.push_back({{"vendor", s->key.vendor},
-                    {"api", s->key.api},
-                    {"op", s->key.op},
-                    {"kind", std::string(hal::kind_name(s->key.kind))},
-                    {"calls", s->count},
-                    {"errors", s->errors},
-                    {"pids", s->pids.size()},
-                    {"total_ns", s->sum_ns},
-                    {"avg_ns", uint64_t(s->avg_ns())},
-                    {"min_ns", s->min_ns},
-                    {"p50_ns", s->p50},
-                    {"p95_ns", s->p95},
-                    {"p99_ns", s->p99},
-                    {"max_ns", s->max_ns},
-                    {"tail_ratio", s->p50 ? double(s->p99) / double(s->p50) : 0.0},
-                    {"off_cpu_ns", s->off_cpu_ns},
-                    {"bytes", s->bytes}});
-    if (!s->timed())  // its durations are unknown, not 0
-      for (const char* k : {"total_ns", "avg_ns", "min_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns"})
-        jops.back()[k] = nullptr;
-    t << "  " << format_count(s->count) << " " << ident(s->key.op) << " [" << ident(s->key.vendor)
-      << "/" << ident(s->key.api) << "] ";
-    if (s->timed())
-      t << "p50 " << dur(s->p50) << " p95 " << dur(s->p95) << " p99 " << dur(s->p99) << " max "
-        << dur(s->max_ns);
-    else
-      t << "none timed (launches seen at entry only)";
-    if (s->p50 && s->p99 >= 10 * s->p50)
-      t << " (p99 " << fmt("%.0f", double(s->p99) / double(s->p50)) << "x p50)";
-    if (s->errors) t << ", " << format_count(s->errors) << " errors";
-    if (s->off_cpu_ns) t << ", " << dur(s->off_cpu_ns) << " off-CPU";
-    t << "\n";
-  }
+  for (const auto* s : ops) jops.push_back(op_stats_row(*s, t));
   if (omitted) t << "  (" << omitted << " more ops; raise limit or filter by vendor)\n";
   Json jhost = Json::array();
   if (!host.ops.empty()) t << "host:";

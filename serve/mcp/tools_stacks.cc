@@ -41,6 +41,88 @@ Json frame_json(const store::StackFrame& f) {
   return x;
 }
 
+// An op the trace does not name (a typo): the error naming those it does, as for an unknown pid
+// or node ("" where it names it). It was answered "0 calls", isError false.
+std::string unknown_op(store::Db& db, const std::string& opname) {
+  if (!db.column_exists("ops", "name")) return "";
+  // The original implementation's sources have no vendor: every op it names.
+  auto known = db.prepare(
+      db.column_exists("sources", "vendor") && db.column_exists("ops", "source_id")
+          ? "SELECT DISTINCT o.name FROM ops o JOIN sources s ON s.id = o.source_id WHERE "
+            "s.vendor <> 'host' ORDER BY o.name"
+          : "SELECT DISTINCT name FROM ops ORDER BY name");
+  if (!known) return known.error().message;
+  std::vector<std::string> ops;
+  while (true) {
+    auto row = known->step();
+    if (!row) return row.error().message;
+    if (!*row) break;
+    ops.push_back(known->text(0));
+  }
+  if (!ops.empty() && std::find(ops.begin(), ops.end(), opname) == ops.end()) {
+    std::string names;
+    for (size_t i = 0; i < ops.size() && i < 40; ++i) names += (i ? ", " : "") + ops[i];
+    if (ops.size() > 40) names += ", ... (" + std::to_string(ops.size()) + " in all)";
+    return "op '" + opname + "' is not an op of this trace; its ops: " + names;
+  }
+  return "";
+}
+
+// One stack of the answer (the statement's row): its JSON and its lines of text.
+struct StackRow {
+  Json json;
+  std::string text;
+};
+
+// A row of get_stacks' statement: stack_hash, calls, total, max, pids, min pid, timed calls.
+ingero::Result<StackRow> stack_row(store::Db& db, store::Stmt& st, int64_t with_stack,
+                                   size_t max_frames, int rank) {
+  int64_t hash = st.int64(0);
+  uint64_t n = uint64_t(st.int64(1)), total = uint64_t(st.real(2) + 0.5),
+           mx = uint64_t(st.int64(3)), timed = uint64_t(st.int64(6));
+  auto frames = store::read_stack(db, hash);
+  if (!frames) return frames.error();
+  Json jf = Json::array();
+  size_t omitted = 0;
+  std::ostringstream ft;
+  if (*frames) {
+    for (const auto& f : **frames) {
+      if (jf.size() >= max_frames) {
+        ++omitted;
+        continue;
+      }
+      jf.push_back(frame_json(f));
+      ft << "    " << frame_text(f) << "\n";
+    }
+  }
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+  StackRow out;
+  out.json = {{"hash", hex},
+              {"calls", n},
+              {"share", with_stack ? double(n) / double(with_stack) : 0.0},
+              {"total_ns", total},
+              {"avg_ns", n ? total / n : 0},
+              {"timed_calls", timed},
+              {"max_ns", mx},
+              {"pids", st.int64(4)},
+              {"frames", jf},
+              {"frames_omitted", omitted}};
+  if (!*frames) out.json["error"] = "stack " + std::string(hex) + " is referenced but not stored";
+  std::ostringstream t;
+  t << "#" << rank << " " << format_count(n) << " calls ("
+    << fmt("%.0f", with_stack ? 100.0 * double(n) / double(with_stack) : 0.0) << "%), avg "
+    << dur(n ? total / n : 0)
+    << (timed == n ? ""
+        : timed    ? " (of its timed calls)"
+                   : " (the op's)")
+    << ", max " << dur(mx) << "\n"
+    << ft.str();
+  if (omitted) t << "    (" << omitted << " outer frames omitted)\n";
+  out.text = t.str();
+  return out;
+}
+
 ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
   auto r = ctx.engine_reader();
   if (!r) return error_output(r.error().message);
@@ -55,30 +137,7 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
         {"op", opname}, {"captured", false}, {"stacks", Json::array()}, {"note", o.text}};
     return o;
   }
-  // An op the trace does not name (a typo) is an error naming those it does, as an unknown pid
-  // or node is: it was answered "0 calls", isError false.
-  if (db.column_exists("ops", "name")) {
-    // The original implementation's sources have no vendor: every op it names.
-    auto known = db.prepare(
-        db.column_exists("sources", "vendor") && db.column_exists("ops", "source_id")
-            ? "SELECT DISTINCT o.name FROM ops o JOIN sources s ON s.id = o.source_id WHERE "
-              "s.vendor <> 'host' ORDER BY o.name"
-            : "SELECT DISTINCT name FROM ops ORDER BY name");
-    if (!known) return error_output(known.error().message);
-    std::vector<std::string> ops;
-    while (true) {
-      auto row = known->step();
-      if (!row) return error_output(row.error().message);
-      if (!*row) break;
-      ops.push_back(known->text(0));
-    }
-    if (!ops.empty() && std::find(ops.begin(), ops.end(), opname) == ops.end()) {
-      std::string names;
-      for (size_t i = 0; i < ops.size() && i < 40; ++i) names += (i ? ", " : "") + ops[i];
-      if (ops.size() > 40) names += ", ... (" + std::to_string(ops.size()) + " in all)";
-      return error_output("op '" + opname + "' is not an op of this trace; its ops: " + names);
-    }
-  }
+  if (std::string why = unknown_op(db, opname); !why.empty()) return error_output(why);
   store::SqlTraceSource src(**r);
   auto w = window_of(call.args, src);
   if (!w) return error_output(w.error().message);
@@ -123,47 +182,10 @@ ToolOutput get_stacks(ToolContext& ctx, const ToolCall& call) {
     auto row = st->step();
     if (!row) return error_output(row.error().message);
     if (!*row) break;
-    int64_t hash = st->int64(0);
-    uint64_t n = uint64_t(st->int64(1)), total = uint64_t(st->real(2) + 0.5),
-             mx = uint64_t(st->int64(3)), timed = uint64_t(st->int64(6));
-    auto frames = store::read_stack(db, hash);
-    if (!frames) return error_output(frames.error().message);
-    Json jf = Json::array();
-    size_t omitted = 0;
-    std::ostringstream ft;
-    if (*frames) {
-      for (const auto& f : **frames) {
-        if (jf.size() >= max_frames) {
-          ++omitted;
-          continue;
-        }
-        jf.push_back(frame_json(f));
-        ft << "    " << frame_text(f) << "\n";
-      }
-    }
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
-    Json s = {{"hash", hex},
-              {"calls", n},
-              {"share", with_stack ? double(n) / double(with_stack) : 0.0},
-              {"total_ns", total},
-              {"avg_ns", n ? total / n : 0},
-              {"timed_calls", timed},
-              {"max_ns", mx},
-              {"pids", st->int64(4)},
-              {"frames", jf},
-              {"frames_omitted", omitted}};
-    if (!*frames) s["error"] = "stack " + std::string(hex) + " is referenced but not stored";
-    stacks.push_back(std::move(s));
-    t << "#" << ++rank << " " << format_count(n) << " calls ("
-      << fmt("%.0f", with_stack ? 100.0 * double(n) / double(with_stack) : 0.0) << "%), avg "
-      << dur(n ? total / n : 0)
-      << (timed == n ? ""
-          : timed    ? " (of its timed calls)"
-                     : " (the op's)")
-      << ", max " << dur(mx) << "\n"
-      << ft.str();
-    if (omitted) t << "    (" << omitted << " outer frames omitted)\n";
+    auto one = stack_row(db, *st, with_stack, max_frames, ++rank);
+    if (!one) return error_output(one.error().message);
+    stacks.push_back(std::move(one->json));
+    t << one->text;
   }
   if (stacks.empty()) t << "no stacks for this op in the window\n";
   o.text = t.str();
