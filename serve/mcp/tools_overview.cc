@@ -85,26 +85,11 @@ ToolOutput get_check(ToolContext& ctx, const ToolCall&) {
 
 // One op of get_trace_stats: its JSON, and its line into `t`.
 Json op_stats_row(const engine::OpStats& s, std::ostringstream& t) {
-  Json j = {{"vendor", s.key.vendor},
-            {"api", s.key.api},
-            {"op", s.key.op},
-            {"kind", std::string(hal::kind_name(s.key.kind))},
-            {"calls", s.count},
-            {"errors", s.errors},
-            {"pids", s.pids.size()},
-            {"total_ns", s.sum_ns},
-            {"avg_ns", uint64_t(s.avg_ns())},
-            {"min_ns", s.min_ns},
-            {"p50_ns", s.p50},
-            {"p95_ns", s.p95},
-            {"p99_ns", s.p99},
-            {"max_ns", s.max_ns},
-            {"tail_ratio", s.p50 ? double(s.p99) / double(s.p50) : 0.0},
-            {"off_cpu_ns", s.off_cpu_ns},
-            {"bytes", s.bytes}};
-  if (!s.timed())  // its durations are unknown, not 0
-    for (const char* k : {"total_ns", "avg_ns", "min_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns"})
-      j[k] = nullptr;
+  // The op's figures as explain --json gives them, and what an agent sorts by.
+  Json j = engine::op_stats_json(s);
+  j["pids"] = s.pids.size();
+  j["total_ns"] = s.timed() ? Json(s.sum_ns) : Json(nullptr);  // unknown, not 0
+  j["tail_ratio"] = s.p50 ? double(s.p99) / double(s.p50) : 0.0;
   t << "  " << format_count(s.count) << " " << ident(s.key.op) << " [" << ident(s.key.vendor) << "/"
     << ident(s.key.api) << "] ";
   if (s.timed())
