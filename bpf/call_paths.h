@@ -341,12 +341,12 @@ static __always_inline void call_return(struct pt_regs* ctx, bool session, __u32
     /* Slow and off-CPU calls are what explain examines: always walk them. A failing call
      * walks like a new call site, keyed by its return code: the first few per site. */
     __u32 always = t->off_cpu_total_ns != f->off_cpu_at_entry || now - f->start_ns >= stack_slow_ns;
-    struct ingero_stack_ask ask = {.extra = (((__u64)(__u32)ret ^ frame_site_arg(f, r)) << 1) |
-                                            always,
-                                   .now_ns = now,
-                                   .probe = probe,
-                                   .tgid = t->tgid,
-                                   .tid = tid};
+    struct ingero_stack_ask ask = {
+        .extra = (((__u64)(__u32)ret ^ frame_site_arg(f, r)) << 1) | always,
+        .now_ns = now,
+        .probe = probe,
+        .tgid = t->tgid,
+        .tid = tid};
     stack = ingero_call_stack(ctx, t, &ask);
   }
   emit_call_inline(t, f, tid, now, ret, flags, r, stack);
