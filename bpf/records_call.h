@@ -42,8 +42,8 @@ struct ingero_ptr_read {
 /* A launch of a library above another's (hal::LibraryMatch::layer > 0: a runtime's, whose
  * launch enters the driver's): its driver launch follows on the thread, deeper in its stack. */
 #define INGERO_RECIPE_UPPER_LAYER 0x8
-/* A launch whose kernel (the register argument name_question) is part of its call site's key:
- * an nvcc program built without host optimisation launches every kernel of a file from the one
+/* A launch whose kernel (the register argument name_question, 0 or 1) is part of its call site's
+ * key: an nvcc program built without host optimisation launches every kernel of a file from the one
  * call in its out-of-line __cudaLaunchKernel_helper, one return address for all of them, and
  * each kernel took the stack of whichever was walked last. */
 #define INGERO_RECIPE_SITE_ARG 0x10

@@ -84,8 +84,8 @@ ingero_recipe make_recipe(const ProbeSpec& spec, int layer) {
   if (spec.kind == EventKind::kLaunch)
     for (const FieldRef& f : spec.fields) {
       if (f.field == Field::kCount_) break;
-      if (f.field == Field::kFunc && f.from.src == ArgRef::Src::kReg &&
-          f.from.index < INGERO_REG_WORDS) {
+      // The first or second argument: the BPF reads no other (bpf/call_capture.h, site_arg).
+      if (f.field == Field::kFunc && f.from.src == ArgRef::Src::kReg && f.from.index < 2) {
         r.flags |= INGERO_RECIPE_SITE_ARG;
         r.name_question = f.from.index;
       }
