@@ -71,6 +71,9 @@ struct ToolHost {
   // Set: the tools answer over this fleet database, not the trace file (ToolContext's path is
   // then only a name). An Error when it cannot be reached.
   std::function<ingero::Result<std::unique_ptr<FleetSource>>()> fleet;
+  // run_sql's time limit (mcp.md: 5 s). Tests that hold a worker with an endless query raise it,
+  // so that nothing they wait for ends by its limit on a slow machine.
+  int sql_timeout_ms = 5000;
 };
 
 struct ToolOutput {

@@ -83,7 +83,7 @@ ToolOutput run_sql(ToolContext& ctx, const ToolCall& call) {
   store::QueryLimits lim;
   lim.max_rows = size_t(arg_int(call.args, "limit", 100));
   lim.max_bytes = kRowBudgetBytes;
-  lim.timeout_ms = 5000;
+  lim.timeout_ms = ctx.host().sql_timeout_ms;
   lim.max_value_bytes = 64 << 10;
   lim.cancel = call.cancel;
   std::string sql = arg_str(call.args, "sql");

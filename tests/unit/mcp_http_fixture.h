@@ -47,7 +47,9 @@ class McpHttp : public ::testing::Test {
     std::filesystem::copy_file(
         std::string(INGERO_FIXTURES_DIR) + "/ingero-go/pytorch-dataloader-starvation.db", db_,
         std::filesystem::copy_options::overwrite_existing);
-    ctx_ = std::make_unique<ToolContext>(db_, test_host());
+    ToolHost host = test_host();
+    host.sql_timeout_ms = sql_timeout_ms_;
+    ctx_ = std::make_unique<ToolContext>(db_, std::move(host));
     server_ = std::make_unique<Server>(*ctx_);
     if (o.addr == HttpOptions{}.addr) o.addr = "127.0.0.1:0";
     http_ = std::make_unique<HttpServer>(*server_, o);
@@ -67,10 +69,11 @@ class McpHttp : public ::testing::Test {
     return http_request("127.0.0.1", port_, "POST", "/mcp", msg.dump(), h, std::chrono::seconds(30),
                         ca);
   }
-  // Waits (up to 4 s) until the server's stats hold `held`.
+  // Waits (up to 30 s: a loaded machine is slow, and only a failure waits that long) until the
+  // server's stats hold `held`.
   template <class Held>
   void wait_for(const char* what, Held held) {
-    for (int i = 0; i < 400 && !held(http_->stats()); ++i)
+    for (int i = 0; i < 3000 && !held(http_->stats()); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_TRUE(held(http_->stats())) << what;
   }
@@ -83,6 +86,8 @@ class McpHttp : public ::testing::Test {
     return r.headers["mcp-session-id"];
   }
   std::string db_;
+  // run_sql's time limit for the server start() makes (ToolHost::sql_timeout_ms).
+  int sql_timeout_ms_ = 5000;
   std::unique_ptr<ToolContext> ctx_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<HttpServer> http_;
