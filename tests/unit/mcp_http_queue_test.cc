@@ -85,6 +85,9 @@ TEST_F(McpHttp, RequestsBeyondTheQueueAre503WithRetryAfter) {
       if (!stop_) answered.emplace_back(id, r);
     });
   };
+  // The session's initialize ran on the worker, which may still count it busy a moment after
+  // its answer: seen busy then, the second query was sent first and took the worker (CI).
+  wait_for("the worker is free", [](const http::Stats& s) { return s.workers_busy == 0; });
   send(1);
   wait_for("the first query runs", [](const http::Stats& s) { return s.workers_busy == 1; });
   send(2);
@@ -136,6 +139,9 @@ TEST_F(McpHttp, APingAndACancellationDoNotWaitBehindToolCalls) {
       answered[id] = r;
     });
   };
+  // The session's initialize ran on the worker, which may still count it busy a moment after
+  // its answer: seen busy then, the second query was sent first and took the worker (CI).
+  wait_for("the worker is free", [](const http::Stats& s) { return s.workers_busy == 0; });
   send(1);
   wait_for("the first query runs", [](const http::Stats& s) { return s.workers_busy == 1; });
   send(2);
