@@ -8,6 +8,7 @@
 #include "app/window_flags.h"
 #include "engine/window_spec.h"
 #include "fleet/ch_schema.h"
+#include "fleet/ship_state.h"
 #include "fleet/shipper.h"
 #include "fleet/spool.h"
 #include "store/file_access.h"
@@ -49,6 +50,10 @@ int print_or_create_ddl(const Opts& o) {
     return kExitUsage;
   }
   fleet::ClickHouseClient client(*ep);
+  if (auto r = fleet::drop_outdated_views(client); !r) {
+    std::cerr << "ingero ship: " << r.error().message << "\n";
+    return kExitFailure;
+  }
   for (const auto& s : ddl)
     if (auto r = client.execute(s); !r) {
       std::cerr << "ingero ship: " << r.error().message << "\n";

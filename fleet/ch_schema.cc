@@ -1,6 +1,7 @@
 #include "fleet/ch_schema.h"
 
 #include <algorithm>
+#include <map>
 
 #include "store/schema.h"
 #include "store/table_defs.h"
@@ -225,7 +226,10 @@ const std::vector<ViewColumn>& view_columns(View v) {
         {"node", ""},
         {"session_start", ""},
         {"ts_ns", ""},
-        {"dur_ns", ""},
+        // A call seen at entry only has no duration (NULL, as in the file's view; `events`
+        // holds 0). `status` here is the alias below: ClickHouse substitutes aliases wherever
+        // their names appear, so the column's number cannot be compared in this expression.
+        {"dur_ns", "if(status = 'untimed', NULL, dur_ns)"},
         {"pid", ""},
         {"tid", ""},
         {"comm", ""},
@@ -292,37 +296,76 @@ const std::vector<ViewColumn>& view_columns(View v) {
   return v == View::kCalls ? calls : host;
 }
 
-}  // namespace
+// The columns of the trace file's rdma_counters, over device_counters.
+const std::vector<ViewColumn>& rdma_columns() {
+  static const std::vector<ViewColumn> c = {
+      {"node", ""},
+      {"session_start", ""},
+      {"file_start", ""},
+      {"src_id", ""},
+      {"timestamp", ""},
+      {"device", ""},
+      {"port", ""},
+      {"transport", "visitParamExtractString(attributes, 'transport')"},
+      {"state", "visitParamExtractString(attributes, 'state')"},
+      {"rate", "visitParamExtractString(attributes, 'rate')"},
+      {"counter", ""},
+      {"value", ""},
+      {"base_value", ""},
+      {"unit", ""},
+      {"is_error", ""}};
+  return c;
+}
 
-std::vector<std::string> view_column_names(View v) {
+std::string select_list(const std::vector<ViewColumn>& columns) {
+  std::string s;
+  for (const auto& c : columns)
+    s += (s.empty() ? "" : ", ") + (c.expr.empty() ? c.name : c.expr + " AS " + c.name);
+  return s;
+}
+
+std::vector<std::string> names_of(const std::vector<ViewColumn>& columns) {
   std::vector<std::string> out;
-  for (const auto& c : view_columns(v)) out.push_back(c.name);
+  for (const auto& c : columns) out.push_back(c.name);
   return out;
 }
 
+}  // namespace
+
+std::vector<std::string> view_column_names(View v) { return names_of(view_columns(v)); }
+
 std::string view_select(const std::string& db, View v, const std::string& condition) {
-  std::string cols;
-  for (const auto& c : view_columns(v))
-    cols += (cols.empty() ? "" : ", ") + (c.expr.empty() ? c.name : c.expr + " AS " + c.name);
-  return "SELECT " + cols + "\n  FROM " + db + ".events WHERE vendor " +
+  return "SELECT " + select_list(view_columns(v)) + "\n  FROM " + db + ".events WHERE vendor " +
          (v == View::kCalls ? "!= 'host'" : "= 'host'") +
          (condition.empty() ? "" : " AND " + condition);
 }
 
+const std::vector<std::string>& view_names() {
+  static const std::vector<std::string> names = {"calls", "rdma_counters", "host_events"};
+  return names;
+}
+
 std::vector<std::string> views_ddl(const std::string& db) {
-  return {
-      "CREATE VIEW IF NOT EXISTS " + db + ".calls AS\n" + view_select(db, View::kCalls),
-      // The columns of the trace file's rdma_counters.
-      "CREATE VIEW IF NOT EXISTS " + db +
-          ".rdma_counters AS\n"
-          "SELECT node, session_start, file_start, src_id, timestamp, device, port,\n"
-          "       visitParamExtractString(attributes, 'transport') AS transport,\n"
-          "       visitParamExtractString(attributes, 'state') AS state,\n"
-          "       visitParamExtractString(attributes, 'rate') AS rate, counter, value, base_value, "
-          "unit,\n"
-          "       is_error\n  FROM " +
-          db + ".device_counters WHERE backend = 'rdma'",
-      "CREATE VIEW IF NOT EXISTS " + db + ".host_events AS\n" + view_select(db, View::kHostEvents)};
+  auto create = [&](const std::string& name) {
+    return "CREATE VIEW IF NOT EXISTS " + db + "." + name + " AS\n";
+  };
+  return {create("calls") + view_select(db, View::kCalls),
+          create("rdma_counters") + "SELECT " + select_list(rdma_columns()) + "\n  FROM " + db +
+              ".device_counters WHERE backend = 'rdma'",
+          create("host_events") + view_select(db, View::kHostEvents)};
+}
+
+bool view_outdated(const std::string& view, const std::map<std::string, std::string>& columns) {
+  std::vector<std::string> want = view == "calls"         ? view_column_names(View::kCalls)
+                                  : view == "host_events" ? view_column_names(View::kHostEvents)
+                                                          : names_of(rdma_columns());
+  if (columns.size() != want.size()) return true;
+  for (const std::string& c : want)
+    if (!columns.count(c)) return true;
+  // Made before an entry-only call's duration was NULL in it (2026-12-02): its 0 ns counted in
+  // every avg(dur_ns) of the fleet.
+  if (view == "calls" && columns.at("dur_ns").rfind("Nullable(", 0) != 0) return true;
+  return false;
 }
 
 }  // namespace ingero::fleet

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,8 +76,13 @@ std::vector<std::string> local_ddl(const std::string& db);
 std::vector<std::string> distributed_ddl(const std::string& db, const std::string& cluster,
                                          const std::string& shard_db);
 // The contract views of a trace file, over `db`.events: calls, host_events (and rdma_counters
-// over device_counters).
+// over device_counters), in the order of view_names().
 std::vector<std::string> views_ddl(const std::string& db);
+const std::vector<std::string>& view_names();
+// A view of that name the database has, with these columns (name -> ClickHouse type, as
+// system.columns lists them), was made by a build whose definition differs from this build's:
+// ensure_schema() makes it anew (a view holds no rows).
+bool view_outdated(const std::string& view, const std::map<std::string, std::string>& columns);
 
 // The views' columns are those of the trace file's views (store/contract_views.h) that a
 // fleet row has; the store's mapping of a view row to an event (store/event_columns.h) reads

@@ -102,6 +102,10 @@ void ClickHouseTraceSource::events(const engine::Window& w, bool host, const eng
     if (c != "ts_ns" && std::find(have.begin(), have.end(), c) != have.end()) cols.push_back(c);
   std::string list;
   for (const auto& c : cols) list += ", " + c;
+  // A call seen at entry only takes the mean of the timed calls of its process and op
+  // (fleet/untimed_means.h); the row's node, last, tells whose.
+  const UntimedMeans* means = host ? nullptr : untimed_means(w);
+  if (means) list += ", node";
   std::string cond = where(w, "ts_ns", !host).substr(std::string(" WHERE ").size());
   std::string sql = "SELECT " + ts("ts_ns") + " AS t" + list + " FROM (" +
                     view_select(client_->endpoint().database, view, cond) +
@@ -113,11 +117,26 @@ void ClickHouseTraceSource::events(const engine::Window& w, bool host, const eng
         return it == cols.end() ? store::EventColumns::kNone : int(it - cols.begin()) + 1;
       });
   hal::Event e;
-  rows(sql, cols.size() + 1, [&](const std::vector<TsvField>& f) {
+  rows(sql, cols.size() + (means ? 2 : 1), [&](const std::vector<TsvField>& f) {
     mapping.read(TsvRow{f}, e, strings_);
+    if (means && !e.timed) e.dur_ns = means->of(f.back().text, e.pid, e.vendor, e.api, e.op);
     fn(e);
     return true;
   });
+}
+
+const UntimedMeans* ClickHouseTraceSource::untimed_means(const engine::Window& w) {
+  const std::string filter = where(w, "ts_ns", false);
+  auto it = untimed_.find(filter);
+  if (it != untimed_.end()) return &it->second;
+  UntimedMeans m;
+  if (!rows(UntimedMeans::sql(table("events"), filter), UntimedMeans::kColumns,
+            [&](const std::vector<TsvField>& f) {
+              m.add(f);
+              return true;
+            }))
+    return nullptr;
+  return &untimed_.emplace(filter, std::move(m)).first->second;
 }
 
 void ClickHouseTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {

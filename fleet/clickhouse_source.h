@@ -24,6 +24,7 @@
 #include "engine/trace_source.h"
 #include "fleet/clickhouse_client.h"
 #include "fleet/tsv.h"
+#include "fleet/untimed_means.h"
 #include "store/event_columns.h"
 
 namespace ingero::fleet {
@@ -89,6 +90,10 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   bool has_table(const char* name);
   std::map<std::string, bool> tables_;
   void events(const engine::Window& w, bool host, const engine::EventFn& fn);
+  // The timed calls' means of the window's rows, read once per window; null when the read
+  // failed (recorded).
+  const UntimedMeans* untimed_means(const engine::Window& w);
+  std::map<std::string, UntimedMeans> untimed_;  // by the window's filter
 
   std::unique_ptr<ClickHouseClient> client_;
   int timeout_ms_;

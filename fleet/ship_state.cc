@@ -46,8 +46,25 @@ std::string sql_string_list(const std::vector<std::string>& values) {
   return s + (values.empty() ? "''" : "") + ")";
 }
 
+ingero::Status drop_outdated_views(ClickHouseClient& client) {
+  const std::string& db = client.endpoint().database;
+  std::map<std::string, std::map<std::string, std::string>> views;  // name -> column -> type
+  const std::string in_db = "database = " + sql_quote(db);
+  auto st = rows(client,
+                 "SELECT table, name, type FROM system.columns WHERE " + in_db +
+                     " AND table IN (SELECT name FROM system.tables WHERE " + in_db +
+                     " AND engine = 'View')",
+                 3, [&](const auto& f) { views[f[0].text][f[1].text] = f[2].text; });
+  if (!st) return st;
+  for (const std::string& name : view_names())
+    if (views.count(name) && view_outdated(name, views[name]))
+      if (auto r = client.execute("DROP TABLE IF EXISTS " + db + "." + name); !r) return r.error();
+  return {};
+}
+
 ingero::Status ensure_schema(ClickHouseClient& client) {
   const std::string& db = client.endpoint().database;
+  if (auto st = drop_outdated_views(client); !st) return st;
   // The database and tables first, their missing columns next, the views over them last: 18.16
   // checks a view's SELECT even where the view exists, so a database made before a column
   // (runq_ns) refused every ship at the view, before the ALTER that adds it was reached.

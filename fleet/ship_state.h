@@ -42,7 +42,14 @@ std::string cgroup_content_sql();
 // table created by an earlier version lacks (ALTER TABLE ADD COLUMN: ClickHouse 18.16 has no
 // IF NOT EXISTS there, so system.columns says which). Errors name the URL and ClickHouse's
 // message.
+// First it drops the views an earlier build made differently (drop_outdated_views); it makes
+// them last, after the columns they read.
 ingero::Status ensure_schema(ClickHouseClient& client);
+// Drops each view of the database (calls, host_events, rdma_counters) whose columns say an
+// earlier build defined it differently (ch_schema.h: view_outdated), for its DDL to make it
+// anew: CREATE VIEW IF NOT EXISTS kept a database's first definition for ever. Only views: a
+// database of an older version may hold a table of a view's name.
+ingero::Status drop_outdated_views(ClickHouseClient& client);
 ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool& spool);
 
 // SQL list literal of strings: ('a', 'b').

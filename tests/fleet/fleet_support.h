@@ -3,15 +3,27 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "fleet/clickhouse_client.h"
+#include "hal/event.h"
 #include "tests/support/clickhouse_server.h"
 
 namespace ingero::test {
+
+// 2026-03-31 23:59:59 UTC: a session that crosses midnight.
+constexpr int64_t kBeforeMidnight = 1775001599LL * 1'000'000'000;
+constexpr int64_t kMs = 1'000'000;
+
+// A trace of `n` launches of node-f on one thread, 10 us apart, an hour before
+// kBeforeMidnight, most of them foldable (tiered retention folds those under 0.99 x the op's
+// p95). `shape`, where given, changes launch i before it is written.
+void write_launches(const std::string& path, int n,
+                    const std::function<void(hal::Event&, int)>& shape = {});
 
 // A trace file session with `events` calls of node `node`, starting at `start_wall_ns` and
 // one every `step_ns`; every third call carries stack 77 (two frames, a quote and a tab in

@@ -357,8 +357,8 @@ TEST(FleetTrace, RowsDeletedBeforeTheyWereShippedAreCountedExactly) {
   std::string db = temp_path("node-r.db");
   std::string out, err;
   int rc = run_command({INGERO_BIN, "trace", "--no-live", "--node", "node-r", "--db", db,
-                        "--clickhouse", ch.url(0, "ingero"), "--max-db-size", "1MiB",
-                        "--no-stack", "--", INGERO_FAKE_CALLS, "steps", INGERO_FAKE_CUDART, "8000"},
+                        "--clickhouse", ch.url(0, "ingero"), "--max-db-size", "1MiB", "--no-stack",
+                        "--", INGERO_FAKE_CALLS, "steps", INGERO_FAKE_CUDART, "8000"},
                        &out, &err, {"VIRTUAL_ENV=" INGERO_FAKE_VENV}, std::chrono::seconds(120));
   ASSERT_EQ(rc, 0) << err;
   const std::string said = " of them before ClickHouse had them";

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "fleet/ch_schema.h"
 #include "store/trace_writer.h"
 #include "test_paths.h"
 #include "tests/fleet/fleet_support.h"
@@ -15,10 +16,6 @@
 
 namespace ingero::test {
 namespace {
-
-// 2026-03-31 23:59:59 UTC: a session that crosses midnight.
-constexpr int64_t kBeforeMidnight = 1775001599LL * 1'000'000'000;
-constexpr int64_t kMs = 1'000'000;
 
 // An SQL change to a trace file of schema 4 (calls as rows).
 void alter(const std::string& db, const std::string& sql) {
@@ -91,6 +88,109 @@ TEST(FleetSource, AWindowOfASkewedFleetIsOnTheReferenceClock) {
     ASSERT_NE(at, std::string::npos) << node << "\n" << out;
     EXPECT_EQ(out.substr(out.find('\n', at) + 1, 16), "908 events over ") << node << "\n" << out;
   }
+}
+
+// A session of node-u: process 4001 makes 64 launches, one in four timed (40 us + i ns), and
+// 16 syncs; process 4002 makes 8 launches, none timed. As `ingero trace` leaves launches
+// (seen at entry, one in N timed through its return; docs/architecture.md).
+void write_untimed_session(const std::string& path) {
+  auto w = store::TraceWriter::open(path);
+  ASSERT_TRUE(w) << w.error().message;
+  store::SessionInfo si;
+  si.node = si.host = "node-u";
+  si.started_at_ns = kBeforeMidnight;
+  si.mono_offset_ns = kBeforeMidnight - 1'000'000'000;
+  ASSERT_TRUE((*w)->begin_session(si));
+  auto call = [&](uint32_t pid, int i, bool launch, bool timed) {
+    hal::Event e;
+    e.ts_ns = uint64_t(1'000'000'000 + int64_t(i) * 100'000);
+    e.pid = e.tid = pid;
+    e.set_comm("python3");
+    e.vendor = "nvidia";
+    e.api = "cuda_runtime";
+    e.op = launch ? "cudaLaunchKernel" : "cudaStreamSynchronize";
+    e.kind = launch ? hal::EventKind::kLaunch : hal::EventKind::kSync;
+    e.timed = timed;
+    if (timed) {
+      e.dur_ns = launch ? 40'000 + uint64_t(i) : 2'000'000;
+      e.has_ret = true;
+      e.ret = 0;
+    }
+    return (*w)->add(e);
+  };
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(call(4001, i, true, i % 4 == 0));
+    if (i % 4 == 3) {
+      ASSERT_TRUE(call(4001, i, false, true));
+    }
+  }
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(call(4002, 64 + i, true, false));
+  store::SessionEnd end;
+  end.stopped_at_ns = kBeforeMidnight + 2'000'000'000;
+  end.exit_reason = "duration";
+  ASSERT_TRUE((*w)->finish(end));
+}
+
+// Found by a helper checking the fleet's figures: ClickHouse's `events.dur_ns` is UInt64, so a
+// launch seen at entry only read 0 ns there. The fleet's `calls` view gave it 0 (not NULL, as
+// the file's view does: avg(dur_ns) 4x too low at one launch in four timed), and `explain
+// --source` read it as 0 ns where the file's reader gives it its process's timed mean. A
+// database whose views an earlier build made gets this build's views when a shipper starts.
+TEST(FleetSource, EntryOnlyLaunchesReadAsTheFileReadsThem) {
+  START_SERVERS(ch, 1);
+  std::string db = temp_path("untimed.db"), out, err, from_file, from_ch;
+  write_untimed_session(db);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  const std::string src = ch.source(0, "ingero");
+  const std::string sql =
+      "SELECT pid, count(*) AS n, count(dur_ns) AS timed, sum(dur_ns) AS ns FROM calls WHERE op = "
+      "'cudaLaunchKernel' GROUP BY pid ORDER BY pid";
+  ASSERT_EQ(run_command({INGERO_BIN, "query", db, "--json", sql}, &from_file, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "query", "--source", src, "--json", sql}, &from_ch, &err), 0)
+      << err;
+  const auto want = nlohmann::json::parse(
+      R"([{"pid":4001,"n":64,"timed":16,"ns":640480},{"pid":4002,"n":8,"timed":0,"ns":null}])");
+  EXPECT_EQ(nlohmann::json::parse(from_file), want) << from_file;
+  EXPECT_EQ(nlohmann::json::parse(from_ch), want) << from_ch;
+  // explain: 4001's untimed launches at its mean (40,030 ns), 4002's at the node's.
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db, "--json"}, &from_file, &err), 0) << err;
+  ASSERT_EQ(run_command({INGERO_BIN, "explain", "--source", src, "--json"}, &from_ch, &err), 0)
+      << err;
+  auto a = nlohmann::json::parse(from_file), b = nlohmann::json::parse(from_ch);
+  // The file's latency quantiles come from its summaries' sketches, ClickHouse's are exact.
+  for (auto* j : {&a, &b}) {
+    for (const char* k : {"trace", "node", "quantiles"}) j->erase(k);
+    for (auto& n : (*j)["nodes"]) n.erase("quantiles");
+    for (auto& s : (*j)["stats"])
+      for (const char* k : {"p50_ns", "p95_ns", "p99_ns"}) s.erase(k);
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(b["stats"][0]["avg_ns"], 40030);
+  EXPECT_EQ(b["tenants"]["tenants"][0]["api_ns"], 72 * 40030 + 16 * 2'000'000);
+  // A database made by an earlier build: its calls view gave dur_ns as stored.
+  std::string old_view = fleet::view_select("ingero", fleet::View::kCalls);
+  const std::string now = "if(status = 'untimed', NULL, dur_ns) AS dur_ns";
+  ASSERT_NE(old_view.find(now), std::string::npos);
+  old_view.replace(old_view.find(now), now.size(), "dur_ns");
+  ch.query(0, "DROP TABLE ingero.calls");
+  ch.query(0, "CREATE VIEW ingero.calls AS " + old_view);
+  EXPECT_EQ(ch.query(0,
+                     "SELECT type FROM system.columns WHERE database = 'ingero' AND table = "
+                     "'calls' AND name = 'dur_ns'"),
+            "UInt64\n");
+  EXPECT_EQ(ch.query_int(0, "SELECT count(dur_ns) FROM ingero.calls"), 88);
+  ASSERT_EQ(run_command({INGERO_BIN, "ship", "--db", db, "--clickhouse", ch.url(0, "ingero")}, &out,
+                        &err),
+            0)
+      << err;
+  EXPECT_EQ(ch.query(0,
+                     "SELECT type FROM system.columns WHERE database = 'ingero' AND table = "
+                     "'calls' AND name = 'dur_ns'"),
+            "Nullable(UInt64)\n");
+  EXPECT_EQ(ch.query_int(0, "SELECT count(dur_ns) FROM ingero.calls"), 32);
 }
 
 // A session of node-a with 10 calls (5 launches, 5 syncs), shipped to database `ingero`.

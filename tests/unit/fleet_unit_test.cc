@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <set>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "compress/gzip.h"
 #include "fleet/ch_schema.h"
@@ -144,6 +147,42 @@ TEST(FleetSchema, DdlUsesOnlyWhatClickHouse1816Has) {
             std::string::npos)
       << dist[4];
   EXPECT_NE(dist.back().find("FROM fleet.events WHERE vendor = 'host'"), std::string::npos);
+}
+
+// A view made by another build is told by its columns (ship_state.h: drop_outdated_views makes
+// it anew): this build's, with dur_ns Nullable in calls, is current; calls with dur_ns as
+// stored (UInt64: an entry-only launch read 0 ns), or a column missing or added, is not.
+TEST(FleetSchema, AViewIsOutdatedWhenItsColumnsAreNotThisBuilds) {
+  auto columns = [](View v) {
+    std::map<std::string, std::string> c;
+    for (const std::string& n : view_column_names(v)) c[n] = "Int64";
+    return c;
+  };
+  auto calls = columns(View::kCalls);
+  calls["dur_ns"] = "Nullable(UInt64)";
+  EXPECT_FALSE(view_outdated("calls", calls));
+  calls["dur_ns"] = "UInt64";
+  EXPECT_TRUE(view_outdated("calls", calls));
+  auto host = columns(View::kHostEvents);
+  EXPECT_FALSE(view_outdated("host_events", host));
+  host.erase("runq_ns");
+  EXPECT_TRUE(view_outdated("host_events", host));
+  host["runq_ns"] = "Nullable(Int64)";
+  host["extra"] = "String";
+  EXPECT_TRUE(view_outdated("host_events", host));
+  std::map<std::string, std::string> rdma;
+  for (const char* n :
+       {"node", "session_start", "file_start", "src_id", "timestamp", "device", "port", "transport",
+        "state", "rate", "counter", "value", "base_value", "unit", "is_error"})
+    rdma[n] = "String";
+  EXPECT_FALSE(view_outdated("rdma_counters", rdma));
+  rdma.erase("is_error");
+  EXPECT_TRUE(view_outdated("rdma_counters", rdma));
+  EXPECT_EQ(view_names(), (std::vector<std::string>{"calls", "rdma_counters", "host_events"}));
+  ASSERT_EQ(views_ddl("db").size(), view_names().size());
+  for (size_t i = 0; i < view_names().size(); ++i)
+    EXPECT_EQ(
+        views_ddl("db")[i].rfind("CREATE VIEW IF NOT EXISTS db." + view_names()[i] + " AS", 0), 0u);
 }
 
 // One description: every column the store ships is in its ClickHouse table, with the store's
