@@ -154,24 +154,28 @@ void add_block_io(HostContext& h, PidHost& p, const hal::Event& e) {
   }
 }
 
+// A host event counted under its op (the window's process's only, where it names one).
+void count_host_op(HostContext& h, Lookups& l, const hal::Event& e) {
+  if (l.ops_pid && e.pid != *l.ops_pid) return;
+  bool same_view = e.op.data() == l.op_seen.data() && e.op.size() == l.op_seen.size();
+  if (!l.op_stat || (!same_view && e.op != l.op)) {
+    auto it = h.ops.try_emplace(std::string(e.op)).first;
+    l.op = it->first;
+    l.op_stat = &it->second;
+  }
+  l.op_seen = e.op;
+  HostOpStat& os = *l.op_stat;
+  ++os.count;
+  // Durations mean latency for these; a page-allocation row's duration is its window.
+  if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
+    os.sum_ns += e.dur_ns;
+    os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
+  }
+}
+
 // One host event: counted under its op, and into its process's and the host's tallies.
 void add_host_event(HostContext& h, Lookups& l, Room& room, const hal::Event& e) {
-  if (!l.ops_pid || e.pid == *l.ops_pid) {
-    bool same_view = e.op.data() == l.op_seen.data() && e.op.size() == l.op_seen.size();
-    if (!l.op_stat || (!same_view && e.op != l.op)) {
-      auto it = h.ops.try_emplace(std::string(e.op)).first;
-      l.op = it->first;
-      l.op_stat = &it->second;
-    }
-    l.op_seen = e.op;
-    HostOpStat& os = *l.op_stat;
-    ++os.count;
-    // Durations mean latency for these; a page-allocation row's duration is its window.
-    if (e.kind == hal::EventKind::kSchedSwitch || e.kind == hal::EventKind::kBlockIo) {
-      os.sum_ns += e.dur_ns;
-      os.max_ns = std::max<uint64_t>(os.max_ns, e.dur_ns);
-    }
-  }
+  count_host_op(h, l, e);
   if (!l.pid_host || e.pid != l.pid) {
     l.pid = e.pid;
     l.pid_host = &h.per_pid[e.pid];

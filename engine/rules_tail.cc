@@ -49,13 +49,33 @@ double busy_share(const std::vector<std::pair<int64_t, int64_t>>& intervals,
   return total > 0 ? double(busy) / double(total) : 0;
 }
 
+// A call of the tail that stalled: at least kMinTailExcessNs over p50. The tail's windows
+// reach down to p95, which may be any call (or every one).
+bool stalled(const OpStats& s, const TailWindow& w) {
+  return uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs;
+}
+
+// The stalled calls and their time past p50, summed (those past the cap on kept windows
+// counted as stalled by kMinTailExcessNs).
+struct Stalls {
+  uint64_t calls = 0, excess_ns = 0;
+};
+Stalls stalls(const OpStats& s) {
+  Stalls st{s.tail_windows_dropped, s.tail_windows_dropped * kMinTailExcessNs};
+  for (const TailWindow& w : s.tail_windows)
+    if (stalled(s, w)) {
+      ++st.calls;
+      st.excess_ns += uint64_t(w.end - w.start) - s.p50;
+    }
+  return st;
+}
+
 // Memory pressure at the slow calls, on real pressure signals only: a system snapshot within
 // kMemNearNs of a slow call with memory nearly full, or with swap use above its node's snapshot
 // before it; or an OOM kill that near. Page allocations are what every process does; they are
 // not pressure. Memory full an hour before the slow calls, or swap given back, is no cause of
-// them. The slow calls are the tail's kMinTailExcessNs over p50 (stalled_calls: the tail's
-// windows reach down to p95, which may be any call); those past the cap on kept windows came
-// after the kept ones, so all after the last kept one counts. An op whose slow calls were not
+// them. The slow calls are the stalled ones; those past the cap on kept windows came after the
+// kept ones, so all after the last kept one counts. An op whose slow calls were not
 // kept is judged on the whole window.
 bool memory_pressure_at(const HostContext& h, const OpStats& s) {
   // Each snapshot's rise of swap over the one before it of its node (several nodes' interleave
@@ -70,8 +90,7 @@ bool memory_pressure_at(const HostContext& h, const OpStats& s) {
   }
   std::vector<std::pair<int64_t, int64_t>> near;  // the slow calls, widened by kMemNearNs
   for (const TailWindow& w : s.tail_windows)
-    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs)
-      near.push_back({w.start - kMemNearNs, w.end + kMemNearNs});
+    if (stalled(s, w)) near.push_back({w.start - kMemNearNs, w.end + kMemNearNs});
   if (near.empty())
     return h.mem_pct_max >= kMemPressurePct ||
            std::find(rose.begin(), rose.end(), true) != rose.end() || !h.ooms.empty();
@@ -144,13 +163,12 @@ Evidence gather(const Analysis& a, const OpStats& s) {
 
   // Block I/O only when the process's own requests overlap its slow calls, or the device is
   // saturated during them (requests in flight nearly all of the slow calls' time, some of
-  // them slow): somebody else's I/O at the same time is not a cause. The slow calls are those
-  // kMinTailExcessNs over p50: the tail's windows reach down to p95, which may be every call
-  // (a disk busy through 8 ms calls was judged over them and 190 calls of 100 us, and not
-  // saturated). Where none is that slow (every call slowed), the tail's windows.
+  // them slow): somebody else's I/O at the same time is not a cause. The slow calls are the
+  // stalled ones (a disk busy through 8 ms calls was judged over them and 190 calls of 100 us,
+  // and not saturated). Where none stalled (every call slowed), the tail's windows.
   std::vector<TailWindow> slow;
   for (const TailWindow& w : s.tail_windows)
-    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs) slow.push_back(w);
+    if (stalled(s, w)) slow.push_back(w);
   const std::vector<TailWindow>& judged = slow.empty() ? s.tail_windows : slow;
   std::vector<std::pair<int64_t, int64_t>> own;
   uint64_t own_max = 0;
@@ -171,32 +189,15 @@ Evidence gather(const Analysis& a, const OpStats& s) {
   return ev;
 }
 
-// The tail's calls at least kMinTailExcessNs over p50 (those past the cap on kept windows
-// counted as such).
-uint64_t stalled_calls(const OpStats& s) {
-  uint64_t n = s.tail_windows_dropped;
-  for (const TailWindow& w : s.tail_windows)
-    n += uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs;
-  return n;
-}
-
-// Their time past p50, summed (those past the cap counted at kMinTailExcessNs).
-uint64_t stalled_excess(const OpStats& s) {
-  uint64_t ns = s.tail_windows_dropped * kMinTailExcessNs;
-  for (const TailWindow& w : s.tail_windows)
-    if (uint64_t(w.end - w.start) >= s.p50 + kMinTailExcessNs)
-      ns += uint64_t(w.end - w.start) - s.p50;
-  return ns;
-}
-
 // Detection: whether the op's latency needs explaining, and what the host shows for it.
 std::optional<TailFinding> detect(const Analysis& a, const OpStats& s) {
   if (s.count < kMinCallsForTail) return std::nullopt;
   TailFinding f;
   f.s = &s;
   f.ratio = s.tail_ratio();
+  const Stalls st = stalls(s);
   f.tail = f.ratio >= kTailRatioMedium && s.p99 >= s.p50 + kMinTailExcessNs &&
-           stalled_calls(s) >= kMinTailCalls && stalled_excess(s) >= kMinTailLostNs;
+           st.calls >= kMinTailCalls && st.excess_ns >= kMinTailLostNs;
   // Every call slowed, not just the tail: a large share of all the op's time off-CPU.
   // Only what preemptions added counts: a blocking sync is off-CPU by design (engine.md).
   f.all_share = s.per_call_off_cpu && s.sum_ns ? double(s.off_cpu_ns) / double(s.sum_ns) : 0;
