@@ -24,8 +24,13 @@ ingero::Result<bool> checkpoint_truncate(Db& db) {
 }
 
 LockWait::LockWait(sqlite3* db, std::chrono::milliseconds limit,
-                   std::chrono::milliseconds notice_after, std::function<void()> notice)
-    : db_(db), limit_(limit), notice_after_(notice_after), notice_(std::move(notice)) {
+                   std::chrono::milliseconds notice_after, std::function<void()> notice,
+                   std::function<bool()> stop)
+    : db_(db),
+      limit_(limit),
+      notice_after_(notice_after),
+      notice_(std::move(notice)),
+      stop_(std::move(stop)) {
   sqlite3_busy_handler(db_, &LockWait::on_busy, this);
 }
 
@@ -34,6 +39,7 @@ LockWait::~LockWait() { sqlite3_busy_timeout(db_, kBusyTimeoutMs); }
 int LockWait::on_busy(void* self, int tries) {
   auto* w = static_cast<LockWait*>(self);
   if (InterruptOnSignal::signal()) return 0;  // Ctrl-C: stop waiting (store/interrupt.h)
+  if (w->stop_ && w->stop_()) return 0;
   auto now = std::chrono::steady_clock::now();
   if (tries == 0) w->since_ = now;  // a new wait: each lock a statement asks for is one
   auto waited = now - w->since_;

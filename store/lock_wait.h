@@ -29,12 +29,13 @@ std::string busy_hint(int rc);
 ingero::Result<bool> checkpoint_truncate(Db& db);
 
 // While it lives, statements on `db` wait up to `limit` for a lock, retrying every few
-// milliseconds; `notice` is called once, when a wait first lasts `notice_after`. Restores the
-// default wait when it goes.
+// milliseconds; `notice` is called once, when a wait first lasts `notice_after`. A wait ends
+// at once on Ctrl-C (store/interrupt.h) or when `stop`, asked before each retry, says so (a
+// statement's time limit, its cancellation). Restores the default wait when it goes.
 class LockWait {
  public:
   LockWait(sqlite3* db, std::chrono::milliseconds limit, std::chrono::milliseconds notice_after,
-           std::function<void()> notice);
+           std::function<void()> notice, std::function<bool()> stop = nullptr);
   ~LockWait();
   LockWait(const LockWait&) = delete;
   LockWait& operator=(const LockWait&) = delete;
@@ -44,6 +45,7 @@ class LockWait {
   sqlite3* db_;
   std::chrono::milliseconds limit_, notice_after_;
   std::function<void()> notice_;
+  std::function<bool()> stop_;
   std::chrono::steady_clock::time_point since_;
   bool noticed_ = false;
 };

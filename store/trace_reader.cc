@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "store/call_archive.h"
 #include "store/call_store.h"
@@ -73,7 +72,12 @@ struct Deadline {
   std::chrono::steady_clock::time_point until;
   const std::atomic<bool>* cancel = nullptr;
   bool expired = false, cancelled = false;
-  std::chrono::steady_clock::time_point busy_since{};  // of the lock wait in progress
+  // Whether the statement is to stop now (past its time limit, or cancelled), noting which.
+  bool stop_now() {
+    if (cancel && cancel->load(std::memory_order_relaxed)) return cancelled = true;
+    if (std::chrono::steady_clock::now() > until) return expired = true;
+    return false;
+  }
   // What stopped the statement, if this did.
   std::optional<std::string> stopped(int64_t timeout_ms) const {
     if (cancelled) return "SQL aborted: the request was cancelled";
@@ -97,38 +101,7 @@ std::string not_one_read(sqlite3* h, sqlite3_stmt* stmt, const char* tail) {
   return "";
 }
 
-// A lock another process holds on the file (compact, a tracer ending its session) is waited
-// for as every connection waits (kBusyTimeoutMs), but never past the statement's time limit or
-// its cancellation: `query --timeout 1` waited 5 s for it, and said "database is locked".
-int busy_within(void* p, int tries) {
-  auto* d = static_cast<Deadline*>(p);
-  auto now = std::chrono::steady_clock::now();
-  if (tries == 0) d->busy_since = now;
-  if (d->cancel && d->cancel->load(std::memory_order_relaxed)) {
-    d->cancelled = true;
-    return 0;
-  }
-  if (now > d->until) {
-    d->expired = true;
-    return 0;
-  }
-  if (now - d->busy_since >= std::chrono::milliseconds(kBusyTimeoutMs)) return 0;
-  std::this_thread::sleep_for(std::chrono::milliseconds(tries < 10 ? 2 : 20));
-  return 1;
-}
-
-int progress(void* p) {
-  auto* d = static_cast<Deadline*>(p);
-  if (d->cancel && d->cancel->load(std::memory_order_relaxed)) {
-    d->cancelled = true;
-    return 1;
-  }
-  if (std::chrono::steady_clock::now() > d->until) {
-    d->expired = true;
-    return 1;
-  }
-  return 0;
-}
+int progress(void* p) { return static_cast<Deadline*>(p)->stop_now() ? 1 : 0; }
 
 // A string's cost as a JSON string: its bytes, quotes and escapes.
 size_t json_text_cost(std::string_view t) {
@@ -350,14 +323,16 @@ ingero::Result<QueryResult> run_query(TraceReader& reader, std::string_view sql,
   Deadline deadline{std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms),
                     limits.cancel};
   sqlite3_progress_handler(db.handle(), 1000, progress, &deadline);
-  sqlite3_busy_handler(db.handle(), busy_within, &deadline);
   struct Restore {
     sqlite3* h;
-    ~Restore() {
-      sqlite3_progress_handler(h, 0, nullptr, nullptr);
-      sqlite3_busy_timeout(h, kBusyTimeoutMs);
-    }
+    ~Restore() { sqlite3_progress_handler(h, 0, nullptr, nullptr); }
   } restore{db.handle()};
+  // A lock another process holds on the file (compact, a tracer ending its session) is waited
+  // for as every connection waits (kBusyTimeoutMs), but never past the statement's time limit
+  // or its cancellation: `query --timeout 1` waited 5 s for it, and said "database is locked".
+  LockWait lock_wait(db.handle(), std::chrono::milliseconds(kBusyTimeoutMs),
+                     std::chrono::milliseconds::max(), nullptr,
+                     [&] { return deadline.stop_now(); });
   sqlite3_stmt* raw = nullptr;
   const char* tail = nullptr;
   bool rows_read = false;
