@@ -143,6 +143,11 @@ try {
     const row = procRows.find(([k]) => k === p.node + ':' + p.pid);
     equal(row ? row[1] : 'missing', p.calls, 'process ' + p.pid + ' calls');
   }
+  // Its off-CPU column is its threads' time off-CPU added up, and says so (docs/engine.md).
+  const offCpuHead = await page.$eval('[data-testid="process-table"] th[data-col="off_cpu_ns"]',
+    (th) => [th.textContent, th.getAttribute('title')]);
+  equal(offCpuHead[0].startsWith('off-CPU, its threads summed'), true, 'process off-CPU header: ' + offCpuHead[0]);
+  equal(offCpuHead[1].includes('ten such threads count it ten times'), true, 'process off-CPU title: ' + offCpuHead[1]);
   const nodeRows = await page.$$eval('[data-testid="node-table"] tbody tr', (trs) => trs.map((tr) => [tr.getAttribute('data-key'),
     tr.querySelector('[data-col="calls"]').getAttribute('data-value')]));
   equal(nodeRows.length, nodes, 'node table rows (every node with events)');

@@ -67,7 +67,9 @@ function processSection(m) {
   const cols = [multi ? C.text('node', 'node') : null, C.count('pid', 'pid'), C.text('name', 'name'), C.text('role', 'role'),
     tenants ? C.text('tenant', 'tenant') : null,
     C.count('calls', 'calls'), C.count('threads', 'threads', 'threads that made calls'), C.count('errors', 'errors'),
-    C.dur('busy_ns', 'time in calls'), C.dur('off_cpu_ns', 'off-CPU'), C.count('switches', 'switches'),
+    C.dur('busy_ns', 'time in calls'),
+    C.dur('off_cpu_ns', 'off-CPU, its threads summed', 'each thread\'s time off its CPU, added up over the session: a thread asleep all along counts the whole session, so ten such threads count it ten times'),
+    C.count('switches', 'switches'),
     C.count('involuntary', 'preempted', 'involuntary context switches'), C.count('page_allocs', 'page allocs'),
     C.count('block_ios', 'block I/Os')].filter(Boolean);
   const note = m.processes_total > m.processes.length
