@@ -1,17 +1,15 @@
-// `ingero export`: --format perfetto writes Chrome trace-event JSON that ui.perfetto.dev and
-// chrome://tracing open (one process track per (node, pid), one thread track per tid, calls
-// and host intervals as complete events, causal chains as global instant markers coloured by
-// severity); --format pprof a profile for continuous profilers (app/export_pprof.cc); --format
-// sqlite a copy whose calls are plain rows.
+// `ingero export`: --format perfetto writes Chrome trace-event JSON (app/export_perfetto.cc);
+// --format pprof a profile for continuous profilers (app/export_pprof.cc); --format sqlite a
+// copy whose calls are plain rows.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <limits>
-#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +17,7 @@
 #include "app/builtin_backends.h"
 #include "app/commands.h"
 #include "app/export_options.h"
+#include "app/export_perfetto.h"
 #include "app/output_file.h"
 #include "app/read_error.h"
 #include "app/temp_files.h"
@@ -33,157 +32,6 @@
 
 namespace ingero::app {
 namespace {
-
-// Writes the JSON array, one event per line. After a write error it only counts: the error
-// is reported once, by finish().
-class Emitter {
- public:
-  explicit Emitter(OutputFile& out) : out_(out) { status_ = out_.write("[\n"); }
-  void emit(const nlohmann::json& j) {
-    if (!status_) return;
-    line_.assign(first_ ? "" : ",\n");
-    line_ += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    status_ = out_.write(line_);
-    first_ = false;
-    ++count_;
-  }
-  // Ends the array and commits the file (fsync, rename); the first write error otherwise.
-  Status finish() {
-    if (!status_) return status_;
-    if (auto st = out_.write("\n]\n"); !st) return st;
-    return out_.commit();
-  }
-  size_t count() const { return count_; }
-
- private:
-  OutputFile& out_;
-  Status status_;
-  std::string line_;
-  bool first_ = true;
-  size_t count_ = 0;
-};
-
-const char* severity_color(engine::Severity s) {
-  switch (s) {
-    case engine::Severity::kHigh:
-      return "bad";
-    case engine::Severity::kMedium:
-      return "yellow";
-    default:
-      return "good";
-  }
-}
-
-// Writes the nodes' calls, host events and chains into `em`. Read errors are left in the
-// source's error().
-// `by_node`: the trace holds several nodes, so each node's window names it.
-void write_perfetto(engine::TraceSource& source, const engine::Window& base,
-                    const std::vector<std::string>& nodes, bool by_node,
-                    const std::function<void(const std::optional<std::string>&)>& scope,
-                    Emitter& em) {
-  std::map<uint32_t, engine::ProcessInfo> names;
-  {
-    // Track ids: Perfetto wants small integers; (node, pid) -> track.
-    std::map<std::pair<std::string, uint32_t>, int> tracks;
-    std::map<std::string, int> node_tracks;
-    auto track = [&](const std::string& node, uint32_t pid, std::string_view comm) {
-      auto [it, fresh] = tracks.try_emplace({node, pid}, int(tracks.size()) + 1);
-      if (fresh) {
-        // "trainer (pid 7)", or "pid 7" for a process without a name (never "pid 7 (pid 7)").
-        std::string known = names.count(pid) ? names[pid].name : std::string(comm);
-        std::string id = "pid " + std::to_string(pid);
-        std::string name = (node.empty() ? "" : node + " / ") +
-                           (known.empty() || known == id ? id : known + " (" + id + ")");
-        em.emit({{"name", "process_name"},
-                 {"ph", "M"},
-                 {"ts", 0},
-                 {"pid", it->second},
-                 {"args", {{"name", name}}}});
-      }
-      return it->second;
-    };
-    for (const std::string& node : nodes) {
-      engine::Window w = base;
-      if (!node.empty() && by_node) w.node = node;
-      if (scope) scope(node.empty() ? std::nullopt : std::optional<std::string>(node));
-      names = source.processes_of(w.node);
-      auto event_json = [&](const hal::Event& e, const std::string& cat) {
-        int pid = track(node, e.pid, e.comm_view());
-        nlohmann::json j = {{"name", std::string(e.op)},
-                            {"cat", cat},
-                            {"ts", double(e.ts_ns) / 1000.0},
-                            {"pid", pid},
-                            {"tid", e.tid}};
-        if (e.dur_ns || !hal::is_host_kind(e.kind)) {
-          j["ph"] = "X";
-          j["dur"] = double(e.dur_ns) / 1000.0;
-        } else {
-          j["ph"] = "i";
-          j["s"] = "t";
-        }
-        nlohmann::json args = nlohmann::json::object();
-        if (e.has_ret) args["ret"] = e.ret;
-        if (auto b = e.get(hal::Field::kBytes)) args["bytes"] = *b;
-        if (e.off_cpu_ns) args["off_cpu_us"] = double(e.off_cpu_ns) / 1000.0;
-        if (e.peer_comm[0]) args["peer"] = std::string(e.peer_comm_view());
-        if (!e.timed && !hal::is_host_kind(e.kind)) args["untimed"] = true;
-        if (!args.empty()) j["args"] = args;
-        return j;
-      };
-      // A call seen at entry only (a launch not timed through its return) has its op's mean
-      // for a duration: its slice ends where its thread's next call begins, if sooner. Drawn at
-      // the mean, 48,778 of 100,998 slices of a trace began inside the one before on their
-      // thread, as no thread runs them.
-      std::map<std::pair<int, uint32_t>, nlohmann::json> held;  // (track, tid) -> untimed slice
-      auto release = [&](nlohmann::json& j, std::optional<double> next_us) {
-        if (next_us)
-          j["dur"] = std::clamp(*next_us - j["ts"].get<double>(), 0.0, j["dur"].get<double>());
-        em.emit(j);
-      };
-      source.calls(w, [&](const hal::Event& e) {
-        // CUDA keeps its two categories; every other API is its own (hip, nccl, ibverbs, ...).
-        nlohmann::json j = event_json(e, e.api == "cuda_driver"    ? "driver"
-                                         : e.api == "cuda_runtime" ? "cuda"
-                                                                   : std::string(e.api));
-        auto key = std::make_pair(j["pid"].get<int>(), e.tid);
-        if (auto it = held.find(key); it != held.end()) {
-          release(it->second, double(e.ts_ns) / 1000.0);
-          held.erase(it);
-        }
-        if (e.timed)
-          em.emit(j);
-        else
-          held.emplace(key, std::move(j));
-      });
-      for (auto& [key, j] : held) release(j, std::nullopt);
-      source.host_events(w, [&](const hal::Event& e) {
-        em.emit(event_json(e, e.kind == hal::EventKind::kBlockIo         ? "io"
-                              : e.kind == hal::EventKind::kTcpRetransmit ? "net"
-                                                                         : "host"));
-      });
-      engine::EngineOptions eo;
-      eo.breakdown = false;
-      engine::Analysis a = engine::analyze(source, w, eo);
-      for (const auto& c : a.chains) {
-        int pid = c.pids.empty() ? track(node, 0, "host") : track(node, c.pids.front(), "");
-        int64_t ts = c.window_start ? c.window_start : a.span.first;
-        em.emit({{"name", std::string(engine::severity_name(c.severity)) + ": " + c.summary},
-                 {"cat", "causal_chain"},
-                 {"ph", "i"},
-                 {"ts", double(ts) / 1000.0},
-                 {"pid", pid},
-                 {"s", "g"},
-                 {"cname", severity_color(c.severity)},
-                 {"args",
-                  {{"severity", engine::severity_name(c.severity)},
-                   {"root_cause", c.root_cause},
-                   {"recommendations", c.fixes},
-                   {"rule", c.rule}}}});
-      }
-    }
-  }
-  if (scope) scope(std::nullopt);
-}
 
 // The window asked for, resolved against `source`, its end pinned (a trace still being written
 // must not change between the reads).

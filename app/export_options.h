@@ -1,5 +1,5 @@
 // What `ingero export` was asked for (app/cmd_export.cc registers the command; each format has
-// its own file: perfetto in cmd_export.cc, pprof in export_pprof.cc).
+// its own file: perfetto in export_perfetto.cc, pprof in export_pprof.cc).
 #pragma once
 
 #include <cstdint>

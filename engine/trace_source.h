@@ -193,6 +193,11 @@ class TraceSource {
   virtual void call_runs(const Window& w, const EventFn& fn, const CallRunFn& /*run*/) {
     calls(w, fn);
   }
+  // The same calls as the trace stores them, for drawing each (export's timeline): a file's
+  // calls within --full-rows at their recorded times, where calls() gives the engine's folded
+  // form, a run's calls spread evenly between its ends. Calls folded for good come spread
+  // either way. Default: calls().
+  virtual void stored_calls(const Window& w, const EventFn& fn) { calls(w, fn); }
   // Host events (sched_switch, wakeups, lifecycle, page allocation aggregates, block I/O,
   // TCP retransmits, OOM kills) in the window, in time order. The pid restriction of the
   // window does not apply: host context is about everybody.

@@ -93,7 +93,9 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
     std::vector<std::string> cols = kColumns;
     cols.push_back("node");
     scan = store
-               ? std::make_unique<ArchiveScan>(db.handle(), engine_runs_form(), db.path(),
+               ? std::make_unique<ArchiveScan>(db.handle(),
+                                               f.rows ? sql_runs_form() : engine_runs_form(),
+                                               db.path(),
                                                std::move(cols), 0, kColumns.size() - 1)
                : std::make_unique<ArchiveScan>(db.handle(), "main.run_blocks", "run archive block",
                                                db.path(), std::move(cols), 0, kColumns.size() - 1);

@@ -173,6 +173,35 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
     if (folded.next(f)) fn(f);
 }
 
+void SqlTraceSource::stored_calls(const engine::Window& w, const engine::EventFn& fn) {
+  EventFilter f = filter(w, true);
+  f.rows = true;
+  ReadSnapshot snapshot(reader_.db());
+  std::optional<CallCountCheck> count;
+  if (!reader_.is_legacy() && snapshot.consistent())
+    count.emplace(f, plan_span_ ? *plan_span_ : extent().span);
+  RunExpander folded(w.from_ns, w.to_ns);
+  hal::Event x;
+  auto st = merge_rows_and_runs(
+      reader_.db(), strings_, f, INT64_MIN,
+      [&](const hal::Event& e) {
+        while (!folded.done() && folded.next_ts() <= int64_t(e.ts_ns))
+          if (folded.next(x)) fn(x);
+        if (count) count->add(int64_t(e.ts_ns));
+        fn(e);
+        return true;
+      },
+      [&](const engine::CallRun& r) {
+        if (count) count->add_run(r);
+        folded.add(r);
+        return true;
+      });
+  while (!folded.done())
+    if (folded.next(x)) fn(x);
+  if (st && count) st = count->verify(reader_.db());
+  if (!st) fail(st.error());
+}
+
 void SqlTraceSource::call_runs(const engine::Window& w, const engine::EventFn& fn,
                                const engine::CallRunFn& run) {
   read_calls(w, fn, [&](const engine::CallRun& r) {

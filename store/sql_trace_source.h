@@ -54,6 +54,9 @@ class SqlTraceSource final : public engine::TraceSource {
     on_held_ = std::move(fn);
   }
   void calls(const engine::Window& w, const engine::EventFn& fn) override;
+  // Through the calls' rows (EventFilter::rows), not the call cache, checked against the
+  // file's counts as calls() is.
+  void stored_calls(const engine::Window& w, const engine::EventFn& fn) override;
   void call_runs(const engine::Window& w, const engine::EventFn& fn,
                  const engine::CallRunFn& run) override;
   void host_events(const engine::Window& w, const engine::EventFn& fn) override;

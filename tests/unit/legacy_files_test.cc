@@ -280,7 +280,7 @@ TEST(LegacyFiles, PerfettoExportHasATrackPerNodeAndPid) {
   std::ifstream f(out);
   auto j = nlohmann::json::parse(f);
   ASSERT_TRUE(j.is_array());
-  size_t meta = 0, complete = 0;
+  size_t meta = 0, complete = 0, begins = 0, ends = 0;
   std::set<std::string> names;
   for (const auto& e : j) {
     if (e["ph"] == "M") {
@@ -288,8 +288,13 @@ TEST(LegacyFiles, PerfettoExportHasATrackPerNodeAndPid) {
       names.insert(e["args"]["name"].get<std::string>());
     }
     if (e["ph"] == "X") ++complete;
+    begins += e["ph"] == "b";  // host intervals: async slices (app/export_perfetto.h)
+    ends += e["ph"] == "e";
   }
-  EXPECT_EQ(complete, 600u);  // every event of the file
+  EXPECT_EQ(complete + begins, 600u);  // every event of the file
+  EXPECT_EQ(begins, ends);
+  EXPECT_EQ(complete,
+            size_t(test::query_int(kDir + "sample-cluster.db", "SELECT count(*) FROM calls")));
   EXPECT_EQ(meta, size_t(test::query_int(
                       kDir + "sample-cluster.db",
                       "SELECT count(*) FROM (SELECT DISTINCT node, pid FROM events)")));
