@@ -49,14 +49,20 @@ std::vector<NodeProfile> node_profiles(const std::map<std::string, const Analysi
 }
 
 void rule_node_outliers(const std::vector<NodeProfile>& profiles, std::vector<Chain>& out) {
+  // What a node above the median, and one below it, is. A low launch rate is no faster node
+  // (n2 launching 12.7/s against a median of 1293.2/s was "faster than the rest").
   struct Metric {
     const char* name;
     const char* unit;
     double (*get)(const NodeProfile&);
+    const char* above;
+    const char* below;
   };
   static const Metric kMetrics[] = {
-      {"median step time", "ms", [](const NodeProfile& p) { return double(p.step_ns) / 1e6; }},
-      {"kernel launch rate", "/s", [](const NodeProfile& p) { return p.launch_rate; }}};
+      {"median step time", "ms", [](const NodeProfile& p) { return double(p.step_ns) / 1e6; },
+       " is slower", " is faster"},
+      {"kernel launch rate", "/s", [](const NodeProfile& p) { return p.launch_rate; },
+       " launches kernels more often", " launches kernels less often"}};
   for (const Metric& m : kMetrics) {
     std::vector<std::pair<double, const NodeProfile*>> v;
     for (const auto& p : profiles)
@@ -87,7 +93,7 @@ void rule_node_outliers(const std::vector<NodeProfile>& profiles, std::vector<Ch
       c.node = p->node;
       c.op = m.name;
       c.summary = line;
-      c.root_cause = p->node + (x > med ? " is slower" : " is faster") +
+      c.root_cause = p->node + (x > med ? m.above : m.below) +
                      " than the rest of the "
                      "fleet on the same job: its own report (--node " +
                      p->node + ") says why";

@@ -283,6 +283,12 @@ TEST(FleetEngine, NodeOutlierByMedianAbsoluteDeviation) {
   EXPECT_EQ(out[0].summary,
             "d's median step time is 160.0ms against a fleet median of 101.0ms (robust z 11.7 "
             "over 4 nodes)");
+  // Slower steps, and fewer launches a second: never "faster" (found by helper-78).
+  EXPECT_EQ(out[0].root_cause.rfind("d is slower than the rest of the fleet", 0), 0u)
+      << out[0].root_cause;
+  EXPECT_EQ(out[1].root_cause.rfind("d launches kernels less often than the rest of the fleet", 0),
+            0u)
+      << out[1].root_cause;
   out.clear();
   // Within 20% of the median: never an outlier, however tight the others are.
   rule_node_outliers({prof("a", 100, 0), prof("b", 100, 0), prof("c", 100, 0), prof("d", 115, 0)},
