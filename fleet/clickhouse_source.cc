@@ -4,28 +4,13 @@
 #include <cstdio>
 
 #include "fleet/ch_schema.h"
+#include "fleet/clickhouse_rows.h"
 #include "hal/demangle.h"
 #include "store/event_columns.h"
 #include "store/inflight_rows.h"
 #include "store/schema.h"
 
 namespace ingero::fleet {
-namespace {
-
-int64_t i64(const TsvField& f) { return f.null || f.text.empty() ? 0 : std::stoll(f.text); }
-uint64_t u64(const TsvField& f) { return uint64_t(i64(f)); }
-double f64(const TsvField& f) { return f.null || f.text.empty() ? 0 : std::stod(f.text); }
-
-// A row of a TabSeparated answer, as the store's row mappings read rows (store/event_columns.h,
-// store/inflight_rows.h).
-struct TsvRow {
-  const std::vector<TsvField>& f;
-  bool is_null(int c) const { return f[size_t(c)].null; }
-  int64_t int64(int c) const { return i64(f[size_t(c)]); }
-  std::string_view text_view(int c) const { return f[size_t(c)].text; }
-};
-
-}  // namespace
 
 ClickHouseTraceSource::ClickHouseTraceSource(std::unique_ptr<ClickHouseClient> client,
                                              int timeout_ms)
@@ -123,6 +108,32 @@ void ClickHouseTraceSource::events(const engine::Window& w, bool host, const eng
     fn(e);
     return true;
   });
+}
+
+bool ClickHouseTraceSource::has_cpu_samples() {
+  auto known = has_cpu_samples_.find(scope_);
+  if (known == has_cpu_samples_.end()) {
+    bool any = false;
+    rows("SELECT count() > 0 FROM (SELECT 1 FROM " + table("events") + where({}, "ts_ns", false) +
+             " AND vendor = 'host' AND op = 'cpu_sample' LIMIT 1)",
+         1, [&](const std::vector<TsvField>& f) {
+           any = i64(f[0]) != 0;
+           return true;
+         });
+    known = has_cpu_samples_.emplace(scope_, any).first;
+  }
+  return known->second;
+}
+
+void ClickHouseTraceSource::cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) {
+  if (!has_cpu_samples()) return;
+  rows("SELECT " + ts("ts_ns") + " AS t, pid, tid, stack_hash FROM " + table("events") +
+           where(w, "ts_ns", true) +
+           " AND vendor = 'host' AND op = 'cpu_sample' ORDER BY t, node, session_start, src_id",
+       4, [&](const std::vector<TsvField>& f) {
+         fn({i64(f[0]), uint32_t(u64(f[1])), uint32_t(u64(f[2])), u64(f[3])});
+         return true;
+       });
 }
 
 const UntimedMeans* ClickHouseTraceSource::untimed_means(const engine::Window& w) {
@@ -264,77 +275,6 @@ uint64_t ClickHouseTraceSource::event_count(const engine::Window& w) {
     return true;
   });
   return n;
-}
-
-std::vector<engine::DeviceCounterSample> ClickHouseTraceSource::device_error_samples(
-    const engine::Window& w) {
-  std::vector<engine::DeviceCounterSample> out;
-  engine::Window wide = w;
-  // One sample before the window too, so an increase right at its start is seen.
-  if (w.from_ns != std::numeric_limits<int64_t>::min()) wide.from_ns = w.from_ns - 10'000'000'000LL;
-  rows(
-      "SELECT " + ts("timestamp") + " AS t, backend, device, port, counter, value FROM " +
-          table("device_counters") + where(wide, "timestamp", false) +
-          " AND is_error = 1 ORDER BY t, node, backend, device, port, counter",
-      6, [&](const auto& f) {
-        out.push_back({i64(f[0]), f[1].text, f[2].text, uint32_t(u64(f[3])), f[4].text, u64(f[5])});
-        return true;
-      });
-  return out;
-}
-
-bool ClickHouseTraceSource::has_table(const char* name) {
-  auto it = tables_.find(name);
-  if (it != tables_.end()) return it->second;
-  bool yes = false;
-  std::string before = error_;
-  rows(std::string("EXISTS TABLE ") + table(name), 1, [&](const auto& f) {
-    yes = u64(f[0]) == 1;
-    return true;
-  });
-  error_ = before;
-  return tables_[name] = yes;
-}
-
-// The device side channel's rows, on the clock of the node that wrote them. A database
-// created before these tables has no device data.
-void ClickHouseTraceSource::device_samples(
-    const engine::Window& w, const std::function<void(const hal::DeviceSample&)>& fn) {
-  if (!has_table("device_samples")) return;
-  std::string pid = w.pid ? " AND (isNull(pid) OR pid = " + std::to_string(*w.pid) + ")" : "";
-  rows("SELECT " + ts("timestamp") +
-           " AS t, period_ns, source, device, uuid, pid, sm_util, mem_util, mem_used, mem_total "
-           "FROM " +
-           table("device_samples") + where(w, "timestamp", false) +
-           " AND (isNotNull(sm_util) OR isNotNull(pid))" + pid,
-       10, [&](const auto& f) {
-         hal::DeviceSample s;
-         s.ts_ns = i64(f[0]);
-         s.period_ns = i64(f[1]);
-         s.source = f[2].text;
-         s.device = uint32_t(u64(f[3]));
-         s.uuid = f[4].text;
-         if (!f[5].null) s.pid = uint32_t(u64(f[5]));
-         if (!f[6].null) s.sm_util = std::stod(f[6].text);
-         if (!f[7].null) s.mem_util = std::stod(f[7].text);
-         if (!f[8].null) s.mem_used = u64(f[8]);
-         if (!f[9].null) s.mem_total = u64(f[9]);
-         fn(s);
-         return true;
-       });
-}
-
-std::vector<hal::DeviceEvent> ClickHouseTraceSource::device_events(const engine::Window& w) {
-  std::vector<hal::DeviceEvent> out;
-  if (!has_table("device_events")) return out;
-  rows("SELECT " + ts("timestamp") + " AS t, source, device, uuid, kind, code, detail FROM " +
-           table("device_events") + where(w, "timestamp", false) + " ORDER BY t, node",
-       7, [&](const auto& f) {
-         out.push_back({i64(f[0]), f[1].text, uint32_t(u64(f[2])), f[3].text, f[4].text, i64(f[5]),
-                        f[6].text});
-         return true;
-       });
-  return out;
 }
 
 std::map<uint64_t, engine::CgroupInfo> ClickHouseTraceSource::cgroups() {

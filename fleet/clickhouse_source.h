@@ -59,6 +59,11 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   std::optional<engine::TraceLosses> losses() override;
   bool has_stacks() override;
   std::vector<engine::StackFrameInfo> stack(uint64_t stack_id) override;
+  // The `cpu_sample` host events and their stacks, as the file's reader gives them: the step
+  // model places a host gap by them (without, explain over a fleet said "before main" where
+  // the file said "in clock_gettime", and gave no stack).
+  bool has_cpu_samples() override;
+  void cpu_samples(const engine::Window& w, const engine::CpuSampleFn& fn) override;
   // The stuck threads the agents recorded (their `inflight` rows, latest version of each);
   // none from a database set up before the table.
   std::vector<engine::InflightRow> inflight(const engine::Window& w) override;
@@ -103,6 +108,7 @@ class ClickHouseTraceSource final : public engine::TraceSource {
   store::StringPool strings_;
   std::map<uint64_t, std::vector<engine::StackFrameInfo>> stack_cache_;
   std::optional<bool> has_stacks_;
+  std::map<std::optional<std::string>, bool> has_cpu_samples_;  // by scope
   std::string error_;
 };
 
