@@ -1,9 +1,13 @@
 // `ingero ship`: ship a trace file's rows that ClickHouse does not have yet (after an agent
 // exited with rows left, or for a file traced without --clickhouse), and the DDL.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "app/commands.h"
+#include "app/trace_signals.h"
 #include "app/tracer.h"
 #include "app/window_flags.h"
 #include "engine/window_spec.h"
@@ -106,7 +110,23 @@ int ship(const Opts& o) {
     std::cerr << "ingero ship: " << shipper.error().message << "\n";
     return kExitFailure;
   }
+  // SIGINT, SIGTERM or SIGHUP while shipping ends the drain within 100 ms, and what was
+  // shipped and what is left is said, as for every other end: it killed `ship` silently, exit
+  // 143, and whether a rerun was needed went unsaid.
+  trace_detail::install_signal_handlers();
+  std::atomic<bool> drained{false};
+  std::thread stop_on_signal([&] {
+    while (!drained.load()) {
+      if (trace_detail::g_stop_signal) {
+        (*shipper)->set_deadline(std::chrono::steady_clock::now());
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   auto r = (*shipper)->drain(std::chrono::milliseconds(int64_t(secs * 1000)));
+  drained = true;
+  stop_on_signal.join();
   auto t = (*shipper)->totals();
   std::cout << "shipped " << t.rows << " rows of " << o.db << " to " << ep->display() << " in "
             << t.batches << " inserts (" << t.bytes_sent / 1024 << " KiB compressed from "
@@ -121,6 +141,11 @@ int ship(const Opts& o) {
     return kExitOk;
   }
   std::cout << "; " << r.unshipped << " rows left\n";
+  if (const int sig = trace_detail::g_stop_signal) {
+    std::cerr << "ingero ship: " << trace_detail::signal_name(sig)
+              << ": stopped; the rows left ship on the next run\n";
+    return 128 + sig;
+  }
   if (!r.logged) std::cerr << "ingero ship: " << r.last_error << "\n";
   return kExitFailure;
 }

@@ -402,6 +402,8 @@ ingero::Status ClickHouseClient::insert(const std::string& table, const std::str
                                         std::string_view body, size_t, std::string_view format) {
   Settings s = {{"query", "INSERT INTO " + endpoint_.database + "." + table + " (" + columns +
                               ") FORMAT " + std::string(format)}};
+  if (!insert_prefix_.empty())
+    s.push_back({"query_id", insert_prefix_ + std::to_string(++inserts_tagged_)});
   return perform(s, body, true, nullptr, options_.request_timeout_ms);
 }
 

@@ -110,6 +110,14 @@ class ClickHouseClient {
                                 std::string_view body, size_t rows,
                                 std::string_view format = "RowBinary");
 
+  // Each later insert is sent with query_id `prefix` and its number (1, 2, ...), so that
+  // ClickHouse can say whether it is still running (ship_state.h: await_inserts_in_flight).
+  // "" (the default): no query_id.
+  void tag_inserts(std::string prefix) {
+    insert_prefix_ = std::move(prefix);
+    inserts_tagged_ = 0;
+  }
+
   // The `written_rows` of the latest answer's X-ClickHouse-Summary header, where the server
   // sent one (later versions do; 18.16, checked, sends none): nullopt otherwise, and after a
   // failure. forget_written_rows() clears it before a request another class may answer.
@@ -146,6 +154,8 @@ class ClickHouseClient {
   std::atomic<int64_t> deadline_ns_{0};  // steady clock; 0 = none
   uint64_t bytes_sent_ = 0, bytes_raw_ = 0;
   std::optional<uint64_t> written_rows_;
+  std::string insert_prefix_;
+  uint64_t inserts_tagged_ = 0;
 };
 
 // "written_rows" of an X-ClickHouse-Summary value ({"read_rows":"0",...,"written_rows":"2",

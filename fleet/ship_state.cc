@@ -1,7 +1,9 @@
 #include "fleet/ship_state.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "fleet/tsv.h"
 
@@ -44,6 +46,30 @@ std::string sql_string_list(const std::vector<std::string>& values) {
   std::string s = "(";
   for (const auto& v : values) s += (s.size() > 1 ? ", " : "") + sql_quote(v);
   return s + (values.empty() ? "''" : "") + ")";
+}
+
+std::string ship_query_prefix(uint64_t file_start) {
+  return "ingero-ship-" + std::to_string(file_start) + "-";
+}
+
+ingero::Status await_inserts_in_flight(ClickHouseClient& client, const std::string& prefix,
+                                       int wait_ms) {
+  // substring, not startsWith (not in 18.16); the prefix is digits, letters and dashes.
+  const std::string ours =
+      "substring(query_id, 1, " + std::to_string(prefix.size()) + ") = " + sql_quote(prefix);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (true) {
+    uint64_t running = 0;
+    auto st = rows(
+        client, "SELECT count() FROM system.processes WHERE " + ours, 1,
+        [&](const auto& f) { running = to_u64(f[0]); }, true);
+    if (!st) return st;
+    if (!running) return {};
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (auto r = client.execute("KILL QUERY WHERE " + ours + " SYNC"); !r) return r.error();
+  return {};
 }
 
 ingero::Status drop_outdated_views(ClickHouseClient& client) {
@@ -171,6 +197,18 @@ ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool&
                      s.sessions[{f[0].text, to_u64(f[1])}] = to_u64(f[2]);
                      s.identity[{f[0].text, to_u64(f[1])}] = {f[3].text, f[4].text};
                    });
+    if (!st) return st.error();
+    std::string starts;
+    for (const SpoolSession& ss : spool.sessions())
+      starts += (starts.empty() ? "" : ", ") + std::to_string(ss.started_at);
+    if (!starts.empty())
+      st = rows(client,
+                "SELECT node, started_at, min(file_start) FROM " + db + "sessions WHERE node IN " +
+                    nodes + " AND started_at IN (" + starts + ") AND file_start != " + file +
+                    " GROUP BY node, started_at",
+                3, [&](const auto& f) {
+                  s.elsewhere[{f[0].text, to_u64(f[1])}] = to_u64(f[2]);
+                });
     if (!st) return st.error();
     st = rows(client, "SELECT DISTINCT node, session_start FROM " + db + "causal_chains" + mine, 2,
               [&](const auto& f) {

@@ -26,6 +26,9 @@ struct ShipState {
   // (node, started_at) -> the host and flags of a session stored under that name: another
   // trace's, where they differ from the file's (two files of one node and start).
   std::map<std::pair<std::string, uint64_t>, std::pair<std::string, std::string>> identity;
+  // (node, started_at) of the file's sessions that ClickHouse holds under another file's name
+  // -> that file's start: this file is a copy or a merge of a file shipped before.
+  std::map<std::pair<std::string, uint64_t>, uint64_t> elsewhere;
   std::set<std::pair<std::string, uint64_t>> chains;  // sessions whose chains are stored
   std::set<int64_t> stacks;                           // stack ids stored for the origin node
   std::map<std::pair<std::string, uint32_t>, uint64_t> processes;  // (node, pid) -> seen_at
@@ -51,6 +54,18 @@ ingero::Status ensure_schema(ClickHouseClient& client);
 // database of an older version may hold a table of a view's name.
 ingero::Status drop_outdated_views(ClickHouseClient& client);
 ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool& spool);
+
+// What the inserts of a file's rows are named in ClickHouse (their query_id begins so): the
+// shipper of `file_start` (Spool::file_start) tags them this prefix, its pid and a number.
+std::string ship_query_prefix(uint64_t file_start);
+// Waits until no query whose id begins with `prefix` is running on the server, up to
+// `wait_ms`, then has ClickHouse kill any still running (KILL QUERY ... SYNC). An insert cut off
+// by a timeout, a stalled server or a killed shipper may still be running there, and land
+// after the resume point is read: its rows were stored twice (a SIGSTOPped server, resumed as
+// `ingero ship` ran again). So the resume point is read only once no earlier insert of the
+// file runs. An error where the server does not say.
+ingero::Status await_inserts_in_flight(ClickHouseClient& client, const std::string& prefix,
+                                       int wait_ms);
 
 // SQL list literal of strings: ('a', 'b').
 std::string sql_string_list(const std::vector<std::string>& values);

@@ -133,6 +133,19 @@ void Shipper::warn_folded_unshipped() {
 
 ingero::Status Shipper::same_trace() const {
   for (const SpoolSession& s : spool_->sessions()) {
+    // A merge's or conversion's output holds sessions shipped before from their own files:
+    // shipped again under this file's name, a node's events were there twice (400 of 200).
+    if (auto other = state_.elsewhere.find({s.node, s.started_at});
+        other != state_.elsewhere.end()) {
+      client_->refuse_for_good();
+      return ingero::make_error(
+          path_ + ": ClickHouse at " + endpoint().display() +
+          " holds this file's session of node '" + s.node + "' (started at " +
+          std::to_string(s.started_at) + " ns) already, shipped from another file (file_start " +
+          std::to_string(other->second) +
+          "): this file is a copy or a merge of it, and its rows would be stored twice: nothing "
+          "shipped (ship the files the nodes wrote, or ship this one to another database)");
+    }
     auto it = state_.identity.find({s.node, s.started_at});
     if (it == state_.identity.end() || it->second == std::pair(s.host, s.flags)) continue;
     client_->refuse_for_good();  // the same on every retry: the drain ends at once
@@ -234,6 +247,14 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
   if (!state_.valid) {
     if (auto st = spool_->refresh_nodes(); !st) return st.error();
     if (auto st = ensure_schema(*client_); !st) return st.error();
+    // No earlier insert of this file may still be running (this shipper's, cut off by a
+    // timeout; a killed one's): rows it stored after the read below would be sent again.
+    const std::string prefix = ship_query_prefix(spool_->file_start());
+    if (auto st = await_inserts_in_flight(*client_, prefix, client_->options().request_timeout_ms);
+        !st)
+      return st.error();
+    client_->tag_inserts(prefix + std::to_string(getpid()) + "-" + std::to_string(++state_reads_) +
+                         "-");
     auto s = read_ship_state(*client_, *spool_);
     if (!s) return s.error();
     state_ = std::move(*s);

@@ -136,6 +136,7 @@ class Shipper {
   uint64_t state_file_ = 0;          // file_start the state belongs to
   std::string logged_error_;         // the failure note_failure() last logged
   int64_t stacks_seen_frames_ = -1;  // frame count when stacks were last caught up
+  uint64_t state_reads_ = 0;         // resume points read: a part of the inserts' query_id
   bool failing_ = false;
   uint64_t folding_warned_for_ = 0;  // file_start of the file last warned about
   // Per table shipped by id: the high water, readable from other threads (the map's keys are
