@@ -140,6 +140,13 @@ void Trace::update_metrics(int64_t mono, bool final) {
   a.store_errors = writer_->failed();
   a.probes_by_backend = probe_counts_;
   a.db_bytes = bytes;
+  if (shipper_) {
+    const fleet::ShipTotals t = shipper_->totals();
+    const int64_t written = writer_->next_id() - 1;
+    a.shipping = hal::AgentStats::Shipping{
+        t.rows, t.failures, !t.last_error.empty(),
+        uint64_t(std::max<int64_t>(0, written - shipper_->events_shipped_through()))};
+  }
   (void)sinks_.on_agent_stats(a);
   events_at_last_metrics_ = total;
   last_metrics_ = mono;

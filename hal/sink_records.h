@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace ingero::hal {
@@ -67,6 +68,13 @@ struct AgentStats {
   uint64_t store_errors = 0;                          // events the trace file refused
   std::map<std::string, uint64_t> probes_by_backend;  // attached probes
   uint64_t db_bytes = 0;                              // the trace file's size
+  // The ClickHouse shipper's figures (trace --clickhouse), where there is one.
+  struct Shipping {
+    uint64_t rows = 0, failures = 0;  // rows ClickHouse confirmed; failed passes (cumulative)
+    bool failing = false;             // the latest pass failed, and none has succeeded since
+    uint64_t unshipped = 0;           // event ids written to the file, not yet in ClickHouse
+  };
+  std::optional<Shipping> shipping;
 };
 
 // A steady training step that ended (the tracer's periodic analysis).

@@ -155,6 +155,25 @@ void Metrics::register_agent_families(prometheus::Registry& r) {
                    .Name("ingero_db_bytes")
                    .Help("Bytes the trace takes on disk: the file and its WAL")
                    .Register(r);
+  // The ClickHouse shipper's (trace --clickhouse): series only where there is one.
+  shipped_rows_ = &BuildCounter()
+                       .Name("ingero_clickhouse_shipped_rows_total")
+                       .Help("Rows of the trace file ClickHouse confirmed it holds")
+                       .Register(r);
+  ship_failures_ = &BuildCounter()
+                        .Name("ingero_clickhouse_ship_failures_total")
+                        .Help("Shipping passes that failed (each is retried; the rows stay)")
+                        .Register(r);
+  clickhouse_up_ = &BuildGauge()
+                        .Name("ingero_clickhouse_up")
+                        .Help(
+                            "1 while shipping to ClickHouse succeeds, 0 from a failed pass "
+                            "until the next that succeeds")
+                        .Register(r);
+  unshipped_ = &BuildGauge()
+                    .Name("ingero_clickhouse_unshipped_events")
+                    .Help("Events written to the trace file that ClickHouse does not hold yet")
+                    .Register(r);
 }
 
 // Kernel launches by kernel name (series added by refresh_kernel_series and observe_launch).

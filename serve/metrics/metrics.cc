@@ -261,6 +261,12 @@ ingero::Status Metrics::on_agent_stats(const hal::AgentStats& a) {
   events_rate_->Add({}).Set(a.events_per_s);
   for (const auto& [b, n] : a.probes_by_backend) probes_->Add({{"backend", b}}).Set(double(n));
   db_bytes_->Add({}).Set(double(a.db_bytes));
+  if (a.shipping) {
+    grow(shipped_rows_->Add({}), shipped_last_, a.shipping->rows);
+    grow(ship_failures_->Add({}), ship_failures_last_, a.shipping->failures);
+    clickhouse_up_->Add({}).Set(a.shipping->failing ? 0 : 1);
+    unshipped_->Add({}).Set(double(a.shipping->unshipped));
+  }
   return {};
 }
 

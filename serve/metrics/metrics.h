@@ -256,6 +256,10 @@ class Metrics final : public hal::EventSink {
   prometheus::Family<prometheus::Counter>* store_errors_;
   prometheus::Family<prometheus::Gauge>* probes_;
   prometheus::Family<prometheus::Gauge>* db_bytes_;
+  prometheus::Family<prometheus::Counter>* shipped_rows_;
+  prometheus::Family<prometheus::Counter>* ship_failures_;
+  prometheus::Family<prometheus::Gauge>* clickhouse_up_;
+  prometheus::Family<prometheus::Gauge>* unshipped_;
   prometheus::Family<prometheus::Counter>* kernel_launches_;
   struct KernelSeries {
     std::string label;
@@ -292,6 +296,7 @@ class Metrics final : public hal::EventSink {
   std::map<std::string, uint64_t> device_last_;  // family, device, port -> last value
   uint64_t events_last_ = 0, drops_last_ = 0;
   uint64_t lost_last_[6] = {};
+  uint64_t shipped_last_ = 0, ship_failures_last_ = 0;
   bool authenticated_ = false;
   // Last: stopped (its handlers done) before the registry and the families go.
   std::unique_ptr<http::Server> server_;

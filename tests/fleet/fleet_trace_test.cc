@@ -17,6 +17,7 @@
 
 #include "test_paths.h"
 #include "tests/fleet/fleet_support.h"
+#include "tests/support/exposition.h"
 #include "tests/support/fake_http_server.h"
 #include "tests/support/http_client.h"
 #include "tests/support/trace_db.h"
@@ -63,10 +64,14 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
+// `flags`: more of trace's, before the command.
 Subprocess agent(const std::string& node, const std::string& db, const std::string& url,
-                 const std::vector<std::string>& job, const std::vector<std::string>& env = {}) {
+                 const std::vector<std::string>& job, const std::vector<std::string>& env = {},
+                 const std::vector<std::string>& flags = {}) {
   std::vector<std::string> argv = {INGERO_BIN, "trace", "--no-live",    "--node", node,
-                                   "--db",     db,      "--clickhouse", url,      "--"};
+                                   "--db",     db,      "--clickhouse", url};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
   argv.insert(argv.end(), job.begin(), job.end());
   return Subprocess::spawn(argv, env);
 }
@@ -202,15 +207,34 @@ TEST(FleetTrace, ThreeAgentsTwoShardsNameTheStragglerItsNodeAndTheHog) {
   EXPECT_EQ(m["chains"][0]["summary"], straggler["summary"]);
 }
 
+// Polls `done` every 100 ms for up to `seconds`.
+template <typename F>
+bool eventually(F done, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return done();
+}
+
 TEST(FleetTrace, ClickHouseDownFor20sLosesAndDuplicatesNothing) {
   REQUIRE_FLEET_TRACE();
   ClickHouseServers ch;
   std::string why;
   ASSERT_TRUE(ch.start(1, &why)) << why;
   std::string db = temp_path("node-x.db"), bar = barrier_file();
+  const int metrics_port = free_tcp_port();
   Subprocess a = agent("node-x", db, ch.url(0, "ingero"),
-                       {INGERO_FLEET_RANKS, bar, "1", "0", "40s", "2000", kNccl, kCudart});
+                       {INGERO_FLEET_RANKS, bar, "1", "0", "40s", "2000", kNccl, kCudart}, {},
+                       {"--prometheus", "127.0.0.1:" + std::to_string(metrics_port)});
   ASSERT_TRUE(a.wait_stderr_line("ingero: shipping", std::chrono::seconds(60)));
+  // The shipper's state on /metrics (docs/metrics.md): up, then down through the outage.
+  auto up = [&] {
+    auto r = http_get("127.0.0.1", metrics_port, "/metrics");
+    return r.status == 200 && r.body.find("\ningero_clickhouse_up ") != std::string::npos
+               ? int(sample(r.body, "ingero_clickhouse_up"))
+               : -1;
+  };
   // Some rows arrive before the outage.
   long long before = 0;
   for (int i = 0; i < 300 && before <= 0; ++i) {
@@ -220,8 +244,11 @@ TEST(FleetTrace, ClickHouseDownFor20sLosesAndDuplicatesNothing) {
     if (r.status == 200) before = std::stoll(r.body);
   }
   ASSERT_GT(before, 0);
+  EXPECT_TRUE(eventually([&] { return up() == 1; }, 10));
+  const auto down_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(ch.stop(0));
-  std::this_thread::sleep_for(std::chrono::seconds(20));
+  EXPECT_TRUE(eventually([&] { return up() == 0; }, 15));
+  std::this_thread::sleep_until(down_at + std::chrono::seconds(20));
   ASSERT_TRUE(ch.restart(0, &why)) << why;
   EXPECT_EQ(a.wait(std::chrono::seconds(180)), 0) << a.err();
   EXPECT_NE(a.err().find(ch.url(0, "ingero") + ": cannot connect"), std::string::npos) << a.err();
@@ -236,16 +263,6 @@ TEST(FleetTrace, ClickHouseDownFor20sLosesAndDuplicatesNothing) {
   // The trace went on through the outage: far more rows than before it.
   EXPECT_GT(events, before * 2);
   EXPECT_EQ(ch.query(0, "SELECT count() = max(src_id), min(src_id) FROM ingero.events"), "1\t1\n");
-}
-
-// Polls `done` every 100 ms for up to `seconds`.
-template <typename F>
-bool eventually(F done, int seconds) {
-  for (int i = 0; i < seconds * 10; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return done();
 }
 
 // ClickHouse receives rows, not runs: while it is away the tracer folds no row it does not

@@ -309,6 +309,32 @@ TEST(Metrics, ACommThatIsNotUtf8LeavesTheScrapeValid) {
   EXPECT_EQ(promtool_says(text, "bad-comm.prom"), "rc=0\n");
 }
 
+// Found by a hostile-testing helper (helper-78): nothing on /metrics said a node's shipper was
+// failing or behind, so a stalled shipper could not be alerted on. The shipper's series: rows
+// and failed passes as counters, whether it succeeds now, and the events not in ClickHouse yet;
+// none without a shipper.
+TEST(Metrics, TheClickHouseShippersProgressAndFailures) {
+  Metrics m(false);
+  hal::AgentStats a = test::agent_stats(100, 0, hal::SessionCounters{}, 0, {}, 0);
+  EXPECT_TRUE(m.on_agent_stats(a));
+  EXPECT_EQ(series_count(m.exposition(), "ingero_clickhouse_up"), 0u);
+  a.shipping = hal::AgentStats::Shipping{5000, 0, false, 120};
+  EXPECT_TRUE(m.on_agent_stats(a));
+  a.shipping = hal::AgentStats::Shipping{5000, 3, true, 9000};  // ClickHouse away
+  EXPECT_TRUE(m.on_agent_stats(a));
+  std::string t = m.exposition();
+  EXPECT_EQ(sample(t, "ingero_clickhouse_shipped_rows_total"), 5000);
+  EXPECT_EQ(sample(t, "ingero_clickhouse_ship_failures_total"), 3);
+  EXPECT_EQ(sample(t, "ingero_clickhouse_up"), 0);
+  EXPECT_EQ(sample(t, "ingero_clickhouse_unshipped_events"), 9000);
+  a.shipping = hal::AgentStats::Shipping{14000, 3, false, 0};  // back, caught up
+  EXPECT_TRUE(m.on_agent_stats(a));
+  t = m.exposition();
+  EXPECT_EQ(sample(t, "ingero_clickhouse_shipped_rows_total"), 14000);
+  EXPECT_EQ(sample(t, "ingero_clickhouse_up"), 1);
+  EXPECT_EQ(sample(t, "ingero_clickhouse_unshipped_events"), 0);
+}
+
 // Losses by kind, from the tracer's cumulative session counters: each kind grows by what it
 // grew, the total is their sum, and counters never go down when a figure is re-published.
 TEST(Metrics, LossesAreCountedByKind) {
