@@ -131,11 +131,16 @@ int ship(const Opts& o) {
   std::cout << "shipped " << t.rows << " rows of " << o.db << " to " << ep->display() << " in "
             << t.batches << " inserts (" << t.bytes_sent / 1024 << " KiB compressed from "
             << t.bytes_raw / 1024 << " KiB)";
-  // Answered with success, yet not found when read back: not counted (fleet/ship_confirm.h).
-  if (t.unconfirmed)
-    std::cout << "; " << t.unconfirmed
+  // Answered with success, yet not found when read back, or read back without an answer
+  // (fleet/ship_confirm.h): not counted. A read-back that timed out was said to find nothing.
+  if (const uint64_t missing = t.unconfirmed - t.unread)
+    std::cout << "; " << missing
               << " inserts answered with success were not in ClickHouse when read back and are "
                  "not counted";
+  if (t.unread)
+    std::cout << "; " << t.unread
+              << " inserts answered with success could not be read back (no answer) and are not "
+                 "counted: a rerun ships what ClickHouse lacks";
   if (r.caught_up) {
     std::cout << "; ClickHouse has every row of the file\n";
     return kExitOk;

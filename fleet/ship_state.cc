@@ -65,7 +65,9 @@ ingero::Status await_inserts_in_flight(ClickHouseClient& client, const std::stri
         [&](const auto& f) { running = to_u64(f[0]); }, true);
     if (!st) return st;
     if (!running) return {};
-    if (std::chrono::steady_clock::now() >= until) break;
+    // Past the drain's deadline too (the tracer's exit bound, a stop signal): the KILL below
+    // then fails at once, and the resume point is not read.
+    if (std::chrono::steady_clock::now() >= until || client.deadline_passed()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (auto r = client.execute("KILL QUERY WHERE " + ours + " SYNC"); !r) return r.error();

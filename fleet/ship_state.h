@@ -59,7 +59,8 @@ ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool&
 // shipper of `file_start` (Spool::file_start) tags them this prefix, its pid and a number.
 std::string ship_query_prefix(uint64_t file_start);
 // Waits until no query whose id begins with `prefix` is running on the server, up to
-// `wait_ms`, then has ClickHouse kill any still running (KILL QUERY ... SYNC). An insert cut off
+// `wait_ms` (or the client's deadline), then has ClickHouse kill any still running (KILL
+// QUERY ... SYNC). An insert cut off
 // by a timeout, a stalled server or a killed shipper may still be running there, and land
 // after the resume point is read: its rows were stored twice (a SIGSTOPped server, resumed as
 // `ingero ship` ran again). So the resume point is read only once no earlier insert of the

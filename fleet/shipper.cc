@@ -217,6 +217,7 @@ ingero::Status Shipper::insert(const TableSpec& t, std::string_view body, const 
     if (auto c = confirm_batch(*client_, t.name, key); !c) {
       std::lock_guard<std::mutex> g(mu_);
       ++totals_.unconfirmed;
+      if (client_->last_failure() != Failure::kNone) ++totals_.unread;  // no answer to it
       return c;
     }
   std::lock_guard<std::mutex> g(mu_);

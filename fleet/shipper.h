@@ -52,6 +52,8 @@ struct ShipperOptions {
 struct ShipTotals {
   uint64_t rows = 0, batches = 0, failures = 0, resyncs = 0;  // rows, batches: confirmed
   uint64_t unconfirmed = 0;  // INSERTs answered with success that ClickHouse did not confirm
+  // Of them, those whose read-back got no answer (a timeout, a reset): maybe stored, maybe not.
+  uint64_t unread = 0;
   // How the confirmed batches were confirmed: X-ClickHouse-Summary, or a read-back.
   uint64_t confirmed_by_summary = 0, read_back = 0;
   uint64_t bytes_sent = 0, bytes_raw = 0;  // request bodies after / before gzip

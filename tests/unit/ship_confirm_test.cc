@@ -235,6 +235,37 @@ TEST(ShipConfirm, ShipSaysWhatWasAnsweredButNotStored) {
   EXPECT_EQ(fold_as_the_tracer_would(db, 0), 0u);
 }
 
+// Found by a hostile-testing helper (helper-78): a read-back that got no answer (a server that
+// stalled right after the INSERT) was said to have found the rows missing ("were not in
+// ClickHouse when read back"), though they were stored. ship says it could not read them back.
+TEST(ShipConfirm, ShipSaysWhatItCouldNotReadBack) {
+  FakeHttpServer* self = nullptr;
+  FakeHttpServer ok([&self](const std::string& target, const std::string& body) -> std::string {
+    if (target.find("query=INSERT") != std::string::npos) {
+      self->stop_answering();  // this INSERT is answered; its read-back, nothing after it
+      return "";
+    }
+    for (const std::string* q : {&target, &body}) {
+      if (q->find("SELECT max(") != std::string::npos ||
+          q->find("FROM system.processes") != std::string::npos)
+        return "0\n";
+      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+    }
+    return "";
+  });
+  self = &ok;
+  std::string db = launches(2000);
+  auto r = run_ingero({"ship", "--db", db, "--clickhouse", ok.url("ingero"), "--timeout", "4s"});
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(ok.inserts(), 1u);
+  EXPECT_EQ(ok.count("SELECT uniqExact("), 1u);
+  EXPECT_EQ(r.out.find("were not in ClickHouse when read back"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; 1 inserts answered with success could not be read back (no answer) and "
+                       "are not counted: a rerun ships what ClickHouse lacks; "),
+            std::string::npos)
+      << r.out;
+}
+
 // A reader that answers reads as an empty ClickHouse would, a read-back with 0 rows found, and
 // an INSERT with 200 and, where `written` is given, an X-ClickHouse-Summary saying so.
 FakeHttpServer summarising(const std::string& written) {
