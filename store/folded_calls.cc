@@ -95,8 +95,7 @@ ingero::Result<std::unique_ptr<RunCursor>> RunCursor::open(Db& db, const EventFi
     scan = store
                ? std::make_unique<ArchiveScan>(db.handle(),
                                                f.rows ? sql_runs_form() : engine_runs_form(),
-                                               db.path(),
-                                               std::move(cols), 0, kColumns.size() - 1)
+                                               db.path(), std::move(cols), 0, kColumns.size() - 1)
                : std::make_unique<ArchiveScan>(db.handle(), "main.run_blocks", "run archive block",
                                                db.path(), std::move(cols), 0, kColumns.size() - 1);
     out->filter_ = f;

@@ -40,6 +40,19 @@ uint64_t fold_as_the_tracer_would(const std::string& path, int64_t through) {
 // One line of system.columns (the others are ALTERed in, answered with an empty body).
 const char* const kOneColumn = "events\tsrc_id\tUInt64\n";
 
+// What an empty ClickHouse answers the shipper's reads (in the request's target or body):
+// counts and maxima 0, the tables' columns one, and "" to DDL, INSERTs and the GROUP BY reads.
+std::string as_empty_clickhouse(const std::string& target, const std::string& body) {
+  for (const std::string* q : {&target, &body}) {
+    if (q->find("SELECT max(") != std::string::npos ||
+        q->find("SELECT uniqExact(") != std::string::npos ||
+        q->find("FROM system.processes") != std::string::npos)
+      return "0\n";
+    if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
+  }
+  return "";
+}
+
 fleet::ShipperOptions quick(std::vector<std::string>& said) {
   fleet::ShipperOptions o;
   o.backoff_min_ms = o.backoff_max_ms = 50;
@@ -148,16 +161,7 @@ TEST(ShipConfirm, AnEmptyAnswerToAReadOfOneRowIsAnError) {
 
 // Reads answered as an empty ClickHouse would answer them, inserts answered 200 and dropped.
 TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
-  FakeHttpServer ok([](const std::string& target, const std::string& body) -> std::string {
-    for (const std::string* q : {&target, &body}) {
-      if (q->find("SELECT max(") != std::string::npos ||
-          q->find("SELECT uniqExact(") != std::string::npos ||
-          q->find("FROM system.processes") != std::string::npos)
-        return "0\n";
-      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
-    }
-    return "";  // DDL, INSERTs, and the GROUP BY reads of an empty database
-  });
+  FakeHttpServer ok(as_empty_clickhouse);
   std::string db = launches(2000);
   std::vector<std::string> said;
   auto ep = fleet::parse_endpoint(ok.url("ingero"));
@@ -196,17 +200,8 @@ TEST(ShipConfirm, InsertsAnswered200ButNotStoredAreNotCountedAsShipped) {
 TEST(ShipConfirm, ShipSaysWhatWasAnsweredButNotStored) {
   FakeHttpServer* self = nullptr;
   FakeHttpServer ok([&self](const std::string& target, const std::string& body) -> std::string {
-    for (const std::string* q : {&target, &body}) {
-      if (q->find("SELECT uniqExact(") != std::string::npos) {
-        self->stop_answering();
-        return "0\n";
-      }
-      if (q->find("SELECT max(") != std::string::npos ||
-          q->find("FROM system.processes") != std::string::npos)
-        return "0\n";
-      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
-    }
-    return "";
+    if ((target + body).find("SELECT uniqExact(") != std::string::npos) self->stop_answering();
+    return as_empty_clickhouse(target, body);
   });
   self = &ok;
   std::string db = launches(2000);
@@ -241,17 +236,9 @@ TEST(ShipConfirm, ShipSaysWhatWasAnsweredButNotStored) {
 TEST(ShipConfirm, ShipSaysWhatItCouldNotReadBack) {
   FakeHttpServer* self = nullptr;
   FakeHttpServer ok([&self](const std::string& target, const std::string& body) -> std::string {
-    if (target.find("query=INSERT") != std::string::npos) {
-      self->stop_answering();  // this INSERT is answered; its read-back, nothing after it
-      return "";
-    }
-    for (const std::string* q : {&target, &body}) {
-      if (q->find("SELECT max(") != std::string::npos ||
-          q->find("FROM system.processes") != std::string::npos)
-        return "0\n";
-      if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
-    }
-    return "";
+    // This INSERT is answered; its read-back, and nothing after it, is not.
+    if (target.find("query=INSERT") != std::string::npos) self->stop_answering();
+    return as_empty_clickhouse(target, body);
   });
   self = &ok;
   std::string db = launches(2000);
@@ -269,23 +256,12 @@ TEST(ShipConfirm, ShipSaysWhatItCouldNotReadBack) {
 // A reader that answers reads as an empty ClickHouse would, a read-back with 0 rows found, and
 // an INSERT with 200 and, where `written` is given, an X-ClickHouse-Summary saying so.
 FakeHttpServer summarising(const std::string& written) {
-  return FakeHttpServer(
-      [](const std::string& target, const std::string& body) -> std::string {
-        for (const std::string* q : {&target, &body}) {
-          if (q->find("SELECT max(") != std::string::npos ||
-              q->find("SELECT uniqExact(") != std::string::npos ||
-              q->find("FROM system.processes") != std::string::npos)
-            return "0\n";
-          if (q->find("FROM system.columns") != std::string::npos) return kOneColumn;
-        }
-        return "";
-      },
-      [written](const std::string& target) -> std::string {
-        if (target.find("query=INSERT INTO") == std::string::npos) return "";
-        return "X-ClickHouse-Summary: {\"read_rows\":\"0\",\"read_bytes\":\"0\","
-               "\"written_rows\":\"" +
-               written + "\",\"written_bytes\":\"0\",\"total_rows_to_read\":\"0\"}\r\n";
-      });
+  return FakeHttpServer(as_empty_clickhouse, [written](const std::string& target) -> std::string {
+    if (target.find("query=INSERT INTO") == std::string::npos) return "";
+    return "X-ClickHouse-Summary: {\"read_rows\":\"0\",\"read_bytes\":\"0\","
+           "\"written_rows\":\"" +
+           written + "\",\"written_bytes\":\"0\",\"total_rows_to_read\":\"0\"}\r\n";
+  });
 }
 
 // A ClickHouse that says what it wrote (X-ClickHouse-Summary, sent by versions after 18.16)
