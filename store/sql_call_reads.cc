@@ -155,12 +155,16 @@ void SqlTraceSource::read_calls(const engine::Window& w, const engine::EventFn& 
   }
 }
 
-void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
-  // Runs are expanded into their calls, merged in time order with the rows.
+namespace {
+
+// The calls `read` gives (calls, and runs of calls folded by tiered retention), to `fn` in
+// time order: each run expanded into its calls, merged with the others.
+void expand_runs(
+    const engine::Window& w, const engine::EventFn& fn,
+    const std::function<void(const engine::EventFn&, const engine::CallRunFn&)>& read) {
   RunExpander folded(w.from_ns, w.to_ns);
   hal::Event f;
-  read_calls(
-      w,
+  read(
       [&](const hal::Event& e) {
         // Not by next_ts() alone: a call at INT64_MAX (a damaged or hand-edited file) met the
         // sentinel, and an empty expander was asked for its next call (export: SIGSEGV).
@@ -173,6 +177,14 @@ void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
     if (folded.next(f)) fn(f);
 }
 
+}  // namespace
+
+void SqlTraceSource::calls(const engine::Window& w, const engine::EventFn& fn) {
+  expand_runs(w, fn, [&](const engine::EventFn& call, const engine::CallRunFn& run) {
+    read_calls(w, call, run);
+  });
+}
+
 void SqlTraceSource::stored_calls(const engine::Window& w, const engine::EventFn& fn) {
   EventFilter f = filter(w, true);
   f.rows = true;
@@ -180,24 +192,21 @@ void SqlTraceSource::stored_calls(const engine::Window& w, const engine::EventFn
   std::optional<CallCountCheck> count;
   if (!reader_.is_legacy() && snapshot.consistent())
     count.emplace(f, plan_span_ ? *plan_span_ : extent().span);
-  RunExpander folded(w.from_ns, w.to_ns);
-  hal::Event x;
-  auto st = merge_rows_and_runs(
-      reader_.db(), strings_, f, INT64_MIN,
-      [&](const hal::Event& e) {
-        while (!folded.done() && folded.next_ts() <= int64_t(e.ts_ns))
-          if (folded.next(x)) fn(x);
-        if (count) count->add(int64_t(e.ts_ns));
-        fn(e);
-        return true;
-      },
-      [&](const engine::CallRun& r) {
-        if (count) count->add_run(r);
-        folded.add(r);
-        return true;
-      });
-  while (!folded.done())
-    if (folded.next(x)) fn(x);
+  ingero::Status st;
+  expand_runs(w, fn, [&](const engine::EventFn& call, const engine::CallRunFn& run) {
+    st = merge_rows_and_runs(
+        reader_.db(), strings_, f, INT64_MIN,
+        [&](const hal::Event& e) {
+          if (count) count->add(int64_t(e.ts_ns));
+          call(e);
+          return true;
+        },
+        [&](const engine::CallRun& r) {
+          if (count) count->add_run(r);
+          run(r);
+          return true;
+        });
+  });
   if (st && count) st = count->verify(reader_.db());
   if (!st) fail(st.error());
 }
