@@ -74,25 +74,41 @@ ingero::Status await_inserts_in_flight(ClickHouseClient& client, const std::stri
   return {};
 }
 
-ingero::Status drop_outdated_views(ClickHouseClient& client) {
+namespace {
+
+// The database's views: name -> column -> type.
+using ViewColumns = std::map<std::string, std::map<std::string, std::string>>;
+
+// "table IN (the database's views)", as SQL over system.columns.
+std::string is_view_sql(const std::string& db) {
+  return "table IN (SELECT name FROM system.tables WHERE database = " + sql_quote(db) +
+         " AND engine = 'View')";
+}
+
+// Drops each of ours that an earlier build defined differently (ch_schema.h: view_outdated).
+ingero::Status drop_outdated(ClickHouseClient& client, const ViewColumns& views) {
   const std::string& db = client.endpoint().database;
-  std::map<std::string, std::map<std::string, std::string>> views;  // name -> column -> type
-  const std::string in_db = "database = " + sql_quote(db);
-  auto st = rows(client,
-                 "SELECT table, name, type FROM system.columns WHERE " + in_db +
-                     " AND table IN (SELECT name FROM system.tables WHERE " + in_db +
-                     " AND engine = 'View')",
-                 3, [&](const auto& f) { views[f[0].text][f[1].text] = f[2].text; });
-  if (!st) return st;
   for (const std::string& name : view_names())
-    if (views.count(name) && view_outdated(name, views[name]))
+    if (auto it = views.find(name); it != views.end() && view_outdated(name, it->second))
       if (auto r = client.execute("DROP TABLE IF EXISTS " + db + "." + name); !r) return r.error();
   return {};
 }
 
+}  // namespace
+
+ingero::Status drop_outdated_views(ClickHouseClient& client) {
+  const std::string& db = client.endpoint().database;
+  ViewColumns views;
+  auto st = rows(client,
+                 "SELECT table, name, type FROM system.columns WHERE database = " + sql_quote(db) +
+                     " AND " + is_view_sql(db),
+                 3, [&](const auto& f) { views[f[0].text][f[1].text] = f[2].text; });
+  if (!st) return st;
+  return drop_outdated(client, views);
+}
+
 ingero::Status ensure_schema(ClickHouseClient& client) {
   const std::string& db = client.endpoint().database;
-  if (auto st = drop_outdated_views(client); !st) return st;
   // The database and tables first, their missing columns next, the views over them last: 18.16
   // checks a view's SELECT even where the view exists, so a database made before a column
   // (runq_ns) refused every ship at the view, before the ALTER that adds it was reached.
@@ -106,12 +122,15 @@ ingero::Status ensure_schema(ClickHouseClient& client) {
   }
   std::set<std::pair<std::string, std::string>> have;
   std::map<std::pair<std::string, std::string>, std::string> type_of;
-  auto st =
-      rows(client, "SELECT table, name, type FROM system.columns WHERE database = " + sql_quote(db),
-           3, [&](const auto& f) {
-             have.insert({f[0].text, f[1].text});
-             type_of[{f[0].text, f[1].text}] = f[2].text;
-           });
+  ViewColumns view_columns;  // the same read says which tables are views
+  auto st = rows(client,
+                 "SELECT table, name, type, " + is_view_sql(db) +
+                     " FROM system.columns WHERE database = " + sql_quote(db),
+                 4, [&](const auto& f) {
+                   have.insert({f[0].text, f[1].text});
+                   type_of[{f[0].text, f[1].text}] = f[2].text;
+                   if (f[3].text == "1") view_columns[f[0].text][f[1].text] = f[2].text;
+                 });
   if (!st) return st;
   // The tables were just created if absent: a server that lists no column of theirs stored
   // nothing (an endpoint answering 200 with an empty body), and nothing it says can be trusted.
@@ -155,6 +174,8 @@ ingero::Status ensure_schema(ClickHouseClient& client) {
                                     " " + c.type);
             !r)
           return r.error();
+  // A view an earlier build made differently is made anew (drop_outdated_views).
+  if (auto st = drop_outdated(client, view_columns); !st) return st;
   for (const std::string& ddl : views)
     if (auto r = client.execute(ddl); !r) return r.error();
   return {};

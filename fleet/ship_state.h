@@ -45,8 +45,8 @@ std::string cgroup_content_sql();
 // table created by an earlier version lacks (ALTER TABLE ADD COLUMN: ClickHouse 18.16 has no
 // IF NOT EXISTS there, so system.columns says which). Errors name the URL and ClickHouse's
 // message.
-// First it drops the views an earlier build made differently (drop_outdated_views); it makes
-// them last, after the columns they read.
+// It makes the views last, after the columns they read, dropping first those an earlier build
+// made differently (as drop_outdated_views, from the same read of system.columns).
 ingero::Status ensure_schema(ClickHouseClient& client);
 // Drops each view of the database (calls, host_events, rdma_counters) whose columns say an
 // earlier build defined it differently (ch_schema.h: view_outdated), for its DDL to make it
