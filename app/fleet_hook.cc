@@ -25,8 +25,11 @@ std::unique_ptr<fleet::Shipper> make_shipper(const std::string& db, const std::s
 
 void finish_shipping(fleet::Shipper& shipper, const std::string& db, bool quiet,
                      std::chrono::steady_clock::time_point deadline) {
+  // A server that cannot be reached twice in a row (half a second apart) is not waited for:
+  // the exit took the whole --clickhouse-exit-timeout when nothing listened. A stalled one is.
   fleet::DrainReport r = shipper.drain(std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now()));
+                                           deadline - std::chrono::steady_clock::now()),
+                                       2);
   fleet::ShipTotals t = shipper.totals();
   if (r.caught_up) {
     if (!quiet)

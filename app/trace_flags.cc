@@ -312,7 +312,8 @@ void add_export(CLI::App& cmd, TraceOptions& o, Args& a) {
   cmd.add_option("--clickhouse-exit-timeout", a.ship_exit,
                  "At exit, shipping to ClickHouse ends within this long (default 10s), the "
                  "request in flight and every connect and read included; what is left stays in "
-                 "the trace file for the next start or `ingero ship`")
+                 "the trace file for the next start or `ingero ship`. A ClickHouse that cannot be "
+                 "reached at all twice in a row is not waited for")
       ->check(duration_check("10s, 30s"))
       ->capture_default_str();
   add_otlp_options(cmd, o, a.otlp_interval, a.otlp_threshold, a.otlp_exit);

@@ -398,7 +398,7 @@ ingero::Result<uint64_t> Shipper::pending() {
   return n;
 }
 
-DrainReport Shipper::drain(std::chrono::milliseconds budget) {
+DrainReport Shipper::drain(std::chrono::milliseconds budget, int unreachable_tries) {
   // At most a century: a longer one overflowed the clock, and the drain gave up at once.
   budget = std::min<std::chrono::milliseconds>(budget, std::chrono::hours(24 * 365 * 100));
   const Deadline end = Clock::now() + budget;
@@ -406,7 +406,7 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
   // point's) included: a slow server answering each in 2 s held a 7 s drain for 74 s.
   const auto bound = client_->bound_deadline(end);
   DrainReport rep;
-  int backoff = 0;
+  int backoff = 0, unreachable = 0;
   const int timeout = client_->options().request_timeout_ms;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
@@ -427,6 +427,8 @@ DrainReport Shipper::drain(std::chrono::milliseconds budget) {
       note_failure(r.error().message, !for_good);
       rep.last_error = r.error().message;
       if (for_good) break;
+      unreachable = client_->last_failure() == Failure::kUnreachable ? unreachable + 1 : 0;
+      if (unreachable_tries > 0 && unreachable >= unreachable_tries) break;
       backoff = backoff ? std::min(backoff * 2, opts_.backoff_max_ms) : opts_.backoff_min_ms;
       auto wait = std::min<int64_t>(
           backoff,

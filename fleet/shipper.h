@@ -85,7 +85,10 @@ class Shipper {
   // Ships until caught up or `budget` has passed (retrying with backoff; every request ends
   // within it), or until ClickHouse refuses for good (ClickHouseClient::refused_for_good),
   // then counts what is left. An error only when the file itself cannot be read.
-  DrainReport drain(std::chrono::milliseconds budget);
+  // `unreachable_tries` > 0 also ends it once that many passes in a row found ClickHouse
+  // unreachable (nothing left this host: refused, unresolved): the tracer's exit waited out
+  // its whole --clickhouse-exit-timeout for a server that was not there.
+  DrainReport drain(std::chrono::milliseconds budget, int unreachable_tries = 0);
   ShipTotals totals() const;
   // The file's `events` rows up to this id are in ClickHouse (0 until ClickHouse answered).
   // The tracer folds no row above it (store/tiers.h): every call reaches ClickHouse as its own

@@ -47,5 +47,30 @@ TEST(ShipExit, ASecondStopSignalGivesUpWaitingForClickHouse) {
             (std::vector<std::vector<std::string>>{{"SIGTERM", "1"}}));
 }
 
+// Nothing listening: the traced command's exit waited out the whole --clickhouse-exit-timeout
+// (`trace --clickhouse http://127.0.0.1:1/ingero -- cuda_calls` took 11.3 s; with 10m, ten
+// minutes). Two refused tries half a second apart end the wait; the rows stay in the file.
+TEST(ShipExit, AnUnreachableClickHouseDoesNotHoldTheExit) {
+  REQUIRE_BPF();
+  const std::string url = "http://127.0.0.1:1/ingero";
+  std::string db = temp_path("refused.db");
+  auto tracer =
+      Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--no-stack", "--db", db, "--clickhouse",
+                         url, "--clickhouse-exit-timeout", "10m", "--", "/bin/sleep", "1"});
+  ASSERT_TRUE(tracer.wait_stderr_line("ingero: attached", std::chrono::seconds(180)))
+      << tracer.err();
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = tracer.wait(std::chrono::seconds(300));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rc, 0) << tracer.err();
+  // The old exit took 600 s here; a loaded machine's session end takes a few.
+  EXPECT_LT(secs, 120.0) << "exit took " << secs << " s after the probes were attached";
+  std::cout << "exit after a 1 s command, ClickHouse refused: " << secs << " s\n";
+  EXPECT_NE(tracer.err().find("rows of " + db + " are not in ClickHouse at " + url +
+                              " yet (ClickHouse at " + url + ": cannot connect ("),
+            std::string::npos)
+      << tracer.err();
+}
+
 }  // namespace
 }  // namespace ingero::test

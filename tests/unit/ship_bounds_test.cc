@@ -89,6 +89,24 @@ TEST(ShipBounds, AHugeBudgetIsALongOneNotNone) {
       << rep.last_error;
 }
 
+// Nothing listening: a drain told to stop after two unreachable tries does, where it retried
+// for its whole budget (the tracer's exit, 10 s by default); the rows are counted as left.
+TEST(ShipBounds, ADrainGivesUpOnAServerThatIsNotThere) {
+  std::string db = write_free_calls(temp_path("refused.db"), 10);
+  auto ep = fleet::parse_endpoint("http://127.0.0.1:1/ingero");
+  ASSERT_TRUE(ep);
+  auto s = fleet::Shipper::create(db, *ep);
+  ASSERT_TRUE(s) << s.error().message;
+  const auto t0 = Clock::now();
+  auto rep = (*s)->drain(std::chrono::minutes(10), 2);
+  EXPECT_LT(seconds_since(t0), 120);  // two tries and one 0.5 s backoff; it was 10 minutes
+  EXPECT_FALSE(rep.caught_up);
+  EXPECT_EQ(rep.unshipped, 11u);  // the 10 calls and their session
+  EXPECT_EQ(rep.last_error.rfind("ClickHouse at " + ep->display() + ": cannot connect (", 0), 0u)
+      << rep.last_error;
+  EXPECT_EQ((*s)->totals().failures, 2u);
+}
+
 // The one-shipper lock was named after the path given: a second shipper through a symbolic
 // link to the file shipped every row again.
 TEST(ShipBounds, OneShipperAFileThroughAnyLinkToIt) {
