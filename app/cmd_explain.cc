@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 
 #include "app/builtin_backends.h"
@@ -34,6 +35,21 @@ std::optional<engine::TenantGrouping> grouping(const std::string& g) {
   return std::nullopt;
 }
 
+// Two hosts traced under one --node are one machine to the fleet: their processes, clocks and
+// stacks are mixed, and nothing said so (ship says it too, fleet/shipper.cc).
+void warn_shared_nodes(fleet::ClickHouseTraceSource& source,
+                       const std::vector<std::string>& nodes) {
+  for (const auto& [node, hosts] : source.shared_nodes()) {
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) continue;
+    std::string list;
+    for (const std::string& h : hosts) list += (list.empty() ? "'" : ", '") + h + "'";
+    TerminalText(std::cerr) << "ingero explain: node '" << node << "' holds the sessions of "
+                            << hosts.size() << " hosts (" << list
+                            << "): they are read as one machine, their processes, clocks and "
+                               "stacks mixed; trace each host with its own --node\n";
+  }
+}
+
 int explain_clickhouse(const Opts& o) {
   auto ep = fleet::parse_endpoint(o.source);
   if (!ep) {
@@ -56,6 +72,7 @@ int explain_clickhouse(const Opts& o) {
     std::cerr << "ingero explain: " << nodes.error().message << "\n";
     return kExitUsage;
   }
+  warn_shared_nodes(source, *nodes);
   // The nodes' clocks first, over the whole fleet, and the window then on the reference clock:
   // resolved on the nodes' own clocks, --since 10s of a fleet with a node an hour ahead
   // counted back from that node's end, and every node's report was empty (export did it in

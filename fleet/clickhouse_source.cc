@@ -236,6 +236,18 @@ std::vector<std::string> ClickHouseTraceSource::nodes() {
   return out;
 }
 
+std::map<std::string, std::vector<std::string>> ClickHouseTraceSource::shared_nodes() {
+  std::map<std::string, std::vector<std::string>> out;
+  rows("SELECT node, host FROM " + table("sessions") + " WHERE node IN (SELECT node FROM " +
+           table("sessions") +
+           " GROUP BY node HAVING uniqExact(host) > 1) GROUP BY node, host ORDER BY node, host",
+       2, [&](const auto& f) {
+         out[f[0].text].push_back(f[1].text);
+         return true;
+       });
+  return out;
+}
+
 std::pair<int64_t, int64_t> ClickHouseTraceSource::time_span() { return span_of({}); }
 
 std::pair<int64_t, int64_t> ClickHouseTraceSource::node_span(const std::string& node) {

@@ -70,6 +70,10 @@ class ClickHouseTraceSource final : public engine::TraceSource {
 
   // Nodes that shipped events, sorted.
   std::vector<std::string> nodes() override;
+  // Nodes whose sessions came from more than one host (two hosts traced under one --node),
+  // with those hosts, sorted: the fleet reads each as one machine. Empty on a failed read
+  // (recorded).
+  std::map<std::string, std::vector<std::string>> shared_nodes();
   void set_scope(std::optional<std::string> node) { scope_ = std::move(node); }
   void set_clock_offsets(std::map<std::string, int64_t> offsets_ns);
   // The first error met (reads go on with what they have, as over SQLite); "" when none.

@@ -233,6 +233,11 @@ ingero::Result<ShipState> read_ship_state(ClickHouseClient& client, const Spool&
                   s.elsewhere[{f[0].text, to_u64(f[1])}] = to_u64(f[2]);
                 });
     if (!st) return st.error();
+    st = rows(client,
+              "SELECT node, host FROM " + db + "sessions WHERE node IN " + nodes +
+                  " GROUP BY node, host ORDER BY node, host LIMIT 1000",
+              2, [&](const auto& f) { s.hosts[f[0].text].insert(f[1].text); });
+    if (!st) return st.error();
     st = rows(client, "SELECT DISTINCT node, session_start FROM " + db + "causal_chains" + mine, 2,
               [&](const auto& f) {
                 s.chains.insert({f[0].text, to_u64(f[1])});

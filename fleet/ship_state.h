@@ -29,6 +29,9 @@ struct ShipState {
   // (node, started_at) of the file's sessions that ClickHouse holds under another file's name
   // -> that file's start: this file is a copy or a merge of a file shipped before.
   std::map<std::pair<std::string, uint64_t>, uint64_t> elsewhere;
+  // node -> the hosts of every session stored under the file's node names: two hosts traced
+  // under one --node are read by a fleet as one machine (Shipper::warn_shared_node).
+  std::map<std::string, std::set<std::string>> hosts;
   std::set<std::pair<std::string, uint64_t>> chains;  // sessions whose chains are stored
   std::set<int64_t> stacks;                           // stack ids stored for the origin node
   std::map<std::pair<std::string, uint32_t>, uint64_t> processes;  // (node, pid) -> seen_at

@@ -131,6 +131,32 @@ void Shipper::warn_folded_unshipped() {
             "every call before it is folded");
 }
 
+void Shipper::warn_shared_node() {
+  if (!opts_.log || shared_node_warned_for_ == state_file_) return;
+  shared_node_warned_for_ = state_file_;
+  std::map<std::string, std::set<std::string>> mine;
+  for (const SpoolSession& s : spool_->sessions()) mine[s.node].insert(s.host);
+  auto quoted = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& h : v) s += (s.empty() ? "'" : ", '") + h + "'";
+    return s;
+  };
+  for (const auto& [node, hosts] : mine) {
+    std::vector<std::string> others;
+    for (const std::string& h : state_.hosts[node])
+      if (!hosts.contains(h)) others.push_back(h);
+    if (others.empty()) continue;
+    opts_.log(
+        "ClickHouse at " + endpoint().display() + " holds sessions of node '" + node + "' from " +
+        (others.size() == 1 ? "another host, " : std::to_string(others.size()) + " other hosts, ") +
+        quoted(others) + ", beside this file's " + (hosts.size() == 1 ? "host " : "hosts ") +
+        quoted({hosts.begin(), hosts.end()}) +
+        ": a fleet reads a node's rows as one machine's, so explain --source mixes "
+        "their processes, clocks and stacks. Give each host its own --node (the default "
+        "is its hostname)");
+  }
+}
+
 ingero::Status Shipper::same_trace() const {
   for (const SpoolSession& s : spool_->sessions()) {
     // A merge's or conversion's output holds sessions shipped before from their own files:
@@ -269,6 +295,7 @@ ingero::Result<bool> Shipper::pass(Deadline deadline) {
     stacks_seen_frames_ = -1;
     for (auto& [table, through] : through_) through = state_.high_water[table];
     warn_folded_unshipped();
+    warn_shared_node();
     std::lock_guard<std::mutex> g(mu_);
     ++totals_.resyncs;
   }

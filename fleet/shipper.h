@@ -123,9 +123,13 @@ class Shipper {
   void note_failure(const std::string& message, bool retried);
   void note_success();
   void warn_folded_unshipped();
+  // Says, once per file, which hosts other than the file's ClickHouse holds sessions of under
+  // the file's node names: a fleet reads them as one node (pids, clocks and stacks mixed).
+  void warn_shared_node();
   // An Error where ClickHouse holds, under one of the file's sessions' names (node, start),
   // another trace's session (another host or flags): its rows would be taken for the file's.
   ingero::Status same_trace() const;
+  uint64_t shared_node_warned_for_ = 0;  // the file_start warn_shared_node spoke for
 
   std::string path_;
   ShipperOptions opts_;
