@@ -7,13 +7,13 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "fleet/tsv.h"
+#include "store/process_means.h"
 
 namespace ingero::fleet {
 
@@ -27,14 +27,12 @@ class UntimedMeans {
 
   // 0 where neither its process nor its node timed a call of that op.
   uint64_t of(std::string_view node, uint32_t pid, std::string_view vendor, std::string_view api,
-              std::string_view op) const;
+              std::string_view op) const {
+    return means_.of(node, pid, std::make_tuple(vendor, api, op));
+  }
 
  private:
-  using OpKey = std::tuple<std::string, std::string, std::string, std::string>;
-  using ProcessKey = std::tuple<std::string, uint32_t, std::string, std::string, std::string>;
-  // (sum of the durations, timed calls)
-  std::map<ProcessKey, std::pair<uint64_t, uint64_t>, std::less<>> by_process_;
-  std::map<OpKey, std::pair<uint64_t, uint64_t>, std::less<>> by_op_;
+  store::ProcessMeans<std::tuple<std::string, std::string, std::string>> means_;  // vendor/api/op
 };
 
 }  // namespace ingero::fleet

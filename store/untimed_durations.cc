@@ -27,44 +27,22 @@ ingero::Result<UntimedDurations> UntimedDurations::load(Db& db) {
       "SELECT node, pid, source, op, sum(sum_ns), sum(timed) FROM call_seconds GROUP BY node, "
       "pid, source, op");
   if (!st) return st.error();
-  // (sum of the timed calls' durations, timed calls), by node, process and op, then by op.
-  std::map<std::tuple<std::string, uint32_t, int, int>, std::pair<uint64_t, uint64_t>> totals;
   while (true) {
     auto r = st->step();
     if (!r) return r.error();
     if (!*r) break;
-    auto& t = totals[{st->text(0), uint32_t(st->int64(1)), int(st->int64(2)), int(st->int64(3))}];
-    t.first += uint64_t(st->int64(4));
-    t.second += uint64_t(st->int64(5));
+    u.means_.add(st->text(0), uint32_t(st->int64(1)),
+                 std::pair(int(st->int64(2)), int(st->int64(3))), uint64_t(st->int64(4)),
+                 uint64_t(st->int64(5)));
   }
   // The calls of a session not ended that no summary counts yet, as compact will count them.
   auto rest =
       for_each_unsummarised_call(db, [&](std::string_view node, int64_t, const SummarizedCall& c) {
-        if (!c.timed) return;
-        auto& t = totals[{std::string(node), c.pid, c.source, c.op}];
-        t.first += c.dur_ns;
-        ++t.second;
+        if (c.timed)
+          u.means_.add(std::string(node), c.pid, std::pair<int, int>(c.source, c.op), c.dur_ns, 1);
       });
   if (!rest) return rest.error();
-  std::map<std::tuple<std::string, int, int>, std::pair<uint64_t, uint64_t>> op_totals;
-  for (const auto& [k, t] : totals) {
-    if (!t.second) continue;
-    const auto& [node, pid, source, op] = k;
-    u.by_process_[k] = t.first / t.second;
-    auto& o = op_totals[{node, source, op}];
-    o.first += t.first;
-    o.second += t.second;
-  }
-  for (const auto& [k, t] : op_totals) u.by_op_[k] = t.first / t.second;
   return u;
-}
-
-uint64_t UntimedDurations::of(std::string_view node, uint32_t pid, int source, int op) const {
-  if (auto it = by_process_.find(std::make_tuple(node, pid, source, op)); it != by_process_.end())
-    return it->second;
-  if (auto it = by_op_.find(std::make_tuple(node, source, op)); it != by_op_.end())
-    return it->second;
-  return 0;
 }
 
 }  // namespace ingero::store

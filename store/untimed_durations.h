@@ -9,12 +9,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <string>
 #include <string_view>
-#include <tuple>
+#include <utility>
 
 #include "hal/result.h"
+#include "store/process_means.h"
 #include "store/sqlite_db.h"
 
 namespace ingero::store {
@@ -25,12 +24,13 @@ class UntimedDurations {
   // false, and of() says 0).
   static ingero::Result<UntimedDurations> load(Db& db);
   bool any() const { return any_; }
-  uint64_t of(std::string_view node, uint32_t pid, int source, int op) const;
+  uint64_t of(std::string_view node, uint32_t pid, int source, int op) const {
+    return means_.of(node, pid, std::pair(source, op));
+  }
 
  private:
   bool any_ = false;
-  std::map<std::tuple<std::string, uint32_t, int, int>, uint64_t, std::less<>> by_process_;
-  std::map<std::tuple<std::string, int, int>, uint64_t, std::less<>> by_op_;
+  ProcessMeans<std::pair<int, int>> means_;  // by (source, op)
 };
 
 }  // namespace ingero::store
