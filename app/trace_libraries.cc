@@ -103,4 +103,38 @@ void Trace::rescan_all() {
   (void)probes_->take_lookup_newcomer();
 }
 
+// What was attached, to how many libraries, and how libraries loaded later are found.
+void Trace::print_attached(const std::vector<hal::LibraryStatus>& libs) {
+  // Without a loader's link-map probe, a library loaded later (dlopen, a Python import) is
+  // found by the next 30 s re-scan at best: its first calls, or a short command's all, go
+  // untraced. A refused probe was kept to itself.
+  if (probes_->loaders_watched() == 0) {
+    std::cerr << "ingero: warning: no dynamic loader is watched ("
+              << (probes_->loader_error().empty() ? std::string("none found")
+                                                  : probes_->loader_error())
+              << "): a library a process loads later (dlopen, a Python import) is found at its "
+                 "next exec or within 30 s, and its calls before then are not traced\n";
+  }
+  std::set<std::string> files;
+  for (const auto& l : libs)
+    if (l.probes_attached) files.insert(l.path);
+  if (!opts_.quiet) {
+    std::cerr << "ingero: attached " << probes_->attached_probes() << " probes on " << files.size()
+              << " librar" << (files.size() == 1 ? "y" : "ies") << " ("
+              << hal::call_attach_name(session_->call_attach()) << ", "
+              << probes_->loaders_watched() << " dynamic loader"
+              << (probes_->loaders_watched() == 1 ? "" : "s") << " watched for new ones)\n";
+    if (const auto& w = probes_->window_plan(); w.period_ns)  // probe/launch_windows.h
+      std::cerr << "ingero: without uprobe sessions (Linux 6.12+) a return probe traps at every "
+                   "call: launches are timed in windows of "
+                << engine::format_duration(uint64_t(w.window_ns)) << " in every "
+                << engine::format_duration(uint64_t(w.period_ns))
+                << " and until a window after a library's first launch, at one trap outside them\n";
+    if (inflight_ && session_->inflight_by_lookup())  // probe/inflight_table.h
+      std::cerr << "ingero: this kernel refused the BPF map-element iterator: calls in flight are "
+                   "read by looking each traced thread up, a copy of its whole state a second\n";
+    print_libraries(libs);
+  }
+}
+
 }  // namespace ingero::app::trace_detail

@@ -90,6 +90,7 @@ class Trace {
   bool serve_metrics();
   void make_pipeline();
   void print_libraries(const std::vector<hal::LibraryStatus>& libs);
+  void print_attached(const std::vector<hal::LibraryStatus>& libs);
   // late_pid: found while that process had them mapped, late_ns after its loader said so (0:
   // unknown).
   void store_libraries(const std::vector<hal::LibraryStatus>& libs, bool with_errors,

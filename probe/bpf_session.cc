@@ -146,9 +146,11 @@ Status BpfSession::load_object(bool inflight_iter) {
   // them. A perf-event uprobe may be refused where links are not (a host whose policy denies
   // perf_event_open to a CAP_BPF+CAP_PERFMON process), and check then said tracing could not
   // work where it did.
+  // The loaders' link-map probe too: refused as a perf-event uprobe to a CAP_BPF+CAP_PERFMON
+  // tracer (EACCES here), no dlopen of a traced command was seen, and nothing said so.
   if (attach_ != CallAttach::kPerfPair)
-    bpf_program__set_expected_attach_type(sk->progs.ingero_selftest,
-                                          bpf_attach_type(kBpfTraceUprobeMulti));
+    for (bpf_program* p : {sk->progs.ingero_selftest, sk->progs.ingero_linkmap})
+      bpf_program__set_expected_attach_type(p, bpf_attach_type(kBpfTraceUprobeMulti));
   if (!config.host_context) {
     for (bpf_program* p :
          {sk->progs.ingero_sched_switch, sk->progs.ingero_sched_waking, sk->progs.ingero_oom_victim,
@@ -351,6 +353,13 @@ Result<std::vector<Link>> BpfSession::attach_returns(const std::string& path,
 
 Result<Link> BpfSession::attach_linkmap(const std::string& ldso_path, uint64_t file_offset,
                                         uint64_t cookie) {
+  if (attach_ != CallAttach::kPerfPair) {
+    const uint64_t offsets[] = {file_offset}, cookies[] = {cookie};
+    auto fd = link_uprobe_multi(bpf_program__fd(skel_->progs.ingero_linkmap), ldso_path, offsets,
+                                cookies, UprobeMode::kEntry);
+    if (!fd) return bpf_error("uprobe on " + ldso_path + " _dl_debug_state", fd.error().sys_errno);
+    return Link::from_fd(*fd);
+  }
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = false);
   bpf_link* l = bpf_program__attach_uprobe_opts(skel_->progs.ingero_linkmap, -1, ldso_path.c_str(),
                                                 file_offset, &opts);

@@ -128,6 +128,10 @@ std::vector<DiscoveredFile> LibraryDiscovery::scan_file(const std::string& path,
 std::vector<DiscoveredFile> LibraryDiscovery::scan_all(const std::vector<int>* only) {
   std::unordered_map<FileIdentity, DiscoveredFile, FileIdentityHash> out;
   for (int pid : only ? *only : host_.pids()) scan_maps(pid, out);
+  for (const std::string& g : opts_.loader_globs)
+    for (const std::string& p : host_.glob(g))
+      if (auto id = host_.identify(p); id && loader_ids_.insert({id->dev, id->ino}).second)
+        loaders_.push_back({p, p, *id, {"install-dir"}, {}, false});
 
   if (auto bytes = host_.read_text(opts_.ld_cache)) {
     if (auto entries = parse_ld_cache(*bytes)) {

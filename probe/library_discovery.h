@@ -35,6 +35,12 @@ struct DiscoveryOptions {
   std::vector<std::string> dirs;   // directory globs
   bool main_executables = true;    // look for statically linked runtimes
   std::string ld_cache = "/etc/ld.so.cache";
+  // Where our root keeps its dynamic loaders: watched whether or not a process we may read
+  // maps one (with CAP_BPF+CAP_PERFMON and no root, no root-owned process's maps can be read,
+  // and a command's dlopen went unseen).
+  std::vector<std::string> loader_globs = {"/lib64/ld-linux*.so*", "/lib/ld-linux*.so*",
+                                           "/lib/*-linux-gnu/ld-linux*.so*",
+                                           "/usr/lib/*-linux-gnu/ld-linux*.so*"};
 };
 
 class LibraryDiscovery {
@@ -51,7 +57,8 @@ class LibraryDiscovery {
   std::vector<DiscoveredFile> scan_process(int pid, std::vector<MapEntry>* maps = nullptr);
   // One file named directly (the command `ingero trace -- CMD` is about to run).
   std::vector<DiscoveredFile> scan_file(const std::string& path, bool main_executable);
-  // Dynamic loaders seen in process maps, for link-map notifications.
+  // Dynamic loaders seen in process maps or installed in our root (loader_globs), for
+  // link-map notifications.
   const std::vector<DiscoveredFile>& loaders() const { return loaders_; }
 
   bool hinted(std::string_view basename) const;

@@ -430,7 +430,7 @@ void ProbeManager::watch_loaders() {
     if (link)
       loader_links_.push_back(std::move(*link));
     else
-      errors_.push_back(link.error().message);
+      errors_.push_back(loader_error_ = link.error().message);
   }
 }
 

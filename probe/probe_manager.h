@@ -111,6 +111,8 @@ class ProbeManager {
   const std::vector<LibraryStatus>& libraries() const { return libraries_; }
   size_t attached_probes() const { return attached_; }
   size_t loaders_watched() const { return loader_links_.size(); }
+  // Why the last loader's link-map probe was refused ("" when none was).
+  const std::string& loader_error() const { return loader_error_; }
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
@@ -164,6 +166,7 @@ class ProbeManager {
   std::vector<Link> loader_links_;
   std::vector<LibraryStatus> libraries_;
   std::vector<std::string> errors_;
+  std::string loader_error_;
   size_t attached_ = 0;
   WindowPlan windows_;  // period 0: launches are timed as any call (sessions, --launch-timing 1)
   uint64_t windows_opened_ = 0;
