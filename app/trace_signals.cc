@@ -58,6 +58,12 @@ void on_sigchld(int, siginfo_t* info, void*) {
 // with its default disposition, as an ignored signal would be inherited.
 void on_sigpipe(int) {}
 
+// Signals whose default action ends a process, other than the faults: each ends the tracer as
+// SIGTERM does. Ctrl-\'s SIGQUIT, a user signal or a CPU limit killed it without a word, the
+// session unfinished and the command running on, untraced, under init.
+constexpr int kStopSignals[] = {SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGUSR1,
+                                SIGUSR2, SIGALRM, SIGVTALRM, SIGXCPU, SIGPWR};
+
 }  // namespace
 
 void install_signal_handlers() {
@@ -65,11 +71,14 @@ void install_signal_handlers() {
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  for (int sig : kStopSignals) sigaction(sig, &sa, nullptr);
   struct sigaction pipe {};
   pipe.sa_handler = on_sigpipe;
   sigemptyset(&pipe.sa_mask);
   sigaction(SIGPIPE, &pipe, nullptr);
+  // A write past a file-size limit (ulimit -f) fails with EFBIG, said and counted as a full
+  // disk's is, instead of killing the tracer with SIGXFSZ mid-write.
+  sigaction(SIGXFSZ, &pipe, nullptr);
   // SA_RESTART: other calls go on; the wait on the rings (epoll) returns early all the same.
   struct sigaction chld {};
   chld.sa_sigaction = on_sigchld;
@@ -79,7 +88,28 @@ void install_signal_handlers() {
 }
 
 const char* signal_name(int sig) {
-  return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGVTALRM:
+      return "SIGVTALRM";
+    case SIGXCPU:
+      return "SIGXCPU";
+    case SIGPWR:
+      return "SIGPWR";
+    default:
+      return "SIGTERM";
+  }
 }
 
 void note_command_pid(pid_t pid) {

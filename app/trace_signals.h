@@ -21,7 +21,7 @@ extern volatile sig_atomic_t g_stop_signals;
 // child's exit (SIGCHLD) is noted with its time, and wakes the loop's wait on the rings.
 void install_signal_handlers();
 
-// "SIGINT", "SIGTERM" or "SIGHUP".
+// The stop signal's name ("SIGINT", "SIGQUIT", ...).
 const char* signal_name(int sig);
 
 // The traced command, once started: its exit is the one signal_came_after_child_exit() weighs

@@ -1,5 +1,6 @@
 #include "store/sqlite_db.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -29,6 +30,29 @@ std::string stray_wal_hint(const std::string& path) {
          "aside and read the file again";
 }
 
+namespace {
+
+// What lies beneath an I/O error SQLite names only as such: a write past the process's
+// file-size limit read "disk I/O error", which sent the user to the disk. SQLite's saved errno
+// may be a later call's: the limit is also compared with the file's and its log's sizes.
+std::string limit_hint(sqlite3* db) {
+  if ((sqlite3_extended_errcode(db) & 0xff) != SQLITE_IOERR) return "";
+  rlimit lim{};
+  if (getrlimit(RLIMIT_FSIZE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return "";
+  bool at_limit = sqlite3_system_errno(db) == EFBIG;
+  const char* file = sqlite3_db_filename(db, "main");
+  for (std::string f : {std::string(file ? file : ""), std::string(file ? file : "") + "-wal"}) {
+    struct stat st {};
+    // Within 64 KiB (a page and its frame header, at most) of the limit: no write fits.
+    if (!at_limit && file && *file && ::stat(f.c_str(), &st) == 0 &&
+        uint64_t(st.st_size) + 65536 >= uint64_t(lim.rlim_cur))
+      at_limit = true;
+  }
+  return at_limit ? " (the file reached this process's file-size limit, `ulimit -f`)" : "";
+}
+
+}  // namespace
+
 ingero::Result<bool> Stmt::step() {
   int rc = sqlite3_step(s_);
   if (rc == SQLITE_ROW) return true;
@@ -40,7 +64,7 @@ ingero::Result<bool> Stmt::step() {
   // ingero's own tables (store/archive_table.h) say what went wrong, the file first.
   bool own = !where.empty() && detail.starts_with(where);
   std::string msg = own ? detail : where + detail + (detail == kind ? "" : " (" + kind + ")");
-  msg += busy_hint(rc);
+  msg += busy_hint(rc) + limit_hint(db);
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
     // Read-only: a shell that opens it for writing would also write a stray log into it.
     msg +=
@@ -185,7 +209,7 @@ Db::~Db() {
 
 ingero::Error Db::last_error(std::string_view what) const {
   return ingero::make_error(std::string(what) + ": " + sqlite3_errmsg(db_) +
-                            busy_hint(sqlite3_extended_errcode(db_)));
+                            busy_hint(sqlite3_extended_errcode(db_)) + limit_hint(db_));
 }
 
 ingero::Status Db::exec(const std::string& sql) {
@@ -193,7 +217,7 @@ ingero::Status Db::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
-    return ingero::make_error(msg + busy_hint(sqlite3_extended_errcode(db_)));
+    return ingero::make_error(msg + busy_hint(sqlite3_extended_errcode(db_)) + limit_hint(db_));
   }
   return {};
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -123,6 +124,58 @@ TEST(TraceSignals, SighupWhileTracingEndsTheSessionAsSigtermDoes) {
   EXPECT_NE(tracer.err().find("ingero: command killed by signal 1"), std::string::npos)
       << tracer.err();
   EXPECT_EQ(session(db), (std::vector<std::vector<std::string>>{{"SIGHUP", "1", "1"}}));
+}
+
+// Ctrl-\'s SIGQUIT or a user signal killed the tracer without a word: the session unfinished
+// (stopped_at 0) and the command running on under init, untraced. Each ends the session as
+// SIGTERM does, and is passed on to the command.
+TEST(TraceSignals, SigquitAndUserSignalsEndTheSessionAsSigtermDoes) {
+  REQUIRE_BPF();
+  for (int sig : {SIGQUIT, SIGUSR1}) {
+    const std::string name = sig == SIGQUIT ? "SIGQUIT" : "SIGUSR1";
+    SCOPED_TRACE(name);
+    std::string db = temp_path(name + ".db"), marker = temp_path(name + ".ran");
+    auto tracer = Subprocess::spawn({INGERO_BIN, "trace", "--no-live", "--db", db, "--", "sh", "-c",
+                                     "touch " + marker + "; exec sleep 30"});
+    for (int i = 0; i < 3000 && !std::filesystem::exists(marker); ++i)
+      std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(std::filesystem::exists(marker)) << tracer.err();
+    const pid_t command = child_of(tracer.pid());
+    ASSERT_GT(command, 0);
+    tracer.signal(sig);
+    EXPECT_EQ(tracer.wait(60s), 128 + sig) << tracer.err();
+    EXPECT_NE(tracer.err().find("ingero: command killed by signal " + std::to_string(sig)),
+              std::string::npos)
+        << tracer.err();
+    EXPECT_EQ(session(db), (std::vector<std::vector<std::string>>{{name, "1", "1"}}));
+    EXPECT_NE(kill(command, 0), 0) << "the command outlived its tracer";
+  }
+}
+
+// A file-size limit (ulimit -f) killed the tracer with SIGXFSZ at the write past it, as above.
+// The write fails instead: said as a full disk is, with the limit named; the command runs to
+// its end, and the file reads.
+TEST(TraceSignals, AFileSizeLimitIsAFailedWriteNotADeath) {
+  REQUIRE_BPF();
+  std::string db = temp_path("fsize.db");
+  std::string out, err;
+  int rc =
+      run_command({"sh", "-c",
+                   "ulimit -f 2000; exec " + std::string(INGERO_BIN) +
+                       " trace --no-live --no-stack --keep-all --db " + db + " -- " +
+                       INGERO_CUDA_CALLS + " " INGERO_CUDA_ROOT "/lib64/stubs/libcuda.so 3000"},
+                  &out, &err, {}, std::chrono::seconds(300));
+  EXPECT_EQ(rc, 0) << err.substr(0, 3000);
+  EXPECT_NE(err.find("(the file reached this process's file-size limit, `ulimit -f`)"),
+            std::string::npos)
+      << err.substr(0, 3000);
+  EXPECT_NE(err.find("ingero: command exited with status 0"), std::string::npos) << err;
+  // The program's own count of its calls: every one of its 3000 rounds ran.
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3000 * 47 + 1);
+  // The file reads (the session's end may not have fit in it).
+  std::string report;
+  EXPECT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &report, &err), 0) << err;
+  EXPECT_NE(report.find("INGERO INCIDENT REPORT — " + db + "\n"), std::string::npos) << report;
 }
 
 TEST(TraceSignals, ACommandKilledBeforeItsReleaseIsReportedNotFatal) {
