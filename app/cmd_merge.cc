@@ -53,23 +53,25 @@ void add_merge_command(CLI::App& app, Context& ctx) {
       return;
     }
     // Written in a private folder beside the output and renamed over it at the end: a merge
-    // that fails leaves no partial file behind, and no one else can plant a link where the
-    // merge writes (a fixed temporary name could be one).
-    auto dir = private_dir_beside(o->out, "merging");
+    // that fails, or a signal ends, leaves no partial file behind, and no one else can plant a
+    // link where the merge writes (a fixed temporary name could be one).
+    auto dir = PrivateTraceDir::make(
+        o->out, "merging", "merged.db",
+        "ingero merge: interrupted: " + o->out + " was not written, its partial copy removed\n");
     if (!dir) {
       std::cerr << "ingero merge: " << dir.error().message << "\n";
       ctx.exit_code = kExitFailure;
       return;
     }
-    const std::string tmp_dir = *dir, tmp = tmp_dir + "/merged.db";
+    const std::string tmp = (*dir)->file();
     size_t events = 0;
     auto s = merge_traces(o->inputs, o->force_node, tmp, &events);
     if (s) s = clear_sqlite_sides(o->out);  // a stray -wal would be read as the new file's
+    if (s) (*dir)->quiet();
     // RENAME_NOREPLACE: a file that appeared at the output meanwhile is not overwritten.
     if (s && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, o->out.c_str(), RENAME_NOREPLACE) != 0)
       s = ingero::Error::sys("renaming " + tmp + " to " + o->out, errno);
-    std::error_code ec;
-    std::filesystem::remove_all(tmp_dir, ec);
+    dir->reset();
     if (!s) {
       std::cerr << "ingero merge: " << s.error().message << "\n";
       ctx.exit_code = kExitFailure;

@@ -401,20 +401,6 @@ ingero::Status refuse_sessions_twice(const std::vector<std::string>& inputs,
   return {};
 }
 
-// A private folder (mkdtemp, 0700) beside `path` for a file renamed over it at the end: a
-// failure leaves no partial file, and no one else can plant a link where it is written.
-ingero::Result<std::string> private_dir_beside(const std::string& path, const char* what) {
-  std::filesystem::path p(path);
-  std::string tmpl = ((p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path()) /
-                      ("." + p.filename().string() + "." + what + "-XXXXXX"))
-                         .string();
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  if (!mkdtemp(name.data()))
-    return ingero::Error::sys("cannot create a temporary folder beside " + path, errno);
-  return std::string(name.data());
-}
-
 ingero::Status convert_trace(const std::string& given) {
   // Through a symbolic link, the file it names is converted beside itself: renamed over the
   // link, the copy replaced the link and left the file it named unconverted.
@@ -423,22 +409,14 @@ ingero::Status convert_trace(const std::string& given) {
   if (ec) return ingero::Error::sys("reading " + given, ec.value());
   struct stat was {};
   if (::stat(path.c_str(), &was) != 0) return ingero::Error::sys("reading " + path, errno);
-  std::optional<FatalSignalsHeld> held(std::in_place);  // until the folder is listed
-  auto dir = private_dir_beside(path, "converting");
-  if (!dir) return dir.error();
-  const std::string tmp = *dir + "/converted.db";
   // A signal that ends the process meanwhile (Ctrl-C, a service stop) removes the copy, its
   // SQLite files and the folder, and says the file was left as it was: it left them all.
-  const std::vector<std::string> temps = {tmp,          tmp + "-journal", tmp + "-wal",
-                                          tmp + "-shm", tmp + "-reserve", *dir};
-  for (const auto& t : temps) remove_on_fatal_signal(t);
-  say_on_fatal_signal("ingero compact: interrupted: converting " + path +
-                      " was abandoned and its copy removed; the file is as it was\n");
-  held.reset();
-  auto forget = [&] {
-    say_on_fatal_signal("");
-    for (const auto& t : temps) keep_on_fatal_signal(t);
-  };
+  auto dir = PrivateTraceDir::make(path, "converting", "converted.db",
+                                   "ingero compact: interrupted: converting " + path +
+                                       " was abandoned and its copy removed; the file is as it "
+                                       "was\n");
+  if (!dir) return dir.error();
+  const std::string tmp = (*dir)->file();
   size_t events = 0;
   auto s = merge_traces({path}, "", tmp, &events);
   // The file keeps its mode and owner: the new one was made 0600 by whoever ran compact, and a
@@ -448,11 +426,10 @@ ingero::Status convert_trace(const std::string& given) {
     s = ingero::Error::sys("giving the converted copy the file's mode", errno);
   if (s && (was.st_uid != ::geteuid() || was.st_gid != ::getegid()))
     (void)::chown(tmp.c_str(), was.st_uid, was.st_gid);
-  if (s) say_on_fatal_signal("");  // from the rename on, the file may be the converted one
+  if (s) (*dir)->quiet();  // from the rename on, the file may be the converted one
   if (s && ::rename(tmp.c_str(), path.c_str()) != 0)
     s = ingero::Error::sys("renaming the converted copy over " + path, errno);
-  std::filesystem::remove_all(*dir, ec);
-  forget();
+  dir->reset();
   if (!s) {
     // The copy lived in a private folder now gone: said as what it was, not by its name.
     std::string m = s.error().message;

@@ -24,10 +24,6 @@ ingero::Status merge_traces(const std::vector<std::string>& inputs, const std::s
 ingero::Status refuse_sessions_twice(const std::vector<std::string>& inputs,
                                      const std::string& force_node, size_t* sessions);
 
-// A private folder (mkdtemp, 0700) beside `path` for a file renamed over it at the end: a
-// failure leaves no partial file, and no one else can plant a link where it is written.
-ingero::Result<std::string> private_dir_beside(const std::string& path, const char* what);
-
 // Converts a trace of an older schema in place: re-encoded (as merge does, one session per
 // node) into a file beside it, renamed over it once whole; the original stays untouched until
 // then.

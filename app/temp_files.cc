@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
+#include <optional>
 
 namespace ingero::app {
 
@@ -96,5 +99,34 @@ FatalSignalsHeld::FatalSignalsHeld() {
 }
 
 FatalSignalsHeld::~FatalSignalsHeld() { pthread_sigmask(SIG_SETMASK, &was_, nullptr); }
+
+ingero::Result<std::unique_ptr<PrivateTraceDir>> PrivateTraceDir::make(const std::string& path,
+                                                                       const char* what,
+                                                                       const std::string& name,
+                                                                       const std::string& note) {
+  std::filesystem::path p(path);
+  std::string tmpl = ((p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path()) /
+                      ("." + p.filename().string() + "." + what + "-XXXXXX"))
+                         .string();
+  std::optional<FatalSignalsHeld> held(std::in_place);  // until the folder is listed
+  if (!::mkdtemp(tmpl.data()))
+    return ingero::Error::sys("cannot create a temporary folder beside " + path, errno);
+  std::unique_ptr<PrivateTraceDir> d(new PrivateTraceDir(tmpl, tmpl + "/" + name));
+  say_on_fatal_signal(note);
+  return d;
+}
+
+PrivateTraceDir::PrivateTraceDir(std::string dir, std::string file)
+    : dir_(std::move(dir)), file_(std::move(file)) {
+  listed_ = {file_, file_ + "-journal", file_ + "-wal", file_ + "-shm", file_ + "-reserve", dir_};
+  for (const std::string& t : listed_) remove_on_fatal_signal(t);
+}
+
+PrivateTraceDir::~PrivateTraceDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+  say_on_fatal_signal("");
+  for (const std::string& t : listed_) keep_on_fatal_signal(t);
+}
 
 }  // namespace ingero::app

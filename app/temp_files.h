@@ -6,7 +6,11 @@
 
 #include <signal.h>
 
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "hal/result.h"
 
 namespace ingero::app {
 
@@ -35,6 +39,32 @@ class FatalSignalsHeld {
 
  private:
   sigset_t was_;
+};
+
+// A private folder (mkdtemp, 0700) beside `path`, holding one SQLite file (`name`) written there
+// and renamed over `path` once whole: a failure leaves no partial file, and no one else can
+// plant a link where it is written. While it lives, a signal that ends the process removes the
+// file, its SQLite side files (-journal, -wal, -shm, -reserve) and the folder, then says
+// `note`; its end removes whatever is left and unlists them. merge's folder stayed, with a
+// partial trace in it, after a Ctrl-C.
+class PrivateTraceDir {
+ public:
+  static ingero::Result<std::unique_ptr<PrivateTraceDir>> make(const std::string& path,
+                                                               const char* what,
+                                                               const std::string& name,
+                                                               const std::string& note);
+  ~PrivateTraceDir();
+  PrivateTraceDir(const PrivateTraceDir&) = delete;
+  PrivateTraceDir& operator=(const PrivateTraceDir&) = delete;
+  const std::string& dir() const { return dir_; }
+  const std::string& file() const { return file_; }
+  // Says nothing more on a signal (from the rename on, the file may be the new one).
+  void quiet() { say_on_fatal_signal(""); }
+
+ private:
+  PrivateTraceDir(std::string dir, std::string file);
+  std::string dir_, file_;
+  std::vector<std::string> listed_;
 };
 
 }  // namespace ingero::app
