@@ -192,6 +192,13 @@ void InflightMonitor::track_call(const ingero_inflight_rec& r, uint64_t now,
       return;
     }
     hal::Event& ev = t.row.call;
+    if (ev.kind == hal::EventKind::kRdmaAsyncEvent) {
+      t.waits_for_events = true;
+      ++counters_.event_waits;
+      it = tracked_.emplace(key, std::move(t)).first;
+      it->second.seen = true;
+      return;
+    }
     ev.set_comm(host_.comm(r.pid, r.tid));
     if (ev.kind == hal::EventKind::kCollective) set_collective(ev, &t.row.seq);
     if (stacks) t.row.stack_id = stacks->live_stack(r.pid, r.tid, r.caller, r.fp, r.py_tstate);
@@ -201,6 +208,7 @@ void InflightMonitor::track_call(const ingero_inflight_rec& r, uint64_t now,
   }
   Tracked& t = it->second;
   t.seen = true;
+  if (t.waits_for_events) return;
   hal::Inflight& row = t.row;
   std::optional<hal::ThreadSched> s;
   if (r.flags & INGERO_INFLIGHT_SCHED) s = hal::ThreadSched{r.off_since_ns, r.off_state};
@@ -249,6 +257,7 @@ void InflightMonitor::track_idle(uint32_t tid, const RankThread& rt, uint64_t no
   }
   Tracked& t = it->second;
   t.seen = true;
+  if (t.waits_for_events) return;
   hal::Inflight& row = t.row;
   bool moved = since != row.state_since_ns || state == hal::ThreadState::kRunning;
   bool changed = fresh || state != row.state || since != row.state_since_ns ||
@@ -336,7 +345,7 @@ void InflightMonitor::tick(uint64_t now) {
       ++it;
       continue;
     }
-    finish(it->second, now, report, false);
+    if (!it->second.waits_for_events) finish(it->second, now, report, false);
     it = tracked_.erase(it);
   }
   (void)out_.on_inflight(report);
@@ -347,7 +356,8 @@ void InflightMonitor::stop(uint64_t now) {
   hal::InflightReport report;
   report.now_ns = now;
   report.after_ns = options_.after_ns;
-  for (auto& [k, t] : tracked_) finish(t, now, report, true);
+  for (auto& [k, t] : tracked_)
+    if (!t.waits_for_events) finish(t, now, report, true);
   tracked_.clear();
   (void)out_.on_inflight(report);
 }

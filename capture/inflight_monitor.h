@@ -72,6 +72,7 @@ class InflightMonitor {
     uint64_t idle = 0;         // rank threads reported idle (each episode once)
     uint64_t stale = 0;        // frames whose call had unwound without returning
     uint64_t undecoded = 0;    // frames of a probe id the table does not know
+    uint64_t event_waits = 0;  // calls that wait for device events by design (never reported)
     uint64_t cpu_ns = 0;       // the monitor's own CPU time (reads included)
   };
 
@@ -110,6 +111,9 @@ class InflightMonitor {
     uint64_t returned_ns = 0;  // its call's end, from the call itself (note_call)
     bool unfinished = false;
     bool seen = false;  // at this tick
+    // A wait for device events (ibv_get_async_event): blocked by design, for as long as the
+    // job runs, on every NCCL-over-IB rank. Tracked, never reported stuck.
+    bool waits_for_events = false;
   };
   using Key = std::pair<uint32_t, uint64_t>;  // (tid, entry) of a call; (tid, 0) idle
   // An init, a collective or a destroy: its communicator's state, and whether its thread is a

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_runtime_probes.h"
+#include "backends/rdma/rdma_backend.h"
 #include "capture/inflight_host.h"
 #include "hal/event_sink.h"
 #include "probe/record_decoder.h"
@@ -178,6 +179,36 @@ TEST_F(InflightMonitorTest, EndsReturnedUnfinishedOrStopped) {
   EXPECT_EQ(out_.reports[2].ended[0].status, Inflight::Status::kStopped);
   EXPECT_EQ(out_.reports[2].ended[0].ended_ns, 19 * kSec);
   EXPECT_EQ(out_.reports[2].ended[0].call.dur_ns, 9 * kSec);
+}
+
+// ibv_get_async_event blocks by design for as long as the job runs (NCCL's IB async thread):
+// it was reported stuck from --inflight-after on, a HIGH "hung call" in explain and a stuck
+// thread in `status` on every rank traced with --rdma-verbs. It is never reported; a stuck
+// sync beside it is.
+TEST_F(InflightMonitorTest, AWaitForDeviceEventsIsNeverStuck) {
+  auto rdma = backends::make_rdma_backend(true);
+  const hal::ProbeSpec* wait = nullptr;
+  for (const auto& t : rdma->tables())
+    for (const auto& s : t)
+      if (s.symbol == "ibv_get_async_event") wait = &s;
+  ASSERT_NE(wait, nullptr);
+  uint32_t wait_id = table_.add(
+      {rdma.get(), wait, {"rdma", "ibverbs", 0, false}, "/lib/y.so", "ibv_get_async_event"});
+  auto m = make();
+  ingero_inflight_rec w = frame(101, 10 * kSec, 0);
+  w.probe_id = wait_id;
+  host_.now = {frame(100, 10 * kSec, 0xabc), w};
+  m.tick(16 * kSec);
+  ASSERT_EQ(out_.reports[0].current.size(), 1u);
+  EXPECT_EQ(out_.reports[0].current[0].call.op, "cudaStreamSynchronize");
+  EXPECT_EQ(m.counters().reported, 1u);
+  EXPECT_EQ(m.counters().event_waits, 1u);
+  host_.now = {frame(100, 10 * kSec, 0xabc)};  // the wait returned (an event came)
+  m.tick(17 * kSec);
+  EXPECT_TRUE(out_.reports[1].ended.empty());
+  m.stop(18 * kSec);
+  ASSERT_EQ(out_.reports[2].ended.size(), 1u);
+  EXPECT_EQ(out_.reports[2].ended[0].call.op, "cudaStreamSynchronize");
 }
 
 // A rank's thread outside any call for --inflight-after is `idle`; its episode ends `returned`
