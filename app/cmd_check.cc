@@ -123,8 +123,18 @@ void host_checks(const CheckInputs& in, CheckReport& rep) {
 
   uint64_t caps = hal::effective_caps(r + "/proc/self/status").value_or(0);
   bool root = r.empty() ? geteuid() == 0 : caps == 0x1ffffffffffULL || caps == 0x3ffffffffffULL;
+  // Root of a user namespace (a rootless container, `unshare -U -r`) holds its capabilities
+  // there only: it passed as "root", and the refused load was then blamed on the kernel.
+  const bool userns = hal::in_user_namespace(r + "/proc/self/uid_map");
+  if (userns) root = false, caps = 0;
   bool perfmon = caps & (1ull << 38), sysadmin = caps & (1ull << 21);
-  if (root || hal::can_load_tracing(caps))
+  if (userns)
+    rep.add("privileges", CheckStatus::kFail, "user namespace",
+            "root or capabilities inside a user namespace count there only: the kernel loads "
+            "no tracing program for them",
+            "run ingero on the host, or in a container in the host's user namespace with "
+            "CAP_BPF+CAP_PERFMON");
+  else if (root || hal::can_load_tracing(caps))
     rep.add("privileges", CheckStatus::kPass,
             root       ? "root"
             : sysadmin ? "CAP_SYS_ADMIN"

@@ -68,9 +68,17 @@ std::optional<uint64_t> effective_caps(const std::string& status) {
   return std::nullopt;
 }
 
+bool in_user_namespace(const std::string& uid_map) {
+  std::ifstream in(uid_map);
+  uint64_t inside = 0, outside = 0, count = 0;
+  // The host's maps every uid to itself: "0 0 4294967295". No file: no user namespaces.
+  if (!(in >> inside >> outside >> count)) return false;
+  return !(inside == 0 && outside == 0 && count == 4294967295ULL);
+}
+
 bool may_load_bpf() {
   auto caps = effective_caps();
-  return caps && can_load_tracing(*caps);
+  return caps && can_load_tracing(*caps) && !in_user_namespace();
 }
 
 LoadWarnings::LoadWarnings() : outer_(g_load_warnings) { g_load_warnings = &text_; }

@@ -35,8 +35,14 @@ bool can_load_tracing(uint64_t cap_eff);
 // default); nullopt when it cannot be read or holds no CapEff line.
 std::optional<uint64_t> effective_caps(const std::string& status = "/proc/self/status");
 
-// Whether this process holds what loading tracing programs takes (can_load_tracing): where it
-// does, a refused load is the kernel's verdict (its verifier, a security policy), not privileges'.
+// Whether `uid_map` (/proc/self/uid_map by default) is a user namespace's other than the
+// host's: there root's capabilities hold only inside it, and the kernel loads no tracing
+// program for them (a rootless container, `unshare -U -r`).
+bool in_user_namespace(const std::string& uid_map = "/proc/self/uid_map");
+
+// Whether this process holds what loading tracing programs takes (can_load_tracing), in the
+// host's user namespace: where it does, a refused load is the kernel's verdict (its verifier, a
+// security policy), not privileges'.
 bool may_load_bpf();
 
 // libbpf's print callback (libbpf_set_print): silent but with INGERO_LIBBPF_DEBUG, and its

@@ -89,6 +89,35 @@ TEST(Check, UnprivilegedHostWithoutBtfCannotTrace) {
   EXPECT_EQ(j["can_trace"], false);
 }
 
+// Root of a user namespace (a rootless container, `unshare -U -r`): every capability in
+// CapEff, none the kernel honours for tracing. It passed as "root", "not limiting: ingero runs
+// privileged", and the refused load was blamed on the kernel.
+TEST(Check, RootOfAUserNamespaceIsNotPrivileged) {
+  std::string r = test::temp_path("userns");
+  put(r + "/proc/sys/kernel/osrelease", "6.18.0\n");
+  put(r + "/proc/self/status", "CapEff:\t000001ffffffffff\n");
+  put(r + "/proc/self/uid_map", "         0       1000          1\n");
+  CheckReport rep;
+  hal::BackendRegistry backends;
+  register_builtin_backends(backends);
+  host_checks({r, backends.all()}, rep);
+  const auto* p = rep.find("privileges");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->status, CheckStatus::kFail);
+  EXPECT_EQ(p->value, "user namespace");
+  EXPECT_EQ(p->fix,
+            "run ingero on the host, or in a container in the host's user namespace with "
+            "CAP_BPF+CAP_PERFMON");
+  EXPECT_EQ(rep.find("perf_event_paranoid")->detail.find("ingero runs privileged"),
+            std::string::npos);
+  EXPECT_FALSE(rep.can_trace());
+  // The host's own map: every uid to itself.
+  put(r + "/proc/self/uid_map", "         0          0 4294967295\n");
+  CheckReport host;
+  host_checks({r, backends.all()}, host);
+  EXPECT_EQ(host.find("privileges")->value, "root");
+}
+
 // A hybrid host (v2 at /sys/fs/cgroup/unified) running one pod: the check finds the v2 mount,
 // the pod's container, and names it as the tracer would, saying what it read.
 TEST(Check, TenantNamesOnAHybridHostSayWhatWasReadAndHowLong) {
