@@ -146,6 +146,11 @@ bool CallDecoder::decode(const CallRecord& rec, Event& ev) const {
   RawCall raw(rec);
   for (const FieldRef& f : spec.fields) {
     if (f.field == Field::kCount_) break;
+    // An output the callee writes at return (a device pointer, a graph, a communicator) is
+    // the caller's stale variable when the call failed: stored as "the pointer returned", it
+    // joined failed collectives to a communicator that was never made. The vendor APIs with
+    // outputs return 0 on success.
+    if (f.from.src == ArgRef::Src::kReturnBuf && ev.has_ret && ev.ret != 0) continue;
     if (auto v = raw.value(f.from)) ev.set(f.field, *v);
   }
   p->backend->decode(raw, spec, ev);

@@ -153,6 +153,27 @@ TEST_F(DecoderTest, MallocReadsOutputPointerAtReturn) {
   EXPECT_FALSE(ev.has(Field::kDptr));
 }
 
+// A failed call wrote no output: what its return read finds is the caller's variable as it
+// was (0xdeadbeef0 here), which was stored as the device pointer returned, and a failed
+// ncclCommInitRank's stale handle as the communicator made.
+TEST_F(DecoderTest, AFailedCallsOutputIsNotRead) {
+  uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaMalloc");
+  auto r = rec(id);
+  r.hdr.ret = 2;  // cudaErrorMemoryAllocation
+  r.regs[1] = 4096;
+  uint64_t stale = 0xdeadbeef0;
+  std::memcpy(r.return_buf, &stale, 8);
+  r.hdr.return_len = 8;
+  Event ev;
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
+  EXPECT_EQ(ev.ret, 2);
+  EXPECT_EQ(ev.get(Field::kBytes), 4096u);  // an argument: read whatever the answer
+  EXPECT_FALSE(ev.has(Field::kDptr));
+  r.hdr.ret = 0;
+  ASSERT_TRUE(CallDecoder(table_).decode(wire(r), ev));
+  EXPECT_EQ(ev.get(Field::kDptr), stale);
+}
+
 TEST_F(DecoderTest, Memcpy2DMultipliesAndReadsKindFromStack) {
   uint32_t id = add("cuda_runtime", backends::cuda::kRuntimeProbes, "cudaMemcpy2DAsync");
   auto r = rec(id);

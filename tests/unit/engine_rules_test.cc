@@ -293,6 +293,52 @@ TEST(EngineRules, OomKillAndGpuOutOfMemory) {
       << gpu->summary;
 }
 
+// A rank whose init failed (its stale handle passed on) and whose 4 all-reduces then failed:
+// the collectives report had them as 16 KiB reduced by rank 3 of 8 of that communicator. A
+// failed call moved nothing and made no communicator; rank 0's 2 good all-reduces stay.
+TEST(EngineRules, FailedCollectivesAndInitsAreNoRanksWork) {
+  Replay r;
+  constexpr uint64_t kStale = 0x55d900001000, kGood = 0x77;
+  Event bad = r.call(100, "ncclCommInitRank", EventKind::kCommInit, kMs, kMs, "nccl");
+  bad.has_ret = true;
+  bad.ret = 1;  // ncclUnhandledCudaError
+  bad.set(Field::kCommunicator, kStale);
+  bad.set(Field::kRank, 3);
+  bad.set(Field::kNranks, 8);
+  r.add(bad);
+  Event good = r.call(200, "ncclCommInitRank", EventKind::kCommInit, kMs, kMs, "nccl");
+  good.set(Field::kCommunicator, kGood);
+  good.set(Field::kRank, 0);
+  good.set(Field::kNranks, 2);
+  r.add(good);
+  for (int i = 0; i < 4; ++i) {
+    Event c =
+        r.call(100, "ncclAllReduce", EventKind::kCollective, (10 + uint64_t(i)) * kMs, kMs, "nccl");
+    c.has_ret = true;
+    c.ret = 4;  // ncclInvalidArgument
+    c.set(Field::kCommunicator, kStale);
+    c.set(Field::kBytes, 4096);
+    r.add(c);
+  }
+  for (int i = 0; i < 2; ++i) {
+    Event c =
+        r.call(200, "ncclAllReduce", EventKind::kCollective, (10 + uint64_t(i)) * kMs, kMs, "nccl");
+    c.set(Field::kCommunicator, kGood);
+    c.set(Field::kBytes, 1024);
+    r.add(c);
+  }
+  r.analyze();
+  auto rep = engine::compute_collectives(r.source(), engine::Window{});
+  ASSERT_EQ(rep.groups.size(), 1u);
+  ASSERT_EQ(rep.groups.begin()->first, kGood);
+  const auto& ranks = rep.groups.begin()->second.at("ncclAllReduce");
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks.begin()->second.rank, 0u);
+  EXPECT_EQ(ranks.begin()->second.pid, 200u);
+  EXPECT_EQ(ranks.begin()->second.bytes, 2048u);
+  EXPECT_EQ(ranks.begin()->second.starts.size(), 2u);
+}
+
 // 100 all-reduces, five of them slow, while `counter` of mlx5_0 port 1 rises by 42 between
 // the samples at 5 s and 10 s, when the slow calls ran: the fabric_errors chain, if any.
 std::optional<engine::Chain> fabric_chain(const std::string& counter) {
