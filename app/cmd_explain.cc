@@ -13,6 +13,7 @@
 #include "engine/window_spec.h"
 #include "fleet/clickhouse_source.h"
 #include "hal/memory.h"
+#include "store/inflight_rows.h"
 #include "store/legacy_views.h"
 #include "store/read_snapshot.h"
 #include "store/sql_trace_source.h"
@@ -110,6 +111,18 @@ int explain_clickhouse(const Opts& o) {
   return explain_nodes(source, fo, o.json ? static_cast<std::ostream&>(std::cout) : text);
 }
 
+// Sessions whose tracer ended without stopping (SIGKILL, an OOM kill, a host that went down),
+// none writing now: the trace ends at its last commit, and its loss counters are those last
+// saved. explain read such a file as a whole trace, losses 0, without a word ("" when none).
+std::string cut_short_words(store::Db& db, const std::string& path) {
+  auto n = db.kept_int("SELECT count(*) FROM sessions WHERE coalesce(stopped_at, 0) = 0");
+  if (!n || n->value_or(0) == 0 || store::trace_being_written(path)) return "";
+  const int64_t k = n->value_or(0);
+  return (k == 1 ? std::string("its session's") : std::to_string(k) + " sessions'") +
+         " tracer ended without stopping (killed, or its host went down): the trace ends at its "
+         "last commit, and its loss counts are those last saved";
+}
+
 int explain_file(const Opts& o) {
   std::string path = o.db.empty() ? default_db_path() : o.db;
   auto reader = store::TraceReader::open(path, builtin_views(), builtin_error_codes());
@@ -173,6 +186,8 @@ int explain_file(const Opts& o) {
       return kExitFailure;
     }
     if (!damage->empty()) fo.subtitle += sep + *damage;
+  } else {
+    fo.subtitle = cut_short_words((*reader)->db(), path);
   }
   fo.nodes = *nodes;
   if (have.size() == 1) fo.only_node = have[0];
