@@ -115,7 +115,10 @@ int explain_clickhouse(const Opts& o) {
 // none writing now: the trace ends at its last commit, and its loss counters are those last
 // saved. explain read such a file as a whole trace, losses 0, without a word ("" when none).
 std::string cut_short_words(store::Db& db, const std::string& path) {
-  auto n = db.kept_int("SELECT count(*) FROM sessions WHERE coalesce(stopped_at, 0) = 0");
+  // A generated trace (bench/trace_gen, the demo) has no stop but says why in exit_reason.
+  auto n = db.kept_int(
+      "SELECT count(*) FROM sessions WHERE coalesce(stopped_at, 0) = 0 AND "
+      "coalesce(exit_reason, '') = ''");
   if (!n || n->value_or(0) == 0 || store::trace_being_written(path)) return "";
   const int64_t k = n->value_or(0);
   return (k == 1 ? std::string("its session's") : std::to_string(k) + " sessions'") +

@@ -24,7 +24,7 @@ TEST(CutShort, ExplainSaysTheTracerEndedWithoutStopping) {
   ASSERT_EQ(run_command({INGERO_BIN, "demo", "incident", "--db", db}, &out, &err), 0) << err;
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 0) << err;
   EXPECT_EQ(out.find("ended without stopping"), std::string::npos) << out;  // it stopped
-  alter_trace(db, "UPDATE sessions SET stopped_at = 0");
+  alter_trace(db, "UPDATE sessions SET stopped_at = 0, exit_reason = ''");
   ASSERT_EQ(run_command({INGERO_BIN, "explain", "--db", db}, &out, &err), 0) << err;
   EXPECT_NE(out.find("INGERO INCIDENT REPORT \u2014 " + db + "\n" + kNote + "\n"),
             std::string::npos)
