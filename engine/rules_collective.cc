@@ -47,8 +47,8 @@ class CollectiveReader {
 
   // A failed init made no communicator (older files stored the caller's stale handle as one),
   // and a failed collective moved nothing: the report had 4 failed all-reduces as 16 KiB
-  // reduced by rank 3 of 8 of a communicator that never existed. They are the failed-calls
-  // rule's.
+  // reduced by rank 3 of 8 of a communicator that never existed. A failed collective is still
+  // a call its rank made (matched with its peers'), of no bytes.
   void comm_init(const hal::Event& e) {
     if (hal::is_failure(e)) return;
     if (auto c = e.get(hal::Field::kCommunicator))
@@ -77,7 +77,6 @@ class CollectiveReader {
   }
 
   void collective(const hal::Event& e) {
-    if (hal::is_failure(e)) return;
     uint64_t communicator = e.get_or(hal::Field::kCommunicator, 0);
     std::optional<uint64_t> rank = e.get(hal::Field::kRank);
     uint64_t group = e.get_or(hal::Field::kCommHash, communicator);
@@ -99,7 +98,7 @@ class CollectiveReader {
     if (r.starts.size() >= 1'000'000) return;
     r.starts.push_back(int64_t(e.ts_ns));
     r.ends.push_back(int64_t(e.ts_ns + e.dur_ns));
-    r.bytes += e.get_or(hal::Field::kBytes, 0);
+    if (!hal::is_failure(e)) r.bytes += e.get_or(hal::Field::kBytes, 0);
     pending_[{e.pid, e.get_or(hal::Field::kStream, 0)}].push_back(
         {&r, {r.starts.size() - 1, int64_t(e.ts_ns + e.dur_ns)}});
   }

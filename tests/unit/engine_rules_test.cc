@@ -295,7 +295,9 @@ TEST(EngineRules, OomKillAndGpuOutOfMemory) {
 
 // A rank whose init failed (its stale handle passed on) and whose 4 all-reduces then failed:
 // the collectives report had them as 16 KiB reduced by rank 3 of 8 of that communicator. A
-// failed call moved nothing and made no communicator; rank 0's 2 good all-reduces stay.
+// failed init made no communicator, and a failed collective moved nothing: the 4 calls stand
+// on their own handle, rank unknown (the process stands in), 0 bytes; rank 0's 2 good
+// all-reduces are its communicator's.
 TEST(EngineRules, FailedCollectivesAndInitsAreNoRanksWork) {
   Replay r;
   constexpr uint64_t kStale = 0x55d900001000, kGood = 0x77;
@@ -329,14 +331,17 @@ TEST(EngineRules, FailedCollectivesAndInitsAreNoRanksWork) {
   }
   r.analyze();
   auto rep = engine::compute_collectives(r.source(), engine::Window{});
-  ASSERT_EQ(rep.groups.size(), 1u);
-  ASSERT_EQ(rep.groups.begin()->first, kGood);
-  const auto& ranks = rep.groups.begin()->second.at("ncclAllReduce");
-  ASSERT_EQ(ranks.size(), 1u);
-  EXPECT_EQ(ranks.begin()->second.rank, 0u);
-  EXPECT_EQ(ranks.begin()->second.pid, 200u);
-  EXPECT_EQ(ranks.begin()->second.bytes, 2048u);
-  EXPECT_EQ(ranks.begin()->second.starts.size(), 2u);
+  ASSERT_EQ(rep.groups.size(), 2u);
+  const auto& good_ranks = rep.groups.at(kGood).at("ncclAllReduce");
+  ASSERT_EQ(good_ranks.size(), 1u);
+  EXPECT_EQ(good_ranks.begin()->second.rank, 0u);
+  EXPECT_EQ(good_ranks.begin()->second.bytes, 2048u);
+  const auto& stale = rep.groups.at(kStale).at("ncclAllReduce");
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_EQ(stale.begin()->first, 100u);  // no rank: the process's pid stands in
+  EXPECT_EQ(stale.begin()->second.nranks, 0u);
+  EXPECT_EQ(stale.begin()->second.bytes, 0u);
+  EXPECT_EQ(stale.begin()->second.starts.size(), 4u);
 }
 
 // 100 all-reduces, five of them slow, while `counter` of mlx5_0 port 1 rises by 42 between
