@@ -72,7 +72,8 @@ struct FieldRef {
 };
 inline constexpr size_t kMaxFieldRefs = 10;
 
-// Exported variants of one API: per-thread default stream (_ptsz/_ptds) and ABI revisions.
+// Exported variants of one API: per-thread default stream (CUDA's _ptsz/_ptds, HIP's _spt) and
+// ABI revisions.
 enum Variant : uint16_t {
   kBase = 1 << 0,
   kPtsz = 1 << 1,
@@ -80,6 +81,7 @@ enum Variant : uint16_t {
   kV2 = 1 << 3,
   kV2Ptsz = 1 << 4,
   kV2Ptds = 1 << 5,
+  kSpt = 1 << 6,
 };
 inline constexpr uint16_t kDefaultVariants = kBase | kPtsz | kPtds;
 inline constexpr uint16_t kV2Variants = kV2 | kV2Ptsz | kV2Ptds;

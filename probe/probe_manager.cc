@@ -27,7 +27,7 @@ DiscoveryOptions options_for(const std::vector<const VendorBackend*>& backends,
 // Names any backend could ask for, with every variant spelling; .symtab is filtered by it.
 SymbolFilter wanted_names(const std::vector<const VendorBackend*>& backends) {
   auto names = std::make_shared<std::unordered_set<std::string>>();
-  static constexpr Variant kAll[] = {kBase, kPtsz, kPtds, kV2, kV2Ptsz, kV2Ptds};
+  static constexpr Variant kAll[] = {kBase, kPtsz, kPtds, kV2, kV2Ptsz, kV2Ptds, kSpt};
   for (const auto* b : backends) {
     for (auto table : b->tables()) {
       for (const auto& spec : table) {

@@ -19,13 +19,15 @@ std::string_view variant_suffix(Variant v) {
       return "_v2_ptsz";
     case kV2Ptds:
       return "_v2_ptds";
+    case kSpt:
+      return "_spt";
   }
   return "";
 }
 
 std::vector<std::pair<std::string, const ElfSymbol*>> resolve_spec(const SymbolIndex& symbols,
                                                                    const ProbeSpec& spec) {
-  static constexpr Variant kOrder[] = {kBase, kV2, kPtsz, kPtds, kV2Ptsz, kV2Ptds};
+  static constexpr Variant kOrder[] = {kBase, kV2, kPtsz, kPtds, kV2Ptsz, kV2Ptds, kSpt};
   std::vector<std::pair<std::string, const ElfSymbol*>> out;
   std::unordered_set<uint64_t> seen;
   auto try_name = [&](const std::string& name) {

@@ -79,6 +79,51 @@ TEST(Vendors, HipRealLibraryExactCallsAndDecode) {
   EXPECT_EQ(text.find("invalid arguments"), std::string::npos) << text;
 }
 
+// The calls PyTorch on ROCm and per-thread-stream programs make went untraced without a word:
+// hipMemcpyWithStream (every .item() and .cpu()), hipMemcpyPeer, hipLaunchCooperativeKernel,
+// and the _spt twins of launch, copy and sync. Each is one row, the _spt twins under their
+// base names, with their arguments.
+TEST(Vendors, HipCopiesWithStreamPeerCooperativeAndPerThreadStream) {
+  REQUIRE_BPF();
+  REQUIRE_FILE(kHip);
+  std::string db = temp_path("hip-more.db");
+  auto run = trace_command(db, {INGERO_HIP_CALLS, kHip, "more"}, {"--launch-timing", "1"});
+  ASSERT_EQ(run.rc, 0) << run.err;
+  int pid = 0;
+  auto want = calls_by_op(run.out, &pid);
+  ASSERT_EQ(want.size(), 11u) << run.out;
+  EXPECT_EQ(want["hipLaunchKernel"].first, 3);
+  for (const auto& [op, cr] : want) {
+    auto rows = query_rows(
+        db, "SELECT count(*) FROM calls WHERE op = '" + op + "' AND pid = " + std::to_string(pid));
+    EXPECT_EQ(rows[0][0], std::to_string(cr.first)) << op;
+  }
+  EXPECT_EQ(query_rows(db,
+                       "SELECT op, bytes, direction, coalesce(stream, 0), coalesce(device, -1), "
+                       "coalesce(peer, -1) FROM calls WHERE pid = " +
+                           std::to_string(pid) +
+                           " AND op IN ('hipMemcpyWithStream', "
+                           "'hipMemcpyPeer') GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1"),
+            (std::vector<std::vector<std::string>>{
+                {"hipMemcpyPeer", "8192", "peer", "0", "1", "0"},
+                {"hipMemcpyWithStream", "512", "D2H", std::to_string(0xa33), "-1", "-1"}}));
+  EXPECT_EQ(
+      query_rows(db, "SELECT func, grid_x, block_x, shared_mem, stream FROM calls WHERE pid = " +
+                         std::to_string(pid) +
+                         " AND "
+                         "op = 'hipLaunchCooperativeKernel'"),
+      (std::vector<std::vector<std::string>>{
+          {std::to_string(0xabc8), "32", "64", "256", std::to_string(0xa33)}}));
+  // The per-thread twins: the default stream (0), under the base names.
+  EXPECT_EQ(
+      query_rows(db, "SELECT op, count(*) FROM calls WHERE pid = " + std::to_string(pid) +
+                         " AND coalesce(stream, 0) = 0 AND op "
+                         "IN ('hipLaunchKernel', 'hipMemcpyAsync', 'hipStreamSynchronize') GROUP "
+                         "BY op ORDER BY op"),
+      (std::vector<std::vector<std::string>>{
+          {"hipLaunchKernel", "1"}, {"hipMemcpyAsync", "1"}, {"hipStreamSynchronize", "1"}}));
+}
+
 // NCCL spells all-to-all ncclAlltoAll (RCCL ncclAllToAll): every one is traced, by its
 // library's name, as the collective ALL_TO_ALL.
 TEST(Vendors, NcclAllToAllIsTracedUnderTheLibrarysSpelling) {

@@ -1,6 +1,8 @@
 /* Known HIP traffic through the real libamdhip64 (dlopen; no ROCm headers needed). With no
  * GPU every call fails, but each enters the library with real arguments.
- * Prints "pid N" and "<op> <tid> <ret>" per call. */
+ * Prints "pid N" and "<op> <tid> <ret>" per call. With argv[2] "more", then the calls PyTorch
+ * on ROCm and per-thread-stream programs make: hipMemcpyWithStream, hipMemcpyPeer,
+ * hipLaunchCooperativeKernel and the _spt twins (logged under their base names, as traced). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -45,5 +47,26 @@ int main(int argc, char** argv) {
       hipModuleLaunchKernel((void*)0xdef0, 7, 8, 9, 10, 11, 12, 64, (void*)0xa22, NULL, NULL));
   for (int i = 0; i < 2; i++) LOG("hipStreamSynchronize", hipStreamSynchronize((void*)0xa11));
   LOG("hipDeviceSynchronize", hipDeviceSynchronize());
+  if (argc > 2 && argv[2][0] == 'm') {
+    int (*with_stream)(void*, const void*, size_t, int, void*) = dlsym(h, "hipMemcpyWithStream");
+    int (*peer)(void*, int, const void*, int, size_t) = dlsym(h, "hipMemcpyPeer");
+    int (*coop)(const void*, dim3, dim3, void**, unsigned, void*) =
+        dlsym(h, "hipLaunchCooperativeKernel");
+    int (*launch_spt)(const void*, dim3, dim3, void**, size_t, void*) =
+        dlsym(h, "hipLaunchKernel_spt");
+    int (*async_spt)(void*, const void*, size_t, int, void*) = dlsym(h, "hipMemcpyAsync_spt");
+    int (*sync_spt)(void*) = dlsym(h, "hipStreamSynchronize_spt");
+    if (!with_stream || !peer || !coop || !launch_spt || !async_spt || !sync_spt) {
+      fprintf(stderr, "this libamdhip64 lacks a function of \"more\"\n");
+      return 3;
+    }
+    for (int i = 0; i < 3; i++)
+      LOG("hipMemcpyWithStream", with_stream(host, (void*)0x800000, 512, 2, (void*)0xa33));
+    LOG("hipMemcpyPeer", peer((void*)0x900000, 1, (void*)0x800000, 0, 8192));
+    LOG("hipLaunchCooperativeKernel", coop((void*)0xabc8, g, b, NULL, 256, (void*)0xa33));
+    LOG("hipLaunchKernel", launch_spt((void*)0xabc0, g, b, NULL, 128, (void*)0));
+    LOG("hipMemcpyAsync", async_spt(host, (void*)0x800000, 1024, 2, (void*)0));
+    LOG("hipStreamSynchronize", sync_spt((void*)0));
+  }
   return 0;
 }
