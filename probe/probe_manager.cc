@@ -19,6 +19,16 @@ DiscoveryOptions options_for(const std::vector<const VendorBackend*>& backends,
     for (auto h : b->file_hints()) hints.insert(std::string(h));
     for (auto& d : b->install_dirs(getenv)) dirs.insert(d);
   }
+  // Where this environment's programs find libraries the loader's cache does not list (a
+  // ROCm or CUDA install under /opt, a job's own copy): `check` said "no library of this
+  // vendor found" where `trace` then traced them.
+  const std::string path = getenv("LD_LIBRARY_PATH");
+  for (size_t at = 0; at <= path.size();) {
+    size_t end = path.find(':', at);
+    if (end == std::string::npos) end = path.size();
+    if (end > at && path[at] == '/') dirs.insert(path.substr(at, end - at));
+    at = end + 1;
+  }
   o.hints.assign(hints.begin(), hints.end());
   o.dirs.assign(dirs.begin(), dirs.end());
   return o;

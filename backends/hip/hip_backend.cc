@@ -79,11 +79,19 @@ class HipBackend final : public VendorBackend {
       std::string v = getenv(var);
       if (!v.empty()) dirs.push_back(v + "/lib");
     }
-    // pip wheels of PyTorch for ROCm carry their own runtime.
+    // pip wheels of PyTorch for ROCm carry their own runtime, in any environment the CUDA
+    // backend looks in for its wheels (a virtualenv or conda's was not looked in).
     for (const char* root :
-         {"/usr/local/lib/python3*/dist-packages", "/usr/lib/python3/dist-packages",
-          "/root/.local/lib/python3*/site-packages"})
+         {"/usr/lib/python3*/site-packages", "/usr/lib/python3/dist-packages",
+          "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+          "/root/.local/lib/python3*/site-packages",
+          "/root/.pyenv/versions/*/lib/python3*/site-packages",
+          "/home/*/.local/lib/python3*/site-packages", "/opt/conda/lib/python3*/site-packages"})
       dirs.push_back(std::string(root) + "/torch/lib");
+    for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
+      std::string v = getenv(var);
+      if (!v.empty()) dirs.push_back(v + "/lib/python3*/site-packages/torch/lib");
+    }
     return dirs;
   }
   std::vector<LibraryMatch> match(const MappedFile& f) const override {

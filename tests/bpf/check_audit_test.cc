@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "bpf/ingero_records.h"
 #include "hal/elf_symbols.h"
@@ -147,6 +149,30 @@ TEST(CheckAudit, ALibraryPathThatIsNotUtf8KeepsTheJsonValid) {
   bool found = false;
   for (const auto& lib : j["libraries"]) found |= lib["path"] == shown;
   EXPECT_TRUE(found) << j["libraries"].dump(2);
+}
+
+// A HIP runtime only LD_LIBRARY_PATH or a virtualenv's PyTorch wheel leads to: check listed
+// none there ("no library of this vendor found") where trace then traced it. Both are looked
+// in, as the CUDA backend's wheels are.
+TEST(CheckAudit, HipLibrariesOnTheLibraryPathAndInAVirtualenvAreListed) {
+  REQUIRE_BPF();
+  REQUIRE_FILE("/lib/x86_64-linux-gnu/libamdhip64.so.5");
+  const std::string odd = temp_path("rocm-odd"), venv = temp_path("venv");
+  const std::string wheel = venv + "/lib/python3.11/site-packages/torch/lib";
+  std::filesystem::create_directories(odd);
+  std::filesystem::create_directories(wheel);
+  std::filesystem::copy_file("/lib/x86_64-linux-gnu/libamdhip64.so.5", odd + "/libamdhip64.so.5");
+  std::filesystem::copy_file("/lib/x86_64-linux-gnu/libamdhip64.so.5", wheel + "/libamdhip64.so.5");
+  std::string out, err;
+  int rc = run_command({INGERO_BIN, "check", "--json", "--backends", "hip"}, &out, &err,
+                       {"LD_LIBRARY_PATH=/nonexistent:" + odd, "VIRTUAL_ENV=" + venv});
+  EXPECT_EQ(rc, 0) << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out << err;
+  std::set<std::string> paths;
+  for (const auto& lib : j["libraries"]) paths.insert(lib["path"].get<std::string>());
+  EXPECT_TRUE(paths.count(odd + "/libamdhip64.so.5")) << j["libraries"].dump(2);
+  EXPECT_TRUE(paths.count(wheel + "/libamdhip64.so.5")) << j["libraries"].dump(2);
 }
 
 // The same report as text: a folder name with an escape sequence reaches the terminal as text.
