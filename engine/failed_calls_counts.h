@@ -84,6 +84,7 @@ struct FailedCalls::Counts {
     uint64_t dur = 0, stack = 0;
     uint32_t tid = 0;
     std::string_view vendor, api, op;
+    hal::EventKind kind = hal::EventKind::kUnknown;
   };
   // One return code of one API in one process, and its first failure.
   struct Code {
@@ -231,7 +232,8 @@ struct FailedCalls::Counts {
                 .tid = e.tid,
                 .vendor = e.vendor,
                 .api = e.api,
-                .op = e.op};
+                .op = e.op,
+                .kind = e.kind};
       it = p.codes.insert(p.codes.end(), Code{.api = e.api,
                                               .ret = e.ret,
                                               .known = name,

@@ -174,13 +174,19 @@ int weight(ErrorClass cls) {
   }
 }
 
-// The code a process's chain is about: the weightiest class, its earliest first failure.
+// The code a process's chain is about: the weightiest class, its earliest first failure. A
+// communicator init that failed before invalid-argument failures leads them: the collectives
+// on the communicator it never made fail as invalid (ncclInvalidArgument), and the chain named
+// the first all-reduce, with "Calls had failed before it".
 const Counts::Code& lead_code(const Counts::Proc& p) {
   const Counts::Code* lead = &p.codes.front();
   for (const auto& c : p.codes)
     if (std::make_pair(-weight(c.cls), c.first.ts) <
         std::make_pair(-weight(lead->cls), lead->first.ts))
       lead = &c;
+  if (lead->cls == ErrorClass::kInvalid)
+    for (const auto& c : p.codes)
+      if (c.first.kind == hal::EventKind::kCommInit && c.first.ts < lead->first.ts) lead = &c;
   return *lead;
 }
 
