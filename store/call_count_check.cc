@@ -45,7 +45,7 @@ ingero::Error CallCountCheck::damaged(Db& db, const std::string& what) const {
         " (a block of calls whose entry in call_store was lost or holds a damaged time range, or "
         "a damaged index idx_call_store_ts, hides its calls from a window without an error); "
         "run: "
-        "sqlite3 " +
+        "sqlite3 -readonly " +
         db.path() + " 'PRAGMA quick_check' (REINDEX on a copy rebuilds the indexes)");
   std::string archive = has_call_archive(db) || has_run_archive(db)
                             ? ", as does an archive block whose entry (call_blocks, run_blocks) "
@@ -54,7 +54,7 @@ ingero::Error CallCountCheck::damaged(Db& db, const std::string& what) const {
   return ingero::make_error(db.path() + ": damaged: " + what +
                             " (a damaged time index, idx_events_timestamp, ends a read early "
                             "without an error" +
-                            archive + "); run: sqlite3 " + db.path() +
+                            archive + "); run: sqlite3 -readonly " + db.path() +
                             " 'PRAGMA quick_check' (REINDEX on a copy rebuilds the indexes)");
 }
 

@@ -280,12 +280,20 @@ ingero::Status check_tables(Db& db, const TraceFileInfo& info) {
   if (info.schema_version == kSchemaVersion)
     need = {"schema_version", "sessions",   "sources",  "ops",         "call_seconds",
             "call_store",     "host_store", "inflight", "kernel_names"};
+  // The schema's own text damaged (a flipped byte in a CREATE TABLE): SQLite refuses every
+  // statement, "malformed database schema", and table_exists read that as a missing table.
+  if (auto st = db.prepare("SELECT count(*) FROM main.sqlite_master"); !st) {
+    std::string why = st.error().message;
+    if (why.starts_with("preparing SQL: ")) why.erase(0, 15);
+    return ingero::make_error(db.path() + ": damaged: " + why + "; run: sqlite3 -readonly " +
+                              db.path() + " 'PRAGMA quick_check'");
+  }
   for (const char* t : need)
     if (!db.table_exists(t))
       return ingero::make_error(db.path() + ": damaged: a trace of schema " +
                                 std::to_string(info.schema_version) + " lacks its table " + t +
-                                " (dropped, or a copy cut short); run: sqlite3 " + db.path() +
-                                " 'PRAGMA quick_check'");
+                                " (dropped, or a copy cut short); run: sqlite3 -readonly " +
+                                db.path() + " 'PRAGMA quick_check'");
   return {};
 }
 

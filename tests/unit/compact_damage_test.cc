@@ -97,7 +97,7 @@ TEST(CompactDamage, ABlockWhoseEntryWasLostIsRefusedAndTheFileKept) {
   const std::string tail =
       " (a block of calls whose entry in call_store was lost or holds a damaged time range, or "
       "a damaged index idx_call_store_ts, hides its calls from a window without an error); run: "
-      "sqlite3 " +
+      "sqlite3 -readonly " +
       db +
       " 'PRAGMA quick_check' (REINDEX on a copy rebuilds the indexes); compact cannot mend a "
       "damaged block, and left the file as it was\n";

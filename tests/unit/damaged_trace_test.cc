@@ -252,6 +252,38 @@ TEST(DamagedTraceBaseline, ATableOfBlocksMissingIsNamed) {
   }
 }
 
+// A flipped byte in the schema's own text (`NOT NULL` became `NOT wULL` in a CREATE TABLE):
+// every command said the trace "lacks its table schema_version", SQLite's refusal read as a
+// missing table. The damage is named as SQLite names it.
+TEST(DamagedTraceBaseline, DamageInTheSchemaTextIsNamedNotAMissingTable) {
+  const std::string db = temp_path("schema-text.db");
+  ASSERT_EQ(ingero({"demo", "incident", "--db", db}).rc, 0);
+  ASSERT_EQ(std::system(("sqlite3 '" + db +
+                         "' 'PRAGMA writable_schema = 1; UPDATE sqlite_master SET sql = "
+                         "replace(sql, \"NOT NULL\", \"NOT wULL\") WHERE name = "
+                         "\"causal_chains\"'")
+                            .c_str()),
+            0);
+  const std::string before = file_bytes(db);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"explain", "--db", db},
+        std::vector<std::string>{"query", "--db", db, "SELECT 1"},
+        std::vector<std::string>{"status", "--db", db}}) {
+    auto r = ingero(args);
+    EXPECT_EQ(r.rc, 1) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("ingero " + args[0] + ": " + db +
+                              ": damaged: malformed database schema (causal_chains)",
+                          0),
+              0u)
+        << r.err;
+    EXPECT_EQ(r.err.find("lacks its table"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("; run: sqlite3 -readonly " + db + " 'PRAGMA quick_check'\n"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(file_bytes(db), before);
+}
+
 // The same of an older schema's calls table: a schema 4 trace (the H100 fixtures') without
 // `events` said "preparing SQL: no such table: main.events", and `status` exited 0 on it.
 TEST(DamagedTraceBaseline, AnOlderTraceWithoutItsCallsTableIsNamed) {
@@ -260,7 +292,7 @@ TEST(DamagedTraceBaseline, AnOlderTraceWithoutItsCallsTableIsNamed) {
   ASSERT_EQ(std::system(("sqlite3 '" + db + "' 'DROP TABLE events'").c_str()), 0);
   const std::string said = db +
                            ": damaged: a trace of schema 4 lacks its table events (dropped, or a "
-                           "copy cut short); run: sqlite3 " +
+                           "copy cut short); run: sqlite3 -readonly " +
                            db + " 'PRAGMA quick_check'\n";
   std::string before = file_bytes(db);
   for (const std::vector<std::string>& args :
