@@ -263,6 +263,12 @@ int Trace::exit_status(const store::SessionEnd& end, const ingero::Status& fin) 
     err << (cause.empty() ? "" : ": " + cause) << "\n";
     code = kExitFailure;
   }
+  if (db_gone_) {
+    err << "ingero: " << db_
+        << " was removed or replaced while tracing: the events written since went into a file "
+           "no path names, and are lost\n";
+    code = kExitFailure;
+  }
   if (!opts_.quiet) cmd_.describe_end(err);
   // A command that outlived the signal's grace has no status yet: the tracer was stopped by
   // that signal, and says so as a shell would (128 + N), not success.

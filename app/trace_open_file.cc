@@ -1,5 +1,7 @@
 // Trace::open_file (app/trace_session.h): the trace file, its folder and its lock, the
 // sessions a killed tracer left, and how the writer lays out and writes its blocks.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
@@ -133,6 +135,7 @@ int Trace::open_file() {
     return kExitFailure;
   }
   writer_ = std::move(*writer);
+  if (struct stat st{}; ::stat(db_.c_str(), &st) == 0) db_id_ = {st.st_dev, st.st_ino};
   if (!repair_left_sessions(writer_->db(), db_, opts_.quiet, std::cerr)) return kExitFailure;
   writer_->set_folding(!opts_.keep_all);
   // Blocks span at most an eighth of the full-row window and of --retain (1 s to 60 s): their

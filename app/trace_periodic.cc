@@ -3,15 +3,18 @@
 // kind goes to the sinks once, through the SinkSet (hal/event_sink.h).
 
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include "app/builtin_backends.h"
 #include "app/session_chains.h"
+#include "app/terminal_text.h"
 #include "app/trace_session.h"
 #include "app/trace_summary.h"
 #include "engine/chain.h"
@@ -62,6 +65,23 @@ void Trace::update_counters() {
   (void)sinks_.on_session_counters(
       session_counters(session_->stats(), pipeline_->counters().call_records, false),
       naming ? &*naming : nullptr);
+}
+
+// A trace file removed (or a new file renamed over its path) while the tracer writes it: the
+// tracer wrote on into a file no path names, said "N events stored in FILE" and exited 0, and
+// the trace was gone.
+void Trace::check_db_file() {
+  if (db_gone_ || db_id_.second == 0) return;
+  struct stat st {};
+  const bool gone = ::stat(db_.c_str(), &st) != 0
+                        ? errno == ENOENT
+                        : std::pair<uint64_t, uint64_t>(st.st_dev, st.st_ino) != db_id_;
+  if (!gone) return;
+  db_gone_ = true;
+  TerminalText(std::cerr) << cr() << "ingero: " << db_
+                          << " was removed or replaced while tracing: what is written from now "
+                             "on goes into a file no path names, and is lost when the tracer "
+                             "exits; stop it, and trace into a new file\n";
 }
 
 std::optional<hal::KernelNaming> Trace::kernel_naming() const {

@@ -115,6 +115,9 @@ class Trace {
   void publish_live(const LiveAnalysis& la);  // a finished live analysis, to the sinks
   void start_live_analysis(int64_t mono);     // the next, off the event loop
   void update_counters();
+  // The trace file removed or replaced under the tracer (its path no longer names the file it
+  // writes): said once while tracing, and at the end as the failure it is.
+  void check_db_file();
   // app/trace_lookups.cc: kernel-name look-ups that only repeat rest, and come back when a
   // kernel is launched without a name, or (`newcomer`) a process maps a library whose look-ups
   // rest (capture/lookup_rest.h).
@@ -205,6 +208,9 @@ class Trace {
   // Why the causal chains could not be stored: their commit carries the last events too, whose
   // loss is then said with this cause (the sinks never saw that write fail).
   std::string chains_error_;
+  // The written file's identity (st_dev, st_ino), and whether its path stopped naming it.
+  std::pair<uint64_t, uint64_t> db_id_{0, 0};
+  bool db_gone_ = false;
 };
 
 }  // namespace ingero::app::trace_detail

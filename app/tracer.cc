@@ -368,6 +368,7 @@ void Trace::loop() {
       {int64_t(opts_.flush_ms) * 1'000'000, true, [this](int64_t, bool) { pipeline_->commit(); }},
       {sec, true, [this](int64_t m, bool f) { samplers_->sample(m, f); }},
       {5 * sec, true, [this](int64_t, bool) { update_counters(); }},
+      {sec, true, [this](int64_t, bool) { check_db_file(); }},
       {sec, true, [this](int64_t m, bool f) { update_metrics(m, f); }},
       {sec, false, [this](int64_t, bool) { live_line(false); }},
       // With --max-db-size, at every commit: the size is held within what one commit writes.

@@ -154,6 +154,29 @@ TEST(HardeningBpf, ACommandsDlopenIsTracedUnderTheDocumentedCapabilities) {
             (std::vector<std::vector<std::string>>{{"cudaMalloc", "5", "1048576"}}));
 }
 
+// The trace file removed while the tracer writes it: the tracer wrote on into a file no path
+// names, said "N events stored in FILE", and exited 0; the trace was gone. It says so as soon as
+// it sees it, and at the end, exit 1.
+TEST(HardeningBpf, ATraceFileRemovedWhileTracingIsAFailureSaid) {
+  REQUIRE_BPF();
+  std::string db = temp_path("removed.db");
+  auto tracer = Subprocess::spawn(
+      {INGERO_BIN, "trace", "--no-live", "--no-stack", "--duration", "6s", "--db", db});
+  ASSERT_TRUE(tracer.wait_stderr_line("ingero: tracing", std::chrono::seconds(120)))
+      << tracer.err();
+  for (const char* side : {"", "-wal", "-shm"}) std::filesystem::remove(db + side);
+  ASSERT_TRUE(tracer.wait_stderr_line(" was removed or replaced while tracing: what is written",
+                                      std::chrono::seconds(30)))
+      << tracer.err();
+  EXPECT_EQ(tracer.wait(std::chrono::seconds(120)), 1) << tracer.err();
+  EXPECT_NE(tracer.err().find("ingero: " + db +
+                              " was removed or replaced while tracing: the events written since "
+                              "went into a file no path names, and are lost\n"),
+            std::string::npos)
+      << tracer.err();
+  EXPECT_FALSE(std::filesystem::exists(db));
+}
+
 // Issue 37, item 8: with a ClickHouse that accepts and never answers, a SIGTERM'd tracer was
 // alive at 31 s and `trace -- sleep 2` took 45 s; systemd's TimeoutStopSec=30 then SIGKILLs it.
 // Shipping at exit now ends by --clickhouse-exit-timeout (default 10 s); the rows wait in the
