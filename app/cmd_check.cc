@@ -103,24 +103,9 @@ void check_uprobe(hal::BpfSession& session, CheckReport& rep) {
           session.uses_uprobe_multi() ? "" : "Linux 6.6+ attaches faster");
 }
 
-}  // namespace
-
-void host_checks(const CheckInputs& in, CheckReport& rep) {
-  const std::string& r = in.root;
-  utsname u{};
-  std::string release = read_small_file(r + "/proc/sys/kernel/osrelease");
-  if (release.empty() && r.empty() && uname(&u) == 0) release = u.release;
-  rep.add("kernel", release.empty() ? CheckStatus::kFail : CheckStatus::kPass,
-          release.empty() ? "unknown" : release, read_host_info().os_release, "");
-
-  struct stat st {};
-  if (stat((r + "/sys/kernel/btf/vmlinux").c_str(), &st) == 0)
-    rep.add("btf", CheckStatus::kPass, "/sys/kernel/btf/vmlinux",
-            std::to_string(st.st_size / 1024) + " KiB of kernel BTF", "");
-  else
-    rep.add("btf", CheckStatus::kFail, "missing", "CO-RE programs need kernel BTF",
-            "use a kernel built with CONFIG_DEBUG_INFO_BTF=y");
-
+// The privileges line and perf_event_paranoid's, from the process's effective capabilities
+// and user namespace (under the fake root `r` in tests).
+void privilege_checks(const std::string& r, CheckReport& rep) {
   uint64_t caps = hal::effective_caps(r + "/proc/self/status").value_or(0);
   bool root = r.empty() ? geteuid() == 0 : caps == 0x1ffffffffffULL || caps == 0x3ffffffffffULL;
   // Root of a user namespace (a rootless container, `unshare -U -r`) holds its capabilities
@@ -152,6 +137,27 @@ void host_checks(const CheckInputs& in, CheckReport& rep) {
           privileged ? "not limiting: ingero runs privileged"
                      : "limits unprivileged perf events (uprobes need CAP_PERFMON regardless)",
           "");
+}
+
+}  // namespace
+
+void host_checks(const CheckInputs& in, CheckReport& rep) {
+  const std::string& r = in.root;
+  utsname u{};
+  std::string release = read_small_file(r + "/proc/sys/kernel/osrelease");
+  if (release.empty() && r.empty() && uname(&u) == 0) release = u.release;
+  rep.add("kernel", release.empty() ? CheckStatus::kFail : CheckStatus::kPass,
+          release.empty() ? "unknown" : release, read_host_info().os_release, "");
+
+  struct stat st {};
+  if (stat((r + "/sys/kernel/btf/vmlinux").c_str(), &st) == 0)
+    rep.add("btf", CheckStatus::kPass, "/sys/kernel/btf/vmlinux",
+            std::to_string(st.st_size / 1024) + " KiB of kernel BTF", "");
+  else
+    rep.add("btf", CheckStatus::kFail, "missing", "CO-RE programs need kernel BTF",
+            "use a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+
+  privilege_checks(r, rep);
 
   bool pmu = exists(r + "/sys/bus/event_source/devices/uprobe/type");
   bool tracefs = read_small_file(r + "/proc/mounts").find(" tracefs ") != std::string::npos;
